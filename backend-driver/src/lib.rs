@@ -1,0 +1,1 @@
+//! `acl-notify-driver`: the core traits over CANN (placeholder; filled by the driver issue).

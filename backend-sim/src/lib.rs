@@ -1,0 +1,1 @@
+//! `acl-notify-sim`: the software device (placeholder; filled by the simulator issue).

@@ -1,0 +1,2 @@
+//! Benchmarks (placeholder; filled by the benchmark issue).
+fn main() {}

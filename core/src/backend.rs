@@ -1,0 +1,280 @@
+//! The traits a backend implements: small, documented, each method listing the codes it
+//! returns. Split into [`Backend`] (identity), [`NotifyResources`] (ids, export, whitelist,
+//! import, close), [`StreamOps`] (record, wait-and-reset, batch reset, synchronize) and
+//! [`HostOps`] (host-side waits and budgets, beyond CANN's C API).
+//!
+//! Handles are small opaque numbers chosen by the backend ([`RawNotify`], [`RawStream`]);
+//! a backend validates a handle on every call and answers `InvalidHandle` (107017) for a stale,
+//! destroyed, foreign or garbage one — never undefined behaviour. Devices are explicit
+//! arguments: the per-thread "current device" of CANN's C API is the C ABI's business, built
+//! on top of these traits.
+
+use core::ffi::c_void;
+use core::time::Duration;
+
+use crate::error::BackendError;
+use crate::flags::{CreateFlags, ExportFlags, ImportFlags};
+use crate::key::ExportKey;
+use crate::lifecycle::Lifecycle;
+use crate::soc::Soc;
+use crate::timeout::{SyncWait, Timeout};
+
+/// A backend's handle to one process's reference to a notify. Opaque; `0` is never valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(transparent)]
+pub struct RawNotify(pub u64);
+
+/// A backend's handle to a stream. Opaque; `0` is never valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(transparent)]
+pub struct RawStream(pub u64);
+
+/// One inter-server whitelist entry: a process `pid` on SuperPod server `sdid`
+/// (one element of CANN's `aclrtServerPid` with `num == 1`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(C)]
+pub struct ServerPid {
+    /// The server (super device) id.
+    pub sdid: u32,
+    /// The process id on that server.
+    pub pid: i32,
+}
+
+/// What a backend knows about one notify handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct NotifyInfo {
+    /// The notify id (an importer sees the owner's id).
+    pub id: u32,
+    /// The device this handle was created or imported on.
+    pub device: u32,
+    /// The owner's device (equals `device` for the owner).
+    pub owner_device: u32,
+    /// The owner's SuperPod server id.
+    pub owner_server: u32,
+    /// This handle's lifecycle state.
+    pub state: Lifecycle,
+    /// The create flags.
+    pub flags: CreateFlags,
+}
+
+/// `aclrtStreamStatus`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(i32)]
+pub enum StreamStatus {
+    /// `ACL_STREAM_STATUS_COMPLETE`: every task enqueued so far has finished.
+    Complete = 0,
+    /// `ACL_STREAM_STATUS_NOT_READY`: tasks are still queued or running.
+    NotReady = 1,
+}
+
+/// What happens to a stream's queued tasks when it is destroyed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum StreamDestroy {
+    /// `aclrtDestroyStream`: the queued tasks run to completion first.
+    Drain,
+    /// `aclrtDestroyStreamForce`: the queued tasks are discarded.
+    Discard,
+}
+
+/// A C host function (`aclrtCallback`-style) and its argument, run on a stream in order.
+#[derive(Clone, Copy, Debug)]
+pub struct HostCall {
+    func: unsafe extern "C" fn(*mut c_void),
+    arg: *mut c_void,
+}
+
+impl HostCall {
+    /// Wraps a C function and its argument.
+    ///
+    /// # Safety
+    ///
+    /// `func(arg)` must be safe to call once, from another thread, at any time until the stream
+    /// has run it (or discarded it): `arg` must stay valid for that long and be usable from
+    /// that thread.
+    pub const unsafe fn new(func: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) -> Self {
+        HostCall { func, arg }
+    }
+
+    /// Runs the call.
+    pub fn call(self) {
+        // SAFETY: `HostCall::new`'s contract makes this call valid on any thread.
+        unsafe { (self.func)(self.arg) }
+    }
+}
+
+// SAFETY: `HostCall::new`'s contract requires `func(arg)` to be callable from another thread.
+unsafe impl Send for HostCall {}
+
+/// Identity of a backend.
+pub trait Backend {
+    /// The backend's error: a CANN code, possibly with context for `Display`.
+    type Error: BackendError;
+
+    /// The SoC family of this machine's devices.
+    fn soc(&self) -> Soc;
+
+    /// Number of devices (`aclrtGetDeviceCount`).
+    fn device_count(&self) -> u32;
+
+    /// The calling process's id as the device sees it (`aclrtDeviceGetBareTgid`).
+    fn bare_tgid(&self) -> i32;
+
+    /// The SuperPod server this process runs on (0 outside a SuperPod).
+    fn server_id(&self) -> u32;
+}
+
+/// Notify resources: ids, export, whitelist, import, close.
+pub trait NotifyResources: Backend {
+    /// Creates a notify on `device`.
+    ///
+    /// Codes: 107001 no such device; 207000 notifies, or `DEVICE_USE_ONLY`, unsupported on this
+    /// SoC; 207009 the device is out of notify ids.
+    fn create_notify(&self, device: u32, flags: CreateFlags) -> Result<RawNotify, Self::Error>;
+
+    /// Drops this process's reference. The id is released when the last holder (owner or
+    /// importer, in any process) has destroyed it and its queued tasks have run.
+    ///
+    /// Codes: 107017 stale or unknown handle.
+    fn destroy_notify(&self, notify: RawNotify) -> Result<(), Self::Error>;
+
+    /// Id, devices, state and flags of a handle.
+    ///
+    /// Codes: 107017.
+    fn notify_info(&self, notify: RawNotify) -> Result<NotifyInfo, Self::Error>;
+
+    /// Exports the notify and returns its key.
+    ///
+    /// Codes: 207000 SoC without IPC; 107017; 507000 already exported, or imported.
+    fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, Self::Error>;
+
+    /// Adds PIDs (on this server) to the whitelist. Repeated calls add.
+    ///
+    /// Codes: 207000 SoC without IPC; 107017; 107000 `pids` empty or not exported; 207006
+    /// exported without PID validation, or an imported handle; 207012 more than 64 in total.
+    fn set_import_pids(&self, notify: RawNotify, pids: &[i32]) -> Result<(), Self::Error>;
+
+    /// Adds (server, PID) entries to the whitelist (SuperPod). Applied entries stay when a
+    /// later one fails.
+    ///
+    /// Codes: 107000 `entries` empty; 107017; 207000 SoC without inter-server support; then as
+    /// [`set_import_pids`](Self::set_import_pids).
+    fn set_import_server_pids(
+        &self,
+        notify: RawNotify,
+        entries: &[ServerPid],
+    ) -> Result<(), Self::Error>;
+
+    /// Imports a notify from its key onto `device`.
+    ///
+    /// Codes: 207000 SoC without IPC; 107000 bad flags or malformed key; 107001 no such device;
+    /// 107017 the key's notify no longer exists; 207006 not whitelisted, or no peer access
+    /// between the devices (and `ENABLE_PEER_ACCESS` not given).
+    fn import_by_key(
+        &self,
+        device: u32,
+        key: &str,
+        flags: ImportFlags,
+    ) -> Result<RawNotify, Self::Error>;
+
+    /// Whether `device` can access `peer` (`aclrtDeviceCanAccessPeer`).
+    ///
+    /// Codes: 107001.
+    fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, Self::Error>;
+
+    /// Enables access from `device` to `peer` (`aclrtDeviceEnablePeerAccess`).
+    ///
+    /// Codes: 107001; 107000 `device == peer`.
+    fn enable_peer_access(&self, device: u32, peer: u32) -> Result<(), Self::Error>;
+}
+
+/// Stream operations: tasks that run in order on a device stream.
+pub trait StreamOps: Backend {
+    /// Creates a stream on `device`.
+    ///
+    /// Codes: 107001; 207005 out of streams.
+    fn create_stream(&self, device: u32) -> Result<RawStream, Self::Error>;
+
+    /// The device's default stream (what a NULL stream means in C).
+    ///
+    /// Codes: 107001.
+    fn default_stream(&self, device: u32) -> Result<RawStream, Self::Error>;
+
+    /// The device a stream belongs to.
+    ///
+    /// Codes: 107017.
+    fn stream_device(&self, stream: RawStream) -> Result<u32, Self::Error>;
+
+    /// Destroys a stream (not the default stream).
+    ///
+    /// Codes: 107017 (also for a default stream).
+    fn destroy_stream(&self, stream: RawStream, mode: StreamDestroy) -> Result<(), Self::Error>;
+
+    /// Enqueues a record: when the stream reaches it, the flag becomes 1 (or one waiter is
+    /// released). Returns once enqueued.
+    ///
+    /// Codes: 107017 bad notify or stream.
+    fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), Self::Error>;
+
+    /// Enqueues a wait-and-reset: when the stream reaches it, the stream stalls until the flag
+    /// is 1, then resets it. A timeout is reported by the next synchronize (107020).
+    ///
+    /// Codes: 107017 bad notify or stream; 107000 the stream's device is not the owner's
+    /// device.
+    fn wait_and_reset(
+        &self,
+        notify: RawNotify,
+        stream: RawStream,
+        timeout: Timeout,
+    ) -> Result<(), Self::Error>;
+
+    /// Resets each notify to 0, in order; stops at the first failure (earlier ones stay reset).
+    ///
+    /// Codes: 107000 empty; 207000 SoC without batch reset; 107017; 507009 an imported notify.
+    fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), Self::Error>;
+
+    /// Waits until every task enqueued so far has run.
+    ///
+    /// Codes: 107017; 107020 a wait on this stream timed out since the last synchronize
+    /// (reported once); 507046 `wait` expired first.
+    fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), Self::Error>;
+
+    /// Whether every task enqueued so far has run.
+    ///
+    /// Codes: 107017.
+    fn query(&self, stream: RawStream) -> Result<StreamStatus, Self::Error>;
+
+    /// Enqueues a host function; it runs when the stream reaches it.
+    ///
+    /// Codes: 107017.
+    fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), Self::Error>;
+
+    /// Sets the process default wait timeout in seconds (0 = forever), used by waits whose
+    /// timeout is [`Timeout::ProcessDefault`].
+    fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), Self::Error>;
+}
+
+/// Beyond CANN's C API: host-side waits on a notify and resource budgets.
+pub trait HostOps: NotifyResources {
+    /// Blocks the calling thread until the notify is recorded, then resets it (consumes the
+    /// record exactly as a stream wait would).
+    ///
+    /// Codes: 107017; 107000 not the owner's device; 107019 `timeout` expired.
+    fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), Self::Error>;
+
+    /// Consumes the record if the flag is set: `Ok(true)` if it was (and is now reset),
+    /// `Ok(false)` if not. Never blocks.
+    ///
+    /// Codes: 107017; 107000 not the owner's device.
+    fn try_consume(&self, notify: RawNotify) -> Result<bool, Self::Error>;
+
+    /// How many notify ids `device` has left, across every process of the machine.
+    ///
+    /// Codes: 107001; 207000 notifies unsupported.
+    fn notifies_free(&self, device: u32) -> Result<u32, Self::Error>;
+}

@@ -1,0 +1,208 @@
+//! The CANN error codes this API returns, as one `#[repr(i32)]` enum.
+
+use num_enum::{IntoPrimitive, TryFromPrimitive};
+
+/// A CANN runtime error code (SPEC §5). `ACL_SUCCESS` (0) is not an error and has no variant:
+/// success is `Ok(..)`.
+///
+/// The numeric value of each variant is the code CANN's C API returns, so
+/// `i32::from(Error::InvalidHandle) == 107017`, and `Error::try_from(107017)` gives it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, IntoPrimitive, TryFromPrimitive)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(i32)]
+pub enum Error {
+    /// `ACL_ERROR_INVALID_PARAM` — a NULL pointer or otherwise invalid argument at the ACL layer.
+    InvalidParam = 100000,
+    /// `ACL_ERROR_UNINITIALIZE` — `aclInit` has not been called.
+    Uninitialize = 100001,
+    /// `ACL_ERROR_REPEAT_INITIALIZE` — `aclInit` called twice.
+    RepeatInitialize = 100002,
+    /// `ACL_ERROR_REPEAT_FINALIZE` — `aclFinalize` called twice.
+    RepeatFinalize = 100037,
+    /// `ACL_ERROR_RT_PARAM_INVALID` — an argument the runtime rejects (flags, counts, keys).
+    ParamInvalid = 107000,
+    /// `ACL_ERROR_RT_INVALID_DEVICEID` — no such device.
+    InvalidDeviceId = 107001,
+    /// `ACL_ERROR_RT_CONTEXT_NULL` — the calling thread has no current device.
+    ContextNull = 107002,
+    /// `ACL_ERROR_RT_STREAM_CONTEXT` — the stream belongs to another device/context.
+    StreamContext = 107003,
+    /// `ACL_ERROR_RT_INVALID_HANDLE` — a stale, destroyed, foreign or garbage handle.
+    InvalidHandle = 107017,
+    /// `ACL_ERROR_RT_WAIT_TIMEOUT` — a host-side wait ran out of time.
+    WaitTimeout = 107019,
+    /// `ACL_ERROR_RT_TASK_TIMEOUT` — a task on a stream (a wait) ran out of time.
+    TaskTimeout = 107020,
+    /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` — this SoC does not have the feature.
+    FeatureNotSupport = 207000,
+    /// `ACL_ERROR_RT_MEMORY_ALLOCATION` — out of memory.
+    MemoryAllocation = 207001,
+    /// `ACL_ERROR_RT_NO_DEVICE` — no device is present.
+    NoDevice = 207004,
+    /// `ACL_ERROR_RT_RESOURCE_ALLOC_FAIL` — a resource other than a notify id ran out.
+    ResourceAllocFail = 207005,
+    /// `ACL_ERROR_RT_NO_PERMISSION` — not whitelisted, or the operation is not allowed here.
+    NoPermission = 207006,
+    /// `ACL_ERROR_RT_NO_NOTIFY_RESOURCE` — the device is out of notify ids.
+    NoNotifyResource = 207009,
+    /// `ACL_ERROR_RT_OVER_LIMIT` — a fixed limit (64 whitelisted PIDs) would be exceeded.
+    OverLimit = 207012,
+    /// `ACL_ERROR_RT_INTERNAL_ERROR` — an operation not valid in the handle's state.
+    InternalError = 507000,
+    /// `ACL_ERROR_RT_STREAM_TASK_FULL` — a stream's task queue is full.
+    StreamTaskFull = 507002,
+    /// `ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT` — the task type is not supported for this handle
+    /// (batch reset of an imported notify).
+    TaskTypeNotSupport = 507009,
+    /// `ACL_ERROR_RT_IPC_ERROR` — inter-process communication failed.
+    IpcError = 507022,
+    /// `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` — a synchronize with a timeout expired.
+    StreamSyncTimeout = 507046,
+    /// `ACL_ERROR_RT_DRV_INTERNAL_ERROR` — the driver (or simulated device) failed.
+    DrvInternalError = 507899,
+}
+
+/// `Result` with the CANN [`Error`].
+pub type Result<T, E = Error> = core::result::Result<T, E>;
+
+impl Error {
+    /// Every variant, in code order.
+    pub const ALL: [Error; 24] = [
+        Error::InvalidParam,
+        Error::Uninitialize,
+        Error::RepeatInitialize,
+        Error::RepeatFinalize,
+        Error::ParamInvalid,
+        Error::InvalidDeviceId,
+        Error::ContextNull,
+        Error::StreamContext,
+        Error::InvalidHandle,
+        Error::WaitTimeout,
+        Error::TaskTimeout,
+        Error::FeatureNotSupport,
+        Error::MemoryAllocation,
+        Error::NoDevice,
+        Error::ResourceAllocFail,
+        Error::NoPermission,
+        Error::NoNotifyResource,
+        Error::OverLimit,
+        Error::InternalError,
+        Error::StreamTaskFull,
+        Error::TaskTypeNotSupport,
+        Error::IpcError,
+        Error::StreamSyncTimeout,
+        Error::DrvInternalError,
+    ];
+
+    /// The numeric CANN code (`aclError`).
+    pub const fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The CANN macro name, e.g. `"ACL_ERROR_RT_INVALID_HANDLE"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Error::InvalidParam => "ACL_ERROR_INVALID_PARAM",
+            Error::Uninitialize => "ACL_ERROR_UNINITIALIZE",
+            Error::RepeatInitialize => "ACL_ERROR_REPEAT_INITIALIZE",
+            Error::RepeatFinalize => "ACL_ERROR_REPEAT_FINALIZE",
+            Error::ParamInvalid => "ACL_ERROR_RT_PARAM_INVALID",
+            Error::InvalidDeviceId => "ACL_ERROR_RT_INVALID_DEVICEID",
+            Error::ContextNull => "ACL_ERROR_RT_CONTEXT_NULL",
+            Error::StreamContext => "ACL_ERROR_RT_STREAM_CONTEXT",
+            Error::InvalidHandle => "ACL_ERROR_RT_INVALID_HANDLE",
+            Error::WaitTimeout => "ACL_ERROR_RT_WAIT_TIMEOUT",
+            Error::TaskTimeout => "ACL_ERROR_RT_TASK_TIMEOUT",
+            Error::FeatureNotSupport => "ACL_ERROR_RT_FEATURE_NOT_SUPPORT",
+            Error::MemoryAllocation => "ACL_ERROR_RT_MEMORY_ALLOCATION",
+            Error::NoDevice => "ACL_ERROR_RT_NO_DEVICE",
+            Error::ResourceAllocFail => "ACL_ERROR_RT_RESOURCE_ALLOC_FAIL",
+            Error::NoPermission => "ACL_ERROR_RT_NO_PERMISSION",
+            Error::NoNotifyResource => "ACL_ERROR_RT_NO_NOTIFY_RESOURCE",
+            Error::OverLimit => "ACL_ERROR_RT_OVER_LIMIT",
+            Error::InternalError => "ACL_ERROR_RT_INTERNAL_ERROR",
+            Error::StreamTaskFull => "ACL_ERROR_RT_STREAM_TASK_FULL",
+            Error::TaskTypeNotSupport => "ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT",
+            Error::IpcError => "ACL_ERROR_RT_IPC_ERROR",
+            Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
+            Error::DrvInternalError => "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
+        }
+    }
+
+    /// Converts a C return code: `0` is `Ok(())`, a known code its variant, and an unknown
+    /// non-zero code `Err(None)` carrying nothing (the caller reports the raw number).
+    pub fn check(code: i32) -> core::result::Result<(), Option<Error>> {
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(Error::try_from(code).ok())
+        }
+    }
+}
+
+impl core::fmt::Display for Error {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{} ({})", self.name(), self.code())
+    }
+}
+
+impl core::error::Error for Error {}
+
+/// What every backend's error type offers: the CANN code it stands for, and a way in from a
+/// bare code. A backend may carry more (a message, the notify id, the PIDs involved) and show
+/// it in `Display`; generic code only relies on [`BackendError::kind`].
+pub trait BackendError: core::fmt::Debug + core::fmt::Display + From<Error> {
+    /// The CANN code this error stands for (embedded-hal's `Error::kind()`).
+    fn kind(&self) -> Error;
+}
+
+impl BackendError for Error {
+    fn kind(&self) -> Error {
+        *self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::string::ToString;
+
+    #[test]
+    fn codes_round_trip_and_are_unique() {
+        for (i, e) in Error::ALL.iter().enumerate() {
+            assert_eq!(Error::try_from(e.code()), Ok(*e));
+            for other in &Error::ALL[i + 1..] {
+                assert!(e.code() < other.code(), "{e} not before {other}");
+            }
+        }
+        assert!(Error::try_from(0).is_err());
+        assert!(Error::try_from(123).is_err());
+    }
+
+    #[test]
+    fn spec_values() {
+        assert_eq!(Error::InvalidParam.code(), 100000);
+        assert_eq!(Error::ParamInvalid.code(), 107000);
+        assert_eq!(Error::InvalidHandle.code(), 107017);
+        assert_eq!(Error::TaskTimeout.code(), 107020);
+        assert_eq!(Error::FeatureNotSupport.code(), 207000);
+        assert_eq!(Error::NoPermission.code(), 207006);
+        assert_eq!(Error::NoNotifyResource.code(), 207009);
+        assert_eq!(Error::OverLimit.code(), 207012);
+        assert_eq!(Error::InternalError.code(), 507000);
+        assert_eq!(Error::TaskTypeNotSupport.code(), 507009);
+        assert_eq!(Error::StreamSyncTimeout.code(), 507046);
+    }
+
+    #[test]
+    fn display_names_the_code() {
+        assert_eq!(
+            Error::InvalidHandle.to_string(),
+            "ACL_ERROR_RT_INVALID_HANDLE (107017)"
+        );
+        assert_eq!(Error::check(0), Ok(()));
+        assert_eq!(Error::check(207009), Err(Some(Error::NoNotifyResource)));
+        assert_eq!(Error::check(-1), Err(None));
+    }
+}

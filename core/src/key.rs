@@ -1,0 +1,217 @@
+//! The export key: at most 64 printable ASCII characters naming one notify on one device of one
+//! server, with a generation and a 128-bit nonce supplied by the backend (the core has no
+//! randomness), and a checksum so a mistyped or truncated key is rejected before any lookup.
+//!
+//! Format (exactly 64 characters, lowercase hex, fixed widths):
+//!
+//! ```text
+//! an1-SSSSDDIIIIGGGGGGGG-NNNNNNNNNNNNNNNNNNNNNNNNNNNNNNNN-CCCCCCCC
+//! │   │   │ │   │        │                                └ FNV-1a 32 of the 55 characters before it
+//! │   │   │ │   │        └ nonce, 128 bits
+//! │   │   │ │   └ generation of the id (u32)
+//! │   │   │ └ notify id (u16)
+//! │   │   └ device (u8)
+//! │   └ server id (u16)
+//! └ format version
+//! ```
+//!
+//! A well-formed key proves nothing: the backend must still match the nonce and generation
+//! against the live notify (a guessed key opens nothing).
+
+use crate::error::{Error, Result};
+
+/// Length of every key, without the C NUL terminator.
+pub const KEY_LEN: usize = 64;
+/// Smallest C buffer that holds a key and its NUL (`aclrtNotifyGetExportKey`'s `len`).
+pub const KEY_BUF_LEN: usize = KEY_LEN + 1;
+
+const PREFIX: &[u8; 4] = b"an1-";
+const BODY: core::ops::Range<usize> = 4..22;
+const NONCE: core::ops::Range<usize> = 23..55;
+const CHECK: core::ops::Range<usize> = 56..64;
+
+/// The fields a key carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct KeyFields {
+    /// SuperPod server id of the owner.
+    pub server: u16,
+    /// Owner's device.
+    pub device: u8,
+    /// Notify id.
+    pub id: u16,
+    /// Generation of the id (bumped each time the id is reused).
+    pub generation: u32,
+    /// Random nonce from the OS, fixed at export.
+    pub nonce: [u8; 16],
+}
+
+/// A well-formed export key (64 ASCII characters).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ExportKey {
+    text: [u8; KEY_LEN],
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+fn put_hex(out: &mut [u8], mut v: u64) {
+    for slot in out.iter_mut().rev() {
+        *slot = HEX[(v & 0xf) as usize];
+        v >>= 4;
+    }
+}
+
+fn hex_val(c: u8) -> Result<u8> {
+    match c {
+        b'0'..=b'9' => Ok(c - b'0'),
+        b'a'..=b'f' => Ok(c - b'a' + 10),
+        _ => Err(Error::ParamInvalid),
+    }
+}
+
+fn get_hex(s: &[u8]) -> Result<u64> {
+    let mut v = 0u64;
+    for &c in s {
+        v = (v << 4) | u64::from(hex_val(c)?);
+    }
+    Ok(v)
+}
+
+/// FNV-1a, 32 bits: a checksum against accidents, not an authenticator.
+fn fnv1a(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in bytes {
+        h ^= u32::from(b);
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+impl ExportKey {
+    /// Encodes `fields` as a key.
+    pub fn encode(fields: &KeyFields) -> ExportKey {
+        let mut t = [b'-'; KEY_LEN];
+        t[..4].copy_from_slice(PREFIX);
+        put_hex(&mut t[4..8], u64::from(fields.server));
+        put_hex(&mut t[8..10], u64::from(fields.device));
+        put_hex(&mut t[10..14], u64::from(fields.id));
+        put_hex(&mut t[14..22], u64::from(fields.generation));
+        for (i, b) in fields.nonce.iter().enumerate() {
+            put_hex(
+                &mut t[NONCE.start + 2 * i..NONCE.start + 2 * i + 2],
+                u64::from(*b),
+            );
+        }
+        let check = fnv1a(&t[..CHECK.start - 1]);
+        put_hex(&mut t[CHECK], u64::from(check));
+        ExportKey { text: t }
+    }
+
+    /// Parses a key strictly: exactly 64 characters, the `an1-` prefix, lowercase hex in every
+    /// field, dashes in place, and a matching checksum. Anything else is `ParamInvalid`
+    /// (107000).
+    pub fn parse(text: &[u8]) -> Result<ExportKey> {
+        let t: &[u8; KEY_LEN] = text.try_into().map_err(|_| Error::ParamInvalid)?;
+        if &t[..4] != PREFIX || t[BODY.end] != b'-' || t[NONCE.end] != b'-' {
+            return Err(Error::ParamInvalid);
+        }
+        for range in [BODY, NONCE, CHECK] {
+            for &c in &t[range] {
+                hex_val(c)?;
+            }
+        }
+        let check = get_hex(&t[CHECK])? as u32;
+        if fnv1a(&t[..CHECK.start - 1]) != check {
+            return Err(Error::ParamInvalid);
+        }
+        Ok(ExportKey { text: *t })
+    }
+
+    /// Parses a C string buffer: the key is the bytes before the first NUL, which must occur
+    /// within `buf` (a key not terminated inside the buffer is `ParamInvalid`).
+    pub fn parse_c(buf: &[u8]) -> Result<ExportKey> {
+        let end = buf
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(Error::ParamInvalid)?;
+        ExportKey::parse(&buf[..end])
+    }
+
+    /// The fields the key carries.
+    pub fn fields(&self) -> KeyFields {
+        let t = &self.text;
+        // The text was validated on construction, so every field is hex of the right width.
+        let h = |r: core::ops::Range<usize>| get_hex(&t[r]).unwrap_or(0);
+        let mut nonce = [0u8; 16];
+        for (i, b) in nonce.iter_mut().enumerate() {
+            *b = h(NONCE.start + 2 * i..NONCE.start + 2 * i + 2) as u8;
+        }
+        KeyFields {
+            server: h(4..8) as u16,
+            device: h(8..10) as u8,
+            id: h(10..14) as u16,
+            generation: h(14..22) as u32,
+            nonce,
+        }
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        // Every byte is ASCII by construction.
+        core::str::from_utf8(&self.text).unwrap_or("")
+    }
+
+    /// The key's bytes (no NUL).
+    pub fn as_bytes(&self) -> &[u8; KEY_LEN] {
+        &self.text
+    }
+
+    /// Writes the key and a NUL into a C buffer; `ParamInvalid` if `buf` is shorter than
+    /// [`KEY_BUF_LEN`].
+    pub fn write_c(&self, buf: &mut [u8]) -> Result<()> {
+        let dst = buf.get_mut(..KEY_BUF_LEN).ok_or(Error::ParamInvalid)?;
+        dst[..KEY_LEN].copy_from_slice(&self.text);
+        dst[KEY_LEN] = 0;
+        Ok(())
+    }
+}
+
+impl core::fmt::Debug for ExportKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // The nonce is a capability: do not print it in logs.
+        let k = self.fields();
+        write!(
+            f,
+            "ExportKey {{ server: {}, device: {}, id: {}, generation: {}, nonce: <hidden> }}",
+            k.server, k.device, k.id, k.generation
+        )
+    }
+}
+
+impl core::fmt::Display for ExportKey {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl core::str::FromStr for ExportKey {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<ExportKey> {
+        ExportKey::parse(s.as_bytes())
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for ExportKey {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        let k = self.fields();
+        defmt::write!(
+            f,
+            "ExportKey {{ server: {}, device: {}, id: {}, generation: {} }}",
+            k.server,
+            k.device,
+            k.id,
+            k.generation
+        )
+    }
+}

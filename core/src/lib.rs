@@ -1,0 +1,39 @@
+//! `acl-notify-core`: the `no_std`, allocation-free heart of acl-notify.
+//!
+//! It holds what every platform shares — CANN's error codes ([`Error`]), the flag words
+//! ([`flags`]), the per-SoC capability table ([`soc`]), fixed-capacity id pools ([`pool`]),
+//! export keys ([`key`]), whitelists ([`whitelist`]), the handle lifecycle ([`lifecycle`],
+//! and as typestates in [`typed`]) — plus the device-side notify table that AICPU firmware and
+//! the simulator both run ([`table`]). It talks to platforms only through the traits in
+//! [`backend`] (and [`table`]'s wait/wake trait).
+#![no_std]
+#![deny(missing_docs)]
+
+#[cfg(test)]
+extern crate std;
+
+#[macro_use]
+mod fmt;
+
+pub mod backend;
+pub mod error;
+pub mod flags;
+pub mod key;
+pub mod lifecycle;
+pub mod pool;
+pub mod soc;
+pub mod table;
+pub mod timeout;
+pub mod typed;
+pub mod whitelist;
+
+pub use backend::{
+    Backend, HostCall, HostOps, NotifyInfo, NotifyResources, RawNotify, RawStream, ServerPid,
+    StreamDestroy, StreamOps, StreamStatus,
+};
+pub use error::{BackendError, Error, Result};
+pub use flags::{CreateFlags, ExportFlags, ImportFlags, PidValidation};
+pub use key::{ExportKey, KeyFields};
+pub use lifecycle::{Lifecycle, Op};
+pub use soc::{Caps, Feature, Soc, SocType};
+pub use timeout::{SyncWait, Timeout};

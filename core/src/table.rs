@@ -1,0 +1,1 @@
+//! The device-side notify table (placeholder; filled by the simulator issue).

@@ -1,0 +1,1 @@
+//! The typestate API (placeholder; filled by the core issue).

@@ -1,0 +1,1 @@
+//! Import whitelists (placeholder; filled by the core issue).
