@@ -3,6 +3,8 @@
 //! Every subcommand is a typed `argh` struct whose doc comments are its `--help`. Commands
 //! that run several steps collect every failure, print a summary, then exit non-zero.
 
+mod bench;
+mod build;
 mod nostd;
 mod run;
 mod test;
@@ -26,6 +28,9 @@ enum Cmd {
     Ci(test::CiArgs),
     CheckNostd(nostd::CheckNostdArgs),
     Size(nostd::SizeArgs),
+    Build(build::BuildArgs),
+    Demo(build::DemoArgs),
+    Bench(bench::BenchArgs),
 }
 
 /// Which backend a command runs against.
@@ -75,6 +80,9 @@ fn main() -> ExitCode {
         Cmd::Ci(a) => test::ci(&a),
         Cmd::CheckNostd(a) => nostd::check_nostd(&a),
         Cmd::Size(a) => nostd::size(&a),
+        Cmd::Build(a) => build::build(&a),
+        Cmd::Demo(a) => build::demo(&a),
+        Cmd::Bench(a) => bench::bench(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
