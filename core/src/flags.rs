@@ -88,6 +88,29 @@ impl ImportFlags {
     }
 }
 
+// bitflags types wrap an internal type without `defmt::Format`, so these are written out:
+// the raw word in hex, which is what a CANN log shows too.
+#[cfg(feature = "defmt")]
+impl defmt::Format for CreateFlags {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "CreateFlags({=u64:#x})", self.bits())
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for ExportFlags {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "ExportFlags({=u64:#x})", self.bits())
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl defmt::Format for ImportFlags {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "ImportFlags({=u32:#x})", self.bits())
+    }
+}
+
 /// Whether an exported notify checks the importer's PID against its whitelist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -1,29 +1,33 @@
 //! Internal logging: routes to `defmt` with the `defmt` feature, and to nothing without it.
+//!
+//! The macros take a format string literal and arguments (defmt syntax: `{}` placeholders).
+//! Without `defmt`, the arguments are still borrowed, so a variable used only in a log line
+//! does not trigger `unused` warnings, and nothing is formatted or linked.
 #![allow(unused_macros)]
 
 macro_rules! trace {
-    ($($arg:expr),* $(,)?) => {
+    ($s:literal $(, $x:expr)* $(,)?) => {{
         #[cfg(feature = "defmt")]
-        ::defmt::trace!($($arg),*);
+        ::defmt::trace!($s $(, $x)*);
         #[cfg(not(feature = "defmt"))]
-        { $( let _ = &$arg; )* }
-    };
+        { $( let _ = &$x; )* }
+    }};
 }
 
 macro_rules! debug {
-    ($($arg:expr),* $(,)?) => {
+    ($s:literal $(, $x:expr)* $(,)?) => {{
         #[cfg(feature = "defmt")]
-        ::defmt::debug!($($arg),*);
+        ::defmt::debug!($s $(, $x)*);
         #[cfg(not(feature = "defmt"))]
-        { $( let _ = &$arg; )* }
-    };
+        { $( let _ = &$x; )* }
+    }};
 }
 
 macro_rules! warn {
-    ($($arg:expr),* $(,)?) => {
+    ($s:literal $(, $x:expr)* $(,)?) => {{
         #[cfg(feature = "defmt")]
-        ::defmt::warn!($($arg),*);
+        ::defmt::warn!($s $(, $x)*);
         #[cfg(not(feature = "defmt"))]
-        { $( let _ = &$arg; )* }
-    };
+        { $( let _ = &$x; )* }
+    }};
 }

@@ -58,6 +58,16 @@ pub trait SocType: sealed::Sealed + Copy + core::fmt::Debug + Send + Sync + 'sta
     const MAX_NOTIFIES: u32;
     /// A fixed-capacity notify id pool sized exactly for this SoC.
     type NotifyPool;
+    /// The same pool behind a `spin` mutex ([`SpinIdPool`](crate::pool::SpinIdPool)).
+    type SpinNotifyPool;
+    /// The same capacity as a lock-free, shared-memory pool
+    /// ([`AtomicIdPool`](crate::pool::AtomicIdPool)).
+    #[cfg(target_has_atomic = "64")]
+    type AtomicNotifyPool;
+    /// `Some(SOC)` for a SoC type, `None` for [`AnySoc`], whose SoC is only known at run time.
+    /// Generic code that must work for both uses this rather than [`SOC`](Self::SOC), which
+    /// [`AnySoc`] does not have (using it is a compile-time error).
+    const FIXED: Option<Soc> = Some(Self::SOC);
 }
 
 /// The SoC can create notifies at all (every SoC but `IPV350`).
@@ -146,6 +156,9 @@ macro_rules! soc_table {
                 const SOC: Soc = Soc::$ty;
                 const MAX_NOTIFIES: u32 = $max;
                 type NotifyPool = crate::pool::IdPool<$max>;
+                type SpinNotifyPool = crate::pool::SpinIdPool<$max>;
+                #[cfg(target_has_atomic = "64")]
+                type AtomicNotifyPool = crate::pool::AtomicIdPool<$max>;
             }
             cap_impl!($n, Notifies, $ty);
             cap_impl!($ipc, Ipc, $ty);
@@ -183,6 +196,35 @@ soc_table! {
     IPV350 = "IPV350", "IPV350", max: 0,
         notify: no, ipc: no, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no;
 }
+
+/// The dynamic SoC marker: the SoC is the backend's, known only at run time.
+///
+/// It implements every capability trait, so every typed method exists for it; each one checks
+/// the backend's SoC when called and answers `FeatureNotSupport` (207000) if the feature is
+/// missing. It has no [`SocType::SOC`] or [`SocType::MAX_NOTIFIES`] (using either is a
+/// compile-time error) and no fixed-size pools (the pool types are `()`); use
+/// [`SocType::FIXED`] and the runtime [`Soc`] instead.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AnySoc;
+
+impl sealed::Sealed for AnySoc {}
+impl SocType for AnySoc {
+    const SOC: Soc = panic!("AnySoc has no fixed SoC: use SocType::FIXED or the runtime Soc");
+    const MAX_NOTIFIES: u32 =
+        panic!("AnySoc has no fixed capacity: use the runtime Soc::max_notifies");
+    type NotifyPool = ();
+    type SpinNotifyPool = ();
+    #[cfg(target_has_atomic = "64")]
+    type AtomicNotifyPool = ();
+    const FIXED: Option<Soc> = None;
+}
+impl Notifies for AnySoc {}
+impl Ipc for AnySoc {}
+impl BatchReset for AnySoc {}
+impl InterServer for AnySoc {}
+impl DeviceOnly for AnySoc {}
+impl CntNotify for AnySoc {}
 
 impl Soc {
     /// Parses a name `aclrtGetSocName` returns. Accepts the family name exactly, and the
@@ -307,5 +349,10 @@ mod tests {
         check::<Ascend310P>();
         check::<Ascend910>();
         check::<IPV350>();
+        fn fixed<C: SocType>() -> Option<Soc> {
+            C::FIXED
+        }
+        assert_eq!(fixed::<Ascend910_93>(), Some(Soc::Ascend910_93));
+        assert_eq!(fixed::<AnySoc>(), None);
     }
 }
