@@ -6,6 +6,7 @@
 //! [`HostOps`] traits with [`SimError`] as the error type.
 
 mod error;
+pub mod stream;
 
 use std::sync::Arc;
 use std::time::Duration;

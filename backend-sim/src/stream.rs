@@ -1,0 +1,1436 @@
+//! The stream engine: one worker thread per stream runs boxed tasks strictly in order, with
+//! CANN's stream semantics (errors stored and reported once, synchronize with a deadline,
+//! query, drain-or-discard on destroy) and a fast enqueue→execute handoff. It knows nothing
+//! about notifies: the simulator wraps records, waits and host functions into [`Task`]s.
+//!
+//! # Semantics
+//!
+//! - [`Stream::enqueue`] returns as soon as the task is queued. The queue is bounded
+//!   ([`StreamConfig::capacity`], default [`DEFAULT_CAPACITY`]); a full queue makes `enqueue`
+//!   *wait* for room, it never fails because many tasks are queued. (A task that enqueues on
+//!   its own stream cannot wait for itself, so from the stream's own worker the queue grows past
+//!   its capacity instead.)
+//! - CANN's "continue" failure mode: the first task error is stored on the stream, later tasks
+//!   still run, later errors are counted ([`StreamStats::failed`]) but not stored.
+//!   [`Stream::synchronize`] waits for every task enqueued before the call and then returns the
+//!   stored error once, clearing it. A [`SyncWait::AtMost`] deadline that expires returns
+//!   `StreamSyncTimeout` (507046) and clears nothing; `AtMost(Duration::ZERO)` polls.
+//! - A task that panics does not kill the worker: the panic is caught and stored like an error,
+//!   as `DrvInternalError` (507899); its message is kept for [`Stream::last_panic`].
+//! - [`Stream::destroy`] with [`StreamDestroy::Drain`] (`aclrtDestroyStream`) runs every queued
+//!   task, then joins the worker. [`StreamDestroy::Discard`] (`aclrtDestroyStreamForce`) drops
+//!   the tasks that have not started (their closures, and what they captured, are dropped on
+//!   the destroying thread), cancels the running one (see below), and joins.
+//! - **Drop is `Discard`.** CANN's `aclrtDestroyStream` waits for the queued tasks, and so does
+//!   an explicit `destroy(Drain)` here — including a wait that is never recorded, which then
+//!   blocks for ever, exactly like CANN. An implicit drop (unwinding, a backend torn down, a
+//!   process exiting) must never hang, so it discards. Owners that want CANN's draining
+//!   destroy call `destroy(StreamDestroy::Drain)` explicitly.
+//!
+//! # Cancellation: how a blocking task cooperates
+//!
+//! Each task gets a [`TaskCtx`]. A discard cancels the stream: [`TaskCtx::is_cancelled`] turns
+//! true (for good) and the engine then calls the task's registered *waker*. A task that blocks
+//! in an external wait (the notify table's futex, a condition variable…) must:
+//!
+//! 1. register a waker with [`TaskCtx::on_cancel`] **before** it blocks, and keep the returned
+//!    [`OnCancel`] guard alive while it may block (dropping the guard unregisters the waker);
+//! 2. make the waker *change the state the wait checks* and then wake the waiter — e.g. store a
+//!    "cancelled" value into the waiter's futex word, then `FUTEX_WAKE`; or set a flag under the
+//!    condition variable's mutex, then notify. A bare wake with no state change can be lost if
+//!    it lands just before the task goes to sleep;
+//! 3. treat the changed state (or [`TaskCtx::is_cancelled`], re-checked after every wake-up) as
+//!    "stop waiting" and return promptly — the result of a cancelled task is still recorded,
+//!    but nobody will synchronize on it any more.
+//!
+//! If the stream is already cancelled when `on_cancel` is called, the waker runs at once, on
+//! the calling thread, before `on_cancel` returns; so "register, then block until the waker's
+//! state change" is race-free without a separate check. The waker runs while the engine holds
+//! the registration lock: it must be short and must not touch the stream or the [`TaskCtx`].
+//! [`TaskCtx::sleep`] is a ready-made cancellable sleep, and [`TaskCtx::cancel_token`] hands
+//! the flag to code that cannot see the context. A wait primitive that cannot be woken by a
+//! state change should block in bounded slices and re-check [`CancelToken::is_cancelled`].
+//!
+//! # The hot path
+//!
+//! `enqueue` boxes the closure, then takes the queue mutex for a `VecDeque::push_back` and one
+//! counter increment (the critical section is a few dozen instructions, never a syscall unless
+//! the queue is full), and issues a wake syscall only when the worker has announced that it is
+//! asleep (an atomic flag, checked with a Dekker-style `SeqCst` handshake). The worker, having
+//! run out of tasks, spins on the enqueue counter for a bounded time
+//! ([`StreamConfig::spin`], default [`DEFAULT_SPIN`]) before it parks on its thread's futex
+//! (`std::thread::park`, whose token makes an unpark that races ahead of the park harmless).
+//! So a task enqueued on a recently active stream is picked up without any syscall, and an idle
+//! stream sleeps without burning a core. Completions wake `synchronize` callers only when one
+//! is waiting for that task (the waiter publishes the task number it waits for). Counters
+//! ([`Stream::stats`]) are single-writer plain stores on the worker side, so they cost nothing
+//! measurable.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::fmt;
+use std::mem;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
+use std::thread::{self, JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
+
+/// Default queue capacity: how many tasks may wait before `enqueue` waits for room.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+/// Default time the worker spins for new work after its queue runs dry, before it sleeps.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(10);
+
+/// A unit of work on a stream: runs once on the stream's worker, in enqueue order.
+pub type Task<E> = Box<dyn FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static>;
+
+/// A waker registered with [`TaskCtx::on_cancel`].
+type Waker = Box<dyn Fn() + Send + Sync + 'static>;
+
+/// Stream states (an `AtomicU8`, written only under the queue lock).
+const OPEN: u8 = 0;
+const DRAINING: u8 = 1;
+const DISCARDING: u8 = 2;
+
+/// How a stream is set up before its worker starts.
+#[derive(Clone, Debug)]
+pub struct StreamConfig {
+    name: String,
+    capacity: usize,
+    spin: Duration,
+}
+
+impl StreamConfig {
+    /// A configuration with the defaults; `name` names the worker thread (Linux keeps the first
+    /// 15 bytes).
+    pub fn new(name: impl Into<String>) -> Self {
+        StreamConfig {
+            name: name.into(),
+            capacity: DEFAULT_CAPACITY,
+            spin: DEFAULT_SPIN,
+        }
+    }
+
+    /// How many tasks may be queued before `enqueue` waits for room (at least 1; 0 is taken
+    /// as 1).
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity.max(1);
+        self
+    }
+
+    /// How long the worker (and a synchronizing thread) spins before sleeping; `ZERO` sleeps
+    /// at once.
+    pub fn spin(mut self, spin: Duration) -> Self {
+        self.spin = spin;
+        self
+    }
+}
+
+/// A snapshot of a stream's counters. Each counter is exact; the snapshot as a whole is not
+/// atomic (counters read while tasks run may be one task apart).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StreamStats {
+    /// Tasks accepted by `enqueue`.
+    pub enqueued: u64,
+    /// Tasks that ran (successfully, with an error, or panicking).
+    pub completed: u64,
+    /// Tasks that ended with an error or a panic.
+    pub failed: u64,
+    /// Tasks that panicked (included in `failed`).
+    pub panicked: u64,
+    /// Tasks dropped without running by a discarding destroy.
+    pub discarded: u64,
+    /// Times the worker went to sleep on its futex for lack of work.
+    pub sleeps: u64,
+    /// Wake syscalls issued by `enqueue` because the worker was asleep.
+    pub wakeups: u64,
+    /// Times the worker found new work while spinning, without sleeping.
+    pub spin_hits: u64,
+}
+
+/// The stream is cancelled: a cancellable wait gave up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Cancelled;
+
+impl fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the stream was destroyed with its tasks discarded")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// Pads a value to its own cache lines, so counters written by different threads do not
+/// false-share.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: no critical section in this module leaves its data in a
+/// broken state when it unwinds.
+fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Bumps a counter only ever written by one thread: a plain load and store, no locked RMW.
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// Drops a value, swallowing a panic from its `Drop` (it must not take the worker or a
+/// destroying thread down half-way). The payload of such a panic is leaked rather than
+/// dropped, since dropping it could panic again.
+fn drop_quietly<T>(value: T) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        mem::forget(payload);
+    }
+}
+
+/// Spins until `done()` or until `budget` has passed; true if `done()` held.
+fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bool {
+    if budget.is_zero() {
+        return done();
+    }
+    let start = Instant::now();
+    let mut i: u32 = 0;
+    loop {
+        if done() {
+            return true;
+        }
+        std::hint::spin_loop();
+        i = i.wrapping_add(1);
+        // Reading the clock costs ~20 ns (vDSO); do it every 64 turns.
+        if i.is_multiple_of(64) && start.elapsed() >= budget {
+            return false;
+        }
+    }
+}
+
+/// The calling thread's kernel thread id.
+fn gettid() -> i32 {
+    // SAFETY: gettid(2) has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// The cancellation state shared by a stream's engine and its [`TaskCtx`] / [`CancelToken`]s.
+struct Control {
+    cancelled: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+    worker: OnceLock<Thread>,
+}
+
+impl Control {
+    /// Cancels for good: sets the flag, runs the registered waker (if any), unparks the worker.
+    fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
+        {
+            let slot = lock(&self.waker);
+            // A panicking waker must not abort the destroy half-way.
+            if let Some(wake) = slot.as_ref()
+                && let Err(payload) = panic::catch_unwind(AssertUnwindSafe(wake))
+            {
+                drop_quietly(payload);
+            }
+        }
+        self.unpark_worker();
+    }
+
+    fn unpark_worker(&self) {
+        if let Some(t) = self.worker.get() {
+            t.unpark();
+        }
+    }
+
+    fn on_worker(&self) -> bool {
+        self.worker
+            .get()
+            .is_some_and(|t| t.id() == thread::current().id())
+    }
+}
+
+/// A clonable, `Send + Sync` view of a stream's cancel flag, for code that cannot see the
+/// [`TaskCtx`] (e.g. a wait loop in the notify table).
+#[derive(Clone)]
+pub struct CancelToken(Arc<Control>);
+
+impl CancelToken {
+    /// True once the stream has been destroyed with [`StreamDestroy::Discard`] (or dropped).
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+impl fmt::Debug for CancelToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CancelToken")
+            .field("cancelled", &self.is_cancelled())
+            .finish()
+    }
+}
+
+/// What a running task sees of its stream: the cancel flag and the waker registry. Lives on
+/// the worker thread only (it is not `Sync`, so a task cannot hand it to another thread).
+pub struct TaskCtx {
+    control: Arc<Control>,
+    /// Whether a waker is registered (saves the engine a lock per task when none is).
+    armed: Cell<bool>,
+}
+
+impl TaskCtx {
+    /// True once the stream is cancelled (a discarding destroy or drop). Never goes back.
+    pub fn is_cancelled(&self) -> bool {
+        self.control.cancelled.load(Ordering::SeqCst)
+    }
+
+    /// A token that answers [`is_cancelled`](Self::is_cancelled) from anywhere.
+    pub fn cancel_token(&self) -> CancelToken {
+        CancelToken(Arc::clone(&self.control))
+    }
+
+    /// Registers `wake` to be called when the stream is cancelled, until the returned guard is
+    /// dropped (or the task returns). If the stream is already cancelled, `wake` runs now,
+    /// before this returns. One waker at a time: a new registration replaces the previous one.
+    /// See the module docs for what `wake` must do.
+    pub fn on_cancel(&self, wake: impl Fn() + Send + Sync + 'static) -> OnCancel<'_> {
+        let mut slot = lock(&self.control.waker);
+        let wake: &Waker = slot.insert(Box::new(wake));
+        self.armed.set(true);
+        // Ordering: `Control::cancel` stores the flag before taking this lock. Either it took
+        // the lock before us (then we see the flag here) or after (then it sees our waker).
+        if self.control.cancelled.load(Ordering::SeqCst) {
+            wake();
+        }
+        drop(slot);
+        OnCancel { ctx: self }
+    }
+
+    /// Sleeps for `duration`, returning early with [`Cancelled`] if the stream is cancelled.
+    pub fn sleep(&self, duration: Duration) -> Result<(), Cancelled> {
+        let deadline = Instant::now().checked_add(duration);
+        loop {
+            if self.is_cancelled() {
+                return Err(Cancelled);
+            }
+            match deadline {
+                // `Control::cancel` sets the flag, then unparks this (the worker) thread; the
+                // park token makes an unpark before the park harmless.
+                None => thread::park(),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Ok(());
+                    }
+                    thread::park_timeout(d - now);
+                }
+            }
+        }
+    }
+
+    fn disarm(&self) {
+        if self.armed.replace(false) {
+            *lock(&self.control.waker) = None;
+        }
+    }
+}
+
+impl fmt::Debug for TaskCtx {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TaskCtx")
+            .field("cancelled", &self.is_cancelled())
+            .field("waker_registered", &self.armed.get())
+            .finish()
+    }
+}
+
+/// Keeps a waker registered (see [`TaskCtx::on_cancel`]); dropping it unregisters the waker.
+#[must_use = "the waker is unregistered when this guard is dropped"]
+pub struct OnCancel<'a> {
+    ctx: &'a TaskCtx,
+}
+
+impl Drop for OnCancel<'_> {
+    fn drop(&mut self) {
+        self.ctx.disarm();
+    }
+}
+
+impl fmt::Debug for OnCancel<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OnCancel").finish_non_exhaustive()
+    }
+}
+
+struct Queue<E> {
+    tasks: VecDeque<Task<E>>,
+    /// Producers waiting on `not_full`.
+    blocked: usize,
+}
+
+/// Counters only the worker writes.
+#[derive(Default)]
+struct WorkerCounters {
+    completed: AtomicU64,
+    failed: AtomicU64,
+    panicked: AtomicU64,
+    sleeps: AtomicU64,
+    spin_hits: AtomicU64,
+}
+
+struct Shared<E> {
+    queue: Mutex<Queue<E>>,
+    not_full: Condvar,
+    capacity: usize,
+    spin: Duration,
+    /// `OPEN`, `DRAINING` or `DISCARDING`; written under the queue lock.
+    state: AtomicU8,
+    /// Tasks pushed so far (incremented under the queue lock, so it numbers them in order).
+    enqueued: Padded<AtomicU64>,
+    /// The worker is (about to be) parked; an enqueuer that clears it must unpark.
+    sleeping: Padded<AtomicBool>,
+    /// Tasks finished or discarded so far, always a prefix of the enqueue order.
+    retired: Padded<AtomicU64>,
+    /// The smallest `retired` value a synchronize waiter waits for (`u64::MAX`: none).
+    wake_at: AtomicU64,
+    sync_lock: Mutex<()>,
+    sync_cv: Condvar,
+    /// The first unreported task error.
+    error: Mutex<Option<E>>,
+    /// Tasks a discarding destroy removed; the worker retires them when it exits, after the
+    /// task it was running, so `retired` stays an in-order prefix.
+    discard_pending: AtomicU64,
+    discarded: AtomicU64,
+    wakeups: AtomicU64,
+    worker: WorkerCounters,
+    last_panic: Mutex<Option<String>>,
+    control: Arc<Control>,
+}
+
+enum Next<E> {
+    Run(Task<E>),
+    Empty,
+    Exit,
+}
+
+impl<E: From<Error> + Send + 'static> Shared<E> {
+    fn has_work(&self, popped: u64) -> bool {
+        self.enqueued.load(Ordering::SeqCst) != popped || self.state.load(Ordering::SeqCst) != OPEN
+    }
+
+    fn next(&self) -> Next<E> {
+        let mut q = lock(&self.queue);
+        if self.state.load(Ordering::Relaxed) == DISCARDING {
+            return Next::Exit;
+        }
+        match q.tasks.pop_front() {
+            Some(task) => {
+                if q.blocked > 0 {
+                    self.not_full.notify_one();
+                }
+                Next::Run(task)
+            }
+            None if self.state.load(Ordering::Relaxed) == DRAINING => Next::Exit,
+            None => Next::Empty,
+        }
+    }
+
+    /// Waits for work: spins for `self.spin`, then parks until an enqueuer or destroy wakes us.
+    fn idle(&self, popped: u64) {
+        if spin_until(self.spin, || self.has_work(popped)) {
+            bump(&self.worker.spin_hits);
+            return;
+        }
+        // Dekker handshake with `enqueue`: we publish `sleeping` then re-read the counter; it
+        // bumps the counter then reads `sleeping`. With SeqCst on both sides at least one of us
+        // sees the other's write, so a task pushed now is never left without a wake-up.
+        self.sleeping.store(true, Ordering::SeqCst);
+        if self.has_work(popped) {
+            self.sleeping.store(false, Ordering::Relaxed);
+            return;
+        }
+        bump(&self.worker.sleeps);
+        thread::park();
+        self.sleeping.store(false, Ordering::Relaxed);
+    }
+
+    fn run(&self, task: Task<E>, ctx: &TaskCtx) {
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| task(ctx)));
+        ctx.disarm();
+        bump(&self.worker.completed);
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                bump(&self.worker.failed);
+                self.store_error(e);
+            }
+            Err(payload) => {
+                bump(&self.worker.failed);
+                bump(&self.worker.panicked);
+                let msg = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a task panicked (non-string payload)".to_owned());
+                *lock(&self.last_panic) = Some(msg);
+                drop_quietly(payload);
+                self.store_error(E::from(Error::DrvInternalError));
+            }
+        }
+        self.retire(1);
+    }
+
+    fn store_error(&self, e: E) {
+        let mut slot = lock(&self.error);
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+    }
+
+    fn retire(&self, n: u64) {
+        let r = self.retired.fetch_add(n, Ordering::SeqCst) + n;
+        // Dekker handshake with `synchronize`: it publishes `wake_at` then re-reads `retired`.
+        if self.wake_at.load(Ordering::SeqCst) <= r {
+            self.wake_at.swap(u64::MAX, Ordering::SeqCst);
+            // Waiters hold `sync_lock` from publishing `wake_at` until they sleep, so taking it
+            // here means every waiter that published before our swap is asleep and gets this
+            // notification; those that publish after the swap see the new `retired`.
+            let _g = lock(&self.sync_lock);
+            self.sync_cv.notify_all();
+        }
+    }
+
+    fn worker_main(self: Arc<Self>, ready: mpsc::Sender<i32>) {
+        // The spawner waits for this before it returns the stream. A dropped receiver (the
+        // spawner gave up) is harmless.
+        let _ = ready.send(gettid());
+        drop(ready);
+        let ctx = TaskCtx {
+            control: Arc::clone(&self.control),
+            armed: Cell::new(false),
+        };
+        let mut popped: u64 = 0;
+        loop {
+            match self.next() {
+                Next::Run(task) => {
+                    popped += 1;
+                    if ctx.is_cancelled() {
+                        // Taken just before a discard: drop it unrun, like the rest.
+                        drop_quietly(task);
+                        self.discarded.fetch_add(1, Ordering::Relaxed);
+                        self.retire(1);
+                    } else {
+                        self.run(task, &ctx);
+                    }
+                }
+                Next::Empty => self.idle(popped),
+                Next::Exit => break,
+            }
+        }
+        let n = self.discard_pending.swap(0, Ordering::SeqCst);
+        if n > 0 {
+            self.retire(n);
+        }
+    }
+}
+
+/// An in-order asynchronous task queue with its own worker thread. `Send + Sync`: share it
+/// (e.g. in an `Arc`) between the threads that enqueue, synchronize and query.
+pub struct Stream<E: From<Error> + Send + 'static> {
+    shared: Arc<Shared<E>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    tid: i32,
+    name: String,
+}
+
+impl<E: From<Error> + Send + 'static> Stream<E> {
+    /// Starts a stream with the default configuration; `name` names its worker thread.
+    ///
+    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
+    pub fn new(name: impl Into<String>) -> Result<Self, E> {
+        Self::spawn(StreamConfig::new(name))
+    }
+
+    /// Starts a stream: spawns its worker and waits until it runs.
+    ///
+    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
+    pub fn spawn(config: StreamConfig) -> Result<Self, E> {
+        let control = Arc::new(Control {
+            cancelled: AtomicBool::new(false),
+            waker: Mutex::new(None),
+            worker: OnceLock::new(),
+        });
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                tasks: VecDeque::with_capacity(config.capacity),
+                blocked: 0,
+            }),
+            not_full: Condvar::new(),
+            capacity: config.capacity,
+            spin: config.spin,
+            state: AtomicU8::new(OPEN),
+            enqueued: Padded::default(),
+            sleeping: Padded::default(),
+            retired: Padded::default(),
+            wake_at: AtomicU64::new(u64::MAX),
+            sync_lock: Mutex::new(()),
+            sync_cv: Condvar::new(),
+            error: Mutex::new(None),
+            discard_pending: AtomicU64::new(0),
+            discarded: AtomicU64::new(0),
+            wakeups: AtomicU64::new(0),
+            worker: WorkerCounters::default(),
+            last_panic: Mutex::new(None),
+            control,
+        });
+        let (tx, rx) = mpsc::channel();
+        let for_worker = Arc::clone(&shared);
+        let handle = thread::Builder::new()
+            .name(config.name.clone())
+            .spawn(move || for_worker.worker_main(tx))
+            .map_err(|_| E::from(Error::ResourceAllocFail))?;
+        // Set before any enqueue can exist: `Stream` is returned only below.
+        let _ = shared.control.worker.set(handle.thread().clone());
+        let tid = rx.recv().map_err(|_| E::from(Error::ResourceAllocFail))?;
+        Ok(Stream {
+            shared,
+            worker: Mutex::new(Some(handle)),
+            tid,
+            name: config.name,
+        })
+    }
+
+    /// Queues `task`; returns once it is queued (waiting for room if the queue is full).
+    ///
+    /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed (the task is
+    /// dropped unrun).
+    pub fn enqueue<F>(&self, task: F) -> Result<(), E>
+    where
+        F: FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static,
+    {
+        self.enqueue_boxed(Box::new(task))
+    }
+
+    /// [`enqueue`](Self::enqueue) for an already boxed task.
+    ///
+    /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed.
+    pub fn enqueue_boxed(&self, task: Task<E>) -> Result<(), E> {
+        let s = &*self.shared;
+        {
+            let mut q = lock(&s.queue);
+            loop {
+                if s.state.load(Ordering::Relaxed) != OPEN {
+                    drop(q);
+                    drop_quietly(task);
+                    return Err(E::from(Error::InvalidHandle));
+                }
+                // From the worker itself, waiting for room would wait for ourselves.
+                if q.tasks.len() < s.capacity || s.control.on_worker() {
+                    break;
+                }
+                q.blocked += 1;
+                q = s.not_full.wait(q).unwrap_or_else(PoisonError::into_inner);
+                q.blocked -= 1;
+            }
+            q.tasks.push_back(task);
+            // SeqCst: one side of the Dekker handshake with `Shared::idle`.
+            s.enqueued.fetch_add(1, Ordering::SeqCst);
+        }
+        if s.sleeping.load(Ordering::SeqCst) && s.sleeping.swap(false, Ordering::SeqCst) {
+            s.wakeups.fetch_add(1, Ordering::Relaxed);
+            s.control.unpark_worker();
+        }
+        Ok(())
+    }
+
+    /// Waits until every task enqueued before this call has run (or been discarded), then
+    /// returns the stored task error once, clearing it.
+    ///
+    /// Codes: the first error a task returned since the last report (e.g. 107020 for a timed
+    /// out wait, 507899 for a panic); 507046 (`StreamSyncTimeout`) `wait` expired first
+    /// (nothing is cleared); 107017 the stream is destroyed, or was destroyed while waiting;
+    /// 507000 (`InternalError`) called from one of this stream's own tasks (it would wait for
+    /// itself).
+    pub fn synchronize(&self, wait: SyncWait) -> Result<(), E> {
+        let s = &*self.shared;
+        if s.state.load(Ordering::SeqCst) != OPEN {
+            return Err(E::from(Error::InvalidHandle));
+        }
+        if s.control.on_worker() {
+            return Err(E::from(Error::InternalError));
+        }
+        let target = s.enqueued.load(Ordering::SeqCst);
+        let done = || s.retired.load(Ordering::SeqCst) >= target;
+        if !done() {
+            let deadline = match wait {
+                SyncWait::Forever => None,
+                SyncWait::AtMost(d) if d.is_zero() => {
+                    return Err(E::from(Error::StreamSyncTimeout));
+                }
+                // A deadline past the clock's range is "forever".
+                SyncWait::AtMost(d) => Instant::now().checked_add(d),
+            };
+            let spin = match deadline {
+                Some(d) => s.spin.min(d.saturating_duration_since(Instant::now())),
+                None => s.spin,
+            };
+            if !spin_until(spin, done) {
+                let mut g = lock(&s.sync_lock);
+                loop {
+                    // Dekker handshake with `Shared::retire` (see there).
+                    s.wake_at.fetch_min(target, Ordering::SeqCst);
+                    if done() {
+                        break;
+                    }
+                    g = match deadline {
+                        None => s.sync_cv.wait(g).unwrap_or_else(PoisonError::into_inner),
+                        Some(d) => {
+                            let now = Instant::now();
+                            if now >= d {
+                                return Err(E::from(Error::StreamSyncTimeout));
+                            }
+                            s.sync_cv
+                                .wait_timeout(g, d - now)
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0
+                        }
+                    };
+                }
+            }
+        }
+        if s.state.load(Ordering::SeqCst) != OPEN {
+            return Err(E::from(Error::InvalidHandle));
+        }
+        match lock(&s.error).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether every task enqueued so far has run (`Complete`) or not (`NotReady`). Never
+    /// blocks; does not touch the stored error.
+    pub fn query(&self) -> StreamStatus {
+        let s = &*self.shared;
+        let enqueued = s.enqueued.load(Ordering::SeqCst);
+        if s.retired.load(Ordering::SeqCst) >= enqueued {
+            StreamStatus::Complete
+        } else {
+            StreamStatus::NotReady
+        }
+    }
+
+    /// Destroys the stream. `Drain` runs every queued task first (a task that never finishes
+    /// makes this wait for ever, as `aclrtDestroyStream` does); `Discard` drops the tasks not
+    /// yet started, cancels the running one and waits for it to return. Then the worker is
+    /// joined — unless this is called from one of the stream's own tasks, in which case the
+    /// worker exits by itself after that task. Enqueuers waiting for room get 107017.
+    ///
+    /// Codes: 107017 (`InvalidHandle`) already destroyed (or being destroyed).
+    pub fn destroy(&self, mode: StreamDestroy) -> Result<(), E> {
+        let s = &*self.shared;
+        let dropped = {
+            let mut q = lock(&s.queue);
+            if s.state.load(Ordering::Relaxed) != OPEN {
+                return Err(E::from(Error::InvalidHandle));
+            }
+            let dropped = match mode {
+                StreamDestroy::Drain => {
+                    s.state.store(DRAINING, Ordering::SeqCst);
+                    VecDeque::new()
+                }
+                StreamDestroy::Discard => {
+                    let tasks = mem::take(&mut q.tasks);
+                    s.discard_pending
+                        .fetch_add(tasks.len() as u64, Ordering::SeqCst);
+                    s.state.store(DISCARDING, Ordering::SeqCst);
+                    tasks
+                }
+            };
+            if q.blocked > 0 {
+                s.not_full.notify_all();
+            }
+            dropped
+        };
+        if mode == StreamDestroy::Discard {
+            // Interrupt the running task first, then release what the others captured.
+            s.control.cancel();
+            s.discarded
+                .fetch_add(dropped.len() as u64, Ordering::Relaxed);
+            for task in dropped {
+                drop_quietly(task);
+            }
+        }
+        s.control.unpark_worker();
+        self.join();
+        Ok(())
+    }
+
+    fn join(&self) {
+        let Some(handle) = lock(&self.worker).take() else {
+            return;
+        };
+        if handle.thread().id() == thread::current().id() {
+            // Destroyed (or dropped) from its own task: the worker leaves after this task.
+            return;
+        }
+        // The worker catches task panics; an `Err` here would be a bug in this module, and
+        // there is nothing left to clean up either way.
+        let _ = handle.join();
+    }
+
+    /// Counters for benchmarks and the inspector.
+    pub fn stats(&self) -> StreamStats {
+        let s = &*self.shared;
+        let w = &s.worker;
+        StreamStats {
+            enqueued: s.enqueued.load(Ordering::Relaxed),
+            completed: w.completed.load(Ordering::Relaxed),
+            failed: w.failed.load(Ordering::Relaxed),
+            panicked: w.panicked.load(Ordering::Relaxed),
+            discarded: s.discarded.load(Ordering::Relaxed),
+            sleeps: w.sleeps.load(Ordering::Relaxed),
+            wakeups: s.wakeups.load(Ordering::Relaxed),
+            spin_hits: w.spin_hits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Tasks queued and not yet started (the running one excluded).
+    pub fn queued(&self) -> usize {
+        lock(&self.shared.queue).tasks.len()
+    }
+
+    /// The queue capacity.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity
+    }
+
+    /// The worker's kernel thread id (for `/proc/self/task/<tid>`).
+    pub fn worker_tid(&self) -> i32 {
+        self.tid
+    }
+
+    /// The message of the most recent task panic, if any task panicked.
+    pub fn last_panic(&self) -> Option<String> {
+        lock(&self.shared.last_panic).clone()
+    }
+
+    /// Whether a task error is stored and not yet reported by `synchronize`.
+    pub fn has_error(&self) -> bool {
+        lock(&self.shared.error).is_some()
+    }
+}
+
+impl<E: From<Error> + Send + 'static> Drop for Stream<E> {
+    /// Drop is a discarding destroy: it never waits for a task that cannot finish (see the
+    /// module docs).
+    fn drop(&mut self) {
+        if self.destroy(StreamDestroy::Discard).is_err() {
+            // Already destroyed; the handle may still need joining if that destroy ran on
+            // the worker itself (then `join` returns at once again).
+            self.join();
+        }
+    }
+}
+
+impl<E: From<Error> + Send + 'static> fmt::Debug for Stream<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.shared.state.load(Ordering::Relaxed) {
+            OPEN => "open",
+            DRAINING => "draining",
+            _ => "discarding",
+        };
+        f.debug_struct("Stream")
+            .field("name", &self.name)
+            .field("worker_tid", &self.tid)
+            .field("state", &state)
+            .field("capacity", &self.shared.capacity)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Generous bound for anything a test waits on; a healthy run takes milliseconds.
+    const LONG: Duration = Duration::from_secs(20);
+    const SYNC: SyncWait = SyncWait::AtMost(LONG);
+
+    type S = Stream<Error>;
+
+    /// A one-shot latch with a bounded wait.
+    #[derive(Default)]
+    struct Gate {
+        open: Mutex<bool>,
+        cv: Condvar,
+    }
+
+    impl Gate {
+        fn new() -> Arc<Gate> {
+            Arc::new(Gate::default())
+        }
+        fn open(&self) {
+            *lock(&self.open) = true;
+            self.cv.notify_all();
+        }
+        /// True if opened within `d`.
+        fn wait(&self, d: Duration) -> bool {
+            let g = lock(&self.open);
+            let (g, _) = self
+                .cv
+                .wait_timeout_while(g, d, |open| !*open)
+                .unwrap_or_else(PoisonError::into_inner);
+            *g
+        }
+    }
+
+    /// Polls `cond` every millisecond for at most `d`.
+    fn eventually(d: Duration, mut cond: impl FnMut() -> bool) -> bool {
+        let end = Instant::now() + d;
+        while Instant::now() < end {
+            if cond() {
+                return true;
+            }
+            thread::sleep(Duration::from_millis(1));
+        }
+        cond()
+    }
+
+    /// Counts drops of the value it is captured in.
+    struct DropCounter(Arc<AtomicUsize>);
+    impl Drop for DropCounter {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// (state char, utime + stime in ticks) of a thread of this process.
+    fn thread_stat(tid: i32) -> (char, u64) {
+        let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"))
+            .expect("the worker thread exists");
+        // The command name may contain spaces and parentheses: split after the last ')'.
+        let rest = &text[text.rfind(')').expect("stat has (comm)") + 1..];
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let state = f[0].chars().next().expect("state field");
+        let utime: u64 = f[11].parse().expect("utime");
+        let stime: u64 = f[12].parse().expect("stime");
+        (state, utime + stime)
+    }
+
+    #[test]
+    fn order_is_preserved_across_thousands_of_tasks() {
+        let s = S::new("t-order").unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        const N: usize = 20_000;
+        for i in 0..N {
+            let seen = Arc::clone(&seen);
+            s.enqueue(move |_| {
+                lock(&seen).push(i);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        let seen = lock(&seen);
+        assert_eq!(seen.len(), N);
+        assert!(
+            seen.iter().enumerate().all(|(i, &v)| i == v),
+            "out of order"
+        );
+        let st = s.stats();
+        assert_eq!(
+            (st.enqueued, st.completed, st.failed),
+            (N as u64, N as u64, 0)
+        );
+    }
+
+    #[test]
+    fn each_producers_order_is_preserved_with_concurrent_producers() {
+        let s = Arc::new(S::spawn(StreamConfig::new("t-mp").capacity(16)).unwrap());
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        const P: usize = 4;
+        const N: usize = 3_000;
+        let producers: Vec<_> = (0..P)
+            .map(|p| {
+                let (s, seen) = (Arc::clone(&s), Arc::clone(&seen));
+                thread::spawn(move || {
+                    for i in 0..N {
+                        let seen = Arc::clone(&seen);
+                        s.enqueue(move |_| {
+                            lock(&seen).push((p, i));
+                            Ok(())
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.join().unwrap();
+        }
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        let seen = lock(&seen);
+        assert_eq!(seen.len(), P * N);
+        let mut next = [0usize; P];
+        for &(p, i) in seen.iter() {
+            assert_eq!(i, next[p], "producer {p} out of order");
+            next[p] += 1;
+        }
+    }
+
+    #[test]
+    fn enqueue_waits_for_room_instead_of_failing() {
+        const CAP: usize = 8;
+        const N: usize = 1_000;
+        let s = Arc::new(S::spawn(StreamConfig::new("t-full").capacity(CAP)).unwrap());
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        s.enqueue(move |_| {
+            assert!(g.wait(LONG), "gate never opened");
+            Ok(())
+        })
+        .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (s2, ran2) = (Arc::clone(&s), Arc::clone(&ran));
+        let producer = thread::spawn(move || {
+            for i in 0..N {
+                let ran = Arc::clone(&ran2);
+                s2.enqueue(move |_| {
+                    // In order: task i runs when exactly i tasks ran before it.
+                    assert_eq!(ran.fetch_add(1, Ordering::SeqCst), i);
+                    Ok(())
+                })
+                .expect("enqueue must not fail on a full queue");
+            }
+        });
+        // The producer outruns the blocked task: the queue fills and stays full.
+        assert!(eventually(LONG, || s.queued() == CAP));
+        thread::sleep(Duration::from_millis(20));
+        assert_eq!(s.queued(), CAP);
+        assert!(
+            !producer.is_finished(),
+            "producer should be waiting for room"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        gate.open();
+        producer.join().unwrap();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), N);
+        assert_eq!(s.stats().failed, 0);
+    }
+
+    #[test]
+    fn synchronize_reports_the_first_error_once_and_the_stream_goes_on() {
+        let s = S::new("t-err").unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
+        s.enqueue(|_| Err(Error::IpcError)).unwrap();
+        let r = Arc::clone(&ran);
+        s.enqueue(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+        assert_eq!(
+            ran.load(Ordering::SeqCst),
+            1,
+            "tasks after a failure still run"
+        );
+        assert_eq!(s.synchronize(SYNC), Ok(()), "reported once, then cleared");
+        assert!(!s.has_error());
+        let r = Arc::clone(&ran);
+        s.enqueue(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
+        assert_eq!(s.stats().failed, 2);
+    }
+
+    #[test]
+    fn synchronize_with_timeout_expires_while_a_task_blocks() {
+        let s = S::new("t-sto").unwrap();
+        s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        s.enqueue(move |_| {
+            assert!(g.wait(LONG));
+            Ok(())
+        })
+        .unwrap();
+        let t0 = Instant::now();
+        let r = s.synchronize(SyncWait::AtMost(Duration::from_millis(50)));
+        assert_eq!(r, Err(Error::StreamSyncTimeout));
+        assert!(t0.elapsed() >= Duration::from_millis(50), "returned early");
+        assert_eq!(
+            s.synchronize(SyncWait::AtMost(Duration::ZERO)),
+            Err(Error::StreamSyncTimeout),
+            "zero polls"
+        );
+        assert!(s.has_error(), "a timed-out synchronize clears nothing");
+        gate.open();
+        assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+        assert_eq!(s.synchronize(SyncWait::AtMost(Duration::ZERO)), Ok(()));
+        assert_eq!(s.synchronize(SyncWait::Forever), Ok(()));
+    }
+
+    #[test]
+    fn query_is_not_ready_until_everything_ran() {
+        let s = S::new("t-query").unwrap();
+        assert_eq!(s.query(), StreamStatus::Complete);
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        s.enqueue(move |_| {
+            assert!(g.wait(LONG));
+            Ok(())
+        })
+        .unwrap();
+        s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
+        assert_eq!(s.query(), StreamStatus::NotReady);
+        gate.open();
+        assert!(eventually(LONG, || s.query() == StreamStatus::Complete));
+        assert!(s.has_error(), "query leaves the error for synchronize");
+        assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+    }
+
+    #[test]
+    fn several_threads_synchronize_at_once() {
+        let s = Arc::new(S::new("t-msync").unwrap());
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        s.enqueue(move |_| {
+            assert!(g.wait(LONG));
+            Ok(())
+        })
+        .unwrap();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                let s = Arc::clone(&s);
+                thread::spawn(move || s.synchronize(SYNC))
+            })
+            .collect();
+        thread::sleep(Duration::from_millis(20));
+        assert!(waiters.iter().all(|w| !w.is_finished()));
+        gate.open();
+        for w in waiters {
+            assert_eq!(w.join().unwrap(), Ok(()));
+        }
+    }
+
+    #[test]
+    fn discard_drops_pending_tasks_and_interrupts_the_blocked_one() {
+        let s = S::new("t-discard").unwrap();
+        // The blocked task follows the module's protocol: a waker that changes the state its
+        // wait checks, registered before blocking.
+        let woke = Arc::new((Mutex::new(false), Condvar::new()));
+        let outcome = Arc::new(Mutex::new(None));
+        let started = Gate::new();
+        let (w, o, st) = (
+            Arc::clone(&woke),
+            Arc::clone(&outcome),
+            Arc::clone(&started),
+        );
+        s.enqueue(move |ctx| {
+            let w2 = Arc::clone(&w);
+            let _guard = ctx.on_cancel(move || {
+                *lock(&w2.0) = true;
+                w2.1.notify_all();
+            });
+            st.open();
+            let g = lock(&w.0);
+            let (g, res) =
+                w.1.wait_timeout_while(g, LONG, |woken| !*woken)
+                    .unwrap_or_else(PoisonError::into_inner);
+            *lock(&o) = Some((*g, res.timed_out(), ctx.is_cancelled()));
+            Err(Error::TaskTimeout)
+        })
+        .unwrap();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let bodies = Arc::new(AtomicUsize::new(0));
+        const PENDING: usize = 50;
+        for _ in 0..PENDING {
+            let d = DropCounter(Arc::clone(&drops));
+            let b = Arc::clone(&bodies);
+            s.enqueue(move |_| {
+                let _d = d;
+                b.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert!(started.wait(LONG));
+        let t0 = Instant::now();
+        assert_eq!(s.destroy(StreamDestroy::Discard), Ok(()));
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "cancel did not interrupt"
+        );
+        assert_eq!(drops.load(Ordering::SeqCst), PENDING, "captures released");
+        assert_eq!(
+            bodies.load(Ordering::SeqCst),
+            0,
+            "discarded tasks never run"
+        );
+        // Woken by the waker, not by the 20 s timeout, and the task saw the cancellation.
+        assert_eq!(*lock(&outcome), Some((true, false, true)));
+        let st = s.stats();
+        assert_eq!(st.discarded, PENDING as u64);
+        assert_eq!(st.completed, 1);
+        assert_eq!(s.query(), StreamStatus::Complete);
+        assert_eq!(s.enqueue(|_| Ok(())), Err(Error::InvalidHandle));
+        assert_eq!(s.synchronize(SYNC), Err(Error::InvalidHandle));
+        assert_eq!(s.destroy(StreamDestroy::Discard), Err(Error::InvalidHandle));
+    }
+
+    #[test]
+    fn on_cancel_after_cancellation_wakes_at_once() {
+        let s = S::new("t-late").unwrap();
+        let gate = Gate::new();
+        let fired = Arc::new(AtomicBool::new(false));
+        let (g, f) = (Arc::clone(&gate), Arc::clone(&fired));
+        let started = Gate::new();
+        let st = Arc::clone(&started);
+        s.enqueue(move |ctx| {
+            st.open();
+            // Ignore the cancellation until the test has finished cancelling...
+            while !ctx.is_cancelled() {
+                thread::yield_now();
+            }
+            assert!(g.wait(LONG));
+            // ...then register: the waker must run immediately.
+            let f2 = Arc::clone(&f);
+            let _guard = ctx.on_cancel(move || f2.store(true, Ordering::SeqCst));
+            Ok(())
+        })
+        .unwrap();
+        assert!(started.wait(LONG));
+        let s = Arc::new(s);
+        let s2 = Arc::clone(&s);
+        let destroyer = thread::spawn(move || s2.destroy(StreamDestroy::Discard));
+        assert!(eventually(LONG, || s
+            .shared
+            .control
+            .cancelled
+            .load(Ordering::SeqCst)));
+        assert!(!fired.load(Ordering::SeqCst));
+        gate.open();
+        assert_eq!(destroyer.join().unwrap(), Ok(()));
+        assert!(fired.load(Ordering::SeqCst));
+    }
+
+    #[test]
+    fn ctx_sleep_is_cut_short_by_discard() {
+        let s = S::new("t-sleep").unwrap();
+        let result = Arc::new(Mutex::new(None));
+        let r = Arc::clone(&result);
+        let started = Gate::new();
+        let st = Arc::clone(&started);
+        s.enqueue(move |ctx| {
+            st.open();
+            *lock(&r) = Some(ctx.sleep(LONG));
+            Ok(())
+        })
+        .unwrap();
+        // A short sleep on another stream completes normally.
+        let s2 = S::new("t-sleep2").unwrap();
+        let short = Arc::new(Mutex::new(None));
+        let sh = Arc::clone(&short);
+        s2.enqueue(move |ctx| {
+            *lock(&sh) = Some(ctx.sleep(Duration::from_millis(5)));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s2.synchronize(SYNC), Ok(()));
+        assert_eq!(*lock(&short), Some(Ok(())));
+
+        assert!(started.wait(LONG));
+        let t0 = Instant::now();
+        drop(s); // Drop = Discard.
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert_eq!(*lock(&result), Some(Err(Cancelled)));
+    }
+
+    #[test]
+    fn drain_runs_every_queued_task_before_returning() {
+        let s = S::new("t-drain").unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..100 {
+            let r = Arc::clone(&ran);
+            s.enqueue(move |_| {
+                thread::sleep(Duration::from_micros(50));
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+            .unwrap();
+        }
+        assert_eq!(s.destroy(StreamDestroy::Drain), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), 100);
+        assert_eq!(s.stats().discarded, 0);
+        assert_eq!(s.enqueue(|_| Ok(())), Err(Error::InvalidHandle));
+    }
+
+    #[test]
+    fn blocked_enqueuers_get_invalid_handle_when_the_stream_is_destroyed() {
+        let s = Arc::new(S::spawn(StreamConfig::new("t-bdes").capacity(1)).unwrap());
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        let started = Gate::new();
+        let st = Arc::clone(&started);
+        s.enqueue(move |ctx| {
+            st.open();
+            let g2 = Arc::clone(&g);
+            let _w = ctx.on_cancel(move || g2.open());
+            assert!(g.wait(LONG));
+            Ok(())
+        })
+        .unwrap();
+        assert!(started.wait(LONG));
+        s.enqueue(|_| Ok(())).unwrap(); // fills the queue
+        let s2 = Arc::clone(&s);
+        let blocked = thread::spawn(move || s2.enqueue(|_| Ok(())));
+        thread::sleep(Duration::from_millis(20));
+        assert!(!blocked.is_finished());
+        assert_eq!(s.destroy(StreamDestroy::Discard), Ok(()));
+        assert_eq!(blocked.join().unwrap(), Err(Error::InvalidHandle));
+    }
+
+    #[test]
+    fn a_panicking_task_becomes_an_error_not_a_dead_stream() {
+        let s = S::new("t-panic").unwrap();
+        s.enqueue(|_| panic!("boom in a host function")).unwrap();
+        let ran = Arc::new(AtomicBool::new(false));
+        let r = Arc::clone(&ran);
+        s.enqueue(move |_| {
+            r.store(true, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+        assert!(ran.load(Ordering::SeqCst), "the stream kept going");
+        assert_eq!(s.last_panic().as_deref(), Some("boom in a host function"));
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        let st = s.stats();
+        assert_eq!((st.panicked, st.failed, st.completed), (1, 1, 2));
+    }
+
+    #[test]
+    fn a_task_may_use_its_own_stream_without_deadlocking() {
+        let s = Arc::new(S::spawn(StreamConfig::new("t-self").capacity(2)).unwrap());
+        let inner = Arc::new(Mutex::new(None));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let (s2, i2, r2) = (Arc::clone(&s), Arc::clone(&inner), Arc::clone(&ran));
+        s.enqueue(move |_| {
+            // More than the capacity, from the worker: must not wait for room.
+            for _ in 0..10 {
+                let r = Arc::clone(&r2);
+                s2.enqueue(move |_| {
+                    r.fetch_add(1, Ordering::SeqCst);
+                    Ok(())
+                })?;
+            }
+            *lock(&i2) = Some(s2.synchronize(SYNC));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(*lock(&inner), Some(Err(Error::InternalError)));
+        // The inner tasks were enqueued after our first synchronize began; this one covers them.
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), 10);
+        assert_eq!(s.stats().enqueued, 11);
+    }
+
+    #[test]
+    fn an_idle_worker_sleeps_and_is_woken_by_enqueue() {
+        let s = S::new("t-idle").unwrap();
+        for _ in 0..100 {
+            s.enqueue(|_| Ok(())).unwrap();
+        }
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        // Past the spin budget the worker parks.
+        assert!(eventually(LONG, || s.stats().sleeps >= 1
+            && s.shared.sleeping.load(Ordering::SeqCst)));
+        thread::sleep(Duration::from_millis(5));
+        let (_, cpu0) = thread_stat(s.worker_tid());
+        for _ in 0..10 {
+            thread::sleep(Duration::from_millis(10));
+            assert_eq!(thread_stat(s.worker_tid()).0, 'S', "idle worker not asleep");
+        }
+        let (_, cpu1) = thread_stat(s.worker_tid());
+        // ~100 ms idle: a spinning thread would burn ~10 ticks; allow one for accounting.
+        assert!(cpu1 - cpu0 <= 1, "idle worker used {} ticks", cpu1 - cpu0);
+
+        let before = s.stats();
+        let (tx, rx) = mpsc::channel();
+        s.enqueue(move |_| {
+            tx.send(()).map_err(|_| Error::DrvInternalError)?;
+            Ok(())
+        })
+        .unwrap();
+        assert!(rx.recv_timeout(LONG).is_ok(), "enqueue woke the worker");
+        let after = s.stats();
+        assert_eq!(after.wakeups, before.wakeups + 1, "one wake syscall");
+    }
+
+    #[test]
+    fn back_to_back_enqueues_need_no_wake_syscall() {
+        // With a generous spin budget the worker is still spinning when the next task arrives.
+        let s = S::spawn(StreamConfig::new("t-spin").spin(Duration::from_millis(200))).unwrap();
+        s.enqueue(|_| Ok(())).unwrap();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        let before = s.stats();
+        for _ in 0..100 {
+            s.enqueue(|_| Ok(())).unwrap();
+            assert_eq!(s.synchronize(SYNC), Ok(()));
+        }
+        let after = s.stats();
+        assert!(after.spin_hits > before.spin_hits);
+        // Preemption on a busy machine may push a few past the budget; not most.
+        assert!(
+            after.wakeups - before.wakeups < 10,
+            "{} wakeups for 100 back-to-back tasks",
+            after.wakeups - before.wakeups
+        );
+    }
+
+    #[test]
+    fn dropping_a_stream_with_a_blocked_task_does_not_hang() {
+        let s = S::new("t-drop").unwrap();
+        let started = Gate::new();
+        let st = Arc::clone(&started);
+        s.enqueue(move |ctx| {
+            st.open();
+            let gate = Gate::new();
+            let g = Arc::clone(&gate);
+            let _w = ctx.on_cancel(move || g.open());
+            assert!(gate.wait(LONG));
+            Ok(())
+        })
+        .unwrap();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let d = DropCounter(Arc::clone(&drops));
+        s.enqueue(move |_| {
+            let _d = d;
+            Ok(())
+        })
+        .unwrap();
+        assert!(started.wait(LONG));
+        let t0 = Instant::now();
+        drop(s);
+        assert!(t0.elapsed() < Duration::from_secs(5));
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+}
