@@ -1,0 +1,178 @@
+/*
+ * acl/acl.h — the subset of Huawei Ascend CANN's AscendCL C API that acl-notify's
+ * libascendcl.so implements: initialisation, devices, streams, and Notify management.
+ *
+ * Names, signatures, types and numeric values follow CANN's public headers (acl_base.h,
+ * acl_base_rt.h, acl_rt.h, error_codes/rt_error_codes.h), so programs written for CANN compile
+ * unchanged. Written by hand for acl-notify; the behaviour is specified in SPEC.md §3.
+ *
+ * Link: cc prog.c -I<prefix>/include -L<prefix>/lib -lascendcl -Wl,-rpath,<prefix>/lib
+ *
+ * The library runs on acl-notify's simulator, configured at aclInit() by the environment:
+ *   ACL_NOTIFY_SIM_SOC        SoC family returned by aclrtGetSocName (default Ascend910B)
+ *   ACL_NOTIFY_SIM_DEVICES    number of devices (default 8)
+ *   ACL_NOTIFY_SIM_NAMESPACE  which simulated machine to join (processes sharing a notify
+ *                             must use the same value)
+ *   ACL_NOTIFY_SIM_SERVER_ID  this process's SuperPod server id (default 0)
+ *
+ * Conventions of this implementation (where CANN is silent):
+ *   - Every call except aclInit, aclGetRecentErrMsg, aclrtDeviceGetBareTgid and aclFinalize
+ *     returns ACL_ERROR_UNINITIALIZE before aclInit (and after aclFinalize). The argument
+ *     checks that SPEC §3 lists before any device state is consulted (NULL pointers, flag
+ *     words, counts) come first.
+ *   - Handles (aclrtNotify, aclrtStream) are opaque values, not addresses; every call
+ *     validates them, and a stale, destroyed, foreign or garbage handle is
+ *     ACL_ERROR_RT_INVALID_HANDLE, never a crash.
+ *   - aclGetRecentErrMsg() returns (and clears) the messages of this thread's failed calls
+ *     since the previous aclGetRecentErrMsg(), newest first, or NULL if there were none. The
+ *     pointer stays valid until the next aclGetRecentErrMsg() on the same thread.
+ */
+#ifndef ACL_NOTIFY_ACL_ACL_H_
+#define ACL_NOTIFY_ACL_ACL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define ACL_FUNC_VISIBILITY __attribute__((visibility("default")))
+#else
+#define ACL_FUNC_VISIBILITY
+#endif
+
+/* ---- Types ------------------------------------------------------------------------------ */
+
+typedef int aclError;
+typedef void *aclrtStream;
+typedef void *aclrtNotify;
+
+/* One inter-server whitelist entry (aclrtNotifySetImportPidInterServer): `num` PIDs at `pid`
+ * on SuperPod server `sdid`. LP64 layout: sdid at 0, pid at 8, num at 16; size 24. */
+typedef struct {
+    uint32_t sdid;
+    int32_t *pid;
+    size_t num;
+} aclrtServerPid;
+
+typedef enum aclrtStreamStatus {
+    ACL_STREAM_STATUS_COMPLETE = 0,
+    ACL_STREAM_STATUS_NOT_READY = 1,
+    ACL_STREAM_STATUS_RESERVED = 0xFFFF
+} aclrtStreamStatus;
+
+/* A host function run by a stream (aclrtLaunchHostFunc). */
+typedef void (*aclrtHostFunc)(void *args);
+typedef void (*aclrtCallback)(void *userData);
+
+/* ---- Error codes (aclError) --------------------------------------------------------------- */
+
+#define ACL_SUCCESS 0
+#define ACL_ERROR_NONE 0
+#define ACL_ERROR_INVALID_PARAM 100000
+#define ACL_ERROR_UNINITIALIZE 100001
+#define ACL_ERROR_REPEAT_INITIALIZE 100002
+#define ACL_ERROR_REPEAT_FINALIZE 100037
+
+#define ACL_ERROR_RT_PARAM_INVALID 107000
+#define ACL_ERROR_RT_INVALID_DEVICEID 107001
+#define ACL_ERROR_RT_CONTEXT_NULL 107002
+#define ACL_ERROR_RT_STREAM_CONTEXT 107003
+#define ACL_ERROR_RT_INVALID_HANDLE 107017
+#define ACL_ERROR_RT_WAIT_TIMEOUT 107019
+#define ACL_ERROR_RT_TASK_TIMEOUT 107020
+#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000
+#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
+#define ACL_ERROR_RT_NO_DEVICE 207004
+#define ACL_ERROR_RT_RESOURCE_ALLOC_FAIL 207005
+#define ACL_ERROR_RT_NO_PERMISSION 207006
+#define ACL_ERROR_RT_NO_NOTIFY_RESOURCE 207009
+#define ACL_ERROR_RT_OVER_LIMIT 207012
+#define ACL_ERROR_RT_INTERNAL_ERROR 507000
+#define ACL_ERROR_RT_STREAM_TASK_FULL 507002
+#define ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT 507009
+#define ACL_ERROR_RT_IPC_ERROR 507022
+#define ACL_ERROR_RT_STREAM_SYNC_TIMEOUT 507046
+#define ACL_ERROR_RT_DRV_INTERNAL_ERROR 507899
+
+/* ---- Flags -------------------------------------------------------------------------------- */
+
+/* aclrtCreateNotify */
+#define ACL_NOTIFY_DEFAULT 0x00000000U
+#define ACL_NOTIFY_DEVICE_USE_ONLY 0x00000001U
+
+/* aclrtNotifyGetExportKey */
+#define ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT 0x0UL
+#define ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION 0x02UL
+
+/* aclrtNotifyImportByKey */
+#define ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT 0x0UL
+#define ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS 0x02UL
+
+/* ---- Initialisation and errors ------------------------------------------------------------ */
+
+/* Opens the simulated machine described by ACL_NOTIFY_SIM_*. configPath may be NULL; its
+ * contents are not read. A second call → ACL_ERROR_REPEAT_INITIALIZE; a bad environment →
+ * the simulator's code, explained by aclGetRecentErrMsg(). */
+ACL_FUNC_VISIBILITY aclError aclInit(const char *configPath);
+/* Releases every stream and notify of the process. A second call → ACL_ERROR_REPEAT_FINALIZE. */
+ACL_FUNC_VISIBILITY aclError aclFinalize(void);
+ACL_FUNC_VISIBILITY const char *aclGetRecentErrMsg(void);
+
+/* ---- Devices ------------------------------------------------------------------------------ */
+
+/* The current device is per thread. */
+ACL_FUNC_VISIBILITY aclError aclrtSetDevice(int32_t deviceId);
+ACL_FUNC_VISIBILITY aclError aclrtGetDevice(int32_t *deviceId);
+ACL_FUNC_VISIBILITY aclError aclrtResetDevice(int32_t deviceId);
+ACL_FUNC_VISIBILITY aclError aclrtResetDeviceForce(int32_t deviceId);
+ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCount(uint32_t *count);
+/* NULL before aclInit. */
+ACL_FUNC_VISIBILITY const char *aclrtGetSocName(void);
+ACL_FUNC_VISIBILITY aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, int32_t deviceId,
+                                                      int32_t peerDeviceId);
+/* Between the current device and peerDeviceId; flags must be 0. */
+ACL_FUNC_VISIBILITY aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags);
+ACL_FUNC_VISIBILITY aclError aclrtDeviceGetBareTgid(int32_t *pid);
+
+/* ---- Streams (a NULL stream is the current device's default stream) ----------------------- */
+
+ACL_FUNC_VISIBILITY aclError aclrtCreateStream(aclrtStream *stream);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyStream(aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyStreamForce(aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeStream(aclrtStream stream);
+/* timeout in ms: -1 forever, 0 poll; expiry → ACL_ERROR_RT_STREAM_SYNC_TIMEOUT. */
+ACL_FUNC_VISIBILITY aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout);
+ACL_FUNC_VISIBILITY aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status);
+ACL_FUNC_VISIBILITY aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args);
+/* Process default for aclrtWaitAndResetNotify(..., UINT32_MAX), in seconds; 0 = forever. */
+ACL_FUNC_VISIBILITY aclError aclrtSetOpWaitTimeout(uint32_t timeout);
+
+/* ---- Notify ------------------------------------------------------------------------------- */
+
+ACL_FUNC_VISIBILITY aclError aclrtCreateNotify(aclrtNotify *notify, uint64_t flag);
+ACL_FUNC_VISIBILITY aclError aclrtDestroyNotify(aclrtNotify notify);
+ACL_FUNC_VISIBILITY aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream);
+/* timeout in seconds: 0 forever, UINT32_MAX the aclrtSetOpWaitTimeout default. A timeout is
+ * reported by the next aclrtSynchronizeStream (ACL_ERROR_RT_TASK_TIMEOUT). */
+ACL_FUNC_VISIBILITY aclError aclrtWaitAndResetNotify(aclrtNotify notify, aclrtStream stream,
+                                                     uint32_t timeout);
+ACL_FUNC_VISIBILITY aclError aclrtGetNotifyId(aclrtNotify notify, uint32_t *notifyId);
+ACL_FUNC_VISIBILITY aclError aclrtNotifyBatchReset(aclrtNotify *notifies, size_t num);
+/* len must be at least 65: the key is at most 64 characters plus NUL. */
+ACL_FUNC_VISIBILITY aclError aclrtNotifyGetExportKey(aclrtNotify notify, char *key, size_t len,
+                                                     uint64_t flags);
+ACL_FUNC_VISIBILITY aclError aclrtNotifyImportByKey(aclrtNotify *notify, const char *key,
+                                                    uint64_t flags);
+ACL_FUNC_VISIBILITY aclError aclrtNotifySetImportPid(aclrtNotify notify, int32_t *pid, size_t num);
+ACL_FUNC_VISIBILITY aclError aclrtNotifySetImportPidInterServer(aclrtNotify notify,
+                                                                aclrtServerPid *serverPids,
+                                                                size_t num);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACL_NOTIFY_ACL_ACL_H_ */

@@ -1,0 +1,143 @@
+//! Failed calls and their explanations: [`CallError`] (a CANN code and the reason), and the
+//! per-thread message list behind `aclGetRecentErrMsg`.
+
+use std::cell::RefCell;
+use std::ffi::{CString, c_char};
+
+use acl_notify_core::{BackendError, Error};
+
+/// Why a C call failed: the code it returns and a sentence for `aclGetRecentErrMsg`.
+#[derive(Debug)]
+pub(crate) struct CallError {
+    code: Error,
+    /// `"<NAME> (<code>): <reason>"`.
+    text: String,
+}
+
+impl CallError {
+    /// A failure detected by the C layer itself.
+    pub(crate) fn new(code: Error, reason: impl core::fmt::Display) -> CallError {
+        CallError {
+            code,
+            text: format!("{code}: {reason}"),
+        }
+    }
+
+    /// A failure reported by the backend; its `Display` already names the code and explains.
+    pub(crate) fn backend<E: BackendError>(e: E) -> CallError {
+        CallError {
+            code: e.kind(),
+            text: e.to_string(),
+        }
+    }
+
+    /// The code the C function returns.
+    pub(crate) fn code(&self) -> Error {
+        self.code
+    }
+}
+
+/// Shorthand for `ACL_ERROR_INVALID_PARAM` (100000): a NULL pointer argument.
+pub(crate) fn null_arg(what: &str) -> CallError {
+    CallError::new(Error::InvalidParam, format!("`{what}` is NULL"))
+}
+
+/// Shorthand for `ACL_ERROR_RT_PARAM_INVALID` (107000).
+pub(crate) fn param(reason: impl core::fmt::Display) -> CallError {
+    CallError::new(Error::ParamInvalid, reason)
+}
+
+/// At most this many messages are kept between two `aclGetRecentErrMsg` calls (the newest).
+const KEEP: usize = 16;
+
+thread_local! {
+    /// Messages of this thread's failed calls since the last `aclGetRecentErrMsg`, oldest first.
+    static PENDING: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
+    /// The string the last `aclGetRecentErrMsg` returned (kept alive until the next one).
+    static RETURNED: RefCell<Option<CString>> = const { RefCell::new(None) };
+}
+
+/// Records that `call` failed with `e` on this thread.
+pub(crate) fn record(call: &str, e: &CallError) {
+    push(format!("{call} failed: {}", e.text));
+}
+
+/// Records a message (also used for a caught panic). Silently does nothing while the thread
+/// is being torn down.
+pub(crate) fn push(msg: String) {
+    let _ = PENDING.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            if p.len() == KEEP {
+                p.remove(0);
+            }
+            p.push(msg);
+        }
+    });
+}
+
+/// `aclGetRecentErrMsg`: takes this thread's pending messages, newest first and one per line,
+/// as a C string that stays valid until the next call on this thread; NULL if there are none.
+pub(crate) fn take_recent() -> *const c_char {
+    let msgs = PENDING
+        .try_with(|p| p.try_borrow_mut().map(|mut p| std::mem::take(&mut *p)))
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let joined = msgs.into_iter().rev().collect::<Vec<_>>().join("\n");
+    RETURNED
+        .try_with(|r| {
+            let Ok(mut r) = r.try_borrow_mut() else {
+                return std::ptr::null();
+            };
+            *r = if joined.is_empty() {
+                None
+            } else {
+                // Messages are built by this crate and by the backend; an interior NUL would
+                // truncate the text, so replace it rather than fail.
+                CString::new(joined.replace('\0', "\\0")).ok()
+            };
+            r.as_ref().map_or(std::ptr::null(), |s| s.as_ptr())
+        })
+        .unwrap_or(std::ptr::null())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    fn recent() -> Option<String> {
+        let p = take_recent();
+        // SAFETY: `take_recent` returns NULL or a NUL-terminated string owned by this thread,
+        // valid until the next `take_recent` on it.
+        (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn newest_first_then_cleared() {
+        assert_eq!(recent(), None);
+        record("aclrtA", &CallError::new(Error::InvalidParam, "first"));
+        record("aclrtB", &CallError::new(Error::InvalidHandle, "second"));
+        let m = recent().unwrap();
+        assert_eq!(
+            m,
+            "aclrtB failed: ACL_ERROR_RT_INVALID_HANDLE (107017): second\n\
+             aclrtA failed: ACL_ERROR_INVALID_PARAM (100000): first"
+        );
+        assert_eq!(recent(), None, "messages were not cleared");
+    }
+
+    #[test]
+    fn keeps_the_newest_and_is_per_thread() {
+        for i in 0..40 {
+            push(format!("m{i}"));
+        }
+        std::thread::spawn(|| assert_eq!(recent(), None))
+            .join()
+            .unwrap();
+        let m = recent().unwrap();
+        let lines: Vec<&str> = m.lines().collect();
+        assert_eq!(lines.len(), KEEP);
+        assert_eq!(lines[0], "m39");
+    }
+}

@@ -1,0 +1,560 @@
+//! [`Runtime`]: what CANN's C API adds on top of a backend — handle tables, the per-thread
+//! current device, device reference counts, the NULL-means-default-stream rule and the
+//! SPEC §3 check order. Generic over any `B: NotifyResources + StreamOps`; the exported
+//! functions in [`crate::ffi`] plug in the simulator.
+//!
+//! Methods here take decoded C arguments (handles as `usize`, counts, flags) and return
+//! [`CallError`]s; reading and writing C memory stays in `ffi`.
+
+use std::cell::Cell;
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+
+use acl_notify_core::{
+    BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, ImportFlags,
+    NotifyResources, RawNotify, RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus,
+    SyncWait, Timeout,
+};
+
+use crate::errmsg::{CallError, param};
+use crate::handle::{HandleTable, Kind, MAX_HANDLES};
+
+/// What a notify handle stands for.
+#[derive(Clone, Copy, Debug)]
+struct NotifyEntry {
+    raw: RawNotify,
+    /// The device it was created or imported on.
+    device: u32,
+}
+
+/// What a stream handle stands for.
+#[derive(Clone, Copy, Debug)]
+struct StreamEntry {
+    raw: RawStream,
+    device: u32,
+}
+
+thread_local! {
+    /// This thread's current device, tagged with the epoch of the [`Runtime`] it was set in
+    /// (a device set before `aclFinalize` is not current after the next `aclInit`).
+    static CURRENT: Cell<Option<(u64, u32)>> = const { Cell::new(None) };
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One `aclInit` … `aclFinalize` session of the process over backend `B`.
+pub(crate) struct Runtime<B> {
+    backend: B,
+    epoch: u64,
+    notifies: RwLock<HandleTable<NotifyEntry>>,
+    streams: RwLock<HandleTable<StreamEntry>>,
+    /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
+    device_refs: Mutex<Vec<u32>>,
+}
+
+impl<B> core::fmt::Debug for Runtime<B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: NotifyResources + StreamOps> Runtime<B> {
+    /// A session over `backend`. `epoch` must differ from every earlier session's in this
+    /// process; `seed` should be random (it salts the handles).
+    pub(crate) fn new(backend: B, epoch: u64, seed: u64) -> Self {
+        let devices = backend.device_count() as usize;
+        Runtime {
+            backend,
+            epoch,
+            notifies: RwLock::new(HandleTable::new(Kind::Notify, seed)),
+            streams: RwLock::new(HandleTable::new(Kind::Stream, seed.rotate_left(17))),
+            device_refs: Mutex::new(vec![0; devices]),
+        }
+    }
+
+    /// The backend.
+    pub(crate) fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    // ---- handles -------------------------------------------------------------------------
+
+    fn notify(&self, handle: usize) -> Result<NotifyEntry, CallError> {
+        self.notifies
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(handle)
+            .ok_or_else(|| {
+                CallError::new(
+                    Error::InvalidHandle,
+                    format!(
+                        "notify {handle:#x} is not a live notify of this process \
+                         (destroyed, from another process or session, or not a notify)"
+                    ),
+                )
+            })
+    }
+
+    fn stream(&self, handle: usize) -> Result<StreamEntry, CallError> {
+        self.streams
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(handle)
+            .ok_or_else(|| {
+                CallError::new(
+                    Error::InvalidHandle,
+                    format!(
+                        "stream {handle:#x} is not a live stream of this process \
+                         (destroyed, from another process or session, or not a stream)"
+                    ),
+                )
+            })
+    }
+
+    fn add_notify(&self, entry: NotifyEntry) -> Result<usize, CallError> {
+        let h = self
+            .notifies
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(entry);
+        h.ok_or_else(|| {
+            let _ = self.backend.destroy_notify(entry.raw);
+            CallError::new(
+                Error::ResourceAllocFail,
+                format!("the process already holds {MAX_HANDLES} notify handles"),
+            )
+        })
+    }
+
+    fn forget_notify(&self, handle: usize) {
+        self.notifies
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(handle);
+    }
+
+    // ---- devices -------------------------------------------------------------------------
+
+    /// The calling thread's current device (107002 if none).
+    pub(crate) fn current_device(&self) -> Result<u32, CallError> {
+        match CURRENT.with(Cell::get) {
+            Some((epoch, device)) if epoch == self.epoch => Ok(device),
+            _ => Err(CallError::new(
+                Error::ContextNull,
+                "the calling thread has no current device (call aclrtSetDevice first)",
+            )),
+        }
+    }
+
+    fn device_id(&self, device: i32) -> Result<u32, CallError> {
+        let count = self.backend.device_count();
+        u32::try_from(device)
+            .ok()
+            .filter(|d| *d < count)
+            .ok_or_else(|| {
+                CallError::new(
+                    Error::InvalidDeviceId,
+                    format!("device {device} does not exist (this machine has {count} devices)"),
+                )
+            })
+    }
+
+    /// `aclrtSetDevice`.
+    pub(crate) fn set_device(&self, device: i32) -> Result<(), CallError> {
+        let d = self.device_id(device)?;
+        if let Some(n) = lock(&self.device_refs).get_mut(d as usize) {
+            *n = n.saturating_add(1);
+        }
+        CURRENT.with(|c| c.set(Some((self.epoch, d))));
+        Ok(())
+    }
+
+    /// `aclrtResetDevice` (`force`: `aclrtResetDeviceForce`). When the process's count of
+    /// `aclrtSetDevice` calls for the device drops to 0, its streams are discarded and its
+    /// notify handles destroyed, as CANN does when the device's context goes away.
+    pub(crate) fn reset_device(&self, device: i32, force: bool) -> Result<(), CallError> {
+        let d = self.device_id(device)?;
+        let release = {
+            let mut refs = lock(&self.device_refs);
+            match refs.get_mut(d as usize) {
+                Some(n) if *n > 0 => {
+                    *n = if force { 0 } else { *n - 1 };
+                    *n == 0
+                }
+                _ => false,
+            }
+        };
+        CURRENT.with(|c| {
+            if c.get() == Some((self.epoch, d)) {
+                c.set(None);
+            }
+        });
+        if release {
+            self.release(|dev| dev == d);
+        }
+        Ok(())
+    }
+
+    /// Discards the streams and destroys the notify handles on devices chosen by `which`.
+    pub(crate) fn release(&self, which: impl Fn(u32) -> bool) {
+        let streams = self
+            .streams
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_where(|s| which(s.device));
+        for s in streams {
+            let _ = self.backend.destroy_stream(s.raw, StreamDestroy::Discard);
+        }
+        let notifies = self
+            .notifies
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_where(|n| which(n.device));
+        for n in notifies {
+            let _ = self.backend.destroy_notify(n.raw);
+        }
+    }
+
+    /// `aclrtGetDevice`.
+    pub(crate) fn get_device(&self) -> Result<i32, CallError> {
+        self.current_device().map(|d| d as i32)
+    }
+
+    /// `aclrtDeviceCanAccessPeer`.
+    pub(crate) fn can_access_peer(&self, device: i32, peer: i32) -> Result<bool, CallError> {
+        let d = self.device_id(device)?;
+        let p = self.device_id(peer)?;
+        self.backend
+            .can_access_peer(d, p)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtDeviceEnablePeerAccess` (from the current device to `peer`).
+    pub(crate) fn enable_peer_access(&self, peer: i32, flags: u32) -> Result<(), CallError> {
+        if flags != 0 {
+            return Err(param(format!("flags {flags:#x} must be 0")));
+        }
+        let d = self.current_device()?;
+        let p = self.device_id(peer)?;
+        self.backend
+            .enable_peer_access(d, p)
+            .map_err(CallError::backend)
+    }
+
+    // ---- streams -------------------------------------------------------------------------
+
+    /// The backend stream a C stream argument means on the calling thread: a live stream of
+    /// the current device, or that device's default stream for NULL. Checks: 107017 bad
+    /// handle; 107002 no current device; 107003 a stream of another device.
+    fn resolve_stream(&self, stream: usize) -> Result<RawStream, CallError> {
+        let entry = match stream {
+            0 => None,
+            h => Some(self.stream(h)?),
+        };
+        let device = self.current_device()?;
+        match entry {
+            Some(s) if s.device != device => Err(CallError::new(
+                Error::StreamContext,
+                format!(
+                    "stream {stream:#x} belongs to device {}, but the current device is {device}",
+                    s.device
+                ),
+            )),
+            Some(s) => Ok(s.raw),
+            None => self
+                .backend
+                .default_stream(device)
+                .map_err(CallError::backend),
+        }
+    }
+
+    /// `aclrtCreateStream`.
+    pub(crate) fn create_stream(&self) -> Result<usize, CallError> {
+        let device = self.current_device()?;
+        let raw = self
+            .backend
+            .create_stream(device)
+            .map_err(CallError::backend)?;
+        let h = self
+            .streams
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(StreamEntry { raw, device });
+        h.ok_or_else(|| {
+            let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
+            CallError::new(
+                Error::ResourceAllocFail,
+                format!("the process already holds {MAX_HANDLES} streams"),
+            )
+        })
+    }
+
+    /// `aclrtDestroyStream` / `aclrtDestroyStreamForce` (`stream` is not NULL).
+    pub(crate) fn destroy_stream(
+        &self,
+        stream: usize,
+        mode: StreamDestroy,
+    ) -> Result<(), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        // Dead for every other caller from now on, even while a drain is still running.
+        self.streams
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(stream);
+        self.backend
+            .destroy_stream(raw, mode)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtSynchronizeStream[WithTimeout]`.
+    pub(crate) fn synchronize(&self, stream: usize, wait: SyncWait) -> Result<(), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        self.backend
+            .synchronize(raw, wait)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtStreamQuery`.
+    pub(crate) fn query(&self, stream: usize) -> Result<StreamStatus, CallError> {
+        let raw = self.resolve_stream(stream)?;
+        self.backend.query(raw).map_err(CallError::backend)
+    }
+
+    /// `aclrtLaunchHostFunc`.
+    pub(crate) fn launch_host_func(&self, stream: usize, call: HostCall) -> Result<(), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        self.backend
+            .launch_host_func(raw, call)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtSetOpWaitTimeout`.
+    pub(crate) fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), CallError> {
+        self.backend
+            .set_op_wait_timeout(seconds)
+            .map_err(CallError::backend)
+    }
+
+    // ---- notifies ------------------------------------------------------------------------
+
+    /// `aclrtCreateNotify` (after the NULL and flag checks).
+    pub(crate) fn create_notify(&self, flags: CreateFlags) -> Result<usize, CallError> {
+        let device = self.current_device()?;
+        let raw = self
+            .backend
+            .create_notify(device, flags)
+            .map_err(CallError::backend)?;
+        self.add_notify(NotifyEntry { raw, device })
+    }
+
+    /// `aclrtDestroyNotify` (`notify` is not NULL).
+    pub(crate) fn destroy_notify(&self, notify: usize) -> Result<(), CallError> {
+        let n = self.notify(notify)?;
+        let r = self.backend.destroy_notify(n.raw);
+        match &r {
+            Ok(()) => self.forget_notify(notify),
+            Err(e) if e.kind() == Error::InvalidHandle => self.forget_notify(notify),
+            Err(_) => {}
+        }
+        r.map_err(CallError::backend)
+    }
+
+    /// `aclrtRecordNotify`.
+    pub(crate) fn record(&self, notify: usize, stream: usize) -> Result<(), CallError> {
+        let n = self.notify(notify)?;
+        let s = self.resolve_stream(stream)?;
+        self.backend.record(n.raw, s).map_err(CallError::backend)
+    }
+
+    /// `aclrtWaitAndResetNotify`.
+    pub(crate) fn wait_and_reset(
+        &self,
+        notify: usize,
+        stream: usize,
+        timeout: u32,
+    ) -> Result<(), CallError> {
+        let n = self.notify(notify)?;
+        let s = self.resolve_stream(stream)?;
+        self.backend
+            .wait_and_reset(n.raw, s, Timeout::from_c(timeout))
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtGetNotifyId`.
+    pub(crate) fn notify_id(&self, notify: usize) -> Result<u32, CallError> {
+        let n = self.notify(notify)?;
+        self.backend
+            .notify_info(n.raw)
+            .map(|i| i.id)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtNotifyBatchReset` after the array and count checks: `next(i)` yields element `i`
+    /// (`num` of them). Elements are checked in order; the ones before the first failing
+    /// element are reset, then that element's code is returned.
+    pub(crate) fn batch_reset(
+        &self,
+        num: usize,
+        mut next: impl FnMut(usize) -> usize,
+    ) -> Result<(), CallError> {
+        let mut raws = Vec::new();
+        let mut failure = None;
+        for i in 0..num {
+            let checked = self
+                .require(Feature::BatchReset)
+                .and_then(|()| match next(i) {
+                    0 => Err(param(format!("notifies[{i}] is NULL"))),
+                    h => self.notify(h).map(|n| n.raw),
+                });
+            match checked {
+                Ok(raw) => raws.push(raw),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if !raws.is_empty() {
+            self.backend
+                .batch_reset(&raws)
+                .map_err(CallError::backend)?;
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    fn require(&self, feature: Feature) -> Result<(), CallError> {
+        let soc = self.backend.soc();
+        if soc.has(feature) {
+            return Ok(());
+        }
+        let what = match feature {
+            Feature::Notify => "notifies",
+            Feature::Ipc => "IPC notifies (export, import, whitelists)",
+            Feature::BatchReset => "aclrtNotifyBatchReset",
+            Feature::InterServer => "inter-server whitelists",
+            Feature::DeviceOnly => "ACL_NOTIFY_DEVICE_USE_ONLY",
+            Feature::CntNotify => "count notifies",
+        };
+        Err(CallError::new(
+            Error::FeatureNotSupport,
+            format!("{soc} does not support {what}"),
+        ))
+    }
+
+    /// `aclrtNotifyGetExportKey` after the NULL checks; returns the key to write.
+    pub(crate) fn export_key(
+        &self,
+        notify: usize,
+        len: usize,
+        flags: u64,
+    ) -> Result<ExportKey, CallError> {
+        let n = self.notify(notify)?;
+        if len < acl_notify_core::key::KEY_BUF_LEN {
+            return Err(param(format!(
+                "len {len} is too small: a key needs {} bytes with its NUL",
+                acl_notify_core::key::KEY_BUF_LEN
+            )));
+        }
+        self.require(Feature::Ipc)?;
+        let flags = ExportFlags::from_raw(flags).map_err(|e| {
+            CallError::new(
+                e,
+                format!(
+                    "flags {flags:#x} are neither ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT nor \
+                     ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION"
+                ),
+            )
+        })?;
+        self.backend
+            .export_key(n.raw, flags)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtNotifySetImportPid` after the NULL checks; `pids` is read only when `num > 0`.
+    pub(crate) fn set_import_pids<'a>(
+        &self,
+        notify: usize,
+        num: usize,
+        pids: impl FnOnce() -> &'a [i32],
+    ) -> Result<(), CallError> {
+        self.require(Feature::Ipc)?;
+        let n = self.notify(notify)?;
+        if num == 0 {
+            return Err(param("num is 0"));
+        }
+        self.backend
+            .set_import_pids(n.raw, pids())
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtNotifySetImportPidInterServer` after the argument checks. `shape(i)` tells
+    /// whether entry `i`'s `pid` is non-NULL and its `num`; `read(i)` reads the entry (called
+    /// only once its shape is valid). Entries are checked in order and applied up to the first
+    /// failing one.
+    pub(crate) fn set_import_server_pids(
+        &self,
+        notify: usize,
+        num: usize,
+        mut shape: impl FnMut(usize) -> (bool, usize),
+        mut read: impl FnMut(usize) -> ServerPid,
+    ) -> Result<(), CallError> {
+        let n = self.notify(notify)?;
+        let mut ok = Vec::new();
+        let mut failure = None;
+        for i in 0..num {
+            let checked = match shape(i) {
+                (false, _) => Err(param(format!("serverPids[{i}].pid is NULL"))),
+                (true, count) if count != 1 => Err(param(format!(
+                    "serverPids[{i}].num is {count}; each entry must carry exactly 1 PID"
+                ))),
+                (true, _) => self.require(Feature::InterServer).map(|()| read(i)),
+            };
+            match checked {
+                Ok(e) => ok.push(e),
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        if !ok.is_empty() {
+            self.backend
+                .set_import_server_pids(n.raw, &ok)
+                .map_err(CallError::backend)?;
+        }
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// `aclrtNotifyImportByKey` after the NULL checks; `key` is the C string's bytes (at most
+    /// 65 read, without the NUL) or `None` if no NUL came within 65 bytes.
+    pub(crate) fn import_by_key(&self, key: Option<&[u8]>, flags: u64) -> Result<usize, CallError> {
+        self.require(Feature::Ipc)?;
+        let flags = ImportFlags::from_raw(flags).map_err(|e| {
+            CallError::new(
+                e,
+                format!(
+                    "flags {:#x}: the low 32 bits must be at most 3",
+                    flags & 0xffff_ffff
+                ),
+            )
+        })?;
+        let device = self.current_device()?;
+        let key = key
+            .ok_or(Error::ParamInvalid)
+            .and_then(ExportKey::parse)
+            .map_err(|e| {
+                CallError::new(
+                    e,
+                    "the key is malformed (not a key aclrtNotifyGetExportKey wrote)",
+                )
+            })?;
+        let raw = self
+            .backend
+            .import_by_key(device, key.as_str(), flags)
+            .map_err(CallError::backend)?;
+        self.add_notify(NotifyEntry { raw, device })
+    }
+}

@@ -1,0 +1,97 @@
+//! The process-wide `aclInit` … `aclFinalize` state, and the one place the simulator is plugged
+//! in as the backend ([`Dev`], [`open_backend`]).
+
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+use acl_notify_core::Error;
+
+use crate::errmsg::CallError;
+use crate::runtime::Runtime;
+
+/// The backend this library runs on.
+pub(crate) type Dev = acl_notify_sim::Sim;
+
+/// Opens the backend at `aclInit`: the machine the `ACL_NOTIFY_SIM_*` variables describe.
+fn open_backend() -> Result<Dev, CallError> {
+    acl_notify_sim::Sim::from_env().map_err(CallError::backend)
+}
+
+enum State {
+    /// Before the first `aclInit`.
+    Uninit,
+    Ready(Arc<Runtime<Dev>>),
+    /// After `aclFinalize` (a new `aclInit` is allowed).
+    Finalized,
+}
+
+static STATE: RwLock<State> = RwLock::new(State::Uninit);
+static EPOCH: AtomicU64 = AtomicU64::new(1);
+
+/// The current session, or `ACL_ERROR_UNINITIALIZE` (100001).
+pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
+    match &*STATE.read().unwrap_or_else(PoisonError::into_inner) {
+        State::Ready(rt) => Ok(Arc::clone(rt)),
+        State::Uninit => Err(CallError::new(
+            Error::Uninitialize,
+            "aclInit has not been called",
+        )),
+        State::Finalized => Err(CallError::new(
+            Error::Uninitialize,
+            "aclFinalize has been called (call aclInit again to start a new session)",
+        )),
+    }
+}
+
+/// The current session if there is one.
+pub(crate) fn try_runtime() -> Option<Arc<Runtime<Dev>>> {
+    runtime().ok()
+}
+
+/// A random per-session seed for the handle salts.
+fn seed() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
+
+/// `aclInit`.
+pub(crate) fn init() -> Result<(), CallError> {
+    let mut state = STATE.write().unwrap_or_else(PoisonError::into_inner);
+    if let State::Ready(_) = *state {
+        return Err(CallError::new(
+            Error::RepeatInitialize,
+            "aclInit was already called in this process",
+        ));
+    }
+    let backend = open_backend()?;
+    let epoch = EPOCH.fetch_add(1, Ordering::Relaxed);
+    *state = State::Ready(Arc::new(Runtime::new(backend, epoch, seed())));
+    Ok(())
+}
+
+/// `aclFinalize`: releases every stream and notify handle of the process.
+pub(crate) fn finalize() -> Result<(), CallError> {
+    let old = {
+        let mut state = STATE.write().unwrap_or_else(PoisonError::into_inner);
+        match std::mem::replace(&mut *state, State::Finalized) {
+            State::Ready(rt) => Some(rt),
+            // CANN lets a process finalize without having initialised, once.
+            State::Uninit => None,
+            State::Finalized => {
+                return Err(CallError::new(
+                    Error::RepeatFinalize,
+                    "aclFinalize was already called",
+                ));
+            }
+        }
+    };
+    if let Some(rt) = old {
+        rt.release(|_| true);
+    }
+    Ok(())
+}
