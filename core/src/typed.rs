@@ -1,1 +1,1625 @@
-//! The typestate API (placeholder; filled by the core issue).
+//! The typestate API: notify handles whose lifecycle state and SoC are types, so that misuse
+//! (waiting on an imported notify, whitelisting an openly exported one, exporting on a SoC
+//! without IPC, using a destroyed handle) does not compile. Built on the backend traits; the
+//! same rules hold at run time in [`Lifecycle::apply`] for the C ABI.
+//!
+//! ```text
+//! Device<C, B> ──create_notify──► Notify<Created> ──export──────► Notify<Exported> ──allow_pids──► Notify<Whitelisted>
+//!      │                              │  (C: Ipc)    └─export_open─► Notify<ExportedOpen>   (C: Ipc)
+//!      └──import(key) (C: Ipc)──► Notify<Imported>     (record only)
+//! every state ──destroy / drop──► gone
+//! ```
+//!
+//! - `C` is a SoC type from [`crate::soc`]; a method a SoC lacks does not exist for it.
+//!   [`AnySoc`] is the dynamic form: every method exists and answers `FeatureNotSupport`
+//!   (207000) at run time when the backend's SoC lacks the feature.
+//! - `S` is the state: [`Created`], [`Exported`], [`ExportedOpen`], [`Whitelisted`],
+//!   [`Imported`] (sealed; each has `KIND`, the [`Lifecycle`] value it stands for).
+//! - Transitions take `self` and, on failure, give the handle back with the error.
+//! - A handle destroys its reference when dropped; [`Notify::destroy`] does so explicitly and
+//!   reports the result. [`Notify::into_raw`] / [`Notify::from_raw`] convert to and from the
+//!   backend's [`RawNotify`] (checked against the backend's state); [`NotifyAny`] is the
+//!   dynamic form for storage and FFI.
+
+use core::fmt;
+use core::marker::PhantomData;
+use core::mem::ManuallyDrop;
+use core::time::Duration;
+
+use crate::backend::{
+    HostCall, NotifyInfo, NotifyResources, RawNotify, RawStream, ServerPid, StreamDestroy,
+    StreamOps, StreamStatus,
+};
+use crate::error::{BackendError, Error};
+use crate::flags::{CreateFlags, ExportFlags, ImportFlags};
+use crate::key::ExportKey;
+use crate::lifecycle::Lifecycle;
+use crate::soc::{BatchReset, DeviceOnly, Feature, InterServer, Ipc, Notifies, Soc, SocType};
+use crate::timeout::{SyncWait, Timeout};
+
+pub use crate::soc::AnySoc;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A lifecycle state as a type. Sealed: implemented only by the five state types here.
+pub trait State: sealed::Sealed + 'static {
+    /// The runtime value of this state.
+    const KIND: Lifecycle;
+}
+
+/// States of the owner's (creating process's) handle: it may wait and reset.
+pub trait Owner: State {}
+
+macro_rules! states {
+    ($( $(#[$doc:meta])* $name:ident => $kind:ident $(, $extra:ident)*; )*) => {$(
+        $(#[$doc])*
+        #[derive(Debug)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        pub enum $name {}
+        impl sealed::Sealed for $name {}
+        impl State for $name {
+            const KIND: Lifecycle = Lifecycle::$kind;
+        }
+        $( impl $extra for $name {} )*
+    )*};
+}
+
+states! {
+    /// Created by this process, not exported.
+    Created => Created, Owner;
+    /// Exported with PID validation; importers must be whitelisted.
+    Exported => Exported, Owner;
+    /// Exported with `DISABLE_PID_VALIDATION`: anyone holding the key may import, and no
+    /// whitelist can be set.
+    ExportedOpen => ExportedOpen, Owner;
+    /// Exported with PID validation, at least one importer whitelisted.
+    Whitelisted => Whitelisted, Owner;
+    /// Imported from another process's key: it can record, not wait, export or whitelist.
+    Imported => Imported;
+}
+
+fn err<B: NotifyResources>(e: Error) -> B::Error {
+    B::Error::from(e)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device
+// ---------------------------------------------------------------------------------------------
+
+/// One device of a backend, with the SoC as a type (`C`).
+///
+/// Built by [`Device::new`], which checks the backend's SoC against `C` (unless `C` is
+/// [`AnySoc`]). Cheap to copy: a reference, a device number and the SoC.
+pub struct Device<'b, C: SocType, B> {
+    backend: &'b B,
+    id: u32,
+    soc: Soc,
+    _soc: PhantomData<C>,
+}
+
+impl<C: SocType, B> Clone for Device<'_, C, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<C: SocType, B> Copy for Device<'_, C, B> {}
+
+impl<C: SocType, B> fmt::Debug for Device<'_, C, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.id)
+            .field("soc", &self.soc)
+            .finish()
+    }
+}
+
+impl<'b, C: SocType, B: NotifyResources + StreamOps> Device<'b, C, B> {
+    /// Device `device` of `backend`, checked.
+    ///
+    /// Codes: 107000 `ParamInvalid` if `C` is a SoC type other than `backend.soc()`; 107001
+    /// `InvalidDeviceId` if `device >= backend.device_count()`.
+    pub fn new(backend: &'b B, device: u32) -> Result<Self, B::Error> {
+        let soc = backend.soc();
+        if let Some(fixed) = C::FIXED
+            && fixed != soc
+        {
+            debug!("device: SoC type does not match the backend's SoC");
+            return Err(err::<B>(Error::ParamInvalid));
+        }
+        if device >= backend.device_count() {
+            return Err(err::<B>(Error::InvalidDeviceId));
+        }
+        Ok(Device {
+            backend,
+            id: device,
+            soc,
+            _soc: PhantomData,
+        })
+    }
+
+    /// The device number.
+    pub const fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// The backend's SoC (for a SoC type, `C::SOC`).
+    pub const fn soc(&self) -> Soc {
+        self.soc
+    }
+
+    /// The backend.
+    pub const fn backend(&self) -> &'b B {
+        self.backend
+    }
+
+    /// The same device with the SoC only known at run time.
+    pub const fn into_any_soc(self) -> Device<'b, AnySoc, B> {
+        Device {
+            backend: self.backend,
+            id: self.id,
+            soc: self.soc,
+            _soc: PhantomData,
+        }
+    }
+
+    /// For [`AnySoc`], the run-time check that the backend's SoC has `feature`; for a SoC type
+    /// the trait bounds already proved it, so this is a no-op the optimiser removes.
+    fn require(&self, feature: Feature) -> Result<(), B::Error> {
+        match C::FIXED {
+            Some(_) => Ok(()),
+            None => self.soc.require(feature).map_err(err::<B>),
+        }
+    }
+
+    /// Creates a stream on this device. Codes: 107001; 207005 out of streams.
+    pub fn create_stream(&self) -> Result<Stream<'b, B>, B::Error> {
+        Stream::create(self.backend, self.id)
+    }
+
+    /// This device's default stream (never destroyed by its handle). Codes: 107001.
+    pub fn default_stream(&self) -> Result<Stream<'b, B>, B::Error> {
+        Stream::default_for(self.backend, self.id)
+    }
+
+    /// Whether this device can access `peer`. Codes: 107001.
+    pub fn can_access_peer(&self, peer: u32) -> Result<bool, B::Error> {
+        self.backend.can_access_peer(self.id, peer)
+    }
+
+    /// Enables access from this device to `peer`. Codes: 107001; 107000 `peer` is this device.
+    pub fn enable_peer_access(&self, peer: u32) -> Result<(), B::Error> {
+        self.backend.enable_peer_access(self.id, peer)
+    }
+
+    fn create(&self, flags: CreateFlags) -> Result<Notify<'b, C, Created, B>, B::Error> {
+        let raw = self.backend.create_notify(self.id, flags)?;
+        trace!("notify {=u64} created on device {=u32}", raw.0, self.id);
+        Ok(Notify::wrap(*self, raw))
+    }
+}
+
+impl<'b, C: Notifies, B: NotifyResources + StreamOps> Device<'b, C, B> {
+    /// Creates a notify (`aclrtCreateNotify` with `ACL_NOTIFY_DEFAULT`).
+    ///
+    /// Codes: 207000 (AnySoc) the SoC has no notifies; 207009 out of notify ids.
+    pub fn create_notify(&self) -> Result<Notify<'b, C, Created, B>, B::Error> {
+        self.require(Feature::Notify)?;
+        self.create(CreateFlags::empty())
+    }
+}
+
+impl<'b, C: DeviceOnly, B: NotifyResources + StreamOps> Device<'b, C, B> {
+    /// Creates a notify used only by device-side tasks (`ACL_NOTIFY_DEVICE_USE_ONLY`).
+    ///
+    /// Codes: 207000 (AnySoc) the SoC lacks device-only notifies; 207009 out of notify ids.
+    pub fn create_device_only_notify(&self) -> Result<Notify<'b, C, Created, B>, B::Error> {
+        self.require(Feature::DeviceOnly)?;
+        self.create(CreateFlags::DEVICE_USE_ONLY)
+    }
+}
+
+impl<'b, C: Ipc, B: NotifyResources + StreamOps> Device<'b, C, B> {
+    /// Imports another process's notify onto this device (`aclrtNotifyImportByKey`). The
+    /// result can record, not wait (waiting is for the owner's device).
+    ///
+    /// Codes: 207000 SoC without IPC; 107017 the notify no longer exists; 207006 this process
+    /// is not whitelisted, or no peer access and `ENABLE_PEER_ACCESS` not given.
+    pub fn import(
+        &self,
+        key: &ExportKey,
+        flags: ImportFlags,
+    ) -> Result<Notify<'b, C, Imported, B>, B::Error> {
+        self.require(Feature::Ipc)?;
+        let raw = self.backend.import_by_key(self.id, key.as_str(), flags)?;
+        trace!("notify {=u64} imported on device {=u32}", raw.0, self.id);
+        Ok(Notify::wrap(*self, raw))
+    }
+}
+
+impl<'b, C: BatchReset, B: NotifyResources + StreamOps> Device<'b, C, B> {
+    /// Resets each notify to 0, in order (`aclrtNotifyBatchReset`); stops at the first
+    /// failure, earlier ones stay reset. Only owner handles can be listed
+    /// ([`Notify::reset_ref`]), so 507009 (an imported notify) cannot happen.
+    ///
+    /// Codes: 107000 `notifies` empty; 207000 (AnySoc) SoC without batch reset; 107017.
+    pub fn batch_reset(&self, notifies: &[ResetRef<'_, B>]) -> Result<(), B::Error> {
+        self.require(Feature::BatchReset)?;
+        if notifies.is_empty() {
+            return Err(err::<B>(Error::ParamInvalid));
+        }
+        // Small batches go in one call; longer ones in chunks (no allocation in the core).
+        let mut buf = [RawNotify(0); 32];
+        for chunk in notifies.chunks(buf.len()) {
+            for (slot, r) in buf.iter_mut().zip(chunk) {
+                *slot = r.raw;
+            }
+            self.backend.batch_reset(&buf[..chunk.len()])?;
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamKind {
+    /// Created through this handle: destroyed when the handle is dropped.
+    Owned,
+    /// The device's default stream: never destroyed.
+    Default,
+}
+
+/// A stream: tasks run in order on one device. A stream created through this handle is
+/// destroyed (after its queued tasks have run) when dropped; a default stream is not.
+pub struct Stream<'b, B: StreamOps> {
+    backend: &'b B,
+    raw: RawStream,
+    device: u32,
+    kind: StreamKind,
+}
+
+impl<B: StreamOps> fmt::Debug for Stream<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Stream")
+            .field("raw", &self.raw)
+            .field("device", &self.device)
+            .field("default", &(self.kind == StreamKind::Default))
+            .finish()
+    }
+}
+
+impl<'b, B: StreamOps> Stream<'b, B> {
+    /// Creates a stream on `device` (`aclrtCreateStream`). Codes: 107001; 207005.
+    pub fn create(backend: &'b B, device: u32) -> Result<Self, B::Error> {
+        let raw = backend.create_stream(device)?;
+        Ok(Stream {
+            backend,
+            raw,
+            device,
+            kind: StreamKind::Owned,
+        })
+    }
+
+    /// The default stream of `device` (what a NULL stream means in C). Codes: 107001.
+    pub fn default_for(backend: &'b B, device: u32) -> Result<Self, B::Error> {
+        let raw = backend.default_stream(device)?;
+        Ok(Stream {
+            backend,
+            raw,
+            device,
+            kind: StreamKind::Default,
+        })
+    }
+
+    /// Takes over a raw stream handle (it will be destroyed on drop unless it is the device's
+    /// default stream).
+    ///
+    /// Codes: 107017 not a live stream of this backend.
+    pub fn from_raw(backend: &'b B, raw: RawStream) -> Result<Self, B::Error> {
+        let device = backend.stream_device(raw)?;
+        let kind = if backend.default_stream(device)? == raw {
+            StreamKind::Default
+        } else {
+            StreamKind::Owned
+        };
+        Ok(Stream {
+            backend,
+            raw,
+            device,
+            kind,
+        })
+    }
+
+    /// Gives up the handle without destroying the stream.
+    pub fn into_raw(self) -> RawStream {
+        ManuallyDrop::new(self).raw
+    }
+
+    /// The backend's handle.
+    pub const fn raw(&self) -> RawStream {
+        self.raw
+    }
+
+    /// The device the stream runs on.
+    pub const fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// Whether this is the device's default stream.
+    pub fn is_default(&self) -> bool {
+        self.kind == StreamKind::Default
+    }
+
+    /// Waits until every task enqueued so far has run (`aclrtSynchronizeStream`).
+    ///
+    /// Codes: 107017; 107020 a wait on this stream timed out since the last synchronize
+    /// (reported once).
+    pub fn synchronize(&self) -> Result<(), B::Error> {
+        self.backend.synchronize(self.raw, SyncWait::Forever)
+    }
+
+    /// As [`synchronize`](Self::synchronize), giving up after `limit`
+    /// (`aclrtSynchronizeStreamWithTimeout`; `Duration::ZERO` polls).
+    ///
+    /// Codes: as `synchronize`, plus 507046 `limit` expired first.
+    pub fn synchronize_within(&self, limit: Duration) -> Result<(), B::Error> {
+        self.backend.synchronize(self.raw, SyncWait::AtMost(limit))
+    }
+
+    /// Whether every task enqueued so far has run. Codes: 107017.
+    pub fn query(&self) -> Result<StreamStatus, B::Error> {
+        self.backend.query(self.raw)
+    }
+
+    /// Enqueues a host function (`aclrtLaunchHostFunc`). Codes: 107017.
+    pub fn launch_host_func(&self, call: HostCall) -> Result<(), B::Error> {
+        self.backend.launch_host_func(self.raw, call)
+    }
+
+    /// Destroys the stream after its queued tasks have run (`aclrtDestroyStream`); for the
+    /// default stream, only the handle goes. Codes: 107017.
+    pub fn destroy(self) -> Result<(), B::Error> {
+        self.finish(StreamDestroy::Drain)
+    }
+
+    /// Destroys the stream, discarding its queued tasks (`aclrtDestroyStreamForce`); for the
+    /// default stream, only the handle goes. Codes: 107017.
+    pub fn destroy_discarding(self) -> Result<(), B::Error> {
+        self.finish(StreamDestroy::Discard)
+    }
+
+    fn finish(self, mode: StreamDestroy) -> Result<(), B::Error> {
+        let me = ManuallyDrop::new(self);
+        match me.kind {
+            StreamKind::Owned => me.backend.destroy_stream(me.raw, mode),
+            StreamKind::Default => Ok(()),
+        }
+    }
+}
+
+impl<B: StreamOps> Drop for Stream<'_, B> {
+    fn drop(&mut self) {
+        if self.kind == StreamKind::Owned
+            && let Err(e) = self.backend.destroy_stream(self.raw, StreamDestroy::Drain)
+        {
+            warn!(
+                "stream {=u64}: destroy on drop failed ({=i32})",
+                self.raw.0,
+                e.kind().code()
+            );
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Notify
+// ---------------------------------------------------------------------------------------------
+
+/// A handle to a notify on device `C` in lifecycle state `S` over backend `B`.
+///
+/// Dropping it destroys this process's reference (as [`destroy`](Self::destroy), ignoring the
+/// result). It is not `Clone`: one handle, one reference.
+pub struct Notify<'b, C: SocType, S: State, B: NotifyResources + StreamOps> {
+    device: Device<'b, C, B>,
+    raw: RawNotify,
+    _state: PhantomData<S>,
+}
+
+impl<C: SocType, S: State, B: NotifyResources + StreamOps> fmt::Debug for Notify<'_, C, S, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Notify")
+            .field("raw", &self.raw)
+            .field("state", &S::KIND)
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl<C: SocType, S: State, B: NotifyResources + StreamOps> Drop for Notify<'_, C, S, B> {
+    fn drop(&mut self) {
+        if let Err(e) = self.device.backend.destroy_notify(self.raw) {
+            warn!(
+                "notify {=u64}: destroy on drop failed ({=i32})",
+                self.raw.0,
+                e.kind().code()
+            );
+        }
+    }
+}
+
+impl<'b, C: SocType, S: State, B: NotifyResources + StreamOps> Notify<'b, C, S, B> {
+    /// This handle's state, as a value (`S::KIND`).
+    pub const KIND: Lifecycle = S::KIND;
+
+    fn wrap(device: Device<'b, C, B>, raw: RawNotify) -> Self {
+        Notify {
+            device,
+            raw,
+            _state: PhantomData,
+        }
+    }
+
+    /// Same handle, another state (no backend call, no drop).
+    fn into_state<T: State>(self) -> Notify<'b, C, T, B> {
+        let me = ManuallyDrop::new(self);
+        Notify::wrap(me.device, me.raw)
+    }
+
+    /// Takes over a raw handle, checking that the backend sees it on `device` in state `S`.
+    ///
+    /// Codes: 107017 not a live handle; 107000 it is in another state or on another device.
+    pub fn from_raw(device: Device<'b, C, B>, raw: RawNotify) -> Result<Self, B::Error> {
+        let info = device.backend.notify_info(raw)?;
+        if info.state != S::KIND || info.device != device.id {
+            debug!("notify {=u64}: from_raw state or device mismatch", raw.0);
+            return Err(err::<B>(Error::ParamInvalid));
+        }
+        Ok(Notify::wrap(device, raw))
+    }
+
+    /// Gives up the handle without destroying the reference (for FFI or storage); take it
+    /// back with [`from_raw`](Self::from_raw) or [`NotifyAny::from_raw`].
+    pub fn into_raw(self) -> RawNotify {
+        ManuallyDrop::new(self).raw
+    }
+
+    /// The dynamic form (state as a value).
+    pub fn into_any(self) -> NotifyAny<'b, C, B> {
+        let me = ManuallyDrop::new(self);
+        NotifyAny {
+            device: me.device,
+            raw: me.raw,
+            state: S::KIND,
+        }
+    }
+
+    /// The same handle with the SoC only known at run time.
+    pub fn into_any_soc(self) -> Notify<'b, AnySoc, S, B> {
+        let me = ManuallyDrop::new(self);
+        Notify::wrap(me.device.into_any_soc(), me.raw)
+    }
+
+    /// The backend's handle (still owned by `self`).
+    pub const fn raw(&self) -> RawNotify {
+        self.raw
+    }
+
+    /// The device this handle was created or imported on.
+    pub const fn device(&self) -> Device<'b, C, B> {
+        self.device
+    }
+
+    /// This handle's state (`S::KIND`).
+    pub const fn state(&self) -> Lifecycle {
+        S::KIND
+    }
+
+    /// The notify id (`aclrtGetNotifyId`; an importer sees the owner's id). Codes: 107017.
+    pub fn id(&self) -> Result<u32, B::Error> {
+        Ok(self.info()?.id)
+    }
+
+    /// What the backend knows about this handle. Codes: 107017.
+    pub fn info(&self) -> Result<NotifyInfo, B::Error> {
+        self.device.backend.notify_info(self.raw)
+    }
+
+    /// Enqueues a record on `stream` (`aclrtRecordNotify`): when the stream reaches it, the
+    /// flag becomes 1 (or one waiter is released).
+    ///
+    /// Codes: 107017 bad notify or stream.
+    pub fn record(&self, stream: &Stream<'b, B>) -> Result<(), B::Error> {
+        self.device.backend.record(self.raw, stream.raw)
+    }
+
+    /// Destroys this process's reference (`aclrtDestroyNotify`). The handle is gone whatever
+    /// the result. Codes: 107017.
+    pub fn destroy(self) -> Result<(), B::Error> {
+        let me = ManuallyDrop::new(self);
+        trace!("notify {=u64} destroyed", me.raw.0);
+        me.device.backend.destroy_notify(me.raw)
+    }
+}
+
+impl<'b, C: SocType, S: Owner, B: NotifyResources + StreamOps> Notify<'b, C, S, B> {
+    /// Enqueues a wait-and-reset on `stream` (`aclrtWaitAndResetNotify`): when the stream
+    /// reaches it, it stalls until the flag is 1, then resets it. A timeout is reported by the
+    /// stream's next synchronize (107020). Only owner handles can wait.
+    ///
+    /// Codes: 107017 bad notify or stream; 107000 `stream` is not on the owner's device.
+    pub fn wait_and_reset(&self, stream: &Stream<'b, B>, timeout: Timeout) -> Result<(), B::Error> {
+        self.device
+            .backend
+            .wait_and_reset(self.raw, stream.raw, timeout)
+    }
+}
+
+impl<'b, C: BatchReset, S: Owner, B: NotifyResources + StreamOps> Notify<'b, C, S, B> {
+    /// Resets the flag to 0 now (a batch reset of one).
+    ///
+    /// Codes: 207000 (AnySoc) SoC without batch reset; 107017.
+    pub fn reset(&self) -> Result<(), B::Error> {
+        self.device.batch_reset(&[self.reset_ref()])
+    }
+
+    /// This handle as an element of [`Device::batch_reset`].
+    pub fn reset_ref(&self) -> ResetRef<'_, B> {
+        ResetRef {
+            raw: self.raw,
+            _notify: PhantomData,
+        }
+    }
+}
+
+impl<'b, C: Ipc, B: NotifyResources + StreamOps> Notify<'b, C, Created, B> {
+    /// Exports the notify with PID validation (`aclrtNotifyGetExportKey`, flags 0): importers
+    /// must then be whitelisted with [`Notify::allow_pids`]. Returns the key to hand to them.
+    ///
+    /// Codes (with the handle given back): 207000 SoC without IPC; 107017; 507000.
+    pub fn export(self) -> Exporting<'b, C, Exported, B> {
+        self.export_as(ExportFlags::empty())
+    }
+
+    /// Exports the notify without PID validation (`DISABLE_PID_VALIDATION`): anyone holding
+    /// the key may import, and no whitelist can be set.
+    ///
+    /// Codes (with the handle given back): 207000 SoC without IPC; 107017; 507000.
+    pub fn export_open(self) -> Exporting<'b, C, ExportedOpen, B> {
+        self.export_as(ExportFlags::DISABLE_PID_VALIDATION)
+    }
+
+    fn export_as<T: State>(self, flags: ExportFlags) -> Exporting<'b, C, T, B> {
+        if let Err(e) = self.device.require(Feature::Ipc) {
+            return Err((self, e));
+        }
+        match self.device.backend.export_key(self.raw, flags) {
+            Ok(key) => {
+                trace!("notify {=u64} exported", self.raw.0);
+                Ok((self.into_state(), key))
+            }
+            Err(e) => Err((self, e)),
+        }
+    }
+}
+
+/// The result of an export: the exported handle and its key, or the [`Created`] handle back
+/// with the error.
+pub type Exporting<'b, C, T, B> = Result<
+    (Notify<'b, C, T, B>, ExportKey),
+    (
+        Notify<'b, C, Created, B>,
+        <B as crate::backend::Backend>::Error,
+    ),
+>;
+
+/// The result of whitelisting an [`Exported`] handle: the [`Whitelisted`] handle, or what is
+/// left of it ([`AllowFailed`]) with the error.
+pub type Allowing<'b, C, B> = Result<
+    Notify<'b, C, Whitelisted, B>,
+    (AllowFailed<'b, C, B>, <B as crate::backend::Backend>::Error),
+>;
+
+/// What is left of an [`Exported`] handle after a whitelist call failed: still `Exported` if
+/// nothing was applied, `Whitelisted` if some entries were (an inter-server call keeps the
+/// entries applied before the failing one).
+pub enum AllowFailed<'b, C: SocType, B: NotifyResources + StreamOps> {
+    /// Nothing was applied.
+    Exported(Notify<'b, C, Exported, B>),
+    /// Some entries were applied before the failure.
+    Whitelisted(Notify<'b, C, Whitelisted, B>),
+}
+
+impl<'b, C: SocType, B: NotifyResources + StreamOps> AllowFailed<'b, C, B> {
+    /// The handle in its dynamic form.
+    pub fn into_any(self) -> NotifyAny<'b, C, B> {
+        match self {
+            AllowFailed::Exported(n) => n.into_any(),
+            AllowFailed::Whitelisted(n) => n.into_any(),
+        }
+    }
+}
+
+impl<C: SocType, B: NotifyResources + StreamOps> fmt::Debug for AllowFailed<'_, C, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AllowFailed::Exported(n) => f.debug_tuple("Exported").field(n).finish(),
+            AllowFailed::Whitelisted(n) => f.debug_tuple("Whitelisted").field(n).finish(),
+        }
+    }
+}
+
+impl<'b, C: Ipc, B: NotifyResources + StreamOps> Notify<'b, C, Exported, B> {
+    /// Whitelists importer PIDs on this server (`aclrtNotifySetImportPid`).
+    ///
+    /// Codes (with what is left of the handle): 207000 SoC without IPC; 107017; 107000
+    /// `pids` empty; 207012 more than 64 in total.
+    pub fn allow_pids(self, pids: &[i32]) -> Allowing<'b, C, B> {
+        let r = self
+            .device
+            .require(Feature::Ipc)
+            .and_then(|()| self.device.backend.set_import_pids(self.raw, pids));
+        self.whitelisted_or_back(r)
+    }
+
+    fn whitelisted_or_back(self, r: Result<(), B::Error>) -> Allowing<'b, C, B> {
+        match r {
+            Ok(()) => Ok(self.into_state()),
+            Err(e) => {
+                // The backend may have applied part of the list; the handle follows its state.
+                let partial = matches!(
+                    self.device.backend.notify_info(self.raw),
+                    Ok(NotifyInfo {
+                        state: Lifecycle::Whitelisted,
+                        ..
+                    })
+                );
+                let left = if partial {
+                    AllowFailed::Whitelisted(self.into_state())
+                } else {
+                    AllowFailed::Exported(self)
+                };
+                Err((left, e))
+            }
+        }
+    }
+}
+
+impl<'b, C: InterServer, B: NotifyResources + StreamOps> Notify<'b, C, Exported, B> {
+    /// Whitelists (server, PID) entries (`aclrtNotifySetImportPidInterServer`, SuperPod).
+    /// Entries applied before a failing one stay applied.
+    ///
+    /// Codes (with what is left of the handle): 107000 `entries` empty; 107017; 207000 SoC
+    /// without inter-server whitelists; 207012 more than 64 in total.
+    pub fn allow_server_pids(self, entries: &[ServerPid]) -> Allowing<'b, C, B> {
+        let r = self.device.require(Feature::InterServer).and_then(|()| {
+            self.device
+                .backend
+                .set_import_server_pids(self.raw, entries)
+        });
+        self.whitelisted_or_back(r)
+    }
+}
+
+impl<'b, C: Ipc, B: NotifyResources + StreamOps> Notify<'b, C, Whitelisted, B> {
+    /// Adds importer PIDs on this server to the whitelist.
+    ///
+    /// Codes: 207000 SoC without IPC; 107017; 107000 `pids` empty; 207012 more than 64 in
+    /// total.
+    pub fn allow_pids(&self, pids: &[i32]) -> Result<(), B::Error> {
+        self.device.require(Feature::Ipc)?;
+        self.device.backend.set_import_pids(self.raw, pids)
+    }
+}
+
+impl<'b, C: InterServer, B: NotifyResources + StreamOps> Notify<'b, C, Whitelisted, B> {
+    /// Adds (server, PID) entries; entries applied before a failing one stay applied.
+    ///
+    /// Codes: 107000 `entries` empty; 107017; 207000 SoC without inter-server whitelists;
+    /// 207012 more than 64 in total.
+    pub fn allow_server_pids(&self, entries: &[ServerPid]) -> Result<(), B::Error> {
+        self.device.require(Feature::InterServer)?;
+        self.device
+            .backend
+            .set_import_server_pids(self.raw, entries)
+    }
+}
+
+/// An owner's notify as an element of [`Device::batch_reset`]; borrows the notify, so it
+/// cannot outlive (or be used after) its destruction.
+pub struct ResetRef<'n, B> {
+    raw: RawNotify,
+    _notify: PhantomData<&'n B>,
+}
+
+impl<B> Clone for ResetRef<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B> Copy for ResetRef<'_, B> {}
+
+impl<B> fmt::Debug for ResetRef<'_, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ResetRef").field(&self.raw).finish()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// NotifyAny
+// ---------------------------------------------------------------------------------------------
+
+/// A notify handle whose state is a run-time value: the form for storage, tables and FFI.
+/// Drop destroys, as for [`Notify`]. Convert back with [`into_typed`](Self::into_typed).
+pub struct NotifyAny<'b, C: SocType, B: NotifyResources + StreamOps> {
+    device: Device<'b, C, B>,
+    raw: RawNotify,
+    state: Lifecycle,
+}
+
+impl<C: SocType, B: NotifyResources + StreamOps> fmt::Debug for NotifyAny<'_, C, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NotifyAny")
+            .field("raw", &self.raw)
+            .field("state", &self.state)
+            .field("device", &self.device)
+            .finish()
+    }
+}
+
+impl<C: SocType, B: NotifyResources + StreamOps> Drop for NotifyAny<'_, C, B> {
+    fn drop(&mut self) {
+        if let Err(e) = self.device.backend.destroy_notify(self.raw) {
+            warn!(
+                "notify {=u64}: destroy on drop failed ({=i32})",
+                self.raw.0,
+                e.kind().code()
+            );
+        }
+    }
+}
+
+impl<'b, C: SocType, B: NotifyResources + StreamOps> NotifyAny<'b, C, B> {
+    /// Takes over a raw handle in whatever state the backend reports.
+    ///
+    /// Codes: 107017 not a live handle; 107000 it is on another device.
+    pub fn from_raw(device: Device<'b, C, B>, raw: RawNotify) -> Result<Self, B::Error> {
+        let info = device.backend.notify_info(raw)?;
+        if info.device != device.id {
+            return Err(err::<B>(Error::ParamInvalid));
+        }
+        Ok(NotifyAny {
+            device,
+            raw,
+            state: info.state,
+        })
+    }
+
+    /// The typed handle, if the backend sees it in state `S`; otherwise `self` back with
+    /// 107000 (or 107017 if the handle is no longer live).
+    pub fn into_typed<S: State>(self) -> Result<Notify<'b, C, S, B>, (Self, B::Error)> {
+        match self.device.backend.notify_info(self.raw) {
+            Ok(info) if info.state == S::KIND => {
+                let me = ManuallyDrop::new(self);
+                Ok(Notify::wrap(me.device, me.raw))
+            }
+            Ok(_) => Err((self, err::<B>(Error::ParamInvalid))),
+            Err(e) => Err((self, e)),
+        }
+    }
+
+    /// The state when this handle was made (the typed API is the only way to change it).
+    pub const fn state(&self) -> Lifecycle {
+        self.state
+    }
+
+    /// The backend's handle (still owned by `self`).
+    pub const fn raw(&self) -> RawNotify {
+        self.raw
+    }
+
+    /// The device.
+    pub const fn device(&self) -> Device<'b, C, B> {
+        self.device
+    }
+
+    /// Gives up the handle without destroying the reference.
+    pub fn into_raw(self) -> RawNotify {
+        ManuallyDrop::new(self).raw
+    }
+
+    /// The notify id. Codes: 107017.
+    pub fn id(&self) -> Result<u32, B::Error> {
+        Ok(self.device.backend.notify_info(self.raw)?.id)
+    }
+
+    /// Enqueues a record (every state may record). Codes: 107017.
+    pub fn record(&self, stream: &Stream<'b, B>) -> Result<(), B::Error> {
+        self.device.backend.record(self.raw, stream.raw)
+    }
+
+    /// Destroys this process's reference. Codes: 107017.
+    pub fn destroy(self) -> Result<(), B::Error> {
+        let me = ManuallyDrop::new(self);
+        me.device.backend.destroy_notify(me.raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+    use crate::flags::PidValidation;
+    use crate::key::KeyFields;
+    use crate::lifecycle::Op;
+    use crate::pool::IdPool;
+    use crate::soc::{Ascend310B, Ascend310P, Ascend910_93, Ascend910B};
+    use crate::whitelist::Whitelist;
+    use core::cell::{Cell, RefCell};
+    use std::collections::BTreeMap;
+    use std::vec::Vec;
+
+    type R<T> = core::result::Result<T, Error>;
+
+    struct MockNotify {
+        id: u32,
+        device: u32,
+        owner_device: u32,
+        state: Lifecycle,
+        flags: CreateFlags,
+    }
+
+    /// What the owner side of one notify id knows (shared by owner and importers).
+    struct Shared {
+        refs: u32,
+        flag: bool,
+        validation: PidValidation,
+        whitelist: Whitelist,
+        key: Option<ExportKey>,
+    }
+
+    struct MockStream {
+        device: u32,
+        default: bool,
+        /// The notify (device, id) this stream is stalled on.
+        waiting: Option<(u32, u32)>,
+    }
+
+    #[derive(Default)]
+    struct MockState {
+        next: u64,
+        notifies: BTreeMap<u64, MockNotify>,
+        shared: BTreeMap<(u32, u32), Shared>,
+        streams: BTreeMap<u64, MockStream>,
+        destroyed_streams: Vec<u64>,
+    }
+
+    /// An in-memory backend: one "machine", several devices, a current process id that tests
+    /// change to play the importer. It follows [`Lifecycle::apply`] and uses the core's pools
+    /// and whitelists, so it answers the SPEC's codes.
+    struct Mock {
+        soc: Soc,
+        devices: u32,
+        pid: Cell<i32>,
+        pools: RefCell<Vec<IdPool<4>>>,
+        st: RefCell<MockState>,
+    }
+
+    impl Mock {
+        fn new(soc: Soc) -> Mock {
+            let mut st = MockState {
+                next: 1,
+                ..MockState::default()
+            };
+            for d in 0..2 {
+                let h = st.next;
+                st.next += 1;
+                st.streams.insert(
+                    h,
+                    MockStream {
+                        device: d,
+                        default: true,
+                        waiting: None,
+                    },
+                );
+            }
+            Mock {
+                soc,
+                devices: 2,
+                pid: Cell::new(100),
+                pools: RefCell::new((0..2).map(|_| IdPool::new()).collect()),
+                st: RefCell::new(st),
+            }
+        }
+
+        fn live_notifies(&self) -> usize {
+            self.st.borrow().notifies.len()
+        }
+
+        fn ids_in_use(&self, device: u32) -> u32 {
+            self.pools.borrow()[device as usize].in_use()
+        }
+
+        fn flag(&self, device: u32, id: u32) -> bool {
+            self.st.borrow().shared[&(device, id)].flag
+        }
+
+        fn with_notify<T>(
+            &self,
+            n: RawNotify,
+            f: impl FnOnce(&mut MockState, u64) -> R<T>,
+        ) -> R<T> {
+            let mut st = self.st.borrow_mut();
+            if !st.notifies.contains_key(&n.0) {
+                return Err(Error::InvalidHandle);
+            }
+            f(&mut st, n.0)
+        }
+
+        fn key_of(st: &MockState, h: u64) -> (u32, u32) {
+            let n = &st.notifies[&h];
+            (n.owner_device, n.id)
+        }
+    }
+
+    impl Backend for Mock {
+        type Error = Error;
+        fn soc(&self) -> Soc {
+            self.soc
+        }
+        fn device_count(&self) -> u32 {
+            self.devices
+        }
+        fn bare_tgid(&self) -> i32 {
+            self.pid.get()
+        }
+        fn server_id(&self) -> u32 {
+            0
+        }
+    }
+
+    impl NotifyResources for Mock {
+        fn create_notify(&self, device: u32, flags: CreateFlags) -> R<RawNotify> {
+            self.soc.require(Feature::Notify)?;
+            if flags.contains(CreateFlags::DEVICE_USE_ONLY) {
+                self.soc.require(Feature::DeviceOnly)?;
+            }
+            let id = self
+                .pools
+                .borrow_mut()
+                .get_mut(device as usize)
+                .ok_or(Error::InvalidDeviceId)?
+                .alloc()?;
+            let mut st = self.st.borrow_mut();
+            let h = st.next;
+            st.next += 1;
+            st.notifies.insert(
+                h,
+                MockNotify {
+                    id,
+                    device,
+                    owner_device: device,
+                    state: Lifecycle::Created,
+                    flags,
+                },
+            );
+            st.shared.insert(
+                (device, id),
+                Shared {
+                    refs: 1,
+                    flag: false,
+                    validation: PidValidation::Enforced,
+                    whitelist: Whitelist::new(),
+                    key: None,
+                },
+            );
+            Ok(RawNotify(h))
+        }
+
+        fn destroy_notify(&self, n: RawNotify) -> R<()> {
+            let freed = self.with_notify(n, |st, h| {
+                let k = Mock::key_of(st, h);
+                st.notifies.remove(&h);
+                let s = st.shared.get_mut(&k).ok_or(Error::InternalError)?;
+                s.refs -= 1;
+                if s.refs == 0 {
+                    st.shared.remove(&k);
+                    return Ok(Some(k));
+                }
+                Ok(None)
+            })?;
+            if let Some((device, id)) = freed {
+                self.pools.borrow_mut()[device as usize].free(id)?;
+            }
+            Ok(())
+        }
+
+        fn notify_info(&self, n: RawNotify) -> R<NotifyInfo> {
+            self.with_notify(n, |st, h| {
+                let m = &st.notifies[&h];
+                Ok(NotifyInfo {
+                    id: m.id,
+                    device: m.device,
+                    owner_device: m.owner_device,
+                    owner_server: 0,
+                    state: m.state,
+                    flags: m.flags,
+                })
+            })
+        }
+
+        fn export_key(&self, n: RawNotify, flags: ExportFlags) -> R<ExportKey> {
+            self.soc.require(Feature::Ipc)?;
+            self.with_notify(n, |st, h| {
+                let v = flags.pid_validation();
+                let next = st.notifies[&h].state.apply(Op::Export(v))?;
+                let k = Mock::key_of(st, h);
+                let key = ExportKey::encode(&KeyFields {
+                    server: 0,
+                    device: k.0 as u8,
+                    id: k.1 as u16,
+                    generation: 0,
+                    nonce: [h as u8; 16],
+                });
+                let s = st.shared.get_mut(&k).ok_or(Error::InternalError)?;
+                s.validation = v;
+                s.key = Some(key);
+                st.notifies.get_mut(&h).ok_or(Error::InternalError)?.state = next;
+                Ok(key)
+            })
+        }
+
+        fn set_import_pids(&self, n: RawNotify, pids: &[i32]) -> R<()> {
+            self.soc.require(Feature::Ipc)?;
+            self.with_notify(n, |st, h| {
+                if pids.is_empty() {
+                    return Err(Error::ParamInvalid);
+                }
+                let next = st.notifies[&h].state.apply(Op::SetImportPid)?;
+                let k = Mock::key_of(st, h);
+                let s = st.shared.get_mut(&k).ok_or(Error::InternalError)?;
+                s.whitelist.add_pids(0, pids)?;
+                st.notifies.get_mut(&h).ok_or(Error::InternalError)?.state = next;
+                Ok(())
+            })
+        }
+
+        fn set_import_server_pids(&self, n: RawNotify, entries: &[ServerPid]) -> R<()> {
+            if entries.is_empty() {
+                return Err(Error::ParamInvalid);
+            }
+            self.with_notify(n, |st, h| {
+                self.soc.require(Feature::InterServer)?;
+                // Entry by entry: the ones before a failure stay applied.
+                for e in entries {
+                    let next = st.notifies[&h].state.apply(Op::SetImportPid)?;
+                    let k = Mock::key_of(st, h);
+                    let s = st.shared.get_mut(&k).ok_or(Error::InternalError)?;
+                    s.whitelist.add((*e).into())?;
+                    st.notifies.get_mut(&h).ok_or(Error::InternalError)?.state = next;
+                }
+                Ok(())
+            })
+        }
+
+        fn import_by_key(&self, device: u32, key: &str, flags: ImportFlags) -> R<RawNotify> {
+            self.soc.require(Feature::Ipc)?;
+            let _ = flags;
+            if device >= self.devices {
+                return Err(Error::InvalidDeviceId);
+            }
+            let key = ExportKey::parse(key.as_bytes())?;
+            let f = key.fields();
+            let k = (u32::from(f.device), u32::from(f.id));
+            let mut st = self.st.borrow_mut();
+            let s = st.shared.get_mut(&k).ok_or(Error::InvalidHandle)?;
+            if s.key != Some(key) {
+                return Err(Error::InvalidHandle);
+            }
+            if s.validation == PidValidation::Enforced && !s.whitelist.matches(0, self.pid.get(), 0)
+            {
+                return Err(Error::NoPermission);
+            }
+            s.refs += 1;
+            let h = st.next;
+            st.next += 1;
+            st.notifies.insert(
+                h,
+                MockNotify {
+                    id: k.1,
+                    device,
+                    owner_device: k.0,
+                    state: Lifecycle::Imported,
+                    flags: CreateFlags::empty(),
+                },
+            );
+            Ok(RawNotify(h))
+        }
+
+        fn can_access_peer(&self, device: u32, peer: u32) -> R<bool> {
+            if device >= self.devices || peer >= self.devices {
+                return Err(Error::InvalidDeviceId);
+            }
+            Ok(device != peer)
+        }
+
+        fn enable_peer_access(&self, device: u32, peer: u32) -> R<()> {
+            if self.can_access_peer(device, peer)? {
+                Ok(())
+            } else {
+                Err(Error::ParamInvalid)
+            }
+        }
+    }
+
+    impl StreamOps for Mock {
+        fn create_stream(&self, device: u32) -> R<RawStream> {
+            if device >= self.devices {
+                return Err(Error::InvalidDeviceId);
+            }
+            let mut st = self.st.borrow_mut();
+            let h = st.next;
+            st.next += 1;
+            st.streams.insert(
+                h,
+                MockStream {
+                    device,
+                    default: false,
+                    waiting: None,
+                },
+            );
+            Ok(RawStream(h))
+        }
+
+        fn default_stream(&self, device: u32) -> R<RawStream> {
+            let st = self.st.borrow();
+            st.streams
+                .iter()
+                .find(|(_, s)| s.default && s.device == device)
+                .map(|(h, _)| RawStream(*h))
+                .ok_or(Error::InvalidDeviceId)
+        }
+
+        fn stream_device(&self, s: RawStream) -> R<u32> {
+            let st = self.st.borrow();
+            st.streams
+                .get(&s.0)
+                .map(|s| s.device)
+                .ok_or(Error::InvalidHandle)
+        }
+
+        fn destroy_stream(&self, s: RawStream, _: StreamDestroy) -> R<()> {
+            let mut st = self.st.borrow_mut();
+            match st.streams.get(&s.0) {
+                Some(m) if !m.default => {
+                    st.streams.remove(&s.0);
+                    st.destroyed_streams.push(s.0);
+                    Ok(())
+                }
+                _ => Err(Error::InvalidHandle),
+            }
+        }
+
+        fn record(&self, n: RawNotify, s: RawStream) -> R<()> {
+            self.with_notify(n, |st, h| {
+                if !st.streams.contains_key(&s.0) {
+                    return Err(Error::InvalidHandle);
+                }
+                let k = Mock::key_of(st, h);
+                // Release the first stream waiting on it, else set the flag.
+                if let Some(w) = st.streams.values_mut().find(|w| w.waiting == Some(k)) {
+                    w.waiting = None;
+                } else {
+                    st.shared.get_mut(&k).ok_or(Error::InternalError)?.flag = true;
+                }
+                Ok(())
+            })
+        }
+
+        fn wait_and_reset(&self, n: RawNotify, s: RawStream, _: Timeout) -> R<()> {
+            self.with_notify(n, |st, h| {
+                let k = Mock::key_of(st, h);
+                let dev = st.streams.get(&s.0).ok_or(Error::InvalidHandle)?.device;
+                if dev != k.0 {
+                    return Err(Error::ParamInvalid);
+                }
+                let sh = st.shared.get_mut(&k).ok_or(Error::InternalError)?;
+                if sh.flag {
+                    sh.flag = false;
+                } else if let Some(w) = st.streams.get_mut(&s.0) {
+                    w.waiting = Some(k);
+                }
+                Ok(())
+            })
+        }
+
+        fn batch_reset(&self, ns: &[RawNotify]) -> R<()> {
+            if ns.is_empty() {
+                return Err(Error::ParamInvalid);
+            }
+            for n in ns {
+                self.soc.require(Feature::BatchReset)?;
+                self.with_notify(*n, |st, h| {
+                    st.notifies[&h].state.apply(Op::BatchReset)?;
+                    let k = Mock::key_of(st, h);
+                    st.shared.get_mut(&k).ok_or(Error::InternalError)?.flag = false;
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        }
+
+        fn synchronize(&self, s: RawStream, wait: SyncWait) -> R<()> {
+            match self.query(s)? {
+                StreamStatus::Complete => Ok(()),
+                // The mock cannot block: a stalled stream "times out" at once.
+                StreamStatus::NotReady => {
+                    let _ = wait;
+                    Err(Error::StreamSyncTimeout)
+                }
+            }
+        }
+
+        fn query(&self, s: RawStream) -> R<StreamStatus> {
+            let st = self.st.borrow();
+            match st.streams.get(&s.0) {
+                Some(m) if m.waiting.is_some() => Ok(StreamStatus::NotReady),
+                Some(_) => Ok(StreamStatus::Complete),
+                None => Err(Error::InvalidHandle),
+            }
+        }
+
+        fn launch_host_func(&self, s: RawStream, call: HostCall) -> R<()> {
+            self.stream_device(s)?;
+            call.call();
+            Ok(())
+        }
+
+        fn set_op_wait_timeout(&self, _: u32) -> R<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn device_checks_soc_and_device_number() {
+        let m = Mock::new(Soc::Ascend310B);
+        assert_eq!(
+            Device::<Ascend910B, _>::new(&m, 0).err(),
+            Some(Error::ParamInvalid)
+        );
+        let d = Device::<Ascend310B, _>::new(&m, 1).unwrap();
+        assert_eq!((d.id(), d.soc()), (1, Soc::Ascend310B));
+        assert_eq!(
+            Device::<Ascend310B, _>::new(&m, 2).err(),
+            Some(Error::InvalidDeviceId)
+        );
+        let any = Device::<AnySoc, _>::new(&m, 0).unwrap();
+        assert_eq!(any.soc(), Soc::Ascend310B);
+    }
+
+    #[test]
+    fn kinds_mirror_the_lifecycle() {
+        assert_eq!(Created::KIND, Lifecycle::Created);
+        assert_eq!(Exported::KIND, Lifecycle::Exported);
+        assert_eq!(ExportedOpen::KIND, Lifecycle::ExportedOpen);
+        assert_eq!(Whitelisted::KIND, Lifecycle::Whitelisted);
+        assert_eq!(Imported::KIND, Lifecycle::Imported);
+        assert_eq!(
+            Notify::<'static, Ascend910B, Imported, Mock>::KIND,
+            Lifecycle::Imported
+        );
+    }
+
+    /// SPEC §7, the whitelist variant: owner creates, exports, whitelists the importer's PID
+    /// and waits; the importer imports and records; the owner's stream completes.
+    #[test]
+    fn two_party_flow_with_whitelist() {
+        let m = Mock::new(Soc::Ascend910B);
+        let owner_dev = Device::<Ascend910B, _>::new(&m, 0).unwrap();
+        let owner_stream = owner_dev.create_stream().unwrap();
+
+        let n = owner_dev.create_notify().unwrap();
+        assert_eq!(n.state(), Lifecycle::Created);
+        let (n, key) = n.export().unwrap();
+        assert_eq!(n.info().unwrap().state, Lifecycle::Exported);
+
+        // The importer (pid 200) is not whitelisted yet.
+        m.pid.set(200);
+        let imp_dev = Device::<Ascend910B, _>::new(&m, 1).unwrap();
+        assert_eq!(
+            imp_dev.import(&key, ImportFlags::ENABLE_PEER_ACCESS).err(),
+            Some(Error::NoPermission)
+        );
+        m.pid.set(100);
+
+        let n = n.allow_pids(&[200]).unwrap();
+        assert_eq!(n.info().unwrap().state, Lifecycle::Whitelisted);
+        n.allow_pids(&[201, 202]).unwrap();
+
+        n.wait_and_reset(&owner_stream, Timeout::Forever).unwrap();
+        assert_eq!(owner_stream.query(), Ok(StreamStatus::NotReady));
+
+        m.pid.set(200);
+        let imported = imp_dev
+            .import(&key, ImportFlags::ENABLE_PEER_ACCESS)
+            .unwrap();
+        assert_eq!(imported.id(), n.id(), "an importer sees the owner's id");
+        assert_eq!(imported.info().unwrap().state, Lifecycle::Imported);
+        let imp_stream = imp_dev.default_stream().unwrap();
+        imported.record(&imp_stream).unwrap();
+        assert_eq!(owner_stream.query(), Ok(StreamStatus::Complete));
+        assert_eq!(owner_stream.synchronize(), Ok(()));
+
+        // The id lives until both holders are gone.
+        let id = n.id().unwrap();
+        assert_eq!(m.ids_in_use(0), 1);
+        imported.destroy().unwrap();
+        assert_eq!(m.ids_in_use(0), 1);
+        drop(n);
+        assert_eq!(m.ids_in_use(0), 0);
+        assert_eq!(m.live_notifies(), 0);
+        let _ = id;
+    }
+
+    #[test]
+    fn open_export_lets_anyone_import() {
+        let m = Mock::new(Soc::Ascend310P);
+        let d = Device::<Ascend310P, _>::new(&m, 0).unwrap();
+        let (n, key) = d.create_notify().unwrap().export_open().unwrap();
+        assert_eq!(n.info().unwrap().state, Lifecycle::ExportedOpen);
+        m.pid.set(4242);
+        let imp = d.import(&key, ImportFlags::empty()).unwrap();
+        let s = d.default_stream().unwrap();
+        // Record first, wait later: the flag stays set for the wait.
+        imp.record(&s).unwrap();
+        n.wait_and_reset(&s, Timeout::Forever).unwrap();
+        assert_eq!(s.query(), Ok(StreamStatus::Complete));
+        assert!(!m.flag(0, n.id().unwrap()));
+    }
+
+    #[test]
+    fn failed_transition_gives_the_handle_back() {
+        let m = Mock::new(Soc::Ascend910B);
+        let d = Device::<Ascend910B, _>::new(&m, 0).unwrap();
+        let (n, _key) = d.create_notify().unwrap().export().unwrap();
+        let pids: Vec<i32> = (1..=65).collect();
+        let (left, e) = n.allow_pids(&pids).unwrap_err();
+        assert_eq!(e, Error::OverLimit);
+        let AllowFailed::Exported(n) = left else {
+            panic!("nothing was applied, so the handle is still Exported: {left:?}")
+        };
+        assert_eq!(n.info().unwrap().state, Lifecycle::Exported);
+        // Empty list: 107000, handle back.
+        let (left, e) = n.allow_pids(&[]).unwrap_err();
+        assert_eq!(e, Error::ParamInvalid);
+        let n = match left {
+            AllowFailed::Exported(n) => n,
+            AllowFailed::Whitelisted(_) => panic!("nothing applied"),
+        };
+        let n = n.allow_pids(&pids[..64]).unwrap();
+        assert_eq!(n.allow_pids(&[999]), Err(Error::OverLimit));
+        drop(n);
+        assert_eq!(m.live_notifies(), 0);
+    }
+
+    #[test]
+    fn inter_server_partial_application_is_whitelisted() {
+        let m = Mock::new(Soc::Ascend910_93);
+        let d = Device::<Ascend910_93, _>::new(&m, 0).unwrap();
+        let (n, _key) = d.create_notify().unwrap().export().unwrap();
+        let entries: Vec<ServerPid> = (0..65).map(|pid| ServerPid { sdid: 3, pid }).collect();
+        let (left, e) = n.allow_server_pids(&entries).unwrap_err();
+        assert_eq!(e, Error::OverLimit);
+        let AllowFailed::Whitelisted(n) = left else {
+            panic!("64 entries were applied: {left:?}")
+        };
+        assert_eq!(n.info().unwrap().state, Lifecycle::Whitelisted);
+        // Re-adding applied entries does not count twice.
+        assert_eq!(n.allow_server_pids(&entries[..10]), Ok(()));
+        assert_eq!(n.allow_server_pids(&[]), Err(Error::ParamInvalid));
+    }
+
+    #[test]
+    fn any_soc_answers_feature_not_supported_at_run_time() {
+        let m = Mock::new(Soc::Ascend310B);
+        let d = Device::<AnySoc, _>::new(&m, 0).unwrap();
+        assert_eq!(
+            d.create_device_only_notify().err(),
+            Some(Error::FeatureNotSupport)
+        );
+        let n = d.create_notify().unwrap();
+        assert_eq!(n.reset(), Err(Error::FeatureNotSupport));
+        assert_eq!(
+            d.batch_reset(&[n.reset_ref()]),
+            Err(Error::FeatureNotSupport)
+        );
+        let (n, e) = n.export().unwrap_err();
+        assert_eq!(e, Error::FeatureNotSupport);
+        // The handle came back and still works.
+        let s = d.default_stream().unwrap();
+        n.record(&s).unwrap();
+        let key = ExportKey::encode(&KeyFields {
+            server: 0,
+            device: 0,
+            id: 0,
+            generation: 0,
+            nonce: [0; 16],
+        });
+        assert_eq!(
+            d.import(&key, ImportFlags::empty()).err(),
+            Some(Error::FeatureNotSupport)
+        );
+        drop(n);
+        assert_eq!(m.live_notifies(), 0);
+
+        // Without notifies at all.
+        let ipv = Mock::new(Soc::IPV350);
+        let d = Device::<AnySoc, _>::new(&ipv, 0).unwrap();
+        assert_eq!(d.create_notify().err(), Some(Error::FeatureNotSupport));
+    }
+
+    #[test]
+    fn any_soc_on_a_superpod_has_everything() {
+        let m = Mock::new(Soc::Ascend910_93);
+        let d = Device::<Ascend910_93, _>::new(&m, 0)
+            .unwrap()
+            .into_any_soc();
+        let n = d.create_device_only_notify().unwrap();
+        assert_eq!(n.info().unwrap().flags, CreateFlags::DEVICE_USE_ONLY);
+        let (n, _key) = n.export().unwrap();
+        let n = n
+            .allow_server_pids(&[ServerPid { sdid: 1, pid: 7 }])
+            .unwrap();
+        n.reset().unwrap();
+    }
+
+    #[test]
+    fn batch_reset_clears_flags_in_order() {
+        let m = Mock::new(Soc::Ascend910B);
+        let d = Device::<Ascend910B, _>::new(&m, 0).unwrap();
+        let s = d.default_stream().unwrap();
+        let a = d.create_notify().unwrap();
+        let (b, _k) = d.create_notify().unwrap().export_open().unwrap();
+        a.record(&s).unwrap();
+        b.record(&s).unwrap();
+        assert!(m.flag(0, a.id().unwrap()) && m.flag(0, b.id().unwrap()));
+        d.batch_reset(&[a.reset_ref(), b.reset_ref()]).unwrap();
+        assert!(!m.flag(0, a.id().unwrap()) && !m.flag(0, b.id().unwrap()));
+        // After the reset a wait stalls.
+        a.wait_and_reset(&s, Timeout::Forever).unwrap();
+        assert_eq!(s.query(), Ok(StreamStatus::NotReady));
+        assert_eq!(s.synchronize(), Err(Error::StreamSyncTimeout));
+        assert_eq!(d.batch_reset(&[]), Err(Error::ParamInvalid));
+        // A batch longer than one internal chunk.
+        let refs: Vec<ResetRef<'_, Mock>> = (0..70).map(|_| a.reset_ref()).collect();
+        assert_eq!(d.batch_reset(&refs), Ok(()));
+    }
+
+    #[test]
+    fn wait_on_another_device_is_rejected() {
+        let m = Mock::new(Soc::Ascend910B);
+        let d0 = Device::<Ascend910B, _>::new(&m, 0).unwrap();
+        let d1 = Device::<Ascend910B, _>::new(&m, 1).unwrap();
+        let n = d0.create_notify().unwrap();
+        let s1 = d1.create_stream().unwrap();
+        assert_eq!(
+            n.wait_and_reset(&s1, Timeout::Forever),
+            Err(Error::ParamInvalid)
+        );
+    }
+
+    #[test]
+    fn drop_destroys_and_raw_round_trip_is_checked() {
+        let m = Mock::new(Soc::Ascend910B);
+        let d = Device::<Ascend910B, _>::new(&m, 0).unwrap();
+        {
+            let _a = d.create_notify().unwrap();
+            let _b = d.create_device_only_notify().unwrap();
+            assert_eq!(m.live_notifies(), 2);
+        }
+        assert_eq!(m.live_notifies(), 0);
+        assert_eq!(m.ids_in_use(0), 0);
+
+        let (n, _key) = d.create_notify().unwrap().export().unwrap();
+        let raw = n.into_raw();
+        assert_eq!(m.live_notifies(), 1, "into_raw does not destroy");
+        // Wrong state, wrong device.
+        assert_eq!(
+            Notify::<_, Created, _>::from_raw(d, raw).err(),
+            Some(Error::ParamInvalid)
+        );
+        let d1 = Device::<Ascend910B, _>::new(&m, 1).unwrap();
+        assert_eq!(
+            Notify::<_, Exported, _>::from_raw(d1, raw).err(),
+            Some(Error::ParamInvalid)
+        );
+        let n = Notify::<_, Exported, _>::from_raw(d, raw).unwrap();
+        assert_eq!(n.raw(), raw);
+        n.destroy().unwrap();
+        assert_eq!(
+            Notify::<_, Exported, _>::from_raw(d, raw).err(),
+            Some(Error::InvalidHandle)
+        );
+        assert_eq!(m.live_notifies(), 0);
+    }
+
+    #[test]
+    fn out_of_ids_is_207009() {
+        let m = Mock::new(Soc::Ascend910B);
+        let d = Device::<Ascend910B, _>::new(&m, 0).unwrap();
+        let held: Vec<_> = (0..4).map(|_| d.create_notify().unwrap()).collect();
+        assert_eq!(d.create_notify().err(), Some(Error::NoNotifyResource));
+        drop(held);
+        assert!(d.create_notify().is_ok());
+    }
+
+    #[test]
+    fn notify_any_converts_back_only_to_its_state() {
+        let m = Mock::new(Soc::Ascend910B);
+        let d = Device::<Ascend910B, _>::new(&m, 0).unwrap();
+        let any = d.create_notify().unwrap().into_any();
+        assert_eq!(any.state(), Lifecycle::Created);
+        let (any, e) = any.into_typed::<Imported>().unwrap_err();
+        assert_eq!(e, Error::ParamInvalid);
+        let n = any.into_typed::<Created>().unwrap();
+        let raw = n.into_raw();
+        let any = NotifyAny::from_raw(d, raw).unwrap();
+        let s = d.default_stream().unwrap();
+        any.record(&s).unwrap();
+        assert_eq!(any.id(), Ok(0));
+        drop(any);
+        assert_eq!(m.live_notifies(), 0);
+        assert_eq!(
+            NotifyAny::from_raw(d, raw).err(),
+            Some(Error::InvalidHandle)
+        );
+    }
+
+    #[test]
+    fn streams_destroy_themselves_but_not_the_default() {
+        let m = Mock::new(Soc::Ascend910B);
+        let d = Device::<Ascend910B, _>::new(&m, 0).unwrap();
+        let def = d.default_stream().unwrap();
+        assert!(def.is_default());
+        let raw_def = def.raw();
+        drop(def);
+        assert_eq!(m.stream_device(raw_def), Ok(0), "default stream survives");
+
+        let s = d.create_stream().unwrap();
+        let raw = s.raw();
+        drop(s);
+        assert_eq!(m.st.borrow().destroyed_streams, [raw.0]);
+
+        let s = Stream::create(&m, 1).unwrap();
+        let raw = s.into_raw();
+        let s = Stream::from_raw(&m, raw).unwrap();
+        assert_eq!((s.device(), s.is_default()), (1, false));
+        s.destroy_discarding().unwrap();
+        assert_eq!(m.stream_device(raw), Err(Error::InvalidHandle));
+        let def = Stream::from_raw(&m, raw_def).unwrap();
+        assert!(def.is_default());
+        def.destroy().unwrap();
+        assert_eq!(m.stream_device(raw_def), Ok(0));
+        assert_eq!(Stream::create(&m, 9).err(), Some(Error::InvalidDeviceId));
+    }
+
+    #[test]
+    fn host_functions_run() {
+        use core::sync::atomic::{AtomicU32, Ordering};
+        static RAN: AtomicU32 = AtomicU32::new(0);
+        extern "C" fn bump(_: *mut core::ffi::c_void) {
+            RAN.fetch_add(1, Ordering::SeqCst);
+        }
+        let m = Mock::new(Soc::Ascend910B);
+        let s = Stream::default_for(&m, 0).unwrap();
+        // SAFETY: `bump` ignores its argument and is callable from any thread.
+        let call = unsafe { HostCall::new(bump, core::ptr::null_mut()) };
+        s.launch_host_func(call).unwrap();
+        assert_eq!(RAN.load(Ordering::SeqCst), 1);
+    }
+}
