@@ -196,7 +196,15 @@ fn drop_quietly<T>(value: T) {
     }
 }
 
+/// How long [`spin_until`] busy-waits before it starts yielding the CPU between checks.
+const PURE_SPIN: Duration = Duration::from_micros(2);
+
 /// Spins until `done()` or until `budget` has passed; true if `done()` held.
+///
+/// The first [`PURE_SPIN`] is a tight `spin_loop`; after that each clock check (every 32
+/// turns) also calls `sched_yield`, so that on a busy machine where the thread we are waiting
+/// for shares our CPU, our spinning does not keep it off that CPU for the whole budget (on an
+/// otherwise idle CPU the yield returns at once).
 fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bool {
     if budget.is_zero() {
         return done();
@@ -207,11 +215,18 @@ fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bool {
         if done() {
             return true;
         }
-        std::hint::spin_loop();
         i = i.wrapping_add(1);
-        // Reading the clock costs ~20 ns (vDSO); do it every 64 turns.
-        if i.is_multiple_of(64) && start.elapsed() >= budget {
-            return false;
+        // Reading the clock costs ~20 ns (vDSO); do it every 32 turns.
+        if i.is_multiple_of(32) {
+            let elapsed = start.elapsed();
+            if elapsed >= budget {
+                return false;
+            }
+            if elapsed >= PURE_SPIN {
+                thread::yield_now();
+            }
+        } else {
+            std::hint::spin_loop();
         }
     }
 }
@@ -1404,6 +1419,40 @@ mod tests {
             "{} wakeups for 100 back-to-back tasks",
             after.wakeups - before.wakeups
         );
+    }
+
+    #[test]
+    fn no_wake_up_is_lost_when_the_worker_parks_every_time() {
+        // spin = 0: the worker parks whenever its queue is empty, so every enqueue races with
+        // a park; two producers and synchronize race with it too. A lost wake-up would show up
+        // as a synchronize timing out (507046) instead of returning Ok.
+        let s = Arc::new(S::spawn(StreamConfig::new("t-race").spin(Duration::ZERO)).unwrap());
+        let ran = Arc::new(AtomicUsize::new(0));
+        const N: usize = 5_000;
+        let producers: Vec<_> = (0..2)
+            .map(|p| {
+                let (s, ran) = (Arc::clone(&s), Arc::clone(&ran));
+                thread::spawn(move || {
+                    for i in 0..N {
+                        let r = Arc::clone(&ran);
+                        s.enqueue(move |_| {
+                            r.fetch_add(1, Ordering::SeqCst);
+                            Ok(())
+                        })?;
+                        if (i + p) % 3 == 0 {
+                            s.synchronize(SyncWait::AtMost(Duration::from_secs(10)))?;
+                        }
+                    }
+                    Ok::<(), Error>(())
+                })
+            })
+            .collect();
+        for p in producers {
+            assert_eq!(p.join().unwrap(), Ok(()));
+        }
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), 2 * N);
+        assert!(s.stats().sleeps > 0, "the worker did park in between");
     }
 
     #[test]
