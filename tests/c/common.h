@@ -1,0 +1,125 @@
+/* common.h — helpers shared by acl-notify's C test programs and the demo: checked calls that
+ * print aclGetRecentErrMsg() on failure, a monotonic clock shared by all processes of the
+ * machine, timeline events, and a file-based exchange between processes that never waits
+ * forever. Header-only; every function is static. */
+#ifndef ACL_NOTIFY_TESTS_COMMON_H_
+#define ACL_NOTIFY_TESTS_COMMON_H_
+
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "acl/acl.h"
+
+/* Name of this program in messages ("owner", "importer", "errors", ...). */
+static const char *g_role = "test";
+
+static inline void fail_exit(void) {
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);
+}
+
+static inline const char *recent_msg(void) {
+    const char *m = aclGetRecentErrMsg();
+    return m ? m : "(no message)";
+}
+
+/* Runs an ACL call that must succeed; on failure prints the call, the code and the library's
+ * explanation, then exits 1. */
+#define CHECK(call)                                                                        \
+    do {                                                                                   \
+        aclError check_ret_ = (call);                                                      \
+        if (check_ret_ != ACL_SUCCESS) {                                                   \
+            fprintf(stderr, "[%s] %s:%d: %s returned %d\n  %s\n", g_role, __FILE__,         \
+                    __LINE__, #call, (int)check_ret_, recent_msg());                       \
+            fail_exit();                                                                   \
+        }                                                                                  \
+    } while (0)
+
+/* Asserts a condition; on failure prints it (and a printf-style explanation) and exits 1. */
+#define REQUIRE(cond, ...)                                                                 \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "[%s] %s:%d: requirement failed: %s\n  ", g_role, __FILE__,      \
+                    __LINE__, #cond);                                                      \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fprintf(stderr, "\n");                                                         \
+            fail_exit();                                                                   \
+        }                                                                                  \
+    } while (0)
+
+/* CLOCK_MONOTONIC in ns: one clock for every process of the machine, so timestamps taken in
+ * different processes can be compared. */
+static inline int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* One timeline line on stdout:
+ *   EVENT <role> <pid> <device> <step> <monotonic ns> <detail...>
+ * read by tests/tests/c_abi.rs and by `cargo xtask demo`. */
+static inline void event_at(int64_t t, int device, const char *step, const char *fmt, ...) {
+    char detail[256] = "";
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof detail, fmt, ap);
+        va_end(ap);
+    }
+    printf("EVENT %s %d %d %s %lld %s\n", g_role, (int)getpid(), device, step, (long long)t,
+           detail);
+    fflush(stdout);
+}
+
+#define EVENT(device, step, ...) event_at(now_ns(), (device), (step), __VA_ARGS__)
+
+/* Writes `len` bytes to dir/name atomically (a temporary file renamed into place), so a
+ * reader never sees a partial file. */
+static inline void put_file(const char *dir, const char *name, const void *data, size_t len) {
+    char tmp[4096], path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(tmp, sizeof tmp, "%s/.%s.%d.tmp", dir, name, (int)getpid());
+    FILE *f = fopen(tmp, "wb");
+    REQUIRE(f != NULL, "cannot create %s: %s", tmp, strerror(errno));
+    REQUIRE(fwrite(data, 1, len, f) == len, "cannot write %s", tmp);
+    REQUIRE(fclose(f) == 0, "cannot close %s", tmp);
+    REQUIRE(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+}
+
+/* Waits up to `timeout_ms` for dir/name to appear and reads it into buf (NUL-terminated);
+ * returns the length. Exits 1 (naming the file) on timeout: nothing waits forever. */
+static inline size_t get_file(const char *dir, const char *name, char *buf, size_t cap,
+                       long timeout_ms) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    int64_t deadline = now_ns() + (int64_t)timeout_ms * 1000000LL;
+    for (;;) {
+        FILE *f = fopen(path, "rb");
+        if (f) {
+            size_t n = fread(buf, 1, cap - 1, f);
+            fclose(f);
+            buf[n] = '\0';
+            return n;
+        }
+        REQUIRE(now_ns() < deadline, "timed out after %ld ms waiting for %s (the other process "
+                "did not get that far)", timeout_ms, path);
+        sleep_ms(1);
+    }
+}
+
+#endif /* ACL_NOTIFY_TESTS_COMMON_H_ */
