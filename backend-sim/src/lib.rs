@@ -4,20 +4,54 @@
 //! Entry points: [`Sim::from_env`] (the `ACL_NOTIFY_SIM_*` variables) and [`Sim::builder`].
 //! [`Sim`] implements the core's [`Backend`], [`NotifyResources`], [`StreamOps`] and
 //! [`HostOps`] traits with [`SimError`] as the error type.
+//!
+//! # How it fits together
+//!
+//! - [`shm`]: one file per (namespace, server) under `/dev/shm`, holding the per-device id
+//!   pools, the core notify table ([`acl_notify_core::table`]), whitelists and the process
+//!   table. Waits and records operate directly on the shared flag words (shared futexes), so a
+//!   record in one process wakes a stream waiting in another without polling.
+//! - [`stream`]: the in-process stream engine (one worker thread per stream); notify records
+//!   and waits are tasks on it, so a wait stalls the stream, never the caller.
+//! - Handles ([`RawNotify`], [`RawStream`]) are process-local table entries validated on every
+//!   call (index, generation and a per-`Sim` tag): stale or foreign handles get 107017.
+//! - References: each process holds at most one bit per notify in the shared holder bitmap,
+//!   kept while any of its handles or queued tasks uses the notify; the id is freed when the
+//!   last bit goes. A process that dies is reclaimed by the survivors ([`Sim::gc`], also run
+//!   on open and before answering 207009).
+//!
+//! # Limits
+//!
+//! - 64 devices per machine, 64 live processes per namespace and server (the holder bitmap),
+//!   16 queued waiters per notify before further waiters queue unordered (see
+//!   [`acl_notify_core::table`]).
 
 mod error;
+mod handles;
+pub mod shm;
 pub mod stream;
+mod sys;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+use acl_notify_core::table::{ExportState, NotifySlot, WaitArgs, WaitOutcome};
+use acl_notify_core::whitelist::WhitelistEntry;
 use acl_notify_core::{
-    Backend, CreateFlags, Error, ExportFlags, ExportKey, HostCall, HostOps, ImportFlags,
-    NotifyInfo, NotifyResources, RawNotify, RawStream, ServerPid, Soc, StreamDestroy, StreamOps,
-    StreamStatus, SyncWait, Timeout,
+    Backend, BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
+    ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation, RawNotify,
+    RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
 pub use error::SimError;
+pub use shm::GcReport;
+
+use handles::Slab;
+use shm::{CreateError, OpenMode, ShmFile, SlotRef};
+use stream::{Stream, StreamConfig, TaskCtx};
 
 /// Environment variable naming the SoC family (default `Ascend910B`).
 pub const ENV_SOC: &str = "ACL_NOTIFY_SIM_SOC";
@@ -27,6 +61,11 @@ pub const ENV_DEVICES: &str = "ACL_NOTIFY_SIM_DEVICES";
 pub const ENV_NAMESPACE: &str = "ACL_NOTIFY_SIM_NAMESPACE";
 /// Environment variable giving this process's SuperPod server id (default 0).
 pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
+
+/// Most devices a simulated machine can have.
+pub const MAX_DEVICES: u32 = 64;
+/// Longest namespace name.
+pub const MAX_NAMESPACE_LEN: usize = 64;
 
 /// Configuration of a [`Sim`] before it is opened.
 #[derive(Clone, Debug)]
@@ -44,31 +83,114 @@ impl SimBuilder {
         self
     }
 
-    /// The number of devices (default 8).
+    /// The number of devices, 1 to 64 (default 8).
     pub fn devices(mut self, devices: u32) -> Self {
         self.devices = devices;
         self
     }
 
-    /// The namespace (default `acl-notify-<uid>-default`).
+    /// The namespace: 1 to 64 characters from `A-Z a-z 0-9 . _ -`, not starting with `.`
+    /// (default `acl-notify-<uid>-default`). Processes opening the same namespace share one
+    /// simulated machine.
     pub fn namespace(mut self, namespace: &str) -> Self {
         self.namespace = Some(namespace.to_owned());
         self
     }
 
-    /// This process's SuperPod server id (default 0).
+    /// This process's SuperPod server id (default 0); non-zero only on `Ascend910_93`.
     pub fn server_id(mut self, server_id: u32) -> Self {
         self.server_id = server_id;
         self
     }
 
-    /// Opens (creating if needed) the namespace's shared state.
+    /// Opens (creating if needed) the namespace's shared state for this process's server.
+    ///
+    /// Errors: 107000 for a bad configuration, or one that disagrees with the namespace's
+    /// existing file; 507899 for a file that is corrupt, foreign, of another layout version,
+    /// not owned by this user or not mode 0600; 207005 if 64 processes already use it.
     pub fn open(self) -> Result<Sim, SimError> {
-        Err(SimError::new(
-            Error::DrvInternalError,
-            format!("simulator not implemented yet (config {self:?})"),
-        ))
+        self.open_as(Origin::Builder)
     }
+
+    fn open_as(self, origin: Origin) -> Result<Sim, SimError> {
+        let bad = |var: &str, what: &str, msg: String| {
+            SimError::new(
+                Error::ParamInvalid,
+                match origin {
+                    Origin::Env => format!("{var}: {msg}"),
+                    Origin::Builder => format!("SimBuilder::{what}: {msg}"),
+                },
+            )
+        };
+        if self.devices == 0 || self.devices > MAX_DEVICES {
+            return Err(bad(
+                ENV_DEVICES,
+                "devices",
+                format!("{} devices; expected 1 to {MAX_DEVICES}", self.devices),
+            ));
+        }
+        let namespace = self.namespace.unwrap_or_else(default_namespace);
+        if let Err(why) = check_namespace(&namespace) {
+            return Err(bad(
+                ENV_NAMESPACE,
+                "namespace",
+                format!("{namespace:?} {why}"),
+            ));
+        }
+        if self.server_id > u32::from(u16::MAX) {
+            return Err(bad(
+                ENV_SERVER_ID,
+                "server_id",
+                format!("{} is too large (at most 65535)", self.server_id),
+            ));
+        }
+        if self.server_id != 0 && !self.soc.has(Feature::InterServer) {
+            return Err(bad(
+                ENV_SERVER_ID,
+                "server_id",
+                format!(
+                    "server {} on {}: only a SuperPod SoC (Ascend910_93) has more than one \
+                     server; use 0",
+                    self.server_id, self.soc
+                ),
+            ));
+        }
+        let file = shm::open_shared(
+            &namespace,
+            self.server_id,
+            self.soc,
+            self.devices,
+            OpenMode::CreateOrOpen,
+        )?
+        .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
+        let tag = next_tag();
+        let pid = sys::getpid();
+        let start_time = file.identity().1;
+        Ok(Sim {
+            inner: Arc::new(Inner {
+                soc: self.soc,
+                devices: self.devices,
+                server_id: self.server_id,
+                namespace,
+                pid,
+                start_time,
+                file,
+                remote: Mutex::new(HashMap::new()),
+                notifies: RwLock::new(Slab::new(tag)),
+                streams: RwLock::new(Slab::new(tag ^ 0x8000)),
+                defaults: Mutex::new(vec![None; self.devices as usize]),
+                peers: Mutex::new(vec![0; self.devices as usize]),
+                op_wait_timeout: AtomicU32::new(0),
+                stream_seq: AtomicU32::new(0),
+            }),
+        })
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Origin {
+    Env,
+    Builder,
 }
 
 impl Default for SimBuilder {
@@ -82,17 +204,150 @@ impl Default for SimBuilder {
     }
 }
 
-/// A process's connection to one simulated machine (a namespace). Cheap to clone.
+fn default_namespace() -> String {
+    format!("acl-notify-{}-default", sys::geteuid())
+}
+
+fn check_namespace(ns: &str) -> Result<(), &'static str> {
+    if ns.is_empty() || ns.len() > MAX_NAMESPACE_LEN {
+        return Err("must be 1 to 64 characters long");
+    }
+    if ns.starts_with('.') {
+        return Err("must not start with '.'");
+    }
+    if !ns
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err("may only contain A-Z a-z 0-9 . _ -");
+    }
+    Ok(())
+}
+
+/// A tag distinguishing the handles of different `Sim`s of one process.
+fn next_tag() -> u16 {
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let mut seed = [0u8; 2];
+    if NEXT.load(Ordering::Relaxed) == 0 && sys::fill_random(&mut seed).is_ok() {
+        let _ = NEXT.compare_exchange(
+            0,
+            u16::from_le_bytes(seed) | 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    // Keep the top bit clear: streams use `tag ^ 0x8000`, so notify and stream handles never
+    // share a tag.
+    (NEXT.fetch_add(1, Ordering::Relaxed) & 0x7fff).max(1)
+}
+
+/// A process's connection to one simulated machine (a namespace). `Send + Sync`; clones share
+/// the connection. Dropping the last clone discards its streams' queued tasks and drops its
+/// notify references.
 #[derive(Clone, Debug)]
 pub struct Sim {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
 struct Inner {
     soc: Soc,
     devices: u32,
     server_id: u32,
+    namespace: String,
+    pid: i32,
+    start_time: u64,
+    /// This process's server.
+    file: Arc<ShmFile>,
+    /// Other servers' files, opened by cross-server imports.
+    remote: Mutex<HashMap<u32, Arc<ShmFile>>>,
+    notifies: RwLock<Slab<NotifyEntry>>,
+    streams: RwLock<Slab<StreamEntry>>,
+    defaults: Mutex<Vec<Option<u64>>>,
+    /// `peers[d]` bit `p`: this process enabled access from device `d` to device `p`.
+    peers: Mutex<Vec<u64>>,
+    op_wait_timeout: AtomicU32,
+    stream_seq: AtomicU32,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("soc", &self.soc)
+            .field("devices", &self.devices)
+            .field("server_id", &self.server_id)
+            .field("namespace", &self.namespace)
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Streams first (their drop discards queued tasks and cancels running waits), then
+        // the notify references.
+        let streams = write(&self.streams).drain();
+        drop(streams);
+        let notifies = write(&self.notifies).drain();
+        drop(notifies);
+    }
+}
+
+struct NotifyEntry {
+    r: Arc<SlotRef>,
+    state: Lifecycle,
+    /// The device this handle lives on (an importer's own device).
+    device: u32,
+}
+
+struct StreamEntry {
+    stream: Arc<Stream<SimError>>,
+    device: u32,
+    default: bool,
+}
+
+fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn err(kind: Error, msg: impl Into<String>) -> SimError {
+    SimError::new(kind, msg)
+}
+
+fn bad_notify(h: RawNotify) -> SimError {
+    err(
+        Error::InvalidHandle,
+        format!(
+            "notify handle {:#x} is not a live notify of this process (destroyed, stale, of \
+             another Sim, or garbage)",
+            h.0
+        ),
+    )
+}
+
+fn bad_stream(h: RawStream) -> SimError {
+    err(
+        Error::InvalidHandle,
+        format!(
+            "stream handle {:#x} is not a live stream of this process (destroyed, stale, of \
+             another Sim, or garbage)",
+            h.0
+        ),
+    )
+}
+
+/// A snapshot of one notify handle, taken under the table lock.
+struct NotifyView {
+    r: Arc<SlotRef>,
+    state: Lifecycle,
+    device: u32,
 }
 
 impl Sim {
@@ -101,26 +356,393 @@ impl Sim {
         SimBuilder::default()
     }
 
-    /// Opens the machine the `ACL_NOTIFY_SIM_*` variables describe.
+    /// Opens the machine the `ACL_NOTIFY_SIM_*` variables describe: `ACL_NOTIFY_SIM_SOC`
+    /// (default `Ascend910B`), `ACL_NOTIFY_SIM_DEVICES` (default 8),
+    /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
+    /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0). A variable that is set but invalid is an error
+    /// (107000) naming it, never a silent default.
     pub fn from_env() -> Result<Sim, SimError> {
-        Sim::builder().open()
+        let var = |name: &str| -> Result<Option<String>, SimError> {
+            match std::env::var(name) {
+                Ok(v) => Ok(Some(v)),
+                Err(std::env::VarError::NotPresent) => Ok(None),
+                Err(std::env::VarError::NotUnicode(_)) => Err(err(
+                    Error::ParamInvalid,
+                    format!("{name}: the value is not valid UTF-8"),
+                )),
+            }
+        };
+        let mut b = Sim::builder();
+        if let Some(v) = var(ENV_SOC)? {
+            let soc = Soc::from_name(v.trim()).map_err(|_| {
+                let names: Vec<&str> = Soc::ALL.iter().map(|s| s.name()).collect();
+                err(
+                    Error::ParamInvalid,
+                    format!("{ENV_SOC}={v:?} is not a SoC name; expected one of {names:?}"),
+                )
+            })?;
+            b = b.soc(soc);
+        }
+        if let Some(v) = var(ENV_DEVICES)? {
+            let n = v.trim().parse::<u32>().map_err(|_| {
+                err(
+                    Error::ParamInvalid,
+                    format!("{ENV_DEVICES}={v:?} is not a number of devices (1 to {MAX_DEVICES})"),
+                )
+            })?;
+            b = b.devices(n);
+        }
+        if let Some(v) = var(ENV_NAMESPACE)? {
+            b = b.namespace(&v);
+        }
+        if let Some(v) = var(ENV_SERVER_ID)? {
+            let n = v.trim().parse::<u32>().map_err(|_| {
+                err(
+                    Error::ParamInvalid,
+                    format!("{ENV_SERVER_ID}={v:?} is not a server id (0 to 65535)"),
+                )
+            })?;
+            b = b.server_id(n);
+        }
+        b.open_as(Origin::Env)
     }
 
-    /// Deletes a namespace's shared files.
-    pub fn remove_namespace(name: &str) -> Result<(), SimError> {
-        let _ = name;
+    /// Deletes a namespace's shared files (every server's). Processes that still have them
+    /// mapped keep working on their (now anonymous) copy; new opens start afresh. Returns how
+    /// many files were removed.
+    pub fn remove_namespace(name: &str) -> Result<usize, SimError> {
+        check_namespace(name)
+            .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
+        shm::remove_namespace(name)
+    }
+
+    /// The namespace this `Sim` is connected to.
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    /// The shared memory file of this process's server.
+    pub fn shm_path(&self) -> &std::path::Path {
+        self.inner.file.path()
+    }
+
+    /// Reclaims what dead processes held, in every server file this process has open: their
+    /// queued waits are cancelled, their references dropped, ids nobody holds any more freed,
+    /// and their process-table entries released. Runs on open and before a create answers
+    /// 207009, too.
+    pub fn gc(&self) -> Result<GcReport, SimError> {
+        let mut r = self.inner.file.gc();
+        for f in lock(&self.inner.remote).values() {
+            r += f.gc();
+        }
+        Ok(r)
+    }
+
+    /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
+    /// (to simulate a recycled PID). Same checks as
+    /// [`set_import_pids`](NotifyResources::set_import_pids).
+    #[doc(hidden)]
+    pub fn set_import_pid_with_start_time(
+        &self,
+        notify: RawNotify,
+        pid: i32,
+        start_time: u64,
+    ) -> Result<(), SimError> {
+        let entry = WhitelistEntry::with_start_time(self.inner.server_id, pid, start_time);
+        self.add_whitelist(notify, &[entry], false)
+    }
+
+    fn device_ok(&self, device: u32) -> Result<(), SimError> {
+        if device < self.inner.devices {
+            Ok(())
+        } else {
+            Err(err(
+                Error::InvalidDeviceId,
+                format!(
+                    "device {device} does not exist ({} devices: 0 to {})",
+                    self.inner.devices,
+                    self.inner.devices - 1
+                ),
+            ))
+        }
+    }
+
+    fn require(&self, f: Feature, what: &str) -> Result<(), SimError> {
+        self.inner.soc.require(f).map_err(|e| {
+            err(
+                e,
+                format!("{what} is not supported on {}", self.inner.soc.name()),
+            )
+        })
+    }
+
+    fn notify(&self, h: RawNotify) -> Result<NotifyView, SimError> {
+        let t = read(&self.inner.notifies);
+        let e = t.get(h.0).ok_or_else(|| bad_notify(h))?;
+        Ok(NotifyView {
+            r: Arc::clone(&e.r),
+            state: e.state,
+            device: e.device,
+        })
+    }
+
+    fn stream(&self, h: RawStream) -> Result<(Arc<Stream<SimError>>, u32), SimError> {
+        let t = read(&self.inner.streams);
+        let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
+        Ok((Arc::clone(&e.stream), e.device))
+    }
+
+    fn set_state(&self, h: RawNotify, state: Lifecycle) {
+        if let Some(e) = write(&self.inner.notifies).get_mut(h.0) {
+            e.state = state;
+        }
+    }
+
+    fn insert_notify(&self, e: NotifyEntry) -> Result<RawNotify, SimError> {
+        write(&self.inner.notifies)
+            .insert(e)
+            .map(RawNotify)
+            .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
+    }
+
+    /// Whether this handle's device is the notify's physical device (same server and device).
+    fn on_owner_device(&self, v: &NotifyView, device: u32) -> bool {
+        v.r.file().server() == self.inner.server_id && v.r.device() == device
+    }
+
+    fn wrong_device(&self, v: &NotifyView, device: u32) -> SimError {
+        err(
+            Error::ParamInvalid,
+            format!(
+                "notify {} lives on device {} of server {}; it can only be waited on from that \
+                 device, not from device {device} of server {}",
+                v.r.id(),
+                v.r.device(),
+                v.r.file().server(),
+                self.inner.server_id
+            ),
+        )
+    }
+
+    /// The server file for a key's server: ours, or another opened read-only-ish (no create).
+    fn server_file(&self, server: u32) -> Result<Arc<ShmFile>, SimError> {
+        if server == self.inner.server_id {
+            return Ok(Arc::clone(&self.inner.file));
+        }
+        let mut remote = lock(&self.inner.remote);
+        if let Some(f) = remote.get(&server) {
+            return Ok(Arc::clone(f));
+        }
+        let f = shm::open_shared(
+            &self.inner.namespace,
+            server,
+            self.inner.soc,
+            self.inner.devices,
+            OpenMode::OpenExisting,
+        )?
+        .ok_or_else(|| {
+            err(
+                Error::InvalidHandle,
+                format!(
+                    "the key names server {server}, which has no shared state in namespace {} \
+                     (no process of that server has run)",
+                    self.inner.namespace
+                ),
+            )
+        })?;
+        remote.insert(server, Arc::clone(&f));
+        Ok(f)
+    }
+
+    fn add_whitelist(
+        &self,
+        notify: RawNotify,
+        entries: &[WhitelistEntry],
+        inter_server: bool,
+    ) -> Result<(), SimError> {
+        let v = self.notify(notify)?;
+        if entries.is_empty() {
+            return Err(err(Error::ParamInvalid, "no PIDs given"));
+        }
+        let next = v.state.apply(Op::SetImportPid).map_err(|e| {
+            let why = match v.state {
+                Lifecycle::Created => "the notify has not been exported yet",
+                Lifecycle::ExportedOpen => {
+                    "the notify was exported with DISABLE_PID_VALIDATION (anyone with the key \
+                     may import; there is no whitelist)"
+                }
+                Lifecycle::Imported => "only the owner can whitelist; this handle was imported",
+                _ => "invalid state",
+            };
+            err(
+                e,
+                format!("cannot set import PIDs on notify {}: {why}", v.r.id()),
+            )
+        })?;
+        let file = v.r.file();
+        let r = file
+            .update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(entries))
+            .ok_or_else(|| err(Error::DrvInternalError, "whitelist storage unavailable"))?;
+        r.map_err(|e| {
+            let total = file
+                .read_whitelist(v.r.device(), v.r.id())
+                .map_or(0, |w| w.len());
+            err(
+                e,
+                format!(
+                    "notify {} already whitelists {total} processes; adding {} more would pass \
+                     the limit of 64{}",
+                    v.r.id(),
+                    entries.len(),
+                    if inter_server {
+                        " (inter-server entry)"
+                    } else {
+                        ""
+                    }
+                ),
+            )
+        })?;
+        self.set_state(notify, next);
         Ok(())
     }
 
-    /// Reclaims what dead processes held.
-    pub fn gc(&self) -> Result<(), SimError> {
-        Ok(())
+    fn whitelist_entry(&self, sdid: u32, pid: i32) -> WhitelistEntry {
+        // A process on this server: remember its start time, so a recycled PID is not let in.
+        // Not running now, or on another server (another PID namespace): start time unknown.
+        let start = if sdid == self.inner.server_id {
+            sys::proc_start_time(pid).unwrap_or(0)
+        } else {
+            0
+        };
+        WhitelistEntry::with_start_time(sdid, pid, start)
+    }
+
+    fn enqueue(
+        &self,
+        stream: &Stream<SimError>,
+        h: RawStream,
+        task: impl FnOnce(&TaskCtx) -> Result<(), SimError> + Send + 'static,
+    ) -> Result<(), SimError> {
+        stream.enqueue(task).map_err(|e| {
+            if e.kind() == Error::InvalidHandle {
+                bad_stream(h)
+            } else {
+                e
+            }
+        })
     }
 }
 
-fn todo_err() -> SimError {
-    SimError::new(Error::DrvInternalError, "simulator not implemented yet")
+/// Describes why a wait ended without a record: notify, device, timeout, owner, whitelist
+/// (with liveness), last record, holders.
+fn describe_wait(r: &SlotRef, timeout: Option<Duration>, what: &str) -> String {
+    let slot = r.slot();
+    let file = r.file();
+    let owner = slot.owner();
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{what} on notify {} (device {}, server {}) ",
+        r.id(),
+        r.device(),
+        file.server()
+    );
+    match timeout {
+        Some(t) => {
+            let _ = write!(s, "got no record within {} s", t.as_secs_f64());
+        }
+        None => s.push_str("got no record"),
+    }
+    let alive = |pid: i32, start: u64| {
+        if sys::pid_alive(pid, start) {
+            "alive"
+        } else {
+            "dead"
+        }
+    };
+    let _ = write!(
+        s,
+        "; owner pid {} ({})",
+        owner.pid,
+        alive(owner.pid, owner.start_time)
+    );
+    match slot.export_state() {
+        Some(ExportState::None) => s.push_str("; not exported"),
+        Some(ExportState::Open) => s.push_str("; exported without PID validation"),
+        Some(ExportState::Enforced) => match file.read_whitelist(r.device(), r.id()) {
+            Some(wl) if wl.is_empty() => s.push_str("; exported, no PID whitelisted yet"),
+            Some(wl) => {
+                s.push_str("; whitelisted:");
+                for e in wl.iter() {
+                    if e.sdid == file.server() {
+                        let _ = write!(s, " pid {} ({})", e.pid, alive(e.pid, e.start_time));
+                    } else {
+                        let _ = write!(s, " pid {} on server {} (liveness unknown)", e.pid, e.sdid);
+                    }
+                }
+            }
+            None => s.push_str("; whitelist unreadable"),
+        },
+        None => s.push_str("; export state corrupt"),
+    }
+    let (rpid, rns) = slot.last_record();
+    if rpid == 0 {
+        s.push_str("; never recorded");
+    } else {
+        let ago = sys::now_ns().saturating_sub(rns) as f64 / 1e9;
+        let _ = write!(s, "; last recorded by pid {rpid} {ago:.3} s ago");
+    }
+    let holders = slot.holders();
+    let pids: Vec<i32> = (0..64)
+        .filter(|i| holders & (1u64 << i) != 0)
+        .map(|i| file.proc_pid(i))
+        .collect();
+    let _ = write!(s, "; held by pids {pids:?}");
+    s
 }
+
+fn wait_outcome_error(
+    outcome: Result<WaitOutcome, acl_notify_core::table::TableError>,
+    r: &SlotRef,
+    timeout: Option<Duration>,
+    timeout_kind: Error,
+    what: &str,
+) -> Result<(), SimError> {
+    match outcome {
+        Ok(WaitOutcome::Consumed) => Ok(()),
+        Ok(WaitOutcome::TimedOut) => Err(err(timeout_kind, describe_wait(r, timeout, what))),
+        Ok(WaitOutcome::Cancelled) => Err(err(
+            timeout_kind,
+            format!(
+                "{what} on notify {} cancelled: its stream was destroyed with tasks discarded",
+                r.id()
+            ),
+        )),
+        Err(e) => Err(err(
+            Error::DrvInternalError,
+            format!(
+                "notify {} of device {} in {}: the shared notify table is corrupt ({e:?})",
+                r.id(),
+                r.device(),
+                r.file().path().display()
+            ),
+        )),
+    }
+}
+
+fn slot_wait(r: &SlotRef, timeout: Option<Duration>, cancel: &dyn Fn() -> bool) -> WaitResult {
+    let file = r.file();
+    r.slot().sync.wait_and_reset(
+        &file.waiter(),
+        WaitArgs {
+            proc: file.me(),
+            timeout,
+            cancel,
+        },
+    )
+}
+
+type WaitResult = Result<WaitOutcome, acl_notify_core::table::TableError>;
 
 impl Backend for Sim {
     type Error = SimError;
@@ -134,7 +756,7 @@ impl Backend for Sim {
     }
 
     fn bare_tgid(&self) -> i32 {
-        std::process::id() as i32
+        self.inner.pid
     }
 
     fn server_id(&self) -> u32 {
@@ -143,93 +765,709 @@ impl Backend for Sim {
 }
 
 impl NotifyResources for Sim {
-    fn create_notify(&self, _device: u32, _flags: CreateFlags) -> Result<RawNotify, SimError> {
-        Err(todo_err())
+    fn create_notify(&self, device: u32, flags: CreateFlags) -> Result<RawNotify, SimError> {
+        self.device_ok(device)?;
+        self.require(Feature::Notify, "creating a notify")?;
+        if flags.contains(CreateFlags::DEVICE_USE_ONLY) {
+            self.require(Feature::DeviceOnly, "ACL_NOTIFY_DEVICE_USE_ONLY")?;
+        }
+        let file = &self.inner.file;
+        let r = match SlotRef::create(file, device, flags) {
+            Ok(r) => r,
+            Err(CreateError::Exhausted) => {
+                // Dead processes may still hold ids: reclaim, then try once more.
+                file.gc();
+                match SlotRef::create(file, device, flags) {
+                    Ok(r) => r,
+                    Err(CreateError::Exhausted) => {
+                        let pids: Vec<i32> = file
+                            .registered()
+                            .into_iter()
+                            .filter(|p| p.1)
+                            .map(|p| p.0)
+                            .collect();
+                        return Err(err(
+                            Error::NoNotifyResource,
+                            format!(
+                                "device {device} has no notify id left: all {} ids of {} are \
+                                 in use (processes using this machine: {pids:?})",
+                                file.max_notifies(),
+                                self.inner.soc
+                            ),
+                        ));
+                    }
+                    Err(CreateError::Other(e)) => return Err(e),
+                }
+            }
+            Err(CreateError::Other(e)) => return Err(e),
+        };
+        self.insert_notify(NotifyEntry {
+            r,
+            state: Lifecycle::Created,
+            device,
+        })
     }
-    fn destroy_notify(&self, _notify: RawNotify) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn destroy_notify(&self, notify: RawNotify) -> Result<(), SimError> {
+        let e = write(&self.inner.notifies)
+            .remove(notify.0)
+            .ok_or_else(|| bad_notify(notify))?;
+        // Dropping the reference outside the table lock: this process's bit goes when no other
+        // handle or queued task uses the notify; the id when no process does.
+        drop(e);
+        Ok(())
     }
-    fn notify_info(&self, _notify: RawNotify) -> Result<NotifyInfo, SimError> {
-        Err(todo_err())
+
+    fn notify_info(&self, notify: RawNotify) -> Result<NotifyInfo, SimError> {
+        let v = self.notify(notify)?;
+        Ok(NotifyInfo {
+            id: v.r.id(),
+            device: v.device,
+            owner_device: v.r.device(),
+            owner_server: v.r.file().server(),
+            state: v.state,
+            flags: v.r.slot().create_flags(),
+        })
     }
-    fn export_key(&self, _notify: RawNotify, _flags: ExportFlags) -> Result<ExportKey, SimError> {
-        Err(todo_err())
+
+    fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, SimError> {
+        let v = self.notify(notify)?;
+        self.require(Feature::Ipc, "exporting a notify (IPC)")?;
+        let next = v
+            .state
+            .apply(Op::Export(flags.pid_validation()))
+            .map_err(|e| {
+                let why = if v.state == Lifecycle::Imported {
+                    "it was imported (only the owner exports)"
+                } else {
+                    "it is already exported"
+                };
+                err(e, format!("cannot export notify {}: {why}", v.r.id()))
+            })?;
+        let mut nonce = [0u8; 16];
+        sys::fill_random(&mut nonce).map_err(|e| {
+            err(
+                Error::DrvInternalError,
+                format!("getrandom failed while exporting: {e}"),
+            )
+        })?;
+        let file = v.r.file();
+        let how = match flags.pid_validation() {
+            PidValidation::Enforced => {
+                // Start from an empty whitelist (the slab entry may hold a previous use's).
+                file.update_whitelist(v.r.device(), v.r.id(), |wl| wl.clear());
+                ExportState::Enforced
+            }
+            PidValidation::Disabled => ExportState::Open,
+        };
+        if !v.r.slot().export(nonce, how) {
+            return Err(err(
+                Error::InternalError,
+                format!("notify {} is already exported", v.r.id()),
+            ));
+        }
+        let key = ExportKey::encode(&KeyFields {
+            server: file.server() as u16,
+            device: v.r.device() as u8,
+            id: v.r.id() as u16,
+            generation: v.r.generation(),
+            nonce,
+        });
+        self.set_state(notify, next);
+        Ok(key)
     }
-    fn set_import_pids(&self, _notify: RawNotify, _pids: &[i32]) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn set_import_pids(&self, notify: RawNotify, pids: &[i32]) -> Result<(), SimError> {
+        self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
+        let me = self.inner.server_id;
+        let entries: Vec<WhitelistEntry> =
+            pids.iter().map(|&p| self.whitelist_entry(me, p)).collect();
+        self.add_whitelist(notify, &entries, false)
     }
+
     fn set_import_server_pids(
         &self,
-        _notify: RawNotify,
-        _entries: &[ServerPid],
+        notify: RawNotify,
+        entries: &[ServerPid],
     ) -> Result<(), SimError> {
-        Err(todo_err())
+        if entries.is_empty() {
+            return Err(err(Error::ParamInvalid, "no (server, PID) entries given"));
+        }
+        self.notify(notify)?;
+        for sp in entries {
+            self.require(Feature::InterServer, "inter-server whitelisting")?;
+            self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
+            let entry = self.whitelist_entry(sp.sdid, sp.pid);
+            self.add_whitelist(notify, &[entry], true)?;
+        }
+        Ok(())
     }
+
     fn import_by_key(
         &self,
-        _device: u32,
-        _key: &str,
-        _flags: ImportFlags,
+        device: u32,
+        key: &str,
+        flags: ImportFlags,
     ) -> Result<RawNotify, SimError> {
-        Err(todo_err())
+        self.require(Feature::Ipc, "importing a notify (IPC)")?;
+        self.device_ok(device)?;
+        let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
+            err(
+                e,
+                format!(
+                    "malformed export key ({} bytes): expected the 64 characters \
+                     aclrtNotifyGetExportKey wrote",
+                    key.len()
+                ),
+            )
+        })?;
+        let k = key.fields();
+        let (server, odev, id) = (u32::from(k.server), u32::from(k.device), u32::from(k.id));
+        let stale = |why: &str| {
+            err(
+                Error::InvalidHandle,
+                format!("key of notify {id} on device {odev} of server {server}: {why}"),
+            )
+        };
+        if server != self.inner.server_id && !self.inner.soc.has(Feature::InterServer) {
+            return Err(stale("this machine has only server 0"));
+        }
+        let file = self.server_file(server)?;
+        let slot: &NotifySlot = file
+            .slot(odev, id)
+            .ok_or_else(|| stale("no such device or id on this machine"))?;
+        if slot.state() != Some(acl_notify_core::table::SlotState::Live)
+            || slot.generation() != k.generation
+        {
+            return Err(stale(
+                "the notify no longer exists (destroyed by every holder)",
+            ));
+        }
+        let export = slot.export_state();
+        if matches!(export, Some(ExportState::None) | None) || slot.nonce() != k.nonce {
+            return Err(stale(
+                "the key does not match the notify's export (wrong nonce, or not exported)",
+            ));
+        }
+        if export == Some(ExportState::Enforced) {
+            let wl = file.read_whitelist(odev, id).ok_or_else(|| {
+                err(
+                    Error::DrvInternalError,
+                    format!("whitelist of notify {id} is unreadable (corrupt shared memory)"),
+                )
+            })?;
+            let (me_srv, me_pid, me_start) =
+                (self.inner.server_id, self.inner.pid, self.inner.start_time);
+            if !wl.matches(me_srv, me_pid, me_start) {
+                let listed: Vec<String> = wl
+                    .iter()
+                    .map(|e| format!("pid {} on server {}", e.pid, e.sdid))
+                    .collect();
+                let recycled = wl
+                    .iter()
+                    .any(|e| e.sdid == me_srv && e.pid == me_pid && e.start_time != me_start);
+                let why = if recycled {
+                    format!(
+                        "pid {me_pid} is whitelisted, but for a process that started at another \
+                         time (the PID was recycled): this process (started at tick {me_start}) \
+                         may not import"
+                    )
+                } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server)
+                {
+                    format!(
+                        "pid {me_pid} is whitelisted on server {server} only; an importer on \
+                         server {me_srv} needs an inter-server entry (sdid {me_srv}, pid \
+                         {me_pid})"
+                    )
+                } else {
+                    format!("pid {me_pid} on server {me_srv} is not whitelisted")
+                };
+                return Err(err(
+                    Error::NoPermission,
+                    format!(
+                        "import of notify {id} (device {odev}, server {server}, owner pid {}) \
+                         refused: {why}; whitelisted: [{}]",
+                        slot.owner().pid,
+                        listed.join(", ")
+                    ),
+                ));
+            }
+        }
+        if server == self.inner.server_id && odev != device {
+            let mut peers = lock(&self.inner.peers);
+            let bit = |d: u32| 1u64 << d;
+            if flags.contains(ImportFlags::ENABLE_PEER_ACCESS) {
+                peers[device as usize] |= bit(odev);
+                peers[odev as usize] |= bit(device);
+            } else if peers[device as usize] & bit(odev) == 0
+                && peers[odev as usize] & bit(device) == 0
+            {
+                return Err(err(
+                    Error::NoPermission,
+                    format!(
+                        "import of notify {id} from device {odev} onto device {device}: no peer \
+                         access between the devices (call aclrtDeviceEnablePeerAccess or import \
+                         with ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS)"
+                    ),
+                ));
+            }
+        }
+        let r = SlotRef::join(&file, odev, id, k.generation)
+            .ok_or_else(|| stale("the notify was destroyed during the import"))?;
+        self.insert_notify(NotifyEntry {
+            r,
+            state: Lifecycle::Imported,
+            device,
+        })
     }
-    fn can_access_peer(&self, _device: u32, _peer: u32) -> Result<bool, SimError> {
-        Err(todo_err())
+
+    fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, SimError> {
+        self.device_ok(device)?;
+        self.device_ok(peer)?;
+        Ok(device != peer)
     }
-    fn enable_peer_access(&self, _device: u32, _peer: u32) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn enable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
+        self.device_ok(device)?;
+        self.device_ok(peer)?;
+        if device == peer {
+            return Err(err(
+                Error::ParamInvalid,
+                format!("peer access from device {device} to itself"),
+            ));
+        }
+        lock(&self.inner.peers)[device as usize] |= 1u64 << peer;
+        Ok(())
     }
 }
 
 impl StreamOps for Sim {
-    fn create_stream(&self, _device: u32) -> Result<RawStream, SimError> {
-        Err(todo_err())
+    fn create_stream(&self, device: u32) -> Result<RawStream, SimError> {
+        self.device_ok(device)?;
+        let n = self.inner.stream_seq.fetch_add(1, Ordering::Relaxed);
+        let stream = Stream::spawn(StreamConfig::new(format!("acl-sim-d{device}-s{n}")))?;
+        write(&self.inner.streams)
+            .insert(StreamEntry {
+                stream: Arc::new(stream),
+                device,
+                default: false,
+            })
+            .map(RawStream)
+            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))
     }
-    fn default_stream(&self, _device: u32) -> Result<RawStream, SimError> {
-        Err(todo_err())
+
+    fn default_stream(&self, device: u32) -> Result<RawStream, SimError> {
+        self.device_ok(device)?;
+        let mut d = lock(&self.inner.defaults);
+        if let Some(h) = d[device as usize] {
+            return Ok(RawStream(h));
+        }
+        let stream = Stream::spawn(StreamConfig::new(format!("acl-sim-d{device}-default")))?;
+        let h = write(&self.inner.streams)
+            .insert(StreamEntry {
+                stream: Arc::new(stream),
+                device,
+                default: true,
+            })
+            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
+        d[device as usize] = Some(h);
+        Ok(RawStream(h))
     }
-    fn stream_device(&self, _stream: RawStream) -> Result<u32, SimError> {
-        Err(todo_err())
+
+    fn stream_device(&self, stream: RawStream) -> Result<u32, SimError> {
+        Ok(self.stream(stream)?.1)
     }
-    fn destroy_stream(&self, _stream: RawStream, _mode: StreamDestroy) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn destroy_stream(&self, stream: RawStream, mode: StreamDestroy) -> Result<(), SimError> {
+        let e = {
+            let mut t = write(&self.inner.streams);
+            match t.get(stream.0) {
+                None => return Err(bad_stream(stream)),
+                Some(e) if e.default => {
+                    return Err(err(
+                        Error::InvalidHandle,
+                        format!(
+                            "stream handle {:#x} is the default stream of device {}, which \
+                             cannot be destroyed",
+                            stream.0, e.device
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+            t.remove(stream.0).ok_or_else(|| bad_stream(stream))?
+        };
+        // Outside the lock: a draining destroy waits for the stream's tasks.
+        e.stream.destroy(mode)
     }
-    fn record(&self, _notify: RawNotify, _stream: RawStream) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
+        let v = self.notify(notify)?;
+        let (s, _) = self.stream(stream)?;
+        let r = v.r;
+        let pid = self.inner.pid;
+        self.enqueue(&s, stream, move |_| {
+            let file = r.file();
+            r.slot().record(&file.waiter(), pid);
+            Ok(())
+        })
     }
+
     fn wait_and_reset(
         &self,
-        _notify: RawNotify,
-        _stream: RawStream,
-        _timeout: Timeout,
+        notify: RawNotify,
+        stream: RawStream,
+        timeout: Timeout,
     ) -> Result<(), SimError> {
-        Err(todo_err())
+        let v = self.notify(notify)?;
+        let (s, sdev) = self.stream(stream)?;
+        if !self.on_owner_device(&v, sdev) {
+            return Err(self.wrong_device(&v, sdev));
+        }
+        let t = timeout
+            .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
+            .duration();
+        let r = v.r;
+        self.enqueue(&s, stream, move |ctx| {
+            let token = ctx.cancel_token();
+            let r2 = Arc::clone(&r);
+            // On a discarding destroy, wake the sleeping wait so it sees the cancel flag
+            // (a wake that races ahead of the sleep is caught by the table's bounded sleeps).
+            let _guard = ctx.on_cancel(move || r2.slot().sync.wake_all(&r2.file().waiter()));
+            let cancel = move || token.is_cancelled();
+            let out = slot_wait(&r, t, &cancel);
+            wait_outcome_error(out, &r, t, Error::TaskTimeout, "stream wait")
+        })
     }
-    fn batch_reset(&self, _notifies: &[RawNotify]) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), SimError> {
+        if notifies.is_empty() {
+            return Err(err(Error::ParamInvalid, "batch reset of zero notifies"));
+        }
+        for (i, &n) in notifies.iter().enumerate() {
+            self.require(Feature::BatchReset, "batch reset")?;
+            let v = self
+                .notify(n)
+                .map_err(|e| err(e.kind(), format!("element {i}: {}", e.message())))?;
+            v.state.apply(Op::BatchReset).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "element {i}: notify {} was imported; only the owner can reset it",
+                        v.r.id()
+                    ),
+                )
+            })?;
+            v.r.slot().sync.reset();
+        }
+        Ok(())
     }
-    fn synchronize(&self, _stream: RawStream, _wait: SyncWait) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), SimError> {
+        let (s, _) = self.stream(stream)?;
+        s.synchronize(wait).map_err(|e| {
+            if e.kind() == Error::InvalidHandle && e.message().is_empty() {
+                bad_stream(stream)
+            } else if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() {
+                err(
+                    Error::StreamSyncTimeout,
+                    format!("stream {:#x} still has tasks after {wait:?}", stream.0),
+                )
+            } else {
+                e
+            }
+        })
     }
-    fn query(&self, _stream: RawStream) -> Result<StreamStatus, SimError> {
-        Err(todo_err())
+
+    fn query(&self, stream: RawStream) -> Result<StreamStatus, SimError> {
+        Ok(self.stream(stream)?.0.query())
     }
-    fn launch_host_func(&self, _stream: RawStream, _call: HostCall) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), SimError> {
+        let (s, _) = self.stream(stream)?;
+        self.enqueue(&s, stream, move |_| {
+            call.call();
+            Ok(())
+        })
     }
-    fn set_op_wait_timeout(&self, _seconds: u32) -> Result<(), SimError> {
-        Err(todo_err())
+
+    fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), SimError> {
+        self.inner.op_wait_timeout.store(seconds, Ordering::Relaxed);
+        Ok(())
     }
 }
 
 impl HostOps for Sim {
-    fn host_wait(&self, _notify: RawNotify, _timeout: Duration) -> Result<(), SimError> {
-        Err(todo_err())
+    fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
+        let v = self.notify(notify)?;
+        if !self.on_owner_device(&v, v.device) {
+            return Err(self.wrong_device(&v, v.device));
+        }
+        let out = slot_wait(&v.r, Some(timeout), &|| false);
+        wait_outcome_error(out, &v.r, Some(timeout), Error::WaitTimeout, "host wait")
     }
-    fn try_consume(&self, _notify: RawNotify) -> Result<bool, SimError> {
-        Err(todo_err())
+
+    fn try_consume(&self, notify: RawNotify) -> Result<bool, SimError> {
+        let v = self.notify(notify)?;
+        if !self.on_owner_device(&v, v.device) {
+            return Err(self.wrong_device(&v, v.device));
+        }
+        Ok(v.r.slot().sync.try_consume())
     }
-    fn notifies_free(&self, _device: u32) -> Result<u32, SimError> {
-        Err(todo_err())
+
+    fn notifies_free(&self, device: u32) -> Result<u32, SimError> {
+        self.device_ok(device)?;
+        self.require(Feature::Notify, "notifies")?;
+        let pool = self
+            .inner
+            .file
+            .pool(device)
+            .ok_or_else(|| err(Error::DrvInternalError, "no id pool"))?;
+        Ok(pool.capacity().saturating_sub(pool.in_use()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    struct Ns(String);
+    impl Drop for Ns {
+        fn drop(&mut self) {
+            let _ = Sim::remove_namespace(&self.0);
+        }
+    }
+
+    fn open(tag: &str, soc: Soc) -> (Sim, Ns) {
+        let ns = format!("unit-lib-{tag}-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let sim = Sim::builder()
+            .soc(soc)
+            .devices(2)
+            .namespace(&ns)
+            .open()
+            .unwrap();
+        (sim, Ns(ns))
+    }
+
+    #[test]
+    fn builder_errors_name_the_setting() {
+        let e = Sim::builder().devices(0).open().unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid);
+        assert!(e.to_string().contains("devices"), "{e}");
+        let e = Sim::builder().namespace("a/b").open().unwrap_err();
+        assert!(e.to_string().contains("namespace"), "{e}");
+        let e = Sim::builder().server_id(2).open().unwrap_err();
+        assert!(e.to_string().contains("Ascend910_93"), "{e}");
+    }
+
+    #[test]
+    fn record_wait_on_streams_and_host() {
+        let (sim, _ns) = open("rw", Soc::Ascend910B);
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let d = sim.default_stream(0).unwrap();
+        assert_eq!(sim.default_stream(0).unwrap(), d);
+        // Wait first (stalls stream s, not us), record later on the default stream.
+        sim.wait_and_reset(n, s, Timeout::from_c(5)).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(sim.query(s).unwrap(), StreamStatus::NotReady);
+        sim.record(n, d).unwrap();
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap();
+        assert_eq!(sim.query(s).unwrap(), StreamStatus::Complete);
+        // Record first, collapse, one wait consumes.
+        sim.record(n, d).unwrap();
+        sim.record(n, d).unwrap();
+        sim.synchronize(d, SyncWait::Forever).unwrap();
+        assert!(sim.try_consume(n).unwrap());
+        assert!(!sim.try_consume(n).unwrap());
+        let t0 = Instant::now();
+        let e = sim.host_wait(n, Duration::from_millis(30)).unwrap_err();
+        assert_eq!(e.kind(), Error::WaitTimeout);
+        assert!(t0.elapsed() >= Duration::from_millis(25));
+        assert!(e.to_string().contains("owner pid"), "{e}");
+        sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+        assert_eq!(sim.query(s).unwrap_err().kind(), Error::InvalidHandle);
+        assert_eq!(
+            sim.destroy_stream(d, StreamDestroy::Drain)
+                .unwrap_err()
+                .kind(),
+            Error::InvalidHandle
+        );
+        sim.destroy_notify(n).unwrap();
+        assert_eq!(
+            sim.destroy_notify(n).unwrap_err().kind(),
+            Error::InvalidHandle
+        );
+    }
+
+    #[test]
+    fn stream_wait_timeout_is_reported_once_with_details() {
+        let (sim, _ns) = open("to", Soc::Ascend910B);
+        let n = sim.create_notify(1, CreateFlags::empty()).unwrap();
+        let s = sim.create_stream(1).unwrap();
+        sim.set_op_wait_timeout(1).unwrap();
+        sim.wait_and_reset(n, s, Timeout::ProcessDefault).unwrap();
+        let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
+        assert_eq!(e.kind(), Error::TaskTimeout);
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("notify {}", sim.notify_info(n).unwrap().id)),
+            "{msg}"
+        );
+        assert!(msg.contains("device 1") && msg.contains("1 s"), "{msg}");
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        // Wait from another device: 107000.
+        let s0 = sim.create_stream(0).unwrap();
+        assert_eq!(
+            sim.wait_and_reset(n, s0, Timeout::Forever)
+                .unwrap_err()
+                .kind(),
+            Error::ParamInvalid
+        );
+    }
+
+    #[test]
+    fn force_destroy_cancels_a_blocked_wait_promptly() {
+        let (sim, _ns) = open("fd", Soc::Ascend910B);
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let t0 = Instant::now();
+        sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        // The cancelled wait consumed nothing: a record is still there for the next waiter.
+        let d = sim.default_stream(0).unwrap();
+        sim.record(n, d).unwrap();
+        sim.synchronize(d, SyncWait::Forever).unwrap();
+        sim.host_wait(n, Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn ids_are_freed_by_the_last_holder_and_handles_are_checked() {
+        let (sim, _ns) = open("ids", Soc::Ascend310P);
+        assert_eq!(sim.notifies_free(0).unwrap(), 1024);
+        let mut hs = Vec::new();
+        for _ in 0..1024 {
+            hs.push(sim.create_notify(0, CreateFlags::empty()).unwrap());
+        }
+        let e = sim.create_notify(0, CreateFlags::empty()).unwrap_err();
+        assert_eq!(e.kind(), Error::NoNotifyResource);
+        assert!(e.to_string().contains("1024"), "{e}");
+        assert_eq!(sim.notifies_free(1).unwrap(), 1024);
+        // A pending task keeps a destroyed notify alive.
+        let s = sim.create_stream(0).unwrap();
+        sim.wait_and_reset(hs[0], s, Timeout::from_c(5)).unwrap();
+        sim.destroy_notify(hs[0]).unwrap();
+        assert_eq!(sim.notifies_free(0).unwrap(), 0);
+        let other = sim.create_stream(1).unwrap();
+        assert_eq!(
+            sim.record(hs[0], other).unwrap_err().kind(),
+            Error::InvalidHandle
+        );
+        for h in &hs[1..] {
+            sim.destroy_notify(*h).unwrap();
+        }
+        assert_eq!(sim.notifies_free(0).unwrap(), 1023);
+        let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
+        assert_eq!(e.kind(), Error::TaskTimeout);
+        assert_eq!(sim.notifies_free(0).unwrap(), 1024);
+        // Garbage and cross-kind handles.
+        for bad in [0u64, 1, u64::MAX, s.0] {
+            assert_eq!(
+                sim.notify_info(RawNotify(bad)).unwrap_err().kind(),
+                Error::InvalidHandle
+            );
+        }
+        assert_eq!(
+            sim.query(RawStream(hs[1].0)).unwrap_err().kind(),
+            Error::InvalidHandle
+        );
+        // DEVICE_USE_ONLY and IPC on a SoC that has them / lacks batch reset.
+        assert!(sim.create_notify(0, CreateFlags::DEVICE_USE_ONLY).is_ok());
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        assert_eq!(
+            sim.batch_reset(&[n]).unwrap_err().kind(),
+            Error::FeatureNotSupport
+        );
+    }
+
+    #[test]
+    fn export_whitelist_import_in_one_process() {
+        let (sim, _ns) = open("ipc", Soc::Ascend910B);
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        assert_eq!(
+            sim.set_import_pids(n, &[1]).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        let key = sim.export_key(n, ExportFlags::empty()).unwrap();
+        assert_eq!(
+            sim.export_key(n, ExportFlags::empty()).unwrap_err().kind(),
+            Error::InternalError
+        );
+        let e = sim
+            .import_by_key(1, key.as_str(), ImportFlags::ENABLE_PEER_ACCESS)
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::NoPermission);
+        assert!(e.to_string().contains("not whitelisted"), "{e}");
+        sim.set_import_pids(n, &[sim.bare_tgid()]).unwrap();
+        assert_eq!(sim.notify_info(n).unwrap().state, Lifecycle::Whitelisted);
+        // Device 1 without peer access: refused; with the flag: fine.
+        assert_eq!(
+            sim.import_by_key(1, key.as_str(), ImportFlags::empty())
+                .unwrap_err()
+                .kind(),
+            Error::NoPermission
+        );
+        let imp = sim
+            .import_by_key(1, key.as_str(), ImportFlags::ENABLE_PEER_ACCESS)
+            .unwrap();
+        let info = sim.notify_info(imp).unwrap();
+        assert_eq!(
+            (info.state, info.device, info.owner_device),
+            (Lifecycle::Imported, 1, 0)
+        );
+        assert_eq!(info.id, sim.notify_info(n).unwrap().id);
+        assert_eq!(
+            sim.batch_reset(&[n, imp]).unwrap_err().kind(),
+            Error::TaskTypeNotSupport
+        );
+        // The importer records on device 1; the owner waits on device 0.
+        let s1 = sim.create_stream(1).unwrap();
+        sim.record(imp, s1).unwrap();
+        sim.host_wait(n, Duration::from_secs(5)).unwrap();
+        assert_eq!(
+            sim.host_wait(imp, Duration::ZERO).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        // Garbage keys.
+        assert_eq!(
+            sim.import_by_key(0, "nope", ImportFlags::empty())
+                .unwrap_err()
+                .kind(),
+            Error::ParamInvalid
+        );
+        // Recycled PID (wrong start time) is refused.
+        let n2 = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let k2 = sim.export_key(n2, ExportFlags::empty()).unwrap();
+        sim.set_import_pid_with_start_time(n2, sim.bare_tgid(), 12345)
+            .unwrap();
+        let e = sim
+            .import_by_key(0, k2.as_str(), ImportFlags::empty())
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::NoPermission);
+        assert!(e.to_string().contains("recycled"), "{e}");
+        // Destroyed by every holder: the key is stale.
+        sim.destroy_notify(n).unwrap();
+        sim.destroy_notify(imp).unwrap();
+        assert_eq!(
+            sim.import_by_key(0, key.as_str(), ImportFlags::empty())
+                .unwrap_err()
+                .kind(),
+            Error::InvalidHandle
+        );
     }
 }

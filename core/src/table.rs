@@ -846,6 +846,25 @@ impl NotifySlot {
         }
     }
 
+    /// Retires a live slot that has no holder left (its last holder died between dropping its
+    /// reference and retiring). `true` if it was retired by this call. Only for a repair pass
+    /// that knows no process is between those two steps.
+    pub fn retire_orphan(&self) -> bool {
+        if self.holders() != 0
+            || self
+                .state
+                .compare_exchange(SlotState::Live as u32, SlotState::Free as u32, SeqCst, SeqCst)
+                .is_err()
+        {
+            return false;
+        }
+        self.export.store(ExportState::None as u32, SeqCst);
+        self.whitelist.store(0, SeqCst);
+        self.sync.clear_for_reuse();
+        self.generation.fetch_add(1, SeqCst);
+        true
+    }
+
     /// Reclaims what dead process `proc` held here: cancels its tickets, then drops its
     /// reference (see [`leave`](Self::leave)).
     pub fn reclaim_proc<W: Waiter>(&self, w: &W, proc: u32) -> Leave {

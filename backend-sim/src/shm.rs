@@ -1,0 +1,1509 @@
+//! The shared state of one simulated SuperPod server: a file under `/dev/shm` mapped
+//! `MAP_SHARED` by every process of the namespace, holding a versioned header, the process
+//! table, per-device id pools and high-water marks, the notify table (core [`NotifySlot`]s)
+//! and a whitelist slab.
+//!
+//! # File
+//!
+//! `/dev/shm/acl-notify-sim.<namespace>.srv<server>` — one file per server id, so SuperPod
+//! servers are separate device sets. Created with `O_CREAT|O_EXCL|O_CLOEXEC|O_NOFOLLOW`, mode
+//! 0600 (forced with `fchmod` against a restrictive umask), sized with `ftruncate` (sparse: all
+//! regions are valid when zero, so nothing is initialised per notify and opening is O(1) even
+//! for 8 × 65535 notifies). Exactly one racing creator wins `O_EXCL` and initialises the
+//! header; the others wait (bounded) for its ready flag. Every open checks the owner uid, the
+//! mode, the size and every header field; any mismatch is a [`SimError`] naming the file.
+//!
+//! # Layout (all offsets 4 KiB aligned)
+//!
+//! | region | size |
+//! |---|---|
+//! | header | 4 KiB |
+//! | process table | [`MAX_PROCS`] × 64 B |
+//! | device headers | devices × 64 B |
+//! | id pools | devices × `size_of::<AtomicIdPool<N>>()` (N = SoC maximum) |
+//! | notify slots | devices × N × 160 B |
+//! | whitelists (IPC SoCs only) | devices × N × 1040 B, indexed by notify id |
+//!
+//! The whitelist slab is indexed by notify id rather than allocated from a pool: its pages are
+//! touched only when a notify is exported, so the memory cost is the same as an allocating
+//! slab, with no allocation failure and nothing to leak when a process dies mid-export.
+//!
+//! # Processes
+//!
+//! Each process that maps the file registers in the process table (pid, start time, server).
+//! Its table index is the bit it sets in the holder bitmap of every notify it references.
+//! [`ShmFile::gc`] finds registered processes that died (pid gone, or start time differs:
+//! recycled) and reclaims for them: cancels their queued waits, drops their references, frees
+//! ids nobody holds any more, and frees their process-table entry.
+
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::pool::AtomicIdPool;
+use acl_notify_core::table::{Leave, MAX_PROCS, NotifySlot, SlotState, Waiter};
+use acl_notify_core::whitelist::Whitelist;
+use acl_notify_core::{Error, Soc};
+
+use crate::error::SimError;
+use crate::sys;
+
+/// Where the files live.
+pub const SHM_DIR: &str = "/dev/shm";
+/// File name prefix: `acl-notify-sim.<namespace>.srv<server>`.
+pub const FILE_PREFIX: &str = "acl-notify-sim.";
+
+const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
+/// Bumped whenever the layout changes.
+pub const LAYOUT_VERSION: u32 = 1;
+const READY: u32 = 0x5245_4459; // "REDY"
+const PAGE: usize = 4096;
+/// How long an opener waits for a racing creator to finish initialising.
+const INIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
+const P_FREE: u32 = 0;
+const P_CLAIMING: u32 = 1;
+const P_ALIVE: u32 = 2;
+const P_RECLAIMING: u32 = 3;
+
+/// The file header. Atomics only: other processes write this memory.
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    version: AtomicU32,
+    ready: AtomicU32,
+    header_size: AtomicU32,
+    slot_size: AtomicU32,
+    proc_entry_size: AtomicU32,
+    max_procs: AtomicU32,
+    device_header_size: AtomicU32,
+    pool_size: AtomicU32,
+    whitelist_size: AtomicU32,
+    soc: AtomicU32,
+    devices: AtomicU32,
+    server: AtomicU32,
+    max_notifies: AtomicU32,
+    creator_pid: AtomicI32,
+    total_size: AtomicU64,
+    procs_off: AtomicU64,
+    devs_off: AtomicU64,
+    pools_off: AtomicU64,
+    slots_off: AtomicU64,
+    whitelists_off: AtomicU64,
+}
+
+/// One registered process.
+#[repr(C)]
+struct ProcEntry {
+    /// `state << 32 | pid as u32`.
+    word: AtomicU64,
+    start_time: AtomicU64,
+    server: AtomicU32,
+    _r0: AtomicU32,
+    /// The process reclaiming this entry: `pid as u32 | (start_time as u32) << 32`.
+    reclaimer: AtomicU64,
+    _r1: [AtomicU64; 4],
+}
+
+/// Per-device bookkeeping.
+#[repr(C)]
+struct DeviceHeader {
+    /// One past the highest id ever allocated (bounds GC scans).
+    high_water: AtomicU32,
+    _r: [AtomicU32; 15],
+}
+
+/// A whitelist in shared memory: a seqlock around the bytes of a core [`Whitelist`].
+/// Only the owner process writes it (its threads serialised by a local mutex); importers read.
+#[repr(C)]
+struct ShmWhitelist {
+    seq: AtomicU64,
+    words: [AtomicU64; WL_WORDS],
+}
+
+const WL_WORDS: usize = std::mem::size_of::<Whitelist>() / 8;
+const _: () = assert!(std::mem::size_of::<Whitelist>() == WL_WORDS * 8);
+const _: () = assert!(std::mem::align_of::<Whitelist>() <= 8);
+const _: () = assert!(std::mem::size_of::<ProcEntry>() == 64);
+const _: () = assert!(std::mem::size_of::<DeviceHeader>() == 64);
+const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
+
+/// Whitelist bytes per exported notify.
+pub const WHITELIST_BYTES: usize = std::mem::size_of::<ShmWhitelist>();
+/// Notify-table bytes per notify (touched only for ids in use).
+pub const SLOT_BYTES: usize = std::mem::size_of::<NotifySlot>();
+
+/// The id pool of one device, dispatched at run time on the SoC's capacity.
+#[derive(Clone, Copy, Debug)]
+pub enum PoolRef<'a> {
+    /// 65535 ids (950 family).
+    P65535(&'a AtomicIdPool<65535>),
+    /// 8192 ids (910B, 910_93).
+    P8192(&'a AtomicIdPool<8192>),
+    /// 2048 ids (310B).
+    P2048(&'a AtomicIdPool<2048>),
+    /// 1024 ids (310P, 910).
+    P1024(&'a AtomicIdPool<1024>),
+}
+
+macro_rules! pool_dispatch {
+    ($self:expr, $p:ident => $e:expr) => {
+        match $self {
+            PoolRef::P65535($p) => $e,
+            PoolRef::P8192($p) => $e,
+            PoolRef::P2048($p) => $e,
+            PoolRef::P1024($p) => $e,
+        }
+    };
+}
+
+impl PoolRef<'_> {
+    /// Takes an id (207009 when full, 507899 when corrupt).
+    pub fn alloc(&self) -> Result<u32, Error> {
+        pool_dispatch!(self, p => p.alloc())
+    }
+    /// Gives an id back.
+    pub fn free(&self, id: u32) -> Result<(), Error> {
+        pool_dispatch!(self, p => p.free(id))
+    }
+    /// Ids allocated.
+    pub fn in_use(&self) -> u32 {
+        pool_dispatch!(self, p => p.in_use())
+    }
+    /// Capacity.
+    pub fn capacity(&self) -> u32 {
+        pool_dispatch!(self, p => p.capacity())
+    }
+    /// Whether `id` is allocated.
+    pub fn is_allocated(&self, id: u32) -> bool {
+        pool_dispatch!(self, p => p.is_allocated(id))
+    }
+}
+
+/// Size of the pool type for `max` ids, or `None` if no pool type exists for it.
+fn pool_size(max: u32) -> Option<usize> {
+    Some(match max {
+        65535 => std::mem::size_of::<AtomicIdPool<65535>>(),
+        8192 => std::mem::size_of::<AtomicIdPool<8192>>(),
+        2048 => std::mem::size_of::<AtomicIdPool<2048>>(),
+        1024 => std::mem::size_of::<AtomicIdPool<1024>>(),
+        0 => 0,
+        _ => return None,
+    })
+}
+
+const fn align_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+/// Region offsets for one configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    soc: Soc,
+    devices: u32,
+    max: u32,
+    pool_size: usize,
+    pool_stride: usize,
+    wl_size: usize,
+    procs_off: usize,
+    devs_off: usize,
+    pools_off: usize,
+    slots_off: usize,
+    whitelists_off: usize,
+    total: usize,
+}
+
+impl Layout {
+    fn new(soc: Soc, devices: u32) -> Result<Layout, SimError> {
+        let max = soc.max_notifies();
+        let pool_size = pool_size(max).ok_or_else(|| {
+            SimError::new(
+                Error::DrvInternalError,
+                format!("no id pool type for {max} notifies ({soc})"),
+            )
+        })?;
+        let d = devices as usize;
+        let n = max as usize;
+        let pool_stride = align_up(pool_size, 64);
+        let wl_size = if soc.caps().ipc { WHITELIST_BYTES } else { 0 };
+        let procs_off = PAGE;
+        let devs_off = align_up(procs_off + MAX_PROCS as usize * 64, PAGE);
+        let pools_off = align_up(devs_off + d * 64, PAGE);
+        let slots_off = align_up(pools_off + d * pool_stride, PAGE);
+        let whitelists_off = align_up(slots_off + d * n * SLOT_BYTES, PAGE);
+        let total = align_up(whitelists_off + d * n * wl_size, PAGE);
+        Ok(Layout {
+            soc,
+            devices,
+            max,
+            pool_size,
+            pool_stride,
+            wl_size,
+            procs_off,
+            devs_off,
+            pools_off,
+            slots_off,
+            whitelists_off,
+            total,
+        })
+    }
+}
+
+/// The path of a namespace's file for `server`.
+pub fn file_path(namespace: &str, server: u32) -> PathBuf {
+    Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{namespace}.srv{server}"))
+}
+
+/// Deletes every file of `namespace`; returns how many were removed.
+pub fn remove_namespace(namespace: &str) -> Result<usize, SimError> {
+    let prefix = format!("{FILE_PREFIX}{namespace}.srv");
+    let dir = std::fs::read_dir(SHM_DIR).map_err(|e| {
+        SimError::new(
+            Error::DrvInternalError,
+            format!("cannot list {SHM_DIR}: {e}"),
+        )
+    })?;
+    let mut n = 0;
+    for ent in dir.flatten() {
+        let name = ent.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(rest) = name.strip_prefix(&prefix) else {
+            continue;
+        };
+        if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        match std::fs::remove_file(ent.path()) {
+            Ok(()) => n += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(SimError::new(
+                    Error::DrvInternalError,
+                    format!("cannot remove {}: {e}", ent.path().display()),
+                ));
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Whether to create the file if it does not exist.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Create it (this process's own server).
+    CreateOrOpen,
+    /// Only open an existing file (another server, reached through an import key);
+    /// `Ok(None)` if it does not exist.
+    OpenExisting,
+}
+
+/// What a GC pass did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct GcReport {
+    /// Dead processes whose references were reclaimed.
+    pub processes: u32,
+    /// Notify ids freed because their last holder was dead (or leaked by a process that died
+    /// half-way through a create or destroy).
+    pub notifies_freed: u32,
+    /// Queued waits of dead processes that were cancelled.
+    pub waits_cancelled: u32,
+}
+
+impl std::ops::AddAssign for GcReport {
+    fn add_assign(&mut self, o: GcReport) {
+        self.processes += o.processes;
+        self.notifies_freed += o.notifies_freed;
+        self.waits_cancelled += o.waits_cancelled;
+    }
+}
+
+/// One mapped server file, registered as this process. Shared by every `Sim` of the process
+/// that uses the file (see [`open_shared`]).
+pub struct ShmFile {
+    path: PathBuf,
+    base: *mut u8,
+    layout: Layout,
+    server: u32,
+    /// This process's index in the process table.
+    me: u32,
+    pid: i32,
+    start_time: u64,
+    /// Serialises this process's whitelist writers.
+    wl_lock: Mutex<()>,
+    /// Create/destroy take it shared; the leak-repair pass takes it exclusively, so it never
+    /// sees one of this process's own creates half-way.
+    repair: RwLock<()>,
+    /// This process's live references, for deduplication (see [`SlotRef`]).
+    refs: Mutex<HashMap<(u32, u32, u32), Weak<SlotRef>>>,
+}
+
+// SAFETY: `base` points to a MAP_SHARED mapping owned by this value until drop; all access to
+// the mapped memory goes through atomics (the table, pool and header types contain only
+// atomics), so sharing the pointer between threads is sound.
+unsafe impl Send for ShmFile {}
+// SAFETY: as above — every access through `&ShmFile` is an atomic operation or a read of
+// immutable local fields.
+unsafe impl Sync for ShmFile {}
+
+impl fmt::Debug for ShmFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShmFile")
+            .field("path", &self.path)
+            .field("soc", &self.layout.soc)
+            .field("devices", &self.layout.devices)
+            .field("server", &self.server)
+            .field("proc_index", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+fn os_err(path: &Path, what: &str, e: std::io::Error) -> SimError {
+    SimError::new(
+        Error::DrvInternalError,
+        format!("shared memory file {}: {what}: {e}", path.display()),
+    )
+}
+
+fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
+    SimError::new(
+        Error::DrvInternalError,
+        format!(
+            "shared memory file {} is not usable: {problem} (remove it, e.g. with \
+             Sim::remove_namespace, or use another ACL_NOTIFY_SIM_NAMESPACE)",
+            path.display()
+        ),
+    )
+}
+
+/// A mapping that unmaps itself (used while opening, before `ShmFile` owns it).
+struct Map {
+    base: *mut u8,
+    len: usize,
+}
+
+impl Map {
+    fn new(fd: libc::c_int, len: usize, path: &Path) -> Result<Map, SimError> {
+        // SAFETY: a fresh shared read-write mapping of `len` bytes of `fd`; we pass no address
+        // hint, so no existing mapping is affected.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(os_err(path, "mmap", std::io::Error::last_os_error()));
+        }
+        Ok(Map {
+            base: p.cast(),
+            len,
+        })
+    }
+
+    fn header(&self) -> &Header {
+        // SAFETY: the mapping is at least one page (checked by callers), page aligned, and
+        // `Header` (atomics only, any bit pattern valid) fits in a page.
+        unsafe { &*self.base.cast::<Header>() }
+    }
+
+    fn into_raw(self) -> *mut u8 {
+        let p = self.base;
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` describe a mapping created by `Map::new` and not yet unmapped.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// An fd closed on drop.
+struct Fd(libc::c_int);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn fstat(fd: &Fd, path: &Path) -> Result<libc::stat, SimError> {
+    // SAFETY: `stat` is plain data; zeroed is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open, `st` a valid out-pointer.
+    if unsafe { libc::fstat(fd.0, &mut st) } != 0 {
+        return Err(os_err(path, "fstat", std::io::Error::last_os_error()));
+    }
+    Ok(st)
+}
+
+/// The process-wide registry: one mapping and registration per file per process.
+fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<ShmFile>>> {
+    static REG: OnceLock<Mutex<HashMap<PathBuf, Weak<ShmFile>>>> = OnceLock::new();
+    REG.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Opens (or reuses this process's mapping of) the file of `namespace`/`server`.
+pub fn open_shared(
+    namespace: &str,
+    server: u32,
+    soc: Soc,
+    devices: u32,
+    mode: OpenMode,
+) -> Result<Option<Arc<ShmFile>>, SimError> {
+    let path = file_path(namespace, server);
+    let mut reg = lock(registry());
+    if let Some(f) = reg.get(&path).and_then(Weak::upgrade) {
+        if f.layout.soc != soc || f.layout.devices != devices {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "namespace {namespace} (file {}) is already open in this process as {} with \
+                     {} devices, not {soc} with {devices}",
+                    path.display(),
+                    f.layout.soc,
+                    f.layout.devices
+                ),
+            ));
+        }
+        return Ok(Some(f));
+    }
+    let Some(f) = ShmFile::open(&path, server, soc, devices, mode)? else {
+        return Ok(None);
+    };
+    let f = Arc::new(f);
+    reg.retain(|_, w| w.strong_count() > 0);
+    reg.insert(path, Arc::downgrade(&f));
+    Ok(Some(f))
+}
+
+impl ShmFile {
+    fn open(
+        path: &Path,
+        server: u32,
+        soc: Soc,
+        devices: u32,
+        mode: OpenMode,
+    ) -> Result<Option<ShmFile>, SimError> {
+        let layout = Layout::new(soc, devices)?;
+        let cpath = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| bad_file(path, "path contains NUL"))?;
+        let mut tried_recreate = false;
+        let map = loop {
+            if mode == OpenMode::CreateOrOpen {
+                // SAFETY: `cpath` is a valid C string; flags and mode are plain integers.
+                let fd = unsafe {
+                    libc::open(
+                        cpath.as_ptr(),
+                        libc::O_RDWR
+                            | libc::O_CREAT
+                            | libc::O_EXCL
+                            | libc::O_CLOEXEC
+                            | libc::O_NOFOLLOW,
+                        0o600 as libc::c_uint,
+                    )
+                };
+                if fd >= 0 {
+                    let fd = Fd(fd);
+                    break Self::initialise(&fd, path, &layout, server)?;
+                }
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EEXIST) {
+                    return Err(os_err(path, "create", e));
+                }
+            }
+            // SAFETY: as above.
+            let fd = unsafe {
+                libc::open(
+                    cpath.as_ptr(),
+                    libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                )
+            };
+            if fd < 0 {
+                let e = std::io::Error::last_os_error();
+                match (e.raw_os_error(), mode) {
+                    (Some(libc::ENOENT), OpenMode::OpenExisting) => return Ok(None),
+                    // Removed between our create attempt and this open: try again.
+                    (Some(libc::ENOENT), OpenMode::CreateOrOpen) if !tried_recreate => {
+                        tried_recreate = true;
+                        continue;
+                    }
+                    _ => return Err(os_err(path, "open", e)),
+                }
+            }
+            let fd = Fd(fd);
+            match Self::attach(&fd, path, &layout, server)? {
+                Some(m) => break m,
+                None if mode == OpenMode::CreateOrOpen && !tried_recreate => {
+                    // Abandoned by a creator that died before initialising it: remove and
+                    // create afresh (once).
+                    tried_recreate = true;
+                    let _ = std::fs::remove_file(path);
+                    continue;
+                }
+                None => {
+                    return Err(bad_file(
+                        path,
+                        "it was never initialised (its creator died while creating it)",
+                    ));
+                }
+            }
+        };
+        let pid = sys::getpid();
+        let start_time = sys::proc_start_time(pid).unwrap_or(0);
+        let base = map.into_raw();
+        let mut f = ShmFile {
+            path: path.to_owned(),
+            base,
+            layout,
+            server,
+            me: u32::MAX,
+            pid,
+            start_time,
+            wl_lock: Mutex::new(()),
+            repair: RwLock::new(()),
+            refs: Mutex::new(HashMap::new()),
+        };
+        f.me = match f.register() {
+            Some(i) => i,
+            None => {
+                f.gc();
+                f.register().ok_or_else(|| {
+                    SimError::new(
+                        Error::ResourceAllocFail,
+                        format!(
+                            "{}: {MAX_PROCS} processes are already registered (the maximum per \
+                             namespace and server)",
+                            path.display()
+                        ),
+                    )
+                })?
+            }
+        };
+        f.gc();
+        Ok(Some(f))
+    }
+
+    /// The creator's part: size the file, write the header, publish it.
+    fn initialise(fd: &Fd, path: &Path, l: &Layout, server: u32) -> Result<Map, SimError> {
+        let fail = |what: &str, e: std::io::Error| {
+            let _ = std::fs::remove_file(path);
+            os_err(path, what, e)
+        };
+        // SAFETY: `fd` is open; fchmod/ftruncate take plain integers.
+        if unsafe { libc::fchmod(fd.0, 0o600) } != 0 {
+            return Err(fail("fchmod", std::io::Error::last_os_error()));
+        }
+        // SAFETY: as above.
+        if unsafe { libc::ftruncate(fd.0, l.total as libc::off_t) } != 0 {
+            return Err(fail("ftruncate", std::io::Error::last_os_error()));
+        }
+        let map = Map::new(fd.0, l.total, path).inspect_err(|_| {
+            let _ = std::fs::remove_file(path);
+        })?;
+        let h = map.header();
+        h.creator_pid.store(sys::getpid(), SeqCst);
+        h.magic.store(MAGIC, SeqCst);
+        h.version.store(LAYOUT_VERSION, SeqCst);
+        h.header_size
+            .store(std::mem::size_of::<Header>() as u32, SeqCst);
+        h.slot_size.store(SLOT_BYTES as u32, SeqCst);
+        h.proc_entry_size
+            .store(std::mem::size_of::<ProcEntry>() as u32, SeqCst);
+        h.max_procs.store(MAX_PROCS, SeqCst);
+        h.device_header_size
+            .store(std::mem::size_of::<DeviceHeader>() as u32, SeqCst);
+        h.pool_size.store(l.pool_size as u32, SeqCst);
+        h.whitelist_size.store(l.wl_size as u32, SeqCst);
+        h.soc.store(soc_index(l.soc), SeqCst);
+        h.devices.store(l.devices, SeqCst);
+        h.server.store(server, SeqCst);
+        h.max_notifies.store(l.max, SeqCst);
+        h.total_size.store(l.total as u64, SeqCst);
+        h.procs_off.store(l.procs_off as u64, SeqCst);
+        h.devs_off.store(l.devs_off as u64, SeqCst);
+        h.pools_off.store(l.pools_off as u64, SeqCst);
+        h.slots_off.store(l.slots_off as u64, SeqCst);
+        h.whitelists_off.store(l.whitelists_off as u64, SeqCst);
+        h.ready.store(READY, SeqCst);
+        Ok(map)
+    }
+
+    /// An opener's part: check ownership, mode, wait for the creator, validate the header.
+    /// `Ok(None)` if the file was abandoned uninitialised.
+    fn attach(fd: &Fd, path: &Path, l: &Layout, server: u32) -> Result<Option<Map>, SimError> {
+        let st = fstat(fd, path)?;
+        let uid = sys::geteuid();
+        if st.st_uid != uid {
+            return Err(bad_file(
+                path,
+                format_args!(
+                    "it is owned by uid {}, not by this user (uid {uid})",
+                    st.st_uid
+                ),
+            ));
+        }
+        if st.st_mode & 0o7777 != 0o600 {
+            return Err(bad_file(
+                path,
+                format_args!("its mode is {:04o}, expected 0600", st.st_mode & 0o7777),
+            ));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(bad_file(path, "it is not a regular file"));
+        }
+        // Wait (bounded) for the creator to size the file and publish the header.
+        let start = Instant::now();
+        let mut size = st.st_size as u64;
+        while size < PAGE as u64 {
+            if start.elapsed() > INIT_WAIT {
+                return if size == 0 {
+                    Ok(None)
+                } else {
+                    Err(bad_file(path, format_args!("it is only {size} bytes long")))
+                };
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            size = fstat(fd, path)?.st_size as u64;
+        }
+        let head = Map::new(fd.0, PAGE, path)?;
+        let h = head.header();
+        while h.ready.load(SeqCst) != READY {
+            if h.ready.load(SeqCst) != 0 {
+                return Err(bad_file(path, "corrupt header (bad ready flag)"));
+            }
+            if start.elapsed() > INIT_WAIT {
+                let creator = h.creator_pid.load(SeqCst);
+                if creator > 0 && !sys::pid_alive(creator, 0) {
+                    return Ok(None);
+                }
+                return Err(bad_file(
+                    path,
+                    format_args!(
+                        "its creator (pid {creator}) has not finished initialising it after {:?}",
+                        INIT_WAIT
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        validate_header(h, path, l, server, size)?;
+        drop(head);
+        Ok(Some(Map::new(fd.0, l.total, path)?))
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The SoC.
+    pub fn soc(&self) -> Soc {
+        self.layout.soc
+    }
+
+    /// Devices.
+    pub fn devices(&self) -> u32 {
+        self.layout.devices
+    }
+
+    /// Notify ids per device.
+    pub fn max_notifies(&self) -> u32 {
+        self.layout.max
+    }
+
+    /// The server id this file simulates.
+    pub fn server(&self) -> u32 {
+        self.server
+    }
+
+    /// This process's index in the process table.
+    pub fn me(&self) -> u32 {
+        self.me
+    }
+
+    /// This process's pid and start time.
+    pub fn identity(&self) -> (i32, u64) {
+        (self.pid, self.start_time)
+    }
+
+    /// The address of `off`, checked to leave room for `size` bytes.
+    fn at<T>(&self, off: usize) -> &T {
+        debug_assert!(off + std::mem::size_of::<T>() <= self.layout.total);
+        debug_assert!(off.is_multiple_of(std::mem::align_of::<T>()));
+        // SAFETY: every caller computes `off` from the validated layout with an in-range index,
+        // so `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
+        // aligned, strides are multiples of the alignment). `T` is one of the shared types,
+        // which contain only atomics (any bit pattern valid) and are only accessed atomically.
+        unsafe { &*self.base.add(off).cast::<T>() }
+    }
+
+    fn proc_entry(&self, i: u32) -> Option<&ProcEntry> {
+        (i < MAX_PROCS).then(|| self.at(self.layout.procs_off + i as usize * 64))
+    }
+
+    fn device_header(&self, dev: u32) -> Option<&DeviceHeader> {
+        (dev < self.layout.devices).then(|| self.at(self.layout.devs_off + dev as usize * 64))
+    }
+
+    /// The id pool of `dev`.
+    pub fn pool(&self, dev: u32) -> Option<PoolRef<'_>> {
+        if dev >= self.layout.devices {
+            return None;
+        }
+        let off = self.layout.pools_off + dev as usize * self.layout.pool_stride;
+        Some(match self.layout.max {
+            65535 => PoolRef::P65535(self.at(off)),
+            8192 => PoolRef::P8192(self.at(off)),
+            2048 => PoolRef::P2048(self.at(off)),
+            1024 => PoolRef::P1024(self.at(off)),
+            _ => return None,
+        })
+    }
+
+    /// The slot of notify `id` on `dev`.
+    pub fn slot(&self, dev: u32, id: u32) -> Option<&NotifySlot> {
+        if dev >= self.layout.devices || id >= self.layout.max {
+            return None;
+        }
+        let i = dev as usize * self.layout.max as usize + id as usize;
+        Some(self.at(self.layout.slots_off + i * SLOT_BYTES))
+    }
+
+    fn shm_whitelist(&self, dev: u32, id: u32) -> Option<&ShmWhitelist> {
+        if self.layout.wl_size == 0 || dev >= self.layout.devices || id >= self.layout.max {
+            return None;
+        }
+        let i = dev as usize * self.layout.max as usize + id as usize;
+        Some(self.at(self.layout.whitelists_off + i * WHITELIST_BYTES))
+    }
+
+    /// Notes that `id` was handed out on `dev` (bounds GC scans).
+    pub fn note_allocated(&self, dev: u32, id: u32) {
+        if let Some(d) = self.device_header(dev) {
+            d.high_water.fetch_max(id.saturating_add(1), SeqCst);
+        }
+    }
+
+    fn high_water(&self, dev: u32) -> u32 {
+        self.device_header(dev)
+            .map_or(0, |d| d.high_water.load(SeqCst).min(self.layout.max))
+    }
+
+    /// The waiter (futex, clock, liveness) for this file's table.
+    pub fn waiter(&self) -> SimWaiter<'_> {
+        SimWaiter { file: self }
+    }
+
+    /// Shared lock held by creates and destroys against the leak-repair pass.
+    pub fn op_guard(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.repair.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    // ---- whitelists ------------------------------------------------------------------
+
+    /// Reads the whitelist of notify `id` on `dev` (a consistent snapshot). `None` if this
+    /// SoC has no whitelists or the memory stays inconsistent (a writer died mid-update).
+    pub fn read_whitelist(&self, dev: u32, id: u32) -> Option<Whitelist> {
+        let wl = self.shm_whitelist(dev, id)?;
+        for i in 0..10_000 {
+            let s1 = wl.seq.load(SeqCst);
+            if s1 % 2 == 1 {
+                if i > 100 {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            let mut words = [0u64; WL_WORDS];
+            for (w, a) in words.iter_mut().zip(&wl.words) {
+                *w = a.load(SeqCst);
+            }
+            if wl.seq.load(SeqCst) == s1 {
+                // SAFETY: `Whitelist` is `#[repr(C)]`, exactly `WL_WORDS * 8` bytes with
+                // alignment ≤ 8 (checked at compile time), and made only of integers with no
+                // padding, so every bit pattern is a valid value; its length is clamped on
+                // every read.
+                return Some(unsafe { std::mem::transmute::<[u64; WL_WORDS], Whitelist>(words) });
+            }
+        }
+        None
+    }
+
+    /// Replaces the whitelist of notify `id` on `dev` after applying `f` to the current one.
+    /// Only the owner process calls this; its threads are serialised here.
+    pub fn update_whitelist<R>(
+        &self,
+        dev: u32,
+        id: u32,
+        f: impl FnOnce(&mut Whitelist) -> R,
+    ) -> Option<R> {
+        let wl = self.shm_whitelist(dev, id)?;
+        let _g = lock(&self.wl_lock);
+        let mut cur = self.read_whitelist(dev, id).unwrap_or_default();
+        let r = f(&mut cur);
+        // SAFETY: the same layout argument as in `read_whitelist`, in the other direction:
+        // a plain-integer `#[repr(C)]` value of exactly `WL_WORDS * 8` bytes.
+        let words = unsafe { std::mem::transmute::<Whitelist, [u64; WL_WORDS]>(cur) };
+        let base = wl.seq.load(SeqCst) & !1;
+        wl.seq.store(base.wrapping_add(1), SeqCst);
+        for (a, w) in wl.words.iter().zip(words) {
+            a.store(w, SeqCst);
+        }
+        wl.seq.store(base.wrapping_add(2), SeqCst);
+        Some(r)
+    }
+
+    // ---- processes ---------------------------------------------------------------------
+
+    fn register(&self) -> Option<u32> {
+        let claiming = (u64::from(P_CLAIMING) << 32) | u64::from(self.pid as u32);
+        for i in 0..MAX_PROCS {
+            let e = self.proc_entry(i)?;
+            if e.word.compare_exchange(0, claiming, SeqCst, SeqCst).is_ok() {
+                e.start_time.store(self.start_time, SeqCst);
+                e.server.store(self.server, SeqCst);
+                e.reclaimer.store(0, SeqCst);
+                e.word.store(
+                    (u64::from(P_ALIVE) << 32) | u64::from(self.pid as u32),
+                    SeqCst,
+                );
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Whether the process in table slot `i` is alive (ourselves included).
+    pub fn proc_alive(&self, i: u32) -> bool {
+        if i == self.me {
+            return true;
+        }
+        let Some(e) = self.proc_entry(i) else {
+            return false;
+        };
+        let w = e.word.load(SeqCst);
+        let pid = w as u32 as i32;
+        match (w >> 32) as u32 {
+            P_CLAIMING => sys::pid_alive(pid, 0),
+            P_ALIVE => sys::pid_alive(pid, e.start_time.load(SeqCst)),
+            _ => false,
+        }
+    }
+
+    /// Pid (and whether alive) of every registered process, for messages.
+    pub fn registered(&self) -> Vec<(i32, bool)> {
+        (0..MAX_PROCS)
+            .filter_map(|i| {
+                let e = self.proc_entry(i)?;
+                let w = e.word.load(SeqCst);
+                ((w >> 32) as u32 != P_FREE).then(|| (w as u32 as i32, self.proc_alive(i)))
+            })
+            .collect()
+    }
+
+    /// The pid of the process in table slot `i` (0 if free).
+    pub fn proc_pid(&self, i: u32) -> i32 {
+        self.proc_entry(i)
+            .map_or(0, |e| e.word.load(SeqCst) as u32 as i32)
+    }
+
+    /// Reclaims for every dead registered process; then, if this process is the only one
+    /// alive, repairs ids leaked by processes that died between two steps of a create or
+    /// destroy.
+    pub fn gc(&self) -> GcReport {
+        let mut report = GcReport::default();
+        let me_word = u64::from(self.pid as u32) | ((self.start_time & 0xffff_ffff) << 32);
+        for i in 0..MAX_PROCS {
+            if i == self.me {
+                continue;
+            }
+            let Some(e) = self.proc_entry(i) else { break };
+            let w = e.word.load(SeqCst);
+            let state = (w >> 32) as u32;
+            let pid = w as u32 as i32;
+            let take = match state {
+                P_FREE => false,
+                P_CLAIMING | P_ALIVE => {
+                    if self.proc_alive(i) {
+                        false
+                    } else {
+                        let reclaiming = (u64::from(P_RECLAIMING) << 32) | u64::from(pid as u32);
+                        let ok = e
+                            .word
+                            .compare_exchange(w, reclaiming, SeqCst, SeqCst)
+                            .is_ok();
+                        if ok {
+                            e.reclaimer.store(me_word, SeqCst);
+                        }
+                        ok
+                    }
+                }
+                P_RECLAIMING => {
+                    // Taken over only if the reclaimer itself died.
+                    let r = e.reclaimer.load(SeqCst);
+                    let (rpid, rstart) = (r as u32 as i32, r >> 32);
+                    let alive = sys::proc_start_time(rpid)
+                        .is_some_and(|s| rstart == 0 || (s & 0xffff_ffff) == rstart);
+                    !alive
+                        && e.reclaimer
+                            .compare_exchange(r, me_word, SeqCst, SeqCst)
+                            .is_ok()
+                }
+                _ => {
+                    // Corrupt state: reclaim it like a dead process.
+                    let reclaiming = (u64::from(P_RECLAIMING) << 32) | u64::from(pid as u32);
+                    let ok = e
+                        .word
+                        .compare_exchange(w, reclaiming, SeqCst, SeqCst)
+                        .is_ok();
+                    if ok {
+                        e.reclaimer.store(me_word, SeqCst);
+                    }
+                    ok
+                }
+            };
+            if !take {
+                continue;
+            }
+            report += self.reclaim_proc(i);
+            report.processes += 1;
+            e.start_time.store(0, SeqCst);
+            let cur = e.word.load(SeqCst);
+            if (cur >> 32) as u32 == P_RECLAIMING {
+                let _ = e.word.compare_exchange(cur, 0, SeqCst, SeqCst);
+            }
+        }
+        if self.alone() {
+            report.notifies_freed += self.repair_leaks();
+        }
+        report
+    }
+
+    /// Drops every reference process-table slot `i` holds, on every device.
+    fn reclaim_proc(&self, i: u32) -> GcReport {
+        let mut r = GcReport::default();
+        let w = self.waiter();
+        for dev in 0..self.layout.devices {
+            let Some(pool) = self.pool(dev) else { continue };
+            for id in 0..self.high_water(dev) {
+                let Some(slot) = self.slot(dev, id) else {
+                    break;
+                };
+                if slot.holders() & (1u64 << i) == 0 {
+                    continue;
+                }
+                r.waits_cancelled += slot.sync.cancel_proc_tickets(&w, i);
+                if slot.leave(i) == Leave::Last && pool.free(id).is_ok() {
+                    r.notifies_freed += 1;
+                }
+            }
+        }
+        r
+    }
+
+    /// Whether no other registered process is alive.
+    fn alone(&self) -> bool {
+        (0..MAX_PROCS).all(|i| {
+            i == self.me
+                || self
+                    .proc_entry(i)
+                    .is_some_and(|e| e.word.load(SeqCst) == 0 || !self.proc_alive(i))
+        })
+    }
+
+    /// Frees ids that are allocated in a pool but whose slot has no holder: left behind by a
+    /// process killed between allocating and claiming, or between retiring and freeing. Only
+    /// safe when no other process is alive (so none is between those steps) and with this
+    /// process's own creates and destroys held off.
+    fn repair_leaks(&self) -> u32 {
+        let _g = self.repair.write().unwrap_or_else(PoisonError::into_inner);
+        if !self.alone() {
+            return 0;
+        }
+        let mut n = 0;
+        for dev in 0..self.layout.devices {
+            let Some(pool) = self.pool(dev) else { continue };
+            for id in 0..self.high_water(dev) {
+                let Some(slot) = self.slot(dev, id) else {
+                    break;
+                };
+                if pool.is_allocated(id) && slot.holders() == 0 {
+                    if slot.state() == Some(SlotState::Live) {
+                        // Claimed but lost its holders without retiring: retire it now.
+                        slot.retire_orphan();
+                    }
+                    if pool.free(id).is_ok() {
+                        n += 1;
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    // ---- references ---------------------------------------------------------------------
+
+    /// Lock of the reference map (used by `SlotRef` creation and drop).
+    fn refs(&self) -> std::sync::MutexGuard<'_, HashMap<(u32, u32, u32), Weak<SlotRef>>> {
+        lock(&self.refs)
+    }
+}
+
+impl Drop for ShmFile {
+    fn drop(&mut self) {
+        // No `SlotRef` is left (each holds an `Arc<ShmFile>`), so this process holds nothing;
+        // clear any stray bit anyway, then free the process-table entry.
+        let _ = self.reclaim_proc(self.me);
+        if let Some(e) = self.proc_entry(self.me) {
+            e.start_time.store(0, SeqCst);
+            e.word.store(0, SeqCst);
+        }
+        // SAFETY: `base`/`total` describe our mapping; nothing borrows it any more (`&self`
+        // borrows ended, and `SlotRef`s keep the `Arc` alive while they exist).
+        unsafe { libc::munmap(self.base.cast(), self.layout.total) };
+    }
+}
+
+fn soc_index(soc: Soc) -> u32 {
+    Soc::ALL.iter().position(|s| *s == soc).unwrap_or(0) as u32 + 1
+}
+
+fn soc_from_index(i: u32) -> Option<Soc> {
+    Soc::ALL.get((i as usize).checked_sub(1)?).copied()
+}
+
+fn validate_header(
+    h: &Header,
+    path: &Path,
+    l: &Layout,
+    server: u32,
+    size: u64,
+) -> Result<(), SimError> {
+    if h.magic.load(SeqCst) != MAGIC {
+        return Err(bad_file(
+            path,
+            "bad magic: not an acl-notify simulator file",
+        ));
+    }
+    let v = h.version.load(SeqCst);
+    if v != LAYOUT_VERSION {
+        return Err(bad_file(
+            path,
+            format_args!("layout version {v}, this build reads version {LAYOUT_VERSION}"),
+        ));
+    }
+    let sizes = [
+        (
+            "header size",
+            h.header_size.load(SeqCst),
+            std::mem::size_of::<Header>(),
+        ),
+        ("notify slot size", h.slot_size.load(SeqCst), SLOT_BYTES),
+        ("process entry size", h.proc_entry_size.load(SeqCst), 64),
+        (
+            "process table length",
+            h.max_procs.load(SeqCst),
+            MAX_PROCS as usize,
+        ),
+        ("device header size", h.device_header_size.load(SeqCst), 64),
+    ];
+    for (what, got, want) in sizes {
+        if got as usize != want {
+            return Err(bad_file(
+                path,
+                format_args!("{what} is {got}, this build uses {want}"),
+            ));
+        }
+    }
+    let soc = soc_from_index(h.soc.load(SeqCst));
+    let devices = h.devices.load(SeqCst);
+    match soc {
+        None => return Err(bad_file(path, "corrupt header (unknown SoC)")),
+        Some(s) if s != l.soc || devices != l.devices => {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "shared memory file {} simulates {s} with {devices} devices, but this \
+                     process asked for {} with {} devices: set ACL_NOTIFY_SIM_SOC and \
+                     ACL_NOTIFY_SIM_DEVICES alike in every process of a namespace, or use \
+                     another ACL_NOTIFY_SIM_NAMESPACE",
+                    path.display(),
+                    l.soc,
+                    l.devices
+                ),
+            ));
+        }
+        Some(_) => {}
+    }
+    let fields = [
+        (
+            "server id",
+            u64::from(h.server.load(SeqCst)),
+            u64::from(server),
+        ),
+        (
+            "notifies per device",
+            u64::from(h.max_notifies.load(SeqCst)),
+            u64::from(l.max),
+        ),
+        (
+            "pool size",
+            u64::from(h.pool_size.load(SeqCst)),
+            l.pool_size as u64,
+        ),
+        (
+            "whitelist size",
+            u64::from(h.whitelist_size.load(SeqCst)),
+            l.wl_size as u64,
+        ),
+        ("total size", h.total_size.load(SeqCst), l.total as u64),
+        (
+            "process table offset",
+            h.procs_off.load(SeqCst),
+            l.procs_off as u64,
+        ),
+        (
+            "device table offset",
+            h.devs_off.load(SeqCst),
+            l.devs_off as u64,
+        ),
+        ("pool offset", h.pools_off.load(SeqCst), l.pools_off as u64),
+        ("slot offset", h.slots_off.load(SeqCst), l.slots_off as u64),
+        (
+            "whitelist offset",
+            h.whitelists_off.load(SeqCst),
+            l.whitelists_off as u64,
+        ),
+        ("file size", size, l.total as u64),
+    ];
+    for (what, got, want) in fields {
+        if got != want {
+            return Err(bad_file(
+                path,
+                format_args!("corrupt header: {what} is {got}, expected {want}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The [`Waiter`] of a mapped file: shared futexes, `CLOCK_MONOTONIC`, and liveness from the
+/// process table.
+#[derive(Clone, Copy, Debug)]
+pub struct SimWaiter<'a> {
+    file: &'a ShmFile,
+}
+
+impl Waiter for SimWaiter<'_> {
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        sys::futex_wait(word, expected, timeout);
+    }
+    fn wake(&self, word: &AtomicU32, n: u32) {
+        sys::futex_wake(word, n);
+    }
+    fn now_ns(&self) -> u64 {
+        sys::now_ns()
+    }
+    fn proc_alive(&self, proc: u32) -> bool {
+        self.file.proc_alive(proc)
+    }
+}
+
+/// This process's reference to one notify (its bit in the holder bitmap). Shared by every
+/// handle and queued task of the process that uses the notify; the bit is cleared when the
+/// last `Arc<SlotRef>` goes, and the id freed if no other process holds it.
+pub struct SlotRef {
+    file: Arc<ShmFile>,
+    dev: u32,
+    id: u32,
+    generation: u32,
+}
+
+impl fmt::Debug for SlotRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlotRef")
+            .field("server", &self.file.server)
+            .field("device", &self.dev)
+            .field("id", &self.id)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+/// How [`SlotRef::create`] failed.
+#[derive(Debug)]
+pub enum CreateError {
+    /// The pool is full (after a GC pass).
+    Exhausted,
+    /// Another error.
+    Other(SimError),
+}
+
+impl SlotRef {
+    /// Allocates an id on `dev` and claims it for this process. The caller has checked `dev`.
+    pub fn create(
+        file: &Arc<ShmFile>,
+        dev: u32,
+        flags: acl_notify_core::CreateFlags,
+    ) -> Result<Arc<SlotRef>, CreateError> {
+        let pool = file.pool(dev).ok_or_else(|| {
+            CreateError::Other(SimError::new(
+                Error::InvalidDeviceId,
+                format!("no device {dev}"),
+            ))
+        })?;
+        let _g = file.op_guard();
+        let id = match pool.alloc() {
+            Ok(id) => id,
+            Err(Error::NoNotifyResource) => return Err(CreateError::Exhausted),
+            Err(e) => {
+                return Err(CreateError::Other(SimError::new(
+                    e,
+                    format!("notify id pool of device {dev} in {}", file.path.display()),
+                )));
+            }
+        };
+        file.note_allocated(dev, id);
+        let corrupt = |what: &str| {
+            CreateError::Other(SimError::new(
+                Error::DrvInternalError,
+                format!(
+                    "notify table of device {dev} in {} is corrupt: {what} for id {id}",
+                    file.path.display()
+                ),
+            ))
+        };
+        let slot = file
+            .slot(dev, id)
+            .ok_or_else(|| corrupt("id out of range"))?;
+        let owner = acl_notify_core::table::Owner {
+            pid: file.pid,
+            start_time: file.start_time,
+            server: file.server,
+            device: dev,
+            proc: file.me,
+        };
+        let mut refs = file.refs();
+        let generation = match slot.claim(owner, flags) {
+            Ok(g) => g,
+            Err(_) => {
+                // Leave the id allocated: its slot is in an unknown state.
+                return Err(corrupt("slot handed out while in use"));
+            }
+        };
+        let r = Arc::new(SlotRef {
+            file: Arc::clone(file),
+            dev,
+            id,
+            generation,
+        });
+        refs.insert((dev, id, generation), Arc::downgrade(&r));
+        Ok(r)
+    }
+
+    /// Joins the notify `id` on `dev` of generation `generation` as this process (an import),
+    /// reusing this process's existing reference if it has one. `None` = stale (107017).
+    pub fn join(file: &Arc<ShmFile>, dev: u32, id: u32, generation: u32) -> Option<Arc<SlotRef>> {
+        let slot = file.slot(dev, id)?;
+        let _g = file.op_guard();
+        let mut refs = file.refs();
+        if let Some(r) = refs.get(&(dev, id, generation)).and_then(Weak::upgrade) {
+            return Some(r);
+        }
+        match slot.join(file.me, generation) {
+            Ok(_) => {}
+            Err(Some(Leave::Last)) => {
+                if let Some(p) = file.pool(dev) {
+                    let _ = p.free(id);
+                }
+                return None;
+            }
+            Err(_) => return None,
+        }
+        let r = Arc::new(SlotRef {
+            file: Arc::clone(file),
+            dev,
+            id,
+            generation,
+        });
+        refs.insert((dev, id, generation), Arc::downgrade(&r));
+        Some(r)
+    }
+
+    /// The slot.
+    pub fn slot(&self) -> &NotifySlot {
+        // Indices were checked at construction; the fallback is unreachable but keeps this
+        // panic-free.
+        self.file
+            .slot(self.dev, self.id)
+            .unwrap_or_else(|| unreachable_slot())
+    }
+
+    /// The mapped file.
+    pub fn file(&self) -> &Arc<ShmFile> {
+        &self.file
+    }
+
+    /// Device of the notify (the owner's device).
+    pub fn device(&self) -> u32 {
+        self.dev
+    }
+
+    /// Notify id.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Generation of the id this reference holds.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+}
+
+#[cold]
+fn unreachable_slot() -> &'static NotifySlot {
+    static SPARE: NotifySlot = NotifySlot::new();
+    &SPARE
+}
+
+impl Drop for SlotRef {
+    fn drop(&mut self) {
+        let file = &self.file;
+        let _g = file.op_guard();
+        let mut refs = file.refs();
+        let key = (self.dev, self.id, self.generation);
+        match refs.get(&key) {
+            // A newer reference of this process to the same notify exists (created after our
+            // strong count hit zero): it relies on the bit, keep it.
+            Some(w)
+                if !std::ptr::eq(w.as_ptr(), self as *const SlotRef) && w.strong_count() > 0 =>
+            {
+                return;
+            }
+            Some(w) if std::ptr::eq(w.as_ptr(), self as *const SlotRef) => {
+                refs.remove(&key);
+            }
+            _ => {}
+        }
+        let Some(slot) = file.slot(self.dev, self.id) else {
+            return;
+        };
+        if slot.leave(file.me) == Leave::Last
+            && let Some(p) = file.pool(self.dev)
+        {
+            let _ = p.free(self.id);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acl_notify_core::{BackendError, CreateFlags};
+
+    fn ns(tag: &str) -> String {
+        format!("unit-shm-{tag}-{}", sys::getpid())
+    }
+
+    #[test]
+    fn layout_sizes() {
+        assert_eq!(SLOT_BYTES, 160);
+        assert_eq!(WHITELIST_BYTES, 1040);
+        let l = Layout::new(Soc::Ascend950PR, 8).unwrap();
+        assert!(l.total > 8 * 65535 * (SLOT_BYTES + WHITELIST_BYTES));
+        let l = Layout::new(Soc::Ascend310B, 1).unwrap();
+        assert_eq!(l.wl_size, 0);
+        assert!(Layout::new(Soc::IPV350, 2).is_ok());
+    }
+
+    #[test]
+    fn create_join_release_frees_the_id() {
+        let n = ns("cjr");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend910B, 2, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let st = std::fs::metadata(f.path()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(st.permissions().mode() & 0o777, 0o600);
+        let pool = f.pool(1).unwrap();
+        assert_eq!(pool.capacity(), 8192);
+        let r = SlotRef::create(&f, 1, CreateFlags::empty()).unwrap();
+        assert_eq!(pool.in_use(), 1);
+        let again = SlotRef::join(&f, 1, r.id(), r.generation()).unwrap();
+        assert!(Arc::ptr_eq(&r, &again));
+        assert!(SlotRef::join(&f, 1, r.id(), r.generation() + 1).is_none());
+        let (id, g) = (r.id(), r.generation());
+        drop(r);
+        assert_eq!(pool.in_use(), 1, "still referenced by `again`");
+        drop(again);
+        assert_eq!(pool.in_use(), 0);
+        assert_eq!(f.slot(1, id).unwrap().generation(), g + 1);
+        // Whitelists round-trip through the seqlock.
+        let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        f.update_whitelist(0, r.id(), |wl| wl.add_pids(0, &[5, 6]))
+            .unwrap()
+            .unwrap();
+        let wl = f.read_whitelist(0, r.id()).unwrap();
+        assert_eq!(wl.len(), 2);
+        assert!(wl.matches(0, 6, 0));
+        drop(r);
+        drop(f);
+        assert_eq!(remove_namespace(&n).unwrap(), 1);
+    }
+
+    #[test]
+    fn mismatched_config_and_corrupt_header_are_refused() {
+        let n = ns("bad");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend910B, 2, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let path = f.path().to_owned();
+        drop(f);
+        // Not held by this process any more: a fresh open validates the header.
+        let e = open_shared(&n, 0, Soc::Ascend310P, 2, OpenMode::CreateOrOpen).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid);
+        assert!(e.to_string().contains("Ascend910B with 2 devices"), "{e}");
+        // Corrupt the magic.
+        {
+            use std::io::{Seek, SeekFrom, Write};
+            let mut file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+            file.seek(SeekFrom::Start(0)).unwrap();
+            file.write_all(b"garbage!").unwrap();
+        }
+        let e = open_shared(&n, 0, Soc::Ascend910B, 2, OpenMode::CreateOrOpen).unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError);
+        assert!(e.to_string().contains("bad magic"), "{e}");
+        assert!(e.to_string().contains(path.to_str().unwrap()), "{e}");
+        // Wrong mode.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = open_shared(&n, 0, Soc::Ascend910B, 2, OpenMode::CreateOrOpen).unwrap_err();
+        assert!(e.to_string().contains("mode is 0644"), "{e}");
+        // Open-only of a missing server file.
+        assert!(
+            open_shared(&n, 9, Soc::Ascend910B, 2, OpenMode::OpenExisting)
+                .unwrap()
+                .is_none()
+        );
+        remove_namespace(&n).unwrap();
+    }
+}
