@@ -10,9 +10,10 @@
 //! 3. `$ASCEND_HOME_PATH/lib64/libascendcl.so`, if `ASCEND_HOME_PATH` is set;
 //! 4. `/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so`.
 //!
-//! The first library that opens is used. It is opened with `RTLD_NOW | RTLD_GLOBAL` (every
-//! undefined symbol resolved up front, so a broken install fails here with the loader's
-//! message instead of killing the process at the first call; symbols visible as if linked) and
+//! The first library that opens is used. It is opened with `RTLD_NOW` (every undefined symbol
+//! resolved up front, so a broken install fails here with the loader's message instead of
+//! killing the process at the first call), `RTLD_LOCAL` (its symbols do not interpose on, or
+//! get interposed by, another library loaded later — e.g. a second runtime copy) and
 //! `RTLD_NODELETE` (a runtime that started threads or registered exit handlers is never
 //! unmapped under them).
 
@@ -82,7 +83,7 @@ pub(crate) fn candidates() -> (Vec<Candidate>, Vec<String>) {
 pub(crate) fn open(path: &OsString) -> Result<Library, String> {
     #[cfg(unix)]
     {
-        use libloading::os::unix::{RTLD_GLOBAL, RTLD_NOW};
+        use libloading::os::unix::{RTLD_LOCAL, RTLD_NOW};
         // SAFETY: loading runs the library's initialisers; a CANN runtime library (or the
         // simulator's) is written to be loaded into an arbitrary process. RTLD_NODELETE keeps
         // its code mapped for the rest of the process, so the function pointers resolved from
@@ -90,7 +91,7 @@ pub(crate) fn open(path: &OsString) -> Result<Library, String> {
         let lib = unsafe {
             libloading::os::unix::Library::open(
                 Some(path.as_os_str()),
-                RTLD_NOW | RTLD_GLOBAL | libc::RTLD_NODELETE,
+                RTLD_NOW | RTLD_LOCAL | libc::RTLD_NODELETE,
             )
         };
         lib.map(Library::from).map_err(|e| error_text(&e))

@@ -1,0 +1,42 @@
+//! `Driver::load()` honours `ACL_NOTIFY_DRIVER_LIB` exclusively. One test per binary: it sets
+//! process environment variables, which must not race with other threads.
+
+use acl_notify_core::Error;
+use acl_notify_driver::{DEFAULT_TOOLKIT_LIB, Driver, ENV_LIB, LIB_NAME};
+
+#[test]
+fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
+    let missing = "/nonexistent/acl-notify-env/libascendcl.so";
+    // SAFETY: this binary has exactly one test, so no other thread reads the environment.
+    unsafe { std::env::set_var(ENV_LIB, missing) };
+    let e = Driver::load().expect_err("the named library does not exist");
+    let text = e.to_string();
+    assert!(text.contains(missing), "{text}");
+    assert!(text.contains(ENV_LIB), "{text}");
+    assert!(
+        !text.contains(DEFAULT_TOOLKIT_LIB),
+        "an explicit choice must not fall back: {text}"
+    );
+    assert_eq!(e.kind(), Error::DrvInternalError);
+
+    // Unset (or empty): the search path, $ASCEND_HOME_PATH/lib64, the default toolkit path.
+    // SAFETY: as above.
+    unsafe {
+        std::env::set_var(ENV_LIB, "");
+        std::env::set_var("ASCEND_HOME_PATH", "/nonexistent/ascend-home");
+    }
+    match Driver::load() {
+        // A machine with the toolkit (or the simulator's library on the loader path) loads it.
+        Ok(d) => assert!(!d.soc_name().is_empty()),
+        Err(e) => {
+            let text = e.to_string();
+            for part in [
+                LIB_NAME,
+                "/nonexistent/ascend-home/lib64/libascendcl.so",
+                DEFAULT_TOOLKIT_LIB,
+            ] {
+                assert!(text.contains(part), "{part:?} not in {text}");
+            }
+        }
+    }
+}
