@@ -1460,7 +1460,8 @@ mod tests {
             .unwrap_err();
         assert_eq!(e.kind(), Error::NoPermission);
         assert!(e.to_string().contains("recycled"), "{e}");
-        // Destroyed by every holder: the key is stale.
+        // Destroyed by every holder (and no task of ours still uses it): the key is stale.
+        sim.synchronize(s1, SyncWait::Forever).unwrap();
         sim.destroy_notify(n).unwrap();
         sim.destroy_notify(imp).unwrap();
         assert_eq!(
