@@ -1,0 +1,189 @@
+//! Smoke test against the simulator's C library (`backend-sim/capi`, `libascendcl.so`): the
+//! driver loads it like a CANN runtime and a whole notify round trip works. The library is the
+//! one cargo builds next to this test binary (`target/<profile>/libascendcl.so`); if it is not
+//! there, this test builds it (`cargo build -p acl-notify-capi`, same profile and target
+//! directory) and fails with the build's output if that does not work — it never skips.
+//!
+//! One test in this binary: it sets process environment variables (the simulator's
+//! namespace), which must not race with other threads.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{
+    Backend, CreateFlags, Error, ExportFlags, ImportFlags, Lifecycle, NotifyResources, RawNotify,
+    StreamDestroy, StreamOps, SyncWait, Timeout,
+};
+use acl_notify_driver::Driver;
+
+/// Longest a build of the C library may take before the test gives up (2 shared cores).
+const BUILD_LIMIT: Duration = Duration::from_secs(20 * 60);
+
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/sim_library-<hash> → target/<profile>
+    exe.parent()
+        .and_then(Path::parent)
+        .unwrap_or_else(|| panic!("unexpected test binary location {}", exe.display()))
+        .to_path_buf()
+}
+
+/// The simulator's `libascendcl.so`, built if missing.
+fn sim_library() -> PathBuf {
+    let dir = profile_dir();
+    let lib = dir.join("libascendcl.so");
+    if lib.exists() {
+        return lib;
+    }
+    let target_dir = dir.parent().expect("a target directory above the profile");
+    let profile = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("profile directory name");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = Command::new(&cargo);
+    cmd.args(["build", "--quiet", "-p", "acl-notify-capi", "--target-dir"])
+        .arg(target_dir)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match profile {
+        "debug" => {}
+        "release" => {
+            cmd.arg("--release");
+        }
+        other => {
+            cmd.args(["--profile", other]);
+        }
+    }
+    let mut child = cmd.spawn().unwrap_or_else(|e| {
+        panic!(
+            "{} is missing and `{cargo}` could not be run: {e}",
+            lib.display()
+        )
+    });
+    let start = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() > BUILD_LIMIT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!(
+                    "{} is missing and `cargo build -p acl-notify-capi` did not finish within \
+                     {BUILD_LIMIT:?}; build it first",
+                    lib.display()
+                );
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(200)),
+            Err(e) => panic!("waiting for cargo: {e}"),
+        }
+    }
+    let out = child.wait_with_output().expect("cargo's output");
+    assert!(
+        out.status.success() && lib.exists(),
+        "{} is missing and `cargo build -p acl-notify-capi` failed ({}):\n{}",
+        lib.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lib
+}
+
+#[test]
+fn the_driver_runs_a_notify_round_trip_on_the_simulator_library() {
+    let lib = sim_library();
+    let namespace = format!("driver-smoke-{}", std::process::id());
+    // SAFETY: this binary has exactly one test; no other thread reads the environment.
+    unsafe {
+        std::env::set_var(acl_notify_sim::ENV_NAMESPACE, &namespace);
+        std::env::set_var(acl_notify_sim::ENV_SOC, "Ascend910B");
+        std::env::set_var(acl_notify_sim::ENV_DEVICES, "4");
+        std::env::remove_var(acl_notify_sim::ENV_SERVER_ID);
+        std::env::remove_var("ACL_NOTIFY_DRIVER_SOC");
+        std::env::remove_var("ACL_NOTIFY_DRIVER_SERVER_ID");
+    }
+    let d = Driver::load_from(&lib).unwrap_or_else(|e| panic!("loading {}: {e}", lib.display()));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| round_trip(&d)));
+    drop(d);
+    let _ = acl_notify_sim::Sim::remove_namespace(&namespace);
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+fn round_trip(d: &Driver) {
+    assert_eq!(d.soc(), acl_notify_core::Soc::Ascend910B);
+    assert_eq!(d.device_count(), 4);
+    assert_eq!(d.bare_tgid(), std::process::id() as i32);
+
+    // Wait first, record later, on two streams of one device.
+    let n = d.create_notify(0, CreateFlags::empty()).expect("create");
+    let waiter = d.create_stream(0).expect("stream");
+    let recorder = d.default_stream(0).expect("default stream");
+    d.wait_and_reset(n, waiter, Timeout::Forever).expect("wait");
+    d.record(n, recorder).expect("record");
+    d.synchronize(waiter, SyncWait::AtMost(Duration::from_secs(30)))
+        .expect("the wait is released by the record");
+
+    // IPC within the process: export, whitelist ourselves, import onto device 1, record there.
+    let key = d.export_key(n, ExportFlags::empty()).expect("export");
+    let info = d.notify_info(n).expect("info");
+    assert_eq!(info.state, Lifecycle::Exported);
+    assert_eq!(u32::from(key.fields().id), info.id);
+    d.set_import_pids(n, &[d.bare_tgid()]).expect("whitelist");
+    assert_eq!(d.notify_info(n).unwrap().state, Lifecycle::Whitelisted);
+    let imp = d
+        .import_by_key(1, key.as_str(), ImportFlags::ENABLE_PEER_ACCESS)
+        .expect("import");
+    let ii = d.notify_info(imp).expect("imported info");
+    assert_eq!(
+        (ii.id, ii.device, ii.owner_device, ii.state),
+        (info.id, 1, 0, Lifecycle::Imported)
+    );
+    let s1 = d.create_stream(1).expect("stream on device 1");
+    d.wait_and_reset(n, waiter, Timeout::Forever)
+        .expect("wait 2");
+    d.record(imp, s1).expect("record from the importer");
+    d.synchronize(waiter, SyncWait::AtMost(Duration::from_secs(30)))
+        .expect("released by the importer's record");
+
+    // Errors come back with the code, the function and the library's explanation.
+    let e = d
+        .wait_and_reset(imp, s1, Timeout::Forever)
+        .expect_err("waiting on an imported notify from another device");
+    assert_eq!(e.kind(), Error::ParamInvalid);
+    assert_eq!(e.function(), Some("aclrtWaitAndResetNotify"));
+    assert!(
+        e.recent_message().is_some(),
+        "no aclGetRecentErrMsg text: {e}"
+    );
+    let e = d
+        .export_key(n, ExportFlags::empty())
+        .expect_err("exported twice");
+    assert_eq!(e.kind(), Error::InternalError);
+
+    // Handles die exactly once.
+    d.destroy_notify(imp).expect("destroy imported");
+    assert_eq!(
+        d.destroy_notify(imp).unwrap_err().kind(),
+        Error::InvalidHandle
+    );
+    d.destroy_stream(s1, StreamDestroy::Drain)
+        .expect("destroy stream");
+    d.destroy_notify(n).expect("destroy");
+    assert_eq!(
+        d.record(n, recorder).unwrap_err().kind(),
+        Error::InvalidHandle
+    );
+    assert_eq!(
+        d.record(RawNotify(0xdead_beef), recorder)
+            .unwrap_err()
+            .kind(),
+        Error::InvalidHandle
+    );
+    // Left for the drop of the driver to destroy.
+    d.create_notify(2, CreateFlags::empty()).expect("create");
+}
