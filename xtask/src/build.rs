@@ -1,9 +1,16 @@
-//! `cargo xtask build` (the C library and header) and `cargo xtask demo` (placeholder; filled
-//! by the C ABI issue).
+//! `cargo xtask build` (the C library `libascendcl.so` and its header, installed under
+//! `target/acl-notify/`) and `cargo xtask demo` (CANN's two-process notify sample, run as two
+//! real C processes on the simulator, shown as one timeline with a verdict).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use argh::FromArgs;
 
 use crate::BackendArg;
+use crate::run::{cargo, root, status};
 
 /// Build the C library `target/acl-notify/lib/libascendcl.so` and its header
 /// `target/acl-notify/include/acl/acl.h`.
@@ -22,12 +29,440 @@ pub struct BuildArgs {
 /// timeline and a verdict.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "demo")]
-pub struct DemoArgs {}
-
-pub fn build(_: &BuildArgs) -> Result<(), String> {
-    Err("build is not implemented yet (issue #4)".into())
+pub struct DemoArgs {
+    /// export with DISABLE_PID_VALIDATION and skip the PID exchange (SPEC §7's second variant)
+    #[argh(switch)]
+    pub no_whitelist: bool,
+    /// build the library with optimisations
+    #[argh(switch)]
+    pub release: bool,
 }
 
-pub fn demo(_: &DemoArgs) -> Result<(), String> {
-    Err("demo is not implemented yet (issue #4)".into())
+/// Where `cargo xtask build` put the library and the header.
+#[derive(Debug)]
+pub struct Installed {
+    /// `target/acl-notify`.
+    pub prefix: PathBuf,
+    /// `target/acl-notify/lib` (holds `libascendcl.so`).
+    pub lib: PathBuf,
+    /// `target/acl-notify/include` (holds `acl/acl.h`).
+    pub include: PathBuf,
+}
+
+pub fn build(args: &BuildArgs) -> Result<(), String> {
+    match args.backend {
+        BackendArg::Sim => {}
+        BackendArg::Driver | BackendArg::All => {
+            return Err(
+                "only `--backend sim` builds a C library. The driver backend \
+                 (acl-notify-driver) is a Rust crate that itself loads a CANN libascendcl.so \
+                 at run time; there is nothing to link a C program against. Use \
+                 `cargo xtask build --backend sim`."
+                    .into(),
+            );
+        }
+    }
+    let inst = install(args.release)?;
+    let lib = inst.lib.display();
+    let inc = inst.include.display();
+    println!("library: {lib}/libascendcl.so");
+    println!("header:  {inc}/acl/acl.h");
+    println!("link:    cc prog.c -I {inc} -L {lib} -lascendcl -Wl,-rpath,{lib}");
+    Ok(())
+}
+
+/// The workspace's target directory as cargo sees it (`CARGO_TARGET_DIR`, config, or
+/// `<root>/target`).
+pub fn target_dir() -> Result<PathBuf, String> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("could not run cargo metadata: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo metadata failed with {}", out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let tag = "\"target_directory\":\"";
+    let start = text
+        .find(tag)
+        .ok_or("cargo metadata did not report target_directory")?
+        + tag.len();
+    let mut dir = String::new();
+    let mut chars = text[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Ok(PathBuf::from(dir)),
+            '\\' => dir.extend(chars.next()),
+            c => dir.push(c),
+        }
+    }
+    Err("cargo metadata: unterminated target_directory".into())
+}
+
+/// Copies `from` to `to` through a temporary file and a rename, so a program that has the old
+/// file mapped keeps running.
+fn copy_atomic(from: &Path, to: &Path) -> Result<(), String> {
+    let dir = to.parent().ok_or("no parent directory")?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        to.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    ));
+    std::fs::copy(from, &tmp)
+        .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), tmp.display()))?;
+    std::fs::rename(&tmp, to).map_err(|e| format!("cannot rename to {}: {e}", to.display()))
+}
+
+/// Builds `acl-notify-capi` and installs the library and the headers under
+/// `<target>/acl-notify/`.
+pub fn install(release: bool) -> Result<Installed, String> {
+    let mut cmd = cargo();
+    cmd.args(["build", "--quiet", "-p", "acl-notify-capi"]);
+    if release {
+        cmd.arg("--release");
+    }
+    status(&mut cmd)?;
+    let target = target_dir()?;
+    let built = target
+        .join(if release { "release" } else { "debug" })
+        .join("libascendcl.so");
+    if !built.is_file() {
+        return Err(format!("cargo did not produce {}", built.display()));
+    }
+    let prefix = target.join("acl-notify");
+    let lib = prefix.join("lib");
+    let include = prefix.join("include");
+    copy_atomic(&built, &lib.join("libascendcl.so"))?;
+    let headers = root().join("backend-sim/capi/include/acl");
+    let entries = std::fs::read_dir(&headers)
+        .map_err(|e| format!("cannot read {}: {e}", headers.display()))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().is_some_and(|x| x == "h") {
+            let name = path.file_name().ok_or("header without a name")?;
+            copy_atomic(&path, &include.join("acl").join(name))?;
+        }
+    }
+    Ok(Installed {
+        prefix,
+        lib,
+        include,
+    })
+}
+
+/// Compiles one C program of `tests/c/` against the installed header and library.
+fn compile_c(inst: &Installed, name: &str) -> Result<PathBuf, String> {
+    let src = root().join("tests/c").join(format!("{name}.c"));
+    let out = inst.prefix.join("bin").join(name);
+    std::fs::create_dir_all(inst.prefix.join("bin")).map_err(|e| e.to_string())?;
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
+    let mut cmd = Command::new(&cc);
+    cmd.args(["-std=c11", "-O1", "-Wall", "-pthread", "-I"])
+        .arg(&inst.include)
+        .arg("-I")
+        .arg(root().join("tests/c"))
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .arg("-L")
+        .arg(&inst.lib)
+        .arg("-lascendcl")
+        .arg(format!("-Wl,-rpath,{}", inst.lib.display()));
+    status(&mut cmd).map_err(|e| format!("compiling {name}.c failed (is a C compiler installed? `bash .ci/install` adds one): {e}"))?;
+    Ok(out)
+}
+
+/// One line `EVENT <role> <pid> <device> <step> <ns> <detail>` printed by a C program.
+#[derive(Debug, Clone)]
+struct Event {
+    role: String,
+    pid: i32,
+    device: i32,
+    step: String,
+    t_ns: i64,
+    detail: String,
+}
+
+fn parse_events(out: &str) -> Vec<Event> {
+    out.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("EVENT ")?;
+            let mut f = rest.splitn(6, ' ');
+            Some(Event {
+                role: f.next()?.to_owned(),
+                pid: f.next()?.parse().ok()?,
+                device: f.next()?.parse().ok()?,
+                step: f.next()?.to_owned(),
+                t_ns: f.next()?.parse().ok()?,
+                detail: f.next().unwrap_or("").to_owned(),
+            })
+        })
+        .collect()
+}
+
+/// A running program whose output is collected by a reader thread.
+struct Proc {
+    name: &'static str,
+    child: Child,
+    out: Option<std::thread::JoinHandle<String>>,
+    err: Option<std::thread::JoinHandle<String>>,
+    status: Option<ExitStatus>,
+}
+
+fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = r.read_to_string(&mut s);
+        s
+    })
+}
+
+fn spawn(name: &'static str, cmd: &mut Command) -> Result<Proc, String> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
+    let out = child.stdout.take().map(reader);
+    let err = child.stderr.take().map(reader);
+    Ok(Proc {
+        name,
+        child,
+        out,
+        err,
+        status: None,
+    })
+}
+
+/// Waits for every process; if one fails or `limit` passes, kills the others. Returns each
+/// process's (name, status or None if killed, stdout, stderr).
+fn run_all(
+    mut procs: Vec<Proc>,
+    limit: Duration,
+) -> Vec<(&'static str, Option<ExitStatus>, String, String)> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let mut running = 0;
+        let mut failed = false;
+        for p in procs.iter_mut() {
+            if p.status.is_none() {
+                match p.child.try_wait() {
+                    Ok(Some(st)) => {
+                        failed |= !st.success();
+                        p.status = Some(st);
+                    }
+                    Ok(None) => running += 1,
+                    Err(_) => failed = true,
+                }
+            } else {
+                failed |= !p.status.is_some_and(|s| s.success());
+            }
+        }
+        if running == 0 || failed || Instant::now() >= deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    procs
+        .into_iter()
+        .map(|mut p| {
+            if p.status.is_none() {
+                let _ = p.child.kill();
+                let _ = p.child.wait();
+            }
+            let out = p.out.take().and_then(|h| h.join().ok()).unwrap_or_default();
+            let err = p.err.take().and_then(|h| h.join().ok()).unwrap_or_default();
+            (p.name, p.status, out, err)
+        })
+        .collect()
+}
+
+/// Deletes the simulator's shared-memory files of namespace `ns` (every `/dev/shm` entry
+/// whose name contains it; `ns` is unique to this run).
+fn remove_namespace_files(ns: &str) {
+    if let Ok(entries) = std::fs::read_dir("/dev/shm") {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().contains(ns) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+fn describe(e: &Event) -> String {
+    let d = e.detail.trim();
+    match e.step.as_str() {
+        "started" => format!("initialised, set device, created a stream ({d})"),
+        "created" => format!("created the notify ({d})"),
+        "exported" => format!("exported its key ({d})"),
+        "sent-pid" => format!("sent its PID to the owner ({d})"),
+        "whitelisted" => format!("whitelisted the importer ({d})"),
+        "imported" => format!("imported the notify by key ({d})"),
+        "waiting" => format!("enqueued wait-and-reset (timeout 0 = forever) + host function ({d})"),
+        "blocked" => format!("stream is blocked on the wait: {d}"),
+        "recorded" => format!("records the notify on its stream ({d})"),
+        "released" => format!("wait released; host function after it ran, read {d}"),
+        "finished" => "destroyed notify and stream, reset device, aclFinalize".to_owned(),
+        other => format!("{other} {d}"),
+    }
+}
+
+pub fn demo(args: &DemoArgs) -> Result<(), String> {
+    let inst = install(args.release)?;
+    let owner = compile_c(&inst, "ipc_owner")?;
+    let importer = compile_c(&inst, "ipc_importer")?;
+
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let ns = format!("acl-notify-demo-{}-{nanos}", std::process::id());
+    let dir = std::env::temp_dir().join(&ns);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mode = if args.no_whitelist {
+        "open"
+    } else {
+        "whitelist"
+    };
+    let soc = std::env::var("ACL_NOTIFY_SIM_SOC").unwrap_or_else(|_| "Ascend910B".into());
+    let env = |c: &mut Command| {
+        c.arg(&dir)
+            .arg(mode)
+            .env("ACL_NOTIFY_SIM_NAMESPACE", &ns)
+            .env("ACL_NOTIFY_SIM_DEVICES", "4")
+            .env("ACL_NOTIFY_SIM_SOC", &soc);
+    };
+    let mut a = Command::new(&owner);
+    env(&mut a);
+    let mut b = Command::new(&importer);
+    env(&mut b);
+
+    println!(
+        "acl-notify demo: CANN's two-process notify sample (SPEC §7) as two C programs on the simulator"
+    );
+    println!(
+        "  SoC {soc}, 4 devices, namespace {ns}, {}",
+        if args.no_whitelist {
+            "export without PID validation (no whitelist)"
+        } else {
+            "PID whitelist on"
+        }
+    );
+    println!();
+
+    let started = Instant::now();
+    let results = match spawn("owner", &mut a).and_then(|pa| {
+        spawn("importer", &mut b)
+            .map(|pb| run_all(vec![pa, pb], Duration::from_secs(15)))
+            .map_err(|e| e.to_string())
+    }) {
+        Ok(r) => r,
+        Err(e) => {
+            remove_namespace_files(&ns);
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(e);
+        }
+    };
+    let elapsed = started.elapsed();
+    remove_namespace_files(&ns);
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let mut events: Vec<Event> = results.iter().flat_map(|r| parse_events(&r.2)).collect();
+    events.sort_by_key(|e| e.t_ns);
+    let t0 = events.first().map_or(0, |e| e.t_ns);
+    println!("   time (ms)  process    pid      dev  step");
+    for e in &events {
+        println!(
+            "  {:>10.3}  {:<9}  {:<7}  {:>3}  {}",
+            (e.t_ns - t0) as f64 / 1e6,
+            e.role,
+            e.pid,
+            e.device,
+            describe(e)
+        );
+    }
+    println!();
+
+    let mut problems = Vec::new();
+    for (name, st, _, err) in &results {
+        match st {
+            Some(s) if s.success() => {}
+            Some(s) => problems.push(format!("{name} exited with {s}:\n{}", err.trim_end())),
+            None => problems.push(format!(
+                "{name} was stopped (it did not finish in 15 s, or the other process failed):\n{}",
+                err.trim_end()
+            )),
+        }
+    }
+    let find = |role: &str, step: &str| events.iter().find(|e| e.role == role && e.step == step);
+    let verdict = match (
+        find("owner", "blocked"),
+        find("importer", "recorded"),
+        find("owner", "released"),
+    ) {
+        _ if !problems.is_empty() => Err(problems.join("\n")),
+        (Some(blocked), Some(rec), Some(rel)) => {
+            let id = |e: Option<&Event>| e.map(|e| e.detail.trim().to_owned());
+            if id(find("owner", "created")) != id(find("importer", "imported")) {
+                Err("the importer's notify id differs from the owner's".into())
+            } else if blocked.t_ns > rec.t_ns {
+                Err("the importer recorded before the owner had shown its stream blocked".into())
+            } else if rel.t_ns < rec.t_ns {
+                Err(format!(
+                    "the owner's wait was released {:.3} ms BEFORE the importer recorded",
+                    (rec.t_ns - rel.t_ns) as f64 / 1e6
+                ))
+            } else if rel.detail.trim() != "data=123" {
+                Err(format!(
+                    "the owner's host function read {} instead of the data=123 the importer wrote",
+                    rel.detail.trim()
+                ))
+            } else {
+                Ok(format!(
+                    "owner (pid {}) on device {} stayed blocked until the importer's record \
+                     (pid {}, device {}) and was released {:.3} ms after it",
+                    rel.pid,
+                    rel.device,
+                    rec.pid,
+                    rec.device,
+                    (rel.t_ns - rec.t_ns) as f64 / 1e6
+                ))
+            }
+        }
+        _ => Err("the timeline is missing steps (see the messages above)".into()),
+    };
+    match verdict {
+        Ok(msg) => {
+            println!(
+                "verdict: OK — {msg} (whole run {:.0} ms)",
+                elapsed.as_secs_f64() * 1e3
+            );
+            Ok(())
+        }
+        Err(why) => {
+            println!("verdict: FAILED — {why}");
+            Err("the demo flow failed".into())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_parse() {
+        let out = "noise\nEVENT owner 12 2 created 1000 id=5\nEVENT importer 13 3 finished 2000 \n";
+        let ev = parse_events(out);
+        assert_eq!(ev.len(), 2);
+        assert_eq!(
+            (ev[0].role.as_str(), ev[0].pid, ev[0].device),
+            ("owner", 12, 2)
+        );
+        assert_eq!((ev[0].step.as_str(), ev[0].t_ns), ("created", 1000));
+        assert_eq!(ev[0].detail, "id=5");
+        assert_eq!(ev[1].step, "finished");
+    }
 }
