@@ -1,2 +1,260 @@
-//! Benchmarks (placeholder; filled by the benchmark issue).
-fn main() {}
+//! `acl-notify-bench`: acl-notify's latency, throughput, control-plane and memory costs next
+//! to the operating system's own mechanisms, measured interleaved in one run.
+//!
+//! Run through `cargo xtask bench` (release build, C library built first). Options:
+//!
+//! ```text
+//! acl-notify-bench [--quick] [--reps N] [--sample-ms N] [--only ID,ID…] [--out DIR]
+//!                  [--capi PATH/libascendcl.so]
+//! ```
+//!
+//! Group ids: `xproc`, `inproc`, `wake`, `idlecpu`, `handoff`, `control`, `pool`, `memory`.
+//! The process exits 0 unless a benchmark itself broke (a failed call, a lost message, a
+//! watchdog timeout); slow figures and missed targets never fail it. Internally the binary
+//! re-executes itself as `acl-notify-bench --role <name> …` for child processes.
+
+mod capi;
+mod child;
+mod groups;
+mod handoff;
+mod harness;
+mod notify;
+mod pingpong;
+mod poolbench;
+mod report;
+mod sys;
+mod targets;
+mod wake;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use harness::Plan;
+use report::Conditions;
+
+/// Every group id, in run order.
+const GROUPS: [&str; 8] = [
+    "xproc", "inproc", "wake", "idlecpu", "handoff", "control", "pool", "memory",
+];
+
+/// Parsed command line of the driver.
+#[derive(Debug)]
+struct Opts {
+    quick: bool,
+    reps: usize,
+    sample_ms: u64,
+    only: Vec<String>,
+    out: PathBuf,
+    capi: Option<PathBuf>,
+}
+
+const USAGE: &str = "usage: acl-notify-bench [--quick] [--reps N] [--sample-ms N] \
+[--only ID,ID…] [--out DIR] [--capi PATH]
+  --quick        short run (~30 s): fewer reps, shorter samples
+  --reps N       repetitions of each variant (default 9, quick 3)
+  --sample-ms N  target duration of one sample (default 60, quick 15)
+  --only IDS     run only these groups: xproc,inproc,wake,idlecpu,handoff,control,pool,memory
+  --out DIR      where results.json / results.csv go (default target/acl-notify/bench)
+  --capi PATH    the C library to measure the C ABI through (default: next to this binary;
+                 `none` skips the C ABI rows)";
+
+fn parse(args: &[String]) -> Result<Opts, String> {
+    let mut quick = false;
+    let mut reps = None;
+    let mut sample_ms = None;
+    let mut only = Vec::new();
+    let mut out = None;
+    let mut capi = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let mut val = |name: &str| {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{name} needs a value"))
+        };
+        match a.as_str() {
+            "--quick" => quick = true,
+            "--reps" => {
+                reps = Some(
+                    val("--reps")?
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|&n| n >= 1)
+                        .ok_or("--reps: a number ≥ 1")?,
+                )
+            }
+            "--sample-ms" => {
+                sample_ms = Some(
+                    val("--sample-ms")?
+                        .parse::<u64>()
+                        .ok()
+                        .filter(|&n| n >= 1)
+                        .ok_or("--sample-ms: a number ≥ 1")?,
+                )
+            }
+            "--only" => {
+                for id in val("--only")?.split(',') {
+                    if !GROUPS.contains(&id) {
+                        return Err(format!("unknown group `{id}`"));
+                    }
+                    only.push(id.to_string());
+                }
+            }
+            "--out" => out = Some(PathBuf::from(val("--out")?)),
+            "--capi" => capi = Some(PathBuf::from(val("--capi")?)),
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(Opts {
+        quick,
+        reps: reps.unwrap_or(if quick { 3 } else { 9 }),
+        sample_ms: sample_ms.unwrap_or(if quick { 15 } else { 60 }),
+        only,
+        out: out.unwrap_or_else(default_out),
+        capi,
+    })
+}
+
+/// `<target dir>/acl-notify/bench`, the target dir being the one this binary was built in.
+fn default_out() -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // …/target/release/acl-notify-bench → …/target
+    exe.parent()
+        .and_then(|p| p.parent())
+        .map(|t| t.join("acl-notify").join("bench"))
+        .unwrap_or_else(|| PathBuf::from("target/acl-notify/bench"))
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--role") {
+        return role_main(&args[1..]);
+    }
+    // SAFETY: nothing has started a thread yet.
+    unsafe { capi::set_env() };
+    let opts = match parse(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("acl-notify-bench: {e}");
+            }
+            eprintln!("{USAGE}");
+            return if e.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(2)
+            };
+        }
+    };
+    match run(&opts) {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => {
+            eprintln!("acl-notify-bench: some benchmarks broke (see BROKEN rows above)");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("acl-notify-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A child process: `--role <name> --key value …`. Prints its results on stdout.
+fn role_main(args: &[String]) -> ExitCode {
+    sys::die_with_parent();
+    let Some(role) = args.first() else {
+        eprintln!("--role needs a name");
+        return ExitCode::from(2);
+    };
+    let r = child::RoleArgs::parse(&args[1..]).and_then(|a| groups::role(role, &a));
+    match r {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("acl-notify-bench role {role}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs the selected groups; `Ok(false)` if a benchmark broke.
+fn run(opts: &Opts) -> Result<bool, String> {
+    let t0 = Instant::now();
+    let started_unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let load_start = sys::load();
+    let plan = Plan {
+        reps: opts.reps,
+        sample_budget: Duration::from_millis(opts.sample_ms),
+    };
+    let mode = if opts.quick { "quick" } else { "full" };
+    println!(
+        "acl-notify-bench: {mode} run, {} reps per variant, ~{} ms per sample, {cpus} CPUs, \
+         load average {:.2} ({} runnable) at start",
+        plan.reps, opts.sample_ms, load_start.0, load_start.1
+    );
+    if load_start.0 > 0.5 * cpus as f64 {
+        println!(
+            "  note: the machine is busy (load {:.2} on {cpus} CPUs): figures are noisy; \
+             ratios within the run stay meaningful because variants are interleaved",
+            load_start.0
+        );
+    }
+    let selected = |id: &str| opts.only.is_empty() || opts.only.iter().any(|o| o == id);
+    let ctx = groups::Ctx::new(opts.quick, opts.capi.clone());
+
+    let mut results = Vec::new();
+    let mut facts = Vec::new();
+    for id in GROUPS {
+        if !selected(id) {
+            continue;
+        }
+        if id == "memory" {
+            eprintln!("  [memory] sizes and resident memory");
+            facts = groups::memory(&ctx);
+            continue;
+        }
+        for g in groups::build(id, &ctx) {
+            let r = harness::run(g, plan);
+            report::print_group(&r, plan.reps);
+            results.push(r);
+        }
+    }
+    report::print_facts(&facts);
+    let targets = targets::judge(&results, &facts);
+    report::print_targets(&targets);
+
+    let cond = Conditions {
+        mode,
+        reps: plan.reps,
+        sample_ms: opts.sample_ms,
+        cpus,
+        load_start,
+        load_end: sys::load(),
+        started_unix,
+        wall_s: t0.elapsed().as_secs_f64(),
+    };
+    println!();
+    println!(
+        "run took {:.1} s; load average {:.2} ({} runnable) at the end",
+        cond.wall_s, cond.load_end.0, cond.load_end.1
+    );
+    report::write_files(&opts.out, &cond, &results, &facts, &targets)?;
+    println!(
+        "results: {} and results.csv",
+        opts.out.join("results.json").display()
+    );
+    ctx.cleanup();
+    let broken = results
+        .iter()
+        .flat_map(|g| g.variants.iter())
+        .any(|v| v.error.is_some());
+    Ok(!broken)
+}

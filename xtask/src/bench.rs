@@ -1,12 +1,78 @@
-//! `cargo xtask bench` (placeholder; filled by the benchmark issue).
+//! `cargo xtask bench`: builds the benchmark binary and the C library in release mode, then
+//! runs every benchmark case interleaved with its OS baselines and prints the tables and the
+//! targets; results land in `target/acl-notify/bench/results.{json,csv}`.
+//!
+//! Slow figures and missed targets never fail the command: only a build failure or a
+//! benchmark that breaks (a failed call, a lost message, a watchdog timeout) does.
+
+use std::path::PathBuf;
 
 use argh::FromArgs;
+
+use crate::run::{cargo, root, status};
 
 /// Run the benchmarks (release build) against their OS baselines and print a table.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "bench")]
-pub struct BenchArgs {}
+pub struct BenchArgs {
+    /// short run (~30 s): 3 repetitions, 15 ms samples
+    #[argh(switch)]
+    pub quick: bool,
+    /// repetitions of each variant (default 9, quick 3)
+    #[argh(option)]
+    pub reps: Option<usize>,
+    /// target duration of one sample in milliseconds (default 60, quick 15)
+    #[argh(option)]
+    pub sample_ms: Option<u64>,
+    /// run only these groups (comma-separated): xproc, inproc, wake, idlecpu, handoff,
+    /// control, pool, memory
+    #[argh(option)]
+    pub only: Option<String>,
+}
 
-pub fn bench(_: &BenchArgs) -> Result<(), String> {
-    Err("bench is not implemented yet (issue #6)".into())
+/// The cargo target directory (`CARGO_TARGET_DIR`, else `<root>/target`).
+fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) => {
+            let p = PathBuf::from(d);
+            if p.is_absolute() { p } else { root().join(p) }
+        }
+        None => root().join("target"),
+    }
+}
+
+pub fn bench(args: &BenchArgs) -> Result<(), String> {
+    eprintln!("==> building acl-notify-bench (release)");
+    status(cargo().args(["build", "--release", "--quiet", "-p", "acl-notify-bench"]))?;
+    let target = target_dir();
+    eprintln!("==> building the C library acl-notify-capi (release)");
+    let capi =
+        match status(cargo().args(["build", "--release", "--quiet", "-p", "acl-notify-capi"])) {
+            Ok(()) => target.join("release").join("libascendcl.so"),
+            Err(e) => {
+                eprintln!("warning: {e}; the C ABI rows will be skipped");
+                PathBuf::from("none")
+            }
+        };
+    let exe = target.join("release").join("acl-notify-bench");
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.current_dir(root())
+        .arg("--out")
+        .arg(target.join("acl-notify").join("bench"))
+        .arg("--capi")
+        .arg(&capi);
+    if args.quick {
+        cmd.arg("--quick");
+    }
+    if let Some(r) = args.reps {
+        cmd.arg("--reps").arg(r.to_string());
+    }
+    if let Some(ms) = args.sample_ms {
+        cmd.arg("--sample-ms").arg(ms.to_string());
+    }
+    if let Some(o) = &args.only {
+        cmd.arg("--only").arg(o);
+    }
+    eprintln!("==> running {}", exe.display());
+    status(&mut cmd)
 }

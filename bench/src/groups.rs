@@ -1,0 +1,430 @@
+//! What each group measures: our case(s) and their baselines, assembled into
+//! [`Group`]s for the interleaved runner; plus the memory facts and the child-role dispatcher.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use acl_notify_core::Soc;
+use acl_notify_core::soc::{
+    Ascend310B, Ascend310P, Ascend910, Ascend910_93, Ascend910B, Ascend950DT, Ascend950PR, SocType,
+};
+
+use crate::capi;
+use crate::child::{Child, RoleArgs};
+use crate::handoff;
+use crate::harness::{Better, Group, Iters, Kind, Variant};
+use crate::notify::{self, WakeFrom};
+use crate::pingpong::{self, Mech};
+use crate::poolbench;
+use crate::report::Fact;
+use crate::sys::Scope;
+use crate::wake;
+
+/// Row names the targets look up.
+pub mod rows {
+    /// Cross-process case.
+    pub const XPROC: &str = "notify: 2 processes, streams";
+    /// In-process case.
+    pub const INPROC: &str = "notify: 2 streams, 1 process";
+    /// Idle wake case.
+    pub const WAKE: &str = "notify: record task -> waiter resumes";
+    /// Idle wake baseline.
+    pub const WAKE_FUTEX: &str = "raw FUTEX_WAKE -> sleeper resumes";
+    /// Idle CPU case.
+    pub const IDLE: &str = "notify: stream waiting, nothing recorded";
+    /// Handoff case.
+    pub const HANDOFF: &str = "notify: ring of 8 notify pairs, 2 streams";
+    /// Handoff baseline.
+    pub const HANDOFF_HYBRID: &str = "hybrid: ring of 8 flag pairs, 2 threads";
+}
+
+/// Shared settings and the simulator's availability.
+#[derive(Debug)]
+pub struct Ctx {
+    /// Quick mode.
+    pub quick: bool,
+    /// Path of the C library.
+    pub capi: Option<PathBuf>,
+    /// The simulator namespace of this run.
+    pub ns: String,
+    /// `Err(why)` if the simulator cannot run our cases.
+    pub sim: Result<(), String>,
+}
+
+impl Ctx {
+    /// Probes the simulator.
+    pub fn new(quick: bool, capi: Option<PathBuf>) -> Ctx {
+        let ns = format!("acl-notify-bench-{}", std::process::id());
+        let sim = notify::probe(&ns).map_err(|e| format!("simulator not usable: {e}"));
+        if let Err(e) = &sim {
+            eprintln!("  ({e}; our cases are skipped)");
+        }
+        Ctx {
+            quick,
+            capi,
+            ns,
+            sim,
+        }
+    }
+
+    /// Removes the run's simulator namespaces.
+    pub fn cleanup(&self) {
+        let _ = acl_notify_sim::Sim::remove_namespace(&self.ns);
+        let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-mem", self.ns));
+        let _ = acl_notify_sim::Sim::remove_namespace(&capi::namespace());
+    }
+
+    fn sim_variant(
+        &self,
+        name: &str,
+        iters: Iters,
+        make: impl FnOnce() -> Result<Box<dyn FnMut(u64) -> Result<f64, String>>, String>,
+    ) -> Variant {
+        self.sim_variant_kind(name, Kind::Case, iters, make)
+    }
+
+    fn sim_variant_kind(
+        &self,
+        name: &str,
+        kind: Kind,
+        iters: Iters,
+        make: impl FnOnce() -> Result<Box<dyn FnMut(u64) -> Result<f64, String>>, String>,
+    ) -> Variant {
+        match &self.sim {
+            Err(e) => Variant::skipped(name, kind, e.clone()),
+            Ok(()) => match make() {
+                Ok(f) => Variant::new(name, kind, iters, f),
+                Err(e) => Variant::new(name, kind, iters, move |_| Err(format!("setup: {e}"))),
+            },
+        }
+    }
+}
+
+fn scaled(probe: u64, max: u64) -> Iters {
+    Iters::Scaled {
+        probe,
+        min: probe,
+        max,
+    }
+}
+
+fn baseline_rt(mech: Mech, scope: Scope) -> Variant {
+    Variant::new(
+        mech.name(),
+        Kind::Baseline,
+        scaled(200, 2_000_000),
+        move |n| pingpong::round_trip(mech, scope, n),
+    )
+}
+
+/// Builds the groups of one id.
+pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
+    match id {
+        "xproc" => vec![xproc(ctx)],
+        "inproc" => vec![inproc(ctx)],
+        "wake" => vec![wake(ctx)],
+        "idlecpu" => vec![idle_cpu(ctx)],
+        "handoff" => vec![handoff(ctx)],
+        "control" => capi::groups(ctx),
+        "pool" => vec![poolbench::group()],
+        _ => Vec::new(),
+    }
+}
+
+fn xproc(ctx: &Ctx) -> Group {
+    let ns = ctx.ns.clone();
+    let mut v = vec![ctx.sim_variant(rows::XPROC, scaled(256, 500_000), || {
+        Ok(Box::new(move |n| notify::xproc_sample(&ns, n)))
+    })];
+    for m in [
+        Mech::Spin,
+        Mech::Futex,
+        Mech::Hybrid,
+        Mech::EventFd,
+        Mech::Sem,
+        Mech::Socket,
+    ] {
+        v.push(baseline_rt(m, Scope::Process));
+    }
+    Group {
+        id: "xproc",
+        title: "Cross-process round trip (A records B's notify, waits on its own; B the reverse)"
+            .into(),
+        unit: "ns/round trip",
+        better: Better::Lower,
+        variants: v,
+        note: format!(
+            "baselines: a child process echoes a sequence number through shared memory / \
+             kernel objects; hybrid spins {} µs then FUTEX_WAITs; a fresh child per sample",
+            pingpong::HYBRID_SPIN_NS / 1000
+        ),
+    }
+}
+
+fn inproc(ctx: &Ctx) -> Group {
+    let ns = ctx.ns.clone();
+    let mut v = vec![ctx.sim_variant(rows::INPROC, scaled(256, 500_000), || {
+        let mut c = notify::InProc::new(&ns)?;
+        Ok(Box::new(move |n| c.sample(n)))
+    })];
+    for m in [
+        Mech::Spin,
+        Mech::Futex,
+        Mech::Hybrid,
+        Mech::Condvar,
+        Mech::EventFd,
+        Mech::Sem,
+        Mech::Socket,
+    ] {
+        v.push(baseline_rt(m, Scope::Thread));
+    }
+    Group {
+        id: "inproc",
+        title: "In-process stream-to-stream round trip".into(),
+        unit: "ns/round trip",
+        better: Better::Lower,
+        variants: v,
+        note: "baselines: two threads of one process (private futexes)".into(),
+    }
+}
+
+fn wake(ctx: &Ctx) -> Group {
+    let events = if ctx.quick { 6 } else { 20 };
+    let ns = ctx.ns.clone();
+    let ns2 = ctx.ns.clone();
+    let v = vec![
+        ctx.sim_variant(rows::WAKE, Iters::Fixed(events), || {
+            let mut w = notify::IdleWake::new(&ns)?;
+            Ok(Box::new(move |n| w.sample(n, WakeFrom::RecordTask)))
+        }),
+        Variant::new(
+            rows::WAKE_FUTEX,
+            Kind::Baseline,
+            Iters::Fixed(events),
+            wake::futex_idle_wake,
+        ),
+        ctx.sim_variant_kind(
+            "notify: host record() call -> waiter resumes",
+            Kind::Info,
+            Iters::Fixed(events),
+            || {
+                let mut w = notify::IdleWake::new(&ns2)?;
+                Ok(Box::new(move |n| w.sample(n, WakeFrom::HostCall)))
+            },
+        ),
+    ];
+    Group {
+        id: "wake",
+        title: format!(
+            "Idle-waiter wake-up (waiter asleep for {} ms first)",
+            wake::IDLE_SLEEP.as_millis()
+        ),
+        unit: "ns (median of events)",
+        better: Better::Lower,
+        variants: v,
+        note: "case: host fn on the recording stream stamps t0 right before the record task; \
+               host fn after the wait stamps t1. info row: t0 taken in the host thread before \
+               record(), so it also pays for waking the idle recording stream"
+            .into(),
+    }
+}
+
+fn idle_cpu(ctx: &Ctx) -> Group {
+    let span = Duration::from_millis(if ctx.quick { 100 } else { 200 });
+    let ns = ctx.ns.clone();
+    let v = vec![
+        ctx.sim_variant(rows::IDLE, Iters::Fixed(1), || {
+            let mut w = notify::IdleWake::new(&ns)?;
+            Ok(Box::new(move |_| w.idle_cpu(span)))
+        }),
+        Variant::new(
+            "thread blocked in FUTEX_WAIT",
+            Kind::Baseline,
+            Iters::Fixed(1),
+            move |_| wake::futex_idle_cpu(span).map(|ns| ns * 100.0 / span.as_nanos() as f64),
+        ),
+    ];
+    Group {
+        id: "idlecpu",
+        title: format!(
+            "CPU burnt by an idle waiter over {} ms (whole process)",
+            span.as_millis()
+        ),
+        unit: "% of one core",
+        better: Better::Lower,
+        variants: v,
+        note: "getrusage(RUSAGE_SELF) user+system delta while the main thread sleeps".into(),
+    }
+}
+
+fn handoff(ctx: &Ctx) -> Group {
+    let ns = ctx.ns.clone();
+    let v = vec![
+        ctx.sim_variant(rows::HANDOFF, scaled(512, 2_000_000), || {
+            let mut h = notify::Handoff::new(&ns, handoff::SLOTS)?;
+            Ok(Box::new(move |n| h.sample(n)))
+        }),
+        Variant::new(
+            rows::HANDOFF_HYBRID,
+            Kind::Baseline,
+            scaled(2_000, 20_000_000),
+            handoff::hybrid_ring,
+        ),
+    ];
+    Group {
+        id: "handoff",
+        title: "Lossless handoff throughput, producer -> consumer".into(),
+        unit: "M items/s",
+        better: Better::Higher,
+        variants: v,
+        note: "each slot: 'full' recorded by the producer, waited by the consumer; 'empty' the \
+               reverse; counts verified after every sample"
+            .into(),
+    }
+}
+
+fn fact(name: impl Into<String>, value: Option<f64>, unit: &'static str, note: &str) -> Fact {
+    Fact {
+        section: "memory",
+        name: name.into(),
+        value,
+        unit,
+        note: note.into(),
+    }
+}
+
+fn pool_sizes<C: SocType>(out: &mut Vec<Fact>) {
+    let name = C::SOC.name();
+    let n = C::MAX_NOTIFIES;
+    out.push(fact(
+        format!("core IdPool for {name} ({n} ids)"),
+        Some(std::mem::size_of::<C::NotifyPool>() as f64),
+        "bytes",
+        "size_of::<SocType::NotifyPool>()",
+    ));
+    out.push(fact(
+        format!("core SpinIdPool for {name}"),
+        Some(std::mem::size_of::<C::SpinNotifyPool>() as f64),
+        "bytes",
+        "",
+    ));
+    out.push(fact(
+        format!("core AtomicIdPool for {name}"),
+        Some(std::mem::size_of::<C::AtomicNotifyPool>() as f64),
+        "bytes",
+        "",
+    ));
+}
+
+/// The memory facts: the core's static pool sizes and a simulated device's footprint.
+pub fn memory(ctx: &Ctx) -> Vec<Fact> {
+    let mut f = Vec::new();
+    pool_sizes::<Ascend950PR>(&mut f);
+    pool_sizes::<Ascend950DT>(&mut f);
+    pool_sizes::<Ascend910_93>(&mut f);
+    pool_sizes::<Ascend910B>(&mut f);
+    pool_sizes::<Ascend310B>(&mut f);
+    pool_sizes::<Ascend310P>(&mut f);
+    pool_sizes::<Ascend910>(&mut f);
+    if let Err(e) = &ctx.sim {
+        f.push(fact("simulated device (Ascend950PR)", None, "", e));
+        return f;
+    }
+    let ns = format!("{}-mem", ctx.ns);
+    let soc = Soc::Ascend950PR;
+    let r = Child::spawn(
+        "mem-device",
+        &["--ns".into(), ns.clone(), "--soc".into(), soc.name().into()],
+        &[],
+    )
+    .and_then(|c| c.finish(Duration::from_secs(120)));
+    match r {
+        Err(e) => f.push(fact("simulated device (Ascend950PR)", None, "", &e)),
+        Ok(out) => {
+            let get = |k: &str| -> Option<f64> {
+                out.lines()
+                    .find_map(|l| l.strip_prefix(&format!("{k}=")))
+                    .and_then(|v| v.trim().parse().ok())
+            };
+            let created = get("created");
+            let stop = out
+                .lines()
+                .find_map(|l| l.strip_prefix("stop="))
+                .unwrap_or("")
+                .to_string();
+            let (r0, r1, r2) = (
+                get("rss_before_open"),
+                get("rss_after_open"),
+                get("rss_full"),
+            );
+            let shm = get("shm_bytes").filter(|&b| b >= 0.0);
+            f.push(fact(
+                "sim Ascend950PR: notifies created on device 0",
+                created,
+                "",
+                &if stop.is_empty() {
+                    String::new()
+                } else {
+                    format!("stopped by: {stop}")
+                },
+            ));
+            f.push(fact(
+                "sim Ascend950PR: RSS delta of opening the namespace",
+                r0.zip(r1).map(|(a, b)| b - a),
+                "bytes",
+                "/proc/self/statm",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: RSS with every notify live (process)",
+                r2,
+                "bytes",
+                "",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: RSS delta of creating them",
+                r1.zip(r2).map(|(a, b)| b - a),
+                "bytes",
+                "",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: RSS delta per live notify",
+                r1.zip(r2)
+                    .zip(created)
+                    .filter(|(_, c)| *c > 0.0)
+                    .map(|((a, b), c)| (b - a) / c),
+                "bytes",
+                "",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: shared files of the namespace",
+                shm,
+                "bytes",
+                "files under /dev/shm naming the namespace",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: shared bytes per notify (files / 65535)",
+                shm.map(|b| b / soc.max_notifies() as f64),
+                "bytes",
+                "",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: create_notify, mean while filling",
+                get("create_ns"),
+                "ns",
+                "",
+            ));
+        }
+    }
+    let _ = acl_notify_sim::Sim::remove_namespace(&ns);
+    f
+}
+
+/// Dispatches a child role.
+pub fn role(name: &str, args: &RoleArgs) -> Result<String, String> {
+    match name {
+        "pingpong-peer" => pingpong::peer_main(args),
+        "notify-peer" => notify::peer_main(args),
+        "mem-device" => notify::mem_device_main(args),
+        other => Err(format!("unknown role `{other}`")),
+    }
+}

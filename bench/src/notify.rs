@@ -1,0 +1,693 @@
+//! Our cases, on the simulator through the core's traits: round trips between two streams
+//! (two processes each owning one notify and importing the other's, or one process), the wake
+//! of an idle waiting stream, lossless handoff throughput, and the CPU an idle waiting stream
+//! burns.
+//!
+//! Streams are fed in chunks of [`CHUNK`] round trips, each chunk followed by a host function
+//! that bumps a counter; the feeding thread stays at most two chunks ahead of the stream, so
+//! queues stay short and the stream never runs dry. Every wait is `Timeout::Forever` (CANN's
+//! default); a lost record therefore shows up as a synchronize that does not finish within its
+//! bounded deadline, which is reported as an error, never as a figure.
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use acl_notify_core::{
+    Backend, CreateFlags, ExportFlags, HostCall, HostOps, ImportFlags, NotifyResources, RawNotify,
+    RawStream, Soc, StreamDestroy, StreamOps, SyncWait, Timeout,
+};
+use acl_notify_sim::Sim;
+
+use crate::child::{Child, RoleArgs, Watchdog, kill_pid};
+use crate::pingpong::{Line, wait_ready};
+use crate::sys::{self, Scope, Shm, ShmSafe, futex_wait, futex_wake, now_ns, process_cpu_ns};
+use crate::wake::{IDLE_SLEEP, median, wait_for};
+
+/// Round trips (or handoffs) enqueued between two progress markers.
+pub const CHUNK: u64 = 64;
+
+/// Bound on a synchronize at the end of a sample.
+const SYNC_LIMIT: Duration = Duration::from_secs(30);
+
+/// Bound on a whole cross-process sample.
+const SAMPLE_LIMIT: Duration = Duration::from_secs(60);
+
+/// The device every case runs on.
+const DEV: u32 = 0;
+
+fn e2s(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Opens the simulator on namespace `ns`.
+pub fn open(ns: &str, soc: Soc) -> Result<Sim, String> {
+    Sim::builder()
+        .soc(soc)
+        .devices(2)
+        .namespace(ns)
+        .open()
+        .map_err(|e| format!("Sim::open({ns}): {e}"))
+}
+
+/// Checks that the simulator can do what the cases need (open, create a notify and a stream,
+/// record, consume); `Err` says why not.
+pub fn probe(ns: &str) -> Result<(), String> {
+    let sim = open(ns, Soc::Ascend910B)?;
+    let n = sim
+        .create_notify(DEV, CreateFlags::empty())
+        .map_err(|e| format!("create_notify: {e}"))?;
+    let s = sim
+        .create_stream(DEV)
+        .map_err(|e| format!("create_stream: {e}"))?;
+    let r = (|| {
+        sim.record(n, s).map_err(e2s)?;
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(5)))
+            .map_err(e2s)?;
+        if !sim.try_consume(n).map_err(e2s)? {
+            return Err("a synchronized record left the flag clear".to_string());
+        }
+        Ok(())
+    })();
+    let _ = sim.destroy_stream(s, StreamDestroy::Discard);
+    let _ = sim.destroy_notify(n);
+    r
+}
+
+/// A counter bumped by a host function on a stream (progress marker), with a futex to sleep
+/// on. Leaked on purpose: a stream may still hold a pointer to it after an error.
+#[derive(Debug, Default)]
+struct Marker {
+    n: AtomicU32,
+}
+
+unsafe extern "C" fn bump_marker(arg: *mut c_void) {
+    // SAFETY: `arg` is a leaked (`'static`) `Marker`, see `Marker::leak`.
+    let m = unsafe { &*arg.cast::<Marker>() };
+    m.n.fetch_add(1, Ordering::Release);
+    futex_wake(&m.n, i32::MAX, Scope::Thread);
+}
+
+impl Marker {
+    fn leak() -> &'static Marker {
+        Box::leak(Box::default())
+    }
+
+    fn call(&'static self) -> HostCall {
+        // SAFETY: `bump_marker` only touches the `'static` marker through atomics, from any
+        // thread, any number of times.
+        unsafe { HostCall::new(bump_marker, (self as *const Marker).cast_mut().cast()) }
+    }
+
+    /// Waits (bounded) until the counter reaches `want`.
+    fn wait_at_least(&self, want: u32) -> Result<(), String> {
+        let deadline = now_ns() + SYNC_LIMIT.as_nanos() as u64;
+        loop {
+            let x = self.n.load(Ordering::Acquire);
+            if x >= want {
+                return Ok(());
+            }
+            if now_ns() > deadline {
+                return Err(format!(
+                    "stream made no progress for {SYNC_LIMIT:?} (marker {x})"
+                ));
+            }
+            futex_wait(&self.n, x, Scope::Thread, Some(Duration::from_millis(100)));
+        }
+    }
+}
+
+/// A timestamp written by a host function.
+#[derive(Debug, Default)]
+struct Stamp {
+    t: AtomicU64,
+    seq: AtomicU32,
+    /// For a gated stamp: the host function first waits for `gate` to reach `seq + 1`.
+    gate: AtomicU32,
+}
+
+unsafe extern "C" fn stamp_now(arg: *mut c_void) {
+    // SAFETY: `arg` is a leaked (`'static`) `Stamp`.
+    let s = unsafe { &*arg.cast::<Stamp>() };
+    s.t.store(now_ns(), Ordering::Release);
+    s.seq.fetch_add(1, Ordering::Release);
+    futex_wake(&s.seq, i32::MAX, Scope::Thread);
+}
+
+unsafe extern "C" fn gated_stamp(arg: *mut c_void) {
+    // SAFETY: `arg` is a leaked (`'static`) `Stamp`.
+    let s = unsafe { &*arg.cast::<Stamp>() };
+    let want = s.seq.load(Ordering::Acquire) + 1;
+    // Spin (bounded: 1 s) until the host has enqueued the task behind us.
+    let deadline = now_ns() + 1_000_000_000;
+    while s.gate.load(Ordering::Acquire) < want && now_ns() < deadline {
+        std::hint::spin_loop();
+    }
+    s.t.store(now_ns(), Ordering::Release);
+    s.seq.fetch_add(1, Ordering::Release);
+}
+
+impl Stamp {
+    fn leak() -> &'static Stamp {
+        Box::leak(Box::default())
+    }
+    fn call(&'static self, f: unsafe extern "C" fn(*mut c_void)) -> HostCall {
+        // SAFETY: both stamp functions touch the `'static` stamp only through atomics.
+        unsafe { HostCall::new(f, (self as *const Stamp).cast_mut().cast()) }
+    }
+}
+
+/// Two streams of one process bouncing two notifies.
+pub struct InProc {
+    sim: Sim,
+    s: [RawStream; 2],
+    n: [RawNotify; 2],
+    marker: &'static Marker,
+}
+
+impl InProc {
+    /// Sets up streams and notifies on `ns`.
+    pub fn new(ns: &str) -> Result<InProc, String> {
+        let sim = open(ns, Soc::Ascend910B)?;
+        let s = [
+            sim.create_stream(DEV).map_err(e2s)?,
+            sim.create_stream(DEV).map_err(e2s)?,
+        ];
+        let n = [
+            sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?,
+            sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?,
+        ];
+        Ok(InProc {
+            sim,
+            s,
+            n,
+            marker: Marker::leak(),
+        })
+    }
+
+    fn chunk(&self) -> Result<(), String> {
+        let (sim, s, n) = (&self.sim, self.s, self.n);
+        for _ in 0..CHUNK {
+            sim.record(n[1], s[0]).map_err(e2s)?;
+            sim.wait_and_reset(n[0], s[0], Timeout::Forever)
+                .map_err(e2s)?;
+            sim.wait_and_reset(n[1], s[1], Timeout::Forever)
+                .map_err(e2s)?;
+            sim.record(n[0], s[1]).map_err(e2s)?;
+        }
+        sim.launch_host_func(s[0], self.marker.call())
+            .map_err(e2s)?;
+        Ok(())
+    }
+
+    /// One sample: ns per round trip over about `iters` round trips.
+    pub fn sample(&mut self, iters: u64) -> Result<f64, String> {
+        let chunks = iters.div_ceil(CHUNK).max(1);
+        let base = self.marker.n.load(Ordering::Acquire);
+        let r = (|| {
+            // Warm-up chunk, untimed: both workers awake and spinning.
+            self.chunk()?;
+            self.marker.wait_at_least(base + 1)?;
+            let t0 = now_ns();
+            for k in 0..chunks as u32 {
+                if k >= 2 {
+                    self.marker.wait_at_least(base + 1 + k - 1)?;
+                }
+                self.chunk()?;
+            }
+            self.marker.wait_at_least(base + 1 + chunks as u32)?;
+            let dt = now_ns() - t0;
+            for s in self.s {
+                self.sim
+                    .synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
+                    .map_err(e2s)?;
+            }
+            Ok(dt as f64 / (chunks * CHUNK) as f64)
+        })();
+        if r.is_err() {
+            self.reset_streams();
+        }
+        r
+    }
+
+    fn reset_streams(&mut self) {
+        for s in &mut self.s {
+            let _ = self.sim.destroy_stream(*s, StreamDestroy::Discard);
+            if let Ok(n) = self.sim.create_stream(DEV) {
+                *s = n;
+            }
+        }
+    }
+}
+
+impl Drop for InProc {
+    fn drop(&mut self) {
+        for s in self.s {
+            let _ = self.sim.destroy_stream(s, StreamDestroy::Discard);
+        }
+        for n in self.n {
+            let _ = self.sim.destroy_notify(n);
+        }
+    }
+}
+
+/// The shared page between the two processes of the cross-process case.
+#[repr(C)]
+struct XShared {
+    /// Child state: 1 ready, ≥ 2 failed.
+    ready: Line,
+    /// 1 once `key[0]` (the parent's) is written.
+    key_a_set: Line,
+    /// 1 once `key[1]` (the child's) is written.
+    key_b_set: Line,
+    /// Chunks the child has enqueued and seen complete (its marker).
+    child_done: Line,
+    key: [[AtomicU32; 17]; 2],
+}
+
+// SAFETY: atomics only; all-zero is valid.
+unsafe impl ShmSafe for XShared {}
+
+fn put_key(slot: &[AtomicU32; 17], key: &str) -> Result<(), String> {
+    let b = key.as_bytes();
+    if b.len() > 64 {
+        return Err(format!("key longer than 64 bytes: {key}"));
+    }
+    let mut buf = [0u8; 68];
+    buf[..b.len()].copy_from_slice(b);
+    for (i, w) in slot.iter().enumerate().take(16) {
+        let mut x = [0u8; 4];
+        x.copy_from_slice(&buf[i * 4..i * 4 + 4]);
+        w.store(u32::from_ne_bytes(x), Ordering::Relaxed);
+    }
+    slot[16].store(b.len() as u32, Ordering::Release);
+    Ok(())
+}
+
+fn get_key(slot: &[AtomicU32; 17]) -> Result<String, String> {
+    let len = slot[16].load(Ordering::Acquire) as usize;
+    if len > 64 {
+        return Err("bad key length in shared page".into());
+    }
+    let mut buf = Vec::with_capacity(64);
+    for w in slot.iter().take(16) {
+        buf.extend_from_slice(&w.load(Ordering::Relaxed).to_ne_bytes());
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).map_err(|_| "key is not UTF-8".to_string())
+}
+
+fn signal(line: &Line, v: u32) {
+    line.v.store(v, Ordering::Release);
+    futex_wake(&line.v, i32::MAX, Scope::Process);
+}
+
+/// One cross-process sample: this process (A) and a child (B) each own a notify and import
+/// the other's; A records B's then waits on its own, B the reverse. ns per round trip.
+pub fn xproc_sample(ns: &str, iters: u64) -> Result<f64, String> {
+    let chunks = iters.div_ceil(CHUNK).max(1);
+    let sim = open(ns, Soc::Ascend910B)?;
+    let shm = Shm::create("acl-notify-bench-xproc", 4096)?;
+    sys::inheritable(shm.fd()).map_err(e2s)?;
+    let sh: &XShared = shm.get();
+    let na = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
+    let mut held = vec![na];
+    let mut stream = None;
+    let r = (|| {
+        let key_a = sim.export_key(na, ExportFlags::empty()).map_err(e2s)?;
+        let args = vec![
+            "--ns".into(),
+            ns.into(),
+            "--shm".into(),
+            shm.fd().to_string(),
+            "--chunks".into(),
+            (chunks + 1).to_string(),
+        ];
+        let mut child = Child::spawn("notify-peer", &args, &[])?;
+        let pid = child.pid();
+        let wd = Watchdog::start(SAMPLE_LIMIT, move || kill_pid(pid));
+        sim.set_import_pids(na, &[pid]).map_err(e2s)?;
+        put_key(&sh.key[0], key_a.as_str())?;
+        signal(&sh.key_a_set, 1);
+        wait_ready(&sh.ready, &mut child)?;
+        let key_b = get_key(&sh.key[1])?;
+        let ib = sim
+            .import_by_key(DEV, &key_b, ImportFlags::empty())
+            .map_err(e2s)?;
+        held.push(ib);
+        let s = sim.create_stream(DEV).map_err(e2s)?;
+        stream = Some(s);
+        let marker = Marker::leak();
+        let chunk = || -> Result<(), String> {
+            for _ in 0..CHUNK {
+                sim.record(ib, s).map_err(e2s)?;
+                sim.wait_and_reset(na, s, Timeout::Forever).map_err(e2s)?;
+            }
+            sim.launch_host_func(s, marker.call()).map_err(e2s)
+        };
+        // Warm-up chunk, untimed.
+        chunk()?;
+        marker.wait_at_least(1)?;
+        let t0 = now_ns();
+        for k in 0..chunks as u32 {
+            if k >= 2 {
+                marker.wait_at_least(k)?;
+            }
+            chunk()?;
+        }
+        marker.wait_at_least(1 + chunks as u32)?;
+        let dt = now_ns() - t0;
+        sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
+            .map_err(e2s)?;
+        let fired = wd.fired();
+        drop(wd);
+        if fired {
+            return Err("cross-process sample overran; child killed".into());
+        }
+        child.finish(Duration::from_secs(10))?;
+        Ok(dt as f64 / (chunks * CHUNK) as f64)
+    })();
+    if let Some(s) = stream {
+        let _ = sim.destroy_stream(s, StreamDestroy::Discard);
+    }
+    for n in held.into_iter().rev() {
+        let _ = sim.destroy_notify(n);
+    }
+    r
+}
+
+/// The child role `notify-peer` (process B of the cross-process case).
+pub fn peer_main(args: &RoleArgs) -> Result<String, String> {
+    let ns = args.get("ns")?;
+    let chunks: u32 = args.num("chunks")?;
+    let shm = Shm::from_fd(args.num("shm")?, 4096)?;
+    let sh: &XShared = shm.get();
+    let fail = |e: String| {
+        signal(&sh.ready, 2);
+        e
+    };
+    let sim = open(ns, Soc::Ascend910B).map_err(fail)?;
+    let nb = sim
+        .create_notify(DEV, CreateFlags::empty())
+        .map_err(|e| fail(e2s(e)))?;
+    let key_b = sim
+        .export_key(nb, ExportFlags::empty())
+        .map_err(|e| fail(e2s(e)))?;
+    // SAFETY: getppid has no preconditions.
+    let ppid = unsafe { libc::getppid() };
+    sim.set_import_pids(nb, &[ppid]).map_err(|e| fail(e2s(e)))?;
+    put_key(&sh.key[1], key_b.as_str()).map_err(fail)?;
+    wait_for(&sh.key_a_set.v, 1, Scope::Process).map_err(fail)?;
+    let key_a = get_key(&sh.key[0]).map_err(fail)?;
+    let ia = sim
+        .import_by_key(DEV, &key_a, ImportFlags::empty())
+        .map_err(|e| fail(e2s(e)))?;
+    let s = sim.create_stream(DEV).map_err(|e| fail(e2s(e)))?;
+    let marker = Marker::leak();
+    signal(&sh.ready, 1);
+    let r = (|| {
+        for k in 0..chunks {
+            if k >= 2 {
+                marker.wait_at_least(k - 1)?;
+            }
+            for _ in 0..CHUNK {
+                sim.wait_and_reset(nb, s, Timeout::Forever).map_err(e2s)?;
+                sim.record(ia, s).map_err(e2s)?;
+            }
+            sim.launch_host_func(s, marker.call()).map_err(e2s)?;
+        }
+        sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
+            .map_err(e2s)
+    })();
+    signal(&sh.child_done, 1);
+    let _ = sim.destroy_stream(s, StreamDestroy::Discard);
+    let _ = sim.destroy_notify(ia);
+    let _ = sim.destroy_notify(nb);
+    r.map(|()| String::new())
+}
+
+/// The idle-waiter wake-up: a stream blocked in a wait for [`IDLE_SLEEP`] is released by a
+/// record executed on another stream. The time runs from a host function on the recording
+/// stream, just before the record task, to a host function on the waiting stream, just after
+/// the wait; with `end_to_end` from the host thread's `record` call instead (so it also counts
+/// waking the recording stream's own idle worker).
+pub struct IdleWake {
+    sim: Sim,
+    waiter: RawStream,
+    recorder: RawStream,
+    n: RawNotify,
+    t0: &'static Stamp,
+    t1: &'static Stamp,
+}
+
+/// Where an idle-wake measurement starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WakeFrom {
+    /// The recording stream is about to run the record task.
+    RecordTask,
+    /// The host thread calls `record` on an idle recording stream.
+    HostCall,
+}
+
+impl IdleWake {
+    /// Sets up two streams and a notify.
+    pub fn new(ns: &str) -> Result<IdleWake, String> {
+        let sim = open(ns, Soc::Ascend910B)?;
+        let waiter = sim.create_stream(DEV).map_err(e2s)?;
+        let recorder = sim.create_stream(DEV).map_err(e2s)?;
+        let n = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
+        Ok(IdleWake {
+            sim,
+            waiter,
+            recorder,
+            n,
+            t0: Stamp::leak(),
+            t1: Stamp::leak(),
+        })
+    }
+
+    /// `events` wake-ups; the median latency in ns.
+    pub fn sample(&mut self, events: u64, from: WakeFrom) -> Result<f64, String> {
+        let sim = &self.sim;
+        let mut lat = Vec::with_capacity(events as usize);
+        for _ in 0..events {
+            let k1 = self.t1.seq.load(Ordering::Acquire);
+            sim.wait_and_reset(self.n, self.waiter, Timeout::Forever)
+                .map_err(e2s)?;
+            sim.launch_host_func(self.waiter, self.t1.call(stamp_now))
+                .map_err(e2s)?;
+            std::thread::sleep(IDLE_SLEEP);
+            let t0 = match from {
+                WakeFrom::RecordTask => {
+                    let k0 = self.t0.seq.load(Ordering::Acquire);
+                    sim.launch_host_func(self.recorder, self.t0.call(gated_stamp))
+                        .map_err(e2s)?;
+                    sim.record(self.n, self.recorder).map_err(e2s)?;
+                    self.t0.gate.store(k0 + 1, Ordering::Release);
+                    None
+                }
+                WakeFrom::HostCall => {
+                    let t = now_ns();
+                    sim.record(self.n, self.recorder).map_err(e2s)?;
+                    Some(t)
+                }
+            };
+            wait_for(&self.t1.seq, k1 + 1, Scope::Thread)?;
+            let t0 = t0.unwrap_or_else(|| self.t0.t.load(Ordering::Acquire));
+            lat.push(self.t1.t.load(Ordering::Acquire).saturating_sub(t0));
+        }
+        for s in [self.waiter, self.recorder] {
+            sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
+                .map_err(e2s)?;
+        }
+        Ok(median(lat))
+    }
+
+    /// CPU time of the whole process while the waiting stream waits `span` for a record,
+    /// as a percentage of one core.
+    pub fn idle_cpu(&mut self, span: Duration) -> Result<f64, String> {
+        let sim = &self.sim;
+        sim.wait_and_reset(self.n, self.waiter, Timeout::Forever)
+            .map_err(e2s)?;
+        // Let every spin phase (worker, table) run out before measuring.
+        std::thread::sleep(Duration::from_millis(20));
+        let c0 = process_cpu_ns();
+        let t0 = now_ns();
+        std::thread::sleep(span);
+        let c1 = process_cpu_ns();
+        let t1 = now_ns();
+        sim.record(self.n, self.recorder).map_err(e2s)?;
+        for s in [self.waiter, self.recorder] {
+            sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
+                .map_err(e2s)?;
+        }
+        Ok(c1.saturating_sub(c0) as f64 * 100.0 / (t1 - t0) as f64)
+    }
+}
+
+impl Drop for IdleWake {
+    fn drop(&mut self) {
+        for s in [self.waiter, self.recorder] {
+            let _ = self.sim.destroy_stream(s, StreamDestroy::Discard);
+        }
+        let _ = self.sim.destroy_notify(self.n);
+    }
+}
+
+/// Lossless handoff through a ring of notify pairs between a producer and a consumer stream.
+pub struct Handoff {
+    sim: Sim,
+    p: RawStream,
+    c: RawStream,
+    full: Vec<RawNotify>,
+    empty: Vec<RawNotify>,
+    marker: &'static Marker,
+}
+
+impl Handoff {
+    /// `slots` pairs of notifies, two streams.
+    pub fn new(ns: &str, slots: usize) -> Result<Handoff, String> {
+        let sim = open(ns, Soc::Ascend910B)?;
+        let p = sim.create_stream(DEV).map_err(e2s)?;
+        let c = sim.create_stream(DEV).map_err(e2s)?;
+        let mut full = Vec::new();
+        let mut empty = Vec::new();
+        for _ in 0..slots {
+            full.push(sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?);
+            empty.push(sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?);
+        }
+        Ok(Handoff {
+            sim,
+            p,
+            c,
+            full,
+            empty,
+            marker: Marker::leak(),
+        })
+    }
+
+    /// One sample of about `iters` items; millions of items per second. Verifies the count:
+    /// every record is consumed by exactly one wait, and exactly the last ring's worth of
+    /// acknowledgements is left set.
+    pub fn sample(&mut self, iters: u64) -> Result<f64, String> {
+        let sim = &self.sim;
+        let k = self.full.len() as u64;
+        let chunks = iters.div_ceil(CHUNK).max(1);
+        let total = chunks * CHUNK;
+        let base = self.marker.n.load(Ordering::Acquire);
+        let t0 = now_ns();
+        let mut i = 0u64;
+        for ch in 0..chunks as u32 {
+            if ch >= 2 {
+                self.marker.wait_at_least(base + ch - 1)?;
+            }
+            for _ in 0..CHUNK {
+                let s = (i % k) as usize;
+                if i >= k {
+                    sim.wait_and_reset(self.empty[s], self.p, Timeout::Forever)
+                        .map_err(e2s)?;
+                }
+                sim.record(self.full[s], self.p).map_err(e2s)?;
+                sim.wait_and_reset(self.full[s], self.c, Timeout::Forever)
+                    .map_err(e2s)?;
+                sim.record(self.empty[s], self.c).map_err(e2s)?;
+                i += 1;
+            }
+            sim.launch_host_func(self.c, self.marker.call())
+                .map_err(e2s)?;
+        }
+        self.marker.wait_at_least(base + chunks as u32)?;
+        let dt = now_ns() - t0;
+        for s in [self.p, self.c] {
+            sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
+                .map_err(e2s)?;
+        }
+        // Lossless check: no "full" left set; exactly min(k, total) "empty" left set (the acks
+        // the producer never waited for). Consuming them also resets the ring for the next
+        // sample.
+        let mut left_full = 0;
+        let mut left_empty = 0;
+        for s in 0..k as usize {
+            left_full += sim.try_consume(self.full[s]).map_err(e2s)? as u64;
+            left_empty += sim.try_consume(self.empty[s]).map_err(e2s)? as u64;
+        }
+        if left_full != 0 || left_empty != k.min(total) {
+            return Err(format!(
+                "handoff not lossless: {left_full} records unconsumed, {left_empty} acks left \
+                 (expected 0 and {})",
+                k.min(total)
+            ));
+        }
+        Ok(total as f64 * 1e3 / dt as f64)
+    }
+}
+
+impl Drop for Handoff {
+    fn drop(&mut self) {
+        for s in [self.p, self.c] {
+            let _ = self.sim.destroy_stream(s, StreamDestroy::Discard);
+        }
+        for n in self.full.iter().chain(self.empty.iter()) {
+            let _ = self.sim.destroy_notify(*n);
+        }
+    }
+}
+
+/// Resident memory of a device holding every notify it can (child role `mem-device`): prints
+/// `key=value` lines.
+pub fn mem_device_main(args: &RoleArgs) -> Result<String, String> {
+    let ns = args.get("ns")?;
+    let soc = Soc::from_name(args.get("soc")?).map_err(e2s)?;
+    let rss0 = sys::rss_bytes()?;
+    let sim = open(ns, soc)?;
+    let rss1 = sys::rss_bytes()?;
+    let want = soc.max_notifies();
+    let mut held = Vec::with_capacity(want as usize);
+    let t0 = now_ns();
+    let mut stop = String::new();
+    for _ in 0..want {
+        match sim.create_notify(DEV, CreateFlags::empty()) {
+            Ok(n) => held.push(n),
+            Err(e) => {
+                stop = e.to_string();
+                break;
+            }
+        }
+    }
+    let create_ns = (now_ns() - t0) as f64 / held.len().max(1) as f64;
+    let rss2 = sys::rss_bytes()?;
+    let free = sim.notifies_free(DEV).map(i64::from).unwrap_or(-1);
+    for n in held.iter() {
+        let _ = sim.destroy_notify(*n);
+    }
+    let ns_files = namespace_bytes(ns);
+    Ok(format!(
+        "created={}\nrss_before_open={rss0}\nrss_after_open={rss1}\nrss_full={rss2}\n\
+         create_ns={create_ns}\nfree_after={free}\nshm_bytes={ns_files}\nstop={}\nbare_tgid={}\n",
+        held.len(),
+        stop.replace('\n', " "),
+        sim.bare_tgid()
+    ))
+}
+
+/// Total size of the shared files whose name contains the namespace (under `/dev/shm`), or -1.
+pub fn namespace_bytes(ns: &str) -> i64 {
+    fn walk(dir: &std::path::Path, ns: &str, depth: u32, hit: bool) -> i64 {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            return 0;
+        };
+        let mut total = 0;
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let inside = hit || name.contains(ns);
+            let Ok(md) = e.metadata() else { continue };
+            if md.is_dir() && depth < 3 {
+                total += walk(&e.path(), ns, depth + 1, inside);
+            } else if md.is_file() && inside {
+                total += md.len() as i64;
+            }
+        }
+        total
+    }
+    walk(std::path::Path::new("/dev/shm"), ns, 0, false)
+}

@@ -1,0 +1,215 @@
+//! The issue's targets, judged on the medians of this run (ratios from the same run only).
+
+use crate::capi::{self, Op};
+use crate::groups::rows;
+use crate::harness::GroupResult;
+use crate::pingpong::Mech;
+use crate::report::{Fact, TargetResult, Verdict, num};
+
+/// Idle CPU below this share of one core counts as "near zero".
+const IDLE_CPU_MAX_PCT: f64 = 1.0;
+
+/// How much the pool's worst-pattern cost may grow from 1,024 to 65,535 ids and still count
+/// as bounded: the working set grows 64× (L1 → L2), so some growth is the cache, while any
+/// scan over the ids would grow about 64×.
+const POOL_GROWTH_MAX: f64 = 3.0;
+
+fn median(groups: &[GroupResult], id: &str, row: &str) -> Result<f64, String> {
+    let g = groups
+        .iter()
+        .find(|g| g.id == id)
+        .ok_or_else(|| format!("group {id} not run"))?;
+    let v = g
+        .variant(row)
+        .ok_or_else(|| format!("no row `{row}` in {id}"))?;
+    if let Some(e) = &v.error {
+        return Err(format!("`{row}` broke: {e}"));
+    }
+    if let Some(w) = &v.skipped {
+        return Err(format!("`{row}` skipped: {w}"));
+    }
+    g.median(row)
+        .ok_or_else(|| format!("`{row}` has no samples"))
+}
+
+fn judge_one(name: String, figures: Result<(bool, String), String>, out: &mut Vec<TargetResult>) {
+    out.push(match figures {
+        Ok((ok, detail)) => TargetResult {
+            name,
+            verdict: if ok { Verdict::Met } else { Verdict::Missed },
+            detail,
+        },
+        Err(why) => TargetResult {
+            name,
+            verdict: Verdict::NotMeasured,
+            detail: why,
+        },
+    });
+}
+
+/// All targets.
+pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
+    let mut out = Vec::new();
+    for (gid, case, label) in [
+        ("xproc", rows::XPROC, "Cross-process"),
+        ("inproc", rows::INPROC, "In-process"),
+    ] {
+        judge_one(
+            format!("{label} round trip within 2× the spin-then-futex hybrid"),
+            (|| {
+                let c = median(groups, gid, case)?;
+                let h = median(groups, gid, Mech::Hybrid.name())?;
+                let r = c / h;
+                Ok((
+                    r <= 2.0,
+                    format!(
+                        "notify {} ns vs hybrid {} ns = {}× (limit 2×)",
+                        num(c),
+                        num(h),
+                        num(r)
+                    ),
+                ))
+            })(),
+            &mut out,
+        );
+        for m in [Mech::EventFd, Mech::Sem] {
+            judge_one(
+                format!("{label} round trip ≥ 50× faster than {}", m.name()),
+                (|| {
+                    let c = median(groups, gid, case)?;
+                    let b = median(groups, gid, m.name())?;
+                    let r = b / c;
+                    Ok((
+                        r >= 50.0,
+                        format!(
+                            "{} {} ns / notify {} ns = {}× faster (needs ≥ 50×)",
+                            m.name(),
+                            num(b),
+                            num(c),
+                            num(r)
+                        ),
+                    ))
+                })(),
+                &mut out,
+            );
+        }
+    }
+    judge_one(
+        "Idle-waiter wake-up within 1.2× of a raw futex wake".into(),
+        (|| {
+            let c = median(groups, "wake", rows::WAKE)?;
+            let b = median(groups, "wake", rows::WAKE_FUTEX)?;
+            let r = c / b;
+            Ok((
+                r <= 1.2,
+                format!(
+                    "notify {} ns vs futex {} ns = {}× (limit 1.2×)",
+                    num(c),
+                    num(b),
+                    num(r)
+                ),
+            ))
+        })(),
+        &mut out,
+    );
+    judge_one(
+        "Handoff throughput ≥ 50% of the hybrid's lossless handoffs".into(),
+        (|| {
+            let c = median(groups, "handoff", rows::HANDOFF)?;
+            let b = median(groups, "handoff", rows::HANDOFF_HYBRID)?;
+            let r = c / b;
+            Ok((
+                r >= 0.5,
+                format!(
+                    "notify {} M/s vs hybrid {} M/s = {}% (needs ≥ 50%)",
+                    num(c),
+                    num(b),
+                    num(r * 100.0)
+                ),
+            ))
+        })(),
+        &mut out,
+    );
+    judge_one(
+        "Id pool under 10 ns per alloc+free pair (65,535 ids, every pattern)".into(),
+        (|| {
+            let g = groups
+                .iter()
+                .find(|g| g.id == "pool")
+                .ok_or("group pool not run")?;
+            let mut worst: Option<(f64, &str)> = None;
+            for v in g
+                .variants
+                .iter()
+                .filter(|v| v.kind == crate::harness::Kind::Case)
+            {
+                let m = median(groups, "pool", &v.name)?;
+                if worst.is_none_or(|(w, _)| m > w) {
+                    worst = Some((m, &v.name));
+                }
+            }
+            let (w, name) = worst.ok_or("no pool rows")?;
+            Ok((
+                w < 10.0,
+                format!("worst: {name} {} ns/pair (limit 10)", num(w)),
+            ))
+        })(),
+        &mut out,
+    );
+    judge_one(
+        format!(
+            "Id pool worst case bounded (worst patterns at 65,535 ids ≤ {POOL_GROWTH_MAX}× \
+             the same at 1,024)"
+        ),
+        (|| {
+            let mut parts = Vec::new();
+            let mut ok = true;
+            for pool in ["AtomicIdPool", "IdPool"] {
+                for pat in crate::poolbench::WORST_PATTERNS {
+                    let big = median(groups, "pool", &format!("{pool}<65535> {pat}"))?;
+                    let small = median(groups, "pool", &format!("{pool}<1024> {pat}"))?;
+                    let r = big / small;
+                    ok &= r <= POOL_GROWTH_MAX;
+                    parts.push(format!("{pool} {pat} {}×", num(r)));
+                }
+            }
+            Ok((ok, parts.join(", ")))
+        })(),
+        &mut out,
+    );
+    for op in Op::ALL {
+        judge_one(
+            format!("C ABI overhead < 10%: {}", op.name()),
+            (|| {
+                let c = median(groups, op.id(), &capi::c_row(op))?;
+                let r = median(groups, op.id(), &capi::rust_row(op))?;
+                let o = (c / r - 1.0) * 100.0;
+                Ok((
+                    o < 10.0,
+                    format!(
+                        "C {} µs vs Rust {} µs = {:+.1}% (limit +10%)",
+                        num(c),
+                        num(r),
+                        o
+                    ),
+                ))
+            })(),
+            &mut out,
+        );
+    }
+    judge_one(
+        format!("An idle waiting stream burns < {IDLE_CPU_MAX_PCT}% of a core"),
+        (|| {
+            let c = median(groups, "idlecpu", rows::IDLE)?;
+            Ok((
+                c < IDLE_CPU_MAX_PCT,
+                format!(
+                    "{}% of one core while waiting (limit {IDLE_CPU_MAX_PCT}%)",
+                    num(c)
+                ),
+            ))
+        })(),
+        &mut out,
+    );
+    out
+}
