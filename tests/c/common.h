@@ -101,10 +101,15 @@ static inline void put_file(const char *dir, const char *name, const void *data,
     REQUIRE(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
 }
 
-/* Waits up to `timeout_ms` for dir/name to appear and reads it into buf (NUL-terminated);
- * returns the length. Exits 1 (naming the file) on timeout: nothing waits forever. */
+/* Waits up to `timeout_ms` (or $ACL_NOTIFY_EXCHANGE_TIMEOUT_MS if set) for dir/name to
+ * appear and reads it into buf (NUL-terminated); returns the length. Exits 1 (naming the
+ * file) on timeout: nothing waits forever. */
 static inline size_t get_file(const char *dir, const char *name, char *buf, size_t cap,
-                       long timeout_ms) {
+                              long timeout_ms) {
+    const char *override = getenv("ACL_NOTIFY_EXCHANGE_TIMEOUT_MS");
+    if (override && atol(override) > 0) {
+        timeout_ms = atol(override);
+    }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
     int64_t deadline = now_ns() + (int64_t)timeout_ms * 1000000LL;

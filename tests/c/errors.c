@@ -406,6 +406,32 @@ int main(int argc, char **argv) {
                 "this thread's messages are mixed with another thread's: %s",
                 mine ? mine : "(null)");
 
+    /* -- garbage handles: random values, and live handles with bits flipped --------------- */
+    {
+        uint64_t x = 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid();
+        for (int i = 0; i < 20000; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+            void *g = bogus((uintptr_t)x);
+            if (n && i % 2) {
+                g = bogus((uintptr_t)n ^ (1ULL << (x % 64)));
+            }
+            if (g == NULL || g == n || g == s0 || g == s1) {
+                continue;
+            }
+            uint32_t gid;
+            aclrtStreamStatus gst;
+            int bad = aclrtGetNotifyId(g, &gid) != ACL_ERROR_RT_INVALID_HANDLE ||
+                      aclrtRecordNotify(g, NULL) != ACL_ERROR_RT_INVALID_HANDLE ||
+                      aclrtStreamQuery(g, &gst) != ACL_ERROR_RT_INVALID_HANDLE ||
+                      (n && aclrtRecordNotify(n, g) != ACL_ERROR_RT_INVALID_HANDLE);
+            if (bad) {
+                EXPECT_TRUE(0, "garbage handle %p was not rejected with 107017", g);
+                break;
+            }
+        }
+        (void)aclGetRecentErrMsg();
+    }
+
     /* -- aclrtGetNotifyId ----------------------------------------------------------------- */
     uint32_t id = 0;
     EXPECT(aclrtGetNotifyId(NULL, &id), ACL_ERROR_INVALID_PARAM);
