@@ -37,6 +37,9 @@ const _: () = {
 pub(crate) const ACL_STREAM_STATUS_COMPLETE: i32 = 0;
 pub(crate) const ACL_STREAM_STATUS_NOT_READY: i32 = 1;
 
+/// `ACL_DEV_ATTR_SUPER_POD_SERVER_ID` (`aclrtDevAttr`).
+pub(crate) const ACL_DEV_ATTR_SUPER_POD_SERVER_ID: i32 = 404;
+
 /// `aclrtHostFunc`.
 pub(crate) type HostFn = unsafe extern "C" fn(*mut c_void);
 
@@ -178,6 +181,10 @@ api! {
         /// `aclError aclFinalizeReference(uint64_t *refCount)` (recent CANN): drops one
         /// `aclInit` reference instead of tearing the runtime down for everybody.
         aclFinalizeReference: unsafe extern "C" fn(*mut u64) -> AclError = "aclFinalizeReference",
+        /// `aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value)`
+        /// (recent CANN): used for `ACL_DEV_ATTR_SUPER_POD_SERVER_ID`.
+        aclrtGetDeviceInfo: unsafe extern "C" fn(u32, i32, *mut i64) -> AclError =
+            "aclrtGetDeviceInfo",
         /// `aclError aclnsimNotifyHostWait(aclrtNotify notify, uint64_t timeoutUs)`: blocks the
         /// calling thread until the notify is recorded, then resets it; the current device must
         /// be the owner's (else 107000); 107019 after `timeoutUs` microseconds

@@ -248,6 +248,20 @@ impl Driver {
     }
 }
 
+/// Checks a C function runs before its handle check (SPEC §3), which this driver must answer
+/// itself for a handle it never passes to C.
+#[derive(Clone, Copy, Debug)]
+enum Before {
+    Nothing,
+    /// `aclrtNotifySetImportPid`: "SoC without IPC → 207000" precedes "107017".
+    IpcSupport,
+    /// `aclrtNotifyBatchReset`, per element: "SoC without batch reset → 207000" precedes
+    /// "107017".
+    BatchReset,
+    /// `aclrtNotifySetImportPidInterServer`: "num == 0 → 107000" precedes "107017".
+    NonEmpty(usize),
+}
+
 struct Identity {
     soc: Soc,
     soc_name: String,
@@ -336,7 +350,7 @@ fn query_identity(api: &Api) -> Result<Identity, DriverError> {
                 check(api, "aclnsimGetServerId", unsafe { f(&mut id) })?;
                 id
             }
-            None => 0,
+            None => super_pod_server_id(api, devices).unwrap_or(0),
         },
     };
     Ok(Identity {
@@ -346,6 +360,24 @@ fn query_identity(api: &Api) -> Result<Identity, DriverError> {
         tgid,
         server_id,
     })
+}
+
+/// `aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_SERVER_ID)`, when the library has it and
+/// answers (outside a SuperPod it may fail: then `None`, and its message is drained so it does
+/// not end up in the next error).
+fn super_pod_server_id(api: &Api, devices: u32) -> Option<u32> {
+    let f = api.aclrtGetDeviceInfo?;
+    if devices == 0 {
+        return None;
+    }
+    let mut v = 0i64;
+    // SAFETY: integer arguments and a valid out-pointer to an i64.
+    let code = unsafe { f(0, ffi::ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &mut v) };
+    if code != 0 {
+        let _ = recent_message(api);
+        return None;
+    }
+    u32::try_from(v).ok()
 }
 
 fn soc_list() -> String {
@@ -412,7 +444,47 @@ impl Inner {
     }
 
     fn notify(&self, n: RawNotify) -> Result<Guard<'_, NotifyEntry>, DriverError> {
-        self.notifies.acquire(n.0).map_err(|_| stale_notify(n))
+        self.notify_for(n, Before::Nothing)
+    }
+
+    /// A use of a notify handle. For a handle that is not live the answer is the one the
+    /// runtime's check order (SPEC §3) gives for an invalid handle: a SoC without notifies
+    /// (IPV350) answers 207000 to every notify call, and `before` names the checks the
+    /// function runs ahead of its handle check; only then 107017.
+    fn notify_for(
+        &self,
+        n: RawNotify,
+        before: Before,
+    ) -> Result<Guard<'_, NotifyEntry>, DriverError> {
+        self.notifies
+            .acquire(n.0)
+            .map_err(|_| self.invalid_notify(n, before))
+    }
+
+    fn invalid_notify(&self, n: RawNotify, before: Before) -> DriverError {
+        if !self.soc.has(Feature::Notify) {
+            return DriverError::local(
+                Error::FeatureNotSupport,
+                format!("{} has no notifies", self.soc),
+            );
+        }
+        match before {
+            Before::IpcSupport if !self.soc.has(Feature::Ipc) => DriverError::local(
+                Error::FeatureNotSupport,
+                format!(
+                    "{} has no notify IPC (export, import, whitelists)",
+                    self.soc
+                ),
+            ),
+            Before::BatchReset if !self.soc.has(Feature::BatchReset) => DriverError::local(
+                Error::FeatureNotSupport,
+                format!("{} has no aclrtNotifyBatchReset", self.soc),
+            ),
+            Before::NonEmpty(0) => {
+                DriverError::local(Error::ParamInvalid, "the entry list is empty")
+            }
+            _ => stale_notify(n),
+        }
     }
 
     fn stream(&self, s: RawStream) -> Result<Guard<'_, StreamEntry>, DriverError> {
@@ -536,7 +608,7 @@ impl NotifyResources for Driver {
         let e = i
             .notifies
             .begin_close(notify.0, |_| true)
-            .map_err(|_| stale_notify(notify))?;
+            .map_err(|_| i.invalid_notify(notify, Before::Nothing))?;
         let result = i.ensure_device(e.device).and_then(|()| {
             // SAFETY: the handle is closing and no call is using it; the pointer is live.
             let code = unsafe { (i.api.aclrtDestroyNotify)(e.ptr.0) };
@@ -628,7 +700,7 @@ impl NotifyResources for Driver {
 
     fn set_import_pids(&self, notify: RawNotify, pids: &[i32]) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let g = i.notify(notify)?;
+        let g = i.notify_for(notify, Before::IpcSupport)?;
         let e = g.get();
         i.ensure_device(e.device)?;
         // The C prototype takes `int32_t *`; give it memory of our own rather than casting away
@@ -658,7 +730,7 @@ impl NotifyResources for Driver {
         entries: &[ServerPid],
     ) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let g = i.notify(notify)?;
+        let g = i.notify_for(notify, Before::NonEmpty(entries.len()))?;
         let e = g.get();
         i.ensure_device(e.device)?;
         let mut pids: Vec<i32> = entries.iter().map(|s| s.pid).collect();
@@ -690,15 +762,24 @@ impl NotifyResources for Driver {
         };
         drop(c_entries);
         drop(pids);
-        i.check("aclrtNotifySetImportPidInterServer", code)
-            .map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))?;
-        let _ = i.notifies.update(notify.0, |v| {
-            v.state = v
-                .state
-                .apply(Op::SetImportPid)
-                .unwrap_or(Lifecycle::Whitelisted);
-        });
-        Ok(())
+        let result = i.check("aclrtNotifySetImportPidInterServer", code);
+        // The runtime applies entries in order and keeps those applied before a failure. The
+        // only failure that can follow applied entries is 207012 (the checks before it are the
+        // same for every entry, so they fail on the first): from Exported (an empty list) that
+        // means 64 entries went in, so the handle is Whitelisted either way.
+        let applied = match &result {
+            Ok(()) => true,
+            Err(err) => err.kind() == Error::OverLimit && e.state == Lifecycle::Exported,
+        };
+        if applied {
+            let _ = i.notifies.update(notify.0, |v| {
+                v.state = v
+                    .state
+                    .apply(Op::SetImportPid)
+                    .unwrap_or(Lifecycle::Whitelisted);
+            });
+        }
+        result.map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))
     }
 
     fn import_by_key(
@@ -905,7 +986,7 @@ impl StreamOps for Driver {
         let mut guards = Vec::with_capacity(notifies.len());
         let mut bad = None;
         for (k, n) in notifies.iter().enumerate() {
-            match i.notify(*n) {
+            match i.notifies.acquire(n.0) {
                 Ok(g) => guards.push(g),
                 Err(_) => {
                     bad = Some(k);
@@ -913,21 +994,17 @@ impl StreamOps for Driver {
                 }
             }
         }
-        if let Some(first) = guards.first() {
-            i.ensure_device(first.get().device)?;
-        }
         // The runtime checks elements in order and stops at the first failure, earlier ones
         // staying reset. A dead handle must not reach it, so it gets the live prefix, and the
-        // dead element's 107017 is answered here — unless the prefix is empty and the SoC lacks
-        // batch reset, where the runtime's per-element order gives 207000 first.
+        // dead element is answered here, after the prefix succeeded (which also proves the SoC
+        // has batch reset). With no live prefix, the element's own check order decides.
         if bad == Some(0) {
-            if !i.soc.has(Feature::BatchReset) {
-                return Err(DriverError::local(
-                    Error::FeatureNotSupport,
-                    format!("{} has no aclrtNotifyBatchReset", i.soc),
-                ));
-            }
-            return Err(stale_notify(notifies[0]).context("element 0 of the batch"));
+            return Err(i
+                .invalid_notify(notifies[0], Before::BatchReset)
+                .context("element 0 of the batch"));
+        }
+        if let Some(first) = guards.first() {
+            i.ensure_device(first.get().device)?;
         }
         let mut ptrs: Vec<*mut c_void> = guards.iter().map(|g| g.get().ptr.0).collect();
         let n = ptrs.len();

@@ -41,6 +41,93 @@ fn identity_comes_from_the_library() {
 }
 
 #[test]
+fn the_server_id_comes_from_the_super_pod_attribute() {
+    let path = mock_copy(Mock::Plain, "server_id");
+    let hooks = Hooks::open(&path);
+    hooks.set_server_id(5);
+    let d = Driver::load_from(&path).unwrap();
+    assert_eq!(d.server_id(), 5);
+}
+
+#[test]
+fn invalid_handles_get_the_answer_of_the_runtime_check_order() {
+    // A SoC without notifies answers 207000 to every notify call, whatever the handle.
+    let path = mock_copy(Mock::Plain, "order_ipv350");
+    let hooks = Hooks::open(&path);
+    hooks.set_soc(c"IPV350");
+    let d = Driver::load_from(&path).unwrap();
+    let s = d.create_stream(0).unwrap();
+    for h in [RawNotify(1), RawNotify(0), RawNotify(u64::MAX)] {
+        let entry = [ServerPid { sdid: 0, pid: 1 }];
+        for e in [
+            d.destroy_notify(h).unwrap_err(),
+            d.notify_info(h).unwrap_err(),
+            d.record(h, s).unwrap_err(),
+            d.wait_and_reset(h, s, Timeout::Forever).unwrap_err(),
+            d.batch_reset(&[h]).unwrap_err(),
+            d.export_key(h, ExportFlags::empty()).unwrap_err(),
+            d.set_import_pids(h, &[1]).unwrap_err(),
+            d.set_import_server_pids(h, &entry).unwrap_err(),
+        ] {
+            assert_eq!(e.kind(), Error::FeatureNotSupport, "{e}");
+        }
+    }
+    drop(d);
+
+    // No IPC: set-import-pid checks the SoC before the handle; export checks the handle first.
+    let path = mock_copy(Mock::Plain, "order_310b");
+    let hooks = Hooks::open(&path);
+    hooks.set_soc(c"Ascend310B1");
+    let d = Driver::load_from(&path).unwrap();
+    assert_eq!(d.soc(), Soc::Ascend310B);
+    let stale = d.create_notify(0, CreateFlags::empty()).unwrap();
+    d.destroy_notify(stale).unwrap();
+    let kind = |r: Result<(), acl_notify_driver::DriverError>| r.unwrap_err().kind();
+    assert_eq!(
+        kind(d.set_import_pids(stale, &[1])),
+        Error::FeatureNotSupport
+    );
+    assert_eq!(
+        d.export_key(stale, ExportFlags::empty())
+            .unwrap_err()
+            .kind(),
+        Error::InvalidHandle
+    );
+    assert_eq!(kind(d.batch_reset(&[stale])), Error::FeatureNotSupport);
+    // Inter-server: "num == 0 → 107000" first, then 107017 before every per-entry check.
+    assert_eq!(
+        kind(d.set_import_server_pids(stale, &[])),
+        Error::ParamInvalid
+    );
+    assert_eq!(
+        kind(d.set_import_server_pids(stale, &[ServerPid { sdid: 1, pid: 1 }])),
+        Error::InvalidHandle
+    );
+}
+
+#[test]
+fn a_partly_applied_inter_server_call_leaves_the_handle_whitelisted() {
+    let (d, hooks) = load(Mock::Plain, "partial");
+    let n = d.create_notify(0, CreateFlags::empty()).unwrap();
+    d.export_key(n, ExportFlags::empty()).unwrap();
+    let many: Vec<ServerPid> = (0..65)
+        .map(|k| ServerPid {
+            sdid: 1,
+            pid: 1000 + k,
+        })
+        .collect();
+    let e = d.set_import_server_pids(n, &many).unwrap_err();
+    assert_eq!(e.kind(), Error::OverLimit);
+    assert_eq!(hooks.whitelist(d.notify_info(n).unwrap().id).len(), 64);
+    assert_eq!(d.notify_info(n).unwrap().state, Lifecycle::Whitelisted);
+    // A call that fails on its first entry applies nothing.
+    let m = d.create_notify(0, CreateFlags::empty()).unwrap();
+    d.export_key(m, ExportFlags::empty()).unwrap();
+    d.set_import_pids(m, &[]).unwrap_err();
+    assert_eq!(d.notify_info(m).unwrap().state, Lifecycle::Exported);
+}
+
+#[test]
 fn unknown_soc_names_are_refused_at_load() {
     let path = mock_copy(Mock::Plain, "unknown_soc");
     let hooks = Hooks::open(&path);

@@ -1,8 +1,9 @@
 //! Smoke test against the simulator's C library (`backend-sim/capi`, `libascendcl.so`): the
 //! driver loads it like a CANN runtime and a whole notify round trip works. The library is the
-//! one cargo builds next to this test binary (`target/<profile>/libascendcl.so`); if it is not
-//! there, this test builds it (`cargo build -p acl-notify-capi`, same profile and target
-//! directory) and fails with the build's output if that does not work — it never skips.
+//! one cargo builds next to this test binary (`target/<profile>/libascendcl.so`); this test
+//! first runs `cargo build -p acl-notify-capi` (same profile and target directory, a no-op
+//! when the library is up to date) and fails with the build's output if that does not work —
+//! it never skips, and never tests a stale library.
 //!
 //! One test in this binary: it sets process environment variables (the simulator's
 //! namespace), which must not race with other threads.
@@ -29,13 +30,10 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The simulator's `libascendcl.so`, built if missing.
+/// The simulator's `libascendcl.so`, brought up to date by cargo (a no-op when it is).
 fn sim_library() -> PathBuf {
     let dir = profile_dir();
     let lib = dir.join("libascendcl.so");
-    if lib.exists() {
-        return lib;
-    }
     let target_dir = dir.parent().expect("a target directory above the profile");
     let profile = dir
         .file_name()
@@ -60,7 +58,7 @@ fn sim_library() -> PathBuf {
     }
     let mut child = cmd.spawn().unwrap_or_else(|e| {
         panic!(
-            "{} is missing and `{cargo}` could not be run: {e}",
+            "building {}: `{cargo}` could not be run: {e}",
             lib.display()
         )
     });
@@ -72,7 +70,7 @@ fn sim_library() -> PathBuf {
                 let _ = child.kill();
                 let _ = child.wait();
                 panic!(
-                    "{} is missing and `cargo build -p acl-notify-capi` did not finish within \
+                    "building {}: `cargo build -p acl-notify-capi` did not finish within \
                      {BUILD_LIMIT:?}; build it first",
                     lib.display()
                 );
@@ -84,7 +82,7 @@ fn sim_library() -> PathBuf {
     let out = child.wait_with_output().expect("cargo's output");
     assert!(
         out.status.success() && lib.exists(),
-        "{} is missing and `cargo build -p acl-notify-capi` failed ({}):\n{}",
+        "building {}: `cargo build -p acl-notify-capi` failed ({}):\n{}",
         lib.display(),
         out.status,
         String::from_utf8_lossy(&out.stderr)

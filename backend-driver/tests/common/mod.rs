@@ -153,6 +153,18 @@ impl Hooks {
         unsafe { f(name.as_ptr()) }
     }
 
+    /// What `aclrtGetDeviceInfo(_, ACL_DEV_ATTR_SUPER_POD_SERVER_ID)` answers (-1: it fails).
+    pub fn set_server_id(&self, id: i64) {
+        // SAFETY: `void mock_set_server_id(int64_t)`.
+        let f = unsafe {
+            self.lib
+                .get::<unsafe extern "C" fn(i64)>("mock_set_server_id")
+        }
+        .expect("mock_set_server_id");
+        // SAFETY: plain integer argument.
+        unsafe { f(id) }
+    }
+
     /// Makes `aclrtNotifyGetExportKey` write keys in a format of its own.
     pub fn set_foreign_keys(&self, on: bool) {
         // SAFETY: `void mock_set_foreign_keys(int)`.

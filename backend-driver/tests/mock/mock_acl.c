@@ -48,6 +48,7 @@ static atomic_int set_device_calls;
 static __thread int set_device_calls_here;
 static const char *soc_name = "Ascend910B3";
 static int foreign_keys;
+static int64_t server_id = -1; /* -1: aclrtGetDeviceInfo(SUPER_POD_SERVER_ID) fails */
 static atomic_int init_calls, finalize_calls, finalize_ref_calls;
 static int initialized;
 static uint32_t next_id = 1;
@@ -91,6 +92,7 @@ int mock_set_device_calls(void) { return atomic_load(&set_device_calls); }
 int mock_set_device_calls_here(void) { return set_device_calls_here; }
 void mock_set_soc(const char *name) { soc_name = name; }
 void mock_set_foreign_keys(int on) { foreign_keys = on; }
+void mock_set_server_id(int64_t id) { server_id = id; }
 int mock_init_calls(void) { return atomic_load(&init_calls); }
 int mock_finalize_calls(void) { return atomic_load(&finalize_calls) + atomic_load(&finalize_ref_calls); }
 static int live_count(int kind) {
@@ -149,6 +151,13 @@ aclError aclrtSetDevice(int32_t d) {
     if (!initialized) return fail(100001, "not initialised");
     if (d < 0 || d >= 4) return fail(107001, "no such device");
     cur_dev = d;
+    return 0;
+}
+aclError aclrtGetDeviceInfo(uint32_t d, int attr, int64_t *value) {
+    if (!value) return fail(100000, "value NULL");
+    if (d >= 4) return fail(107001, "no such device");
+    if (attr != 404 || server_id < 0) return fail(107000, "not a SuperPod");
+    *value = server_id;
     return 0;
 }
 aclError aclrtDeviceGetBareTgid(int32_t *pid) {
