@@ -452,6 +452,11 @@ impl Sim {
         self.add_whitelist(notify, &[entry], false)
     }
 
+    /// IPV350: every notify call is 207000, before any handle is looked at.
+    fn notify_calls(&self) -> Result<(), SimError> {
+        self.require(Feature::Notify, "every notify call")
+    }
+
     fn device_ok(&self, device: u32) -> Result<(), SimError> {
         if device < self.inner.devices {
             Ok(())
@@ -766,6 +771,15 @@ impl Backend for Sim {
 
 impl NotifyResources for Sim {
     fn create_notify(&self, device: u32, flags: CreateFlags) -> Result<RawNotify, SimError> {
+        CreateFlags::from_raw(flags.bits()).map_err(|e| {
+            err(
+                e,
+                format!(
+                    "create flags {:#x}: only 0 and ACL_NOTIFY_DEVICE_USE_ONLY (0x1) exist",
+                    flags.bits()
+                ),
+            )
+        })?;
         self.device_ok(device)?;
         self.require(Feature::Notify, "creating a notify")?;
         if flags.contains(CreateFlags::DEVICE_USE_ONLY) {
@@ -809,6 +823,7 @@ impl NotifyResources for Sim {
     }
 
     fn destroy_notify(&self, notify: RawNotify) -> Result<(), SimError> {
+        self.notify_calls()?;
         let e = write(&self.inner.notifies)
             .remove(notify.0)
             .ok_or_else(|| bad_notify(notify))?;
@@ -819,6 +834,7 @@ impl NotifyResources for Sim {
     }
 
     fn notify_info(&self, notify: RawNotify) -> Result<NotifyInfo, SimError> {
+        self.notify_calls()?;
         let v = self.notify(notify)?;
         Ok(NotifyInfo {
             id: v.r.id(),
@@ -831,8 +847,18 @@ impl NotifyResources for Sim {
     }
 
     fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, SimError> {
+        self.notify_calls()?;
         let v = self.notify(notify)?;
         self.require(Feature::Ipc, "exporting a notify (IPC)")?;
+        ExportFlags::from_raw(flags.bits()).map_err(|e| {
+            err(
+                e,
+                format!(
+                    "export flags {:#x}: only 0 and DISABLE_PID_VALIDATION (0x2) exist",
+                    flags.bits()
+                ),
+            )
+        })?;
         let next = v
             .state
             .apply(Op::Export(flags.pid_validation()))
@@ -878,6 +904,7 @@ impl NotifyResources for Sim {
     }
 
     fn set_import_pids(&self, notify: RawNotify, pids: &[i32]) -> Result<(), SimError> {
+        self.notify_calls()?;
         self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
         let me = self.inner.server_id;
         let entries: Vec<WhitelistEntry> =
@@ -890,6 +917,7 @@ impl NotifyResources for Sim {
         notify: RawNotify,
         entries: &[ServerPid],
     ) -> Result<(), SimError> {
+        self.notify_calls()?;
         if entries.is_empty() {
             return Err(err(Error::ParamInvalid, "no (server, PID) entries given"));
         }
@@ -910,6 +938,15 @@ impl NotifyResources for Sim {
         flags: ImportFlags,
     ) -> Result<RawNotify, SimError> {
         self.require(Feature::Ipc, "importing a notify (IPC)")?;
+        ImportFlags::from_raw(u64::from(flags.bits())).map_err(|e| {
+            err(
+                e,
+                format!(
+                    "import flags {:#x}: values above 3 are invalid",
+                    flags.bits()
+                ),
+            )
+        })?;
         self.device_ok(device)?;
         let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
             err(
@@ -1102,6 +1139,7 @@ impl StreamOps for Sim {
     }
 
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
+        self.notify_calls()?;
         let v = self.notify(notify)?;
         let (s, _) = self.stream(stream)?;
         let r = v.r;
@@ -1119,6 +1157,7 @@ impl StreamOps for Sim {
         stream: RawStream,
         timeout: Timeout,
     ) -> Result<(), SimError> {
+        self.notify_calls()?;
         let v = self.notify(notify)?;
         let (s, sdev) = self.stream(stream)?;
         if !self.on_owner_device(&v, sdev) {
@@ -1141,6 +1180,7 @@ impl StreamOps for Sim {
     }
 
     fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), SimError> {
+        self.notify_calls()?;
         if notifies.is_empty() {
             return Err(err(Error::ParamInvalid, "batch reset of zero notifies"));
         }
@@ -1199,6 +1239,7 @@ impl StreamOps for Sim {
 
 impl HostOps for Sim {
     fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
+        self.notify_calls()?;
         let v = self.notify(notify)?;
         if !self.on_owner_device(&v, v.device) {
             return Err(self.wrong_device(&v, v.device));
@@ -1208,6 +1249,7 @@ impl HostOps for Sim {
     }
 
     fn try_consume(&self, notify: RawNotify) -> Result<bool, SimError> {
+        self.notify_calls()?;
         let v = self.notify(notify)?;
         if !self.on_owner_device(&v, v.device) {
             return Err(self.wrong_device(&v, v.device));

@@ -1,0 +1,587 @@
+//! Multi-process tests of the simulator with real processes: this test binary re-executes
+//! itself as an "agent" child (`ACL_SIM_AGENT=1`) that opens the namespace it is given and
+//! obeys one-line commands on stdin, answering one line on stdout. The parent drives agents,
+//! kills them with SIGKILL mid-flight, and checks what survivors and fresh processes see.
+//!
+//! Every wait has a timeout, every agent is killed when its handle drops, and every test uses
+//! its own namespace (removed at the end), so the tests run in parallel.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{
+    Backend, BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
+    RawNotify, RawStream, ServerPid, Soc, StreamOps, StreamStatus, SyncWait, Timeout,
+};
+use acl_notify_sim::Sim;
+use libtest_mimic::{Arguments, Failed, Trial};
+
+const AGENT: &str = "ACL_SIM_AGENT";
+
+type TestFn = fn() -> Result<(), Failed>;
+/// Upper bound for any single agent answer.
+const ANSWER: Duration = Duration::from_secs(30);
+
+fn main() {
+    if std::env::var_os(AGENT).is_some() {
+        agent();
+        return;
+    }
+    let tests: Vec<(&str, TestFn)> = vec![
+        (
+            "cross_process_record_wakes_a_waiting_stream",
+            cross_process_record_wakes_a_waiting_stream,
+        ),
+        (
+            "sigkill_of_an_importer_mid_flight",
+            sigkill_of_an_importer_mid_flight,
+        ),
+        (
+            "sigkill_of_the_owner_mid_flight",
+            sigkill_of_the_owner_mid_flight,
+        ),
+        (
+            "non_whitelisted_process_gets_207006",
+            non_whitelisted_process_gets_207006,
+        ),
+        ("recycled_pid_is_refused", recycled_pid_is_refused),
+        (
+            "inter_server_whitelist_on_superpod",
+            inter_server_whitelist_on_superpod,
+        ),
+        (
+            "shm_file_is_0600_and_corrupt_header_is_refused",
+            shm_file_is_0600_and_corrupt_header_is_refused,
+        ),
+        (
+            "racing_creators_share_one_machine",
+            racing_creators_share_one_machine,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, f)| Trial::test(name, f))
+        .collect();
+    libtest_mimic::run(&Arguments::from_args(), trials).exit();
+}
+
+// ---- the agent (child side) ----------------------------------------------------------------
+
+fn agent() {
+    let sim = match Sim::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            println!("err {} {e}", e.kind().code());
+            return;
+        }
+    };
+    println!("ok {}", sim.bare_tgid());
+    let stdin = std::io::stdin();
+    let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { return };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let reply = run_command(&sim, &mut streams, &words);
+        match reply {
+            Ok(s) => println!("ok {s}"),
+            Err(e) => println!(
+                "err {} {}",
+                e.kind().code(),
+                e.to_string().replace('\n', " ")
+            ),
+        }
+        if words.first() == Some(&"exit") {
+            return;
+        }
+    }
+}
+
+fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, acl_notify_sim::SimError> {
+    w.get(i)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| acl_notify_sim::SimError::new(Error::ParamInvalid, "bad agent command"))
+}
+
+fn run_command(
+    sim: &Sim,
+    streams: &mut [Option<RawStream>],
+    w: &[&str],
+) -> Result<String, acl_notify_sim::SimError> {
+    let mut stream = |dev: u32| -> Result<RawStream, acl_notify_sim::SimError> {
+        let slot = &mut streams[dev as usize];
+        if let Some(s) = slot {
+            return Ok(*s);
+        }
+        let s = sim.create_stream(dev)?;
+        *slot = Some(s);
+        Ok(s)
+    };
+    match w.first().copied().unwrap_or("") {
+        "create" => Ok(sim
+            .create_notify(num(w, 1)?, CreateFlags::empty())?
+            .0
+            .to_string()),
+        "export_open" => Ok(sim
+            .export_key(RawNotify(num(w, 1)?), ExportFlags::DISABLE_PID_VALIDATION)?
+            .as_str()
+            .to_owned()),
+        "import" => {
+            let key = w.get(2).copied().unwrap_or("");
+            Ok(sim
+                .import_by_key(num(w, 1)?, key, ImportFlags::ENABLE_PEER_ACCESS)?
+                .0
+                .to_string())
+        }
+        "record" => {
+            let s = stream(num(w, 2)?)?;
+            sim.record(RawNotify(num(w, 1)?), s)?;
+            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            Ok(String::new())
+        }
+        // Enqueue a wait that never times out, and report once it is queued in the table.
+        "waitq" => {
+            let s = stream(num(w, 2)?)?;
+            sim.wait_and_reset(RawNotify(num(w, 1)?), s, Timeout::Forever)?;
+            std::thread::sleep(Duration::from_millis(100));
+            Ok(format!("{:?}", sim.query(s)?))
+        }
+        "free" => Ok(sim.notifies_free(num(w, 1)?)?.to_string()),
+        "gc" => {
+            let r = sim.gc()?;
+            Ok(format!("{} {}", r.processes, r.notifies_freed))
+        }
+        "exit" => Ok(String::new()),
+        other => Err(acl_notify_sim::SimError::new(
+            Error::ParamInvalid,
+            format!("unknown agent command {other:?}"),
+        )),
+    }
+}
+
+// ---- the parent side ---------------------------------------------------------------------
+
+/// A child agent; killed (SIGKILL) and reaped on drop.
+struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    pid: i32,
+}
+
+impl Agent {
+    fn spawn(ns: &str, soc: Soc, server: u32) -> Agent {
+        let mut child = Command::new(std::env::current_exe().expect("test binary path"))
+            .env(AGENT, "1")
+            .env(acl_notify_sim::ENV_NAMESPACE, ns)
+            .env(acl_notify_sim::ENV_SOC, soc.name())
+            .env(acl_notify_sim::ENV_DEVICES, "2")
+            .env(acl_notify_sim::ENV_SERVER_ID, server.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn agent");
+        let stdin = child.stdin.take().expect("agent stdin");
+        let stdout = child.stdout.take().expect("agent stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let pid = child.id() as i32;
+        let mut a = Agent {
+            child,
+            stdin,
+            lines: rx,
+            pid,
+        };
+        let hello = a.answer();
+        assert_eq!(
+            hello,
+            Ok(pid.to_string()),
+            "agent failed to open the namespace"
+        );
+        a
+    }
+
+    fn answer(&mut self) -> Result<String, (i32, String)> {
+        let line = self
+            .lines
+            .recv_timeout(ANSWER)
+            .unwrap_or_else(|_| panic!("agent {} did not answer within {ANSWER:?}", self.pid));
+        if let Some(rest) = line.strip_prefix("ok") {
+            Ok(rest.trim().to_owned())
+        } else if let Some(rest) = line.strip_prefix("err ") {
+            let (code, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+            Err((code.parse().unwrap_or(-1), msg.to_owned()))
+        } else {
+            panic!("agent {} said {line:?}", self.pid)
+        }
+    }
+
+    fn cmd(&mut self, c: &str) -> Result<String, (i32, String)> {
+        writeln!(self.stdin, "{c}").expect("write to agent");
+        self.stdin.flush().expect("flush agent stdin");
+        self.answer()
+    }
+
+    fn ok(&mut self, c: &str) -> String {
+        match self.cmd(c) {
+            Ok(s) => s,
+            Err(e) => panic!("agent command {c:?} failed: {e:?}"),
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A unique namespace, removed on drop.
+struct Ns(String);
+
+impl Ns {
+    fn new(tag: &str) -> Ns {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let ns = format!(
+            "mp-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let _ = Sim::remove_namespace(&ns);
+        Ns(ns)
+    }
+
+    fn open(&self, soc: Soc) -> Sim {
+        Sim::builder()
+            .soc(soc)
+            .devices(2)
+            .namespace(&self.0)
+            .open()
+            .expect("open namespace")
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Sim::remove_namespace(&self.0);
+    }
+}
+
+fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
+    if cond { Ok(()) } else { Err(what().into()) }
+}
+
+fn poll_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), Failed> {
+    let end = Instant::now() + limit;
+    while !f() {
+        if Instant::now() > end {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+fn cross_process_record_wakes_a_waiting_stream() -> Result<(), Failed> {
+    let ns = Ns::new("xrec");
+    let sim = ns.open(Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty())?;
+    let key = sim.export_key(n, ExportFlags::DISABLE_PID_VALIDATION)?;
+    let s = sim.create_stream(0)?;
+    sim.wait_and_reset(n, s, Timeout::from_c(30))?;
+    std::thread::sleep(Duration::from_millis(50));
+    check(sim.query(s)? == StreamStatus::NotReady, || {
+        "the wait should stall the stream until the other process records".into()
+    })?;
+    let mut b = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    // The importer is on device 1 and records there.
+    let h = b.ok(&format!("import 1 {key}"));
+    b.ok(&format!("record {h} 1"));
+    sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(20)))?;
+    check(sim.query(s)? == StreamStatus::Complete, || {
+        "stream not complete".into()
+    })?;
+    // Exactly one record was consumed: nothing is left.
+    check(!sim.try_consume(n)?, || {
+        "the record was consumed twice or left".into()
+    })?;
+    b.ok("exit");
+    Ok(())
+}
+
+fn sigkill_of_an_importer_mid_flight() -> Result<(), Failed> {
+    let ns = Ns::new("killimp");
+    let sim = ns.open(Soc::Ascend910B);
+    let total = sim.notifies_free(0)?;
+    let n = sim.create_notify(0, CreateFlags::empty())?;
+    let key = sim.export_key(n, ExportFlags::DISABLE_PID_VALIDATION)?;
+    let mut b = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    // The importer, on the owner's device, queues a wait that never times out: it holds the
+    // head ticket of the notify's waiter queue when it dies.
+    let h = b.ok(&format!("import 0 {key}"));
+    check(b.ok(&format!("waitq {h} 0")) == "NotReady", || {
+        "importer wait not queued".into()
+    })?;
+    let s = sim.create_stream(0)?;
+    sim.wait_and_reset(n, s, Timeout::from_c(30))?;
+    std::thread::sleep(Duration::from_millis(50));
+    b.kill();
+    // The survivor's wait is not blocked by the dead process's ticket: a record reaches it.
+    let d = sim.default_stream(1)?;
+    sim.record(n, d)?;
+    sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(20)))
+        .map_err(|e| format!("survivor's wait: {e}"))?;
+    // The survivor destroys its handle; the dead importer's reference must not keep the id.
+    sim.destroy_notify(n)?;
+    let mut fresh = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let free: u32 = fresh.ok("free 0").parse()?;
+    check(free == total, || {
+        format!("fresh process sees {free} of {total} ids free")
+    })?;
+    fresh.ok("exit");
+    Ok(())
+}
+
+fn sigkill_of_the_owner_mid_flight() -> Result<(), Failed> {
+    let ns = Ns::new("killown");
+    let sim = ns.open(Soc::Ascend910B);
+    let total = sim.notifies_free(1)?;
+    let mut a = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let h = a.ok("create 1");
+    let key = a.ok(&format!("export_open {h}"));
+    // The owner holds a queued wait on its device, then dies.
+    check(a.ok(&format!("waitq {h} 1")) == "NotReady", || {
+        "owner wait not queued".into()
+    })?;
+    let imp = sim.import_by_key(1, &key, ImportFlags::empty())?;
+    check(sim.notifies_free(1)? == total - 1, || {
+        "id not in use".into()
+    })?;
+    a.kill();
+    // The importer (same device) can still record and wait: the notify outlives its owner.
+    let s = sim.create_stream(1)?;
+    sim.record(imp, s)?;
+    sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(20)))?;
+    sim.host_wait(imp, Duration::from_secs(20))
+        .map_err(|e| format!("importer wait after owner death: {e}"))?;
+    let r = sim.gc()?;
+    check(r.processes >= 1, || format!("gc reclaimed nothing: {r:?}"))?;
+    check(sim.notifies_free(1)? == total - 1, || {
+        "importer still holds the id".into()
+    })?;
+    sim.destroy_notify(imp)?;
+    check(sim.notifies_free(1)? == total, || {
+        "id not freed by the last holder".into()
+    })?;
+    drop(sim);
+    let mut fresh = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let free: u32 = fresh.ok("free 1").parse()?;
+    check(free == total, || {
+        format!("fresh process sees {free} of {total} ids free")
+    })?;
+    // The key is stale now.
+    let e = fresh.cmd(&format!("import 1 {key}"));
+    check(matches!(e, Err((107017, _))), || {
+        format!("stale key import gave {e:?}")
+    })?;
+    fresh.ok("exit");
+    Ok(())
+}
+
+fn non_whitelisted_process_gets_207006() -> Result<(), Failed> {
+    let ns = Ns::new("wl");
+    let sim = ns.open(Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty())?;
+    let key = sim.export_key(n, ExportFlags::empty())?;
+    let mut b = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut c = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    sim.set_import_pids(n, &[c.pid])?;
+    let e = b.cmd(&format!("import 1 {key}"));
+    match &e {
+        Err((207006, msg)) => check(
+            msg.contains("not whitelisted") && msg.contains(&c.pid.to_string()),
+            || format!("message should name the whitelist: {msg}"),
+        )?,
+        other => return Err(format!("non-whitelisted import gave {other:?}").into()),
+    }
+    // The whitelisted one gets in, and its record reaches the owner.
+    let h = c.ok(&format!("import 1 {key}"));
+    c.ok(&format!("record {h} 1"));
+    sim.host_wait(n, Duration::from_secs(20))?;
+    b.ok("exit");
+    c.ok("exit");
+    Ok(())
+}
+
+fn recycled_pid_is_refused() -> Result<(), Failed> {
+    let ns = Ns::new("recycle");
+    let sim = ns.open(Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty())?;
+    let key = sim.export_key(n, ExportFlags::empty())?;
+    let mut b = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    // The whitelist names b's PID but a process that started at another time: what the owner
+    // would have recorded for an earlier process whose PID b now reuses.
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", b.pid))?;
+    let start: u64 = stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().nth(19))
+        .and_then(|s| s.parse().ok())
+        .ok_or("cannot read the agent's start time")?;
+    sim.set_import_pid_with_start_time(n, b.pid, start + 1)?;
+    let e = b.cmd(&format!("import 0 {key}"));
+    match &e {
+        Err((207006, msg)) => check(msg.contains("recycled"), || msg.clone())?,
+        other => return Err(format!("recycled-PID import gave {other:?}").into()),
+    }
+    // With the right start time (what set_import_pids records) it is let in.
+    sim.set_import_pids(n, &[b.pid])?;
+    b.ok(&format!("import 0 {key}"));
+    b.ok("exit");
+    Ok(())
+}
+
+fn inter_server_whitelist_on_superpod() -> Result<(), Failed> {
+    let ns = Ns::new("superpod");
+    let sim = ns.open(Soc::Ascend910_93);
+    let n = sim.create_notify(1, CreateFlags::empty())?;
+    let key = sim.export_key(n, ExportFlags::empty())?;
+    let mut b = Agent::spawn(&ns.0, Soc::Ascend910_93, 1);
+    // A same-server PID entry does not cover a process on server 1.
+    sim.set_import_pids(n, &[b.pid])?;
+    let e = b.cmd(&format!("import 0 {key}"));
+    check(matches!(e, Err((207006, _))), || {
+        format!("server-1 import with a server-0 entry: {e:?}")
+    })?;
+    sim.set_import_server_pids(
+        n,
+        &[ServerPid {
+            sdid: 1,
+            pid: b.pid,
+        }],
+    )?;
+    let h = b.ok(&format!("import 0 {key}"));
+    b.ok(&format!("record {h} 0"));
+    sim.host_wait(n, Duration::from_secs(20))?;
+    // On a SoC without SuperPod support the inter-server call is 207000.
+    let ns2 = Ns::new("nosuperpod");
+    let plain = ns2.open(Soc::Ascend910B);
+    let m = plain.create_notify(0, CreateFlags::empty())?;
+    plain.export_key(m, ExportFlags::empty())?;
+    let e = plain
+        .set_import_server_pids(m, &[ServerPid { sdid: 1, pid: 1 }])
+        .unwrap_err();
+    check(e.kind() == Error::FeatureNotSupport, || format!("{e}"))?;
+    b.ok("exit");
+    Ok(())
+}
+
+fn shm_file_is_0600_and_corrupt_header_is_refused() -> Result<(), Failed> {
+    let ns = Ns::new("file");
+    let path = {
+        let sim = ns.open(Soc::Ascend910B);
+        sim.shm_path().to_owned()
+    };
+    let mode = std::fs::metadata(&path)?.permissions().mode() & 0o7777;
+    check(mode == 0o600, || format!("mode {mode:o}"))?;
+    // Another process with another SoC is refused with a message naming the file.
+    let sim_err = Sim::builder()
+        .soc(Soc::Ascend950PR)
+        .devices(2)
+        .namespace(&ns.0)
+        .open()
+        .unwrap_err();
+    check(
+        sim_err.to_string().contains(path.to_str().unwrap_or("?")),
+        || sim_err.to_string(),
+    )?;
+    // Corrupt the layout version (bytes 8..12 of the header), in place.
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        let mut v = [0u8; 4];
+        f.read_exact_at(&mut v, 8)?;
+        v[0] ^= 0x55;
+        f.write_all_at(&v, 8)?;
+    }
+    let e = Sim::builder()
+        .soc(Soc::Ascend910B)
+        .devices(2)
+        .namespace(&ns.0)
+        .open()
+        .unwrap_err();
+    check(e.kind() == Error::DrvInternalError, || e.to_string())?;
+    check(e.to_string().contains("layout version"), || e.to_string())?;
+    // And in a fresh process too (nothing cached): a clear error, not a crash.
+    let mut child = Command::new(std::env::current_exe()?)
+        .env(AGENT, "1")
+        .env(acl_notify_sim::ENV_NAMESPACE, &ns.0)
+        .env(acl_notify_sim::ENV_DEVICES, "2")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()?;
+    let out = child.stdout.take().map(|o| {
+        let mut s = String::new();
+        let _ = BufReader::new(o).read_line(&mut s);
+        s
+    });
+    let status = child.wait()?;
+    let line = out.unwrap_or_default();
+    check(status.success() && line.starts_with("err 507899"), || {
+        format!("{status:?}: {line}")
+    })?;
+    Ok(())
+}
+
+fn racing_creators_share_one_machine() -> Result<(), Failed> {
+    let ns = Ns::new("race");
+    let mut agents: Vec<Agent> = Vec::new();
+    // Spawn without waiting for each to open: they race for O_EXCL.
+    let kids: Vec<_> = (0..4)
+        .map(|_| {
+            std::thread::spawn({
+                let ns = ns.0.clone();
+                move || Agent::spawn(&ns, Soc::Ascend310P, 0)
+            })
+        })
+        .collect();
+    for k in kids {
+        agents.push(k.join().map_err(|_| "agent failed to open")?);
+    }
+    let mut ids = Vec::new();
+    for a in &mut agents {
+        a.ok("create 0");
+        ids.push(a.ok("free 0").parse::<u32>()?);
+    }
+    // All four see one machine: the last answer counts all four creates.
+    check(ids.last() == Some(&(1024 - 4)), || {
+        format!("free counts {ids:?}")
+    })?;
+    for a in &mut agents {
+        a.kill();
+    }
+    let sim = ns.open(Soc::Ascend310P);
+    poll_until("ids reclaimed", Duration::from_secs(10), || {
+        let _ = sim.gc();
+        sim.notifies_free(0).ok() == Some(1024)
+    })?;
+    Ok(())
+}
