@@ -88,6 +88,8 @@ pub struct Case<B> {
     pub applies: fn(Soc) -> bool,
     /// Hard limit for the child process running it.
     pub timeout: Duration,
+    /// Runs only on the simulator (it uses a simulator-only test hook).
+    pub sim_only: bool,
     /// The case.
     pub run: fn(&Ctx<'_, B>) -> CaseResult,
 }
@@ -445,7 +447,7 @@ pub fn main() -> ! {
         // instantiate it for the names.
         for case in crate::cases::all::<Sim>() {
             for &soc in Soc::ALL {
-                if !(case.applies)(soc) {
+                if !(case.applies)(soc) || (case.sim_only && kind != BackendKind::Sim) {
                     continue;
                 }
                 let name = format!("{}::{}::{}", kind.name(), soc.name(), case.name);

@@ -70,6 +70,7 @@ pub fn case<B>(
         name,
         applies,
         timeout: CASE_TIMEOUT,
+        sim_only: false,
         run,
     }
 }

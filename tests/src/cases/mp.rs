@@ -23,6 +23,7 @@ pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
         name,
         applies,
         timeout: Duration::from_secs(90),
+        sim_only: false,
         run,
     };
     vec![
@@ -38,6 +39,11 @@ pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
         ),
         mp("mp::holder_counting", ipc, holder_counting),
         mp("mp::inter_server", inter_server, inter_server_flow),
+        mp("mp::ping_pong_loses_nothing", ipc, ping_pong),
+        Case {
+            sim_only: true,
+            ..mp("mp::start_time_mismatch_refused", ipc, start_time_mismatch)
+        },
     ]
 }
 
@@ -82,6 +88,10 @@ pub fn roles<B: TestBackend>() -> Vec<Role<B>> {
         Role {
             name: "server1_importer",
             run: server1_importer,
+        },
+        Role {
+            name: "pong",
+            run: pong,
         },
     ]
 }
@@ -251,6 +261,7 @@ fn recycled_pid_refused<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let n = ok!(b.create_notify(0, CreateFlags::empty()));
     let key = ok!(b.export_key(n, ExportFlags::empty()));
     ctx.put("key", key.as_str())?;
+    let first_started = Instant::now();
     let mut first = ctx.spawn_role("recycle_first", "", &[])?;
     let pid1 = parse_pid(&ctx.take_from("first.pid", T, &mut first)?)?;
     ensure_eq!(pid1, first.pid, "bare_tgid of the first process");
@@ -258,6 +269,14 @@ fn recycled_pid_refused<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     ctx.put("first.go", "")?;
     first.wait_ok(T)?;
 
+    // A process's start time (what the whitelist remembers besides the PID) has clock-tick
+    // resolution (USER_HZ, 10 ms). A real recycle happens after the PID space wrapped, long
+    // after; here it takes milliseconds, so keep the two start times a few ticks apart to
+    // model it (otherwise the two processes are indistinguishable to any start-time check).
+    let gap = Duration::from_millis(50);
+    if let Some(rest) = gap.checked_sub(first_started.elapsed()) {
+        std::thread::sleep(rest);
+    }
     // Start processes until one gets pid1 again.
     let mut chosen = None;
     let mut recycled = false;
@@ -594,4 +613,80 @@ fn server1_importer<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     sync_ok(ctx, s, LONG, "record from server 1")?;
     ok!(b.destroy_notify(imp));
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cross-process wake-ups lose nothing.
+
+const ROUNDS: u32 = 300;
+
+/// Two processes bounce a token ROUNDS times through two notifies, each waiting on the one it
+/// owns and recording the other's import: every record is consumed by exactly one wait (none
+/// times out), with wake-ups crossing the process boundary.
+fn ping_pong<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let b = ctx.b;
+    let mine = ok!(b.create_notify(0, CreateFlags::empty()));
+    let key = ok!(b.export_key(mine, ExportFlags::DISABLE_PID_VALIDATION));
+    ctx.put("a.key", key.as_str())?;
+    let mut pong = ctx.spawn_role("pong", "", &[])?;
+    let theirs = ctx.take_from("b.key", T, &mut pong)?;
+    let imp = ok!(b.import_by_key(0, theirs.trim(), ImportFlags::empty()));
+    let s = ok!(b.create_stream(0));
+    let t = Instant::now();
+    for _ in 0..ROUNDS {
+        ok!(b.record(imp, s));
+        ok!(b.wait_and_reset(mine, s, secs(5)));
+    }
+    sync_ok(ctx, s, Duration::from_secs(40), "ping side")?;
+    ctx.note(format!(
+        "{ROUNDS} cross-process round trips in {:.2?} ({:.1?} each)",
+        t.elapsed(),
+        t.elapsed() / ROUNDS
+    ));
+    pong.wait_ok(T)
+}
+
+fn pong<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let b = ctx.b;
+    let mine = ok!(b.create_notify(0, CreateFlags::empty()));
+    let key = ok!(b.export_key(mine, ExportFlags::DISABLE_PID_VALIDATION));
+    let theirs = ctx.take("a.key", T)?;
+    let imp = ok!(b.import_by_key(0, theirs.trim(), ImportFlags::empty()));
+    let s = ok!(b.create_stream(0));
+    for _ in 0..ROUNDS {
+        ok!(b.wait_and_reset(mine, s, secs(5)));
+        ok!(b.record(imp, s));
+    }
+    ctx.put("b.key", key.as_str())?;
+    sync_ok(ctx, s, Duration::from_secs(40), "pong side")?;
+    Ok(())
+}
+
+/// Simulator only (its `set_import_pid_with_start_time` test hook): a whitelist entry with the
+/// importer's PID but another start time — what a recycled PID looks like — does not admit
+/// the live process with that PID (207006); the real entry then does.
+fn start_time_mismatch<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let b = ctx.b;
+    let sim = (b as &dyn std::any::Any)
+        .downcast_ref::<acl_notify_sim::Sim>()
+        .ok_or("this case needs the simulator backend")?;
+    let n = ok!(b.create_notify(0, CreateFlags::empty()));
+    let key = ok!(b.export_key(n, ExportFlags::empty()));
+    let mut r = ctx.spawn_role("refused_then_admitted", "", &[])?;
+    let pid = parse_pid(&ctx.take_from("r.pid", T, &mut r)?)?;
+    // Start time 1 tick after boot: certainly not this child's.
+    ok!(sim.set_import_pid_with_start_time(n, pid, 1));
+    ctx.put("key", key.as_str())?;
+    ctx.take_from("r.refused", T, &mut r)?;
+    ok!(b.set_import_pids(n, &[pid]));
+    let s = ok!(b.create_stream(0));
+    ok!(b.wait_and_reset(n, s, secs(15)));
+    ctx.put("r.added", "")?;
+    sync_ok(
+        ctx,
+        s,
+        Duration::from_secs(20),
+        "owner's wait for the admitted importer",
+    )?;
+    r.wait_ok(T)
 }

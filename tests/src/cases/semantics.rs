@@ -44,6 +44,8 @@ pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
             notify,
             wait_from_other_device,
         ),
+        case("sem::deep_queue_behind_a_wait", notify, deep_queue),
+        case("sem::timeout_message_explains", notify, timeout_message),
     ]
 }
 
@@ -670,5 +672,75 @@ fn wait_from_other_device<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     );
     // The refused waits enqueued nothing.
     sync_ok(ctx, s1, LONG, "stream with a refused wait")?;
+    Ok(())
+}
+
+/// Enqueueing never fails merely because many tasks are queued (it may wait for room): 5000
+/// host functions behind a blocked wait, from another thread, all run once the wait is
+/// released.
+fn deep_queue<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let b = ctx.b;
+    let n = ok!(b.create_notify(0, CreateFlags::empty()));
+    let (s, r) = (ok!(b.create_stream(0)), ok!(b.create_stream(0)));
+    ok!(b.wait_and_reset(n, s, secs(30)));
+    let p = Probe::new();
+    const TASKS: u32 = 5000;
+    std::thread::scope(|scope| -> CaseResult {
+        let enq = scope.spawn(|| -> CaseResult {
+            for i in 0..TASKS {
+                if let Err(e) = b.launch_host_func(s, p.call()) {
+                    return Err(format!(
+                        "launch_host_func #{i} behind a blocked wait failed: {} — {e}",
+                        crate::util::kind_of(&e)
+                    ));
+                }
+            }
+            Ok(())
+        });
+        pause(300);
+        ensure_eq!(p.count(), 0, "host functions behind the blocked wait");
+        ok!(b.record(n, r));
+        enq.join()
+            .map_err(|_| "the enqueueing thread panicked".to_owned())??;
+        Ok(())
+    })?;
+    sync_ok(ctx, s, Duration::from_secs(30), "the deep queue")?;
+    ensure_eq!(p.count(), TASKS, "host functions run");
+    Ok(())
+}
+
+/// **[ours]** The 107020 of a timed-out wait explains itself (SPEC §3: the message names the
+/// notify id, device, timeout, owner and whitelisted PIDs): the error's text names at least the
+/// notify id and the owner's PID.
+fn timeout_message<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let b = ctx.b;
+    let n = ok!(b.create_notify(0, CreateFlags::empty()));
+    let id = ok!(b.notify_info(n)).id;
+    let s = ok!(b.create_stream(0));
+    ok!(b.wait_and_reset(n, s, secs(1)));
+    let e = match b.synchronize(s, at_most(LONG)) {
+        Err(e) if crate::util::kind_of(&e) == Error::TaskTimeout => e,
+        other => {
+            return Err(format!(
+                "expected ACL_ERROR_RT_TASK_TIMEOUT, got {}",
+                crate::check::code_of(&other)
+            ));
+        }
+    };
+    let text = e.to_string();
+    ctx.note(format!("107020 message: {text}"));
+    let words: Vec<&str> = text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    ensure!(
+        words.contains(&id.to_string().as_str()),
+        "the 107020 message does not name notify id {id}: {text:?}"
+    );
+    let pid = b.bare_tgid().to_string();
+    ensure!(
+        words.contains(&pid.as_str()),
+        "the 107020 message does not name the owner pid {pid}: {text:?}"
+    );
     Ok(())
 }
