@@ -9,7 +9,8 @@
 //! - `ipc_owner.c` + `ipc_importer.c`: SPEC §7's two-process flow, with and without a PID
 //!   whitelist; the merged timeline must show the owner's stream blocked until the importer's
 //!   record;
-//! - `errors.c`: SPEC §3 row by row, once per SoC of SPEC §4 (`ACL_NOTIFY_SIM_SOC`).
+//! - `errors.c`: SPEC §3 row by row, once per SoC of SPEC §4 (`ACL_NOTIFY_SIM_SOC`);
+//! - `extensions.c`: the simulator's `aclnsim*` extensions (`acl/aclnsim.h`).
 //!
 //! Every program runs under a deadline; on failure or timeout the others of its group are
 //! killed, and the failure shows each program's output.
@@ -168,7 +169,13 @@ fn build_everything() -> Result<Prefix, String> {
             ))
         }
     };
-    for name in ["layout", "ipc_owner", "ipc_importer", "errors"] {
+    for name in [
+        "layout",
+        "ipc_owner",
+        "ipc_importer",
+        "errors",
+        "extensions",
+    ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
@@ -348,6 +355,21 @@ fn header_layout_and_values() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("layout: ok"), "{}", report(&o));
     }
+}
+
+// ---- the simulator's extensions (acl/aclnsim.h) -------------------------------------------------
+
+#[test]
+fn simulator_extensions() {
+    let p = setup();
+    let s = Scratch::new("ext");
+    let mut cmd = s.cmd(&p.bin.join("extensions"), "Ascend910B");
+    let o = run_all(
+        vec![spawn("extensions", &mut cmd).expect("start extensions")],
+        Duration::from_secs(30),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("extensions: ok"), "{}", report(&o));
 }
 
 // ---- the two-process flow ---------------------------------------------------------------------

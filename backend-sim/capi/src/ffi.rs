@@ -677,6 +677,94 @@ pub unsafe extern "C" fn aclrtNotifyImportByKey(
     })
 }
 
+// ---- extensions (`acl/aclnsim.h`): host-side waits and budgets, beyond CANN -------------------
+
+/// `aclError aclnsimNotifyHostWait(aclrtNotify notify, uint64_t timeoutUs)`: blocks the calling
+/// thread until the notify is recorded, then resets it (consuming the record as a stream wait
+/// would). `UINT64_MAX` waits forever.
+///
+/// Codes: 100000; 100001; 107017; 107002; 107000 the current device is not the owner's; 107019
+/// timed out.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclnsimNotifyHostWait(notify: aclrtNotify, timeout_us: u64) -> aclError {
+    api("aclnsimNotifyHostWait", || {
+        if notify.is_null() {
+            return Err(null_arg("notify"));
+        }
+        let t = (timeout_us != u64::MAX).then(|| std::time::Duration::from_micros(timeout_us));
+        runtime()?.host_wait(handle(notify), t)
+    })
+}
+
+/// `aclError aclnsimNotifyTryConsume(aclrtNotify notify, int32_t *consumed)`: if the flag is
+/// set, resets it and writes 1, else writes 0. Never blocks.
+///
+/// Codes: 100000; 100001; 107017; 107002; 107000 the current device is not the owner's.
+///
+/// # Safety
+///
+/// `consumed` is NULL or valid for writing an `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimNotifyTryConsume(
+    notify: aclrtNotify,
+    consumed: *mut i32,
+) -> aclError {
+    api("aclnsimNotifyTryConsume", || {
+        if notify.is_null() {
+            return Err(null_arg("notify"));
+        }
+        if consumed.is_null() {
+            return Err(null_arg("consumed"));
+        }
+        let yes = runtime()?.try_consume(handle(notify))?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { consumed.write_unaligned(i32::from(yes)) };
+        Ok(())
+    })
+}
+
+/// `aclError aclnsimGetNotifyFreeCount(int32_t deviceId, uint32_t *count)`: notify ids still
+/// free on the device, across every process of the simulated machine.
+///
+/// Codes: 100000; 100001; 107001; 207000 notifies unsupported.
+///
+/// # Safety
+///
+/// `count` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimGetNotifyFreeCount(device_id: i32, count: *mut u32) -> aclError {
+    api("aclnsimGetNotifyFreeCount", || {
+        if count.is_null() {
+            return Err(null_arg("count"));
+        }
+        let n = runtime()?.notifies_free(device_id)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { count.write_unaligned(n) };
+        Ok(())
+    })
+}
+
+/// `aclError aclnsimGetServerId(uint32_t *serverId)`: the SuperPod server this process runs on
+/// (`ACL_NOTIFY_SIM_SERVER_ID`).
+///
+/// Codes: 100000; 100001.
+///
+/// # Safety
+///
+/// `server_id` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimGetServerId(server_id: *mut u32) -> aclError {
+    api("aclnsimGetServerId", || {
+        if server_id.is_null() {
+            return Err(null_arg("serverId"));
+        }
+        let id = runtime()?.backend().server_id();
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { server_id.write_unaligned(id) };
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,11 +8,12 @@
 
 use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Duration;
 
 use acl_notify_core::{
-    BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, ImportFlags,
-    NotifyResources, RawNotify, RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus,
-    SyncWait, Timeout,
+    BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
+    ImportFlags, NotifyResources, RawNotify, RawStream, ServerPid, StreamDestroy, StreamOps,
+    StreamStatus, SyncWait, Timeout,
 };
 
 use crate::errmsg::{CallError, param};
@@ -556,5 +557,51 @@ impl<B: NotifyResources + StreamOps> Runtime<B> {
             .import_by_key(device, key.as_str(), flags)
             .map_err(CallError::backend)?;
         self.add_notify(NotifyEntry { raw, device })
+    }
+}
+
+/// The simulator's extensions beyond CANN's API (`aclnsim*`), for backends with [`HostOps`].
+impl<B: NotifyResources + StreamOps + HostOps> Runtime<B> {
+    /// The notify's backend handle, after checking the calling thread's current device is the
+    /// owner's: 107017; 107002; 107000.
+    fn owner_side(&self, notify: usize) -> Result<RawNotify, CallError> {
+        let n = self.notify(notify)?;
+        let device = self.current_device()?;
+        let info = self
+            .backend
+            .notify_info(n.raw)
+            .map_err(CallError::backend)?;
+        if info.owner_device != device {
+            return Err(param(format!(
+                "notify {} is owned by device {}; host-side waits are only possible with the \
+                 owner's device current (the current device is {device})",
+                info.id, info.owner_device
+            )));
+        }
+        Ok(n.raw)
+    }
+
+    /// `aclnsimNotifyHostWait`: `None` waits forever.
+    pub(crate) fn host_wait(
+        &self,
+        notify: usize,
+        timeout: Option<Duration>,
+    ) -> Result<(), CallError> {
+        let raw = self.owner_side(notify)?;
+        // "Forever" as a wait the process will not outlive (and that no deadline overflows).
+        let t = timeout.unwrap_or(Duration::from_secs(100 * 365 * 24 * 3600));
+        self.backend.host_wait(raw, t).map_err(CallError::backend)
+    }
+
+    /// `aclnsimNotifyTryConsume`.
+    pub(crate) fn try_consume(&self, notify: usize) -> Result<bool, CallError> {
+        let raw = self.owner_side(notify)?;
+        self.backend.try_consume(raw).map_err(CallError::backend)
+    }
+
+    /// `aclnsimGetNotifyFreeCount`.
+    pub(crate) fn notifies_free(&self, device: i32) -> Result<u32, CallError> {
+        let d = self.device_id(device)?;
+        self.backend.notifies_free(d).map_err(CallError::backend)
     }
 }

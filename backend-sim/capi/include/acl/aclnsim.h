@@ -1,0 +1,35 @@
+/*
+ * acl/aclnsim.h — extensions of acl-notify's simulator library beyond CANN's API: host-side
+ * waits on a notify and resource budgets. Not part of CANN; a program that uses them runs only
+ * on this library (acl-notify's driver backend looks them up optionally).
+ */
+#ifndef ACL_NOTIFY_ACL_ACLNSIM_H_
+#define ACL_NOTIFY_ACL_ACLNSIM_H_
+
+#include "acl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Blocks the calling thread until the notify is recorded, then resets it (consumes the record
+ * exactly as a stream wait would). The current device must be the owner's (else
+ * ACL_ERROR_RT_PARAM_INVALID). timeoutUs in microseconds, UINT64_MAX = forever; expiry →
+ * ACL_ERROR_RT_WAIT_TIMEOUT. */
+ACL_FUNC_VISIBILITY aclError aclnsimNotifyHostWait(aclrtNotify notify, uint64_t timeoutUs);
+
+/* If the flag is set, resets it and writes 1 to *consumed, else writes 0. Never blocks. Same
+ * device rule as aclnsimNotifyHostWait. */
+ACL_FUNC_VISIBILITY aclError aclnsimNotifyTryConsume(aclrtNotify notify, int32_t *consumed);
+
+/* Notify ids still free on deviceId, across every process of the simulated machine. */
+ACL_FUNC_VISIBILITY aclError aclnsimGetNotifyFreeCount(int32_t deviceId, uint32_t *count);
+
+/* The SuperPod server this process runs on (ACL_NOTIFY_SIM_SERVER_ID, default 0). */
+ACL_FUNC_VISIBILITY aclError aclnsimGetServerId(uint32_t *serverId);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ACL_NOTIFY_ACL_ACLNSIM_H_ */

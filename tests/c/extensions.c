@@ -1,0 +1,66 @@
+/* extensions.c — the simulator library's extensions beyond CANN (acl/aclnsim.h): host-side
+ * waits and try-consume on a notify, the free-id budget and the server id.
+ * usage: extensions (run with ACL_NOTIFY_SIM_DEVICES >= 2). Exit 0 when every check holds. */
+#include "common.h"
+
+#include "acl/aclnsim.h"
+
+#define EXPECT_RC(call, want)                                                              \
+    do {                                                                                   \
+        aclError r_ = (call);                                                              \
+        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
+                recent_msg());                                                             \
+    } while (0)
+
+int main(void) {
+    g_role = "extensions";
+    uint32_t n0 = 0, n1 = 0, sid = 99;
+    int32_t consumed = -1;
+    EXPECT_RC(aclnsimGetServerId(&sid), ACL_ERROR_UNINITIALIZE);
+    CHECK(aclInit(NULL));
+    EXPECT_RC(aclnsimGetServerId(NULL), ACL_ERROR_INVALID_PARAM);
+    CHECK(aclnsimGetServerId(&sid));
+    REQUIRE(sid == 0, "server id %u, expected 0", sid);
+    EXPECT_RC(aclnsimGetNotifyFreeCount(0, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclnsimGetNotifyFreeCount(-1, &n0), ACL_ERROR_RT_INVALID_DEVICEID);
+
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclnsimGetNotifyFreeCount(0, &n0));
+    aclrtNotify n = NULL;
+    CHECK(aclrtCreateNotify(&n, 0));
+    CHECK(aclnsimGetNotifyFreeCount(0, &n1));
+    REQUIRE(n1 + 1 == n0, "free ids went from %u to %u after one create", n0, n1);
+
+    EXPECT_RC(aclnsimNotifyTryConsume(NULL, &consumed), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclnsimNotifyTryConsume(n, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclnsimNotifyTryConsume((void *)0x1234, &consumed), ACL_ERROR_RT_INVALID_HANDLE);
+    CHECK(aclnsimNotifyTryConsume(n, &consumed));
+    REQUIRE(consumed == 0, "consumed a record nobody made");
+    CHECK(aclrtRecordNotify(n, NULL));
+    CHECK(aclrtSynchronizeStream(NULL));
+    CHECK(aclnsimNotifyTryConsume(n, &consumed));
+    REQUIRE(consumed == 1, "the record was not there to consume");
+    CHECK(aclnsimNotifyTryConsume(n, &consumed));
+    REQUIRE(consumed == 0, "one record consumed twice");
+
+    int64_t t0 = now_ns();
+    EXPECT_RC(aclnsimNotifyHostWait(n, 50000), ACL_ERROR_RT_WAIT_TIMEOUT);
+    int64_t ms = (now_ns() - t0) / 1000000;
+    REQUIRE(ms >= 45 && ms < 5000, "a 50 ms host wait returned after %lld ms", (long long)ms);
+    CHECK(aclrtRecordNotify(n, NULL));
+    CHECK(aclrtSynchronizeStream(NULL));
+    CHECK(aclnsimNotifyHostWait(n, UINT64_MAX));
+
+    /* Only with the owner's device current. */
+    CHECK(aclrtSetDevice(1));
+    EXPECT_RC(aclnsimNotifyHostWait(n, 1000), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclnsimNotifyTryConsume(n, &consumed), ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclrtSetDevice(0));
+
+    CHECK(aclrtDestroyNotify(n));
+    CHECK(aclnsimGetNotifyFreeCount(0, &n1));
+    REQUIRE(n1 == n0, "destroy did not give the id back (%u free, %u before)", n1, n0);
+    CHECK(aclFinalize());
+    printf("extensions: ok\n");
+    return 0;
+}
