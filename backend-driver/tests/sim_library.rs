@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
-    Backend, CreateFlags, Error, ExportFlags, ImportFlags, Lifecycle, NotifyResources, RawNotify,
-    StreamDestroy, StreamOps, SyncWait, Timeout,
+    Backend, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, Lifecycle, NotifyResources,
+    RawNotify, StreamDestroy, StreamOps, SyncWait, Timeout,
 };
 use acl_notify_driver::Driver;
 
@@ -162,6 +162,24 @@ fn round_trip(d: &Driver) {
         .export_key(n, ExportFlags::empty())
         .expect_err("exported twice");
     assert_eq!(e.kind(), Error::InternalError);
+
+    // The simulator's library exports the host-side extensions.
+    assert!(d.has_host_extension(), "{d:?}");
+    let free = d.notifies_free(0).expect("free ids");
+    assert!(!d.try_consume(n).expect("try_consume"));
+    d.record(n, recorder).expect("record");
+    d.synchronize(recorder, SyncWait::AtMost(Duration::from_secs(30)))
+        .expect("record ran");
+    assert!(d.try_consume(n).expect("try_consume after a record"));
+    let e = d
+        .host_wait(n, Duration::from_millis(20))
+        .expect_err("nothing recorded");
+    assert_eq!(e.kind(), Error::WaitTimeout);
+    d.record(n, recorder).expect("record");
+    d.host_wait(n, Duration::from_secs(30)).expect("host wait");
+    let extra = d.create_notify(0, CreateFlags::empty()).expect("create");
+    assert_eq!(d.notifies_free(0).expect("free ids"), free - 1);
+    d.destroy_notify(extra).expect("destroy");
 
     // Handles die exactly once.
     d.destroy_notify(imp).expect("destroy imported");
