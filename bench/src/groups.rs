@@ -357,7 +357,9 @@ pub fn memory(ctx: &Ctx) -> Vec<Fact> {
                 get("rss_after_open"),
                 get("rss_full"),
             );
-            let shm = get("shm_bytes").filter(|&b| b >= 0.0);
+            let shm_len = get("shm_len").filter(|&b| b >= 0.0);
+            let shm_open = get("shm_alloc_open").filter(|&b| b >= 0.0);
+            let shm_full = get("shm_alloc_full").filter(|&b| b >= 0.0);
             f.push(fact(
                 "sim Ascend950PR: notifies created on device 0",
                 created,
@@ -396,14 +398,36 @@ pub fn memory(ctx: &Ctx) -> Vec<Fact> {
                 "",
             ));
             f.push(fact(
-                "sim Ascend950PR: shared files of the namespace",
-                shm,
+                "sim Ascend950PR: shared file size, 1 device",
+                shm_len,
                 "bytes",
-                "files under /dev/shm naming the namespace",
+                "Sim::shm_path(): pool, table, whitelists, process table",
             ));
             f.push(fact(
-                "sim Ascend950PR: shared bytes per notify (files / 65535)",
-                shm.map(|b| b / soc.max_notifies() as f64),
+                "sim Ascend950PR: shared bytes reserved per notify",
+                shm_len.map(|b| b / soc.max_notifies() as f64),
+                "bytes",
+                "file size / 65535",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: shared pages backed after open",
+                shm_open,
+                "bytes",
+                "st_blocks × 512 (the file is sparse)",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: shared pages backed, all notifies live",
+                shm_full,
+                "bytes",
+                "",
+            ));
+            f.push(fact(
+                "sim Ascend950PR: shared bytes backed per live notify",
+                shm_open
+                    .zip(shm_full)
+                    .zip(created)
+                    .filter(|(_, c)| *c > 0.0)
+                    .map(|((a, b), c)| (b - a) / c),
                 "bytes",
                 "",
             ));

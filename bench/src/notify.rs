@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use acl_notify_core::{
-    Backend, CreateFlags, ExportFlags, HostCall, HostOps, ImportFlags, NotifyResources, RawNotify,
+    CreateFlags, ExportFlags, HostCall, HostOps, ImportFlags, NotifyResources, RawNotify,
     RawStream, Soc, StreamDestroy, StreamOps, SyncWait, Timeout,
 };
 use acl_notify_sim::Sim;
@@ -639,8 +639,22 @@ pub fn mem_device_main(args: &RoleArgs) -> Result<String, String> {
     let ns = args.get("ns")?;
     let soc = Soc::from_name(args.get("soc")?).map_err(e2s)?;
     let rss0 = sys::rss_bytes()?;
-    let sim = open(ns, soc)?;
+    let sim = Sim::builder()
+        .soc(soc)
+        .devices(1)
+        .namespace(ns)
+        .open()
+        .map_err(|e| format!("Sim::open({ns}): {e}"))?;
     let rss1 = sys::rss_bytes()?;
+    let backed = || {
+        std::fs::metadata(sim.shm_path())
+            .map(|m| {
+                use std::os::unix::fs::MetadataExt;
+                m.blocks() as i64 * 512
+            })
+            .unwrap_or(-1)
+    };
+    let shm_alloc_open = backed();
     let want = soc.max_notifies();
     let mut held = Vec::with_capacity(want as usize);
     let t0 = now_ns();
@@ -656,38 +670,20 @@ pub fn mem_device_main(args: &RoleArgs) -> Result<String, String> {
     }
     let create_ns = (now_ns() - t0) as f64 / held.len().max(1) as f64;
     let rss2 = sys::rss_bytes()?;
+    let shm_alloc_full = backed();
     let free = sim.notifies_free(DEV).map(i64::from).unwrap_or(-1);
     for n in held.iter() {
         let _ = sim.destroy_notify(*n);
     }
-    let ns_files = namespace_bytes(ns);
+    // The shared file: its size, and the pages actually backed (it may be sparse).
+    let file_len = std::fs::metadata(sim.shm_path())
+        .map(|m| m.len() as i64)
+        .unwrap_or(-1);
     Ok(format!(
         "created={}\nrss_before_open={rss0}\nrss_after_open={rss1}\nrss_full={rss2}\n\
-         create_ns={create_ns}\nfree_after={free}\nshm_bytes={ns_files}\nstop={}\nbare_tgid={}\n",
+         create_ns={create_ns}\nfree_after={free}\nshm_len={file_len}\n\
+         shm_alloc_open={shm_alloc_open}\nshm_alloc_full={shm_alloc_full}\nstop={}\n",
         held.len(),
         stop.replace('\n', " "),
-        sim.bare_tgid()
     ))
-}
-
-/// Total size of the shared files whose name contains the namespace (under `/dev/shm`), or -1.
-pub fn namespace_bytes(ns: &str) -> i64 {
-    fn walk(dir: &std::path::Path, ns: &str, depth: u32, hit: bool) -> i64 {
-        let Ok(rd) = std::fs::read_dir(dir) else {
-            return 0;
-        };
-        let mut total = 0;
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let inside = hit || name.contains(ns);
-            let Ok(md) = e.metadata() else { continue };
-            if md.is_dir() && depth < 3 {
-                total += walk(&e.path(), ns, depth + 1, inside);
-            } else if md.is_file() && inside {
-                total += md.len() as i64;
-            }
-        }
-        total
-    }
-    walk(std::path::Path::new("/dev/shm"), ns, 0, false)
 }
