@@ -508,6 +508,33 @@ fn importer_that_dies_is_a_clear_failure_not_a_hang() {
     );
 }
 
+#[test]
+fn bad_environment_is_reported_by_acl_init() {
+    // A C program with a mistyped ACL_NOTIFY_SIM_SOC: aclInit fails with 107000 and
+    // aclGetRecentErrMsg() names the variable (ipc_owner prints it on a failed CHECK).
+    let p = setup();
+    let s = Scratch::new("badenv");
+    let mut owner = s.cmd(&p.bin.join("ipc_owner"), "Ascend999");
+    owner.arg(&s.dir).arg("open");
+    let o = run_all(
+        vec![spawn("owner", &mut owner).expect("start owner")],
+        Duration::from_secs(20),
+    );
+    assert!(
+        o[0].status.is_some_and(|st| !st.success()),
+        "{}",
+        report(&o)
+    );
+    let err = &o[0].stderr;
+    for needle in [
+        "aclInit(NULL) returned 107000",
+        "ACL_NOTIFY_SIM_SOC",
+        "Ascend999",
+    ] {
+        assert!(err.contains(needle), "`{needle}` missing\n{}", report(&o));
+    }
+}
+
 // ---- the error paths, once per SoC --------------------------------------------------------------
 
 fn error_paths(soc: Soc) {
