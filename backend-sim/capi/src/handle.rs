@@ -15,9 +15,10 @@
 //! - `kind` tells notify and stream handles apart (a stream passed as a notify is rejected),
 //!   and makes every handle a non-canonical address on x86-64 and AArch64: C code that
 //!   dereferences one faults at once instead of corrupting memory.
-//! - The salt is random per process (per load of the library), and each slot's generation
-//!   starts at a random value and moves on each time the slot is freed: a handle from another
-//!   process, or one whose slot was reused, matches a live entry with probability 2⁻³⁶ at most.
+//! - The salt is random per session (each `aclInit` of each process), and each slot's
+//!   generation starts at a random value and moves on each time the slot is freed: a handle
+//!   from another process or an earlier session, or one whose slot was reused, matches a live
+//!   entry with probability 2⁻³⁶ at most.
 //! - A destroyed handle's slot has a new generation (or is empty), so the old value no longer
 //!   matches.
 
