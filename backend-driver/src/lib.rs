@@ -791,8 +791,17 @@ impl NotifyResources for Driver {
         let i = &*self.inner;
         // A C string cannot carry an interior NUL; anything else goes to the runtime, which
         // decides (malformed keys are its 107000 to give, after its own earlier checks).
-        let c_key = CString::new(key)
-            .map_err(|_| DriverError::local(Error::ParamInvalid, "the key contains a NUL byte"))?;
+        let c_key = CString::new(key).map_err(|_| {
+            // The runtime's order: "SoC without IPC → 207000" precedes the key checks.
+            if i.soc.has(Feature::Ipc) {
+                DriverError::local(Error::ParamInvalid, "the key contains a NUL byte")
+            } else {
+                DriverError::local(
+                    Error::FeatureNotSupport,
+                    format!("{} has no notify IPC (export, import, whitelists)", i.soc),
+                )
+            }
+        })?;
         i.ensure_device(device)?;
         let mut p: *mut c_void = core::ptr::null_mut();
         // SAFETY: valid out-pointer; `c_key` is NUL-terminated and outlives the call.

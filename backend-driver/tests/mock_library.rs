@@ -88,6 +88,12 @@ fn invalid_handles_get_the_answer_of_the_runtime_check_order() {
         Error::FeatureNotSupport
     );
     assert_eq!(
+        d.import_by_key(0, "an1\0", ImportFlags::empty())
+            .unwrap_err()
+            .kind(),
+        Error::FeatureNotSupport
+    );
+    assert_eq!(
         d.export_key(stale, ExportFlags::empty())
             .unwrap_err()
             .kind(),
