@@ -27,7 +27,7 @@
 //! - **`aclrtServerPid`** is built with `num = 1` per entry, the PIDs in a separate array that
 //!   outlives the call; its LP64 layout (size 24) is checked at compile time.
 //! - **Errors.** Every non-zero code becomes a [`DriverError`] carrying the mapped
-//!   [`Error`](acl_notify_core::Error), the raw number, the function's name and the text of
+//!   [`Error`], the raw number, the function's name and the text of
 //!   `aclGetRecentErrMsg()` read on the same thread right after the call.
 //!
 //! # `aclInit` / `aclFinalize`
