@@ -1112,6 +1112,10 @@ impl StreamOps for Driver {
 }
 
 /// Runs a boxed [`HostCall`] handed to `aclrtLaunchHostFunc`.
+///
+/// # Safety
+///
+/// `arg` must be NULL or a `Box<HostCall>` leaked by `launch_host_func`, passed exactly once.
 unsafe extern "C" fn trampoline(arg: *mut c_void) {
     if arg.is_null() {
         return;
