@@ -155,7 +155,7 @@ fn parent_in(ns: &str, iters: usize) -> Res<()> {
     println!(
         "pingpong between two processes ({}, {} ids/device), record→wait→record→wait:",
         sim.soc(),
-        sim.notifies_free(0)? + 2
+        sim.soc().max_notifies()
     );
     for r in report {
         println!("{r}");

@@ -761,7 +761,7 @@ impl Backend for Sim {
     }
 
     fn bare_tgid(&self) -> i32 {
-        self.inner.pid
+        sys::getpid()
     }
 
     fn server_id(&self) -> u32 {

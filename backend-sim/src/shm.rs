@@ -470,7 +470,12 @@ pub fn open_shared(
 ) -> Result<Option<Arc<ShmFile>>, SimError> {
     let path = file_path(namespace, server);
     let mut reg = lock(registry());
-    if let Some(f) = reg.get(&path).and_then(Weak::upgrade) {
+    // A mapping inherited across fork() belongs to the parent's registration: never reuse it.
+    if let Some(f) = reg
+        .get(&path)
+        .and_then(Weak::upgrade)
+        .filter(|f| f.pid == sys::getpid())
+    {
         if f.layout.soc != soc || f.layout.devices != devices {
             return Err(SimError::new(
                 Error::ParamInvalid,
@@ -1069,11 +1074,14 @@ impl ShmFile {
 impl Drop for ShmFile {
     fn drop(&mut self) {
         // No `SlotRef` is left (each holds an `Arc<ShmFile>`), so this process holds nothing;
-        // clear any stray bit anyway, then free the process-table entry.
-        let _ = self.reclaim_proc(self.me);
-        if let Some(e) = self.proc_entry(self.me) {
-            e.start_time.store(0, SeqCst);
-            e.word.store(0, SeqCst);
+        // clear any stray bit anyway, then free the process-table entry. In a child forked
+        // with this mapping, the registration is the parent's: leave it alone.
+        if self.pid == sys::getpid() {
+            let _ = self.reclaim_proc(self.me);
+            if let Some(e) = self.proc_entry(self.me) {
+                e.start_time.store(0, SeqCst);
+                e.word.store(0, SeqCst);
+            }
         }
         // SAFETY: `base`/`total` describe our mapping; nothing borrows it any more (`&self`
         // borrows ended, and `SlotRef`s keep the `Arc` alive while they exist).
@@ -1386,6 +1394,10 @@ fn unreachable_slot() -> &'static NotifySlot {
 impl Drop for SlotRef {
     fn drop(&mut self) {
         let file = &self.file;
+        if file.pid != sys::getpid() {
+            // Inherited across fork(): the bit is the parent's.
+            return;
+        }
         let _g = file.op_guard();
         let mut refs = file.refs();
         let key = (self.dev, self.id, self.generation);
@@ -1467,6 +1479,47 @@ mod tests {
         drop(r);
         drop(f);
         assert_eq!(remove_namespace(&n).unwrap(), 1);
+    }
+
+    /// Bytes of `/dev/shm` actually allocated to a file.
+    fn allocated(path: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(path).unwrap().blocks() * 512
+    }
+
+    /// Opening the largest machine (8 × 65535 notifies) touches almost nothing, and each
+    /// notify in use costs its slot (plus a few pool bytes); a whitelist page only on export.
+    #[test]
+    fn sparse_file_and_bytes_per_notify() {
+        let n = ns("mem");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend950PR, 8, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let at_open = allocated(f.path());
+        let size = std::fs::metadata(f.path()).unwrap().len();
+        assert!(at_open <= 256 * 1024, "{at_open} bytes allocated at open");
+        let count = 8192u64;
+        let refs: Vec<_> = (0..count)
+            .map(|_| SlotRef::create(&f, 3, CreateFlags::empty()).unwrap())
+            .collect();
+        let used = allocated(f.path());
+        let per_notify = (used - at_open) as f64 / count as f64;
+        // Export (with a whitelist) the first 256.
+        for r in &refs[..256] {
+            f.update_whitelist(3, r.id(), |wl| wl.clear()).unwrap();
+        }
+        let per_export = (allocated(f.path()) - used) as f64 / 256.0;
+        eprintln!(
+            "950PR x 8 devices: file {size} bytes (sparse), {at_open} allocated at open; \
+             {per_notify:.1} bytes per notify in use; {per_export:.1} more per exported notify"
+        );
+        assert!(per_notify < 200.0, "{per_notify} bytes per notify");
+        assert!(per_export <= 1100.0, "{per_export} bytes per export");
+        drop(refs);
+        assert_eq!(f.pool(3).unwrap().in_use(), 0);
+        drop(f);
+        remove_namespace(&n).unwrap();
     }
 
     #[test]
