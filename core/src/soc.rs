@@ -66,7 +66,7 @@ pub trait SocType: sealed::Sealed + Copy + core::fmt::Debug + Send + Sync + 'sta
     type AtomicNotifyPool;
     /// `Some(SOC)` for a SoC type, `None` for [`AnySoc`], whose SoC is only known at run time.
     /// Generic code that must work for both uses this rather than [`SOC`](Self::SOC), which
-    /// [`AnySoc`] does not have (using it is a compile-time error).
+    /// [`AnySoc`] does not have (using it fails the build).
     const FIXED: Option<Soc> = Some(Self::SOC);
 }
 
@@ -201,9 +201,11 @@ soc_table! {
 ///
 /// It implements every capability trait, so every typed method exists for it; each one checks
 /// the backend's SoC when called and answers `FeatureNotSupport` (207000) if the feature is
-/// missing. It has no [`SocType::SOC`] or [`SocType::MAX_NOTIFIES`] (using either is a
-/// compile-time error) and no fixed-size pools (the pool types are `()`); use
-/// [`SocType::FIXED`] and the runtime [`Soc`] instead.
+/// missing. It has no [`SocType::SOC`] or [`SocType::MAX_NOTIFIES`]: code that uses either
+/// for `AnySoc` fails to build (the constants' evaluation panics when they are instantiated —
+/// a post-monomorphisation error that `cargo build` reports and `cargo check` does not). It
+/// has no fixed-size pools either (the pool types are `()`). Use [`SocType::FIXED`] and the
+/// runtime [`Soc`] instead.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct AnySoc;

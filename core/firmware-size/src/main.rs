@@ -15,8 +15,8 @@ use core::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use core::time::Duration;
 
 use acl_notify_core::backend::{
-    Backend, HostCall, NotifyInfo, NotifyResources, RawNotify, RawStream, ServerPid,
-    StreamDestroy, StreamOps, StreamStatus,
+    Backend, HostCall, NotifyInfo, NotifyResources, RawNotify, RawStream, ServerPid, StreamDestroy,
+    StreamOps, StreamStatus,
 };
 use acl_notify_core::error::{Error, Result};
 use acl_notify_core::flags::{CreateFlags, ExportFlags, ImportFlags};
@@ -26,7 +26,9 @@ use acl_notify_core::pool::{AtomicIdPool, IdPool, SpinIdPool};
 use acl_notify_core::soc::{
     AnySoc, Ascend310B, Ascend310P, Ascend910, Ascend910_93, Ascend950PR, Feature, Soc, SocType,
 };
-use acl_notify_core::table::{ExportState, Leave, NotifySlot, Owner, WaitArgs, WaitOutcome, Waiter};
+use acl_notify_core::table::{
+    ExportState, Leave, NotifySlot, Owner, WaitArgs, WaitOutcome, Waiter,
+};
 use acl_notify_core::timeout::{SyncWait, Timeout};
 use acl_notify_core::typed::{AllowFailed, Device, NotifyAny};
 use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
@@ -199,11 +201,17 @@ impl Fw {
         let mut lists = FW_WHITELISTS.lock();
         let mut idx = slot.whitelist_index() as usize;
         if idx == 0 {
-            let free = lists.iter().position(Whitelist::is_empty).ok_or(Error::ResourceAllocFail)?;
+            let free = lists
+                .iter()
+                .position(Whitelist::is_empty)
+                .ok_or(Error::ResourceAllocFail)?;
             idx = free + 1;
             slot.set_whitelist_index(idx as u32);
         }
-        lists.get_mut(idx - 1).ok_or(Error::DrvInternalError)?.add_entries(entries)
+        lists
+            .get_mut(idx - 1)
+            .ok_or(Error::DrvInternalError)?
+            .add_entries(entries)
     }
 }
 
@@ -261,7 +269,10 @@ impl NotifyResources for Fw {
         }
         let wl = slot.whitelist_index() as usize;
         if slot.leave(proc) == Leave::Last {
-            if let Some(list) = wl.checked_sub(1).and_then(|i| FW_WHITELISTS.lock().get_mut(i).map(|l| l.clear())) {
+            if let Some(list) = wl
+                .checked_sub(1)
+                .and_then(|i| FW_WHITELISTS.lock().get_mut(i).map(|l| l.clear()))
+            {
                 black_box(list);
             }
             FW_POOL_8192.free(h.id as u32)?;
@@ -431,7 +442,9 @@ impl StreamOps for Fw {
         if slot.owner().device != device {
             return Err(Error::ParamInvalid);
         }
-        let timeout = timeout.resolve(FW_OP_WAIT.load(Ordering::Relaxed)).duration();
+        let timeout = timeout
+            .resolve(FW_OP_WAIT.load(Ordering::Relaxed))
+            .duration();
         let never = || false;
         let args = WaitArgs {
             proc: 0,
@@ -547,7 +560,8 @@ fn whitelist() -> u32 {
     let mut acc = code(w.add_pids(black_box(0), black_box(&[10, 11, 12])));
     acc ^= code(w.add(WhitelistEntry::with_start_time(1, 13, black_box(99))));
     acc ^= code(w.add_pids_with(2, black_box(&[14]), |pid| pid as u64 * 3));
-    acc ^= u32::from(w.matches(black_box(1), 13, 99)) ^ u32::from(w.contains(&WhitelistEntry::new(0, 10)));
+    acc ^= u32::from(w.matches(black_box(1), 13, 99))
+        ^ u32::from(w.contains(&WhitelistEntry::new(0, 10)));
     acc ^= w.iter().map(|e| e.pid as u32).sum::<u32>() ^ w.len() as u32;
     w.clear();
     acc ^ u32::from(w.is_empty())
@@ -570,9 +584,13 @@ fn lifecycle_flags_errors_soc() -> u32 {
     acc ^= code(Error::try_from(black_box(107017)).map_err(|_| Error::ParamInvalid));
     acc ^= Error::ALL.len() as u32 ^ Error::OverLimit.name().len() as u32;
     let soc = Soc::from_name(black_box("Ascend910B3")).unwrap_or(Soc::IPV350);
-    acc ^= soc.max_notifies() ^ u32::from(soc.has(Feature::Ipc)) ^ code(soc.require(Feature::CntNotify));
+    acc ^= soc.max_notifies()
+        ^ u32::from(soc.has(Feature::Ipc))
+        ^ code(soc.require(Feature::CntNotify));
     acc ^= soc.caps().max_notifies ^ soc.name().len() as u32 ^ soc.product().len() as u32;
-    acc ^= Timeout::from_c(black_box(u32::MAX)).resolve(black_box(5)).to_c();
+    acc ^= Timeout::from_c(black_box(u32::MAX))
+        .resolve(black_box(5))
+        .to_c();
     acc ^= u32::from(SyncWait::from_c_ms(black_box(-1)).is_some());
     acc
 }
@@ -606,7 +624,9 @@ fn typed() -> Result<u32> {
     let raw = a.into_raw();
     let any = NotifyAny::from_raw(dev, raw)?;
     acc ^= any.state() as u32;
-    let a = any.into_typed::<acl_notify_core::typed::Created>().map_err(|(_, e)| e)?;
+    let a = any
+        .into_typed::<acl_notify_core::typed::Created>()
+        .map_err(|(_, e)| e)?;
     acc ^= a.info()?.flags.bits() as u32;
     drop(a);
 
