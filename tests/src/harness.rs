@@ -571,14 +571,62 @@ fn run_trial(
         }
         Err(head) => Err(format!(
             "{head}\n--- failure (child stderr) ---\n{}--- progress (child stdout) ---\n{}\
-             (backend {}, SoC {}, namespace {namespace}, files kept in {})",
+             (backend {}, SoC {}, namespace {namespace}, files kept in {}){}",
             tail(&err, 8000),
             tail(&out, 3000),
             kind.name(),
             soc.name(),
-            dir.display()
+            dir.display(),
+            if kind == BackendKind::Driver {
+                stale_lib_hint()
+            } else {
+                ""
+            }
         )
         .into()),
+    }
+}
+
+/// For driver failures: a hint when `libascendcl.so` is older than the simulator's or the
+/// core's sources (a stale C library is a common cause of driver-only failures).
+fn stale_lib_hint() -> &'static str {
+    static HINT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HINT.get_or_init(|| {
+        let Ok(lib) = driver_lib_path() else {
+            return String::new();
+        };
+        let Ok(lib_time) = fs::metadata(&lib).and_then(|m| m.modified()) else {
+            return String::new();
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut newest = None;
+        for d in ["backend-sim/src", "backend-sim/capi/src", "core/src"] {
+            newest_mtime(&root.join(d), &mut newest);
+        }
+        match newest {
+            Some((t, path)) if t > lib_time => format!(
+                "\nnote: {} is older than {} — rebuild it with `cargo build -p acl-notify-capi`",
+                lib.display(),
+                path.display()
+            ),
+            _ => String::new(),
+        }
+    })
+}
+
+fn newest_mtime(dir: &Path, newest: &mut Option<(std::time::SystemTime, PathBuf)>) {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            newest_mtime(&p, newest);
+        } else if let Ok(t) = e.metadata().and_then(|m| m.modified())
+            && newest.as_ref().is_none_or(|(n, _)| t > *n)
+        {
+            *newest = Some((t, p));
+        }
     }
 }
 
@@ -638,7 +686,14 @@ fn child_run(job: &Job) -> CaseResult {
         BackendKind::Sim => {
             let b = Sim::from_env()
                 .map_err(|e| format!("opening the simulator (Sim::from_env): {e}"))?;
-            run_job(&b, kind, soc, job)
+            match std::env::var(crate::fault::ENV_FAULT) {
+                Ok(f) if !f.is_empty() => {
+                    let fault = crate::fault::Fault::parse(&f)
+                        .ok_or_else(|| format!("unknown {}={f:?}", crate::fault::ENV_FAULT))?;
+                    run_job(&crate::fault::Faulty::new(b, fault), kind, soc, job)
+                }
+                _ => run_job(&b, kind, soc, job),
+            }
         }
         BackendKind::Driver => crate::driver::run(kind, soc, job),
     }

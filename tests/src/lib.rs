@@ -15,6 +15,7 @@
 pub mod check;
 pub mod cases;
 mod driver;
+pub mod fault;
 pub mod harness;
 pub mod util;
 
