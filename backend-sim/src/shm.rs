@@ -341,7 +341,18 @@ pub struct ShmFile {
     repair: RwLock<()>,
     /// This process's live references, for deduplication (see [`SlotRef`]).
     refs: Mutex<HashMap<(u32, u32, u32), Weak<SlotRef>>>,
+    /// Ids seen allocated without a holder: (device, id) → (generation, state, first seen).
+    suspects: Mutex<HashMap<(u32, u32), Suspect>>,
+    /// How long an id must stay allocated without a holder before the repair pass frees it.
+    repair_grace_ms: AtomicU64,
 }
+
+/// An orphan candidate: generation and state when first seen, and when.
+type Suspect = (u32, Option<SlotState>, Instant);
+
+/// See [`ShmFile::gc`]: a process between two steps of a create or destroy is never stalled
+/// this long in practice; an id that stays orphaned for longer was left by a dead process.
+const REPAIR_GRACE: Duration = Duration::from_secs(10);
 
 // SAFETY: `base` points to a MAP_SHARED mapping owned by this value until drop; all access to
 // the mapped memory goes through atomics (the table, pool and header types contain only
@@ -585,6 +596,8 @@ impl ShmFile {
             wl_lock: Mutex::new(()),
             repair: RwLock::new(()),
             refs: Mutex::new(HashMap::new()),
+            suspects: Mutex::new(HashMap::new()),
+            repair_grace_ms: AtomicU64::new(REPAIR_GRACE.as_millis() as u64),
         };
         f.me = match f.register() {
             Some(i) => i,
@@ -929,9 +942,9 @@ impl ShmFile {
             .map_or(0, |e| e.word.load(SeqCst) as u32 as i32)
     }
 
-    /// Reclaims for every dead registered process; then, if this process is the only one
-    /// alive, repairs ids leaked by processes that died between two steps of a create or
-    /// destroy.
+    /// Reclaims for every dead registered process; then repairs ids leaked by processes that
+    /// died between two steps of a create or destroy (allocated in the pool, no holder, in the
+    /// same state for longer than the repair grace period, 10 s).
     pub fn gc(&self) -> GcReport {
         let mut report = GcReport::default();
         let me_word = u64::from(self.pid as u32) | ((self.start_time & 0xffff_ffff) << 32);
@@ -995,9 +1008,7 @@ impl ShmFile {
                 let _ = e.word.compare_exchange(cur, 0, SeqCst, SeqCst);
             }
         }
-        if self.alone() {
-            report.notifies_freed += self.repair_leaks();
-        }
+        report.notifies_freed += self.repair_leaks();
         report
     }
 
@@ -1023,25 +1034,15 @@ impl ShmFile {
         r
     }
 
-    /// Whether no other registered process is alive.
-    fn alone(&self) -> bool {
-        (0..MAX_PROCS).all(|i| {
-            i == self.me
-                || self
-                    .proc_entry(i)
-                    .is_some_and(|e| e.word.load(SeqCst) == 0 || !self.proc_alive(i))
-        })
-    }
-
-    /// Frees ids that are allocated in a pool but whose slot has no holder: left behind by a
-    /// process killed between allocating and claiming, or between retiring and freeing. Only
-    /// safe when no other process is alive (so none is between those steps) and with this
-    /// process's own creates and destroys held off.
+    /// Frees ids that are allocated in a pool but whose slot has had no holder, in an
+    /// unchanged state, for the whole grace period: left behind by a process killed between
+    /// allocating and claiming, between dropping its last reference and retiring, or between
+    /// retiring and freeing. This process's own creates and destroys are held off meanwhile.
     fn repair_leaks(&self) -> u32 {
         let _g = self.repair.write().unwrap_or_else(PoisonError::into_inner);
-        if !self.alone() {
-            return 0;
-        }
+        let mut suspects = lock(&self.suspects);
+        let now = Instant::now();
+        let mut seen = HashMap::new();
         let mut n = 0;
         for dev in 0..self.layout.devices {
             let Some(pool) = self.pool(dev) else { continue };
@@ -1049,17 +1050,26 @@ impl ShmFile {
                 let Some(slot) = self.slot(dev, id) else {
                     break;
                 };
-                if pool.is_allocated(id) && slot.holders() == 0 {
-                    if slot.state() == Some(SlotState::Live) {
-                        // Claimed but lost its holders without retiring: retire it now.
-                        slot.retire_orphan();
-                    }
-                    if pool.free(id).is_ok() {
-                        n += 1;
-                    }
+                if !pool.is_allocated(id) || slot.holders() != 0 {
+                    continue;
                 }
+                let snap = (slot.generation(), slot.state());
+                let since = match suspects.get(&(dev, id)) {
+                    Some(&(g, st, t)) if (g, st) == snap => t,
+                    _ => now,
+                };
+                let grace = Duration::from_millis(self.repair_grace_ms.load(SeqCst));
+                if now.duration_since(since) >= grace
+                    && slot.retire_orphan()
+                    && pool.free(id).is_ok()
+                {
+                    n += 1;
+                    continue;
+                }
+                seen.insert((dev, id), (snap.0, snap.1, since));
             }
         }
+        *suspects = seen;
         n
     }
 
@@ -1518,6 +1528,43 @@ mod tests {
         assert!(per_export <= 1100.0, "{per_export} bytes per export");
         drop(refs);
         assert_eq!(f.pool(3).unwrap().in_use(), 0);
+        drop(f);
+        remove_namespace(&n).unwrap();
+    }
+
+    /// Ids leaked by a process that died half-way through a create or destroy are freed by a
+    /// later GC once they stayed orphaned for the grace period.
+    #[test]
+    fn leaked_ids_are_repaired_after_the_grace_period() {
+        let n = ns("leak");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let pool = f.pool(0).unwrap();
+        // Died between alloc and claim.
+        let leaked = pool.alloc().unwrap();
+        f.note_allocated(0, leaked);
+        // Died between retiring and freeing.
+        let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        let (id, g) = (r.id(), r.generation());
+        assert_eq!(f.slot(0, id).unwrap().leave(f.me()), Leave::Last);
+        std::mem::forget(r);
+        let live = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        assert_eq!(pool.in_use(), 3);
+        // Within the grace period nothing is touched.
+        assert_eq!(f.gc().notifies_freed, 0);
+        assert_eq!(pool.in_use(), 3);
+        // Past it (grace shortened for the test), both leaks are freed, the live one kept.
+        f.repair_grace_ms.store(0, SeqCst);
+        assert_eq!(f.gc().notifies_freed, 2);
+        assert_eq!(pool.in_use(), 1);
+        assert!(!pool.is_allocated(leaked) && !pool.is_allocated(id));
+        assert!(pool.is_allocated(live.id()));
+        assert_eq!(f.slot(0, id).unwrap().generation(), g + 1);
+        let live_id = live.id();
+        drop(live);
+        assert!(!pool.is_allocated(live_id));
         drop(f);
         remove_namespace(&n).unwrap();
     }

@@ -561,6 +561,28 @@ pub enum SlotState {
     Free = 0,
     /// Allocated and initialised.
     Live = 1,
+    /// Being retired by its last holder (transient).
+    Retiring = 2,
+    /// Being initialised by its creator (transient).
+    Claiming = 3,
+}
+
+impl SlotState {
+    const fn from_u32(v: u32) -> Option<SlotState> {
+        match v {
+            0 => Some(SlotState::Free),
+            1 => Some(SlotState::Live),
+            2 => Some(SlotState::Retiring),
+            3 => Some(SlotState::Claiming),
+            _ => None,
+        }
+    }
+}
+
+/// The slot's state word: `generation << 32 | state`, changed only by compare-and-swap, so a
+/// transition is always made on the incarnation (generation) the caller knows.
+const fn word(generation: u32, state: SlotState) -> u64 {
+    ((generation as u64) << 32) | state as u64
 }
 
 /// How a notify was exported.
@@ -585,7 +607,9 @@ pub enum Leave {
     /// Other processes still hold it.
     StillHeld,
     /// This was the last holder: the slot has been retired (generation bumped, state free);
-    /// the caller now frees the id in its pool.
+    /// the caller now frees the id in its pool. (If the last holder finds the slot already
+    /// being retired or re-used — a repair pass took over — the answer is `StillHeld`: the
+    /// id is not the caller's to free.)
     Last,
 }
 
@@ -613,8 +637,8 @@ pub struct Owner {
 pub struct NotifySlot {
     /// The flag and the waiter queue.
     pub sync: NotifySync,
-    state: AtomicU32,
-    generation: AtomicU32,
+    /// `generation << 32 | SlotState`.
+    state_gen: AtomicU64,
     holders: AtomicU64,
     create_flags: AtomicU32,
     export: AtomicU32,
@@ -634,8 +658,7 @@ impl NotifySlot {
     pub const fn new() -> Self {
         NotifySlot {
             sync: NotifySync::new(),
-            state: AtomicU32::new(0),
-            generation: AtomicU32::new(0),
+            state_gen: AtomicU64::new(0),
             holders: AtomicU64::new(0),
             create_flags: AtomicU32::new(0),
             export: AtomicU32::new(0),
@@ -653,17 +676,18 @@ impl NotifySlot {
 
     /// The slot's state; an invalid stored value reads as `None` (corrupt).
     pub fn state(&self) -> Option<SlotState> {
-        match self.state.load(SeqCst) {
-            0 => Some(SlotState::Free),
-            1 => Some(SlotState::Live),
-            _ => None,
-        }
+        SlotState::from_u32(self.state_gen.load(SeqCst) as u32)
     }
 
     /// The generation: bumped every time the id is released, so stale keys and handles of an
     /// earlier use of the id are recognised.
     pub fn generation(&self) -> u32 {
-        self.generation.load(SeqCst)
+        (self.state_gen.load(SeqCst) >> 32) as u32
+    }
+
+    /// Whether the slot is live in generation `generation`.
+    pub fn is_live(&self, generation: u32) -> bool {
+        self.state_gen.load(SeqCst) == word(generation, SlotState::Live)
     }
 
     /// The holder bitmap (bit `p` = process-table slot `p` holds a reference).
@@ -733,12 +757,20 @@ impl NotifySlot {
     /// Takes a freshly allocated (free) slot for its creator: fills in the metadata, makes
     /// process `owner.proc` the only holder and marks the slot live. Returns the generation.
     ///
-    /// `Err(Corrupt)` if the slot is not free (its id was handed out while still in use).
+    /// `Err(Corrupt)` if the slot is not free (its id was handed out while still in use); the
+    /// slot is left untouched then.
     pub fn claim(&self, owner: Owner, flags: CreateFlags) -> Result<u32, TableError> {
         if owner.proc >= MAX_PROCS {
             return Err(TableError::BadProc);
         }
-        if self.state() != Some(SlotState::Free) {
+        let cur = self.state_gen.load(SeqCst);
+        let generation = (cur >> 32) as u32;
+        if cur != word(generation, SlotState::Free)
+            || self
+                .state_gen
+                .compare_exchange(cur, word(generation, SlotState::Claiming), SeqCst, SeqCst)
+                .is_err()
+        {
             return Err(TableError::Corrupt);
         }
         self.sync.clear_for_reuse();
@@ -754,15 +786,12 @@ impl NotifySlot {
         self.last_record_pid.store(0, SeqCst);
         self.last_record_ns.store(0, SeqCst);
         self.whitelist.store(0, SeqCst);
-        if self
-            .holders
-            .compare_exchange(0, 1 << owner.proc, SeqCst, SeqCst)
-            .is_err()
-        {
-            return Err(TableError::Corrupt);
-        }
-        self.state.store(SlotState::Live as u32, SeqCst);
-        Ok(self.generation())
+        // No one joins a slot without holders, so the bitmap is ours to set; a stray bit
+        // (corrupt memory) is overwritten.
+        self.holders.store(1 << owner.proc, SeqCst);
+        self.state_gen
+            .store(word(generation, SlotState::Live), SeqCst);
+        Ok(generation)
     }
 
     /// Publishes the export: stores the nonce, then the export state. `false` if the notify
@@ -814,7 +843,7 @@ impl NotifySlot {
                 Err(c) => cur = c,
             }
         };
-        if self.generation() != generation || self.state() != Some(SlotState::Live) {
+        if !self.is_live(generation) {
             if newly {
                 return Err(Some(self.leave(proc)));
             }
@@ -830,30 +859,31 @@ impl NotifySlot {
         if proc >= MAX_PROCS {
             return Leave::NotHeld;
         }
+        // Read the incarnation while still holding it (it cannot change under a holder), so
+        // the retiring CAS below can never act on a later incarnation.
+        let held = self.state_gen.load(SeqCst);
         let bit = 1u64 << proc;
         let old = self.holders.fetch_and(!bit, SeqCst);
         if old & bit == 0 {
             Leave::NotHeld
         } else if old & !bit != 0 {
             Leave::StillHeld
-        } else {
-            self.export.store(ExportState::None as u32, SeqCst);
-            self.whitelist.store(0, SeqCst);
-            self.sync.clear_for_reuse();
-            self.generation.fetch_add(1, SeqCst);
-            self.state.store(SlotState::Free as u32, SeqCst);
+        } else if self.retire_from(held) {
             Leave::Last
+        } else {
+            Leave::StillHeld
         }
     }
 
-    /// Retires a live slot that has no holder left (its last holder died between dropping its
-    /// reference and retiring). `true` if it was retired by this call. Only for a repair pass
-    /// that knows no process is between those two steps.
-    pub fn retire_orphan(&self) -> bool {
-        if self.holders() != 0
-            || self
-                .state
-                .compare_exchange(SlotState::Live as u32, SlotState::Free as u32, SeqCst, SeqCst)
+    /// Retires the incarnation whose state word is `from` (Live, or a transient state left
+    /// by a dead process): clears the export and flag, bumps the generation, marks it free.
+    /// `false` if the word changed meanwhile (someone else retired or re-used the slot).
+    fn retire_from(&self, from: u64) -> bool {
+        let generation = (from >> 32) as u32;
+        if from != word(generation, SlotState::Retiring)
+            && self
+                .state_gen
+                .compare_exchange(from, word(generation, SlotState::Retiring), SeqCst, SeqCst)
                 .is_err()
         {
             return false;
@@ -861,8 +891,43 @@ impl NotifySlot {
         self.export.store(ExportState::None as u32, SeqCst);
         self.whitelist.store(0, SeqCst);
         self.sync.clear_for_reuse();
-        self.generation.fetch_add(1, SeqCst);
-        true
+        self.state_gen
+            .compare_exchange(
+                word(generation, SlotState::Retiring),
+                word(generation.wrapping_add(1), SlotState::Free),
+                SeqCst,
+                SeqCst,
+            )
+            .is_ok()
+    }
+
+    /// Repairs a slot that has no holder but is not free: left behind by a process that died
+    /// half-way through claiming it (`Claiming`), between dropping its last reference and
+    /// retiring (`Live`), or while retiring (`Retiring`). `true` if the slot is free now and
+    /// its id should be freed in the pool (also when it already was free: an id allocated for
+    /// a free slot is a leak too).
+    ///
+    /// Only for a repair pass that has seen the same state for long enough that no live
+    /// process can still be between those steps (the simulator waits several seconds).
+    pub fn retire_orphan(&self) -> bool {
+        if self.holders() != 0 {
+            return false;
+        }
+        let cur = self.state_gen.load(SeqCst);
+        match SlotState::from_u32(cur as u32) {
+            Some(SlotState::Free) => true,
+            Some(_) => self.retire_from(cur),
+            // A corrupt state value: start the slot afresh in the next generation.
+            None => self
+                .state_gen
+                .compare_exchange(
+                    cur,
+                    word(((cur >> 32) as u32).wrapping_add(1), SlotState::Free),
+                    SeqCst,
+                    SeqCst,
+                )
+                .is_ok(),
+        }
     }
 
     /// Reclaims what dead process `proc` held here: cancels its tickets, then drops its
@@ -1212,6 +1277,52 @@ mod tests {
         assert_eq!(slot.join(1, g), Err(None));
         assert_eq!(slot.join(64, g), Err(None));
         assert_eq!(slot.leave(99), Leave::NotHeld);
+    }
+
+    #[test]
+    fn a_late_leaver_never_retires_a_reused_slot() {
+        let slot = NotifySlot::new();
+        let owner = |proc| Owner {
+            pid: 1,
+            start_time: 1,
+            server: 0,
+            device: 0,
+            proc,
+        };
+        let g = slot.claim(owner(0), CreateFlags::empty()).unwrap();
+        // Process 0 drops its bit but "stalls" before retiring: simulate by clearing the bit
+        // by hand. A repair pass retires the orphan and the id is reused by process 1.
+        slot.holders.fetch_and(!1, SeqCst);
+        assert!(slot.retire_orphan());
+        assert_eq!(slot.generation(), g + 1);
+        let g2 = slot.claim(owner(1), CreateFlags::empty()).unwrap();
+        assert_eq!(g2, g + 1);
+        // The stalled retire (from the old incarnation's word) must fail now.
+        assert!(!slot.retire_from(word(g, SlotState::Live)));
+        assert!(slot.is_live(g2));
+        assert_eq!(slot.holders(), 1 << 1);
+        // A holder-less slot stuck in a transient state is repaired to free.
+        slot.holders.store(0, SeqCst);
+        slot.state_gen.store(word(g2, SlotState::Claiming), SeqCst);
+        assert!(slot.retire_orphan());
+        assert_eq!(slot.state(), Some(SlotState::Free));
+        assert_eq!(slot.generation(), g2 + 1);
+        // A free slot needs no retiring, but its allocated id is a leak.
+        assert!(slot.retire_orphan());
+        assert_eq!(slot.generation(), g2 + 1);
+        // Corrupt state values are reset.
+        slot.state_gen.store(word(7, SlotState::Free) | 9, SeqCst);
+        assert_eq!(slot.state(), None);
+        assert!(slot.retire_orphan());
+        assert_eq!(slot.state(), Some(SlotState::Free));
+        // Claiming a non-free slot fails without touching it.
+        let g3 = slot.claim(owner(2), CreateFlags::empty()).unwrap();
+        assert_eq!(
+            slot.claim(owner(3), CreateFlags::empty()),
+            Err(TableError::Corrupt)
+        );
+        assert!(slot.is_live(g3));
+        assert_eq!(slot.holders(), 1 << 2);
     }
 
     #[test]
