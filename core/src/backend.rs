@@ -1,7 +1,8 @@
 //! The traits a backend implements: small, documented, each method listing the codes it
 //! returns. Split into [`Backend`] (identity), [`NotifyResources`] (ids, export, whitelist,
 //! import, close), [`StreamOps`] (record, wait-and-reset, batch reset, synchronize) and
-//! [`HostOps`] (host-side waits and budgets, beyond CANN's C API).
+//! [`HostOps`] (host-side waits and budgets, beyond CANN's C API); count notifies (SPEC §6) are
+//! [`CntNotifyOps`].
 //!
 //! Handles are small opaque numbers chosen by the backend ([`RawNotify`], [`RawStream`]);
 //! a backend validates a handle on every call and answers `InvalidHandle` (107017) for a stale,
@@ -12,6 +13,7 @@
 use core::ffi::c_void;
 use core::time::Duration;
 
+use crate::cnt::{CntRecord, CntWait};
 use crate::error::BackendError;
 use crate::flags::{CreateFlags, ExportFlags, ImportFlags};
 use crate::key::ExportKey;
@@ -30,6 +32,12 @@ pub struct RawNotify(pub u64);
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[repr(transparent)]
 pub struct RawStream(pub u64);
+
+/// A backend's handle to one count notify (SPEC §6). Opaque; `0` is never valid.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[repr(transparent)]
+pub struct RawCntNotify(pub u64);
 
 /// One inter-server whitelist entry: a process `pid` on SuperPod server `sdid`
 /// (one element of CANN's `aclrtServerPid` with `num == 1`).
@@ -277,4 +285,62 @@ pub trait HostOps: NotifyResources {
     ///
     /// Codes: 107001; 207000 notifies unsupported.
     fn notifies_free(&self, device: u32) -> Result<u32, Self::Error>;
+}
+
+/// Count notifies (SPEC §6, Ascend 950 family): a 32-bit counter per id, recorded with a mode
+/// (set, add, bit-or, bit-and) and waited on with a comparison. Process-local (no export);
+/// ids come from a per-device pool of their own ([`crate::cnt::max_cnt_notifies`]).
+///
+/// Every method answers 207000 on a SoC without count notifies, before looking at its
+/// arguments.
+pub trait CntNotifyOps: StreamOps {
+    /// Creates a count notify (count 0) on `device`.
+    ///
+    /// Codes: 207000; 107001 no such device; 207009 the device is out of count-notify ids.
+    fn cnt_create(&self, device: u32) -> Result<RawCntNotify, Self::Error>;
+
+    /// Destroys it. Tasks already queued that use it still run; the id is released after them.
+    ///
+    /// Codes: 207000; 107017 stale or unknown handle.
+    fn cnt_destroy(&self, cnt: RawCntNotify) -> Result<(), Self::Error>;
+
+    /// Its id (`aclrtCntNotifyGetId`).
+    ///
+    /// Codes: 207000; 107017.
+    fn cnt_id(&self, cnt: RawCntNotify) -> Result<u32, Self::Error>;
+
+    /// Enqueues a record: when the stream reaches it, `record` is applied to the count and
+    /// every wait whose condition now holds is released.
+    ///
+    /// Codes: 207000; 107017 bad count notify or stream.
+    fn cnt_record(
+        &self,
+        cnt: RawCntNotify,
+        stream: RawStream,
+        record: CntRecord,
+    ) -> Result<(), Self::Error>;
+
+    /// Enqueues a wait: when the stream reaches it, the stream stalls until the condition
+    /// holds (then clears the count if asked). A timeout is reported by the next synchronize
+    /// (107020).
+    ///
+    /// Codes: 207000; 107017 bad count notify or stream; 107000 the stream is on another
+    /// device than the count notify.
+    fn cnt_wait(
+        &self,
+        cnt: RawCntNotify,
+        stream: RawStream,
+        wait: CntWait,
+    ) -> Result<(), Self::Error>;
+
+    /// Enqueues a reset (a record of `SET 0`).
+    ///
+    /// Codes: 207000; 107017.
+    fn cnt_reset(&self, cnt: RawCntNotify, stream: RawStream) -> Result<(), Self::Error>;
+
+    /// Beyond CANN: how many count-notify ids `device` has left, across every process of the
+    /// machine.
+    ///
+    /// Codes: 207000; 107001.
+    fn cnt_notifies_free(&self, device: u32) -> Result<u32, Self::Error>;
 }

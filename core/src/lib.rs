@@ -4,8 +4,8 @@
 //! ([`flags`]), the per-SoC capability table ([`soc`]), fixed-capacity id pools ([`pool`]),
 //! export keys ([`key`]), whitelists ([`whitelist`]), the handle lifecycle ([`lifecycle`],
 //! and as typestates in [`typed`]) — plus the device-side notify table that AICPU firmware and
-//! the simulator both run ([`table`]). It talks to platforms only through the traits in
-//! [`backend`] (and [`table`]'s wait/wake trait).
+//! the simulator both run ([`table`]), and its counting variant ([`cnt`], SPEC §6). It talks
+//! to platforms only through the traits in [`backend`] (and [`table`]'s wait/wake trait).
 #![no_std]
 #![deny(missing_docs)]
 
@@ -16,6 +16,7 @@ extern crate std;
 mod fmt;
 
 pub mod backend;
+pub mod cnt;
 pub mod error;
 pub mod flags;
 pub mod key;
@@ -28,9 +29,10 @@ pub mod typed;
 pub mod whitelist;
 
 pub use backend::{
-    Backend, HostCall, HostOps, NotifyInfo, NotifyResources, RawNotify, RawStream, ServerPid,
-    StreamDestroy, StreamOps, StreamStatus,
+    Backend, CntNotifyOps, HostCall, HostOps, NotifyInfo, NotifyResources, RawCntNotify, RawNotify,
+    RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus,
 };
+pub use cnt::{CntRecord, CntRecordMode, CntWait, CntWaitMode, OnSatisfied};
 pub use error::{BackendError, Error, Result};
 pub use flags::{CreateFlags, ExportFlags, ImportFlags, PidValidation};
 pub use key::{ExportKey, KeyFields};
