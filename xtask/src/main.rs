@@ -5,6 +5,7 @@
 
 mod bench;
 mod build;
+mod fuzz;
 mod nostd;
 mod run;
 mod test;
@@ -31,6 +32,7 @@ enum Cmd {
     Build(build::BuildArgs),
     Demo(build::DemoArgs),
     Bench(bench::BenchArgs),
+    Fuzz(fuzz::FuzzArgs),
 }
 
 /// Which backend a command runs against.
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
         Cmd::Build(a) => build::build(&a),
         Cmd::Demo(a) => build::demo(&a),
         Cmd::Bench(a) => bench::bench(&a),
+        Cmd::Fuzz(a) => fuzz::fuzz(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,90 @@
+//! Fuzz target: the export-key parser (`ExportKey::parse` / `parse_c` / `FromStr`).
+//!
+//! Properties checked on every input:
+//! - parsing never panics, whatever the bytes;
+//! - anything accepted is exactly 64 bytes and re-encodes identically: `encode(fields()) ==
+//!   key`, its text equals the input, and `write_c` → `parse_c` gives it back;
+//! - `parse_c` accepts exactly the inputs whose bytes before the first NUL `parse` accepts;
+//! - structure-aware half: fields built from the input encode to a key that parses back to
+//!   the same fields, and changing any single byte of that key to any other value is rejected
+//!   (the checksum and the format catch every one-character tamper).
+#![no_main]
+
+use acl_notify_core::key::{ExportKey, KEY_BUF_LEN, KEY_LEN, KeyFields};
+use libfuzzer_sys::fuzz_target;
+
+fn check_accepted(k: &ExportKey, text: &[u8]) {
+    assert_eq!(
+        text.len(),
+        KEY_LEN,
+        "accepted a key of length {}",
+        text.len()
+    );
+    assert_eq!(k.as_bytes(), text, "accepted key does not keep its text");
+    let again = ExportKey::encode(&k.fields());
+    assert_eq!(&again, k, "fields() -> encode does not give the key back");
+    assert_eq!(again.as_str().as_bytes(), text);
+    let mut buf = [0xa5u8; KEY_BUF_LEN + 3];
+    k.write_c(&mut buf).expect("a 68-byte buffer holds a key");
+    assert_eq!(ExportKey::parse_c(&buf), Ok(*k));
+    assert_eq!(k.as_str().parse::<ExportKey>(), Ok(*k));
+    // Display is the text; Debug must not leak the nonce (the capability).
+    assert_eq!(format!("{k}").as_bytes(), text);
+    assert!(!format!("{k:?}").contains(&k.as_str()[23..55]));
+}
+
+fn fields_from(data: &[u8]) -> KeyFields {
+    let mut b = [0u8; 25];
+    for (d, s) in b.iter_mut().zip(data) {
+        *d = *s;
+    }
+    let mut nonce = [0u8; 16];
+    nonce.copy_from_slice(&b[9..25]);
+    KeyFields {
+        server: u16::from_le_bytes([b[0], b[1]]),
+        device: b[2],
+        id: u16::from_le_bytes([b[3], b[4]]),
+        generation: u32::from_le_bytes([b[5], b[6], b[7], b[8]]),
+        nonce,
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    // 1. Raw bytes.
+    let parsed = ExportKey::parse(data);
+    if let Ok(k) = &parsed {
+        check_accepted(k, data);
+    }
+    let parsed_c = ExportKey::parse_c(data);
+    match data.iter().position(|&b| b == 0) {
+        None => assert!(parsed_c.is_err(), "parse_c accepted an unterminated buffer"),
+        Some(end) => {
+            assert_eq!(parsed_c, ExportKey::parse(&data[..end]));
+            if let Ok(k) = &parsed_c {
+                check_accepted(k, &data[..end]);
+            }
+        }
+    }
+    if let Ok(s) = std::str::from_utf8(data) {
+        assert_eq!(s.parse::<ExportKey>(), parsed);
+    }
+
+    // 2. Structure-aware: a real key from the input's fields, then one tampered byte.
+    let f = fields_from(data);
+    let k = ExportKey::encode(&f);
+    assert_eq!(k.fields(), f);
+    assert_eq!(ExportKey::parse(k.as_bytes()), Ok(k));
+    check_accepted(&k, k.as_bytes());
+    if data.len() >= 27 {
+        let pos = usize::from(data[25]) % KEY_LEN;
+        let val = data[26];
+        let mut t = *k.as_bytes();
+        if t[pos] != val {
+            t[pos] = val;
+            assert!(
+                ExportKey::parse(&t).is_err(),
+                "tampered key accepted: byte {pos} changed to {val:#04x}"
+            );
+        }
+    }
+});
