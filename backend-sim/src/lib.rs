@@ -1294,6 +1294,13 @@ mod tests {
     }
 
     #[test]
+    fn sim_is_send_and_sync() {
+        fn check<T: Send + Sync + Clone + 'static>() {}
+        check::<Sim>();
+        check::<SimError>();
+    }
+
+    #[test]
     fn builder_errors_name_the_setting() {
         let e = Sim::builder().devices(0).open().unwrap_err();
         assert_eq!(e.kind(), Error::ParamInvalid);

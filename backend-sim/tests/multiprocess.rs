@@ -61,6 +61,10 @@ fn main() {
             "racing_creators_share_one_machine",
             racing_creators_share_one_machine,
         ),
+        (
+            "bad_environment_names_the_variable",
+            bad_environment_names_the_variable,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -583,5 +587,70 @@ fn racing_creators_share_one_machine() -> Result<(), Failed> {
         let _ = sim.gc();
         sim.notifies_free(0).ok() == Some(1024)
     })?;
+    Ok(())
+}
+
+/// Runs an agent with `env` and returns its first output line (it exits when stdin closes).
+fn first_line(env: &[(&str, &str)]) -> Result<String, Failed> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.env(AGENT, "1")
+        .env_remove(acl_notify_sim::ENV_SOC)
+        .env_remove(acl_notify_sim::ENV_DEVICES)
+        .env_remove(acl_notify_sim::ENV_SERVER_ID)
+        .env_remove(acl_notify_sim::ENV_NAMESPACE);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).spawn()?;
+    let mut line = String::new();
+    if let Some(o) = child.stdout.take() {
+        BufReader::new(o).read_line(&mut line)?;
+    }
+    let _ = child.kill();
+    child.wait()?;
+    Ok(line)
+}
+
+fn bad_environment_names_the_variable() -> Result<(), Failed> {
+    let ns = Ns::new("env");
+    let ns_var = (acl_notify_sim::ENV_NAMESPACE, ns.0.as_str());
+    let cases = [
+        (acl_notify_sim::ENV_SOC, "Ascend9000"),
+        (acl_notify_sim::ENV_DEVICES, "0"),
+        (acl_notify_sim::ENV_DEVICES, "eight"),
+        (acl_notify_sim::ENV_DEVICES, "65"),
+        (acl_notify_sim::ENV_SERVER_ID, "-1"),
+        // Ascend910B (the default SoC) has no SuperPod: only server 0 exists.
+        (acl_notify_sim::ENV_SERVER_ID, "3"),
+        (acl_notify_sim::ENV_NAMESPACE, "../etc"),
+        (acl_notify_sim::ENV_NAMESPACE, ""),
+    ];
+    for (var, val) in cases {
+        let env: Vec<(&str, &str)> = if var == acl_notify_sim::ENV_NAMESPACE {
+            vec![(var, val)]
+        } else {
+            vec![ns_var, (var, val)]
+        };
+        let line = first_line(&env)?;
+        check(line.starts_with("err 107000") && line.contains(var), || {
+            format!("{var}={val:?} gave {line:?}")
+        })?;
+    }
+    // The defaults (only the namespace set) open an Ascend910B machine with 8 devices ...
+    let line = first_line(&[ns_var])?;
+    check(line.starts_with("ok "), || {
+        format!("defaults gave {line:?}")
+    })?;
+    // ... so opening it as a 2-device machine is refused, naming the variables to align.
+    let e = Sim::builder()
+        .devices(2)
+        .namespace(&ns.0)
+        .open()
+        .err()
+        .ok_or("a 2-device open of an 8-device machine succeeded")?;
+    check(
+        e.kind() == Error::ParamInvalid && e.to_string().contains("ACL_NOTIFY_SIM_DEVICES"),
+        || e.to_string(),
+    )?;
     Ok(())
 }
