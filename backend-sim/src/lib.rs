@@ -20,11 +20,22 @@
 //!   last bit goes. A process that dies is reclaimed by the survivors ([`Sim::gc`], also run
 //!   on open and before answering 207009).
 //!
-//! # Limits
+//! # Limits and costs
 //!
-//! - 64 devices per machine, 64 live processes per namespace and server (the holder bitmap),
-//!   16 queued waiters per notify before further waiters queue unordered (see
-//!   [`acl_notify_core::table`]).
+//! - 64 devices per machine; 64 live processes per namespace and server (the holder bitmap;
+//!   a 65th gets 207005 until a registered process exits or dies); 16 waiters per notify hold
+//!   a FIFO ticket at once, further waiters wait for a ticket (see [`acl_notify_core::table`]).
+//! - Memory: the file is sparse (an 8 × 65535 Ascend950PR machine is a 600 MiB file with
+//!   12 KiB allocated after open). A notify in use costs its 160-byte slot plus 3 bytes of
+//!   pool; an exported notify one more 1040-byte whitelist (measured by
+//!   `shm::tests::sparse_file_and_bytes_per_notify`).
+//! - A wait blocked on a stream notices a discarding destroy at once (the stream's cancel
+//!   waker wakes the futex), at worst after [`acl_notify_core::table::CHUNK`] (50 ms) if the
+//!   wake raced ahead of the sleep.
+//! - Whitelisted PIDs that are not running when whitelisted, and entries for other servers,
+//!   have an unknown start time and match any process with that PID.
+//! - A `Sim` must not be used across `fork()`: a child that inherits one does not act for the
+//!   parent (drops are ignored there) but has no registration of its own; open a new one.
 
 mod error;
 mod handles;
