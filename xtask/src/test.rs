@@ -46,6 +46,11 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     steps.run("check-nostd", || {
         crate::nostd::check_nostd(&crate::nostd::CheckNostdArgs {})
     });
+    // The driver trials of the conformance suite load the simulator's C library from the
+    // target directory: build it first so they never test a stale copy.
+    steps.run("build libascendcl.so (acl-notify-capi)", || {
+        status(cargo().args(["build", "--quiet", "-p", "acl-notify-capi"]))
+    });
     steps.run("cargo test (workspace)", || {
         status(
             cargo()
