@@ -1569,6 +1569,73 @@ mod tests {
         remove_namespace(&n).unwrap();
     }
 
+    /// The table's no-lost-wake-up stress, with the real shared futexes: waiters (some with
+    /// tiny timeouts) and a recorder that records only when the flag is clear; every record is
+    /// consumed exactly once or still pending at the end.
+    #[test]
+    fn futex_stress_no_lost_or_double_consumption() {
+        use acl_notify_core::table::{WaitArgs, WaitOutcome};
+        use std::sync::atomic::AtomicU32;
+        let n = ns("stress");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        let consumed = Arc::new(AtomicU32::new(0));
+        let per_waiter = 400;
+        let waiters: Vec<_> = (0..4)
+            .map(|_| {
+                let (r, c) = (Arc::clone(&r), Arc::clone(&consumed));
+                std::thread::spawn(move || {
+                    let never = || false;
+                    for k in 0..per_waiter {
+                        let t = if k % 5 == 0 {
+                            Duration::from_micros(20)
+                        } else {
+                            Duration::from_secs(20)
+                        };
+                        let out = r.slot().sync.wait_and_reset(
+                            &r.file().waiter(),
+                            WaitArgs {
+                                proc: r.file().me(),
+                                timeout: Some(t),
+                                cancel: &never,
+                            },
+                        );
+                        match out {
+                            Ok(WaitOutcome::Consumed) => {
+                                c.fetch_add(1, SeqCst);
+                            }
+                            Ok(WaitOutcome::TimedOut) => {}
+                            other => panic!("{other:?}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut records = 0u32;
+        let end = Instant::now() + Duration::from_secs(60);
+        while waiters.iter().any(|h| !h.is_finished()) {
+            assert!(Instant::now() < end, "stress stuck");
+            if !r.slot().sync.is_set() {
+                r.slot().record(&f.waiter(), 1);
+                records += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+        for h in waiters {
+            h.join().unwrap();
+        }
+        let pending = u32::from(r.slot().sync.is_set());
+        assert_eq!(consumed.load(SeqCst) + pending, records);
+        assert_eq!(r.slot().sync.waiters(), 0);
+        drop(r);
+        drop(f);
+        remove_namespace(&n).unwrap();
+    }
+
     #[test]
     fn mismatched_config_and_corrupt_header_are_refused() {
         let n = ns("bad");
