@@ -4,8 +4,8 @@
 //! Run through `cargo xtask bench` (release build, C library built first). Options:
 //!
 //! ```text
-//! acl-notify-bench [--quick] [--reps N] [--sample-ms N] [--only ID,ID…] [--out DIR]
-//!                  [--capi PATH/libascendcl.so]
+//! acl-notify-bench [--quick] [--reps N] [--sample-ms N] [--only ID,ID…] [--match TEXT]
+//!                  [--out DIR] [--capi PATH/libascendcl.so|none]
 //! ```
 //!
 //! Group ids: `xproc`, `inproc`, `wake`, `idlecpu`, `handoff`, `control`, `pool`, `memory`.
@@ -45,16 +45,18 @@ struct Opts {
     reps: usize,
     sample_ms: u64,
     only: Vec<String>,
+    matching: Option<String>,
     out: PathBuf,
     capi: Option<PathBuf>,
 }
 
 const USAGE: &str = "usage: acl-notify-bench [--quick] [--reps N] [--sample-ms N] \
-[--only ID,ID…] [--out DIR] [--capi PATH]
+[--only ID,ID…] [--match TEXT] [--out DIR] [--capi PATH]
   --quick        short run (~30 s): fewer reps, shorter samples
   --reps N       repetitions of each variant (default 9, quick 3)
   --sample-ms N  target duration of one sample (default 60, quick 15)
   --only IDS     run only these groups: xproc,inproc,wake,idlecpu,handoff,control,pool,memory
+  --match TEXT   run only the variants whose name contains TEXT (for profiling one variant)
   --out DIR      where results.json / results.csv go (default target/acl-notify/bench)
   --capi PATH    the C library to measure the C ABI through (default: next to this binary;
                  `none` skips the C ABI rows)";
@@ -64,6 +66,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     let mut reps = None;
     let mut sample_ms = None;
     let mut only = Vec::new();
+    let mut matching = None;
     let mut out = None;
     let mut capi = None;
     let mut it = args.iter();
@@ -101,6 +104,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
                     only.push(id.to_string());
                 }
             }
+            "--match" => matching = Some(val("--match")?),
             "--out" => out = Some(PathBuf::from(val("--out")?)),
             "--capi" => capi = Some(PathBuf::from(val("--capi")?)),
             "-h" | "--help" => return Err(String::new()),
@@ -112,6 +116,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
         reps: reps.unwrap_or(if quick { 3 } else { 9 }),
         sample_ms: sample_ms.unwrap_or(if quick { 15 } else { 60 }),
         only,
+        matching,
         out: out.unwrap_or_else(default_out),
         capi,
     })
@@ -221,7 +226,13 @@ fn run(opts: &Opts) -> Result<bool, String> {
             facts = groups::memory(&ctx);
             continue;
         }
-        for g in groups::build(id, &ctx) {
+        for mut g in groups::build(id, &ctx) {
+            if let Some(m) = &opts.matching {
+                g.variants.retain(|v| v.name.contains(m.as_str()));
+                if g.variants.is_empty() {
+                    continue;
+                }
+            }
             let r = harness::run(g, plan);
             report::print_group(&r, plan.reps);
             results.push(r);
