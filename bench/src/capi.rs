@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use acl_notify_core::{
-    CreateFlags, ExportFlags, ImportFlags, NotifyResources, RawNotify, Soc, StreamOps,
+    CreateFlags, ExportFlags, ExportKey, ImportFlags, NotifyResources, RawNotify, Soc, StreamOps,
 };
 use acl_notify_sim::Sim;
 
@@ -107,13 +107,15 @@ fn pids64() -> Vec<i32> {
 /// The same operations over either API.
 trait Api {
     type N: Copy;
+    /// An export key in the API's own form (no conversion in the timed path).
+    type Key;
     fn create(&self) -> Result<Self::N, String>;
     fn destroy(&self, n: Self::N) -> Result<(), String>;
     /// Exports without PID validation; returns the key.
-    fn export(&self, n: Self::N) -> Result<String, String>;
+    fn export(&self, n: Self::N) -> Result<Self::Key, String>;
     /// Exports with PID validation.
     fn export_validated(&self, n: Self::N) -> Result<(), String>;
-    fn import(&self, key: &str) -> Result<Self::N, String>;
+    fn import(&self, key: &Self::Key) -> Result<Self::N, String>;
     fn whitelist(&self, n: Self::N, pids: &[i32]) -> Result<(), String>;
     fn batch_reset(&self, ns: &[Self::N]) -> Result<(), String>;
 }
@@ -124,6 +126,7 @@ struct RustApi {
 
 impl Api for RustApi {
     type N = RawNotify;
+    type Key = ExportKey;
     fn create(&self) -> Result<RawNotify, String> {
         self.sim
             .create_notify(DEV, CreateFlags::empty())
@@ -132,10 +135,9 @@ impl Api for RustApi {
     fn destroy(&self, n: RawNotify) -> Result<(), String> {
         self.sim.destroy_notify(n).map_err(|e| e.to_string())
     }
-    fn export(&self, n: RawNotify) -> Result<String, String> {
+    fn export(&self, n: RawNotify) -> Result<ExportKey, String> {
         self.sim
             .export_key(n, ExportFlags::DISABLE_PID_VALIDATION)
-            .map(|k| k.as_str().to_string())
             .map_err(|e| e.to_string())
     }
     fn export_validated(&self, n: RawNotify) -> Result<(), String> {
@@ -144,9 +146,9 @@ impl Api for RustApi {
             .map(|_| ())
             .map_err(|e| e.to_string())
     }
-    fn import(&self, key: &str) -> Result<RawNotify, String> {
+    fn import(&self, key: &ExportKey) -> Result<RawNotify, String> {
         self.sim
-            .import_by_key(DEV, key, ImportFlags::empty())
+            .import_by_key(DEV, key.as_str(), ImportFlags::empty())
             .map_err(|e| e.to_string())
     }
     fn whitelist(&self, n: RawNotify, pids: &[i32]) -> Result<(), String> {
@@ -235,6 +237,7 @@ impl CApi {
 
 impl Api for CApi {
     type N = AclNotify;
+    type Key = [c_char; 65];
     fn create(&self) -> Result<AclNotify, String> {
         let mut n: AclNotify = std::ptr::null_mut();
         // SAFETY: `n` is a valid out-pointer.
@@ -245,18 +248,13 @@ impl Api for CApi {
         // SAFETY: `n` is a handle this library returned and that was not destroyed yet.
         check("aclrtDestroyNotify", unsafe { (self.destroy)(n) })
     }
-    fn export(&self, n: AclNotify) -> Result<String, String> {
+    fn export(&self, n: AclNotify) -> Result<[c_char; 65], String> {
         let mut buf = [0 as c_char; 65];
         // SAFETY: `buf` has the 65 bytes the key needs, `len` says so.
         check("aclrtNotifyGetExportKey", unsafe {
             (self.export)(n, buf.as_mut_ptr(), buf.len(), 0x2)
         })?;
-        let bytes: Vec<u8> = buf
-            .iter()
-            .take_while(|&&c| c != 0)
-            .map(|&c| c as u8)
-            .collect();
-        String::from_utf8(bytes).map_err(|_| "key is not UTF-8".to_string())
+        Ok(buf)
     }
     fn export_validated(&self, n: AclNotify) -> Result<(), String> {
         let mut buf = [0 as c_char; 65];
@@ -265,30 +263,29 @@ impl Api for CApi {
             (self.export)(n, buf.as_mut_ptr(), buf.len(), 0)
         })
     }
-    fn import(&self, key: &str) -> Result<AclNotify, String> {
-        let mut c = [0 as c_char; 65];
-        for (d, s) in c.iter_mut().zip(key.bytes().take(64)) {
-            *d = s as c_char;
+    fn import(&self, key: &[c_char; 65]) -> Result<AclNotify, String> {
+        if key[64] != 0 {
+            return Err("export key buffer is not NUL-terminated".into());
         }
         let mut n: AclNotify = std::ptr::null_mut();
-        // SAFETY: `c` is NUL-terminated (65 bytes, at most 64 copied); `n` is an out-pointer.
+        // SAFETY: `key` is NUL-terminated (checked); `n` is an out-pointer.
         check("aclrtNotifyImportByKey", unsafe {
-            (self.import)(&mut n, c.as_ptr(), 0)
+            (self.import)(&mut n, key.as_ptr(), 0)
         })?;
         Ok(n)
     }
     fn whitelist(&self, n: AclNotify, pids: &[i32]) -> Result<(), String> {
-        let mut p = pids.to_vec();
-        // SAFETY: `p` holds `p.len()` PIDs for the duration of the call.
+        // SAFETY: `pids` holds `pids.len()` PIDs for the duration of the call; CANN's
+        // signature takes `int32_t *` but the function only reads the array.
         check("aclrtNotifySetImportPid", unsafe {
-            (self.set_pids)(n, p.as_mut_ptr(), p.len())
+            (self.set_pids)(n, pids.as_ptr().cast_mut(), pids.len())
         })
     }
     fn batch_reset(&self, ns: &[AclNotify]) -> Result<(), String> {
-        let mut v = ns.to_vec();
-        // SAFETY: `v` holds `v.len()` live handles for the duration of the call.
+        // SAFETY: `ns` holds `ns.len()` live handles for the duration of the call; the
+        // function only reads the array despite its non-const C signature.
         check("aclrtNotifyBatchReset", unsafe {
-            (self.batch_reset)(v.as_mut_ptr(), v.len())
+            (self.batch_reset)(ns.as_ptr().cast_mut(), ns.len())
         })
     }
 }
