@@ -53,8 +53,8 @@ struct Opts {
 const USAGE: &str = "usage: acl-notify-bench [--quick] [--reps N] [--sample-ms N] \
 [--only ID,ID…] [--match TEXT] [--out DIR] [--capi PATH]
   --quick        short run (~30 s): fewer reps, shorter samples
-  --reps N       repetitions of each variant (default 9, quick 3)
-  --sample-ms N  target duration of one sample (default 60, quick 15)
+  --reps N       repetitions of each variant (default 11, quick 3)
+  --sample-ms N  target duration of one sample (default 80, quick 15)
   --only IDS     run only these groups: xproc,inproc,wake,idlecpu,handoff,control,pool,memory
   --match TEXT   run only the variants whose name contains TEXT (for profiling one variant)
   --out DIR      where results.json / results.csv go (default target/acl-notify/bench)
@@ -113,8 +113,8 @@ fn parse(args: &[String]) -> Result<Opts, String> {
     }
     Ok(Opts {
         quick,
-        reps: reps.unwrap_or(if quick { 3 } else { 9 }),
-        sample_ms: sample_ms.unwrap_or(if quick { 15 } else { 60 }),
+        reps: reps.unwrap_or(if quick { 3 } else { 11 }),
+        sample_ms: sample_ms.unwrap_or(if quick { 15 } else { 80 }),
         only,
         matching,
         out: out.unwrap_or_else(default_out),

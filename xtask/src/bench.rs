@@ -18,10 +18,10 @@ pub struct BenchArgs {
     /// short run (~30 s): 3 repetitions, 15 ms samples
     #[argh(switch)]
     pub quick: bool,
-    /// repetitions of each variant (default 9, quick 3)
+    /// repetitions of each variant (default 11, quick 3)
     #[argh(option)]
     pub reps: Option<usize>,
-    /// target duration of one sample in milliseconds (default 60, quick 15)
+    /// target duration of one sample in milliseconds (default 80, quick 15)
     #[argh(option)]
     pub sample_ms: Option<u64>,
     /// run only these groups (comma-separated): xproc, inproc, wake, idlecpu, handoff,
