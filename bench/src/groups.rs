@@ -13,7 +13,7 @@ use crate::capi;
 use crate::child::{Child, RoleArgs};
 use crate::handoff;
 use crate::harness::{Better, Group, Iters, Kind, Variant};
-use crate::notify::{self, WakeFrom};
+use crate::notify::{self, Loop, WakeFrom};
 use crate::pingpong::{self, Mech};
 use crate::poolbench;
 use crate::report::Fact;
@@ -163,10 +163,22 @@ fn xproc(ctx: &Ctx) -> Group {
 
 fn inproc(ctx: &Ctx) -> Group {
     let ns = ctx.ns.clone();
-    let mut v = vec![ctx.sim_variant(rows::INPROC, scaled(256, 500_000), || {
-        let mut c = notify::InProc::new(&ns)?;
-        Ok(Box::new(move |n| c.sample(n)))
-    })];
+    let ns2 = ctx.ns.clone();
+    let mut v = vec![
+        ctx.sim_variant(rows::INPROC, scaled(256, 500_000), || {
+            let mut c = notify::InProc::new(&ns)?;
+            Ok(Box::new(move |n| c.sample(n, Loop::Pair)))
+        }),
+        ctx.sim_variant_kind(
+            "notify: record+wait on 1 stream (no handoff)",
+            Kind::Info,
+            scaled(256, 2_000_000),
+            || {
+                let mut c = notify::InProc::new(&ns2)?;
+                Ok(Box::new(move |n| c.sample(n, Loop::SelfLoop)))
+            },
+        ),
+    ];
     for m in [
         Mech::Spin,
         Mech::Futex,
@@ -184,7 +196,10 @@ fn inproc(ctx: &Ctx) -> Group {
         unit: "ns/round trip",
         better: Better::Lower,
         variants: v,
-        note: "baselines: two threads of one process (private futexes)".into(),
+        note: "baselines: two threads of one process (private futexes); the info row is the \
+               stream engine's and table's own cost per record+wait pair, no thread waiting \
+               for another"
+            .into(),
     }
 }
 

@@ -157,6 +157,15 @@ impl Stamp {
     }
 }
 
+/// What an [`InProc`] sample runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loop {
+    /// Two streams bounce two notifies (the round trip).
+    Pair,
+    /// One stream records and waits on one notify (engine cost, no handoff).
+    SelfLoop,
+}
+
 /// Two streams of one process bouncing two notifies.
 pub struct InProc {
     sim: Sim,
@@ -200,20 +209,38 @@ impl InProc {
         Ok(())
     }
 
-    /// One sample: ns per round trip over about `iters` round trips.
-    pub fn sample(&mut self, iters: u64) -> Result<f64, String> {
+    /// One stream records a notify and waits on it, `CHUNK` times: the flag is always set
+    /// when the wait starts, so no thread ever waits for another — what is left is the cost
+    /// of two tasks through the stream engine and the table.
+    fn self_chunk(&self) -> Result<(), String> {
+        let (sim, s, n) = (&self.sim, self.s[0], self.n[0]);
+        for _ in 0..CHUNK {
+            sim.record(n, s).map_err(e2s)?;
+            sim.wait_and_reset(n, s, Timeout::Forever).map_err(e2s)?;
+        }
+        sim.launch_host_func(s, self.marker.call()).map_err(e2s)?;
+        Ok(())
+    }
+
+    /// One sample: ns per round trip over about `iters` round trips (`Loop::Pair`), or per
+    /// record+wait pair on one stream (`Loop::SelfLoop`).
+    pub fn sample(&mut self, iters: u64, how: Loop) -> Result<f64, String> {
         let chunks = iters.div_ceil(CHUNK).max(1);
         let base = self.marker.n.load(Ordering::Acquire);
+        let chunk = || match how {
+            Loop::Pair => self.chunk(),
+            Loop::SelfLoop => self.self_chunk(),
+        };
         let r = (|| {
             // Warm-up chunk, untimed: both workers awake and spinning.
-            self.chunk()?;
+            chunk()?;
             self.marker.wait_at_least(base + 1)?;
             let t0 = now_ns();
             for k in 0..chunks as u32 {
                 if k >= 2 {
                     self.marker.wait_at_least(base + 1 + k - 1)?;
                 }
-                self.chunk()?;
+                chunk()?;
             }
             self.marker.wait_at_least(base + 1 + chunks as u32)?;
             let dt = now_ns() - t0;
