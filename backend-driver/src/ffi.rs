@@ -203,6 +203,37 @@ api! {
         /// `aclError aclnsimGetServerId(uint32_t *serverId)`: the SuperPod server (sdid) this
         /// process runs on.
         aclnsimGetServerId: unsafe extern "C" fn(*mut u32) -> AclError = "aclnsimGetServerId",
+        /// `aclError aclrtCntNotifyCreate(aclrtCntNotify *cntNotify, uint64_t flag)` (CANN for
+        /// the 950 family; all `aclrtCntNotify*` below likewise).
+        aclrtCntNotifyCreate: unsafe extern "C" fn(*mut *mut c_void, u64) -> AclError =
+            "aclrtCntNotifyCreate",
+        /// `aclError aclrtCntNotifyDestroy(aclrtCntNotify cntNotify)`.
+        aclrtCntNotifyDestroy: unsafe extern "C" fn(*mut c_void) -> AclError =
+            "aclrtCntNotifyDestroy",
+        /// `aclError aclrtCntNotifyRecord(aclrtCntNotify, aclrtStream,
+        /// aclrtCntNotifyRecordInfo *)`.
+        aclrtCntNotifyRecord: unsafe extern "C" fn(
+            *mut c_void,
+            *mut c_void,
+            *mut acl_notify_core::cnt::CntRecordInfo,
+        ) -> AclError = "aclrtCntNotifyRecord",
+        /// `aclError aclrtCntNotifyWaitWithTimeout(aclrtCntNotify, aclrtStream,
+        /// aclrtCntNotifyWaitInfo *)`.
+        aclrtCntNotifyWaitWithTimeout: unsafe extern "C" fn(
+            *mut c_void,
+            *mut c_void,
+            *mut acl_notify_core::cnt::CntWaitInfo,
+        ) -> AclError = "aclrtCntNotifyWaitWithTimeout",
+        /// `aclError aclrtCntNotifyReset(aclrtCntNotify, aclrtStream)`.
+        aclrtCntNotifyReset: unsafe extern "C" fn(*mut c_void, *mut c_void) -> AclError =
+            "aclrtCntNotifyReset",
+        /// `aclError aclrtCntNotifyGetId(aclrtCntNotify, uint32_t *notifyId)`.
+        aclrtCntNotifyGetId: unsafe extern "C" fn(*mut c_void, *mut u32) -> AclError =
+            "aclrtCntNotifyGetId",
+        /// `aclError aclnsimGetCntNotifyFreeCount(int32_t deviceId, uint32_t *count)`:
+        /// count-notify ids still free on the device, across every process.
+        aclnsimGetCntNotifyFreeCount: unsafe extern "C" fn(i32, *mut u32) -> AclError =
+            "aclnsimGetCntNotifyFreeCount",
     }
 }
 

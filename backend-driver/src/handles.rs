@@ -26,6 +26,7 @@ pub(crate) const MAX_SLOTS: usize = (1 << INDEX_BITS) - 1;
 pub(crate) enum Kind {
     Notify = 1,
     Stream = 2,
+    CntNotify = 3,
 }
 
 /// Why a lookup failed.

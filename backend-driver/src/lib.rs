@@ -46,7 +46,15 @@
 //! the library exports the optional `aclnsim*` extension symbols (the simulator's library
 //! does): `aclnsimNotifyHostWait`, `aclnsimNotifyTryConsume`, `aclnsimGetNotifyFreeCount`;
 //! `aclnsimGetServerId` supplies [`Backend::server_id`]. None of them is needed to load.
+//!
+//! # Count notifies
+//!
+//! [`CntNotifyOps`](acl_notify_core::CntNotifyOps) (SPEC §6) uses the optional
+//! `aclrtCntNotify*` symbols of CANN releases for the 950 family (and the simulator's
+//! `aclnsimGetCntNotifyFreeCount` for the budget); without them, or on another SoC, every call
+//! is 207000. See `cnt.rs`.
 
+mod cnt;
 mod error;
 mod ffi;
 mod handles;
@@ -136,6 +144,7 @@ struct Inner {
     server_id: u32,
     notifies: Table<NotifyEntry>,
     streams: Table<StreamEntry>,
+    cnts: Table<cnt::CntEntry>,
     defaults: Mutex<HashMap<u32, u64>>,
 }
 
@@ -199,6 +208,7 @@ impl Driver {
                         server_id: id.server_id,
                         notifies: Table::new(Kind::Notify, instance),
                         streams: Table::new(Kind::Stream, instance),
+                        cnts: Table::new(Kind::CntNotify, instance),
                         defaults: Mutex::new(HashMap::new()),
                     }),
                 })
@@ -530,6 +540,7 @@ impl Drop for Inner {
             // this is its one destruction.
             let _ = unsafe { (self.api.aclrtDestroyStreamForce)(s.ptr.0) };
         }
+        self.drain_cnts();
         for n in self.notifies.drain() {
             if self.ensure_device(n.device).is_err() {
                 continue;
