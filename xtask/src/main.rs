@@ -8,6 +8,7 @@ mod build;
 mod fuzz;
 mod nostd;
 mod run;
+mod stress;
 mod test;
 
 use argh::FromArgs;
@@ -33,6 +34,7 @@ enum Cmd {
     Demo(build::DemoArgs),
     Bench(bench::BenchArgs),
     Fuzz(fuzz::FuzzArgs),
+    Stress(stress::StressArgs),
 }
 
 /// Which backend a command runs against.
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => build::demo(&a),
         Cmd::Bench(a) => bench::bench(&a),
         Cmd::Fuzz(a) => fuzz::fuzz(&a),
+        Cmd::Stress(a) => stress::stress(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
