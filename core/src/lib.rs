@@ -23,6 +23,10 @@ pub mod key;
 pub mod lifecycle;
 pub mod pool;
 pub mod soc;
+// The atomics of the shared-memory tables (loom's under `--cfg loom`). Not API: public only
+// so that the loom model tests can name the Waiter trait's word type.
+#[doc(hidden)]
+pub mod sync;
 pub mod table;
 pub mod timeout;
 pub mod typed;

@@ -228,7 +228,7 @@ pub use atomic::AtomicIdPool;
 mod atomic {
     use super::{ALLOCATED, Capacity, FREE};
     use crate::error::{Error, Result};
-    use core::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering};
+    use crate::sync::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering};
 
     /// Bits of the head word holding `top + 1`; the rest is the ABA tag.
     const TOP_BITS: u32 = 16;

@@ -37,7 +37,7 @@
 //! waits sleep through [`Waiter::wait`] in chunks of at most [`CHUNK`] and re-check their
 //! deadline and cancellation each time.
 
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use core::time::Duration;
 
 use crate::flags::CreateFlags;

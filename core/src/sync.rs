@@ -1,0 +1,128 @@
+//! The atomics of the shared-memory structures ([`pool`](crate::pool),
+//! [`table`](crate::table)): `core::sync::atomic` in every normal build, and under
+//! `RUSTFLAGS="--cfg loom"` wrappers over loom's model-checked atomics, so that `core/tests/
+//! loom.rs` explores the interleavings of the real code rather than of a copy.
+//!
+//! The wrappers keep the `const fn new` the tables need (`static` pools, `const` slot
+//! constructors): a wrapper stores its initial value and creates the loom atomic on first use,
+//! which happens inside the model (loom runs one thread at a time, so the lazy creation is not
+//! itself a race). Only the operations the tables use are provided.
+#![allow(unexpected_cfgs)]
+
+#[cfg(not(loom))]
+pub use core::sync::atomic::*;
+
+#[cfg(loom)]
+pub use self::model::*;
+
+#[cfg(loom)]
+mod model {
+    extern crate std;
+
+    pub use core::sync::atomic::Ordering;
+    use std::sync::OnceLock;
+
+    macro_rules! model_atomic {
+        ($($name:ident: $t:ty),* $(,)?) => {$(
+            /// A loom atomic with a `const` constructor (created on first use).
+            pub struct $name {
+                init: $t,
+                cell: OnceLock<loom::sync::atomic::$name>,
+            }
+
+            impl $name {
+                /// An atomic holding `v`.
+                pub const fn new(v: $t) -> Self {
+                    $name { init: v, cell: OnceLock::new() }
+                }
+                fn a(&self) -> &loom::sync::atomic::$name {
+                    self.cell.get_or_init(|| loom::sync::atomic::$name::new(self.init))
+                }
+                /// See `core::sync::atomic`.
+                pub fn load(&self, o: Ordering) -> $t {
+                    self.a().load(o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn store(&self, v: $t, o: Ordering) {
+                    self.a().store(v, o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn swap(&self, v: $t, o: Ordering) -> $t {
+                    self.a().swap(v, o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn compare_exchange(
+                    &self,
+                    cur: $t,
+                    new: $t,
+                    s: Ordering,
+                    f: Ordering,
+                ) -> Result<$t, $t> {
+                    self.a().compare_exchange(cur, new, s, f)
+                }
+                /// See `core::sync::atomic`.
+                pub fn compare_exchange_weak(
+                    &self,
+                    cur: $t,
+                    new: $t,
+                    s: Ordering,
+                    f: Ordering,
+                ) -> Result<$t, $t> {
+                    self.a().compare_exchange_weak(cur, new, s, f)
+                }
+                /// See `core::sync::atomic`.
+                pub fn fetch_add(&self, v: $t, o: Ordering) -> $t {
+                    self.a().fetch_add(v, o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn fetch_sub(&self, v: $t, o: Ordering) -> $t {
+                    self.a().fetch_sub(v, o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn fetch_and(&self, v: $t, o: Ordering) -> $t {
+                    self.a().fetch_and(v, o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn fetch_or(&self, v: $t, o: Ordering) -> $t {
+                    self.a().fetch_or(v, o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn fetch_max(&self, v: $t, o: Ordering) -> $t {
+                    self.a().fetch_max(v, o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn fetch_min(&self, v: $t, o: Ordering) -> $t {
+                    self.a().fetch_min(v, o)
+                }
+                /// See `core::sync::atomic`.
+                pub fn fetch_update<F>(&self, s: Ordering, f: Ordering, g: F) -> Result<$t, $t>
+                where
+                    F: FnMut($t) -> Option<$t>,
+                {
+                    self.a().fetch_update(s, f, g)
+                }
+            }
+
+            impl Default for $name {
+                fn default() -> Self {
+                    Self::new(0)
+                }
+            }
+
+            impl core::fmt::Debug for $name {
+                fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+                    f.write_str(stringify!($name))
+                }
+            }
+        )*};
+    }
+
+    model_atomic!(
+        AtomicU8: u8,
+        AtomicU16: u16,
+        AtomicU32: u32,
+        AtomicU64: u64,
+        AtomicI32: i32,
+        AtomicUsize: usize,
+    );
+}
