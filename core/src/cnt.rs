@@ -28,7 +28,7 @@
 //! most [`CHUNK`](crate::table::CHUNK) and re-check their deadline, cancellation and the slot's
 //! generation, so a corrupted or recycled slot ends a wait with an error instead of a hang.
 
-use core::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use core::time::Duration;
 
 use crate::error::{Error, Result};
