@@ -37,8 +37,10 @@
 //! - A `Sim` must not be used across `fork()`: a child that inherits one does not act for the
 //!   parent (drops are ignored there) but has no registration of its own; open a new one.
 
+pub mod cnt;
 mod error;
 mod handles;
+pub mod inspect;
 pub mod shm;
 pub mod stream;
 mod sys;
@@ -193,6 +195,7 @@ impl SimBuilder {
                 peers: Mutex::new(vec![0; self.devices as usize]),
                 op_wait_timeout: AtomicU32::new(0),
                 stream_seq: AtomicU32::new(0),
+                cnt: cnt::CntState::new(tag ^ 0x4000),
             }),
         })
     }
@@ -278,6 +281,9 @@ struct Inner {
     peers: Mutex<Vec<u64>>,
     op_wait_timeout: AtomicU32,
     stream_seq: AtomicU32,
+    /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
+    /// handles.
+    cnt: cnt::CntState,
 }
 
 impl std::fmt::Debug for Inner {
@@ -300,6 +306,7 @@ impl Drop for Inner {
         drop(streams);
         let notifies = write(&self.notifies).drain();
         drop(notifies);
+        self.cnt.clear();
     }
 }
 
@@ -424,7 +431,7 @@ impl Sim {
     pub fn remove_namespace(name: &str) -> Result<usize, SimError> {
         check_namespace(name)
             .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
-        shm::remove_namespace(name)
+        Ok(shm::remove_namespace(name)? + cnt::remove_cnt_files(name)?)
     }
 
     /// The namespace this `Sim` is connected to.
