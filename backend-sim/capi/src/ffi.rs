@@ -10,9 +10,11 @@ use std::ffi::{CString, c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::OnceLock;
 
+use acl_notify_core::cnt::{CntRecordInfo, CntWaitInfo};
 use acl_notify_core::key::KEY_BUF_LEN;
 use acl_notify_core::{
-    Backend, CreateFlags, Error, HostCall, ServerPid, Soc, StreamDestroy, StreamStatus, SyncWait,
+    Backend, CntRecord, CntWait, CreateFlags, Error, HostCall, ServerPid, Soc, StreamDestroy,
+    StreamStatus, SyncWait,
 };
 
 use crate::errmsg::{self, CallError, null_arg, param};
@@ -24,6 +26,13 @@ pub type aclError = c_int;
 pub type aclrtNotify = *mut c_void;
 /// `aclrtStream`.
 pub type aclrtStream = *mut c_void;
+/// `aclrtCntNotify`.
+pub type aclrtCntNotify = *mut c_void;
+/// `aclrtCntNotifyRecordInfo` (`{ aclrtCntNotifyRecordMode mode; uint32_t value; }`, 8 bytes).
+pub type aclrtCntNotifyRecordInfo = CntRecordInfo;
+/// `aclrtCntNotifyWaitInfo` (`{ mode; value; timeout; bool isClear; uint8_t rev[3]; }`,
+/// 16 bytes).
+pub type aclrtCntNotifyWaitInfo = CntWaitInfo;
 /// `aclrtHostFunc`.
 pub type aclrtHostFunc = Option<unsafe extern "C" fn(*mut c_void)>;
 
@@ -677,6 +686,177 @@ pub unsafe extern "C" fn aclrtNotifyImportByKey(
     })
 }
 
+// ---- count notifies (SPEC §6) ----------------------------------------------------------------
+//
+// Check order: NULL info → 100000 (the ACL layer); NULL count-notify handle or out-pointer →
+// 107000 (the runtime layer, as in CANN); flag ≠ 0 or an unknown mode → 107000; then 100001;
+// 207000 on a SoC without count notifies; 107017; and for stream calls 107017/107002/107003.
+
+fn cnt_null(what: &str) -> CallError {
+    param(format!("`{what}` is NULL"))
+}
+
+/// `aclError aclrtCntNotifyCreate(aclrtCntNotify *cntNotify, uint64_t flag)`: a count notify
+/// (count 0) on the current device.
+///
+/// Codes: 107000 `cntNotify` NULL or flag ≠ 0; 100001; 207000; 107002; 207009.
+///
+/// # Safety
+///
+/// `cnt_notify` is NULL or valid for writing an `aclrtCntNotify`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCntNotifyCreate(
+    cnt_notify: *mut aclrtCntNotify,
+    flag: u64,
+) -> aclError {
+    api("aclrtCntNotifyCreate", || {
+        if cnt_notify.is_null() {
+            return Err(cnt_null("cntNotify"));
+        }
+        if flag != 0 {
+            return Err(param(format!("flag {flag:#x} must be 0 (reserved)")));
+        }
+        let h = runtime()?.cnt_create()?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { cnt_notify.write_unaligned(to_ptr(h)) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtCntNotifyDestroy(aclrtCntNotify cntNotify)`. Queued tasks that use it still
+/// run.
+///
+/// Codes: 107000 NULL; 100001; 207000; 107017.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtCntNotifyDestroy(cnt_notify: aclrtCntNotify) -> aclError {
+    api("aclrtCntNotifyDestroy", || {
+        if cnt_notify.is_null() {
+            return Err(cnt_null("cntNotify"));
+        }
+        runtime()?.cnt_destroy(handle(cnt_notify))
+    })
+}
+
+/// `aclError aclrtCntNotifyRecord(aclrtCntNotify cntNotify, aclrtStream stream,
+/// aclrtCntNotifyRecordInfo *info)`: when the stream reaches it, applies `info` to the count.
+///
+/// Codes: 100000 `info` NULL; 107000 `cntNotify` NULL or mode ∉ {0, 1, 2, 4}; 100001; 207000;
+/// 107017; 107002; 107003.
+///
+/// # Safety
+///
+/// `info` is NULL or valid for reading an `aclrtCntNotifyRecordInfo`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCntNotifyRecord(
+    cnt_notify: aclrtCntNotify,
+    stream: aclrtStream,
+    info: *mut aclrtCntNotifyRecordInfo,
+) -> aclError {
+    api("aclrtCntNotifyRecord", || {
+        if info.is_null() {
+            return Err(null_arg("info"));
+        }
+        if cnt_notify.is_null() {
+            return Err(cnt_null("cntNotify"));
+        }
+        // SAFETY: non-NULL, and the caller guarantees one readable struct; any bytes are a
+        // valid `CntRecordInfo` (two `u32`s).
+        let raw = unsafe { info.read_unaligned() };
+        let record = CntRecord::from_info(&raw).map_err(|e| {
+            CallError::new(
+                e,
+                format!(
+                    "info->mode {} is not a record mode (SET_VALUE 0, ADD 1, BIT_OR 2, BIT_AND 4)",
+                    raw.mode
+                ),
+            )
+        })?;
+        runtime()?.cnt_record(handle(cnt_notify), handle(stream), record)
+    })
+}
+
+/// `aclError aclrtCntNotifyWaitWithTimeout(aclrtCntNotify cntNotify, aclrtStream stream,
+/// aclrtCntNotifyWaitInfo *info)`: when the stream reaches it, stalls until the condition
+/// holds (then clears the count if `info->isClear`). `info->timeout` in seconds, 0 = forever;
+/// expiry is reported by the next synchronize (107020).
+///
+/// Codes: 100000 `info` NULL; 107000 `cntNotify` NULL or mode ≥ 5; 100001; 207000; 107017;
+/// 107002; 107003; 107000 the stream is not on the count notify's device.
+///
+/// # Safety
+///
+/// `info` is NULL or valid for reading an `aclrtCntNotifyWaitInfo`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCntNotifyWaitWithTimeout(
+    cnt_notify: aclrtCntNotify,
+    stream: aclrtStream,
+    info: *mut aclrtCntNotifyWaitInfo,
+) -> aclError {
+    api("aclrtCntNotifyWaitWithTimeout", || {
+        if info.is_null() {
+            return Err(null_arg("info"));
+        }
+        if cnt_notify.is_null() {
+            return Err(cnt_null("cntNotify"));
+        }
+        // SAFETY: non-NULL, and the caller guarantees one readable struct; every field of
+        // `CntWaitInfo` is an integer (`isClear` is read as a byte, not a Rust `bool`), so any
+        // bytes are a valid value.
+        let raw = unsafe { info.read_unaligned() };
+        let wait = CntWait::from_info(&raw).map_err(|e| {
+            CallError::new(
+                e,
+                format!(
+                    "info->mode {} is not a wait mode (LESS 0, EQUAL 1, BIGGER 2, \
+                     BIGGER_OR_EQUAL 3, EQUAL_WITH_BITMASK 4)",
+                    raw.mode
+                ),
+            )
+        })?;
+        runtime()?.cnt_wait(handle(cnt_notify), handle(stream), wait)
+    })
+}
+
+/// `aclError aclrtCntNotifyReset(aclrtCntNotify cntNotify, aclrtStream stream)`: when the
+/// stream reaches it, sets the count to 0.
+///
+/// Codes: 107000 NULL; 100001; 207000; 107017; 107002; 107003.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtCntNotifyReset(cnt_notify: aclrtCntNotify, stream: aclrtStream) -> aclError {
+    api("aclrtCntNotifyReset", || {
+        if cnt_notify.is_null() {
+            return Err(cnt_null("cntNotify"));
+        }
+        runtime()?.cnt_record(handle(cnt_notify), handle(stream), CntRecord::set(0))
+    })
+}
+
+/// `aclError aclrtCntNotifyGetId(aclrtCntNotify cntNotify, uint32_t *notifyId)`.
+///
+/// Codes: 107000 either argument NULL; 100001; 207000; 107017.
+///
+/// # Safety
+///
+/// `notify_id` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCntNotifyGetId(
+    cnt_notify: aclrtCntNotify,
+    notify_id: *mut u32,
+) -> aclError {
+    api("aclrtCntNotifyGetId", || {
+        if cnt_notify.is_null() {
+            return Err(cnt_null("cntNotify"));
+        }
+        if notify_id.is_null() {
+            return Err(cnt_null("notifyId"));
+        }
+        let id = runtime()?.cnt_id(handle(cnt_notify))?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { notify_id.write_unaligned(id) };
+        Ok(())
+    })
+}
+
 // ---- extensions (`acl/aclnsim.h`): host-side waits and budgets, beyond CANN -------------------
 
 /// `aclError aclnsimNotifyHostWait(aclrtNotify notify, uint64_t timeoutUs)`: blocks the calling
@@ -744,6 +924,27 @@ pub unsafe extern "C" fn aclnsimGetNotifyFreeCount(device_id: i32, count: *mut u
     })
 }
 
+/// `aclError aclnsimGetCntNotifyFreeCount(int32_t deviceId, uint32_t *count)`: count-notify ids
+/// still free on the device, across every process of the simulated machine.
+///
+/// Codes: 100000; 100001; 207000 count notifies unsupported; 107001.
+///
+/// # Safety
+///
+/// `count` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimGetCntNotifyFreeCount(device_id: i32, count: *mut u32) -> aclError {
+    api("aclnsimGetCntNotifyFreeCount", || {
+        if count.is_null() {
+            return Err(null_arg("count"));
+        }
+        let n = runtime()?.cnt_notifies_free(device_id)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { count.write_unaligned(n) };
+        Ok(())
+    })
+}
+
 /// `aclError aclnsimGetServerId(uint32_t *serverId)`: the SuperPod server this process runs on
 /// (`ACL_NOTIFY_SIM_SERVER_ID`).
 ///
@@ -802,6 +1003,64 @@ mod tests {
         );
         assert!(recent().contains("aclInit has not been called"));
         assert!(aclrtGetSocName().is_null());
+    }
+
+    #[test]
+    fn cnt_argument_checks_come_first() {
+        let mut info = CntRecordInfo { mode: 3, value: 0 };
+        let mut wait = CntWaitInfo {
+            mode: 5,
+            ..CntWaitInfo::default()
+        };
+        let mut id = 0u32;
+        // SAFETY: NULL or valid pointers to live locals.
+        unsafe {
+            assert_eq!(aclrtCntNotifyCreate(std::ptr::null_mut(), 0), 107000);
+            let mut c = std::ptr::null_mut();
+            assert_eq!(aclrtCntNotifyCreate(&mut c, 1), 107000);
+            assert_eq!(aclrtCntNotifyDestroy(std::ptr::null_mut()), 107000);
+            assert_eq!(
+                aclrtCntNotifyRecord(to_ptr(1), std::ptr::null_mut(), std::ptr::null_mut()),
+                100000
+            );
+            assert_eq!(
+                aclrtCntNotifyRecord(std::ptr::null_mut(), std::ptr::null_mut(), &mut info),
+                107000
+            );
+            assert_eq!(
+                aclrtCntNotifyRecord(to_ptr(1), std::ptr::null_mut(), &mut info),
+                107000,
+                "mode 3"
+            );
+            assert!(recent().contains("info->mode 3"));
+            assert_eq!(
+                aclrtCntNotifyWaitWithTimeout(
+                    to_ptr(1),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut()
+                ),
+                100000
+            );
+            assert_eq!(
+                aclrtCntNotifyWaitWithTimeout(to_ptr(1), std::ptr::null_mut(), &mut wait),
+                107000,
+                "mode 5"
+            );
+            assert_eq!(
+                aclrtCntNotifyReset(std::ptr::null_mut(), std::ptr::null_mut()),
+                107000
+            );
+            assert_eq!(aclrtCntNotifyGetId(std::ptr::null_mut(), &mut id), 107000);
+            assert_eq!(aclrtCntNotifyGetId(to_ptr(1), std::ptr::null_mut()), 107000);
+            info.mode = 4;
+            assert_eq!(
+                aclrtCntNotifyRecord(to_ptr(1), std::ptr::null_mut(), &mut info),
+                100001,
+                "valid arguments reach the init check"
+            );
+        }
+        assert_eq!(std::mem::size_of::<aclrtCntNotifyRecordInfo>(), 8);
+        assert_eq!(std::mem::size_of::<aclrtCntNotifyWaitInfo>(), 16);
     }
 
     #[test]

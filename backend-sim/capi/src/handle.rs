@@ -8,11 +8,12 @@
 //!  63      56 55            40 39               20 19                0
 //! ┌──────────┬────────────────┬───────────────────┬───────────────────┐
 //! │  kind    │  process salt  │  slot generation  │   slot index + 1  │
-//! │ A5 / 5A  │   (16 bits)    │     (20 bits)     │     (20 bits)     │
+//! │A5/5A/C3  │   (16 bits)    │     (20 bits)     │     (20 bits)     │
 //! └──────────┴────────────────┴───────────────────┴───────────────────┘
 //! ```
 //!
-//! - `kind` tells notify and stream handles apart (a stream passed as a notify is rejected),
+//! - `kind` tells notify, count-notify and stream handles apart (a stream passed as a notify
+//!   is rejected),
 //!   and makes every handle a non-canonical address on x86-64 and AArch64: C code that
 //!   dereferences one faults at once instead of corrupting memory.
 //! - The salt is random per session (each `aclInit` of each process), and each slot's
@@ -30,6 +31,8 @@ pub(crate) enum Kind {
     Notify = 0xA5,
     /// `aclrtStream`.
     Stream = 0x5A,
+    /// `aclrtCntNotify`.
+    CntNotify = 0xC3,
 }
 
 const INDEX_BITS: u32 = 20;

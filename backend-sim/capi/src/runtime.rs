@@ -1,7 +1,7 @@
 //! [`Runtime`]: what CANN's C API adds on top of a backend — handle tables, the per-thread
 //! current device, device reference counts, the NULL-means-default-stream rule and the
-//! SPEC §3 check order. Generic over any `B: NotifyResources + StreamOps`; the exported
-//! functions in [`crate::ffi`] plug in the simulator.
+//! SPEC §3 check order. Generic over any `B: NotifyResources + StreamOps + CntNotifyOps`; the
+//! exported functions in [`crate::ffi`] plug in the simulator.
 //!
 //! Methods here take decoded C arguments (handles as `usize`, counts, flags) and return
 //! [`CallError`]s; reading and writing C memory stays in `ffi`.
@@ -11,9 +11,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::{
-    BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
-    ImportFlags, NotifyResources, RawNotify, RawStream, ServerPid, StreamDestroy, StreamOps,
-    StreamStatus, SyncWait, Timeout,
+    BackendError, CntNotifyOps, CntRecord, CntWait, CreateFlags, Error, ExportFlags, ExportKey,
+    Feature, HostCall, HostOps, ImportFlags, NotifyResources, RawCntNotify, RawNotify, RawStream,
+    ServerPid, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
 use crate::errmsg::{CallError, param};
@@ -24,6 +24,14 @@ use crate::handle::{HandleTable, Kind, MAX_HANDLES};
 struct NotifyEntry {
     raw: RawNotify,
     /// The device it was created or imported on.
+    device: u32,
+}
+
+/// What a count-notify handle stands for.
+#[derive(Clone, Copy, Debug)]
+struct CntEntry {
+    raw: RawCntNotify,
+    /// The device it was created on.
     device: u32,
 }
 
@@ -50,6 +58,7 @@ pub(crate) struct Runtime<B> {
     epoch: u64,
     notifies: RwLock<HandleTable<NotifyEntry>>,
     streams: RwLock<HandleTable<StreamEntry>>,
+    cnts: RwLock<HandleTable<CntEntry>>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
 }
@@ -62,7 +71,7 @@ impl<B> core::fmt::Debug for Runtime<B> {
     }
 }
 
-impl<B: NotifyResources + StreamOps> Runtime<B> {
+impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
     /// A session over `backend`. `epoch` must differ from every earlier session's in this
     /// process; `seed` should be random (it salts the handles).
     pub(crate) fn new(backend: B, epoch: u64, seed: u64) -> Self {
@@ -72,6 +81,7 @@ impl<B: NotifyResources + StreamOps> Runtime<B> {
             epoch,
             notifies: RwLock::new(HandleTable::new(Kind::Notify, seed)),
             streams: RwLock::new(HandleTable::new(Kind::Stream, seed.rotate_left(17))),
+            cnts: RwLock::new(HandleTable::new(Kind::CntNotify, seed.rotate_left(41))),
             device_refs: Mutex::new(vec![0; devices]),
         }
     }
@@ -216,6 +226,14 @@ impl<B: NotifyResources + StreamOps> Runtime<B> {
             .remove_where(|n| which(n.device));
         for n in notifies {
             let _ = self.backend.destroy_notify(n.raw);
+        }
+        let cnts = self
+            .cnts
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_where(|c| which(c.device));
+        for c in cnts {
+            let _ = self.backend.cnt_destroy(c.raw);
         }
     }
 
@@ -560,8 +578,109 @@ impl<B: NotifyResources + StreamOps> Runtime<B> {
     }
 }
 
+/// Count notifies (SPEC §6). The C layer has already checked the pointer arguments, the flag
+/// and the info structs; what remains runs here in this order: 207000 on a SoC without count
+/// notifies; 107017 bad count-notify handle; then, for stream calls, the stream (107017,
+/// 107002, 107003).
+impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
+    fn cnt(&self, handle: usize) -> Result<CntEntry, CallError> {
+        self.require(Feature::CntNotify)?;
+        self.cnts
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(handle)
+            .ok_or_else(|| {
+                CallError::new(
+                    Error::InvalidHandle,
+                    format!(
+                        "count notify {handle:#x} is not a live count notify of this process \
+                         (destroyed, from another process or session, or not a count notify)"
+                    ),
+                )
+            })
+    }
+
+    /// `aclrtCntNotifyCreate` (after the pointer and flag checks).
+    pub(crate) fn cnt_create(&self) -> Result<usize, CallError> {
+        self.require(Feature::CntNotify)?;
+        let device = self.current_device()?;
+        let raw = self
+            .backend
+            .cnt_create(device)
+            .map_err(CallError::backend)?;
+        let h = self
+            .cnts
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(CntEntry { raw, device });
+        h.ok_or_else(|| {
+            let _ = self.backend.cnt_destroy(raw);
+            CallError::new(
+                Error::ResourceAllocFail,
+                format!("the process already holds {MAX_HANDLES} count-notify handles"),
+            )
+        })
+    }
+
+    /// `aclrtCntNotifyDestroy`.
+    pub(crate) fn cnt_destroy(&self, cnt: usize) -> Result<(), CallError> {
+        let c = self.cnt(cnt)?;
+        let r = self.backend.cnt_destroy(c.raw);
+        if r.is_ok() || r.as_ref().is_err_and(|e| e.kind() == Error::InvalidHandle) {
+            self.cnts
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(cnt);
+        }
+        r.map_err(CallError::backend)
+    }
+
+    /// `aclrtCntNotifyRecord` (and `aclrtCntNotifyReset` as `SET 0`).
+    pub(crate) fn cnt_record(
+        &self,
+        cnt: usize,
+        stream: usize,
+        record: CntRecord,
+    ) -> Result<(), CallError> {
+        let c = self.cnt(cnt)?;
+        let s = self.resolve_stream(stream)?;
+        self.backend
+            .cnt_record(c.raw, s, record)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtCntNotifyWaitWithTimeout`.
+    pub(crate) fn cnt_wait(
+        &self,
+        cnt: usize,
+        stream: usize,
+        wait: CntWait,
+    ) -> Result<(), CallError> {
+        let c = self.cnt(cnt)?;
+        let s = self.resolve_stream(stream)?;
+        self.backend
+            .cnt_wait(c.raw, s, wait)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtCntNotifyGetId`.
+    pub(crate) fn cnt_id(&self, cnt: usize) -> Result<u32, CallError> {
+        let c = self.cnt(cnt)?;
+        self.backend.cnt_id(c.raw).map_err(CallError::backend)
+    }
+
+    /// `aclnsimGetCntNotifyFreeCount`.
+    pub(crate) fn cnt_notifies_free(&self, device: i32) -> Result<u32, CallError> {
+        self.require(Feature::CntNotify)?;
+        let d = self.device_id(device)?;
+        self.backend
+            .cnt_notifies_free(d)
+            .map_err(CallError::backend)
+    }
+}
+
 /// The simulator's extensions beyond CANN's API (`aclnsim*`), for backends with [`HostOps`].
-impl<B: NotifyResources + StreamOps + HostOps> Runtime<B> {
+impl<B: NotifyResources + StreamOps + CntNotifyOps + HostOps> Runtime<B> {
     /// The notify's backend handle, after checking the calling thread's current device is the
     /// owner's: 107017; 107002; 107000.
     fn owner_side(&self, notify: usize) -> Result<RawNotify, CallError> {

@@ -30,6 +30,7 @@
 #ifndef ACL_NOTIFY_ACL_ACL_H_
 #define ACL_NOTIFY_ACL_ACL_H_
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,6 +49,8 @@ extern "C" {
 typedef int aclError;
 typedef void *aclrtStream;
 typedef void *aclrtNotify;
+/* A count notify (Ascend 950 family): a 32-bit counter instead of a binary flag. */
+typedef void *aclrtCntNotify;
 
 /* One inter-server whitelist entry (aclrtNotifySetImportPidInterServer): `num` PIDs at `pid`
  * on SuperPod server `sdid`. LP64 layout: sdid at 0, pid at 8, num at 16; size 24. */
@@ -62,6 +65,40 @@ typedef enum aclrtStreamStatus {
     ACL_STREAM_STATUS_NOT_READY = 1,
     ACL_STREAM_STATUS_RESERVED = 0xFFFF
 } aclrtStreamStatus;
+
+/* aclrtCntNotifyRecord: what a record does to the count. */
+typedef enum {
+    ACL_RT_CNT_NOTIFY_RECORD_SET_VALUE_MODE = 0, /* count = value */
+    ACL_RT_CNT_NOTIFY_RECORD_ADD_MODE = 1,       /* count += value (wraps at 2^32) */
+    ACL_RT_CNT_NOTIFY_RECORD_BIT_OR_MODE = 2,    /* count |= value */
+    ACL_RT_CNT_NOTIFY_RECORD_BIT_AND_MODE = 4,   /* count &= value */
+} aclrtCntNotifyRecordMode;
+
+/* 8 bytes: mode at 0, value at 4. */
+typedef struct {
+    aclrtCntNotifyRecordMode mode;
+    uint32_t value;
+} aclrtCntNotifyRecordInfo;
+
+/* aclrtCntNotifyWaitWithTimeout: when a wait is released. */
+typedef enum {
+    ACL_RT_CNT_NOTIFY_WAIT_LESS_MODE = 0,               /* count < value */
+    ACL_RT_CNT_NOTIFY_WAIT_EQUAL_MODE = 1,              /* count == value */
+    ACL_RT_CNT_NOTIFY_WAIT_BIGGER_MODE = 2,             /* count > value */
+    ACL_RT_CNT_NOTIFY_WAIT_BIGGER_OR_EQUAL_MODE = 3,    /* count >= value */
+    ACL_RT_CNT_NOTIFY_WAIT_EQUAL_WITH_BITMASK_MODE = 4, /* (count & value) == value */
+} aclrtCntNotifyWaitMode;
+
+/* 16 bytes: mode at 0, value at 4, timeout at 8, isClear at 12. timeout in seconds (0 =
+ * forever, UINT32_MAX = the aclrtSetOpWaitTimeout default); isClear: set the count to 0 when
+ * the wait is released. */
+typedef struct {
+    aclrtCntNotifyWaitMode mode;
+    uint32_t value;
+    uint32_t timeout;
+    bool isClear;
+    uint8_t rev[3U];
+} aclrtCntNotifyWaitInfo;
 
 /* A host function run by a stream (aclrtLaunchHostFunc). */
 typedef void (*aclrtHostFunc)(void *args);
@@ -170,6 +207,28 @@ ACL_FUNC_VISIBILITY aclError aclrtNotifySetImportPid(aclrtNotify notify, int32_t
 ACL_FUNC_VISIBILITY aclError aclrtNotifySetImportPidInterServer(aclrtNotify notify,
                                                                 aclrtServerPid *serverPids,
                                                                 size_t num);
+
+/* ---- Count notify (Ascend950PR / Ascend950DT; every call is ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+ * on other SoCs) ------------------------------------------------------------------------------
+ * Check order: a NULL info → ACL_ERROR_INVALID_PARAM; a NULL cntNotify or notifyId, a flag
+ * other than 0, or an unknown mode → ACL_ERROR_RT_PARAM_INVALID; then
+ * ACL_ERROR_UNINITIALIZE; ACL_ERROR_RT_FEATURE_NOT_SUPPORT; ACL_ERROR_RT_INVALID_HANDLE; the
+ * stream checks (ACL_ERROR_RT_INVALID_HANDLE, _CONTEXT_NULL, _STREAM_CONTEXT). Count-notify ids
+ * come from a pool of their own (separate from notify ids). Record, wait and reset are
+ * asynchronous; a wait timeout is reported by the next aclrtSynchronizeStream
+ * (ACL_ERROR_RT_TASK_TIMEOUT). A wait must be enqueued on a stream of the count notify's device
+ * (else ACL_ERROR_RT_PARAM_INVALID); one record releases every wait whose condition then holds. */
+
+ACL_FUNC_VISIBILITY aclError aclrtCntNotifyCreate(aclrtCntNotify *cntNotify, uint64_t flag);
+ACL_FUNC_VISIBILITY aclError aclrtCntNotifyDestroy(aclrtCntNotify cntNotify);
+ACL_FUNC_VISIBILITY aclError aclrtCntNotifyRecord(aclrtCntNotify cntNotify, aclrtStream stream,
+                                                  aclrtCntNotifyRecordInfo *info);
+ACL_FUNC_VISIBILITY aclError aclrtCntNotifyWaitWithTimeout(aclrtCntNotify cntNotify,
+                                                           aclrtStream stream,
+                                                           aclrtCntNotifyWaitInfo *info);
+/* Sets the count to 0 when the stream reaches it (a record of SET_VALUE 0). */
+ACL_FUNC_VISIBILITY aclError aclrtCntNotifyReset(aclrtCntNotify cntNotify, aclrtStream stream);
+ACL_FUNC_VISIBILITY aclError aclrtCntNotifyGetId(aclrtCntNotify cntNotify, uint32_t *notifyId);
 
 #ifdef __cplusplus
 }

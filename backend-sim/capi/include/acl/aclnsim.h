@@ -25,6 +25,10 @@ ACL_FUNC_VISIBILITY aclError aclnsimNotifyTryConsume(aclrtNotify notify, int32_t
 /* Notify ids still free on deviceId, across every process of the simulated machine. */
 ACL_FUNC_VISIBILITY aclError aclnsimGetNotifyFreeCount(int32_t deviceId, uint32_t *count);
 
+/* Count-notify ids still free on deviceId, across every process of the simulated machine
+ * (ACL_ERROR_RT_FEATURE_NOT_SUPPORT on SoCs without count notifies). */
+ACL_FUNC_VISIBILITY aclError aclnsimGetCntNotifyFreeCount(int32_t deviceId, uint32_t *count);
+
 /* The SuperPod server this process runs on (ACL_NOTIFY_SIM_SERVER_ID, default 0). */
 ACL_FUNC_VISIBILITY aclError aclnsimGetServerId(uint32_t *serverId);
 
