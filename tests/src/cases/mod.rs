@@ -9,6 +9,7 @@ use crate::harness::{Case, Role, TestBackend};
 
 mod basic;
 mod batch;
+mod cnt;
 mod host;
 mod ipc;
 mod mp;
@@ -84,6 +85,7 @@ pub fn all<B: TestBackend>() -> Vec<Case<B>> {
     v.extend(batch::cases());
     v.extend(ipc::cases());
     v.extend(host::cases());
+    v.extend(cnt::cases());
     v.extend(typed::cases());
     v.extend(mp::cases());
     v
