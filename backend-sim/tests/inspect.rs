@@ -1,0 +1,201 @@
+//! The inspector explains a stuck wait, with real processes: an owner exports a notify,
+//! whitelists an importer, and enqueues a wait that can never end once the importer is killed
+//! (SIGKILL) after importing. `acl-notify-inspect` (the installed binary, run as a separate
+//! process) must name the notify, the owner's stream thread sleeping on it, the whitelist with
+//! the importer marked dead, and say that nobody is left to record it; `gc` must then reclaim
+//! the importer.
+//!
+//! The test binary plays the roles itself (`INSPECT_ROLE=owner|importer`); every wait is
+//! bounded, and the children end on their own after a minute if the parent disappears.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{
+    Backend, CreateFlags, ExportFlags, ImportFlags, NotifyResources, Soc, StreamOps, Timeout,
+};
+use acl_notify_sim::Sim;
+
+const ROLE: &str = "INSPECT_ROLE";
+const DIR: &str = "INSPECT_DIR";
+const NS: &str = "INSPECT_NS";
+const LIFETIME: Duration = Duration::from_secs(60);
+
+fn open(ns: &str) -> Sim {
+    Sim::builder()
+        .soc(Soc::Ascend910B)
+        .devices(2)
+        .namespace(ns)
+        .open()
+        .expect("open the simulator")
+}
+
+/// Waits (bounded) for a file another process writes.
+fn take(dir: &Path, name: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(dir.join(name))
+            && s.ends_with('\n')
+        {
+            return s.trim().to_owned();
+        }
+        assert!(Instant::now() < end, "timed out waiting for {name}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn put(dir: &Path, name: &str, value: impl std::fmt::Display) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, format!("{value}\n")).expect("write");
+    std::fs::rename(&tmp, dir.join(name)).expect("rename");
+}
+
+fn owner(dir: &Path, ns: &str) {
+    let sim = open(ns);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let key = sim.export_key(n, ExportFlags::empty()).unwrap();
+    let importer: i32 = take(dir, "importer.pid").parse().unwrap();
+    sim.set_import_pids(n, &[importer]).unwrap();
+    put(dir, "id", sim.notify_info(n).unwrap().id);
+    put(dir, "key", key.as_str());
+    let s = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    put(dir, "waiting", sim.bare_tgid());
+    // "Forever": until the parent kills us (bounded in case it never does).
+    std::thread::sleep(LIFETIME);
+}
+
+fn importer(dir: &Path, ns: &str) {
+    let sim = open(ns);
+    put(dir, "importer.pid", sim.bare_tgid());
+    let key = take(dir, "key");
+    let _n = sim
+        .import_by_key(1, &key, ImportFlags::ENABLE_PEER_ACCESS)
+        .unwrap();
+    put(dir, "imported", "yes");
+    std::thread::sleep(LIFETIME);
+}
+
+/// A child process killed (SIGKILL) and reaped on drop.
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn spawn(role: &str, dir: &Path, ns: &str) -> Kid {
+    Kid(Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "inspector_explains_a_stuck_wait", "--nocapture"])
+        .env(ROLE, role)
+        .env(DIR, dir)
+        .env(NS, ns)
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn role"))
+}
+
+fn inspect(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_acl-notify-inspect"))
+        .args(args)
+        .output()
+        .expect("run acl-notify-inspect");
+    assert!(
+        out.status.success(),
+        "acl-notify-inspect {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn inspector_explains_a_stuck_wait() {
+    if let Ok(role) = std::env::var(ROLE) {
+        let dir = PathBuf::from(std::env::var_os(DIR).unwrap());
+        let ns = std::env::var(NS).unwrap();
+        match role.as_str() {
+            "owner" => owner(&dir, &ns),
+            "importer" => importer(&dir, &ns),
+            _ => panic!("unknown role {role}"),
+        }
+        return;
+    }
+    let ns = format!("it-inspect-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let dir = std::env::temp_dir().join(&ns);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let mut imp = spawn("importer", &dir, &ns);
+    let own = spawn("owner", &dir, &ns);
+    let imp_pid: i32 = take(&dir, "importer.pid").parse().unwrap();
+    let id = take(&dir, "id");
+    take(&dir, "imported");
+    let own_pid: i32 = take(&dir, "waiting").parse().unwrap();
+    // The importer dies holding the notify; nobody else can record it now.
+    imp.0.kill().unwrap();
+    imp.0.wait().unwrap();
+
+    // The owner's stream thread is asleep on the notify (sampled from /proc), seen within
+    // a few seconds.
+    let end = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let t = inspect(&["show", "--namespace", &ns]);
+        if t.contains("waiting: stream thread") {
+            break t;
+        }
+        assert!(
+            Instant::now() < end,
+            "no waiting stream thread reported:\n{t}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("acl-notify-inspect show:\n{text}");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("0    ") && l.contains(&format!("{own_pid} (alive)")))
+        .unwrap_or_else(|| panic!("no table row for the notify on device 0:\n{text}"));
+    assert!(
+        line.split_whitespace().nth(1) == Some(id.as_str()),
+        "row {line:?} is not notify {id}"
+    );
+    for want in [
+        "notifies: 1 live".to_owned(),
+        format!("waiting: stream thread \"acl-sim-d0-s0\" (pid {own_pid} tid"),
+        "sleeps on the flag (first in line)".to_owned(),
+        format!("whitelist: pid {imp_pid} (dead)"),
+        format!("{imp_pid} (dead)"),
+        "diagnosis: STUCK".to_owned(),
+        "exported (whitelist)".to_owned(),
+        "1 dead (reclaim with `acl-notify-inspect gc`)".to_owned(),
+    ] {
+        assert!(text.contains(&want), "{want:?} missing from:\n{text}");
+    }
+    let json = inspect(&["--namespace", &ns, "--json"]);
+    assert!(
+        json.contains(&format!(
+            "\"whitelist\":[{{\"server\":0,\"pid\":{imp_pid},\"alive\":\"dead\"}}]"
+        )),
+        "{json}"
+    );
+    assert!(json.contains("\"name\":\"acl-sim-d0-s0\""), "{json}");
+
+    // gc reclaims the importer: its holder bit goes, the notify stays (the owner holds it).
+    let gc = inspect(&["gc", "--namespace", &ns]);
+    assert!(
+        gc.contains(&format!("reclaimed 1 dead process(es) [{imp_pid}]")),
+        "{gc}"
+    );
+    let after = inspect(&["--namespace", &ns]);
+    assert!(after.contains("0 dead"), "{after}");
+    assert!(
+        after.contains(&format!("holders: {own_pid} (alive)\n")),
+        "the dead importer still holds the notify:\n{after}"
+    );
+    drop(own);
+    let _ = Sim::remove_namespace(&ns);
+    let _ = std::fs::remove_dir_all(&dir);
+}
