@@ -4,9 +4,10 @@
 //! loom.rs` explores the interleavings of the real code rather than of a copy.
 //!
 //! The wrappers keep the `const fn new` the tables need (`static` pools, `const` slot
-//! constructors): a wrapper stores its initial value and creates the loom atomic on first use,
-//! which happens inside the model (loom runs one thread at a time, so the lazy creation is not
-//! itself a race). Only the operations the tables use are provided.
+//! constructors) and the size of the real atomics (the tables' layout assertions hold): a
+//! wrapper stores its initial value, and the loom atomic is created on first use, inside the
+//! model, and kept in a per-execution map by address (loom runs one thread at a time, so the
+//! lazy creation is not itself a race). Only the operations the tables use are provided.
 #![allow(unexpected_cfgs)]
 
 #[cfg(not(loom))]
@@ -20,23 +21,51 @@ mod model {
     extern crate std;
 
     pub use core::sync::atomic::Ordering;
-    use std::sync::OnceLock;
+    use std::any::{Any, TypeId};
+    use std::collections::HashMap;
+    use std::sync::{Arc, Mutex, PoisonError};
+
+    type Objects = Mutex<HashMap<(TypeId, usize), Arc<dyn Any + Send + Sync>>>;
+
+    loom::lazy_static! {
+        /// The loom atomic behind each wrapper (by address), for the current execution only:
+        /// loom drops lazy statics when an execution ends.
+        static ref OBJECTS: Objects = Mutex::new(HashMap::new());
+    }
+
+    /// The loom object for the wrapper at `addr`, created by `make` on first use. (A wrapper
+    /// freed and another placed at the same address within one execution would share it;
+    /// the models keep every table alive for the whole execution.)
+    fn object<T: Any + Send + Sync>(addr: usize, make: impl FnOnce() -> T) -> Arc<T> {
+        let mut m = OBJECTS.lock().unwrap_or_else(PoisonError::into_inner);
+        let e = m
+            .entry((TypeId::of::<T>(), addr))
+            .or_insert_with(|| Arc::new(make()));
+        match Arc::clone(e).downcast::<T>() {
+            Ok(a) => a,
+            Err(_) => unreachable!("the map is keyed by type"),
+        }
+    }
 
     macro_rules! model_atomic {
         ($($name:ident: $t:ty),* $(,)?) => {$(
-            /// A loom atomic with a `const` constructor (created on first use).
+            /// A loom atomic with a `const` constructor and the size and alignment of the real
+            /// one (layout assertions hold under loom too): it stores its initial value, and
+            /// the loom atomic is created on first use.
+            #[repr(transparent)]
             pub struct $name {
-                init: $t,
-                cell: OnceLock<loom::sync::atomic::$name>,
+                init: core::sync::atomic::$name,
             }
 
             impl $name {
                 /// An atomic holding `v`.
                 pub const fn new(v: $t) -> Self {
-                    $name { init: v, cell: OnceLock::new() }
+                    $name { init: core::sync::atomic::$name::new(v) }
                 }
-                fn a(&self) -> &loom::sync::atomic::$name {
-                    self.cell.get_or_init(|| loom::sync::atomic::$name::new(self.init))
+                fn a(&self) -> Arc<loom::sync::atomic::$name> {
+                    object(self as *const Self as usize, || {
+                        loom::sync::atomic::$name::new(self.init.load(Ordering::Relaxed))
+                    })
                 }
                 /// See `core::sync::atomic`.
                 pub fn load(&self, o: Ordering) -> $t {
