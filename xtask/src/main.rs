@@ -6,6 +6,7 @@
 mod bench;
 mod build;
 mod fuzz;
+mod longci;
 mod nostd;
 mod run;
 mod stress;
@@ -35,6 +36,7 @@ enum Cmd {
     Bench(bench::BenchArgs),
     Fuzz(fuzz::FuzzArgs),
     Stress(stress::StressArgs),
+    CiLong(longci::CiLongArgs),
 }
 
 /// Which backend a command runs against.
@@ -89,6 +91,7 @@ fn main() -> ExitCode {
         Cmd::Bench(a) => bench::bench(&a),
         Cmd::Fuzz(a) => fuzz::fuzz(&a),
         Cmd::Stress(a) => stress::stress(&a),
+        Cmd::CiLong(a) => longci::ci_long(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
