@@ -38,6 +38,7 @@
 //!   parent (drops are ignored there) but has no registration of its own; open a new one.
 
 pub mod cnt;
+mod diag;
 mod error;
 mod handles;
 pub mod inspect;
@@ -661,7 +662,6 @@ impl Sim {
 fn describe_wait(r: &SlotRef, timeout: Option<Duration>, what: &str) -> String {
     let slot = r.slot();
     let file = r.file();
-    let owner = slot.owner();
     let mut s = String::new();
     let _ = write!(
         s,
@@ -676,51 +676,7 @@ fn describe_wait(r: &SlotRef, timeout: Option<Duration>, what: &str) -> String {
         }
         None => s.push_str("got no record"),
     }
-    let alive = |pid: i32, start: u64| {
-        if sys::pid_alive(pid, start) {
-            "alive"
-        } else {
-            "dead"
-        }
-    };
-    let _ = write!(
-        s,
-        "; owner pid {} ({})",
-        owner.pid,
-        alive(owner.pid, owner.start_time)
-    );
-    match slot.export_state() {
-        Some(ExportState::None) => s.push_str("; not exported"),
-        Some(ExportState::Open) => s.push_str("; exported without PID validation"),
-        Some(ExportState::Enforced) => match file.read_whitelist(r.device(), r.id()) {
-            Some(wl) if wl.is_empty() => s.push_str("; exported, no PID whitelisted yet"),
-            Some(wl) => {
-                s.push_str("; whitelisted:");
-                for e in wl.iter() {
-                    if e.sdid == file.server() {
-                        let _ = write!(s, " pid {} ({})", e.pid, alive(e.pid, e.start_time));
-                    } else {
-                        let _ = write!(s, " pid {} on server {} (liveness unknown)", e.pid, e.sdid);
-                    }
-                }
-            }
-            None => s.push_str("; whitelist unreadable"),
-        },
-        None => s.push_str("; export state corrupt"),
-    }
-    let (rpid, rns) = slot.last_record();
-    if rpid == 0 {
-        s.push_str("; never recorded");
-    } else {
-        let ago = sys::now_ns().saturating_sub(rns) as f64 / 1e9;
-        let _ = write!(s, "; last recorded by pid {rpid} {ago:.3} s ago");
-    }
-    let holders = slot.holders();
-    let pids: Vec<i32> = (0..64)
-        .filter(|i| holders & (1u64 << i) != 0)
-        .map(|i| file.proc_pid(i))
-        .collect();
-    let _ = write!(s, "; held by pids {pids:?}");
+    s.push_str(&diag::notify_facts(file, r.device(), r.id(), slot));
     s
 }
 
@@ -822,9 +778,10 @@ impl NotifyResources for Sim {
                             Error::NoNotifyResource,
                             format!(
                                 "device {device} has no notify id left: all {} ids of {} are \
-                                 in use (processes using this machine: {pids:?})",
+                                 in use; {} (processes using this machine: {pids:?})",
                                 file.max_notifies(),
-                                self.inner.soc
+                                self.inner.soc,
+                                diag::owners_of_device(file, device)
                             ),
                         ));
                     }
@@ -1014,10 +971,6 @@ impl NotifyResources for Sim {
             let (me_srv, me_pid, me_start) =
                 (self.inner.server_id, self.inner.pid, self.inner.start_time);
             if !wl.matches(me_srv, me_pid, me_start) {
-                let listed: Vec<String> = wl
-                    .iter()
-                    .map(|e| format!("pid {} on server {}", e.pid, e.sdid))
-                    .collect();
                 let recycled = wl
                     .iter()
                     .any(|e| e.sdid == me_srv && e.pid == me_pid && e.start_time != me_start);
@@ -1040,10 +993,8 @@ impl NotifyResources for Sim {
                 return Err(err(
                     Error::NoPermission,
                     format!(
-                        "import of notify {id} (device {odev}, server {server}, owner pid {}) \
-                         refused: {why}; whitelisted: [{}]",
-                        slot.owner().pid,
-                        listed.join(", ")
+                        "import of notify {id} (device {odev}, server {server}) refused: {why}{}",
+                        diag::notify_facts(&file, odev, id, slot)
                     ),
                 ));
             }

@@ -10,6 +10,7 @@ use crate::harness::{Case, Role, TestBackend};
 mod basic;
 mod batch;
 mod cnt;
+mod diag;
 mod host;
 mod ipc;
 mod mp;
@@ -86,6 +87,7 @@ pub fn all<B: TestBackend>() -> Vec<Case<B>> {
     v.extend(ipc::cases());
     v.extend(host::cases());
     v.extend(cnt::cases());
+    v.extend(diag::cases());
     v.extend(typed::cases());
     v.extend(mp::cases());
     v
