@@ -175,6 +175,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ipc_importer",
         "errors",
         "extensions",
+        "cnt",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -370,6 +371,34 @@ fn simulator_extensions() {
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("extensions: ok"), "{}", report(&o));
+}
+
+// ---- count notifies (SPEC §6, tests/c/cnt.c) --------------------------------------------------
+
+fn run_cnt(soc: &str, mode: &str) {
+    let p = setup();
+    let s = Scratch::new(&format!("cnt-{mode}"));
+    let mut cmd = s.cmd(&p.bin.join("cnt"), soc);
+    cmd.arg(mode);
+    let o = run_all(
+        vec![spawn("cnt", &mut cmd).expect("start cnt")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{soc}: {}", report(&o));
+    assert!(o[0].stdout.contains("cnt: ok"), "{soc}: {}", report(&o));
+}
+
+#[test]
+fn count_notify_modes_codes_and_budget_on_950() {
+    run_cnt("Ascend950PR", "950");
+    run_cnt("Ascend950DT", "950");
+}
+
+#[test]
+fn count_notify_is_207000_off_the_950_family() {
+    for soc in ["Ascend910B", "Ascend910_93", "Ascend310B", "IPV350"] {
+        run_cnt(soc, "other");
+    }
 }
 
 // ---- the two-process flow ---------------------------------------------------------------------
