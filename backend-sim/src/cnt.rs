@@ -1208,17 +1208,16 @@ mod tests {
         let c = sim.cnt_create(0).unwrap();
         let id = sim.cnt_id(c).unwrap();
         let s = sim.create_stream(0).unwrap();
-        let r = sim.create_stream(0).unwrap();
         sim.cnt_wait(c, s, CntWait::new(CntWaitMode::BiggerOrEqual, 2))
             .unwrap();
         sim.cnt_destroy(c).unwrap();
+        // The queued wait still uses the slot: the id stays taken.
         assert_eq!(sim.cnt_notifies_free(0).unwrap(), MAX_CNT_NOTIFIES - 1);
-        // The handle is gone, so release the wait through a second count notify? No: the
-        // record must target the same slot. Use the file directly, as another process would.
+        // No handle is left to record with, so record on the shared slot directly (as the
+        // device would).
         let f = sim.inner.cnt.opened().unwrap();
         let slot = f.slot(0, id).unwrap();
         assert_eq!(slot.state(), Some(CntSlotState::Live));
-        let _ = r;
         slot.record(&f.waiter(), CntRecord::add(2), 1);
         sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
             .unwrap();
