@@ -344,11 +344,11 @@ fn run(ops: &[Op]) {
                     .enumerate()
                     .map(|(i, (sdid, nullpid, n))| aclrtServerPid {
                         sdid: *sdid % 3,
-                        // SAFETY: `i < pid_store.len()`.
                         pid: if *nullpid {
                             std::ptr::null_mut()
                         } else {
-                            unsafe { base.add(i) }
+                            // `i < pid_store.len()`: in bounds (wrapping_add needs no unsafe).
+                            base.wrapping_add(i)
                         },
                         // Only entries with num == 1 are read past the check (one PID each).
                         num: usize::from(*n % 3),

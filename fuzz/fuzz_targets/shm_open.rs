@@ -227,12 +227,11 @@ fn script(sim: &Sim, choices: &[u8]) {
         if let Err(e) = r {
             check_err(&e);
         }
-        if i % 8 == 7 {
-            if let Some(n) = pick {
-                if let Err(e) = sim.try_consume(n) {
-                    check_err(&e);
-                }
-            }
+        if i % 8 == 7
+            && let Some(n) = pick
+            && let Err(e) = sim.try_consume(n)
+        {
+            check_err(&e);
         }
     }
     for n in notes {
