@@ -39,6 +39,9 @@ use crate::timeout::{SyncWait, Timeout};
 
 pub use crate::soc::AnySoc;
 
+mod cnt;
+pub use cnt::CntNotify;
+
 mod sealed {
     pub trait Sealed {}
 }
