@@ -6,6 +6,7 @@
 mod bench;
 mod build;
 mod fuzz;
+mod inspect;
 mod longci;
 mod nostd;
 mod run;
@@ -35,6 +36,7 @@ enum Cmd {
     Demo(build::DemoArgs),
     Bench(bench::BenchArgs),
     Fuzz(fuzz::FuzzArgs),
+    Inspect(inspect::InspectArgs),
     Stress(stress::StressArgs),
     CiLong(longci::CiLongArgs),
 }
@@ -90,6 +92,7 @@ fn main() -> ExitCode {
         Cmd::Demo(a) => build::demo(&a),
         Cmd::Bench(a) => bench::bench(&a),
         Cmd::Fuzz(a) => fuzz::fuzz(&a),
+        Cmd::Inspect(a) => inspect::inspect(&a),
         Cmd::Stress(a) => stress::stress(&a),
         Cmd::CiLong(a) => longci::ci_long(&a),
     };
