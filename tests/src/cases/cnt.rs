@@ -96,6 +96,7 @@ fn driver_without_cnt(d: &acl_notify_driver::Driver, soc: Soc) -> Option<String>
 /// The operations the cases use, object-safe, with errors reduced to (code, text).
 trait Probe {
     fn soc(&self) -> Soc;
+    fn pid(&self) -> i32;
     fn create(&self, device: u32) -> Result<RawCntNotify, (Error, String)>;
     fn destroy(&self, c: RawCntNotify) -> Result<(), (Error, String)>;
     fn id(&self, c: RawCntNotify) -> Result<u32, (Error, String)>;
@@ -122,6 +123,9 @@ fn e<E: BackendError>(e: E) -> (Error, String) {
 impl<C: CntBackend> Probe for On<'_, C> {
     fn soc(&self) -> Soc {
         self.soc
+    }
+    fn pid(&self) -> i32 {
+        self.b.bare_tgid()
     }
     fn create(&self, device: u32) -> Result<RawCntNotify, (Error, String)> {
         self.b.cnt_create(device).map_err(e)
@@ -557,7 +561,16 @@ fn pool_and_budget(p: &dyn Probe) -> CaseResult {
                     return Err(format!("device 3 gave more than {max} count notifies"));
                 }
             }
-            Err((Error::NoNotifyResource, _)) => break,
+            Err((Error::NoNotifyResource, m)) => {
+                // The 207009 explains itself: the device and who owns its ids.
+                let want = format!("pid {} (alive) holds {max}", p.pid());
+                if !m.contains("device 3") || !m.contains(&want) {
+                    return Err(format!(
+                        "the 207009 message lacks \"device 3\" or {want:?}: {m}"
+                    ));
+                }
+                break;
+            }
             Err((k, m)) => {
                 return Err(format!(
                     "count notify #{} on device 3: {k} — {m} (expected success until 207009)",

@@ -12,6 +12,7 @@ mod batch;
 mod cnt;
 mod diag;
 mod host;
+mod host_once;
 mod ipc;
 mod mp;
 mod semantics;
@@ -86,6 +87,7 @@ pub fn all<B: TestBackend>() -> Vec<Case<B>> {
     v.extend(batch::cases());
     v.extend(ipc::cases());
     v.extend(host::cases());
+    v.extend(host_once::cases());
     v.extend(cnt::cases());
     v.extend(diag::cases());
     v.extend(typed::cases());
