@@ -24,9 +24,9 @@
 //!
 //! # Trust
 //!
-//! Other processes write a shared slot: states are validated, loops sleep in chunks of at
-//! most [`CHUNK`](crate::table::CHUNK) and re-check their deadline, cancellation and the slot's
-//! generation, so a corrupted or recycled slot ends a wait with an error instead of a hang.
+//! Other processes write a shared slot: states are validated, loops sleep in chunks of at most
+//! [`CHUNK`] and re-check their deadline, cancellation and the slot's generation, so a
+//! corrupted or recycled slot ends a wait with an error instead of a hang.
 
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use core::time::Duration;
@@ -36,7 +36,7 @@ use crate::soc::{Feature, Soc};
 use crate::table::{CHUNK, TableError, WaitOutcome, Waiter};
 use crate::timeout::Timeout;
 
-/// Count notifies per device on a SoC that has them (**[ours]**: CANN does not document the
+/// Count notifies per device on a SoC that has them (**\[ours\]**: CANN does not document the
 /// limit; this is the pool capacity the simulator and firmware use).
 pub const MAX_CNT_NOTIFIES: u32 = 8192;
 
