@@ -556,14 +556,19 @@ impl CntFile {
         }
         let w = self.waiter();
         let mut n = 0;
+        // One /proc lookup per owner, not per slot.
+        let mut alive: HashMap<(i32, u64), bool> = HashMap::new();
         for dev in 0..self.layout.devices {
             let Some(pool) = self.pool(dev) else { continue };
             for id in 0..self.high_water(dev) {
                 let Some(slot) = self.slot(dev, id) else {
                     break;
                 };
-                let dead =
-                    |o: &acl_notify_core::cnt::CntOwner| !sys::pid_alive(o.pid, o.start_time);
+                let dead = |o: &acl_notify_core::cnt::CntOwner| {
+                    !*alive
+                        .entry((o.pid, o.start_time))
+                        .or_insert_with(|| sys::pid_alive(o.pid, o.start_time))
+                };
                 if slot.reclaim_if(&w, dead) && pool.free(id).is_ok() {
                     n += 1;
                 }
