@@ -22,8 +22,9 @@
 //!   there. *If your own code calls `aclrtSetDevice` on the same library from a thread that
 //!   also uses a `Driver`, call [`Driver::forget_current_device`] afterwards.*
 //! - **The default stream** of a device is a handle like any other whose C pointer is NULL.
-//! - **Keys** travel in a 65-byte buffer, NUL-terminated; what the library wrote is parsed with
-//!   [`ExportKey::parse_c`], which never reads past the buffer.
+//! - **Keys** travel in a 65-byte buffer, NUL-terminated; what the library wrote is taken with
+//!   [`ExportKey::from_runtime_c`], which never reads past the buffer and carries a real
+//!   runtime's own key format opaquely (acl-notify keys stay readable).
 //! - **`aclrtServerPid`** is built with `num = 1` per entry, the PIDs in a separate array that
 //!   outlives the call; its LP64 layout (size 24) is checked at compile time.
 //! - **Errors.** Every non-zero code becomes a [`DriverError`] carrying the mapped
@@ -689,18 +690,19 @@ impl NotifyResources for Driver {
                 Err(_) => Lifecycle::Exported,
             }
         });
-        ExportKey::parse_c(&buf).map_err(|_| {
+        // A real runtime writes its own key format: carry it opaquely (`from_runtime_c`
+        // keeps our own keys native, so their fields stay readable).
+        ExportKey::from_runtime_c(&buf).map_err(|_| {
             let terminated = buf.contains(&0);
             DriverError::local(
                 Error::DrvInternalError,
                 format!(
                     "aclrtNotifyGetExportKey succeeded for notify handle {:#x}, but the key it \
-                     wrote is {}; this binding can only carry acl-notify keys (an1-…, 64 \
-                     characters) in ExportKey. The notify is exported on the C side; destroy it \
-                     if the key cannot be used",
+                     wrote is {}. The notify is exported on the C side; destroy it if the key \
+                     cannot be used",
                     notify.0,
                     if terminated {
-                        "not in the acl-notify key format"
+                        "empty or has characters outside printable ASCII"
                     } else {
                         "not NUL-terminated within the 65-byte buffer"
                     }
@@ -830,12 +832,12 @@ impl NotifyResources for Driver {
         // The owner's device and server come from the key. A key this binding cannot parse (a
         // runtime with its own key format) leaves them unknown: they are reported as this
         // handle's device and this process's server.
-        let (owner_device, owner_server) = match ExportKey::parse(key.as_bytes()) {
-            Ok(k) => {
-                let f = k.fields();
-                (u32::from(f.device), u32::from(f.server))
-            }
-            Err(_) => (device, i.server_id),
+        let (owner_device, owner_server) = match ExportKey::parse(key.as_bytes())
+            .ok()
+            .and_then(|k| k.fields())
+        {
+            Some(f) => (u32::from(f.device), u32::from(f.server)),
+            None => (device, i.server_id),
         };
         i.insert_notify(NotifyEntry {
             ptr: CPtr(p),

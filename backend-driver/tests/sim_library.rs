@@ -130,7 +130,10 @@ fn round_trip(d: &Driver) {
     let key = d.export_key(n, ExportFlags::empty()).expect("export");
     let info = d.notify_info(n).expect("info");
     assert_eq!(info.state, Lifecycle::Exported);
-    assert_eq!(u32::from(key.fields().id), info.id);
+    assert_eq!(
+        u32::from(key.fields().expect("the simulator writes native keys").id),
+        info.id
+    );
     d.set_import_pids(n, &[d.bare_tgid()]).expect("whitelist");
     assert_eq!(d.notify_info(n).unwrap().state, Lifecycle::Whitelisted);
     let imp = d

@@ -933,7 +933,10 @@ impl NotifyResources for Sim {
                 ),
             )
         })?;
-        let k = key.fields();
+        // `parse` accepts native keys only, so the fields are always there.
+        let Some(k) = key.fields() else {
+            return Err(err(Error::ParamInvalid, "not a simulator key".to_string()));
+        };
         let (server, odev, id) = (u32::from(k.server), u32::from(k.device), u32::from(k.id));
         let stale = |why: &str| {
             err(

@@ -17,6 +17,10 @@
 //!
 //! A well-formed key proves nothing: the backend must still match the nonce and generation
 //! against the live notify (a guessed key opens nothing).
+//!
+//! A real CANN runtime writes keys in a format of its own. [`ExportKey::from_runtime`] carries
+//! such a *runtime key* opaquely (1 to 64 printable ASCII characters, no readable fields), so
+//! the driver backend and the typed API can pass it from exporter to importer unchanged.
 
 use crate::error::{Error, Result};
 
@@ -46,10 +50,20 @@ pub struct KeyFields {
     pub nonce: [u8; 16],
 }
 
-/// A well-formed export key (64 ASCII characters).
+/// An export key: either one of ours (the native format above, whose fields can be read), or a
+/// key a real CANN runtime wrote (a *runtime* key: 1 to 64 printable ASCII characters, opaque
+/// to us and passed back to that runtime unchanged).
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ExportKey {
+    /// The text, zero-padded past `len`.
     text: [u8; KEY_LEN],
+    len: u8,
+    native: bool,
+}
+
+/// Whether `c` may appear in a runtime key: printable ASCII without space.
+const fn is_key_char(c: u8) -> bool {
+    c.is_ascii_graphic()
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -104,7 +118,15 @@ impl ExportKey {
         }
         let check = fnv1a(&t[..CHECK.start - 1]);
         put_hex(&mut t[CHECK], u64::from(check));
-        ExportKey { text: t }
+        ExportKey::native(t)
+    }
+
+    const fn native(text: [u8; KEY_LEN]) -> ExportKey {
+        ExportKey {
+            text,
+            len: KEY_LEN as u8,
+            native: true,
+        }
     }
 
     /// Parses a key strictly: exactly 64 characters, the `an1-` prefix, lowercase hex in every
@@ -124,7 +146,43 @@ impl ExportKey {
         if fnv1a(&t[..CHECK.start - 1]) != check {
             return Err(Error::ParamInvalid);
         }
-        Ok(ExportKey { text: *t })
+        Ok(ExportKey::native(*t))
+    }
+
+    /// Accepts a key as a CANN runtime hands it out: a native key if `text` parses as one,
+    /// else a runtime key if it is 1 to 64 printable ASCII characters (no space). Anything
+    /// else is `ParamInvalid` (107000). Use this for keys that come from a real runtime (the
+    /// driver backend) or from a peer process that may run on one; use [`parse`](Self::parse)
+    /// where only native keys are meaningful (the simulator).
+    pub fn from_runtime(text: &[u8]) -> Result<ExportKey> {
+        if let Ok(k) = ExportKey::parse(text) {
+            return Ok(k);
+        }
+        if text.is_empty() || text.len() > KEY_LEN || !text.iter().all(|&c| is_key_char(c)) {
+            return Err(Error::ParamInvalid);
+        }
+        let mut t = [0u8; KEY_LEN];
+        t[..text.len()].copy_from_slice(text);
+        Ok(ExportKey {
+            text: t,
+            len: text.len() as u8,
+            native: false,
+        })
+    }
+
+    /// [`from_runtime`](Self::from_runtime) for a C buffer: the key is the bytes before the
+    /// first NUL, which must occur within `buf`.
+    pub fn from_runtime_c(buf: &[u8]) -> Result<ExportKey> {
+        let end = buf
+            .iter()
+            .position(|&b| b == 0)
+            .ok_or(Error::ParamInvalid)?;
+        ExportKey::from_runtime(&buf[..end])
+    }
+
+    /// Whether this is a native key (whose [`fields`](Self::fields) can be read).
+    pub const fn is_native(&self) -> bool {
+        self.native
     }
 
     /// Parses a C string buffer: the key is the bytes before the first NUL, which must occur
@@ -137,8 +195,11 @@ impl ExportKey {
         ExportKey::parse(&buf[..end])
     }
 
-    /// The fields the key carries.
-    pub fn fields(&self) -> KeyFields {
+    /// The fields a native key carries; `None` for a runtime key, which is opaque.
+    pub fn fields(&self) -> Option<KeyFields> {
+        if !self.native {
+            return None;
+        }
         let t = &self.text;
         // The text was validated on construction, so every field is hex of the right width.
         let h = |r: core::ops::Range<usize>| get_hex(&t[r]).unwrap_or(0);
@@ -146,45 +207,52 @@ impl ExportKey {
         for (i, b) in nonce.iter_mut().enumerate() {
             *b = h(NONCE.start + 2 * i..NONCE.start + 2 * i + 2) as u8;
         }
-        KeyFields {
+        Some(KeyFields {
             server: h(4..8) as u16,
             device: h(8..10) as u8,
             id: h(10..14) as u16,
             generation: h(14..22) as u32,
             nonce,
-        }
+        })
     }
 
     /// The key as text.
     pub fn as_str(&self) -> &str {
         // Every byte is ASCII by construction.
-        core::str::from_utf8(&self.text).unwrap_or("")
+        core::str::from_utf8(self.as_bytes()).unwrap_or("")
     }
 
-    /// The key's bytes (no NUL).
-    pub fn as_bytes(&self) -> &[u8; KEY_LEN] {
-        &self.text
+    /// The key's bytes (no NUL): 64 for a native key, 1 to 64 for a runtime key.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.text[..usize::from(self.len).min(KEY_LEN)]
     }
 
     /// Writes the key and a NUL into a C buffer; `ParamInvalid` if `buf` is shorter than
     /// [`KEY_BUF_LEN`].
     pub fn write_c(&self, buf: &mut [u8]) -> Result<()> {
         let dst = buf.get_mut(..KEY_BUF_LEN).ok_or(Error::ParamInvalid)?;
-        dst[..KEY_LEN].copy_from_slice(&self.text);
-        dst[KEY_LEN] = 0;
+        let text = self.as_bytes();
+        dst[..text.len()].copy_from_slice(text);
+        dst[text.len()] = 0;
         Ok(())
     }
 }
 
 impl core::fmt::Debug for ExportKey {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        // The nonce is a capability: do not print it in logs.
-        let k = self.fields();
-        write!(
-            f,
-            "ExportKey {{ server: {}, device: {}, id: {}, generation: {}, nonce: <hidden> }}",
-            k.server, k.device, k.id, k.generation
-        )
+        // The nonce (or a runtime key's text) is a capability: do not print it in logs.
+        match self.fields() {
+            Some(k) => write!(
+                f,
+                "ExportKey {{ server: {}, device: {}, id: {}, generation: {}, nonce: <hidden> }}",
+                k.server, k.device, k.id, k.generation
+            ),
+            None => write!(
+                f,
+                "ExportKey {{ runtime key of {} characters: <hidden> }}",
+                self.len
+            ),
+        }
     }
 }
 
@@ -204,21 +272,70 @@ impl core::str::FromStr for ExportKey {
 #[cfg(feature = "defmt")]
 impl defmt::Format for ExportKey {
     fn format(&self, f: defmt::Formatter<'_>) {
-        let k = self.fields();
-        defmt::write!(
-            f,
-            "ExportKey {{ server: {}, device: {}, id: {}, generation: {} }}",
-            k.server,
-            k.device,
-            k.id,
-            k.generation
-        )
+        match self.fields() {
+            Some(k) => defmt::write!(
+                f,
+                "ExportKey {{ server: {}, device: {}, id: {}, generation: {} }}",
+                k.server,
+                k.device,
+                k.id,
+                k.generation
+            ),
+            None => defmt::write!(f, "ExportKey {{ runtime key of {} characters }}", self.len),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A native key's text as an array (tests edit it in place).
+    fn arr(k: &ExportKey) -> [u8; KEY_LEN] {
+        k.as_bytes().try_into().expect("native keys are 64 bytes")
+    }
+
+    #[test]
+    fn runtime_keys_are_opaque_but_carried() {
+        // What a real runtime might hand out: not our format, printable, at most 64 chars.
+        let k = ExportKey::from_runtime(b"ipc_notify_0x7f_dev2_1234").unwrap();
+        assert!(!k.is_native());
+        assert_eq!(k.fields(), None);
+        assert_eq!(k.as_str(), "ipc_notify_0x7f_dev2_1234");
+        let mut buf = [0xffu8; KEY_BUF_LEN];
+        k.write_c(&mut buf).unwrap();
+        assert_eq!(ExportKey::from_runtime_c(&buf), Ok(k));
+        // The native parser still refuses it; Debug hides the text.
+        assert_eq!(ExportKey::parse(k.as_bytes()), Err(Error::ParamInvalid));
+        assert!(!std::format!("{k:?}").contains("ipc_notify"));
+        // A native key through from_runtime stays native.
+        let n = sample_key();
+        assert_eq!(ExportKey::from_runtime(n.as_bytes()), Ok(n));
+        assert!(n.is_native());
+        // Empty, too long, spaces, control and non-ASCII bytes are refused.
+        for bad in [
+            &b""[..],
+            &[b'a'; 65][..],
+            b"has space",
+            b"tab\t",
+            b"nul\0x",
+            "é".as_bytes(),
+        ] {
+            assert_eq!(
+                ExportKey::from_runtime(bad),
+                Err(Error::ParamInvalid),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            ExportKey::from_runtime(&[b'a'; 64]).map(|k| k.is_native()),
+            Ok(false)
+        );
+        assert_eq!(
+            ExportKey::from_runtime_c(b"unterminated"),
+            Err(Error::ParamInvalid)
+        );
+    }
     use std::string::String;
     use std::vec::Vec;
 
@@ -272,7 +389,7 @@ mod tests {
     fn round_trip() {
         for f in samples() {
             let k = ExportKey::encode(&f);
-            assert_eq!(k.fields(), f);
+            assert_eq!(k.fields(), Some(f));
             assert_eq!(k.as_str().len(), KEY_LEN);
             assert!(k.as_str().bytes().all(|c| c.is_ascii_graphic()));
             assert_eq!(ExportKey::parse(k.as_bytes()), Ok(k));
@@ -375,7 +492,7 @@ mod tests {
             for bad in [
                 b'g', b'z', b'G', b'A', b'F', b' ', b'-', b'+', b'\0', 0x7f, 0xc3, 0xff,
             ] {
-                let mut t = *k.as_bytes();
+                let mut t = arr(&k);
                 t[pos] = bad;
                 assert_eq!(
                     ExportKey::parse(&t),
@@ -385,7 +502,7 @@ mod tests {
             }
         }
         // A non-ASCII UTF-8 character in place of two bytes keeps the length at 64.
-        let mut t = *k.as_bytes();
+        let mut t = arr(&k);
         t[30..32].copy_from_slice("é".as_bytes());
         assert_eq!(ExportKey::parse(&t), Err(Error::ParamInvalid));
         assert!("an1-é".parse::<ExportKey>().is_err());
@@ -394,7 +511,7 @@ mod tests {
     #[test]
     fn rejects_missing_and_moved_dashes() {
         let k = sample_key();
-        let b = *k.as_bytes();
+        let b = arr(&k);
         for dash in [3usize, 22, 55] {
             // Missing: replaced by a hex digit.
             let mut t = b;
@@ -436,7 +553,7 @@ mod tests {
     fn any_single_character_change_is_rejected() {
         for f in samples().iter().take(20) {
             let k = ExportKey::encode(f);
-            let b = *k.as_bytes();
+            let b = arr(&k);
             let mut tried = 0;
             for pos in 0..KEY_LEN {
                 for &digit in HEX {
@@ -464,7 +581,7 @@ mod tests {
     #[test]
     fn swapped_adjacent_digits_are_rejected() {
         let k = sample_key();
-        let b = *k.as_bytes();
+        let b = arr(&k);
         for pos in 4..63 {
             if b[pos] == b[pos + 1] {
                 continue;

@@ -1117,7 +1117,7 @@ mod tests {
                 return Err(Error::InvalidDeviceId);
             }
             let key = ExportKey::parse(key.as_bytes())?;
-            let f = key.fields();
+            let f = key.fields().ok_or(Error::ParamInvalid)?;
             let k = (u32::from(f.device), u32::from(f.id));
             let mut st = self.st.borrow_mut();
             let s = st.shared.get_mut(&k).ok_or(Error::InvalidHandle)?;

@@ -21,7 +21,7 @@ fn check_accepted(k: &ExportKey, text: &[u8]) {
         text.len()
     );
     assert_eq!(k.as_bytes(), text, "accepted key does not keep its text");
-    let again = ExportKey::encode(&k.fields());
+    let again = ExportKey::encode(&k.fields().expect("parse accepts native keys only"));
     assert_eq!(&again, k, "fields() -> encode does not give the key back");
     assert_eq!(again.as_str().as_bytes(), text);
     let mut buf = [0xa5u8; KEY_BUF_LEN + 3];
@@ -68,17 +68,29 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(s) = std::str::from_utf8(data) {
         assert_eq!(s.parse::<ExportKey>(), parsed);
     }
+    // Runtime keys: native when `parse` accepts, else opaque text kept byte for byte.
+    match ExportKey::from_runtime(data) {
+        Ok(k) if parsed.is_ok() => assert!(k.is_native() && Ok(k) == parsed),
+        Ok(k) => {
+            assert!(!k.is_native() && k.fields().is_none());
+            assert_eq!(k.as_bytes(), data, "runtime key does not keep its text");
+            assert!(data.iter().all(|c| c.is_ascii_graphic()) && data.len() <= KEY_LEN);
+        }
+        Err(_) => assert!(
+            data.is_empty() || data.len() > KEY_LEN || !data.iter().all(|c| c.is_ascii_graphic())
+        ),
+    }
 
     // 2. Structure-aware: a real key from the input's fields, then one tampered byte.
     let f = fields_from(data);
     let k = ExportKey::encode(&f);
-    assert_eq!(k.fields(), f);
+    assert_eq!(k.fields(), Some(f));
     assert_eq!(ExportKey::parse(k.as_bytes()), Ok(k));
     check_accepted(&k, k.as_bytes());
     if data.len() >= 27 {
         let pos = usize::from(data[25]) % KEY_LEN;
         let val = data[26];
-        let mut t = *k.as_bytes();
+        let mut t: [u8; KEY_LEN] = k.as_bytes().try_into().expect("native keys are 64 bytes");
         if t[pos] != val {
             t[pos] = val;
             assert!(

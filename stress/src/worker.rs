@@ -234,7 +234,11 @@ fn work(ctx: &Ctx<'_>) -> Result<(), String> {
             } else {
                 (cw::A_KEY, cw::A_READY)
             };
-            ctx.board.put_key(c, at, ready, key.as_bytes());
+            let text: &[u8; 64] = key
+                .as_bytes()
+                .try_into()
+                .map_err(|_| format!("export gave a key of {} bytes", key.as_bytes().len()))?;
+            ctx.board.put_key(c, at, ready, text);
         }
     }
 

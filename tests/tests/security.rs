@@ -442,7 +442,9 @@ fn keys() -> R {
     let key = sim.export_key(n, ExportFlags::empty())?;
     let mut a = importer(&ns)?;
     sim.set_import_pids(n, &[a.pid()])?;
-    let f = key.fields();
+    let f = key
+        .fields()
+        .ok_or("the simulator's key has no readable fields")?;
 
     let mut bad: Vec<(String, String)> = Vec::new();
     let mut variant = |what: String, k: KeyFields| {
@@ -551,9 +553,12 @@ fn keys() -> R {
     ensure!(c == 107017, "key of a destroyed notify: {c} {msg}");
     let again = sim.create_notify(0, CreateFlags::empty())?;
     let k2 = sim.export_key(again, ExportFlags::DISABLE_PID_VALIDATION)?;
-    if k2.fields().id == f.id {
+    let f2 = k2
+        .fields()
+        .ok_or("the simulator's key has no readable fields")?;
+    if f2.id == f.id {
         ensure!(
-            k2.fields().generation != f.generation,
+            f2.generation != f.generation,
             "reused id kept its generation"
         );
     }

@@ -353,7 +353,7 @@ impl NotifyResources for Fw {
             return Err(Error::InvalidDeviceId);
         }
         let key = ExportKey::parse(key.as_bytes())?;
-        let f = key.fields();
+        let f = key.fields().ok_or(Error::ParamInvalid)?;
         let id = usize::from(f.id);
         let slot = FW_TABLE.get(id).ok_or(Error::InvalidHandle)?;
         if slot.nonce() != f.nonce || slot.generation() != f.generation {
@@ -551,7 +551,7 @@ fn keys() -> u32 {
     let mut acc = code(key.write_c(black_box(&mut buf[..])));
     acc ^= code(ExportKey::parse_c(black_box(&buf)));
     acc ^= code(ExportKey::parse(black_box(key.as_str()).as_bytes()));
-    acc ^= u32::from(key.fields() == fields) ^ u32::from(key.as_bytes()[5]);
+    acc ^= u32::from(key.fields() == Some(fields)) ^ u32::from(key.as_bytes()[5]);
     acc
 }
 
