@@ -31,6 +31,9 @@ pub struct CiLongArgs {
     /// skip the Miri step
     #[argh(switch)]
     pub no_miri: bool,
+    /// run only this step: loom, miri, fuzz or stress
+    #[argh(option)]
+    pub only: Option<String>,
 }
 
 /// Core unit tests too slow under Miri (an interpreter ~1000× slower than native): the
@@ -49,21 +52,38 @@ pub const MIRI_SKIP: [&str; 6] = [
 ];
 
 pub fn ci_long(a: &CiLongArgs) -> Result<(), String> {
+    const STEPS: [&str; 4] = ["loom", "miri", "fuzz", "stress"];
+    if let Some(o) = &a.only
+        && !STEPS.contains(&o.as_str())
+    {
+        return Err(format!(
+            "unknown step `{o}`: expected one of {}",
+            STEPS.join(", ")
+        ));
+    }
+    let want = |s: &str| a.only.as_deref().is_none_or(|o| o == s);
     let mut steps = Steps::default();
-    steps.run(
-        &format!("loom (preemption bound {})", a.preemptions),
-        || loom(a.preemptions),
-    );
-    if !a.no_miri {
+    if want("loom") {
+        steps.run(
+            &format!("loom (preemption bound {})", a.preemptions),
+            || loom(a.preemptions),
+        );
+    }
+    if want("miri") && !a.no_miri {
         steps.run("miri: core unit tests", miri);
     }
-    steps.run(&format!("fuzz ({} s per target)", a.fuzz_seconds), || {
-        crate::fuzz::fuzz(&FuzzArgs {
-            seconds: a.fuzz_seconds,
-            smoke: false,
-            target: None,
-        })
-    });
+    if want("fuzz") {
+        steps.run(&format!("fuzz ({} s per target)", a.fuzz_seconds), || {
+            crate::fuzz::fuzz(&FuzzArgs {
+                seconds: a.fuzz_seconds,
+                smoke: false,
+                target: None,
+            })
+        });
+    }
+    if !want("stress") {
+        return steps.finish("ci-long");
+    }
     steps.run(&format!("stress ({} runs)", a.stress_runs), || {
         crate::stress::stress(&StressArgs {
             processes: 4,
