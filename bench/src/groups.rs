@@ -13,7 +13,7 @@ use crate::capi;
 use crate::child::{Child, RoleArgs};
 use crate::handoff;
 use crate::harness::{Better, Group, Iters, Kind, Variant};
-use crate::notify::{self, Loop, WakeFrom};
+use crate::notify::{self, Feed, Loop, WakeFrom};
 use crate::pingpong::{self, Mech};
 use crate::poolbench;
 use crate::report::Fact;
@@ -23,9 +23,9 @@ use crate::wake;
 /// Row names the targets look up.
 pub mod rows {
     /// Cross-process case.
-    pub const XPROC: &str = "notify: 2 processes, streams";
+    pub const XPROC: &str = "notify: 2 processes, streams prefilled";
     /// In-process case.
-    pub const INPROC: &str = "notify: 2 streams, 1 process";
+    pub const INPROC: &str = "notify: 2 streams prefilled, 1 process";
     /// Idle wake case.
     pub const WAKE: &str = "notify: record task -> waiter resumes";
     /// Idle wake baseline.
@@ -133,9 +133,24 @@ pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
 
 fn xproc(ctx: &Ctx) -> Group {
     let ns = ctx.ns.clone();
-    let mut v = vec![ctx.sim_variant(rows::XPROC, scaled(256, 500_000), || {
-        Ok(Box::new(move |n| notify::xproc_sample(&ns, n)))
-    })];
+    let ns2 = ctx.ns.clone();
+    let mut v = vec![
+        ctx.sim_variant(rows::XPROC, scaled(512, 500_000), || {
+            Ok(Box::new(move |n| {
+                notify::xproc_sample(&ns, n, Feed::Prefilled)
+            }))
+        }),
+        ctx.sim_variant_kind(
+            "notify: 2 processes, hosts feeding meanwhile",
+            Kind::Info,
+            scaled(512, 500_000),
+            || {
+                Ok(Box::new(move |n| {
+                    notify::xproc_sample(&ns2, n, Feed::Concurrent)
+                }))
+            },
+        ),
+    ];
     for m in [
         Mech::Spin,
         Mech::Futex,
@@ -154,8 +169,13 @@ fn xproc(ctx: &Ctx) -> Group {
         better: Better::Lower,
         variants: v,
         note: format!(
-            "baselines: a child process echoes a sequence number through shared memory / \
-             kernel objects; hybrid spins {} µs then FUTEX_WAITs; a fresh child per sample",
+            "case: batches of {} round trips queued in full on both streams before they run \
+             (hosts asleep), timed between host functions on A's stream; info row: hosts keep \
+             enqueuing chunks of {} meanwhile. Baselines: a child process echoes a sequence \
+             number through shared memory / kernel objects; hybrid spins {} µs then \
+             FUTEX_WAITs; a fresh child per sample",
+            notify::BATCH,
+            notify::CHUNK,
             pingpong::HYBRID_SPIN_NS / 1000
         ),
     }
@@ -164,18 +184,28 @@ fn xproc(ctx: &Ctx) -> Group {
 fn inproc(ctx: &Ctx) -> Group {
     let ns = ctx.ns.clone();
     let ns2 = ctx.ns.clone();
+    let ns3 = ctx.ns.clone();
     let mut v = vec![
-        ctx.sim_variant(rows::INPROC, scaled(256, 500_000), || {
+        ctx.sim_variant(rows::INPROC, scaled(512, 500_000), || {
             let mut c = notify::InProc::new(&ns)?;
-            Ok(Box::new(move |n| c.sample(n, Loop::Pair)))
+            Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
         }),
+        ctx.sim_variant_kind(
+            "notify: 2 streams, host feeding meanwhile",
+            Kind::Info,
+            scaled(512, 500_000),
+            || {
+                let mut c = notify::InProc::new(&ns3)?;
+                Ok(Box::new(move |n| c.sample(n, Loop::Pair)))
+            },
+        ),
         ctx.sim_variant_kind(
             "notify: record+wait on 1 stream (no handoff)",
             Kind::Info,
             scaled(256, 2_000_000),
             || {
                 let mut c = notify::InProc::new(&ns2)?;
-                Ok(Box::new(move |n| c.sample(n, Loop::SelfLoop)))
+                Ok(Box::new(move |n| c.sample(n, Loop::OneStream)))
             },
         ),
     ];
@@ -196,10 +226,13 @@ fn inproc(ctx: &Ctx) -> Group {
         unit: "ns/round trip",
         better: Better::Lower,
         variants: v,
-        note: "baselines: two threads of one process (private futexes); the info row is the \
-               stream engine's and table's own cost per record+wait pair, no thread waiting \
-               for another"
-            .into(),
+        note: format!(
+            "case: batches of {} round trips queued in full before they run (host asleep); \
+             info rows: the host keeps enqueuing meanwhile, and one stream's own cost per \
+             record+wait pair (no thread waits for another). Baselines: two threads of one \
+             process (private futexes)",
+            notify::BATCH
+        ),
     }
 }
 

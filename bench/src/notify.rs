@@ -160,38 +160,99 @@ impl Stamp {
 /// What an [`InProc`] sample runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loop {
-    /// Two streams bounce two notifies (the round trip).
+    /// Two streams bounce two notifies; each batch is queued in full before it runs, so
+    /// only the streams are busy while it is timed.
+    Prefilled,
+    /// Two streams bounce two notifies while the host thread keeps feeding them (at most
+    /// two chunks ahead), so the host competes with them for the CPUs.
     Pair,
     /// One stream records and waits on one notify (engine cost, no handoff).
-    SelfLoop,
+    OneStream,
 }
 
 /// Two streams of one process bouncing two notifies.
 pub struct InProc {
     sim: Sim,
-    s: [RawStream; 2],
-    n: [RawNotify; 2],
+    /// The two streams bouncing, and a third that releases the gate.
+    s: [RawStream; 3],
+    /// The two notifies bounced, and the gate that holds stream 0 until a batch is queued.
+    n: [RawNotify; 3],
     marker: &'static Marker,
+    t0: &'static Stamp,
+    t1: &'static Stamp,
 }
+
+/// Round trips per prefilled batch: with the warm-up and the markers, each stream holds about
+/// 2 × 272 + 3 tasks, well inside the simulator's default queue of 1,024.
+pub const BATCH: u64 = 256;
+/// Untimed round trips at the start of each batch (wake both workers up).
+const BATCH_WARMUP: u64 = 16;
 
 impl InProc {
     /// Sets up streams and notifies on `ns`.
     pub fn new(ns: &str) -> Result<InProc, String> {
         let sim = open(ns, Soc::Ascend910B)?;
-        let s = [
-            sim.create_stream(DEV).map_err(e2s)?,
-            sim.create_stream(DEV).map_err(e2s)?,
-        ];
-        let n = [
-            sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?,
-            sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?,
-        ];
+        let mut s = [RawStream(0); 3];
+        for x in &mut s {
+            *x = sim.create_stream(DEV).map_err(e2s)?;
+        }
+        let mut n = [RawNotify(0); 3];
+        for x in &mut n {
+            *x = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
+        }
         Ok(InProc {
             sim,
             s,
             n,
             marker: Marker::leak(),
+            t0: Stamp::leak(),
+            t1: Stamp::leak(),
         })
+    }
+
+    /// One prefilled batch: both streams get their whole batch while stream 0 is held by the
+    /// gate, then the gate opens and the host thread sleeps; the time runs between two host
+    /// functions on stream 0, after the warm-up and at the end. Returns (ns, round trips).
+    fn prefilled_batch(&self) -> Result<(u64, u64), String> {
+        let (sim, s, n) = (&self.sim, self.s, self.n);
+        let k = self.t1.seq.load(Ordering::Acquire);
+        // If a queue were smaller than a batch, an enqueue would wait for room behind the
+        // closed gate: open it from a watchdog rather than hang (the sample is then void).
+        let (gsim, gn, gs) = (sim.clone(), n[2], s[2]);
+        let wd = Watchdog::start(Duration::from_secs(10), move || {
+            let _ = gsim.record(gn, gs);
+        });
+        sim.wait_and_reset(n[2], s[0], Timeout::Forever)
+            .map_err(e2s)?;
+        for i in 0..BATCH_WARMUP + BATCH {
+            if i == BATCH_WARMUP {
+                sim.launch_host_func(s[0], self.t0.call(stamp_now))
+                    .map_err(e2s)?;
+            }
+            sim.record(n[1], s[0]).map_err(e2s)?;
+            sim.wait_and_reset(n[0], s[0], Timeout::Forever)
+                .map_err(e2s)?;
+        }
+        sim.launch_host_func(s[0], self.t1.call(stamp_now))
+            .map_err(e2s)?;
+        for _ in 0..BATCH_WARMUP + BATCH {
+            sim.wait_and_reset(n[1], s[1], Timeout::Forever)
+                .map_err(e2s)?;
+            sim.record(n[0], s[1]).map_err(e2s)?;
+        }
+        let fired = wd.fired();
+        drop(wd);
+        if fired {
+            return Err("a stream queue is smaller than one batch; the gate was forced".into());
+        }
+        sim.record(n[2], s[2]).map_err(e2s)?;
+        wait_for(&self.t1.seq, k + 1, Scope::Thread)?;
+        let dt = self
+            .t1
+            .t
+            .load(Ordering::Acquire)
+            .saturating_sub(self.t0.t.load(Ordering::Acquire));
+        Ok((dt, BATCH))
     }
 
     fn chunk(&self) -> Result<(), String> {
@@ -223,13 +284,33 @@ impl InProc {
     }
 
     /// One sample: ns per round trip over about `iters` round trips (`Loop::Pair`), or per
-    /// record+wait pair on one stream (`Loop::SelfLoop`).
+    /// record+wait pair on one stream (`Loop::OneStream`).
     pub fn sample(&mut self, iters: u64, how: Loop) -> Result<f64, String> {
+        if how == Loop::Prefilled {
+            let r = (|| {
+                let (mut dt, mut n) = (0, 0);
+                for _ in 0..iters.div_ceil(BATCH).max(1) {
+                    let (d, k) = self.prefilled_batch()?;
+                    dt += d;
+                    n += k;
+                }
+                for s in self.s {
+                    self.sim
+                        .synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
+                        .map_err(e2s)?;
+                }
+                Ok(dt as f64 / n as f64)
+            })();
+            if r.is_err() {
+                self.reset_streams();
+            }
+            return r;
+        }
         let chunks = iters.div_ceil(CHUNK).max(1);
         let base = self.marker.n.load(Ordering::Acquire);
         let chunk = || match how {
-            Loop::Pair => self.chunk(),
-            Loop::SelfLoop => self.self_chunk(),
+            Loop::OneStream => self.self_chunk(),
+            _ => self.chunk(),
         };
         let r = (|| {
             // Warm-up chunk, untimed: both workers awake and spinning.
@@ -264,6 +345,9 @@ impl InProc {
                 *s = n;
             }
         }
+        for n in self.n {
+            let _ = self.sim.try_consume(n);
+        }
     }
 }
 
@@ -285,10 +369,8 @@ struct XShared {
     ready: Line,
     /// 1 once `key[0]` (the parent's) is written.
     key_a_set: Line,
-    /// 1 once `key[1]` (the child's) is written.
-    key_b_set: Line,
-    /// Chunks the child has enqueued and seen complete (its marker).
-    child_done: Line,
+    /// Prefilled batches the child has queued in full.
+    batch_ready: Line,
     key: [[AtomicU32; 17]; 2],
 }
 
@@ -329,26 +411,70 @@ fn signal(line: &Line, v: u32) {
     futex_wake(&line.v, i32::MAX, Scope::Process);
 }
 
+/// Waits (bounded) until a shared counter reaches `want`.
+fn wait_line(line: &Line, want: u32) -> Result<(), String> {
+    let deadline = now_ns() + SYNC_LIMIT.as_nanos() as u64;
+    loop {
+        let x = line.v.load(Ordering::Acquire);
+        if x >= want {
+            return Ok(());
+        }
+        if now_ns() > deadline {
+            return Err(format!(
+                "peer made no progress for {SYNC_LIMIT:?} ({x} < {want})"
+            ));
+        }
+        futex_wait(&line.v, x, Scope::Process, Some(Duration::from_millis(100)));
+    }
+}
+
+/// How the streams of a round-trip case are fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feed {
+    /// A whole batch is queued while the first stream is held by a gate; the hosts sleep
+    /// while it runs.
+    Prefilled,
+    /// The hosts keep feeding chunks while the streams run (at most two chunks ahead).
+    Concurrent,
+}
+
+impl Feed {
+    fn name(self) -> &'static str {
+        match self {
+            Feed::Prefilled => "prefilled",
+            Feed::Concurrent => "concurrent",
+        }
+    }
+}
+
 /// One cross-process sample: this process (A) and a child (B) each own a notify and import
 /// the other's; A records B's then waits on its own, B the reverse. ns per round trip.
-pub fn xproc_sample(ns: &str, iters: u64) -> Result<f64, String> {
-    let chunks = iters.div_ceil(CHUNK).max(1);
+pub fn xproc_sample(ns: &str, iters: u64, feed: Feed) -> Result<f64, String> {
+    let rounds = match feed {
+        Feed::Prefilled => iters.div_ceil(BATCH).max(1),
+        Feed::Concurrent => iters.div_ceil(CHUNK).max(1),
+    };
     let sim = open(ns, Soc::Ascend910B)?;
     let shm = Shm::create("acl-notify-bench-xproc", 4096)?;
     sys::inheritable(shm.fd()).map_err(e2s)?;
     let sh: &XShared = shm.get();
-    let na = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
-    let mut held = vec![na];
-    let mut stream = None;
+    let mut held = Vec::new();
+    let mut streams = Vec::new();
     let r = (|| {
+        let na = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
+        held.push(na);
+        let gate = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
+        held.push(gate);
         let key_a = sim.export_key(na, ExportFlags::empty()).map_err(e2s)?;
         let args = vec![
             "--ns".into(),
             ns.into(),
             "--shm".into(),
             shm.fd().to_string(),
-            "--chunks".into(),
-            (chunks + 1).to_string(),
+            "--rounds".into(),
+            rounds.to_string(),
+            "--feed".into(),
+            feed.name().into(),
         ];
         let mut child = Child::spawn("notify-peer", &args, &[])?;
         let pid = child.pid();
@@ -363,27 +489,58 @@ pub fn xproc_sample(ns: &str, iters: u64) -> Result<f64, String> {
             .map_err(e2s)?;
         held.push(ib);
         let s = sim.create_stream(DEV).map_err(e2s)?;
-        stream = Some(s);
-        let marker = Marker::leak();
-        let chunk = || -> Result<(), String> {
-            for _ in 0..CHUNK {
-                sim.record(ib, s).map_err(e2s)?;
-                sim.wait_and_reset(na, s, Timeout::Forever).map_err(e2s)?;
+        streams.push(s);
+        let s2 = sim.create_stream(DEV).map_err(e2s)?;
+        streams.push(s2);
+        let (dt, trips) = match feed {
+            Feed::Prefilled => {
+                let (t0, t1) = (Stamp::leak(), Stamp::leak());
+                let (mut dt, mut trips) = (0u64, 0u64);
+                for k in 0..rounds as u32 {
+                    let seen = t1.seq.load(Ordering::Acquire);
+                    sim.wait_and_reset(gate, s, Timeout::Forever).map_err(e2s)?;
+                    for i in 0..BATCH_WARMUP + BATCH {
+                        if i == BATCH_WARMUP {
+                            sim.launch_host_func(s, t0.call(stamp_now)).map_err(e2s)?;
+                        }
+                        sim.record(ib, s).map_err(e2s)?;
+                        sim.wait_and_reset(na, s, Timeout::Forever).map_err(e2s)?;
+                    }
+                    sim.launch_host_func(s, t1.call(stamp_now)).map_err(e2s)?;
+                    // B has queued its whole batch too: open the gate and sleep.
+                    wait_line(&sh.batch_ready, k + 1)?;
+                    sim.record(gate, s2).map_err(e2s)?;
+                    wait_for(&t1.seq, seen + 1, Scope::Thread)?;
+                    dt +=
+                        t1.t.load(Ordering::Acquire)
+                            .saturating_sub(t0.t.load(Ordering::Acquire));
+                    trips += BATCH;
+                }
+                (dt, trips)
             }
-            sim.launch_host_func(s, marker.call()).map_err(e2s)
+            Feed::Concurrent => {
+                let marker = Marker::leak();
+                let chunk = || -> Result<(), String> {
+                    for _ in 0..CHUNK {
+                        sim.record(ib, s).map_err(e2s)?;
+                        sim.wait_and_reset(na, s, Timeout::Forever).map_err(e2s)?;
+                    }
+                    sim.launch_host_func(s, marker.call()).map_err(e2s)
+                };
+                // Warm-up chunk, untimed.
+                chunk()?;
+                marker.wait_at_least(1)?;
+                let t0 = now_ns();
+                for k in 0..rounds as u32 - 1 {
+                    if k >= 2 {
+                        marker.wait_at_least(k)?;
+                    }
+                    chunk()?;
+                }
+                marker.wait_at_least(rounds as u32)?;
+                (now_ns() - t0, (rounds - 1).max(1) * CHUNK)
+            }
         };
-        // Warm-up chunk, untimed.
-        chunk()?;
-        marker.wait_at_least(1)?;
-        let t0 = now_ns();
-        for k in 0..chunks as u32 {
-            if k >= 2 {
-                marker.wait_at_least(k)?;
-            }
-            chunk()?;
-        }
-        marker.wait_at_least(1 + chunks as u32)?;
-        let dt = now_ns() - t0;
         sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
             .map_err(e2s)?;
         let fired = wd.fired();
@@ -392,9 +549,9 @@ pub fn xproc_sample(ns: &str, iters: u64) -> Result<f64, String> {
             return Err("cross-process sample overran; child killed".into());
         }
         child.finish(Duration::from_secs(10))?;
-        Ok(dt as f64 / (chunks * CHUNK) as f64)
+        Ok(dt as f64 / trips as f64)
     })();
-    if let Some(s) = stream {
+    for s in streams {
         let _ = sim.destroy_stream(s, StreamDestroy::Discard);
     }
     for n in held.into_iter().rev() {
@@ -406,7 +563,12 @@ pub fn xproc_sample(ns: &str, iters: u64) -> Result<f64, String> {
 /// The child role `notify-peer` (process B of the cross-process case).
 pub fn peer_main(args: &RoleArgs) -> Result<String, String> {
     let ns = args.get("ns")?;
-    let chunks: u32 = args.num("chunks")?;
+    let rounds: u32 = args.num("rounds")?;
+    let feed = match args.get("feed")? {
+        "prefilled" => Feed::Prefilled,
+        "concurrent" => Feed::Concurrent,
+        other => return Err(format!("unknown --feed {other}")),
+    };
     let shm = Shm::from_fd(args.num("shm")?, 4096)?;
     let sh: &XShared = shm.get();
     let fail = |e: String| {
@@ -433,20 +595,32 @@ pub fn peer_main(args: &RoleArgs) -> Result<String, String> {
     let marker = Marker::leak();
     signal(&sh.ready, 1);
     let r = (|| {
-        for k in 0..chunks {
-            if k >= 2 {
-                marker.wait_at_least(k - 1)?;
-            }
-            for _ in 0..CHUNK {
+        for k in 0..rounds {
+            let per = match feed {
+                Feed::Prefilled => {
+                    // The previous batch must be over before this one is queued in full.
+                    marker.wait_at_least(k)?;
+                    BATCH_WARMUP + BATCH
+                }
+                Feed::Concurrent => {
+                    if k >= 2 {
+                        marker.wait_at_least(k - 1)?;
+                    }
+                    CHUNK
+                }
+            };
+            for _ in 0..per {
                 sim.wait_and_reset(nb, s, Timeout::Forever).map_err(e2s)?;
                 sim.record(ia, s).map_err(e2s)?;
             }
             sim.launch_host_func(s, marker.call()).map_err(e2s)?;
+            if feed == Feed::Prefilled {
+                signal(&sh.batch_ready, k + 1);
+            }
         }
         sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
             .map_err(e2s)
     })();
-    signal(&sh.child_done, 1);
     let _ = sim.destroy_stream(s, StreamDestroy::Discard);
     let _ = sim.destroy_notify(ia);
     let _ = sim.destroy_notify(nb);
