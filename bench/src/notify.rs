@@ -740,9 +740,14 @@ pub struct Handoff {
     sim: Sim,
     p: RawStream,
     c: RawStream,
+    /// Opens the producer's gate in prefilled batches.
+    g: RawStream,
+    gate: RawNotify,
     full: Vec<RawNotify>,
     empty: Vec<RawNotify>,
     marker: &'static Marker,
+    t0: &'static Stamp,
+    t1: &'static Stamp,
 }
 
 impl Handoff {
@@ -751,6 +756,8 @@ impl Handoff {
         let sim = open(ns, Soc::Ascend910B)?;
         let p = sim.create_stream(DEV).map_err(e2s)?;
         let c = sim.create_stream(DEV).map_err(e2s)?;
+        let g = sim.create_stream(DEV).map_err(e2s)?;
+        let gate = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
         let mut full = Vec::new();
         let mut empty = Vec::new();
         for _ in 0..slots {
@@ -761,20 +768,85 @@ impl Handoff {
             sim,
             p,
             c,
+            g,
+            gate,
             full,
             empty,
             marker: Marker::leak(),
+            t0: Stamp::leak(),
+            t1: Stamp::leak(),
         })
     }
 
-    /// One sample of about `iters` items; millions of items per second. Verifies the count:
-    /// every record is consumed by exactly one wait, and exactly the last ring's worth of
-    /// acknowledgements is left set.
-    pub fn sample(&mut self, iters: u64) -> Result<f64, String> {
-        let sim = &self.sim;
+    /// Item `i`, producer side.
+    fn produce(&self, i: u64) -> Result<(), String> {
         let k = self.full.len() as u64;
+        let s = (i % k) as usize;
+        if i >= k {
+            self.sim
+                .wait_and_reset(self.empty[s], self.p, Timeout::Forever)
+                .map_err(e2s)?;
+        }
+        self.sim.record(self.full[s], self.p).map_err(e2s)
+    }
+
+    /// Item `i`, consumer side.
+    fn consume(&self, i: u64) -> Result<(), String> {
+        let s = (i % self.full.len() as u64) as usize;
+        self.sim
+            .wait_and_reset(self.full[s], self.c, Timeout::Forever)
+            .map_err(e2s)?;
+        self.sim.record(self.empty[s], self.c).map_err(e2s)
+    }
+
+    /// Prefilled batches: each batch is queued in full on both streams behind a gate on the
+    /// producer, then runs with the host asleep; timed from a host function on the producer
+    /// (after a warm-up) to one on the consumer at the end. Returns (ns, items timed, items).
+    fn prefilled(&self, iters: u64) -> Result<(u64, u64, u64), String> {
+        let sim = &self.sim;
+        let (mut dt, mut timed, mut i) = (0u64, 0u64, 0u64);
+        for _ in 0..iters.div_ceil(BATCH).max(1) {
+            let seen = self.t1.seq.load(Ordering::Acquire);
+            let (gsim, gn, gs) = (sim.clone(), self.gate, self.g);
+            let wd = Watchdog::start(Duration::from_secs(10), move || {
+                let _ = gsim.record(gn, gs);
+            });
+            sim.wait_and_reset(self.gate, self.p, Timeout::Forever)
+                .map_err(e2s)?;
+            for j in 0..BATCH_WARMUP + BATCH {
+                if j == BATCH_WARMUP {
+                    sim.launch_host_func(self.p, self.t0.call(stamp_now))
+                        .map_err(e2s)?;
+                }
+                self.produce(i + j)?;
+            }
+            for j in 0..BATCH_WARMUP + BATCH {
+                self.consume(i + j)?;
+            }
+            sim.launch_host_func(self.c, self.t1.call(stamp_now))
+                .map_err(e2s)?;
+            let fired = wd.fired();
+            drop(wd);
+            if fired {
+                return Err("a stream queue is smaller than one batch; the gate was forced".into());
+            }
+            sim.record(self.gate, self.g).map_err(e2s)?;
+            wait_for(&self.t1.seq, seen + 1, Scope::Thread)?;
+            dt += self
+                .t1
+                .t
+                .load(Ordering::Acquire)
+                .saturating_sub(self.t0.t.load(Ordering::Acquire));
+            timed += BATCH;
+            i += BATCH_WARMUP + BATCH;
+        }
+        Ok((dt, timed, i))
+    }
+
+    /// The host keeps feeding chunks (at most two ahead of the consumer) while the streams
+    /// run; timed by the host from the first enqueue to the last chunk's marker.
+    fn concurrent(&self, iters: u64) -> Result<(u64, u64, u64), String> {
         let chunks = iters.div_ceil(CHUNK).max(1);
-        let total = chunks * CHUNK;
         let base = self.marker.n.load(Ordering::Acquire);
         let t0 = now_ns();
         let mut i = 0u64;
@@ -783,23 +855,29 @@ impl Handoff {
                 self.marker.wait_at_least(base + ch - 1)?;
             }
             for _ in 0..CHUNK {
-                let s = (i % k) as usize;
-                if i >= k {
-                    sim.wait_and_reset(self.empty[s], self.p, Timeout::Forever)
-                        .map_err(e2s)?;
-                }
-                sim.record(self.full[s], self.p).map_err(e2s)?;
-                sim.wait_and_reset(self.full[s], self.c, Timeout::Forever)
-                    .map_err(e2s)?;
-                sim.record(self.empty[s], self.c).map_err(e2s)?;
+                self.produce(i)?;
+                self.consume(i)?;
                 i += 1;
             }
-            sim.launch_host_func(self.c, self.marker.call())
+            self.sim
+                .launch_host_func(self.c, self.marker.call())
                 .map_err(e2s)?;
         }
         self.marker.wait_at_least(base + chunks as u32)?;
-        let dt = now_ns() - t0;
-        for s in [self.p, self.c] {
+        Ok((now_ns() - t0, i, i))
+    }
+
+    /// One sample of about `iters` items; millions of items per second. Verifies the count:
+    /// every record is consumed by exactly one wait, and exactly the last ring's worth of
+    /// acknowledgements is left set.
+    pub fn sample(&mut self, iters: u64, feed: Feed) -> Result<f64, String> {
+        let sim = &self.sim;
+        let k = self.full.len() as u64;
+        let (dt, timed, total) = match feed {
+            Feed::Prefilled => self.prefilled(iters)?,
+            Feed::Concurrent => self.concurrent(iters)?,
+        };
+        for s in [self.p, self.c, self.g] {
             sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
                 .map_err(e2s)?;
         }
@@ -819,16 +897,21 @@ impl Handoff {
                 k.min(total)
             ));
         }
-        Ok(total as f64 * 1e3 / dt as f64)
+        Ok(timed as f64 * 1e3 / dt.max(1) as f64)
     }
 }
 
 impl Drop for Handoff {
     fn drop(&mut self) {
-        for s in [self.p, self.c] {
+        for s in [self.p, self.c, self.g] {
             let _ = self.sim.destroy_stream(s, StreamDestroy::Discard);
         }
-        for n in self.full.iter().chain(self.empty.iter()) {
+        for n in self
+            .full
+            .iter()
+            .chain(self.empty.iter())
+            .chain([&self.gate])
+        {
             let _ = self.sim.destroy_notify(*n);
         }
     }
