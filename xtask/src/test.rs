@@ -54,7 +54,7 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     steps.run("cargo test (workspace)", || {
         status(
             cargo()
-                .args(["test", "--workspace", "--exclude", "xtask"])
+                .args(["test", "--workspace", "--exclude", "xtask", "--no-fail-fast"])
                 .env("ACL_NOTIFY_TEST_BACKEND", backend_env(args.backend)),
         )
     });
