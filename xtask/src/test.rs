@@ -58,6 +58,29 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
                 .env("ACL_NOTIFY_TEST_BACKEND", backend_env(args.backend)),
         )
     });
+    // Model checking of the record/wait protocol, FIFO release and the lock-free id pool.
+    steps.run("loom (preemption bound 2)", || crate::longci::loom(2));
+    // P processes x S streams x K notifies with SIGKILL faults: prints `lost: 0`.
+    steps.run("stress (8 runs, SIGKILL faults)", || {
+        crate::stress::stress(&crate::stress::StressArgs {
+            processes: 4,
+            streams: 2,
+            notifies: 4,
+            handoffs: 20000,
+            faults: 2,
+            runs: 8,
+            seed: None,
+            timeout: 240,
+        })
+    });
+    // Corpus-free smoke run of every fuzz target (the long runs are `cargo xtask fuzz`).
+    steps.run("fuzz smoke (3000 inputs per target)", || {
+        crate::fuzz::fuzz(&crate::fuzz::FuzzArgs {
+            seconds: 60,
+            smoke: true,
+            target: None,
+        })
+    });
     steps.finish("test")
 }
 
