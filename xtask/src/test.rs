@@ -54,7 +54,13 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     steps.run("cargo test (workspace)", || {
         status(
             cargo()
-                .args(["test", "--workspace", "--exclude", "xtask", "--no-fail-fast"])
+                .args([
+                    "test",
+                    "--workspace",
+                    "--exclude",
+                    "xtask",
+                    "--no-fail-fast",
+                ])
                 .env("ACL_NOTIFY_TEST_BACKEND", backend_env(args.backend)),
         )
     });
