@@ -71,6 +71,7 @@ impl Ctx {
     pub fn cleanup(&self) {
         let _ = acl_notify_sim::Sim::remove_namespace(&self.ns);
         let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-mem", self.ns));
+        let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-ctl", self.ns));
         let _ = acl_notify_sim::Sim::remove_namespace(&capi::namespace());
     }
 
