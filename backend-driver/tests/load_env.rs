@@ -20,14 +20,22 @@ fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
     assert_eq!(e.kind(), Error::DrvInternalError);
 
     // Unset (or empty): the search path, $ASCEND_HOME_PATH/lib64, the default toolkit path.
+    // Under `cargo test` the loader path includes the target directory, so the simulator's
+    // library may be found: give it a namespace of its own and remove it afterwards.
+    let ns = format!("driver-load-env-{}", std::process::id());
     // SAFETY: as above.
     unsafe {
         std::env::set_var(ENV_LIB, "");
         std::env::set_var("ASCEND_HOME_PATH", "/nonexistent/ascend-home");
+        std::env::set_var("ACL_NOTIFY_SIM_NAMESPACE", &ns);
     }
     match Driver::load() {
         // A machine with the toolkit (or the simulator's library on the loader path) loads it.
-        Ok(d) => assert!(!d.soc_name().is_empty()),
+        Ok(d) => {
+            assert!(!d.soc_name().is_empty());
+            drop(d);
+            let _ = acl_notify_sim::Sim::remove_namespace(&ns);
+        }
         Err(e) => {
             let text = e.to_string();
             for part in [
