@@ -128,34 +128,7 @@ pub fn cnt_file_path(namespace: &str, server: u32) -> PathBuf {
 
 /// Deletes the count-notify files of `namespace`; returns how many were removed.
 pub fn remove_cnt_files(namespace: &str) -> Result<usize, SimError> {
-    let prefix = format!("{}{namespace}.cnt", crate::shm::FILE_PREFIX);
-    let dir = std::fs::read_dir(SHM_DIR).map_err(|e| {
-        SimError::new(
-            Error::DrvInternalError,
-            format!("cannot list {SHM_DIR}: {e}"),
-        )
-    })?;
-    let mut n = 0;
-    for ent in dir.flatten() {
-        let name = ent.file_name();
-        let Some(rest) = name.to_str().and_then(|s| s.strip_prefix(&prefix)) else {
-            continue;
-        };
-        if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
-            continue;
-        }
-        match std::fs::remove_file(ent.path()) {
-            Ok(()) => n += 1,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(SimError::new(
-                    Error::DrvInternalError,
-                    format!("cannot remove {}: {e}", ent.path().display()),
-                ));
-            }
-        }
-    }
-    Ok(n)
+    crate::shm::remove_files(namespace, "cnt")
 }
 
 fn os_err(path: &Path, what: &str, e: std::io::Error) -> SimError {

@@ -260,9 +260,15 @@ pub fn file_path(namespace: &str, server: u32) -> PathBuf {
     Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{namespace}.srv{server}"))
 }
 
-/// Deletes every file of `namespace`; returns how many were removed.
+/// Deletes every notify file of `namespace`; returns how many were removed.
 pub fn remove_namespace(namespace: &str) -> Result<usize, SimError> {
-    let prefix = format!("{FILE_PREFIX}{namespace}.srv");
+    remove_files(namespace, "srv")
+}
+
+/// Deletes the files `<prefix><namespace>.<kind><server>` of every server; returns how many
+/// were removed. Shared by the notify files (`srv`) and the count-notify files (`cnt`).
+pub(crate) fn remove_files(namespace: &str, kind: &str) -> Result<usize, SimError> {
+    let prefix = format!("{FILE_PREFIX}{namespace}.{kind}");
     let dir = std::fs::read_dir(SHM_DIR).map_err(|e| {
         SimError::new(
             Error::DrvInternalError,
@@ -272,8 +278,7 @@ pub fn remove_namespace(namespace: &str) -> Result<usize, SimError> {
     let mut n = 0;
     for ent in dir.flatten() {
         let name = ent.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some(rest) = name.strip_prefix(&prefix) else {
+        let Some(rest) = name.to_str().and_then(|s| s.strip_prefix(&prefix)) else {
             continue;
         };
         if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
