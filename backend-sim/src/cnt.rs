@@ -46,6 +46,7 @@ use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc
 
 use crate::error::SimError;
 use crate::handles::Slab;
+use crate::repair::{LeakRepair, all_ids};
 use crate::shm::SHM_DIR;
 use crate::{Sim, sys};
 
@@ -226,6 +227,10 @@ pub struct CntFile {
     /// The process that mapped it (a child forked with the mapping must not act for it).
     pid: i32,
     start_time: u64,
+    /// Leak repair (see [`crate::repair`]): snapshots are (generation, state).
+    repair: LeakRepair<(u32, Option<CntSlotState>)>,
+    /// Ids the collection on open freed (reported by the next [`Sim::cnt_gc`]).
+    freed_on_open: AtomicU32,
 }
 
 // SAFETY: the mapping is owned by this value until drop and only accessed through atomics
@@ -298,7 +303,7 @@ impl CntFile {
             return Ok(None);
         };
         let f = Arc::new(f);
-        f.gc();
+        f.freed_on_open.store(f.gc(), SeqCst);
         reg.retain(|_, w| w.strong_count() > 0);
         reg.insert(path, Arc::downgrade(&f));
         Ok(Some(f))
@@ -375,6 +380,8 @@ impl CntFile {
             writable,
             pid,
             start_time: sys::proc_start_time(pid).unwrap_or(0),
+            repair: LeakRepair::new(),
+            freed_on_open: AtomicU32::new(0),
         }))
     }
 
@@ -521,8 +528,10 @@ impl CntFile {
         CntWaiter
     }
 
-    /// Releases the live slots whose owner process is dead and frees their ids. Returns how
-    /// many. A no-op on a read-only mapping.
+    /// Releases the live slots whose owner process is dead and frees their ids; then frees ids
+    /// leaked by processes that died half-way through a create or destroy (allocated, slot not
+    /// live, unchanged for the repair grace period, see [`crate::repair`]). Returns how many
+    /// ids were freed. A no-op on a read-only mapping.
     pub fn gc(&self) -> u32 {
         if !self.writable || self.pid != sys::getpid() {
             return 0;
@@ -547,7 +556,25 @@ impl CntFile {
                 }
             }
         }
-        n
+        n + self.repair_leaks()
+    }
+
+    fn repair_leaks(&self) -> u32 {
+        let ids = all_ids(self.layout.devices, |dev| self.high_water(dev));
+        self.repair.sweep(
+            ids,
+            |dev, id| {
+                let slot = self.slot(dev, id)?;
+                let pool = self.pool(dev)?;
+                let state = slot.state();
+                (pool.is_allocated(id) && state != Some(CntSlotState::Live))
+                    .then(|| (slot.generation(), state))
+            },
+            |dev, id| {
+                self.slot(dev, id).is_some_and(CntSlot::retire_orphan)
+                    && self.pool(dev).is_some_and(|p| p.free(id).is_ok())
+            },
+        )
     }
 }
 
@@ -664,6 +691,7 @@ enum CreateFail {
 
 impl CntRef {
     fn create(file: &Arc<CntFile>, dev: u32) -> Result<Arc<CntRef>, CreateFail> {
+        let _g = file.repair.op_guard();
         let pool = file.pool(dev).ok_or_else(|| {
             CreateFail::Other(SimError::new(
                 Error::InvalidDeviceId,
@@ -727,6 +755,7 @@ impl Drop for CntRef {
             // Inherited across fork(): the slot is the parent's.
             return;
         }
+        let _g = self.file.repair.op_guard();
         let w = self.file.waiter();
         if self.slot().release(&w, self.generation)
             && let Some(p) = self.file.pool(self.dev)
@@ -825,10 +854,23 @@ impl Sim {
             .ok_or_else(|| bad_cnt(h))
     }
 
-    /// Releases the count notifies of dead processes (see [`CntFile::gc`]); 0 when this
-    /// machine's SoC has none or the file was never opened by this process.
+    /// Releases the count notifies of dead processes (see [`CntFile::gc`]) and returns how
+    /// many ids were freed; opens the machine's count-notify file for that if it exists (and
+    /// does not create it). 0 when this machine's SoC has none or there is no file.
     pub fn cnt_gc(&self) -> u32 {
-        self.inner.cnt.opened().map_or(0, |f| f.gc())
+        if let Some(f) = self.inner.cnt.opened() {
+            return f.gc();
+        }
+        if !self.inner.soc.has(Feature::CntNotify)
+            || !cnt_file_path(&self.inner.namespace, self.inner.server_id).exists()
+        {
+            return 0;
+        }
+        // Opening collects once already; count what that pass freed too.
+        match self.cnt_file() {
+            Ok(f) => f.freed_on_open.swap(0, SeqCst) + f.gc(),
+            Err(_) => 0,
+        }
     }
 }
 
@@ -1112,6 +1154,54 @@ mod tests {
         assert!(l.pools_off >= l.hw_off + 64 * 4);
         assert!(l.total >= l.slots_off + 64 * 8192 * 64);
         assert_eq!(CNT_SLOT_BYTES, 64);
+    }
+
+    /// Ids leaked by a process that died half-way through a create or destroy are freed by a
+    /// later collection once they stayed orphaned for the grace period; live ones are kept.
+    #[test]
+    fn leaked_count_ids_are_repaired_after_the_grace_period() {
+        let (sim, _ns) = open("leak", Soc::Ascend950PR);
+        let live = sim.cnt_create(1).unwrap();
+        let f = sim.inner.cnt.opened().unwrap();
+        let pool = f.pool(1).unwrap();
+        // Died between allocating and claiming.
+        let leaked = pool.alloc().unwrap();
+        f.hw(1).unwrap().fetch_max(leaked + 1, SeqCst);
+        // Died between releasing the slot and freeing the id.
+        let r = CntRef::create(&f, 1).map_err(|_| "create").unwrap();
+        let id = r.id;
+        assert!(r.slot().release(&f.waiter(), r.generation));
+        std::mem::forget(r);
+        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES - 3);
+        // Within the grace period nothing is touched.
+        assert_eq!(sim.gc().unwrap().cnt_freed, 0);
+        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES - 3);
+        // Past it, both leaks are freed and the live one is kept.
+        f.repair.set_grace(Duration::ZERO);
+        assert_eq!(sim.gc().unwrap().cnt_freed, 2);
+        assert!(!pool.is_allocated(leaked) && !pool.is_allocated(id));
+        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES - 1);
+        sim.cnt_destroy(live).unwrap();
+        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES);
+    }
+
+    /// `Sim::gc` reaches the count-notify file even when this process never used it.
+    #[test]
+    fn gc_opens_an_existing_count_file_without_creating_one() {
+        let (sim, ns) = open("gcopen", Soc::Ascend950PR);
+        assert_eq!(sim.gc().unwrap().cnt_freed, 0);
+        assert!(!cnt_file_path(&ns.0, 0).exists(), "gc created the file");
+        let other = Sim::builder()
+            .soc(Soc::Ascend950PR)
+            .devices(2)
+            .namespace(&ns.0)
+            .open()
+            .unwrap();
+        other.cnt_create(0).unwrap();
+        assert!(sim.inner.cnt.opened().is_none());
+        assert_eq!(sim.gc().unwrap().cnt_freed, 0, "the owner is alive");
+        assert!(sim.inner.cnt.opened().is_some());
+        drop(other);
     }
 
     #[test]

@@ -42,6 +42,7 @@ mod diag;
 mod error;
 mod handles;
 pub mod inspect;
+mod repair;
 pub mod shm;
 pub mod stream;
 mod sys;
@@ -447,13 +448,16 @@ impl Sim {
 
     /// Reclaims what dead processes held, in every server file this process has open: their
     /// queued waits are cancelled, their references dropped, ids nobody holds any more freed,
-    /// and their process-table entries released. Runs on open and before a create answers
-    /// 207009, too.
+    /// and their process-table entries released; and the count notifies of dead owners (if
+    /// this process has opened the count-notify file). Ids leaked by a process that died
+    /// half-way through a create or destroy are freed once they stayed so for 10 s. Runs on
+    /// open and before a create answers 207009, too.
     pub fn gc(&self) -> Result<GcReport, SimError> {
         let mut r = self.inner.file.gc();
         for f in lock(&self.inner.remote).values() {
             r += f.gc();
         }
+        r.cnt_freed = self.cnt_gc();
         Ok(r)
     }
 

@@ -42,7 +42,7 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::pool::AtomicIdPool;
@@ -51,6 +51,7 @@ use acl_notify_core::whitelist::Whitelist;
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
+use crate::repair::{LeakRepair, all_ids};
 use crate::sys;
 
 /// Where the files live.
@@ -318,6 +319,9 @@ pub struct GcReport {
     pub notifies_freed: u32,
     /// Queued waits of dead processes that were cancelled.
     pub waits_cancelled: u32,
+    /// Count-notify ids freed because their owner was dead (or leaked by a process that died
+    /// half-way through a create or destroy). Filled in by `Sim::gc`.
+    pub cnt_freed: u32,
 }
 
 impl std::ops::AddAssign for GcReport {
@@ -325,6 +329,7 @@ impl std::ops::AddAssign for GcReport {
         self.processes += o.processes;
         self.notifies_freed += o.notifies_freed;
         self.waits_cancelled += o.waits_cancelled;
+        self.cnt_freed += o.cnt_freed;
     }
 }
 
@@ -341,23 +346,11 @@ pub struct ShmFile {
     start_time: u64,
     /// Serialises this process's whitelist writers.
     wl_lock: Mutex<()>,
-    /// Create/destroy take it shared; the leak-repair pass takes it exclusively, so it never
-    /// sees one of this process's own creates half-way.
-    repair: RwLock<()>,
+    /// Leak repair (see [`crate::repair`]): snapshots are (generation, state).
+    repair: LeakRepair<(u32, Option<SlotState>)>,
     /// This process's live references, for deduplication (see [`SlotRef`]).
     refs: Mutex<HashMap<(u32, u32, u32), Weak<SlotRef>>>,
-    /// Ids seen allocated without a holder: (device, id) → (generation, state, first seen).
-    suspects: Mutex<HashMap<(u32, u32), Suspect>>,
-    /// How long an id must stay allocated without a holder before the repair pass frees it.
-    repair_grace_ms: AtomicU64,
 }
-
-/// An orphan candidate: generation and state when first seen, and when.
-type Suspect = (u32, Option<SlotState>, Instant);
-
-/// See [`ShmFile::gc`]: a process between two steps of a create or destroy is never stalled
-/// this long in practice; an id that stays orphaned for longer was left by a dead process.
-const REPAIR_GRACE: Duration = Duration::from_secs(10);
 
 // SAFETY: `base` points to a MAP_SHARED mapping owned by this value until drop; all access to
 // the mapped memory goes through atomics (the table, pool and header types contain only
@@ -599,10 +592,8 @@ impl ShmFile {
             pid,
             start_time,
             wl_lock: Mutex::new(()),
-            repair: RwLock::new(()),
+            repair: LeakRepair::new(),
             refs: Mutex::new(HashMap::new()),
-            suspects: Mutex::new(HashMap::new()),
-            repair_grace_ms: AtomicU64::new(REPAIR_GRACE.as_millis() as u64),
         };
         f.me = match f.register() {
             Some(i) => i,
@@ -837,7 +828,7 @@ impl ShmFile {
 
     /// Shared lock held by creates and destroys against the leak-repair pass.
     pub fn op_guard(&self) -> std::sync::RwLockReadGuard<'_, ()> {
-        self.repair.read().unwrap_or_else(PoisonError::into_inner)
+        self.repair.op_guard()
     }
 
     // ---- whitelists ------------------------------------------------------------------
@@ -1044,38 +1035,20 @@ impl ShmFile {
     /// allocating and claiming, between dropping its last reference and retiring, or between
     /// retiring and freeing. This process's own creates and destroys are held off meanwhile.
     fn repair_leaks(&self) -> u32 {
-        let _g = self.repair.write().unwrap_or_else(PoisonError::into_inner);
-        let mut suspects = lock(&self.suspects);
-        let now = Instant::now();
-        let mut seen = HashMap::new();
-        let mut n = 0;
-        for dev in 0..self.layout.devices {
-            let Some(pool) = self.pool(dev) else { continue };
-            for id in 0..self.high_water(dev) {
-                let Some(slot) = self.slot(dev, id) else {
-                    break;
-                };
-                if !pool.is_allocated(id) || slot.holders() != 0 {
-                    continue;
-                }
-                let snap = (slot.generation(), slot.state());
-                let since = match suspects.get(&(dev, id)) {
-                    Some(&(g, st, t)) if (g, st) == snap => t,
-                    _ => now,
-                };
-                let grace = Duration::from_millis(self.repair_grace_ms.load(SeqCst));
-                if now.duration_since(since) >= grace
-                    && slot.retire_orphan()
-                    && pool.free(id).is_ok()
-                {
-                    n += 1;
-                    continue;
-                }
-                seen.insert((dev, id), (snap.0, snap.1, since));
-            }
-        }
-        *suspects = seen;
-        n
+        let ids = all_ids(self.layout.devices, |dev| self.high_water(dev));
+        self.repair.sweep(
+            ids,
+            |dev, id| {
+                let slot = self.slot(dev, id)?;
+                let pool = self.pool(dev)?;
+                (pool.is_allocated(id) && slot.holders() == 0)
+                    .then(|| (slot.generation(), slot.state()))
+            },
+            |dev, id| {
+                self.slot(dev, id).is_some_and(|s| s.retire_orphan())
+                    && self.pool(dev).is_some_and(|p| p.free(id).is_ok())
+            },
+        )
     }
 
     // ---- references ---------------------------------------------------------------------
@@ -1561,7 +1534,7 @@ mod tests {
         assert_eq!(f.gc().notifies_freed, 0);
         assert_eq!(pool.in_use(), 3);
         // Past it (grace shortened for the test), both leaks are freed, the live one kept.
-        f.repair_grace_ms.store(0, SeqCst);
+        f.repair.set_grace(Duration::ZERO);
         assert_eq!(f.gc().notifies_freed, 2);
         assert_eq!(pool.in_use(), 1);
         assert!(!pool.is_allocated(leaked) && !pool.is_allocated(id));

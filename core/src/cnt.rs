@@ -697,6 +697,28 @@ impl CntSlot {
         }
     }
 
+    /// Repairs a slot whose id is allocated but which is not live: left by a process killed
+    /// between allocating the id and claiming the slot (`Free`), while claiming or releasing it
+    /// (`Busy`), or between releasing it and freeing the id (`Free`). `true` if the slot is free
+    /// now and the caller should free its id; `false` if it is live (or changed meanwhile).
+    ///
+    /// Only for a repair pass that has seen the same state for long enough that no live process
+    /// can still be between those steps.
+    pub fn retire_orphan(&self) -> bool {
+        match self.state.load(SeqCst) {
+            S_FREE => true,
+            S_LIVE => false,
+            // Busy, or a corrupt value: start afresh in the next generation.
+            cur => {
+                self.generation.fetch_add(1, SeqCst);
+                self.seq.fetch_add(1, SeqCst);
+                self.state
+                    .compare_exchange(cur, S_FREE, SeqCst, SeqCst)
+                    .is_ok()
+            }
+        }
+    }
+
     /// Retires the slot if it is live and `dead(owner)` says its owner is gone (garbage
     /// collection after a process died). `true` if this call retired it; the caller frees the
     /// id.
@@ -1019,6 +1041,25 @@ mod tests {
         assert!(s.reclaim_if(&*w, |o| o.pid == 42));
         assert_eq!(s.state(), Some(CntSlotState::Free));
         assert!(!s.reclaim_if(&*w, |_| true), "a free slot is not reclaimed");
+    }
+
+    #[test]
+    fn retire_orphan_frees_free_and_busy_slots_but_not_live_ones() {
+        let s = CntSlot::new();
+        assert!(s.retire_orphan(), "a free slot: only its id is leaked");
+        let g = s.claim(owner()).unwrap();
+        assert!(!s.retire_orphan(), "a live slot is in use");
+        assert_eq!(s.state(), Some(CntSlotState::Live));
+        // A claim (or release) cut short by the death of its process leaves the slot busy.
+        s.state.store(S_BUSY, SeqCst);
+        assert!(s.retire_orphan());
+        assert_eq!(s.state(), Some(CntSlotState::Free));
+        assert_eq!(s.generation(), g + 1);
+        // A corrupt state word is repaired the same way.
+        s.state.store(77, SeqCst);
+        assert!(s.retire_orphan());
+        assert_eq!(s.state(), Some(CntSlotState::Free));
+        assert_eq!(s.claim(owner()), Ok(g + 2));
     }
 
     #[test]

@@ -163,7 +163,7 @@ fn gc(a: &Args) -> Result<(), String> {
         .map_err(|e| format!("joining namespace {}: {e}", a.namespace))?;
     // Opening already reclaims; these passes catch anything that died meanwhile.
     let report = sim.gc().map_err(|e| e.to_string())?;
-    let cnt_freed = sim.cnt_gc();
+    let cnt_freed = report.cnt_freed;
     drop(sim);
     let after = inspect::snapshot(&a.namespace, a.server).map_err(|e| e.to_string())?;
     let dead_before = dead_pids(&before);
