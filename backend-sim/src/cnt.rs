@@ -30,13 +30,11 @@
 //! its slot leaks that id until the namespace is removed.
 
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::fmt::{self, Write as _};
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use acl_notify_core::cnt::{
     AtomicCntIdPool, CntRecord, CntSlot, CntSlotState, CntWait, CntWaitArgs, MAX_CNT_NOTIFIES,
@@ -46,6 +44,7 @@ use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc
 
 use crate::error::SimError;
 use crate::handles::Slab;
+use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE};
 use crate::repair::{LeakRepair, all_ids};
 use crate::shm::SHM_DIR;
 use crate::{Sim, sys};
@@ -53,9 +52,6 @@ use crate::{Sim, sys};
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
 /// Bumped whenever the count-notify file layout changes.
 pub const CNT_LAYOUT_VERSION: u32 = 1;
-const READY: u32 = 0x5245_4459;
-const PAGE: usize = 4096;
-const INIT_WAIT: Duration = Duration::from_secs(5);
 /// Bytes per count notify in the table.
 pub const CNT_SLOT_BYTES: usize = std::mem::size_of::<CntSlot>();
 const POOL_BYTES: usize = std::mem::size_of::<AtomicCntIdPool>();
@@ -79,6 +75,16 @@ struct Header {
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
+
+// SAFETY: `Header` is atomics only and fits in a page (asserted above).
+unsafe impl FileHeader for Header {
+    fn ready(&self) -> &AtomicU32 {
+        &self.ready
+    }
+    fn creator_pid(&self) -> &AtomicI32 {
+        &self.creator_pid
+    }
+}
 
 /// Region offsets of one configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -132,81 +138,10 @@ pub fn remove_cnt_files(namespace: &str) -> Result<usize, SimError> {
     crate::shm::remove_files(namespace, "cnt")
 }
 
-fn os_err(path: &Path, what: &str, e: std::io::Error) -> SimError {
-    SimError::new(
-        Error::DrvInternalError,
-        format!("count-notify file {}: {what}: {e}", path.display()),
-    )
-}
+const KIND: Kind = Kind("count-notify file");
 
 fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
-    SimError::new(
-        Error::DrvInternalError,
-        format!(
-            "count-notify file {} is not usable: {problem} (remove it, e.g. with \
-             Sim::remove_namespace, or use another ACL_NOTIFY_SIM_NAMESPACE)",
-            path.display()
-        ),
-    )
-}
-
-/// An fd closed on drop.
-struct Fd(libc::c_int);
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: we own the descriptor and close it once.
-        unsafe { libc::close(self.0) };
-    }
-}
-
-fn fstat(fd: &Fd, path: &Path) -> Result<libc::stat, SimError> {
-    // SAFETY: `stat` is plain data; zeroed is a valid value to be overwritten.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open, `st` a valid out-pointer.
-    if unsafe { libc::fstat(fd.0, &mut st) } != 0 {
-        return Err(os_err(path, "fstat", std::io::Error::last_os_error()));
-    }
-    Ok(st)
-}
-
-/// A shared mapping, unmapped on drop.
-struct Map {
-    base: *mut u8,
-    len: usize,
-}
-
-impl Map {
-    fn new(fd: &Fd, len: usize, path: &Path, writable: bool) -> Result<Map, SimError> {
-        let prot = if writable {
-            libc::PROT_READ | libc::PROT_WRITE
-        } else {
-            libc::PROT_READ
-        };
-        // SAFETY: a fresh shared mapping of `len` bytes of an open fd, without an address
-        // hint, so no existing mapping is affected.
-        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.0, 0) };
-        if p == libc::MAP_FAILED {
-            return Err(os_err(path, "mmap", std::io::Error::last_os_error()));
-        }
-        Ok(Map {
-            base: p.cast(),
-            len,
-        })
-    }
-
-    fn header(&self) -> &Header {
-        // SAFETY: every mapping is at least one page (callers check the size first), page
-        // aligned, and `Header` (atomics only, any bit pattern valid) fits in a page.
-        unsafe { &*self.base.cast::<Header>() }
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`len` describe a mapping created by `Map::new`, unmapped only here.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
+    KIND.bad_file(path, problem)
 }
 
 /// Whether an open may create the file.
@@ -316,61 +251,19 @@ impl CntFile {
         mode: CntOpen,
     ) -> Result<Option<CntFile>, SimError> {
         let layout = Layout::new(soc, devices);
-        let cpath =
-            CString::new(path.as_os_str().as_bytes()).map_err(|_| bad_file(path, "NUL in path"))?;
         let writable = mode == CntOpen::CreateOrOpen;
-        let mut recreated = false;
-        let map = loop {
-            if writable {
-                // SAFETY: `cpath` is a valid C string; flags and mode are plain integers.
-                let fd = unsafe {
-                    libc::open(
-                        cpath.as_ptr(),
-                        libc::O_RDWR
-                            | libc::O_CREAT
-                            | libc::O_EXCL
-                            | libc::O_CLOEXEC
-                            | libc::O_NOFOLLOW,
-                        0o600 as libc::c_uint,
-                    )
-                };
-                if fd >= 0 {
-                    break Self::initialise(&Fd(fd), path, &layout)?;
-                }
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EEXIST) {
-                    return Err(os_err(path, "create", e));
-                }
-            }
-            let flags = if writable {
-                libc::O_RDWR
-            } else {
-                libc::O_RDONLY
-            };
-            // SAFETY: as above.
-            let fd =
-                unsafe { libc::open(cpath.as_ptr(), flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
-            if fd < 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    Some(libc::ENOENT) if !writable => return Ok(None),
-                    Some(libc::ENOENT) if !recreated => {
-                        recreated = true;
-                        continue;
-                    }
-                    _ => return Err(os_err(path, "open", e)),
-                }
-            }
-            match Self::attach(&Fd(fd), path, &layout, writable)? {
-                Some(m) => break m,
-                None if writable && !recreated => {
-                    // Abandoned by a creator that died before initialising it.
-                    recreated = true;
-                    let _ = std::fs::remove_file(path);
-                    continue;
-                }
-                None => return Err(bad_file(path, "it was never initialised")),
-            }
+        let open = Open {
+            path,
+            kind: KIND,
+            create: writable,
+            writable,
+            total: layout.total,
+            init_wait: INIT_WAIT,
+        };
+        let fill = |h: &Header| Self::fill_header(h, &layout);
+        let check = |h: &Header, size| validate(h, path, &layout, size);
+        let Some(map) = open.open(fill, check)? else {
+            return Ok(None);
         };
         let pid = sys::getpid();
         Ok(Some(CntFile {
@@ -385,24 +278,9 @@ impl CntFile {
         }))
     }
 
-    fn initialise(fd: &Fd, path: &Path, l: &Layout) -> Result<Map, SimError> {
-        let fail = |what: &str, e: std::io::Error| {
-            let _ = std::fs::remove_file(path);
-            os_err(path, what, e)
-        };
-        // SAFETY: `fd` is open; fchmod/ftruncate take plain integers.
-        if unsafe { libc::fchmod(fd.0, 0o600) } != 0 {
-            return Err(fail("fchmod", std::io::Error::last_os_error()));
-        }
-        // SAFETY: as above.
-        if unsafe { libc::ftruncate(fd.0, l.total as libc::off_t) } != 0 {
-            return Err(fail("ftruncate", std::io::Error::last_os_error()));
-        }
-        let map = Map::new(fd, l.total, path, true).inspect_err(|_| {
-            let _ = std::fs::remove_file(path);
-        })?;
-        let h = map.header();
-        h.creator_pid.store(sys::getpid(), SeqCst);
+    /// The creator's header fields (the creation protocol in [`crate::mapfile`] writes the
+    /// creator pid before and publishes the header after).
+    fn fill_header(h: &Header, l: &Layout) {
         h.magic.store(MAGIC, SeqCst);
         h.version.store(CNT_LAYOUT_VERSION, SeqCst);
         h.soc.store(soc_index(l.soc), SeqCst);
@@ -414,62 +292,6 @@ impl CntFile {
         h.pools_off.store(l.pools_off as u64, SeqCst);
         h.slots_off.store(l.slots_off as u64, SeqCst);
         h.total.store(l.total as u64, SeqCst);
-        h.ready.store(READY, SeqCst);
-        Ok(map)
-    }
-
-    fn attach(fd: &Fd, path: &Path, l: &Layout, writable: bool) -> Result<Option<Map>, SimError> {
-        let st = fstat(fd, path)?;
-        let uid = sys::geteuid();
-        if st.st_uid != uid {
-            return Err(bad_file(
-                path,
-                format_args!("it is owned by uid {}, not uid {uid}", st.st_uid),
-            ));
-        }
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(bad_file(path, "it is not a regular file"));
-        }
-        if st.st_mode & 0o7777 != 0o600 {
-            return Err(bad_file(
-                path,
-                format_args!("its mode is {:04o}, expected 0600", st.st_mode & 0o7777),
-            ));
-        }
-        let start = Instant::now();
-        let mut size = st.st_size as u64;
-        while size < PAGE as u64 {
-            if start.elapsed() > INIT_WAIT {
-                return if size == 0 {
-                    Ok(None)
-                } else {
-                    Err(bad_file(path, format_args!("it is only {size} bytes long")))
-                };
-            }
-            std::thread::sleep(Duration::from_millis(1));
-            size = fstat(fd, path)?.st_size as u64;
-        }
-        let head = Map::new(fd, PAGE, path, false)?;
-        let h = head.header();
-        while h.ready.load(SeqCst) != READY {
-            if h.ready.load(SeqCst) != 0 {
-                return Err(bad_file(path, "corrupt header (bad ready flag)"));
-            }
-            if start.elapsed() > INIT_WAIT {
-                let creator = h.creator_pid.load(SeqCst);
-                if creator > 0 && !sys::pid_alive(creator, 0) {
-                    return Ok(None);
-                }
-                return Err(bad_file(
-                    path,
-                    format_args!("its creator (pid {creator}) has not finished initialising it"),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        validate(h, path, l, size)?;
-        drop(head);
-        Ok(Some(Map::new(fd, l.total, path, writable)?))
     }
 
     /// The file's path.
@@ -489,7 +311,7 @@ impl CntFile {
         // `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
         // aligned, strides multiples of the alignment). `T` contains only atomics (any bit
         // pattern valid) and is only accessed atomically; a read-only mapping is only read.
-        unsafe { &*self.map.base.add(off).cast::<T>() }
+        unsafe { &*self.map.base().add(off).cast::<T>() }
     }
 
     /// The count-notify id pool of `dev`.
@@ -1290,9 +1112,12 @@ mod tests {
         sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
             .unwrap();
         // The queued task was the last user: the id is free again.
-        let end = Instant::now() + Duration::from_secs(5);
+        let end = std::time::Instant::now() + Duration::from_secs(5);
         while sim.cnt_notifies_free(0).unwrap() != MAX_CNT_NOTIFIES {
-            assert!(Instant::now() < end, "id not freed after the wait ran");
+            assert!(
+                std::time::Instant::now() < end,
+                "id not freed after the wait ran"
+            );
             std::thread::sleep(Duration::from_millis(1));
         }
     }

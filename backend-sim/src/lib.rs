@@ -42,6 +42,7 @@ mod diag;
 mod error;
 mod handles;
 pub mod inspect;
+mod mapfile;
 mod repair;
 pub mod shm;
 pub mod stream;

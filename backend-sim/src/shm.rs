@@ -37,13 +37,11 @@
 //! ids nobody holds any more, and frees their process-table entry.
 
 use std::collections::HashMap;
-use std::ffi::CString;
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use acl_notify_core::pool::AtomicIdPool;
 use acl_notify_core::table::{Leave, MAX_PROCS, NotifySlot, SlotState, Waiter};
@@ -51,6 +49,7 @@ use acl_notify_core::whitelist::Whitelist;
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
+use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Open, PAGE};
 use crate::repair::{LeakRepair, all_ids};
 use crate::sys;
 
@@ -62,10 +61,6 @@ pub const FILE_PREFIX: &str = "acl-notify-sim.";
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// Bumped whenever the layout changes.
 pub const LAYOUT_VERSION: u32 = 1;
-const READY: u32 = 0x5245_4459; // "REDY"
-const PAGE: usize = 4096;
-/// How long an opener waits for a racing creator to finish initialising.
-const INIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 const P_FREE: u32 = 0;
@@ -134,6 +129,16 @@ const _: () = assert!(std::mem::align_of::<Whitelist>() <= 8);
 const _: () = assert!(std::mem::size_of::<ProcEntry>() == 64);
 const _: () = assert!(std::mem::size_of::<DeviceHeader>() == 64);
 const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
+
+// SAFETY: `Header` is atomics only and fits in a page (asserted above).
+unsafe impl FileHeader for Header {
+    fn ready(&self) -> &AtomicU32 {
+        &self.ready
+    }
+    fn creator_pid(&self) -> &AtomicI32 {
+        &self.creator_pid
+    }
+}
 
 /// Whitelist bytes per exported notify.
 pub const WHITELIST_BYTES: usize = std::mem::size_of::<ShmWhitelist>();
@@ -372,91 +377,10 @@ impl fmt::Debug for ShmFile {
     }
 }
 
-fn os_err(path: &Path, what: &str, e: std::io::Error) -> SimError {
-    SimError::new(
-        Error::DrvInternalError,
-        format!("shared memory file {}: {what}: {e}", path.display()),
-    )
-}
+const KIND: Kind = Kind("shared memory file");
 
 fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
-    SimError::new(
-        Error::DrvInternalError,
-        format!(
-            "shared memory file {} is not usable: {problem} (remove it, e.g. with \
-             Sim::remove_namespace, or use another ACL_NOTIFY_SIM_NAMESPACE)",
-            path.display()
-        ),
-    )
-}
-
-/// A mapping that unmaps itself (used while opening, before `ShmFile` owns it).
-struct Map {
-    base: *mut u8,
-    len: usize,
-}
-
-impl Map {
-    fn new(fd: libc::c_int, len: usize, path: &Path) -> Result<Map, SimError> {
-        // SAFETY: a fresh shared read-write mapping of `len` bytes of `fd`; we pass no address
-        // hint, so no existing mapping is affected.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(os_err(path, "mmap", std::io::Error::last_os_error()));
-        }
-        Ok(Map {
-            base: p.cast(),
-            len,
-        })
-    }
-
-    fn header(&self) -> &Header {
-        // SAFETY: the mapping is at least one page (checked by callers), page aligned, and
-        // `Header` (atomics only, any bit pattern valid) fits in a page.
-        unsafe { &*self.base.cast::<Header>() }
-    }
-
-    fn into_raw(self) -> *mut u8 {
-        let p = self.base;
-        std::mem::forget(self);
-        p
-    }
-}
-
-impl Drop for Map {
-    fn drop(&mut self) {
-        // SAFETY: `base`/`len` describe a mapping created by `Map::new` and not yet unmapped.
-        unsafe { libc::munmap(self.base.cast(), self.len) };
-    }
-}
-
-/// An fd closed on drop.
-struct Fd(libc::c_int);
-
-impl Drop for Fd {
-    fn drop(&mut self) {
-        // SAFETY: we own the descriptor.
-        unsafe { libc::close(self.0) };
-    }
-}
-
-fn fstat(fd: &Fd, path: &Path) -> Result<libc::stat, SimError> {
-    // SAFETY: `stat` is plain data; zeroed is a valid value to be overwritten.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `fd` is open, `st` a valid out-pointer.
-    if unsafe { libc::fstat(fd.0, &mut st) } != 0 {
-        return Err(os_err(path, "fstat", std::io::Error::last_os_error()));
-    }
-    Ok(st)
+    KIND.bad_file(path, problem)
 }
 
 /// The process-wide registry: one mapping and registration per file per process.
@@ -517,68 +441,18 @@ impl ShmFile {
         mode: OpenMode,
     ) -> Result<Option<ShmFile>, SimError> {
         let layout = Layout::new(soc, devices)?;
-        let cpath = CString::new(path.as_os_str().as_bytes())
-            .map_err(|_| bad_file(path, "path contains NUL"))?;
-        let mut tried_recreate = false;
-        let map = loop {
-            if mode == OpenMode::CreateOrOpen {
-                // SAFETY: `cpath` is a valid C string; flags and mode are plain integers.
-                let fd = unsafe {
-                    libc::open(
-                        cpath.as_ptr(),
-                        libc::O_RDWR
-                            | libc::O_CREAT
-                            | libc::O_EXCL
-                            | libc::O_CLOEXEC
-                            | libc::O_NOFOLLOW,
-                        0o600 as libc::c_uint,
-                    )
-                };
-                if fd >= 0 {
-                    let fd = Fd(fd);
-                    break Self::initialise(&fd, path, &layout, server)?;
-                }
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EEXIST) {
-                    return Err(os_err(path, "create", e));
-                }
-            }
-            // SAFETY: as above.
-            let fd = unsafe {
-                libc::open(
-                    cpath.as_ptr(),
-                    libc::O_RDWR | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                )
-            };
-            if fd < 0 {
-                let e = std::io::Error::last_os_error();
-                match (e.raw_os_error(), mode) {
-                    (Some(libc::ENOENT), OpenMode::OpenExisting) => return Ok(None),
-                    // Removed between our create attempt and this open: try again.
-                    (Some(libc::ENOENT), OpenMode::CreateOrOpen) if !tried_recreate => {
-                        tried_recreate = true;
-                        continue;
-                    }
-                    _ => return Err(os_err(path, "open", e)),
-                }
-            }
-            let fd = Fd(fd);
-            match Self::attach(&fd, path, &layout, server)? {
-                Some(m) => break m,
-                None if mode == OpenMode::CreateOrOpen && !tried_recreate => {
-                    // Abandoned by a creator that died before initialising it: remove and
-                    // create afresh (once).
-                    tried_recreate = true;
-                    let _ = std::fs::remove_file(path);
-                    continue;
-                }
-                None => {
-                    return Err(bad_file(
-                        path,
-                        "it was never initialised (its creator died while creating it)",
-                    ));
-                }
-            }
+        let open = Open {
+            path,
+            kind: KIND,
+            create: mode == OpenMode::CreateOrOpen,
+            writable: true,
+            total: layout.total,
+            init_wait: INIT_WAIT,
+        };
+        let fill = |h: &Header| Self::fill_header(h, &layout, server);
+        let validate = |h: &Header, size| validate_header(h, path, &layout, server, size);
+        let Some(map) = open.open(fill, validate)? else {
+            return Ok(None);
         };
         let pid = sys::getpid();
         let start_time = sys::proc_start_time(pid).unwrap_or(0);
@@ -615,25 +489,9 @@ impl ShmFile {
         Ok(Some(f))
     }
 
-    /// The creator's part: size the file, write the header, publish it.
-    fn initialise(fd: &Fd, path: &Path, l: &Layout, server: u32) -> Result<Map, SimError> {
-        let fail = |what: &str, e: std::io::Error| {
-            let _ = std::fs::remove_file(path);
-            os_err(path, what, e)
-        };
-        // SAFETY: `fd` is open; fchmod/ftruncate take plain integers.
-        if unsafe { libc::fchmod(fd.0, 0o600) } != 0 {
-            return Err(fail("fchmod", std::io::Error::last_os_error()));
-        }
-        // SAFETY: as above.
-        if unsafe { libc::ftruncate(fd.0, l.total as libc::off_t) } != 0 {
-            return Err(fail("ftruncate", std::io::Error::last_os_error()));
-        }
-        let map = Map::new(fd.0, l.total, path).inspect_err(|_| {
-            let _ = std::fs::remove_file(path);
-        })?;
-        let h = map.header();
-        h.creator_pid.store(sys::getpid(), SeqCst);
+    /// The creator's header fields (the creation protocol in [`crate::mapfile`] writes the
+    /// creator pid before and publishes the header after).
+    fn fill_header(h: &Header, l: &Layout, server: u32) {
         h.magic.store(MAGIC, SeqCst);
         h.version.store(LAYOUT_VERSION, SeqCst);
         h.header_size
@@ -656,71 +514,6 @@ impl ShmFile {
         h.pools_off.store(l.pools_off as u64, SeqCst);
         h.slots_off.store(l.slots_off as u64, SeqCst);
         h.whitelists_off.store(l.whitelists_off as u64, SeqCst);
-        h.ready.store(READY, SeqCst);
-        Ok(map)
-    }
-
-    /// An opener's part: check ownership, mode, wait for the creator, validate the header.
-    /// `Ok(None)` if the file was abandoned uninitialised.
-    fn attach(fd: &Fd, path: &Path, l: &Layout, server: u32) -> Result<Option<Map>, SimError> {
-        let st = fstat(fd, path)?;
-        let uid = sys::geteuid();
-        if st.st_uid != uid {
-            return Err(bad_file(
-                path,
-                format_args!(
-                    "it is owned by uid {}, not by this user (uid {uid})",
-                    st.st_uid
-                ),
-            ));
-        }
-        if st.st_mode & 0o7777 != 0o600 {
-            return Err(bad_file(
-                path,
-                format_args!("its mode is {:04o}, expected 0600", st.st_mode & 0o7777),
-            ));
-        }
-        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
-            return Err(bad_file(path, "it is not a regular file"));
-        }
-        // Wait (bounded) for the creator to size the file and publish the header.
-        let start = Instant::now();
-        let mut size = st.st_size as u64;
-        while size < PAGE as u64 {
-            if start.elapsed() > INIT_WAIT {
-                return if size == 0 {
-                    Ok(None)
-                } else {
-                    Err(bad_file(path, format_args!("it is only {size} bytes long")))
-                };
-            }
-            std::thread::sleep(Duration::from_millis(1));
-            size = fstat(fd, path)?.st_size as u64;
-        }
-        let head = Map::new(fd.0, PAGE, path)?;
-        let h = head.header();
-        while h.ready.load(SeqCst) != READY {
-            if h.ready.load(SeqCst) != 0 {
-                return Err(bad_file(path, "corrupt header (bad ready flag)"));
-            }
-            if start.elapsed() > INIT_WAIT {
-                let creator = h.creator_pid.load(SeqCst);
-                if creator > 0 && !sys::pid_alive(creator, 0) {
-                    return Ok(None);
-                }
-                return Err(bad_file(
-                    path,
-                    format_args!(
-                        "its creator (pid {creator}) has not finished initialising it after {:?}",
-                        INIT_WAIT
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        validate_header(h, path, l, server, size)?;
-        drop(head);
-        Ok(Some(Map::new(fd.0, l.total, path)?))
     }
 
     /// The file's path.
@@ -1593,9 +1386,9 @@ mod tests {
             })
             .collect();
         let mut records = 0u32;
-        let end = Instant::now() + Duration::from_secs(60);
+        let end = std::time::Instant::now() + Duration::from_secs(60);
         while waiters.iter().any(|h| !h.is_finished()) {
-            assert!(Instant::now() < end, "stress stuck");
+            assert!(std::time::Instant::now() < end, "stress stuck");
             if !r.slot().sync.is_set() {
                 r.slot().record(&f.waiter(), 1);
                 records += 1;

@@ -1,0 +1,474 @@
+//! The shared-file machinery common to the notify file ([`crate::shm`]) and the count-notify
+//! file ([`crate::cnt`]): creating a file exclusively and publishing its header, or attaching
+//! to one another process created — checking owner, type and mode, waiting (bounded) for its
+//! creator, validating the header — and the mappings and descriptors that close themselves.
+//!
+//! # The creation protocol
+//!
+//! The creator opens the path with `O_CREAT | O_EXCL` (so exactly one process creates), sets
+//! mode 0600, sizes the file with one `ftruncate` (so its size is 0 or the full size, never
+//! anything between), maps it, writes its pid and the header fields, and publishes the header
+//! by storing the ready word last. An opener that finds the file waits, at most
+//! [`INIT_WAIT`], for a non-zero size and then for the ready word. A file left at size 0 or
+//! unpublished by a creator that died is removed and created afresh (once) by a read-write
+//! opener; a size that is neither 0 nor at least a page cannot come from a creator and is
+//! reported at once.
+
+use std::ffi::CString;
+use std::fmt;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering::SeqCst};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::Error;
+
+use crate::error::SimError;
+use crate::sys;
+
+/// The page size the layouts are aligned to; every file is at least one page.
+pub(crate) const PAGE: usize = 4096;
+
+/// How long an opener waits for a creator to size the file and publish its header.
+pub(crate) const INIT_WAIT: Duration = Duration::from_secs(5);
+
+/// The value of a published header's ready word ("REDY").
+pub(crate) const READY: u32 = 0x5245_4459;
+
+/// The first bytes of a shared file: the words the creation protocol needs.
+///
+/// # Safety
+///
+/// Implementors must be made of atomics only (every bit pattern valid, shared access sound)
+/// and fit in [`PAGE`] bytes with an alignment of at most a page.
+pub(crate) unsafe trait FileHeader {
+    /// Written last by the creator: [`READY`] once the header is complete.
+    fn ready(&self) -> &AtomicU32;
+    /// The creating process, written first.
+    fn creator_pid(&self) -> &AtomicI32;
+}
+
+/// What a file is called in messages ("shared memory file", "count-notify file").
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Kind(pub &'static str);
+
+impl Kind {
+    /// An operating-system call on the file failed.
+    pub(crate) fn os_err(self, path: &Path, what: &str, e: std::io::Error) -> SimError {
+        SimError::new(
+            Error::DrvInternalError,
+            format!("{} {}: {what}: {e}", self.0, path.display()),
+        )
+    }
+
+    /// The file exists but cannot be used; says how to get rid of it.
+    pub(crate) fn bad_file(self, path: &Path, problem: impl fmt::Display) -> SimError {
+        SimError::new(
+            Error::DrvInternalError,
+            format!(
+                "{} {} is not usable: {problem} (remove it, e.g. with Sim::remove_namespace, \
+                 or use another ACL_NOTIFY_SIM_NAMESPACE)",
+                self.0,
+                path.display()
+            ),
+        )
+    }
+}
+
+/// A file descriptor closed on drop.
+pub(crate) struct Fd(libc::c_int);
+
+impl Drop for Fd {
+    fn drop(&mut self) {
+        // SAFETY: we own the descriptor and close it once.
+        unsafe { libc::close(self.0) };
+    }
+}
+
+fn fstat(fd: &Fd, path: &Path, kind: Kind) -> Result<libc::stat, SimError> {
+    // SAFETY: `stat` is plain data; zeroed is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open, `st` a valid out-pointer.
+    if unsafe { libc::fstat(fd.0, &mut st) } != 0 {
+        return Err(kind.os_err(path, "fstat", std::io::Error::last_os_error()));
+    }
+    Ok(st)
+}
+
+/// A shared mapping of a whole file, unmapped on drop (or handed over with
+/// [`into_raw`](Self::into_raw)).
+pub(crate) struct Map {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is owned by this value and only accessed through atomics by its users.
+unsafe impl Send for Map {}
+// SAFETY: as above.
+unsafe impl Sync for Map {}
+
+impl Map {
+    fn new(fd: &Fd, len: usize, writable: bool, path: &Path, kind: Kind) -> Result<Map, SimError> {
+        let prot = if writable {
+            libc::PROT_READ | libc::PROT_WRITE
+        } else {
+            libc::PROT_READ
+        };
+        // SAFETY: a fresh shared mapping of `len` bytes of an open fd, without an address
+        // hint, so no existing mapping is affected.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.0, 0) };
+        if p == libc::MAP_FAILED {
+            return Err(kind.os_err(path, "mmap", std::io::Error::last_os_error()));
+        }
+        Ok(Map {
+            base: p.cast(),
+            len,
+        })
+    }
+
+    /// The start of the mapping.
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// The file's header.
+    pub(crate) fn header<H: FileHeader>(&self) -> &H {
+        // SAFETY: every mapping is at least one page (the opener checks the size first) and
+        // page aligned; `FileHeader` types are atomics only and fit in a page.
+        unsafe { &*self.base.cast::<H>() }
+    }
+
+    /// Gives up ownership: the caller unmaps `len` bytes at the returned address.
+    pub(crate) fn into_raw(self) -> *mut u8 {
+        let p = self.base;
+        std::mem::forget(self);
+        p
+    }
+}
+
+impl Drop for Map {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` describe a mapping created by `Map::new`, unmapped only here.
+        unsafe { libc::munmap(self.base.cast(), self.len) };
+    }
+}
+
+/// How to open a shared file.
+pub(crate) struct Open<'a> {
+    pub(crate) path: &'a Path,
+    pub(crate) kind: Kind,
+    /// Create the file if it is missing (implies `writable`).
+    pub(crate) create: bool,
+    /// Map read-write (else read-only).
+    pub(crate) writable: bool,
+    /// The file's full size.
+    pub(crate) total: usize,
+    /// How long to wait for a racing creator ([`INIT_WAIT`]).
+    pub(crate) init_wait: Duration,
+}
+
+impl Open<'_> {
+    /// Creates the file (see the module docs) or attaches to it. `fill` writes the creator's
+    /// header fields (between the creator pid and the ready word); `validate` checks a
+    /// published header against what this process expects, given the file's size.
+    /// `Ok(None)` only when the file does not exist and `create` is off. A file abandoned
+    /// uninitialised by a dead creator is re-created (once) when `create` is on, else it is an
+    /// error.
+    pub(crate) fn open<H: FileHeader>(
+        &self,
+        fill: impl Fn(&H),
+        validate: impl Fn(&H, u64) -> Result<(), SimError>,
+    ) -> Result<Option<Map>, SimError> {
+        let (path, kind) = (self.path, self.kind);
+        let cpath = CString::new(path.as_os_str().as_bytes())
+            .map_err(|_| kind.bad_file(path, "its path contains NUL"))?;
+        let mut recreated = false;
+        loop {
+            if self.create {
+                // SAFETY: `cpath` is a valid C string; flags and mode are plain integers.
+                let fd = unsafe {
+                    libc::open(
+                        cpath.as_ptr(),
+                        libc::O_RDWR
+                            | libc::O_CREAT
+                            | libc::O_EXCL
+                            | libc::O_CLOEXEC
+                            | libc::O_NOFOLLOW,
+                        0o600 as libc::c_uint,
+                    )
+                };
+                if fd >= 0 {
+                    return self.initialise(&Fd(fd), fill).map(Some);
+                }
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EEXIST) {
+                    return Err(kind.os_err(path, "create", e));
+                }
+            }
+            let flags = if self.writable || self.create {
+                libc::O_RDWR
+            } else {
+                libc::O_RDONLY
+            };
+            // SAFETY: as above.
+            let fd =
+                unsafe { libc::open(cpath.as_ptr(), flags | libc::O_CLOEXEC | libc::O_NOFOLLOW) };
+            if fd < 0 {
+                let e = std::io::Error::last_os_error();
+                match e.raw_os_error() {
+                    Some(libc::ENOENT) if !self.create => return Ok(None),
+                    // Removed between our create attempt and this open: try again.
+                    Some(libc::ENOENT) if !recreated => {
+                        recreated = true;
+                        continue;
+                    }
+                    _ => return Err(kind.os_err(path, "open", e)),
+                }
+            }
+            match self.attach(&Fd(fd), &validate)? {
+                Some(m) => return Ok(Some(m)),
+                None if self.create && !recreated => {
+                    // Abandoned by a creator that died before initialising it: remove and
+                    // create afresh (once).
+                    recreated = true;
+                    let _ = std::fs::remove_file(path);
+                }
+                None => {
+                    return Err(kind.bad_file(
+                        path,
+                        "it was never initialised (its creator died while creating it)",
+                    ));
+                }
+            }
+        }
+    }
+
+    /// The creator's part: mode, size, header, publish. The file is removed on failure.
+    fn initialise<H: FileHeader>(&self, fd: &Fd, fill: impl Fn(&H)) -> Result<Map, SimError> {
+        let (path, kind) = (self.path, self.kind);
+        let fail = |what: &str, e: std::io::Error| {
+            let _ = std::fs::remove_file(path);
+            kind.os_err(path, what, e)
+        };
+        // SAFETY: `fd` is open; fchmod takes plain integers.
+        if unsafe { libc::fchmod(fd.0, 0o600) } != 0 {
+            return Err(fail("fchmod", std::io::Error::last_os_error()));
+        }
+        // SAFETY: as above, for ftruncate.
+        if unsafe { libc::ftruncate(fd.0, self.total as libc::off_t) } != 0 {
+            return Err(fail("ftruncate", std::io::Error::last_os_error()));
+        }
+        let map = Map::new(fd, self.total, true, path, kind).inspect_err(|_| {
+            let _ = std::fs::remove_file(path);
+        })?;
+        let h = map.header::<H>();
+        h.creator_pid().store(sys::getpid(), SeqCst);
+        fill(h);
+        h.ready().store(READY, SeqCst);
+        Ok(map)
+    }
+
+    /// An opener's part: owner, type and mode; wait (bounded) for the creator; validate.
+    /// `Ok(None)` if the file was abandoned uninitialised.
+    fn attach<H: FileHeader>(
+        &self,
+        fd: &Fd,
+        validate: &impl Fn(&H, u64) -> Result<(), SimError>,
+    ) -> Result<Option<Map>, SimError> {
+        let (path, kind) = (self.path, self.kind);
+        let st = fstat(fd, path, kind)?;
+        let uid = sys::geteuid();
+        if st.st_uid != uid {
+            return Err(kind.bad_file(
+                path,
+                format_args!(
+                    "it is owned by uid {}, not by this user (uid {uid})",
+                    st.st_uid
+                ),
+            ));
+        }
+        if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+            return Err(kind.bad_file(path, "it is not a regular file"));
+        }
+        if st.st_mode & 0o7777 != 0o600 {
+            return Err(kind.bad_file(
+                path,
+                format_args!("its mode is {:04o}, expected 0600", st.st_mode & 0o7777),
+            ));
+        }
+        let start = Instant::now();
+        let mut size = st.st_size as u64;
+        // A creator sizes the file in one step: only 0 (not sized yet) is worth waiting for.
+        while size == 0 {
+            if start.elapsed() > self.init_wait {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(1));
+            size = fstat(fd, path, kind)?.st_size as u64;
+        }
+        if size < PAGE as u64 {
+            return Err(kind.bad_file(path, format_args!("it is only {size} bytes long")));
+        }
+        let head = Map::new(fd, PAGE, false, path, kind)?;
+        let h = head.header::<H>();
+        while h.ready().load(SeqCst) != READY {
+            if h.ready().load(SeqCst) != 0 {
+                return Err(kind.bad_file(path, "corrupt header (bad ready word)"));
+            }
+            if start.elapsed() > self.init_wait {
+                let creator = h.creator_pid().load(SeqCst);
+                if creator > 0 && !sys::pid_alive(creator, 0) {
+                    return Ok(None);
+                }
+                return Err(kind.bad_file(
+                    path,
+                    format_args!(
+                        "its creator (pid {creator}) has not finished initialising it after {:?}",
+                        self.init_wait
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        validate(h, size)?;
+        drop(head);
+        Ok(Some(Map::new(fd, self.total, self.writable, path, kind)?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    use std::path::PathBuf;
+    use std::sync::atomic::AtomicU64;
+
+    #[repr(C)]
+    struct TestHeader {
+        ready: AtomicU32,
+        creator: AtomicI32,
+        value: AtomicU64,
+    }
+
+    // SAFETY: atomics only, 16 bytes.
+    unsafe impl FileHeader for TestHeader {
+        fn ready(&self) -> &AtomicU32 {
+            &self.ready
+        }
+        fn creator_pid(&self) -> &AtomicI32 {
+            &self.creator
+        }
+    }
+
+    struct TempPath(PathBuf);
+    impl TempPath {
+        fn new(tag: &str) -> TempPath {
+            let p = PathBuf::from(format!(
+                "/dev/shm/acl-notify-sim.unit-mapfile-{tag}-{}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_file(&p);
+            TempPath(p)
+        }
+        fn open(&self, create: bool, writable: bool) -> Open<'_> {
+            Open {
+                path: &self.0,
+                kind: Kind("test file"),
+                create,
+                writable,
+                total: 2 * PAGE,
+                init_wait: Duration::from_millis(100),
+            }
+        }
+        /// Plants a 0600 file with `bytes`.
+        fn plant(&self, bytes: &[u8]) {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&self.0)
+                .unwrap();
+            f.write_all(bytes).unwrap();
+            std::fs::set_permissions(&self.0, std::fs::Permissions::from_mode(0o600)).unwrap();
+        }
+    }
+    impl Drop for TempPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn fill(h: &TestHeader) {
+        h.value.store(42, SeqCst);
+    }
+
+    fn check(h: &TestHeader, size: u64) -> Result<(), SimError> {
+        if h.value.load(SeqCst) == 42 && size == 2 * PAGE as u64 {
+            Ok(())
+        } else {
+            Err(SimError::new(Error::DrvInternalError, "header mismatch"))
+        }
+    }
+
+    fn err_text(r: Result<Option<Map>, SimError>) -> String {
+        match r {
+            Err(e) => e.to_string(),
+            Ok(m) => panic!("opened: {:?}", m.is_some()),
+        }
+    }
+
+    #[test]
+    fn create_then_attach_read_only_and_missing_without_create() {
+        let p = TempPath::new("basic");
+        assert!(p.open(false, true).open(fill, check).unwrap().is_none());
+        let created = p.open(true, true).open(fill, check).unwrap().unwrap();
+        let h = created.header::<TestHeader>();
+        assert_eq!(h.ready.load(SeqCst), READY);
+        assert_eq!(h.creator.load(SeqCst), sys::getpid());
+        let ro = p.open(false, false).open(fill, check).unwrap().unwrap();
+        assert_eq!(ro.header::<TestHeader>().value.load(SeqCst), 42);
+        let meta = std::fs::metadata(&p.0).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o7777, 0o600);
+        assert_eq!(meta.len(), 2 * PAGE as u64);
+        // The validator's verdict is passed on.
+        h.value.store(7, SeqCst);
+        assert!(err_text(p.open(true, true).open(fill, check)).contains("header mismatch"));
+    }
+
+    /// A size no creator produces is refused at once, not after the creator wait.
+    #[test]
+    fn a_short_file_is_refused_at_once() {
+        let p = TempPath::new("short");
+        p.plant(&[1u8; 100]);
+        let t0 = Instant::now();
+        let e = err_text(p.open(true, true).open(fill, check));
+        assert!(
+            e.contains("only 100 bytes long") && e.contains("test file"),
+            "{e}"
+        );
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+    }
+
+    #[test]
+    fn a_bad_ready_word_is_corruption() {
+        let p = TempPath::new("ready");
+        let mut page = vec![0u8; 2 * PAGE];
+        page[..4].copy_from_slice(&0xdead_beef_u32.to_ne_bytes());
+        p.plant(&page);
+        let e = err_text(p.open(true, true).open(fill, check));
+        assert!(e.contains("bad ready word"), "{e}");
+    }
+
+    /// An empty file (a creator that died before sizing it) is re-created by a read-write
+    /// opener after the wait, and refused by a read-only one.
+    #[test]
+    fn an_abandoned_empty_file_is_recreated() {
+        let p = TempPath::new("empty");
+        p.plant(&[]);
+        let e = err_text(p.open(false, false).open(fill, check));
+        assert!(e.contains("never initialised"), "{e}");
+        let m = p.open(true, true).open(fill, check).unwrap().unwrap();
+        assert_eq!(m.header::<TestHeader>().value.load(SeqCst), 42);
+    }
+}
