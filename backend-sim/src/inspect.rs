@@ -11,9 +11,9 @@
 //! The files are written by other processes, so everything is validated: the header (magic,
 //! layout version, sizes, offsets, file size) before any offset is used, process-table states,
 //! holder and whitelist entries. A corrupt entry is reported in [`MachineSnapshot::problems`]
-//! and skipped; nothing here panics on bad memory. The header mirrors the simulator's own
-//! layout (`shm.rs`, version [`LAYOUT_VERSION`]); a file of another version is refused, and a
-//! unit test checks the mirror against a live machine.
+//! and skipped; nothing here panics on bad memory. The header and process-table types are the
+//! simulator's own (`shm.rs`, layout version [`LAYOUT_VERSION`]); a file of another version is
+//! refused.
 //!
 //! # Waiting threads
 //!
@@ -29,7 +29,7 @@ use std::ffi::CString;
 use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
 use acl_notify_core::pool::AtomicIdPool;
@@ -39,56 +39,13 @@ use acl_notify_core::{CreateFlags, Error, Soc};
 
 use crate::cnt::{CntFile, CntOpen};
 use crate::error::SimError;
-use crate::shm::{FILE_PREFIX, LAYOUT_VERSION, SHM_DIR, SLOT_BYTES, WHITELIST_BYTES};
+use crate::mapfile::{PAGE, READY};
+use crate::shm::{
+    FILE_PREFIX, Header, LAYOUT_VERSION, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING,
+    ProcEntry, SHM_DIR, SLOT_BYTES, WHITELIST_BYTES,
+};
 use crate::sys;
 
-const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
-const READY: u32 = 0x5245_4459;
-const PAGE: usize = 4096;
-const P_FREE: u32 = 0;
-const P_CLAIMING: u32 = 1;
-const P_ALIVE: u32 = 2;
-const P_RECLAIMING: u32 = 3;
-
-/// Mirror of the simulator's file header (`shm.rs`, layout version 1).
-#[repr(C)]
-struct Header {
-    magic: AtomicU64,
-    version: AtomicU32,
-    ready: AtomicU32,
-    header_size: AtomicU32,
-    slot_size: AtomicU32,
-    proc_entry_size: AtomicU32,
-    max_procs: AtomicU32,
-    device_header_size: AtomicU32,
-    pool_size: AtomicU32,
-    whitelist_size: AtomicU32,
-    soc: AtomicU32,
-    devices: AtomicU32,
-    server: AtomicU32,
-    max_notifies: AtomicU32,
-    creator_pid: AtomicI32,
-    total_size: AtomicU64,
-    procs_off: AtomicU64,
-    devs_off: AtomicU64,
-    pools_off: AtomicU64,
-    slots_off: AtomicU64,
-    whitelists_off: AtomicU64,
-}
-
-/// Mirror of a process-table entry (64 bytes).
-#[repr(C)]
-struct ProcEntry {
-    word: AtomicU64,
-    start_time: AtomicU64,
-    server: AtomicU32,
-    _r0: AtomicU32,
-    reclaimer: AtomicU64,
-    _r1: [AtomicU64; 4],
-}
-
-const _: () = assert!(std::mem::size_of::<ProcEntry>() == 64);
-const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
 const WL_WORDS: usize = std::mem::size_of::<Whitelist>() / 8;
 const _: () = assert!(std::mem::size_of::<Whitelist>() == WL_WORDS * 8);
 const _: () = assert!(WHITELIST_BYTES == 8 + WL_WORDS * 8);
@@ -1343,7 +1300,7 @@ mod tests {
         assert!(e.to_string().contains("does not exist"), "{e}");
     }
 
-    /// The header mirror reads exactly what the simulator wrote: budgets, notifies, owner,
+    /// The inspector reads exactly what the simulator wrote: budgets, notifies, owner,
     /// whitelist (with a dead PID), last recorder, count notifies, and a waiting stream thread
     /// named by its futex address.
     #[test]

@@ -58,53 +58,53 @@ pub const SHM_DIR: &str = "/dev/shm";
 /// File name prefix: `acl-notify-sim.<namespace>.srv<server>`.
 pub const FILE_PREFIX: &str = "acl-notify-sim.";
 
-const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// Bumped whenever the layout changes.
 pub const LAYOUT_VERSION: u32 = 1;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
-const P_FREE: u32 = 0;
-const P_CLAIMING: u32 = 1;
-const P_ALIVE: u32 = 2;
-const P_RECLAIMING: u32 = 3;
+pub(crate) const P_FREE: u32 = 0;
+pub(crate) const P_CLAIMING: u32 = 1;
+pub(crate) const P_ALIVE: u32 = 2;
+pub(crate) const P_RECLAIMING: u32 = 3;
 
 /// The file header. Atomics only: other processes write this memory.
 #[repr(C)]
-struct Header {
-    magic: AtomicU64,
-    version: AtomicU32,
-    ready: AtomicU32,
-    header_size: AtomicU32,
-    slot_size: AtomicU32,
-    proc_entry_size: AtomicU32,
-    max_procs: AtomicU32,
-    device_header_size: AtomicU32,
-    pool_size: AtomicU32,
-    whitelist_size: AtomicU32,
-    soc: AtomicU32,
-    devices: AtomicU32,
-    server: AtomicU32,
-    max_notifies: AtomicU32,
-    creator_pid: AtomicI32,
-    total_size: AtomicU64,
-    procs_off: AtomicU64,
-    devs_off: AtomicU64,
-    pools_off: AtomicU64,
-    slots_off: AtomicU64,
-    whitelists_off: AtomicU64,
+pub(crate) struct Header {
+    pub(crate) magic: AtomicU64,
+    pub(crate) version: AtomicU32,
+    pub(crate) ready: AtomicU32,
+    pub(crate) header_size: AtomicU32,
+    pub(crate) slot_size: AtomicU32,
+    pub(crate) proc_entry_size: AtomicU32,
+    pub(crate) max_procs: AtomicU32,
+    pub(crate) device_header_size: AtomicU32,
+    pub(crate) pool_size: AtomicU32,
+    pub(crate) whitelist_size: AtomicU32,
+    pub(crate) soc: AtomicU32,
+    pub(crate) devices: AtomicU32,
+    pub(crate) server: AtomicU32,
+    pub(crate) max_notifies: AtomicU32,
+    pub(crate) creator_pid: AtomicI32,
+    pub(crate) total_size: AtomicU64,
+    pub(crate) procs_off: AtomicU64,
+    pub(crate) devs_off: AtomicU64,
+    pub(crate) pools_off: AtomicU64,
+    pub(crate) slots_off: AtomicU64,
+    pub(crate) whitelists_off: AtomicU64,
 }
 
 /// One registered process.
 #[repr(C)]
-struct ProcEntry {
+pub(crate) struct ProcEntry {
     /// `state << 32 | pid as u32`.
-    word: AtomicU64,
-    start_time: AtomicU64,
-    server: AtomicU32,
-    _r0: AtomicU32,
+    pub(crate) word: AtomicU64,
+    pub(crate) start_time: AtomicU64,
+    pub(crate) server: AtomicU32,
+    pub(crate) _r0: AtomicU32,
     /// The process reclaiming this entry: `pid as u32 | (start_time as u32) << 32`.
-    reclaimer: AtomicU64,
-    _r1: [AtomicU64; 4],
+    pub(crate) reclaimer: AtomicU64,
+    pub(crate) _r1: [AtomicU64; 4],
 }
 
 /// Per-device bookkeeping.
