@@ -7,13 +7,14 @@
 //! `stale_destroy_ok` (destroying a stale handle succeeds), `batch_reset_noop`,
 //! `export_twice_ok` (a second export returns a key again), `whitelist_open` (import ignores
 //! the whitelist by exporting every notify openly), `ids_leak` (destroy never frees the id).
+//! `record_lost` drops count-notify records too.
 
 use std::time::Duration;
 
 use acl_notify_core::{
-    Backend, CreateFlags, ExportFlags, ExportKey, HostCall, HostOps, ImportFlags, NotifyInfo,
-    NotifyResources, RawNotify, RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus,
-    SyncWait, Timeout,
+    Backend, CntNotifyOps, CntRecord, CntWait, CreateFlags, ExportFlags, ExportKey, HostCall,
+    HostOps, ImportFlags, NotifyInfo, NotifyResources, RawCntNotify, RawNotify, RawStream,
+    ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 use acl_notify_sim::{Sim, SimError};
 
@@ -235,5 +236,44 @@ impl HostOps for Faulty {
     }
     fn notifies_free(&self, device: u32) -> Result<u32, SimError> {
         self.inner.notifies_free(device)
+    }
+}
+
+impl CntNotifyOps for Faulty {
+    fn cnt_create(&self, device: u32) -> Result<RawCntNotify, SimError> {
+        self.inner.cnt_create(device)
+    }
+    fn cnt_destroy(&self, cnt: RawCntNotify) -> Result<(), SimError> {
+        self.inner.cnt_destroy(cnt)
+    }
+    fn cnt_id(&self, cnt: RawCntNotify) -> Result<u32, SimError> {
+        self.inner.cnt_id(cnt)
+    }
+    fn cnt_record(
+        &self,
+        cnt: RawCntNotify,
+        stream: RawStream,
+        record: CntRecord,
+    ) -> Result<(), SimError> {
+        if self.fault == Fault::RecordLost {
+            self.inner.cnt_id(cnt)?;
+            self.inner.stream_device(stream)?;
+            return Ok(());
+        }
+        self.inner.cnt_record(cnt, stream, record)
+    }
+    fn cnt_wait(
+        &self,
+        cnt: RawCntNotify,
+        stream: RawStream,
+        wait: CntWait,
+    ) -> Result<(), SimError> {
+        self.inner.cnt_wait(cnt, stream, wait)
+    }
+    fn cnt_reset(&self, cnt: RawCntNotify, stream: RawStream) -> Result<(), SimError> {
+        self.inner.cnt_reset(cnt, stream)
+    }
+    fn cnt_notifies_free(&self, device: u32) -> Result<u32, SimError> {
+        self.inner.cnt_notifies_free(device)
     }
 }

@@ -17,7 +17,9 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use acl_notify_core::{Backend, BackendError, Error, HostOps, NotifyResources, Soc, StreamOps};
+use acl_notify_core::{
+    Backend, BackendError, CntNotifyOps, Error, HostOps, NotifyResources, Soc, StreamOps,
+};
 use acl_notify_sim::Sim;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
@@ -48,10 +50,13 @@ const SKIP_EXIT: i32 = 77;
 
 /// Everything a case needs from a backend.
 pub trait TestBackend:
-    Backend + NotifyResources + StreamOps + HostOps + Send + Sync + 'static
+    Backend + NotifyResources + StreamOps + HostOps + CntNotifyOps + Send + Sync + 'static
 {
 }
-impl<T: Backend + NotifyResources + StreamOps + HostOps + Send + Sync + 'static> TestBackend for T {}
+impl<T: Backend + NotifyResources + StreamOps + HostOps + CntNotifyOps + Send + Sync + 'static>
+    TestBackend for T
+{
+}
 
 /// The backend a trial runs against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

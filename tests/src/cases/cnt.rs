@@ -4,22 +4,20 @@
 //! the separate id pool and its machine-wide budget, handle and device checks, and 207000 on
 //! every SoC without count notifies.
 //!
-//! [`TestBackend`] does not require [`CntNotifyOps`] (yet), so these cases reach it by
-//! downcasting the backend to the two concrete backends that implement it, the simulator and
-//! the driver; any other backend (the fault-injection wrapper) reports them as skipped.
+//! Every [`TestBackend`] has [`CntNotifyOps`]; a driver whose library lacks the count-notify
+//! symbols (a CANN older than the 950's) reports these cases as skipped on the 950 SoCs.
 
-use std::any::Any;
 use std::time::Duration;
 
 use acl_notify_core::cnt::{MAX_CNT_NOTIFIES, max_cnt_notifies};
 use acl_notify_core::{
-    Backend, BackendError, CntNotifyOps, CntRecord, CntWait, CntWaitMode, CreateFlags, Error,
-    Feature, HostOps, RawCntNotify, RawStream, Soc, StreamDestroy, StreamOps, SyncWait,
+    BackendError, CntRecord, CntWait, CntWaitMode, CreateFlags, Error, Feature, RawCntNotify,
+    RawStream, Soc, StreamDestroy, SyncWait,
 };
 
 use super::case;
 use crate::check::{CaseResult, SKIP_PREFIX};
-use crate::harness::{Case, Ctx, DEVICES, TestBackend};
+use crate::harness::{BackendKind, Case, Ctx, DEVICES, TestBackend};
 use crate::util::secs;
 
 /// SoCs with count notifies (the 950 family).
@@ -55,36 +53,22 @@ pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
     ]
 }
 
-/// What these cases need: a [`TestBackend`]-like backend that also has count notifies.
-trait CntBackend: Backend + StreamOps + HostOps + CntNotifyOps + Sync {}
-impl<T: Backend + StreamOps + HostOps + CntNotifyOps + Sync> CntBackend for T {}
-
-/// Runs `f` on the concrete backend behind `ctx.b` when it has count notifies.
+/// Runs `f` on `ctx.b` (skipped for a driver without count notifies).
 fn with_cnt<B: TestBackend>(ctx: &Ctx<'_, B>, f: fn(&dyn Probe) -> CaseResult) -> CaseResult {
-    let any: &dyn Any = ctx.b;
-    if let Some(sim) = any.downcast_ref::<acl_notify_sim::Sim>() {
-        return f(&On {
-            b: sim,
-            soc: ctx.soc,
-        });
+    if ctx.kind == BackendKind::Driver
+        && let Some(skip) = driver_without_cnt(ctx.b, ctx.soc)
+    {
+        return Err(skip);
     }
-    if let Some(drv) = any.downcast_ref::<acl_notify_driver::Driver>() {
-        if let Some(skip) = driver_without_cnt(drv, ctx.soc) {
-            return Err(skip);
-        }
-        return f(&On {
-            b: drv,
-            soc: ctx.soc,
-        });
-    }
-    Err(format!(
-        "{SKIP_PREFIX}this backend wrapper does not expose CntNotifyOps"
-    ))
+    f(&On {
+        b: ctx.b,
+        soc: ctx.soc,
+    })
 }
 
 /// The driver answers 207000 on a 950 SoC when its library lacks the `aclrtCntNotify*`
 /// symbols (a CANN older than the 950's): not applicable, like `HostOps`.
-fn driver_without_cnt(d: &acl_notify_driver::Driver, soc: Soc) -> Option<String> {
+fn driver_without_cnt<B: TestBackend>(d: &B, soc: Soc) -> Option<String> {
     match d.cnt_notifies_free(0) {
         Err(e) if cnt(soc) && e.kind() == Error::FeatureNotSupport => Some(format!(
             "{SKIP_PREFIX}the driver's library lacks the count-notify symbols ({e})"
@@ -120,7 +104,7 @@ fn e<E: BackendError>(e: E) -> (Error, String) {
     (e.kind(), e.to_string())
 }
 
-impl<C: CntBackend> Probe for On<'_, C> {
+impl<C: TestBackend> Probe for On<'_, C> {
     fn soc(&self) -> Soc {
         self.soc
     }
