@@ -1,6 +1,8 @@
 //! `cargo xtask ci-long`: the checks too slow for every `cargo xtask test` — loom model
 //! checking of the shared-memory protocols with a higher preemption bound, the core's unit
-//! tests under Miri, each fuzz target for minutes, and a longer stress run with faults.
+//! tests under Miri, each fuzz target for minutes, a longer stress run with faults, and the
+//! conformance suite against each broken simulator of `tests/src/fault.rs` (every one must be
+//! caught by at least one case).
 //! Each step has a hard deadline; every step runs, then failures are summarised.
 //!
 //! Also the loom and Miri steps on their own, for `cargo xtask test` to call
@@ -31,7 +33,7 @@ pub struct CiLongArgs {
     /// skip the Miri step
     #[argh(switch)]
     pub no_miri: bool,
-    /// run only this step: loom, miri, fuzz or stress
+    /// run only this step: loom, miri, fuzz, stress or faults
     #[argh(option)]
     pub only: Option<String>,
 }
@@ -52,7 +54,7 @@ pub const MIRI_SKIP: [&str; 6] = [
 ];
 
 pub fn ci_long(a: &CiLongArgs) -> Result<(), String> {
-    const STEPS: [&str; 4] = ["loom", "miri", "fuzz", "stress"];
+    const STEPS: [&str; 5] = ["loom", "miri", "fuzz", "stress", "faults"];
     if let Some(o) = &a.only
         && !STEPS.contains(&o.as_str())
     {
@@ -80,6 +82,9 @@ pub fn ci_long(a: &CiLongArgs) -> Result<(), String> {
                 target: None,
             })
         });
+    }
+    if want("faults") {
+        steps.run("conformance suite against broken simulators", faults);
     }
     if !want("stress") {
         return steps.finish("ci-long");
@@ -131,4 +136,82 @@ pub fn miri() -> Result<(), String> {
         c.args(["--skip", s]);
     }
     run_with_deadline(&mut c, Duration::from_secs(3600))
+}
+
+/// The faults of `tests/src/fault.rs` (`ACL_NOTIFY_TEST_FAULT`).
+pub const FAULTS: [&str; 8] = [
+    "record_lost",
+    "wait_no_reset",
+    "timeout_forever",
+    "stale_destroy_ok",
+    "batch_reset_noop",
+    "export_twice_ok",
+    "whitelist_open",
+    "ids_leak",
+];
+
+/// Checks the suite itself: the simulator trials of one SoC with every IPC and count-notify
+/// feature (Ascend950PR) run against each broken simulator, and each run must fail — some
+/// case must catch the broken rule. Prints how many cases caught each.
+pub fn faults() -> Result<(), String> {
+    const SOC_FILTER: &str = "sim::Ascend950PR::";
+    let mut build = cargo();
+    build.args([
+        "test",
+        "--no-run",
+        "-p",
+        "acl-notify-tests",
+        "--test",
+        "conformance",
+    ]);
+    run_with_deadline(&mut build, Duration::from_secs(1800))?;
+    let log_dir = root().join("target").join("acl-notify").join("faults");
+    std::fs::create_dir_all(&log_dir).map_err(|e| format!("{}: {e}", log_dir.display()))?;
+    let mut missed = Vec::new();
+    for fault in FAULTS {
+        let log = log_dir.join(format!("{fault}.log"));
+        let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out
+            .try_clone()
+            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut c = cargo();
+        c.args([
+            "test",
+            "-q",
+            "-p",
+            "acl-notify-tests",
+            "--test",
+            "conformance",
+            "--",
+        ])
+        .arg(SOC_FILTER)
+        .env("ACL_NOTIFY_TEST_FAULT", fault)
+        .stdout(out)
+        .stderr(err);
+        let shown = format!("conformance with {fault}");
+        let st = crate::fuzz::wait_with_deadline(
+            crate::fuzz::spawn_group(&mut c, &shown)?,
+            Duration::from_secs(600),
+            &shown,
+        )?;
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let failed = text
+            .lines()
+            .filter(|l| l.starts_with("test ") && l.trim_end().ends_with("FAILED"))
+            .count();
+        if st.success() || failed == 0 {
+            println!("  {fault:<18} NOT CAUGHT (log: {})", log.display());
+            missed.push(fault);
+        } else {
+            println!("  {fault:<18} caught by {failed} case(s)");
+        }
+    }
+    if missed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the conformance suite passes against a simulator with these rules broken: {}",
+            missed.join(", ")
+        ))
+    }
 }
