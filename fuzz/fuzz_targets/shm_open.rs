@@ -12,9 +12,8 @@
 //! Corruption may legitimately make calls fail; it must never make them misbehave.
 //!
 //! The `ready` word of the header (bytes 12..16) is left alone, and the file is never made
-//! shorter than a page: both mean "a creator is still initialising", and an opener
-//! legitimately waits (bounded, 5 s) for it; those paths are covered by the simulator's own
-//! tests.
+//! empty: both mean "a creator is still initialising", and an opener legitimately waits
+//! (bounded, 5 s) for it; those paths are covered by the simulator's own tests.
 #![no_main]
 
 use std::fs::OpenOptions;
@@ -33,7 +32,6 @@ use libfuzzer_sys::fuzz_target;
 
 const SOC: Soc = Soc::Ascend310P;
 const DEVICES: u32 = 2;
-const PAGE: u64 = 4096;
 /// The header's `ready` word, left to the creator (see the module docs).
 const READY_WORD: std::ops::Range<u64> = 12..16;
 
@@ -179,9 +177,10 @@ fn apply(env: &Env, patches: &[Patch]) {
             }
             Patch::Anywhere { off, bytes } => write(u64::from(*off) % len, bytes),
             Patch::Resize { size } => {
-                // Not below one page: a shorter file is one whose creator has not sized it
-                // yet, and openers wait (bounded, 5 s) for it — by design, not a hang.
-                let _ = f.set_len(PAGE + u64::from(*size) % (len * 2 - PAGE));
+                // Never empty: an empty file is one whose creator has not sized it yet, and
+                // openers wait (bounded, 5 s) for it — by design, not a hang. Any other size,
+                // a page or less included, must be refused or used at once.
+                let _ = f.set_len(1 + u64::from(*size) % (len * 2 - 1));
             }
         }
     }
