@@ -874,10 +874,12 @@ impl CntNotifyOps for Sim {
             )
             .duration();
         self.enqueue(&s, stream, move |ctx| {
-            let token = ctx.cancel_token();
-            let r2 = Arc::clone(&r);
-            let _guard = ctx.on_cancel(move || r2.slot().wake_all(&r2.file.waiter()));
-            let cancel = move || token.is_cancelled();
+            // As for a notify wait: the waker is registered only when the wait would block.
+            let lazy = ctx.lazy_cancel(|| {
+                let r2 = Arc::clone(&r);
+                move || r2.slot().wake_all(&r2.file.waiter())
+            });
+            let cancel = || lazy.check();
             let out = r.slot().wait(
                 &r.file.waiter(),
                 wait.mode,

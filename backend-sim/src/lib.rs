@@ -26,7 +26,7 @@
 //!   a 65th gets 207005 until a registered process exits or dies); 16 waiters per notify hold
 //!   a FIFO ticket at once, further waiters wait for a ticket (see [`acl_notify_core::table`]).
 //! - Memory: the file is sparse (an 8 × 65535 Ascend950PR machine is a 600 MiB file with
-//!   12 KiB allocated after open). A notify in use costs its 160-byte slot plus 3 bytes of
+//!   12 KiB allocated after open). A notify in use costs its 192-byte slot plus 3 bytes of
 //!   pool; an exported notify one more 1040-byte whitelist (measured by
 //!   `shm::tests::sparse_file_and_bytes_per_notify`).
 //! - A wait blocked on a stream notices a discarding destroy at once (the stream's cancel
@@ -67,7 +67,7 @@ pub use shm::GcReport;
 
 use handles::Slab;
 use shm::{CreateError, OpenMode, ShmFile, SlotRef};
-use stream::{Stream, StreamConfig, TaskCtx};
+use stream::{Job, Stream, StreamConfig, Task, TaskCtx};
 
 /// Environment variable naming the SoC family (default `Ascend910B`).
 pub const ENV_SOC: &str = "ACL_NOTIFY_SIM_SOC";
@@ -321,7 +321,7 @@ struct NotifyEntry {
 }
 
 struct StreamEntry {
-    stream: Arc<Stream<SimError>>,
+    stream: Arc<SimStream>,
     device: u32,
     default: bool,
 }
@@ -515,7 +515,7 @@ impl Sim {
         })
     }
 
-    fn stream(&self, h: RawStream) -> Result<(Arc<Stream<SimError>>, u32), SimError> {
+    fn stream(&self, h: RawStream) -> Result<(Arc<SimStream>, u32), SimError> {
         let t = read(&self.inner.streams);
         let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
         Ok((Arc::clone(&e.stream), e.device))
@@ -648,11 +648,15 @@ impl Sim {
 
     fn enqueue(
         &self,
-        stream: &Stream<SimError>,
+        stream: &SimStream,
         h: RawStream,
         task: impl FnOnce(&TaskCtx) -> Result<(), SimError> + Send + 'static,
     ) -> Result<(), SimError> {
-        stream.enqueue(task).map_err(|e| {
+        self.enqueue_job(stream, h, SimJob::Other(Box::new(task)))
+    }
+
+    fn enqueue_job(&self, stream: &SimStream, h: RawStream, job: SimJob) -> Result<(), SimError> {
+        stream.enqueue_job(job).map_err(|e| {
             if e.kind() == Error::InvalidHandle {
                 bad_stream(h)
             } else {
@@ -711,6 +715,69 @@ fn wait_outcome_error(
                 r.file().path().display()
             ),
         )),
+    }
+}
+
+/// A simulator stream: its queue holds [`SimJob`]s.
+type SimStream = Stream<SimError, SimJob>;
+
+/// What a simulator stream runs: records, waits and host functions as plain values (no
+/// allocation per task), anything else as a boxed closure.
+enum SimJob {
+    Record {
+        r: Arc<SlotRef>,
+        pid: i32,
+    },
+    Wait {
+        r: Arc<SlotRef>,
+        timeout: Option<Duration>,
+    },
+    Host(HostCall),
+    Other(Task<SimError>),
+}
+
+impl From<Task<SimError>> for SimJob {
+    fn from(task: Task<SimError>) -> Self {
+        SimJob::Other(task)
+    }
+}
+
+impl Job<SimError> for SimJob {
+    /// The task's reference to the notify: its counter is shared with every thread using the
+    /// notify, so its drop waits until the worker is between jobs (see [`Job::run`]).
+    type Remains = Option<Arc<SlotRef>>;
+
+    fn run(self, ctx: &TaskCtx) -> (Result<(), SimError>, Self::Remains) {
+        match self {
+            SimJob::Record { r, pid } => {
+                r.slot().record(&r.file().waiter(), pid);
+                (Ok(()), Some(r))
+            }
+            SimJob::Wait { r, timeout } => {
+                // On a discarding destroy, wake the sleeping wait so it sees the cancel flag
+                // (a wake that races ahead of the sleep is caught by the table's bounded
+                // sleeps). Registered only once the wait is about to sleep: a record that is
+                // there at once or arrives while the wait spins costs no registration.
+                let lazy = ctx.lazy_cancel(|| {
+                    let r2 = Arc::clone(&r);
+                    move || r2.slot().sync.wake_all(&r2.file().waiter())
+                });
+                let out = slot_wait(&r, timeout, &|| lazy.check());
+                let result =
+                    wait_outcome_error(out, &r, timeout, Error::TaskTimeout, "stream wait");
+                drop(lazy);
+                (result, Some(r))
+            }
+            SimJob::Host(call) => {
+                call.call();
+                (Ok(()), None)
+            }
+            SimJob::Other(task) => (task(ctx), None),
+        }
+    }
+
+    fn may_block(&self) -> bool {
+        !matches!(self, SimJob::Record { .. })
     }
 }
 
@@ -1119,13 +1186,11 @@ impl StreamOps for Sim {
         self.notify_calls()?;
         let v = self.notify(notify)?;
         let (s, _) = self.stream(stream)?;
-        let r = v.r;
-        let pid = self.inner.pid;
-        self.enqueue(&s, stream, move |_| {
-            let file = r.file();
-            r.slot().record(&file.waiter(), pid);
-            Ok(())
-        })
+        let job = SimJob::Record {
+            r: v.r,
+            pid: self.inner.pid,
+        };
+        self.enqueue_job(&s, stream, job)
     }
 
     fn wait_and_reset(
@@ -1143,17 +1208,7 @@ impl StreamOps for Sim {
         let t = timeout
             .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
             .duration();
-        let r = v.r;
-        self.enqueue(&s, stream, move |ctx| {
-            let token = ctx.cancel_token();
-            let r2 = Arc::clone(&r);
-            // On a discarding destroy, wake the sleeping wait so it sees the cancel flag
-            // (a wake that races ahead of the sleep is caught by the table's bounded sleeps).
-            let _guard = ctx.on_cancel(move || r2.slot().sync.wake_all(&r2.file().waiter()));
-            let cancel = move || token.is_cancelled();
-            let out = slot_wait(&r, t, &cancel);
-            wait_outcome_error(out, &r, t, Error::TaskTimeout, "stream wait")
-        })
+        self.enqueue_job(&s, stream, SimJob::Wait { r: v.r, timeout: t })
     }
 
     fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), SimError> {
@@ -1202,10 +1257,7 @@ impl StreamOps for Sim {
 
     fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), SimError> {
         let (s, _) = self.stream(stream)?;
-        self.enqueue(&s, stream, move |_| {
-            call.call();
-            Ok(())
-        })
+        self.enqueue_job(&s, stream, SimJob::Host(call))
     }
 
     fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), SimError> {

@@ -21,7 +21,7 @@
 //! | process table | [`MAX_PROCS`] × 64 B |
 //! | device headers | devices × 64 B |
 //! | id pools | devices × `size_of::<AtomicIdPool<N>>()` (N = SoC maximum) |
-//! | notify slots | devices × N × 160 B |
+//! | notify slots | devices × N × 192 B |
 //! | whitelists (IPC SoCs only) | devices × N × 1040 B, indexed by notify id |
 //!
 //! The whitelist slab is indexed by notify id rather than allocated from a pool: its pages are
@@ -60,7 +60,7 @@ pub const FILE_PREFIX: &str = "acl-notify-sim.";
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// Bumped whenever the layout changes.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;
@@ -1010,6 +1010,9 @@ impl Waiter for SimWaiter<'_> {
     fn now_ns(&self) -> u64 {
         sys::now_ns()
     }
+    fn stamp_ns(&self) -> u64 {
+        sys::coarse_now_ns()
+    }
     fn proc_alive(&self, proc: u32) -> bool {
         self.file.proc_alive(proc)
     }
@@ -1217,7 +1220,7 @@ mod tests {
 
     #[test]
     fn layout_sizes() {
-        assert_eq!(SLOT_BYTES, 160);
+        assert_eq!(SLOT_BYTES, 192);
         assert_eq!(WHITELIST_BYTES, 1040);
         let l = Layout::new(Soc::Ascend950PR, 8).unwrap();
         assert!(l.total > 8 * 65535 * (SLOT_BYTES + WHITELIST_BYTES));

@@ -20,7 +20,8 @@
 //! - [`Stream::destroy`] with [`StreamDestroy::Drain`] (`aclrtDestroyStream`) runs every queued
 //!   task, then joins the worker. [`StreamDestroy::Discard`] (`aclrtDestroyStreamForce`) drops
 //!   the tasks that have not started (their closures, and what they captured, are dropped on
-//!   the destroying thread), cancels the running one (see below), and joins.
+//!   the destroying thread — except the few the worker had already taken from the queue, see
+//!   below, which it drops itself), cancels the running one (see below), and joins.
 //! - **Drop is `Discard`.** CANN's `aclrtDestroyStream` waits for the queued tasks, and so does
 //!   an explicit `destroy(Drain)` here — including a wait that is never recorded, which then
 //!   blocks for ever, exactly like CANN. An implicit drop (unwinding, a backend torn down, a
@@ -53,10 +54,14 @@
 //!
 //! # The hot path
 //!
-//! `enqueue` boxes the closure, then takes the queue mutex for a `VecDeque::push_back` and one
-//! counter increment (a few dozen instructions; no syscall unless the lock is contended or the
-//! queue is full), and issues a wake syscall only when the worker has announced that it is
-//! asleep (an atomic flag, checked with a Dekker-style `SeqCst` handshake). The worker, having
+//! A queue holds [`Job`]s: boxed closures by default, or the owner's own job type (the
+//! simulator's records and waits are plain enum values, so they cost no allocation).
+//! `enqueue` takes the queue mutex for a `VecDeque::push_back` and one counter increment (a
+//! few dozen instructions; no syscall unless the lock is contended or the queue is full), and
+//! issues a wake syscall only when the worker has announced that it is asleep (an atomic flag,
+//! checked with a Dekker-style `SeqCst` handshake). The worker takes up to 16 queued tasks per
+//! lock of the queue and runs them in order (so up to `capacity + 15` tasks can be pending;
+//! `queued` counts those still in the queue). The worker, having
 //! run out of tasks, spins on the enqueue counter for a bounded time
 //! ([`StreamConfig::spin`], default [`DEFAULT_SPIN`]) before it parks on its thread's futex
 //! (`std::thread::park`, whose token makes an unpark that races ahead of the park harmless).
@@ -69,9 +74,10 @@
 //! ([`Stream::stats`]) are single-writer plain stores on the worker side, so they cost nothing
 //! measurable. `examples/stream_handoff.rs` measures the handoff against a raw futex wake.
 
-use std::cell::Cell;
+use std::cell::{Cell, OnceCell};
 use std::collections::VecDeque;
 use std::fmt;
+use std::marker::PhantomData;
 use std::mem;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
@@ -89,6 +95,42 @@ pub const DEFAULT_SPIN: Duration = Duration::from_micros(10);
 
 /// A unit of work on a stream: runs once on the stream's worker, in enqueue order.
 pub type Task<E> = Box<dyn FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static>;
+
+/// What a stream's queue holds: a boxed closure ([`Task`], the default), or a caller's own
+/// type — e.g. an enum of its frequent operations, so that they cost no allocation.
+pub trait Job<E>: Send + 'static {
+    /// What the job hands back to be dropped later (see [`run`](Self::run)); `()` for none.
+    type Remains;
+
+    /// Runs the job on the stream's worker. Besides its result it may return *remains*:
+    /// values whose drop is costly but not urgent (e.g. the last reference to something
+    /// shared with other threads, whose counter would have to be pulled from their caches).
+    /// The worker drops them after the job is retired, off the path from this job to the
+    /// next, but never later than: before a job that [may block](Self::may_block) starts,
+    /// and before the last of the tasks it has taken from the queue is retired (so when a
+    /// `synchronize` returns, the remains of the tasks it waited for are dropped, unless
+    /// other tasks were queued behind them meanwhile and have not all run yet).
+    fn run(self, ctx: &TaskCtx) -> (Result<(), E>, Self::Remains);
+
+    /// Whether the job may block for long (a wait, a user callback). Remains of earlier jobs
+    /// are dropped before such a job starts. The default is `true`.
+    fn may_block(&self) -> bool {
+        true
+    }
+}
+
+impl<E: 'static> Job<E> for Task<E> {
+    type Remains = ();
+
+    fn run(self, ctx: &TaskCtx) -> (Result<(), E>, ()) {
+        (self(ctx), ())
+    }
+}
+
+/// How many queued tasks the worker takes per lock of the queue. They leave the queue
+/// together (so up to `capacity + TAKE - 1` tasks can be pending) and still run one by one, in
+/// order; a discarding destroy drops the taken ones that have not started on the worker.
+const TAKE: usize = 16;
 
 /// A waker registered with [`TaskCtx::on_cancel`].
 type Waker = Box<dyn Fn() + Send + Sync + 'static>;
@@ -196,6 +238,13 @@ fn bump(counter: &AtomicU64) {
 fn drop_quietly<T>(value: T) {
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(value))) {
         mem::forget(payload);
+    }
+}
+
+/// Drops every value of `v` (quietly, see [`drop_quietly`]), keeping its allocation.
+fn drop_all<T>(v: &mut Vec<T>) {
+    for value in v.drain(..) {
+        drop_quietly(value);
     }
 }
 
@@ -332,6 +381,24 @@ impl TaskCtx {
         OnCancel { ctx: self }
     }
 
+    /// A cancel check for a wait primitive that asks "cancelled?" only right before it blocks
+    /// (as the notify table does: never on its fast path or while it spins). The first
+    /// [`LazyCancel::check`] registers the waker `make` builds, exactly as
+    /// [`on_cancel`](Self::on_cancel) would, then answers [`is_cancelled`](Self::is_cancelled);
+    /// so a wait that completes without blocking registers nothing — no lock, no allocation.
+    /// The waker stays registered until the returned value is dropped.
+    pub fn lazy_cancel<F, W>(&self, make: F) -> LazyCancel<'_, F>
+    where
+        F: FnOnce() -> W,
+        W: Fn() + Send + Sync + 'static,
+    {
+        LazyCancel {
+            ctx: self,
+            make: Cell::new(Some(make)),
+            guard: OnceCell::new(),
+        }
+    }
+
     /// Sleeps for `duration`, returning early with [`Cancelled`] if the stream is cancelled.
     pub fn sleep(&self, duration: Duration) -> Result<(), Cancelled> {
         let deadline = Instant::now().checked_add(duration);
@@ -388,8 +455,39 @@ impl fmt::Debug for OnCancel<'_> {
     }
 }
 
-struct Queue<E> {
-    tasks: VecDeque<Task<E>>,
+/// A cancel check that registers its waker on first use; see [`TaskCtx::lazy_cancel`].
+pub struct LazyCancel<'a, F> {
+    ctx: &'a TaskCtx,
+    make: Cell<Option<F>>,
+    guard: OnceCell<OnCancel<'a>>,
+}
+
+impl<F, W> LazyCancel<'_, F>
+where
+    F: FnOnce() -> W,
+    W: Fn() + Send + Sync + 'static,
+{
+    /// Registers the waker (first call only), then reports whether the stream is cancelled.
+    /// Registering first makes "check, then block until the waker's state change" race-free,
+    /// as with [`TaskCtx::on_cancel`].
+    pub fn check(&self) -> bool {
+        if let Some(make) = self.make.take() {
+            let _ = self.guard.set(self.ctx.on_cancel(make()));
+        }
+        self.ctx.is_cancelled()
+    }
+}
+
+impl<F> fmt::Debug for LazyCancel<'_, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LazyCancel")
+            .field("registered", &self.guard.get().is_some())
+            .finish()
+    }
+}
+
+struct Queue<J> {
+    tasks: VecDeque<J>,
     /// Producers waiting on `not_full`.
     blocked: usize,
 }
@@ -404,8 +502,8 @@ struct WorkerCounters {
     spin_hits: AtomicU64,
 }
 
-struct Shared<E> {
-    queue: Mutex<Queue<E>>,
+struct Shared<E, J> {
+    queue: Mutex<Queue<J>>,
     not_full: Condvar,
     capacity: usize,
     spin: Duration,
@@ -431,34 +529,40 @@ struct Shared<E> {
     worker: WorkerCounters,
     last_panic: Mutex<Option<String>>,
     control: Arc<Control>,
+    _error: PhantomData<fn() -> E>,
 }
 
-enum Next<E> {
-    Run(Task<E>),
+enum Next {
+    /// Tasks were moved to the worker's local queue.
+    Run,
     Empty,
     Exit,
 }
 
-impl<E: From<Error> + Send + 'static> Shared<E> {
+impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     fn has_work(&self, popped: u64) -> bool {
         self.enqueued.load(Ordering::SeqCst) != popped || self.state.load(Ordering::SeqCst) != OPEN
     }
 
-    fn next(&self) -> Next<E> {
+    /// Moves up to [`TAKE`] tasks from the queue to the worker's `local` queue (empty).
+    fn next(&self, local: &mut VecDeque<J>) -> Next {
         let mut q = lock(&self.queue);
         if self.state.load(Ordering::Relaxed) == DISCARDING {
             return Next::Exit;
         }
-        match q.tasks.pop_front() {
-            Some(task) => {
-                if q.blocked > 0 {
-                    self.not_full.notify_one();
-                }
-                Next::Run(task)
-            }
-            None if self.state.load(Ordering::Relaxed) == DRAINING => Next::Exit,
-            None => Next::Empty,
+        let n = q.tasks.len().min(TAKE);
+        if n == 0 {
+            return if self.state.load(Ordering::Relaxed) == DRAINING {
+                Next::Exit
+            } else {
+                Next::Empty
+            };
         }
+        local.extend(q.tasks.drain(..n));
+        if q.blocked > 0 {
+            self.not_full.notify_all();
+        }
+        Next::Run
     }
 
     /// Waits for work: spins for `self.spin`, then parks until an enqueuer or destroy wakes us.
@@ -480,10 +584,19 @@ impl<E: From<Error> + Send + 'static> Shared<E> {
         self.sleeping.store(false, Ordering::Relaxed);
     }
 
-    fn run(&self, task: Task<E>, ctx: &TaskCtx) {
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| task(ctx)));
+    /// Runs `task`; its remains join `remains`, which are dropped before the task is retired
+    /// if `last` (no more tasks taken from the queue).
+    fn run(&self, task: J, ctx: &TaskCtx, remains: &mut Vec<J::Remains>, last: bool) {
+        let outcome = panic::catch_unwind(AssertUnwindSafe(|| task.run(ctx)));
         ctx.disarm();
         bump(&self.worker.completed);
+        let outcome = outcome.map(|(result, rest)| {
+            remains.push(rest);
+            result
+        });
+        if last {
+            drop_all(remains);
+        }
         match outcome {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
@@ -536,19 +649,26 @@ impl<E: From<Error> + Send + 'static> Shared<E> {
             armed: Cell::new(false),
         };
         let mut popped: u64 = 0;
+        let mut local: VecDeque<J> = VecDeque::with_capacity(TAKE);
+        let mut remains = Vec::with_capacity(TAKE);
         loop {
-            match self.next() {
-                Next::Run(task) => {
-                    popped += 1;
-                    if ctx.is_cancelled() {
-                        // Taken just before a discard: drop it unrun, like the rest.
-                        drop_quietly(task);
-                        self.discarded.fetch_add(1, Ordering::Relaxed);
-                        self.retire(1);
-                    } else {
-                        self.run(task, &ctx);
+            if let Some(task) = local.pop_front() {
+                if ctx.is_cancelled() {
+                    // Taken before a discard: drop it unrun, like the rest.
+                    drop_all(&mut remains);
+                    drop_quietly(task);
+                    self.discarded.fetch_add(1, Ordering::Relaxed);
+                    self.retire(1);
+                } else {
+                    if task.may_block() {
+                        drop_all(&mut remains);
                     }
+                    self.run(task, &ctx, &mut remains, local.is_empty());
                 }
+                continue;
+            }
+            match self.next(&mut local) {
+                Next::Run => popped += local.len() as u64,
                 Next::Empty => self.idle(popped),
                 Next::Exit => break,
             }
@@ -562,14 +682,14 @@ impl<E: From<Error> + Send + 'static> Shared<E> {
 
 /// An in-order asynchronous task queue with its own worker thread. `Send + Sync`: share it
 /// (e.g. in an `Arc`) between the threads that enqueue, synchronize and query.
-pub struct Stream<E: From<Error> + Send + 'static> {
-    shared: Arc<Shared<E>>,
+pub struct Stream<E: From<Error> + Send + 'static, J: Job<E> = Task<E>> {
+    shared: Arc<Shared<E, J>>,
     worker: Mutex<Option<JoinHandle<()>>>,
     tid: i32,
     name: String,
 }
 
-impl<E: From<Error> + Send + 'static> Stream<E> {
+impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Starts a stream with the default configuration; `name` names its worker thread.
     ///
     /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
@@ -608,6 +728,7 @@ impl<E: From<Error> + Send + 'static> Stream<E> {
             worker: WorkerCounters::default(),
             last_panic: Mutex::new(None),
             control,
+            _error: PhantomData,
         });
         let (tx, rx) = mpsc::channel();
         let for_worker = Arc::clone(&shared);
@@ -633,14 +754,25 @@ impl<E: From<Error> + Send + 'static> Stream<E> {
     pub fn enqueue<F>(&self, task: F) -> Result<(), E>
     where
         F: FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static,
+        J: From<Task<E>>,
     {
-        self.enqueue_boxed(Box::new(task))
+        self.enqueue_job(J::from(Box::new(task)))
     }
 
     /// [`enqueue`](Self::enqueue) for an already boxed task.
     ///
     /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed.
-    pub fn enqueue_boxed(&self, task: Task<E>) -> Result<(), E> {
+    pub fn enqueue_boxed(&self, task: Task<E>) -> Result<(), E>
+    where
+        J: From<Task<E>>,
+    {
+        self.enqueue_job(J::from(task))
+    }
+
+    /// [`enqueue`](Self::enqueue) for a job of the stream's own job type (no allocation).
+    ///
+    /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed.
+    pub fn enqueue_job(&self, task: J) -> Result<(), E> {
         let s = &*self.shared;
         {
             let mut q = lock(&s.queue);
@@ -820,7 +952,8 @@ impl<E: From<Error> + Send + 'static> Stream<E> {
         }
     }
 
-    /// Tasks queued and not yet started (the running one excluded).
+    /// Tasks in the queue (not counting the running one, nor up to 15 more the worker has
+    /// taken from the queue and runs next).
     pub fn queued(&self) -> usize {
         lock(&self.shared.queue).tasks.len()
     }
@@ -846,7 +979,7 @@ impl<E: From<Error> + Send + 'static> Stream<E> {
     }
 }
 
-impl<E: From<Error> + Send + 'static> Drop for Stream<E> {
+impl<E: From<Error> + Send + 'static, J: Job<E>> Drop for Stream<E, J> {
     /// Drop is a discarding destroy: it never waits for a task that cannot finish (see the
     /// module docs).
     fn drop(&mut self) {
@@ -858,7 +991,7 @@ impl<E: From<Error> + Send + 'static> Drop for Stream<E> {
     }
 }
 
-impl<E: From<Error> + Send + 'static> fmt::Debug for Stream<E> {
+impl<E: From<Error> + Send + 'static, J: Job<E>> fmt::Debug for Stream<E, J> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match self.shared.state.load(Ordering::Relaxed) {
             OPEN => "open",
@@ -1484,5 +1617,52 @@ mod tests {
         drop(s);
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    /// A job with remains: `Quick` never blocks, `Check` may block and records how many
+    /// remains were dropped when it started.
+    enum Probe {
+        Quick(DropCounter),
+        Check(Arc<AtomicUsize>, Arc<AtomicUsize>),
+    }
+
+    impl Job<Error> for Probe {
+        type Remains = Option<DropCounter>;
+        fn run(self, _: &TaskCtx) -> (Result<(), Error>, Option<DropCounter>) {
+            match self {
+                Probe::Quick(d) => (Ok(()), Some(d)),
+                Probe::Check(drops, seen) => {
+                    seen.store(drops.load(Ordering::SeqCst), Ordering::SeqCst);
+                    (Ok(()), None)
+                }
+            }
+        }
+        fn may_block(&self) -> bool {
+            matches!(self, Probe::Check(..))
+        }
+    }
+
+    #[test]
+    fn remains_are_dropped_before_a_blocking_job_and_before_synchronize_returns() {
+        let s: Stream<Error, Probe> = Stream::spawn(StreamConfig::new("t-remains")).unwrap();
+        let drops = Arc::new(AtomicUsize::new(0));
+        let seen = Arc::new(AtomicUsize::new(usize::MAX));
+        for round in 1..=50usize {
+            // Five quick jobs, then one that may block: it must see all five dropped.
+            for _ in 0..5 {
+                s.enqueue_job(Probe::Quick(DropCounter(Arc::clone(&drops))))
+                    .unwrap();
+            }
+            s.enqueue_job(Probe::Check(Arc::clone(&drops), Arc::clone(&seen)))
+                .unwrap();
+            // Then quick jobs only: synchronize returns with their remains dropped too.
+            for _ in 0..3 {
+                s.enqueue_job(Probe::Quick(DropCounter(Arc::clone(&drops))))
+                    .unwrap();
+            }
+            assert_eq!(s.synchronize(SYNC), Ok(()));
+            assert_eq!(seen.load(Ordering::SeqCst), round * 8 - 3);
+            assert_eq!(drops.load(Ordering::SeqCst), round * 8);
+        }
     }
 }
