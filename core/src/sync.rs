@@ -13,6 +13,22 @@
 #[cfg(not(loom))]
 pub use core::sync::atomic::*;
 
+/// Whether this build is the loom model (`--cfg loom`).
+pub(crate) const MODEL: bool = cfg!(loom);
+
+/// Marks the middle of a "publish, then look" hand-off: a `SeqCst` store (or read-modify-write)
+/// of one word followed by a `SeqCst` load of another, raced by a thread doing the mirror image
+/// (the Dekker pattern the table's waiters and finishers use). The language's `SeqCst` already
+/// guarantees that at least one side sees the other's write, so in real builds this is
+/// nothing. Loom, however, models `SeqCst` loads and stores only as acquire/release (see
+/// tokio-rs/loom#180) while it does model `SeqCst` fences; under loom this is such a fence, so
+/// that the models check the protocol rather than report the hand-offs as lost wake-ups.
+#[inline(always)]
+pub(crate) fn dekker() {
+    #[cfg(loom)]
+    loom::sync::atomic::fence(Ordering::SeqCst);
+}
+
 #[cfg(loom)]
 pub use self::model::*;
 

@@ -37,7 +37,7 @@
 //! waits sleep through [`Waiter::wait`] in chunks of at most [`CHUNK`] and re-check their
 //! deadline and cancellation each time.
 
-use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst, dekker};
 use core::time::Duration;
 
 use crate::flags::CreateFlags;
@@ -53,6 +53,9 @@ pub const CHUNK: Duration = Duration::from_millis(50);
 /// How long a waiter that has reached the head of the queue spins on the flag before it sleeps
 /// in the kernel.
 pub const SPIN: Duration = Duration::from_micros(4);
+/// Spin turns between clock reads. Under loom every turn is a scheduling point of the model,
+/// and the turns are all alike, so the model checks the clock every other turn.
+const SPIN_CHECK: u32 = if crate::sync::MODEL { 2 } else { 32 };
 
 /// Flag values. `FLAG_CLEAR_SLEEPING` is "clear, and the head waiter sleeps on the word", so a
 /// record only issues a wake-up system call when someone sleeps.
@@ -322,7 +325,7 @@ impl NotifySync {
             w.wait(&self.head, h, Some(clock.chunk()));
         }
         // At the head: spin briefly, then sleep on the flag. The spin's clock starts at its
-        // first check (32 turns in), so a record that lands at once costs no clock read; the
+        // first check (`SPIN_CHECK` turns in), so a record that lands at once costs no clock read; the
         // flag is read before each CAS so that spinning does not take the line exclusively.
         let mut spin_end = None;
         let mut i = 0u32;
@@ -332,7 +335,7 @@ impl NotifySync {
                 return Ok(WaitOutcome::Consumed);
             }
             i = i.wrapping_add(1);
-            if i.is_multiple_of(32) {
+            if i.is_multiple_of(SPIN_CHECK) {
                 let now = w.now_ns();
                 let end = *spin_end.get_or_insert(now.saturating_add(SPIN.as_nanos() as u64));
                 if now >= end {
@@ -432,10 +435,12 @@ impl NotifySync {
                     .compare_exchange(e, entry(r, ST_TAKEN, args.proc), SeqCst, SeqCst)
                     .is_ok()
                 {
-                    // Publish the ticket (someone may have helped already).
+                    // Publish the ticket (someone may have helped already); the head is read
+                    // next (Dekker with `finish`: it stores the head, then reads the tail).
                     let _ = self
                         .tail
                         .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
+                    dekker();
                     return Ok(Ok(t));
                 }
                 continue;
@@ -470,6 +475,7 @@ impl NotifySync {
             return;
         }
         self.head.store(t.wrapping_add(1), SeqCst);
+        dekker();
         self.skip_cancelled(w, t.wrapping_add(1));
     }
 
@@ -501,6 +507,7 @@ impl NotifySync {
                 .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
             t = t.wrapping_add(1);
             self.head.store(t, SeqCst);
+            dekker();
         }
         if self.tail.load(SeqCst) != t {
             w.wake(&self.head, u32::MAX);
@@ -525,6 +532,7 @@ impl NotifySync {
             .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
         // If the head already reached `t`, whoever moved it may have looked at the entry
         // before we marked it: race them for the skip (exactly one CAS wins).
+        dekker();
         if self.head.load(SeqCst) == t {
             self.skip_cancelled(w, t);
         }

@@ -220,6 +220,52 @@ fn fifo_release_of_two_waiters() {
     });
 }
 
+/// The ticket-free fast path (a record pending and nobody queued: take it at once) never lets
+/// a late arrival take a record from a waiter already queued: the record lands while the
+/// second waiter arrives, and the first in line is still the one it releases.
+#[test]
+fn fast_path_never_bypasses_a_queued_waiter() {
+    model(|| {
+        let s = Arc::new(NotifySync::new());
+        let w = Arc::new(ModelFutex::new());
+        materialize(&s, &w);
+        let done = Arc::new(AtomicUsize::new(0));
+        let first = Arc::new(AtomicUsize::new(0));
+        let spawn = |proc: u32| {
+            let (s2, w2, d2, f2) = (s.clone(), w.clone(), done.clone(), first.clone());
+            thread::spawn(move || {
+                let r = s2.wait_and_reset(
+                    &*w2,
+                    WaitArgs {
+                        proc,
+                        timeout: None,
+                        cancel: &never,
+                    },
+                );
+                let _ = f2.compare_exchange(0, proc as usize, SeqCst, SeqCst);
+                d2.fetch_add(1, SeqCst);
+                r
+            })
+        };
+        let a = spawn(1);
+        until(|| s.waiters() >= 1);
+        // The second waiter arrives while the record lands.
+        let b = spawn(2);
+        s.record(&*w);
+        until(|| done.load(SeqCst) >= 1);
+        assert_eq!(
+            first.load(SeqCst),
+            1,
+            "a late arrival took the queued waiter's record"
+        );
+        s.record(&*w);
+        assert_eq!(a.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert_eq!(b.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert!(!s.is_set());
+        assert_eq!(s.waiters(), 0);
+    });
+}
+
 /// The head waiter gives up while a record arrives and a second waiter is queued behind it:
 /// the cancelled ticket does not block the queue, and every record is accounted for — consumed
 /// by exactly one waiter, or still pending.
