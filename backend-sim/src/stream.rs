@@ -105,15 +105,16 @@ pub trait Job<E>: Send + 'static {
     /// Runs the job on the stream's worker. Besides its result it may return *remains*:
     /// values whose drop is costly but not urgent (e.g. the last reference to something
     /// shared with other threads, whose counter would have to be pulled from their caches).
-    /// The worker drops them after the job is retired, off the path from this job to the
-    /// next, but never later than: before a job that [may block](Self::may_block) starts,
-    /// and before the last of the tasks it has taken from the queue is retired (so when a
-    /// `synchronize` returns, the remains of the tasks it waited for are dropped, unless
-    /// other tasks were queued behind them meanwhile and have not all run yet).
+    /// The worker drops them, and retires the job (what `synchronize` and `query` count),
+    /// off the path from this job to the next, but never later than before a job that [may
+    /// block](Self::may_block) starts, or after the last of the tasks it has taken from the
+    /// queue has run. (So a `synchronize` returns only once the remains of the tasks it
+    /// waited for are dropped, and it never waits for a task that blocks behind them.)
     fn run(self, ctx: &TaskCtx) -> (Result<(), E>, Self::Remains);
 
-    /// Whether the job may block for long (a wait, a user callback). Remains of earlier jobs
-    /// are dropped before such a job starts. The default is `true`.
+    /// Whether the job may block for long (a wait, a user callback). The tasks finished
+    /// before it are retired, and their remains dropped, before such a job starts. The
+    /// default is `true`.
     fn may_block(&self) -> bool {
         true
     }
@@ -532,6 +533,16 @@ struct Shared<E, J> {
     _error: PhantomData<fn() -> E>,
 }
 
+/// Tasks the worker has run but not yet retired, and their remains (see [`Job::run`]). They
+/// are flushed — remains dropped, then the tasks retired in one step — before a task that
+/// may block starts and after the last task taken from the queue, so a quick task costs no
+/// read-modify-write of the shared `retired` counter of its own, and `synchronize` never
+/// waits on a task that has finished behind one that blocks.
+struct Finished<R> {
+    remains: Vec<R>,
+    unretired: u64,
+}
+
 enum Next {
     /// Tasks were moved to the worker's local queue.
     Run,
@@ -584,19 +595,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         self.sleeping.store(false, Ordering::Relaxed);
     }
 
-    /// Runs `task`; its remains join `remains`, which are dropped before the task is retired
-    /// if `last` (no more tasks taken from the queue).
-    fn run(&self, task: J, ctx: &TaskCtx, remains: &mut Vec<J::Remains>, last: bool) {
+    /// Runs `task`; it joins the finished tasks in `done` (see [`Finished`]).
+    fn run(&self, task: J, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
         let outcome = panic::catch_unwind(AssertUnwindSafe(|| task.run(ctx)));
         ctx.disarm();
         bump(&self.worker.completed);
         let outcome = outcome.map(|(result, rest)| {
-            remains.push(rest);
+            done.remains.push(rest);
             result
         });
-        if last {
-            drop_all(remains);
-        }
         match outcome {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
@@ -616,7 +623,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 self.store_error(E::from(Error::DrvInternalError));
             }
         }
-        self.retire(1);
+        done.unretired += 1;
+    }
+
+    /// Drops the remains of the finished tasks, then retires them.
+    fn flush(&self, done: &mut Finished<J::Remains>) {
+        drop_all(&mut done.remains);
+        if done.unretired > 0 {
+            self.retire(done.unretired);
+            done.unretired = 0;
+        }
     }
 
     fn store_error(&self, e: E) {
@@ -650,20 +666,26 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         };
         let mut popped: u64 = 0;
         let mut local: VecDeque<J> = VecDeque::with_capacity(TAKE);
-        let mut remains = Vec::with_capacity(TAKE);
+        let mut done = Finished {
+            remains: Vec::with_capacity(TAKE),
+            unretired: 0,
+        };
         loop {
             if let Some(task) = local.pop_front() {
                 if ctx.is_cancelled() {
                     // Taken before a discard: drop it unrun, like the rest.
-                    drop_all(&mut remains);
+                    self.flush(&mut done);
                     drop_quietly(task);
                     self.discarded.fetch_add(1, Ordering::Relaxed);
                     self.retire(1);
                 } else {
                     if task.may_block() {
-                        drop_all(&mut remains);
+                        self.flush(&mut done);
                     }
-                    self.run(task, &ctx, &mut remains, local.is_empty());
+                    self.run(task, &ctx, &mut done);
+                    if local.is_empty() {
+                        self.flush(&mut done);
+                    }
                 }
                 continue;
             }
@@ -1664,5 +1686,46 @@ mod tests {
             assert_eq!(seen.load(Ordering::SeqCst), round * 8 - 3);
             assert_eq!(drops.load(Ordering::SeqCst), round * 8);
         }
+    }
+
+    /// Quick jobs, or one that blocks until a gate opens.
+    enum Step {
+        Quick,
+        Block(Arc<Gate>),
+    }
+
+    impl Job<Error> for Step {
+        type Remains = ();
+        fn run(self, _: &TaskCtx) -> (Result<(), Error>, ()) {
+            if let Step::Block(g) = self {
+                assert!(g.wait(LONG), "gate never opened");
+            }
+            (Ok(()), ())
+        }
+        fn may_block(&self) -> bool {
+            matches!(self, Step::Block(_))
+        }
+    }
+
+    #[test]
+    fn synchronize_does_not_wait_for_a_blocking_task_taken_with_the_ones_it_waits_for() {
+        let s = Arc::new(Stream::<Error, Step>::spawn(StreamConfig::new("t-retire")).unwrap());
+        let (hold, block) = (Gate::new(), Gate::new());
+        // Hold the worker so the next tasks pile up and are taken from the queue together.
+        s.enqueue_job(Step::Block(Arc::clone(&hold))).unwrap();
+        for _ in 0..5 {
+            s.enqueue_job(Step::Quick).unwrap();
+        }
+        let s2 = Arc::clone(&s);
+        let sync = thread::spawn(move || s2.synchronize(SYNC));
+        // The synchronize has read its target (6 tasks) once it published its wake-up mark.
+        assert!(eventually(LONG, || s.shared.wake_at.load(Ordering::SeqCst) != u64::MAX));
+        s.enqueue_job(Step::Block(Arc::clone(&block))).unwrap();
+        hold.open();
+        // The five quick tasks are retired before the blocking one starts.
+        assert_eq!(sync.join().unwrap(), Ok(()));
+        assert_eq!(s.query(), StreamStatus::NotReady);
+        block.open();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
     }
 }
