@@ -318,7 +318,53 @@ struct NotifyEntry {
     state: Lifecycle,
     /// The device this handle lives on (an importer's own device).
     device: u32,
+    /// References for the tasks of the streams that last used this handle.
+    pins: Mutex<Pins>,
 }
+
+impl NotifyEntry {
+    fn new(r: Arc<SlotRef>, state: Lifecycle, device: u32) -> Self {
+        NotifyEntry {
+            r,
+            state,
+            device,
+            pins: Mutex::new(Pins::default()),
+        }
+    }
+
+    /// The reference a task of `stream` holds on this notify: the stream's own pin (made on
+    /// first use), so that the counter it bumps and drops is shared with that stream's worker
+    /// only — not with every thread and worker that uses the notify, as the counter of the
+    /// `Arc<SlotRef>` is (on a notify bounced between two streams, that counter would cross
+    /// between their CPUs twice per task). Pins hold the notify as strongly as a clone of the
+    /// `Arc<SlotRef>` would; they die with this entry and the tasks that hold them.
+    fn pin(&self, stream: RawStream) -> Arc<StreamPin> {
+        let mut p = lock(&self.pins);
+        if let Some((_, pin)) = p.slots.iter().find(|(h, _)| *h == stream.0)
+            && let Some(pin) = pin
+        {
+            return Arc::clone(pin);
+        }
+        let pin = Arc::new(StreamPin(Arc::clone(&self.r)));
+        let i = p.next;
+        p.slots[i] = (stream.0, Some(Arc::clone(&pin)));
+        p.next = (i + 1) % PINS;
+        pin
+    }
+}
+
+/// Streams per notify handle whose pins are kept (the oldest is replaced).
+const PINS: usize = 4;
+
+/// A notify handle's pins, by stream handle.
+#[derive(Default)]
+struct Pins {
+    slots: [(u64, Option<Arc<StreamPin>>); PINS],
+    next: usize,
+}
+
+/// A stream's counted reference to a notify (see [`NotifyEntry::pin`]).
+struct StreamPin(Arc<SlotRef>);
 
 struct StreamEntry {
     stream: Arc<SimStream>,
@@ -535,22 +581,28 @@ impl Sim {
     }
 
     /// Whether this handle's device is the notify's physical device (same server and device).
-    fn on_owner_device(&self, v: &NotifyView, device: u32) -> bool {
-        v.r.file().server() == self.inner.server_id && v.r.device() == device
+    fn on_owner_device(&self, r: &SlotRef, device: u32) -> bool {
+        r.file().server() == self.inner.server_id && r.device() == device
     }
 
-    fn wrong_device(&self, v: &NotifyView, device: u32) -> SimError {
+    fn wrong_device(&self, r: &SlotRef, device: u32) -> SimError {
         err(
             Error::ParamInvalid,
             format!(
                 "notify {} lives on device {} of server {}; it can only be waited on from that \
                  device, not from device {device} of server {}",
-                v.r.id(),
-                v.r.device(),
-                v.r.file().server(),
+                r.id(),
+                r.device(),
+                r.file().server(),
                 self.inner.server_id
             ),
         )
+    }
+
+    /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]).
+    fn pin(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
+        let t = read(&self.inner.notifies);
+        Ok(t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream))
     }
 
     /// The server file for a key's server: ours, or another opened read-only-ish (no create).
@@ -725,11 +777,11 @@ type SimStream = Stream<SimError, SimJob>;
 /// allocation per task), anything else as a boxed closure.
 enum SimJob {
     Record {
-        r: Arc<SlotRef>,
+        pin: Arc<StreamPin>,
         pid: i32,
     },
     Wait {
-        r: Arc<SlotRef>,
+        pin: Arc<StreamPin>,
         timeout: Option<Duration>,
     },
     Host(HostCall),
@@ -743,30 +795,31 @@ impl From<Task<SimError>> for SimJob {
 }
 
 impl Job<SimError> for SimJob {
-    /// The task's reference to the notify: its counter is shared with every thread using the
-    /// notify, so its drop waits until the worker is between jobs (see [`Job::run`]).
-    type Remains = Option<Arc<SlotRef>>;
+    /// The task's reference to the notify: its counter is shared with the enqueuing thread,
+    /// so its drop waits until the worker is between jobs (see [`Job::run`]).
+    type Remains = Option<Arc<StreamPin>>;
 
     fn run(self, ctx: &TaskCtx) -> (Result<(), SimError>, Self::Remains) {
         match self {
-            SimJob::Record { r, pid } => {
+            SimJob::Record { pin, pid } => {
+                let r = &pin.0;
                 r.slot().record(&r.file().waiter(), pid);
-                (Ok(()), Some(r))
+                (Ok(()), Some(pin))
             }
-            SimJob::Wait { r, timeout } => {
+            SimJob::Wait { pin, timeout } => {
+                let r = &pin.0;
                 // On a discarding destroy, wake the sleeping wait so it sees the cancel flag
                 // (a wake that races ahead of the sleep is caught by the table's bounded
                 // sleeps). Registered only once the wait is about to sleep: a record that is
                 // there at once or arrives while the wait spins costs no registration.
                 let lazy = ctx.lazy_cancel(|| {
-                    let r2 = Arc::clone(&r);
+                    let r2 = Arc::clone(r);
                     move || r2.slot().sync.wake_all(&r2.file().waiter())
                 });
-                let out = slot_wait(&r, timeout, &|| lazy.check());
-                let result =
-                    wait_outcome_error(out, &r, timeout, Error::TaskTimeout, "stream wait");
+                let out = slot_wait(r, timeout, &|| lazy.check());
+                let result = wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait");
                 drop(lazy);
-                (result, Some(r))
+                (result, Some(pin))
             }
             SimJob::Host(call) => {
                 call.call();
@@ -862,11 +915,7 @@ impl NotifyResources for Sim {
             }
             Err(CreateError::Other(e)) => return Err(e),
         };
-        self.insert_notify(NotifyEntry {
-            r,
-            state: Lifecycle::Created,
-            device,
-        })
+        self.insert_notify(NotifyEntry::new(r, Lifecycle::Created, device))
     }
 
     fn destroy_notify(&self, notify: RawNotify) -> Result<(), SimError> {
@@ -1095,11 +1144,7 @@ impl NotifyResources for Sim {
         }
         let r = SlotRef::join(&file, odev, id, k.generation)
             .ok_or_else(|| stale("the notify was destroyed during the import"))?;
-        self.insert_notify(NotifyEntry {
-            r,
-            state: Lifecycle::Imported,
-            device,
-        })
+        self.insert_notify(NotifyEntry::new(r, Lifecycle::Imported, device))
     }
 
     fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, SimError> {
@@ -1184,10 +1229,10 @@ impl StreamOps for Sim {
 
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
         self.notify_calls()?;
-        let v = self.notify(notify)?;
+        let pin = self.pin(notify, stream)?;
         let (s, _) = self.stream(stream)?;
         let job = SimJob::Record {
-            r: v.r,
+            pin,
             pid: self.inner.pid,
         };
         self.enqueue_job(&s, stream, job)
@@ -1200,15 +1245,15 @@ impl StreamOps for Sim {
         timeout: Timeout,
     ) -> Result<(), SimError> {
         self.notify_calls()?;
-        let v = self.notify(notify)?;
+        let pin = self.pin(notify, stream)?;
         let (s, sdev) = self.stream(stream)?;
-        if !self.on_owner_device(&v, sdev) {
-            return Err(self.wrong_device(&v, sdev));
+        if !self.on_owner_device(&pin.0, sdev) {
+            return Err(self.wrong_device(&pin.0, sdev));
         }
         let t = timeout
             .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
             .duration();
-        self.enqueue_job(&s, stream, SimJob::Wait { r: v.r, timeout: t })
+        self.enqueue_job(&s, stream, SimJob::Wait { pin, timeout: t })
     }
 
     fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), SimError> {
@@ -1270,8 +1315,8 @@ impl HostOps for Sim {
     fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
         self.notify_calls()?;
         let v = self.notify(notify)?;
-        if !self.on_owner_device(&v, v.device) {
-            return Err(self.wrong_device(&v, v.device));
+        if !self.on_owner_device(&v.r, v.device) {
+            return Err(self.wrong_device(&v.r, v.device));
         }
         let out = slot_wait(&v.r, Some(timeout), &|| false);
         wait_outcome_error(out, &v.r, Some(timeout), Error::WaitTimeout, "host wait")
@@ -1280,8 +1325,8 @@ impl HostOps for Sim {
     fn try_consume(&self, notify: RawNotify) -> Result<bool, SimError> {
         self.notify_calls()?;
         let v = self.notify(notify)?;
-        if !self.on_owner_device(&v, v.device) {
-            return Err(self.wrong_device(&v, v.device));
+        if !self.on_owner_device(&v.r, v.device) {
+            return Err(self.wrong_device(&v.r, v.device));
         }
         Ok(v.r.slot().sync.try_consume())
     }
@@ -1471,6 +1516,31 @@ mod tests {
             sim.batch_reset(&[n]).unwrap_err().kind(),
             Error::FeatureNotSupport
         );
+    }
+
+    #[test]
+    fn stream_pins_keep_a_notify_only_while_its_handle_or_tasks_do() {
+        let (sim, _ns) = open("pins", Soc::Ascend910B);
+        let all = sim.notifies_free(0).unwrap();
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        // More streams than a handle keeps pins for: pins are replaced, none is lost.
+        let streams: Vec<_> = (0..PINS + 2)
+            .map(|_| sim.create_stream(0).unwrap())
+            .collect();
+        for _ in 0..3 {
+            for &s in &streams {
+                sim.record(n, s).unwrap();
+                sim.wait_and_reset(n, s, Timeout::from_c(5)).unwrap();
+                sim.synchronize(s, SyncWait::Forever).unwrap();
+            }
+        }
+        assert_eq!(sim.notifies_free(0).unwrap(), all - 1);
+        // The handle goes, and with it every pin: the id is free again.
+        sim.destroy_notify(n).unwrap();
+        assert_eq!(sim.notifies_free(0).unwrap(), all);
+        for s in streams {
+            sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+        }
     }
 
     #[test]
