@@ -799,7 +799,11 @@ impl Job<SimError> for SimJob {
     /// so its drop waits until the worker is between jobs (see [`Job::run`]).
     type Remains = Option<Arc<StreamPin>>;
 
-    fn run(self, ctx: &TaskCtx) -> (Result<(), SimError>, Self::Remains) {
+    fn run(
+        self,
+        ctx: &TaskCtx,
+        before_block: &mut dyn FnMut(),
+    ) -> (Result<(), SimError>, Self::Remains) {
         match self {
             SimJob::Record { pin, pid } => {
                 let r = &pin.0;
@@ -816,7 +820,17 @@ impl Job<SimError> for SimJob {
                     let r2 = Arc::clone(r);
                     move || r2.slot().sync.wake_all(&r2.file().waiter())
                 });
-                let out = slot_wait(r, timeout, &|| lazy.check());
+                // The table asks "cancelled?" only right before it sleeps: that is when the
+                // tasks finished before this one are retired (a synchronize waiting for them
+                // must not wait for this wait) and the waker registered.
+                let hook = std::cell::Cell::new(Some(before_block));
+                let check = || {
+                    if let Some(f) = hook.take() {
+                        f();
+                    }
+                    lazy.check()
+                };
+                let out = slot_wait(r, timeout, &check);
                 let result = wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait");
                 drop(lazy);
                 (result, Some(pin))
@@ -829,8 +843,9 @@ impl Job<SimError> for SimJob {
         }
     }
 
+    /// Records never block; waits call `before_block` before they sleep.
     fn may_block(&self) -> bool {
-        !matches!(self, SimJob::Record { .. })
+        !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
     }
 }
 

@@ -106,15 +106,21 @@ pub trait Job<E>: Send + 'static {
     /// values whose drop is costly but not urgent (e.g. the last reference to something
     /// shared with other threads, whose counter would have to be pulled from their caches).
     /// The worker drops them, and retires the job (what `synchronize` and `query` count),
-    /// off the path from this job to the next, but never later than before a job that [may
-    /// block](Self::may_block) starts, or after the last of the tasks it has taken from the
-    /// queue has run. (So a `synchronize` returns only once the remains of the tasks it
-    /// waited for are dropped, and it never waits for a task that blocks behind them.)
-    fn run(self, ctx: &TaskCtx) -> (Result<(), E>, Self::Remains);
+    /// off the path from this job to the next, but never later than before a later job
+    /// blocks (see [`may_block`](Self::may_block)) or after the last of the tasks it has
+    /// taken from the queue has run. So a `synchronize` returns only once the remains of the
+    /// tasks it waited for are dropped, and it never waits for a task that blocks behind
+    /// them.
+    ///
+    /// `before_block` drops the remains of the tasks finished before this one and retires
+    /// them; a job that says it will not block without calling it first
+    /// ([`may_block`](Self::may_block) `false`) must call it before it blocks. Calling it
+    /// again, or when nothing is pending, does nothing.
+    fn run(self, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> (Result<(), E>, Self::Remains);
 
-    /// Whether the job may block for long (a wait, a user callback). The tasks finished
-    /// before it are retired, and their remains dropped, before such a job starts. The
-    /// default is `true`.
+    /// Whether the job may block for long (a wait, a user callback) without calling
+    /// `before_block` first; if so, the worker calls it for the job, before the job starts.
+    /// The default is `true`.
     fn may_block(&self) -> bool {
         true
     }
@@ -123,7 +129,7 @@ pub trait Job<E>: Send + 'static {
 impl<E: 'static> Job<E> for Task<E> {
     type Remains = ();
 
-    fn run(self, ctx: &TaskCtx) -> (Result<(), E>, ()) {
+    fn run(self, ctx: &TaskCtx, _: &mut dyn FnMut()) -> (Result<(), E>, ()) {
         (self(ctx), ())
     }
 }
@@ -597,7 +603,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
 
     /// Runs `task`; it joins the finished tasks in `done` (see [`Finished`]).
     fn run(&self, task: J, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
-        let outcome = panic::catch_unwind(AssertUnwindSafe(|| task.run(ctx)));
+        let outcome =
+            panic::catch_unwind(AssertUnwindSafe(|| task.run(ctx, &mut || self.flush(done))));
         ctx.disarm();
         bump(&self.worker.completed);
         let outcome = outcome.map(|(result, rest)| {
@@ -1650,7 +1657,7 @@ mod tests {
 
     impl Job<Error> for Probe {
         type Remains = Option<DropCounter>;
-        fn run(self, _: &TaskCtx) -> (Result<(), Error>, Option<DropCounter>) {
+        fn run(self, _: &TaskCtx, _: &mut dyn FnMut()) -> (Result<(), Error>, Option<DropCounter>) {
             match self {
                 Probe::Quick(d) => (Ok(()), Some(d)),
                 Probe::Check(drops, seen) => {
@@ -1688,17 +1695,24 @@ mod tests {
         }
     }
 
-    /// Quick jobs, or one that blocks until a gate opens.
+    /// Quick jobs, one that blocks until a gate opens, or one that says it does not block
+    /// but calls `before_block` and then blocks until a gate opens.
     enum Step {
         Quick,
         Block(Arc<Gate>),
+        Polite(Arc<Gate>),
     }
 
     impl Job<Error> for Step {
         type Remains = ();
-        fn run(self, _: &TaskCtx) -> (Result<(), Error>, ()) {
-            if let Step::Block(g) = self {
-                assert!(g.wait(LONG), "gate never opened");
+        fn run(self, _: &TaskCtx, before_block: &mut dyn FnMut()) -> (Result<(), Error>, ()) {
+            match self {
+                Step::Quick => {}
+                Step::Block(g) => assert!(g.wait(LONG), "gate never opened"),
+                Step::Polite(g) => {
+                    before_block();
+                    assert!(g.wait(LONG), "gate never opened");
+                }
             }
             (Ok(()), ())
         }
@@ -1709,23 +1723,31 @@ mod tests {
 
     #[test]
     fn synchronize_does_not_wait_for_a_blocking_task_taken_with_the_ones_it_waits_for() {
-        let s = Arc::new(Stream::<Error, Step>::spawn(StreamConfig::new("t-retire")).unwrap());
-        let (hold, block) = (Gate::new(), Gate::new());
-        // Hold the worker so the next tasks pile up and are taken from the queue together.
-        s.enqueue_job(Step::Block(Arc::clone(&hold))).unwrap();
-        for _ in 0..5 {
-            s.enqueue_job(Step::Quick).unwrap();
+        for polite in [false, true] {
+            let s = Arc::new(Stream::<Error, Step>::spawn(StreamConfig::new("t-retire")).unwrap());
+            let (hold, block) = (Gate::new(), Gate::new());
+            // Hold the worker so the next tasks pile up and are taken from the queue together.
+            s.enqueue_job(Step::Block(Arc::clone(&hold))).unwrap();
+            for _ in 0..5 {
+                s.enqueue_job(Step::Quick).unwrap();
+            }
+            let s2 = Arc::clone(&s);
+            let sync = thread::spawn(move || s2.synchronize(SYNC));
+            // The synchronize has read its target (6 tasks) once it published its wake-up mark.
+            assert!(eventually(LONG, || s.shared.wake_at.load(Ordering::SeqCst) != u64::MAX));
+            let g = Arc::clone(&block);
+            s.enqueue_job(if polite {
+                Step::Polite(g)
+            } else {
+                Step::Block(g)
+            })
+            .unwrap();
+            hold.open();
+            // The five quick tasks are retired before the blocking one blocks.
+            assert_eq!(sync.join().unwrap(), Ok(()), "polite: {polite}");
+            assert_eq!(s.query(), StreamStatus::NotReady);
+            block.open();
+            assert_eq!(s.synchronize(SYNC), Ok(()));
         }
-        let s2 = Arc::clone(&s);
-        let sync = thread::spawn(move || s2.synchronize(SYNC));
-        // The synchronize has read its target (6 tasks) once it published its wake-up mark.
-        assert!(eventually(LONG, || s.shared.wake_at.load(Ordering::SeqCst) != u64::MAX));
-        s.enqueue_job(Step::Block(Arc::clone(&block))).unwrap();
-        hold.open();
-        // The five quick tasks are retired before the blocking one starts.
-        assert_eq!(sync.join().unwrap(), Ok(()));
-        assert_eq!(s.query(), StreamStatus::NotReady);
-        block.open();
-        assert_eq!(s.synchronize(SYNC), Ok(()));
     }
 }
