@@ -59,8 +59,9 @@ pub const SHM_DIR: &str = "/dev/shm";
 pub const FILE_PREFIX: &str = "acl-notify-sim.";
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
-/// Bumped whenever the layout changes.
-pub const LAYOUT_VERSION: u32 = 1;
+/// Bumped whenever the layout changes (2: the id pools' 4-byte slot words and in-use count in
+/// the head, replacing the link and state arrays and the bump and in-use counters).
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;
