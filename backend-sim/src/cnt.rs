@@ -50,8 +50,9 @@ use crate::shm::SHM_DIR;
 use crate::{Sim, sys};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
-/// Bumped whenever the count-notify file layout changes.
-pub const CNT_LAYOUT_VERSION: u32 = 1;
+/// Bumped whenever the count-notify file layout changes (2: the new `AtomicIdPool` layout of
+/// the id pools).
+pub const CNT_LAYOUT_VERSION: u32 = 2;
 /// Bytes per count notify in the table.
 pub const CNT_SLOT_BYTES: usize = std::mem::size_of::<CntSlot>();
 const POOL_BYTES: usize = std::mem::size_of::<AtomicCntIdPool>();

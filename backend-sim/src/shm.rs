@@ -59,7 +59,9 @@ pub const SHM_DIR: &str = "/dev/shm";
 pub const FILE_PREFIX: &str = "acl-notify-sim.";
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
-/// Bumped whenever the layout changes.
+/// Bumped whenever the layout changes (2: the id pools' 4-byte slot words and in-use count in
+/// the head, replacing the link and state arrays and the bump and in-use counters; notify
+/// slots padded to 192 bytes on 64-byte lines).
 pub const LAYOUT_VERSION: u32 = 2;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).

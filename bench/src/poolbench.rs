@@ -2,9 +2,11 @@
 //! `AtomicIdPool`) at 65,535 ids, in four patterns — empty, full-churn (one id free), random
 //! churn at half occupancy, and fill+drain in random order (every id of the pool touched,
 //! the free list shuffled: the cache-unfriendliest pattern) — plus the same worst patterns at
-//! 1,024 ids, to show the cost does not grow with the pool.
+//! 1,024 ids, to show the cost does not grow with the pool — and, as the yardstick, the
+//! hardware floor of a lock-free pool: two uncontended compare-and-swaps on one cache line.
 
 use std::hint::black_box;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use acl_notify_core::pool::{AtomicIdPool, IdPool, SpinIdPool};
 
@@ -214,6 +216,45 @@ fn variant<P: Pool + 'static>(
     }
 }
 
+/// Name of the floor row (a baseline: not judged, the cases' ratios to it are printed).
+pub const FLOOR: &str = "floor: two uncontended CAS on one cache line";
+
+/// The hardware floor of a lock-free alloc+free pair: one `compare_exchange` standing for the
+/// alloc and one for the free, on one `AtomicU64` (a pool's head word), nobody else touching
+/// it. Each CAS uses the value the previous one left, as a pool's CAS loop does.
+fn floor() -> Variant {
+    let word = Box::new(AtomicU64::new(0));
+    Variant::new(
+        FLOOR,
+        Kind::Baseline,
+        Iters::Scaled {
+            probe: 100_000,
+            min: 100_000,
+            max: 50_000_000,
+        },
+        move |iters| {
+            let w = black_box(&*word);
+            let mut cur = w.load(Ordering::Relaxed);
+            let t0 = now_ns();
+            for _ in 0..iters {
+                for _ in 0..2 {
+                    cur = match w.compare_exchange(
+                        cur,
+                        cur.wrapping_add(1),
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => cur.wrapping_add(1),
+                        Err(now) => return Err(format!("uncontended CAS failed ({now})")),
+                    };
+                }
+            }
+            black_box(cur);
+            Ok((now_ns() - t0) as f64 / iters as f64)
+        },
+    )
+}
+
 /// Names of the rows the targets read.
 pub const WORST_PATTERNS: [&str; 2] = ["random-churn", "fill+drain"];
 
@@ -221,7 +262,7 @@ pub const WORST_PATTERNS: [&str; 2] = ["random-churn", "fill+drain"];
 pub fn group() -> Group {
     const N: usize = 65535;
     const SMALL: usize = 1024;
-    let mut v = Vec::new();
+    let mut v = vec![floor()];
     for pat in [
         Pattern::Empty,
         Pattern::FullChurn,
@@ -285,7 +326,9 @@ pub fn group() -> Group {
         variants: v,
         note: "random-churn includes one xorshift step and a 16-bit table lookup per pair; \
                fill+drain frees in a scattered (odd-stride) order; the <1024> rows show \
-               whether the cost grows with the pool"
+               whether the cost grows with the pool; the floor row (a baseline, not judged) is \
+               two back-to-back uncontended compare_exchange on one AtomicU64, and [cN]÷this \
+               is how many times that floor each pool pair costs"
             .into(),
     }
 }
@@ -306,5 +349,14 @@ mod tests {
             assert!(p.run(pat, 1000).unwrap() > 0.0);
             assert!(p.run(pat, 1000).unwrap() > 0.0);
         }
+    }
+
+    /// The floor row is a yardstick, so the 10 ns target (worst `Kind::Case` row) ignores it.
+    #[test]
+    fn floor_row_is_a_baseline() {
+        let g = group();
+        let floor: Vec<_> = g.variants.iter().filter(|v| v.name == FLOOR).collect();
+        assert_eq!(floor.len(), 1);
+        assert_eq!(floor[0].kind, Kind::Baseline);
     }
 }

@@ -91,7 +91,7 @@ pub fn print_group(g: &GroupResult, reps: usize) {
     let has_baselines = g.variants.iter().any(|v| v.kind == Kind::Baseline);
     let ratio_cols = if has_baselines { cases.len() } else { 0 };
     let mut head = format!(
-        "  {:<40} {:<8} {:>10} {:>10} {:>10} {:>9}",
+        "  {:<44} {:<8} {:>10} {:>10} {:>10} {:>9}",
         "variant", "kind", "median", "min", "max", "iters"
     );
     for i in 0..ratio_cols {
@@ -99,7 +99,7 @@ pub fn print_group(g: &GroupResult, reps: usize) {
     }
     println!("{head}");
     for v in &g.variants {
-        let mut line = format!("  {:<40} {:<8}", v.name, v.kind.name());
+        let mut line = format!("  {:<44} {:<8}", v.name, v.kind.name());
         if let Some(s) = v.summary() {
             let _ = write!(
                 line,

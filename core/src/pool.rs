@@ -1,24 +1,27 @@
 //! Fixed-capacity notify id pools: ids `0..N` handed out and taken back in O(1), with a full
 //! pool answered by `NoNotifyResource` (207009) and a bad free by `InvalidHandle` (107017).
 //!
-//! Three flavours share one algorithm — a LIFO free list threaded through a per-id `next`
-//! array, a per-id state byte (so a double free is caught), and a bump counter for ids never
-//! handed out yet (so a fresh pool needs no initialisation pass and all-zero bytes are an
-//! empty pool):
+//! Three flavours share one algorithm — a LIFO free list threaded through the ids and a per-id
+//! state (so a double free is caught) — and need no initialisation pass: all-zero bytes are an
+//! empty pool ([`IdPool`] hands never-used ids out from a bump counter, [`AtomicIdPool`]
+//! reads a zeroed link as "the next id"):
 //!
 //! - [`IdPool`]: plain, `&mut self`, for a single owner;
 //! - [`SpinIdPool`]: an [`IdPool`] behind a `spin` mutex, `&self`, for firmware contexts that
 //!   share one pool;
 //! - [`AtomicIdPool`]: lock-free (a Treiber stack whose 64-bit head carries an ABA tag),
 //!   `#[repr(C)]` and pointer-free, so it can live in shared or device memory and be used by
-//!   several processes at once.
+//!   several processes at once. Its head word also holds the in-use count, and each id's link
+//!   and state share one 32-bit slot word, so that an alloc is one compare-and-swap and a free
+//!   two.
 //!
 //! Capacity is a const generic of at most [`MAX_CAPACITY`] (65535, the largest SoC maximum;
 //! export keys carry the id in 16 bits). Per-SoC pool types are
 //! [`SocType::NotifyPool`](crate::soc::SocType::NotifyPool) and its siblings.
 //!
-//! Memory: `3 × N` bytes plus a 16-byte header — 192 KiB for 65535 ids, 24 KiB for 8192,
-//! 6 KiB for 2048, 3 KiB for 1024.
+//! Memory: [`IdPool`] `3 × N` bytes plus a 6-byte header — 192 KiB for 65535 ids, 24 KiB
+//! for 8192, 6 KiB for 2048, 3 KiB for 1024; [`AtomicIdPool`] `4 × N` bytes plus an 8-byte
+//! head — 256 KiB, 32 KiB, 8 KiB, 4 KiB.
 
 use crate::error::{Error, Result};
 
@@ -226,13 +229,99 @@ pub use atomic::AtomicIdPool;
 
 #[cfg(target_has_atomic = "64")]
 mod atomic {
-    use super::{ALLOCATED, Capacity, FREE};
+    use super::Capacity;
     use crate::error::{Error, Result};
-    use crate::sync::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering};
+    use crate::sync::{AtomicU32, AtomicU64, Ordering};
 
-    /// Bits of the head word holding `top + 1`; the rest is the ABA tag.
-    const TOP_BITS: u32 = 16;
-    const TOP_MASK: u64 = (1 << TOP_BITS) - 1;
+    // The head word: `tag << 32 | in_use << 16 | top`.
+    //
+    // - `top` is the id on top of the free list, `N` when the list is empty.
+    // - `in_use` (at most `N` <= 65535) is kept by the same CAS that pops or pushes, so it is
+    //   exact and free of charge: no separate counter to update.
+    // - The 32-bit tag is bumped by every successful CAS (wrapping), so a head that was popped
+    //   and pushed back between a thread's load and its CAS is not mistaken for the one it
+    //   read. A wrong match needs exactly a multiple of 2^32 head changes (ending on the same
+    //   top and count) while one thread sits between two of its instructions.
+    //
+    // All-zero bytes: top = id 0, nothing in use, and (see the slot words) a list 0, 1, …,
+    // N - 1 — every id free — with no initialisation pass. (This replaces a bump counter for
+    // never-used ids: an alloc is one CAS on the head whether the id was used before or not.)
+
+    /// Bits of the head word holding the top id.
+    const TOP_MASK: u64 = 0xFFFF;
+    /// Shift of the in-use count in the head word.
+    const IN_USE_SHIFT: u32 = 16;
+    /// One step of the tag.
+    const TAG_ONE: u64 = 1 << 32;
+
+    // The slot word of an id `i` (one `u32`, so the link and the state of an id share one
+    // cache line):
+    //
+    // - [`ALLOCATED`]: allocated;
+    // - below `1 << 16`: free (on the list, or being pushed by the one `free` that claimed
+    //   it), linked to `next = (w ^ (i + 1)) & 0xFFFF` — the id below it, `N` at the bottom.
+    //   Zero links `i` to `i + 1`: the implicit list of zeroed memory;
+    // - anything else: garbage written by a misbehaving process (neither allocated nor a
+    //   usable link).
+
+    /// Slot word of an allocated id.
+    const ALLOCATED: u32 = 1 << 16;
+    /// Bits of a free slot word holding the (encoded) link.
+    const LINK_MASK: u32 = 0xFFFF;
+
+    /// The top id of a head word (`N` = empty).
+    const fn top(h: u64) -> usize {
+        (h & TOP_MASK) as usize
+    }
+
+    /// The in-use count of a head word.
+    const fn in_use(h: u64) -> u32 {
+        ((h >> IN_USE_SHIFT) & 0xFFFF) as u32
+    }
+
+    /// The head word that follows `h` (tag + 1) with this in-use count (taken mod 2^16, so a
+    /// corrupted count cannot spill into the tag) and top.
+    const fn successor(h: u64, in_use: u32, top: usize) -> u64 {
+        ((h & !0xFFFF_FFFF).wrapping_add(TAG_ONE))
+            | (((in_use & 0xFFFF) as u64) << IN_USE_SHIFT)
+            | (top as u64 & TOP_MASK)
+    }
+
+    /// The free slot word of id `i` linking it to `next`.
+    const fn link_word(i: usize, next: usize) -> u32 {
+        ((next ^ (i + 1)) as u32) & LINK_MASK
+    }
+
+    /// The id a free slot word of id `i` links to (garbage in, garbage out: callers check it
+    /// against `N`).
+    const fn next_of(i: usize, w: u32) -> usize {
+        ((w ^ (i as u32 + 1)) & LINK_MASK) as usize
+    }
+
+    /// Hints the CPU to bring `p`'s cache line in. A hint only: it reads nothing, cannot
+    /// fault, and is not ordered by fences or locked instructions, so a cache miss overlaps
+    /// other work instead of stalling the CAS that needs the line.
+    #[inline(always)]
+    fn prefetch<T>(p: *const T) {
+        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        // SAFETY: SSE is part of the x86_64 baseline; `prefetcht0` is a hint that does not
+        // access memory architecturally and cannot fault, whatever the address.
+        unsafe {
+            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+        }
+        #[cfg(all(target_arch = "aarch64", not(miri)))]
+        // SAFETY: `prfm` is a hint: it does not access memory architecturally, cannot fault
+        // (whatever the address) and changes no register or flag.
+        unsafe {
+            core::arch::asm!(
+                "prfm pldl1keep, [{0}]",
+                in(reg) p,
+                options(nostack, preserves_flags, readonly)
+            );
+        }
+        #[cfg(any(not(any(target_arch = "x86_64", target_arch = "aarch64")), miri))]
+        let _ = p;
+    }
 
     /// A lock-free notify id pool of capacity `N`, for shared or device memory.
     ///
@@ -242,26 +331,28 @@ mod atomic {
     ///   `.bss` needs no initialisation: see [`from_zeroed_ptr`](Self::from_zeroed_ptr).
     ///   [`new`](Self::new) is `const` and produces exactly those zero bytes.
     /// - `alloc` / `free` are O(1) apart from CAS retries under contention: a Treiber stack of
-    ///   freed ids whose 64-bit head carries a 48-bit tag bumped on every change (so a head
-    ///   that was popped and pushed back between a reader's load and its CAS is not mistaken
-    ///   for the one it read), plus a bump counter for ids never handed out.
-    /// - Each id has a state byte changed by compare-and-swap, so a double free (even by two
-    ///   processes racing) is caught: exactly one `free` of an allocated id succeeds.
+    ///   free ids threaded through a per-id slot word, whose 64-bit head carries a 32-bit tag
+    ///   bumped on every change (so a head that was popped and pushed back between a reader's
+    ///   load and its CAS is not mistaken for the one it read) and the in-use count. Zeroed
+    ///   slots link each id to the next, so a fresh pool's list is `0, 1, …, N - 1`.
+    ///   Uncontended, an `alloc` is one CAS (on the head) and a `free` two (one claiming the
+    ///   id's slot, one on the head); nothing else is a locked operation.
+    /// - Each id's slot word says whether it is allocated, and a `free` claims it by
+    ///   compare-and-swap, so a double free (even by two processes racing) is caught: exactly
+    ///   one `free` of an allocated id succeeds, and an id is never on the list twice.
+    ///
+    /// Memory: `4 × N` bytes plus an 8-byte head (rounded up to a multiple of 8) — 256 KiB
+    /// for 65535 ids, 32 KiB for 8192, 8 KiB for 2048, 4 KiB for 1024.
     ///
     /// The memory may be written by other processes, so it is untrusted: a corrupted link is
     /// answered with `DrvInternalError` (507899), never a panic or an out-of-range access.
     #[repr(C)]
     pub struct AtomicIdPool<const N: usize> {
-        /// Tag (high 48 bits) and `top + 1` (low 16 bits, 0 = empty) of the free list.
+        /// Tag (high 32 bits), in-use count (16 bits) and top id (low 16 bits, `N` = empty)
+        /// of the free list.
         pub(super) head: AtomicU64,
-        /// Ids `bump..N` have never been handed out.
-        bump: AtomicU32,
-        /// Ids currently allocated (maintained with the state bytes; informational).
-        in_use: AtomicU32,
-        /// For a freed id: the next freed id + 1 (0 = end of list).
-        pub(super) next: [AtomicU16; N],
-        /// `FREE` or `ALLOCATED`.
-        pub(super) state: [AtomicU8; N],
+        /// Per-id slot words: `ALLOCATED`, or a (relative) link to the next free id.
+        pub(super) slot: [AtomicU32; N],
     }
 
     impl<const N: usize> AtomicIdPool<N> {
@@ -270,10 +361,7 @@ mod atomic {
             let () = Capacity::<N>::OK;
             AtomicIdPool {
                 head: AtomicU64::new(0),
-                bump: AtomicU32::new(0),
-                in_use: AtomicU32::new(0),
-                next: [const { AtomicU16::new(0) }; N],
-                state: [const { AtomicU8::new(FREE) }; N],
+                slot: [const { AtomicU32::new(0) }; N],
             }
         }
 
@@ -305,14 +393,16 @@ mod atomic {
             N as u32
         }
 
-        /// How many ids are allocated (a snapshot; may be stale under concurrency).
+        /// How many ids are allocated (a snapshot; may be stale under concurrency). One load:
+        /// the count lives in the head word. Ids in transit (popped but not yet marked,
+        /// claimed by a `free` but not yet pushed) count as allocated.
         pub fn in_use(&self) -> u32 {
-            self.in_use.load(Ordering::Relaxed)
+            in_use(self.head.load(Ordering::Relaxed))
         }
 
         /// Whether `id` is currently allocated (`false` out of range).
         pub fn is_allocated(&self, id: u32) -> bool {
-            self.state
+            self.slot
                 .get(id as usize)
                 .is_some_and(|s| s.load(Ordering::Acquire) == ALLOCATED)
         }
@@ -322,70 +412,51 @@ mod atomic {
             Error::DrvInternalError
         }
 
-        /// Pops the free list: `Ok(Some(id))`, `Ok(None)` if empty (with the head word seen
-        /// empty, for the caller's linearisation check).
-        fn pop(&self) -> Result<core::result::Result<usize, u64>> {
-            let mut h = self.head.load(Ordering::Acquire);
-            loop {
-                let top1 = (h & TOP_MASK) as usize;
-                if top1 == 0 {
-                    return Ok(Err(h));
-                }
-                let id = top1 - 1;
-                let next = self.next.get(id).ok_or_else(Self::corrupted)?;
-                // Another thread may pop `id` and push it back with a new `next` between this
-                // load and the CAS below; the tag in `h` then no longer matches and we retry.
-                let n = u64::from(next.load(Ordering::Relaxed));
-                if n as usize > N {
-                    return Err(Self::corrupted());
-                }
-                let new = ((h >> TOP_BITS).wrapping_add(1) << TOP_BITS) | n;
-                match self
-                    .head
-                    .compare_exchange_weak(h, new, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(_) => return Ok(Ok(id)),
-                    Err(cur) => h = cur,
-                }
-            }
-        }
-
-        /// Takes a never-used id from the bump counter, if any is left.
-        fn bump(&self) -> Option<usize> {
-            self.bump
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| {
-                    ((b as usize) < N).then_some(b + 1)
-                })
-                .ok()
-                .map(|b| b as usize)
-        }
-
-        /// Takes a free id.
+        /// Takes a free id: the top of the free list.
+        ///
+        /// One CAS on the head, which also counts the id in use. A successful CAS makes this
+        /// thread the only owner of the id it popped, so marking it `ALLOCATED` is a plain
+        /// store: no other alloc can pop it (it is off the list) and no `free` can claim it
+        /// (its slot is not `ALLOCATED` until that store).
         ///
         /// Codes: 207009 `NoNotifyResource` when all `N` ids are allocated; 507899
         /// `DrvInternalError` if the shared memory was corrupted.
         pub fn alloc(&self) -> Result<u32> {
+            let mut h = self.head.load(Ordering::Acquire);
             let id = loop {
-                let empty_seen = match self.pop()? {
-                    Ok(id) => break id,
-                    Err(h) => h,
-                };
-                if let Some(id) = self.bump() {
-                    break id;
-                }
-                // The bump counter is exhausted (it only grows). If the free list is still the
-                // empty head we saw (same tag: nothing pushed since), every id was allocated at
-                // this instant and "full" is the true answer; otherwise an id was freed
-                // meanwhile, so try again.
-                if self.head.load(Ordering::Acquire) == empty_seen {
+                let id = top(h);
+                if id == N {
+                    // One reading of the head saw the free list empty: at this instant every
+                    // id was allocated (or in transit).
                     debug!("atomic id pool of {} is full", N);
                     return Err(Error::NoNotifyResource);
                 }
+                let slot = self.slot.get(id).ok_or_else(Self::corrupted)?;
+                // Another thread may pop `id` and push it back with a new link between this
+                // load and the CAS below; the tag in `h` then no longer matches and we retry.
+                let next = next_of(id, slot.load(Ordering::Relaxed));
+                if next > N {
+                    return Err(Self::corrupted());
+                }
+                // The next alloc will most likely pop `next`: start fetching its slot now, so
+                // a cold line (a long list, as after a drain in random order) costs no stall.
+                if next < N {
+                    prefetch(self.slot.as_ptr().wrapping_add(next));
+                }
+                let new = successor(h, in_use(h) + 1, next);
+                match self
+                    .head
+                    .compare_exchange_weak(h, new, Ordering::AcqRel, Ordering::Acquire)
+                {
+                    Ok(_) => break id,
+                    Err(cur) => h = cur,
+                }
             };
-            // `id < N`: popped ids were checked, bumped ids are below `N`.
-            let state = self.state.get(id).ok_or_else(Self::corrupted)?;
-            state.store(ALLOCATED, Ordering::Release);
-            self.in_use.fetch_add(1, Ordering::Relaxed);
+            // `id < N` (its slot was read above). Release: pairs with the claim of the `free`
+            // that gives the id back.
+            if let Some(s) = self.slot.get(id) {
+                s.store(ALLOCATED, Ordering::Release);
+            }
             Ok(id as u32)
         }
 
@@ -393,30 +464,62 @@ mod atomic {
         ///
         /// Codes: 107017 `InvalidHandle` if `id` is out of range or not allocated (a double
         /// free; of two racing frees of one id exactly one succeeds).
+        ///
+        /// Why an id is never on the list twice: the only way onto the list is this
+        /// function's compare-and-swap of the id's slot from `ALLOCATED` to a link (the
+        /// claim). Of several frees racing on one id exactly one claim succeeds; the others
+        /// see a word that is not `ALLOCATED` and return `InvalidHandle` without writing
+        /// anything. The winner owns the slot until its push (the CAS on the head) succeeds:
+        /// it alone rewrites the link on each retry (plain stores — no free can claim a slot
+        /// that is not `ALLOCATED`, no alloc can pop an id that is not on the list yet), and
+        /// a link word is never `ALLOCATED`. The slot becomes `ALLOCATED` again only by the
+        /// alloc that popped the id, after its head CAS, i.e. once the id is off the list. So
+        /// between two pushes of an id there is always a pop. (A late "double" free that
+        /// claims the id after it was popped and re-allocated frees the new allocation: ids
+        /// carry no generation, as with any id-based API.)
+        ///
+        /// Why the claim is a read-modify-write and not a plain store under the head CAS:
+        /// two frees that both read `ALLOCATED` with a plain load would both push, since the
+        /// head CAS does not order them (both pushes succeed, one after the other), and the
+        /// second one's link write would also cut the list below the first. Whoever writes
+        /// an id's link must own the id first, and ownership among racing frees needs an
+        /// atomic read-modify-write of something per id.
         pub fn free(&self, id: u32) -> Result<()> {
             let i = id as usize;
-            let (Some(state), Some(next)) = (self.state.get(i), self.next.get(i)) else {
+            let Some(slot) = self.slot.get(i) else {
                 return Err(Error::InvalidHandle);
             };
-            if state
-                .compare_exchange(ALLOCATED, FREE, Ordering::AcqRel, Ordering::Relaxed)
+            // Start fetching the slot's line (the caller picked `id`: most likely not in L1)
+            // while the head is read. Relaxed: only the top id is used, no memory behind it.
+            prefetch(slot);
+            let mut h = self.head.load(Ordering::Relaxed);
+            // The claim carries the first push attempt's link, so the uncontended path writes
+            // the slot once. Acquire: pairs with the `ALLOCATED` store of the alloc that
+            // handed the id out.
+            if slot
+                .compare_exchange(
+                    ALLOCATED,
+                    link_word(i, top(h)),
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
                 .is_err()
             {
                 debug!("atomic id pool: free of unallocated id {}", id);
                 return Err(Error::InvalidHandle);
             }
-            self.in_use.fetch_sub(1, Ordering::Relaxed);
-            let mut h = self.head.load(Ordering::Relaxed);
             loop {
-                next.store((h & TOP_MASK) as u16, Ordering::Relaxed);
-                // `i < N <= 65535`, so `i + 1` fits the 16 low bits.
-                let new = ((h >> TOP_BITS).wrapping_add(1) << TOP_BITS) | (i as u64 + 1);
+                // Release: the link is visible to whoever pops `i`.
+                let new = successor(h, in_use(h).wrapping_sub(1), i);
                 match self
                     .head
                     .compare_exchange_weak(h, new, Ordering::Release, Ordering::Relaxed)
                 {
                     Ok(_) => return Ok(()),
-                    Err(cur) => h = cur,
+                    Err(cur) => {
+                        h = cur;
+                        slot.store(link_word(i, top(h)), Ordering::Relaxed);
+                    }
                 }
             }
         }
@@ -497,7 +600,7 @@ mod tests {
     /// Only for types whose all-zero bytes are a valid value (the pools).
     fn boxed_zeroed<T>() -> Box<T> {
         let layout = std::alloc::Layout::new::<T>();
-        // SAFETY: every pool type is non-zero-sized (16-byte header) and valid when zeroed
+        // SAFETY: every pool type is non-zero-sized (a header) and valid when zeroed
         // (documented and checked by `zeroed_is_empty`); the allocation has `T`'s layout and
         // is handed to `Box`, which frees it with the same layout.
         unsafe {
@@ -640,10 +743,20 @@ mod tests {
         // `new()` is exactly zero bytes.
         let n = AtomicIdPool::<16>::new();
         // SAFETY: reading the plain bytes of an initialised, padding-free `#[repr(C)]` value
-        // (8 + 4 + 4 + 2·16 + 16 = 64 bytes, a multiple of its alignment 8).
-        let bytes: [u8; 64] = unsafe { core::mem::transmute(n) };
-        assert_eq!(bytes, [0; 64]);
-        assert_eq!(core::mem::size_of::<AtomicIdPool<16>>(), 64);
+        // (8 + 4·16 = 72 bytes, a multiple of its alignment 8).
+        let bytes: [u8; 72] = unsafe { core::mem::transmute(n) };
+        assert_eq!(bytes, [0; 72]);
+        assert_eq!(core::mem::size_of::<AtomicIdPool<16>>(), 72);
+        // A zeroed pool hands out 0, 1, 2, … (the implicit list of zeroed links).
+        let z = AtomicIdPool::<16>::new();
+        assert_eq!((z.alloc(), z.alloc(), z.alloc()), (Ok(0), Ok(1), Ok(2)));
+        assert_eq!(z.in_use(), 3);
+        // The shared-memory sizes (the simulator's layout version covers them).
+        assert_eq!(
+            core::mem::size_of::<AtomicIdPool<65535>>(),
+            8 + 4 * 65535 + 4
+        );
+        assert_eq!(core::mem::size_of::<AtomicIdPool<1024>>(), 8 + 4 * 1024);
     }
 
     #[test]
@@ -677,16 +790,28 @@ mod tests {
     #[test]
     fn corrupted_shared_memory_is_an_error_not_a_panic() {
         let p = AtomicIdPool::<4>::new();
+        use core::sync::atomic::Ordering::Relaxed;
         // Another process scribbled a head pointing past the end.
-        p.head.store(99, core::sync::atomic::Ordering::Relaxed);
+        p.head.store(99, Relaxed);
         assert_eq!(p.alloc(), Err(Error::DrvInternalError));
-        // A link pointing past the end.
-        p.head.store(1, core::sync::atomic::Ordering::Relaxed);
-        p.next[0].store(77, core::sync::atomic::Ordering::Relaxed);
+        // A free links an id to that top; popping the id then finds the bad link.
+        p.slot[1].store(1 << 16, Relaxed); // `ALLOCATED`
+        assert_eq!(p.free(1), Ok(()));
         assert_eq!(p.alloc(), Err(Error::DrvInternalError));
-        // A garbage state byte is not "allocated", so it cannot be freed.
-        p.state[2].store(0xee, core::sync::atomic::Ordering::Relaxed);
+        // A link pointing past the end (slot words hold `next ^ (id + 1)`).
+        p.head.store(0, Relaxed);
+        p.slot[0].store(77 ^ 1, Relaxed);
+        assert_eq!(p.alloc(), Err(Error::DrvInternalError));
+        // A garbage slot word is not "allocated", so it cannot be freed.
+        p.slot[2].store(0xee_0000, Relaxed);
         assert_eq!(p.free(2), Err(Error::InvalidHandle));
+        assert!(!p.is_allocated(2));
+        // A corrupted in-use count wraps within its 16 bits: it never spills into the tag.
+        p.slot[3].store(0, Relaxed);
+        p.head.store(0xFFFF << 16 | 3, Relaxed);
+        assert_eq!(p.alloc(), Ok(3));
+        assert_eq!(p.head.load(Relaxed), 1 << 32 | 4);
+        assert_eq!(p.in_use(), 0);
     }
 
     /// Several threads hammer alloc/free on one atomic pool. Each thread records which ids it

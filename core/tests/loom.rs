@@ -454,6 +454,31 @@ fn id_pool_double_free_one_winner() {
     });
 }
 
+/// A double free races a legitimate free of the same id while a third thread frees another
+/// id (so the winner's push can lose its head CAS and relink the id before retrying): one of
+/// the two frees of the id wins, the id is on the list once, and both ids come back exactly
+/// once.
+#[test]
+fn id_pool_double_free_races_a_push() {
+    model(|| {
+        let pool = Arc::new(AtomicIdPool::<3>::new());
+        let id = pool.alloc().unwrap();
+        let other = pool.alloc().unwrap();
+        let (p1, p2, p3) = (pool.clone(), pool.clone(), pool.clone());
+        let t1 = thread::spawn(move || p1.free(id).is_ok());
+        let t2 = thread::spawn(move || p2.free(id).is_ok());
+        let t3 = thread::spawn(move || p3.free(other).unwrap());
+        t3.join().unwrap();
+        let wins = usize::from(t1.join().unwrap()) + usize::from(t2.join().unwrap());
+        assert_eq!(wins, 1);
+        assert_eq!(pool.in_use(), 0);
+        let mut got: Vec<u32> = (0..3).map(|_| pool.alloc().unwrap()).collect();
+        got.sort_unstable();
+        assert_eq!(got, [0, 1, 2], "an id came back twice or was lost");
+        assert!(pool.alloc().is_err());
+    });
+}
+
 /// Control: the harness does catch a lost wake-up. With a futex whose wake does nothing, a
 /// waiter that went to sleep before the record is never woken, and loom reports the deadlock.
 /// (Loom aborts the process after a deadlock, so the broken model runs in a child process.)
