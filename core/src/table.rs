@@ -1429,7 +1429,9 @@ mod tests {
             }));
         }
         // Record until every waiter is done, one record at a time, each only after the
-        // previous one was consumed (so collapse cannot hide anything).
+        // previous one was consumed (so collapse cannot hide anything). Every 40 records the
+        // recorder pauses for 2 ms, so the short waits in progress then must time out — on a
+        // fast machine a record would otherwise always come within their 50 µs.
         let mut records = 0u32;
         let end = Instant::now() + Duration::from_secs(60);
         while hs.iter().any(|h| !h.is_finished()) {
@@ -1437,6 +1439,9 @@ mod tests {
             if !s.is_set() {
                 s.record(&*w);
                 records += 1;
+                if records.is_multiple_of(40) {
+                    thread::sleep(Duration::from_millis(2));
+                }
             }
             core::hint::spin_loop();
         }
