@@ -508,6 +508,43 @@ impl Sim {
         Ok(r)
     }
 
+    /// [`batch_reset`](StreamOps::batch_reset) over handles produced one at a time, for a
+    /// caller that translates its own handles (the C library): `next(i)` yields element `i`
+    /// of `num`, or `None` to end the batch there (the caller's own check of element `i`
+    /// failed; it reports that itself). Same checks, codes and order as `batch_reset`: the
+    /// elements before the first failing one stay reset. `next` is called at most once per
+    /// element, in order, and not after a failure.
+    pub fn batch_reset_with(
+        &self,
+        num: usize,
+        mut next: impl FnMut(usize) -> Option<RawNotify>,
+    ) -> Result<(), SimError> {
+        self.notify_calls()?;
+        if num == 0 {
+            return Err(err(Error::ParamInvalid, "batch reset of zero notifies"));
+        }
+        for i in 0..num {
+            self.require(Feature::BatchReset, "batch reset")?;
+            let Some(n) = next(i) else {
+                break;
+            };
+            let v = self
+                .notify(n)
+                .map_err(|e| err(e.kind(), format!("element {i}: {}", e.message())))?;
+            v.state.apply(Op::BatchReset).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "element {i}: notify {} was imported; only the owner can reset it",
+                        v.r.id()
+                    ),
+                )
+            })?;
+            v.r.slot().sync.reset();
+        }
+        Ok(())
+    }
+
     /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
     /// (to simulate a recycled PID). Same checks as
     /// [`set_import_pids`](NotifyResources::set_import_pids).
@@ -696,6 +733,122 @@ impl Sim {
             0
         };
         WhitelistEntry::with_start_time(sdid, pid, start)
+    }
+
+    /// The checks an import makes before it looks at the key: 207000 SoC without IPC; 107000
+    /// bad flags; 107001 no such device.
+    fn import_checks(&self, device: u32, flags: ImportFlags) -> Result<(), SimError> {
+        self.require(Feature::Ipc, "importing a notify (IPC)")?;
+        ImportFlags::from_raw(u64::from(flags.bits())).map_err(|e| {
+            err(
+                e,
+                format!(
+                    "import flags {:#x}: values above 3 are invalid",
+                    flags.bits()
+                ),
+            )
+        })?;
+        self.device_ok(device)
+    }
+
+    /// An import once [`import_checks`](Self::import_checks) passed and the key is parsed.
+    fn import_parsed(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        flags: ImportFlags,
+    ) -> Result<RawNotify, SimError> {
+        // `parse` accepts native keys only; a runtime key (`import_key` takes any) is not ours.
+        let Some(k) = key.fields() else {
+            return Err(err(Error::ParamInvalid, "not a simulator key".to_string()));
+        };
+        let (server, odev, id) = (u32::from(k.server), u32::from(k.device), u32::from(k.id));
+        let stale = |why: &str| {
+            err(
+                Error::InvalidHandle,
+                format!("key of notify {id} on device {odev} of server {server}: {why}"),
+            )
+        };
+        if server != self.inner.server_id && !self.inner.soc.has(Feature::InterServer) {
+            return Err(stale("this machine has only server 0"));
+        }
+        let file = self.server_file(server)?;
+        let slot: &NotifySlot = file
+            .slot(odev, id)
+            .ok_or_else(|| stale("no such device or id on this machine"))?;
+        if slot.state() != Some(acl_notify_core::table::SlotState::Live)
+            || slot.generation() != k.generation
+        {
+            return Err(stale(
+                "the notify no longer exists (destroyed by every holder)",
+            ));
+        }
+        let export = slot.export_state();
+        if matches!(export, Some(ExportState::None) | None) || slot.nonce() != k.nonce {
+            return Err(stale(
+                "the key does not match the notify's export (wrong nonce, or not exported)",
+            ));
+        }
+        if export == Some(ExportState::Enforced) {
+            let wl = file.read_whitelist(odev, id).ok_or_else(|| {
+                err(
+                    Error::DrvInternalError,
+                    format!("whitelist of notify {id} is unreadable (corrupt shared memory)"),
+                )
+            })?;
+            let (me_srv, me_pid, me_start) =
+                (self.inner.server_id, self.inner.pid, self.inner.start_time);
+            if !wl.matches(me_srv, me_pid, me_start) {
+                let recycled = wl
+                    .iter()
+                    .any(|e| e.sdid == me_srv && e.pid == me_pid && e.start_time != me_start);
+                let why = if recycled {
+                    format!(
+                        "pid {me_pid} is whitelisted, but for a process that started at another \
+                         time (the PID was recycled): this process (started at tick {me_start}) \
+                         may not import"
+                    )
+                } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server)
+                {
+                    format!(
+                        "pid {me_pid} is whitelisted on server {server} only; an importer on \
+                         server {me_srv} needs an inter-server entry (sdid {me_srv}, pid \
+                         {me_pid})"
+                    )
+                } else {
+                    format!("pid {me_pid} on server {me_srv} is not whitelisted")
+                };
+                return Err(err(
+                    Error::NoPermission,
+                    format!(
+                        "import of notify {id} (device {odev}, server {server}) refused: {why}{}",
+                        diag::notify_facts(&file, odev, id, slot)
+                    ),
+                ));
+            }
+        }
+        if server == self.inner.server_id && odev != device {
+            let mut peers = lock(&self.inner.peers);
+            let bit = |d: u32| 1u64 << d;
+            if flags.contains(ImportFlags::ENABLE_PEER_ACCESS) {
+                peers[device as usize] |= bit(odev);
+                peers[odev as usize] |= bit(device);
+            } else if peers[device as usize] & bit(odev) == 0
+                && peers[odev as usize] & bit(device) == 0
+            {
+                return Err(err(
+                    Error::NoPermission,
+                    format!(
+                        "import of notify {id} from device {odev} onto device {device}: no peer \
+                         access between the devices (call aclrtDeviceEnablePeerAccess or import \
+                         with ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS)"
+                    ),
+                ));
+            }
+        }
+        let r = SlotRef::join(&file, odev, id, k.generation)
+            .ok_or_else(|| stale("the notify was destroyed during the import"))?;
+        self.insert_notify(NotifyEntry::new(r, Lifecycle::Imported, device))
     }
 
     fn enqueue(
@@ -1048,17 +1201,7 @@ impl NotifyResources for Sim {
         key: &str,
         flags: ImportFlags,
     ) -> Result<RawNotify, SimError> {
-        self.require(Feature::Ipc, "importing a notify (IPC)")?;
-        ImportFlags::from_raw(u64::from(flags.bits())).map_err(|e| {
-            err(
-                e,
-                format!(
-                    "import flags {:#x}: values above 3 are invalid",
-                    flags.bits()
-                ),
-            )
-        })?;
-        self.device_ok(device)?;
+        self.import_checks(device, flags)?;
         let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
             err(
                 e,
@@ -1069,97 +1212,17 @@ impl NotifyResources for Sim {
                 ),
             )
         })?;
-        // `parse` accepts native keys only, so the fields are always there.
-        let Some(k) = key.fields() else {
-            return Err(err(Error::ParamInvalid, "not a simulator key".to_string()));
-        };
-        let (server, odev, id) = (u32::from(k.server), u32::from(k.device), u32::from(k.id));
-        let stale = |why: &str| {
-            err(
-                Error::InvalidHandle,
-                format!("key of notify {id} on device {odev} of server {server}: {why}"),
-            )
-        };
-        if server != self.inner.server_id && !self.inner.soc.has(Feature::InterServer) {
-            return Err(stale("this machine has only server 0"));
-        }
-        let file = self.server_file(server)?;
-        let slot: &NotifySlot = file
-            .slot(odev, id)
-            .ok_or_else(|| stale("no such device or id on this machine"))?;
-        if slot.state() != Some(acl_notify_core::table::SlotState::Live)
-            || slot.generation() != k.generation
-        {
-            return Err(stale(
-                "the notify no longer exists (destroyed by every holder)",
-            ));
-        }
-        let export = slot.export_state();
-        if matches!(export, Some(ExportState::None) | None) || slot.nonce() != k.nonce {
-            return Err(stale(
-                "the key does not match the notify's export (wrong nonce, or not exported)",
-            ));
-        }
-        if export == Some(ExportState::Enforced) {
-            let wl = file.read_whitelist(odev, id).ok_or_else(|| {
-                err(
-                    Error::DrvInternalError,
-                    format!("whitelist of notify {id} is unreadable (corrupt shared memory)"),
-                )
-            })?;
-            let (me_srv, me_pid, me_start) =
-                (self.inner.server_id, self.inner.pid, self.inner.start_time);
-            if !wl.matches(me_srv, me_pid, me_start) {
-                let recycled = wl
-                    .iter()
-                    .any(|e| e.sdid == me_srv && e.pid == me_pid && e.start_time != me_start);
-                let why = if recycled {
-                    format!(
-                        "pid {me_pid} is whitelisted, but for a process that started at another \
-                         time (the PID was recycled): this process (started at tick {me_start}) \
-                         may not import"
-                    )
-                } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server)
-                {
-                    format!(
-                        "pid {me_pid} is whitelisted on server {server} only; an importer on \
-                         server {me_srv} needs an inter-server entry (sdid {me_srv}, pid \
-                         {me_pid})"
-                    )
-                } else {
-                    format!("pid {me_pid} on server {me_srv} is not whitelisted")
-                };
-                return Err(err(
-                    Error::NoPermission,
-                    format!(
-                        "import of notify {id} (device {odev}, server {server}) refused: {why}{}",
-                        diag::notify_facts(&file, odev, id, slot)
-                    ),
-                ));
-            }
-        }
-        if server == self.inner.server_id && odev != device {
-            let mut peers = lock(&self.inner.peers);
-            let bit = |d: u32| 1u64 << d;
-            if flags.contains(ImportFlags::ENABLE_PEER_ACCESS) {
-                peers[device as usize] |= bit(odev);
-                peers[odev as usize] |= bit(device);
-            } else if peers[device as usize] & bit(odev) == 0
-                && peers[odev as usize] & bit(device) == 0
-            {
-                return Err(err(
-                    Error::NoPermission,
-                    format!(
-                        "import of notify {id} from device {odev} onto device {device}: no peer \
-                         access between the devices (call aclrtDeviceEnablePeerAccess or import \
-                         with ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS)"
-                    ),
-                ));
-            }
-        }
-        let r = SlotRef::join(&file, odev, id, k.generation)
-            .ok_or_else(|| stale("the notify was destroyed during the import"))?;
-        self.insert_notify(NotifyEntry::new(r, Lifecycle::Imported, device))
+        self.import_parsed(device, &key, flags)
+    }
+
+    fn import_key(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        flags: ImportFlags,
+    ) -> Result<RawNotify, SimError> {
+        self.import_checks(device, flags)?;
+        self.import_parsed(device, key, flags)
     }
 
     fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, SimError> {
@@ -1272,27 +1335,7 @@ impl StreamOps for Sim {
     }
 
     fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), SimError> {
-        self.notify_calls()?;
-        if notifies.is_empty() {
-            return Err(err(Error::ParamInvalid, "batch reset of zero notifies"));
-        }
-        for (i, &n) in notifies.iter().enumerate() {
-            self.require(Feature::BatchReset, "batch reset")?;
-            let v = self
-                .notify(n)
-                .map_err(|e| err(e.kind(), format!("element {i}: {}", e.message())))?;
-            v.state.apply(Op::BatchReset).map_err(|e| {
-                err(
-                    e,
-                    format!(
-                        "element {i}: notify {} was imported; only the owner can reset it",
-                        v.r.id()
-                    ),
-                )
-            })?;
-            v.r.slot().sync.reset();
-        }
-        Ok(())
+        self.batch_reset_with(notifies.len(), |i| notifies.get(i).copied())
     }
 
     fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), SimError> {
@@ -1629,6 +1672,48 @@ mod tests {
         sim.destroy_notify(imp).unwrap();
         assert_eq!(
             sim.import_by_key(0, key.as_str(), ImportFlags::empty())
+                .unwrap_err()
+                .kind(),
+            Error::InvalidHandle
+        );
+    }
+
+    #[test]
+    fn import_key_takes_a_parsed_key_with_the_same_checks() {
+        let (sim, _ns) = open("ipc-parsed", Soc::Ascend910B);
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let key = sim
+            .export_key(n, ExportFlags::DISABLE_PID_VALIDATION)
+            .unwrap();
+        // The checks made before the key is looked at still apply (here: the device).
+        assert_eq!(
+            sim.import_key(9, &key, ImportFlags::empty())
+                .unwrap_err()
+                .kind(),
+            Error::InvalidDeviceId
+        );
+        let imp = sim.import_key(0, &key, ImportFlags::empty()).unwrap();
+        let info = sim.notify_info(imp).unwrap();
+        assert_eq!(info.state, Lifecycle::Imported);
+        assert_eq!(info.id, sim.notify_info(n).unwrap().id);
+        // Same result as the text form.
+        let imp2 = sim
+            .import_by_key(0, key.as_str(), ImportFlags::empty())
+            .unwrap();
+        assert_eq!(sim.notify_info(imp2).unwrap().id, info.id);
+        // A runtime key (not one of ours) is malformed for the simulator.
+        let foreign = ExportKey::from_runtime(b"some-other-runtime-key").unwrap();
+        assert_eq!(
+            sim.import_key(0, &foreign, ImportFlags::empty())
+                .unwrap_err()
+                .kind(),
+            Error::ParamInvalid
+        );
+        for h in [imp, imp2, n] {
+            sim.destroy_notify(h).unwrap();
+        }
+        assert_eq!(
+            sim.import_key(0, &key, ImportFlags::empty())
                 .unwrap_err()
                 .kind(),
             Error::InvalidHandle

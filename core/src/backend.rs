@@ -190,6 +190,19 @@ pub trait NotifyResources: Backend {
         flags: ImportFlags,
     ) -> Result<RawNotify, Self::Error>;
 
+    /// [`import_by_key`](Self::import_by_key) for a key that is already parsed (a C layer
+    /// that has validated the caller's string, say): same checks and codes, minus the
+    /// malformed-text case. The default passes the key's text to `import_by_key`; backends
+    /// that parse the text themselves override it to skip the second parse.
+    fn import_key(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        flags: ImportFlags,
+    ) -> Result<RawNotify, Self::Error> {
+        self.import_by_key(device, key.as_str(), flags)
+    }
+
     /// Whether `device` can access `peer` (`aclrtDeviceCanAccessPeer`).
     ///
     /// Codes: 107001.

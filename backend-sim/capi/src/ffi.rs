@@ -18,7 +18,7 @@ use acl_notify_core::{
 };
 
 use crate::errmsg::{self, CallError, null_arg, param};
-use crate::session::{self, runtime};
+use crate::session::{self, runtime, with_runtime};
 
 /// `aclError`.
 pub type aclError = c_int;
@@ -437,7 +437,7 @@ pub unsafe extern "C" fn aclrtCreateNotify(notify: *mut aclrtNotify, flag: u64) 
                 ),
             )
         })?;
-        let h = runtime()?.create_notify(flags)?;
+        let h = with_runtime(|rt| rt.create_notify(flags))?;
         // SAFETY: non-NULL, and the caller guarantees it is writable.
         unsafe { notify.write_unaligned(to_ptr(h)) };
         Ok(())
@@ -453,7 +453,7 @@ pub extern "C" fn aclrtDestroyNotify(notify: aclrtNotify) -> aclError {
         if notify.is_null() {
             return Err(null_arg("notify"));
         }
-        runtime()?.destroy_notify(handle(notify))
+        with_runtime(|rt| rt.destroy_notify(handle(notify)))
     })
 }
 
@@ -503,7 +503,7 @@ pub unsafe extern "C" fn aclrtGetNotifyId(notify: aclrtNotify, notify_id: *mut u
         if notify_id.is_null() {
             return Err(null_arg("notifyId"));
         }
-        let id = runtime()?.notify_id(handle(notify))?;
+        let id = with_runtime(|rt| rt.notify_id(handle(notify)))?;
         // SAFETY: non-NULL, and the caller guarantees it is writable.
         unsafe { notify_id.write_unaligned(id) };
         Ok(())
@@ -527,9 +527,11 @@ pub unsafe extern "C" fn aclrtNotifyBatchReset(notifies: *mut aclrtNotify, num: 
         if num == 0 {
             return Err(param("num is 0"));
         }
-        runtime()?.batch_reset(num, |i| {
-            // SAFETY: i < num, and the caller guarantees `num` readable elements.
-            handle(unsafe { notifies.add(i).read_unaligned() })
+        with_runtime(|rt| {
+            rt.batch_reset(num, |i| {
+                // SAFETY: i < num, and the caller guarantees `num` readable elements.
+                handle(unsafe { notifies.add(i).read_unaligned() })
+            })
         })
     })
 }
@@ -556,7 +558,7 @@ pub unsafe extern "C" fn aclrtNotifyGetExportKey(
         if key.is_null() {
             return Err(null_arg("key"));
         }
-        let k = runtime()?.export_key(handle(notify), len, flags)?;
+        let k = with_runtime(|rt| rt.export_key(handle(notify), len, flags))?;
         // SAFETY: `export_key` checked len >= KEY_BUF_LEN, and the caller guarantees `len`
         // writable bytes at `key`; only the first KEY_BUF_LEN are touched.
         let buf = unsafe { std::slice::from_raw_parts_mut(key.cast::<u8>(), KEY_BUF_LEN) };
@@ -587,10 +589,12 @@ pub unsafe extern "C" fn aclrtNotifySetImportPid(
         if num > isize::MAX as usize / std::mem::size_of::<i32>() {
             return Err(param(format!("num {num} is larger than any array")));
         }
-        runtime()?.set_import_pids(handle(notify), num, || {
-            // SAFETY: non-NULL, num is in range for a slice, and the caller guarantees `num`
-            // readable, initialised elements (aligned as `int32_t *` is in C).
-            unsafe { std::slice::from_raw_parts(pid.cast_const(), num) }
+        with_runtime(|rt| {
+            rt.set_import_pids(handle(notify), num, || {
+                // SAFETY: non-NULL, num is in range for a slice, and the caller guarantees
+                // `num` readable, initialised elements (aligned as `int32_t *` is in C).
+                unsafe { std::slice::from_raw_parts(pid.cast_const(), num) }
+            })
         })
     })
 }
@@ -667,19 +671,14 @@ pub unsafe extern "C" fn aclrtNotifyImportByKey(
         if key.is_null() {
             return Err(null_arg("key"));
         }
-        let mut bytes = [0u8; KEY_BUF_LEN];
-        let mut text = None;
-        for (i, slot) in bytes.iter_mut().enumerate() {
-            // SAFETY: the caller guarantees a NUL-terminated string; we stop at its NUL.
-            let b = unsafe { key.add(i).cast::<u8>().read() };
-            if b == 0 {
-                text = Some(i);
-                break;
-            }
-            *slot = b;
-        }
-        let text = text.map(|n| &bytes[..n]);
-        let h = runtime()?.import_by_key(text, flags)?;
+        // SAFETY: the caller guarantees a NUL-terminated string; `strnlen` stops at its NUL
+        // and reads at most KEY_BUF_LEN bytes.
+        let n = unsafe { libc::strnlen(key, KEY_BUF_LEN) };
+        // SAFETY: the `n` bytes before the NUL are readable (strnlen just read them) and stay
+        // so for the call; they are only read.
+        let text =
+            (n < KEY_BUF_LEN).then(|| unsafe { std::slice::from_raw_parts(key.cast::<u8>(), n) });
+        let h = with_runtime(|rt| rt.import_by_key(text, flags))?;
         // SAFETY: non-NULL, and the caller guarantees it is writable.
         unsafe { notify.write_unaligned(to_ptr(h)) };
         Ok(())

@@ -120,14 +120,27 @@ impl<T: Copy> HandleTable<T> {
         self.decode(handle).and_then(|i| self.slots[i].value)
     }
 
+    /// The slot a live handle names and its value, for a later [`remove_at`](Self::remove_at)
+    /// under the same borrow (one decode instead of two).
+    pub(crate) fn lookup(&self, handle: usize) -> Option<(usize, T)> {
+        self.decode(handle)
+            .and_then(|i| self.slots[i].value.map(|v| (i, v)))
+    }
+
     /// Removes a live handle and returns its value; the handle is dead from now on.
     pub(crate) fn remove(&mut self, handle: usize) -> Option<T> {
         let index = self.decode(handle)?;
-        let slot = &mut self.slots[index];
+        self.remove_at(index)
+    }
+
+    /// Removes the live handle in slot `index` (as [`lookup`](Self::lookup) returned it, with
+    /// the table not changed since).
+    pub(crate) fn remove_at(&mut self, index: usize) -> Option<T> {
+        let slot = self.slots.get_mut(index)?;
+        let value = slot.value.take()?;
         slot.generation = (slot.generation + 1) & GEN_MASK;
-        let value = slot.value.take();
         self.free.push(index);
-        value
+        Some(value)
     }
 
     /// Removes every live handle whose value satisfies `pred`, returning the values.
@@ -171,6 +184,23 @@ mod tests {
         assert_eq!(t.get(a), None);
         assert_eq!(t.get(c), Some(30));
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn lookup_then_remove_at_kills_the_handle() {
+        let mut t = HandleTable::new(Kind::Notify, 5);
+        let a = t.insert(10u32).unwrap();
+        let b = t.insert(20u32).unwrap();
+        let (i, v) = t.lookup(b).unwrap();
+        assert_eq!(v, 20);
+        assert_eq!(t.remove_at(i), Some(20));
+        assert_eq!(t.lookup(b), None, "removed handle still resolves");
+        assert_eq!(t.remove_at(i), None, "slot removed twice");
+        assert_eq!(t.get(a), Some(10));
+        let c = t.insert(30u32).unwrap();
+        assert_ne!(b, c);
+        assert_eq!(t.get(b), None);
+        assert_eq!(t.lookup(c).map(|(_, v)| v), Some(30));
     }
 
     #[test]

@@ -11,9 +11,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::{
-    BackendError, CntNotifyOps, CntRecord, CntWait, CreateFlags, Error, ExportFlags, ExportKey,
-    Feature, HostCall, HostOps, ImportFlags, NotifyResources, RawCntNotify, RawNotify, RawStream,
-    ServerPid, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
+    Backend, BackendError, CntNotifyOps, CntRecord, CntWait, CreateFlags, Error, ExportFlags,
+    ExportKey, Feature, HostCall, HostOps, ImportFlags, NotifyResources, RawCntNotify, RawNotify,
+    RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
 use crate::errmsg::{CallError, param};
@@ -50,6 +50,17 @@ thread_local! {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// 107017 for a notify handle that is not in the table.
+fn bad_notify(handle: usize) -> CallError {
+    CallError::new(
+        Error::InvalidHandle,
+        format!(
+            "notify {handle:#x} is not a live notify of this process \
+             (destroyed, from another process or session, or not a notify)"
+        ),
+    )
 }
 
 /// One `aclInit` … `aclFinalize` session of the process over backend `B`.
@@ -98,15 +109,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(handle)
-            .ok_or_else(|| {
-                CallError::new(
-                    Error::InvalidHandle,
-                    format!(
-                        "notify {handle:#x} is not a live notify of this process \
-                         (destroyed, from another process or session, or not a notify)"
-                    ),
-                )
-            })
+            .ok_or_else(|| bad_notify(handle))
     }
 
     fn stream(&self, handle: usize) -> Result<StreamEntry, CallError> {
@@ -138,13 +141,6 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
                 format!("the process already holds {MAX_HANDLES} notify handles"),
             )
         })
-    }
-
-    fn forget_notify(&self, handle: usize) {
-        self.notifies
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(handle);
     }
 
     // ---- devices -------------------------------------------------------------------------
@@ -369,15 +365,24 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
         self.add_notify(NotifyEntry { raw, device })
     }
 
-    /// `aclrtDestroyNotify` (`notify` is not NULL).
+    /// `aclrtDestroyNotify` (`notify` is not NULL). The table stays write-locked across the
+    /// backend's destroy (which only drops a reference and never waits): one lock round trip
+    /// instead of a lookup and then a removal, and one decode of the handle.
     pub(crate) fn destroy_notify(&self, notify: usize) -> Result<(), CallError> {
-        let n = self.notify(notify)?;
+        let mut table = self
+            .notifies
+            .write()
+            .unwrap_or_else(PoisonError::into_inner);
+        let (index, n) = table.lookup(notify).ok_or_else(|| bad_notify(notify))?;
         let r = self.backend.destroy_notify(n.raw);
-        match &r {
-            Ok(()) => self.forget_notify(notify),
-            Err(e) if e.kind() == Error::InvalidHandle => self.forget_notify(notify),
-            Err(_) => {}
+        let gone = match &r {
+            Ok(()) => true,
+            Err(e) => e.kind() == Error::InvalidHandle,
+        };
+        if gone {
+            table.remove_at(index);
         }
+        drop(table);
         r.map_err(CallError::backend)
     }
 
@@ -409,39 +414,6 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
             .notify_info(n.raw)
             .map(|i| i.id)
             .map_err(CallError::backend)
-    }
-
-    /// `aclrtNotifyBatchReset` after the array and count checks: `next(i)` yields element `i`
-    /// (`num` of them). Elements are checked in order; the ones before the first failing
-    /// element are reset, then that element's code is returned.
-    pub(crate) fn batch_reset(
-        &self,
-        num: usize,
-        mut next: impl FnMut(usize) -> usize,
-    ) -> Result<(), CallError> {
-        let mut raws = Vec::new();
-        let mut failure = None;
-        for i in 0..num {
-            let checked = self
-                .require(Feature::BatchReset)
-                .and_then(|()| match next(i) {
-                    0 => Err(param(format!("notifies[{i}] is NULL"))),
-                    h => self.notify(h).map(|n| n.raw),
-                });
-            match checked {
-                Ok(raw) => raws.push(raw),
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-        }
-        if !raws.is_empty() {
-            self.backend
-                .batch_reset(&raws)
-                .map_err(CallError::backend)?;
-        }
-        failure.map_or(Ok(()), Err)
     }
 
     fn require(&self, feature: Feature) -> Result<(), CallError> {
@@ -572,9 +544,67 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
             })?;
         let raw = self
             .backend
-            .import_by_key(device, key.as_str(), flags)
+            .import_key(device, &key, flags)
             .map_err(CallError::backend)?;
         self.add_notify(NotifyEntry { raw, device })
+    }
+}
+
+/// A backend that resets a batch of handles produced one at a time, so the C layer can
+/// translate its handles as the backend walks the batch: no intermediate array, one pass.
+pub(crate) trait BatchResetWith: Backend {
+    /// `batch_reset` where `next(i)` yields element `i` of `num`, or `None` to end the batch
+    /// there (the caller's own check failed); see `Sim::batch_reset_with`.
+    fn batch_reset_with(
+        &self,
+        num: usize,
+        next: impl FnMut(usize) -> Option<RawNotify>,
+    ) -> Result<(), Self::Error>;
+}
+
+impl BatchResetWith for acl_notify_sim::Sim {
+    fn batch_reset_with(
+        &self,
+        num: usize,
+        next: impl FnMut(usize) -> Option<RawNotify>,
+    ) -> Result<(), Self::Error> {
+        acl_notify_sim::Sim::batch_reset_with(self, num, next)
+    }
+}
+
+impl<B: NotifyResources + StreamOps + CntNotifyOps + BatchResetWith> Runtime<B> {
+    /// `aclrtNotifyBatchReset` after the array and count checks: `next(i)` yields element `i`
+    /// (`num` ≥ 1 of them). Elements are checked in order; the ones before the first failing
+    /// element are reset, then that element's code is returned. Element `i` is read only
+    /// once the elements before it have passed every check.
+    ///
+    /// The SoC check (the same for every element) is made once, before element 0 is read;
+    /// the handles are translated under one read lock of the table while the backend walks
+    /// the batch.
+    pub(crate) fn batch_reset(
+        &self,
+        num: usize,
+        mut next: impl FnMut(usize) -> usize,
+    ) -> Result<(), CallError> {
+        self.require(Feature::BatchReset)?;
+        let mut failure = None;
+        let table = self.notifies.read().unwrap_or_else(PoisonError::into_inner);
+        let r = self.backend.batch_reset_with(num, |i| match next(i) {
+            0 => {
+                failure = Some(param(format!("notifies[{i}] is NULL")));
+                None
+            }
+            h => {
+                let raw = table.get(h).map(|n| n.raw);
+                if raw.is_none() {
+                    failure = Some(bad_notify(h));
+                }
+                raw
+            }
+        });
+        drop(table);
+        r.map_err(CallError::backend)?;
+        failure.map_or(Ok(()), Err)
     }
 }
 
@@ -722,5 +752,81 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + HostOps> Runtime<B> {
     pub(crate) fn notifies_free(&self, device: i32) -> Result<u32, CallError> {
         let d = self.device_id(device)?;
         self.backend.notifies_free(d).map_err(CallError::backend)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acl_notify_core::Soc;
+    use acl_notify_sim::Sim;
+
+    struct Ns(String);
+    impl Drop for Ns {
+        fn drop(&mut self) {
+            let _ = Sim::remove_namespace(&self.0);
+        }
+    }
+
+    fn runtime(tag: &str) -> (Runtime<Sim>, Ns) {
+        let ns = format!("unit-capi-{tag}-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let sim = Sim::builder()
+            .soc(Soc::Ascend910B)
+            .devices(2)
+            .namespace(&ns)
+            .open()
+            .unwrap();
+        (Runtime::new(sim, 1, 42), Ns(ns))
+    }
+
+    #[test]
+    fn batch_reset_resets_the_prefix_and_stops_reading_at_the_failure() {
+        let (rt, _ns) = runtime("batch");
+        rt.set_device(0).unwrap();
+        let h: Vec<usize> = (0..3)
+            .map(|_| rt.create_notify(CreateFlags::empty()).unwrap())
+            .collect();
+        for &n in &h {
+            rt.record(n, 0).unwrap();
+        }
+        rt.synchronize(0, SyncWait::Forever).unwrap();
+        // [h0, NULL, h2]: h0 is reset, then 107000; h2 is never read.
+        let batch = [h[0], 0, h[2]];
+        let mut read = Vec::new();
+        let e = rt
+            .batch_reset(3, |i| {
+                read.push(i);
+                batch[i]
+            })
+            .unwrap_err();
+        assert_eq!(e.code(), Error::ParamInvalid);
+        assert_eq!(read, [0, 1]);
+        assert!(!rt.try_consume(h[0]).unwrap(), "element 0 was not reset");
+        assert!(rt.try_consume(h[2]).unwrap(), "element 2 was reset");
+        // A dead handle in the middle: 107017, the ones before it reset.
+        rt.record(h[0], 0).unwrap();
+        rt.record(h[2], 0).unwrap();
+        rt.synchronize(0, SyncWait::Forever).unwrap();
+        rt.destroy_notify(h[1]).unwrap();
+        let batch = [h[0], h[1], h[2]];
+        let e = rt.batch_reset(3, |i| batch[i]).unwrap_err();
+        assert_eq!(e.code(), Error::InvalidHandle);
+        assert!(!rt.try_consume(h[0]).unwrap());
+        assert!(rt.try_consume(h[2]).unwrap());
+        // All live: every one reset.
+        rt.record(h[0], 0).unwrap();
+        rt.record(h[2], 0).unwrap();
+        rt.synchronize(0, SyncWait::Forever).unwrap();
+        rt.batch_reset(2, |i| [h[0], h[2]][i]).unwrap();
+        assert!(!rt.try_consume(h[0]).unwrap());
+        assert!(!rt.try_consume(h[2]).unwrap());
+        for n in [h[0], h[2]] {
+            rt.destroy_notify(n).unwrap();
+        }
+        assert_eq!(
+            rt.destroy_notify(h[0]).unwrap_err().code(),
+            Error::InvalidHandle
+        );
     }
 }

@@ -29,18 +29,40 @@ enum State {
 static STATE: RwLock<State> = RwLock::new(State::Uninit);
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 
-/// The current session, or `ACL_ERROR_UNINITIALIZE` (100001).
+/// `ACL_ERROR_UNINITIALIZE` (100001) for a state without a session.
+fn no_session(state: &State) -> CallError {
+    match state {
+        State::Finalized => CallError::new(
+            Error::Uninitialize,
+            "aclFinalize has been called (call aclInit again to start a new session)",
+        ),
+        State::Uninit | State::Ready(_) => {
+            CallError::new(Error::Uninitialize, "aclInit has not been called")
+        }
+    }
+}
+
+/// The current session, or `ACL_ERROR_UNINITIALIZE` (100001). The session stays alive while
+/// the `Arc` is held, even across an `aclFinalize` on another thread: for calls that may
+/// block (stream queues, waits, drains), which must not hold up `aclFinalize`.
 pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
     match &*STATE.read().unwrap_or_else(PoisonError::into_inner) {
         State::Ready(rt) => Ok(Arc::clone(rt)),
-        State::Uninit => Err(CallError::new(
-            Error::Uninitialize,
-            "aclInit has not been called",
-        )),
-        State::Finalized => Err(CallError::new(
-            Error::Uninitialize,
-            "aclFinalize has been called (call aclInit again to start a new session)",
-        )),
+        other => Err(no_session(other)),
+    }
+}
+
+/// Runs `f` on the current session (or fails with 100001), holding the session's read lock
+/// for the call instead of cloning the `Arc`: no reference-count traffic. Only for calls that
+/// never block and never call back into the C API (the notify control plane): an
+/// `aclFinalize` on another thread waits for `f` to return.
+#[inline]
+pub(crate) fn with_runtime<R>(
+    f: impl FnOnce(&Runtime<Dev>) -> Result<R, CallError>,
+) -> Result<R, CallError> {
+    match &*STATE.read().unwrap_or_else(PoisonError::into_inner) {
+        State::Ready(rt) => f(rt),
+        other => Err(no_session(other)),
     }
 }
 
