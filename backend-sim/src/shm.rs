@@ -1015,6 +1015,9 @@ impl Waiter for SimWaiter<'_> {
     fn stamp_ns(&self) -> u64 {
         sys::coarse_now_ns()
     }
+    fn relax(&self) {
+        std::thread::yield_now();
+    }
     fn proc_alive(&self, proc: u32) -> bool {
         self.file.proc_alive(proc)
     }

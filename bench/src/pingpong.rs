@@ -16,7 +16,7 @@ use crate::child::{Child, RoleArgs, Watchdog, kill_pid};
 use crate::sys::{self, Scope, Shm, ShmSafe, futex_wait, futex_wake, now_ns};
 
 /// How long the hybrid spins before it sleeps in the kernel: "a few µs".
-pub const HYBRID_SPIN_NS: u64 = 4_000;
+pub const HYBRID_SPIN_NS: u64 = acl_notify_core::table::SPIN.as_nanos() as u64;
 
 /// Value sent to unblock a party that must give up (never a valid sequence number).
 const ABORT: u32 = u32::MAX;

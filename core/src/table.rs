@@ -51,8 +51,13 @@ pub const MAX_PROCS: u32 = 64;
 /// re-evaluated at least this often even if nobody wakes the sleeper.
 pub const CHUNK: Duration = Duration::from_millis(50);
 /// How long a waiter that has reached the head of the queue spins on the flag before it sleeps
-/// in the kernel.
-pub const SPIN: Duration = Duration::from_micros(4);
+/// in the kernel. Longer than a wake-up from sleep takes on a typical VM (5–10 µs): with a
+/// shorter spin, two streams bouncing records stay in a regime where each one has gone to
+/// sleep by the time the other answers, and every hand-off costs a wake-up.
+pub const SPIN: Duration = Duration::from_micros(10);
+/// How long the spin at the head of the queue is a tight loop before each of its clock checks
+/// also calls [`Waiter::relax`].
+pub const PURE_SPIN: Duration = Duration::from_micros(2);
 /// Spin turns between clock reads. Under loom every turn is a scheduling point of the model,
 /// and the turns are all alike, so the model checks the clock every other turn.
 const SPIN_CHECK: u32 = if crate::sync::MODEL { 2 } else { 32 };
@@ -92,6 +97,12 @@ pub trait Waiter {
     fn stamp_ns(&self) -> u64 {
         self.now_ns()
     }
+
+    /// Called now and then by a waiter that has spun for [`PURE_SPIN`] without seeing a record
+    /// (before it gives up and sleeps): a platform where the recorder may be waiting for this
+    /// very CPU offers it (Linux: `sched_yield`, which returns at once when nothing else is
+    /// runnable). The default does nothing.
+    fn relax(&self) {}
 
     /// Whether the process in slot `proc` of the platform's process table is still alive.
     /// Waiters stuck behind a ticket of a dead process cancel it. The default says yes
@@ -325,9 +336,11 @@ impl NotifySync {
             w.wait(&self.head, h, Some(clock.chunk()));
         }
         // At the head: spin briefly, then sleep on the flag. The spin's clock starts at its
-        // first check (`SPIN_CHECK` turns in), so a record that lands at once costs no clock read; the
-        // flag is read before each CAS so that spinning does not take the line exclusively.
-        let mut spin_end = None;
+        // first check (`SPIN_CHECK` turns in), so a record that lands at once costs no clock
+        // read; the flag is read before each CAS so that spinning does not take the line
+        // exclusively. Past `PURE_SPIN` each check also offers the CPU to the platform
+        // ([`Waiter::relax`]), in case the recorder we wait for is queued behind us on it.
+        let mut spin = None;
         let mut i = 0u32;
         loop {
             if self.flag.load(SeqCst) == FLAG_SET && self.consume() {
@@ -337,9 +350,13 @@ impl NotifySync {
             i = i.wrapping_add(1);
             if i.is_multiple_of(SPIN_CHECK) {
                 let now = w.now_ns();
-                let end = *spin_end.get_or_insert(now.saturating_add(SPIN.as_nanos() as u64));
-                if now >= end {
+                let start = *spin.get_or_insert(now);
+                let spun = now.saturating_sub(start);
+                if spun >= SPIN.as_nanos() as u64 {
                     break;
+                }
+                if spun >= PURE_SPIN.as_nanos() as u64 {
+                    w.relax();
                 }
             }
             core::hint::spin_loop();
