@@ -1007,7 +1007,14 @@ impl Waiter for SimWaiter<'_> {
         sys::futex_wait(word, expected, timeout);
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
-        sys::futex_wake(word, n);
+        // Linux often puts a thread it wakes on the waker's CPU, where it waits until the waker
+        // sleeps or yields — and a stream worker goes on to spin for its next task. Yield once
+        // when someone was woken (a sleeper's wake-up costs microseconds anyway), so that the
+        // woken thread runs now if it landed here; with nothing else runnable here the yield
+        // returns at once.
+        if sys::futex_wake(word, n) > 0 {
+            std::thread::yield_now();
+        }
     }
     fn now_ns(&self) -> u64 {
         sys::now_ns()

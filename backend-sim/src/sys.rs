@@ -32,10 +32,10 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
 }
 
 /// `FUTEX_WAKE` (shared): wakes up to `n` waiters on `word` in any process.
-pub fn futex_wake(word: &AtomicU32, n: u32) {
+pub fn futex_wake(word: &AtomicU32, n: u32) -> usize {
     let n = n.min(i32::MAX as u32) as i32;
     // SAFETY: `word` is a valid, aligned atomic; FUTEX_WAKE only uses its address as a key.
-    unsafe {
+    let woken = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -44,8 +44,9 @@ pub fn futex_wake(word: &AtomicU32, n: u32) {
             std::ptr::null::<libc::timespec>(),
             std::ptr::null::<u32>(),
             0u32,
-        );
-    }
+        )
+    };
+    usize::try_from(woken).unwrap_or(0)
 }
 
 /// `CLOCK_MONOTONIC` in nanoseconds (the same clock in every process of the machine).

@@ -57,7 +57,7 @@ pub const CHUNK: Duration = Duration::from_millis(50);
 pub const SPIN: Duration = Duration::from_micros(10);
 /// How long the spin at the head of the queue is a tight loop before each of its clock checks
 /// also calls [`Waiter::relax`].
-pub const PURE_SPIN: Duration = Duration::from_micros(2);
+pub const PURE_SPIN: Duration = Duration::from_micros(1);
 /// Spin turns between clock reads. Under loom every turn is a scheduling point of the model,
 /// and the turns are all alike, so the model checks the clock every other turn.
 const SPIN_CHECK: u32 = if crate::sync::MODEL { 2 } else { 32 };
