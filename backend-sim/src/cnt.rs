@@ -954,12 +954,7 @@ mod tests {
     use acl_notify_core::cnt::CntWaitMode;
     use acl_notify_core::{BackendError, StreamOps, SyncWait, Timeout};
 
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Sim::remove_namespace(&self.0);
-        }
-    }
+    use crate::NamespaceGuard as Ns;
 
     fn open(tag: &str, soc: Soc) -> (Sim, Ns) {
         let ns = format!("unit-cnt-{tag}-{}", std::process::id());

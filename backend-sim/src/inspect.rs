@@ -1282,12 +1282,7 @@ mod tests {
         CntNotifyOps, CntRecord, ExportFlags, NotifyResources, StreamOps, Timeout,
     };
 
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Sim::remove_namespace(&self.0);
-        }
-    }
+    use crate::NamespaceGuard as Ns;
 
     #[test]
     fn json_strings_are_escaped() {

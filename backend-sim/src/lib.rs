@@ -417,6 +417,18 @@ struct NotifyView {
     device: u32,
 }
 
+/// Removes a namespace's shared files when dropped (see [`Sim::remove_namespace`]): for tests
+/// and tools that work in a namespace of their own and must not leave it behind, also when
+/// they fail half-way.
+#[derive(Debug)]
+pub struct NamespaceGuard(pub String);
+
+impl Drop for NamespaceGuard {
+    fn drop(&mut self) {
+        let _ = Sim::remove_namespace(&self.0);
+    }
+}
+
 impl Sim {
     /// A builder with the defaults.
     pub fn builder() -> SimBuilder {
@@ -1406,12 +1418,7 @@ mod tests {
     use super::*;
     use std::time::Instant;
 
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Sim::remove_namespace(&self.0);
-        }
-    }
+    use crate::NamespaceGuard as Ns;
 
     fn open(tag: &str, soc: Soc) -> (Sim, Ns) {
         let ns = format!("unit-lib-{tag}-{}", std::process::id());

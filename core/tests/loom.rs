@@ -20,7 +20,7 @@ use acl_notify_core::CreateFlags;
 use acl_notify_core::pool::AtomicIdPool;
 use acl_notify_core::sync::{AtomicU32, Ordering::SeqCst};
 use acl_notify_core::table::{
-    Leave, NotifySlot, NotifySync, Owner, SlotState, WaitArgs, WaitOutcome, Waiter,
+    Leave, NotifySlot, NotifySync, Owner, SlotState, TableError, WaitArgs, WaitOutcome, Waiter,
 };
 use loom::sync::atomic::{AtomicBool, AtomicUsize};
 use loom::sync::{Arc, Condvar, Mutex};
@@ -171,53 +171,36 @@ fn give_up_races_record_nothing_lost() {
     });
 }
 
+/// Spawns a waiter of process `proc` (no timeout) that, once its wait returns, names itself in
+/// `first` if it is the first waiter to return, then counts itself in `done`.
+fn named_waiter(
+    s: &Arc<NotifySync>,
+    w: &Arc<ModelFutex>,
+    done: &Arc<AtomicUsize>,
+    first: &Arc<AtomicUsize>,
+    proc: u32,
+) -> thread::JoinHandle<Result<WaitOutcome, TableError>> {
+    let (s2, w2, d2, f2) = (s.clone(), w.clone(), done.clone(), first.clone());
+    thread::spawn(move || {
+        let r = s2.wait_and_reset(
+            &*w2,
+            WaitArgs {
+                proc,
+                timeout: None,
+                cancel: &never,
+            },
+        );
+        let _ = f2.compare_exchange(0, proc as usize, SeqCst, SeqCst);
+        d2.fetch_add(1, SeqCst);
+        r
+    })
+}
+
 /// Two waiters queued in a known order: each record releases exactly one of them, the first
 /// in line first; no record releases two.
 #[test]
 fn fifo_release_of_two_waiters() {
-    model(|| {
-        let s = Arc::new(NotifySync::new());
-        let w = Arc::new(ModelFutex::new());
-        materialize(&s, &w);
-        let done = Arc::new(AtomicUsize::new(0));
-        let first = Arc::new(AtomicUsize::new(0));
-        let spawn = |proc: u32| {
-            let (s2, w2, d2, f2) = (s.clone(), w.clone(), done.clone(), first.clone());
-            thread::spawn(move || {
-                let r = s2.wait_and_reset(
-                    &*w2,
-                    WaitArgs {
-                        proc,
-                        timeout: None,
-                        cancel: &never,
-                    },
-                );
-                // The first to return names itself before it counts as done.
-                let _ = f2.compare_exchange(0, proc as usize, SeqCst, SeqCst);
-                d2.fetch_add(1, SeqCst);
-                r
-            })
-        };
-        let a = spawn(1);
-        until(|| s.waiters() >= 1);
-        let b = spawn(2);
-        until(|| s.waiters() >= 2);
-        s.record(&*w);
-        until(|| done.load(SeqCst) >= 1);
-        assert_eq!(
-            first.load(SeqCst),
-            1,
-            "the second in line was released first"
-        );
-        // Nobody else was released by that one record.
-        until(|| !s.is_set() || done.load(SeqCst) > 1);
-        assert_eq!(done.load(SeqCst), 1, "one record released two waiters");
-        s.record(&*w);
-        assert_eq!(a.join().unwrap(), Ok(WaitOutcome::Consumed));
-        assert_eq!(b.join().unwrap(), Ok(WaitOutcome::Consumed));
-        assert!(!s.is_set());
-        assert_eq!(s.waiters(), 0);
-    });
+    model(|| two_waiters(true));
 }
 
 /// The ticket-free fast path (a record pending and nobody queued: take it at once) never lets
@@ -225,45 +208,38 @@ fn fifo_release_of_two_waiters() {
 /// second waiter arrives, and the first in line is still the one it releases.
 #[test]
 fn fast_path_never_bypasses_a_queued_waiter() {
-    model(|| {
-        let s = Arc::new(NotifySync::new());
-        let w = Arc::new(ModelFutex::new());
-        materialize(&s, &w);
-        let done = Arc::new(AtomicUsize::new(0));
-        let first = Arc::new(AtomicUsize::new(0));
-        let spawn = |proc: u32| {
-            let (s2, w2, d2, f2) = (s.clone(), w.clone(), done.clone(), first.clone());
-            thread::spawn(move || {
-                let r = s2.wait_and_reset(
-                    &*w2,
-                    WaitArgs {
-                        proc,
-                        timeout: None,
-                        cancel: &never,
-                    },
-                );
-                let _ = f2.compare_exchange(0, proc as usize, SeqCst, SeqCst);
-                d2.fetch_add(1, SeqCst);
-                r
-            })
-        };
-        let a = spawn(1);
-        until(|| s.waiters() >= 1);
-        // The second waiter arrives while the record lands.
-        let b = spawn(2);
-        s.record(&*w);
-        until(|| done.load(SeqCst) >= 1);
-        assert_eq!(
-            first.load(SeqCst),
-            1,
-            "a late arrival took the queued waiter's record"
-        );
-        s.record(&*w);
-        assert_eq!(a.join().unwrap(), Ok(WaitOutcome::Consumed));
-        assert_eq!(b.join().unwrap(), Ok(WaitOutcome::Consumed));
-        assert!(!s.is_set());
-        assert_eq!(s.waiters(), 0);
-    });
+    model(|| two_waiters(false));
+}
+
+/// Waiter 1 queues; waiter 2 arrives — queued before the first record if `queued`, else while
+/// it lands. The first record releases waiter 1 and only it, the second one waiter 2.
+fn two_waiters(queued: bool) {
+    let s = Arc::new(NotifySync::new());
+    let w = Arc::new(ModelFutex::new());
+    materialize(&s, &w);
+    let done = Arc::new(AtomicUsize::new(0));
+    let first = Arc::new(AtomicUsize::new(0));
+    let a = named_waiter(&s, &w, &done, &first, 1);
+    until(|| s.waiters() >= 1);
+    let b = named_waiter(&s, &w, &done, &first, 2);
+    if queued {
+        until(|| s.waiters() >= 2);
+    }
+    s.record(&*w);
+    until(|| done.load(SeqCst) >= 1);
+    assert_eq!(
+        first.load(SeqCst),
+        1,
+        "the waiter second in line took the first record"
+    );
+    // Nobody else was released by that one record.
+    until(|| !s.is_set() || done.load(SeqCst) > 1);
+    assert_eq!(done.load(SeqCst), 1, "one record released two waiters");
+    s.record(&*w);
+    assert_eq!(a.join().unwrap(), Ok(WaitOutcome::Consumed));
+    assert_eq!(b.join().unwrap(), Ok(WaitOutcome::Consumed));
+    assert!(!s.is_set());
+    assert_eq!(s.waiters(), 0);
 }
 
 /// The head waiter gives up while a record arrives and a second waiter is queued behind it:

@@ -761,12 +761,7 @@ mod tests {
     use acl_notify_core::Soc;
     use acl_notify_sim::Sim;
 
-    struct Ns(String);
-    impl Drop for Ns {
-        fn drop(&mut self) {
-            let _ = Sim::remove_namespace(&self.0);
-        }
-    }
+    use acl_notify_sim::NamespaceGuard as Ns;
 
     fn runtime(tag: &str) -> (Runtime<Sim>, Ns) {
         let ns = format!("unit-capi-{tag}-{}", std::process::id());
