@@ -42,6 +42,30 @@ fn best(groups: &[GroupResult], id: &str, row: &str) -> Option<f64> {
         .map(|s| s.min)
 }
 
+/// How far apart a row's fastest and slowest repetitions may be before a ratio against it is
+/// flagged as resting on an unsteady row.
+const UNSTEADY: f64 = 10.0;
+
+/// `"; <row> unsteady: …"` when the row's repetitions spread over more than [`UNSTEADY`]×
+/// (e.g. a baseline that fell into sleeping wake-ups in some repetitions): the verdict then
+/// says more about the machine than about the code.
+fn steadiness(groups: &[GroupResult], id: &str, row: &str) -> String {
+    groups
+        .iter()
+        .find(|g| g.id == id)
+        .and_then(|g| g.variant(row))
+        .and_then(|v| v.summary())
+        .filter(|s| s.min > 0.0 && s.max / s.min > UNSTEADY)
+        .map(|s| {
+            format!(
+                "; `{row}` unsteady (repetitions from {} to {}): treat this verdict with care",
+                num(s.min),
+                num(s.max)
+            )
+        })
+        .unwrap_or_default()
+}
+
 fn judge_one(name: String, figures: Result<(bool, String), String>, out: &mut Vec<TargetResult>) {
     out.push(match figures {
         Ok((ok, detail)) => TargetResult {
@@ -83,10 +107,11 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
                         )
                     })
                     .unwrap_or_default();
+                let shaky = steadiness(groups, gid, Mech::Hybrid.name());
                 Ok((
                     r <= 2.0,
                     format!(
-                        "notify {} ns vs hybrid {} ns = {}× (limit 2×){bests}",
+                        "notify {} ns vs hybrid {} ns = {}× (limit 2×){bests}{shaky}",
                         num(c),
                         num(h),
                         num(r)
@@ -123,10 +148,11 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
             let c = median(groups, "wake", rows::WAKE)?;
             let b = median(groups, "wake", rows::WAKE_FUTEX)?;
             let r = c / b;
+            let shaky = steadiness(groups, "wake", rows::WAKE_FUTEX);
             Ok((
                 r <= 1.2,
                 format!(
-                    "notify {} ns vs futex {} ns = {}× (limit 1.2×)",
+                    "notify {} ns vs futex {} ns = {}× (limit 1.2×){shaky}",
                     num(c),
                     num(b),
                     num(r)
@@ -141,10 +167,11 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
             let c = median(groups, "handoff", rows::HANDOFF)?;
             let b = median(groups, "handoff", rows::HANDOFF_HYBRID)?;
             let r = c / b;
+            let shaky = steadiness(groups, "handoff", rows::HANDOFF_HYBRID);
             Ok((
                 r >= 0.5,
                 format!(
-                    "notify {} M/s vs hybrid {} M/s = {}% (needs ≥ 50%)",
+                    "notify {} M/s vs hybrid {} M/s = {}% (needs ≥ 50%){shaky}",
                     num(c),
                     num(b),
                     num(r * 100.0)
@@ -235,4 +262,42 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
         &mut out,
     );
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::{Better, Kind, VariantResult};
+    use std::time::Duration;
+
+    fn group(samples: Vec<f64>) -> GroupResult {
+        GroupResult {
+            id: "g",
+            title: String::new(),
+            unit: "ns",
+            better: Better::Lower,
+            variants: vec![VariantResult {
+                name: "hybrid".into(),
+                kind: Kind::Baseline,
+                iters: 1,
+                samples,
+                error: None,
+                skipped: None,
+            }],
+            note: String::new(),
+            wall: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn a_row_whose_repetitions_spread_widely_is_flagged() {
+        let steady = [group(vec![130.0, 139.0, 150.0])];
+        assert_eq!(steadiness(&steady, "g", "hybrid"), "");
+        let shaky = [group(vec![130.0, 139.0, 42_000.0])];
+        let note = steadiness(&shaky, "g", "hybrid");
+        assert!(note.contains("unsteady"), "{note}");
+        assert!(note.contains("42,000") || note.contains("42000"), "{note}");
+        // Rows that are missing say nothing.
+        assert_eq!(steadiness(&shaky, "g", "nope"), "");
+    }
 }
