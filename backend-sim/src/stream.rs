@@ -61,7 +61,10 @@
 //! issues a wake syscall only when the worker has announced that it is asleep (an atomic flag,
 //! checked with a Dekker-style `SeqCst` handshake). The worker takes up to 16 queued tasks per
 //! lock of the queue and runs them in order (so up to `capacity + 15` tasks can be pending;
-//! `queued` counts those still in the queue). The worker, having
+//! `queued` counts those still in the queue). Finished tasks are retired (what `synchronize`
+//! and `query` count) in one step per batch, and what they leave behind ([`Job::run`]'s
+//! remains) is dropped then too — never later than before a task that may block starts or
+//! blocks ([`Job::may_block`]). The worker, having
 //! run out of tasks, spins on the enqueue counter for a bounded time
 //! ([`StreamConfig::spin`], default [`DEFAULT_SPIN`]) before it parks on its thread's futex
 //! (`std::thread::park`, whose token makes an unpark that races ahead of the park harmless).
