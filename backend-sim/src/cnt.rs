@@ -353,8 +353,8 @@ impl CntFile {
 
     /// Releases the live slots whose owner process is dead and frees their ids; then frees ids
     /// leaked by processes that died half-way through a create or destroy (allocated, slot not
-    /// live, unchanged for the repair grace period, see [`crate::repair`]). Returns how many
-    /// ids were freed. A no-op on a read-only mapping.
+    /// live, unchanged for the repair grace period; see the simulator's `repair` module).
+    /// Returns how many ids were freed. A no-op on a read-only mapping.
     pub fn gc(&self) -> u32 {
         if !self.writable || self.pid != sys::getpid() {
             return 0;
