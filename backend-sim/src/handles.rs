@@ -28,6 +28,11 @@ impl<T> Slab<T> {
         }
     }
 
+    /// The tag every handle of this table carries (bits 48‥63).
+    pub fn tag(&self) -> u16 {
+        self.tag
+    }
+
     fn encode(&self, index: u32, generation: u16) -> u64 {
         (u64::from(self.tag) << 48) | (u64::from(generation) << 32) | (u64::from(index) + 1)
     }
@@ -95,6 +100,19 @@ impl<T> Slab<T> {
         Some(v)
     }
 
+    /// Removes every value that satisfies `pred`; their handles are stale afterwards.
+    pub fn remove_where(&mut self, mut pred: impl FnMut(&T) -> bool) -> Vec<T> {
+        let mut out = Vec::new();
+        for (i, e) in self.entries.iter_mut().enumerate() {
+            if e.value.as_ref().is_some_and(&mut pred) {
+                e.generation = e.generation.wrapping_add(1).max(1);
+                out.extend(e.value.take());
+                self.free.push(i as u32);
+            }
+        }
+        out
+    }
+
     /// Removes every value.
     pub fn drain(&mut self) -> Vec<T> {
         let mut out = Vec::new();
@@ -138,6 +156,10 @@ mod tests {
         assert_eq!(a.get(h), None);
         *a.get_mut(h2).unwrap() = 9;
         assert_eq!(a.len(), 1);
+        let h3 = a.insert(10).unwrap();
+        assert_eq!(a.remove_where(|v| *v == 10), vec![10]);
+        assert_eq!(a.get(h3), None, "removed by remove_where");
+        assert_eq!(a.tag(), 0x1234);
         assert_eq!(a.drain(), vec![9]);
         assert_eq!(a.get(h2), None);
         assert_eq!(a.len(), 0);

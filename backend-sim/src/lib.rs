@@ -557,6 +557,29 @@ impl Sim {
         Ok(())
     }
 
+    /// The tag in bits 48‥63 of every [`RawNotify`] this `Sim` hands out (the same for all of
+    /// them, and different from every other `Sim`'s of this process): lets a layer above keep
+    /// only the other 48 bits of a handle and rebuild it.
+    pub fn notify_tag(&self) -> u16 {
+        read(&self.inner.notifies).tag()
+    }
+
+    /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
+    pub fn notify_is_live(&self, notify: RawNotify) -> bool {
+        read(&self.inner.notifies).get(notify.0).is_some()
+    }
+
+    /// Destroys every notify handle whose device (the creator's device, or an importer's own
+    /// device) satisfies `which`, as [`destroy_notify`](NotifyResources::destroy_notify) does
+    /// one by one; returns how many.
+    pub fn destroy_notifies_where(&self, mut which: impl FnMut(u32) -> bool) -> usize {
+        let gone = write(&self.inner.notifies).remove_where(|e| which(e.device));
+        // The references are dropped outside the table lock, as in `destroy_notify`.
+        let n = gone.len();
+        drop(gone);
+        n
+    }
+
     /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
     /// (to simulate a recycled PID). Same checks as
     /// [`set_import_pids`](NotifyResources::set_import_pids).

@@ -22,6 +22,28 @@
 //!   entry with probability 2⁻³⁶ at most.
 //! - A destroyed handle's slot has a new generation (or is empty), so the old value no longer
 //!   matches.
+//!
+//! Notify handles ([`NotifyCodec`]) have no table here: they are a keyed, reversible encoding
+//! of the backend's own slab handle (`tag16 | generation16 | index+1 (32)`), whose table
+//! already checks index and generation on every call. Same kind byte, same 20-bit index
+//! field; the 36 bits between hold `check(index) ^ generation`, where `check` is keyed by the
+//! session's random seed:
+//!
+//! ```text
+//!  63      56 55            36 35             20 19                0
+//! ┌──────────┬────────────────┬─────────────────┬───────────────────┐
+//! │   A5     │ salt(index)    │ gen ^ key(index)│   slot index + 1  │
+//! │          │   (20 bits)    │    (16 bits)    │     (20 bits)     │
+//! └──────────┴────────────────┴─────────────────┴───────────────────┘
+//! ```
+//!
+//! - The salt must match exactly (a handle of another process or session, or with its index
+//!   field changed, fails with probability 1 − 2⁻²⁰); the generation it decodes to is
+//!   random for such a handle and must then match the backend slot's (2⁻¹⁶ more): 2⁻³⁶ at
+//!   most, as for the tables.
+//! - The backend moves a slot's generation on each time it is freed, so a destroyed handle no
+//!   longer matches (for the next 65,535 reuses of that slot, where a table's 20-bit
+//!   generation gives 2²⁰ − 1).
 
 /// Which table a handle belongs to; the value is the handle's top byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,22 +142,14 @@ impl<T: Copy> HandleTable<T> {
         self.decode(handle).and_then(|i| self.slots[i].value)
     }
 
-    /// The slot a live handle names and its value, for a later [`remove_at`](Self::remove_at)
-    /// under the same borrow (one decode instead of two).
-    pub(crate) fn lookup(&self, handle: usize) -> Option<(usize, T)> {
-        self.decode(handle)
-            .and_then(|i| self.slots[i].value.map(|v| (i, v)))
-    }
-
     /// Removes a live handle and returns its value; the handle is dead from now on.
     pub(crate) fn remove(&mut self, handle: usize) -> Option<T> {
         let index = self.decode(handle)?;
         self.remove_at(index)
     }
 
-    /// Removes the live handle in slot `index` (as [`lookup`](Self::lookup) returned it, with
-    /// the table not changed since).
-    pub(crate) fn remove_at(&mut self, index: usize) -> Option<T> {
+    /// Removes the live handle in slot `index`.
+    fn remove_at(&mut self, index: usize) -> Option<T> {
         let slot = self.slots.get_mut(index)?;
         let value = slot.value.take()?;
         slot.generation = (slot.generation + 1) & GEN_MASK;
@@ -163,6 +177,70 @@ impl<T: Copy> HandleTable<T> {
     }
 }
 
+/// Bits of a notify handle between the kind byte and the index field.
+const CHECK_BITS: u32 = 36;
+/// Bits of the backend's generation (bits 32‥47 of its handle).
+const BACKEND_GEN_BITS: u32 = 16;
+const BACKEND_GEN_MASK: u64 = (1 << BACKEND_GEN_BITS) - 1;
+
+/// The notify handles of one session: an encoding of the backend's handles (see the module
+/// docs), with no table and no lock of its own.
+pub(crate) struct NotifyCodec {
+    /// The backend's tag, in place (bits 48‥63).
+    tag: u64,
+    k1: u64,
+    /// Odd.
+    k2: u64,
+}
+
+impl NotifyCodec {
+    /// The codec of a session whose backend tags its notify handles with `backend_tag`.
+    /// `seed` keys the salt and the generation mask; pass a random value per session.
+    pub(crate) fn new(seed: u64, backend_tag: u16) -> Self {
+        let k = mix(seed ^ Kind::Notify as u64);
+        NotifyCodec {
+            tag: u64::from(backend_tag) << 48,
+            k1: k,
+            k2: mix(k) | 1,
+        }
+    }
+
+    /// `salt(index) << 16 | key(index)`: 36 bits, keyed by the session.
+    #[inline]
+    fn check(&self, index_field: u64) -> u64 {
+        (index_field ^ self.k1).wrapping_mul(self.k2) >> (64 - CHECK_BITS)
+    }
+
+    /// The C handle of backend handle `raw`; `None` if its slot index does not fit the index
+    /// field ([`MAX_HANDLES`] live handles) or it is not one of this backend's.
+    #[inline]
+    pub(crate) fn encode(&self, raw: u64) -> Option<usize> {
+        let index = raw & 0xFFFF_FFFF;
+        if raw & !((BACKEND_GEN_MASK << 32) | 0xFFFF_FFFF) != self.tag
+            || index == 0
+            || index > INDEX_MASK
+        {
+            return None;
+        }
+        let generation = (raw >> 32) & BACKEND_GEN_MASK;
+        let mid = self.check(index) ^ generation;
+        Some((((Kind::Notify as u64) << KIND_SHIFT) | (mid << INDEX_BITS) | index) as usize)
+    }
+
+    /// The backend handle a C handle stands for, if it carries this session's salt; whether
+    /// that handle is live is the backend's to say.
+    #[inline]
+    pub(crate) fn decode(&self, handle: usize) -> Option<u64> {
+        let h = handle as u64;
+        let index = h & INDEX_MASK;
+        if h >> KIND_SHIFT != Kind::Notify as u64 || index == 0 {
+            return None;
+        }
+        let generation = ((h >> INDEX_BITS) & ((1 << CHECK_BITS) - 1)) ^ self.check(index);
+        (generation >> BACKEND_GEN_BITS == 0).then_some(self.tag | (generation << 32) | index)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -184,23 +262,6 @@ mod tests {
         assert_eq!(t.get(a), None);
         assert_eq!(t.get(c), Some(30));
         assert_eq!(t.len(), 2);
-    }
-
-    #[test]
-    fn lookup_then_remove_at_kills_the_handle() {
-        let mut t = HandleTable::new(Kind::Notify, 5);
-        let a = t.insert(10u32).unwrap();
-        let b = t.insert(20u32).unwrap();
-        let (i, v) = t.lookup(b).unwrap();
-        assert_eq!(v, 20);
-        assert_eq!(t.remove_at(i), Some(20));
-        assert_eq!(t.lookup(b), None, "removed handle still resolves");
-        assert_eq!(t.remove_at(i), None, "slot removed twice");
-        assert_eq!(t.get(a), Some(10));
-        let c = t.insert(30u32).unwrap();
-        assert_ne!(b, c);
-        assert_eq!(t.get(b), None);
-        assert_eq!(t.lookup(c).map(|(_, v)| v), Some(30));
     }
 
     #[test]
@@ -255,5 +316,65 @@ mod tests {
         for (i, h) in hs.iter().enumerate() {
             assert_eq!(t.get(*h).is_some(), i % 2 == 1);
         }
+    }
+
+    #[test]
+    fn notify_codec_round_trips_and_rejects_what_it_must() {
+        let tag = 0x1234u64 << 48;
+        let raw = |generation: u64, index: u64| tag | (generation << 32) | index;
+        let c = NotifyCodec::new(42, 0x1234);
+        let h = c.encode(raw(1, 1)).unwrap();
+        assert_eq!(c.decode(h), Some(raw(1, 1)));
+        let top = (h as u64) >> 47;
+        assert!(top != 0 && top != 0x1_ffff, "{h:#x} is a canonical address");
+        assert_eq!((h as u64) >> KIND_SHIFT, Kind::Notify as u64);
+        // Every generation and index round-trips; distinct inputs give distinct handles.
+        let mut seen = std::collections::HashSet::new();
+        for g in [1u64, 2, 0x7fff, 0xffff] {
+            for i in [1u64, 2, 3, 1000, INDEX_MASK] {
+                let h = c.encode(raw(g, i)).unwrap();
+                assert_eq!(c.decode(h), Some(raw(g, i)));
+                assert!(seen.insert(h));
+            }
+        }
+        // Indexes beyond the field, and other backends' handles, are not encoded.
+        assert_eq!(c.encode(raw(1, INDEX_MASK + 1)), None);
+        assert_eq!(c.encode(raw(1, 0)), None);
+        assert_eq!(c.encode((0x4321 << 48) | (1 << 32) | 1), None);
+        // Another session (seed) rejects this one's handles, or decodes them to a different
+        // generation; over many handles, almost all fail the salt check.
+        let other = NotifyCodec::new(43, 0x1234);
+        let mut accepted = 0;
+        for i in 1..=10_000u64 {
+            let h = c.encode(raw(1, i)).unwrap();
+            if let Some(r) = other.decode(h) {
+                assert_ne!(r, raw(1, i), "same backend handle in another session");
+                accepted += 1;
+            }
+        }
+        assert!(
+            accepted <= 2,
+            "{accepted} foreign handles passed the salt check"
+        );
+        // Garbage, other kinds and a changed index fail the salt check.
+        let mut s = HandleTable::new(Kind::Stream, 42);
+        let hs = s.insert(1u8).unwrap();
+        let local = 0u64;
+        for garbage in [
+            0usize,
+            1,
+            usize::MAX,
+            0xdead_beef,
+            &local as *const u64 as usize,
+            hs,
+            h ^ 1,
+            h ^ 2,
+            h ^ (1 << 40),
+        ] {
+            assert_eq!(c.decode(garbage), None, "{garbage:#x} accepted");
+        }
+        // A changed generation field names the same slot with another generation (which the
+        // backend's slot check rejects).
+        assert_eq!(c.decode(h ^ (1 << INDEX_BITS)), Some(raw(0, 1)));
     }
 }

@@ -17,15 +17,7 @@ use acl_notify_core::{
 };
 
 use crate::errmsg::{CallError, param};
-use crate::handle::{HandleTable, Kind, MAX_HANDLES};
-
-/// What a notify handle stands for.
-#[derive(Clone, Copy, Debug)]
-struct NotifyEntry {
-    raw: RawNotify,
-    /// The device it was created or imported on.
-    device: u32,
-}
+use crate::handle::{HandleTable, Kind, MAX_HANDLES, NotifyCodec};
 
 /// What a count-notify handle stands for.
 #[derive(Clone, Copy, Debug)]
@@ -52,7 +44,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// 107017 for a notify handle that is not in the table.
+/// 107017 for a notify handle that is not a live one of this session.
 fn bad_notify(handle: usize) -> CallError {
     CallError::new(
         Error::InvalidHandle,
@@ -67,7 +59,8 @@ fn bad_notify(handle: usize) -> CallError {
 pub(crate) struct Runtime<B> {
     backend: B,
     epoch: u64,
-    notifies: RwLock<HandleTable<NotifyEntry>>,
+    /// Notify handles are the backend's own, encoded (no table here: see [`crate::handle`]).
+    notifies: NotifyCodec,
     streams: RwLock<HandleTable<StreamEntry>>,
     cnts: RwLock<HandleTable<CntEntry>>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
@@ -82,15 +75,16 @@ impl<B> core::fmt::Debug for Runtime<B> {
     }
 }
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
+impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     /// A session over `backend`. `epoch` must differ from every earlier session's in this
     /// process; `seed` should be random (it salts the handles).
     pub(crate) fn new(backend: B, epoch: u64, seed: u64) -> Self {
         let devices = backend.device_count() as usize;
+        let notifies = NotifyCodec::new(seed, backend.notify_tag());
         Runtime {
             backend,
             epoch,
-            notifies: RwLock::new(HandleTable::new(Kind::Notify, seed)),
+            notifies,
             streams: RwLock::new(HandleTable::new(Kind::Stream, seed.rotate_left(17))),
             cnts: RwLock::new(HandleTable::new(Kind::CntNotify, seed.rotate_left(41))),
             device_refs: Mutex::new(vec![0; devices]),
@@ -104,12 +98,24 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
 
     // ---- handles -------------------------------------------------------------------------
 
-    fn notify(&self, handle: usize) -> Result<NotifyEntry, CallError> {
+    /// The backend handle a C notify handle stands for, without asking the backend.
+    #[inline]
+    fn decode_notify(&self, handle: usize) -> Result<RawNotify, CallError> {
         self.notifies
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(handle)
+            .decode(handle)
+            .map(RawNotify)
             .ok_or_else(|| bad_notify(handle))
+    }
+
+    /// The live backend notify a C handle stands for (checked before the other arguments,
+    /// as SPEC §3 orders).
+    fn notify(&self, handle: usize) -> Result<RawNotify, CallError> {
+        let raw = self.decode_notify(handle)?;
+        if self.backend.notify_is_live(raw) {
+            Ok(raw)
+        } else {
+            Err(bad_notify(handle))
+        }
     }
 
     fn stream(&self, handle: usize) -> Result<StreamEntry, CallError> {
@@ -128,14 +134,9 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
             })
     }
 
-    fn add_notify(&self, entry: NotifyEntry) -> Result<usize, CallError> {
-        let h = self
-            .notifies
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(entry);
-        h.ok_or_else(|| {
-            let _ = self.backend.destroy_notify(entry.raw);
+    fn add_notify(&self, raw: RawNotify) -> Result<usize, CallError> {
+        self.notifies.encode(raw.0).ok_or_else(|| {
+            let _ = self.backend.destroy_notify(raw);
             CallError::new(
                 Error::ResourceAllocFail,
                 format!("the process already holds {MAX_HANDLES} notify handles"),
@@ -215,14 +216,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
         for s in streams {
             let _ = self.backend.destroy_stream(s.raw, StreamDestroy::Discard);
         }
-        let notifies = self
-            .notifies
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove_where(|n| which(n.device));
-        for n in notifies {
-            let _ = self.backend.destroy_notify(n.raw);
-        }
+        self.backend.destroy_notifies_where(&which);
         let cnts = self
             .cnts
             .write()
@@ -362,35 +356,27 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
             .backend
             .create_notify(device, flags)
             .map_err(CallError::backend)?;
-        self.add_notify(NotifyEntry { raw, device })
+        self.add_notify(raw)
     }
 
-    /// `aclrtDestroyNotify` (`notify` is not NULL). The table stays write-locked across the
-    /// backend's destroy (which only drops a reference and never waits): one lock round trip
-    /// instead of a lookup and then a removal, and one decode of the handle.
+    /// `aclrtDestroyNotify` (`notify` is not NULL): the backend's own slot check (one lock
+    /// round trip in all) tells a live handle from a destroyed or stale one.
     pub(crate) fn destroy_notify(&self, notify: usize) -> Result<(), CallError> {
-        let mut table = self
-            .notifies
-            .write()
-            .unwrap_or_else(PoisonError::into_inner);
-        let (index, n) = table.lookup(notify).ok_or_else(|| bad_notify(notify))?;
-        let r = self.backend.destroy_notify(n.raw);
-        let gone = match &r {
-            Ok(()) => true,
-            Err(e) => e.kind() == Error::InvalidHandle,
-        };
-        if gone {
-            table.remove_at(index);
-        }
-        drop(table);
-        r.map_err(CallError::backend)
+        let raw = self.decode_notify(notify)?;
+        self.backend.destroy_notify(raw).map_err(|e| {
+            if e.kind() == Error::InvalidHandle {
+                bad_notify(notify)
+            } else {
+                CallError::backend(e)
+            }
+        })
     }
 
     /// `aclrtRecordNotify`.
     pub(crate) fn record(&self, notify: usize, stream: usize) -> Result<(), CallError> {
         let n = self.notify(notify)?;
         let s = self.resolve_stream(stream)?;
-        self.backend.record(n.raw, s).map_err(CallError::backend)
+        self.backend.record(n, s).map_err(CallError::backend)
     }
 
     /// `aclrtWaitAndResetNotify`.
@@ -403,7 +389,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
         let n = self.notify(notify)?;
         let s = self.resolve_stream(stream)?;
         self.backend
-            .wait_and_reset(n.raw, s, Timeout::from_c(timeout))
+            .wait_and_reset(n, s, Timeout::from_c(timeout))
             .map_err(CallError::backend)
     }
 
@@ -411,7 +397,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
     pub(crate) fn notify_id(&self, notify: usize) -> Result<u32, CallError> {
         let n = self.notify(notify)?;
         self.backend
-            .notify_info(n.raw)
+            .notify_info(n)
             .map(|i| i.id)
             .map_err(CallError::backend)
     }
@@ -460,7 +446,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
             )
         })?;
         self.backend
-            .export_key(n.raw, flags)
+            .export_key(n, flags)
             .map_err(CallError::backend)
     }
 
@@ -477,7 +463,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
             return Err(param("num is 0"));
         }
         self.backend
-            .set_import_pids(n.raw, pids())
+            .set_import_pids(n, pids())
             .map_err(CallError::backend)
     }
 
@@ -513,7 +499,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
         }
         if !ok.is_empty() {
             self.backend
-                .set_import_server_pids(n.raw, &ok)
+                .set_import_server_pids(n, &ok)
                 .map_err(CallError::backend)?;
         }
         failure.map_or(Ok(()), Err)
@@ -546,7 +532,30 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
             .backend
             .import_key(device, &key, flags)
             .map_err(CallError::backend)?;
-        self.add_notify(NotifyEntry { raw, device })
+        self.add_notify(raw)
+    }
+}
+
+/// A backend whose notify handles the C layer encodes ([`NotifyCodec`]) instead of keeping a
+/// table of its own: the backend's table checks them on every call.
+pub(crate) trait NotifyHandles {
+    /// The tag in bits 48‥63 of every notify handle this backend hands out.
+    fn notify_tag(&self) -> u16;
+    /// Whether `notify` is a live notify handle of this backend.
+    fn notify_is_live(&self, notify: RawNotify) -> bool;
+    /// Destroys every notify handle whose device satisfies `which`.
+    fn destroy_notifies_where(&self, which: impl FnMut(u32) -> bool);
+}
+
+impl NotifyHandles for acl_notify_sim::Sim {
+    fn notify_tag(&self) -> u16 {
+        acl_notify_sim::Sim::notify_tag(self)
+    }
+    fn notify_is_live(&self, notify: RawNotify) -> bool {
+        acl_notify_sim::Sim::notify_is_live(self, notify)
+    }
+    fn destroy_notifies_where(&self, which: impl FnMut(u32) -> bool) {
+        acl_notify_sim::Sim::destroy_notifies_where(self, which);
     }
 }
 
@@ -572,15 +581,16 @@ impl BatchResetWith for acl_notify_sim::Sim {
     }
 }
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps + BatchResetWith> Runtime<B> {
+impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles + BatchResetWith> Runtime<B> {
     /// `aclrtNotifyBatchReset` after the array and count checks: `next(i)` yields element `i`
     /// (`num` ≥ 1 of them). Elements are checked in order; the ones before the first failing
     /// element are reset, then that element's code is returned. Element `i` is read only
     /// once the elements before it have passed every check.
     ///
     /// The SoC check (the same for every element) is made once, before element 0 is read;
-    /// the handles are translated under one read lock of the table while the backend walks
-    /// the batch.
+    /// the handles are decoded as the backend walks the batch, and the backend's own check
+    /// of an element's slot stands for the table lookup (its 107017 is reported as this
+    /// layer's, naming the C handle).
     pub(crate) fn batch_reset(
         &self,
         num: usize,
@@ -588,22 +598,28 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + BatchResetWith> Runtime<B> 
     ) -> Result<(), CallError> {
         self.require(Feature::BatchReset)?;
         let mut failure = None;
-        let table = self.notifies.read().unwrap_or_else(PoisonError::into_inner);
+        let mut last = 0;
         let r = self.backend.batch_reset_with(num, |i| match next(i) {
             0 => {
                 failure = Some(param(format!("notifies[{i}] is NULL")));
                 None
             }
             h => {
-                let raw = table.get(h).map(|n| n.raw);
+                last = h;
+                let raw = self.notifies.decode(h).map(RawNotify);
                 if raw.is_none() {
                     failure = Some(bad_notify(h));
                 }
                 raw
             }
         });
-        drop(table);
-        r.map_err(CallError::backend)?;
+        r.map_err(|e| {
+            if e.kind() == Error::InvalidHandle {
+                bad_notify(last)
+            } else {
+                CallError::backend(e)
+            }
+        })?;
         failure.map_or(Ok(()), Err)
     }
 }
@@ -612,7 +628,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + BatchResetWith> Runtime<B> 
 /// and the info structs; what remains runs here in this order: 207000 on a SoC without count
 /// notifies; 107017 bad count-notify handle; then, for stream calls, the stream (107017,
 /// 107002, 107003).
-impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
+impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     fn cnt(&self, handle: usize) -> Result<CntEntry, CallError> {
         self.require(Feature::CntNotify)?;
         self.cnts
@@ -710,16 +726,13 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps> Runtime<B> {
 }
 
 /// The simulator's extensions beyond CANN's API (`aclnsim*`), for backends with [`HostOps`].
-impl<B: NotifyResources + StreamOps + CntNotifyOps + HostOps> Runtime<B> {
+impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles + HostOps> Runtime<B> {
     /// The notify's backend handle, after checking the calling thread's current device is the
     /// owner's: 107017; 107002; 107000.
     fn owner_side(&self, notify: usize) -> Result<RawNotify, CallError> {
         let n = self.notify(notify)?;
         let device = self.current_device()?;
-        let info = self
-            .backend
-            .notify_info(n.raw)
-            .map_err(CallError::backend)?;
+        let info = self.backend.notify_info(n).map_err(CallError::backend)?;
         if info.owner_device != device {
             return Err(param(format!(
                 "notify {} is owned by device {}; host-side waits are only possible with the \
@@ -727,7 +740,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + HostOps> Runtime<B> {
                 info.id, info.owner_device
             )));
         }
-        Ok(n.raw)
+        Ok(n)
     }
 
     /// `aclnsimNotifyHostWait`: `None` waits forever.
