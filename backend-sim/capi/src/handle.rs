@@ -245,6 +245,21 @@ impl NotifyCodec {
 mod tests {
     use super::*;
 
+    /// Values that are no handle at all (NULL, small numbers, all ones, a real address), then
+    /// `more`.
+    fn garbage_and<const K: usize>(more: [usize; K]) -> Vec<usize> {
+        let local = 0u64;
+        let mut v = vec![
+            0usize,
+            1,
+            usize::MAX,
+            0xdead_beef,
+            &local as *const u64 as usize,
+        ];
+        v.extend(more);
+        v
+    }
+
     #[test]
     fn live_handles_resolve_and_dead_ones_do_not() {
         let mut t = HandleTable::new(Kind::Notify, 42);
@@ -272,16 +287,7 @@ mod tests {
         let hs = s.insert(2u8).unwrap();
         assert_eq!(n.get(hs), None, "stream handle accepted as notify");
         assert_eq!(s.get(hn), None, "notify handle accepted as stream");
-        let local = 0u64;
-        for garbage in [
-            0usize,
-            1,
-            usize::MAX,
-            0xdead_beef,
-            &local as *const u64 as usize,
-            hn ^ 1,
-            hn + (1 << INDEX_BITS),
-        ] {
+        for garbage in garbage_and([hn ^ 1, hn + (1 << INDEX_BITS)]) {
             assert_eq!(n.get(garbage), None, "{garbage:#x} accepted");
         }
     }
@@ -359,18 +365,7 @@ mod tests {
         // Garbage, other kinds and a changed index fail the salt check.
         let mut s = HandleTable::new(Kind::Stream, 42);
         let hs = s.insert(1u8).unwrap();
-        let local = 0u64;
-        for garbage in [
-            0usize,
-            1,
-            usize::MAX,
-            0xdead_beef,
-            &local as *const u64 as usize,
-            hs,
-            h ^ 1,
-            h ^ 2,
-            h ^ (1 << 40),
-        ] {
+        for garbage in garbage_and([hs, h ^ 1, h ^ 2, h ^ (1 << 40)]) {
             assert_eq!(c.decode(garbage), None, "{garbage:#x} accepted");
         }
         // A changed generation field names the same slot with another generation (which the
