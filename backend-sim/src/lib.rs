@@ -535,8 +535,9 @@ impl Sim {
         if num == 0 {
             return Err(err(Error::ParamInvalid, "batch reset of zero notifies"));
         }
+        // The SoC check is the same for every element; made once, before element 0 is read.
+        self.require(Feature::BatchReset, "batch reset")?;
         for i in 0..num {
-            self.require(Feature::BatchReset, "batch reset")?;
             let Some(n) = next(i) else {
                 break;
             };

@@ -374,9 +374,13 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
 
     /// `aclrtRecordNotify`.
     pub(crate) fn record(&self, notify: usize, stream: usize) -> Result<(), CallError> {
-        let n = self.notify(notify)?;
-        let s = self.resolve_stream(stream)?;
-        self.backend.record(n, s).map_err(CallError::backend)
+        let n = self.decode_notify(notify)?;
+        let s = self
+            .resolve_stream(stream)
+            .map_err(|e| self.notify_first(n, notify, e))?;
+        self.backend
+            .record(n, s)
+            .map_err(|e| self.notify_error(n, notify, e))
     }
 
     /// `aclrtWaitAndResetNotify`.
@@ -386,11 +390,34 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         stream: usize,
         timeout: u32,
     ) -> Result<(), CallError> {
-        let n = self.notify(notify)?;
-        let s = self.resolve_stream(stream)?;
+        let n = self.decode_notify(notify)?;
+        let s = self
+            .resolve_stream(stream)
+            .map_err(|e| self.notify_first(n, notify, e))?;
         self.backend
             .wait_and_reset(n, s, Timeout::from_c(timeout))
-            .map_err(CallError::backend)
+            .map_err(|e| self.notify_error(n, notify, e))
+    }
+
+    /// For the stream calls, which leave the notify's liveness to the backend (one table
+    /// lookup, not two): a stream error `e` stands only if the notify is live — a dead
+    /// notify is reported first, as SPEC §3 orders. Runs on the error path only.
+    fn notify_first(&self, n: RawNotify, handle: usize, e: CallError) -> CallError {
+        if self.backend.notify_is_live(n) {
+            e
+        } else {
+            bad_notify(handle)
+        }
+    }
+
+    /// A backend error of a stream call: a 107017 for a notify that is not live is reported
+    /// with the C handle the caller passed.
+    fn notify_error(&self, n: RawNotify, handle: usize, e: B::Error) -> CallError {
+        if e.kind() == Error::InvalidHandle && !self.backend.notify_is_live(n) {
+            bad_notify(handle)
+        } else {
+            CallError::backend(e)
+        }
     }
 
     /// `aclrtGetNotifyId`.
