@@ -77,6 +77,87 @@ pub const ENV_DEVICES: &str = "ACL_NOTIFY_SIM_DEVICES";
 pub const ENV_NAMESPACE: &str = "ACL_NOTIFY_SIM_NAMESPACE";
 /// Environment variable giving this process's SuperPod server id (default 0).
 pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
+/// Environment variable placing stream workers on CPUs: `off` (default), `spread`, or a CPU
+/// list such as `0,2-3` (see [`StreamCpus`]).
+pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
+
+/// Where the worker threads of this process's simulated streams run.
+///
+/// A stream on a real device is executed by the device, beside the host and beside other
+/// streams. The simulator runs each stream on a thread, and by default the kernel places it.
+/// On some machines (seen on KVM guests) the kernel puts a woken worker on the CPU of the
+/// thread that woke it, even when another CPU is idle: two streams that hand work to each
+/// other then share one CPU and take turns, at microseconds per hand-off instead of hundreds
+/// of nanoseconds. `Spread` gives each new stream a CPU of its own, in turn.
+///
+/// The cost: a placed worker cannot move, so when its CPU is busy with other work it waits
+/// for its share there even if another CPU is free. Streams that are mostly idle lose
+/// nothing; busy streams gain when there are at least as many CPUs as busy streams.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum StreamCpus {
+    /// The kernel places the workers (default; `ACL_NOTIFY_SIM_STREAM_CPUS=off`).
+    #[default]
+    Scheduler,
+    /// Each new stream's worker is restricted to one CPU, taking the CPUs the opening thread
+    /// may use in turn (`spread`).
+    Spread,
+    /// Like `Spread`, over these CPUs in this order (e.g. `2,3` or `0-3`). Every CPU must be
+    /// one the opening thread may use.
+    List(Vec<usize>),
+}
+
+impl StreamCpus {
+    /// Parses `off`, `spread` or a CPU list (`0,2-3`), as `ACL_NOTIFY_SIM_STREAM_CPUS` takes
+    /// them. Errors say what is wrong, in words.
+    pub fn parse(text: &str) -> Result<StreamCpus, String> {
+        let t = text.trim();
+        match t {
+            "off" | "scheduler" => return Ok(StreamCpus::Scheduler),
+            "spread" => return Ok(StreamCpus::Spread),
+            _ => {}
+        }
+        let cpu = |p: &str| {
+            p.trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|&c| c < MAX_CPU)
+                .ok_or_else(|| format!("{p:?} is not a CPU number (0 to {})", MAX_CPU - 1))
+        };
+        let mut list = Vec::new();
+        for part in t.split(',') {
+            match part.split_once('-') {
+                Some((a, b)) => {
+                    let (a, b) = (cpu(a)?, cpu(b)?);
+                    if a > b {
+                        return Err(format!("range {part:?} runs backwards"));
+                    }
+                    list.extend(a..=b);
+                }
+                None => list.push(cpu(part)?),
+            }
+        }
+        Ok(StreamCpus::List(list))
+    }
+
+    /// The CPUs to hand out in turn (empty: leave placement to the kernel), checked against
+    /// the CPUs `allowed`.
+    fn resolve(&self, allowed: &[usize]) -> Result<Vec<usize>, String> {
+        match self {
+            StreamCpus::Scheduler => Ok(Vec::new()),
+            StreamCpus::Spread => Ok(allowed.to_vec()),
+            StreamCpus::List(list) if list.is_empty() => Err("the CPU list is empty".into()),
+            StreamCpus::List(list) => match list.iter().find(|c| !allowed.contains(c)) {
+                Some(c) => Err(format!(
+                    "CPU {c} is not one this process may use (allowed: {allowed:?})"
+                )),
+                None => Ok(list.clone()),
+            },
+        }
+    }
+}
+
+/// One past the highest CPU number a [`StreamCpus`] list may name (the kernel's `CPU_SETSIZE`).
+const MAX_CPU: usize = 1024;
 
 /// Most devices a simulated machine can have.
 pub const MAX_DEVICES: u32 = 64;
@@ -90,9 +171,16 @@ pub struct SimBuilder {
     devices: u32,
     namespace: Option<String>,
     server_id: u32,
+    stream_cpus: StreamCpus,
 }
 
 impl SimBuilder {
+    /// Where stream workers run (default [`StreamCpus::Scheduler`]).
+    pub fn stream_cpus(mut self, cpus: StreamCpus) -> Self {
+        self.stream_cpus = cpus;
+        self
+    }
+
     /// The SoC family (default `Ascend910B`).
     pub fn soc(mut self, soc: Soc) -> Self {
         self.soc = soc;
@@ -171,6 +259,10 @@ impl SimBuilder {
                 ),
             ));
         }
+        let cpus = self
+            .stream_cpus
+            .resolve(&stream::allowed_cpus())
+            .map_err(|why| bad(ENV_STREAM_CPUS, "stream_cpus", why))?;
         let file = shm::open_shared(
             &namespace,
             self.server_id,
@@ -198,6 +290,8 @@ impl SimBuilder {
                 peers: Mutex::new(vec![0; self.devices as usize]),
                 op_wait_timeout: AtomicU32::new(0),
                 stream_seq: AtomicU32::new(0),
+                cpus,
+                cpu_seq: AtomicU32::new(0),
                 cnt: cnt::CntState::new(tag ^ 0x4000),
             }),
         })
@@ -217,6 +311,7 @@ impl Default for SimBuilder {
             devices: 8,
             namespace: None,
             server_id: 0,
+            stream_cpus: StreamCpus::Scheduler,
         }
     }
 }
@@ -284,6 +379,9 @@ struct Inner {
     peers: Mutex<Vec<u64>>,
     op_wait_timeout: AtomicU32,
     stream_seq: AtomicU32,
+    /// CPUs handed to new stream workers in turn (empty: the kernel places them).
+    cpus: Vec<usize>,
+    cpu_seq: AtomicU32,
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
     /// handles.
     cnt: cnt::CntState,
@@ -438,8 +536,9 @@ impl Sim {
     /// Opens the machine the `ACL_NOTIFY_SIM_*` variables describe: `ACL_NOTIFY_SIM_SOC`
     /// (default `Ascend910B`), `ACL_NOTIFY_SIM_DEVICES` (default 8),
     /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
-    /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0). A variable that is set but invalid is an error
-    /// (107000) naming it, never a silent default.
+    /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `off`,
+    /// see [`StreamCpus`]). A variable that is set but invalid is an error (107000) naming it,
+    /// never a silent default.
     pub fn from_env() -> Result<Sim, SimError> {
         let var = |name: &str| -> Result<Option<String>, SimError> {
             match std::env::var(name) {
@@ -474,6 +573,15 @@ impl Sim {
         if let Some(v) = var(ENV_NAMESPACE)? {
             b = b.namespace(&v);
         }
+        if let Some(v) = var(ENV_STREAM_CPUS)? {
+            let cpus = StreamCpus::parse(&v).map_err(|why| {
+                err(
+                    Error::ParamInvalid,
+                    format!("{ENV_STREAM_CPUS}={v:?}: {why}; expected off, spread or a CPU list"),
+                )
+            })?;
+            b = b.stream_cpus(cpus);
+        }
         if let Some(v) = var(ENV_SERVER_ID)? {
             let n = v.trim().parse::<u32>().map_err(|_| {
                 err(
@@ -493,6 +601,29 @@ impl Sim {
         check_namespace(name)
             .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
         Ok(shm::remove_namespace(name)? + cnt::remove_cnt_files(name)?)
+    }
+
+    /// The CPU a stream's worker is restricted to ([`StreamCpus`]), or `None` when the kernel
+    /// places it.
+    ///
+    /// Codes: 107017 for a handle that is not a live stream of this `Sim`.
+    pub fn stream_cpu(&self, stream: RawStream) -> Result<Option<usize>, SimError> {
+        Ok(self.stream(stream)?.0.cpu())
+    }
+
+    /// Starts a stream worker, on the next CPU of the placement list if there is one.
+    fn spawn_stream(&self, name: String) -> Result<SimStream, SimError> {
+        let cpus = &self.inner.cpus;
+        let cpu = (!cpus.is_empty()).then(|| {
+            cpus[self.inner.cpu_seq.fetch_add(1, Ordering::Relaxed) as usize % cpus.len()]
+        });
+        Stream::spawn(StreamConfig::new(name).cpu(cpu)).map_err(|e: SimError| match cpu {
+            Some(c) => err(
+                e.kind(),
+                format!("the stream's worker thread could not be started on CPU {c}"),
+            ),
+            None => e,
+        })
     }
 
     /// The namespace this `Sim` is connected to.
@@ -1285,7 +1416,7 @@ impl StreamOps for Sim {
     fn create_stream(&self, device: u32) -> Result<RawStream, SimError> {
         self.device_ok(device)?;
         let n = self.inner.stream_seq.fetch_add(1, Ordering::Relaxed);
-        let stream = Stream::spawn(StreamConfig::new(format!("acl-sim-d{device}-s{n}")))?;
+        let stream = self.spawn_stream(format!("acl-sim-d{device}-s{n}"))?;
         write(&self.inner.streams)
             .insert(StreamEntry {
                 stream: Arc::new(stream),
@@ -1302,7 +1433,7 @@ impl StreamOps for Sim {
         if let Some(h) = d[device as usize] {
             return Ok(RawStream(h));
         }
-        let stream = Stream::spawn(StreamConfig::new(format!("acl-sim-d{device}-default")))?;
+        let stream = self.spawn_stream(format!("acl-sim-d{device}-default"))?;
         let h = write(&self.inner.streams)
             .insert(StreamEntry {
                 stream: Arc::new(stream),
@@ -1472,6 +1603,98 @@ mod tests {
         assert!(e.to_string().contains("namespace"), "{e}");
         let e = Sim::builder().server_id(2).open().unwrap_err();
         assert!(e.to_string().contains("Ascend910_93"), "{e}");
+    }
+
+    #[test]
+    fn stream_cpus_parse_and_say_what_is_wrong() {
+        assert_eq!(StreamCpus::parse("off"), Ok(StreamCpus::Scheduler));
+        assert_eq!(StreamCpus::parse(" spread "), Ok(StreamCpus::Spread));
+        assert_eq!(
+            StreamCpus::parse("3,0-2"),
+            Ok(StreamCpus::List(vec![3, 0, 1, 2]))
+        );
+        for (bad, says) in [
+            ("", "not a CPU number"),
+            ("1,,2", "not a CPU number"),
+            ("x", "not a CPU number"),
+            ("-1", "not a CPU number"),
+            ("3-1", "backwards"),
+            ("1024", "0 to 1023"),
+        ] {
+            let e = StreamCpus::parse(bad).unwrap_err();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn spread_streams_take_the_allowed_cpus_in_turn() {
+        let allowed = stream::allowed_cpus();
+        let ns = format!("unit-lib-cpus-{}", std::process::id());
+        let _g = Ns(ns.clone());
+        let sim = Sim::builder()
+            .namespace(&ns)
+            .devices(1)
+            .stream_cpus(StreamCpus::Spread)
+            .open()
+            .unwrap();
+        let streams: Vec<RawStream> = (0..allowed.len() + 1)
+            .map(|_| sim.create_stream(0).unwrap())
+            .collect();
+        let placed: Vec<usize> = streams
+            .iter()
+            .map(|&s| sim.stream_cpu(s).unwrap().unwrap())
+            .collect();
+        let mut want = allowed.clone();
+        want.push(allowed[0]);
+        assert_eq!(placed, want);
+        // The default stream is placed too, and placed streams still run work.
+        let d = sim.default_stream(0).unwrap();
+        assert_eq!(sim.stream_cpu(d).unwrap(), Some(allowed[1 % allowed.len()]));
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        sim.record(n, streams[0]).unwrap();
+        sim.wait_and_reset(n, d, Timeout::from_c(5)).unwrap();
+        sim.synchronize(d, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap();
+        // An explicit list is used in its order; the kernel places streams by default.
+        let sim2 = Sim::builder()
+            .namespace(&ns)
+            .devices(1)
+            .stream_cpus(StreamCpus::List(vec![allowed[0]]))
+            .open()
+            .unwrap();
+        let s = sim2.create_stream(0).unwrap();
+        assert_eq!(sim2.stream_cpu(s).unwrap(), Some(allowed[0]));
+        let (sim3, _ns3) = open("cpus-off", Soc::Ascend910B);
+        let s = sim3.create_stream(0).unwrap();
+        assert_eq!(sim3.stream_cpu(s).unwrap(), None);
+        assert_eq!(
+            sim3.stream_cpu(RawStream(7)).unwrap_err().kind(),
+            Error::InvalidHandle
+        );
+    }
+
+    #[test]
+    fn a_cpu_list_the_process_may_not_use_is_refused_at_open() {
+        let allowed = stream::allowed_cpus();
+        let outside = (0..MAX_CPU).find(|c| !allowed.contains(c)).unwrap();
+        for list in [vec![outside], vec![]] {
+            let e = Sim::builder()
+                .namespace("unit-lib-cpus-bad")
+                .stream_cpus(StreamCpus::List(list.clone()))
+                .open()
+                .unwrap_err();
+            assert_eq!(e.kind(), Error::ParamInvalid, "{list:?}");
+            assert!(e.to_string().contains("stream_cpus"), "{e}");
+        }
+        assert!(
+            Sim::builder()
+                .namespace("unit-lib-cpus-bad")
+                .stream_cpus(StreamCpus::List(vec![outside]))
+                .open()
+                .unwrap_err()
+                .to_string()
+                .contains(&format!("CPU {outside} is not one this process may use"))
+        );
     }
 
     #[test]

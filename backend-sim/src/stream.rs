@@ -156,6 +156,7 @@ pub struct StreamConfig {
     name: String,
     capacity: usize,
     spin: Duration,
+    cpu: Option<usize>,
 }
 
 impl StreamConfig {
@@ -166,7 +167,17 @@ impl StreamConfig {
             name: name.into(),
             capacity: DEFAULT_CAPACITY,
             spin: DEFAULT_SPIN,
+            cpu: None,
         }
+    }
+
+    /// Runs the worker on this CPU only (`None`, the default, leaves placement to the
+    /// scheduler). The worker sets its own affinity before the stream is returned; if the
+    /// kernel refuses (a CPU this process may not use, or one that does not exist),
+    /// [`Stream::spawn`] fails with 207005 and no thread is left behind.
+    pub fn cpu(mut self, cpu: Option<usize>) -> Self {
+        self.cpu = cpu;
+        self
     }
 
     /// How many tasks may be queued before `enqueue` waits for room (at least 1; 0 is taken
@@ -297,6 +308,43 @@ fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bool {
 fn gettid() -> i32 {
     // SAFETY: gettid(2) has no preconditions and cannot fail.
     unsafe { libc::gettid() }
+}
+
+/// Restricts the calling thread to `cpu`; `Err(errno)` if the kernel refuses.
+fn pin_to_cpu(cpu: usize) -> Result<(), i32> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: `cpu_set_t` is plain data for which all-zero is the empty set; `CPU_SET` writes
+    // bit `cpu` < CPU_SETSIZE (checked above); `sched_setaffinity(0, …)` only reads the set.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EINVAL))
+    }
+}
+
+/// The CPUs the calling thread may run on, in ascending order (empty if the kernel does not
+/// say).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: all-zero is the empty set; `sched_getaffinity(0, …)` writes at most
+    // `size_of::<cpu_set_t>()` bytes into it; `CPU_ISSET` reads bits below CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
 }
 
 /// The cancellation state shared by a stream's engine and its [`TaskCtx`] / [`CancelToken`]s.
@@ -665,10 +713,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
-    fn worker_main(self: Arc<Self>, ready: mpsc::Sender<i32>) {
+    fn worker_main(self: Arc<Self>, cpu: Option<usize>, ready: mpsc::Sender<Result<i32, i32>>) {
         // The spawner waits for this before it returns the stream. A dropped receiver (the
         // spawner gave up) is harmless.
-        let _ = ready.send(gettid());
+        if let Some(Err(errno)) = cpu.map(pin_to_cpu) {
+            let _ = ready.send(Err(errno));
+            return;
+        }
+        let _ = ready.send(Ok(gettid()));
         drop(ready);
         let ctx = TaskCtx {
             control: Arc::clone(&self.control),
@@ -719,6 +771,7 @@ pub struct Stream<E: From<Error> + Send + 'static, J: Job<E> = Task<E>> {
     worker: Mutex<Option<JoinHandle<()>>>,
     tid: i32,
     name: String,
+    cpu: Option<usize>,
 }
 
 impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
@@ -764,18 +817,27 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         });
         let (tx, rx) = mpsc::channel();
         let for_worker = Arc::clone(&shared);
+        let cpu = config.cpu;
         let handle = thread::Builder::new()
             .name(config.name.clone())
-            .spawn(move || for_worker.worker_main(tx))
+            .spawn(move || for_worker.worker_main(cpu, tx))
             .map_err(|_| E::from(Error::ResourceAllocFail))?;
         // Set before any enqueue can exist: `Stream` is returned only below.
         let _ = shared.control.worker.set(handle.thread().clone());
-        let tid = rx.recv().map_err(|_| E::from(Error::ResourceAllocFail))?;
+        let tid = match rx.recv() {
+            Ok(Ok(tid)) => tid,
+            // The worker could not be placed (it has returned) or died before it reported.
+            Ok(Err(_)) | Err(_) => {
+                let _ = handle.join();
+                return Err(E::from(Error::ResourceAllocFail));
+            }
+        };
         Ok(Stream {
             shared,
             worker: Mutex::new(Some(handle)),
             tid,
             name: config.name,
+            cpu,
         })
     }
 
@@ -1000,6 +1062,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         self.tid
     }
 
+    /// The CPU the worker is restricted to ([`StreamConfig::cpu`]), or `None`.
+    pub fn cpu(&self) -> Option<usize> {
+        self.cpu
+    }
+
     /// The message of the most recent task panic, if any task panicked.
     pub fn last_panic(&self) -> Option<String> {
         lock(&self.shared.last_panic).clone()
@@ -1033,6 +1100,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> fmt::Debug for Stream<E, J> {
         f.debug_struct("Stream")
             .field("name", &self.name)
             .field("worker_tid", &self.tid)
+            .field("cpu", &self.cpu)
             .field("state", &state)
             .field("capacity", &self.shared.capacity)
             .field("stats", &self.stats())
@@ -1751,6 +1819,65 @@ mod tests {
             assert_eq!(s.query(), StreamStatus::NotReady);
             block.open();
             assert_eq!(s.synchronize(SYNC), Ok(()));
+        }
+    }
+
+    /// The CPU a thread may run on, from `/proc` (field `Cpus_allowed_list`).
+    fn cpus_allowed_list(tid: i32) -> String {
+        let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim()
+            .to_owned()
+    }
+
+    #[test]
+    fn a_placed_worker_runs_on_its_cpu_only() {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty(), "sched_getaffinity said nothing");
+        let last = *cpus.last().unwrap();
+        let s = S::spawn(StreamConfig::new("t-cpu").cpu(Some(last))).unwrap();
+        assert_eq!(s.cpu(), Some(last));
+        assert_eq!(cpus_allowed_list(s.worker_tid()), last.to_string());
+        // It still runs tasks, and the spawning thread keeps its own affinity.
+        let ran = Arc::new(AtomicUsize::new(0));
+        let r = Arc::clone(&ran);
+        s.enqueue(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(allowed_cpus(), cpus);
+        // Unplaced workers are left to the scheduler.
+        let free = S::spawn(StreamConfig::new("t-nocpu")).unwrap();
+        assert_eq!(free.cpu(), None);
+        assert_eq!(
+            cpus_allowed_list(free.worker_tid()),
+            cpus_allowed_list(gettid())
+        );
+    }
+
+    #[test]
+    fn a_worker_that_cannot_be_placed_fails_the_spawn_cleanly() {
+        for cpu in [libc::CPU_SETSIZE as usize - 1, usize::MAX] {
+            let before = std::fs::read_dir("/proc/self/task").unwrap().count();
+            let r = S::spawn(StreamConfig::new("t-badcpu").cpu(Some(cpu)));
+            assert_eq!(r.err(), Some(Error::ResourceAllocFail), "cpu {cpu}");
+            // The worker thread has exited (joined by the failed spawn). Other tests' threads
+            // come and go meanwhile, so only check that ours is not among those left.
+            let after: Vec<String> = std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .map(|e| e.unwrap().path().join("comm"))
+                .filter_map(|p| std::fs::read_to_string(p).ok())
+                .collect();
+            assert!(
+                !after.iter().any(|c| c.trim() == "t-badcpu"),
+                "worker left behind ({before} threads before)"
+            );
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::child::Watchdog;
 use crate::pingpong::Line;
-use crate::sys::{Scope, now_ns};
+use crate::sys::{Place, Scope, now_ns, pin_current, run_on};
 
 /// Items in flight at most: the ring size, shared with the notify case (one notify pair per
 /// slot), so both sides of the comparison have the same pipelining.
@@ -66,6 +66,11 @@ fn consume(r: &Ring, n: u32) -> Result<u64, String> {
 
 /// One sample: `iters` items through the ring; returns millions of items per second.
 pub fn hybrid_ring(iters: u64) -> Result<f64, String> {
+    hybrid_ring_placed(Place::Kernel, iters)
+}
+
+/// [`hybrid_ring`] with the producer on the case's CPU 0 and the consumer on its CPU 1.
+pub fn hybrid_ring_placed(place: Place, iters: u64) -> Result<f64, String> {
     let n = u32::try_from(iters)
         .ok()
         .filter(|&n| n < POISON)
@@ -73,8 +78,12 @@ pub fn hybrid_ring(iters: u64) -> Result<f64, String> {
     let ring = Arc::new(Ring::default());
     let r = ring.clone();
     let t0 = now_ns();
+    let consumer_cpu = place.cpu(1);
     let consumer = std::thread::spawn(move || {
-        let res = consume(&r, n);
+        let res = match consumer_cpu.map(pin_current) {
+            Some(Err(e)) => Err(e),
+            _ => consume(&r, n),
+        };
         if res.is_err() {
             r.poison();
         }
@@ -83,17 +92,17 @@ pub fn hybrid_ring(iters: u64) -> Result<f64, String> {
 
     let wr = ring.clone();
     let wd = Watchdog::start(SAMPLE_LIMIT, move || wr.poison());
-    let mut produced = Ok(());
-    for i in 1..=n {
-        let s = i as usize % SLOTS;
-        if i as usize > SLOTS {
-            produced = ring.empty[s].hybrid_wait_for(i - SLOTS as u32, Scope::Thread);
-            if produced.is_err() {
-                break;
+    let produced = run_on(place.cpu(0), || {
+        for i in 1..=n {
+            let s = i as usize % SLOTS;
+            if i as usize > SLOTS {
+                ring.empty[s].hybrid_wait_for(i - SLOTS as u32, Scope::Thread)?;
             }
+            ring.full[s].hybrid_set(i, Scope::Thread);
         }
-        ring.full[s].hybrid_set(i, Scope::Thread);
-    }
+        Ok(())
+    })
+    .and_then(|r| r);
     if produced.is_err() {
         ring.poison();
     }
@@ -115,5 +124,8 @@ mod tests {
     #[test]
     fn ring_is_lossless() {
         assert!(hybrid_ring(10_000).unwrap() > 0.0);
+        if Place::Spread.usable().is_ok() {
+            assert!(hybrid_ring_placed(Place::Spread, 10_000).unwrap() > 0.0);
+        }
     }
 }

@@ -17,11 +17,13 @@ use acl_notify_core::{
     CreateFlags, ExportFlags, HostCall, HostOps, ImportFlags, NotifyResources, RawNotify,
     RawStream, Soc, StreamDestroy, StreamOps, SyncWait, Timeout,
 };
-use acl_notify_sim::Sim;
+use acl_notify_sim::{Sim, StreamCpus};
 
 use crate::child::{Child, RoleArgs, Watchdog, kill_pid};
 use crate::pingpong::{Line, wait_ready};
-use crate::sys::{self, Scope, Shm, ShmSafe, futex_wait, futex_wake, now_ns, process_cpu_ns};
+use crate::sys::{
+    self, Place, Scope, Shm, ShmSafe, futex_wait, futex_wake, now_ns, process_cpu_ns,
+};
 use crate::wake::{IDLE_SLEEP, median, wait_for};
 
 /// Round trips (or handoffs) enqueued between two progress markers.
@@ -42,10 +44,22 @@ fn e2s(e: impl std::fmt::Display) -> String {
 
 /// Opens the simulator on namespace `ns`.
 pub fn open(ns: &str, soc: Soc) -> Result<Sim, String> {
+    open_placed(ns, soc, Place::Kernel)
+}
+
+/// Opens the simulator on namespace `ns`, its stream workers placed by `place` (the `i`-th
+/// stream this `Sim` creates on the `i`-th CPU in turn, as [`Place::cpu`] places a baseline's
+/// threads).
+pub fn open_placed(ns: &str, soc: Soc, place: Place) -> Result<Sim, String> {
+    place.usable()?;
     Sim::builder()
         .soc(soc)
         .devices(2)
         .namespace(ns)
+        .stream_cpus(match place {
+            Place::Kernel => StreamCpus::Scheduler,
+            Place::Spread => StreamCpus::Spread,
+        })
         .open()
         .map_err(|e| format!("Sim::open({ns}): {e}"))
 }
@@ -168,6 +182,8 @@ pub enum Loop {
     Pair,
     /// One stream records and waits on one notify (engine cost, no handoff).
     OneStream,
+    /// `OneStream` queued in full before it runs, like `Prefilled`: the engine's own cost.
+    OneStreamPrefilled,
 }
 
 /// Two streams of one process bouncing two notifies.
@@ -190,8 +206,8 @@ const BATCH_WARMUP: u64 = 16;
 
 impl InProc {
     /// Sets up streams and notifies on `ns`.
-    pub fn new(ns: &str) -> Result<InProc, String> {
-        let sim = open(ns, Soc::Ascend910B)?;
+    pub fn new(ns: &str, place: Place) -> Result<InProc, String> {
+        let sim = open_placed(ns, Soc::Ascend910B, place)?;
         let mut s = [RawStream(0); 3];
         for x in &mut s {
             *x = sim.create_stream(DEV).map_err(e2s)?;
@@ -213,7 +229,7 @@ impl InProc {
     /// One prefilled batch: both streams get their whole batch while stream 0 is held by the
     /// gate, then the gate opens and the host thread sleeps; the time runs between two host
     /// functions on stream 0, after the warm-up and at the end. Returns (ns, round trips).
-    fn prefilled_batch(&self) -> Result<(u64, u64), String> {
+    fn prefilled_batch(&self, one_stream: bool) -> Result<(u64, u64), String> {
         let (sim, s, n) = (&self.sim, self.s, self.n);
         let k = self.t1.seq.load(Ordering::Acquire);
         // If a queue were smaller than a batch, an enqueue would wait for room behind the
@@ -229,13 +245,15 @@ impl InProc {
                 sim.launch_host_func(s[0], self.t0.call(stamp_now))
                     .map_err(e2s)?;
             }
-            sim.record(n[1], s[0]).map_err(e2s)?;
+            // One stream: it records the notify it waits on next, so no thread ever waits
+            // for another.
+            sim.record(n[usize::from(!one_stream)], s[0]).map_err(e2s)?;
             sim.wait_and_reset(n[0], s[0], Timeout::Forever)
                 .map_err(e2s)?;
         }
         sim.launch_host_func(s[0], self.t1.call(stamp_now))
             .map_err(e2s)?;
-        for _ in 0..BATCH_WARMUP + BATCH {
+        for _ in 0..(BATCH_WARMUP + BATCH) * u64::from(!one_stream) {
             sim.wait_and_reset(n[1], s[1], Timeout::Forever)
                 .map_err(e2s)?;
             sim.record(n[0], s[1]).map_err(e2s)?;
@@ -286,11 +304,11 @@ impl InProc {
     /// One sample: ns per round trip over about `iters` round trips (`Loop::Pair`), or per
     /// record+wait pair on one stream (`Loop::OneStream`).
     pub fn sample(&mut self, iters: u64, how: Loop) -> Result<f64, String> {
-        if how == Loop::Prefilled {
+        if matches!(how, Loop::Prefilled | Loop::OneStreamPrefilled) {
             let r = (|| {
                 let (mut dt, mut n) = (0, 0);
                 for _ in 0..iters.div_ceil(BATCH).max(1) {
-                    let (d, k) = self.prefilled_batch()?;
+                    let (d, k) = self.prefilled_batch(how == Loop::OneStreamPrefilled)?;
                     dt += d;
                     n += k;
                 }
@@ -752,8 +770,8 @@ pub struct Handoff {
 
 impl Handoff {
     /// `slots` pairs of notifies, two streams.
-    pub fn new(ns: &str, slots: usize) -> Result<Handoff, String> {
-        let sim = open(ns, Soc::Ascend910B)?;
+    pub fn new(ns: &str, slots: usize, place: Place) -> Result<Handoff, String> {
+        let sim = open_placed(ns, Soc::Ascend910B, place)?;
         let p = sim.create_stream(DEV).map_err(e2s)?;
         let c = sim.create_stream(DEV).map_err(e2s)?;
         let g = sim.create_stream(DEV).map_err(e2s)?;

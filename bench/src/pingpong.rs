@@ -13,7 +13,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::child::{Child, RoleArgs, Watchdog, kill_pid};
-use crate::sys::{self, Scope, Shm, ShmSafe, futex_wait, futex_wake, now_ns};
+use crate::sys::{
+    self, Place, Scope, Shm, ShmSafe, futex_wait, futex_wake, now_ns, pin_current, run_on,
+};
 
 /// How long the hybrid spins before it sleeps in the kernel: "a few µs".
 pub const HYBRID_SPIN_NS: u64 = acl_notify_core::table::SPIN.as_nanos() as u64;
@@ -426,6 +428,20 @@ fn warmup_of(iters: u64) -> u64 {
 
 /// One sample: `iters` round trips between this thread and a peer (thread or process).
 pub fn round_trip(mech: Mech, scope: Scope, iters: u64) -> Result<f64, String> {
+    round_trip_placed(mech, scope, Place::Kernel, iters)
+}
+
+/// [`round_trip`] with the two threads placed by `place` (threads of one process only: the
+/// driver on the case's CPU 0, the peer on its CPU 1).
+pub fn round_trip_placed(
+    mech: Mech,
+    scope: Scope,
+    place: Place,
+    iters: u64,
+) -> Result<f64, String> {
+    if scope == Scope::Process && place != Place::Kernel {
+        return Err("placement is for threads of one process".into());
+    }
     let iters = iters.max(1);
     let warmup = warmup_of(iters);
     let total = warmup + iters;
@@ -436,10 +452,17 @@ pub fn round_trip(mech: Mech, scope: Scope, iters: u64) -> Result<f64, String> {
     match scope {
         Scope::Thread => {
             let peer_chans = chans.clone();
-            let peer = std::thread::spawn(move || peer_loop(&peer_chans, total));
             let wd_chans = chans.clone();
             let wd = Watchdog::start(SAMPLE_LIMIT, move || wd_chans.abort());
-            let r = driver_loop(&chans, warmup, iters);
+            let peer_cpu = place.cpu(1);
+            let peer = std::thread::spawn(move || match peer_cpu.map(pin_current) {
+                Some(Err(e)) => {
+                    peer_chans.abort();
+                    Err(e)
+                }
+                _ => peer_loop(&peer_chans, total),
+            });
+            let r = run_on(place.cpu(0), || driver_loop(&chans, warmup, iters)).and_then(|r| r);
             if r.is_err() {
                 chans.abort();
             }
@@ -543,5 +566,21 @@ mod tests {
             let ns = round_trip(m, Scope::Thread, 200).unwrap();
             assert!(ns > 0.0, "{}", m.name());
         }
+    }
+
+    #[test]
+    fn placed_round_trips_run_and_placement_is_for_threads_only() {
+        if Place::Spread.usable().is_ok() {
+            for m in [Mech::Hybrid, Mech::Futex] {
+                let ns = round_trip_placed(m, Scope::Thread, Place::Spread, 200).unwrap();
+                assert!(ns > 0.0, "{}", m.name());
+            }
+        }
+        let e = round_trip_placed(Mech::Hybrid, Scope::Process, Place::Spread, 10).unwrap_err();
+        assert!(e.contains("threads of one process"), "{e}");
+        // The calling thread's own affinity is left alone.
+        let before = acl_notify_sim::stream::allowed_cpus();
+        round_trip_placed(Mech::Spin, Scope::Thread, Place::Spread, 50).unwrap();
+        assert_eq!(acl_notify_sim::stream::allowed_cpus(), before);
     }
 }

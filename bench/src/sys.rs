@@ -26,6 +26,89 @@ impl Scope {
     }
 }
 
+/// Where the threads of a case run: as the kernel places them, or each on a CPU of its own —
+/// the same placement the simulator's `StreamCpus::Spread` gives stream workers, so a
+/// placed case is measured against baselines placed alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Place {
+    /// The kernel places the threads.
+    Kernel,
+    /// Thread `i` of the case runs on the `i`-th CPU this process may use (in turn).
+    Spread,
+}
+
+impl Place {
+    /// The CPU for the case's thread `i` (`None`: the kernel places it).
+    pub fn cpu(self, i: usize) -> Option<usize> {
+        match self {
+            Place::Kernel => None,
+            Place::Spread => {
+                let cpus = acl_notify_sim::stream::allowed_cpus();
+                (!cpus.is_empty()).then(|| cpus[i % cpus.len()])
+            }
+        }
+    }
+
+    /// `Err(why)` if this placement cannot put two threads on different CPUs here.
+    pub fn usable(self) -> Result<(), String> {
+        match self {
+            Place::Kernel => Ok(()),
+            Place::Spread => match acl_notify_sim::stream::allowed_cpus().len() {
+                n if n >= 2 => Ok(()),
+                n => Err(format!(
+                    "placing two threads needs two CPUs; this process may use {n}"
+                )),
+            },
+        }
+    }
+
+    /// Row-name suffix.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Place::Kernel => "",
+            Place::Spread => ", threads placed",
+        }
+    }
+}
+
+/// Runs `f` on a thread restricted to `cpu`, or on this thread if `cpu` is `None` (so this
+/// thread's own affinity never changes).
+pub fn run_on<R: Send>(cpu: Option<usize>, f: impl FnOnce() -> R + Send) -> Result<R, String> {
+    match cpu {
+        None => Ok(f()),
+        Some(c) => std::thread::scope(|s| {
+            s.spawn(move || {
+                pin_current(c)?;
+                Ok(f())
+            })
+            .join()
+            .map_err(|_| "placed thread panicked".to_string())?
+        }),
+    }
+}
+
+/// Restricts the calling thread to `cpu`.
+pub fn pin_current(cpu: usize) -> Result<(), String> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(format!("CPU {cpu} is out of range"));
+    }
+    // SAFETY: all-zero is the empty set; CPU_SET writes bit `cpu` < CPU_SETSIZE (checked);
+    // sched_setaffinity only reads the set.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(format!(
+            "sched_setaffinity(CPU {cpu}): {}",
+            io::Error::last_os_error()
+        ))
+    }
+}
+
 /// Blocks while `*word == expected`, at most `timeout` (forever if `None`). Spurious returns
 /// are possible; callers re-check the word.
 pub fn futex_wait(word: &AtomicU32, expected: u32, scope: Scope, timeout: Option<Duration>) {
