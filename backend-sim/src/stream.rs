@@ -262,10 +262,13 @@ fn drop_quietly<T>(value: T) {
     }
 }
 
-/// Drops every value of `v` (quietly, see [`drop_quietly`]), keeping its allocation.
+/// Drops every value of `v` (quietly, see [`drop_quietly`]), keeping its allocation. One
+/// unwind guard covers them all (set up again after a panicking drop, for the rest).
 fn drop_all<T>(v: &mut Vec<T>) {
-    for value in v.drain(..) {
-        drop_quietly(value);
+    let mut left = v.drain(..);
+    while let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| left.by_ref().for_each(drop)))
+    {
+        mem::forget(payload);
     }
 }
 
@@ -652,35 +655,70 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         self.sleeping.store(false, Ordering::Relaxed);
     }
 
-    /// Runs `task`; it joins the finished tasks in `done` (see [`Finished`]).
-    fn run(&self, task: J, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
-        let outcome =
-            panic::catch_unwind(AssertUnwindSafe(|| task.run(ctx, &mut || self.flush(done))));
-        ctx.disarm();
-        bump(&self.worker.completed);
-        let outcome = outcome.map(|(result, rest)| {
+    /// Runs the taken tasks in order; each joins the finished ones in `done` (see
+    /// [`Finished`]). One unwind guard covers the whole batch and is set up again after a task
+    /// panics: a guard per task cost more than a record or a wait itself.
+    fn run_local(&self, local: &mut VecDeque<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
+        while let Err(payload) =
+            panic::catch_unwind(AssertUnwindSafe(|| self.run_tasks(local, ctx, done)))
+        {
+            // The task that was running panicked (its value was dropped while unwinding);
+            // the ones after it still run.
+            self.task_panicked(payload, ctx, done);
+            if local.is_empty() {
+                self.flush(done);
+            }
+        }
+    }
+
+    fn run_tasks(&self, local: &mut VecDeque<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
+        while let Some(task) = local.pop_front() {
+            if ctx.is_cancelled() {
+                // Taken before a discard: drop it unrun, like the rest.
+                self.flush(done);
+                drop_quietly(task);
+                self.discarded.fetch_add(1, Ordering::Relaxed);
+                self.retire(1);
+                continue;
+            }
+            if task.may_block() {
+                self.flush(done);
+            }
+            let (result, rest) = task.run(ctx, &mut || self.flush(done));
+            ctx.disarm();
+            bump(&self.worker.completed);
             done.remains.push(rest);
-            result
-        });
-        match outcome {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
+            if let Err(e) = result {
                 bump(&self.worker.failed);
                 self.store_error(e);
             }
-            Err(payload) => {
-                bump(&self.worker.failed);
-                bump(&self.worker.panicked);
-                let msg = payload
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_owned())
-                    .or_else(|| payload.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a task panicked (non-string payload)".to_owned());
-                *lock(&self.last_panic) = Some(msg);
-                drop_quietly(payload);
-                self.store_error(E::from(Error::DrvInternalError));
+            done.unretired += 1;
+            if local.is_empty() {
+                self.flush(done);
             }
         }
+    }
+
+    /// Books a task that panicked: it counts as completed and failed, its message is kept and
+    /// the stream's error becomes 507899 (`DrvInternalError`).
+    fn task_panicked(
+        &self,
+        payload: Box<dyn std::any::Any + Send>,
+        ctx: &TaskCtx,
+        done: &mut Finished<J::Remains>,
+    ) {
+        ctx.disarm();
+        bump(&self.worker.completed);
+        bump(&self.worker.failed);
+        bump(&self.worker.panicked);
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a task panicked (non-string payload)".to_owned());
+        *lock(&self.last_panic) = Some(msg);
+        drop_quietly(payload);
+        self.store_error(E::from(Error::DrvInternalError));
         done.unretired += 1;
     }
 
@@ -733,22 +771,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             unretired: 0,
         };
         loop {
-            if let Some(task) = local.pop_front() {
-                if ctx.is_cancelled() {
-                    // Taken before a discard: drop it unrun, like the rest.
-                    self.flush(&mut done);
-                    drop_quietly(task);
-                    self.discarded.fetch_add(1, Ordering::Relaxed);
-                    self.retire(1);
-                } else {
-                    if task.may_block() {
-                        self.flush(&mut done);
-                    }
-                    self.run(task, &ctx, &mut done);
-                    if local.is_empty() {
-                        self.flush(&mut done);
-                    }
-                }
+            if !local.is_empty() {
+                self.run_local(&mut local, &ctx, &mut done);
                 continue;
             }
             match self.next(&mut local) {
@@ -1575,6 +1599,58 @@ mod tests {
         assert_eq!(s.synchronize(SYNC), Ok(()));
         let st = s.stats();
         assert_eq!((st.panicked, st.failed, st.completed), (1, 1, 2));
+    }
+
+    #[test]
+    fn panics_inside_one_taken_batch_spare_the_tasks_around_them() {
+        let s = S::new("t-panics").unwrap();
+        let hold = Gate::new();
+        let h = Arc::clone(&hold);
+        s.enqueue(move |_| {
+            assert!(h.wait(LONG), "gate never opened");
+            Ok(())
+        })
+        .unwrap();
+        // Queued behind the gate, so the worker takes them together.
+        let order = Arc::new(Mutex::new(Vec::new()));
+        for i in 0..8u32 {
+            let o = Arc::clone(&order);
+            s.enqueue(move |_| {
+                if i % 3 == 1 {
+                    panic!("boom {i}");
+                }
+                lock(&o).push(i);
+                Ok(())
+            })
+            .unwrap();
+        }
+        hold.open();
+        assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+        assert_eq!(*lock(&order), vec![0, 2, 3, 5, 6]);
+        assert_eq!(s.last_panic().as_deref(), Some("boom 7"));
+        let st = s.stats();
+        assert_eq!((st.panicked, st.failed, st.completed), (3, 3, 9));
+        assert_eq!(s.query(), StreamStatus::Complete);
+    }
+
+    #[test]
+    fn drop_all_drops_the_rest_after_a_panicking_drop() {
+        struct D(Arc<AtomicUsize>, bool);
+        impl Drop for D {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+                if self.1 {
+                    panic!("drop panics");
+                }
+            }
+        }
+        let n = Arc::new(AtomicUsize::new(0));
+        let mut v: Vec<D> = (0..6).map(|i| D(Arc::clone(&n), i == 1 || i == 4)).collect();
+        let cap = v.capacity();
+        drop_all(&mut v);
+        assert_eq!(n.load(Ordering::SeqCst), 6);
+        assert!(v.is_empty());
+        assert_eq!(v.capacity(), cap);
     }
 
     #[test]
