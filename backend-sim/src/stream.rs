@@ -1645,7 +1645,9 @@ mod tests {
             }
         }
         let n = Arc::new(AtomicUsize::new(0));
-        let mut v: Vec<D> = (0..6).map(|i| D(Arc::clone(&n), i == 1 || i == 4)).collect();
+        let mut v: Vec<D> = (0..6)
+            .map(|i| D(Arc::clone(&n), i == 1 || i == 4))
+            .collect();
         let cap = v.capacity();
         drop_all(&mut v);
         assert_eq!(n.load(Ordering::SeqCst), 6);
