@@ -67,24 +67,21 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     // The simulator's other stream placement (workers pinned to CPUs in turn, as the
     // benchmarks use it) must pass the same contract.
     if args.backend != BackendArg::Driver {
-        steps.run(
-            "conformance, sim streams pinned (STREAM_CPUS=spread)",
-            || {
-                status(
-                    cargo()
-                        .args([
-                            "test",
-                            "--quiet",
-                            "-p",
-                            "acl-notify-tests",
-                            "--test",
-                            "conformance",
-                        ])
-                        .env("ACL_NOTIFY_TEST_BACKEND", "sim")
-                        .env("ACL_NOTIFY_SIM_STREAM_CPUS", "spread"),
-                )
-            },
-        );
+        steps.run("conformance, streams pinned", || {
+            status(
+                cargo()
+                    .args([
+                        "test",
+                        "--quiet",
+                        "-p",
+                        "acl-notify-tests",
+                        "--test",
+                        "conformance",
+                    ])
+                    .env("ACL_NOTIFY_TEST_BACKEND", "sim")
+                    .env("ACL_NOTIFY_SIM_STREAM_CPUS", "spread"),
+            )
+        });
     }
     // Model checking of the record/wait protocol, FIFO release and the lock-free id pool.
     steps.run("loom (preemption bound 2)", || crate::longci::loom(2));
