@@ -207,4 +207,13 @@ impl RoleArgs {
         v.parse()
             .map_err(|_| format!("--{key}: `{v}` is not a number"))
     }
+
+    /// The value of an optional `--key`, parsed (`None` if absent).
+    pub fn opt_num<T: std::str::FromStr>(&self, key: &str) -> Result<Option<T>, String> {
+        if self.pairs.iter().any(|(k, _)| k == key) {
+            self.num(key).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
 }

@@ -22,8 +22,8 @@ use crate::wake;
 
 /// Row names the targets look up.
 pub mod rows {
-    /// Cross-process case.
-    pub const XPROC: &str = "notify: 2 processes, streams prefilled";
+    /// Cross-process case (each process's stream worker on a CPU of its own).
+    pub const XPROC: &str = "notify: 2 processes, streams prefilled, workers placed";
     /// In-process case (stream workers placed on CPUs of their own).
     pub const INPROC: &str = "notify: 2 streams prefilled, workers placed";
     /// Idle wake case.
@@ -125,6 +125,22 @@ fn baseline_rt(mech: Mech, scope: Scope) -> Variant {
     )
 }
 
+/// The judged round-trip baselines again, their two sides placed like the case's stream
+/// workers; the targets take whichever placement served the baseline better.
+fn placed_baselines(v: &mut Vec<Variant>, scope: Scope) {
+    for m in [Mech::Spin, Mech::Hybrid, Mech::EventFd, Mech::Sem] {
+        v.push(match Place::Spread.usable() {
+            Ok(()) => Variant::new(
+                rows::placed(m.name()),
+                Kind::Baseline,
+                scaled(200, 2_000_000),
+                move |n| pingpong::round_trip_placed(m, scope, Place::Spread, n),
+            ),
+            Err(why) => Variant::skipped(rows::placed(m.name()), Kind::Baseline, why),
+        });
+    }
+}
+
 /// Builds the groups of one id.
 pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
     match id {
@@ -141,20 +157,31 @@ pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
 
 fn xproc(ctx: &Ctx) -> Group {
     let ns = ctx.ns.clone();
+    let ns1 = ctx.ns.clone();
     let ns2 = ctx.ns.clone();
     let mut v = vec![
         ctx.sim_variant(rows::XPROC, scaled(512, 500_000), || {
             Ok(Box::new(move |n| {
-                notify::xproc_sample(&ns, n, Feed::Prefilled)
+                notify::xproc_sample(&ns, n, Feed::Prefilled, Place::Spread)
             }))
         }),
+        ctx.sim_variant_kind(
+            "notify: 2 processes, streams prefilled, kernel-placed",
+            Kind::Info,
+            scaled(512, 500_000),
+            || {
+                Ok(Box::new(move |n| {
+                    notify::xproc_sample(&ns1, n, Feed::Prefilled, Place::Kernel)
+                }))
+            },
+        ),
         ctx.sim_variant_kind(
             "notify: 2 processes, hosts feeding meanwhile",
             Kind::Info,
             scaled(512, 500_000),
             || {
                 Ok(Box::new(move |n| {
-                    notify::xproc_sample(&ns2, n, Feed::Concurrent)
+                    notify::xproc_sample(&ns2, n, Feed::Concurrent, Place::Kernel)
                 }))
             },
         ),
@@ -169,6 +196,7 @@ fn xproc(ctx: &Ctx) -> Group {
     ] {
         v.push(baseline_rt(m, Scope::Process));
     }
+    placed_baselines(&mut v, Scope::Process);
     Group {
         id: "xproc",
         title: "Cross-process round trip (A records B's notify, waits on its own; B the reverse)"
@@ -178,10 +206,13 @@ fn xproc(ctx: &Ctx) -> Group {
         variants: v,
         note: format!(
             "case: batches of {} round trips queued in full on both streams before they run \
-             (hosts asleep), timed between host functions on A's stream; info row: hosts keep \
-             enqueuing chunks of {} meanwhile. Baselines: a child process echoes a sequence \
-             number through shared memory / kernel objects; hybrid spins {} µs then \
-             FUTEX_WAITs; a fresh child per sample",
+             (hosts asleep), timed between host functions on A's stream; A's stream worker on \
+             this process's first CPU, B's on its second (StreamCpus::List); info rows: the \
+             same with the kernel placing the workers, and hosts enqueuing chunks of {} \
+             meanwhile. Baselines: a child process echoes a sequence number through shared \
+             memory / kernel objects; hybrid spins {} µs then FUTEX_WAITs; a fresh child per \
+             sample; judged ones also with parent and child placed on those two CPUs (targets \
+             use the faster placement)",
             notify::BATCH,
             notify::CHUNK,
             pingpong::HYBRID_SPIN_NS / 1000
@@ -248,19 +279,7 @@ fn inproc(ctx: &Ctx) -> Group {
     ] {
         v.push(baseline_rt(m, Scope::Thread));
     }
-    // The judged baselines again, placed like the case's stream workers; the targets take
-    // whichever placement served the baseline better.
-    for m in [Mech::Spin, Mech::Hybrid, Mech::EventFd, Mech::Sem] {
-        v.push(match Place::Spread.usable() {
-            Ok(()) => Variant::new(
-                rows::placed(m.name()),
-                Kind::Baseline,
-                scaled(200, 2_000_000),
-                move |n| pingpong::round_trip_placed(m, Scope::Thread, Place::Spread, n),
-            ),
-            Err(why) => Variant::skipped(rows::placed(m.name()), Kind::Baseline, why),
-        });
-    }
+    placed_baselines(&mut v, Scope::Thread);
     Group {
         id: "inproc",
         title: "In-process stream-to-stream round trip".into(),

@@ -52,16 +52,29 @@ pub fn open(ns: &str, soc: Soc) -> Result<Sim, String> {
 /// threads).
 pub fn open_placed(ns: &str, soc: Soc, place: Place) -> Result<Sim, String> {
     place.usable()?;
+    open_with(
+        ns,
+        soc,
+        match place {
+            Place::Kernel => StreamCpus::Scheduler,
+            Place::Spread => StreamCpus::Spread,
+        },
+    )
+}
+
+fn open_with(ns: &str, soc: Soc, cpus: StreamCpus) -> Result<Sim, String> {
     Sim::builder()
         .soc(soc)
         .devices(2)
         .namespace(ns)
-        .stream_cpus(match place {
-            Place::Kernel => StreamCpus::Scheduler,
-            Place::Spread => StreamCpus::Spread,
-        })
+        .stream_cpus(cpus)
         .open()
         .map_err(|e| format!("Sim::open({ns}): {e}"))
+}
+
+/// A process's streams all on `cpu` (or placed by the kernel).
+fn on_cpu(cpu: Option<usize>) -> StreamCpus {
+    cpu.map_or(StreamCpus::Scheduler, |c| StreamCpus::List(vec![c]))
 }
 
 /// Checks that the simulator can do what the cases need (open, create a notify and a stream,
@@ -467,12 +480,13 @@ impl Feed {
 
 /// One cross-process sample: this process (A) and a child (B) each own a notify and import
 /// the other's; A records B's then waits on its own, B the reverse. ns per round trip.
-pub fn xproc_sample(ns: &str, iters: u64, feed: Feed) -> Result<f64, String> {
+pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f64, String> {
     let rounds = match feed {
         Feed::Prefilled => iters.div_ceil(BATCH).max(1),
         Feed::Concurrent => iters.div_ceil(CHUNK).max(1),
     };
-    let sim = open(ns, Soc::Ascend910B)?;
+    place.usable()?;
+    let sim = open_with(ns, Soc::Ascend910B, on_cpu(place.cpu(0)))?;
     let shm = Shm::create("acl-notify-bench-xproc", 4096)?;
     sys::inheritable(shm.fd()).map_err(e2s)?;
     let sh: &XShared = shm.get();
@@ -484,7 +498,7 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed) -> Result<f64, String> {
         let gate = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
         held.push(gate);
         let key_a = sim.export_key(na, ExportFlags::empty()).map_err(e2s)?;
-        let args = vec![
+        let mut args = vec![
             "--ns".into(),
             ns.into(),
             "--shm".into(),
@@ -494,6 +508,9 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed) -> Result<f64, String> {
             "--feed".into(),
             feed.name().into(),
         ];
+        if let Some(c) = place.cpu(1) {
+            args.extend(["--cpu".into(), c.to_string()]);
+        }
         let mut child = Child::spawn("notify-peer", &args, &[])?;
         let pid = child.pid();
         let wd = Watchdog::start(SAMPLE_LIMIT, move || kill_pid(pid));
@@ -593,7 +610,8 @@ pub fn peer_main(args: &RoleArgs) -> Result<String, String> {
         signal(&sh.ready, 2);
         e
     };
-    let sim = open(ns, Soc::Ascend910B).map_err(fail)?;
+    let cpu = args.opt_num("cpu").map_err(fail)?;
+    let sim = open_with(ns, Soc::Ascend910B, on_cpu(cpu)).map_err(fail)?;
     let nb = sim
         .create_notify(DEV, CreateFlags::empty())
         .map_err(|e| fail(e2s(e)))?;

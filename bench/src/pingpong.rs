@@ -431,17 +431,14 @@ pub fn round_trip(mech: Mech, scope: Scope, iters: u64) -> Result<f64, String> {
     round_trip_placed(mech, scope, Place::Kernel, iters)
 }
 
-/// [`round_trip`] with the two threads placed by `place` (threads of one process only: the
-/// driver on the case's CPU 0, the peer on its CPU 1).
+/// [`round_trip`] with the two sides placed by `place`: the driver on the case's CPU 0, the
+/// peer (thread or child process) on its CPU 1.
 pub fn round_trip_placed(
     mech: Mech,
     scope: Scope,
     place: Place,
     iters: u64,
 ) -> Result<f64, String> {
-    if scope == Scope::Process && place != Place::Kernel {
-        return Err("placement is for threads of one process".into());
-    }
     let iters = iters.max(1);
     let warmup = warmup_of(iters);
     let total = warmup + iters;
@@ -486,7 +483,7 @@ pub fn round_trip_placed(
                     sys::inheritable(fd).map_err(|e| format!("fcntl: {e}"))?;
                 }
             }
-            let args = vec![
+            let mut args = vec![
                 "--mech".into(),
                 mech.name().into(),
                 "--total".into(),
@@ -498,6 +495,9 @@ pub fn round_trip_placed(
                 "--fd1".into(),
                 chans.fds[1].to_string(),
             ];
+            if let Some(c) = place.cpu(1) {
+                args.extend(["--cpu".into(), c.to_string()]);
+            }
             let mut child = Child::spawn("pingpong-peer", &args, &[])?;
             let pid = child.pid();
             let wd_chans = chans.clone();
@@ -506,7 +506,7 @@ pub fn round_trip_placed(
                 wd_chans.abort();
             });
             wait_ready(&chans.shared().ready, &mut child)?;
-            let r = driver_loop(&chans, warmup, iters);
+            let r = run_on(place.cpu(0), || driver_loop(&chans, warmup, iters)).and_then(|r| r);
             if r.is_err() {
                 child.kill();
             }
@@ -550,6 +550,13 @@ pub fn peer_main(args: &RoleArgs) -> Result<String, String> {
     let total: u64 = args.num("total")?;
     let c = Chans::inherit(mech, args.num("shm")?, [args.num("fd0")?, args.num("fd1")?])?;
     let ready = &c.shared().ready;
+    if let Some(cpu) = args.opt_num("cpu")?
+        && let Err(e) = pin_current(cpu)
+    {
+        ready.v.store(2, Ordering::Release);
+        futex_wake(&ready.v, 1, Scope::Process);
+        return Err(e);
+    }
     ready.v.store(1, Ordering::Release);
     futex_wake(&ready.v, 1, Scope::Process);
     peer_loop(&c, total)?;
@@ -569,15 +576,13 @@ mod tests {
     }
 
     #[test]
-    fn placed_round_trips_run_and_placement_is_for_threads_only() {
+    fn placed_thread_round_trips_run_and_leave_the_caller_alone() {
         if Place::Spread.usable().is_ok() {
             for m in [Mech::Hybrid, Mech::Futex] {
                 let ns = round_trip_placed(m, Scope::Thread, Place::Spread, 200).unwrap();
                 assert!(ns > 0.0, "{}", m.name());
             }
         }
-        let e = round_trip_placed(Mech::Hybrid, Scope::Process, Place::Spread, 10).unwrap_err();
-        assert!(e.contains("threads of one process"), "{e}");
         // The calling thread's own affinity is left alone.
         let before = acl_notify_sim::stream::allowed_cpus();
         round_trip_placed(Mech::Spin, Scope::Thread, Place::Spread, 50).unwrap();

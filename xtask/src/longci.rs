@@ -130,6 +130,15 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
 
 /// The core's unit tests under Miri (nightly), minus [`MIRI_SKIP`].
 pub fn miri() -> Result<(), String> {
+    // The component is not part of `.ci/install` (CI does not run Miri): add it on first use.
+    crate::run::status(std::process::Command::new("rustup").args([
+        "component",
+        "add",
+        "--toolchain",
+        "nightly",
+        "miri",
+        "rust-src",
+    ]))?;
     let mut c = nightly_cargo();
     c.args(["miri", "test", "-p", "acl-notify-core", "--lib", "--"]);
     for s in MIRI_SKIP {
