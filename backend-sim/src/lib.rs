@@ -99,7 +99,8 @@ pub enum StreamCpus {
     #[default]
     Scheduler,
     /// Each new stream's worker is restricted to one CPU, taking the CPUs the opening thread
-    /// may use in turn (`spread`).
+    /// may use in turn (`spread`), starting at this process's place among the processes of
+    /// the namespace, so that two processes sharing a machine start on different CPUs.
     Spread,
     /// Like `Spread`, over these CPUs in this order (e.g. `2,3` or `0-3`). Every CPU must be
     /// one the opening thread may use.
@@ -274,6 +275,12 @@ impl SimBuilder {
         let tag = next_tag();
         let pid = sys::getpid();
         let start_time = file.identity().1;
+        // `Spread` starts at this process's place in the namespace, so that the first streams
+        // of processes sharing a machine land on different CPUs.
+        let first_cpu = match self.stream_cpus {
+            StreamCpus::Spread => file.me(),
+            _ => 0,
+        };
         Ok(Sim {
             inner: Arc::new(Inner {
                 soc: self.soc,
@@ -290,8 +297,8 @@ impl SimBuilder {
                 peers: Mutex::new(vec![0; self.devices as usize]),
                 op_wait_timeout: AtomicU32::new(0),
                 stream_seq: AtomicU32::new(0),
+                cpu_seq: AtomicU32::new(first_cpu),
                 cpus,
-                cpu_seq: AtomicU32::new(0),
                 cnt: cnt::CntState::new(tag ^ 0x4000),
             }),
         })
@@ -1644,12 +1651,17 @@ mod tests {
             .iter()
             .map(|&s| sim.stream_cpu(s).unwrap().unwrap())
             .collect();
-        let mut want = allowed.clone();
-        want.push(allowed[0]);
+        // In turn, starting at this process's place in the namespace.
+        let first = sim.inner.file.me() as usize;
+        let k = allowed.len();
+        let want: Vec<usize> = (0..=k).map(|i| allowed[(first + i) % k]).collect();
         assert_eq!(placed, want);
         // The default stream is placed too, and placed streams still run work.
         let d = sim.default_stream(0).unwrap();
-        assert_eq!(sim.stream_cpu(d).unwrap(), Some(allowed[1 % allowed.len()]));
+        assert_eq!(
+            sim.stream_cpu(d).unwrap(),
+            Some(allowed[(first + k + 1) % k])
+        );
         let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
         sim.record(n, streams[0]).unwrap();
         sim.wait_and_reset(n, d, Timeout::from_c(5)).unwrap();
