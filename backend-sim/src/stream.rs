@@ -313,10 +313,10 @@ fn gettid() -> i32 {
     unsafe { libc::gettid() }
 }
 
-/// Restricts the calling thread to `cpu`; `Err(errno)` if the kernel refuses.
-fn pin_to_cpu(cpu: usize) -> Result<(), i32> {
+/// Restricts the calling thread to `cpu` (what a placed worker does first).
+pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(libc::EINVAL);
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
     // SAFETY: `cpu_set_t` is plain data for which all-zero is the empty set; `CPU_SET` writes
     // bit `cpu` < CPU_SETSIZE (checked above); `sched_setaffinity(0, …)` only reads the set.
@@ -328,9 +328,7 @@ fn pin_to_cpu(cpu: usize) -> Result<(), i32> {
     if rc == 0 {
         Ok(())
     } else {
-        Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EINVAL))
+        Err(std::io::Error::last_os_error())
     }
 }
 
@@ -754,8 +752,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     fn worker_main(self: Arc<Self>, cpu: Option<usize>, ready: mpsc::Sender<Result<i32, i32>>) {
         // The spawner waits for this before it returns the stream. A dropped receiver (the
         // spawner gave up) is harmless.
-        if let Some(Err(errno)) = cpu.map(pin_to_cpu) {
-            let _ = ready.send(Err(errno));
+        if let Some(Err(e)) = cpu.map(pin_current_thread) {
+            let _ = ready.send(Err(e.raw_os_error().unwrap_or(libc::EINVAL)));
             return;
         }
         let _ = ready.send(Ok(gettid()));
@@ -1143,6 +1141,16 @@ mod tests {
 
     type S = Stream<Error>;
 
+    /// Queues a task on `s` that adds one to `ran`.
+    fn count_on(s: &S, ran: &Arc<AtomicUsize>) {
+        let r = Arc::clone(ran);
+        s.enqueue(move |_| {
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+    }
+
     /// A one-shot latch with a bounded wait.
     #[derive(Default)]
     struct Gate {
@@ -1310,12 +1318,7 @@ mod tests {
         let ran = Arc::new(AtomicUsize::new(0));
         s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
         s.enqueue(|_| Err(Error::IpcError)).unwrap();
-        let r = Arc::clone(&ran);
-        s.enqueue(move |_| {
-            r.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .unwrap();
+        count_on(&s, &ran);
         assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
         assert_eq!(
             ran.load(Ordering::SeqCst),
@@ -1324,12 +1327,7 @@ mod tests {
         );
         assert_eq!(s.synchronize(SYNC), Ok(()), "reported once, then cleared");
         assert!(!s.has_error());
-        let r = Arc::clone(&ran);
-        s.enqueue(move |_| {
-            r.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .unwrap();
+        count_on(&s, &ran);
         assert_eq!(s.synchronize(SYNC), Ok(()));
         assert_eq!(ran.load(Ordering::SeqCst), 2);
         assert_eq!(s.stats().failed, 2);
@@ -1921,12 +1919,7 @@ mod tests {
         assert_eq!(cpus_allowed_list(s.worker_tid()), last.to_string());
         // It still runs tasks, and the spawning thread keeps its own affinity.
         let ran = Arc::new(AtomicUsize::new(0));
-        let r = Arc::clone(&ran);
-        s.enqueue(move |_| {
-            r.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .unwrap();
+        count_on(&s, &ran);
         assert_eq!(s.synchronize(SYNC), Ok(()));
         assert_eq!(ran.load(Ordering::SeqCst), 1);
         assert_eq!(allowed_cpus(), cpus);

@@ -89,24 +89,8 @@ pub fn run_on<R: Send>(cpu: Option<usize>, f: impl FnOnce() -> R + Send) -> Resu
 
 /// Restricts the calling thread to `cpu`.
 pub fn pin_current(cpu: usize) -> Result<(), String> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(format!("CPU {cpu} is out of range"));
-    }
-    // SAFETY: all-zero is the empty set; CPU_SET writes bit `cpu` < CPU_SETSIZE (checked);
-    // sched_setaffinity only reads the set.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "sched_setaffinity(CPU {cpu}): {}",
-            io::Error::last_os_error()
-        ))
-    }
+    acl_notify_sim::stream::pin_current_thread(cpu)
+        .map_err(|e| format!("sched_setaffinity(CPU {cpu}): {e}"))
 }
 
 /// Blocks while `*word == expected`, at most `timeout` (forever if `None`). Spurious returns
