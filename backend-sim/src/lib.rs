@@ -48,13 +48,14 @@ pub mod shm;
 pub mod stream;
 mod sys;
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use acl_notify_core::table::{ExportState, NotifySlot, WaitArgs, WaitOutcome};
+use acl_notify_core::table::{self, ExportState, NotifySlot, WaitArgs, WaitOutcome, Waiter};
 use acl_notify_core::whitelist::WhitelistEntry;
 use acl_notify_core::{
     Backend, BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
@@ -66,7 +67,7 @@ pub use error::SimError;
 pub use shm::GcReport;
 
 use handles::Slab;
-use shm::{CreateError, OpenMode, ShmFile, SlotRef};
+use shm::{CreateError, OpenMode, ShmFile, SimWaiter, SlotRef};
 use stream::{Job, Stream, StreamConfig, Task, TaskCtx};
 
 /// Environment variable naming the SoC family (default `Ascend910B`).
@@ -1157,7 +1158,18 @@ impl Job<SimError> for SimJob {
                     }
                     lazy.check()
                 };
-                let out = slot_wait(r, timeout, &check);
+                let hint = ctx.spin_hint();
+                let file = r.file();
+                let w = AdaptiveWaiter::new(file.waiter(), hint.get());
+                let out = r.slot().sync.wait_and_reset(
+                    &w,
+                    WaitArgs {
+                        proc: file.me(),
+                        timeout,
+                        cancel: &check,
+                    },
+                );
+                hint.set(w.next_spin());
                 let result = wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait");
                 drop(lazy);
                 (result, Some(pin))
@@ -1173,6 +1185,83 @@ impl Job<SimError> for SimJob {
     /// Records never block; waits call `before_block` before they sleep.
     fn may_block(&self) -> bool {
         !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
+    }
+}
+
+/// The waiter of a stream's wait: the file's [`SimWaiter`] with a spin that adapts, per
+/// stream, to how the stream's recent waits went.
+///
+/// Why: on a machine where waking a sleeping thread takes longer than the table's spin
+/// ([`table::SPIN`]; KVM guests take 8–15 µs), two streams handing records back and forth can
+/// settle into putting each other to sleep: each one's record wakes the other, which by then
+/// has given up spinning, so every hand-off costs a wake-up, for good. A wait woken soon after
+/// it went to sleep shows the record was on its way, so the stream's next wait spins longer
+/// (up to [`table::MAX_SPIN`]); waits that finish without sleeping bring the spin back down
+/// gradually, and a long sleep (nothing was coming) at once.
+struct AdaptiveWaiter<'a> {
+    inner: SimWaiter<'a>,
+    spin: Duration,
+    /// When this wait first slept (0: it has not).
+    slept_at: Cell<u64>,
+}
+
+impl<'a> AdaptiveWaiter<'a> {
+    fn new(inner: SimWaiter<'a>, hint: Duration) -> Self {
+        AdaptiveWaiter {
+            inner,
+            spin: hint.clamp(table::SPIN, table::MAX_SPIN),
+            slept_at: Cell::new(0),
+        }
+    }
+
+    /// The spin for the stream's next wait, after this one.
+    fn next_spin(&self) -> Duration {
+        let slept_for = match self.slept_at.get() {
+            0 => None,
+            at => Some(Duration::from_nanos(self.inner.now_ns().saturating_sub(at))),
+        };
+        next_spin(self.spin, slept_for)
+    }
+}
+
+/// The adaptation rule of [`AdaptiveWaiter`]: `spun` is how long the last wait was allowed to
+/// spin, `slept_for` how long it slept (from its first sleep to its end), if it slept.
+fn next_spin(spun: Duration, slept_for: Option<Duration>) -> Duration {
+    let next = match slept_for {
+        // Done while spinning: drift back toward the base spin.
+        None => spun - spun / 16,
+        // Woken soon after it gave up: cover that much next time, with a margin.
+        Some(d) if d <= table::MAX_SPIN => (spun + d) * 5 / 4,
+        // A long sleep: spinning would not have helped.
+        Some(_) => table::SPIN,
+    };
+    next.clamp(table::SPIN, table::MAX_SPIN)
+}
+
+impl Waiter for AdaptiveWaiter<'_> {
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        if self.slept_at.get() == 0 {
+            self.slept_at.set(self.inner.now_ns().max(1));
+        }
+        self.inner.wait(word, expected, timeout);
+    }
+    fn wake(&self, word: &AtomicU32, n: u32) {
+        self.inner.wake(word, n);
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn stamp_ns(&self) -> u64 {
+        self.inner.stamp_ns()
+    }
+    fn relax(&self) {
+        self.inner.relax();
+    }
+    fn spin_limit(&self) -> Duration {
+        self.spin
+    }
+    fn proc_alive(&self, proc: u32) -> bool {
+        self.inner.proc_alive(proc)
     }
 }
 
@@ -1610,6 +1699,36 @@ mod tests {
         assert!(e.to_string().contains("namespace"), "{e}");
         let e = Sim::builder().server_id(2).open().unwrap_err();
         assert!(e.to_string().contains("Ascend910_93"), "{e}");
+    }
+
+    #[test]
+    fn a_stream_wait_spins_longer_after_waking_just_too_late_and_comes_back_down() {
+        let us = Duration::from_micros;
+        let (base, max) = (table::SPIN, table::MAX_SPIN);
+        // Woken 14 µs after giving up a 10 µs spin: next time spin (10 + 14) × 1.25 = 30 µs.
+        assert_eq!(next_spin(base, Some(us(14))), us(30));
+        // Never past MAX_SPIN, never below SPIN.
+        assert_eq!(next_spin(us(40), Some(us(40))), max);
+        assert_eq!(next_spin(Duration::ZERO, None), base);
+        // A long sleep: back to the base at once.
+        assert_eq!(next_spin(max, Some(max + us(1))), base);
+        assert_eq!(next_spin(max, Some(Duration::from_secs(3))), base);
+        // Waits that end while spinning bring it down by 1/16 each, to the base.
+        let mut s = max;
+        let mut waits = 0;
+        while s > base {
+            let n = next_spin(s, None);
+            assert!(n < s);
+            s = n;
+            waits += 1;
+        }
+        assert_eq!(s, base);
+        assert!((10..=40).contains(&waits), "{waits} waits to come down");
+        // A hint of zero (a fresh stream) starts at the base.
+        let (sim, _ns) = open("adapt", Soc::Ascend910B);
+        let w = AdaptiveWaiter::new(sim.inner.file.waiter(), Duration::ZERO);
+        assert_eq!(w.spin_limit(), base);
+        assert_eq!(w.next_spin(), next_spin(base, None));
     }
 
     #[test]

@@ -410,6 +410,8 @@ pub struct TaskCtx {
     control: Arc<Control>,
     /// Whether a waker is registered (saves the engine a lock per task when none is).
     armed: Cell<bool>,
+    /// See [`TaskCtx::spin_hint`].
+    spin_hint: Cell<Duration>,
 }
 
 impl TaskCtx {
@@ -478,6 +480,13 @@ impl TaskCtx {
                 }
             }
         }
+    }
+
+    /// A value the stream's jobs keep from one job to the next (the engine never reads it):
+    /// the simulator's waits keep how long the next wait should spin before it sleeps. Starts
+    /// at zero.
+    pub fn spin_hint(&self) -> &Cell<Duration> {
+        &self.spin_hint
     }
 
     fn disarm(&self) {
@@ -761,6 +770,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         let ctx = TaskCtx {
             control: Arc::clone(&self.control),
             armed: Cell::new(false),
+            spin_hint: Cell::new(Duration::ZERO),
         };
         let mut popped: u64 = 0;
         let mut local: VecDeque<J> = VecDeque::with_capacity(TAKE);

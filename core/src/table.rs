@@ -55,6 +55,9 @@ pub const CHUNK: Duration = Duration::from_millis(50);
 /// shorter spin, two streams bouncing records stay in a regime where each one has gone to
 /// sleep by the time the other answers, and every hand-off costs a wake-up.
 pub const SPIN: Duration = Duration::from_micros(10);
+/// The longest a platform may make that spin ([`Waiter::spin_limit`]); longer limits are cut
+/// to this, so a waiter's spin stays bounded whatever the platform asks.
+pub const MAX_SPIN: Duration = Duration::from_micros(50);
 /// How long the spin at the head of the queue is a tight loop before each of its clock checks
 /// also calls [`Waiter::relax`].
 pub const PURE_SPIN: Duration = Duration::from_micros(1);
@@ -108,6 +111,15 @@ pub trait Waiter {
     /// very CPU offers it (Linux: `sched_yield`, which returns at once when nothing else is
     /// runnable). The default does nothing.
     fn relax(&self) {}
+
+    /// How long a waiter at the head of the queue spins before it sleeps (at most
+    /// [`MAX_SPIN`]; longer is cut to it). The default is [`SPIN`]. A platform that sees the
+    /// records a waiter gets arrive just after it went to sleep (a wake-up slower than the
+    /// spin, so two waiters handing records back and forth keep putting each other to sleep)
+    /// may spin a waiter longer.
+    fn spin_limit(&self) -> Duration {
+        SPIN
+    }
 
     /// Whether the process in slot `proc` of the platform's process table is still alive.
     /// Waiters stuck behind a ticket of a dead process cancel it. The default says yes
@@ -358,6 +370,7 @@ impl NotifySync {
         // read; the flag is read before each CAS so that spinning does not take the line
         // exclusively. Past `PURE_SPIN` each check also offers the CPU to the platform
         // ([`Waiter::relax`]), in case the recorder we wait for is queued behind us on it.
+        let limit = w.spin_limit().min(MAX_SPIN).as_nanos() as u64;
         let mut spin = None;
         let mut i = 0u32;
         loop {
@@ -370,7 +383,7 @@ impl NotifySync {
                 let now = w.now_ns();
                 let start = *spin.get_or_insert(now);
                 let spun = now.saturating_sub(start);
-                if spun >= SPIN.as_nanos() as u64 {
+                if spun >= limit {
                     break;
                 }
                 if spun >= PURE_SPIN.as_nanos() as u64 {
@@ -1095,6 +1108,58 @@ mod tests {
             proc,
             timeout,
             cancel: &never,
+        }
+    }
+
+    /// A [`TestWaiter`] that asks for its own spin limit and notes when it first sleeps.
+    struct LimitWaiter {
+        inner: Arc<TestWaiter>,
+        limit: Duration,
+        first_sleep: Mutex<Option<u64>>,
+    }
+
+    impl Waiter for LimitWaiter {
+        fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+            let now = self.inner.now_ns();
+            self.first_sleep.lock().unwrap().get_or_insert(now);
+            self.inner.wait(word, expected, timeout);
+        }
+        fn wake(&self, word: &AtomicU32, n: u32) {
+            self.inner.wake(word, n);
+        }
+        fn now_ns(&self) -> u64 {
+            self.inner.now_ns()
+        }
+        fn spin_limit(&self) -> Duration {
+            self.limit
+        }
+    }
+
+    #[test]
+    fn the_platform_sets_the_spin_but_never_past_max_spin() {
+        for (limit, at_least) in [
+            (Duration::from_micros(30), Duration::from_micros(30)),
+            (Duration::from_secs(30), MAX_SPIN),
+        ] {
+            let w = LimitWaiter {
+                inner: TestWaiter::new(),
+                limit,
+                first_sleep: Mutex::new(None),
+            };
+            let s = NotifySync::new();
+            let t0 = w.now_ns();
+            let out = s.wait_and_reset(&w, args(0, Some(Duration::from_millis(20))));
+            assert_eq!(out, Ok(WaitOutcome::TimedOut));
+            // A 30 s spin would have run past the 20 ms timeout by far.
+            let took = Duration::from_nanos(w.now_ns() - t0);
+            assert!(took < Duration::from_secs(5), "{limit:?}: took {took:?}");
+            // It spun at least as long as asked (capped) before its first sleep.
+            let slept = w.first_sleep.lock().unwrap().expect("never slept");
+            assert!(
+                Duration::from_nanos(slept - t0) >= at_least,
+                "{limit:?}: slept after {:?}",
+                Duration::from_nanos(slept - t0)
+            );
         }
     }
 
