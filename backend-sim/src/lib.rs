@@ -1140,6 +1140,15 @@ impl Job<SimError> for SimJob {
             }
             SimJob::Wait { pin, timeout } => {
                 let r = &pin.0;
+                let sync = &r.slot().sync;
+                let hint = ctx.spin_hint();
+                // The record is there and nobody queued: take it before setting anything up
+                // (the table's own fast path, which it would try first as well). The flag is
+                // read before the CAS, so a wait that must wait pays for no extra CAS.
+                if sync.is_set() && sync.try_consume() {
+                    hint.set(next_spin(hint.get(), None));
+                    return (Ok(()), Some(pin));
+                }
                 // On a discarding destroy, wake the sleeping wait so it sees the cancel flag
                 // (a wake that races ahead of the sleep is caught by the table's bounded
                 // sleeps). Registered only once the wait is about to sleep: a record that is
@@ -1158,10 +1167,9 @@ impl Job<SimError> for SimJob {
                     }
                     lazy.check()
                 };
-                let hint = ctx.spin_hint();
                 let file = r.file();
                 let w = AdaptiveWaiter::new(file.waiter(), hint.get());
-                let out = r.slot().sync.wait_and_reset(
+                let out = sync.wait_and_reset(
                     &w,
                     WaitArgs {
                         proc: file.me(),
@@ -1170,7 +1178,10 @@ impl Job<SimError> for SimJob {
                     },
                 );
                 hint.set(w.next_spin());
-                let result = wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait");
+                let result = match out {
+                    Ok(WaitOutcome::Consumed) => Ok(()),
+                    _ => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
+                };
                 drop(lazy);
                 (result, Some(pin))
             }
@@ -1200,42 +1211,52 @@ impl Job<SimError> for SimJob {
 /// gradually, and a long sleep (nothing was coming) at once.
 struct AdaptiveWaiter<'a> {
     inner: SimWaiter<'a>,
-    spin: Duration,
+    /// This wait's spin, in nanoseconds.
+    spin: u64,
     /// When this wait first slept (0: it has not).
     slept_at: Cell<u64>,
 }
 
+/// [`table::SPIN`] and [`table::MAX_SPIN`] in nanoseconds.
+const SPIN_NS: u64 = table::SPIN.as_nanos() as u64;
+const MAX_SPIN_NS: u64 = table::MAX_SPIN.as_nanos() as u64;
+
 impl<'a> AdaptiveWaiter<'a> {
-    fn new(inner: SimWaiter<'a>, hint: Duration) -> Self {
+    /// `hint`: the stream's spin hint in nanoseconds (0: none yet).
+    fn new(inner: SimWaiter<'a>, hint: u64) -> Self {
         AdaptiveWaiter {
             inner,
-            spin: hint.clamp(table::SPIN, table::MAX_SPIN),
+            spin: hint.clamp(SPIN_NS, MAX_SPIN_NS),
             slept_at: Cell::new(0),
         }
     }
 
-    /// The spin for the stream's next wait, after this one.
-    fn next_spin(&self) -> Duration {
+    /// The spin for the stream's next wait, after this one (nanoseconds).
+    fn next_spin(&self) -> u64 {
         let slept_for = match self.slept_at.get() {
             0 => None,
-            at => Some(Duration::from_nanos(self.inner.now_ns().saturating_sub(at))),
+            at => Some(self.inner.now_ns().saturating_sub(at)),
         };
         next_spin(self.spin, slept_for)
     }
 }
 
-/// The adaptation rule of [`AdaptiveWaiter`]: `spun` is how long the last wait was allowed to
-/// spin, `slept_for` how long it slept (from its first sleep to its end), if it slept.
-fn next_spin(spun: Duration, slept_for: Option<Duration>) -> Duration {
+/// The adaptation rule of [`AdaptiveWaiter`], in nanoseconds: `spun` is how long the last wait
+/// was allowed to spin, `slept_for` how long it slept (from its first sleep to its end), if it
+/// slept.
+fn next_spin(spun: u64, slept_for: Option<u64>) -> u64 {
     let next = match slept_for {
         // Done while spinning: drift back toward the base spin.
         None => spun - spun / 16,
         // Woken soon after it gave up: cover that much next time, with a margin.
-        Some(d) if d <= table::MAX_SPIN => (spun + d) * 5 / 4,
+        Some(d) if d <= MAX_SPIN_NS => {
+            let t = spun.saturating_add(d);
+            t.saturating_add(t / 4)
+        }
         // A long sleep: spinning would not have helped.
-        Some(_) => table::SPIN,
+        Some(_) => SPIN_NS,
     };
-    next.clamp(table::SPIN, table::MAX_SPIN)
+    next.clamp(SPIN_NS, MAX_SPIN_NS)
 }
 
 impl Waiter for AdaptiveWaiter<'_> {
@@ -1258,7 +1279,7 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.inner.relax();
     }
     fn spin_limit(&self) -> Duration {
-        self.spin
+        Duration::from_nanos(self.spin)
     }
     fn proc_alive(&self, proc: u32) -> bool {
         self.inner.proc_alive(proc)
@@ -1703,16 +1724,18 @@ mod tests {
 
     #[test]
     fn a_stream_wait_spins_longer_after_waking_just_too_late_and_comes_back_down() {
-        let us = Duration::from_micros;
-        let (base, max) = (table::SPIN, table::MAX_SPIN);
+        let us = |n: u64| n * 1000;
+        let (base, max) = (SPIN_NS, MAX_SPIN_NS);
+        assert_eq!((base, max), (us(10), us(50)));
         // Woken 14 µs after giving up a 10 µs spin: next time spin (10 + 14) × 1.25 = 30 µs.
         assert_eq!(next_spin(base, Some(us(14))), us(30));
         // Never past MAX_SPIN, never below SPIN.
         assert_eq!(next_spin(us(40), Some(us(40))), max);
-        assert_eq!(next_spin(Duration::ZERO, None), base);
+        assert_eq!(next_spin(0, None), base);
+        assert_eq!(next_spin(u64::MAX, Some(0)), max);
         // A long sleep: back to the base at once.
-        assert_eq!(next_spin(max, Some(max + us(1))), base);
-        assert_eq!(next_spin(max, Some(Duration::from_secs(3))), base);
+        assert_eq!(next_spin(max, Some(max + 1)), base);
+        assert_eq!(next_spin(max, Some(u64::MAX)), base);
         // Waits that end while spinning bring it down by 1/16 each, to the base.
         let mut s = max;
         let mut waits = 0;
@@ -1726,8 +1749,8 @@ mod tests {
         assert!((10..=40).contains(&waits), "{waits} waits to come down");
         // A hint of zero (a fresh stream) starts at the base.
         let (sim, _ns) = open("adapt", Soc::Ascend910B);
-        let w = AdaptiveWaiter::new(sim.inner.file.waiter(), Duration::ZERO);
-        assert_eq!(w.spin_limit(), base);
+        let w = AdaptiveWaiter::new(sim.inner.file.waiter(), 0);
+        assert_eq!(w.spin_limit(), table::SPIN);
         assert_eq!(w.next_spin(), next_spin(base, None));
     }
 

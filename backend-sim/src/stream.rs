@@ -411,7 +411,7 @@ pub struct TaskCtx {
     /// Whether a waker is registered (saves the engine a lock per task when none is).
     armed: Cell<bool>,
     /// See [`TaskCtx::spin_hint`].
-    spin_hint: Cell<Duration>,
+    spin_hint: Cell<u64>,
 }
 
 impl TaskCtx {
@@ -483,9 +483,9 @@ impl TaskCtx {
     }
 
     /// A value the stream's jobs keep from one job to the next (the engine never reads it):
-    /// the simulator's waits keep how long the next wait should spin before it sleeps. Starts
-    /// at zero.
-    pub fn spin_hint(&self) -> &Cell<Duration> {
+    /// the simulator's waits keep how long the next wait should spin before it sleeps, in
+    /// nanoseconds. Starts at zero.
+    pub fn spin_hint(&self) -> &Cell<u64> {
         &self.spin_hint
     }
 
@@ -770,7 +770,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         let ctx = TaskCtx {
             control: Arc::clone(&self.control),
             armed: Cell::new(false),
-            spin_hint: Cell::new(Duration::ZERO),
+            spin_hint: Cell::new(0),
         };
         let mut popped: u64 = 0;
         let mut local: VecDeque<J> = VecDeque::with_capacity(TAKE);
