@@ -1149,40 +1149,7 @@ impl Job<SimError> for SimJob {
                     hint.set(next_spin(hint.get(), None));
                     return (Ok(()), Some(pin));
                 }
-                // On a discarding destroy, wake the sleeping wait so it sees the cancel flag
-                // (a wake that races ahead of the sleep is caught by the table's bounded
-                // sleeps). Registered only once the wait is about to sleep: a record that is
-                // there at once or arrives while the wait spins costs no registration.
-                let lazy = ctx.lazy_cancel(|| {
-                    let r2 = Arc::clone(r);
-                    move || r2.slot().sync.wake_all(&r2.file().waiter())
-                });
-                // The table asks "cancelled?" only right before it sleeps: that is when the
-                // tasks finished before this one are retired (a synchronize waiting for them
-                // must not wait for this wait) and the waker registered.
-                let hook = std::cell::Cell::new(Some(before_block));
-                let check = || {
-                    if let Some(f) = hook.take() {
-                        f();
-                    }
-                    lazy.check()
-                };
-                let file = r.file();
-                let w = AdaptiveWaiter::new(file.waiter(), hint.get());
-                let out = sync.wait_and_reset(
-                    &w,
-                    WaitArgs {
-                        proc: file.me(),
-                        timeout,
-                        cancel: &check,
-                    },
-                );
-                hint.set(w.next_spin());
-                let result = match out {
-                    Ok(WaitOutcome::Consumed) => Ok(()),
-                    _ => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
-                };
-                drop(lazy);
+                let result = wait_slow(&pin, timeout, ctx, before_block);
                 (result, Some(pin))
             }
             SimJob::Host(call) => {
@@ -1284,6 +1251,55 @@ impl Waiter for AdaptiveWaiter<'_> {
     fn proc_alive(&self, proc: u32) -> bool {
         self.inner.proc_alive(proc)
     }
+}
+
+/// A stream wait that did not find its record at once (out of line: the common case, a record
+/// already there, stays small).
+#[inline(never)]
+fn wait_slow(
+    pin: &StreamPin,
+    timeout: Option<Duration>,
+    ctx: &TaskCtx,
+    before_block: &mut dyn FnMut(),
+) -> Result<(), SimError> {
+    let r = &pin.0;
+    let sync = &r.slot().sync;
+    let hint = ctx.spin_hint();
+    // On a discarding destroy, wake the sleeping wait so it sees the cancel flag (a wake that
+    // races ahead of the sleep is caught by the table's bounded sleeps). Registered only once
+    // the wait is about to sleep: a record that arrives while the wait spins costs no
+    // registration.
+    let lazy = ctx.lazy_cancel(|| {
+        let r2 = Arc::clone(r);
+        move || r2.slot().sync.wake_all(&r2.file().waiter())
+    });
+    // The table asks "cancelled?" only right before it sleeps: that is when the tasks finished
+    // before this one are retired (a synchronize waiting for them must not wait for this wait)
+    // and the waker registered.
+    let hook = std::cell::Cell::new(Some(before_block));
+    let check = || {
+        if let Some(f) = hook.take() {
+            f();
+        }
+        lazy.check()
+    };
+    let file = r.file();
+    let w = AdaptiveWaiter::new(file.waiter(), hint.get());
+    let out = sync.wait_and_reset(
+        &w,
+        WaitArgs {
+            proc: file.me(),
+            timeout,
+            cancel: &check,
+        },
+    );
+    hint.set(w.next_spin());
+    let result = match out {
+        Ok(WaitOutcome::Consumed) => Ok(()),
+        _ => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
+    };
+    drop(lazy);
+    result
 }
 
 fn slot_wait(r: &SlotRef, timeout: Option<Duration>, cancel: &dyn Fn() -> bool) -> WaitResult {

@@ -489,10 +489,16 @@ impl TaskCtx {
         &self.spin_hint
     }
 
+    #[inline]
     fn disarm(&self) {
         if self.armed.replace(false) {
-            *lock(&self.control.waker) = None;
+            self.clear_waker();
         }
+    }
+
+    #[cold]
+    fn clear_waker(&self) {
+        *lock(&self.control.waker) = None;
     }
 }
 
@@ -665,6 +671,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// Runs the taken tasks in order; each joins the finished ones in `done` (see
     /// [`Finished`]). One unwind guard covers the whole batch and is set up again after a task
     /// panics: a guard per task cost more than a record or a wait itself.
+    #[inline(never)]
     fn run_local(&self, local: &mut VecDeque<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
         while let Err(payload) =
             panic::catch_unwind(AssertUnwindSafe(|| self.run_tasks(local, ctx, done)))

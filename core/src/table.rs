@@ -244,6 +244,7 @@ impl NotifySync {
     }
 
     /// Whether the flag is set (a record is pending).
+    #[inline]
     pub fn is_set(&self) -> bool {
         self.flag.load(SeqCst) == FLAG_SET
     }
@@ -257,6 +258,7 @@ impl NotifySync {
 
     /// Record: sets the flag (collapsing with a pending record) and wakes the head waiter if
     /// it sleeps.
+    #[inline]
     pub fn record<W: Waiter>(&self, w: &W) {
         if self.flag.swap(FLAG_SET, SeqCst) == FLAG_CLEAR_SLEEPING {
             w.wake(&self.flag, u32::MAX);
@@ -272,6 +274,7 @@ impl NotifySync {
 
     /// Consumes a pending record if no waiter is queued: `true` if one was consumed. Never
     /// blocks, never takes a record a queued waiter is entitled to.
+    #[inline]
     pub fn try_consume(&self) -> bool {
         self.head.load(SeqCst) == self.tail.load(SeqCst)
             && self
@@ -832,6 +835,7 @@ impl NotifySlot {
     }
 
     /// Records the notify (see [`NotifySync::record`]) and notes who did it.
+    #[inline]
     pub fn record<W: Waiter>(&self, w: &W, pid: i32) {
         // Diagnostics only: written when they change, so that a stream of records from one
         // process does not keep pulling this line away from the other processes' caches.
