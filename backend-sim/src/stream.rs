@@ -1951,20 +1951,26 @@ mod tests {
 
     #[test]
     fn a_worker_that_cannot_be_placed_fails_the_spawn_cleanly() {
-        for cpu in [libc::CPU_SETSIZE as usize - 1, usize::MAX] {
-            let before = std::fs::read_dir("/proc/self/task").unwrap().count();
-            let r = S::spawn(StreamConfig::new("t-badcpu").cpu(Some(cpu)));
+        for (k, cpu) in [libc::CPU_SETSIZE as usize - 1, usize::MAX]
+            .into_iter()
+            .enumerate()
+        {
+            let name = format!("t-badcpu{k}");
+            let r = S::spawn(StreamConfig::new(name.clone()).cpu(Some(cpu)));
             assert_eq!(r.err(), Some(Error::ResourceAllocFail), "cpu {cpu}");
-            // The worker thread has exited (joined by the failed spawn). Other tests' threads
-            // come and go meanwhile, so only check that ours is not among those left.
-            let after: Vec<String> = std::fs::read_dir("/proc/self/task")
-                .unwrap()
-                .map(|e| e.unwrap().path().join("comm"))
-                .filter_map(|p| std::fs::read_to_string(p).ok())
-                .collect();
+            // The failed spawn joined the worker; the kernel drops its `/proc` entry a moment
+            // after the join returns. Other tests' threads come and go meanwhile, so only look
+            // for ours.
+            let ours_left = || {
+                std::fs::read_dir("/proc/self/task")
+                    .unwrap()
+                    .map(|e| e.unwrap().path().join("comm"))
+                    .filter_map(|p| std::fs::read_to_string(p).ok())
+                    .any(|c| c.trim() == name)
+            };
             assert!(
-                !after.iter().any(|c| c.trim() == "t-badcpu"),
-                "worker left behind ({before} threads before)"
+                eventually(LONG, || !ours_left()),
+                "worker {name} left behind"
             );
         }
     }
