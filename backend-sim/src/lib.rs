@@ -1164,6 +1164,17 @@ impl Job<SimError> for SimJob {
     fn may_block(&self) -> bool {
         !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
     }
+
+    /// Starts pulling the notify's flag line in for writing while the task before runs: a
+    /// record or a wait mostly finds that line in the cache of the stream at the other end
+    /// (it recorded or consumed last), and the transfer then overlaps the task before
+    /// instead of stalling this one's read-modify-write (two streams handing records through
+    /// a ring of notifies move about a quarter more items per second).
+    fn prefetch(&self) {
+        if let SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } = self {
+            prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
+        }
+    }
 }
 
 /// The waiter of a stream's wait: the file's [`SimWaiter`] with a spin that adapts, per
@@ -1251,6 +1262,53 @@ impl Waiter for AdaptiveWaiter<'_> {
     fn proc_alive(&self, proc: u32) -> bool {
         self.inner.proc_alive(proc)
     }
+}
+
+/// Hints the CPU to bring `p`'s cache line in, exclusive (for a write). A hint only: it does
+/// not access memory architecturally, cannot fault, and changes no register or flag.
+#[inline(always)]
+fn prefetch_for_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_prefetchw() {
+            // SAFETY: `prefetchw` is a hint (see above), and the CPU says it has it.
+            unsafe {
+                core::arch::asm!(
+                    "prefetchw [{0}]",
+                    in(reg) p,
+                    options(nostack, preserves_flags, readonly)
+                );
+            }
+        } else {
+            // SAFETY: SSE is part of x86_64; `prefetcht0` is a hint (see above).
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+            }
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: `prfm` is a hint (see above).
+    unsafe {
+        core::arch::asm!(
+            "prfm pstl1keep, [{0}]",
+            in(reg) p,
+            options(nostack, preserves_flags, readonly)
+        );
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
+}
+
+/// Whether this x86 CPU has `prefetchw` (CPUID 8000_0001h, ECX bit 8), asked once.
+#[cfg(target_arch = "x86_64")]
+fn has_prefetchw() -> bool {
+    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAS.get_or_init(|| {
+        // Leaf 0x8000_0000 gives the highest extended leaf: 0x8000_0001 is only asked for
+        // when it exists.
+        let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+        max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0
+    })
 }
 
 /// A stream wait that did not find its record at once (out of line: the common case, a record
@@ -1768,6 +1826,23 @@ mod tests {
         let w = AdaptiveWaiter::new(sim.inner.file.waiter(), 0);
         assert_eq!(w.spin_limit(), table::SPIN);
         assert_eq!(w.next_spin(), next_spin(base, None));
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn prefetchw_is_used_exactly_when_the_cpu_has_it() {
+        // The kernel's name for the CPUID bit is `3dnowprefetch`.
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap();
+        let flags = info
+            .lines()
+            .find(|l| l.starts_with("flags"))
+            .expect("no flags line in /proc/cpuinfo");
+        let kernel_says = flags.split_whitespace().any(|f| f == "3dnowprefetch");
+        assert_eq!(has_prefetchw(), kernel_says);
+        // Either way the hint is harmless, on any address.
+        let x = [0u8; 64];
+        prefetch_for_write(x.as_ptr());
+        prefetch_for_write(std::ptr::null());
     }
 
     #[test]

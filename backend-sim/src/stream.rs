@@ -127,6 +127,10 @@ pub trait Job<E>: Send + 'static {
     fn may_block(&self) -> bool {
         true
     }
+
+    /// Called on the next job while the one before it runs: a hint to start fetching the
+    /// memory it will touch (the default does nothing).
+    fn prefetch(&self) {}
 }
 
 impl<E: 'static> Job<E> for Task<E> {
@@ -697,6 +701,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             }
             if task.may_block() {
                 self.flush(done);
+            }
+            if let Some(next) = local.front() {
+                next.prefetch();
             }
             let (result, rest) = task.run(ctx, &mut || self.flush(done));
             ctx.disarm();
