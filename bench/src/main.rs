@@ -52,7 +52,7 @@ struct Opts {
 
 const USAGE: &str = "usage: acl-notify-bench [--quick] [--reps N] [--sample-ms N] \
 [--only ID,ID…] [--match TEXT] [--out DIR] [--capi PATH]
-  --quick        short run (~30 s): fewer reps, shorter samples
+  --quick        short run (a few seconds): fewer reps, shorter samples
   --reps N       repetitions of each variant (default 11, quick 3)
   --sample-ms N  target duration of one sample (default 80, quick 15)
   --only IDS     run only these groups: xproc,inproc,wake,idlecpu,handoff,control,pool,memory

@@ -15,7 +15,7 @@ use crate::run::{cargo, root, status};
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "bench")]
 pub struct BenchArgs {
-    /// short run (~30 s): 3 repetitions, 15 ms samples
+    /// short run (a few seconds): 3 repetitions, 15 ms samples
     #[argh(switch)]
     pub quick: bool,
     /// repetitions of each variant (default 11, quick 3)
