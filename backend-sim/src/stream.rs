@@ -128,8 +128,9 @@ pub trait Job<E>: Send + 'static {
         true
     }
 
-    /// Called on the next job while the one before it runs: a hint to start fetching the
-    /// memory it will touch (the default does nothing).
+    /// Called on the next queued job just before the current one runs: a hint to start
+    /// fetching the memory it will touch, so the fetch overlaps the current job (the default
+    /// does nothing).
     fn prefetch(&self) {}
 }
 
@@ -772,14 +773,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
-    fn worker_main(self: Arc<Self>, cpu: Option<usize>, ready: mpsc::Sender<Result<i32, i32>>) {
+    /// `ready` gets the worker's thread id, or `None` if it could not be placed on `cpu` (it
+    /// then returns at once).
+    fn worker_main(self: Arc<Self>, cpu: Option<usize>, ready: mpsc::Sender<Option<i32>>) {
         // The spawner waits for this before it returns the stream. A dropped receiver (the
         // spawner gave up) is harmless.
-        if let Some(Err(e)) = cpu.map(pin_current_thread) {
-            let _ = ready.send(Err(e.raw_os_error().unwrap_or(libc::EINVAL)));
+        if let Some(Err(_)) = cpu.map(pin_current_thread) {
+            let _ = ready.send(None);
             return;
         }
-        let _ = ready.send(Ok(gettid()));
+        let _ = ready.send(Some(gettid()));
         drop(ready);
         let ctx = TaskCtx {
             control: Arc::clone(&self.control),
@@ -871,9 +874,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         // Set before any enqueue can exist: `Stream` is returned only below.
         let _ = shared.control.worker.set(handle.thread().clone());
         let tid = match rx.recv() {
-            Ok(Ok(tid)) => tid,
+            Ok(Some(tid)) => tid,
             // The worker could not be placed (it has returned) or died before it reported.
-            Ok(Err(_)) | Err(_) => {
+            Ok(None) | Err(_) => {
                 let _ = handle.join();
                 return Err(E::from(Error::ResourceAllocFail));
             }
