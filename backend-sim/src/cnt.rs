@@ -51,8 +51,8 @@ use crate::{Sim, sys};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
 /// Bumped whenever the count-notify file layout changes (2: the new `AtomicIdPool` layout of
-/// the id pools).
-pub const CNT_LAYOUT_VERSION: u32 = 2;
+/// the id pools; 3: the id pools became bitmaps with "full" hints).
+pub const CNT_LAYOUT_VERSION: u32 = 3;
 /// Bytes per count notify in the table.
 pub const CNT_SLOT_BYTES: usize = std::mem::size_of::<CntSlot>();
 const POOL_BYTES: usize = std::mem::size_of::<AtomicCntIdPool>();

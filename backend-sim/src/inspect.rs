@@ -32,7 +32,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::Duration;
 
-use acl_notify_core::pool::AtomicIdPool;
 use acl_notify_core::table::{ExportState, MAX_PROCS, NotifySlot, SlotState};
 use acl_notify_core::whitelist::Whitelist;
 use acl_notify_core::{CreateFlags, Error, Soc};
@@ -42,7 +41,8 @@ use crate::error::SimError;
 use crate::mapfile::{PAGE, READY};
 use crate::shm::{
     FILE_PREFIX, Header, LAYOUT_VERSION, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING,
-    ProcEntry, SHM_DIR, SLOT_BYTES, WHITELIST_BYTES,
+    Pool1024, Pool2048, Pool8192, Pool65535, ProcEntry, SHM_DIR, SLOT_BYTES, WHITELIST_BYTES,
+    pool_size,
 };
 use crate::sys;
 
@@ -370,17 +370,6 @@ struct Layout {
     whitelists_off: usize,
 }
 
-fn pool_size(max: u32) -> Option<usize> {
-    Some(match max {
-        65535 => std::mem::size_of::<AtomicIdPool<65535>>(),
-        8192 => std::mem::size_of::<AtomicIdPool<8192>>(),
-        2048 => std::mem::size_of::<AtomicIdPool<2048>>(),
-        1024 => std::mem::size_of::<AtomicIdPool<1024>>(),
-        0 => 0,
-        _ => return None,
-    })
-}
-
 fn validate(m: &RoMap, path: &Path, server: u32) -> Result<Layout, SimError> {
     let h: &Header = m.at(0).ok_or_else(|| bad(path, "no header"))?;
     if h.magic.load(SeqCst) != MAGIC {
@@ -461,10 +450,10 @@ fn validate(m: &RoMap, path: &Path, server: u32) -> Result<Layout, SimError> {
 /// Reads a pool's usage at `off` for capacity `max`.
 fn pool_in_use(m: &RoMap, off: usize, max: u32) -> Option<u32> {
     Some(match max {
-        65535 => m.at::<AtomicIdPool<65535>>(off)?.in_use(),
-        8192 => m.at::<AtomicIdPool<8192>>(off)?.in_use(),
-        2048 => m.at::<AtomicIdPool<2048>>(off)?.in_use(),
-        1024 => m.at::<AtomicIdPool<1024>>(off)?.in_use(),
+        65535 => m.at::<Pool65535>(off)?.in_use(),
+        8192 => m.at::<Pool8192>(off)?.in_use(),
+        2048 => m.at::<Pool2048>(off)?.in_use(),
+        1024 => m.at::<Pool1024>(off)?.in_use(),
         _ => return None,
     })
 }

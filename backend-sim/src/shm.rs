@@ -43,7 +43,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
-use acl_notify_core::pool::AtomicIdPool;
+use acl_notify_core::pool::{AtomicIdPool, words};
 use acl_notify_core::table::{Leave, MAX_PROCS, NotifySlot, SlotState, Waiter};
 use acl_notify_core::whitelist::Whitelist;
 use acl_notify_core::{Error, Soc};
@@ -61,8 +61,9 @@ pub const FILE_PREFIX: &str = "acl-notify-sim.";
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// Bumped whenever the layout changes (2: the id pools' 4-byte slot words and in-use count in
 /// the head, replacing the link and state arrays and the bump and in-use counters; notify
-/// slots padded to 192 bytes on 64-byte lines).
-pub const LAYOUT_VERSION: u32 = 2;
+/// slots padded to 192 bytes on 64-byte lines; 3: the id pools became bitmaps with "full"
+/// hints).
+pub const LAYOUT_VERSION: u32 = 3;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;
@@ -147,17 +148,26 @@ pub const WHITELIST_BYTES: usize = std::mem::size_of::<ShmWhitelist>();
 /// Notify-table bytes per notify (touched only for ids in use).
 pub const SLOT_BYTES: usize = std::mem::size_of::<NotifySlot>();
 
+/// The shared id pool of a 950-family device (65535 ids).
+pub type Pool65535 = AtomicIdPool<65535, { words(65535) }>;
+/// The shared id pool of a 910B / 910_93 device (8192 ids).
+pub type Pool8192 = AtomicIdPool<8192, { words(8192) }>;
+/// The shared id pool of a 310B device (2048 ids).
+pub type Pool2048 = AtomicIdPool<2048, { words(2048) }>;
+/// The shared id pool of a 310P / 910 device (1024 ids).
+pub type Pool1024 = AtomicIdPool<1024, { words(1024) }>;
+
 /// The id pool of one device, dispatched at run time on the SoC's capacity.
 #[derive(Clone, Copy, Debug)]
 pub enum PoolRef<'a> {
     /// 65535 ids (950 family).
-    P65535(&'a AtomicIdPool<65535>),
+    P65535(&'a Pool65535),
     /// 8192 ids (910B, 910_93).
-    P8192(&'a AtomicIdPool<8192>),
+    P8192(&'a Pool8192),
     /// 2048 ids (310B).
-    P2048(&'a AtomicIdPool<2048>),
+    P2048(&'a Pool2048),
     /// 1024 ids (310P, 910).
-    P1024(&'a AtomicIdPool<1024>),
+    P1024(&'a Pool1024),
 }
 
 macro_rules! pool_dispatch {
@@ -195,12 +205,12 @@ impl PoolRef<'_> {
 }
 
 /// Size of the pool type for `max` ids, or `None` if no pool type exists for it.
-fn pool_size(max: u32) -> Option<usize> {
+pub(crate) fn pool_size(max: u32) -> Option<usize> {
     Some(match max {
-        65535 => std::mem::size_of::<AtomicIdPool<65535>>(),
-        8192 => std::mem::size_of::<AtomicIdPool<8192>>(),
-        2048 => std::mem::size_of::<AtomicIdPool<2048>>(),
-        1024 => std::mem::size_of::<AtomicIdPool<1024>>(),
+        65535 => std::mem::size_of::<Pool65535>(),
+        8192 => std::mem::size_of::<Pool8192>(),
+        2048 => std::mem::size_of::<Pool2048>(),
+        1024 => std::mem::size_of::<Pool1024>(),
         0 => 0,
         _ => return None,
     })

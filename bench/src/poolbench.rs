@@ -8,7 +8,7 @@
 use std::hint::black_box;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use acl_notify_core::pool::{AtomicIdPool, IdPool, SpinIdPool};
+use acl_notify_core::pool::{AtomicIdPool, IdPool, SpinIdPool, words};
 
 use crate::harness::{Better, Group, Iters, Kind, Variant};
 use crate::sys::now_ns;
@@ -41,7 +41,7 @@ impl<const N: usize> Pool for SpinIdPool<N> {
     }
 }
 
-impl<const N: usize> Pool for AtomicIdPool<N> {
+impl<const N: usize, const W: usize> Pool for AtomicIdPool<N, W> {
     #[inline]
     fn alloc(&mut self) -> Result<u32, String> {
         AtomicIdPool::alloc(self).map_err(|e| e.to_string())
@@ -272,7 +272,7 @@ pub fn group() -> Group {
         v.push(variant(
             "AtomicIdPool<65535>",
             Kind::Case,
-            || Box::new(AtomicIdPool::<N>::new()),
+            || Box::new(AtomicIdPool::<N, { words(N) }>::new()),
             N,
             pat,
         ));
@@ -297,7 +297,7 @@ pub fn group() -> Group {
         v.push(variant(
             "AtomicIdPool<1024>",
             Kind::Info,
-            || Box::new(AtomicIdPool::<SMALL>::new()),
+            || Box::new(AtomicIdPool::<SMALL, { words(SMALL) }>::new()),
             SMALL,
             pat,
         ));

@@ -66,19 +66,22 @@ impl CntPools for crate::soc::Ascend950PR {
     const MAX_CNT_NOTIFIES: u32 = MAX_CNT_NOTIFIES;
     type CntPool = crate::pool::IdPool<{ MAX_CNT_NOTIFIES as usize }>;
     #[cfg(target_has_atomic = "64")]
-    type AtomicCntPool = crate::pool::AtomicIdPool<{ MAX_CNT_NOTIFIES as usize }>;
+    type AtomicCntPool = AtomicCntIdPool;
 }
 
 impl CntPools for crate::soc::Ascend950DT {
     const MAX_CNT_NOTIFIES: u32 = MAX_CNT_NOTIFIES;
     type CntPool = crate::pool::IdPool<{ MAX_CNT_NOTIFIES as usize }>;
     #[cfg(target_has_atomic = "64")]
-    type AtomicCntPool = crate::pool::AtomicIdPool<{ MAX_CNT_NOTIFIES as usize }>;
+    type AtomicCntPool = AtomicCntIdPool;
 }
 
 /// The shared-memory count-notify pool of the 950 family (both SoCs have the same capacity).
 #[cfg(target_has_atomic = "64")]
-pub type AtomicCntIdPool = crate::pool::AtomicIdPool<{ MAX_CNT_NOTIFIES as usize }>;
+pub type AtomicCntIdPool = crate::pool::AtomicIdPool<
+    { MAX_CNT_NOTIFIES as usize },
+    { crate::pool::words(MAX_CNT_NOTIFIES as usize) },
+>;
 
 /// `aclrtCntNotifyRecordMode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

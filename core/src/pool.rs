@@ -1,27 +1,25 @@
 //! Fixed-capacity notify id pools: ids `0..N` handed out and taken back in O(1), with a full
 //! pool answered by `NoNotifyResource` (207009) and a bad free by `InvalidHandle` (107017).
+//! Each keeps a per-id state, so a double free is caught, and none needs an initialisation
+//! pass: all-zero bytes are an empty pool.
 //!
-//! Three flavours share one algorithm — a LIFO free list threaded through the ids and a per-id
-//! state (so a double free is caught) — and need no initialisation pass: all-zero bytes are an
-//! empty pool ([`IdPool`] hands never-used ids out from a bump counter, [`AtomicIdPool`]
-//! reads a zeroed link as "the next id"):
-//!
-//! - [`IdPool`]: plain, `&mut self`, for a single owner;
+//! - [`IdPool`]: plain, `&mut self`, for a single owner: a LIFO free list threaded through
+//!   the ids, never-used ids handed out from a bump counter;
 //! - [`SpinIdPool`]: an [`IdPool`] behind a `spin` mutex, `&self`, for firmware contexts that
 //!   share one pool;
-//! - [`AtomicIdPool`]: lock-free (a Treiber stack whose 64-bit head carries an ABA tag),
-//!   `#[repr(C)]` and pointer-free, so it can live in shared or device memory and be used by
-//!   several processes at once. Its head word also holds the in-use count, and each id's link
-//!   and state share one 32-bit slot word, so that an alloc is one compare-and-swap and a free
-//!   two.
+//! - [`AtomicIdPool`]: lock-free, `#[repr(C)]` and pointer-free, so it can live in shared or
+//!   device memory and be used by several processes at once: a bitmap of allocated ids with
+//!   two levels of "word full" hints, allocated next-fit, so that an alloc is one atomic
+//!   bit-set and a free one atomic bit-clear. Its second const parameter is
+//!   [`words`]`(N)`.
 //!
 //! Capacity is a const generic of at most [`MAX_CAPACITY`] (65535, the largest SoC maximum;
 //! export keys carry the id in 16 bits). Per-SoC pool types are
 //! [`SocType::NotifyPool`](crate::soc::SocType::NotifyPool) and its siblings.
 //!
 //! Memory: [`IdPool`] `3 × N` bytes plus a 6-byte header — 192 KiB for 65535 ids, 24 KiB
-//! for 8192, 6 KiB for 2048, 3 KiB for 1024; [`AtomicIdPool`] `4 × N` bytes plus an 8-byte
-//! head — 256 KiB, 32 KiB, 8 KiB, 4 KiB.
+//! for 8192, 6 KiB for 2048, 3 KiB for 1024; [`AtomicIdPool`] `N / 8` bytes (rounded up to
+//! 8) plus 144 — 8,336 bytes, 1,168, 400, 272.
 
 use crate::error::{Error, Result};
 
@@ -225,143 +223,138 @@ impl<const N: usize> core::fmt::Debug for SpinIdPool<N> {
 }
 
 #[cfg(target_has_atomic = "64")]
-pub use atomic::AtomicIdPool;
+pub use atomic::{AtomicIdPool, words};
 
 #[cfg(target_has_atomic = "64")]
 mod atomic {
-    use super::Capacity;
+    use super::MAX_CAPACITY;
     use crate::error::{Error, Result};
-    use crate::sync::{AtomicU32, AtomicU64, Ordering};
+    use crate::sync::{AtomicU64, Ordering, dekker};
 
-    // The head word: `tag << 32 | in_use << 16 | top`.
+    // Layout: a cursor and three levels of bits, all "1 = allocated / full", so that all-zero
+    // bytes are an empty pool.
     //
-    // - `top` is the id on top of the free list, `N` when the list is empty.
-    // - `in_use` (at most `N` <= 65535) is kept by the same CAS that pops or pushes, so it is
-    //   exact and free of charge: no separate counter to update.
-    // - The 32-bit tag is bumped by every successful CAS (wrapping), so a head that was popped
-    //   and pushed back between a thread's load and its CAS is not mistaken for the one it
-    //   read. A wrong match needs exactly a multiple of 2^32 head changes (ending on the same
-    //   top and count) while one thread sits between two of its instructions.
+    // - `leaf[k]`, bit `b`: id `64k + b` is allocated. This is the only authoritative state.
+    //   Bits past `N` in the last word are not ids: they are read as allocated (`leaf_pad`).
+    // - `sum[m]`, bit `j`: leaf word `64m + j` is full — a *hint*.
+    // - `top`, bit `m`: summary word `m` is full — a *hint*.
+    // - `cursor`: the leaf word the last alloc used — a *hint* (any value is tolerated).
     //
-    // All-zero bytes: top = id 0, nothing in use, and (see the slot words) a list 0, 1, …,
-    // N - 1 — every id free — with no initialisation pass. (This replaces a bump counter for
-    // never-used ids: an alloc is one CAS on the head whether the id was used before or not.)
-
-    /// Bits of the head word holding the top id.
-    const TOP_MASK: u64 = 0xFFFF;
-    /// Shift of the in-use count in the head word.
-    const IN_USE_SHIFT: u32 = 16;
-    /// One step of the tag.
-    const TAG_ONE: u64 = 1 << 32;
-
-    // The slot word of an id `i` (one `u32`, so the link and the state of an id share one
-    // cache line):
+    // An alloc is next-fit: it takes the lowest free id of the cursor's word with one atomic
+    // bit-set (`fetch_or` of one bit: `lock bts` on x86), and only when that word is full
+    // does it hint the word full and move the cursor to the next word not hinted full,
+    // found through `sum` and `top` with a few masked loads whatever `N` is. A free is one
+    // atomic bit-clear (`lock btr`) that also says whether the bit was set (a double free
+    // changes nothing), and one load of the word's hint, cleared if set. So an uncontended
+    // pair is two locked operations; a hint update (one more, and a re-read) happens when an
+    // alloc finds its word full or a free finds its word hinted full.
     //
-    // - [`ALLOCATED`]: allocated;
-    // - below `1 << 16`: free (on the list, or being pushed by the one `free` that claimed
-    //   it), linked to `next = (w ^ (i + 1)) & 0xFFFF` — the id below it, `N` at the bottom.
-    //   Zero links `i` to `i + 1`: the implicit list of zeroed memory;
-    // - anything else: garbage written by a misbehaving process (neither allocated nor a
-    //   usable link).
+    // Why next-fit and not lowest-free-first: lowest-first keeps the pool packed, so in
+    // steady churn every free opens a hole in a full word and the next alloc fills it again
+    // — two hint updates per pair. Next-fit moves on and comes back later, by which time the
+    // words behind it have holes to spare. An alloc right after a free in the cursor's word
+    // still gets that id back (it is the lowest free bit there), so create/destroy churn
+    // reuses one id and its notify slot stays in cache.
+    //
+    // The hint protocol. A hint bit is only *set* by a thread that saw the word below full,
+    // and it then re-reads that word (`dekker`, SeqCst) and takes the hint back if the word is
+    // no longer full. Anything that makes a word not full (a free's bit-clear on a leaf,
+    // `clear_leaf_hint`'s `fetch_and` on a summary word that it sees was full) then looks at
+    // the hint above (SeqCst) and clears it. Of "set the hint, then read the word" and
+    // "change the word, then read the hint", SeqCst lets at least one side see the other, so
+    // once every thread has returned no hint says "full" over a word that is not. (Hints may
+    // say "not full" over a full word: the next alloc that looks there hints it.) While
+    // threads are between steps a hint can be briefly wrong, so "full" hints are never
+    // trusted for the answer 207009: an alloc that finds every hint full reads the leaves
+    // themselves before answering.
 
-    /// Slot word of an allocated id.
-    const ALLOCATED: u32 = 1 << 16;
-    /// Bits of a free slot word holding the (encoded) link.
-    const LINK_MASK: u32 = 0xFFFF;
+    /// Summary words: 16 × 64 leaf words × 64 ids = 65,536 ids, enough for [`MAX_CAPACITY`].
+    const SUMS: usize = 16;
+    /// A word with every bit set: full.
+    const ALL: u64 = !0;
 
-    /// The top id of a head word (`N` = empty).
-    const fn top(h: u64) -> usize {
-        (h & TOP_MASK) as usize
+    /// The number of 64-bit leaf words an [`AtomicIdPool`] of `n` ids has: `⌈n / 64⌉`. It is
+    /// the pool's second const parameter, `AtomicIdPool<N, { words(N) }>` (stable Rust
+    /// cannot compute an array length from a generic parameter, so the caller spells it).
+    pub const fn words(n: usize) -> usize {
+        n.div_ceil(64)
     }
 
-    /// The in-use count of a head word.
-    const fn in_use(h: u64) -> u32 {
-        ((h >> IN_USE_SHIFT) & 0xFFFF) as u32
-    }
-
-    /// The head word that follows `h` (tag + 1) with this in-use count (taken mod 2^16, so a
-    /// corrupted count cannot spill into the tag) and top.
-    const fn successor(h: u64, in_use: u32, top: usize) -> u64 {
-        ((h & !0xFFFF_FFFF).wrapping_add(TAG_ONE))
-            | (((in_use & 0xFFFF) as u64) << IN_USE_SHIFT)
-            | (top as u64 & TOP_MASK)
-    }
-
-    /// The free slot word of id `i` linking it to `next`.
-    const fn link_word(i: usize, next: usize) -> u32 {
-        ((next ^ (i + 1)) as u32) & LINK_MASK
-    }
-
-    /// The id a free slot word of id `i` links to (garbage in, garbage out: callers check it
-    /// against `N`).
-    const fn next_of(i: usize, w: u32) -> usize {
-        ((w ^ (i as u32 + 1)) & LINK_MASK) as usize
-    }
-
-    /// Hints the CPU to bring `p`'s cache line in. A hint only: it reads nothing, cannot
-    /// fault, and is not ordered by fences or locked instructions, so a cache miss overlaps
-    /// other work instead of stalling the CAS that needs the line.
-    #[inline(always)]
-    fn prefetch<T>(p: *const T) {
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        // SAFETY: SSE is part of the x86_64 baseline; `prefetcht0` is a hint that does not
-        // access memory architecturally and cannot fault, whatever the address.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-        }
-        #[cfg(all(target_arch = "aarch64", not(miri)))]
-        // SAFETY: `prfm` is a hint: it does not access memory architecturally, cannot fault
-        // (whatever the address) and changes no register or flag.
-        unsafe {
-            core::arch::asm!(
-                "prfm pldl1keep, [{0}]",
-                in(reg) p,
-                options(nostack, preserves_flags, readonly)
-            );
-        }
-        #[cfg(any(not(any(target_arch = "x86_64", target_arch = "aarch64")), miri))]
-        let _ = p;
-    }
-
-    /// A lock-free notify id pool of capacity `N`, for shared or device memory.
+    /// A lock-free notify id pool of capacity `N` (`W` must be [`words`]`(N)`: a build
+    /// error otherwise), for shared or device memory.
     ///
     /// - `#[repr(C)]`, no pointers, only atomics: the same bytes can be mapped at different
     ///   addresses in several processes, which may all call any method concurrently.
     /// - **All-zero bytes are a valid empty pool**, so a zero-filled shared-memory file or
     ///   `.bss` needs no initialisation: see [`from_zeroed_ptr`](Self::from_zeroed_ptr).
     ///   [`new`](Self::new) is `const` and produces exactly those zero bytes.
-    /// - `alloc` / `free` are O(1) apart from CAS retries under contention: a Treiber stack of
-    ///   free ids threaded through a per-id slot word, whose 64-bit head carries a 32-bit tag
-    ///   bumped on every change (so a head that was popped and pushed back between a reader's
-    ///   load and its CAS is not mistaken for the one it read) and the in-use count. Zeroed
-    ///   slots link each id to the next, so a fresh pool's list is `0, 1, …, N - 1`.
-    ///   Uncontended, an `alloc` is one CAS (on the head) and a `free` two (one claiming the
-    ///   id's slot, one on the head); nothing else is a locked operation.
-    /// - Each id's slot word says whether it is allocated, and a `free` claims it by
-    ///   compare-and-swap, so a double free (even by two processes racing) is caught: exactly
-    ///   one `free` of an allocated id succeeds, and an id is never on the list twice.
+    /// - A bitmap of allocated ids (8 KiB for 65,535 ids, so it stays in L1), with two levels
+    ///   of "this word is full" hints above it. Allocation is **next-fit**: the lowest free
+    ///   id of the 64-id word the last alloc used, else of the next word (cyclically) that is
+    ///   not full. A fresh pool hands out 0, 1, 2, …; an id freed in the current word is
+    ///   handed out again next.
+    /// - Uncontended, an `alloc` is one atomic bit-set and a `free` one atomic bit-clear; a
+    ///   hint update (one more locked operation) happens only when a word fills up or a free
+    ///   reopens a word hinted full. No step scans more than a constant number of words.
+    /// - A `free` clears the id's bit with one atomic read-modify-write and reads the old
+    ///   bit, so a double free (even by two processes racing) is caught: exactly one `free`
+    ///   of an allocated id succeeds.
+    /// - `alloc` answers 207009 only after reading every leaf word: the hints alone are
+    ///   never trusted to say "full" (a racing free may be between its steps), so a full
+    ///   answer costs `⌈N / 64⌉` loads — the only path whose cost grows with `N`, and not one
+    ///   an alloc+free pair takes.
     ///
-    /// Memory: `4 × N` bytes plus an 8-byte head (rounded up to a multiple of 8) — 256 KiB
-    /// for 65535 ids, 32 KiB for 8192, 8 KiB for 2048, 4 KiB for 1024.
+    /// Memory: a 16-byte header (cursor, top word), 128 bytes of summary words and
+    /// `8 × ⌈N / 64⌉` of leaves — 8,336 bytes for 65535 ids, 1,168 for 8192, 400 for 2048,
+    /// 272 for 1024.
     ///
-    /// The memory may be written by other processes, so it is untrusted: a corrupted link is
-    /// answered with `DrvInternalError` (507899), never a panic or an out-of-range access.
+    /// The memory may be written by other processes, so it is untrusted: any bit pattern is
+    /// a pool (ids look allocated or free), bits that stand for no id are ignored, and no
+    /// content can cause a panic, an out-of-range access or a wrong "full" answer.
     #[repr(C)]
-    pub struct AtomicIdPool<const N: usize> {
-        /// Tag (high 32 bits), in-use count (16 bits) and top id (low 16 bits, `N` = empty)
-        /// of the free list.
-        pub(super) head: AtomicU64,
-        /// Per-id slot words: `ALLOCATED`, or a (relative) link to the next free id.
-        pub(super) slot: [AtomicU32; N],
+    pub struct AtomicIdPool<const N: usize, const W: usize> {
+        /// The leaf word the next alloc tries first (a hint).
+        pub(super) cursor: AtomicU64,
+        /// Bit `m`: summary word `m` is full (a hint).
+        pub(super) top: AtomicU64,
+        /// Bit `j` of word `m`: leaf word `64m + j` is full (a hint).
+        pub(super) sum: [AtomicU64; SUMS],
+        /// Bit `b` of word `k`: id `64k + b` is allocated.
+        pub(super) leaf: [AtomicU64; W],
     }
 
-    impl<const N: usize> AtomicIdPool<N> {
+    impl<const N: usize, const W: usize> AtomicIdPool<N, W> {
+        /// Compile-time check of the parameters; referenced by every constructor and by
+        /// `alloc`, so a wrong `W` is a build error.
+        const OK: () = assert!(
+            N <= MAX_CAPACITY && W == words(N),
+            "AtomicIdPool<N, W>: N must be at most 65535 and W must be words(N)"
+        );
+        /// Summary words that stand for leaf words (at most `SUMS`).
+        const USED_SUMS: usize = W.div_ceil(64);
+        /// Bits of `top` that stand for no summary word: read as full.
+        const TOP_PAD: u64 = ALL << Self::USED_SUMS;
+
+        /// Bits of summary word `m` that stand for no leaf word: read as full.
+        const fn sum_pad(m: usize) -> u64 {
+            let have = W.saturating_sub(64 * m);
+            if have >= 64 { 0 } else { ALL << have }
+        }
+
+        /// Bits of leaf word `k` that stand for no id: read as allocated.
+        const fn leaf_pad(k: usize) -> u64 {
+            let have = N.saturating_sub(64 * k);
+            if have >= 64 { 0 } else { ALL << have }
+        }
+
         /// An empty pool: all fields zero. `const`, so it can be a `static`.
         pub const fn new() -> Self {
-            let () = Capacity::<N>::OK;
+            let () = Self::OK;
             AtomicIdPool {
-                head: AtomicU64::new(0),
-                slot: [const { AtomicU32::new(0) }; N],
+                cursor: AtomicU64::new(0),
+                top: AtomicU64::new(0),
+                sum: [const { AtomicU64::new(0) }; SUMS],
+                leaf: [const { AtomicU64::new(0) }; W],
             }
         }
 
@@ -376,13 +369,13 @@ mod atomic {
         ///
         /// - `ptr` is non-null, aligned to `align_of::<Self>()` (8) and points to
         ///   `size_of::<Self>()` bytes that stay mapped and writable for `'a`;
-        /// - those bytes are either all zero or were last written by an `AtomicIdPool<N>` of
+        /// - those bytes are either all zero or were last written by an `AtomicIdPool` of
         ///   the same `N` (any other content is tolerated without undefined behaviour, but the
         ///   pool's answers are then meaningless);
-        /// - during `'a` the bytes are accessed only through `AtomicIdPool<N>` methods (or
+        /// - during `'a` the bytes are accessed only through `AtomicIdPool` methods (or
         ///   other atomic accesses), never by plain reads or writes.
         pub unsafe fn from_zeroed_ptr<'a>(ptr: *mut u8) -> &'a Self {
-            let () = Capacity::<N>::OK;
+            let () = Self::OK;
             // SAFETY: the caller guarantees alignment, size, lifetime and atomic-only access;
             // every bit pattern is a valid value of each field (integers in atomics).
             unsafe { &*ptr.cast::<Self>() }
@@ -393,145 +386,246 @@ mod atomic {
             N as u32
         }
 
-        /// How many ids are allocated (a snapshot; may be stale under concurrency). One load:
-        /// the count lives in the head word. Ids in transit (popped but not yet marked,
-        /// claimed by a `free` but not yet pushed) count as allocated.
+        /// How many ids are allocated: the population count of the leaf words (`⌈N / 64⌉`
+        /// loads, not one snapshot: under concurrency it may be stale).
         pub fn in_use(&self) -> u32 {
-            in_use(self.head.load(Ordering::Relaxed))
+            self.leaf
+                .iter()
+                .enumerate()
+                .map(|(k, w)| (w.load(Ordering::Relaxed) & !Self::leaf_pad(k)).count_ones())
+                .sum()
         }
 
         /// Whether `id` is currently allocated (`false` out of range).
         pub fn is_allocated(&self, id: u32) -> bool {
-            self.slot
-                .get(id as usize)
-                .is_some_and(|s| s.load(Ordering::Acquire) == ALLOCATED)
+            let i = id as usize;
+            i < N
+                && self
+                    .leaf
+                    .get(i / 64)
+                    .is_some_and(|w| w.load(Ordering::Acquire) & (1 << (i % 64)) != 0)
         }
 
-        fn corrupted() -> Error {
-            warn!("atomic id pool: corrupted free list");
-            Error::DrvInternalError
+        /// Whether no hint says "full" over a word that is not full (and no hint bit stands
+        /// for nothing). True whenever no call is in progress; for tests and inspection.
+        #[doc(hidden)]
+        pub fn hints_sound(&self) -> bool {
+            let leaves = (0..W).all(|k| {
+                let hint = self.sum[k / 64].load(Ordering::SeqCst) & (1 << (k % 64)) != 0;
+                !hint || self.leaf_full(k)
+            });
+            let sums = (0..Self::USED_SUMS).all(|m| {
+                let hint = self.top.load(Ordering::SeqCst) & (1 << m) != 0;
+                !hint || self.sum_full(m)
+            });
+            let pads = self.top.load(Ordering::SeqCst) & Self::TOP_PAD == 0
+                && (0..SUMS).all(|m| self.sum[m].load(Ordering::SeqCst) & Self::sum_pad(m) == 0);
+            leaves && sums && pads
         }
 
-        /// Takes a free id: the top of the free list.
+        /// Whether leaf word `k` is full (SeqCst: the re-read of the hint protocol).
+        fn leaf_full(&self, k: usize) -> bool {
+            self.leaf
+                .get(k)
+                .is_none_or(|w| w.load(Ordering::SeqCst) | Self::leaf_pad(k) == ALL)
+        }
+
+        /// Whether summary word `m` says every leaf word under it is full.
+        fn sum_full(&self, m: usize) -> bool {
+            self.sum
+                .get(m)
+                .is_none_or(|w| w.load(Ordering::SeqCst) | Self::sum_pad(m) == ALL)
+        }
+
+        /// Takes an id: the lowest free one of the cursor's word, else of the next word that
+        /// is not full.
         ///
-        /// One CAS on the head, which also counts the id in use. A successful CAS makes this
-        /// thread the only owner of the id it popped, so marking it `ALLOCATED` is a plain
-        /// store: no other alloc can pop it (it is off the list) and no `free` can claim it
-        /// (its slot is not `ALLOCATED` until that store).
-        ///
-        /// Codes: 207009 `NoNotifyResource` when all `N` ids are allocated; 507899
-        /// `DrvInternalError` if the shared memory was corrupted.
+        /// Codes: 207009 `NoNotifyResource` when all `N` ids are allocated.
         pub fn alloc(&self) -> Result<u32> {
-            let mut h = self.head.load(Ordering::Acquire);
-            let id = loop {
-                let id = top(h);
-                if id == N {
-                    // One reading of the head saw the free list empty: at this instant every
-                    // id was allocated (or in transit).
-                    debug!("atomic id pool of {} is full", N);
-                    return Err(Error::NoNotifyResource);
+            let () = Self::OK;
+            // Any cursor value is tolerated (the memory is shared): out of range means 0.
+            let mut k = usize::try_from(self.cursor.load(Ordering::Relaxed))
+                .ok()
+                .filter(|&k| k < W)
+                .unwrap_or(0);
+            loop {
+                let Some(leaf) = self.leaf.get(k) else {
+                    return self.alloc_by_scan(); // only when `W` is 0
+                };
+                if let Some(id) = Self::take_in(leaf, k) {
+                    return Ok(id);
                 }
-                let slot = self.slot.get(id).ok_or_else(Self::corrupted)?;
-                // Another thread may pop `id` and push it back with a new link between this
-                // load and the CAS below; the tag in `h` then no longer matches and we retry.
-                let next = next_of(id, slot.load(Ordering::Relaxed));
-                if next > N {
-                    return Err(Self::corrupted());
+                self.mark_leaf_full(k);
+                match self.next_open_leaf(k) {
+                    Some(next) => {
+                        k = next;
+                        self.cursor.store(k as u64, Ordering::Relaxed);
+                    }
+                    None => return self.alloc_by_scan(),
                 }
-                // The next alloc will most likely pop `next`: start fetching its slot now, so
-                // a cold line (a long list, as after a drain in random order) costs no stall.
-                if next < N {
-                    prefetch(self.slot.as_ptr().wrapping_add(next));
-                }
-                let new = successor(h, in_use(h) + 1, next);
-                match self
-                    .head
-                    .compare_exchange_weak(h, new, Ordering::AcqRel, Ordering::Acquire)
-                {
-                    Ok(_) => break id,
-                    Err(cur) => h = cur,
-                }
-            };
-            // `id < N` (its slot was read above). Release: pairs with the claim of the `free`
-            // that gives the id back.
-            if let Some(s) = self.slot.get(id) {
-                s.store(ALLOCATED, Ordering::Release);
             }
-            Ok(id as u32)
+        }
+
+        /// Takes the lowest free id of leaf word `k` (`leaf`); `None` if it is full.
+        #[inline]
+        fn take_in(leaf: &AtomicU64, k: usize) -> Option<u32> {
+            let pad = Self::leaf_pad(k);
+            loop {
+                // A hint only: the bit-set decides.
+                let v = leaf.load(Ordering::Relaxed) | pad;
+                if v == ALL {
+                    return None;
+                }
+                let b = (!v).trailing_zeros();
+                let bit = 1u64 << b;
+                // SeqCst (acquire): pairs with the `free` that gave the id back. The bit was
+                // clear when read; if another alloc set it since, this changed nothing.
+                if leaf.fetch_or(bit, Ordering::SeqCst) & bit == 0 {
+                    return Some((64 * k) as u32 + b);
+                }
+            }
+        }
+
+        /// The next leaf word after `k`, cyclically, that is not hinted full (`k` itself
+        /// last); `None` if every hint says full (or they keep changing under us).
+        fn next_open_leaf(&self, k: usize) -> Option<usize> {
+            let (m, j) = (k / 64, k % 64);
+            // The rest of `k`'s summary word: bits up to `j` count as full.
+            let upto = if j == 63 { ALL } else { (2u64 << j) - 1 };
+            let s = self.sum.get(m)?.load(Ordering::Relaxed) | Self::sum_pad(m) | upto;
+            if s != ALL {
+                return Some(64 * m + (!s).trailing_zeros() as usize);
+            }
+            // The summary words after `m`, then from the first one round to `m` itself.
+            for _ in 0..=Self::USED_SUMS {
+                let t = self.top.load(Ordering::Relaxed) | Self::TOP_PAD;
+                let after = t | ((2u64 << m) - 1); // m < SUMS = 16: no overflow
+                let m2 = if after != ALL {
+                    (!after).trailing_zeros() as usize
+                } else if t != ALL {
+                    (!t).trailing_zeros() as usize
+                } else {
+                    return None;
+                };
+                let s2 = self.sum.get(m2)?.load(Ordering::Relaxed) | Self::sum_pad(m2);
+                if s2 != ALL {
+                    return Some(64 * m2 + (!s2).trailing_zeros() as usize);
+                }
+                // The top hint was behind: fix it and look again.
+                self.mark_sum_full(m2);
+            }
+            None
+        }
+
+        /// The hints said "full": read every leaf word. Any free id found is taken (and its
+        /// word's stale hint cleared); otherwise the pool really was full at each word's
+        /// reading, and any `free` that returned before this call is among those readings.
+        #[cold]
+        fn alloc_by_scan(&self) -> Result<u32> {
+            for (k, leaf) in self.leaf.iter().enumerate() {
+                if !self.leaf_full(k) {
+                    self.clear_leaf_hint(k);
+                    if let Some(id) = Self::take_in(leaf, k) {
+                        self.cursor.store(k as u64, Ordering::Relaxed);
+                        return Ok(id);
+                    }
+                }
+            }
+            debug!("atomic id pool of {} is full", N);
+            Err(Error::NoNotifyResource)
+        }
+
+        /// Leaf word `k` was seen full: set its hint, then re-read the word and take the hint
+        /// back if a free got in between.
+        #[cold]
+        fn mark_leaf_full(&self, k: usize) {
+            let (m, bit) = (k / 64, 1u64 << (k % 64));
+            let Some(sum) = self.sum.get(m) else { return };
+            let prev = sum.fetch_or(bit, Ordering::SeqCst);
+            dekker();
+            if !self.leaf_full(k) {
+                self.clear_leaf_hint(k);
+            } else if prev | bit | Self::sum_pad(m) == ALL {
+                self.mark_sum_full(m);
+            }
+        }
+
+        /// Summary word `m` was seen full: the same one level up.
+        #[cold]
+        fn mark_sum_full(&self, m: usize) {
+            let bit = 1u64 << (m % 64);
+            self.top.fetch_or(bit, Ordering::SeqCst);
+            dekker();
+            if !self.sum_full(m) {
+                self.clear_sum_hint(m);
+            }
+        }
+
+        /// Leaf word `k` may no longer be full: clear its hint if set, and, if that made a
+        /// full summary word not full, the top hint too.
+        #[inline]
+        fn clear_leaf_hint(&self, k: usize) {
+            let (m, bit) = (k / 64, 1u64 << (k % 64));
+            let Some(sum) = self.sum.get(m) else { return };
+            if sum.load(Ordering::SeqCst) & bit != 0 {
+                self.clear_leaf_hint_slow(m, bit);
+            }
+        }
+
+        #[cold]
+        fn clear_leaf_hint_slow(&self, m: usize, bit: u64) {
+            let Some(sum) = self.sum.get(m) else { return };
+            let prev = sum.fetch_and(!bit, Ordering::SeqCst);
+            if prev | Self::sum_pad(m) == ALL {
+                dekker();
+                self.clear_sum_hint(m);
+            }
+        }
+
+        /// Summary word `m` may no longer be full: clear its top hint if set.
+        fn clear_sum_hint(&self, m: usize) {
+            let bit = 1u64 << (m % 64);
+            if self.top.load(Ordering::SeqCst) & bit != 0 {
+                self.top.fetch_and(!bit, Ordering::SeqCst);
+            }
         }
 
         /// Gives `id` back.
         ///
-        /// Codes: 107017 `InvalidHandle` if `id` is out of range or not allocated (a double
-        /// free; of two racing frees of one id exactly one succeeds).
+        /// One atomic bit-clear clears the id's bit and says whether it was set: if it was
+        /// already clear the call changed nothing and answers 107017 (of several racing
+        /// frees of one id exactly one sees it set). Then, if the word was hinted full, the
+        /// hint is cleared. (A late "double" free that comes after the id was handed out
+        /// again frees the new allocation: ids carry no generation, as with any id-based
+        /// API.)
         ///
-        /// Why an id is never on the list twice: the only way onto the list is this
-        /// function's compare-and-swap of the id's slot from `ALLOCATED` to a link (the
-        /// claim). Of several frees racing on one id exactly one claim succeeds; the others
-        /// see a word that is not `ALLOCATED` and return `InvalidHandle` without writing
-        /// anything. The winner owns the slot until its push (the CAS on the head) succeeds:
-        /// it alone rewrites the link on each retry (plain stores — no free can claim a slot
-        /// that is not `ALLOCATED`, no alloc can pop an id that is not on the list yet), and
-        /// a link word is never `ALLOCATED`. The slot becomes `ALLOCATED` again only by the
-        /// alloc that popped the id, after its head CAS, i.e. once the id is off the list. So
-        /// between two pushes of an id there is always a pop. (A late "double" free that
-        /// claims the id after it was popped and re-allocated frees the new allocation: ids
-        /// carry no generation, as with any id-based API.)
-        ///
-        /// Why the claim is a read-modify-write and not a plain store under the head CAS:
-        /// two frees that both read `ALLOCATED` with a plain load would both push, since the
-        /// head CAS does not order them (both pushes succeed, one after the other), and the
-        /// second one's link write would also cut the list below the first. Whoever writes
-        /// an id's link must own the id first, and ownership among racing frees needs an
-        /// atomic read-modify-write of something per id.
+        /// Codes: 107017 `InvalidHandle` if `id` is out of range or not allocated.
         pub fn free(&self, id: u32) -> Result<()> {
             let i = id as usize;
-            let Some(slot) = self.slot.get(i) else {
-                return Err(Error::InvalidHandle);
+            let (k, bit) = (i / 64, 1u64 << (i % 64));
+            let leaf = match self.leaf.get(k) {
+                Some(leaf) if i < N => leaf,
+                _ => return Err(Error::InvalidHandle),
             };
-            // Start fetching the slot's line (the caller picked `id`: most likely not in L1)
-            // while the head is read. Relaxed: only the top id is used, no memory behind it.
-            prefetch(slot);
-            let mut h = self.head.load(Ordering::Relaxed);
-            // The claim carries the first push attempt's link, so the uncontended path writes
-            // the slot once. Acquire: pairs with the `ALLOCATED` store of the alloc that
-            // handed the id out.
-            if slot
-                .compare_exchange(
-                    ALLOCATED,
-                    link_word(i, top(h)),
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                )
-                .is_err()
-            {
+            // SeqCst (release): the id's last use happens before the next alloc's bit-set;
+            // and the protocol's "change the word, then read the hint".
+            if leaf.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
                 debug!("atomic id pool: free of unallocated id {}", id);
                 return Err(Error::InvalidHandle);
             }
-            loop {
-                // Release: the link is visible to whoever pops `i`.
-                let new = successor(h, in_use(h).wrapping_sub(1), i);
-                match self
-                    .head
-                    .compare_exchange_weak(h, new, Ordering::Release, Ordering::Relaxed)
-                {
-                    Ok(_) => return Ok(()),
-                    Err(cur) => {
-                        h = cur;
-                        slot.store(link_word(i, top(h)), Ordering::Relaxed);
-                    }
-                }
-            }
+            dekker();
+            self.clear_leaf_hint(k);
+            Ok(())
         }
     }
 
-    impl<const N: usize> Default for AtomicIdPool<N> {
+    impl<const N: usize, const W: usize> Default for AtomicIdPool<N, W> {
         fn default() -> Self {
             Self::new()
         }
     }
 
-    impl<const N: usize> core::fmt::Debug for AtomicIdPool<N> {
+    impl<const N: usize, const W: usize> core::fmt::Debug for AtomicIdPool<N, W> {
         fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
             f.debug_struct("AtomicIdPool")
                 .field("capacity", &N)
@@ -541,7 +635,7 @@ mod atomic {
     }
 
     #[cfg(feature = "defmt")]
-    impl<const N: usize> defmt::Format for AtomicIdPool<N> {
+    impl<const N: usize, const W: usize> defmt::Format for AtomicIdPool<N, W> {
         fn format(&self, f: defmt::Formatter<'_>) {
             defmt::write!(
                 f,
@@ -571,29 +665,36 @@ mod tests {
     }
 
     macro_rules! impl_pool {
-        ($ty:ident) => {
-            impl<const N: usize> Pool for $ty<N> {
+        ($ty:ty, [$($g:tt)*]) => {
+            impl<$($g)*> Pool for $ty {
                 fn alloc(&mut self) -> Result<u32> {
-                    $ty::alloc(self)
+                    <$ty>::alloc(self)
                 }
                 fn free(&mut self, id: u32) -> Result<()> {
-                    $ty::free(self, id)
+                    <$ty>::free(self, id)
                 }
                 fn is_allocated(&self, id: u32) -> bool {
-                    $ty::is_allocated(self, id)
+                    <$ty>::is_allocated(self, id)
                 }
                 fn in_use(&self) -> u32 {
-                    $ty::in_use(self)
+                    <$ty>::in_use(self)
                 }
                 fn capacity(&self) -> u32 {
-                    $ty::capacity(self)
+                    <$ty>::capacity(self)
                 }
             }
         };
     }
-    impl_pool!(IdPool);
-    impl_pool!(SpinIdPool);
-    impl_pool!(AtomicIdPool);
+    impl_pool!(IdPool<N>, [const N: usize]);
+    impl_pool!(SpinIdPool<N>, [const N: usize]);
+    impl_pool!(AtomicIdPool<N, W>, [const N: usize, const W: usize]);
+
+    /// `AtomicIdPool` of `n` ids (its second parameter spelled out).
+    macro_rules! atomic {
+        ($n:expr) => {
+            AtomicIdPool<{ $n }, { words($n) }>
+        };
+    }
 
     /// A boxed, zero-filled value, built without passing through the (small) test stack.
     ///
@@ -664,30 +765,32 @@ mod tests {
         assert_eq!(p.alloc(), Err(Error::NoNotifyResource));
     }
 
-    fn all_flavours<const N: usize>() {
+    fn all_flavours<const N: usize, const W: usize>() {
         exercise(&mut *boxed_zeroed::<IdPool<N>>(), N as u32);
         exercise(&mut *Box::new(SpinIdPool::<N>::new()), N as u32);
-        exercise(&mut *boxed_zeroed::<AtomicIdPool<N>>(), N as u32);
+        let mut a = boxed_zeroed::<AtomicIdPool<N, W>>();
+        exercise(&mut *a, N as u32);
+        assert!(a.hints_sound());
     }
 
     #[test]
     fn ascend950_pool_65535() {
-        all_flavours::<65535>();
+        all_flavours::<65535, { words(65535) }>();
     }
 
     #[test]
     fn ascend910b_and_910_93_pool_8192() {
-        all_flavours::<8192>();
+        all_flavours::<8192, { words(8192) }>();
     }
 
     #[test]
     fn ascend310b_pool_2048() {
-        all_flavours::<2048>();
+        all_flavours::<2048, { words(2048) }>();
     }
 
     #[test]
     fn ascend310p_and_910_pool_1024() {
-        all_flavours::<1024>();
+        all_flavours::<1024, { words(1024) }>();
     }
 
     #[test]
@@ -706,21 +809,21 @@ mod tests {
                 TypeId::of::<C::AtomicNotifyPool>(),
             ]
         }
-        fn sized<const M: usize>() -> [TypeId; 3] {
+        fn sized<const M: usize, const W: usize>() -> [TypeId; 3] {
             [
                 TypeId::of::<IdPool<M>>(),
                 TypeId::of::<SpinIdPool<M>>(),
-                TypeId::of::<AtomicIdPool<M>>(),
+                TypeId::of::<AtomicIdPool<M, W>>(),
             ]
         }
-        assert_eq!(pools::<Ascend950PR>(), sized::<65535>());
-        assert_eq!(pools::<Ascend950DT>(), sized::<65535>());
-        assert_eq!(pools::<Ascend910_93>(), sized::<8192>());
-        assert_eq!(pools::<Ascend910B>(), sized::<8192>());
-        assert_eq!(pools::<Ascend310B>(), sized::<2048>());
-        assert_eq!(pools::<Ascend310P>(), sized::<1024>());
-        assert_eq!(pools::<Ascend910>(), sized::<1024>());
-        assert_eq!(pools::<IPV350>(), sized::<0>());
+        assert_eq!(pools::<Ascend950PR>(), sized::<65535, { words(65535) }>());
+        assert_eq!(pools::<Ascend950DT>(), sized::<65535, { words(65535) }>());
+        assert_eq!(pools::<Ascend910_93>(), sized::<8192, { words(8192) }>());
+        assert_eq!(pools::<Ascend910B>(), sized::<8192, { words(8192) }>());
+        assert_eq!(pools::<Ascend310B>(), sized::<2048, { words(2048) }>());
+        assert_eq!(pools::<Ascend310P>(), sized::<1024, { words(1024) }>());
+        assert_eq!(pools::<Ascend910>(), sized::<1024, { words(1024) }>());
+        assert_eq!(pools::<IPV350>(), sized::<0, { words(0) }>());
         for soc in Soc::ALL {
             assert!(soc.max_notifies() as usize <= MAX_CAPACITY);
         }
@@ -731,46 +834,79 @@ mod tests {
         let mut p = IdPool::<0>::new();
         assert_eq!(p.alloc(), Err(Error::NoNotifyResource));
         assert_eq!(p.free(0), Err(Error::InvalidHandle));
-        let a = AtomicIdPool::<0>::new();
+        let a = <atomic!(0)>::new();
         assert_eq!(a.alloc(), Err(Error::NoNotifyResource));
     }
 
     #[test]
     fn zeroed_is_empty() {
         // SAFETY: the bytes are all zero, which this module documents as a valid empty pool.
-        let a: AtomicIdPool<16> = unsafe { core::mem::zeroed() };
+        let a: atomic!(16) = unsafe { core::mem::zeroed() };
         assert_eq!((a.in_use(), a.is_allocated(0)), (0, false));
         // `new()` is exactly zero bytes.
-        let n = AtomicIdPool::<16>::new();
+        let n = <atomic!(16)>::new();
         // SAFETY: reading the plain bytes of an initialised, padding-free `#[repr(C)]` value
-        // (8 + 4·16 = 72 bytes, a multiple of its alignment 8).
-        let bytes: [u8; 72] = unsafe { core::mem::transmute(n) };
-        assert_eq!(bytes, [0; 72]);
-        assert_eq!(core::mem::size_of::<AtomicIdPool<16>>(), 72);
-        // A zeroed pool hands out 0, 1, 2, … (the implicit list of zeroed links).
-        let z = AtomicIdPool::<16>::new();
+        // (16 + 8·16 + 8·1 = 152 bytes, a multiple of its alignment 8).
+        let bytes: [u8; 152] = unsafe { core::mem::transmute(n) };
+        assert_eq!(bytes, [0; 152]);
+        // A zeroed pool hands out 0, 1, 2, ….
+        let z = <atomic!(16)>::new();
         assert_eq!((z.alloc(), z.alloc(), z.alloc()), (Ok(0), Ok(1), Ok(2)));
         assert_eq!(z.in_use(), 3);
         // The shared-memory sizes (the simulator's layout version covers them).
-        assert_eq!(
-            core::mem::size_of::<AtomicIdPool<65535>>(),
-            8 + 4 * 65535 + 4
-        );
-        assert_eq!(core::mem::size_of::<AtomicIdPool<1024>>(), 8 + 4 * 1024);
+        assert_eq!(core::mem::size_of::<atomic!(65535)>(), 16 + 128 + 8 * 1024);
+        assert_eq!(core::mem::size_of::<atomic!(8192)>(), 16 + 128 + 8 * 128);
+        assert_eq!(core::mem::size_of::<atomic!(2048)>(), 16 + 128 + 8 * 32);
+        assert_eq!(core::mem::size_of::<atomic!(1024)>(), 16 + 128 + 8 * 16);
+    }
+
+    #[test]
+    fn atomic_pool_is_next_fit() {
+        let p = boxed_zeroed::<atomic!(65535)>();
+        // Ids 0..100: the cursor is in the second word (64..128).
+        for want in 0..100 {
+            assert_eq!(p.alloc(), Ok(want));
+        }
+        // An id freed in the cursor's word comes back first; one freed behind it waits
+        // until the allocations come round again.
+        p.free(70).unwrap();
+        p.free(5).unwrap();
+        assert_eq!(p.alloc(), Ok(70));
+        assert_eq!(p.alloc(), Ok(100));
+        for want in 101..65535 {
+            assert_eq!(p.alloc(), Ok(want));
+        }
+        assert_eq!(p.alloc(), Ok(5), "wrapped round to the free id");
+        assert_eq!(p.alloc(), Err(Error::NoNotifyResource));
+        assert!(p.hints_sound());
+        // Free ids in several leaf and summary words, out of order: all come back, once.
+        let freed = [65534, 4097, 64, 63, 0, 40_000, 4095];
+        for id in freed {
+            p.free(id).unwrap();
+            assert!(p.hints_sound(), "after freeing {id}");
+        }
+        let mut back: Vec<u32> = freed.iter().map(|_| p.alloc().unwrap()).collect();
+        assert!(p.hints_sound());
+        back.sort_unstable();
+        let mut want = freed;
+        want.sort_unstable();
+        assert_eq!(back, want);
+        assert_eq!(p.alloc(), Err(Error::NoNotifyResource));
+        assert_eq!(p.in_use(), 65535);
     }
 
     #[test]
     fn from_zeroed_ptr_shares_one_pool() {
         // Two views of one zero-filled region (as two processes mapping one file would have).
-        let region: Box<[u64]> =
-            std::vec![0u64; core::mem::size_of::<AtomicIdPool<8>>().div_ceil(8)].into();
+        let len = core::mem::size_of::<atomic!(8)>().div_ceil(8);
+        let region: Box<[u64]> = std::vec![0u64; len].into();
         let ptr = Box::into_raw(region).cast::<u8>();
         // SAFETY: `ptr` is 8-aligned (from `[u64]`), zero-filled and large enough; it lives
         // until the `Box::from_raw` below, after both views are gone; only atomics touch it.
         let (a, b) = unsafe {
             (
-                AtomicIdPool::<8>::from_zeroed_ptr(ptr),
-                AtomicIdPool::<8>::from_zeroed_ptr(ptr),
+                <atomic!(8)>::from_zeroed_ptr(ptr),
+                <atomic!(8)>::from_zeroed_ptr(ptr),
             )
         };
         let id = a.alloc().unwrap();
@@ -781,45 +917,66 @@ mod tests {
             b.alloc().unwrap();
         }
         assert_eq!(a.alloc(), Err(Error::NoNotifyResource));
-        let len = core::mem::size_of::<AtomicIdPool<8>>().div_ceil(8);
         // SAFETY: reconstructs exactly the boxed slice leaked above; `a` and `b` are unused
         // from here on.
         drop(unsafe { Box::from_raw(core::ptr::slice_from_raw_parts_mut(ptr.cast::<u64>(), len)) });
     }
 
     #[test]
-    fn corrupted_shared_memory_is_an_error_not_a_panic() {
-        let p = AtomicIdPool::<4>::new();
+    fn corrupted_shared_memory_is_never_a_panic_nor_a_wrong_full() {
         use core::sync::atomic::Ordering::Relaxed;
-        // Another process scribbled a head pointing past the end.
-        p.head.store(99, Relaxed);
-        assert_eq!(p.alloc(), Err(Error::DrvInternalError));
-        // A free links an id to that top; popping the id then finds the bad link.
-        p.slot[1].store(1 << 16, Relaxed); // `ALLOCATED`
-        assert_eq!(p.free(1), Ok(()));
-        assert_eq!(p.alloc(), Err(Error::DrvInternalError));
-        // A link pointing past the end (slot words hold `next ^ (id + 1)`).
-        p.head.store(0, Relaxed);
-        p.slot[0].store(77 ^ 1, Relaxed);
-        assert_eq!(p.alloc(), Err(Error::DrvInternalError));
-        // A garbage slot word is not "allocated", so it cannot be freed.
-        p.slot[2].store(0xee_0000, Relaxed);
-        assert_eq!(p.free(2), Err(Error::InvalidHandle));
-        assert!(!p.is_allocated(2));
-        // A corrupted in-use count wraps within its 16 bits: it never spills into the tag.
-        p.slot[3].store(0, Relaxed);
-        p.head.store(0xFFFF << 16 | 3, Relaxed);
-        assert_eq!(p.alloc(), Ok(3));
-        assert_eq!(p.head.load(Relaxed), 1 << 32 | 4);
-        assert_eq!(p.in_use(), 0);
+        let p = <atomic!(100)>::new();
+        // Another process set every hint bit, pads included, and the cursor past the end: the
+        // hints say "full", but the leaves do not, so the alloc reads them and still finds
+        // id 0, and repairs the hint.
+        p.cursor.store(u64::MAX, Relaxed);
+        p.top.store(!0, Relaxed);
+        for s in &p.sum {
+            s.store(!0, Relaxed);
+        }
+        assert_eq!(p.alloc(), Ok(0));
+        assert_eq!(p.alloc(), Ok(1));
+        // Bits that stand for no id (100..128 of the second leaf word) are never handed
+        // out, never freed and never counted.
+        p.leaf[1].store(!0 << 36, Relaxed);
+        assert_eq!(p.in_use(), 2);
+        assert_eq!(p.free(100), Err(Error::InvalidHandle));
+        assert_eq!(p.free(127), Err(Error::InvalidHandle));
+        assert!(!p.is_allocated(100));
+        // Garbage hints that say "not full" over full words only cost retries.
+        p.top.store(0, Relaxed);
+        for s in &p.sum {
+            s.store(0, Relaxed);
+        }
+        p.leaf[0].store(!0, Relaxed);
+        assert_eq!(p.alloc(), Ok(64));
+        // A garbage leaf word is just a set of allocated ids.
+        p.leaf[1].store(0, Relaxed);
+        assert_eq!(p.in_use(), 64);
+        for _ in 0..36 {
+            p.alloc().unwrap();
+        }
+        assert_eq!(p.alloc(), Err(Error::NoNotifyResource));
+        assert!(p.hints_sound());
+        assert_eq!(p.free(99), Ok(()));
+        assert!(p.hints_sound());
+        assert_eq!(p.alloc(), Ok(99));
+        // The cursor's word is full and every hint says "full", yet id 40 is free: the alloc
+        // does not trust the hints and reads the leaves.
+        p.free(40).unwrap();
+        p.cursor.store(1, Relaxed);
+        p.top.store(!0, Relaxed);
+        p.sum[0].store(!0, Relaxed);
+        assert_eq!(p.alloc(), Ok(40));
+        assert_eq!(p.alloc(), Err(Error::NoNotifyResource));
     }
 
     /// Several threads hammer alloc/free on one atomic pool. Each thread records which ids it
     /// holds in a shared "owner" table: an id handed out while someone else holds it is caught
     /// by the table's compare-and-swap.
-    fn hammer<const N: usize>(threads: usize, rounds: usize) {
+    fn hammer<const N: usize, const W: usize>(threads: usize, rounds: usize) {
         use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-        let pool: Arc<AtomicIdPool<N>> = Arc::from(boxed_zeroed::<AtomicIdPool<N>>());
+        let pool: Arc<AtomicIdPool<N, W>> = Arc::from(boxed_zeroed::<AtomicIdPool<N, W>>());
         let owner: Arc<Vec<AtomicUsize>> = Arc::new((0..N).map(|_| AtomicUsize::new(0)).collect());
         let full = Arc::new(AtomicUsize::new(0));
         let handles: Vec<_> = (1..=threads)
@@ -865,6 +1022,7 @@ mod tests {
             h.join().expect("a hammer thread failed");
         }
         assert_eq!(pool.in_use(), 0);
+        assert!(pool.hints_sound(), "a hint was left wrong");
         // Every id is free and the whole capacity can be taken again, each id once.
         let mut ids = HashSet::new();
         for _ in 0..N {
@@ -877,18 +1035,31 @@ mod tests {
     #[test]
     fn atomic_pool_hammered_small() {
         // A small pool, so threads keep running into "full" and into each other's ids.
-        hammer::<8>(8, 20_000);
+        hammer::<8, 1>(8, 20_000);
     }
 
     #[test]
     fn atomic_pool_hammered_1024() {
-        hammer::<1024>(4, 50_000);
+        hammer::<1024, 16>(4, 50_000);
+    }
+
+    #[test]
+    fn atomic_pool_hammered_across_leaf_words() {
+        // Threads mostly allocate, so the pool runs full and leaf words keep filling and
+        // emptying: the hint protocol races with itself.
+        hammer::<130, 3>(4, 50_000);
+    }
+
+    #[test]
+    fn atomic_pool_hammered_across_summary_words() {
+        // 4,097 ids: the last id has a summary word of its own, so the top hints race too.
+        hammer::<4097, 65>(4, 40_000);
     }
 
     #[test]
     fn double_free_race_has_one_winner() {
         for _ in 0..200 {
-            let pool = Arc::new(AtomicIdPool::<4>::new());
+            let pool = Arc::new(<atomic!(4)>::new());
             let id = pool.alloc().unwrap();
             let wins: usize = (0..4)
                 .map(|_| {

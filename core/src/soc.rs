@@ -158,7 +158,7 @@ macro_rules! soc_table {
                 type NotifyPool = crate::pool::IdPool<$max>;
                 type SpinNotifyPool = crate::pool::SpinIdPool<$max>;
                 #[cfg(target_has_atomic = "64")]
-                type AtomicNotifyPool = crate::pool::AtomicIdPool<$max>;
+                type AtomicNotifyPool = crate::pool::AtomicIdPool<$max, { crate::pool::words($max) }>;
             }
             cap_impl!($n, Notifies, $ty);
             cap_impl!($ipc, Ipc, $ty);

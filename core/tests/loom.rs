@@ -355,17 +355,25 @@ fn join_leave_retire_and_reuse() {
     });
 }
 
+/// The same for an id pool: reads every word (cursor, hints, leaves), and checks on the way
+/// that no hint says "full" over a word that is not.
+fn materialize_pool<const N: usize, const W: usize>(p: &AtomicIdPool<N, W>) {
+    let _ = p.in_use();
+    assert!(p.hints_sound());
+}
+
 /// Concurrent allocs and frees on a small pool: an id is never held twice, a full answer
 /// happens only when every id is really held, and everything is free at the end.
 #[test]
 fn id_pool_alloc_free() {
     model(|| {
-        let pool = Arc::new(AtomicIdPool::<2>::new());
-        // Put ids on the free list first, so pops and pushes (and their ABA tag) are exercised.
+        let pool = Arc::new(AtomicIdPool::<2, 1>::new());
+        // Use and give back both ids first, so the allocs below start from a used pool.
         let a = pool.alloc().unwrap();
         let b = pool.alloc().unwrap();
         pool.free(a).unwrap();
         pool.free(b).unwrap();
+        materialize_pool(&pool);
         let held: Arc<[AtomicBool; 2]> = Arc::new([AtomicBool::new(false), AtomicBool::new(false)]);
         let spawn = |frees: bool| {
             let (p, h) = (pool.clone(), held.clone());
@@ -416,9 +424,10 @@ fn id_pool_alloc_free() {
 #[test]
 fn id_pool_double_free_one_winner() {
     model(|| {
-        let pool = Arc::new(AtomicIdPool::<2>::new());
+        let pool = Arc::new(AtomicIdPool::<2, 1>::new());
         let id = pool.alloc().unwrap();
         let other = pool.alloc().unwrap();
+        materialize_pool(&pool);
         let (p1, p2) = (pool.clone(), pool.clone());
         let t1 = thread::spawn(move || p1.free(id).is_ok());
         let t2 = thread::spawn(move || p2.free(id).is_ok());
@@ -431,15 +440,15 @@ fn id_pool_double_free_one_winner() {
 }
 
 /// A double free races a legitimate free of the same id while a third thread frees another
-/// id (so the winner's push can lose its head CAS and relink the id before retrying): one of
-/// the two frees of the id wins, the id is on the list once, and both ids come back exactly
-/// once.
+/// id of the same bitmap word: one of the two frees of the id wins, and both ids come back
+/// exactly once.
 #[test]
 fn id_pool_double_free_races_a_push() {
     model(|| {
-        let pool = Arc::new(AtomicIdPool::<3>::new());
+        let pool = Arc::new(AtomicIdPool::<3, 1>::new());
         let id = pool.alloc().unwrap();
         let other = pool.alloc().unwrap();
+        materialize_pool(&pool);
         let (p1, p2, p3) = (pool.clone(), pool.clone(), pool.clone());
         let t1 = thread::spawn(move || p1.free(id).is_ok());
         let t2 = thread::spawn(move || p2.free(id).is_ok());
@@ -451,6 +460,41 @@ fn id_pool_double_free_races_a_push() {
         let mut got: Vec<u32> = (0..3).map(|_| pool.alloc().unwrap()).collect();
         got.sort_unstable();
         assert_eq!(got, [0, 1, 2], "an id came back twice or was lost");
+        assert!(pool.alloc().is_err());
+    });
+}
+
+/// The "full" hints across bitmap words. A pool of 66 ids (two leaf words) has only id 65
+/// free; its first word is full but not yet hinted so, and the cursor is on it. One thread
+/// allocates — finding that word full, it hints it and moves on to id 65 — while another
+/// frees id 3 of that word. Whatever the interleaving, once both have returned no hint may
+/// say "full" over the word with id 3 free, and the two free ids come back exactly once.
+#[test]
+fn id_pool_hint_races_a_free() {
+    model(|| {
+        let pool = Arc::new(AtomicIdPool::<66, 2>::new());
+        for _ in 0..66 {
+            pool.alloc().unwrap();
+        }
+        // Reopen and refill the first word: the free clears its hint, and the alloc that
+        // takes 3 again (coming from the full second word) leaves it unhinted.
+        pool.free(3).unwrap();
+        assert_eq!(pool.alloc(), Ok(3));
+        pool.free(65).unwrap();
+        materialize_pool(&pool);
+        let (pc, pf) = (pool.clone(), pool.clone());
+        let marker = thread::spawn(move || pc.alloc().unwrap());
+        let freer = thread::spawn(move || pf.free(3).unwrap());
+        freer.join().unwrap();
+        let theirs = marker.join().unwrap();
+        assert!(
+            pool.hints_sound(),
+            "a hint says full over a word that is not"
+        );
+        let mine = pool.alloc().expect("a free id was hidden");
+        let mut got = [mine, theirs];
+        got.sort_unstable();
+        assert_eq!(got, [3, 65]);
         assert!(pool.alloc().is_err());
     });
 }

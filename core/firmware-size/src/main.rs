@@ -22,7 +22,7 @@ use acl_notify_core::error::{Error, Result};
 use acl_notify_core::flags::{CreateFlags, ExportFlags, ImportFlags};
 use acl_notify_core::key::{ExportKey, KEY_BUF_LEN, KeyFields};
 use acl_notify_core::lifecycle::{Lifecycle, Op};
-use acl_notify_core::pool::{AtomicIdPool, IdPool, SpinIdPool};
+use acl_notify_core::pool::{AtomicIdPool, IdPool, SpinIdPool, words};
 use acl_notify_core::soc::{
     AnySoc, Ascend310B, Ascend310P, Ascend910, Ascend910_93, Ascend950PR, Feature, Soc, SocType,
 };
@@ -530,10 +530,12 @@ fn pools() -> u32 {
     }
     acc ^= code(plain.free(black_box(3))) ^ plain.in_use() ^ u32::from(plain.is_allocated(1));
     // A pool in a zero-filled region, as the host would share it.
-    static REGION: [AtomicU64; 8] = [const { AtomicU64::new(0) }; 8];
-    // SAFETY: `REGION` is 8-aligned, 64 bytes (= size of `AtomicIdPool<16>`), zero-filled,
+    type Shared = AtomicIdPool<16, { words(16) }>;
+    const REGION_WORDS: usize = core::mem::size_of::<Shared>().div_ceil(8);
+    static REGION: [AtomicU64; REGION_WORDS] = [const { AtomicU64::new(0) }; REGION_WORDS];
+    // SAFETY: `REGION` is 8-aligned, at least `size_of::<Shared>()` bytes, zero-filled,
     // static, and accessed only through atomics.
-    let shared = unsafe { AtomicIdPool::<16>::from_zeroed_ptr(REGION.as_ptr() as *mut u8) };
+    let shared = unsafe { Shared::from_zeroed_ptr(REGION.as_ptr() as *mut u8) };
     acc ^= code(shared.alloc()) ^ shared.capacity();
     acc
 }
