@@ -1127,6 +1127,7 @@ impl Job<SimError> for SimJob {
     /// so its drop waits until the worker is between jobs (see [`Job::run`]).
     type Remains = Option<Arc<StreamPin>>;
 
+    #[inline(always)]
     fn run(
         self,
         ctx: &TaskCtx,

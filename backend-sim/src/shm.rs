@@ -599,11 +599,16 @@ impl ShmFile {
 
     /// The slot of notify `id` on `dev`.
     pub fn slot(&self, dev: u32, id: u32) -> Option<&NotifySlot> {
+        self.slot_offset(dev, id).map(|off| self.at(off))
+    }
+
+    /// Where the slot of notify `id` on `dev` is in the file (`None` out of range).
+    fn slot_offset(&self, dev: u32, id: u32) -> Option<usize> {
         if dev >= self.layout.devices || id >= self.layout.max {
             return None;
         }
         let i = dev as usize * self.layout.max as usize + id as usize;
-        Some(self.at(self.layout.slots_off + i * SLOT_BYTES))
+        Some(self.layout.slots_off + i * SLOT_BYTES)
     }
 
     fn shm_whitelist(&self, dev: u32, id: u32) -> Option<&ShmWhitelist> {
@@ -1045,6 +1050,9 @@ impl Waiter for SimWaiter<'_> {
 /// last `Arc<SlotRef>` goes, and the id freed if no other process holds it.
 pub struct SlotRef {
     file: Arc<ShmFile>,
+    /// `file.slot_offset(dev, id)`, worked out once: records and waits ask for the slot on
+    /// every task.
+    slot_off: usize,
     dev: u32,
     id: u32,
     generation: u32,
@@ -1104,9 +1112,10 @@ impl SlotRef {
                 ),
             ))
         };
-        let slot = file
-            .slot(dev, id)
+        let slot_off = file
+            .slot_offset(dev, id)
             .ok_or_else(|| corrupt("id out of range"))?;
+        let slot: &NotifySlot = file.at(slot_off);
         let owner = acl_notify_core::table::Owner {
             pid: file.pid,
             start_time: file.start_time,
@@ -1124,6 +1133,7 @@ impl SlotRef {
         };
         let r = Arc::new(SlotRef {
             file: Arc::clone(file),
+            slot_off,
             dev,
             id,
             generation,
@@ -1135,7 +1145,8 @@ impl SlotRef {
     /// Joins the notify `id` on `dev` of generation `generation` as this process (an import),
     /// reusing this process's existing reference if it has one. `None` = stale (107017).
     pub fn join(file: &Arc<ShmFile>, dev: u32, id: u32, generation: u32) -> Option<Arc<SlotRef>> {
-        let slot = file.slot(dev, id)?;
+        let slot_off = file.slot_offset(dev, id)?;
+        let slot: &NotifySlot = file.at(slot_off);
         let _g = file.op_guard();
         let mut refs = file.refs();
         if let Some(r) = refs.get(&(dev, id, generation)).and_then(Weak::upgrade) {
@@ -1153,6 +1164,7 @@ impl SlotRef {
         }
         let r = Arc::new(SlotRef {
             file: Arc::clone(file),
+            slot_off,
             dev,
             id,
             generation,
@@ -1162,12 +1174,10 @@ impl SlotRef {
     }
 
     /// The slot.
+    #[inline]
     pub fn slot(&self) -> &NotifySlot {
-        // Indices were checked at construction; the fallback is unreachable but keeps this
-        // panic-free.
-        self.file
-            .slot(self.dev, self.id)
-            .unwrap_or_else(|| unreachable_slot())
+        // `slot_off` was checked against the file's layout at construction.
+        self.file.at(self.slot_off)
     }
 
     /// The mapped file.
@@ -1189,12 +1199,6 @@ impl SlotRef {
     pub fn generation(&self) -> u32 {
         self.generation
     }
-}
-
-#[cold]
-fn unreachable_slot() -> &'static NotifySlot {
-    static SPARE: NotifySlot = NotifySlot::new();
-    &SPARE
 }
 
 impl Drop for SlotRef {
