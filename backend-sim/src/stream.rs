@@ -280,12 +280,19 @@ fn drop_all<T>(v: &mut Vec<T>) {
 /// How long [`spin_until`] busy-waits before it starts yielding the CPU between checks.
 const PURE_SPIN: Duration = Duration::from_micros(2);
 
+/// A `sched_yield` that took longer than this gave the CPU to another thread (with nothing
+/// else runnable it returns in about a microsecond, even in a VM).
+const YIELD_LOST_CPU: Duration = Duration::from_micros(5);
+
 /// Spins until `done()` or until `budget` has passed; true if `done()` held.
 ///
 /// The first [`PURE_SPIN`] is a tight `spin_loop`; after that each clock check (every 32
 /// turns) also calls `sched_yield`, so that on a busy machine where the thread we are waiting
-/// for shares our CPU, our spinning does not keep it off that CPU for the whole budget (on an
-/// otherwise idle CPU the yield returns at once).
+/// for shares our CPU, our spinning does not keep it off that CPU (on an otherwise idle CPU
+/// the yield returns at once). A yield that does not return at once shows that another
+/// thread wants this CPU: the spin then stops early (false unless `done()` holds by then),
+/// so that a spinning thread does not keep taking turns with a busy one — e.g. an idle
+/// stream worker placed on the CPU of a stream that is running a long queue.
 fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bool {
     if budget.is_zero() {
         return done();
@@ -304,7 +311,11 @@ fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bool {
                 return false;
             }
             if elapsed >= PURE_SPIN {
+                let before = Instant::now();
                 thread::yield_now();
+                if before.elapsed() >= YIELD_LOST_CPU {
+                    return done();
+                }
             }
         } else {
             std::hint::spin_loop();
@@ -1959,6 +1970,40 @@ mod tests {
             cpus_allowed_list(free.worker_tid()),
             cpus_allowed_list(gettid())
         );
+    }
+
+    #[test]
+    fn an_idle_worker_stops_spinning_when_a_busy_thread_wants_its_cpu() {
+        let cpu = *allowed_cpus().last().unwrap();
+        // A spin budget far longer than the test: the worker sleeps early only if it gives up
+        // spinning because its CPU is wanted.
+        let s = S::spawn(
+            StreamConfig::new("t-yield")
+                .cpu(Some(cpu))
+                .spin(Duration::from_secs(60)),
+        )
+        .unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let busy = {
+            let stop = Arc::clone(&stop);
+            thread::spawn(move || {
+                pin_current_thread(cpu).unwrap();
+                while !stop.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let ran = Arc::new(AtomicUsize::new(0));
+        count_on(&s, &ran);
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        let parked = eventually(LONG, || s.stats().sleeps >= 1);
+        stop.store(true, Ordering::Relaxed);
+        busy.join().unwrap();
+        assert!(
+            parked,
+            "the idle worker kept spinning next to a busy thread"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
     }
 
     #[test]

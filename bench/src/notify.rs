@@ -184,6 +184,64 @@ impl Stamp {
     }
 }
 
+/// Holds a stream at a host function until the host opens it: how a prefilled batch is queued
+/// in full before it runs. (A notify recorded from a third stream would do the same, but that
+/// stream's worker, placed on the CPU of one of the two under test, would then take turns
+/// with it: a stream worker spins for more work after its last task.)
+#[derive(Default)]
+struct Gate {
+    /// 1: open (consumed by the held stream).
+    open: AtomicU32,
+    /// Set when the gate opened itself after [`GATE_LIMIT`] (the batch is then void).
+    forced: AtomicU32,
+}
+
+/// Longest a gate holds its stream: if the host cannot queue a whole batch (a queue smaller
+/// than a batch makes it wait for room behind the gate), the gate opens itself.
+const GATE_LIMIT: Duration = Duration::from_secs(10);
+
+unsafe extern "C" fn gate_wait(arg: *mut c_void) {
+    // SAFETY: `arg` is a leaked (`'static`) `Gate`.
+    let g = unsafe { &*arg.cast::<Gate>() };
+    let deadline = now_ns() + GATE_LIMIT.as_nanos() as u64;
+    while g.open.swap(0, Ordering::AcqRel) != 1 {
+        let now = now_ns();
+        if now >= deadline {
+            g.forced.store(1, Ordering::Release);
+            return;
+        }
+        let left = Duration::from_nanos(deadline - now).min(Duration::from_millis(100));
+        futex_wait(&g.open, 0, Scope::Thread, Some(left));
+    }
+}
+
+impl Gate {
+    fn leak() -> &'static Gate {
+        Box::leak(Box::default())
+    }
+
+    /// The host function that holds its stream (closes the gate first).
+    fn call(&'static self) -> HostCall {
+        self.open.store(0, Ordering::Release);
+        // SAFETY: `gate_wait` touches the `'static` gate only through atomics and futex calls.
+        unsafe { HostCall::new(gate_wait, (self as *const Gate).cast_mut().cast()) }
+    }
+
+    /// Lets the held stream go.
+    fn open(&self) {
+        self.open.store(1, Ordering::Release);
+        futex_wake(&self.open, 1, Scope::Thread);
+    }
+
+    /// Whether the last hold ended by itself (and forgets it).
+    fn forced(&self) -> bool {
+        self.forced.swap(0, Ordering::AcqRel) == 1
+    }
+}
+
+/// The error of a batch whose gate opened by itself.
+const GATE_FORCED: &str = "a stream queue is smaller than one batch; the gate opened itself";
+
 /// What an [`InProc`] sample runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loop {
@@ -202,10 +260,12 @@ pub enum Loop {
 /// Two streams of one process bouncing two notifies.
 pub struct InProc {
     sim: Sim,
-    /// The two streams bouncing, and a third that releases the gate.
-    s: [RawStream; 3],
-    /// The two notifies bounced, and the gate that holds stream 0 until a batch is queued.
-    n: [RawNotify; 3],
+    /// The two streams bouncing.
+    s: [RawStream; 2],
+    /// The two notifies bounced.
+    n: [RawNotify; 2],
+    /// Holds stream 0 until a batch is queued.
+    gate: &'static Gate,
     marker: &'static Marker,
     t0: &'static Stamp,
     t1: &'static Stamp,
@@ -221,11 +281,11 @@ impl InProc {
     /// Sets up streams and notifies on `ns`.
     pub fn new(ns: &str, place: Place) -> Result<InProc, String> {
         let sim = open_placed(ns, Soc::Ascend910B, place)?;
-        let mut s = [RawStream(0); 3];
+        let mut s = [RawStream(0); 2];
         for x in &mut s {
             *x = sim.create_stream(DEV).map_err(e2s)?;
         }
-        let mut n = [RawNotify(0); 3];
+        let mut n = [RawNotify(0); 2];
         for x in &mut n {
             *x = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
         }
@@ -233,6 +293,7 @@ impl InProc {
             sim,
             s,
             n,
+            gate: Gate::leak(),
             marker: Marker::leak(),
             t0: Stamp::leak(),
             t1: Stamp::leak(),
@@ -245,14 +306,7 @@ impl InProc {
     fn prefilled_batch(&self, one_stream: bool) -> Result<(u64, u64), String> {
         let (sim, s, n) = (&self.sim, self.s, self.n);
         let k = self.t1.seq.load(Ordering::Acquire);
-        // If a queue were smaller than a batch, an enqueue would wait for room behind the
-        // closed gate: open it from a watchdog rather than hang (the sample is then void).
-        let (gsim, gn, gs) = (sim.clone(), n[2], s[2]);
-        let wd = Watchdog::start(Duration::from_secs(10), move || {
-            let _ = gsim.record(gn, gs);
-        });
-        sim.wait_and_reset(n[2], s[0], Timeout::Forever)
-            .map_err(e2s)?;
+        sim.launch_host_func(s[0], self.gate.call()).map_err(e2s)?;
         for i in 0..BATCH_WARMUP + BATCH {
             if i == BATCH_WARMUP {
                 sim.launch_host_func(s[0], self.t0.call(stamp_now))
@@ -271,13 +325,11 @@ impl InProc {
                 .map_err(e2s)?;
             sim.record(n[0], s[1]).map_err(e2s)?;
         }
-        let fired = wd.fired();
-        drop(wd);
-        if fired {
-            return Err("a stream queue is smaller than one batch; the gate was forced".into());
-        }
-        sim.record(n[2], s[2]).map_err(e2s)?;
+        self.gate.open();
         wait_for(&self.t1.seq, k + 1, Scope::Thread)?;
+        if self.gate.forced() {
+            return Err(GATE_FORCED.into());
+        }
         let dt = self
             .t1
             .t
@@ -384,6 +436,8 @@ impl InProc {
 
 impl Drop for InProc {
     fn drop(&mut self) {
+        // A batch that failed half-way may have left stream 0 held.
+        self.gate.open();
         for s in self.s {
             let _ = self.sim.destroy_stream(s, StreamDestroy::Discard);
         }
@@ -495,8 +549,6 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f6
     let r = (|| {
         let na = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
         held.push(na);
-        let gate = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
-        held.push(gate);
         let key_a = sim.export_key(na, ExportFlags::empty()).map_err(e2s)?;
         let mut args = vec![
             "--ns".into(),
@@ -525,15 +577,13 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f6
         held.push(ib);
         let s = sim.create_stream(DEV).map_err(e2s)?;
         streams.push(s);
-        let s2 = sim.create_stream(DEV).map_err(e2s)?;
-        streams.push(s2);
         let (dt, trips) = match feed {
             Feed::Prefilled => {
-                let (t0, t1) = (Stamp::leak(), Stamp::leak());
+                let (t0, t1, gate) = (Stamp::leak(), Stamp::leak(), Gate::leak());
                 let (mut dt, mut trips) = (0u64, 0u64);
                 for k in 0..rounds as u32 {
                     let seen = t1.seq.load(Ordering::Acquire);
-                    sim.wait_and_reset(gate, s, Timeout::Forever).map_err(e2s)?;
+                    sim.launch_host_func(s, gate.call()).map_err(e2s)?;
                     for i in 0..BATCH_WARMUP + BATCH {
                         if i == BATCH_WARMUP {
                             sim.launch_host_func(s, t0.call(stamp_now)).map_err(e2s)?;
@@ -543,9 +593,13 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f6
                     }
                     sim.launch_host_func(s, t1.call(stamp_now)).map_err(e2s)?;
                     // B has queued its whole batch too: open the gate and sleep.
-                    wait_line(&sh.batch_ready, k + 1)?;
-                    sim.record(gate, s2).map_err(e2s)?;
+                    let ready = wait_line(&sh.batch_ready, k + 1);
+                    gate.open();
+                    ready?;
                     wait_for(&t1.seq, seen + 1, Scope::Thread)?;
+                    if gate.forced() {
+                        return Err(GATE_FORCED.into());
+                    }
                     dt +=
                         t1.t.load(Ordering::Acquire)
                             .saturating_sub(t0.t.load(Ordering::Acquire));
@@ -776,9 +830,8 @@ pub struct Handoff {
     sim: Sim,
     p: RawStream,
     c: RawStream,
-    /// Opens the producer's gate in prefilled batches.
-    g: RawStream,
-    gate: RawNotify,
+    /// Holds the producer until a prefilled batch is queued.
+    gate: &'static Gate,
     full: Vec<RawNotify>,
     empty: Vec<RawNotify>,
     marker: &'static Marker,
@@ -792,8 +845,6 @@ impl Handoff {
         let sim = open_placed(ns, Soc::Ascend910B, place)?;
         let p = sim.create_stream(DEV).map_err(e2s)?;
         let c = sim.create_stream(DEV).map_err(e2s)?;
-        let g = sim.create_stream(DEV).map_err(e2s)?;
-        let gate = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
         let mut full = Vec::new();
         let mut empty = Vec::new();
         for _ in 0..slots {
@@ -804,8 +855,7 @@ impl Handoff {
             sim,
             p,
             c,
-            g,
-            gate,
+            gate: Gate::leak(),
             full,
             empty,
             marker: Marker::leak(),
@@ -843,11 +893,7 @@ impl Handoff {
         let (mut dt, mut timed, mut i) = (0u64, 0u64, 0u64);
         for _ in 0..iters.div_ceil(BATCH).max(1) {
             let seen = self.t1.seq.load(Ordering::Acquire);
-            let (gsim, gn, gs) = (sim.clone(), self.gate, self.g);
-            let wd = Watchdog::start(Duration::from_secs(10), move || {
-                let _ = gsim.record(gn, gs);
-            });
-            sim.wait_and_reset(self.gate, self.p, Timeout::Forever)
+            sim.launch_host_func(self.p, self.gate.call())
                 .map_err(e2s)?;
             for j in 0..BATCH_WARMUP + BATCH {
                 if j == BATCH_WARMUP {
@@ -861,13 +907,11 @@ impl Handoff {
             }
             sim.launch_host_func(self.c, self.t1.call(stamp_now))
                 .map_err(e2s)?;
-            let fired = wd.fired();
-            drop(wd);
-            if fired {
-                return Err("a stream queue is smaller than one batch; the gate was forced".into());
-            }
-            sim.record(self.gate, self.g).map_err(e2s)?;
+            self.gate.open();
             wait_for(&self.t1.seq, seen + 1, Scope::Thread)?;
+            if self.gate.forced() {
+                return Err(GATE_FORCED.into());
+            }
             dt += self
                 .t1
                 .t
@@ -913,7 +957,7 @@ impl Handoff {
             Feed::Prefilled => self.prefilled(iters)?,
             Feed::Concurrent => self.concurrent(iters)?,
         };
-        for s in [self.p, self.c, self.g] {
+        for s in [self.p, self.c] {
             sim.synchronize(s, SyncWait::AtMost(SYNC_LIMIT))
                 .map_err(e2s)?;
         }
@@ -939,15 +983,12 @@ impl Handoff {
 
 impl Drop for Handoff {
     fn drop(&mut self) {
-        for s in [self.p, self.c, self.g] {
+        // A batch that failed half-way may have left the producer held.
+        self.gate.open();
+        for s in [self.p, self.c] {
             let _ = self.sim.destroy_stream(s, StreamDestroy::Discard);
         }
-        for n in self
-            .full
-            .iter()
-            .chain(self.empty.iter())
-            .chain([&self.gate])
-        {
+        for n in self.full.iter().chain(self.empty.iter()) {
             let _ = self.sim.destroy_notify(*n);
         }
     }
