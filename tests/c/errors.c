@@ -486,6 +486,12 @@ int main(int argc, char **argv) {
             EXPECT(aclrtNotifyGetExportKey(e, key, 65, 2), ACL_ERROR_RT_INTERNAL_ERROR);
         }
         EXPECT(aclrtDestroyNotify(e), ACL_SUCCESS);
+        /* A destroyed (well-formed) handle: its 107017 comes before every other argument's
+         * error, and a call whose other arguments are fine reports it too. */
+        EXPECT(aclrtNotifyGetExportKey(e, key, 1, 7), ACL_ERROR_RT_INVALID_HANDLE);
+        EXPECT(aclrtNotifyGetExportKey(e, key, 65, 7), ACL_ERROR_RT_INVALID_HANDLE);
+        EXPECT(aclrtNotifyGetExportKey(e, key, 65, 0), ACL_ERROR_RT_INVALID_HANDLE);
+        EXPECT(aclrtNotifyGetExportKey(e, key, 65, 2), ACL_ERROR_RT_INVALID_HANDLE);
     }
 
     /* -- aclrtNotifySetImportPid ---------------------------------------------------------- */

@@ -455,7 +455,20 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         len: usize,
         flags: u64,
     ) -> Result<ExportKey, CallError> {
-        let n = self.notify(notify)?;
+        let n = self.decode_notify(notify)?;
+        // SPEC §3 puts the handle's check before these; when they pass, the backend's own
+        // first check of the handle stands for it, so a good call looks the notify up once.
+        let flags = self
+            .export_args(len, flags)
+            .map_err(|e| self.notify_first(n, notify, e))?;
+        self.backend
+            .export_key(n, flags)
+            .map_err(|e| self.notify_error(n, notify, e))
+    }
+
+    /// The checks of `aclrtNotifyGetExportKey` that follow the handle's: `len`, the SoC,
+    /// the flags.
+    fn export_args(&self, len: usize, flags: u64) -> Result<ExportFlags, CallError> {
         if len < acl_notify_core::key::KEY_BUF_LEN {
             return Err(param(format!(
                 "len {len} is too small: a key needs {} bytes with its NUL",
@@ -463,7 +476,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             )));
         }
         self.require(Feature::Ipc)?;
-        let flags = ExportFlags::from_raw(flags).map_err(|e| {
+        ExportFlags::from_raw(flags).map_err(|e| {
             CallError::new(
                 e,
                 format!(
@@ -471,10 +484,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
                      ACL_RT_NOTIFY_EXPORT_FLAG_DISABLE_PID_VALIDATION"
                 ),
             )
-        })?;
-        self.backend
-            .export_key(n, flags)
-            .map_err(CallError::backend)
+        })
     }
 
     /// `aclrtNotifySetImportPid` after the NULL checks; `pids` is read only when `num > 0`.
