@@ -10,7 +10,9 @@
 //!   whitelist; the merged timeline must show the owner's stream blocked until the importer's
 //!   record;
 //! - `errors.c`: SPEC §3 row by row, once per SoC of SPEC §4 (`ACL_NOTIFY_SIM_SOC`);
-//! - `extensions.c`: the simulator's `aclnsim*` extensions (`acl/aclnsim.h`).
+//! - `extensions.c`: the simulator's `aclnsim*` extensions (`acl/aclnsim.h`);
+//! - `finalize_race.c`: `aclFinalize` / `aclInit` racing control-plane calls on other threads
+//!   (under valgrind's memcheck too, when valgrind is installed).
 //!
 //! Every program runs under a deadline; on failure or timeout the others of its group are
 //! killed, and the failure shows each program's output.
@@ -176,6 +178,7 @@ fn build_everything() -> Result<Prefix, String> {
         "errors",
         "extensions",
         "cnt",
+        "finalize_race",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -371,6 +374,42 @@ fn simulator_extensions() {
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("extensions: ok"), "{}", report(&o));
+}
+
+// ---- aclFinalize racing other threads' calls (tests/c/finalize_race.c) -------------------------
+
+#[test]
+fn finalize_races_control_plane_calls() {
+    let p = setup();
+    let s = Scratch::new("finrace");
+    let bin = p.bin.join("finalize_race");
+    let mut cmd = s.cmd(&bin, "Ascend910B");
+    let o = run_all(
+        vec![spawn("finalize_race", &mut cmd).expect("start finalize_race")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("finalize_race: ok"), "{}", report(&o));
+    // Memcheck sees a use of a finalized session even where it would not crash.
+    let valgrind = Command::new("valgrind")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|st| st.success());
+    if valgrind {
+        let s = Scratch::new("finrace-vg");
+        let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+        cmd.args(["--error-exitcode=99", "--quiet", "--fair-sched=yes"])
+            .arg(&bin)
+            .arg("10");
+        let o = run_all(
+            vec![spawn("finalize_race (valgrind)", &mut cmd).expect("start valgrind")],
+            Duration::from_secs(240),
+        );
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("finalize_race: ok"), "{}", report(&o));
+    }
 }
 
 // ---- count notifies (SPEC §6, tests/c/cnt.c) --------------------------------------------------
