@@ -54,6 +54,16 @@ fn run_with_limit(cmd: &mut Command, limit: Duration) -> Result<(ExitStatus, Str
     }
 }
 
+/// Whether `program --version` runs and succeeds.
+fn installed(program: &str) -> bool {
+    Command::new(program)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Builds the library for this test's profile and target directory, installs it, and
 /// compiles the C programs. Done once per test binary.
 fn setup() -> &'static Prefix {
@@ -183,12 +193,7 @@ fn build_everything() -> Result<Prefix, String> {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    let cpp = Command::new(&cxx)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let cpp = installed(&cxx);
     if cpp {
         compile(&cxx, &["-x", "c++", "-std=c++11"], "layout.c", "layout_cpp")?;
     }
@@ -391,13 +396,7 @@ fn finalize_races_control_plane_calls() {
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("finalize_race: ok"), "{}", report(&o));
     // Memcheck sees a use of a finalized session even where it would not crash.
-    let valgrind = Command::new("valgrind")
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|st| st.success());
-    if valgrind {
+    if installed("valgrind") {
         let s = Scratch::new("finrace-vg");
         let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
         cmd.args(["--error-exitcode=99", "--quiet", "--fair-sched=yes"])
