@@ -546,6 +546,7 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f6
     let sh: &XShared = shm.get();
     let mut held = Vec::new();
     let mut streams = Vec::new();
+    let gate = Gate::leak();
     let r = (|| {
         let na = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
         held.push(na);
@@ -579,7 +580,7 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f6
         streams.push(s);
         let (dt, trips) = match feed {
             Feed::Prefilled => {
-                let (t0, t1, gate) = (Stamp::leak(), Stamp::leak(), Gate::leak());
+                let (t0, t1) = (Stamp::leak(), Stamp::leak());
                 let (mut dt, mut trips) = (0u64, 0u64);
                 for k in 0..rounds as u32 {
                     let seen = t1.seq.load(Ordering::Acquire);
@@ -640,6 +641,8 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f6
         child.finish(Duration::from_secs(10))?;
         Ok(dt as f64 / trips as f64)
     })();
+    // A batch that failed half-way may have left the stream held.
+    gate.open();
     for s in streams {
         let _ = sim.destroy_stream(s, StreamDestroy::Discard);
     }

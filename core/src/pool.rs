@@ -568,13 +568,14 @@ mod atomic {
             let (m, bit) = (k / 64, 1u64 << (k % 64));
             let Some(sum) = self.sum.get(m) else { return };
             if sum.load(Ordering::SeqCst) & bit != 0 {
-                self.clear_leaf_hint_slow(m, bit);
+                self.clear_leaf_hint_slow(sum, m, bit);
             }
         }
 
+        /// [`clear_leaf_hint`](Self::clear_leaf_hint) once the hint was seen set: `sum` is
+        /// summary word `m`, `bit` the leaf's bit in it.
         #[cold]
-        fn clear_leaf_hint_slow(&self, m: usize, bit: u64) {
-            let Some(sum) = self.sum.get(m) else { return };
+        fn clear_leaf_hint_slow(&self, sum: &AtomicU64, m: usize, bit: u64) {
             let prev = sum.fetch_and(!bit, Ordering::SeqCst);
             if prev | Self::sum_pad(m) == ALL {
                 dekker();
