@@ -1493,8 +1493,7 @@ impl NotifyResources for Sim {
                 };
                 err(e, format!("cannot export notify {}: {why}", v.r.id()))
             })?;
-        let mut nonce = [0u8; 16];
-        sys::fill_random(&mut nonce).map_err(|e| {
+        let nonce = sys::nonce16().map_err(|e| {
             err(
                 Error::DrvInternalError,
                 format!("getrandom failed while exporting: {e}"),

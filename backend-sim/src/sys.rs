@@ -1,7 +1,8 @@
 //! Thin, checked wrappers over the Linux calls the simulator needs: shared futexes, the
 //! monotonic clock, OS randomness, and process identity (PID + start time from `/proc`).
 
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32};
 use std::time::Duration;
 
 /// `FUTEX_WAIT` on a word that may live in a `MAP_SHARED` mapping (no `FUTEX_PRIVATE_FLAG`):
@@ -93,10 +94,89 @@ pub fn fill_random(buf: &mut [u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// This process's id.
-pub fn getpid() -> i32 {
-    std::process::id() as i32
+/// 16 bytes from the kernel's CSPRNG, for an export key's nonce. Drawn from a per-thread buffer
+/// refilled by one `getrandom(2)` per [`NONCE_BUF`] bytes (a call costs about 400 ns here,
+/// most of an export). The bytes are the kernel's, each handed out once and wiped as it goes;
+/// a buffer filled before a `fork()` is dropped by the child, which would otherwise hand out
+/// its parent's nonces.
+pub fn nonce16() -> std::io::Result<[u8; 16]> {
+    struct Buf {
+        pid: i32,
+        used: usize,
+        bytes: [u8; NONCE_BUF],
+    }
+    thread_local! {
+        static BUF: std::cell::RefCell<Buf> = const {
+            std::cell::RefCell::new(Buf { pid: 0, used: NONCE_BUF, bytes: [0; NONCE_BUF] })
+        };
+    }
+    let take = |b: &mut Buf| -> std::io::Result<[u8; 16]> {
+        let me = getpid();
+        if b.pid != me || b.used + 16 > NONCE_BUF {
+            fill_random(&mut b.bytes)?;
+            b.pid = me;
+            b.used = 0;
+        }
+        let mut out = [0u8; 16];
+        let part = &mut b.bytes[b.used..b.used + 16];
+        out.copy_from_slice(part);
+        part.fill(0);
+        b.used += 16;
+        Ok(out)
+    };
+    match BUF.try_with(|b| b.try_borrow_mut().map(|mut b| take(&mut b))) {
+        Ok(Ok(r)) => r,
+        // Thread teardown (or re-entry): no buffer, straight from the kernel.
+        _ => {
+            let mut out = [0u8; 16];
+            fill_random(&mut out)?;
+            Ok(out)
+        }
+    }
 }
+
+/// Bytes of randomness a thread buffers for [`nonce16`] (32 nonces).
+const NONCE_BUF: usize = 512;
+
+/// This process's id, cached: `getpid` is a real system call (glibc stopped caching it), about
+/// 190 ns on the VMs this runs on, and destroying a notify asks for it to tell its own process
+/// from a forked child. A child made by `fork()` clears the cache in a `pthread_atfork` handler
+/// before any of its code runs, so it reads its own id. (A child made by a raw `clone` system
+/// call skips the handlers; nothing here does that, and `vfork`/`posix_spawn` children exec.)
+pub fn getpid() -> i32 {
+    let pid = PID.load(Relaxed);
+    if pid != 0 {
+        return pid;
+    }
+    getpid_slow()
+}
+
+/// The cached id (0: not known yet, or cleared in a forked child).
+static PID: AtomicI32 = AtomicI32::new(0);
+
+#[cold]
+fn getpid_slow() -> i32 {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        extern "C" fn forget_in_child() {
+            PID.store(0, Relaxed);
+        }
+        // SAFETY: registers a handler that only stores to an atomic (async-signal-safe, as
+        // a handler run in a forked child must be). If registration fails (ENOMEM), the
+        // cache stays off: `PID_CACHED` is never set and every call asks the kernel.
+        if unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) } == 0 {
+            PID_CACHED.store(true, Relaxed);
+        }
+    });
+    let pid = std::process::id() as i32;
+    if PID_CACHED.load(Relaxed) {
+        PID.store(pid, Relaxed);
+    }
+    pid
+}
+
+/// Whether the fork hook is in place (the cache may be used).
+static PID_CACHED: AtomicBool = AtomicBool::new(false);
 
 /// The effective user id.
 pub fn geteuid() -> u32 {
@@ -165,6 +245,75 @@ mod tests {
         assert!(!pid_alive(me, start + 1));
         assert!(!pid_alive(-1, 0));
         assert!(!pid_alive(0, 0));
+    }
+
+    #[test]
+    fn the_cached_pid_is_the_kernels_and_a_forked_child_sees_its_own() {
+        assert_eq!(getpid(), std::process::id() as i32);
+        assert_eq!(getpid(), std::process::id() as i32, "second (cached) read");
+        // SAFETY: the child only reads atomics, makes two system calls and `_exit`s: nothing
+        // that needs a lock another thread of this test process might have held at fork.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let ok = getpid() == unsafe { libc::getpid() } && getpid() != 0;
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the forked child read its parent's pid from the cache (status {status:#x})"
+        );
+        assert_eq!(
+            getpid(),
+            std::process::id() as i32,
+            "the parent's cache changed"
+        );
+    }
+
+    #[test]
+    fn nonces_are_never_repeated_and_a_forked_child_draws_its_own() {
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let n = nonce16().unwrap();
+            assert_ne!(n, [0; 16]);
+            assert!(seen.insert(n), "a nonce came out twice");
+        }
+        // The child's next nonce must not be the one the parent draws next from its buffer.
+        let mut fds = [0; 2];
+        // SAFETY: `fds` has room for the two descriptors.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: the child draws a nonce (its buffer is its own copy; refilling it is one
+        // system call), writes it to the pipe and `_exit`s.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let n = nonce16().unwrap_or([0; 16]);
+            unsafe {
+                libc::write(fds[1], n.as_ptr().cast(), 16);
+                libc::_exit(0);
+            }
+        }
+        let mut theirs = [0u8; 16];
+        // SAFETY: reads at most 16 bytes into `theirs`.
+        let got = unsafe { libc::read(fds[0], theirs.as_mut_ptr().cast(), 16) };
+        let mut status = 0;
+        // SAFETY: waits for the child forked above; closes the pipe made above.
+        unsafe {
+            libc::waitpid(child, &mut status, 0);
+            libc::close(fds[0]);
+            libc::close(fds[1]);
+        }
+        assert_eq!(got, 16);
+        let mine = nonce16().unwrap();
+        assert_ne!(theirs, [0; 16], "the child failed to draw a nonce");
+        assert_ne!(
+            theirs, mine,
+            "the forked child handed out its parent's next nonce"
+        );
+        assert!(!seen.contains(&theirs));
     }
 
     #[test]
