@@ -256,7 +256,10 @@ mod tests {
         let child = unsafe { libc::fork() };
         assert!(child >= 0, "fork failed");
         if child == 0 {
-            let ok = getpid() == unsafe { libc::getpid() } && getpid() != 0;
+            // SAFETY: `getpid` cannot fail.
+            let kernel = unsafe { libc::getpid() };
+            let ok = getpid() == kernel && kernel != 0;
+            // SAFETY: ends the child without running the parent's exit handlers.
             unsafe { libc::_exit(if ok { 0 } else { 1 }) };
         }
         let mut status = 0;
@@ -291,6 +294,7 @@ mod tests {
         assert!(child >= 0, "fork failed");
         if child == 0 {
             let n = nonce16().unwrap_or([0; 16]);
+            // SAFETY: writes the 16 bytes of `n` to the pipe, then ends the child.
             unsafe {
                 libc::write(fds[1], n.as_ptr().cast(), 16);
                 libc::_exit(0);
