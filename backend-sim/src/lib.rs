@@ -1161,6 +1161,12 @@ impl Job<SimError> for SimJob {
         }
     }
 
+    /// A record is one swap (and a wake-up call if a waiter sleeps): it runs the moment the
+    /// job before it (typically a wait) ends.
+    fn chains(&self) -> bool {
+        matches!(self, SimJob::Record { .. })
+    }
+
     /// Records never block; waits call `before_block` before they sleep.
     fn may_block(&self) -> bool {
         !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })

@@ -132,6 +132,16 @@ pub trait Job<E>: Send + 'static {
     /// fetching the memory it will touch, so the fetch overlaps the current job (the default
     /// does nothing).
     fn prefetch(&self) {}
+
+    /// Whether the job is quick and never blocks (a record: one atomic swap). Such a job that
+    /// comes right behind one that succeeded runs the moment that one returns, before the
+    /// worker's bookkeeping of it: a stream whose wait ends hands its record on at once, and
+    /// in a hand-off between two streams the other one is waiting for exactly that. A job
+    /// that says so gets a `before_block` that does nothing, so it must never block. The
+    /// default is `false`.
+    fn chains(&self) -> bool {
+        false
+    }
 }
 
 impl<E: 'static> Job<E> for Task<E> {
@@ -722,12 +732,31 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             let (result, rest) = task.run(ctx, &mut || self.flush(done));
             ctx.disarm();
             bump(&self.worker.completed);
-            done.remains.push(rest);
-            if let Err(e) = result {
-                bump(&self.worker.failed);
-                self.store_error(e);
-            }
+            // Counted before a chained job runs: if that one panics, this one stays counted
+            // (its remains are dropped by the unwinding).
             done.unretired += 1;
+            match result {
+                Err(e) => {
+                    bump(&self.worker.failed);
+                    self.store_error(e);
+                }
+                Ok(()) => {
+                    if let Some(quick) = local.pop_if(|j| j.chains() && !ctx.is_cancelled()) {
+                        if let Some(next) = local.last() {
+                            next.prefetch();
+                        }
+                        let (result, quick_rest) = quick.run(ctx, &mut || {});
+                        bump(&self.worker.completed);
+                        done.unretired += 1;
+                        done.remains.push(quick_rest);
+                        if let Err(e) = result {
+                            bump(&self.worker.failed);
+                            self.store_error(e);
+                        }
+                    }
+                }
+            }
+            done.remains.push(rest);
             if local.is_empty() {
                 self.flush(done);
             }
@@ -1880,6 +1909,92 @@ mod tests {
             assert_eq!(seen.load(Ordering::SeqCst), round * 8 - 3);
             assert_eq!(drops.load(Ordering::SeqCst), round * 8);
         }
+    }
+
+    /// A job that logs its number when it runs; `Chained` ones say they chain, `Fail` ones
+    /// return an error, `Boom` ones (chained) panic. `Hold` blocks until its gate opens.
+    enum Link {
+        Plain(u32, Arc<Mutex<Vec<u32>>>),
+        Chained(u32, Arc<Mutex<Vec<u32>>>, DropCounter),
+        Fail(u32, Arc<Mutex<Vec<u32>>>),
+        Boom,
+        Hold(Arc<Gate>),
+    }
+
+    impl Job<Error> for Link {
+        type Remains = Option<DropCounter>;
+        fn run(self, _: &TaskCtx, _: &mut dyn FnMut()) -> (Result<(), Error>, Option<DropCounter>) {
+            match self {
+                Link::Plain(i, log) => {
+                    lock(&log).push(i);
+                    (Ok(()), None)
+                }
+                Link::Chained(i, log, d) => {
+                    lock(&log).push(i);
+                    (Ok(()), Some(d))
+                }
+                Link::Fail(i, log) => {
+                    lock(&log).push(i);
+                    (Err(Error::InvalidHandle), None)
+                }
+                Link::Boom => panic!("boom in a chained job"),
+                Link::Hold(g) => {
+                    assert!(g.wait(LONG), "gate never opened");
+                    (Ok(()), None)
+                }
+            }
+        }
+        fn may_block(&self) -> bool {
+            matches!(self, Link::Hold(_))
+        }
+        fn chains(&self) -> bool {
+            matches!(self, Link::Chained(..) | Link::Boom)
+        }
+    }
+
+    #[test]
+    fn chained_jobs_run_in_order_and_are_counted_like_the_others() {
+        let s: Stream<Error, Link> = Stream::spawn(StreamConfig::new("t-chain")).unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let drops = Arc::new(AtomicUsize::new(0));
+        let chained = |i| Link::Chained(i, Arc::clone(&log), DropCounter(Arc::clone(&drops)));
+        // Held, so that everything below is taken from the queue in batches.
+        let hold = Gate::new();
+        s.enqueue_job(Link::Hold(Arc::clone(&hold))).unwrap();
+        // Chained jobs behind a plain one, behind a chained one, behind a failing one (not
+        // chained: it runs in its own turn), and at the end.
+        let mut expect = Vec::new();
+        for round in 0..10u32 {
+            let i = round * 10;
+            s.enqueue_job(Link::Plain(i, Arc::clone(&log))).unwrap();
+            s.enqueue_job(chained(i + 1)).unwrap();
+            s.enqueue_job(chained(i + 2)).unwrap();
+            s.enqueue_job(Link::Fail(i + 3, Arc::clone(&log))).unwrap();
+            s.enqueue_job(chained(i + 4)).unwrap();
+            expect.extend([i, i + 1, i + 2, i + 3, i + 4]);
+        }
+        hold.open();
+        assert_eq!(s.synchronize(SYNC), Err(Error::InvalidHandle));
+        assert_eq!(*lock(&log), expect);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            30,
+            "remains of chained jobs not dropped"
+        );
+        let st = s.stats();
+        assert_eq!((st.completed, st.failed), (51, 10));
+
+        // A chained job that panics: the job before it stays counted, the stream goes on.
+        lock(&log).clear();
+        s.enqueue_job(Link::Plain(1, Arc::clone(&log))).unwrap();
+        s.enqueue_job(Link::Boom).unwrap();
+        s.enqueue_job(chained(2)).unwrap();
+        assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+        assert_eq!(*lock(&log), [1, 2]);
+        assert_eq!(s.last_panic().as_deref(), Some("boom in a chained job"));
+        let st = s.stats();
+        assert_eq!((st.completed, st.failed, st.panicked), (54, 11, 1));
+        assert_eq!(s.query(), StreamStatus::Complete);
     }
 
     /// Quick jobs, one that blocks until a gate opens, or one that says it does not block

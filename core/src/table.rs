@@ -837,8 +837,10 @@ impl NotifySlot {
     /// Records the notify (see [`NotifySync::record`]) and notes who did it.
     #[inline]
     pub fn record<W: Waiter>(&self, w: &W, pid: i32) {
-        // Diagnostics only: written when they change, so that a stream of records from one
-        // process does not keep pulling this line away from the other processes' caches.
+        self.sync.record(w);
+        // Diagnostics only, so after the flag: a waiter spinning on it gets the record without
+        // waiting for a clock read. Written when they change, so that a stream of records from
+        // one process does not keep pulling this line away from the other processes' caches.
         if self.last_record_pid.load(SeqCst) != pid {
             self.last_record_pid.store(pid, SeqCst);
         }
@@ -846,7 +848,6 @@ impl NotifySlot {
         if self.last_record_ns.load(SeqCst) != now {
             self.last_record_ns.store(now, SeqCst);
         }
-        self.sync.record(w);
     }
 
     /// Takes a freshly allocated (free) slot for its creator: fills in the metadata, makes
