@@ -1136,7 +1136,11 @@ impl Job<SimError> for SimJob {
         match self {
             SimJob::Record { pin, pid } => {
                 let r = &pin.0;
-                r.slot().record(&r.file().waiter(), pid);
+                let w = StampedWaiter {
+                    inner: r.file().waiter(),
+                    ctx,
+                };
+                r.slot().record(&w, pid);
                 (Ok(()), Some(pin))
             }
             SimJob::Wait { pin, timeout } => {
@@ -1265,6 +1269,39 @@ impl Waiter for AdaptiveWaiter<'_> {
     }
     fn spin_limit(&self) -> Duration {
         Duration::from_nanos(self.spin)
+    }
+    fn proc_alive(&self, proc: u32) -> bool {
+        self.inner.proc_alive(proc)
+    }
+}
+
+/// The file's [`SimWaiter`] for a stream's record: its time stamp is the stream's coarse clock
+/// reading ([`TaskCtx::coarse_now_ns`]), taken once per run of quick jobs rather than once
+/// per record.
+struct StampedWaiter<'a> {
+    inner: SimWaiter<'a>,
+    ctx: &'a TaskCtx,
+}
+
+impl Waiter for StampedWaiter<'_> {
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        self.inner.wait(word, expected, timeout);
+    }
+    fn wake(&self, word: &AtomicU32, n: u32) {
+        self.inner.wake(word, n);
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    #[inline]
+    fn stamp_ns(&self) -> u64 {
+        self.ctx.coarse_now_ns()
+    }
+    fn relax(&self) {
+        self.inner.relax();
+    }
+    fn spin_limit(&self) -> Duration {
+        self.inner.spin_limit()
     }
     fn proc_alive(&self, proc: u32) -> bool {
         self.inner.proc_alive(proc)
@@ -1800,6 +1837,52 @@ mod tests {
         assert!(e.to_string().contains("namespace"), "{e}");
         let e = Sim::builder().server_id(2).open().unwrap_err();
         assert!(e.to_string().contains("Ascend910_93"), "{e}");
+    }
+
+    /// A record's time stamp is read once per run of quick jobs: a wait that slept, or a
+    /// host function, between two records of one batch must not leave the second with the
+    /// first one's time.
+    #[test]
+    fn a_record_after_a_blocking_job_gets_a_fresh_time_stamp() {
+        let (sim, _ns) = open("stamp", Soc::Ascend910B);
+        let s = sim.create_stream(0).unwrap();
+        let other = sim.create_stream(0).unwrap();
+        let n: Vec<RawNotify> = (0..4)
+            .map(|_| sim.create_notify(0, CreateFlags::empty()).unwrap())
+            .collect();
+        let stamp = |h: RawNotify| sim.notify(h).unwrap().r.slot().last_record().1;
+        let gap = Duration::from_millis(100);
+        // Held behind a wait, so that the jobs after it are taken from the queue together.
+        let hold = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        sim.wait_and_reset(hold, s, Timeout::Forever).unwrap();
+        // Batch: record n0, wait n1 (sleeps ~100 ms), record n2, host sleep, record n3.
+        sim.record(n[0], s).unwrap();
+        sim.wait_and_reset(n[1], s, Timeout::Forever).unwrap();
+        sim.record(n[2], s).unwrap();
+        unsafe extern "C" fn nap(_: *mut std::ffi::c_void) {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        // SAFETY: `nap` ignores its argument and does not unwind.
+        let nap = unsafe { HostCall::new(nap, std::ptr::null_mut()) };
+        sim.launch_host_func(s, nap).unwrap();
+        sim.record(n[3], s).unwrap();
+        sim.record(hold, other).unwrap();
+        std::thread::sleep(gap);
+        sim.record(n[1], other).unwrap();
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap();
+        let (t0, t2, t3) = (stamp(n[0]), stamp(n[2]), stamp(n[3]));
+        // The coarse clock ticks every few ms: allow 20 ms of the 100.
+        let at_least = (gap - Duration::from_millis(20)).as_nanos() as u64;
+        assert!(t0 > 0);
+        assert!(
+            t2 >= t0 + at_least,
+            "stamp after a sleeping wait is stale: {t0} → {t2}"
+        );
+        assert!(
+            t3 >= t2 + at_least,
+            "stamp after a host function is stale: {t2} → {t3}"
+        );
     }
 
     #[test]

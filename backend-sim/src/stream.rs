@@ -438,6 +438,8 @@ pub struct TaskCtx {
     armed: Cell<bool>,
     /// See [`TaskCtx::spin_hint`].
     spin_hint: Cell<u64>,
+    /// See [`TaskCtx::coarse_now_ns`] (0: not read since it was last forgotten).
+    stamp: Cell<u64>,
 }
 
 impl TaskCtx {
@@ -513,6 +515,29 @@ impl TaskCtx {
     /// nanoseconds. Starts at zero.
     pub fn spin_hint(&self) -> &Cell<u64> {
         &self.spin_hint
+    }
+
+    /// `CLOCK_MONOTONIC_COARSE` in nanoseconds, read at most once per run of jobs that cannot
+    /// block: for time stamps kept for diagnostics (a record's), whose clock read would
+    /// otherwise cost a quick job a good part of its time. The engine forgets the reading when
+    /// it takes tasks from the queue, after a job that may block, and whenever a job calls
+    /// `before_block`, so it is never older than a run of at most [`TAKE`] quick
+    /// jobs (microseconds; the clock itself ticks every few milliseconds).
+    #[inline]
+    pub fn coarse_now_ns(&self) -> u64 {
+        match self.stamp.get() {
+            0 => {
+                let t = crate::sys::coarse_now_ns().max(1);
+                self.stamp.set(t);
+                t
+            }
+            t => t,
+        }
+    }
+
+    #[inline]
+    fn forget_time(&self) {
+        self.stamp.set(0);
     }
 
     #[inline]
@@ -701,6 +726,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// panics: a guard per task cost more than a record or a wait itself.
     #[inline(never)]
     fn run_local(&self, local: &mut Vec<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
+        ctx.forget_time();
         while let Err(payload) =
             panic::catch_unwind(AssertUnwindSafe(|| self.run_tasks(local, ctx, done)))
         {
@@ -723,13 +749,20 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 self.retire(1);
                 continue;
             }
-            if task.may_block() {
+            let may_block = task.may_block();
+            if may_block {
                 self.flush(done);
             }
             if let Some(next) = local.last() {
                 next.prefetch();
             }
-            let (result, rest) = task.run(ctx, &mut || self.flush(done));
+            let (result, rest) = task.run(ctx, &mut || {
+                ctx.forget_time();
+                self.flush(done);
+            });
+            if may_block {
+                ctx.forget_time();
+            }
             ctx.disarm();
             bump(&self.worker.completed);
             // Counted before a chained job runs: if that one panics, this one stays counted
@@ -830,6 +863,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             control: Arc::clone(&self.control),
             armed: Cell::new(false),
             spin_hint: Cell::new(0),
+            stamp: Cell::new(0),
         };
         let mut popped: u64 = 0;
         let mut local: Vec<J> = Vec::with_capacity(TAKE);
