@@ -366,7 +366,59 @@ pub struct ShmFile {
     /// Leak repair (see [`crate::repair`]): snapshots are (generation, state).
     repair: LeakRepair<(u32, Option<SlotState>)>,
     /// This process's live references, for deduplication (see [`SlotRef`]).
-    refs: Mutex<HashMap<(u32, u32, u32), Weak<SlotRef>>>,
+    refs: Mutex<RefMap>,
+}
+
+/// This process's live [`SlotRef`]s by (device, id, generation).
+type RefMap = HashMap<(u32, u32, u32), Weak<SlotRef>, BuildSlotHasher>;
+
+/// The hasher of [`RefMap`]: a multiply-xorshift of the three words, keyed per process.
+/// `std`'s SipHash took about 30% of a create+destroy pair; SipHash guards against keys an
+/// attacker picks to collide, and these keys are slot coordinates of this process's own
+/// notifies (at most 65,535 ids per device), hashed with a random per-process key.
+#[derive(Clone, Copy)]
+struct BuildSlotHasher(u64);
+
+impl Default for BuildSlotHasher {
+    fn default() -> Self {
+        static KEY: OnceLock<u64> = OnceLock::new();
+        BuildSlotHasher(*KEY.get_or_init(|| {
+            let mut b = [0u8; 8];
+            // Without OS randomness the map still works; only its spread is predictable.
+            let _ = sys::fill_random(&mut b);
+            u64::from_ne_bytes(b) | 1
+        }))
+    }
+}
+
+impl std::hash::BuildHasher for BuildSlotHasher {
+    type Hasher = SlotHasher;
+    fn build_hasher(&self) -> SlotHasher {
+        SlotHasher(self.0)
+    }
+}
+
+struct SlotHasher(u64);
+
+impl std::hash::Hasher for SlotHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(4) {
+            let mut w = [0u8; 4];
+            w[..chunk.len()].copy_from_slice(chunk);
+            self.write_u32(u32::from_ne_bytes(w));
+        }
+    }
+    #[inline]
+    fn write_u32(&mut self, v: u32) {
+        self.0 = (self.0 ^ u64::from(v))
+            .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .rotate_left(29);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        let h = self.0.wrapping_mul(0xD6E8_FEB8_6659_FD93);
+        h ^ (h >> 32)
+    }
 }
 
 // SAFETY: `base` points to a MAP_SHARED mapping owned by this value until drop; all access to
@@ -479,7 +531,7 @@ impl ShmFile {
             start_time,
             wl_lock: Mutex::new(()),
             repair: LeakRepair::new(),
-            refs: Mutex::new(HashMap::new()),
+            refs: Mutex::new(RefMap::default()),
         };
         f.me = match f.register() {
             Some(i) => i,
@@ -864,7 +916,7 @@ impl ShmFile {
     // ---- references ---------------------------------------------------------------------
 
     /// Lock of the reference map (used by `SlotRef` creation and drop).
-    fn refs(&self) -> std::sync::MutexGuard<'_, HashMap<(u32, u32, u32), Weak<SlotRef>>> {
+    fn refs(&self) -> std::sync::MutexGuard<'_, RefMap> {
         lock(&self.refs)
     }
 }
@@ -1238,6 +1290,29 @@ impl Drop for SlotRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_reference_map_hash_spreads_slot_coordinates() {
+        use std::hash::BuildHasher;
+        let b = BuildSlotHasher::default();
+        // Ids of one device and generation, then one id over many generations and devices:
+        // the low 16 bits (what a map of this size indexes by) must look random. 65,536 random
+        // draws from 65,536 values give about 41,400 distinct ones.
+        let low = |keys: &mut dyn Iterator<Item = (u32, u32, u32)>| {
+            keys.map(|k| b.hash_one(k) & 0xffff)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        };
+        let ids = low(&mut (0..65536).map(|id| (0, id, 7)));
+        let gens = low(&mut (0..65536).map(|g| (g % 8, 42, g / 8)));
+        assert!(
+            ids > 39_000 && gens > 39_000,
+            "poor spread: {ids}, {gens} of 65536"
+        );
+        // Keyed: another key orders the same coordinates differently.
+        let other = BuildSlotHasher(b.0 ^ 0x5555_0000_0000_0000);
+        assert_ne!(b.hash_one((0, 1, 1)), other.hash_one((0, 1, 1)));
+    }
     use acl_notify_core::{BackendError, CreateFlags};
 
     fn ns(tag: &str) -> String {
