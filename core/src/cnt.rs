@@ -484,9 +484,14 @@ struct WaitingGuard<'a>(&'a AtomicU32);
 
 impl Drop for WaitingGuard<'_> {
     fn drop(&mut self) {
-        let _ = self
+        // A CAS loop rather than `fetch_update` (deprecated on nightly for `try_update`).
+        let mut n = self.0.load(SeqCst);
+        while let Err(now) = self
             .0
-            .fetch_update(SeqCst, SeqCst, |n| Some(n.saturating_sub(1)));
+            .compare_exchange_weak(n, n.saturating_sub(1), SeqCst, SeqCst)
+        {
+            n = now;
+        }
     }
 }
 
