@@ -254,10 +254,7 @@ mod atomic {
     // — two hint updates per pair. Next-fit moves on and comes back later, by which time the
     // words behind it have holes to spare. An alloc right after a free in the cursor's word
     // still gets that id back (it is the lowest free bit there), so create/destroy churn
-    // reuses one id and its notify slot stays in cache. And a free that empties a word points
-    // the cursor at it (a plain store, no locked operation): a batch of ids created and
-    // destroyed together is reused together, instead of next-fit walking on through cold
-    // slots (a batch of 64 creates then 64 destroys through the C ABI: 310 → 225 ns a pair).
+    // reuses one id and its notify slot stays in cache.
     //
     // The hint protocol. A hint bit is only *set* by a thread that saw the word below full,
     // and it then re-reads that word (`dekker`, SeqCst) and takes the hint back if the word is
@@ -611,10 +608,6 @@ mod atomic {
                 Some(leaf) if i < N => leaf,
                 _ => return Err(Error::InvalidHandle),
             };
-            // Whether this free empties the word, as of a plain read before it: a hint only
-            // (a read after the bit-clear would wait for it; using the value `fetch_and`
-            // returns would turn its `lock btr` into a CAS loop).
-            let empties = leaf.load(Ordering::Relaxed) & !(bit | Self::leaf_pad(k)) == 0;
             // SeqCst (release): the id's last use happens before the next alloc's bit-set;
             // and the protocol's "change the word, then read the hint".
             if leaf.fetch_and(!bit, Ordering::SeqCst) & bit == 0 {
@@ -623,13 +616,6 @@ mod atomic {
             }
             dekker();
             self.clear_leaf_hint(k);
-            if empties {
-                // The word is empty: point the next alloc at it, so that a batch of ids freed
-                // together is reused together, its notify slots still in cache, instead of
-                // next-fit walking on through cold ones. (Only an empty word: moving the
-                // cursor on every free would put it on a word that fills again at once.)
-                self.cursor.store(k as u64, Ordering::Relaxed);
-            }
             Ok(())
         }
     }
@@ -873,28 +859,6 @@ mod tests {
         assert_eq!(core::mem::size_of::<atomic!(8192)>(), 16 + 128 + 8 * 128);
         assert_eq!(core::mem::size_of::<atomic!(2048)>(), 16 + 128 + 8 * 32);
         assert_eq!(core::mem::size_of::<atomic!(1024)>(), 16 + 128 + 8 * 16);
-    }
-
-    #[test]
-    fn a_batch_freed_together_is_reused_together() {
-        let p = boxed_zeroed::<atomic!(8192)>();
-        // A batch fills word 0 (the cursor moves on to word 1), a few more ids are in use.
-        for want in 0..74 {
-            assert_eq!(p.alloc(), Ok(want));
-        }
-        // The batch is freed, in any order: word 0 is empty again, and next comes from it.
-        for id in (0..64).rev() {
-            p.free(id).unwrap();
-        }
-        for want in 0..64 {
-            assert_eq!(p.alloc(), Ok(want), "the batch's ids are not reused");
-        }
-        // Word 0 full again: next-fit goes on in word 1.
-        assert_eq!(p.alloc(), Ok(74));
-        // A free that leaves its word in use moves nothing (next-fit as before).
-        p.free(3).unwrap();
-        assert_eq!(p.alloc(), Ok(75));
-        assert!(p.hints_sound());
     }
 
     #[test]
