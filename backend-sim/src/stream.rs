@@ -521,7 +521,7 @@ impl TaskCtx {
     /// block: for time stamps kept for diagnostics (a record's), whose clock read would
     /// otherwise cost a quick job a good part of its time. The engine forgets the reading when
     /// it takes tasks from the queue, after a job that may block, and whenever a job calls
-    /// `before_block`, so it is never older than a run of at most [`TAKE`] quick
+    /// `before_block`, so it is never older than a run of at most 16 quick
     /// jobs (microseconds; the clock itself ticks every few milliseconds).
     #[inline]
     pub fn coarse_now_ns(&self) -> u64 {
