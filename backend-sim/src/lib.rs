@@ -1851,7 +1851,7 @@ mod tests {
             .map(|_| sim.create_notify(0, CreateFlags::empty()).unwrap())
             .collect();
         let stamp = |h: RawNotify| sim.notify(h).unwrap().r.slot().last_record().1;
-        let gap = Duration::from_millis(100);
+        const GAP: Duration = Duration::from_millis(100);
         // Held behind a wait, so that the jobs after it are taken from the queue together.
         let hold = sim.create_notify(0, CreateFlags::empty()).unwrap();
         sim.wait_and_reset(hold, s, Timeout::Forever).unwrap();
@@ -1860,20 +1860,20 @@ mod tests {
         sim.wait_and_reset(n[1], s, Timeout::Forever).unwrap();
         sim.record(n[2], s).unwrap();
         unsafe extern "C" fn nap(_: *mut std::ffi::c_void) {
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(GAP);
         }
         // SAFETY: `nap` ignores its argument and does not unwind.
         let nap = unsafe { HostCall::new(nap, std::ptr::null_mut()) };
         sim.launch_host_func(s, nap).unwrap();
         sim.record(n[3], s).unwrap();
         sim.record(hold, other).unwrap();
-        std::thread::sleep(gap);
+        std::thread::sleep(GAP);
         sim.record(n[1], other).unwrap();
         sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
             .unwrap();
         let (t0, t2, t3) = (stamp(n[0]), stamp(n[2]), stamp(n[3]));
         // The coarse clock ticks every few ms: allow 20 ms of the 100.
-        let at_least = (gap - Duration::from_millis(20)).as_nanos() as u64;
+        let at_least = (GAP - Duration::from_millis(20)).as_nanos() as u64;
         assert!(t0 > 0);
         assert!(
             t2 >= t0 + at_least,

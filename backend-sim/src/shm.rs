@@ -1291,6 +1291,12 @@ impl Drop for SlotRef {
 mod tests {
     use super::*;
 
+    use acl_notify_core::{BackendError, CreateFlags};
+
+    fn ns(tag: &str) -> String {
+        format!("unit-shm-{tag}-{}", sys::getpid())
+    }
+
     #[test]
     fn the_reference_map_hash_spreads_slot_coordinates() {
         use std::hash::BuildHasher;
@@ -1313,12 +1319,6 @@ mod tests {
         let other = BuildSlotHasher(b.0 ^ 0x5555_0000_0000_0000);
         assert_ne!(b.hash_one((0, 1, 1)), other.hash_one((0, 1, 1)));
     }
-    use acl_notify_core::{BackendError, CreateFlags};
-
-    fn ns(tag: &str) -> String {
-        format!("unit-shm-{tag}-{}", sys::getpid())
-    }
-
     #[test]
     fn layout_sizes() {
         assert_eq!(SLOT_BYTES, 192);
