@@ -470,18 +470,26 @@ mod atomic {
         #[inline]
         fn take_in(leaf: &AtomicU64, k: usize) -> Option<u32> {
             let pad = Self::leaf_pad(k);
+            // A compare-exchange rather than a bit-set (`fetch_or` of one bit): x86 has no
+            // atomic "or that returns the old word", and its `lock bts` with a register bit
+            // index is microcoded (about 3 ns more per alloc on this project's AMD machine).
+            let mut v = leaf.load(Ordering::Relaxed);
             loop {
-                // A hint only: the bit-set decides.
-                let v = leaf.load(Ordering::Relaxed) | pad;
-                if v == ALL {
+                let seen = v | pad;
+                if seen == ALL {
                     return None;
                 }
-                let b = (!v).trailing_zeros();
-                let bit = 1u64 << b;
-                // SeqCst (acquire): pairs with the `free` that gave the id back. The bit was
-                // clear when read; if another alloc set it since, this changed nothing.
-                if leaf.fetch_or(bit, Ordering::SeqCst) & bit == 0 {
-                    return Some((64 * k) as u32 + b);
+                let b = (!seen).trailing_zeros();
+                // SeqCst (acquire): pairs with the `free` that gave the id back. On failure
+                // the word changed under us: look again at what it is now.
+                match leaf.compare_exchange_weak(
+                    v,
+                    v | (1u64 << b),
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Some((64 * k) as u32 + b),
+                    Err(now) => v = now,
                 }
             }
         }
