@@ -7,8 +7,15 @@ use std::ffi::{CString, c_char};
 use acl_notify_core::{BackendError, Error};
 
 /// Why a C call failed: the code it returns and a sentence for `aclGetRecentErrMsg`.
+///
+/// One pointer wide (the code and text sit behind a `Box`): a `Result<usize, CallError>` then
+/// comes back in two registers, so the successful calls, the ones that matter for speed, never
+/// move an error-sized value through memory. Only a failure allocates.
 #[derive(Debug)]
-pub(crate) struct CallError {
+pub(crate) struct CallError(Box<Failure>);
+
+#[derive(Debug)]
+struct Failure {
     code: Error,
     /// `"<NAME> (<code>): <reason>"`.
     text: String,
@@ -16,24 +23,26 @@ pub(crate) struct CallError {
 
 impl CallError {
     /// A failure detected by the C layer itself.
+    #[cold]
     pub(crate) fn new(code: Error, reason: impl core::fmt::Display) -> CallError {
-        CallError {
+        CallError(Box::new(Failure {
             code,
             text: format!("{code}: {reason}"),
-        }
+        }))
     }
 
     /// A failure reported by the backend; its `Display` already names the code and explains.
+    #[cold]
     pub(crate) fn backend<E: BackendError>(e: E) -> CallError {
-        CallError {
+        CallError(Box::new(Failure {
             code: e.kind(),
             text: e.to_string(),
-        }
+        }))
     }
 
     /// The code the C function returns.
     pub(crate) fn code(&self) -> Error {
-        self.code
+        self.0.code
     }
 }
 
@@ -59,7 +68,7 @@ thread_local! {
 
 /// Records that `call` failed with `e` on this thread.
 pub(crate) fn record(call: &str, e: &CallError) {
-    push(format!("{call} failed: {}", e.text));
+    push(format!("{call} failed: {}", e.0.text));
 }
 
 /// Records a message (also used for a caught panic). Silently does nothing while the thread
