@@ -240,8 +240,8 @@ mod atomic {
     // - `top`, bit `m`: summary word `m` is full — a *hint*.
     // - `cursor`: the leaf word the last alloc used — a *hint* (any value is tolerated).
     //
-    // An alloc is next-fit: it takes the lowest free id of the cursor's word with one atomic
-    // bit-set (`fetch_or` of one bit: `lock bts` on x86), and only when that word is full
+    // An alloc is next-fit: it takes the lowest free id of the cursor's word with one
+    // compare-exchange that sets its bit (`lock cmpxchg` on x86), and only when that word is full
     // does it hint the word full and move the cursor to the next word not hinted full,
     // found through `sum` and `top` with a few masked loads whatever `N` is. A free is one
     // atomic bit-clear (`lock btr`) that also says whether the bit was set (a double free

@@ -558,11 +558,15 @@ pub unsafe extern "C" fn aclrtNotifyGetExportKey(
         if key.is_null() {
             return Err(null_arg("key"));
         }
-        let k = with_runtime(|rt| rt.export_key(handle(notify), len, flags))?;
-        // SAFETY: `export_key` checked len >= KEY_BUF_LEN, and the caller guarantees `len`
-        // writable bytes at `key`; only the first KEY_BUF_LEN are touched.
-        let buf = unsafe { std::slice::from_raw_parts_mut(key.cast::<u8>(), KEY_BUF_LEN) };
-        k.write_c(buf).map_err(|e| CallError::new(e, "key buffer"))
+        // The key goes from the backend's answer straight into the caller's buffer, inside
+        // the session's closure: no copy of it is moved out through the layers in between.
+        with_runtime(|rt| {
+            let k = rt.export_key(handle(notify), len, flags)?;
+            // SAFETY: `export_key` checked len >= KEY_BUF_LEN, and the caller guarantees
+            // `len` writable bytes at `key`; only the first KEY_BUF_LEN are touched.
+            let buf = unsafe { std::slice::from_raw_parts_mut(key.cast::<u8>(), KEY_BUF_LEN) };
+            k.write_c(buf).map_err(|e| CallError::new(e, "key buffer"))
+        })
     })
 }
 

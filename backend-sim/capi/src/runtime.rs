@@ -100,6 +100,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
 
     /// The backend handle a C notify handle stands for, without asking the backend.
     #[inline]
+    #[inline]
     fn decode_notify(&self, handle: usize) -> Result<RawNotify, CallError> {
         self.notifies
             .decode(handle)
@@ -134,6 +135,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             })
     }
 
+    #[inline]
     fn add_notify(&self, raw: RawNotify) -> Result<usize, CallError> {
         self.notifies.encode(raw.0).ok_or_else(|| {
             let _ = self.backend.destroy_notify(raw);
@@ -147,6 +149,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     // ---- devices -------------------------------------------------------------------------
 
     /// The calling thread's current device (107002 if none).
+    #[inline]
     pub(crate) fn current_device(&self) -> Result<u32, CallError> {
         match CURRENT.with(Cell::get) {
             Some((epoch, device)) if epoch == self.epoch => Ok(device),
@@ -350,6 +353,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     // ---- notifies ------------------------------------------------------------------------
 
     /// `aclrtCreateNotify` (after the NULL and flag checks).
+    #[inline]
     pub(crate) fn create_notify(&self, flags: CreateFlags) -> Result<usize, CallError> {
         let device = self.current_device()?;
         let raw = self
@@ -361,6 +365,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
 
     /// `aclrtDestroyNotify` (`notify` is not NULL): the backend's own slot check (one lock
     /// round trip in all) tells a live handle from a destroyed or stale one.
+    #[inline]
     pub(crate) fn destroy_notify(&self, notify: usize) -> Result<(), CallError> {
         let raw = self.decode_notify(notify)?;
         self.backend.destroy_notify(raw).map_err(|e| {
@@ -429,6 +434,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             .map_err(CallError::backend)
     }
 
+    #[inline]
     fn require(&self, feature: Feature) -> Result<(), CallError> {
         let soc = self.backend.soc();
         if soc.has(feature) {
@@ -449,6 +455,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     }
 
     /// `aclrtNotifyGetExportKey` after the NULL checks; returns the key to write.
+    #[inline]
     pub(crate) fn export_key(
         &self,
         notify: usize,
@@ -468,6 +475,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
 
     /// The checks of `aclrtNotifyGetExportKey` that follow the handle's: `len`, the SoC,
     /// the flags.
+    #[inline]
     fn export_args(&self, len: usize, flags: u64) -> Result<ExportFlags, CallError> {
         if len < acl_notify_core::key::KEY_BUF_LEN {
             return Err(param(format!(
@@ -544,6 +552,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
 
     /// `aclrtNotifyImportByKey` after the NULL checks; `key` is the C string's bytes (at most
     /// 65 read, without the NUL) or `None` if no NUL came within 65 bytes.
+    #[inline]
     pub(crate) fn import_by_key(&self, key: Option<&[u8]>, flags: u64) -> Result<usize, CallError> {
         self.require(Feature::Ipc)?;
         let flags = ImportFlags::from_raw(flags).map_err(|e| {
