@@ -26,6 +26,11 @@ const BATCH: usize = 64;
 const RESET_N: usize = 1000;
 /// The device.
 const DEV: u32 = 0;
+/// Fewest repetitions of a full run's control-plane groups. A repetition of one takes about
+/// 0.15 s, and one repetition's C/Rust ratio spreads ±10 % on this project's VM (the machine
+/// has slower stretches of a few seconds): 31 pairs put the median's own noise well inside
+/// the 10 % the target allows, for about 5 s a group.
+const CONTROL_REPS: usize = 31;
 
 /// The simulator namespace the C library uses in this run (set in the environment before
 /// `aclInit`).
@@ -430,6 +435,7 @@ pub fn groups(ctx: &Ctx) -> Vec<Group> {
                 unit: "µs/op",
                 better: Better::Lower,
                 variants: vec![cv, rv],
+                min_reps: if ctx.quick { 0 } else { CONTROL_REPS },
                 note: format!(
                     "C library {}; ratio = the C ABI's overhead; notifies an op needs are \
                      prepared untimed in batches of {BATCH}",

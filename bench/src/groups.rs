@@ -217,6 +217,7 @@ fn xproc(ctx: &Ctx) -> Group {
             notify::CHUNK,
             pingpong::HYBRID_SPIN_NS / 1000
         ),
+        min_reps: 0,
     }
 }
 
@@ -295,6 +296,7 @@ fn inproc(ctx: &Ctx) -> Group {
              places them and placed like the case's workers; targets use the faster of the two",
             notify::BATCH
         ),
+        min_reps: 0,
     }
 }
 
@@ -336,6 +338,7 @@ fn wake(ctx: &Ctx) -> Group {
                host fn after the wait stamps t1. info row: t0 taken in the host thread before \
                record(), so it also pays for waking the idle recording stream"
             .into(),
+        min_reps: 0,
     }
 }
 
@@ -364,6 +367,7 @@ fn idle_cpu(ctx: &Ctx) -> Group {
         better: Better::Lower,
         variants: v,
         note: "getrusage(RUSAGE_SELF) user+system delta while the main thread sleeps".into(),
+        min_reps: 0,
     }
 }
 
@@ -424,6 +428,7 @@ fn handoff(ctx: &Ctx) -> Group {
              and the host enqueuing meanwhile. The target uses the faster hybrid row",
             notify::BATCH
         ),
+        min_reps: 0,
     }
 }
 

@@ -119,6 +119,9 @@ pub struct Group {
     pub variants: Vec<Variant>,
     /// A line printed under the table (method, caveats).
     pub note: String,
+    /// Fewest repetitions this group runs, whatever the plan says (0: the plan's). For cheap
+    /// groups whose target sits close to the noise of one repetition.
+    pub min_reps: usize,
 }
 
 /// How a group is run.
@@ -204,6 +207,8 @@ pub struct GroupResult {
     pub note: String,
     /// Wall time the group took.
     pub wall: Duration,
+    /// Repetitions run (rounds of the interleaving).
+    pub reps: usize,
 }
 
 impl GroupResult {
@@ -219,6 +224,26 @@ impl GroupResult {
     /// The variant named `name`.
     pub fn variant(&self, name: &str) -> Option<&VariantResult> {
         self.variants.iter().find(|v| v.name == name)
+    }
+
+    /// The median over repetitions of `a`'s sample divided by `b`'s sample of the same
+    /// repetition. In a group of two variants, run A B, B A, …, the two samples of a
+    /// repetition are taken back to back, so a machine that is slower for a few seconds slows
+    /// both and leaves their ratio alone, where the ratio of two medians can take its
+    /// numerator from a slow stretch and its denominator from a fast one. `None` unless both
+    /// have a sample of every repetition.
+    pub fn paired_ratio(&self, a: &str, b: &str) -> Option<f64> {
+        let (a, b) = (self.variant(a)?, self.variant(b)?);
+        if a.samples.len() != b.samples.len() || a.samples.is_empty() {
+            return None;
+        }
+        let ratios: Vec<f64> = a
+            .samples
+            .iter()
+            .zip(&b.samples)
+            .map(|(x, y)| x / y)
+            .collect();
+        Summary::of(&ratios).map(|s| s.median)
     }
 }
 
@@ -269,9 +294,16 @@ pub fn run(mut group: Group, plan: Plan) -> GroupResult {
         r.iters = iters;
     }
 
-    // Interleaved repetitions.
-    for _rep in 0..plan.reps {
-        for (v, r) in group.variants.iter_mut().zip(results.iter_mut()) {
+    // Interleaved repetitions, in table order on even rounds and in reverse on odd ones
+    // (A B, B A, …): a machine that speeds up or slows down over a round then favours no
+    // variant by its place in the round, and a variant's sample of round `i` and its
+    // neighbour's stay back to back (the pairing `paired_ratio` reads).
+    let n = group.variants.len();
+    let reps = plan.reps.max(group.min_reps);
+    for rep in 0..reps {
+        for step in 0..n {
+            let i = if rep % 2 == 0 { step } else { n - 1 - step };
+            let (v, r) = (&mut group.variants[i], &mut results[i]);
             if r.error.is_some() {
                 continue;
             }
@@ -296,5 +328,82 @@ pub fn run(mut group: Group, plan: Plan) -> GroupResult {
         variants: results,
         note: group.note,
         wall: start.elapsed(),
+        reps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+    use std::rc::Rc;
+
+    /// A variant that logs its name each time it is sampled and returns `value`.
+    fn logged(name: &'static str, log: &Rc<RefCell<Vec<&'static str>>>, value: f64) -> Variant {
+        let log = Rc::clone(log);
+        Variant::new(name, Kind::Case, Iters::Fixed(1), move |_| {
+            log.borrow_mut().push(name);
+            Ok(value)
+        })
+    }
+
+    #[test]
+    fn rounds_alternate_order_and_min_reps_wins_over_the_plan() {
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let group = Group {
+            id: "t",
+            title: String::new(),
+            unit: "ns",
+            better: Better::Lower,
+            variants: vec![logged("a", &log, 2.0), logged("b", &log, 1.0)],
+            note: String::new(),
+            min_reps: 4,
+        };
+        let plan = Plan {
+            reps: 2,
+            sample_budget: Duration::from_millis(1),
+        };
+        let r = run(group, plan);
+        assert_eq!(r.reps, 4);
+        // One warm-up call each (fixed-count variants), then A B, B A, A B, B A.
+        assert_eq!(
+            *log.borrow(),
+            ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]
+        );
+        assert_eq!(r.variant("a").map(|v| v.samples.len()), Some(4));
+        assert_eq!(r.paired_ratio("a", "b"), Some(2.0));
+    }
+
+    #[test]
+    fn paired_ratio_is_the_median_of_per_repetition_ratios() {
+        let row = |name: &str, samples: Vec<f64>| VariantResult {
+            name: name.into(),
+            kind: Kind::Case,
+            iters: 1,
+            samples,
+            error: None,
+            skipped: None,
+        };
+        let mut g = GroupResult {
+            id: "t",
+            title: String::new(),
+            unit: "ns",
+            better: Better::Lower,
+            // Per repetition: 1.1, 1.05, 1.0 (a slow stretch in the middle slows both rows).
+            variants: vec![
+                row("c", vec![110.0, 210.0, 100.0]),
+                row("r", vec![100.0, 200.0, 100.0]),
+            ],
+            note: String::new(),
+            wall: Duration::ZERO,
+            reps: 3,
+        };
+        let p = g.paired_ratio("c", "r").unwrap();
+        assert!((p - 1.05).abs() < 1e-12, "{p}");
+        // The ratio of the medians would read 110 / 100 here.
+        assert_eq!(g.median("c"), Some(110.0));
+        assert_eq!(g.paired_ratio("c", "missing"), None);
+        g.variants[1].samples.pop();
+        assert_eq!(g.paired_ratio("c", "r"), None, "unequal sample counts");
     }
 }

@@ -234,7 +234,7 @@ fn run(opts: &Opts) -> Result<bool, String> {
                 }
             }
             let r = harness::run(g, plan);
-            report::print_group(&r, plan.reps);
+            report::print_group(&r);
             results.push(r);
         }
     }

@@ -330,6 +330,7 @@ pub fn group() -> Group {
                two back-to-back uncontended compare_exchange on one AtomicU64, and [cN]÷this \
                is how many times that floor each pool pair costs"
             .into(),
+        min_reps: 0,
     }
 }
 

@@ -69,7 +69,8 @@ pub fn num(x: f64) -> String {
 }
 
 /// Prints one group's table to stdout.
-pub fn print_group(g: &GroupResult, reps: usize) {
+pub fn print_group(g: &GroupResult) {
+    let reps = g.reps;
     let better = match g.better {
         Better::Lower => "lower is better",
         Better::Higher => "higher is better",

@@ -269,16 +269,29 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
         judge_one(
             format!("C ABI overhead < 10%: {}", op.name()),
             (|| {
-                let c = median(groups, op.id(), &capi::c_row(op))?;
-                let r = median(groups, op.id(), &capi::rust_row(op))?;
-                let o = (c / r - 1.0) * 100.0;
+                let (crow, rrow) = (capi::c_row(op), capi::rust_row(op));
+                let c = median(groups, op.id(), &crow)?;
+                let r = median(groups, op.id(), &rrow)?;
+                let g = groups
+                    .iter()
+                    .find(|g| g.id == op.id())
+                    .ok_or_else(|| format!("group {} not run", op.id()))?;
+                // Judged on the per-repetition pairs (see `paired_ratio`); the ratio of the
+                // two medians is printed next to it.
+                let paired = g
+                    .paired_ratio(&crow, &rrow)
+                    .ok_or("the two rows do not have a sample of every repetition")?;
+                let o = (paired - 1.0) * 100.0;
                 Ok((
                     o < 10.0,
                     format!(
-                        "C {} µs vs Rust {} µs = {:+.1}% (limit +10%)",
+                        "{:+.1}% over {} paired repetitions (limit +10%); medians C {} µs vs \
+                         Rust {} µs = {:+.1}%",
+                        o,
+                        g.reps,
                         num(c),
                         num(r),
-                        o
+                        (c / r - 1.0) * 100.0
                     ),
                 ))
             })(),
@@ -324,6 +337,7 @@ mod tests {
             }],
             note: String::new(),
             wall: Duration::ZERO,
+            reps: 0,
         }
     }
 
