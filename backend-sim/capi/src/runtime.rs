@@ -100,7 +100,6 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
 
     /// The backend handle a C notify handle stands for, without asking the backend.
     #[inline]
-    #[inline]
     fn decode_notify(&self, handle: usize) -> Result<RawNotify, CallError> {
         self.notifies
             .decode(handle)
