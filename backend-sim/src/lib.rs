@@ -163,6 +163,11 @@ const MAX_CPU: usize = 1024;
 
 /// Most devices a simulated machine can have.
 pub const MAX_DEVICES: u32 = 64;
+/// How long an id must stay orphaned before a GC pass frees it: a process killed between two
+/// steps of a create or destroy (say, after allocating an id and before claiming its slot)
+/// leaves an id that no dead process's reclaim can attribute. [`Sim::gc`] suspects it on one
+/// pass and frees it on a pass at least this much later, in the same process.
+pub const LEAK_REPAIR_GRACE: std::time::Duration = repair::REPAIR_GRACE;
 /// Longest namespace name.
 pub const MAX_NAMESPACE_LEN: usize = 64;
 

@@ -1144,6 +1144,10 @@ impl SlotRef {
             ))
         })?;
         let _g = file.op_guard();
+        // Taken before the alloc so that nothing can block between allocating the id and
+        // claiming its slot: a process killed in between leaks the id until the repair grace
+        // period ends (see `crate::repair`), so that window is kept as short as it can be.
+        let mut refs = file.refs();
         let id = match pool.alloc() {
             Ok(id) => id,
             Err(Error::NoNotifyResource) => return Err(CreateError::Exhausted),
@@ -1175,7 +1179,6 @@ impl SlotRef {
             device: dev,
             proc: file.me,
         };
-        let mut refs = file.refs();
         let generation = match slot.claim(owner, flags) {
             Ok(g) => g,
             Err(_) => {
