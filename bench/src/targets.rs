@@ -25,9 +25,8 @@ fn best_baseline(
     lower: bool,
 ) -> Result<(String, f64), String> {
     let plain = median(groups, id, base)?;
-    let has_placed = groups
-        .iter()
-        .find(|g| g.id == id)
+    let has_placed = group(groups, id)
+        .ok()
         .and_then(|g| g.variant(placed))
         .is_some_and(|v| v.error.is_none() && v.skipped.is_none());
     if has_placed {
@@ -39,11 +38,16 @@ fn best_baseline(
     Ok((base.to_owned(), plain))
 }
 
-fn median(groups: &[GroupResult], id: &str, row: &str) -> Result<f64, String> {
-    let g = groups
+/// The result of group `id`, if it ran.
+fn group<'a>(groups: &'a [GroupResult], id: &str) -> Result<&'a GroupResult, String> {
+    groups
         .iter()
         .find(|g| g.id == id)
-        .ok_or_else(|| format!("group {id} not run"))?;
+        .ok_or_else(|| format!("group {id} not run"))
+}
+
+fn median(groups: &[GroupResult], id: &str, row: &str) -> Result<f64, String> {
+    let g = group(groups, id)?;
     let v = g
         .variant(row)
         .ok_or_else(|| format!("no row `{row}` in {id}"))?;
@@ -59,9 +63,8 @@ fn median(groups: &[GroupResult], id: &str, row: &str) -> Result<f64, String> {
 
 /// The smallest sample of a row: the least-disturbed repetition on a shared machine.
 fn best(groups: &[GroupResult], id: &str, row: &str) -> Option<f64> {
-    groups
-        .iter()
-        .find(|g| g.id == id)
+    group(groups, id)
+        .ok()
         .and_then(|g| g.variant(row))
         .and_then(|v| v.summary())
         .map(|s| s.min)
@@ -75,9 +78,8 @@ const UNSTEADY: f64 = 10.0;
 /// (e.g. a baseline that fell into sleeping wake-ups in some repetitions): the verdict then
 /// says more about the machine than about the code.
 fn steadiness(groups: &[GroupResult], id: &str, row: &str) -> String {
-    groups
-        .iter()
-        .find(|g| g.id == id)
+    group(groups, id)
+        .ok()
         .and_then(|g| g.variant(row))
         .and_then(|v| v.summary())
         .filter(|s| s.min > 0.0 && s.max / s.min > UNSTEADY)
@@ -221,10 +223,7 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
     judge_one(
         "Id pool under 10 ns per alloc+free pair (65,535 ids, every pattern)".into(),
         (|| {
-            let g = groups
-                .iter()
-                .find(|g| g.id == "pool")
-                .ok_or("group pool not run")?;
+            let g = group(groups, "pool")?;
             let mut worst: Option<(f64, &str)> = None;
             for v in g
                 .variants
@@ -272,10 +271,7 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
                 let (crow, rrow) = (capi::c_row(op), capi::rust_row(op));
                 let c = median(groups, op.id(), &crow)?;
                 let r = median(groups, op.id(), &rrow)?;
-                let g = groups
-                    .iter()
-                    .find(|g| g.id == op.id())
-                    .ok_or_else(|| format!("group {} not run", op.id()))?;
+                let g = group(groups, op.id())?;
                 // Judged on the per-repetition pairs (see `paired_ratio`); the ratio of the
                 // two medians is printed next to it.
                 let paired = g

@@ -526,19 +526,19 @@ fn fresh_check(cfg: &Cfg) -> ExitCode {
         }
     };
     let max = cfg.soc.max_notifies();
-    let count = |sim: &Sim| -> Result<u32, String> {
-        let mut missing = 0;
-        for d in 0..cfg.devices {
-            match sim.notifies_free(d) {
-                Ok(n) => missing += max.saturating_sub(n),
-                Err(e) => return Err(format!("device {d}: notifies_free: {e}")),
-            }
-        }
-        Ok(missing)
+    // Free ids per device; the missing ones are what `max` minus those leaves.
+    let free = |sim: &Sim| -> Result<Vec<u32>, String> {
+        (0..cfg.devices)
+            .map(|d| {
+                sim.notifies_free(d)
+                    .map_err(|e| format!("device {d}: notifies_free: {e}"))
+            })
+            .collect()
     };
-    let first = match count(&sim) {
-        Ok(0) => return ExitCode::SUCCESS,
-        Ok(n) => n,
+    let missing = |free: &[u32]| -> u32 { free.iter().map(|&n| max.saturating_sub(n)).sum() };
+    let first = match free(&sim) {
+        Ok(f) if missing(&f) == 0 => return ExitCode::SUCCESS,
+        Ok(f) => missing(&f),
         Err(e) => {
             println!("{e}");
             return ExitCode::FAILURE;
@@ -554,20 +554,16 @@ fn fresh_check(cfg: &Cfg) -> ExitCode {
         println!("gc: {e}");
         return ExitCode::FAILURE;
     }
-    match count(&sim) {
-        Ok(0) => {
+    match free(&sim) {
+        Ok(f) if missing(&f) == 0 => {
             println!("repaired after the grace period: {first}");
             ExitCode::SUCCESS
         }
-        Ok(n) => {
-            for d in 0..cfg.devices {
-                if let Ok(free) = sim.notifies_free(d)
-                    && free != max
-                {
-                    println!("device {d}: {free} of {max} ids free after the grace period");
-                }
+        Ok(f) => {
+            for (d, n) in f.iter().enumerate().filter(|&(_, &n)| n != max) {
+                println!("device {d}: {n} of {max} ids free after the grace period");
             }
-            println!("leaked: {n} ids");
+            println!("leaked: {} ids", missing(&f));
             ExitCode::FAILURE
         }
         Err(e) => {
