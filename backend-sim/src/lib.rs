@@ -81,6 +81,10 @@ pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
 /// Environment variable placing stream workers on CPUs: `off` (default), `spread`, or a CPU
 /// list such as `0,2-3` (see [`StreamCpus`]).
 pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
+/// Environment variable bounding, in whole seconds, how long a record, wait or host function
+/// waits for room in a stream whose task queue is full before it fails with 507002
+/// (`ACL_ERROR_RT_STREAM_TASK_FULL`); `0` waits for ever, as CANN does (default 60).
+pub const ENV_ENQUEUE_TIMEOUT: &str = "ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT";
 
 /// Where the worker threads of this process's simulated streams run.
 ///
@@ -168,6 +172,12 @@ pub const MAX_DEVICES: u32 = 64;
 /// leaves an id that no dead process's reclaim can attribute. [`Sim::gc`] suspects it on one
 /// pass and frees it on a pass at least this much later, in the same process.
 pub const LEAK_REPAIR_GRACE: std::time::Duration = repair::REPAIR_GRACE;
+/// How many tasks a simulated stream queues before a record, wait or host function waits for
+/// room (see [`SimBuilder::enqueue_timeout`]).
+pub const STREAM_CAPACITY: usize = stream::DEFAULT_CAPACITY;
+/// How long, by default, a record, wait or host function waits for room in a full stream
+/// queue before it fails with 507002 (see [`SimBuilder::enqueue_timeout`]).
+pub const DEFAULT_ENQUEUE_TIMEOUT: Duration = stream::DEFAULT_ENQUEUE_TIMEOUT;
 /// Longest namespace name.
 pub const MAX_NAMESPACE_LEN: usize = 64;
 
@@ -179,9 +189,21 @@ pub struct SimBuilder {
     namespace: Option<String>,
     server_id: u32,
     stream_cpus: StreamCpus,
+    enqueue_timeout: Option<Duration>,
 }
 
 impl SimBuilder {
+    /// How long a record, wait or host function waits for room in a stream whose task queue
+    /// ([`STREAM_CAPACITY`] tasks) is full, before it fails with 507002
+    /// (`ACL_ERROR_RT_STREAM_TASK_FULL`) and the task is not queued. `None` waits for ever, as
+    /// CANN does. Default: [`DEFAULT_ENQUEUE_TIMEOUT`] (60 s) — a queue that stays full that
+    /// long is almost always a deadlock (its head waits, with no timeout, for a record that
+    /// only the blocked caller would enqueue next), and an error says so where a hang would not.
+    pub fn enqueue_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.enqueue_timeout = timeout;
+        self
+    }
+
     /// Where stream workers run (default [`StreamCpus::Scheduler`]).
     pub fn stream_cpus(mut self, cpus: StreamCpus) -> Self {
         self.stream_cpus = cpus;
@@ -305,6 +327,7 @@ impl SimBuilder {
                 stream_seq: AtomicU32::new(0),
                 cpu_seq: AtomicU32::new(first_cpu),
                 cpus,
+                enqueue_timeout: self.enqueue_timeout,
                 cnt: cnt::CntState::new(tag ^ 0x4000),
             }),
         })
@@ -325,6 +348,7 @@ impl Default for SimBuilder {
             namespace: None,
             server_id: 0,
             stream_cpus: StreamCpus::Scheduler,
+            enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
         }
     }
 }
@@ -395,6 +419,8 @@ struct Inner {
     /// CPUs handed to new stream workers in turn (empty: the kernel places them).
     cpus: Vec<usize>,
     cpu_seq: AtomicU32,
+    /// Bound on waiting for room in a full stream queue (`None`: for ever).
+    enqueue_timeout: Option<Duration>,
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
     /// handles.
     cnt: cnt::CntState,
@@ -550,7 +576,8 @@ impl Sim {
     /// (default `Ascend910B`), `ACL_NOTIFY_SIM_DEVICES` (default 8),
     /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
     /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `off`,
-    /// see [`StreamCpus`]). A variable that is set but invalid is an error (107000) naming it,
+    /// see [`StreamCpus`]), `ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT` (seconds, default 60, `0` for
+    /// ever; see [`SimBuilder::enqueue_timeout`]). A variable that is set but invalid is an error (107000) naming it,
     /// never a silent default.
     pub fn from_env() -> Result<Sim, SimError> {
         let var = |name: &str| -> Result<Option<String>, SimError> {
@@ -595,6 +622,19 @@ impl Sim {
             })?;
             b = b.stream_cpus(cpus);
         }
+        if let Some(v) = var(ENV_ENQUEUE_TIMEOUT)? {
+            let secs = v.trim().parse::<u32>().map_err(|_| {
+                err(
+                    Error::ParamInvalid,
+                    format!(
+                        "{ENV_ENQUEUE_TIMEOUT}={v:?} is not a number of seconds (0 to {}; 0 \
+                         waits for ever)",
+                        u32::MAX
+                    ),
+                )
+            })?;
+            b = b.enqueue_timeout((secs != 0).then(|| Duration::from_secs(u64::from(secs))));
+        }
         if let Some(v) = var(ENV_SERVER_ID)? {
             let n = v.trim().parse::<u32>().map_err(|_| {
                 err(
@@ -630,7 +670,10 @@ impl Sim {
         let cpu = (!cpus.is_empty()).then(|| {
             cpus[self.inner.cpu_seq.fetch_add(1, Ordering::Relaxed) as usize % cpus.len()]
         });
-        Stream::spawn(StreamConfig::new(name).cpu(cpu)).map_err(|e: SimError| match cpu {
+        let config = StreamConfig::new(name)
+            .cpu(cpu)
+            .enqueue_timeout(self.inner.enqueue_timeout);
+        Stream::spawn(config).map_err(|e: SimError| match cpu {
             Some(c) => err(
                 e.kind(),
                 format!("the stream's worker thread could not be started on CPU {c}"),
@@ -1041,12 +1084,25 @@ impl Sim {
     }
 
     fn enqueue_job(&self, stream: &SimStream, h: RawStream, job: SimJob) -> Result<(), SimError> {
-        stream.enqueue_job(job).map_err(|e| {
-            if e.kind() == Error::InvalidHandle {
-                bad_stream(h)
-            } else {
-                e
-            }
+        stream.enqueue_job(job).map_err(|e| match e.kind() {
+            Error::InvalidHandle => bad_stream(h),
+            Error::StreamTaskFull => err(
+                Error::StreamTaskFull,
+                format!(
+                    "stream {:#x}: its queue of {} tasks stayed full for {:?}, so this task was \
+                     not queued. The task running at its head has not finished: usually a wait \
+                     with no timeout for a record that nobody has queued yet (or that this \
+                     thread meant to queue next), or a host function that does not return. \
+                     Record from another stream first, give the wait a timeout, or synchronize \
+                     before queuing more. The bound is SimBuilder::enqueue_timeout, or {} in \
+                     seconds (0 waits for ever)",
+                    h.0,
+                    stream.capacity(),
+                    stream.enqueue_timeout().unwrap_or_default(),
+                    ENV_ENQUEUE_TIMEOUT,
+                ),
+            ),
+            _ => e,
         })
     }
 }
@@ -1842,6 +1898,68 @@ mod tests {
         assert!(e.to_string().contains("namespace"), "{e}");
         let e = Sim::builder().server_id(2).open().unwrap_err();
         assert!(e.to_string().contains("Ascend910_93"), "{e}");
+    }
+
+    /// A stream whose head waits for ever for a record that this thread would queue only
+    /// later: queuing past the capacity fails with 507002 after the bound, with a message that
+    /// says why, instead of hanging; nothing queued before is lost.
+    #[test]
+    fn queuing_into_a_stuck_full_stream_fails_with_507002_instead_of_hanging() {
+        let ns = format!("acl-notify-t-{}-full", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let _guard = Ns(ns.clone());
+        let limit = Duration::from_millis(200);
+        let sim = Sim::builder()
+            .devices(1)
+            .namespace(&ns)
+            .enqueue_timeout(Some(limit))
+            .open()
+            .unwrap();
+        let (s, other) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
+        let (gate, tick) = (
+            sim.create_notify(0, CreateFlags::empty()).unwrap(),
+            sim.create_notify(0, CreateFlags::empty()).unwrap(),
+        );
+        sim.wait_and_reset(gate, s, Timeout::Forever).unwrap();
+        // Each queued round consumes its own record; a round whose wait is refused leaves its
+        // record set. Any lost task shows as a flag in the wrong state, or a stuck wait.
+        let mut queued = 0;
+        let (e, took, left_set) = loop {
+            assert!(queued < 4 * STREAM_CAPACITY, "the queue never filled");
+            let t0 = std::time::Instant::now();
+            match sim.record(tick, s) {
+                Ok(()) => queued += 1,
+                Err(e) => break (e, t0.elapsed(), false),
+            }
+            match sim.wait_and_reset(tick, s, Timeout::Forever) {
+                Ok(()) => queued += 1,
+                Err(e) => break (e, t0.elapsed(), true),
+            }
+        };
+        assert_eq!(e.kind(), Error::StreamTaskFull, "{e}");
+        assert!(took >= limit, "refused after {took:?}, before {limit:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("stayed full") && msg.contains(ENV_ENQUEUE_TIMEOUT),
+            "{msg}"
+        );
+        assert!(queued >= STREAM_CAPACITY, "only {queued} tasks were queued");
+        // Unblock the head: every task queued before the refusal runs.
+        sim.record(gate, other).unwrap();
+        let sync = SyncWait::AtMost(Duration::from_secs(10));
+        sim.synchronize(s, sync).unwrap();
+        sim.synchronize(other, sync).unwrap();
+        assert_eq!(
+            sim.try_consume(tick).unwrap(),
+            left_set,
+            "a queued task was lost"
+        );
+        sim.record(tick, s).unwrap();
+        sim.synchronize(s, sync).unwrap();
+        assert!(
+            sim.try_consume(tick).unwrap(),
+            "the stream did not go on after 507002"
+        );
     }
 
     /// A record's time stamp is read once per run of quick jobs: a wait that slept, or a

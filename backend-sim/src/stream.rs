@@ -7,9 +7,13 @@
 //!
 //! - [`Stream::enqueue`] returns as soon as the task is queued. The queue is bounded
 //!   ([`StreamConfig::capacity`], default [`DEFAULT_CAPACITY`]); a full queue makes `enqueue`
-//!   *wait* for room, it never fails because many tasks are queued. (A task that enqueues on
-//!   its own stream cannot wait for itself, so from the stream's own worker the queue grows past
-//!   its capacity instead.)
+//!   *wait* for room, as CANN's does — but not for ever: if no room appears within
+//!   [`StreamConfig::enqueue_timeout`] (default [`DEFAULT_ENQUEUE_TIMEOUT`]), the task is
+//!   dropped unrun and `enqueue` fails with `StreamTaskFull` (507002). A queue that stays full
+//!   that long is almost always a deadlock: the task at its head waits, with no timeout, for
+//!   something only the blocked caller would do next. (A task that enqueues on its own stream
+//!   cannot wait for itself, so from the stream's own worker the queue grows past its capacity
+//!   instead.)
 //! - CANN's "continue" failure mode: the first task error is stored on the stream, later tasks
 //!   still run, later errors are counted ([`StreamStats::failed`]) but not stored.
 //!   [`Stream::synchronize`] waits for every task enqueued before the call and then returns the
@@ -93,6 +97,10 @@ use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
 /// Default queue capacity: how many tasks may wait before `enqueue` waits for room.
 pub const DEFAULT_CAPACITY: usize = 1024;
 
+/// Default bound on how long `enqueue` waits for room in a full queue before it fails with
+/// `StreamTaskFull` (507002).
+pub const DEFAULT_ENQUEUE_TIMEOUT: Duration = Duration::from_secs(60);
+
 /// Default time the worker spins for new work after its queue runs dry, before it sleeps.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(10);
 
@@ -172,6 +180,7 @@ pub struct StreamConfig {
     capacity: usize,
     spin: Duration,
     cpu: Option<usize>,
+    enqueue_timeout: Option<Duration>,
 }
 
 impl StreamConfig {
@@ -183,7 +192,15 @@ impl StreamConfig {
             capacity: DEFAULT_CAPACITY,
             spin: DEFAULT_SPIN,
             cpu: None,
+            enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
         }
+    }
+
+    /// How long `enqueue` waits for room in a full queue before it drops the task and fails
+    /// with `StreamTaskFull` (507002); `None` waits for ever (CANN's behaviour).
+    pub fn enqueue_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.enqueue_timeout = timeout;
+        self
     }
 
     /// Runs the worker on this CPU only (`None`, the default, leaves placement to the
@@ -632,6 +649,8 @@ struct Shared<E, J> {
     not_full: Condvar,
     capacity: usize,
     spin: Duration,
+    /// Longest wait for room in a full queue (`None`: for ever).
+    enqueue_timeout: Option<Duration>,
     /// `OPEN`, `DRAINING` or `DISCARDING`; written under the queue lock.
     state: AtomicU8,
     /// Tasks pushed so far (incremented under the queue lock, so it numbers them in order).
@@ -924,6 +943,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             not_full: Condvar::new(),
             capacity: config.capacity,
             spin: config.spin,
+            enqueue_timeout: config.enqueue_timeout,
             state: AtomicU8::new(OPEN),
             enqueued: Padded::default(),
             sleeping: Padded::default(),
@@ -968,8 +988,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
 
     /// Queues `task`; returns once it is queued (waiting for room if the queue is full).
     ///
-    /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed (the task is
-    /// dropped unrun).
+    /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed; 507002
+    /// (`StreamTaskFull`) the queue stayed full for the whole
+    /// [`enqueue_timeout`](StreamConfig::enqueue_timeout). Either way the task is dropped
+    /// unrun.
     pub fn enqueue<F>(&self, task: F) -> Result<(), E>
     where
         F: FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static,
@@ -980,7 +1002,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
 
     /// [`enqueue`](Self::enqueue) for an already boxed task.
     ///
-    /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed.
+    /// Codes: as [`enqueue`](Self::enqueue).
     pub fn enqueue_boxed(&self, task: Task<E>) -> Result<(), E>
     where
         J: From<Task<E>>,
@@ -990,11 +1012,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
 
     /// [`enqueue`](Self::enqueue) for a job of the stream's own job type (no allocation).
     ///
-    /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed.
+    /// Codes: as [`enqueue`](Self::enqueue).
     pub fn enqueue_job(&self, task: J) -> Result<(), E> {
         let s = &*self.shared;
         {
             let mut q = lock(&s.queue);
+            // Set when the queue is first found full (the common case reads no clock).
+            let mut deadline: Option<Option<Instant>> = None;
             loop {
                 if s.state.load(Ordering::Relaxed) != OPEN {
                     drop(q);
@@ -1005,8 +1029,27 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 if q.tasks.len() < s.capacity || s.control.on_worker() {
                     break;
                 }
+                let until = *deadline.get_or_insert_with(|| {
+                    s.enqueue_timeout
+                        .and_then(|t| Instant::now().checked_add(t))
+                });
                 q.blocked += 1;
-                q = s.not_full.wait(q).unwrap_or_else(PoisonError::into_inner);
+                q = match until {
+                    None => s.not_full.wait(q).unwrap_or_else(PoisonError::into_inner),
+                    Some(until) => {
+                        let left = until.saturating_duration_since(Instant::now());
+                        if left.is_zero() {
+                            q.blocked -= 1;
+                            drop(q);
+                            drop_quietly(task);
+                            return Err(E::from(Error::StreamTaskFull));
+                        }
+                        s.not_full
+                            .wait_timeout(q, left)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
+                };
                 q.blocked -= 1;
             }
             q.tasks.push_back(task);
@@ -1180,6 +1223,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// The queue capacity.
     pub fn capacity(&self) -> usize {
         self.shared.capacity
+    }
+
+    /// How long `enqueue` waits for room in a full queue (`None`: for ever).
+    pub fn enqueue_timeout(&self) -> Option<Duration> {
+        self.shared.enqueue_timeout
     }
 
     /// The worker's kernel thread id (for `/proc/self/task/<tid>`).
@@ -1412,6 +1460,59 @@ mod tests {
         producer.join().unwrap();
         assert_eq!(s.synchronize(SYNC), Ok(()));
         assert_eq!(ran.load(Ordering::SeqCst), N);
+        assert_eq!(s.stats().failed, 0);
+    }
+
+    #[test]
+    fn enqueue_gives_up_on_a_queue_that_stays_full_and_loses_nothing_queued() {
+        const CAP: usize = 4;
+        let limit = Duration::from_millis(150);
+        let s = S::spawn(
+            StreamConfig::new("t-stuck")
+                .capacity(CAP)
+                .enqueue_timeout(Some(limit)),
+        )
+        .unwrap();
+        let (gate, started) = (Gate::new(), Arc::new(AtomicBool::new(false)));
+        let (g, st) = (Arc::clone(&gate), Arc::clone(&started));
+        s.enqueue(move |_| {
+            st.store(true, Ordering::SeqCst);
+            assert!(g.wait(LONG), "gate never opened");
+            Ok(())
+        })
+        .unwrap();
+        // The head task runs (out of the queue), then the queue fills behind it.
+        assert!(eventually(LONG, || started.load(Ordering::SeqCst)));
+        let ran = Arc::new(AtomicUsize::new(0));
+        for _ in 0..CAP {
+            count_on(&s, &ran);
+        }
+        assert_eq!(s.queued(), CAP);
+        let dropped = Arc::new(AtomicUsize::new(0));
+        let d = DropCounter(Arc::clone(&dropped));
+        let t0 = Instant::now();
+        let r = s.enqueue(move |_| {
+            let _keep = &d;
+            Ok(())
+        });
+        let took = t0.elapsed();
+        assert_eq!(r, Err(Error::StreamTaskFull));
+        assert!(
+            took >= limit,
+            "gave up after {took:?}, before the {limit:?} bound"
+        );
+        assert_eq!(
+            dropped.load(Ordering::SeqCst),
+            1,
+            "the refused task is dropped unrun"
+        );
+        // The stream goes on once its head finishes: every task queued before runs.
+        gate.open();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), CAP);
+        count_on(&s, &ran);
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), CAP + 1);
         assert_eq!(s.stats().failed, 0);
     }
 

@@ -239,14 +239,15 @@ pub trait StreamOps: Backend {
     /// Enqueues a record: when the stream reaches it, the flag becomes 1 (or one waiter is
     /// released). Returns once enqueued.
     ///
-    /// Codes: 107017 bad notify or stream.
+    /// Codes: 107017 bad notify or stream; 507002 the stream's task queue stayed full (a
+    /// backend that bounds the wait for room, as the simulator does).
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), Self::Error>;
 
     /// Enqueues a wait-and-reset: when the stream reaches it, the stream stalls until the flag
     /// is 1, then resets it. A timeout is reported by the next synchronize (107020).
     ///
     /// Codes: 107017 bad notify or stream; 107000 the stream's device is not the owner's
-    /// device.
+    /// device; 507002 the stream's task queue stayed full.
     fn wait_and_reset(
         &self,
         notify: RawNotify,
@@ -272,7 +273,7 @@ pub trait StreamOps: Backend {
 
     /// Enqueues a host function; it runs when the stream reaches it.
     ///
-    /// Codes: 107017.
+    /// Codes: 107017; 507002 the stream's task queue stayed full.
     fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), Self::Error>;
 
     /// Sets the process default wait timeout in seconds (0 = forever), used by waits whose

@@ -189,6 +189,7 @@ fn build_everything() -> Result<Prefix, String> {
         "extensions",
         "cnt",
         "finalize_race",
+        "stream_full",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -379,6 +380,42 @@ fn simulator_extensions() {
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("extensions: ok"), "{}", report(&o));
+}
+
+// ---- a stream queue that stays full (tests/c/stream_full.c) -------------------------------------
+
+#[test]
+fn a_full_stream_queue_fails_with_507002_instead_of_hanging() {
+    let p = setup();
+    let s = Scratch::new("full");
+    let mut cmd = s.cmd(&p.bin.join("stream_full"), "Ascend910B");
+    cmd.env("ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT", "1");
+    let o = run_all(
+        vec![spawn("stream_full", &mut cmd).expect("start stream_full")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("stream_full: ok"), "{}", report(&o));
+}
+
+#[test]
+fn a_bad_enqueue_timeout_is_reported_by_acl_init() {
+    let p = setup();
+    let s = Scratch::new("badenq");
+    let mut cmd = s.cmd(&p.bin.join("stream_full"), "Ascend910B");
+    cmd.env("ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT", "1.5");
+    let o = run_all(
+        vec![spawn("stream_full", &mut cmd).expect("start stream_full")],
+        Duration::from_secs(20),
+    );
+    let err = &o[0].stderr;
+    for needle in [
+        "aclInit(NULL) returned 107000",
+        "ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT",
+        "\"1.5\"",
+    ] {
+        assert!(err.contains(needle), "`{needle}` missing\n{}", report(&o));
+    }
 }
 
 // ---- aclFinalize racing other threads' calls (tests/c/finalize_race.c) -------------------------

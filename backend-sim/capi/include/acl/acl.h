@@ -174,7 +174,12 @@ ACL_FUNC_VISIBILITY aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, in
 ACL_FUNC_VISIBILITY aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags);
 ACL_FUNC_VISIBILITY aclError aclrtDeviceGetBareTgid(int32_t *pid);
 
-/* ---- Streams (a NULL stream is the current device's default stream) ----------------------- */
+/* ---- Streams (a NULL stream is the current device's default stream) -----------------------
+ * A stream queues up to 1024 tasks. Queuing one more (a record, a wait, a host function) waits
+ * for room, as on CANN — but only for ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT seconds (default 60; 0
+ * waits for ever); then the call fails with ACL_ERROR_RT_STREAM_TASK_FULL, the task is not
+ * queued, and aclGetRecentErrMsg() says why. A queue that stays full that long is almost always
+ * a deadlock: its head waits, with no timeout, for a record this thread would queue next. */
 
 ACL_FUNC_VISIBILITY aclError aclrtCreateStream(aclrtStream *stream);
 ACL_FUNC_VISIBILITY aclError aclrtDestroyStream(aclrtStream stream);
