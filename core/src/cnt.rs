@@ -25,15 +25,15 @@
 //! # Trust
 //!
 //! Other processes write a shared slot: states are validated, loops sleep in chunks of at most
-//! [`CHUNK`] and re-check their deadline, cancellation and the slot's generation, so a
-//! corrupted or recycled slot ends a wait with an error instead of a hang.
+//! [`CHUNK`](crate::table::CHUNK) and re-check their deadline, cancellation and the slot's
+//! generation, so a corrupted or recycled slot ends a wait with an error instead of a hang.
 
 use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use core::time::Duration;
 
 use crate::error::{Error, Result};
 use crate::soc::{Feature, Soc};
-use crate::table::{CHUNK, TableError, WaitOutcome, Waiter};
+use crate::table::{Clock, TableError, WaitOutcome, Waiter};
 use crate::timeout::Timeout;
 
 /// Count notifies per device on a SoC that has them (**\[ours\]**: CANN does not document the
@@ -466,7 +466,7 @@ pub struct CntWaitArgs<'a> {
     pub generation: u32,
     /// How long to wait (`None`: until satisfied or cancelled).
     pub timeout: Option<Duration>,
-    /// Polled at least every [`CHUNK`]: `true` abandons the wait.
+    /// Polled at least every [`CHUNK`](crate::table::CHUNK): `true` abandons the wait.
     pub cancel: &'a dyn Fn() -> bool,
 }
 
@@ -663,10 +663,7 @@ impl CntSlot {
         on_satisfied: OnSatisfied,
         args: CntWaitArgs<'_>,
     ) -> core::result::Result<WaitOutcome, TableError> {
-        let deadline = args.timeout.map(|d| {
-            w.now_ns()
-                .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64)
-        });
+        let clock = Clock::start(w, args.timeout);
         self.waiters.fetch_add(1, SeqCst);
         let _guard = WaitingGuard(&self.waiters);
         loop {
@@ -690,18 +687,13 @@ impl CntSlot {
                     }
                 }
             }
-            let now = w.now_ns();
-            if deadline.is_some_and(|d| now >= d) {
+            if clock.expired() {
                 return Ok(WaitOutcome::TimedOut);
             }
             if (args.cancel)() {
                 return Ok(WaitOutcome::Cancelled);
             }
-            let chunk = match deadline {
-                None => CHUNK,
-                Some(d) => Duration::from_nanos(d.saturating_sub(now)).min(CHUNK),
-            };
-            w.wait(&self.seq, s, Some(chunk));
+            w.wait(&self.seq, s, Some(clock.chunk()));
         }
     }
 
@@ -759,6 +751,7 @@ impl core::fmt::Debug for CntSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::table::CHUNK;
     use std::sync::{Arc, Condvar, Mutex};
     use std::thread;
     use std::time::Instant;

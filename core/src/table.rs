@@ -208,19 +208,30 @@ pub struct NotifySync {
     ring: [AtomicU32; RING],
 }
 
-/// Deadline bookkeeping shared by the wait loops.
-struct Clock<'a, W: Waiter> {
+/// Deadline bookkeeping shared by the wait loops (this table's and the count notifies').
+pub(crate) struct Clock<'a, W: Waiter> {
     w: &'a W,
     deadline: Option<u64>,
 }
 
-impl<W: Waiter> Clock<'_, W> {
-    fn expired(&self) -> bool {
+impl<'a, W: Waiter> Clock<'a, W> {
+    /// A clock whose deadline is `timeout` from now (`None`: no deadline).
+    pub(crate) fn start(w: &'a W, timeout: Option<Duration>) -> Self {
+        Clock {
+            w,
+            deadline: timeout.map(|d| {
+                w.now_ns()
+                    .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64)
+            }),
+        }
+    }
+
+    pub(crate) fn expired(&self) -> bool {
         self.deadline.is_some_and(|d| self.w.now_ns() >= d)
     }
 
     /// The next sleep: at most `CHUNK`, at most the time left.
-    fn chunk(&self) -> Duration {
+    pub(crate) fn chunk(&self) -> Duration {
         match self.deadline {
             None => CHUNK,
             Some(d) => {
@@ -327,13 +338,7 @@ impl NotifySync {
                 break;
             }
         }
-        let clock = Clock {
-            w,
-            deadline: args.timeout.map(|d| {
-                w.now_ns()
-                    .saturating_add(d.as_nanos().min(u64::MAX as u128) as u64)
-            }),
-        };
+        let clock = Clock::start(w, args.timeout);
         let t = match self.acquire(w, &clock, &args)? {
             Ok(t) => t,
             Err(outcome) => return Ok(outcome),
