@@ -751,45 +751,11 @@ impl core::fmt::Debug for CntSlot {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::CHUNK;
-    use std::sync::{Arc, Condvar, Mutex};
+    use crate::table::tests::TestWaiter;
+    use std::sync::Arc;
     use std::thread;
     use std::time::Instant;
     use std::vec::Vec;
-
-    struct TestWaiter {
-        lock: Mutex<()>,
-        cv: Condvar,
-        epoch: Instant,
-    }
-
-    impl TestWaiter {
-        fn new() -> Arc<Self> {
-            Arc::new(TestWaiter {
-                lock: Mutex::new(()),
-                cv: Condvar::new(),
-                epoch: Instant::now(),
-            })
-        }
-    }
-
-    impl Waiter for TestWaiter {
-        fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-            let g = self.lock.lock().unwrap();
-            if word.load(SeqCst) != expected {
-                return;
-            }
-            let t = timeout.unwrap_or(CHUNK).min(CHUNK);
-            let _ = self.cv.wait_timeout(g, t).unwrap();
-        }
-        fn wake(&self, _word: &AtomicU32, _n: u32) {
-            let _g = self.lock.lock().unwrap();
-            self.cv.notify_all();
-        }
-        fn now_ns(&self) -> u64 {
-            self.epoch.elapsed().as_nanos() as u64
-        }
-    }
 
     fn never() -> bool {
         false

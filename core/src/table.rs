@@ -1060,7 +1060,7 @@ impl core::fmt::Debug for NotifySlot {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::{Arc, Condvar, Mutex};
@@ -1068,9 +1068,10 @@ mod tests {
     use std::time::Instant;
     use std::vec::Vec;
 
-    /// A futex emulation for tests: one mutex+condvar; `wait` re-checks the word under the
-    /// lock, `wake` notifies under the lock, so no wake-up is lost.
-    struct TestWaiter {
+    /// A futex emulation for tests (this module's and the count notifies'): one
+    /// mutex+condvar; `wait` re-checks the word under the lock, `wake` notifies under the
+    /// lock, so no wake-up is lost.
+    pub(crate) struct TestWaiter {
         lock: Mutex<()>,
         cv: Condvar,
         epoch: Instant,
@@ -1078,7 +1079,7 @@ mod tests {
     }
 
     impl TestWaiter {
-        fn new() -> Arc<Self> {
+        pub(crate) fn new() -> Arc<Self> {
             Arc::new(TestWaiter {
                 lock: Mutex::new(()),
                 cv: Condvar::new(),
