@@ -880,7 +880,21 @@ impl CntNotifyOps for Sim {
                 let r2 = Arc::clone(&r);
                 move || r2.slot().wake_all(&r2.file.waiter())
             });
-            let cancel = || lazy.check();
+            let noted = std::cell::Cell::new(false);
+            let cancel = || {
+                // Asked right before each sleep: note on what, for a queue that stays full.
+                if !noted.replace(true) {
+                    ctx.set_blocked_on(
+                        crate::Blocked::CntWait {
+                            dev: r.dev,
+                            id: r.id,
+                            forever: t.is_none(),
+                        }
+                        .note(),
+                    );
+                }
+                lazy.check()
+            };
             let out = r.slot().wait(
                 &r.file.waiter(),
                 wait.mode,
@@ -892,6 +906,9 @@ impl CntNotifyOps for Sim {
                     cancel: &cancel,
                 },
             );
+            if noted.get() {
+                ctx.set_blocked_on(0);
+            }
             cnt_outcome(out, &r, &wait, t)
         })
     }

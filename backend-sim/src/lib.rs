@@ -1090,15 +1090,15 @@ impl Sim {
                 Error::StreamTaskFull,
                 format!(
                     "stream {:#x}: its queue of {} tasks stayed full for {:?}, so this task was \
-                     not queued. The task running at its head has not finished: usually a wait \
-                     with no timeout for a record that nobody has queued yet (or that this \
-                     thread meant to queue next), or a host function that does not return. \
-                     Record from another stream first, give the wait a timeout, or synchronize \
-                     before queuing more. The bound is SimBuilder::enqueue_timeout, or {} in \
-                     seconds (0 waits for ever)",
+                     not queued. The task running at its head {}. Usually that is a wait for a \
+                     record nobody has queued yet (or that this thread meant to queue next), or \
+                     a host function that does not return: record from another stream first, \
+                     give the wait a timeout, or synchronize before queuing more. The bound is \
+                     SimBuilder::enqueue_timeout, or {} in seconds (0 waits for ever)",
                     h.0,
                     stream.capacity(),
                     stream.enqueue_timeout().unwrap_or_default(),
+                    Blocked::describe(stream.blocked_on()),
                     ENV_ENQUEUE_TIMEOUT,
                 ),
             ),
@@ -1219,7 +1219,9 @@ impl Job<SimError> for SimJob {
                 (result, Some(pin))
             }
             SimJob::Host(call) => {
+                ctx.set_blocked_on(Blocked::HostFunction.note());
                 call.call();
+                ctx.set_blocked_on(0);
                 (Ok(()), None)
             }
             SimJob::Other(task) => (task(ctx), None),
@@ -1443,6 +1445,15 @@ fn wait_slow(
     let check = || {
         if let Some(f) = hook.take() {
             f();
+            // About to sleep: note on what, for a queue that stays full behind us.
+            ctx.set_blocked_on(
+                Blocked::Wait {
+                    dev: r.device(),
+                    id: r.id(),
+                    forever: timeout.is_none(),
+                }
+                .note(),
+            );
         }
         lazy.check()
     };
@@ -1457,12 +1468,78 @@ fn wait_slow(
         },
     );
     hint.set(w.next_spin());
+    if hook.take().is_none() {
+        ctx.set_blocked_on(0);
+    }
     let result = match out {
         Ok(WaitOutcome::Consumed) => Ok(()),
         _ => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
     };
     drop(lazy);
     result
+}
+
+/// What a stream's running task blocks on, as noted for the stream engine
+/// ([`TaskCtx::set_blocked_on`]) so that a queue that stays full can say why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Blocked {
+    /// A wait on notify `id` of device `dev` (`forever`: with no timeout).
+    Wait { dev: u32, id: u32, forever: bool },
+    /// A count-notify wait on count notify `id` of device `dev`.
+    CntWait { dev: u32, id: u32, forever: bool },
+    /// A host function that has not returned.
+    HostFunction,
+}
+
+impl Blocked {
+    /// Bits 60–62 the kind, 59 "no timeout", 32–47 the device, 0–31 the id (never 0).
+    fn note(self) -> u64 {
+        let (kind, dev, id, forever) = match self {
+            Blocked::Wait { dev, id, forever } => (1, dev, id, forever),
+            Blocked::CntWait { dev, id, forever } => (2, dev, id, forever),
+            Blocked::HostFunction => (3, 0, 0, false),
+        };
+        (kind << 60) | (u64::from(forever) << 59) | (u64::from(dev & 0xffff) << 32) | u64::from(id)
+    }
+
+    fn from_note(note: u64) -> Option<Blocked> {
+        let (dev, id, forever) = (
+            ((note >> 32) & 0xffff) as u32,
+            note as u32,
+            note & (1 << 59) != 0,
+        );
+        match note >> 60 {
+            1 => Some(Blocked::Wait { dev, id, forever }),
+            2 => Some(Blocked::CntWait { dev, id, forever }),
+            3 => Some(Blocked::HostFunction),
+            _ => None,
+        }
+    }
+
+    /// "a wait on notify 17 of device 0 with no timeout" and the like.
+    fn describe(note: u64) -> String {
+        let timeout = |forever| {
+            if forever {
+                "with no timeout"
+            } else {
+                "with a timeout longer than this bound"
+            }
+        };
+        match Blocked::from_note(note) {
+            Some(Blocked::Wait { dev, id, forever }) => format!(
+                "is a wait on notify id {id} of device {dev} {}, asleep until that notify is \
+                 recorded",
+                timeout(forever)
+            ),
+            Some(Blocked::CntWait { dev, id, forever }) => format!(
+                "is a wait on count notify id {id} of device {dev} {}, asleep until its \
+                 condition holds",
+                timeout(forever)
+            ),
+            Some(Blocked::HostFunction) => "is a host function that has not returned".into(),
+            None => "has not finished".into(),
+        }
+    }
 }
 
 fn slot_wait(r: &SlotRef, timeout: Option<Duration>, cancel: &dyn Fn() -> bool) -> WaitResult {
@@ -1943,6 +2020,11 @@ mod tests {
             msg.contains("stayed full") && msg.contains(ENV_ENQUEUE_TIMEOUT),
             "{msg}"
         );
+        let head = format!(
+            "a wait on notify id {} of device 0 with no timeout",
+            sim.notify_info(gate).unwrap().id
+        );
+        assert!(msg.contains(&head), "`{head}` missing: {msg}");
         assert!(queued >= STREAM_CAPACITY, "only {queued} tasks were queued");
         // Unblock the head: every task queued before the refusal runs.
         sim.record(gate, other).unwrap();
@@ -1960,6 +2042,75 @@ mod tests {
             sim.try_consume(tick).unwrap(),
             "the stream did not go on after 507002"
         );
+    }
+
+    #[test]
+    fn what_a_stream_is_blocked_on_round_trips_through_its_note() {
+        for b in [
+            Blocked::Wait {
+                dev: 63,
+                id: 65_534,
+                forever: true,
+            },
+            Blocked::Wait {
+                dev: 0,
+                id: 1,
+                forever: false,
+            },
+            Blocked::CntWait {
+                dev: 7,
+                id: 8191,
+                forever: false,
+            },
+            Blocked::HostFunction,
+        ] {
+            assert_ne!(b.note(), 0, "{b:?}");
+            assert_eq!(Blocked::from_note(b.note()), Some(b));
+        }
+        assert_eq!(Blocked::from_note(0), None);
+        assert_eq!(Blocked::describe(0), "has not finished");
+        assert!(Blocked::describe(Blocked::HostFunction.note()).contains("host function"));
+    }
+
+    /// A host function that does not return (until let go) at a stream's head: a full queue
+    /// behind it says so.
+    #[test]
+    fn a_full_queue_behind_a_host_function_names_it() {
+        let ns = format!("acl-notify-t-{}-fullhost", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let _guard = Ns(ns.clone());
+        let sim = Sim::builder()
+            .devices(1)
+            .namespace(&ns)
+            .enqueue_timeout(Some(Duration::from_millis(100)))
+            .open()
+            .unwrap();
+        let s = sim.create_stream(0).unwrap();
+        static HOLD: AtomicU32 = AtomicU32::new(1);
+        unsafe extern "C" fn hold(_: *mut std::ffi::c_void) {
+            let end = Instant::now() + Duration::from_secs(20);
+            while HOLD.load(Ordering::SeqCst) == 1 && Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        // SAFETY: `hold` ignores its argument and does not unwind.
+        let call = unsafe { HostCall::new(hold, std::ptr::null_mut()) };
+        sim.launch_host_func(s, call).unwrap();
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let e = loop {
+            if let Err(e) = sim.record(n, s) {
+                break e;
+            }
+        };
+        HOLD.store(0, Ordering::SeqCst);
+        assert_eq!(e.kind(), Error::StreamTaskFull, "{e}");
+        assert!(
+            e.to_string()
+                .contains("is a host function that has not returned"),
+            "{e}"
+        );
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(20)))
+            .unwrap();
     }
 
     /// A record's time stamp is read once per run of quick jobs: a wait that slept, or a

@@ -396,6 +396,8 @@ struct Control {
     cancelled: AtomicBool,
     waker: Mutex<Option<Waker>>,
     worker: OnceLock<Thread>,
+    /// What the running task said it is blocked on ([`TaskCtx::set_blocked_on`]; 0: nothing).
+    blocked_on: AtomicU64,
 }
 
 impl Control {
@@ -525,6 +527,14 @@ impl TaskCtx {
                 }
             }
         }
+    }
+
+    /// Notes what this task is about to block on, as a value only its owner interprets (the
+    /// simulator: which notify a wait sleeps on); 0 clears it. The task clears it when it stops
+    /// blocking. Read back by [`Stream::blocked_on`], to explain a queue that stays full.
+    #[inline]
+    pub fn set_blocked_on(&self, note: u64) {
+        self.control.blocked_on.store(note, Ordering::Relaxed);
     }
 
     /// A value the stream's jobs keep from one job to the next (the engine never reads it):
@@ -934,6 +944,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             cancelled: AtomicBool::new(false),
             waker: Mutex::new(None),
             worker: OnceLock::new(),
+            blocked_on: AtomicU64::new(0),
         });
         let shared = Arc::new(Shared {
             queue: Mutex::new(Queue {
@@ -1228,6 +1239,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// How long `enqueue` waits for room in a full queue (`None`: for ever).
     pub fn enqueue_timeout(&self) -> Option<Duration> {
         self.shared.enqueue_timeout
+    }
+
+    /// What the running task last noted it blocks on ([`TaskCtx::set_blocked_on`]; 0: it
+    /// noted nothing, or no task is blocked).
+    pub fn blocked_on(&self) -> u64 {
+        self.shared.control.blocked_on.load(Ordering::Relaxed)
     }
 
     /// The worker's kernel thread id (for `/proc/self/task/<tid>`).

@@ -43,6 +43,11 @@ int main(void) {
             (int)refused, ACL_ERROR_RT_STREAM_TASK_FULL, msg);
     REQUIRE(strstr(msg, "stayed full") && strstr(msg, "ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT"),
             "the message does not explain: %s", msg);
+    uint32_t gate_id = 0;
+    CHECK(aclrtGetNotifyId(gate, &gate_id));
+    char head[128];
+    snprintf(head, sizeof head, "a wait on notify id %u of device 0 with no timeout", gate_id);
+    REQUIRE(strstr(msg, head), "the message does not name the head task (%s): %s", head, msg);
     REQUIRE(took_ms >= 900 && took_ms < 30000, "refused after %lld ms, expected about 1000",
             (long long)took_ms);
     REQUIRE(queued >= 1024, "refused after only %ld tasks", queued);
