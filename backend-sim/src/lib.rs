@@ -56,7 +56,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::table::{self, ExportState, NotifySlot, WaitArgs, WaitOutcome, Waiter};
-use acl_notify_core::whitelist::WhitelistEntry;
+use acl_notify_core::whitelist::{MAX_ENTRIES as MAX_WHITELIST, WhitelistEntry};
 use acl_notify_core::{
     Backend, BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
     ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation, RawNotify,
@@ -778,8 +778,14 @@ impl Sim {
         pid: i32,
         start_time: u64,
     ) -> Result<(), SimError> {
-        let entry = WhitelistEntry::with_start_time(self.inner.server_id, pid, start_time);
-        self.add_whitelist(notify, &[entry], false)
+        let entry = || {
+            vec![WhitelistEntry::with_start_time(
+                self.inner.server_id,
+                pid,
+                start_time,
+            )]
+        };
+        self.add_whitelist(notify, 1, entry, false)
     }
 
     /// IPV350: every notify call is 207000, before any handle is looked at.
@@ -895,14 +901,19 @@ impl Sim {
         Ok(f)
     }
 
+    /// Whitelists `count` processes on `notify`, the entries made by `entries` only once the
+    /// checks that need none of them have passed (SPEC §3 order: 107017; 107000 none given;
+    /// 107000 not exported; 207006 exported without validation, or imported; 207012 more than
+    /// 64 in total). So a count over 64 is refused without reading a single PID.
     fn add_whitelist(
         &self,
         notify: RawNotify,
-        entries: &[WhitelistEntry],
+        count: usize,
+        entries: impl FnOnce() -> Vec<WhitelistEntry>,
         inter_server: bool,
     ) -> Result<(), SimError> {
         let v = self.notify(notify)?;
-        if entries.is_empty() {
+        if count == 0 {
             return Err(err(Error::ParamInvalid, "no PIDs given"));
         }
         let next = v.state.apply(Op::SetImportPid).map_err(|e| {
@@ -921,20 +932,13 @@ impl Sim {
             )
         })?;
         let file = v.r.file();
-        let r = file
-            .update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(entries))
-            .ok_or_else(|| err(Error::DrvInternalError, "whitelist storage unavailable"))?;
-        r.map_err(|e| {
-            let total = file
-                .read_whitelist(v.r.device(), v.r.id())
-                .map_or(0, |w| w.len());
+        let over = |total: usize| {
             err(
-                e,
+                Error::OverLimit,
                 format!(
-                    "notify {} already whitelists {total} processes; adding {} more would pass \
-                     the limit of 64{}",
+                    "notify {} already whitelists {total} processes; adding {count} more would \
+                     pass the limit of {MAX_WHITELIST}{}",
                     v.r.id(),
-                    entries.len(),
                     if inter_server {
                         " (inter-server entry)"
                     } else {
@@ -942,6 +946,24 @@ impl Sim {
                     }
                 ),
             )
+        };
+        let total = || {
+            file.read_whitelist(v.r.device(), v.r.id())
+                .map_or(0, |w| w.len())
+        };
+        if count > MAX_WHITELIST {
+            return Err(over(total()));
+        }
+        let entries = entries();
+        let r = file
+            .update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(&entries))
+            .ok_or_else(|| err(Error::DrvInternalError, "whitelist storage unavailable"))?;
+        r.map_err(|e| {
+            let mut why = over(total());
+            if e != Error::OverLimit {
+                why = err(e, why.to_string());
+            }
+            why
         })?;
         self.set_state(notify, next);
         Ok(())
@@ -1710,9 +1732,8 @@ impl NotifyResources for Sim {
         self.notify_calls()?;
         self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
         let me = self.inner.server_id;
-        let entries: Vec<WhitelistEntry> =
-            pids.iter().map(|&p| self.whitelist_entry(me, p)).collect();
-        self.add_whitelist(notify, &entries, false)
+        let entries = || pids.iter().map(|&p| self.whitelist_entry(me, p)).collect();
+        self.add_whitelist(notify, pids.len(), entries, false)
     }
 
     fn set_import_server_pids(
@@ -1728,8 +1749,8 @@ impl NotifyResources for Sim {
         for sp in entries {
             self.require(Feature::InterServer, "inter-server whitelisting")?;
             self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
-            let entry = self.whitelist_entry(sp.sdid, sp.pid);
-            self.add_whitelist(notify, &[entry], true)?;
+            let entry = || vec![self.whitelist_entry(sp.sdid, sp.pid)];
+            self.add_whitelist(notify, 1, entry, true)?;
         }
         Ok(())
     }

@@ -161,10 +161,13 @@ pub trait NotifyResources: Backend {
     /// Codes: 207000 SoC without IPC; 107017; 507000 already exported, or imported.
     fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, Self::Error>;
 
-    /// Adds PIDs (on this server) to the whitelist. Repeated calls add.
+    /// Adds PIDs (on this server) to the whitelist. Repeated calls add; a PID already listed
+    /// (or named twice) counts once.
     ///
     /// Codes: 207000 SoC without IPC; 107017; 107000 `pids` empty or not exported; 207006
-    /// exported without PID validation, or an imported handle; 207012 more than 64 in total.
+    /// exported without PID validation, or an imported handle; 207012 more than 64 in total
+    /// (a call naming more than 64 PIDs is refused whole, duplicates or not, before any of
+    /// them is looked at).
     fn set_import_pids(&self, notify: RawNotify, pids: &[i32]) -> Result<(), Self::Error>;
 
     /// Adds (server, PID) entries to the whitelist (SuperPod). Applied entries stay when a

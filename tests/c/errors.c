@@ -503,10 +503,15 @@ int main(int argc, char **argv) {
     EXPECT(aclrtNotifySetImportPid(bogus(0x9), NULL, 1), ACL_ERROR_INVALID_PARAM);
     EXPECT(aclrtNotifySetImportPid(bogus(0x9), pids, 1), IF(soc->ipc, ACL_ERROR_RT_INVALID_HANDLE));
     EXPECT(aclrtNotifySetImportPid(bogus(0x9), pids, 0), IF(soc->ipc, ACL_ERROR_RT_INVALID_HANDLE));
+    /* A count larger than any array: the handle is still checked first. The calls below with
+     * counts past 70 also show that the library reads no further than one PID past the limit
+     * of 64 (the array has 70). */
+    EXPECT(aclrtNotifySetImportPid(bogus(0x9), pids, SIZE_MAX), IF(soc->ipc, ACL_ERROR_RT_INVALID_HANDLE));
     if (n) {
         EXPECT(aclrtNotifySetImportPid(n, pids, 0), IF(soc->ipc, ACL_ERROR_RT_PARAM_INVALID));
         /* Not exported. */
         EXPECT(aclrtNotifySetImportPid(n, pids, 1), IF(soc->ipc, ACL_ERROR_RT_PARAM_INVALID));
+        EXPECT(aclrtNotifySetImportPid(n, pids, 0x10000000), IF(soc->ipc, ACL_ERROR_RT_PARAM_INVALID));
     }
     if (soc->ipc) {
         aclrtNotify w = NULL, o = NULL;
@@ -515,7 +520,10 @@ int main(int argc, char **argv) {
         EXPECT(aclrtNotifyGetExportKey(w, key, 65, 0), ACL_SUCCESS);
         EXPECT(aclrtNotifyGetExportKey(o, key, 65, 2), ACL_SUCCESS);
         EXPECT(aclrtNotifySetImportPid(o, pids, 1), ACL_ERROR_RT_NO_PERMISSION);
+        EXPECT(aclrtNotifySetImportPid(o, pids, SIZE_MAX), ACL_ERROR_RT_NO_PERMISSION);
         EXPECT(aclrtNotifySetImportPid(w, pids, 65), ACL_ERROR_RT_OVER_LIMIT);
+        EXPECT(aclrtNotifySetImportPid(w, pids, 0x10000000), ACL_ERROR_RT_OVER_LIMIT);
+        EXPECT(aclrtNotifySetImportPid(w, pids, SIZE_MAX), ACL_ERROR_RT_OVER_LIMIT);
         EXPECT(aclrtNotifySetImportPid(w, pids, 60), ACL_SUCCESS);
         /* Repeated calls add; duplicates are not counted twice. */
         EXPECT(aclrtNotifySetImportPid(w, pids, 60), ACL_SUCCESS);

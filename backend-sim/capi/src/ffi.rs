@@ -590,14 +590,12 @@ pub unsafe extern "C" fn aclrtNotifySetImportPid(
         if pid.is_null() {
             return Err(null_arg("pid"));
         }
-        if num > isize::MAX as usize / std::mem::size_of::<i32>() {
-            return Err(param(format!("num {num} is larger than any array")));
-        }
         with_runtime(|rt| {
-            rt.set_import_pids(handle(notify), num, || {
-                // SAFETY: non-NULL, num is in range for a slice, and the caller guarantees
-                // `num` readable, initialised elements (aligned as `int32_t *` is in C).
-                unsafe { std::slice::from_raw_parts(pid.cast_const(), num) }
+            rt.set_import_pids(handle(notify), num, |take| {
+                // SAFETY: non-NULL; `take <= num` (and at most 65, so in range for a slice),
+                // and the caller guarantees `num` readable, initialised elements (aligned as
+                // `int32_t *` is in C).
+                unsafe { std::slice::from_raw_parts(pid.cast_const(), take) }
             })
         })
     })

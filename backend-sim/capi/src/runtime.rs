@@ -10,6 +10,7 @@ use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
+use acl_notify_core::whitelist::MAX_ENTRIES as WHITELIST_MAX;
 use acl_notify_core::{
     Backend, BackendError, CntNotifyOps, CntRecord, CntWait, CreateFlags, Error, ExportFlags,
     ExportKey, Feature, HostCall, HostOps, ImportFlags, NotifyResources, RawCntNotify, RawNotify,
@@ -499,16 +500,26 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         &self,
         notify: usize,
         num: usize,
-        pids: impl FnOnce() -> &'a [i32],
+        pids: impl FnOnce(usize) -> &'a [i32],
     ) -> Result<(), CallError> {
         self.require(Feature::Ipc)?;
         let n = self.notify(notify)?;
         if num == 0 {
             return Err(param("num is 0"));
         }
+        // More than a whitelist holds is refused whole (207012, after the notify's state
+        // checks): the backend is handed one PID past the limit, never the rest of the
+        // array, so a `num` larger than the caller's array is not read past the limit either.
+        let take = num.min(WHITELIST_MAX + 1);
         self.backend
-            .set_import_pids(n, pids())
-            .map_err(CallError::backend)
+            .set_import_pids(n, pids(take))
+            .map_err(|e| match e.kind() {
+                Error::OverLimit if num > WHITELIST_MAX => CallError::new(
+                    Error::OverLimit,
+                    format!("num {num}: a whitelist holds at most {WHITELIST_MAX} processes"),
+                ),
+                _ => CallError::backend(e),
+            })
     }
 
     /// `aclrtNotifySetImportPidInterServer` after the argument checks. `shape(i)` tells

@@ -170,6 +170,30 @@ fn set_import_pids_rules<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let imp = ok!(b.import_by_key(0, key.as_str(), ImportFlags::empty()));
     fails!(b.set_import_pids(imp, &[3_000_001]), Error::NoPermission);
 
+    // More than 64 in one call is refused whole, after the state checks (a notify not yet
+    // exported is 107000 however many PIDs are named), and nothing of it is applied.
+    let big = ok!(b.create_notify(0, CreateFlags::empty()));
+    fails!(
+        b.set_import_pids(big, &fake_pids(3_001_000, 65)),
+        Error::ParamInvalid
+    );
+    let key_big = ok!(b.export_key(big, ExportFlags::empty()));
+    fails!(
+        b.set_import_pids(big, &fake_pids(3_001_000, 65)),
+        Error::OverLimit
+    );
+    fails!(b.set_import_pids(big, &[me(ctx); 65]), Error::OverLimit);
+    ensure_eq!(
+        ok!(b.notify_info(big)).state,
+        Lifecycle::Exported,
+        "state after a refused 65-PID call"
+    );
+    ok!(b.set_import_pids(big, &fake_pids(3_001_000, 64)));
+    fails!(
+        b.import_by_key(0, key_big.as_str(), ImportFlags::empty()),
+        Error::NoPermission
+    );
+
     let open = ok!(b.create_notify(0, CreateFlags::empty()));
     ok!(b.export_key(open, ExportFlags::DISABLE_PID_VALIDATION));
     fails!(b.set_import_pids(open, &[me(ctx)]), Error::NoPermission);
