@@ -651,6 +651,7 @@ impl Sim {
         let st = &self.inner.cnt;
         let mut f = lock(&st.file);
         if let Some(f) = &*f {
+            f.map.intact(&f.path)?;
             return Ok(Arc::clone(f));
         }
         let opened = CntFile::open(
@@ -672,9 +673,12 @@ impl Sim {
             .handles
             .read()
             .unwrap_or_else(PoisonError::into_inner);
-        t.get(h.0)
+        let r = t
+            .get(h.0)
             .map(|e| Arc::clone(&e.r))
-            .ok_or_else(|| bad_cnt(h))
+            .ok_or_else(|| bad_cnt(h))?;
+        r.file.map.intact(&r.file.path)?;
+        Ok(r)
     }
 
     /// Releases the count notifies of dead processes (see [`CntFile::gc`]) and returns how
@@ -893,7 +897,7 @@ impl CntNotifyOps for Sim {
                         .note(),
                     );
                 }
-                lazy.check()
+                lazy.check() || r.file.map.lost()
             };
             let out = r.slot().wait(
                 &r.file.waiter(),
@@ -909,6 +913,7 @@ impl CntNotifyOps for Sim {
             if noted.get() {
                 ctx.set_blocked_on(0);
             }
+            r.file.map.intact(&r.file.path)?;
             cnt_outcome(out, &r, &wait, t)
         })
     }

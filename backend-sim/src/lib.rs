@@ -45,6 +45,7 @@ pub mod inspect;
 mod mapfile;
 mod repair;
 pub mod shm;
+mod sigbus;
 pub mod stream;
 mod sys;
 
@@ -790,7 +791,8 @@ impl Sim {
 
     /// IPV350: every notify call is 207000, before any handle is looked at.
     fn notify_calls(&self) -> Result<(), SimError> {
-        self.require(Feature::Notify, "every notify call")
+        self.require(Feature::Notify, "every notify call")?;
+        self.inner.file.intact()
     }
 
     fn device_ok(&self, device: u32) -> Result<(), SimError> {
@@ -984,6 +986,7 @@ impl Sim {
     /// bad flags; 107001 no such device.
     fn import_checks(&self, device: u32, flags: ImportFlags) -> Result<(), SimError> {
         self.require(Feature::Ipc, "importing a notify (IPC)")?;
+        self.inner.file.intact()?;
         ImportFlags::from_raw(u64::from(flags.bits())).map_err(|e| {
             err(
                 e,
@@ -1159,6 +1162,8 @@ fn wait_outcome_error(
     timeout_kind: Error,
     what: &str,
 ) -> Result<(), SimError> {
+    // A file cut short under us ends waits (see the cancel checks) and voids their outcome.
+    r.file().intact()?;
     match outcome {
         Ok(WaitOutcome::Consumed) => Ok(()),
         Ok(WaitOutcome::TimedOut) => Err(err(timeout_kind, describe_wait(r, timeout, what))),
@@ -1477,7 +1482,7 @@ fn wait_slow(
                 .note(),
             );
         }
-        lazy.check()
+        lazy.check() || r.file().is_lost()
     };
     let file = r.file();
     let w = AdaptiveWaiter::new(file.waiter(), hint.get());
@@ -1571,7 +1576,8 @@ fn slot_wait(r: &SlotRef, timeout: Option<Duration>, cancel: &dyn Fn() -> bool) 
         WaitArgs {
             proc: file.me(),
             timeout,
-            cancel,
+            // A file cut short under us ends the wait too (its callers then report that).
+            cancel: &|| cancel() || file.is_lost(),
         },
     )
 }
@@ -1615,6 +1621,7 @@ impl NotifyResources for Sim {
             self.require(Feature::DeviceOnly, "ACL_NOTIFY_DEVICE_USE_ONLY")?;
         }
         let file = &self.inner.file;
+        file.intact()?;
         let r = match SlotRef::create(file, device, flags) {
             Ok(r) => r,
             Err(CreateError::Exhausted) => {
@@ -2063,6 +2070,48 @@ mod tests {
             sim.try_consume(tick).unwrap(),
             "the stream did not go on after 507002"
         );
+    }
+
+    /// Another process (here: this one, by path) truncates the namespace's file while it is
+    /// mapped: touching the lost pages must not kill the process (SIGBUS), a stream waiting
+    /// for ever ends with an error, and every call from then on says the state is lost.
+    #[test]
+    fn a_truncated_namespace_file_is_an_error_not_a_crash() {
+        let (sim, _ns) = open("trunc", Soc::Ascend910B);
+        let s = sim.create_stream(0).unwrap();
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(sim.shm_path())
+            .unwrap()
+            .set_len(4096)
+            .unwrap();
+        // The waiting stream wakes within a sleep chunk (50 ms), touches its lost slot and
+        // ends with the error.
+        let e = sim
+            .synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError, "{e}");
+        assert!(e.to_string().contains("truncated"), "{e}");
+        let e = sim.create_notify(0, CreateFlags::empty()).unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError, "{e}");
+        assert!(e.to_string().contains("truncated"), "{e}");
+        assert_eq!(
+            sim.record(n, s).unwrap_err().kind(),
+            Error::DrvInternalError
+        );
+        // Opening the namespace again is refused: here (this process's mapping is lost) and
+        // in a fresh process, whose open checks the file's size before it maps it
+        // (`mapfile`'s `a_short_file_is_refused_at_once`).
+        let again = Sim::builder()
+            .soc(Soc::Ascend910B)
+            .devices(2)
+            .namespace(sim.namespace())
+            .open()
+            .unwrap_err();
+        assert!(again.to_string().contains("truncated"), "{again}");
     }
 
     #[test]

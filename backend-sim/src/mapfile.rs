@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use acl_notify_core::Error;
 
 use crate::error::SimError;
+use crate::sigbus::Registration;
 use crate::sys;
 
 /// The page size the layouts are aligned to; every file is at least one page.
@@ -100,6 +101,8 @@ fn fstat(fd: &Fd, path: &Path, kind: Kind) -> Result<libc::stat, SimError> {
 pub(crate) struct Map {
     base: *mut u8,
     len: usize,
+    /// The mapping's entry in the `SIGBUS` table (see [`crate::sigbus`]).
+    sigbus: Registration,
 }
 
 // SAFETY: the mapping is owned by this value and only accessed through atomics by its users.
@@ -123,6 +126,7 @@ impl Map {
         Ok(Map {
             base: p.cast(),
             len,
+            sigbus: Registration::new(p.cast(), len),
         })
     }
 
@@ -138,16 +142,30 @@ impl Map {
         unsafe { &*self.base.cast::<H>() }
     }
 
-    /// Gives up ownership: the caller unmaps `len` bytes at the returned address.
-    pub(crate) fn into_raw(self) -> *mut u8 {
-        let p = self.base;
-        std::mem::forget(self);
-        p
+    /// Whether the file shrank under this mapping (see [`crate::sigbus`]).
+    #[inline]
+    pub(crate) fn lost(&self) -> bool {
+        self.sigbus.lost()
+    }
+
+    /// `Ok` unless the file at `path` shrank under this mapping: then 507899 saying so.
+    #[inline]
+    pub(crate) fn intact(&self, path: &Path) -> Result<(), SimError> {
+        self.sigbus.intact(path)
+    }
+
+    /// Gives up ownership: the caller releases the registration, then unmaps `len` bytes at
+    /// the returned address.
+    pub(crate) fn into_raw(self) -> (*mut u8, Registration) {
+        let mut me = std::mem::ManuallyDrop::new(self);
+        let reg = std::mem::replace(&mut me.sigbus, Registration::none());
+        (me.base, reg)
     }
 }
 
 impl Drop for Map {
     fn drop(&mut self) {
+        self.sigbus.release();
         // SAFETY: `base`/`len` describe a mapping created by `Map::new`, unmapped only here.
         unsafe { libc::munmap(self.base.cast(), self.len) };
     }

@@ -51,6 +51,7 @@ use acl_notify_core::{Error, Soc};
 use crate::error::SimError;
 use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Open, PAGE};
 use crate::repair::{LeakRepair, all_ids};
+use crate::sigbus::Registration;
 use crate::sys;
 
 /// Where the files live.
@@ -355,6 +356,8 @@ impl std::ops::AddAssign for GcReport {
 pub struct ShmFile {
     path: PathBuf,
     base: *mut u8,
+    /// The mapping's entry in the `SIGBUS` table (see [`crate::sigbus`]).
+    sigbus: Registration,
     layout: Layout,
     server: u32,
     /// This process's index in the process table.
@@ -473,6 +476,7 @@ pub fn open_shared(
         .and_then(Weak::upgrade)
         .filter(|f| f.pid == sys::getpid())
     {
+        f.intact()?;
         if f.layout.soc != soc || f.layout.devices != devices {
             return Err(SimError::new(
                 Error::ParamInvalid,
@@ -497,6 +501,19 @@ pub fn open_shared(
 }
 
 impl ShmFile {
+    /// `Ok` unless the file shrank under this process's mapping (another process truncated
+    /// it): then 507899 saying so, for every call from then on (see [`crate::sigbus`]).
+    #[inline]
+    pub(crate) fn intact(&self) -> Result<(), SimError> {
+        self.sigbus.intact(&self.path)
+    }
+
+    /// Whether the file shrank under this process's mapping (see [`intact`](Self::intact)).
+    #[inline]
+    pub(crate) fn is_lost(&self) -> bool {
+        self.sigbus.lost()
+    }
+
     fn open(
         path: &Path,
         server: u32,
@@ -520,10 +537,11 @@ impl ShmFile {
         };
         let pid = sys::getpid();
         let start_time = sys::proc_start_time(pid).unwrap_or(0);
-        let base = map.into_raw();
+        let (base, sigbus) = map.into_raw();
         let mut f = ShmFile {
             path: path.to_owned(),
             base,
+            sigbus,
             layout,
             server,
             me: u32::MAX,
@@ -933,6 +951,7 @@ impl Drop for ShmFile {
                 e.word.store(0, SeqCst);
             }
         }
+        self.sigbus.release();
         // SAFETY: `base`/`total` describe our mapping; nothing borrows it any more (`&self`
         // borrows ended, and `SlotRef`s keep the `Arc` alive while they exist).
         unsafe { libc::munmap(self.base.cast(), self.layout.total) };

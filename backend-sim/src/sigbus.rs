@@ -1,0 +1,264 @@
+//! Surviving a shared file that shrinks under its mappings.
+//!
+//! A process of the same uid may truncate a namespace's file while others have it mapped.
+//! Touching a mapped page past the new end then raises `SIGBUS`, which would kill every
+//! process of the namespace. Instead, each mapping of a shared file is registered here, and a
+//! `SIGBUS` handler (installed once, at the first registration) that finds the faulting address
+//! in a registered mapping maps a private zero page over it and lets the access go on; the
+//! mapping is marked *lost*, and the simulator answers its calls with an error from then on
+//! ([`Registration::lost`]). A fault anywhere else goes to the handler that was installed
+//! before ours (or, if that was the default, the process dies of it as it would have).
+//!
+//! A later handler installed by the host program replaces ours; truncation then kills as
+//! before. The zero pages are this process's alone: the state in them is gone, which is why the
+//! mapping is reported lost rather than used.
+
+use std::cell::UnsafeCell;
+use std::ffi::c_void;
+use std::path::Path;
+use std::sync::Once;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use acl_notify_core::Error;
+
+use crate::error::SimError;
+
+/// Mappings that can be registered at once (each open namespace file is one; a process
+/// rarely has more than a few). Past this, a mapping simply goes unprotected.
+const SLOTS: usize = 128;
+
+struct Region {
+    start: AtomicUsize,
+    len: AtomicUsize,
+    lost: AtomicBool,
+}
+
+static REGIONS: [Region; SLOTS] = [const {
+    Region {
+        start: AtomicUsize::new(0),
+        len: AtomicUsize::new(0),
+        lost: AtomicBool::new(false),
+    }
+}; SLOTS];
+
+static INSTALL: Once = Once::new();
+/// The page size, read once at installation (the handler must not call `sysconf`).
+static PAGE: AtomicUsize = AtomicUsize::new(4096);
+
+/// The `SIGBUS` action that was in place before ours, written once before ours is installed.
+struct Prev(UnsafeCell<Option<libc::sigaction>>);
+// SAFETY: written once inside `INSTALL` before the handler that reads it can run, then only
+// read.
+unsafe impl Sync for Prev {}
+static PREV: Prev = Prev(UnsafeCell::new(None));
+
+/// A mapping's entry in the table; [`release`](Registration::release) it before unmapping.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    slot: Option<usize>,
+}
+
+impl Registration {
+    /// Registers the mapping `[start, start + len)`.
+    pub(crate) fn new(start: *mut u8, len: usize) -> Registration {
+        INSTALL.call_once(install);
+        let start = start.addr();
+        for (i, r) in REGIONS.iter().enumerate() {
+            if r.start
+                .compare_exchange(0, start, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            {
+                r.lost.store(false, Ordering::SeqCst);
+                r.len.store(len, Ordering::SeqCst);
+                return Registration { slot: Some(i) };
+            }
+        }
+        Registration { slot: None }
+    }
+
+    /// A registration of nothing (never lost).
+    pub(crate) const fn none() -> Registration {
+        Registration { slot: None }
+    }
+
+    /// Whether a page of the mapping was found cut off (the file shrank) and replaced by a
+    /// private zero page in this process.
+    #[inline]
+    pub(crate) fn lost(&self) -> bool {
+        self.slot
+            .is_some_and(|i| REGIONS[i].lost.load(Ordering::Relaxed))
+    }
+
+    /// `Ok` unless [`lost`](Self::lost): then 507899 saying that the file at `path` was cut
+    /// short and the machine's state is gone.
+    #[inline]
+    pub(crate) fn intact(&self, path: &Path) -> Result<(), SimError> {
+        if self.lost() {
+            return Err(lost_error(path));
+        }
+        Ok(())
+    }
+
+    /// Takes the mapping out of the table (before it is unmapped).
+    pub(crate) fn release(&mut self) {
+        if let Some(i) = self.slot.take() {
+            REGIONS[i].len.store(0, Ordering::SeqCst);
+            REGIONS[i].start.store(0, Ordering::SeqCst);
+        }
+    }
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+#[cold]
+fn lost_error(path: &Path) -> SimError {
+    SimError::new(
+        Error::DrvInternalError,
+        format!(
+            "{}: the shared file was truncated by another process while mapped here; the \
+             simulated machine's state is lost (the cut-off pages read as zeros in this \
+             process). Remove the namespace (Sim::remove_namespace, or delete the file) and \
+             start again",
+            path.display()
+        ),
+    )
+}
+
+fn install() {
+    // SAFETY: `sysconf` is safe to call; a failure (-1) keeps the default.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if page > 0 {
+        PAGE.store(page as usize, Ordering::SeqCst);
+    }
+    // SAFETY: plain `sigaction` calls with valid, zero-initialised structures; `PREV` is
+    // written before our handler is installed, so the handler always sees it written.
+    unsafe {
+        let mut prev: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut prev) != 0 {
+            return;
+        }
+        *PREV.0.get() = Some(prev);
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = on_sigbus as *const () as usize;
+        act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(libc::SIGBUS, &act, std::ptr::null_mut());
+    }
+}
+
+/// The handler: async-signal-safe (atomics, `mmap`, `sigaction`, `raise` only).
+extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut c_void) {
+    // SAFETY: the kernel passes a valid `siginfo_t` to an SA_SIGINFO handler.
+    let (addr, code) = unsafe { ((*info).si_addr().addr(), (*info).si_code) };
+    // Only a fault (si_code > 0) names an address; a SIGBUS sent with kill() does not.
+    if code > 0 {
+        for r in &REGIONS {
+            let (start, len) = (r.start.load(Ordering::SeqCst), r.len.load(Ordering::SeqCst));
+            if start != 0 && addr >= start && addr - start < len {
+                let page = addr & !(PAGE.load(Ordering::Relaxed) - 1);
+                // SAFETY: replaces one page of our own registered mapping (the faulting one)
+                // with a private zero page; nothing else is mapped there.
+                let p = unsafe {
+                    libc::mmap(
+                        std::ptr::without_provenance_mut(page),
+                        PAGE.load(Ordering::Relaxed),
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                        -1,
+                        0,
+                    )
+                };
+                if p != libc::MAP_FAILED {
+                    r.lost.store(true, Ordering::SeqCst);
+                    return;
+                }
+                break;
+            }
+        }
+    }
+    // Not ours: what would have happened without us.
+    // SAFETY: `PREV` was written before this handler was installed.
+    let prev = unsafe { *PREV.0.get() };
+    match prev {
+        Some(p) if p.sa_sigaction != libc::SIG_DFL && p.sa_sigaction != libc::SIG_IGN => {
+            if p.sa_flags & libc::SA_SIGINFO != 0 {
+                // SAFETY: an SA_SIGINFO handler has this signature; we pass on our arguments.
+                let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut c_void) =
+                    unsafe { std::mem::transmute(p.sa_sigaction) };
+                f(sig, info, ctx);
+            } else {
+                // SAFETY: a plain handler takes the signal number.
+                let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(p.sa_sigaction) };
+                f(sig);
+            }
+        }
+        _ => {
+            // The default action: reinstate it and raise again (a fault would repeat on
+            // return anyway; a sent signal would not).
+            // SAFETY: plain `sigaction`/`raise` calls, both async-signal-safe.
+            unsafe {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigemptyset(&mut dfl.sa_mask);
+                libc::sigaction(libc::SIGBUS, &dfl, std::ptr::null_mut());
+                libc::raise(libc::SIGBUS);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file mapped for 4 pages, cut to 1 page: touching page 3 reads zero instead of killing
+    /// the process, and the mapping is reported lost.
+    #[test]
+    fn a_truncated_mapping_reads_zero_pages_and_is_reported_lost() {
+        let dir = std::env::temp_dir().join(format!("acl-notify-sigbus-{}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&dir)
+            .unwrap();
+        let page = 4096 * 4;
+        f.set_len(page as u64).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh shared mapping of our own file.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let base = p.cast::<u8>();
+        let mut reg = Registration::new(base, page);
+        // SAFETY: in-bounds writes to the mapping.
+        unsafe {
+            base.write_volatile(7);
+            base.add(3 * 4096).write_volatile(9);
+        }
+        assert!(!reg.lost());
+        f.set_len(4096).unwrap();
+        // SAFETY: in bounds of the mapping; past the file's end now, which is the point.
+        let (first, cut) = unsafe { (base.read_volatile(), base.add(3 * 4096).read_volatile()) };
+        assert_eq!(first, 7, "the page still backed by the file keeps its data");
+        assert_eq!(cut, 0, "the cut-off page reads as zero");
+        assert!(reg.lost());
+        reg.release();
+        // SAFETY: our mapping, no longer used.
+        unsafe { libc::munmap(p, page) };
+        let _ = std::fs::remove_file(&dir);
+    }
+}
