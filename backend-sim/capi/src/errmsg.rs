@@ -44,6 +44,12 @@ impl CallError {
     pub(crate) fn code(&self) -> Error {
         self.0.code
     }
+
+    /// The explanation `aclGetRecentErrMsg` gives.
+    #[cfg(test)]
+    pub(crate) fn text(&self) -> &str {
+        &self.0.text
+    }
 }
 
 /// Shorthand for `ACL_ERROR_INVALID_PARAM` (100000): a NULL pointer argument.

@@ -56,6 +56,16 @@ fn bad_notify(handle: usize) -> CallError {
     )
 }
 
+fn bad_stream(handle: usize) -> CallError {
+    CallError::new(
+        Error::InvalidHandle,
+        format!(
+            "stream {handle:#x} is not a live stream of this process \
+             (destroyed, from another process or session, or not a stream)"
+        ),
+    )
+}
+
 /// One `aclInit` … `aclFinalize` session of the process over backend `B`.
 pub(crate) struct Runtime<B> {
     backend: B,
@@ -124,15 +134,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .get(handle)
-            .ok_or_else(|| {
-                CallError::new(
-                    Error::InvalidHandle,
-                    format!(
-                        "stream {handle:#x} is not a live stream of this process \
-                         (destroyed, from another process or session, or not a stream)"
-                    ),
-                )
-            })
+            .ok_or_else(|| bad_stream(handle))
     }
 
     #[inline]
@@ -385,7 +387,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             .map_err(|e| self.notify_first(n, notify, e))?;
         self.backend
             .record(n, s)
-            .map_err(|e| self.notify_error(n, notify, e))
+            .map_err(|e| self.task_error(n, notify, stream, e))
     }
 
     /// `aclrtWaitAndResetNotify`.
@@ -401,7 +403,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             .map_err(|e| self.notify_first(n, notify, e))?;
         self.backend
             .wait_and_reset(n, s, Timeout::from_c(timeout))
-            .map_err(|e| self.notify_error(n, notify, e))
+            .map_err(|e| self.task_error(n, notify, stream, e))
     }
 
     /// For the stream calls, which leave the notify's liveness to the backend (one table
@@ -417,6 +419,16 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
 
     /// A backend error of a stream call: a 107017 for a notify that is not live is reported
     /// with the C handle the caller passed.
+    /// A failed record or wait: a 107017 names the handle, notify or stream, in the caller's
+    /// terms (a stream destroyed while the call waited for room in its queue gets here).
+    fn task_error(&self, n: RawNotify, notify: usize, stream: usize, e: B::Error) -> CallError {
+        if e.kind() == Error::InvalidHandle && self.backend.notify_is_live(n) {
+            bad_stream(stream)
+        } else {
+            self.notify_error(n, notify, e)
+        }
+    }
+
     fn notify_error(&self, n: RawNotify, handle: usize, e: B::Error) -> CallError {
         if e.kind() == Error::InvalidHandle && !self.backend.notify_is_live(n) {
             bad_notify(handle)
@@ -842,6 +854,44 @@ mod tests {
             .open()
             .unwrap();
         (Runtime::new(sim, 1, 42), Ns(ns))
+    }
+
+    /// A record blocked for room in a full stream that is then destroyed: the 107017 names
+    /// the caller's stream handle, not the backend's.
+    #[test]
+    fn a_stream_destroyed_under_a_blocked_record_is_named_by_its_c_handle() {
+        let (rt, _ns) = runtime("gone");
+        let rt = std::sync::Arc::new(rt);
+        rt.set_device(0).unwrap();
+        let s = rt.create_stream().unwrap();
+        let (gate, n) = (
+            rt.create_notify(CreateFlags::empty()).unwrap(),
+            rt.create_notify(CreateFlags::empty()).unwrap(),
+        );
+        rt.wait_and_reset(gate, s, 0).unwrap();
+        let rt2 = std::sync::Arc::clone(&rt);
+        let filler = std::thread::spawn(move || {
+            rt2.set_device(0).unwrap();
+            // Fills the queue behind the gate, then blocks for room until the destroy.
+            for _ in 0..4096 {
+                if let Err(e) = rt2.record(n, s) {
+                    return Some(e);
+                }
+            }
+            None
+        });
+        let queued = std::time::Instant::now();
+        while !filler.is_finished() && queued.elapsed() < Duration::from_millis(300) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(!filler.is_finished(), "the filler never blocked");
+        rt.destroy_stream(s, StreamDestroy::Discard).unwrap();
+        let e = filler
+            .join()
+            .unwrap()
+            .expect("the blocked record succeeded");
+        assert_eq!(e.code(), Error::InvalidHandle);
+        assert!(e.text().contains(&format!("stream {s:#x}")), "{}", e.text());
     }
 
     #[test]
