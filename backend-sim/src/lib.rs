@@ -1959,6 +1959,7 @@ impl HostOps for Sim {
     fn notifies_free(&self, device: u32) -> Result<u32, SimError> {
         self.device_ok(device)?;
         self.require(Feature::Notify, "notifies")?;
+        self.inner.file.intact()?;
         let pool = self
             .inner
             .file
@@ -2100,6 +2101,10 @@ mod tests {
         assert!(e.to_string().contains("truncated"), "{e}");
         assert_eq!(
             sim.record(n, s).unwrap_err().kind(),
+            Error::DrvInternalError
+        );
+        assert_eq!(
+            sim.notifies_free(0).unwrap_err().kind(),
             Error::DrvInternalError
         );
         // Opening the namespace again is refused: here (this process's mapping is lost) and
