@@ -369,15 +369,21 @@ fn header_layout_and_values() {
 
 // ---- the simulator's extensions (acl/aclnsim.h) -------------------------------------------------
 
+/// Runs one test program alone (Ascend910B) with extra environment `env`, bounded by `limit`.
+fn run_alone(program: &str, tag: &str, env: &[(&str, &str)], limit: Duration) -> Vec<Outcome> {
+    let p = setup();
+    let s = Scratch::new(tag);
+    let mut cmd = s.cmd(&p.bin.join(program), "Ascend910B");
+    cmd.envs(env.iter().copied());
+    run_all(
+        vec![spawn(program, &mut cmd).unwrap_or_else(|e| panic!("start {program}: {e}"))],
+        limit,
+    )
+}
+
 #[test]
 fn simulator_extensions() {
-    let p = setup();
-    let s = Scratch::new("ext");
-    let mut cmd = s.cmd(&p.bin.join("extensions"), "Ascend910B");
-    let o = run_all(
-        vec![spawn("extensions", &mut cmd).expect("start extensions")],
-        Duration::from_secs(30),
-    );
+    let o = run_alone("extensions", "ext", &[], Duration::from_secs(30));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("extensions: ok"), "{}", report(&o));
 }
@@ -386,28 +392,16 @@ fn simulator_extensions() {
 
 #[test]
 fn a_full_stream_queue_fails_with_507002_instead_of_hanging() {
-    let p = setup();
-    let s = Scratch::new("full");
-    let mut cmd = s.cmd(&p.bin.join("stream_full"), "Ascend910B");
-    cmd.env("ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT", "1");
-    let o = run_all(
-        vec![spawn("stream_full", &mut cmd).expect("start stream_full")],
-        Duration::from_secs(60),
-    );
+    let env = [("ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT", "1")];
+    let o = run_alone("stream_full", "full", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("stream_full: ok"), "{}", report(&o));
 }
 
 #[test]
 fn a_bad_enqueue_timeout_is_reported_by_acl_init() {
-    let p = setup();
-    let s = Scratch::new("badenq");
-    let mut cmd = s.cmd(&p.bin.join("stream_full"), "Ascend910B");
-    cmd.env("ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT", "1.5");
-    let o = run_all(
-        vec![spawn("stream_full", &mut cmd).expect("start stream_full")],
-        Duration::from_secs(20),
-    );
+    let env = [("ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT", "1.5")];
+    let o = run_alone("stream_full", "badenq", &env, Duration::from_secs(20));
     let err = &o[0].stderr;
     for needle in [
         "aclInit(NULL) returned 107000",
