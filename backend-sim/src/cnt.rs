@@ -205,6 +205,12 @@ fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 impl CntFile {
+    /// `Ok` unless the file shrank under this process's mapping: then 507899 saying so (see
+    /// [`crate::sigbus`]).
+    fn intact(&self) -> Result<(), SimError> {
+        self.map.intact(&self.path)
+    }
+
     /// Opens the count-notify file of `namespace`/`server` for a machine of `soc` with
     /// `devices` devices. Read-write opens are shared within the process.
     ///
@@ -651,7 +657,7 @@ impl Sim {
         let st = &self.inner.cnt;
         let mut f = lock(&st.file);
         if let Some(f) = &*f {
-            f.map.intact(&f.path)?;
+            f.intact()?;
             return Ok(Arc::clone(f));
         }
         let opened = CntFile::open(
@@ -677,7 +683,7 @@ impl Sim {
             .get(h.0)
             .map(|e| Arc::clone(&e.r))
             .ok_or_else(|| bad_cnt(h))?;
-        r.file.map.intact(&r.file.path)?;
+        r.file.intact()?;
         Ok(r)
     }
 
@@ -913,7 +919,7 @@ impl CntNotifyOps for Sim {
             if noted.get() {
                 ctx.set_blocked_on(0);
             }
-            r.file.map.intact(&r.file.path)?;
+            r.file.intact()?;
             cnt_outcome(out, &r, &wait, t)
         })
     }

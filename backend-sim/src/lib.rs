@@ -934,39 +934,30 @@ impl Sim {
             )
         })?;
         let file = v.r.file();
-        let over = |total: usize| {
-            err(
-                Error::OverLimit,
-                format!(
-                    "notify {} already whitelists {total} processes; adding {count} more would \
-                     pass the limit of {MAX_WHITELIST}{}",
-                    v.r.id(),
-                    if inter_server {
-                        " (inter-server entry)"
-                    } else {
-                        ""
-                    }
-                ),
+        // Why adding `count` more fails, with the list's current length.
+        let over = || {
+            let total = file
+                .read_whitelist(v.r.device(), v.r.id())
+                .map_or(0, |w| w.len());
+            format!(
+                "notify {} already whitelists {total} processes; adding {count} more would pass \
+                 the limit of {MAX_WHITELIST}{}",
+                v.r.id(),
+                if inter_server {
+                    " (inter-server entry)"
+                } else {
+                    ""
+                }
             )
         };
-        let total = || {
-            file.read_whitelist(v.r.device(), v.r.id())
-                .map_or(0, |w| w.len())
-        };
         if count > MAX_WHITELIST {
-            return Err(over(total()));
+            return Err(err(Error::OverLimit, over()));
         }
         let entries = entries();
         let r = file
             .update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(&entries))
             .ok_or_else(|| err(Error::DrvInternalError, "whitelist storage unavailable"))?;
-        r.map_err(|e| {
-            let mut why = over(total());
-            if e != Error::OverLimit {
-                why = err(e, why.to_string());
-            }
-            why
-        })?;
+        r.map_err(|e| err(e, over()))?;
         self.set_state(notify, next);
         Ok(())
     }
@@ -1549,7 +1540,7 @@ impl Blocked {
             if forever {
                 "with no timeout"
             } else {
-                "with a timeout longer than this bound"
+                "with a timeout"
             }
         };
         match Blocked::from_note(note) {
@@ -1977,14 +1968,14 @@ mod tests {
     use crate::NamespaceGuard as Ns;
 
     fn open(tag: &str, soc: Soc) -> (Sim, Ns) {
+        open_with(tag, Sim::builder().soc(soc))
+    }
+
+    /// `builder` (2 devices) on a fresh namespace for test `tag`, removed when `Ns` drops.
+    fn open_with(tag: &str, builder: SimBuilder) -> (Sim, Ns) {
         let ns = format!("unit-lib-{tag}-{}", std::process::id());
         let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .soc(soc)
-            .devices(2)
-            .namespace(&ns)
-            .open()
-            .unwrap();
+        let sim = builder.devices(2).namespace(&ns).open().unwrap();
         (sim, Ns(ns))
     }
 
@@ -2011,16 +2002,8 @@ mod tests {
     /// says why, instead of hanging; nothing queued before is lost.
     #[test]
     fn queuing_into_a_stuck_full_stream_fails_with_507002_instead_of_hanging() {
-        let ns = format!("acl-notify-t-{}-full", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let _guard = Ns(ns.clone());
         let limit = Duration::from_millis(200);
-        let sim = Sim::builder()
-            .devices(1)
-            .namespace(&ns)
-            .enqueue_timeout(Some(limit))
-            .open()
-            .unwrap();
+        let (sim, _ns) = open_with("full", Sim::builder().enqueue_timeout(Some(limit)));
         let (s, other) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
         let (gate, tick) = (
             sim.create_notify(0, CreateFlags::empty()).unwrap(),
@@ -2151,15 +2134,8 @@ mod tests {
     /// behind it says so.
     #[test]
     fn a_full_queue_behind_a_host_function_names_it() {
-        let ns = format!("acl-notify-t-{}-fullhost", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let _guard = Ns(ns.clone());
-        let sim = Sim::builder()
-            .devices(1)
-            .namespace(&ns)
-            .enqueue_timeout(Some(Duration::from_millis(100)))
-            .open()
-            .unwrap();
+        let bounded = Sim::builder().enqueue_timeout(Some(Duration::from_millis(100)));
+        let (sim, _ns) = open_with("fullhost", bounded);
         let s = sim.create_stream(0).unwrap();
         static HOLD: AtomicU32 = AtomicU32::new(1);
         unsafe extern "C" fn hold(_: *mut std::ffi::c_void) {
