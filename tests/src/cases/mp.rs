@@ -453,6 +453,9 @@ fn sigkill_importer_mid_record<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         LONG,
         "the owner's own record/wait after the importer died",
     )?;
+    // The record's stream holds the notify until its worker has dropped the finished task:
+    // synchronize it too, or the id may still be taken when the fresh process counts.
+    sync_ok(ctx, r, LONG, "the owner's record stream")?;
     ok!(b.destroy_notify(n));
     let mut fresh = ctx.spawn_role("fill_check", &format!("0={max},1={max}"), &[])?;
     fresh.wait_ok(Duration::from_secs(40))
