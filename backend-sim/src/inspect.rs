@@ -87,7 +87,7 @@ pub struct ProcSnap {
     pub index: u32,
     /// Process id.
     pub pid: i32,
-    /// Registration state: `"registering"`, `"registered"`, `"being reclaimed"`.
+    /// Registration state: `"registering"`, `"registered"`, `"being reclaimed (pid: the reclaimer's)"`.
     pub state: &'static str,
     /// Whether it runs.
     pub alive: Liveness,
@@ -536,13 +536,14 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
             P_FREE => continue,
             P_CLAIMING => "registering",
             P_ALIVE => "registered",
-            P_RECLAIMING => "being reclaimed",
+            // The word names the reclaimer while it works; the entry's process is dead.
+            P_RECLAIMING => "being reclaimed (pid: the reclaimer's)",
             other => {
                 problems.push(format!("process table entry {i}: invalid state {other}"));
                 continue;
             }
         };
-        let alive = if state == "being reclaimed" {
+        let alive = if (w >> 32) as u32 == P_RECLAIMING {
             Liveness::Dead
         } else {
             Liveness::of(pid, start)

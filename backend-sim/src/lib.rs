@@ -822,6 +822,7 @@ impl Sim {
     fn notify(&self, h: RawNotify) -> Result<NotifyView, SimError> {
         let t = read(&self.inner.notifies);
         let e = t.get(h.0).ok_or_else(|| bad_notify(h))?;
+        e.r.live()?;
         Ok(NotifyView {
             r: Arc::clone(&e.r),
             state: e.state,
@@ -978,6 +979,7 @@ impl Sim {
     fn import_checks(&self, device: u32, flags: ImportFlags) -> Result<(), SimError> {
         self.require(Feature::Ipc, "importing a notify (IPC)")?;
         self.inner.file.intact()?;
+        self.inner.file.still_registered()?;
         ImportFlags::from_raw(u64::from(flags.bits())).map_err(|e| {
             err(
                 e,
@@ -1153,8 +1155,12 @@ fn wait_outcome_error(
     timeout_kind: Error,
     what: &str,
 ) -> Result<(), SimError> {
-    // A file cut short under us ends waits (see the cancel checks) and voids their outcome.
+    // A file cut short under us ends waits (see the cancel checks) and voids their outcome;
+    // so does a slot that stopped being ours.
     r.file().intact()?;
+    if !matches!(outcome, Ok(WaitOutcome::Consumed)) {
+        r.live()?;
+    }
     match outcome {
         Ok(WaitOutcome::Consumed) => Ok(()),
         Ok(WaitOutcome::TimedOut) => Err(err(timeout_kind, describe_wait(r, timeout, what))),
@@ -1215,6 +1221,9 @@ impl Job<SimError> for SimJob {
         match self {
             SimJob::Record { pin, pid } => {
                 let r = &pin.0;
+                if let Err(e) = r.live() {
+                    return (Err(e), Some(pin));
+                }
                 let w = StampedWaiter {
                     inner: r.file().waiter(),
                     ctx,
@@ -1224,6 +1233,9 @@ impl Job<SimError> for SimJob {
             }
             SimJob::Wait { pin, timeout } => {
                 let r = &pin.0;
+                if let Err(e) = r.live() {
+                    return (Err(e), Some(pin));
+                }
                 let sync = &r.slot().sync;
                 let hint = ctx.spin_hint();
                 // The record is there and nobody queued: take it before setting anything up
@@ -1473,7 +1485,7 @@ fn wait_slow(
                 .note(),
             );
         }
-        lazy.check() || r.file().is_lost()
+        lazy.check() || r.file().is_lost() || !r.is_live()
     };
     let file = r.file();
     let w = AdaptiveWaiter::new(file.waiter(), hint.get());
@@ -1568,7 +1580,7 @@ fn slot_wait(r: &SlotRef, timeout: Option<Duration>, cancel: &dyn Fn() -> bool) 
             proc: file.me(),
             timeout,
             // A file cut short under us ends the wait too (its callers then report that).
-            cancel: &|| cancel() || file.is_lost(),
+            cancel: &|| cancel() || file.is_lost() || !r.is_live(),
         },
     )
 }
@@ -1613,6 +1625,7 @@ impl NotifyResources for Sim {
         }
         let file = &self.inner.file;
         file.intact()?;
+        file.still_registered()?;
         let r = match SlotRef::create(file, device, flags) {
             Ok(r) => r,
             Err(CreateError::Exhausted) => {
@@ -1995,6 +2008,49 @@ mod tests {
         assert!(e.to_string().contains("namespace"), "{e}");
         let e = Sim::builder().server_id(2).open().unwrap_err();
         assert!(e.to_string().contains("Ascend910_93"), "{e}");
+    }
+
+    /// Another process took this one for dead and dropped its references (what its gc does
+    /// with a dead process's entry): the notify's id is free for anyone, so this process's
+    /// record, waits and host calls on its old handle fail with 507899 instead of acting on
+    /// whatever notify has the id now; a wait already asleep on it ends the same way.
+    #[test]
+    fn a_notify_whose_references_were_dropped_for_this_process_fails_instead_of_acting() {
+        let (sim, _ns) = open("stale", Soc::Ascend910B);
+        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let id = sim.notify_info(h).unwrap().id;
+        let (s, w) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
+        sim.wait_and_reset(h, w, Timeout::Forever).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let file = &sim.inner.file;
+        assert_eq!(file.reclaim_proc(file.me()).notifies_freed, 1);
+        let t0 = Instant::now();
+        let e = sim
+            .synchronize(w, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError, "{e}");
+        assert!(e.to_string().contains("no longer holds it"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        // A record is refused when its task runs (the stream reports it, as for any task).
+        sim.record(h, s).unwrap();
+        let record = sim
+            .synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap_err();
+        for e in [
+            record,
+            sim.host_wait(h, Duration::from_millis(10)).unwrap_err(),
+            sim.batch_reset(&[h]).unwrap_err(),
+        ] {
+            assert_eq!(e.kind(), Error::DrvInternalError, "{e}");
+        }
+        // The id went back to the pool: a new notify gets it and works; the old handle still
+        // fails rather than reaching it.
+        let other = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        assert_eq!(sim.notify_info(other).unwrap().id, id);
+        sim.record(other, s).unwrap();
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap();
+        assert!(sim.try_consume(other).unwrap(), "the new notify's record");
     }
 
     /// A stream whose head waits for ever for a record that this thread would queue only

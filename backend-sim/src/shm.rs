@@ -63,8 +63,8 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// Bumped whenever the layout changes (2: the id pools' 4-byte slot words and in-use count in
 /// the head, replacing the link and state arrays and the bump and in-use counters; notify
 /// slots padded to 192 bytes on 64-byte lines; 3: the id pools became bitmaps with "full"
-/// hints).
-pub const LAYOUT_VERSION: u32 = 3;
+/// hints; 4: a process-table entry being reclaimed names its reclaimer, not the dead process).
+pub const LAYOUT_VERSION: u32 = 4;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;
@@ -101,12 +101,14 @@ pub(crate) struct Header {
 /// One registered process.
 #[repr(C)]
 pub(crate) struct ProcEntry {
-    /// `state << 32 | pid as u32`.
+    /// `state << 32 | pid as u32`; while the entry is being reclaimed, the pid is the
+    /// reclaimer's (the dead process's is no longer needed).
     pub(crate) word: AtomicU64,
     pub(crate) start_time: AtomicU64,
     pub(crate) server: AtomicU32,
     pub(crate) _r0: AtomicU32,
-    /// The process reclaiming this entry: `pid as u32 | (start_time as u32) << 32`.
+    /// The process reclaiming this entry: `pid as u32 | (start_time as u32) << 32`, written
+    /// after it took the entry; its start time counts while its pid matches the word's.
     pub(crate) reclaimer: AtomicU64,
     pub(crate) _r1: [AtomicU64; 4],
 }
@@ -801,6 +803,31 @@ impl ShmFile {
         }
     }
 
+    /// `Ok` while this process's process-table entry still names it. Another process that took
+    /// it for dead (its entry's start time or state overwritten) has dropped its references
+    /// and may have handed the entry to a newcomer: then 507899, rather than taking new
+    /// references under an index that is no longer this process's.
+    pub(crate) fn still_registered(&self) -> Result<(), SimError> {
+        let mine = (u64::from(P_ALIVE) << 32) | u64::from(self.pid as u32);
+        match self.proc_entry(self.me) {
+            Some(e)
+                if e.word.load(SeqCst) == mine && e.start_time.load(SeqCst) == self.start_time =>
+            {
+                Ok(())
+            }
+            _ => Err(SimError::new(
+                Error::DrvInternalError,
+                format!(
+                    "{}: this process's entry {} in the process table no longer names it \
+                     (another process overwrote it, or took this process for dead and \
+                     reclaimed it); its notifies are no longer tracked: remove the namespace",
+                    self.path.display(),
+                    self.me
+                ),
+            )),
+        }
+    }
+
     /// Pid (and whether alive) of every registered process, for messages.
     pub fn registered(&self) -> Vec<(i32, bool)> {
         (0..MAX_PROCS)
@@ -824,6 +851,22 @@ impl ShmFile {
     pub fn gc(&self) -> GcReport {
         let mut report = GcReport::default();
         let me_word = u64::from(self.pid as u32) | ((self.start_time & 0xffff_ffff) << 32);
+        // A reclaimed entry's state word names its reclaimer, so that taking the entry and
+        // saying who took it are one compare-and-swap: a second pass never finds an entry
+        // being reclaimed without knowing by whom (and so never reclaims it a second time
+        // alongside the first). `reclaimer` adds the reclaimer's start time, written by the
+        // winner after the swap; it counts only while its pid matches the word's.
+        let reclaiming = (u64::from(P_RECLAIMING) << 32) | u64::from(self.pid as u32);
+        let take = |e: &ProcEntry, w: u64| {
+            let won = e
+                .word
+                .compare_exchange(w, reclaiming, SeqCst, SeqCst)
+                .is_ok();
+            if won {
+                e.reclaimer.store(me_word, SeqCst);
+            }
+            won
+        };
         for i in 0..MAX_PROCS {
             if i == self.me {
                 continue;
@@ -832,64 +875,36 @@ impl ShmFile {
             let w = e.word.load(SeqCst);
             let state = (w >> 32) as u32;
             let pid = w as u32 as i32;
-            let take = match state {
+            let taken = match state {
                 P_FREE => false,
-                P_CLAIMING | P_ALIVE => {
-                    if self.proc_alive(i) {
-                        false
-                    } else {
-                        let reclaiming = (u64::from(P_RECLAIMING) << 32) | u64::from(pid as u32);
-                        let ok = e
-                            .word
-                            .compare_exchange(w, reclaiming, SeqCst, SeqCst)
-                            .is_ok();
-                        if ok {
-                            e.reclaimer.store(me_word, SeqCst);
-                        }
-                        ok
-                    }
-                }
+                P_CLAIMING | P_ALIVE => !self.proc_alive(i) && take(e, w),
                 P_RECLAIMING => {
-                    // Taken over only if the reclaimer itself died.
+                    // Taken over only if the reclaimer (the word's pid) itself died.
                     let r = e.reclaimer.load(SeqCst);
-                    let (rpid, rstart) = (r as u32 as i32, r >> 32);
-                    let alive = sys::proc_start_time(rpid)
+                    let rstart = if r as u32 == pid as u32 { r >> 32 } else { 0 };
+                    let alive = sys::proc_start_time(pid)
                         .is_some_and(|s| rstart == 0 || (s & 0xffff_ffff) == rstart);
-                    !alive
-                        && e.reclaimer
-                            .compare_exchange(r, me_word, SeqCst, SeqCst)
-                            .is_ok()
+                    !alive && take(e, w)
                 }
-                _ => {
-                    // Corrupt state: reclaim it like a dead process.
-                    let reclaiming = (u64::from(P_RECLAIMING) << 32) | u64::from(pid as u32);
-                    let ok = e
-                        .word
-                        .compare_exchange(w, reclaiming, SeqCst, SeqCst)
-                        .is_ok();
-                    if ok {
-                        e.reclaimer.store(me_word, SeqCst);
-                    }
-                    ok
-                }
+                // A state no build writes (corruption): reclaimed only once its pid is gone,
+                // so that a scribbled word cannot get a live process's notifies freed under it.
+                _ => !sys::pid_alive(pid, 0) && take(e, w),
             };
-            if !take {
+            if !taken {
                 continue;
             }
             report += self.reclaim_proc(i);
             report.processes += 1;
             e.start_time.store(0, SeqCst);
-            let cur = e.word.load(SeqCst);
-            if (cur >> 32) as u32 == P_RECLAIMING {
-                let _ = e.word.compare_exchange(cur, 0, SeqCst, SeqCst);
-            }
+            // Only ours to free while it still names us.
+            let _ = e.word.compare_exchange(reclaiming, 0, SeqCst, SeqCst);
         }
         report.notifies_freed += self.repair_leaks();
         report
     }
 
     /// Drops every reference process-table slot `i` holds, on every device.
-    fn reclaim_proc(&self, i: u32) -> GcReport {
+    pub(crate) fn reclaim_proc(&self, i: u32) -> GcReport {
         let mut r = GcReport::default();
         let w = self.waiter();
         for dev in 0..self.layout.devices {
@@ -1273,6 +1288,42 @@ impl SlotRef {
     pub fn generation(&self) -> u32 {
         self.generation
     }
+
+    /// Whether the slot is still the incarnation this reference holds (one load).
+    #[inline]
+    pub fn is_live(&self) -> bool {
+        self.slot().is_live(self.generation)
+    }
+
+    /// `Ok` while the slot is still the incarnation this reference holds. It stops being so
+    /// only if another process took this one for dead and dropped its references (its
+    /// process-table entry was overwritten): then 507899, before a record or wait touches
+    /// what may by now be another process's notify.
+    #[inline]
+    pub fn live(&self) -> Result<(), SimError> {
+        if self.is_live() {
+            Ok(())
+        } else {
+            Err(self.gone())
+        }
+    }
+
+    #[cold]
+    fn gone(&self) -> SimError {
+        SimError::new(
+            Error::DrvInternalError,
+            format!(
+                "notify {} of device {} in {}: this process no longer holds it: another process \
+                 dropped this process's references (it found this process's process-table \
+                 entry {} dead or overwritten), and the id may now be another notify's; \
+                 remove the namespace",
+                self.id,
+                self.dev,
+                self.file.path.display(),
+                self.file.me
+            ),
+        )
+    }
 }
 
 impl Drop for SlotRef {
@@ -1301,6 +1352,11 @@ impl Drop for SlotRef {
         let Some(slot) = file.slot(self.dev, self.id) else {
             return;
         };
+        if !slot.is_live(self.generation) {
+            // Our references were dropped for us (see `live`): the bit at our index, if set,
+            // is not ours.
+            return;
+        }
         if slot.leave(file.me) == Leave::Last
             && let Some(p) = file.pool(self.dev)
         {
@@ -1425,6 +1481,62 @@ mod tests {
         assert!(per_export <= 1100.0, "{per_export} bytes per export");
         drop(refs);
         assert_eq!(f.pool(3).unwrap().in_use(), 0);
+        drop(f);
+        remove_namespace(&n).unwrap();
+    }
+
+    /// A pid that is not alive: a child that has exited and been reaped.
+    fn dead_pid() -> i32 {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let pid = c.id() as i32;
+        c.wait().unwrap();
+        assert!(!sys::pid_alive(pid, 0));
+        pid
+    }
+
+    /// A gc takes a process-table entry only from the dead: an entry in a state no build
+    /// writes (corruption) only once its pid is gone, an entry being reclaimed only once the
+    /// reclaimer its word names is gone. Until then the notifies it holds stay held.
+    #[test]
+    fn gc_takes_an_entry_only_from_the_dead() {
+        let n = ns("gcdead");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        let slot = f.slot(0, r.id()).unwrap();
+        let j = (0..MAX_PROCS)
+            .find(|&i| f.proc_entry(i).unwrap().word.load(SeqCst) == 0)
+            .unwrap();
+        let e = f.proc_entry(j).unwrap();
+        let (live, dead) = (sys::getpid() as u32 as u64, dead_pid() as u32 as u64);
+        for (state, what) in [
+            (7u64, "a corrupt state"),
+            (u64::from(P_RECLAIMING), "reclaiming"),
+        ] {
+            assert_eq!(slot.join(j, r.generation()), Ok(true));
+            e.word.store(state << 32 | live, SeqCst);
+            assert_eq!(f.gc().processes, 0, "{what}, live pid");
+            assert_ne!(slot.holders() & (1 << j), 0, "{what}, live pid: bit kept");
+            e.word.store(state << 32 | dead, SeqCst);
+            assert_eq!(f.gc().processes, 1, "{what}, dead pid");
+            assert_eq!(
+                slot.holders() & (1 << j),
+                0,
+                "{what}, dead pid: bit dropped"
+            );
+            assert_eq!(e.word.load(SeqCst), 0, "{what}: entry freed");
+        }
+        // This process's own entry: intact, then overwritten.
+        f.still_registered().unwrap();
+        let me = f.proc_entry(f.me()).unwrap();
+        me.start_time.fetch_add(1, SeqCst);
+        let err = f.still_registered().unwrap_err();
+        assert_eq!(err.kind(), Error::DrvInternalError);
+        assert!(err.to_string().contains("no longer names it"), "{err}");
+        me.start_time.fetch_sub(1, SeqCst);
+        drop(r);
         drop(f);
         remove_namespace(&n).unwrap();
     }

@@ -50,6 +50,10 @@ pub const MAX_PROCS: u32 = 64;
 /// Longest single sleep inside a wait: deadlines, cancellation and dead-head checks are
 /// re-evaluated at least this often even if nobody wakes the sleeper.
 pub const CHUNK: Duration = Duration::from_millis(50);
+/// Chunks in a row that a queued waiter may find the head stuck on an entry no live process
+/// holds before it reports [`TableError::Corrupt`] (each chunk it tries to repair the head:
+/// see `repair_stuck_head`).
+pub const STUCK_LIMIT: u32 = 20;
 /// How long a waiter that has reached the head of the queue spins on the flag before it sleeps
 /// in the kernel. Longer than a wake-up from sleep takes on a typical VM (5–10 µs): with a
 /// shorter spin, two streams bouncing records stay in a regime where each one has gone to
@@ -345,6 +349,7 @@ impl NotifySync {
         };
         // Wait for our turn.
         let mut last_head = None;
+        let mut stuck = 0u32;
         loop {
             let h = self.head.load(SeqCst);
             if h == t {
@@ -367,8 +372,11 @@ impl NotifySync {
                 return Ok(outcome);
             }
             if last_head == Some(h) {
-                // A whole chunk without progress: is the head ticket's process dead?
-                self.cancel_dead_head(w, h);
+                // A whole chunk without progress: is the head ticket's process dead, or did a
+                // process die half-way through handing the head on?
+                self.repair_stuck_head(w, h, &mut stuck)?;
+            } else {
+                stuck = 0;
             }
             last_head = Some(h);
             w.wait(&self.head, h, Some(clock.chunk()));
@@ -457,6 +465,7 @@ impl NotifySync {
         // concurrency, many in a row are corruption.
         let mut odd = 0u32;
         let mut last_full_head = None;
+        let mut stuck = 0u32;
         loop {
             if odd > 100_000 {
                 return Err(TableError::Corrupt);
@@ -477,7 +486,9 @@ impl NotifySync {
                     return Ok(Err(WaitOutcome::Cancelled));
                 }
                 if last_full_head == Some(h) {
-                    self.cancel_dead_head(w, h);
+                    self.repair_stuck_head(w, h, &mut stuck)?;
+                } else {
+                    stuck = 0;
                 }
                 last_full_head = Some(h);
                 w.wait(&self.head, h, Some(clock.chunk()));
@@ -530,7 +541,16 @@ impl NotifySync {
             // the head.
             return;
         }
-        self.head.store(t.wrapping_add(1), SeqCst);
+        // A compare-and-swap, not a store: a waiter that found the head stuck here for a whole
+        // chunk (it took us for dead between the two steps) may have moved it on already, and
+        // a late store would move it back.
+        if self
+            .head
+            .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst)
+            .is_err()
+        {
+            return;
+        }
         dekker();
         self.skip_cancelled(w, t.wrapping_add(1));
     }
@@ -561,8 +581,15 @@ impl NotifySync {
             let _ = self
                 .tail
                 .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
+            // As in `finish`: whoever repaired a stuck head may have moved it on meanwhile.
+            if self
+                .head
+                .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst)
+                .is_err()
+            {
+                return;
+            }
             t = t.wrapping_add(1);
-            self.head.store(t, SeqCst);
             dekker();
         }
         if self.tail.load(SeqCst) != t {
@@ -595,15 +622,64 @@ impl NotifySync {
         true
     }
 
-    /// If the ticket at head `h` belongs to a dead process, cancels it.
-    fn cancel_dead_head<W: Waiter>(&self, w: &W, h: u32) {
-        let e = self.ring[h as usize % RING].load(SeqCst);
-        if entry_state(e) == ST_TAKEN
-            && entry_round(e) == round16(h)
-            && !w.proc_alive(entry_proc(e))
-        {
+    /// Called by a queued waiter that has seen the head stay at `h` for a whole chunk. Moves
+    /// it on if whoever should have is gone:
+    ///
+    /// - the head ticket belongs to a dead process: cancel it;
+    /// - it was cancelled but not skipped (the canceller died between the two steps): skip it;
+    /// - it was finished but the head not moved on (the waiter died between freeing its entry
+    ///   and moving the head): move the head on;
+    /// - it was never taken although `tail` is past it (a phantom ticket, which only a
+    ///   corrupting write makes): cancel it.
+    ///
+    /// A head entry that fits none of these, or that stays in one of the repairable states
+    /// chunk after chunk without the repair taking, is corruption: after [`STUCK_LIMIT`]
+    /// such chunks in a row, `Err(Corrupt)` (`stuck` counts them; the caller resets it when the
+    /// head moves). A live process that holds the head ticket is waited for (its own wait
+    /// has a timeout, or can be cancelled): that is not corruption.
+    fn repair_stuck_head<W: Waiter>(
+        &self,
+        w: &W,
+        h: u32,
+        stuck: &mut u32,
+    ) -> Result<(), TableError> {
+        let r = round16(h);
+        let next = r.wrapping_add(1) & 0xffff;
+        let slot = &self.ring[h as usize % RING];
+        // `tail` first: an entry is taken before `tail` moves past it.
+        let tail = self.tail.load(SeqCst);
+        let e = slot.load(SeqCst);
+        if e == entry(r, ST_TAKEN, entry_proc(e)) {
+            if w.proc_alive(entry_proc(e)) {
+                *stuck = 0;
+                return Ok(());
+            }
             self.cancel_ticket(w, h, e);
+        } else if e == entry(r, ST_CANCELLED, 0) {
+            self.skip_cancelled(w, h);
+        } else if e == entry(next, ST_FREE, 0) {
+            if self
+                .head
+                .compare_exchange(h, h.wrapping_add(1), SeqCst, SeqCst)
+                .is_ok()
+            {
+                dekker();
+                self.skip_cancelled(w, h.wrapping_add(1));
+            }
+        } else if e == entry(r, ST_FREE, 0)
+            && tail.wrapping_sub(h).wrapping_sub(1) < RING as u32
+            && slot
+                .compare_exchange(e, entry(r, ST_CANCELLED, 0), SeqCst, SeqCst)
+                .is_ok()
+            && self.head.load(SeqCst) == h
+        {
+            self.skip_cancelled(w, h);
         }
+        *stuck += 1;
+        if *stuck > STUCK_LIMIT {
+            return Err(TableError::Corrupt);
+        }
+        Ok(())
     }
 
     /// Cancels every ticket held by process `proc` (which is dead). Returns how many.
@@ -1362,6 +1438,90 @@ pub(crate) mod tests {
         s.record(&*w);
         assert_eq!(b.join().unwrap(), Ok(WaitOutcome::Consumed));
         assert_eq!(s.waiters(), 0);
+    }
+
+    /// Puts ticket 0 of a fresh notify into `ring0` with `tail` tickets handed out (head 0),
+    /// as a process that died between two steps (or a corrupting write) leaves it; records;
+    /// then waits with no timeout on another thread, giving up after `patience`.
+    fn wait_past_head(
+        ring0: u32,
+        tail: u32,
+        patience: Duration,
+    ) -> Result<WaitOutcome, TableError> {
+        let w = TestWaiter::new();
+        let s = Arc::new(NotifySync::new());
+        s.ring[0].store(ring0, SeqCst);
+        s.tail.store(tail, SeqCst);
+        s.record(&*w);
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, w2, st2) = (s.clone(), w.clone(), stop.clone());
+        let waiter = thread::spawn(move || {
+            let c = move || st2.load(SeqCst);
+            s2.wait_and_reset(
+                &*w2,
+                WaitArgs {
+                    proc: 1,
+                    timeout: None,
+                    cancel: &c,
+                },
+            )
+        });
+        let t0 = std::time::Instant::now();
+        while !waiter.is_finished() && t0.elapsed() < patience {
+            thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, SeqCst);
+        s.wake_all(&*w);
+        let r = waiter.join().unwrap();
+        if r == Ok(WaitOutcome::Consumed) {
+            assert!(!s.is_set(), "the record was consumed");
+            assert_eq!(s.waiters(), 0, "head caught up with tail");
+        }
+        r
+    }
+
+    #[test]
+    fn a_head_left_half_handed_on_is_repaired() {
+        let patience = Duration::from_secs(5);
+        // The head waiter freed its entry for the next round, then died before moving the head.
+        assert_eq!(
+            wait_past_head(entry(1, ST_FREE, 0), 1, patience),
+            Ok(WaitOutcome::Consumed)
+        );
+        // A canceller marked the head ticket, then died before skipping it.
+        assert_eq!(
+            wait_past_head(entry(0, ST_CANCELLED, 0), 1, patience),
+            Ok(WaitOutcome::Consumed)
+        );
+        // A phantom ticket: `tail` moved past an entry nobody took (a corrupting write).
+        assert_eq!(
+            wait_past_head(entry(0, ST_FREE, 0), 1, patience),
+            Ok(WaitOutcome::Consumed)
+        );
+        // Three phantoms in a row.
+        assert_eq!(
+            wait_past_head(entry(0, ST_FREE, 0), 3, patience),
+            Ok(WaitOutcome::Consumed)
+        );
+    }
+
+    #[test]
+    fn a_head_entry_that_cannot_be_repaired_is_reported_corrupt() {
+        // State 3 does not exist; an entry of another round is not this ticket's.
+        for bad in [
+            entry(0, 3, 0),
+            entry(7, ST_TAKEN, 1),
+            entry(5, ST_CANCELLED, 0),
+        ] {
+            let t0 = std::time::Instant::now();
+            assert_eq!(
+                wait_past_head(bad, 1, Duration::from_secs(10)),
+                Err(TableError::Corrupt),
+                "head entry {bad:#x}"
+            );
+            // STUCK_LIMIT chunks, with room for a slow machine.
+            assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        }
     }
 
     #[test]
