@@ -51,8 +51,9 @@ use crate::{Sim, sys};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
 /// Bumped whenever the count-notify file layout changes (2: the new `AtomicIdPool` layout of
-/// the id pools; 3: the id pools became bitmaps with "full" hints).
-pub const CNT_LAYOUT_VERSION: u32 = 3;
+/// the id pools; 3: the id pools became bitmaps with "full" hints; 4: the header names the
+/// creator's PID namespace).
+pub const CNT_LAYOUT_VERSION: u32 = 4;
 /// Bytes per count notify in the table.
 pub const CNT_SLOT_BYTES: usize = std::mem::size_of::<CntSlot>();
 const POOL_BYTES: usize = std::mem::size_of::<AtomicCntIdPool>();
@@ -73,6 +74,8 @@ struct Header {
     pools_off: AtomicU64,
     slots_off: AtomicU64,
     total: AtomicU64,
+    /// The creator's PID namespace (see [`FileHeader::pid_ns`]).
+    pid_ns: AtomicU64,
 }
 
 const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
@@ -84,6 +87,9 @@ unsafe impl FileHeader for Header {
     }
     fn creator_pid(&self) -> &AtomicI32 {
         &self.creator_pid
+    }
+    fn pid_ns(&self) -> &AtomicU64 {
+        &self.pid_ns
     }
 }
 

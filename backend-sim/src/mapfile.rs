@@ -18,7 +18,7 @@ use std::ffi::CString;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering::SeqCst};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::Error;
@@ -47,6 +47,9 @@ pub(crate) unsafe trait FileHeader {
     fn ready(&self) -> &AtomicU32;
     /// The creating process, written first.
     fn creator_pid(&self) -> &AtomicI32;
+    /// The creator's PID namespace ([`sys::pid_namespace`]), written with its pid: every
+    /// process of a file must share it, or pids (and so liveness) mean nothing to the others.
+    fn pid_ns(&self) -> &AtomicU64;
 }
 
 /// What a file is called in messages ("shared memory file", "count-notify file").
@@ -281,6 +284,7 @@ impl Open<'_> {
         })?;
         let h = map.header::<H>();
         h.creator_pid().store(sys::getpid(), SeqCst);
+        h.pid_ns().store(sys::pid_namespace(), SeqCst);
         fill(h);
         h.ready().store(READY, SeqCst);
         Ok(map)
@@ -348,10 +352,34 @@ impl Open<'_> {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+        same_pid_namespace(h.pid_ns().load(SeqCst), path, kind)?;
         validate(h, size)?;
         drop(head);
         Ok(Some(Map::new(fd, self.total, self.writable, path, kind)?))
     }
+}
+
+/// Refuses a file whose processes live in another PID namespace than this one (a container
+/// sharing `/dev/shm` but not the pid space): to them this process's pid would look dead or
+/// recycled, and theirs to it, so each would reclaim the other's live notifies. 0 (a
+/// namespace that could not be read) is not checked.
+fn same_pid_namespace(theirs: u64, path: &Path, kind: Kind) -> Result<(), SimError> {
+    let mine = sys::pid_namespace();
+    if theirs == 0 || mine == 0 || theirs == mine {
+        return Ok(());
+    }
+    Err(SimError::new(
+        Error::ParamInvalid,
+        format!(
+            "{} {} belongs to processes of another PID namespace (pid:[{theirs}]; this process \
+             is in pid:[{mine}]): the simulator tells live processes from dead ones by pid, \
+             which cannot be seen across PID namespaces; give each container its own \
+             ACL_NOTIFY_SIM_NAMESPACE, or run them in one PID namespace (e.g. docker \
+             --pid=host)",
+            kind.0,
+            path.display()
+        ),
+    ))
 }
 
 #[cfg(test)]
@@ -360,22 +388,25 @@ mod tests {
     use std::io::Write as _;
     use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
     use std::path::PathBuf;
-    use std::sync::atomic::AtomicU64;
 
     #[repr(C)]
     struct TestHeader {
         ready: AtomicU32,
         creator: AtomicI32,
         value: AtomicU64,
+        pid_ns: AtomicU64,
     }
 
-    // SAFETY: atomics only, 16 bytes.
+    // SAFETY: atomics only, 24 bytes.
     unsafe impl FileHeader for TestHeader {
         fn ready(&self) -> &AtomicU32 {
             &self.ready
         }
         fn creator_pid(&self) -> &AtomicI32 {
             &self.creator
+        }
+        fn pid_ns(&self) -> &AtomicU64 {
+            &self.pid_ns
         }
     }
 
@@ -452,6 +483,26 @@ mod tests {
         // The validator's verdict is passed on.
         h.value.store(7, SeqCst);
         assert!(err_text(p.open(true, true).open(fill, check)).contains("header mismatch"));
+    }
+
+    /// A file created in another PID namespace is refused with a message that says so and
+    /// what to do; one whose creator could not read its namespace (0) is not checked.
+    #[test]
+    fn a_file_of_another_pid_namespace_is_refused() {
+        let p = TempPath::new("pidns");
+        let created = p.open(true, true).open(fill, check).unwrap().unwrap();
+        let h = created.header::<TestHeader>();
+        assert_eq!(h.pid_ns.load(SeqCst), sys::pid_namespace());
+        assert_ne!(sys::pid_namespace(), 0, "this test needs /proc/self/ns/pid");
+        h.pid_ns.store(sys::pid_namespace() + 1, SeqCst);
+        let msg = err_text(p.open(true, true).open(fill, check));
+        assert!(msg.contains("107000"), "{msg}");
+        assert!(
+            msg.contains("another PID namespace") && msg.contains("ACL_NOTIFY_SIM_NAMESPACE"),
+            "{msg}"
+        );
+        h.pid_ns.store(0, SeqCst);
+        assert!(p.open(false, true).open(fill, check).unwrap().is_some());
     }
 
     /// A size no creator produces is refused at once, not after the creator wait.

@@ -63,7 +63,8 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// Bumped whenever the layout changes (2: the id pools' 4-byte slot words and in-use count in
 /// the head, replacing the link and state arrays and the bump and in-use counters; notify
 /// slots padded to 192 bytes on 64-byte lines; 3: the id pools became bitmaps with "full"
-/// hints; 4: a process-table entry being reclaimed names its reclaimer, not the dead process).
+/// hints; 4: a process-table entry being reclaimed names its reclaimer, not the dead process;
+/// the header names the creator's PID namespace).
 pub const LAYOUT_VERSION: u32 = 4;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
@@ -96,6 +97,8 @@ pub(crate) struct Header {
     pub(crate) pools_off: AtomicU64,
     pub(crate) slots_off: AtomicU64,
     pub(crate) whitelists_off: AtomicU64,
+    /// The creator's PID namespace (see [`FileHeader::pid_ns`]).
+    pub(crate) pid_ns: AtomicU64,
 }
 
 /// One registered process.
@@ -143,6 +146,9 @@ unsafe impl FileHeader for Header {
     }
     fn creator_pid(&self) -> &AtomicI32 {
         &self.creator_pid
+    }
+    fn pid_ns(&self) -> &AtomicU64 {
+        &self.pid_ns
     }
 }
 

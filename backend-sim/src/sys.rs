@@ -178,6 +178,13 @@ fn getpid_slow() -> i32 {
 /// Whether the fork hook is in place (the cache may be used).
 static PID_CACHED: AtomicBool = AtomicBool::new(false);
 
+/// This process's PID namespace: the inode of `/proc/self/ns/pid` (0 if it cannot be read).
+/// Pids, and so liveness checks by pid, mean something only within one PID namespace.
+pub fn pid_namespace() -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
 /// The effective user id.
 pub fn geteuid() -> u32 {
     // SAFETY: geteuid(2) has no preconditions and cannot fail.
