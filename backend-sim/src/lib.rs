@@ -955,10 +955,9 @@ impl Sim {
             return Err(err(Error::OverLimit, over()));
         }
         let entries = entries();
-        let r = file
-            .update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(&entries))
-            .ok_or_else(|| err(Error::DrvInternalError, "whitelist storage unavailable"))?;
-        r.map_err(|e| err(e, over()))?;
+        // 507899 (whitelist memory inconsistent) as the file reports it; 207012 over the limit.
+        file.update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(&entries))?
+            .map_err(|e| err(e, over()))?;
         self.set_state(notify, next);
         Ok(())
     }
@@ -1716,8 +1715,9 @@ impl NotifyResources for Sim {
         let file = v.r.file();
         let how = match flags.pid_validation() {
             PidValidation::Enforced => {
-                // Start from an empty whitelist (the slab entry may hold a previous use's).
-                file.update_whitelist(v.r.device(), v.r.id(), |wl| wl.clear());
+                // Start from a consistent, empty whitelist (the slab entry may hold a previous
+                // use's, or one a dead writer left half-written).
+                file.reset_whitelist(v.r.device(), v.r.id())?;
                 ExportState::Enforced
             }
             PidValidation::Disabled => ExportState::Open,
@@ -2645,6 +2645,54 @@ mod tests {
                 .kind(),
             Error::InvalidHandle
         );
+    }
+
+    /// Another process (here: a plain write to the file) leaves the sequence word of an
+    /// exported notify's whitelist odd. Whitelisting more PIDs is 507899 with a message naming
+    /// the notify, instead of rebuilding the list from empty (which dropped the PIDs already
+    /// whitelisted and answered success); nothing is lost once the word is restored.
+    #[test]
+    fn set_import_pids_on_a_corrupt_whitelist_is_507899_and_loses_nobody() {
+        use std::os::unix::fs::FileExt;
+        let (sim, _ns) = open("wl-odd", Soc::Ascend910B);
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let key = sim.export_key(n, ExportFlags::empty()).unwrap();
+        sim.set_import_pids(n, &[sim.bare_tgid()]).unwrap();
+        let id = u64::from(sim.notify_info(n).unwrap().id);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(sim.shm_path())
+            .unwrap();
+        let word = |off: u64| {
+            let mut b = [0u8; 8];
+            file.read_exact_at(&mut b, off).unwrap();
+            u64::from_ne_bytes(b)
+        };
+        let wl_off = word(std::mem::offset_of!(shm::Header, whitelists_off) as u64);
+        // Device 0: the whitelist of `id` is the id-th of the slab.
+        let seq_off = wl_off + id * shm::WHITELIST_BYTES as u64;
+        let even = word(seq_off);
+        assert_eq!(even % 2, 0);
+        file.write_all_at(&(even + 1).to_ne_bytes(), seq_off)
+            .unwrap();
+        let e = sim.set_import_pids(n, &[424242]).unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError);
+        assert!(
+            e.to_string()
+                .contains(&format!("whitelist memory of notify {id} on device 0")),
+            "{e}"
+        );
+        assert!(e.to_string().contains("inconsistent"), "{e}");
+        // Restored: this process is still whitelisted (and 424242 was never added).
+        file.write_all_at(&even.to_ne_bytes(), seq_off).unwrap();
+        let imp = sim
+            .import_by_key(0, key.as_str(), ImportFlags::empty())
+            .unwrap();
+        let wl = sim.inner.file.read_whitelist(0, id as u32).unwrap();
+        assert_eq!(wl.len(), 1);
+        sim.destroy_notify(imp).unwrap();
+        sim.destroy_notify(n).unwrap();
     }
 
     #[test]

@@ -44,7 +44,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use acl_notify_core::pool::{AtomicIdPool, words};
-use acl_notify_core::table::{Leave, MAX_PROCS, NotifySlot, SlotState, Waiter};
+use acl_notify_core::table::{ExportState, Leave, MAX_PROCS, NotifySlot, SlotState, Waiter};
 use acl_notify_core::whitelist::Whitelist;
 use acl_notify_core::{Error, Soc};
 
@@ -750,26 +750,110 @@ impl ShmFile {
 
     /// Replaces the whitelist of notify `id` on `dev` after applying `f` to the current one.
     /// Only the owner process calls this; its threads are serialised here.
+    ///
+    /// The current list is never guessed: only this process writes the whitelist and its
+    /// writers hold `wl_lock`, so a sequence word that is odd (or moves) while the lock is held
+    /// means a writer died mid-update or another process scribbled on the memory. That is
+    /// 507899 naming the notify and the file, and the stored list is left as it is (rebuilding
+    /// it from empty would silently drop every process already whitelisted).
     pub fn update_whitelist<R>(
         &self,
         dev: u32,
         id: u32,
         f: impl FnOnce(&mut Whitelist) -> R,
-    ) -> Option<R> {
-        let wl = self.shm_whitelist(dev, id)?;
+    ) -> Result<R, SimError> {
+        let wl = self.whitelist_storage(dev, id)?;
         let _g = lock(&self.wl_lock);
-        let mut cur = self.read_whitelist(dev, id).unwrap_or_default();
+        let seq = wl.seq.load(SeqCst);
+        if seq % 2 == 1 {
+            return Err(self.inconsistent_whitelist(dev, id, format_args!("odd ({seq})")));
+        }
+        let mut words = [0u64; WL_WORDS];
+        for (w, a) in words.iter_mut().zip(&wl.words) {
+            *w = a.load(SeqCst);
+        }
+        // SAFETY: as in `read_whitelist`: `Whitelist` is `#[repr(C)]`, exactly `WL_WORDS * 8`
+        // bytes with alignment ≤ 8, made only of integers with no padding, so every bit
+        // pattern is a valid value; its length is clamped on every read.
+        let mut cur = unsafe { std::mem::transmute::<[u64; WL_WORDS], Whitelist>(words) };
         let r = f(&mut cur);
+        // Nobody else may write between our read and our write: if the word moved, someone did.
+        if let Err(now) = wl
+            .seq
+            .compare_exchange(seq, seq.wrapping_add(1), SeqCst, SeqCst)
+        {
+            return Err(self.inconsistent_whitelist(
+                dev,
+                id,
+                format_args!("changed from {seq} to {now} under its only writer"),
+            ));
+        }
+        self.store_whitelist(wl, seq.wrapping_add(1), cur);
+        Ok(r)
+    }
+
+    /// Starts the whitelist of notify `id` on `dev` afresh (consistent and empty), whatever a
+    /// previous use of the id, a dead writer or another process left in it. For the owner
+    /// when it exports: until then nobody else can reach the whitelist (no key exists), and
+    /// the list is first needed then. (Not at create: that would touch a whitelist page for
+    /// every notify; the slab is only paged in for exported notifies.) Does nothing once the
+    /// notify is exported, so that a second, refused export cannot wipe the first one's list.
+    pub fn reset_whitelist(&self, dev: u32, id: u32) -> Result<(), SimError> {
+        let wl = self.whitelist_storage(dev, id)?;
+        let _g = lock(&self.wl_lock);
+        if self
+            .slot(dev, id)
+            .is_some_and(|s| s.export_state() != Some(ExportState::None))
+        {
+            return Ok(());
+        }
+        // Odd while we write, even (and past any value it held) after.
+        let odd = wl.seq.load(SeqCst) | 1;
+        wl.seq.store(odd, SeqCst);
+        self.store_whitelist(wl, odd, Whitelist::new());
+        Ok(())
+    }
+
+    /// Writes `list` into `wl`, whose sequence word this writer has set to the odd `odd`, and
+    /// publishes it (sequence `odd + 1`).
+    fn store_whitelist(&self, wl: &ShmWhitelist, odd: u64, list: Whitelist) {
         // SAFETY: the same layout argument as in `read_whitelist`, in the other direction:
         // a plain-integer `#[repr(C)]` value of exactly `WL_WORDS * 8` bytes.
-        let words = unsafe { std::mem::transmute::<Whitelist, [u64; WL_WORDS]>(cur) };
-        let base = wl.seq.load(SeqCst) & !1;
-        wl.seq.store(base.wrapping_add(1), SeqCst);
+        let words = unsafe { std::mem::transmute::<Whitelist, [u64; WL_WORDS]>(list) };
         for (a, w) in wl.words.iter().zip(words) {
             a.store(w, SeqCst);
         }
-        wl.seq.store(base.wrapping_add(2), SeqCst);
-        Some(r)
+        wl.seq.store(odd.wrapping_add(1), SeqCst);
+    }
+
+    /// The whitelist memory of notify `id` on `dev` (507899 if this SoC has none or the id is
+    /// out of range: the callers checked both).
+    fn whitelist_storage(&self, dev: u32, id: u32) -> Result<&ShmWhitelist, SimError> {
+        self.shm_whitelist(dev, id).ok_or_else(|| {
+            SimError::new(
+                Error::DrvInternalError,
+                format!(
+                    "no whitelist storage for notify {id} on device {dev} in {} ({} has no IPC, \
+                     or the id is out of range)",
+                    self.path.display(),
+                    self.layout.soc
+                ),
+            )
+        })
+    }
+
+    /// 507899: the whitelist of notify `id` on `dev` cannot be trusted (`seq` says why).
+    fn inconsistent_whitelist(&self, dev: u32, id: u32, seq: impl fmt::Display) -> SimError {
+        SimError::new(
+            Error::DrvInternalError,
+            format!(
+                "the whitelist memory of notify {id} on device {dev} in shared memory file {} is \
+                 inconsistent (its sequence word is {seq}): a writer died mid-update or another \
+                 process corrupted it; the whitelist was left unchanged (destroy the notify and \
+                 create a new one)",
+                self.path.display()
+            ),
+        )
     }
 
     // ---- processes ---------------------------------------------------------------------
@@ -1439,6 +1523,7 @@ mod tests {
         assert_eq!(f.slot(1, id).unwrap().generation(), g + 1);
         // Whitelists round-trip through the seqlock.
         let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        f.reset_whitelist(0, r.id()).unwrap();
         f.update_whitelist(0, r.id(), |wl| wl.add_pids(0, &[5, 6]))
             .unwrap()
             .unwrap();
@@ -1448,6 +1533,103 @@ mod tests {
         drop(r);
         drop(f);
         assert_eq!(remove_namespace(&n).unwrap(), 1);
+    }
+
+    /// Only this process writes its whitelists, so a sequence word that is odd, or moves,
+    /// while its writer lock is held is a dead writer or another process scribbling: the update
+    /// fails with 507899 naming the notify and the file, and the stored list is kept (it used
+    /// to be rebuilt from empty, dropping every process already whitelisted).
+    #[test]
+    fn an_inconsistent_whitelist_is_reported_and_kept_not_rebuilt_from_empty() {
+        let n = ns("wlseq");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend910B, 2, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let r = SlotRef::create(&f, 1, CreateFlags::empty()).unwrap();
+        let id = r.id();
+        f.reset_whitelist(1, id).unwrap();
+        f.update_whitelist(1, id, |wl| wl.add_pids(0, &[5]))
+            .unwrap()
+            .unwrap();
+        let seq = &f.shm_whitelist(1, id).unwrap().seq;
+        let even = seq.load(SeqCst);
+        assert_eq!(even % 2, 0);
+        // A writer died mid-update (or someone wrote the word): odd under the lock.
+        seq.store(even + 1, SeqCst);
+        let e = f
+            .update_whitelist(1, id, |wl| wl.add_pids(0, &[424242]))
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError);
+        let msg = e.to_string();
+        assert!(
+            msg.contains(&format!("notify {id} on device 1"))
+                && msg.contains("inconsistent")
+                && msg.contains("a writer died mid-update or another process corrupted it")
+                && msg.contains(f.path().to_str().unwrap()),
+            "{msg}"
+        );
+        assert_eq!(seq.load(SeqCst), even + 1, "the word is left as found");
+        // Nothing was lost or added: with the word even again, the list is the old one.
+        seq.store(even, SeqCst);
+        let wl = f.read_whitelist(1, id).unwrap();
+        assert!(wl.matches(0, 5, 0) && !wl.matches(0, 424242, 0));
+        // Another writer between our read and our write: refused too, list unchanged.
+        let e = f
+            .update_whitelist(1, id, |wl| {
+                seq.fetch_add(2, SeqCst);
+                wl.add_pids(0, &[424242])
+            })
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError);
+        assert!(e.to_string().contains("under its only writer"), "{e}");
+        assert_eq!(f.read_whitelist(1, id).unwrap().len(), 1);
+        // A consistent word again: updates work and keep the old entry.
+        f.update_whitelist(1, id, |wl| wl.add_pids(0, &[6]))
+            .unwrap()
+            .unwrap();
+        let wl = f.read_whitelist(1, id).unwrap();
+        assert!(wl.matches(0, 5, 0) && wl.matches(0, 6, 0));
+        drop(r);
+        drop(f);
+        remove_namespace(&n).unwrap();
+    }
+
+    /// A notify starts its whitelist afresh when exported, whatever a previous use of its slot
+    /// left there (a half-written list with an odd sequence word, or stale entries); once
+    /// exported, a reset (a second, refused export) leaves the list alone.
+    #[test]
+    fn a_new_export_resets_a_whitelist_left_inconsistent_by_a_previous_use() {
+        let n = ns("wlreset");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        let id = r.id();
+        f.reset_whitelist(0, id).unwrap();
+        f.update_whitelist(0, id, |wl| wl.add_pids(0, &[5]))
+            .unwrap()
+            .unwrap();
+        let seq = &f.shm_whitelist(0, id).unwrap().seq;
+        seq.fetch_add(1, SeqCst);
+        drop(r);
+        // The next use of the id inherits the odd word and the stale entry until its export.
+        let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        assert_eq!(r.id(), id);
+        assert!(f.update_whitelist(0, id, |_| ()).is_err());
+        f.reset_whitelist(0, id).unwrap();
+        assert_eq!(seq.load(SeqCst) % 2, 0);
+        assert!(f.read_whitelist(0, id).unwrap().is_empty());
+        assert!(r.slot().export([7; 16], ExportState::Enforced));
+        f.update_whitelist(0, id, |wl| wl.add_pids(0, &[6]))
+            .unwrap()
+            .unwrap();
+        f.reset_whitelist(0, id).unwrap();
+        assert!(f.read_whitelist(0, id).unwrap().matches(0, 6, 0));
+        drop(r);
+        drop(f);
+        remove_namespace(&n).unwrap();
     }
 
     /// Bytes of `/dev/shm` actually allocated to a file.
@@ -1476,7 +1658,7 @@ mod tests {
         let per_notify = (used - at_open) as f64 / count as f64;
         // Export (with a whitelist) the first 256.
         for r in &refs[..256] {
-            f.update_whitelist(3, r.id(), |wl| wl.clear()).unwrap();
+            f.reset_whitelist(3, r.id()).unwrap();
         }
         let per_export = (allocated(f.path()) - used) as f64 / 256.0;
         eprintln!(
