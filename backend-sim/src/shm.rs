@@ -374,8 +374,9 @@ pub struct ShmFile {
     start_time: u64,
     /// Serialises this process's whitelist writers.
     wl_lock: Mutex<()>,
-    /// Leak repair (see [`crate::repair`]): snapshots are (generation, state).
-    repair: LeakRepair<(u32, Option<SlotState>)>,
+    /// Leak repair (see [`crate::repair`]): snapshots are (generation, state, holder bits),
+    /// the holder bits being strays (of free process-table entries) or none.
+    repair: LeakRepair<(u32, Option<SlotState>, u64)>,
     /// This process's live references, for deduplication (see [`SlotRef`]).
     refs: Mutex<RefMap>,
 }
@@ -936,8 +937,9 @@ impl ShmFile {
     }
 
     /// Reclaims for every dead registered process; then repairs ids leaked by processes that
-    /// died between two steps of a create or destroy (allocated in the pool, no holder, in the
-    /// same state for longer than the repair grace period, 10 s).
+    /// died between two steps of a create or destroy, or kept by stray holder bits (allocated
+    /// in the pool, no holder but bits of free process-table entries, in the same state for
+    /// longer than the repair grace period, 10 s).
     pub fn gc(&self) -> GcReport {
         let mut report = GcReport::default();
         let me_word = u64::from(self.pid as u32) | ((self.start_time & 0xffff_ffff) << 32);
@@ -1019,21 +1021,86 @@ impl ShmFile {
     /// unchanged state, for the whole grace period: left behind by a process killed between
     /// allocating and claiming, between dropping its last reference and retiring, or between
     /// retiring and freeing. This process's own creates and destroys are held off meanwhile.
+    ///
+    /// Holder bits of process-table entries that are free count as no holder: nobody reclaims
+    /// them (only registered dead processes are reclaimed), so such a stray bit (corrupt
+    /// memory, or a reference that outlived its process's entry) would keep the id allocated
+    /// for ever. They are part of the observed state, so they too must stay the same for the
+    /// grace period, and are cleared (exactly those bits) only while the repair holds their
+    /// entries, so that no process can register there and join meanwhile.
     fn repair_leaks(&self) -> u32 {
         let ids = all_ids(self.layout.devices, |dev| self.high_water(dev));
+        let free = self.free_procs();
         self.repair.sweep(
             ids,
             |dev, id| {
                 let slot = self.slot(dev, id)?;
                 let pool = self.pool(dev)?;
-                (pool.is_allocated(id) && slot.holders() == 0)
-                    .then(|| (slot.generation(), slot.state()))
+                let holders = slot.holders();
+                (pool.is_allocated(id) && holders & !free == 0)
+                    .then(|| (slot.generation(), slot.state(), holders))
             },
-            |dev, id| {
-                self.slot(dev, id).is_some_and(|s| s.retire_orphan())
-                    && self.pool(dev).is_some_and(|p| p.free(id).is_ok())
-            },
+            |dev, id| self.repair_orphan(dev, id),
         )
+    }
+
+    /// Retires and frees an id the repair pass found orphaned for the grace period, after
+    /// clearing its stray holder bits (see [`repair_leaks`](Self::repair_leaks)). `false` if
+    /// it is not an orphan any more (a bit is of an occupied entry, or someone joined).
+    fn repair_orphan(&self, dev: u32, id: u32) -> bool {
+        let (Some(slot), Some(pool)) = (self.slot(dev, id), self.pool(dev)) else {
+            return false;
+        };
+        let stray = slot.holders();
+        // Held until the slot is retired: a process cannot register in these entries (and so
+        // cannot join with one of these bits) before the bits are gone.
+        let _hold = if stray == 0 {
+            None
+        } else {
+            let Some(hold) = self.hold_free_procs(stray) else {
+                return false;
+            };
+            if slot.clear_stray_holders(stray) != 0 {
+                return false;
+            }
+            Some(hold)
+        };
+        slot.retire_orphan() && pool.free(id).is_ok()
+    }
+
+    /// The bits of the process-table entries that no process occupies (state free).
+    fn free_procs(&self) -> u64 {
+        (0..MAX_PROCS)
+            .filter(|&i| {
+                self.proc_entry(i)
+                    .is_some_and(|e| (e.word.load(SeqCst) >> 32) as u32 == P_FREE)
+            })
+            .fold(0, |m, i| m | (1u64 << i))
+    }
+
+    /// Occupies the free process-table entries of `mask` as this process would while
+    /// registering (state claiming, this pid), so that nobody registers there until the
+    /// returned hold is dropped (which frees them). `None` (nothing held) if any of them is
+    /// not free. Should this process die meanwhile, the entries are reclaimed like those of
+    /// any process that died while registering.
+    fn hold_free_procs(&self, mask: u64) -> Option<ProcHold<'_>> {
+        let word = (u64::from(P_CLAIMING) << 32) | u64::from(sys::getpid() as u32);
+        let mut hold = ProcHold {
+            file: self,
+            word,
+            held: 0,
+        };
+        for i in (0..MAX_PROCS).filter(|&i| mask & (1u64 << i) != 0) {
+            let e = self.proc_entry(i)?;
+            let w = e.word.load(SeqCst);
+            if (w >> 32) as u32 != P_FREE
+                || e.word.compare_exchange(w, word, SeqCst, SeqCst).is_err()
+            {
+                return None;
+            }
+            hold.held |= 1u64 << i;
+        }
+        Some(hold)
     }
 
     // ---- references ---------------------------------------------------------------------
@@ -1041,6 +1108,27 @@ impl ShmFile {
     /// Lock of the reference map (used by `SlotRef` creation and drop).
     fn refs(&self) -> std::sync::MutexGuard<'_, RefMap> {
         lock(&self.refs)
+    }
+}
+
+/// Free process-table entries occupied by a repair pass (see [`ShmFile::hold_free_procs`]);
+/// freed again on drop.
+struct ProcHold<'a> {
+    file: &'a ShmFile,
+    /// The word the entries hold (state claiming, this pid).
+    word: u64,
+    held: u64,
+}
+
+impl Drop for ProcHold<'_> {
+    fn drop(&mut self) {
+        for i in (0..MAX_PROCS).filter(|&i| self.held & (1u64 << i) != 0) {
+            if let Some(e) = self.file.proc_entry(i) {
+                // Unless someone else took the entry over meanwhile (it would have had to
+                // think this process dead).
+                let _ = e.word.compare_exchange(self.word, 0, SeqCst, SeqCst);
+            }
+        }
     }
 }
 
@@ -1759,6 +1847,75 @@ mod tests {
         assert!(!pool.is_allocated(leaked) && !pool.is_allocated(id));
         assert!(pool.is_allocated(live.id()));
         assert_eq!(f.slot(0, id).unwrap().generation(), g + 1);
+        let live_id = live.id();
+        drop(live);
+        assert!(!pool.is_allocated(live_id));
+        drop(f);
+        remove_namespace(&n).unwrap();
+    }
+
+    /// A holder bit of a free process-table entry (nobody reclaims it: only registered dead
+    /// processes are) kept a destroyed notify's id allocated for ever. The leak repair treats
+    /// such bits as no holder, once they and the slot stayed unchanged for the grace period,
+    /// and clears exactly them before retiring and freeing the id.
+    #[test]
+    fn stray_holder_bits_of_free_process_entries_are_repaired_after_the_grace_period() {
+        let n = ns("stray");
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let pool = f.pool(0).unwrap();
+        let stray = 40;
+        assert_ne!(stray, f.me());
+        let entry = f.proc_entry(stray).unwrap();
+        assert_eq!(entry.word.load(SeqCst), 0, "entry {stray} is free");
+        let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        let (id, g) = (r.id(), r.generation());
+        assert_eq!(r.slot().join(stray, g), Ok(true));
+        let live = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
+        // Destroyed by its only real holder: the stray bit keeps it allocated.
+        drop(r);
+        let slot = f.slot(0, id).unwrap();
+        assert_eq!(slot.holders(), 1 << stray);
+        assert!(pool.is_allocated(id) && slot.is_live(g));
+        // Within the grace period nothing is touched.
+        assert_eq!(f.gc().notifies_freed, 0);
+        let grace = Duration::from_millis(50);
+        f.repair.set_grace(grace);
+        // A process registers in that entry: the bit may be its reference, not repaired.
+        let alive = (u64::from(P_ALIVE) << 32) | u64::from(f.pid as u32);
+        entry.start_time.store(f.start_time, SeqCst);
+        entry.word.store(alive, SeqCst);
+        assert_eq!(f.gc().notifies_freed, 0);
+        std::thread::sleep(grace + Duration::from_millis(10));
+        assert_eq!(f.gc().notifies_freed, 0);
+        assert!(pool.is_allocated(id));
+        // A repair holds the entries it clears: nobody registers there meanwhile.
+        assert!(f.hold_free_procs(1 << stray).is_none(), "entry occupied");
+        entry.word.store(0, SeqCst);
+        entry.start_time.store(0, SeqCst);
+        {
+            let hold = f.hold_free_procs(1 << stray).unwrap();
+            assert_eq!((entry.word.load(SeqCst) >> 32) as u32, P_CLAIMING);
+            assert!(f.proc_alive(stray));
+            drop(hold);
+            assert_eq!(entry.word.load(SeqCst), 0);
+        }
+        // Free again: suspected anew (the stray mask is part of the state), repaired only
+        // once it stayed so for the grace period.
+        assert_eq!(f.gc().notifies_freed, 0);
+        assert!(pool.is_allocated(id));
+        std::thread::sleep(grace + Duration::from_millis(10));
+        assert_eq!(f.gc().notifies_freed, 1);
+        assert!(!pool.is_allocated(id));
+        assert_eq!(slot.holders(), 0);
+        assert_eq!(slot.state(), Some(SlotState::Free));
+        assert_eq!(slot.generation(), g + 1);
+        assert_eq!(entry.word.load(SeqCst), 0, "the hold was released");
+        // The notify held by this (live) process is untouched.
+        assert!(pool.is_allocated(live.id()) && live.slot().is_live(live.generation()));
+        assert_eq!(live.slot().holders(), 1 << f.me());
         let live_id = live.id();
         drop(live);
         assert!(!pool.is_allocated(live_id));

@@ -1078,6 +1078,20 @@ impl NotifySlot {
             .is_ok()
     }
 
+    /// Clears the holder bits in `mask` and returns the holder bitmap left. For stray bits:
+    /// bits of process-table slots that no process occupies (corrupt memory, or a process that
+    /// vanished without its references being reclaimed), which would otherwise keep the notify
+    /// alive, and its id allocated, for ever. Bits outside `mask` are kept, so a process
+    /// joining meanwhile keeps its reference; the slot is not retired here: when the answer
+    /// is 0, follow with [`retire_orphan`](Self::retire_orphan).
+    ///
+    /// Only for a repair pass that has established that no process owns the bits in `mask`
+    /// and that none can take those process-table slots until this returns (the simulator
+    /// claims them for the duration): a live reference cleared here would be lost.
+    pub fn clear_stray_holders(&self, mask: u64) -> u64 {
+        self.holders.fetch_and(!mask, SeqCst) & !mask
+    }
+
     /// Repairs a slot that has no holder but is not free: left behind by a process that died
     /// half-way through claiming it (`Claiming`), between dropping its last reference and
     /// retiring (`Live`), or while retiring (`Retiring`). `true` if the slot is free now and
@@ -1591,6 +1605,47 @@ pub(crate) mod tests {
         assert_eq!(slot.join(1, g), Err(None));
         assert_eq!(slot.join(64, g), Err(None));
         assert_eq!(slot.leave(99), Leave::NotHeld);
+    }
+
+    /// A bit of a process that holds nothing (stray) keeps a slot live after its real last
+    /// holder left; clearing exactly the stray bits makes it an orphan that can be retired,
+    /// and leaves every other holder's bit alone.
+    #[test]
+    fn clearing_stray_holder_bits_lets_the_slot_be_retired() {
+        let slot = NotifySlot::new();
+        let owner = Owner {
+            pid: 1,
+            start_time: 1,
+            server: 0,
+            device: 0,
+            proc: 3,
+        };
+        let g = slot.claim(owner, CreateFlags::empty()).unwrap();
+        assert_eq!(slot.join(40, g), Ok(true));
+        assert_eq!(slot.join(63, g), Ok(true));
+        // The owner destroys it: not the last holder as far as the bitmap knows.
+        assert_eq!(slot.leave(3), Leave::StillHeld);
+        assert!(!slot.retire_orphan());
+        // Clearing bits nobody has, or some of the strays, keeps the rest.
+        assert_eq!(slot.clear_stray_holders(1 << 5), (1 << 40) | (1 << 63));
+        assert_eq!(slot.clear_stray_holders(1 << 63), 1 << 40);
+        assert!(!slot.retire_orphan());
+        assert!(slot.is_live(g));
+        // A process that joins meanwhile keeps its bit (and the slot stays live).
+        assert_eq!(slot.join(7, g), Ok(true));
+        assert_eq!(slot.clear_stray_holders(1 << 40), 1 << 7);
+        assert!(!slot.retire_orphan());
+        assert_eq!(slot.leave(7), Leave::Last);
+        assert_eq!(slot.generation(), g + 1);
+        // Again, with only strays left: retired once they are cleared.
+        let g = slot.claim(owner, CreateFlags::empty()).unwrap();
+        assert_eq!(slot.join(40, g), Ok(true));
+        assert_eq!(slot.leave(3), Leave::StillHeld);
+        assert_eq!(slot.clear_stray_holders(!(1 << 3)), 0);
+        assert!(slot.retire_orphan());
+        assert_eq!(slot.state(), Some(SlotState::Free));
+        assert_eq!(slot.generation(), g + 1);
+        assert_eq!(slot.join(40, g), Err(None));
     }
 
     #[test]
