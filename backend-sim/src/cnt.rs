@@ -352,10 +352,13 @@ impl CntFile {
         (dev < self.layout.devices).then(|| self.at(self.layout.hw_off + dev as usize * 4))
     }
 
-    /// One past the highest id ever handed out on `dev` (bounds scans), clamped.
+    /// One past the highest id ever handed out on `dev`, clamped, and past every id the pool
+    /// has allocated now (bounds scans; see the notify file's `high_water`).
     pub fn high_water(&self, dev: u32) -> u32 {
-        self.hw(dev)
-            .map_or(0, |h| h.load(SeqCst).min(MAX_CNT_NOTIFIES))
+        let noted = self
+            .hw(dev)
+            .map_or(0, |h| h.load(SeqCst).min(MAX_CNT_NOTIFIES));
+        noted.max(self.pool(dev).map_or(0, |p| p.end()))
     }
 
     /// The waiter (futexes on the shared words, monotonic clock).

@@ -44,6 +44,7 @@ use crate::shm::{
     Pool1024, Pool2048, Pool8192, Pool65535, ProcEntry, SHM_DIR, SLOT_BYTES, WHITELIST_BYTES,
     pool_size,
 };
+use crate::sigbus::Registration;
 use crate::sys;
 
 const WL_WORDS: usize = std::mem::size_of::<Whitelist>() / 8;
@@ -260,6 +261,9 @@ fn bad(path: &Path, why: impl std::fmt::Display) -> SimError {
 struct RoMap {
     base: *const u8,
     len: usize,
+    /// A simulator process that truncates the file while we read it must not kill the
+    /// inspector with SIGBUS: the lost pages read as zero and the snapshot is refused.
+    sigbus: Registration,
 }
 
 impl RoMap {
@@ -327,6 +331,7 @@ impl RoMap {
                 Ok(RoMap {
                     base: p.cast::<u8>().cast_const(),
                     len,
+                    sigbus: Registration::new(p.cast::<u8>(), len),
                 })
             }
         };
@@ -351,6 +356,7 @@ impl RoMap {
 
 impl Drop for RoMap {
     fn drop(&mut self) {
+        self.sigbus.release();
         // SAFETY: `base`/`len` describe our mapping, unmapped only here.
         unsafe { libc::munmap(self.base.cast_mut().cast(), self.len) };
     }
@@ -746,6 +752,8 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
         }
     }
 
+    // Pages cut off while we read came back as zeros: what we read is not the file.
+    m.sigbus.intact(&path)?;
     Ok(MachineSnapshot {
         namespace: namespace.to_owned(),
         server,
@@ -1273,6 +1281,30 @@ mod tests {
     };
 
     use crate::NamespaceGuard as Ns;
+
+    /// A file truncated by another process while the inspector has it mapped: the pages cut
+    /// off read as zero instead of killing the inspector with SIGBUS, and the mapping says it
+    /// lost them (so a snapshot is refused).
+    #[test]
+    fn a_file_truncated_under_the_inspector_reads_zero_and_is_reported() {
+        let path = PathBuf::from(format!("/dev/shm/unit-inspect-trunc-{}", sys::getpid()));
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(3 * PAGE as u64).unwrap();
+        use std::os::unix::fs::FileExt;
+        f.write_all_at(&7u64.to_le_bytes(), 2 * PAGE as u64)
+            .unwrap();
+        let m = RoMap::open(&path).unwrap();
+        let word = m.at::<AtomicU64>(2 * PAGE).unwrap();
+        assert_eq!(word.load(SeqCst), 7);
+        assert!(!m.sigbus.lost());
+        f.set_len(PAGE as u64).unwrap();
+        assert_eq!(word.load(SeqCst), 0, "a lost page reads as zero");
+        assert!(m.sigbus.lost());
+        let e = m.sigbus.intact(&path).unwrap_err();
+        assert!(e.to_string().contains("507899"), "{e}");
+        drop(m);
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn json_strings_are_escaped() {

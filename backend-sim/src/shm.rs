@@ -211,6 +211,10 @@ impl PoolRef<'_> {
     pub fn is_allocated(&self, id: u32) -> bool {
         pool_dispatch!(self, p => p.is_allocated(id))
     }
+    /// One past the highest allocated id (0 if none).
+    pub fn end(&self) -> u32 {
+        pool_dispatch!(self, p => p.end())
+    }
 }
 
 /// Size of the pool type for `max` ids, or `None` if no pool type exists for it.
@@ -705,9 +709,14 @@ impl ShmFile {
         }
     }
 
+    /// The bound of GC scans on `dev`: past every id ever noted allocated, and past every id
+    /// the pool has allocated now (a process killed between allocating an id and noting it,
+    /// or a high-water mark written low by another process, must not hide an id from them).
     fn high_water(&self, dev: u32) -> u32 {
-        self.device_header(dev)
-            .map_or(0, |d| d.high_water.load(SeqCst).min(self.layout.max))
+        let noted = self
+            .device_header(dev)
+            .map_or(0, |d| d.high_water.load(SeqCst).min(self.layout.max));
+        noted.max(self.pool(dev).map_or(0, |p| p.end()))
     }
 
     /// The waiter (futex, clock, liveness) for this file's table.
@@ -1836,15 +1845,20 @@ mod tests {
         assert_eq!(f.slot(0, id).unwrap().leave(f.me()), Leave::Last);
         std::mem::forget(r);
         let live = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
-        assert_eq!(pool.in_use(), 3);
+        // Died between alloc and noting the id in the high-water mark, which another process
+        // then wrote low: the pool's own record still bounds the scans.
+        let hidden = pool.alloc().unwrap();
+        f.device_header(0).unwrap().high_water.store(0, SeqCst);
+        assert_eq!(pool.in_use(), 4);
         // Within the grace period nothing is touched.
         assert_eq!(f.gc().notifies_freed, 0);
-        assert_eq!(pool.in_use(), 3);
-        // Past it (grace shortened for the test), both leaks are freed, the live one kept.
+        assert_eq!(pool.in_use(), 4);
+        // Past it (grace shortened for the test), the three leaks are freed, the live one kept.
         f.repair.set_grace(Duration::ZERO);
-        assert_eq!(f.gc().notifies_freed, 2);
+        assert_eq!(f.gc().notifies_freed, 3);
         assert_eq!(pool.in_use(), 1);
         assert!(!pool.is_allocated(leaked) && !pool.is_allocated(id));
+        assert!(!pool.is_allocated(hidden));
         assert!(pool.is_allocated(live.id()));
         assert_eq!(f.slot(0, id).unwrap().generation(), g + 1);
         let live_id = live.id();
