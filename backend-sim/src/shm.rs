@@ -1476,10 +1476,11 @@ impl SlotRef {
         self.generation
     }
 
-    /// Whether the slot is still the incarnation this reference holds (one load).
+    /// Whether the slot is still the incarnation this reference holds (one load, on the
+    /// flag's line: see [`NotifySlot::is_current`]).
     #[inline]
     pub fn is_live(&self) -> bool {
-        self.slot().is_live(self.generation)
+        self.slot().is_current(self.generation)
     }
 
     /// `Ok` while the slot is still the incarnation this reference holds. It stops being so

@@ -207,7 +207,11 @@ pub struct NotifySync {
     head: AtomicU32,
     /// The next ticket to hand out.
     tail: AtomicU32,
-    _reserved: AtomicU32,
+    /// The owning slot's generation while that incarnation lives (written at claim, moved on
+    /// at retire): on the flag's cache line, so that a record or wait can check its handle
+    /// still names this incarnation without touching the slot's other lines
+    /// ([`NotifySlot::is_current`]).
+    incarnation: AtomicU32,
     /// Per-ticket state, indexed by `ticket % RING`.
     ring: [AtomicU32; RING],
 }
@@ -253,7 +257,7 @@ impl NotifySync {
             flag: AtomicU32::new(0),
             head: AtomicU32::new(0),
             tail: AtomicU32::new(0),
-            _reserved: AtomicU32::new(0),
+            incarnation: AtomicU32::new(0),
             ring: [const { AtomicU32::new(0) }; RING],
         }
     }
@@ -858,6 +862,16 @@ impl NotifySlot {
         self.state_gen.load(SeqCst) == word(generation, SlotState::Live)
     }
 
+    /// Whether incarnation `generation` is still this slot's: true from its
+    /// [`claim`](Self::claim) until it is retired. One load on the flag's cache line, which
+    /// a record or wait touches anyway (so cheaper on those paths than
+    /// [`is_live`](Self::is_live)). A corrupting write can make it false for a live
+    /// incarnation; callers treat that as the notify no longer being theirs.
+    #[inline]
+    pub fn is_current(&self, generation: u32) -> bool {
+        self.sync.incarnation.load(SeqCst) == generation
+    }
+
     /// The holder bitmap (bit `p` = process-table slot `p` holds a reference).
     pub fn holders(&self) -> u64 {
         self.holders.load(SeqCst)
@@ -966,6 +980,7 @@ impl NotifySlot {
         // No one joins a slot without holders, so the bitmap is ours to set; a stray bit
         // (corrupt memory) is overwritten.
         self.holders.store(1 << owner.proc, SeqCst);
+        self.sync.incarnation.store(generation, SeqCst);
         self.state_gen
             .store(word(generation, SlotState::Live), SeqCst);
         Ok(generation)
@@ -1065,6 +1080,10 @@ impl NotifySlot {
         {
             return false;
         }
+        // First, so that a handle of this incarnation stops passing `is_current` at once.
+        self.sync
+            .incarnation
+            .store(generation.wrapping_add(1), SeqCst);
         self.export.store(ExportState::None as u32, SeqCst);
         self.whitelist.store(0, SeqCst);
         self.sync.clear_for_reuse();
@@ -1535,6 +1554,25 @@ pub(crate) mod tests {
             );
             // STUCK_LIMIT chunks, with room for a slow machine.
             assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        }
+    }
+
+    #[test]
+    fn an_incarnation_is_current_from_claim_until_retire() {
+        let slot = NotifySlot::new();
+        let owner = Owner {
+            pid: 10,
+            start_time: 1,
+            server: 0,
+            device: 0,
+            proc: 3,
+        };
+        for _ in 0..3 {
+            let g = slot.claim(owner, CreateFlags::empty()).unwrap();
+            assert!(slot.is_current(g) && slot.is_live(g));
+            assert!(!slot.is_current(g.wrapping_sub(1)));
+            assert_eq!(slot.leave(3), Leave::Last);
+            assert!(!slot.is_current(g) && !slot.is_live(g));
         }
     }
 
