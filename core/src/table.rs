@@ -1428,23 +1428,37 @@ pub(crate) mod tests {
         );
     }
 
-    #[test]
-    fn cancel_and_dead_head() {
-        let w = TestWaiter::new();
-        let s = Arc::new(NotifySync::new());
+    /// A wait with no timeout by process `proc` on another thread, cancelled when the returned
+    /// flag is set (and the sleepers woken).
+    fn cancellable_wait(
+        s: &Arc<NotifySync>,
+        w: &Arc<TestWaiter>,
+        proc: u32,
+    ) -> (
+        thread::JoinHandle<Result<WaitOutcome, TableError>>,
+        Arc<AtomicBool>,
+    ) {
         let stop = Arc::new(AtomicBool::new(false));
         let (s2, w2, st2) = (s.clone(), w.clone(), stop.clone());
-        let a = thread::spawn(move || {
+        let h = thread::spawn(move || {
             let c = move || st2.load(SeqCst);
             s2.wait_and_reset(
                 &*w2,
                 WaitArgs {
-                    proc: 0,
+                    proc,
                     timeout: None,
                     cancel: &c,
                 },
             )
         });
+        (h, stop)
+    }
+
+    #[test]
+    fn cancel_and_dead_head() {
+        let w = TestWaiter::new();
+        let s = Arc::new(NotifySync::new());
+        let (a, stop) = cancellable_wait(&s, &w, 0);
         poll_until("a queued", || s.waiters() == 1);
         stop.store(true, SeqCst);
         s.wake_all(&*w);
@@ -1486,19 +1500,7 @@ pub(crate) mod tests {
         s.ring[0].store(ring0, SeqCst);
         s.tail.store(tail, SeqCst);
         s.record(&*w);
-        let stop = Arc::new(AtomicBool::new(false));
-        let (s2, w2, st2) = (s.clone(), w.clone(), stop.clone());
-        let waiter = thread::spawn(move || {
-            let c = move || st2.load(SeqCst);
-            s2.wait_and_reset(
-                &*w2,
-                WaitArgs {
-                    proc: 1,
-                    timeout: None,
-                    cancel: &c,
-                },
-            )
-        });
+        let (waiter, stop) = cancellable_wait(&s, &w, 1);
         let t0 = std::time::Instant::now();
         while !waiter.is_finished() && t0.elapsed() < patience {
             thread::sleep(Duration::from_millis(5));
