@@ -1963,10 +1963,11 @@ impl HostOps for Sim {
     fn notifies_free(&self, device: u32) -> Result<u32, SimError> {
         self.device_ok(device)?;
         self.require(Feature::Notify, "notifies")?;
-        self.inner.file.intact()?;
-        let pool = self
-            .inner
-            .file
+        let file = &self.inner.file;
+        file.intact()?;
+        // Ids that only dead processes hold are as good as free: a create would reclaim them.
+        file.reclaim_dead();
+        let pool = file
             .pool(device)
             .ok_or_else(|| err(Error::DrvInternalError, "no id pool"))?;
         Ok(pool.capacity().saturating_sub(pool.in_use()))
@@ -1976,6 +1977,7 @@ impl HostOps for Sim {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::Ordering::SeqCst;
     use std::time::Instant;
 
     use crate::NamespaceGuard as Ns;
@@ -2051,6 +2053,33 @@ mod tests {
         sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
             .unwrap();
         assert!(sim.try_consume(other).unwrap(), "the new notify's record");
+    }
+
+    /// The free-id count does not count ids that only a dead process holds: it drops dead
+    /// processes' references first, as a create that ran out would.
+    #[test]
+    fn the_free_count_drops_a_dead_process_s_references_first() {
+        let (sim, _ns) = open("freedead", Soc::Ascend910);
+        let file = &sim.inner.file;
+        let all = sim.notifies_free(0).unwrap();
+        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let id = sim.notify_info(h).unwrap().id;
+        // A process that registered, joined the notify and died (its pid: a reaped child).
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id();
+        c.wait().unwrap();
+        let j = (0..64)
+            .find(|&i| file.proc_entry(i).unwrap().word.load(SeqCst) == 0)
+            .unwrap();
+        let e = file.proc_entry(j).unwrap();
+        e.start_time.store(1, SeqCst);
+        e.word
+            .store((u64::from(shm::P_ALIVE) << 32) | u64::from(dead), SeqCst);
+        let slot = file.slot(0, id).unwrap();
+        assert_eq!(slot.join(j, slot.generation()), Ok(true));
+        sim.destroy_notify(h).unwrap();
+        assert_eq!(sim.notifies_free(0).unwrap(), all, "the dead holder's id");
+        assert_eq!(e.word.load(SeqCst), 0, "its entry freed");
     }
 
     /// A stream whose head waits for ever for a record that this thread would queue only

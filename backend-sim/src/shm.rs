@@ -657,7 +657,7 @@ impl ShmFile {
         unsafe { &*self.base.add(off).cast::<T>() }
     }
 
-    fn proc_entry(&self, i: u32) -> Option<&ProcEntry> {
+    pub(crate) fn proc_entry(&self, i: u32) -> Option<&ProcEntry> {
         (i < MAX_PROCS).then(|| self.at(self.layout.procs_off + i as usize * 64))
     }
 
@@ -950,6 +950,15 @@ impl ShmFile {
     /// in the pool, no holder but bits of free process-table entries, in the same state for
     /// longer than the repair grace period, 10 s).
     pub fn gc(&self) -> GcReport {
+        let mut report = self.reclaim_dead();
+        report.notifies_freed += self.repair_leaks();
+        report
+    }
+
+    /// The first half of [`gc`](Self::gc): drops the references of every registered process
+    /// that is dead (a few `/proc` reads, one per registered process; a scan of the slots only
+    /// when one is dead).
+    pub fn reclaim_dead(&self) -> GcReport {
         let mut report = GcReport::default();
         let me_word = u64::from(self.pid as u32) | ((self.start_time & 0xffff_ffff) << 32);
         // A reclaimed entry's state word names its reclaimer, so that taking the entry and
@@ -1000,7 +1009,6 @@ impl ShmFile {
             // Only ours to free while it still names us.
             let _ = e.word.compare_exchange(reclaiming, 0, SeqCst, SeqCst);
         }
-        report.notifies_freed += self.repair_leaks();
         report
     }
 

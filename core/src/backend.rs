@@ -298,7 +298,9 @@ pub trait HostOps: NotifyResources {
     /// Codes: 107017; 107000 not the owner's device.
     fn try_consume(&self, notify: RawNotify) -> Result<bool, Self::Error>;
 
-    /// How many notify ids `device` has left, across every process of the machine.
+    /// How many notify ids `device` has left, across every process of the machine. Ids that
+    /// only dead processes hold count as left where the backend reclaims them (the simulator
+    /// drops dead processes' references first).
     ///
     /// Codes: 107001; 207000 notifies unsupported.
     fn notifies_free(&self, device: u32) -> Result<u32, Self::Error>;
