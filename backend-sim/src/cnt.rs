@@ -585,6 +585,28 @@ impl CntRef {
             .slot(self.dev, self.id)
             .unwrap_or_else(|| spare_slot())
     }
+
+    /// `Ok` while the slot is still the live incarnation this reference holds (same cache
+    /// line as the count). Otherwise another process took this one's count notify from it
+    /// (its owner entry was found dead or overwritten): 507899, before a record touches what
+    /// may by now be another process's count notify.
+    fn live(&self) -> Result<(), SimError> {
+        let s = self.slot();
+        if s.generation() == self.generation && s.state() == Some(CntSlotState::Live) {
+            return Ok(());
+        }
+        Err(SimError::new(
+            Error::DrvInternalError,
+            format!(
+                "count notify {} of device {} in {}: this process no longer holds it (another \
+                 process reclaimed it, taking this one for dead), and the id may now be \
+                 another count notify's; remove the namespace",
+                self.id,
+                self.dev,
+                self.file.path.display()
+            ),
+        ))
+    }
 }
 
 impl Drop for CntRef {
@@ -861,6 +883,7 @@ impl CntNotifyOps for Sim {
         let (s, _) = self.stream(stream)?;
         let pid = self.inner.pid;
         self.enqueue(&s, stream, move |_| {
+            r.live()?;
             r.slot().record(&r.file.waiter(), record, pid);
             Ok(())
         })
@@ -1015,6 +1038,29 @@ mod tests {
 
     /// Ids leaked by a process that died half-way through a create or destroy are freed by a
     /// later collection once they stayed orphaned for the grace period; live ones are kept.
+    /// Another process took this one's count notify from it (as its gc does for an owner it
+    /// finds dead) and the id went back to the pool: a record on the old handle fails with
+    /// 507899 instead of counting on whatever count notify has the id now.
+    #[test]
+    fn a_record_on_a_count_notify_taken_from_this_process_fails() {
+        let (sim, _ns) = open("taken", Soc::Ascend950PR);
+        let c = sim.cnt_create(1).unwrap();
+        let s = sim.create_stream(1).unwrap();
+        let f = sim.inner.cnt.opened().unwrap();
+        let r = sim.cnt(c).unwrap();
+        assert!(r.slot().release(&f.waiter(), r.generation));
+        f.pool(1).unwrap().free(r.id).unwrap();
+        let other = CntRef::create(&f, 1).map_err(|_| "create").unwrap();
+        assert_eq!(other.id, r.id, "the id is reused");
+        sim.cnt_record(c, s, CntRecord::add(5)).unwrap();
+        let e = sim
+            .synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError, "{e}");
+        assert!(e.to_string().contains("no longer holds it"), "{e}");
+        assert_eq!(other.slot().count(), 0, "the new count notify is untouched");
+    }
+
     #[test]
     fn leaked_count_ids_are_repaired_after_the_grace_period() {
         let (sim, _ns) = open("leak", Soc::Ascend950PR);
