@@ -14,6 +14,10 @@
  *   ACL_NOTIFY_SIM_NAMESPACE  which simulated machine to join (processes sharing a notify
  *                             must use the same value)
  *   ACL_NOTIFY_SIM_SERVER_ID  this process's SuperPod server id (default 0)
+ *   ACL_NOTIFY_SIM_STREAM_CPUS  where stream workers run: off (default), spread, or a CPU list
+ *   ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT  seconds a task waits for room in a full stream before
+ *                             507002 (default 60; 0 = for ever)
+ * The first process to open a namespace fixes its SoC and device count (the README has more).
  *
  * Conventions of this implementation (where CANN is silent):
  *   - Every call except aclInit, aclGetRecentErrMsg, aclrtDeviceGetBareTgid and aclFinalize
