@@ -134,6 +134,10 @@ impl BackendError for DriverError {
     fn kind(&self) -> Error {
         self.kind
     }
+
+    fn with_message(kind: Error, msg: fmt::Arguments<'_>) -> Self {
+        DriverError::local(kind, msg.to_string())
+    }
 }
 
 impl fmt::Display for DriverError {

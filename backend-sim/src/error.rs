@@ -40,6 +40,10 @@ impl BackendError for SimError {
     fn kind(&self) -> Error {
         self.kind
     }
+
+    fn with_message(kind: Error, msg: fmt::Arguments<'_>) -> Self {
+        SimError::new(kind, msg.to_string())
+    }
 }
 
 impl fmt::Display for SimError {

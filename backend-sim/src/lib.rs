@@ -2055,6 +2055,24 @@ mod tests {
         assert!(sim.try_consume(other).unwrap(), "the new notify's record");
     }
 
+    /// The typed layer's own refusals carry an explanation, not just the code.
+    #[test]
+    fn typed_refusals_explain_themselves() {
+        use acl_notify_core::soc::{Ascend310B, Ascend910B};
+        use acl_notify_core::typed::Device;
+        let (sim, _ns) = open("typedmsg", Soc::Ascend910B);
+        let e = Device::<Ascend310B, _>::new(&sim, 0).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid);
+        assert!(
+            e.to_string()
+                .contains("this Device type is for Ascend310B, but the machine is Ascend910B"),
+            "{e}"
+        );
+        let e = Device::<Ascend910B, _>::new(&sim, 7).unwrap_err();
+        assert_eq!(e.kind(), Error::InvalidDeviceId);
+        assert!(e.to_string().contains("device 7 does not exist"), "{e}");
+    }
+
     /// The free-id count does not count ids that only a dead process holds: it drops dead
     /// processes' references first, as a create that ran out would.
     #[test]

@@ -154,6 +154,15 @@ impl core::error::Error for Error {}
 pub trait BackendError: core::fmt::Debug + core::fmt::Display + From<Error> {
     /// The CANN code this error stands for (embedded-hal's `Error::kind()`).
     fn kind(&self) -> Error;
+
+    /// An error of `kind` raised above the backend (by the typed layer) with an explanation.
+    /// A backend that carries messages keeps it (formatting it is the backend's cost, paid
+    /// only on this error path); the default drops it, so a bare code is all a
+    /// message-less backend (or firmware) pays for.
+    fn with_message(kind: Error, msg: core::fmt::Arguments<'_>) -> Self {
+        let _ = msg;
+        Self::from(kind)
+    }
 }
 
 impl BackendError for Error {

@@ -130,10 +130,17 @@ impl<'b, C: SocType, B: NotifyResources + StreamOps> Device<'b, C, B> {
             && fixed != soc
         {
             debug!("device: SoC type does not match the backend's SoC");
-            return Err(err::<B>(Error::ParamInvalid));
+            return Err(B::Error::with_message(
+                Error::ParamInvalid,
+                format_args!("this Device type is for {fixed}, but the machine is {soc}"),
+            ));
         }
-        if device >= backend.device_count() {
-            return Err(err::<B>(Error::InvalidDeviceId));
+        let count = backend.device_count();
+        if device >= count {
+            return Err(B::Error::with_message(
+                Error::InvalidDeviceId,
+                format_args!("device {device} does not exist (the machine has {count})"),
+            ));
         }
         Ok(Device {
             backend,
@@ -251,7 +258,10 @@ impl<'b, C: BatchReset, B: NotifyResources + StreamOps> Device<'b, C, B> {
     pub fn batch_reset(&self, notifies: &[ResetRef<'_, B>]) -> Result<(), B::Error> {
         self.require(Feature::BatchReset)?;
         if notifies.is_empty() {
-            return Err(err::<B>(Error::ParamInvalid));
+            return Err(B::Error::with_message(
+                Error::ParamInvalid,
+                format_args!("batch reset of no notifies"),
+            ));
         }
         // Small batches go in one call; longer ones in chunks (no allocation in the core).
         let mut buf = [RawNotify(0); 32];
@@ -480,7 +490,16 @@ impl<'b, C: SocType, S: State, B: NotifyResources + StreamOps> Notify<'b, C, S, 
         let info = device.backend.notify_info(raw)?;
         if info.state != S::KIND || info.device != device.id {
             debug!("notify {=u64}: from_raw state or device mismatch", raw.0);
-            return Err(err::<B>(Error::ParamInvalid));
+            return Err(B::Error::with_message(
+                Error::ParamInvalid,
+                format_args!(
+                    "the notify is {:?} on device {}, not {:?} on device {}",
+                    info.state,
+                    info.device,
+                    S::KIND,
+                    device.id
+                ),
+            ));
         }
         Ok(Notify::wrap(device, raw))
     }
@@ -794,7 +813,13 @@ impl<'b, C: SocType, B: NotifyResources + StreamOps> NotifyAny<'b, C, B> {
     pub fn from_raw(device: Device<'b, C, B>, raw: RawNotify) -> Result<Self, B::Error> {
         let info = device.backend.notify_info(raw)?;
         if info.device != device.id {
-            return Err(err::<B>(Error::ParamInvalid));
+            return Err(B::Error::with_message(
+                Error::ParamInvalid,
+                format_args!(
+                    "the notify is on device {}, not device {}",
+                    info.device, device.id
+                ),
+            ));
         }
         Ok(NotifyAny {
             device,
@@ -811,7 +836,13 @@ impl<'b, C: SocType, B: NotifyResources + StreamOps> NotifyAny<'b, C, B> {
                 let me = ManuallyDrop::new(self);
                 Ok(Notify::wrap(me.device, me.raw))
             }
-            Ok(_) => Err((self, err::<B>(Error::ParamInvalid))),
+            Ok(info) => Err((
+                self,
+                B::Error::with_message(
+                    Error::ParamInvalid,
+                    format_args!("the notify is {:?}, not {:?}", info.state, S::KIND),
+                ),
+            )),
             Err(e) => Err((self, e)),
         }
     }
