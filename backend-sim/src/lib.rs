@@ -753,6 +753,11 @@ impl Sim {
         read(&self.inner.notifies).tag()
     }
 
+    /// This process's id, cached (no system call; a forked child reads its own).
+    pub fn current_pid() -> i32 {
+        sys::getpid()
+    }
+
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
     pub fn notify_is_live(&self, notify: RawNotify) -> bool {
         read(&self.inner.notifies).get(notify.0).is_some()
@@ -1919,6 +1924,12 @@ impl StreamOps for Sim {
                     Error::StreamSyncTimeout,
                     format!("stream {:#x} still has tasks after {wait:?}", stream.0),
                 )
+            } else if e.kind() == Error::InternalError && e.message().is_empty() {
+                err(
+                    Error::InternalError,
+                    "synchronize called from a host function running on this very stream: it \
+                     would wait for itself",
+                )
             } else {
                 e
             }
@@ -1947,7 +1958,20 @@ impl HostOps for Sim {
         if !self.on_owner_device(&v.r, v.device) {
             return Err(self.wrong_device(&v.r, v.device));
         }
-        let out = slot_wait(&v.r, Some(timeout), &|| false);
+        // Ends (within a chunk) if the handle is destroyed meanwhile, by another thread: a
+        // long or endless host wait on a notify nobody can record any more must not outlive it.
+        let gone = || !self.notify_is_live(notify);
+        let out = slot_wait(&v.r, Some(timeout), &gone);
+        if matches!(out, Ok(WaitOutcome::Cancelled)) && gone() {
+            v.r.file().intact()?;
+            return Err(err(
+                Error::InvalidHandle,
+                format!(
+                    "notify handle {:#x} was destroyed while this host wait waited on it",
+                    notify.0
+                ),
+            ));
+        }
         wait_outcome_error(out, &v.r, Some(timeout), Error::WaitTimeout, "host wait")
     }
 
@@ -2071,6 +2095,45 @@ mod tests {
         let e = Device::<Ascend910B, _>::new(&sim, 7).unwrap_err();
         assert_eq!(e.kind(), Error::InvalidDeviceId);
         assert!(e.to_string().contains("device 7 does not exist"), "{e}");
+    }
+
+    /// A host wait (here one that would last a day) ends when another thread destroys its
+    /// notify handle, with 107017 saying so.
+    #[test]
+    fn a_host_wait_ends_when_its_handle_is_destroyed() {
+        let (sim, _ns) = open("hwdestroy", Soc::Ascend910B);
+        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let t0 = Instant::now();
+        let r = std::thread::scope(|sc| {
+            let w = sc.spawn(|| sim.host_wait(h, Duration::from_secs(20)));
+            std::thread::sleep(Duration::from_millis(100));
+            sim.destroy_notify(h).unwrap();
+            w.join().unwrap()
+        });
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), Error::InvalidHandle, "{e}");
+        assert!(e.to_string().contains("was destroyed while"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+
+    /// A host function that synchronizes its own stream gets 507000 with the reason.
+    #[test]
+    fn synchronize_from_the_stream_s_own_host_function_says_why_it_is_refused() {
+        let (sim, _ns) = open("hostsync", Soc::Ascend910B);
+        let s = sim.create_stream(0).unwrap();
+        let got = Arc::new(Mutex::new(None));
+        let (sim2, got2) = (sim.clone(), Arc::clone(&got));
+        let (st, _) = sim.stream(s).unwrap();
+        sim.enqueue(&st, s, move |_| {
+            *got2.lock().unwrap() = Some(sim2.synchronize(s, SyncWait::Forever));
+            Ok(())
+        })
+        .unwrap();
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap();
+        let e = got.lock().unwrap().take().unwrap().unwrap_err();
+        assert_eq!(e.kind(), Error::InternalError);
+        assert!(e.to_string().contains("would wait for itself"), "{e}");
     }
 
     /// The free-id count does not count ids that only a dead process holds: it drops dead

@@ -1079,9 +1079,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     ///
     /// Codes: the first error a task returned since the last report (e.g. 107020 for a timed
     /// out wait, 507899 for a panic); 507046 (`StreamSyncTimeout`) `wait` expired first
-    /// (nothing is cleared); 107017 the stream is destroyed, or was destroyed while waiting;
-    /// 507000 (`InternalError`) called from one of this stream's own tasks (it would wait for
-    /// itself).
+    /// (nothing is cleared); 107017 the stream is destroyed, or was destroyed with its tasks
+    /// discarded while waiting (a draining destroy that started meanwhile ran them all: the
+    /// answer is then theirs, task error included); 507000 (`InternalError`) called from one
+    /// of this stream's own tasks (it would wait for itself).
     pub fn synchronize(&self, wait: SyncWait) -> Result<(), E> {
         let s = &*self.shared;
         if s.state.load(Ordering::SeqCst) != OPEN {
@@ -1129,7 +1130,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 }
             }
         }
-        if s.state.load(Ordering::SeqCst) != OPEN {
+        if s.state.load(Ordering::SeqCst) == DISCARDING {
             return Err(E::from(Error::InvalidHandle));
         }
         match lock(&s.error).take() {
@@ -1755,6 +1756,31 @@ mod tests {
         drop(s); // Drop = Discard.
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert_eq!(*lock(&result), Some(Err(Cancelled)));
+    }
+
+    /// A synchronize already waiting when a draining destroy starts gets what its tasks came
+    /// to (here a task's error), not 107017: the drain ran them all.
+    #[test]
+    fn a_synchronize_waiting_through_a_drain_reports_the_task_error() {
+        let s = Arc::new(S::new("t-syncdrain").unwrap());
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        s.enqueue(move |_| {
+            assert!(g.wait(LONG));
+            Err(Error::TaskTimeout)
+        })
+        .unwrap();
+        let s2 = Arc::clone(&s);
+        let syncer = thread::spawn(move || s2.synchronize(SyncWait::AtMost(LONG)));
+        thread::sleep(Duration::from_millis(20));
+        let s3 = Arc::clone(&s);
+        let destroyer = thread::spawn(move || s3.destroy(StreamDestroy::Drain));
+        thread::sleep(Duration::from_millis(20));
+        gate.open();
+        assert_eq!(destroyer.join().unwrap(), Ok(()));
+        assert_eq!(syncer.join().unwrap(), Err(Error::TaskTimeout));
+        // Callers that come after the destroy find the stream gone.
+        assert_eq!(s.synchronize(SyncWait::Forever), Err(Error::InvalidHandle));
     }
 
     #[test]

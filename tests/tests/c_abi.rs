@@ -190,6 +190,7 @@ fn build_everything() -> Result<Prefix, String> {
         "cnt",
         "finalize_race",
         "stream_full",
+        "fork_child",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -396,6 +397,15 @@ fn a_full_stream_queue_fails_with_507002_instead_of_hanging() {
     let o = run_alone("stream_full", "full", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("stream_full: ok"), "{}", report(&o));
+}
+
+// ---- fork after aclInit (tests/c/fork_child.c) -------------------------------------------------
+
+#[test]
+fn a_forked_child_is_told_to_call_acl_init_and_the_parent_is_unaffected() {
+    let o = run_alone("fork_child", "fork", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("fork_child: ok"), "{}", report(&o));
 }
 
 #[test]

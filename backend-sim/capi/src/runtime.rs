@@ -66,6 +66,38 @@ fn bad_stream(handle: usize) -> CallError {
     )
 }
 
+/// "stream 0x…" for a C stream handle, "the default stream" for NULL.
+fn stream_name(stream: usize) -> String {
+    if stream == 0 {
+        "the default stream".to_owned()
+    } else {
+        format!("stream {stream:#x}")
+    }
+}
+
+/// A backend error of a call on C stream `stream`: a 107017 names the caller's handle, not the
+/// backend's own (the stream was destroyed, or discarded by a device reset or `aclFinalize`,
+/// while the call used it).
+fn stream_error<E: BackendError>(stream: usize, e: E) -> CallError {
+    if e.kind() != Error::InvalidHandle {
+        return CallError::backend(e);
+    }
+    if stream == 0 {
+        CallError::new(
+            Error::InvalidHandle,
+            "the default stream was discarded while this call used it (its device was reset, \
+             or aclFinalize ran)",
+        )
+    } else {
+        bad_stream(stream)
+    }
+}
+
+/// The cached process id of the backend's platform (cheap: no system call).
+fn backend_pid() -> i32 {
+    acl_notify_sim::Sim::current_pid()
+}
+
 /// One `aclInit` … `aclFinalize` session of the process over backend `B`.
 pub(crate) struct Runtime<B> {
     backend: B,
@@ -76,6 +108,9 @@ pub(crate) struct Runtime<B> {
     cnts: RwLock<HandleTable<CntEntry>>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
+    /// The process that called `aclInit`: a child forked from it inherits the session's memory
+    /// but not its worker threads, so the session is not the child's.
+    pid: i32,
 }
 
 impl<B> core::fmt::Debug for Runtime<B> {
@@ -99,7 +134,19 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             streams: RwLock::new(HandleTable::new(Kind::Stream, seed.rotate_left(17))),
             cnts: RwLock::new(HandleTable::new(Kind::CntNotify, seed.rotate_left(41))),
             device_refs: Mutex::new(vec![0; devices]),
+            pid: backend_pid(),
         }
+    }
+
+    /// The process that opened this session.
+    pub(crate) fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// Whether this process is a child forked after `aclInit` (the session is its parent's).
+    #[inline]
+    pub(crate) fn inherited(&self) -> bool {
+        backend_pid() != self.pid
     }
 
     /// The backend.
@@ -320,21 +367,28 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             .remove(stream);
         self.backend
             .destroy_stream(raw, mode)
-            .map_err(CallError::backend)
+            .map_err(|e| stream_error(stream, e))
     }
 
     /// `aclrtSynchronizeStream[WithTimeout]`.
     pub(crate) fn synchronize(&self, stream: usize, wait: SyncWait) -> Result<(), CallError> {
         let raw = self.resolve_stream(stream)?;
-        self.backend
-            .synchronize(raw, wait)
-            .map_err(CallError::backend)
+        self.backend.synchronize(raw, wait).map_err(|e| {
+            if e.kind() == Error::StreamSyncTimeout {
+                CallError::new(
+                    Error::StreamSyncTimeout,
+                    format!("{} still has tasks after {wait:?}", stream_name(stream)),
+                )
+            } else {
+                stream_error(stream, e)
+            }
+        })
     }
 
     /// `aclrtStreamQuery`.
     pub(crate) fn query(&self, stream: usize) -> Result<StreamStatus, CallError> {
         let raw = self.resolve_stream(stream)?;
-        self.backend.query(raw).map_err(CallError::backend)
+        self.backend.query(raw).map_err(|e| stream_error(stream, e))
     }
 
     /// `aclrtLaunchHostFunc`.
@@ -342,7 +396,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         let raw = self.resolve_stream(stream)?;
         self.backend
             .launch_host_func(raw, call)
-            .map_err(CallError::backend)
+            .map_err(|e| stream_error(stream, e))
     }
 
     /// `aclrtSetOpWaitTimeout`.

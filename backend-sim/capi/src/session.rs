@@ -29,16 +29,35 @@ enum State {
 static STATE: RwLock<State> = RwLock::new(State::Uninit);
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 
-/// `ACL_ERROR_UNINITIALIZE` (100001) for a state without a session.
+/// `ACL_ERROR_UNINITIALIZE` (100001) for a state without a session of this process.
 fn no_session(state: &State) -> CallError {
     match state {
         State::Finalized => CallError::new(
             Error::Uninitialize,
             "aclFinalize has been called (call aclInit again to start a new session)",
         ),
+        State::Ready(rt) if rt.inherited() => CallError::new(
+            Error::Uninitialize,
+            format!(
+                "aclInit was called by process {} before it forked this one: the session's \
+                 streams and worker threads are not in this process; call aclInit here",
+                rt.pid()
+            ),
+        ),
         State::Uninit | State::Ready(_) => {
             CallError::new(Error::Uninitialize, "aclInit has not been called")
         }
+    }
+}
+
+/// Takes the parent's session out of the state of a forked child without running any of its
+/// teardown (which would join worker threads that do not exist here and release what is the
+/// parent's): its memory is left as it is.
+fn forget_inherited(state: &mut State) {
+    if matches!(state, State::Ready(rt) if rt.inherited())
+        && let State::Ready(rt) = std::mem::replace(state, State::Uninit)
+    {
+        std::mem::forget(rt);
     }
 }
 
@@ -47,7 +66,7 @@ fn no_session(state: &State) -> CallError {
 /// block (stream queues, waits, drains), which must not hold up `aclFinalize`.
 pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
     match &*STATE.read().unwrap_or_else(PoisonError::into_inner) {
-        State::Ready(rt) => Ok(Arc::clone(rt)),
+        State::Ready(rt) if !rt.inherited() => Ok(Arc::clone(rt)),
         other => Err(no_session(other)),
     }
 }
@@ -61,7 +80,7 @@ pub(crate) fn with_runtime<R>(
     f: impl FnOnce(&Runtime<Dev>) -> Result<R, CallError>,
 ) -> Result<R, CallError> {
     match &*STATE.read().unwrap_or_else(PoisonError::into_inner) {
-        State::Ready(rt) => f(rt),
+        State::Ready(rt) if !rt.inherited() => f(rt),
         other => Err(no_session(other)),
     }
 }
@@ -84,6 +103,7 @@ fn seed() -> u64 {
 /// `aclInit`.
 pub(crate) fn init() -> Result<(), CallError> {
     let mut state = STATE.write().unwrap_or_else(PoisonError::into_inner);
+    forget_inherited(&mut state);
     if let State::Ready(_) = *state {
         return Err(CallError::new(
             Error::RepeatInitialize,
@@ -100,6 +120,12 @@ pub(crate) fn init() -> Result<(), CallError> {
 pub(crate) fn finalize() -> Result<(), CallError> {
     let old = {
         let mut state = STATE.write().unwrap_or_else(PoisonError::into_inner);
+        if matches!(&*state, State::Ready(rt) if rt.inherited()) {
+            // A forked child finalizing its parent's session: nothing here is the child's.
+            forget_inherited(&mut state);
+            *state = State::Finalized;
+            return Ok(());
+        }
         match std::mem::replace(&mut *state, State::Finalized) {
             State::Ready(rt) => Some(rt),
             // CANN lets a process finalize without having initialised, once.

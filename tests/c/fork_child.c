@@ -1,0 +1,108 @@
+/* fork_child.c — a process forked after aclInit does not inherit a working session (its
+ * parent's streams and worker threads are not in it): its calls get ACL_ERROR_UNINITIALIZE
+ * with a message that says so, instead of tasks that are accepted and never run or an
+ * aclFinalize that hangs; aclInit in the child starts a session of its own; aclFinalize in a
+ * child that never called aclInit returns at once; the parent's session is unaffected.
+ * Also: stream errors name the caller's handle (a sync timeout on a created stream, a sync on
+ * a destroyed one). Exit 0 when every check holds. */
+#include "common.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+/* The child that uses the library: refused first, then a session of its own. */
+static void child_uses_the_library(void) {
+    g_role = "fork_child";
+    alarm(30); /* a hang is a failure, not a stuck test */
+    aclrtNotify n = NULL;
+    aclError e = aclrtCreateNotify(&n, 0);
+    REQUIRE(e == ACL_ERROR_UNINITIALIZE, "create in the child returned %d", (int)e);
+    const char *m = recent_msg();
+    REQUIRE(strstr(m, "forked") != NULL && strstr(m, "call aclInit here") != NULL,
+            "message: %s", m);
+    aclrtStream s = NULL;
+    e = aclrtCreateStream(&s);
+    REQUIRE(e == ACL_ERROR_UNINITIALIZE, "create stream in the child returned %d", (int)e);
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtCreateStream(&s));
+    CHECK(aclrtCreateNotify(&n, 0));
+    CHECK(aclrtRecordNotify(n, s));
+    CHECK(aclrtWaitAndResetNotify(n, s, 5));
+    CHECK(aclrtSynchronizeStreamWithTimeout(s, 5000));
+    CHECK(aclrtDestroyNotify(n));
+    CHECK(aclrtDestroyStream(s));
+    CHECK(aclFinalize());
+    _exit(0);
+}
+
+/* The child that only finalizes what it inherited. */
+static void child_finalizes(void) {
+    g_role = "fork_finalize";
+    alarm(30);
+    CHECK(aclFinalize());
+    _exit(0);
+}
+
+static void run_child(void (*body)(void), const char *what) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        body();
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+    REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %#x%s", what, st,
+            WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (hung: killed by its alarm)" : "");
+}
+
+int main(void) {
+    g_role = "fork_parent";
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtStream s = NULL, blocked = NULL;
+    CHECK(aclrtCreateStream(&s));
+    CHECK(aclrtCreateStream(&blocked));
+    aclrtNotify n = NULL, gate = NULL;
+    CHECK(aclrtCreateNotify(&n, 0));
+    CHECK(aclrtCreateNotify(&gate, 0));
+    /* The parent has worker threads (and a stream blocked on a wait) when it forks. */
+    CHECK(aclrtWaitAndResetNotify(gate, blocked, 0));
+
+    run_child(child_uses_the_library, "a child that uses the library");
+    run_child(child_finalizes, "a child that finalizes");
+
+    /* The parent's session is intact. */
+    CHECK(aclrtRecordNotify(n, s));
+    CHECK(aclrtWaitAndResetNotify(n, s, 5));
+    CHECK(aclrtSynchronizeStreamWithTimeout(s, 5000));
+
+    /* A sync timeout names the caller's stream handle. */
+    char want[64];
+    snprintf(want, sizeof want, "stream %#" PRIxPTR " still has tasks", (uintptr_t)blocked);
+    aclError e = aclrtSynchronizeStreamWithTimeout(blocked, 50);
+    REQUIRE(e == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "sync of the blocked stream returned %d",
+            (int)e);
+    const char *m = recent_msg();
+    REQUIRE(strstr(m, want) != NULL, "`%s` missing: %s", want, m);
+    CHECK(aclrtRecordNotify(gate, s));
+    CHECK(aclrtSynchronizeStreamWithTimeout(blocked, 5000));
+
+    /* A sync on a destroyed stream names the caller's handle too. */
+    CHECK(aclrtDestroyStream(blocked));
+    e = aclrtSynchronizeStream(blocked);
+    REQUIRE(e == ACL_ERROR_RT_INVALID_HANDLE, "sync of a destroyed stream returned %d", (int)e);
+    snprintf(want, sizeof want, "stream %#" PRIxPTR " is not a live stream", (uintptr_t)blocked);
+    m = recent_msg();
+    REQUIRE(strstr(m, want) != NULL, "`%s` missing: %s", want, m);
+
+    CHECK(aclrtDestroyNotify(n));
+    CHECK(aclrtDestroyNotify(gate));
+    CHECK(aclrtDestroyStream(s));
+    CHECK(aclFinalize());
+    printf("fork_child: ok\n");
+    return 0;
+}
