@@ -5,12 +5,29 @@
 
 #include "acl/aclnsim.h"
 
+#include <pthread.h>
+
 #define EXPECT_RC(call, want)                                                              \
     do {                                                                                   \
         aclError r_ = (call);                                                              \
         REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
                 recent_msg());                                                             \
     } while (0)
+
+/* A host wait with no limit, on another thread; its result and message. */
+struct endless_wait {
+    aclrtNotify n;
+    aclError rc;
+    char msg[512];
+};
+
+static void *wait_endlessly(void *p) {
+    struct endless_wait *w = p;
+    CHECK(aclrtSetDevice(0));
+    w->rc = aclnsimNotifyHostWait(w->n, UINT64_MAX);
+    snprintf(w->msg, sizeof w->msg, "%s", recent_msg());
+    return NULL;
+}
 
 int main(void) {
     g_role = "extensions";
@@ -60,6 +77,23 @@ int main(void) {
     CHECK(aclrtDestroyNotify(n));
     CHECK(aclnsimGetNotifyFreeCount(0, &n1));
     REQUIRE(n1 == n0, "destroy did not give the id back (%u free, %u before)", n1, n0);
+
+    /* A host wait with no limit ends when another thread destroys its notify. */
+    struct endless_wait w = {NULL, ACL_SUCCESS, ""};
+    CHECK(aclrtCreateNotify(&w.n, 0));
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, wait_endlessly, &w) == 0, "pthread_create");
+    struct timespec pause = {0, 100 * 1000 * 1000};
+    nanosleep(&pause, NULL);
+    t0 = now_ns();
+    CHECK(aclrtDestroyNotify(w.n));
+    pthread_join(th, NULL);
+    ms = (now_ns() - t0) / 1000000;
+    REQUIRE(w.rc == ACL_ERROR_RT_INVALID_HANDLE, "the host wait returned %d: %s", (int)w.rc,
+            w.msg);
+    REQUIRE(strstr(w.msg, "was destroyed while this host wait waited on it") != NULL,
+            "message: %s", w.msg);
+    REQUIRE(ms < 5000, "the host wait ended %lld ms after the destroy", (long long)ms);
     CHECK(aclFinalize());
     printf("extensions: ok\n");
     return 0;

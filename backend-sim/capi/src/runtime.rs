@@ -874,7 +874,16 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles + HostOps> Ru
         let raw = self.owner_side(notify)?;
         // "Forever" as a wait the process will not outlive (and that no deadline overflows).
         let t = timeout.unwrap_or(Duration::from_secs(100 * 365 * 24 * 3600));
-        self.backend.host_wait(raw, t).map_err(CallError::backend)
+        self.backend.host_wait(raw, t).map_err(|e| {
+            if e.kind() == Error::InvalidHandle {
+                CallError::new(
+                    Error::InvalidHandle,
+                    format!("notify {notify:#x} was destroyed while this host wait waited on it"),
+                )
+            } else {
+                CallError::backend(e)
+            }
+        })
     }
 
     /// `aclnsimNotifyTryConsume`.
