@@ -1517,27 +1517,31 @@ pub(crate) mod tests {
 
     #[test]
     fn a_head_left_half_handed_on_is_repaired() {
-        let patience = Duration::from_secs(5);
-        // The head waiter freed its entry for the next round, then died before moving the head.
-        assert_eq!(
-            wait_past_head(entry(1, ST_FREE, 0), 1, patience),
-            Ok(WaitOutcome::Consumed)
-        );
-        // A canceller marked the head ticket, then died before skipping it.
-        assert_eq!(
-            wait_past_head(entry(0, ST_CANCELLED, 0), 1, patience),
-            Ok(WaitOutcome::Consumed)
-        );
-        // A phantom ticket: `tail` moved past an entry nobody took (a corrupting write).
-        assert_eq!(
-            wait_past_head(entry(0, ST_FREE, 0), 1, patience),
-            Ok(WaitOutcome::Consumed)
-        );
-        // Three phantoms in a row.
-        assert_eq!(
-            wait_past_head(entry(0, ST_FREE, 0), 3, patience),
-            Ok(WaitOutcome::Consumed)
-        );
+        for (ring0, tail, what) in [
+            (
+                entry(1, ST_FREE, 0),
+                1,
+                "the head waiter freed its entry for the next round, then died before moving \
+                 the head",
+            ),
+            (
+                entry(0, ST_CANCELLED, 0),
+                1,
+                "a canceller marked the head ticket, then died before skipping it",
+            ),
+            (
+                entry(0, ST_FREE, 0),
+                1,
+                "a phantom ticket: `tail` moved past an entry nobody took (a corrupting write)",
+            ),
+            (entry(0, ST_FREE, 0), 3, "three phantoms in a row"),
+        ] {
+            assert_eq!(
+                wait_past_head(ring0, tail, Duration::from_secs(5)),
+                Ok(WaitOutcome::Consumed),
+                "{what}"
+            );
+        }
     }
 
     #[test]
