@@ -1199,11 +1199,17 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     ///
     /// Codes: as [`destroy`](Self::destroy) (apart from the overtaken drain).
     pub fn begin_destroy(&self, mode: StreamDestroy) -> Result<(), E> {
+        self.begin(mode, true)
+    }
+
+    /// [`begin_destroy`](Self::begin_destroy); `overtake` says whether a `Discard` may turn
+    /// a drain in progress into a discard.
+    fn begin(&self, mode: StreamDestroy, overtake: bool) -> Result<(), E> {
         let s = &*self.shared;
         let dropped = {
             let mut q = lock(&s.queue);
             let state = s.state.load(Ordering::Relaxed);
-            let upgrade = state == DRAINING && mode == StreamDestroy::Discard;
+            let upgrade = overtake && state == DRAINING && mode == StreamDestroy::Discard;
             if state != OPEN && !upgrade {
                 return Err(E::from(Error::InvalidHandle));
             }
@@ -1248,30 +1254,37 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     }
 
     fn join(&self) {
-        let handle = lock(&self.worker).take();
-        if self.shared.control.on_worker() {
-            // Destroyed (or dropped) from its own task: the worker leaves after this task
-            // (dropping the handle detaches it).
+        if self.join_handle() {
             return;
         }
-        match handle {
+        if self.shared.control.on_worker() {
+            return;
+        }
+        // Another destroy is joining it (a discard overtaking a drain), or a destroy from one
+        // of its tasks detached it: wait for its exit.
+        let mut exited = lock(&self.shared.exited);
+        while !*exited {
+            exited = self
+                .shared
+                .exited_cv
+                .wait(exited)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Joins the worker if this stream still has its handle (whether it did). From one of
+    /// the stream's own tasks the handle is dropped instead (the worker leaves after that
+    /// task, detached).
+    fn join_handle(&self) -> bool {
+        let Some(handle) = lock(&self.worker).take() else {
+            return false;
+        };
+        if handle.thread().id() != thread::current().id() {
             // The worker catches task panics; an `Err` here would be a bug in this module,
             // and there is nothing left to clean up either way.
-            Some(handle) => {
-                let _ = handle.join();
-            }
-            // Another destroy is joining it (a discard overtaking a drain): wait for the exit.
-            None => {
-                let mut exited = lock(&self.shared.exited);
-                while !*exited {
-                    exited = self
-                        .shared
-                        .exited_cv
-                        .wait(exited)
-                        .unwrap_or_else(PoisonError::into_inner);
-                }
-            }
+            let _ = handle.join();
         }
+        true
     }
 
     /// Counters for benchmarks and the inspector.
@@ -1337,10 +1350,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Drop for Stream<E, J> {
     /// Drop is a discarding destroy: it never waits for a task that cannot finish (see the
     /// module docs).
     fn drop(&mut self) {
-        if self.destroy(StreamDestroy::Discard).is_err() {
-            // Already destroyed; the handle may still need joining if that destroy ran on
-            // the worker itself (then `join` returns at once again).
+        // A drain still running here was started by one of the stream's own tasks (any other
+        // drain borrows the stream until it ends): it goes on, detached, as it would have
+        // without this drop; it is not turned into a discard.
+        if self.begin(StreamDestroy::Discard, false).is_ok() {
             self.join();
+        } else {
+            // Already destroyed; the handle may still need joining (`begin_destroy` without
+            // `wait_destroyed`); if that destroy ran on the worker itself it is gone.
+            self.join_handle();
         }
     }
 }
@@ -1869,6 +1887,32 @@ mod tests {
         assert_eq!(ran.load(Ordering::SeqCst), 0);
         assert_eq!(s.query(), StreamStatus::Complete);
         assert_eq!(s.destroy(StreamDestroy::Discard), Err(Error::InvalidHandle));
+    }
+
+    /// A drain started by one of the stream's own tasks goes on after the last reference to
+    /// the stream is dropped: dropping does not turn it into a discard.
+    #[test]
+    fn dropping_a_stream_its_own_task_drains_still_runs_the_rest() {
+        let s = Arc::new(S::new("t-self-drain").unwrap());
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        s.enqueue(move |_| {
+            g.wait(LONG);
+            Ok(())
+        })
+        .unwrap();
+        let me = Arc::clone(&s);
+        s.enqueue(move |_| {
+            assert_eq!(me.destroy(StreamDestroy::Drain), Ok(()));
+            drop(me); // The last reference: dropped on the worker, mid-drain.
+            Ok(())
+        })
+        .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        count_on(&s, &ran);
+        drop(s);
+        gate.open();
+        assert!(eventually(LONG, || ran.load(Ordering::SeqCst) == 1));
     }
 
     /// Discarding streams in two passes — cancel all, then wait for all — ends a task of one
