@@ -323,6 +323,7 @@ impl SimBuilder {
                 notifies: RwLock::new(Slab::new(tag)),
                 streams: RwLock::new(Slab::new(tag ^ 0x8000)),
                 defaults: Mutex::new(vec![None; self.devices as usize]),
+                draining: Mutex::new(Vec::new()),
                 peers: Mutex::new(vec![0; self.devices as usize]),
                 op_wait_timeout: AtomicU32::new(0),
                 stream_seq: AtomicU32::new(0),
@@ -413,6 +414,10 @@ struct Inner {
     notifies: RwLock<Slab<NotifyEntry>>,
     streams: RwLock<Slab<StreamEntry>>,
     defaults: Mutex<Vec<Option<u64>>>,
+    /// Streams a draining destroy took out of `streams` and has not finished with, and their
+    /// devices: no call finds them any more, but [`Sim::discard_streams_where`] still does.
+    /// Added under the `streams` write lock (so a discard sees a stream in one or the other).
+    draining: Mutex<Vec<(Arc<SimStream>, u32)>>,
     /// `peers[d]` bit `p`: this process enabled access from device `d` to device `p`.
     peers: Mutex<Vec<u64>>,
     op_wait_timeout: AtomicU32,
@@ -442,8 +447,12 @@ impl std::fmt::Debug for Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         // Streams first (their drop discards queued tasks and cancels running waits), then
-        // the notify references.
+        // the notify references. Every stream is cancelled before any is joined: a task of
+        // one may be waiting for another.
         let streams = write(&self.streams).drain();
+        for e in &streams {
+            let _ = e.stream.begin_destroy(StreamDestroy::Discard);
+        }
         drop(streams);
         let notifies = write(&self.notifies).drain();
         drop(notifies);
@@ -772,6 +781,43 @@ impl Sim {
         let n = gone.len();
         drop(gone);
         n
+    }
+
+    /// Discards every stream whose device satisfies `which` — default streams included
+    /// (the device's next default stream is a new one), and streams a draining destroy on
+    /// another thread is still working through (that destroy then returns 107017) — as a
+    /// device reset or the end of a session does. Every stream concerned is cancelled first,
+    /// and only then are their workers waited for: a task of one (a host function
+    /// synchronizing another stream, say) may be waiting for another. Returns how many
+    /// streams were discarded.
+    pub fn discard_streams_where(&self, mut which: impl FnMut(u32) -> bool) -> usize {
+        let mut streams: Vec<Arc<SimStream>> = Vec::new();
+        {
+            // Lock order as in `default_stream`: defaults, then the table.
+            let mut defaults = lock(&self.inner.defaults);
+            let mut table = write(&self.inner.streams);
+            for e in table.remove_where(|e| which(e.device)) {
+                if e.default
+                    && let Some(slot) = defaults.get_mut(e.device as usize)
+                {
+                    *slot = None;
+                }
+                streams.push(e.stream);
+            }
+            streams.extend(
+                lock(&self.inner.draining)
+                    .iter()
+                    .filter(|(_, device)| which(*device))
+                    .map(|(s, _)| Arc::clone(s)),
+            );
+        }
+        for s in &streams {
+            let _ = s.begin_destroy(StreamDestroy::Discard);
+        }
+        for s in &streams {
+            s.wait_destroyed();
+        }
+        streams.len()
     }
 
     /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
@@ -1859,7 +1905,7 @@ impl StreamOps for Sim {
     }
 
     fn destroy_stream(&self, stream: RawStream, mode: StreamDestroy) -> Result<(), SimError> {
-        let e = {
+        let (e, drain) = {
             let mut t = write(&self.inner.streams);
             match t.get(stream.0) {
                 None => return Err(bad_stream(stream)),
@@ -1875,10 +1921,34 @@ impl StreamOps for Sim {
                 }
                 Some(_) => {}
             }
-            t.remove(stream.0).ok_or_else(|| bad_stream(stream))?
+            let e = t.remove(stream.0).ok_or_else(|| bad_stream(stream))?;
+            // Still found by `discard_streams_where` while it drains.
+            let drain = (mode == StreamDestroy::Drain).then(|| {
+                let s = Arc::clone(&e.stream);
+                lock(&self.inner.draining).push((Arc::clone(&s), e.device));
+                s
+            });
+            (e, drain)
         };
         // Outside the lock: a draining destroy waits for the stream's tasks.
-        e.stream.destroy(mode)
+        let r = e.stream.destroy(mode);
+        if let Some(s) = drain {
+            lock(&self.inner.draining).retain(|(d, _)| !Arc::ptr_eq(d, &s));
+        }
+        r.map_err(|e| {
+            if mode == StreamDestroy::Drain && e.kind() == Error::InvalidHandle {
+                err(
+                    Error::InvalidHandle,
+                    format!(
+                        "stream {:#x} was discarded while it drained (its device was reset, \
+                         or the session ended): its remaining tasks did not run",
+                        stream.0
+                    ),
+                )
+            } else {
+                e
+            }
+        })
     }
 
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
@@ -2604,6 +2674,79 @@ mod tests {
         sim.record(n, d).unwrap();
         sim.synchronize(d, SyncWait::Forever).unwrap();
         sim.host_wait(n, Duration::from_secs(5)).unwrap();
+    }
+
+    /// Discarding a device's streams (a device reset, the end of a session) takes its
+    /// default stream — a new one serves the device next — and a stream that a draining
+    /// destroy on another thread is still working through; a synchronize blocked on either
+    /// and the drain itself return, and other devices' streams are untouched.
+    #[test]
+    fn discarding_a_device_s_streams_takes_its_default_and_draining_streams() {
+        use std::sync::mpsc;
+        const LONG: Duration = Duration::from_secs(20);
+        let (sim, _ns) = open("dsw", Soc::Ascend910B);
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let d = sim.default_stream(0).unwrap();
+        sim.wait_and_reset(n, d, Timeout::Forever).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        let other = sim.create_stream(1).unwrap();
+
+        let (drained_tx, drained) = mpsc::channel();
+        let drainer = {
+            let sim = sim.clone();
+            std::thread::spawn(move || {
+                let _ = drained_tx.send(sim.destroy_stream(s, StreamDestroy::Drain));
+            })
+        };
+        // The drain has begun once the stream is gone from the table.
+        let t0 = Instant::now();
+        while sim.query(s).is_ok() {
+            assert!(t0.elapsed() < LONG, "the drain never started");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let (synced_tx, synced) = mpsc::channel();
+        let syncer = {
+            let sim = sim.clone();
+            std::thread::spawn(move || {
+                let _ = synced_tx.send(sim.synchronize(d, SyncWait::AtMost(LONG)));
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+
+        let t0 = Instant::now();
+        let (tx, discarded) = mpsc::channel();
+        let discarder = {
+            let sim = sim.clone();
+            std::thread::spawn(move || {
+                let _ = tx.send(sim.discard_streams_where(|dev| dev == 0));
+            })
+        };
+        assert_eq!(
+            discarded.recv_timeout(LONG),
+            Ok(2),
+            "the discard did not end"
+        );
+        discarder.join().unwrap();
+        let drain = drained.recv_timeout(LONG).expect("the drain did not end");
+        assert_eq!(drain.unwrap_err().kind(), Error::InvalidHandle);
+        let sync = synced
+            .recv_timeout(LONG)
+            .expect("the synchronize did not end");
+        assert_eq!(sync.unwrap_err().kind(), Error::InvalidHandle);
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        drainer.join().unwrap();
+        syncer.join().unwrap();
+
+        // Device 0's next default stream is a new, empty one; device 1 kept its stream.
+        let d2 = sim.default_stream(0).unwrap();
+        assert_ne!(d2, d);
+        assert!(sim.query(d).is_err());
+        assert_eq!(sim.query(d2).unwrap(), StreamStatus::Complete);
+        sim.record(n, other).unwrap();
+        sim.synchronize(other, SyncWait::AtMost(LONG)).unwrap();
+        sim.wait_and_reset(n, d2, Timeout::Forever).unwrap();
+        sim.synchronize(d2, SyncWait::AtMost(LONG)).unwrap();
     }
 
     #[test]

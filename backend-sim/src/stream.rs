@@ -683,6 +683,10 @@ struct Shared<E, J> {
     worker: WorkerCounters,
     last_panic: Mutex<Option<String>>,
     control: Arc<Control>,
+    /// Set by the worker as it exits (also when it unwinds), for a destroy that cannot join
+    /// it because another one does.
+    exited: Mutex<bool>,
+    exited_cv: Condvar,
     _error: PhantomData<fn() -> E>,
 }
 
@@ -880,6 +884,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// `ready` gets the worker's thread id, or `None` if it could not be placed on `cpu` (it
     /// then returns at once).
     fn worker_main(self: Arc<Self>, cpu: Option<usize>, ready: mpsc::Sender<Option<i32>>) {
+        /// Announces the worker's exit, however it leaves.
+        struct Exit<'a>(&'a Mutex<bool>, &'a Condvar);
+        impl Drop for Exit<'_> {
+            fn drop(&mut self) {
+                *lock(self.0) = true;
+                self.1.notify_all();
+            }
+        }
+        let _exit = Exit(&self.exited, &self.exited_cv);
         // The spawner waits for this before it returns the stream. A dropped receiver (the
         // spawner gave up) is harmless.
         if let Some(Err(_)) = cpu.map(pin_current_thread) {
@@ -969,6 +982,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             worker: WorkerCounters::default(),
             last_panic: Mutex::new(None),
             control,
+            exited: Mutex::new(false),
+            exited_cv: Condvar::new(),
             _error: PhantomData,
         });
         let (tx, rx) = mpsc::channel();
@@ -1152,17 +1167,50 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     }
 
     /// Destroys the stream. `Drain` runs every queued task first (a task that never finishes
-    /// makes this wait for ever, as `aclrtDestroyStream` does); `Discard` drops the tasks not
-    /// yet started, cancels the running one and waits for it to return. Then the worker is
-    /// joined — unless this is called from one of the stream's own tasks, in which case the
-    /// worker exits by itself after that task. Enqueuers waiting for room get 107017.
+    /// makes this wait for ever, as `aclrtDestroyStream` does — unless a `Discard` ends it, see
+    /// below); `Discard` drops the tasks not yet started, cancels the running one and waits
+    /// for it to return. Then the worker is joined — unless this is called from one of the
+    /// stream's own tasks, in which case the worker exits by itself after that task. Enqueuers
+    /// waiting for room get 107017.
     ///
-    /// Codes: 107017 (`InvalidHandle`) already destroyed (or being destroyed).
+    /// A `Discard` of a stream that is draining turns the drain into a discard: the tasks
+    /// not yet run are dropped, the running one is cancelled, and both calls return once the
+    /// worker has exited (the drain with 107017: its tasks did not all run).
+    ///
+    /// `destroy` is [`begin_destroy`](Self::begin_destroy) then
+    /// [`wait_destroyed`](Self::wait_destroyed): an owner that discards several streams whose
+    /// tasks may wait on each other cancels them all first and only then waits for them.
+    ///
+    /// Codes: 107017 (`InvalidHandle`) already destroyed (or being destroyed; a `Discard` of a
+    /// draining stream excepted), or a drain overtaken by a discard.
     pub fn destroy(&self, mode: StreamDestroy) -> Result<(), E> {
+        self.begin_destroy(mode)?;
+        self.wait_destroyed();
+        if mode == StreamDestroy::Drain && self.shared.state.load(Ordering::SeqCst) == DISCARDING {
+            return Err(E::from(Error::InvalidHandle));
+        }
+        Ok(())
+    }
+
+    /// The first half of [`destroy`](Self::destroy), which never blocks: the stream stops
+    /// taking tasks and, for `Discard`, its queued tasks are dropped and its running task is
+    /// cancelled. The worker then finishes on its own; [`wait_destroyed`](Self::wait_destroyed)
+    /// waits for that.
+    ///
+    /// Codes: as [`destroy`](Self::destroy) (apart from the overtaken drain).
+    pub fn begin_destroy(&self, mode: StreamDestroy) -> Result<(), E> {
+        self.begin(mode, true)
+    }
+
+    /// [`begin_destroy`](Self::begin_destroy); `overtake` says whether a `Discard` may turn
+    /// a drain in progress into a discard.
+    fn begin(&self, mode: StreamDestroy, overtake: bool) -> Result<(), E> {
         let s = &*self.shared;
         let dropped = {
             let mut q = lock(&s.queue);
-            if s.state.load(Ordering::Relaxed) != OPEN {
+            let state = s.state.load(Ordering::Relaxed);
+            let upgrade = overtake && state == DRAINING && mode == StreamDestroy::Discard;
+            if state != OPEN && !upgrade {
                 return Err(E::from(Error::InvalidHandle));
             }
             let dropped = match mode {
@@ -1193,21 +1241,50 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             }
         }
         s.control.unpark_worker();
-        self.join();
         Ok(())
     }
 
+    /// The second half of [`destroy`](Self::destroy): waits until the worker has exited
+    /// (joining it, or, if another destroy is joining it, waiting for its exit). Returns at
+    /// once when called from one of the stream's own tasks (the worker exits after it), and
+    /// waits for ever for a stream that is open or draining a task that never ends: call it
+    /// after [`begin_destroy`](Self::begin_destroy).
+    pub fn wait_destroyed(&self) {
+        self.join();
+    }
+
     fn join(&self) {
-        let Some(handle) = lock(&self.worker).take() else {
-            return;
-        };
-        if handle.thread().id() == thread::current().id() {
-            // Destroyed (or dropped) from its own task: the worker leaves after this task.
+        if self.join_handle() {
             return;
         }
-        // The worker catches task panics; an `Err` here would be a bug in this module, and
-        // there is nothing left to clean up either way.
-        let _ = handle.join();
+        if self.shared.control.on_worker() {
+            return;
+        }
+        // Another destroy is joining it (a discard overtaking a drain), or a destroy from one
+        // of its tasks detached it: wait for its exit.
+        let mut exited = lock(&self.shared.exited);
+        while !*exited {
+            exited = self
+                .shared
+                .exited_cv
+                .wait(exited)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Joins the worker if this stream still has its handle (whether it did). From one of
+    /// the stream's own tasks the handle is dropped instead (the worker leaves after that
+    /// task, detached).
+    fn join_handle(&self) -> bool {
+        let Some(handle) = lock(&self.worker).take() else {
+            return false;
+        };
+        if handle.thread().id() != thread::current().id() {
+            // The worker catches task panics; an `Err` here would be a bug in this module,
+            // and there is nothing left to clean up either way.
+            let _ = handle.join();
+        }
+        true
     }
 
     /// Counters for benchmarks and the inspector.
@@ -1273,10 +1350,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Drop for Stream<E, J> {
     /// Drop is a discarding destroy: it never waits for a task that cannot finish (see the
     /// module docs).
     fn drop(&mut self) {
-        if self.destroy(StreamDestroy::Discard).is_err() {
-            // Already destroyed; the handle may still need joining if that destroy ran on
-            // the worker itself (then `join` returns at once again).
+        // A drain still running here was started by one of the stream's own tasks (any other
+        // drain borrows the stream until it ends): it goes on, detached, as it would have
+        // without this drop; it is not turned into a discard.
+        if self.begin(StreamDestroy::Discard, false).is_ok() {
             self.join();
+        } else {
+            // Already destroyed; the handle may still need joining (`begin_destroy` without
+            // `wait_destroyed`); if that destroy ran on the worker itself it is gone.
+            self.join_handle();
         }
     }
 }
@@ -1347,6 +1429,16 @@ mod tests {
     }
 
     /// Polls `cond` every millisecond for at most `d`.
+    /// Runs `f` on a thread and returns its result, failing the test if it takes over `d`.
+    fn within<T: Send + 'static>(d: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(d)
+            .unwrap_or_else(|_| panic!("still running after {d:?}"))
+    }
+
     fn eventually(d: Duration, mut cond: impl FnMut() -> bool) -> bool {
         let end = Instant::now() + d;
         while Instant::now() < end {
@@ -1756,6 +1848,109 @@ mod tests {
         drop(s); // Drop = Discard.
         assert!(t0.elapsed() < Duration::from_secs(5));
         assert_eq!(*lock(&result), Some(Err(Cancelled)));
+    }
+
+    /// A discard of a stream that is draining a task that never ends turns the drain into a
+    /// discard: both return promptly (the drain with 107017), the queued tasks never run.
+    #[test]
+    fn a_discard_overtakes_a_drain_in_progress() {
+        let s = Arc::new(S::new("t-overtake").unwrap());
+        let started = Gate::new();
+        let st = Arc::clone(&started);
+        s.enqueue(move |ctx| {
+            st.open();
+            let _ = ctx.sleep(Duration::from_secs(3600));
+            Ok(())
+        })
+        .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        count_on(&s, &ran);
+        assert!(started.wait(LONG));
+        let (tx, rx) = mpsc::channel();
+        let drainer = {
+            let s = Arc::clone(&s);
+            thread::spawn(move || {
+                let _ = tx.send(s.destroy(StreamDestroy::Drain));
+            })
+        };
+        // The drain has begun once the stream refuses new work.
+        assert!(eventually(LONG, || s.enqueue(|_| Ok(())).is_err()));
+        let t0 = Instant::now();
+        let discard = {
+            let s = Arc::clone(&s);
+            within(LONG, move || s.destroy(StreamDestroy::Discard))
+        };
+        assert_eq!(discard, Ok(()));
+        assert_eq!(rx.recv_timeout(LONG), Ok(Err(Error::InvalidHandle)));
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        drainer.join().unwrap();
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+        assert_eq!(s.query(), StreamStatus::Complete);
+        assert_eq!(s.destroy(StreamDestroy::Discard), Err(Error::InvalidHandle));
+    }
+
+    /// A drain started by one of the stream's own tasks goes on after the last reference to
+    /// the stream is dropped: dropping does not turn it into a discard.
+    #[test]
+    fn dropping_a_stream_its_own_task_drains_still_runs_the_rest() {
+        let s = Arc::new(S::new("t-self-drain").unwrap());
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        s.enqueue(move |_| {
+            g.wait(LONG);
+            Ok(())
+        })
+        .unwrap();
+        let me = Arc::clone(&s);
+        s.enqueue(move |_| {
+            assert_eq!(me.destroy(StreamDestroy::Drain), Ok(()));
+            drop(me); // The last reference: dropped on the worker, mid-drain.
+            Ok(())
+        })
+        .unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        count_on(&s, &ran);
+        drop(s);
+        gate.open();
+        assert!(eventually(LONG, || ran.load(Ordering::SeqCst) == 1));
+    }
+
+    /// Discarding streams in two passes — cancel all, then wait for all — ends a task of one
+    /// that waits for another, whatever the order: one destroy at a time would wait for the
+    /// first stream's task, which waits for the second stream, not cancelled yet.
+    #[test]
+    fn begin_destroy_on_all_then_wait_ends_a_task_waiting_on_another_stream() {
+        let s1 = Arc::new(S::new("t-two-pass-1").unwrap());
+        let s2 = Arc::new(S::new("t-two-pass-2").unwrap());
+        s2.enqueue(move |ctx| {
+            let _ = ctx.sleep(Duration::from_secs(3600));
+            Ok(())
+        })
+        .unwrap();
+        let started = Gate::new();
+        let st = Arc::clone(&started);
+        let other = Arc::clone(&s2);
+        let synced = Arc::new(Mutex::new(None));
+        let sy = Arc::clone(&synced);
+        s1.enqueue(move |_| {
+            st.open();
+            *lock(&sy) = Some(other.synchronize(SyncWait::AtMost(LONG)));
+            Ok(())
+        })
+        .unwrap();
+        assert!(started.wait(LONG));
+        let t0 = Instant::now();
+        let both = [Arc::clone(&s1), Arc::clone(&s2)];
+        within(LONG, move || {
+            for s in &both {
+                s.begin_destroy(StreamDestroy::Discard).unwrap();
+            }
+            for s in &both {
+                s.wait_destroyed();
+            }
+        });
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        assert_eq!(*lock(&synced), Some(Err(Error::InvalidHandle)));
     }
 
     /// A synchronize already waiting when a draining destroy starts gets what its tasks came

@@ -12,7 +12,10 @@
 //! - `errors.c`: SPEC §3 row by row, once per SoC of SPEC §4 (`ACL_NOTIFY_SIM_SOC`);
 //! - `extensions.c`: the simulator's `aclnsim*` extensions (`acl/aclnsim.h`);
 //! - `finalize_race.c`: `aclFinalize` / `aclInit` racing control-plane calls on other threads
-//!   (under valgrind's memcheck too, when valgrind is installed).
+//!   (under valgrind's memcheck too, when valgrind is installed);
+//! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
+//!   (default-stream synchronizes, draining destroys, host functions synchronizing another
+//!   stream) and leaving no stream, thread or notify id behind.
 //!
 //! Every program runs under a deadline; on failure or timeout the others of its group are
 //! killed, and the failure shows each program's output.
@@ -191,6 +194,7 @@ fn build_everything() -> Result<Prefix, String> {
         "finalize_race",
         "stream_full",
         "fork_child",
+        "teardown",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -397,6 +401,51 @@ fn a_full_stream_queue_fails_with_507002_instead_of_hanging() {
     let o = run_alone("stream_full", "full", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("stream_full: ok"), "{}", report(&o));
+}
+
+// ---- teardown ends what other threads wait on (tests/c/teardown.c) ----------------------------
+
+/// Runs `teardown <scenario>` alone; each ends well within the limit (timed joins inside).
+fn teardown(scenario: &str) {
+    let p = setup();
+    let s = Scratch::new("teardown");
+    let mut cmd = s.cmd(&p.bin.join("teardown"), "Ascend910B");
+    cmd.arg(scenario);
+    let o = run_all(
+        vec![spawn("teardown", &mut cmd).expect("start teardown")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains(&format!("teardown {scenario}: ok")),
+        "{}",
+        report(&o)
+    );
+}
+
+#[test]
+fn acl_finalize_ends_a_synchronize_of_the_default_stream_and_keeps_nothing() {
+    teardown("sync_default");
+}
+
+#[test]
+fn acl_finalize_ends_a_draining_destroy_on_another_thread() {
+    teardown("drain");
+}
+
+#[test]
+fn acl_finalize_discards_a_stream_a_host_function_synchronizes_without_deadlock() {
+    teardown("hostfn_sync");
+}
+
+#[test]
+fn a_forced_reset_discards_a_stream_a_host_function_synchronizes_without_deadlock() {
+    teardown("hostfn_reset");
+}
+
+#[test]
+fn a_device_reset_discards_its_default_stream_and_its_tasks() {
+    teardown("reset_default");
 }
 
 // ---- fork after aclInit (tests/c/fork_child.c) -------------------------------------------------

@@ -258,16 +258,16 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         Ok(())
     }
 
-    /// Discards the streams and destroys the notify handles on devices chosen by `which`.
+    /// Discards the streams and destroys the notify handles on devices chosen by `which`:
+    /// the C stream handles, the devices' default streams, and streams still draining in an
+    /// `aclrtDestroyStream` on another thread. All of them are cancelled before any is waited
+    /// for (a host function on one may be synchronizing another).
     pub(crate) fn release(&self, which: impl Fn(u32) -> bool) {
-        let streams = self
-            .streams
+        self.streams
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .remove_where(|s| which(s.device));
-        for s in streams {
-            let _ = self.backend.destroy_stream(s.raw, StreamDestroy::Discard);
-        }
+        self.backend.discard_streams_where(&which);
         self.backend.destroy_notifies_where(&which);
         let cnts = self
             .cnts
@@ -667,6 +667,9 @@ pub(crate) trait NotifyHandles {
     fn notify_is_live(&self, notify: RawNotify) -> bool;
     /// Destroys every notify handle whose device satisfies `which`.
     fn destroy_notifies_where(&self, which: impl FnMut(u32) -> bool);
+    /// Discards every stream of the backend whose device satisfies `which` (default streams
+    /// and streams being drained included), cancelling them all before waiting for any.
+    fn discard_streams_where(&self, which: impl FnMut(u32) -> bool);
 }
 
 impl NotifyHandles for acl_notify_sim::Sim {
@@ -678,6 +681,9 @@ impl NotifyHandles for acl_notify_sim::Sim {
     }
     fn destroy_notifies_where(&self, which: impl FnMut(u32) -> bool) {
         acl_notify_sim::Sim::destroy_notifies_where(self, which);
+    }
+    fn discard_streams_where(&self, which: impl FnMut(u32) -> bool) {
+        acl_notify_sim::Sim::discard_streams_where(self, which);
     }
 }
 
