@@ -448,6 +448,16 @@ fn a_device_reset_discards_its_default_stream_and_its_tasks() {
     teardown("reset_default");
 }
 
+#[test]
+fn acl_finalize_ends_an_endless_host_wait() {
+    teardown("host_wait");
+}
+
+#[test]
+fn a_drain_overtaken_by_acl_finalize_says_so() {
+    teardown("drain_message");
+}
+
 // ---- fork after aclInit (tests/c/fork_child.c) -------------------------------------------------
 
 #[test]

@@ -365,9 +365,19 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(stream);
-        self.backend
-            .destroy_stream(raw, mode)
-            .map_err(|e| stream_error(stream, e))
+        self.backend.destroy_stream(raw, mode).map_err(|e| {
+            if e.kind() == Error::InvalidHandle && e.to_string().contains("while it drained") {
+                CallError::new(
+                    Error::InvalidHandle,
+                    format!(
+                        "stream {stream:#x} was discarded while it drained (its device was \
+                         reset, or aclFinalize ran): the tasks still queued did not run"
+                    ),
+                )
+            } else {
+                stream_error(stream, e)
+            }
+        })
     }
 
     /// `aclrtSynchronizeStream[WithTimeout]`.
@@ -884,7 +894,10 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles + HostOps> Ru
             if e.kind() == Error::InvalidHandle {
                 CallError::new(
                     Error::InvalidHandle,
-                    format!("notify {notify:#x} was destroyed while this host wait waited on it"),
+                    format!(
+                        "notify {notify:#x} was destroyed (by another thread, a reset of its \
+                         device, or aclFinalize) while this host wait waited on it"
+                    ),
                 )
             } else {
                 CallError::backend(e)
