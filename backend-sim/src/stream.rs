@@ -1428,7 +1428,6 @@ mod tests {
         }
     }
 
-    /// Polls `cond` every millisecond for at most `d`.
     /// Runs `f` on a thread and returns its result, failing the test if it takes over `d`.
     fn within<T: Send + 'static>(d: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
         let (tx, rx) = mpsc::channel();
@@ -1439,6 +1438,7 @@ mod tests {
             .unwrap_or_else(|_| panic!("still running after {d:?}"))
     }
 
+    /// Polls `cond` every millisecond for at most `d`.
     fn eventually(d: Duration, mut cond: impl FnMut() -> bool) -> bool {
         let end = Instant::now() + d;
         while Instant::now() < end {
