@@ -192,6 +192,9 @@ pub struct NotifySnap {
     pub flag_set: bool,
     /// Waiters holding a ticket (queued or being served).
     pub waiters: u32,
+    /// Of those, the ones of processes that are dead (their tickets go at the next GC, or
+    /// when a live waiter behind them cancels them).
+    pub dead_waiters: u32,
     /// Stream threads found sleeping on it.
     pub waiting_threads: Vec<WaitingThread>,
     /// The creating process.
@@ -693,6 +696,15 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
                 export,
                 flag_set: slot.sync.is_set(),
                 waiters: slot.sync.waiters(),
+                dead_waiters: slot
+                    .sync
+                    .ticket_holders()
+                    .filter(|p| {
+                        by_index
+                            .get(p)
+                            .is_none_or(|(_, _, alive)| *alive == Liveness::Dead)
+                    })
+                    .count() as u32,
                 waiting_threads,
                 owner: PidRef {
                     pid: owner.pid,
@@ -921,6 +933,13 @@ impl NotifySnap {
         if self.waiters == 0 || self.flag_set {
             return None;
         }
+        if self.dead_waiters == self.waiters {
+            return Some(format!(
+                "{} waiter(s), all of dead processes: nothing waits on it any more (the \
+                 tickets go at the next gc)",
+                self.waiters
+            ));
+        }
         let waiting_pids: Vec<i32> = self.waiting_threads.iter().map(|t| t.pid).collect();
         let mut recorders: Vec<PidRef> = self.holders.clone();
         for w in &self.whitelist {
@@ -1041,6 +1060,13 @@ impl MachineSnapshot {
             );
             let holders: Vec<String> = n.holders.iter().map(pid_text).collect();
             let _ = writeln!(s, "       holders: {}", holders.join(", "));
+            if n.dead_waiters > 0 {
+                let _ = writeln!(
+                    s,
+                    "       waiters of dead processes: {} (their tickets go at the next gc)",
+                    n.dead_waiters
+                );
+            }
             if n.export == ExportSnap::Whitelist {
                 let wl: Vec<String> = n
                     .whitelist
@@ -1191,7 +1217,7 @@ impl MachineSnapshot {
                     )
                 });
                 format!(
-                    "{{\"device\":{},\"id\":{},\"generation\":{},\"flags\":{},\"export\":{},\"flag_set\":{},\"waiters\":{},\"waiting_threads\":{},\"owner\":{},\"holders\":[{}],\"whitelist\":[{}],\"last_record\":{},\"diagnosis\":{}}}",
+                    "{{\"device\":{},\"id\":{},\"generation\":{},\"flags\":{},\"export\":{},\"flag_set\":{},\"waiters\":{},\"dead_waiters\":{},\"waiting_threads\":{},\"owner\":{},\"holders\":[{}],\"whitelist\":[{}],\"last_record\":{},\"diagnosis\":{}}}",
                     n.device,
                     n.id,
                     n.generation,
@@ -1199,6 +1225,7 @@ impl MachineSnapshot {
                     json_str(n.export.word()),
                     n.flag_set,
                     n.waiters,
+                    n.dead_waiters,
                     threads(&n.waiting_threads),
                     pid(&n.owner),
                     holders.join(","),

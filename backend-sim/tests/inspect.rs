@@ -195,6 +195,21 @@ fn inspector_explains_a_stuck_wait() {
         after.contains(&format!("holders: {own_pid} (alive)\n")),
         "the dead importer still holds the notify:\n{after}"
     );
+    // The owner dies too, its stream still waiting: the waiter is counted as a dead one, and
+    // the diagnosis says nothing waits any more (not STUCK).
+    let mut own = own;
+    own.0.kill().unwrap();
+    own.0.wait().unwrap();
+    let text = inspect(&["show", "--namespace", &ns]);
+    for want in [
+        "waiters of dead processes: 1",
+        "all of dead processes: nothing waits on it any more",
+    ] {
+        assert!(text.contains(want), "{want:?} missing from:\n{text}");
+    }
+    assert!(!text.contains("STUCK"), "{text}");
+    let json = inspect(&["--namespace", &ns, "--json"]);
+    assert!(json.contains("\"waiters\":1,\"dead_waiters\":1"), "{json}");
     drop(own);
     let _ = Sim::remove_namespace(&ns);
     let _ = std::fs::remove_dir_all(&dir);

@@ -275,6 +275,19 @@ impl NotifySync {
         t.wrapping_sub(h).min(RING as u32)
     }
 
+    /// The process-table slots of the waiters holding the outstanding tickets, in queue
+    /// order (at most [`RING`]; tickets given up are skipped). A snapshot for inspection:
+    /// under concurrency it may be stale.
+    pub fn ticket_holders(&self) -> impl Iterator<Item = u32> + '_ {
+        let h = self.head.load(SeqCst);
+        let n = self.waiters();
+        (0..n).filter_map(move |k| {
+            let t = h.wrapping_add(k);
+            let e = self.ring[t as usize % RING].load(SeqCst);
+            (e == entry(round16(t), ST_TAKEN, entry_proc(e))).then_some(entry_proc(e))
+        })
+    }
+
     /// Record: sets the flag (collapsing with a pending record) and wakes the head waiter if
     /// it sleeps.
     #[inline]
@@ -1561,6 +1574,29 @@ pub(crate) mod tests {
             // STUCK_LIMIT chunks, with room for a slow machine.
             assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         }
+    }
+
+    #[test]
+    fn ticket_holders_lists_the_queued_waiters_processes_in_order() {
+        let w = TestWaiter::new();
+        let s = NotifySync::new();
+        assert_eq!(s.ticket_holders().count(), 0);
+        let clock = Clock {
+            w: &*w,
+            deadline: None,
+        };
+        for proc in [4, 9, 2] {
+            assert!(matches!(
+                s.acquire(&*w, &clock, &args(proc, None)),
+                Ok(Ok(_))
+            ));
+        }
+        let v: std::vec::Vec<u32> = s.ticket_holders().collect();
+        assert_eq!(v, [4, 9, 2]);
+        // A given-up ticket is not listed.
+        assert!(s.cancel_ticket(&*w, 1, entry(0, ST_TAKEN, 9)));
+        let v: std::vec::Vec<u32> = s.ticket_holders().collect();
+        assert_eq!(v, [4, 2]);
     }
 
     #[test]
