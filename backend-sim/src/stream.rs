@@ -642,6 +642,9 @@ struct Queue<J> {
     tasks: VecDeque<J>,
     /// Producers waiting on `not_full`.
     blocked: usize,
+    /// A drain ran every task and the worker is leaving: a discard has nothing left to
+    /// overtake.
+    drained: bool,
 }
 
 /// Counters only the worker writes.
@@ -723,6 +726,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         let n = q.tasks.len().min(TAKE);
         if n == 0 {
             return if self.state.load(Ordering::Relaxed) == DRAINING {
+                q.drained = true;
                 Next::Exit
             } else {
                 Next::Empty
@@ -963,6 +967,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             queue: Mutex::new(Queue {
                 tasks: VecDeque::with_capacity(config.capacity),
                 blocked: 0,
+                drained: false,
             }),
             not_full: Condvar::new(),
             capacity: config.capacity,
@@ -1212,6 +1217,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             let upgrade = overtake && state == DRAINING && mode == StreamDestroy::Discard;
             if state != OPEN && !upgrade {
                 return Err(E::from(Error::InvalidHandle));
+            }
+            if upgrade && q.drained {
+                // The drain already ran everything: nothing to overtake, and the drain keeps
+                // its success (the worker is on its way out; waiting for it is the caller's).
+                return Ok(());
             }
             let dropped = match mode {
                 StreamDestroy::Drain => {
@@ -1976,6 +1986,21 @@ mod tests {
         assert_eq!(syncer.join().unwrap(), Err(Error::TaskTimeout));
         // Callers that come after the destroy find the stream gone.
         assert_eq!(s.synchronize(SyncWait::Forever), Err(Error::InvalidHandle));
+    }
+
+    /// A discard that comes after a drain has run everything (the worker is leaving) has
+    /// nothing to overtake: the drain stays a drain, so its caller is not told its tasks were
+    /// discarded.
+    #[test]
+    fn a_discard_after_a_finished_drain_overtakes_nothing() {
+        let s = S::new("t-late").unwrap();
+        let ran = Arc::new(AtomicUsize::new(0));
+        count_on(&s, &ran);
+        assert_eq!(s.destroy(StreamDestroy::Drain), Ok(()));
+        assert_eq!(ran.load(Ordering::SeqCst), 1);
+        assert_eq!(s.begin_destroy(StreamDestroy::Discard), Ok(()));
+        s.wait_destroyed();
+        assert_eq!(s.shared.state.load(Ordering::SeqCst), DRAINING);
     }
 
     #[test]

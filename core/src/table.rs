@@ -1140,16 +1140,15 @@ impl NotifySlot {
         match SlotState::from_u32(cur as u32) {
             Some(SlotState::Free) => true,
             Some(_) => self.retire_from(cur),
-            // A corrupt state value: start the slot afresh in the next generation.
-            None => self
-                .state_gen
-                .compare_exchange(
-                    cur,
-                    word(((cur >> 32) as u32).wrapping_add(1), SlotState::Free),
-                    SeqCst,
-                    SeqCst,
-                )
-                .is_ok(),
+            // A corrupt state value: start the slot afresh in the next generation (its handles
+            // stop being current at once, as in `retire_from`).
+            None => {
+                let next = ((cur >> 32) as u32).wrapping_add(1);
+                self.sync.incarnation.store(next, SeqCst);
+                self.state_gen
+                    .compare_exchange(cur, word(next, SlotState::Free), SeqCst, SeqCst)
+                    .is_ok()
+            }
         }
     }
 
@@ -1574,6 +1573,24 @@ pub(crate) mod tests {
             // STUCK_LIMIT chunks, with room for a slow machine.
             assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
         }
+    }
+
+    #[test]
+    fn an_orphan_in_a_corrupt_state_stops_being_current_when_repaired() {
+        let slot = NotifySlot::new();
+        let owner = Owner {
+            pid: 10,
+            start_time: 1,
+            server: 0,
+            device: 0,
+            proc: 3,
+        };
+        let g = slot.claim(owner, CreateFlags::empty()).unwrap();
+        slot.holders.store(0, SeqCst);
+        slot.state_gen.store((u64::from(g) << 32) | 7, SeqCst);
+        assert!(slot.retire_orphan());
+        assert!(!slot.is_current(g));
+        assert_eq!(slot.state(), Some(SlotState::Free));
     }
 
     #[test]
