@@ -536,6 +536,24 @@ impl NotifySync {
                     .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
                 continue;
             }
+            if e == entry(r.wrapping_add(1) & 0xffff, ST_FREE, 0) {
+                // Ticket `t` was served, or given up and skipped, but `tail` (and maybe
+                // `head`) was not moved past it: the processes between those steps died (or
+                // are slow, or our read of `tail` is stale). Help both on, as
+                // `repair_stuck_head` does for the head.
+                let _ = self
+                    .tail
+                    .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
+                if self
+                    .head
+                    .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    dekker();
+                    self.skip_cancelled(w, t.wrapping_add(1));
+                }
+                continue;
+            }
             odd += 1;
             core::hint::spin_loop();
         }
@@ -1554,6 +1572,27 @@ pub(crate) mod tests {
                 "{what}"
             );
         }
+    }
+
+    /// Ticket 0 served (its entry freed for the next round) but neither `tail` nor `head`
+    /// moved past it: the processes between those steps died. The next waiter helps both on
+    /// instead of taking the queue for corrupt.
+    #[test]
+    fn a_served_ticket_left_behind_tail_is_helped_past() {
+        let w = TestWaiter::new();
+        let s = Arc::new(NotifySync::new());
+        s.ring[0].store(entry(1, ST_FREE, 0), SeqCst);
+        let (waiter, stop) = cancellable_wait(&s, &w, 1);
+        poll_until("the waiter queued", || s.waiters() == 1);
+        s.record(&*w);
+        let t0 = std::time::Instant::now();
+        while !waiter.is_finished() && t0.elapsed() < Duration::from_secs(5) {
+            thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, SeqCst);
+        s.wake_all(&*w);
+        assert_eq!(waiter.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert_eq!(s.waiters(), 0);
     }
 
     #[test]
