@@ -1614,16 +1614,21 @@ pub(crate) mod tests {
         }
     }
 
-    #[test]
-    fn an_orphan_in_a_corrupt_state_stops_being_current_when_repaired() {
-        let slot = NotifySlot::new();
-        let owner = Owner {
+    /// An owner in process-table slot 3.
+    fn owner3() -> Owner {
+        Owner {
             pid: 10,
             start_time: 1,
             server: 0,
             device: 0,
             proc: 3,
-        };
+        }
+    }
+
+    #[test]
+    fn an_orphan_in_a_corrupt_state_stops_being_current_when_repaired() {
+        let slot = NotifySlot::new();
+        let owner = owner3();
         let g = slot.claim(owner, CreateFlags::empty()).unwrap();
         slot.holders.store(0, SeqCst);
         slot.state_gen.store((u64::from(g) << 32) | 7, SeqCst);
@@ -1658,13 +1663,7 @@ pub(crate) mod tests {
     #[test]
     fn an_incarnation_is_current_from_claim_until_retire() {
         let slot = NotifySlot::new();
-        let owner = Owner {
-            pid: 10,
-            start_time: 1,
-            server: 0,
-            device: 0,
-            proc: 3,
-        };
+        let owner = owner3();
         for _ in 0..3 {
             let g = slot.claim(owner, CreateFlags::empty()).unwrap();
             assert!(slot.is_current(g) && slot.is_live(g));
@@ -1678,13 +1677,7 @@ pub(crate) mod tests {
     fn reclaim_cancels_tickets_of_a_dead_process() {
         let w = TestWaiter::new();
         let slot = Arc::new(NotifySlot::new());
-        let owner = Owner {
-            pid: 10,
-            start_time: 1,
-            server: 0,
-            device: 0,
-            proc: 3,
-        };
+        let owner = owner3();
         let g = slot.claim(owner, CreateFlags::empty()).unwrap();
         assert_eq!(slot.join(7, g), Ok(true));
         // Process 7 takes a ticket and "dies" holding it.

@@ -453,11 +453,6 @@ fn acl_finalize_ends_an_endless_host_wait() {
     teardown("host_wait");
 }
 
-#[test]
-fn a_drain_overtaken_by_acl_finalize_says_so() {
-    teardown("drain_message");
-}
-
 // ---- fork after aclInit (tests/c/fork_child.c) -------------------------------------------------
 
 #[test]
