@@ -817,6 +817,7 @@ impl Sim {
         for s in &streams {
             s.wait_destroyed();
         }
+        lock(&self.inner.draining).retain(|(d, _)| !d.has_exited());
         streams.len()
     }
 
@@ -1925,14 +1926,19 @@ impl StreamOps for Sim {
             // Still found by `discard_streams_where` while it drains.
             let drain = (mode == StreamDestroy::Drain).then(|| {
                 let s = Arc::clone(&e.stream);
-                lock(&self.inner.draining).push((Arc::clone(&s), e.device));
+                let mut draining = lock(&self.inner.draining);
+                draining.retain(|(d, _)| !d.has_exited());
+                draining.push((Arc::clone(&s), e.device));
                 s
             });
             (e, drain)
         };
         // Outside the lock: a draining destroy waits for the stream's tasks.
         let r = e.stream.destroy(mode);
-        if let Some(s) = drain {
+        // A destroy from one of the stream's own tasks returns while the worker still drains
+        // what is queued behind that task: it stays listed until its worker has exited (the
+        // next draining destroy prunes it), so that a finalize or reset still finds it.
+        if let Some(s) = drain.filter(|s| s.has_exited()) {
             lock(&self.inner.draining).retain(|(d, _)| !Arc::ptr_eq(d, &s));
         }
         r.map_err(|e| {
@@ -2680,6 +2686,38 @@ mod tests {
     /// default stream — a new one serves the device next — and a stream that a draining
     /// destroy on another thread is still working through; a synchronize blocked on either
     /// and the drain itself return, and other devices' streams are untouched.
+    /// A stream destroyed (draining) from one of its own tasks, with a wait that never ends
+    /// queued behind that task: the destroy returns at once while the worker drains on, and a
+    /// later discard of the device (a finalize or reset) still finds the stream and ends it.
+    #[test]
+    fn a_stream_draining_from_its_own_task_is_still_found_by_a_discard() {
+        let (sim, _ns) = open("selfdrain", Soc::Ascend910B);
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let (st, _) = sim.stream(s).unwrap();
+        let destroyed = Arc::new(Mutex::new(None));
+        let (sim2, d2) = (sim.clone(), Arc::clone(&destroyed));
+        sim.enqueue(&st, s, move |_| {
+            *d2.lock().unwrap() = Some(sim2.destroy_stream(s, StreamDestroy::Drain));
+            Ok(())
+        })
+        .unwrap();
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        let t0 = Instant::now();
+        while destroyed.lock().unwrap().is_none() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "the task never ran");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(destroyed.lock().unwrap().take(), Some(Ok(())));
+        assert!(
+            !st.has_exited(),
+            "the worker drains the wait behind the destroy"
+        );
+        assert_eq!(sim.discard_streams_where(|_| true), 1);
+        assert!(st.has_exited(), "the discard ended the worker");
+        assert!(lock(&sim.inner.draining).is_empty());
+    }
+
     #[test]
     fn discarding_a_device_s_streams_takes_its_default_and_draining_streams() {
         use std::sync::mpsc;

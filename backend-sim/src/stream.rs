@@ -1263,6 +1263,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         self.join();
     }
 
+    /// Whether the worker thread has exited (the stream was destroyed and has finished).
+    pub fn has_exited(&self) -> bool {
+        *lock(&self.shared.exited)
+    }
+
     fn join(&self) {
         if self.join_handle() {
             return;
