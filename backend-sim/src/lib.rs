@@ -762,11 +762,6 @@ impl Sim {
         read(&self.inner.notifies).tag()
     }
 
-    /// This process's id, cached (no system call; a forked child reads its own).
-    pub fn current_pid() -> i32 {
-        sys::getpid()
-    }
-
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
     pub fn notify_is_live(&self, notify: RawNotify) -> bool {
         read(&self.inner.notifies).get(notify.0).is_some()

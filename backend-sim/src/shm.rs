@@ -133,6 +133,18 @@ struct ShmWhitelist {
 }
 
 const WL_WORDS: usize = std::mem::size_of::<Whitelist>() / 8;
+
+/// The words of a shared whitelist as a [`Whitelist`] (no seqlock check: the caller's).
+fn load_whitelist(wl: &ShmWhitelist) -> Whitelist {
+    let mut words = [0u64; WL_WORDS];
+    for (w, a) in words.iter_mut().zip(&wl.words) {
+        *w = a.load(SeqCst);
+    }
+    // SAFETY: `Whitelist` is `#[repr(C)]`, exactly `WL_WORDS * 8` bytes with alignment ≤ 8
+    // (checked at compile time), and made only of integers with no padding, so every bit
+    // pattern is a valid value; its length is clamped on every read.
+    unsafe { std::mem::transmute::<[u64; WL_WORDS], Whitelist>(words) }
+}
 const _: () = assert!(std::mem::size_of::<Whitelist>() == WL_WORDS * 8);
 const _: () = assert!(std::mem::align_of::<Whitelist>() <= 8);
 const _: () = assert!(std::mem::size_of::<ProcEntry>() == 64);
@@ -743,16 +755,9 @@ impl ShmFile {
                 }
                 continue;
             }
-            let mut words = [0u64; WL_WORDS];
-            for (w, a) in words.iter_mut().zip(&wl.words) {
-                *w = a.load(SeqCst);
-            }
+            let list = load_whitelist(wl);
             if wl.seq.load(SeqCst) == s1 {
-                // SAFETY: `Whitelist` is `#[repr(C)]`, exactly `WL_WORDS * 8` bytes with
-                // alignment ≤ 8 (checked at compile time), and made only of integers with no
-                // padding, so every bit pattern is a valid value; its length is clamped on
-                // every read.
-                return Some(unsafe { std::mem::transmute::<[u64; WL_WORDS], Whitelist>(words) });
+                return Some(list);
             }
         }
         None
@@ -778,14 +783,7 @@ impl ShmFile {
         if seq % 2 == 1 {
             return Err(self.inconsistent_whitelist(dev, id, format_args!("odd ({seq})")));
         }
-        let mut words = [0u64; WL_WORDS];
-        for (w, a) in words.iter_mut().zip(&wl.words) {
-            *w = a.load(SeqCst);
-        }
-        // SAFETY: as in `read_whitelist`: `Whitelist` is `#[repr(C)]`, exactly `WL_WORDS * 8`
-        // bytes with alignment ≤ 8, made only of integers with no padding, so every bit
-        // pattern is a valid value; its length is clamped on every read.
-        let mut cur = unsafe { std::mem::transmute::<[u64; WL_WORDS], Whitelist>(words) };
+        let mut cur = load_whitelist(wl);
         let r = f(&mut cur);
         // Nobody else may write between our read and our write: if the word moved, someone did.
         if let Err(now) = wl
@@ -1101,7 +1099,7 @@ impl ShmFile {
     /// not free. Should this process die meanwhile, the entries are reclaimed like those of
     /// any process that died while registering.
     fn hold_free_procs(&self, mask: u64) -> Option<ProcHold<'_>> {
-        let word = (u64::from(P_CLAIMING) << 32) | u64::from(sys::getpid() as u32);
+        let word = (u64::from(P_CLAIMING) << 32) | u64::from(self.pid as u32);
         let mut hold = ProcHold {
             file: self,
             word,

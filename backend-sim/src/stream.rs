@@ -1254,21 +1254,17 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         Ok(())
     }
 
+    /// Whether the worker thread has exited (the stream was destroyed and has finished).
+    pub fn has_exited(&self) -> bool {
+        *lock(&self.shared.exited)
+    }
+
     /// The second half of [`destroy`](Self::destroy): waits until the worker has exited
     /// (joining it, or, if another destroy is joining it, waiting for its exit). Returns at
     /// once when called from one of the stream's own tasks (the worker exits after it), and
     /// waits for ever for a stream that is open or draining a task that never ends: call it
     /// after [`begin_destroy`](Self::begin_destroy).
     pub fn wait_destroyed(&self) {
-        self.join();
-    }
-
-    /// Whether the worker thread has exited (the stream was destroyed and has finished).
-    pub fn has_exited(&self) -> bool {
-        *lock(&self.shared.exited)
-    }
-
-    fn join(&self) {
         if self.join_handle() {
             return;
         }
@@ -1369,7 +1365,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Drop for Stream<E, J> {
         // drain borrows the stream until it ends): it goes on, detached, as it would have
         // without this drop; it is not turned into a discard.
         if self.begin(StreamDestroy::Discard, false).is_ok() {
-            self.join();
+            self.wait_destroyed();
         } else {
             // Already destroyed; the handle may still need joining (`begin_destroy` without
             // `wait_destroyed`); if that destroy ran on the worker itself it is gone.

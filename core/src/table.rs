@@ -544,14 +544,7 @@ impl NotifySync {
                 let _ = self
                     .tail
                     .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
-                if self
-                    .head
-                    .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst)
-                    .is_ok()
-                {
-                    dekker();
-                    self.skip_cancelled(w, t.wrapping_add(1));
-                }
+                self.pass_head(w, t);
                 continue;
             }
             odd += 1;
@@ -579,15 +572,21 @@ impl NotifySync {
         // A compare-and-swap, not a store: a waiter that found the head stuck here for a whole
         // chunk (it took us for dead between the two steps) may have moved it on already, and
         // a late store would move it back.
+        self.pass_head(w, t);
+    }
+
+    /// Moves the head from `t` (a ticket that is done) to `t + 1` by compare-and-swap, then
+    /// skips the cancelled tickets after it and wakes the queue (`skip_cancelled`). Does
+    /// nothing if the head is no longer `t`: whoever moved it does the rest.
+    fn pass_head<W: Waiter>(&self, w: &W, t: u32) {
         if self
             .head
             .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst)
-            .is_err()
+            .is_ok()
         {
-            return;
+            dekker();
+            self.skip_cancelled(w, t.wrapping_add(1));
         }
-        dekker();
-        self.skip_cancelled(w, t.wrapping_add(1));
     }
 
     /// With `head == from`: moves the head past every cancelled ticket, then wakes sleepers
@@ -693,14 +692,7 @@ impl NotifySync {
         } else if e == entry(r, ST_CANCELLED, 0) {
             self.skip_cancelled(w, h);
         } else if e == entry(next, ST_FREE, 0) {
-            if self
-                .head
-                .compare_exchange(h, h.wrapping_add(1), SeqCst, SeqCst)
-                .is_ok()
-            {
-                dekker();
-                self.skip_cancelled(w, h.wrapping_add(1));
-            }
+            self.pass_head(w, h);
         } else if e == entry(r, ST_FREE, 0)
             && tail.wrapping_sub(h).wrapping_sub(1) < RING as u32
             && slot

@@ -93,11 +93,6 @@ fn stream_error<E: BackendError>(stream: usize, e: E) -> CallError {
     }
 }
 
-/// The cached process id of the backend's platform (cheap: no system call).
-fn backend_pid() -> i32 {
-    acl_notify_sim::Sim::current_pid()
-}
-
 /// One `aclInit` … `aclFinalize` session of the process over backend `B`.
 pub(crate) struct Runtime<B> {
     backend: B,
@@ -126,6 +121,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     /// process; `seed` should be random (it salts the handles).
     pub(crate) fn new(backend: B, epoch: u64, seed: u64) -> Self {
         let devices = backend.device_count() as usize;
+        let pid = backend.bare_tgid();
         let notifies = NotifyCodec::new(seed, backend.notify_tag());
         Runtime {
             backend,
@@ -134,7 +130,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             streams: RwLock::new(HandleTable::new(Kind::Stream, seed.rotate_left(17))),
             cnts: RwLock::new(HandleTable::new(Kind::CntNotify, seed.rotate_left(41))),
             device_refs: Mutex::new(vec![0; devices]),
-            pid: backend_pid(),
+            pid,
         }
     }
 
@@ -146,7 +142,8 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     /// Whether this process is a child forked after `aclInit` (the session is its parent's).
     #[inline]
     pub(crate) fn inherited(&self) -> bool {
-        backend_pid() != self.pid
+        // The simulator's pid is cached (no system call) and re-read in a forked child.
+        self.backend.bare_tgid() != self.pid
     }
 
     /// The backend.
@@ -360,13 +357,20 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         mode: StreamDestroy,
     ) -> Result<(), CallError> {
         let raw = self.resolve_stream(stream)?;
-        // Dead for every other caller from now on, even while a drain is still running.
-        self.streams
+        // Dead for every other caller from now on, even while a drain is still running. Only
+        // the caller that removes it destroys it: a racing destroy is told the handle is dead.
+        if self
+            .streams
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(stream);
+            .remove(stream)
+            .is_none()
+        {
+            return Err(bad_stream(stream));
+        }
         self.backend.destroy_stream(raw, mode).map_err(|e| {
-            if e.kind() == Error::InvalidHandle && e.to_string().contains("while it drained") {
+            // With the handle ours alone, a drain refused as dead was overtaken by a discard.
+            if e.kind() == Error::InvalidHandle && mode == StreamDestroy::Drain {
                 CallError::new(
                     Error::InvalidHandle,
                     format!(

@@ -52,13 +52,15 @@ fn no_session(state: &State) -> CallError {
 
 /// Takes the parent's session out of the state of a forked child without running any of its
 /// teardown (which would join worker threads that do not exist here and release what is the
-/// parent's): its memory is left as it is.
-fn forget_inherited(state: &mut State) {
+/// parent's): its memory is left as it is. Whether there was one.
+fn forget_inherited(state: &mut State) -> bool {
     if matches!(state, State::Ready(rt) if rt.inherited())
         && let State::Ready(rt) = std::mem::replace(state, State::Uninit)
     {
         std::mem::forget(rt);
+        return true;
     }
+    false
 }
 
 /// The current session, or `ACL_ERROR_UNINITIALIZE` (100001). The session stays alive while
@@ -120,9 +122,8 @@ pub(crate) fn init() -> Result<(), CallError> {
 pub(crate) fn finalize() -> Result<(), CallError> {
     let old = {
         let mut state = STATE.write().unwrap_or_else(PoisonError::into_inner);
-        if matches!(&*state, State::Ready(rt) if rt.inherited()) {
+        if forget_inherited(&mut state) {
             // A forked child finalizing its parent's session: nothing here is the child's.
-            forget_inherited(&mut state);
             *state = State::Finalized;
             return Ok(());
         }
