@@ -28,8 +28,12 @@ pub mod rows {
     pub const INPROC: &str = "notify: 2 streams prefilled, workers placed";
     /// Idle wake case.
     pub const WAKE: &str = "notify: record task -> waiter resumes";
+    /// Idle wake case, both stream workers on one CPU.
+    pub const WAKE_ONE_CPU: &str = "notify: record task -> waiter resumes, workers on 1 CPU";
     /// Idle wake baseline.
     pub const WAKE_FUTEX: &str = "raw FUTEX_WAKE -> sleeper resumes";
+    /// Idle wake baseline, both threads on one CPU.
+    pub const WAKE_FUTEX_ONE_CPU: &str = "raw FUTEX_WAKE -> sleeper resumes, threads on 1 CPU";
     /// Idle CPU case.
     pub const IDLE: &str = "notify: stream waiting, nothing recorded";
     /// Handoff case (stream workers placed on CPUs of their own).
@@ -302,25 +306,38 @@ fn inproc(ctx: &Ctx) -> Group {
 
 fn wake(ctx: &Ctx) -> Group {
     let events = if ctx.quick { 6 } else { 20 };
+    // The one CPU both sides of the placed rows run on.
+    let one = Place::Spread.cpu(0);
     let ns = ctx.ns.clone();
+    let ns1 = ctx.ns.clone();
     let ns2 = ctx.ns.clone();
     let v = vec![
         ctx.sim_variant(rows::WAKE, Iters::Fixed(events), || {
-            let mut w = notify::IdleWake::new(&ns)?;
+            let mut w = notify::IdleWake::new(&ns, None)?;
+            Ok(Box::new(move |n| w.sample(n, WakeFrom::RecordTask)))
+        }),
+        ctx.sim_variant(rows::WAKE_ONE_CPU, Iters::Fixed(events), move || {
+            let mut w = notify::IdleWake::new(&ns1, one)?;
             Ok(Box::new(move |n| w.sample(n, WakeFrom::RecordTask)))
         }),
         Variant::new(
             rows::WAKE_FUTEX,
             Kind::Baseline,
             Iters::Fixed(events),
-            wake::futex_idle_wake,
+            |n| wake::futex_idle_wake(n, None),
+        ),
+        Variant::new(
+            rows::WAKE_FUTEX_ONE_CPU,
+            Kind::Baseline,
+            Iters::Fixed(events),
+            move |n| wake::futex_idle_wake(n, one),
         ),
         ctx.sim_variant_kind(
             "notify: host record() call -> waiter resumes",
             Kind::Info,
             Iters::Fixed(events),
             || {
-                let mut w = notify::IdleWake::new(&ns2)?;
+                let mut w = notify::IdleWake::new(&ns2, None)?;
                 Ok(Box::new(move |n| w.sample(n, WakeFrom::HostCall)))
             },
         ),
@@ -334,10 +351,17 @@ fn wake(ctx: &Ctx) -> Group {
         unit: "ns (median of events)",
         better: Better::Lower,
         variants: v,
-        note: "case: host fn on the recording stream stamps t0 right before the record task; \
-               host fn after the wait stamps t1. info row: t0 taken in the host thread before \
-               record(), so it also pays for waking the idle recording stream"
-            .into(),
+        note: format!(
+            "case: host fn on the recording stream stamps t0 right before the record task; \
+             host fn after the wait stamps t1. info row: t0 taken in the host thread before \
+             record(), so it also pays for waking the idle recording stream. Each side runs \
+             as the kernel places it and with both of its threads (the two stream workers; \
+             the waker and the sleeper) on CPU {}: the kernel mostly wakes a sleeper on the \
+             waker's CPU, since waking an idle vCPU costs far more, but with the host thread \
+             as a third it sometimes picks the other CPU. The target compares each side's \
+             faster placement",
+            one.map_or("(none: the kernel placed)".to_string(), |c| c.to_string())
+        ),
         min_reps: 0,
     }
 }
@@ -347,7 +371,7 @@ fn idle_cpu(ctx: &Ctx) -> Group {
     let ns = ctx.ns.clone();
     let v = vec![
         ctx.sim_variant(rows::IDLE, Iters::Fixed(1), || {
-            let mut w = notify::IdleWake::new(&ns)?;
+            let mut w = notify::IdleWake::new(&ns, None)?;
             Ok(Box::new(move |_| w.idle_cpu(span)))
         }),
         Variant::new(

@@ -744,9 +744,9 @@ pub enum WakeFrom {
 }
 
 impl IdleWake {
-    /// Sets up two streams and a notify.
-    pub fn new(ns: &str) -> Result<IdleWake, String> {
-        let sim = open(ns, Soc::Ascend910B)?;
+    /// Sets up two streams and a notify; with `cpu`, both stream workers run on that CPU.
+    pub fn new(ns: &str, cpu: Option<usize>) -> Result<IdleWake, String> {
+        let sim = open_with(ns, Soc::Ascend910B, on_cpu(cpu))?;
         let waiter = sim.create_stream(DEV).map_err(e2s)?;
         let recorder = sim.create_stream(DEV).map_err(e2s)?;
         let n = sim.create_notify(DEV, CreateFlags::empty()).map_err(e2s)?;
