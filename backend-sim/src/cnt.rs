@@ -374,11 +374,21 @@ impl CntFile {
         if !self.writable || self.pid != sys::getpid() {
             return 0;
         }
+        self.reclaim_dead(0..self.layout.devices) + self.repair_leaks()
+    }
+
+    /// The first half of [`gc`](Self::gc), on the devices `devs` only: releases the live slots
+    /// whose owner process is dead and frees their ids. Returns how many. A no-op on a
+    /// read-only mapping or in a forked child.
+    pub fn reclaim_dead(&self, devs: std::ops::Range<u32>) -> u32 {
+        if !self.writable || self.pid != sys::getpid() {
+            return 0;
+        }
         let w = self.waiter();
         let mut n = 0;
         // One /proc lookup per owner, not per slot.
         let mut alive: HashMap<(i32, u64), bool> = HashMap::new();
-        for dev in 0..self.layout.devices {
+        for dev in devs.start..devs.end.min(self.layout.devices) {
             let Some(pool) = self.pool(dev) else { continue };
             for id in 0..self.high_water(dev) {
                 let Some(slot) = self.slot(dev, id) else {
@@ -394,7 +404,7 @@ impl CntFile {
                 }
             }
         }
-        n + self.repair_leaks()
+        n
     }
 
     fn repair_leaks(&self) -> u32 {
@@ -964,6 +974,8 @@ impl CntNotifyOps for Sim {
         self.cnt_require()?;
         self.device_ok(device)?;
         let file = self.cnt_file()?;
+        // Ids that only dead owners hold are as good as free: a create would reclaim them.
+        file.reclaim_dead(device..device + 1);
         let pool = file
             .pool(device)
             .ok_or_else(|| SimError::new(Error::DrvInternalError, "no count-notify id pool"))?;
@@ -1011,7 +1023,7 @@ fn cnt_exhausted_message(file: &CntFile, device: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use acl_notify_core::cnt::CntWaitMode;
+    use acl_notify_core::cnt::{CntOwner, CntWaitMode};
     use acl_notify_core::{BackendError, StreamOps, SyncWait, Timeout};
 
     use crate::NamespaceGuard as Ns;
@@ -1086,6 +1098,49 @@ mod tests {
         assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES - 1);
         sim.cnt_destroy(live).unwrap();
         assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES);
+    }
+
+    /// The free count does not count a count notify whose owner died: it reclaims such ids
+    /// first, as a create that ran out would. Another device's are left to their own count.
+    #[test]
+    fn the_free_count_reclaims_dead_owners_first() {
+        let (sim, _ns) = open("cntfreedead", Soc::Ascend950PR);
+        let mine = sim.cnt_create(0).unwrap();
+        let f = sim.inner.cnt.opened().unwrap();
+        // Count notifies created on both devices by a process that has since exited and been
+        // reaped (its create, done by hand: allocate, note, claim).
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id() as i32;
+        c.wait().unwrap();
+        let mut theirs = Vec::new();
+        for dev in [0, 1] {
+            let id = f.pool(dev).unwrap().alloc().unwrap();
+            f.hw(dev).unwrap().fetch_max(id + 1, SeqCst);
+            let owner = CntOwner {
+                pid: dead,
+                start_time: 1,
+                device: dev,
+                proc: 0,
+            };
+            f.slot(dev, id).unwrap().claim(owner).unwrap();
+            theirs.push((dev, id));
+        }
+        assert_eq!(
+            sim.cnt_notifies_free(0).unwrap(),
+            MAX_CNT_NOTIFIES - 1,
+            "only ours"
+        );
+        assert!(
+            !f.pool(0).unwrap().is_allocated(theirs[0].1),
+            "the dead owner's id was freed"
+        );
+        assert!(
+            f.pool(1).unwrap().is_allocated(theirs[1].1),
+            "device 1 was not asked about"
+        );
+        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES);
+        sim.cnt_destroy(mine).unwrap();
+        assert_eq!(sim.cnt_notifies_free(0).unwrap(), MAX_CNT_NOTIFIES);
     }
 
     /// `Sim::gc` reaches the count-notify file even when this process never used it.

@@ -22,11 +22,13 @@ ACL_FUNC_VISIBILITY aclError aclnsimNotifyHostWait(aclrtNotify notify, uint64_t 
  * device rule as aclnsimNotifyHostWait. */
 ACL_FUNC_VISIBILITY aclError aclnsimNotifyTryConsume(aclrtNotify notify, int32_t *consumed);
 
-/* Notify ids still free on deviceId, across every process of the simulated machine. */
+/* Notify ids still free on deviceId, across every process of the simulated machine. Ids that
+ * only dead processes held count as free (they are reclaimed first). */
 ACL_FUNC_VISIBILITY aclError aclnsimGetNotifyFreeCount(int32_t deviceId, uint32_t *count);
 
 /* Count-notify ids still free on deviceId, across every process of the simulated machine
- * (ACL_ERROR_RT_FEATURE_NOT_SUPPORT on SoCs without count notifies). */
+ * (ACL_ERROR_RT_FEATURE_NOT_SUPPORT on SoCs without count notifies). Ids whose owner died
+ * count as free (they are reclaimed first). */
 ACL_FUNC_VISIBILITY aclError aclnsimGetCntNotifyFreeCount(int32_t deviceId, uint32_t *count);
 
 /* The SuperPod server this process runs on (ACL_NOTIFY_SIM_SERVER_ID, default 0). */
