@@ -33,14 +33,48 @@ fn small_pool(s: acl_notify_core::Soc) -> bool {
 
 const LONG: Duration = Duration::from_secs(10);
 
-/// The pid of a process that has exited (a reaped child).
-fn dead_pid() -> Result<i32, String> {
-    let mut c = std::process::Command::new("true")
-        .spawn()
-        .map_err(|e| format!("spawn `true`: {e}"))?;
-    let pid = c.id() as i32;
-    c.wait().map_err(|e| format!("wait: {e}"))?;
-    Ok(pid)
+/// A process that has exited and is not reaped yet (a zombie): dead to every liveness check,
+/// yet its PID cannot be handed to a new process until this guard reaps it on drop. A reaped
+/// child's PID could come back within milliseconds: `mp::recycled_pid_refused`, which may run
+/// alongside, winds the kernel's PID counter back, and the case would then find its "dead"
+/// PID alive.
+struct DeadPid(std::process::Child);
+
+impl DeadPid {
+    fn new() -> Result<DeadPid, String> {
+        let c = std::process::Command::new("true")
+            .spawn()
+            .map_err(|e| format!("spawn `true`: {e}"))?;
+        // Wait for the exit without reaping (WNOWAIT leaves the child waitable).
+        // SAFETY: `siginfo_t` is plain data for which all-zero is valid; `waitid` writes it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        loop {
+            // SAFETY: `info` is a valid out-pointer; the pid is our own child's.
+            let rc = unsafe {
+                libc::waitid(
+                    libc::P_PID,
+                    c.id() as libc::id_t,
+                    &mut info,
+                    libc::WEXITED | libc::WNOWAIT,
+                )
+            };
+            match rc {
+                0 => return Ok(DeadPid(c)),
+                _ if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted => {}
+                _ => return Err(format!("waitid: {}", std::io::Error::last_os_error())),
+            }
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+}
+
+impl Drop for DeadPid {
+    fn drop(&mut self) {
+        let _ = self.0.wait();
+    }
 }
 
 fn must_contain(what: &str, text: &str, wants: &[String]) -> CaseResult {
@@ -58,7 +92,8 @@ fn must_contain(what: &str, text: &str, wants: &[String]) -> CaseResult {
 fn timeout<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let me = b.bare_tgid();
-    let dead = dead_pid()?;
+    let zombie = DeadPid::new()?;
+    let dead = zombie.pid();
     let n = ok!(b.create_notify(0, CreateFlags::empty()));
     let id = ok!(b.notify_info(n)).id;
     ok!(b.export_key(n, ExportFlags::empty()));
@@ -92,7 +127,8 @@ fn timeout<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
 fn refused<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let me = b.bare_tgid();
-    let dead = dead_pid()?;
+    let zombie = DeadPid::new()?;
+    let dead = zombie.pid();
     let n = ok!(b.create_notify(0, CreateFlags::empty()));
     let id = ok!(b.notify_info(n)).id;
     let key = ok!(b.export_key(n, ExportFlags::empty()));

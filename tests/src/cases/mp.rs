@@ -280,11 +280,27 @@ fn recycled_pid_refused<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     // Start processes until one gets pid1 again.
     let mut chosen = None;
     let mut recycled = false;
+    const LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
+    let last_pid = || {
+        std::fs::read_to_string(LAST_PID)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+    };
     for _attempt in 0..200 {
-        if std::fs::write("/proc/sys/kernel/ns_last_pid", (pid1 - 1).to_string()).is_err() {
+        let high = last_pid();
+        if std::fs::write(LAST_PID, (pid1 - 1).to_string()).is_err() {
             break;
         }
-        let mut c = ctx.spawn_role("recycle_second", "", &[])?;
+        let spawned = ctx.spawn_role("recycle_second", "", &[]);
+        // Wind the counter forward again at once: until it passes `high` by itself, every
+        // process started on the machine would get a recently freed PID, and other trials
+        // running alongside count on a dead process's PID staying dead for a while.
+        if let (Some(high), Some(now)) = (high, last_pid())
+            && now < high
+        {
+            let _ = std::fs::write(LAST_PID, high.to_string());
+        }
+        let mut c = spawned?;
         if c.pid == pid1 {
             recycled = true;
             chosen = Some(c);
