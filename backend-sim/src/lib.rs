@@ -1731,10 +1731,11 @@ impl NotifyResources for Sim {
                             Error::NoNotifyResource,
                             format!(
                                 "device {device} has no notify id left: all {} ids of {} are \
-                                 in use; {} (processes using this machine: {pids:?})",
+                                 in use; {} (processes using this machine: {pids:?}); {}",
                                 file.max_notifies(),
                                 self.inner.soc,
-                                diag::owners_of_device(file, device)
+                                diag::owners_of_device(file, device),
+                                diag::holders_of_device(file, device)
                             ),
                         ));
                     }
@@ -2246,6 +2247,46 @@ mod tests {
         let e = got.lock().unwrap().take().unwrap().unwrap_err();
         assert_eq!(e.kind(), Error::InternalError);
         assert!(e.to_string().contains("would wait for itself"), "{e}");
+    }
+
+    /// A 207009 says which process-table entries keep the device's notifies alive (not only
+    /// who created them) and how many of its ids are allocated with nobody holding them: what a
+    /// fill that comes up short needs to tell a missed reclaim from a stray bit or an id left
+    /// half-way by a dead process.
+    #[test]
+    fn an_exhausted_device_names_the_entries_that_hold_its_ids_and_its_orphans() {
+        let (sim, _ns) = open("heldby", Soc::Ascend910);
+        let file = &sim.inner.file;
+        let (me, pid) = (file.me(), std::process::id());
+        // A notify kept alive only by the bit of a free process-table entry, whose creator
+        // destroyed it; and an id allocated with no notify (a creator died before claiming).
+        let stray = (0..64)
+            .find(|&i| file.proc_entry(i).unwrap().word.load(SeqCst) == 0)
+            .unwrap();
+        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let slot = file.slot(0, sim.notify_info(h).unwrap().id).unwrap();
+        assert_eq!(slot.join(stray, slot.generation()), Ok(true));
+        sim.destroy_notify(h).unwrap();
+        let pool = file.pool(0).unwrap();
+        file.note_allocated(0, pool.alloc().unwrap());
+        let mut mine = 0;
+        let e = loop {
+            match sim.create_notify(0, CreateFlags::empty()) {
+                Ok(_) => mine += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!((e.kind(), mine), (Error::NoNotifyResource, 1022), "{e}");
+        let text = e.to_string();
+        for part in [
+            format!(
+                "held through process-table entries {me} (pid {pid}, registered, alive, this \
+                 process) on 1022, {stray} (free: stray bits) on 1;"
+            ),
+            "1 allocated id has no live notify or no holder".to_owned(),
+        ] {
+            assert!(text.contains(&part), "{part:?} not in: {text}");
+        }
     }
 
     /// The free-id count does not count ids that only a dead process holds: it drops dead
