@@ -179,8 +179,9 @@ impl CntNotifyOps for Driver {
         let (c, s) = (c.get(), s.get());
         i.ensure_device(s.device)?;
         let mut info: CntWaitInfo = wait.to_info();
-        // SAFETY: live pointers (guarded); `info` is CANN's 16-byte layout (isClear 0 or 1, a
-        // valid C `bool`) and outlives the call.
+        // SAFETY: live pointers (guarded); `info` is CANN's 16-byte layout (isClear 0 or 1:
+        // also a valid `bool` for runtimes that read it through their internal
+        // `rtCntNotifyWaitInfo_t`) and outlives the call.
         let code = unsafe { f(c.ptr.0, s.ptr.0, &mut info) };
         i.check("aclrtCntNotifyWaitWithTimeout", code).map_err(|e| {
             e.context(format!(

@@ -225,8 +225,8 @@ pub struct CntRecordInfo {
 }
 
 /// `aclrtCntNotifyWaitInfo` exactly as C lays it out: `{ uint32 mode; uint32 value;
-/// uint32 timeout; bool isClear; uint8 rsv[3]; }`, 16 bytes. Untrusted until
-/// [`CntWait::from_info`] has validated it.
+/// uint32 timeout; uint8 isClear; uint8 rsv[3]; }`, 16 bytes (CANN's `acl_rt.h`). Untrusted
+/// until [`CntWait::from_info`] has validated it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[repr(C)]

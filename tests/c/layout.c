@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "acl/acl.h"
 
@@ -24,6 +25,18 @@ STATIC_ASSERT(sizeof(aclError) == 4, "aclError is int");
 STATIC_ASSERT(sizeof(aclrtNotify) == sizeof(void *), "aclrtNotify is void*");
 STATIC_ASSERT(sizeof(aclrtStream) == sizeof(void *), "aclrtStream is void*");
 STATIC_ASSERT(sizeof(aclrtStreamStatus) == 4, "aclrtStreamStatus is int-sized");
+STATIC_ASSERT(sizeof(aclrtCntNotifyRecordInfo) == 8, "aclrtCntNotifyRecordInfo size");
+STATIC_ASSERT(sizeof(aclrtCntNotifyWaitInfo) == 16, "aclrtCntNotifyWaitInfo size");
+STATIC_ASSERT(offsetof(aclrtCntNotifyWaitInfo, isClear) == 12, "isClear offset");
+STATIC_ASSERT(offsetof(aclrtCntNotifyWaitInfo, rsv) == 13, "rsv offset");
+
+/* CANN's acl_rt.h declares the wait info's flag as `uint8_t isClear` and its padding as
+ * `uint8_t rsv[3]`; programs take the flag's address as a uint8_t * and zero the padding by
+ * name. */
+static uint8_t *wait_info_clear_flag(aclrtCntNotifyWaitInfo *w) {
+    w->rsv[0] = w->rsv[1] = w->rsv[2] = 0;
+    return &w->isClear;
+}
 
 static int failures = 0;
 
@@ -89,6 +102,12 @@ int main(void) {
     if (!create || !wait || !inter || !launch || !query || !soc) {
         failures++;
     }
+
+    aclrtCntNotifyWaitInfo w;
+    memset(&w, 0xff, sizeof w);
+    *wait_info_clear_flag(&w) = 1;
+    EXPECT(w.isClear, 1);
+    EXPECT(w.rsv[0] | w.rsv[1] | w.rsv[2], 0);
 
     if (failures) {
         fprintf(stderr, "layout: %d failure(s)\n", failures);

@@ -30,7 +30,7 @@ pub type aclrtStream = *mut c_void;
 pub type aclrtCntNotify = *mut c_void;
 /// `aclrtCntNotifyRecordInfo` (`{ aclrtCntNotifyRecordMode mode; uint32_t value; }`, 8 bytes).
 pub type aclrtCntNotifyRecordInfo = CntRecordInfo;
-/// `aclrtCntNotifyWaitInfo` (`{ mode; value; timeout; bool isClear; uint8_t rev[3]; }`,
+/// `aclrtCntNotifyWaitInfo` (`{ mode; value; timeout; uint8_t isClear; uint8_t rsv[3]; }`,
 /// 16 bytes).
 pub type aclrtCntNotifyWaitInfo = CntWaitInfo;
 /// `aclrtHostFunc`.

@@ -93,15 +93,17 @@ typedef enum {
     ACL_RT_CNT_NOTIFY_WAIT_EQUAL_WITH_BITMASK_MODE = 4, /* (count & value) == value */
 } aclrtCntNotifyWaitMode;
 
-/* 16 bytes: mode at 0, value at 4, timeout at 8, isClear at 12. timeout in seconds (0 =
- * forever, UINT32_MAX = the aclrtSetOpWaitTimeout default); isClear: set the count to 0 when
- * the wait is released. */
+/* 16 bytes: mode at 0, value at 4, timeout at 8, isClear at 12, rsv at 13. timeout in seconds
+ * (0 = forever, UINT32_MAX = the aclrtSetOpWaitTimeout default); isClear non-zero: set the
+ * count to 0 when the wait is released. Field types and names as in CANN's public acl_rt.h
+ * (its internal rts_event.h declares a `bool isClear` and `rev[3]`; programs compile against
+ * the public one). */
 typedef struct {
     aclrtCntNotifyWaitMode mode;
     uint32_t value;
     uint32_t timeout;
-    bool isClear;
-    uint8_t rev[3U];
+    uint8_t isClear;
+    uint8_t rsv[3];
 } aclrtCntNotifyWaitInfo;
 
 /* A host function run by a stream (aclrtLaunchHostFunc). */
