@@ -1,13 +1,19 @@
-/* layout.c — the ABI facts of acl/acl.h a CANN program relies on: struct layout (LP64),
- * type sizes, enum and macro values. Checked at compile time where C11 allows it, and again
- * at run time so that a failure names the value. Compiled as C11 and as C++ (the header must
- * work in both). */
+/* layout.c — the ABI facts of acl/acl.h a CANN program relies on: the header paths, struct
+ * layout (LP64), type sizes, enum and macro values. Checked at compile time where C11 allows
+ * it, and again at run time so that a failure names the value. Compiled as C11 and as C++
+ * (the header must work in both). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "acl/acl.h"
+/* Every header path under which CANN declares this API (its acl_base.h itself includes
+ * acl/acl_base_rt.h and error_codes/rt_error_codes.h). */
+#include "acl/acl_base.h"
+#include "acl/acl_base_rt.h"
+#include "acl/acl_rt.h"
+#include "acl/error_codes/rt_error_codes.h"
 
 #ifdef __cplusplus
 #define STATIC_ASSERT(c, m) static_assert(c, m)

@@ -148,14 +148,21 @@ fn build_everything() -> Result<Prefix, String> {
         std::fs::rename(&tmp, to).map_err(|e| format!("rename {}: {e}", to.display()))
     };
     copy(&built, &lib.join("libascendcl.so"))?;
-    let headers = repo().join("backend-sim/capi/include/acl");
-    for e in std::fs::read_dir(&headers).map_err(|e| format!("{}: {e}", headers.display()))? {
-        let p = e.map_err(|e| e.to_string())?.path();
-        if let Some(name) = p
-            .file_name()
-            .filter(|_| p.extension().is_some_and(|x| x == "h"))
-        {
-            copy(&p, &include.join("acl").join(name))?;
+    // Every header, subfolders included (`acl/error_codes/rt_error_codes.h`).
+    let mut dirs = vec![(
+        repo().join("backend-sim/capi/include/acl"),
+        include.join("acl"),
+    )];
+    while let Some((from, to)) = dirs.pop() {
+        std::fs::create_dir_all(&to).map_err(|e| format!("{}: {e}", to.display()))?;
+        for e in std::fs::read_dir(&from).map_err(|e| format!("{}: {e}", from.display()))? {
+            let p = e.map_err(|e| e.to_string())?.path();
+            let Some(name) = p.file_name() else { continue };
+            if p.is_dir() {
+                dirs.push((p.clone(), to.join(name)));
+            } else if p.extension().is_some_and(|x| x == "h") {
+                copy(&p, &to.join(name))?;
+            }
         }
     }
 

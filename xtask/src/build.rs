@@ -115,6 +115,23 @@ fn copy_atomic(from: &Path, to: &Path) -> Result<(), String> {
     std::fs::rename(&tmp, to).map_err(|e| format!("cannot rename to {}: {e}", to.display()))
 }
 
+/// Copies every `.h` file under `from` to `to`, subfolders included: CANN programs include
+/// `acl/error_codes/rt_error_codes.h` as well as `acl/acl.h`.
+fn copy_headers(from: &Path, to: &Path) -> Result<(), String> {
+    let entries =
+        std::fs::read_dir(from).map_err(|e| format!("cannot read {}: {e}", from.display()))?;
+    for entry in entries {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        let name = path.file_name().ok_or("header without a name")?;
+        if path.is_dir() {
+            copy_headers(&path, &to.join(name))?;
+        } else if path.extension().is_some_and(|x| x == "h") {
+            copy_atomic(&path, &to.join(name))?;
+        }
+    }
+    Ok(())
+}
+
 /// Builds `acl-notify-capi` and installs the library and the headers under
 /// `<target>/acl-notify/`.
 pub fn install(release: bool) -> Result<Installed, String> {
@@ -135,16 +152,10 @@ pub fn install(release: bool) -> Result<Installed, String> {
     let lib = prefix.join("lib");
     let include = prefix.join("include");
     copy_atomic(&built, &lib.join("libascendcl.so"))?;
-    let headers = root().join("backend-sim/capi/include/acl");
-    let entries = std::fs::read_dir(&headers)
-        .map_err(|e| format!("cannot read {}: {e}", headers.display()))?;
-    for entry in entries {
-        let path = entry.map_err(|e| e.to_string())?.path();
-        if path.extension().is_some_and(|x| x == "h") {
-            let name = path.file_name().ok_or("header without a name")?;
-            copy_atomic(&path, &include.join("acl").join(name))?;
-        }
-    }
+    copy_headers(
+        &root().join("backend-sim/capi/include/acl"),
+        &include.join("acl"),
+    )?;
     Ok(Installed {
         prefix,
         lib,
