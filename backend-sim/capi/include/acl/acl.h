@@ -38,6 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "error_codes/rt_error_codes.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -110,35 +112,91 @@ typedef struct {
 typedef void (*aclrtHostFunc)(void *args);
 typedef void (*aclrtCallback)(void *userData);
 
-/* ---- Error codes (aclError) --------------------------------------------------------------- */
+/* ---- Error codes (aclError) ---------------------------------------------------------------
+ * The names and values of CANN's acl_base_rt.h (there `static const int`, here macros of the
+ * same value); the runtime's ACL_ERROR_RT_* codes are in acl/error_codes/rt_error_codes.h. The
+ * library returns only the codes SPEC §5 lists. */
 
-#define ACL_SUCCESS 0
-#define ACL_ERROR_NONE 0
-#define ACL_ERROR_INVALID_PARAM 100000
-#define ACL_ERROR_UNINITIALIZE 100001
-#define ACL_ERROR_REPEAT_INITIALIZE 100002
-#define ACL_ERROR_REPEAT_FINALIZE 100037
+/* success */
+#define ACL_ERROR_NONE                            0
+#define ACL_SUCCESS                               0
 
-#define ACL_ERROR_RT_PARAM_INVALID 107000
-#define ACL_ERROR_RT_INVALID_DEVICEID 107001
-#define ACL_ERROR_RT_CONTEXT_NULL 107002
-#define ACL_ERROR_RT_STREAM_CONTEXT 107003
-#define ACL_ERROR_RT_INVALID_HANDLE 107017
-#define ACL_ERROR_RT_WAIT_TIMEOUT 107019
-#define ACL_ERROR_RT_TASK_TIMEOUT 107020
-#define ACL_ERROR_RT_FEATURE_NOT_SUPPORT 207000
-#define ACL_ERROR_RT_MEMORY_ALLOCATION 207001
-#define ACL_ERROR_RT_NO_DEVICE 207004
-#define ACL_ERROR_RT_RESOURCE_ALLOC_FAIL 207005
-#define ACL_ERROR_RT_NO_PERMISSION 207006
-#define ACL_ERROR_RT_NO_NOTIFY_RESOURCE 207009
-#define ACL_ERROR_RT_OVER_LIMIT 207012
-#define ACL_ERROR_RT_INTERNAL_ERROR 507000
-#define ACL_ERROR_RT_STREAM_TASK_FULL 507002
-#define ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT 507009
-#define ACL_ERROR_RT_IPC_ERROR 507022
-#define ACL_ERROR_RT_STREAM_SYNC_TIMEOUT 507046
-#define ACL_ERROR_RT_DRV_INTERNAL_ERROR 507899
+/* 1xxxxx: invalid arguments or calls */
+#define ACL_ERROR_INVALID_PARAM                   100000
+#define ACL_ERROR_UNINITIALIZE                    100001
+#define ACL_ERROR_REPEAT_INITIALIZE               100002
+#define ACL_ERROR_INVALID_FILE                    100003
+#define ACL_ERROR_WRITE_FILE                      100004
+#define ACL_ERROR_INVALID_FILE_SIZE               100005
+#define ACL_ERROR_PARSE_FILE                      100006
+#define ACL_ERROR_FILE_MISSING_ATTR               100007
+#define ACL_ERROR_FILE_ATTR_INVALID               100008
+#define ACL_ERROR_INVALID_DUMP_CONFIG             100009
+#define ACL_ERROR_INVALID_PROFILING_CONFIG        100010
+#define ACL_ERROR_INVALID_MODEL_ID                100011
+#define ACL_ERROR_DESERIALIZE_MODEL               100012
+#define ACL_ERROR_PARSE_MODEL                     100013
+#define ACL_ERROR_READ_MODEL_FAILURE              100014
+#define ACL_ERROR_MODEL_SIZE_INVALID              100015
+#define ACL_ERROR_MODEL_MISSING_ATTR              100016
+#define ACL_ERROR_MODEL_INPUT_NOT_MATCH           100017
+#define ACL_ERROR_MODEL_OUTPUT_NOT_MATCH          100018
+#define ACL_ERROR_MODEL_NOT_DYNAMIC               100019
+#define ACL_ERROR_OP_TYPE_NOT_MATCH               100020
+#define ACL_ERROR_OP_INPUT_NOT_MATCH              100021
+#define ACL_ERROR_OP_OUTPUT_NOT_MATCH             100022
+#define ACL_ERROR_OP_ATTR_NOT_MATCH               100023
+#define ACL_ERROR_OP_NOT_FOUND                    100024
+#define ACL_ERROR_OP_LOAD_FAILED                  100025
+#define ACL_ERROR_UNSUPPORTED_DATA_TYPE           100026
+#define ACL_ERROR_FORMAT_NOT_MATCH                100027
+#define ACL_ERROR_BIN_SELECTOR_NOT_REGISTERED     100028
+#define ACL_ERROR_KERNEL_NOT_FOUND                100029
+#define ACL_ERROR_BIN_SELECTOR_ALREADY_REGISTERED 100030
+#define ACL_ERROR_KERNEL_ALREADY_REGISTERED       100031
+#define ACL_ERROR_INVALID_QUEUE_ID                100032
+#define ACL_ERROR_REPEAT_SUBSCRIBE                100033
+#define ACL_ERROR_STREAM_NOT_SUBSCRIBE            100034
+#define ACL_ERROR_THREAD_NOT_SUBSCRIBE            100035
+#define ACL_ERROR_WAIT_CALLBACK_TIMEOUT           100036
+#define ACL_ERROR_REPEAT_FINALIZE                 100037
+#define ACL_ERROR_NOT_STATIC_AIPP                 100038
+#define ACL_ERROR_COMPILING_STUB_MODE             100039
+#define ACL_ERROR_GROUP_NOT_SET                   100040
+#define ACL_ERROR_GROUP_NOT_CREATE                100041
+#define ACL_ERROR_PROF_ALREADY_RUN                100042
+#define ACL_ERROR_PROF_NOT_RUN                    100043
+#define ACL_ERROR_DUMP_ALREADY_RUN                100044
+#define ACL_ERROR_DUMP_NOT_RUN                    100045
+#define ACL_ERROR_PROF_REPEAT_SUBSCRIBE           148046
+#define ACL_ERROR_PROF_API_CONFLICT               148047
+#define ACL_ERROR_INVALID_MAX_OPQUEUE_NUM_CONFIG  148048
+#define ACL_ERROR_INVALID_OPP_PATH                148049
+#define ACL_ERROR_OP_UNSUPPORTED_DYNAMIC          148050
+#define ACL_ERROR_RELATIVE_RESOURCE_NOT_CLEARED   148051
+#define ACL_ERROR_UNSUPPORTED_JPEG                148052
+#define ACL_ERROR_INVALID_BUNDLE_MODEL_ID         148053
+
+/* 2xxxxx: resources and features */
+#define ACL_ERROR_BAD_ALLOC                       200000
+#define ACL_ERROR_API_NOT_SUPPORT                 200001
+#define ACL_ERROR_INVALID_DEVICE                  200002
+#define ACL_ERROR_MEMORY_ADDRESS_UNALIGNED        200003
+#define ACL_ERROR_RESOURCE_NOT_MATCH              200004
+#define ACL_ERROR_INVALID_RESOURCE_HANDLE         200005
+#define ACL_ERROR_FEATURE_UNSUPPORTED             200006
+#define ACL_ERROR_PROF_MODULES_UNSUPPORTED        200007
+
+/* 3xxxxx: storage */
+#define ACL_ERROR_STORAGE_OVER_LIMIT              300000
+
+/* 5xxxxx: internal errors */
+#define ACL_ERROR_INTERNAL_ERROR                  500000
+#define ACL_ERROR_FAILURE                         500001
+#define ACL_ERROR_GE_FAILURE                      500002
+#define ACL_ERROR_RT_FAILURE                      500003
+#define ACL_ERROR_DRV_FAILURE                     500004
+#define ACL_ERROR_PROFILING_FAILURE               500005
 
 /* ---- Flags -------------------------------------------------------------------------------- */
 
