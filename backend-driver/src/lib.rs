@@ -79,7 +79,7 @@ use libloading::Library;
 
 pub use error::{DriverError, classify};
 pub use load::{DEFAULT_TOOLKIT_LIB, ENV_ASCEND_HOME, ENV_LIB, LIB_NAME};
-pub use soc::family_of;
+pub use soc::{SocNaming, family_of};
 
 use ffi::{AclrtServerPid, Api};
 use handles::{Guard, Kind, Lookup, Table};
@@ -324,7 +324,7 @@ fn query_identity(api: &Api) -> Result<Identity, DriverError> {
                 ),
             )
         })?,
-        None => family_of(&soc_name).ok_or_else(|| {
+        None => family_of(&soc_name, soc_naming(api)).ok_or_else(|| {
             DriverError::load(
                 Error::FeatureNotSupport,
                 "aclrtGetSocName",
@@ -371,6 +371,21 @@ fn query_identity(api: &Api) -> Result<Identity, DriverError> {
         tgid,
         server_id,
     })
+}
+
+/// How the library names its SoC: one that exports acl-notify's `aclnsim*` extensions is the
+/// simulator (or written to its contract) and returns SPEC §4's family names; a CANN runtime
+/// returns chip names, where a bare `Ascend910B` is a first-generation Ascend 910.
+fn soc_naming(api: &Api) -> SocNaming {
+    if api
+        .optional_present()
+        .iter()
+        .any(|s| s.starts_with("aclnsim"))
+    {
+        SocNaming::Family
+    } else {
+        SocNaming::Chip
+    }
 }
 
 /// `aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_SERVER_ID)`, when the library has it and

@@ -41,6 +41,30 @@ fn identity_comes_from_the_library() {
 }
 
 #[test]
+fn a_bare_ascend910b_is_a_first_generation_910_unless_the_library_is_the_simulator() {
+    // A CANN runtime names a 30-core first-generation Ascend 910 `Ascend910B`: no batch reset,
+    // 1024 notifies (SPEC §4 `Ascend910`), not the Atlas A2 family.
+    let path = mock_copy(Mock::Plain, "bare_910b");
+    let hooks = Hooks::open(&path);
+    hooks.set_soc(c"Ascend910B");
+    let d = Driver::load_from(&path).unwrap();
+    assert_eq!(d.soc(), Soc::Ascend910, "CANN's chip name Ascend910B");
+    assert_eq!(d.soc_name(), "Ascend910B");
+    drop(d);
+
+    // A library with the aclnsim* extensions names families as SPEC §4 does.
+    let path = mock_copy(Mock::Ext, "bare_910b_ext");
+    let hooks = Hooks::open(&path);
+    hooks.set_soc(c"Ascend910B");
+    let d = Driver::load_from(&path).unwrap();
+    assert_eq!(
+        d.soc(),
+        Soc::Ascend910B,
+        "the simulator's family name Ascend910B"
+    );
+}
+
+#[test]
 fn the_server_id_comes_from_the_super_pod_attribute() {
     let path = mock_copy(Mock::Plain, "server_id");
     let hooks = Hooks::open(&path);
