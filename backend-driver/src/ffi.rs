@@ -37,8 +37,10 @@ const _: () = {
 pub(crate) const ACL_STREAM_STATUS_COMPLETE: i32 = 0;
 pub(crate) const ACL_STREAM_STATUS_NOT_READY: i32 = 1;
 
-/// `ACL_DEV_ATTR_SUPER_POD_SERVER_ID` (`aclrtDevAttr`).
-pub(crate) const ACL_DEV_ATTR_SUPER_POD_SERVER_ID: i32 = 404;
+/// `ACL_DEV_ATTR_SUPER_POD_DEVICE_ID` (`aclrtDevAttr`, 403): a device's SuperPOD Device ID
+/// (SDID), the value `aclrtServerPid::sdid` holds. Not `ACL_DEV_ATTR_SUPER_POD_SERVER_ID`
+/// (404), the id of the server the device is in.
+pub(crate) const ACL_DEV_ATTR_SUPER_POD_DEVICE_ID: i32 = 403;
 
 /// `aclrtHostFunc`.
 pub(crate) type HostFn = unsafe extern "C" fn(*mut c_void);
@@ -182,7 +184,7 @@ api! {
         /// `aclInit` reference instead of tearing the runtime down for everybody.
         aclFinalizeReference: unsafe extern "C" fn(*mut u64) -> AclError = "aclFinalizeReference",
         /// `aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value)`
-        /// (recent CANN): used for `ACL_DEV_ATTR_SUPER_POD_SERVER_ID`.
+        /// (recent CANN): used for `ACL_DEV_ATTR_SUPER_POD_DEVICE_ID`.
         aclrtGetDeviceInfo: unsafe extern "C" fn(u32, i32, *mut i64) -> AclError =
             "aclrtGetDeviceInfo",
         /// `aclError aclnsimNotifyHostWait(aclrtNotify notify, uint64_t timeoutUs)`: blocks the

@@ -87,7 +87,9 @@ use handles::{Guard, Kind, Lookup, Table};
 /// Environment variable forcing the SoC family (a name from the SPEC's table, e.g.
 /// `Ascend910B`) when `aclrtGetSocName` returns a chip this binding does not know.
 pub const ENV_SOC: &str = "ACL_NOTIFY_DRIVER_SOC";
-/// Environment variable giving this process's SuperPod server id (overrides the library).
+/// Environment variable giving this process's SuperPod server id (overrides the library): on
+/// a CANN runtime, the SDID (SuperPOD Device ID) of the device it imports on, which is what
+/// `aclrtServerPid::sdid` whitelist entries name.
 pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_DRIVER_SERVER_ID";
 
 /// Longest runtime message copied from `aclGetRecentErrMsg()`.
@@ -361,7 +363,7 @@ fn query_identity(api: &Api) -> Result<Identity, DriverError> {
                 check(api, "aclnsimGetServerId", unsafe { f(&mut id) })?;
                 id
             }
-            None => super_pod_server_id(api, devices).unwrap_or(0),
+            None => super_pod_device_id(api, devices).unwrap_or(0),
         },
     };
     Ok(Identity {
@@ -388,17 +390,26 @@ fn soc_naming(api: &Api) -> SocNaming {
     }
 }
 
-/// `aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_SERVER_ID)`, when the library has it and
+/// `aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID)`, when the library has it and
 /// answers (outside a SuperPod it may fail: then `None`, and its message is drained so it does
 /// not end up in the next error).
-fn super_pod_server_id(api: &Api, devices: u32) -> Option<u32> {
+///
+/// This is what stands for the process's "server" here, because it is what an owner must put
+/// in `aclrtServerPid::sdid` to whitelist this process: CANN documents `sdid` as the SuperPOD
+/// Device ID obtained from `aclrtGetDeviceInfo`, and its runtime hands it to the driver's
+/// `halShrIdSetPodPid` unchanged (attribute 403 is the driver's `INFO_TYPE_SDID`; 404,
+/// `ACL_DEV_ATTR_SUPER_POD_SERVER_ID`, is `INFO_TYPE_SERVER_ID`, another number). The SDID is
+/// a device's: device 0's is taken, which is right for a process that imports on device 0
+/// (e.g. one device per process via `ASCEND_RT_VISIBLE_DEVICES`); otherwise set
+/// [`ENV_SERVER_ID`] to the importing device's SDID.
+fn super_pod_device_id(api: &Api, devices: u32) -> Option<u32> {
     let f = api.aclrtGetDeviceInfo?;
     if devices == 0 {
         return None;
     }
     let mut v = 0i64;
     // SAFETY: integer arguments and a valid out-pointer to an i64.
-    let code = unsafe { f(0, ffi::ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &mut v) };
+    let code = unsafe { f(0, ffi::ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &mut v) };
     if code != 0 {
         let _ = recent_message(api);
         return None;

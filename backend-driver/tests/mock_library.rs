@@ -65,12 +65,13 @@ fn a_bare_ascend910b_is_a_first_generation_910_unless_the_library_is_the_simulat
 }
 
 #[test]
-fn the_server_id_comes_from_the_super_pod_attribute() {
+fn the_server_id_is_the_super_pod_device_id_that_whitelists_name() {
+    // aclrtServerPid.sdid is the SuperPOD Device ID (attribute 403), not the server id (404).
     let path = mock_copy(Mock::Plain, "server_id");
     let hooks = Hooks::open(&path);
-    hooks.set_server_id(5);
+    hooks.set_sdid(37);
     let d = Driver::load_from(&path).unwrap();
-    assert_eq!(d.server_id(), 5);
+    assert_eq!(d.server_id(), 37);
 }
 
 #[test]

@@ -153,14 +153,12 @@ impl Hooks {
         unsafe { f(name.as_ptr()) }
     }
 
-    /// What `aclrtGetDeviceInfo(_, ACL_DEV_ATTR_SUPER_POD_SERVER_ID)` answers (-1: it fails).
-    pub fn set_server_id(&self, id: i64) {
-        // SAFETY: `void mock_set_server_id(int64_t)`.
-        let f = unsafe {
-            self.lib
-                .get::<unsafe extern "C" fn(i64)>("mock_set_server_id")
-        }
-        .expect("mock_set_server_id");
+    /// What `aclrtGetDeviceInfo(_, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID)` answers (-1: it fails;
+    /// `ACL_DEV_ATTR_SUPER_POD_SERVER_ID` then answers another number).
+    pub fn set_sdid(&self, id: i64) {
+        // SAFETY: `void mock_set_sdid(int64_t)`.
+        let f = unsafe { self.lib.get::<unsafe extern "C" fn(i64)>("mock_set_sdid") }
+            .expect("mock_set_sdid");
         // SAFETY: plain integer argument.
         unsafe { f(id) }
     }

@@ -48,7 +48,10 @@ static atomic_int set_device_calls;
 static __thread int set_device_calls_here;
 static const char *soc_name = "Ascend910B3";
 static int foreign_keys;
-static int64_t server_id = -1; /* -1: aclrtGetDeviceInfo(SUPER_POD_SERVER_ID) fails */
+/* What aclrtGetDeviceInfo answers for ACL_DEV_ATTR_SUPER_POD_DEVICE_ID (403, the SDID); -1:
+ * it fails (not a SuperPod). ACL_DEV_ATTR_SUPER_POD_SERVER_ID (404) answers another number,
+ * as on a real SuperPod. */
+static int64_t sdid = -1;
 static atomic_int init_calls, finalize_calls, finalize_ref_calls;
 static int initialized;
 static uint32_t next_id = 1;
@@ -92,7 +95,7 @@ int mock_set_device_calls(void) { return atomic_load(&set_device_calls); }
 int mock_set_device_calls_here(void) { return set_device_calls_here; }
 void mock_set_soc(const char *name) { soc_name = name; }
 void mock_set_foreign_keys(int on) { foreign_keys = on; }
-void mock_set_server_id(int64_t id) { server_id = id; }
+void mock_set_sdid(int64_t id) { sdid = id; }
 int mock_init_calls(void) { return atomic_load(&init_calls); }
 int mock_finalize_calls(void) { return atomic_load(&finalize_calls) + atomic_load(&finalize_ref_calls); }
 static int live_count(int kind) {
@@ -156,8 +159,8 @@ aclError aclrtSetDevice(int32_t d) {
 aclError aclrtGetDeviceInfo(uint32_t d, int attr, int64_t *value) {
     if (!value) return fail(100000, "value NULL");
     if (d >= 4) return fail(107001, "no such device");
-    if (attr != 404 || server_id < 0) return fail(107000, "not a SuperPod");
-    *value = server_id;
+    if ((attr != 403 && attr != 404) || sdid < 0) return fail(107000, "not a SuperPod");
+    *value = attr == 403 ? sdid : 1000 + sdid / 16;
     return 0;
 }
 aclError aclrtDeviceGetBareTgid(int32_t *pid) {
