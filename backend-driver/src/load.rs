@@ -8,7 +8,11 @@
 //! 2. `libascendcl.so` through the dynamic loader's search path (`LD_LIBRARY_PATH`, the
 //!    `ld.so` cache, …; CANN's `set_env.sh` puts the toolkit there);
 //! 3. `$ASCEND_HOME_PATH/lib64/libascendcl.so`, if `ASCEND_HOME_PATH` is set;
-//! 4. `/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so`.
+//! 4. `/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so` (the toolkit's layout up
+//!    to CANN 8);
+//! 5. `/usr/local/Ascend/cann/lib64/libascendcl.so` (the default root install of recent CANN,
+//!    whose API reference puts the libraries in `${INSTALL_DIR}/lib64` with `INSTALL_DIR`
+//!    `/usr/local/Ascend/cann`).
 //!
 //! The first library that opens is used. It is opened with `RTLD_NOW` (every undefined symbol
 //! resolved up front, so a broken install fails here with the loader's message instead of
@@ -34,9 +38,12 @@ pub const ENV_LIB: &str = "ACL_NOTIFY_DRIVER_LIB";
 pub const ENV_ASCEND_HOME: &str = "ASCEND_HOME_PATH";
 /// The library name looked up through the loader's search path.
 pub const LIB_NAME: &str = "libascendcl.so";
-/// The toolkit's conventional install location.
+/// The toolkit's conventional install location (CANN 8 and earlier).
 pub const DEFAULT_TOOLKIT_LIB: &str =
     "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so";
+/// Where a root install of recent CANN puts the library (`/usr/local/Ascend/cann`, its API
+/// reference's default `${INSTALL_DIR}`, then `lib64`).
+pub const DEFAULT_CANN_LIB: &str = "/usr/local/Ascend/cann/lib64/libascendcl.so";
 
 /// One place to look, and why it is on the list.
 #[derive(Clone, Debug)]
@@ -48,8 +55,20 @@ pub(crate) struct Candidate {
 /// The candidates [`Driver::load`](crate::Driver::load) tries, in order, plus notes about
 /// candidates that were skipped (so the error can say why).
 pub(crate) fn candidates() -> (Vec<Candidate>, Vec<String>) {
+    candidates_from(
+        std::env::var_os(ENV_LIB).filter(|v| !v.is_empty()),
+        std::env::var_os(ENV_ASCEND_HOME).filter(|v| !v.is_empty()),
+    )
+}
+
+/// [`candidates`] for the given `ACL_NOTIFY_DRIVER_LIB` and `ASCEND_HOME_PATH` values (`None`
+/// when unset or empty).
+fn candidates_from(
+    explicit: Option<OsString>,
+    ascend_home: Option<OsString>,
+) -> (Vec<Candidate>, Vec<String>) {
     let mut notes = Vec::new();
-    if let Some(explicit) = std::env::var_os(ENV_LIB).filter(|v| !v.is_empty()) {
+    if let Some(explicit) = explicit {
         return (
             vec![Candidate {
                 path: explicit,
@@ -62,7 +81,7 @@ pub(crate) fn candidates() -> (Vec<Candidate>, Vec<String>) {
         path: LIB_NAME.into(),
         origin: "loader search path",
     }];
-    match std::env::var_os(ENV_ASCEND_HOME).filter(|v| !v.is_empty()) {
+    match ascend_home {
         Some(home) => v.push(Candidate {
             path: Path::new(&home)
                 .join("lib64")
@@ -75,6 +94,10 @@ pub(crate) fn candidates() -> (Vec<Candidate>, Vec<String>) {
     v.push(Candidate {
         path: DEFAULT_TOOLKIT_LIB.into(),
         origin: "default toolkit location",
+    });
+    v.push(Candidate {
+        path: DEFAULT_CANN_LIB.into(),
+        origin: "default CANN install location",
     });
     (v, notes)
 }
@@ -268,6 +291,31 @@ pub(crate) fn release(api: &Api) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_search_order_ends_with_both_default_install_locations() {
+        let paths = |c: Vec<Candidate>| -> Vec<String> {
+            c.iter()
+                .map(|c| c.path.to_string_lossy().into_owned())
+                .collect()
+        };
+        let (c, notes) = candidates_from(None, Some("/opt/cann".into()));
+        assert_eq!(
+            paths(c),
+            [
+                LIB_NAME,
+                "/opt/cann/lib64/libascendcl.so",
+                DEFAULT_TOOLKIT_LIB,
+                DEFAULT_CANN_LIB,
+            ]
+        );
+        assert!(notes.is_empty());
+        let (c, notes) = candidates_from(None, None);
+        assert_eq!(paths(c), [LIB_NAME, DEFAULT_TOOLKIT_LIB, DEFAULT_CANN_LIB]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        let (c, _) = candidates_from(Some("/x/libascendcl.so".into()), Some("/opt/cann".into()));
+        assert_eq!(paths(c), ["/x/libascendcl.so"], "an explicit choice only");
+    }
 
     #[test]
     fn a_missing_file_is_reported_with_its_path() {

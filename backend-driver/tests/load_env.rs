@@ -2,7 +2,7 @@
 //! process environment variables, which must not race with other threads.
 
 use acl_notify_core::Error;
-use acl_notify_driver::{DEFAULT_TOOLKIT_LIB, Driver, ENV_LIB, LIB_NAME};
+use acl_notify_driver::{DEFAULT_CANN_LIB, DEFAULT_TOOLKIT_LIB, Driver, ENV_LIB, LIB_NAME};
 
 #[test]
 fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
@@ -19,7 +19,7 @@ fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
     );
     assert_eq!(e.kind(), Error::DrvInternalError);
 
-    // Unset (or empty): the search path, $ASCEND_HOME_PATH/lib64, the default toolkit path.
+    // Unset (or empty): the search path, $ASCEND_HOME_PATH/lib64, the default install paths.
     // Under `cargo test` the loader path includes the target directory, so the simulator's
     // library may be found: give it a namespace of its own and remove it afterwards.
     let ns = format!("driver-load-env-{}", std::process::id());
@@ -42,6 +42,7 @@ fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
                 LIB_NAME,
                 "/nonexistent/ascend-home/lib64/libascendcl.so",
                 DEFAULT_TOOLKIT_LIB,
+                DEFAULT_CANN_LIB,
             ] {
                 assert!(text.contains(part), "{part:?} not in {text}");
             }
