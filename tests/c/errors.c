@@ -10,6 +10,8 @@
  * usage: errors <SoC name>; exit 0 when every row holds, 1 otherwise (each failure printed). */
 #include "common.h"
 
+#include "acl/aclnsim.h"
+
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -279,6 +281,9 @@ int main(int argc, char **argv) {
     EXPECT(aclrtDeviceGetBareTgid(&pid), ACL_SUCCESS);
     EXPECT_TRUE(pid == (int32_t)getpid(), "bare tgid %d != getpid %d", (int)pid, (int)getpid());
     EXPECT_TRUE(aclGetRecentErrMsg() == NULL, "messages were not cleared by the last read");
+    int64_t attr = -1;
+    EXPECT(aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &attr),
+           ACL_ERROR_UNINITIALIZE);
 
     EXPECT(aclInit(NULL), ACL_SUCCESS);
     EXPECT(aclInit(NULL), ACL_ERROR_REPEAT_INITIALIZE);
@@ -291,6 +296,24 @@ int main(int argc, char **argv) {
     const char *name = aclrtGetSocName();
     REQUIRE(name && strcmp(name, soc->name) == 0, "aclrtGetSocName() = %s, expected %s",
             name ? name : "(null)", soc->name);
+    /* aclrtGetDeviceInfo answers what a notify program needs: the sdid of an aclrtServerPid
+     * (the server), the chip id (the device), the SuperPOD id (0); nothing else. */
+    uint32_t server = 0;
+    EXPECT(aclnsimGetServerId(&server), ACL_SUCCESS);
+    EXPECT(aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT(aclrtGetDeviceInfo(count, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &attr),
+           ACL_ERROR_RT_INVALID_DEVICEID);
+    EXPECT(aclrtGetDeviceInfo(1, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &attr), ACL_SUCCESS);
+    EXPECT_TRUE(attr == (int64_t)server, "SuperPOD device id %lld, server %u", (long long)attr,
+                server);
+    EXPECT(aclrtGetDeviceInfo(1, ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &attr), ACL_SUCCESS);
+    EXPECT_TRUE(attr == (int64_t)server, "server id %lld, server %u", (long long)attr, server);
+    EXPECT(aclrtGetDeviceInfo(2, ACL_DEV_ATTR_PHY_CHIP_ID, &attr), ACL_SUCCESS);
+    EXPECT_TRUE(attr == 2, "chip id of device 2: %lld", (long long)attr);
+    EXPECT(aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_ID, &attr), ACL_SUCCESS);
+    EXPECT_TRUE(attr == 0, "SuperPOD id %lld", (long long)attr);
+    EXPECT(aclrtGetDeviceInfo(0, ACL_DEV_ATTR_AICORE_CORE_NUM, &attr),
+           ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     int32_t dev = -1;
     EXPECT(aclrtGetDevice(NULL), ACL_ERROR_INVALID_PARAM);
     EXPECT(aclrtGetDevice(&dev), ACL_ERROR_RT_CONTEXT_NULL);

@@ -198,6 +198,60 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
     })
 }
 
+/// `ACL_DEV_ATTR_PHY_CHIP_ID`, `ACL_DEV_ATTR_SUPER_POD_DEVICE_ID`, `ACL_DEV_ATTR_SUPER_POD_SERVER_ID`
+/// and `ACL_DEV_ATTR_SUPER_POD_ID` (`aclrtDevAttr`): the attributes the simulator answers.
+const ATTR_PHY_CHIP_ID: i32 = 402;
+const ATTR_SUPER_POD_DEVICE_ID: i32 = 403;
+const ATTR_SUPER_POD_SERVER_ID: i32 = 404;
+const ATTR_SUPER_POD_ID: i32 = 405;
+
+/// `aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value)`, for the
+/// attributes a notify program needs: a process's SuperPOD Device ID is what an owner puts in
+/// `aclrtServerPid::sdid` to whitelist it, and the simulator keys inter-server whitelists by
+/// the server (`ACL_NOTIFY_SIM_SERVER_ID`), so both 403 and 404 answer that; 402 answers the
+/// device id and 405 (the SuperPOD's own id) 0.
+///
+/// Codes: 100000 value NULL; 100001; 107001 no such device; 207000 an attribute the simulator
+/// does not model.
+///
+/// # Safety
+///
+/// `value` is NULL or valid for writing an `int64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDeviceInfo(
+    device_id: u32,
+    attr: i32,
+    value: *mut i64,
+) -> aclError {
+    api("aclrtGetDeviceInfo", || {
+        if value.is_null() {
+            return Err(null_arg("value"));
+        }
+        let rt = runtime()?;
+        let dev = rt.device_id(i32::try_from(device_id).unwrap_or(i32::MAX))?;
+        let v = match attr {
+            ATTR_PHY_CHIP_ID => i64::from(dev),
+            ATTR_SUPER_POD_DEVICE_ID | ATTR_SUPER_POD_SERVER_ID => {
+                i64::from(rt.backend().server_id())
+            }
+            ATTR_SUPER_POD_ID => 0,
+            other => {
+                return Err(CallError::new(
+                    Error::FeatureNotSupport,
+                    format!(
+                        "device attribute {other} is not modelled by the simulator (it answers \
+                         402, 403, 404 and 405: chip id, SuperPOD device id, server id, \
+                         SuperPOD id)"
+                    ),
+                ));
+            }
+        };
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { value.write_unaligned(v) };
+        Ok(())
+    })
+}
+
 fn soc_c_name(soc: Soc) -> *const c_char {
     static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
     let names = NAMES.get_or_init(|| {

@@ -206,7 +206,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         }
     }
 
-    fn device_id(&self, device: i32) -> Result<u32, CallError> {
+    pub(crate) fn device_id(&self, device: i32) -> Result<u32, CallError> {
         let count = self.backend.device_count();
         u32::try_from(device)
             .ok()

@@ -238,6 +238,49 @@ ACL_FUNC_VISIBILITY aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, in
 ACL_FUNC_VISIBILITY aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags);
 ACL_FUNC_VISIBILITY aclError aclrtDeviceGetBareTgid(int32_t *pid);
 
+/* Device attributes, as CANN numbers them. */
+typedef enum {
+    ACL_DEV_ATTR_AICPU_CORE_NUM = 1,
+    ACL_DEV_ATTR_AICORE_CORE_NUM = 101,
+    ACL_DEV_ATTR_CUBE_CORE_NUM = 102,
+    ACL_DEV_ATTR_VECTOR_CORE_NUM = 201,
+    ACL_DEV_ATTR_WARP_SIZE = 202,
+    ACL_DEV_ATTR_MAX_THREAD_PER_VECTOR_CORE = 203,
+    ACL_DEV_ATTR_LOCAL_MEM_PER_VECTOR_CORE = 204,
+    ACL_DEV_ATTR_UBUF_PER_VECTOR_CORE = 204,
+    ACL_DEV_ATTR_MAX_GRID_DIM_X = 205,
+    ACL_DEV_ATTR_MAX_GRID_DIM_Y = 206,
+    ACL_DEV_ATTR_MAX_GRID_DIM_Z = 207,
+    ACL_DEV_ATTR_MAX_BLOCK_PER_GRID = 208,
+    ACL_DEV_ATTR_MAX_THREADS_PER_BLOCK = 209,
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_X = 210,
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_Y = 211,
+    ACL_DEV_ATTR_MAX_BLOCK_DIM_Z = 212,
+    ACL_DEV_ATTR_TOTAL_GLOBAL_MEM_SIZE = 301,
+    ACL_DEV_ATTR_L2_CACHE_SIZE = 302,
+    ACL_DEV_ATTR_SMP_ID = 401U,
+    ACL_DEV_ATTR_PHY_CHIP_ID = 402U,
+    ACL_DEV_ATTR_SUPER_POD_DEVIDE_ID = 403U,
+    ACL_DEV_ATTR_SUPER_POD_DEVICE_ID = 403U,
+    ACL_DEV_ATTR_SUPER_POD_SERVER_ID = 404U,
+    ACL_DEV_ATTR_SUPER_POD_ID = 405U,
+    ACL_DEV_ATTR_CUST_OP_PRIVILEGE = 406U,
+    ACL_DEV_ATTR_MAINBOARD_ID = 407U,
+    ACL_DEV_ATTR_HD_CONNECT_TYPE = 408U,
+    ACL_DEV_ATTR_DEVICE_FORM_FACTOR = 409U,
+    ACL_DEV_ATTR_IS_VIRTUAL = 501U,
+    ACL_DEV_ATTR_NPU_ARCH = 601U,
+} aclrtDevAttr;
+
+/* The simulator answers the attributes a notify program needs and no others:
+ *   ACL_DEV_ATTR_SUPER_POD_DEVICE_ID and ACL_DEV_ATTR_SUPER_POD_SERVER_ID: this process's
+ *     server (ACL_NOTIFY_SIM_SERVER_ID) — the sdid to put in an aclrtServerPid for it;
+ *   ACL_DEV_ATTR_PHY_CHIP_ID: the device id; ACL_DEV_ATTR_SUPER_POD_ID: 0.
+ * Any other attribute → ACL_ERROR_RT_FEATURE_NOT_SUPPORT. value NULL → ACL_ERROR_INVALID_PARAM;
+ * no such device → ACL_ERROR_RT_INVALID_DEVICEID. */
+ACL_FUNC_VISIBILITY aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr,
+                                                int64_t *value);
+
 /* ---- Streams (a NULL stream is the current device's default stream) -----------------------
  * A stream queues up to 1024 tasks. Queuing one more (a record, a wait, a host function) waits
  * for room, as on CANN — but only for ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT seconds (default 60; 0
