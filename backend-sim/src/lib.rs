@@ -1494,8 +1494,6 @@ fn has_prefetchw() -> bool {
     })
 }
 
-/// A stream wait that did not find its record at once (out of line: the common case, a record
-/// already there, stays small).
 /// The waker a sleeping stream wait registers for a discarding destroy: wakes every thread
 /// sleeping on the wait's notify.
 ///
@@ -1537,6 +1535,8 @@ impl WakeSleepers {
     }
 }
 
+/// A stream wait that did not find its record at once (out of line: the common case, a record
+/// already there, stays small).
 #[inline(never)]
 fn wait_slow(
     pin: &StreamPin,

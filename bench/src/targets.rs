@@ -17,7 +17,7 @@ const POOL_GROWTH_MAX: f64 = 3.0;
 /// The row of `id` that did better — `base`, or the same with its threads placed (if that
 /// row exists and ran) — and its median. `lower` says which way is better. Used for
 /// baselines, and for the idle wake-up's case, which is measured in both placements too.
-fn best_baseline(
+fn best_placement(
     groups: &[GroupResult],
     id: &str,
     base: &str,
@@ -119,7 +119,7 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
             format!("{label} round trip within 2× the spin-then-futex hybrid"),
             (|| {
                 let c = median(groups, gid, case)?;
-                let (hrow, h) = best_baseline(
+                let (hrow, h) = best_placement(
                     groups,
                     gid,
                     Mech::Hybrid.name(),
@@ -159,7 +159,7 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
                 (|| {
                     let c = median(groups, gid, case)?;
                     let (brow, b) =
-                        best_baseline(groups, gid, m.name(), &rows::placed(m.name()), true)?;
+                        best_placement(groups, gid, m.name(), &rows::placed(m.name()), true)?;
                     let r = b / c;
                     Ok((
                         r >= 50.0,
@@ -180,8 +180,8 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
         "Idle-waiter wake-up within 1.2× of a raw futex wake".into(),
         (|| {
             // Each side in its faster placement: as the kernel places it, or on one CPU.
-            let (crow, c) = best_baseline(groups, "wake", rows::WAKE, rows::WAKE_ONE_CPU, true)?;
-            let (brow, b) = best_baseline(
+            let (crow, c) = best_placement(groups, "wake", rows::WAKE, rows::WAKE_ONE_CPU, true)?;
+            let (brow, b) = best_placement(
                 groups,
                 "wake",
                 rows::WAKE_FUTEX,
@@ -206,7 +206,7 @@ pub fn judge(groups: &[GroupResult], _facts: &[Fact]) -> Vec<TargetResult> {
         "Handoff throughput ≥ 50% of the hybrid's lossless handoffs".into(),
         (|| {
             let c = median(groups, "handoff", rows::HANDOFF)?;
-            let (brow, b) = best_baseline(
+            let (brow, b) = best_placement(
                 groups,
                 "handoff",
                 rows::HANDOFF_HYBRID,

@@ -303,6 +303,8 @@ int main(int argc, char **argv) {
     EXPECT(aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, NULL), ACL_ERROR_INVALID_PARAM);
     EXPECT(aclrtGetDeviceInfo(count, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &attr),
            ACL_ERROR_RT_INVALID_DEVICEID);
+    EXPECT(aclrtGetDeviceInfo(0x80000000u, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &attr),
+           ACL_ERROR_RT_INVALID_DEVICEID);
     EXPECT(aclrtGetDeviceInfo(1, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &attr), ACL_SUCCESS);
     EXPECT_TRUE(attr == (int64_t)server, "SuperPOD device id %lld, server %u", (long long)attr,
                 server);

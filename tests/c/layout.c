@@ -295,6 +295,14 @@ int main(void) {
 
     error_codes();
 
+    /* The device attributes the library answers, as CANN numbers them. */
+    EXPECT(sizeof(aclrtDevAttr), 4);
+    EXPECT(ACL_DEV_ATTR_PHY_CHIP_ID, 402);
+    EXPECT(ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, 403);
+    EXPECT(ACL_DEV_ATTR_SUPER_POD_DEVIDE_ID, 403);
+    EXPECT(ACL_DEV_ATTR_SUPER_POD_SERVER_ID, 404);
+    EXPECT(ACL_DEV_ATTR_SUPER_POD_ID, 405);
+
     /* The function types CANN programs assign to. */
     aclError (*create)(aclrtNotify *, uint64_t) = aclrtCreateNotify;
     aclError (*wait)(aclrtNotify, aclrtStream, uint32_t) = aclrtWaitAndResetNotify;
@@ -302,7 +310,8 @@ int main(void) {
     aclError (*launch)(aclrtStream, aclrtHostFunc, void *) = aclrtLaunchHostFunc;
     aclError (*query)(aclrtStream, aclrtStreamStatus *) = aclrtStreamQuery;
     const char *(*soc)(void) = aclrtGetSocName;
-    if (!create || !wait || !inter || !launch || !query || !soc) {
+    aclError (*info)(uint32_t, aclrtDevAttr, int64_t *) = aclrtGetDeviceInfo;
+    if (!create || !wait || !inter || !launch || !query || !soc || !info) {
         failures++;
     }
 

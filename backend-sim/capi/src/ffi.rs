@@ -227,25 +227,26 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
         if value.is_null() {
             return Err(null_arg("value"));
         }
-        let rt = runtime()?;
-        let dev = rt.device_id(i32::try_from(device_id).unwrap_or(i32::MAX))?;
-        let v = match attr {
-            ATTR_PHY_CHIP_ID => i64::from(dev),
-            ATTR_SUPER_POD_DEVICE_ID | ATTR_SUPER_POD_SERVER_ID => {
-                i64::from(rt.backend().server_id())
-            }
-            ATTR_SUPER_POD_ID => 0,
-            other => {
-                return Err(CallError::new(
-                    Error::FeatureNotSupport,
-                    format!(
-                        "device attribute {other} is not modelled by the simulator (it answers \
-                         402, 403, 404 and 405: chip id, SuperPOD device id, server id, \
-                         SuperPOD id)"
-                    ),
-                ));
-            }
-        };
+        let v = with_runtime(|rt| {
+            let dev = rt.device_id(device_id)?;
+            Ok(match attr {
+                ATTR_PHY_CHIP_ID => i64::from(dev),
+                ATTR_SUPER_POD_DEVICE_ID | ATTR_SUPER_POD_SERVER_ID => {
+                    i64::from(rt.backend().server_id())
+                }
+                ATTR_SUPER_POD_ID => 0,
+                other => {
+                    return Err(CallError::new(
+                        Error::FeatureNotSupport,
+                        format!(
+                            "device attribute {other} is not modelled by the simulator (it \
+                             answers 402, 403, 404 and 405: chip id, SuperPOD device id, server \
+                             id, SuperPOD id)"
+                        ),
+                    ));
+                }
+            })
+        })?;
         // SAFETY: non-NULL, and the caller guarantees it is writable.
         unsafe { value.write_unaligned(v) };
         Ok(())

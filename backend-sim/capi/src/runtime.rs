@@ -206,7 +206,10 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         }
     }
 
-    pub(crate) fn device_id(&self, device: i32) -> Result<u32, CallError> {
+    /// `device` as a device of this machine (C passes `int32_t` or `uint32_t`): 107001 if
+    /// there is no such device.
+    pub(crate) fn device_id(&self, device: impl Into<i64>) -> Result<u32, CallError> {
+        let device = device.into();
         let count = self.backend.device_count();
         u32::try_from(device)
             .ok()
