@@ -78,7 +78,10 @@ use acl_notify_core::{
 use libloading::Library;
 
 pub use error::{DriverError, classify};
-pub use load::{DEFAULT_CANN_LIB, DEFAULT_TOOLKIT_LIB, ENV_ASCEND_HOME, ENV_LIB, LIB_NAME};
+pub use load::{
+    DEFAULT_CANN_DIR, DEFAULT_CANN_LIB, DEFAULT_TOOLKIT_DIR, DEFAULT_TOOLKIT_LIB, ENV_ASCEND_HOME,
+    ENV_LIB, LIB_NAME, LIB_NAME_RT,
+};
 pub use soc::{SocNaming, family_of};
 
 use ffi::{AclrtServerPid, Api};
@@ -160,10 +163,10 @@ static NEXT_INSTANCE: AtomicU8 = AtomicU8::new(1);
 
 impl Driver {
     /// Loads the CANN runtime library: `ACL_NOTIFY_DRIVER_LIB` if set (and only that), else
-    /// `libascendcl.so` through the loader's search path, else
-    /// `$ASCEND_HOME_PATH/lib64/libascendcl.so`, else
-    /// `/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so`, else
-    /// `/usr/local/Ascend/cann/lib64/libascendcl.so`.
+    /// `libascendcl.so` or `libacl_rt.so` (in that order at each place) through the loader's
+    /// search path, else in `$ASCEND_HOME_PATH/lib64/`, else in
+    /// `/usr/local/Ascend/ascend-toolkit/latest/lib64/`, else in
+    /// `/usr/local/Ascend/cann/lib64/`.
     ///
     /// Errors: `DrvInternalError` (507899) naming every path tried and the loader's message
     /// (function `dlopen`), or the library and each missing symbol (function `dlsym`);

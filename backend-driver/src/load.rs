@@ -5,14 +5,20 @@
 //!
 //! 1. `ACL_NOTIFY_DRIVER_LIB`, if set and non-empty — and then *only* that (an explicit choice
 //!    never silently falls back to another library);
-//! 2. `libascendcl.so` through the dynamic loader's search path (`LD_LIBRARY_PATH`, the
-//!    `ld.so` cache, …; CANN's `set_env.sh` puts the toolkit there);
-//! 3. `$ASCEND_HOME_PATH/lib64/libascendcl.so`, if `ASCEND_HOME_PATH` is set;
-//! 4. `/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so` (the toolkit's layout up
+//! 2. `libascendcl.so`, then `libacl_rt.so`, through the dynamic loader's search path
+//!    (`LD_LIBRARY_PATH`, the `ld.so` cache, …; CANN's `set_env.sh` puts the toolkit there);
+//! 3. both names in `$ASCEND_HOME_PATH/lib64/`, if `ASCEND_HOME_PATH` is set;
+//! 4. both names in `/usr/local/Ascend/ascend-toolkit/latest/lib64/` (the toolkit's layout up
 //!    to CANN 8);
-//! 5. `/usr/local/Ascend/cann/lib64/libascendcl.so` (the default root install of recent CANN,
+//! 5. both names in `/usr/local/Ascend/cann/lib64/` (the default root install of recent CANN,
 //!    whose API reference puts the libraries in `${INSTALL_DIR}/lib64` with `INSTALL_DIR`
 //!    `/usr/local/Ascend/cann`).
+//!
+//! CANN's API reference names `libacl_rt.so` as the library of the `acl/acl_rt.h` functions
+//! and keeps `libascendcl.so` for compatibility, to be retired in a later release; recent
+//! runtimes install both. `libascendcl.so` is tried first at each place because every CANN
+//! release this binding supports has it; `libacl_rt.so` keeps the search working once it is
+//! gone.
 //!
 //! The first library that opens is used. It is opened with `RTLD_NOW` (every undefined symbol
 //! resolved up front, so a broken install fails here with the loader's message instead of
@@ -36,13 +42,20 @@ use crate::ffi::Api;
 pub const ENV_LIB: &str = "ACL_NOTIFY_DRIVER_LIB";
 /// CANN's toolkit root (set by the toolkit's `set_env.sh`).
 pub const ENV_ASCEND_HOME: &str = "ASCEND_HOME_PATH";
-/// The library name looked up through the loader's search path.
+/// The library name looked up first at each place (CANN's long-standing name).
 pub const LIB_NAME: &str = "libascendcl.so";
-/// The toolkit's conventional install location (CANN 8 and earlier).
+/// The name CANN's API reference gives the runtime library (`acl/acl_rt.h`), looked up after
+/// [`LIB_NAME`] at each place.
+pub const LIB_NAME_RT: &str = "libacl_rt.so";
+/// The toolkit's conventional library folder (CANN 8 and earlier).
+pub const DEFAULT_TOOLKIT_DIR: &str = "/usr/local/Ascend/ascend-toolkit/latest/lib64";
+/// Where a root install of recent CANN puts its libraries (`/usr/local/Ascend/cann`, its API
+/// reference's default `${INSTALL_DIR}`, then `lib64`).
+pub const DEFAULT_CANN_DIR: &str = "/usr/local/Ascend/cann/lib64";
+/// [`LIB_NAME`] in [`DEFAULT_TOOLKIT_DIR`].
 pub const DEFAULT_TOOLKIT_LIB: &str =
     "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so";
-/// Where a root install of recent CANN puts the library (`/usr/local/Ascend/cann`, its API
-/// reference's default `${INSTALL_DIR}`, then `lib64`).
+/// [`LIB_NAME`] in [`DEFAULT_CANN_DIR`].
 pub const DEFAULT_CANN_LIB: &str = "/usr/local/Ascend/cann/lib64/libascendcl.so";
 
 /// One place to look, and why it is on the list.
@@ -77,28 +90,31 @@ fn candidates_from(
             notes,
         );
     }
-    let mut v = vec![Candidate {
-        path: LIB_NAME.into(),
-        origin: "loader search path",
-    }];
+    let mut v = Vec::new();
+    let mut both_in = |dir: Option<&Path>, origin: &'static str| {
+        for name in [LIB_NAME, LIB_NAME_RT] {
+            v.push(Candidate {
+                path: dir.map_or_else(|| name.into(), |d| d.join(name).into_os_string()),
+                origin,
+            });
+        }
+    };
+    both_in(None, "loader search path");
     match ascend_home {
-        Some(home) => v.push(Candidate {
-            path: Path::new(&home)
-                .join("lib64")
-                .join(LIB_NAME)
-                .into_os_string(),
-            origin: "$ASCEND_HOME_PATH/lib64",
-        }),
+        Some(home) => both_in(
+            Some(&Path::new(&home).join("lib64")),
+            "$ASCEND_HOME_PATH/lib64",
+        ),
         None => notes.push(format!("{ENV_ASCEND_HOME} is not set")),
     }
-    v.push(Candidate {
-        path: DEFAULT_TOOLKIT_LIB.into(),
-        origin: "default toolkit location",
-    });
-    v.push(Candidate {
-        path: DEFAULT_CANN_LIB.into(),
-        origin: "default CANN install location",
-    });
+    both_in(
+        Some(Path::new(DEFAULT_TOOLKIT_DIR)),
+        "default toolkit location",
+    );
+    both_in(
+        Some(Path::new(DEFAULT_CANN_DIR)),
+        "default CANN install location",
+    );
     (v, notes)
 }
 
@@ -165,7 +181,8 @@ pub(crate) fn open_first(
         msg.push_str(&format!("\n  (note: {n})"));
     }
     msg.push_str(&format!(
-        "\nset {ENV_LIB} to the full path of libascendcl.so, or source the toolkit's set_env.sh"
+        "\nset {ENV_LIB} to the full path of libascendcl.so (or libacl_rt.so), or source the \
+         toolkit's set_env.sh"
     ));
     Err(DriverError::load(Error::DrvInternalError, "dlopen", msg))
 }
@@ -182,7 +199,7 @@ pub(crate) fn resolve(lib: &Library, path: &OsString) -> Result<Api, DriverError
             "dlsym",
             format!(
                 "{} does not export {} required symbol(s): {} (first error: {first_err}); \
-                 is it a CANN runtime library (libascendcl.so) recent enough for the notify API?",
+                 is it a CANN runtime library (libascendcl.so or libacl_rt.so) recent enough for the notify API?",
                 path.to_string_lossy(),
                 names.len(),
                 names.join(", ")
@@ -304,14 +321,28 @@ mod tests {
             paths(c),
             [
                 LIB_NAME,
+                LIB_NAME_RT,
                 "/opt/cann/lib64/libascendcl.so",
+                "/opt/cann/lib64/libacl_rt.so",
                 DEFAULT_TOOLKIT_LIB,
+                "/usr/local/Ascend/ascend-toolkit/latest/lib64/libacl_rt.so",
                 DEFAULT_CANN_LIB,
+                "/usr/local/Ascend/cann/lib64/libacl_rt.so",
             ]
         );
         assert!(notes.is_empty());
         let (c, notes) = candidates_from(None, None);
-        assert_eq!(paths(c), [LIB_NAME, DEFAULT_TOOLKIT_LIB, DEFAULT_CANN_LIB]);
+        assert_eq!(
+            paths(c),
+            [
+                LIB_NAME,
+                LIB_NAME_RT,
+                DEFAULT_TOOLKIT_LIB,
+                "/usr/local/Ascend/ascend-toolkit/latest/lib64/libacl_rt.so",
+                DEFAULT_CANN_LIB,
+                "/usr/local/Ascend/cann/lib64/libacl_rt.so",
+            ]
+        );
         assert_eq!(notes.len(), 1, "{notes:?}");
         let (c, _) = candidates_from(Some("/x/libascendcl.so".into()), Some("/opt/cann".into()));
         assert_eq!(paths(c), ["/x/libascendcl.so"], "an explicit choice only");

@@ -2,7 +2,9 @@
 //! process environment variables, which must not race with other threads.
 
 use acl_notify_core::Error;
-use acl_notify_driver::{DEFAULT_CANN_LIB, DEFAULT_TOOLKIT_LIB, Driver, ENV_LIB, LIB_NAME};
+use acl_notify_driver::{
+    DEFAULT_CANN_LIB, DEFAULT_TOOLKIT_LIB, Driver, ENV_LIB, LIB_NAME, LIB_NAME_RT,
+};
 
 #[test]
 fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
@@ -19,7 +21,8 @@ fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
     );
     assert_eq!(e.kind(), Error::DrvInternalError);
 
-    // Unset (or empty): the search path, $ASCEND_HOME_PATH/lib64, the default install paths.
+    // Unset (or empty): both names on the search path, in $ASCEND_HOME_PATH/lib64 and in the
+    // default install folders.
     // Under `cargo test` the loader path includes the target directory, so the simulator's
     // library may be found: give it a namespace of its own and remove it afterwards.
     let ns = format!("driver-load-env-{}", std::process::id());
@@ -40,9 +43,12 @@ fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
             let text = e.to_string();
             for part in [
                 LIB_NAME,
+                LIB_NAME_RT,
                 "/nonexistent/ascend-home/lib64/libascendcl.so",
+                "/nonexistent/ascend-home/lib64/libacl_rt.so",
                 DEFAULT_TOOLKIT_LIB,
                 DEFAULT_CANN_LIB,
+                "/usr/local/Ascend/cann/lib64/libacl_rt.so",
             ] {
                 assert!(text.contains(part), "{part:?} not in {text}");
             }

@@ -148,6 +148,13 @@ fn build_everything() -> Result<Prefix, String> {
         std::fs::rename(&tmp, to).map_err(|e| format!("rename {}: {e}", to.display()))
     };
     copy(&built, &lib.join("libascendcl.so"))?;
+    // CANN's newer name for the same runtime, a link as `cargo xtask build` makes it.
+    let rt = lib.join("libacl_rt.so");
+    let tmp = rt.with_extension(format!("tmp{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink("libascendcl.so", &tmp)
+        .and_then(|()| std::fs::rename(&tmp, &rt))
+        .map_err(|e| format!("link {}: {e}", rt.display()))?;
     // Every header, subfolders included (`acl/error_codes/rt_error_codes.h`).
     let mut dirs = vec![(
         repo().join("backend-sim/capi/include/acl"),
@@ -167,7 +174,12 @@ fn build_everything() -> Result<Prefix, String> {
     }
 
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let compile = |compiler: &str, lang: &[&str], src: &str, out: &str| -> Result<(), String> {
+    let compile_with = |compiler: &str,
+                        lang: &[&str],
+                        src: &str,
+                        out: &str,
+                        libs: &[&str]|
+     -> Result<(), String> {
         let mut c = Command::new(compiler);
         c.args(lang)
             .args(["-Wall", "-Wextra", "-Werror", "-O1", "-pthread", "-I"])
@@ -179,7 +191,7 @@ fn build_everything() -> Result<Prefix, String> {
             .arg(repo().join("tests/c").join(src))
             .arg("-L")
             .arg(&lib)
-            .arg("-lascendcl")
+            .args(libs)
             .arg(format!("-Wl,-rpath,{}", lib.display()));
         let (st, out_text) = run_with_limit(&mut c, Duration::from_secs(120))
             .map_err(|e| format!("{e} (is a C compiler installed? `bash .ci/install`)"))?;
@@ -191,6 +203,17 @@ fn build_everything() -> Result<Prefix, String> {
             ))
         }
     };
+    let compile = |compiler: &str, lang: &[&str], src: &str, out: &str| {
+        compile_with(compiler, lang, src, out, &["-lascendcl"])
+    };
+    // Linked by CANN's newer name only.
+    compile_with(
+        &cc,
+        &["-std=c11"],
+        "link_names.c",
+        "link_names",
+        &["-lacl_rt", "-ldl"],
+    )?;
     for name in [
         "layout",
         "ipc_owner",
@@ -467,6 +490,25 @@ fn a_forked_child_is_told_to_call_acl_init_and_the_parent_is_unaffected() {
     let o = run_alone("fork_child", "fork", &[], Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("fork_child: ok"), "{}", report(&o));
+}
+
+// ---- CANN's two library names (tests/c/link_names.c) -------------------------------------------
+
+#[test]
+fn a_program_linked_as_libacl_rt_runs_and_both_names_are_one_library() {
+    let p = setup();
+    let s = Scratch::new("link");
+    let mut cmd = s.cmd(&p.bin.join("link_names"), "Ascend910B");
+    // `cargo test` puts target/<profile> on LD_LIBRARY_PATH, which the loader searches before
+    // the program's run path: its dlopen("libascendcl.so") would find cargo's own build
+    // output, another file, and load a second copy (the program reports that as a failure).
+    cmd.env_remove("LD_LIBRARY_PATH");
+    let o = run_all(
+        vec![spawn("link_names", &mut cmd).expect("start link_names")],
+        Duration::from_secs(30),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("link_names: ok"), "{}", report(&o));
 }
 
 #[test]

@@ -43,7 +43,7 @@ pub struct DemoArgs {
 pub struct Installed {
     /// `target/acl-notify`.
     pub prefix: PathBuf,
-    /// `target/acl-notify/lib` (holds `libascendcl.so`).
+    /// `target/acl-notify/lib` (holds `libascendcl.so`, and `libacl_rt.so` linking to it).
     pub lib: PathBuf,
     /// `target/acl-notify/include` (holds `acl/acl.h`).
     pub include: PathBuf,
@@ -65,7 +65,7 @@ pub fn build(args: &BuildArgs) -> Result<(), String> {
     let inst = install(args.release)?;
     let lib = inst.lib.display();
     let inc = inst.include.display();
-    println!("library: {lib}/libascendcl.so");
+    println!("library: {lib}/libascendcl.so (and libacl_rt.so, a link to it)");
     println!("header:  {inc}/acl/acl.h");
     println!("link:    cc prog.c -I {inc} -L {lib} -lascendcl -Wl,-rpath,{lib}");
     Ok(())
@@ -115,6 +115,21 @@ fn copy_atomic(from: &Path, to: &Path) -> Result<(), String> {
     std::fs::rename(&tmp, to).map_err(|e| format!("cannot rename to {}: {e}", to.display()))
 }
 
+/// Makes `link` a symbolic link to `target` (a name in the same folder), replacing whatever
+/// was there in one step.
+fn symlink_atomic(target: &str, link: &Path) -> Result<(), String> {
+    let dir = link.parent().ok_or("no parent directory")?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        link.file_name().and_then(|n| n.to_str()).unwrap_or("link"),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(target, &tmp)
+        .map_err(|e| format!("cannot create the link {}: {e}", tmp.display()))?;
+    std::fs::rename(&tmp, link).map_err(|e| format!("cannot rename to {}: {e}", link.display()))
+}
+
 /// Copies every `.h` file under `from` to `to`, subfolders included: CANN programs include
 /// `acl/error_codes/rt_error_codes.h` as well as `acl/acl.h`.
 fn copy_headers(from: &Path, to: &Path) -> Result<(), String> {
@@ -152,6 +167,9 @@ pub fn install(release: bool) -> Result<Installed, String> {
     let lib = prefix.join("lib");
     let include = prefix.join("include");
     copy_atomic(&built, &lib.join("libascendcl.so"))?;
+    // CANN's newer name for the same runtime (its samples link `-lacl_rt`). A link, not a
+    // copy: a program that names both libraries then gets one library, one session.
+    symlink_atomic("libascendcl.so", &lib.join("libacl_rt.so"))?;
     copy_headers(
         &root().join("backend-sim/capi/include/acl"),
         &include.join("acl"),
