@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
 use std::time::Duration;
 
 use acl_notify_core::cnt::{
@@ -43,6 +43,7 @@ use acl_notify_core::table::{TableError, WaitOutcome, Waiter};
 use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
 
 use crate::error::SimError;
+use crate::fork::PerProcess;
 use crate::handles::Slab;
 use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE};
 use crate::repair::{LeakRepair, all_ids};
@@ -200,10 +201,14 @@ fn soc_from_index(i: u32) -> Option<Soc> {
     Soc::ALL.get((i as usize).checked_sub(1)?).copied()
 }
 
-/// One mapping per file per process (the `Sim`s of a process share it).
-fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<CntFile>>> {
-    static REG: OnceLock<Mutex<HashMap<PathBuf, Weak<CntFile>>>> = OnceLock::new();
-    REG.get_or_init(|| Mutex::new(HashMap::new()))
+/// One mapping per file per process (the `Sim`s of a process share it). A forked child starts
+/// with an empty one (see [`crate::fork`]).
+pub(crate) static REGISTRY: PerProcess<HashMap<PathBuf, Weak<CntFile>>> =
+    PerProcess::new(HashMap::new);
+
+/// Part of the fork handler ([`crate::fork`]).
+pub(crate) fn in_forked_child() {
+    REGISTRY.forget();
 }
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -239,7 +244,8 @@ impl CntFile {
         if mode == CntOpen::ReadOnly {
             return Ok(Self::open_file(&path, soc, devices, mode)?.map(Arc::new));
         }
-        let mut reg = lock(registry());
+        crate::fork::required()?;
+        let mut reg = lock(REGISTRY.get());
         if let Some(f) = reg
             .get(&path)
             .and_then(Weak::upgrade)

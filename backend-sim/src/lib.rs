@@ -34,12 +34,17 @@
 //!   wake raced ahead of the sleep.
 //! - Whitelisted PIDs that are not running when whitelisted, and entries for other servers,
 //!   have an unknown start time and match any process with that PID.
-//! - A `Sim` must not be used across `fork()`: a child that inherits one does not act for the
-//!   parent (drops are ignored there) but has no registration of its own; open a new one.
+//! - `fork()`: a child may open a `Sim` of its own, also when other threads of its parent were
+//!   inside the simulator at the fork (the process-wide locks are fresh in a child, and nothing
+//!   lazily initialised can be left half-done; see the `fork` module). It must not use a `Sim`
+//!   it inherited, not even drop it: that `Sim` is the parent's, its stream threads are not in
+//!   the child (a drop would wait for them for ever) and its locks may be held by threads that
+//!   are gone. `std::mem::forget` it, or exit without dropping it.
 
 pub mod cnt;
 mod diag;
 mod error;
+mod fork;
 mod handles;
 pub mod inspect;
 mod mapfile;
@@ -1485,13 +1490,21 @@ fn prefetch_for_write(p: *const u8) {
 /// Whether this x86 CPU has `prefetchw` (CPUID 8000_0001h, ECX bit 8), asked once.
 #[cfg(target_arch = "x86_64")]
 fn has_prefetchw() -> bool {
-    static HAS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAS.get_or_init(|| {
-        // Leaf 0x8000_0000 gives the highest extended leaf: 0x8000_0001 is only asked for
-        // when it exists.
-        let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-        max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0
-    })
+    // 0: not asked yet, 1: no, 2: yes. Not a `OnceLock`: a child forked while another thread
+    // asked would wait for it for ever (see [`fork`]); threads that race each ask.
+    static HAS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    match HAS.load(Ordering::Relaxed) {
+        0 => {
+            // Leaf 0x8000_0000 gives the highest extended leaf: 0x8000_0001 is only asked for
+            // when it exists.
+            let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+            let has =
+                max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0;
+            HAS.store(1 + u8::from(has), Ordering::Relaxed);
+            has
+        }
+        v => v == 2,
+    }
 }
 
 /// The waker a sleeping stream wait registers for a discarding destroy: wakes every thread

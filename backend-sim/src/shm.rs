@@ -39,8 +39,9 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use acl_notify_core::pool::{AtomicIdPool, words};
@@ -49,6 +50,7 @@ use acl_notify_core::whitelist::Whitelist;
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
+use crate::fork::PerProcess;
 use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Open, PAGE};
 use crate::repair::{LeakRepair, all_ids};
 use crate::sigbus::Registration;
@@ -409,13 +411,22 @@ struct BuildSlotHasher(u64);
 
 impl Default for BuildSlotHasher {
     fn default() -> Self {
-        static KEY: OnceLock<u64> = OnceLock::new();
-        BuildSlotHasher(*KEY.get_or_init(|| {
-            let mut b = [0u8; 8];
-            // Without OS randomness the map still works; only its spread is predictable.
-            let _ = sys::fill_random(&mut b);
-            u64::from_ne_bytes(b) | 1
-        }))
+        // Raced for, not a `OnceLock`: a child forked while another thread initialised one
+        // would wait for it for ever (see [`crate::fork`]). 0: not drawn yet.
+        static KEY: AtomicU64 = AtomicU64::new(0);
+        let key = KEY.load(Relaxed);
+        if key != 0 {
+            return BuildSlotHasher(key);
+        }
+        let mut b = [0u8; 8];
+        // Without OS randomness the map still works; only its spread is predictable.
+        let _ = sys::fill_random(&mut b);
+        let drawn = u64::from_ne_bytes(b) | 1;
+        // The first draw to land wins; every map of the process uses the same key.
+        BuildSlotHasher(match KEY.compare_exchange(0, drawn, Relaxed, Relaxed) {
+            Ok(_) => drawn,
+            Err(first) => first,
+        })
     }
 }
 
@@ -475,10 +486,15 @@ fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
     KIND.bad_file(path, problem)
 }
 
-/// The process-wide registry: one mapping and registration per file per process.
-fn registry() -> &'static Mutex<HashMap<PathBuf, Weak<ShmFile>>> {
-    static REG: OnceLock<Mutex<HashMap<PathBuf, Weak<ShmFile>>>> = OnceLock::new();
-    REG.get_or_init(|| Mutex::new(HashMap::new()))
+/// The process-wide registry: one mapping and registration per file per process. A forked
+/// child starts with an empty one (see [`crate::fork`]): the parent's mappings are not its to
+/// reuse, and the parent's lock may be held by a thread the child does not have.
+pub(crate) static REGISTRY: PerProcess<HashMap<PathBuf, Weak<ShmFile>>> =
+    PerProcess::new(HashMap::new);
+
+/// Part of the fork handler ([`crate::fork`]).
+pub(crate) fn in_forked_child() {
+    REGISTRY.forget();
 }
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -494,8 +510,10 @@ pub fn open_shared(
     mode: OpenMode,
 ) -> Result<Option<Arc<ShmFile>>, SimError> {
     let path = file_path(namespace, server);
-    let mut reg = lock(registry());
-    // A mapping inherited across fork() belongs to the parent's registration: never reuse it.
+    crate::fork::required()?;
+    let mut reg = lock(REGISTRY.get());
+    // A mapping inherited across fork() belongs to the parent's registration: never reuse it
+    // (the fork handler empties the registry; this is for a child made without it).
     if let Some(f) = reg
         .get(&path)
         .and_then(Weak::upgrade)

@@ -16,8 +16,7 @@
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::path::Path;
-use std::sync::Once;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 
 use acl_notify_core::Error;
 
@@ -41,14 +40,20 @@ static REGIONS: [Region; SLOTS] = [const {
     }
 }; SLOTS];
 
-static INSTALL: Once = Once::new();
+/// Whether our handler is installed: [`NONE`], [`INSTALLING`] or [`INSTALLED`]. Not a `Once`:
+/// a child forked while another thread ran it would wait for ever (see [`crate::fork`]).
+static INSTALL: AtomicU8 = AtomicU8::new(NONE);
+const NONE: u8 = 0;
+const INSTALLING: u8 = 1;
+const INSTALLED: u8 = 2;
 /// The page size, read once at installation (the handler must not call `sysconf`).
 static PAGE: AtomicUsize = AtomicUsize::new(4096);
 
 /// The `SIGBUS` action that was in place before ours, written once before ours is installed.
 struct Prev(UnsafeCell<Option<libc::sigaction>>);
-// SAFETY: written once inside `INSTALL` before the handler that reads it can run, then only
-// read.
+// SAFETY: written only by the one thread that moved `INSTALL` to INSTALLING, before it
+// installs the handler that reads it (in a forked child, again only if that handler is not
+// installed), then only read.
 unsafe impl Sync for Prev {}
 static PREV: Prev = Prev(UnsafeCell::new(None));
 
@@ -61,7 +66,7 @@ pub(crate) struct Registration {
 impl Registration {
     /// Registers the mapping `[start, start + len)`.
     pub(crate) fn new(start: *mut u8, len: usize) -> Registration {
-        INSTALL.call_once(install);
+        ensure_installed();
         let start = start.addr();
         for (i, r) in REGIONS.iter().enumerate() {
             if r.start
@@ -128,6 +133,28 @@ fn lost_error(path: &Path) -> SimError {
     )
 }
 
+/// Installs our handler unless it is, or another thread is installing it. A thread that
+/// finds another one installing goes on without waiting: its mapping is unprotected for the
+/// microseconds that takes, once per process.
+fn ensure_installed() {
+    if INSTALL.load(Ordering::Acquire) == INSTALLED {
+        return;
+    }
+    if INSTALL
+        .compare_exchange(NONE, INSTALLING, Ordering::Acquire, Ordering::Acquire)
+        .is_ok()
+    {
+        install();
+        INSTALL.store(INSTALLED, Ordering::Release);
+    }
+}
+
+/// Part of the fork handler ([`crate::fork`]): an installation the fork cut short is done
+/// again by the child (`install` notices if the handler had got in already).
+pub(crate) fn in_forked_child() {
+    let _ = INSTALL.compare_exchange(INSTALLING, NONE, Ordering::Relaxed, Ordering::Relaxed);
+}
+
 fn install() {
     // SAFETY: `sysconf` is safe to call; a failure (-1) keeps the default.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
@@ -139,6 +166,11 @@ fn install() {
     unsafe {
         let mut prev: libc::sigaction = std::mem::zeroed();
         if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut prev) != 0 {
+            return;
+        }
+        if prev.sa_sigaction == on_sigbus as *const () as usize {
+            // Installed by the parent of this forked child, whose installing thread the fork
+            // cut short: `PREV` was written before, and keeps the handler before ours.
             return;
         }
         *PREV.0.get() = Some(prev);

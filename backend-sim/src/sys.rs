@@ -2,7 +2,7 @@
 //! monotonic clock, OS randomness, and process identity (PID + start time from `/proc`).
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32};
+use std::sync::atomic::{AtomicI32, AtomicU32};
 use std::time::Duration;
 
 /// `FUTEX_WAIT` on a word that may live in a `MAP_SHARED` mapping (no `FUTEX_PRIVATE_FLAG`):
@@ -140,9 +140,10 @@ const NONCE_BUF: usize = 512;
 
 /// This process's id, cached: `getpid` is a real system call (glibc stopped caching it), about
 /// 190 ns on the VMs this runs on, and destroying a notify asks for it to tell its own process
-/// from a forked child. A child made by `fork()` clears the cache in a `pthread_atfork` handler
-/// before any of its code runs, so it reads its own id. (A child made by a raw `clone` system
-/// call skips the handlers; nothing here does that, and `vfork`/`posix_spawn` children exec.)
+/// from a forked child. A child made by `fork()` clears the cache in the simulator's
+/// `pthread_atfork` handler ([`crate::fork`]) before any of its code runs, so it reads its own
+/// id. (A child made by a raw `clone` system call skips the handlers; nothing here does that,
+/// and `vfork`/`posix_spawn` children exec.)
 pub fn getpid() -> i32 {
     let pid = PID.load(Relaxed);
     if pid != 0 {
@@ -156,27 +157,19 @@ static PID: AtomicI32 = AtomicI32::new(0);
 
 #[cold]
 fn getpid_slow() -> i32 {
-    static HOOK: std::sync::Once = std::sync::Once::new();
-    HOOK.call_once(|| {
-        extern "C" fn forget_in_child() {
-            PID.store(0, Relaxed);
-        }
-        // SAFETY: registers a handler that only stores to an atomic (async-signal-safe, as
-        // a handler run in a forked child must be). If registration fails (ENOMEM), the
-        // cache stays off: `PID_CACHED` is never set and every call asks the kernel.
-        if unsafe { libc::pthread_atfork(None, None, Some(forget_in_child)) } == 0 {
-            PID_CACHED.store(true, Relaxed);
-        }
-    });
     let pid = std::process::id() as i32;
-    if PID_CACHED.load(Relaxed) {
+    // Cached only with the fork handler in place (it fails only with ENOMEM): without it a
+    // forked child would read its parent's id.
+    if crate::fork::hook() {
         PID.store(pid, Relaxed);
     }
     pid
 }
 
-/// Whether the fork hook is in place (the cache may be used).
-static PID_CACHED: AtomicBool = AtomicBool::new(false);
+/// Part of the fork handler ([`crate::fork`]): a forked child reads its own id.
+pub(crate) fn in_forked_child() {
+    PID.store(0, Relaxed);
+}
 
 /// This process's PID namespace: the inode of `/proc/self/ns/pid` (0 if it cannot be read).
 /// Pids, and so liveness checks by pid, mean something only within one PID namespace.
