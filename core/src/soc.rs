@@ -127,6 +127,16 @@ macro_rules! soc_table {
                 match self { $( Soc::$ty => $name, )* }
             }
 
+            /// [`name`](Self::name) as a C string, for the C ABI (static storage).
+            pub const fn c_name(self) -> &'static core::ffi::CStr {
+                match self { $( Soc::$ty => const {
+                    match core::ffi::CStr::from_bytes_with_nul(concat!($name, "\0").as_bytes()) {
+                        Ok(c) => c,
+                        Err(_) => panic!("a SoC name with a NUL in it"),
+                    }
+                }, )* }
+            }
+
             /// The product line.
             pub const fn product(self) -> &'static str {
                 match self { $( Soc::$ty => $product, )* }
@@ -290,6 +300,7 @@ mod tests {
     fn names_round_trip() {
         for s in Soc::ALL {
             assert_eq!(Soc::from_name(s.name()), Ok(*s));
+            assert_eq!(s.c_name().to_str(), Ok(s.name()));
         }
         assert_eq!(Soc::from_name("Ascend910B3"), Ok(Soc::Ascend910B));
         assert_eq!(Soc::from_name("ascend910b"), Err(Error::ParamInvalid));

@@ -6,14 +6,13 @@
 //! arrays are read element by element as the checks reach them.
 #![allow(non_camel_case_types)]
 
-use std::ffi::{CString, c_char, c_int, c_void};
+use std::ffi::{c_char, c_int, c_void};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::OnceLock;
 
 use acl_notify_core::cnt::{CntRecordInfo, CntWaitInfo};
 use acl_notify_core::key::KEY_BUF_LEN;
 use acl_notify_core::{
-    Backend, CntRecord, CntWait, CreateFlags, Error, HostCall, ServerPid, Soc, StreamDestroy,
+    Backend, CntRecord, CntWait, CreateFlags, Error, HostCall, ServerPid, StreamDestroy,
     StreamStatus, SyncWait,
 };
 
@@ -253,27 +252,12 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
     })
 }
 
-fn soc_c_name(soc: Soc) -> *const c_char {
-    static NAMES: OnceLock<Vec<CString>> = OnceLock::new();
-    let names = NAMES.get_or_init(|| {
-        Soc::ALL
-            .iter()
-            .map(|s| CString::new(s.name()).unwrap_or_default())
-            .collect()
-    });
-    Soc::ALL
-        .iter()
-        .position(|s| *s == soc)
-        .and_then(|i| names.get(i))
-        .map_or(std::ptr::null(), |n| n.as_ptr())
-}
-
 /// `const char *aclrtGetSocName(void)`: the simulated SoC's name (static storage), or NULL
 /// before `aclInit`.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtGetSocName() -> *const c_char {
     api_ptr("aclrtGetSocName", || {
-        Ok(soc_c_name(runtime()?.backend().soc()))
+        Ok(runtime()?.backend().soc().c_name().as_ptr())
     })
 }
 

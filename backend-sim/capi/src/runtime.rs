@@ -103,8 +103,8 @@ pub(crate) struct Runtime<B> {
     cnts: RwLock<HandleTable<CntEntry>>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
-    /// The process that called `aclInit`: a child forked from it inherits the session's memory
-    /// but not its worker threads, so the session is not the child's.
+    /// The process that called `aclInit` (named to a child forked from it, whose calls the
+    /// session does not serve: see `session`).
     pid: i32,
 }
 
@@ -137,13 +137,6 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     /// The process that opened this session.
     pub(crate) fn pid(&self) -> i32 {
         self.pid
-    }
-
-    /// Whether this process is a child forked after `aclInit` (the session is its parent's).
-    #[inline]
-    pub(crate) fn inherited(&self) -> bool {
-        // The simulator's pid is cached (no system call) and re-read in a forked child.
-        self.backend.bare_tgid() != self.pid
     }
 
     /// The backend.
