@@ -1,8 +1,9 @@
 /* fork_child.c — a process forked after aclInit does not inherit a working session (its
  * parent's streams and worker threads are not in it): its calls get ACL_ERROR_UNINITIALIZE
  * with a message that says so, instead of tasks that are accepted and never run or an
- * aclFinalize that hangs; aclInit in the child starts a session of its own; aclFinalize in a
- * child that never called aclInit returns at once; the parent's session is unaffected.
+ * aclFinalize that hangs; aclInit in the child starts a session of its own (which refuses the
+ * parent's handles); aclFinalize in a child that never called aclInit returns at once; the
+ * parent's session is unaffected.
  * Also: stream errors name the caller's handle (a sync timeout on a created stream, a sync on
  * a destroyed one). Exit 0 when every check holds. */
 #include "common.h"
@@ -10,6 +11,9 @@
 #include <inttypes.h>
 #include <signal.h>
 #include <sys/wait.h>
+
+/* The parent's notify, which a child's own session must refuse. */
+static aclrtNotify g_parent_notify;
 
 /* The child that uses the library: refused first, then a session of its own. */
 static void child_uses_the_library(void) {
@@ -31,6 +35,11 @@ static void child_uses_the_library(void) {
     CHECK(aclrtRecordNotify(n, s));
     CHECK(aclrtWaitAndResetNotify(n, s, 5));
     CHECK(aclrtSynchronizeStreamWithTimeout(s, 5000));
+    /* The parent's handle is not one of the child's session. */
+    e = aclrtRecordNotify(g_parent_notify, s);
+    REQUIRE(e == ACL_ERROR_RT_INVALID_HANDLE, "record of the parent's notify returned %d",
+            (int)e);
+    (void)recent_msg();
     CHECK(aclrtDestroyNotify(n));
     CHECK(aclrtDestroyStream(s));
     CHECK(aclFinalize());
@@ -69,6 +78,7 @@ int main(void) {
     aclrtNotify n = NULL, gate = NULL;
     CHECK(aclrtCreateNotify(&n, 0));
     CHECK(aclrtCreateNotify(&gate, 0));
+    g_parent_notify = n;
     /* The parent has worker threads (and a stream blocked on a wait) when it forks. */
     CHECK(aclrtWaitAndResetNotify(gate, blocked, 0));
 

@@ -13,6 +13,9 @@
 //! - `extensions.c`: the simulator's `aclnsim*` extensions (`acl/aclnsim.h`);
 //! - `finalize_race.c`: `aclFinalize` / `aclInit` racing control-plane calls on other threads
 //!   (under valgrind's memcheck too, when valgrind is installed);
+//! - `fork_busy.c`: children forked (200 times per scenario) while other threads of the
+//!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, or from a host
+//!   function on a stream's worker: each starts a session of its own, never hangs;
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -224,6 +227,7 @@ fn build_everything() -> Result<Prefix, String> {
         "finalize_race",
         "stream_full",
         "fork_child",
+        "fork_busy",
         "teardown",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
@@ -490,6 +494,41 @@ fn a_forked_child_is_told_to_call_acl_init_and_the_parent_is_unaffected() {
     let o = run_alone("fork_child", "fork", &[], Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("fork_child: ok"), "{}", report(&o));
+}
+
+// ---- fork while other threads are inside the library (tests/c/fork_busy.c) ---------------------
+
+/// Runs `fork_busy <scenario>` on `soc`: 200 forks, each child under its own alarm.
+fn fork_busy(scenario: &str, soc: &str) {
+    let p = setup();
+    let s = Scratch::new("forkbusy");
+    let mut cmd = s.cmd(&p.bin.join("fork_busy"), soc);
+    cmd.arg(scenario);
+    let o = run_all(
+        vec![spawn("fork_busy", &mut cmd).expect("start fork_busy")],
+        Duration::from_secs(240),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains(&format!("fork_busy {scenario}: ok")),
+        "{}",
+        report(&o)
+    );
+}
+
+#[test]
+fn a_child_forked_during_control_plane_calls_of_other_threads_starts_its_own_session() {
+    fork_busy("control", "Ascend910B");
+}
+
+#[test]
+fn a_child_forked_during_acl_init_and_acl_finalize_cycles_starts_its_own_session() {
+    fork_busy("cycle", "Ascend950PR");
+}
+
+#[test]
+fn a_child_forked_by_a_host_function_starts_its_own_session() {
+    fork_busy("hostfn", "Ascend910B");
 }
 
 // ---- CANN's two library names (tests/c/link_names.c) -------------------------------------------

@@ -1,0 +1,183 @@
+/* fork_busy.c — fork while other threads of the parent are inside the library. Each child,
+ * under alarm(), is refused before its own aclInit (ACL_ERROR_UNINITIALIZE), then calls
+ * aclInit, creates a stream and a notify (and a count notify where the SoC has them), records
+ * and waits, finalizes and exits 0; a child that hangs is killed by its alarm and counted.
+ *
+ *   fork_busy control   the parent has a session; two threads loop in control-plane calls
+ *                       (create/destroy notify, get id, export key, whitelist,
+ *                       aclrtGetDeviceInfo, aclrtGetSocName) while the main thread forks;
+ *   fork_busy cycle     one thread loops aclInit/aclFinalize, another the control plane;
+ *   fork_busy hostfn    as `control`, but the fork is made by a host function on a stream's
+ *                       worker thread (aclrtLaunchHostFunc), and the child works inside it.
+ *
+ * Optional second argument: the number of forks (default 200). Prints
+ * "fork_busy <scenario>: <n> forks, <h> hung, <f> failed" and, when all passed, "... ok".
+ * Stops after MAX_BAD bad children so that a broken build fails in seconds, not minutes. */
+#include "common.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+
+#define MAX_BAD 3
+#define CHILD_ALARM_S 10
+
+static atomic_int g_stop;
+static atomic_long g_calls;
+
+/* Control-plane calls until told to stop; every code is accepted (a session may come and
+ * go under a `cycle` run), only a crash or a hang would show. */
+static void *control_loop(void *arg) {
+    (void)arg;
+    int32_t pid = (int32_t)getpid();
+    while (!atomic_load(&g_stop)) {
+        aclrtNotify n = NULL;
+        char key[65];
+        uint32_t id = 0;
+        int64_t v = 0;
+        if (aclrtCreateNotify(&n, 0) != ACL_SUCCESS) {
+            (void)aclrtSetDevice(0);
+            continue;
+        }
+        (void)aclrtGetNotifyId(n, &id);
+        (void)aclrtNotifyGetExportKey(n, key, sizeof key, 0);
+        (void)aclrtNotifySetImportPid(n, &pid, 1);
+        (void)aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &v);
+        (void)aclrtGetSocName();
+        (void)aclrtDestroyNotify(n);
+        (void)aclGetRecentErrMsg();
+        atomic_fetch_add(&g_calls, 1);
+    }
+    return NULL;
+}
+
+/* aclInit/aclFinalize cycles until told to stop. */
+static void *cycle_loop(void *arg) {
+    (void)arg;
+    while (!atomic_load(&g_stop)) {
+        if (aclInit(NULL) == ACL_SUCCESS) {
+            (void)aclrtSetDevice(0);
+            aclrtCntNotify c = NULL;
+            if (aclrtCntNotifyCreate(&c, 0) == ACL_SUCCESS) {
+                (void)aclrtCntNotifyDestroy(c);
+            }
+            (void)aclFinalize();
+        }
+        (void)aclGetRecentErrMsg();
+        atomic_fetch_add(&g_calls, 1);
+    }
+    return NULL;
+}
+
+/* What a child does: its own session, from start to end. */
+static void child_body(void) {
+    g_role = "fork_busy child";
+    alarm(CHILD_ALARM_S); /* a hang is a failure, not a stuck test */
+    aclrtNotify n = NULL;
+    aclError e = aclrtCreateNotify(&n, 0);
+    REQUIRE(e == ACL_ERROR_UNINITIALIZE, "create before aclInit returned %d: %s", (int)e,
+            recent_msg());
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtStream s = NULL;
+    CHECK(aclrtCreateStream(&s));
+    CHECK(aclrtCreateNotify(&n, 0));
+    char key[65];
+    CHECK(aclrtNotifyGetExportKey(n, key, sizeof key, 0));
+    CHECK(aclrtRecordNotify(n, s));
+    CHECK(aclrtWaitAndResetNotify(n, s, 5));
+    aclrtCntNotify c = NULL;
+    e = aclrtCntNotifyCreate(&c, 0);
+    REQUIRE(e == ACL_SUCCESS || e == ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+            "aclrtCntNotifyCreate returned %d: %s", (int)e, recent_msg());
+    if (e == ACL_SUCCESS) {
+        CHECK(aclrtCntNotifyDestroy(c));
+    }
+    CHECK(aclrtSynchronizeStreamWithTimeout(s, 5000));
+    CHECK(aclrtDestroyNotify(n));
+    CHECK(aclrtDestroyStream(s));
+    CHECK(aclFinalize());
+    /* exit, not _exit: what runs at exit (atexit handlers, thread-local destructors, stdio)
+     * must not hang in a forked child either. */
+    exit(0);
+}
+
+static int g_forks, g_hung, g_failed;
+
+/* Forks one child that runs child_body, waits for it and counts the outcome. */
+static void fork_one(void) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+        child_body();
+    }
+    int st = 0;
+    REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+    g_forks++;
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
+        g_hung++;
+        fprintf(stderr, "fork %d: the child hung (killed by its %d s alarm)\n", g_forks,
+                CHILD_ALARM_S);
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        g_failed++;
+        fprintf(stderr, "fork %d: the child ended with status %#x\n", g_forks, st);
+    }
+}
+
+static void fork_in_host_func(void *arg) {
+    (void)arg;
+    fork_one();
+}
+
+int main(int argc, char **argv) {
+    const char *scenario = argc > 1 ? argv[1] : "control";
+    int forks = argc > 2 ? atoi(argv[2]) : 200;
+    g_role = "fork_busy";
+    int control = strcmp(scenario, "control") == 0, cycle = strcmp(scenario, "cycle") == 0,
+        hostfn = strcmp(scenario, "hostfn") == 0;
+    REQUIRE(control || cycle || hostfn, "unknown scenario %s", scenario);
+
+    aclrtStream s = NULL;
+    if (!cycle) {
+        CHECK(aclInit(NULL));
+        CHECK(aclrtSetDevice(0));
+        CHECK(aclrtCreateStream(&s));
+    }
+    pthread_t t[2];
+    REQUIRE(pthread_create(&t[0], NULL, cycle ? cycle_loop : control_loop, NULL) == 0,
+            "pthread_create");
+    REQUIRE(pthread_create(&t[1], NULL, control_loop, NULL) == 0, "pthread_create");
+    /* Let the threads get going before the first fork. */
+    int64_t deadline = now_ns() + 10000000000LL;
+    while (atomic_load(&g_calls) < 10) {
+        REQUIRE(now_ns() < deadline, "the threads made no calls");
+        sleep_ms(1);
+    }
+
+    for (int i = 0; i < forks && g_hung + g_failed < MAX_BAD; i++) {
+        if (hostfn) {
+            CHECK(aclrtLaunchHostFunc(s, fork_in_host_func, NULL));
+            CHECK(aclrtSynchronizeStream(s));
+        } else {
+            fork_one();
+        }
+    }
+
+    atomic_store(&g_stop, 1);
+    for (int i = 0; i < 2; i++) {
+        REQUIRE(pthread_join(t[i], NULL) == 0, "pthread_join");
+    }
+    printf("fork_busy %s: %d forks, %d hung, %d failed (threads made %ld loops)\n", scenario,
+           g_forks, g_hung, g_failed, atomic_load(&g_calls));
+    if (!cycle) {
+        CHECK(aclrtDestroyStream(s));
+        CHECK(aclFinalize());
+    }
+    REQUIRE(g_hung == 0 && g_failed == 0, "%d of %d children hung and %d failed", g_hung,
+            g_forks, g_failed);
+    printf("fork_busy %s: ok\n", scenario);
+    return 0;
+}
