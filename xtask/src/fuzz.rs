@@ -20,7 +20,7 @@ pub const SMOKE_RUNS: u32 = 3000;
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "fuzz")]
 pub struct FuzzArgs {
-    /// seconds per target (default 60); the corpus under fuzz/corpus/<target> is kept
+    /// seconds per target (default 60); the corpus under `fuzz/corpus/<target>` is kept
     #[argh(option, default = "60")]
     pub seconds: u64,
     /// a quick corpus-free run of each target instead (a few thousand inputs each)

@@ -11,7 +11,7 @@ use crate::run::{cargo, status};
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "inspect")]
 pub struct InspectArgs {
-    /// namespace (default: $ACL_NOTIFY_SIM_NAMESPACE, else acl-notify-<uid>-default)
+    /// namespace (default: `$ACL_NOTIFY_SIM_NAMESPACE`, else `acl-notify-<uid>-default`)
     #[argh(option)]
     pub namespace: Option<String>,
     /// superPod server id (default: $ACL_NOTIFY_SIM_SERVER_ID, else 0)

@@ -1,5 +1,5 @@
 //! The exported C functions (`acl/acl.h`). Each one catches panics, runs SPEC §3's checks in
-//! order — the argument checks here, the rest in [`Runtime`](crate::runtime::Runtime) — and
+//! order — the argument checks here, the rest in `runtime::Runtime` — and
 //! records a message for `aclGetRecentErrMsg` when it fails.
 //!
 //! C memory is only touched here: out-parameters are written once every check has passed,
