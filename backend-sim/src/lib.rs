@@ -2,8 +2,9 @@
 //! shared memory so that real processes opening the same namespace see the same machine.
 //!
 //! Entry points: [`Sim::from_env`] (the `ACL_NOTIFY_SIM_*` variables) and [`Sim::builder`].
-//! [`Sim`] implements the core's [`Backend`], [`NotifyResources`], [`StreamOps`] and
-//! [`HostOps`] traits with [`SimError`] as the error type.
+//! [`Sim`] implements the core's [`Backend`], [`NotifyResources`], [`StreamOps`], [`HostOps`]
+//! and [`CntNotifyOps`](acl_notify_core::CntNotifyOps) traits with [`SimError`] as the error
+//! type.
 //!
 //! # How it fits together
 //!
