@@ -6,8 +6,8 @@ use argh::FromArgs;
 use crate::BackendArg;
 use crate::run::{Steps, cargo, status};
 
-/// Run the whole test suite: formatting, clippy, the no_std build, unit, conformance,
-/// multi-process, compile-fail and C tests.
+/// Run the whole test suite: formatting, clippy, rustdoc, the no_std build, unit,
+/// conformance, multi-process, compile-fail and C tests, loom, stress and a fuzz smoke run.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "test")]
 pub struct TestArgs {
@@ -42,6 +42,15 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
             "-D",
             "warnings",
         ]))
+    });
+    // Broken intra-doc links and stray HTML in doc comments (the xtask's own included: its doc
+    // comments are its `--help`).
+    steps.run("cargo doc -D warnings", || {
+        status(
+            cargo()
+                .args(["doc", "--workspace", "--no-deps", "--quiet"])
+                .env("RUSTDOCFLAGS", "-D warnings"),
+        )
     });
     steps.run("check-nostd", || {
         crate::nostd::check_nostd(&crate::nostd::CheckNostdArgs {})
