@@ -1,12 +1,14 @@
 //! `cargo xtask test` (everything the README promises) and `cargo xtask ci` (what `.ci/run`
 //! runs: the same).
 
+use std::time::{Duration, Instant};
+
 use argh::FromArgs;
 
 use crate::BackendArg;
 use crate::run::{Steps, cargo, status};
 
-/// Run the whole test suite: formatting, clippy, rustdoc, the no_std build, unit,
+/// Run the whole test suite: formatting, clippy, rustdoc, the no_std build, the examples, unit,
 /// conformance, multi-process, compile-fail and C tests, loom, stress and a fuzz smoke run.
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "test")]
@@ -60,6 +62,7 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     steps.run("build libascendcl.so (acl-notify-capi)", || {
         status(cargo().args(["build", "--quiet", "-p", "acl-notify-capi"]))
     });
+    steps.run("examples run", run_examples);
     steps.run("cargo test (workspace)", || {
         status(
             cargo()
@@ -116,6 +119,58 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
         })
     });
     steps.finish("test")
+}
+
+/// The simulator's examples, and the arguments that keep each short: they are documentation,
+/// so they must keep working, not only compiling.
+const EXAMPLES: [(&str, &[&str]); 4] = [
+    ("quickstart", &[]),
+    ("ipc", &[]),
+    ("pingpong", &["2000"]),
+    ("stream_handoff", &["200"]),
+];
+
+/// Builds the simulator's examples and runs each to its end (at most 2 minutes each).
+fn run_examples() -> Result<(), String> {
+    status(cargo().args(["build", "--quiet", "-p", "acl-notify-sim", "--examples"]))?;
+    let dir = crate::build::target_dir()?.join("debug").join("examples");
+    let mut failed = Vec::new();
+    for (name, args) in EXAMPLES {
+        let exe = dir.join(name);
+        let mut cmd = std::process::Command::new(&exe);
+        cmd.args(args).env(
+            "ACL_NOTIFY_SIM_NAMESPACE",
+            format!("xtask-example-{name}-{}", std::process::id()),
+        );
+        eprintln!("--> {name} {}", args.join(" "));
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
+        let t = Instant::now();
+        let st = loop {
+            match child.try_wait() {
+                Ok(Some(st)) => break Some(st),
+                Ok(None) if t.elapsed() < Duration::from_secs(120) => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+            }
+        };
+        match st {
+            Some(st) if st.success() => {}
+            Some(st) => failed.push(format!("{name} ({st})")),
+            None => failed.push(format!("{name} (killed after 2 minutes)")),
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("examples failed: {}", failed.join(", ")))
+    }
 }
 
 fn backend_env(b: BackendArg) -> &'static str {
