@@ -439,22 +439,28 @@ fn a_full_stream_queue_fails_with_507002_instead_of_hanging() {
 
 // ---- teardown ends what other threads wait on (tests/c/teardown.c) ----------------------------
 
-/// Runs `teardown <scenario>` alone; each ends well within the limit (timed joins inside).
-fn teardown(scenario: &str) {
+/// Runs `<program> <scenario>` alone on `soc` and requires it to end well, saying
+/// `<program> <scenario>: ok`, within `limit`.
+fn scenario(program: &str, scenario: &str, soc: &str, limit: Duration) {
     let p = setup();
-    let s = Scratch::new("teardown");
-    let mut cmd = s.cmd(&p.bin.join("teardown"), "Ascend910B");
+    let s = Scratch::new(program);
+    let mut cmd = s.cmd(&p.bin.join(program), soc);
     cmd.arg(scenario);
     let o = run_all(
-        vec![spawn("teardown", &mut cmd).expect("start teardown")],
-        Duration::from_secs(60),
+        vec![spawn(program, &mut cmd).unwrap_or_else(|e| panic!("start {program}: {e}"))],
+        limit,
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(
-        o[0].stdout.contains(&format!("teardown {scenario}: ok")),
+        o[0].stdout.contains(&format!("{program} {scenario}: ok")),
         "{}",
         report(&o)
     );
+}
+
+/// Runs `teardown <scenario>` alone; each ends well within the limit (timed joins inside).
+fn teardown(name: &str) {
+    scenario("teardown", name, "Ascend910B", Duration::from_secs(60));
 }
 
 #[test]
@@ -499,21 +505,8 @@ fn a_forked_child_is_told_to_call_acl_init_and_the_parent_is_unaffected() {
 // ---- fork while other threads are inside the library (tests/c/fork_busy.c) ---------------------
 
 /// Runs `fork_busy <scenario>` on `soc`: 200 forks, each child under its own alarm.
-fn fork_busy(scenario: &str, soc: &str) {
-    let p = setup();
-    let s = Scratch::new("forkbusy");
-    let mut cmd = s.cmd(&p.bin.join("fork_busy"), soc);
-    cmd.arg(scenario);
-    let o = run_all(
-        vec![spawn("fork_busy", &mut cmd).expect("start fork_busy")],
-        Duration::from_secs(240),
-    );
-    assert!(o[0].ok(), "{}", report(&o));
-    assert!(
-        o[0].stdout.contains(&format!("fork_busy {scenario}: ok")),
-        "{}",
-        report(&o)
-    );
+fn fork_busy(name: &str, soc: &str) {
+    scenario("fork_busy", name, soc, Duration::from_secs(240));
 }
 
 #[test]
