@@ -8,7 +8,12 @@
  *                       aclrtGetDeviceInfo, aclrtGetSocName) while the main thread forks;
  *   fork_busy cycle     one thread loops aclInit/aclFinalize, another the control plane;
  *   fork_busy hostfn    as `control`, but the fork is made by a host function on a stream's
- *                       worker thread (aclrtLaunchHostFunc), and the child works inside it.
+ *                       worker thread (aclrtLaunchHostFunc), and the child works inside it;
+ *   fork_busy preinit   the parent has not called aclInit: a thread loops in control-plane
+ *                       calls (each answered 100001) while the main thread forks, and halfway
+ *                       another thread makes the process's first aclInit (then joins the
+ *                       control plane): what the library holds before and during its first
+ *                       aclInit must not be left held in a child either.
  *
  * Optional second argument: the number of forks (default 200). Prints
  * "fork_busy <scenario>: <n> forks, <h> hung, <f> failed" and, when all passed, "... ok".
@@ -25,6 +30,8 @@
 
 static atomic_int g_stop;
 static atomic_long g_calls;
+/* Forks made so far, and how many to make (for preinit's late aclInit). */
+static atomic_int g_forked, g_forks_wanted;
 
 /* Control-plane calls until told to stop; every code is accepted (a session may come and
  * go under a `cycle` run), only a crash or a hang would show. */
@@ -38,6 +45,8 @@ static void *control_loop(void *arg) {
         int64_t v = 0;
         if (aclrtCreateNotify(&n, 0) != ACL_SUCCESS) {
             (void)aclrtSetDevice(0);
+            (void)aclGetRecentErrMsg();
+            atomic_fetch_add(&g_calls, 1);
             continue;
         }
         (void)aclrtGetNotifyId(n, &id);
@@ -68,6 +77,15 @@ static void *cycle_loop(void *arg) {
         atomic_fetch_add(&g_calls, 1);
     }
     return NULL;
+}
+
+/* The process's first aclInit, halfway through the forks; then the control plane. */
+static void *late_init(void *arg) {
+    while (!atomic_load(&g_stop) && atomic_load(&g_forked) < atomic_load(&g_forks_wanted) / 2) {
+        sleep_ms(1);
+    }
+    CHECK(aclInit(NULL));
+    return control_loop(arg);
 }
 
 /* What a child does: its own session, from start to end. */
@@ -117,6 +135,7 @@ static void fork_one(void) {
     int st = 0;
     REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
     g_forks++;
+    atomic_fetch_add(&g_forked, 1);
     if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
         g_hung++;
         fprintf(stderr, "fork %d: the child hung (killed by its %d s alarm)\n", g_forks,
@@ -137,11 +156,12 @@ int main(int argc, char **argv) {
     int forks = argc > 2 ? atoi(argv[2]) : 200;
     g_role = "fork_busy";
     int control = strcmp(scenario, "control") == 0, cycle = strcmp(scenario, "cycle") == 0,
-        hostfn = strcmp(scenario, "hostfn") == 0;
-    REQUIRE(control || cycle || hostfn, "unknown scenario %s", scenario);
+        hostfn = strcmp(scenario, "hostfn") == 0, preinit = strcmp(scenario, "preinit") == 0;
+    REQUIRE(control || cycle || hostfn || preinit, "unknown scenario %s", scenario);
+    atomic_store(&g_forks_wanted, forks);
 
     aclrtStream s = NULL;
-    if (!cycle) {
+    if (control || hostfn) {
         CHECK(aclInit(NULL));
         CHECK(aclrtSetDevice(0));
         CHECK(aclrtCreateStream(&s));
@@ -149,7 +169,8 @@ int main(int argc, char **argv) {
     pthread_t t[2];
     REQUIRE(pthread_create(&t[0], NULL, cycle ? cycle_loop : control_loop, NULL) == 0,
             "pthread_create");
-    REQUIRE(pthread_create(&t[1], NULL, control_loop, NULL) == 0, "pthread_create");
+    REQUIRE(pthread_create(&t[1], NULL, preinit ? late_init : control_loop, NULL) == 0,
+            "pthread_create");
     /* Let the threads get going before the first fork. */
     int64_t deadline = now_ns() + 10000000000LL;
     while (atomic_load(&g_calls) < 10) {
@@ -172,8 +193,10 @@ int main(int argc, char **argv) {
     }
     printf("fork_busy %s: %d forks, %d hung, %d failed (threads made %ld loops)\n", scenario,
            g_forks, g_hung, g_failed, atomic_load(&g_calls));
-    if (!cycle) {
+    if (control || hostfn) {
         CHECK(aclrtDestroyStream(s));
+    }
+    if (!cycle) {
         CHECK(aclFinalize());
     }
     REQUIRE(g_hung == 0 && g_failed == 0, "%d of %d children hung and %d failed", g_hung,

@@ -14,8 +14,9 @@
 //! - `finalize_race.c`: `aclFinalize` / `aclInit` racing control-plane calls on other threads
 //!   (under valgrind's memcheck too, when valgrind is installed);
 //! - `fork_busy.c`: children forked (200 times per scenario) while other threads of the
-//!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, or from a host
-//!   function on a stream's worker: each starts a session of its own, never hangs;
+//!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
+//!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
+//!   stream's worker: each starts a session of its own, never hangs;
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -522,6 +523,11 @@ fn a_child_forked_during_acl_init_and_acl_finalize_cycles_starts_its_own_session
 #[test]
 fn a_child_forked_by_a_host_function_starts_its_own_session() {
     fork_busy("hostfn", "Ascend910B");
+}
+
+#[test]
+fn a_child_forked_before_and_during_the_first_acl_init_starts_its_own_session() {
+    fork_busy("preinit", "Ascend910B");
 }
 
 // ---- CANN's two library names (tests/c/link_names.c) -------------------------------------------

@@ -22,8 +22,8 @@ enum State {
     /// Before the first `aclInit`.
     Uninit,
     Ready(Arc<Runtime<Dev>>),
-    /// In a child forked from a process that had a session (set by [`in_forked_child`]): `pid`
-    /// called `aclInit`. The session itself stays in the parent's lock, untouched.
+    /// In a child forked from a process that had a session (from the parent's summary, which
+    /// [`in_forked_child`] keeps): `pid` called `aclInit`. The session itself stays in the parent's lock, untouched.
     Inherited {
         pid: i32,
     },
@@ -37,25 +37,30 @@ enum State {
 // that moment held the session lock (for reading, or for writing in `aclInit`/`aclFinalize`),
 // and in the child it never lets go: an `aclInit` there would wait for ever. So a child never
 // uses its parent's lock. The `pthread_atfork` child handler, which runs in the child before
-// `fork()` returns there, gives the child a fresh lock holding a state of its own
-// (`Inherited`, `Uninit` or `Finalized`, never `Ready`), and leaves the parent's lock, and the
-// session in it, untouched and never freed (running the session's teardown would join worker
+// `fork()` returns there, makes the child forget it: the child gets a lock of its own, holding
+// a state of its own (`Inherited`, `Uninit` or `Finalized`, never `Ready`), and the parent's
+// lock, and the session in it, stay untouched and never freed (running the session's teardown would join worker
 // threads the child does not have and release what is the parent's). The simulator does the
 // same with its own process-wide locks (`acl_notify_sim`'s `fork` module).
 //
 // No `prepare` handler takes the lock before the fork: the parent never waits at a fork (not
 // for calls in flight, nor for an `aclInit` opening the machine), and a fork from inside the
-// library (a host function on a stream's worker, a signal handler) cannot deadlock on it.
+// library (a host function on a stream's worker) cannot deadlock on it.
 //
-// A `Ready` state exists only in a process where the handler is registered (`aclInit`
-// registers it first, and fails if it cannot), so a session's calls need no "is this my
-// parent's session?" check.
+// The handler must be registered before the lock can be held: a child forked without it keeps
+// the parent's lock, held for ever by a thread it does not have (a call answered 100001 before
+// the first `aclInit`, or that `aclInit` itself). So there is no lock until the first `aclInit`
+// or `aclFinalize` makes one, after registering the handler ([`lock`]); until then the state is
+// answered without one. The handler itself only stores to atomics: the child makes its own
+// lock the same way, on first use.
+//
+// A `Ready` state exists only in a process where the handler is registered (`aclInit` fails if
+// it cannot be), so a session's calls need no "is this my parent's session?" check.
 
-/// The lock of a process that is not a forked child.
-static FIRST: RwLock<State> = RwLock::new(State::Uninit);
-
-/// This process's session lock: [`FIRST`], or in a forked child the one its fork handler made.
-static STATE: AtomicPtr<RwLock<State>> = AtomicPtr::new(&raw const FIRST as *mut RwLock<State>);
+/// This process's session lock: null until the first `aclInit` or `aclFinalize` makes it (the
+/// fork handler is registered first), and again in a forked child until its first; else a
+/// leaked `Box`, never freed (a child forgets its parent's, which stays in its memory unused).
+static STATE: AtomicPtr<RwLock<State>> = AtomicPtr::new(std::ptr::null_mut());
 
 /// What a forked child needs of its parent's state, readable without the lock (another thread
 /// may hold it at the fork): the pid that called `aclInit` for a session, 0 before any,
@@ -63,28 +68,70 @@ static STATE: AtomicPtr<RwLock<State>> = AtomicPtr::new(&raw const FIRST as *mut
 static SUMMARY: AtomicI32 = AtomicI32::new(0);
 const FINALIZED: i32 = -1;
 
+/// The state while [`STATE`] is null (no lock yet), as a [`SUMMARY`]: 0 in a process that
+/// was not forked, the parent's `SUMMARY` at the fork in a child. Written only by the fork
+/// handler, when the child has no other thread.
+static AT_FORK: AtomicI32 = AtomicI32::new(0);
+
 /// Session numbers (a thread's current device belongs to one session).
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 
 /// Whether [`in_forked_child`] is registered with `pthread_atfork`.
 static HOOKED: AtomicBool = AtomicBool::new(false);
 
-/// This process's session lock.
-#[inline]
-fn state() -> &'static RwLock<State> {
-    // SAFETY: `STATE` points to `FIRST` or to a lock leaked by `in_forked_child`; neither is
-    // ever freed.
-    unsafe { &*STATE.load(Ordering::Acquire) }
+/// The state a [`SUMMARY`] stands for (never `Ready`).
+fn summarized(summary: i32) -> State {
+    match summary {
+        0 => State::Uninit,
+        FINALIZED => State::Finalized,
+        pid => State::Inherited { pid },
+    }
 }
 
-/// Registers [`in_forked_child`] once per process (not with a `Once`: a child forked while
-/// another thread ran it would wait for ever; called under the write lock, so not raced).
+/// This process's session lock, or `None` before one is made (see [`STATE`]): the state is
+/// then `summarized(AT_FORK)`, with no session.
+#[inline]
+fn current() -> Option<&'static RwLock<State>> {
+    // SAFETY: a non-null `STATE` is a `Box` leaked by `lock`, never freed.
+    unsafe { STATE.load(Ordering::Acquire).as_ref() }
+}
+
+/// This process's session lock, made if there is none yet, after the fork handler is
+/// registered (so that every fork from now on runs it: glibc registers and forks under one
+/// lock). Threads racing here each make one; the first to publish it wins.
+fn lock() -> Result<&'static RwLock<State>, CallError> {
+    if let Some(l) = current() {
+        return Ok(l);
+    }
+    register_fork_handler()?;
+    let fresh = Box::into_raw(Box::new(RwLock::new(summarized(
+        AT_FORK.load(Ordering::Relaxed),
+    ))));
+    match STATE.compare_exchange(
+        std::ptr::null_mut(),
+        fresh,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        // SAFETY: just published; never freed from now on.
+        Ok(_) => Ok(unsafe { &*fresh }),
+        // SAFETY: `fresh` lost the race, so no one else has seen it: ours to free. `won` is
+        // another thread's published lock, never freed.
+        Err(won) => unsafe {
+            drop(Box::from_raw(fresh));
+            Ok(&*won)
+        },
+    }
+}
+
+/// Registers [`in_forked_child`] once per process. Not with a `Once` (a child forked while
+/// another thread ran it would wait for ever): threads racing on first use may each register
+/// it, and a child then runs it more than once, which does no harm.
 fn register_fork_handler() -> Result<(), CallError> {
     if HOOKED.load(Ordering::Acquire) {
         return Ok(());
     }
-    // SAFETY: registers a child handler that allocates and stores to atomics, which glibc
-    // allows in a child handler (its allocator is usable again before the handlers run).
+    // SAFETY: registers a child handler that only stores to atomics.
     if unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } != 0 {
         return Err(CallError::new(
             Error::MemoryAllocation,
@@ -97,17 +144,13 @@ fn register_fork_handler() -> Result<(), CallError> {
 }
 
 /// The fork handler: runs in the child, in the forking thread, before `fork()` returns there
-/// (no other thread exists yet). Gives the child a fresh lock and a state of its own (see
-/// above). Idempotent, in case it was registered twice.
+/// (no other thread exists yet). Forgets the parent's lock; the child's first `aclInit` or
+/// `aclFinalize` makes its own, holding the state the parent's summary stands for (see above).
+/// Stores to atomics only (no allocation: also a fork from a signal handler gets here).
 extern "C" fn in_forked_child() {
-    HOOKED.store(true, Ordering::Release);
-    let state = match SUMMARY.load(Ordering::Relaxed) {
-        0 => State::Uninit,
-        FINALIZED => State::Finalized,
-        pid => State::Inherited { pid },
-    };
-    let fresh: &'static RwLock<State> = Box::leak(Box::new(RwLock::new(state)));
-    STATE.store(std::ptr::from_ref(fresh).cast_mut(), Ordering::Release);
+    HOOKED.store(true, Ordering::Relaxed);
+    AT_FORK.store(SUMMARY.load(Ordering::Relaxed), Ordering::Relaxed);
+    STATE.store(std::ptr::null_mut(), Ordering::Release);
 }
 
 /// `ACL_ERROR_UNINITIALIZE` (100001) for a state without a session of this process.
@@ -134,7 +177,10 @@ fn no_session(state: &State) -> CallError {
 /// the `Arc` is held, even across an `aclFinalize` on another thread: for calls that may
 /// block (stream queues, waits, drains), which must not hold up `aclFinalize`.
 pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
-    match &*state().read().unwrap_or_else(PoisonError::into_inner) {
+    let Some(lock) = current() else {
+        return Err(no_session(&summarized(AT_FORK.load(Ordering::Relaxed))));
+    };
+    match &*lock.read().unwrap_or_else(PoisonError::into_inner) {
         State::Ready(rt) => Ok(Arc::clone(rt)),
         other => Err(no_session(other)),
     }
@@ -148,7 +194,10 @@ pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
 pub(crate) fn with_runtime<R>(
     f: impl FnOnce(&Runtime<Dev>) -> Result<R, CallError>,
 ) -> Result<R, CallError> {
-    match &*state().read().unwrap_or_else(PoisonError::into_inner) {
+    let Some(lock) = current() else {
+        return Err(no_session(&summarized(AT_FORK.load(Ordering::Relaxed))));
+    };
+    match &*lock.read().unwrap_or_else(PoisonError::into_inner) {
         State::Ready(rt) => f(rt),
         other => Err(no_session(other)),
     }
@@ -172,14 +221,13 @@ fn seed() -> u64 {
 /// `aclInit`. In a forked child, starts the child's own session (the parent's is not the
 /// child's: see [`State::Inherited`]).
 pub(crate) fn init() -> Result<(), CallError> {
-    let mut state = state().write().unwrap_or_else(PoisonError::into_inner);
+    let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
     if let State::Ready(_) = *state {
         return Err(CallError::new(
             Error::RepeatInitialize,
             "aclInit was already called in this process",
         ));
     }
-    register_fork_handler()?;
     let backend = open_backend()?;
     let epoch = EPOCH.fetch_add(1, Ordering::Relaxed);
     let rt = Runtime::new(backend, epoch, seed());
@@ -192,7 +240,7 @@ pub(crate) fn init() -> Result<(), CallError> {
 /// that has not called `aclInit`, releases nothing (nothing is the child's) and returns 0.
 pub(crate) fn finalize() -> Result<(), CallError> {
     let old = {
-        let mut state = state().write().unwrap_or_else(PoisonError::into_inner);
+        let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
         let old = match std::mem::replace(&mut *state, State::Finalized) {
             State::Ready(rt) => Some(rt),
             // CANN lets a process finalize without having initialised, once; a forked child

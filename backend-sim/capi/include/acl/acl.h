@@ -218,7 +218,9 @@ typedef void (*aclrtCallback)(void *userData);
  * contents are not read. A second call → ACL_ERROR_REPEAT_INITIALIZE; a bad environment →
  * the simulator's code, explained by aclGetRecentErrMsg(). */
 ACL_FUNC_VISIBILITY aclError aclInit(const char *configPath);
-/* Releases every stream and notify of the process. A second call → ACL_ERROR_REPEAT_FINALIZE. */
+/* Releases every stream and notify of the process. A second call → ACL_ERROR_REPEAT_FINALIZE.
+ * The first aclInit or aclFinalize of a process registers the library's fork handler:
+ * ACL_ERROR_RT_MEMORY_ALLOCATION if pthread_atfork fails (out of memory). */
 ACL_FUNC_VISIBILITY aclError aclFinalize(void);
 ACL_FUNC_VISIBILITY const char *aclGetRecentErrMsg(void);
 
