@@ -6,8 +6,9 @@
 //! child never needs any of it:
 //!
 //! - every process-wide lock is a [`PerProcess`], which the child handler registered here
-//!   ([`hook`]) swaps for a fresh one before the child's own code runs. The parent's lock, and
-//!   whatever it guards, is left as it is in the child's memory, unused and never freed;
+//!   ([`hook`]) forgets before the child's own code runs; the child's first use makes a fresh
+//!   one. The parent's lock, and whatever it guards, is left as it is in the child's memory,
+//!   unused and never freed;
 //! - nothing lazily initialised blocks: no `Once` or `OnceLock` that a child could find
 //!   half-run. Lazy values are raced for instead (`shm`'s hasher key, `sigbus`'s handler, the
 //!   CPU feature probe);

@@ -23,7 +23,8 @@ enum State {
     Uninit,
     Ready(Arc<Runtime<Dev>>),
     /// In a child forked from a process that had a session (from the parent's summary, which
-    /// [`in_forked_child`] keeps): `pid` called `aclInit`. The session itself stays in the parent's lock, untouched.
+    /// [`in_forked_child`] keeps): `pid` called `aclInit`. The session itself stays in the
+    /// parent's lock, untouched.
     Inherited {
         pid: i32,
     },
@@ -39,9 +40,9 @@ enum State {
 // uses its parent's lock. The `pthread_atfork` child handler, which runs in the child before
 // `fork()` returns there, makes the child forget it: the child gets a lock of its own, holding
 // a state of its own (`Inherited`, `Uninit` or `Finalized`, never `Ready`), and the parent's
-// lock, and the session in it, stay untouched and never freed (running the session's teardown would join worker
-// threads the child does not have and release what is the parent's). The simulator does the
-// same with its own process-wide locks (`acl_notify_sim`'s `fork` module).
+// lock, and the session in it, stay untouched and never freed (running the session's teardown
+// would join worker threads the child does not have and release what is the parent's). The
+// simulator does the same with its own process-wide locks (`acl_notify_sim`'s `fork` module).
 //
 // No `prepare` handler takes the lock before the fork: the parent never waits at a fork (not
 // for calls in flight, nor for an `aclInit` opening the machine), and a fork from inside the
