@@ -130,7 +130,9 @@ const EXAMPLES: [(&str, &[&str]); 4] = [
     ("stream_handoff", &["200"]),
 ];
 
-/// Builds the simulator's examples and runs each to its end (at most 2 minutes each).
+/// Builds the simulator's examples and runs each to its end (at most 2 minutes each). Each
+/// example opens a namespace of its own, named after its pid, and removes it at its end
+/// (`stream_handoff` opens none); none reads `ACL_NOTIFY_SIM_NAMESPACE`.
 fn run_examples() -> Result<(), String> {
     status(cargo().args(["build", "--quiet", "-p", "acl-notify-sim", "--examples"]))?;
     let dir = crate::build::target_dir()?.join("debug").join("examples");
@@ -138,10 +140,7 @@ fn run_examples() -> Result<(), String> {
     for (name, args) in EXAMPLES {
         let exe = dir.join(name);
         let mut cmd = std::process::Command::new(&exe);
-        cmd.args(args).env(
-            "ACL_NOTIFY_SIM_NAMESPACE",
-            format!("xtask-example-{name}-{}", std::process::id()),
-        );
+        cmd.args(args);
         eprintln!("--> {name} {}", args.join(" "));
         let mut child = cmd
             .spawn()
@@ -149,21 +148,24 @@ fn run_examples() -> Result<(), String> {
         let t = Instant::now();
         let st = loop {
             match child.try_wait() {
-                Ok(Some(st)) => break Some(st),
+                Ok(Some(st)) => break Ok(st),
                 Ok(None) if t.elapsed() < Duration::from_secs(120) => {
                     std::thread::sleep(Duration::from_millis(20));
                 }
-                _ => {
+                other => {
                     let _ = child.kill();
                     let _ = child.wait();
-                    break None;
+                    break Err(match other {
+                        Err(e) => format!("killed: could not wait for it: {e}"),
+                        _ => "killed after 2 minutes".to_string(),
+                    });
                 }
             }
         };
         match st {
-            Some(st) if st.success() => {}
-            Some(st) => failed.push(format!("{name} ({st})")),
-            None => failed.push(format!("{name} (killed after 2 minutes)")),
+            Ok(st) if st.success() => {}
+            Ok(st) => failed.push(format!("{name} ({st})")),
+            Err(why) => failed.push(format!("{name} ({why})")),
         }
     }
     if failed.is_empty() {
