@@ -56,7 +56,9 @@ fn owner(namespace: &str) -> Res<()> {
     let mut from_importer = BufReader::new(child.stdout.take().ok_or("no pipe")?);
     let mut line = String::new();
     from_importer.read_line(&mut line)?;
-    let importer_pid: i32 = line.trim().parse()?;
+    let importer_pid: i32 = line.trim().parse().map_err(|e| {
+        format!("the importer sent {line:?} instead of its PID ({e}); its error is above")
+    })?;
 
     // Whitelist the importer before it gets the key, then wait first: the stream stalls
     // until the importer's record lands (10 s at most).
