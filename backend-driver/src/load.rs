@@ -199,7 +199,8 @@ pub(crate) fn resolve(lib: &Library, path: &OsString) -> Result<Api, DriverError
             "dlsym",
             format!(
                 "{} does not export {} required symbol(s): {} (first error: {first_err}); \
-                 is it a CANN runtime library (libascendcl.so or libacl_rt.so) recent enough for the notify API?",
+                 is it a CANN runtime library (libascendcl.so or libacl_rt.so) recent enough \
+                 for the notify API?",
                 path.to_string_lossy(),
                 names.len(),
                 names.join(", ")

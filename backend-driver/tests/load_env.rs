@@ -47,6 +47,7 @@ fn load_uses_only_the_library_the_environment_names_and_reports_every_path() {
                 "/nonexistent/ascend-home/lib64/libascendcl.so",
                 "/nonexistent/ascend-home/lib64/libacl_rt.so",
                 DEFAULT_TOOLKIT_LIB,
+                "/usr/local/Ascend/ascend-toolkit/latest/lib64/libacl_rt.so",
                 DEFAULT_CANN_LIB,
                 "/usr/local/Ascend/cann/lib64/libacl_rt.so",
             ] {
