@@ -164,8 +164,9 @@ fn no_session(state: &State) -> CallError {
         State::Inherited { pid } => CallError::new(
             Error::Uninitialize,
             format!(
-                "aclInit was called by process {pid} before it forked this one: the session's \
-                 streams and worker threads are not in this process; call aclInit here"
+                "aclInit was called by process {pid}, and this process was forked from it (or \
+                 from a child of it) afterwards: the session's streams and worker threads are \
+                 not in this process; call aclInit here"
             ),
         ),
         State::Uninit | State::Ready(_) => {
