@@ -293,4 +293,81 @@ mod tests {
         unsafe { libc::munmap(p, page) };
         let _ = std::fs::remove_file(&dir);
     }
+
+    /// The SIGBUS handler now in place.
+    fn current_handler() -> usize {
+        // SAFETY: a query-only `sigaction` into a zeroed structure.
+        unsafe {
+            let mut now: libc::sigaction = std::mem::zeroed();
+            assert_eq!(libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut now), 0);
+            now.sa_sigaction
+        }
+    }
+
+    /// Runs `body` in a forked child (so the process-wide handler state of this test binary is
+    /// not touched) and requires it to exit 0.
+    fn in_child(what: &str, body: fn() -> bool) {
+        // SAFETY: the child only runs `body` (atomics and `sigaction`) and `_exit`s.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let ok = body();
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{what} (status {status:#x})"
+        );
+    }
+
+    /// A fork that cut an installation short, before or after its `sigaction`: the child's
+    /// fork handler lets the next mapping install it again, and the child ends up with our
+    /// handler, and with the handler before ours kept for signals that are not ours.
+    #[test]
+    fn a_child_finishes_an_installation_the_fork_cut_short() {
+        in_child("cut before the handler went in", || {
+            // As the fork found it: another thread had claimed the installation and had not
+            // called `sigaction` yet; the handler in place is the default.
+            // SAFETY: sets SIGBUS to its default action in this child only.
+            unsafe {
+                let mut dfl: libc::sigaction = std::mem::zeroed();
+                dfl.sa_sigaction = libc::SIG_DFL;
+                libc::sigemptyset(&mut dfl.sa_mask);
+                libc::sigaction(libc::SIGBUS, &dfl, std::ptr::null_mut());
+            }
+            INSTALL.store(INSTALLING, Ordering::SeqCst);
+            ensure_installed();
+            let skipped = current_handler() == libc::SIG_DFL;
+            in_forked_child();
+            ensure_installed();
+            // SAFETY: `PREV` was written by `install` above, in this thread.
+            let prev = unsafe { *PREV.0.get() };
+            skipped
+                && INSTALL.load(Ordering::SeqCst) == INSTALLED
+                && current_handler() == on_sigbus as *const () as usize
+                && prev.is_some_and(|p| p.sa_sigaction == libc::SIG_DFL)
+        });
+        in_child("cut after the handler went in", || {
+            // As the fork found it: the handler is ours and `PREV` written, but the installing
+            // thread had not marked it installed.
+            INSTALL.store(NONE, Ordering::SeqCst);
+            ensure_installed();
+            // SAFETY: `PREV` was written by `install` above, in this thread.
+            let before = unsafe { *PREV.0.get() }.map(|p| p.sa_sigaction);
+            INSTALL.store(INSTALLING, Ordering::SeqCst);
+            in_forked_child();
+            ensure_installed();
+            // SAFETY: as above.
+            let after = unsafe { *PREV.0.get() }.map(|p| p.sa_sigaction);
+            INSTALL.load(Ordering::SeqCst) == INSTALLED
+                && current_handler() == on_sigbus as *const () as usize
+                && before.is_some()
+                && after == before
+                && after != Some(on_sigbus as *const () as usize)
+        });
+    }
 }
