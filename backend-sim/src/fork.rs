@@ -144,6 +144,30 @@ impl<T: Send> PerProcess<T> {
     }
 }
 
+/// For tests: runs `body` in a child forked from this process and waits for it. `Err` holds
+/// the wait status unless the child ran `body` to the end and it returned `true`. The child
+/// `_exit`s, running none of the parent's destructors; `body` must not need a lock another
+/// thread of the test process may hold (atomics and system calls are fine).
+#[cfg(test)]
+pub(crate) fn run_in_child(body: impl FnOnce() -> bool) -> Result<(), i32> {
+    // SAFETY: the child only runs `body` (see above) and `_exit`s.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0, "fork failed");
+    if child == 0 {
+        let ok = body();
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
+        Ok(())
+    } else {
+        Err(status)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -164,24 +188,15 @@ mod tests {
             drop((shm, cnt));
         });
         held_rx.recv().unwrap();
-        // SAFETY: the child only tries the locks and `_exit`s.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
-            let ok = crate::shm::REGISTRY.get().try_lock().is_ok()
-                && crate::cnt::REGISTRY.get().try_lock().is_ok();
-            // SAFETY: ends the child without running the parent's destructors.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-        }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        let child = run_in_child(|| {
+            crate::shm::REGISTRY.get().try_lock().is_ok()
+                && crate::cnt::REGISTRY.get().try_lock().is_ok()
+        });
         done_tx.send(()).unwrap();
         holder.join().unwrap();
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "the child found a registry locked (status {status:#x})"
-        );
+        if let Err(status) = child {
+            panic!("the child found a registry locked (status {status:#x})");
+        }
         // Not a `try_lock`: other tests of this binary may hold it now.
         assert!(
             std::ptr::eq(crate::shm::REGISTRY.get(), parents),

@@ -305,23 +305,11 @@ mod tests {
     }
 
     /// Runs `body` in a forked child (so the process-wide handler state of this test binary is
-    /// not touched) and requires it to exit 0.
+    /// not touched) and requires it to succeed.
     fn in_child(what: &str, body: fn() -> bool) {
-        // SAFETY: the child only runs `body` (atomics and `sigaction`) and `_exit`s.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
-            let ok = body();
-            // SAFETY: ends the child without running the parent's destructors.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        if let Err(status) = crate::fork::run_in_child(body) {
+            panic!("{what} (status {status:#x})");
         }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "{what} (status {status:#x})"
-        );
     }
 
     /// A fork that cut an installation short, before or after its `sigaction`: the child's

@@ -251,24 +251,16 @@ mod tests {
     fn the_cached_pid_is_the_kernels_and_a_forked_child_sees_its_own() {
         assert_eq!(getpid(), std::process::id() as i32);
         assert_eq!(getpid(), std::process::id() as i32, "second (cached) read");
-        // SAFETY: the child only reads atomics, makes two system calls and `_exit`s: nothing
-        // that needs a lock another thread of this test process might have held at fork.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
+        // The child only reads atomics and makes a system call: nothing that needs a lock
+        // another thread of this test process might have held at the fork.
+        let child = crate::fork::run_in_child(|| {
             // SAFETY: `getpid` cannot fail.
             let kernel = unsafe { libc::getpid() };
-            let ok = getpid() == kernel && kernel != 0;
-            // SAFETY: ends the child without running the parent's exit handlers.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+            getpid() == kernel && kernel != 0
+        });
+        if let Err(status) = child {
+            panic!("the forked child read its parent's pid from the cache (status {status:#x})");
         }
-        let mut status = 0;
-        // SAFETY: waits for the child forked above.
-        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "the forked child read its parent's pid from the cache (status {status:#x})"
-        );
         assert_eq!(
             getpid(),
             std::process::id() as i32,
