@@ -179,13 +179,10 @@ fn no_session(state: &State) -> CallError {
 /// the `Arc` is held, even across an `aclFinalize` on another thread: for calls that may
 /// block (stream queues, waits, drains), which must not hold up `aclFinalize`.
 pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
-    let Some(lock) = current() else {
-        return Err(no_session(&summarized(AT_FORK.load(Ordering::Relaxed))));
-    };
-    match &*lock.read().unwrap_or_else(PoisonError::into_inner) {
+    with_state(|state| match state {
         State::Ready(rt) => Ok(Arc::clone(rt)),
         other => Err(no_session(other)),
-    }
+    })
 }
 
 /// Runs `f` on the current session (or fails with 100001), holding the session's read lock
@@ -196,12 +193,19 @@ pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
 pub(crate) fn with_runtime<R>(
     f: impl FnOnce(&Runtime<Dev>) -> Result<R, CallError>,
 ) -> Result<R, CallError> {
-    let Some(lock) = current() else {
-        return Err(no_session(&summarized(AT_FORK.load(Ordering::Relaxed))));
-    };
-    match &*lock.read().unwrap_or_else(PoisonError::into_inner) {
+    with_state(|state| match state {
         State::Ready(rt) => f(rt),
         other => Err(no_session(other)),
+    })
+}
+
+/// Runs `f` on this process's state, under the session's read lock, or on the state the
+/// summary stands for while there is no lock yet (see [`STATE`]).
+#[inline]
+fn with_state<R>(f: impl FnOnce(&State) -> Result<R, CallError>) -> Result<R, CallError> {
+    match current() {
+        Some(lock) => f(&lock.read().unwrap_or_else(PoisonError::into_inner)),
+        None => f(&summarized(AT_FORK.load(Ordering::Relaxed))),
     }
 }
 
