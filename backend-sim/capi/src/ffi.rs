@@ -197,8 +197,9 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
     })
 }
 
-/// `ACL_DEV_ATTR_PHY_CHIP_ID`, `ACL_DEV_ATTR_SUPER_POD_DEVICE_ID`, `ACL_DEV_ATTR_SUPER_POD_SERVER_ID`
-/// and `ACL_DEV_ATTR_SUPER_POD_ID` (`aclrtDevAttr`): the attributes the simulator answers.
+/// `ACL_DEV_ATTR_PHY_CHIP_ID`, `ACL_DEV_ATTR_SUPER_POD_DEVICE_ID`,
+/// `ACL_DEV_ATTR_SUPER_POD_SERVER_ID` and `ACL_DEV_ATTR_SUPER_POD_ID` (`aclrtDevAttr`): the
+/// attributes the simulator answers.
 const ATTR_PHY_CHIP_ID: i32 = 402;
 const ATTR_SUPER_POD_DEVICE_ID: i32 = 403;
 const ATTR_SUPER_POD_SERVER_ID: i32 = 404;
