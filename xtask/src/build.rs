@@ -103,27 +103,27 @@ pub fn target_dir() -> Result<PathBuf, String> {
 /// Copies `from` to `to` through a temporary file and a rename, so a program that has the old
 /// file mapped keeps running.
 fn copy_atomic(from: &Path, to: &Path) -> Result<(), String> {
-    let dir = to.parent().ok_or("no parent directory")?;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        to.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
-        std::process::id()
-    ));
+    let tmp = beside(to)?;
     std::fs::copy(from, &tmp)
         .map_err(|e| format!("cannot copy {} to {}: {e}", from.display(), tmp.display()))?;
     std::fs::rename(&tmp, to).map_err(|e| format!("cannot rename to {}: {e}", to.display()))
 }
 
+/// A temporary name next to `to` (its folder made if missing), to be renamed over `to`.
+fn beside(to: &Path) -> Result<PathBuf, String> {
+    let dir = to.parent().ok_or("no parent directory")?;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir.join(format!(
+        ".{}.tmp{}",
+        to.file_name().and_then(|n| n.to_str()).unwrap_or("file"),
+        std::process::id()
+    )))
+}
+
 /// Makes `link` a symbolic link to `target` (a name in the same folder), replacing whatever
 /// was there in one step.
 fn symlink_atomic(target: &str, link: &Path) -> Result<(), String> {
-    let dir = link.parent().ok_or("no parent directory")?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        link.file_name().and_then(|n| n.to_str()).unwrap_or("link"),
-        std::process::id()
-    ));
+    let tmp = beside(link)?;
     let _ = std::fs::remove_file(&tmp);
     std::os::unix::fs::symlink(target, &tmp)
         .map_err(|e| format!("cannot create the link {}: {e}", tmp.display()))?;

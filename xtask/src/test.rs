@@ -1,7 +1,7 @@
 //! `cargo xtask test` (everything the README promises) and `cargo xtask ci` (what `.ci/run`
 //! runs: the same).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use argh::FromArgs;
 
@@ -138,40 +138,18 @@ fn run_examples() -> Result<(), String> {
     let dir = crate::build::target_dir()?.join("debug").join("examples");
     let mut failed = Vec::new();
     for (name, args) in EXAMPLES {
-        let exe = dir.join(name);
-        let mut cmd = std::process::Command::new(&exe);
-        cmd.args(args);
         eprintln!("--> {name} {}", args.join(" "));
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("could not start {}: {e}", exe.display()))?;
-        let t = Instant::now();
-        let st = loop {
-            match child.try_wait() {
-                Ok(Some(st)) => break Ok(st),
-                Ok(None) if t.elapsed() < Duration::from_secs(120) => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                other => {
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break Err(match other {
-                        Err(e) => format!("killed: could not wait for it: {e}"),
-                        _ => "killed after 2 minutes".to_string(),
-                    });
-                }
-            }
-        };
-        match st {
-            Ok(st) if st.success() => {}
-            Ok(st) => failed.push(format!("{name} ({st})")),
-            Err(why) => failed.push(format!("{name} ({why})")),
+        let mut cmd = std::process::Command::new(dir.join(name));
+        cmd.args(args);
+        // Its own process group, killed whole at the limit (`pingpong` starts a peer process).
+        if let Err(e) = crate::fuzz::run_with_deadline(&mut cmd, Duration::from_secs(120)) {
+            failed.push(e);
         }
     }
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("examples failed: {}", failed.join(", ")))
+        Err(format!("examples failed:\n  {}", failed.join("\n  ")))
     }
 }
 
