@@ -199,7 +199,7 @@ fn compile_c(inst: &Installed, name: &str) -> Result<PathBuf, String> {
         .arg(&inst.lib)
         .arg("-lascendcl")
         .arg(format!("-Wl,-rpath,{}", inst.lib.display()));
-    status(&mut cmd).map_err(|e| format!("compiling {name}.c failed (is a C compiler installed? `bash .ci/install` adds one): {e}"))?;
+    status(&mut cmd).map_err(|e| format!("compiling {name}.c failed (is a C compiler installed? `cargo xtask demo` and `test` install one): {e}"))?;
     Ok(out)
 }
 
@@ -339,6 +339,7 @@ fn describe(e: &Event) -> String {
 }
 
 pub fn demo(args: &DemoArgs) -> Result<(), String> {
+    crate::setup::for_demo()?;
     let inst = install(args.release)?;
     let owner = compile_c(&inst, "ipc_owner")?;
     let importer = compile_c(&inst, "ipc_importer")?;
