@@ -889,9 +889,15 @@ impl Sim {
         Ok((Arc::clone(&e.stream), e.device))
     }
 
-    fn set_state(&self, h: RawNotify, state: Lifecycle) {
-        if let Some(e) = write(&self.inner.notifies).get_mut(h.0) {
-            e.state = state;
+    /// Moves handle `h` from lifecycle state `from` (what the call read when it began) to
+    /// `to`, under the table's write lock. A handle destroyed meanwhile, or moved on by a
+    /// concurrent call, is left alone: the shared slot's own compare-and-swaps decided which
+    /// call won, and the handle never goes back to an earlier state.
+    fn set_state(&self, h: RawNotify, from: Lifecycle, to: Lifecycle) {
+        if let Some(e) = write(&self.inner.notifies).get_mut(h.0)
+            && e.state == from
+        {
+            e.state = to;
         }
     }
 
@@ -1011,7 +1017,7 @@ impl Sim {
         // 507899 (whitelist memory inconsistent) as the file reports it; 207012 over the limit.
         file.update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(&entries))?
             .map_err(|e| err(e, over()))?;
-        self.set_state(notify, next);
+        self.set_state(notify, v.state, next);
         Ok(())
     }
 
@@ -1817,15 +1823,17 @@ impl NotifyResources for Sim {
         })?;
         let file = v.r.file();
         let how = match flags.pid_validation() {
-            PidValidation::Enforced => {
-                // Start from a consistent, empty whitelist (the slab entry may hold a previous
-                // use's, or one a dead writer left half-written).
-                file.reset_whitelist(v.r.device(), v.r.id())?;
-                ExportState::Enforced
-            }
+            PidValidation::Enforced => ExportState::Enforced,
             PidValidation::Disabled => ExportState::Open,
         };
-        if !v.r.slot().export(nonce, how) {
+        // Only the call that wins the export empties the whitelist (the slab entry may hold a
+        // previous use's, or one a dead writer left half-written), and before it publishes:
+        // a losing concurrent export must not wipe entries the winner's caller adds meanwhile.
+        let won = v.r.slot().export_with(nonce, how, || match how {
+            ExportState::Enforced => file.reset_whitelist(v.r.device(), v.r.id()),
+            _ => Ok(()),
+        })?;
+        if !won {
             return Err(err(
                 Error::InternalError,
                 format!("notify {} is already exported", v.r.id()),
@@ -1838,7 +1846,7 @@ impl NotifyResources for Sim {
             generation: v.r.generation(),
             nonce,
         });
-        self.set_state(notify, next);
+        self.set_state(notify, v.state, next);
         Ok(key)
     }
 
