@@ -270,7 +270,7 @@ fn pidfs_inode(pid: i32) -> Result<Option<u64>, ()> {
     };
     #[allow(clippy::unnecessary_cast)] // f_type's width differs between architectures
     let pidfs = ok && fs.f_type as i64 == PID_FS_MAGIC;
-    Ok(pidfs.then_some(st.st_ino as u64 & !IDENTITY_PIDFS))
+    Ok(pidfs.then_some(st.st_ino & !IDENTITY_PIDFS))
 }
 
 /// An identity in words, for messages: `pidfs inode N`, `started at tick N`, `unknown`.

@@ -117,6 +117,7 @@ fn importer_with_pid(pid: i32, ns: &str, key: &str) -> Result<(i32, u64), i32> {
     }
     assert_eq!(r as i32, pid, "clone3 gave another PID");
     // Until it has exited (a zombie keeps its stat), then its start time, then reap it.
+    // SAFETY: all-zero bytes are a valid siginfo_t (a plain C struct).
     let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
     // SAFETY: waitid with WNOWAIT fills `info` and leaves the child to be reaped below.
     let w = unsafe {
