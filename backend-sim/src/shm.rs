@@ -822,8 +822,10 @@ impl ShmFile {
     /// previous use of the id, a dead writer or another process left in it. For the owner
     /// when it exports: until then nobody else can reach the whitelist (no key exists), and
     /// the list is first needed then. (Not at create: that would touch a whitelist page for
-    /// every notify; the slab is only paged in for exported notifies.) Does nothing once the
-    /// notify is exported, so that a second, refused export cannot wipe the first one's list.
+    /// every notify; the slab is only paged in for exported notifies.) Called only by the
+    /// export call that won the slot's export word (`NotifySlot::export_with`), before it
+    /// publishes, so no refused export reaches it; it still does nothing once the notify is
+    /// published as exported, against a caller that breaks that rule.
     pub fn reset_whitelist(&self, dev: u32, id: u32) -> Result<(), SimError> {
         let wl = self.whitelist_storage(dev, id)?;
         let _g = lock(&self.wl_lock);
