@@ -63,7 +63,7 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs one C call: catches a panic, turns the result into a code, records a failure.
-fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclError {
+pub(crate) fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclError {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {
