@@ -163,11 +163,6 @@ impl Map {
         })
     }
 
-    /// The length of the mapping (the file's size).
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
     /// The file's descriptor, if the open kept it ([`Open::keep_fd`]).
     pub(crate) fn fd(&self) -> Option<&Fd> {
         self.fd.as_ref()

@@ -21,6 +21,7 @@ compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 mod errmsg;
 pub mod ffi;
 mod handle;
+pub mod memory;
 mod runtime;
 mod session;
 mod stubs;

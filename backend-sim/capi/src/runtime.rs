@@ -303,7 +303,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     /// The backend stream a C stream argument means on the calling thread: a live stream of
     /// the current device, or that device's default stream for NULL. Checks: 107017 bad
     /// handle; 107002 no current device; 107003 a stream of another device.
-    fn resolve_stream(&self, stream: usize) -> Result<RawStream, CallError> {
+    pub(crate) fn resolve_stream(&self, stream: usize) -> Result<RawStream, CallError> {
         let entry = match stream {
             0 => None,
             h => Some(self.stream(h)?),

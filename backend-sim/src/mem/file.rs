@@ -199,7 +199,6 @@ pub(crate) struct MemFile {
     path: PathBuf,
     map: Map,
     layout: Layout,
-    server: u32,
     device: u32,
     /// The device addresses of this process for this device: `capacity` bytes reserved
     /// `PROT_NONE` (see the module docs of [`crate::mem`]); arena offset `o` is address
@@ -338,7 +337,6 @@ impl MemFile {
             path: path.to_owned(),
             map,
             layout,
-            server,
             device,
             reserve: reserve.addr(),
             pid: sys::getpid(),
@@ -346,24 +344,9 @@ impl MemFile {
         }))
     }
 
-    /// The file's path.
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The device.
     pub(crate) fn device(&self) -> u32 {
         self.device
-    }
-
-    /// The server.
-    pub(crate) fn server(&self) -> u32 {
-        self.server
-    }
-
-    /// Capacity of the arena in bytes.
-    pub(crate) fn capacity(&self) -> u64 {
-        self.layout.capacity
     }
 
     /// Bytes taken by allocations.
@@ -413,16 +396,6 @@ impl MemFile {
             self.map
                 .at(self.layout.slots_off + id as usize * SLOT_BYTES)
         })
-    }
-
-    /// The whitelist storage of allocation `id` (its bytes, for the whitelist code).
-    pub(crate) fn whitelist_off(&self, id: u32) -> Option<usize> {
-        (id < MAX_ALLOCS).then(|| self.layout.wls_off + id as usize * WHITELIST_BYTES)
-    }
-
-    /// The mapping (for the whitelist code).
-    pub(crate) fn map(&self) -> &Map {
-        &self.map
     }
 
     /// Takes the file lock.
@@ -640,38 +613,6 @@ impl MemFile {
         was
     }
 
-    /// Adds importer `who` to the live slot `id`. Under the lock. 207005 when the slot has
-    /// [`MAX_IMPORTERS`] already.
-    pub(crate) fn join(
-        &self,
-        _l: &Locked<'_>,
-        id: u32,
-        generation: u32,
-        who: (i32, u64),
-    ) -> Result<(), SimError> {
-        let s = self.slot(id).ok_or_else(|| {
-            SimError::new(
-                Error::ParamInvalid,
-                format!("allocation id {id} out of range"),
-            )
-        })?;
-        for e in &s.importers {
-            if e[0].load(SeqCst) == 0 {
-                e[1].store(who.1, SeqCst);
-                e[0].store(u64::from(who.0 as u32), SeqCst);
-                return Ok(());
-            }
-        }
-        let _ = generation;
-        Err(SimError::new(
-            Error::ResourceAllocFail,
-            format!(
-                "allocation {id} on device {} is already imported by {MAX_IMPORTERS} processes",
-                self.device
-            ),
-        ))
-    }
-
     /// Reclaims for dead processes: a dead owner's live allocations are freed (orphaned if
     /// imported), dead importers are dropped. Under the lock. Returns how many allocations
     /// were released.
@@ -701,9 +642,11 @@ impl MemFile {
                 self.free_owned(l, id, generation);
             }
             let (g, st) = s.word();
-            if st == S_ORPHANED && s.importer_count() == 0 && self.release(l, id, g, S_ORPHANED) {
-                n += 1;
-            } else if st == S_FREE && state != S_FREE {
+            let released = st == S_FREE
+                || (st == S_ORPHANED
+                    && s.importer_count() == 0
+                    && self.release(l, id, g, S_ORPHANED));
+            if released {
                 n += 1;
             }
         }
