@@ -318,6 +318,22 @@ pub trait EventOps: StreamOps {
     /// the record has not run).
     fn event_timestamp(&self, event: RawEvent) -> Result<Duration, Self::Error>;
 
+    /// Milliseconds from `start`'s latest record to `end`'s (`aclrtEventElapsedTime`). The
+    /// default computes it from the two timestamps.
+    ///
+    /// Codes: 207000; 107017; 507000 either never recorded; 107006 either without a
+    /// timestamp.
+    fn event_elapsed(&self, start: RawEvent, end: RawEvent) -> Result<f32, Self::Error> {
+        for e in [start, end] {
+            if self.event_latest(e)? == LatestRecord::None {
+                return Err(Error::InternalError.into());
+            }
+        }
+        let t0 = self.event_timestamp(start)?;
+        let t1 = self.event_timestamp(end)?;
+        Ok(elapsed_ms(t0, t1))
+    }
+
     /// The event id.
     ///
     /// Codes: 207000; 107017; 507000 the event has no id yet (a default event before its first
