@@ -430,7 +430,7 @@ fn typed_api<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     ensure_eq!(p.count(), 1, "the task behind the typed wait");
     let ms = ok!(done.elapsed_since(&start));
     ensure!(
-        ms >= 25.0,
+        (25.0..10_000.0).contains(&ms),
         "typed elapsed time across a 30 ms task: {ms} ms"
     );
     ok!(done.reset(&producer));
