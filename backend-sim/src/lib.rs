@@ -45,6 +45,7 @@
 pub mod cnt;
 mod diag;
 mod error;
+mod event;
 mod fork;
 mod handles;
 pub mod inspect;
@@ -352,6 +353,7 @@ impl SimBuilder {
                 enqueue_timeout: self.enqueue_timeout,
                 cnt: cnt::CntState::new(tag ^ 0x4000),
                 mem: mem::MemState::new(self.device_memory),
+                events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
             }),
         })
     }
@@ -455,6 +457,8 @@ struct Inner {
     cnt: cnt::CntState,
     /// Device memory: the device files this process mapped and its allocations.
     mem: mem::MemState,
+    /// Events (`event`): this process's handles and per-device id pools.
+    events: event::EventState,
 }
 
 impl std::fmt::Debug for Inner {
@@ -483,6 +487,7 @@ impl Drop for Inner {
         drop(notifies);
         self.cnt.clear();
         self.mem.clear(self.pid);
+        self.events.clear();
     }
 }
 

@@ -237,6 +237,7 @@ fn build_everything() -> Result<Prefix, String> {
         "errors",
         "extensions",
         "cnt",
+        "events",
         "finalize_race",
         "stream_full",
         "fork_child",
@@ -842,6 +843,47 @@ fn count_notify_is_207000_off_the_950_family() {
     for soc in ["Ascend910B", "Ascend910_93", "Ascend310B", "IPV350"] {
         run_cnt(soc, "other");
     }
+}
+
+// ---- events, contexts and stream modes (tests/c/events.c), on every SoC ------------------------
+
+fn run_events(soc: Soc) {
+    let mode = if soc.has(acl_notify_core::Feature::Event) {
+        "events"
+    } else {
+        "none"
+    };
+    scenario("events", mode, soc.name(), Duration::from_secs(90));
+}
+
+macro_rules! events_per_soc {
+    ($($test:ident => $soc:ident,)*) => {
+        $(
+            #[test]
+            fn $test() {
+                run_events(Soc::$soc);
+            }
+        )*
+
+        #[test]
+        fn every_soc_has_an_events_run() {
+            let covered = [$(Soc::$soc),*];
+            for s in Soc::ALL {
+                assert!(covered.contains(s), "no events run for {s}");
+            }
+        }
+    };
+}
+
+events_per_soc! {
+    events_contexts_and_stream_modes_ascend950pr => Ascend950PR,
+    events_contexts_and_stream_modes_ascend950dt => Ascend950DT,
+    events_contexts_and_stream_modes_ascend910_93 => Ascend910_93,
+    events_contexts_and_stream_modes_ascend910b => Ascend910B,
+    events_contexts_and_stream_modes_ascend310b => Ascend310B,
+    events_contexts_and_stream_modes_ascend310p => Ascend310P,
+    events_contexts_and_stream_modes_ascend910 => Ascend910,
+    events_contexts_and_stream_modes_ipv350 => IPV350,
 }
 
 // ---- the two-process flow ---------------------------------------------------------------------

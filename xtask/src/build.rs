@@ -67,6 +67,7 @@ pub fn build(args: &BuildArgs) -> Result<(), String> {
     let inc = inst.include.display();
     println!("library: {lib}/libascendcl.so (and libacl_rt.so, a link to it)");
     println!("header:  {inc}/acl/acl.h");
+    println!("inspect: {}/bin/acl-notify-inspect", inst.prefix.display());
     println!("link:    cc prog.c -I {inc} -L {lib} -lascendcl -Wl,-rpath,{lib}");
     Ok(())
 }
@@ -147,11 +148,20 @@ fn copy_headers(from: &Path, to: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds `acl-notify-capi` and installs the library and the headers under
-/// `<target>/acl-notify/`.
+/// Builds `acl-notify-capi` and the inspector, and installs the library, the headers and
+/// `bin/acl-notify-inspect` under `<target>/acl-notify/`.
 pub fn install(release: bool) -> Result<Installed, String> {
     let mut cmd = cargo();
-    cmd.args(["build", "--quiet", "-p", "acl-notify-capi"]);
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "acl-notify-capi",
+        "-p",
+        "acl-notify-sim",
+        "--bin",
+        "acl-notify-inspect",
+    ]);
     if release {
         cmd.arg("--release");
     }
@@ -174,6 +184,11 @@ pub fn install(release: bool) -> Result<Installed, String> {
         &root().join("backend-sim/capi/include/acl"),
         &include.join("acl"),
     )?;
+    // The inspector, for C users who never run cargo themselves.
+    let inspect = target
+        .join(if release { "release" } else { "debug" })
+        .join("acl-notify-inspect");
+    copy_atomic(&inspect, &prefix.join("bin").join("acl-notify-inspect"))?;
     Ok(Installed {
         prefix,
         lib,

@@ -164,13 +164,22 @@ pub const MIN_CHECKED: usize = GENERATED / 2;
 /// The `main` of a replay test: runs, prints one line, and exits non-zero on a failure or when
 /// too few inputs could be decoded.
 pub fn main_for(target: &str, run: impl FnOnce() -> Result<Ran, String>) {
+    // A namespace of the run's own, removed at its end (the targets read these variables).
+    let ns = format!("fuzz-replay-{target}-{}", std::process::id());
+    // SAFETY: the start of a test binary's `main`, before any other thread exists.
+    unsafe {
+        std::env::set_var("ACL_NOTIFY_FUZZ_NAMESPACE", &ns);
+        std::env::set_var("ACL_NOTIFY_SIM_NAMESPACE", &ns);
+    }
     let start = std::time::Instant::now();
+    let result = run();
+    let _ = acl_notify_sim::Sim::remove_namespace(&ns);
     let want = if std::env::var_os("ACL_NOTIFY_FUZZ_REPLAY_RUNS").is_some() {
         1
     } else {
         MIN_CHECKED
     };
-    match run() {
+    match result {
         Ok(r) if r.checked >= want => println!(
             "replay {target}: {} inputs checked, {} not decodable, in {:.1} s",
             r.checked,
