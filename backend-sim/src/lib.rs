@@ -50,6 +50,7 @@ mod handles;
 pub mod inspect;
 mod mapfile;
 mod repair;
+mod ring;
 pub mod shm;
 mod sigbus;
 pub mod stream;
