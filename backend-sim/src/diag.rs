@@ -41,7 +41,12 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
                 for (i, e) in wl.iter().enumerate() {
                     let sep = if i == 0 { " " } else { ", " };
                     if e.sdid == file.server() {
-                        let _ = write!(s, "{sep}pid {} ({})", e.pid, alive(e.pid, e.start_time));
+                        let live = if sys::identity_alive(e.pid, e.start_time) {
+                            "alive"
+                        } else {
+                            "dead"
+                        };
+                        let _ = write!(s, "{sep}pid {} ({live})", e.pid);
                     } else {
                         let _ = write!(
                             s,

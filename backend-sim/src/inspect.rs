@@ -71,6 +71,15 @@ impl Liveness {
         }
     }
 
+    /// A whitelist entry's process (`identity` as `sys::process_identity` made it).
+    fn of_entry(pid: i32, identity: u64) -> Liveness {
+        if sys::identity_alive(pid, identity) {
+            Liveness::Alive
+        } else {
+            Liveness::Dead
+        }
+    }
+
     /// `"alive"`, `"dead"` or `"unknown"`.
     pub fn word(self) -> &'static str {
         match self {
@@ -649,7 +658,7 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
                     Some(wl) => {
                         for e in wl.iter() {
                             let alive = if e.sdid == server {
-                                Liveness::of(e.pid, e.start_time)
+                                Liveness::of_entry(e.pid, e.start_time)
                             } else {
                                 Liveness::Unknown
                             };

@@ -45,6 +45,7 @@
 pub mod cnt;
 mod diag;
 mod error;
+mod event;
 mod fork;
 mod handles;
 pub mod inspect;
@@ -64,7 +65,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::table::{self, ExportState, NotifySlot, WaitArgs, WaitOutcome, Waiter};
-use acl_notify_core::whitelist::{MAX_ENTRIES as MAX_WHITELIST, WhitelistEntry};
+use acl_notify_core::whitelist::{MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, WhitelistEntry};
 use acl_notify_core::{
     Backend, BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
     ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation, RawNotify,
@@ -310,7 +311,8 @@ impl SimBuilder {
         .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
         let tag = next_tag();
         let pid = sys::getpid();
-        let start_time = file.identity().1;
+        // What a whitelist entry for this process holds (see `sys::process_identity`).
+        let identity = sys::process_identity(pid).unwrap_or(0);
         // `Spread` starts at this process's place in the namespace, so that the first streams
         // of processes sharing a machine land on different CPUs.
         let first_cpu = match self.stream_cpus {
@@ -324,7 +326,7 @@ impl SimBuilder {
                 server_id: self.server_id,
                 namespace,
                 pid,
-                start_time,
+                identity,
                 file,
                 remote: Mutex::new(HashMap::new()),
                 notifies: RwLock::new(Slab::new(tag)),
@@ -338,6 +340,7 @@ impl SimBuilder {
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
                 cnt: cnt::CntState::new(tag ^ 0x4000),
+                events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
             }),
         })
     }
@@ -413,7 +416,8 @@ struct Inner {
     server_id: u32,
     namespace: String,
     pid: i32,
-    start_time: u64,
+    /// What a whitelist entry naming this process holds ([`sys::process_identity`]).
+    identity: u64,
     /// This process's server.
     file: Arc<ShmFile>,
     /// Other servers' files, opened by cross-server imports.
@@ -437,6 +441,8 @@ struct Inner {
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
     /// handles.
     cnt: cnt::CntState,
+    /// Events (`event`): this process's handles and per-device id pools.
+    events: event::EventState,
 }
 
 impl std::fmt::Debug for Inner {
@@ -464,6 +470,7 @@ impl Drop for Inner {
         let notifies = write(&self.notifies).drain();
         drop(notifies);
         self.cnt.clear();
+        self.events.clear();
     }
 }
 
@@ -823,8 +830,8 @@ impl Sim {
         streams.len()
     }
 
-    /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
-    /// (to simulate a recycled PID). Same checks as
+    /// Test hook: adds a whitelist entry for `pid` on this server with an explicit identity
+    /// (see `sys::process_identity`; to simulate a recycled PID). Same checks as
     /// [`set_import_pids`](NotifyResources::set_import_pids).
     #[doc(hidden)]
     pub fn set_import_pid_with_start_time(
@@ -890,9 +897,15 @@ impl Sim {
         Ok((Arc::clone(&e.stream), e.device))
     }
 
-    fn set_state(&self, h: RawNotify, state: Lifecycle) {
-        if let Some(e) = write(&self.inner.notifies).get_mut(h.0) {
-            e.state = state;
+    /// Moves handle `h` from lifecycle state `from` (what the call read when it began) to
+    /// `to`, under the table's write lock. A handle destroyed meanwhile, or moved on by a
+    /// concurrent call, is left alone: the shared slot's own compare-and-swaps decided which
+    /// call won, and the handle never goes back to an earlier state.
+    fn set_state(&self, h: RawNotify, from: Lifecycle, to: Lifecycle) {
+        if let Some(e) = write(&self.inner.notifies).get_mut(h.0)
+            && e.state == from
+        {
+            e.state = to;
         }
     }
 
@@ -1012,19 +1025,21 @@ impl Sim {
         // 507899 (whitelist memory inconsistent) as the file reports it; 207012 over the limit.
         file.update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(&entries))?
             .map_err(|e| err(e, over()))?;
-        self.set_state(notify, next);
+        self.set_state(notify, v.state, next);
         Ok(())
     }
 
     fn whitelist_entry(&self, sdid: u32, pid: i32) -> WhitelistEntry {
-        // A process on this server: remember its start time, so a recycled PID is not let in.
-        // Not running now, or on another server (another PID namespace): start time unknown.
-        let start = if sdid == self.inner.server_id {
-            sys::proc_start_time(pid).unwrap_or(0)
+        // A process on this server: remember its identity (a pidfs inode number, else its
+        // start time), so a later process with the same PID is not let in; a PID no process
+        // has now gets an entry that matches nobody, ever. On another server (another PID
+        // namespace, another kernel) the identity is unknown: any process with that PID there.
+        let identity = if sdid == self.inner.server_id {
+            sys::process_identity(pid).unwrap_or(NOT_RUNNING)
         } else {
             0
         };
-        WhitelistEntry::with_start_time(sdid, pid, start)
+        WhitelistEntry::with_start_time(sdid, pid, identity)
     }
 
     /// The checks an import makes before it looks at the key: 207000 SoC without IPC; 107000
@@ -1090,17 +1105,21 @@ impl Sim {
                     format!("whitelist of notify {id} is unreadable (corrupt shared memory)"),
                 )
             })?;
-            let (me_srv, me_pid, me_start) =
-                (self.inner.server_id, self.inner.pid, self.inner.start_time);
-            if !wl.matches(me_srv, me_pid, me_start) {
-                let recycled = wl
-                    .iter()
-                    .any(|e| e.sdid == me_srv && e.pid == me_pid && e.start_time != me_start);
-                let why = if recycled {
+            let (me_srv, me_pid, me_id) =
+                (self.inner.server_id, self.inner.pid, self.inner.identity);
+            if !wl.matches(me_srv, me_pid, me_id) {
+                let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
+                let why = if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
                     format!(
-                        "pid {me_pid} is whitelisted, but for a process that started at another \
-                         time (the PID was recycled): this process (started at tick {me_start}) \
-                         may not import"
+                        "pid {me_pid} is whitelisted, but no process had that PID when it was \
+                         whitelisted, so the entry admits nobody (this process got the PID \
+                         later)"
+                    )
+                } else if entry.is_some() {
+                    format!(
+                        "pid {me_pid} is whitelisted, but for another process (the PID was \
+                         recycled): this process ({}) may not import",
+                        sys::describe_identity(me_id)
                     )
                 } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server)
                 {
@@ -1818,15 +1837,17 @@ impl NotifyResources for Sim {
         })?;
         let file = v.r.file();
         let how = match flags.pid_validation() {
-            PidValidation::Enforced => {
-                // Start from a consistent, empty whitelist (the slab entry may hold a previous
-                // use's, or one a dead writer left half-written).
-                file.reset_whitelist(v.r.device(), v.r.id())?;
-                ExportState::Enforced
-            }
+            PidValidation::Enforced => ExportState::Enforced,
             PidValidation::Disabled => ExportState::Open,
         };
-        if !v.r.slot().export(nonce, how) {
+        // Only the call that wins the export empties the whitelist (the slab entry may hold a
+        // previous use's, or one a dead writer left half-written), and before it publishes:
+        // a losing concurrent export must not wipe entries the winner's caller adds meanwhile.
+        let won = v.r.slot().export_with(nonce, how, || match how {
+            ExportState::Enforced => file.reset_whitelist(v.r.device(), v.r.id()),
+            _ => Ok(()),
+        })?;
+        if !won {
             return Err(err(
                 Error::InternalError,
                 format!("notify {} is already exported", v.r.id()),
@@ -1839,7 +1860,7 @@ impl NotifyResources for Sim {
             generation: v.r.generation(),
             nonce,
         });
-        self.set_state(notify, next);
+        self.set_state(notify, v.state, next);
         Ok(key)
     }
 

@@ -678,8 +678,15 @@ impl ShmFile {
 
     /// The address of `off`, checked to leave room for `size` bytes.
     fn at<T>(&self, off: usize) -> &T {
-        debug_assert!(off + std::mem::size_of::<T>() <= self.layout.total);
-        debug_assert!(off.is_multiple_of(std::mem::align_of::<T>()));
+        // Checked in release builds too: a caller's wrong offset is a bug of ours, and a panic
+        // (which the C ABI catches) is better than a read outside the mapping.
+        assert!(
+            off.checked_add(std::mem::size_of::<T>())
+                .is_some_and(|end| end <= self.layout.total)
+                && off.is_multiple_of(std::mem::align_of::<T>()),
+            "shared-memory access at {off:#x} outside the {}-byte layout or misaligned",
+            self.layout.total
+        );
         // SAFETY: every caller computes `off` from the validated layout with an in-range index,
         // so `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
         // aligned, strides are multiples of the alignment). `T` is one of the shared types,
@@ -822,8 +829,10 @@ impl ShmFile {
     /// previous use of the id, a dead writer or another process left in it. For the owner
     /// when it exports: until then nobody else can reach the whitelist (no key exists), and
     /// the list is first needed then. (Not at create: that would touch a whitelist page for
-    /// every notify; the slab is only paged in for exported notifies.) Does nothing once the
-    /// notify is exported, so that a second, refused export cannot wipe the first one's list.
+    /// every notify; the slab is only paged in for exported notifies.) Called only by the
+    /// export call that won the slot's export word (`NotifySlot::export_with`), before it
+    /// publishes, so no refused export reaches it; it still does nothing once the notify is
+    /// published as exported, against a caller that breaks that rule.
     pub fn reset_whitelist(&self, dev: u32, id: u32) -> Result<(), SimError> {
         let wl = self.whitelist_storage(dev, id)?;
         let _g = lock(&self.wl_lock);

@@ -454,6 +454,9 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// The cancellation state shared by a stream's engine and its [`TaskCtx`] / [`CancelToken`]s.
 struct Control {
     cancelled: AtomicBool,
+    /// An abort ([`Stream::abort`]) is cutting the running task short; cleared by the worker
+    /// when it reaches the first task queued after the abort.
+    aborting: AtomicBool,
     waker: Mutex<Option<Waker>>,
     worker: OnceLock<Thread>,
     /// What the running task said it is blocked on ([`TaskCtx::set_blocked_on`]; 0: nothing).
@@ -467,6 +470,26 @@ impl Control {
         {
             let slot = lock(&self.waker);
             // A panicking waker must not abort the destroy half-way.
+            if let Some(wake) = slot.as_ref()
+                && let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| wake.call()))
+            {
+                drop_quietly(payload);
+            }
+        }
+        self.unpark_worker();
+    }
+
+    /// Whether the running task should stop: the stream is cancelled, or an abort is under way.
+    fn stopping(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst) || self.aborting.load(Ordering::SeqCst)
+    }
+
+    /// Interrupts the running task for an abort: as [`cancel`](Self::cancel), but the flag
+    /// goes back once the worker has passed the aborted tasks.
+    fn interrupt(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
+        {
+            let slot = lock(&self.waker);
             if let Some(wake) = slot.as_ref()
                 && let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| wake.call()))
             {
@@ -497,7 +520,7 @@ pub struct CancelToken(Arc<Control>);
 impl CancelToken {
     /// True once the stream has been destroyed with [`StreamDestroy::Discard`] (or dropped).
     pub fn is_cancelled(&self) -> bool {
-        self.0.cancelled.load(Ordering::SeqCst)
+        self.0.stopping()
     }
 }
 
@@ -522,9 +545,10 @@ pub struct TaskCtx {
 }
 
 impl TaskCtx {
-    /// True once the stream is cancelled (a discarding destroy or drop). Never goes back.
+    /// True once the stream is cancelled (a discarding destroy or drop; never goes back), or
+    /// while an abort ([`Stream::abort`]) stops the running task.
     pub fn is_cancelled(&self) -> bool {
-        self.control.cancelled.load(Ordering::SeqCst)
+        self.control.stopping()
     }
 
     /// A token that answers [`is_cancelled`](Self::is_cancelled) from anywhere.
@@ -542,7 +566,7 @@ impl TaskCtx {
         self.armed.set(true);
         // Ordering: `Control::cancel` stores the flag before taking this lock. Either it took
         // the lock before us (then we see the flag here) or after (then it sees our waker).
-        if self.control.cancelled.load(Ordering::SeqCst) {
+        if self.control.stopping() {
             wake.call();
         }
         drop(slot);
@@ -735,6 +759,14 @@ struct Shared<E, J> {
     sync_cv: Condvar,
     /// The first unreported task error.
     error: Mutex<Option<E>>,
+    /// `ACL_STOP_ON_FAILURE`: once a task fails, later ones are discarded until a synchronize
+    /// reports the failure.
+    stop_on_failure: AtomicBool,
+    /// Set by a failure in stop-on-failure mode, cleared when a synchronize reports it.
+    halted: AtomicBool,
+    /// Tasks numbered below this (in enqueue order, from 0) were aborted: the worker drops them
+    /// unrun, and a running one's error is not stored.
+    abort_below: AtomicU64,
     /// Tasks a discarding destroy removed; the worker retires them when it exits, after the
     /// task it was running, so `retired` stays an in-order prefix.
     discard_pending: AtomicU64,
@@ -758,6 +790,9 @@ struct Shared<E, J> {
 struct Finished<R> {
     remains: Vec<R>,
     unretired: u64,
+    /// Tasks taken from the queue so far: the number (in enqueue order) of the next one to
+    /// run is `taken - local.len()`.
+    taken: u64,
 }
 
 enum Next {
@@ -856,8 +891,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
 
     fn run_tasks(&self, local: &mut Vec<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
         while let Some(task) = local.pop() {
-            if ctx.is_cancelled() {
-                // Taken before a discard: drop it unrun, like the rest.
+            let seq = done.taken - local.len() as u64 - 1;
+            let aborted = seq < self.abort_below.load(Ordering::Acquire);
+            if !aborted && self.control.aborting.load(Ordering::Relaxed) {
+                // The first task queued after an abort: the abort is over.
+                self.control.aborting.store(false, Ordering::SeqCst);
+            }
+            if self.control.cancelled.load(Ordering::Relaxed)
+                || aborted
+                || self.halted.load(Ordering::Relaxed)
+            {
+                // Taken before a discard, aborted, or behind a failure in stop-on-failure
+                // mode: drop it unrun.
                 self.flush(done);
                 drop_quietly(task);
                 self.discarded.fetch_add(1, Ordering::Relaxed);
@@ -884,6 +929,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             // (its remains are dropped by the unwinding).
             done.unretired += 1;
             match result {
+                // An aborted task's failure is the abort's doing, not the task's.
+                Err(_) if seq < self.abort_below.load(Ordering::Acquire) => {}
                 Err(e) => {
                     bump(&self.worker.failed);
                     self.store_error(e);
@@ -948,6 +995,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if slot.is_none() {
             *slot = Some(e);
         }
+        if self.stop_on_failure.load(Ordering::Relaxed) {
+            self.halted.store(true, Ordering::Relaxed);
+        }
     }
 
     fn retire(&self, n: u64) {
@@ -993,6 +1043,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         let mut done = Finished {
             remains: Vec::with_capacity(TAKE),
             unretired: 0,
+            taken: 0,
         };
         loop {
             if !local.is_empty() {
@@ -1001,7 +1052,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             }
             let (next, popped) = self.next(&mut local);
             match next {
-                Next::Run => {}
+                Next::Run => done.taken = popped,
                 Next::Empty => self.idle(popped),
                 Next::Exit => break,
             }
@@ -1037,6 +1088,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     pub fn spawn(config: StreamConfig) -> Result<Self, E> {
         let control = Arc::new(Control {
             cancelled: AtomicBool::new(false),
+            aborting: AtomicBool::new(false),
             waker: Mutex::new(None),
             worker: OnceLock::new(),
             blocked_on: AtomicU64::new(0),
@@ -1056,6 +1108,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             sync_lock: Mutex::new(()),
             sync_cv: Condvar::new(),
             error: Mutex::new(None),
+            stop_on_failure: AtomicBool::new(false),
+            halted: AtomicBool::new(false),
+            abort_below: AtomicU64::new(0),
             discard_pending: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
             wakeups: AtomicU64::new(0),
@@ -1257,10 +1312,43 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         if s.state.load(Ordering::SeqCst) == DISCARDING {
             return Err(E::from(Error::InvalidHandle));
         }
-        match lock(&s.error).take() {
+        let mut slot = lock(&s.error);
+        // Reported: a stop-on-failure stream runs its later tasks again.
+        s.halted.store(false, Ordering::Relaxed);
+        match slot.take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Sets the failure mode: `stop` (`ACL_STOP_ON_FAILURE`) makes the worker discard the
+    /// tasks after a failed one, unrun, until a [`synchronize`](Self::synchronize) reports the
+    /// failure; otherwise (`ACL_CONTINUE_ON_FAILURE`, the default) later tasks still run.
+    pub fn set_stop_on_failure(&self, stop: bool) {
+        let s = &*self.shared;
+        let slot = lock(&s.error);
+        s.stop_on_failure.store(stop, Ordering::Relaxed);
+        // A failure already stored halts the stream from now on (and a switch back resumes).
+        s.halted.store(stop && slot.is_some(), Ordering::Relaxed);
+    }
+
+    /// Aborts the tasks enqueued so far (`aclrtStreamAbort`): those not started are dropped
+    /// unrun and the running one is cancelled as a discard would (its failure is not stored);
+    /// the stream stays open and runs the tasks enqueued after this call. Returns at once.
+    ///
+    /// Codes: 107017 the stream is being or has been destroyed.
+    pub fn abort(&self) -> Result<(), E> {
+        let s = &*self.shared;
+        {
+            // `state` changes under the consumer's lock.
+            let _k = s.ring.taker();
+            if s.state.load(Ordering::Relaxed) != OPEN {
+                return Err(E::from(Error::InvalidHandle));
+            }
+            s.abort_below.store(s.ring.issued(), Ordering::Release);
+        }
+        s.control.interrupt();
+        Ok(())
     }
 
     /// Whether every task enqueued so far has run (`Complete`) or not (`NotReady`). Never

@@ -218,12 +218,110 @@ pub fn pid_alive(pid: i32, start_time: u64) -> bool {
     }
 }
 
+/// Tag of a process identity that is a pidfs inode number (see [`process_identity`]); an
+/// identity without it is a start time in clock ticks.
+pub const IDENTITY_PIDFS: u64 = 1 << 63;
+
+/// `PID_FS_MAGIC` (linux/magic.h): the file system of pidfds since Linux 6.9.
+const PID_FS_MAGIC: i64 = 0x5049_4446;
+
+/// The identity a whitelist entry records for process `pid` of this machine, or `None` if no
+/// such process is running (the entry then matches nobody).
+///
+/// Where pidfds live on pidfs (Linux 6.9 and later), the identity is the inode number of a
+/// pidfd of the process, tagged with [`IDENTITY_PIDFS`]: the kernel numbers each process's
+/// `struct pid` from a 64-bit counter it never reuses while the machine runs, so a later
+/// process given the same PID has another number, however soon it comes. Elsewhere it is the
+/// start time in clock ticks ([`proc_start_time`]): a PID recycled within the same tick
+/// (10 ms at the usual 100 Hz) has the same one. Every process of one server shares a kernel,
+/// so an owner and an importer always compute the same kind.
+pub fn process_identity(pid: i32) -> Option<u64> {
+    if pid <= 0 {
+        return None;
+    }
+    match pidfs_inode(pid) {
+        Ok(Some(ino)) => Some(IDENTITY_PIDFS | ino),
+        Ok(None) => proc_start_time(pid),
+        Err(()) => None,
+    }
+}
+
+/// The pidfs inode number of `pid`: `Ok(None)` if pidfds are not on pidfs here (or `pid` is
+/// not a thread-group leader), `Err` if there is no such process. A zombie still has its
+/// number: it keeps its `struct pid` until it is reaped, and a later process never gets it.
+fn pidfs_inode(pid: i32) -> Result<Option<u64>, ()> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return match std::io::Error::last_os_error().raw_os_error() {
+            Some(libc::ESRCH) => Err(()),
+            _ => Ok(None),
+        };
+    }
+    let fd = fd as libc::c_int;
+    // SAFETY: all-zero bytes are valid for these plain C structs; fstatfs and fstat fill them
+    // from the descriptor we own, which is closed right after.
+    let (fs, st, ok) = unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        let mut st: libc::stat = std::mem::zeroed();
+        let ok = libc::fstatfs(fd, &mut fs) == 0 && libc::fstat(fd, &mut st) == 0;
+        libc::close(fd);
+        (fs, st, ok)
+    };
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between architectures
+    let pidfs = ok && fs.f_type as i64 == PID_FS_MAGIC;
+    Ok(pidfs.then_some(st.st_ino & !IDENTITY_PIDFS))
+}
+
+/// An identity in words, for messages: `pidfs inode N`, `started at tick N`, `unknown`.
+pub fn describe_identity(identity: u64) -> String {
+    match identity {
+        0 => "identity unknown".to_string(),
+        i if i == acl_notify_core::whitelist::NOT_RUNNING => "not running".to_string(),
+        i if i & IDENTITY_PIDFS != 0 => format!("pidfs inode {}", i & !IDENTITY_PIDFS),
+        i => format!("started at tick {i}"),
+    }
+}
+
+/// Whether the process a whitelist entry recorded as `identity` (see [`process_identity`]; 0
+/// unknown: any process with that PID) is still running under `pid`.
+pub fn identity_alive(pid: i32, identity: u64) -> bool {
+    if identity == acl_notify_core::whitelist::NOT_RUNNING {
+        return false;
+    }
+    match process_identity(pid) {
+        None => false,
+        Some(now) => identity == 0 || identity == now,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::Ordering;
     use std::time::Instant;
+
+    #[test]
+    fn an_identity_is_the_process_s_and_a_dead_pid_has_none() {
+        let me = process_identity(getpid()).expect("own identity");
+        assert_eq!(process_identity(getpid()), Some(me), "stable");
+        assert!(identity_alive(getpid(), me));
+        let mut kid = std::process::Command::new("true").spawn().unwrap();
+        let pid = kid.id() as i32;
+        let theirs = process_identity(pid);
+        kid.wait().unwrap();
+        assert_eq!(process_identity(pid), None, "reaped: not running");
+        assert!(!identity_alive(pid, theirs.unwrap_or(1)));
+        assert!(!identity_alive(
+            getpid(),
+            acl_notify_core::whitelist::NOT_RUNNING
+        ));
+        // Linux 6.9 and later: a pidfs number, distinct per process.
+        if me & IDENTITY_PIDFS != 0 {
+            assert_ne!(theirs, Some(me));
+        }
+    }
 
     #[test]
     fn stat_parsing() {

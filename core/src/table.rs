@@ -777,6 +777,10 @@ const fn word(generation: u32, state: SlotState) -> u64 {
     ((generation as u64) << 32) | state as u64
 }
 
+/// The export word while one export call, having won it, writes the nonce (see
+/// [`NotifySlot::export_with`]); never a published state.
+const EXPORTING: u32 = 3;
+
 /// How a notify was exported.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -905,10 +909,11 @@ impl NotifySlot {
         CreateFlags::from_bits_truncate(u64::from(self.create_flags.load(SeqCst)))
     }
 
-    /// How the notify was exported; an invalid stored value reads as `None` (corrupt).
+    /// How the notify was exported; an invalid stored value reads as `None` (corrupt). An
+    /// export in progress reads as [`ExportState::None`]: its key is not out yet.
     pub fn export_state(&self) -> Option<ExportState> {
         match self.export.load(SeqCst) {
-            0 => Some(ExportState::None),
+            0 | EXPORTING => Some(ExportState::None),
             1 => Some(ExportState::Enforced),
             2 => Some(ExportState::Open),
             _ => None,
@@ -1010,25 +1015,61 @@ impl NotifySlot {
     }
 
     /// Publishes the export: stores the nonce, then the export state. `false` if the notify
-    /// was already exported (or is not live).
+    /// was already exported (or is being exported, or is not live).
     pub fn export(&self, nonce: [u8; 16], how: ExportState) -> bool {
+        self.export_with(nonce, how, || Ok::<(), core::convert::Infallible>(())) == Ok(true)
+    }
+
+    /// [`export`](Self::export), running `prepare` once this call has won the export and
+    /// before the export is published (the simulator empties the notify's whitelist there).
+    /// `Ok(false)` if another export got there first, or the notify is not live; `Err` if
+    /// `prepare` failed (the notify is left not exported, and may be exported again).
+    ///
+    /// Atomic against any number of concurrent exports, from any thread or process: the
+    /// winner is the one call whose compare-and-swap moves the export word from "none" to
+    /// "being exported"; only it writes the nonce and only it publishes. (Storing the nonce
+    /// before that CAS let a losing call overwrite the winner's nonce, so the winner's key
+    /// never matched.) Importers read "being exported" as not exported: its key has not been
+    /// handed out yet.
+    ///
+    /// The caller must hold a reference to the notify (its holder bit) for the whole call, so
+    /// the incarnation cannot be retired under it. If it is anyway (a repair took the caller's
+    /// process for dead), the final CAS finds the word reset and the call answers `Ok(false)`;
+    /// only then may the nonce words it wrote land in a later incarnation that is itself
+    /// between its own claim and publish, whose key would then fail to import (107017): a
+    /// failure, never a notify opened to the wrong key.
+    pub fn export_with<E>(
+        &self,
+        nonce: [u8; 16],
+        how: ExportState,
+        prepare: impl FnOnce() -> Result<(), E>,
+    ) -> Result<bool, E> {
         if how == ExportState::None || self.state() != Some(SlotState::Live) {
-            return false;
+            return Ok(false);
         }
-        // Only the owner process exports, and the sim serialises its own threads; the CAS
-        // keeps a second export (from anywhere) from overwriting the first.
+        if self
+            .export
+            .compare_exchange(ExportState::None as u32, EXPORTING, SeqCst, SeqCst)
+            .is_err()
+        {
+            return Ok(false);
+        }
+        if let Err(e) = prepare() {
+            let _ =
+                self.export
+                    .compare_exchange(EXPORTING, ExportState::None as u32, SeqCst, SeqCst);
+            return Err(e);
+        }
         let mut lo = [0u8; 8];
         let mut hi = [0u8; 8];
         lo.copy_from_slice(&nonce[..8]);
         hi.copy_from_slice(&nonce[8..]);
-        if self.export.load(SeqCst) != ExportState::None as u32 {
-            return false;
-        }
         self.nonce[0].store(u64::from_le_bytes(lo), SeqCst);
         self.nonce[1].store(u64::from_le_bytes(hi), SeqCst);
-        self.export
-            .compare_exchange(ExportState::None as u32, how as u32, SeqCst, SeqCst)
-            .is_ok()
+        Ok(self
+            .export
+            .compare_exchange(EXPORTING, how as u32, SeqCst, SeqCst)
+            .is_ok())
     }
 
     /// Adds process `proc` as a holder of the live notify of generation `generation`.
@@ -1726,6 +1767,64 @@ pub(crate) mod tests {
         assert_eq!(slot.join(1, g), Err(None));
         assert_eq!(slot.join(64, g), Err(None));
         assert_eq!(slot.leave(99), Leave::NotHeld);
+    }
+
+    /// Six threads export one notify at once, each with its own nonce, 2,000 times: exactly
+    /// one wins each round and the nonce left in the slot is the winner's (a loser used to
+    /// store its nonce before losing the CAS, so the winner's key never matched).
+    #[test]
+    fn concurrent_exports_have_one_winner_whose_nonce_stays() {
+        let slot = Arc::new(NotifySlot::new());
+        let threads = 6u8;
+        let rounds = 2_000;
+        let barrier = Arc::new(std::sync::Barrier::new(threads as usize));
+        slot.claim(owner3(), CreateFlags::empty()).unwrap();
+        let mut bad = 0;
+        for _ in 0..rounds {
+            let hs: Vec<_> = (0..threads)
+                .map(|t| {
+                    let (slot, barrier) = (slot.clone(), barrier.clone());
+                    thread::spawn(move || {
+                        barrier.wait();
+                        slot.export([t + 1; 16], ExportState::Enforced)
+                    })
+                })
+                .collect();
+            let won: Vec<u8> = hs
+                .into_iter()
+                .enumerate()
+                .filter_map(|(t, h)| h.join().unwrap().then_some(t as u8 + 1))
+                .collect();
+            assert_eq!(won.len(), 1, "winners {won:?}");
+            if slot.nonce() != [won[0]; 16] {
+                bad += 1;
+            }
+            // Next round: a fresh incarnation.
+            assert_eq!(slot.leave(3), Leave::Last);
+            slot.claim(owner3(), CreateFlags::empty()).unwrap();
+        }
+        assert_eq!(
+            bad, 0,
+            "{bad} of {rounds} rounds left a loser's nonce in the slot"
+        );
+    }
+
+    /// An export whose preparation fails leaves the notify not exported, and exportable.
+    #[test]
+    fn a_failed_export_preparation_leaves_the_notify_exportable() {
+        let slot = NotifySlot::new();
+        slot.claim(owner3(), CreateFlags::empty()).unwrap();
+        assert_eq!(
+            slot.export_with([1; 16], ExportState::Enforced, || Err(7)),
+            Err(7)
+        );
+        assert_eq!(slot.export_state(), Some(ExportState::None));
+        assert_eq!(
+            slot.export_with([2; 16], ExportState::Open, || Ok::<(), ()>(())),
+            Ok(true)
+        );
+        assert_eq!(slot.export_state(), Some(ExportState::Open));
+        assert_eq!(slot.nonce(), [2; 16]);
     }
 
     /// A bit of a process that holds nothing (stray) keeps a slot live after its real last

@@ -5,11 +5,18 @@
 //! empty list, so it can sit in shared memory next to the notify it guards. Because such memory
 //! may be written by other processes, every reader clamps the stored length to the capacity.
 //!
-//! The start time defends against PID reuse: the backend records when the whitelisted process
-//! started (0 if it cannot tell), and an importer matches only if its own start time agrees.
+//! The identity word (`start_time`) defends against PID reuse: the backend records something
+//! that tells this process apart from a later one with the same PID (the simulator: a pidfs
+//! inode number where the kernel has one, else the start time), 0 if it cannot tell, and
+//! [`NOT_RUNNING`] if no process had the PID when it was whitelisted; an importer matches only
+//! if its own identity agrees.
 
 use crate::backend::ServerPid;
 use crate::error::{Error, Result};
+
+/// The identity of an entry whose PID named no running process when it was whitelisted: it
+/// matches no importer, so a process given that PID later does not inherit the entry.
+pub const NOT_RUNNING: u64 = u64::MAX;
 
 /// Most entries a whitelist holds (SPEC: "more than 64 PIDs in total → 207012").
 pub const MAX_ENTRIES: usize = 64;
@@ -23,8 +30,9 @@ pub struct WhitelistEntry {
     pub sdid: u32,
     /// Process id on that server (`aclrtDeviceGetBareTgid`).
     pub pid: i32,
-    /// The process's start time as the backend recorded it (backend-defined units, e.g. clock
-    /// ticks since boot on Linux); 0 = unknown, which matches any start time.
+    /// The process's identity as the backend recorded it (backend-defined: a start time in
+    /// clock ticks, or another number a recycled PID does not share); 0 = unknown, which
+    /// matches any identity; [`NOT_RUNNING`] matches none.
     pub start_time: u64,
 }
 
@@ -48,12 +56,14 @@ impl WhitelistEntry {
     }
 
     /// Whether the process (`sdid`, `pid`, started at `start_time`) is the one this entry
-    /// names: same server and PID, and the start times agree — equal, or this entry's is 0
-    /// (unknown). An importer whose start time is unknown (0) matches only an entry whose start
-    /// time is unknown too: a recorded start time is never waived.
+    /// names: same server and PID, and the identities agree — equal, or this entry's is 0
+    /// (unknown). An importer whose identity is unknown (0) matches only an entry whose
+    /// identity is unknown too: a recorded identity is never waived. An entry recorded as
+    /// [`NOT_RUNNING`] matches nobody.
     pub const fn matches(&self, sdid: u32, pid: i32, start_time: u64) -> bool {
         self.sdid == sdid
             && self.pid == pid
+            && self.start_time != NOT_RUNNING
             && (self.start_time == 0 || self.start_time == start_time)
     }
 }
@@ -322,6 +332,16 @@ mod tests {
         w.add(WhitelistEntry::with_start_time(1, 500, 99999))
             .unwrap();
         assert_eq!(w.len(), 3);
+    }
+
+    #[test]
+    fn an_entry_for_a_pid_not_running_matches_nobody() {
+        let mut w = Whitelist::new();
+        w.add(WhitelistEntry::with_start_time(0, 42, NOT_RUNNING))
+            .unwrap();
+        for identity in [0, 1, 12345, NOT_RUNNING - 1, NOT_RUNNING] {
+            assert!(!w.matches(0, 42, identity), "identity {identity}");
+        }
     }
 
     #[test]

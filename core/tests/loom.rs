@@ -1,7 +1,8 @@
 //! Model checking with loom of the lock-free protocols that several processes run on shared
 //! memory: the record / wait-and-reset protocol of a notify (the flag, FIFO tickets, the
 //! cancellable ring), the FIFO release of several waiters, the holder bitmap's join/leave/retire
-//! race, and the concurrent id pool (`AtomicIdPool`).
+//! race, concurrent export / whitelist / import / destroy of one notify, and the concurrent id
+//! pool (`AtomicIdPool`).
 //!
 //! The real code runs: under `--cfg loom` the core's atomics are loom's (`src/sync.rs`), and
 //! the table's [`Waiter`] is a futex emulated with a loom mutex and condition variable *without
@@ -20,9 +21,10 @@ use acl_notify_core::CreateFlags;
 use acl_notify_core::pool::AtomicIdPool;
 use acl_notify_core::sync::{AtomicU32, Ordering::SeqCst};
 use acl_notify_core::table::{
-    Leave, NotifySlot, NotifySync, Owner, SlotState, TableError, WaitArgs, WaitOutcome, Waiter,
+    ExportState, Leave, NotifySlot, NotifySync, Owner, SlotState, TableError, WaitArgs,
+    WaitOutcome, Waiter,
 };
-use loom::sync::atomic::{AtomicBool, AtomicUsize};
+use loom::sync::atomic::{AtomicBool, AtomicU32 as ModelU32, AtomicUsize};
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
@@ -352,6 +354,130 @@ fn join_leave_retire_and_reuse() {
         assert_eq!(slot.state(), Some(SlotState::Live));
         assert_eq!(slot.holders(), 1 << 2, "a stale joiner kept a bit");
         assert_eq!(slot.generation(), g2);
+    });
+}
+
+/// Two threads of the owner export one notify at once while a third whitelists as soon as an
+/// export has succeeded (as a caller does with the key it got). Exactly one export wins; only
+/// the winner runs its preparation (the simulator empties the whitelist there), so the entry
+/// added after its success is never wiped by the loser; the nonce left is the winner's.
+#[test]
+fn concurrent_exports_have_one_winner_and_keep_its_whitelist() {
+    model(|| {
+        let slot = Arc::new(NotifySlot::new());
+        slot.claim(owner(0), CreateFlags::empty()).unwrap();
+        // The whitelist: 9 stands for what an earlier use of the id left; 0 is empty.
+        let wl = Arc::new(ModelU32::new(9));
+        let preparations = Arc::new(AtomicUsize::new(0));
+        let winner = Arc::new(ModelU32::new(0));
+        let exporter = |n: u8| {
+            let (slot, wl, preps, winner) = (
+                slot.clone(),
+                wl.clone(),
+                preparations.clone(),
+                winner.clone(),
+            );
+            thread::spawn(move || {
+                let won = slot
+                    .export_with([n; 16], ExportState::Enforced, || {
+                        preps.fetch_add(1, SeqCst);
+                        wl.store(0, SeqCst);
+                        Ok::<(), ()>(())
+                    })
+                    .unwrap();
+                if won {
+                    winner.store(u32::from(n), SeqCst);
+                }
+                won
+            })
+        };
+        let a = exporter(1);
+        let b = exporter(2);
+        let (w2, wl2) = (winner.clone(), wl.clone());
+        let whitelister = thread::spawn(move || {
+            until(|| w2.load(SeqCst) != 0);
+            wl2.store(100 + w2.load(SeqCst), SeqCst);
+        });
+        let wins = u32::from(a.join().unwrap()) + u32::from(b.join().unwrap());
+        whitelister.join().unwrap();
+        assert_eq!(wins, 1, "exactly one export wins");
+        assert_eq!(preparations.load(SeqCst), 1, "only the winner prepared");
+        let n = winner.load(SeqCst);
+        assert_eq!(slot.nonce(), [n as u8; 16], "the nonce is the winner's");
+        assert_eq!(slot.export_state(), Some(ExportState::Enforced));
+        assert_eq!(
+            wl.load(SeqCst),
+            100 + n,
+            "the entry added after the export stays"
+        );
+    });
+}
+
+/// Two threads of the owner process export one notify at once; whichever wins hands its key
+/// to an importer and the owner's handles are destroyed as soon as both calls return (the
+/// process's reference goes with its last user, as the simulator's shared `SlotRef` does),
+/// while the importer imports. Exactly one export wins and the importer joins only the live
+/// incarnation carrying the winner's nonce; whatever the order, the incarnation is retired
+/// exactly once and nobody keeps a bit in it.
+#[test]
+fn export_import_and_destroy_of_one_notify() {
+    model_capped(2, || {
+        let slot = Arc::new(NotifySlot::new());
+        let g = slot.claim(owner(0), CreateFlags::empty()).unwrap();
+        // The winning key's nonce byte (0: no key out yet).
+        let key = Arc::new(ModelU32::new(0));
+        // The owner process's users of its reference; the last one out drops the bit.
+        let users = Arc::new(AtomicUsize::new(2));
+        let lasts = Arc::new(AtomicUsize::new(0));
+        let exporter = |n: u8, how: ExportState| {
+            let (slot, key, users, lasts) =
+                (slot.clone(), key.clone(), users.clone(), lasts.clone());
+            thread::spawn(move || {
+                let won = slot.export([n; 16], how);
+                if won {
+                    key.store(u32::from(n), SeqCst);
+                }
+                if users.fetch_sub(1, SeqCst) == 1 && slot.leave(0) == Leave::Last {
+                    lasts.fetch_add(1, SeqCst);
+                }
+                won
+            })
+        };
+        let a = exporter(1, ExportState::Open);
+        let b = exporter(2, ExportState::Enforced);
+        let (s3, k3, l3) = (slot.clone(), key.clone(), lasts.clone());
+        let importer = thread::spawn(move || {
+            until(|| k3.load(SeqCst) != 0);
+            let n = k3.load(SeqCst) as u8;
+            // The simulator's import: the key must name a live incarnation exported with it.
+            if !(s3.is_live(g)
+                && s3.export_state() != Some(ExportState::None)
+                && s3.nonce() == [n; 16])
+            {
+                return;
+            }
+            match s3.join(1, g) {
+                Ok(true) => {
+                    assert_eq!(s3.nonce(), [n; 16], "the importer joined another export");
+                    if s3.leave(1) == Leave::Last {
+                        l3.fetch_add(1, SeqCst);
+                    }
+                }
+                Ok(false) => panic!("process 1 held it before importing"),
+                Err(Some(Leave::Last)) => {
+                    l3.fetch_add(1, SeqCst);
+                }
+                Err(_) => {}
+            }
+        });
+        let wins = u32::from(a.join().unwrap()) + u32::from(b.join().unwrap());
+        importer.join().unwrap();
+        assert_eq!(wins, 1, "exactly one export wins");
+        assert_eq!(lasts.load(SeqCst), 1, "retired exactly once");
+        assert_eq!(slot.holders(), 0, "a bit was left behind");
+        assert_eq!(slot.state(), Some(SlotState::Free));
+        assert_eq!(slot.generation(), g.wrapping_add(1));
+        assert_eq!(slot.export_state(), Some(ExportState::None));
     });
 }
 

@@ -147,7 +147,7 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
 
 /// The core's unit tests under Miri (nightly), minus [`MIRI_SKIP`].
 pub fn miri() -> Result<(), String> {
-    // The component is not part of `.ci/install` (CI does not run Miri): add it on first use.
+    // CI does not run Miri: the component is added on first use.
     crate::run::status(std::process::Command::new("rustup").args([
         "component",
         "add",

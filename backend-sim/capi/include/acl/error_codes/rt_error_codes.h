@@ -1,11 +1,14 @@
 /*
- * acl/error_codes/rt_error_codes.h — the runtime's error codes (aclError values), under the
- * names and with the values of CANN's header of the same path. acl/acl.h includes this file;
- * a program may also include it alone. acl-notify's library returns only the codes SPEC §5
+ * acl/error_codes/rt_error_codes.h — the runtime's error codes (aclError values): macros with
+ * the names and values of CANN 9.1.0's header of the same path (so, unlike acl_base_rt.h's
+ * ACL_ERROR_* objects, they work as `case` labels in C). acl/acl_base.h includes this file; a
+ * program may also include it alone. acl-notify's library returns only the codes SPEC §5
  * lists; the others are here so that CANN programs that name them compile.
  */
-#ifndef ACL_NOTIFY_ACL_ERROR_CODES_RT_ERROR_CODES_H_
-#define ACL_NOTIFY_ACL_ERROR_CODES_RT_ERROR_CODES_H_
+#ifndef __INC_EXTERNEL_RT_ERROR_CODES_H__
+#define __INC_EXTERNEL_RT_ERROR_CODES_H__
+
+#include <stddef.h>
 
 /* success */
 #define ACL_RT_SUCCESS                               0
@@ -80,7 +83,6 @@
 #define ACL_ERROR_RT_DEVICE_OOM                      207018
 #define ACL_ERROR_RT_FEATURE_NOT_SUPPORT_UPDATE_OP   207019
 #define ACL_ERROR_RT_TIMEOUT                         207020
-#define ACL_ERROR_RT_LINK_TYPE_NOT_SUPPORTED         207021
 
 /* 507xxx: internal and device errors */
 #define ACL_ERROR_RT_INTERNAL_ERROR                  507000
@@ -160,4 +162,4 @@
 #define ACL_ERROR_RT_CCU_TIMEOUT                     507915
 #define ACL_ERROR_RT_CCU_EXCEPTION                   507916
 
-#endif /* ACL_NOTIFY_ACL_ERROR_CODES_RT_ERROR_CODES_H_ */
+#endif /* __INC_EXTERNEL_RT_ERROR_CODES_H__ */

@@ -1,0 +1,5 @@
+/*
+ * acl/acl_mdl.h — empty, as in CANN 9.1.0's runtime package: what it would declare,
+ * the model API (aclmdl*), comes with another CANN package, which acl-notify does not provide. It
+ * exists because acl/acl.h includes it.
+ */

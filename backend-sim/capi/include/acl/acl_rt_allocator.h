@@ -1,0 +1,56 @@
+/*
+ * acl/acl_rt_allocator.h — registration of an application's own memory allocator with the
+ * runtime, declared as the header of the same path in CANN 9.1.0 (names, types and
+ * prototypes are CANN's; the comments are acl-notify's). The simulator implements none of
+ * these functions: each returns ACL_ERROR_RT_FEATURE_NOT_SUPPORT (aclrtAllocatorCreateDesc:
+ * NULL) with a message naming itself.
+ */
+#ifndef INC_EXTERNAL_ACL_ACL_RT_ALLOCATOR_H_
+#define INC_EXTERNAL_ACL_ACL_RT_ALLOCATOR_H_
+
+#include "acl_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void *(*aclrtAllocatorAllocFunc)(aclrtAllocator allocator, size_t size);
+typedef void (*aclrtAllocatorFreeFunc)(aclrtAllocator allocator, aclrtAllocatorBlock block);
+typedef void *(*aclrtAllocatorAllocAdviseFunc)(aclrtAllocator allocator, size_t size, aclrtAllocatorAddr addr);
+typedef void *(*aclrtAllocatorGetAddrFromBlockFunc)(aclrtAllocatorBlock block);
+
+ACL_FUNC_VISIBILITY aclrtAllocatorDesc aclrtAllocatorCreateDesc();
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorDestroyDesc(aclrtAllocatorDesc allocatorDesc);
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorSetObjToDesc(aclrtAllocatorDesc allocatorDesc, aclrtAllocator allocator);
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorSetAllocFuncToDesc(aclrtAllocatorDesc allocatorDesc,
+                                                              aclrtAllocatorAllocFunc func);
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorSetFreeFuncToDesc(aclrtAllocatorDesc allocatorDesc,
+                                                             aclrtAllocatorFreeFunc func);
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorSetAllocAdviseFuncToDesc(aclrtAllocatorDesc allocatorDesc,
+                                                                    aclrtAllocatorAllocAdviseFunc func);
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorSetGetAddrFromBlockFuncToDesc(aclrtAllocatorDesc allocatorDesc,
+                                                                         aclrtAllocatorGetAddrFromBlockFunc func);
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocatorDesc);
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorGetByStream(aclrtStream stream,
+                                                       aclrtAllocatorDesc *allocatorDesc,
+                                                       aclrtAllocator *allocator,
+                                                       aclrtAllocatorAllocFunc *allocFunc,
+                                                       aclrtAllocatorFreeFunc *freeFunc,
+                                                       aclrtAllocatorAllocAdviseFunc *allocAdviseFunc,
+                                                       aclrtAllocatorGetAddrFromBlockFunc *getAddrFromBlockFunc);
+
+ACL_FUNC_VISIBILITY aclError aclrtAllocatorUnregister(aclrtStream stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
