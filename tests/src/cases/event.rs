@@ -52,6 +52,7 @@ pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
         case("event::ids", events, ids),
         case("event::destroy_with_tasks_queued", events, destroy_queued),
         case("event::stale_handles", events, stale),
+        case("event::typed_api", events, typed_api),
         case("stream::stop_on_failure", events, stop_on_failure),
         case("stream::abort", events, abort),
     ]
@@ -396,5 +397,57 @@ fn abort<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     ok!(b.launch_host_func(s, q.call()));
     sync_ok(ctx, s, LONG, "a task after the abort")?;
     ensure_eq!(q.count(), 1, "a task queued after the abort");
+    Ok(())
+}
+
+/// The typed API: `Event<C, Classic | Ex, B>` over the backend, and the typed stream modes.
+fn typed_api<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    use acl_notify_core::EventRecordedStatus;
+    use acl_notify_core::typed::{AnySoc, Device};
+    let dev = ok!(Device::<AnySoc, _>::new(ctx.b, 0));
+    let (producer, consumer) = (ok!(dev.create_stream()), ok!(dev.create_stream()));
+    let start = ok!(dev.create_event());
+    let done = ok!(dev.create_event());
+    ensure_eq!(
+        ok!(done.status()),
+        EventRecordedStatus::NotReady,
+        "a classic event never recorded"
+    );
+    ok!(start.record(&producer));
+    // SAFETY: `sleep_30ms` ignores its argument and only sleeps.
+    ok!(producer.launch_host_func(unsafe { HostCall::new(sleep_30ms, std::ptr::null_mut()) }));
+    ok!(done.record(&producer));
+    ok!(done.block(&consumer));
+    let p = Probe::new();
+    ok!(consumer.launch_host_func(p.call()));
+    ok!(done.synchronize_within(LONG));
+    ensure_eq!(
+        ok!(done.status()),
+        EventRecordedStatus::Complete,
+        "after synchronize"
+    );
+    ok!(consumer.synchronize_within(LONG));
+    ensure_eq!(p.count(), 1, "the task behind the typed wait");
+    let ms = ok!(done.elapsed_since(&start));
+    ensure!(
+        (25.0..10_000.0).contains(&ms),
+        "typed elapsed time across a 30 ms task: {ms} ms"
+    );
+    ok!(done.reset(&producer));
+    ensure!(
+        ok!(done.id()) != ok!(start.id()),
+        "two live events share an id"
+    );
+    let x = ok!(dev.create_event_ex(EventFlags::SYNC));
+    ensure_eq!(
+        ok!(x.status()),
+        EventRecordedStatus::Complete,
+        "an Ex event never recorded"
+    );
+    fails!(dev.create_event_ex(EventFlags::IPC), Error::ParamInvalid);
+    ok!(consumer.set_failure_mode(FailureMode::StopOnFailure));
+    ok!(consumer.abort());
+    ok!(consumer.synchronize_within(LONG));
+    ok!(x.destroy());
     Ok(())
 }
