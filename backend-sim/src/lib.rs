@@ -52,6 +52,7 @@ pub mod inspect;
 mod mapfile;
 pub mod mem;
 mod repair;
+mod ring;
 pub mod shm;
 mod sigbus;
 pub mod stream;
