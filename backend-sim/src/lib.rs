@@ -66,7 +66,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::table::{self, ExportState, NotifySlot, WaitArgs, WaitOutcome, Waiter};
-use acl_notify_core::whitelist::{MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, WhitelistEntry};
+use acl_notify_core::whitelist::{
+    MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, Whitelist, WhitelistEntry,
+};
 use acl_notify_core::{
     Backend, BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
     ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation, RawNotify,
@@ -1070,6 +1072,64 @@ impl Sim {
         WhitelistEntry::with_start_time(sdid, pid, identity)
     }
 
+    /// Why this process may not import what a process of `server` exported with whitelist
+    /// `wl`; `None` if it may. Shared by notify and memory imports.
+    fn not_admitted(&self, wl: &Whitelist, server: u32) -> Option<String> {
+        let (me_srv, me_pid, me_id) = (self.inner.server_id, self.inner.pid, self.inner.identity);
+        if wl.matches(me_srv, me_pid, me_id) {
+            return None;
+        }
+        let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
+        Some(if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
+            format!(
+                "pid {me_pid} is whitelisted, but no process had that PID when it was \
+                 whitelisted, so the entry admits nobody (this process got the PID later)"
+            )
+        } else if entry.is_some() {
+            format!(
+                "pid {me_pid} is whitelisted, but for another process (the PID was recycled): \
+                 this process ({}) may not import",
+                sys::describe_identity(me_id)
+            )
+        } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server) {
+            format!(
+                "pid {me_pid} is whitelisted on server {server} only; an importer on server \
+                 {me_srv} needs an inter-server entry (sdid {me_srv}, pid {me_pid})"
+            )
+        } else {
+            format!("pid {me_pid} on server {me_srv} is not whitelisted")
+        })
+    }
+
+    /// An import onto `device` of what lives on `owner_device` (same server): with `enable`
+    /// (the import flag ENABLE_PEER_ACCESS) peer access is enabled both ways; without it, it
+    /// must have been. `Err` says why not (for the caller's 207006).
+    fn peer_access_for_import(
+        &self,
+        device: u32,
+        owner_device: u32,
+        enable: bool,
+    ) -> Result<(), String> {
+        if owner_device == device {
+            return Ok(());
+        }
+        let mut peers = lock(&self.inner.peers);
+        let bit = |d: u32| 1u64 << d;
+        if enable {
+            peers[device as usize] |= bit(owner_device);
+            peers[owner_device as usize] |= bit(device);
+        } else if peers[device as usize] & bit(owner_device) == 0
+            && peers[owner_device as usize] & bit(device) == 0
+        {
+            return Err(format!(
+                "from device {owner_device} onto device {device}: no peer access between the \
+                 devices (call aclrtDeviceEnablePeerAccess or import with the \
+                 ENABLE_PEER_ACCESS flag)"
+            ));
+        }
+        Ok(())
+    }
+
     /// The checks an import makes before it looks at the key: 207000 SoC without IPC; 107000
     /// bad flags; 107001 no such device.
     fn import_checks(&self, device: u32, flags: ImportFlags) -> Result<(), SimError> {
@@ -1133,32 +1193,7 @@ impl Sim {
                     format!("whitelist of notify {id} is unreadable (corrupt shared memory)"),
                 )
             })?;
-            let (me_srv, me_pid, me_id) =
-                (self.inner.server_id, self.inner.pid, self.inner.identity);
-            if !wl.matches(me_srv, me_pid, me_id) {
-                let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
-                let why = if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
-                    format!(
-                        "pid {me_pid} is whitelisted, but no process had that PID when it was \
-                         whitelisted, so the entry admits nobody (this process got the PID \
-                         later)"
-                    )
-                } else if entry.is_some() {
-                    format!(
-                        "pid {me_pid} is whitelisted, but for another process (the PID was \
-                         recycled): this process ({}) may not import",
-                        sys::describe_identity(me_id)
-                    )
-                } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server)
-                {
-                    format!(
-                        "pid {me_pid} is whitelisted on server {server} only; an importer on \
-                         server {me_srv} needs an inter-server entry (sdid {me_srv}, pid \
-                         {me_pid})"
-                    )
-                } else {
-                    format!("pid {me_pid} on server {me_srv} is not whitelisted")
-                };
+            if let Some(why) = self.not_admitted(&wl, server) {
                 return Err(err(
                     Error::NoPermission,
                     format!(
@@ -1168,24 +1203,13 @@ impl Sim {
                 ));
             }
         }
-        if server == self.inner.server_id && odev != device {
-            let mut peers = lock(&self.inner.peers);
-            let bit = |d: u32| 1u64 << d;
-            if flags.contains(ImportFlags::ENABLE_PEER_ACCESS) {
-                peers[device as usize] |= bit(odev);
-                peers[odev as usize] |= bit(device);
-            } else if peers[device as usize] & bit(odev) == 0
-                && peers[odev as usize] & bit(device) == 0
-            {
-                return Err(err(
-                    Error::NoPermission,
-                    format!(
-                        "import of notify {id} from device {odev} onto device {device}: no peer \
-                         access between the devices (call aclrtDeviceEnablePeerAccess or import \
-                         with ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS)"
-                    ),
-                ));
-            }
+        if server == self.inner.server_id {
+            self.peer_access_for_import(
+                device,
+                odev,
+                flags.contains(ImportFlags::ENABLE_PEER_ACCESS),
+            )
+            .map_err(|why| err(Error::NoPermission, format!("import of notify {id} {why}")))?;
         }
         let r = SlotRef::join(&file, odev, id, k.generation)
             .ok_or_else(|| stale("the notify was destroyed during the import"))?;
