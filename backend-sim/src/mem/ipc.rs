@@ -60,7 +60,7 @@ struct Named {
 
 impl Sim {
     /// 207000 unless this SoC has IPC memory.
-    pub(crate) fn require_ipc_memory(&self, what: &str) -> Result<(), SimError> {
+    pub fn require_ipc_memory(&self, what: &str) -> Result<(), SimError> {
         if has_ipc_memory(self.inner.soc) {
             return Ok(());
         }
@@ -71,7 +71,7 @@ impl Sim {
     }
 
     /// 207000 unless this SoC has inter-server IPC memory.
-    pub(crate) fn require_ipc_memory_inter_server(&self, what: &str) -> Result<(), SimError> {
+    pub fn require_ipc_memory_inter_server(&self, what: &str) -> Result<(), SimError> {
         if has_ipc_memory_inter_server(self.inner.soc) {
             return Ok(());
         }

@@ -28,6 +28,7 @@
 
 pub(crate) mod file;
 pub mod ipc;
+pub mod reduce;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
