@@ -635,11 +635,16 @@ mod tests {
         let creator = std::fs::File::open(&p.0).unwrap();
         use std::os::fd::AsRawFd as _;
         // SAFETY: flock on a descriptor `creator` owns.
-        assert_eq!(unsafe { libc::flock(creator.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let locked = unsafe { libc::flock(creator.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(locked, 0);
         let t0 = Instant::now();
         let e = err_text(p.open(true, true).open(fill, check));
         assert!(e.contains("never initialised"), "{e}");
-        assert!(t0.elapsed() >= Duration::from_millis(100), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() >= Duration::from_millis(100),
+            "{:?}",
+            t0.elapsed()
+        );
         assert!(p.0.exists(), "a file whose creator is at work was removed");
         drop(creator);
         // Released (the creator died): taken over.

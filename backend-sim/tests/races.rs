@@ -107,6 +107,9 @@ fn an_empty_namespace_file_is_taken_over_at_once() {
         .open()
         .unwrap();
     let took = t0.elapsed();
-    assert!(took < std::time::Duration::from_secs(1), "open took {took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "open took {took:?}"
+    );
     sim.create_notify(0, CreateFlags::empty()).unwrap();
 }
