@@ -326,7 +326,13 @@ pub(crate) fn remove_files(namespace: &str, kind: &str) -> Result<usize, SimErro
         let Some(rest) = name.to_str().and_then(|s| s.strip_prefix(&prefix)) else {
             continue;
         };
-        if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+        // `<server>`, or `<server>d<device>` for the device-memory files.
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        let ok = match rest.split_once('d') {
+            Some((srv, dev)) if kind == "mem" => digits(srv) && digits(dev),
+            _ => digits(rest),
+        };
+        if !ok {
             continue;
         }
         match std::fs::remove_file(ent.path()) {
@@ -596,6 +602,7 @@ impl ShmFile {
             writable: true,
             total: layout.total,
             init_wait: INIT_WAIT,
+            keep_fd: false,
         };
         let fill = |h: &Header| Self::fill_header(h, &layout, server);
         let validate = |h: &Header, size| validate_header(h, path, &layout, server, size);
@@ -702,8 +709,15 @@ impl ShmFile {
 
     /// The address of `off`, checked to leave room for `size` bytes.
     fn at<T>(&self, off: usize) -> &T {
-        debug_assert!(off + std::mem::size_of::<T>() <= self.layout.total);
-        debug_assert!(off.is_multiple_of(std::mem::align_of::<T>()));
+        // Checked in release builds too: a caller's wrong offset is a bug of ours, and a panic
+        // (which the C ABI catches) is better than a read outside the mapping.
+        assert!(
+            off.checked_add(std::mem::size_of::<T>())
+                .is_some_and(|end| end <= self.layout.total)
+                && off.is_multiple_of(std::mem::align_of::<T>()),
+            "shared-memory access at {off:#x} outside the {}-byte layout or misaligned",
+            self.layout.total
+        );
         // SAFETY: every caller computes `off` from the validated layout with an in-range index,
         // so `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
         // aligned, strides are multiples of the alignment). `T` is one of the shared types,

@@ -10,7 +10,11 @@ mod inspect;
 mod longci;
 mod nostd;
 mod run;
+mod setup;
 mod stress;
+#[path = "../../backend-sim/capi/stubgen.rs"]
+mod stubgen;
+mod stubs;
 mod test;
 
 use argh::FromArgs;
@@ -39,6 +43,7 @@ enum Cmd {
     Inspect(inspect::InspectArgs),
     Stress(stress::StressArgs),
     CiLong(longci::CiLongArgs),
+    Stubs(stubs::StubsArgs),
 }
 
 /// Which backend a command runs against.
@@ -95,6 +100,7 @@ fn main() -> ExitCode {
         Cmd::Inspect(a) => inspect::inspect(&a),
         Cmd::Stress(a) => stress::stress(&a),
         Cmd::CiLong(a) => longci::ci_long(&a),
+        Cmd::Stubs(a) => stubs::stubs(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -63,7 +63,7 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs one C call: catches a panic, turns the result into a code, records a failure.
-fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclError {
+pub(crate) fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclError {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => {
@@ -71,6 +71,7 @@ fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclError {
             e.code().code()
         }
         Err(payload) => {
+            errmsg::note_code(PANIC_CODE);
             errmsg::push(format!(
                 "{name} failed: {PANIC_CODE}: internal error in acl-notify (panic: {})",
                 panic_text(&*payload)
@@ -92,11 +93,11 @@ fn api_ptr(name: &str, f: impl FnOnce() -> Result<*const c_char, CallError>) -> 
     out
 }
 
-fn handle(p: *mut c_void) -> usize {
+pub(crate) fn handle(p: *mut c_void) -> usize {
     p.addr()
 }
 
-fn to_ptr(h: usize) -> *mut c_void {
+pub(crate) fn to_ptr(h: usize) -> *mut c_void {
     std::ptr::without_provenance_mut(h)
 }
 
