@@ -2131,7 +2131,7 @@ impl StreamOps for Sim {
                 } else if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() {
                     err(
                         Error::StreamSyncTimeout,
-                        format!("stream {:#x} still has tasks after {wait:?}", stream.0),
+                        format!("stream {:#x} still has tasks after {wait}", stream.0),
                     )
                 } else if e.kind() == Error::InternalError && e.message().is_empty() {
                     err(
