@@ -498,8 +498,9 @@ struct NotifyEntry {
     state: Lifecycle,
     /// The device this handle lives on (an importer's own device).
     device: u32,
-    /// References for the tasks of the streams that last used this handle.
-    pins: Mutex<Pins>,
+    /// References for the tasks of the streams that last used this handle (changed under the
+    /// notify table's write lock only, so a record or wait reads them under its read lock).
+    pins: Pins,
 }
 
 impl NotifyEntry {
@@ -508,7 +509,7 @@ impl NotifyEntry {
             r,
             state,
             device,
-            pins: Mutex::new(Pins::default()),
+            pins: Pins::default(),
         }
     }
 
@@ -518,14 +519,23 @@ impl NotifyEntry {
     /// `Arc<SlotRef>` is (on a notify bounced between two streams, that counter would cross
     /// between their CPUs twice per task). Pins hold the notify as strongly as a clone of the
     /// `Arc<SlotRef>` would; they die with this entry and the tasks that hold them.
-    fn pin(&self, stream: RawStream) -> Arc<StreamPin> {
-        let mut p = lock(&self.pins);
-        if let Some((_, pin)) = p.slots.iter().find(|(h, _)| *h == stream.0)
-            && let Some(pin) = pin
-        {
-            return Arc::clone(pin);
+    ///
+    /// `None` if `stream` has no pin yet: make one with [`new_pin`](Self::new_pin).
+    fn pin(&self, stream: RawStream) -> Option<Arc<StreamPin>> {
+        self.pins
+            .slots
+            .iter()
+            .find(|(h, _)| *h == stream.0)
+            .and_then(|(_, pin)| pin.as_ref().map(Arc::clone))
+    }
+
+    /// The pin of `stream`, made if it has none (replacing the oldest of [`PINS`]).
+    fn new_pin(&mut self, stream: RawStream) -> Arc<StreamPin> {
+        if let Some(pin) = self.pin(stream) {
+            return pin;
         }
         let pin = Arc::new(StreamPin(Arc::clone(&self.r)));
+        let p = &mut self.pins;
         let i = p.next;
         p.slots[i] = (stream.0, Some(Arc::clone(&pin)));
         p.next = (i + 1) % PINS;
@@ -974,8 +984,14 @@ impl Sim {
 
     /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]).
     fn pin(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
-        let t = read(&self.inner.notifies);
-        Ok(t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream))
+        {
+            let t = read(&self.inner.notifies);
+            if let Some(pin) = t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream) {
+                return Ok(pin);
+            }
+        }
+        let mut t = write(&self.inner.notifies);
+        Ok(t.get_mut(h.0).ok_or_else(|| bad_notify(h))?.new_pin(stream))
     }
 
     /// The server file for a key's server: ours, or another opened read-only-ish (no create).
@@ -1210,8 +1226,37 @@ impl Sim {
         self.enqueue_job(stream, h, SimJob::Other(Box::new(task)))
     }
 
+    /// Queues `job` on stream `h` after `check` accepts the stream's device (and the job). The
+    /// common case queues under the stream table's read lock, without taking a reference to
+    /// the stream (two atomic read-modify-writes fewer); a full queue is waited for outside
+    /// the lock.
+    fn enqueue_checked(
+        &self,
+        h: RawStream,
+        job: SimJob,
+        check: impl FnOnce(u32, &SimJob) -> Result<(), SimError>,
+    ) -> Result<(), SimError> {
+        let (s, job) = {
+            let t = read(&self.inner.streams);
+            let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
+            check(e.device, &job)?;
+            match e.stream.try_enqueue_job(job) {
+                Ok(r) => return r.map_err(|err| self.enqueue_error(&e.stream, h, err)),
+                Err(job) => (Arc::clone(&e.stream), job),
+            }
+        };
+        self.enqueue_job(&s, h, job)
+    }
+
     fn enqueue_job(&self, stream: &SimStream, h: RawStream, job: SimJob) -> Result<(), SimError> {
-        stream.enqueue_job(job).map_err(|e| match e.kind() {
+        stream
+            .enqueue_job(job)
+            .map_err(|e| self.enqueue_error(stream, h, e))
+    }
+
+    #[cold]
+    fn enqueue_error(&self, stream: &SimStream, h: RawStream, e: SimError) -> SimError {
+        match e.kind() {
             Error::InvalidHandle => bad_stream(h),
             Error::StreamTaskFull => err(
                 Error::StreamTaskFull,
@@ -1230,7 +1275,7 @@ impl Sim {
                 ),
             ),
             _ => e,
-        })
+        }
     }
 }
 
@@ -2089,12 +2134,11 @@ impl StreamOps for Sim {
         self.checked(|| {
             self.notify_calls()?;
             let pin = self.pin(notify, stream)?;
-            let (s, _) = self.stream(stream)?;
             let job = SimJob::Record {
                 pin,
                 pid: self.inner.pid,
             };
-            self.enqueue_job(&s, stream, job)
+            self.enqueue_checked(stream, job, |_, _| Ok(()))
         })
     }
 
@@ -2107,14 +2151,19 @@ impl StreamOps for Sim {
         self.checked(|| {
             self.notify_calls()?;
             let pin = self.pin(notify, stream)?;
-            let (s, sdev) = self.stream(stream)?;
-            if !self.on_owner_device(&pin.0, sdev) {
-                return Err(self.wrong_device(&pin.0, sdev));
-            }
             let t = timeout
                 .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
                 .duration();
-            self.enqueue_job(&s, stream, SimJob::Wait { pin, timeout: t })
+            self.enqueue_checked(
+                stream,
+                SimJob::Wait { pin, timeout: t },
+                |sdev, job| match job {
+                    SimJob::Wait { pin, .. } if !self.on_owner_device(&pin.0, sdev) => {
+                        Err(self.wrong_device(&pin.0, sdev))
+                    }
+                    _ => Ok(()),
+                },
+            )
         })
     }
 
