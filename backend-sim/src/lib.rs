@@ -49,6 +49,7 @@ mod event;
 mod fork;
 mod handles;
 pub mod inspect;
+mod ipc_event;
 mod mapfile;
 mod repair;
 pub mod shm;
@@ -676,7 +677,9 @@ impl Sim {
     pub fn remove_namespace(name: &str) -> Result<usize, SimError> {
         check_namespace(name)
             .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
-        Ok(shm::remove_namespace(name)? + cnt::remove_cnt_files(name)?)
+        Ok(shm::remove_namespace(name)?
+            + cnt::remove_cnt_files(name)?
+            + ipc_event::remove_evt_files(name)?)
     }
 
     /// The CPU a stream's worker is restricted to ([`StreamCpus`]), or `None` when the kernel
