@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::cnt::{
@@ -43,9 +43,8 @@ use acl_notify_core::table::{TableError, WaitOutcome, Waiter};
 use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
 
 use crate::error::SimError;
-use crate::fork::PerProcess;
 use crate::handles::Slab;
-use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE};
+use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
 use crate::shm::SHM_DIR;
 use crate::{Sim, sys};
@@ -203,8 +202,12 @@ fn soc_from_index(i: u32) -> Option<Soc> {
 
 /// One mapping per file per process (the `Sim`s of a process share it). A forked child starts
 /// with an empty one (see [`crate::fork`]).
-pub(crate) static REGISTRY: PerProcess<HashMap<PathBuf, Weak<CntFile>>> =
-    PerProcess::new(HashMap::new);
+pub(crate) static REGISTRY: Registry<CntFile> = Registry::new();
+
+// SAFETY: core's count-notify slot and id pool are atomics only (their `repr(C)` docs).
+unsafe impl Shared for CntSlot {}
+// SAFETY: as above.
+unsafe impl Shared for AtomicCntIdPool {}
 
 /// Part of the fork handler ([`crate::fork`]).
 pub(crate) fn in_forked_child() {
@@ -244,23 +247,18 @@ impl CntFile {
         if mode == CntOpen::ReadOnly {
             return Ok(Self::open_file(&path, soc, devices, mode)?.map(Arc::new));
         }
-        crate::fork::required()?;
-        let mut reg = lock(REGISTRY.get());
-        if let Some(f) = reg
-            .get(&path)
-            .and_then(Weak::upgrade)
-            .filter(|f| f.pid == sys::getpid())
-        {
-            return Ok(Some(f));
-        }
-        let Some(f) = Self::open_file(&path, soc, devices, mode)? else {
-            return Ok(None);
-        };
-        let f = Arc::new(f);
-        f.freed_on_open.store(f.gc(), SeqCst);
-        reg.retain(|_, w| w.strong_count() > 0);
-        reg.insert(path, Arc::downgrade(&f));
-        Ok(Some(f))
+        let pid = sys::getpid();
+        REGISTRY.get_or_open(
+            &path,
+            |f| f.pid == pid,
+            || {
+                let f = Self::open_file(&path, soc, devices, mode)?;
+                if let Some(f) = &f {
+                    f.freed_on_open.store(f.gc(), SeqCst);
+                }
+                Ok(f)
+            },
+        )
     }
 
     fn open_file(
@@ -278,6 +276,7 @@ impl CntFile {
             writable,
             total: layout.total,
             init_wait: INIT_WAIT,
+            keep_fd: false,
         };
         let fill = |h: &Header| Self::fill_header(h, &layout);
         let check = |h: &Header, size| validate(h, path, &layout, size);
@@ -323,21 +322,8 @@ impl CntFile {
         self.layout.devices
     }
 
-    fn at<T>(&self, off: usize) -> &T {
-        // Checked in release builds too: a caller's wrong offset is a bug of ours, and a panic
-        // (which the C ABI catches) is better than a read outside the mapping.
-        assert!(
-            off.checked_add(std::mem::size_of::<T>())
-                .is_some_and(|end| end <= self.layout.total)
-                && off.is_multiple_of(std::mem::align_of::<T>()),
-            "shared-memory access at {off:#x} outside the {}-byte layout or misaligned",
-            self.layout.total
-        );
-        // SAFETY: callers compute `off` from the validated layout with in-range indices, so
-        // `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
-        // aligned, strides multiples of the alignment). `T` contains only atomics (any bit
-        // pattern valid) and is only accessed atomically; a read-only mapping is only read.
-        unsafe { &*self.map.base().add(off).cast::<T>() }
+    fn at<T: Shared>(&self, off: usize) -> &T {
+        self.map.at(off)
     }
 
     /// The count-notify id pool of `dev`.

@@ -187,6 +187,7 @@ impl EvtFile {
             writable: true,
             total,
             init_wait: INIT_WAIT,
+            keep_fd: false,
         };
         let fill = |h: &Header| {
             h.magic.store(MAGIC, SeqCst);

@@ -51,7 +51,9 @@ mod handles;
 pub mod inspect;
 mod ipc_event;
 mod mapfile;
+pub mod mem;
 mod repair;
+mod ring;
 pub mod shm;
 mod sigbus;
 pub mod stream;
@@ -94,6 +96,9 @@ pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
 /// waits for room in a stream whose task queue is full before it fails with 507002
 /// (`ACL_ERROR_RT_STREAM_TASK_FULL`); `0` waits for ever, as CANN does (default 60).
 pub const ENV_ENQUEUE_TIMEOUT: &str = "ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT";
+/// Environment variable giving each device's memory in bytes, with an optional `K`, `M`, `G`
+/// or `T` (binary) suffix (default [`mem::DEFAULT_DEVICE_MEMORY`], 32 GiB; see [`mem`]).
+pub const ENV_DEVICE_MEMORY: &str = "ACL_NOTIFY_SIM_DEVICE_MEMORY";
 
 /// Where the worker threads of this process's simulated streams run.
 ///
@@ -199,9 +204,16 @@ pub struct SimBuilder {
     server_id: u32,
     stream_cpus: StreamCpus,
     enqueue_timeout: Option<Duration>,
+    device_memory: u64,
 }
 
 impl SimBuilder {
+    /// Each device's memory in bytes (default [`mem::DEFAULT_DEVICE_MEMORY`]); at least 1 MiB.
+    pub fn device_memory(mut self, bytes: u64) -> Self {
+        self.device_memory = bytes;
+        self
+    }
+
     /// How long a record, wait or host function waits for room in a stream whose task queue
     /// ([`STREAM_CAPACITY`] tasks) is full, before it fails with 507002
     /// (`ACL_ERROR_RT_STREAM_TASK_FULL`) and the task is not queued. `None` waits for ever, as
@@ -297,6 +309,8 @@ impl SimBuilder {
                 ),
             ));
         }
+        mem::check_capacity(self.device_memory)
+            .map_err(|why| bad(ENV_DEVICE_MEMORY, "device_memory", why))?;
         let cpus = self
             .stream_cpus
             .resolve(&stream::allowed_cpus())
@@ -340,6 +354,7 @@ impl SimBuilder {
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
                 cnt: cnt::CntState::new(tag ^ 0x4000),
+                mem: mem::MemState::new(self.device_memory),
                 events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
             }),
         })
@@ -361,6 +376,7 @@ impl Default for SimBuilder {
             server_id: 0,
             stream_cpus: StreamCpus::Scheduler,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
+            device_memory: mem::DEFAULT_DEVICE_MEMORY,
         }
     }
 }
@@ -441,6 +457,8 @@ struct Inner {
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
     /// handles.
     cnt: cnt::CntState,
+    /// Device memory: the device files this process mapped and its allocations.
+    mem: mem::MemState,
     /// Events (`event`): this process's handles and per-device id pools.
     events: event::EventState,
 }
@@ -470,6 +488,7 @@ impl Drop for Inner {
         let notifies = write(&self.notifies).drain();
         drop(notifies);
         self.cnt.clear();
+        self.mem.clear(self.pid);
         self.events.clear();
     }
 }
@@ -659,6 +678,14 @@ impl Sim {
             })?;
             b = b.enqueue_timeout((secs != 0).then(|| Duration::from_secs(u64::from(secs))));
         }
+        if let Some(v) = var(ENV_DEVICE_MEMORY)? {
+            b = b.device_memory(mem::parse_size(&v).map_err(|why| {
+                err(
+                    Error::ParamInvalid,
+                    format!("{ENV_DEVICE_MEMORY}={v:?}: {why}"),
+                )
+            })?);
+        }
         if let Some(v) = var(ENV_SERVER_ID)? {
             let n = v.trim().parse::<u32>().map_err(|_| {
                 err(
@@ -679,7 +706,8 @@ impl Sim {
             .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
         Ok(shm::remove_namespace(name)?
             + cnt::remove_cnt_files(name)?
-            + ipc_event::remove_evt_files(name)?)
+            + ipc_event::remove_evt_files(name)?
+            + mem::remove_mem_files(name)?)
     }
 
     /// The CPU a stream's worker is restricted to ([`StreamCpus`]), or `None` when the kernel

@@ -1,7 +1,10 @@
-//! The shared-file machinery common to the notify file ([`crate::shm`]) and the count-notify
-//! file ([`crate::cnt`]): creating a file exclusively and publishing its header, or attaching
-//! to one another process created — checking owner, type and mode, waiting (bounded) for its
-//! creator, validating the header — and the mappings and descriptors that close themselves.
+//! The shared-file machinery common to the notify file ([`crate::shm`]), the count-notify
+//! file ([`crate::cnt`]) and the device-memory files ([`crate::mem`]): creating a file
+//! exclusively and publishing its header, or attaching to one another process created —
+//! checking owner, type and mode, waiting (bounded) for its creator, validating the header —
+//! the mappings and descriptors that close themselves, bounds-checked access to the shared
+//! types in a mapping ([`Map::at`]), and the per-process registry of open files
+//! ([`Registry`]) that a forked child starts afresh.
 //!
 //! # The creation protocol
 //!
@@ -14,16 +17,19 @@
 //! opener; a size that is neither 0 nor at least a page cannot come from a creator and is
 //! reported at once.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::Error;
 
 use crate::error::SimError;
+use crate::fork::PerProcess;
 use crate::sigbus::Registration;
 use crate::sys;
 
@@ -82,6 +88,13 @@ impl Kind {
 /// A file descriptor closed on drop.
 pub(crate) struct Fd(libc::c_int);
 
+impl Fd {
+    /// The raw descriptor (valid while `self` lives).
+    pub(crate) fn raw(&self) -> libc::c_int {
+        self.0
+    }
+}
+
 impl Drop for Fd {
     fn drop(&mut self) {
         // SAFETY: we own the descriptor and close it once.
@@ -106,7 +119,23 @@ pub(crate) struct Map {
     len: usize,
     /// The mapping's entry in the `SIGBUS` table (see [`crate::sigbus`]).
     sigbus: Registration,
+    /// The file's descriptor, kept when [`Open::keep_fd`] asked for it (to allocate or punch
+    /// ranges of the file, or lock it).
+    fd: Option<Fd>,
 }
+
+/// Types that may be viewed in a shared mapping through [`Map::at`].
+///
+/// # Safety
+///
+/// Implementors must be made of atomics only (every bit pattern valid, shared access from any
+/// thread or process sound), so that a reference into memory another process writes is sound.
+pub(crate) unsafe trait Shared: Sized {}
+
+// SAFETY: an atomic.
+unsafe impl Shared for AtomicU32 {}
+// SAFETY: an atomic.
+unsafe impl Shared for AtomicU64 {}
 
 // SAFETY: the mapping is owned by this value and only accessed through atomics by its users.
 unsafe impl Send for Map {}
@@ -130,7 +159,31 @@ impl Map {
             base: p.cast(),
             len,
             sigbus: Registration::new(p.cast(), len),
+            fd: None,
         })
+    }
+
+    /// The file's descriptor, if the open kept it ([`Open::keep_fd`]).
+    pub(crate) fn fd(&self) -> Option<&Fd> {
+        self.fd.as_ref()
+    }
+
+    /// The shared value at byte `off`. Checked in release builds too: a wrong offset is a bug
+    /// of ours, and a panic (which the C ABI catches) is better than an access outside the
+    /// mapping.
+    pub(crate) fn at<T: Shared>(&self, off: usize) -> &T {
+        assert!(
+            off.checked_add(std::mem::size_of::<T>())
+                .is_some_and(|end| end <= self.len)
+                && off.is_multiple_of(std::mem::align_of::<T>()),
+            "shared-memory access at {off:#x} outside the {}-byte mapping or misaligned",
+            self.len
+        );
+        // SAFETY: `off + size_of::<T>() <= len` and `off` is aligned for `T` (checked above;
+        // the mapping is page aligned); `T: Shared` is atomics only, so any bit pattern is
+        // valid and shared access is sound; a read-only mapping is only read through atomics'
+        // loads by callers that opened it so.
+        unsafe { &*self.base.add(off).cast::<T>() }
     }
 
     /// The start of the mapping.
@@ -162,6 +215,7 @@ impl Map {
     pub(crate) fn into_raw(self) -> (*mut u8, Registration) {
         let mut me = std::mem::ManuallyDrop::new(self);
         let reg = std::mem::replace(&mut me.sigbus, Registration::none());
+        drop(me.fd.take());
         (me.base, reg)
     }
 }
@@ -186,6 +240,8 @@ pub(crate) struct Open<'a> {
     pub(crate) total: usize,
     /// How long to wait for a racing creator ([`INIT_WAIT`]).
     pub(crate) init_wait: Duration,
+    /// Keep the file's descriptor open with the mapping ([`Map::fd`]).
+    pub(crate) keep_fd: bool,
 }
 
 impl Open<'_> {
@@ -219,7 +275,8 @@ impl Open<'_> {
                     )
                 };
                 if fd >= 0 {
-                    return self.initialise(&Fd(fd), fill).map(Some);
+                    let fd = Fd(fd);
+                    return self.initialise(&fd, fill).map(|m| Some(self.keep(m, fd)));
                 }
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EEXIST) {
@@ -246,8 +303,9 @@ impl Open<'_> {
                     _ => return Err(kind.os_err(path, "open", e)),
                 }
             }
-            match self.attach(&Fd(fd), &validate)? {
-                Some(m) => return Ok(Some(m)),
+            let fd = Fd(fd);
+            match self.attach(&fd, &validate)? {
+                Some(m) => return Ok(Some(self.keep(m, fd))),
                 None if self.create && !recreated => {
                     // Abandoned by a creator that died before initialising it: remove and
                     // create afresh (once).
@@ -262,6 +320,13 @@ impl Open<'_> {
                 }
             }
         }
+    }
+
+    fn keep(&self, mut m: Map, fd: Fd) -> Map {
+        if self.keep_fd {
+            m.fd = Some(fd);
+        }
+        m
     }
 
     /// The creator's part: mode, size, header, publish. The file is removed on failure.
@@ -382,6 +447,53 @@ fn same_pid_namespace(theirs: u64, path: &Path, kind: Kind) -> Result<(), SimErr
     ))
 }
 
+/// One mapping per file per process, shared by the users in the process; a forked child starts
+/// with an empty registry (its parent's mappings and lock are not its own: see
+/// [`crate::fork`]). For a `static`; the fork handler calls [`forget`](Self::forget).
+pub(crate) struct Registry<T: 'static>(PerProcess<HashMap<PathBuf, Weak<T>>>);
+
+impl<T: Send + Sync + 'static> Registry<T> {
+    /// An empty registry.
+    pub(crate) const fn new() -> Self {
+        Registry(PerProcess::new(HashMap::new))
+    }
+
+    /// This process's mapping of `path` if it has one that `usable` accepts (a mapping
+    /// inherited across `fork()` is the parent's, which `usable` refuses by its pid), else the
+    /// one `open` makes (`Ok(None)` from `open` is passed on). Opens are serialised, so two
+    /// threads never map one file twice.
+    pub(crate) fn get_or_open(
+        &self,
+        path: &Path,
+        usable: impl Fn(&T) -> bool,
+        open: impl FnOnce() -> Result<Option<T>, SimError>,
+    ) -> Result<Option<Arc<T>>, SimError> {
+        crate::fork::required()?;
+        let mut reg = self.0.get().lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = reg.get(path).and_then(Weak::upgrade).filter(|f| usable(f)) {
+            return Ok(Some(f));
+        }
+        let Some(f) = open()? else {
+            return Ok(None);
+        };
+        let f = Arc::new(f);
+        reg.retain(|_, w| w.strong_count() > 0);
+        reg.insert(path.to_owned(), Arc::downgrade(&f));
+        Ok(Some(f))
+    }
+
+    /// The fork handler's part ([`crate::fork`]).
+    pub(crate) fn forget(&self) {
+        self.0.forget();
+    }
+
+    /// This process's lock (for the fork tests).
+    #[cfg(test)]
+    pub(crate) fn get(&self) -> &std::sync::Mutex<HashMap<PathBuf, Weak<T>>> {
+        self.0.get()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -428,6 +540,7 @@ mod tests {
                 writable,
                 total: 2 * PAGE,
                 init_wait: Duration::from_millis(100),
+                keep_fd: false,
             }
         }
         /// Plants a 0600 file with `bytes`.

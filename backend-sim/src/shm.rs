@@ -326,7 +326,13 @@ pub(crate) fn remove_files(namespace: &str, kind: &str) -> Result<usize, SimErro
         let Some(rest) = name.to_str().and_then(|s| s.strip_prefix(&prefix)) else {
             continue;
         };
-        if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+        // `<server>`, or `<server>d<device>` for the device-memory files.
+        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+        let ok = match rest.split_once('d') {
+            Some((srv, dev)) if kind == "mem" => digits(srv) && digits(dev),
+            _ => digits(rest),
+        };
+        if !ok {
             continue;
         }
         match std::fs::remove_file(ent.path()) {
@@ -572,6 +578,7 @@ impl ShmFile {
             writable: true,
             total: layout.total,
             init_wait: INIT_WAIT,
+            keep_fd: false,
         };
         let fill = |h: &Header| Self::fill_header(h, &layout, server);
         let validate = |h: &Header, size| validate_header(h, path, &layout, server, size);

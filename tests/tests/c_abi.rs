@@ -17,6 +17,8 @@
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
 //!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
 //!   stream's worker: each starts a session of its own, never hangs;
+//! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
+//!   ranges, out of memory);
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -242,6 +244,7 @@ fn build_everything() -> Result<Prefix, String> {
         "fork_child",
         "fork_busy",
         "teardown",
+        "memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -631,6 +634,16 @@ fn simulator_extensions() {
     let o = run_alone("extensions", "ext", &[], Duration::from_secs(30));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("extensions: ok"), "{}", report(&o));
+}
+
+// ---- device memory (tests/c/memory.c) ----------------------------------------------------------
+
+#[test]
+fn device_memory_copies_sets_and_checks_ranges() {
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "8M")];
+    let o = run_alone("memory", "mem", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("memory: ok"), "{}", report(&o));
 }
 
 // ---- a stream queue that stays full (tests/c/stream_full.c) -------------------------------------

@@ -101,7 +101,8 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
             )
         });
     }
-    // Model checking of the record/wait protocol, FIFO release and the lock-free id pool.
+    // Model checking of the record/wait protocol, FIFO release, the lock-free id pool and the
+    // stream queue.
     steps.run("loom (preemption bound 2)", || crate::longci::loom(2));
     // P processes x S streams x K notifies with SIGKILL faults: prints `lost: 0`.
     steps.run("stress (8 runs, SIGKILL faults)", || {
