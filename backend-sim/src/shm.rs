@@ -557,6 +557,30 @@ impl ShmFile {
         self.sigbus.intact(&self.path)
     }
 
+    /// Every size boundary of the layout: where each region starts (the header's end
+    /// included), where the second page of each per-device array starts, the end of the
+    /// first device's part of each, and the file's end. For truncation tests.
+    #[cfg(test)]
+    pub(crate) fn layout_boundaries(&self) -> Vec<(&'static str, usize)> {
+        let l = &self.layout;
+        let n = l.max as usize;
+        vec![
+            ("nothing kept", 0),
+            ("process table", l.procs_off),
+            ("device headers", l.devs_off),
+            ("id pools", l.pools_off),
+            ("id pool page 2", l.pools_off + PAGE),
+            ("device 1's id pool", l.pools_off + l.pool_stride),
+            ("notify slots", l.slots_off),
+            ("notify slots page 2", l.slots_off + PAGE),
+            ("device 1's notify slots", l.slots_off + n * SLOT_BYTES),
+            ("whitelists", l.whitelists_off),
+            ("whitelists page 2", l.whitelists_off + PAGE),
+            ("device 1's whitelists", l.whitelists_off + n * l.wl_size),
+            ("end (nothing cut)", l.total),
+        ]
+    }
+
     /// Whether the file shrank under this process's mapping (see [`intact`](Self::intact)).
     #[inline]
     pub(crate) fn is_lost(&self) -> bool {
@@ -1538,6 +1562,10 @@ impl SlotRef {
 
     #[cold]
     fn gone(&self) -> SimError {
+        // Zeros read from a page a truncation cut off are not another process's doing.
+        if let Err(e) = self.file.intact() {
+            return e;
+        }
         SimError::new(
             Error::DrvInternalError,
             format!(
