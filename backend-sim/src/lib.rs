@@ -813,6 +813,7 @@ impl Sim {
                     ),
                 )
             })?;
+            // One CAS: a record racing the reset lands before it (reset) or after (kept).
             v.r.slot().sync.reset();
         }
         Ok(())
@@ -1078,6 +1079,11 @@ impl Sim {
         }
         let entries = entries();
         // 507899 (whitelist memory inconsistent) as the file reports it; 207012 over the limit.
+        // Read, add and write under the file's whitelist lock and a CAS of the list's sequence
+        // word: a second writer (another process scribbling) makes this 507899, never a lost
+        // entry. Racing the export of this handle, the handle still reads Created here and the
+        // call is refused (107000): it comes before the export. Racing a destroy, this call's
+        // view holds the notify, so the entry lands in the live notify, then goes with it.
         file.update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(&entries))?
             .map_err(|e| err(e, over()))?;
         self.set_state(notify, v.state, next);
@@ -1214,6 +1220,11 @@ impl Sim {
                 ));
             }
         }
+        // The checks above read the slot without holding it; the join re-checks the
+        // generation once this process holds it (and lets go again if it was retired meanwhile),
+        // so a destroy racing the import makes it fail (107017) rather than join a dead or
+        // re-used notify. A whitelisting racing it either was seen above or comes after it
+        // (207006); an export in progress reads as not exported (the key is not out yet).
         let r = SlotRef::join(&file, odev, id, k.generation)
             .ok_or_else(|| stale("the notify was destroyed during the import"))?;
         self.insert_notify(NotifyEntry::new(r, Lifecycle::Imported, device))
@@ -1875,8 +1886,11 @@ impl NotifyResources for Sim {
             let e = write(&self.inner.notifies)
                 .remove(notify.0)
                 .ok_or_else(|| bad_notify(notify))?;
-            // Dropping the reference outside the table lock: this process's bit goes when no other
-            // handle or queued task uses the notify; the id when no process does.
+            // Removing the handle under the write lock decides which of two racing destroys
+            // wins (the other gets 107017), and a call that looked the handle up before keeps
+            // its own reference, so the notify outlives that call. Dropping the reference
+            // outside the table lock: this process's bit goes when no other handle or queued
+            // task uses the notify; the id when no process does (`NotifySlot::leave`).
             drop(e);
             Ok(())
         })
