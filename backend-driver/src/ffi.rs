@@ -236,6 +236,67 @@ api! {
         /// count-notify ids still free on the device, across every process.
         aclnsimGetCntNotifyFreeCount: unsafe extern "C" fn(i32, *mut u32) -> AclError =
             "aclnsimGetCntNotifyFreeCount",
+        /// `aclError aclrtCreateEvent(aclrtEvent *event)`; the event calls below are optional so
+        /// that a library without them (an old mock) still loads: without them every
+        /// `EventOps` call is 207000.
+        aclrtCreateEvent: unsafe extern "C" fn(*mut *mut c_void) -> AclError = "aclrtCreateEvent",
+        /// `aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag)`.
+        aclrtCreateEventWithFlag: unsafe extern "C" fn(*mut *mut c_void, u32) -> AclError =
+            "aclrtCreateEventWithFlag",
+        /// `aclError aclrtCreateEventExWithFlag(aclrtEvent *event, uint32_t flag)`.
+        aclrtCreateEventExWithFlag: unsafe extern "C" fn(*mut *mut c_void, u32) -> AclError =
+            "aclrtCreateEventExWithFlag",
+        /// `aclError aclrtDestroyEvent(aclrtEvent event)`.
+        aclrtDestroyEvent: unsafe extern "C" fn(*mut c_void) -> AclError = "aclrtDestroyEvent",
+        /// `aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)`.
+        aclrtRecordEvent: unsafe extern "C" fn(*mut c_void, *mut c_void) -> AclError =
+            "aclrtRecordEvent",
+        /// `aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream)`.
+        aclrtResetEvent: unsafe extern "C" fn(*mut c_void, *mut c_void) -> AclError =
+            "aclrtResetEvent",
+        /// `aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)`.
+        aclrtStreamWaitEvent: unsafe extern "C" fn(*mut c_void, *mut c_void) -> AclError =
+            "aclrtStreamWaitEvent",
+        /// `aclError aclrtStreamWaitEventWithTimeout(aclrtStream, aclrtEvent, int32_t timeout)`.
+        aclrtStreamWaitEventWithTimeout: unsafe extern "C" fn(*mut c_void, *mut c_void, i32)
+            -> AclError = "aclrtStreamWaitEventWithTimeout",
+        /// `aclError aclrtQueryEventStatus(aclrtEvent, aclrtEventRecordedStatus *)`.
+        aclrtQueryEventStatus: unsafe extern "C" fn(*mut c_void, *mut i32) -> AclError =
+            "aclrtQueryEventStatus",
+        /// `aclError aclrtQueryEventWaitStatus(aclrtEvent, aclrtEventWaitStatus *)`.
+        aclrtQueryEventWaitStatus: unsafe extern "C" fn(*mut c_void, *mut i32) -> AclError =
+            "aclrtQueryEventWaitStatus",
+        /// `aclError aclrtSynchronizeEvent(aclrtEvent event)`.
+        aclrtSynchronizeEvent: unsafe extern "C" fn(*mut c_void) -> AclError =
+            "aclrtSynchronizeEvent",
+        /// `aclError aclrtSynchronizeEventWithTimeout(aclrtEvent event, int32_t timeout)`.
+        aclrtSynchronizeEventWithTimeout: unsafe extern "C" fn(*mut c_void, i32) -> AclError =
+            "aclrtSynchronizeEventWithTimeout",
+        /// `aclError aclrtEventElapsedTime(float *ms, aclrtEvent start, aclrtEvent end)`.
+        aclrtEventElapsedTime: unsafe extern "C" fn(*mut f32, *mut c_void, *mut c_void)
+            -> AclError = "aclrtEventElapsedTime",
+        /// `aclError aclrtEventGetTimestamp(aclrtEvent event, uint64_t *timestamp)` (µs).
+        aclrtEventGetTimestamp: unsafe extern "C" fn(*mut c_void, *mut u64) -> AclError =
+            "aclrtEventGetTimestamp",
+        /// `aclError aclrtGetEventId(aclrtEvent event, uint32_t *eventId)`.
+        aclrtGetEventId: unsafe extern "C" fn(*mut c_void, *mut u32) -> AclError =
+            "aclrtGetEventId",
+        /// `aclError aclrtIpcGetEventHandle(aclrtEvent, aclrtIpcEventHandle *)`.
+        aclrtIpcGetEventHandle: unsafe extern "C" fn(
+            *mut c_void,
+            *mut acl_notify_core::IpcEventHandle,
+        ) -> AclError = "aclrtIpcGetEventHandle",
+        /// `aclError aclrtIpcOpenEventHandle(aclrtIpcEventHandle handle, aclrtEvent *event)`
+        /// (the 64-byte handle by value).
+        aclrtIpcOpenEventHandle: unsafe extern "C" fn(
+            acl_notify_core::IpcEventHandle,
+            *mut *mut c_void,
+        ) -> AclError = "aclrtIpcOpenEventHandle",
+        /// `aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode)`.
+        aclrtSetStreamFailureMode: unsafe extern "C" fn(*mut c_void, u64) -> AclError =
+            "aclrtSetStreamFailureMode",
+        /// `aclError aclrtStreamAbort(aclrtStream stream)`.
+        aclrtStreamAbort: unsafe extern "C" fn(*mut c_void) -> AclError = "aclrtStreamAbort",
     }
 }
 

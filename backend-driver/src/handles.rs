@@ -1,5 +1,6 @@
 //! The handle tables: what a [`RawNotify`](acl_notify_core::RawNotify) or
-//! [`RawStream`](acl_notify_core::RawStream) given out by this driver stands for.
+//! [`RawStream`](acl_notify_core::RawStream) (or count-notify or event handle) given out by
+//! this driver stands for.
 //!
 //! A handle is `slot index + 1` (bits 0..22), a kind tag (bits 22..24), the driver instance
 //! (bits 24..32) and the slot's generation (bits 32..64). A lookup checks all four, so a stale,
@@ -24,6 +25,8 @@ pub(crate) const MAX_SLOTS: usize = (1 << INDEX_BITS) - 1;
 /// Which table a handle belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
+    /// The kind tag is two bits: events take the value left.
+    Event = 0,
     Notify = 1,
     Stream = 2,
     CntNotify = 3,

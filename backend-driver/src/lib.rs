@@ -57,6 +57,7 @@
 
 mod cnt;
 mod error;
+mod event;
 mod ffi;
 mod handles;
 mod load;
@@ -151,6 +152,7 @@ struct Inner {
     notifies: Table<NotifyEntry>,
     streams: Table<StreamEntry>,
     cnts: Table<cnt::CntEntry>,
+    events: Table<event::EventEntry>,
     defaults: Mutex<HashMap<u32, u64>>,
 }
 
@@ -216,6 +218,7 @@ impl Driver {
                         notifies: Table::new(Kind::Notify, instance),
                         streams: Table::new(Kind::Stream, instance),
                         cnts: Table::new(Kind::CntNotify, instance),
+                        events: Table::new(Kind::Event, instance),
                         defaults: Mutex::new(HashMap::new()),
                     }),
                 })
@@ -572,6 +575,7 @@ impl Drop for Inner {
             let _ = unsafe { (self.api.aclrtDestroyStreamForce)(s.ptr.0) };
         }
         self.drain_cnts();
+        self.drain_events();
         for n in self.notifies.drain() {
             if self.ensure_device(n.device).is_err() {
                 continue;

@@ -324,8 +324,15 @@ impl CntFile {
     }
 
     fn at<T>(&self, off: usize) -> &T {
-        debug_assert!(off + std::mem::size_of::<T>() <= self.layout.total);
-        debug_assert!(off.is_multiple_of(std::mem::align_of::<T>()));
+        // Checked in release builds too: a caller's wrong offset is a bug of ours, and a panic
+        // (which the C ABI catches) is better than a read outside the mapping.
+        assert!(
+            off.checked_add(std::mem::size_of::<T>())
+                .is_some_and(|end| end <= self.layout.total)
+                && off.is_multiple_of(std::mem::align_of::<T>()),
+            "shared-memory access at {off:#x} outside the {}-byte layout or misaligned",
+            self.layout.total
+        );
         // SAFETY: callers compute `off` from the validated layout with in-range indices, so
         // `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
         // aligned, strides multiples of the alignment). `T` contains only atomics (any bit

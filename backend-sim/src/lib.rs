@@ -45,11 +45,13 @@
 pub mod cnt;
 mod diag;
 mod error;
+mod event;
 mod fork;
 mod handles;
 pub mod inspect;
 mod mapfile;
 mod repair;
+mod ring;
 pub mod shm;
 mod sigbus;
 pub mod stream;
@@ -348,6 +350,7 @@ impl SimBuilder {
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
                 cnt: cnt::CntState::new(tag ^ 0x4000),
+                events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
             }),
         })
     }
@@ -450,6 +453,8 @@ struct Inner {
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
     /// handles.
     cnt: cnt::CntState,
+    /// Events (`event`): this process's handles and per-device id pools.
+    events: event::EventState,
 }
 
 impl std::fmt::Debug for Inner {
@@ -477,6 +482,7 @@ impl Drop for Inner {
         let notifies = write(&self.notifies).drain();
         drop(notifies);
         self.cnt.clear();
+        self.events.clear();
     }
 }
 

@@ -59,17 +59,19 @@
 //! # The hot path
 //!
 //! A queue holds [`Job`]s: boxed closures by default, or the owner's own job type (the
-//! simulator's records and waits are plain enum values, so they cost no allocation).
-//! `enqueue` takes the queue mutex for a `VecDeque::push_back` and one counter increment (a
-//! few dozen instructions; no syscall unless the lock is contended or the queue is full), and
-//! issues a wake syscall only when the worker has announced that it is asleep (an atomic flag,
-//! checked with a Dekker-style `SeqCst` handshake). The worker takes up to 16 queued tasks per
-//! lock of the queue and runs them in order (so up to `capacity + 15` tasks can be pending;
-//! `queued` counts those still in the queue). Finished tasks are retired (what `synchronize`
+//! simulator's records and waits are plain enum values, so they cost no allocation). The
+//! queue is a lock-free ring in the stream's own memory (the `ring` module says why that and
+//! not a crate): `enqueue` claims a ticket with one compare-and-swap, writes the slot and
+//! publishes it with a release store — no lock, no fence, no syscall unless the queue is full
+//! or the worker sleeps; the worker's sleep is a bit of the same word, so the claim that
+//! clears it knows to wake the worker and no wake-up is lost. The worker takes up to 16
+//! queued tasks per turn under the consumer's lock (which only a discarding destroy also
+//! takes) and runs them in order (so up to `capacity + 15` tasks can be pending; `queued`
+//! counts those still in the queue). Finished tasks are retired (what `synchronize`
 //! and `query` count) in one step per batch, and what they leave behind ([`Job::run`]'s
 //! remains) is dropped then too — never later than before a task that may block starts or
 //! blocks ([`Job::may_block`]). The worker, having
-//! run out of tasks, spins on the enqueue counter for a bounded time
+//! run out of tasks, spins on the next slot for a bounded time
 //! ([`StreamConfig::spin`], default [`DEFAULT_SPIN`]) before it parks on its thread's futex
 //! (`std::thread::park`, whose token makes an unpark that races ahead of the park harmless).
 //! The spin is tight for its first 2 µs and then yields the CPU between checks, so that on a
@@ -82,17 +84,18 @@
 //! measurable. `examples/stream_handoff.rs` measures the handoff against a raw futex wake.
 
 use std::cell::{Cell, OnceCell};
-use std::collections::VecDeque;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::{self, MaybeUninit};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::thread::{self, JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
+
+use crate::ring::{Push, Ring};
 
 /// Default queue capacity: how many tasks may wait before `enqueue` waits for room.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -160,7 +163,7 @@ impl<E: 'static> Job<E> for Task<E> {
     }
 }
 
-/// How many queued tasks the worker takes per lock of the queue. They leave the queue
+/// How many queued tasks the worker takes per turn. They leave the queue
 /// together (so up to `capacity + TAKE - 1` tasks can be pending) and still run one by one, in
 /// order; a discarding destroy drops the taken ones that have not started on the worker.
 const TAKE: usize = 16;
@@ -225,7 +228,7 @@ impl Waker {
     }
 }
 
-/// Stream states (an `AtomicU8`, written only under the queue lock).
+/// Stream states (an `AtomicU8`, written only under the ring's consumer lock).
 const OPEN: u8 = 0;
 const DRAINING: u8 = 1;
 const DISCARDING: u8 = 2;
@@ -451,6 +454,9 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// The cancellation state shared by a stream's engine and its [`TaskCtx`] / [`CancelToken`]s.
 struct Control {
     cancelled: AtomicBool,
+    /// An abort ([`Stream::abort`]) is cutting the running task short; cleared by the worker
+    /// when it reaches the first task queued after the abort.
+    aborting: AtomicBool,
     waker: Mutex<Option<Waker>>,
     worker: OnceLock<Thread>,
     /// What the running task said it is blocked on ([`TaskCtx::set_blocked_on`]; 0: nothing).
@@ -464,6 +470,26 @@ impl Control {
         {
             let slot = lock(&self.waker);
             // A panicking waker must not abort the destroy half-way.
+            if let Some(wake) = slot.as_ref()
+                && let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| wake.call()))
+            {
+                drop_quietly(payload);
+            }
+        }
+        self.unpark_worker();
+    }
+
+    /// Whether the running task should stop: the stream is cancelled, or an abort is under way.
+    fn stopping(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst) || self.aborting.load(Ordering::SeqCst)
+    }
+
+    /// Interrupts the running task for an abort: as [`cancel`](Self::cancel), but the flag
+    /// goes back once the worker has passed the aborted tasks.
+    fn interrupt(&self) {
+        self.aborting.store(true, Ordering::SeqCst);
+        {
+            let slot = lock(&self.waker);
             if let Some(wake) = slot.as_ref()
                 && let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| wake.call()))
             {
@@ -494,7 +520,7 @@ pub struct CancelToken(Arc<Control>);
 impl CancelToken {
     /// True once the stream has been destroyed with [`StreamDestroy::Discard`] (or dropped).
     pub fn is_cancelled(&self) -> bool {
-        self.0.cancelled.load(Ordering::SeqCst)
+        self.0.stopping()
     }
 }
 
@@ -519,9 +545,10 @@ pub struct TaskCtx {
 }
 
 impl TaskCtx {
-    /// True once the stream is cancelled (a discarding destroy or drop). Never goes back.
+    /// True once the stream is cancelled (a discarding destroy or drop; never goes back), or
+    /// while an abort ([`Stream::abort`]) stops the running task.
     pub fn is_cancelled(&self) -> bool {
-        self.control.cancelled.load(Ordering::SeqCst)
+        self.control.stopping()
     }
 
     /// A token that answers [`is_cancelled`](Self::is_cancelled) from anywhere.
@@ -539,7 +566,7 @@ impl TaskCtx {
         self.armed.set(true);
         // Ordering: `Control::cancel` stores the flag before taking this lock. Either it took
         // the lock before us (then we see the flag here) or after (then it sees our waker).
-        if self.control.cancelled.load(Ordering::SeqCst) {
+        if self.control.stopping() {
             wake.call();
         }
         drop(slot);
@@ -695,15 +722,6 @@ impl<F> fmt::Debug for LazyCancel<'_, F> {
     }
 }
 
-struct Queue<J> {
-    tasks: VecDeque<J>,
-    /// Producers waiting on `not_full`.
-    blocked: usize,
-    /// A drain ran every task and the worker is leaving: a discard has nothing left to
-    /// overtake.
-    drained: bool,
-}
-
 /// Counters only the worker writes.
 #[derive(Default)]
 struct WorkerCounters {
@@ -715,18 +733,24 @@ struct WorkerCounters {
 }
 
 struct Shared<E, J> {
-    queue: Mutex<Queue<J>>,
+    /// The queue (lock-free for producers; see the `ring` module).
+    ring: Ring<J>,
+    /// Producers waiting for room hold this from announcing themselves in `blocked` until
+    /// they sleep on `not_full`; the worker takes it to notify them.
+    room: Mutex<()>,
     not_full: Condvar,
+    /// Producers waiting for room.
+    blocked: AtomicUsize,
+    /// A drain ran every task and the worker is leaving: a discard has nothing left to
+    /// overtake (written under the ring's consumer lock).
+    drained: AtomicBool,
     capacity: usize,
     spin: Duration,
     /// Longest wait for room in a full queue (`None`: for ever).
     enqueue_timeout: Option<Duration>,
-    /// `OPEN`, `DRAINING` or `DISCARDING`; written under the queue lock.
+    /// `OPEN`, `DRAINING` or `DISCARDING`; written under the ring's consumer lock (and the
+    /// ring is closed before it leaves `OPEN`).
     state: AtomicU8,
-    /// Tasks pushed so far (incremented under the queue lock, so it numbers them in order).
-    enqueued: Padded<AtomicU64>,
-    /// The worker is (about to be) parked; an enqueuer that clears it must unpark.
-    sleeping: Padded<AtomicBool>,
     /// Tasks finished or discarded so far, always a prefix of the enqueue order.
     retired: Padded<AtomicU64>,
     /// The smallest `retired` value a synchronize waiter waits for (`u64::MAX`: none).
@@ -735,6 +759,14 @@ struct Shared<E, J> {
     sync_cv: Condvar,
     /// The first unreported task error.
     error: Mutex<Option<E>>,
+    /// `ACL_STOP_ON_FAILURE`: once a task fails, later ones are discarded until a synchronize
+    /// reports the failure.
+    stop_on_failure: AtomicBool,
+    /// Set by a failure in stop-on-failure mode, cleared when a synchronize reports it.
+    halted: AtomicBool,
+    /// Tasks numbered below this (in enqueue order, from 0) were aborted: the worker drops them
+    /// unrun, and a running one's error is not stored.
+    abort_below: AtomicU64,
     /// Tasks a discarding destroy removed; the worker retires them when it exits, after the
     /// task it was running, so `retired` stays an in-order prefix.
     discard_pending: AtomicU64,
@@ -758,6 +790,9 @@ struct Shared<E, J> {
 struct Finished<R> {
     remains: Vec<R>,
     unretired: u64,
+    /// Tasks taken from the queue so far: the number (in enqueue order) of the next one to
+    /// run is `taken - local.len()`.
+    taken: u64,
 }
 
 enum Next {
@@ -769,31 +804,52 @@ enum Next {
 
 impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     fn has_work(&self, popped: u64) -> bool {
-        self.enqueued.load(Ordering::SeqCst) != popped || self.state.load(Ordering::SeqCst) != OPEN
+        self.ring.ready(popped) || self.state.load(Ordering::SeqCst) != OPEN
     }
 
     /// Moves up to [`TAKE`] tasks from the queue to the worker's `local` stack (empty), the
     /// first to run on top: taking from the end of a `Vec` is cheaper than from the front of
-    /// a `VecDeque`, and every task pays for it.
-    fn next(&self, local: &mut Vec<J>) -> Next {
-        let mut q = lock(&self.queue);
-        if self.state.load(Ordering::Relaxed) == DISCARDING {
-            return Next::Exit;
+    /// a `VecDeque`, and every task pays for it. Returns the tickets taken so far with it.
+    fn next(&self, local: &mut Vec<J>) -> (Next, u64) {
+        let mut k = self.ring.taker();
+        loop {
+            match self.state.load(Ordering::Relaxed) {
+                DISCARDING => return (Next::Exit, k.head()),
+                state => {
+                    while local.len() < TAKE {
+                        match k.take() {
+                            Some(task) => local.push(task),
+                            None => break,
+                        }
+                    }
+                    if !local.is_empty() {
+                        break;
+                    }
+                    if state == OPEN {
+                        return (Next::Empty, k.head());
+                    }
+                    // Draining: the ring is closed, so `issued` is final; a ticket claimed
+                    // before the close is about to be published.
+                    if k.head() == self.ring.issued() {
+                        self.drained.store(true, Ordering::Relaxed);
+                        return (Next::Exit, k.head());
+                    }
+                    thread::yield_now();
+                }
+            }
         }
-        let n = q.tasks.len().min(TAKE);
-        if n == 0 {
-            return if self.state.load(Ordering::Relaxed) == DRAINING {
-                q.drained = true;
-                Next::Exit
-            } else {
-                Next::Empty
-            };
-        }
-        local.extend(q.tasks.drain(..n).rev());
-        if q.blocked > 0 {
+        let head = k.head();
+        drop(k);
+        local.reverse();
+        // Dekker handshake with `enqueue_slow`: the slots are free (stored above), then we
+        // look for producers waiting for room; they announce themselves, then look at the
+        // slots.
+        fence(Ordering::SeqCst);
+        if self.blocked.load(Ordering::Relaxed) > 0 {
+            let _g = lock(&self.room);
             self.not_full.notify_all();
         }
-        Next::Run
+        (Next::Run, head)
     }
 
     /// Waits for work: spins for `self.spin`, then parks until an enqueuer or destroy wakes us.
@@ -802,17 +858,17 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             bump(&self.worker.spin_hits);
             return;
         }
-        // Dekker handshake with `enqueue`: we publish `sleeping` then re-read the counter; it
-        // bumps the counter then reads `sleeping`. With SeqCst on both sides at least one of us
-        // sees the other's write, so a task pushed now is never left without a wake-up.
-        self.sleeping.store(true, Ordering::SeqCst);
-        if self.has_work(popped) {
-            self.sleeping.store(false, Ordering::Relaxed);
+        // The ring's sleep handshake with `enqueue` (see the `ring` module): either we see the
+        // task published now, or its producer sees that we sleep and unparks us. A destroy
+        // changes `state` and then unparks us (the park token keeps an early unpark).
+        if !self.ring.prepare_sleep(popped) {
             return;
         }
-        bump(&self.worker.sleeps);
-        thread::park();
-        self.sleeping.store(false, Ordering::Relaxed);
+        if self.state.load(Ordering::SeqCst) == OPEN {
+            bump(&self.worker.sleeps);
+            thread::park();
+        }
+        self.ring.awake();
     }
 
     /// Runs the taken tasks in order; each joins the finished ones in `done` (see
@@ -835,8 +891,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
 
     fn run_tasks(&self, local: &mut Vec<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
         while let Some(task) = local.pop() {
-            if ctx.is_cancelled() {
-                // Taken before a discard: drop it unrun, like the rest.
+            let seq = done.taken - local.len() as u64 - 1;
+            let aborted = seq < self.abort_below.load(Ordering::Acquire);
+            if !aborted && self.control.aborting.load(Ordering::Relaxed) {
+                // The first task queued after an abort: the abort is over.
+                self.control.aborting.store(false, Ordering::SeqCst);
+            }
+            if self.control.cancelled.load(Ordering::Relaxed)
+                || aborted
+                || self.halted.load(Ordering::Relaxed)
+            {
+                // Taken before a discard, aborted, or behind a failure in stop-on-failure
+                // mode: drop it unrun.
                 self.flush(done);
                 drop_quietly(task);
                 self.discarded.fetch_add(1, Ordering::Relaxed);
@@ -863,6 +929,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             // (its remains are dropped by the unwinding).
             done.unretired += 1;
             match result {
+                // An aborted task's failure is the abort's doing, not the task's.
+                Err(_) if seq < self.abort_below.load(Ordering::Acquire) => {}
                 Err(e) => {
                     bump(&self.worker.failed);
                     self.store_error(e);
@@ -927,6 +995,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if slot.is_none() {
             *slot = Some(e);
         }
+        if self.stop_on_failure.load(Ordering::Relaxed) {
+            self.halted.store(true, Ordering::Relaxed);
+        }
     }
 
     fn retire(&self, n: u64) {
@@ -968,19 +1039,20 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             spin_hint: Cell::new(0),
             stamp: Cell::new(0),
         };
-        let mut popped: u64 = 0;
         let mut local: Vec<J> = Vec::with_capacity(TAKE);
         let mut done = Finished {
             remains: Vec::with_capacity(TAKE),
             unretired: 0,
+            taken: 0,
         };
         loop {
             if !local.is_empty() {
                 self.run_local(&mut local, &ctx, &mut done);
                 continue;
             }
-            match self.next(&mut local) {
-                Next::Run => popped += local.len() as u64,
+            let (next, popped) = self.next(&mut local);
+            match next {
+                Next::Run => done.taken = popped,
                 Next::Empty => self.idle(popped),
                 Next::Exit => break,
             }
@@ -1016,28 +1088,29 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     pub fn spawn(config: StreamConfig) -> Result<Self, E> {
         let control = Arc::new(Control {
             cancelled: AtomicBool::new(false),
+            aborting: AtomicBool::new(false),
             waker: Mutex::new(None),
             worker: OnceLock::new(),
             blocked_on: AtomicU64::new(0),
         });
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Queue {
-                tasks: VecDeque::with_capacity(config.capacity),
-                blocked: 0,
-                drained: false,
-            }),
+            ring: Ring::new(config.capacity),
+            room: Mutex::new(()),
             not_full: Condvar::new(),
+            blocked: AtomicUsize::new(0),
+            drained: AtomicBool::new(false),
             capacity: config.capacity,
             spin: config.spin,
             enqueue_timeout: config.enqueue_timeout,
             state: AtomicU8::new(OPEN),
-            enqueued: Padded::default(),
-            sleeping: Padded::default(),
             retired: Padded::default(),
             wake_at: AtomicU64::new(u64::MAX),
             sync_lock: Mutex::new(()),
             sync_cv: Condvar::new(),
             error: Mutex::new(None),
+            stop_on_failure: AtomicBool::new(false),
+            halted: AtomicBool::new(false),
+            abort_below: AtomicU64::new(0),
             discard_pending: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
             wakeups: AtomicU64::new(0),
@@ -1103,52 +1176,81 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Codes: as [`enqueue`](Self::enqueue).
     pub fn enqueue_job(&self, task: J) -> Result<(), E> {
         let s = &*self.shared;
-        {
-            let mut q = lock(&s.queue);
-            // Set when the queue is first found full (the common case reads no clock).
-            let mut deadline: Option<Option<Instant>> = None;
-            loop {
-                if s.state.load(Ordering::Relaxed) != OPEN {
-                    drop(q);
-                    drop_quietly(task);
-                    return Err(E::from(Error::InvalidHandle));
+        match s.ring.push(task) {
+            Push::Queued { wake } => {
+                if wake {
+                    self.wake_worker();
                 }
-                // From the worker itself, waiting for room would wait for ourselves.
-                if q.tasks.len() < s.capacity || s.control.on_worker() {
-                    break;
-                }
-                let until = *deadline.get_or_insert_with(|| {
-                    s.enqueue_timeout
-                        .and_then(|t| Instant::now().checked_add(t))
-                });
-                q.blocked += 1;
-                q = match until {
-                    None => s.not_full.wait(q).unwrap_or_else(PoisonError::into_inner),
-                    Some(until) => {
-                        let left = until.saturating_duration_since(Instant::now());
-                        if left.is_zero() {
-                            q.blocked -= 1;
-                            drop(q);
-                            drop_quietly(task);
-                            return Err(E::from(Error::StreamTaskFull));
-                        }
-                        s.not_full
-                            .wait_timeout(q, left)
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .0
-                    }
-                };
-                q.blocked -= 1;
+                Ok(())
             }
-            q.tasks.push_back(task);
-            // SeqCst: one side of the Dekker handshake with `Shared::idle`.
-            s.enqueued.fetch_add(1, Ordering::SeqCst);
+            Push::Full(task) => self.enqueue_slow(task),
+            Push::Closed(task) | Push::Spill(_, task) => {
+                drop_quietly(task);
+                Err(E::from(Error::InvalidHandle))
+            }
         }
-        if s.sleeping.load(Ordering::SeqCst) && s.sleeping.swap(false, Ordering::SeqCst) {
-            s.wakeups.fetch_add(1, Ordering::Relaxed);
-            s.control.unpark_worker();
+    }
+
+    #[cold]
+    fn wake_worker(&self) {
+        self.shared.wakeups.fetch_add(1, Ordering::Relaxed);
+        self.shared.control.unpark_worker();
+    }
+
+    /// `enqueue` into a full queue: from the worker itself the task is queued past the
+    /// capacity; from any other thread it waits for room, at most `enqueue_timeout`.
+    #[cold]
+    #[inline(never)]
+    fn enqueue_slow(&self, mut task: J) -> Result<(), E> {
+        let s = &*self.shared;
+        if s.control.on_worker() {
+            // Waiting for room would wait for ourselves.
+            return match s.ring.taker().push_own(task) {
+                Push::Queued { .. } => Ok(()),
+                Push::Closed(task) | Push::Full(task) | Push::Spill(_, task) => {
+                    drop_quietly(task);
+                    Err(E::from(Error::InvalidHandle))
+                }
+            };
         }
-        Ok(())
+        let until = s
+            .enqueue_timeout
+            .and_then(|t| Instant::now().checked_add(t));
+        let mut g = lock(&s.room);
+        // Dekker handshake with `Shared::next`: announce, then look at the slots.
+        s.blocked.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let result = loop {
+            task = match s.ring.push(task) {
+                Push::Queued { wake } => {
+                    if wake {
+                        self.wake_worker();
+                    }
+                    break Ok(());
+                }
+                Push::Closed(task) | Push::Spill(_, task) => {
+                    drop_quietly(task);
+                    break Err(E::from(Error::InvalidHandle));
+                }
+                Push::Full(task) => task,
+            };
+            g = match until {
+                None => s.not_full.wait(g).unwrap_or_else(PoisonError::into_inner),
+                Some(until) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        drop_quietly(task);
+                        break Err(E::from(Error::StreamTaskFull));
+                    }
+                    s.not_full
+                        .wait_timeout(g, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        };
+        s.blocked.fetch_sub(1, Ordering::SeqCst);
+        result
     }
 
     /// Waits until every task enqueued before this call has run (or been discarded), then
@@ -1168,7 +1270,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         if s.control.on_worker() {
             return Err(E::from(Error::InternalError));
         }
-        let target = s.enqueued.load(Ordering::SeqCst);
+        let target = s.ring.issued();
         let done = || s.retired.load(Ordering::SeqCst) >= target;
         if !done() {
             let deadline = match wait {
@@ -1210,17 +1312,50 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         if s.state.load(Ordering::SeqCst) == DISCARDING {
             return Err(E::from(Error::InvalidHandle));
         }
-        match lock(&s.error).take() {
+        let mut slot = lock(&s.error);
+        // Reported: a stop-on-failure stream runs its later tasks again.
+        s.halted.store(false, Ordering::Relaxed);
+        match slot.take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
+    }
+
+    /// Sets the failure mode: `stop` (`ACL_STOP_ON_FAILURE`) makes the worker discard the
+    /// tasks after a failed one, unrun, until a [`synchronize`](Self::synchronize) reports the
+    /// failure; otherwise (`ACL_CONTINUE_ON_FAILURE`, the default) later tasks still run.
+    pub fn set_stop_on_failure(&self, stop: bool) {
+        let s = &*self.shared;
+        let slot = lock(&s.error);
+        s.stop_on_failure.store(stop, Ordering::Relaxed);
+        // A failure already stored halts the stream from now on (and a switch back resumes).
+        s.halted.store(stop && slot.is_some(), Ordering::Relaxed);
+    }
+
+    /// Aborts the tasks enqueued so far (`aclrtStreamAbort`): those not started are dropped
+    /// unrun and the running one is cancelled as a discard would (its failure is not stored);
+    /// the stream stays open and runs the tasks enqueued after this call. Returns at once.
+    ///
+    /// Codes: 107017 the stream is being or has been destroyed.
+    pub fn abort(&self) -> Result<(), E> {
+        let s = &*self.shared;
+        {
+            // `state` changes under the consumer's lock.
+            let _k = s.ring.taker();
+            if s.state.load(Ordering::Relaxed) != OPEN {
+                return Err(E::from(Error::InvalidHandle));
+            }
+            s.abort_below.store(s.ring.issued(), Ordering::Release);
+        }
+        s.control.interrupt();
+        Ok(())
     }
 
     /// Whether every task enqueued so far has run (`Complete`) or not (`NotReady`). Never
     /// blocks; does not touch the stored error.
     pub fn query(&self) -> StreamStatus {
         let s = &*self.shared;
-        let enqueued = s.enqueued.load(Ordering::SeqCst);
+        let enqueued = s.ring.issued();
         if s.retired.load(Ordering::SeqCst) >= enqueued {
             StreamStatus::Complete
         } else {
@@ -1269,31 +1404,36 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     fn begin(&self, mode: StreamDestroy, overtake: bool) -> Result<(), E> {
         let s = &*self.shared;
         let dropped = {
-            let mut q = lock(&s.queue);
+            let mut k = s.ring.taker();
             let state = s.state.load(Ordering::Relaxed);
             let upgrade = overtake && state == DRAINING && mode == StreamDestroy::Discard;
             if state != OPEN && !upgrade {
                 return Err(E::from(Error::InvalidHandle));
             }
-            if upgrade && q.drained {
+            if upgrade && s.drained.load(Ordering::Relaxed) {
                 // The drain already ran everything: nothing to overtake, and the drain keeps
                 // its success (the worker is on its way out; waiting for it is the caller's).
                 return Ok(());
             }
+            // No task is accepted from here on; the ones with a ticket are in the ring.
+            let end = s.ring.close();
             let dropped = match mode {
                 StreamDestroy::Drain => {
                     s.state.store(DRAINING, Ordering::SeqCst);
-                    VecDeque::new()
+                    Vec::new()
                 }
                 StreamDestroy::Discard => {
-                    let tasks = mem::take(&mut q.tasks);
+                    let mut tasks = Vec::new();
+                    k.take_published(end, |t| tasks.push(t));
                     s.discard_pending
                         .fetch_add(tasks.len() as u64, Ordering::SeqCst);
                     s.state.store(DISCARDING, Ordering::SeqCst);
                     tasks
                 }
             };
-            if q.blocked > 0 {
+            drop(k);
+            if s.blocked.load(Ordering::SeqCst) > 0 {
+                let _g = lock(&s.room);
                 s.not_full.notify_all();
             }
             dropped
@@ -1360,7 +1500,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         let s = &*self.shared;
         let w = &s.worker;
         StreamStats {
-            enqueued: s.enqueued.load(Ordering::Relaxed),
+            enqueued: s.ring.issued(),
             completed: w.completed.load(Ordering::Relaxed),
             failed: w.failed.load(Ordering::Relaxed),
             panicked: w.panicked.load(Ordering::Relaxed),
@@ -1374,7 +1514,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Tasks in the queue (not counting the running one, nor up to 15 more the worker has
     /// taken from the queue and runs next).
     pub fn queued(&self) -> usize {
-        lock(&self.shared.queue).tasks.len()
+        let s = &*self.shared;
+        let head = s.ring.taker().head();
+        (s.ring.issued() - head) as usize
     }
 
     /// The queue capacity.
@@ -2280,7 +2422,7 @@ mod tests {
         assert_eq!(s.synchronize(SYNC), Ok(()));
         // Past the spin budget the worker parks.
         assert!(eventually(LONG, || s.stats().sleeps >= 1
-            && s.shared.sleeping.load(Ordering::SeqCst)));
+            && s.shared.ring.is_sleeping()));
         thread::sleep(Duration::from_millis(5));
         let (_, cpu0) = thread_stat(s.worker_tid());
         for _ in 0..10 {

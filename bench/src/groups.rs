@@ -11,6 +11,7 @@ use acl_notify_core::soc::{
 
 use crate::capi;
 use crate::child::{Child, RoleArgs};
+use crate::enqueue;
 use crate::handoff;
 use crate::harness::{Better, Group, Iters, Kind, Variant};
 use crate::notify::{self, Feed, Loop, WakeFrom};
@@ -26,6 +27,8 @@ pub mod rows {
     pub const XPROC: &str = "notify: 2 processes, streams prefilled, workers placed";
     /// In-process case (stream workers placed on CPUs of their own).
     pub const INPROC: &str = "notify: 2 streams prefilled, workers placed";
+    /// Enqueue into a running stream.
+    pub const ENQUEUE: &str = "notify: record enqueued into a running stream, default settings";
     /// Idle wake case.
     pub const WAKE: &str = "notify: record task -> waiter resumes";
     /// Idle wake case, both stream workers on one CPU.
@@ -150,6 +153,7 @@ pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
     match id {
         "xproc" => vec![xproc(ctx)],
         "inproc" => vec![inproc(ctx)],
+        "enqueue" => vec![enqueue_cost(ctx)],
         "wake" => vec![wake(ctx)],
         "idlecpu" => vec![idle_cpu(ctx)],
         "handoff" => vec![handoff(ctx)],
@@ -299,6 +303,40 @@ fn inproc(ctx: &Ctx) -> Group {
              another). Baselines: two threads of one process (private futexes), as the kernel \
              places them and placed like the case's workers; targets use the faster of the two",
             notify::BATCH
+        ),
+        min_reps: 0,
+    }
+}
+
+fn enqueue_cost(ctx: &Ctx) -> Group {
+    let ns = ctx.ns.clone();
+    let v = vec![
+        ctx.sim_variant(rows::ENQUEUE, scaled(1024, 2_000_000), || {
+            let mut c = enqueue::SimEnqueue::new(&ns)?;
+            Ok(Box::new(move |n| c.sample(n)))
+        }),
+        ctx.sim_variant_kind(
+            "engine: Stream::enqueue_job of a no-op job, stream running",
+            Kind::Info,
+            scaled(1024, 4_000_000),
+            || {
+                let mut c = enqueue::EngineEnqueue::new()?;
+                Ok(Box::new(move |n| c.sample(n)))
+            },
+        ),
+    ];
+    Group {
+        id: "enqueue",
+        title: "Enqueue into a running stream (host thread's cost per call)".into(),
+        unit: "ns/enqueue",
+        better: Better::Lower,
+        variants: v,
+        note: format!(
+            "case: aclrtRecordNotify's Rust equivalent (Sim::record) in bursts of {} on one \
+             stream, default settings; the stream's worker runs the records meanwhile (it has \
+             just finished the previous burst and is awake); only the calls are timed, a \
+             synchronize between bursts is not. Info: the stream engine alone",
+            enqueue::BURST
         ),
         min_reps: 0,
     }

@@ -30,15 +30,15 @@ use crate::wake::{IDLE_SLEEP, median, wait_for};
 pub const CHUNK: u64 = 64;
 
 /// Bound on a synchronize at the end of a sample.
-const SYNC_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const SYNC_LIMIT: Duration = Duration::from_secs(30);
 
 /// Bound on a whole cross-process sample.
 const SAMPLE_LIMIT: Duration = Duration::from_secs(60);
 
 /// The device every case runs on.
-const DEV: u32 = 0;
+pub(crate) const DEV: u32 = 0;
 
-fn e2s(e: impl std::fmt::Display) -> String {
+pub(crate) fn e2s(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -68,6 +68,17 @@ fn open_with(ns: &str, soc: Soc, cpus: StreamCpus) -> Result<Sim, String> {
         .devices(2)
         .namespace(ns)
         .stream_cpus(cpus)
+        .open()
+        .map_err(|e| format!("Sim::open({ns}): {e}"))
+}
+
+/// Opens the simulator on namespace `ns` with the settings a user gets without any variable
+/// (stream placement, spinning: the simulator's defaults).
+pub fn open_default(ns: &str, soc: Soc) -> Result<Sim, String> {
+    Sim::builder()
+        .soc(soc)
+        .devices(2)
+        .namespace(ns)
         .open()
         .map_err(|e| format!("Sim::open({ns}): {e}"))
 }

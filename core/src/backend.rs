@@ -91,7 +91,10 @@ pub enum StreamDestroy {
 }
 
 /// A C host function (`aclrtCallback`-style) and its argument, run on a stream in order.
-#[derive(Clone, Copy, Debug)]
+///
+/// Neither `Clone` nor `Copy`: [`HostCall::call`] consumes it, so safe code can run a call at
+/// most once, as [`HostCall::new`]'s contract allows.
+#[derive(Debug)]
 pub struct HostCall {
     func: unsafe extern "C" fn(*mut c_void),
     arg: *mut c_void,
@@ -109,9 +112,10 @@ impl HostCall {
         HostCall { func, arg }
     }
 
-    /// Runs the call.
+    /// Runs the call (once: it consumes the value).
     pub fn call(self) {
-        // SAFETY: `HostCall::new`'s contract makes this call valid on any thread.
+        // SAFETY: `HostCall::new`'s contract makes this one call valid on any thread; `self` is
+        // consumed and cannot be copied, so there is no second.
         unsafe { (self.func)(self.arg) }
     }
 }

@@ -27,12 +27,17 @@ pub enum Error {
     ContextNull = 107002,
     /// `ACL_ERROR_RT_STREAM_CONTEXT` — the stream belongs to another device/context.
     StreamContext = 107003,
+    /// `ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID` — an event has no valid timestamp (created
+    /// without `ACL_EVENT_TIME_LINE`, or its latest record has not run).
+    EventTimestampInvalid = 107006,
     /// `ACL_ERROR_RT_INVALID_HANDLE` — a stale, destroyed, foreign or garbage handle.
     InvalidHandle = 107017,
     /// `ACL_ERROR_RT_WAIT_TIMEOUT` — a host-side wait ran out of time.
     WaitTimeout = 107019,
     /// `ACL_ERROR_RT_TASK_TIMEOUT` — a task on a stream (a wait) ran out of time.
     TaskTimeout = 107020,
+    /// `ACL_ERROR_RT_STREAM_ABORT` — the stream's tasks were aborted (`aclrtStreamAbort`).
+    StreamAbort = 107023,
     /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` — this SoC does not have the feature.
     FeatureNotSupport = 207000,
     /// `ACL_ERROR_RT_MEMORY_ALLOCATION` — out of memory.
@@ -43,6 +48,8 @@ pub enum Error {
     ResourceAllocFail = 207005,
     /// `ACL_ERROR_RT_NO_PERMISSION` — not whitelisted, or the operation is not allowed here.
     NoPermission = 207006,
+    /// `ACL_ERROR_RT_NO_EVENT_RESOURCE` — the device is out of event ids.
+    NoEventResource = 207007,
     /// `ACL_ERROR_RT_NO_NOTIFY_RESOURCE` — the device is out of notify ids.
     NoNotifyResource = 207009,
     /// `ACL_ERROR_RT_OVER_LIMIT` — a fixed limit (64 whitelisted PIDs) would be exceeded.
@@ -51,6 +58,8 @@ pub enum Error {
     InternalError = 507000,
     /// `ACL_ERROR_RT_STREAM_TASK_FULL` — a stream's task queue is full.
     StreamTaskFull = 507002,
+    /// `ACL_ERROR_RT_EVENT_NOT_COMPLETE` — an event's latest record has not run yet.
+    EventNotComplete = 507006,
     /// `ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT` — the task type is not supported for this handle
     /// (batch reset of an imported notify).
     TaskTypeNotSupport = 507009,
@@ -58,6 +67,8 @@ pub enum Error {
     IpcError = 507022,
     /// `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` — a synchronize with a timeout expired.
     StreamSyncTimeout = 507046,
+    /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT` — an event synchronize with a timeout expired.
+    EventSyncTimeout = 507047,
     /// `ACL_ERROR_RT_DRV_INTERNAL_ERROR` — the driver (or simulated device) failed.
     DrvInternalError = 507899,
 }
@@ -67,7 +78,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 24] = [
+    pub const ALL: [Error; 29] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -76,21 +87,26 @@ impl Error {
         Error::InvalidDeviceId,
         Error::ContextNull,
         Error::StreamContext,
+        Error::EventTimestampInvalid,
         Error::InvalidHandle,
         Error::WaitTimeout,
         Error::TaskTimeout,
+        Error::StreamAbort,
         Error::FeatureNotSupport,
         Error::MemoryAllocation,
         Error::NoDevice,
         Error::ResourceAllocFail,
         Error::NoPermission,
+        Error::NoEventResource,
         Error::NoNotifyResource,
         Error::OverLimit,
         Error::InternalError,
         Error::StreamTaskFull,
+        Error::EventNotComplete,
         Error::TaskTypeNotSupport,
         Error::IpcError,
         Error::StreamSyncTimeout,
+        Error::EventSyncTimeout,
         Error::DrvInternalError,
     ];
 
@@ -110,21 +126,26 @@ impl Error {
             Error::InvalidDeviceId => "ACL_ERROR_RT_INVALID_DEVICEID",
             Error::ContextNull => "ACL_ERROR_RT_CONTEXT_NULL",
             Error::StreamContext => "ACL_ERROR_RT_STREAM_CONTEXT",
+            Error::EventTimestampInvalid => "ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID",
             Error::InvalidHandle => "ACL_ERROR_RT_INVALID_HANDLE",
             Error::WaitTimeout => "ACL_ERROR_RT_WAIT_TIMEOUT",
             Error::TaskTimeout => "ACL_ERROR_RT_TASK_TIMEOUT",
+            Error::StreamAbort => "ACL_ERROR_RT_STREAM_ABORT",
             Error::FeatureNotSupport => "ACL_ERROR_RT_FEATURE_NOT_SUPPORT",
             Error::MemoryAllocation => "ACL_ERROR_RT_MEMORY_ALLOCATION",
             Error::NoDevice => "ACL_ERROR_RT_NO_DEVICE",
             Error::ResourceAllocFail => "ACL_ERROR_RT_RESOURCE_ALLOC_FAIL",
             Error::NoPermission => "ACL_ERROR_RT_NO_PERMISSION",
+            Error::NoEventResource => "ACL_ERROR_RT_NO_EVENT_RESOURCE",
             Error::NoNotifyResource => "ACL_ERROR_RT_NO_NOTIFY_RESOURCE",
             Error::OverLimit => "ACL_ERROR_RT_OVER_LIMIT",
             Error::InternalError => "ACL_ERROR_RT_INTERNAL_ERROR",
             Error::StreamTaskFull => "ACL_ERROR_RT_STREAM_TASK_FULL",
+            Error::EventNotComplete => "ACL_ERROR_RT_EVENT_NOT_COMPLETE",
             Error::TaskTypeNotSupport => "ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT",
             Error::IpcError => "ACL_ERROR_RT_IPC_ERROR",
             Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
+            Error::EventSyncTimeout => "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
             Error::DrvInternalError => "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
         }
     }

@@ -18,6 +18,7 @@ mod fmt;
 pub mod backend;
 pub mod cnt;
 pub mod error;
+pub mod event;
 pub mod flags;
 pub mod key;
 pub mod lifecycle;
@@ -38,6 +39,10 @@ pub use backend::{
 };
 pub use cnt::{CntRecord, CntRecordMode, CntWait, CntWaitMode, OnSatisfied};
 pub use error::{BackendError, Error, Result};
+pub use event::{
+    EventFlags, EventKind, EventOps, EventRecordedStatus, EventSpec, EventWaitStatus, FailureMode,
+    IpcEventHandle, LatestRecord, RawEvent, StreamControl,
+};
 pub use flags::{CreateFlags, ExportFlags, ImportFlags, PidValidation};
 pub use key::{ExportKey, KeyFields};
 pub use lifecycle::{Lifecycle, Op};

@@ -77,6 +77,13 @@ pub enum Feature {
     DeviceOnly,
     /// Count notifies.
     CntNotify,
+    /// Events (`aclrtCreateEvent` …): every SoC with notifies (CANN's event chapter lists
+    /// `IPV350` as unsupported).
+    Event,
+    /// IPC events (`ACL_EVENT_IPC`, `aclrtIpcGetEventHandle`): Ascend 950PR, Atlas A3 and A2
+    /// only (CANN's event chapter; hicann/runtime `config/*/dev_info_reg.cc`,
+    /// `RT_FEATURE_IPC_EVENT`).
+    IpcEvent,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -116,6 +123,8 @@ pub trait CntNotify: Notifies {}
 /// The SoC's batch reset takes IPC notifies (imported, or exported by their owner) like any
 /// other ([`IpcBatchReset::Reset`]): Ascend910B and Ascend910_93.
 pub trait ResetsIpc: BatchReset {}
+/// The SoC can share events between processes ([`Feature::IpcEvent`]).
+pub trait IpcEvents: Notifies {}
 
 mod sealed {
     pub trait Sealed {}
@@ -330,6 +339,10 @@ impl InterServer for AnySoc {}
 impl DeviceOnly for AnySoc {}
 impl CntNotify for AnySoc {}
 impl ResetsIpc for AnySoc {}
+impl IpcEvents for AnySoc {}
+impl IpcEvents for Ascend950PR {}
+impl IpcEvents for Ascend910_93 {}
+impl IpcEvents for Ascend910B {}
 
 impl Soc {
     /// Parses a family name, or a chip name `aclrtGetSocName` returns (its family). Anything
@@ -365,6 +378,11 @@ impl Soc {
             Feature::InterServer => c.notify() && c.inter_server,
             Feature::DeviceOnly => c.notify() && c.device_only,
             Feature::CntNotify => c.notify() && c.cnt_notify,
+            Feature::Event => c.notify(),
+            // Keep in step with the `IpcEvents` impls above.
+            Feature::IpcEvent => {
+                matches!(self, Soc::Ascend950PR | Soc::Ascend910_93 | Soc::Ascend910B)
+            }
         }
     }
 
@@ -380,6 +398,22 @@ impl Soc {
     /// Notifies per device.
     pub const fn max_notifies(self) -> u32 {
         self.caps().max_notifies
+    }
+
+    /// Events per device (CANN's `aclrtCreateEvent` constraints: 65,536 on the 950 family,
+    /// Atlas A3, A2 and 200I/500 A2; 1,023 on the Atlas inference series; 65,535 on the Atlas
+    /// training series); 0 where events are unsupported.
+    pub const fn max_events(self) -> u32 {
+        match self {
+            Soc::Ascend950PR
+            | Soc::Ascend950DT
+            | Soc::Ascend910_93
+            | Soc::Ascend910B
+            | Soc::Ascend310B => 65536,
+            Soc::Ascend310P => 1023,
+            Soc::Ascend910 => 65535,
+            Soc::IPV350 => 0,
+        }
     }
 }
 

@@ -43,6 +43,8 @@ pub use crate::soc::AnySoc;
 
 mod cnt;
 pub use cnt::CntNotify;
+mod event;
+pub use event::{Classic, Event, EventKindType, Ex, IpcShared, Timed};
 
 mod sealed {
     pub trait Sealed {}

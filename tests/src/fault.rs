@@ -11,6 +11,10 @@
 
 use std::time::Duration;
 
+use acl_notify_core::event::{
+    EventOps, EventSpec, EventWaitStatus, FailureMode, IpcEventHandle, LatestRecord, RawEvent,
+    StreamControl,
+};
 use acl_notify_core::{
     Backend, CntNotifyOps, CntRecord, CntWait, CreateFlags, ExportFlags, ExportKey, HostCall,
     HostOps, ImportFlags, NotifyInfo, NotifyResources, RawCntNotify, RawNotify, RawStream,
@@ -275,5 +279,67 @@ impl CntNotifyOps for Faulty {
     }
     fn cnt_notifies_free(&self, device: u32) -> Result<u32, SimError> {
         self.inner.cnt_notifies_free(device)
+    }
+}
+
+impl EventOps for Faulty {
+    fn event_create(&self, device: u32, spec: EventSpec) -> Result<RawEvent, SimError> {
+        self.inner.event_create(device, spec)
+    }
+    fn event_destroy(&self, event: RawEvent) -> Result<(), SimError> {
+        self.inner.event_destroy(event)
+    }
+    fn event_spec(&self, event: RawEvent) -> Result<(u32, EventSpec), SimError> {
+        self.inner.event_spec(event)
+    }
+    /// `record_lost` drops event records too (the event stays unrecorded).
+    fn event_record(&self, event: RawEvent, stream: RawStream) -> Result<(), SimError> {
+        if self.fault == Fault::RecordLost {
+            self.inner.event_spec(event)?;
+            self.inner.stream_device(stream)?;
+            return Ok(());
+        }
+        self.inner.event_record(event, stream)
+    }
+    fn event_reset(&self, event: RawEvent, stream: RawStream) -> Result<(), SimError> {
+        self.inner.event_reset(event, stream)
+    }
+    fn stream_wait_event(
+        &self,
+        stream: RawStream,
+        event: RawEvent,
+        timeout: Timeout,
+    ) -> Result<(), SimError> {
+        self.inner.stream_wait_event(stream, event, timeout)
+    }
+    fn event_latest(&self, event: RawEvent) -> Result<LatestRecord, SimError> {
+        self.inner.event_latest(event)
+    }
+    fn event_wait_status(&self, event: RawEvent) -> Result<EventWaitStatus, SimError> {
+        self.inner.event_wait_status(event)
+    }
+    fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), SimError> {
+        self.inner.event_synchronize(event, wait)
+    }
+    fn event_timestamp(&self, event: RawEvent) -> Result<Duration, SimError> {
+        self.inner.event_timestamp(event)
+    }
+    fn event_id(&self, event: RawEvent) -> Result<u32, SimError> {
+        self.inner.event_id(event)
+    }
+    fn ipc_event_handle(&self, event: RawEvent) -> Result<IpcEventHandle, SimError> {
+        self.inner.ipc_event_handle(event)
+    }
+    fn ipc_open_event(&self, device: u32, handle: &IpcEventHandle) -> Result<RawEvent, SimError> {
+        self.inner.ipc_open_event(device, handle)
+    }
+}
+
+impl StreamControl for Faulty {
+    fn set_failure_mode(&self, stream: RawStream, mode: FailureMode) -> Result<(), SimError> {
+        self.inner.set_failure_mode(stream, mode)
+    }
+    fn abort(&self, stream: RawStream) -> Result<(), SimError> {
+        self.inner.abort(stream)
     }
 }

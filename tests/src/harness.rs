@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
-    Backend, BackendError, CntNotifyOps, Error, HostOps, NotifyResources, Soc, StreamOps,
+    Backend, BackendError, CntNotifyOps, Error, EventOps, HostOps, NotifyResources, Soc,
+    StreamControl, StreamOps,
 };
 use acl_notify_sim::Sim;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
@@ -50,11 +51,30 @@ const SKIP_EXIT: i32 = 77;
 
 /// Everything a case needs from a backend.
 pub trait TestBackend:
-    Backend + NotifyResources + StreamOps + HostOps + CntNotifyOps + Send + Sync + 'static
+    Backend
+    + NotifyResources
+    + StreamOps
+    + HostOps
+    + CntNotifyOps
+    + EventOps
+    + StreamControl
+    + Send
+    + Sync
+    + 'static
 {
 }
-impl<T: Backend + NotifyResources + StreamOps + HostOps + CntNotifyOps + Send + Sync + 'static>
-    TestBackend for T
+impl<
+    T: Backend
+        + NotifyResources
+        + StreamOps
+        + HostOps
+        + CntNotifyOps
+        + EventOps
+        + StreamControl
+        + Send
+        + Sync
+        + 'static,
+> TestBackend for T
 {
 }
 

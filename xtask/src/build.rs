@@ -67,6 +67,7 @@ pub fn build(args: &BuildArgs) -> Result<(), String> {
     let inc = inst.include.display();
     println!("library: {lib}/libascendcl.so (and libacl_rt.so, a link to it)");
     println!("header:  {inc}/acl/acl.h");
+    println!("inspect: {}/bin/acl-notify-inspect", inst.prefix.display());
     println!("link:    cc prog.c -I {inc} -L {lib} -lascendcl -Wl,-rpath,{lib}");
     Ok(())
 }
@@ -147,11 +148,20 @@ fn copy_headers(from: &Path, to: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds `acl-notify-capi` and installs the library and the headers under
-/// `<target>/acl-notify/`.
+/// Builds `acl-notify-capi` and the inspector, and installs the library, the headers and
+/// `bin/acl-notify-inspect` under `<target>/acl-notify/`.
 pub fn install(release: bool) -> Result<Installed, String> {
     let mut cmd = cargo();
-    cmd.args(["build", "--quiet", "-p", "acl-notify-capi"]);
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        "acl-notify-capi",
+        "-p",
+        "acl-notify-sim",
+        "--bin",
+        "acl-notify-inspect",
+    ]);
     if release {
         cmd.arg("--release");
     }
@@ -174,6 +184,11 @@ pub fn install(release: bool) -> Result<Installed, String> {
         &root().join("backend-sim/capi/include/acl"),
         &include.join("acl"),
     )?;
+    // The inspector, for C users who never run cargo themselves.
+    let inspect = target
+        .join(if release { "release" } else { "debug" })
+        .join("acl-notify-inspect");
+    copy_atomic(&inspect, &prefix.join("bin").join("acl-notify-inspect"))?;
     Ok(Installed {
         prefix,
         lib,
@@ -199,7 +214,7 @@ fn compile_c(inst: &Installed, name: &str) -> Result<PathBuf, String> {
         .arg(&inst.lib)
         .arg("-lascendcl")
         .arg(format!("-Wl,-rpath,{}", inst.lib.display()));
-    status(&mut cmd).map_err(|e| format!("compiling {name}.c failed (is a C compiler installed? `bash .ci/install` adds one): {e}"))?;
+    status(&mut cmd).map_err(|e| format!("compiling {name}.c failed (is a C compiler installed? `cargo xtask demo` and `test` install one): {e}"))?;
     Ok(out)
 }
 
@@ -339,6 +354,7 @@ fn describe(e: &Event) -> String {
 }
 
 pub fn demo(args: &DemoArgs) -> Result<(), String> {
+    crate::setup::for_demo()?;
     let inst = install(args.release)?;
     let owner = compile_c(&inst, "ipc_owner")?;
     let importer = compile_c(&inst, "ipc_importer")?;

@@ -13,7 +13,7 @@ use crate::run::{Steps, root};
 /// Every fuzz target, in the order they run.
 pub const TARGETS: [&str; 3] = ["key_parse", "shm_open", "capi_calls"];
 
-/// Inputs per target in a smoke run (corpus-free, from the empty input).
+/// Inputs per target in a smoke run (from the checked-in seeds, no kept corpus).
 pub const SMOKE_RUNS: u32 = 3000;
 
 /// Run the fuzz targets in fuzz/ (cargo-fuzz on nightly), each for a bounded time.
@@ -47,7 +47,7 @@ pub fn fuzz(args: &FuzzArgs) -> Result<(), String> {
             }
         },
     };
-    check_cargo_fuzz()?;
+    ensure_cargo_fuzz()?;
     let mut steps = Steps::default();
     for t in targets {
         let name = if args.smoke {
@@ -78,19 +78,34 @@ pub fn nightly_cargo() -> Command {
     c
 }
 
-fn check_cargo_fuzz() -> Result<(), String> {
-    let out = nightly_cargo()
+fn cargo_fuzz_present() -> bool {
+    nightly_cargo()
         .args(["fuzz", "--version"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status();
-    match out {
-        Ok(s) if s.success() => Ok(()),
-        _ => Err(
-            "`cargo +nightly fuzz` is not available: run `rustup toolchain install \
-                  nightly` and `cargo install cargo-fuzz --locked`"
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Installs nightly and cargo-fuzz when missing (the first time takes a few minutes): only
+/// this command and `ci-long` need them; `cargo xtask test` replays the targets on stable.
+fn ensure_cargo_fuzz() -> Result<(), String> {
+    if cargo_fuzz_present() {
+        return Ok(());
+    }
+    eprintln!("==> installing nightly and cargo-fuzz (needed by libFuzzer runs only)");
+    let mut rustup = Command::new("rustup");
+    rustup.args(["toolchain", "install", "nightly", "--profile", "minimal"]);
+    crate::run::status(&mut rustup)?;
+    crate::run::status(crate::run::cargo().args(["install", "cargo-fuzz", "--locked"]))?;
+    if cargo_fuzz_present() {
+        Ok(())
+    } else {
+        Err(
+            "`cargo +nightly fuzz` is still not available after installing nightly and \
+             cargo-fuzz (is ~/.cargo/bin on PATH?)"
                 .into(),
-        ),
+        )
     }
 }
 
@@ -136,6 +151,8 @@ fn run_target(target: &str, args: &FuzzArgs) -> Result<(), String> {
         .arg(&target_dir)
         .arg(target)
         .arg(&corpus)
+        // The checked-in seeds (read only: libFuzzer writes new inputs to the first folder).
+        .arg(fuzz_dir.join("seeds").join(target))
         .arg("--")
         .arg(format!("-artifact_prefix={}/", artifacts.display()))
         // One input may take a few seconds (a wait that times out, a slow open); more is a hang.

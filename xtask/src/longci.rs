@@ -105,12 +105,29 @@ pub fn ci_long(a: &CiLongArgs) -> Result<(), String> {
 }
 
 /// The loom models of `core/tests/loom.rs` (`--cfg loom`, release, own target directory so
-/// the normal build is not invalidated).
+/// the normal build is not invalidated), then the simulator's stream queue models
+/// (`backend-sim/src/ring.rs`, `--cfg sim_loom`: under `--cfg loom` the core's atomics become
+/// loom's, which the simulator is not written for).
 pub fn loom(preemptions: u32) -> Result<(), String> {
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) => std::path::PathBuf::from(d).join("loom"),
         None => root().join("target").join("loom"),
     };
+    let mut c = cargo();
+    c.args([
+        "test",
+        "--release",
+        "-p",
+        "acl-notify-sim",
+        "--lib",
+        "--target-dir",
+    ])
+    // Its own directory: a different RUSTFLAGS would rebuild the other's every time.
+    .arg(target.with_file_name("loom-sim"))
+    .args(["--", "ring::loom_tests::", "--test-threads=1"])
+    .env("RUSTFLAGS", "--cfg sim_loom")
+    .env("LOOM_MAX_PREEMPTIONS", preemptions.to_string());
+    run_with_deadline(&mut c, Duration::from_secs(1800))?;
     let mut c = cargo();
     c.args([
         "test",
@@ -130,7 +147,7 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
 
 /// The core's unit tests under Miri (nightly), minus [`MIRI_SKIP`].
 pub fn miri() -> Result<(), String> {
-    // The component is not part of `.ci/install` (CI does not run Miri): add it on first use.
+    // CI does not run Miri: the component is added on first use.
     crate::run::status(std::process::Command::new("rustup").args([
         "component",
         "add",

@@ -10,6 +10,7 @@ mod inspect;
 mod longci;
 mod nostd;
 mod run;
+mod setup;
 mod stress;
 #[path = "../../backend-sim/capi/stubgen.rs"]
 mod stubgen;

@@ -9,7 +9,8 @@ use crate::BackendArg;
 use crate::run::{Steps, cargo, status};
 
 /// Run the whole test suite: formatting, clippy, rustdoc, the no_std build, the examples, unit,
-/// conformance, multi-process, compile-fail and C tests, loom, stress and a fuzz smoke run.
+/// conformance, multi-process, compile-fail and C tests, loom, stress and the fuzz targets
+/// replayed. Installs what it needs first (C/C++ compilers, valgrind, the toolchain's parts).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "test")]
 pub struct TestArgs {
@@ -30,6 +31,7 @@ pub fn ci(_: &CiArgs) -> Result<(), String> {
 }
 
 pub fn test(args: &TestArgs) -> Result<(), String> {
+    crate::setup::for_test()?;
     let mut steps = Steps::default();
     steps.run("cargo fmt --check", || {
         status(cargo().args(["fmt", "--all", "--check"]))
@@ -71,8 +73,12 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
                     "--workspace",
                     "--exclude",
                     "xtask",
+                    "--exclude",
+                    "acl-notify-fuzz-targets",
                     "--no-fail-fast",
                 ])
+                // Tools `for_test` installed: the tests that use them must not skip.
+                .env("ACL_NOTIFY_REQUIRE_TOOLS", "1")
                 .env("ACL_NOTIFY_TEST_BACKEND", backend_env(args.backend)),
         )
     });
@@ -95,7 +101,8 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
             )
         });
     }
-    // Model checking of the record/wait protocol, FIFO release and the lock-free id pool.
+    // Model checking of the record/wait protocol, FIFO release, the lock-free id pool and the
+    // stream queue.
     steps.run("loom (preemption bound 2)", || crate::longci::loom(2));
     // P processes x S streams x K notifies with SIGKILL faults: prints `lost: 0`.
     steps.run("stress (8 runs, SIGKILL faults)", || {
@@ -110,13 +117,16 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
             timeout: 240,
         })
     });
-    // Corpus-free smoke run of every fuzz target (the long runs are `cargo xtask fuzz`).
-    steps.run("fuzz smoke (3000 inputs per target)", || {
-        crate::fuzz::fuzz(&crate::fuzz::FuzzArgs {
-            seconds: 60,
-            smoke: true,
-            target: None,
-        })
+    // Every fuzz target's properties over its checked-in seeds and 3000 generated inputs, on
+    // the pinned stable toolchain (libFuzzer runs are `cargo xtask fuzz` and `ci-long`).
+    steps.run("fuzz targets replayed (seeds + 3000 inputs each)", || {
+        status(cargo().args([
+            "test",
+            "--quiet",
+            "-p",
+            "acl-notify-fuzz-targets",
+            "--no-fail-fast",
+        ]))
     });
     steps.finish("test")
 }

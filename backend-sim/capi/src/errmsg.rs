@@ -77,11 +77,32 @@ thread_local! {
     static PENDING: RefCell<Vec<String>> = const { RefCell::new(Vec::new()) };
     /// The string the last `aclGetRecentErrMsg` returned (kept alive until the next one).
     static RETURNED: RefCell<Option<CString>> = const { RefCell::new(None) };
+    /// The code of this thread's latest failed runtime call, for `aclrtGetLastError` /
+    /// `aclrtPeekAtLastError` (0: none since the last `aclrtGetLastError`).
+    static LAST: std::cell::Cell<i32> = const { std::cell::Cell::new(0) };
 }
 
 /// Records that `call` failed with `e` on this thread.
 pub(crate) fn record(call: &str, e: &CallError) {
+    note_code(e.0.code);
     push(format!("{call} failed: {}", e.0.text));
+}
+
+/// Keeps `code` as the thread's last error if the runtime would: CANN's runtime stores the
+/// code of each of its own failures per thread (hicann/runtime `api_c.cc`,
+/// `GetRtExtErrCodeAndSetGlobalErr`), while the ACL layer's argument checks (codes 100xxx:
+/// a NULL pointer, no `aclInit`) fail before the runtime is called and store nothing.
+pub(crate) fn note_code(code: Error) {
+    if code.code() >= Error::ParamInvalid.code() {
+        let _ = LAST.try_with(|l| l.set(code.code()));
+    }
+}
+
+/// The thread's last runtime error (`aclrtPeekAtLastError`); `take` also clears it
+/// (`aclrtGetLastError`).
+pub(crate) fn last_error(take: bool) -> i32 {
+    LAST.try_with(|l| if take { l.replace(0) } else { l.get() })
+        .unwrap_or(0)
 }
 
 /// Records a message (also used for a caught panic). Silently does nothing while the thread

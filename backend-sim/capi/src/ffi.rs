@@ -71,6 +71,7 @@ pub(crate) fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclE
             e.code().code()
         }
         Err(payload) => {
+            errmsg::note_code(PANIC_CODE);
             errmsg::push(format!(
                 "{name} failed: {PANIC_CODE}: internal error in acl-notify (panic: {})",
                 panic_text(&*payload)
@@ -92,11 +93,11 @@ fn api_ptr(name: &str, f: impl FnOnce() -> Result<*const c_char, CallError>) -> 
     out
 }
 
-fn handle(p: *mut c_void) -> usize {
+pub(crate) fn handle(p: *mut c_void) -> usize {
     p.addr()
 }
 
-fn to_ptr(h: usize) -> *mut c_void {
+pub(crate) fn to_ptr(h: usize) -> *mut c_void {
     std::ptr::without_provenance_mut(h)
 }
 

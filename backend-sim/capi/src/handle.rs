@@ -55,6 +55,10 @@ pub(crate) enum Kind {
     Stream = 0x5A,
     /// `aclrtCntNotify`.
     CntNotify = 0xC3,
+    /// `aclrtContext`.
+    Context = 0x3C,
+    /// `aclrtEvent`.
+    Event = 0xE7,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -171,6 +175,11 @@ impl<T: Copy> HandleTable<T> {
     }
 
     /// Number of live handles.
+    /// Every live value.
+    pub(crate) fn values(&self) -> impl Iterator<Item = T> + '_ {
+        self.slots.iter().filter_map(|s| s.value)
+    }
+
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.slots.iter().filter(|s| s.value.is_some()).count()

@@ -18,8 +18,11 @@
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
+mod context;
 mod errmsg;
+mod event;
 pub mod ffi;
+pub mod ffi_event;
 mod handle;
 mod runtime;
 mod session;

@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use acl_notify_core::whitelist::MAX_ENTRIES as WHITELIST_MAX;
 use acl_notify_core::{
-    Backend, BackendError, CntNotifyOps, CntRecord, CntWait, CreateFlags, Error, ExportFlags,
-    ExportKey, Feature, HostCall, HostOps, ImportFlags, NotifyResources, RawCntNotify, RawNotify,
-    RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
+    Backend, BackendError, CntNotifyOps, CntRecord, CntWait, CreateFlags, Error, EventOps,
+    ExportFlags, ExportKey, Feature, HostCall, HostOps, ImportFlags, NotifyResources, RawCntNotify,
+    RawNotify, RawStream, ServerPid, StreamControl, StreamDestroy, StreamOps, StreamStatus,
+    SyncWait, Timeout,
 };
 
 use crate::errmsg::{CallError, param};
@@ -30,15 +31,21 @@ struct CntEntry {
 
 /// What a stream handle stands for.
 #[derive(Clone, Copy, Debug)]
-struct StreamEntry {
-    raw: RawStream,
-    device: u32,
+pub(crate) struct StreamEntry {
+    pub(crate) raw: RawStream,
+    pub(crate) device: u32,
+    /// The context it was created in (a context handle, see `context`).
+    pub(crate) ctx: usize,
+    /// A context's default stream, handed out by `aclrtCtxGetCurrentDefaultStream`: it is
+    /// not destroyed through its handle.
+    pub(crate) default: bool,
 }
 
 thread_local! {
-    /// This thread's current device, tagged with the epoch of the [`Runtime`] it was set in
-    /// (a device set before `aclFinalize` is not current after the next `aclInit`).
-    static CURRENT: Cell<Option<(u64, u32)>> = const { Cell::new(None) };
+    /// This thread's current device and context, tagged with the epoch of the [`Runtime`]
+    /// they were set in (a device set before `aclFinalize` is not current after the next
+    /// `aclInit`).
+    static CURRENT: Cell<Option<(u64, u32, usize)>> = const { Cell::new(None) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -99,8 +106,11 @@ pub(crate) struct Runtime<B> {
     epoch: u64,
     /// Notify handles are the backend's own, encoded (no table here: see [`crate::handle`]).
     notifies: NotifyCodec,
-    streams: RwLock<HandleTable<StreamEntry>>,
+    pub(crate) streams: RwLock<HandleTable<StreamEntry>>,
     cnts: RwLock<HandleTable<CntEntry>>,
+    /// Contexts and events (`context`, `event` modules).
+    pub(crate) contexts: crate::context::Contexts,
+    pub(crate) events: RwLock<HandleTable<crate::event::EventEntry>>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
@@ -116,7 +126,9 @@ impl<B> core::fmt::Debug for Runtime<B> {
     }
 }
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
+impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
+    Runtime<B>
+{
     /// A session over `backend`. `epoch` must differ from every earlier session's in this
     /// process; `seed` should be random (it salts the handles).
     pub(crate) fn new(backend: B, epoch: u64, seed: u64) -> Self {
@@ -129,6 +141,8 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             notifies,
             streams: RwLock::new(HandleTable::new(Kind::Stream, seed.rotate_left(17))),
             cnts: RwLock::new(HandleTable::new(Kind::CntNotify, seed.rotate_left(41))),
+            contexts: crate::context::Contexts::new(seed.rotate_left(23), devices),
+            events: RwLock::new(HandleTable::new(Kind::Event, seed.rotate_left(29))),
             device_refs: Mutex::new(vec![0; devices]),
             pid,
         }
@@ -166,7 +180,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         }
     }
 
-    fn stream(&self, handle: usize) -> Result<StreamEntry, CallError> {
+    pub(crate) fn stream(&self, handle: usize) -> Result<StreamEntry, CallError> {
         self.streams
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -190,8 +204,14 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     /// The calling thread's current device (107002 if none).
     #[inline]
     pub(crate) fn current_device(&self) -> Result<u32, CallError> {
+        self.current().map(|(device, _)| device)
+    }
+
+    /// The calling thread's current device and context (107002 if none).
+    #[inline]
+    pub(crate) fn current(&self) -> Result<(u32, usize), CallError> {
         match CURRENT.with(Cell::get) {
-            Some((epoch, device)) if epoch == self.epoch => Ok(device),
+            Some((epoch, device, ctx)) if epoch == self.epoch => Ok((device, ctx)),
             _ => Err(CallError::new(
                 Error::ContextNull,
                 "the calling thread has no current device (call aclrtSetDevice first)",
@@ -221,8 +241,23 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         if let Some(n) = lock(&self.device_refs).get_mut(d as usize) {
             *n = n.saturating_add(1);
         }
-        CURRENT.with(|c| c.set(Some((self.epoch, d))));
+        let ctx = self.primary_context(d)?;
+        CURRENT.with(|c| c.set(Some((self.epoch, d, ctx))));
         Ok(())
+    }
+
+    /// Makes `ctx` (a live context on `device`) current on the calling thread.
+    pub(crate) fn make_current(&self, device: u32, ctx: usize) {
+        CURRENT.with(|c| c.set(Some((self.epoch, device, ctx))));
+    }
+
+    /// Forgets the calling thread's current context if it is `ctx`.
+    pub(crate) fn forget_current(&self, ctx: usize) {
+        CURRENT.with(|c| {
+            if matches!(c.get(), Some((e, _, x)) if e == self.epoch && x == ctx) {
+                c.set(None);
+            }
+        });
     }
 
     /// `aclrtResetDevice` (`force`: `aclrtResetDeviceForce`). When the process's count of
@@ -241,7 +276,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             }
         };
         CURRENT.with(|c| {
-            if c.get() == Some((self.epoch, d)) {
+            if matches!(c.get(), Some((e, dev, _)) if e == self.epoch && dev == d) {
                 c.set(None);
             }
         });
@@ -269,6 +304,15 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             .remove_where(|c| which(c.device));
         for c in cnts {
             let _ = self.backend.cnt_destroy(c.raw);
+        }
+        self.contexts.forget_where(&which);
+        let events = self
+            .events
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_where(|e| which(e.device));
+        for e in events {
+            let _ = self.backend.event_destroy(e.raw);
         }
     }
 
@@ -303,12 +347,12 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     /// The backend stream a C stream argument means on the calling thread: a live stream of
     /// the current device, or that device's default stream for NULL. Checks: 107017 bad
     /// handle; 107002 no current device; 107003 a stream of another device.
-    fn resolve_stream(&self, stream: usize) -> Result<RawStream, CallError> {
+    pub(crate) fn resolve_stream(&self, stream: usize) -> Result<RawStream, CallError> {
         let entry = match stream {
             0 => None,
             h => Some(self.stream(h)?),
         };
-        let device = self.current_device()?;
+        let (device, ctx) = self.current()?;
         match entry {
             Some(s) if s.device != device => Err(CallError::new(
                 Error::StreamContext,
@@ -317,17 +361,23 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
                     s.device
                 ),
             )),
+            // hicann/runtime `api_impl.cc`: a stream is used only in the context it belongs to.
+            Some(s) if s.ctx != ctx => Err(CallError::new(
+                Error::StreamContext,
+                format!(
+                    "stream {stream:#x} belongs to context {:#x}, but the current context is \
+                     {ctx:#x}",
+                    s.ctx
+                ),
+            )),
             Some(s) => Ok(s.raw),
-            None => self
-                .backend
-                .default_stream(device)
-                .map_err(CallError::backend),
+            None => self.context_default_stream(device, ctx),
         }
     }
 
     /// `aclrtCreateStream`.
     pub(crate) fn create_stream(&self) -> Result<usize, CallError> {
-        let device = self.current_device()?;
+        let (device, ctx) = self.current()?;
         let raw = self
             .backend
             .create_stream(device)
@@ -336,7 +386,12 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             .streams
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(StreamEntry { raw, device });
+            .insert(StreamEntry {
+                raw,
+                device,
+                ctx,
+                default: false,
+            });
         h.ok_or_else(|| {
             let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
             CallError::new(
@@ -353,6 +408,11 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
         mode: StreamDestroy,
     ) -> Result<(), CallError> {
         let raw = self.resolve_stream(stream)?;
+        if self.stream(stream).is_ok_and(|s| s.default) {
+            return Err(param(format!(
+                "stream {stream:#x} is a context's default stream: it goes with its context"
+            )));
+        }
         // Dead for every other caller from now on, even while a drain is still running. Only
         // the caller that removes it destroys it: a racing destroy is told the handle is dead.
         if self
@@ -511,7 +571,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
     }
 
     #[inline]
-    fn require(&self, feature: Feature) -> Result<(), CallError> {
+    pub(crate) fn require(&self, feature: Feature) -> Result<(), CallError> {
         let soc = self.backend.soc();
         if soc.has(feature) {
             return Ok(());
@@ -523,6 +583,8 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
             Feature::InterServer => "inter-server whitelists",
             Feature::DeviceOnly => "ACL_NOTIFY_DEVICE_USE_ONLY",
             Feature::CntNotify => "count notifies",
+            Feature::Event => "events",
+            Feature::IpcEvent => "IPC events",
         };
         Err(CallError::new(
             Error::FeatureNotSupport,
@@ -727,7 +789,16 @@ impl BatchResetWith for acl_notify_sim::Sim {
     }
 }
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles + BatchResetWith> Runtime<B> {
+impl<
+    B: NotifyResources
+        + StreamOps
+        + CntNotifyOps
+        + EventOps
+        + StreamControl
+        + NotifyHandles
+        + BatchResetWith,
+> Runtime<B>
+{
     /// `aclrtNotifyBatchReset` after the array and count checks: `next(i)` yields element `i`
     /// (`num` ≥ 1 of them). Elements are checked in order; the ones before the first failing
     /// element are reset, then that element's code is returned. Element `i` is read only
@@ -774,7 +845,9 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles + BatchResetW
 /// and the info structs; what remains runs here in this order: 207000 on a SoC without count
 /// notifies; 107017 bad count-notify handle; then, for stream calls, the stream (107017,
 /// 107002, 107003).
-impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
+impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
+    Runtime<B>
+{
     fn cnt(&self, handle: usize) -> Result<CntEntry, CallError> {
         self.require(Feature::CntNotify)?;
         self.cnts
@@ -872,7 +945,10 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles> Runtime<B> {
 }
 
 /// The simulator's extensions beyond CANN's API (`aclnsim*`), for backends with [`HostOps`].
-impl<B: NotifyResources + StreamOps + CntNotifyOps + NotifyHandles + HostOps> Runtime<B> {
+impl<
+    B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles + HostOps,
+> Runtime<B>
+{
     /// The notify's backend handle, after checking the calling thread's current device is the
     /// owner's: 107017; 107002; 107000.
     fn owner_side(&self, notify: usize) -> Result<RawNotify, CallError> {

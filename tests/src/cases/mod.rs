@@ -11,6 +11,7 @@ mod basic;
 mod batch;
 mod cnt;
 mod diag;
+mod event;
 mod host;
 mod host_once;
 mod ipc;
@@ -89,6 +90,7 @@ pub fn all<B: TestBackend>() -> Vec<Case<B>> {
     v.extend(host::cases());
     v.extend(host_once::cases());
     v.extend(cnt::cases());
+    v.extend(event::cases());
     v.extend(diag::cases());
     v.extend(typed::cases());
     v.extend(mp::cases());

@@ -1,0 +1,329 @@
+//! Contexts (CANN's context chapter) and the stream calls that depend on them: each thread has a
+//! current context (which fixes its current device); `aclrtSetDevice` makes the device's
+//! *primary* context current, `aclrtCreateContext` a new one with a default stream of its own.
+//! A stream belongs to the context it was created in and is used only there (107003
+//! elsewhere, as hicann/runtime `api_impl.cc` checks); a NULL stream means the current
+//! context's default stream. Also here: `aclrtCreateStreamWithConfig`, failure modes, abort
+//! and device synchronize, which act on the current context's streams.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::Instant;
+
+use acl_notify_core::{
+    BackendError, CntNotifyOps, Error, EventOps, FailureMode, NotifyResources, RawStream,
+    StreamControl, StreamDestroy, StreamOps, SyncWait,
+};
+
+use crate::errmsg::{CallError, param};
+use crate::handle::{HandleTable, Kind, MAX_HANDLES};
+use crate::runtime::{NotifyHandles, Runtime, StreamEntry};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a context handle stands for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CtxEntry {
+    device: u32,
+    /// The backend stream a NULL stream means here: `None` for a primary context (the
+    /// backend's default stream of the device), a stream of its own for a created one.
+    default: Option<RawStream>,
+}
+
+/// The session's contexts.
+pub(crate) struct Contexts {
+    table: RwLock<HandleTable<CtxEntry>>,
+    /// The primary context of each device, once made.
+    primaries: Mutex<Vec<Option<usize>>>,
+    /// The C stream handle of each context's default stream, once handed out.
+    default_handles: Mutex<HashMap<usize, usize>>,
+}
+
+impl Contexts {
+    pub(crate) fn new(seed: u64, devices: usize) -> Self {
+        Contexts {
+            table: RwLock::new(HandleTable::new(Kind::Context, seed)),
+            primaries: Mutex::new(vec![None; devices]),
+            default_handles: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn get(&self, ctx: usize) -> Option<CtxEntry> {
+        self.table
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(ctx)
+    }
+
+    /// Forgets every context of the devices `which` picks (their streams are the caller's to
+    /// discard).
+    pub(crate) fn forget_where(&self, which: &impl Fn(u32) -> bool) {
+        let mut primaries = lock(&self.primaries);
+        for (d, p) in primaries.iter_mut().enumerate() {
+            if which(d as u32) {
+                *p = None;
+            }
+        }
+        drop(primaries);
+        let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let _ = table.remove_where(|c| which(c.device));
+        lock(&self.default_handles).retain(|ctx, _| table.get(*ctx).is_some());
+    }
+}
+
+fn bad_context(ctx: usize) -> CallError {
+    CallError::new(
+        Error::InvalidHandle,
+        format!(
+            "context {ctx:#x} is not a live context of this process (destroyed, its device reset, \
+             from another process or session, or not a context)"
+        ),
+    )
+}
+
+/// `aclrtCreateStreamWithConfig` flags (`ACL_STREAM_*`): every bit CANN defines is accepted;
+/// the simulator runs every stream the same way.
+const STREAM_FLAGS: u32 = 0x3f;
+
+impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
+    Runtime<B>
+{
+    /// The primary context of `device`, made on first use.
+    pub(crate) fn primary_context(&self, device: u32) -> Result<usize, CallError> {
+        let mut p = lock(&self.contexts.primaries);
+        if let Some(Some(ctx)) = p.get(device as usize) {
+            return Ok(*ctx);
+        }
+        let ctx = self
+            .contexts
+            .table
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(CtxEntry {
+                device,
+                default: None,
+            })
+            .ok_or_else(full)?;
+        if let Some(slot) = p.get_mut(device as usize) {
+            *slot = Some(ctx);
+        }
+        Ok(ctx)
+    }
+
+    /// The backend stream a NULL stream means in context `ctx` of `device`.
+    pub(crate) fn context_default_stream(
+        &self,
+        device: u32,
+        ctx: usize,
+    ) -> Result<RawStream, CallError> {
+        match self.contexts.get(ctx) {
+            Some(CtxEntry {
+                default: Some(s), ..
+            }) => Ok(s),
+            Some(_) => self
+                .backend()
+                .default_stream(device)
+                .map_err(CallError::backend),
+            None => Err(CallError::new(
+                Error::ContextNull,
+                "the calling thread's current context was destroyed (set another one)",
+            )),
+        }
+    }
+
+    /// `aclrtCreateContext`: a context on `device` with a default stream of its own, made
+    /// current on the calling thread.
+    pub(crate) fn create_context(&self, device: i32) -> Result<usize, CallError> {
+        let d = self.device_id(device)?;
+        let raw = self
+            .backend()
+            .create_stream(d)
+            .map_err(CallError::backend)?;
+        let ctx = self
+            .contexts
+            .table
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(CtxEntry {
+                device: d,
+                default: Some(raw),
+            });
+        let Some(ctx) = ctx else {
+            let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
+            return Err(full());
+        };
+        self.make_current(d, ctx);
+        Ok(ctx)
+    }
+
+    /// `aclrtDestroyContext`: discards the context's streams (its default stream included)
+    /// and forgets it; a thread whose current context it was has none afterwards.
+    pub(crate) fn destroy_context(&self, ctx: usize) -> Result<(), CallError> {
+        let entry = self.contexts.get(ctx).ok_or_else(|| bad_context(ctx))?;
+        let Some(default) = entry.default else {
+            return Err(param(format!(
+                "context {ctx:#x} is device {}'s primary context: aclrtResetDevice releases it",
+                entry.device
+            )));
+        };
+        if self
+            .contexts
+            .table
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(ctx)
+            .is_none()
+        {
+            return Err(bad_context(ctx));
+        }
+        lock(&self.contexts.default_handles).remove(&ctx);
+        let streams = self
+            .streams
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove_where(|s| s.ctx == ctx);
+        let mut raws: Vec<RawStream> = streams.iter().map(|s| s.raw).collect();
+        if !raws.contains(&default) {
+            raws.push(default);
+        }
+        for raw in raws {
+            let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
+        }
+        self.forget_current(ctx);
+        Ok(())
+    }
+
+    /// `aclrtSetCurrentContext`.
+    pub(crate) fn set_current_context(&self, ctx: usize) -> Result<(), CallError> {
+        let entry = self.contexts.get(ctx).ok_or_else(|| bad_context(ctx))?;
+        self.make_current(entry.device, ctx);
+        Ok(())
+    }
+
+    /// `aclrtGetCurrentContext`.
+    pub(crate) fn current_context(&self) -> Result<usize, CallError> {
+        let (_, ctx) = self.current()?;
+        if self.contexts.get(ctx).is_none() {
+            return Err(CallError::new(
+                Error::ContextNull,
+                "the calling thread's current context was destroyed or its device reset",
+            ));
+        }
+        Ok(ctx)
+    }
+
+    /// `aclrtCtxGetCurrentDefaultStream`: a C handle for the current context's default stream
+    /// (the same handle every time).
+    pub(crate) fn current_default_stream(&self) -> Result<usize, CallError> {
+        let (device, ctx) = self.current()?;
+        let raw = self.context_default_stream(device, ctx)?;
+        let mut handles = lock(&self.contexts.default_handles);
+        if let Some(h) = handles.get(&ctx)
+            && self.stream(*h).is_ok()
+        {
+            return Ok(*h);
+        }
+        let h = self
+            .streams
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(StreamEntry {
+                raw,
+                device,
+                ctx,
+                default: true,
+            })
+            .ok_or_else(full)?;
+        handles.insert(ctx, h);
+        Ok(h)
+    }
+
+    /// `aclrtCreateStreamWithConfig` (priority and flags are accepted and not modelled).
+    pub(crate) fn create_stream_with_config(
+        &self,
+        _priority: u32,
+        flags: u32,
+    ) -> Result<usize, CallError> {
+        if flags & !STREAM_FLAGS != 0 {
+            return Err(param(format!(
+                "flag {flags:#x} has bits no ACL_STREAM_* flag defines (known: {STREAM_FLAGS:#x})"
+            )));
+        }
+        self.create_stream()
+    }
+
+    /// `aclrtSetStreamFailureMode`.
+    pub(crate) fn set_failure_mode(&self, stream: usize, mode: u64) -> Result<(), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        self.backend()
+            .set_failure_mode(raw, FailureMode::from_c(mode))
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtStreamAbort`.
+    pub(crate) fn abort_stream(&self, stream: usize) -> Result<(), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        self.backend().abort(raw).map_err(CallError::backend)
+    }
+
+    /// `aclrtSynchronizeDevice[WithTimeout]`: synchronizes every stream of the current
+    /// context (hicann/runtime `ApiImpl::DeviceSynchronize`: `curCtx->Synchronize`), its
+    /// default stream included, within one deadline; the first stream error is returned after
+    /// all of them are done. Expiry: 507046.
+    pub(crate) fn synchronize_device(&self, wait: SyncWait) -> Result<(), CallError> {
+        let (device, ctx) = self.current()?;
+        let mut raws = vec![self.context_default_stream(device, ctx)?];
+        raws.extend(
+            self.streams
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .values()
+                .filter(|s| s.ctx == ctx && !s.default)
+                .map(|s| s.raw),
+        );
+        let deadline = match wait {
+            SyncWait::Forever => None,
+            SyncWait::AtMost(d) => Instant::now().checked_add(d),
+        };
+        let mut first: Option<CallError> = None;
+        for raw in raws {
+            let w = match deadline {
+                None => SyncWait::Forever,
+                Some(d) => SyncWait::AtMost(d.saturating_duration_since(Instant::now())),
+            };
+            if let Err(e) = self.backend().synchronize(raw, w) {
+                if e.kind() == Error::StreamSyncTimeout {
+                    return Err(CallError::new(
+                        Error::StreamSyncTimeout,
+                        format!(
+                            "device {device}: a stream of the current context still has tasks \
+                             after {} ms",
+                            wait_ms(wait)
+                        ),
+                    ));
+                }
+                // A stream destroyed meanwhile is no longer the device's to wait for.
+                if e.kind() != Error::InvalidHandle && first.is_none() {
+                    first = Some(CallError::backend(e));
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+}
+
+fn wait_ms(wait: SyncWait) -> u128 {
+    match wait {
+        SyncWait::Forever => u128::MAX,
+        SyncWait::AtMost(d) => d.as_millis(),
+    }
+}
+
+fn full() -> CallError {
+    CallError::new(
+        Error::ResourceAllocFail,
+        format!("the process already holds {MAX_HANDLES} handles of this kind"),
+    )
+}

@@ -1,0 +1,331 @@
+//! Events in the C ABI: the handle table and the checks CANN's entry points and runtime make
+//! before the backend's (hicann/runtime `src/acl/aclrt_impl/event.cpp` for the NULL checks,
+//! `src/runtime/api/impl/api_error.cc` for which kinds of event each call refuses).
+
+use std::sync::PoisonError;
+
+use acl_notify_core::event::{EventKind, EventSpec, IpcEventHandle, LatestRecord, elapsed_ms};
+use acl_notify_core::{
+    CntNotifyOps, Error, EventOps, EventRecordedStatus, EventWaitStatus, NotifyResources, RawEvent,
+    StreamControl, StreamOps, SyncWait, Timeout,
+};
+
+use crate::errmsg::{CallError, param};
+use crate::handle::MAX_HANDLES;
+use crate::runtime::{NotifyHandles, Runtime};
+
+/// What an event handle stands for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EventEntry {
+    pub(crate) raw: RawEvent,
+    /// The device it was created (or opened) on.
+    pub(crate) device: u32,
+    spec: EventSpec,
+}
+
+fn bad_event(event: usize) -> CallError {
+    CallError::new(
+        Error::InvalidHandle,
+        format!(
+            "event {event:#x} is not a live event of this process (destroyed, from another \
+             process or session, or not an event)"
+        ),
+    )
+}
+
+fn unsupported(what: &str, why: &str) -> CallError {
+    CallError::new(Error::FeatureNotSupport, format!("{what} {why}"))
+}
+
+/// `aclrtEventStatus` (the deprecated query's answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub(crate) enum LegacyStatus {
+    /// `ACL_EVENT_STATUS_COMPLETE`.
+    Complete = 0,
+    /// `ACL_EVENT_STATUS_NOT_READY`.
+    NotReady = 1,
+}
+
+impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
+    Runtime<B>
+{
+    fn event(&self, event: usize) -> Result<EventEntry, CallError> {
+        self.events
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(event)
+            .ok_or_else(|| bad_event(event))
+    }
+
+    fn events_supported(&self) -> Result<(), CallError> {
+        self.require(acl_notify_core::Feature::Event)
+    }
+
+    fn add_event(&self, raw: RawEvent, device: u32, spec: EventSpec) -> Result<usize, CallError> {
+        let h = self
+            .events
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(EventEntry { raw, device, spec });
+        h.ok_or_else(|| {
+            let _ = self.backend().event_destroy(raw);
+            CallError::new(
+                Error::ResourceAllocFail,
+                format!("the process already holds {MAX_HANDLES} events"),
+            )
+        })
+    }
+
+    /// `aclrtCreateEvent`, `aclrtCreateEventWithFlag` (`ex` false) or
+    /// `aclrtCreateEventExWithFlag` (`ex` true); `flag` is `None` for `aclrtCreateEvent`.
+    pub(crate) fn create_event(&self, flag: Option<u32>, ex: bool) -> Result<usize, CallError> {
+        self.events_supported()?;
+        let soc = self.backend().soc();
+        let spec = match (flag, ex) {
+            (None, _) => Ok(EventSpec::classic()),
+            (Some(f), false) => EventSpec::with_flag(f, soc),
+            (Some(f), true) => EventSpec::ex_with_flag(f, soc),
+        }
+        .map_err(|e| {
+            let f = flag.unwrap_or_default();
+            match e {
+                Error::FeatureNotSupport => {
+                    CallError::new(e, format!("flag {f:#x} is not supported on {soc}"))
+                }
+                _ if ex => CallError::new(
+                    e,
+                    format!(
+                        "flag {f:#x}: an OR of ACL_EVENT_SYNC, ACL_EVENT_CAPTURE_STREAM_PROGRESS \
+                         and ACL_EVENT_TIME_LINE, or ACL_EVENT_IPC alone"
+                    ),
+                ),
+                _ => CallError::new(
+                    e,
+                    format!(
+                        "flag {f:#x}: an OR of ACL_EVENT_SYNC, ACL_EVENT_CAPTURE_STREAM_PROGRESS \
+                         and ACL_EVENT_TIME_LINE, or ACL_EVENT_DEVICE_USE_ONLY or \
+                         ACL_EVENT_EXTERNAL alone"
+                    ),
+                ),
+            }
+        })?;
+        let device = self.current_device()?;
+        let raw = self
+            .backend()
+            .event_create(device, spec)
+            .map_err(CallError::backend)?;
+        self.add_event(raw, device, spec)
+    }
+
+    /// `aclrtDestroyEvent`: queued tasks that use the event still run.
+    pub(crate) fn destroy_event(&self, event: usize) -> Result<(), CallError> {
+        let e = self
+            .events
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(event)
+            .ok_or_else(|| bad_event(event))?;
+        self.backend()
+            .event_destroy(e.raw)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtRecordEvent`.
+    pub(crate) fn record_event(&self, event: usize, stream: usize) -> Result<(), CallError> {
+        let e = self.event(event)?;
+        let s = self.resolve_stream(stream)?;
+        self.backend()
+            .event_record(e.raw, s)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtResetEvent`.
+    pub(crate) fn reset_event(&self, event: usize, stream: usize) -> Result<(), CallError> {
+        let e = self.event(event)?;
+        let s = self.resolve_stream(stream)?;
+        self.backend()
+            .event_reset(e.raw, s)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtStreamWaitEvent[WithTimeout]`.
+    pub(crate) fn stream_wait_event(
+        &self,
+        stream: usize,
+        event: usize,
+        timeout: Timeout,
+    ) -> Result<(), CallError> {
+        let e = self.event(event)?;
+        let s = self.resolve_stream(stream)?;
+        self.backend()
+            .stream_wait_event(s, e.raw, timeout)
+            .map_err(CallError::backend)
+    }
+
+    fn latest(&self, e: &EventEntry) -> Result<LatestRecord, CallError> {
+        self.backend()
+            .event_latest(e.raw)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtQueryEvent` (deprecated): whether the latest record has run.
+    pub(crate) fn query_event(&self, event: usize) -> Result<LegacyStatus, CallError> {
+        let e = self.event(event)?;
+        if e.spec.kind() == EventKind::Ex {
+            return Err(unsupported(
+                "aclrtQueryEvent",
+                "does not take an event of aclrtCreateEventExWithFlag (use aclrtQueryEventStatus)",
+            ));
+        }
+        if e.spec.external() {
+            return Err(unsupported(
+                "aclrtQueryEvent",
+                "does not take an external event",
+            ));
+        }
+        Ok(match self.latest(&e)? {
+            LatestRecord::Pending => LegacyStatus::NotReady,
+            LatestRecord::None | LatestRecord::Done => LegacyStatus::Complete,
+        })
+    }
+
+    /// `aclrtQueryEventStatus`: COMPLETE once the latest record has run; before any record,
+    /// COMPLETE for an Ex event and NOT_READY for a classic one (hicann/runtime
+    /// `Event::QueryEventStatus`).
+    pub(crate) fn query_event_status(
+        &self,
+        event: usize,
+    ) -> Result<EventRecordedStatus, CallError> {
+        let e = self.event(event)?;
+        if e.spec.external() {
+            return Err(unsupported(
+                "aclrtQueryEventStatus",
+                "does not take an external event",
+            ));
+        }
+        Ok(match (self.latest(&e)?, e.spec.kind()) {
+            (LatestRecord::Done, _) | (LatestRecord::None, EventKind::Ex) => {
+                EventRecordedStatus::Complete
+            }
+            _ => EventRecordedStatus::NotReady,
+        })
+    }
+
+    /// `aclrtQueryEventWaitStatus`.
+    pub(crate) fn query_event_wait_status(
+        &self,
+        event: usize,
+    ) -> Result<EventWaitStatus, CallError> {
+        let e = self.event(event)?;
+        if e.spec.kind() == EventKind::Ex {
+            return Err(unsupported(
+                "aclrtQueryEventWaitStatus",
+                "does not take an event of aclrtCreateEventExWithFlag",
+            ));
+        }
+        if e.spec.external() {
+            return Err(unsupported(
+                "aclrtQueryEventWaitStatus",
+                "does not take an external event",
+            ));
+        }
+        self.backend()
+            .event_wait_status(e.raw)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtSynchronizeEvent[WithTimeout]` (`wait` already checked: −1 forever, > 0 ms).
+    pub(crate) fn synchronize_event(&self, event: usize, wait: SyncWait) -> Result<(), CallError> {
+        let e = self.event(event)?;
+        if e.spec.external() {
+            return Err(unsupported(
+                "aclrtSynchronizeEvent",
+                "does not take an external event",
+            ));
+        }
+        self.backend()
+            .event_synchronize(e.raw, wait)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtEventElapsedTime`: milliseconds from `start`'s latest record to `end`'s.
+    pub(crate) fn elapsed_time(&self, start: usize, end: usize) -> Result<f32, CallError> {
+        let s = self.event(start)?;
+        let e = self.event(end)?;
+        for (x, name) in [(&s, "startEvent"), (&e, "endEvent")] {
+            if x.spec.external() || x.spec.ipc() {
+                return Err(unsupported(
+                    "aclrtEventElapsedTime",
+                    &format!("does not take an external or IPC event ({name})"),
+                ));
+            }
+        }
+        // hicann/runtime `Event::ElapsedTime`: both must have been recorded (507000), then
+        // both need a timestamp (107006).
+        for (x, name) in [(&s, "startEvent"), (&e, "endEvent")] {
+            if self.latest(x)? == LatestRecord::None {
+                return Err(CallError::new(
+                    Error::InternalError,
+                    format!("{name} has never been recorded"),
+                ));
+            }
+        }
+        let t0 = self
+            .backend()
+            .event_timestamp(s.raw)
+            .map_err(CallError::backend)?;
+        let t1 = self
+            .backend()
+            .event_timestamp(e.raw)
+            .map_err(CallError::backend)?;
+        Ok(elapsed_ms(t0, t1))
+    }
+
+    /// `aclrtEventGetTimestamp`, in microseconds.
+    pub(crate) fn event_timestamp_us(&self, event: usize) -> Result<u64, CallError> {
+        let e = self.event(event)?;
+        self.backend()
+            .event_timestamp(e.raw)
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtGetEventId`.
+    pub(crate) fn event_id(&self, event: usize) -> Result<u32, CallError> {
+        let e = self.event(event)?;
+        self.backend().event_id(e.raw).map_err(CallError::backend)
+    }
+
+    /// `aclrtIpcGetEventHandle`.
+    pub(crate) fn ipc_event_handle(&self, event: usize) -> Result<IpcEventHandle, CallError> {
+        let e = self.event(event)?;
+        self.backend()
+            .ipc_event_handle(e.raw)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtIpcOpenEventHandle`: the event on the current device.
+    pub(crate) fn ipc_open_event(&self, handle: &IpcEventHandle) -> Result<usize, CallError> {
+        let device = self.current_device()?;
+        let raw = self
+            .backend()
+            .ipc_open_event(device, handle)
+            .map_err(CallError::backend)?;
+        let (_, spec) = self.backend().event_spec(raw).map_err(CallError::backend)?;
+        self.add_event(raw, device, spec)
+    }
+}
+
+/// `aclrtSynchronizeEventWithTimeout`'s and `aclrtSynchronizeDeviceWithTimeout`'s timeout: −1
+/// forever, > 0 milliseconds; 0 and anything below −1 are refused (hicann/runtime
+/// `api_error.cc`: "greater than or equal to -1 and not equal to 0").
+pub(crate) fn sync_timeout(timeout: i32) -> Result<SyncWait, CallError> {
+    match timeout {
+        -1 => Ok(SyncWait::Forever),
+        t if t > 0 => Ok(SyncWait::AtMost(std::time::Duration::from_millis(t as u64))),
+        t => Err(param(format!(
+            "timeout {t} ms: -1 (forever) or a positive number of milliseconds"
+        ))),
+    }
+}

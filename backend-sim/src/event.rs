@@ -1,0 +1,588 @@
+//! Events on the simulated device ([`EventOps`] and [`StreamControl`] for [`Sim`]): a
+//! process-local table of events, each a small state machine under one mutex, with the
+//! classic and Ex semantics described in [`acl_notify_core::event`].
+//!
+//! # State of one event
+//!
+//! - `flag` — the classic event's device flag: set by a record task, cleared by a reset task;
+//!   a classic wait stalls until it is set.
+//! - `latest` — the latest record enqueued (a [`Mark`], shared with its task). Queries,
+//!   synchronize and the timestamp look at it; an Ex wait captures it when it is enqueued and
+//!   stalls until that record has run.
+//! - `waits` / `waits_done` — wait tasks enqueued and finished (`aclrtQueryEventWaitStatus`).
+//!
+//! A record or wait task holds the event (an `Arc`), so destroying a handle while its tasks
+//! are queued is allowed (as CANN documents for `aclrtDestroyEvent`): the id is freed when the
+//! last task is done. A waiting task registers a cancel waker that takes the event's lock and
+//! wakes the condition variable, so a discarding destroy or an abort of its stream ends it.
+//!
+//! Timestamps are `CLOCK_MONOTONIC` nanoseconds, the same clock in every process.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::event::{
+    EventKind, EventOps, EventSpec, EventWaitStatus, FailureMode, IpcEventHandle, LatestRecord,
+    RawEvent, StreamControl,
+};
+use acl_notify_core::{Backend, Error, Feature, RawStream, SyncWait, Timeout};
+
+use crate::error::SimError;
+use crate::handles::Slab;
+use crate::stream::TaskCtx;
+use crate::{Sim, sys};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One record task's outcome, shared by the task, the event and the Ex waits that captured it.
+#[derive(Debug, Default)]
+struct Mark {
+    /// `CLOCK_MONOTONIC` ns when the record ran; 0 while it has not. Written under the
+    /// event's lock.
+    at_ns: AtomicU64,
+}
+
+impl Mark {
+    fn ran(&self) -> bool {
+        self.at_ns.load(Ordering::Relaxed) != 0
+    }
+}
+
+#[derive(Debug, Default)]
+struct EvState {
+    /// The event id, once it has one.
+    id: Option<u32>,
+    /// Classic: set by a record, cleared by a reset.
+    flag: bool,
+    /// The latest record enqueued.
+    latest: Option<Arc<Mark>>,
+    /// Records enqueued so far.
+    records: u64,
+    waits: u64,
+    waits_done: u64,
+}
+
+/// One event. Shared by its handle and its queued tasks.
+#[derive(Debug)]
+pub(crate) struct SimEvent {
+    device: u32,
+    spec: EventSpec,
+    st: Mutex<EvState>,
+    cv: Condvar,
+    ids: Arc<IdPools>,
+}
+
+impl Drop for SimEvent {
+    fn drop(&mut self) {
+        if let Some(id) = lock(&self.st).id {
+            self.ids.free(self.device, id);
+        }
+    }
+}
+
+/// Per-device event id pools of this process.
+#[derive(Debug)]
+struct IdPools {
+    max: u32,
+    devices: Mutex<Vec<(u32, Vec<u32>)>>,
+}
+
+impl IdPools {
+    /// The lowest free id of `device`, or `None` when all `max` are taken.
+    fn take(&self, device: u32) -> Option<u32> {
+        let mut d = lock(&self.devices);
+        let (next, free) = d.get_mut(device as usize)?;
+        if let Some(id) = free.pop() {
+            return Some(id);
+        }
+        if *next >= self.max {
+            return None;
+        }
+        *next += 1;
+        Some(*next - 1)
+    }
+
+    fn free(&self, device: u32, id: u32) {
+        if let Some((_, free)) = lock(&self.devices).get_mut(device as usize) {
+            free.push(id);
+        }
+    }
+}
+
+/// The process's events (a field of the simulator).
+#[derive(Debug)]
+pub(crate) struct EventState {
+    handles: RwLock<Slab<Arc<SimEvent>>>,
+    ids: Arc<IdPools>,
+}
+
+impl EventState {
+    pub(crate) fn new(tag: u16, devices: u32, max: u32) -> Self {
+        EventState {
+            handles: RwLock::new(Slab::new(tag)),
+            ids: Arc::new(IdPools {
+                max,
+                devices: Mutex::new(vec![(0, Vec::new()); devices as usize]),
+            }),
+        }
+    }
+
+    /// Drops every handle (the simulator is going away).
+    pub(crate) fn clear(&self) {
+        let all = self
+            .handles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain();
+        drop(all);
+    }
+}
+
+fn err(kind: Error, msg: impl Into<String>) -> SimError {
+    SimError::new(kind, msg)
+}
+
+fn bad_event(h: RawEvent) -> SimError {
+    err(
+        Error::InvalidHandle,
+        format!(
+            "event handle {:#x} is not a live event of this process (destroyed, stale, of another \
+             Sim, or garbage)",
+            h.0
+        ),
+    )
+}
+
+fn device_only(ev: &SimEvent, what: &str) -> Result<(), SimError> {
+    if ev.spec.device_only() {
+        // hicann/runtime `api_error.cc`: device-only (MC2) events are refused on the host.
+        return Err(err(
+            Error::ParamInvalid,
+            format!("event was created with ACL_EVENT_DEVICE_USE_ONLY: the host cannot {what} it"),
+        ));
+    }
+    Ok(())
+}
+
+fn ipc_refused(ev: &SimEvent, what: &str) -> Result<(), SimError> {
+    if ev.spec.ipc() {
+        return Err(err(
+            Error::FeatureNotSupport,
+            format!("{what} does not take an IPC event (ACL_EVENT_IPC)"),
+        ));
+    }
+    Ok(())
+}
+
+impl Sim {
+    fn events_supported(&self) -> Result<(), SimError> {
+        if self.soc().has(Feature::Event) {
+            Ok(())
+        } else {
+            Err(err(
+                Error::FeatureNotSupport,
+                format!("{} has no events", self.soc()),
+            ))
+        }
+    }
+
+    fn event(&self, h: RawEvent) -> Result<Arc<SimEvent>, SimError> {
+        self.events_supported()?;
+        self.inner
+            .events
+            .handles
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(h.0)
+            .cloned()
+            .ok_or_else(|| bad_event(h))
+    }
+
+    fn give_id(&self, ev: &SimEvent, st: &mut EvState) -> Result<(), SimError> {
+        if st.id.is_some() {
+            return Ok(());
+        }
+        let id = ev.ids.take(ev.device).ok_or_else(|| {
+            err(
+                Error::NoEventResource,
+                format!(
+                    "device {} has no event id left ({} per device on {})",
+                    ev.device,
+                    self.soc().max_events(),
+                    self.soc()
+                ),
+            )
+        })?;
+        st.id = Some(id);
+        Ok(())
+    }
+}
+
+/// Waits on `ev` until `ready` holds, the timeout passes or the stream is cancelled.
+fn wait_until(
+    ev: &Arc<SimEvent>,
+    ctx: &TaskCtx,
+    timeout: Option<Duration>,
+    ready: impl Fn(&EvState) -> bool,
+) -> Result<(), SimError> {
+    let waker_ev = Arc::clone(ev);
+    let _guard = ctx.on_cancel(move || {
+        let _g = lock(&waker_ev.st);
+        waker_ev.cv.notify_all();
+    });
+    let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    let mut st = lock(&ev.st);
+    loop {
+        if ready(&st) {
+            return Ok(());
+        }
+        if ctx.is_cancelled() {
+            return Err(err(
+                Error::TaskTimeout,
+                "wait for an event cancelled: its stream was destroyed with tasks discarded, or \
+                 aborted",
+            ));
+        }
+        st = match deadline {
+            None => ev.cv.wait(st).unwrap_or_else(PoisonError::into_inner),
+            Some(d) => {
+                let now = Instant::now();
+                if now >= d {
+                    return Err(err(
+                        Error::TaskTimeout,
+                        format!(
+                            "wait for event {} (device {}) timed out after {} s",
+                            st.id
+                                .map_or_else(|| "without id".to_owned(), |i| i.to_string()),
+                            ev.device,
+                            timeout.unwrap_or_default().as_secs()
+                        ),
+                    ));
+                }
+                ev.cv
+                    .wait_timeout(st, d - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+        };
+    }
+}
+
+impl EventOps for Sim {
+    fn event_create(&self, device: u32, spec: EventSpec) -> Result<RawEvent, SimError> {
+        self.events_supported()?;
+        if device >= self.device_count() {
+            return Err(err(
+                Error::InvalidDeviceId,
+                format!("device {device} does not exist"),
+            ));
+        }
+        let ev = Arc::new(SimEvent {
+            device,
+            spec,
+            st: Mutex::new(EvState::default()),
+            cv: Condvar::new(),
+            ids: Arc::clone(&self.inner.events.ids),
+        });
+        if spec.id_at_create() {
+            let mut st = lock(&ev.st);
+            self.give_id(&ev, &mut st)?;
+        }
+        self.inner
+            .events
+            .handles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(ev)
+            .map(RawEvent)
+            .ok_or_else(|| err(Error::ResourceAllocFail, "event handle table is full"))
+    }
+
+    fn event_destroy(&self, event: RawEvent) -> Result<(), SimError> {
+        self.events_supported()?;
+        let ev = self
+            .inner
+            .events
+            .handles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(event.0)
+            .ok_or_else(|| bad_event(event))?;
+        drop(ev);
+        Ok(())
+    }
+
+    fn event_spec(&self, event: RawEvent) -> Result<(u32, EventSpec), SimError> {
+        let ev = self.event(event)?;
+        Ok((ev.device, ev.spec))
+    }
+
+    fn event_record(&self, event: RawEvent, stream: RawStream) -> Result<(), SimError> {
+        let ev = self.event(event)?;
+        device_only(&ev, "record")?;
+        let (s, _) = self.stream(stream)?;
+        let mark = Arc::new(Mark::default());
+        let previous = {
+            let mut st = lock(&ev.st);
+            self.give_id(&ev, &mut st)?;
+            st.records += 1;
+            st.latest.replace(Arc::clone(&mark))
+        };
+        let (task_ev, task_mark) = (Arc::clone(&ev), Arc::clone(&mark));
+        let queued = self.enqueue(&s, stream, move |_| {
+            let now = sys::now_ns().max(1);
+            let mut st = lock(&task_ev.st);
+            st.flag = true;
+            task_mark.at_ns.store(now, Ordering::Relaxed);
+            drop(st);
+            task_ev.cv.notify_all();
+            Ok(())
+        });
+        if queued.is_err() {
+            // Not queued: the record never happens, so the one before stays the latest.
+            let mut st = lock(&ev.st);
+            if st.latest.as_ref().is_some_and(|l| Arc::ptr_eq(l, &mark)) {
+                st.latest = previous;
+                st.records -= 1;
+            }
+        }
+        queued
+    }
+
+    fn event_reset(&self, event: RawEvent, stream: RawStream) -> Result<(), SimError> {
+        let ev = self.event(event)?;
+        device_only(&ev, "reset")?;
+        ipc_refused(&ev, "aclrtResetEvent")?;
+        if !ev.spec.has_wait_task() {
+            return Err(err(
+                Error::FeatureNotSupport,
+                "an event created without ACL_EVENT_SYNC cannot be reset",
+            ));
+        }
+        if ev.spec.kind() == EventKind::Ex {
+            // hicann/runtime `ApiImpl::EventReset`: new-mode events are refused.
+            return Err(err(
+                Error::FeatureNotSupport,
+                "an event created by aclrtCreateEventExWithFlag cannot be reset",
+            ));
+        }
+        let (s, _) = self.stream(stream)?;
+        self.enqueue(&s, stream, move |_| {
+            lock(&ev.st).flag = false;
+            Ok(())
+        })
+    }
+
+    fn stream_wait_event(
+        &self,
+        stream: RawStream,
+        event: RawEvent,
+        timeout: Timeout,
+    ) -> Result<(), SimError> {
+        let ev = self.event(event)?;
+        device_only(&ev, "wait on")?;
+        if !ev.spec.has_wait_task() {
+            return Err(err(
+                Error::FeatureNotSupport,
+                "an event created without ACL_EVENT_SYNC cannot be waited on",
+            ));
+        }
+        let (s, _) = self.stream(stream)?;
+        let t = timeout
+            .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
+            .duration();
+        let kind = ev.spec.kind();
+        let captured = {
+            let mut st = lock(&ev.st);
+            match kind {
+                EventKind::Classic if st.records == 0 => {
+                    // hicann/runtime `Event::Wait`: "The event has not been recorded".
+                    return Err(err(
+                        Error::ParamInvalid,
+                        "the event has not been recorded: record it on a stream before a stream \
+                         waits on it",
+                    ));
+                }
+                EventKind::Classic => {}
+                // No record: nothing to wait for (the runtime sends no task).
+                EventKind::Ex if st.latest.is_none() => return Ok(()),
+                EventKind::Ex => {}
+            }
+            st.waits += 1;
+            st.latest.clone()
+        };
+        let task_ev = Arc::clone(&ev);
+        let queued = self.enqueue(&s, stream, move |ctx| {
+            let out = wait_until(&task_ev, ctx, t, |st| match kind {
+                EventKind::Classic => st.flag,
+                // The record captured when the wait was enqueued has run.
+                EventKind::Ex => captured.as_ref().is_none_or(|m| m.ran()),
+            });
+            lock(&task_ev.st).waits_done += 1;
+            task_ev.cv.notify_all();
+            out
+        });
+        if queued.is_err() {
+            lock(&ev.st).waits -= 1;
+        }
+        queued
+    }
+
+    fn event_latest(&self, event: RawEvent) -> Result<LatestRecord, SimError> {
+        let ev = self.event(event)?;
+        let st = lock(&ev.st);
+        Ok(match &st.latest {
+            None => LatestRecord::None,
+            Some(m) if !m.ran() => LatestRecord::Pending,
+            Some(_) => LatestRecord::Done,
+        })
+    }
+
+    fn event_wait_status(&self, event: RawEvent) -> Result<EventWaitStatus, SimError> {
+        let ev = self.event(event)?;
+        let st = lock(&ev.st);
+        Ok(if st.waits_done >= st.waits {
+            EventWaitStatus::Complete
+        } else {
+            EventWaitStatus::NotReady
+        })
+    }
+
+    fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), SimError> {
+        let ev = self.event(event)?;
+        let deadline = match wait {
+            SyncWait::Forever => None,
+            SyncWait::AtMost(d) => Instant::now().checked_add(d),
+        };
+        let mut st = lock(&ev.st);
+        let Some(latest) = st.latest.clone() else {
+            return Ok(());
+        };
+        loop {
+            if latest.ran() {
+                return Ok(());
+            }
+            st = match deadline {
+                None => ev.cv.wait(st).unwrap_or_else(PoisonError::into_inner),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(err(
+                            Error::EventSyncTimeout,
+                            format!(
+                                "the latest record of the event (device {}) had not run after \
+                                 {wait:?}",
+                                ev.device
+                            ),
+                        ));
+                    }
+                    ev.cv
+                        .wait_timeout(st, d - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+    }
+
+    fn event_timestamp(&self, event: RawEvent) -> Result<Duration, SimError> {
+        let ev = self.event(event)?;
+        ipc_refused(&ev, "the event timestamp")?;
+        let st = lock(&ev.st);
+        match &st.latest {
+            // hicann/runtime `Event::ElapsedTime` / `GetTimeStamp`: RT_ERROR_EVENT_RECORDER_NULL.
+            None => Err(err(
+                Error::InternalError,
+                "the event has never been recorded",
+            )),
+            Some(_) if !ev.spec.timeline() => Err(err(
+                Error::EventTimestampInvalid,
+                "the event was created without ACL_EVENT_TIME_LINE: its records take no timestamp",
+            )),
+            Some(m) if !m.ran() => Err(err(
+                Error::EventTimestampInvalid,
+                "the event's latest record has not run yet: synchronize its stream first",
+            )),
+            Some(m) => Ok(Duration::from_nanos(m.at_ns.load(Ordering::Relaxed))),
+        }
+    }
+
+    fn event_id(&self, event: RawEvent) -> Result<u32, SimError> {
+        let ev = self.event(event)?;
+        ipc_refused(&ev, "aclrtGetEventId")?;
+        lock(&ev.st).id.ok_or_else(|| {
+            err(
+                Error::InternalError,
+                "the event has no id yet: an event of aclrtCreateEvent gets its id at its first \
+                 record",
+            )
+        })
+    }
+
+    fn ipc_event_handle(&self, event: RawEvent) -> Result<IpcEventHandle, SimError> {
+        self.ipc_events_supported()?;
+        let ev = self.event(event)?;
+        if !ev.spec.ipc() {
+            return Err(err(
+                Error::ParamInvalid,
+                "only an event created by aclrtCreateEventExWithFlag with ACL_EVENT_IPC can be \
+                 shared",
+            ));
+        }
+        Err(err(
+            Error::FeatureNotSupport,
+            "IPC events are not simulated yet",
+        ))
+    }
+
+    fn ipc_open_event(&self, device: u32, _handle: &IpcEventHandle) -> Result<RawEvent, SimError> {
+        self.ipc_events_supported()?;
+        if device >= self.device_count() {
+            return Err(err(
+                Error::InvalidDeviceId,
+                format!("device {device} does not exist"),
+            ));
+        }
+        Err(err(
+            Error::FeatureNotSupport,
+            "IPC events are not simulated yet",
+        ))
+    }
+}
+
+impl Sim {
+    fn ipc_events_supported(&self) -> Result<(), SimError> {
+        if self.soc().has(Feature::IpcEvent) {
+            Ok(())
+        } else {
+            Err(err(
+                Error::FeatureNotSupport,
+                format!(
+                    "{} has no IPC events (Ascend950PR, Ascend910_93 and Ascend910B have)",
+                    self.soc()
+                ),
+            ))
+        }
+    }
+}
+
+impl StreamControl for Sim {
+    fn set_failure_mode(&self, stream: RawStream, mode: FailureMode) -> Result<(), SimError> {
+        let (s, _) = self.stream(stream)?;
+        s.set_stop_on_failure(mode == FailureMode::StopOnFailure);
+        Ok(())
+    }
+
+    fn abort(&self, stream: RawStream) -> Result<(), SimError> {
+        let (s, _) = self.stream(stream)?;
+        s.abort().map_err(|_| {
+            err(
+                Error::InvalidHandle,
+                format!("stream {:#x} is being destroyed", stream.0),
+            )
+        })
+    }
+}

@@ -1,0 +1,119 @@
+//! What a command needs on the machine, installed by the command itself: the README promises
+//! that `cargo xtask demo` and `cargo xtask test` work on a fresh machine with nothing run
+//! first. The pinned toolchain itself comes from `rust-toolchain.toml` (rustup installs it,
+//! with its components and targets, when cargo is first run here); this module adds what
+//! rustup may have skipped and the Debian packages.
+
+use std::process::{Command, Stdio};
+
+use crate::run::status;
+
+/// A tool found on `PATH` by running it, and the Debian package that brings it.
+struct Tool {
+    exe: &'static str,
+    arg: &'static str,
+    packages: &'static [&'static str],
+}
+
+/// The C compiler: the demo and the C tests build programs against the installed library.
+const CC: Tool = Tool {
+    exe: "cc",
+    arg: "--version",
+    packages: &["gcc", "libc6-dev"],
+};
+
+/// The C++ compiler: the C ABI tests compile the headers as C++ too.
+const CXX: Tool = Tool {
+    exe: "c++",
+    arg: "--version",
+    packages: &["g++"],
+};
+
+/// Memcheck runs `tests/c/finalize_race.c` in the C ABI tests.
+const VALGRIND: Tool = Tool {
+    exe: "valgrind",
+    arg: "--version",
+    packages: &["valgrind"],
+};
+
+fn present(t: &Tool) -> bool {
+    Command::new(t.exe)
+        .arg(t.arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Installs the Debian packages of every missing tool (as root; otherwise says what to run).
+fn ensure_tools(tools: &[&Tool]) -> Result<(), String> {
+    let missing: Vec<&str> = tools
+        .iter()
+        .filter(|t| !present(t))
+        .flat_map(|t| t.packages.iter().copied())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0");
+    if !is_root {
+        return Err(format!(
+            "missing system packages: {} (run `sudo apt-get install {}`)",
+            missing.join(" "),
+            missing.join(" ")
+        ));
+    }
+    eprintln!("==> installing Debian packages: {}", missing.join(" "));
+    status(Command::new("apt-get").args(["update", "-qq"]))?;
+    status(
+        Command::new("apt-get")
+            .args(["install", "-y", "-qq", "--no-install-recommends"])
+            .args(&missing)
+            .env("DEBIAN_FRONTEND", "noninteractive"),
+    )
+}
+
+/// The rustup components and targets of `rust-toolchain.toml`, in case the toolchain was
+/// installed without them (a `--profile minimal` install does that).
+fn ensure_rust_parts() -> Result<(), String> {
+    let toolchain = std::env::var("RUSTUP_TOOLCHAIN").ok();
+    let rustup = |args: &[&str]| {
+        let mut c = Command::new("rustup");
+        c.args(args);
+        if let Some(t) = &toolchain {
+            c.args(["--toolchain", t]);
+        }
+        c
+    };
+    let listed = |args: &[&str]| -> Result<String, String> {
+        let out = rustup(args)
+            .output()
+            .map_err(|e| format!("could not run rustup: {e}"))?;
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let targets = listed(&["target", "list", "--installed"])?;
+    if !targets.lines().any(|l| l.trim() == "aarch64-unknown-none") {
+        status(&mut rustup(&["target", "add", "aarch64-unknown-none"]))?;
+    }
+    let components = listed(&["component", "list", "--installed"])?;
+    for c in ["rustfmt", "clippy"] {
+        if !components.lines().any(|l| l.starts_with(c)) {
+            status(&mut rustup(&["component", "add", c]))?;
+        }
+    }
+    Ok(())
+}
+
+/// What `cargo xtask demo` (and `build`) needs: a C compiler.
+pub fn for_demo() -> Result<(), String> {
+    ensure_tools(&[&CC])
+}
+
+/// What `cargo xtask test` needs: the toolchain's parts, C and C++ compilers, valgrind.
+pub fn for_test() -> Result<(), String> {
+    ensure_rust_parts()?;
+    ensure_tools(&[&CC, &CXX, &VALGRIND])
+}
