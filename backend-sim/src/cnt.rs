@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::cnt::{
@@ -43,9 +43,8 @@ use acl_notify_core::table::{TableError, WaitOutcome, Waiter};
 use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
 
 use crate::error::SimError;
-use crate::fork::PerProcess;
 use crate::handles::Slab;
-use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE};
+use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
 use crate::shm::SHM_DIR;
 use crate::{Sim, sys};
@@ -203,8 +202,12 @@ fn soc_from_index(i: u32) -> Option<Soc> {
 
 /// One mapping per file per process (the `Sim`s of a process share it). A forked child starts
 /// with an empty one (see [`crate::fork`]).
-pub(crate) static REGISTRY: PerProcess<HashMap<PathBuf, Weak<CntFile>>> =
-    PerProcess::new(HashMap::new);
+pub(crate) static REGISTRY: Registry<CntFile> = Registry::new();
+
+// SAFETY: core's count-notify slot and id pool are atomics only (their `repr(C)` docs).
+unsafe impl Shared for CntSlot {}
+// SAFETY: as above.
+unsafe impl Shared for AtomicCntIdPool {}
 
 /// Part of the fork handler ([`crate::fork`]).
 pub(crate) fn in_forked_child() {
@@ -218,7 +221,7 @@ fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl CntFile {
     /// `Ok` unless the file shrank under this process's mapping: then 507899 saying so (see
     /// [`crate::sigbus`]).
-    fn intact(&self) -> Result<(), SimError> {
+    pub(crate) fn intact(&self) -> Result<(), SimError> {
         self.map.intact(&self.path)
     }
 
@@ -244,23 +247,18 @@ impl CntFile {
         if mode == CntOpen::ReadOnly {
             return Ok(Self::open_file(&path, soc, devices, mode)?.map(Arc::new));
         }
-        crate::fork::required()?;
-        let mut reg = lock(REGISTRY.get());
-        if let Some(f) = reg
-            .get(&path)
-            .and_then(Weak::upgrade)
-            .filter(|f| f.pid == sys::getpid())
-        {
-            return Ok(Some(f));
-        }
-        let Some(f) = Self::open_file(&path, soc, devices, mode)? else {
-            return Ok(None);
-        };
-        let f = Arc::new(f);
-        f.freed_on_open.store(f.gc(), SeqCst);
-        reg.retain(|_, w| w.strong_count() > 0);
-        reg.insert(path, Arc::downgrade(&f));
-        Ok(Some(f))
+        let pid = sys::getpid();
+        REGISTRY.get_or_open(
+            &path,
+            |f| f.pid == pid,
+            || {
+                let f = Self::open_file(&path, soc, devices, mode)?;
+                if let Some(f) = &f {
+                    f.freed_on_open.store(f.gc(), SeqCst);
+                }
+                Ok(f)
+            },
+        )
     }
 
     fn open_file(
@@ -278,6 +276,7 @@ impl CntFile {
             writable,
             total: layout.total,
             init_wait: INIT_WAIT,
+            keep_fd: false,
         };
         let fill = |h: &Header| Self::fill_header(h, &layout);
         let check = |h: &Header, size| validate(h, path, &layout, size);
@@ -323,21 +322,8 @@ impl CntFile {
         self.layout.devices
     }
 
-    fn at<T>(&self, off: usize) -> &T {
-        // Checked in release builds too: a caller's wrong offset is a bug of ours, and a panic
-        // (which the C ABI catches) is better than a read outside the mapping.
-        assert!(
-            off.checked_add(std::mem::size_of::<T>())
-                .is_some_and(|end| end <= self.layout.total)
-                && off.is_multiple_of(std::mem::align_of::<T>()),
-            "shared-memory access at {off:#x} outside the {}-byte layout or misaligned",
-            self.layout.total
-        );
-        // SAFETY: callers compute `off` from the validated layout with in-range indices, so
-        // `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
-        // aligned, strides multiples of the alignment). `T` contains only atomics (any bit
-        // pattern valid) and is only accessed atomically; a read-only mapping is only read.
-        unsafe { &*self.map.base().add(off).cast::<T>() }
+    fn at<T: Shared>(&self, off: usize) -> &T {
+        self.map.at(off)
     }
 
     /// The count-notify id pool of `dev`.
@@ -618,6 +604,8 @@ impl CntRef {
         if s.generation() == self.generation && s.state() == Some(CntSlotState::Live) {
             return Ok(());
         }
+        // Zeros read from a page a truncation cut off are not another process's doing.
+        self.file.intact()?;
         Err(SimError::new(
             Error::DrvInternalError,
             format!(
@@ -841,58 +829,64 @@ fn cnt_outcome(
 
 impl CntNotifyOps for Sim {
     fn cnt_create(&self, device: u32) -> Result<RawCntNotify, SimError> {
-        self.cnt_require()?;
-        self.device_ok(device)?;
-        let file = self.cnt_file()?;
-        let r = match CntRef::create(&file, device) {
-            Ok(r) => r,
-            Err(CreateFail::Other(e)) => return Err(e),
-            Err(CreateFail::Exhausted) => {
-                file.gc();
-                match CntRef::create(&file, device) {
-                    Ok(r) => r,
-                    Err(CreateFail::Other(e)) => return Err(e),
-                    Err(CreateFail::Exhausted) => {
-                        return Err(SimError::new(
-                            Error::NoNotifyResource,
-                            cnt_exhausted_message(&file, device),
-                        ));
+        self.checked(|| {
+            self.cnt_require()?;
+            self.device_ok(device)?;
+            let file = self.cnt_file()?;
+            let r = match CntRef::create(&file, device) {
+                Ok(r) => r,
+                Err(CreateFail::Other(e)) => return Err(e),
+                Err(CreateFail::Exhausted) => {
+                    file.gc();
+                    match CntRef::create(&file, device) {
+                        Ok(r) => r,
+                        Err(CreateFail::Other(e)) => return Err(e),
+                        Err(CreateFail::Exhausted) => {
+                            return Err(SimError::new(
+                                Error::NoNotifyResource,
+                                cnt_exhausted_message(&file, device),
+                            ));
+                        }
                     }
                 }
-            }
-        };
-        self.inner
-            .cnt
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(CntEntry { r })
-            .map(RawCntNotify)
-            .ok_or_else(|| {
-                SimError::new(
-                    Error::ResourceAllocFail,
-                    "count notify handle table is full",
-                )
-            })
+            };
+            self.inner
+                .cnt
+                .handles
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(CntEntry { r })
+                .map(RawCntNotify)
+                .ok_or_else(|| {
+                    SimError::new(
+                        Error::ResourceAllocFail,
+                        "count notify handle table is full",
+                    )
+                })
+        })
     }
 
     fn cnt_destroy(&self, cnt: RawCntNotify) -> Result<(), SimError> {
-        self.cnt_require()?;
-        let e = self
-            .inner
-            .cnt
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(cnt.0)
-            .ok_or_else(|| bad_cnt(cnt))?;
-        drop(e);
-        Ok(())
+        self.checked(|| {
+            self.cnt_require()?;
+            let e = self
+                .inner
+                .cnt
+                .handles
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(cnt.0)
+                .ok_or_else(|| bad_cnt(cnt))?;
+            drop(e);
+            Ok(())
+        })
     }
 
     fn cnt_id(&self, cnt: RawCntNotify) -> Result<u32, SimError> {
-        self.cnt_require()?;
-        Ok(self.cnt(cnt)?.id)
+        self.checked(|| {
+            self.cnt_require()?;
+            Ok(self.cnt(cnt)?.id)
+        })
     }
 
     fn cnt_record(
@@ -901,14 +895,17 @@ impl CntNotifyOps for Sim {
         stream: RawStream,
         record: CntRecord,
     ) -> Result<(), SimError> {
-        self.cnt_require()?;
-        let r = self.cnt(cnt)?;
-        let (s, _) = self.stream(stream)?;
-        let pid = self.inner.pid;
-        self.enqueue(&s, stream, move |_| {
-            r.live()?;
-            r.slot().record(&r.file.waiter(), record, pid);
-            Ok(())
+        self.checked(|| {
+            self.cnt_require()?;
+            let r = self.cnt(cnt)?;
+            let (s, _) = self.stream(stream)?;
+            let pid = self.inner.pid;
+            self.enqueue(&s, stream, move |_| {
+                r.live()?;
+                r.slot().record(&r.file.waiter(), record, pid);
+                // A record into a page a truncation cut off went nowhere (see `lost`).
+                r.file.intact()
+            })
         })
     }
 
@@ -918,81 +915,85 @@ impl CntNotifyOps for Sim {
         stream: RawStream,
         wait: CntWait,
     ) -> Result<(), SimError> {
-        self.cnt_require()?;
-        let r = self.cnt(cnt)?;
-        let (s, sdev) = self.stream(stream)?;
-        if sdev != r.dev {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "count notify {} lives on device {}; it can only be waited on from that \
+        self.checked(|| {
+            self.cnt_require()?;
+            let r = self.cnt(cnt)?;
+            let (s, sdev) = self.stream(stream)?;
+            if sdev != r.dev {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "count notify {} lives on device {}; it can only be waited on from that \
                      device, not from a stream of device {sdev}",
-                    r.id, r.dev
-                ),
-            ));
-        }
-        let t = wait
-            .timeout
-            .resolve(
-                self.inner
-                    .op_wait_timeout
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            )
-            .duration();
-        self.enqueue(&s, stream, move |ctx| {
-            // As for a notify wait: the waker is registered only when the wait would block.
-            let lazy = ctx.lazy_cancel(|| {
-                let r2 = Arc::clone(&r);
-                move || r2.slot().wake_all(&r2.file.waiter())
-            });
-            let noted = std::cell::Cell::new(false);
-            let cancel = || {
-                // Asked right before each sleep: note on what, for a queue that stays full.
-                if !noted.replace(true) {
-                    ctx.set_blocked_on(
-                        crate::Blocked::CntWait {
-                            dev: r.dev,
-                            id: r.id,
-                            forever: t.is_none(),
-                        }
-                        .note(),
-                    );
-                }
-                lazy.check() || r.file.map.lost()
-            };
-            let out = r.slot().wait(
-                &r.file.waiter(),
-                wait.mode,
-                wait.value,
-                wait.on_satisfied,
-                CntWaitArgs {
-                    generation: r.generation,
-                    timeout: t,
-                    cancel: &cancel,
-                },
-            );
-            if noted.get() {
-                ctx.set_blocked_on(0);
+                        r.id, r.dev
+                    ),
+                ));
             }
-            r.file.intact()?;
-            cnt_outcome(out, &r, &wait, t)
+            let t = wait
+                .timeout
+                .resolve(
+                    self.inner
+                        .op_wait_timeout
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                )
+                .duration();
+            self.enqueue(&s, stream, move |ctx| {
+                // As for a notify wait: the waker is registered only when the wait would block.
+                let lazy = ctx.lazy_cancel(|| {
+                    let r2 = Arc::clone(&r);
+                    move || r2.slot().wake_all(&r2.file.waiter())
+                });
+                let noted = std::cell::Cell::new(false);
+                let cancel = || {
+                    // Asked right before each sleep: note on what, for a queue that stays full.
+                    if !noted.replace(true) {
+                        ctx.set_blocked_on(
+                            crate::Blocked::CntWait {
+                                dev: r.dev,
+                                id: r.id,
+                                forever: t.is_none(),
+                            }
+                            .note(),
+                        );
+                    }
+                    lazy.check() || r.file.map.lost()
+                };
+                let out = r.slot().wait(
+                    &r.file.waiter(),
+                    wait.mode,
+                    wait.value,
+                    wait.on_satisfied,
+                    CntWaitArgs {
+                        generation: r.generation,
+                        timeout: t,
+                        cancel: &cancel,
+                    },
+                );
+                if noted.get() {
+                    ctx.set_blocked_on(0);
+                }
+                r.file.intact()?;
+                cnt_outcome(out, &r, &wait, t)
+            })
         })
     }
 
     fn cnt_reset(&self, cnt: RawCntNotify, stream: RawStream) -> Result<(), SimError> {
-        self.cnt_record(cnt, stream, CntRecord::set(0))
+        self.checked(|| self.cnt_record(cnt, stream, CntRecord::set(0)))
     }
 
     fn cnt_notifies_free(&self, device: u32) -> Result<u32, SimError> {
-        self.cnt_require()?;
-        self.device_ok(device)?;
-        let file = self.cnt_file()?;
-        // Ids that only dead owners hold are as good as free: a create would reclaim them.
-        file.reclaim_dead(device..device + 1);
-        let pool = file
-            .pool(device)
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "no count-notify id pool"))?;
-        Ok(pool.capacity().saturating_sub(pool.in_use()))
+        self.checked(|| {
+            self.cnt_require()?;
+            self.device_ok(device)?;
+            let file = self.cnt_file()?;
+            // Ids that only dead owners hold are as good as free: a create would reclaim them.
+            file.reclaim_dead(device..device + 1);
+            let pool = file
+                .pool(device)
+                .ok_or_else(|| SimError::new(Error::DrvInternalError, "no count-notify id pool"))?;
+            Ok(pool.capacity().saturating_sub(pool.in_use()))
+        })
     }
 }
 

@@ -474,7 +474,7 @@ impl EventOps for Sim {
                             Error::EventSyncTimeout,
                             format!(
                                 "the latest record of the event (device {}) had not run after \
-                                 {wait:?}",
+                                 {wait}",
                                 ev.device
                             ),
                         ));

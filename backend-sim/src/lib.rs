@@ -49,7 +49,9 @@ mod event;
 mod fork;
 mod handles;
 pub mod inspect;
+mod lost;
 mod mapfile;
+pub mod mem;
 mod repair;
 mod ring;
 pub mod shm;
@@ -95,6 +97,9 @@ pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
 /// waits for room in a stream whose task queue is full before it fails with 507002
 /// (`ACL_ERROR_RT_STREAM_TASK_FULL`); `0` waits for ever, as CANN does (default 60).
 pub const ENV_ENQUEUE_TIMEOUT: &str = "ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT";
+/// Environment variable giving each device's memory in bytes, with an optional `K`, `M`, `G`
+/// or `T` (binary) suffix (default [`mem::DEFAULT_DEVICE_MEMORY`], 32 GiB; see [`mem`]).
+pub const ENV_DEVICE_MEMORY: &str = "ACL_NOTIFY_SIM_DEVICE_MEMORY";
 
 /// Where the worker threads of this process's simulated streams run.
 ///
@@ -202,9 +207,16 @@ pub struct SimBuilder {
     server_id: u32,
     stream_cpus: StreamCpus,
     enqueue_timeout: Option<Duration>,
+    device_memory: u64,
 }
 
 impl SimBuilder {
+    /// Each device's memory in bytes (default [`mem::DEFAULT_DEVICE_MEMORY`]); at least 1 MiB.
+    pub fn device_memory(mut self, bytes: u64) -> Self {
+        self.device_memory = bytes;
+        self
+    }
+
     /// How long a record, wait or host function waits for room in a stream whose task queue
     /// ([`STREAM_CAPACITY`] tasks) is full, before it fails with 507002
     /// (`ACL_ERROR_RT_STREAM_TASK_FULL`) and the task is not queued. `None` waits for ever, as
@@ -306,6 +318,8 @@ impl SimBuilder {
                 ),
             ));
         }
+        mem::check_capacity(self.device_memory)
+            .map_err(|why| bad(ENV_DEVICE_MEMORY, "device_memory", why))?;
         let cpus = self
             .stream_cpus
             .resolve(&stream::allowed_cpus())
@@ -350,6 +364,7 @@ impl SimBuilder {
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
                 cnt: cnt::CntState::new(tag ^ 0x4000),
+                mem: mem::MemState::new(self.device_memory),
                 events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
             }),
         })
@@ -372,6 +387,7 @@ impl Default for SimBuilder {
             server_id: 0,
             stream_cpus: StreamCpus::Scheduler,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
+            device_memory: mem::DEFAULT_DEVICE_MEMORY,
         }
     }
 }
@@ -453,6 +469,8 @@ struct Inner {
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
     /// handles.
     cnt: cnt::CntState,
+    /// Device memory: the device files this process mapped and its allocations.
+    mem: mem::MemState,
     /// Events (`event`): this process's handles and per-device id pools.
     events: event::EventState,
 }
@@ -482,6 +500,7 @@ impl Drop for Inner {
         let notifies = write(&self.notifies).drain();
         drop(notifies);
         self.cnt.clear();
+        self.mem.clear(self.pid);
         self.events.clear();
     }
 }
@@ -491,8 +510,9 @@ struct NotifyEntry {
     state: Lifecycle,
     /// The device this handle lives on (an importer's own device).
     device: u32,
-    /// References for the tasks of the streams that last used this handle.
-    pins: Mutex<Pins>,
+    /// References for the tasks of the streams that last used this handle (changed under the
+    /// notify table's write lock only, so a record or wait reads them under its read lock).
+    pins: Pins,
 }
 
 impl NotifyEntry {
@@ -501,7 +521,7 @@ impl NotifyEntry {
             r,
             state,
             device,
-            pins: Mutex::new(Pins::default()),
+            pins: Pins::default(),
         }
     }
 
@@ -511,14 +531,23 @@ impl NotifyEntry {
     /// `Arc<SlotRef>` is (on a notify bounced between two streams, that counter would cross
     /// between their CPUs twice per task). Pins hold the notify as strongly as a clone of the
     /// `Arc<SlotRef>` would; they die with this entry and the tasks that hold them.
-    fn pin(&self, stream: RawStream) -> Arc<StreamPin> {
-        let mut p = lock(&self.pins);
-        if let Some((_, pin)) = p.slots.iter().find(|(h, _)| *h == stream.0)
-            && let Some(pin) = pin
-        {
-            return Arc::clone(pin);
+    ///
+    /// `None` if `stream` has no pin yet: make one with [`new_pin`](Self::new_pin).
+    fn pin(&self, stream: RawStream) -> Option<Arc<StreamPin>> {
+        self.pins
+            .slots
+            .iter()
+            .find(|(h, _)| *h == stream.0)
+            .and_then(|(_, pin)| pin.as_ref().map(Arc::clone))
+    }
+
+    /// The pin of `stream`, made if it has none (replacing the oldest of [`PINS`]).
+    fn new_pin(&mut self, stream: RawStream) -> Arc<StreamPin> {
+        if let Some(pin) = self.pin(stream) {
+            return pin;
         }
         let pin = Arc::new(StreamPin(Arc::clone(&self.r)));
+        let p = &mut self.pins;
         let i = p.next;
         p.slots[i] = (stream.0, Some(Arc::clone(&pin)));
         p.next = (i + 1) % PINS;
@@ -694,6 +723,14 @@ impl Sim {
             })?;
             b = b.enqueue_timeout((secs != 0).then(|| Duration::from_secs(u64::from(secs))));
         }
+        if let Some(v) = var(ENV_DEVICE_MEMORY)? {
+            b = b.device_memory(mem::parse_size(&v).map_err(|why| {
+                err(
+                    Error::ParamInvalid,
+                    format!("{ENV_DEVICE_MEMORY}={v:?}: {why}"),
+                )
+            })?);
+        }
         if let Some(v) = var(ENV_SERVER_ID)? {
             let n = v.trim().parse::<u32>().map_err(|_| {
                 err(
@@ -712,7 +749,9 @@ impl Sim {
     pub fn remove_namespace(name: &str) -> Result<usize, SimError> {
         check_namespace(name)
             .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
-        Ok(shm::remove_namespace(name)? + cnt::remove_cnt_files(name)?)
+        Ok(shm::remove_namespace(name)?
+            + cnt::remove_cnt_files(name)?
+            + mem::remove_mem_files(name)?)
     }
 
     /// The CPU a stream's worker is restricted to ([`StreamCpus`]), or `None` when the kernel
@@ -775,6 +814,14 @@ impl Sim {
     pub fn batch_reset_with(
         &self,
         num: usize,
+        next: impl FnMut(usize) -> Option<RawNotify>,
+    ) -> Result<(), SimError> {
+        self.checked(|| self.batch_reset_unchecked(num, next))
+    }
+
+    fn batch_reset_unchecked(
+        &self,
+        num: usize,
         mut next: impl FnMut(usize) -> Option<RawNotify>,
     ) -> Result<(), SimError> {
         self.notify_calls()?;
@@ -802,6 +849,7 @@ impl Sim {
                     ),
                 )
             })?;
+            // One CAS: a record racing the reset lands before it (reset) or after (kept).
             v.r.slot().sync.reset();
         }
         Ok(())
@@ -975,8 +1023,14 @@ impl Sim {
 
     /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]).
     fn pin(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
-        let t = read(&self.inner.notifies);
-        Ok(t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream))
+        {
+            let t = read(&self.inner.notifies);
+            if let Some(pin) = t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream) {
+                return Ok(pin);
+            }
+        }
+        let mut t = write(&self.inner.notifies);
+        Ok(t.get_mut(h.0).ok_or_else(|| bad_notify(h))?.new_pin(stream))
     }
 
     /// The server file for a key's server: ours, or another opened read-only-ish (no create).
@@ -1061,6 +1115,11 @@ impl Sim {
         }
         let entries = entries();
         // 507899 (whitelist memory inconsistent) as the file reports it; 207012 over the limit.
+        // Read, add and write under the file's whitelist lock and a CAS of the list's sequence
+        // word: a second writer (another process scribbling) makes this 507899, never a lost
+        // entry. Racing the export of this handle, the handle still reads Created here and the
+        // call is refused (107000): it comes before the export. Racing a destroy, this call's
+        // view holds the notify, so the entry lands in the live notify, then goes with it.
         file.update_whitelist(v.r.device(), v.r.id(), |wl| wl.add_entries(&entries))?
             .map_err(|e| err(e, over()))?;
         self.set_state(notify, v.state, next);
@@ -1182,6 +1241,11 @@ impl Sim {
             peers[device as usize] |= 1u64 << odev;
             peers[odev as usize] |= 1u64 << device;
         }
+        // The checks above read the slot without holding it; the join re-checks the
+        // generation once this process holds it (and lets go again if it was retired meanwhile),
+        // so a destroy racing the import makes it fail (107017) rather than join a dead or
+        // re-used notify. A whitelisting racing it either was seen above or comes after it
+        // (207006); an export in progress reads as not exported (the key is not out yet).
         let r = SlotRef::join(&file, odev, id, k.generation)
             .ok_or_else(|| stale("the notify was destroyed during the import"))?;
         self.insert_notify(NotifyEntry::new(r, Lifecycle::Imported, device))
@@ -1196,8 +1260,37 @@ impl Sim {
         self.enqueue_job(stream, h, SimJob::Other(Box::new(task)))
     }
 
+    /// Queues `job` on stream `h` after `check` accepts the stream's device (and the job). The
+    /// common case queues under the stream table's read lock, without taking a reference to
+    /// the stream (two atomic read-modify-writes fewer); a full queue is waited for outside
+    /// the lock.
+    fn enqueue_checked(
+        &self,
+        h: RawStream,
+        job: SimJob,
+        check: impl FnOnce(u32, &SimJob) -> Result<(), SimError>,
+    ) -> Result<(), SimError> {
+        let (s, job) = {
+            let t = read(&self.inner.streams);
+            let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
+            check(e.device, &job)?;
+            match e.stream.try_enqueue_job(job) {
+                Ok(r) => return r.map_err(|err| self.enqueue_error(&e.stream, h, err)),
+                Err(job) => (Arc::clone(&e.stream), job),
+            }
+        };
+        self.enqueue_job(&s, h, job)
+    }
+
     fn enqueue_job(&self, stream: &SimStream, h: RawStream, job: SimJob) -> Result<(), SimError> {
-        stream.enqueue_job(job).map_err(|e| match e.kind() {
+        stream
+            .enqueue_job(job)
+            .map_err(|e| self.enqueue_error(stream, h, e))
+    }
+
+    #[cold]
+    fn enqueue_error(&self, stream: &SimStream, h: RawStream, e: SimError) -> SimError {
+        match e.kind() {
             Error::InvalidHandle => bad_stream(h),
             Error::StreamTaskFull => err(
                 Error::StreamTaskFull,
@@ -1216,7 +1309,7 @@ impl Sim {
                 ),
             ),
             _ => e,
-        })
+        }
     }
 }
 
@@ -1324,7 +1417,9 @@ impl Job<SimError> for SimJob {
                     ctx,
                 };
                 r.slot().record(&w, pid);
-                (Ok(()), Some(pin))
+                // A record that went into a page a truncation cut off went nowhere (see
+                // `lost`): one load of the mapping's flag.
+                (r.file().intact(), Some(pin))
             }
             SimJob::Wait { pin, timeout } => {
                 let r = &pin.0;
@@ -1338,7 +1433,7 @@ impl Job<SimError> for SimJob {
                 // read before the CAS, so a wait that must wait pays for no extra CAS.
                 if sync.is_set() && sync.try_consume() {
                     hint.set(next_spin(hint.get(), None));
-                    return (Ok(()), Some(pin));
+                    return (r.file().intact(), Some(pin));
                 }
                 let result = wait_slow(&pin, timeout, ctx, before_block);
                 (result, Some(pin))
@@ -1646,7 +1741,7 @@ fn wait_slow(
         ctx.set_blocked_on(0);
     }
     let result = match out {
-        Ok(WaitOutcome::Consumed) => Ok(()),
+        Ok(WaitOutcome::Consumed) => file.intact(),
         _ => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
     };
     drop(lazy);
@@ -1753,146 +1848,159 @@ impl Backend for Sim {
 
 impl NotifyResources for Sim {
     fn create_notify(&self, device: u32, flags: CreateFlags) -> Result<RawNotify, SimError> {
-        CreateFlags::from_raw(flags.bits()).map_err(|e| {
-            err(
-                e,
-                format!(
-                    "create flags {:#x}: only 0 and ACL_NOTIFY_DEVICE_USE_ONLY (0x1) exist",
-                    flags.bits()
-                ),
-            )
-        })?;
-        self.device_ok(device)?;
-        self.require(Feature::Notify, "creating a notify")?;
-        if flags.contains(CreateFlags::DEVICE_USE_ONLY) {
-            self.require(Feature::DeviceOnly, "ACL_NOTIFY_DEVICE_USE_ONLY")?;
-        }
-        let file = &self.inner.file;
-        file.intact()?;
-        file.still_registered()?;
-        let r = match SlotRef::create(file, device, flags) {
-            Ok(r) => r,
-            Err(CreateError::Exhausted) => {
-                // Dead processes may still hold ids: reclaim, then try once more.
-                file.gc();
-                match SlotRef::create(file, device, flags) {
-                    Ok(r) => r,
-                    Err(CreateError::Exhausted) => {
-                        let pids: Vec<i32> = file
-                            .registered()
-                            .into_iter()
-                            .filter(|p| p.1)
-                            .map(|p| p.0)
-                            .collect();
-                        return Err(err(
-                            Error::NoNotifyResource,
-                            format!(
-                                "device {device} has no notify id left: all {} ids of {} are \
-                                 in use; {} (processes using this machine: {pids:?}); {}",
-                                file.max_notifies(),
-                                self.inner.soc,
-                                diag::owners_of_device(file, device),
-                                diag::holders_of_device(file, device)
-                            ),
-                        ));
-                    }
-                    Err(CreateError::Other(e)) => return Err(e),
-                }
+        self.checked(|| {
+            CreateFlags::from_raw(flags.bits()).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "create flags {:#x}: only 0 and ACL_NOTIFY_DEVICE_USE_ONLY (0x1) exist",
+                        flags.bits()
+                    ),
+                )
+            })?;
+            self.device_ok(device)?;
+            self.require(Feature::Notify, "creating a notify")?;
+            if flags.contains(CreateFlags::DEVICE_USE_ONLY) {
+                self.require(Feature::DeviceOnly, "ACL_NOTIFY_DEVICE_USE_ONLY")?;
             }
-            Err(CreateError::Other(e)) => return Err(e),
-        };
-        self.insert_notify(NotifyEntry::new(r, Lifecycle::Created, device))
+            let file = &self.inner.file;
+            file.intact()?;
+            file.still_registered()?;
+            let r = match SlotRef::create(file, device, flags) {
+                Ok(r) => r,
+                Err(CreateError::Exhausted) => {
+                    // Dead processes may still hold ids: reclaim, then try once more.
+                    file.gc();
+                    match SlotRef::create(file, device, flags) {
+                        Ok(r) => r,
+                        Err(CreateError::Exhausted) => {
+                            let pids: Vec<i32> = file
+                                .registered()
+                                .into_iter()
+                                .filter(|p| p.1)
+                                .map(|p| p.0)
+                                .collect();
+                            return Err(err(
+                                Error::NoNotifyResource,
+                                format!(
+                                    "device {device} has no notify id left: all {} ids of {} are \
+                                 in use; {} (processes using this machine: {pids:?}); {}",
+                                    file.max_notifies(),
+                                    self.inner.soc,
+                                    diag::owners_of_device(file, device),
+                                    diag::holders_of_device(file, device)
+                                ),
+                            ));
+                        }
+                        Err(CreateError::Other(e)) => return Err(e),
+                    }
+                }
+                Err(CreateError::Other(e)) => return Err(e),
+            };
+            self.insert_notify(NotifyEntry::new(r, Lifecycle::Created, device))
+        })
     }
 
     fn destroy_notify(&self, notify: RawNotify) -> Result<(), SimError> {
-        self.notify_calls()?;
-        let e = write(&self.inner.notifies)
-            .remove(notify.0)
-            .ok_or_else(|| bad_notify(notify))?;
-        // Dropping the reference outside the table lock: this process's bit goes when no other
-        // handle or queued task uses the notify; the id when no process does.
-        drop(e);
-        Ok(())
+        self.checked(|| {
+            self.notify_calls()?;
+            let e = write(&self.inner.notifies)
+                .remove(notify.0)
+                .ok_or_else(|| bad_notify(notify))?;
+            // Removing the handle under the write lock decides which of two racing destroys
+            // wins (the other gets 107017), and a call that looked the handle up before keeps
+            // its own reference, so the notify outlives that call. Dropping the reference
+            // outside the table lock: this process's bit goes when no other handle or queued
+            // task uses the notify; the id when no process does (`NotifySlot::leave`).
+            drop(e);
+            Ok(())
+        })
     }
 
     fn notify_info(&self, notify: RawNotify) -> Result<NotifyInfo, SimError> {
-        self.notify_calls()?;
-        let v = self.notify(notify)?;
-        Ok(NotifyInfo {
-            id: v.r.id(),
-            device: v.device,
-            owner_device: v.r.device(),
-            owner_server: v.r.file().server(),
-            state: v.state,
-            flags: v.r.slot().create_flags(),
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify)?;
+            Ok(NotifyInfo {
+                id: v.r.id(),
+                device: v.device,
+                owner_device: v.r.device(),
+                owner_server: v.r.file().server(),
+                state: v.state,
+                flags: v.r.slot().create_flags(),
+            })
         })
     }
 
     fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, SimError> {
-        self.notify_calls()?;
-        let v = self.notify(notify)?;
-        self.require(Feature::Ipc, "exporting a notify (IPC)")?;
-        ExportFlags::from_raw(flags.bits()).map_err(|e| {
-            err(
-                e,
-                format!(
-                    "export flags {:#x}: only 0 and DISABLE_PID_VALIDATION (0x2) exist",
-                    flags.bits()
-                ),
-            )
-        })?;
-        let next = v
-            .state
-            .apply(Op::Export(flags.pid_validation()))
-            .map_err(|e| {
-                let why = if v.state == Lifecycle::Imported {
-                    "it was imported (only the owner exports)"
-                } else {
-                    "it is already exported"
-                };
-                err(e, format!("cannot export notify {}: {why}", v.r.id()))
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify)?;
+            self.require(Feature::Ipc, "exporting a notify (IPC)")?;
+            ExportFlags::from_raw(flags.bits()).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "export flags {:#x}: only 0 and DISABLE_PID_VALIDATION (0x2) exist",
+                        flags.bits()
+                    ),
+                )
             })?;
-        let nonce = sys::nonce16().map_err(|e| {
-            err(
-                Error::DrvInternalError,
-                format!("getrandom failed while exporting: {e}"),
-            )
-        })?;
-        let file = v.r.file();
-        let how = match flags.pid_validation() {
-            PidValidation::Enforced => ExportState::Enforced,
-            PidValidation::Disabled => ExportState::Open,
-        };
-        // Only the call that wins the export empties the whitelist (the slab entry may hold a
-        // previous use's, or one a dead writer left half-written), and before it publishes:
-        // a losing concurrent export must not wipe entries the winner's caller adds meanwhile.
-        let won = v.r.slot().export_with(nonce, how, || match how {
-            ExportState::Enforced => file.reset_whitelist(v.r.device(), v.r.id()),
-            _ => Ok(()),
-        })?;
-        if !won {
-            return Err(err(
-                Error::InternalError,
-                format!("notify {} is already exported", v.r.id()),
-            ));
-        }
-        let key = ExportKey::encode(&KeyFields {
-            server: file.server() as u16,
-            device: v.r.device() as u8,
-            id: v.r.id() as u16,
-            generation: v.r.generation(),
-            nonce,
-        });
-        self.set_state(notify, v.state, next);
-        Ok(key)
+            let next = v
+                .state
+                .apply(Op::Export(flags.pid_validation()))
+                .map_err(|e| {
+                    let why = if v.state == Lifecycle::Imported {
+                        "it was imported (only the owner exports)"
+                    } else {
+                        "it is already exported"
+                    };
+                    err(e, format!("cannot export notify {}: {why}", v.r.id()))
+                })?;
+            let nonce = sys::nonce16().map_err(|e| {
+                err(
+                    Error::DrvInternalError,
+                    format!("getrandom failed while exporting: {e}"),
+                )
+            })?;
+            let file = v.r.file();
+            let how = match flags.pid_validation() {
+                PidValidation::Enforced => ExportState::Enforced,
+                PidValidation::Disabled => ExportState::Open,
+            };
+            // Only the call that wins the export empties the whitelist (the slab entry may hold a
+            // previous use's, or one a dead writer left half-written), and before it publishes:
+            // a losing concurrent export must not wipe entries the winner's caller adds meanwhile.
+            let won = v.r.slot().export_with(nonce, how, || match how {
+                ExportState::Enforced => file.reset_whitelist(v.r.device(), v.r.id()),
+                _ => Ok(()),
+            })?;
+            if !won {
+                return Err(err(
+                    Error::InternalError,
+                    format!("notify {} is already exported", v.r.id()),
+                ));
+            }
+            let key = ExportKey::encode(&KeyFields {
+                server: file.server() as u16,
+                device: v.r.device() as u8,
+                id: v.r.id() as u16,
+                generation: v.r.generation(),
+                nonce,
+            });
+            self.set_state(notify, v.state, next);
+            Ok(key)
+        })
     }
 
     fn set_import_pids(&self, notify: RawNotify, pids: &[i32]) -> Result<(), SimError> {
-        self.notify_calls()?;
-        self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
-        let me = self.inner.server_id;
-        let entries = || pids.iter().map(|&p| self.whitelist_entry(me, p)).collect();
-        self.add_whitelist(notify, pids.len(), entries, false)
+        self.checked(|| {
+            self.notify_calls()?;
+            self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
+            let me = self.inner.server_id;
+            let entries = || pids.iter().map(|&p| self.whitelist_entry(me, p)).collect();
+            self.add_whitelist(notify, pids.len(), entries, false)
+        })
     }
 
     fn set_import_server_pids(
@@ -1900,18 +2008,20 @@ impl NotifyResources for Sim {
         notify: RawNotify,
         entries: &[ServerPid],
     ) -> Result<(), SimError> {
-        self.notify_calls()?;
-        if entries.is_empty() {
-            return Err(err(Error::ParamInvalid, "no (server, PID) entries given"));
-        }
-        self.notify(notify)?;
-        for sp in entries {
-            self.require(Feature::InterServer, "inter-server whitelisting")?;
-            self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
-            let entry = || vec![self.whitelist_entry(sp.sdid, sp.pid)];
-            self.add_whitelist(notify, 1, entry, true)?;
-        }
-        Ok(())
+        self.checked(|| {
+            self.notify_calls()?;
+            if entries.is_empty() {
+                return Err(err(Error::ParamInvalid, "no (server, PID) entries given"));
+            }
+            self.notify(notify)?;
+            for sp in entries {
+                self.require(Feature::InterServer, "inter-server whitelisting")?;
+                self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
+                let entry = || vec![self.whitelist_entry(sp.sdid, sp.pid)];
+                self.add_whitelist(notify, 1, entry, true)?;
+            }
+            Ok(())
+        })
     }
 
     fn import_by_key(
@@ -1920,18 +2030,20 @@ impl NotifyResources for Sim {
         key: &str,
         flags: ImportFlags,
     ) -> Result<RawNotify, SimError> {
-        self.import_checks(device, flags)?;
-        let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
-            err(
-                e,
-                format!(
-                    "malformed export key ({} bytes): expected the 64 characters \
+        self.checked(|| {
+            self.import_checks(device, flags)?;
+            let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "malformed export key ({} bytes): expected the 64 characters \
                      aclrtNotifyGetExportKey wrote",
-                    key.len()
-                ),
-            )
-        })?;
-        self.import_parsed(device, &key)
+                        key.len()
+                    ),
+                )
+            })?;
+            self.import_parsed(device, &key)
+        })
     }
 
     fn import_key(
@@ -1940,8 +2052,10 @@ impl NotifyResources for Sim {
         key: &ExportKey,
         flags: ImportFlags,
     ) -> Result<RawNotify, SimError> {
-        self.import_checks(device, flags)?;
-        self.import_parsed(device, key)
+        self.checked(|| {
+            self.import_checks(device, flags)?;
+            self.import_parsed(device, key)
+        })
     }
 
     fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, SimError> {
@@ -2054,14 +2168,15 @@ impl StreamOps for Sim {
     }
 
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
-        self.notify_calls()?;
-        let pin = self.pin(notify, stream)?;
-        let (s, _) = self.stream(stream)?;
-        let job = SimJob::Record {
-            pin,
-            pid: self.inner.pid,
-        };
-        self.enqueue_job(&s, stream, job)
+        self.checked(|| {
+            self.notify_calls()?;
+            let pin = self.pin(notify, stream)?;
+            let job = SimJob::Record {
+                pin,
+                pid: self.inner.pid,
+            };
+            self.enqueue_checked(stream, job, |_, _| Ok(()))
+        })
     }
 
     fn wait_and_reset(
@@ -2070,16 +2185,23 @@ impl StreamOps for Sim {
         stream: RawStream,
         timeout: Timeout,
     ) -> Result<(), SimError> {
-        self.notify_calls()?;
-        let pin = self.pin(notify, stream)?;
-        let (s, sdev) = self.stream(stream)?;
-        if !self.on_owner_device(&pin.0, sdev) {
-            return Err(self.wrong_device(&pin.0, sdev));
-        }
-        // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (see `soc.rs`).
-        let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
-        let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
-        self.enqueue_job(&s, stream, SimJob::Wait { pin, timeout: t })
+        self.checked(|| {
+            self.notify_calls()?;
+            let pin = self.pin(notify, stream)?;
+            let t = timeout
+                .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
+                .duration();
+            self.enqueue_checked(
+                stream,
+                SimJob::Wait { pin, timeout: t },
+                |sdev, job| match job {
+                    SimJob::Wait { pin, .. } if !self.on_owner_device(&pin.0, sdev) => {
+                        Err(self.wrong_device(&pin.0, sdev))
+                    }
+                    _ => Ok(()),
+                },
+            )
+        })
     }
 
     fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), SimError> {
@@ -2087,24 +2209,26 @@ impl StreamOps for Sim {
     }
 
     fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), SimError> {
-        let (s, _) = self.stream(stream)?;
-        s.synchronize(wait).map_err(|e| {
-            if e.kind() == Error::InvalidHandle && e.message().is_empty() {
-                bad_stream(stream)
-            } else if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() {
-                err(
-                    Error::StreamSyncTimeout,
-                    format!("stream {:#x} still has tasks after {wait:?}", stream.0),
-                )
-            } else if e.kind() == Error::InternalError && e.message().is_empty() {
-                err(
-                    Error::InternalError,
-                    "synchronize called from a host function running on this very stream: it \
+        self.checked(|| {
+            let (s, _) = self.stream(stream)?;
+            s.synchronize(wait).map_err(|e| {
+                if e.kind() == Error::InvalidHandle && e.message().is_empty() {
+                    bad_stream(stream)
+                } else if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() {
+                    err(
+                        Error::StreamSyncTimeout,
+                        format!("stream {:#x} still has tasks after {wait}", stream.0),
+                    )
+                } else if e.kind() == Error::InternalError && e.message().is_empty() {
+                    err(
+                        Error::InternalError,
+                        "synchronize called from a host function running on this very stream: it \
                      would wait for itself",
-                )
-            } else {
-                e
-            }
+                    )
+                } else {
+                    e
+                }
+            })
         })
     }
 
@@ -2125,48 +2249,54 @@ impl StreamOps for Sim {
 
 impl HostOps for Sim {
     fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
-        self.notify_calls()?;
-        let v = self.notify(notify)?;
-        if !self.on_owner_device(&v.r, v.device) {
-            return Err(self.wrong_device(&v.r, v.device));
-        }
-        // Ends (within a chunk) if the handle is destroyed meanwhile, by another thread: a
-        // long or endless host wait on a notify nobody can record any more must not outlive it.
-        let gone = || !self.notify_is_live(notify);
-        let out = slot_wait(&v.r, Some(timeout), &gone);
-        if matches!(out, Ok(WaitOutcome::Cancelled)) && gone() {
-            v.r.file().intact()?;
-            return Err(err(
-                Error::InvalidHandle,
-                format!(
-                    "notify handle {:#x} was destroyed while this host wait waited on it",
-                    notify.0
-                ),
-            ));
-        }
-        wait_outcome_error(out, &v.r, Some(timeout), Error::WaitTimeout, "host wait")
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify)?;
+            if !self.on_owner_device(&v.r, v.device) {
+                return Err(self.wrong_device(&v.r, v.device));
+            }
+            // Ends (within a chunk) if the handle is destroyed meanwhile, by another thread: a
+            // long or endless host wait on a notify nobody can record any more must not outlive it.
+            let gone = || !self.notify_is_live(notify);
+            let out = slot_wait(&v.r, Some(timeout), &gone);
+            if matches!(out, Ok(WaitOutcome::Cancelled)) && gone() {
+                v.r.file().intact()?;
+                return Err(err(
+                    Error::InvalidHandle,
+                    format!(
+                        "notify handle {:#x} was destroyed while this host wait waited on it",
+                        notify.0
+                    ),
+                ));
+            }
+            wait_outcome_error(out, &v.r, Some(timeout), Error::WaitTimeout, "host wait")
+        })
     }
 
     fn try_consume(&self, notify: RawNotify) -> Result<bool, SimError> {
-        self.notify_calls()?;
-        let v = self.notify(notify)?;
-        if !self.on_owner_device(&v.r, v.device) {
-            return Err(self.wrong_device(&v.r, v.device));
-        }
-        Ok(v.r.slot().sync.try_consume())
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify)?;
+            if !self.on_owner_device(&v.r, v.device) {
+                return Err(self.wrong_device(&v.r, v.device));
+            }
+            Ok(v.r.slot().sync.try_consume())
+        })
     }
 
     fn notifies_free(&self, device: u32) -> Result<u32, SimError> {
-        self.device_ok(device)?;
-        self.require(Feature::Notify, "notifies")?;
-        let file = &self.inner.file;
-        file.intact()?;
-        // Ids that only dead processes hold are as good as free: a create would reclaim them.
-        file.reclaim_dead();
-        let pool = file
-            .pool(device)
-            .ok_or_else(|| err(Error::DrvInternalError, "no id pool"))?;
-        Ok(pool.capacity().saturating_sub(pool.in_use()))
+        self.checked(|| {
+            self.device_ok(device)?;
+            self.require(Feature::Notify, "notifies")?;
+            let file = &self.inner.file;
+            file.intact()?;
+            // Ids that only dead processes hold are as good as free: a create would reclaim them.
+            file.reclaim_dead();
+            let pool = file
+                .pool(device)
+                .ok_or_else(|| err(Error::DrvInternalError, "no id pool"))?;
+            Ok(pool.capacity().saturating_sub(pool.in_use()))
+        })
     }
 }
 

@@ -1,29 +1,45 @@
-//! The shared-file machinery common to the notify file ([`crate::shm`]) and the count-notify
-//! file ([`crate::cnt`]): creating a file exclusively and publishing its header, or attaching
-//! to one another process created — checking owner, type and mode, waiting (bounded) for its
-//! creator, validating the header — and the mappings and descriptors that close themselves.
+//! The shared-file machinery common to the notify file ([`crate::shm`]), the count-notify
+//! file ([`crate::cnt`]) and the device-memory files ([`crate::mem`]): creating a file
+//! exclusively and publishing its header, or attaching to one another process created —
+//! checking owner, type and mode, waiting (bounded) for its creator, validating the header —
+//! the mappings and descriptors that close themselves, bounds-checked access to the shared
+//! types in a mapping ([`Map::at`]), and the per-process registry of open files
+//! ([`Registry`]) that a forked child starts afresh.
 //!
 //! # The creation protocol
 //!
 //! The creator opens the path with `O_CREAT | O_EXCL` (so exactly one process creates), sets
 //! mode 0600, sizes the file with one `ftruncate` (so its size is 0 or the full size, never
 //! anything between), maps it, writes its pid and the header fields, and publishes the header
-//! by storing the ready word last. An opener that finds the file waits, at most
-//! [`INIT_WAIT`], for a non-zero size and then for the ready word. A file left at size 0 or
-//! unpublished by a creator that died is removed and created afresh (once) by a read-write
-//! opener; a size that is neither 0 nor at least a page cannot come from a creator and is
-//! reported at once.
+//! by storing the ready word last. From its create until it has published, the creator holds
+//! an exclusive `flock` on the file (the *init lock*), taken right after the create; once it
+//! holds it, it checks that the path still names its file (see below) before it goes on.
+//!
+//! An opener that finds the file unpublished (size 0, or the ready word not set) tries the init
+//! lock without blocking. Held: a creator is at work, so the opener waits for it, at most
+//! [`INIT_WAIT`]. Free: nobody is initialising the file (its creator died, or something else
+//! made an empty file there); looked at again under the lock, a file still unpublished is
+//! abandoned, and a read-write opener removes it at once (if the path still names that file)
+//! and creates it afresh. A lock is released by the kernel when its holder dies, so a dead
+//! creator costs no wait. A creator that has not taken its lock yet when an opener finds the
+//! file may see it removed: the check after its lock sends it back to the start, so nobody
+//! initialises or attaches to a file that is no longer at the path (an opener attaches only to
+//! a published file, and a published file is never removed this way). A size that is neither
+//! 0 nor at least a page cannot come from a creator and is reported at once.
 
+use std::collections::HashMap;
 use std::ffi::CString;
 use std::fmt;
 use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::Error;
 
 use crate::error::SimError;
+use crate::fork::PerProcess;
 use crate::sigbus::Registration;
 use crate::sys;
 
@@ -82,6 +98,13 @@ impl Kind {
 /// A file descriptor closed on drop.
 pub(crate) struct Fd(libc::c_int);
 
+impl Fd {
+    /// The raw descriptor (valid while `self` lives).
+    pub(crate) fn raw(&self) -> libc::c_int {
+        self.0
+    }
+}
+
 impl Drop for Fd {
     fn drop(&mut self) {
         // SAFETY: we own the descriptor and close it once.
@@ -106,7 +129,23 @@ pub(crate) struct Map {
     len: usize,
     /// The mapping's entry in the `SIGBUS` table (see [`crate::sigbus`]).
     sigbus: Registration,
+    /// The file's descriptor, kept when [`Open::keep_fd`] asked for it (to allocate or punch
+    /// ranges of the file, or lock it).
+    fd: Option<Fd>,
 }
+
+/// Types that may be viewed in a shared mapping through [`Map::at`].
+///
+/// # Safety
+///
+/// Implementors must be made of atomics only (every bit pattern valid, shared access from any
+/// thread or process sound), so that a reference into memory another process writes is sound.
+pub(crate) unsafe trait Shared: Sized {}
+
+// SAFETY: an atomic.
+unsafe impl Shared for AtomicU32 {}
+// SAFETY: an atomic.
+unsafe impl Shared for AtomicU64 {}
 
 // SAFETY: the mapping is owned by this value and only accessed through atomics by its users.
 unsafe impl Send for Map {}
@@ -130,7 +169,31 @@ impl Map {
             base: p.cast(),
             len,
             sigbus: Registration::new(p.cast(), len),
+            fd: None,
         })
+    }
+
+    /// The file's descriptor, if the open kept it ([`Open::keep_fd`]).
+    pub(crate) fn fd(&self) -> Option<&Fd> {
+        self.fd.as_ref()
+    }
+
+    /// The shared value at byte `off`. Checked in release builds too: a wrong offset is a bug
+    /// of ours, and a panic (which the C ABI catches) is better than an access outside the
+    /// mapping.
+    pub(crate) fn at<T: Shared>(&self, off: usize) -> &T {
+        assert!(
+            off.checked_add(std::mem::size_of::<T>())
+                .is_some_and(|end| end <= self.len)
+                && off.is_multiple_of(std::mem::align_of::<T>()),
+            "shared-memory access at {off:#x} outside the {}-byte mapping or misaligned",
+            self.len
+        );
+        // SAFETY: `off + size_of::<T>() <= len` and `off` is aligned for `T` (checked above;
+        // the mapping is page aligned); `T: Shared` is atomics only, so any bit pattern is
+        // valid and shared access is sound; a read-only mapping is only read through atomics'
+        // loads by callers that opened it so.
+        unsafe { &*self.base.add(off).cast::<T>() }
     }
 
     /// The start of the mapping.
@@ -162,6 +225,7 @@ impl Map {
     pub(crate) fn into_raw(self) -> (*mut u8, Registration) {
         let mut me = std::mem::ManuallyDrop::new(self);
         let reg = std::mem::replace(&mut me.sigbus, Registration::none());
+        drop(me.fd.take());
         (me.base, reg)
     }
 }
@@ -186,6 +250,8 @@ pub(crate) struct Open<'a> {
     pub(crate) total: usize,
     /// How long to wait for a racing creator ([`INIT_WAIT`]).
     pub(crate) init_wait: Duration,
+    /// Keep the file's descriptor open with the mapping ([`Map::fd`]).
+    pub(crate) keep_fd: bool,
 }
 
 impl Open<'_> {
@@ -219,7 +285,27 @@ impl Open<'_> {
                     )
                 };
                 if fd >= 0 {
-                    return self.initialise(&Fd(fd), fill).map(Some);
+                    let fd = Fd(fd);
+                    // SAFETY: flock on a descriptor we own; blocks only while an opener that
+                    // found the file first holds it for its look (microseconds).
+                    unsafe { libc::flock(fd.0, libc::LOCK_EX) };
+                    if !names(path, &fd) {
+                        // Taken for abandoned and removed before we locked it: start again.
+                        if recreated {
+                            return Err(kind.bad_file(
+                                path,
+                                "it was removed twice while this process created it",
+                            ));
+                        }
+                        recreated = true;
+                        continue;
+                    }
+                    let m = self.initialise(&fd, fill);
+                    // Published (or removed on failure): the init lock has done its work (a
+                    // descriptor kept with the map would otherwise hold it for ever).
+                    // SAFETY: as above.
+                    unsafe { libc::flock(fd.0, libc::LOCK_UN) };
+                    return m.map(|m| Some(self.keep(m, fd)));
                 }
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EEXIST) {
@@ -246,14 +332,12 @@ impl Open<'_> {
                     _ => return Err(kind.os_err(path, "open", e)),
                 }
             }
-            match self.attach(&Fd(fd), &validate)? {
-                Some(m) => return Ok(Some(m)),
-                None if self.create && !recreated => {
-                    // Abandoned by a creator that died before initialising it: remove and
-                    // create afresh (once).
-                    recreated = true;
-                    let _ = std::fs::remove_file(path);
-                }
+            let fd = Fd(fd);
+            match self.attach(&fd, &validate)? {
+                Some(m) => return Ok(Some(self.keep(m, fd))),
+                // Abandoned by a creator that died before initialising it, and removed by
+                // `attach`: create afresh (once).
+                None if self.create && !recreated => recreated = true,
                 None => {
                     return Err(kind.bad_file(
                         path,
@@ -262,6 +346,13 @@ impl Open<'_> {
                 }
             }
         }
+    }
+
+    fn keep(&self, mut m: Map, fd: Fd) -> Map {
+        if self.keep_fd {
+            m.fd = Some(fd);
+        }
+        m
     }
 
     /// The creator's part: mode, size, header, publish. The file is removed on failure.
@@ -320,10 +411,11 @@ impl Open<'_> {
         }
         let start = Instant::now();
         let mut size = st.st_size as u64;
-        // A creator sizes the file in one step: only 0 (not sized yet) is worth waiting for.
+        // A creator sizes the file in one step: only 0 (not sized yet) is worth waiting for,
+        // and only while a creator holds the init lock.
         while size == 0 {
-            if start.elapsed() > self.init_wait {
-                return Ok(None);
+            if self.abandoned(fd, |size| size == 0)? || start.elapsed() > self.init_wait {
+                return self.give_up(fd);
             }
             std::thread::sleep(Duration::from_millis(1));
             size = fstat(fd, path, kind)?.st_size as u64;
@@ -337,10 +429,14 @@ impl Open<'_> {
             if h.ready().load(SeqCst) != 0 {
                 return Err(kind.bad_file(path, "corrupt header (bad ready word)"));
             }
+            let unpublished = |_| h.ready().load(SeqCst) != READY;
+            if self.abandoned(fd, unpublished)? {
+                return self.give_up(fd);
+            }
             if start.elapsed() > self.init_wait {
                 let creator = h.creator_pid().load(SeqCst);
                 if creator > 0 && !sys::pid_alive(creator, 0) {
-                    return Ok(None);
+                    return self.give_up(fd);
                 }
                 return Err(kind.bad_file(
                     path,
@@ -357,6 +453,50 @@ impl Open<'_> {
         drop(head);
         Ok(Some(Map::new(fd, self.total, self.writable, path, kind)?))
     }
+}
+
+impl Open<'_> {
+    /// Whether the file behind `fd` is abandoned: nobody holds its init lock and, looked at
+    /// again while this process holds it, `unfinished(size)` still says it was never
+    /// published. The lock is released again before returning.
+    fn abandoned(&self, fd: &Fd, unfinished: impl Fn(u64) -> bool) -> Result<bool, SimError> {
+        // SAFETY: flock on a descriptor we own, without blocking.
+        if unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Ok(false); // a creator is at work (or another opener is looking)
+        }
+        let size = fstat(fd, self.path, self.kind).map(|st| st.st_size as u64);
+        let gone = size.map(&unfinished);
+        // SAFETY: as above; releases the lock taken just now.
+        unsafe { libc::flock(fd.0, libc::LOCK_UN) };
+        gone
+    }
+
+    /// Gives up on an abandoned file: a read-write opener removes it, under its init lock and
+    /// only if the path still names it (another opener may have replaced it already), so
+    /// that it can be created afresh. `Ok(None)` either way (see [`Open::open`]).
+    fn give_up(&self, fd: &Fd) -> Result<Option<Map>, SimError> {
+        if self.create {
+            // SAFETY: flock on a descriptor we own; released when `fd` is closed.
+            if unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) } == 0
+                && names(self.path, fd)
+            {
+                let _ = std::fs::remove_file(self.path);
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Whether `path` still names the file open as `fd` (same device and inode).
+fn names(path: &Path, fd: &Fd) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(m) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    // SAFETY: all-zero bytes are a valid `stat`; fstat fills it from a descriptor we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::fstat(fd.0, &mut st) == 0 && m.dev() == st.st_dev && m.ino() == st.st_ino }
 }
 
 /// Refuses a file whose processes live in another PID namespace than this one (a container
@@ -380,6 +520,53 @@ fn same_pid_namespace(theirs: u64, path: &Path, kind: Kind) -> Result<(), SimErr
             path.display()
         ),
     ))
+}
+
+/// One mapping per file per process, shared by the users in the process; a forked child starts
+/// with an empty registry (its parent's mappings and lock are not its own: see
+/// [`crate::fork`]). For a `static`; the fork handler calls [`forget`](Self::forget).
+pub(crate) struct Registry<T: 'static>(PerProcess<HashMap<PathBuf, Weak<T>>>);
+
+impl<T: Send + Sync + 'static> Registry<T> {
+    /// An empty registry.
+    pub(crate) const fn new() -> Self {
+        Registry(PerProcess::new(HashMap::new))
+    }
+
+    /// This process's mapping of `path` if it has one that `usable` accepts (a mapping
+    /// inherited across `fork()` is the parent's, which `usable` refuses by its pid), else the
+    /// one `open` makes (`Ok(None)` from `open` is passed on). Opens are serialised, so two
+    /// threads never map one file twice.
+    pub(crate) fn get_or_open(
+        &self,
+        path: &Path,
+        usable: impl Fn(&T) -> bool,
+        open: impl FnOnce() -> Result<Option<T>, SimError>,
+    ) -> Result<Option<Arc<T>>, SimError> {
+        crate::fork::required()?;
+        let mut reg = self.0.get().lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = reg.get(path).and_then(Weak::upgrade).filter(|f| usable(f)) {
+            return Ok(Some(f));
+        }
+        let Some(f) = open()? else {
+            return Ok(None);
+        };
+        let f = Arc::new(f);
+        reg.retain(|_, w| w.strong_count() > 0);
+        reg.insert(path.to_owned(), Arc::downgrade(&f));
+        Ok(Some(f))
+    }
+
+    /// The fork handler's part ([`crate::fork`]).
+    pub(crate) fn forget(&self) {
+        self.0.forget();
+    }
+
+    /// This process's lock (for the fork tests).
+    #[cfg(test)]
+    pub(crate) fn get(&self) -> &std::sync::Mutex<HashMap<PathBuf, Weak<T>>> {
+        self.0.get()
+    }
 }
 
 #[cfg(test)]
@@ -428,6 +615,7 @@ mod tests {
                 writable,
                 total: 2 * PAGE,
                 init_wait: Duration::from_millis(100),
+                keep_fd: false,
             }
         }
         /// Plants a 0600 file with `bytes`.
@@ -529,8 +717,60 @@ mod tests {
         assert!(e.contains("bad ready word"), "{e}");
     }
 
+    /// An empty file nobody is initialising (a creator that died before sizing it, or any
+    /// process that made an empty file there) is re-created at once by a read-write opener,
+    /// without the wait for a creator at work, and refused at once by a read-only one.
+    #[test]
+    fn an_empty_file_nobody_initialises_is_taken_over_without_waiting() {
+        let p = TempPath::new("empty-fast");
+        for create in [false, true] {
+            p.plant(&[]);
+            let o = Open {
+                init_wait: INIT_WAIT,
+                ..p.open(create, create)
+            };
+            let t0 = Instant::now();
+            let r = o.open(fill, check);
+            let took = t0.elapsed();
+            assert!(took < INIT_WAIT / 5, "create {create}: took {took:?}");
+            if create {
+                let m = r.unwrap().unwrap();
+                assert_eq!(m.header::<TestHeader>().value.load(SeqCst), 42);
+            } else {
+                assert!(err_text(r).contains("never initialised"));
+            }
+            let _ = std::fs::remove_file(&p.0);
+        }
+    }
+
+    /// An empty file whose init lock is held (a creator at work) is waited for, and not
+    /// removed when the wait ends: its creator is alive.
+    #[test]
+    fn an_empty_file_whose_creator_holds_the_init_lock_is_waited_for() {
+        let p = TempPath::new("empty-held");
+        p.plant(&[]);
+        let creator = std::fs::File::open(&p.0).unwrap();
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: flock on a descriptor `creator` owns.
+        let locked = unsafe { libc::flock(creator.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(locked, 0);
+        let t0 = Instant::now();
+        let e = err_text(p.open(true, true).open(fill, check));
+        assert!(e.contains("never initialised"), "{e}");
+        assert!(
+            t0.elapsed() >= Duration::from_millis(100),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert!(p.0.exists(), "a file whose creator is at work was removed");
+        drop(creator);
+        // Released (the creator died): taken over.
+        let m = p.open(true, true).open(fill, check).unwrap().unwrap();
+        assert_eq!(m.header::<TestHeader>().value.load(SeqCst), 42);
+    }
+
     /// An empty file (a creator that died before sizing it) is re-created by a read-write
-    /// opener after the wait, and refused by a read-only one.
+    /// opener, and refused by a read-only one.
     #[test]
     fn an_abandoned_empty_file_is_recreated() {
         let p = TempPath::new("empty");

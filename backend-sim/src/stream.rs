@@ -1191,6 +1191,26 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         }
     }
 
+    /// [`enqueue_job`](Self::enqueue_job) that never waits: a full queue hands the job back
+    /// (`Err`), for a caller that holds a lock it must not keep while it waits for room.
+    /// Otherwise `Ok` with what `enqueue_job` would have returned.
+    #[inline]
+    pub fn try_enqueue_job(&self, task: J) -> Result<Result<(), E>, J> {
+        match self.shared.ring.push(task) {
+            Push::Queued { wake } => {
+                if wake {
+                    self.wake_worker();
+                }
+                Ok(Ok(()))
+            }
+            Push::Full(task) => Err(task),
+            Push::Closed(task) | Push::Spill(_, task) => {
+                drop_quietly(task);
+                Ok(Err(E::from(Error::InvalidHandle)))
+            }
+        }
+    }
+
     #[cold]
     fn wake_worker(&self) {
         self.shared.wakeups.fetch_add(1, Ordering::Relaxed);

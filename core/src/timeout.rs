@@ -69,6 +69,22 @@ pub enum SyncWait {
     AtMost(Duration),
 }
 
+/// For messages a C caller reads: "forever", or the bound as C gave it ("50 ms", "12 s").
+impl core::fmt::Display for SyncWait {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            SyncWait::Forever => f.write_str("forever"),
+            SyncWait::AtMost(d) if !d.is_zero() && d.subsec_nanos() == 0 => {
+                write!(f, "{} s", d.as_secs())
+            }
+            SyncWait::AtMost(d) if d.subsec_nanos() % 1_000_000 == 0 => {
+                write!(f, "{} ms", d.as_millis())
+            }
+            SyncWait::AtMost(d) => write!(f, "{} us", d.as_micros()),
+        }
+    }
+}
+
 impl SyncWait {
     /// Decodes the C millisecond argument: −1 forever, 0 poll, N > 0 milliseconds. Other
     /// negative values are `None` (the caller answers `ParamInvalid`).
@@ -84,6 +100,24 @@ impl SyncWait {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sync_wait_displays_as_c_gave_it() {
+        assert_eq!(std::format!("{}", SyncWait::Forever), "forever");
+        assert_eq!(
+            std::format!("{}", SyncWait::from_c_ms(50).unwrap()),
+            "50 ms"
+        );
+        assert_eq!(
+            std::format!("{}", SyncWait::from_c_ms(12_000).unwrap()),
+            "12 s"
+        );
+        assert_eq!(
+            std::format!("{}", SyncWait::from_c_ms(1_500).unwrap()),
+            "1500 ms"
+        );
+        assert_eq!(std::format!("{}", SyncWait::from_c_ms(0).unwrap()), "0 ms");
+    }
 
     #[test]
     fn c_encoding_round_trips() {

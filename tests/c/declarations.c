@@ -58,10 +58,9 @@ int main(int argc, char **argv) {
                 g_decls[i].name);
     }
 
-    void *dev = NULL;
-    aclError ret = aclrtMalloc(&dev, 64, ACL_MEM_MALLOC_HUGE_FIRST);
-    REQUIRE(ret == ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtMalloc returned %d", (int)ret);
-    require_named("aclrtMalloc");
+    aclError ret = aclrtSetGroup(0);
+    REQUIRE(ret == ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtSetGroup returned %d", (int)ret);
+    require_named("aclrtSetGroup");
     REQUIRE(aclrtAllocatorCreateDesc() == NULL, "aclrtAllocatorCreateDesc returned a handle");
     require_named("aclrtAllocatorCreateDesc");
     aclAppLog(ACL_INFO, __func__, __FILE__, __LINE__, "%s %d %f", "variadic", 7, 1.5);

@@ -17,6 +17,8 @@
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
 //!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
 //!   stream's worker: each starts a session of its own, never hangs;
+//! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
+//!   ranges, out of memory);
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -241,6 +243,7 @@ fn build_everything() -> Result<Prefix, String> {
         "fork_child",
         "fork_busy",
         "teardown",
+        "memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -411,6 +414,7 @@ impl Scratch {
     fn cmd(&self, program: &Path, soc: &str) -> Command {
         let mut c = Command::new(program);
         c.env("ACL_NOTIFY_SIM_NAMESPACE", &self.ns)
+            .env("ACL_NOTIFY_SIM_MESSAGE_LOG", self.dir.join(MESSAGE_LOG))
             .env("ACL_NOTIFY_SIM_DEVICES", "4")
             .env("ACL_NOTIFY_SIM_SOC", soc)
             .env_remove("ACL_NOTIFY_SIM_SERVER_ID");
@@ -423,10 +427,55 @@ impl Scratch {
     }
 }
 
+/// The file (in a scratch folder) to which the C library appends every message of the
+/// programs run there (`ACL_NOTIFY_SIM_MESSAGE_LOG`).
+const MESSAGE_LOG: &str = "messages.log";
+
+/// Rust `Debug` output that must never reach a C caller's message: enum variants and
+/// wrappers (`AtMost(12s)`, `Some(..)`), handle newtypes, struct literals.
+const RUST_DEBUG: [&str; 12] = [
+    "AtMost(",
+    "Forever",
+    "Some(",
+    "None",
+    "Ok(",
+    "Err(",
+    "Raw",
+    " { ",
+    "Duration",
+    "SyncWait",
+    "SimError",
+    "CallError",
+];
+
+/// The messages in `log` that contain Rust `Debug` formatting.
+fn rust_debug_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|l| RUST_DEBUG.iter().any(|p| l.contains(p)))
+        .collect()
+}
+
+#[test]
+fn rust_debug_patterns_are_caught() {
+    let log = "aclrtSynchronizeStreamWithTimeout failed: stream 0x1 still has tasks after                AtMost(12s)\naclrtRecordNotify failed: ACL_ERROR_RT_PARAM_INVALID (107000):                `notify` is NULL\n";
+    assert_eq!(rust_debug_lines(log).len(), 1);
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
+        let log = std::fs::read_to_string(self.dir.join(MESSAGE_LOG)).unwrap_or_default();
         let _ = Sim::remove_namespace(&self.ns);
         let _ = std::fs::remove_dir_all(&self.dir);
+        // Every message the programs provoked is one a C caller can read: none may show Rust
+        // `Debug` formatting (checked here, for every program of every test).
+        let bad = rust_debug_lines(&log);
+        if !bad.is_empty() && !std::thread::panicking() {
+            panic!(
+                "{} message(s) of the C library show Rust Debug formatting:\n  {}",
+                bad.len(),
+                bad.join("\n  ")
+            );
+        }
     }
 }
 
@@ -630,6 +679,16 @@ fn simulator_extensions() {
     let o = run_alone("extensions", "ext", &[], Duration::from_secs(30));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("extensions: ok"), "{}", report(&o));
+}
+
+// ---- device memory (tests/c/memory.c) ----------------------------------------------------------
+
+#[test]
+fn device_memory_copies_sets_and_checks_ranges() {
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "8M")];
+    let o = run_alone("memory", "mem", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("memory: ok"), "{}", report(&o));
 }
 
 // ---- a stream queue that stays full (tests/c/stream_full.c) -------------------------------------

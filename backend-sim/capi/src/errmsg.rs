@@ -108,6 +108,7 @@ pub(crate) fn last_error(take: bool) -> i32 {
 /// Records a message (also used for a caught panic). Silently does nothing while the thread
 /// is being torn down.
 pub(crate) fn push(msg: String) {
+    log_to_file(&msg);
     let _ = PENDING.try_with(|p| {
         if let Ok(mut p) = p.try_borrow_mut() {
             if p.len() == KEEP {
@@ -116,6 +117,29 @@ pub(crate) fn push(msg: String) {
             p.push(msg);
         }
     });
+}
+
+/// The variable naming a file to which every message is also appended, one per line (for a
+/// program that never calls `aclGetRecentErrMsg`, and for the tests that check every message
+/// C callers can read).
+pub const ENV_MESSAGE_LOG: &str = "ACL_NOTIFY_SIM_MESSAGE_LOG";
+
+/// Appends `msg` to the file `ACL_NOTIFY_SIM_MESSAGE_LOG` names, if it names one. Only failed
+/// calls get here, so reading the variable each time costs nothing that matters; a file that
+/// cannot be written is ignored (the message still reaches `aclGetRecentErrMsg`).
+fn log_to_file(msg: &str) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os(ENV_MESSAGE_LOG) else {
+        return;
+    };
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        // One write per line, so lines of concurrent threads and processes do not interleave.
+        let _ = f.write_all(format!("{}\n", msg.replace('\n', " | ")).as_bytes());
+    }
 }
 
 /// `aclGetRecentErrMsg`: takes this thread's pending messages, newest first and one per line,

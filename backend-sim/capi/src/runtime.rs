@@ -447,7 +447,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
             if e.kind() == Error::StreamSyncTimeout {
                 CallError::new(
                     Error::StreamSyncTimeout,
-                    format!("{} still has tasks after {wait:?}", stream_name(stream)),
+                    format!("{} still has tasks after {wait}", stream_name(stream)),
                 )
             } else {
                 stream_error(stream, e)

@@ -1,0 +1,746 @@
+//! The device-memory file of one simulated device: its layout on the shared-file layer
+//! ([`crate::mapfile`]), its allocation table and the allocator that places allocations in
+//! its arena.
+//!
+//! # File
+//!
+//! `/dev/shm/acl-notify-sim.<namespace>.mem<server>d<device>`, created on the first
+//! allocation on the device (same creation rules as every shared file: `O_EXCL`, mode 0600,
+//! owner and header checked on open). Sparse: the arena is sized to the device's capacity
+//! ([`crate::ENV_DEVICE_MEMORY`]) but an allocation's pages are only backed while it lives
+//! (`fallocate` at allocation, so a full `/dev/shm` is an allocation failure and never a
+//! `SIGBUS` later; hole punched at free).
+//!
+//! | region | size |
+//! |---|---|
+//! | header | 4 KiB |
+//! | allocation slots | [`MAX_ALLOCS`] × 512 B |
+//! | whitelists | [`MAX_ALLOCS`] × `shm::WHITELIST_BYTES` (touched only by exports) |
+//! | arena | the capacity, 2 MiB aligned |
+//!
+//! # Allocation
+//!
+//! Allocations, frees, imports, closes and the reclaim of dead processes change slots under
+//! the file lock: a process-local mutex plus `flock` on the file (released by the kernel if
+//! the holder dies, so a crash never wedges the device). Placement is first fit over the
+//! live ranges sorted by offset: O(n log n) in the live allocations of the device, which is
+//! cheap for the hundreds a program keeps. A slot's fields are written before its state word
+//! makes it live, so the copy paths, which read slots without the lock, see whole slots.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use acl_notify_core::Error;
+
+use crate::error::SimError;
+use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
+use crate::shm::{FILE_PREFIX, SHM_DIR, WHITELIST_BYTES};
+use crate::sys;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"ACLNMEM\x01");
+/// Bumped whenever the device-memory file layout changes.
+pub const MEM_LAYOUT_VERSION: u32 = 1;
+/// Allocations (live, or freed but still imported) per device at once.
+pub const MAX_ALLOCS: u32 = 16384;
+/// Processes that can have one allocation imported at once.
+pub const MAX_IMPORTERS: usize = 24;
+/// Where allocations start: every device pointer is a multiple of this (CANN documents at
+/// least 32-byte alignment; the driver hands out larger, page-like alignment).
+pub const ALLOC_ALIGN: u64 = 512;
+/// Alignment of the arena within the file (a huge page).
+const ARENA_ALIGN: usize = 2 << 20;
+
+/// Slot states (low 32 bits of the state word; the generation is the high 32).
+pub(crate) const S_FREE: u32 = 0;
+pub(crate) const S_LIVE: u32 = 1;
+/// Freed by its owner (or its owner died) while other processes still import it: the bytes
+/// stay until the last importer closes.
+pub(crate) const S_ORPHANED: u32 = 2;
+
+const KIND: Kind = Kind("device-memory file");
+
+/// The file header. Atomics only: other processes write this memory.
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    version: AtomicU32,
+    ready: AtomicU32,
+    creator_pid: AtomicI32,
+    server: AtomicU32,
+    device: AtomicU32,
+    max_allocs: AtomicU32,
+    slot_size: AtomicU32,
+    wl_size: AtomicU32,
+    pid_ns: AtomicU64,
+    capacity: AtomicU64,
+    slots_off: AtomicU64,
+    wls_off: AtomicU64,
+    data_off: AtomicU64,
+    total: AtomicU64,
+    /// Bytes of the arena taken by allocations (their spans), for `aclrtGetMemInfo`.
+    used: AtomicU64,
+    /// One past the highest slot ever used (bounds scans, so untouched slot pages stay
+    /// unbacked).
+    high_water: AtomicU32,
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
+
+// SAFETY: `Header` is atomics only and fits in a page (asserted above).
+unsafe impl FileHeader for Header {
+    fn ready(&self) -> &AtomicU32 {
+        &self.ready
+    }
+    fn creator_pid(&self) -> &AtomicI32 {
+        &self.creator_pid
+    }
+    fn pid_ns(&self) -> &AtomicU64 {
+        &self.pid_ns
+    }
+}
+
+/// One allocation. All-zero is a free slot.
+#[repr(C, align(64))]
+pub(crate) struct MemSlot {
+    /// `generation << 32 | state`.
+    pub(crate) state_gen: AtomicU64,
+    /// Offset in the arena.
+    pub(crate) off: AtomicU64,
+    /// The size the caller asked for: the checked range.
+    pub(crate) size: AtomicU64,
+    /// The bytes reserved (the size rounded as CANN rounds it, then to [`ALLOC_ALIGN`]).
+    pub(crate) span: AtomicU64,
+    pub(crate) owner_pid: AtomicI32,
+    pub(crate) policy: AtomicU32,
+    pub(crate) owner_start: AtomicU64,
+    /// IPC export state (see [`crate::mem`]'s IPC part): 0 none, 1 enforced, 2 open.
+    pub(crate) export: AtomicU32,
+    pub(crate) _r0: AtomicU32,
+    pub(crate) nonce: [AtomicU64; 2],
+    /// Importers: `(pid, start time)` pairs, pid 0 = empty.
+    pub(crate) importers: [[AtomicU64; 2]; MAX_IMPORTERS],
+}
+
+const SLOT_BYTES: usize = std::mem::size_of::<MemSlot>();
+const _: () = assert!(SLOT_BYTES == 512);
+
+// SAFETY: atomics only.
+unsafe impl Shared for MemSlot {}
+
+impl MemSlot {
+    pub(crate) fn word(&self) -> (u32, u32) {
+        let w = self.state_gen.load(SeqCst);
+        ((w >> 32) as u32, w as u32)
+    }
+
+    /// Whether incarnation `generation` is still usable by its owner (live).
+    pub(crate) fn is_live(&self, generation: u32) -> bool {
+        self.state_gen.load(SeqCst) == word(generation, S_LIVE)
+    }
+
+    /// Whether incarnation `generation` still holds its bytes (live, or freed by its owner
+    /// while imported).
+    pub(crate) fn holds_bytes(&self, generation: u32) -> bool {
+        let w = self.state_gen.load(SeqCst);
+        w == word(generation, S_LIVE) || w == word(generation, S_ORPHANED)
+    }
+
+    fn importer_count(&self) -> usize {
+        self.importers
+            .iter()
+            .filter(|e| e[0].load(SeqCst) != 0)
+            .count()
+    }
+}
+
+pub(crate) const fn word(generation: u32, state: u32) -> u64 {
+    ((generation as u64) << 32) | state as u64
+}
+
+/// Region offsets of one configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    capacity: u64,
+    slots_off: usize,
+    wls_off: usize,
+    data_off: usize,
+    total: usize,
+}
+
+const fn align_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+impl Layout {
+    fn new(capacity: u64) -> Layout {
+        let slots_off = PAGE;
+        let wls_off = align_up(slots_off + MAX_ALLOCS as usize * SLOT_BYTES, PAGE);
+        let data_off = align_up(wls_off + MAX_ALLOCS as usize * WHITELIST_BYTES, ARENA_ALIGN);
+        let total = data_off + capacity as usize;
+        Layout {
+            capacity,
+            slots_off,
+            wls_off,
+            data_off,
+            total,
+        }
+    }
+}
+
+/// The path of the device-memory file of `device` on `server` in `namespace`.
+pub fn mem_file_path(namespace: &str, server: u32, device: u32) -> PathBuf {
+    Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{namespace}.mem{server}d{device}"))
+}
+
+/// One mapped device-memory file, plus this process's reservation of device addresses for it.
+pub(crate) struct MemFile {
+    path: PathBuf,
+    map: Map,
+    layout: Layout,
+    device: u32,
+    /// The device addresses of this process for this device: `capacity` bytes reserved
+    /// `PROT_NONE` (see the module docs of [`crate::mem`]); arena offset `o` is address
+    /// `reserve + o`.
+    reserve: usize,
+    /// The process that mapped it (a forked child must not use it).
+    pid: i32,
+    /// Serialises this process's threads on the file lock (`flock` excludes other processes
+    /// only).
+    lock: Mutex<()>,
+}
+
+// SAFETY: the mappings are owned by this value until drop; the shared part is accessed through
+// atomics, the arena through raw copies the callers range-check.
+unsafe impl Send for MemFile {}
+// SAFETY: as above.
+unsafe impl Sync for MemFile {}
+
+impl fmt::Debug for MemFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MemFile")
+            .field("path", &self.path)
+            .field("device", &self.device)
+            .field("capacity", &self.layout.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+static REGISTRY: Registry<MemFile> = Registry::new();
+
+/// Part of the fork handler ([`crate::fork`]).
+pub(crate) fn in_forked_child() {
+    REGISTRY.forget();
+}
+
+/// The file lock: held while slots change.
+pub(crate) struct Locked<'a> {
+    file: &'a MemFile,
+    _local: MutexGuard<'a, ()>,
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        if let Some(fd) = self.file.map.fd() {
+            // SAFETY: an open descriptor of ours; unlocking takes plain integers.
+            unsafe { libc::flock(fd.raw(), libc::LOCK_UN) };
+        }
+    }
+}
+
+/// Where a new allocation went.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Placed {
+    pub(crate) id: u32,
+    pub(crate) generation: u32,
+    pub(crate) off: u64,
+}
+
+impl MemFile {
+    /// Opens (creating it if `create`) the device-memory file of `device`, shared within the
+    /// process. `Ok(None)` if it does not exist and `create` is off.
+    ///
+    /// Errors: 107000 the file was made with another capacity; 507899 it is corrupt, foreign,
+    /// not ours or not mode 0600, or the address space could not be reserved.
+    pub(crate) fn open(
+        namespace: &str,
+        server: u32,
+        device: u32,
+        capacity: u64,
+        create: bool,
+    ) -> Result<Option<Arc<MemFile>>, SimError> {
+        let path = mem_file_path(namespace, server, device);
+        let pid = sys::getpid();
+        REGISTRY.get_or_open(
+            &path,
+            |f| f.pid == pid,
+            || Self::open_file(&path, server, device, capacity, create),
+        )
+    }
+
+    fn open_file(
+        path: &Path,
+        server: u32,
+        device: u32,
+        capacity: u64,
+        create: bool,
+    ) -> Result<Option<MemFile>, SimError> {
+        let layout = Layout::new(capacity);
+        let open = Open {
+            path,
+            kind: KIND,
+            create,
+            writable: true,
+            total: layout.total,
+            init_wait: INIT_WAIT,
+            keep_fd: true,
+        };
+        let fill = |h: &Header| {
+            h.magic.store(MAGIC, SeqCst);
+            h.version.store(MEM_LAYOUT_VERSION, SeqCst);
+            h.server.store(server, SeqCst);
+            h.device.store(device, SeqCst);
+            h.max_allocs.store(MAX_ALLOCS, SeqCst);
+            h.slot_size.store(SLOT_BYTES as u32, SeqCst);
+            h.wl_size.store(WHITELIST_BYTES as u32, SeqCst);
+            h.capacity.store(capacity, SeqCst);
+            h.slots_off.store(layout.slots_off as u64, SeqCst);
+            h.wls_off.store(layout.wls_off as u64, SeqCst);
+            h.data_off.store(layout.data_off as u64, SeqCst);
+            h.total.store(layout.total as u64, SeqCst);
+        };
+        let check = |h: &Header, size| validate(h, path, &layout, server, device, size);
+        let Some(map) = open.open(fill, check)? else {
+            return Ok(None);
+        };
+        // SAFETY: a fresh private reservation without an address hint: no existing mapping is
+        // affected. PROT_NONE and MAP_NORESERVE: it costs address space only.
+        let reserve = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                capacity as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if reserve == libc::MAP_FAILED {
+            return Err(KIND.os_err(
+                path,
+                "reserving device addresses",
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(Some(MemFile {
+            path: path.to_owned(),
+            map,
+            layout,
+            device,
+            reserve: reserve.addr(),
+            pid: sys::getpid(),
+            lock: Mutex::new(()),
+        }))
+    }
+
+    /// The device.
+    pub(crate) fn device(&self) -> u32 {
+        self.device
+    }
+
+    /// Bytes taken by allocations.
+    pub(crate) fn used(&self) -> u64 {
+        self.header().used.load(SeqCst).min(self.layout.capacity)
+    }
+
+    /// One past the highest slot ever used, clamped.
+    pub(crate) fn high_water(&self) -> u32 {
+        self.header().high_water.load(SeqCst).min(MAX_ALLOCS)
+    }
+
+    fn header(&self) -> &Header {
+        self.map.header::<Header>()
+    }
+
+    /// This process's device address of arena offset `off`.
+    pub(crate) fn addr(&self, off: u64) -> usize {
+        self.reserve + off as usize
+    }
+
+    /// Whether `addr` is one of this process's device addresses for this device; its arena
+    /// offset if so.
+    pub(crate) fn offset_of(&self, addr: usize) -> Option<u64> {
+        let off = addr.checked_sub(self.reserve)?;
+        (off < self.layout.capacity as usize).then_some(off as u64)
+    }
+
+    /// The bytes at arena offset `off`, `len` long, for the copy paths.
+    ///
+    /// Panics if the range leaves the arena (the callers check it against an allocation that
+    /// lies inside it).
+    pub(crate) fn bytes(&self, off: u64, len: usize) -> *mut u8 {
+        assert!(
+            off.checked_add(len as u64)
+                .is_some_and(|end| end <= self.layout.capacity),
+            "device range {off:#x}+{len} outside the arena of {}",
+            self.path.display()
+        );
+        // SAFETY: in bounds of the mapping (data_off + capacity == total, checked above).
+        unsafe { self.map.base().add(self.layout.data_off + off as usize) }
+    }
+
+    /// The slot `id`.
+    pub(crate) fn slot(&self, id: u32) -> Option<&MemSlot> {
+        (id < MAX_ALLOCS).then(|| {
+            self.map
+                .at(self.layout.slots_off + id as usize * SLOT_BYTES)
+        })
+    }
+
+    /// Takes the file lock.
+    pub(crate) fn lock(&self) -> Result<Locked<'_>, SimError> {
+        let local = self.lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let fd = self.map.fd().ok_or_else(|| {
+            SimError::new(
+                Error::DrvInternalError,
+                "device-memory file without descriptor",
+            )
+        })?;
+        loop {
+            // SAFETY: an open descriptor of ours; flock takes plain integers.
+            if unsafe { libc::flock(fd.raw(), libc::LOCK_EX) } == 0 {
+                break;
+            }
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINTR) {
+                return Err(KIND.os_err(&self.path, "flock", e));
+            }
+        }
+        Ok(Locked {
+            file: self,
+            _local: local,
+        })
+    }
+
+    /// Places a new allocation of `size` bytes (`span` reserved) owned by this process, and
+    /// backs its pages. Under the lock. 207001 when no range or slot is free, or the machine
+    /// has no memory left for it.
+    pub(crate) fn allocate(
+        &self,
+        _l: &Locked<'_>,
+        size: u64,
+        span: u64,
+        policy: u32,
+        owner: (i32, u64),
+    ) -> Result<Placed, SimError> {
+        let mut live: Vec<(u64, u64)> = Vec::new();
+        let mut free_slot = None;
+        let hw = self.high_water();
+        for id in 0..hw {
+            let Some(s) = self.slot(id) else { break };
+            let (_, state) = s.word();
+            if state == S_FREE {
+                if free_slot.is_none() {
+                    free_slot = Some(id);
+                }
+                continue;
+            }
+            live.push((s.off.load(SeqCst), s.span.load(SeqCst)));
+        }
+        let Some(id) = free_slot.or((hw < MAX_ALLOCS).then_some(hw)) else {
+            return Err(self.oom(
+                size,
+                format_args!("all {MAX_ALLOCS} allocation slots of the device are in use"),
+            ));
+        };
+        live.sort_unstable();
+        let mut at = 0u64;
+        let mut found = None;
+        for (off, len) in live.iter().copied().chain([(self.layout.capacity, 0)]) {
+            if off >= at && off - at >= span {
+                found = Some(at);
+                break;
+            }
+            at = at.max(off.saturating_add(len).next_multiple_of(ALLOC_ALIGN));
+        }
+        let Some(off) = found else {
+            return Err(self.oom(
+                size,
+                format_args!(
+                    "no free range of {span} bytes is left ({} of {} bytes in use by {} \
+                     allocations)",
+                    self.used(),
+                    self.layout.capacity,
+                    live.len()
+                ),
+            ));
+        };
+        self.back(off, span).map_err(|e| {
+            self.oom(
+                size,
+                format_args!("{SHM_DIR} has no room for its pages ({e}); free some or enlarge it"),
+            )
+        })?;
+        let s = self.slot(id).expect("id < MAX_ALLOCS");
+        let (generation, _) = s.word();
+        if id >= hw {
+            self.header().high_water.store(id + 1, SeqCst);
+        }
+        s.off.store(off, SeqCst);
+        s.size.store(size, SeqCst);
+        s.span.store(span, SeqCst);
+        s.owner_pid.store(owner.0, SeqCst);
+        s.owner_start.store(owner.1, SeqCst);
+        s.policy.store(policy, SeqCst);
+        s.export.store(0, SeqCst);
+        s.nonce[0].store(0, SeqCst);
+        s.nonce[1].store(0, SeqCst);
+        for e in &s.importers {
+            e[0].store(0, SeqCst);
+            e[1].store(0, SeqCst);
+        }
+        self.header().used.fetch_add(span, SeqCst);
+        s.state_gen.store(word(generation, S_LIVE), SeqCst);
+        Ok(Placed {
+            id,
+            generation,
+            off,
+        })
+    }
+
+    fn oom(&self, size: u64, why: fmt::Arguments<'_>) -> SimError {
+        SimError::new(
+            Error::MemoryAllocation,
+            format!(
+                "cannot allocate {size} bytes on device {} (capacity {} bytes, set by {}): {why}",
+                self.device,
+                self.layout.capacity,
+                crate::ENV_DEVICE_MEMORY
+            ),
+        )
+    }
+
+    /// Backs `[off, off + len)` of the arena with pages (so that a full `/dev/shm` shows here,
+    /// not as a `SIGBUS` on first write).
+    fn back(&self, off: u64, len: u64) -> std::io::Result<()> {
+        let fd = self.map.fd().ok_or(std::io::ErrorKind::NotFound)?;
+        let start = (self.layout.data_off as u64 + off) as libc::off_t;
+        // SAFETY: an open descriptor of ours; plain integers.
+        let r = unsafe { libc::fallocate(fd.raw(), 0, start, len as libc::off_t) };
+        if r != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Gives the pages of `[off, off + len)` back (they read as zero afterwards).
+    fn unback(&self, off: u64, len: u64) {
+        let Some(fd) = self.map.fd() else { return };
+        let start = (self.layout.data_off as u64 + off) as libc::off_t;
+        // SAFETY: as in `back`. A failure only leaves the pages allocated.
+        unsafe {
+            libc::fallocate(
+                fd.raw(),
+                libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                start,
+                len as libc::off_t,
+            )
+        };
+    }
+
+    /// Retires slot `id` of generation `generation` (state `from`): pages back, generation
+    /// bumped, slot free. Under the lock.
+    pub(crate) fn release(&self, _l: &Locked<'_>, id: u32, generation: u32, from: u32) -> bool {
+        let Some(s) = self.slot(id) else { return false };
+        if s.state_gen.load(SeqCst) != word(generation, from) {
+            return false;
+        }
+        let (off, span) = (s.off.load(SeqCst), s.span.load(SeqCst));
+        if off
+            .checked_add(span)
+            .is_some_and(|e| e <= self.layout.capacity)
+        {
+            self.unback(off, span);
+        }
+        let used = &self.header().used;
+        let _ = used.fetch_update(SeqCst, SeqCst, |u| Some(u.saturating_sub(span)));
+        s.export.store(0, SeqCst);
+        s.state_gen
+            .store(word(generation.wrapping_add(1), S_FREE), SeqCst);
+        true
+    }
+
+    /// The owner's free of slot `id`: released at once, or orphaned while importers still map
+    /// it. Under the lock. `false` if the slot is not this live incarnation.
+    pub(crate) fn free_owned(&self, l: &Locked<'_>, id: u32, generation: u32) -> bool {
+        let Some(s) = self.slot(id) else { return false };
+        if !s.is_live(generation) {
+            return false;
+        }
+        if s.importer_count() == 0 {
+            return self.release(l, id, generation, S_LIVE);
+        }
+        s.state_gen
+            .compare_exchange(
+                word(generation, S_LIVE),
+                word(generation, S_ORPHANED),
+                SeqCst,
+                SeqCst,
+            )
+            .is_ok()
+    }
+
+    /// Drops importer `who` from slot `id`; releases an orphaned slot that nobody imports
+    /// any more. Under the lock. Whether `who` was an importer.
+    pub(crate) fn leave(&self, l: &Locked<'_>, id: u32, generation: u32, who: (i32, u64)) -> bool {
+        let Some(s) = self.slot(id) else { return false };
+        if !s.holds_bytes(generation) {
+            return false;
+        }
+        let mut was = false;
+        for e in &s.importers {
+            if e[0].load(SeqCst) == u64::from(who.0 as u32) && e[1].load(SeqCst) == who.1 {
+                e[0].store(0, SeqCst);
+                e[1].store(0, SeqCst);
+                was = true;
+                break;
+            }
+        }
+        if s.importer_count() == 0 {
+            self.release(l, id, generation, S_ORPHANED);
+        }
+        was
+    }
+
+    /// Reclaims for dead processes: a dead owner's live allocations are freed (orphaned if
+    /// imported), dead importers are dropped. Under the lock. Returns how many allocations
+    /// were released.
+    pub(crate) fn reclaim_dead(&self, l: &Locked<'_>) -> u32 {
+        let mut n = 0;
+        let mut alive = std::collections::HashMap::new();
+        let mut is_alive = |pid: i32, start: u64| {
+            *alive
+                .entry((pid, start))
+                .or_insert_with(|| sys::pid_alive(pid, start))
+        };
+        for id in 0..self.high_water() {
+            let Some(s) = self.slot(id) else { break };
+            let (generation, state) = s.word();
+            if state == S_FREE {
+                continue;
+            }
+            for e in &s.importers {
+                let pid = e[0].load(SeqCst) as u32 as i32;
+                if pid != 0 && !is_alive(pid, e[1].load(SeqCst)) {
+                    e[0].store(0, SeqCst);
+                    e[1].store(0, SeqCst);
+                }
+            }
+            let owner = (s.owner_pid.load(SeqCst), s.owner_start.load(SeqCst));
+            if state == S_LIVE && !is_alive(owner.0, owner.1) {
+                self.free_owned(l, id, generation);
+            }
+            let (g, st) = s.word();
+            let released = st == S_FREE
+                || (st == S_ORPHANED
+                    && s.importer_count() == 0
+                    && self.release(l, id, g, S_ORPHANED));
+            if released {
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+impl Drop for MemFile {
+    fn drop(&mut self) {
+        // SAFETY: the reservation made in `open_file`, unmapped only here.
+        unsafe {
+            libc::munmap(
+                self.reserve as *mut libc::c_void,
+                self.layout.capacity as usize,
+            )
+        };
+    }
+}
+
+fn validate(
+    h: &Header,
+    path: &Path,
+    l: &Layout,
+    server: u32,
+    device: u32,
+    size: u64,
+) -> Result<(), SimError> {
+    if h.magic.load(SeqCst) != MAGIC {
+        return Err(KIND.bad_file(path, "bad magic: not an acl-notify device-memory file"));
+    }
+    let v = h.version.load(SeqCst);
+    if v != MEM_LAYOUT_VERSION {
+        return Err(KIND.bad_file(
+            path,
+            format_args!("layout version {v}, this build reads version {MEM_LAYOUT_VERSION}"),
+        ));
+    }
+    let cap = h.capacity.load(SeqCst);
+    if cap != l.capacity {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            format!(
+                "device-memory file {} simulates {cap} bytes of device memory, but this process \
+                 asked for {} ({}): give every process of the namespace the same value",
+                path.display(),
+                l.capacity,
+                crate::ENV_DEVICE_MEMORY
+            ),
+        ));
+    }
+    let fields = [
+        (
+            "server",
+            u64::from(h.server.load(SeqCst)),
+            u64::from(server),
+        ),
+        (
+            "device",
+            u64::from(h.device.load(SeqCst)),
+            u64::from(device),
+        ),
+        (
+            "allocations per device",
+            u64::from(h.max_allocs.load(SeqCst)),
+            u64::from(MAX_ALLOCS),
+        ),
+        (
+            "slot size",
+            u64::from(h.slot_size.load(SeqCst)),
+            SLOT_BYTES as u64,
+        ),
+        (
+            "whitelist size",
+            u64::from(h.wl_size.load(SeqCst)),
+            WHITELIST_BYTES as u64,
+        ),
+        ("slot offset", h.slots_off.load(SeqCst), l.slots_off as u64),
+        ("whitelist offset", h.wls_off.load(SeqCst), l.wls_off as u64),
+        ("arena offset", h.data_off.load(SeqCst), l.data_off as u64),
+        ("total size", h.total.load(SeqCst), l.total as u64),
+        ("file size", size, l.total as u64),
+    ];
+    for (what, got, want) in fields {
+        if got != want {
+            return Err(KIND.bad_file(
+                path,
+                format_args!("corrupt header: {what} is {got}, expected {want}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Deletes the device-memory files of `namespace`; returns how many were removed.
+pub fn remove_mem_files(namespace: &str) -> Result<usize, SimError> {
+    crate::shm::remove_files(namespace, "mem")
+}

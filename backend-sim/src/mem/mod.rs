@@ -1,0 +1,759 @@
+//! Device memory on the simulated devices: allocation, checked copies and sets (synchronous
+//! and ordered on streams), memory information, and host memory for copies.
+//!
+//! # The memory model
+//!
+//! Each device's memory is one sparse file of the namespace ([`file`]), so that another
+//! process can map what is shared with it (IPC memory). A process maps the file once, and
+//! hands out device pointers from a separate reservation of the same size that is mapped
+//! `PROT_NONE`: a device pointer is `reservation + offset in the device's arena`, unique in
+//! the process, and **host code that dereferences it faults at once (`SIGSEGV`)**, as it
+//! would on hardware, where device memory is not in the host's address space. A simulator
+//! that let host code read device memory would pass programs that crash on an NPU. The
+//! simulator itself moves the bytes through its own mapping of the file.
+//!
+//! # Checked memory
+//!
+//! Every device range a call names (copy source and destination, set, export) must lie inside
+//! one live allocation of this process, or one it imported: the range is looked up in the
+//! process's allocations and the allocation's slot in the shared file is checked to be the
+//! same incarnation. Anything else is 107000 with a message naming the allocation (its
+//! address and size), the offset of the range in it and the caller's range, or saying that
+//! the address was freed, or was never allocated. Never a silent write. The checked size is
+//! the size the caller asked for, not the size CANN rounds it up to: a copy into the padding
+//! works on hardware but is a bug the simulator reports.
+//!
+//! Host memory cannot be checked (any address may be valid); a host range is used as the
+//! caller's contract says.
+
+pub(crate) mod file;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt::Write as _;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use acl_notify_core::{BackendError as _, Error, RawStream};
+
+use crate::error::SimError;
+use crate::stream::TaskCtx;
+use crate::{Sim, SimJob, sys};
+use file::MemFile;
+
+pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
+
+/// Device memory per device when [`crate::ENV_DEVICE_MEMORY`] is not set: 32 GiB. Costs
+/// address space only until allocated (the file is sparse, the reservation `PROT_NONE`).
+pub const DEFAULT_DEVICE_MEMORY: u64 = 32 << 30;
+
+/// Parses a size: a number of bytes with an optional binary suffix `K`, `M`, `G` or `T`
+/// (`16G`, `512M`, `1048576`).
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (num, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("unknown suffix {c:?}; expected K, M, G or T")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| "not a size (bytes, or a number with K, M, G or T)".to_owned())?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| "too large".to_owned())
+        .and_then(|n| check_capacity(n).map(|()| n))
+}
+
+/// Refuses a device memory size below 1 MiB or above 1 TiB (the address space each process
+/// reserves per device it uses).
+pub(crate) fn check_capacity(bytes: u64) -> Result<(), String> {
+    if !(1 << 20..=1 << 40).contains(&bytes) {
+        return Err(format!(
+            "{bytes} bytes of device memory; expected 1 MiB to 1 TiB"
+        ));
+    }
+    Ok(())
+}
+
+/// How many of this process's frees are remembered, to say "freed" rather than "never
+/// allocated" about a stale pointer.
+const FREED_KEPT: usize = 256;
+
+/// CANN's rounding of an allocation's size (`aclrtMalloc`): up to a multiple of 32 after
+/// adding 32 bytes of padding (`GetAlignedAndPaddingSize` in hicann/runtime
+/// `src/acl/aclrt_impl/memory.cpp`), here then to [`ALLOC_ALIGN`] so allocations start
+/// aligned.
+fn span_of(size: u64) -> Option<u64> {
+    let padded = size.checked_add(32 + 32 - 1)? / 32 * 32;
+    padded.checked_next_multiple_of(ALLOC_ALIGN)
+}
+
+/// The direction of a copy (`aclrtMemcpyKind`, after the C layer refused the kinds CANN's
+/// `aclrtMemcpy` refuses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MemcpyKind {
+    /// Both host memory.
+    HostToHost,
+    /// Host to device.
+    HostToDevice,
+    /// Device to host.
+    DeviceToHost,
+    /// Both device memory.
+    DeviceToDevice,
+    /// Each side is what its address is.
+    Default,
+}
+
+/// One allocation this process may touch: its own, or one it imported.
+#[derive(Clone, Debug)]
+pub(crate) struct Alloc {
+    pub(crate) file: Arc<MemFile>,
+    pub(crate) id: u32,
+    pub(crate) generation: u32,
+    pub(crate) size: u64,
+    /// Imported through IPC (else owned).
+    pub(crate) imported: bool,
+}
+
+impl Alloc {
+    /// Whether the shared slot is still this incarnation, as this process holds it.
+    fn current(&self) -> bool {
+        self.file.slot(self.id).is_some_and(|s| {
+            if self.imported {
+                s.holds_bytes(self.generation)
+            } else {
+                s.is_live(self.generation)
+            }
+        })
+    }
+}
+
+/// A checked device range: arena offset `off` of `file`, `len` bytes, inside `alloc`.
+#[derive(Clone, Debug)]
+pub(crate) struct DevRange {
+    pub(crate) alloc: Alloc,
+    /// The allocation's device address.
+    pub(crate) base: usize,
+    /// The range's device address.
+    pub(crate) addr: usize,
+    pub(crate) off: u64,
+    pub(crate) len: usize,
+}
+
+impl DevRange {
+    fn ptr(&self) -> *mut u8 {
+        self.alloc.file.bytes(self.off, self.len)
+    }
+
+    /// At run time of a queued task: still the same allocation?
+    fn still(&self, what: &str) -> Result<(), SimError> {
+        if self.alloc.current() {
+            return Ok(());
+        }
+        Err(SimError::new(
+            Error::ParamInvalid,
+            format!(
+                "{what} [{:#x}, {:#x}) is in allocation {:#x} ({} bytes, device {}), which was \
+                 freed before the queued task ran",
+                self.addr,
+                self.addr + self.len,
+                self.base,
+                self.alloc.size,
+                self.alloc.file.device()
+            ),
+        ))
+    }
+}
+
+/// One side of a copy.
+#[derive(Clone, Debug)]
+enum Side {
+    Host(usize),
+    Device(DevRange),
+}
+
+impl Side {
+    fn ptr(&self) -> *mut u8 {
+        match self {
+            Side::Host(a) => std::ptr::with_exposed_provenance_mut(*a),
+            Side::Device(r) => r.ptr(),
+        }
+    }
+    fn still(&self, what: &str) -> Result<(), SimError> {
+        match self {
+            Side::Host(_) => Ok(()),
+            Side::Device(r) => r.still(what),
+        }
+    }
+}
+
+/// This process's device memory of one [`Sim`]: the files it mapped and the allocations it
+/// may touch.
+#[derive(Debug)]
+pub(crate) struct MemState {
+    capacity: u64,
+    files: Mutex<HashMap<(u32, u32), Arc<MemFile>>>,
+    /// By device address.
+    allocs: RwLock<BTreeMap<usize, Alloc>>,
+    /// Recently freed (address, size, device), newest last.
+    freed: Mutex<VecDeque<(usize, u64, u32)>>,
+    /// `aclrtMallocHost` allocations: address → layout size.
+    host: Mutex<HashMap<usize, usize>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl MemState {
+    pub(crate) fn new(capacity: u64) -> MemState {
+        MemState {
+            capacity,
+            files: Mutex::new(HashMap::new()),
+            allocs: RwLock::new(BTreeMap::new()),
+            freed: Mutex::new(VecDeque::new()),
+            host: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Frees what this process owns and closes what it imported (the session ends).
+    pub(crate) fn clear(&self, pid: i32) {
+        if sys::getpid() != pid {
+            return;
+        }
+        let allocs =
+            std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
+        let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
+        for a in allocs.into_values() {
+            if let Ok(l) = a.file.lock() {
+                if a.imported {
+                    a.file.leave(&l, a.id, a.generation, me);
+                } else {
+                    a.file.free_owned(&l, a.id, a.generation);
+                }
+            }
+        }
+        for (addr, size) in lock(&self.host).drain() {
+            if let Ok(layout) = std::alloc::Layout::from_size_align(size, HOST_ALIGN) {
+                // SAFETY: allocated by `malloc_host` with this layout, removed from the table
+                // here so freed once.
+                unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(addr), layout) };
+            }
+        }
+    }
+}
+
+/// Alignment of `aclrtMallocHost` memory (a page, like the pinned memory CANN returns).
+const HOST_ALIGN: usize = 4096;
+
+impl Sim {
+    fn mem(&self) -> &MemState {
+        &self.inner.mem
+    }
+
+    /// This process's identity in allocation slots: (pid, start time).
+    pub(crate) fn mem_identity(&self) -> (i32, u64) {
+        self.inner.file.identity()
+    }
+
+    /// The device-memory file of `device` on `server`, opened (and created if `create`) on
+    /// first use.
+    pub(crate) fn mem_file(
+        &self,
+        server: u32,
+        device: u32,
+        create: bool,
+    ) -> Result<Option<Arc<MemFile>>, SimError> {
+        let mut files = lock(&self.mem().files);
+        if let Some(f) = files.get(&(server, device)) {
+            return Ok(Some(Arc::clone(f)));
+        }
+        let Some(f) = MemFile::open(
+            &self.inner.namespace,
+            server,
+            device,
+            self.mem().capacity,
+            create,
+        )?
+        else {
+            return Ok(None);
+        };
+        files.insert((server, device), Arc::clone(&f));
+        Ok(Some(f))
+    }
+
+    /// Device memory per device, in bytes.
+    pub fn device_memory(&self) -> u64 {
+        self.mem().capacity
+    }
+
+    /// `aclrtMalloc`: `size` bytes (> 0) of device memory on `device`; returns the device
+    /// pointer. `policy` is recorded only (every policy is served by the same memory).
+    ///
+    /// Errors: 107000 size 0 or too large; 107001 bad device; 207001 out of device memory (no
+    /// free range, no free allocation slot, or no room in `/dev/shm`).
+    pub fn malloc(&self, device: u32, size: usize, policy: u32) -> Result<usize, SimError> {
+        self.device_ok(device)?;
+        if size == 0 {
+            return Err(SimError::new(Error::ParamInvalid, "size is 0"));
+        }
+        let size = size as u64;
+        let span = span_of(size)
+            .filter(|s| *s <= self.mem().capacity)
+            .ok_or_else(|| {
+                SimError::new(
+                    Error::MemoryAllocation,
+                    format!(
+                        "cannot allocate {size} bytes on device {device}: more than its \
+                         capacity of {} bytes (set by {})",
+                        self.mem().capacity,
+                        crate::ENV_DEVICE_MEMORY
+                    ),
+                )
+            })?;
+        let f = self
+            .mem_file(self.inner.server_id, device, true)?
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "device-memory file vanished"))?;
+        let me = self.mem_identity();
+        let l = f.lock()?;
+        let placed = match f.allocate(&l, size, span, policy, me) {
+            Ok(p) => p,
+            Err(e) if e.kind() == Error::MemoryAllocation => {
+                // Memory of dead processes first, then once more.
+                if f.reclaim_dead(&l) == 0 {
+                    return Err(e);
+                }
+                f.allocate(&l, size, span, policy, me)?
+            }
+            Err(e) => return Err(e),
+        };
+        drop(l);
+        let addr = f.addr(placed.off);
+        self.mem()
+            .allocs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                addr,
+                Alloc {
+                    file: f,
+                    id: placed.id,
+                    generation: placed.generation,
+                    size,
+                    imported: false,
+                },
+            );
+        Ok(addr)
+    }
+
+    /// `aclrtFree`: frees an allocation of this process by its device pointer. Memory other
+    /// processes imported stays theirs until they close it.
+    ///
+    /// Errors: 107000 not the start of a live allocation of this process (with what it is).
+    pub fn free(&self, ptr: usize) -> Result<(), SimError> {
+        let a = {
+            let mut allocs = self
+                .mem()
+                .allocs
+                .write()
+                .unwrap_or_else(PoisonError::into_inner);
+            match allocs.get(&ptr) {
+                Some(a) if !a.imported => allocs.remove(&ptr),
+                Some(a) => {
+                    return Err(SimError::new(
+                        Error::ParamInvalid,
+                        format!(
+                            "{ptr:#x} is an imported allocation ({} bytes, device {}): close it \
+                             with aclrtIpcMemClose, not aclrtFree",
+                            a.size,
+                            a.file.device()
+                        ),
+                    ));
+                }
+                None => None,
+            }
+        };
+        let Some(a) = a else {
+            let mut msg = format!("{ptr:#x} is not the start of a live allocation of this process");
+            self.explain(&mut msg, ptr);
+            return Err(SimError::new(Error::ParamInvalid, msg));
+        };
+        let l = a.file.lock()?;
+        a.file.free_owned(&l, a.id, a.generation);
+        drop(l);
+        let mut freed = lock(&self.mem().freed);
+        if freed.len() == FREED_KEPT {
+            freed.pop_front();
+        }
+        freed.push_back((ptr, a.size, a.file.device()));
+        Ok(())
+    }
+
+    /// Adds to `msg` what `addr` is: inside or near an allocation, freed, or no device address.
+    fn explain(&self, msg: &mut String, addr: usize) {
+        let allocs = self
+            .mem()
+            .allocs
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some((base, a)) = allocs.range(..=addr).next_back()
+            && addr - base < a.size as usize
+        {
+            let _ = write!(
+                msg,
+                ": it is offset {} inside allocation {base:#x} ({} bytes, device {})",
+                addr - base,
+                a.size,
+                a.file.device()
+            );
+            return;
+        }
+        drop(allocs);
+        let freed = lock(&self.mem().freed);
+        if let Some((base, size, dev)) = freed
+            .iter()
+            .rev()
+            .find(|(b, s, _)| addr >= *b && addr - b < *s as usize)
+        {
+            let _ = write!(
+                msg,
+                ": it is offset {} in allocation {base:#x} ({size} bytes, device {dev}), which \
+                 was freed",
+                addr - base
+            );
+            return;
+        }
+        drop(freed);
+        let files = lock(&self.mem().files);
+        if let Some(f) = files.values().find(|f| f.offset_of(addr).is_some()) {
+            let _ = write!(
+                msg,
+                ": it is a device address of device {} that no allocation of this process \
+                 covers",
+                f.device()
+            );
+        } else {
+            msg.push_str(": it is not a device address");
+        }
+    }
+
+    /// Whether `addr` is a device address of this process (allocated, imported, freed or not).
+    fn is_device_addr(&self, addr: usize) -> bool {
+        lock(&self.mem().files)
+            .values()
+            .any(|f| f.offset_of(addr).is_some())
+    }
+
+    /// Checks the device range `[addr, addr + len)` against this process's allocations.
+    /// `Ok(None)` if `addr` is no device address (host memory).
+    pub(crate) fn device_range(
+        &self,
+        addr: usize,
+        len: usize,
+        what: &str,
+    ) -> Result<Option<DevRange>, SimError> {
+        let found = {
+            let allocs = self
+                .mem()
+                .allocs
+                .read()
+                .unwrap_or_else(PoisonError::into_inner);
+            allocs
+                .range(..=addr)
+                .next_back()
+                .filter(|(base, a)| addr - **base < a.size as usize)
+                .map(|(base, a)| (*base, a.clone()))
+        };
+        let Some((base, a)) = found else {
+            if !self.is_device_addr(addr) {
+                return Ok(None);
+            }
+            let mut msg = format!(
+                "{what} [{addr:#x}, {:#x}) ({len} bytes) is not in a live allocation",
+                addr.wrapping_add(len)
+            );
+            self.explain(&mut msg, addr);
+            return Err(SimError::new(Error::ParamInvalid, msg));
+        };
+        let offset = addr - base;
+        if len as u64 > a.size - offset as u64 {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{what} [{addr:#x}, {:#x}) ({len} bytes) leaves allocation {base:#x} ({} \
+                     bytes, device {}): it starts at offset {offset} and ends {} bytes past \
+                     the allocation's end",
+                    addr.wrapping_add(len),
+                    a.size,
+                    a.file.device(),
+                    len as u64 - (a.size - offset as u64)
+                ),
+            ));
+        }
+        if !a.current() {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{what} [{addr:#x}, {:#x}) is in allocation {base:#x} ({} bytes, device {}), \
+                     which is no longer live (its owner freed it, or died, and it was reclaimed)",
+                    addr.wrapping_add(len),
+                    a.size,
+                    a.file.device()
+                ),
+            ));
+        }
+        let off = a
+            .file
+            .offset_of(addr)
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "device address lost"))?;
+        Ok(Some(DevRange {
+            alloc: a,
+            base,
+            addr,
+            off,
+            len,
+        }))
+    }
+
+    fn side(&self, addr: usize, len: usize, device: bool, what: &str) -> Result<Side, SimError> {
+        match (self.device_range(addr, len, what)?, device) {
+            (Some(r), true) => Ok(Side::Device(r)),
+            (None, false) => Ok(Side::Host(addr)),
+            (Some(r), false) => Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "the copy's kind says the {what} {addr:#x} is host memory, but it is in \
+                     device allocation {:#x} ({} bytes, device {}); use a kind with the device \
+                     on that side, or ACL_MEMCPY_DEFAULT",
+                    r.base,
+                    r.alloc.size,
+                    r.alloc.file.device()
+                ),
+            )),
+            (None, true) => Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "the copy's kind says the {what} {addr:#x} is device memory, but it is not a \
+                     device address of this process (host memory?); use a kind with the host on \
+                     that side, or ACL_MEMCPY_DEFAULT"
+                ),
+            )),
+        }
+    }
+
+    fn copy_sides(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+    ) -> Result<(Side, Side), SimError> {
+        if count > dest_max {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!("count {count} is larger than destMax {dest_max}"),
+            ));
+        }
+        let (d, s) = match kind {
+            MemcpyKind::HostToHost => (Some(false), Some(false)),
+            MemcpyKind::HostToDevice => (Some(true), Some(false)),
+            MemcpyKind::DeviceToHost => (Some(false), Some(true)),
+            MemcpyKind::DeviceToDevice => (Some(true), Some(true)),
+            MemcpyKind::Default => (None, None),
+        };
+        let resolve = |addr, dev: Option<bool>, what| match dev {
+            Some(dev) => self.side(addr, count, dev, what),
+            None => Ok(match self.device_range(addr, count, what)? {
+                Some(r) => Side::Device(r),
+                None => Side::Host(addr),
+            }),
+        };
+        Ok((resolve(dst, d, "destination")?, resolve(src, s, "source")?))
+    }
+
+    /// `aclrtMemcpy`: copies `count` bytes from `src` to `dst` (`count <= dest_max`), both
+    /// checked as `kind` says. Overlapping ranges are copied as `memmove` does.
+    ///
+    /// Errors: 107000 count > dest_max, a side that is not what `kind` says, a device range
+    /// outside this process's live allocations.
+    ///
+    /// # Safety
+    ///
+    /// Every host side must be valid for `count` bytes (read for the source, written for the
+    /// destination) for the duration of the call.
+    pub unsafe fn memcpy(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+    ) -> Result<(), SimError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
+        // SAFETY: device sides are checked ranges of mapped allocations; host sides are the
+        // caller's contract. `copy` allows overlap. Other processes may write the same device
+        // bytes meanwhile, as on hardware: the bytes are plain data, never references.
+        unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
+        Ok(())
+    }
+
+    /// `aclrtMemset`: sets `count` bytes at device pointer `dst` (`count <= max`) to `value`.
+    ///
+    /// Errors: 107000 count > max, `dst` not a device range of this process's live
+    /// allocations.
+    pub fn memset(&self, dst: usize, max: usize, value: u8, count: usize) -> Result<(), SimError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let r = self.set_range(dst, max, count)?;
+        // SAFETY: a checked range of a mapped allocation.
+        unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
+        Ok(())
+    }
+
+    fn set_range(&self, dst: usize, max: usize, count: usize) -> Result<DevRange, SimError> {
+        if count > max {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!("count {count} is larger than maxCount {max}"),
+            ));
+        }
+        self.device_range(dst, count, "range")?.ok_or_else(|| {
+            SimError::new(
+                Error::ParamInvalid,
+                format!("{dst:#x} is not a device address of this process (host memory?)"),
+            )
+        })
+    }
+
+    /// `aclrtMemcpyAsync`: [`memcpy`](Self::memcpy) queued on `stream`, after the tasks before
+    /// it (records, waits, host functions, copies). The ranges are checked now, and the
+    /// device ones again when the task runs (a range freed meanwhile fails the stream's task
+    /// instead of writing freed memory).
+    ///
+    /// # Safety
+    ///
+    /// Every host side must stay valid for `count` bytes until the task has run.
+    pub unsafe fn memcpy_async(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
+        let (st, _) = self.stream(stream)?;
+        let task = Box::new(move |_: &TaskCtx| {
+            d.still("destination")?;
+            s.still("source")?;
+            // SAFETY: as in `memcpy`; the host sides are the caller's contract until the task
+            // has run, and the device ones were checked just now.
+            unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
+            Ok(())
+        });
+        self.enqueue_job(&st, stream, SimJob::Other(task))
+    }
+
+    /// `aclrtMemsetAsync`: [`memset`](Self::memset) queued on `stream` (checked as
+    /// [`memcpy_async`](Self::memcpy_async) is).
+    pub fn memset_async(
+        &self,
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
+        if count == 0 {
+            return Ok(());
+        }
+        let r = self.set_range(dst, max, count)?;
+        let (st, _) = self.stream(stream)?;
+        let task = Box::new(move |_: &TaskCtx| {
+            r.still("range")?;
+            // SAFETY: a range of a mapped allocation, checked just now.
+            unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
+            Ok(())
+        });
+        self.enqueue_job(&st, stream, SimJob::Other(task))
+    }
+
+    /// `aclrtGetMemInfo`: (free, total) bytes of `device`'s memory.
+    pub fn mem_info(&self, device: u32) -> Result<(u64, u64), SimError> {
+        self.device_ok(device)?;
+        let total = self.mem().capacity;
+        let used = match self.mem_file(self.inner.server_id, device, false)? {
+            Some(f) => f.used(),
+            None => 0,
+        };
+        Ok((total - used.min(total), total))
+    }
+
+    /// `aclrtMallocHost`: `size` bytes (> 0) of host memory, page aligned.
+    ///
+    /// Errors: 107000 size 0; 207001 out of memory.
+    pub fn malloc_host(&self, size: usize) -> Result<usize, SimError> {
+        if size == 0 {
+            return Err(SimError::new(Error::ParamInvalid, "size is 0"));
+        }
+        let layout = std::alloc::Layout::from_size_align(size, HOST_ALIGN).map_err(|_| {
+            SimError::new(
+                Error::MemoryAllocation,
+                format!("cannot allocate {size} bytes of host memory"),
+            )
+        })?;
+        // SAFETY: a non-zero size.
+        let p = unsafe { std::alloc::alloc(layout) };
+        if p.is_null() {
+            return Err(SimError::new(
+                Error::MemoryAllocation,
+                format!("cannot allocate {size} bytes of host memory"),
+            ));
+        }
+        let addr = p.expose_provenance();
+        lock(&self.mem().host).insert(addr, size);
+        Ok(addr)
+    }
+
+    /// `aclrtFreeHost`: frees memory of [`malloc_host`](Self::malloc_host).
+    ///
+    /// Errors: 107000 not an `aclrtMallocHost` pointer of this process.
+    pub fn free_host(&self, ptr: usize) -> Result<(), SimError> {
+        let Some(size) = lock(&self.mem().host).remove(&ptr) else {
+            let what = if self.is_device_addr(ptr) {
+                "a device address (free it with aclrtFree)"
+            } else {
+                "not memory of aclrtMallocHost in this process (freed already, or from elsewhere)"
+            };
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!("{ptr:#x} is {what}"),
+            ));
+        };
+        let layout = std::alloc::Layout::from_size_align(size, HOST_ALIGN)
+            .map_err(|_| SimError::new(Error::DrvInternalError, "host layout"))?;
+        // SAFETY: allocated by `malloc_host` with this layout; removed from the table above,
+        // so freed once.
+        unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(ptr), layout) };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

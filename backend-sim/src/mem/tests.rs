@@ -1,0 +1,205 @@
+//! Tests of device memory: allocation, checked copies and sets, out of memory, host access.
+
+use super::*;
+use acl_notify_core::{StreamOps, SyncWait};
+
+use crate::NamespaceGuard as Ns;
+
+fn open(tag: &str, capacity: u64) -> (Sim, Ns) {
+    let ns = format!("unit-mem-{tag}-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let sim = Sim::builder()
+        .devices(2)
+        .namespace(&ns)
+        .device_memory(capacity)
+        .open()
+        .unwrap();
+    (sim, Ns(ns))
+}
+
+fn h2d(sim: &Sim, dst: usize, src: &[u8]) -> Result<(), SimError> {
+    // SAFETY: `src` is a live slice of `src.len()` bytes.
+    unsafe {
+        sim.memcpy(
+            dst,
+            src.len(),
+            src.as_ptr().addr(),
+            src.len(),
+            MemcpyKind::HostToDevice,
+        )
+    }
+}
+
+fn d2h(sim: &Sim, dst: &mut [u8], src: usize) -> Result<(), SimError> {
+    // SAFETY: `dst` is a live slice of `dst.len()` bytes.
+    unsafe {
+        sim.memcpy(
+            dst.as_mut_ptr().addr(),
+            dst.len(),
+            src,
+            dst.len(),
+            MemcpyKind::DeviceToHost,
+        )
+    }
+}
+
+#[test]
+fn copies_and_sets_move_bytes_between_host_and_devices() {
+    let (sim, _ns) = open("copy", 64 << 20);
+    let a = sim.malloc(0, 1000, 0).unwrap();
+    let b = sim.malloc(1, 1000, 2).unwrap();
+    assert_eq!(a % ALLOC_ALIGN as usize, 0);
+    let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
+    h2d(&sim, a, &data).unwrap();
+    // SAFETY: device to device, no host side.
+    unsafe { sim.memcpy(b, 1000, a, 1000, MemcpyKind::Default) }.unwrap();
+    sim.memset(b, 1000, 0xab, 10).unwrap();
+    let mut out = vec![0u8; 1000];
+    d2h(&sim, &mut out, b).unwrap();
+    assert_eq!(&out[..10], &[0xab; 10]);
+    assert_eq!(&out[10..], &data[10..]);
+    // Overlapping copy inside one allocation behaves as memmove.
+    // SAFETY: device to device.
+    unsafe { sim.memcpy(a + 1, 999, a, 999, MemcpyKind::DeviceToDevice) }.unwrap();
+    d2h(&sim, &mut out, a).unwrap();
+    assert_eq!(&out[1..], &data[..999]);
+    let (free, total) = sim.mem_info(0).unwrap();
+    assert_eq!(total, 64 << 20);
+    assert_eq!(total - free, span_of(1000).unwrap());
+    sim.free(a).unwrap();
+    assert_eq!(sim.mem_info(0).unwrap().0, 64 << 20);
+}
+
+#[test]
+fn out_of_range_and_freed_ranges_are_errors_naming_the_allocation() {
+    let (sim, _ns) = open("range", 64 << 20);
+    let a = sim.malloc(0, 100, 0).unwrap();
+    let data = [1u8; 64];
+    // 64 bytes at offset 50 of a 100-byte allocation: 14 past its end.
+    let e = h2d(&sim, a + 50, &data).unwrap_err();
+    assert_eq!(e.kind(), Error::ParamInvalid);
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&format!("allocation {a:#x} (100 bytes"))
+            && msg.contains("offset 50")
+            && msg.contains("14 bytes past")
+            && msg.contains(&format!("[{:#x}, {:#x})", a + 50, a + 114)),
+        "{msg}"
+    );
+    let e = sim.memset(a, 200, 0, 101).unwrap_err().to_string();
+    assert!(e.contains("1 bytes past"), "{e}");
+    // Nothing was written past the end: the allocation is all zero still.
+    let mut out = [9u8; 100];
+    d2h(&sim, &mut out, a).unwrap();
+    assert_eq!(out, [0u8; 100]);
+    sim.free(a).unwrap();
+    let e = h2d(&sim, a + 8, &data[..8]).unwrap_err().to_string();
+    assert!(e.contains("offset 8") && e.contains("was freed"), "{e}");
+    let e = sim.free(a).unwrap_err().to_string();
+    assert!(e.contains("was freed"), "{e}");
+    // The kind is checked against what the addresses are.
+    let b = sim.malloc(0, 64, 0).unwrap();
+    // SAFETY: the call fails before touching memory (b is no host memory).
+    let e = unsafe { sim.memcpy(b, 64, b, 64, MemcpyKind::HostToDevice) }.unwrap_err();
+    assert!(e.to_string().contains("is host memory"), "{e}");
+    let e = sim.memset(data.as_ptr().addr(), 8, 0, 8).unwrap_err();
+    assert!(e.to_string().contains("not a device address"), "{e}");
+}
+
+#[test]
+fn out_of_memory_is_207001_and_a_free_gives_the_space_back() {
+    let (sim, _ns) = open("oom", 1 << 20);
+    let a = sim.malloc(0, 600 << 10, 0).unwrap();
+    let e = sim.malloc(0, 600 << 10, 0).unwrap_err();
+    assert_eq!(e.kind(), Error::MemoryAllocation);
+    assert!(e.to_string().contains(crate::ENV_DEVICE_MEMORY), "{e}");
+    assert_eq!(
+        sim.malloc(0, 2 << 20, 0).unwrap_err().kind(),
+        Error::MemoryAllocation
+    );
+    sim.free(a).unwrap();
+    let b = sim.malloc(0, 600 << 10, 0).unwrap();
+    sim.free(b).unwrap();
+}
+
+#[test]
+fn async_copies_run_in_stream_order_and_recheck_their_ranges() {
+    let (sim, _ns) = open("async", 64 << 20);
+    let s = sim.create_stream(0).unwrap();
+    let a = sim.malloc(0, 4096, 0).unwrap();
+    let b = sim.malloc(0, 4096, 0).unwrap();
+    let src = vec![5u8; 4096];
+    let mut out = vec![0u8; 4096];
+    // SAFETY: `src` and `out` outlive the synchronize below.
+    unsafe {
+        sim.memcpy_async(
+            a,
+            4096,
+            src.as_ptr().addr(),
+            4096,
+            MemcpyKind::HostToDevice,
+            s,
+        )
+        .unwrap();
+        sim.memset_async(a, 4096, 7, 16, s).unwrap();
+        sim.memcpy_async(b, 4096, a, 4096, MemcpyKind::DeviceToDevice, s)
+            .unwrap();
+        sim.memcpy_async(
+            out.as_mut_ptr().addr(),
+            4096,
+            b,
+            4096,
+            MemcpyKind::DeviceToHost,
+            s,
+        )
+        .unwrap();
+    }
+    sim.synchronize(s, SyncWait::Forever).unwrap();
+    assert_eq!(&out[..16], &[7u8; 16]);
+    assert!(out[16..].iter().all(|&x| x == 5));
+    // A range freed between enqueue and run fails the task, not the memory.
+    let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
+    let g = std::sync::Arc::clone(&gate);
+    let (st, _) = sim.stream(s).unwrap();
+    st.enqueue(move |_: &TaskCtx| {
+        g.wait();
+        Ok(())
+    })
+    .unwrap();
+    sim.memset_async(b, 4096, 1, 4096, s).unwrap();
+    sim.free(b).unwrap();
+    gate.wait();
+    let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
+    assert!(
+        e.to_string().contains("freed before the queued task ran"),
+        "{e}"
+    );
+}
+
+/// Host code that dereferences a device pointer faults, as on hardware.
+#[test]
+fn host_access_to_a_device_pointer_faults() {
+    let (sim, _ns) = open("fault", 64 << 20);
+    let a = sim.malloc(0, 64, 0).unwrap();
+    let status = crate::fork::run_in_child(|| {
+        // SAFETY: deliberately reads a PROT_NONE address in a child, to show it faults.
+        let v = unsafe { std::ptr::read_volatile(std::ptr::with_exposed_provenance::<u8>(a)) };
+        v == 0
+    })
+    .unwrap_err();
+    assert!(
+        libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV,
+        "status {status:#x}"
+    );
+}
+
+#[test]
+fn sizes_parse_with_binary_suffixes() {
+    assert_eq!(parse_size("16G").unwrap(), 16 << 30);
+    assert_eq!(parse_size(" 512m ").unwrap(), 512 << 20);
+    assert_eq!(parse_size("1048576").unwrap(), 1 << 20);
+    assert!(parse_size("1K").is_err());
+    assert!(parse_size("12X").is_err());
+    assert!(parse_size("").is_err());
+    assert!(parse_size("2T").is_err());
+}

@@ -1,0 +1,180 @@
+/* memory.c — device memory through the C ABI: aclrtMalloc with every policy, CANN's check
+ * order (a 0-byte copy or set succeeds before anything else; NULL pointers, size 0 and an
+ * unknown copy kind → ACL_ERROR_INVALID_PARAM), copies of every kind, memset, copies and
+ * sets ordered on streams with notifies and host functions, aclrtGetMemInfo, checked ranges
+ * (an overflowing or freed range → ACL_ERROR_RT_PARAM_INVALID with a message naming the
+ * allocation, and nothing written), and out of memory → ACL_ERROR_RT_MEMORY_ALLOCATION.
+ * Run with ACL_NOTIFY_SIM_DEVICE_MEMORY=8M. Exit 0 and "memory: ok" when every check holds. */
+#include "common.h"
+
+#define EXPECT_RC(call, want)                                                              \
+    do {                                                                                   \
+        aclError r_ = (call);                                                              \
+        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
+                recent_msg());                                                             \
+    } while (0)
+
+/* The last failure's message contains every one of the NULL-terminated words. */
+static void expect_msg(const char *first, ...) {
+    const char *m = recent_msg();
+    va_list ap;
+    va_start(ap, first);
+    for (const char *w = first; w; w = va_arg(ap, const char *)) {
+        REQUIRE(strstr(m, w) != NULL, "message lacks \"%s\": %s", w, m);
+    }
+    va_end(ap);
+}
+
+typedef struct {
+    float *host;
+    size_t n;
+} Scale;
+
+/* A host function doing a kernel's work on host memory: doubles every element. */
+static void scale_twice(void *arg) {
+    Scale *s = (Scale *)arg;
+    for (size_t i = 0; i < s->n; i++) s->host[i] *= 2.0f;
+}
+
+int main(void) {
+    g_role = "memory";
+    CHECK(aclInit(NULL));
+    void *d = NULL;
+    /* Before a device is set: no context. */
+    EXPECT_RC(aclrtMalloc(&d, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_RT_CONTEXT_NULL);
+    CHECK(aclrtSetDevice(0));
+
+    /* Check order. */
+    EXPECT_RC(aclrtMalloc(NULL, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMalloc(&d, 0, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtFree(NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMallocHost(NULL, 8), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtFreeHost(NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemcpy(NULL, 0, NULL, 0, (aclrtMemcpyKind)99), ACL_SUCCESS);
+    EXPECT_RC(aclrtMemset(NULL, 0, 0, 0), ACL_SUCCESS);
+    EXPECT_RC(aclrtMemcpy(NULL, 8, &d, 8, ACL_MEMCPY_HOST_TO_HOST), ACL_ERROR_INVALID_PARAM);
+
+    /* Every policy is accepted; pointers are at least 32-byte aligned. */
+    const aclrtMemMallocPolicy policies[] = {
+        ACL_MEM_MALLOC_HUGE_FIRST,      ACL_MEM_MALLOC_HUGE_ONLY,
+        ACL_MEM_MALLOC_NORMAL_ONLY,     ACL_MEM_MALLOC_HUGE_FIRST_P2P,
+        ACL_MEM_MALLOC_HUGE_ONLY_P2P,   ACL_MEM_MALLOC_NORMAL_ONLY_P2P,
+        ACL_MEM_MALLOC_HUGE1G_ONLY,     ACL_MEM_MALLOC_HUGE1G_ONLY_P2P,
+        ACL_MEM_TYPE_LOW_BAND_WIDTH,    ACL_MEM_TYPE_HIGH_BAND_WIDTH,
+        ACL_MEM_ACCESS_USER_SPACE_READONLY,
+    };
+    for (size_t i = 0; i < sizeof policies / sizeof policies[0]; i++) {
+        void *p = NULL;
+        CHECK(aclrtMalloc(&p, 100 + i, policies[i]));
+        REQUIRE(p != NULL && ((uintptr_t)p % 32) == 0, "policy %d gave %p", (int)policies[i], p);
+        CHECK(aclrtFree(p));
+    }
+
+    /* Copies of every kind. */
+    enum { N = 1024 };
+    float *h = NULL, *h2 = NULL;
+    CHECK(aclrtMallocHost((void **)&h, N * sizeof(float)));
+    CHECK(aclrtMallocHost((void **)&h2, N * sizeof(float)));
+    for (int i = 0; i < N; i++) h[i] = (float)i;
+    void *a = NULL, *b = NULL;
+    CHECK(aclrtMalloc(&a, N * sizeof(float), ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtMalloc(&b, N * sizeof(float), ACL_MEM_MALLOC_NORMAL_ONLY));
+    CHECK(aclrtMemcpy(a, N * sizeof(float), h, N * sizeof(float), ACL_MEMCPY_HOST_TO_DEVICE));
+    CHECK(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE));
+    CHECK(aclrtMemcpy(h2, N * sizeof(float), b, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_HOST));
+    REQUIRE(memcmp(h, h2, N * sizeof(float)) == 0, "H2D, D2D, D2H round trip differs");
+    CHECK(aclrtMemset(b, N * sizeof(float), 0, N * sizeof(float)));
+    CHECK(aclrtMemcpy(b, N * sizeof(float), h, 16, ACL_MEMCPY_DEFAULT));
+    CHECK(aclrtMemcpy(h2, 16, b, 16, ACL_MEMCPY_DEFAULT));
+    REQUIRE(memcmp(h, h2, 16) == 0, "ACL_MEMCPY_DEFAULT round trip differs");
+    CHECK(aclrtMemcpy(h2, 16, h, 16, ACL_MEMCPY_HOST_TO_HOST));
+    CHECK(aclrtMemcpy(b, 16, h, 16, ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE));
+    /* The two kinds aclrtMemcpy's translation refuses. */
+    EXPECT_RC(aclrtMemcpy(b, 16, a, 16, ACL_MEMCPY_INNER_DEVICE_TO_DEVICE), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemcpy(b, 16, a, 16, ACL_MEMCPY_INTER_DEVICE_TO_DEVICE), ACL_ERROR_INVALID_PARAM);
+    /* A kind that contradicts the addresses. */
+    EXPECT_RC(aclrtMemcpy(h2, 16, a, 16, ACL_MEMCPY_HOST_TO_DEVICE), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("destination", "is not a device address", NULL);
+    EXPECT_RC(aclrtMemcpy(h2, 16, a, 16, ACL_MEMCPY_HOST_TO_HOST), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("source", "is host memory", NULL);
+    EXPECT_RC(aclrtMemcpy(b, 8, h, 16, ACL_MEMCPY_HOST_TO_DEVICE), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("destMax", NULL);
+
+    /* Checked ranges: 16 bytes past the end of a, named in the message; nothing written. */
+    char text[64];
+    snprintf(text, sizeof text, "allocation %p (4096 bytes", a);
+    CHECK(aclrtMemset(a, 4096, 0x11, 4096));
+    EXPECT_RC(aclrtMemcpy((char *)a + 4080, 32, h, 32, ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg(text, "offset 4080", "16 bytes past", NULL);
+    EXPECT_RC(aclrtMemset((char *)a + 4095, 2, 0, 2), ACL_ERROR_RT_PARAM_INVALID);
+    unsigned char back[4096];
+    CHECK(aclrtMemcpy(back, sizeof back, a, sizeof back, ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int i = 0; i < 4096; i++) REQUIRE(back[i] == 0x11, "byte %d changed to %#x", i, back[i]);
+
+    /* Memory information: the capacity set by ACL_NOTIFY_SIM_DEVICE_MEMORY. */
+    size_t fr = 0, total = 0;
+    CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &fr, &total));
+    REQUIRE(total == 8u << 20, "total %zu", total);
+    REQUIRE(fr < total && fr >= total - 8192, "free %zu of %zu with one 4 KiB allocation", fr, total);
+    EXPECT_RC(aclrtGetMemInfo(ACL_HBM_MEM, NULL, &total), ACL_ERROR_INVALID_PARAM);
+
+    /* Stream order: set, copy in, a host function standing for a kernel, copy out, record;
+     * another stream waits for the record and copies the result on. */
+    aclrtStream s1, s2;
+    aclrtNotify n;
+    CHECK(aclrtCreateStream(&s1));
+    CHECK(aclrtCreateStream(&s2));
+    CHECK(aclrtCreateNotify(&n, 0));
+    void *c = NULL;
+    CHECK(aclrtMalloc(&c, N * sizeof(float), ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtWaitAndResetNotify(n, s2, 5));
+    CHECK(aclrtMemcpyAsync(c, N * sizeof(float), b, N * sizeof(float),
+                           ACL_MEMCPY_DEVICE_TO_DEVICE, s2));
+    CHECK(aclrtMemsetAsync(b, N * sizeof(float), 0, N * sizeof(float), s1));
+    CHECK(aclrtMemcpyAsync(b, N * sizeof(float), h, N * sizeof(float),
+                           ACL_MEMCPY_HOST_TO_DEVICE, s1));
+    CHECK(aclrtMemcpyAsync(h2, N * sizeof(float), b, N * sizeof(float),
+                           ACL_MEMCPY_DEVICE_TO_HOST, s1));
+    Scale sc = {h2, N};
+    CHECK(aclrtLaunchHostFunc(s1, scale_twice, &sc));
+    CHECK(aclrtMemcpyAsync(b, N * sizeof(float), h2, N * sizeof(float),
+                           ACL_MEMCPY_HOST_TO_DEVICE, s1));
+    CHECK(aclrtRecordNotify(n, s1));
+    CHECK(aclrtSynchronizeStream(s2));
+    CHECK(aclrtSynchronizeStream(s1));
+    memset(h2, 0, N * sizeof(float));
+    CHECK(aclrtMemcpy(h2, N * sizeof(float), c, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int i = 0; i < N; i++) REQUIRE(h2[i] == 2.0f * i, "c[%d] = %f", i, h2[i]);
+
+    /* Freed memory is named as freed; double free is refused. */
+    CHECK(aclrtFree(c));
+    EXPECT_RC(aclrtMemcpy(h2, 64, (char *)c + 64, 64, ACL_MEMCPY_DEVICE_TO_HOST),
+              ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("offset 64", "freed", NULL);
+    EXPECT_RC(aclrtFree(c), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtFreeHost(a), ACL_ERROR_RT_PARAM_INVALID);
+
+    /* Out of memory: 8 MiB per device. */
+    void *big = NULL;
+    EXPECT_RC(aclrtMalloc(&big, 16u << 20, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_RT_MEMORY_ALLOCATION);
+    expect_msg("ACL_NOTIFY_SIM_DEVICE_MEMORY", NULL);
+    CHECK(aclrtMalloc(&big, 6u << 20, ACL_MEM_MALLOC_HUGE_FIRST));
+    void *more = NULL;
+    EXPECT_RC(aclrtMalloc(&more, 4u << 20, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_RT_MEMORY_ALLOCATION);
+    CHECK(aclrtFree(big));
+    CHECK(aclrtMalloc(&more, 4u << 20, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtFree(more));
+
+    CHECK(aclrtFree(b));
+    CHECK(aclrtFree(a));
+    CHECK(aclrtFreeHost(h));
+    CHECK(aclrtFreeHost(h2));
+    CHECK(aclrtDestroyNotify(n));
+    CHECK(aclrtDestroyStream(s1));
+    CHECK(aclrtDestroyStream(s2));
+    CHECK(aclFinalize());
+    printf("memory: ok\n");
+    return 0;
+}
