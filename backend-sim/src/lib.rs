@@ -2188,9 +2188,9 @@ impl StreamOps for Sim {
         self.checked(|| {
             self.notify_calls()?;
             let pin = self.pin(notify, stream)?;
-            let t = timeout
-                .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
-                .duration();
+            // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (`soc.rs`).
+            let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
+            let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
             self.enqueue_checked(
                 stream,
                 SimJob::Wait { pin, timeout: t },
