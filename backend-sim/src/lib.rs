@@ -49,6 +49,7 @@ mod event;
 mod fork;
 mod handles;
 pub mod inspect;
+mod ipc_event;
 mod lost;
 mod mapfile;
 pub mod mem;
@@ -751,6 +752,7 @@ impl Sim {
             .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
         Ok(shm::remove_namespace(name)?
             + cnt::remove_cnt_files(name)?
+            + ipc_event::remove_evt_files(name)?
             + mem::remove_mem_files(name)?)
     }
 
