@@ -464,6 +464,35 @@ impl Sim {
         self.named(key).map(|_| ())
     }
 
+    /// An import onto `device` of what lives on `owner_device` (same server): with `enable`
+    /// (the import flag ENABLE_PEER_ACCESS) peer access is enabled both ways; without it, it
+    /// must have been. `Err` says why not (for the caller's 207006).
+    fn peer_access_for_import(
+        &self,
+        device: u32,
+        owner_device: u32,
+        enable: bool,
+    ) -> Result<(), String> {
+        if owner_device == device {
+            return Ok(());
+        }
+        let mut peers = lock(&self.inner.peers);
+        let bit = |d: u32| 1u64 << d;
+        if enable {
+            peers[device as usize] |= bit(owner_device);
+            peers[owner_device as usize] |= bit(device);
+        } else if peers[device as usize] & bit(owner_device) == 0
+            && peers[owner_device as usize] & bit(device) == 0
+        {
+            return Err(format!(
+                "from device {owner_device} onto device {device}: no peer access between the \
+                 devices (call aclrtDeviceEnablePeerAccess or import with the \
+                 ENABLE_PEER_ACCESS flag)"
+            ));
+        }
+        Ok(())
+    }
+
     /// Reclaims the device memory of dead processes on every device this process has mapped:
     /// frees what they owned (kept for live importers) and closes what they imported. Returns
     /// how many allocations were released.
