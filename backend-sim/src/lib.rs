@@ -75,6 +75,7 @@ use acl_notify_core::{
     RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
+pub use acl_notify_core::table::MergedRecords;
 pub use error::SimError;
 pub use shm::GcReport;
 
@@ -720,6 +721,18 @@ impl Sim {
                 )
             })?);
         }
+        if let Some(v) = var(waitgraph::ENV_DEADLOCK)?
+            && !matches!(v.trim(), "fail" | "report")
+        {
+            return Err(err(
+                Error::ParamInvalid,
+                format!(
+                    "{}={v:?}: expected fail (a wait in a deadlock cycle fails at once) or \
+                     report (it fails at its timeout, saying deadlock)",
+                    waitgraph::ENV_DEADLOCK
+                ),
+            ));
+        }
         if let Some(v) = var(ENV_SERVER_ID)? {
             let n = v.trim().parse::<u32>().map_err(|_| {
                 err(
@@ -851,6 +864,21 @@ impl Sim {
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
     pub fn notify_is_live(&self, notify: RawNotify) -> bool {
         read(&self.inner.notifies).get(notify.0).is_some()
+    }
+
+    /// How many records of `notify` merged into an already-set flag (SPEC §1: two records
+    /// before a wait collapse into one): since the last wait took a record, and in the
+    /// notify's life, across every process that records it. A protocol that may record twice
+    /// before the wait needs an acknowledgement notify in the other direction.
+    ///
+    /// Codes: 100000-class misuse as for other notify calls; 107017 for a handle that is not
+    /// a live notify of this `Sim`.
+    pub fn merged_records(&self, notify: RawNotify) -> Result<MergedRecords, SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify)?;
+            Ok(v.r.slot().merged_records())
+        })
     }
 
     /// Destroys every notify handle whose device (the creator's device, or an importer's own

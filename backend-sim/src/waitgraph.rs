@@ -498,7 +498,7 @@ impl Drop for Blocked {
 }
 
 /// A blocked head wait.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Head {
     /// What it waits on.
     pub target: Target,
@@ -510,7 +510,7 @@ pub struct Head {
 }
 
 /// One published stream.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamView {
     entry: usize,
     /// The owning process.

@@ -42,6 +42,10 @@ fn main() {
             "a_plain_timeout_is_not_called_a_deadlock",
             a_plain_timeout_is_not_called_a_deadlock,
         ),
+        (
+            "a_bad_deadlock_option_is_refused",
+            a_bad_deadlock_option_is_refused,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -312,7 +316,27 @@ fn two_process_deadlock() -> Result<(), Failed> {
 
 fn three_process_cycle() -> Result<(), Failed> {
     let ns = Ns::new("three");
-    let mut a = ring(&ns, &[30, 3, 30], &[]);
+    let mut a = ring(&ns, &[30, 8, 30], &[]);
+    // The inspector sees the cycle while it lasts.
+    let end = Instant::now() + Duration::from_secs(6);
+    let snap = loop {
+        let snap = acl_notify_sim::inspect::snapshot(&ns.0, 0).map_err(|e| e.to_string())?;
+        if !snap.deadlocks.is_empty() || Instant::now() > end {
+            break snap;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = snap.to_text();
+    let json = snap.to_json();
+    if snap.deadlocks.len() != 1 || !text.contains("DEADLOCK: deadlock") {
+        return Err(format!("the inspector shows no single cycle: {text}").into());
+    }
+    names_the_cycle(&snap.deadlocks[0], &[&a[0], &a[1], &a[2]])?;
+    if !json.contains("\"deadlocks\":[\"deadlock: 3 streams")
+        || !json.contains("\"label\":\"rank 2\"")
+    {
+        return Err(format!("the JSON shows no cycle: {json}").into());
+    }
     let msg = timeout_message(&mut a[1], 1)?;
     names_the_cycle(&msg, &[&a[0], &a[1], &a[2]])?;
     a[0].ok("sync 0");
@@ -397,5 +421,24 @@ fn a_plain_timeout_is_not_called_a_deadlock() -> Result<(), Failed> {
         return Err(format!("a timeout without a cycle called a deadlock: {msg}").into());
     }
     drop(b);
+    Ok(())
+}
+
+fn a_bad_deadlock_option_is_refused() -> Result<(), Failed> {
+    let ns = Ns::new("opt");
+    let out = Command::new(std::env::current_exe()?)
+        .env(AGENT, "1")
+        .env(acl_notify_sim::ENV_NAMESPACE, &ns.0)
+        .env(acl_notify_sim::waitgraph::ENV_DEADLOCK, "yes")
+        .stdin(Stdio::null())
+        .output()?;
+    let first = String::from_utf8_lossy(&out.stdout);
+    if !first.starts_with("err 107000") || !first.contains("ACL_NOTIFY_SIM_DEADLOCK") {
+        return Err(format!(
+            "a bad {} was not refused: {first}",
+            "ACL_NOTIFY_SIM_DEADLOCK"
+        )
+        .into());
+    }
     Ok(())
 }
