@@ -924,6 +924,8 @@ impl ShmFile {
 
     // ---- processes ---------------------------------------------------------------------
 
+    /// Takes a free entry by a CAS from 0 (so two processes never share one), fills it in and
+    /// publishes it alive last; a reclaimer meanwhile sees it claiming, by a live pid.
     fn register(&self) -> Option<u32> {
         let claiming = (u64::from(P_CLAIMING) << 32) | u64::from(self.pid as u32);
         for i in 0..MAX_PROCS {
@@ -1043,6 +1045,11 @@ impl ShmFile {
             let pid = w as u32 as i32;
             let taken = match state {
                 P_FREE => false,
+                // Decided by /proc, taken by a CAS from the word read: an entry that changed
+                // meanwhile (freed, re-registered) is left alone. The liveness test is by pid
+                // and start time in ticks, so a dead process whose pid was given, within the
+                // same tick, to a process of another kind keeps its entry until that one dies
+                // too: a late reclaim, never a live process's references dropped.
                 P_CLAIMING | P_ALIVE => !self.proc_alive(i) && take(e, w),
                 P_RECLAIMING => {
                     // Taken over only if the reclaimer (the word's pid) itself died.
