@@ -1352,8 +1352,8 @@ impl Sim {
         Ok(())
     }
 
-    /// Claims the stream's entry in the wait-for graph and hands it to the stream's worker
-    /// (its first task), which publishes what a blocked wait waits on.
+    /// Claims the stream's entry in the wait-for graph for the stream's worker thread, which
+    /// publishes in it what a blocked wait waits on.
     fn publish_stream(
         &self,
         stream: &SimStream,
@@ -1364,13 +1364,7 @@ impl Sim {
             .graph
             .as_ref()?
             .claim(0, self.inner.server_id, device)?;
-        let mine = Arc::clone(&slot);
-        stream
-            .enqueue_job(SimJob::Other(Box::new(move |_: &TaskCtx| {
-                mine.adopt();
-                Ok(())
-            })))
-            .ok()?;
+        slot.bind_worker(stream.worker_tid());
         Some(slot)
     }
 

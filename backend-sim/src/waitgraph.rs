@@ -30,11 +30,12 @@
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
+use std::sync::{Arc, PoisonError, Weak};
 
 use crate::error::SimError;
+use crate::fork::PerProcess;
 use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Shared};
 use crate::shm::{FILE_PREFIX, SHM_DIR};
 use crate::sys;
@@ -426,8 +427,24 @@ impl Drop for StreamSlot {
 }
 
 thread_local! {
-    /// The entry of the stream whose worker this thread is.
+    /// The entry of the stream whose worker this thread is (looked up in [`WORKERS`] by the
+    /// thread's first wait that sleeps).
     static WORKER: RefCell<Option<Arc<StreamSlot>>> = const { RefCell::new(None) };
+}
+
+/// Stream worker threads (by thread id) and their entries, filled when a stream is created.
+/// Only a wait about to sleep reads it, once per worker thread.
+static WORKERS: PerProcess<Vec<(i32, Weak<StreamSlot>)>> = PerProcess::new(Vec::new);
+
+/// Part of the fork handler ([`crate::fork`]).
+pub(crate) fn in_forked_child() {
+    WORKERS.forget();
+}
+
+/// The calling thread's id.
+fn gettid() -> i32 {
+    // SAFETY: gettid(2) has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
 }
 
 impl StreamSlot {
@@ -435,10 +452,11 @@ impl StreamSlot {
         self.graph.entry(self.index)
     }
 
-    /// Makes the calling thread (the stream's worker) publish for this entry.
-    pub(crate) fn adopt(self: &Arc<Self>) {
-        let me = Arc::clone(self);
-        WORKER.with(|w| *w.borrow_mut() = Some(me));
+    /// Makes the stream's worker thread `tid` publish for this entry.
+    pub(crate) fn bind_worker(self: &Arc<Self>, tid: i32) {
+        let mut w = WORKERS.get().lock().unwrap_or_else(PoisonError::into_inner);
+        w.retain(|(t, s)| *t != tid && s.strong_count() > 0);
+        w.push((tid, Arc::downgrade(self)));
     }
 
     /// The handle shown for the stream (the C library's, once it has one).
@@ -468,7 +486,20 @@ impl Blocked {
     /// Publishes that the wait numbered `ticket` in the calling worker's stream sleeps on `t`.
     #[cold]
     pub(crate) fn publish(t: Target, ticket: u64, timeout: Option<std::time::Duration>) -> Self {
-        let slot = WORKER.with(|w| w.borrow().clone());
+        let slot = WORKER.with(|w| {
+            let mut w = w.borrow_mut();
+            if w.is_none() {
+                let tid = gettid();
+                *w = WORKERS
+                    .get()
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .find(|(t, _)| *t == tid)
+                    .and_then(|(_, s)| s.upgrade());
+            }
+            w.clone()
+        });
         if let Some(s) = &slot {
             let e = s.entry();
             e.head_ticket.store(ticket, SeqCst);
