@@ -16,8 +16,10 @@ use crate::handoff;
 use crate::harness::{Better, Group, Iters, Kind, Variant};
 use crate::notify::{self, Feed, Loop, WakeFrom};
 use crate::pingpong::{self, Mech};
+use crate::pipeline;
 use crate::poolbench;
 use crate::report::Fact;
+use crate::ring::{self, RingMech};
 use crate::sys::{Place, Scope};
 use crate::wake;
 
@@ -29,6 +31,16 @@ pub mod rows {
     pub const INPROC: &str = "notify: 2 streams prefilled, workers placed";
     /// Enqueue into a running stream.
     pub const ENQUEUE: &str = "notify: record enqueued into a running stream, default settings";
+    /// The 4-stream pipeline.
+    pub const PIPELINE: &str = "notify: 4 streams, host feeding, default settings";
+    /// The ring of `n` processes on notifies.
+    pub fn ring(n: usize) -> String {
+        format!("notify: ring of {n} processes, hosts feeding, default settings")
+    }
+    /// The ring of `n` processes on POSIX semaphores.
+    pub fn ring_sem(n: usize) -> String {
+        format!("POSIX semaphores: ring of {n} processes")
+    }
     /// Idle wake case.
     pub const WAKE: &str = "notify: record task -> waiter resumes";
     /// Idle wake case, both stream workers on one CPU.
@@ -154,6 +166,8 @@ pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
         "xproc" => vec![xproc(ctx)],
         "inproc" => vec![inproc(ctx)],
         "enqueue" => vec![enqueue_cost(ctx)],
+        "pipeline" => vec![pipeline(ctx)],
+        "ring" => ring::RANKS.iter().map(|&n| ring_group(ctx, n)).collect(),
         "wake" => vec![wake(ctx)],
         "idlecpu" => vec![idle_cpu(ctx)],
         "handoff" => vec![handoff(ctx)],
@@ -337,6 +351,72 @@ fn enqueue_cost(ctx: &Ctx) -> Group {
              just finished the previous burst and is awake); only the calls are timed, a \
              synchronize between bursts is not. Info: the stream engine alone",
             enqueue::BURST
+        ),
+        min_reps: 0,
+    }
+}
+
+fn pipeline(ctx: &Ctx) -> Group {
+    let ns = ctx.ns.clone();
+    let v = vec![ctx.sim_variant(rows::PIPELINE, scaled(2_000, 100_000), || {
+        let mut c = pipeline::Pipeline::new(&ns)?;
+        Ok(Box::new(move |n| c.sample(n)))
+    })];
+    Group {
+        id: "pipeline",
+        title: "4-stream pipeline in one process, one ready/free notify pair per link".into(),
+        unit: "items/s",
+        better: Better::Higher,
+        variants: v,
+        note: format!(
+            "stage k waits link k-1's ready notify, records its free notify, waits link k's \
+             free notify (from the second item on) and records its ready notify; the host \
+             thread enqueues every stage's tasks in chunks of {} items while the streams run \
+             (default settings); a sample is up to 100,000 items, timed from the first \
+             enqueue to the last synchronize",
+            pipeline::CHUNK
+        ),
+        min_reps: 0,
+    }
+}
+
+/// The group id of the ring of `n` ranks.
+fn ring_id(n: usize) -> &'static str {
+    match n {
+        2 => "ring.2",
+        4 => "ring.4",
+        8 => "ring.8",
+        _ => "ring.16",
+    }
+}
+
+fn ring_group(ctx: &Ctx, n: usize) -> Group {
+    let ns = ctx.ns.clone();
+    let max = (200_000 / n as u64).max(100);
+    let v = vec![
+        ctx.sim_variant(&rows::ring(n), scaled(50, max), || {
+            Ok(Box::new(move |r| ring::sample(&ns, RingMech::Notify, n, r)))
+        }),
+        Variant::new(
+            rows::ring_sem(n),
+            Kind::Baseline,
+            scaled(50, max),
+            move |r| ring::sample("", RingMech::Sem, n, r),
+        ),
+    ];
+    Group {
+        id: ring_id(n),
+        title: format!("Ring of {n} processes, data+ack notify per rank, per round"),
+        unit: "ns/round",
+        better: Better::Lower,
+        variants: v,
+        note: format!(
+            "each rank a process: waits its data, acks rank r-1, sends to rank r+1, waits its \
+             ack (rank 0 sends first); {n} ranks on {} CPUs. Ours: each rank's host enqueues \
+             its rounds while its stream runs them, default settings (no variable set); \
+             baseline: the same protocol on process-shared POSIX semaphores, one thread per \
+             rank. Process start-up is not timed",
+            std::thread::available_parallelism().map_or(1, |c| c.get())
         ),
         min_reps: 0,
     }
@@ -664,6 +744,7 @@ pub fn role(name: &str, args: &RoleArgs) -> Result<String, String> {
     match name {
         "pingpong-peer" => pingpong::peer_main(args),
         "notify-peer" => notify::peer_main(args),
+        "ring-rank" => ring::rank_main(args),
         "mem-device" => notify::mem_device_main(args),
         other => Err(format!("unknown role `{other}`")),
     }
