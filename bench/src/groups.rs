@@ -25,10 +25,10 @@ use crate::wake;
 
 /// Row names the targets look up.
 pub mod rows {
-    /// Cross-process case (each process's stream worker on a CPU of its own).
-    pub const XPROC: &str = "notify: 2 processes, streams prefilled, workers placed";
-    /// In-process case (stream workers placed on CPUs of their own).
-    pub const INPROC: &str = "notify: 2 streams prefilled, workers placed";
+    /// Cross-process case: default settings, the hosts enqueuing while the streams run.
+    pub const XPROC: &str = "notify: 2 processes, hosts feeding, default settings";
+    /// In-process case: default settings, the host enqueuing while the streams run.
+    pub const INPROC: &str = "notify: 2 streams, host feeding, default settings";
     /// Enqueue into a running stream.
     pub const ENQUEUE: &str = "notify: record enqueued into a running stream, default settings";
     /// The 4-stream pipeline.
@@ -51,8 +51,8 @@ pub mod rows {
     pub const WAKE_FUTEX_ONE_CPU: &str = "raw FUTEX_WAKE -> sleeper resumes, threads on 1 CPU";
     /// Idle CPU case.
     pub const IDLE: &str = "notify: stream waiting, nothing recorded";
-    /// Handoff case (stream workers placed on CPUs of their own).
-    pub const HANDOFF: &str = "notify: ring of 8 notify pairs, 2 streams prefilled, placed";
+    /// Handoff case: default settings, the host enqueuing while the streams run.
+    pub const HANDOFF: &str = "notify: ring of 8 notify pairs, host feeding, default settings";
     /// Handoff baseline.
     pub const HANDOFF_HYBRID: &str = "hybrid: ring of 8 flag pairs, 2 threads";
     /// Handoff baseline, threads placed.
@@ -184,9 +184,19 @@ fn xproc(ctx: &Ctx) -> Group {
     let mut v = vec![
         ctx.sim_variant(rows::XPROC, scaled(512, 500_000), || {
             Ok(Box::new(move |n| {
-                notify::xproc_sample(&ns, n, Feed::Prefilled, Place::Spread)
+                notify::xproc_sample(&ns2, n, Feed::Concurrent, Place::Kernel)
             }))
         }),
+        ctx.sim_variant_kind(
+            "notify: 2 processes, streams prefilled, workers placed",
+            Kind::Info,
+            scaled(512, 500_000),
+            || {
+                Ok(Box::new(move |n| {
+                    notify::xproc_sample(&ns, n, Feed::Prefilled, Place::Spread)
+                }))
+            },
+        ),
         ctx.sim_variant_kind(
             "notify: 2 processes, streams prefilled, kernel-placed",
             Kind::Info,
@@ -194,16 +204,6 @@ fn xproc(ctx: &Ctx) -> Group {
             || {
                 Ok(Box::new(move |n| {
                     notify::xproc_sample(&ns1, n, Feed::Prefilled, Place::Kernel)
-                }))
-            },
-        ),
-        ctx.sim_variant_kind(
-            "notify: 2 processes, hosts feeding meanwhile",
-            Kind::Info,
-            scaled(512, 500_000),
-            || {
-                Ok(Box::new(move |n| {
-                    notify::xproc_sample(&ns2, n, Feed::Concurrent, Place::Kernel)
                 }))
             },
         ),
@@ -227,12 +227,13 @@ fn xproc(ctx: &Ctx) -> Group {
         better: Better::Lower,
         variants: v,
         note: format!(
-            "case: batches of {} round trips queued in full on both streams before they run \
-             (hosts asleep), timed between host functions on A's stream; A's stream worker on \
-             this process's first CPU, B's on its second (StreamCpus::List); info rows: the \
-             same with the kernel placing the workers, and hosts enqueuing chunks of {} \
-             meanwhile. Baselines: a child process echoes a sequence number through shared \
-             memory / kernel objects; hybrid spins {} µs then FUTEX_WAITs; a fresh child per \
+            "case: default settings (the kernel places the workers), each process's host \
+             enqueuing chunks of {1} round trips while the streams run; info rows: batches of \
+             {0} round trips queued in full on both streams before they run (hosts asleep), \
+             timed between host functions on A's stream, with A's stream worker on this \
+             process's first CPU and B's on its second (StreamCpus::List), or kernel-placed. \
+             Baselines: a child process echoes a sequence number through shared \
+             memory / kernel objects; hybrid spins {2} µs then FUTEX_WAITs; a fresh child per \
              sample; judged ones also with parent and child placed on those two CPUs (targets \
              use the faster placement)",
             notify::BATCH,
@@ -251,9 +252,18 @@ fn inproc(ctx: &Ctx) -> Group {
     let ns4 = ctx.ns.clone();
     let mut v = vec![
         ctx.sim_variant(rows::INPROC, scaled(512, 500_000), || {
-            let mut c = notify::InProc::new(&ns, Place::Spread)?;
-            Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
+            let mut c = notify::InProc::new(&ns3, Place::Kernel)?;
+            Ok(Box::new(move |n| c.sample(n, Loop::Pair)))
         }),
+        ctx.sim_variant_kind(
+            "notify: 2 streams prefilled, workers placed",
+            Kind::Info,
+            scaled(512, 500_000),
+            || {
+                let mut c = notify::InProc::new(&ns, Place::Spread)?;
+                Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
+            },
+        ),
         ctx.sim_variant_kind(
             "notify: 2 streams prefilled, kernel-placed",
             Kind::Info,
@@ -261,15 +271,6 @@ fn inproc(ctx: &Ctx) -> Group {
             || {
                 let mut c = notify::InProc::new(&ns1, Place::Kernel)?;
                 Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
-            },
-        ),
-        ctx.sim_variant_kind(
-            "notify: 2 streams, host feeding meanwhile",
-            Kind::Info,
-            scaled(512, 500_000),
-            || {
-                let mut c = notify::InProc::new(&ns3, Place::Kernel)?;
-                Ok(Box::new(move |n| c.sample(n, Loop::Pair)))
             },
         ),
         ctx.sim_variant_kind(
@@ -310,11 +311,11 @@ fn inproc(ctx: &Ctx) -> Group {
         better: Better::Lower,
         variants: v,
         note: format!(
-            "case: batches of {} round trips queued in full before they run (host asleep), \
-             each stream's worker on a CPU of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread); \
-             info rows: the same with the kernel placing the workers, the host enqueuing \
-             meanwhile, and one stream's own cost per record+wait pair (no thread waits for \
-             another). Baselines: two threads of one process (private futexes), as the kernel \
+            "case: default settings (the kernel places the workers), the host enqueuing \
+             chunks of round trips while the streams run; info rows: batches of {} round \
+             trips queued in full before they run (host asleep), each stream's worker on a CPU \
+             of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread) or kernel-placed, and one stream's \
+             own cost per record+wait pair (no thread waits for another). Baselines: two threads of one process (private futexes), as the kernel \
              places them and placed like the case's workers; targets use the faster of the two",
             notify::BATCH
         ),
@@ -381,7 +382,7 @@ fn pipeline(ctx: &Ctx) -> Group {
 }
 
 /// The group id of the ring of `n` ranks.
-fn ring_id(n: usize) -> &'static str {
+pub fn ring_id(n: usize) -> &'static str {
     match n {
         2 => "ring.2",
         4 => "ring.4",
@@ -524,25 +525,25 @@ fn handoff(ctx: &Ctx) -> Group {
     let ns2 = ctx.ns.clone();
     let v = vec![
         ctx.sim_variant(rows::HANDOFF, scaled(512, 2_000_000), || {
-            let mut h = notify::Handoff::new(&ns, handoff::SLOTS, Place::Spread)?;
-            Ok(Box::new(move |n| h.sample(n, Feed::Prefilled)))
+            let mut h = notify::Handoff::new(&ns2, handoff::SLOTS, Place::Kernel)?;
+            Ok(Box::new(move |n| h.sample(n, Feed::Concurrent)))
         }),
         ctx.sim_variant_kind(
-            "notify: same, kernel-placed",
+            "notify: same, streams prefilled, workers placed",
+            Kind::Info,
+            scaled(512, 2_000_000),
+            || {
+                let mut h = notify::Handoff::new(&ns, handoff::SLOTS, Place::Spread)?;
+                Ok(Box::new(move |n| h.sample(n, Feed::Prefilled)))
+            },
+        ),
+        ctx.sim_variant_kind(
+            "notify: same, streams prefilled, kernel-placed",
             Kind::Info,
             scaled(512, 2_000_000),
             || {
                 let mut h = notify::Handoff::new(&ns1, handoff::SLOTS, Place::Kernel)?;
                 Ok(Box::new(move |n| h.sample(n, Feed::Prefilled)))
-            },
-        ),
-        ctx.sim_variant_kind(
-            "notify: same, kernel-placed, host feeding meanwhile",
-            Kind::Info,
-            scaled(512, 2_000_000),
-            || {
-                let mut h = notify::Handoff::new(&ns2, handoff::SLOTS, Place::Kernel)?;
-                Ok(Box::new(move |n| h.sample(n, Feed::Concurrent)))
             },
         ),
         Variant::new(
@@ -569,10 +570,11 @@ fn handoff(ctx: &Ctx) -> Group {
         variants: v,
         note: format!(
             "each slot: 'full' recorded by the producer, waited by the consumer; 'empty' the \
-             reverse; counts verified after every sample. Case: batches of {} items queued \
-             in full before they run (host asleep), each stream's worker on a CPU of its own \
-             (ACL_NOTIFY_SIM_STREAM_CPUS=spread); info rows: the kernel placing the workers, \
-             and the host enqueuing meanwhile. The target uses the faster hybrid row",
+             reverse; counts verified after every sample. Case: default settings (the kernel \
+             places the workers), the host enqueuing while the streams run; info rows: \
+             batches of {} items queued in full before they run (host asleep), each stream's \
+             worker on a CPU of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread) or kernel-placed. \
+             The target uses the faster hybrid row",
             notify::BATCH
         ),
         min_reps: 0,
