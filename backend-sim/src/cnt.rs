@@ -221,7 +221,7 @@ fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl CntFile {
     /// `Ok` unless the file shrank under this process's mapping: then 507899 saying so (see
     /// [`crate::sigbus`]).
-    fn intact(&self) -> Result<(), SimError> {
+    pub(crate) fn intact(&self) -> Result<(), SimError> {
         self.map.intact(&self.path)
     }
 
@@ -604,6 +604,8 @@ impl CntRef {
         if s.generation() == self.generation && s.state() == Some(CntSlotState::Live) {
             return Ok(());
         }
+        // Zeros read from a page a truncation cut off are not another process's doing.
+        self.file.intact()?;
         Err(SimError::new(
             Error::DrvInternalError,
             format!(
@@ -827,58 +829,64 @@ fn cnt_outcome(
 
 impl CntNotifyOps for Sim {
     fn cnt_create(&self, device: u32) -> Result<RawCntNotify, SimError> {
-        self.cnt_require()?;
-        self.device_ok(device)?;
-        let file = self.cnt_file()?;
-        let r = match CntRef::create(&file, device) {
-            Ok(r) => r,
-            Err(CreateFail::Other(e)) => return Err(e),
-            Err(CreateFail::Exhausted) => {
-                file.gc();
-                match CntRef::create(&file, device) {
-                    Ok(r) => r,
-                    Err(CreateFail::Other(e)) => return Err(e),
-                    Err(CreateFail::Exhausted) => {
-                        return Err(SimError::new(
-                            Error::NoNotifyResource,
-                            cnt_exhausted_message(&file, device),
-                        ));
+        self.checked(|| {
+            self.cnt_require()?;
+            self.device_ok(device)?;
+            let file = self.cnt_file()?;
+            let r = match CntRef::create(&file, device) {
+                Ok(r) => r,
+                Err(CreateFail::Other(e)) => return Err(e),
+                Err(CreateFail::Exhausted) => {
+                    file.gc();
+                    match CntRef::create(&file, device) {
+                        Ok(r) => r,
+                        Err(CreateFail::Other(e)) => return Err(e),
+                        Err(CreateFail::Exhausted) => {
+                            return Err(SimError::new(
+                                Error::NoNotifyResource,
+                                cnt_exhausted_message(&file, device),
+                            ));
+                        }
                     }
                 }
-            }
-        };
-        self.inner
-            .cnt
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(CntEntry { r })
-            .map(RawCntNotify)
-            .ok_or_else(|| {
-                SimError::new(
-                    Error::ResourceAllocFail,
-                    "count notify handle table is full",
-                )
-            })
+            };
+            self.inner
+                .cnt
+                .handles
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(CntEntry { r })
+                .map(RawCntNotify)
+                .ok_or_else(|| {
+                    SimError::new(
+                        Error::ResourceAllocFail,
+                        "count notify handle table is full",
+                    )
+                })
+        })
     }
 
     fn cnt_destroy(&self, cnt: RawCntNotify) -> Result<(), SimError> {
-        self.cnt_require()?;
-        let e = self
-            .inner
-            .cnt
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(cnt.0)
-            .ok_or_else(|| bad_cnt(cnt))?;
-        drop(e);
-        Ok(())
+        self.checked(|| {
+            self.cnt_require()?;
+            let e = self
+                .inner
+                .cnt
+                .handles
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(cnt.0)
+                .ok_or_else(|| bad_cnt(cnt))?;
+            drop(e);
+            Ok(())
+        })
     }
 
     fn cnt_id(&self, cnt: RawCntNotify) -> Result<u32, SimError> {
-        self.cnt_require()?;
-        Ok(self.cnt(cnt)?.id)
+        self.checked(|| {
+            self.cnt_require()?;
+            Ok(self.cnt(cnt)?.id)
+        })
     }
 
     fn cnt_record(
@@ -887,14 +895,17 @@ impl CntNotifyOps for Sim {
         stream: RawStream,
         record: CntRecord,
     ) -> Result<(), SimError> {
-        self.cnt_require()?;
-        let r = self.cnt(cnt)?;
-        let (s, _) = self.stream(stream)?;
-        let pid = self.inner.pid;
-        self.enqueue(&s, stream, move |_| {
-            r.live()?;
-            r.slot().record(&r.file.waiter(), record, pid);
-            Ok(())
+        self.checked(|| {
+            self.cnt_require()?;
+            let r = self.cnt(cnt)?;
+            let (s, _) = self.stream(stream)?;
+            let pid = self.inner.pid;
+            self.enqueue(&s, stream, move |_| {
+                r.live()?;
+                r.slot().record(&r.file.waiter(), record, pid);
+                // A record into a page a truncation cut off went nowhere (see `lost`).
+                r.file.intact()
+            })
         })
     }
 
@@ -904,81 +915,85 @@ impl CntNotifyOps for Sim {
         stream: RawStream,
         wait: CntWait,
     ) -> Result<(), SimError> {
-        self.cnt_require()?;
-        let r = self.cnt(cnt)?;
-        let (s, sdev) = self.stream(stream)?;
-        if sdev != r.dev {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "count notify {} lives on device {}; it can only be waited on from that \
+        self.checked(|| {
+            self.cnt_require()?;
+            let r = self.cnt(cnt)?;
+            let (s, sdev) = self.stream(stream)?;
+            if sdev != r.dev {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "count notify {} lives on device {}; it can only be waited on from that \
                      device, not from a stream of device {sdev}",
-                    r.id, r.dev
-                ),
-            ));
-        }
-        let t = wait
-            .timeout
-            .resolve(
-                self.inner
-                    .op_wait_timeout
-                    .load(std::sync::atomic::Ordering::Relaxed),
-            )
-            .duration();
-        self.enqueue(&s, stream, move |ctx| {
-            // As for a notify wait: the waker is registered only when the wait would block.
-            let lazy = ctx.lazy_cancel(|| {
-                let r2 = Arc::clone(&r);
-                move || r2.slot().wake_all(&r2.file.waiter())
-            });
-            let noted = std::cell::Cell::new(false);
-            let cancel = || {
-                // Asked right before each sleep: note on what, for a queue that stays full.
-                if !noted.replace(true) {
-                    ctx.set_blocked_on(
-                        crate::Blocked::CntWait {
-                            dev: r.dev,
-                            id: r.id,
-                            forever: t.is_none(),
-                        }
-                        .note(),
-                    );
-                }
-                lazy.check() || r.file.map.lost()
-            };
-            let out = r.slot().wait(
-                &r.file.waiter(),
-                wait.mode,
-                wait.value,
-                wait.on_satisfied,
-                CntWaitArgs {
-                    generation: r.generation,
-                    timeout: t,
-                    cancel: &cancel,
-                },
-            );
-            if noted.get() {
-                ctx.set_blocked_on(0);
+                        r.id, r.dev
+                    ),
+                ));
             }
-            r.file.intact()?;
-            cnt_outcome(out, &r, &wait, t)
+            let t = wait
+                .timeout
+                .resolve(
+                    self.inner
+                        .op_wait_timeout
+                        .load(std::sync::atomic::Ordering::Relaxed),
+                )
+                .duration();
+            self.enqueue(&s, stream, move |ctx| {
+                // As for a notify wait: the waker is registered only when the wait would block.
+                let lazy = ctx.lazy_cancel(|| {
+                    let r2 = Arc::clone(&r);
+                    move || r2.slot().wake_all(&r2.file.waiter())
+                });
+                let noted = std::cell::Cell::new(false);
+                let cancel = || {
+                    // Asked right before each sleep: note on what, for a queue that stays full.
+                    if !noted.replace(true) {
+                        ctx.set_blocked_on(
+                            crate::Blocked::CntWait {
+                                dev: r.dev,
+                                id: r.id,
+                                forever: t.is_none(),
+                            }
+                            .note(),
+                        );
+                    }
+                    lazy.check() || r.file.map.lost()
+                };
+                let out = r.slot().wait(
+                    &r.file.waiter(),
+                    wait.mode,
+                    wait.value,
+                    wait.on_satisfied,
+                    CntWaitArgs {
+                        generation: r.generation,
+                        timeout: t,
+                        cancel: &cancel,
+                    },
+                );
+                if noted.get() {
+                    ctx.set_blocked_on(0);
+                }
+                r.file.intact()?;
+                cnt_outcome(out, &r, &wait, t)
+            })
         })
     }
 
     fn cnt_reset(&self, cnt: RawCntNotify, stream: RawStream) -> Result<(), SimError> {
-        self.cnt_record(cnt, stream, CntRecord::set(0))
+        self.checked(|| self.cnt_record(cnt, stream, CntRecord::set(0)))
     }
 
     fn cnt_notifies_free(&self, device: u32) -> Result<u32, SimError> {
-        self.cnt_require()?;
-        self.device_ok(device)?;
-        let file = self.cnt_file()?;
-        // Ids that only dead owners hold are as good as free: a create would reclaim them.
-        file.reclaim_dead(device..device + 1);
-        let pool = file
-            .pool(device)
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "no count-notify id pool"))?;
-        Ok(pool.capacity().saturating_sub(pool.in_use()))
+        self.checked(|| {
+            self.cnt_require()?;
+            self.device_ok(device)?;
+            let file = self.cnt_file()?;
+            // Ids that only dead owners hold are as good as free: a create would reclaim them.
+            file.reclaim_dead(device..device + 1);
+            let pool = file
+                .pool(device)
+                .ok_or_else(|| SimError::new(Error::DrvInternalError, "no count-notify id pool"))?;
+            Ok(pool.capacity().saturating_sub(pool.in_use()))
+        })
     }
 }
 

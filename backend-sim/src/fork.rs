@@ -80,6 +80,7 @@ extern "C" fn in_forked_child() {
     crate::sys::in_forked_child();
     crate::shm::in_forked_child();
     crate::cnt::in_forked_child();
+    crate::ipc_event::in_forked_child();
     crate::mem::file::in_forked_child();
     crate::sigbus::in_forked_child();
 }

@@ -11,11 +11,21 @@
 //! The creator opens the path with `O_CREAT | O_EXCL` (so exactly one process creates), sets
 //! mode 0600, sizes the file with one `ftruncate` (so its size is 0 or the full size, never
 //! anything between), maps it, writes its pid and the header fields, and publishes the header
-//! by storing the ready word last. An opener that finds the file waits, at most
-//! [`INIT_WAIT`], for a non-zero size and then for the ready word. A file left at size 0 or
-//! unpublished by a creator that died is removed and created afresh (once) by a read-write
-//! opener; a size that is neither 0 nor at least a page cannot come from a creator and is
-//! reported at once.
+//! by storing the ready word last. From its create until it has published, the creator holds
+//! an exclusive `flock` on the file (the *init lock*), taken right after the create; once it
+//! holds it, it checks that the path still names its file (see below) before it goes on.
+//!
+//! An opener that finds the file unpublished (size 0, or the ready word not set) tries the init
+//! lock without blocking. Held: a creator is at work, so the opener waits for it, at most
+//! [`INIT_WAIT`]. Free: nobody is initialising the file (its creator died, or something else
+//! made an empty file there); looked at again under the lock, a file still unpublished is
+//! abandoned, and a read-write opener removes it at once (if the path still names that file)
+//! and creates it afresh. A lock is released by the kernel when its holder dies, so a dead
+//! creator costs no wait. A creator that has not taken its lock yet when an opener finds the
+//! file may see it removed: the check after its lock sends it back to the start, so nobody
+//! initialises or attaches to a file that is no longer at the path (an opener attaches only to
+//! a published file, and a published file is never removed this way). A size that is neither
+//! 0 nor at least a page cannot come from a creator and is reported at once.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -276,7 +286,26 @@ impl Open<'_> {
                 };
                 if fd >= 0 {
                     let fd = Fd(fd);
-                    return self.initialise(&fd, fill).map(|m| Some(self.keep(m, fd)));
+                    // SAFETY: flock on a descriptor we own; blocks only while an opener that
+                    // found the file first holds it for its look (microseconds).
+                    unsafe { libc::flock(fd.0, libc::LOCK_EX) };
+                    if !names(path, &fd) {
+                        // Taken for abandoned and removed before we locked it: start again.
+                        if recreated {
+                            return Err(kind.bad_file(
+                                path,
+                                "it was removed twice while this process created it",
+                            ));
+                        }
+                        recreated = true;
+                        continue;
+                    }
+                    let m = self.initialise(&fd, fill);
+                    // Published (or removed on failure): the init lock has done its work (a
+                    // descriptor kept with the map would otherwise hold it for ever).
+                    // SAFETY: as above.
+                    unsafe { libc::flock(fd.0, libc::LOCK_UN) };
+                    return m.map(|m| Some(self.keep(m, fd)));
                 }
                 let e = std::io::Error::last_os_error();
                 if e.raw_os_error() != Some(libc::EEXIST) {
@@ -306,12 +335,9 @@ impl Open<'_> {
             let fd = Fd(fd);
             match self.attach(&fd, &validate)? {
                 Some(m) => return Ok(Some(self.keep(m, fd))),
-                None if self.create && !recreated => {
-                    // Abandoned by a creator that died before initialising it: remove and
-                    // create afresh (once).
-                    recreated = true;
-                    let _ = std::fs::remove_file(path);
-                }
+                // Abandoned by a creator that died before initialising it, and removed by
+                // `attach`: create afresh (once).
+                None if self.create && !recreated => recreated = true,
                 None => {
                     return Err(kind.bad_file(
                         path,
@@ -385,10 +411,11 @@ impl Open<'_> {
         }
         let start = Instant::now();
         let mut size = st.st_size as u64;
-        // A creator sizes the file in one step: only 0 (not sized yet) is worth waiting for.
+        // A creator sizes the file in one step: only 0 (not sized yet) is worth waiting for,
+        // and only while a creator holds the init lock.
         while size == 0 {
-            if start.elapsed() > self.init_wait {
-                return Ok(None);
+            if self.abandoned(fd, |size| size == 0)? || start.elapsed() > self.init_wait {
+                return self.give_up(fd);
             }
             std::thread::sleep(Duration::from_millis(1));
             size = fstat(fd, path, kind)?.st_size as u64;
@@ -402,10 +429,14 @@ impl Open<'_> {
             if h.ready().load(SeqCst) != 0 {
                 return Err(kind.bad_file(path, "corrupt header (bad ready word)"));
             }
+            let unpublished = |_| h.ready().load(SeqCst) != READY;
+            if self.abandoned(fd, unpublished)? {
+                return self.give_up(fd);
+            }
             if start.elapsed() > self.init_wait {
                 let creator = h.creator_pid().load(SeqCst);
                 if creator > 0 && !sys::pid_alive(creator, 0) {
-                    return Ok(None);
+                    return self.give_up(fd);
                 }
                 return Err(kind.bad_file(
                     path,
@@ -422,6 +453,50 @@ impl Open<'_> {
         drop(head);
         Ok(Some(Map::new(fd, self.total, self.writable, path, kind)?))
     }
+}
+
+impl Open<'_> {
+    /// Whether the file behind `fd` is abandoned: nobody holds its init lock and, looked at
+    /// again while this process holds it, `unfinished(size)` still says it was never
+    /// published. The lock is released again before returning.
+    fn abandoned(&self, fd: &Fd, unfinished: impl Fn(u64) -> bool) -> Result<bool, SimError> {
+        // SAFETY: flock on a descriptor we own, without blocking.
+        if unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            return Ok(false); // a creator is at work (or another opener is looking)
+        }
+        let size = fstat(fd, self.path, self.kind).map(|st| st.st_size as u64);
+        let gone = size.map(&unfinished);
+        // SAFETY: as above; releases the lock taken just now.
+        unsafe { libc::flock(fd.0, libc::LOCK_UN) };
+        gone
+    }
+
+    /// Gives up on an abandoned file: a read-write opener removes it, under its init lock and
+    /// only if the path still names it (another opener may have replaced it already), so
+    /// that it can be created afresh. `Ok(None)` either way (see [`Open::open`]).
+    fn give_up(&self, fd: &Fd) -> Result<Option<Map>, SimError> {
+        if self.create {
+            // SAFETY: flock on a descriptor we own; released when `fd` is closed.
+            if unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) } == 0
+                && names(self.path, fd)
+            {
+                let _ = std::fs::remove_file(self.path);
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Whether `path` still names the file open as `fd` (same device and inode).
+fn names(path: &Path, fd: &Fd) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(m) = std::fs::symlink_metadata(path) else {
+        return false;
+    };
+    // SAFETY: all-zero bytes are a valid `stat`; fstat fills it from a descriptor we own.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    unsafe { libc::fstat(fd.0, &mut st) == 0 && m.dev() == st.st_dev && m.ino() == st.st_ino }
 }
 
 /// Refuses a file whose processes live in another PID namespace than this one (a container
@@ -642,8 +717,60 @@ mod tests {
         assert!(e.contains("bad ready word"), "{e}");
     }
 
+    /// An empty file nobody is initialising (a creator that died before sizing it, or any
+    /// process that made an empty file there) is re-created at once by a read-write opener,
+    /// without the wait for a creator at work, and refused at once by a read-only one.
+    #[test]
+    fn an_empty_file_nobody_initialises_is_taken_over_without_waiting() {
+        let p = TempPath::new("empty-fast");
+        for create in [false, true] {
+            p.plant(&[]);
+            let o = Open {
+                init_wait: INIT_WAIT,
+                ..p.open(create, create)
+            };
+            let t0 = Instant::now();
+            let r = o.open(fill, check);
+            let took = t0.elapsed();
+            assert!(took < INIT_WAIT / 5, "create {create}: took {took:?}");
+            if create {
+                let m = r.unwrap().unwrap();
+                assert_eq!(m.header::<TestHeader>().value.load(SeqCst), 42);
+            } else {
+                assert!(err_text(r).contains("never initialised"));
+            }
+            let _ = std::fs::remove_file(&p.0);
+        }
+    }
+
+    /// An empty file whose init lock is held (a creator at work) is waited for, and not
+    /// removed when the wait ends: its creator is alive.
+    #[test]
+    fn an_empty_file_whose_creator_holds_the_init_lock_is_waited_for() {
+        let p = TempPath::new("empty-held");
+        p.plant(&[]);
+        let creator = std::fs::File::open(&p.0).unwrap();
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: flock on a descriptor `creator` owns.
+        let locked = unsafe { libc::flock(creator.as_raw_fd(), libc::LOCK_EX) };
+        assert_eq!(locked, 0);
+        let t0 = Instant::now();
+        let e = err_text(p.open(true, true).open(fill, check));
+        assert!(e.contains("never initialised"), "{e}");
+        assert!(
+            t0.elapsed() >= Duration::from_millis(100),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert!(p.0.exists(), "a file whose creator is at work was removed");
+        drop(creator);
+        // Released (the creator died): taken over.
+        let m = p.open(true, true).open(fill, check).unwrap().unwrap();
+        assert_eq!(m.header::<TestHeader>().value.load(SeqCst), 42);
+    }
+
     /// An empty file (a creator that died before sizing it) is re-created by a read-write
-    /// opener after the wait, and refused by a read-only one.
+    /// opener, and refused by a read-only one.
     #[test]
     fn an_abandoned_empty_file_is_recreated() {
         let p = TempPath::new("empty");

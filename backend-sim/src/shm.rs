@@ -563,6 +563,30 @@ impl ShmFile {
         self.sigbus.intact(&self.path)
     }
 
+    /// Every size boundary of the layout: where each region starts (the header's end
+    /// included), where the second page of each per-device array starts, the end of the
+    /// first device's part of each, and the file's end. For truncation tests.
+    #[cfg(test)]
+    pub(crate) fn layout_boundaries(&self) -> Vec<(&'static str, usize)> {
+        let l = &self.layout;
+        let n = l.max as usize;
+        vec![
+            ("nothing kept", 0),
+            ("process table", l.procs_off),
+            ("device headers", l.devs_off),
+            ("id pools", l.pools_off),
+            ("id pool page 2", l.pools_off + PAGE),
+            ("device 1's id pool", l.pools_off + l.pool_stride),
+            ("notify slots", l.slots_off),
+            ("notify slots page 2", l.slots_off + PAGE),
+            ("device 1's notify slots", l.slots_off + n * SLOT_BYTES),
+            ("whitelists", l.whitelists_off),
+            ("whitelists page 2", l.whitelists_off + PAGE),
+            ("device 1's whitelists", l.whitelists_off + n * l.wl_size),
+            ("end (nothing cut)", l.total),
+        ]
+    }
+
     /// Whether the file shrank under this process's mapping (see [`intact`](Self::intact)).
     #[inline]
     pub(crate) fn is_lost(&self) -> bool {
@@ -911,6 +935,8 @@ impl ShmFile {
 
     // ---- processes ---------------------------------------------------------------------
 
+    /// Takes a free entry by a CAS from 0 (so two processes never share one), fills it in and
+    /// publishes it alive last; a reclaimer meanwhile sees it claiming, by a live pid.
     fn register(&self) -> Option<u32> {
         let claiming = (u64::from(P_CLAIMING) << 32) | u64::from(self.pid as u32);
         for i in 0..MAX_PROCS {
@@ -1030,6 +1056,11 @@ impl ShmFile {
             let pid = w as u32 as i32;
             let taken = match state {
                 P_FREE => false,
+                // Decided by /proc, taken by a CAS from the word read: an entry that changed
+                // meanwhile (freed, re-registered) is left alone. The liveness test is by pid
+                // and start time in ticks, so a dead process whose pid was given, within the
+                // same tick, to a process of another kind keeps its entry until that one dies
+                // too: a late reclaim, never a live process's references dropped.
                 P_CLAIMING | P_ALIVE => !self.proc_alive(i) && take(e, w),
                 P_RECLAIMING => {
                     // Taken over only if the reclaimer (the word's pid) itself died.
@@ -1556,6 +1587,10 @@ impl SlotRef {
 
     #[cold]
     fn gone(&self) -> SimError {
+        // Zeros read from a page a truncation cut off are not another process's doing.
+        if let Err(e) = self.file.intact() {
+            return e;
+        }
         SimError::new(
             Error::DrvInternalError,
             format!(

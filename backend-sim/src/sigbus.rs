@@ -16,7 +16,7 @@
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 
 use acl_notify_core::Error;
 
@@ -39,6 +39,17 @@ static REGIONS: [Region; SLOTS] = [const {
         lost: AtomicBool::new(false),
     }
 }; SLOTS];
+
+/// Pages this process's handler has replaced with zero pages, ever: a call that reads it
+/// before and after touching shared files knows whether it hit a cut-off page meanwhile
+/// ([`crate::lost`]).
+static FAULTS: AtomicU64 = AtomicU64::new(0);
+
+/// How many cut-off pages the handler has replaced so far (see [`FAULTS`]).
+#[inline]
+pub(crate) fn faults() -> u64 {
+    FAULTS.load(Ordering::SeqCst)
+}
 
 /// Whether our handler is installed: [`NONE`], [`INSTALLING`] or [`INSTALLED`]. Not a `Once`:
 /// a child forked while another thread ran it would wait for ever (see [`crate::fork`]).
@@ -120,7 +131,7 @@ impl Drop for Registration {
 }
 
 #[cold]
-fn lost_error(path: &Path) -> SimError {
+pub(crate) fn lost_error(path: &Path) -> SimError {
     SimError::new(
         Error::DrvInternalError,
         format!(
@@ -206,6 +217,7 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
                 };
                 if p != libc::MAP_FAILED {
                     r.lost.store(true, Ordering::SeqCst);
+                    FAULTS.fetch_add(1, Ordering::SeqCst);
                     return;
                 }
                 break;

@@ -1,5 +1,6 @@
-//! Races on one notify handle from several threads of one process (issue 22): concurrent
-//! exports must leave exactly one winner whose key imports.
+//! Races found by adversarial testing (issue 22): concurrent exports of one handle must leave
+//! exactly one winner whose key imports; a namespace file left empty by a creator that died
+//! (or by anyone) is taken over at once, not after the 5 s wait for a creator at work.
 
 use std::sync::{Arc, Barrier};
 use std::thread;
@@ -80,4 +81,35 @@ fn concurrent_exports_of_one_handle_have_one_winner_whose_key_imports() {
         sim.destroy_notify(n).unwrap();
     }
     assert_eq!(sim.notifies_free(0).unwrap(), 8192, "no id leaked");
+}
+
+/// An empty namespace file (what a creator killed between its create and its sizing leaves,
+/// or a stray `touch`) no longer makes the first open wait 5 s for a creator: nobody holds
+/// its init lock, so it is removed and created afresh at once.
+#[test]
+fn an_empty_namespace_file_is_taken_over_at_once() {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let ns = Ns::new("empty-file");
+    let path = acl_notify_sim::inspect::notify_file_path(&ns.0, 0);
+    let _ = std::fs::remove_file(&path);
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let t0 = std::time::Instant::now();
+    let sim = Sim::builder()
+        .soc(Soc::Ascend910B)
+        .devices(2)
+        .namespace(&ns.0)
+        .open()
+        .unwrap();
+    let took = t0.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "open took {took:?}"
+    );
+    sim.create_notify(0, CreateFlags::empty()).unwrap();
 }

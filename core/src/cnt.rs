@@ -602,7 +602,11 @@ impl CntSlot {
             return false;
         }
         if self.generation() != generation {
-            // Someone retired and re-claimed it between our two loads: put it back.
+            // Someone retired and re-claimed it between our two loads: put it back. Until we
+            // do, that incarnation reads Busy, and a wait on it that looks then reports the
+            // slot corrupt (507899): a false failure, never a false success, and only for a
+            // release of an incarnation that is already gone (a second release, or a garbage
+            // collection racing the owner's destroy).
             self.state.store(S_LIVE, SeqCst);
             return false;
         }
@@ -615,6 +619,12 @@ impl CntSlot {
 
     /// Applies a record and wakes the waiters if any; returns the new count. `pid` is noted as
     /// the last recorder.
+    ///
+    /// The count changes by one atomic operation (a store for SET), so records racing each
+    /// other or a clearing wait (a CAS from the value it saw to 0) are applied in some order,
+    /// none lost. The caller checks the slot is live at its generation first and holds a
+    /// reference meanwhile, so the slot cannot be released and re-claimed between the check
+    /// and the record (unless another process took the caller for dead: see the simulator).
     pub fn record<W: Waiter>(&self, w: &W, rec: CntRecord, pid: i32) -> u32 {
         let new = match rec.mode {
             CntRecordMode::Set => {

@@ -28,6 +28,35 @@
 //!   platform). The bitmap makes references of a dead process reclaimable: the survivors clear
 //!   its bit and cancel its tickets ([`NotifySlot::reclaim_proc`]).
 //!
+//! # Concurrency of the slot's operations
+//!
+//! Any thread of any process may call any operation on one slot at any time, so no operation
+//! may read a field, decide, then write on the strength of what it read unless the write
+//! re-checks it. Each one, and why it holds:
+//!
+//! - [`claim`](NotifySlot::claim): a CAS Free → Claiming decides; only the winner fills in the
+//!   fields, and it publishes Live last.
+//! - [`export_with`](NotifySlot::export_with): a CAS none → exporting decides; only the winner
+//!   prepares, writes the nonce and publishes (issue 22: the nonce used to be written first).
+//! - [`join`](NotifySlot::join) (import): a CAS loop on the holder bitmap, refusing an empty
+//!   one (nobody joins a notify that has no holder); then a re-check of the generation, undone
+//!   by [`leave`](NotifySlot::leave) if the slot was retired meanwhile.
+//! - [`leave`](NotifySlot::leave) (destroy): one `fetch_and` decides who was last; the retire
+//!   is a CAS from the state word read while still holding, so it never acts on a later
+//!   incarnation.
+//! - [`NotifySync::record`] is one swap; [`NotifySync::reset`] (batch reset) and
+//!   [`NotifySync::try_consume`] one CAS each: a record racing them lands before (and is reset
+//!   or consumed) or after (and stays); never half.
+//! - The waiter queue (tickets, ring, head) moves by CAS only; see its methods.
+//! - [`retire_orphan`](NotifySlot::retire_orphan) and
+//!   [`clear_stray_holders`](NotifySlot::clear_stray_holders) read, then write: they are for
+//!   a repair pass that has seen the slot unchanged for a grace period and holds the process
+//!   table entries whose bits it clears, so that nobody can be between the steps they repair.
+//! - [`set_whitelist_index`](NotifySlot::set_whitelist_index) and the diagnostics of
+//!   [`record`](NotifySlot::record) (last recorder and time) are plain stores: the first has
+//!   one writer (the owner, while exporting), the second are diagnostics, where the last of
+//!   two racing records winning either field is as true as the other.
+//!
 //! # Trust
 //!
 //! Other processes write this memory, so every value read from it is checked before use

@@ -238,6 +238,7 @@ fn build_everything() -> Result<Prefix, String> {
         "extensions",
         "cnt",
         "events",
+        "ipc_event",
         "finalize_race",
         "stream_full",
         "fork_child",
@@ -930,6 +931,43 @@ events_per_soc! {
     events_contexts_and_stream_modes_ascend310p => Ascend310P,
     events_contexts_and_stream_modes_ascend910 => Ascend910,
     events_contexts_and_stream_modes_ipv350 => IPV350,
+}
+
+// ---- an IPC event shared by two processes (tests/c/ipc_event.c) --------------------------------
+
+fn ipc_event_flow(soc: Soc) {
+    let p = setup();
+    let s = Scratch::new(&format!("ipcevt-{}", soc.name()));
+    let mut owner = s.cmd(&p.bin.join("ipc_event"), soc.name());
+    owner.arg("owner").arg(&s.dir);
+    let mut opener = s.cmd(&p.bin.join("ipc_event"), soc.name());
+    opener.arg("opener").arg(&s.dir);
+    let procs = vec![
+        spawn("owner", &mut owner).expect("start owner"),
+        spawn("opener", &mut opener).expect("start opener"),
+    ];
+    let o = run_all(procs, Duration::from_secs(60));
+    let removed = s.remove_namespace();
+    let why = report(&o);
+    assert!(o.iter().all(Outcome::ok), "{soc}: {why}");
+    assert!(o[0].stdout.contains("ipc_event owner: ok"), "{why}");
+    assert!(o[1].stdout.contains("ipc_event opener: ok"), "{why}");
+    assert!(removed >= 1, "the namespace left no file to remove\n{why}");
+}
+
+#[test]
+fn an_ipc_event_orders_a_stream_of_another_process_on_every_soc_that_has_them() {
+    let mut ran = 0;
+    for &soc in Soc::ALL {
+        if soc.has(acl_notify_core::Feature::IpcEvent) {
+            ipc_event_flow(soc);
+            ran += 1;
+        }
+    }
+    assert_eq!(
+        ran, 3,
+        "Ascend950PR, Ascend910_93 and Ascend910B have IPC events"
+    );
 }
 
 // ---- the two-process flow ---------------------------------------------------------------------

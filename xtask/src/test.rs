@@ -76,6 +76,10 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
                     "--exclude",
                     "acl-notify-fuzz-targets",
                     "--no-fail-fast",
+                    "--",
+                    // Its own step below.
+                    "--skip",
+                    PAIRS_TEST,
                 ])
                 // Tools `for_test` installed: the tests that use them must not skip.
                 .env("ACL_NOTIFY_REQUIRE_TOOLS", "1")
@@ -104,6 +108,20 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     // Model checking of the record/wait protocol, FIFO release, the lock-free id pool and the
     // stream queue.
     steps.run("loom (preemption bound 2)", || crate::longci::loom(2));
+    // Every pair of control-plane calls at once on one notify, from threads and processes.
+    steps.run("stress: concurrent control-plane pairs", || {
+        status(cargo().args([
+            "test",
+            "--quiet",
+            "-p",
+            "acl-notify-stress",
+            "--test",
+            "pairs",
+            "--",
+            "--exact",
+            PAIRS_TEST,
+        ]))
+    });
     // P processes x S streams x K notifies with SIGKILL faults: prints `lost: 0`.
     steps.run("stress (8 runs, SIGKILL faults)", || {
         crate::stress::stress(&crate::stress::StressArgs {
@@ -130,6 +148,10 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     });
     steps.finish("test")
 }
+
+/// The test of `stress/tests/pairs.rs`: every pair of control-plane calls run at once on one
+/// notify (a step of its own; the workspace step skips it).
+const PAIRS_TEST: &str = "every_pair_of_control_plane_calls_on_one_notify";
 
 /// The simulator's examples, and the arguments that keep each short: they are documentation,
 /// so they must keep working, not only compiling.
