@@ -57,8 +57,10 @@ mod repair;
 mod ring;
 pub mod shm;
 mod sigbus;
+mod spin;
 pub mod stream;
 mod sys;
+pub mod waitgraph;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -78,6 +80,7 @@ use acl_notify_core::{
     Timeout,
 };
 
+pub use acl_notify_core::table::MergedRecords;
 pub use error::SimError;
 pub use shm::GcReport;
 
@@ -96,6 +99,7 @@ pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
 /// Environment variable placing stream workers on CPUs: `off` (default), `spread`, or a CPU
 /// list such as `0,2-3` (see [`StreamCpus`]).
 pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
+pub use spin::ENV_SPIN_BUDGET;
 /// Environment variable bounding, in whole seconds, how long a record, wait or host function
 /// waits for room in a stream whose task queue is full before it fails with 507002
 /// (`ACL_ERROR_RT_STREAM_TASK_FULL`); `0` waits for ever, as CANN does (default 60).
@@ -336,6 +340,7 @@ impl SimBuilder {
         )?
         .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
         let tag = next_tag();
+        let namespace_for_graph = namespace.clone();
         let pid = sys::getpid();
         // What a whitelist entry for this process holds (see `sys::process_identity`).
         let identity = sys::process_identity(pid).unwrap_or(0);
@@ -369,6 +374,10 @@ impl SimBuilder {
                 cnt: cnt::CntState::new(tag ^ 0x4000),
                 mem: mem::MemState::new(self.device_memory),
                 events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
+                graph: waitgraph::WaitGraph::open(&namespace_for_graph, true)
+                    .ok()
+                    .flatten()
+                    .map(Arc::new),
             }),
         })
     }
@@ -476,6 +485,9 @@ struct Inner {
     mem: mem::MemState,
     /// Events (`event`): this process's handles and per-device id pools.
     events: event::EventState,
+    /// The namespace's wait-for graph (`None` if its file could not be opened: streams are
+    /// then not published, and deadlocks are reported as plain timeouts).
+    graph: Option<Arc<waitgraph::WaitGraph>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -571,10 +583,25 @@ struct Pins {
 /// A stream's counted reference to a notify (see [`NotifyEntry::pin`]).
 struct StreamPin(Arc<SlotRef>);
 
+impl StreamPin {
+    /// The notify as the wait-for graph names it.
+    #[inline]
+    fn target(&self) -> waitgraph::Target {
+        let r = &self.0;
+        waitgraph::Target {
+            server: r.file().server(),
+            device: r.device(),
+            id: r.id(),
+        }
+    }
+}
+
 struct StreamEntry {
     stream: Arc<SimStream>,
     device: u32,
     default: bool,
+    /// The stream's entry in the wait-for graph (`None`: not published).
+    graph: Option<Arc<waitgraph::StreamSlot>>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -678,8 +705,10 @@ impl Sim {
     /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
     /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `off`,
     /// see [`StreamCpus`]), `ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT` (seconds, default 60, `0` for
-    /// ever; see [`SimBuilder::enqueue_timeout`]). A variable that is set but invalid is an error (107000) naming it,
-    /// never a silent default.
+    /// ever; see [`SimBuilder::enqueue_timeout`]), `ACL_NOTIFY_SIM_SPIN_BUDGET` (waiters that
+    /// may spin at once, default the CPUs this process may use, `0` never; see
+    /// [`ENV_SPIN_BUDGET`]). A variable that is set but invalid is an error (107000) naming
+    /// it, never a silent default.
     pub fn from_env() -> Result<Sim, SimError> {
         let var = |name: &str| -> Result<Option<String>, SimError> {
             match std::env::var(name) {
@@ -704,6 +733,7 @@ impl Sim {
         if let Some(v) = var(ENV_NAMESPACE)? {
             b = b.namespace(&v);
         }
+        spin::check_env().map_err(|why| err(Error::ParamInvalid, why))?;
         if let Some(v) = var(ENV_STREAM_CPUS)? {
             let cpus = StreamCpus::parse(&v).map_err(|why| {
                 err(
@@ -734,6 +764,18 @@ impl Sim {
                 )
             })?);
         }
+        if let Some(v) = var(waitgraph::ENV_DEADLOCK)?
+            && !matches!(v.trim(), "fail" | "report")
+        {
+            return Err(err(
+                Error::ParamInvalid,
+                format!(
+                    "{}={v:?}: expected fail (a wait in a deadlock cycle fails at once) or \
+                     report (it fails at its timeout, saying deadlock)",
+                    waitgraph::ENV_DEADLOCK
+                ),
+            ));
+        }
         if let Some(v) = var(ENV_SERVER_ID)? {
             let n = v.trim().parse::<u32>().map_err(|_| {
                 err(
@@ -755,7 +797,8 @@ impl Sim {
         Ok(shm::remove_namespace(name)?
             + cnt::remove_cnt_files(name)?
             + ipc_event::remove_evt_files(name)?
-            + mem::remove_mem_files(name)?)
+            + mem::remove_mem_files(name)?
+            + waitgraph::remove_graph_files(name)?)
     }
 
     /// The CPU a stream's worker is restricted to ([`StreamCpus`]), or `None` when the kernel
@@ -772,9 +815,12 @@ impl Sim {
         let cpu = (!cpus.is_empty()).then(|| {
             cpus[self.inner.cpu_seq.fetch_add(1, Ordering::Relaxed) as usize % cpus.len()]
         });
-        let config = StreamConfig::new(name)
+        let mut config = StreamConfig::new(name)
             .cpu(cpu)
             .enqueue_timeout(self.inner.enqueue_timeout);
+        if !spin::Spinner::may_spin() {
+            config = config.spin(Duration::ZERO);
+        }
         Stream::spawn(config).map_err(|e: SimError| match cpu {
             Some(c) => err(
                 e.kind(),
@@ -869,6 +915,21 @@ impl Sim {
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
     pub fn notify_is_live(&self, notify: RawNotify) -> bool {
         read(&self.inner.notifies).get(notify.0).is_some()
+    }
+
+    /// How many records of `notify` merged into an already-set flag (SPEC §1: two records
+    /// before a wait collapse into one): since the last wait took a record, and in the
+    /// notify's life, across every process that records it. A protocol that may record twice
+    /// before the wait needs an acknowledgement notify in the other direction.
+    ///
+    /// Codes: 100000-class misuse as for other notify calls; 107017 for a handle that is not
+    /// a live notify of this `Sim`.
+    pub fn merged_records(&self, notify: RawNotify) -> Result<MergedRecords, SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify)?;
+            Ok(v.r.slot().merged_records())
+        })
     }
 
     /// Destroys every notify handle whose device (the creator's device, or an importer's own
@@ -1278,16 +1339,60 @@ impl Sim {
         job: SimJob,
         check: impl FnOnce(u32, &SimJob) -> Result<(), SimError>,
     ) -> Result<(), SimError> {
-        let (s, job) = {
+        // A record is published in the wait-for graph (one store; see `waitgraph`).
+        let target = match &job {
+            SimJob::Record { pin, .. } => Some(pin.target()),
+            _ => None,
+        };
+        let (s, job, graph) = {
             let t = read(&self.inner.streams);
             let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
             check(e.device, &job)?;
             match e.stream.try_enqueue_job(job) {
-                Ok(r) => return r.map_err(|err| self.enqueue_error(&e.stream, h, err)),
-                Err(job) => (Arc::clone(&e.stream), job),
+                Ok(Ok(())) => {
+                    if let (Some(t), Some(g)) = (target, &e.graph) {
+                        g.note_record(t, e.stream.issued());
+                    }
+                    return Ok(());
+                }
+                Ok(Err(err)) => return Err(self.enqueue_error(&e.stream, h, err)),
+                Err(job) => (Arc::clone(&e.stream), job, e.graph.clone()),
             }
         };
-        self.enqueue_job(&s, h, job)
+        self.enqueue_job(&s, h, job)?;
+        if let (Some(t), Some(g)) = (target, graph) {
+            g.note_record(t, s.issued());
+        }
+        Ok(())
+    }
+
+    /// Claims the stream's entry in the wait-for graph for the stream's worker thread, which
+    /// publishes in it what a blocked wait waits on.
+    fn publish_stream(
+        &self,
+        stream: &SimStream,
+        device: u32,
+    ) -> Option<Arc<waitgraph::StreamSlot>> {
+        let slot = self
+            .inner
+            .graph
+            .as_ref()?
+            .claim(0, self.inner.server_id, device)?;
+        slot.bind_worker(stream.worker_tid());
+        Some(slot)
+    }
+
+    /// Shows stream `stream` as `handle` in the wait-for graph (the inspector's and the
+    /// deadlock reports' name for it): the C library passes the handle its callers see.
+    ///
+    /// Codes: 107017 for a handle that is not a live stream of this `Sim`.
+    pub fn set_stream_alias(&self, stream: RawStream, handle: u64) -> Result<(), SimError> {
+        let t = read(&self.inner.streams);
+        let e = t.get(stream.0).ok_or_else(|| bad_stream(stream))?;
+        if let Some(g) = &e.graph {
+            g.set_handle(handle);
+        }
+        Ok(())
     }
 
     fn enqueue_job(&self, stream: &SimStream, h: RawStream, job: SimJob) -> Result<(), SimError> {
@@ -1491,6 +1596,8 @@ impl Job<SimError> for SimJob {
 /// gradually, and a long sleep (nothing was coming) at once.
 struct AdaptiveWaiter<'a> {
     inner: SimWaiter<'a>,
+    /// Its place among the namespace's spinners ([`spin`]).
+    spinner: spin::Spinner<'a>,
     /// This wait's spin, in nanoseconds.
     spin: u64,
     /// When this wait first slept (0: it has not).
@@ -1505,6 +1612,7 @@ impl<'a> AdaptiveWaiter<'a> {
     /// `hint`: the stream's spin hint in nanoseconds (0: none yet).
     fn new(inner: SimWaiter<'a>, hint: u64) -> Self {
         AdaptiveWaiter {
+            spinner: spin::Spinner::new(inner.spinners()),
             inner,
             spin: hint.clamp(SPIN_NS, MAX_SPIN_NS),
             slept_at: Cell::new(0),
@@ -1544,6 +1652,7 @@ impl Waiter for AdaptiveWaiter<'_> {
         if self.slept_at.get() == 0 {
             self.slept_at.set(self.inner.now_ns().max(1));
         }
+        self.spinner.stop();
         self.inner.wait(word, expected, timeout);
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
@@ -1556,10 +1665,17 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.inner.stamp_ns()
     }
     fn relax(&self) {
-        self.inner.relax();
+        self.spinner.relax();
+    }
+    fn keep_spinning(&self) -> bool {
+        self.spinner.keep_spinning()
     }
     fn spin_limit(&self) -> Duration {
-        Duration::from_nanos(self.spin)
+        if spin::Spinner::may_spin() {
+            Duration::from_nanos(self.spin)
+        } else {
+            Duration::ZERO
+        }
     }
     fn proc_alive(&self, proc: u32) -> bool {
         self.inner.proc_alive(proc)
@@ -1719,6 +1835,10 @@ fn wait_slow(
     // before this one are retired (a synchronize waiting for them must not wait for this wait)
     // and the waker registered.
     let hook = std::cell::Cell::new(Some(before_block));
+    // Published in the wait-for graph while asleep; a cycle found through it (only looked
+    // for while asleep, and only with `ACL_NOTIFY_SIM_DEADLOCK=fail`) ends the wait.
+    let published: std::cell::RefCell<Option<waitgraph::Blocked>> = Default::default();
+    let deadlock: std::cell::RefCell<Option<String>> = Default::default();
     let check = || {
         if let Some(f) = hook.take() {
             f();
@@ -1731,6 +1851,16 @@ fn wait_slow(
                 }
                 .note(),
             );
+            *published.borrow_mut() = Some(waitgraph::Blocked::publish(
+                pin.target(),
+                ctx.task_number(),
+                timeout,
+            ));
+        } else if waitgraph::fail_at_once()
+            && let Some(d) = published.borrow().as_ref().and_then(|b| b.deadlock())
+        {
+            *deadlock.borrow_mut() = Some(d);
+            return true;
         }
         lazy.check() || r.file().is_lost() || !r.is_live()
     };
@@ -1748,9 +1878,26 @@ fn wait_slow(
     if hook.take().is_none() {
         ctx.set_blocked_on(0);
     }
-    let result = match out {
-        Ok(WaitOutcome::Consumed) => file.intact(),
-        _ => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
+    // A wait that timed out while others wait on it in a cycle says so (looked for before it
+    // unpublishes itself, while the cycle is still there to see).
+    let cycle = match (&out, deadlock.take()) {
+        (Ok(WaitOutcome::Cancelled), Some(d)) => Some(format!(
+            "stream wait on {} failed before its timeout ({}=fail); {d}",
+            pin.target(),
+            waitgraph::ENV_DEADLOCK
+        )),
+        (Ok(WaitOutcome::TimedOut), _) => published
+            .borrow()
+            .as_ref()
+            .and_then(|b| b.deadlock())
+            .map(|d| format!("{}; {d}", describe_wait(r, timeout, "stream wait"))),
+        _ => None,
+    };
+    drop(published.take());
+    let result = match (out, cycle) {
+        (Ok(WaitOutcome::Consumed), _) => file.intact(),
+        (_, Some(cycle)) => Err(err(Error::TaskTimeout, cycle)),
+        (out, None) => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
     };
     drop(lazy);
     result
@@ -2091,14 +2238,20 @@ impl StreamOps for Sim {
         self.device_ok(device)?;
         let n = self.inner.stream_seq.fetch_add(1, Ordering::Relaxed);
         let stream = self.spawn_stream(format!("acl-sim-d{device}-s{n}"))?;
-        write(&self.inner.streams)
+        let graph = self.publish_stream(&stream, device);
+        let h = write(&self.inner.streams)
             .insert(StreamEntry {
                 stream: Arc::new(stream),
                 device,
                 default: false,
+                graph: graph.clone(),
             })
             .map(RawStream)
-            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))
+            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
+        if let Some(g) = graph {
+            g.set_handle(h.0);
+        }
+        Ok(h)
     }
 
     fn default_stream(&self, device: u32) -> Result<RawStream, SimError> {
@@ -2108,13 +2261,18 @@ impl StreamOps for Sim {
             return Ok(RawStream(h));
         }
         let stream = self.spawn_stream(format!("acl-sim-d{device}-default"))?;
+        let graph = self.publish_stream(&stream, device);
         let h = write(&self.inner.streams)
             .insert(StreamEntry {
                 stream: Arc::new(stream),
                 device,
                 default: true,
+                graph: graph.clone(),
             })
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
+        if let Some(g) = graph {
+            g.set_handle(h);
+        }
         d[device as usize] = Some(h);
         Ok(RawStream(h))
     }
