@@ -226,7 +226,7 @@ pub const IDENTITY_PIDFS: u64 = 1 << 63;
 const PID_FS_MAGIC: i64 = 0x5049_4446;
 
 /// The identity a whitelist entry records for process `pid` of this machine, or `None` if no
-/// such process is running (the entry then matches nobody).
+/// such process is running, a zombie included (the entry then matches nobody).
 ///
 /// Where pidfds live on pidfs (Linux 6.9 and later), the identity is the inode number of a
 /// pidfd of the process, tagged with [`IDENTITY_PIDFS`]: the kernel numbers each process's
@@ -240,7 +240,9 @@ pub fn process_identity(pid: i32) -> Option<u64> {
         return None;
     }
     match pidfs_inode(pid) {
-        Ok(Some(ino)) => Some(IDENTITY_PIDFS | ino),
+        // A zombie has a pidfd too, but it is not running: none, as for the start time (the
+        // check comes after the pidfd, so a process replacing it meanwhile is not named).
+        Ok(Some(ino)) => proc_start_time(pid).map(|_| IDENTITY_PIDFS | ino),
         Ok(None) => proc_start_time(pid),
         Err(()) => None,
     }
@@ -310,6 +312,24 @@ mod tests {
         let mut kid = std::process::Command::new("true").spawn().unwrap();
         let pid = kid.id() as i32;
         let theirs = process_identity(pid);
+        // Exited, not reaped: a zombie is not running either.
+        // SAFETY: all-zero bytes are a valid siginfo_t (a plain C struct).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: waitid with WNOWAIT fills `info` and leaves the child to be reaped.
+        let w = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(w, 0);
+        assert_eq!(process_identity(pid), None, "a zombie: not running");
+        assert!(
+            !identity_alive(pid, theirs.unwrap_or(1)),
+            "a zombie is dead"
+        );
         kid.wait().unwrap();
         assert_eq!(process_identity(pid), None, "reaped: not running");
         assert!(!identity_alive(pid, theirs.unwrap_or(1)));
