@@ -30,6 +30,7 @@ use acl_notify_core::{Backend, Error, Feature, RawStream, SyncWait, Timeout};
 
 use crate::error::SimError;
 use crate::handles::Slab;
+use crate::ipc_event::{EvtState, IpcRef};
 use crate::stream::TaskCtx;
 use crate::{Sim, sys};
 
@@ -70,6 +71,8 @@ struct EvState {
 pub(crate) struct SimEvent {
     device: u32,
     spec: EventSpec,
+    /// An IPC event's shared slot (its state lives there, not in `st`).
+    ipc: Option<IpcRef>,
     st: Mutex<EvState>,
     cv: Condvar,
     ids: Arc<IdPools>,
@@ -117,6 +120,8 @@ impl IdPools {
 pub(crate) struct EventState {
     handles: RwLock<Slab<Arc<SimEvent>>>,
     ids: Arc<IdPools>,
+    /// The IPC event file, opened on first use.
+    ipc: EvtState,
 }
 
 impl EventState {
@@ -127,6 +132,7 @@ impl EventState {
                 max,
                 devices: Mutex::new(vec![(0, Vec::new()); devices as usize]),
             }),
+            ipc: EvtState::new(),
         }
     }
 
@@ -280,9 +286,16 @@ impl EventOps for Sim {
                 format!("device {device} does not exist"),
             ));
         }
+        let ipc = if spec.ipc() {
+            self.ipc_events_supported()?;
+            Some(self.evt_file()?.claim(device)?)
+        } else {
+            None
+        };
         let ev = Arc::new(SimEvent {
             device,
             spec,
+            ipc,
             st: Mutex::new(EvState::default()),
             cv: Condvar::new(),
             ids: Arc::clone(&self.inner.events.ids),
@@ -324,6 +337,18 @@ impl EventOps for Sim {
         let ev = self.event(event)?;
         device_only(&ev, "record")?;
         let (s, _) = self.stream(stream)?;
+        if let Some(r) = &ev.ipc {
+            let n = r.issue()?;
+            let task_ev = Arc::clone(&ev);
+            let queued = self.enqueue(&s, stream, move |_| match &task_ev.ipc {
+                Some(r) => r.complete(n),
+                None => Ok(()),
+            });
+            if queued.is_err() {
+                r.unissue(n);
+            }
+            return queued;
+        }
         let mark = Arc::new(Mark::default());
         let previous = {
             let mut st = lock(&ev.st);
@@ -394,6 +419,18 @@ impl EventOps for Sim {
         let t = timeout
             .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
             .duration();
+        if let Some(r) = &ev.ipc {
+            // As an Ex event: the latest record enqueued so far, by any holder.
+            let n = r.issued()?;
+            if n == 0 {
+                return Ok(());
+            }
+            let task_ev = Arc::clone(&ev);
+            return self.enqueue(&s, stream, move |ctx| match &task_ev.ipc {
+                Some(r) => r.stream_wait(n, t, ctx),
+                None => Ok(()),
+            });
+        }
         let kind = ev.spec.kind();
         let captured = {
             let mut st = lock(&ev.st);
@@ -433,6 +470,9 @@ impl EventOps for Sim {
 
     fn event_latest(&self, event: RawEvent) -> Result<LatestRecord, SimError> {
         let ev = self.event(event)?;
+        if let Some(r) = &ev.ipc {
+            return r.latest();
+        }
         let st = lock(&ev.st);
         Ok(match &st.latest {
             None => LatestRecord::None,
@@ -453,6 +493,23 @@ impl EventOps for Sim {
 
     fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), SimError> {
         let ev = self.event(event)?;
+        if let Some(r) = &ev.ipc {
+            let n = r.issued()?;
+            let limit = match wait {
+                SyncWait::Forever => None,
+                SyncWait::AtMost(d) => Some(d),
+            };
+            if n == 0 || r.wait_done(n, limit, &|| false)? {
+                return Ok(());
+            }
+            return Err(err(
+                Error::EventSyncTimeout,
+                format!(
+                    "the latest record of the IPC event (device {}) had not run in time",
+                    ev.device
+                ),
+            ));
+        }
         let deadline = match wait {
             SyncWait::Forever => None,
             SyncWait::AtMost(d) => Instant::now().checked_add(d),
@@ -532,13 +589,16 @@ impl EventOps for Sim {
                  shared",
             ));
         }
-        Err(err(
-            Error::FeatureNotSupport,
-            "IPC events are not simulated yet",
-        ))
+        match &ev.ipc {
+            Some(r) => r.handle(),
+            None => Err(err(
+                Error::DrvInternalError,
+                "an IPC event without its slot",
+            )),
+        }
     }
 
-    fn ipc_open_event(&self, device: u32, _handle: &IpcEventHandle) -> Result<RawEvent, SimError> {
+    fn ipc_open_event(&self, device: u32, handle: &IpcEventHandle) -> Result<RawEvent, SimError> {
         self.ipc_events_supported()?;
         if device >= self.device_count() {
             return Err(err(
@@ -546,14 +606,34 @@ impl EventOps for Sim {
                 format!("device {device} does not exist"),
             ));
         }
-        Err(err(
-            Error::FeatureNotSupport,
-            "IPC events are not simulated yet",
-        ))
+        let r = self.evt_file()?.open_handle(handle)?;
+        let spec = EventSpec::ex_with_flag(acl_notify_core::EventFlags::IPC.bits(), self.soc())
+            .map_err(|e| err(e, "IPC events"))?;
+        let ev = Arc::new(SimEvent {
+            device,
+            spec,
+            ipc: Some(r),
+            st: Mutex::new(EvState::default()),
+            cv: Condvar::new(),
+            ids: Arc::clone(&self.inner.events.ids),
+        });
+        self.inner
+            .events
+            .handles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(ev)
+            .map(RawEvent)
+            .ok_or_else(|| err(Error::ResourceAllocFail, "event handle table is full"))
     }
 }
 
 impl Sim {
+    fn evt_file(&self) -> Result<Arc<crate::ipc_event::EvtFile>, SimError> {
+        let i = &self.inner;
+        i.events.ipc.file(&i.namespace, i.server_id, i.devices)
+    }
+
     fn ipc_events_supported(&self) -> Result<(), SimError> {
         if self.soc().has(Feature::IpcEvent) {
             Ok(())

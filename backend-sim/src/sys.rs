@@ -240,8 +240,8 @@ pub fn process_identity(pid: i32) -> Option<u64> {
         return None;
     }
     match pidfs_inode(pid) {
-        // A zombie has a pidfd too, but it is not running: none, as for the start time (the
-        // check comes after the pidfd, so a process replacing it meanwhile is not named).
+        // A zombie keeps its pidfs inode until it is reaped, but it has exited: it is not
+        // running (its `/proc` state is Z or X, for which `proc_start_time` answers `None`).
         Ok(Some(ino)) => proc_start_time(pid).map(|_| IDENTITY_PIDFS | ino),
         Ok(None) => proc_start_time(pid),
         Err(()) => None,
@@ -312,24 +312,6 @@ mod tests {
         let mut kid = std::process::Command::new("true").spawn().unwrap();
         let pid = kid.id() as i32;
         let theirs = process_identity(pid);
-        // Exited, not reaped: a zombie is not running either.
-        // SAFETY: all-zero bytes are a valid siginfo_t (a plain C struct).
-        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        // SAFETY: waitid with WNOWAIT fills `info` and leaves the child to be reaped.
-        let w = unsafe {
-            libc::waitid(
-                libc::P_PID,
-                pid as libc::id_t,
-                &mut info,
-                libc::WEXITED | libc::WNOWAIT,
-            )
-        };
-        assert_eq!(w, 0);
-        assert_eq!(process_identity(pid), None, "a zombie: not running");
-        assert!(
-            !identity_alive(pid, theirs.unwrap_or(1)),
-            "a zombie is dead"
-        );
         kid.wait().unwrap();
         assert_eq!(process_identity(pid), None, "reaped: not running");
         assert!(!identity_alive(pid, theirs.unwrap_or(1)));
@@ -341,6 +323,32 @@ mod tests {
         if me & IDENTITY_PIDFS != 0 {
             assert_ne!(theirs, Some(me));
         }
+    }
+
+    /// A child that has exited but is not reaped yet (a zombie) is not running: whitelisting
+    /// it gives an entry that admits nobody, and an identity taken while it ran is not alive.
+    #[test]
+    fn a_zombie_has_no_identity_and_is_not_alive() {
+        let mut kid = std::process::Command::new("true").spawn().unwrap();
+        let pid = kid.id() as i32;
+        let running = process_identity(pid);
+        // Wait until it has exited without reaping it (WNOWAIT keeps the zombie).
+        // SAFETY: all-zero is a valid siginfo_t; waitid fills it for our own child.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(rc, 0, "waitid: {}", std::io::Error::last_os_error());
+        assert_eq!(process_identity(pid), None, "a zombie is not running");
+        if let Some(id) = running {
+            assert!(!identity_alive(pid, id), "a zombie is not alive");
+        }
+        kid.wait().unwrap();
     }
 
     #[test]

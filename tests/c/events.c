@@ -325,6 +325,28 @@ static void stream_modes(void) {
     CHECK(aclrtDestroyStream(s));
 }
 
+/* IPC events: Ascend950PR, Ascend910_93 and Ascend910B only (207000 elsewhere, before any
+ * argument is looked at). Their two-process use is tests/c/ipc_event.c. */
+static void ipc_event_support(void) {
+    const char *soc = aclrtGetSocName();
+    REQUIRE(soc != NULL, "aclrtGetSocName returned NULL");
+    int has = strncmp(soc, "Ascend950PR", 11) == 0 || strncmp(soc, "Ascend910_93", 12) == 0 ||
+              strncmp(soc, "Ascend910B", 10) == 0;
+    aclrtEvent e;
+    aclrtIpcEventHandle h;
+    memset(&h, 0, sizeof h);
+    if (has) {
+        CHECK(aclrtCreateEventExWithFlag(&e, ACL_EVENT_IPC));
+        CHECK(aclrtIpcGetEventHandle(e, &h));
+        CHECK(aclrtDestroyEvent(e));
+        EXPECT_RC(aclrtIpcOpenEventHandle(h, &e), ACL_ERROR_RT_INVALID_HANDLE);
+    } else {
+        EXPECT_RC(aclrtCreateEventExWithFlag(&e, ACL_EVENT_IPC),
+                  ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+        EXPECT_RC(aclrtIpcOpenEventHandle(h, &e), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    }
+}
+
 static void no_events(void) {
     aclrtEvent e;
     CHECK(aclrtSetDevice(0));
@@ -343,6 +365,7 @@ int main(int argc, char **argv) {
         contexts();
         CHECK(aclrtSetDevice(0));
         events_basic();
+        ipc_event_support();
         stream_modes();
     }
     CHECK(aclrtResetDevice(0));

@@ -19,6 +19,10 @@
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
 //!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
 //!   stream's worker: each starts a session of its own, never hangs;
+//! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
+//!   has none, and a two-process export / whitelist / import / close);
+//! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
+//!   notifies, checking the exact sum;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
@@ -241,12 +245,15 @@ fn build_everything() -> Result<Prefix, String> {
         "cnt",
         "events",
         "export_race",
+        "ipc_event",
         "finalize_race",
         "stream_full",
         "fork_child",
         "fork_busy",
         "teardown",
         "memory",
+        "ring_allreduce",
+        "ipc_memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -694,6 +701,94 @@ fn device_memory_copies_sets_and_checks_ranges() {
     assert!(o[0].stdout.contains("memory: ok"), "{}", report(&o));
 }
 
+// ---- a ring all-reduce across processes (tests/c/ring_allreduce.c) ---------------------------
+
+/// N processes on N devices sum their float buffers with a ring of IPC memory copies and
+/// reduces ordered only by IPC notifies; every rank checks the exact sum.
+fn ring_allreduce(n: usize) {
+    let p = setup();
+    let s = Scratch::new(&format!("ring{n}"));
+    let mut cmd = s.cmd(&p.bin.join("ring_allreduce"), "Ascend910B");
+    cmd.env("ACL_NOTIFY_SIM_DEVICES", "8")
+        .arg(&s.dir)
+        .arg(n.to_string());
+    let o = run_all(
+        vec![spawn("ring_allreduce", &mut cmd).expect("start ring_allreduce")],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains(&format!("ring_allreduce N={n}: ok")),
+        "{}",
+        report(&o)
+    );
+}
+
+#[test]
+fn ring_allreduce_2() {
+    ring_allreduce(2);
+}
+
+#[test]
+fn ring_allreduce_4() {
+    ring_allreduce(4);
+}
+
+#[test]
+fn ring_allreduce_8() {
+    ring_allreduce(8);
+}
+
+// ---- IPC memory on every SoC (tests/c/ipc_memory.c) ------------------------------------------
+
+fn ipc_memory(soc: Soc) {
+    let p = setup();
+    let s = Scratch::new(&format!("ipcmem-{}", soc.name()));
+    let mut cmd = s.cmd(&p.bin.join("ipc_memory"), soc.name());
+    cmd.arg(&s.dir).arg(soc.name());
+    let o = run_all(
+        vec![spawn("ipc_memory", &mut cmd).expect("start ipc_memory")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout
+            .contains(&format!("ipc_memory {}: ok", soc.name())),
+        "{}",
+        report(&o)
+    );
+}
+
+macro_rules! ipc_memory_per_soc {
+    ($($name:ident => $soc:ident,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                ipc_memory(Soc::$soc);
+            }
+        )*
+
+        #[test]
+        fn every_soc_has_an_ipc_memory_run() {
+            let covered = [$(Soc::$soc),*];
+            for s in Soc::ALL {
+                assert!(covered.contains(s), "no IPC memory run for {s}");
+            }
+        }
+    };
+}
+
+ipc_memory_per_soc! {
+    ipc_memory_ascend950pr => Ascend950PR,
+    ipc_memory_ascend950dt => Ascend950DT,
+    ipc_memory_ascend910_93 => Ascend910_93,
+    ipc_memory_ascend910b => Ascend910B,
+    ipc_memory_ascend310b => Ascend310B,
+    ipc_memory_ascend310p => Ascend310P,
+    ipc_memory_ascend910 => Ascend910,
+    ipc_memory_ipv350 => IPV350,
+}
+
 // ---- a stream queue that stays full (tests/c/stream_full.c) -------------------------------------
 
 #[test]
@@ -945,6 +1040,43 @@ events_per_soc! {
     events_contexts_and_stream_modes_ascend310p => Ascend310P,
     events_contexts_and_stream_modes_ascend910 => Ascend910,
     events_contexts_and_stream_modes_ipv350 => IPV350,
+}
+
+// ---- an IPC event shared by two processes (tests/c/ipc_event.c) --------------------------------
+
+fn ipc_event_flow(soc: Soc) {
+    let p = setup();
+    let s = Scratch::new(&format!("ipcevt-{}", soc.name()));
+    let mut owner = s.cmd(&p.bin.join("ipc_event"), soc.name());
+    owner.arg("owner").arg(&s.dir);
+    let mut opener = s.cmd(&p.bin.join("ipc_event"), soc.name());
+    opener.arg("opener").arg(&s.dir);
+    let procs = vec![
+        spawn("owner", &mut owner).expect("start owner"),
+        spawn("opener", &mut opener).expect("start opener"),
+    ];
+    let o = run_all(procs, Duration::from_secs(60));
+    let removed = s.remove_namespace();
+    let why = report(&o);
+    assert!(o.iter().all(Outcome::ok), "{soc}: {why}");
+    assert!(o[0].stdout.contains("ipc_event owner: ok"), "{why}");
+    assert!(o[1].stdout.contains("ipc_event opener: ok"), "{why}");
+    assert!(removed >= 1, "the namespace left no file to remove\n{why}");
+}
+
+#[test]
+fn an_ipc_event_orders_a_stream_of_another_process_on_every_soc_that_has_them() {
+    let mut ran = 0;
+    for &soc in Soc::ALL {
+        if soc.has(acl_notify_core::Feature::IpcEvent) {
+            ipc_event_flow(soc);
+            ran += 1;
+        }
+    }
+    assert_eq!(
+        ran, 3,
+        "Ascend950PR, Ascend910_93 and Ascend910B have IPC events"
+    );
 }
 
 // ---- the two-process flow ---------------------------------------------------------------------

@@ -27,6 +27,16 @@ pub fn events(s: Soc) -> bool {
     s.has(Feature::Event)
 }
 
+/// SoCs with IPC events.
+pub fn ipc_events(s: Soc) -> bool {
+    s.has(Feature::IpcEvent)
+}
+
+/// SoCs with events but without IPC events.
+pub fn events_no_ipc(s: Soc) -> bool {
+    events(s) && !ipc_events(s)
+}
+
 /// SoCs without events.
 pub fn no_events(s: Soc) -> bool {
     !events(s)
@@ -53,6 +63,8 @@ pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
         case("event::destroy_with_tasks_queued", events, destroy_queued),
         case("event::stale_handles", events, stale),
         case("event::typed_api", events, typed_api),
+        case("event::ipc_handle_round_trip", ipc_events, ipc_round_trip),
+        case("event::ipc_not_supported", events_no_ipc, ipc_not_supported),
         case("stream::stop_on_failure", events, stop_on_failure),
         case("stream::abort", events, abort),
     ]
@@ -449,5 +461,73 @@ fn typed_api<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     ok!(consumer.abort());
     ok!(consumer.synchronize_within(LONG));
     ok!(x.destroy());
+    Ok(())
+}
+
+/// An IPC event's handle opens it again (here in the same process; `tests/c/ipc_event.c` does
+/// it across two): a record through one handle releases a wait through the other, and once
+/// every holder destroyed it the handle opens nothing (107017).
+fn ipc_round_trip<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let b = ctx.b;
+    let (s1, s2) = (ok!(b.create_stream(0)), ok!(b.create_stream(1)));
+    let spec = ok!(EventSpec::ex_with_flag(EventFlags::IPC.bits(), ctx.soc));
+    let e = ok!(b.event_create(0, spec));
+    let h = ok!(b.ipc_event_handle(e));
+    let o = ok!(b.ipc_open_event(1, &h));
+    // Never recorded: not pending (CANN's C API cannot tell "no record" from "ran" for an
+    // IPC event, so the driver reports the latter).
+    ensure!(
+        ok!(b.event_latest(o)) != LatestRecord::Pending,
+        "an IPC event never recorded is pending"
+    );
+    let g = gate(ctx, s1)?;
+    ok!(b.event_record(e, s1));
+    ensure_eq!(
+        ok!(b.event_latest(o)),
+        LatestRecord::Pending,
+        "seen through the other handle"
+    );
+    ok!(b.stream_wait_event(s2, o, Timeout::Forever));
+    let p = Probe::new();
+    ok!(b.launch_host_func(s2, p.call()));
+    std::thread::sleep(Duration::from_millis(100));
+    ensure_eq!(
+        p.count(),
+        0,
+        "a task behind the IPC wait ran before the record"
+    );
+    g.release(ctx)?;
+    ensure_eq!(
+        p.wait_for(1, LONG),
+        1,
+        "the task behind the IPC wait after the record"
+    );
+    ok!(b.event_synchronize(o, at_most(LONG)));
+    fails!(b.event_id(e), Error::FeatureNotSupport);
+    fails!(b.event_reset(e, s1), Error::FeatureNotSupport);
+    let plain = classic(ctx)?;
+    fails!(b.ipc_event_handle(plain), Error::ParamInvalid);
+    let mut bad = h;
+    bad.0[0] ^= 0xff;
+    fails!(b.ipc_open_event(0, &bad), Error::ParamInvalid);
+    ok!(b.event_destroy(e));
+    // The opened handle keeps it alive.
+    let again = ok!(b.ipc_open_event(0, &h));
+    ok!(b.event_destroy(again));
+    ok!(b.event_destroy(o));
+    fails!(b.ipc_open_event(0, &h), Error::InvalidHandle);
+    Ok(())
+}
+
+/// SoCs without IPC events: 207000 for the IPC flag and both handle calls.
+fn ipc_not_supported<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    fails!(
+        EventSpec::ex_with_flag(EventFlags::IPC.bits(), ctx.soc),
+        Error::FeatureNotSupport
+    );
+    let e = classic(ctx)?;
+    fails!(ctx.b.ipc_event_handle(e), Error::FeatureNotSupport);
+    let h = acl_notify_core::IpcEventHandle([0; 64]);
+    fails!(ctx.b.ipc_open_event(0, &h), Error::FeatureNotSupport);
     Ok(())
 }

@@ -1,0 +1,642 @@
+//! IPC events (`ACL_EVENT_IPC`) across processes: a shared-memory file per namespace and server,
+//! `/dev/shm/acl-notify-sim.<namespace>.evt<server>`, made and attached with the shared-file
+//! machinery of [`crate::mapfile`] (the creation protocol, owner and mode checks, `SIGBUS`
+//! safety), holding one [`EvtSlot`] per IPC event and device.
+//!
+//! # One slot
+//!
+//! `issued` counts the records enqueued by any holder (owner or opener), `done` the highest
+//! record number that has run (a futex word: waits sleep on it, records wake it). A stream
+//! wait captures `issued` when it is enqueued and stalls until `done` reaches it — the Ex
+//! semantics of `acl_notify_core::event` — and a wait on an event never recorded does nothing.
+//! `holders` counts the handles (the creator's and each opened one, in any process); the last
+//! to go frees the slot, whose generation then moves on, so a handle of a freed event is told
+//! apart (107017).
+//!
+//! # Limits [ours]
+//!
+//! 1,024 IPC events per device and server. Records that run out of order on different
+//! streams raise `done` to the highest number (a wait for an earlier one may then pass early).
+//! A slot held only by processes that died is not reclaimed until the namespace's files are
+//! removed. A handle names its server's file: opening one of another server is 107000.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::Error;
+use acl_notify_core::event::{IPC_EVENT_HANDLE_SIZE, IpcEventHandle, LatestRecord};
+
+use crate::error::SimError;
+use crate::fork::PerProcess;
+use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE};
+use crate::shm::SHM_DIR;
+use crate::stream::TaskCtx;
+use crate::sys;
+
+const MAGIC: u64 = u64::from_le_bytes(*b"ACLNEVT\x01");
+/// Bumped whenever the layout changes.
+pub const EVT_LAYOUT_VERSION: u32 = 1;
+/// IPC events per device and server [ours].
+pub const MAX_IPC_EVENTS: u32 = 1024;
+/// The first bytes of every handle this simulator writes.
+const HANDLE_MAGIC: [u8; 8] = *b"ACLNIPCE";
+/// How long a wait sleeps on the futex before it looks at its stream's cancel flag again.
+const SLICE: Duration = Duration::from_millis(20);
+
+const KIND: Kind = Kind("IPC event file");
+
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    version: AtomicU32,
+    ready: AtomicU32,
+    devices: AtomicU32,
+    max: AtomicU32,
+    creator_pid: AtomicI32,
+    slot_size: AtomicU32,
+    slots_off: AtomicU64,
+    total: AtomicU64,
+    pid_ns: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
+
+// SAFETY: `Header` is atomics only and fits in a page (asserted above).
+unsafe impl FileHeader for Header {
+    fn ready(&self) -> &AtomicU32 {
+        &self.ready
+    }
+    fn creator_pid(&self) -> &AtomicI32 {
+        &self.creator_pid
+    }
+    fn pid_ns(&self) -> &AtomicU64 {
+        &self.pid_ns
+    }
+}
+
+const FREE: u32 = 0;
+const LIVE: u32 = 1;
+const CLAIMING: u32 = 2;
+
+/// One IPC event in the file. Atomics only: other processes write it.
+#[repr(C, align(64))]
+pub(crate) struct EvtSlot {
+    state: AtomicU32,
+    generation: AtomicU32,
+    holders: AtomicU32,
+    owner_pid: AtomicI32,
+    issued: AtomicU32,
+    done: AtomicU32,
+    stamp_ns: AtomicU64,
+}
+
+const SLOT_BYTES: usize = std::mem::size_of::<EvtSlot>();
+const _: () = assert!(SLOT_BYTES == 64);
+
+fn layout_total(devices: u32) -> usize {
+    (PAGE + devices as usize * MAX_IPC_EVENTS as usize * SLOT_BYTES).div_ceil(PAGE) * PAGE
+}
+
+/// The path of a namespace's IPC event file for `server`.
+pub fn evt_file_path(namespace: &str, server: u32) -> PathBuf {
+    Path::new(SHM_DIR).join(format!(
+        "{}{namespace}.evt{server}",
+        crate::shm::FILE_PREFIX
+    ))
+}
+
+/// Deletes the IPC event files of `namespace`; returns how many were removed.
+pub fn remove_evt_files(namespace: &str) -> Result<usize, SimError> {
+    crate::shm::remove_files(namespace, "evt")
+}
+
+/// One mapped IPC event file.
+pub(crate) struct EvtFile {
+    path: PathBuf,
+    map: Map,
+    devices: u32,
+    total: usize,
+    server: u32,
+    /// The namespace's tag in handles (see [`ns_tag`]).
+    ns_tag: u64,
+    pid: i32,
+}
+
+// SAFETY: the mapping is owned by this value until drop and only accessed through atomics.
+unsafe impl Send for EvtFile {}
+// SAFETY: as above.
+unsafe impl Sync for EvtFile {}
+
+impl fmt::Debug for EvtFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EvtFile")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One mapping per file per process; a forked child starts with an empty registry.
+static REGISTRY: PerProcess<HashMap<PathBuf, Weak<EvtFile>>> = PerProcess::new(HashMap::new);
+
+/// Part of the fork handler ([`crate::fork`]).
+pub(crate) fn in_forked_child() {
+    REGISTRY.forget();
+}
+
+/// FNV-1a of the namespace: a handle of another namespace is refused, not misread.
+fn ns_tag(namespace: &str) -> u64 {
+    namespace.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
+    KIND.bad_file(path, problem)
+}
+
+impl EvtFile {
+    /// Opens (creating it if missing) the IPC event file of `namespace`/`server`, shared
+    /// within the process.
+    pub(crate) fn open(
+        namespace: &str,
+        server: u32,
+        devices: u32,
+    ) -> Result<Arc<EvtFile>, SimError> {
+        let path = evt_file_path(namespace, server);
+        crate::fork::required()?;
+        let mut reg = REGISTRY
+            .get()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = reg
+            .get(&path)
+            .and_then(Weak::upgrade)
+            .filter(|f| f.pid == sys::getpid())
+        {
+            return Ok(f);
+        }
+        let total = layout_total(devices);
+        let open = Open {
+            path: &path,
+            kind: KIND,
+            create: true,
+            writable: true,
+            total,
+            init_wait: INIT_WAIT,
+            keep_fd: false,
+        };
+        let fill = |h: &Header| {
+            h.magic.store(MAGIC, SeqCst);
+            h.version.store(EVT_LAYOUT_VERSION, SeqCst);
+            h.devices.store(devices, SeqCst);
+            h.max.store(MAX_IPC_EVENTS, SeqCst);
+            h.slot_size.store(SLOT_BYTES as u32, SeqCst);
+            h.slots_off.store(PAGE as u64, SeqCst);
+            h.total.store(total as u64, SeqCst);
+        };
+        let check = |h: &Header, size: u64| validate(h, &path, devices, total, size);
+        let map = open
+            .open(fill, check)?
+            .ok_or_else(|| bad_file(&path, "it vanished while it was opened"))?;
+        let f = Arc::new(EvtFile {
+            path: path.clone(),
+            map,
+            devices,
+            total,
+            server,
+            ns_tag: ns_tag(namespace),
+            pid: sys::getpid(),
+        });
+        reg.retain(|_, w| w.strong_count() > 0);
+        reg.insert(path, Arc::downgrade(&f));
+        Ok(f)
+    }
+
+    fn slot(&self, dev: u32, idx: u32) -> Option<&EvtSlot> {
+        if dev >= self.devices || idx >= MAX_IPC_EVENTS {
+            return None;
+        }
+        let off = PAGE + (dev as usize * MAX_IPC_EVENTS as usize + idx as usize) * SLOT_BYTES;
+        // Checked in release builds too (as in the count-notify file).
+        assert!(
+            off + SLOT_BYTES <= self.total,
+            "IPC event slot outside the layout"
+        );
+        // SAFETY: `off` is inside the mapping (asserted) and 64-byte aligned (the slots start
+        // on a page, the stride is 64); `EvtSlot` is atomics only, so any bytes are valid.
+        Some(unsafe { &*self.map.base().add(off).cast::<EvtSlot>() })
+    }
+
+    /// Claims a free slot on `dev` for a new IPC event owned by this process.
+    pub(crate) fn claim(self: &Arc<Self>, dev: u32) -> Result<IpcRef, SimError> {
+        self.map.intact(&self.path)?;
+        for idx in 0..MAX_IPC_EVENTS {
+            let Some(s) = self.slot(dev, idx) else { break };
+            if s.state
+                .compare_exchange(FREE, CLAIMING, SeqCst, SeqCst)
+                .is_err()
+            {
+                continue;
+            }
+            let generation = s.generation.fetch_add(1, SeqCst).wrapping_add(1);
+            s.holders.store(1, SeqCst);
+            s.owner_pid.store(sys::getpid(), SeqCst);
+            s.issued.store(0, SeqCst);
+            s.done.store(0, SeqCst);
+            s.stamp_ns.store(0, SeqCst);
+            s.state.store(LIVE, SeqCst);
+            return Ok(IpcRef {
+                file: Arc::clone(self),
+                dev,
+                idx,
+                generation,
+            });
+        }
+        Err(SimError::new(
+            Error::NoEventResource,
+            format!(
+                "device {dev} has no IPC event left ({MAX_IPC_EVENTS} per device in {})",
+                self.path.display()
+            ),
+        ))
+    }
+
+    /// Opens the IPC event a handle names (another holder of it).
+    pub(crate) fn open_handle(self: &Arc<Self>, h: &IpcEventHandle) -> Result<IpcRef, SimError> {
+        self.map.intact(&self.path)?;
+        let p = parse(h)?;
+        if p.ns_tag != self.ns_tag || p.server != self.server {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                "the IPC event handle belongs to another simulated machine (namespace or \
+                 server)",
+            ));
+        }
+        let gone = || {
+            SimError::new(
+                Error::InvalidHandle,
+                format!(
+                    "the IPC event of the handle (device {}, owner pid {}) no longer exists: \
+                     every process holding it destroyed it",
+                    p.dev, p.owner
+                ),
+            )
+        };
+        let s = self.slot(p.dev, p.idx).ok_or_else(|| {
+            SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "the IPC event handle names device {} slot {}, outside this machine",
+                    p.dev, p.idx
+                ),
+            )
+        })?;
+        // Take a reference only while someone still holds it.
+        let mut n = s.holders.load(SeqCst);
+        loop {
+            if n == 0 {
+                return Err(gone());
+            }
+            match s.holders.compare_exchange(n, n + 1, SeqCst, SeqCst) {
+                Ok(_) => break,
+                Err(now) => n = now,
+            }
+        }
+        let r = IpcRef {
+            file: Arc::clone(self),
+            dev: p.dev,
+            idx: p.idx,
+            generation: p.generation,
+        };
+        if s.state.load(SeqCst) != LIVE || s.generation.load(SeqCst) != p.generation {
+            // Another incarnation of the slot: give the reference back (dropping `r`).
+            drop(r);
+            return Err(gone());
+        }
+        Ok(r)
+    }
+}
+
+fn validate(
+    h: &Header,
+    path: &Path,
+    devices: u32,
+    total: usize,
+    size: u64,
+) -> Result<(), SimError> {
+    if h.magic.load(SeqCst) != MAGIC {
+        return Err(bad_file(
+            path,
+            "bad magic: not an acl-notify IPC event file",
+        ));
+    }
+    let v = h.version.load(SeqCst);
+    if v != EVT_LAYOUT_VERSION {
+        return Err(bad_file(
+            path,
+            format_args!("layout version {v}, this build reads version {EVT_LAYOUT_VERSION}"),
+        ));
+    }
+    if h.devices.load(SeqCst) != devices {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            format!(
+                "IPC event file {} simulates {} devices, but this process asked for {devices}",
+                path.display(),
+                h.devices.load(SeqCst)
+            ),
+        ));
+    }
+    let fields = [
+        (
+            "events per device",
+            u64::from(h.max.load(SeqCst)),
+            u64::from(MAX_IPC_EVENTS),
+        ),
+        (
+            "slot size",
+            u64::from(h.slot_size.load(SeqCst)),
+            SLOT_BYTES as u64,
+        ),
+        ("slot offset", h.slots_off.load(SeqCst), PAGE as u64),
+        ("total size", h.total.load(SeqCst), total as u64),
+        ("file size", size, total as u64),
+    ];
+    for (what, got, want) in fields {
+        if got != want {
+            return Err(bad_file(
+                path,
+                format_args!("corrupt header: {what} is {got}, expected {want}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What a handle says.
+struct Parsed {
+    server: u32,
+    dev: u32,
+    idx: u32,
+    generation: u32,
+    owner: i32,
+    ns_tag: u64,
+}
+
+fn word(h: &IpcEventHandle, at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&h.0[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+
+fn parse(h: &IpcEventHandle) -> Result<Parsed, SimError> {
+    if h.0[..8] != HANDLE_MAGIC || h.0[36..].iter().any(|&b| b != 0) {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            "the IPC event handle is malformed (not one aclrtIpcGetEventHandle wrote)",
+        ));
+    }
+    let mut tag = [0u8; 8];
+    tag.copy_from_slice(&h.0[28..36]);
+    Ok(Parsed {
+        server: word(h, 8),
+        dev: word(h, 12),
+        idx: word(h, 16),
+        generation: word(h, 20),
+        owner: word(h, 24) as i32,
+        ns_tag: u64::from_le_bytes(tag),
+    })
+}
+
+/// One holder's reference to an IPC event slot; the last one frees the slot.
+pub(crate) struct IpcRef {
+    file: Arc<EvtFile>,
+    dev: u32,
+    idx: u32,
+    generation: u32,
+}
+
+impl fmt::Debug for IpcRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IpcRef")
+            .field("dev", &self.dev)
+            .field("idx", &self.idx)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl Drop for IpcRef {
+    fn drop(&mut self) {
+        if self.file.map.lost() {
+            return;
+        }
+        if let Some(s) = self.file.slot(self.dev, self.idx)
+            && s.holders.fetch_sub(1, SeqCst) == 1
+        {
+            s.state.store(FREE, SeqCst);
+        }
+    }
+}
+
+impl IpcRef {
+    fn slot(&self) -> Result<&EvtSlot, SimError> {
+        self.file.map.intact(&self.file.path)?;
+        self.file.slot(self.dev, self.idx).ok_or_else(|| {
+            SimError::new(Error::DrvInternalError, "IPC event slot outside the file")
+        })
+    }
+
+    /// The handle another process opens.
+    pub(crate) fn handle(&self) -> Result<IpcEventHandle, SimError> {
+        let s = self.slot()?;
+        let mut h = [0u8; IPC_EVENT_HANDLE_SIZE];
+        h[..8].copy_from_slice(&HANDLE_MAGIC);
+        h[8..12].copy_from_slice(&self.file.server.to_le_bytes());
+        h[12..16].copy_from_slice(&self.dev.to_le_bytes());
+        h[16..20].copy_from_slice(&self.idx.to_le_bytes());
+        h[20..24].copy_from_slice(&self.generation.to_le_bytes());
+        h[24..28].copy_from_slice(&s.owner_pid.load(SeqCst).to_le_bytes());
+        h[28..36].copy_from_slice(&self.file.ns_tag.to_le_bytes());
+        Ok(IpcEventHandle(h))
+    }
+
+    /// A record is enqueued: its number.
+    pub(crate) fn issue(&self) -> Result<u32, SimError> {
+        Ok(self.slot()?.issued.fetch_add(1, SeqCst).wrapping_add(1))
+    }
+
+    /// A record enqueued as `n` was not queued after all (only the latest one can be taken
+    /// back).
+    pub(crate) fn unissue(&self, n: u32) {
+        if let Ok(s) = self.slot() {
+            let _ = s
+                .issued
+                .compare_exchange(n, n.wrapping_sub(1), SeqCst, SeqCst);
+        }
+    }
+
+    /// Record `n` ran: stamps it and wakes the waits.
+    pub(crate) fn complete(&self, n: u32) -> Result<(), SimError> {
+        let s = self.slot()?;
+        s.stamp_ns.store(sys::now_ns().max(1), SeqCst);
+        s.done.fetch_max(n, SeqCst);
+        sys::futex_wake(&s.done, u32::MAX);
+        Ok(())
+    }
+
+    /// The number of the latest record enqueued (0: none).
+    pub(crate) fn issued(&self) -> Result<u32, SimError> {
+        Ok(self.slot()?.issued.load(SeqCst))
+    }
+
+    /// The state of the latest record.
+    pub(crate) fn latest(&self) -> Result<LatestRecord, SimError> {
+        let s = self.slot()?;
+        let issued = s.issued.load(SeqCst);
+        Ok(if issued == 0 {
+            LatestRecord::None
+        } else if s.done.load(SeqCst) >= issued {
+            LatestRecord::Done
+        } else {
+            LatestRecord::Pending
+        })
+    }
+
+    /// Waits until record `n` has run, for at most `timeout`; `stop` is asked between
+    /// slices. `Ok(false)` when the timeout passed or `stop` said so.
+    pub(crate) fn wait_done(
+        &self,
+        n: u32,
+        timeout: Option<Duration>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool, SimError> {
+        let s = self.slot()?;
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let cur = s.done.load(SeqCst);
+            if cur >= n {
+                return Ok(true);
+            }
+            if stop() || self.file.map.lost() {
+                return Ok(false);
+            }
+            let slice = match deadline {
+                None => SLICE,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(false);
+                    }
+                    left.min(SLICE)
+                }
+            };
+            sys::futex_wait(&s.done, cur, Some(slice));
+        }
+    }
+
+    /// A stream wait: until record `n` has run, the timeout passes (107020) or the stream is
+    /// cancelled.
+    pub(crate) fn stream_wait(
+        &self,
+        n: u32,
+        timeout: Option<Duration>,
+        ctx: &TaskCtx,
+    ) -> Result<(), SimError> {
+        if self.wait_done(n, timeout, &|| ctx.is_cancelled())? {
+            return Ok(());
+        }
+        self.file.map.intact(&self.file.path)?;
+        Err(SimError::new(
+            Error::TaskTimeout,
+            if ctx.is_cancelled() {
+                "wait for an IPC event cancelled: its stream was destroyed with tasks \
+                 discarded, or aborted"
+                    .to_owned()
+            } else {
+                format!(
+                    "wait for IPC event (device {}, slot {}) record {n} timed out after {} s",
+                    self.dev,
+                    self.idx,
+                    timeout.unwrap_or_default().as_secs()
+                )
+            },
+        ))
+    }
+}
+
+/// The process's open IPC event file, if any.
+pub(crate) struct EvtState {
+    file: Mutex<Option<Arc<EvtFile>>>,
+}
+
+impl EvtState {
+    pub(crate) fn new() -> Self {
+        EvtState {
+            file: Mutex::new(None),
+        }
+    }
+
+    /// The file, opened on first use.
+    pub(crate) fn file(
+        &self,
+        namespace: &str,
+        server: u32,
+        devices: u32,
+    ) -> Result<Arc<EvtFile>, SimError> {
+        let mut f = self.file.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = f.as_ref() {
+            return Ok(Arc::clone(f));
+        }
+        let opened = EvtFile::open(namespace, server, devices)?;
+        *f = Some(Arc::clone(&opened));
+        Ok(opened)
+    }
+}
+
+impl fmt::Debug for EvtState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EvtState").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acl_notify_core::BackendError;
+
+    #[test]
+    fn handles_round_trip_and_garbage_is_refused() {
+        let ns = format!("evt-unit-{}", std::process::id());
+        let f = EvtFile::open(&ns, 0, 2).unwrap();
+        let a = f.claim(1).unwrap();
+        let h = a.handle().unwrap();
+        let b = f.open_handle(&h).unwrap();
+        assert_eq!(a.latest().unwrap(), LatestRecord::None);
+        let n = b.issue().unwrap();
+        assert_eq!(a.latest().unwrap(), LatestRecord::Pending);
+        assert!(
+            !a.wait_done(n, Some(Duration::from_millis(30)), &|| false)
+                .unwrap()
+        );
+        a.complete(n).unwrap();
+        assert_eq!(b.latest().unwrap(), LatestRecord::Done);
+        let mut bad = h;
+        bad.0[0] ^= 1;
+        assert_eq!(f.open_handle(&bad).unwrap_err().kind(), Error::ParamInvalid);
+        drop(a);
+        drop(b);
+        // Every holder gone: the handle names nothing.
+        assert_eq!(f.open_handle(&h).unwrap_err().kind(), Error::InvalidHandle);
+        // The slot is reused under a new generation; the old handle stays dead.
+        let c = f.claim(1).unwrap();
+        assert_eq!(f.open_handle(&h).unwrap_err().kind(), Error::InvalidHandle);
+        drop(c);
+        drop(f);
+        remove_evt_files(&ns).unwrap();
+    }
+}

@@ -1,0 +1,124 @@
+/* ipc_event.c — an IPC event shared by two processes, as CANN's ipcevent sample does it
+ * (hicann/runtime example/2_advanced_features/ipcevent): the owner creates an event with
+ * ACL_EVENT_IPC, exports its aclrtIpcEventHandle and records it on a stream held back by a
+ * 300 ms host function; the opener opens the handle, makes one of its streams wait on the
+ * event and checks that a task behind that wait runs only after the owner's record, then
+ * synchronizes the event itself. Both destroy their handles; afterwards the handle opens
+ * nothing (107017). The handle, and who got how far, travel through files in <dir>.
+ * usage: ipc_event owner|opener <dir> (run with ACL_NOTIFY_SIM_SOC set to a SoC with IPC
+ * events, and the same ACL_NOTIFY_SIM_NAMESPACE). Exit 0, printing "ipc_event <role>: ok". */
+#include "common.h"
+
+#define EXPECT_RC(call, want)                                                              \
+    do {                                                                                   \
+        aclError r_ = (call);                                                              \
+        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
+                recent_msg());                                                             \
+    } while (0)
+
+static void nap_300ms(void *arg) {
+    (void)arg;
+    sleep_ms(300);
+}
+
+static volatile int64_t g_ran_at;
+static void stamp(void *arg) {
+    (void)arg;
+    g_ran_at = now_ns();
+}
+
+static void owner(const char *dir) {
+    aclrtStream s;
+    aclrtEvent e, plain;
+    aclrtIpcEventHandle h;
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtCreateStream(&s));
+    /* Only an ACL_EVENT_IPC event can be shared; IPC events refuse what they do not support. */
+    CHECK(aclrtCreateEvent(&plain));
+    EXPECT_RC(aclrtIpcGetEventHandle(plain, &h), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtIpcGetEventHandle(plain, NULL), ACL_ERROR_INVALID_PARAM);
+    CHECK(aclrtDestroyEvent(plain));
+    CHECK(aclrtCreateEventExWithFlag(&e, ACL_EVENT_IPC));
+    uint32_t id;
+    EXPECT_RC(aclrtGetEventId(e, &id), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    EXPECT_RC(aclrtResetEvent(e, s), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    CHECK(aclrtIpcGetEventHandle(e, &h));
+    put_file(dir, "handle", &h, sizeof h);
+    char buf[64];
+    get_file(dir, "opened", buf, sizeof buf, 20000);
+
+    /* The record runs 300 ms from now, after the opener has queued its wait. */
+    CHECK(aclrtLaunchHostFunc(s, nap_300ms, NULL));
+    int64_t queued = now_ns();
+    CHECK(aclrtRecordEvent(e, s));
+    char t[32];
+    snprintf(t, sizeof t, "%lld", (long long)queued);
+    put_file(dir, "recorded", t, strlen(t));
+    CHECK(aclrtSynchronizeStream(s));
+    get_file(dir, "done", buf, sizeof buf, 20000);
+    CHECK(aclrtDestroyEvent(e));
+    CHECK(aclrtDestroyStream(s));
+    put_file(dir, "owner-destroyed", "1", 1);
+}
+
+static void opener(const char *dir) {
+    aclrtStream s;
+    aclrtEvent e;
+    aclrtIpcEventHandle h, bad;
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtCreateStream(&s));
+    char buf[128];
+    size_t n = get_file(dir, "handle", buf, sizeof buf, 20000);
+    REQUIRE(n == sizeof h, "the handle file has %zu bytes", n);
+    memcpy(&h, buf, sizeof h);
+    memset(&bad, 0x5a, sizeof bad);
+    EXPECT_RC(aclrtIpcOpenEventHandle(bad, &e), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtIpcOpenEventHandle(h, NULL), ACL_ERROR_INVALID_PARAM);
+    CHECK(aclrtIpcOpenEventHandle(h, &e));
+    aclrtEventRecordedStatus st;
+    CHECK(aclrtQueryEventStatus(e, &st));
+    REQUIRE(st == ACL_EVENT_RECORDED_STATUS_COMPLETE, "an IPC event never recorded: %d",
+            (int)st);
+    put_file(dir, "opened", "1", 1);
+
+    n = get_file(dir, "recorded", buf, sizeof buf, 20000);
+    int64_t queued = atoll(buf);
+    CHECK(aclrtStreamWaitEvent(s, e));
+    g_ran_at = 0;
+    CHECK(aclrtLaunchHostFunc(s, stamp, NULL));
+    CHECK(aclrtSynchronizeStream(s));
+    REQUIRE(g_ran_at - queued >= 250 * 1000000LL,
+            "the task behind the wait ran %lld ms after the owner queued its record, which "
+            "ran 300 ms later",
+            (long long)((g_ran_at - queued) / 1000000));
+    CHECK(aclrtSynchronizeEvent(e));
+    CHECK(aclrtQueryEventStatus(e, &st));
+    REQUIRE(st == ACL_EVENT_RECORDED_STATUS_COMPLETE, "after the record: %d", (int)st);
+    float ms;
+    EXPECT_RC(aclrtEventElapsedTime(&ms, e, e), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    put_file(dir, "done", "1", 1);
+
+    /* The opener's handle keeps the event alive after the owner destroyed its own. */
+    get_file(dir, "owner-destroyed", buf, sizeof buf, 20000);
+    aclrtEvent again;
+    CHECK(aclrtIpcOpenEventHandle(h, &again));
+    CHECK(aclrtDestroyEvent(again));
+    CHECK(aclrtDestroyEvent(e));
+    /* Every holder gone: the handle names nothing. */
+    EXPECT_RC(aclrtIpcOpenEventHandle(h, &again), ACL_ERROR_RT_INVALID_HANDLE);
+    CHECK(aclrtDestroyStream(s));
+}
+
+int main(int argc, char **argv) {
+    REQUIRE(argc == 3, "usage: ipc_event owner|opener <dir>");
+    g_role = argv[1];
+    CHECK(aclInit(NULL));
+    if (strcmp(argv[1], "owner") == 0) {
+        owner(argv[2]);
+    } else {
+        opener(argv[2]);
+    }
+    CHECK(aclFinalize());
+    printf("ipc_event %s: ok\n", argv[1]);
+    return 0;
+}
