@@ -70,9 +70,10 @@ use std::time::Duration;
 use acl_notify_core::table::{self, ExportState, NotifySlot, WaitArgs, WaitOutcome, Waiter};
 use acl_notify_core::whitelist::{MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, WhitelistEntry};
 use acl_notify_core::{
-    Backend, BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
-    ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation, RawNotify,
-    RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
+    Backend, BackendError, Chip, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall,
+    HostOps, ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation,
+    RawNotify, RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait,
+    Timeout,
 };
 
 pub use error::SimError;
@@ -200,6 +201,8 @@ pub const MAX_NAMESPACE_LEN: usize = 64;
 #[derive(Clone, Debug)]
 pub struct SimBuilder {
     soc: Soc,
+    /// The chip `aclrtGetSocName` names, of family `soc`.
+    chip: Chip,
     devices: u32,
     namespace: Option<String>,
     server_id: u32,
@@ -232,9 +235,15 @@ impl SimBuilder {
         self
     }
 
-    /// The SoC family (default `Ascend910B`).
-    pub fn soc(mut self, soc: Soc) -> Self {
-        self.soc = soc;
+    /// The SoC family (default `Ascend910B`), as its first chip ([`Soc::default_chip`]).
+    pub fn soc(self, soc: Soc) -> Self {
+        self.chip(soc.default_chip())
+    }
+
+    /// The exact chip (its family with it): what `aclrtGetSocName` returns.
+    pub fn chip(mut self, chip: Chip) -> Self {
+        self.soc = chip.soc();
+        self.chip = chip;
         self
     }
 
@@ -337,6 +346,7 @@ impl SimBuilder {
         Ok(Sim {
             inner: Arc::new(Inner {
                 soc: self.soc,
+                chip: self.chip,
                 devices: self.devices,
                 server_id: self.server_id,
                 namespace,
@@ -372,6 +382,7 @@ impl Default for SimBuilder {
     fn default() -> Self {
         SimBuilder {
             soc: Soc::Ascend910B,
+            chip: Soc::Ascend910B.default_chip(),
             devices: 8,
             namespace: None,
             server_id: 0,
@@ -429,6 +440,7 @@ pub struct Sim {
 
 struct Inner {
     soc: Soc,
+    chip: Chip,
     devices: u32,
     server_id: u32,
     namespace: String,
@@ -626,6 +638,39 @@ impl Sim {
         SimBuilder::default()
     }
 
+    /// The chip `ACL_NOTIFY_SIM_SOC` names (a family stands for its first chip), or the
+    /// default family's: what [`from_env`](Self::from_env) would configure, read without
+    /// opening anything (`aclrtGetSocName` answers with it before the session starts).
+    ///
+    /// Errors: 107000 the value is not UTF-8, or names no family or chip of the table.
+    pub fn chip_from_env() -> Result<Chip, SimError> {
+        let v = match std::env::var(ENV_SOC) {
+            Ok(v) => v,
+            Err(std::env::VarError::NotPresent) => return Ok(SimBuilder::default().chip),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(err(
+                    Error::ParamInvalid,
+                    format!("{ENV_SOC}: the value is not valid UTF-8"),
+                ));
+            }
+        };
+        Chip::from_name(v.trim()).map_err(|_| {
+            let names: Vec<&str> = Soc::ALL.iter().map(|s| s.name()).collect();
+            err(
+                Error::ParamInvalid,
+                format!(
+                    "{ENV_SOC}={v:?} is not a SoC family ({names:?}) or one of their chip names \
+                     (Soc::chip_names, e.g. \"Ascend910B3\")"
+                ),
+            )
+        })
+    }
+
+    /// The exact chip this process was configured with (`aclrtGetSocName`).
+    pub fn chip(&self) -> Chip {
+        self.inner.chip
+    }
+
     /// Opens the machine the `ACL_NOTIFY_SIM_*` variables describe: `ACL_NOTIFY_SIM_SOC`
     /// (default `Ascend910B`), `ACL_NOTIFY_SIM_DEVICES` (default 8),
     /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
@@ -644,17 +689,7 @@ impl Sim {
                 )),
             }
         };
-        let mut b = Sim::builder();
-        if let Some(v) = var(ENV_SOC)? {
-            let soc = Soc::from_name(v.trim()).map_err(|_| {
-                let names: Vec<&str> = Soc::ALL.iter().map(|s| s.name()).collect();
-                err(
-                    Error::ParamInvalid,
-                    format!("{ENV_SOC}={v:?} is not a SoC name; expected one of {names:?}"),
-                )
-            })?;
-            b = b.soc(soc);
-        }
+        let mut b = Sim::builder().chip(Sim::chip_from_env()?);
         if let Some(v) = var(ENV_DEVICES)? {
             let n = v.trim().parse::<u32>().map_err(|_| {
                 err(
@@ -804,12 +839,15 @@ impl Sim {
             let v = self
                 .notify(n)
                 .map_err(|e| err(e.kind(), format!("element {i}: {}", e.message())))?;
-            v.state.apply(Op::BatchReset).map_err(|e| {
+            let ipc = self.inner.soc.caps().ipc_batch_reset;
+            v.state.apply(Op::BatchReset(ipc)).map_err(|e| {
                 err(
                     e,
                     format!(
-                        "element {i}: notify {} was imported; only the owner can reset it",
-                        v.r.id()
+                        "element {i}: notify {} is an IPC notify (imported, or exported by its \
+                         owner), which a batch reset on {} refuses, as CANN's runtime does",
+                        v.r.id(),
+                        self.inner.soc
                     ),
                 )
             })?;
@@ -1121,13 +1159,9 @@ impl Sim {
         self.device_ok(device)
     }
 
-    /// An import once [`import_checks`](Self::import_checks) passed and the key is parsed.
-    fn import_parsed(
-        &self,
-        device: u32,
-        key: &ExportKey,
-        flags: ImportFlags,
-    ) -> Result<RawNotify, SimError> {
+    /// An import once [`import_checks`](Self::import_checks) passed (the flags with it: none
+    /// changes what the import does) and the key is parsed.
+    fn import_parsed(&self, device: u32, key: &ExportKey) -> Result<RawNotify, SimError> {
         // `parse` accepts native keys only; a runtime key (`import_key` takes any) is not ours.
         let Some(k) = key.fields() else {
             return Err(err(Error::ParamInvalid, "not a simulator key".to_string()));
@@ -1202,23 +1236,12 @@ impl Sim {
             }
         }
         if server == self.inner.server_id && odev != device {
+            // The import enables peer access between the two devices itself, with the flag
+            // or without it, as the real driver does when the physical devices differ
+            // (hicann/runtime `src/runtime/driver/npu_driver.cc`, `EnableP2PNotify`).
             let mut peers = lock(&self.inner.peers);
-            let bit = |d: u32| 1u64 << d;
-            if flags.contains(ImportFlags::ENABLE_PEER_ACCESS) {
-                peers[device as usize] |= bit(odev);
-                peers[odev as usize] |= bit(device);
-            } else if peers[device as usize] & bit(odev) == 0
-                && peers[odev as usize] & bit(device) == 0
-            {
-                return Err(err(
-                    Error::NoPermission,
-                    format!(
-                        "import of notify {id} from device {odev} onto device {device}: no peer \
-                         access between the devices (call aclrtDeviceEnablePeerAccess or import \
-                         with ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS)"
-                    ),
-                ));
-            }
+            peers[device as usize] |= 1u64 << odev;
+            peers[odev as usize] |= 1u64 << device;
         }
         // The checks above read the slot without holding it; the join re-checks the
         // generation once this process holds it (and lets go again if it was retired meanwhile),
@@ -2021,7 +2044,7 @@ impl NotifyResources for Sim {
                     ),
                 )
             })?;
-            self.import_parsed(device, &key, flags)
+            self.import_parsed(device, &key)
         })
     }
 
@@ -2033,7 +2056,7 @@ impl NotifyResources for Sim {
     ) -> Result<RawNotify, SimError> {
         self.checked(|| {
             self.import_checks(device, flags)?;
-            self.import_parsed(device, key, flags)
+            self.import_parsed(device, key)
         })
     }
 
@@ -2167,9 +2190,9 @@ impl StreamOps for Sim {
         self.checked(|| {
             self.notify_calls()?;
             let pin = self.pin(notify, stream)?;
-            let t = timeout
-                .resolve(self.inner.op_wait_timeout.load(Ordering::Relaxed))
-                .duration();
+            // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (`soc.rs`).
+            let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
+            let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
             self.enqueue_checked(
                 stream,
                 SimJob::Wait { pin, timeout: t },
@@ -2889,8 +2912,7 @@ mod tests {
         let (sim, _ns) = open("to", Soc::Ascend910B);
         let n = sim.create_notify(1, CreateFlags::empty()).unwrap();
         let s = sim.create_stream(1).unwrap();
-        sim.set_op_wait_timeout(1).unwrap();
-        sim.wait_and_reset(n, s, Timeout::ProcessDefault).unwrap();
+        sim.wait_and_reset(n, s, Timeout::from_c(1)).unwrap();
         let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
         assert_eq!(e.kind(), Error::TaskTimeout);
         let msg = e.to_string();
@@ -3137,15 +3159,9 @@ mod tests {
         assert!(e.to_string().contains("not whitelisted"), "{e}");
         sim.set_import_pids(n, &[sim.bare_tgid()]).unwrap();
         assert_eq!(sim.notify_info(n).unwrap().state, Lifecycle::Whitelisted);
-        // Device 1 without peer access: refused; with the flag: fine.
-        assert_eq!(
-            sim.import_by_key(1, key.as_str(), ImportFlags::empty())
-                .unwrap_err()
-                .kind(),
-            Error::NoPermission
-        );
+        // Device 1 without peer access: the import enables it (the flag changes nothing).
         let imp = sim
-            .import_by_key(1, key.as_str(), ImportFlags::ENABLE_PEER_ACCESS)
+            .import_by_key(1, key.as_str(), ImportFlags::empty())
             .unwrap();
         let info = sim.notify_info(imp).unwrap();
         assert_eq!(
@@ -3153,10 +3169,9 @@ mod tests {
             (Lifecycle::Imported, 1, 0)
         );
         assert_eq!(info.id, sim.notify_info(n).unwrap().id);
-        assert_eq!(
-            sim.batch_reset(&[n, imp]).unwrap_err().kind(),
-            Error::TaskTypeNotSupport
-        );
+        // On a 910B, a batch reset takes IPC notifies as any other (the 950 case is in the
+        // conformance suite, `batch::ipc_notifies_per_soc`).
+        sim.batch_reset(&[n, imp]).unwrap();
         // The importer records on device 1; the owner waits on device 0.
         let s1 = sim.create_stream(1).unwrap();
         sim.record(imp, s1).unwrap();

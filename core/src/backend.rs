@@ -188,8 +188,8 @@ pub trait NotifyResources: Backend {
     /// Imports a notify from its key onto `device`.
     ///
     /// Codes: 207000 SoC without IPC; 107000 bad flags or malformed key; 107001 no such device;
-    /// 107017 the key's notify no longer exists; 207006 not whitelisted, or no peer access
-    /// between the devices (and `ENABLE_PEER_ACCESS` not given).
+    /// 107017 the key's notify no longer exists; 207006 not whitelisted. An import on another
+    /// device than the owner's enables peer access between the two itself.
     fn import_by_key(
         &self,
         device: u32,

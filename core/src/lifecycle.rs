@@ -4,6 +4,7 @@
 
 use crate::error::{Error, Result};
 use crate::flags::PidValidation;
+use crate::soc::IpcBatchReset;
 
 /// The state of one process's handle to a notify.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,8 +35,9 @@ pub enum Op {
     WaitAndReset,
     /// `aclrtGetNotifyId`.
     GetId,
-    /// One element of `aclrtNotifyBatchReset`.
-    BatchReset,
+    /// One element of `aclrtNotifyBatchReset`, on a SoC that treats IPC notifies as given
+    /// ([`Soc::caps`](crate::Soc::caps)`().ipc_batch_reset`).
+    BatchReset(IpcBatchReset),
     /// `aclrtNotifyGetExportKey`.
     Export(PidValidation),
     /// `aclrtNotifySetImportPid` / `aclrtNotifySetImportPidInterServer`.
@@ -57,14 +59,14 @@ impl Lifecycle {
 
     /// The state after `op`, or the code the SPEC gives for `op` in this state:
     ///
-    /// | state \ op | Record, Wait, GetId | BatchReset | Export | SetImportPid | Destroy |
-    /// |---|---|---|---|---|---|
-    /// | Created | same | same | Exported / ExportedOpen | 107000 | Destroyed |
-    /// | Exported | same | same | 507000 | Whitelisted | Destroyed |
-    /// | ExportedOpen | same | same | 507000 | 207006 | Destroyed |
-    /// | Whitelisted | same | same | 507000 | Whitelisted | Destroyed |
-    /// | Imported | same | 507009 | 507000 | 207006 | Destroyed |
-    /// | Destroyed | 107017 | 107017 | 107017 | 107017 | 107017 |
+    /// | state \ op | Record, Wait, GetId | BatchReset(Reset) | BatchReset(Refused) | Export | SetImportPid | Destroy |
+    /// |---|---|---|---|---|---|---|
+    /// | Created | same | same | same | Exported / ExportedOpen | 107000 | Destroyed |
+    /// | Exported | same | same | 507009 | 507000 | Whitelisted | Destroyed |
+    /// | ExportedOpen | same | same | 507009 | 507000 | 207006 | Destroyed |
+    /// | Whitelisted | same | same | 507009 | 507000 | Whitelisted | Destroyed |
+    /// | Imported | same | same | 507009 | 507000 | 207006 | Destroyed |
+    /// | Destroyed | 107017 | 107017 | 107017 | 107017 | 107017 | 107017 |
     pub const fn apply(self, op: Op) -> Result<Lifecycle> {
         use Lifecycle::*;
         if let Destroyed = self {
@@ -72,9 +74,10 @@ impl Lifecycle {
         }
         match op {
             Op::Record | Op::WaitAndReset | Op::GetId => Ok(self),
-            Op::BatchReset => match self {
-                Imported => Err(Error::TaskTypeNotSupport),
-                s => Ok(s),
+            Op::BatchReset(IpcBatchReset::Reset) => Ok(self),
+            Op::BatchReset(IpcBatchReset::Refused) => match self {
+                Created => Ok(Created),
+                _ => Err(Error::TaskTypeNotSupport),
             },
             Op::Export(v) => match self {
                 Created => Ok(match v {
@@ -122,11 +125,12 @@ mod tests {
     use super::*;
     use Lifecycle::*;
 
-    const OPS: [Op; 8] = [
+    const OPS: [Op; 9] = [
         Op::Record,
         Op::WaitAndReset,
         Op::GetId,
-        Op::BatchReset,
+        Op::BatchReset(IpcBatchReset::Reset),
+        Op::BatchReset(IpcBatchReset::Refused),
         Op::Export(PidValidation::Enforced),
         Op::Export(PidValidation::Disabled),
         Op::SetImportPid,
@@ -140,8 +144,9 @@ mod tests {
             (Destroyed, _) => e(Error::InvalidHandle),
             (_, Op::Destroy) => Ok(Destroyed),
             (s, Op::Record | Op::WaitAndReset | Op::GetId) => Ok(s),
-            (Imported, Op::BatchReset) => e(Error::TaskTypeNotSupport),
-            (s, Op::BatchReset) => Ok(s),
+            (s, Op::BatchReset(IpcBatchReset::Reset)) => Ok(s),
+            (Created, Op::BatchReset(IpcBatchReset::Refused)) => Ok(Created),
+            (_, Op::BatchReset(IpcBatchReset::Refused)) => e(Error::TaskTypeNotSupport),
             (Created, Op::Export(PidValidation::Enforced)) => Ok(Exported),
             (Created, Op::Export(PidValidation::Disabled)) => Ok(ExportedOpen),
             (_, Op::Export(_)) => e(Error::InternalError),
@@ -160,7 +165,7 @@ mod tests {
                 n += 1;
             }
         }
-        assert_eq!(n, 48);
+        assert_eq!(n, 54);
     }
 
     #[test]

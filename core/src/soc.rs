@@ -21,6 +21,37 @@ pub struct Caps {
     pub device_only: bool,
     /// Count notifies (SPEC §6).
     pub cnt_notify: bool,
+    /// What `aclrtNotifyBatchReset` does with an IPC notify (moot where batch reset is
+    /// missing).
+    pub ipc_batch_reset: IpcBatchReset,
+    /// What `UINT32_MAX` means as the timeout of `aclrtWaitAndResetNotify`.
+    pub wait_max_timeout: MaxWaitTimeout,
+}
+
+/// What `aclrtNotifyBatchReset` does with an IPC notify (an imported one, or the owner's own
+/// once exported), as the real runtime does per SoC (hicann/runtime
+/// `src/runtime/api/api_impl.cc` `NotifyBatchReset`, `src/runtime/core/src/notify.cc`,
+/// `notify_c.cc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum IpcBatchReset {
+    /// Reset like any other notify: the runtime makes no IPC check (Ascend910B/910_93).
+    Reset,
+    /// Refused with `ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT` (507009): every IPC notify, the
+    /// exporter's own included (the Ascend 950 family).
+    Refused,
+}
+
+/// What `UINT32_MAX` means as a wait-and-reset timeout (hicann/runtime
+/// `src/runtime/api/api_c_event.cc` `rtsNotifyWaitAndReset`, `src/runtime/api/api_c.cc`
+/// `rtNotifyWait`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum MaxWaitTimeout {
+    /// Wait for ever, exactly like 0 (the SoCs with the runtime's notify-wait feature).
+    Forever,
+    /// The process default set by `aclrtSetOpWaitTimeout` (Ascend310P).
+    OpWaitTimeout,
 }
 
 impl Caps {
@@ -89,6 +120,9 @@ pub trait InterServer: Ipc {}
 pub trait DeviceOnly: Notifies {}
 /// The SoC supports count notifies.
 pub trait CntNotify: Notifies {}
+/// The SoC's batch reset takes IPC notifies (imported, or exported by their owner) like any
+/// other ([`IpcBatchReset::Reset`]): Ascend910B and Ascend910_93.
+pub trait ResetsIpc: BatchReset {}
 /// The SoC can share events between processes ([`Feature::IpcEvent`]).
 pub trait IpcEvents: Notifies {}
 
@@ -101,6 +135,13 @@ macro_rules! cap_impl {
         impl $cap for $ty {}
     };
     (no, $cap:ident, $ty:ident) => {};
+}
+
+macro_rules! ipc_reset_impl {
+    (Reset, $ty:ident) => {
+        impl ResetsIpc for $ty {}
+    };
+    (Refused, $ty:ident) => {};
 }
 
 macro_rules! cap_bool {
@@ -117,7 +158,9 @@ macro_rules! soc_table {
         $(#[$doc:meta])*
         $ty:ident = $name:literal, $product:literal, max: $max:literal,
         notify: $n:ident, ipc: $ipc:ident, batch_reset: $br:ident, inter_server: $is:ident,
-        device_only: $dev:ident, cnt_notify: $cnt:ident;
+        device_only: $dev:ident, cnt_notify: $cnt:ident,
+        ipc_batch_reset: $ibr:ident, wait_max_timeout: $wmt:ident,
+        chips: [$($chip:literal),+ $(,)?];
     )*) => {
         /// A SoC family, as `aclrtGetSocName` names it.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -160,7 +203,25 @@ macro_rules! soc_table {
                     inter_server: cap_bool!($is),
                     device_only: cap_bool!($dev),
                     cnt_notify: cap_bool!($cnt),
+                    ipc_batch_reset: IpcBatchReset::$ibr,
+                    wait_max_timeout: MaxWaitTimeout::$wmt,
                 }, )* }
+            }
+
+            /// The exact chip names of the family, as `aclrtGetSocName` returns them; the
+            /// first is the one a configuration naming only the family gets.
+            pub const fn chip_names(self) -> &'static [&'static str] {
+                match self { $( Soc::$ty => &[$($chip),+], )* }
+            }
+
+            /// [`chip_names`](Self::chip_names) as C strings (static storage).
+            const fn chip_c_names(self) -> &'static [&'static core::ffi::CStr] {
+                match self { $( Soc::$ty => &[$( const {
+                    match core::ffi::CStr::from_bytes_with_nul(concat!($chip, "\0").as_bytes()) {
+                        Ok(c) => c,
+                        Err(_) => panic!("a chip name with a NUL in it"),
+                    }
+                } ),+], )* }
             }
         }
 
@@ -185,35 +246,66 @@ macro_rules! soc_table {
             cap_impl!($is, InterServer, $ty);
             cap_impl!($dev, DeviceOnly, $ty);
             cap_impl!($cnt, CntNotify, $ty);
+            ipc_reset_impl!($ibr, $ty);
         )*
     };
 }
 
+// The chip names are those of CANN's platform configurations (hicann/runtime
+// `src/platform/platform_config/*.ini`, `cann-dev/*.ini`) and of the runtime's own deduction
+// (`src/runtime/core/src/runtime.cc`, `InitSocTypeFrom910BVersion` and its neighbours). The old
+// Ascend910 family's "Ascend910B" chip is left out: here that name means the Ascend910B family.
 soc_table! {
     /// Ascend 950PR.
     Ascend950PR = "Ascend950PR", "Ascend 950PR", max: 65535,
-        notify: yes, ipc: yes, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: yes;
+        notify: yes, ipc: yes, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: yes,
+        ipc_batch_reset: Refused, wait_max_timeout: Forever,
+        chips: ["Ascend950PR_9599", "Ascend950PR_9589", "Ascend950PR_9579", "Ascend950PR_958b",
+            "Ascend950PR_957b", "Ascend950PR_957bx", "Ascend950PR_957c", "Ascend950PR_957d",
+            "Ascend950PR_950z"];
     /// Ascend 950DT (no IPC).
     Ascend950DT = "Ascend950DT", "Ascend 950DT", max: 65535,
-        notify: yes, ipc: no, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: yes;
+        notify: yes, ipc: no, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: yes,
+        ipc_batch_reset: Refused, wait_max_timeout: Forever,
+        chips: ["Ascend950DT_9591", "Ascend950DT_9592", "Ascend950DT_9595", "Ascend950DT_9596",
+            "Ascend950DT_9581", "Ascend950DT_9582", "Ascend950DT_9582x", "Ascend950DT_9583",
+            "Ascend950DT_9584", "Ascend950DT_9585", "Ascend950DT_9586", "Ascend950DT_9587",
+            "Ascend950DT_9588", "Ascend950DT_9571", "Ascend950DT_9572", "Ascend950DT_9573",
+            "Ascend950DT_9574", "Ascend950DT_9575", "Ascend950DT_9576", "Ascend950DT_9577",
+            "Ascend950DT_9578", "Ascend950DT_95A1", "Ascend950DT_95A2", "Ascend950DT_950x",
+            "Ascend950DT_950y"];
     /// Atlas A3 training/inference (SuperPod: inter-server whitelists).
     Ascend910_93 = "Ascend910_93", "Atlas A3 training/inference", max: 8192,
-        notify: yes, ipc: yes, batch_reset: yes, inter_server: yes, device_only: yes, cnt_notify: no;
+        notify: yes, ipc: yes, batch_reset: yes, inter_server: yes, device_only: yes, cnt_notify: no,
+        ipc_batch_reset: Reset, wait_max_timeout: Forever,
+        chips: ["Ascend910_9391", "Ascend910_9392", "Ascend910_9381", "Ascend910_9382",
+            "Ascend910_9372", "Ascend910_9362", "Ascend910_9363"];
     /// Atlas A2 training/inference (B1–B4).
     Ascend910B = "Ascend910B", "Atlas A2 training/inference", max: 8192,
-        notify: yes, ipc: yes, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: no;
+        notify: yes, ipc: yes, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: no,
+        ipc_batch_reset: Reset, wait_max_timeout: Forever,
+        chips: ["Ascend910B1", "Ascend910B2", "Ascend910B2C", "Ascend910B3", "Ascend910B4",
+            "Ascend910B4-1"];
     /// Atlas 200I/500 A2 inference.
     Ascend310B = "Ascend310B", "Atlas 200I/500 A2 inference", max: 2048,
-        notify: yes, ipc: no, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no;
+        notify: yes, ipc: no, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no,
+        ipc_batch_reset: Refused, wait_max_timeout: Forever,
+        chips: ["Ascend310B1", "Ascend310B2", "Ascend310B3", "Ascend310B4"];
     /// Atlas inference series.
     Ascend310P = "Ascend310P", "Atlas inference series", max: 1024,
-        notify: yes, ipc: yes, batch_reset: no, inter_server: no, device_only: yes, cnt_notify: no;
+        notify: yes, ipc: yes, batch_reset: no, inter_server: no, device_only: yes, cnt_notify: no,
+        ipc_batch_reset: Refused, wait_max_timeout: OpWaitTimeout,
+        chips: ["Ascend310P3", "Ascend310P1", "Ascend310P5", "Ascend310P7"];
     /// Atlas training series.
     Ascend910 = "Ascend910", "Atlas training series", max: 1024,
-        notify: yes, ipc: yes, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no;
+        notify: yes, ipc: yes, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no,
+        ipc_batch_reset: Refused, wait_max_timeout: Forever,
+        chips: ["Ascend910A", "Ascend910ProA", "Ascend910PremiumA", "Ascend910ProB"];
     /// IPV350: every notify call is `FeatureNotSupport`.
     IPV350 = "IPV350", "IPV350", max: 0,
-        notify: no, ipc: no, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no;
+        notify: no, ipc: no, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no,
+        ipc_batch_reset: Refused, wait_max_timeout: Forever,
+        chips: ["IPV350"];
 }
 
 /// The dynamic SoC marker: the SoC is the backend's, known only at run time.
@@ -246,21 +338,33 @@ impl BatchReset for AnySoc {}
 impl InterServer for AnySoc {}
 impl DeviceOnly for AnySoc {}
 impl CntNotify for AnySoc {}
+impl ResetsIpc for AnySoc {}
 impl IpcEvents for AnySoc {}
 impl IpcEvents for Ascend950PR {}
 impl IpcEvents for Ascend910_93 {}
 impl IpcEvents for Ascend910B {}
 
 impl Soc {
-    /// Parses a name `aclrtGetSocName` returns. Accepts the family name exactly, and the
-    /// concrete `Ascend910B1`…`Ascend910B4` as `Ascend910B`. Anything else is `ParamInvalid`.
+    /// Parses a family name, or a chip name `aclrtGetSocName` returns (its family). Anything
+    /// else is `ParamInvalid`.
     pub fn from_name(name: &str) -> Result<Soc> {
-        if let Some(s) = Soc::ALL.iter().find(|s| s.name() == name) {
-            return Ok(*s);
+        Chip::from_name(name).map(Chip::soc)
+    }
+
+    /// The chip a configuration naming only the family stands for (its first chip name).
+    pub const fn default_chip(self) -> Chip {
+        Chip {
+            soc: self,
+            index: 0,
         }
-        match name {
-            "Ascend910B1" | "Ascend910B2" | "Ascend910B3" | "Ascend910B4" => Ok(Soc::Ascend910B),
-            _ => Err(Error::ParamInvalid),
+    }
+
+    /// What `UINT32_MAX`-style [`Timeout::ProcessDefault`](crate::Timeout::ProcessDefault)
+    /// means for a wait-and-reset on this SoC, given the `aclrtSetOpWaitTimeout` value.
+    pub const fn resolve_wait(self, timeout: crate::Timeout, op_wait_secs: u32) -> crate::Timeout {
+        match self.caps().wait_max_timeout {
+            MaxWaitTimeout::Forever => timeout.resolve(0),
+            MaxWaitTimeout::OpWaitTimeout => timeout.resolve(op_wait_secs),
         }
     }
 
@@ -313,6 +417,56 @@ impl Soc {
     }
 }
 
+/// An exact chip: a family of the table and one of its chip names (what `aclrtGetSocName`
+/// returns, e.g. `Ascend910B3` in the `Ascend910B` family).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Chip {
+    soc: Soc,
+    index: u8,
+}
+
+impl Chip {
+    /// Parses a chip name, or a family name (its [`default_chip`](Soc::default_chip)).
+    /// Anything else is `ParamInvalid`.
+    pub fn from_name(name: &str) -> Result<Chip> {
+        for &soc in Soc::ALL {
+            if soc.name() == name {
+                return Ok(soc.default_chip());
+            }
+        }
+        for &soc in Soc::ALL {
+            if let Some(i) = soc.chip_names().iter().position(|c| *c == name) {
+                // The longest list has 25 names.
+                let index = u8::try_from(i).map_err(|_| Error::ParamInvalid)?;
+                return Ok(Chip { soc, index });
+            }
+        }
+        Err(Error::ParamInvalid)
+    }
+
+    /// The family.
+    pub const fn soc(self) -> Soc {
+        self.soc
+    }
+
+    /// The chip name.
+    pub const fn name(self) -> &'static str {
+        self.soc.chip_names()[self.index as usize]
+    }
+
+    /// [`name`](Self::name) as a C string, for the C ABI (static storage).
+    pub const fn c_name(self) -> &'static core::ffi::CStr {
+        self.soc.chip_c_names()[self.index as usize]
+    }
+}
+
+impl core::fmt::Display for Chip {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 impl core::fmt::Display for Soc {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.write_str(self.name())
@@ -339,6 +493,60 @@ mod tests {
         assert_eq!(Soc::from_name("Ascend910B3"), Ok(Soc::Ascend910B));
         assert_eq!(Soc::from_name("ascend910b"), Err(Error::ParamInvalid));
         assert_eq!(Soc::from_name(""), Err(Error::ParamInvalid));
+    }
+
+    #[test]
+    fn chip_names_belong_to_one_family_and_round_trip() {
+        let mut n = 0;
+        for &s in Soc::ALL {
+            assert_eq!(Chip::from_name(s.name()), Ok(s.default_chip()));
+            assert_eq!(s.default_chip().name(), s.chip_names()[0]);
+            for name in s.chip_names() {
+                let c = Chip::from_name(name).unwrap();
+                assert_eq!((c.soc(), c.name()), (s, *name));
+                assert_eq!(c.c_name().to_str(), Ok(*name));
+                n += 1;
+            }
+        }
+        // Written out: the chips CANN's runtime names (runtime.cc), and the defaults.
+        let chip = |n: &str| Chip::from_name(n).map(|c| (c.soc(), c.name()));
+        assert_eq!(chip("Ascend910B2C"), Ok((Soc::Ascend910B, "Ascend910B2C")));
+        assert_eq!(
+            chip("Ascend910B4-1"),
+            Ok((Soc::Ascend910B, "Ascend910B4-1"))
+        );
+        assert_eq!(
+            chip("Ascend910_9362"),
+            Ok((Soc::Ascend910_93, "Ascend910_9362"))
+        );
+        assert_eq!(chip("Ascend310P7"), Ok((Soc::Ascend310P, "Ascend310P7")));
+        assert_eq!(chip("Ascend910ProB"), Ok((Soc::Ascend910, "Ascend910ProB")));
+        assert_eq!(chip("Ascend910B"), Ok((Soc::Ascend910B, "Ascend910B1")));
+        assert_eq!(chip("Ascend310P"), Ok((Soc::Ascend310P, "Ascend310P3")));
+        assert_eq!(
+            chip("Ascend950PR"),
+            Ok((Soc::Ascend950PR, "Ascend950PR_9599"))
+        );
+        assert_eq!(chip("Ascend910B5"), Err(Error::ParamInvalid));
+        assert_eq!(n, 9 + 25 + 7 + 6 + 4 + 4 + 4 + 1);
+    }
+
+    #[test]
+    fn wait_max_timeout_and_ipc_batch_reset_per_soc() {
+        use crate::Timeout;
+        let five = Timeout::from_c(5);
+        for &s in Soc::ALL {
+            let want = if s == Soc::Ascend310P {
+                five
+            } else {
+                Timeout::Forever
+            };
+            assert_eq!(s.resolve_wait(Timeout::ProcessDefault, 5), want, "{s}");
+            assert_eq!(s.resolve_wait(five, 9), five, "{s}");
+        }
+        let refused = |s: Soc| s.caps().ipc_batch_reset == IpcBatchReset::Refused;
+        assert!(refused(Soc::Ascend950PR) && refused(Soc::Ascend950DT));
+        assert!(!refused(Soc::Ascend910B) && !refused(Soc::Ascend910_93));
     }
 
     #[test]

@@ -34,7 +34,9 @@ use crate::error::{BackendError, Error};
 use crate::flags::{CreateFlags, ExportFlags, ImportFlags};
 use crate::key::ExportKey;
 use crate::lifecycle::Lifecycle;
-use crate::soc::{BatchReset, DeviceOnly, Feature, InterServer, Ipc, Notifies, Soc, SocType};
+use crate::soc::{
+    BatchReset, DeviceOnly, Feature, InterServer, Ipc, Notifies, ResetsIpc, Soc, SocType,
+};
 use crate::timeout::{SyncWait, Timeout};
 
 pub use crate::soc::AnySoc;
@@ -54,8 +56,13 @@ pub trait State: sealed::Sealed + 'static {
     const KIND: Lifecycle;
 }
 
-/// States of the owner's (creating process's) handle: it may wait and reset.
+/// States of the owner's (creating process's) handle: it may wait.
 pub trait Owner: State {}
+
+/// States of an IPC notify: exported by this process, or imported. A batch reset takes them
+/// only on the SoCs whose runtime does ([`ResetsIpc`]); a `Created` notify on any SoC with
+/// batch reset.
+pub trait Shared: State {}
 
 macro_rules! states {
     ($( $(#[$doc:meta])* $name:ident => $kind:ident $(, $extra:ident)*; )*) => {$(
@@ -75,14 +82,14 @@ states! {
     /// Created by this process, not exported.
     Created => Created, Owner;
     /// Exported with PID validation; importers must be whitelisted.
-    Exported => Exported, Owner;
+    Exported => Exported, Owner, Shared;
     /// Exported with `DISABLE_PID_VALIDATION`: anyone holding the key may import, and no
     /// whitelist can be set.
-    ExportedOpen => ExportedOpen, Owner;
+    ExportedOpen => ExportedOpen, Owner, Shared;
     /// Exported with PID validation, at least one importer whitelisted.
-    Whitelisted => Whitelisted, Owner;
+    Whitelisted => Whitelisted, Owner, Shared;
     /// Imported from another process's key: it can record, not wait, export or whitelist.
-    Imported => Imported;
+    Imported => Imported, Shared;
 }
 
 fn err<B: NotifyResources>(e: Error) -> B::Error {
@@ -253,8 +260,9 @@ impl<'b, C: Ipc, B: NotifyResources + StreamOps> Device<'b, C, B> {
 
 impl<'b, C: BatchReset, B: NotifyResources + StreamOps> Device<'b, C, B> {
     /// Resets each notify to 0, in order (`aclrtNotifyBatchReset`); stops at the first
-    /// failure, earlier ones stay reset. Only owner handles can be listed
-    /// ([`Notify::reset_ref`]), so 507009 (an imported notify) cannot happen.
+    /// failure, earlier ones stay reset. Only handles the SoC's batch reset takes can be
+    /// listed ([`Notify::reset_ref`]: IPC notifies only where `C: ResetsIpc`), so 507009
+    /// cannot happen.
     ///
     /// Codes: 107000 `notifies` empty; 207000 (AnySoc) SoC without batch reset; 107017.
     pub fn batch_reset(&self, notifies: &[ResetRef<'_, B>]) -> Result<(), B::Error> {
@@ -583,7 +591,7 @@ impl<'b, C: SocType, S: Owner, B: NotifyResources + StreamOps> Notify<'b, C, S, 
     }
 }
 
-impl<'b, C: BatchReset, S: Owner, B: NotifyResources + StreamOps> Notify<'b, C, S, B> {
+impl<'b, C: BatchReset, B: NotifyResources + StreamOps> Notify<'b, C, Created, B> {
     /// Resets the flag to 0 now (a batch reset of one).
     ///
     /// Codes: 207000 (AnySoc) SoC without batch reset; 107017.
@@ -593,10 +601,25 @@ impl<'b, C: BatchReset, S: Owner, B: NotifyResources + StreamOps> Notify<'b, C, 
 
     /// This handle as an element of [`Device::batch_reset`].
     pub fn reset_ref(&self) -> ResetRef<'_, B> {
-        ResetRef {
-            raw: self.raw,
-            _notify: PhantomData,
-        }
+        ResetRef::of(self.raw)
+    }
+}
+
+/// An IPC notify (exported by this process, or imported) in a batch reset: only on the SoCs
+/// whose runtime takes it like any other (Ascend910B, Ascend910_93); the Ascend 950 family's
+/// refuses it (507009), so there these methods do not exist.
+impl<'b, C: ResetsIpc, S: Shared, B: NotifyResources + StreamOps> Notify<'b, C, S, B> {
+    /// Resets the flag to 0 now (a batch reset of one).
+    ///
+    /// Codes: 207000 (AnySoc) SoC without batch reset; 507009 (AnySoc) the SoC refuses IPC
+    /// notifies; 107017.
+    pub fn reset(&self) -> Result<(), B::Error> {
+        self.device.batch_reset(&[self.reset_ref()])
+    }
+
+    /// This handle as an element of [`Device::batch_reset`].
+    pub fn reset_ref(&self) -> ResetRef<'_, B> {
+        ResetRef::of(self.raw)
     }
 }
 
@@ -753,11 +776,20 @@ impl<'b, C: InterServer, B: NotifyResources + StreamOps> Notify<'b, C, Whitelist
     }
 }
 
-/// An owner's notify as an element of [`Device::batch_reset`]; borrows the notify, so it
-/// cannot outlive (or be used after) its destruction.
+/// A notify as an element of [`Device::batch_reset`]; borrows the notify, so it cannot
+/// outlive (or be used after) its destruction.
 pub struct ResetRef<'n, B> {
     raw: RawNotify,
     _notify: PhantomData<&'n B>,
+}
+
+impl<B> ResetRef<'_, B> {
+    fn of(raw: RawNotify) -> Self {
+        ResetRef {
+            raw,
+            _notify: PhantomData,
+        }
+    }
 }
 
 impl<B> Clone for ResetRef<'_, B> {
@@ -1281,7 +1313,9 @@ mod tests {
             for n in ns {
                 self.soc.require(Feature::BatchReset)?;
                 self.with_notify(*n, |st, h| {
-                    st.notifies[&h].state.apply(Op::BatchReset)?;
+                    st.notifies[&h]
+                        .state
+                        .apply(Op::BatchReset(self.soc.caps().ipc_batch_reset))?;
                     let k = Mock::key_of(st, h);
                     st.shared.get_mut(&k).ok_or(Error::InternalError)?.flag = false;
                     Ok(())

@@ -1,7 +1,9 @@
 /* fork_busy.c — fork while other threads of the parent are inside the library. Each child,
- * under alarm(), is refused before its own aclInit (ACL_ERROR_UNINITIALIZE), then calls
- * aclInit, creates a stream and a notify (and a count notify where the SoC has them), records
- * and waits, finalizes and exits 0; a child that hangs is killed by its alarm and counted.
+ * under alarm(), starts a session of its own with its first call (as CANN's runtime starts one
+ * implicitly; no current device there yet, so that call is ACL_ERROR_RT_CONTEXT_NULL), then
+ * sets a device, calls aclInit, creates a stream and a notify (and a count notify where the SoC
+ * has them), records and waits, finalizes and exits 0; a child that hangs is killed by its
+ * alarm and counted.
  *
  *   fork_busy control   the parent has a session; two threads loop in control-plane calls
  *                       (create/destroy notify, get id, export key, whitelist,
@@ -10,10 +12,10 @@
  *   fork_busy hostfn    as `control`, but the fork is made by a host function on a stream's
  *                       worker thread (aclrtLaunchHostFunc), and the child works inside it;
  *   fork_busy preinit   the parent has not called aclInit: a thread loops in control-plane
- *                       calls (each answered 100001) while the main thread forks, and halfway
- *                       another thread makes the process's first aclInit (then joins the
- *                       control plane): what the library holds before and during its first
- *                       aclInit must not be left held in a child either.
+ *                       calls (the first of which starts the session implicitly) while the main
+ *                       thread forks, and halfway another thread calls aclInit (then joins the
+ *                       control plane): what the library holds before and during the process's
+ *                       first session start must not be left held in a child either.
  *
  * Optional second argument: the number of forks (default 200). Prints
  * "fork_busy <scenario>: <n> forks, <h> hung, <f> failed" and, when all passed, "... ok".
@@ -94,10 +96,10 @@ static void child_body(void) {
     alarm(CHILD_ALARM_S); /* a hang is a failure, not a stuck test */
     aclrtNotify n = NULL;
     aclError e = aclrtCreateNotify(&n, 0);
-    REQUIRE(e == ACL_ERROR_UNINITIALIZE, "create before aclInit returned %d: %s", (int)e,
+    REQUIRE(e == ACL_ERROR_RT_CONTEXT_NULL, "the child's first call returned %d: %s", (int)e,
             recent_msg());
-    CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
+    CHECK(aclInit(NULL));
     aclrtStream s = NULL;
     CHECK(aclrtCreateStream(&s));
     CHECK(aclrtCreateNotify(&n, 0));

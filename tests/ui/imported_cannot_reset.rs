@@ -1,10 +1,10 @@
-// Batch reset of an imported notify is 507009 at run time, so even on a SoC with batch reset
-// (Ascend910B) an imported notify has no `reset`.
-use acl_notify_core::soc::Ascend910B;
+// On the Ascend 950 family a batch reset refuses every IPC notify (507009 at run time, as
+// CANN's runtime does), so there an imported notify has no `reset`.
+use acl_notify_core::soc::Ascend950PR;
 use acl_notify_core::typed::{Imported, Notify};
 use acl_notify_core::{NotifyResources, StreamOps};
 
-fn reset<B: NotifyResources + StreamOps>(n: Notify<'_, Ascend910B, Imported, B>) {
+fn reset<B: NotifyResources + StreamOps>(n: Notify<'_, Ascend950PR, Imported, B>) {
     let _ = n.reset();
 }
 

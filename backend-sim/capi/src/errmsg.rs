@@ -40,6 +40,13 @@ impl CallError {
         }))
     }
 
+    /// The same failure, its explanation followed by `more`.
+    #[cold]
+    pub(crate) fn explained(mut self, more: &str) -> CallError {
+        self.0.text = format!("{} ({more})", self.0.text);
+        self
+    }
+
     /// The code the C function returns.
     pub(crate) fn code(&self) -> Error {
         self.0.code

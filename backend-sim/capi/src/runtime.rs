@@ -645,6 +645,14 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
         if num == 0 {
             return Err(param("num is 0"));
         }
+        // The real runtime passes `num` on as an `int32_t` (hicann/runtime
+        // `src/acl/aclrt_impl/notify.cpp`, `aclrtNotifySetImportPidImpl`): a count no int32
+        // holds is an invalid argument there, not an over-long whitelist.
+        if i32::try_from(num).is_err() {
+            return Err(param(format!(
+                "num {num} is more than INT32_MAX (the runtime takes the count as an int32_t)"
+            )));
+        }
         // More than a whitelist holds is refused whole (207012, after the notify's state
         // checks): the backend is handed one PID past the limit, never the rest of the
         // array, so a `num` larger than the caller's array is not read past the limit either.

@@ -1,5 +1,13 @@
-//! The process-wide `aclInit` … `aclFinalize` state, and the one place the simulator is plugged
-//! in as the backend ([`Dev`], [`open_backend`]).
+//! The process-wide session (`aclInit` … `aclFinalize`, or started by the first runtime call),
+//! and the one place the simulator is plugged in as the backend ([`Dev`], [`open_backend`]).
+//!
+//! As in CANN, whose runtime entry points forward to the runtime without an initialisation
+//! check (hicann/runtime `src/acl/aclrt_impl/acl_rt_wrapper.h`; only a few model-dump
+//! functions check, `toolchain/dump.cpp`, and those are stubs here), a runtime call made
+//! before `aclInit` works: the process's session starts with it ([`runtime`],
+//! [`with_runtime`]). `aclInit` afterwards succeeds as usual; after `aclFinalize`, and in a
+//! child forked from a process with a session, the next runtime call starts a new session of
+//! the process's own.
 
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
@@ -19,17 +27,23 @@ fn open_backend() -> Result<Dev, CallError> {
 }
 
 enum State {
-    /// Before the first `aclInit`.
+    /// Before the first `aclInit` or runtime call.
     Uninit,
-    Ready(Arc<Runtime<Dev>>),
+    Ready(Arc<Runtime<Dev>>, Start),
     /// In a child forked from a process that had a session (from the parent's summary, which
-    /// [`in_forked_child`] keeps): `pid` called `aclInit`. The session itself stays in the
-    /// parent's lock, untouched.
-    Inherited {
-        pid: i32,
-    },
-    /// After `aclFinalize` (a new `aclInit` is allowed).
+    /// [`in_forked_child`] keeps). The session itself stays in the parent's lock, untouched.
+    Inherited,
+    /// After `aclFinalize` (a new `aclInit`, or runtime call, starts a new session).
     Finalized,
+}
+
+/// How a session started: it decides what a later `aclInit` answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// By `aclInit`: another `aclInit` is `ACL_ERROR_REPEAT_INITIALIZE`.
+    AclInit,
+    /// By a runtime call before `aclInit`: `aclInit` then succeeds (and changes nothing else).
+    Implicit,
 }
 
 // ---- the session lock, and fork --------------------------------------------------------------
@@ -49,23 +63,24 @@ enum State {
 // library (a host function on a stream's worker) cannot deadlock on it.
 //
 // The handler must be registered before the lock can be held: a child forked without it keeps
-// the parent's lock, held for ever by a thread it does not have (a call answered 100001 before
-// the first `aclInit`, or that `aclInit` itself). So there is no lock until the first `aclInit`
+// the parent's lock, held for ever by a thread it does not have (a call starting the session
+// before `aclInit`, or that `aclInit` itself). So there is no lock until the first session start
 // or `aclFinalize` makes one, after registering the handler ([`lock`]); until then the state is
 // answered without one. The handler itself only stores to atomics: the child makes its own
-// lock the same way, on first use.
+// lock the same way, on first use. A forked child's first runtime call therefore never waits
+// for its parent's threads: it makes the child's lock and starts the child's own session.
 //
 // A `Ready` state exists only in a process where the handler is registered (`aclInit` fails if
 // it cannot be), so a session's calls need no "is this my parent's session?" check.
 
-/// This process's session lock: null until the first `aclInit` or `aclFinalize` makes it (the
-/// fork handler is registered first), and again in a forked child until its first; else a
+/// This process's session lock: null until the first session start or `aclFinalize` makes it
+/// (the fork handler is registered first), and again in a forked child until its first; else a
 /// leaked `Box`, never freed (a child forgets its parent's, which stays in its memory unused).
 static STATE: AtomicPtr<RwLock<State>> = AtomicPtr::new(std::ptr::null_mut());
 
 /// What a forked child needs of its parent's state, readable without the lock (another thread
-/// may hold it at the fork): the pid that called `aclInit` for a session, 0 before any,
-/// [`FINALIZED`] after `aclFinalize`. Written with the state, under the write lock.
+/// may hold it at the fork): the pid that started a session, 0 before any, [`FINALIZED`] after
+/// `aclFinalize`. Written with the state, under the write lock.
 static SUMMARY: AtomicI32 = AtomicI32::new(0);
 const FINALIZED: i32 = -1;
 
@@ -85,7 +100,7 @@ fn summarized(summary: i32) -> State {
     match summary {
         0 => State::Uninit,
         FINALIZED => State::Finalized,
-        pid => State::Inherited { pid },
+        _ => State::Inherited,
     }
 }
 
@@ -154,64 +169,70 @@ extern "C" fn in_forked_child() {
     STATE.store(std::ptr::null_mut(), Ordering::Release);
 }
 
-/// `ACL_ERROR_UNINITIALIZE` (100001) for a state without a session of this process.
-fn no_session(state: &State) -> CallError {
-    match state {
-        State::Finalized => CallError::new(
-            Error::Uninitialize,
-            "aclFinalize has been called (call aclInit again to start a new session)",
-        ),
-        State::Inherited { pid } => CallError::new(
-            Error::Uninitialize,
-            format!(
-                "aclInit was called by process {pid}, and this process was forked from it (or \
-                 from a child of it) afterwards: the session's streams and worker threads are \
-                 not in this process; call aclInit here"
-            ),
-        ),
-        State::Uninit | State::Ready(_) => {
-            CallError::new(Error::Uninitialize, "aclInit has not been called")
-        }
+/// The current session, started now if there is none (see the module's documentation). The
+/// session stays alive while the `Arc` is held, even across an `aclFinalize` on another
+/// thread: for calls that may block (stream queues, waits, drains), which must not hold up
+/// `aclFinalize`.
+pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
+    match existing_runtime() {
+        Some(rt) => Ok(rt),
+        None => start_implicitly(),
     }
 }
 
-/// The current session, or `ACL_ERROR_UNINITIALIZE` (100001). The session stays alive while
-/// the `Arc` is held, even across an `aclFinalize` on another thread: for calls that may
-/// block (stream queues, waits, drains), which must not hold up `aclFinalize`.
-pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
-    with_state(|state| match state {
-        State::Ready(rt) => Ok(Arc::clone(rt)),
-        other => Err(no_session(other)),
-    })
-}
-
-/// Runs `f` on the current session (or fails with 100001), holding the session's read lock
-/// for the call instead of cloning the `Arc`: no reference-count traffic. Only for calls that
-/// never block and never call back into the C API (the notify control plane): an
+/// Runs `f` on the current session (started now if there is none), holding the session's read
+/// lock for the call instead of cloning the `Arc`: no reference-count traffic. Only for calls
+/// that never block and never call back into the C API (the notify control plane): an
 /// `aclFinalize` on another thread waits for `f` to return.
 #[inline]
 pub(crate) fn with_runtime<R>(
     f: impl FnOnce(&Runtime<Dev>) -> Result<R, CallError>,
 ) -> Result<R, CallError> {
-    with_state(|state| match state {
-        State::Ready(rt) => f(rt),
-        other => Err(no_session(other)),
-    })
+    if let Some(lock) = current() {
+        let state = lock.read().unwrap_or_else(PoisonError::into_inner);
+        if let State::Ready(rt, _) = &*state {
+            return f(rt);
+        }
+    }
+    // No session yet (rare: once per session): start one, and run `f` on it.
+    f(&*start_implicitly()?)
 }
 
-/// Runs `f` on this process's state, under the session's read lock, or on the state the
-/// summary stands for while there is no lock yet (see [`STATE`]).
-#[inline]
-fn with_state<R>(f: impl FnOnce(&State) -> Result<R, CallError>) -> Result<R, CallError> {
-    match current() {
-        Some(lock) => f(&lock.read().unwrap_or_else(PoisonError::into_inner)),
-        None => f(&summarized(AT_FORK.load(Ordering::Relaxed))),
+/// The current session if there is one; starts none.
+pub(crate) fn existing_runtime() -> Option<Arc<Runtime<Dev>>> {
+    let lock = current()?;
+    let state = lock.read().unwrap_or_else(PoisonError::into_inner);
+    match &*state {
+        State::Ready(rt, _) => Some(Arc::clone(rt)),
+        _ => None,
     }
 }
 
-/// The current session if there is one.
-pub(crate) fn try_runtime() -> Option<Arc<Runtime<Dev>>> {
-    runtime().ok()
+/// Starts the process's session for a runtime call made without one, as CANN's runtime does;
+/// if another thread started one meanwhile, returns that one.
+#[cold]
+fn start_implicitly() -> Result<Arc<Runtime<Dev>>, CallError> {
+    let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
+    if let State::Ready(rt, _) = &*state {
+        return Ok(Arc::clone(rt));
+    }
+    let rt = Arc::new(open_session().map_err(|e| {
+        e.explained(
+            "while starting the process's session (aclInit was not called, or \
+                     aclFinalize was): the first runtime call starts it, as with CANN",
+        )
+    })?);
+    *state = State::Ready(Arc::clone(&rt), Start::Implicit);
+    Ok(rt)
+}
+
+/// Opens the backend for a new session and records who started it for a forked child.
+fn open_session() -> Result<Runtime<Dev>, CallError> {
+    let backend = open_backend()?;
+    let epoch = EPOCH.fetch_add(1, Ordering::Relaxed);
+    let rt = Runtime::new(backend, epoch, seed());
+    SUMMARY.store(rt.pid(), Ordering::Relaxed);
+    Ok(rt)
 }
 
 /// A random per-session seed for the handle salts.
@@ -224,22 +245,25 @@ fn seed() -> u64 {
     h.finish()
 }
 
-/// `aclInit`. In a forked child, starts the child's own session (the parent's is not the
-/// child's: see [`State::Inherited`]).
+/// `aclInit`. After a session started implicitly, succeeds and changes nothing else. In a
+/// forked child, starts the child's own session (the parent's is not the child's: see
+/// [`State::Inherited`]).
 pub(crate) fn init() -> Result<(), CallError> {
     let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
-    if let State::Ready(_) = *state {
-        return Err(CallError::new(
+    match &mut *state {
+        State::Ready(_, Start::AclInit) => Err(CallError::new(
             Error::RepeatInitialize,
             "aclInit was already called in this process",
-        ));
+        )),
+        State::Ready(_, start) => {
+            *start = Start::AclInit;
+            Ok(())
+        }
+        _ => {
+            *state = State::Ready(Arc::new(open_session()?), Start::AclInit);
+            Ok(())
+        }
     }
-    let backend = open_backend()?;
-    let epoch = EPOCH.fetch_add(1, Ordering::Relaxed);
-    let rt = Runtime::new(backend, epoch, seed());
-    SUMMARY.store(rt.pid(), Ordering::Relaxed);
-    *state = State::Ready(Arc::new(rt));
-    Ok(())
 }
 
 /// `aclFinalize`: releases every stream and notify handle of the process. In a forked child
@@ -248,10 +272,10 @@ pub(crate) fn finalize() -> Result<(), CallError> {
     let old = {
         let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
         let old = match std::mem::replace(&mut *state, State::Finalized) {
-            State::Ready(rt) => Some(rt),
+            State::Ready(rt, _) => Some(rt),
             // CANN lets a process finalize without having initialised, once; a forked child
             // finalizing its parent's session has nothing of its own to release.
-            State::Uninit | State::Inherited { .. } => None,
+            State::Uninit | State::Inherited => None,
             State::Finalized => {
                 return Err(CallError::new(
                     Error::RepeatFinalize,

@@ -466,7 +466,7 @@ impl StreamOps for Fw {
         for n in notifies {
             Soc::Ascend910_93.require(Feature::BatchReset)?;
             let (h, slot) = Self::decode(*n)?;
-            Self::state(&h)?.apply(Op::BatchReset)?;
+            Self::state(&h)?.apply(Op::BatchReset(Soc::Ascend910_93.caps().ipc_batch_reset))?;
             slot.sync.reset();
         }
         Ok(())
@@ -572,7 +572,12 @@ fn whitelist() -> u32 {
 fn lifecycle_flags_errors_soc() -> u32 {
     let mut acc = 0;
     let state = Lifecycle::from_u8(black_box(2)).unwrap_or(Lifecycle::Destroyed);
-    for op in [Op::Record, Op::BatchReset, Op::SetImportPid, Op::Destroy] {
+    for op in [
+        Op::Record,
+        Op::BatchReset(Soc::Ascend910_93.caps().ipc_batch_reset),
+        Op::SetImportPid,
+        Op::Destroy,
+    ] {
         acc ^= match state.apply(black_box(op)) {
             Ok(s) => s as u32,
             Err(e) => e.code() as u32,

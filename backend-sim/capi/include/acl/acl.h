@@ -9,9 +9,10 @@
  * Link: cc prog.c -I<prefix>/include -L<prefix>/lib -lascendcl -Wl,-rpath,<prefix>/lib
  *
  * acl-notify's library runs on its simulator, configured when the process's session starts
- * (at aclInit) by the environment:
- *   ACL_NOTIFY_SIM_SOC        the chip aclrtGetSocName returns, a family or an exact chip
- *                             name (default Ascend910B)
+ * (at aclInit, or at the first runtime call before it) by the environment:
+ *   ACL_NOTIFY_SIM_SOC        the chip: a family of SPEC §4 (which stands for its first chip
+ *                             name) or an exact chip name such as Ascend910B3, which
+ *                             aclrtGetSocName returns (default Ascend910B = Ascend910B1)
  *   ACL_NOTIFY_SIM_DEVICES    number of devices (default 8)
  *   ACL_NOTIFY_SIM_NAMESPACE  which simulated machine to join (processes sharing a notify
  *                             must use the same value)
@@ -21,11 +22,13 @@
  *                             507002 (default 60; 0 = for ever)
  * The first process to open a namespace fixes its SoC and device count (the README has more).
  *
- * Conventions of this implementation (where CANN is silent):
- *   - Every call except aclInit, aclGetRecentErrMsg, aclrtDeviceGetBareTgid and aclFinalize
- *     returns ACL_ERROR_UNINITIALIZE before aclInit (and after aclFinalize). The argument
- *     checks that SPEC §3 lists before any device state is consulted (NULL pointers, flag
- *     words, counts) come first.
+ * Conventions of this implementation:
+ *   - As with CANN, whose runtime entry points make no initialisation check, a runtime call
+ *     made before aclInit (or after aclFinalize, or in a child forked from a process with a
+ *     session) works: it starts the process's session, and aclInit afterwards succeeds as
+ *     usual. The argument checks that SPEC §3 lists before any device state is consulted
+ *     (NULL pointers, flag words, counts) come first, and start nothing. aclrtGetSocName and
+ *     aclrtDeviceGetBareTgid answer without starting a session.
  *   - Handles (aclrtNotify, aclrtStream, ...) are opaque values, not addresses; every call
  *     validates them, and a stale, destroyed, foreign or garbage handle is
  *     ACL_ERROR_RT_INVALID_HANDLE, never a crash.

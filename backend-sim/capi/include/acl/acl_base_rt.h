@@ -255,8 +255,9 @@ ACL_FUNC_VISIBILITY void aclAppLog(aclLogLevel logLevel, const char *func, const
                                    const char *fmt, ...);
 
 /*
- * The exact chip name the simulator was configured with (ACL_NOTIFY_SIM_SOC, e.g.
- * "Ascend910B3"); NULL before aclInit.
+ * The exact chip name (e.g. "Ascend910B3"): the session's, or before there is one the chip
+ * ACL_NOTIFY_SIM_SOC names (a family stands for its first chip); answered before aclInit too,
+ * as CANN's, without starting a session. NULL only if ACL_NOTIFY_SIM_SOC names no chip.
  */
 ACL_FUNC_VISIBILITY const char *aclrtGetSocName();
 

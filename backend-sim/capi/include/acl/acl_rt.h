@@ -1020,8 +1020,9 @@ typedef struct tagAclmdlRICondTaskParams {
 
 /*
  * Opens the simulated machine described by the ACL_NOTIFY_SIM_* variables (see acl/acl.h).
- * configPath may be NULL; its contents are not read. A second call → ACL_ERROR_REPEAT_INITIALIZE;
- * a bad environment → the simulator's code, explained by aclGetRecentErrMsg().
+ * configPath may be NULL; its contents are not read. After a session started by a runtime call
+ * it succeeds and changes nothing; a second aclInit → ACL_ERROR_REPEAT_INITIALIZE; a bad
+ * environment → the simulator's code, explained by aclGetRecentErrMsg().
  */
 ACL_FUNC_VISIBILITY aclError aclInit(const char *configPath);
 
@@ -1377,7 +1378,8 @@ ACL_FUNC_VISIBILITY aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, si
 
 ACL_FUNC_VISIBILITY aclError aclrtGetMemUsageInfo(int32_t deviceId, aclrtMemUsageInfo *memUsageInfo, size_t inputNum, size_t *outputNum);
 
-/* Process default, in seconds (0 = forever), for aclrtWaitAndResetNotify(..., UINT32_MAX). */
+/* Process default, in seconds (0 = forever), for aclrtWaitAndResetNotify(..., UINT32_MAX) on
+ * Ascend310P (on the other SoCs UINT32_MAX waits for ever, as CANN's runtime does). */
 ACL_FUNC_VISIBILITY aclError aclrtSetOpWaitTimeout(uint32_t timeout);
 
 ACL_FUNC_VISIBILITY aclError aclrtSetOpExecuteTimeOut(uint32_t timeout);
@@ -1543,9 +1545,9 @@ ACL_FUNC_VISIBILITY aclError aclrtDestroyNotify(aclrtNotify notify);
  * Count notifies exist on Ascend950PR / Ascend950DT only (elsewhere every call →
  * ACL_ERROR_RT_FEATURE_NOT_SUPPORT). Check order: a NULL info → ACL_ERROR_INVALID_PARAM; a NULL
  * cntNotify or notifyId, a flag other than 0, or an unknown mode → ACL_ERROR_RT_PARAM_INVALID;
- * then ACL_ERROR_UNINITIALIZE, ACL_ERROR_RT_FEATURE_NOT_SUPPORT, ACL_ERROR_RT_INVALID_HANDLE and
- * the stream checks. Count-notify ids come from a pool of their own. Record, wait and reset are
- * asynchronous; a wait must be queued on a stream of the count notify's device (else
+ * then ACL_ERROR_RT_FEATURE_NOT_SUPPORT, ACL_ERROR_RT_INVALID_HANDLE and the stream checks.
+ * Count-notify ids come from a pool of their own. Record, wait and reset are asynchronous; a
+ * wait must be queued on a stream of the count notify's device (else
  * ACL_ERROR_RT_PARAM_INVALID), and one record releases every wait whose condition then holds.
  */
 ACL_FUNC_VISIBILITY aclError aclrtCntNotifyCreate(aclrtCntNotify *cntNotify, uint64_t flag);
@@ -1555,8 +1557,9 @@ ACL_FUNC_VISIBILITY aclError aclrtCntNotifyDestroy(aclrtCntNotify cntNotify);
 ACL_FUNC_VISIBILITY aclError aclrtRecordNotify(aclrtNotify notify, aclrtStream stream);
 
 /*
- * timeout in seconds: 0 forever, UINT32_MAX the aclrtSetOpWaitTimeout default. A timeout is
- * reported by the next aclrtSynchronizeStream (ACL_ERROR_RT_TASK_TIMEOUT).
+ * timeout in seconds: 0 forever; UINT32_MAX forever too, except on Ascend310P, where it is the
+ * aclrtSetOpWaitTimeout default (as CANN's runtime does). A timeout is reported by the next
+ * aclrtSynchronizeStream (ACL_ERROR_RT_TASK_TIMEOUT).
  */
 ACL_FUNC_VISIBILITY aclError aclrtWaitAndResetNotify(aclrtNotify notify, aclrtStream stream, uint32_t timeout);
 
