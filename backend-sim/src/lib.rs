@@ -68,7 +68,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::table::{self, ExportState, NotifySlot, WaitArgs, WaitOutcome, Waiter};
-use acl_notify_core::whitelist::{MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, WhitelistEntry};
+use acl_notify_core::whitelist::{
+    MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, Whitelist, WhitelistEntry,
+};
 use acl_notify_core::{
     Backend, BackendError, Chip, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall,
     HostOps, ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation,
@@ -1141,6 +1143,35 @@ impl Sim {
         WhitelistEntry::with_start_time(sdid, pid, identity)
     }
 
+    /// Why this process may not import what a process of `server` exported with whitelist
+    /// `wl`; `None` if it may. Shared by notify and memory imports.
+    fn not_admitted(&self, wl: &Whitelist, server: u32) -> Option<String> {
+        let (me_srv, me_pid, me_id) = (self.inner.server_id, self.inner.pid, self.inner.identity);
+        if wl.matches(me_srv, me_pid, me_id) {
+            return None;
+        }
+        let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
+        Some(if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
+            format!(
+                "pid {me_pid} is whitelisted, but no process had that PID when it was \
+                 whitelisted, so the entry admits nobody (this process got the PID later)"
+            )
+        } else if entry.is_some() {
+            format!(
+                "pid {me_pid} is whitelisted, but for another process (the PID was recycled): \
+                 this process ({}) may not import",
+                sys::describe_identity(me_id)
+            )
+        } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server) {
+            format!(
+                "pid {me_pid} is whitelisted on server {server} only; an importer on server \
+                 {me_srv} needs an inter-server entry (sdid {me_srv}, pid {me_pid})"
+            )
+        } else {
+            format!("pid {me_pid} on server {me_srv} is not whitelisted")
+        })
+    }
+
     /// The checks an import makes before it looks at the key: 207000 SoC without IPC; 107000
     /// bad flags; 107001 no such device.
     fn import_checks(&self, device: u32, flags: ImportFlags) -> Result<(), SimError> {
@@ -1200,32 +1231,7 @@ impl Sim {
                     format!("whitelist of notify {id} is unreadable (corrupt shared memory)"),
                 )
             })?;
-            let (me_srv, me_pid, me_id) =
-                (self.inner.server_id, self.inner.pid, self.inner.identity);
-            if !wl.matches(me_srv, me_pid, me_id) {
-                let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
-                let why = if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
-                    format!(
-                        "pid {me_pid} is whitelisted, but no process had that PID when it was \
-                         whitelisted, so the entry admits nobody (this process got the PID \
-                         later)"
-                    )
-                } else if entry.is_some() {
-                    format!(
-                        "pid {me_pid} is whitelisted, but for another process (the PID was \
-                         recycled): this process ({}) may not import",
-                        sys::describe_identity(me_id)
-                    )
-                } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server)
-                {
-                    format!(
-                        "pid {me_pid} is whitelisted on server {server} only; an importer on \
-                         server {me_srv} needs an inter-server entry (sdid {me_srv}, pid \
-                         {me_pid})"
-                    )
-                } else {
-                    format!("pid {me_pid} on server {me_srv} is not whitelisted")
-                };
+            if let Some(why) = self.not_admitted(&wl, server) {
                 return Err(err(
                     Error::NoPermission,
                     format!(

@@ -27,11 +27,14 @@
 //! caller's contract says.
 
 pub(crate) mod file;
+pub mod ipc;
+pub mod reduce;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use acl_notify_core::key::ExportKey;
 use acl_notify_core::{BackendError as _, Error, RawStream};
 
 use crate::error::SimError;
@@ -206,6 +209,8 @@ pub(crate) struct MemState {
     freed: Mutex<VecDeque<(usize, u64, u32)>>,
     /// `aclrtMallocHost` allocations: address → layout size.
     host: Mutex<HashMap<usize, usize>>,
+    /// IPC imports of this process: key → device address.
+    imports: Mutex<HashMap<ExportKey, usize>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -220,6 +225,7 @@ impl MemState {
             allocs: RwLock::new(BTreeMap::new()),
             freed: Mutex::new(VecDeque::new()),
             host: Mutex::new(HashMap::new()),
+            imports: Mutex::new(HashMap::new()),
         }
     }
 
@@ -228,6 +234,7 @@ impl MemState {
         if sys::getpid() != pid {
             return;
         }
+        lock(&self.imports).clear();
         let allocs =
             std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
         let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
@@ -388,12 +395,17 @@ impl Sim {
         let l = a.file.lock()?;
         a.file.free_owned(&l, a.id, a.generation);
         drop(l);
+        self.note_freed(ptr, a.size, a.file.device());
+        Ok(())
+    }
+
+    /// Remembers a freed (or closed) range, for messages about stale pointers.
+    fn note_freed(&self, addr: usize, size: u64, device: u32) {
         let mut freed = lock(&self.mem().freed);
         if freed.len() == FREED_KEPT {
             freed.pop_front();
         }
-        freed.push_back((ptr, a.size, a.file.device()));
-        Ok(())
+        freed.push_back((addr, size, device));
     }
 
     /// Adds to `msg` what `addr` is: inside or near an allocation, freed, or no device address.
