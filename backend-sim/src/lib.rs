@@ -57,6 +57,7 @@ mod repair;
 mod ring;
 pub mod shm;
 mod sigbus;
+mod spin;
 pub mod stream;
 mod sys;
 
@@ -96,6 +97,7 @@ pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
 /// Environment variable placing stream workers on CPUs: `off` (default), `spread`, or a CPU
 /// list such as `0,2-3` (see [`StreamCpus`]).
 pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
+pub use spin::ENV_SPIN_BUDGET;
 /// Environment variable bounding, in whole seconds, how long a record, wait or host function
 /// waits for room in a stream whose task queue is full before it fails with 507002
 /// (`ACL_ERROR_RT_STREAM_TASK_FULL`); `0` waits for ever, as CANN does (default 60).
@@ -678,8 +680,10 @@ impl Sim {
     /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
     /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `off`,
     /// see [`StreamCpus`]), `ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT` (seconds, default 60, `0` for
-    /// ever; see [`SimBuilder::enqueue_timeout`]). A variable that is set but invalid is an error (107000) naming it,
-    /// never a silent default.
+    /// ever; see [`SimBuilder::enqueue_timeout`]), `ACL_NOTIFY_SIM_SPIN_BUDGET` (waiters that
+    /// may spin at once, default the CPUs this process may use, `0` never; see
+    /// [`ENV_SPIN_BUDGET`]). A variable that is set but invalid is an error (107000) naming
+    /// it, never a silent default.
     pub fn from_env() -> Result<Sim, SimError> {
         let var = |name: &str| -> Result<Option<String>, SimError> {
             match std::env::var(name) {
@@ -704,6 +708,7 @@ impl Sim {
         if let Some(v) = var(ENV_NAMESPACE)? {
             b = b.namespace(&v);
         }
+        spin::check_env().map_err(|why| err(Error::ParamInvalid, why))?;
         if let Some(v) = var(ENV_STREAM_CPUS)? {
             let cpus = StreamCpus::parse(&v).map_err(|why| {
                 err(
@@ -772,9 +777,12 @@ impl Sim {
         let cpu = (!cpus.is_empty()).then(|| {
             cpus[self.inner.cpu_seq.fetch_add(1, Ordering::Relaxed) as usize % cpus.len()]
         });
-        let config = StreamConfig::new(name)
+        let mut config = StreamConfig::new(name)
             .cpu(cpu)
             .enqueue_timeout(self.inner.enqueue_timeout);
+        if !spin::Spinner::may_spin() {
+            config = config.spin(Duration::ZERO);
+        }
         Stream::spawn(config).map_err(|e: SimError| match cpu {
             Some(c) => err(
                 e.kind(),
@@ -1491,6 +1499,8 @@ impl Job<SimError> for SimJob {
 /// gradually, and a long sleep (nothing was coming) at once.
 struct AdaptiveWaiter<'a> {
     inner: SimWaiter<'a>,
+    /// Its place among the namespace's spinners ([`spin`]).
+    spinner: spin::Spinner<'a>,
     /// This wait's spin, in nanoseconds.
     spin: u64,
     /// When this wait first slept (0: it has not).
@@ -1505,6 +1515,7 @@ impl<'a> AdaptiveWaiter<'a> {
     /// `hint`: the stream's spin hint in nanoseconds (0: none yet).
     fn new(inner: SimWaiter<'a>, hint: u64) -> Self {
         AdaptiveWaiter {
+            spinner: spin::Spinner::new(inner.spinners()),
             inner,
             spin: hint.clamp(SPIN_NS, MAX_SPIN_NS),
             slept_at: Cell::new(0),
@@ -1544,6 +1555,7 @@ impl Waiter for AdaptiveWaiter<'_> {
         if self.slept_at.get() == 0 {
             self.slept_at.set(self.inner.now_ns().max(1));
         }
+        self.spinner.stop();
         self.inner.wait(word, expected, timeout);
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
@@ -1556,10 +1568,17 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.inner.stamp_ns()
     }
     fn relax(&self) {
-        self.inner.relax();
+        self.spinner.relax();
+    }
+    fn keep_spinning(&self) -> bool {
+        self.spinner.keep_spinning()
     }
     fn spin_limit(&self) -> Duration {
-        Duration::from_nanos(self.spin)
+        if spin::Spinner::may_spin() {
+            Duration::from_nanos(self.spin)
+        } else {
+            Duration::ZERO
+        }
     }
     fn proc_alive(&self, proc: u32) -> bool {
         self.inner.proc_alive(proc)

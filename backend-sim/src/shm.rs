@@ -101,6 +101,12 @@ pub(crate) struct Header {
     pub(crate) whitelists_off: AtomicU64,
     /// The creator's PID namespace (see [`FileHeader::pid_ns`]).
     pub(crate) pid_ns: AtomicU64,
+    /// Keeps `spinners`, written by every waiter that spins for long, off the lines above,
+    /// which every process reads.
+    pub(crate) _pad: [AtomicU64; 16],
+    /// Waiters of this namespace and server spinning past their first microsecond right now
+    /// (see [`crate::spin`]).
+    pub(crate) spinners: AtomicU32,
 }
 
 /// One registered process.
@@ -856,6 +862,11 @@ impl ShmFile {
         noted.max(self.pool(dev).map_or(0, |p| p.end()))
     }
 
+    /// The count of this file's waiters that are spinning (see [`crate::spin`]).
+    pub(crate) fn spinners(&self) -> &AtomicU32 {
+        &self.at::<Header>(0).spinners
+    }
+
     /// The waiter (futex, clock, liveness) for this file's table.
     pub fn waiter(&self) -> SimWaiter<'_> {
         SimWaiter { file: self }
@@ -1378,6 +1389,13 @@ fn validate_header(
 #[derive(Clone, Copy, Debug)]
 pub struct SimWaiter<'a> {
     file: &'a ShmFile,
+}
+
+impl<'a> SimWaiter<'a> {
+    /// The count of the file's waiters that are spinning (see [`crate::spin`]).
+    pub(crate) fn spinners(&self) -> &'a AtomicU32 {
+        self.file.spinners()
+    }
 }
 
 impl Waiter for SimWaiter<'_> {

@@ -17,6 +17,8 @@
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
 //!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
 //!   stream's worker: each starts a session of its own, never hangs;
+//! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
+//!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
 //!   notifies, checking the exact sum;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -248,6 +250,7 @@ fn build_everything() -> Result<Prefix, String> {
         "teardown",
         "memory",
         "ring_allreduce",
+        "ipc_memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -731,6 +734,56 @@ fn ring_allreduce_4() {
 #[test]
 fn ring_allreduce_8() {
     ring_allreduce(8);
+}
+
+// ---- IPC memory on every SoC (tests/c/ipc_memory.c) ------------------------------------------
+
+fn ipc_memory(soc: Soc) {
+    let p = setup();
+    let s = Scratch::new(&format!("ipcmem-{}", soc.name()));
+    let mut cmd = s.cmd(&p.bin.join("ipc_memory"), soc.name());
+    cmd.arg(&s.dir).arg(soc.name());
+    let o = run_all(
+        vec![spawn("ipc_memory", &mut cmd).expect("start ipc_memory")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout
+            .contains(&format!("ipc_memory {}: ok", soc.name())),
+        "{}",
+        report(&o)
+    );
+}
+
+macro_rules! ipc_memory_per_soc {
+    ($($name:ident => $soc:ident,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                ipc_memory(Soc::$soc);
+            }
+        )*
+
+        #[test]
+        fn every_soc_has_an_ipc_memory_run() {
+            let covered = [$(Soc::$soc),*];
+            for s in Soc::ALL {
+                assert!(covered.contains(s), "no IPC memory run for {s}");
+            }
+        }
+    };
+}
+
+ipc_memory_per_soc! {
+    ipc_memory_ascend950pr => Ascend950PR,
+    ipc_memory_ascend950dt => Ascend950DT,
+    ipc_memory_ascend910_93 => Ascend910_93,
+    ipc_memory_ascend910b => Ascend910B,
+    ipc_memory_ascend310b => Ascend310B,
+    ipc_memory_ascend310p => Ascend310P,
+    ipc_memory_ascend910 => Ascend910,
+    ipc_memory_ipv350 => IPV350,
 }
 
 // ---- a stream queue that stays full (tests/c/stream_full.c) -------------------------------------

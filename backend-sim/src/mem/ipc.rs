@@ -392,6 +392,7 @@ impl Sim {
                     generation: n.generation,
                     size: len,
                     imported: true,
+                    used_on: device,
                 },
             );
         lock(&self.mem().imports).insert(*key, addr);

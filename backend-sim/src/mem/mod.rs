@@ -123,6 +123,15 @@ pub(crate) struct Alloc {
     pub(crate) size: u64,
     /// Imported through IPC (else owned).
     pub(crate) imported: bool,
+    /// The device this process uses it on: the owner's own, or the one it was imported onto.
+    pub(crate) used_on: u32,
+}
+
+impl Alloc {
+    /// Imported onto another device than the one the memory is on.
+    fn cross_device(&self) -> bool {
+        self.imported && self.used_on != self.file.device()
+    }
 }
 
 impl Alloc {
@@ -355,6 +364,7 @@ impl Sim {
                     generation: placed.generation,
                     size,
                     imported: false,
+                    used_on: device,
                 },
             );
         Ok(addr)
@@ -588,7 +598,31 @@ impl Sim {
                 None => Side::Host(addr),
             }),
         };
-        Ok((resolve(dst, d, "destination")?, resolve(src, s, "source")?))
+        let (d, s) = (resolve(dst, d, "destination")?, resolve(src, s, "source")?);
+        // CANN documents (hicann/runtime docs/zh/api_ref/11-07_IPC_memory_sharing.md) that
+        // memory imported onto another device than its own takes no host-to-device or
+        // device-to-host copy, and no ACL_MEMCPY_DEFAULT: on hardware such a copy fails, so
+        // here it does too.
+        for (side, what) in [(&d, "destination"), (&s, "source")] {
+            if let Side::Device(r) = side
+                && r.alloc.cross_device()
+                && (kind != MemcpyKind::DeviceToDevice
+                    || matches!((&d, &s), (Side::Host(_), _) | (_, Side::Host(_))))
+            {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "the {what} {:#x} is IPC memory of device {} imported onto device {}: \
+                         CANN copies such memory only device to device with an explicit kind \
+                         (no ACL_MEMCPY_DEFAULT, no copy to or from the host)",
+                        r.addr,
+                        r.alloc.file.device(),
+                        r.alloc.used_on
+                    ),
+                ));
+            }
+        }
+        Ok((d, s))
     }
 
     /// `aclrtMemcpy`: copies `count` bytes from `src` to `dst` (`count <= dest_max`), both

@@ -271,21 +271,37 @@ fn ipc_memory_maps_the_same_bytes_for_whitelisted_importers() {
         get(from_parent);
         let e = c.ipc_mem_import(1, &key, false).unwrap_err();
         step(e.to_string().contains("no peer access"));
+        // Imported onto device 1 from device 0: device-to-device copies only (CANN's rule),
+        // through a buffer of the child's own.
+        let mine = c.malloc(1, 4096, 0).unwrap_or(0);
+        let d2d = |dst: usize, src: usize, n: usize| {
+            // SAFETY: device to device, no host side.
+            unsafe { c.memcpy(dst, n, src, n, MemcpyKind::DeviceToDevice) }
+        };
         let ok = c.ipc_mem_import(1, &key, true).is_ok_and(|b| {
             let mut out = [0u8; 100];
-            d2h(&c, &mut out, b).is_ok()
+            d2h(&c, &mut out, b).is_err_and(|e| e.to_string().contains("device to device"))
+                && d2d(mine, b, 100).is_ok()
+                && d2h(&c, &mut out, mine).is_ok()
                 && out == [42u8; 100]
-                && h2d(&c, b + 4000, &[1u8; 100])
-                    .is_err_and(|e| e.to_string().contains("4 bytes past"))
-                && h2d(&c, b, &[43u8; 10]).is_ok()
+                && d2d(b + 4000, mine, 100).is_err_and(|e| e.to_string().contains("4 bytes past"))
+                && h2d(&c, mine, &[43u8; 10]).is_ok()
+                && d2d(b, mine, 10).is_ok()
         });
         step(ok);
         get(from_parent);
         // The owner freed: the bytes are still there for this importer, until it closes.
         let b = *lock(&c.mem().imports).get(&key).unwrap_or(&0);
         let mut out = [0u8; 10];
-        let ok = d2h(&c, &mut out, b).is_ok() && out == [43u8; 10];
-        let closed = c.ipc_mem_close(&key).is_ok() && d2h(&c, &mut out, b).is_err();
+        // SAFETY: device to device.
+        let back = unsafe { c.memcpy(mine + 100, 10, b, 10, MemcpyKind::DeviceToDevice) };
+        let ok = back.is_ok() && d2h(&c, &mut out, mine + 100).is_ok() && out == [43u8; 10];
+        // SAFETY: device to device.
+        let gone = unsafe { c.memcpy(mine, 10, b, 10, MemcpyKind::DeviceToDevice) };
+        let closed = c.ipc_mem_close(&key).is_ok() && gone.is_ok() && {
+            // SAFETY: device to device.
+            unsafe { c.memcpy(mine, 10, b, 10, MemcpyKind::DeviceToDevice) }.is_err()
+        };
         step(ok && closed);
         std::mem::forget(c);
         // SAFETY: ends the child.
@@ -345,7 +361,8 @@ fn an_importer_that_dies_counts_as_closed() {
         else {
             return false;
         };
-        let Ok(p) = child.ipc_mem_import(1, &key, true) else {
+        // On the owner's device: host copies allowed.
+        let Ok(p) = child.ipc_mem_import(0, &key, false) else {
             return false;
         };
         let ok = h2d(&child, p, &[7u8; 4096]).is_ok();
