@@ -17,6 +17,8 @@
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
 //!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
 //!   stream's worker: each starts a session of its own, never hangs;
+//! - `ipc_notify_memory.c`: CANN's documented IPC notify flow with the memory it guards (a
+//!   host function standing in for each kernel), with and without a PID whitelist;
 //! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
 //!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
@@ -251,6 +253,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memory",
         "ring_allreduce",
         "ipc_memory",
+        "ipc_notify_memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -734,6 +737,36 @@ fn ring_allreduce_4() {
 #[test]
 fn ring_allreduce_8() {
     ring_allreduce(8);
+}
+
+// ---- CANN's IPC notify flow with the memory it guards (tests/c/ipc_notify_memory.c) -----------
+
+fn ipc_notify_memory(mode: &str) {
+    let p = setup();
+    let s = Scratch::new(&format!("ipcnm-{mode}"));
+    let mut cmd = s.cmd(&p.bin.join("ipc_notify_memory"), "Ascend910B");
+    cmd.arg(&s.dir).arg(mode);
+    let o = run_all(
+        vec![spawn("ipc_notify_memory", &mut cmd).expect("start ipc_notify_memory")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout
+            .contains(&format!("ipc_notify_memory {mode}: ok")),
+        "{}",
+        report(&o)
+    );
+}
+
+#[test]
+fn ipc_notify_and_memory_flow_with_whitelist() {
+    ipc_notify_memory("whitelist");
+}
+
+#[test]
+fn ipc_notify_and_memory_flow_without_whitelist() {
+    ipc_notify_memory("open");
 }
 
 // ---- IPC memory on every SoC (tests/c/ipc_memory.c) ------------------------------------------
