@@ -57,6 +57,7 @@ mod repair;
 mod ring;
 pub mod shm;
 mod sigbus;
+mod spin;
 pub mod stream;
 mod sys;
 
@@ -68,7 +69,9 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::table::{self, ExportState, NotifySlot, WaitArgs, WaitOutcome, Waiter};
-use acl_notify_core::whitelist::{MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, WhitelistEntry};
+use acl_notify_core::whitelist::{
+    MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, Whitelist, WhitelistEntry,
+};
 use acl_notify_core::{
     Backend, BackendError, Chip, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall,
     HostOps, ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation,
@@ -94,6 +97,7 @@ pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
 /// Environment variable placing stream workers on CPUs: `off` (default), `spread`, or a CPU
 /// list such as `0,2-3` (see [`StreamCpus`]).
 pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
+pub use spin::ENV_SPIN_BUDGET;
 /// Environment variable bounding, in whole seconds, how long a record, wait or host function
 /// waits for room in a stream whose task queue is full before it fails with 507002
 /// (`ACL_ERROR_RT_STREAM_TASK_FULL`); `0` waits for ever, as CANN does (default 60).
@@ -676,8 +680,10 @@ impl Sim {
     /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
     /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `off`,
     /// see [`StreamCpus`]), `ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT` (seconds, default 60, `0` for
-    /// ever; see [`SimBuilder::enqueue_timeout`]). A variable that is set but invalid is an error (107000) naming it,
-    /// never a silent default.
+    /// ever; see [`SimBuilder::enqueue_timeout`]), `ACL_NOTIFY_SIM_SPIN_BUDGET` (waiters that
+    /// may spin at once, default the CPUs this process may use, `0` never; see
+    /// [`ENV_SPIN_BUDGET`]). A variable that is set but invalid is an error (107000) naming
+    /// it, never a silent default.
     pub fn from_env() -> Result<Sim, SimError> {
         let var = |name: &str| -> Result<Option<String>, SimError> {
             match std::env::var(name) {
@@ -702,6 +708,7 @@ impl Sim {
         if let Some(v) = var(ENV_NAMESPACE)? {
             b = b.namespace(&v);
         }
+        spin::check_env().map_err(|why| err(Error::ParamInvalid, why))?;
         if let Some(v) = var(ENV_STREAM_CPUS)? {
             let cpus = StreamCpus::parse(&v).map_err(|why| {
                 err(
@@ -770,9 +777,12 @@ impl Sim {
         let cpu = (!cpus.is_empty()).then(|| {
             cpus[self.inner.cpu_seq.fetch_add(1, Ordering::Relaxed) as usize % cpus.len()]
         });
-        let config = StreamConfig::new(name)
+        let mut config = StreamConfig::new(name)
             .cpu(cpu)
             .enqueue_timeout(self.inner.enqueue_timeout);
+        if !spin::Spinner::may_spin() {
+            config = config.spin(Duration::ZERO);
+        }
         Stream::spawn(config).map_err(|e: SimError| match cpu {
             Some(c) => err(
                 e.kind(),
@@ -1141,6 +1151,35 @@ impl Sim {
         WhitelistEntry::with_start_time(sdid, pid, identity)
     }
 
+    /// Why this process may not import what a process of `server` exported with whitelist
+    /// `wl`; `None` if it may. Shared by notify and memory imports.
+    fn not_admitted(&self, wl: &Whitelist, server: u32) -> Option<String> {
+        let (me_srv, me_pid, me_id) = (self.inner.server_id, self.inner.pid, self.inner.identity);
+        if wl.matches(me_srv, me_pid, me_id) {
+            return None;
+        }
+        let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
+        Some(if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
+            format!(
+                "pid {me_pid} is whitelisted, but no process had that PID when it was \
+                 whitelisted, so the entry admits nobody (this process got the PID later)"
+            )
+        } else if entry.is_some() {
+            format!(
+                "pid {me_pid} is whitelisted, but for another process (the PID was recycled): \
+                 this process ({}) may not import",
+                sys::describe_identity(me_id)
+            )
+        } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server) {
+            format!(
+                "pid {me_pid} is whitelisted on server {server} only; an importer on server \
+                 {me_srv} needs an inter-server entry (sdid {me_srv}, pid {me_pid})"
+            )
+        } else {
+            format!("pid {me_pid} on server {me_srv} is not whitelisted")
+        })
+    }
+
     /// The checks an import makes before it looks at the key: 207000 SoC without IPC; 107000
     /// bad flags; 107001 no such device.
     fn import_checks(&self, device: u32, flags: ImportFlags) -> Result<(), SimError> {
@@ -1200,32 +1239,7 @@ impl Sim {
                     format!("whitelist of notify {id} is unreadable (corrupt shared memory)"),
                 )
             })?;
-            let (me_srv, me_pid, me_id) =
-                (self.inner.server_id, self.inner.pid, self.inner.identity);
-            if !wl.matches(me_srv, me_pid, me_id) {
-                let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
-                let why = if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
-                    format!(
-                        "pid {me_pid} is whitelisted, but no process had that PID when it was \
-                         whitelisted, so the entry admits nobody (this process got the PID \
-                         later)"
-                    )
-                } else if entry.is_some() {
-                    format!(
-                        "pid {me_pid} is whitelisted, but for another process (the PID was \
-                         recycled): this process ({}) may not import",
-                        sys::describe_identity(me_id)
-                    )
-                } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server)
-                {
-                    format!(
-                        "pid {me_pid} is whitelisted on server {server} only; an importer on \
-                         server {me_srv} needs an inter-server entry (sdid {me_srv}, pid \
-                         {me_pid})"
-                    )
-                } else {
-                    format!("pid {me_pid} on server {me_srv} is not whitelisted")
-                };
+            if let Some(why) = self.not_admitted(&wl, server) {
                 return Err(err(
                     Error::NoPermission,
                     format!(
@@ -1485,6 +1499,8 @@ impl Job<SimError> for SimJob {
 /// gradually, and a long sleep (nothing was coming) at once.
 struct AdaptiveWaiter<'a> {
     inner: SimWaiter<'a>,
+    /// Its place among the namespace's spinners ([`spin`]).
+    spinner: spin::Spinner<'a>,
     /// This wait's spin, in nanoseconds.
     spin: u64,
     /// When this wait first slept (0: it has not).
@@ -1499,6 +1515,7 @@ impl<'a> AdaptiveWaiter<'a> {
     /// `hint`: the stream's spin hint in nanoseconds (0: none yet).
     fn new(inner: SimWaiter<'a>, hint: u64) -> Self {
         AdaptiveWaiter {
+            spinner: spin::Spinner::new(inner.spinners()),
             inner,
             spin: hint.clamp(SPIN_NS, MAX_SPIN_NS),
             slept_at: Cell::new(0),
@@ -1538,6 +1555,7 @@ impl Waiter for AdaptiveWaiter<'_> {
         if self.slept_at.get() == 0 {
             self.slept_at.set(self.inner.now_ns().max(1));
         }
+        self.spinner.stop();
         self.inner.wait(word, expected, timeout);
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
@@ -1550,10 +1568,17 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.inner.stamp_ns()
     }
     fn relax(&self) {
-        self.inner.relax();
+        self.spinner.relax();
+    }
+    fn keep_spinning(&self) -> bool {
+        self.spinner.keep_spinning()
     }
     fn spin_limit(&self) -> Duration {
-        Duration::from_nanos(self.spin)
+        if spin::Spinner::may_spin() {
+            Duration::from_nanos(self.spin)
+        } else {
+            Duration::ZERO
+        }
     }
     fn proc_alive(&self, proc: u32) -> bool {
         self.inner.proc_alive(proc)

@@ -101,6 +101,12 @@ pub(crate) struct Header {
     pub(crate) whitelists_off: AtomicU64,
     /// The creator's PID namespace (see [`FileHeader::pid_ns`]).
     pub(crate) pid_ns: AtomicU64,
+    /// Keeps `spinners`, written by every waiter that spins for long, off the lines above,
+    /// which every process reads.
+    pub(crate) _pad: [AtomicU64; 16],
+    /// Waiters of this namespace and server spinning past their first microsecond right now
+    /// (see [`crate::spin`]).
+    pub(crate) spinners: AtomicU32,
 }
 
 /// One registered process.
@@ -128,8 +134,9 @@ struct DeviceHeader {
 
 /// A whitelist in shared memory: a seqlock around the bytes of a core [`Whitelist`].
 /// Only the owner process writes it (its threads serialised by a local mutex); importers read.
+/// Used for exported notifies here and for exported device memory ([`crate::mem`]).
 #[repr(C)]
-struct ShmWhitelist {
+pub(crate) struct ShmWhitelist {
     seq: AtomicU64,
     words: [AtomicU64; WL_WORDS],
 }
@@ -146,6 +153,74 @@ fn load_whitelist(wl: &ShmWhitelist) -> Whitelist {
     // (checked at compile time), and made only of integers with no padding, so every bit
     // pattern is a valid value; its length is clamped on every read.
     unsafe { std::mem::transmute::<[u64; WL_WORDS], Whitelist>(words) }
+}
+// SAFETY: atomics only.
+unsafe impl crate::mapfile::Shared for ShmWhitelist {}
+
+impl ShmWhitelist {
+    /// A consistent snapshot; `None` if the memory stays inconsistent (a writer died
+    /// mid-update).
+    pub(crate) fn read(&self) -> Option<Whitelist> {
+        for i in 0..10_000 {
+            let s1 = self.seq.load(SeqCst);
+            if s1 % 2 == 1 {
+                if i > 100 {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            let list = load_whitelist(self);
+            if self.seq.load(SeqCst) == s1 {
+                return Some(list);
+            }
+        }
+        None
+    }
+
+    /// Replaces the list after applying `f` to the current one. The caller is the only
+    /// writer (its process's threads serialised by the caller's lock), so the current list is
+    /// never guessed: a sequence word that is odd, or moves under the only writer, means a
+    /// writer died mid-update or another process scribbled on the memory: `Err` says which
+    /// (for the caller's 507899), and the stored list is left as it is (rebuilding it from
+    /// empty would silently drop every process already whitelisted).
+    pub(crate) fn update<R>(&self, f: impl FnOnce(&mut Whitelist) -> R) -> Result<R, String> {
+        let seq = self.seq.load(SeqCst);
+        if seq % 2 == 1 {
+            return Err(format!("odd ({seq})"));
+        }
+        let mut cur = load_whitelist(self);
+        let r = f(&mut cur);
+        // Nobody else may write between our read and our write: if the word moved, someone did.
+        if let Err(now) = self
+            .seq
+            .compare_exchange(seq, seq.wrapping_add(1), SeqCst, SeqCst)
+        {
+            return Err(format!("changed from {seq} to {now} under its only writer"));
+        }
+        self.store(seq.wrapping_add(1), cur);
+        Ok(r)
+    }
+
+    /// Starts the list afresh (consistent and empty), whatever was left in it. For the only
+    /// writer, before anyone else can reach the list.
+    pub(crate) fn reset(&self) {
+        // Odd while we write, even (and past any value it held) after.
+        let odd = self.seq.load(SeqCst) | 1;
+        self.seq.store(odd, SeqCst);
+        self.store(odd, Whitelist::new());
+    }
+
+    /// Writes `list`, with the sequence word set to the odd `odd` by this writer, and
+    /// publishes it (sequence `odd + 1`).
+    fn store(&self, odd: u64, list: Whitelist) {
+        // SAFETY: the same layout argument as in `load_whitelist`, in the other direction:
+        // a plain-integer `#[repr(C)]` value of exactly `WL_WORDS * 8` bytes.
+        let words = unsafe { std::mem::transmute::<Whitelist, [u64; WL_WORDS]>(list) };
+        for (a, w) in self.words.iter().zip(words) {
+            a.store(w, SeqCst);
+        }
+        self.seq.store(odd.wrapping_add(1), SeqCst);
+    }
 }
 const _: () = assert!(std::mem::size_of::<Whitelist>() == WL_WORDS * 8);
 const _: () = assert!(std::mem::align_of::<Whitelist>() <= 8);
@@ -787,6 +862,11 @@ impl ShmFile {
         noted.max(self.pool(dev).map_or(0, |p| p.end()))
     }
 
+    /// The count of this file's waiters that are spinning (see [`crate::spin`]).
+    pub(crate) fn spinners(&self) -> &AtomicU32 {
+        &self.at::<Header>(0).spinners
+    }
+
     /// The waiter (futex, clock, liveness) for this file's table.
     pub fn waiter(&self) -> SimWaiter<'_> {
         SimWaiter { file: self }
@@ -802,31 +882,13 @@ impl ShmFile {
     /// Reads the whitelist of notify `id` on `dev` (a consistent snapshot). `None` if this
     /// SoC has no whitelists or the memory stays inconsistent (a writer died mid-update).
     pub fn read_whitelist(&self, dev: u32, id: u32) -> Option<Whitelist> {
-        let wl = self.shm_whitelist(dev, id)?;
-        for i in 0..10_000 {
-            let s1 = wl.seq.load(SeqCst);
-            if s1 % 2 == 1 {
-                if i > 100 {
-                    std::thread::yield_now();
-                }
-                continue;
-            }
-            let list = load_whitelist(wl);
-            if wl.seq.load(SeqCst) == s1 {
-                return Some(list);
-            }
-        }
-        None
+        self.shm_whitelist(dev, id)?.read()
     }
 
     /// Replaces the whitelist of notify `id` on `dev` after applying `f` to the current one.
-    /// Only the owner process calls this; its threads are serialised here.
-    ///
-    /// The current list is never guessed: only this process writes the whitelist and its
-    /// writers hold `wl_lock`, so a sequence word that is odd (or moves) while the lock is held
-    /// means a writer died mid-update or another process scribbled on the memory. That is
-    /// 507899 naming the notify and the file, and the stored list is left as it is (rebuilding
-    /// it from empty would silently drop every process already whitelisted).
+    /// Only the owner process calls this; its threads are serialised here (see
+    /// [`ShmWhitelist::update`]): an inconsistent list is 507899 naming the notify and the
+    /// file, and is left as it is.
     pub fn update_whitelist<R>(
         &self,
         dev: u32,
@@ -835,25 +897,8 @@ impl ShmFile {
     ) -> Result<R, SimError> {
         let wl = self.whitelist_storage(dev, id)?;
         let _g = lock(&self.wl_lock);
-        let seq = wl.seq.load(SeqCst);
-        if seq % 2 == 1 {
-            return Err(self.inconsistent_whitelist(dev, id, format_args!("odd ({seq})")));
-        }
-        let mut cur = load_whitelist(wl);
-        let r = f(&mut cur);
-        // Nobody else may write between our read and our write: if the word moved, someone did.
-        if let Err(now) = wl
-            .seq
-            .compare_exchange(seq, seq.wrapping_add(1), SeqCst, SeqCst)
-        {
-            return Err(self.inconsistent_whitelist(
-                dev,
-                id,
-                format_args!("changed from {seq} to {now} under its only writer"),
-            ));
-        }
-        self.store_whitelist(wl, seq.wrapping_add(1), cur);
-        Ok(r)
+        wl.update(f)
+            .map_err(|seq| self.inconsistent_whitelist(dev, id, seq))
     }
 
     /// Starts the whitelist of notify `id` on `dev` afresh (consistent and empty), whatever a
@@ -873,23 +918,8 @@ impl ShmFile {
         {
             return Ok(());
         }
-        // Odd while we write, even (and past any value it held) after.
-        let odd = wl.seq.load(SeqCst) | 1;
-        wl.seq.store(odd, SeqCst);
-        self.store_whitelist(wl, odd, Whitelist::new());
+        wl.reset();
         Ok(())
-    }
-
-    /// Writes `list` into `wl`, whose sequence word this writer has set to the odd `odd`, and
-    /// publishes it (sequence `odd + 1`).
-    fn store_whitelist(&self, wl: &ShmWhitelist, odd: u64, list: Whitelist) {
-        // SAFETY: the same layout argument as in `read_whitelist`, in the other direction:
-        // a plain-integer `#[repr(C)]` value of exactly `WL_WORDS * 8` bytes.
-        let words = unsafe { std::mem::transmute::<Whitelist, [u64; WL_WORDS]>(list) };
-        for (a, w) in wl.words.iter().zip(words) {
-            a.store(w, SeqCst);
-        }
-        wl.seq.store(odd.wrapping_add(1), SeqCst);
     }
 
     /// The whitelist memory of notify `id` on `dev` (507899 if this SoC has none or the id is
@@ -1359,6 +1389,13 @@ fn validate_header(
 #[derive(Clone, Copy, Debug)]
 pub struct SimWaiter<'a> {
     file: &'a ShmFile,
+}
+
+impl<'a> SimWaiter<'a> {
+    /// The count of the file's waiters that are spinning (see [`crate::spin`]).
+    pub(crate) fn spinners(&self) -> &'a AtomicU32 {
+        self.file.spinners()
+    }
 }
 
 impl Waiter for SimWaiter<'_> {

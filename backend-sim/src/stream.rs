@@ -843,9 +843,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         local.reverse();
         // Dekker handshake with `enqueue_slow`: the slots are free (stored above), then we
         // look for producers waiting for room; they announce themselves, then look at the
-        // slots.
+        // slots. They are woken once the queue is down to half its capacity, not for every
+        // batch taken: a host thread that keeps a queue full then refills half of it per
+        // wake-up instead of a task or sixteen (each wake-up is a syscall and a context
+        // switch on a machine that may have no CPU to spare). The queue keeps draining while
+        // they sleep, and the turn that leaves it empty wakes them (nothing is queued past a
+        // blocked producer: it is blocked because the queue is full).
         fence(Ordering::SeqCst);
-        if self.blocked.load(Ordering::Relaxed) > 0 {
+        if self.blocked.load(Ordering::Relaxed) > 0
+            && self.ring.issued().saturating_sub(head) <= (self.capacity / 2) as u64
+        {
             let _g = lock(&self.room);
             self.not_full.notify_all();
         }

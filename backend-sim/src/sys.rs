@@ -226,7 +226,7 @@ pub const IDENTITY_PIDFS: u64 = 1 << 63;
 const PID_FS_MAGIC: i64 = 0x5049_4446;
 
 /// The identity a whitelist entry records for process `pid` of this machine, or `None` if no
-/// such process is running (the entry then matches nobody).
+/// such process is running, a zombie included (the entry then matches nobody).
 ///
 /// Where pidfds live on pidfs (Linux 6.9 and later), the identity is the inode number of a
 /// pidfd of the process, tagged with [`IDENTITY_PIDFS`]: the kernel numbers each process's
@@ -240,7 +240,9 @@ pub fn process_identity(pid: i32) -> Option<u64> {
         return None;
     }
     match pidfs_inode(pid) {
-        Ok(Some(ino)) => Some(IDENTITY_PIDFS | ino),
+        // A zombie keeps its pidfs inode until it is reaped, but it has exited: it is not
+        // running (its `/proc` state is Z or X, for which `proc_start_time` answers `None`).
+        Ok(Some(ino)) => proc_start_time(pid).map(|_| IDENTITY_PIDFS | ino),
         Ok(None) => proc_start_time(pid),
         Err(()) => None,
     }
@@ -321,6 +323,32 @@ mod tests {
         if me & IDENTITY_PIDFS != 0 {
             assert_ne!(theirs, Some(me));
         }
+    }
+
+    /// A child that has exited but is not reaped yet (a zombie) is not running: whitelisting
+    /// it gives an entry that admits nobody, and an identity taken while it ran is not alive.
+    #[test]
+    fn a_zombie_has_no_identity_and_is_not_alive() {
+        let mut kid = std::process::Command::new("true").spawn().unwrap();
+        let pid = kid.id() as i32;
+        let running = process_identity(pid);
+        // Wait until it has exited without reaping it (WNOWAIT keeps the zombie).
+        // SAFETY: all-zero is a valid siginfo_t; waitid fills it for our own child.
+        let rc = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                &mut info,
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        };
+        assert_eq!(rc, 0, "waitid: {}", std::io::Error::last_os_error());
+        assert_eq!(process_identity(pid), None, "a zombie is not running");
+        if let Some(id) = running {
+            assert!(!identity_alive(pid, id), "a zombie is not alive");
+        }
+        kid.wait().unwrap();
     }
 
     #[test]

@@ -16,19 +16,31 @@ use crate::handoff;
 use crate::harness::{Better, Group, Iters, Kind, Variant};
 use crate::notify::{self, Feed, Loop, WakeFrom};
 use crate::pingpong::{self, Mech};
+use crate::pipeline;
 use crate::poolbench;
 use crate::report::Fact;
+use crate::ring::{self, RingMech};
 use crate::sys::{Place, Scope};
 use crate::wake;
 
 /// Row names the targets look up.
 pub mod rows {
-    /// Cross-process case (each process's stream worker on a CPU of its own).
-    pub const XPROC: &str = "notify: 2 processes, streams prefilled, workers placed";
-    /// In-process case (stream workers placed on CPUs of their own).
-    pub const INPROC: &str = "notify: 2 streams prefilled, workers placed";
+    /// Cross-process case: default settings, the hosts enqueuing while the streams run.
+    pub const XPROC: &str = "notify: 2 processes, hosts feeding, default settings";
+    /// In-process case: default settings, the host enqueuing while the streams run.
+    pub const INPROC: &str = "notify: 2 streams, host feeding, default settings";
     /// Enqueue into a running stream.
     pub const ENQUEUE: &str = "notify: record enqueued into a running stream, default settings";
+    /// The 4-stream pipeline.
+    pub const PIPELINE: &str = "notify: 4 streams, host feeding, default settings";
+    /// The ring of `n` processes on notifies.
+    pub fn ring(n: usize) -> String {
+        format!("notify: ring of {n} processes, hosts feeding, default settings")
+    }
+    /// The ring of `n` processes on POSIX semaphores.
+    pub fn ring_sem(n: usize) -> String {
+        format!("POSIX semaphores: ring of {n} processes")
+    }
     /// Idle wake case.
     pub const WAKE: &str = "notify: record task -> waiter resumes";
     /// Idle wake case, both stream workers on one CPU.
@@ -39,8 +51,8 @@ pub mod rows {
     pub const WAKE_FUTEX_ONE_CPU: &str = "raw FUTEX_WAKE -> sleeper resumes, threads on 1 CPU";
     /// Idle CPU case.
     pub const IDLE: &str = "notify: stream waiting, nothing recorded";
-    /// Handoff case (stream workers placed on CPUs of their own).
-    pub const HANDOFF: &str = "notify: ring of 8 notify pairs, 2 streams prefilled, placed";
+    /// Handoff case: default settings, the host enqueuing while the streams run.
+    pub const HANDOFF: &str = "notify: ring of 8 notify pairs, host feeding, default settings";
     /// Handoff baseline.
     pub const HANDOFF_HYBRID: &str = "hybrid: ring of 8 flag pairs, 2 threads";
     /// Handoff baseline, threads placed.
@@ -154,6 +166,8 @@ pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
         "xproc" => vec![xproc(ctx)],
         "inproc" => vec![inproc(ctx)],
         "enqueue" => vec![enqueue_cost(ctx)],
+        "pipeline" => vec![pipeline(ctx)],
+        "ring" => ring::RANKS.iter().map(|&n| ring_group(ctx, n)).collect(),
         "wake" => vec![wake(ctx)],
         "idlecpu" => vec![idle_cpu(ctx)],
         "handoff" => vec![handoff(ctx)],
@@ -170,9 +184,19 @@ fn xproc(ctx: &Ctx) -> Group {
     let mut v = vec![
         ctx.sim_variant(rows::XPROC, scaled(512, 500_000), || {
             Ok(Box::new(move |n| {
-                notify::xproc_sample(&ns, n, Feed::Prefilled, Place::Spread)
+                notify::xproc_sample(&ns2, n, Feed::Concurrent, Place::Kernel)
             }))
         }),
+        ctx.sim_variant_kind(
+            "notify: 2 processes, streams prefilled, workers placed",
+            Kind::Info,
+            scaled(512, 500_000),
+            || {
+                Ok(Box::new(move |n| {
+                    notify::xproc_sample(&ns, n, Feed::Prefilled, Place::Spread)
+                }))
+            },
+        ),
         ctx.sim_variant_kind(
             "notify: 2 processes, streams prefilled, kernel-placed",
             Kind::Info,
@@ -180,16 +204,6 @@ fn xproc(ctx: &Ctx) -> Group {
             || {
                 Ok(Box::new(move |n| {
                     notify::xproc_sample(&ns1, n, Feed::Prefilled, Place::Kernel)
-                }))
-            },
-        ),
-        ctx.sim_variant_kind(
-            "notify: 2 processes, hosts feeding meanwhile",
-            Kind::Info,
-            scaled(512, 500_000),
-            || {
-                Ok(Box::new(move |n| {
-                    notify::xproc_sample(&ns2, n, Feed::Concurrent, Place::Kernel)
                 }))
             },
         ),
@@ -213,12 +227,13 @@ fn xproc(ctx: &Ctx) -> Group {
         better: Better::Lower,
         variants: v,
         note: format!(
-            "case: batches of {} round trips queued in full on both streams before they run \
-             (hosts asleep), timed between host functions on A's stream; A's stream worker on \
-             this process's first CPU, B's on its second (StreamCpus::List); info rows: the \
-             same with the kernel placing the workers, and hosts enqueuing chunks of {} \
-             meanwhile. Baselines: a child process echoes a sequence number through shared \
-             memory / kernel objects; hybrid spins {} µs then FUTEX_WAITs; a fresh child per \
+            "case: default settings (the kernel places the workers), each process's host \
+             enqueuing chunks of {1} round trips while the streams run; info rows: batches of \
+             {0} round trips queued in full on both streams before they run (hosts asleep), \
+             timed between host functions on A's stream, with A's stream worker on this \
+             process's first CPU and B's on its second (StreamCpus::List), or kernel-placed. \
+             Baselines: a child process echoes a sequence number through shared \
+             memory / kernel objects; hybrid spins {2} µs then FUTEX_WAITs; a fresh child per \
              sample; judged ones also with parent and child placed on those two CPUs (targets \
              use the faster placement)",
             notify::BATCH,
@@ -237,9 +252,18 @@ fn inproc(ctx: &Ctx) -> Group {
     let ns4 = ctx.ns.clone();
     let mut v = vec![
         ctx.sim_variant(rows::INPROC, scaled(512, 500_000), || {
-            let mut c = notify::InProc::new(&ns, Place::Spread)?;
-            Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
+            let mut c = notify::InProc::new(&ns3, Place::Kernel)?;
+            Ok(Box::new(move |n| c.sample(n, Loop::Pair)))
         }),
+        ctx.sim_variant_kind(
+            "notify: 2 streams prefilled, workers placed",
+            Kind::Info,
+            scaled(512, 500_000),
+            || {
+                let mut c = notify::InProc::new(&ns, Place::Spread)?;
+                Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
+            },
+        ),
         ctx.sim_variant_kind(
             "notify: 2 streams prefilled, kernel-placed",
             Kind::Info,
@@ -247,15 +271,6 @@ fn inproc(ctx: &Ctx) -> Group {
             || {
                 let mut c = notify::InProc::new(&ns1, Place::Kernel)?;
                 Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
-            },
-        ),
-        ctx.sim_variant_kind(
-            "notify: 2 streams, host feeding meanwhile",
-            Kind::Info,
-            scaled(512, 500_000),
-            || {
-                let mut c = notify::InProc::new(&ns3, Place::Kernel)?;
-                Ok(Box::new(move |n| c.sample(n, Loop::Pair)))
             },
         ),
         ctx.sim_variant_kind(
@@ -296,11 +311,11 @@ fn inproc(ctx: &Ctx) -> Group {
         better: Better::Lower,
         variants: v,
         note: format!(
-            "case: batches of {} round trips queued in full before they run (host asleep), \
-             each stream's worker on a CPU of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread); \
-             info rows: the same with the kernel placing the workers, the host enqueuing \
-             meanwhile, and one stream's own cost per record+wait pair (no thread waits for \
-             another). Baselines: two threads of one process (private futexes), as the kernel \
+            "case: default settings (the kernel places the workers), the host enqueuing \
+             chunks of round trips while the streams run; info rows: batches of {} round \
+             trips queued in full before they run (host asleep), each stream's worker on a CPU \
+             of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread) or kernel-placed, and one stream's \
+             own cost per record+wait pair (no thread waits for another). Baselines: two threads of one process (private futexes), as the kernel \
              places them and placed like the case's workers; targets use the faster of the two",
             notify::BATCH
         ),
@@ -337,6 +352,72 @@ fn enqueue_cost(ctx: &Ctx) -> Group {
              just finished the previous burst and is awake); only the calls are timed, a \
              synchronize between bursts is not. Info: the stream engine alone",
             enqueue::BURST
+        ),
+        min_reps: 0,
+    }
+}
+
+fn pipeline(ctx: &Ctx) -> Group {
+    let ns = ctx.ns.clone();
+    let v = vec![ctx.sim_variant(rows::PIPELINE, scaled(2_000, 100_000), || {
+        let mut c = pipeline::Pipeline::new(&ns)?;
+        Ok(Box::new(move |n| c.sample(n)))
+    })];
+    Group {
+        id: "pipeline",
+        title: "4-stream pipeline in one process, one ready/free notify pair per link".into(),
+        unit: "items/s",
+        better: Better::Higher,
+        variants: v,
+        note: format!(
+            "stage k waits link k-1's ready notify, records its free notify, waits link k's \
+             free notify (from the second item on) and records its ready notify; the host \
+             thread enqueues every stage's tasks in chunks of {} items while the streams run \
+             (default settings); a sample is up to 100,000 items, timed from the first \
+             enqueue to the last synchronize",
+            pipeline::CHUNK
+        ),
+        min_reps: 0,
+    }
+}
+
+/// The group id of the ring of `n` ranks.
+pub fn ring_id(n: usize) -> &'static str {
+    match n {
+        2 => "ring.2",
+        4 => "ring.4",
+        8 => "ring.8",
+        _ => "ring.16",
+    }
+}
+
+fn ring_group(ctx: &Ctx, n: usize) -> Group {
+    let ns = ctx.ns.clone();
+    let max = (200_000 / n as u64).max(100);
+    let v = vec![
+        ctx.sim_variant(&rows::ring(n), scaled(50, max), || {
+            Ok(Box::new(move |r| ring::sample(&ns, RingMech::Notify, n, r)))
+        }),
+        Variant::new(
+            rows::ring_sem(n),
+            Kind::Baseline,
+            scaled(50, max),
+            move |r| ring::sample("", RingMech::Sem, n, r),
+        ),
+    ];
+    Group {
+        id: ring_id(n),
+        title: format!("Ring of {n} processes, data+ack notify per rank, per round"),
+        unit: "ns/round",
+        better: Better::Lower,
+        variants: v,
+        note: format!(
+            "each rank a process: waits its data, acks rank r-1, sends to rank r+1, waits its \
+             ack (rank 0 sends first); {n} ranks on {} CPUs. Ours: each rank's host enqueues \
+             its rounds while its stream runs them, default settings (no variable set); \
+             baseline: the same protocol on process-shared POSIX semaphores, one thread per \
+             rank. Process start-up is not timed",
+            std::thread::available_parallelism().map_or(1, |c| c.get())
         ),
         min_reps: 0,
     }
@@ -444,25 +525,25 @@ fn handoff(ctx: &Ctx) -> Group {
     let ns2 = ctx.ns.clone();
     let v = vec![
         ctx.sim_variant(rows::HANDOFF, scaled(512, 2_000_000), || {
-            let mut h = notify::Handoff::new(&ns, handoff::SLOTS, Place::Spread)?;
-            Ok(Box::new(move |n| h.sample(n, Feed::Prefilled)))
+            let mut h = notify::Handoff::new(&ns2, handoff::SLOTS, Place::Kernel)?;
+            Ok(Box::new(move |n| h.sample(n, Feed::Concurrent)))
         }),
         ctx.sim_variant_kind(
-            "notify: same, kernel-placed",
+            "notify: same, streams prefilled, workers placed",
+            Kind::Info,
+            scaled(512, 2_000_000),
+            || {
+                let mut h = notify::Handoff::new(&ns, handoff::SLOTS, Place::Spread)?;
+                Ok(Box::new(move |n| h.sample(n, Feed::Prefilled)))
+            },
+        ),
+        ctx.sim_variant_kind(
+            "notify: same, streams prefilled, kernel-placed",
             Kind::Info,
             scaled(512, 2_000_000),
             || {
                 let mut h = notify::Handoff::new(&ns1, handoff::SLOTS, Place::Kernel)?;
                 Ok(Box::new(move |n| h.sample(n, Feed::Prefilled)))
-            },
-        ),
-        ctx.sim_variant_kind(
-            "notify: same, kernel-placed, host feeding meanwhile",
-            Kind::Info,
-            scaled(512, 2_000_000),
-            || {
-                let mut h = notify::Handoff::new(&ns2, handoff::SLOTS, Place::Kernel)?;
-                Ok(Box::new(move |n| h.sample(n, Feed::Concurrent)))
             },
         ),
         Variant::new(
@@ -489,10 +570,11 @@ fn handoff(ctx: &Ctx) -> Group {
         variants: v,
         note: format!(
             "each slot: 'full' recorded by the producer, waited by the consumer; 'empty' the \
-             reverse; counts verified after every sample. Case: batches of {} items queued \
-             in full before they run (host asleep), each stream's worker on a CPU of its own \
-             (ACL_NOTIFY_SIM_STREAM_CPUS=spread); info rows: the kernel placing the workers, \
-             and the host enqueuing meanwhile. The target uses the faster hybrid row",
+             reverse; counts verified after every sample. Case: default settings (the kernel \
+             places the workers), the host enqueuing while the streams run; info rows: \
+             batches of {} items queued in full before they run (host asleep), each stream's \
+             worker on a CPU of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread) or kernel-placed. \
+             The target uses the faster hybrid row",
             notify::BATCH
         ),
         min_reps: 0,
@@ -664,6 +746,7 @@ pub fn role(name: &str, args: &RoleArgs) -> Result<String, String> {
     match name {
         "pingpong-peer" => pingpong::peer_main(args),
         "notify-peer" => notify::peer_main(args),
+        "ring-rank" => ring::rank_main(args),
         "mem-device" => notify::mem_device_main(args),
         other => Err(format!("unknown role `{other}`")),
     }

@@ -8,7 +8,7 @@
 //!                  [--out DIR] [--capi PATH/libascendcl.so|none]
 //! ```
 //!
-//! Group ids: `xproc`, `inproc`, `enqueue`, `wake`, `idlecpu`, `handoff`, `control`, `pool`, `memory`.
+//! Group ids: `xproc`, `inproc`, `enqueue`, `pipeline`, `ring`, `wake`, `idlecpu`, `handoff`, `control`, `pool`, `memory`.
 //! The process exits 0 unless a benchmark itself broke (a failed call, a lost message, a
 //! watchdog timeout); slow figures and missed targets never fail it. Internally the binary
 //! re-executes itself as `acl-notify-bench --role <name> …` for child processes.
@@ -21,8 +21,10 @@ mod handoff;
 mod harness;
 mod notify;
 mod pingpong;
+mod pipeline;
 mod poolbench;
 mod report;
+mod ring;
 mod sys;
 mod targets;
 mod wake;
@@ -35,8 +37,9 @@ use harness::Plan;
 use report::Conditions;
 
 /// Every group id, in run order.
-const GROUPS: [&str; 9] = [
-    "xproc", "inproc", "enqueue", "wake", "idlecpu", "handoff", "control", "pool", "memory",
+const GROUPS: [&str; 11] = [
+    "xproc", "inproc", "enqueue", "pipeline", "ring", "wake", "idlecpu", "handoff", "control",
+    "pool", "memory",
 ];
 
 /// Parsed command line of the driver.
@@ -56,7 +59,7 @@ const USAGE: &str = "usage: acl-notify-bench [--quick] [--reps N] [--sample-ms N
   --quick        short run (a few seconds): fewer reps, shorter samples
   --reps N       repetitions of each variant (default 11, quick 3)
   --sample-ms N  target duration of one sample (default 80, quick 15)
-  --only IDS     run only these groups: xproc,inproc,enqueue,wake,idlecpu,handoff,control,pool,memory
+  --only IDS     run only these groups: xproc,inproc,enqueue,pipeline,ring,wake,idlecpu,handoff,control,pool,memory
   --match TEXT   run only the variants whose name contains TEXT (for profiling one variant)
   --out DIR      where results.json / results.csv go (default target/acl-notify/bench)
   --capi PATH    the C library to measure the C ABI through (default: next to this binary;

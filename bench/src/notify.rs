@@ -473,7 +473,7 @@ struct XShared {
 // SAFETY: atomics only; all-zero is valid.
 unsafe impl ShmSafe for XShared {}
 
-fn put_key(slot: &[AtomicU32; 17], key: &str) -> Result<(), String> {
+pub(crate) fn put_key(slot: &[AtomicU32; 17], key: &str) -> Result<(), String> {
     let b = key.as_bytes();
     if b.len() > 64 {
         return Err(format!("key longer than 64 bytes: {key}"));
@@ -489,7 +489,7 @@ fn put_key(slot: &[AtomicU32; 17], key: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn get_key(slot: &[AtomicU32; 17]) -> Result<String, String> {
+pub(crate) fn get_key(slot: &[AtomicU32; 17]) -> Result<String, String> {
     let len = slot[16].load(Ordering::Acquire) as usize;
     if len > 64 {
         return Err("bad key length in shared page".into());
@@ -508,7 +508,7 @@ fn signal(line: &Line, v: u32) {
 }
 
 /// Waits (bounded) until a shared counter reaches `want`.
-fn wait_line(line: &Line, want: u32) -> Result<(), String> {
+pub(crate) fn wait_line(line: &Line, want: u32) -> Result<(), String> {
     let deadline = now_ns() + SYNC_LIMIT.as_nanos() as u64;
     loop {
         let x = line.v.load(Ordering::Acquire);

@@ -131,7 +131,7 @@ impl Line {
 }
 
 #[repr(C, align(64))]
-struct SemCell(UnsafeCell<libc::sem_t>);
+pub(crate) struct SemCell(pub(crate) UnsafeCell<libc::sem_t>);
 
 // SAFETY: a `sem_t` initialised with `pshared = 1` is made to be used concurrently, including
 // from other processes; it is only touched through `sem_*` calls.

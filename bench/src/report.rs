@@ -30,6 +30,8 @@ pub enum Verdict {
     Missed,
     /// A figure it needs is missing (variant skipped or broken).
     NotMeasured,
+    /// A retired target, kept as information: the figure is shown, nothing is judged.
+    Info,
 }
 
 impl Verdict {
@@ -39,6 +41,7 @@ impl Verdict {
             Verdict::Met => "met",
             Verdict::Missed => "MISSED",
             Verdict::NotMeasured => "not measured",
+            Verdict::Info => "info",
         }
     }
 }
@@ -150,7 +153,7 @@ pub fn print_facts(facts: &[Fact]) {
 /// Prints the target verdicts.
 pub fn print_targets(targets: &[TargetResult]) {
     println!();
-    println!("== Targets (issue #6), judged on this run's medians ==");
+    println!("== Targets (issues #6 and #25), judged on this run's medians ==");
     for t in targets {
         println!("  [{:<12}] {}", t.verdict.tag(), t.name);
         println!("                 {}", t.detail);
@@ -160,8 +163,12 @@ pub fn print_targets(targets: &[TargetResult]) {
         .iter()
         .filter(|t| t.verdict == Verdict::Missed)
         .count();
-    let nm = targets.len() - met - missed;
-    println!("  {met} met, {missed} missed, {nm} not measured");
+    let info = targets
+        .iter()
+        .filter(|t| t.verdict == Verdict::Info)
+        .count();
+    let nm = targets.len() - met - missed - info;
+    println!("  {met} met, {missed} missed, {nm} not measured ({info} retired, shown as info)");
 }
 
 /// Conditions of the run, recorded in the files and printed in the header.

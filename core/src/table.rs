@@ -145,6 +145,13 @@ pub trait Waiter {
     /// runnable). The default does nothing.
     fn relax(&self) {}
 
+    /// Asked after each [`relax`](Self::relax): whether the waiter should go on spinning. A
+    /// platform that sees its CPUs are wanted (more spinners than CPUs, or a yield that gave
+    /// the CPU away) says no, and the waiter sleeps at once. The default says yes.
+    fn keep_spinning(&self) -> bool {
+        true
+    }
+
     /// How long a waiter at the head of the queue spins before it sleeps (at most
     /// [`MAX_SPIN`]; longer is cut to it). The default is [`SPIN`]. A platform that sees the
     /// records a waiter gets arrive just after it went to sleep (a wake-up slower than the
@@ -450,6 +457,9 @@ impl NotifySync {
                 }
                 if spun >= PURE_SPIN.as_nanos() as u64 {
                     w.relax();
+                    if !w.keep_spinning() {
+                        break;
+                    }
                 }
             }
             core::hint::spin_loop();

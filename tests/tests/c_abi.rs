@@ -17,6 +17,10 @@
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
 //!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
 //!   stream's worker: each starts a session of its own, never hangs;
+//! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
+//!   has none, and a two-process export / whitelist / import / close);
+//! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
+//!   notifies, checking the exact sum;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
@@ -245,6 +249,8 @@ fn build_everything() -> Result<Prefix, String> {
         "fork_busy",
         "teardown",
         "memory",
+        "ring_allreduce",
+        "ipc_memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -690,6 +696,94 @@ fn device_memory_copies_sets_and_checks_ranges() {
     let o = run_alone("memory", "mem", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("memory: ok"), "{}", report(&o));
+}
+
+// ---- a ring all-reduce across processes (tests/c/ring_allreduce.c) ---------------------------
+
+/// N processes on N devices sum their float buffers with a ring of IPC memory copies and
+/// reduces ordered only by IPC notifies; every rank checks the exact sum.
+fn ring_allreduce(n: usize) {
+    let p = setup();
+    let s = Scratch::new(&format!("ring{n}"));
+    let mut cmd = s.cmd(&p.bin.join("ring_allreduce"), "Ascend910B");
+    cmd.env("ACL_NOTIFY_SIM_DEVICES", "8")
+        .arg(&s.dir)
+        .arg(n.to_string());
+    let o = run_all(
+        vec![spawn("ring_allreduce", &mut cmd).expect("start ring_allreduce")],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains(&format!("ring_allreduce N={n}: ok")),
+        "{}",
+        report(&o)
+    );
+}
+
+#[test]
+fn ring_allreduce_2() {
+    ring_allreduce(2);
+}
+
+#[test]
+fn ring_allreduce_4() {
+    ring_allreduce(4);
+}
+
+#[test]
+fn ring_allreduce_8() {
+    ring_allreduce(8);
+}
+
+// ---- IPC memory on every SoC (tests/c/ipc_memory.c) ------------------------------------------
+
+fn ipc_memory(soc: Soc) {
+    let p = setup();
+    let s = Scratch::new(&format!("ipcmem-{}", soc.name()));
+    let mut cmd = s.cmd(&p.bin.join("ipc_memory"), soc.name());
+    cmd.arg(&s.dir).arg(soc.name());
+    let o = run_all(
+        vec![spawn("ipc_memory", &mut cmd).expect("start ipc_memory")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout
+            .contains(&format!("ipc_memory {}: ok", soc.name())),
+        "{}",
+        report(&o)
+    );
+}
+
+macro_rules! ipc_memory_per_soc {
+    ($($name:ident => $soc:ident,)*) => {
+        $(
+            #[test]
+            fn $name() {
+                ipc_memory(Soc::$soc);
+            }
+        )*
+
+        #[test]
+        fn every_soc_has_an_ipc_memory_run() {
+            let covered = [$(Soc::$soc),*];
+            for s in Soc::ALL {
+                assert!(covered.contains(s), "no IPC memory run for {s}");
+            }
+        }
+    };
+}
+
+ipc_memory_per_soc! {
+    ipc_memory_ascend950pr => Ascend950PR,
+    ipc_memory_ascend950dt => Ascend950DT,
+    ipc_memory_ascend910_93 => Ascend910_93,
+    ipc_memory_ascend910b => Ascend910B,
+    ipc_memory_ascend310b => Ascend310B,
+    ipc_memory_ascend310p => Ascend310P,
+    ipc_memory_ascend910 => Ascend910,
+    ipc_memory_ipv350 => IPV350,
 }
 
 // ---- a stream queue that stays full (tests/c/stream_full.c) -------------------------------------

@@ -24,8 +24,8 @@ pub struct BenchArgs {
     /// target duration of one sample in milliseconds (default 80, quick 15)
     #[argh(option)]
     pub sample_ms: Option<u64>,
-    /// run only these groups (comma-separated): xproc, inproc, wake, idlecpu, handoff,
-    /// control, pool, memory
+    /// run only these groups (comma-separated): xproc, inproc, enqueue, pipeline, ring, wake,
+    /// idlecpu, handoff, control, pool, memory
     #[argh(option)]
     pub only: Option<String>,
 }

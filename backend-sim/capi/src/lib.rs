@@ -24,6 +24,7 @@ mod event;
 pub mod ffi;
 pub mod ffi_event;
 mod handle;
+pub mod ipc_memory;
 pub mod memory;
 mod runtime;
 mod session;

@@ -11,10 +11,10 @@
 
 use std::ffi::c_void;
 
-use acl_notify_core::Error;
+use acl_notify_core::{Backend as _, Error};
 use acl_notify_sim::mem::MemcpyKind;
 
-use crate::errmsg::{CallError, null_arg};
+use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{aclError, aclrtStream, api};
 use crate::session::runtime;
 
@@ -312,5 +312,93 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
             total.write_unaligned(t as usize);
         }
         Ok(())
+    })
+}
+
+/// `aclError aclrtReduceAsync(void *dst, const void *src, uint64_t count, aclrtReduceKind
+/// kind, aclDataType type, aclrtStream stream, void *reserve)`: `dst = kind(dst, src)` over
+/// `count` bytes, in stream order (see [`acl_notify_sim::mem::reduce`]).
+///
+/// Codes (hicann/runtime `aclrtReduceAsyncImpl`): 100000 dst/src NULL, reserve not NULL, a
+/// type outside CANN's reduce types; 100001; 107002; 207000 a kind or type the simulator does
+/// not reduce (EQUAL; fp16, bf16, int4, uint8, uint16) or IPV350; 107000 count or ranges;
+/// 107017; 107003.
+///
+/// # Safety
+///
+/// Plain pointers compared against allocations; nothing is dereferenced on the host.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtReduceAsync(
+    dst: *mut c_void,
+    src: *const c_void,
+    count: u64,
+    kind_: u32,
+    type_: i32,
+    stream: aclrtStream,
+    reserve: *mut c_void,
+) -> aclError {
+    use acl_notify_sim::mem::reduce::{ReduceOp, ReduceType};
+    api("aclrtReduceAsync", || {
+        if dst.is_null() {
+            return Err(null_arg("dst"));
+        }
+        if src.is_null() {
+            return Err(null_arg("src"));
+        }
+        if !reserve.is_null() {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                "reserve is a reserved parameter and must be NULL",
+            ));
+        }
+        // CANN's reduce types (kMapDataType): fp32, fp16, int16, int4, int8, int32, bf16,
+        // uint8, uint16, uint32.
+        let ty = match type_ {
+            0 => Some(ReduceType::F32),
+            3 => Some(ReduceType::I32),
+            8 => Some(ReduceType::U32),
+            6 => Some(ReduceType::I16),
+            2 => Some(ReduceType::I8),
+            1 | 27 | 29 | 4 | 7 => None,
+            t => {
+                return Err(CallError::new(
+                    Error::InvalidParam,
+                    format!("type {t} is not a data type aclrtReduceAsync supports"),
+                ));
+            }
+        };
+        let rt = runtime()?;
+        let s = rt.resolve_stream(stream.addr())?;
+        let unsupported = |what: String| CallError::new(Error::FeatureNotSupport, what);
+        if rt.backend().soc() == acl_notify_core::Soc::IPV350 {
+            return Err(unsupported(
+                "aclrtReduceAsync is not supported on IPV350".into(),
+            ));
+        }
+        let op = match kind_ {
+            10 => ReduceOp::Sum,
+            11 => ReduceOp::Max,
+            12 => ReduceOp::Min,
+            13 => {
+                return Err(unsupported(
+                    "ACL_RT_MEMCPY_SDMA_AUTOMATIC_EQUAL is not simulated".into(),
+                ));
+            }
+            k => {
+                return Err(param(format!(
+                    "kind {k} is not an aclrtReduceKind (10 SUM, 11 MAX, 12 MIN, 13 EQUAL)"
+                )));
+            }
+        };
+        let ty = ty.ok_or_else(|| {
+            unsupported(format!(
+                "aclDataType {type_} is not simulated by aclrtReduceAsync (fp32, int32, uint32, \
+                 int16 and int8 are)"
+            ))
+        })?;
+        let count = usize::try_from(count).map_err(|_| param("count is too large"))?;
+        rt.backend()
+            .reduce_async(dst.addr(), src.addr(), count, op, ty, s)
+            .map_err(CallError::backend)
     })
 }

@@ -36,7 +36,7 @@ use acl_notify_core::Error;
 
 use crate::error::SimError;
 use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
-use crate::shm::{FILE_PREFIX, SHM_DIR, WHITELIST_BYTES};
+use crate::shm::{FILE_PREFIX, SHM_DIR, ShmWhitelist, WHITELIST_BYTES};
 use crate::sys;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNMEM\x01");
@@ -58,6 +58,11 @@ pub(crate) const S_LIVE: u32 = 1;
 /// Freed by its owner (or its owner died) while other processes still import it: the bytes
 /// stay until the last importer closes.
 pub(crate) const S_ORPHANED: u32 = 2;
+
+/// Export states of a slot.
+pub(crate) const EXPORT_NONE: u32 = 0;
+pub(crate) const EXPORT_ENFORCED: u32 = 1;
+pub(crate) const EXPORT_OPEN: u32 = 2;
 
 const KIND: Kind = Kind("device-memory file");
 
@@ -115,10 +120,14 @@ pub(crate) struct MemSlot {
     pub(crate) owner_pid: AtomicI32,
     pub(crate) policy: AtomicU32,
     pub(crate) owner_start: AtomicU64,
-    /// IPC export state (see [`crate::mem`]'s IPC part): 0 none, 1 enforced, 2 open.
+    /// IPC export state ([`crate::mem::ipc`]): [`EXPORT_NONE`], [`EXPORT_ENFORCED`] (importers
+    /// must be whitelisted) or [`EXPORT_OPEN`] (no PID validation).
     pub(crate) export: AtomicU32,
     pub(crate) _r0: AtomicU32,
     pub(crate) nonce: [AtomicU64; 2],
+    /// The exported range: offset in the allocation and length.
+    pub(crate) export_off: AtomicU64,
+    pub(crate) export_len: AtomicU64,
     /// Importers: `(pid, start time)` pairs, pid 0 = empty.
     pub(crate) importers: [[AtomicU64; 2]; MAX_IMPORTERS],
 }
@@ -147,7 +156,23 @@ impl MemSlot {
         w == word(generation, S_LIVE) || w == word(generation, S_ORPHANED)
     }
 
-    fn importer_count(&self) -> usize {
+    /// The export nonce.
+    pub(crate) fn nonce(&self) -> [u8; 16] {
+        let mut out = [0u8; 16];
+        out[..8].copy_from_slice(&self.nonce[0].load(SeqCst).to_le_bytes());
+        out[8..].copy_from_slice(&self.nonce[1].load(SeqCst).to_le_bytes());
+        out
+    }
+
+    /// Sets the export nonce.
+    pub(crate) fn set_nonce(&self, nonce: [u8; 16]) {
+        let (lo, hi) = nonce.split_at(8);
+        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+        self.nonce[0].store(word(lo), SeqCst);
+        self.nonce[1].store(word(hi), SeqCst);
+    }
+
+    pub(crate) fn importer_count(&self) -> usize {
         self.importers
             .iter()
             .filter(|e| e[0].load(SeqCst) != 0)
@@ -199,6 +224,7 @@ pub(crate) struct MemFile {
     path: PathBuf,
     map: Map,
     layout: Layout,
+    server: u32,
     device: u32,
     /// The device addresses of this process for this device: `capacity` bytes reserved
     /// `PROT_NONE` (see the module docs of [`crate::mem`]); arena offset `o` is address
@@ -337,6 +363,7 @@ impl MemFile {
             path: path.to_owned(),
             map,
             layout,
+            server,
             device,
             reserve: reserve.addr(),
             pid: sys::getpid(),
@@ -396,6 +423,49 @@ impl MemFile {
             self.map
                 .at(self.layout.slots_off + id as usize * SLOT_BYTES)
         })
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The server.
+    pub(crate) fn server(&self) -> u32 {
+        self.server
+    }
+
+    /// The whitelist of allocation `id` (meaningful while it is exported with PID validation).
+    pub(crate) fn whitelist(&self, id: u32) -> Option<&ShmWhitelist> {
+        (id < MAX_ALLOCS).then(|| {
+            self.map
+                .at(self.layout.wls_off + id as usize * WHITELIST_BYTES)
+        })
+    }
+
+    /// Adds importer `who` to slot `id`. Under the lock. 207005 when the slot has
+    /// [`MAX_IMPORTERS`] already.
+    pub(crate) fn join(&self, _l: &Locked<'_>, id: u32, who: (i32, u64)) -> Result<(), SimError> {
+        let s = self.slot(id).ok_or_else(|| {
+            SimError::new(
+                Error::ParamInvalid,
+                format!("allocation id {id} out of range"),
+            )
+        })?;
+        for e in &s.importers {
+            if e[0].load(SeqCst) == 0 {
+                e[1].store(who.1, SeqCst);
+                e[0].store(u64::from(who.0 as u32), SeqCst);
+                return Ok(());
+            }
+        }
+        Err(SimError::new(
+            Error::ResourceAllocFail,
+            format!(
+                "allocation {id} on device {} is already imported by {MAX_IMPORTERS} processes",
+                self.device
+            ),
+        ))
     }
 
     /// Takes the file lock.
@@ -493,9 +563,10 @@ impl MemFile {
         s.owner_pid.store(owner.0, SeqCst);
         s.owner_start.store(owner.1, SeqCst);
         s.policy.store(policy, SeqCst);
-        s.export.store(0, SeqCst);
-        s.nonce[0].store(0, SeqCst);
-        s.nonce[1].store(0, SeqCst);
+        s.export.store(EXPORT_NONE, SeqCst);
+        s.set_nonce([0; 16]);
+        s.export_off.store(0, SeqCst);
+        s.export_len.store(0, SeqCst);
         for e in &s.importers {
             e[0].store(0, SeqCst);
             e[1].store(0, SeqCst);
@@ -565,7 +636,7 @@ impl MemFile {
         }
         let used = &self.header().used;
         let _ = used.fetch_update(SeqCst, SeqCst, |u| Some(u.saturating_sub(span)));
-        s.export.store(0, SeqCst);
+        s.export.store(EXPORT_NONE, SeqCst);
         s.state_gen
             .store(word(generation.wrapping_add(1), S_FREE), SeqCst);
         true

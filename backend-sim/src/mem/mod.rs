@@ -27,11 +27,14 @@
 //! caller's contract says.
 
 pub(crate) mod file;
+pub mod ipc;
+pub mod reduce;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
+use acl_notify_core::key::ExportKey;
 use acl_notify_core::{BackendError as _, Error, RawStream};
 
 use crate::error::SimError;
@@ -120,6 +123,15 @@ pub(crate) struct Alloc {
     pub(crate) size: u64,
     /// Imported through IPC (else owned).
     pub(crate) imported: bool,
+    /// The device this process uses it on: the owner's own, or the one it was imported onto.
+    pub(crate) used_on: u32,
+}
+
+impl Alloc {
+    /// Imported onto another device than the one the memory is on.
+    fn cross_device(&self) -> bool {
+        self.imported && self.used_on != self.file.device()
+    }
 }
 
 impl Alloc {
@@ -206,6 +218,8 @@ pub(crate) struct MemState {
     freed: Mutex<VecDeque<(usize, u64, u32)>>,
     /// `aclrtMallocHost` allocations: address → layout size.
     host: Mutex<HashMap<usize, usize>>,
+    /// IPC imports of this process: key → device address.
+    imports: Mutex<HashMap<ExportKey, usize>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -220,6 +234,7 @@ impl MemState {
             allocs: RwLock::new(BTreeMap::new()),
             freed: Mutex::new(VecDeque::new()),
             host: Mutex::new(HashMap::new()),
+            imports: Mutex::new(HashMap::new()),
         }
     }
 
@@ -228,6 +243,7 @@ impl MemState {
         if sys::getpid() != pid {
             return;
         }
+        lock(&self.imports).clear();
         let allocs =
             std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
         let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
@@ -348,6 +364,7 @@ impl Sim {
                     generation: placed.generation,
                     size,
                     imported: false,
+                    used_on: device,
                 },
             );
         Ok(addr)
@@ -388,12 +405,17 @@ impl Sim {
         let l = a.file.lock()?;
         a.file.free_owned(&l, a.id, a.generation);
         drop(l);
+        self.note_freed(ptr, a.size, a.file.device());
+        Ok(())
+    }
+
+    /// Remembers a freed (or closed) range, for messages about stale pointers.
+    fn note_freed(&self, addr: usize, size: u64, device: u32) {
         let mut freed = lock(&self.mem().freed);
         if freed.len() == FREED_KEPT {
             freed.pop_front();
         }
-        freed.push_back((ptr, a.size, a.file.device()));
-        Ok(())
+        freed.push_back((addr, size, device));
     }
 
     /// Adds to `msg` what `addr` is: inside or near an allocation, freed, or no device address.
@@ -576,7 +598,31 @@ impl Sim {
                 None => Side::Host(addr),
             }),
         };
-        Ok((resolve(dst, d, "destination")?, resolve(src, s, "source")?))
+        let (d, s) = (resolve(dst, d, "destination")?, resolve(src, s, "source")?);
+        // CANN documents (hicann/runtime docs/zh/api_ref/11-07_IPC_memory_sharing.md) that
+        // memory imported onto another device than its own takes no host-to-device or
+        // device-to-host copy, and no ACL_MEMCPY_DEFAULT: on hardware such a copy fails, so
+        // here it does too.
+        for (side, what) in [(&d, "destination"), (&s, "source")] {
+            if let Side::Device(r) = side
+                && r.alloc.cross_device()
+                && (kind != MemcpyKind::DeviceToDevice
+                    || matches!((&d, &s), (Side::Host(_), _) | (_, Side::Host(_))))
+            {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "the {what} {:#x} is IPC memory of device {} imported onto device {}: \
+                         CANN copies such memory only device to device with an explicit kind \
+                         (no ACL_MEMCPY_DEFAULT, no copy to or from the host)",
+                        r.addr,
+                        r.alloc.file.device(),
+                        r.alloc.used_on
+                    ),
+                ));
+            }
+        }
+        Ok((d, s))
     }
 
     /// `aclrtMemcpy`: copies `count` bytes from `src` to `dst` (`count <= dest_max`), both

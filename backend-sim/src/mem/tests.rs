@@ -203,3 +203,198 @@ fn sizes_parse_with_binary_suffixes() {
     assert!(parse_size("").is_err());
     assert!(parse_size("2T").is_err());
 }
+
+/// A pipe (read end, write end) of plain descriptors (for a forked child).
+fn pipe() -> (i32, i32) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` is a valid out-array of two descriptors.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    (fds[0], fds[1])
+}
+
+fn put(fd: i32, b: u8) {
+    // SAFETY: writes one byte from a live local.
+    assert_eq!(unsafe { libc::write(fd, (&raw const b).cast(), 1) }, 1);
+}
+
+fn get(fd: i32) -> u8 {
+    let mut b = 0u8;
+    // SAFETY: reads one byte into a live local.
+    let n = unsafe { libc::read(fd, (&raw mut b).cast(), 1) };
+    if n == 1 { b } else { 0xff }
+}
+
+/// The same bytes through the owner's and the importer's pointers; the whitelist decides who
+/// imports; the importer's range is the exported one; memory the owner frees stays the
+/// importer's until it closes. The importer is a forked child.
+#[test]
+fn ipc_memory_maps_the_same_bytes_for_whitelisted_importers() {
+    let (sim, ns) = open("ipc", 64 << 20);
+    let a = sim.malloc(0, 8192, 0).unwrap();
+    // Export the second half only.
+    let key = sim.ipc_mem_export(a + 4096, 4096, false).unwrap();
+    assert_eq!(
+        sim.ipc_mem_export(a + 4096, 4096, false).unwrap(),
+        key,
+        "same range, same key"
+    );
+    let e = sim.ipc_mem_export(a, 4096, false).unwrap_err();
+    assert!(e.to_string().contains("already exported"), "{e}");
+    // The owner cannot import its own export (its own pointer maps the bytes).
+    assert_eq!(
+        sim.ipc_mem_import(0, &key, true).unwrap_err().kind(),
+        Error::ParamInvalid
+    );
+    h2d(&sim, a + 4096, &[42u8; 100]).unwrap();
+    // (read end, write end)
+    let (from_parent, to_child) = pipe();
+    let (from_child, to_parent) = pipe();
+    let name = ns.0.clone();
+    // SAFETY: the child opens a Sim of its own and `_exit`s; it uses nothing of the parent's.
+    let child = unsafe { libc::fork() };
+    assert!(child >= 0);
+    if child == 0 {
+        let step = |ok: bool| put(to_parent, u8::from(ok));
+        let Ok(c) = Sim::builder()
+            .devices(2)
+            .namespace(&name)
+            .device_memory(64 << 20)
+            .open()
+        else {
+            step(false);
+            // SAFETY: ends the child.
+            unsafe { libc::_exit(1) };
+        };
+        // 1: not whitelisted yet; 2: whitelisted but no peer access; 3: imported and read.
+        let e = c.ipc_mem_import(1, &key, true).unwrap_err();
+        step(e.kind() == Error::NoPermission && e.to_string().contains("not whitelisted"));
+        get(from_parent);
+        let e = c.ipc_mem_import(1, &key, false).unwrap_err();
+        step(e.to_string().contains("no peer access"));
+        // Imported onto device 1 from device 0: device-to-device copies only (CANN's rule),
+        // through a buffer of the child's own.
+        let mine = c.malloc(1, 4096, 0).unwrap_or(0);
+        let d2d = |dst: usize, src: usize, n: usize| {
+            // SAFETY: device to device, no host side.
+            unsafe { c.memcpy(dst, n, src, n, MemcpyKind::DeviceToDevice) }
+        };
+        let ok = c.ipc_mem_import(1, &key, true).is_ok_and(|b| {
+            let mut out = [0u8; 100];
+            d2h(&c, &mut out, b).is_err_and(|e| e.to_string().contains("device to device"))
+                && d2d(mine, b, 100).is_ok()
+                && d2h(&c, &mut out, mine).is_ok()
+                && out == [42u8; 100]
+                && d2d(b + 4000, mine, 100).is_err_and(|e| e.to_string().contains("4 bytes past"))
+                && h2d(&c, mine, &[43u8; 10]).is_ok()
+                && d2d(b, mine, 10).is_ok()
+        });
+        step(ok);
+        get(from_parent);
+        // The owner freed: the bytes are still there for this importer, until it closes.
+        let b = *lock(&c.mem().imports).get(&key).unwrap_or(&0);
+        let mut out = [0u8; 10];
+        // SAFETY: device to device.
+        let back = unsafe { c.memcpy(mine + 100, 10, b, 10, MemcpyKind::DeviceToDevice) };
+        let ok = back.is_ok() && d2h(&c, &mut out, mine + 100).is_ok() && out == [43u8; 10];
+        // SAFETY: device to device.
+        let gone = unsafe { c.memcpy(mine, 10, b, 10, MemcpyKind::DeviceToDevice) };
+        let closed = c.ipc_mem_close(&key).is_ok() && gone.is_ok() && {
+            // SAFETY: device to device.
+            unsafe { c.memcpy(mine, 10, b, 10, MemcpyKind::DeviceToDevice) }.is_err()
+        };
+        step(ok && closed);
+        std::mem::forget(c);
+        // SAFETY: ends the child.
+        unsafe { libc::_exit(0) };
+    }
+    assert_eq!(get(from_child), 1, "import before the whitelist");
+    sim.ipc_mem_set_pids(&key, &[child]).unwrap();
+    put(to_child, 1);
+    assert_eq!(get(from_child), 1, "import without peer access");
+    assert_eq!(get(from_child), 1, "import, read, range check, write");
+    let mut out = [0u8; 10];
+    d2h(&sim, &mut out, a + 4096).unwrap();
+    assert_eq!(out, [43u8; 10], "the child's write");
+    sim.free(a).unwrap();
+    assert!(
+        h2d(&sim, a + 4096, &[1]).is_err(),
+        "the owner's pointer is dead"
+    );
+    assert!(
+        sim.mem_info(0).unwrap().0 < 64 << 20,
+        "still held by the importer"
+    );
+    put(to_child, 1);
+    assert_eq!(
+        get(from_child),
+        1,
+        "the importer kept the bytes until it closed"
+    );
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+    assert_eq!(
+        sim.mem_info(0).unwrap().0,
+        64 << 20,
+        "released at the last close"
+    );
+    assert!(sim.ipc_mem_close(&key).is_err());
+    for fd in [to_child, from_parent, to_parent, from_child] {
+        // SAFETY: our descriptors, closed once.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// A process that imports and dies is treated as having closed; the bytes it wrote stay.
+#[test]
+fn an_importer_that_dies_counts_as_closed() {
+    let (sim, ns) = open("ipcdie", 64 << 20);
+    let a = sim.malloc(0, 4096, 0).unwrap();
+    let key = sim.ipc_mem_export(a, 4096, true).unwrap();
+    let name = ns.0.clone();
+    crate::fork::run_in_child(move || {
+        let Ok(child) = Sim::builder()
+            .devices(2)
+            .namespace(&name)
+            .device_memory(64 << 20)
+            .open()
+        else {
+            return false;
+        };
+        // On the owner's device: host copies allowed.
+        let Ok(p) = child.ipc_mem_import(0, &key, false) else {
+            return false;
+        };
+        let ok = h2d(&child, p, &[7u8; 4096]).is_ok();
+        std::mem::forget(child);
+        ok
+    })
+    .unwrap();
+    let mut out = [0u8; 4096];
+    d2h(&sim, &mut out, a).unwrap();
+    assert_eq!(out, [7u8; 4096]);
+    let slot = sim.mem_file(0, 0, false).unwrap().unwrap();
+    let s = slot.slot(0).unwrap();
+    assert_eq!(s.importer_count(), 1, "the dead child is still listed");
+    sim.mem_gc();
+    assert_eq!(s.importer_count(), 0, "reclaimed");
+    sim.free(a).unwrap();
+    assert_eq!(sim.mem_info(0).unwrap().0, 64 << 20);
+}
+
+#[test]
+fn ipc_memory_is_207000_where_cann_has_none() {
+    let ns = format!("unit-mem-310b-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let sim = Sim::builder()
+        .soc(acl_notify_core::Soc::Ascend310B)
+        .devices(1)
+        .namespace(&ns)
+        .device_memory(8 << 20)
+        .open()
+        .unwrap();
+    let _g = Ns(ns);
+    let a = sim.malloc(0, 64, 0).unwrap();
+    let e = sim.ipc_mem_export(a, 64, false).unwrap_err();
+    assert_eq!(e.kind(), Error::FeatureNotSupport);
+}

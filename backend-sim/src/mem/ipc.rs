@@ -1,0 +1,507 @@
+//! IPC memory: sharing a device allocation with other processes by key, with the key format,
+//! whitelists, inter-server entries and liveness rules of IPC notifies.
+//!
+//! - The owner exports a range of one of its allocations ([`Sim::ipc_mem_export`]): the key
+//!   names the device's memory file, the allocation's slot and generation, and a fresh random
+//!   nonce ([`ExportKey`], the notify key format). Exporting the same range again gives the
+//!   same key.
+//! - With PID validation (the default) only whitelisted processes may import
+//!   ([`Sim::ipc_mem_set_pids`], [`Sim::ipc_mem_set_server_pids`]); the whitelist is the one
+//!   notifies use (a process identity per entry, so a recycled PID is not let in), stored in
+//!   the device-memory file.
+//! - An importer ([`Sim::ipc_mem_import`]) maps the same bytes: its pointer is in its own
+//!   device addresses, over the same file pages, and its copies are checked against the
+//!   exported range. On another device than the owner's it needs peer access (the import flag
+//!   or `aclrtDeviceEnablePeerAccess`), else 207006.
+//! - `aclrtIpcMemClose` ([`Sim::ipc_mem_close`]) closes an importer's mapping; by the owner it
+//!   withdraws the export (no further imports; CANN asks owners to close after every importer
+//!   has). Memory an owner frees while others import it stays theirs until the last closes.
+//! - A process that dies is treated as having closed what it imported and freed what it
+//!   owned: the next allocation that runs short on the device, or [`Sim::mem_gc`], reclaims.
+//!
+//! Which SoCs have IPC memory follows CANN's documentation of these functions (hicann/runtime
+//! `docs/zh/api_ref/11-07_IPC_memory_sharing.md`): all but Ascend310B and IPV350 (so
+//! Ascend950DT has IPC memory though not IPC notifies); the inter-server whitelist and
+//! `aclrtIpcMemSetAttr` only on Ascend910_93.
+
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, PoisonError};
+
+use acl_notify_core::key::{ExportKey, KeyFields};
+use acl_notify_core::whitelist::MAX_ENTRIES as MAX_WHITELIST;
+use acl_notify_core::{Error, ServerPid, Soc};
+
+use super::file::{EXPORT_ENFORCED, EXPORT_NONE, EXPORT_OPEN, MemFile, S_LIVE, word};
+use super::{Alloc, lock};
+use crate::error::SimError;
+use crate::{Sim, sys};
+
+/// Whether `soc` shares device memory between processes (see the module docs).
+pub fn has_ipc_memory(soc: Soc) -> bool {
+    !matches!(soc, Soc::Ascend310B | Soc::IPV350)
+}
+
+/// Whether `soc` has `aclrtIpcMemImportPidInterServer` and `aclrtIpcMemSetAttr`.
+pub fn has_ipc_memory_inter_server(soc: Soc) -> bool {
+    soc == Soc::Ascend910_93
+}
+
+fn bad_key(why: impl std::fmt::Display) -> SimError {
+    SimError::new(Error::ParamInvalid, format!("IPC memory key: {why}"))
+}
+
+/// An allocation a key names, checked against the file.
+struct Named {
+    file: Arc<MemFile>,
+    id: u32,
+    generation: u32,
+    fields: KeyFields,
+}
+
+impl Sim {
+    /// 207000 unless this SoC has IPC memory.
+    pub fn require_ipc_memory(&self, what: &str) -> Result<(), SimError> {
+        if has_ipc_memory(self.inner.soc) {
+            return Ok(());
+        }
+        Err(SimError::new(
+            Error::FeatureNotSupport,
+            format!("{what} is not supported on {}", self.inner.soc.name()),
+        ))
+    }
+
+    /// 207000 unless this SoC has inter-server IPC memory.
+    pub fn require_ipc_memory_inter_server(&self, what: &str) -> Result<(), SimError> {
+        if has_ipc_memory_inter_server(self.inner.soc) {
+            return Ok(());
+        }
+        Err(SimError::new(
+            Error::FeatureNotSupport,
+            format!("{what} is not supported on {}", self.inner.soc.name()),
+        ))
+    }
+
+    /// The allocation `key` names, live and exported with this very key.
+    fn named(&self, key: &ExportKey) -> Result<Named, SimError> {
+        let k = key
+            .fields()
+            .ok_or_else(|| bad_key("not a key of this simulator"))?;
+        let (server, device, id) = (u32::from(k.server), u32::from(k.device), u32::from(k.id));
+        if server != self.inner.server_id
+            && !self.inner.soc.has(acl_notify_core::Feature::InterServer)
+        {
+            return Err(bad_key(
+                "it names another server, and this machine has only server 0",
+            ));
+        }
+        if device >= self.inner.devices {
+            return Err(bad_key(format!(
+                "it names device {device}, which does not exist"
+            )));
+        }
+        let file = self
+            .mem_file(server, device, false)?
+            .ok_or_else(|| bad_key(format!("no memory was ever allocated on device {device}")))?;
+        let slot = file
+            .slot(id)
+            .ok_or_else(|| bad_key(format!("allocation id {id} is out of range")))?;
+        let gone = |why: &str| bad_key(format!("allocation {id} on device {device}: {why}"));
+        if slot.state_gen.load(SeqCst) != word(k.generation, S_LIVE) {
+            return Err(gone(
+                "it was freed (or its owner died) since the key was made",
+            ));
+        }
+        if slot.export.load(SeqCst) == EXPORT_NONE || slot.nonce() != k.nonce {
+            return Err(gone(
+                "the key does not match its export (closed by its owner, never exported, or a \
+                 notify's key)",
+            ));
+        }
+        Ok(Named {
+            file,
+            id,
+            generation: k.generation,
+            fields: k,
+        })
+    }
+
+    /// `aclrtIpcMemGetExportKey`: exports `[ptr, ptr + size)` of an allocation of this
+    /// process; `open` (DISABLE_PID_VALIDATION) lets anyone with the key import it. Exporting
+    /// the same range the same way again returns the same key.
+    ///
+    /// Errors: 207000 no IPC memory on this SoC; 107000 size 0, a range that is not inside a
+    /// live allocation of this process (the message says which), one already exported as
+    /// another range or mode, or an imported range (only the owner exports).
+    pub fn ipc_mem_export(
+        &self,
+        ptr: usize,
+        size: usize,
+        open: bool,
+    ) -> Result<ExportKey, SimError> {
+        if size == 0 {
+            return Err(SimError::new(Error::ParamInvalid, "size is 0"));
+        }
+        self.require_ipc_memory("exporting device memory (IPC)")?;
+        let r = self
+            .device_range(ptr, size, "exported range")?
+            .ok_or_else(|| {
+                SimError::new(
+                    Error::ParamInvalid,
+                    format!("{ptr:#x} is not a device address of this process"),
+                )
+            })?;
+        if r.alloc.imported {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{ptr:#x} is in memory this process imported (allocation {:#x}); only the \
+                     owner exports",
+                    r.base
+                ),
+            ));
+        }
+        let file = &r.alloc.file;
+        let (id, generation) = (r.alloc.id, r.alloc.generation);
+        let slot = file
+            .slot(id)
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
+        let off_in = (ptr - r.base) as u64;
+        let how = if open { EXPORT_OPEN } else { EXPORT_ENFORCED };
+        let l = file.lock()?;
+        if !slot.is_live(generation) {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                "the allocation was freed meanwhile",
+            ));
+        }
+        let cur = slot.export.load(SeqCst);
+        if cur != EXPORT_NONE {
+            let same = cur == how
+                && slot.export_off.load(SeqCst) == off_in
+                && slot.export_len.load(SeqCst) == size as u64;
+            if !same {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "allocation {:#x} is already exported as {} bytes at offset {} ({}); \
+                         close that export (aclrtIpcMemClose) before exporting it otherwise",
+                        r.base,
+                        slot.export_len.load(SeqCst),
+                        slot.export_off.load(SeqCst),
+                        if cur == EXPORT_OPEN {
+                            "without PID validation"
+                        } else {
+                            "with PID validation"
+                        }
+                    ),
+                ));
+            }
+        } else {
+            let nonce = sys::nonce16().map_err(|e| {
+                SimError::new(
+                    Error::DrvInternalError,
+                    format!("getrandom failed while exporting: {e}"),
+                )
+            })?;
+            if let Some(wl) = file.whitelist(id) {
+                wl.reset();
+            }
+            slot.export_off.store(off_in, SeqCst);
+            slot.export_len.store(size as u64, SeqCst);
+            slot.set_nonce(nonce);
+            slot.export.store(how, SeqCst);
+        }
+        drop(l);
+        Ok(ExportKey::encode(&KeyFields {
+            server: file.server() as u16,
+            device: file.device() as u8,
+            id: id as u16,
+            generation,
+            nonce: slot.nonce(),
+        }))
+    }
+
+    /// `aclrtIpcMemSetImportPid`: whitelists processes of this server for the export `key`.
+    ///
+    /// Errors: 207000; 107000 no PIDs, a key that names no live export; 207006 the export has
+    /// no PID validation, or this process is not its owner; 207012 more than 64 in total.
+    pub fn ipc_mem_set_pids(&self, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
+        self.require_ipc_memory("whitelisting importers of device memory (IPC)")?;
+        let me = self.inner.server_id;
+        self.add_mem_whitelist(key, pids.len(), || {
+            pids.iter().map(|&p| self.whitelist_entry(me, p)).collect()
+        })
+    }
+
+    /// `aclrtIpcMemImportPidInterServer`: whitelists processes of other servers (or this
+    /// one) for the export `key`. Ascend910_93 only.
+    pub fn ipc_mem_set_server_pids(
+        &self,
+        key: &ExportKey,
+        entries: &[ServerPid],
+    ) -> Result<(), SimError> {
+        self.require_ipc_memory_inter_server("inter-server whitelisting of device memory")?;
+        self.add_mem_whitelist(key, entries.len(), || {
+            entries
+                .iter()
+                .map(|sp| self.whitelist_entry(sp.sdid, sp.pid))
+                .collect()
+        })
+    }
+
+    fn add_mem_whitelist(
+        &self,
+        key: &ExportKey,
+        count: usize,
+        entries: impl FnOnce() -> Vec<acl_notify_core::whitelist::WhitelistEntry>,
+    ) -> Result<(), SimError> {
+        if count == 0 {
+            return Err(SimError::new(Error::ParamInvalid, "no PIDs given"));
+        }
+        let n = self.named(key)?;
+        let slot = n
+            .file
+            .slot(n.id)
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
+        let what = format!("allocation {} on device {}", n.id, n.file.device());
+        if (slot.owner_pid.load(SeqCst), slot.owner_start.load(SeqCst)) != self.mem_identity() {
+            return Err(SimError::new(
+                Error::NoPermission,
+                format!("cannot whitelist importers of {what}: only its owner can"),
+            ));
+        }
+        if slot.export.load(SeqCst) == EXPORT_OPEN {
+            return Err(SimError::new(
+                Error::NoPermission,
+                format!(
+                    "cannot whitelist importers of {what}: it was exported with \
+                     DISABLE_PID_VALIDATION (anyone with the key may import)"
+                ),
+            ));
+        }
+        let wl = n
+            .file
+            .whitelist(n.id)
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "whitelist out of range"))?;
+        let over = |total: usize| {
+            format!(
+                "{what} already whitelists {total} processes; adding {count} more would pass the \
+                 limit of {MAX_WHITELIST}"
+            )
+        };
+        if count > MAX_WHITELIST {
+            return Err(SimError::new(Error::OverLimit, over(0)));
+        }
+        let entries = entries();
+        let _l = n.file.lock()?;
+        let total = wl.read().map_or(0, |w| w.len());
+        wl.update(|w| w.add_entries(&entries))
+            .map_err(|seq| {
+                SimError::new(
+                    Error::DrvInternalError,
+                    format!(
+                        "the whitelist memory of {what} in {} is inconsistent (its sequence word \
+                         is {seq}); it was left unchanged",
+                        n.file.path().display()
+                    ),
+                )
+            })?
+            .map_err(|e| SimError::new(e, over(total)))
+    }
+
+    /// `aclrtIpcMemImportByKey`: maps the memory exported as `key` into this process, for
+    /// use on `device`; returns its device pointer here. `enable_peer` is the import flag
+    /// ENABLE_PEER_ACCESS.
+    ///
+    /// Errors: 207000; 107000 a key that names no live export, or one this process already
+    /// imported; 207006 not whitelisted, or no peer access between the devices; 207005 the
+    /// allocation has 24 importers already.
+    pub fn ipc_mem_import(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        enable_peer: bool,
+    ) -> Result<usize, SimError> {
+        self.require_ipc_memory("importing device memory (IPC)")?;
+        self.device_ok(device)?;
+        if let Some(addr) = lock(&self.mem().imports).get(key) {
+            return Err(bad_key(format!(
+                "this process imported it already, at {addr:#x} (close it first)"
+            )));
+        }
+        let n = self.named(key)?;
+        let slot = n
+            .file
+            .slot(n.id)
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
+        let (server, odev) = (u32::from(n.fields.server), n.file.device());
+        let what = format!("allocation {} on device {odev} of server {server}", n.id);
+        if (slot.owner_pid.load(SeqCst), slot.owner_start.load(SeqCst)) == self.mem_identity() {
+            return Err(bad_key(format!(
+                "{what} belongs to this process: use its own pointer (a process does not import \
+                 its own export)"
+            )));
+        }
+        if slot.export.load(SeqCst) == EXPORT_ENFORCED {
+            let wl = n
+                .file
+                .whitelist(n.id)
+                .and_then(|w| w.read())
+                .ok_or_else(|| {
+                    SimError::new(
+                        Error::DrvInternalError,
+                        format!("the whitelist of {what} is unreadable (corrupt shared memory)"),
+                    )
+                })?;
+            if let Some(why) = self.not_admitted(&wl, server) {
+                return Err(SimError::new(
+                    Error::NoPermission,
+                    format!("import of {what} refused: {why}"),
+                ));
+            }
+        }
+        if server == self.inner.server_id {
+            self.peer_access_for_import(device, odev, enable_peer)
+                .map_err(|why| {
+                    SimError::new(Error::NoPermission, format!("import of {what} {why}"))
+                })?;
+        }
+        let me = self.mem_identity();
+        let l = n.file.lock()?;
+        if !slot.is_live(n.generation) || slot.nonce() != n.fields.nonce {
+            return Err(bad_key(format!(
+                "{what} was freed or unexported during the import"
+            )));
+        }
+        n.file.join(&l, n.id, me)?;
+        let (off, len) = (
+            slot.off.load(SeqCst) + slot.export_off.load(SeqCst),
+            slot.export_len.load(SeqCst),
+        );
+        drop(l);
+        let addr = n.file.addr(off);
+        self.mem()
+            .allocs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                addr,
+                Alloc {
+                    file: Arc::clone(&n.file),
+                    id: n.id,
+                    generation: n.generation,
+                    size: len,
+                    imported: true,
+                    used_on: device,
+                },
+            );
+        lock(&self.mem().imports).insert(*key, addr);
+        Ok(addr)
+    }
+
+    /// `aclrtIpcMemClose`: an importer closes its mapping of `key` (its pointer stops being
+    /// valid; copies through it are 107000 naming it freed); the owner withdraws the export
+    /// (imports of the key fail from then on; what others imported stays theirs).
+    ///
+    /// Errors: 207000; 107000 a key this process neither imported nor exported.
+    pub fn ipc_mem_close(&self, key: &ExportKey) -> Result<(), SimError> {
+        self.require_ipc_memory("closing IPC memory")?;
+        let imported = lock(&self.mem().imports).remove(key);
+        if let Some(addr) = imported {
+            let a = self
+                .mem()
+                .allocs
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&addr);
+            if let Some(a) = a {
+                let l = a.file.lock()?;
+                a.file.leave(&l, a.id, a.generation, self.mem_identity());
+                drop(l);
+                self.note_freed(addr, a.size, a.file.device());
+            }
+            return Ok(());
+        }
+        let n = self.named(key)?;
+        let slot = n
+            .file
+            .slot(n.id)
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
+        if (slot.owner_pid.load(SeqCst), slot.owner_start.load(SeqCst)) != self.mem_identity() {
+            return Err(bad_key(format!(
+                "allocation {} on device {}: this process neither imported nor exported it",
+                n.id,
+                n.file.device()
+            )));
+        }
+        let _l = n.file.lock()?;
+        slot.export.store(EXPORT_NONE, SeqCst);
+        slot.set_nonce([0; 16]);
+        Ok(())
+    }
+
+    /// `aclrtIpcMemSetAttr`: accepted for a live export of this process (Ascend910_93 only);
+    /// the link type changes nothing in the simulator.
+    ///
+    /// Errors: 207000; 107000 a bad type or value, a key that names no live export.
+    pub fn ipc_mem_set_attr(&self, key: &ExportKey, kind: u32, attr: u64) -> Result<(), SimError> {
+        if kind != 0 {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "type {kind} is not an aclrtIpcMemAttrType (only ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 0)"
+                ),
+            ));
+        }
+        if attr > 1 {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "attr {attr}: expected ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO (0) or _HCCS (1)"
+                ),
+            ));
+        }
+        self.require_ipc_memory_inter_server("setting IPC memory attributes")?;
+        self.named(key).map(|_| ())
+    }
+
+    /// An import onto `device` of what lives on `owner_device` (same server): with `enable`
+    /// (the import flag ENABLE_PEER_ACCESS) peer access is enabled both ways; without it, it
+    /// must have been. `Err` says why not (for the caller's 207006).
+    fn peer_access_for_import(
+        &self,
+        device: u32,
+        owner_device: u32,
+        enable: bool,
+    ) -> Result<(), String> {
+        if owner_device == device {
+            return Ok(());
+        }
+        let mut peers = lock(&self.inner.peers);
+        let bit = |d: u32| 1u64 << d;
+        if enable {
+            peers[device as usize] |= bit(owner_device);
+            peers[owner_device as usize] |= bit(device);
+        } else if peers[device as usize] & bit(owner_device) == 0
+            && peers[owner_device as usize] & bit(device) == 0
+        {
+            return Err(format!(
+                "from device {owner_device} onto device {device}: no peer access between the \
+                 devices (call aclrtDeviceEnablePeerAccess or import with the \
+                 ENABLE_PEER_ACCESS flag)"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reclaims the device memory of dead processes on every device this process has mapped:
+    /// frees what they owned (kept for live importers) and closes what they imported. Returns
+    /// how many allocations were released.
+    pub fn mem_gc(&self) -> u32 {
+        let files: Vec<Arc<MemFile>> = lock(&self.mem().files).values().cloned().collect();
+        files
+            .iter()
+            .filter_map(|f| f.lock().ok().map(|l| f.reclaim_dead(&l)))
+            .sum()
+    }
+}

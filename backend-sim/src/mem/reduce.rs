@@ -1,0 +1,148 @@
+//! `aclrtReduceAsync` on the simulated device: `dst[i] = op(dst[i], src[i])` over device
+//! memory, in stream order — what a collective's reduce step runs on the device's DMA engine
+//! (hicann/runtime `docs/zh/api_ref/12_execution_control.md`).
+
+use acl_notify_core::{Error, RawStream};
+
+use super::DevRange;
+use crate::error::SimError;
+use crate::stream::TaskCtx;
+use crate::{Sim, SimJob};
+
+/// The operation (`aclrtReduceKind`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// `ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM`.
+    Sum,
+    /// `ACL_RT_MEMCPY_SDMA_AUTOMATIC_MAX`.
+    Max,
+    /// `ACL_RT_MEMCPY_SDMA_AUTOMATIC_MIN`.
+    Min,
+}
+
+/// The element type (`aclDataType`), of those the simulator reduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceType {
+    /// `ACL_FLOAT`.
+    F32,
+    /// `ACL_INT32`.
+    I32,
+    /// `ACL_UINT32`.
+    U32,
+    /// `ACL_INT16`.
+    I16,
+    /// `ACL_INT8`.
+    I8,
+}
+
+impl ReduceType {
+    fn size(self) -> usize {
+        match self {
+            ReduceType::F32 | ReduceType::I32 | ReduceType::U32 => 4,
+            ReduceType::I16 => 2,
+            ReduceType::I8 => 1,
+        }
+    }
+}
+
+/// `dst[i] = op(dst[i], src[i])` for `n` elements of `T`. Integers wrap on overflow (as the
+/// hardware's adders do); floats follow IEEE.
+///
+/// # Safety
+///
+/// `dst` and `src` are valid for `n` elements (unaligned allowed).
+unsafe fn apply<T: Copy>(dst: *mut u8, src: *const u8, n: usize, f: impl Fn(T, T) -> T) {
+    let (d, s) = (dst.cast::<T>(), src.cast::<T>());
+    for i in 0..n {
+        // SAFETY: i < n, in the ranges the caller vouches for.
+        unsafe {
+            let v = f(d.add(i).read_unaligned(), s.add(i).read_unaligned());
+            d.add(i).write_unaligned(v);
+        }
+    }
+}
+
+fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
+    let n = dst.len / ty.size();
+    let (d, s) = (dst.ptr(), src.ptr().cast_const());
+    macro_rules! go {
+        ($t:ty, $sum:expr) => {
+            // SAFETY: both are checked ranges of `n * size_of::<$t>()` bytes of mapped
+            // allocations (checked again just before this runs).
+            unsafe {
+                match op {
+                    ReduceOp::Sum => apply::<$t>(d, s, n, $sum),
+                    ReduceOp::Max => apply::<$t>(d, s, n, |a, b| if b > a { b } else { a }),
+                    ReduceOp::Min => apply::<$t>(d, s, n, |a, b| if b < a { b } else { a }),
+                }
+            }
+        };
+    }
+    match ty {
+        ReduceType::F32 => go!(f32, |a, b| a + b),
+        ReduceType::I32 => go!(i32, i32::wrapping_add),
+        ReduceType::U32 => go!(u32, u32::wrapping_add),
+        ReduceType::I16 => go!(i16, i16::wrapping_add),
+        ReduceType::I8 => go!(i8, i8::wrapping_add),
+    }
+}
+
+impl Sim {
+    /// `aclrtReduceAsync`: queues `dst = op(dst, src)` over `count` bytes of device memory on
+    /// `stream`. Both ranges must be device memory of this process on the stream's device,
+    /// checked when queued and again when the task runs.
+    ///
+    /// Errors: 107000 a count that is not a whole number of elements, a range outside the live
+    /// allocations, host memory, memory of another device than the stream's; 107017 bad
+    /// stream; 507002.
+    pub fn reduce_async(
+        &self,
+        dst: usize,
+        src: usize,
+        count: usize,
+        op: ReduceOp,
+        ty: ReduceType,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
+        if count == 0 {
+            return Ok(());
+        }
+        if !count.is_multiple_of(ty.size()) {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "count {count} is not a whole number of {}-byte elements",
+                    ty.size()
+                ),
+            ));
+        }
+        let (st, device) = self.stream(stream)?;
+        let side = |addr: usize, what: &str| -> Result<DevRange, SimError> {
+            let r = self.device_range(addr, count, what)?.ok_or_else(|| {
+                SimError::new(
+                    Error::ParamInvalid,
+                    format!("the {what} {addr:#x} is not device memory of this process"),
+                )
+            })?;
+            if r.alloc.file.device() != device {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "the {what} {addr:#x} is memory of device {}, but the stream is on \
+                         device {device} (both sides of a reduce must be on the stream's device)",
+                        r.alloc.file.device()
+                    ),
+                ));
+            }
+            Ok(r)
+        };
+        let (d, s) = (side(dst, "destination")?, side(src, "source")?);
+        let task = Box::new(move |_: &TaskCtx| {
+            d.still("destination")?;
+            s.still("source")?;
+            run(&d, &s, op, ty);
+            Ok(())
+        });
+        self.enqueue_job(&st, stream, SimJob::Other(task))
+    }
+}

@@ -1,0 +1,178 @@
+//! How long a stream's wait may spin, given the load: a waiter spins only while a CPU is free
+//! for it.
+//!
+//! A wait spins before it sleeps, so that a record arriving within microseconds costs no
+//! futex wake-up. That pays only while the thread that will record runs on another CPU. With
+//! more busy stream workers than CPUs (a ring of sixteen processes on two CPUs), a spinning
+//! waiter takes the CPU from the very rank that would record, and the protocol ends up slower
+//! than on POSIX semaphores. Two signals stop that:
+//!
+//! - **A namespace-wide count of spinners** in the shared file's header. A wait that has spun
+//!   for its first microsecond (most hand-offs between two busy streams end sooner, and never
+//!   touch the count) joins the count; if that makes more spinners than the *budget* — the
+//!   CPUs this process may use, or [`ENV_SPIN_BUDGET`] — it stops spinning and sleeps. It
+//!   leaves the count when it stops spinning (the record came, it sleeps, or it ends).
+//! - **A yield that lost the CPU.** Past its first microsecond a spinning waiter yields the
+//!   CPU between checks; a `sched_yield` that takes longer than [`YIELD_LOST_CPU`] ran
+//!   another thread meanwhile, so this CPU is wanted: the waiter sleeps.
+//!
+//! `ACL_NOTIFY_SIM_SPIN_BUDGET=0` never spins: every wait that finds no record sleeps at once,
+//! and stream workers sleep as soon as their queue is empty.
+
+use std::cell::Cell;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::stream::allowed_cpus;
+
+/// Environment variable: how many waiters of a namespace may spin at once (past their first
+/// microsecond); `0` never spins. The default is the number of CPUs this process may use.
+pub const ENV_SPIN_BUDGET: &str = "ACL_NOTIFY_SIM_SPIN_BUDGET";
+
+/// A `sched_yield` that took longer than this gave the CPU to another thread (with nothing
+/// else runnable it returns in about a microsecond, even in a VM).
+pub(crate) const YIELD_LOST_CPU: Duration = Duration::from_micros(5);
+
+/// The budget: from [`ENV_SPIN_BUDGET`] if it is set (and valid), else the CPUs this process
+/// may use. Read once per process.
+pub(crate) fn budget() -> u32 {
+    static BUDGET: OnceLock<u32> = OnceLock::new();
+    *BUDGET.get_or_init(|| {
+        std::env::var(ENV_SPIN_BUDGET)
+            .ok()
+            .and_then(|v| parse(&v).ok())
+            .unwrap_or_else(default_budget)
+    })
+}
+
+/// The CPUs this process may use (at least 1).
+fn default_budget() -> u32 {
+    u32::try_from(allowed_cpus().len())
+        .unwrap_or(u32::MAX)
+        .max(1)
+}
+
+/// Parses a budget: a whole number of waiters.
+pub(crate) fn parse(v: &str) -> Result<u32, String> {
+    v.trim()
+        .parse::<u32>()
+        .map_err(|_| format!("{ENV_SPIN_BUDGET}={v:?} is not a whole number of waiters"))
+}
+
+/// Checks [`ENV_SPIN_BUDGET`] when a `Sim` is opened from the environment, so that a bad
+/// value is an error there rather than silently the default.
+pub(crate) fn check_env() -> Result<(), String> {
+    match std::env::var(ENV_SPIN_BUDGET) {
+        Ok(v) => parse(&v).map(drop),
+        Err(_) => Ok(()),
+    }
+}
+
+/// One wait's place in the count of spinners (see the module docs).
+pub(crate) struct Spinner<'a> {
+    count: &'a AtomicU32,
+    /// In the count.
+    counted: Cell<bool>,
+    /// Told to stop spinning (over budget, or a yield lost the CPU).
+    stopped: Cell<bool>,
+}
+
+impl<'a> Spinner<'a> {
+    /// A wait that has not spun yet; `count` is the namespace's count of spinners.
+    pub(crate) fn new(count: &'a AtomicU32) -> Self {
+        Spinner {
+            count,
+            counted: Cell::new(false),
+            stopped: Cell::new(false),
+        }
+    }
+
+    /// Whether the wait may spin at all (the budget is not 0).
+    pub(crate) fn may_spin() -> bool {
+        budget() > 0
+    }
+
+    /// Called now and then by a wait past its first microsecond of spinning: joins the count
+    /// (first call), then yields the CPU once. Afterwards [`keep_spinning`](Self::keep_spinning)
+    /// says whether to go on.
+    pub(crate) fn relax(&self) {
+        if self.stopped.get() {
+            return;
+        }
+        if !self.counted.get() {
+            // Relaxed: the count is advice (a spinner more or less for a moment is harmless);
+            // what must hold is that every increment is undone, which `leave` ensures.
+            if self.count.fetch_add(1, Ordering::Relaxed) >= budget() {
+                self.count.fetch_sub(1, Ordering::Relaxed);
+                self.stopped.set(true);
+                return;
+            }
+            self.counted.set(true);
+        }
+        let t = Instant::now();
+        std::thread::yield_now();
+        if t.elapsed() >= YIELD_LOST_CPU {
+            self.stop();
+        }
+    }
+
+    /// Whether the wait should go on spinning.
+    pub(crate) fn keep_spinning(&self) -> bool {
+        !self.stopped.get()
+    }
+
+    /// Stops spinning for good (the wait sleeps or ends): leaves the count.
+    pub(crate) fn stop(&self) {
+        self.stopped.set(true);
+        if self.counted.replace(false) {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Drop for Spinner<'_> {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_budget_waiters_stop_and_every_spinner_leaves_the_count() {
+        let count = AtomicU32::new(0);
+        let b = budget();
+        // Fill the budget with other waiters' places.
+        count.store(b, Ordering::Relaxed);
+        let s = Spinner::new(&count);
+        s.relax();
+        assert!(!s.keep_spinning(), "spun past a full budget");
+        assert_eq!(count.load(Ordering::Relaxed), b, "left a place taken");
+        // With room, a waiter joins, and leaves when it stops or is dropped.
+        count.store(0, Ordering::Relaxed);
+        let s = Spinner::new(&count);
+        s.relax();
+        if b > 0 {
+            assert_eq!(count.load(Ordering::Relaxed), u32::from(s.keep_spinning()));
+        }
+        drop(s);
+        assert_eq!(count.load(Ordering::Relaxed), 0);
+        let s = Spinner::new(&count);
+        s.relax();
+        s.stop();
+        s.stop();
+        assert_eq!(count.load(Ordering::Relaxed), 0);
+        assert!(!s.keep_spinning());
+    }
+
+    #[test]
+    fn the_budget_parses_whole_numbers_only() {
+        assert_eq!(parse("0"), Ok(0));
+        assert_eq!(parse(" 3 "), Ok(3));
+        assert!(parse("-1").is_err());
+        assert!(parse("lots").unwrap_err().contains(ENV_SPIN_BUDGET));
+    }
+}
