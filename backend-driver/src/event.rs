@@ -328,6 +328,17 @@ impl EventOps for Driver {
         Ok(id)
     }
 
+    fn events_free(&self, device: u32) -> Result<u32, DriverError> {
+        let i = &*self.inner;
+        let f = i.ev_fn(i.api.aclrtGetEventAvailNum, "aclrtGetEventAvailNum")?;
+        i.ensure_device(device)?;
+        let mut n = 0u32;
+        // SAFETY: valid out-pointer.
+        let code = unsafe { f(&mut n) };
+        i.check("aclrtGetEventAvailNum", code)?;
+        Ok(n)
+    }
+
     fn ipc_event_handle(&self, event: RawEvent) -> Result<IpcEventHandle, DriverError> {
         let i = &*self.inner;
         let f = i.ev_fn(i.api.aclrtIpcGetEventHandle, "aclrtIpcGetEventHandle")?;

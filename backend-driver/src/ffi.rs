@@ -292,6 +292,9 @@ api! {
             acl_notify_core::IpcEventHandle,
             *mut *mut c_void,
         ) -> AclError = "aclrtIpcOpenEventHandle",
+        /// `aclError aclrtGetEventAvailNum(uint32_t *eventCount)` (the current device's).
+        aclrtGetEventAvailNum: unsafe extern "C" fn(*mut u32) -> AclError =
+            "aclrtGetEventAvailNum",
         /// `aclError aclrtSetStreamFailureMode(aclrtStream stream, uint64_t mode)`.
         aclrtSetStreamFailureMode: unsafe extern "C" fn(*mut c_void, u64) -> AclError =
             "aclrtSetStreamFailureMode",

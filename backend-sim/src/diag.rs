@@ -71,6 +71,7 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
             alive(rpid, 0)
         );
     }
+    s.push_str(&merged_text(slot.merged_records()));
     let holders = slot.holders();
     let held: Vec<String> = (0..MAX_PROCS)
         .filter(|i| holders & (1u64 << i) != 0)
@@ -196,5 +197,31 @@ fn entry_facts(file: &ShmFile, i: u32) -> String {
     if i == file.me() {
         s.push_str(", this process");
     }
+    s
+}
+
+/// "; the last 2 records merged into 1 …" for a notify that merged records, else
+/// nothing.
+pub(crate) fn merged_text(m: acl_notify_core::table::MergedRecords) -> String {
+    if m.total == 0 {
+        return String::new();
+    }
+    let mut s = String::new();
+    if m.since_wait > 0 {
+        let _ = write!(
+            s,
+            "; the last {} records merged into 1 (all landed before a wait took one)",
+            u64::from(m.since_wait) + 1
+        );
+    }
+    let ago = sys::now_ns().saturating_sub(m.last_ns) as f64 / 1e9;
+    let _ = write!(
+        s,
+        "; {} record{} of this notify landed on an already-set flag and merged into the \
+         pending record (the last {ago:.3} s ago): a protocol that records twice before a wait \
+         needs an acknowledgement notify",
+        m.total,
+        if m.total == 1 { "" } else { "s" }
+    );
     s
 }

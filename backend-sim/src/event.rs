@@ -108,6 +108,14 @@ impl IdPools {
         Some(*next - 1)
     }
 
+    /// Ids of `device` not in use.
+    fn free_count(&self, device: u32) -> u32 {
+        let d = lock(&self.devices);
+        d.get(device as usize).map_or(0, |(next, free)| {
+            self.max.saturating_sub(*next) + u32::try_from(free.len()).unwrap_or(u32::MAX)
+        })
+    }
+
     fn free(&self, device: u32, id: u32) {
         if let Some((_, free)) = lock(&self.devices).get_mut(device as usize) {
             free.push(id);
@@ -577,6 +585,17 @@ impl EventOps for Sim {
                  record",
             )
         })
+    }
+
+    fn events_free(&self, device: u32) -> Result<u32, SimError> {
+        self.events_supported()?;
+        if device >= self.device_count() {
+            return Err(err(
+                Error::InvalidDeviceId,
+                format!("device {device} does not exist"),
+            ));
+        }
+        Ok(self.inner.events.ids.free_count(device))
     }
 
     fn ipc_event_handle(&self, event: RawEvent) -> Result<IpcEventHandle, SimError> {

@@ -83,6 +83,7 @@ extern "C" fn in_forked_child() {
     crate::ipc_event::in_forked_child();
     crate::mem::file::in_forked_child();
     crate::sigbus::in_forked_child();
+    crate::waitgraph::in_forked_child();
 }
 
 /// A process-wide `Mutex<T>`, made on first use, of which a forked child gets a fresh one (see

@@ -214,6 +214,8 @@ pub struct NotifySnap {
     pub whitelist: Vec<WhitelistSnap>,
     /// The last record, if any.
     pub last_record: Option<RecordSnap>,
+    /// Records that merged into an already-set flag (since the last wait, in all).
+    pub merged: crate::MergedRecords,
 }
 
 /// One live count notify.
@@ -258,6 +260,10 @@ pub struct MachineSnapshot {
     pub notifies: Vec<NotifySnap>,
     /// Live count notifies, by device then id.
     pub cnt_notifies: Vec<CntSnap>,
+    /// The streams of the namespace (every server) that publish in its wait-for graph.
+    pub streams: Vec<crate::waitgraph::StreamView>,
+    /// Every cycle of streams waiting on each other, described ([`crate::waitgraph`]).
+    pub deadlocks: Vec<String>,
     /// What could not be read or was inconsistent.
     pub problems: Vec<String>,
 }
@@ -722,6 +728,7 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
                 holders,
                 whitelist,
                 last_record,
+                merged: slot.merged_records(),
             });
         }
     }
@@ -773,9 +780,28 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
         }
     }
 
+    // The wait-for graph (absent before the first stream of the namespace is created).
+    let (streams, deadlocks) = match crate::waitgraph::WaitGraph::open(namespace, false) {
+        Ok(Some(g)) => {
+            let views = g.snapshot();
+            let cycles = crate::waitgraph::all_cycles(&views)
+                .iter()
+                .map(|c| crate::waitgraph::describe_cycle(&views, c))
+                .collect();
+            (views, cycles)
+        }
+        Ok(None) => (Vec::new(), Vec::new()),
+        Err(e) => {
+            problems.push(format!("wait-for graph: {e}"));
+            (Vec::new(), Vec::new())
+        }
+    };
+
     // Pages cut off while we read came back as zeros: what we read is not the file.
     m.sigbus.intact(&path)?;
     Ok(MachineSnapshot {
+        streams,
+        deadlocks,
         namespace: namespace.to_owned(),
         server,
         path,
@@ -1069,6 +1095,13 @@ impl MachineSnapshot {
             );
             let holders: Vec<String> = n.holders.iter().map(pid_text).collect();
             let _ = writeln!(s, "       holders: {}", holders.join(", "));
+            if n.merged.total > 0 {
+                let _ = writeln!(
+                    s,
+                    "       merged records{}",
+                    crate::diag::merged_text(n.merged).replacen(';', ":", 1)
+                );
+            }
             if n.dead_waiters > 0 {
                 let _ = writeln!(
                     s,
@@ -1139,6 +1172,41 @@ impl MachineSnapshot {
                     );
                 }
             }
+        }
+        if !self.streams.is_empty() {
+            let blocked = self.streams.iter().filter(|v| v.head.is_some()).count();
+            let _ = writeln!(
+                s,
+                "\nstreams: {} published, {blocked} blocked in a wait",
+                self.streams.len()
+            );
+            for v in &self.streams {
+                match v.head {
+                    None => {
+                        let _ = writeln!(s, "  {}: not blocked", v.name());
+                    }
+                    Some(h) => {
+                        let _ = write!(
+                            s,
+                            "  {}: waits on {} for {:.1} s",
+                            v.name(),
+                            h.target,
+                            h.blocked_ns as f64 / 1e9
+                        );
+                        if h.timeout_ms != u64::MAX {
+                            let _ = write!(s, " (timeout {:.1} s)", h.timeout_ms as f64 / 1e3);
+                        }
+                        if !v.queued.is_empty() {
+                            let q: Vec<String> = v.queued.iter().map(|t| t.to_string()).collect();
+                            let _ = write!(s, "; records queued behind it: {}", q.join(", "));
+                        }
+                        s.push('\n');
+                    }
+                }
+            }
+        }
+        for d in &self.deadlocks {
+            let _ = writeln!(s, "\nDEADLOCK: {d}");
         }
         if !self.problems.is_empty() {
             let _ = writeln!(s, "\nproblems:");
@@ -1226,7 +1294,7 @@ impl MachineSnapshot {
                     )
                 });
                 format!(
-                    "{{\"device\":{},\"id\":{},\"generation\":{},\"flags\":{},\"export\":{},\"flag_set\":{},\"waiters\":{},\"dead_waiters\":{},\"waiting_threads\":{},\"owner\":{},\"holders\":[{}],\"whitelist\":[{}],\"last_record\":{},\"diagnosis\":{}}}",
+                    "{{\"device\":{},\"id\":{},\"generation\":{},\"flags\":{},\"export\":{},\"flag_set\":{},\"waiters\":{},\"dead_waiters\":{},\"waiting_threads\":{},\"owner\":{},\"holders\":[{}],\"whitelist\":[{}],\"last_record\":{},\"merged_records\":{{\"since_last_wait\":{},\"total\":{}}},\"diagnosis\":{}}}",
                     n.device,
                     n.id,
                     n.generation,
@@ -1240,6 +1308,8 @@ impl MachineSnapshot {
                     holders.join(","),
                     wl.join(","),
                     last,
+                    n.merged.since_wait,
+                    n.merged.total,
                     n.diagnosis().map_or("null".to_owned(), |d| json_str(&d))
                 )
             })
@@ -1271,8 +1341,46 @@ impl MachineSnapshot {
             })
             .collect();
         let problems: Vec<String> = self.problems.iter().map(|p| json_str(p)).collect();
+        let target = |t: &crate::waitgraph::Target| {
+            format!(
+                "{{\"server\":{},\"device\":{},\"id\":{}}}",
+                t.server, t.device, t.id
+            )
+        };
+        let streams: Vec<String> = self
+            .streams
+            .iter()
+            .map(|v| {
+                let head = v.head.map_or_else(
+                    || "null".to_owned(),
+                    |h| {
+                        format!(
+                            "{{\"notify\":{},\"blocked_s\":{:.3},\"timeout_s\":{}}}",
+                            target(&h.target),
+                            h.blocked_ns as f64 / 1e9,
+                            if h.timeout_ms == u64::MAX {
+                                "null".to_owned()
+                            } else {
+                                format!("{:.3}", h.timeout_ms as f64 / 1e3)
+                            }
+                        )
+                    },
+                );
+                let queued: Vec<String> = v.queued.iter().map(target).collect();
+                format!(
+                    "{{\"pid\":{},\"label\":{},\"handle\":{},\"server\":{},\"device\":{},\"waits_on\":{head},\"queued_records\":[{}]}}",
+                    v.pid,
+                    json_str(&v.label),
+                    json_str(&format!("{:#x}", v.handle)),
+                    v.server,
+                    v.device,
+                    queued.join(",")
+                )
+            })
+            .collect();
+        let deadlocks: Vec<String> = self.deadlocks.iter().map(|d| json_str(d)).collect();
         format!(
-            "{{\"namespace\":{},\"server\":{},\"file\":{},\"soc\":{},\"devices\":{},\"processes\":[{}],\"device_budgets\":[{}],\"notifies\":[{}],\"cnt_notifies\":[{}],\"problems\":[{}]}}",
+            "{{\"namespace\":{},\"server\":{},\"file\":{},\"soc\":{},\"devices\":{},\"processes\":[{}],\"device_budgets\":[{}],\"notifies\":[{}],\"cnt_notifies\":[{}],\"streams\":[{}],\"deadlocks\":[{}],\"problems\":[{}]}}",
             json_str(&self.namespace),
             self.server,
             json_str(&self.path.to_string_lossy()),
@@ -1282,6 +1390,8 @@ impl MachineSnapshot {
             devs.join(","),
             notifies.join(","),
             cnts.join(","),
+            streams.join(","),
+            deadlocks.join(","),
             problems.join(",")
         )
     }

@@ -60,6 +60,7 @@ mod sigbus;
 mod spin;
 pub mod stream;
 mod sys;
+pub mod waitgraph;
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -79,6 +80,7 @@ use acl_notify_core::{
     Timeout,
 };
 
+pub use acl_notify_core::table::MergedRecords;
 pub use error::SimError;
 pub use shm::GcReport;
 
@@ -338,6 +340,7 @@ impl SimBuilder {
         )?
         .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
         let tag = next_tag();
+        let namespace_for_graph = namespace.clone();
         let pid = sys::getpid();
         // What a whitelist entry for this process holds (see `sys::process_identity`).
         let identity = sys::process_identity(pid).unwrap_or(0);
@@ -371,6 +374,10 @@ impl SimBuilder {
                 cnt: cnt::CntState::new(tag ^ 0x4000),
                 mem: mem::MemState::new(self.device_memory),
                 events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
+                graph: waitgraph::WaitGraph::open(&namespace_for_graph, true)
+                    .ok()
+                    .flatten()
+                    .map(Arc::new),
             }),
         })
     }
@@ -478,6 +485,9 @@ struct Inner {
     mem: mem::MemState,
     /// Events (`event`): this process's handles and per-device id pools.
     events: event::EventState,
+    /// The namespace's wait-for graph (`None` if its file could not be opened: streams are
+    /// then not published, and deadlocks are reported as plain timeouts).
+    graph: Option<Arc<waitgraph::WaitGraph>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -573,10 +583,25 @@ struct Pins {
 /// A stream's counted reference to a notify (see [`NotifyEntry::pin`]).
 struct StreamPin(Arc<SlotRef>);
 
+impl StreamPin {
+    /// The notify as the wait-for graph names it.
+    #[inline]
+    fn target(&self) -> waitgraph::Target {
+        let r = &self.0;
+        waitgraph::Target {
+            server: r.file().server(),
+            device: r.device(),
+            id: r.id(),
+        }
+    }
+}
+
 struct StreamEntry {
     stream: Arc<SimStream>,
     device: u32,
     default: bool,
+    /// The stream's entry in the wait-for graph (`None`: not published).
+    graph: Option<Arc<waitgraph::StreamSlot>>,
 }
 
 fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -739,6 +764,18 @@ impl Sim {
                 )
             })?);
         }
+        if let Some(v) = var(waitgraph::ENV_DEADLOCK)?
+            && !matches!(v.trim(), "fail" | "report")
+        {
+            return Err(err(
+                Error::ParamInvalid,
+                format!(
+                    "{}={v:?}: expected fail (a wait in a deadlock cycle fails at once) or \
+                     report (it fails at its timeout, saying deadlock)",
+                    waitgraph::ENV_DEADLOCK
+                ),
+            ));
+        }
         if let Some(v) = var(ENV_SERVER_ID)? {
             let n = v.trim().parse::<u32>().map_err(|_| {
                 err(
@@ -760,7 +797,8 @@ impl Sim {
         Ok(shm::remove_namespace(name)?
             + cnt::remove_cnt_files(name)?
             + ipc_event::remove_evt_files(name)?
-            + mem::remove_mem_files(name)?)
+            + mem::remove_mem_files(name)?
+            + waitgraph::remove_graph_files(name)?)
     }
 
     /// The CPU a stream's worker is restricted to ([`StreamCpus`]), or `None` when the kernel
@@ -877,6 +915,21 @@ impl Sim {
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
     pub fn notify_is_live(&self, notify: RawNotify) -> bool {
         read(&self.inner.notifies).get(notify.0).is_some()
+    }
+
+    /// How many records of `notify` merged into an already-set flag (SPEC §1: two records
+    /// before a wait collapse into one): since the last wait took a record, and in the
+    /// notify's life, across every process that records it. A protocol that may record twice
+    /// before the wait needs an acknowledgement notify in the other direction.
+    ///
+    /// Codes: 100000-class misuse as for other notify calls; 107017 for a handle that is not
+    /// a live notify of this `Sim`.
+    pub fn merged_records(&self, notify: RawNotify) -> Result<MergedRecords, SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify)?;
+            Ok(v.r.slot().merged_records())
+        })
     }
 
     /// Destroys every notify handle whose device (the creator's device, or an importer's own
@@ -1286,16 +1339,60 @@ impl Sim {
         job: SimJob,
         check: impl FnOnce(u32, &SimJob) -> Result<(), SimError>,
     ) -> Result<(), SimError> {
-        let (s, job) = {
+        // A record is published in the wait-for graph (one store; see `waitgraph`).
+        let target = match &job {
+            SimJob::Record { pin, .. } => Some(pin.target()),
+            _ => None,
+        };
+        let (s, job, graph) = {
             let t = read(&self.inner.streams);
             let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
             check(e.device, &job)?;
             match e.stream.try_enqueue_job(job) {
-                Ok(r) => return r.map_err(|err| self.enqueue_error(&e.stream, h, err)),
-                Err(job) => (Arc::clone(&e.stream), job),
+                Ok(Ok(())) => {
+                    if let (Some(t), Some(g)) = (target, &e.graph) {
+                        g.note_record(t, e.stream.issued());
+                    }
+                    return Ok(());
+                }
+                Ok(Err(err)) => return Err(self.enqueue_error(&e.stream, h, err)),
+                Err(job) => (Arc::clone(&e.stream), job, e.graph.clone()),
             }
         };
-        self.enqueue_job(&s, h, job)
+        self.enqueue_job(&s, h, job)?;
+        if let (Some(t), Some(g)) = (target, graph) {
+            g.note_record(t, s.issued());
+        }
+        Ok(())
+    }
+
+    /// Claims the stream's entry in the wait-for graph for the stream's worker thread, which
+    /// publishes in it what a blocked wait waits on.
+    fn publish_stream(
+        &self,
+        stream: &SimStream,
+        device: u32,
+    ) -> Option<Arc<waitgraph::StreamSlot>> {
+        let slot = self
+            .inner
+            .graph
+            .as_ref()?
+            .claim(0, self.inner.server_id, device)?;
+        slot.bind_worker(stream.worker_tid());
+        Some(slot)
+    }
+
+    /// Shows stream `stream` as `handle` in the wait-for graph (the inspector's and the
+    /// deadlock reports' name for it): the C library passes the handle its callers see.
+    ///
+    /// Codes: 107017 for a handle that is not a live stream of this `Sim`.
+    pub fn set_stream_alias(&self, stream: RawStream, handle: u64) -> Result<(), SimError> {
+        let t = read(&self.inner.streams);
+        let e = t.get(stream.0).ok_or_else(|| bad_stream(stream))?;
+        if let Some(g) = &e.graph {
+            g.set_handle(handle);
+        }
+        Ok(())
     }
 
     fn enqueue_job(&self, stream: &SimStream, h: RawStream, job: SimJob) -> Result<(), SimError> {
@@ -1574,7 +1671,7 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.spinner.keep_spinning()
     }
     fn spin_limit(&self) -> Duration {
-        if spin::Spinner::may_spin() {
+        if spin::Spinner::may_spin_now() {
             Duration::from_nanos(self.spin)
         } else {
             Duration::ZERO
@@ -1738,6 +1835,10 @@ fn wait_slow(
     // before this one are retired (a synchronize waiting for them must not wait for this wait)
     // and the waker registered.
     let hook = std::cell::Cell::new(Some(before_block));
+    // Published in the wait-for graph while asleep; a cycle found through it (only looked
+    // for while asleep, and only with `ACL_NOTIFY_SIM_DEADLOCK=fail`) ends the wait.
+    let published: std::cell::RefCell<Option<waitgraph::Blocked>> = Default::default();
+    let deadlock: std::cell::RefCell<Option<String>> = Default::default();
     let check = || {
         if let Some(f) = hook.take() {
             f();
@@ -1750,6 +1851,16 @@ fn wait_slow(
                 }
                 .note(),
             );
+            *published.borrow_mut() = Some(waitgraph::Blocked::publish(
+                pin.target(),
+                ctx.task_number(),
+                timeout,
+            ));
+        } else if waitgraph::fail_at_once()
+            && let Some(d) = published.borrow().as_ref().and_then(|b| b.deadlock())
+        {
+            *deadlock.borrow_mut() = Some(d);
+            return true;
         }
         lazy.check() || r.file().is_lost() || !r.is_live()
     };
@@ -1767,9 +1878,26 @@ fn wait_slow(
     if hook.take().is_none() {
         ctx.set_blocked_on(0);
     }
-    let result = match out {
-        Ok(WaitOutcome::Consumed) => file.intact(),
-        _ => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
+    // A wait that timed out while others wait on it in a cycle says so (looked for before it
+    // unpublishes itself, while the cycle is still there to see).
+    let cycle = match (&out, deadlock.take()) {
+        (Ok(WaitOutcome::Cancelled), Some(d)) => Some(format!(
+            "stream wait on {} failed before its timeout ({}=fail); {d}",
+            pin.target(),
+            waitgraph::ENV_DEADLOCK
+        )),
+        (Ok(WaitOutcome::TimedOut), _) => published
+            .borrow()
+            .as_ref()
+            .and_then(|b| b.deadlock())
+            .map(|d| format!("{}; {d}", describe_wait(r, timeout, "stream wait"))),
+        _ => None,
+    };
+    drop(published.take());
+    let result = match (out, cycle) {
+        (Ok(WaitOutcome::Consumed), _) => file.intact(),
+        (_, Some(cycle)) => Err(err(Error::TaskTimeout, cycle)),
+        (out, None) => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
     };
     drop(lazy);
     result
@@ -2110,14 +2238,20 @@ impl StreamOps for Sim {
         self.device_ok(device)?;
         let n = self.inner.stream_seq.fetch_add(1, Ordering::Relaxed);
         let stream = self.spawn_stream(format!("acl-sim-d{device}-s{n}"))?;
-        write(&self.inner.streams)
+        let graph = self.publish_stream(&stream, device);
+        let h = write(&self.inner.streams)
             .insert(StreamEntry {
                 stream: Arc::new(stream),
                 device,
                 default: false,
+                graph: graph.clone(),
             })
             .map(RawStream)
-            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))
+            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
+        if let Some(g) = graph {
+            g.set_handle(h.0);
+        }
+        Ok(h)
     }
 
     fn default_stream(&self, device: u32) -> Result<RawStream, SimError> {
@@ -2127,13 +2261,18 @@ impl StreamOps for Sim {
             return Ok(RawStream(h));
         }
         let stream = self.spawn_stream(format!("acl-sim-d{device}-default"))?;
+        let graph = self.publish_stream(&stream, device);
         let h = write(&self.inner.streams)
             .insert(StreamEntry {
                 stream: Arc::new(stream),
                 device,
                 default: true,
+                graph: graph.clone(),
             })
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
+        if let Some(g) = graph {
+            g.set_handle(h);
+        }
         d[device as usize] = Some(h);
         Ok(RawStream(h))
     }
@@ -2773,7 +2912,8 @@ mod tests {
         // A hint of zero (a fresh stream) starts at the base.
         let (sim, _ns) = open("adapt", Soc::Ascend910B);
         let w = AdaptiveWaiter::new(sim.inner.file.waiter(), 0);
-        assert_eq!(w.spin_limit(), table::SPIN);
+        // (`spin_limit` is this, or zero while no CPU is free: see the `spin` module.)
+        assert_eq!(Duration::from_nanos(w.spin), table::SPIN);
         assert_eq!(w.next_spin(), next_spin(base, None));
     }
 

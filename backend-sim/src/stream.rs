@@ -542,6 +542,8 @@ pub struct TaskCtx {
     spin_hint: Cell<u64>,
     /// See [`TaskCtx::coarse_now_ns`] (0: not read since it was last forgotten).
     stamp: Cell<u64>,
+    /// See [`TaskCtx::task_number`].
+    seq: Cell<u64>,
 }
 
 impl TaskCtx {
@@ -619,6 +621,14 @@ impl TaskCtx {
     #[inline]
     pub fn set_blocked_on(&self, note: u64) {
         self.control.blocked_on.store(note, Ordering::Relaxed);
+    }
+
+    /// The running task's number in the stream's enqueue order (from 0): the tickets
+    /// [`Stream::issued`] counts. The simulator's wait-for graph compares it with its queued
+    /// records' tickets.
+    #[inline]
+    pub fn task_number(&self) -> u64 {
+        self.seq.get()
     }
 
     /// A value the stream's jobs keep from one job to the next (the engine never reads it):
@@ -923,6 +933,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             if let Some(next) = local.last() {
                 next.prefetch();
             }
+            ctx.seq.set(seq);
             let (result, rest) = task.run(ctx, &mut || {
                 ctx.forget_time();
                 self.flush(done);
@@ -1045,6 +1056,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             armed: Cell::new(false),
             spin_hint: Cell::new(0),
             stamp: Cell::new(0),
+            seq: Cell::new(0),
         };
         let mut local: Vec<J> = Vec::with_capacity(TAKE);
         let mut done = Finished {
@@ -1196,6 +1208,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 Err(E::from(Error::InvalidHandle))
             }
         }
+    }
+
+    /// Tasks queued so far (tickets issued, taken or not): read right after a task was
+    /// queued, at least that task's number plus one ([`TaskCtx::task_number`]).
+    #[inline]
+    pub fn issued(&self) -> u64 {
+        self.shared.ring.issued()
     }
 
     /// [`enqueue_job`](Self::enqueue_job) that never waits: a full queue hands the job back

@@ -340,6 +340,11 @@ pub trait EventOps: StreamOps {
     /// record, hicann/runtime `Event::GetEventID`).
     fn event_id(&self, event: RawEvent) -> Result<u32, Self::Error>;
 
+    /// Event ids `device` has left (`aclrtGetEventAvailNum`).
+    ///
+    /// Codes: 207000; 107001.
+    fn events_free(&self, device: u32) -> Result<u32, Self::Error>;
+
     /// Exports an IPC event.
     ///
     /// Codes: 207000 SoC without IPC events; 107017; 107000 not an IPC event.

@@ -66,7 +66,7 @@
 //! waits sleep through [`Waiter::wait`] in chunks of at most [`CHUNK`] and re-check their
 //! deadline and cancellation each time.
 
-use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst, dekker};
+use crate::sync::{AtomicI32, AtomicU32, AtomicU64, Ordering::Relaxed, Ordering::SeqCst, dekker};
 use core::time::Duration;
 
 use crate::flags::CreateFlags;
@@ -327,9 +327,15 @@ impl NotifySync {
     /// Record: sets the flag (collapsing with a pending record) and wakes the head waiter if
     /// it sleeps.
     #[inline]
-    pub fn record<W: Waiter>(&self, w: &W) {
-        if self.flag.swap(FLAG_SET, SeqCst) == FLAG_CLEAR_SLEEPING {
-            w.wake(&self.flag, u32::MAX);
+    /// Returns whether the flag was already set: this record merged into the pending one
+    /// (SPEC §1: two records before a wait collapse into one).
+    pub fn record<W: Waiter>(&self, w: &W) -> bool {
+        match self.flag.swap(FLAG_SET, SeqCst) {
+            FLAG_CLEAR_SLEEPING => {
+                w.wake(&self.flag, u32::MAX);
+                false
+            }
+            prev => prev == FLAG_SET,
         }
     }
 
@@ -864,6 +870,18 @@ pub struct Owner {
     pub proc: u32,
 }
 
+/// Records of one notify that merged into an already-set flag ([`NotifySlot::merged_records`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MergedRecords {
+    /// Since the last record that found the flag clear (each wait that took a record ends
+    /// the run): `n` here means `n + 1` records became one.
+    pub since_wait: u32,
+    /// In the notify's life.
+    pub total: u32,
+    /// When the last merge happened ([`Waiter::stamp_ns`] clock; 0: never).
+    pub last_ns: u64,
+}
+
 /// One notify: synchronisation state plus metadata. All-zero bytes are a free slot.
 ///
 /// Size: 192 bytes, aligned to a 64-byte cache line (checked by a test): 160 bytes of fields
@@ -889,6 +907,12 @@ pub struct NotifySlot {
     last_record_pid: AtomicI32,
     whitelist: AtomicU32,
     last_record_ns: AtomicU64,
+    /// Records merged into an already-set flag since the flag was last found clear by a
+    /// record (so: since the last wait took a record), and in the notify's life.
+    merged_run: AtomicU32,
+    merged_total: AtomicU32,
+    /// When the last merge happened ([`Waiter::stamp_ns`] clock).
+    last_merge_ns: AtomicU64,
 }
 
 impl NotifySlot {
@@ -909,6 +933,9 @@ impl NotifySlot {
             last_record_pid: AtomicI32::new(0),
             whitelist: AtomicU32::new(0),
             last_record_ns: AtomicU64::new(0),
+            merged_run: AtomicU32::new(0),
+            merged_total: AtomicU32::new(0),
+            last_merge_ns: AtomicU64::new(0),
         }
     }
 
@@ -996,10 +1023,29 @@ impl NotifySlot {
         )
     }
 
+    /// Merged records ([`NotifySync::record`]): how many records landed on an already-set
+    /// flag since the last record that found it clear (each wait that took a record in
+    /// between ends such a run), how many in the notify's life, and when the last one did
+    /// ([`Waiter::stamp_ns`] clock; 0: never).
+    pub fn merged_records(&self) -> MergedRecords {
+        MergedRecords {
+            since_wait: self.merged_run.load(SeqCst),
+            total: self.merged_total.load(SeqCst),
+            last_ns: self.last_merge_ns.load(SeqCst),
+        }
+    }
+
+    #[cold]
+    fn note_merge(&self, now: u64) {
+        self.merged_run.fetch_add(1, SeqCst);
+        self.merged_total.fetch_add(1, SeqCst);
+        self.last_merge_ns.store(now, SeqCst);
+    }
+
     /// Records the notify (see [`NotifySync::record`]) and notes who did it.
     #[inline]
     pub fn record<W: Waiter>(&self, w: &W, pid: i32) {
-        self.sync.record(w);
+        let merged = self.sync.record(w);
         // Diagnostics only, so after the flag: a waiter spinning on it gets the record without
         // waiting for a clock read. Written when they change, so that a stream of records from
         // one process does not keep pulling this line away from the other processes' caches.
@@ -1009,6 +1055,12 @@ impl NotifySlot {
         let now = w.stamp_ns();
         if self.last_record_ns.load(SeqCst) != now {
             self.last_record_ns.store(now, SeqCst);
+        }
+        // On the line just read: a record that found the flag clear ends a run of merges.
+        if merged {
+            self.note_merge(now);
+        } else if self.merged_run.load(Relaxed) != 0 {
+            self.merged_run.store(0, Relaxed);
         }
     }
 
@@ -1043,6 +1095,9 @@ impl NotifySlot {
         self.owner_proc.store(owner.proc, SeqCst);
         self.last_record_pid.store(0, SeqCst);
         self.last_record_ns.store(0, SeqCst);
+        self.merged_run.store(0, SeqCst);
+        self.merged_total.store(0, SeqCst);
+        self.last_merge_ns.store(0, SeqCst);
         self.whitelist.store(0, SeqCst);
         // No one joins a slot without holders, so the bitmap is ours to set; a stray bit
         // (corrupt memory) is overwritten.

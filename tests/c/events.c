@@ -347,6 +347,20 @@ static void ipc_event_support(void) {
     }
 }
 
+/* aclrtGetEventAvailNum: an event made with a flag word takes its id at create. */
+static void event_budget(void) {
+    aclrtEvent e;
+    uint32_t before, during, after;
+    EXPECT_RC(aclrtGetEventAvailNum(NULL), ACL_ERROR_INVALID_PARAM);
+    CHECK(aclrtGetEventAvailNum(&before));
+    CHECK(aclrtCreateEventWithFlag(&e, ACL_EVENT_SYNC));
+    CHECK(aclrtGetEventAvailNum(&during));
+    REQUIRE(during + 1 == before, "available events %u then %u after a create", before, during);
+    CHECK(aclrtDestroyEvent(e));
+    CHECK(aclrtGetEventAvailNum(&after));
+    REQUIRE(after == before, "available events %u, then %u after the destroy", before, after);
+}
+
 static void no_events(void) {
     aclrtEvent e;
     CHECK(aclrtSetDevice(0));
@@ -366,6 +380,7 @@ int main(int argc, char **argv) {
         CHECK(aclrtSetDevice(0));
         events_basic();
         ipc_event_support();
+        event_budget();
         stream_modes();
     }
     CHECK(aclrtResetDevice(0));

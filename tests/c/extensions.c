@@ -62,6 +62,31 @@ int main(void) {
     CHECK(aclnsimNotifyTryConsume(n, &consumed));
     REQUIRE(consumed == 0, "one record consumed twice");
 
+    /* Merged records: two records before a wait are one; the count says so. */
+    uint32_t run = 99, total = 99;
+    EXPECT_RC(aclnsimNotifyGetMergedRecords(NULL, &run, &total), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclnsimNotifyGetMergedRecords(n, NULL, &total), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclnsimNotifyGetMergedRecords(n, &run, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclnsimNotifyGetMergedRecords((void *)0x1234, &run, &total),
+              ACL_ERROR_RT_INVALID_HANDLE);
+    CHECK(aclnsimNotifyGetMergedRecords(n, &run, &total));
+    REQUIRE(run == 0 && total == 0, "merged %u/%u before any record merged", run, total);
+    CHECK(aclrtRecordNotify(n, NULL));
+    CHECK(aclrtRecordNotify(n, NULL));
+    CHECK(aclrtRecordNotify(n, NULL));
+    CHECK(aclrtSynchronizeStream(NULL));
+    CHECK(aclnsimNotifyGetMergedRecords(n, &run, &total));
+    REQUIRE(run == 2 && total == 2, "3 records before a wait: merged %u/%u, expected 2/2", run,
+            total);
+    CHECK(aclnsimNotifyTryConsume(n, &consumed));
+    REQUIRE(consumed == 1, "the merged record was not there to consume");
+    CHECK(aclrtRecordNotify(n, NULL));
+    CHECK(aclrtSynchronizeStream(NULL));
+    CHECK(aclnsimNotifyGetMergedRecords(n, &run, &total));
+    REQUIRE(run == 0 && total == 2, "a record after the wait: merged %u/%u, expected 0/2", run,
+            total);
+    CHECK(aclnsimNotifyTryConsume(n, &consumed));
+
     int64_t t0 = now_ns();
     EXPECT_RC(aclnsimNotifyHostWait(n, 50000), ACL_ERROR_RT_WAIT_TIMEOUT);
     int64_t ms = (now_ns() - t0) / 1000000;

@@ -327,6 +327,9 @@ impl EventOps for Faulty {
     fn event_id(&self, event: RawEvent) -> Result<u32, SimError> {
         self.inner.event_id(event)
     }
+    fn events_free(&self, device: u32) -> Result<u32, SimError> {
+        self.inner.events_free(device)
+    }
     fn ipc_event_handle(&self, event: RawEvent) -> Result<IpcEventHandle, SimError> {
         self.inner.ipc_event_handle(event)
     }

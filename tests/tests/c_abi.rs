@@ -11,12 +11,16 @@
 //!   record;
 //! - `errors.c`: SPEC §3 row by row, once per SoC of SPEC §4 (`ACL_NOTIFY_SIM_SOC`);
 //! - `extensions.c`: the simulator's `aclnsim*` extensions (`acl/aclnsim.h`);
+//! - `export_race.c`: six threads exporting one notify at once, 5,000 times: one wins, and its
+//!   key imports (issue 22);
 //! - `finalize_race.c`: `aclFinalize` / `aclInit` racing control-plane calls on other threads
 //!   (under valgrind's memcheck too, when valgrind is installed);
 //! - `fork_busy.c`: children forked (200 times per scenario) while other threads of the
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
 //!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
 //!   stream's worker: each starts a session of its own, never hangs;
+//! - `ipc_notify_memory.c`: CANN's documented IPC notify flow with the memory it guards (a
+//!   host function standing in for each kernel), with and without a PID whitelist;
 //! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
 //!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
@@ -242,6 +246,7 @@ fn build_everything() -> Result<Prefix, String> {
         "extensions",
         "cnt",
         "events",
+        "export_race",
         "ipc_event",
         "finalize_race",
         "stream_full",
@@ -251,6 +256,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memory",
         "ring_allreduce",
         "ipc_memory",
+        "ipc_notify_memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -736,6 +742,36 @@ fn ring_allreduce_8() {
     ring_allreduce(8);
 }
 
+// ---- CANN's IPC notify flow with the memory it guards (tests/c/ipc_notify_memory.c) -----------
+
+fn ipc_notify_memory(mode: &str) {
+    let p = setup();
+    let s = Scratch::new(&format!("ipcnm-{mode}"));
+    let mut cmd = s.cmd(&p.bin.join("ipc_notify_memory"), "Ascend910B");
+    cmd.arg(&s.dir).arg(mode);
+    let o = run_all(
+        vec![spawn("ipc_notify_memory", &mut cmd).expect("start ipc_notify_memory")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout
+            .contains(&format!("ipc_notify_memory {mode}: ok")),
+        "{}",
+        report(&o)
+    );
+}
+
+#[test]
+fn ipc_notify_and_memory_flow_with_whitelist() {
+    ipc_notify_memory("whitelist");
+}
+
+#[test]
+fn ipc_notify_and_memory_flow_without_whitelist() {
+    ipc_notify_memory("open");
+}
+
 // ---- IPC memory on every SoC (tests/c/ipc_memory.c) ------------------------------------------
 
 fn ipc_memory(soc: Soc) {
@@ -814,6 +850,18 @@ fn scenario(program: &str, scenario: &str, soc: &str, limit: Duration) {
         o[0].stdout.contains(&format!("{program} {scenario}: ok")),
         "{}",
         report(&o)
+    );
+}
+
+/// The adversarial suite's concurrent exports of one handle (issue 22): before the fix a
+/// losing thread overwrote the winner's nonce, and the winning key did not import (107017).
+#[test]
+fn concurrent_exports_of_one_handle_leave_one_key_that_imports() {
+    scenario(
+        "export_race",
+        "export",
+        "Ascend910B",
+        Duration::from_secs(120),
     );
 }
 

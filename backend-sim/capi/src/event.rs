@@ -163,6 +163,16 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
             .map_err(CallError::backend)
     }
 
+    /// `aclrtGetEventAvailNum`: event ids the current device has left (this process's pool in
+    /// the simulator).
+    pub(crate) fn events_free(&self) -> Result<u32, CallError> {
+        self.events_supported()?;
+        let device = self.current_device()?;
+        self.backend()
+            .events_free(device)
+            .map_err(CallError::backend)
+    }
+
     fn latest(&self, e: &EventEntry) -> Result<LatestRecord, CallError> {
         self.backend()
             .event_latest(e.raw)

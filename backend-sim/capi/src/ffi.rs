@@ -955,6 +955,42 @@ pub unsafe extern "C" fn aclnsimNotifyTryConsume(
     })
 }
 
+/// `aclError aclnsimNotifyGetMergedRecords(aclrtNotify notify, uint32_t *sinceLastWait,
+/// uint32_t *total)`: how many records of the notify landed on an already-set flag and merged
+/// into the pending record (SPEC §1), since the last wait took a record and in the notify's
+/// life, across every process that records it.
+///
+/// Codes: 100000; 100001; 107017.
+///
+/// # Safety
+///
+/// `since_last_wait` and `total` are each NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimNotifyGetMergedRecords(
+    notify: aclrtNotify,
+    since_last_wait: *mut u32,
+    total: *mut u32,
+) -> aclError {
+    api("aclnsimNotifyGetMergedRecords", || {
+        if notify.is_null() {
+            return Err(null_arg("notify"));
+        }
+        if since_last_wait.is_null() {
+            return Err(null_arg("sinceLastWait"));
+        }
+        if total.is_null() {
+            return Err(null_arg("total"));
+        }
+        let (run, all) = runtime()?.merged_records(handle(notify))?;
+        // SAFETY: both non-NULL, and the caller guarantees they are writable.
+        unsafe {
+            since_last_wait.write_unaligned(run);
+            total.write_unaligned(all);
+        }
+        Ok(())
+    })
+}
+
 /// `aclError aclnsimGetNotifyFreeCount(int32_t deviceId, uint32_t *count)`: notify ids still
 /// free on the device, across every process of the simulated machine.
 ///

@@ -366,6 +366,27 @@ pub extern "C" fn aclrtStreamWaitEventWithTimeout(
     })
 }
 
+/// `aclError aclrtGetEventAvailNum(uint32_t *eventCount)`: event ids the current device has
+/// left (in the simulator: this process's share, `Soc::max_events` minus the ids it holds).
+///
+/// Codes: 100000; 207000; 107002.
+///
+/// # Safety
+///
+/// `event_count` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetEventAvailNum(event_count: *mut u32) -> aclError {
+    api("aclrtGetEventAvailNum", || {
+        if event_count.is_null() {
+            return Err(null_arg("eventCount"));
+        }
+        let n = runtime()?.events_free()?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { put(event_count, n) };
+        Ok(())
+    })
+}
+
 /// `aclError aclrtIpcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle *handle)`.
 ///
 /// Codes: 100000; 207000 SoC without IPC events; 107017; 107000 not an `ACL_EVENT_IPC` event.

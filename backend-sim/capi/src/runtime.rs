@@ -392,6 +392,10 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
                 ctx,
                 default: false,
             });
+        if let Some(h) = h {
+            // Deadlock reports and the inspector name the stream as the C caller sees it.
+            self.backend.set_stream_alias(raw, h as u64);
+        }
         h.ok_or_else(|| {
             let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
             CallError::new(
@@ -750,6 +754,11 @@ pub(crate) trait NotifyHandles {
     /// Discards every stream of the backend whose device satisfies `which` (default streams
     /// and streams being drained included), cancelling them all before waiting for any.
     fn discard_streams_where(&self, which: impl FnMut(u32) -> bool);
+    /// Names backend stream `raw` by its C handle in the backend's diagnostics (the wait-for
+    /// graph); a backend without them ignores it.
+    fn set_stream_alias(&self, _raw: RawStream, _handle: u64) {}
+    /// Records of `notify` merged into an already-set flag: (since the last wait, in all).
+    fn merged_records(&self, notify: RawNotify) -> Result<(u32, u32), CallError>;
 }
 
 impl NotifyHandles for acl_notify_sim::Sim {
@@ -764,6 +773,14 @@ impl NotifyHandles for acl_notify_sim::Sim {
     }
     fn discard_streams_where(&self, which: impl FnMut(u32) -> bool) {
         acl_notify_sim::Sim::discard_streams_where(self, which);
+    }
+    fn set_stream_alias(&self, raw: RawStream, handle: u64) {
+        // The stream was created a moment ago by this thread: it is live.
+        let _ = acl_notify_sim::Sim::set_stream_alias(self, raw, handle);
+    }
+    fn merged_records(&self, notify: RawNotify) -> Result<(u32, u32), CallError> {
+        let m = acl_notify_sim::Sim::merged_records(self, notify).map_err(CallError::backend)?;
+        Ok((m.since_wait, m.total))
     }
 }
 
@@ -993,6 +1010,12 @@ impl<
     pub(crate) fn try_consume(&self, notify: usize) -> Result<bool, CallError> {
         let raw = self.owner_side(notify)?;
         self.backend.try_consume(raw).map_err(CallError::backend)
+    }
+
+    /// `aclnsimNotifyGetMergedRecords`: any holder may ask, from any device.
+    pub(crate) fn merged_records(&self, notify: usize) -> Result<(u32, u32), CallError> {
+        let n = self.notify(notify)?;
+        self.backend.merged_records(n)
     }
 
     /// `aclnsimGetNotifyFreeCount`.

@@ -1,6 +1,6 @@
 /*
  * acl/aclnsim.h — extensions of acl-notify's simulator library beyond CANN's API: host-side
- * waits on a notify and resource budgets. Not part of CANN; a program that uses them runs only
+ * waits on a notify, merged-record counts and resource budgets. Not part of CANN; a program that uses them runs only
  * on this library (acl-notify's driver backend looks them up optionally).
  */
 #ifndef ACL_NOTIFY_ACL_ACLNSIM_H_
@@ -21,6 +21,15 @@ ACL_FUNC_VISIBILITY aclError aclnsimNotifyHostWait(aclrtNotify notify, uint64_t 
 /* If the flag is set, resets it and writes 1 to *consumed, else writes 0. Never blocks. Same
  * device rule as aclnsimNotifyHostWait. */
 ACL_FUNC_VISIBILITY aclError aclnsimNotifyTryConsume(aclrtNotify notify, int32_t *consumed);
+
+/* How many records of the notify landed on an already-set flag and merged into the pending
+ * record (two records before a wait collapse into one): *sinceLastWait since the last wait took
+ * a record (n means n + 1 records became one), *total in the notify's life, across every process
+ * that records it. A protocol that may record twice before the wait needs an acknowledgement
+ * notify. Any holder may ask, with any device current. */
+ACL_FUNC_VISIBILITY aclError aclnsimNotifyGetMergedRecords(aclrtNotify notify,
+                                                          uint32_t *sinceLastWait,
+                                                          uint32_t *total);
 
 /* Notify ids still free on deviceId, across every process of the simulated machine. Ids that
  * only dead processes held count as free (they are reclaimed first). */

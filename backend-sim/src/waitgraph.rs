@@ -1,0 +1,730 @@
+//! The namespace's wait-for graph: each stream publishes, in a shared file, what the wait at
+//! its head is blocked on and which notify records it has queued, so that any process (a wait
+//! that times out, the inspector) can find streams that wait on each other in a cycle and say
+//! where each record that would release one of them sits.
+//!
+//! # File
+//!
+//! `/dev/shm/acl-notify-sim.<namespace>.wfg0`: one per namespace (every server's streams, so a
+//! cycle across SuperPod servers is seen too), created and attached through
+//! [`crate::mapfile`]: a header page, then [`ENTRIES`] stream entries of 256 bytes (sparse: a
+//! page is touched only once an entry on it is used).
+//!
+//! # What a stream publishes, and what it costs
+//!
+//! - **Queued records** (the hot path): after a record is queued, the enqueuing thread stores
+//!   one word into the stream's entry — the notify and the queue ticket the stream had issued
+//!   by then — in a ring of [`RECS`] words indexed by that ticket. No read-modify-write, no
+//!   fence, and the line is written by the stream's enqueuers only (the worker never touches
+//!   it), so it stays in their cache. A record counts as queued while its ticket is later than
+//!   the ticket of the wait blocking the stream's head; older words are simply stale. At most
+//!   the [`RECS`] latest records per stream are known (an older one overwritten by a newer is
+//!   not shown).
+//! - **The blocked head** (cold: only a wait about to sleep): the notify, the wait's own
+//!   ticket and when it started sleeping; cleared when it wakes.
+//!
+//! Readers take no lock: every word is read with one atomic load, and a torn view (a record
+//! overwritten between two loads) can only make one snapshot miss or misplace one record,
+//! which is why a cycle is only ever reported for waits that are asleep while it is seen.
+
+use std::cell::RefCell;
+use std::fmt::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
+use std::sync::{Arc, PoisonError, Weak};
+
+use crate::error::SimError;
+use crate::fork::PerProcess;
+use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Shared};
+use crate::shm::{FILE_PREFIX, SHM_DIR};
+use crate::sys;
+
+/// Stream entries in the file (streams created beyond this many at once are not published).
+pub const ENTRIES: usize = 4096;
+/// Queued records remembered per stream.
+pub const RECS: usize = 16;
+/// Bytes of a label kept per stream.
+pub const LABEL_BYTES: usize = 32;
+
+/// Sets this process's label (shown by the inspector and in deadlock reports).
+pub const ENV_LABEL: &str = "ACL_NOTIFY_SIM_LABEL";
+/// `fail`: a wait found blocked in a deadlock cycle fails at once instead of at its timeout.
+pub const ENV_DEADLOCK: &str = "ACL_NOTIFY_SIM_DEADLOCK";
+
+const MAGIC: u64 = u64::from_le_bytes(*b"ACLNWFG\x01");
+const VERSION: u32 = 1;
+const KIND: Kind = Kind("wait-for graph file");
+
+#[repr(C)]
+struct Header {
+    magic: AtomicU64,
+    version: AtomicU32,
+    ready: AtomicU32,
+    entries: AtomicU32,
+    entry_size: AtomicU32,
+    creator_pid: AtomicI32,
+    /// One past the highest entry ever claimed (bounds every scan).
+    high_water: AtomicU32,
+    pid_ns: AtomicU64,
+}
+
+const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
+
+// SAFETY: `Header` is atomics only and fits in a page (asserted above).
+unsafe impl FileHeader for Header {
+    fn ready(&self) -> &AtomicU32 {
+        &self.ready
+    }
+    fn creator_pid(&self) -> &AtomicI32 {
+        &self.creator_pid
+    }
+    fn pid_ns(&self) -> &AtomicU64 {
+        &self.pid_ns
+    }
+}
+
+/// One stream's entry. The first line is written by its owner's control calls and by the
+/// worker when the head blocks; the record words (the last two lines) by its enqueuers.
+#[repr(C, align(64))]
+struct Entry {
+    /// `1 << 32 | pid` while a stream owns the entry; 0 when free.
+    owner: AtomicU64,
+    /// The owner's start time ([`sys::proc_start_time`]).
+    start: AtomicU64,
+    /// The stream handle as its caller sees it (the C handle in the C library).
+    handle: AtomicU64,
+    /// `server << 32 | device`.
+    place: AtomicU64,
+    label: [AtomicU64; LABEL_BYTES / 8],
+    /// The blocked head's notify ([`Target::wait_word`]); 0: the head is not blocked.
+    head: AtomicU64,
+    /// The blocked head's ticket (its number in the stream's enqueue order).
+    head_ticket: AtomicU64,
+    /// When the head started sleeping (`CLOCK_MONOTONIC`, ns).
+    head_since: AtomicU64,
+    /// The blocked wait's timeout in ms (`u64::MAX`: none).
+    head_timeout_ms: AtomicU64,
+    _r: [AtomicU64; 4],
+    recs: [AtomicU64; RECS],
+}
+
+const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
+const _: () = assert!(ENTRY_BYTES == 256);
+const TOTAL: usize = PAGE + ENTRIES * ENTRY_BYTES;
+
+// SAFETY: atomics only.
+unsafe impl Shared for Entry {}
+// SAFETY: atomics only.
+unsafe impl Shared for Header {}
+
+const OWNED: u64 = 1 << 32;
+
+/// What a wait blocks on or a record sets: notify `id` of `device` on `server`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// The notify's server.
+    pub server: u32,
+    /// The notify's device.
+    pub device: u32,
+    /// The notify's id.
+    pub id: u32,
+}
+
+// Record words: valid 63 | ticket 41..63 (22 bits) | server 24..40 | device 16..24 | id 0..16.
+const REC_VALID: u64 = 1 << 63;
+const TICKET_BITS: u32 = 22;
+const TICKET_MASK: u64 = (1 << TICKET_BITS) - 1;
+
+impl Target {
+    /// The word a blocked head publishes (never 0).
+    fn wait_word(self) -> u64 {
+        1 << 60
+            | u64::from(self.server & 0xffff) << 40
+            | u64::from(self.device & 0xff) << 32
+            | u64::from(self.id)
+    }
+
+    fn from_wait_word(w: u64) -> Option<Target> {
+        (w >> 60 == 1).then_some(Target {
+            server: ((w >> 40) & 0xffff) as u32,
+            device: ((w >> 32) & 0xff) as u32,
+            id: w as u32,
+        })
+    }
+
+    /// A record word (ids above 65535 do not occur: no SoC has that many notifies).
+    #[inline]
+    fn rec_word(self, ticket: u64) -> u64 {
+        REC_VALID
+            | (ticket & TICKET_MASK) << 41
+            | u64::from(self.server & 0xffff) << 24
+            | u64::from(self.device & 0xff) << 16
+            | u64::from(self.id & 0xffff)
+    }
+
+    fn from_rec_word(w: u64) -> Option<(Target, u64)> {
+        (w & REC_VALID != 0).then_some((
+            Target {
+                server: ((w >> 24) & 0xffff) as u32,
+                device: ((w >> 16) & 0xff) as u32,
+                id: (w & 0xffff) as u32,
+            },
+            (w >> 41) & TICKET_MASK,
+        ))
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "notify {} of device {}", self.id, self.device)?;
+        if self.server != 0 {
+            write!(f, " (server {})", self.server)?;
+        }
+        Ok(())
+    }
+}
+
+/// The path of a namespace's wait-for graph file.
+pub fn graph_path(namespace: &str) -> PathBuf {
+    Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{namespace}.wfg0"))
+}
+
+/// Removes the namespace's wait-for graph file (see [`crate::Sim::remove_namespace`]).
+pub(crate) fn remove_graph_files(namespace: &str) -> Result<usize, SimError> {
+    crate::shm::remove_files(namespace, "wfg")
+}
+
+/// This process's label: `ACL_NOTIFY_SIM_LABEL`, else the launcher's rank (`RANK`, `RANK_ID`,
+/// `LOCAL_RANK`, the first one set), else none.
+pub fn process_label() -> Option<String> {
+    let var = |n: &str| std::env::var(n).ok().filter(|v| !v.trim().is_empty());
+    if let Some(l) = var(ENV_LABEL) {
+        return Some(l.trim().to_owned());
+    }
+    ["RANK", "RANK_ID", "LOCAL_RANK"]
+        .iter()
+        .find_map(|n| var(n).map(|v| format!("{} {}", n.to_ascii_lowercase(), v.trim())))
+}
+
+/// Whether a detected cycle fails the waits at once (`ACL_NOTIFY_SIM_DEADLOCK=fail`).
+pub(crate) fn fail_at_once() -> bool {
+    static MODE: AtomicU32 = AtomicU32::new(0);
+    match MODE.load(Relaxed) {
+        0 => {
+            let fail = std::env::var(ENV_DEADLOCK).is_ok_and(|v| v.trim() == "fail");
+            MODE.store(1 + u32::from(fail), Relaxed);
+            fail
+        }
+        m => m == 2,
+    }
+}
+
+/// One mapped wait-for graph file.
+pub struct WaitGraph {
+    path: PathBuf,
+    map: Map,
+    writable: bool,
+    pid: i32,
+    start: u64,
+    label: [u64; LABEL_BYTES / 8],
+}
+
+impl fmt::Debug for WaitGraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WaitGraph")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WaitGraph {
+    /// Creates or attaches to the namespace's file (`writable`), or attaches read-only
+    /// (`Ok(None)` if there is none).
+    pub fn open(namespace: &str, writable: bool) -> Result<Option<WaitGraph>, SimError> {
+        let path = graph_path(namespace);
+        let open = Open {
+            path: &path,
+            kind: KIND,
+            create: writable,
+            writable,
+            total: TOTAL,
+            init_wait: INIT_WAIT,
+            keep_fd: false,
+        };
+        let fill = |h: &Header| {
+            h.magic.store(MAGIC, SeqCst);
+            h.version.store(VERSION, SeqCst);
+            h.entries.store(ENTRIES as u32, SeqCst);
+            h.entry_size.store(ENTRY_BYTES as u32, SeqCst);
+        };
+        let check = |h: &Header, size: u64| {
+            let ok = h.magic.load(SeqCst) == MAGIC
+                && h.version.load(SeqCst) == VERSION
+                && h.entries.load(SeqCst) == ENTRIES as u32
+                && h.entry_size.load(SeqCst) == ENTRY_BYTES as u32
+                && size >= TOTAL as u64;
+            if ok {
+                Ok(())
+            } else {
+                Err(KIND.bad_file(&path, "not a wait-for graph file of this version"))
+            }
+        };
+        let Some(map) = open.open(fill, check)? else {
+            return Ok(None);
+        };
+        let pid = sys::getpid();
+        let mut label = [0u64; LABEL_BYTES / 8];
+        if let Some(l) = process_label() {
+            let mut bytes = [0u8; LABEL_BYTES];
+            // Cut at a character boundary so that readers always decode whole characters.
+            let mut n = l.len().min(LABEL_BYTES);
+            while !l.is_char_boundary(n) {
+                n -= 1;
+            }
+            bytes[..n].copy_from_slice(&l.as_bytes()[..n]);
+            for (w, c) in label.iter_mut().zip(bytes.chunks_exact(8)) {
+                *w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
+            }
+        }
+        Ok(Some(WaitGraph {
+            path,
+            map,
+            writable,
+            pid,
+            start: sys::proc_start_time(pid).unwrap_or(0),
+            label,
+        }))
+    }
+
+    fn header(&self) -> &Header {
+        self.map.header()
+    }
+
+    fn entry(&self, i: usize) -> &Entry {
+        self.map.at(PAGE + i * ENTRY_BYTES)
+    }
+
+    /// Claims an entry for a stream of this process: a free one, or one whose owner died.
+    /// `None` when every entry is in use (the stream is then not published).
+    pub(crate) fn claim(
+        self: &Arc<Self>,
+        handle: u64,
+        server: u32,
+        device: u32,
+    ) -> Option<Arc<StreamSlot>> {
+        if !self.writable {
+            return None;
+        }
+        let me = OWNED | u64::from(self.pid as u32);
+        for i in 0..ENTRIES {
+            let e = self.entry(i);
+            let cur = e.owner.load(Relaxed);
+            let free = cur == 0
+                || (i < self.high_water() && {
+                    let pid = cur as u32 as i32;
+                    pid != self.pid && !sys::pid_alive(pid, e.start.load(Relaxed))
+                });
+            if !free || e.owner.compare_exchange(cur, me, SeqCst, Relaxed).is_err() {
+                continue;
+            }
+            e.start.store(self.start, Relaxed);
+            e.handle.store(handle, Relaxed);
+            e.place
+                .store(u64::from(server) << 32 | u64::from(device), Relaxed);
+            for (w, v) in e.label.iter().zip(self.label) {
+                w.store(v, Relaxed);
+            }
+            e.head.store(0, Relaxed);
+            for r in &e.recs {
+                r.store(0, Relaxed);
+            }
+            self.header().high_water.fetch_max(i as u32 + 1, SeqCst);
+            return Some(Arc::new(StreamSlot {
+                graph: Arc::clone(self),
+                index: i,
+            }));
+        }
+        None
+    }
+
+    fn high_water(&self) -> usize {
+        (self.header().high_water.load(SeqCst) as usize).min(ENTRIES)
+    }
+
+    /// Every published stream whose owner is alive.
+    pub fn snapshot(&self) -> Vec<StreamView> {
+        let now = sys::now_ns();
+        let mut out = Vec::new();
+        for i in 0..self.high_water() {
+            let e = self.entry(i);
+            let owner = e.owner.load(SeqCst);
+            if owner & OWNED == 0 {
+                continue;
+            }
+            let pid = owner as u32 as i32;
+            if !sys::pid_alive(pid, e.start.load(Relaxed)) {
+                continue;
+            }
+            let head = Target::from_wait_word(e.head.load(SeqCst)).map(|t| Head {
+                target: t,
+                ticket: e.head_ticket.load(SeqCst),
+                blocked_ns: now.saturating_sub(e.head_since.load(SeqCst)),
+                timeout_ms: e.head_timeout_ms.load(SeqCst),
+            });
+            // With a blocked head, a record counts while its ticket is past the head's; without
+            // one the stream is running, and what it has queued will run.
+            let queued = head
+                .map(|h| {
+                    e.recs
+                        .iter()
+                        .filter_map(|r| Target::from_rec_word(r.load(SeqCst)))
+                        .filter(|&(_, t)| behind(t, h.ticket))
+                        .map(|(target, _)| target)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut label = [0u8; LABEL_BYTES];
+            for (c, w) in label.chunks_exact_mut(8).zip(&e.label) {
+                c.copy_from_slice(&w.load(Relaxed).to_le_bytes());
+            }
+            let end = label.iter().position(|&b| b == 0).unwrap_or(LABEL_BYTES);
+            let place = e.place.load(Relaxed);
+            out.push(StreamView {
+                entry: i,
+                pid,
+                label: String::from_utf8_lossy(&label[..end]).into_owned(),
+                handle: e.handle.load(Relaxed),
+                server: (place >> 32) as u32,
+                device: place as u32,
+                head,
+                queued,
+            });
+        }
+        out
+    }
+}
+
+/// Whether a record noted with `noted` (the tickets issued right after it was queued, so at
+/// least its own ticket + 1) was queued behind the head wait numbered `head`.
+fn behind(noted: u64, head: u64) -> bool {
+    let d = noted.wrapping_sub(head.wrapping_add(2)) & TICKET_MASK;
+    d < 1 << (TICKET_BITS - 1)
+}
+
+/// A stream's entry, held by the stream's table entry and by its worker thread.
+pub(crate) struct StreamSlot {
+    graph: Arc<WaitGraph>,
+    index: usize,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let e = self.entry();
+        e.head.store(0, SeqCst);
+        e.owner.store(0, SeqCst);
+    }
+}
+
+thread_local! {
+    /// The entry of the stream whose worker this thread is (looked up in [`WORKERS`] by the
+    /// thread's first wait that sleeps).
+    static WORKER: RefCell<Option<Arc<StreamSlot>>> = const { RefCell::new(None) };
+}
+
+/// Stream worker threads (by thread id) and their entries, filled when a stream is created.
+/// Only a wait about to sleep reads it, once per worker thread.
+static WORKERS: PerProcess<Vec<(i32, Weak<StreamSlot>)>> = PerProcess::new(Vec::new);
+
+/// Part of the fork handler ([`crate::fork`]).
+pub(crate) fn in_forked_child() {
+    WORKERS.forget();
+}
+
+/// The calling thread's id.
+fn gettid() -> i32 {
+    // SAFETY: gettid(2) has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+impl StreamSlot {
+    fn entry(&self) -> &Entry {
+        self.graph.entry(self.index)
+    }
+
+    /// Makes the stream's worker thread `tid` publish for this entry.
+    pub(crate) fn bind_worker(self: &Arc<Self>, tid: i32) {
+        let mut w = WORKERS.get().lock().unwrap_or_else(PoisonError::into_inner);
+        w.retain(|(t, s)| *t != tid && s.strong_count() > 0);
+        w.push((tid, Arc::downgrade(self)));
+    }
+
+    /// The handle shown for the stream (the C library's, once it has one).
+    pub(crate) fn set_handle(&self, handle: u64) {
+        self.entry().handle.store(handle, Relaxed);
+    }
+
+    /// Notes a record of `t` queued; `issued`: the stream's tickets issued after the push.
+    #[inline]
+    pub(crate) fn note_record(&self, t: Target, issued: u64) {
+        let e = self.entry();
+        e.recs[(issued as usize) % RECS].store(t.rec_word(issued), Relaxed);
+    }
+
+    /// The published streams, with this one's position in the list.
+    fn snapshot_with_me(&self) -> (Vec<StreamView>, Option<usize>) {
+        let views = self.graph.snapshot();
+        let me = views.iter().position(|v| v.entry == self.index);
+        (views, me)
+    }
+}
+
+/// What the worker thread publishes while its head wait sleeps; unpublished on drop.
+pub(crate) struct Blocked(Option<Arc<StreamSlot>>);
+
+impl Blocked {
+    /// Publishes that the wait numbered `ticket` in the calling worker's stream sleeps on `t`.
+    #[cold]
+    pub(crate) fn publish(t: Target, ticket: u64, timeout: Option<std::time::Duration>) -> Self {
+        let slot = WORKER.with(|w| {
+            let mut w = w.borrow_mut();
+            if w.is_none() {
+                let tid = gettid();
+                *w = WORKERS
+                    .get()
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .iter()
+                    .find(|(t, _)| *t == tid)
+                    .and_then(|(_, s)| s.upgrade());
+            }
+            w.clone()
+        });
+        if let Some(s) = &slot {
+            let e = s.entry();
+            e.head_ticket.store(ticket, SeqCst);
+            e.head_since.store(sys::now_ns(), SeqCst);
+            e.head_timeout_ms
+                .store(timeout.map_or(u64::MAX, |d| d.as_millis() as u64), SeqCst);
+            e.head.store(t.wait_word(), SeqCst);
+        }
+        Blocked(slot)
+    }
+
+    /// The deadlock cycle through this stream, described, if there is one now.
+    pub(crate) fn deadlock(&self) -> Option<String> {
+        let s = self.0.as_ref()?;
+        let (views, me) = s.snapshot_with_me();
+        let cycle = find_cycle(&views, me?)?;
+        Some(describe_cycle(&views, &cycle))
+    }
+}
+
+impl Drop for Blocked {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            s.entry().head.store(0, SeqCst);
+        }
+    }
+}
+
+/// A blocked head wait.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    /// What it waits on.
+    pub target: Target,
+    ticket: u64,
+    /// How long it has slept.
+    pub blocked_ns: u64,
+    /// Its timeout in ms (`u64::MAX`: none).
+    pub timeout_ms: u64,
+}
+
+/// One published stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamView {
+    entry: usize,
+    /// The owning process.
+    pub pid: i32,
+    /// The owner's label (empty: none).
+    pub label: String,
+    /// The stream's handle as its caller sees it.
+    pub handle: u64,
+    /// Its server.
+    pub server: u32,
+    /// Its device.
+    pub device: u32,
+    /// The wait its head sleeps in, if any.
+    pub head: Option<Head>,
+    /// The records queued behind a blocked head (none when the head is not blocked).
+    pub queued: Vec<Target>,
+}
+
+impl StreamView {
+    /// "stream 0x5a.. of pid 12 (rank 0), device 1".
+    pub fn name(&self) -> String {
+        let mut s = format!("stream {:#x} of pid {}", self.handle, self.pid);
+        if !self.label.is_empty() {
+            let _ = write!(s, " ({})", self.label);
+        }
+        let _ = write!(s, ", device {}", self.device);
+        if self.server != 0 {
+            let _ = write!(s, " of server {}", self.server);
+        }
+        s
+    }
+}
+
+/// A cycle of blocked streams through `start`, each waiting on a notify whose record is queued
+/// behind the next one's blocked head (as indexes into `views`, `start` first), if any.
+pub fn find_cycle(views: &[StreamView], start: usize) -> Option<Vec<usize>> {
+    // Breadth first from `start` along "my record is queued behind your head".
+    let next = |i: usize| -> Vec<usize> {
+        let Some(h) = views[i].head else {
+            return Vec::new();
+        };
+        views
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.head.is_some() && v.queued.contains(&h.target))
+            .map(|(j, _)| j)
+            .collect()
+    };
+    let mut parent: Vec<Option<usize>> = vec![None; views.len()];
+    let mut queue = std::collections::VecDeque::from([start]);
+    let mut seen = vec![false; views.len()];
+    seen[start] = true;
+    while let Some(i) = queue.pop_front() {
+        for j in next(i) {
+            if j == start {
+                let mut cycle = vec![i];
+                let mut k = i;
+                while let Some(p) = parent[k] {
+                    cycle.push(p);
+                    k = p;
+                }
+                cycle.reverse();
+                return Some(cycle);
+            }
+            if !seen[j] {
+                seen[j] = true;
+                parent[j] = Some(i);
+                queue.push_back(j);
+            }
+        }
+    }
+    None
+}
+
+/// Every distinct cycle among `views` (each listed once, from its lowest index).
+pub fn all_cycles(views: &[StreamView]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    for i in 0..views.len() {
+        if let Some(c) = find_cycle(views, i)
+            && c.iter().min() == Some(&i)
+            && !out.iter().any(|o| o.contains(&i))
+        {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The report of a cycle: every member, what it waits on, and where its record sits.
+pub fn describe_cycle(views: &[StreamView], cycle: &[usize]) -> String {
+    let mut s = format!(
+        "deadlock: {} streams wait on each other in a cycle, each for a record that is queued \
+         behind another one's wait:",
+        cycle.len()
+    );
+    for (k, &i) in cycle.iter().enumerate() {
+        let v = &views[i];
+        let Some(h) = v.head else { continue };
+        let j = cycle[(k + 1) % cycle.len()];
+        let w = &views[j];
+        let _ = write!(
+            s,
+            " [{}] {} waits on {} for {:.1} s; the record that would release it is queued on \
+             {} behind its wait on {}.",
+            k + 1,
+            v.name(),
+            h.target,
+            h.blocked_ns as f64 / 1e9,
+            w.name(),
+            w.head.map_or_else(String::new, |h| h.target.to_string()),
+        );
+    }
+    s.push_str(
+        " No stream of the cycle can go on until one of these notifies is recorded from \
+         elsewhere: record before waiting on one side, or wait on a stream that queues no \
+         record the other side needs",
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(entry: usize, waits: Option<u32>, queued: &[u32]) -> StreamView {
+        let t = |id| Target {
+            server: 0,
+            device: 0,
+            id,
+        };
+        StreamView {
+            entry,
+            pid: 100 + entry as i32,
+            label: String::new(),
+            handle: entry as u64,
+            server: 0,
+            device: 0,
+            head: waits.map(|id| Head {
+                target: t(id),
+                ticket: 0,
+                blocked_ns: 0,
+                timeout_ms: u64::MAX,
+            }),
+            queued: queued.iter().map(|&i| t(i)).collect(),
+        }
+    }
+
+    #[test]
+    fn words_round_trip_and_tickets_order() {
+        let t = Target {
+            server: 3,
+            device: 7,
+            id: 65534,
+        };
+        assert_eq!(Target::from_wait_word(t.wait_word()), Some(t));
+        assert_eq!(Target::from_rec_word(t.rec_word(12)), Some((t, 12)));
+        assert_eq!(Target::from_rec_word(0), None);
+        // The wait is ticket 10: a record noted with 12 (ticket 11) is behind it, 11 (ticket
+        // 10 or earlier) is not.
+        assert!(behind(12, 10));
+        assert!(!behind(11, 10));
+        assert!(!behind(3, 10));
+        assert!(behind(TICKET_MASK & 5, TICKET_MASK - 1));
+    }
+
+    #[test]
+    fn a_cycle_is_found_only_when_it_closes() {
+        // 0 waits on 1, whose record is queued behind 1's wait on 2, whose record is queued
+        // behind 2's wait on 0: a cycle of three.
+        let mut v = vec![
+            view(0, Some(1), &[0]),
+            view(1, Some(2), &[1]),
+            view(2, Some(0), &[2]),
+        ];
+        // From 0: the stream holding 0's record (1), then the one holding 1's (2).
+        assert_eq!(find_cycle(&v, 0), Some(vec![0, 1, 2]));
+        assert_eq!(all_cycles(&v).len(), 1);
+        let text = describe_cycle(&v, &find_cycle(&v, 1).unwrap_or_default());
+        assert!(text.contains("deadlock") && text.contains("pid 100") && text.contains("pid 102"));
+        // Stream 2 not blocked: its record will run; no cycle.
+        v[2].head = None;
+        v[2].queued.clear();
+        assert_eq!(find_cycle(&v, 0), None);
+        assert!(all_cycles(&v).is_empty());
+    }
+}

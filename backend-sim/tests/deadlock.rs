@@ -1,0 +1,444 @@
+//! Deadlock reports with real processes: streams of two or three processes that wait on each
+//! other in a cycle (each one's record queued behind its own wait) get 107020 with the word
+//! "deadlock" and every member of the cycle, at the first timeout or, with
+//! `ACL_NOTIFY_SIM_DEADLOCK=fail`, at once. The test binary re-executes itself as agents
+//! (`ACL_SIM_DEADLOCK_AGENT=1`) that obey one-line commands on stdin.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{
+    Backend, BackendError, CreateFlags, Error, ExportFlags, ImportFlags, NotifyResources,
+    RawNotify, RawStream, StreamOps, SyncWait, Timeout,
+};
+use acl_notify_sim::{Sim, SimError};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+const AGENT: &str = "ACL_SIM_DEADLOCK_AGENT";
+const ANSWER: Duration = Duration::from_secs(60);
+
+type TestFn = fn() -> Result<(), Failed>;
+
+fn main() {
+    if std::env::var_os(AGENT).is_some() {
+        agent();
+        return;
+    }
+    let tests: Vec<(&str, TestFn)> = vec![
+        ("two_process_deadlock", two_process_deadlock),
+        ("three_process_cycle", three_process_cycle),
+        (
+            "cycle_through_an_imported_notify",
+            cycle_through_an_imported_notify,
+        ),
+        (
+            "fail_at_once_ends_the_waits_before_their_timeout",
+            fail_at_once_ends_the_waits_before_their_timeout,
+        ),
+        (
+            "a_plain_timeout_is_not_called_a_deadlock",
+            a_plain_timeout_is_not_called_a_deadlock,
+        ),
+        (
+            "a_bad_deadlock_option_is_refused",
+            a_bad_deadlock_option_is_refused,
+        ),
+    ];
+    let trials = tests
+        .into_iter()
+        .map(|(name, f)| Trial::test(name, f))
+        .collect();
+    libtest_mimic::run(&Arguments::from_args(), trials).exit();
+}
+
+// ---- the agent ---------------------------------------------------------------------------
+
+fn agent() {
+    let sim = match Sim::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            println!("err {} {e}", e.kind().code());
+            return;
+        }
+    };
+    println!("ok {}", sim.bare_tgid());
+    let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { return };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match command(&sim, &mut streams, &words) {
+            Ok(s) => println!("ok {s}"),
+            Err(e) => println!(
+                "err {} {}",
+                e.kind().code(),
+                e.to_string().replace('\n', " ")
+            ),
+        }
+    }
+}
+
+fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, SimError> {
+    w.get(i)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| SimError::new(Error::ParamInvalid, "bad agent command"))
+}
+
+fn command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> Result<String, SimError> {
+    let mut stream = |dev: u32| -> Result<RawStream, SimError> {
+        let slot = streams
+            .get_mut(dev as usize)
+            .ok_or_else(|| SimError::new(Error::ParamInvalid, "bad device"))?;
+        if let Some(s) = slot {
+            return Ok(*s);
+        }
+        let s = sim.create_stream(dev)?;
+        *slot = Some(s);
+        Ok(s)
+    };
+    match w.first().copied().unwrap_or("") {
+        // create DEV → handle
+        "create" => Ok(sim
+            .create_notify(num(w, 1)?, CreateFlags::empty())?
+            .0
+            .to_string()),
+        // export HANDLE → key (no PID validation)
+        "export" => Ok(sim
+            .export_key(RawNotify(num(w, 1)?), ExportFlags::DISABLE_PID_VALIDATION)?
+            .as_str()
+            .to_owned()),
+        // import DEV KEY → handle
+        "import" => Ok(sim
+            .import_by_key(
+                num(w, 1)?,
+                w.get(2).copied().unwrap_or(""),
+                ImportFlags::ENABLE_PEER_ACCESS,
+            )?
+            .0
+            .to_string()),
+        // wait HANDLE DEV SECONDS (queued only)
+        "wait" => {
+            let s = stream(num(w, 2)?)?;
+            sim.wait_and_reset(RawNotify(num(w, 1)?), s, Timeout::Seconds(num(w, 3)?))?;
+            Ok(String::new())
+        }
+        // record HANDLE DEV (queued only)
+        "record" => {
+            let s = stream(num(w, 2)?)?;
+            sim.record(RawNotify(num(w, 1)?), s)?;
+            Ok(String::new())
+        }
+        // sync DEV → the stream's result
+        "sync" => {
+            let s = stream(num(w, 1)?)?;
+            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            Ok(String::new())
+        }
+        other => Err(SimError::new(
+            Error::ParamInvalid,
+            format!("unknown agent command {other:?}"),
+        )),
+    }
+}
+
+// ---- the parent --------------------------------------------------------------------------
+
+struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    pid: i32,
+    label: String,
+}
+
+impl Agent {
+    fn spawn(ns: &str, label: &str, env: &[(&str, &str)]) -> Agent {
+        let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
+        cmd.env(AGENT, "1")
+            .env(acl_notify_sim::ENV_NAMESPACE, ns)
+            .env(acl_notify_sim::ENV_SOC, "Ascend910B")
+            .env(acl_notify_sim::ENV_DEVICES, "4")
+            .env(acl_notify_sim::waitgraph::ENV_LABEL, label)
+            .env_remove(acl_notify_sim::waitgraph::ENV_DEADLOCK)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("spawn agent");
+        let stdin = child.stdin.take().expect("agent stdin");
+        let stdout = child.stdout.take().expect("agent stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let pid = child.id() as i32;
+        let mut a = Agent {
+            child,
+            stdin,
+            lines: rx,
+            pid,
+            label: label.to_owned(),
+        };
+        assert_eq!(a.answer(), Ok(pid.to_string()), "agent failed to open");
+        a
+    }
+
+    fn answer(&mut self) -> Result<String, (i32, String)> {
+        let line = self
+            .lines
+            .recv_timeout(ANSWER)
+            .unwrap_or_else(|_| panic!("agent {} did not answer within {ANSWER:?}", self.pid));
+        if let Some(rest) = line.strip_prefix("ok") {
+            Ok(rest.trim().to_owned())
+        } else if let Some(rest) = line.strip_prefix("err ") {
+            let (code, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+            Err((code.parse().unwrap_or(-1), msg.to_owned()))
+        } else {
+            panic!("agent {} said {line:?}", self.pid)
+        }
+    }
+
+    fn send(&mut self, c: &str) {
+        writeln!(self.stdin, "{c}").expect("write to agent");
+        self.stdin.flush().expect("flush agent stdin");
+    }
+
+    fn ok(&mut self, c: &str) -> String {
+        self.send(c);
+        match self.answer() {
+            Ok(s) => s,
+            Err(e) => panic!("agent command {c:?} failed: {e:?}"),
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+struct Ns(String);
+
+impl Ns {
+    fn new(tag: &str) -> Ns {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let ns = format!(
+            "dl-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let _ = Sim::remove_namespace(&ns);
+        Ns(ns)
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Sim::remove_namespace(&self.0);
+    }
+}
+
+/// The message of a synchronize that must fail with 107020.
+fn timeout_message(a: &mut Agent, dev: u32) -> Result<String, Failed> {
+    a.send(&format!("sync {dev}"));
+    match a.answer() {
+        Err((107020, msg)) => Ok(msg),
+        other => Err(format!("pid {}: expected 107020, got {other:?}", a.pid).into()),
+    }
+}
+
+/// `msg` reports a deadlock naming every agent (pid and label).
+fn names_the_cycle(msg: &str, members: &[&Agent]) -> Result<(), Failed> {
+    if !msg.contains("deadlock") {
+        return Err(format!("no \"deadlock\" in: {msg}").into());
+    }
+    if !msg.contains(&format!("{} streams wait on each other", members.len())) {
+        return Err(format!("not a cycle of {} in: {msg}", members.len()).into());
+    }
+    for a in members {
+        if !msg.contains(&format!("of pid {} ({})", a.pid, a.label)) {
+            return Err(format!("pid {} ({}) missing from: {msg}", a.pid, a.label).into());
+        }
+    }
+    Ok(())
+}
+
+/// Agents in a ring: agent i owns notify i on device i and waits on it (timeout
+/// `timeouts[i]` s), then records the next agent's notify, imported.
+fn ring(ns: &Ns, timeouts: &[u32], env: &[(&str, &str)]) -> Vec<Agent> {
+    let n = timeouts.len();
+    let mut agents: Vec<Agent> = (0..n)
+        .map(|i| Agent::spawn(&ns.0, &format!("rank {i}"), env))
+        .collect();
+    let own: Vec<String> = (0..n)
+        .map(|i| agents[i].ok(&format!("create {i}")))
+        .collect();
+    let keys: Vec<String> = (0..n)
+        .map(|i| agents[i].ok(&format!("export {}", own[i])))
+        .collect();
+    let next: Vec<String> = (0..n)
+        .map(|i| agents[i].ok(&format!("import {i} {}", keys[(i + 1) % n])))
+        .collect();
+    for i in 0..n {
+        agents[i].ok(&format!("wait {} {i} {}", own[i], timeouts[i]));
+    }
+    // Every wait is asleep before the records queue behind them (the cycle is closed by the
+    // last record).
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 0..n {
+        agents[i].ok(&format!("record {} {i}", next[i]));
+    }
+    agents
+}
+
+fn two_process_deadlock() -> Result<(), Failed> {
+    let ns = Ns::new("two");
+    let mut a = ring(&ns, &[3, 30], &[]);
+    // Agent 0 times out first; agent 1's wait is then released by 0's record.
+    let msg = timeout_message(&mut a[0], 0)?;
+    names_the_cycle(&msg, &[&a[0], &a[1]])?;
+    if !msg.contains("behind its wait on notify") {
+        return Err(format!("no record position in: {msg}").into());
+    }
+    a[1].ok("sync 1");
+    Ok(())
+}
+
+fn three_process_cycle() -> Result<(), Failed> {
+    let ns = Ns::new("three");
+    let mut a = ring(&ns, &[30, 8, 30], &[]);
+    // The inspector sees the cycle while it lasts.
+    let end = Instant::now() + Duration::from_secs(6);
+    let snap = loop {
+        let snap = acl_notify_sim::inspect::snapshot(&ns.0, 0).map_err(|e| e.to_string())?;
+        if !snap.deadlocks.is_empty() || Instant::now() > end {
+            break snap;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = snap.to_text();
+    let json = snap.to_json();
+    if snap.deadlocks.len() != 1 || !text.contains("DEADLOCK: deadlock") {
+        return Err(format!("the inspector shows no single cycle: {text}").into());
+    }
+    names_the_cycle(&snap.deadlocks[0], &[&a[0], &a[1], &a[2]])?;
+    if !json.contains("\"deadlocks\":[\"deadlock: 3 streams")
+        || !json.contains("\"label\":\"rank 2\"")
+    {
+        return Err(format!("the JSON shows no cycle: {json}").into());
+    }
+    let msg = timeout_message(&mut a[1], 1)?;
+    names_the_cycle(&msg, &[&a[0], &a[1], &a[2]])?;
+    a[0].ok("sync 0");
+    a[2].ok("sync 2");
+    Ok(())
+}
+
+/// Both notifies are agent 0's; agent 1 imports them on the same device and waits on one of
+/// them: the cycle goes through an imported notify's wait.
+fn cycle_through_an_imported_notify() -> Result<(), Failed> {
+    let ns = Ns::new("imp");
+    let mut a = Agent::spawn(&ns.0, "owner", &[]);
+    let mut b = Agent::spawn(&ns.0, "importer", &[]);
+    let n1 = a.ok("create 0");
+    let n2 = a.ok("create 0");
+    let k1 = a.ok(&format!("export {n1}"));
+    let k2 = a.ok(&format!("export {n2}"));
+    let m1 = b.ok(&format!("import 0 {k1}"));
+    let m2 = b.ok(&format!("import 0 {k2}"));
+    a.ok(&format!("wait {n2} 0 30"));
+    b.ok(&format!("wait {m1} 0 3"));
+    std::thread::sleep(Duration::from_millis(300));
+    a.ok(&format!("record {n1} 0"));
+    b.ok(&format!("record {m2} 0"));
+    let msg = timeout_message(&mut b, 0)?;
+    names_the_cycle(&msg, &[&a, &b])?;
+    a.ok("sync 0");
+    Ok(())
+}
+
+fn fail_at_once_ends_the_waits_before_their_timeout() -> Result<(), Failed> {
+    let ns = Ns::new("fail");
+    let started = Instant::now();
+    let mut a = ring(
+        &ns,
+        &[60, 60, 60],
+        &[(acl_notify_sim::waitgraph::ENV_DEADLOCK, "fail")],
+    );
+    // Each member looks for the cycle while it sleeps, so whichever finds it first fails and
+    // its record then releases the next one: at least one fails, every failure names the
+    // cycle, and nobody waits for its 60 s timeout.
+    let mut failed = 0;
+    for i in 0..a.len() {
+        a[i].send(&format!("sync {i}"));
+        match a[i].answer() {
+            Ok(_) => {}
+            Err((107020, msg)) => {
+                let all: Vec<&Agent> = a.iter().collect();
+                names_the_cycle(&msg, &all)?;
+                if !msg.contains("before its timeout") {
+                    return Err(format!("does not say it ended early: {msg}").into());
+                }
+                failed += 1;
+            }
+            Err(e) => return Err(format!("agent {i}: {e:?}").into()),
+        }
+    }
+    if failed == 0 {
+        return Err("no wait of the cycle failed".into());
+    }
+    if started.elapsed() > Duration::from_secs(30) {
+        return Err(format!("the deadlock took {:?} to end", started.elapsed()).into());
+    }
+    Ok(())
+}
+
+fn a_plain_timeout_is_not_called_a_deadlock() -> Result<(), Failed> {
+    let ns = Ns::new("plain");
+    let mut a = Agent::spawn(&ns.0, "alone", &[]);
+    let mut b = Agent::spawn(&ns.0, "other", &[]);
+    let n = a.ok("create 0");
+    let k = a.ok(&format!("export {n}"));
+    let m = b.ok(&format!("import 1 {k}"));
+    let other = b.ok("create 1");
+    // Agent b's record of a's notify is queued behind a wait that nobody in a cycle blocks:
+    // a's wait times out without a cycle.
+    b.ok(&format!("wait {other} 1 30"));
+    b.ok(&format!("record {m} 1"));
+    a.ok(&format!("wait {n} 0 2"));
+    let msg = timeout_message(&mut a, 0)?;
+    if msg.contains("deadlock") {
+        return Err(format!("a timeout without a cycle called a deadlock: {msg}").into());
+    }
+    drop(b);
+    Ok(())
+}
+
+fn a_bad_deadlock_option_is_refused() -> Result<(), Failed> {
+    let ns = Ns::new("opt");
+    let out = Command::new(std::env::current_exe()?)
+        .env(AGENT, "1")
+        .env(acl_notify_sim::ENV_NAMESPACE, &ns.0)
+        .env(acl_notify_sim::waitgraph::ENV_DEADLOCK, "yes")
+        .stdin(Stdio::null())
+        .output()?;
+    let first = String::from_utf8_lossy(&out.stdout);
+    if !first.starts_with("err 107000") || !first.contains("ACL_NOTIFY_SIM_DEADLOCK") {
+        return Err(format!(
+            "a bad {} was not refused: {first}",
+            "ACL_NOTIFY_SIM_DEADLOCK"
+        )
+        .into());
+    }
+    Ok(())
+}
