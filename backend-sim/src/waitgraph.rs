@@ -471,6 +471,22 @@ impl StreamSlot {
         e.recs[(issued as usize) % RECS].store(t.rec_word(issued), Relaxed);
     }
 
+    /// The wait the stream's head sleeps in, if it published one: "a wait on notify 3 of
+    /// device 1, asleep for 12.0 s (timeout 60.0 s)".
+    pub(crate) fn describe_head(&self) -> Option<String> {
+        let e = self.entry();
+        let t = Target::from_wait_word(e.head.load(SeqCst))?;
+        let slept = sys::now_ns().saturating_sub(e.head_since.load(SeqCst)) as f64 / 1e9;
+        let mut s = format!("a wait on {t}, asleep for {slept:.1} s");
+        match e.head_timeout_ms.load(SeqCst) {
+            u64::MAX => s.push_str(" (no timeout)"),
+            ms => {
+                let _ = write!(s, " (timeout {:.1} s)", ms as f64 / 1e3);
+            }
+        }
+        Some(s)
+    }
+
     /// The published streams, with this one's position in the list.
     fn snapshot_with_me(&self) -> (Vec<StreamView>, Option<usize>) {
         let views = self.graph.snapshot();
