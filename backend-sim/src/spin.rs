@@ -5,18 +5,8 @@
 //! futex wake-up. That pays only while the thread that will record runs on another CPU. With
 //! more busy stream workers than CPUs (a ring of sixteen processes on two CPUs), a spinning
 //! waiter takes the CPU from the very rank that would record, and the protocol ends up slower
-//! than on POSIX semaphores. Three signals stop that:
+//! than on POSIX semaphores. Two signals stop that:
 //!
-//! - **Threads waiting for a CPU.** A wait does not spin at all while the machine has more
-//!   than twice as many runnable threads as this process may use CPUs (the kernel's count of
-//!   running threads, `/proc/loadavg`'s fourth field, read at most every [`LOAD_REFRESH`] by
-//!   whichever wait finds the reading stale, about 3 µs; a wait that comes meanwhile reads a
-//!   cached word). A spinner then holds a CPU that a runnable thread — perhaps the recorder —
-//!   is queued for. Why twice: a reading is a snapshot, and two streams bouncing records while
-//!   their host threads feed them are 3–4 runnable threads on 2 CPUs about half the time (the
-//!   hosts run in bursts); refusing to spin then would put every hand-off of the round trip
-//!   through a sleeping wake-up (microseconds instead of 200 ns) with no CPU contended for
-//!   long. Past twice the CPUs, the queue for them is real.
 //! - **A namespace-wide count of spinners** in the shared file's header. A wait that has spun
 //!   for its first microsecond (most hand-offs between two busy streams end sooner, and never
 //!   touch the count) joins the count; if that makes more spinners than the *budget* — the
@@ -35,7 +25,6 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::stream::allowed_cpus;
-use crate::sys;
 
 /// Environment variable: how many waiters of a namespace may spin at once (past their first
 /// microsecond); `0` never spins. The default is the number of CPUs this process may use.
@@ -44,63 +33,6 @@ pub const ENV_SPIN_BUDGET: &str = "ACL_NOTIFY_SIM_SPIN_BUDGET";
 /// A `sched_yield` that took longer than this gave the CPU to another thread (with nothing
 /// else runnable it returns in about a microsecond, even in a VM).
 pub(crate) const YIELD_LOST_CPU: Duration = Duration::from_micros(5);
-
-/// How often the count of running threads is read again.
-pub(crate) const LOAD_REFRESH: Duration = Duration::from_millis(4);
-
-/// Whether the machine has a CPU free for a spinner: at most twice as many running threads as
-/// this process may use CPUs (the spinner itself included; see the module docs for why
-/// twice), by a reading at most [`LOAD_REFRESH`] old. True if the kernel does not say.
-pub(crate) fn cpu_free() -> bool {
-    use std::sync::atomic::AtomicU64;
-    /// When `RUNNING` was read (ns of `sys::now_ns`; 0: never).
-    static READ_AT: AtomicU64 = AtomicU64::new(0);
-    /// Running threads at that reading (0: unknown).
-    static RUNNING: AtomicU32 = AtomicU32::new(0);
-    let now = sys::now_ns();
-    let at = READ_AT.load(Ordering::Relaxed);
-    if at == 0 || now.saturating_sub(at) >= LOAD_REFRESH.as_nanos() as u64 {
-        // One reader per refresh; the others use the cached word meanwhile.
-        if READ_AT
-            .compare_exchange(at, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
-            RUNNING.store(running_threads().unwrap_or(0), Ordering::Relaxed);
-        }
-    }
-    match RUNNING.load(Ordering::Relaxed) {
-        0 => true,
-        n => n <= 2 * cpus(),
-    }
-}
-
-/// The kernel's count of running (runnable) threads, from `/proc/loadavg` (`0.12 0.10 0.05
-/// 3/412 1234`: the 3).
-fn running_threads() -> Option<u32> {
-    use std::io::Read;
-    let mut buf = [0u8; 128];
-    let n = std::fs::File::open("/proc/loadavg")
-        .ok()?
-        .read(&mut buf)
-        .ok()?;
-    parse_running(std::str::from_utf8(&buf[..n]).ok()?)
-}
-
-/// The running count in a `/proc/loadavg` line.
-fn parse_running(line: &str) -> Option<u32> {
-    line.split_whitespace()
-        .nth(3)?
-        .split('/')
-        .next()?
-        .parse()
-        .ok()
-}
-
-/// The CPUs this process may use (at least 1), read once.
-fn cpus() -> u32 {
-    static CPUS: OnceLock<u32> = OnceLock::new();
-    *CPUS.get_or_init(default_budget)
-}
 
 /// The budget: from [`ENV_SPIN_BUDGET`] if it is set (and valid), else the CPUs this process
 /// may use. Read once per process.
@@ -156,15 +88,9 @@ impl<'a> Spinner<'a> {
         }
     }
 
-    /// Whether streams may spin at all (the budget is not 0).
+    /// Whether the wait may spin at all (the budget is not 0).
     pub(crate) fn may_spin() -> bool {
         budget() > 0
-    }
-
-    /// Whether this wait may spin now: the budget is not 0 and a CPU is free (see the module
-    /// docs).
-    pub(crate) fn may_spin_now() -> bool {
-        budget() > 0 && cpu_free()
     }
 
     /// Called now and then by a wait past its first microsecond of spinning: joins the count
@@ -240,18 +166,6 @@ mod tests {
         s.stop();
         assert_eq!(count.load(Ordering::Relaxed), 0);
         assert!(!s.keep_spinning());
-    }
-
-    #[test]
-    fn the_running_count_is_read_from_a_loadavg_line() {
-        assert_eq!(parse_running("0.12 0.10 0.05 3/412 1234\n"), Some(3));
-        assert_eq!(parse_running("1.00 1.00 1.00 17/900 5"), Some(17));
-        assert_eq!(parse_running("garbage"), None);
-        assert_eq!(parse_running("0.1 0.1 0.1 x/1 2"), None);
-        // This machine's, if it has one: at least this thread runs.
-        if std::path::Path::new("/proc/loadavg").exists() {
-            assert!(running_threads().is_some_and(|n| n >= 1));
-        }
     }
 
     #[test]
