@@ -7,7 +7,7 @@
 //!
 //! `/dev/shm/acl-notify-sim.<namespace>.wfg0`: one per namespace (every server's streams, so a
 //! cycle across SuperPod servers is seen too), created and attached through
-//! [`crate::mapfile`]: a header page, [`PROCS`] process records of 64 bytes (pid, start time,
+//! `crate::mapfile`: a header page, [`PROCS`] process records of 64 bytes (pid, start time,
 //! label, and whether it exited normally), then [`ENTRIES`] stream entries of 256 bytes
 //! (sparse: a page is touched only once an entry on it is used).
 //!
@@ -284,7 +284,7 @@ impl Drop for WaitGraph {
 pub struct ProcView {
     /// Its pid.
     pub pid: i32,
-    /// Its start time ([`sys::proc_start_time`]).
+    /// Its start time (as `/proc/<pid>/stat` gives it).
     pub start: u64,
     /// Its label (empty: none).
     pub label: String,
