@@ -41,6 +41,8 @@ use crate::timeout::{SyncWait, Timeout};
 
 pub use crate::soc::AnySoc;
 
+mod buffer;
+pub use buffer::{DeviceBuffer, ExportResult, OwnedBuffer};
 mod cnt;
 pub use cnt::CntNotify;
 mod event;
