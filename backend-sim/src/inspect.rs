@@ -58,6 +58,9 @@ pub enum Liveness {
     Alive,
     /// Gone (or its PID now belongs to another process).
     Dead,
+    /// Gone after it ended normally (`exit()`, a return from `main`, or its last `Sim` of the
+    /// namespace dropped), as it noted in the wait-for graph's process records.
+    Exited,
     /// Cannot be told from here (a process on another SuperPod server).
     Unknown,
 }
@@ -80,11 +83,17 @@ impl Liveness {
         }
     }
 
-    /// `"alive"`, `"dead"` or `"unknown"`.
+    /// Not running any more, whether it exited normally or died.
+    pub fn is_gone(self) -> bool {
+        matches!(self, Liveness::Dead | Liveness::Exited)
+    }
+
+    /// `"alive"`, `"dead"`, `"exited"` or `"unknown"`.
     pub fn word(self) -> &'static str {
         match self {
             Liveness::Alive => "alive",
             Liveness::Dead => "dead",
+            Liveness::Exited => "exited",
             Liveness::Unknown => "unknown",
         }
     }
@@ -101,6 +110,8 @@ pub struct ProcSnap {
     pub state: &'static str,
     /// Whether it runs.
     pub alive: Liveness,
+    /// Its label (`ACL_NOTIFY_SIM_LABEL`, or the launcher's rank; empty: none).
+    pub label: String,
 }
 
 /// A process referred to by a notify (owner, holder, whitelisted, recorder).
@@ -578,6 +589,7 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
             pid,
             state,
             alive,
+            label: String::new(),
         });
     }
     let pid_liveness = |pid: i32| -> Liveness {
@@ -714,11 +726,7 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
                 dead_waiters: slot
                     .sync
                     .ticket_holders()
-                    .filter(|p| {
-                        by_index
-                            .get(p)
-                            .is_none_or(|(_, _, alive)| *alive == Liveness::Dead)
-                    })
+                    .filter(|p| by_index.get(p).is_none_or(|(_, _, alive)| alive.is_gone()))
                     .count() as u32,
                 waiting_threads,
                 owner: PidRef {
@@ -781,21 +789,52 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
     }
 
     // The wait-for graph (absent before the first stream of the namespace is created).
-    let (streams, deadlocks) = match crate::waitgraph::WaitGraph::open(namespace, false) {
+    let (streams, deadlocks, records) = match crate::waitgraph::WaitGraph::open(namespace, false) {
         Ok(Some(g)) => {
             let views = g.snapshot();
             let cycles = crate::waitgraph::all_cycles(&views)
                 .iter()
                 .map(|c| crate::waitgraph::describe_cycle(&views, c))
                 .collect();
-            (views, cycles)
+            (views, cycles, g.processes())
         }
-        Ok(None) => (Vec::new(), Vec::new()),
+        Ok(None) => (Vec::new(), Vec::new(), Vec::new()),
         Err(e) => {
             problems.push(format!("wait-for graph: {e}"));
-            (Vec::new(), Vec::new())
+            (Vec::new(), Vec::new(), Vec::new())
         }
     };
+    // Labels, and "exited" for the processes that noted a normal end.
+    let exited = |pid: i32| records.iter().any(|r| r.pid == pid && r.exited);
+    let fix = |l: &mut Liveness, pid: i32| {
+        if *l == Liveness::Dead && exited(pid) {
+            *l = Liveness::Exited;
+        }
+    };
+    for p in &mut procs {
+        fix(&mut p.alive, p.pid);
+        if let Some(r) = records
+            .iter()
+            .find(|r| r.pid == p.pid && !r.label.is_empty())
+        {
+            p.label.clone_from(&r.label);
+        }
+    }
+    for n in &mut notifies {
+        fix(&mut n.owner.alive, n.owner.pid);
+        for h in &mut n.holders {
+            fix(&mut h.alive, h.pid);
+        }
+        for w in &mut n.whitelist {
+            fix(&mut w.alive, w.pid);
+        }
+        if let Some(r) = &mut n.last_record {
+            fix(&mut r.by.alive, r.by.pid);
+        }
+    }
+    for c in &mut cnt_notifies {
+        fix(&mut c.owner.alive, c.owner.pid);
+    }
 
     // Pages cut off while we read came back as zeros: what we read is not the file.
     m.sigbus.intact(&path)?;
@@ -991,8 +1030,8 @@ impl NotifySnap {
             .collect();
         let dead: Vec<String> = others
             .iter()
-            .filter(|r| r.alive == Liveness::Dead)
-            .map(|r| r.pid.to_string())
+            .filter(|r| r.alive.is_gone())
+            .map(|r| format!("{} {}", r.pid, r.alive.word()))
             .collect();
         if others.is_empty() {
             Some(format!(
@@ -1000,10 +1039,10 @@ impl NotifySnap {
                  (pid {}) can record it",
                 self.waiters, self.owner.pid
             ))
-        } else if others.iter().all(|r| r.alive == Liveness::Dead) {
+        } else if others.iter().all(|r| r.alive.is_gone()) {
             Some(format!(
                 "STUCK: {} waiter(s), no record pending, and every other process that holds or \
-                 may import it is dead (pid {}): nobody left to record it",
+                 may import it is dead or exited (pid {}): nobody left to record it",
                 self.waiters,
                 dead.join(", ")
             ))
@@ -1031,11 +1070,21 @@ impl MachineSnapshot {
             .iter()
             .filter(|p| p.alive == Liveness::Dead)
             .count();
+        let exited = self
+            .processes
+            .iter()
+            .filter(|p| p.alive == Liveness::Exited)
+            .count();
         let _ = writeln!(
             s,
-            "\nprocesses: {} registered, {dead} dead{}",
+            "\nprocesses: {} registered, {dead} dead{}{}",
             self.processes.len(),
-            if dead > 0 {
+            if exited > 0 {
+                format!(", {exited} exited")
+            } else {
+                String::new()
+            },
+            if dead + exited > 0 {
                 " (reclaim with `acl-notify-inspect gc`)"
             } else {
                 ""
@@ -1044,11 +1093,16 @@ impl MachineSnapshot {
         for p in &self.processes {
             let _ = writeln!(
                 s,
-                "  #{:<3} pid {:<8} {:<16} {}",
+                "  #{:<3} pid {:<8} {:<16} {}{}",
                 p.index,
                 p.pid,
                 p.state,
-                p.alive.word()
+                p.alive.word(),
+                if p.label.is_empty() {
+                    String::new()
+                } else {
+                    format!("  ({})", p.label)
+                }
             );
         }
         let _ = writeln!(
@@ -1246,11 +1300,12 @@ impl MachineSnapshot {
             .iter()
             .map(|p| {
                 format!(
-                    "{{\"index\":{},\"pid\":{},\"state\":{},\"alive\":{}}}",
+                    "{{\"index\":{},\"pid\":{},\"state\":{},\"alive\":{},\"label\":{}}}",
                     p.index,
                     p.pid,
                     json_str(p.state),
-                    json_str(p.alive.word())
+                    json_str(p.alive.word()),
+                    json_str(&p.label)
                 )
             })
             .collect();

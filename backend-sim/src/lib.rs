@@ -1382,6 +1382,37 @@ impl Sim {
         Some(slot)
     }
 
+    /// Why stream `stream` is not done, for a caller that sees it not ready: what its head
+    /// task is doing ("its head task is a wait on notify 3 of device 1, asleep for 12.0 s
+    /// (timeout 60.0 s)") and the failure stored on it, if any; `None` when it has no stored
+    /// failure and its head is not blocked (or the stream is not a live stream of this `Sim`).
+    pub fn stream_report(&self, stream: RawStream) -> Option<String> {
+        let (s, graph) = {
+            let t = read(&self.inner.streams);
+            let e = t.get(stream.0)?;
+            (Arc::clone(&e.stream), e.graph.clone())
+        };
+        let head = graph.and_then(|g| g.describe_head()).or_else(|| {
+            let note = s.blocked_on();
+            (note != 0).then(|| Blocked::describe(note).trim_start_matches("is ").to_owned())
+        });
+        let stored = s.stored_error();
+        let mut text = String::new();
+        if let Some(h) = head {
+            let _ = write!(text, "its head task is {h}");
+        }
+        if let Some(e) = stored {
+            if !text.is_empty() {
+                text.push_str("; ");
+            }
+            let _ = write!(
+                text,
+                "a failure is stored on it, which the next synchronize reports: {e}"
+            );
+        }
+        (!text.is_empty()).then_some(text)
+    }
+
     /// Shows stream `stream` as `handle` in the wait-for graph (the inspector's and the
     /// deadlock reports' name for it): the C library passes the handle its callers see.
     ///
@@ -1612,7 +1643,7 @@ impl<'a> AdaptiveWaiter<'a> {
     /// `hint`: the stream's spin hint in nanoseconds (0: none yet).
     fn new(inner: SimWaiter<'a>, hint: u64) -> Self {
         AdaptiveWaiter {
-            spinner: spin::Spinner::new(inner.spinners()),
+            spinner: spin::Spinner::new(),
             inner,
             spin: hint.clamp(SPIN_NS, MAX_SPIN_NS),
             slept_at: Cell::new(0),
@@ -1665,7 +1696,7 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.inner.stamp_ns()
     }
     fn relax(&self) {
-        self.spinner.relax();
+        self.spinner.relax(|| self.inner.spinners());
     }
     fn keep_spinning(&self) -> bool {
         self.spinner.keep_spinning()
@@ -2381,9 +2412,12 @@ impl StreamOps for Sim {
                 if e.kind() == Error::InvalidHandle && e.message().is_empty() {
                     bad_stream(stream)
                 } else if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() {
+                    let why = self
+                        .stream_report(stream)
+                        .map_or_else(String::new, |r| format!(": {r}"));
                     err(
                         Error::StreamSyncTimeout,
-                        format!("stream {:#x} still has tasks after {wait}", stream.0),
+                        format!("stream {:#x} still has tasks after {wait}{why}", stream.0),
                     )
                 } else if e.kind() == Error::InternalError && e.message().is_empty() {
                     err(

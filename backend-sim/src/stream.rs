@@ -1607,6 +1607,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     pub fn has_error(&self) -> bool {
         lock(&self.shared.error).is_some()
     }
+
+    /// A copy of the stored task error, if any (left for `synchronize` to report).
+    pub fn stored_error(&self) -> Option<E>
+    where
+        E: Clone,
+    {
+        lock(&self.shared.error).clone()
+    }
 }
 
 impl<E: From<Error> + Send + 'static, J: Job<E>> Drop for Stream<E, J> {

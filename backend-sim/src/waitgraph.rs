@@ -7,8 +7,16 @@
 //!
 //! `/dev/shm/acl-notify-sim.<namespace>.wfg0`: one per namespace (every server's streams, so a
 //! cycle across SuperPod servers is seen too), created and attached through
-//! [`crate::mapfile`]: a header page, then [`ENTRIES`] stream entries of 256 bytes (sparse: a
-//! page is touched only once an entry on it is used).
+//! `crate::mapfile`: a header page, [`PROCS`] process records of 64 bytes (pid, start time,
+//! label, and whether it exited normally), then [`ENTRIES`] stream entries of 256 bytes
+//! (sparse: a page is touched only once an entry on it is used).
+//!
+//! # Processes
+//!
+//! Each process that opens the file writes a record with its label ([`process_label`]); when it
+//! exits through `exit()` (or returns from `main`), or drops its last `Sim`, it marks the record
+//! exited, so that the inspector can show a process that ended normally as exited rather than
+//! dead (one that crashed or was killed leaves its record running).
 //!
 //! # What a stream publishes, and what it costs
 //!
@@ -42,6 +50,8 @@ use crate::sys;
 
 /// Stream entries in the file (streams created beyond this many at once are not published).
 pub const ENTRIES: usize = 4096;
+/// Process records in the file (the oldest records of processes that are gone are reused).
+pub const PROCS: usize = 256;
 /// Queued records remembered per stream.
 pub const RECS: usize = 16;
 /// Bytes of a label kept per stream.
@@ -53,7 +63,8 @@ pub const ENV_LABEL: &str = "ACL_NOTIFY_SIM_LABEL";
 pub const ENV_DEADLOCK: &str = "ACL_NOTIFY_SIM_DEADLOCK";
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNWFG\x01");
-const VERSION: u32 = 1;
+/// 2: the process records.
+const VERSION: u32 = 2;
 const KIND: Kind = Kind("wait-for graph file");
 
 #[repr(C)]
@@ -109,9 +120,28 @@ struct Entry {
     recs: [AtomicU64; RECS],
 }
 
+/// One process that opened the file.
+#[repr(C, align(64))]
+struct ProcRecord {
+    /// `state << 32 | pid` ([`P_RUNNING`], [`P_EXITED`]); 0: free.
+    owner: AtomicU64,
+    start: AtomicU64,
+    label: [AtomicU64; LABEL_BYTES / 8],
+    _r: [AtomicU64; 2],
+}
+
+const P_RUNNING: u64 = 1;
+const P_EXITED: u64 = 2;
+
 const ENTRY_BYTES: usize = std::mem::size_of::<Entry>();
 const _: () = assert!(ENTRY_BYTES == 256);
-const TOTAL: usize = PAGE + ENTRIES * ENTRY_BYTES;
+const _: () = assert!(std::mem::size_of::<ProcRecord>() == 64);
+const PROCS_OFF: usize = PAGE;
+const ENTRIES_OFF: usize = PAGE + PROCS * 64;
+const TOTAL: usize = ENTRIES_OFF + ENTRIES * ENTRY_BYTES;
+
+// SAFETY: atomics only.
+unsafe impl Shared for ProcRecord {}
 
 // SAFETY: atomics only.
 unsafe impl Shared for Entry {}
@@ -228,6 +258,97 @@ pub struct WaitGraph {
     pid: i32,
     start: u64,
     label: [u64; LABEL_BYTES / 8],
+    /// This process's record + 1 (0: none).
+    record: std::sync::atomic::AtomicUsize,
+}
+
+impl Drop for WaitGraph {
+    /// The process's last `Sim` of the namespace is gone: it has left (normally).
+    fn drop(&mut self) {
+        if let Some(i) = self.record.load(Relaxed).checked_sub(1) {
+            let r = self.proc_record(i);
+            exit_marks::remove(&r.owner);
+            let me = P_RUNNING << 32 | u64::from(self.pid as u32);
+            let _ = r.owner.compare_exchange(
+                me,
+                P_EXITED << 32 | u64::from(self.pid as u32),
+                SeqCst,
+                Relaxed,
+            );
+        }
+    }
+}
+
+/// A process record as read ([`WaitGraph::processes`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcView {
+    /// Its pid.
+    pub pid: i32,
+    /// Its start time (as `/proc/<pid>/stat` gives it).
+    pub start: u64,
+    /// Its label (empty: none).
+    pub label: String,
+    /// It exited normally (or dropped its last `Sim` of the namespace).
+    pub exited: bool,
+}
+
+/// The records to mark exited when the process calls `exit()`: the owner words of this
+/// process's records in every mapped graph file, as raw pointers so that the `atexit` handler
+/// takes no lock (a thread that held one at the exit would make it hang). A record's mapping
+/// outlives its pointer here: [`WaitGraph`]'s drop removes the pointer before the unmap.
+mod exit_marks {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64};
+
+    const SLOTS: usize = 16;
+    static MARKS: [AtomicPtr<AtomicU64>; SLOTS] =
+        [const { AtomicPtr::new(std::ptr::null_mut()) }; SLOTS];
+
+    extern "C" fn at_exit() {
+        for m in &MARKS {
+            let p = m.swap(std::ptr::null_mut(), SeqCst);
+            if !p.is_null() {
+                // SAFETY: a pointer in `MARKS` points into a live mapping (see the module
+                // docs); the swap took it, so nobody else uses it.
+                let w = unsafe { &*p };
+                let cur = w.load(SeqCst);
+                if cur >> 32 == super::P_RUNNING && cur as u32 as i32 == crate::sys::getpid() {
+                    let _ = w.compare_exchange(
+                        cur,
+                        super::P_EXITED << 32 | (cur & 0xffff_ffff),
+                        SeqCst,
+                        SeqCst,
+                    );
+                }
+            }
+        }
+    }
+
+    pub(super) fn add(w: &AtomicU64) {
+        // Registered once per process image (a forked child inherits it, and its records are
+        // told apart by pid in `at_exit`); a flag, not a `Once`, which a child forked while
+        // another thread ran it would wait on for ever (see `crate::fork`).
+        static HOOKED: AtomicBool = AtomicBool::new(false);
+        if !HOOKED.swap(true, SeqCst) {
+            // SAFETY: `at_exit` is an `extern "C" fn()` that does not unwind.
+            unsafe { libc::atexit(at_exit) };
+        }
+        let p = std::ptr::from_ref(w).cast_mut();
+        for m in &MARKS {
+            if m.compare_exchange(std::ptr::null_mut(), p, SeqCst, SeqCst)
+                .is_ok()
+            {
+                return;
+            }
+        }
+    }
+
+    pub(super) fn remove(w: &AtomicU64) {
+        let p = std::ptr::from_ref(w).cast_mut();
+        for m in &MARKS {
+            let _ = m.compare_exchange(p, std::ptr::null_mut(), SeqCst, SeqCst);
+        }
+    }
 }
 
 impl fmt::Debug for WaitGraph {
@@ -287,14 +408,19 @@ impl WaitGraph {
                 *w = u64::from_le_bytes(c.try_into().unwrap_or([0; 8]));
             }
         }
-        Ok(Some(WaitGraph {
+        let g = WaitGraph {
             path,
             map,
             writable,
             pid,
             start: sys::proc_start_time(pid).unwrap_or(0),
             label,
-        }))
+            record: std::sync::atomic::AtomicUsize::new(0),
+        };
+        if writable {
+            g.register();
+        }
+        Ok(Some(g))
     }
 
     fn header(&self) -> &Header {
@@ -302,7 +428,74 @@ impl WaitGraph {
     }
 
     fn entry(&self, i: usize) -> &Entry {
-        self.map.at(PAGE + i * ENTRY_BYTES)
+        self.map.at(ENTRIES_OFF + i * ENTRY_BYTES)
+    }
+
+    fn proc_record(&self, i: usize) -> &ProcRecord {
+        self.map.at(PROCS_OFF + i * 64)
+    }
+
+    /// Writes this process's record (running, with its label); remembers it for the exit
+    /// marks. Nothing when every record belongs to a running process.
+    fn register(&self) {
+        let mine = |w: u64| w as u32 as i32 == self.pid && w >> 32 != 0;
+        let gone = |r: &ProcRecord, w: u64| {
+            !sys::pid_alive(w as u32 as i32, r.start.load(Relaxed)) && w as u32 as i32 != self.pid
+        };
+        // Our own record (a second open in this process), else a free one, else one of a
+        // process that is gone (exited ones last, so that they are shown as long as possible).
+        let pick = (0..PROCS)
+            .find(|&i| {
+                let w = self.proc_record(i).owner.load(SeqCst);
+                mine(w) && self.proc_record(i).start.load(Relaxed) == self.start
+            })
+            .map(|i| (i, self.proc_record(i).owner.load(SeqCst)))
+            .into_iter()
+            .chain((0..PROCS).filter_map(|i| {
+                let r = self.proc_record(i);
+                let w = r.owner.load(SeqCst);
+                (w == 0).then_some((i, w))
+            }))
+            .chain((0..PROCS).filter_map(|i| {
+                let r = self.proc_record(i);
+                let w = r.owner.load(SeqCst);
+                (w >> 32 == P_RUNNING && gone(r, w)).then_some((i, w))
+            }))
+            .chain((0..PROCS).filter_map(|i| {
+                let r = self.proc_record(i);
+                let w = r.owner.load(SeqCst);
+                (w >> 32 == P_EXITED && gone(r, w)).then_some((i, w))
+            }));
+        let me = P_RUNNING << 32 | u64::from(self.pid as u32);
+        for (i, cur) in pick {
+            let r = self.proc_record(i);
+            if r.owner.compare_exchange(cur, me, SeqCst, Relaxed).is_ok() {
+                r.start.store(self.start, SeqCst);
+                for (w, v) in r.label.iter().zip(self.label) {
+                    w.store(v, Relaxed);
+                }
+                self.record.store(i + 1, Relaxed);
+                exit_marks::add(&r.owner);
+                return;
+            }
+        }
+    }
+
+    /// The processes that left a record: pid, start time, label, whether it exited normally.
+    pub fn processes(&self) -> Vec<ProcView> {
+        (0..PROCS)
+            .filter_map(|i| {
+                let r = self.proc_record(i);
+                let w = r.owner.load(SeqCst);
+                let state = w >> 32;
+                (state == P_RUNNING || state == P_EXITED).then(|| ProcView {
+                    pid: w as u32 as i32,
+                    start: r.start.load(SeqCst),
+                    label: read_label(&r.label),
+                    exited: state == P_EXITED,
+                })
+            })
+            .collect()
     }
 
     /// Claims an entry for a stream of this process: a free one, or one whose owner died.
@@ -384,16 +577,11 @@ impl WaitGraph {
                         .collect()
                 })
                 .unwrap_or_default();
-            let mut label = [0u8; LABEL_BYTES];
-            for (c, w) in label.chunks_exact_mut(8).zip(&e.label) {
-                c.copy_from_slice(&w.load(Relaxed).to_le_bytes());
-            }
-            let end = label.iter().position(|&b| b == 0).unwrap_or(LABEL_BYTES);
             let place = e.place.load(Relaxed);
             out.push(StreamView {
                 entry: i,
                 pid,
-                label: String::from_utf8_lossy(&label[..end]).into_owned(),
+                label: read_label(&e.label),
                 handle: e.handle.load(Relaxed),
                 server: (place >> 32) as u32,
                 device: place as u32,
@@ -403,6 +591,16 @@ impl WaitGraph {
         }
         out
     }
+}
+
+/// A label as stored (NUL-padded UTF-8).
+fn read_label(words: &[AtomicU64; LABEL_BYTES / 8]) -> String {
+    let mut label = [0u8; LABEL_BYTES];
+    for (c, w) in label.chunks_exact_mut(8).zip(words) {
+        c.copy_from_slice(&w.load(Relaxed).to_le_bytes());
+    }
+    let end = label.iter().position(|&b| b == 0).unwrap_or(LABEL_BYTES);
+    String::from_utf8_lossy(&label[..end]).into_owned()
 }
 
 /// Whether a record noted with `noted` (the tickets issued right after it was queued, so at
@@ -469,6 +667,22 @@ impl StreamSlot {
     pub(crate) fn note_record(&self, t: Target, issued: u64) {
         let e = self.entry();
         e.recs[(issued as usize) % RECS].store(t.rec_word(issued), Relaxed);
+    }
+
+    /// The wait the stream's head sleeps in, if it published one: "a wait on notify 3 of
+    /// device 1, asleep for 12.0 s (timeout 60.0 s)".
+    pub(crate) fn describe_head(&self) -> Option<String> {
+        let e = self.entry();
+        let t = Target::from_wait_word(e.head.load(SeqCst))?;
+        let slept = sys::now_ns().saturating_sub(e.head_since.load(SeqCst)) as f64 / 1e9;
+        let mut s = format!("a wait on {t}, asleep for {slept:.1} s");
+        match e.head_timeout_ms.load(SeqCst) {
+            u64::MAX => s.push_str(" (no timeout)"),
+            ms => {
+                let _ = write!(s, " (timeout {:.1} s)", ms as f64 / 1e3);
+            }
+        }
+        Some(s)
     }
 
     /// The published streams, with this one's position in the list.

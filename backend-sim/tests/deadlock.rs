@@ -46,6 +46,10 @@ fn main() {
             "a_bad_deadlock_option_is_refused",
             a_bad_deadlock_option_is_refused,
         ),
+        (
+            "labels_and_a_normal_exit_are_shown",
+            labels_and_a_normal_exit_are_shown,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -130,6 +134,9 @@ fn command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> Result<S
             sim.record(RawNotify(num(w, 1)?), s)?;
             Ok(String::new())
         }
+        // exit0: exit(0) at once, without dropping the Sim (as a C program that returns from
+        // main without aclFinalize)
+        "exit0" => std::process::exit(0),
         // sync DEV → the stream's result
         "sync" => {
             let s = stream(num(w, 1)?)?;
@@ -439,6 +446,58 @@ fn a_bad_deadlock_option_is_refused() -> Result<(), Failed> {
             "ACL_NOTIFY_SIM_DEADLOCK"
         )
         .into());
+    }
+    Ok(())
+}
+
+/// A process labelled by the launcher's RANK and one by ACL_NOTIFY_SIM_LABEL both hold a
+/// notify; the first ends with exit(0) without letting go, the second is killed. The inspector
+/// shows the labels, the first as exited and the second as dead.
+fn labels_and_a_normal_exit_are_shown() -> Result<(), Failed> {
+    let ns = Ns::new("exit");
+    let mut owner = Agent::spawn(&ns.0, "owner", &[]);
+    let mut ranked = Agent::spawn(&ns.0, "", &[("RANK", "3")]);
+    let mut killed = Agent::spawn(&ns.0, "victim", &[]);
+    let n = owner.ok("create 0");
+    let key = owner.ok(&format!("export {n}"));
+    ranked.ok(&format!("import 1 {key}"));
+    killed.ok(&format!("import 1 {key}"));
+    let snap = acl_notify_sim::inspect::snapshot(&ns.0, 0).map_err(|e| e.to_string())?;
+    let label = |pid: i32| {
+        snap.processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.label.clone())
+    };
+    if label(ranked.pid).as_deref() != Some("rank 3")
+        || label(owner.pid).as_deref() != Some("owner")
+    {
+        return Err(format!("labels not shown: {}", snap.to_text()).into());
+    }
+    ranked.send("exit0");
+    let _ = ranked.child.wait();
+    let _ = killed.child.kill();
+    let _ = killed.child.wait();
+    let snap = acl_notify_sim::inspect::snapshot(&ns.0, 0).map_err(|e| e.to_string())?;
+    let word = |pid: i32| {
+        snap.processes
+            .iter()
+            .find(|p| p.pid == pid)
+            .map(|p| p.alive.word())
+    };
+    let text = snap.to_text();
+    if word(ranked.pid) != Some("exited") || word(killed.pid) != Some("dead") {
+        return Err(format!("exited/dead not told apart: {text}").into());
+    }
+    let holders = &snap.notifies.first().ok_or("no notify")?.holders;
+    if !holders
+        .iter()
+        .any(|h| h.pid == ranked.pid && h.alive.word() == "exited")
+    {
+        return Err(format!("the holder that exited is not shown as exited: {text}").into());
+    }
+    if !text.contains("1 dead, 1 exited") || !text.contains("(rank 3)") {
+        return Err(format!("the process table does not say so: {text}").into());
     }
     Ok(())
 }

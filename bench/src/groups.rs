@@ -11,6 +11,7 @@ use acl_notify_core::soc::{
 
 use crate::capi;
 use crate::child::{Child, RoleArgs};
+use crate::copy;
 use crate::enqueue;
 use crate::handoff;
 use crate::harness::{Better, Group, Iters, Kind, Variant};
@@ -98,6 +99,9 @@ impl Ctx {
         let _ = acl_notify_sim::Sim::remove_namespace(&self.ns);
         let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-mem", self.ns));
         let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-ctl", self.ns));
+        for cp in ["cp1", "cp2", "cp3"] {
+            let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-{cp}", self.ns));
+        }
         let _ = acl_notify_sim::Sim::remove_namespace(&capi::namespace());
     }
 
@@ -173,6 +177,7 @@ pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
         "handoff" => vec![handoff(ctx)],
         "control" => capi::groups(ctx),
         "pool" => vec![poolbench::group()],
+        "copy" => copy_groups(ctx),
         _ => Vec::new(),
     }
 }
@@ -355,6 +360,82 @@ fn enqueue_cost(ctx: &Ctx) -> Group {
         ),
         min_reps: 0,
     }
+}
+
+/// Device-memory copies against `memcpy`, one group per size, and a small async copy's cost.
+fn copy_groups(ctx: &Ctx) -> Vec<Group> {
+    let mut out = Vec::new();
+    let ids = ["copy.64k", "copy.1m", "copy.16m"];
+    for (&(size, label), id) in copy::SIZES.iter().zip(ids) {
+        let max = (64u64 << 30) / size as u64;
+        let iters = scaled(4, max.max(8));
+        let (ns1, ns2) = (format!("{}-cp1", ctx.ns), format!("{}-cp2", ctx.ns));
+        let v = vec![
+            ctx.sim_variant(
+                &format!("aclrtMemcpy device to device, {label}"),
+                iters,
+                move || {
+                    let mut c = copy::SimCopy::new(&ns1, size)?;
+                    Ok(Box::new(move |n| c.sync(n)))
+                },
+            ),
+            ctx.sim_variant(
+                &format!(
+                    "aclrtMemcpyAsync device to device, {label}, {} queued then synchronize",
+                    copy::BURST
+                ),
+                iters,
+                move || {
+                    let mut c = copy::SimCopy::new(&ns2, size)?;
+                    Ok(Box::new(move |n| c.asynchronous(n)))
+                },
+            ),
+            {
+                // Made once, like the cases' buffers: a sample times copies, not page faults.
+                let mut host = copy::HostCopy::new(size);
+                Variant::new(
+                    format!("memcpy (host), {label}"),
+                    Kind::Baseline,
+                    iters,
+                    move |n| host.run(n),
+                )
+            },
+        ];
+        out.push(Group {
+            id,
+            title: format!("Device-memory copy bandwidth, {label}"),
+            unit: "GB/s",
+            better: Better::Higher,
+            variants: v,
+            note: "cases: Sim::memcpy / Sim::memcpy_async (aclrtMemcpy / aclrtMemcpyAsync without \
+                   the C layer) between two allocations of device 0; baseline: the host's memcpy \
+                   between two buffers of the same size, same run. Target: ≥ 80% of memcpy"
+                .into(),
+            min_reps: 0,
+        });
+    }
+    let ns3 = format!("{}-cp3", ctx.ns);
+    out.push(Group {
+        id: "copy.small",
+        title: "A 64-byte aclrtMemcpyAsync, queued and run (per call)".into(),
+        unit: "ns/copy",
+        better: Better::Lower,
+        variants: vec![ctx.sim_variant(
+            "aclrtMemcpyAsync device to device, 64 B",
+            scaled(256, 2_000_000),
+            move || {
+                let mut c = copy::SimCopy::new(&ns3, 64)?;
+                Ok(Box::new(move |n| c.per_call(n)))
+            },
+        )],
+        note: format!(
+            "case: Sim::memcpy_async of 64 bytes between two allocations, in bursts of {} each \
+             followed by a synchronize, all timed (range checks, the queued job, its run)",
+            copy::BURST
+        ),
+        min_reps: 0,
+    });
+    out
 }
 
 fn pipeline(ctx: &Ctx) -> Group {

@@ -8,13 +8,14 @@
 //!                  [--out DIR] [--capi PATH/libascendcl.so|none]
 //! ```
 //!
-//! Group ids: `xproc`, `inproc`, `enqueue`, `pipeline`, `ring`, `wake`, `idlecpu`, `handoff`, `control`, `pool`, `memory`.
+//! Group ids: `xproc`, `inproc`, `enqueue`, `pipeline`, `ring`, `wake`, `idlecpu`, `handoff`, `control`, `pool`, `copy`, `memory`.
 //! The process exits 0 unless a benchmark itself broke (a failed call, a lost message, a
 //! watchdog timeout); slow figures and missed targets never fail it. Internally the binary
 //! re-executes itself as `acl-notify-bench --role <name> …` for child processes.
 
 mod capi;
 mod child;
+mod copy;
 mod enqueue;
 mod groups;
 mod handoff;
@@ -37,9 +38,9 @@ use harness::Plan;
 use report::Conditions;
 
 /// Every group id, in run order.
-const GROUPS: [&str; 11] = [
+const GROUPS: [&str; 12] = [
     "xproc", "inproc", "enqueue", "pipeline", "ring", "wake", "idlecpu", "handoff", "control",
-    "pool", "memory",
+    "pool", "copy", "memory",
 ];
 
 /// Parsed command line of the driver.
@@ -59,7 +60,7 @@ const USAGE: &str = "usage: acl-notify-bench [--quick] [--reps N] [--sample-ms N
   --quick        short run (a few seconds): fewer reps, shorter samples
   --reps N       repetitions of each variant (default 11, quick 3)
   --sample-ms N  target duration of one sample (default 80, quick 15)
-  --only IDS     run only these groups: xproc,inproc,enqueue,pipeline,ring,wake,idlecpu,handoff,control,pool,memory
+  --only IDS     run only these groups: xproc,inproc,enqueue,pipeline,ring,wake,idlecpu,handoff,control,pool,copy,memory
   --match TEXT   run only the variants whose name contains TEXT (for profiling one variant)
   --out DIR      where results.json / results.csv go (default target/acl-notify/bench)
   --capi PATH    the C library to measure the C ABI through (default: next to this binary;

@@ -87,6 +87,42 @@ int main(void) {
             total);
     CHECK(aclnsimNotifyTryConsume(n, &consumed));
 
+    /* A stream whose head waits says why it is not done: the 507046 message and a query
+     * that finds it not ready name the wait, and, once it failed, the stored failure. */
+    {
+        aclrtStream s = NULL;
+        aclrtNotify w = NULL;
+        aclrtStreamStatus st = ACL_STREAM_STATUS_COMPLETE;
+        char m[2048];
+        CHECK(aclrtCreateStream(&s));
+        CHECK(aclrtCreateNotify(&w, 0));
+        uint32_t wid = 0;
+        CHECK(aclrtGetNotifyId(w, &wid));
+        char want[64];
+        snprintf(want, sizeof want, "its head task is a wait on notify %u of device 0", wid);
+        CHECK(aclrtWaitAndResetNotify(w, s, 1)); /* times out after 1 s */
+        CHECK(aclrtWaitAndResetNotify(w, s, 30));
+        usleep(300000);
+        (void)aclGetRecentErrMsg();
+        EXPECT_RC(aclrtSynchronizeStreamWithTimeout(s, 100), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+        snprintf(m, sizeof m, "%s", recent_msg());
+        REQUIRE(strstr(m, want) && strstr(m, "asleep for") && strstr(m, "(timeout 1.0 s)"),
+                "the 507046 message does not name the head wait: %s", m);
+        usleep(1500000); /* the first wait has failed; the second one sleeps */
+        CHECK(aclrtStreamQuery(s, &st));
+        REQUIRE(st == ACL_STREAM_STATUS_NOT_READY, "a stream with a waiting head is ready");
+        snprintf(m, sizeof m, "%s", recent_msg());
+        REQUIRE(strstr(m, "aclrtStreamQuery") && strstr(m, "is not ready") && strstr(m, want) &&
+                    strstr(m, "a failure is stored on it") && strstr(m, "(107020)"),
+                "a not-ready query does not say why: %s", m);
+        CHECK(aclrtRecordNotify(w, NULL));
+        EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_TASK_TIMEOUT);
+        (void)aclGetRecentErrMsg();
+        CHECK(aclrtSynchronizeStream(s));
+        CHECK(aclrtDestroyStream(s));
+        CHECK(aclrtDestroyNotify(w));
+    }
+
     int64_t t0 = now_ns();
     EXPECT_RC(aclnsimNotifyHostWait(n, 50000), ACL_ERROR_RT_WAIT_TIMEOUT);
     int64_t ms = (now_ns() - t0) / 1000000;

@@ -11,6 +11,8 @@
 //!   record;
 //! - `errors.c`: SPEC §3 row by row, once per SoC of SPEC §4 (`ACL_NOTIFY_SIM_SOC`);
 //! - `extensions.c`: the simulator's `aclnsim*` extensions (`acl/aclnsim.h`);
+//! - `export_race.c`: six threads exporting one notify at once, 5,000 times: one wins, and its
+//!   key imports (issue 22);
 //! - `finalize_race.c`: `aclFinalize` / `aclInit` racing control-plane calls on other threads
 //!   (under valgrind's memcheck too, when valgrind is installed);
 //! - `fork_busy.c`: children forked (200 times per scenario) while other threads of the
@@ -244,6 +246,7 @@ fn build_everything() -> Result<Prefix, String> {
         "extensions",
         "cnt",
         "events",
+        "export_race",
         "ipc_event",
         "finalize_race",
         "stream_full",
@@ -847,6 +850,18 @@ fn scenario(program: &str, scenario: &str, soc: &str, limit: Duration) {
         o[0].stdout.contains(&format!("{program} {scenario}: ok")),
         "{}",
         report(&o)
+    );
+}
+
+/// The adversarial suite's concurrent exports of one handle (issue 22): before the fix a
+/// losing thread overwrote the winner's nonce, and the winning key did not import (107017).
+#[test]
+fn concurrent_exports_of_one_handle_leave_one_key_that_imports() {
+    scenario(
+        "export_race",
+        "export",
+        "Ascend910B",
+        Duration::from_secs(120),
     );
 }
 

@@ -119,6 +119,30 @@ pub(crate) fn push(msg: String) {
     });
 }
 
+/// Records a note about `key` (not a failure: a call that succeeded but has something to
+/// say), at most once a second per thread for the same key, so that a caller polling in a
+/// loop does not fill the messages (or the log file) with copies.
+pub(crate) fn note_throttled(key: usize, msg: impl FnOnce() -> String) {
+    thread_local! {
+        static LAST_NOTE: std::cell::Cell<Option<(usize, std::time::Instant)>> =
+            const { std::cell::Cell::new(None) };
+    }
+    let now = std::time::Instant::now();
+    let fresh = LAST_NOTE
+        .try_with(|l| {
+            let fresh = !matches!(l.get(), Some((k, t)) if k == key
+                && now.duration_since(t) < std::time::Duration::from_secs(1));
+            if fresh {
+                l.set(Some((key, now)));
+            }
+            fresh
+        })
+        .unwrap_or(false);
+    if fresh {
+        push(msg());
+    }
+}
+
 /// The variable naming a file to which every message is also appended, one per line (for a
 /// program that never calls `aclGetRecentErrMsg`, and for the tests that check every message
 /// C callers can read).

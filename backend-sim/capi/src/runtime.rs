@@ -449,9 +449,13 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
         let raw = self.resolve_stream(stream)?;
         self.backend.synchronize(raw, wait).map_err(|e| {
             if e.kind() == Error::StreamSyncTimeout {
+                let why = self
+                    .backend
+                    .stream_report(raw)
+                    .map_or_else(String::new, |r| format!(": {r}"));
                 CallError::new(
                     Error::StreamSyncTimeout,
-                    format!("{} still has tasks after {wait}", stream_name(stream)),
+                    format!("{} still has tasks after {wait}{why}", stream_name(stream)),
                 )
             } else {
                 stream_error(stream, e)
@@ -462,7 +466,23 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
     /// `aclrtStreamQuery`.
     pub(crate) fn query(&self, stream: usize) -> Result<StreamStatus, CallError> {
         let raw = self.resolve_stream(stream)?;
-        self.backend.query(raw).map_err(|e| stream_error(stream, e))
+        let status = self
+            .backend
+            .query(raw)
+            .map_err(|e| stream_error(stream, e))?;
+        // Not a failure, but the caller polling a stream that does not finish wants to know
+        // why: a note for `aclGetRecentErrMsg`.
+        if status == StreamStatus::NotReady
+            && let Some(why) = self.backend.stream_report(raw)
+        {
+            crate::errmsg::note_throttled(stream, || {
+                format!(
+                    "aclrtStreamQuery: {} is not ready: {why}",
+                    stream_name(stream)
+                )
+            });
+        }
+        Ok(status)
     }
 
     /// `aclrtLaunchHostFunc`.
@@ -759,6 +779,11 @@ pub(crate) trait NotifyHandles {
     fn set_stream_alias(&self, _raw: RawStream, _handle: u64) {}
     /// Records of `notify` merged into an already-set flag: (since the last wait, in all).
     fn merged_records(&self, notify: RawNotify) -> Result<(u32, u32), CallError>;
+    /// Why backend stream `raw` is not done (its blocked head task, its stored failure), if
+    /// the backend can say.
+    fn stream_report(&self, _raw: RawStream) -> Option<String> {
+        None
+    }
 }
 
 impl NotifyHandles for acl_notify_sim::Sim {
@@ -781,6 +806,9 @@ impl NotifyHandles for acl_notify_sim::Sim {
     fn merged_records(&self, notify: RawNotify) -> Result<(u32, u32), CallError> {
         let m = acl_notify_sim::Sim::merged_records(self, notify).map_err(CallError::backend)?;
         Ok((m.since_wait, m.total))
+    }
+    fn stream_report(&self, raw: RawStream) -> Option<String> {
+        acl_notify_sim::Sim::stream_report(self, raw)
     }
 }
 

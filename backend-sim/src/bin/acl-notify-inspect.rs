@@ -21,7 +21,7 @@
 use std::process::ExitCode;
 
 use acl_notify_sim::Sim;
-use acl_notify_sim::inspect::{self, Liveness, MachineSnapshot, json_str};
+use acl_notify_sim::inspect::{self, MachineSnapshot, json_str};
 
 const USAGE: &str =
     "usage: acl-notify-inspect [show|gc|list] [--namespace NS] [--server N] [--json]
@@ -213,7 +213,7 @@ fn gc(a: &Args) -> Result<(), String> {
 fn dead_pids(s: &MachineSnapshot) -> Vec<i32> {
     s.processes
         .iter()
-        .filter(|p| p.alive == Liveness::Dead)
+        .filter(|p| p.alive.is_gone())
         .map(|p| p.pid)
         .collect()
 }
