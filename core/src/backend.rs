@@ -147,17 +147,27 @@ pub trait Backend {
 pub trait DeviceMemory: Backend {
     /// `size` bytes on `device`; its device address. Codes: 107000 size 0; 107001; 207001.
     fn mem_alloc(&self, device: u32, size: usize) -> Result<u64, Self::Error>;
-    /// Frees an allocation of this process. Codes: 107000 not one.
-    fn mem_free(&self, ptr: u64) -> Result<(), Self::Error>;
-    /// Copies `src` to device address `dst`. Codes: 107000 outside the live allocations.
-    fn mem_write(&self, dst: u64, src: &[u8]) -> Result<(), Self::Error>;
-    /// Copies from device address `src` into `dst`. Codes: 107000 as for `mem_write`.
-    fn mem_read(&self, src: u64, dst: &mut [u8]) -> Result<(), Self::Error>;
-    /// Exports `[ptr, ptr + size)` (`aclrtIpcMemGetExportKey`); `open` disables PID
-    /// validation. Codes: 207000 no IPC memory; 107000.
-    fn mem_export(&self, ptr: u64, size: usize, open: bool) -> Result<ExportKey, Self::Error>;
-    /// Whitelists `pids` (`aclrtIpcMemSetImportPid`). Codes: 107000; 207006; 207012.
-    fn mem_allow_pids(&self, key: &ExportKey, pids: &[i32]) -> Result<(), Self::Error>;
+    /// Frees an allocation of this process, made on `device`. Codes: 107000 not one.
+    fn mem_free(&self, device: u32, ptr: u64) -> Result<(), Self::Error>;
+    /// Copies `src` to device address `dst`, the calling thread on `device`. Codes: 107000
+    /// outside the live allocations.
+    fn mem_write(&self, device: u32, dst: u64, src: &[u8]) -> Result<(), Self::Error>;
+    /// Copies from device address `src` into `dst`, the calling thread on `device`. Codes:
+    /// 107000 as for `mem_write`.
+    fn mem_read(&self, device: u32, src: u64, dst: &mut [u8]) -> Result<(), Self::Error>;
+    /// Exports `[ptr, ptr + size)` (`aclrtIpcMemGetExportKey`), the calling thread on
+    /// `device`; `open` disables PID validation. Codes: 207000 no IPC memory; 107000.
+    fn mem_export(
+        &self,
+        device: u32,
+        ptr: u64,
+        size: usize,
+        open: bool,
+    ) -> Result<ExportKey, Self::Error>;
+    /// Whitelists `pids` (`aclrtIpcMemSetImportPid`), the calling thread on `device`. Codes:
+    /// 107000; 207006; 207012.
+    fn mem_allow_pids(&self, device: u32, key: &ExportKey, pids: &[i32])
+    -> Result<(), Self::Error>;
     /// Maps the memory of `key` for use on `device` (`aclrtIpcMemImportByKey`); its address.
     /// Codes: 207000; 107000; 207006.
     fn mem_import(
@@ -166,8 +176,9 @@ pub trait DeviceMemory: Backend {
         key: &ExportKey,
         enable_peer: bool,
     ) -> Result<u64, Self::Error>;
-    /// Closes an import, or withdraws an export (`aclrtIpcMemClose`). Codes: 107000.
-    fn mem_close(&self, key: &ExportKey) -> Result<(), Self::Error>;
+    /// Closes an import, or withdraws an export (`aclrtIpcMemClose`), the calling thread on
+    /// `device`. Codes: 107000.
+    fn mem_close(&self, device: u32, key: &ExportKey) -> Result<(), Self::Error>;
 }
 
 /// Notify resources: ids, export, whitelist, import, close.

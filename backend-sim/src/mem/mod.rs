@@ -807,11 +807,11 @@ impl acl_notify_core::DeviceMemory for Sim {
         self.malloc(device, size, 0).map(|p| p as u64)
     }
 
-    fn mem_free(&self, ptr: u64) -> Result<(), SimError> {
+    fn mem_free(&self, _device: u32, ptr: u64) -> Result<(), SimError> {
         self.free(ptr as usize)
     }
 
-    fn mem_write(&self, dst: u64, src: &[u8]) -> Result<(), SimError> {
+    fn mem_write(&self, _device: u32, dst: u64, src: &[u8]) -> Result<(), SimError> {
         // SAFETY: the host side is `src`, valid for its length during the call.
         unsafe {
             self.memcpy(
@@ -824,7 +824,7 @@ impl acl_notify_core::DeviceMemory for Sim {
         }
     }
 
-    fn mem_read(&self, src: u64, dst: &mut [u8]) -> Result<(), SimError> {
+    fn mem_read(&self, _device: u32, src: u64, dst: &mut [u8]) -> Result<(), SimError> {
         // SAFETY: the host side is `dst`, valid for writing its length during the call.
         unsafe {
             self.memcpy(
@@ -837,11 +837,17 @@ impl acl_notify_core::DeviceMemory for Sim {
         }
     }
 
-    fn mem_export(&self, ptr: u64, size: usize, open: bool) -> Result<ExportKey, SimError> {
+    fn mem_export(
+        &self,
+        _device: u32,
+        ptr: u64,
+        size: usize,
+        open: bool,
+    ) -> Result<ExportKey, SimError> {
         self.ipc_mem_export(ptr as usize, size, open)
     }
 
-    fn mem_allow_pids(&self, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
+    fn mem_allow_pids(&self, _device: u32, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
         self.ipc_mem_set_pids(key, pids)
     }
 
@@ -850,7 +856,7 @@ impl acl_notify_core::DeviceMemory for Sim {
             .map(|p| p as u64)
     }
 
-    fn mem_close(&self, key: &ExportKey) -> Result<(), SimError> {
+    fn mem_close(&self, _device: u32, key: &ExportKey) -> Result<(), SimError> {
         self.ipc_mem_close(key)
     }
 }

@@ -64,10 +64,10 @@ impl<C: SocType, S: State, B: DeviceMemory + NotifyResources + StreamOps> Drop
     fn drop(&mut self) {
         let b = self.device.backend;
         if let Some(k) = &self.key {
-            let _ = b.mem_close(k);
+            let _ = b.mem_close(self.device.id, k);
         }
         if S::KIND != crate::lifecycle::Lifecycle::Imported {
-            let _ = b.mem_free(self.ptr);
+            let _ = b.mem_free(self.device.id, self.ptr);
         }
     }
 }
@@ -129,14 +129,18 @@ impl<'b, C: SocType, S: State, B: DeviceMemory + NotifyResources + StreamOps>
     ///
     /// Codes: 107000 the range leaves the buffer.
     pub fn write(&self, offset: usize, src: &[u8]) -> Result<(), B::Error> {
-        self.device.backend.mem_write(self.ptr + offset as u64, src)
+        self.device
+            .backend
+            .mem_write(self.device.id, self.ptr + offset as u64, src)
     }
 
     /// Copies from the buffer at byte `offset` into `dst` (`aclrtMemcpy` device to host).
     ///
     /// Codes: 107000 the range leaves the buffer.
     pub fn read(&self, offset: usize, dst: &mut [u8]) -> Result<(), B::Error> {
-        self.device.backend.mem_read(self.ptr + offset as u64, dst)
+        self.device
+            .backend
+            .mem_read(self.device.id, self.ptr + offset as u64, dst)
     }
 }
 
@@ -149,9 +153,9 @@ impl<'b, C: SocType, S: OwnedBuffer, B: DeviceMemory + NotifyResources + StreamO
         let me = ManuallyDrop::new(self);
         let b = me.device.backend;
         if let Some(k) = &me.key {
-            b.mem_close(k)?;
+            b.mem_close(me.device.id, k)?;
         }
-        b.mem_free(me.ptr)
+        b.mem_free(me.device.id, me.ptr)
     }
 }
 
@@ -161,7 +165,11 @@ impl<'b, C: SocType, B: DeviceMemory + NotifyResources + StreamOps>
     /// Exports the whole buffer with PID validation (`aclrtIpcMemGetExportKey`, flags 0).
     /// On failure the buffer comes back unchanged.
     pub fn export(self) -> ExportResult<'b, C, Exported, Created, B> {
-        match self.device.backend.mem_export(self.ptr, self.size, false) {
+        match self
+            .device
+            .backend
+            .mem_export(self.device.id, self.ptr, self.size, false)
+        {
             Ok(k) => Ok((self.into_state(Some(k)), k)),
             Err(e) => Err((self, e)),
         }
@@ -169,7 +177,11 @@ impl<'b, C: SocType, B: DeviceMemory + NotifyResources + StreamOps>
 
     /// Exports the whole buffer without PID validation (anyone with the key may import).
     pub fn export_open(self) -> ExportResult<'b, C, ExportedOpen, Created, B> {
-        match self.device.backend.mem_export(self.ptr, self.size, true) {
+        match self
+            .device
+            .backend
+            .mem_export(self.device.id, self.ptr, self.size, true)
+        {
             Ok(k) => Ok((self.into_state(Some(k)), k)),
             Err(e) => Err((self, e)),
         }
@@ -187,7 +199,7 @@ impl<'b, C: SocType, B: DeviceMemory + NotifyResources + StreamOps>
         let Some(k) = self.key else {
             return Ok(self.into_state(None));
         };
-        match self.device.backend.mem_allow_pids(&k, pids) {
+        match self.device.backend.mem_allow_pids(self.device.id, &k, pids) {
             Ok(()) => Ok(self.into_state(Some(k))),
             Err(e) => Err((self, e)),
         }
@@ -200,7 +212,7 @@ impl<'b, C: SocType, B: DeviceMemory + NotifyResources + StreamOps>
     /// Whitelists more importers.
     pub fn allow_more_pids(&self, pids: &[i32]) -> Result<(), B::Error> {
         match &self.key {
-            Some(k) => self.device.backend.mem_allow_pids(k, pids),
+            Some(k) => self.device.backend.mem_allow_pids(self.device.id, k, pids),
             None => Ok(()),
         }
     }
@@ -213,7 +225,7 @@ impl<'b, C: SocType, B: DeviceMemory + NotifyResources + StreamOps>
     pub fn close(self) -> Result<(), B::Error> {
         let me = ManuallyDrop::new(self);
         match &me.key {
-            Some(k) => me.device.backend.mem_close(k),
+            Some(k) => me.device.backend.mem_close(me.device.id, k),
             None => Ok(()),
         }
     }
