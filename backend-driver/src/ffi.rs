@@ -236,6 +236,29 @@ api! {
         /// count-notify ids still free on the device, across every process.
         aclnsimGetCntNotifyFreeCount: unsafe extern "C" fn(i32, *mut u32) -> AclError =
             "aclnsimGetCntNotifyFreeCount",
+        /// `aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`;
+        /// the memory calls below are optional: without them every `DeviceMemory` call is
+        /// 207000.
+        aclrtMalloc: unsafe extern "C" fn(*mut *mut c_void, usize, u32) -> AclError =
+            "aclrtMalloc",
+        /// `aclError aclrtFree(void *devPtr)`.
+        aclrtFree: unsafe extern "C" fn(*mut c_void) -> AclError = "aclrtFree",
+        /// `aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
+        /// aclrtMemcpyKind kind)`.
+        aclrtMemcpy: unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize, u32)
+            -> AclError = "aclrtMemcpy",
+        /// `aclError aclrtIpcMemGetExportKey(void *devPtr, size_t size, char *key, size_t len,
+        /// uint64_t flags)`.
+        aclrtIpcMemGetExportKey: unsafe extern "C" fn(*mut c_void, usize, *mut c_char, usize, u64)
+            -> AclError = "aclrtIpcMemGetExportKey",
+        /// `aclError aclrtIpcMemSetImportPid(const char *key, int32_t *pid, size_t num)`.
+        aclrtIpcMemSetImportPid: unsafe extern "C" fn(*const c_char, *mut i32, usize)
+            -> AclError = "aclrtIpcMemSetImportPid",
+        /// `aclError aclrtIpcMemImportByKey(void **devPtr, const char *key, uint64_t flags)`.
+        aclrtIpcMemImportByKey: unsafe extern "C" fn(*mut *mut c_void, *const c_char, u64)
+            -> AclError = "aclrtIpcMemImportByKey",
+        /// `aclError aclrtIpcMemClose(const char *key)`.
+        aclrtIpcMemClose: unsafe extern "C" fn(*const c_char) -> AclError = "aclrtIpcMemClose",
         /// `aclError aclrtCreateEvent(aclrtEvent *event)`; the event calls below are optional so
         /// that a library without them (an old mock) still loads: without them every
         /// `EventOps` call is 207000.

@@ -61,6 +61,7 @@ mod event;
 mod ffi;
 mod handles;
 mod load;
+mod mem;
 mod soc;
 
 use std::collections::HashMap;

@@ -104,7 +104,10 @@ fn the_driver_runs_a_notify_round_trip_on_the_simulator_library() {
         std::env::remove_var("ACL_NOTIFY_DRIVER_SERVER_ID");
     }
     let d = Driver::load_from(&lib).unwrap_or_else(|e| panic!("loading {}: {e}", lib.display()));
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| round_trip(&d)));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        round_trip(&d);
+        device_buffers(&d);
+    }));
     drop(d);
     let _ = acl_notify_sim::Sim::remove_namespace(&namespace);
     if let Err(p) = result {
@@ -205,4 +208,29 @@ fn round_trip(d: &Driver) {
     );
     // Left for the drop of the driver to destroy.
     d.create_notify(2, CreateFlags::empty()).expect("create");
+}
+
+/// The typed device buffers through the library's `aclrtMalloc`, `aclrtMemcpy`,
+/// `aclrtIpcMem*` and `aclrtFree`: bytes round-trip, a range past the end is the library's
+/// 107000, an export whitelists, and a drop frees.
+fn device_buffers(d: &Driver) {
+    use acl_notify_core::soc::Ascend910B;
+    use acl_notify_core::typed::Device;
+    let dev = Device::<Ascend910B, _>::new(d, 1).expect("device 1");
+    let b = dev.alloc(4096).expect("alloc");
+    b.write(8, &[5u8; 32]).expect("write");
+    let mut out = [0u8; 32];
+    b.read(8, &mut out).expect("read");
+    assert_eq!(out, [5u8; 32]);
+    let e = b.write(4090, &[0u8; 16]).expect_err("past the end");
+    assert_eq!(e.kind(), Error::ParamInvalid, "{e}");
+    let (exported, key) = b.export().map_err(|(_, e)| e).expect("export");
+    assert_eq!(key.as_str().len(), 64);
+    let shared = exported
+        .allow_pids(&[d.bare_tgid() + 1])
+        .map_err(|(_, e)| e)
+        .expect("whitelist");
+    shared.free().expect("free");
+    let c = dev.alloc(64).expect("alloc");
+    drop(c);
 }

@@ -1650,7 +1650,7 @@ impl<'a> AdaptiveWaiter<'a> {
     /// `hint`: the stream's spin hint in nanoseconds (0: none yet).
     fn new(inner: SimWaiter<'a>, hint: u64) -> Self {
         AdaptiveWaiter {
-            spinner: spin::Spinner::new(inner.spinners()),
+            spinner: spin::Spinner::new(),
             inner,
             spin: hint.clamp(SPIN_NS, MAX_SPIN_NS),
             slept_at: Cell::new(0),
@@ -1703,7 +1703,7 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.inner.stamp_ns()
     }
     fn relax(&self) {
-        self.spinner.relax();
+        self.spinner.relax(|| self.inner.spinners());
     }
     fn keep_spinning(&self) -> bool {
         self.spinner.keep_spinning()

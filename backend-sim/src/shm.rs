@@ -887,7 +887,7 @@ impl ShmFile {
 
     /// Replaces the whitelist of notify `id` on `dev` after applying `f` to the current one.
     /// Only the owner process calls this; its threads are serialised here (see
-    /// [`ShmWhitelist::update`]): an inconsistent list is 507899 naming the notify and the
+    /// `ShmWhitelist::update`): an inconsistent list is 507899 naming the notify and the
     /// file, and is left as it is.
     pub fn update_whitelist<R>(
         &self,

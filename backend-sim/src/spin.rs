@@ -69,21 +69,20 @@ pub(crate) fn check_env() -> Result<(), String> {
     }
 }
 
-/// One wait's place in the count of spinners (see the module docs).
+/// One wait's place in the count of spinners (see the module docs). Costs a wait nothing
+/// until it has spun for a microsecond: the count is looked up then.
 pub(crate) struct Spinner<'a> {
-    count: &'a AtomicU32,
-    /// In the count.
-    counted: Cell<bool>,
+    /// The count, once this wait is in it.
+    counted: Cell<Option<&'a AtomicU32>>,
     /// Told to stop spinning (over budget, or a yield lost the CPU).
     stopped: Cell<bool>,
 }
 
 impl<'a> Spinner<'a> {
-    /// A wait that has not spun yet; `count` is the namespace's count of spinners.
-    pub(crate) fn new(count: &'a AtomicU32) -> Self {
+    /// A wait that has not spun yet.
+    pub(crate) fn new() -> Self {
         Spinner {
-            count,
-            counted: Cell::new(false),
+            counted: Cell::new(None),
             stopped: Cell::new(false),
         }
     }
@@ -93,22 +92,23 @@ impl<'a> Spinner<'a> {
         budget() > 0
     }
 
-    /// Called now and then by a wait past its first microsecond of spinning: joins the count
-    /// (first call), then yields the CPU once. Afterwards [`keep_spinning`](Self::keep_spinning)
-    /// says whether to go on.
-    pub(crate) fn relax(&self) {
+    /// Called now and then by a wait past its first microsecond of spinning: joins `count`,
+    /// the namespace's count of spinners (first call), then yields the CPU once. Afterwards
+    /// [`keep_spinning`](Self::keep_spinning) says whether to go on.
+    pub(crate) fn relax(&self, count: impl FnOnce() -> &'a AtomicU32) {
         if self.stopped.get() {
             return;
         }
-        if !self.counted.get() {
+        if self.counted.get().is_none() {
+            let count = count();
             // Relaxed: the count is advice (a spinner more or less for a moment is harmless);
-            // what must hold is that every increment is undone, which `leave` ensures.
-            if self.count.fetch_add(1, Ordering::Relaxed) >= budget() {
-                self.count.fetch_sub(1, Ordering::Relaxed);
+            // what must hold is that every increment is undone, which `stop` ensures.
+            if count.fetch_add(1, Ordering::Relaxed) >= budget() {
+                count.fetch_sub(1, Ordering::Relaxed);
                 self.stopped.set(true);
                 return;
             }
-            self.counted.set(true);
+            self.counted.set(Some(count));
         }
         let t = Instant::now();
         std::thread::yield_now();
@@ -125,8 +125,8 @@ impl<'a> Spinner<'a> {
     /// Stops spinning for good (the wait sleeps or ends): leaves the count.
     pub(crate) fn stop(&self) {
         self.stopped.set(true);
-        if self.counted.replace(false) {
-            self.count.fetch_sub(1, Ordering::Relaxed);
+        if let Some(count) = self.counted.take() {
+            count.fetch_sub(1, Ordering::Relaxed);
         }
     }
 }
@@ -147,21 +147,21 @@ mod tests {
         let b = budget();
         // Fill the budget with other waiters' places.
         count.store(b, Ordering::Relaxed);
-        let s = Spinner::new(&count);
-        s.relax();
+        let s = Spinner::new();
+        s.relax(|| &count);
         assert!(!s.keep_spinning(), "spun past a full budget");
         assert_eq!(count.load(Ordering::Relaxed), b, "left a place taken");
         // With room, a waiter joins, and leaves when it stops or is dropped.
         count.store(0, Ordering::Relaxed);
-        let s = Spinner::new(&count);
-        s.relax();
+        let s = Spinner::new();
+        s.relax(|| &count);
         if b > 0 {
             assert_eq!(count.load(Ordering::Relaxed), u32::from(s.keep_spinning()));
         }
         drop(s);
         assert_eq!(count.load(Ordering::Relaxed), 0);
-        let s = Spinner::new(&count);
-        s.relax();
+        let s = Spinner::new();
+        s.relax(|| &count);
         s.stop();
         s.stop();
         assert_eq!(count.load(Ordering::Relaxed), 0);

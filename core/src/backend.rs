@@ -141,6 +141,46 @@ pub trait Backend {
     fn server_id(&self) -> u32;
 }
 
+/// Device memory and IPC memory (`aclrtMalloc`, `aclrtMemcpy`, `aclrtIpcMem*`): what
+/// [`crate::typed::DeviceBuffer`] needs from a backend. Device addresses are opaque `u64`s
+/// (never dereferenced by the caller).
+pub trait DeviceMemory: Backend {
+    /// `size` bytes on `device`; its device address. Codes: 107000 size 0; 107001; 207001.
+    fn mem_alloc(&self, device: u32, size: usize) -> Result<u64, Self::Error>;
+    /// Frees an allocation of this process, made on `device`. Codes: 107000 not one.
+    fn mem_free(&self, device: u32, ptr: u64) -> Result<(), Self::Error>;
+    /// Copies `src` to device address `dst`, the calling thread on `device`. Codes: 107000
+    /// outside the live allocations.
+    fn mem_write(&self, device: u32, dst: u64, src: &[u8]) -> Result<(), Self::Error>;
+    /// Copies from device address `src` into `dst`, the calling thread on `device`. Codes:
+    /// 107000 as for `mem_write`.
+    fn mem_read(&self, device: u32, src: u64, dst: &mut [u8]) -> Result<(), Self::Error>;
+    /// Exports `[ptr, ptr + size)` (`aclrtIpcMemGetExportKey`), the calling thread on
+    /// `device`; `open` disables PID validation. Codes: 207000 no IPC memory; 107000.
+    fn mem_export(
+        &self,
+        device: u32,
+        ptr: u64,
+        size: usize,
+        open: bool,
+    ) -> Result<ExportKey, Self::Error>;
+    /// Whitelists `pids` (`aclrtIpcMemSetImportPid`), the calling thread on `device`. Codes:
+    /// 107000; 207006; 207012.
+    fn mem_allow_pids(&self, device: u32, key: &ExportKey, pids: &[i32])
+    -> Result<(), Self::Error>;
+    /// Maps the memory of `key` for use on `device` (`aclrtIpcMemImportByKey`); its address.
+    /// Codes: 207000; 107000; 207006.
+    fn mem_import(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        enable_peer: bool,
+    ) -> Result<u64, Self::Error>;
+    /// Closes an import, or withdraws an export (`aclrtIpcMemClose`), the calling thread on
+    /// `device`. Codes: 107000.
+    fn mem_close(&self, device: u32, key: &ExportKey) -> Result<(), Self::Error>;
+}
+
 /// Notify resources: ids, export, whitelist, import, close.
 pub trait NotifyResources: Backend {
     /// Creates a notify on `device`.

@@ -34,8 +34,8 @@ pub mod typed;
 pub mod whitelist;
 
 pub use backend::{
-    Backend, CntNotifyOps, HostCall, HostOps, NotifyInfo, NotifyResources, RawCntNotify, RawNotify,
-    RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus,
+    Backend, CntNotifyOps, DeviceMemory, HostCall, HostOps, NotifyInfo, NotifyResources,
+    RawCntNotify, RawNotify, RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus,
 };
 pub use cnt::{CntRecord, CntRecordMode, CntWait, CntWaitMode, OnSatisfied};
 pub use error::{BackendError, Error, Result};

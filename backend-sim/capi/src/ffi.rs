@@ -960,7 +960,7 @@ pub unsafe extern "C" fn aclnsimNotifyTryConsume(
 /// into the pending record (SPEC §1), since the last wait took a record and in the notify's
 /// life, across every process that records it.
 ///
-/// Codes: 100000; 100001; 107017.
+/// Codes: 100000; 107017.
 ///
 /// # Safety
 ///

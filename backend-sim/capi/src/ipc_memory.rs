@@ -7,7 +7,7 @@
 //! checks → 100000), `src/runtime/api/impl/api_error.cc` (the runtime's argument checks →
 //! 107000: size and len not 0, export flags ≤ 1, import flags ≤ 1, a whitelist of at least
 //! one PID, set-attr type and value) and `api_c_standard_soc.cc` (the inter-server call's
-//! NULL and count checks, 107000, before anything else); then 100001; 107002 no current
+//! NULL and count checks, 107000, before anything else); then 107002 no current
 //! device; 207000 on a SoC without IPC memory (`aclrtIpcMemClose` checks this before the
 //! device); a malformed key is 107000.
 
@@ -53,7 +53,7 @@ fn backend(e: acl_notify_sim::SimError) -> CallError {
 /// uint64_t flags)`: exports `[devPtr, devPtr + size)` of an allocation of this process and
 /// writes its key (64 characters and a NUL).
 ///
-/// Codes: 100000 devPtr/key NULL; 100001; 107000 size 0, len 0, flags > 1; 107002; 207000;
+/// Codes: 100000 devPtr/key NULL; 107000 size 0, len 0, flags > 1; 107002; 207000;
 /// 107000 len < 65 or a range outside this process's live allocations.
 ///
 /// # Safety
@@ -107,7 +107,7 @@ pub unsafe extern "C" fn aclrtIpcMemGetExportKey(
 
 /// `aclError aclrtIpcMemSetImportPid(const char *key, int32_t *pid, size_t num)`.
 ///
-/// Codes: 100000 key/pid NULL; 100001; 107000 num 0 (or above `INT32_MAX`); 107002; 207000;
+/// Codes: 100000 key/pid NULL; 107000 num 0 (or above `INT32_MAX`); 107002; 207000;
 /// 107000 malformed key or no live export; 207006 not the owner, or exported without PID
 /// validation; 207012 more than 64.
 ///
@@ -154,7 +154,7 @@ pub unsafe extern "C" fn aclrtIpcMemSetImportPid(
 /// `aclError aclrtIpcMemImportPidInterServer(const char *key, aclrtServerPid *serverPids,
 /// size_t num)`: whitelists, per entry, `num` PIDs of server `sdid` (Ascend910_93).
 ///
-/// Codes: 107000 key/serverPids NULL, num 0, an entry's pid NULL; 100001; 107002; 207000; as
+/// Codes: 107000 key/serverPids NULL, num 0, an entry's pid NULL; 107002; 207000; as
 /// `aclrtIpcMemSetImportPid`.
 ///
 /// # Safety
@@ -218,7 +218,7 @@ pub unsafe extern "C" fn aclrtIpcMemImportPidInterServer(
 /// `aclError aclrtIpcMemImportByKey(void **devPtr, const char *key, uint64_t flags)`: maps
 /// the exported memory into this process for the current device.
 ///
-/// Codes: 100000 devPtr/key NULL; 100001; 107000 flags > 1; 107002; 207000; 107000 malformed
+/// Codes: 100000 devPtr/key NULL; 107000 flags > 1; 107002; 207000; 107000 malformed
 /// key, no live export, imported already, or the exporting process itself; 207006 not
 /// whitelisted or no peer access.
 ///
@@ -263,7 +263,7 @@ pub unsafe extern "C" fn aclrtIpcMemImportByKey(
 /// `aclError aclrtIpcMemClose(const char *key)`: an importer unmaps; the owner withdraws the
 /// export.
 ///
-/// Codes: 100000 NULL; 100001; 207000; 107002; 107000 malformed key, or one this process
+/// Codes: 100000 NULL; 207000; 107002; 107000 malformed key, or one this process
 /// neither imported nor exported.
 ///
 /// # Safety
@@ -290,7 +290,7 @@ pub unsafe extern "C" fn aclrtIpcMemClose(key: *const c_char) -> aclError {
 /// the die-to-die link of an export (Ascend910_93); accepted and recorded nowhere (the
 /// simulator has one link).
 ///
-/// Codes: 107000 key NULL, type ≠ ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, attr > 1; 100001; 107002;
+/// Codes: 107000 key NULL, type ≠ ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, attr > 1; 107002;
 /// 207000 off Ascend910_93; 107000 malformed key or no live export.
 ///
 /// # Safety

@@ -7,7 +7,7 @@
 //! succeeds before anything else is looked at; NULL pointers are 100000; an unknown copy kind
 //! is 100000 (`MemcpyKindTranslate`, which refuses `ACL_MEMCPY_INNER_DEVICE_TO_DEVICE` and
 //! `ACL_MEMCPY_INTER_DEVICE_TO_DEVICE` too); an allocation size of 0 is 100000; then the
-//! runtime's checks (100001 not initialised, 107002 no current device, 107000 ranges).
+//! runtime's checks (the session started if need be; 107002 no current device, 107000 ranges).
 
 use std::ffi::c_void;
 
@@ -54,7 +54,7 @@ fn positive(size: usize) -> Result<(), CallError> {
 /// memory on the current device. Every policy is accepted (CANN maps an unknown one to its
 /// default) and served by the same simulated memory.
 ///
-/// Codes: 100000 devPtr NULL or size 0; 100001; 107002; 207001 out of device memory.
+/// Codes: 100000 devPtr NULL or size 0; 107002; 207001 out of device memory.
 ///
 /// # Safety
 ///
@@ -84,7 +84,7 @@ pub unsafe extern "C" fn aclrtMalloc(
 
 /// `aclError aclrtFree(void *devPtr)`.
 ///
-/// Codes: 100000 NULL; 100001; 107000 not a live allocation of this process.
+/// Codes: 100000 NULL; 107000 not a live allocation of this process.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> aclError {
     api("aclrtFree", || {
@@ -100,7 +100,7 @@ pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> aclError {
 
 /// `aclError aclrtMallocHost(void **hostPtr, size_t size)`: page-aligned host memory.
 ///
-/// Codes: 100000 hostPtr NULL or size 0; 100001; 207001.
+/// Codes: 100000 hostPtr NULL or size 0; 207001.
 ///
 /// # Safety
 ///
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize
 
 /// `aclError aclrtFreeHost(void *hostPtr)`.
 ///
-/// Codes: 100000 NULL; 100001; 107000 not memory of `aclrtMallocHost`.
+/// Codes: 100000 NULL; 107000 not memory of `aclrtMallocHost`.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> aclError {
     api("aclrtFreeHost", || {
@@ -141,7 +141,7 @@ pub extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> aclError {
 /// `aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
 /// aclrtMemcpyKind kind)`: a checked copy (see [`acl_notify_sim::mem`]).
 ///
-/// Codes: 0 count 0; 100000 dst/src NULL or kind; 100001; 107002; 107000 count > destMax, a
+/// Codes: 0 count 0; 100000 dst/src NULL or kind; 107002; 107000 count > destMax, a
 /// side that is not what kind says, a device range outside the live allocations.
 ///
 /// # Safety
@@ -180,7 +180,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
 /// `aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)`: sets
 /// `count` bytes of device memory to the low byte of `value`.
 ///
-/// Codes: 0 count 0; 100000 NULL; 100001; 107002; 107000 count > maxCount or a range outside
+/// Codes: 0 count 0; 100000 NULL; 107002; 107000 count > maxCount or a range outside
 /// the live allocations.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtMemset(
@@ -279,7 +279,7 @@ const MEM_ATTR_MAX: u32 = 17;
 /// device's memory. The simulator has one kind of device memory, so every attribute reports
 /// the same pool.
 ///
-/// Codes: 100000 free/total NULL; 100001; 107002; 107000 unknown attr.
+/// Codes: 100000 free/total NULL; 107002; 107000 unknown attr.
 ///
 /// # Safety
 ///
@@ -320,7 +320,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
 /// `count` bytes, in stream order (see [`acl_notify_sim::mem::reduce`]).
 ///
 /// Codes (hicann/runtime `aclrtReduceAsyncImpl`): 100000 dst/src NULL, reserve not NULL, a
-/// type outside CANN's reduce types; 100001; 107002; 207000 a kind or type the simulator does
+/// type outside CANN's reduce types; 107002; 207000 a kind or type the simulator does
 /// not reduce (EQUAL; fp16, bf16, int4, uint8, uint16) or IPV350; 107000 count or ranges;
 /// 107017; 107003.
 ///

@@ -398,3 +398,33 @@ fn ipc_memory_is_207000_where_cann_has_none() {
     let e = sim.ipc_mem_export(a, 64, false).unwrap_err();
     assert_eq!(e.kind(), Error::FeatureNotSupport);
 }
+
+/// The typed API over the simulator: a buffer moves bytes, exports, whitelists, and frees on
+/// drop (an export withdrawn first).
+#[test]
+fn typed_device_buffers_follow_the_lifecycle() {
+    use acl_notify_core::soc::Ascend910B;
+    use acl_notify_core::typed::Device;
+    let (sim, _ns) = open("typed", 64 << 20);
+    let dev = Device::<Ascend910B, _>::new(&sim, 0).unwrap();
+    let b = dev.alloc(4096).unwrap();
+    b.write(100, &[9u8; 16]).unwrap();
+    let mut out = [0u8; 16];
+    b.read(100, &mut out).unwrap();
+    assert_eq!(out, [9u8; 16]);
+    assert!(b.write(4090, &[0u8; 16]).is_err(), "past the end");
+    let (exported, key) = b.export().map_err(|(_, e)| e).unwrap();
+    let shared = exported
+        .allow_pids(&[std::process::id() as i32 + 1])
+        .map_err(|(_, e)| e)
+        .unwrap();
+    shared.allow_more_pids(&[1]).unwrap();
+    assert!(sim.mem_info(0).unwrap().0 < 64 << 20);
+    drop(shared);
+    assert_eq!(sim.mem_info(0).unwrap().0, 64 << 20, "freed on drop");
+    // The export was withdrawn: its key names nothing now.
+    assert!(sim.ipc_mem_set_pids(&key, &[1]).is_err());
+    let c = dev.alloc(64).unwrap();
+    c.free().unwrap();
+    assert_eq!(sim.mem_info(0).unwrap().0, 64 << 20);
+}

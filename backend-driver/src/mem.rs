@@ -1,0 +1,154 @@
+//! Device memory and IPC memory ([`DeviceMemory`]) over the library's `aclrtMalloc`,
+//! `aclrtFree`, `aclrtMemcpy` and `aclrtIpcMem*`. The symbols are optional (see `ffi.rs`):
+//! without one, its calls answer 207000. Device addresses are the library's pointers, passed
+//! back unchanged and never dereferenced here.
+
+use core::ffi::{c_char, c_void};
+
+use acl_notify_core::key::{ExportKey, KEY_BUF_LEN};
+use acl_notify_core::{DeviceMemory, Error};
+
+use crate::{Driver, DriverError, Inner};
+
+/// `ACL_MEMCPY_HOST_TO_DEVICE` and `ACL_MEMCPY_DEVICE_TO_HOST`.
+const H2D: u32 = 1;
+const D2H: u32 = 2;
+
+impl Inner {
+    /// 207000 unless the library exports `symbol`.
+    fn mem_fn<F: Copy>(&self, f: Option<F>, symbol: &str) -> Result<F, DriverError> {
+        f.ok_or_else(|| {
+            DriverError::local(
+                Error::FeatureNotSupport,
+                format!(
+                    "the loaded library ({}) does not export {symbol}",
+                    self.opened.to_string_lossy()
+                ),
+            )
+        })
+    }
+}
+
+/// The key as a NUL-terminated C string.
+fn c_key(key: &ExportKey) -> [u8; KEY_BUF_LEN] {
+    let mut buf = [0u8; KEY_BUF_LEN];
+    let b = key.as_bytes();
+    buf[..b.len()].copy_from_slice(b);
+    buf
+}
+
+fn ptr(addr: u64) -> *mut c_void {
+    core::ptr::with_exposed_provenance_mut(addr as usize)
+}
+
+impl DeviceMemory for Driver {
+    fn mem_alloc(&self, device: u32, size: usize) -> Result<u64, DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtMalloc, "aclrtMalloc")?;
+        i.ensure_device(device)?;
+        let mut p: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid out-pointer; policy 0 is ACL_MEM_MALLOC_HUGE_FIRST.
+        i.check("aclrtMalloc", unsafe { f(&mut p, size, 0) })?;
+        Ok(p.expose_provenance() as u64)
+    }
+
+    fn mem_free(&self, device: u32, addr: u64) -> Result<(), DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtFree, "aclrtFree")?;
+        i.ensure_device(device)?;
+        // SAFETY: an address the library handed out (it checks it).
+        i.check("aclrtFree", unsafe { f(ptr(addr)) })
+    }
+
+    fn mem_write(&self, device: u32, dst: u64, src: &[u8]) -> Result<(), DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtMemcpy, "aclrtMemcpy")?;
+        i.ensure_device(device)?;
+        // SAFETY: the host side is `src`, valid for its length; the device side is checked
+        // by the library.
+        let code = unsafe { f(ptr(dst), src.len(), src.as_ptr().cast(), src.len(), H2D) };
+        i.check("aclrtMemcpy", code)
+    }
+
+    fn mem_read(&self, device: u32, src: u64, dst: &mut [u8]) -> Result<(), DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtMemcpy, "aclrtMemcpy")?;
+        i.ensure_device(device)?;
+        // SAFETY: the host side is `dst`, valid for writing its length.
+        let code = unsafe { f(dst.as_mut_ptr().cast(), dst.len(), ptr(src), dst.len(), D2H) };
+        i.check("aclrtMemcpy", code)
+    }
+
+    fn mem_export(
+        &self,
+        device: u32,
+        addr: u64,
+        size: usize,
+        open: bool,
+    ) -> Result<ExportKey, DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtIpcMemGetExportKey, "aclrtIpcMemGetExportKey")?;
+        i.ensure_device(device)?;
+        let mut buf = [0u8; KEY_BUF_LEN];
+        // SAFETY: `buf` holds KEY_BUF_LEN bytes, the length passed.
+        let code = unsafe {
+            f(
+                ptr(addr),
+                size,
+                buf.as_mut_ptr().cast::<c_char>(),
+                buf.len(),
+                u64::from(open),
+            )
+        };
+        i.check("aclrtIpcMemGetExportKey", code)?;
+        let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        ExportKey::from_runtime(&buf[..n]).map_err(|e| {
+            DriverError::local(
+                e,
+                "aclrtIpcMemGetExportKey wrote a key that is not printable",
+            )
+        })
+    }
+
+    fn mem_allow_pids(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        pids: &[i32],
+    ) -> Result<(), DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtIpcMemSetImportPid, "aclrtIpcMemSetImportPid")?;
+        i.ensure_device(device)?;
+        let k = c_key(key);
+        let mut pids = pids.to_vec();
+        // SAFETY: a NUL-terminated key and `pids.len()` readable PIDs.
+        let code = unsafe { f(k.as_ptr().cast(), pids.as_mut_ptr(), pids.len()) };
+        i.check("aclrtIpcMemSetImportPid", code)
+    }
+
+    fn mem_import(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        enable_peer: bool,
+    ) -> Result<u64, DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtIpcMemImportByKey, "aclrtIpcMemImportByKey")?;
+        i.ensure_device(device)?;
+        let k = c_key(key);
+        let mut p: *mut c_void = core::ptr::null_mut();
+        // SAFETY: valid out-pointer and a NUL-terminated key.
+        let code = unsafe { f(&mut p, k.as_ptr().cast(), u64::from(enable_peer)) };
+        i.check("aclrtIpcMemImportByKey", code)?;
+        Ok(p.expose_provenance() as u64)
+    }
+
+    fn mem_close(&self, device: u32, key: &ExportKey) -> Result<(), DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtIpcMemClose, "aclrtIpcMemClose")?;
+        i.ensure_device(device)?;
+        let k = c_key(key);
+        // SAFETY: a NUL-terminated key.
+        i.check("aclrtIpcMemClose", unsafe { f(k.as_ptr().cast()) })
+    }
+}
