@@ -13,7 +13,7 @@
 //! to go frees the slot, whose generation then moves on, so a handle of a freed event is told
 //! apart (107017).
 //!
-//! # Limits [ours]
+//! # Limits (ours)
 //!
 //! 1,024 IPC events per device and server. Records that run out of order on different
 //! streams raise `done` to the highest number (a wait for an earlier one may then pass early).
@@ -40,7 +40,7 @@ use crate::sys;
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNEVT\x01");
 /// Bumped whenever the layout changes.
 pub const EVT_LAYOUT_VERSION: u32 = 1;
-/// IPC events per device and server [ours].
+/// IPC events per device and server (ours).
 pub const MAX_IPC_EVENTS: u32 = 1024;
 /// The first bytes of every handle this simulator writes.
 const HANDLE_MAGIC: [u8; 8] = *b"ACLNIPCE";
