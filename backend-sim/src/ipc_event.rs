@@ -541,16 +541,32 @@ impl IpcRef {
 
     /// A stream wait: until record `n` has run, the timeout passes (107020) or the stream is
     /// cancelled.
+    /// The event as the wait-for graph names it.
+    pub(crate) fn target(&self) -> crate::waitgraph::Target {
+        crate::waitgraph::Target {
+            kind: crate::waitgraph::TargetKind::IpcEvent,
+            server: 0,
+            device: self.dev,
+            id: self.idx,
+        }
+    }
+
     pub(crate) fn stream_wait(
         &self,
         n: u32,
         timeout: Option<Duration>,
         ctx: &TaskCtx,
     ) -> Result<(), SimError> {
+        // Published in the wait-for graph for the length of the wait (see `waitgraph`).
+        let published =
+            crate::waitgraph::Blocked::publish(self.target(), ctx.task_number(), timeout);
         if self.wait_done(n, timeout, &|| ctx.is_cancelled())? {
             return Ok(());
         }
         self.file.map.intact(&self.file.path)?;
+        let cycle = published
+            .deadlock()
+            .map_or_else(String::new, |c| format!("; {c}"));
         Err(SimError::new(
             Error::TaskTimeout,
             if ctx.is_cancelled() {
@@ -559,7 +575,8 @@ impl IpcRef {
                     .to_owned()
             } else {
                 format!(
-                    "wait for IPC event (device {}, slot {}) record {n} timed out after {} s",
+                    "wait for IPC event (device {}, slot {}) record {n} timed out after {} \
+                     s{cycle}",
                     self.dev,
                     self.idx,
                     timeout.unwrap_or_default().as_secs()

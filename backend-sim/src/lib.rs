@@ -588,11 +588,7 @@ impl StreamPin {
     #[inline]
     fn target(&self) -> waitgraph::Target {
         let r = &self.0;
-        waitgraph::Target {
-            server: r.file().server(),
-            device: r.device(),
-            id: r.id(),
-        }
+        waitgraph::Target::notify(r.file().server(), r.device(), r.id())
     }
 }
 
@@ -1411,6 +1407,17 @@ impl Sim {
             );
         }
         (!text.is_empty()).then_some(text)
+    }
+
+    /// Notes in the wait-for graph a record of `t` just queued on stream `stream` (for records
+    /// that are not notify records, which note theirs as they are queued).
+    fn note_record_on(&self, stream: RawStream, t: waitgraph::Target) {
+        let st = read(&self.inner.streams);
+        if let Some(e) = st.get(stream.0)
+            && let Some(g) = &e.graph
+        {
+            g.note_record(t, e.stream.issued());
+        }
     }
 
     /// Shows stream `stream` as `handle` in the wait-for graph (the inspector's and the
