@@ -3180,12 +3180,17 @@ mod tests {
         let (st, _) = sim.stream(s).unwrap();
         let destroyed = Arc::new(Mutex::new(None));
         let (sim2, d2) = (sim.clone(), Arc::clone(&destroyed));
+        // The task destroys its stream only once the wait is queued behind it (else the
+        // destroy could run first and the wait's enqueue fail: 2 in 40 runs did).
+        let (queued_tx, queued) = std::sync::mpsc::channel::<()>();
         sim.enqueue(&st, s, move |_| {
+            let _ = queued.recv_timeout(Duration::from_secs(10));
             *d2.lock().unwrap() = Some(sim2.destroy_stream(s, StreamDestroy::Drain));
             Ok(())
         })
         .unwrap();
         sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        queued_tx.send(()).unwrap();
         let t0 = Instant::now();
         while destroyed.lock().unwrap().is_none() {
             assert!(t0.elapsed() < Duration::from_secs(10), "the task never ran");
