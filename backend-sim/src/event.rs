@@ -32,7 +32,7 @@ use crate::error::SimError;
 use crate::handles::Slab;
 use crate::ipc_event::{EvtState, IpcRef};
 use crate::stream::TaskCtx;
-use crate::{Sim, sys};
+use crate::{Sim, sys, waitgraph};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -236,6 +236,16 @@ impl Sim {
 }
 
 /// Waits on `ev` until `ready` holds, the timeout passes or the stream is cancelled.
+/// An event of this process as the wait-for graph names it.
+fn event_target(device: u32, id: u32) -> waitgraph::Target {
+    waitgraph::Target {
+        kind: waitgraph::TargetKind::Event,
+        server: 0,
+        device,
+        id,
+    }
+}
+
 fn wait_until(
     ev: &Arc<SimEvent>,
     ctx: &TaskCtx,
@@ -248,10 +258,21 @@ fn wait_until(
         waker_ev.cv.notify_all();
     });
     let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+    // Published in the wait-for graph while the wait has to wait (see `waitgraph`).
+    let mut published: Option<waitgraph::Blocked> = None;
     let mut st = lock(&ev.st);
     loop {
         if ready(&st) {
             return Ok(());
+        }
+        if published.is_none()
+            && let Some(id) = st.id
+        {
+            published = Some(waitgraph::Blocked::publish(
+                event_target(ev.device, id),
+                ctx.task_number(),
+                timeout,
+            ));
         }
         if ctx.is_cancelled() {
             return Err(err(
@@ -265,12 +286,18 @@ fn wait_until(
             Some(d) => {
                 let now = Instant::now();
                 if now >= d {
+                    let id = st.id;
+                    drop(st);
+                    // Looked for without the event's lock: its recorders need it.
+                    let cycle = published
+                        .as_ref()
+                        .and_then(waitgraph::Blocked::deadlock)
+                        .map_or_else(String::new, |c| format!("; {c}"));
                     return Err(err(
                         Error::TaskTimeout,
                         format!(
-                            "wait for event {} (device {}) timed out after {} s",
-                            st.id
-                                .map_or_else(|| "without id".to_owned(), |i| i.to_string()),
+                            "wait for event {} (device {}) timed out after {} s{cycle}",
+                            id.map_or_else(|| "without id".to_owned(), |i| i.to_string()),
                             ev.device,
                             timeout.unwrap_or_default().as_secs()
                         ),
@@ -352,17 +379,18 @@ impl EventOps for Sim {
                 Some(r) => r.complete(n),
                 None => Ok(()),
             });
-            if queued.is_err() {
-                r.unissue(n);
+            match queued {
+                Ok(()) => self.note_record_on(stream, r.target()),
+                Err(_) => r.unissue(n),
             }
             return queued;
         }
         let mark = Arc::new(Mark::default());
-        let previous = {
+        let (previous, id) = {
             let mut st = lock(&ev.st);
             self.give_id(&ev, &mut st)?;
             st.records += 1;
-            st.latest.replace(Arc::clone(&mark))
+            (st.latest.replace(Arc::clone(&mark)), st.id)
         };
         let (task_ev, task_mark) = (Arc::clone(&ev), Arc::clone(&mark));
         let queued = self.enqueue(&s, stream, move |_| {
@@ -374,6 +402,9 @@ impl EventOps for Sim {
             task_ev.cv.notify_all();
             Ok(())
         });
+        if let (Ok(()), Some(id)) = (&queued, id) {
+            self.note_record_on(stream, event_target(ev.device, id));
+        }
         if queued.is_err() {
             // Not queued: the record never happens, so the one before stays the latest.
             let mut st = lock(&ev.st);

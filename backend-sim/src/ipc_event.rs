@@ -13,7 +13,7 @@
 //! to go frees the slot, whose generation then moves on, so a handle of a freed event is told
 //! apart (107017).
 //!
-//! # Limits [ours]
+//! # Limits (ours)
 //!
 //! 1,024 IPC events per device and server. Records that run out of order on different
 //! streams raise `done` to the highest number (a wait for an earlier one may then pass early).
@@ -40,7 +40,7 @@ use crate::sys;
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNEVT\x01");
 /// Bumped whenever the layout changes.
 pub const EVT_LAYOUT_VERSION: u32 = 1;
-/// IPC events per device and server [ours].
+/// IPC events per device and server (ours).
 pub const MAX_IPC_EVENTS: u32 = 1024;
 /// The first bytes of every handle this simulator writes.
 const HANDLE_MAGIC: [u8; 8] = *b"ACLNIPCE";
@@ -541,16 +541,32 @@ impl IpcRef {
 
     /// A stream wait: until record `n` has run, the timeout passes (107020) or the stream is
     /// cancelled.
+    /// The event as the wait-for graph names it.
+    pub(crate) fn target(&self) -> crate::waitgraph::Target {
+        crate::waitgraph::Target {
+            kind: crate::waitgraph::TargetKind::IpcEvent,
+            server: 0,
+            device: self.dev,
+            id: self.idx,
+        }
+    }
+
     pub(crate) fn stream_wait(
         &self,
         n: u32,
         timeout: Option<Duration>,
         ctx: &TaskCtx,
     ) -> Result<(), SimError> {
+        // Published in the wait-for graph for the length of the wait (see `waitgraph`).
+        let published =
+            crate::waitgraph::Blocked::publish(self.target(), ctx.task_number(), timeout);
         if self.wait_done(n, timeout, &|| ctx.is_cancelled())? {
             return Ok(());
         }
         self.file.map.intact(&self.file.path)?;
+        let cycle = published
+            .deadlock()
+            .map_or_else(String::new, |c| format!("; {c}"));
         Err(SimError::new(
             Error::TaskTimeout,
             if ctx.is_cancelled() {
@@ -559,7 +575,8 @@ impl IpcRef {
                     .to_owned()
             } else {
                 format!(
-                    "wait for IPC event (device {}, slot {}) record {n} timed out after {} s",
+                    "wait for IPC event (device {}, slot {}) record {n} timed out after {} \
+                     s{cycle}",
                     self.dev,
                     self.idx,
                     timeout.unwrap_or_default().as_secs()

@@ -588,11 +588,7 @@ impl StreamPin {
     #[inline]
     fn target(&self) -> waitgraph::Target {
         let r = &self.0;
-        waitgraph::Target {
-            server: r.file().server(),
-            device: r.device(),
-            id: r.id(),
-        }
+        waitgraph::Target::notify(r.file().server(), r.device(), r.id())
     }
 }
 
@@ -1411,6 +1407,17 @@ impl Sim {
             );
         }
         (!text.is_empty()).then_some(text)
+    }
+
+    /// Notes in the wait-for graph a record of `t` just queued on stream `stream` (for records
+    /// that are not notify records, which note theirs as they are queued).
+    fn note_record_on(&self, stream: RawStream, t: waitgraph::Target) {
+        let st = read(&self.inner.streams);
+        if let Some(e) = st.get(stream.0)
+            && let Some(g) = &e.graph
+        {
+            g.note_record(t, e.stream.issued());
+        }
     }
 
     /// Shows stream `stream` as `handle` in the wait-for graph (the inspector's and the
@@ -3173,12 +3180,17 @@ mod tests {
         let (st, _) = sim.stream(s).unwrap();
         let destroyed = Arc::new(Mutex::new(None));
         let (sim2, d2) = (sim.clone(), Arc::clone(&destroyed));
+        // The task destroys its stream only once the wait is queued behind it (else the
+        // destroy could run first and the wait's enqueue fail: 2 in 40 runs did).
+        let (queued_tx, queued) = std::sync::mpsc::channel::<()>();
         sim.enqueue(&st, s, move |_| {
+            let _ = queued.recv_timeout(Duration::from_secs(10));
             *d2.lock().unwrap() = Some(sim2.destroy_stream(s, StreamDestroy::Drain));
             Ok(())
         })
         .unwrap();
         sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        queued_tx.send(()).unwrap();
         let t0 = Instant::now();
         while destroyed.lock().unwrap().is_none() {
             assert!(t0.elapsed() < Duration::from_secs(10), "the task never ran");

@@ -886,9 +886,9 @@ impl ShmFile {
     }
 
     /// Replaces the whitelist of notify `id` on `dev` after applying `f` to the current one.
-    /// Only the owner process calls this; its threads are serialised here. The current list
-    /// is never guessed: a sequence word that is odd, or moves under its only writer, is
-    /// 507899 naming the notify and the file, and the list is left as it is.
+    /// Only the owner process calls this; its threads are serialised here (see
+    /// `ShmWhitelist::update`): an inconsistent list is 507899 naming the notify and the
+    /// file, and is left as it is.
     pub fn update_whitelist<R>(
         &self,
         dev: u32,

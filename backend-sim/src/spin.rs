@@ -20,7 +20,6 @@
 //! and stream workers sleep as soon as their queue is empty.
 
 use std::cell::Cell;
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -35,15 +34,24 @@ pub const ENV_SPIN_BUDGET: &str = "ACL_NOTIFY_SIM_SPIN_BUDGET";
 pub(crate) const YIELD_LOST_CPU: Duration = Duration::from_micros(5);
 
 /// The budget: from [`ENV_SPIN_BUDGET`] if it is set (and valid), else the CPUs this process
-/// may use. Read once per process.
+/// may use. Worked out on first use and kept; threads that race for it each work it out (no
+/// `OnceLock`: a fork while one is initialising would leave the child's blocked; see the
+/// `fork` module).
 pub(crate) fn budget() -> u32 {
-    static BUDGET: OnceLock<u32> = OnceLock::new();
-    *BUDGET.get_or_init(|| {
-        std::env::var(ENV_SPIN_BUDGET)
-            .ok()
-            .and_then(|v| parse(&v).ok())
-            .unwrap_or_else(default_budget)
-    })
+    /// `u32::MAX`: not worked out yet.
+    static BUDGET: AtomicU32 = AtomicU32::new(u32::MAX);
+    match BUDGET.load(Ordering::Relaxed) {
+        u32::MAX => {
+            let b = std::env::var(ENV_SPIN_BUDGET)
+                .ok()
+                .and_then(|v| parse(&v).ok())
+                .unwrap_or_else(default_budget)
+                .min(u32::MAX - 1);
+            BUDGET.store(b, Ordering::Relaxed);
+            b
+        }
+        b => b,
+    }
 }
 
 /// The CPUs this process may use (at least 1).

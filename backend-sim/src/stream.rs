@@ -909,8 +909,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     fn run_tasks(&self, local: &mut Vec<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
         while let Some(task) = local.pop() {
             let seq = done.taken - local.len() as u64 - 1;
-            let aborted = seq < self.abort_below.load(Ordering::Acquire);
-            if !aborted && self.control.aborting.load(Ordering::Relaxed) {
+            // The flag first: `abort` stores the bound before it raises the flag, so a raised
+            // flag read here comes with that abort's bound, and the flag is never lowered
+            // by a task that abort still covers.
+            let abort_raised = self.control.aborting.load(Ordering::SeqCst);
+            let aborted = seq < self.abort_below.load(Ordering::SeqCst);
+            if !aborted && abort_raised {
                 // The first task queued after an abort: the abort is over.
                 self.control.aborting.store(false, Ordering::SeqCst);
             }
@@ -1391,8 +1395,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             if s.state.load(Ordering::Relaxed) != OPEN {
                 return Err(E::from(Error::InvalidHandle));
             }
-            s.abort_below.store(s.ring.issued(), Ordering::Release);
+            // Before the flag `interrupt` raises (the worker reads them the other way round).
+            s.abort_below.store(s.ring.issued(), Ordering::SeqCst);
         }
+        // A task enqueued while this runs may be taken before the flag is up and then be
+        // interrupted with the aborted ones: it raced the abort.
         s.control.interrupt();
         Ok(())
     }

@@ -150,9 +150,22 @@ unsafe impl Shared for Header {}
 
 const OWNED: u64 = 1 << 32;
 
-/// What a wait blocks on or a record sets: notify `id` of `device` on `server`.
+/// What a [`Target`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TargetKind {
+    /// A notify (`id` is its notify id).
+    Notify,
+    /// An IPC event (`id` is its slot in the namespace's IPC event file).
+    IpcEvent,
+    /// An event of one process (`id` is its event id): only that process's streams match it.
+    Event,
+}
+
+/// What a wait blocks on or a record sets: notify (or event) `id` of `device` on `server`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Target {
+    /// Notify or event.
+    pub kind: TargetKind,
     /// The notify's server.
     pub server: u32,
     /// The notify's device.
@@ -161,22 +174,53 @@ pub struct Target {
     pub id: u32,
 }
 
-// Record words: valid 63 | ticket 41..63 (22 bits) | server 24..40 | device 16..24 | id 0..16.
+// Record words: valid 63 | ticket 43..63 (20 bits) | kind 41..43 | server 24..40 |
+// device 16..24 | id 0..16.
 const REC_VALID: u64 = 1 << 63;
-const TICKET_BITS: u32 = 22;
+const TICKET_BITS: u32 = 20;
 const TICKET_MASK: u64 = (1 << TICKET_BITS) - 1;
 
+impl TargetKind {
+    fn bits(self) -> u64 {
+        match self {
+            TargetKind::Notify => 1,
+            TargetKind::IpcEvent => 2,
+            TargetKind::Event => 3,
+        }
+    }
+
+    fn from_bits(b: u64) -> Option<TargetKind> {
+        match b {
+            1 => Some(TargetKind::Notify),
+            2 => Some(TargetKind::IpcEvent),
+            3 => Some(TargetKind::Event),
+            _ => None,
+        }
+    }
+}
+
 impl Target {
+    /// Notify `id` of `device` on `server`.
+    pub fn notify(server: u32, device: u32, id: u32) -> Target {
+        Target {
+            kind: TargetKind::Notify,
+            server,
+            device,
+            id,
+        }
+    }
+
     /// The word a blocked head publishes (never 0).
     fn wait_word(self) -> u64 {
-        1 << 60
+        self.kind.bits() << 60
             | u64::from(self.server & 0xffff) << 40
             | u64::from(self.device & 0xff) << 32
             | u64::from(self.id)
     }
 
     fn from_wait_word(w: u64) -> Option<Target> {
-        (w >> 60 == 1).then_some(Target {
+        Some(Target {
+            kind: TargetKind::from_bits(w >> 60)?,
             server: ((w >> 40) & 0xffff) as u32,
             device: ((w >> 32) & 0xff) as u32,
             id: w as u32,
@@ -187,27 +231,37 @@ impl Target {
     #[inline]
     fn rec_word(self, ticket: u64) -> u64 {
         REC_VALID
-            | (ticket & TICKET_MASK) << 41
+            | (ticket & TICKET_MASK) << 43
+            | self.kind.bits() << 41
             | u64::from(self.server & 0xffff) << 24
             | u64::from(self.device & 0xff) << 16
             | u64::from(self.id & 0xffff)
     }
 
     fn from_rec_word(w: u64) -> Option<(Target, u64)> {
-        (w & REC_VALID != 0).then_some((
+        if w & REC_VALID == 0 {
+            return None;
+        }
+        Some((
             Target {
+                kind: TargetKind::from_bits((w >> 41) & 3)?,
                 server: ((w >> 24) & 0xffff) as u32,
                 device: ((w >> 16) & 0xff) as u32,
                 id: (w & 0xffff) as u32,
             },
-            (w >> 41) & TICKET_MASK,
+            (w >> 43) & TICKET_MASK,
         ))
     }
 }
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "notify {} of device {}", self.id, self.device)?;
+        let what = match self.kind {
+            TargetKind::Notify => "notify",
+            TargetKind::IpcEvent => "IPC event slot",
+            TargetKind::Event => "event",
+        };
+        write!(f, "{what} {} of device {}", self.id, self.device)?;
         if self.server != 0 {
             write!(f, " (server {})", self.server)?;
         }
@@ -800,7 +854,12 @@ pub fn find_cycle(views: &[StreamView], start: usize) -> Option<Vec<usize>> {
         views
             .iter()
             .enumerate()
-            .filter(|(_, v)| v.head.is_some() && v.queued.contains(&h.target))
+            // An event of one process is recorded only by that process's streams.
+            .filter(|(_, v)| {
+                v.head.is_some()
+                    && v.queued.contains(&h.target)
+                    && (h.target.kind != TargetKind::Event || v.pid == views[i].pid)
+            })
             .map(|(j, _)| j)
             .collect()
     };
@@ -881,11 +940,7 @@ mod tests {
     use super::*;
 
     fn view(entry: usize, waits: Option<u32>, queued: &[u32]) -> StreamView {
-        let t = |id| Target {
-            server: 0,
-            device: 0,
-            id,
-        };
+        let t = |id| Target::notify(0, 0, id);
         StreamView {
             entry,
             pid: 100 + entry as i32,
@@ -905,13 +960,16 @@ mod tests {
 
     #[test]
     fn words_round_trip_and_tickets_order() {
-        let t = Target {
-            server: 3,
-            device: 7,
-            id: 65534,
-        };
-        assert_eq!(Target::from_wait_word(t.wait_word()), Some(t));
-        assert_eq!(Target::from_rec_word(t.rec_word(12)), Some((t, 12)));
+        for kind in [TargetKind::Notify, TargetKind::IpcEvent, TargetKind::Event] {
+            let t = Target {
+                kind,
+                server: 3,
+                device: 7,
+                id: 65534,
+            };
+            assert_eq!(Target::from_wait_word(t.wait_word()), Some(t));
+            assert_eq!(Target::from_rec_word(t.rec_word(12)), Some((t, 12)));
+        }
         assert_eq!(Target::from_rec_word(0), None);
         // The wait is ticket 10: a record noted with 12 (ticket 11) is behind it, 11 (ticket
         // 10 or earlier) is not.

@@ -50,6 +50,10 @@ fn main() {
             "labels_and_a_normal_exit_are_shown",
             labels_and_a_normal_exit_are_shown,
         ),
+        (
+            "an_event_cycle_in_one_process",
+            an_event_cycle_in_one_process,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -499,5 +503,56 @@ fn labels_and_a_normal_exit_are_shown() -> Result<(), Failed> {
     if !text.contains("1 dead, 1 exited") || !text.contains("(rank 3)") {
         return Err(format!("the process table does not say so: {text}").into());
     }
+    Ok(())
+}
+
+/// Two streams of one process wait on each other's events (classic events, each recorded once
+/// and reset, so that a wait waits): the first wait to time out says deadlock and names the
+/// events.
+fn an_event_cycle_in_one_process() -> Result<(), Failed> {
+    use acl_notify_core::event::{EventOps, EventSpec};
+    let ns = Ns::new("evt");
+    let sim = Sim::builder()
+        .devices(1)
+        .namespace(&ns.0)
+        .open()
+        .map_err(|e| e.to_string())?;
+    let s0 = sim.create_stream(0).map_err(|e| e.to_string())?;
+    let (a, b) = (
+        sim.create_stream(0).map_err(|e| e.to_string())?,
+        sim.create_stream(0).map_err(|e| e.to_string())?,
+    );
+    let e1 = sim
+        .event_create(0, EventSpec::classic())
+        .map_err(|e| e.to_string())?;
+    let e2 = sim
+        .event_create(0, EventSpec::classic())
+        .map_err(|e| e.to_string())?;
+    for e in [e1, e2] {
+        sim.event_record(e, s0).map_err(|e| e.to_string())?;
+        sim.event_reset(e, s0).map_err(|e| e.to_string())?;
+    }
+    sim.synchronize(s0, SyncWait::AtMost(ANSWER))
+        .map_err(|e| e.to_string())?;
+    let secs = |n| Timeout::from_c(n);
+    sim.stream_wait_event(a, e1, secs(2))
+        .map_err(|e| e.to_string())?;
+    sim.stream_wait_event(b, e2, secs(30))
+        .map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(200));
+    sim.event_record(e2, a).map_err(|e| e.to_string())?;
+    sim.event_record(e1, b).map_err(|e| e.to_string())?;
+    let msg = match sim.synchronize(a, SyncWait::AtMost(ANSWER)) {
+        Err(e) if e.kind() == Error::TaskTimeout => e.to_string(),
+        other => return Err(format!("expected 107020, got {other:?}").into()),
+    };
+    if !msg.contains("deadlock: 2 streams wait on each other")
+        || !msg.contains("waits on event")
+        || !msg.contains("behind its wait on event")
+    {
+        return Err(format!("no event cycle in: {msg}").into());
+    }
+    sim.synchronize(b, SyncWait::AtMost(ANSWER))
+        .map_err(|e| e.to_string())?;
     Ok(())
 }

@@ -123,6 +123,36 @@ int main(void) {
         CHECK(aclrtDestroyNotify(w));
     }
 
+    /* Two streams that wait on each other: the timeout says deadlock and names both streams
+     * by the handles this program holds. */
+    {
+        aclrtStream a = NULL, b = NULL;
+        aclrtNotify n1 = NULL, n2 = NULL;
+        char m[4096], ha[32], hb[32];
+        CHECK(aclrtCreateStream(&a));
+        CHECK(aclrtCreateStream(&b));
+        CHECK(aclrtCreateNotify(&n1, 0));
+        CHECK(aclrtCreateNotify(&n2, 0));
+        CHECK(aclrtWaitAndResetNotify(n1, a, 1));
+        CHECK(aclrtWaitAndResetNotify(n2, b, 30));
+        usleep(200000);
+        CHECK(aclrtRecordNotify(n2, a));
+        CHECK(aclrtRecordNotify(n1, b));
+        (void)aclGetRecentErrMsg();
+        EXPECT_RC(aclrtSynchronizeStream(a), ACL_ERROR_RT_TASK_TIMEOUT);
+        snprintf(m, sizeof m, "%s", recent_msg());
+        snprintf(ha, sizeof ha, "stream %p of pid", a);
+        snprintf(hb, sizeof hb, "stream %p of pid", b);
+        REQUIRE(strstr(m, "deadlock: 2 streams wait on each other") && strstr(m, ha) &&
+                    strstr(m, hb),
+                "the deadlock is not reported with the C handles (%s, %s): %s", ha, hb, m);
+        CHECK(aclrtSynchronizeStream(b));
+        CHECK(aclrtDestroyStream(a));
+        CHECK(aclrtDestroyStream(b));
+        CHECK(aclrtDestroyNotify(n1));
+        CHECK(aclrtDestroyNotify(n2));
+    }
+
     int64_t t0 = now_ns();
     EXPECT_RC(aclnsimNotifyHostWait(n, 50000), ACL_ERROR_RT_WAIT_TIMEOUT);
     int64_t ms = (now_ns() - t0) / 1000000;

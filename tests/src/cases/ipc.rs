@@ -1,6 +1,6 @@
 //! IPC within one process (SPEC §2, §3 export / set-import-pid / import rows): key format,
 //! lifecycle codes, whitelist rules and limits, import errors, waiting only on the owner's
-//! device, the peer-access rule, holder counting, inter-server entries. Importing one's own
+//! device, peer access enabled by the import itself, holder counting, inter-server entries. Importing one's own
 //! exported key in-process stands in for a second process here; `mp.rs` does it for real.
 
 use std::time::Duration;

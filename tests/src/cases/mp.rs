@@ -588,7 +588,8 @@ fn fill_check<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
 
 /// Ascend910_93: an importer on another server (ACL_NOTIFY_SIM_SERVER_ID=1) is not covered by
 /// a same-server PID entry (207006) and is admitted by an inter-server (sdid, pid) entry.
-/// Import with ENABLE_PEER_ACCESS, so the peer-access rule does not decide the outcome.
+/// The import passes ENABLE_PEER_ACCESS as CANN's samples do (an import enables peer access
+/// itself since the implicit-P2P change, so the flag no longer decides the outcome).
 fn inter_server_flow<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let n = ok!(b.create_notify(0, CreateFlags::empty()));
