@@ -784,15 +784,7 @@ impl ShmFile {
 
     /// The address of `off`, checked to leave room for `size` bytes.
     fn at<T>(&self, off: usize) -> &T {
-        // Checked in release builds too: a caller's wrong offset is a bug of ours, and a panic
-        // (which the C ABI catches) is better than a read outside the mapping.
-        assert!(
-            off.checked_add(std::mem::size_of::<T>())
-                .is_some_and(|end| end <= self.layout.total)
-                && off.is_multiple_of(std::mem::align_of::<T>()),
-            "shared-memory access at {off:#x} outside the {}-byte layout or misaligned",
-            self.layout.total
-        );
+        crate::mapfile::check_span::<T>(off, self.layout.total);
         // SAFETY: every caller computes `off` from the validated layout with an in-range index,
         // so `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
         // aligned, strides are multiples of the alignment). `T` is one of the shared types,
