@@ -44,7 +44,7 @@ use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc
 
 use crate::error::SimError;
 use crate::handles::Slab;
-use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
+use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
 use crate::shm::SHM_DIR;
 use crate::{Sim, sys};
@@ -78,20 +78,9 @@ struct Header {
     pid_ns: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
-
-// SAFETY: `Header` is atomics only and fits in a page (asserted above).
-unsafe impl FileHeader for Header {
-    fn ready(&self) -> &AtomicU32 {
-        &self.ready
-    }
-    fn creator_pid(&self) -> &AtomicI32 {
-        &self.creator_pid
-    }
-    fn pid_ns(&self) -> &AtomicU64 {
-        &self.pid_ns
-    }
-}
+// SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
+// page.
+crate::mapfile::file_header!(unsafe Header);
 
 /// Region offsets of one configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

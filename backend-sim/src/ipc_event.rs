@@ -32,7 +32,7 @@ use acl_notify_core::event::{IPC_EVENT_HANDLE_SIZE, IpcEventHandle, LatestRecord
 
 use crate::error::SimError;
 use crate::fork::PerProcess;
-use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE};
+use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE};
 use crate::shm::SHM_DIR;
 use crate::stream::TaskCtx;
 use crate::sys;
@@ -63,20 +63,9 @@ struct Header {
     pid_ns: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
-
-// SAFETY: `Header` is atomics only and fits in a page (asserted above).
-unsafe impl FileHeader for Header {
-    fn ready(&self) -> &AtomicU32 {
-        &self.ready
-    }
-    fn creator_pid(&self) -> &AtomicI32 {
-        &self.creator_pid
-    }
-    fn pid_ns(&self) -> &AtomicU64 {
-        &self.pid_ns
-    }
-}
+// SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
+// page.
+crate::mapfile::file_header!(unsafe Header);
 
 const FREE: u32 = 0;
 const LIVE: u32 = 1;

@@ -50,8 +50,7 @@ pub(crate) const PAGE: usize = 4096;
 /// the test every safe accessor of shared memory makes before it forms a reference. A wrong
 /// offset is a bug of ours; a panic (which the C ABI catches) beats an access outside the
 /// mapping. The check is two compares and a mask on the hot path; the message is built out of
-/// line, so it costs nothing there (formatting it inline made a record+wait pair 8–10 ns
-/// slower).
+/// line, in a cold function, so none of its formatting code sits on that path.
 #[inline(always)]
 pub(crate) fn check_span<T>(off: usize, len: usize) {
     let fits = off
@@ -91,6 +90,31 @@ pub(crate) unsafe trait FileHeader {
     /// process of a file must share it, or pids (and so liveness) mean nothing to the others.
     fn pid_ns(&self) -> &AtomicU64;
 }
+
+/// Implements [`FileHeader`] for a file kind's header struct whose fields include `ready`,
+/// `creator_pid` and `pid_ns`, and asserts at compile time that it fits in a page. The
+/// `unsafe` in the call is the caller's promise that the struct is atomics only (write a
+/// `// SAFETY:` comment above it), which the macro cannot check.
+macro_rules! file_header {
+    (unsafe $header:ty) => {
+        const _: () = assert!(std::mem::size_of::<$header>() <= $crate::mapfile::PAGE);
+
+        // SAFETY: the invoker promised atomics only (see the macro's docs); the size is
+        // asserted just above.
+        unsafe impl $crate::mapfile::FileHeader for $header {
+            fn ready(&self) -> &std::sync::atomic::AtomicU32 {
+                &self.ready
+            }
+            fn creator_pid(&self) -> &std::sync::atomic::AtomicI32 {
+                &self.creator_pid
+            }
+            fn pid_ns(&self) -> &std::sync::atomic::AtomicU64 {
+                &self.pid_ns
+            }
+        }
+    };
+}
+pub(crate) use file_header;
 
 /// What a file is called in messages ("shared memory file", "count-notify file").
 #[derive(Clone, Copy, Debug)]

@@ -51,7 +51,7 @@ use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
 use crate::fork::PerProcess;
-use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Open, PAGE};
+use crate::mapfile::{INIT_WAIT, Kind, Open, PAGE};
 use crate::repair::{LeakRepair, all_ids};
 use crate::sigbus::Registration;
 use crate::sys;
@@ -226,20 +226,9 @@ const _: () = assert!(std::mem::size_of::<Whitelist>() == WL_WORDS * 8);
 const _: () = assert!(std::mem::align_of::<Whitelist>() <= 8);
 const _: () = assert!(std::mem::size_of::<ProcEntry>() == 64);
 const _: () = assert!(std::mem::size_of::<DeviceHeader>() == 64);
-const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
-
-// SAFETY: `Header` is atomics only and fits in a page (asserted above).
-unsafe impl FileHeader for Header {
-    fn ready(&self) -> &AtomicU32 {
-        &self.ready
-    }
-    fn creator_pid(&self) -> &AtomicI32 {
-        &self.creator_pid
-    }
-    fn pid_ns(&self) -> &AtomicU64 {
-        &self.pid_ns
-    }
-}
+// SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
+// page.
+crate::mapfile::file_header!(unsafe Header);
 
 /// Whitelist bytes per exported notify.
 pub const WHITELIST_BYTES: usize = std::mem::size_of::<ShmWhitelist>();

@@ -44,7 +44,7 @@ use std::sync::{Arc, PoisonError, Weak};
 
 use crate::error::SimError;
 use crate::fork::PerProcess;
-use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Shared};
+use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Shared};
 use crate::shm::{FILE_PREFIX, SHM_DIR};
 use crate::sys;
 
@@ -80,20 +80,9 @@ struct Header {
     pid_ns: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
-
-// SAFETY: `Header` is atomics only and fits in a page (asserted above).
-unsafe impl FileHeader for Header {
-    fn ready(&self) -> &AtomicU32 {
-        &self.ready
-    }
-    fn creator_pid(&self) -> &AtomicI32 {
-        &self.creator_pid
-    }
-    fn pid_ns(&self) -> &AtomicU64 {
-        &self.pid_ns
-    }
-}
+// SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
+// page.
+crate::mapfile::file_header!(unsafe Header);
 
 /// One stream's entry. The first line is written by its owner's control calls and by the
 /// worker when the head blocks; the record words (the last two lines) by its enqueuers.

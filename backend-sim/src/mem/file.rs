@@ -35,7 +35,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use acl_notify_core::Error;
 
 use crate::error::SimError;
-use crate::mapfile::{FileHeader, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
+use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::shm::{FILE_PREFIX, SHM_DIR, ShmWhitelist, WHITELIST_BYTES};
 use crate::sys;
 
@@ -91,20 +91,9 @@ struct Header {
     high_water: AtomicU32,
 }
 
-const _: () = assert!(std::mem::size_of::<Header>() <= PAGE);
-
-// SAFETY: `Header` is atomics only and fits in a page (asserted above).
-unsafe impl FileHeader for Header {
-    fn ready(&self) -> &AtomicU32 {
-        &self.ready
-    }
-    fn creator_pid(&self) -> &AtomicI32 {
-        &self.creator_pid
-    }
-    fn pid_ns(&self) -> &AtomicU64 {
-        &self.pid_ns
-    }
-}
+// SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
+// page.
+crate::mapfile::file_header!(unsafe Header);
 
 /// One allocation. All-zero is a free slot.
 #[repr(C, align(64))]
