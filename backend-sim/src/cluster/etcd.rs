@@ -1,6 +1,6 @@
 //! A blocking client of etcd's v3 API through its JSON gateway (`/v3/kv/range`, `put`,
 //! `deleterange`, `txn`, `/v3/lease/grant`, `keepalive`, `revoke`, `/v3/watch`; keys and values
-//! base64 in JSON), over [`super::http`]. Every call is bounded: it tries the endpoints in
+//! base64 in JSON), over the module `http` beside it. Every call is bounded: it tries the endpoints in
 //! turn, starting with the last one that answered, and gives up at its deadline with
 //! [`EtcdError::Unreachable`] naming what each endpoint said; it never hangs.
 //!
@@ -58,7 +58,7 @@ pub struct Event {
     pub kv: Kv,
 }
 
-/// A condition of a [`Txn`].
+/// A condition of a transaction ([`Etcd::txn`]).
 #[derive(Debug, Clone)]
 pub enum Cmp {
     /// The key does not exist.
@@ -67,7 +67,7 @@ pub enum Cmp {
     CreatedAt(Vec<u8>, i64),
 }
 
-/// An operation of a [`Txn`].
+/// An operation of a transaction ([`Etcd::txn`]).
 #[derive(Debug, Clone)]
 pub enum Op {
     Put {
