@@ -365,7 +365,7 @@ impl SimBuilder {
                 self.server_id,
                 &namespace,
                 pid,
-                tag ^ 0x1000,
+                tag,
             )?),
             None => None,
         };
@@ -937,6 +937,11 @@ impl Sim {
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
     pub fn notify_is_live(&self, notify: RawNotify) -> bool {
         read(&self.inner.notifies).get(notify.0).is_some()
+            || self
+                .inner
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.get(notify.0).is_some())
     }
 
     /// How many records of `notify` merged into an already-set flag (SPEC §1: two records
@@ -1083,10 +1088,15 @@ impl Sim {
     }
 
     fn insert_notify(&self, e: NotifyEntry) -> Result<RawNotify, SimError> {
-        write(&self.inner.notifies)
-            .insert(e)
-            .map(RawNotify)
-            .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
+        let full = || err(Error::ResourceAllocFail, "notify handle table is full");
+        let mut t = write(&self.inner.notifies);
+        let h = t.insert(e).ok_or_else(full)?;
+        // In cluster mode the upper slot indices are the remote imports' (`cluster`).
+        if self.inner.cluster.is_some() && !cluster::is_local_index(h) {
+            drop(t.remove(h));
+            return Err(full());
+        }
+        Ok(RawNotify(h))
     }
 
     /// Whether this handle's device is the notify's physical device (same server and device).
