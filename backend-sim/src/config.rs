@@ -13,7 +13,7 @@ use crate::error::SimError;
 use crate::handles::Slab;
 use crate::shm::OpenMode;
 use crate::sim::{Inner, Sim, err};
-use crate::{cnt, event, mem, repair, shm, spin, stream, sys, waitgraph};
+use crate::{cluster, cnt, event, mem, repair, shm, spin, stream, sys, waitgraph};
 
 /// Environment variable naming the SoC family (default `Ascend910B`).
 pub const ENV_SOC: &str = "ACL_NOTIFY_SIM_SOC";
@@ -144,9 +144,17 @@ pub struct SimBuilder {
     pub(crate) stream_cpus: StreamCpus,
     pub(crate) enqueue_timeout: Option<Duration>,
     pub(crate) device_memory: u64,
+    pub(crate) cluster: Option<cluster::ClusterConfig>,
 }
 
 impl SimBuilder {
+    /// Joins the SuperPod whose etcd cluster `cfg` names (cross-host mode, see
+    /// [`cluster`]); `None` (the default) is the single-host simulator.
+    pub fn cluster(mut self, cfg: Option<cluster::ClusterConfig>) -> Self {
+        self.cluster = cfg;
+        self
+    }
+
     /// Each device's memory in bytes (default [`mem::DEFAULT_DEVICE_MEMORY`]); at least 1 MiB.
     pub fn device_memory(mut self, bytes: u64) -> Self {
         self.device_memory = bytes;
@@ -279,6 +287,16 @@ impl SimBuilder {
             StreamCpus::Spread => file.me(),
             _ => 0,
         };
+        let cluster = match &self.cluster {
+            Some(cfg) => Some(cluster::Cluster::join(
+                cfg,
+                self.server_id,
+                &namespace,
+                pid,
+                tag ^ 0x1000,
+            )?),
+            None => None,
+        };
         Ok(Sim {
             inner: Arc::new(Inner {
                 soc: self.soc,
@@ -307,6 +325,7 @@ impl SimBuilder {
                     .ok()
                     .flatten()
                     .map(Arc::new),
+                cluster,
             }),
         })
     }
@@ -329,6 +348,7 @@ impl Default for SimBuilder {
             stream_cpus: StreamCpus::Scheduler,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
             device_memory: mem::DEFAULT_DEVICE_MEMORY,
+            cluster: None,
         }
     }
 }
@@ -472,6 +492,9 @@ impl Sim {
             })?;
             b = b.server_id(n);
         }
+        b = b.cluster(
+            cluster::ClusterConfig::from_env().map_err(|why| err(Error::ParamInvalid, why))?,
+        );
         b.open_as(Origin::Env)
     }
 }

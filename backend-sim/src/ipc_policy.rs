@@ -41,6 +41,17 @@ impl Sim {
         if server == self.inner.server_id {
             return Ok(Arc::clone(&self.inner.file));
         }
+        if self.inner.cluster.is_some() {
+            // A host never maps another host's files: what crosses hosts goes through etcd.
+            return Err(err(
+                Error::FeatureNotSupport,
+                format!(
+                    "server {server} is another host of the SuperPod (cluster mode): its shared \
+                     memory is not reachable from server {}",
+                    self.inner.server_id
+                ),
+            ));
+        }
         let mut remote = lock(&self.inner.remote);
         if let Some(f) = remote.get(&server) {
             return Ok(Arc::clone(f));
@@ -77,7 +88,10 @@ impl Sim {
         entries: impl FnOnce() -> Vec<WhitelistEntry>,
         inter_server: bool,
     ) -> Result<(), SimError> {
-        let v = self.notify(notify)?;
+        let v = self.notify(notify).map_err(|e| {
+            self.remote_owner_only(notify, Op::SetImportPid)
+                .unwrap_or(e)
+        })?;
         if count == 0 {
             return Err(err(Error::ParamInvalid, "no PIDs given"));
         }
@@ -209,6 +223,11 @@ impl Sim {
         };
         if server != self.inner.server_id && !self.inner.soc.has(Feature::InterServer) {
             return Err(stale("this machine has only server 0"));
+        }
+        if let Some(c) = &self.inner.cluster
+            && server != self.inner.server_id
+        {
+            return self.import_remote(c, device, &k);
         }
         let file = self.server_file(server)?;
         let slot: &NotifySlot = file

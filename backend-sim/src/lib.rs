@@ -54,6 +54,7 @@
 //!   the child (a drop would wait for them for ever) and its locks may be held by threads that
 //!   are gone. `std::mem::forget` it, or exit without dropping it.
 
+pub mod cluster;
 pub mod cnt;
 mod config;
 mod diag;

@@ -15,7 +15,7 @@ use crate::error::SimError;
 use crate::handles::Slab;
 use crate::job::SimStream;
 use crate::shm::{GcReport, ShmFile, SlotRef};
-use crate::{cnt, event, ipc_event, mem, shm, waitgraph};
+use crate::{cluster, cnt, event, ipc_event, mem, shm, waitgraph};
 
 /// A process's connection to one simulated machine (a namespace). `Send + Sync`; clones share
 /// the connection. Dropping the last clone discards its streams' queued tasks and drops its
@@ -64,6 +64,8 @@ pub(crate) struct Inner {
     /// The namespace's wait-for graph (`None` if its file could not be opened: streams are
     /// then not published, and deadlocks are reported as plain timeouts).
     pub(crate) graph: Option<Arc<waitgraph::WaitGraph>>,
+    /// Cross-host mode (`None`: this host is the whole machine).
+    pub(crate) cluster: Option<cluster::Cluster>,
 }
 
 impl std::fmt::Debug for Inner {

@@ -98,9 +98,15 @@ impl NotifyResources for Sim {
     fn destroy_notify(&self, notify: RawNotify) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let e = write(&self.inner.notifies)
-                .remove(notify.0)
-                .ok_or_else(|| bad_notify(notify))?;
+            let Some(e) = write(&self.inner.notifies).remove(notify.0) else {
+                return match &self.inner.cluster {
+                    Some(c) if c.remove(notify.0) => Ok(()),
+                    _ => Err(bad_notify(notify)),
+                };
+            };
+            if let Some(c) = &self.inner.cluster {
+                c.withdraw(&e.r);
+            }
             // Removing the handle under the write lock decides which of two racing destroys
             // wins (the other gets 107017), and a call that looked the handle up before keeps
             // its own reference, so the notify outlives that call. Dropping the reference
@@ -114,7 +120,10 @@ impl NotifyResources for Sim {
     fn notify_info(&self, notify: RawNotify) -> Result<NotifyInfo, SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let v = self.notify(notify)?;
+            let v = match self.notify(notify) {
+                Ok(v) => v,
+                Err(e) => return self.remote_info(notify).ok_or(e),
+            };
             Ok(NotifyInfo {
                 id: v.r.id(),
                 device: v.device,
@@ -129,7 +138,10 @@ impl NotifyResources for Sim {
     fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let v = self.notify(notify)?;
+            let v = self.notify(notify).map_err(|e| {
+                let op = Op::Export(flags.pid_validation());
+                self.remote_owner_only(notify, op).unwrap_or(e)
+            })?;
             self.require(Feature::Ipc, "exporting a notify (IPC)")?;
             ExportFlags::from_raw(flags.bits()).map_err(|e| {
                 err(
@@ -183,6 +195,9 @@ impl NotifyResources for Sim {
                 nonce,
             });
             self.set_state(notify, v.state, next);
+            if self.inner.cluster.is_some() && how == ExportState::Open {
+                self.publish(notify, true)?;
+            }
             Ok(key)
         })
     }
@@ -207,12 +222,20 @@ impl NotifyResources for Sim {
             if entries.is_empty() {
                 return Err(err(Error::ParamInvalid, "no (server, PID) entries given"));
             }
-            self.notify(notify)?;
+            self.notify(notify).map_err(|e| {
+                self.remote_owner_only(notify, Op::SetImportPid)
+                    .unwrap_or(e)
+            })?;
             for sp in entries {
                 self.require(Feature::InterServer, "inter-server whitelisting")?;
                 self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
                 let entry = || vec![self.whitelist_entry(sp.sdid, sp.pid)];
                 self.add_whitelist(notify, 1, entry, true)?;
+            }
+            if self.inner.cluster.is_some()
+                && entries.iter().any(|e| e.sdid != self.inner.server_id)
+            {
+                self.publish(notify, false)?;
             }
             Ok(())
         })
@@ -375,7 +398,10 @@ impl StreamOps for Sim {
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let pin = self.pin(notify, stream)?;
+            let pin = match self.pin(notify, stream) {
+                Ok(pin) => pin,
+                Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
+            };
             let job = SimJob::Record {
                 pin,
                 pid: self.inner.pid,
@@ -392,7 +418,9 @@ impl StreamOps for Sim {
     ) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let pin = self.pin(notify, stream)?;
+            let pin = self
+                .pin(notify, stream)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
             // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (`soc.rs`).
             let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
             let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
@@ -459,7 +487,9 @@ impl HostOps for Sim {
     fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let v = self.notify(notify)?;
+            let v = self
+                .notify(notify)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
             if !self.on_owner_device(&v.r, v.device) {
                 return Err(self.wrong_device(&v.r, v.device));
             }
@@ -484,7 +514,9 @@ impl HostOps for Sim {
     fn try_consume(&self, notify: RawNotify) -> Result<bool, SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let v = self.notify(notify)?;
+            let v = self
+                .notify(notify)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
             if !self.on_owner_device(&v.r, v.device) {
                 return Err(self.wrong_device(&v.r, v.device));
             }
