@@ -258,6 +258,12 @@ impl Sim {
         if count == 0 {
             return Err(SimError::new(Error::ParamInvalid, "no PIDs given"));
         }
+        if count > MAX_WHITELIST {
+            return Err(SimError::new(
+                Error::OverLimit,
+                format!("{count} PIDs: a whitelist holds at most {MAX_WHITELIST}"),
+            ));
+        }
         let n = self.named(key)?;
         let slot = n
             .file
@@ -289,9 +295,6 @@ impl Sim {
                  limit of {MAX_WHITELIST}"
             )
         };
-        if count > MAX_WHITELIST {
-            return Err(SimError::new(Error::OverLimit, over(0)));
-        }
         let entries = entries();
         let _l = n.file.lock()?;
         let total = wl.read().map_or(0, |w| w.len());

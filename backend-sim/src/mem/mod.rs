@@ -26,6 +26,7 @@
 //! Host memory cannot be checked (any address may be valid); a host range is used as the
 //! caller's contract says.
 
+mod backend;
 pub(crate) mod file;
 pub mod ipc;
 pub mod reduce;
@@ -798,66 +799,6 @@ impl Sim {
         // so freed once.
         unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(ptr), layout) };
         Ok(())
-    }
-}
-
-/// The core's device-memory interface, for the typed API ([`acl_notify_core::typed::DeviceBuffer`]).
-impl acl_notify_core::DeviceMemory for Sim {
-    fn mem_alloc(&self, device: u32, size: usize) -> Result<u64, SimError> {
-        self.malloc(device, size, 0).map(|p| p as u64)
-    }
-
-    fn mem_free(&self, _device: u32, ptr: u64) -> Result<(), SimError> {
-        self.free(ptr as usize)
-    }
-
-    fn mem_write(&self, _device: u32, dst: u64, src: &[u8]) -> Result<(), SimError> {
-        // SAFETY: the host side is `src`, valid for its length during the call.
-        unsafe {
-            self.memcpy(
-                dst as usize,
-                src.len(),
-                src.as_ptr().expose_provenance(),
-                src.len(),
-                MemcpyKind::HostToDevice,
-            )
-        }
-    }
-
-    fn mem_read(&self, _device: u32, src: u64, dst: &mut [u8]) -> Result<(), SimError> {
-        // SAFETY: the host side is `dst`, valid for writing its length during the call.
-        unsafe {
-            self.memcpy(
-                dst.as_mut_ptr().expose_provenance(),
-                dst.len(),
-                src as usize,
-                dst.len(),
-                MemcpyKind::DeviceToHost,
-            )
-        }
-    }
-
-    fn mem_export(
-        &self,
-        _device: u32,
-        ptr: u64,
-        size: usize,
-        open: bool,
-    ) -> Result<ExportKey, SimError> {
-        self.ipc_mem_export(ptr as usize, size, open)
-    }
-
-    fn mem_allow_pids(&self, _device: u32, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
-        self.ipc_mem_set_pids(key, pids)
-    }
-
-    fn mem_import(&self, device: u32, key: &ExportKey, enable_peer: bool) -> Result<u64, SimError> {
-        self.ipc_mem_import(device, key, enable_peer)
-            .map(|p| p as u64)
-    }
-
-    fn mem_close(&self, _device: u32, key: &ExportKey) -> Result<(), SimError> {
-        self.ipc_mem_close(key)
     }
 }
 
