@@ -60,6 +60,7 @@ mod sigbus;
 mod spin;
 pub mod stream;
 mod sys;
+pub mod trace;
 pub mod waitgraph;
 
 use std::cell::Cell;
@@ -283,6 +284,7 @@ impl SimBuilder {
     }
 
     fn open_as(self, origin: Origin) -> Result<Sim, SimError> {
+        trace::init();
         let bad = |var: &str, what: &str, msg: String| {
             SimError::new(
                 Error::ParamInvalid,
@@ -1430,6 +1432,12 @@ impl Sim {
         if let Some(g) = &e.graph {
             g.set_handle(handle);
         }
+        if trace::on() {
+            trace::name_track(
+                e.stream.worker_tid(),
+                trace::stream_name(handle, e.device, e.default),
+            );
+        }
         Ok(())
     }
 
@@ -1557,6 +1565,43 @@ impl Job<SimError> for SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
     ) -> (Result<(), SimError>, Self::Remains) {
+        if trace::on() {
+            return self.run_traced(ctx, before_block);
+        }
+        self.run_plain(ctx, before_block)
+    }
+
+    /// A record is one swap (and a wake-up call if a waiter sleeps): it runs the moment the
+    /// job before it (typically a wait) ends.
+    fn chains(&self) -> bool {
+        matches!(self, SimJob::Record { .. })
+    }
+
+    /// Records never block; waits call `before_block` before they sleep.
+    fn may_block(&self) -> bool {
+        !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
+    }
+
+    /// Starts pulling the notify's flag line in for writing while the task before runs: a
+    /// record or a wait mostly finds that line in the cache of the stream at the other end
+    /// (it recorded or consumed last), and the transfer then overlaps the task before
+    /// instead of stalling this one's read-modify-write (two streams handing records through
+    /// a ring of notifies move about a quarter more items per second).
+    fn prefetch(&self) {
+        if let SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } = self {
+            prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
+        }
+    }
+}
+
+impl SimJob {
+    /// [`Job::run`] without the timeline.
+    #[inline(always)]
+    fn run_plain(
+        self,
+        ctx: &TaskCtx,
+        before_block: &mut dyn FnMut(),
+    ) -> (Result<(), SimError>, Option<Arc<StreamPin>>) {
         match self {
             SimJob::Record { pin, pid } => {
                 let r = &pin.0;
@@ -1596,28 +1641,6 @@ impl Job<SimError> for SimJob {
                 (Ok(()), None)
             }
             SimJob::Other(task) => (task(ctx), None),
-        }
-    }
-
-    /// A record is one swap (and a wake-up call if a waiter sleeps): it runs the moment the
-    /// job before it (typically a wait) ends.
-    fn chains(&self) -> bool {
-        matches!(self, SimJob::Record { .. })
-    }
-
-    /// Records never block; waits call `before_block` before they sleep.
-    fn may_block(&self) -> bool {
-        !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
-    }
-
-    /// Starts pulling the notify's flag line in for writing while the task before runs: a
-    /// record or a wait mostly finds that line in the cache of the stream at the other end
-    /// (it recorded or consumed last), and the transfer then overlaps the task before
-    /// instead of stalling this one's read-modify-write (two streams handing records through
-    /// a ring of notifies move about a quarter more items per second).
-    fn prefetch(&self) {
-        if let SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } = self {
-            prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
         }
     }
 }
@@ -2289,6 +2312,9 @@ impl StreamOps for Sim {
         if let Some(g) = graph {
             g.set_handle(h.0);
         }
+        if trace::on() {
+            self.name_track(h);
+        }
         Ok(h)
     }
 
@@ -2310,6 +2336,9 @@ impl StreamOps for Sim {
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
         if let Some(g) = graph {
             g.set_handle(h);
+        }
+        if trace::on() {
+            self.name_track(RawStream(h));
         }
         d[device as usize] = Some(h);
         Ok(RawStream(h))

@@ -706,12 +706,15 @@ impl Sim {
         let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
         let (st, _) = self.stream(stream)?;
         let task = Box::new(move |_: &TaskCtx| {
-            d.still("destination")?;
-            s.still("source")?;
-            // SAFETY: as in `memcpy`; the host sides are the caller's contract until the task
-            // has run, and the device ones were checked just now.
-            unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
-            Ok(())
+            let args = || serde_json::json!({"dst": dst, "src": src, "bytes": count});
+            crate::trace::span("memory", "memcpy", args, || {
+                d.still("destination")?;
+                s.still("source")?;
+                // SAFETY: as in `memcpy`; the host sides are the caller's contract until the
+                // task has run, and the device ones were checked just now.
+                unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
+                Ok(())
+            })
         });
         self.enqueue_job(&st, stream, SimJob::Other(task))
     }
@@ -732,10 +735,13 @@ impl Sim {
         let r = self.set_range(dst, max, count)?;
         let (st, _) = self.stream(stream)?;
         let task = Box::new(move |_: &TaskCtx| {
-            r.still("range")?;
-            // SAFETY: a range of a mapped allocation, checked just now.
-            unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
-            Ok(())
+            let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
+            crate::trace::span("memory", "memset", args, || {
+                r.still("range")?;
+                // SAFETY: a range of a mapped allocation, checked just now.
+                unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
+                Ok(())
+            })
         });
         self.enqueue_job(&st, stream, SimJob::Other(task))
     }
