@@ -36,6 +36,13 @@ const VALGRIND: Tool = Tool {
     packages: &["valgrind"],
 };
 
+/// A real browser: `cargo xtask ci-long` opens the demo's timeline page in it, headless.
+const CHROMIUM: Tool = Tool {
+    exe: "chromium",
+    arg: "--version",
+    packages: &["chromium"],
+};
+
 fn present(t: &Tool) -> bool {
     Command::new(t.exe)
         .arg(t.arg)
@@ -116,4 +123,9 @@ pub fn for_demo() -> Result<(), String> {
 pub fn for_test() -> Result<(), String> {
     ensure_rust_parts()?;
     ensure_tools(&[&CC, &CXX, &VALGRIND])
+}
+
+/// What the timeline step of `cargo xtask ci-long` needs: Debian's chromium.
+pub fn for_browser() -> Result<(), String> {
+    ensure_tools(&[&CHROMIUM])
 }

@@ -178,7 +178,10 @@ fn the_page_is_self_contained_and_escapes_the_data() {
         "the data cannot end its script element"
     );
     assert!(page.contains("a &lt;title&gt;"));
-    assert!(!page.contains(" src=") && !page.contains("href=\"http"), "nothing is loaded");
+    assert!(
+        !page.contains(" src=") && !page.contains("href=\"http"),
+        "nothing is loaded"
+    );
     assert!(
         page.contains("data-tracks-drawn"),
         "the script marks what it drew"
