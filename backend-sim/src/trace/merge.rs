@@ -7,7 +7,10 @@
 //! right after it took the flag (`seen`). The records numbered after the previous wait's
 //! `seen` and up to this wait's were all begun in between; the first of them found the flag
 //! clear and released this wait, the others landed on a flag already set (merged records,
-//! SPEC §1), and are marked so.
+//! SPEC §1), and are marked so. The numbering and the landing are two steps, so with two
+//! records of one notify in flight at once (one numbered between a wait taking the flag and
+//! reading the number, or two recorders interleaving) an arrow can be missing or start at the
+//! other record; one recorder at a time, as a hand-off protocol has, is always linked right.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
