@@ -13,7 +13,7 @@ use crate::error::SimError;
 use crate::handles::Slab;
 use crate::shm::OpenMode;
 use crate::sim::{Inner, Sim, err};
-use crate::{cluster, cnt, event, mem, repair, shm, spin, stream, sys, waitgraph};
+use crate::{cluster, cnt, event, mem, repair, shm, spin, stream, sys, trace, waitgraph};
 
 /// Environment variable naming the SoC family (default `Ascend910B`).
 pub const ENV_SOC: &str = "ACL_NOTIFY_SIM_SOC";
@@ -220,6 +220,7 @@ impl SimBuilder {
     }
 
     pub(crate) fn open_as(self, origin: Origin) -> Result<Sim, SimError> {
+        trace::init();
         let bad = |var: &str, what: &str, msg: String| {
             SimError::new(
                 Error::ParamInvalid,

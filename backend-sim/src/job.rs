@@ -14,7 +14,7 @@ use crate::error::SimError;
 use crate::sim::{Sim, err, read};
 use crate::stream::{Job, Stream, StreamConfig, Task, TaskCtx};
 use crate::waiters::{StampedWaiter, next_spin, prefetch_for_write, wait_slow};
-use crate::{spin, waitgraph};
+use crate::{spin, trace, waitgraph};
 
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;
@@ -51,6 +51,43 @@ impl Job<SimError> for SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
     ) -> (Result<(), SimError>, Self::Remains) {
+        if trace::on() {
+            return self.run_traced(ctx, before_block);
+        }
+        self.run_plain(ctx, before_block)
+    }
+
+    /// A record is one swap (and a wake-up call if a waiter sleeps): it runs the moment the
+    /// job before it (typically a wait) ends.
+    fn chains(&self) -> bool {
+        matches!(self, SimJob::Record { .. })
+    }
+
+    /// Records never block; waits call `before_block` before they sleep.
+    fn may_block(&self) -> bool {
+        !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
+    }
+
+    /// Starts pulling the notify's flag line in for writing while the task before runs: a
+    /// record or a wait mostly finds that line in the cache of the stream at the other end
+    /// (it recorded or consumed last), and the transfer then overlaps the task before
+    /// instead of stalling this one's read-modify-write (two streams handing records through
+    /// a ring of notifies move about a quarter more items per second).
+    fn prefetch(&self) {
+        if let SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } = self {
+            prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
+        }
+    }
+}
+
+impl SimJob {
+    /// [`Job::run`] without the timeline.
+    #[inline(always)]
+    pub(crate) fn run_plain(
+        self,
+        ctx: &TaskCtx,
+        before_block: &mut dyn FnMut(),
+    ) -> (Result<(), SimError>, Option<Arc<StreamPin>>) {
         match self {
             SimJob::Record { pin, pid } => {
                 let r = &pin.0;
@@ -90,28 +127,6 @@ impl Job<SimError> for SimJob {
                 (Ok(()), None)
             }
             SimJob::Other(task) => (task(ctx), None),
-        }
-    }
-
-    /// A record is one swap (and a wake-up call if a waiter sleeps): it runs the moment the
-    /// job before it (typically a wait) ends.
-    fn chains(&self) -> bool {
-        matches!(self, SimJob::Record { .. })
-    }
-
-    /// Records never block; waits call `before_block` before they sleep.
-    fn may_block(&self) -> bool {
-        !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
-    }
-
-    /// Starts pulling the notify's flag line in for writing while the task before runs: a
-    /// record or a wait mostly finds that line in the cache of the stream at the other end
-    /// (it recorded or consumed last), and the transfer then overlaps the task before
-    /// instead of stalling this one's read-modify-write (two streams handing records through
-    /// a ring of notifies move about a quarter more items per second).
-    fn prefetch(&self) {
-        if let SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } = self {
-            prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
         }
     }
 }
@@ -322,6 +337,12 @@ impl Sim {
         let e = t.get(stream.0).ok_or_else(|| bad_stream(stream))?;
         if let Some(g) = &e.graph {
             g.set_handle(handle);
+        }
+        if trace::on() {
+            trace::name_track(
+                e.stream.worker_tid(),
+                trace::stream_name(handle, e.device, e.default),
+            );
         }
         Ok(())
     }

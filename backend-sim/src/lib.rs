@@ -80,6 +80,7 @@ pub mod stream;
 mod sys;
 #[cfg(test)]
 mod tests;
+pub mod trace;
 mod traits;
 mod waiters;
 pub mod waitgraph;

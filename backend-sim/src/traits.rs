@@ -18,7 +18,7 @@ use crate::job::SimJob;
 use crate::shm::{CreateError, SlotRef};
 use crate::sim::{Sim, err, lock, write};
 use crate::waiters::{slot_wait, wait_outcome_error};
-use crate::{diag, sys};
+use crate::{diag, sys, trace};
 
 impl Backend for Sim {
     type Error = SimError;
@@ -313,6 +313,9 @@ impl StreamOps for Sim {
         if let Some(g) = graph {
             g.set_handle(h.0);
         }
+        if trace::on() {
+            self.name_track(h);
+        }
         Ok(h)
     }
 
@@ -334,6 +337,9 @@ impl StreamOps for Sim {
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
         if let Some(g) = graph {
             g.set_handle(h);
+        }
+        if trace::on() {
+            self.name_track(RawStream(h));
         }
         d[device as usize] = Some(h);
         Ok(RawStream(h))

@@ -152,10 +152,13 @@ impl Sim {
         };
         let (d, s) = (side(dst, "destination")?, side(src, "source")?);
         let task = Box::new(move |_: &TaskCtx| {
-            d.still("destination")?;
-            s.still("source")?;
-            run(&d, &s, op, ty);
-            Ok(())
+            let args = || serde_json::json!({"dst": dst, "src": src});
+            crate::trace::span("memory", "reduce", args, || {
+                d.still("destination")?;
+                s.still("source")?;
+                run(&d, &s, op, ty);
+                Ok(())
+            })
         });
         self.enqueue_job(&st, stream, SimJob::Other(task))
     }
