@@ -45,9 +45,10 @@ use acl_notify_core::Error;
 use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
 use serde_json::{Value, json};
 
+use crate::SimError;
 use crate::handles::Slab;
 use crate::shm::SlotRef;
-use crate::{SimError, err, lock, read, write};
+use crate::sim::{err, lock, read, write};
 use etcd::{Cmp, Etcd, EtcdError, Op};
 
 /// The cluster endpoint list (`etcd://host:port,host:port[/pod]`).
