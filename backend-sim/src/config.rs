@@ -294,7 +294,7 @@ impl SimBuilder {
                 self.server_id,
                 &namespace,
                 pid,
-                tag ^ 0x1000,
+                tag,
             )?),
             None => None,
         };

@@ -149,6 +149,11 @@ impl Sim {
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
     pub fn notify_is_live(&self, notify: RawNotify) -> bool {
         read(&self.inner.notifies).get(notify.0).is_some()
+            || self
+                .inner
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.get(notify.0).is_some())
     }
 
     /// Destroys every notify handle whose device (the creator's device, or an importer's own
@@ -230,10 +235,15 @@ impl Sim {
     }
 
     pub(crate) fn insert_notify(&self, e: NotifyEntry) -> Result<RawNotify, SimError> {
-        write(&self.inner.notifies)
-            .insert(e)
-            .map(RawNotify)
-            .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
+        let full = || err(Error::ResourceAllocFail, "notify handle table is full");
+        let mut t = write(&self.inner.notifies);
+        let h = t.insert(e).ok_or_else(full)?;
+        // In cluster mode the upper slot indices are the remote imports' (`cluster`).
+        if self.inner.cluster.is_some() && !crate::cluster::is_local_index(h) {
+            drop(t.remove(h));
+            return Err(full());
+        }
+        Ok(RawNotify(h))
     }
 
     /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]).
