@@ -218,6 +218,22 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
             Ok((t.elapsed().as_micros() / u128::from(rounds.max(1))).to_string())
         }
+        // memexport DEV SDID PID: 4 KiB of device memory exported to (SDID, PID); its key.
+        "memexport" => {
+            let ptr = sim.malloc(num(w, 1)?, 4096, 0)?;
+            let key = sim.ipc_mem_export(ptr, 4096, false)?;
+            let sp = ServerPid {
+                sdid: num(w, 2)?,
+                pid: num(w, 3)?,
+            };
+            sim.ipc_mem_set_server_pids(&key, &[sp])?;
+            Ok(key.as_str().to_owned())
+        }
+        "memimport" => {
+            let key = acl_notify_core::ExportKey::from_runtime(w.get(2).unwrap_or(&"").as_bytes())
+                .map_err(|e| acl_notify_sim::SimError::new(e, "bad key"))?;
+            Ok(sim.ipc_mem_import(num(w, 1)?, &key, true)?.to_string())
+        }
         "alive" => Ok(sim.cluster_alive(num(w, 1)?, num(w, 2)?)?.to_string()),
         "applied" => Ok(sim.cluster_records_applied()?.to_string()),
         "destroy" => {
@@ -446,6 +462,13 @@ fn spec7_flow_across_hosts(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     check(code_of(&w) == Some(107000), || {
         format!("wait on import: {w:?}")
     })?;
+    // IPC memory does not cross hosts: refused (207000), nothing of host A mapped.
+    let mkey = owner.ok(&format!("memexport 2 1 {}", importer.pid))?;
+    let m = importer.ask(&format!("memimport 3 {mkey}"));
+    check(
+        code_of(&m) == Some(207000) && m.as_ref().is_err_and(|e| e.contains("another host")),
+        || format!("cross-host memory import: {m:?}"),
+    )?;
     // Hosts share no files: each namespace has its own server's file only.
     check(
         a.has_server_file(0)

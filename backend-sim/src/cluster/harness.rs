@@ -5,6 +5,7 @@
 //! and deleted when dropped.
 
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -73,6 +74,29 @@ pub fn ensure_etcd() -> Result<(), String> {
     Ok(())
 }
 
+/// Removes the data directories of harnesses whose process is gone (killed before its drop).
+fn remove_stale_dirs(base: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("acl-notify-etcd.")
+            .and_then(|r| r.split('.').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// A port that was free a moment ago (bound to port 0, then released).
 fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
@@ -105,6 +129,7 @@ impl EtcdCluster {
         } else {
             std::env::temp_dir()
         };
+        remove_stale_dirs(&base);
         let dir = base.join(format!("acl-notify-etcd.{}.{seq}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -126,7 +151,18 @@ impl EtcdCluster {
             let name = format!("m{i}");
             let log = std::fs::File::create(cluster.dir.join(format!("{name}.log")))
                 .map_err(|e| format!("etcd log: {e}"))?;
-            let child = Command::new("etcd")
+            let mut cmd = Command::new("etcd");
+            // SAFETY: the closure runs in the child between fork and exec and calls only
+            // prctl, which is async-signal-safe.
+            unsafe {
+                cmd.pre_exec(|| {
+                    // The member dies with the thread that started it, also when this process
+                    // is killed before its drop runs (a test at its deadline).
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                    Ok(())
+                });
+            }
+            let child = cmd
                 .args(["--name", &name])
                 .arg("--data-dir")
                 .arg(cluster.dir.join(&name))
