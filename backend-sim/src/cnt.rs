@@ -43,11 +43,11 @@ use acl_notify_core::table::{TableError, WaitOutcome, Waiter};
 use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
 
 use crate::error::SimError;
-use crate::handles::Slab;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
 use crate::shm::SHM_DIR;
 use crate::{Sim, sys};
+use acl_notify_handles::Slab;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
 /// Bumped whenever the count-notify file layout changes (2: the new `AtomicIdPool` layout of
@@ -637,11 +637,11 @@ struct CntEntry {
 }
 
 impl CntState {
-    /// Empty; handles carry `tag` (distinct from the `Sim`'s notify and stream tags).
-    pub(crate) fn new(tag: u16) -> Self {
+    /// Empty; `seed` salts the handles (see [`Slab::new`]).
+    pub(crate) fn new(seed: u64) -> Self {
         CntState {
             file: Mutex::new(None),
-            handles: RwLock::new(Slab::new(tag)),
+            handles: RwLock::new(Slab::new(acl_notify_handles::Kind::CntNotify, seed)),
         }
     }
 
@@ -845,6 +845,7 @@ impl CntNotifyOps for Sim {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(CntEntry { r })
+                .ok()
                 .map(RawCntNotify)
                 .ok_or_else(|| {
                     SimError::new(

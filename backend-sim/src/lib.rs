@@ -15,7 +15,9 @@
 //! - [`stream`]: the in-process stream engine (one worker thread per stream); notify records
 //!   and waits are tasks on it, so a wait stalls the stream, never the caller.
 //! - Handles ([`RawNotify`], [`RawStream`]) are process-local table entries validated on every
-//!   call (index, generation and a per-`Sim` tag): stale or foreign handles get 107017.
+//!   call (kind, a random per-`Sim` salt, generation and index: `acl_notify_handles`, the slab
+//!   the C library and the driver use too): stale, forged or foreign handles get 107017. The C
+//!   library hands the notify handles to C as they are.
 //! - References: each process holds at most one bit per notify in the shared holder bitmap,
 //!   kept while any of its handles or queued tasks uses the notify; the id is freed when the
 //!   last bit goes. A process that dies is reclaimed by the survivors ([`Sim::gc`], also run
@@ -47,7 +49,6 @@ mod diag;
 mod error;
 mod event;
 mod fork;
-mod handles;
 pub mod inspect;
 mod ipc_event;
 mod lost;
@@ -65,7 +66,7 @@ pub mod waitgraph;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU16, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -84,7 +85,7 @@ pub use acl_notify_core::table::MergedRecords;
 pub use error::SimError;
 pub use shm::GcReport;
 
-use handles::Slab;
+use acl_notify_handles::{Kind, Slab};
 use shm::{CreateError, OpenMode, ShmFile, SimWaiter, SlotRef};
 use stream::{Job, Stream, StreamConfig, Task, TaskCtx};
 
@@ -339,7 +340,8 @@ impl SimBuilder {
             OpenMode::CreateOrOpen,
         )?
         .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
-        let tag = next_tag();
+        // Salts this `Sim`'s handle tables: handles of another `Sim` or process are refused.
+        let seed = acl_notify_handles::random_seed();
         let namespace_for_graph = namespace.clone();
         let pid = sys::getpid();
         // What a whitelist entry for this process holds (see `sys::process_identity`).
@@ -361,8 +363,8 @@ impl SimBuilder {
                 identity,
                 file,
                 remote: Mutex::new(HashMap::new()),
-                notifies: RwLock::new(Slab::new(tag)),
-                streams: RwLock::new(Slab::new(tag ^ 0x8000)),
+                notifies: RwLock::new(Slab::new(Kind::Notify, seed)),
+                streams: RwLock::new(Slab::new(Kind::Stream, seed)),
                 defaults: Mutex::new(vec![None; self.devices as usize]),
                 draining: Mutex::new(Vec::new()),
                 peers: Mutex::new(vec![0; self.devices as usize]),
@@ -371,9 +373,9 @@ impl SimBuilder {
                 cpu_seq: AtomicU32::new(first_cpu),
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
-                cnt: cnt::CntState::new(tag ^ 0x4000),
+                cnt: cnt::CntState::new(seed),
                 mem: mem::MemState::new(self.device_memory),
-                events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
+                events: event::EventState::new(seed, self.devices, self.soc.max_events()),
                 graph: waitgraph::WaitGraph::open(&namespace_for_graph, true)
                     .ok()
                     .flatten()
@@ -422,23 +424,6 @@ fn check_namespace(ns: &str) -> Result<(), &'static str> {
         return Err("may only contain A-Z a-z 0-9 . _ -");
     }
     Ok(())
-}
-
-/// A tag distinguishing the handles of different `Sim`s of one process.
-fn next_tag() -> u16 {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let mut seed = [0u8; 2];
-    if NEXT.load(Ordering::Relaxed) == 0 && sys::fill_random(&mut seed).is_ok() {
-        let _ = NEXT.compare_exchange(
-            0,
-            u16::from_le_bytes(seed) | 1,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
-    // Keep the top bit clear: streams use `tag ^ 0x8000`, so notify and stream handles never
-    // share a tag.
-    (NEXT.fetch_add(1, Ordering::Relaxed) & 0x7fff).max(1)
 }
 
 /// A process's connection to one simulated machine (a namespace). `Send + Sync`; clones share
@@ -901,11 +886,12 @@ impl Sim {
         Ok(())
     }
 
-    /// The tag in bits 48‥63 of every [`RawNotify`] this `Sim` hands out (the same for all of
-    /// them, and different from every other `Sim`'s of this process): lets a layer above keep
-    /// only the other 48 bits of a handle and rebuild it.
-    pub fn notify_tag(&self) -> u16 {
-        read(&self.inner.notifies).tag()
+    /// What every [`RawNotify`] this `Sim` hands out has in common (kind and this `Sim`'s
+    /// random salt): lets a layer above reject a handle of another kind, `Sim` or process
+    /// before any other check, without a lookup. Whether a handle is live is
+    /// [`notify_is_live`](Self::notify_is_live)'s to say.
+    pub fn notify_stamp(&self) -> acl_notify_handles::Stamp {
+        read(&self.inner.notifies).stamp()
     }
 
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
@@ -1059,6 +1045,7 @@ impl Sim {
     fn insert_notify(&self, e: NotifyEntry) -> Result<RawNotify, SimError> {
         write(&self.inner.notifies)
             .insert(e)
+            .ok()
             .map(RawNotify)
             .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
     }
@@ -2284,6 +2271,7 @@ impl StreamOps for Sim {
                 default: false,
                 graph: graph.clone(),
             })
+            .ok()
             .map(RawStream)
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
         if let Some(g) = graph {
@@ -2307,6 +2295,7 @@ impl StreamOps for Sim {
                 default: true,
                 graph: graph.clone(),
             })
+            .ok()
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
         if let Some(g) = graph {
             g.set_handle(h);

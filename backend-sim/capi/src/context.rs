@@ -11,13 +11,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Instant;
 
 use acl_notify_core::{
-    BackendError, CntNotifyOps, Error, EventOps, FailureMode, NotifyResources, RawStream,
-    StreamControl, StreamDestroy, StreamOps, SyncWait,
+    BackendError, Error, FailureMode, RawStream, StreamControl, StreamDestroy, StreamOps, SyncWait,
 };
 
 use crate::errmsg::{CallError, param};
-use crate::handle::{HandleTable, Kind, MAX_HANDLES};
-use crate::runtime::{NotifyHandles, Runtime, StreamEntry};
+use crate::handle::{CTable, Kind, MAX_HANDLES};
+use crate::runtime::{Runtime, StreamEntry};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -34,7 +33,7 @@ pub(crate) struct CtxEntry {
 
 /// The session's contexts.
 pub(crate) struct Contexts {
-    table: RwLock<HandleTable<CtxEntry>>,
+    table: RwLock<CTable<CtxEntry>>,
     /// The primary context of each device, once made.
     primaries: Mutex<Vec<Option<usize>>>,
     /// The C stream handle of each context's default stream, once handed out.
@@ -44,7 +43,7 @@ pub(crate) struct Contexts {
 impl Contexts {
     pub(crate) fn new(seed: u64, devices: usize) -> Self {
         Contexts {
-            table: RwLock::new(HandleTable::new(Kind::Context, seed)),
+            table: RwLock::new(CTable::new(Kind::Context, seed)),
             primaries: Mutex::new(vec![None; devices]),
             default_handles: Mutex::new(HashMap::new()),
         }
@@ -87,9 +86,7 @@ fn bad_context(ctx: usize) -> CallError {
 /// the simulator runs every stream the same way.
 const STREAM_FLAGS: u32 = 0x3f;
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
-    Runtime<B>
-{
+impl Runtime {
     /// The primary context of `device`, made on first use.
     pub(crate) fn primary_context(&self, device: u32) -> Result<usize, CallError> {
         let mut p = lock(&self.contexts.primaries);

@@ -6,13 +6,12 @@ use std::sync::PoisonError;
 
 use acl_notify_core::event::{EventKind, EventSpec, IpcEventHandle, LatestRecord, elapsed_ms};
 use acl_notify_core::{
-    CntNotifyOps, Error, EventOps, EventRecordedStatus, EventWaitStatus, NotifyResources, RawEvent,
-    StreamControl, StreamOps, SyncWait, Timeout,
+    Backend, Error, EventOps, EventRecordedStatus, EventWaitStatus, RawEvent, SyncWait, Timeout,
 };
 
 use crate::errmsg::{CallError, param};
 use crate::handle::MAX_HANDLES;
-use crate::runtime::{NotifyHandles, Runtime};
+use crate::runtime::Runtime;
 
 /// What an event handle stands for.
 #[derive(Clone, Copy, Debug)]
@@ -47,9 +46,7 @@ pub(crate) enum LegacyStatus {
     NotReady = 1,
 }
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
-    Runtime<B>
-{
+impl Runtime {
     fn event(&self, event: usize) -> Result<EventEntry, CallError> {
         self.events
             .read()

@@ -265,7 +265,7 @@ pub extern "C" fn aclrtGetSocName() -> *const c_char {
     api_ptr("aclrtGetSocName", || {
         let chip = match session::existing_runtime() {
             Some(rt) => rt.backend().chip(),
-            None => session::Dev::chip_from_env().map_err(CallError::backend)?,
+            None => acl_notify_sim::Sim::chip_from_env().map_err(CallError::backend)?,
         };
         Ok(chip.c_name().as_ptr())
     })
@@ -1087,7 +1087,7 @@ mod tests {
             assert_eq!(pid, std::process::id() as i32);
         }
         // The chip name is answered without a session.
-        let chip = session::Dev::chip_from_env().unwrap();
+        let chip = acl_notify_sim::Sim::chip_from_env().unwrap();
         // SAFETY: aclrtGetSocName returns NULL or a static NUL-terminated string.
         let name = unsafe { std::ffi::CStr::from_ptr(aclrtGetSocName()) };
         assert_eq!(name, chip.c_name());

@@ -1,7 +1,6 @@
-//! [`Runtime`]: what CANN's C API adds on top of a backend — handle tables, the per-thread
+//! [`Runtime`]: what CANN's C API adds on top of the simulator — handle tables, the per-thread
 //! current device, device reference counts, the NULL-means-default-stream rule and the
-//! SPEC §3 check order. Generic over any `B: NotifyResources + StreamOps + CntNotifyOps`; the
-//! exported functions in [`crate::ffi`] plug in the simulator.
+//! SPEC §3 check order (concrete over [`Sim`]: the crate's doc says why).
 //!
 //! Methods here take decoded C arguments (handles as `usize`, counts, flags) and return
 //! [`CallError`]s; reading and writing C memory stays in `ffi`.
@@ -14,12 +13,13 @@ use acl_notify_core::whitelist::MAX_ENTRIES as WHITELIST_MAX;
 use acl_notify_core::{
     Backend, BackendError, CntNotifyOps, CntRecord, CntWait, CreateFlags, Error, EventOps,
     ExportFlags, ExportKey, Feature, HostCall, HostOps, ImportFlags, NotifyResources, RawCntNotify,
-    RawNotify, RawStream, ServerPid, StreamControl, StreamDestroy, StreamOps, StreamStatus,
-    SyncWait, Timeout,
+    RawNotify, RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
 use crate::errmsg::{CallError, param};
-use crate::handle::{HandleTable, Kind, MAX_HANDLES, NotifyCodec};
+use acl_notify_sim::{Sim, SimError};
+
+use crate::handle::{CTable, Kind, MAX_HANDLES, Stamp};
 
 /// What a count-notify handle stands for.
 #[derive(Clone, Copy, Debug)]
@@ -101,16 +101,17 @@ fn stream_error<E: BackendError>(stream: usize, e: E) -> CallError {
 }
 
 /// One `aclInit` … `aclFinalize` session of the process over backend `B`.
-pub(crate) struct Runtime<B> {
-    backend: B,
+pub(crate) struct Runtime {
+    backend: Sim,
     epoch: u64,
-    /// Notify handles are the backend's own, encoded (no table here: see [`crate::handle`]).
-    notifies: NotifyCodec,
-    pub(crate) streams: RwLock<HandleTable<StreamEntry>>,
-    cnts: RwLock<HandleTable<CntEntry>>,
+    /// What the backend's notify handles have in common: C sees them as they are (no table
+    /// here: see [`crate::handle`]).
+    notifies: Stamp,
+    pub(crate) streams: RwLock<CTable<StreamEntry>>,
+    cnts: RwLock<CTable<CntEntry>>,
     /// Contexts and events (`context`, `event` modules).
     pub(crate) contexts: crate::context::Contexts,
-    pub(crate) events: RwLock<HandleTable<crate::event::EventEntry>>,
+    pub(crate) events: RwLock<CTable<crate::event::EventEntry>>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
@@ -118,7 +119,7 @@ pub(crate) struct Runtime<B> {
     pid: i32,
 }
 
-impl<B> core::fmt::Debug for Runtime<B> {
+impl core::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("Runtime")
             .field("epoch", &self.epoch)
@@ -126,23 +127,21 @@ impl<B> core::fmt::Debug for Runtime<B> {
     }
 }
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
-    Runtime<B>
-{
+impl Runtime {
     /// A session over `backend`. `epoch` must differ from every earlier session's in this
     /// process; `seed` should be random (it salts the handles).
-    pub(crate) fn new(backend: B, epoch: u64, seed: u64) -> Self {
+    pub(crate) fn new(backend: Sim, epoch: u64, seed: u64) -> Self {
         let devices = backend.device_count() as usize;
         let pid = backend.bare_tgid();
-        let notifies = NotifyCodec::new(seed, backend.notify_tag());
+        let notifies = backend.notify_stamp();
         Runtime {
             backend,
             epoch,
             notifies,
-            streams: RwLock::new(HandleTable::new(Kind::Stream, seed.rotate_left(17))),
-            cnts: RwLock::new(HandleTable::new(Kind::CntNotify, seed.rotate_left(41))),
+            streams: RwLock::new(CTable::new(Kind::Stream, seed.rotate_left(17))),
+            cnts: RwLock::new(CTable::new(Kind::CntNotify, seed.rotate_left(41))),
             contexts: crate::context::Contexts::new(seed.rotate_left(23), devices),
-            events: RwLock::new(HandleTable::new(Kind::Event, seed.rotate_left(29))),
+            events: RwLock::new(CTable::new(Kind::Event, seed.rotate_left(29))),
             device_refs: Mutex::new(vec![0; devices]),
             pid,
         }
@@ -154,7 +153,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
     }
 
     /// The backend.
-    pub(crate) fn backend(&self) -> &B {
+    pub(crate) fn backend(&self) -> &Sim {
         &self.backend
     }
 
@@ -163,10 +162,11 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
     /// The backend handle a C notify handle stands for, without asking the backend.
     #[inline]
     fn decode_notify(&self, handle: usize) -> Result<RawNotify, CallError> {
-        self.notifies
-            .decode(handle)
-            .map(RawNotify)
-            .ok_or_else(|| bad_notify(handle))
+        if self.notifies.admits(handle as u64) {
+            Ok(RawNotify(handle as u64))
+        } else {
+            Err(bad_notify(handle))
+        }
     }
 
     /// The live backend notify a C handle stands for (checked before the other arguments,
@@ -190,13 +190,8 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
 
     #[inline]
     fn add_notify(&self, raw: RawNotify) -> Result<usize, CallError> {
-        self.notifies.encode(raw.0).ok_or_else(|| {
-            let _ = self.backend.destroy_notify(raw);
-            CallError::new(
-                Error::ResourceAllocFail,
-                format!("the process already holds {MAX_HANDLES} notify handles"),
-            )
-        })
+        // The simulator's table bounds the number of live handles ([`MAX_HANDLES`]).
+        Ok(raw.0 as usize)
     }
 
     // ---- devices -------------------------------------------------------------------------
@@ -394,7 +389,8 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
             });
         if let Some(h) = h {
             // Deadlock reports and the inspector name the stream as the C caller sees it.
-            self.backend.set_stream_alias(raw, h as u64);
+            // The stream was created a moment ago by this thread: it is live.
+            let _ = self.backend.set_stream_alias(raw, h as u64);
         }
         h.ok_or_else(|| {
             let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
@@ -569,7 +565,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
     /// with the C handle the caller passed.
     /// A failed record or wait: a 107017 names the handle, notify or stream, in the caller's
     /// terms (a stream destroyed while the call waited for room in its queue gets here).
-    fn task_error(&self, n: RawNotify, notify: usize, stream: usize, e: B::Error) -> CallError {
+    fn task_error(&self, n: RawNotify, notify: usize, stream: usize, e: SimError) -> CallError {
         if e.kind() == Error::InvalidHandle && self.backend.notify_is_live(n) {
             bad_stream(stream)
         } else {
@@ -577,7 +573,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
         }
     }
 
-    fn notify_error(&self, n: RawNotify, handle: usize, e: B::Error) -> CallError {
+    fn notify_error(&self, n: RawNotify, handle: usize, e: SimError) -> CallError {
         if e.kind() == Error::InvalidHandle && !self.backend.notify_is_live(n) {
             bad_notify(handle)
         } else {
@@ -762,88 +758,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
     }
 }
 
-/// A backend whose notify handles the C layer encodes ([`NotifyCodec`]) instead of keeping a
-/// table of its own: the backend's table checks them on every call.
-pub(crate) trait NotifyHandles {
-    /// The tag in bits 48‥63 of every notify handle this backend hands out.
-    fn notify_tag(&self) -> u16;
-    /// Whether `notify` is a live notify handle of this backend.
-    fn notify_is_live(&self, notify: RawNotify) -> bool;
-    /// Destroys every notify handle whose device satisfies `which`.
-    fn destroy_notifies_where(&self, which: impl FnMut(u32) -> bool);
-    /// Discards every stream of the backend whose device satisfies `which` (default streams
-    /// and streams being drained included), cancelling them all before waiting for any.
-    fn discard_streams_where(&self, which: impl FnMut(u32) -> bool);
-    /// Names backend stream `raw` by its C handle in the backend's diagnostics (the wait-for
-    /// graph); a backend without them ignores it.
-    fn set_stream_alias(&self, _raw: RawStream, _handle: u64) {}
-    /// Records of `notify` merged into an already-set flag: (since the last wait, in all).
-    fn merged_records(&self, notify: RawNotify) -> Result<(u32, u32), CallError>;
-    /// Why backend stream `raw` is not done (its blocked head task, its stored failure), if
-    /// the backend can say.
-    fn stream_report(&self, _raw: RawStream) -> Option<String> {
-        None
-    }
-}
-
-impl NotifyHandles for acl_notify_sim::Sim {
-    fn notify_tag(&self) -> u16 {
-        acl_notify_sim::Sim::notify_tag(self)
-    }
-    fn notify_is_live(&self, notify: RawNotify) -> bool {
-        acl_notify_sim::Sim::notify_is_live(self, notify)
-    }
-    fn destroy_notifies_where(&self, which: impl FnMut(u32) -> bool) {
-        acl_notify_sim::Sim::destroy_notifies_where(self, which);
-    }
-    fn discard_streams_where(&self, which: impl FnMut(u32) -> bool) {
-        acl_notify_sim::Sim::discard_streams_where(self, which);
-    }
-    fn set_stream_alias(&self, raw: RawStream, handle: u64) {
-        // The stream was created a moment ago by this thread: it is live.
-        let _ = acl_notify_sim::Sim::set_stream_alias(self, raw, handle);
-    }
-    fn merged_records(&self, notify: RawNotify) -> Result<(u32, u32), CallError> {
-        let m = acl_notify_sim::Sim::merged_records(self, notify).map_err(CallError::backend)?;
-        Ok((m.since_wait, m.total))
-    }
-    fn stream_report(&self, raw: RawStream) -> Option<String> {
-        acl_notify_sim::Sim::stream_report(self, raw)
-    }
-}
-
-/// A backend that resets a batch of handles produced one at a time, so the C layer can
-/// translate its handles as the backend walks the batch: no intermediate array, one pass.
-pub(crate) trait BatchResetWith: Backend {
-    /// `batch_reset` where `next(i)` yields element `i` of `num`, or `None` to end the batch
-    /// there (the caller's own check failed); see `Sim::batch_reset_with`.
-    fn batch_reset_with(
-        &self,
-        num: usize,
-        next: impl FnMut(usize) -> Option<RawNotify>,
-    ) -> Result<(), Self::Error>;
-}
-
-impl BatchResetWith for acl_notify_sim::Sim {
-    fn batch_reset_with(
-        &self,
-        num: usize,
-        next: impl FnMut(usize) -> Option<RawNotify>,
-    ) -> Result<(), Self::Error> {
-        acl_notify_sim::Sim::batch_reset_with(self, num, next)
-    }
-}
-
-impl<
-    B: NotifyResources
-        + StreamOps
-        + CntNotifyOps
-        + EventOps
-        + StreamControl
-        + NotifyHandles
-        + BatchResetWith,
-> Runtime<B>
-{
+impl Runtime {
     /// `aclrtNotifyBatchReset` after the array and count checks: `next(i)` yields element `i`
     /// (`num` ≥ 1 of them). Elements are checked in order; the ones before the first failing
     /// element are reset, then that element's code is returned. Element `i` is read only
@@ -868,11 +783,13 @@ impl<
             }
             h => {
                 last = h;
-                let raw = self.notifies.decode(h).map(RawNotify);
-                if raw.is_none() {
-                    failure = Some(bad_notify(h));
+                match self.decode_notify(h) {
+                    Ok(raw) => Some(raw),
+                    Err(e) => {
+                        failure = Some(e);
+                        None
+                    }
                 }
-                raw
             }
         });
         r.map_err(|e| {
@@ -890,9 +807,7 @@ impl<
 /// and the info structs; what remains runs here in this order: 207000 on a SoC without count
 /// notifies; 107017 bad count-notify handle; then, for stream calls, the stream (107017,
 /// 107002, 107003).
-impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
-    Runtime<B>
-{
+impl Runtime {
     fn cnt(&self, handle: usize) -> Result<CntEntry, CallError> {
         self.require(Feature::CntNotify)?;
         self.cnts
@@ -990,10 +905,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
 }
 
 /// The simulator's extensions beyond CANN's API (`aclnsim*`), for backends with [`HostOps`].
-impl<
-    B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles + HostOps,
-> Runtime<B>
-{
+impl Runtime {
     /// The notify's backend handle, after checking the calling thread's current device is the
     /// owner's: 107017; 107002; 107000.
     fn owner_side(&self, notify: usize) -> Result<RawNotify, CallError> {
@@ -1043,7 +955,8 @@ impl<
     /// `aclnsimNotifyGetMergedRecords`: any holder may ask, from any device.
     pub(crate) fn merged_records(&self, notify: usize) -> Result<(u32, u32), CallError> {
         let n = self.notify(notify)?;
-        self.backend.merged_records(n)
+        let m = self.backend.merged_records(n).map_err(CallError::backend)?;
+        Ok((m.since_wait, m.total))
     }
 
     /// `aclnsimGetNotifyFreeCount`.
@@ -1061,7 +974,7 @@ mod tests {
 
     use acl_notify_sim::NamespaceGuard as Ns;
 
-    fn runtime(tag: &str) -> (Runtime<Sim>, Ns) {
+    fn runtime(tag: &str) -> (Runtime, Ns) {
         let ns = format!("unit-capi-{tag}-{}", std::process::id());
         let _ = Sim::remove_namespace(&ns);
         let sim = Sim::builder()
