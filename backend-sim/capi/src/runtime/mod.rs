@@ -17,6 +17,7 @@ use acl_notify_sim::Sim;
 
 use crate::errmsg::CallError;
 use crate::handle::{CTable, Kind, Stamp};
+use cnt::CntEntry;
 
 /// What a stream handle stands for.
 #[derive(Clone, Copy, Debug)]
@@ -207,7 +208,6 @@ impl Runtime {
 }
 
 mod cnt;
-use cnt::CntEntry;
 mod device;
 mod ext;
 mod ipc;
