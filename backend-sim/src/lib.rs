@@ -351,6 +351,13 @@ impl SimBuilder {
         .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
         // Salts this `Sim`'s handle tables: handles of another `Sim` or process are refused.
         let seed = acl_notify_handles::random_seed();
+        let notifies = Slab::new(Kind::Notify, seed);
+        // Remote imports (cluster mode) are notify handles of a table of their own, whose salt
+        // is never the local table's: no handle names both.
+        let remote_seed = (1u64..)
+            .map(|i| seed ^ i)
+            .find(|&s| Slab::<()>::new(Kind::Notify, s).stamp() != notifies.stamp())
+            .unwrap_or(!seed);
         let namespace_for_graph = namespace.clone();
         let pid = sys::getpid();
         // What a whitelist entry for this process holds (see `sys::process_identity`).
@@ -367,7 +374,7 @@ impl SimBuilder {
                 self.server_id,
                 &namespace,
                 pid,
-                tag ^ 0x1000,
+                remote_seed,
             )?),
             None => None,
         };
@@ -382,7 +389,7 @@ impl SimBuilder {
                 identity,
                 file,
                 remote: Mutex::new(HashMap::new()),
-                notifies: RwLock::new(Slab::new(Kind::Notify, seed)),
+                notifies: RwLock::new(notifies),
                 streams: RwLock::new(Slab::new(Kind::Stream, seed)),
                 defaults: Mutex::new(vec![None; self.devices as usize]),
                 draining: Mutex::new(Vec::new()),

@@ -45,9 +45,9 @@ use acl_notify_core::Error;
 use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
 use serde_json::{Value, json};
 
-use crate::handles::Slab;
 use crate::shm::SlotRef;
 use crate::{SimError, err, lock, read, write};
+use acl_notify_handles::{Kind, Slab};
 use etcd::{Cmp, Etcd, EtcdError, Op};
 
 /// The cluster endpoint list (`etcd://host:port,host:port[/pod]`).
@@ -377,13 +377,14 @@ impl Shared {
 impl Cluster {
     /// Joins the cluster as process `pid` of server `server` on host `<hostname>/<namespace>`:
     /// registers the process, claims the server id for the host and starts the lease keeper.
+    /// `seed` salts the handles of remote imports (see `acl_notify_handles::Slab::new`).
     /// Codes: 507022 cluster unreachable; 107000 the server id belongs to another host.
     pub fn join(
         cfg: &ClusterConfig,
         server: u32,
         namespace: &str,
         pid: i32,
-        tag: u16,
+        seed: u64,
     ) -> Result<Cluster, SimError> {
         let shared = Arc::new(Shared {
             etcd: Etcd::new(cfg.endpoints.clone(), cfg.timeout),
@@ -414,7 +415,7 @@ impl Cluster {
             .map_err(|e| err(Error::DrvInternalError, format!("lease thread: {e}")))?;
         Ok(Cluster {
             shared,
-            remote: RwLock::new(Slab::new(tag)),
+            remote: RwLock::new(Slab::new(Kind::Notify, seed)),
             watcher: Mutex::new(None),
             keeper: Mutex::new(Some(keeper)),
         })
@@ -567,7 +568,7 @@ impl Cluster {
 
     /// A handle for an imported remote notify.
     pub fn insert(&self, n: RemoteNotify) -> Option<u64> {
-        write(&self.remote).insert(n)
+        write(&self.remote).insert(n).ok()
     }
 
     /// The remote import behind handle `h`, if it is one.

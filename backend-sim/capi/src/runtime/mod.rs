@@ -12,7 +12,9 @@
 use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
 
-use acl_notify_core::{Backend, BackendError, Error, Feature, RawNotify, RawStream};
+use acl_notify_core::{
+    Backend, BackendError, Error, Feature, NotifyResources, RawNotify, RawStream,
+};
 use acl_notify_sim::Sim;
 
 use crate::errmsg::CallError;
@@ -178,10 +180,21 @@ impl Runtime {
             .ok_or_else(|| bad_stream(handle))
     }
 
+    /// The C handle of a notify the backend just made: the backend's own (its table bounds
+    /// the number of live handles, `MAX_HANDLES`).
     #[inline]
     fn add_notify(&self, raw: RawNotify) -> Result<usize, CallError> {
-        // The simulator's table bounds the number of live handles ([`MAX_HANDLES`]).
-        Ok(raw.0 as usize)
+        if self.notifies.admits(raw.0) {
+            return Ok(raw.0 as usize);
+        }
+        // Only a remote import of cluster mode is kept in another table of the simulator;
+        // this layer's checks know the local one only.
+        let _ = self.backend.destroy_notify(raw);
+        Err(CallError::new(
+            Error::ResourceAllocFail,
+            "the notify was imported from another host (cluster mode), which the C library \
+             does not hand out",
+        ))
     }
 
     #[inline]
