@@ -12,41 +12,82 @@
 //! - Streams, count notifies, contexts and events have a [`CTable`] here, because the C layer
 //!   keeps more about them than the simulator does (the context of a stream, the device).
 
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use acl_notify_core::Error;
 use acl_notify_handles::Slab;
 pub(crate) use acl_notify_handles::{Kind, MAX_LIVE as MAX_HANDLES, Stamp};
 
-/// One table of C handles of one [`Kind`]: the shared [`Slab`] with its handles typed as what
-/// a `void *` holds (`usize`; the library is LP64 only, so no bit is lost).
-pub(crate) struct CTable<T>(Slab<T>);
+use crate::errmsg::CallError;
+
+/// 107017 for a handle that is not a live `noun` of this session: "notify 0x… is not a live
+/// notify of this process (…, or not a notify)"; `a_noun` is the noun with its article.
+pub(crate) fn not_live(noun: &str, a_noun: &str, handle: usize) -> CallError {
+    CallError::new(
+        Error::InvalidHandle,
+        format!(
+            "{noun} {handle:#x} is not a live {noun} of this process (destroyed, from another \
+             process or session, or not {a_noun})"
+        ),
+    )
+}
+
+/// One table of C handles of one [`Kind`]: the shared [`Slab`] behind its own lock, with its
+/// handles typed as what a `void *` holds (`usize`; the library is LP64 only, so no bit is
+/// lost). A panic while the lock is held leaves the slab consistent (each change is one step
+/// of it), so a poisoned lock is used as it is.
+pub(crate) struct CTable<T> {
+    slab: RwLock<Slab<T>>,
+    /// What the handles are, plural, for the message of a full table ("streams").
+    what: &'static str,
+}
 
 impl<T: Copy> CTable<T> {
-    /// An empty table; `seed` should be random per session (it salts the handles).
-    pub(crate) fn new(kind: Kind, seed: u64) -> Self {
-        CTable(Slab::new(kind, seed))
+    /// An empty table of `what` (plural, for messages); `seed` should be random per session
+    /// (it salts the handles).
+    pub(crate) fn new(kind: Kind, what: &'static str, seed: u64) -> Self {
+        CTable {
+            slab: RwLock::new(Slab::new(kind, seed)),
+            what,
+        }
     }
 
-    /// Stores `value` and returns its handle; `None` if [`MAX_HANDLES`] are live.
-    pub(crate) fn insert(&mut self, value: T) -> Option<usize> {
-        self.0.insert(value).ok().map(|h| h as usize)
+    fn read(&self) -> RwLockReadGuard<'_, Slab<T>> {
+        self.slab.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Slab<T>> {
+        self.slab.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Stores `value` and returns its handle; 207001 if [`MAX_HANDLES`] are live.
+    pub(crate) fn insert(&self, value: T) -> Result<usize, CallError> {
+        let h = self.write().insert(value);
+        h.map(|h| h as usize).map_err(|_| {
+            CallError::new(
+                Error::ResourceAllocFail,
+                format!("the process already holds {MAX_HANDLES} {}", self.what),
+            )
+        })
     }
 
     /// The value behind a live handle.
     pub(crate) fn get(&self, handle: usize) -> Option<T> {
-        self.0.get(handle as u64).copied()
+        self.read().get(handle as u64).copied()
     }
 
     /// Removes a live handle and returns its value; the handle is dead from now on.
-    pub(crate) fn remove(&mut self, handle: usize) -> Option<T> {
-        self.0.remove(handle as u64)
+    pub(crate) fn remove(&self, handle: usize) -> Option<T> {
+        self.write().remove(handle as u64)
     }
 
     /// Removes every live handle whose value satisfies `pred`, returning the values.
-    pub(crate) fn remove_where(&mut self, pred: impl FnMut(&T) -> bool) -> Vec<T> {
-        self.0.remove_where(pred)
+    pub(crate) fn remove_where(&self, pred: impl FnMut(&T) -> bool) -> Vec<T> {
+        self.write().remove_where(pred)
     }
 
-    /// Every live value.
-    pub(crate) fn values(&self) -> impl Iterator<Item = T> + '_ {
-        self.0.values().copied()
+    /// Every live value whose value satisfies `pred`.
+    pub(crate) fn values_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<T> {
+        self.read().values().filter(|v| pred(v)).copied().collect()
     }
 }

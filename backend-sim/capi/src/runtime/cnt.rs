@@ -1,15 +1,13 @@
 //! The count-notify calls of [`Runtime`] (SPEC §6).
 
-use std::sync::PoisonError;
-
 use acl_notify_core::{
     BackendError, CntNotifyOps, CntRecord, CntWait, Error, Feature, RawCntNotify,
 };
 
 use crate::errmsg::CallError;
+use crate::handle::not_live;
 
 use super::Runtime;
-use crate::handle::MAX_HANDLES;
 
 /// What a count-notify handle stands for.
 #[derive(Clone, Copy, Debug)]
@@ -27,18 +25,8 @@ impl Runtime {
     fn cnt(&self, handle: usize) -> Result<CntEntry, CallError> {
         self.require(Feature::CntNotify)?;
         self.cnts
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
             .get(handle)
-            .ok_or_else(|| {
-                CallError::new(
-                    Error::InvalidHandle,
-                    format!(
-                        "count notify {handle:#x} is not a live count notify of this process \
-                         (destroyed, from another process or session, or not a count notify)"
-                    ),
-                )
-            })
+            .ok_or_else(|| not_live("count notify", "a count notify", handle))
     }
 
     /// `aclrtCntNotifyCreate` (after the pointer and flag checks).
@@ -49,17 +37,8 @@ impl Runtime {
             .backend
             .cnt_create(device)
             .map_err(CallError::backend)?;
-        let h = self
-            .cnts
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(CntEntry { raw, device });
-        h.ok_or_else(|| {
+        self.cnts.insert(CntEntry { raw, device }).inspect_err(|_| {
             let _ = self.backend.cnt_destroy(raw);
-            CallError::new(
-                Error::ResourceAllocFail,
-                format!("the process already holds {MAX_HANDLES} count-notify handles"),
-            )
         })
     }
 
@@ -68,10 +47,7 @@ impl Runtime {
         let c = self.cnt(cnt)?;
         let r = self.backend.cnt_destroy(c.raw);
         if r.is_ok() || r.as_ref().is_err_and(|e| e.kind() == Error::InvalidHandle) {
-            self.cnts
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(cnt);
+            self.cnts.remove(cnt);
         }
         r.map_err(CallError::backend)
     }

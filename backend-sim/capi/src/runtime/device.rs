@@ -2,7 +2,6 @@
 //! counts, reset, peer access.
 
 use std::cell::Cell;
-use std::sync::PoisonError;
 
 use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
 
@@ -101,26 +100,15 @@ impl Runtime {
     /// `aclrtDestroyStream` on another thread. All of them are cancelled before any is waited
     /// for (a host function on one may be synchronizing another).
     pub(crate) fn release(&self, which: impl Fn(u32) -> bool) {
-        self.streams
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove_where(|s| which(s.device));
+        self.streams.remove_where(|s| which(s.device));
         self.backend.discard_streams_where(&which);
         self.backend.destroy_notifies_where(&which);
-        let cnts = self
-            .cnts
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove_where(|c| which(c.device));
+        let cnts = self.cnts.remove_where(|c| which(c.device));
         for c in cnts {
             let _ = self.backend.cnt_destroy(c.raw);
         }
         self.contexts.forget_where(&which);
-        let events = self
-            .events
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove_where(|e| which(e.device));
+        let events = self.events.remove_where(|e| which(e.device));
         for e in events {
             let _ = self.backend.event_destroy(e.raw);
         }

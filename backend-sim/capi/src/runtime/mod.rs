@@ -10,7 +10,7 @@
 //! `ipc`, `cnt`, `ext` (and `crate::context`, `crate::event`).
 
 use std::cell::Cell;
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use acl_notify_core::{
     Backend, BackendError, Error, Feature, NotifyResources, RawNotify, RawStream,
@@ -18,7 +18,7 @@ use acl_notify_core::{
 use acl_notify_sim::Sim;
 
 use crate::errmsg::CallError;
-use crate::handle::{CTable, Kind, Stamp};
+use crate::handle::{CTable, Kind, Stamp, not_live};
 use cnt::CntEntry;
 
 /// What a stream handle stands for.
@@ -46,23 +46,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// 107017 for a notify handle that is not a live one of this session.
 fn bad_notify(handle: usize) -> CallError {
-    CallError::new(
-        Error::InvalidHandle,
-        format!(
-            "notify {handle:#x} is not a live notify of this process \
-             (destroyed, from another process or session, or not a notify)"
-        ),
-    )
+    not_live("notify", "a notify", handle)
 }
 
+/// 107017 for a stream handle that is not a live one of this session.
 fn bad_stream(handle: usize) -> CallError {
-    CallError::new(
-        Error::InvalidHandle,
-        format!(
-            "stream {handle:#x} is not a live stream of this process \
-             (destroyed, from another process or session, or not a stream)"
-        ),
-    )
+    not_live("stream", "a stream", handle)
 }
 
 /// "stream 0x…" for a C stream handle, "the default stream" for NULL.
@@ -99,11 +88,11 @@ pub(crate) struct Runtime {
     /// What the backend's notify handles have in common: C sees them as they are (no table
     /// here: see [`crate::handle`]).
     notifies: Stamp,
-    pub(crate) streams: RwLock<CTable<StreamEntry>>,
-    cnts: RwLock<CTable<CntEntry>>,
+    pub(crate) streams: CTable<StreamEntry>,
+    cnts: CTable<CntEntry>,
     /// Contexts and events (`context`, `event` modules).
     pub(crate) contexts: crate::context::Contexts,
-    pub(crate) events: RwLock<CTable<crate::event::EventEntry>>,
+    pub(crate) events: CTable<crate::event::EventEntry>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
@@ -130,10 +119,14 @@ impl Runtime {
             backend,
             epoch,
             notifies,
-            streams: RwLock::new(CTable::new(Kind::Stream, seed.rotate_left(17))),
-            cnts: RwLock::new(CTable::new(Kind::CntNotify, seed.rotate_left(41))),
+            streams: CTable::new(Kind::Stream, "streams", seed.rotate_left(17)),
+            cnts: CTable::new(
+                Kind::CntNotify,
+                "count-notify handles",
+                seed.rotate_left(41),
+            ),
             contexts: crate::context::Contexts::new(seed.rotate_left(23), devices),
-            events: RwLock::new(CTable::new(Kind::Event, seed.rotate_left(29))),
+            events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
             device_refs: Mutex::new(vec![0; devices]),
             pid,
         }
@@ -173,11 +166,7 @@ impl Runtime {
     }
 
     pub(crate) fn stream(&self, handle: usize) -> Result<StreamEntry, CallError> {
-        self.streams
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(handle)
-            .ok_or_else(|| bad_stream(handle))
+        self.streams.get(handle).ok_or_else(|| bad_stream(handle))
     }
 
     /// The C handle of a notify the backend just made: the backend's own (its table bounds

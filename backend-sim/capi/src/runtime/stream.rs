@@ -1,8 +1,6 @@
 //! The stream calls of [`Runtime`]: NULL as the default stream, create, destroy, synchronize,
 //! query, host functions.
 
-use std::sync::PoisonError;
-
 use acl_notify_core::{
     BackendError, Error, HostCall, RawStream, StreamDestroy, StreamOps, StreamStatus, SyncWait,
 };
@@ -10,7 +8,6 @@ use acl_notify_core::{
 use crate::errmsg::{CallError, param};
 
 use super::{Runtime, StreamEntry, bad_stream, stream_error, stream_name};
-use crate::handle::MAX_HANDLES;
 
 impl Runtime {
     /// The backend stream a C stream argument means on the calling thread: a live stream of
@@ -53,26 +50,19 @@ impl Runtime {
             .map_err(CallError::backend)?;
         let h = self
             .streams
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
             .insert(StreamEntry {
                 raw,
                 device,
                 ctx,
                 default: false,
-            });
-        if let Some(h) = h {
-            // Deadlock reports and the inspector name the stream as the C caller sees it.
-            // The stream was created a moment ago by this thread: it is live.
-            let _ = self.backend.set_stream_alias(raw, h as u64);
-        }
-        h.ok_or_else(|| {
-            let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
-            CallError::new(
-                Error::ResourceAllocFail,
-                format!("the process already holds {MAX_HANDLES} streams"),
-            )
-        })
+            })
+            .inspect_err(|_| {
+                let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
+            })?;
+        // Deadlock reports and the inspector name the stream as the C caller sees it. The
+        // stream was created a moment ago by this thread: it is live.
+        let _ = self.backend.set_stream_alias(raw, h as u64);
+        Ok(h)
     }
 
     /// `aclrtDestroyStream` / `aclrtDestroyStreamForce` (`stream` is not NULL).
@@ -89,13 +79,7 @@ impl Runtime {
         }
         // Dead for every other caller from now on, even while a drain is still running. Only
         // the caller that removes it destroys it: a racing destroy is told the handle is dead.
-        if self
-            .streams
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(stream)
-            .is_none()
-        {
+        if self.streams.remove(stream).is_none() {
             return Err(bad_stream(stream));
         }
         self.backend.destroy_stream(raw, mode).map_err(|e| {
