@@ -105,6 +105,7 @@ pub(crate) fn to_ptr(h: usize) -> *mut c_void {
 mod cnt;
 mod device;
 mod ext;
+pub(crate) mod ipc_args;
 mod notify;
 mod stream;
 

@@ -3,9 +3,9 @@
 
 use std::ffi::c_char;
 
-use acl_notify_core::key::KEY_BUF_LEN;
 use acl_notify_core::{CreateFlags, ServerPid};
 
+use super::ipc_args::{ServerPids, key_text, pids_at, write_key};
 use super::{aclError, aclrtNotify, aclrtServerPid, aclrtStream, api, handle, to_ptr};
 use crate::errmsg::{CallError, null_arg, param};
 use crate::session::{runtime, with_runtime};
@@ -156,10 +156,9 @@ pub unsafe extern "C" fn aclrtNotifyGetExportKey(
         // the session's closure: no copy of it is moved out through the layers in between.
         with_runtime(|rt| {
             let k = rt.export_key(handle(notify), len, flags)?;
-            // SAFETY: `export_key` checked len >= KEY_BUF_LEN, and the caller guarantees
-            // `len` writable bytes at `key`; only the first KEY_BUF_LEN are touched.
-            let buf = unsafe { std::slice::from_raw_parts_mut(key.cast::<u8>(), KEY_BUF_LEN) };
-            k.write_c(buf).map_err(|e| CallError::new(e, "key buffer"))
+            // SAFETY: non-NULL; `export_key` checked len >= KEY_BUF_LEN, and the caller
+            // guarantees `len` writable bytes at `key`.
+            unsafe { write_key(key, &k) }
         })
     })
 }
@@ -188,9 +187,8 @@ pub unsafe extern "C" fn aclrtNotifySetImportPid(
         with_runtime(|rt| {
             rt.set_import_pids(handle(notify), num, |take| {
                 // SAFETY: non-NULL; `take <= num` (and at most 65, so in range for a slice),
-                // and the caller guarantees `num` readable, initialised elements (aligned as
-                // `int32_t *` is in C).
-                unsafe { std::slice::from_raw_parts(pid.cast_const(), take) }
+                // and the caller guarantees `num` readable, initialised elements.
+                unsafe { pids_at(pid, take) }
             })
         })
     })
@@ -213,36 +211,14 @@ pub unsafe extern "C" fn aclrtNotifySetImportPidInterServer(
     num: usize,
 ) -> aclError {
     api("aclrtNotifySetImportPidInterServer", || {
-        if notify.is_null() {
-            return Err(param("`notify` is NULL"));
-        }
-        if server_pids.is_null() {
-            return Err(param("`serverPids` is NULL"));
-        }
-        if num == 0 {
-            return Err(param("num is 0"));
-        }
-        let entry = |i: usize| {
-            // SAFETY: callers pass i < num, and the caller guarantees `num` readable entries.
-            unsafe { server_pids.add(i).read_unaligned() }
-        };
-        runtime()?.set_import_server_pids(
-            handle(notify),
-            num,
-            |i| {
-                let e = entry(i);
-                (!e.pid.is_null(), e.num)
-            },
-            |i| {
-                let e = entry(i);
-                ServerPid {
-                    sdid: e.sdid,
-                    // SAFETY: the shape check saw a non-NULL `pid` with num == 1, which the
-                    // caller guarantees readable.
-                    pid: unsafe { e.pid.read_unaligned() },
-                }
-            },
-        )
+        // SAFETY: the caller guarantees `num` readable entries at a non-NULL `server_pids`.
+        let entries = unsafe { ServerPids::new(notify.cast(), "notify", server_pids, num) }?;
+        runtime()?.set_import_server_pids(handle(notify), &entries, |e| ServerPid {
+            sdid: e.sdid,
+            // SAFETY: the shape check saw a non-NULL `pid` with num == 1, which the caller
+            // guarantees readable.
+            pid: unsafe { e.pid.read_unaligned() },
+        })
     })
 }
 
@@ -268,13 +244,8 @@ pub unsafe extern "C" fn aclrtNotifyImportByKey(
         if key.is_null() {
             return Err(null_arg("key"));
         }
-        // SAFETY: the caller guarantees a NUL-terminated string; `strnlen` stops at its NUL
-        // and reads at most KEY_BUF_LEN bytes.
-        let n = unsafe { libc::strnlen(key, KEY_BUF_LEN) };
-        // SAFETY: the `n` bytes before the NUL are readable (strnlen just read them) and stay
-        // so for the call; they are only read.
-        let text =
-            (n < KEY_BUF_LEN).then(|| unsafe { std::slice::from_raw_parts(key.cast::<u8>(), n) });
+        // SAFETY: non-NULL, and the caller guarantees a NUL-terminated string.
+        let text = unsafe { key_text(key) };
         let h = with_runtime(|rt| rt.import_by_key(text, flags))?;
         // SAFETY: non-NULL, and the caller guarantees it is writable.
         unsafe { notify.write_unaligned(to_ptr(h)) };

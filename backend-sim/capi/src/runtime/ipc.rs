@@ -9,6 +9,8 @@ use acl_notify_core::{
 use crate::errmsg::{CallError, param};
 
 use super::Runtime;
+use crate::ffi::aclrtServerPid;
+use crate::ffi::ipc_args::ServerPids;
 
 impl Runtime {
     /// `aclrtNotifyGetExportKey` after the NULL checks; returns the key to write.
@@ -87,27 +89,29 @@ impl Runtime {
             })
     }
 
-    /// `aclrtNotifySetImportPidInterServer` after the argument checks. `shape(i)` tells
-    /// whether entry `i`'s `pid` is non-NULL and its `num`; `read(i)` reads the entry (called
-    /// only once its shape is valid). Entries are checked in order and applied up to the first
-    /// failing one.
+    /// `aclrtNotifySetImportPidInterServer` after the argument checks. Each entry's shape
+    /// (`pid` non-NULL, `num` 1) is checked here; `read` reads its PID (called only once the
+    /// shape is valid). Entries are read and checked in order, none after the first failing
+    /// one, and applied up to it.
     pub(crate) fn set_import_server_pids(
         &self,
         notify: usize,
-        num: usize,
-        mut shape: impl FnMut(usize) -> (bool, usize),
-        mut read: impl FnMut(usize) -> ServerPid,
+        entries: &ServerPids,
+        mut read: impl FnMut(&aclrtServerPid) -> ServerPid,
     ) -> Result<(), CallError> {
         let n = self.notify(notify)?;
         let mut ok = Vec::new();
         let mut failure = None;
-        for i in 0..num {
-            let checked = match shape(i) {
-                (false, _) => Err(param(format!("serverPids[{i}].pid is NULL"))),
-                (true, count) if count != 1 => Err(param(format!(
-                    "serverPids[{i}].num is {count}; each entry must carry exactly 1 PID"
-                ))),
-                (true, _) => self.require(Feature::InterServer).map(|()| read(i)),
+        for (i, e) in (0..entries.len()).filter_map(|i| Some((i, entries.entry(i)?))) {
+            let checked = if e.pid.is_null() {
+                Err(param(format!("serverPids[{i}].pid is NULL")))
+            } else if e.num != 1 {
+                Err(param(format!(
+                    "serverPids[{i}].num is {}; each entry must carry exactly 1 PID",
+                    e.num
+                )))
+            } else {
+                self.require(Feature::InterServer).map(|()| read(&e))
             };
             match checked {
                 Ok(e) => ok.push(e),
