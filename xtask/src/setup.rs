@@ -36,6 +36,13 @@ const VALGRIND: Tool = Tool {
     packages: &["valgrind"],
 };
 
+/// A real browser: `cargo xtask ci-long` opens the demo's timeline page in it, headless.
+const CHROMIUM: Tool = Tool {
+    exe: "chromium",
+    arg: "--version",
+    packages: &["chromium"],
+};
+
 /// etcd (Debian's 3.4 server): the cluster tests (`backend-sim/tests/cluster.rs`) start a
 /// 3-member cluster of it on loopback.
 const ETCD: Tool = Tool {
@@ -124,4 +131,9 @@ pub fn for_demo() -> Result<(), String> {
 pub fn for_test() -> Result<(), String> {
     ensure_rust_parts()?;
     ensure_tools(&[&CC, &CXX, &VALGRIND, &ETCD])
+}
+
+/// What the timeline step of `cargo xtask ci-long` needs: Debian's chromium.
+pub fn for_browser() -> Result<(), String> {
+    ensure_tools(&[&CHROMIUM])
 }

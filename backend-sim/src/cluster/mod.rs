@@ -45,9 +45,11 @@ use acl_notify_core::Error;
 use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
 use serde_json::{Value, json};
 
-use crate::shm::SlotRef;
-use crate::{SimError, err, lock, read, write};
 use acl_notify_handles::{Kind, Slab};
+
+use crate::SimError;
+use crate::shm::SlotRef;
+use crate::sim::{err, lock, read, write};
 use etcd::{Cmp, Etcd, EtcdError, Op};
 
 /// The cluster endpoint list (`etcd://host:port,host:port[/pod]`).

@@ -5,9 +5,10 @@
 use acl_notify_core::{Error, RawStream};
 
 use super::DevRange;
+use crate::Sim;
 use crate::error::SimError;
+use crate::job::SimJob;
 use crate::stream::TaskCtx;
-use crate::{Sim, SimJob};
 
 /// The operation (`aclrtReduceKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -104,6 +105,19 @@ impl Sim {
         ty: ReduceType,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        self.mem_checked(|| self.reduce_async_unchecked(dst, src, count, op, ty, stream))
+    }
+
+    /// [`Self::reduce_async`] without the lost-file check.
+    fn reduce_async_unchecked(
+        &self,
+        dst: usize,
+        src: usize,
+        count: usize,
+        op: ReduceOp,
+        ty: ReduceType,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
         if count == 0 {
             return Ok(());
         }
@@ -138,10 +152,13 @@ impl Sim {
         };
         let (d, s) = (side(dst, "destination")?, side(src, "source")?);
         let task = Box::new(move |_: &TaskCtx| {
-            d.still("destination")?;
-            s.still("source")?;
-            run(&d, &s, op, ty);
-            Ok(())
+            let args = || serde_json::json!({"dst": dst, "src": src});
+            crate::trace::span("memory", "reduce", args, || {
+                d.still("destination")?;
+                s.still("source")?;
+                run(&d, &s, op, ty);
+                Ok(())
+            })
         });
         self.enqueue_job(&st, stream, SimJob::Other(task))
     }
