@@ -278,13 +278,12 @@ impl SimBuilder {
         .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
         // Salts this `Sim`'s handle tables: handles of another `Sim` or process are refused.
         let seed = acl_notify_handles::random_seed();
-        let notifies = Slab::new(Kind::Notify, seed);
-        // Remote imports (cluster mode) are notify handles of a table of their own, whose salt
-        // is never the local table's: no handle names both.
-        let remote_seed = (1u64..)
-            .map(|i| seed ^ i)
-            .find(|&s| Slab::<()>::new(Kind::Notify, s).stamp() != notifies.stamp())
-            .unwrap_or(!seed);
+        // In cluster mode, remote imports take the upper slot indices (`cluster`).
+        let notifies = Slab::with_indices(
+            Kind::Notify,
+            seed,
+            cluster::local_indices(self.cluster.is_some()),
+        );
         let namespace_for_graph = namespace.clone();
         let pid = sys::getpid();
         // What a whitelist entry for this process holds (see `sys::process_identity`).
@@ -301,7 +300,7 @@ impl SimBuilder {
                 self.server_id,
                 &namespace,
                 pid,
-                remote_seed,
+                seed,
             )?),
             None => None,
         };

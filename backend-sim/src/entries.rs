@@ -133,6 +133,11 @@ impl Sim {
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
     pub fn notify_is_live(&self, notify: RawNotify) -> bool {
         read(&self.inner.notifies).get(notify.0).is_some()
+            || self
+                .inner
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.get(notify.0).is_some())
     }
 
     /// Destroys every notify handle whose device (the creator's device, or an importer's own

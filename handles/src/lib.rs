@@ -117,7 +117,12 @@ pub struct Slab<T> {
     /// Kind and salt, in place.
     prefix: u64,
     seed: u64,
+    /// The slot index of `slots[0]` (see [`Slab::with_indices`]).
+    first: usize,
+    /// One past the highest slot index this table hands out.
+    end: usize,
     slots: Vec<Slot<T>>,
+    /// Free entries of `slots` (positions, not slot indices).
     free: Vec<u32>,
 }
 
@@ -125,10 +130,21 @@ impl<T> Slab<T> {
     /// An empty table of `kind` handles. `seed` supplies the salt and the slots' initial
     /// generations: pass [`random_seed`], or a value derived from one, per table.
     pub fn new(kind: Kind, seed: u64) -> Self {
+        Self::with_indices(kind, seed, 0..MAX_LIVE)
+    }
+
+    /// An empty table that hands out the slot indices in `indices` only (clamped to
+    /// `0..MAX_LIVE`). Two tables of one kind and seed have one [`Stamp`]: with disjoint
+    /// ranges they share a handle space, and no handle names a slot of both (the simulator's
+    /// local notifies and its cluster-mode remote imports, which C sees as one kind).
+    pub fn with_indices(kind: Kind, seed: u64, indices: core::ops::Range<usize>) -> Self {
         let salt = mix(seed ^ kind as u64) & SALT_MASK;
+        let end = indices.end.min(MAX_LIVE);
         Slab {
             prefix: ((kind as u64) << KIND_SHIFT) | (salt << SALT_SHIFT),
             seed,
+            first: indices.start.min(end),
+            end,
             slots: Vec::new(),
             free: Vec::new(),
         }
@@ -145,39 +161,41 @@ impl<T> Slab<T> {
         self.prefix | (generation << INDEX_BITS) | (index as u64 + 1)
     }
 
-    /// The slot a handle names, if the handle is one of this table's and still live.
+    /// The position in `slots` of the slot a handle names, if the handle is one of this
+    /// table's and still live.
     #[inline]
     fn decode(&self, handle: u64) -> Option<usize> {
         if handle & !((GEN_MASK << INDEX_BITS) | INDEX_MASK) != self.prefix {
             return None;
         }
         let index = usize::try_from(handle & INDEX_MASK).ok()?.checked_sub(1)?;
-        let slot = self.slots.get(index)?;
-        (slot.value.is_some() && slot.generation == (handle >> INDEX_BITS) & GEN_MASK)
-            .then_some(index)
+        let at = index.checked_sub(self.first)?;
+        let slot = self.slots.get(at)?;
+        (slot.value.is_some() && slot.generation == (handle >> INDEX_BITS) & GEN_MASK).then_some(at)
     }
 
-    /// Stores `value` and returns its handle; gives `value` back if [`MAX_LIVE`] handles are
-    /// live.
+    /// Stores `value` and returns its handle; gives `value` back if the table is full
+    /// ([`MAX_LIVE`] handles live, or every index of its range).
     pub fn insert(&mut self, value: T) -> Result<u64, T> {
-        let index = match self.free.pop() {
-            Some(i) => i as usize,
+        let at = match self.free.pop() {
+            Some(at) => at as usize,
             None => {
-                let i = self.slots.len();
-                if i >= MAX_LIVE {
+                let at = self.slots.len();
+                let index = self.first + at;
+                if index >= self.end {
                     return Err(value);
                 }
                 self.slots.push(Slot {
-                    generation: mix(self.seed.wrapping_add(i as u64)) & GEN_MASK,
+                    generation: mix(self.seed.wrapping_add(index as u64)) & GEN_MASK,
                     value: None,
                 });
-                i
+                at
             }
         };
-        let slot = &mut self.slots[index];
+        let slot = &mut self.slots[at];
         slot.value = Some(value);
         let generation = slot.generation;
-        Ok(self.encode(index, generation))
+        Ok(self.encode(self.first + at, generation))
     }
 
     /// The value behind a live handle.
@@ -199,13 +217,14 @@ impl<T> Slab<T> {
         self.decode(handle).is_some()
     }
 
-    /// Frees slot `index`: its generation moves on, so every copy of its handle is stale.
-    fn free_at(slots: &mut [Slot<T>], free: &mut Vec<u32>, index: usize) -> Option<T> {
-        let slot = slots.get_mut(index)?;
+    /// Frees the slot at position `at`: its generation moves on, so every copy of its handle
+    /// is stale.
+    fn free_at(slots: &mut [Slot<T>], free: &mut Vec<u32>, at: usize) -> Option<T> {
+        let slot = slots.get_mut(at)?;
         let value = slot.value.take()?;
         slot.generation = (slot.generation + 1) & GEN_MASK;
-        // `index < MAX_LIVE < 2³²`.
-        free.push(index as u32);
+        // `at < MAX_LIVE < 2³²`.
+        free.push(at as u32);
         Some(value)
     }
 
@@ -389,6 +408,32 @@ mod tests {
         let h = t.encode(3, 0);
         assert_eq!(t.remove(h), Some(3));
         assert_eq!(t.insert(8).map(|h| h & INDEX_MASK), Ok(4));
+    }
+
+    #[test]
+    fn tables_with_disjoint_indices_share_a_stamp_and_no_handle() {
+        let seed = 77;
+        let mut low = Slab::with_indices(Kind::Notify, seed, 0..4);
+        let mut high = Slab::with_indices(Kind::Notify, seed, 4..MAX_LIVE);
+        assert_eq!(low.stamp(), high.stamp());
+        let lows: Vec<u64> = (0..4u32).map(|i| low.insert(i).unwrap()).collect();
+        assert_eq!(low.insert(9), Err(9), "the low range holds 4");
+        let highs: Vec<u64> = (0..4u32).map(|i| high.insert(10 + i).unwrap()).collect();
+        for (l, h) in lows.iter().zip(&highs) {
+            assert!(low.stamp().admits(*h) && high.stamp().admits(*l));
+            assert_eq!(high.get(*l), None, "{l:#x} resolved in the high table");
+            assert_eq!(low.get(*h), None, "{h:#x} resolved in the low table");
+        }
+        assert_eq!(
+            highs[0] & INDEX_MASK,
+            5,
+            "the high range starts at index 4 (field 5)"
+        );
+        assert_eq!(high.remove(highs[1]), Some(11));
+        let again = high.insert(20).unwrap();
+        assert_eq!(again & INDEX_MASK, highs[1] & INDEX_MASK);
+        assert_ne!(again, highs[1]);
+        assert_eq!(high.get(again), Some(&20));
     }
 
     #[test]

@@ -45,7 +45,7 @@ use acl_notify_core::Error;
 use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
 use serde_json::{Value, json};
 
-use acl_notify_handles::{Kind, Slab};
+use acl_notify_handles::{Kind, MAX_LIVE, Slab};
 
 use crate::SimError;
 use crate::shm::SlotRef;
@@ -58,6 +58,18 @@ pub const ENV_CLUSTER: &str = "ACL_NOTIFY_SIM_CLUSTER";
 pub const ENV_CLUSTER_TTL: &str = "ACL_NOTIFY_SIM_CLUSTER_TTL";
 
 const DEFAULT_TTL: u32 = 10;
+
+/// Remote imports' handles look like the process's other notify handles (one table kind and
+/// salt: `acl_notify_handles::Slab::with_indices`, so the C library takes them as they are),
+/// with slot indices from here up; in cluster mode the local table keeps the indices below
+/// (its 524,288 live handles are far more than a process has).
+const REMOTE_BASE: usize = 1 << 19;
+
+/// The slot indices of the local notify table (all of them without a cluster).
+pub(crate) fn local_indices(cluster: bool) -> core::ops::Range<usize> {
+    if cluster { 0..REMOTE_BASE } else { 0..MAX_LIVE }
+}
+
 /// How often a watch or the lease keeper looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -188,6 +200,7 @@ struct Shared {
 /// threads and revokes its lease: other hosts see it gone at once.
 pub(crate) struct Cluster {
     shared: Arc<Shared>,
+    /// Remote imports, with the indices above the local table's (see [`REMOTE_BASE`]).
     remote: RwLock<Slab<RemoteNotify>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
     keeper: Mutex<Option<JoinHandle<()>>>,
@@ -379,8 +392,9 @@ impl Shared {
 impl Cluster {
     /// Joins the cluster as process `pid` of server `server` on host `<hostname>/<namespace>`:
     /// registers the process, claims the server id for the host and starts the lease keeper.
-    /// `seed` salts the handles of remote imports (see `acl_notify_handles::Slab::new`).
-    /// Codes: 507022 cluster unreachable; 107000 the server id belongs to another host.
+    /// `seed` is the `Sim`'s notify table's (the remote imports share its stamp: see
+    /// [`REMOTE_BASE`]). Codes: 507022 cluster unreachable; 107000 the server id belongs to
+    /// another host.
     pub fn join(
         cfg: &ClusterConfig,
         server: u32,
@@ -417,7 +431,11 @@ impl Cluster {
             .map_err(|e| err(Error::DrvInternalError, format!("lease thread: {e}")))?;
         Ok(Cluster {
             shared,
-            remote: RwLock::new(Slab::new(Kind::Notify, seed)),
+            remote: RwLock::new(Slab::with_indices(
+                Kind::Notify,
+                seed,
+                REMOTE_BASE..MAX_LIVE,
+            )),
             watcher: Mutex::new(None),
             keeper: Mutex::new(Some(keeper)),
         })

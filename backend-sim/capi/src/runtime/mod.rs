@@ -176,13 +176,16 @@ impl Runtime {
         if self.notifies.admits(raw.0) {
             return Ok(raw.0 as usize);
         }
-        // Only a remote import of cluster mode is kept in another table of the simulator;
-        // this layer's checks know the local one only.
+        // Every notify handle of the simulator has its stamp (cluster mode's remote imports
+        // included); one without would fail every later call, so it is not handed out.
         let _ = self.backend.destroy_notify(raw);
         Err(CallError::new(
-            Error::ResourceAllocFail,
-            "the notify was imported from another host (cluster mode), which the C library \
-             does not hand out",
+            Error::DrvInternalError,
+            format!(
+                "internal error: the simulator made notify handle {:#x} outside its notify \
+                 table's stamp",
+                raw.0
+            ),
         ))
     }
 
