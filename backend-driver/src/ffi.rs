@@ -23,6 +23,28 @@ pub(crate) struct AclrtServerPid {
     pub num: usize,
 }
 
+/// `entries` as CANN's `aclrtServerPid` array, one PID per element (`num == 1`): the PIDs,
+/// and the elements pointing into them. Both get one spare element so that every pointer is
+/// in bounds even for no entries; pass `entries.len()` as the count. The PID vector must
+/// outlive every use of the elements (moving it keeps its buffer in place).
+pub(crate) fn server_pid_array(
+    entries: &[acl_notify_core::ServerPid],
+) -> (Vec<i32>, Vec<AclrtServerPid>) {
+    let mut pids: Vec<i32> = entries.iter().map(|s| s.pid).collect();
+    pids.push(0);
+    let base = pids.as_mut_ptr();
+    let sdids = entries.iter().map(|s| s.sdid).chain([0]);
+    let elems = sdids
+        .enumerate()
+        .map(|(k, sdid)| AclrtServerPid {
+            sdid,
+            pid: base.wrapping_add(k),
+            num: 1,
+        })
+        .collect();
+    (pids, elems)
+}
+
 // The LP64 layout SPEC §3 fixes (offsets 0/8/16, size 24). CANN only ships for 64-bit Linux.
 #[cfg(target_pointer_width = "64")]
 const _: () = {
@@ -259,6 +281,17 @@ api! {
             -> AclError = "aclrtIpcMemImportByKey",
         /// `aclError aclrtIpcMemClose(const char *key)`.
         aclrtIpcMemClose: unsafe extern "C" fn(*const c_char) -> AclError = "aclrtIpcMemClose",
+        /// `aclError aclrtIpcMemImportPidInterServer(const char *key, aclrtServerPid
+        /// *serverPids, size_t num)`.
+        aclrtIpcMemImportPidInterServer: unsafe extern "C" fn(
+            *const c_char,
+            *mut AclrtServerPid,
+            usize,
+        ) -> AclError = "aclrtIpcMemImportPidInterServer",
+        /// `aclError aclrtIpcMemSetAttr(const char *key, aclrtIpcMemAttrType type, uint64_t
+        /// attr)`.
+        aclrtIpcMemSetAttr: unsafe extern "C" fn(*const c_char, u32, u64) -> AclError =
+            "aclrtIpcMemSetAttr",
         /// `aclError aclrtCreateEvent(aclrtEvent *event)`; the event calls below are optional so
         /// that a library without them (an old mock) still loads: without them every
         /// `EventOps` call is 207000.

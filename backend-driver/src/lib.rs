@@ -86,7 +86,7 @@ pub use load::{
 };
 pub use soc::{SocNaming, family_of};
 
-use ffi::{AclrtServerPid, Api};
+use ffi::Api;
 use handles::{Guard, Kind, Lookup, Table};
 
 /// Environment variable forcing the SoC family (a name from the SPEC's table, e.g.
@@ -781,23 +781,7 @@ impl NotifyResources for Driver {
         let g = i.notify_for(notify, Before::NonEmpty(entries.len()))?;
         let e = g.get();
         i.ensure_device(e.device)?;
-        let mut pids: Vec<i32> = entries.iter().map(|s| s.pid).collect();
-        pids.push(0); // never empty, so the pointers below are always in bounds
-        let base = pids.as_mut_ptr();
-        let mut c_entries: Vec<AclrtServerPid> = entries
-            .iter()
-            .enumerate()
-            .map(|(k, s)| AclrtServerPid {
-                sdid: s.sdid,
-                pid: base.wrapping_add(k),
-                num: 1,
-            })
-            .collect();
-        c_entries.push(AclrtServerPid {
-            sdid: 0,
-            pid: base.wrapping_add(entries.len()),
-            num: 1,
-        });
+        let (pids, mut c_entries) = ffi::server_pid_array(entries);
         // SAFETY: live pointer; `c_entries` has `entries.len()` (+1 spare) elements whose `pid`
         // pointers each point at one element of `pids`, which is neither moved nor resized
         // until after the call.

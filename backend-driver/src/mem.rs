@@ -6,13 +6,14 @@
 use core::ffi::{c_char, c_void};
 
 use acl_notify_core::key::{ExportKey, KEY_BUF_LEN};
-use acl_notify_core::{DeviceMemory, Error};
+use acl_notify_core::{DeviceMemory, Error, ServerPid};
 
 use crate::{Driver, DriverError, Inner};
 
-/// `ACL_MEMCPY_HOST_TO_DEVICE` and `ACL_MEMCPY_DEVICE_TO_HOST`.
+/// `ACL_MEMCPY_HOST_TO_DEVICE`, `ACL_MEMCPY_DEVICE_TO_HOST` and `ACL_MEMCPY_DEVICE_TO_DEVICE`.
 const H2D: u32 = 1;
 const D2H: u32 = 2;
+const D2D: u32 = 3;
 
 impl Inner {
     /// 207000 unless the library exports `symbol`.
@@ -79,12 +80,22 @@ impl DeviceMemory for Driver {
         i.check("aclrtMemcpy", code)
     }
 
+    fn mem_copy(&self, device: u32, dst: u64, src: u64, len: usize) -> Result<(), DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtMemcpy, "aclrtMemcpy")?;
+        i.ensure_device(device)?;
+        // SAFETY: both sides are device addresses, checked by the library.
+        i.check("aclrtMemcpy", unsafe {
+            f(ptr(dst), len, ptr(src), len, D2D)
+        })
+    }
+
     fn mem_export(
         &self,
         device: u32,
         addr: u64,
         size: usize,
-        open: bool,
+        flags: u64,
     ) -> Result<ExportKey, DriverError> {
         let i = &*self.inner;
         let f = i.mem_fn(i.api.aclrtIpcMemGetExportKey, "aclrtIpcMemGetExportKey")?;
@@ -97,7 +108,7 @@ impl DeviceMemory for Driver {
                 size,
                 buf.as_mut_ptr().cast::<c_char>(),
                 buf.len(),
-                u64::from(open),
+                flags,
             )
         };
         i.check("aclrtIpcMemGetExportKey", code)?;
@@ -126,19 +137,36 @@ impl DeviceMemory for Driver {
         i.check("aclrtIpcMemSetImportPid", code)
     }
 
-    fn mem_import(
+    fn mem_allow_server_pids(
         &self,
         device: u32,
         key: &ExportKey,
-        enable_peer: bool,
-    ) -> Result<u64, DriverError> {
+        entries: &[ServerPid],
+    ) -> Result<(), DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(
+            i.api.aclrtIpcMemImportPidInterServer,
+            "aclrtIpcMemImportPidInterServer",
+        )?;
+        i.ensure_device(device)?;
+        let k = c_key(key);
+        let (pids, mut elems) = crate::ffi::server_pid_array(entries);
+        // SAFETY: a NUL-terminated key; `elems` has `entries.len()` (+1 spare) elements, each
+        // pointing at one PID of `pids`, which lives until after the call.
+        let code = unsafe { f(k.as_ptr().cast(), elems.as_mut_ptr(), entries.len()) };
+        drop(elems);
+        drop(pids);
+        i.check("aclrtIpcMemImportPidInterServer", code)
+    }
+
+    fn mem_import(&self, device: u32, key: &ExportKey, flags: u64) -> Result<u64, DriverError> {
         let i = &*self.inner;
         let f = i.mem_fn(i.api.aclrtIpcMemImportByKey, "aclrtIpcMemImportByKey")?;
         i.ensure_device(device)?;
         let k = c_key(key);
         let mut p: *mut c_void = core::ptr::null_mut();
         // SAFETY: valid out-pointer and a NUL-terminated key.
-        let code = unsafe { f(&mut p, k.as_ptr().cast(), u64::from(enable_peer)) };
+        let code = unsafe { f(&mut p, k.as_ptr().cast(), flags) };
         i.check("aclrtIpcMemImportByKey", code)?;
         Ok(p.expose_provenance() as u64)
     }
@@ -150,5 +178,22 @@ impl DeviceMemory for Driver {
         let k = c_key(key);
         // SAFETY: a NUL-terminated key.
         i.check("aclrtIpcMemClose", unsafe { f(k.as_ptr().cast()) })
+    }
+
+    fn mem_set_attr(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        kind: u32,
+        attr: u64,
+    ) -> Result<(), DriverError> {
+        let i = &*self.inner;
+        let f = i.mem_fn(i.api.aclrtIpcMemSetAttr, "aclrtIpcMemSetAttr")?;
+        i.ensure_device(device)?;
+        let k = c_key(key);
+        // SAFETY: a NUL-terminated key.
+        i.check("aclrtIpcMemSetAttr", unsafe {
+            f(k.as_ptr().cast(), kind, attr)
+        })
     }
 }

@@ -42,6 +42,7 @@
 //!   the child (a drop would wait for them for ever) and its locks may be held by threads that
 //!   are gone. `std::mem::forget` it, or exit without dropping it.
 
+pub mod cluster;
 pub mod cnt;
 mod diag;
 mod error;
@@ -60,6 +61,7 @@ mod sigbus;
 mod spin;
 pub mod stream;
 mod sys;
+pub mod trace;
 pub mod waitgraph;
 
 use std::cell::Cell;
@@ -215,9 +217,17 @@ pub struct SimBuilder {
     stream_cpus: StreamCpus,
     enqueue_timeout: Option<Duration>,
     device_memory: u64,
+    cluster: Option<cluster::ClusterConfig>,
 }
 
 impl SimBuilder {
+    /// Joins the SuperPod whose etcd cluster `cfg` names (cross-host mode, see
+    /// [`cluster`]); `None` (the default) is the single-host simulator.
+    pub fn cluster(mut self, cfg: Option<cluster::ClusterConfig>) -> Self {
+        self.cluster = cfg;
+        self
+    }
+
     /// Each device's memory in bytes (default [`mem::DEFAULT_DEVICE_MEMORY`]); at least 1 MiB.
     pub fn device_memory(mut self, bytes: u64) -> Self {
         self.device_memory = bytes;
@@ -283,6 +293,7 @@ impl SimBuilder {
     }
 
     fn open_as(self, origin: Origin) -> Result<Sim, SimError> {
+        trace::init();
         let bad = |var: &str, what: &str, msg: String| {
             SimError::new(
                 Error::ParamInvalid,
@@ -350,6 +361,16 @@ impl SimBuilder {
             StreamCpus::Spread => file.me(),
             _ => 0,
         };
+        let cluster = match &self.cluster {
+            Some(cfg) => Some(cluster::Cluster::join(
+                cfg,
+                self.server_id,
+                &namespace,
+                pid,
+                tag ^ 0x1000,
+            )?),
+            None => None,
+        };
         Ok(Sim {
             inner: Arc::new(Inner {
                 soc: self.soc,
@@ -378,6 +399,7 @@ impl SimBuilder {
                     .ok()
                     .flatten()
                     .map(Arc::new),
+                cluster,
             }),
         })
     }
@@ -400,6 +422,7 @@ impl Default for SimBuilder {
             stream_cpus: StreamCpus::Scheduler,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
             device_memory: mem::DEFAULT_DEVICE_MEMORY,
+            cluster: None,
         }
     }
 }
@@ -488,6 +511,8 @@ struct Inner {
     /// The namespace's wait-for graph (`None` if its file could not be opened: streams are
     /// then not published, and deadlocks are reported as plain timeouts).
     graph: Option<Arc<waitgraph::WaitGraph>>,
+    /// Cross-host mode (`None`: this host is the whole machine).
+    cluster: Option<cluster::Cluster>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -781,6 +806,9 @@ impl Sim {
             })?;
             b = b.server_id(n);
         }
+        b = b.cluster(
+            cluster::ClusterConfig::from_env().map_err(|why| err(Error::ParamInvalid, why))?,
+        );
         b.open_as(Origin::Env)
     }
 
@@ -1099,6 +1127,17 @@ impl Sim {
         if server == self.inner.server_id {
             return Ok(Arc::clone(&self.inner.file));
         }
+        if self.inner.cluster.is_some() {
+            // A host never maps another host's files: what crosses hosts goes through etcd.
+            return Err(err(
+                Error::FeatureNotSupport,
+                format!(
+                    "server {server} is another host of the SuperPod (cluster mode): its shared \
+                     memory is not reachable from server {}",
+                    self.inner.server_id
+                ),
+            ));
+        }
         let mut remote = lock(&self.inner.remote);
         if let Some(f) = remote.get(&server) {
             return Ok(Arc::clone(f));
@@ -1135,7 +1174,10 @@ impl Sim {
         entries: impl FnOnce() -> Vec<WhitelistEntry>,
         inter_server: bool,
     ) -> Result<(), SimError> {
-        let v = self.notify(notify)?;
+        let v = self.notify(notify).map_err(|e| {
+            self.remote_owner_only(notify, Op::SetImportPid)
+                .unwrap_or(e)
+        })?;
         if count == 0 {
             return Err(err(Error::ParamInvalid, "no PIDs given"));
         }
@@ -1263,6 +1305,11 @@ impl Sim {
         };
         if server != self.inner.server_id && !self.inner.soc.has(Feature::InterServer) {
             return Err(stale("this machine has only server 0"));
+        }
+        if let Some(c) = &self.inner.cluster
+            && server != self.inner.server_id
+        {
+            return self.import_remote(c, device, &k);
         }
         let file = self.server_file(server)?;
         let slot: &NotifySlot = file
@@ -1430,6 +1477,12 @@ impl Sim {
         if let Some(g) = &e.graph {
             g.set_handle(handle);
         }
+        if trace::on() {
+            trace::name_track(
+                e.stream.worker_tid(),
+                trace::stream_name(handle, e.device, e.default),
+            );
+        }
         Ok(())
     }
 
@@ -1557,6 +1610,43 @@ impl Job<SimError> for SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
     ) -> (Result<(), SimError>, Self::Remains) {
+        if trace::on() {
+            return self.run_traced(ctx, before_block);
+        }
+        self.run_plain(ctx, before_block)
+    }
+
+    /// A record is one swap (and a wake-up call if a waiter sleeps): it runs the moment the
+    /// job before it (typically a wait) ends.
+    fn chains(&self) -> bool {
+        matches!(self, SimJob::Record { .. })
+    }
+
+    /// Records never block; waits call `before_block` before they sleep.
+    fn may_block(&self) -> bool {
+        !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
+    }
+
+    /// Starts pulling the notify's flag line in for writing while the task before runs: a
+    /// record or a wait mostly finds that line in the cache of the stream at the other end
+    /// (it recorded or consumed last), and the transfer then overlaps the task before
+    /// instead of stalling this one's read-modify-write (two streams handing records through
+    /// a ring of notifies move about a quarter more items per second).
+    fn prefetch(&self) {
+        if let SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } = self {
+            prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
+        }
+    }
+}
+
+impl SimJob {
+    /// [`Job::run`] without the timeline.
+    #[inline(always)]
+    fn run_plain(
+        self,
+        ctx: &TaskCtx,
+        before_block: &mut dyn FnMut(),
+    ) -> (Result<(), SimError>, Option<Arc<StreamPin>>) {
         match self {
             SimJob::Record { pin, pid } => {
                 let r = &pin.0;
@@ -1596,28 +1686,6 @@ impl Job<SimError> for SimJob {
                 (Ok(()), None)
             }
             SimJob::Other(task) => (task(ctx), None),
-        }
-    }
-
-    /// A record is one swap (and a wake-up call if a waiter sleeps): it runs the moment the
-    /// job before it (typically a wait) ends.
-    fn chains(&self) -> bool {
-        matches!(self, SimJob::Record { .. })
-    }
-
-    /// Records never block; waits call `before_block` before they sleep.
-    fn may_block(&self) -> bool {
-        !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
-    }
-
-    /// Starts pulling the notify's flag line in for writing while the task before runs: a
-    /// record or a wait mostly finds that line in the cache of the stream at the other end
-    /// (it recorded or consumed last), and the transfer then overlaps the task before
-    /// instead of stalling this one's read-modify-write (two streams handing records through
-    /// a ring of notifies move about a quarter more items per second).
-    fn prefetch(&self) {
-        if let SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } = self {
-            prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
         }
     }
 }
@@ -2097,9 +2165,15 @@ impl NotifyResources for Sim {
     fn destroy_notify(&self, notify: RawNotify) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let e = write(&self.inner.notifies)
-                .remove(notify.0)
-                .ok_or_else(|| bad_notify(notify))?;
+            let Some(e) = write(&self.inner.notifies).remove(notify.0) else {
+                return match &self.inner.cluster {
+                    Some(c) if c.remove(notify.0) => Ok(()),
+                    _ => Err(bad_notify(notify)),
+                };
+            };
+            if let Some(c) = &self.inner.cluster {
+                c.withdraw(&e.r);
+            }
             // Removing the handle under the write lock decides which of two racing destroys
             // wins (the other gets 107017), and a call that looked the handle up before keeps
             // its own reference, so the notify outlives that call. Dropping the reference
@@ -2113,7 +2187,10 @@ impl NotifyResources for Sim {
     fn notify_info(&self, notify: RawNotify) -> Result<NotifyInfo, SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let v = self.notify(notify)?;
+            let v = match self.notify(notify) {
+                Ok(v) => v,
+                Err(e) => return self.remote_info(notify).ok_or(e),
+            };
             Ok(NotifyInfo {
                 id: v.r.id(),
                 device: v.device,
@@ -2128,7 +2205,10 @@ impl NotifyResources for Sim {
     fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let v = self.notify(notify)?;
+            let v = self.notify(notify).map_err(|e| {
+                let op = Op::Export(flags.pid_validation());
+                self.remote_owner_only(notify, op).unwrap_or(e)
+            })?;
             self.require(Feature::Ipc, "exporting a notify (IPC)")?;
             ExportFlags::from_raw(flags.bits()).map_err(|e| {
                 err(
@@ -2182,6 +2262,9 @@ impl NotifyResources for Sim {
                 nonce,
             });
             self.set_state(notify, v.state, next);
+            if self.inner.cluster.is_some() && how == ExportState::Open {
+                self.publish(notify, true)?;
+            }
             Ok(key)
         })
     }
@@ -2206,12 +2289,20 @@ impl NotifyResources for Sim {
             if entries.is_empty() {
                 return Err(err(Error::ParamInvalid, "no (server, PID) entries given"));
             }
-            self.notify(notify)?;
+            self.notify(notify).map_err(|e| {
+                self.remote_owner_only(notify, Op::SetImportPid)
+                    .unwrap_or(e)
+            })?;
             for sp in entries {
                 self.require(Feature::InterServer, "inter-server whitelisting")?;
                 self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
                 let entry = || vec![self.whitelist_entry(sp.sdid, sp.pid)];
                 self.add_whitelist(notify, 1, entry, true)?;
+            }
+            if self.inner.cluster.is_some()
+                && entries.iter().any(|e| e.sdid != self.inner.server_id)
+            {
+                self.publish(notify, false)?;
             }
             Ok(())
         })
@@ -2289,6 +2380,9 @@ impl StreamOps for Sim {
         if let Some(g) = graph {
             g.set_handle(h.0);
         }
+        if trace::on() {
+            self.name_track(h);
+        }
         Ok(h)
     }
 
@@ -2310,6 +2404,9 @@ impl StreamOps for Sim {
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
         if let Some(g) = graph {
             g.set_handle(h);
+        }
+        if trace::on() {
+            self.name_track(RawStream(h));
         }
         d[device as usize] = Some(h);
         Ok(RawStream(h))
@@ -2374,7 +2471,10 @@ impl StreamOps for Sim {
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let pin = self.pin(notify, stream)?;
+            let pin = match self.pin(notify, stream) {
+                Ok(pin) => pin,
+                Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
+            };
             let job = SimJob::Record {
                 pin,
                 pid: self.inner.pid,
@@ -2391,7 +2491,9 @@ impl StreamOps for Sim {
     ) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let pin = self.pin(notify, stream)?;
+            let pin = self
+                .pin(notify, stream)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
             // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (`soc.rs`).
             let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
             let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
@@ -2458,7 +2560,9 @@ impl HostOps for Sim {
     fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let v = self.notify(notify)?;
+            let v = self
+                .notify(notify)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
             if !self.on_owner_device(&v.r, v.device) {
                 return Err(self.wrong_device(&v.r, v.device));
             }
@@ -2483,7 +2587,9 @@ impl HostOps for Sim {
     fn try_consume(&self, notify: RawNotify) -> Result<bool, SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let v = self.notify(notify)?;
+            let v = self
+                .notify(notify)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
             if !self.on_owner_device(&v.r, v.device) {
                 return Err(self.wrong_device(&v.r, v.device));
             }

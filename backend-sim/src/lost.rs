@@ -18,6 +18,10 @@
 //! The cost when nothing is lost is two loads of one atomic and one of the file's flag. Stream
 //! tasks (records and waits) make the same check themselves after touching the notify, so a
 //! record that landed in a zero page fails its stream's next synchronize with 507899.
+//!
+//! Device memory ([`crate::mem`]) is checked the same way, its files included
+//! ([`Sim::mem_checked`]): a copy or set into an arena cut short answers 507899, and so does
+//! a queued copy or set (through its stream's next synchronize).
 
 use crate::Sim;
 use crate::error::SimError;
@@ -30,10 +34,32 @@ impl Sim {
         &self,
         f: impl FnOnce() -> Result<T, SimError>,
     ) -> Result<T, SimError> {
+        self.checked_by(f, || self.inner.file.is_lost())
+    }
+
+    /// [`checked`](Self::checked) for the device-memory calls ([`crate::mem`]): the
+    /// device-memory files count too, and a call made once one of them was found cut short
+    /// answers 507899 at once (what it would read there are zeros: a slot that looks freed,
+    /// a whitelist that looks empty).
+    pub(crate) fn mem_checked<T>(
+        &self,
+        f: impl FnOnce() -> Result<T, SimError>,
+    ) -> Result<T, SimError> {
+        if let Some(e) = self.mem().lost_file() {
+            return Err(e);
+        }
+        self.checked_by(f, || self.inner.file.is_lost() || self.mem().any_lost())
+    }
+
+    fn checked_by<T>(
+        &self,
+        f: impl FnOnce() -> Result<T, SimError>,
+        lost: impl FnOnce() -> bool,
+    ) -> Result<T, SimError> {
         let before = sigbus::faults();
         let r = f();
         let during = sigbus::faults() != before;
-        if !during && (r.is_err() || !self.inner.file.is_lost()) {
+        if !during && (r.is_err() || !lost()) {
             return r;
         }
         match self.lost_file() {
@@ -43,7 +69,8 @@ impl Sim {
     }
 
     /// 507899 naming the first of this `Sim`'s files (its server's, other servers' it opened,
-    /// the count-notify file) found cut short; `None` if all are intact.
+    /// the count-notify file, the device-memory files) found cut short; `None` if all are
+    /// intact.
     fn lost_file(&self) -> Option<SimError> {
         if let Err(e) = self.inner.file.intact() {
             return Some(e);
@@ -53,7 +80,10 @@ impl Sim {
             return Some(e);
         }
         drop(remote);
-        self.inner.cnt.opened().and_then(|f| f.intact().err())
+        if let Some(e) = self.inner.cnt.opened().and_then(|f| f.intact().err()) {
+            return Some(e);
+        }
+        self.mem().lost_file()
     }
 }
 
@@ -63,7 +93,7 @@ mod tests {
 
     use acl_notify_core::{
         Backend, BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags,
-        NotifyResources, ServerPid, Soc, StreamOps, SyncWait, Timeout,
+        NotifyResources, ServerPid, Soc, StreamOps, StreamStatus, SyncWait, Timeout,
     };
 
     use crate::NamespaceGuard as Ns;
@@ -241,5 +271,104 @@ mod tests {
             }
         }
         noticed
+    }
+
+    /// Device memory: the device-memory file is cut under a running process, at the start of
+    /// its arena (the allocation table kept) and at its first page; then every memory call is
+    /// made once. None may succeed while the file is found lost; every failure is 507899; the
+    /// first copy into the cut arena finds it (without the check it "succeeds" into a private
+    /// zero page).
+    #[test]
+    fn no_memory_call_reports_success_for_bytes_a_truncation_lost() {
+        use crate::mem::{MemcpyKind, mem_file_path};
+        const CAP: u64 = 4 << 20;
+        for arena_only in [true, false] {
+            let ns = Ns(format!("unit-lost-mem-{arena_only}-{}", std::process::id()));
+            let sim = Sim::builder()
+                .soc(Soc::Ascend910B)
+                .devices(2)
+                .namespace(&ns.0)
+                .device_memory(CAP)
+                .open()
+                .unwrap();
+            let (a, b) = (
+                sim.malloc(0, 8192, 0).unwrap(),
+                sim.malloc(0, 8192, 0).unwrap(),
+            );
+            let s = sim.create_stream(0).unwrap();
+            // A set queued before the cut, run after it.
+            let (s2, gate) = (
+                sim.create_stream(0).unwrap(),
+                sim.create_notify(0, CreateFlags::empty()).unwrap(),
+            );
+            sim.wait_and_reset(gate, s2, Timeout::Forever).unwrap();
+            sim.memset_async(a, 8192, 3, 8192, s2).unwrap();
+            let host = vec![7u8; 8192];
+            let path = mem_file_path(&ns.0, 0, 0);
+            let len = std::fs::metadata(&path).unwrap().len();
+            let at = if arena_only { len - CAP } else { 0 };
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(at)
+                .unwrap();
+            let h2d = |dst: usize| {
+                // SAFETY: `host` is a live buffer of 8192 bytes.
+                unsafe {
+                    sim.memcpy(
+                        dst,
+                        8192,
+                        host.as_ptr().addr(),
+                        8192,
+                        MemcpyKind::HostToDevice,
+                    )
+                }
+            };
+            sim.record(gate, s).unwrap();
+            // The task has run (and found the cut) before the synchronize starts.
+            let t = std::time::Instant::now();
+            while sim.query(s2).unwrap() != StreamStatus::Complete {
+                assert!(
+                    t.elapsed() < Duration::from_secs(10),
+                    "the queued set never ran"
+                );
+                std::thread::yield_now();
+            }
+            let queued = sim
+                .synchronize(s2, SyncWait::AtMost(Duration::from_secs(10)))
+                .unwrap_err();
+            assert_eq!(queued.kind(), Error::DrvInternalError, "{queued}");
+            let first = h2d(a).unwrap_err();
+            assert_eq!(first.kind(), Error::DrvInternalError, "{first}");
+            assert!(first.message().contains("mem0d0"), "{first}");
+            let list: Vec<Call<'_>> = vec![
+                ("memcpy", Box::new(|| h2d(b))),
+                ("memset", Box::new(|| sim.memset(b, 8192, 1, 8192))),
+                (
+                    "memset async + synchronize",
+                    Box::new(|| {
+                        sim.memset_async(a, 8192, 1, 8192, s)?;
+                        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
+                    }),
+                ),
+                ("mem info", Box::new(|| sim.mem_info(0).map(drop))),
+                ("malloc", Box::new(|| sim.malloc(0, 4096, 0).map(drop))),
+                (
+                    "export",
+                    Box::new(|| sim.ipc_mem_export(a, 8192, true).map(drop)),
+                ),
+                ("free", Box::new(|| sim.free(b))),
+            ];
+            for (name, call) in &list {
+                match call() {
+                    Ok(()) => assert!(
+                        !sim.mem().any_lost(),
+                        "{name} succeeded with the device-memory file cut"
+                    ),
+                    Err(e) => assert_eq!(e.kind(), Error::DrvInternalError, "{name}: {e}"),
+                }
+            }
+        }
     }
 }

@@ -141,9 +141,18 @@ pub trait Backend {
     fn server_id(&self) -> u32;
 }
 
+/// `ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION` (CANN `acl_rt.h`): anyone with the key
+/// may import. The only export flag besides the default, 0.
+pub const MEM_EXPORT_DISABLE_PID_VALIDATION: u64 = 0x1;
+/// `ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS` (CANN `acl_rt.h`): the import enables peer
+/// access between the two devices itself. The only import flag besides the default, 0.
+pub const MEM_IMPORT_ENABLE_PEER_ACCESS: u64 = 0x1;
+
 /// Device memory and IPC memory (`aclrtMalloc`, `aclrtMemcpy`, `aclrtIpcMem*`): what
-/// [`crate::typed::DeviceBuffer`] needs from a backend. Device addresses are opaque `u64`s
-/// (never dereferenced by the caller).
+/// [`crate::typed::DeviceBuffer`] and the conformance suite need from a backend. Device
+/// addresses are opaque `u64`s (never dereferenced by the caller). Arguments are checked
+/// before the SoC is (as CANN's runtime does): a bad size, flag or count is 107000 even where
+/// IPC memory answers 207000.
 pub trait DeviceMemory: Backend {
     /// `size` bytes on `device`; its device address. Codes: 107000 size 0; 107001; 207001.
     fn mem_alloc(&self, device: u32, size: usize) -> Result<u64, Self::Error>;
@@ -155,30 +164,52 @@ pub trait DeviceMemory: Backend {
     /// Copies from device address `src` into `dst`, the calling thread on `device`. Codes:
     /// 107000 as for `mem_write`.
     fn mem_read(&self, device: u32, src: u64, dst: &mut [u8]) -> Result<(), Self::Error>;
+    /// Copies `len` bytes from device address `src` to device address `dst`
+    /// (`aclrtMemcpy`, device to device), the calling thread on `device`. Codes: 107000 as
+    /// for `mem_write`.
+    fn mem_copy(&self, device: u32, dst: u64, src: u64, len: usize) -> Result<(), Self::Error>;
     /// Exports `[ptr, ptr + size)` (`aclrtIpcMemGetExportKey`), the calling thread on
-    /// `device`; `open` disables PID validation. Codes: 207000 no IPC memory; 107000.
+    /// `device`; `flags` as CANN's (0 or [`MEM_EXPORT_DISABLE_PID_VALIDATION`]). Codes:
+    /// 107000 size 0 or other flags; 207000 no IPC memory; 107000 a range outside a live
+    /// allocation of this process, or exported otherwise already.
     fn mem_export(
         &self,
         device: u32,
         ptr: u64,
         size: usize,
-        open: bool,
+        flags: u64,
     ) -> Result<ExportKey, Self::Error>;
-    /// Whitelists `pids` (`aclrtIpcMemSetImportPid`), the calling thread on `device`. Codes:
-    /// 107000; 207006; 207012.
+    /// Whitelists `pids` of this server (`aclrtIpcMemSetImportPid`), the calling thread on
+    /// `device`. Codes: 107000 none; 207000; 107000 no live export; 207006 not the owner or
+    /// an export without PID validation; 207012 more than 64 in all.
     fn mem_allow_pids(&self, device: u32, key: &ExportKey, pids: &[i32])
     -> Result<(), Self::Error>;
-    /// Maps the memory of `key` for use on `device` (`aclrtIpcMemImportByKey`); its address.
-    /// Codes: 207000; 107000; 207006.
-    fn mem_import(
+    /// Whitelists (server, PID) entries (`aclrtIpcMemImportPidInterServer`). Codes: 107000
+    /// none; 207000 off the SoCs with inter-server IPC memory; then as `mem_allow_pids`.
+    fn mem_allow_server_pids(
         &self,
         device: u32,
         key: &ExportKey,
-        enable_peer: bool,
-    ) -> Result<u64, Self::Error>;
+        entries: &[ServerPid],
+    ) -> Result<(), Self::Error>;
+    /// Maps the memory of `key` for use on `device` (`aclrtIpcMemImportByKey`); its address.
+    /// `flags` as CANN's (0 or [`MEM_IMPORT_ENABLE_PEER_ACCESS`]). Codes: 107000 other
+    /// flags; 207000; 107000 no live export, imported already, or this process's own;
+    /// 207006 not whitelisted, or no peer access.
+    fn mem_import(&self, device: u32, key: &ExportKey, flags: u64) -> Result<u64, Self::Error>;
     /// Closes an import, or withdraws an export (`aclrtIpcMemClose`), the calling thread on
-    /// `device`. Codes: 107000.
+    /// `device`. Codes: 207000; 107000 a key this process neither imported nor exported.
     fn mem_close(&self, device: u32, key: &ExportKey) -> Result<(), Self::Error>;
+    /// `aclrtIpcMemSetAttr(key, kind, attr)`. Codes: 107000 a kind other than
+    /// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` (0) or a bad value; 207000 off the SoCs with
+    /// inter-server IPC memory; 107000 no live export.
+    fn mem_set_attr(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        kind: u32,
+        attr: u64,
+    ) -> Result<(), Self::Error>;
 }
 
 /// Notify resources: ids, export, whitelist, import, close.

@@ -38,8 +38,9 @@ pub mod waiter;
 pub mod whitelist;
 
 pub use backend::{
-    Backend, CntNotifyOps, DeviceMemory, HostCall, HostOps, NotifyInfo, NotifyResources,
-    RawCntNotify, RawNotify, RawStream, ServerPid, StreamDestroy, StreamOps, StreamStatus,
+    Backend, CntNotifyOps, DeviceMemory, HostCall, HostOps, MEM_EXPORT_DISABLE_PID_VALIDATION,
+    MEM_IMPORT_ENABLE_PEER_ACCESS, NotifyInfo, NotifyResources, RawCntNotify, RawNotify, RawStream,
+    ServerPid, StreamDestroy, StreamOps, StreamStatus,
 };
 pub use cnt::{CntRecord, CntRecordMode, CntWait, CntWaitMode, OnSatisfied};
 pub use error::{BackendError, Error, Result};

@@ -111,7 +111,9 @@ pub struct NotifySync {
     merged_run: AtomicU32,
     last_record_ns: AtomicU64,
     merged_total: AtomicU32,
-    _reserved: AtomicU32,
+    /// Records begun on this incarnation while a process traced them (see
+    /// [`trace_record_seq`](Slot::trace_record_seq)); untouched when nobody traces.
+    trace_seq: AtomicU32,
     /// When the last merge happened ([`Waiter::stamp_ns`] clock).
     last_merge_ns: AtomicU64,
 }
@@ -140,7 +142,7 @@ impl NotifySync {
             merged_run: AtomicU32::new(0),
             last_record_ns: AtomicU64::new(0),
             merged_total: AtomicU32::new(0),
-            _reserved: AtomicU32::new(0),
+            trace_seq: AtomicU32::new(0),
             last_merge_ns: AtomicU64::new(0),
         }
     }
@@ -374,6 +376,7 @@ impl crate::slot::Payload for NotifySync {
         self.merged_run.store(0, SeqCst);
         self.merged_total.store(0, SeqCst);
         self.last_merge_ns.store(0, SeqCst);
+        self.trace_seq.store(0, SeqCst);
         self.incarnation.store(generation, SeqCst);
     }
 
@@ -450,6 +453,19 @@ impl Slot<NotifySync> {
             total: self.sync.merged_total.load(SeqCst),
             last_ns: self.sync.last_merge_ns.load(SeqCst),
         }
+    }
+
+    /// Numbers a traced record of this notify (1, 2, …, per incarnation): called just before
+    /// the record, so the number a wait reads back with [`trace_seq`](Self::trace_seq) right
+    /// after it took a record counts the record that released it. Only a process that writes
+    /// a timeline calls it (the simulator's `ACL_NOTIFY_SIM_TRACE`).
+    pub fn trace_record_seq(&self) -> u32 {
+        self.sync.trace_seq.fetch_add(1, SeqCst).wrapping_add(1)
+    }
+
+    /// Traced records begun so far ([`trace_record_seq`](Self::trace_record_seq)).
+    pub fn trace_seq(&self) -> u32 {
+        self.sync.trace_seq.load(SeqCst)
     }
 
     #[cold]

@@ -6,7 +6,7 @@
 //! the flag set, like an event), `timeout_forever` (wait timeouts never fire),
 //! `stale_destroy_ok` (destroying a stale handle succeeds), `batch_reset_noop`,
 //! `export_twice_ok` (a second export returns a key again), `whitelist_open` (import ignores
-//! the whitelist by exporting every notify openly), `ids_leak` (destroy never frees the id).
+//! the whitelist by exporting every notify and every device buffer openly), `ids_leak` (destroy never frees the id).
 //! `record_lost` drops count-notify records too.
 
 use std::time::Duration;
@@ -16,9 +16,10 @@ use acl_notify_core::event::{
     StreamControl,
 };
 use acl_notify_core::{
-    Backend, CntNotifyOps, CntRecord, CntWait, CreateFlags, ExportFlags, ExportKey, HostCall,
-    HostOps, ImportFlags, NotifyInfo, NotifyResources, RawCntNotify, RawNotify, RawStream,
-    ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
+    Backend, CntNotifyOps, CntRecord, CntWait, CreateFlags, DeviceMemory, ExportFlags, ExportKey,
+    HostCall, HostOps, ImportFlags, MEM_EXPORT_DISABLE_PID_VALIDATION, NotifyInfo, NotifyResources,
+    RawCntNotify, RawNotify, RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus,
+    SyncWait, Timeout,
 };
 use acl_notify_sim::{Sim, SimError};
 
@@ -344,5 +345,62 @@ impl StreamControl for Faulty {
     }
     fn abort(&self, stream: RawStream) -> Result<(), SimError> {
         self.inner.abort(stream)
+    }
+}
+
+impl DeviceMemory for Faulty {
+    fn mem_alloc(&self, device: u32, size: usize) -> Result<u64, SimError> {
+        self.inner.mem_alloc(device, size)
+    }
+    fn mem_free(&self, device: u32, ptr: u64) -> Result<(), SimError> {
+        self.inner.mem_free(device, ptr)
+    }
+    fn mem_write(&self, device: u32, dst: u64, src: &[u8]) -> Result<(), SimError> {
+        self.inner.mem_write(device, dst, src)
+    }
+    fn mem_read(&self, device: u32, src: u64, dst: &mut [u8]) -> Result<(), SimError> {
+        self.inner.mem_read(device, src, dst)
+    }
+    fn mem_copy(&self, device: u32, dst: u64, src: u64, len: usize) -> Result<(), SimError> {
+        self.inner.mem_copy(device, dst, src, len)
+    }
+    fn mem_export(
+        &self,
+        device: u32,
+        ptr: u64,
+        size: usize,
+        flags: u64,
+    ) -> Result<ExportKey, SimError> {
+        let flags = match (self.fault, flags) {
+            (Fault::WhitelistOpen, 0) => MEM_EXPORT_DISABLE_PID_VALIDATION,
+            _ => flags,
+        };
+        self.inner.mem_export(device, ptr, size, flags)
+    }
+    fn mem_allow_pids(&self, device: u32, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
+        self.inner.mem_allow_pids(device, key, pids)
+    }
+    fn mem_allow_server_pids(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        entries: &[ServerPid],
+    ) -> Result<(), SimError> {
+        self.inner.mem_allow_server_pids(device, key, entries)
+    }
+    fn mem_import(&self, device: u32, key: &ExportKey, flags: u64) -> Result<u64, SimError> {
+        self.inner.mem_import(device, key, flags)
+    }
+    fn mem_close(&self, device: u32, key: &ExportKey) -> Result<(), SimError> {
+        self.inner.mem_close(device, key)
+    }
+    fn mem_set_attr(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        kind: u32,
+        attr: u64,
+    ) -> Result<(), SimError> {
+        self.inner.mem_set_attr(device, key, kind, attr)
     }
 }

@@ -18,8 +18,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
-    Backend, BackendError, CntNotifyOps, Error, EventOps, HostOps, NotifyResources, Soc,
-    StreamControl, StreamOps,
+    Backend, BackendError, CntNotifyOps, DeviceMemory, Error, EventOps, HostOps, NotifyResources,
+    Soc, StreamControl, StreamOps,
 };
 use acl_notify_sim::Sim;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
@@ -58,6 +58,7 @@ pub trait TestBackend:
     + CntNotifyOps
     + EventOps
     + StreamControl
+    + DeviceMemory
     + Send
     + Sync
     + 'static
@@ -71,6 +72,7 @@ impl<
         + CntNotifyOps
         + EventOps
         + StreamControl
+        + DeviceMemory
         + Send
         + Sync
         + 'static,

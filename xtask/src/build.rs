@@ -159,6 +159,8 @@ pub fn install(release: bool) -> Result<Installed, String> {
         "acl-notify-capi",
         "-p",
         "acl-notify-sim",
+        // `--bin` alone would select only binaries, leaving the C library as it was.
+        "--lib",
         "--bin",
         "acl-notify-inspect",
     ]);
@@ -372,9 +374,12 @@ pub fn demo(args: &DemoArgs) -> Result<(), String> {
         "whitelist"
     };
     let soc = std::env::var("ACL_NOTIFY_SIM_SOC").unwrap_or_else(|_| "Ascend910B".into());
+    // Both processes write their timeline here; it is merged after the run.
+    let trace_dir = dir.join("trace");
     let env = |c: &mut Command| {
         c.arg(&dir)
             .arg(mode)
+            .env("ACL_NOTIFY_SIM_TRACE", &trace_dir)
             .env("ACL_NOTIFY_SIM_NAMESPACE", &ns)
             .env("ACL_NOTIFY_SIM_DEVICES", "4")
             .env("ACL_NOTIFY_SIM_SOC", &soc);
@@ -412,6 +417,11 @@ pub fn demo(args: &DemoArgs) -> Result<(), String> {
     };
     let elapsed = started.elapsed();
     remove_namespace_files(&ns);
+    let timeline = crate::timeline::merge_demo(
+        &inst.prefix.join("bin").join("acl-notify-inspect"),
+        &trace_dir,
+        &inst.prefix,
+    );
     let _ = std::fs::remove_dir_all(&dir);
 
     let mut events: Vec<Event> = results.iter().flat_map(|r| parse_events(&r.2)).collect();
@@ -478,6 +488,26 @@ pub fn demo(args: &DemoArgs) -> Result<(), String> {
         }
         _ => Err("the timeline is missing steps (see the messages above)".into()),
     };
+    // The trace the two processes wrote: one valid timeline, with the importer's record
+    // linked to the owner's wait.
+    let verdict = verdict.and_then(|msg| match timeline {
+        Ok(m) if m.files == 2 && m.tracks >= 2 && m.arrows >= 1 => {
+            let (json, html) = crate::timeline::demo_outputs(&inst.prefix);
+            println!(
+                "timeline: {} tracks, {} record→wait arrows; open {} in a browser, or {} in \
+                 Perfetto",
+                m.tracks,
+                m.arrows,
+                html.display(),
+                json.display()
+            );
+            Ok(msg)
+        }
+        Ok(m) => Err(format!(
+            "the merged timeline is incomplete: {m:?} (expected 2 files, 2 tracks, an arrow)"
+        )),
+        Err(e) => Err(format!("the timeline did not merge: {e}")),
+    });
     match verdict {
         Ok(msg) => {
             println!(

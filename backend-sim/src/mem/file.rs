@@ -414,6 +414,17 @@ impl MemFile {
         })
     }
 
+    /// `Ok` unless this file shrank under the mapping (507899 saying so; see
+    /// [`crate::lost`]).
+    pub(crate) fn intact(&self) -> Result<(), SimError> {
+        self.map.intact(&self.path)
+    }
+
+    /// Whether this file shrank under the mapping.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.map.lost()
+    }
+
     /// The file's path.
     pub(crate) fn path(&self) -> &Path {
         &self.path

@@ -138,6 +138,16 @@ impl Sim {
         size: usize,
         open: bool,
     ) -> Result<ExportKey, SimError> {
+        self.mem_checked(|| self.ipc_mem_export_unchecked(ptr, size, open))
+    }
+
+    /// [`Self::ipc_mem_export`] without the lost-file check.
+    fn ipc_mem_export_unchecked(
+        &self,
+        ptr: usize,
+        size: usize,
+        open: bool,
+    ) -> Result<ExportKey, SimError> {
         if size == 0 {
             return Err(SimError::new(Error::ParamInvalid, "size is 0"));
         }
@@ -226,6 +236,11 @@ impl Sim {
     /// Errors: 207000; 107000 no PIDs, a key that names no live export; 207006 the export has
     /// no PID validation, or this process is not its owner; 207012 more than 64 in total.
     pub fn ipc_mem_set_pids(&self, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
+        self.mem_checked(|| self.ipc_mem_set_pids_unchecked(key, pids))
+    }
+
+    /// [`Self::ipc_mem_set_pids`] without the lost-file check.
+    fn ipc_mem_set_pids_unchecked(&self, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
         self.require_ipc_memory("whitelisting importers of device memory (IPC)")?;
         let me = self.inner.server_id;
         self.add_mem_whitelist(key, pids.len(), || {
@@ -236,6 +251,15 @@ impl Sim {
     /// `aclrtIpcMemImportPidInterServer`: whitelists processes of other servers (or this
     /// one) for the export `key`. Ascend910_93 only.
     pub fn ipc_mem_set_server_pids(
+        &self,
+        key: &ExportKey,
+        entries: &[ServerPid],
+    ) -> Result<(), SimError> {
+        self.mem_checked(|| self.ipc_mem_set_server_pids_unchecked(key, entries))
+    }
+
+    /// [`Self::ipc_mem_set_server_pids`] without the lost-file check.
+    fn ipc_mem_set_server_pids_unchecked(
         &self,
         key: &ExportKey,
         entries: &[ServerPid],
@@ -257,6 +281,12 @@ impl Sim {
     ) -> Result<(), SimError> {
         if count == 0 {
             return Err(SimError::new(Error::ParamInvalid, "no PIDs given"));
+        }
+        if count > MAX_WHITELIST {
+            return Err(SimError::new(
+                Error::OverLimit,
+                format!("{count} PIDs: a whitelist holds at most {MAX_WHITELIST}"),
+            ));
         }
         let n = self.named(key)?;
         let slot = n
@@ -289,9 +319,6 @@ impl Sim {
                  limit of {MAX_WHITELIST}"
             )
         };
-        if count > MAX_WHITELIST {
-            return Err(SimError::new(Error::OverLimit, over(0)));
-        }
         let entries = entries();
         let _l = n.file.lock()?;
         let total = wl.read().map_or(0, |w| w.len());
@@ -317,6 +344,16 @@ impl Sim {
     /// imported; 207006 not whitelisted, or no peer access between the devices; 207005 the
     /// allocation has 24 importers already.
     pub fn ipc_mem_import(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        enable_peer: bool,
+    ) -> Result<usize, SimError> {
+        self.mem_checked(|| self.ipc_mem_import_unchecked(device, key, enable_peer))
+    }
+
+    /// [`Self::ipc_mem_import`] without the lost-file check.
+    fn ipc_mem_import_unchecked(
         &self,
         device: u32,
         key: &ExportKey,
@@ -405,6 +442,11 @@ impl Sim {
     ///
     /// Errors: 207000; 107000 a key this process neither imported nor exported.
     pub fn ipc_mem_close(&self, key: &ExportKey) -> Result<(), SimError> {
+        self.mem_checked(|| self.ipc_mem_close_unchecked(key))
+    }
+
+    /// [`Self::ipc_mem_close`] without the lost-file check.
+    fn ipc_mem_close_unchecked(&self, key: &ExportKey) -> Result<(), SimError> {
         self.require_ipc_memory("closing IPC memory")?;
         let imported = lock(&self.mem().imports).remove(key);
         if let Some(addr) = imported {
@@ -445,6 +487,16 @@ impl Sim {
     ///
     /// Errors: 207000; 107000 a bad type or value, a key that names no live export.
     pub fn ipc_mem_set_attr(&self, key: &ExportKey, kind: u32, attr: u64) -> Result<(), SimError> {
+        self.mem_checked(|| self.ipc_mem_set_attr_unchecked(key, kind, attr))
+    }
+
+    /// [`Self::ipc_mem_set_attr`] without the lost-file check.
+    fn ipc_mem_set_attr_unchecked(
+        &self,
+        key: &ExportKey,
+        kind: u32,
+        attr: u64,
+    ) -> Result<(), SimError> {
         if kind != 0 {
             return Err(SimError::new(
                 Error::ParamInvalid,

@@ -26,6 +26,7 @@
 //! Host memory cannot be checked (any address may be valid); a host range is used as the
 //! caller's contract says.
 
+mod backend;
 pub(crate) mod file;
 pub mod ipc;
 pub mod reduce;
@@ -192,6 +193,15 @@ enum Side {
 }
 
 impl Side {
+    /// After a queued task touched it: 507899 if its file was found cut short (the bytes
+    /// went to or came from a private zero page; see [`crate::lost`]).
+    fn intact(&self) -> Result<(), SimError> {
+        match self {
+            Side::Host(_) => Ok(()),
+            Side::Device(r) => r.alloc.file.intact(),
+        }
+    }
+
     fn ptr(&self) -> *mut u8 {
         match self {
             Side::Host(a) => std::ptr::with_exposed_provenance_mut(*a),
@@ -269,8 +279,20 @@ impl MemState {
 /// Alignment of `aclrtMallocHost` memory (a page, like the pinned memory CANN returns).
 const HOST_ALIGN: usize = 4096;
 
+impl MemState {
+    /// Whether one of the device-memory files this process mapped shrank under it.
+    pub(crate) fn any_lost(&self) -> bool {
+        lock(&self.files).values().any(|f| f.is_lost())
+    }
+
+    /// 507899 naming the first device-memory file found cut short; `None` if all are intact.
+    pub(crate) fn lost_file(&self) -> Option<SimError> {
+        lock(&self.files).values().find_map(|f| f.intact().err())
+    }
+}
+
 impl Sim {
-    fn mem(&self) -> &MemState {
+    pub(crate) fn mem(&self) -> &MemState {
         &self.inner.mem
     }
 
@@ -316,6 +338,11 @@ impl Sim {
     /// Errors: 107000 size 0 or too large; 107001 bad device; 207001 out of device memory (no
     /// free range, no free allocation slot, or no room in `/dev/shm`).
     pub fn malloc(&self, device: u32, size: usize, policy: u32) -> Result<usize, SimError> {
+        self.mem_checked(|| self.malloc_unchecked(device, size, policy))
+    }
+
+    /// [`Self::malloc`] without the lost-file check.
+    fn malloc_unchecked(&self, device: u32, size: usize, policy: u32) -> Result<usize, SimError> {
         self.device_ok(device)?;
         if size == 0 {
             return Err(SimError::new(Error::ParamInvalid, "size is 0"));
@@ -375,6 +402,11 @@ impl Sim {
     ///
     /// Errors: 107000 not the start of a live allocation of this process (with what it is).
     pub fn free(&self, ptr: usize) -> Result<(), SimError> {
+        self.mem_checked(|| self.free_unchecked(ptr))
+    }
+
+    /// [`Self::free`] without the lost-file check.
+    fn free_unchecked(&self, ptr: usize) -> Result<(), SimError> {
         let a = {
             let mut allocs = self
                 .mem()
@@ -643,6 +675,23 @@ impl Sim {
         count: usize,
         kind: MemcpyKind,
     ) -> Result<(), SimError> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        self.mem_checked(|| unsafe { self.memcpy_unchecked(dst, dest_max, src, count, kind) })
+    }
+
+    /// [`Self::memcpy`] without the lost-file check.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::memcpy`].
+    unsafe fn memcpy_unchecked(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+    ) -> Result<(), SimError> {
         if count == 0 {
             return Ok(());
         }
@@ -659,6 +708,17 @@ impl Sim {
     /// Errors: 107000 count > max, `dst` not a device range of this process's live
     /// allocations.
     pub fn memset(&self, dst: usize, max: usize, value: u8, count: usize) -> Result<(), SimError> {
+        self.mem_checked(|| self.memset_unchecked(dst, max, value, count))
+    }
+
+    /// [`Self::memset`] without the lost-file check.
+    fn memset_unchecked(
+        &self,
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+    ) -> Result<(), SimError> {
         if count == 0 {
             return Ok(());
         }
@@ -700,18 +760,46 @@ impl Sim {
         kind: MemcpyKind,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        // SAFETY: the caller's contract, passed on unchanged.
+        self.mem_checked(|| unsafe {
+            self.memcpy_async_unchecked(dst, dest_max, src, count, kind, stream)
+        })
+    }
+
+    /// [`Self::memcpy_async`] without the lost-file check.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::memcpy_async`].
+    unsafe fn memcpy_async_unchecked(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
         if count == 0 {
             return Ok(());
         }
         let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
         let (st, _) = self.stream(stream)?;
         let task = Box::new(move |_: &TaskCtx| {
-            d.still("destination")?;
-            s.still("source")?;
-            // SAFETY: as in `memcpy`; the host sides are the caller's contract until the task
-            // has run, and the device ones were checked just now.
-            unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
-            Ok(())
+            let run = || {
+                d.still("destination")?;
+                s.still("source")?;
+                // SAFETY: as in `memcpy`; the host sides are the caller's contract until the
+                // task has run, and the device ones were checked just now.
+                unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
+                Ok(())
+            };
+            let args = || serde_json::json!({"dst": dst, "src": src, "bytes": count});
+            let r = crate::trace::span("memory", "memcpy", args, run);
+            // What it read may have been zeros of a cut-off page (see `crate::lost`).
+            d.intact()?;
+            s.intact()?;
+            r
         });
         self.enqueue_job(&st, stream, SimJob::Other(task))
     }
@@ -726,22 +814,45 @@ impl Sim {
         count: usize,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        self.mem_checked(|| self.memset_async_unchecked(dst, max, value, count, stream))
+    }
+
+    /// [`Self::memset_async`] without the lost-file check.
+    fn memset_async_unchecked(
+        &self,
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
         if count == 0 {
             return Ok(());
         }
         let r = self.set_range(dst, max, count)?;
         let (st, _) = self.stream(stream)?;
         let task = Box::new(move |_: &TaskCtx| {
-            r.still("range")?;
-            // SAFETY: a range of a mapped allocation, checked just now.
-            unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
-            Ok(())
+            let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
+            let done = crate::trace::span("memory", "memset", args, || {
+                r.still("range").map(|()| {
+                    // SAFETY: a range of a mapped allocation, checked just now.
+                    unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
+                })
+            });
+            // As in `memcpy_async`.
+            r.alloc.file.intact()?;
+            done
         });
         self.enqueue_job(&st, stream, SimJob::Other(task))
     }
 
     /// `aclrtGetMemInfo`: (free, total) bytes of `device`'s memory.
     pub fn mem_info(&self, device: u32) -> Result<(u64, u64), SimError> {
+        self.mem_checked(|| self.mem_info_unchecked(device))
+    }
+
+    /// [`Self::mem_info`] without the lost-file check.
+    fn mem_info_unchecked(&self, device: u32) -> Result<(u64, u64), SimError> {
         self.device_ok(device)?;
         let total = self.mem().capacity;
         let used = match self.mem_file(self.inner.server_id, device, false)? {
@@ -798,66 +909,6 @@ impl Sim {
         // so freed once.
         unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(ptr), layout) };
         Ok(())
-    }
-}
-
-/// The core's device-memory interface, for the typed API ([`acl_notify_core::typed::DeviceBuffer`]).
-impl acl_notify_core::DeviceMemory for Sim {
-    fn mem_alloc(&self, device: u32, size: usize) -> Result<u64, SimError> {
-        self.malloc(device, size, 0).map(|p| p as u64)
-    }
-
-    fn mem_free(&self, _device: u32, ptr: u64) -> Result<(), SimError> {
-        self.free(ptr as usize)
-    }
-
-    fn mem_write(&self, _device: u32, dst: u64, src: &[u8]) -> Result<(), SimError> {
-        // SAFETY: the host side is `src`, valid for its length during the call.
-        unsafe {
-            self.memcpy(
-                dst as usize,
-                src.len(),
-                src.as_ptr().expose_provenance(),
-                src.len(),
-                MemcpyKind::HostToDevice,
-            )
-        }
-    }
-
-    fn mem_read(&self, _device: u32, src: u64, dst: &mut [u8]) -> Result<(), SimError> {
-        // SAFETY: the host side is `dst`, valid for writing its length during the call.
-        unsafe {
-            self.memcpy(
-                dst.as_mut_ptr().expose_provenance(),
-                dst.len(),
-                src as usize,
-                dst.len(),
-                MemcpyKind::DeviceToHost,
-            )
-        }
-    }
-
-    fn mem_export(
-        &self,
-        _device: u32,
-        ptr: u64,
-        size: usize,
-        open: bool,
-    ) -> Result<ExportKey, SimError> {
-        self.ipc_mem_export(ptr as usize, size, open)
-    }
-
-    fn mem_allow_pids(&self, _device: u32, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
-        self.ipc_mem_set_pids(key, pids)
-    }
-
-    fn mem_import(&self, device: u32, key: &ExportKey, enable_peer: bool) -> Result<u64, SimError> {
-        self.ipc_mem_import(device, key, enable_peer)
-            .map(|p| p as u64)
-    }
-
-    fn mem_close(&self, _device: u32, key: &ExportKey) -> Result<(), SimError> {
-        self.ipc_mem_close(key)
     }
 }
 

@@ -104,6 +104,19 @@ impl Sim {
         ty: ReduceType,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        self.mem_checked(|| self.reduce_async_unchecked(dst, src, count, op, ty, stream))
+    }
+
+    /// [`Self::reduce_async`] without the lost-file check.
+    fn reduce_async_unchecked(
+        &self,
+        dst: usize,
+        src: usize,
+        count: usize,
+        op: ReduceOp,
+        ty: ReduceType,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
         if count == 0 {
             return Ok(());
         }
@@ -138,10 +151,13 @@ impl Sim {
         };
         let (d, s) = (side(dst, "destination")?, side(src, "source")?);
         let task = Box::new(move |_: &TaskCtx| {
-            d.still("destination")?;
-            s.still("source")?;
-            run(&d, &s, op, ty);
-            Ok(())
+            let args = || serde_json::json!({"dst": dst, "src": src});
+            crate::trace::span("memory", "reduce", args, || {
+                d.still("destination")?;
+                s.still("source")?;
+                run(&d, &s, op, ty);
+                Ok(())
+            })
         });
         self.enqueue_job(&st, stream, SimJob::Other(task))
     }

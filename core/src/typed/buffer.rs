@@ -92,7 +92,12 @@ impl<'b, C: SocType, B: DeviceMemory + NotifyResources + StreamOps> Device<'b, C
         size: usize,
         enable_peer: bool,
     ) -> Result<DeviceBuffer<'b, C, Imported, B>, B::Error> {
-        let ptr = self.backend.mem_import(self.id, key, enable_peer)?;
+        let flags = if enable_peer {
+            crate::backend::MEM_IMPORT_ENABLE_PEER_ACCESS
+        } else {
+            0
+        };
+        let ptr = self.backend.mem_import(self.id, key, flags)?;
         Ok(DeviceBuffer::wrap(*self, ptr, size, Some(*key)))
     }
 }
@@ -168,7 +173,7 @@ impl<'b, C: SocType, B: DeviceMemory + NotifyResources + StreamOps>
         match self
             .device
             .backend
-            .mem_export(self.device.id, self.ptr, self.size, false)
+            .mem_export(self.device.id, self.ptr, self.size, 0)
         {
             Ok(k) => Ok((self.into_state(Some(k)), k)),
             Err(e) => Err((self, e)),
@@ -177,11 +182,12 @@ impl<'b, C: SocType, B: DeviceMemory + NotifyResources + StreamOps>
 
     /// Exports the whole buffer without PID validation (anyone with the key may import).
     pub fn export_open(self) -> ExportResult<'b, C, ExportedOpen, Created, B> {
-        match self
-            .device
-            .backend
-            .mem_export(self.device.id, self.ptr, self.size, true)
-        {
+        match self.device.backend.mem_export(
+            self.device.id,
+            self.ptr,
+            self.size,
+            crate::backend::MEM_EXPORT_DISABLE_PID_VALIDATION,
+        ) {
             Ok(k) => Ok((self.into_state(Some(k)), k)),
             Err(e) => Err((self, e)),
         }

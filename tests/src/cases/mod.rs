@@ -15,6 +15,7 @@ mod event;
 mod host;
 mod host_once;
 mod ipc;
+mod ipc_mem;
 mod mp;
 mod semantics;
 mod soc;
@@ -87,6 +88,7 @@ pub fn all<B: TestBackend>() -> Vec<Case<B>> {
     v.extend(semantics::cases());
     v.extend(batch::cases());
     v.extend(ipc::cases());
+    v.extend(ipc_mem::cases());
     v.extend(host::cases());
     v.extend(host_once::cases());
     v.extend(cnt::cases());
@@ -99,7 +101,9 @@ pub fn all<B: TestBackend>() -> Vec<Case<B>> {
 
 /// Every role of the multi-process cases.
 pub fn roles<B: TestBackend>() -> Vec<Role<B>> {
-    mp::roles()
+    let mut v = mp::roles();
+    v.extend(ipc_mem::roles());
+    v
 }
 
 #[cfg(test)]

@@ -1,0 +1,685 @@
+//! The SuperPod across machines: the simulator's servers on separate hosts, coordinated
+//! through an etcd cluster (`ACL_NOTIFY_SIM_CLUSTER=etcd://host:port,…[/pod]`).
+//!
+//! Each host runs its servers' shared files as today (a host is a namespace: it never maps
+//! another host's files). What crosses hosts goes through etcd, under `/acl-notify/<pod>/`:
+//!
+//! - `server/<sid>`: which host owns server id `sid` (claimed with a transaction that puts the
+//!   key only if it is missing, bound to a lease every process of that host keeps alive; a
+//!   second host claiming it is refused with 107000 naming the owner).
+//! - `proc/<sid>/<pid>`: each process's liveness, bound to its own lease (TTL
+//!   `ACL_NOTIFY_SIM_CLUSTER_TTL`, default 10 s, renewed every third of it). A process whose
+//!   lease expires is dead, as a SIGKILLed one is locally: its keys go with the lease.
+//! - `export/<sid>/<dev>/<id>`: the export-key registry (generation, nonce, owner pid, open or
+//!   whitelisted, the whitelist with its inter-server `(sdid, pid)` entries), bound to the
+//!   owner's lease. An owner publishes a notify when it gives it an inter-server whitelist
+//!   entry or exports it without PID validation (only then can another host import it); its
+//!   destroy withdraws it. Nothing else an owner does touches etcd.
+//! - `rec/<sid>/<pid>/<dev>/<id>`: remote records. An importer's record (a stream task on its
+//!   host) is one transaction: put this key if the export is still the one it imported, else
+//!   fail naming why (owner dead, export withdrawn). The owner process watches its own
+//!   `rec/<sid>/<pid>/` prefix from the revision before it published; each put is one watch
+//!   event, applied as one local record on the flag (so it wakes the waiter, and records that
+//!   land before a wait collapse as SPEC §1 says). A broken watch (its member died) resumes on
+//!   another member from the revision after the last event: no record is lost or applied
+//!   twice.
+//!
+//! Waits stay local: the owner's streams wait on the flag in its host's shared memory at
+//! local speed. Calls that need etcd are bounded by the client's deadline
+//! ([`etcd::DEFAULT_TIMEOUT`]) and fail with 507022 (`ACL_ERROR_RT_IPC_ERROR`) saying the
+//! cluster is unreachable; local work goes on.
+
+pub mod etcd;
+pub mod harness;
+mod http;
+mod sim;
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use acl_notify_core::Error;
+use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
+use serde_json::{Value, json};
+
+use crate::handles::Slab;
+use crate::shm::SlotRef;
+use crate::{SimError, err, lock, read, write};
+use etcd::{Cmp, Etcd, EtcdError, Op};
+
+/// The cluster endpoint list (`etcd://host:port,host:port[/pod]`).
+pub const ENV_CLUSTER: &str = "ACL_NOTIFY_SIM_CLUSTER";
+/// Seconds a process's lease lives without renewal (1 to 3600; default 10).
+pub const ENV_CLUSTER_TTL: &str = "ACL_NOTIFY_SIM_CLUSTER_TTL";
+
+const DEFAULT_TTL: u32 = 10;
+/// How often a watch or the lease keeper looks at the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+/// Where a process finds its SuperPod's etcd cluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterConfig {
+    endpoints: Vec<SocketAddr>,
+    pod: String,
+    ttl: u32,
+    timeout: Duration,
+}
+
+impl ClusterConfig {
+    /// Parses `etcd://host:port,host:port[/pod]` (host names are resolved now; `pod` names the
+    /// SuperPod, letters, digits, `-`, `_`, `.`, default `default`).
+    pub fn parse(text: &str) -> Result<ClusterConfig, String> {
+        let rest = text.trim().strip_prefix("etcd://").ok_or_else(|| {
+            format!("{text:?}: expected etcd://host:port,host:port[/pod] (plain HTTP endpoints)")
+        })?;
+        let (list, pod) = rest.split_once('/').unwrap_or((rest, "default"));
+        let pod = if pod.is_empty() { "default" } else { pod };
+        if pod.len() > 64
+            || !pod
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(format!(
+                "{text:?}: SuperPod name {pod:?} must be 1-64 letters, digits, '-', '_' or '.'"
+            ));
+        }
+        let mut endpoints = Vec::new();
+        for ep in list.split(',') {
+            let addr = ep
+                .to_socket_addrs()
+                .map_err(|e| format!("{text:?}: endpoint {ep:?}: {e} (expected host:port)"))?
+                .next()
+                .ok_or_else(|| format!("{text:?}: endpoint {ep:?} resolves to no address"))?;
+            endpoints.push(addr);
+        }
+        Ok(ClusterConfig {
+            endpoints,
+            pod: pod.to_owned(),
+            ttl: DEFAULT_TTL,
+            timeout: etcd::DEFAULT_TIMEOUT,
+        })
+    }
+
+    /// Sets the lease TTL in seconds (1 to 3600).
+    pub fn with_ttl(mut self, secs: u32) -> Result<ClusterConfig, String> {
+        if !(1..=3600).contains(&secs) {
+            return Err(format!("{secs} s: expected 1 to 3600 seconds"));
+        }
+        self.ttl = secs;
+        Ok(self)
+    }
+
+    /// Reads `ACL_NOTIFY_SIM_CLUSTER` and `ACL_NOTIFY_SIM_CLUSTER_TTL`; `None` when the first
+    /// is not set (single-host mode).
+    pub fn from_env() -> Result<Option<ClusterConfig>, String> {
+        let Some(url) = std::env::var_os(ENV_CLUSTER) else {
+            return Ok(None);
+        };
+        let url = url
+            .into_string()
+            .map_err(|_| format!("{ENV_CLUSTER}: the value is not valid UTF-8"))?;
+        let mut c = ClusterConfig::parse(&url).map_err(|e| format!("{ENV_CLUSTER}={e}"))?;
+        if let Some(t) = std::env::var_os(ENV_CLUSTER_TTL) {
+            let t = t.to_string_lossy().into_owned();
+            let secs = t.trim().parse::<u32>().map_err(|_| {
+                format!("{ENV_CLUSTER_TTL}={t:?} is not a number of seconds (1 to 3600)")
+            })?;
+            c = c
+                .with_ttl(secs)
+                .map_err(|e| format!("{ENV_CLUSTER_TTL}: {e}"))?;
+        }
+        Ok(Some(c))
+    }
+
+    /// The SuperPod's name.
+    pub fn pod(&self) -> &str {
+        &self.pod
+    }
+}
+
+fn ipc(e: EtcdError, what: &str) -> SimError {
+    err(Error::IpcError, format!("{what}: {e}"))
+}
+
+/// A notify another host exported, as this process imported it.
+#[derive(Clone, Debug)]
+pub(crate) struct RemoteNotify {
+    pub server: u32,
+    pub device: u32,
+    pub id: u32,
+    pub generation: u32,
+    pub owner_pid: i32,
+    /// The registry key's create revision at import: a record lands only on that incarnation.
+    create_rev: i64,
+    /// The importer's own device.
+    pub local_device: u32,
+}
+
+/// A notify this process published, by (device, id).
+struct Published {
+    generation: u32,
+    slot: Weak<SlotRef>,
+    value: Vec<u8>,
+}
+
+struct Shared {
+    etcd: Etcd,
+    prefix: String,
+    host: String,
+    server: u32,
+    pid: i32,
+    ttl: u32,
+    /// The leases this process keeps alive: its own (liveness, registry) and its host's claim
+    /// on the server id.
+    proc_lease: Mutex<i64>,
+    server_lease: Mutex<i64>,
+    stop: AtomicBool,
+    published: Mutex<HashMap<(u32, u32), Published>>,
+    /// Remote records applied here (each one watch event).
+    applied: std::sync::atomic::AtomicU64,
+}
+
+/// This process's membership in a cluster (see the module doc). Dropping it stops its
+/// threads and revokes its lease: other hosts see it gone at once.
+pub(crate) struct Cluster {
+    shared: Arc<Shared>,
+    remote: RwLock<Slab<RemoteNotify>>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
+    keeper: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("prefix", &self.shared.prefix)
+            .field("server", &self.shared.server)
+            .finish_non_exhaustive()
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "localhost".into())
+}
+
+impl Shared {
+    fn key(&self, rest: &str) -> Vec<u8> {
+        format!("{}{rest}", self.prefix).into_bytes()
+    }
+
+    fn proc_key(&self, server: u32, pid: i32) -> Vec<u8> {
+        self.key(&format!("proc/{server}/{pid}"))
+    }
+
+    fn export_key(&self, server: u32, dev: u32, id: u32) -> Vec<u8> {
+        self.key(&format!("export/{server}/{dev}/{id}"))
+    }
+
+    /// Claims this process's server id for its host (see the module doc); the lease that
+    /// holds the claim.
+    fn claim_server(&self) -> Result<i64, SimError> {
+        let key = self.key(&format!("server/{}", self.server));
+        for _ in 0..5 {
+            let lease = self
+                .etcd
+                .lease_grant(self.ttl)
+                .map_err(|e| ipc(e, "claiming the server id"))?;
+            let t = self
+                .etcd
+                .txn(
+                    &[Cmp::Missing(key.clone())],
+                    &[Op::Put {
+                        key: key.clone(),
+                        value: self.host.clone().into_bytes(),
+                        lease,
+                    }],
+                    &[Op::Get(key.clone())],
+                )
+                .map_err(|e| ipc(e, "claiming the server id"))?;
+            if t.succeeded {
+                return Ok(lease);
+            }
+            let _ = self.etcd.lease_revoke(lease);
+            let Some(Some(kv)) = t.gets.into_iter().next() else {
+                continue; // expired meanwhile: claim again
+            };
+            if kv.value != self.host.as_bytes() {
+                return Err(err(
+                    Error::ParamInvalid,
+                    format!(
+                        "ACL_NOTIFY_SIM_SERVER_ID={}: server {} of SuperPod {} is owned by host \
+                         {:?}; this host is {:?} (a server id belongs to one host: give this \
+                         host another one)",
+                        self.server,
+                        self.server,
+                        self.prefix,
+                        String::from_utf8_lossy(&kv.value),
+                        self.host
+                    ),
+                ));
+            }
+            // Our own host holds it: keep its lease alive with the other processes.
+            if self.etcd.lease_keepalive(kv.lease).unwrap_or(0) > 0 {
+                return Ok(kv.lease);
+            }
+        }
+        Err(err(
+            Error::IpcError,
+            format!(
+                "could not claim server {} in {}: its claim kept changing",
+                self.server, self.prefix
+            ),
+        ))
+    }
+
+    /// Puts this process's liveness key under a new lease; the lease.
+    fn register(&self) -> Result<i64, SimError> {
+        let lease = self
+            .etcd
+            .lease_grant(self.ttl)
+            .map_err(|e| ipc(e, "joining the cluster"))?;
+        self.etcd
+            .put(
+                &self.proc_key(self.server, self.pid),
+                self.host.as_bytes(),
+                lease,
+            )
+            .map_err(|e| ipc(e, "joining the cluster"))?;
+        Ok(lease)
+    }
+
+    /// Renews both leases every third of the TTL; a lease found expired (the cluster was
+    /// unreachable longer than the TTL) is replaced and what it held put again.
+    fn keep(&self) {
+        let every = Duration::from_millis(u64::from(self.ttl) * 1000 / 3).max(POLL);
+        let mut next = Instant::now() + every;
+        while !self.stop.load(Ordering::Relaxed) {
+            std::thread::sleep(POLL.min(next.saturating_duration_since(Instant::now())));
+            if Instant::now() < next {
+                continue;
+            }
+            next = Instant::now() + every;
+            let pl = *lock(&self.proc_lease);
+            if let Ok(0) = self.etcd.lease_keepalive(pl)
+                && let Ok(new) = self.register()
+            {
+                *lock(&self.proc_lease) = new;
+                for ((dev, id), p) in lock(&self.published).iter() {
+                    let k = self.export_key(self.server, *dev, *id);
+                    let _ = self.etcd.put(&k, &p.value, new);
+                }
+            }
+            let sl = *lock(&self.server_lease);
+            if let Ok(0) = self.etcd.lease_keepalive(sl)
+                && let Ok(new) = self.claim_server()
+            {
+                *lock(&self.server_lease) = new;
+            }
+        }
+    }
+
+    /// Applies the remote records put under this process's `rec/` prefix from `from` on.
+    fn watch(&self, from: i64) {
+        let prefix = self.key(&format!("rec/{}/{}/", self.server, self.pid));
+        let mut from = from;
+        while !self.stop.load(Ordering::Relaxed) {
+            match self.etcd.watch(&prefix, from, &self.stop, POLL, |ev| {
+                self.apply(&prefix, ev)
+            }) {
+                Ok(next) => from = next,
+                Err(e) => {
+                    eprintln!("acl-notify-sim: remote records of {}: {e}", self.prefix);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn apply(&self, prefix: &[u8], ev: etcd::Event) {
+        if ev.delete {
+            return;
+        }
+        let Some(rest) = ev.kv.key.strip_prefix(prefix) else {
+            return;
+        };
+        let rest = String::from_utf8_lossy(rest);
+        let Some((dev, id)) = rest
+            .split_once('/')
+            .and_then(|(d, i)| Some((d.parse::<u32>().ok()?, i.parse::<u32>().ok()?)))
+        else {
+            return;
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(&ev.kv.value) else {
+            return;
+        };
+        let generation = v["gen"].as_u64().unwrap_or(0);
+        let r = {
+            let p = lock(&self.published);
+            match p.get(&(dev, id)) {
+                Some(p) if u64::from(p.generation) == generation => p.slot.upgrade(),
+                _ => None,
+            }
+        };
+        if let Some(r) = r
+            && r.live().is_ok()
+        {
+            // Counted before the flag is set: whoever the record wakes sees it counted.
+            self.applied.fetch_add(1, Ordering::Relaxed);
+            r.slot().record(&r.file().waiter(), self.pid);
+        }
+    }
+}
+
+impl Cluster {
+    /// Joins the cluster as process `pid` of server `server` on host `<hostname>/<namespace>`:
+    /// registers the process, claims the server id for the host and starts the lease keeper.
+    /// Codes: 507022 cluster unreachable; 107000 the server id belongs to another host.
+    pub fn join(
+        cfg: &ClusterConfig,
+        server: u32,
+        namespace: &str,
+        pid: i32,
+        tag: u16,
+    ) -> Result<Cluster, SimError> {
+        let shared = Arc::new(Shared {
+            etcd: Etcd::new(cfg.endpoints.clone(), cfg.timeout),
+            prefix: format!("/acl-notify/{}/", cfg.pod),
+            host: format!("{}/{namespace}", hostname()),
+            server,
+            pid,
+            ttl: cfg.ttl,
+            proc_lease: Mutex::new(0),
+            server_lease: Mutex::new(0),
+            stop: AtomicBool::new(false),
+            published: Mutex::new(HashMap::new()),
+            applied: std::sync::atomic::AtomicU64::new(0),
+        });
+        let proc_lease = shared.register()?;
+        *lock(&shared.proc_lease) = proc_lease;
+        match shared.claim_server() {
+            Ok(l) => *lock(&shared.server_lease) = l,
+            Err(e) => {
+                let _ = shared.etcd.lease_revoke(proc_lease);
+                return Err(e);
+            }
+        }
+        let s = Arc::clone(&shared);
+        let keeper = std::thread::Builder::new()
+            .name("acl-sim-lease".into())
+            .spawn(move || s.keep())
+            .map_err(|e| err(Error::DrvInternalError, format!("lease thread: {e}")))?;
+        Ok(Cluster {
+            shared,
+            remote: RwLock::new(Slab::new(tag)),
+            watcher: Mutex::new(None),
+            keeper: Mutex::new(Some(keeper)),
+        })
+    }
+
+    /// Starts the watch of this process's remote records (once), from the current revision.
+    fn ensure_watch(&self) -> Result<(), SimError> {
+        let mut w = lock(&self.watcher);
+        if w.is_some() {
+            return Ok(());
+        }
+        let s = &self.shared;
+        let prefix = s.key(&format!("rec/{}/{}/", s.server, s.pid));
+        let (_, rev) = s
+            .etcd
+            .get_prefix(&prefix)
+            .map_err(|e| ipc(e, "starting the remote-record watch"))?;
+        let s = Arc::clone(&self.shared);
+        *w = Some(
+            std::thread::Builder::new()
+                .name("acl-sim-watch".into())
+                .spawn(move || s.watch(rev + 1))
+                .map_err(|e| err(Error::DrvInternalError, format!("watch thread: {e}")))?,
+        );
+        Ok(())
+    }
+
+    /// Publishes notify `r` (exported with `nonce`; `open` without PID validation, else with
+    /// whitelist `wl`) so other hosts can import it and record on it. Code 507022.
+    pub fn publish(
+        &self,
+        r: &Arc<SlotRef>,
+        nonce: [u8; 16],
+        open: bool,
+        wl: &[WhitelistEntry],
+    ) -> Result<(), SimError> {
+        self.ensure_watch()?;
+        let s = &self.shared;
+        let nonce_hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        let entries: Vec<Value> = wl.iter().map(|e| json!([e.sdid, e.pid])).collect();
+        let value = json!({
+            "gen": r.generation(), "nonce": nonce_hex, "pid": s.pid, "open": open, "wl": entries
+        })
+        .to_string()
+        .into_bytes();
+        let key = s.export_key(s.server, r.device(), r.id());
+        let lease = *lock(&s.proc_lease);
+        s.etcd
+            .put(&key, &value, lease)
+            .map_err(|e| ipc(e, &format!("publishing notify {} to the cluster", r.id())))?;
+        lock(&s.published).insert(
+            (r.device(), r.id()),
+            Published {
+                generation: r.generation(),
+                slot: Arc::downgrade(r),
+                value,
+            },
+        );
+        Ok(())
+    }
+
+    /// Withdraws notify `r`'s export from the registry if this process published it (its
+    /// destroy); nothing (no etcd call) otherwise.
+    pub fn withdraw(&self, r: &SlotRef) {
+        let s = &self.shared;
+        let mine = {
+            let mut p = lock(&s.published);
+            match p.get(&(r.device(), r.id())) {
+                Some(e) if e.generation == r.generation() => p.remove(&(r.device(), r.id())),
+                _ => None,
+            }
+        };
+        if mine.is_some() {
+            let _ = s.etcd.delete(&s.export_key(s.server, r.device(), r.id()));
+        }
+    }
+
+    /// Looks up notify `id` of device `dev` of server `server` (generation `generation`,
+    /// export nonce `nonce`) in the registry: the import, and the whitelist to check (`None`
+    /// for an open export). Codes: 107017 not exported to the cluster (or gone); 507022.
+    pub fn lookup(
+        &self,
+        server: u32,
+        dev: u32,
+        id: u32,
+        generation: u32,
+        nonce: [u8; 16],
+        local_device: u32,
+    ) -> Result<(RemoteNotify, Option<Whitelist>), SimError> {
+        let s = &self.shared;
+        let stale = |why: String| {
+            err(
+                Error::InvalidHandle,
+                format!("key of notify {id} on device {dev} of server {server}: {why}"),
+            )
+        };
+        let kv = s
+            .etcd
+            .get(&s.export_key(server, dev, id))
+            .map_err(|e| ipc(e, "importing a notify of another host"))?
+            .ok_or_else(|| {
+                stale(format!(
+                    "no process of server {server} has it exported to SuperPod {} (an owner \
+                     publishes a notify when it whitelists an inter-server entry or exports \
+                     it without PID validation; or the owner died and its lease expired)",
+                    s.prefix
+                ))
+            })?;
+        let v: Value = serde_json::from_slice(&kv.value)
+            .map_err(|e| stale(format!("its registry entry is unreadable: {e}")))?;
+        let nonce_hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+        if v["gen"].as_u64() != Some(u64::from(generation))
+            || v["nonce"].as_str() != Some(&nonce_hex)
+        {
+            return Err(stale(
+                "the notify no longer exists or was exported again (the key is stale)".into(),
+            ));
+        }
+        let wl = if v["open"].as_bool() == Some(true) {
+            None
+        } else {
+            let mut wl = Whitelist::new();
+            for e in v["wl"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
+                let (Some(sdid), Some(pid)) = (e[0].as_u64(), e[1].as_i64()) else {
+                    continue;
+                };
+                let (Ok(sdid), Ok(pid)) = (u32::try_from(sdid), i32::try_from(pid)) else {
+                    continue;
+                };
+                let _ = wl.add(WhitelistEntry::new(sdid, pid));
+            }
+            Some(wl)
+        };
+        Ok((
+            RemoteNotify {
+                server,
+                device: dev,
+                id,
+                generation,
+                owner_pid: v["pid"]
+                    .as_i64()
+                    .and_then(|p| i32::try_from(p).ok())
+                    .unwrap_or(0),
+                create_rev: kv.create_revision,
+                local_device,
+            },
+            wl,
+        ))
+    }
+
+    /// A handle for an imported remote notify.
+    pub fn insert(&self, n: RemoteNotify) -> Option<u64> {
+        write(&self.remote).insert(n)
+    }
+
+    /// The remote import behind handle `h`, if it is one.
+    pub fn get(&self, h: u64) -> Option<RemoteNotify> {
+        read(&self.remote).get(h).cloned()
+    }
+
+    /// Drops handle `h`; whether it was a remote import.
+    pub fn remove(&self, h: u64) -> bool {
+        write(&self.remote).remove(h).is_some()
+    }
+
+    /// Delivers one record to remote notify `n`'s owner (see the module doc). Codes: 107017
+    /// the owner is dead (its lease expired) or withdrew the export; 507022 unreachable.
+    pub fn record(&self, n: &RemoteNotify) -> Result<(), SimError> {
+        let s = &self.shared;
+        let export = s.export_key(n.server, n.device, n.id);
+        let rec = s.key(&format!(
+            "rec/{}/{}/{}/{}",
+            n.server, n.owner_pid, n.device, n.id
+        ));
+        let value = json!({ "gen": n.generation, "server": s.server, "pid": s.pid })
+            .to_string()
+            .into_bytes();
+        let what = || {
+            format!(
+                "record on notify {} of device {} of server {} (owner pid {})",
+                n.id, n.device, n.server, n.owner_pid
+            )
+        };
+        let t = s
+            .etcd
+            .txn(
+                &[Cmp::CreatedAt(export.clone(), n.create_rev)],
+                &[Op::Put {
+                    key: rec,
+                    value,
+                    lease: 0,
+                }],
+                &[Op::Get(export), Op::Get(s.proc_key(n.server, n.owner_pid))],
+            )
+            .map_err(|e| ipc(e, &what()))?;
+        if t.succeeded {
+            return Ok(());
+        }
+        let mut g = t.gets.into_iter();
+        let (export, owner) = (g.next().flatten(), g.next().flatten());
+        let why = match (export, owner) {
+            (_, None) => "the owner is dead: its cluster lease expired (or it exited)",
+            (None, Some(_)) => "the owner withdrew the export (it destroyed the notify)",
+            (Some(_), Some(_)) => "the notify was destroyed and its id exported again",
+        };
+        Err(err(
+            Error::InvalidHandle,
+            format!("{} not delivered: {why}", what()),
+        ))
+    }
+
+    /// Whether process `pid` of server `server` is alive in the cluster (its lease holds).
+    /// Code 507022.
+    pub fn alive(&self, server: u32, pid: i32) -> Result<bool, SimError> {
+        let s = &self.shared;
+        s.etcd
+            .get(&s.proc_key(server, pid))
+            .map(|kv| kv.is_some())
+            .map_err(|e| ipc(e, "asking the cluster whether a process is alive"))
+    }
+
+    /// Remote records this process applied to its own notifies so far.
+    pub fn applied(&self) -> u64 {
+        self.shared.applied.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        for t in [lock(&self.watcher).take(), lock(&self.keeper).take()]
+            .into_iter()
+            .flatten()
+        {
+            let _ = t.join();
+        }
+        let _ = self
+            .shared
+            .etcd
+            .lease_revoke(*lock(&self.shared.proc_lease));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_urls_parse_and_bad_ones_say_why() {
+        let c = ClusterConfig::parse("etcd://127.0.0.1:2379,127.0.0.1:2380/pod-1").unwrap();
+        assert_eq!(c.endpoints.len(), 2);
+        assert_eq!(c.pod(), "pod-1");
+        assert_eq!(
+            ClusterConfig::parse("etcd://127.0.0.1:2379").unwrap().pod(),
+            "default"
+        );
+        for bad in [
+            "http://127.0.0.1:2379",
+            "etcd://127.0.0.1",
+            "etcd://127.0.0.1:2379/a b",
+            "etcd://",
+        ] {
+            assert!(ClusterConfig::parse(bad).is_err(), "{bad}");
+        }
+        assert!(c.clone().with_ttl(0).is_err());
+        assert_eq!(c.with_ttl(2).unwrap().ttl, 2);
+    }
+}

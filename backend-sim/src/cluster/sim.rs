@@ -1,0 +1,144 @@
+//! The simulator's calls in cross-host mode: what `Sim` does with a notify of another host
+//! (import through the registry, records through etcd, the refusals of what an importer may
+//! not do) and the owner's publishing. Reached only when a process joined a cluster: the
+//! single-host paths call these only after their own handle lookup failed (a remote import
+//! is not in the local table), so they cost the single-host simulator nothing.
+
+use acl_notify_core::{Error, KeyFields, Lifecycle, NotifyInfo, Op, RawNotify, RawStream};
+
+use super::Cluster;
+use crate::{Sim, SimError, err};
+
+impl Sim {
+    /// Imports (on `device`) notify `k` of another host: the registry says whether it is
+    /// exported to the cluster and whom it admits. Codes: 107017 not exported to the cluster,
+    /// or stale; 207006 not whitelisted; 507022 cluster unreachable.
+    pub(crate) fn import_remote(
+        &self,
+        c: &Cluster,
+        device: u32,
+        k: &KeyFields,
+    ) -> Result<RawNotify, SimError> {
+        let (server, odev, id) = (u32::from(k.server), u32::from(k.device), u32::from(k.id));
+        let (n, wl) = c.lookup(server, odev, id, k.generation, k.nonce, device)?;
+        if let Some(wl) = wl
+            && let Some(why) = self.not_admitted(&wl, server)
+        {
+            return Err(err(
+                Error::NoPermission,
+                format!(
+                    "import of notify {id} (device {odev}, server {server}, another host) \
+                     refused: {why}; whitelist in the cluster registry: {}",
+                    wl.iter()
+                        .map(|e| format!("(sdid {}, pid {})", e.sdid, e.pid))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        c.insert(n)
+            .map(RawNotify)
+            .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
+    }
+
+    /// A record of remote import `notify` on `stream`: a stream task that delivers it through
+    /// etcd (its failure is the stream's, reported by the next synchronize). `None` if
+    /// `notify` is not a remote import.
+    pub(crate) fn record_remote(
+        &self,
+        notify: RawNotify,
+        stream: RawStream,
+    ) -> Option<Result<(), SimError>> {
+        let c = self.inner.cluster.as_ref()?;
+        let n = c.get(notify.0)?;
+        let this = self.clone();
+        Some(self.stream(stream).and_then(|(s, _)| {
+            self.enqueue(&s, stream, move |_| {
+                this.inner.cluster.as_ref().map_or(Ok(()), |c| c.record(&n))
+            })
+        }))
+    }
+
+    /// 107000 for a wait on remote import `notify` (an imported notify is recorded, never
+    /// waited on, and this one lives on another host); `None` if it is not one.
+    pub(crate) fn not_waitable_remote(&self, notify: RawNotify) -> Option<SimError> {
+        let n = self.inner.cluster.as_ref()?.get(notify.0)?;
+        Some(err(
+            Error::ParamInvalid,
+            format!(
+                "notify {} lives on device {} of server {} (another host); it can only be \
+                 waited on there, not from device {} of server {}",
+                n.id, n.device, n.server, n.local_device, self.inner.server_id
+            ),
+        ))
+    }
+
+    /// What `notify_info` says of remote import `notify`; `None` if it is not one.
+    pub(crate) fn remote_info(&self, notify: RawNotify) -> Option<NotifyInfo> {
+        let n = self.inner.cluster.as_ref()?.get(notify.0)?;
+        Some(NotifyInfo {
+            id: n.id,
+            device: n.local_device,
+            owner_device: n.device,
+            owner_server: n.server,
+            state: Lifecycle::Imported,
+            flags: acl_notify_core::CreateFlags::empty(),
+        })
+    }
+
+    /// Why an owner-only call on remote import `notify` is refused, with the code the local
+    /// lifecycle gives an imported handle for `op`; `None` if it is not one.
+    pub(crate) fn remote_owner_only(&self, notify: RawNotify, op: Op) -> Option<SimError> {
+        let n = self.inner.cluster.as_ref()?.get(notify.0)?;
+        let code = Lifecycle::Imported.apply(op).err()?;
+        Some(err(
+            code,
+            format!(
+                "notify {} of server {} was imported from another host: only its owner \
+                 exports or whitelists it",
+                n.id, n.server
+            ),
+        ))
+    }
+
+    /// Publishes this process's notify `notify` to the cluster registry (open: exported
+    /// without PID validation; else with its whitelist). Code 507022.
+    pub(crate) fn publish(&self, notify: RawNotify, open: bool) -> Result<(), SimError> {
+        let Some(c) = &self.inner.cluster else {
+            return Ok(());
+        };
+        let v = self.notify(notify)?;
+        let wl = if open {
+            Vec::new()
+        } else {
+            v.r.file()
+                .read_whitelist(v.r.device(), v.r.id())
+                .map(|w| w.iter().copied().collect())
+                .unwrap_or_default()
+        };
+        c.publish(&v.r, v.r.slot().nonce(), open, &wl)
+    }
+
+    /// Whether process `pid` of server `server` is alive in the SuperPod (its cluster lease
+    /// holds; a process whose lease expired is dead, as a SIGKILLed one is locally).
+    ///
+    /// Codes: 207000 not in cluster mode; 507022 cluster unreachable.
+    pub fn cluster_alive(&self, server: u32, pid: i32) -> Result<bool, SimError> {
+        self.cluster()?.alive(server, pid)
+    }
+
+    /// How many remote records this process applied to the notifies it owns (one per record
+    /// another host delivered). Code 207000 outside cluster mode.
+    pub fn cluster_records_applied(&self) -> Result<u64, SimError> {
+        Ok(self.cluster()?.applied())
+    }
+
+    fn cluster(&self) -> Result<&Cluster, SimError> {
+        self.inner.cluster.as_ref().ok_or_else(|| {
+            err(
+                Error::FeatureNotSupport,
+                "this process is not in cluster mode (ACL_NOTIFY_SIM_CLUSTER is not set)",
+            )
+        })
+    }
+}

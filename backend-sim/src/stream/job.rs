@@ -1,0 +1,60 @@
+//! A stream's unit of work: the [`Job`] trait that the queue holds, and [`Task`], the boxed
+//! closure that is its default implementation.
+
+use super::TaskCtx;
+
+/// A unit of work on a stream: runs once on the stream's worker, in enqueue order.
+pub type Task<E> = Box<dyn FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static>;
+
+/// What a stream's queue holds: a boxed closure ([`Task`], the default), or a caller's own
+/// type — e.g. an enum of its frequent operations, so that they cost no allocation.
+pub trait Job<E>: Send + 'static {
+    /// What the job hands back to be dropped later (see [`run`](Self::run)); `()` for none.
+    type Remains;
+
+    /// Runs the job on the stream's worker. Besides its result it may return *remains*:
+    /// values whose drop is costly but not urgent (e.g. the last reference to something
+    /// shared with other threads, whose counter would have to be pulled from their caches).
+    /// The worker drops them, and retires the job (what `synchronize` and `query` count),
+    /// off the path from this job to the next, but never later than before a later job
+    /// blocks (see [`may_block`](Self::may_block)) or after the last of the tasks it has
+    /// taken from the queue has run. So a `synchronize` returns only once the remains of the
+    /// tasks it waited for are dropped, and it never waits for a task that blocks behind
+    /// them.
+    ///
+    /// `before_block` drops the remains of the tasks finished before this one and retires
+    /// them; a job that says it will not block without calling it first
+    /// ([`may_block`](Self::may_block) `false`) must call it before it blocks. Calling it
+    /// again, or when nothing is pending, does nothing.
+    fn run(self, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> (Result<(), E>, Self::Remains);
+
+    /// Whether the job may block for long (a wait, a user callback) without calling
+    /// `before_block` first; if so, the worker calls it for the job, before the job starts.
+    /// The default is `true`.
+    fn may_block(&self) -> bool {
+        true
+    }
+
+    /// Called on the next queued job just before the current one runs: a hint to start
+    /// fetching the memory it will touch, so the fetch overlaps the current job (the default
+    /// does nothing).
+    fn prefetch(&self) {}
+
+    /// Whether the job is quick and never blocks (a record: one atomic swap). Such a job that
+    /// comes right behind one that succeeded runs the moment that one returns, before the
+    /// worker's bookkeeping of it: a stream whose wait ends hands its record on at once, and
+    /// in a hand-off between two streams the other one is waiting for exactly that. A job
+    /// that says so gets a `before_block` that does nothing, so it must never block. The
+    /// default is `false`.
+    fn chains(&self) -> bool {
+        false
+    }
+}
+
+impl<E: 'static> Job<E> for Task<E> {
+    type Remains = ();
+
+    fn run(self, ctx: &TaskCtx, _: &mut dyn FnMut()) -> (Result<(), E>, ()) {
+        (self(ctx), ())
+    }
+}

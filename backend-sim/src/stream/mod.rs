@@ -1,0 +1,678 @@
+//! The stream engine: one worker thread per stream runs boxed tasks strictly in order, with
+//! CANN's stream semantics (errors stored and reported once, synchronize with a deadline,
+//! query, drain-or-discard on destroy) and a fast enqueue→execute handoff. It knows nothing
+//! about notifies: the simulator wraps records, waits and host functions into [`Task`]s.
+//!
+//! # Semantics
+//!
+//! - [`Stream::enqueue`] returns as soon as the task is queued. The queue is bounded
+//!   ([`StreamConfig::capacity`], default [`DEFAULT_CAPACITY`]); a full queue makes `enqueue`
+//!   *wait* for room, as CANN's does — but not for ever: if no room appears within
+//!   [`StreamConfig::enqueue_timeout`] (default [`DEFAULT_ENQUEUE_TIMEOUT`]), the task is
+//!   dropped unrun and `enqueue` fails with `StreamTaskFull` (507002). A queue that stays full
+//!   that long is almost always a deadlock: the task at its head waits, with no timeout, for
+//!   something only the blocked caller would do next. (A task that enqueues on its own stream
+//!   cannot wait for itself, so from the stream's own worker the queue grows past its capacity
+//!   instead.)
+//! - CANN's "continue" failure mode: the first task error is stored on the stream, later tasks
+//!   still run, later errors are counted ([`StreamStats::failed`]) but not stored.
+//!   [`Stream::synchronize`] waits for every task enqueued before the call and then returns the
+//!   stored error once, clearing it. A [`SyncWait::AtMost`] deadline that expires returns
+//!   `StreamSyncTimeout` (507046) and clears nothing; `AtMost(Duration::ZERO)` polls.
+//! - A task that panics does not kill the worker: the panic is caught and stored like an error,
+//!   as `DrvInternalError` (507899); its message is kept for [`Stream::last_panic`].
+//! - [`Stream::destroy`] with [`StreamDestroy::Drain`] (`aclrtDestroyStream`) runs every queued
+//!   task, then joins the worker. [`StreamDestroy::Discard`] (`aclrtDestroyStreamForce`) drops
+//!   the tasks that have not started (their closures, and what they captured, are dropped on
+//!   the destroying thread — except the few the worker had already taken from the queue, see
+//!   below, which it drops itself), cancels the running one (see below), and joins.
+//! - **Drop is `Discard`.** CANN's `aclrtDestroyStream` waits for the queued tasks, and so does
+//!   an explicit `destroy(Drain)` here — including a wait that is never recorded, which then
+//!   blocks for ever, exactly like CANN. An implicit drop (unwinding, a backend torn down, a
+//!   process exiting) must never hang, so it discards. Owners that want CANN's draining
+//!   destroy call `destroy(StreamDestroy::Drain)` explicitly.
+//!
+//! # Cancellation: how a blocking task cooperates
+//!
+//! Each task gets a [`TaskCtx`]. A discard cancels the stream: [`TaskCtx::is_cancelled`] turns
+//! true (for good) and the engine then calls the task's registered *waker*. A task that blocks
+//! in an external wait (the notify table's futex, a condition variable…) must:
+//!
+//! 1. register a waker with [`TaskCtx::on_cancel`] **before** it blocks, and keep the returned
+//!    [`OnCancel`] guard alive while it may block (dropping the guard unregisters the waker);
+//! 2. make the waker *change the state the wait checks* and then wake the waiter — e.g. store a
+//!    "cancelled" value into the waiter's futex word, then `FUTEX_WAKE`; or set a flag under the
+//!    condition variable's mutex, then notify. A bare wake with no state change can be lost if
+//!    it lands just before the task goes to sleep;
+//! 3. treat the changed state (or [`TaskCtx::is_cancelled`], re-checked after every wake-up) as
+//!    "stop waiting" and return promptly — the result of a cancelled task is still recorded,
+//!    but nobody will synchronize on it any more.
+//!
+//! If the stream is already cancelled when `on_cancel` is called, the waker runs at once, on
+//! the calling thread, before `on_cancel` returns; so "register, then block until the waker's
+//! state change" is race-free without a separate check. The waker runs while the engine holds
+//! the registration lock: it must be short and must not touch the stream or the [`TaskCtx`].
+//! [`TaskCtx::sleep`] is a ready-made cancellable sleep, and [`TaskCtx::cancel_token`] hands
+//! the flag to code that cannot see the context. A wait primitive that cannot be woken by a
+//! state change should block in bounded slices and re-check [`CancelToken::is_cancelled`].
+//!
+//! # The hot path
+//!
+//! A queue holds [`Job`]s: boxed closures by default, or the owner's own job type (the
+//! simulator's records and waits are plain enum values, so they cost no allocation). The
+//! queue is a lock-free ring in the stream's own memory (the `ring` module says why that and
+//! not a crate): `enqueue` claims a ticket with one compare-and-swap, writes the slot and
+//! publishes it with a release store — no lock, no fence, no syscall unless the queue is full
+//! or the worker sleeps; the worker's sleep is a bit of the same word, so the claim that
+//! clears it knows to wake the worker and no wake-up is lost. The worker takes up to 16
+//! queued tasks per turn under the consumer's lock (which only a discarding destroy also
+//! takes) and runs them in order (so up to `capacity + 15` tasks can be pending; `queued`
+//! counts those still in the queue). Finished tasks are retired (what `synchronize`
+//! and `query` count) in one step per batch, and what they leave behind ([`Job::run`]'s
+//! remains) is dropped then too — never later than before a task that may block starts or
+//! blocks ([`Job::may_block`]). The worker, having
+//! run out of tasks, spins on the next slot for a bounded time
+//! ([`StreamConfig::spin`], default [`DEFAULT_SPIN`]) before it parks on its thread's futex
+//! (`std::thread::park`, whose token makes an unpark that races ahead of the park harmless).
+//! The spin is tight for its first 2 µs and then yields the CPU between checks, so that on a
+//! busy machine a spinning worker does not keep the producer it waits for off a shared CPU.
+//! So a task enqueued on a recently active stream is picked up without any syscall, and an idle
+//! stream sleeps without burning a core. `synchronize` spins the same way before it sleeps on
+//! a condition variable; completions wake sleeping `synchronize` callers only when one waits
+//! for that task (the waiter publishes the task number it waits for). Counters
+//! ([`Stream::stats`]) are single-writer plain stores on the worker side, so they cost nothing
+//! measurable. `examples/stream_handoff.rs` measures the handoff against a raw futex wake.
+
+mod cancel;
+mod job;
+mod queue;
+mod worker;
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
+
+use crate::ring::Ring;
+
+pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
+pub use job::{Job, Task};
+pub use worker::{allowed_cpus, pin_current_thread};
+
+use cancel::Control;
+use worker::{Shared, WorkerCounters, spin_until};
+
+/// Default queue capacity: how many tasks may wait before `enqueue` waits for room.
+pub const DEFAULT_CAPACITY: usize = 1024;
+
+/// Default bound on how long `enqueue` waits for room in a full queue before it fails with
+/// `StreamTaskFull` (507002).
+pub const DEFAULT_ENQUEUE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Default time the worker spins for new work after its queue runs dry, before it sleeps.
+pub const DEFAULT_SPIN: Duration = Duration::from_micros(10);
+
+/// Stream states (an `AtomicU8`, written only under the ring's consumer lock).
+const OPEN: u8 = 0;
+const DRAINING: u8 = 1;
+const DISCARDING: u8 = 2;
+
+/// How a stream is set up before its worker starts.
+#[derive(Clone, Debug)]
+pub struct StreamConfig {
+    name: String,
+    capacity: usize,
+    spin: Duration,
+    cpu: Option<usize>,
+    enqueue_timeout: Option<Duration>,
+}
+
+impl StreamConfig {
+    /// A configuration with the defaults; `name` names the worker thread (Linux keeps the first
+    /// 15 bytes).
+    pub fn new(name: impl Into<String>) -> Self {
+        StreamConfig {
+            name: name.into(),
+            capacity: DEFAULT_CAPACITY,
+            spin: DEFAULT_SPIN,
+            cpu: None,
+            enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
+        }
+    }
+
+    /// How long `enqueue` waits for room in a full queue before it drops the task and fails
+    /// with `StreamTaskFull` (507002); `None` waits for ever (CANN's behaviour).
+    pub fn enqueue_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.enqueue_timeout = timeout;
+        self
+    }
+
+    /// Runs the worker on this CPU only (`None`, the default, leaves placement to the
+    /// scheduler). The worker sets its own affinity before the stream is returned; if the
+    /// kernel refuses (a CPU this process may not use, or one that does not exist),
+    /// [`Stream::spawn`] fails with 207005 and no thread is left behind.
+    pub fn cpu(mut self, cpu: Option<usize>) -> Self {
+        self.cpu = cpu;
+        self
+    }
+
+    /// How many tasks may be queued before `enqueue` waits for room (at least 1; 0 is taken
+    /// as 1).
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity.max(1);
+        self
+    }
+
+    /// How long the worker (and a synchronizing thread) spins before sleeping; `ZERO` sleeps
+    /// at once.
+    pub fn spin(mut self, spin: Duration) -> Self {
+        self.spin = spin;
+        self
+    }
+}
+
+/// A snapshot of a stream's counters. Each counter is exact; the snapshot as a whole is not
+/// atomic (counters read while tasks run may be one task apart).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StreamStats {
+    /// Tasks accepted by `enqueue`.
+    pub enqueued: u64,
+    /// Tasks that ran (successfully, with an error, or panicking).
+    pub completed: u64,
+    /// Tasks that ended with an error or a panic.
+    pub failed: u64,
+    /// Tasks that panicked (included in `failed`).
+    pub panicked: u64,
+    /// Tasks dropped without running by a discarding destroy.
+    pub discarded: u64,
+    /// Times the worker went to sleep on its futex for lack of work.
+    pub sleeps: u64,
+    /// Wake syscalls issued by `enqueue` because the worker was asleep.
+    pub wakeups: u64,
+    /// Times the worker found new work while spinning, without sleeping.
+    pub spin_hits: u64,
+}
+
+/// Pads a value to its own cache lines, so counters written by different threads do not
+/// false-share.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> std::ops::Deref for Padded<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: no critical section in this module leaves its data in a
+/// broken state when it unwinds.
+fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Bumps a counter only ever written by one thread: a plain load and store, no locked RMW.
+fn bump(counter: &AtomicU64) {
+    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+}
+
+/// Drops a value, swallowing a panic from its `Drop` (it must not take the worker or a
+/// destroying thread down half-way). The payload of such a panic is leaked rather than
+/// dropped, since dropping it could panic again.
+fn drop_quietly<T>(value: T) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(value))) {
+        mem::forget(payload);
+    }
+}
+
+/// Drops every value of `v` (quietly, see [`drop_quietly`]), keeping its allocation. One
+/// unwind guard covers them all (set up again after a panicking drop, for the rest).
+fn drop_all<T>(v: &mut Vec<T>) {
+    let mut left = v.drain(..);
+    while let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| left.by_ref().for_each(drop)))
+    {
+        mem::forget(payload);
+    }
+}
+
+/// An in-order asynchronous task queue with its own worker thread. `Send + Sync`: share it
+/// (e.g. in an `Arc`) between the threads that enqueue, synchronize and query.
+pub struct Stream<E: From<Error> + Send + 'static, J: Job<E> = Task<E>> {
+    shared: Arc<Shared<E, J>>,
+    worker: Mutex<Option<JoinHandle<()>>>,
+    tid: i32,
+    name: String,
+    cpu: Option<usize>,
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
+    /// Starts a stream with the default configuration; `name` names its worker thread.
+    ///
+    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
+    pub fn new(name: impl Into<String>) -> Result<Self, E> {
+        Self::spawn(StreamConfig::new(name))
+    }
+
+    /// Starts a stream: spawns its worker and waits until it runs.
+    ///
+    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
+    pub fn spawn(config: StreamConfig) -> Result<Self, E> {
+        let control = Arc::new(Control {
+            cancelled: AtomicBool::new(false),
+            aborting: AtomicBool::new(false),
+            waker: Mutex::new(None),
+            worker: OnceLock::new(),
+            blocked_on: AtomicU64::new(0),
+        });
+        let shared = Arc::new(Shared {
+            ring: Ring::new(config.capacity),
+            room: Mutex::new(()),
+            not_full: Condvar::new(),
+            blocked: AtomicUsize::new(0),
+            drained: AtomicBool::new(false),
+            capacity: config.capacity,
+            spin: config.spin,
+            enqueue_timeout: config.enqueue_timeout,
+            state: AtomicU8::new(OPEN),
+            retired: Padded::default(),
+            wake_at: AtomicU64::new(u64::MAX),
+            sync_lock: Mutex::new(()),
+            sync_cv: Condvar::new(),
+            error: Mutex::new(None),
+            stop_on_failure: AtomicBool::new(false),
+            halted: AtomicBool::new(false),
+            abort_below: AtomicU64::new(0),
+            discard_pending: AtomicU64::new(0),
+            discarded: AtomicU64::new(0),
+            wakeups: AtomicU64::new(0),
+            worker: WorkerCounters::default(),
+            last_panic: Mutex::new(None),
+            control,
+            exited: Mutex::new(false),
+            exited_cv: Condvar::new(),
+            _error: PhantomData,
+        });
+        let (tx, rx) = mpsc::channel();
+        let for_worker = Arc::clone(&shared);
+        let cpu = config.cpu;
+        let handle = thread::Builder::new()
+            .name(config.name.clone())
+            .spawn(move || for_worker.worker_main(cpu, tx))
+            .map_err(|_| E::from(Error::ResourceAllocFail))?;
+        // Set before any enqueue can exist: `Stream` is returned only below.
+        let _ = shared.control.worker.set(handle.thread().clone());
+        let tid = match rx.recv() {
+            Ok(Some(tid)) => tid,
+            // The worker could not be placed (it has returned) or died before it reported.
+            Ok(None) | Err(_) => {
+                let _ = handle.join();
+                return Err(E::from(Error::ResourceAllocFail));
+            }
+        };
+        Ok(Stream {
+            shared,
+            worker: Mutex::new(Some(handle)),
+            tid,
+            name: config.name,
+            cpu,
+        })
+    }
+
+    /// Waits until every task enqueued before this call has run (or been discarded), then
+    /// returns the stored task error once, clearing it.
+    ///
+    /// Codes: the first error a task returned since the last report (e.g. 107020 for a timed
+    /// out wait, 507899 for a panic); 507046 (`StreamSyncTimeout`) `wait` expired first
+    /// (nothing is cleared); 107017 the stream is destroyed, or was destroyed with its tasks
+    /// discarded while waiting (a draining destroy that started meanwhile ran them all: the
+    /// answer is then theirs, task error included); 507000 (`InternalError`) called from one
+    /// of this stream's own tasks (it would wait for itself).
+    pub fn synchronize(&self, wait: SyncWait) -> Result<(), E> {
+        let s = &*self.shared;
+        if s.state.load(Ordering::SeqCst) != OPEN {
+            return Err(E::from(Error::InvalidHandle));
+        }
+        if s.control.on_worker() {
+            return Err(E::from(Error::InternalError));
+        }
+        let target = s.ring.issued();
+        let done = || s.retired.load(Ordering::SeqCst) >= target;
+        if !done() {
+            let deadline = match wait {
+                SyncWait::Forever => None,
+                SyncWait::AtMost(d) if d.is_zero() => {
+                    return Err(E::from(Error::StreamSyncTimeout));
+                }
+                // A deadline past the clock's range is "forever".
+                SyncWait::AtMost(d) => Instant::now().checked_add(d),
+            };
+            let spin = match deadline {
+                Some(d) => s.spin.min(d.saturating_duration_since(Instant::now())),
+                None => s.spin,
+            };
+            if !spin_until(spin, done) {
+                let mut g = lock(&s.sync_lock);
+                loop {
+                    // Dekker handshake with `Shared::retire` (see there).
+                    s.wake_at.fetch_min(target, Ordering::SeqCst);
+                    if done() {
+                        break;
+                    }
+                    g = match deadline {
+                        None => s.sync_cv.wait(g).unwrap_or_else(PoisonError::into_inner),
+                        Some(d) => {
+                            let now = Instant::now();
+                            if now >= d {
+                                return Err(E::from(Error::StreamSyncTimeout));
+                            }
+                            s.sync_cv
+                                .wait_timeout(g, d - now)
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .0
+                        }
+                    };
+                }
+            }
+        }
+        if s.state.load(Ordering::SeqCst) == DISCARDING {
+            return Err(E::from(Error::InvalidHandle));
+        }
+        let mut slot = lock(&s.error);
+        // Reported: a stop-on-failure stream runs its later tasks again.
+        s.halted.store(false, Ordering::Relaxed);
+        match slot.take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Sets the failure mode: `stop` (`ACL_STOP_ON_FAILURE`) makes the worker discard the
+    /// tasks after a failed one, unrun, until a [`synchronize`](Self::synchronize) reports the
+    /// failure; otherwise (`ACL_CONTINUE_ON_FAILURE`, the default) later tasks still run.
+    pub fn set_stop_on_failure(&self, stop: bool) {
+        let s = &*self.shared;
+        let slot = lock(&s.error);
+        s.stop_on_failure.store(stop, Ordering::Relaxed);
+        // A failure already stored halts the stream from now on (and a switch back resumes).
+        s.halted.store(stop && slot.is_some(), Ordering::Relaxed);
+    }
+
+    /// Aborts the tasks enqueued so far (`aclrtStreamAbort`): those not started are dropped
+    /// unrun and the running one is cancelled as a discard would (its failure is not stored);
+    /// the stream stays open and runs the tasks enqueued after this call. Returns at once.
+    ///
+    /// Codes: 107017 the stream is being or has been destroyed.
+    pub fn abort(&self) -> Result<(), E> {
+        let s = &*self.shared;
+        {
+            // `state` changes under the consumer's lock.
+            let _k = s.ring.taker();
+            if s.state.load(Ordering::Relaxed) != OPEN {
+                return Err(E::from(Error::InvalidHandle));
+            }
+            // Before the flag `interrupt` raises (the worker reads them the other way round).
+            s.abort_below.store(s.ring.issued(), Ordering::SeqCst);
+        }
+        // A task enqueued while this runs may be taken before the flag is up and then be
+        // interrupted with the aborted ones: it raced the abort.
+        s.control.interrupt();
+        Ok(())
+    }
+
+    /// Whether every task enqueued so far has run (`Complete`) or not (`NotReady`). Never
+    /// blocks; does not touch the stored error.
+    pub fn query(&self) -> StreamStatus {
+        let s = &*self.shared;
+        let enqueued = s.ring.issued();
+        if s.retired.load(Ordering::SeqCst) >= enqueued {
+            StreamStatus::Complete
+        } else {
+            StreamStatus::NotReady
+        }
+    }
+
+    /// Destroys the stream. `Drain` runs every queued task first (a task that never finishes
+    /// makes this wait for ever, as `aclrtDestroyStream` does — unless a `Discard` ends it, see
+    /// below); `Discard` drops the tasks not yet started, cancels the running one and waits
+    /// for it to return. Then the worker is joined — unless this is called from one of the
+    /// stream's own tasks, in which case the worker exits by itself after that task. Enqueuers
+    /// waiting for room get 107017.
+    ///
+    /// A `Discard` of a stream that is draining turns the drain into a discard: the tasks
+    /// not yet run are dropped, the running one is cancelled, and both calls return once the
+    /// worker has exited (the drain with 107017: its tasks did not all run).
+    ///
+    /// `destroy` is [`begin_destroy`](Self::begin_destroy) then
+    /// [`wait_destroyed`](Self::wait_destroyed): an owner that discards several streams whose
+    /// tasks may wait on each other cancels them all first and only then waits for them.
+    ///
+    /// Codes: 107017 (`InvalidHandle`) already destroyed (or being destroyed; a `Discard` of a
+    /// draining stream excepted), or a drain overtaken by a discard.
+    pub fn destroy(&self, mode: StreamDestroy) -> Result<(), E> {
+        self.begin_destroy(mode)?;
+        self.wait_destroyed();
+        if mode == StreamDestroy::Drain && self.shared.state.load(Ordering::SeqCst) == DISCARDING {
+            return Err(E::from(Error::InvalidHandle));
+        }
+        Ok(())
+    }
+
+    /// The first half of [`destroy`](Self::destroy), which never blocks: the stream stops
+    /// taking tasks and, for `Discard`, its queued tasks are dropped and its running task is
+    /// cancelled. The worker then finishes on its own; [`wait_destroyed`](Self::wait_destroyed)
+    /// waits for that.
+    ///
+    /// Codes: as [`destroy`](Self::destroy) (apart from the overtaken drain).
+    pub fn begin_destroy(&self, mode: StreamDestroy) -> Result<(), E> {
+        self.begin(mode, true)
+    }
+
+    /// [`begin_destroy`](Self::begin_destroy); `overtake` says whether a `Discard` may turn
+    /// a drain in progress into a discard.
+    fn begin(&self, mode: StreamDestroy, overtake: bool) -> Result<(), E> {
+        let s = &*self.shared;
+        let dropped = {
+            let mut k = s.ring.taker();
+            let state = s.state.load(Ordering::Relaxed);
+            let upgrade = overtake && state == DRAINING && mode == StreamDestroy::Discard;
+            if state != OPEN && !upgrade {
+                return Err(E::from(Error::InvalidHandle));
+            }
+            if upgrade && s.drained.load(Ordering::Relaxed) {
+                // The drain already ran everything: nothing to overtake, and the drain keeps
+                // its success (the worker is on its way out; waiting for it is the caller's).
+                return Ok(());
+            }
+            // No task is accepted from here on; the ones with a ticket are in the ring.
+            let end = s.ring.close();
+            let dropped = match mode {
+                StreamDestroy::Drain => {
+                    s.state.store(DRAINING, Ordering::SeqCst);
+                    Vec::new()
+                }
+                StreamDestroy::Discard => {
+                    let mut tasks = Vec::new();
+                    k.take_published(end, |t| tasks.push(t));
+                    s.discard_pending
+                        .fetch_add(tasks.len() as u64, Ordering::SeqCst);
+                    s.state.store(DISCARDING, Ordering::SeqCst);
+                    tasks
+                }
+            };
+            drop(k);
+            if s.blocked.load(Ordering::SeqCst) > 0 {
+                let _g = lock(&s.room);
+                s.not_full.notify_all();
+            }
+            dropped
+        };
+        if mode == StreamDestroy::Discard {
+            // Interrupt the running task first, then release what the others captured.
+            s.control.cancel();
+            s.discarded
+                .fetch_add(dropped.len() as u64, Ordering::Relaxed);
+            for task in dropped {
+                drop_quietly(task);
+            }
+        }
+        s.control.unpark_worker();
+        Ok(())
+    }
+
+    /// Whether the worker thread has exited (the stream was destroyed and has finished).
+    pub fn has_exited(&self) -> bool {
+        *lock(&self.shared.exited)
+    }
+
+    /// The second half of [`destroy`](Self::destroy): waits until the worker has exited
+    /// (joining it, or, if another destroy is joining it, waiting for its exit). Returns at
+    /// once when called from one of the stream's own tasks (the worker exits after it), and
+    /// waits for ever for a stream that is open or draining a task that never ends: call it
+    /// after [`begin_destroy`](Self::begin_destroy).
+    pub fn wait_destroyed(&self) {
+        if self.join_handle() {
+            return;
+        }
+        if self.shared.control.on_worker() {
+            return;
+        }
+        // Another destroy is joining it (a discard overtaking a drain), or a destroy from one
+        // of its tasks detached it: wait for its exit.
+        let mut exited = lock(&self.shared.exited);
+        while !*exited {
+            exited = self
+                .shared
+                .exited_cv
+                .wait(exited)
+                .unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// Joins the worker if this stream still has its handle (whether it did). From one of
+    /// the stream's own tasks the handle is dropped instead (the worker leaves after that
+    /// task, detached).
+    fn join_handle(&self) -> bool {
+        let Some(handle) = lock(&self.worker).take() else {
+            return false;
+        };
+        if handle.thread().id() != thread::current().id() {
+            // The worker catches task panics; an `Err` here would be a bug in this module,
+            // and there is nothing left to clean up either way.
+            let _ = handle.join();
+        }
+        true
+    }
+
+    /// Counters for benchmarks and the inspector.
+    pub fn stats(&self) -> StreamStats {
+        let s = &*self.shared;
+        let w = &s.worker;
+        StreamStats {
+            enqueued: s.ring.issued(),
+            completed: w.completed.load(Ordering::Relaxed),
+            failed: w.failed.load(Ordering::Relaxed),
+            panicked: w.panicked.load(Ordering::Relaxed),
+            discarded: s.discarded.load(Ordering::Relaxed),
+            sleeps: w.sleeps.load(Ordering::Relaxed),
+            wakeups: s.wakeups.load(Ordering::Relaxed),
+            spin_hits: w.spin_hits.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Tasks in the queue (not counting the running one, nor up to 15 more the worker has
+    /// taken from the queue and runs next).
+    pub fn queued(&self) -> usize {
+        let s = &*self.shared;
+        let head = s.ring.taker().head();
+        (s.ring.issued() - head) as usize
+    }
+
+    /// The queue capacity.
+    pub fn capacity(&self) -> usize {
+        self.shared.capacity
+    }
+
+    /// How long `enqueue` waits for room in a full queue (`None`: for ever).
+    pub fn enqueue_timeout(&self) -> Option<Duration> {
+        self.shared.enqueue_timeout
+    }
+
+    /// What the running task last noted it blocks on ([`TaskCtx::set_blocked_on`]; 0: it
+    /// noted nothing, or no task is blocked).
+    pub fn blocked_on(&self) -> u64 {
+        self.shared.control.blocked_on.load(Ordering::Relaxed)
+    }
+
+    /// The worker's kernel thread id (for `/proc/self/task/<tid>`).
+    pub fn worker_tid(&self) -> i32 {
+        self.tid
+    }
+
+    /// The CPU the worker is restricted to ([`StreamConfig::cpu`]), or `None`.
+    pub fn cpu(&self) -> Option<usize> {
+        self.cpu
+    }
+
+    /// The message of the most recent task panic, if any task panicked.
+    pub fn last_panic(&self) -> Option<String> {
+        lock(&self.shared.last_panic).clone()
+    }
+
+    /// Whether a task error is stored and not yet reported by `synchronize`.
+    pub fn has_error(&self) -> bool {
+        lock(&self.shared.error).is_some()
+    }
+
+    /// A copy of the stored task error, if any (left for `synchronize` to report).
+    pub fn stored_error(&self) -> Option<E>
+    where
+        E: Clone,
+    {
+        lock(&self.shared.error).clone()
+    }
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Drop for Stream<E, J> {
+    /// Drop is a discarding destroy: it never waits for a task that cannot finish (see the
+    /// module docs).
+    fn drop(&mut self) {
+        // A drain still running here was started by one of the stream's own tasks (any other
+        // drain borrows the stream until it ends): it goes on, detached, as it would have
+        // without this drop; it is not turned into a discard.
+        if self.begin(StreamDestroy::Discard, false).is_ok() {
+            self.wait_destroyed();
+        } else {
+            // Already destroyed; the handle may still need joining (`begin_destroy` without
+            // `wait_destroyed`); if that destroy ran on the worker itself it is gone.
+            self.join_handle();
+        }
+    }
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> fmt::Debug for Stream<E, J> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match self.shared.state.load(Ordering::Relaxed) {
+            OPEN => "open",
+            DRAINING => "draining",
+            _ => "discarding",
+        };
+        f.debug_struct("Stream")
+            .field("name", &self.name)
+            .field("worker_tid", &self.tid)
+            .field("cpu", &self.cpu)
+            .field("state", &state)
+            .field("capacity", &self.shared.capacity)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,146 @@
+//! Putting tasks on a stream's queue: the lock-free fast path into the ring and the slow
+//! path that waits for room in a full queue (or, from the stream's own worker, grows it).
+
+use std::sync::PoisonError;
+use std::sync::atomic::{Ordering, fence};
+use std::time::Instant;
+
+use acl_notify_core::Error;
+
+use super::{Job, Stream, Task, TaskCtx, drop_quietly, lock};
+use crate::ring::Push;
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
+    /// Queues `task`; returns once it is queued (waiting for room if the queue is full).
+    ///
+    /// Codes: 107017 (`InvalidHandle`) the stream is being or has been destroyed; 507002
+    /// (`StreamTaskFull`) the queue stayed full for the whole
+    /// [`enqueue_timeout`](super::StreamConfig::enqueue_timeout). Either way the task is dropped
+    /// unrun.
+    pub fn enqueue<F>(&self, task: F) -> Result<(), E>
+    where
+        F: FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static,
+        J: From<Task<E>>,
+    {
+        self.enqueue_job(J::from(Box::new(task)))
+    }
+
+    /// [`enqueue`](Self::enqueue) for an already boxed task.
+    ///
+    /// Codes: as [`enqueue`](Self::enqueue).
+    pub fn enqueue_boxed(&self, task: Task<E>) -> Result<(), E>
+    where
+        J: From<Task<E>>,
+    {
+        self.enqueue_job(J::from(task))
+    }
+
+    /// [`enqueue`](Self::enqueue) for a job of the stream's own job type (no allocation).
+    ///
+    /// Codes: as [`enqueue`](Self::enqueue).
+    pub fn enqueue_job(&self, task: J) -> Result<(), E> {
+        let s = &*self.shared;
+        match s.ring.push(task) {
+            Push::Queued { wake } => {
+                if wake {
+                    self.wake_worker();
+                }
+                Ok(())
+            }
+            Push::Full(task) => self.enqueue_slow(task),
+            Push::Closed(task) | Push::Spill(_, task) => {
+                drop_quietly(task);
+                Err(E::from(Error::InvalidHandle))
+            }
+        }
+    }
+
+    /// Tasks queued so far (tickets issued, taken or not): read right after a task was
+    /// queued, at least that task's number plus one ([`TaskCtx::task_number`]).
+    #[inline]
+    pub fn issued(&self) -> u64 {
+        self.shared.ring.issued()
+    }
+
+    /// [`enqueue_job`](Self::enqueue_job) that never waits: a full queue hands the job back
+    /// (`Err`), for a caller that holds a lock it must not keep while it waits for room.
+    /// Otherwise `Ok` with what `enqueue_job` would have returned.
+    #[inline]
+    pub fn try_enqueue_job(&self, task: J) -> Result<Result<(), E>, J> {
+        match self.shared.ring.push(task) {
+            Push::Queued { wake } => {
+                if wake {
+                    self.wake_worker();
+                }
+                Ok(Ok(()))
+            }
+            Push::Full(task) => Err(task),
+            Push::Closed(task) | Push::Spill(_, task) => {
+                drop_quietly(task);
+                Ok(Err(E::from(Error::InvalidHandle)))
+            }
+        }
+    }
+
+    #[cold]
+    fn wake_worker(&self) {
+        self.shared.wakeups.fetch_add(1, Ordering::Relaxed);
+        self.shared.control.unpark_worker();
+    }
+
+    /// `enqueue` into a full queue: from the worker itself the task is queued past the
+    /// capacity; from any other thread it waits for room, at most `enqueue_timeout`.
+    #[cold]
+    #[inline(never)]
+    fn enqueue_slow(&self, mut task: J) -> Result<(), E> {
+        let s = &*self.shared;
+        if s.control.on_worker() {
+            // Waiting for room would wait for ourselves.
+            return match s.ring.taker().push_own(task) {
+                Push::Queued { .. } => Ok(()),
+                Push::Closed(task) | Push::Full(task) | Push::Spill(_, task) => {
+                    drop_quietly(task);
+                    Err(E::from(Error::InvalidHandle))
+                }
+            };
+        }
+        let until = s
+            .enqueue_timeout
+            .and_then(|t| Instant::now().checked_add(t));
+        let mut g = lock(&s.room);
+        // Dekker handshake with `Shared::next`: announce, then look at the slots.
+        s.blocked.fetch_add(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let result = loop {
+            task = match s.ring.push(task) {
+                Push::Queued { wake } => {
+                    if wake {
+                        self.wake_worker();
+                    }
+                    break Ok(());
+                }
+                Push::Closed(task) | Push::Spill(_, task) => {
+                    drop_quietly(task);
+                    break Err(E::from(Error::InvalidHandle));
+                }
+                Push::Full(task) => task,
+            };
+            g = match until {
+                None => s.not_full.wait(g).unwrap_or_else(PoisonError::into_inner),
+                Some(until) => {
+                    let left = until.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        drop_quietly(task);
+                        break Err(E::from(Error::StreamTaskFull));
+                    }
+                    s.not_full
+                        .wait_timeout(g, left)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        };
+        s.blocked.fetch_sub(1, Ordering::SeqCst);
+        result
+    }
+}

@@ -1,0 +1,1221 @@
+//! Tests of the stream engine: ordering, errors, synchronize, destroy, cancellation, abort.
+
+use super::*;
+use cancel::Waker;
+use std::sync::atomic::AtomicUsize;
+use worker::gettid;
+
+/// Generous bound for anything a test waits on; a healthy run takes milliseconds.
+const LONG: Duration = Duration::from_secs(20);
+const SYNC: SyncWait = SyncWait::AtMost(LONG);
+
+type S = Stream<Error>;
+
+/// Queues a task on `s` that adds one to `ran`.
+fn count_on(s: &S, ran: &Arc<AtomicUsize>) {
+    let r = Arc::clone(ran);
+    s.enqueue(move |_| {
+        r.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A one-shot latch with a bounded wait.
+#[derive(Default)]
+struct Gate {
+    open: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Gate {
+    fn new() -> Arc<Gate> {
+        Arc::new(Gate::default())
+    }
+    fn open(&self) {
+        *lock(&self.open) = true;
+        self.cv.notify_all();
+    }
+    /// True if opened within `d`.
+    fn wait(&self, d: Duration) -> bool {
+        let g = lock(&self.open);
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, d, |open| !*open)
+            .unwrap_or_else(PoisonError::into_inner);
+        *g
+    }
+}
+
+/// Runs `f` on a thread and returns its result, failing the test if it takes over `d`.
+fn within<T: Send + 'static>(d: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(d)
+        .unwrap_or_else(|_| panic!("still running after {d:?}"))
+}
+
+/// Polls `cond` every millisecond for at most `d`.
+fn eventually(d: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        if cond() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(1));
+    }
+    cond()
+}
+
+/// Counts drops of the value it is captured in.
+struct DropCounter(Arc<AtomicUsize>);
+impl Drop for DropCounter {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// (state char, utime + stime in ticks) of a thread of this process.
+fn thread_stat(tid: i32) -> (char, u64) {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat"))
+        .expect("the worker thread exists");
+    // The command name may contain spaces and parentheses: split after the last ')'.
+    let rest = &text[text.rfind(')').expect("stat has (comm)") + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let state = f[0].chars().next().expect("state field");
+    let utime: u64 = f[11].parse().expect("utime");
+    let stime: u64 = f[12].parse().expect("stime");
+    (state, utime + stime)
+}
+
+#[test]
+fn order_is_preserved_across_thousands_of_tasks() {
+    let s = S::new("t-order").unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    const N: usize = 20_000;
+    for i in 0..N {
+        let seen = Arc::clone(&seen);
+        s.enqueue(move |_| {
+            lock(&seen).push(i);
+            Ok(())
+        })
+        .unwrap();
+    }
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    let seen = lock(&seen);
+    assert_eq!(seen.len(), N);
+    assert!(
+        seen.iter().enumerate().all(|(i, &v)| i == v),
+        "out of order"
+    );
+    let st = s.stats();
+    assert_eq!(
+        (st.enqueued, st.completed, st.failed),
+        (N as u64, N as u64, 0)
+    );
+}
+
+#[test]
+fn each_producers_order_is_preserved_with_concurrent_producers() {
+    let s = Arc::new(S::spawn(StreamConfig::new("t-mp").capacity(16)).unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    const P: usize = 4;
+    const N: usize = 3_000;
+    let producers: Vec<_> = (0..P)
+        .map(|p| {
+            let (s, seen) = (Arc::clone(&s), Arc::clone(&seen));
+            thread::spawn(move || {
+                for i in 0..N {
+                    let seen = Arc::clone(&seen);
+                    s.enqueue(move |_| {
+                        lock(&seen).push((p, i));
+                        Ok(())
+                    })
+                    .unwrap();
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.join().unwrap();
+    }
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    let seen = lock(&seen);
+    assert_eq!(seen.len(), P * N);
+    let mut next = [0usize; P];
+    for &(p, i) in seen.iter() {
+        assert_eq!(i, next[p], "producer {p} out of order");
+        next[p] += 1;
+    }
+}
+
+#[test]
+fn enqueue_waits_for_room_instead_of_failing() {
+    const CAP: usize = 8;
+    const N: usize = 1_000;
+    let s = Arc::new(S::spawn(StreamConfig::new("t-full").capacity(CAP)).unwrap());
+    let gate = Gate::new();
+    let g = Arc::clone(&gate);
+    s.enqueue(move |_| {
+        assert!(g.wait(LONG), "gate never opened");
+        Ok(())
+    })
+    .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (s2, ran2) = (Arc::clone(&s), Arc::clone(&ran));
+    let producer = thread::spawn(move || {
+        for i in 0..N {
+            let ran = Arc::clone(&ran2);
+            s2.enqueue(move |_| {
+                // In order: task i runs when exactly i tasks ran before it.
+                assert_eq!(ran.fetch_add(1, Ordering::SeqCst), i);
+                Ok(())
+            })
+            .expect("enqueue must not fail on a full queue");
+        }
+    });
+    // The producer outruns the blocked task: the queue fills and stays full.
+    assert!(eventually(LONG, || s.queued() == CAP));
+    thread::sleep(Duration::from_millis(20));
+    assert_eq!(s.queued(), CAP);
+    assert!(
+        !producer.is_finished(),
+        "producer should be waiting for room"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    gate.open();
+    producer.join().unwrap();
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), N);
+    assert_eq!(s.stats().failed, 0);
+}
+
+#[test]
+fn enqueue_gives_up_on_a_queue_that_stays_full_and_loses_nothing_queued() {
+    const CAP: usize = 4;
+    let limit = Duration::from_millis(150);
+    let s = S::spawn(
+        StreamConfig::new("t-stuck")
+            .capacity(CAP)
+            .enqueue_timeout(Some(limit)),
+    )
+    .unwrap();
+    let (gate, started) = (Gate::new(), Arc::new(AtomicBool::new(false)));
+    let (g, st) = (Arc::clone(&gate), Arc::clone(&started));
+    s.enqueue(move |_| {
+        st.store(true, Ordering::SeqCst);
+        assert!(g.wait(LONG), "gate never opened");
+        Ok(())
+    })
+    .unwrap();
+    // The head task runs (out of the queue), then the queue fills behind it.
+    assert!(eventually(LONG, || started.load(Ordering::SeqCst)));
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..CAP {
+        count_on(&s, &ran);
+    }
+    assert_eq!(s.queued(), CAP);
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = DropCounter(Arc::clone(&dropped));
+    let t0 = Instant::now();
+    let r = s.enqueue(move |_| {
+        let _keep = &d;
+        Ok(())
+    });
+    let took = t0.elapsed();
+    assert_eq!(r, Err(Error::StreamTaskFull));
+    assert!(
+        took >= limit,
+        "gave up after {took:?}, before the {limit:?} bound"
+    );
+    assert_eq!(
+        dropped.load(Ordering::SeqCst),
+        1,
+        "the refused task is dropped unrun"
+    );
+    // The stream goes on once its head finishes: every task queued before runs.
+    gate.open();
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), CAP);
+    count_on(&s, &ran);
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), CAP + 1);
+    assert_eq!(s.stats().failed, 0);
+}
+
+#[test]
+fn synchronize_reports_the_first_error_once_and_the_stream_goes_on() {
+    let s = S::new("t-err").unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
+    s.enqueue(|_| Err(Error::IpcError)).unwrap();
+    count_on(&s, &ran);
+    assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        1,
+        "tasks after a failure still run"
+    );
+    assert_eq!(s.synchronize(SYNC), Ok(()), "reported once, then cleared");
+    assert!(!s.has_error());
+    count_on(&s, &ran);
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    assert_eq!(s.stats().failed, 2);
+}
+
+#[test]
+fn synchronize_with_timeout_expires_while_a_task_blocks() {
+    let s = S::new("t-sto").unwrap();
+    s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
+    let gate = Gate::new();
+    let g = Arc::clone(&gate);
+    s.enqueue(move |_| {
+        assert!(g.wait(LONG));
+        Ok(())
+    })
+    .unwrap();
+    let t0 = Instant::now();
+    let r = s.synchronize(SyncWait::AtMost(Duration::from_millis(50)));
+    assert_eq!(r, Err(Error::StreamSyncTimeout));
+    assert!(t0.elapsed() >= Duration::from_millis(50), "returned early");
+    assert_eq!(
+        s.synchronize(SyncWait::AtMost(Duration::ZERO)),
+        Err(Error::StreamSyncTimeout),
+        "zero polls"
+    );
+    assert!(s.has_error(), "a timed-out synchronize clears nothing");
+    gate.open();
+    assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+    assert_eq!(s.synchronize(SyncWait::AtMost(Duration::ZERO)), Ok(()));
+    assert_eq!(s.synchronize(SyncWait::Forever), Ok(()));
+}
+
+#[test]
+fn query_is_not_ready_until_everything_ran() {
+    let s = S::new("t-query").unwrap();
+    assert_eq!(s.query(), StreamStatus::Complete);
+    let gate = Gate::new();
+    let g = Arc::clone(&gate);
+    s.enqueue(move |_| {
+        assert!(g.wait(LONG));
+        Ok(())
+    })
+    .unwrap();
+    s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
+    assert_eq!(s.query(), StreamStatus::NotReady);
+    gate.open();
+    assert!(eventually(LONG, || s.query() == StreamStatus::Complete));
+    assert!(s.has_error(), "query leaves the error for synchronize");
+    assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+}
+
+#[test]
+fn several_threads_synchronize_at_once() {
+    let s = Arc::new(S::new("t-msync").unwrap());
+    let gate = Gate::new();
+    let g = Arc::clone(&gate);
+    s.enqueue(move |_| {
+        assert!(g.wait(LONG));
+        Ok(())
+    })
+    .unwrap();
+    let waiters: Vec<_> = (0..3)
+        .map(|_| {
+            let s = Arc::clone(&s);
+            thread::spawn(move || s.synchronize(SYNC))
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(20));
+    assert!(waiters.iter().all(|w| !w.is_finished()));
+    gate.open();
+    for w in waiters {
+        assert_eq!(w.join().unwrap(), Ok(()));
+    }
+}
+
+#[test]
+fn discard_drops_pending_tasks_and_interrupts_the_blocked_one() {
+    let s = S::new("t-discard").unwrap();
+    // The blocked task follows the module's protocol: a waker that changes the state its
+    // wait checks, registered before blocking.
+    let woke = Arc::new((Mutex::new(false), Condvar::new()));
+    let outcome = Arc::new(Mutex::new(None));
+    let started = Gate::new();
+    let (w, o, st) = (
+        Arc::clone(&woke),
+        Arc::clone(&outcome),
+        Arc::clone(&started),
+    );
+    s.enqueue(move |ctx| {
+        let w2 = Arc::clone(&w);
+        let _guard = ctx.on_cancel(move || {
+            *lock(&w2.0) = true;
+            w2.1.notify_all();
+        });
+        st.open();
+        let g = lock(&w.0);
+        let (g, res) =
+            w.1.wait_timeout_while(g, LONG, |woken| !*woken)
+                .unwrap_or_else(PoisonError::into_inner);
+        *lock(&o) = Some((*g, res.timed_out(), ctx.is_cancelled()));
+        Err(Error::TaskTimeout)
+    })
+    .unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let bodies = Arc::new(AtomicUsize::new(0));
+    const PENDING: usize = 50;
+    for _ in 0..PENDING {
+        let d = DropCounter(Arc::clone(&drops));
+        let b = Arc::clone(&bodies);
+        s.enqueue(move |_| {
+            let _d = d;
+            b.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+    }
+    assert!(started.wait(LONG));
+    let t0 = Instant::now();
+    assert_eq!(s.destroy(StreamDestroy::Discard), Ok(()));
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "cancel did not interrupt"
+    );
+    assert_eq!(drops.load(Ordering::SeqCst), PENDING, "captures released");
+    assert_eq!(
+        bodies.load(Ordering::SeqCst),
+        0,
+        "discarded tasks never run"
+    );
+    // Woken by the waker, not by the 20 s timeout, and the task saw the cancellation.
+    assert_eq!(*lock(&outcome), Some((true, false, true)));
+    let st = s.stats();
+    assert_eq!(st.discarded, PENDING as u64);
+    assert_eq!(st.completed, 1);
+    assert_eq!(s.query(), StreamStatus::Complete);
+    assert_eq!(s.enqueue(|_| Ok(())), Err(Error::InvalidHandle));
+    assert_eq!(s.synchronize(SYNC), Err(Error::InvalidHandle));
+    assert_eq!(s.destroy(StreamDestroy::Discard), Err(Error::InvalidHandle));
+}
+
+#[test]
+fn small_plain_wakers_are_kept_inline_and_others_boxed() {
+    static HITS: AtomicUsize = AtomicUsize::new(0);
+    let one: &'static AtomicUsize = &HITS;
+    let (a, b) = (7usize, 9usize);
+    let inline = Waker::new(move || {
+        one.fetch_add(a, Ordering::SeqCst);
+    });
+    // Three words: too big for the inline room.
+    let big = Waker::new(move || {
+        one.fetch_add(a + b, Ordering::SeqCst);
+    });
+    let arc = Arc::new(AtomicUsize::new(0));
+    let a2 = Arc::clone(&arc);
+    // Has drop glue (an `Arc`): boxed, and dropped with the waker.
+    let owning = Waker::new(move || {
+        a2.fetch_add(1, Ordering::SeqCst);
+    });
+    assert!(matches!(inline, Waker::Inline { .. }));
+    assert!(matches!(owning, Waker::Boxed(_)));
+    inline.call();
+    owning.call();
+    assert_eq!(HITS.load(Ordering::SeqCst), 7);
+    assert_eq!(arc.load(Ordering::SeqCst), 1);
+    big.call();
+    assert_eq!(HITS.load(Ordering::SeqCst), 7 + 16);
+    drop(owning);
+    assert_eq!(
+        Arc::strong_count(&arc),
+        1,
+        "the boxed waker's capture was dropped"
+    );
+}
+
+#[test]
+fn an_inline_waker_interrupts_the_blocked_task() {
+    // What the simulator's waits register: a waker that owns nothing (here a `'static`
+    // reference), stored without a box.
+    let s = S::new("t-inline").unwrap();
+    let woke: &'static (Mutex<bool>, Condvar) = Box::leak(Box::default());
+    let outcome = Arc::new(Mutex::new(None));
+    let started = Gate::new();
+    let (o, st) = (Arc::clone(&outcome), Arc::clone(&started));
+    let shared = Arc::clone(&s.shared);
+    s.enqueue(move |ctx| {
+        let _guard = ctx.on_cancel(move || {
+            *lock(&woke.0) = true;
+            woke.1.notify_all();
+        });
+        let inline = matches!(*lock(&shared.control.waker), Some(Waker::Inline { .. }));
+        st.open();
+        let g = lock(&woke.0);
+        let (g, res) = woke
+            .1
+            .wait_timeout_while(g, LONG, |woken| !*woken)
+            .unwrap_or_else(PoisonError::into_inner);
+        *lock(&o) = Some((inline, *g, res.timed_out()));
+        Ok(())
+    })
+    .unwrap();
+    assert!(started.wait(LONG));
+    assert_eq!(s.destroy(StreamDestroy::Discard), Ok(()));
+    // Registered inline, and woken by it rather than by the timeout.
+    assert_eq!(*lock(&outcome), Some((true, true, false)));
+}
+
+#[test]
+fn on_cancel_after_cancellation_wakes_at_once() {
+    let s = S::new("t-late").unwrap();
+    let gate = Gate::new();
+    let fired = Arc::new(AtomicBool::new(false));
+    let (g, f) = (Arc::clone(&gate), Arc::clone(&fired));
+    let started = Gate::new();
+    let st = Arc::clone(&started);
+    s.enqueue(move |ctx| {
+        st.open();
+        // Ignore the cancellation until the test has finished cancelling...
+        while !ctx.is_cancelled() {
+            thread::yield_now();
+        }
+        assert!(g.wait(LONG));
+        // ...then register: the waker must run immediately.
+        let f2 = Arc::clone(&f);
+        let _guard = ctx.on_cancel(move || f2.store(true, Ordering::SeqCst));
+        Ok(())
+    })
+    .unwrap();
+    assert!(started.wait(LONG));
+    let s = Arc::new(s);
+    let s2 = Arc::clone(&s);
+    let destroyer = thread::spawn(move || s2.destroy(StreamDestroy::Discard));
+    assert!(eventually(LONG, || s
+        .shared
+        .control
+        .cancelled
+        .load(Ordering::SeqCst)));
+    assert!(!fired.load(Ordering::SeqCst));
+    gate.open();
+    assert_eq!(destroyer.join().unwrap(), Ok(()));
+    assert!(fired.load(Ordering::SeqCst));
+}
+
+#[test]
+fn ctx_sleep_is_cut_short_by_discard() {
+    let s = S::new("t-sleep").unwrap();
+    let result = Arc::new(Mutex::new(None));
+    let r = Arc::clone(&result);
+    let started = Gate::new();
+    let st = Arc::clone(&started);
+    s.enqueue(move |ctx| {
+        st.open();
+        *lock(&r) = Some(ctx.sleep(LONG));
+        Ok(())
+    })
+    .unwrap();
+    // A short sleep on another stream completes normally.
+    let s2 = S::new("t-sleep2").unwrap();
+    let short = Arc::new(Mutex::new(None));
+    let sh = Arc::clone(&short);
+    s2.enqueue(move |ctx| {
+        *lock(&sh) = Some(ctx.sleep(Duration::from_millis(5)));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(s2.synchronize(SYNC), Ok(()));
+    assert_eq!(*lock(&short), Some(Ok(())));
+
+    assert!(started.wait(LONG));
+    let t0 = Instant::now();
+    drop(s); // Drop = Discard.
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(*lock(&result), Some(Err(Cancelled)));
+}
+
+/// A discard of a stream that is draining a task that never ends turns the drain into a
+/// discard: both return promptly (the drain with 107017), the queued tasks never run.
+#[test]
+fn a_discard_overtakes_a_drain_in_progress() {
+    let s = Arc::new(S::new("t-overtake").unwrap());
+    let started = Gate::new();
+    let st = Arc::clone(&started);
+    s.enqueue(move |ctx| {
+        st.open();
+        let _ = ctx.sleep(Duration::from_secs(3600));
+        Ok(())
+    })
+    .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    count_on(&s, &ran);
+    assert!(started.wait(LONG));
+    let (tx, rx) = mpsc::channel();
+    let drainer = {
+        let s = Arc::clone(&s);
+        thread::spawn(move || {
+            let _ = tx.send(s.destroy(StreamDestroy::Drain));
+        })
+    };
+    // The drain has begun once the stream refuses new work.
+    assert!(eventually(LONG, || s.enqueue(|_| Ok(())).is_err()));
+    let t0 = Instant::now();
+    let discard = {
+        let s = Arc::clone(&s);
+        within(LONG, move || s.destroy(StreamDestroy::Discard))
+    };
+    assert_eq!(discard, Ok(()));
+    assert_eq!(rx.recv_timeout(LONG), Ok(Err(Error::InvalidHandle)));
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    drainer.join().unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(s.query(), StreamStatus::Complete);
+    assert_eq!(s.destroy(StreamDestroy::Discard), Err(Error::InvalidHandle));
+}
+
+/// A drain started by one of the stream's own tasks goes on after the last reference to
+/// the stream is dropped: dropping does not turn it into a discard.
+#[test]
+fn dropping_a_stream_its_own_task_drains_still_runs_the_rest() {
+    let s = Arc::new(S::new("t-self-drain").unwrap());
+    let gate = Gate::new();
+    let g = Arc::clone(&gate);
+    s.enqueue(move |_| {
+        g.wait(LONG);
+        Ok(())
+    })
+    .unwrap();
+    let me = Arc::clone(&s);
+    s.enqueue(move |_| {
+        assert_eq!(me.destroy(StreamDestroy::Drain), Ok(()));
+        drop(me); // The last reference: dropped on the worker, mid-drain.
+        Ok(())
+    })
+    .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    count_on(&s, &ran);
+    drop(s);
+    gate.open();
+    assert!(eventually(LONG, || ran.load(Ordering::SeqCst) == 1));
+}
+
+/// Discarding streams in two passes — cancel all, then wait for all — ends a task of one
+/// that waits for another, whatever the order: one destroy at a time would wait for the
+/// first stream's task, which waits for the second stream, not cancelled yet.
+#[test]
+fn begin_destroy_on_all_then_wait_ends_a_task_waiting_on_another_stream() {
+    let s1 = Arc::new(S::new("t-two-pass-1").unwrap());
+    let s2 = Arc::new(S::new("t-two-pass-2").unwrap());
+    s2.enqueue(move |ctx| {
+        let _ = ctx.sleep(Duration::from_secs(3600));
+        Ok(())
+    })
+    .unwrap();
+    let started = Gate::new();
+    let st = Arc::clone(&started);
+    let other = Arc::clone(&s2);
+    let synced = Arc::new(Mutex::new(None));
+    let sy = Arc::clone(&synced);
+    s1.enqueue(move |_| {
+        st.open();
+        *lock(&sy) = Some(other.synchronize(SyncWait::AtMost(LONG)));
+        Ok(())
+    })
+    .unwrap();
+    assert!(started.wait(LONG));
+    let t0 = Instant::now();
+    let both = [Arc::clone(&s1), Arc::clone(&s2)];
+    within(LONG, move || {
+        for s in &both {
+            s.begin_destroy(StreamDestroy::Discard).unwrap();
+        }
+        for s in &both {
+            s.wait_destroyed();
+        }
+    });
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    assert_eq!(*lock(&synced), Some(Err(Error::InvalidHandle)));
+}
+
+/// A synchronize already waiting when a draining destroy starts gets what its tasks came
+/// to (here a task's error), not 107017: the drain ran them all.
+#[test]
+fn a_synchronize_waiting_through_a_drain_reports_the_task_error() {
+    let s = Arc::new(S::new("t-syncdrain").unwrap());
+    let gate = Gate::new();
+    let g = Arc::clone(&gate);
+    s.enqueue(move |_| {
+        assert!(g.wait(LONG));
+        Err(Error::TaskTimeout)
+    })
+    .unwrap();
+    let s2 = Arc::clone(&s);
+    let syncer = thread::spawn(move || s2.synchronize(SyncWait::AtMost(LONG)));
+    thread::sleep(Duration::from_millis(20));
+    let s3 = Arc::clone(&s);
+    let destroyer = thread::spawn(move || s3.destroy(StreamDestroy::Drain));
+    thread::sleep(Duration::from_millis(20));
+    gate.open();
+    assert_eq!(destroyer.join().unwrap(), Ok(()));
+    assert_eq!(syncer.join().unwrap(), Err(Error::TaskTimeout));
+    // Callers that come after the destroy find the stream gone.
+    assert_eq!(s.synchronize(SyncWait::Forever), Err(Error::InvalidHandle));
+}
+
+/// A discard that comes after a drain has run everything (the worker is leaving) has
+/// nothing to overtake: the drain stays a drain, so its caller is not told its tasks were
+/// discarded.
+#[test]
+fn a_discard_after_a_finished_drain_overtakes_nothing() {
+    let s = S::new("t-late").unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    count_on(&s, &ran);
+    assert_eq!(s.destroy(StreamDestroy::Drain), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(s.begin_destroy(StreamDestroy::Discard), Ok(()));
+    s.wait_destroyed();
+    assert_eq!(s.shared.state.load(Ordering::SeqCst), DRAINING);
+}
+
+#[test]
+fn drain_runs_every_queued_task_before_returning() {
+    let s = S::new("t-drain").unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..100 {
+        let r = Arc::clone(&ran);
+        s.enqueue(move |_| {
+            thread::sleep(Duration::from_micros(50));
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+    }
+    assert_eq!(s.destroy(StreamDestroy::Drain), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), 100);
+    assert_eq!(s.stats().discarded, 0);
+    assert_eq!(s.enqueue(|_| Ok(())), Err(Error::InvalidHandle));
+}
+
+#[test]
+fn blocked_enqueuers_get_invalid_handle_when_the_stream_is_destroyed() {
+    let s = Arc::new(S::spawn(StreamConfig::new("t-bdes").capacity(1)).unwrap());
+    let gate = Gate::new();
+    let g = Arc::clone(&gate);
+    let started = Gate::new();
+    let st = Arc::clone(&started);
+    s.enqueue(move |ctx| {
+        st.open();
+        let g2 = Arc::clone(&g);
+        let _w = ctx.on_cancel(move || g2.open());
+        assert!(g.wait(LONG));
+        Ok(())
+    })
+    .unwrap();
+    assert!(started.wait(LONG));
+    s.enqueue(|_| Ok(())).unwrap(); // fills the queue
+    let s2 = Arc::clone(&s);
+    let blocked = thread::spawn(move || s2.enqueue(|_| Ok(())));
+    thread::sleep(Duration::from_millis(20));
+    assert!(!blocked.is_finished());
+    assert_eq!(s.destroy(StreamDestroy::Discard), Ok(()));
+    assert_eq!(blocked.join().unwrap(), Err(Error::InvalidHandle));
+}
+
+#[test]
+fn a_panicking_task_becomes_an_error_not_a_dead_stream() {
+    let s = S::new("t-panic").unwrap();
+    s.enqueue(|_| panic!("boom in a host function")).unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = Arc::clone(&ran);
+    s.enqueue(move |_| {
+        r.store(true, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+    assert!(ran.load(Ordering::SeqCst), "the stream kept going");
+    assert_eq!(s.last_panic().as_deref(), Some("boom in a host function"));
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    let st = s.stats();
+    assert_eq!((st.panicked, st.failed, st.completed), (1, 1, 2));
+}
+
+#[test]
+fn panics_inside_one_taken_batch_spare_the_tasks_around_them() {
+    let s = S::new("t-panics").unwrap();
+    let hold = Gate::new();
+    let h = Arc::clone(&hold);
+    s.enqueue(move |_| {
+        assert!(h.wait(LONG), "gate never opened");
+        Ok(())
+    })
+    .unwrap();
+    // Queued behind the gate, so the worker takes them together.
+    let order = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..8u32 {
+        let o = Arc::clone(&order);
+        s.enqueue(move |_| {
+            if i % 3 == 1 {
+                panic!("boom {i}");
+            }
+            lock(&o).push(i);
+            Ok(())
+        })
+        .unwrap();
+    }
+    hold.open();
+    assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+    assert_eq!(*lock(&order), vec![0, 2, 3, 5, 6]);
+    assert_eq!(s.last_panic().as_deref(), Some("boom 7"));
+    let st = s.stats();
+    assert_eq!((st.panicked, st.failed, st.completed), (3, 3, 9));
+    assert_eq!(s.query(), StreamStatus::Complete);
+}
+
+#[test]
+fn drop_all_drops_the_rest_after_a_panicking_drop() {
+    struct D(Arc<AtomicUsize>, bool);
+    impl Drop for D {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            if self.1 {
+                panic!("drop panics");
+            }
+        }
+    }
+    let n = Arc::new(AtomicUsize::new(0));
+    let mut v: Vec<D> = (0..6)
+        .map(|i| D(Arc::clone(&n), i == 1 || i == 4))
+        .collect();
+    let cap = v.capacity();
+    drop_all(&mut v);
+    assert_eq!(n.load(Ordering::SeqCst), 6);
+    assert!(v.is_empty());
+    assert_eq!(v.capacity(), cap);
+}
+
+#[test]
+fn a_task_may_use_its_own_stream_without_deadlocking() {
+    let s = Arc::new(S::spawn(StreamConfig::new("t-self").capacity(2)).unwrap());
+    let inner = Arc::new(Mutex::new(None));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (s2, i2, r2) = (Arc::clone(&s), Arc::clone(&inner), Arc::clone(&ran));
+    s.enqueue(move |_| {
+        // More than the capacity, from the worker: must not wait for room.
+        for _ in 0..10 {
+            let r = Arc::clone(&r2);
+            s2.enqueue(move |_| {
+                r.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })?;
+        }
+        *lock(&i2) = Some(s2.synchronize(SYNC));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(*lock(&inner), Some(Err(Error::InternalError)));
+    // The inner tasks were enqueued after our first synchronize began; this one covers them.
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), 10);
+    assert_eq!(s.stats().enqueued, 11);
+}
+
+#[test]
+fn an_idle_worker_sleeps_and_is_woken_by_enqueue() {
+    let s = S::new("t-idle").unwrap();
+    for _ in 0..100 {
+        s.enqueue(|_| Ok(())).unwrap();
+    }
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    // Past the spin budget the worker parks.
+    assert!(eventually(LONG, || s.stats().sleeps >= 1
+        && s.shared.ring.is_sleeping()));
+    thread::sleep(Duration::from_millis(5));
+    let (_, cpu0) = thread_stat(s.worker_tid());
+    for _ in 0..10 {
+        thread::sleep(Duration::from_millis(10));
+        assert_eq!(thread_stat(s.worker_tid()).0, 'S', "idle worker not asleep");
+    }
+    let (_, cpu1) = thread_stat(s.worker_tid());
+    // ~100 ms idle: a spinning thread would burn ~10 ticks; allow one for accounting.
+    assert!(cpu1 - cpu0 <= 1, "idle worker used {} ticks", cpu1 - cpu0);
+
+    let before = s.stats();
+    let (tx, rx) = mpsc::channel();
+    s.enqueue(move |_| {
+        tx.send(()).map_err(|_| Error::DrvInternalError)?;
+        Ok(())
+    })
+    .unwrap();
+    assert!(rx.recv_timeout(LONG).is_ok(), "enqueue woke the worker");
+    let after = s.stats();
+    assert_eq!(after.wakeups, before.wakeups + 1, "one wake syscall");
+}
+
+#[test]
+fn back_to_back_enqueues_need_no_wake_syscall() {
+    // With a generous spin budget the worker is still spinning when the next task arrives.
+    let s = S::spawn(StreamConfig::new("t-spin").spin(Duration::from_millis(200))).unwrap();
+    s.enqueue(|_| Ok(())).unwrap();
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    let before = s.stats();
+    for _ in 0..100 {
+        s.enqueue(|_| Ok(())).unwrap();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+    }
+    let after = s.stats();
+    assert!(after.spin_hits > before.spin_hits);
+    // Preemption on a busy machine may push a few past the budget; not most.
+    assert!(
+        after.wakeups - before.wakeups < 10,
+        "{} wakeups for 100 back-to-back tasks",
+        after.wakeups - before.wakeups
+    );
+}
+
+#[test]
+fn no_wake_up_is_lost_when_the_worker_parks_every_time() {
+    // spin = 0: the worker parks whenever its queue is empty, so every enqueue races with
+    // a park; two producers and synchronize race with it too. A lost wake-up would show up
+    // as a synchronize timing out (507046) instead of returning Ok.
+    let s = Arc::new(S::spawn(StreamConfig::new("t-race").spin(Duration::ZERO)).unwrap());
+    let ran = Arc::new(AtomicUsize::new(0));
+    const N: usize = 5_000;
+    let producers: Vec<_> = (0..2)
+        .map(|p| {
+            let (s, ran) = (Arc::clone(&s), Arc::clone(&ran));
+            thread::spawn(move || {
+                for i in 0..N {
+                    let r = Arc::clone(&ran);
+                    s.enqueue(move |_| {
+                        r.fetch_add(1, Ordering::SeqCst);
+                        Ok(())
+                    })?;
+                    if (i + p) % 3 == 0 {
+                        s.synchronize(SyncWait::AtMost(Duration::from_secs(10)))?;
+                    }
+                }
+                Ok::<(), Error>(())
+            })
+        })
+        .collect();
+    for p in producers {
+        assert_eq!(p.join().unwrap(), Ok(()));
+    }
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), 2 * N);
+    assert!(s.stats().sleeps > 0, "the worker did park in between");
+}
+
+#[test]
+fn dropping_a_stream_with_a_blocked_task_does_not_hang() {
+    let s = S::new("t-drop").unwrap();
+    let started = Gate::new();
+    let st = Arc::clone(&started);
+    s.enqueue(move |ctx| {
+        st.open();
+        let gate = Gate::new();
+        let g = Arc::clone(&gate);
+        let _w = ctx.on_cancel(move || g.open());
+        assert!(gate.wait(LONG));
+        Ok(())
+    })
+    .unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let d = DropCounter(Arc::clone(&drops));
+    s.enqueue(move |_| {
+        let _d = d;
+        Ok(())
+    })
+    .unwrap();
+    assert!(started.wait(LONG));
+    let t0 = Instant::now();
+    drop(s);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(drops.load(Ordering::SeqCst), 1);
+}
+
+/// A job with remains: `Quick` never blocks, `Check` may block and records how many
+/// remains were dropped when it started.
+enum Probe {
+    Quick(DropCounter),
+    Check(Arc<AtomicUsize>, Arc<AtomicUsize>),
+}
+
+impl Job<Error> for Probe {
+    type Remains = Option<DropCounter>;
+    fn run(self, _: &TaskCtx, _: &mut dyn FnMut()) -> (Result<(), Error>, Option<DropCounter>) {
+        match self {
+            Probe::Quick(d) => (Ok(()), Some(d)),
+            Probe::Check(drops, seen) => {
+                seen.store(drops.load(Ordering::SeqCst), Ordering::SeqCst);
+                (Ok(()), None)
+            }
+        }
+    }
+    fn may_block(&self) -> bool {
+        matches!(self, Probe::Check(..))
+    }
+}
+
+#[test]
+fn remains_are_dropped_before_a_blocking_job_and_before_synchronize_returns() {
+    let s: Stream<Error, Probe> = Stream::spawn(StreamConfig::new("t-remains")).unwrap();
+    let drops = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::new(AtomicUsize::new(usize::MAX));
+    for round in 1..=50usize {
+        // Five quick jobs, then one that may block: it must see all five dropped.
+        for _ in 0..5 {
+            s.enqueue_job(Probe::Quick(DropCounter(Arc::clone(&drops))))
+                .unwrap();
+        }
+        s.enqueue_job(Probe::Check(Arc::clone(&drops), Arc::clone(&seen)))
+            .unwrap();
+        // Then quick jobs only: synchronize returns with their remains dropped too.
+        for _ in 0..3 {
+            s.enqueue_job(Probe::Quick(DropCounter(Arc::clone(&drops))))
+                .unwrap();
+        }
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(seen.load(Ordering::SeqCst), round * 8 - 3);
+        assert_eq!(drops.load(Ordering::SeqCst), round * 8);
+    }
+}
+
+/// A job that logs its number when it runs; `Chained` ones say they chain, `Fail` ones
+/// return an error, `Boom` ones (chained) panic. `Hold` blocks until its gate opens.
+enum Link {
+    Plain(u32, Arc<Mutex<Vec<u32>>>),
+    Chained(u32, Arc<Mutex<Vec<u32>>>, DropCounter),
+    Fail(u32, Arc<Mutex<Vec<u32>>>),
+    Boom,
+    Hold(Arc<Gate>),
+}
+
+impl Job<Error> for Link {
+    type Remains = Option<DropCounter>;
+    fn run(self, _: &TaskCtx, _: &mut dyn FnMut()) -> (Result<(), Error>, Option<DropCounter>) {
+        match self {
+            Link::Plain(i, log) => {
+                lock(&log).push(i);
+                (Ok(()), None)
+            }
+            Link::Chained(i, log, d) => {
+                lock(&log).push(i);
+                (Ok(()), Some(d))
+            }
+            Link::Fail(i, log) => {
+                lock(&log).push(i);
+                (Err(Error::InvalidHandle), None)
+            }
+            Link::Boom => panic!("boom in a chained job"),
+            Link::Hold(g) => {
+                assert!(g.wait(LONG), "gate never opened");
+                (Ok(()), None)
+            }
+        }
+    }
+    fn may_block(&self) -> bool {
+        matches!(self, Link::Hold(_))
+    }
+    fn chains(&self) -> bool {
+        matches!(self, Link::Chained(..) | Link::Boom)
+    }
+}
+
+#[test]
+fn chained_jobs_run_in_order_and_are_counted_like_the_others() {
+    let s: Stream<Error, Link> = Stream::spawn(StreamConfig::new("t-chain")).unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let drops = Arc::new(AtomicUsize::new(0));
+    let chained = |i| Link::Chained(i, Arc::clone(&log), DropCounter(Arc::clone(&drops)));
+    // Held, so that everything below is taken from the queue in batches.
+    let hold = Gate::new();
+    s.enqueue_job(Link::Hold(Arc::clone(&hold))).unwrap();
+    // Chained jobs behind a plain one, behind a chained one, behind a failing one (not
+    // chained: it runs in its own turn), and at the end.
+    let mut expect = Vec::new();
+    for round in 0..10u32 {
+        let i = round * 10;
+        s.enqueue_job(Link::Plain(i, Arc::clone(&log))).unwrap();
+        s.enqueue_job(chained(i + 1)).unwrap();
+        s.enqueue_job(chained(i + 2)).unwrap();
+        s.enqueue_job(Link::Fail(i + 3, Arc::clone(&log))).unwrap();
+        s.enqueue_job(chained(i + 4)).unwrap();
+        expect.extend([i, i + 1, i + 2, i + 3, i + 4]);
+    }
+    hold.open();
+    assert_eq!(s.synchronize(SYNC), Err(Error::InvalidHandle));
+    assert_eq!(*lock(&log), expect);
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        30,
+        "remains of chained jobs not dropped"
+    );
+    let st = s.stats();
+    assert_eq!((st.completed, st.failed), (51, 10));
+
+    // A chained job that panics: the job before it stays counted, the stream goes on.
+    lock(&log).clear();
+    s.enqueue_job(Link::Plain(1, Arc::clone(&log))).unwrap();
+    s.enqueue_job(Link::Boom).unwrap();
+    s.enqueue_job(chained(2)).unwrap();
+    assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+    assert_eq!(*lock(&log), [1, 2]);
+    assert_eq!(s.last_panic().as_deref(), Some("boom in a chained job"));
+    let st = s.stats();
+    assert_eq!((st.completed, st.failed, st.panicked), (54, 11, 1));
+    assert_eq!(s.query(), StreamStatus::Complete);
+}
+
+/// Quick jobs, one that blocks until a gate opens, or one that says it does not block
+/// but calls `before_block` and then blocks until a gate opens.
+enum Step {
+    Quick,
+    Block(Arc<Gate>),
+    Polite(Arc<Gate>),
+}
+
+impl Job<Error> for Step {
+    type Remains = ();
+    fn run(self, _: &TaskCtx, before_block: &mut dyn FnMut()) -> (Result<(), Error>, ()) {
+        match self {
+            Step::Quick => {}
+            Step::Block(g) => assert!(g.wait(LONG), "gate never opened"),
+            Step::Polite(g) => {
+                before_block();
+                assert!(g.wait(LONG), "gate never opened");
+            }
+        }
+        (Ok(()), ())
+    }
+    fn may_block(&self) -> bool {
+        matches!(self, Step::Block(_))
+    }
+}
+
+#[test]
+fn synchronize_does_not_wait_for_a_blocking_task_taken_with_the_ones_it_waits_for() {
+    for polite in [false, true] {
+        let s = Arc::new(Stream::<Error, Step>::spawn(StreamConfig::new("t-retire")).unwrap());
+        let (hold, block) = (Gate::new(), Gate::new());
+        // Hold the worker so the next tasks pile up and are taken from the queue together.
+        s.enqueue_job(Step::Block(Arc::clone(&hold))).unwrap();
+        for _ in 0..5 {
+            s.enqueue_job(Step::Quick).unwrap();
+        }
+        let s2 = Arc::clone(&s);
+        let sync = thread::spawn(move || s2.synchronize(SYNC));
+        // The synchronize has read its target (6 tasks) once it published its wake-up mark.
+        assert!(eventually(LONG, || s.shared.wake_at.load(Ordering::SeqCst) != u64::MAX));
+        let g = Arc::clone(&block);
+        s.enqueue_job(if polite {
+            Step::Polite(g)
+        } else {
+            Step::Block(g)
+        })
+        .unwrap();
+        hold.open();
+        // The five quick tasks are retired before the blocking one blocks.
+        assert_eq!(sync.join().unwrap(), Ok(()), "polite: {polite}");
+        assert_eq!(s.query(), StreamStatus::NotReady);
+        block.open();
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+    }
+}
+
+/// The CPU a thread may run on, from `/proc` (field `Cpus_allowed_list`).
+fn cpus_allowed_list(tid: i32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn a_placed_worker_runs_on_its_cpu_only() {
+    let cpus = allowed_cpus();
+    assert!(!cpus.is_empty(), "sched_getaffinity said nothing");
+    let last = *cpus.last().unwrap();
+    let s = S::spawn(StreamConfig::new("t-cpu").cpu(Some(last))).unwrap();
+    assert_eq!(s.cpu(), Some(last));
+    assert_eq!(cpus_allowed_list(s.worker_tid()), last.to_string());
+    // It still runs tasks, and the spawning thread keeps its own affinity.
+    let ran = Arc::new(AtomicUsize::new(0));
+    count_on(&s, &ran);
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+    assert_eq!(allowed_cpus(), cpus);
+    // Unplaced workers are left to the scheduler.
+    let free = S::spawn(StreamConfig::new("t-nocpu")).unwrap();
+    assert_eq!(free.cpu(), None);
+    assert_eq!(
+        cpus_allowed_list(free.worker_tid()),
+        cpus_allowed_list(gettid())
+    );
+}
+
+#[test]
+fn an_idle_worker_stops_spinning_when_a_busy_thread_wants_its_cpu() {
+    let cpu = *allowed_cpus().last().unwrap();
+    // A spin budget far longer than the test: the worker sleeps early only if it gives up
+    // spinning because its CPU is wanted.
+    let s = S::spawn(
+        StreamConfig::new("t-yield")
+            .cpu(Some(cpu))
+            .spin(Duration::from_secs(60)),
+    )
+    .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            pin_current_thread(cpu).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let ran = Arc::new(AtomicUsize::new(0));
+    count_on(&s, &ran);
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    let parked = eventually(LONG, || s.stats().sleeps >= 1);
+    stop.store(true, Ordering::Relaxed);
+    busy.join().unwrap();
+    assert!(
+        parked,
+        "the idle worker kept spinning next to a busy thread"
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_worker_that_cannot_be_placed_fails_the_spawn_cleanly() {
+    for (k, cpu) in [libc::CPU_SETSIZE as usize - 1, usize::MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let name = format!("t-badcpu{k}");
+        let r = S::spawn(StreamConfig::new(name.clone()).cpu(Some(cpu)));
+        assert_eq!(r.err(), Some(Error::ResourceAllocFail), "cpu {cpu}");
+        // The failed spawn joined the worker; the kernel drops its `/proc` entry a moment
+        // after the join returns. Other tests' threads come and go meanwhile, so only look
+        // for ours.
+        let ours_left = || {
+            std::fs::read_dir("/proc/self/task")
+                .unwrap()
+                .map(|e| e.unwrap().path().join("comm"))
+                .filter_map(|p| std::fs::read_to_string(p).ok())
+                .any(|c| c.trim() == name)
+        };
+        assert!(
+            eventually(LONG, || !ours_left()),
+            "worker {name} left behind"
+        );
+    }
+}

@@ -1,0 +1,468 @@
+//! A stream's worker thread: takes tasks from the queue in batches, runs them in order,
+//! retires them, stores their errors, and spins then parks when the queue runs dry; with the
+//! CPU placement helpers a placed worker uses.
+
+use std::cell::Cell;
+use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use acl_notify_core::Error;
+
+use super::cancel::{Control, TaskCtx};
+use super::{DISCARDING, Job, OPEN, Padded, bump, drop_all, drop_quietly, lock};
+use crate::ring::Ring;
+
+/// How many queued tasks the worker takes per turn. They leave the queue
+/// together (so up to `capacity + TAKE - 1` tasks can be pending) and still run one by one, in
+/// order; a discarding destroy drops the taken ones that have not started on the worker.
+const TAKE: usize = 16;
+
+/// How long [`spin_until`] busy-waits before it starts yielding the CPU between checks.
+const PURE_SPIN: Duration = Duration::from_micros(2);
+
+/// A `sched_yield` that took longer than this gave the CPU to another thread (with nothing
+/// else runnable it returns in about a microsecond, even in a VM).
+const YIELD_LOST_CPU: Duration = Duration::from_micros(5);
+
+/// Spins until `done()` or until `budget` has passed; true if `done()` held.
+///
+/// The first [`PURE_SPIN`] is a tight `spin_loop`; after that each clock check (every 32
+/// turns) also calls `sched_yield`, so that on a busy machine where the thread we are waiting
+/// for shares our CPU, our spinning does not keep it off that CPU (on an otherwise idle CPU
+/// the yield returns at once). A yield that does not return at once shows that another
+/// thread wants this CPU: the spin then stops early (false unless `done()` holds by then),
+/// so that a spinning thread does not keep taking turns with a busy one — e.g. an idle
+/// stream worker placed on the CPU of a stream that is running a long queue.
+pub(super) fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bool {
+    if budget.is_zero() {
+        return done();
+    }
+    let start = Instant::now();
+    let mut i: u32 = 0;
+    loop {
+        if done() {
+            return true;
+        }
+        i = i.wrapping_add(1);
+        // Reading the clock costs ~20 ns (vDSO); do it every 32 turns.
+        if i.is_multiple_of(32) {
+            let elapsed = start.elapsed();
+            if elapsed >= budget {
+                return false;
+            }
+            if elapsed >= PURE_SPIN {
+                let before = Instant::now();
+                thread::yield_now();
+                if before.elapsed() >= YIELD_LOST_CPU {
+                    return done();
+                }
+            }
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
+/// The calling thread's kernel thread id.
+pub(super) fn gettid() -> i32 {
+    // SAFETY: gettid(2) has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Restricts the calling thread to `cpu` (what a placed worker does first).
+pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: `cpu_set_t` is plain data for which all-zero is the empty set; `CPU_SET` writes
+    // bit `cpu` < CPU_SETSIZE (checked above); `sched_setaffinity(0, …)` only reads the set.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The CPUs the calling thread may run on, in ascending order (empty if the kernel does not
+/// say).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: all-zero is the empty set; `sched_getaffinity(0, …)` writes at most
+    // `size_of::<cpu_set_t>()` bytes into it; `CPU_ISSET` reads bits below CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Counters only the worker writes.
+#[derive(Default)]
+pub(super) struct WorkerCounters {
+    pub(super) completed: AtomicU64,
+    pub(super) failed: AtomicU64,
+    pub(super) panicked: AtomicU64,
+    pub(super) sleeps: AtomicU64,
+    pub(super) spin_hits: AtomicU64,
+}
+
+pub(super) struct Shared<E, J> {
+    /// The queue (lock-free for producers; see the `ring` module).
+    pub(super) ring: Ring<J>,
+    /// Producers waiting for room hold this from announcing themselves in `blocked` until
+    /// they sleep on `not_full`; the worker takes it to notify them.
+    pub(super) room: Mutex<()>,
+    pub(super) not_full: Condvar,
+    /// Producers waiting for room.
+    pub(super) blocked: AtomicUsize,
+    /// A drain ran every task and the worker is leaving: a discard has nothing left to
+    /// overtake (written under the ring's consumer lock).
+    pub(super) drained: AtomicBool,
+    pub(super) capacity: usize,
+    pub(super) spin: Duration,
+    /// Longest wait for room in a full queue (`None`: for ever).
+    pub(super) enqueue_timeout: Option<Duration>,
+    /// `OPEN`, `DRAINING` or `DISCARDING`; written under the ring's consumer lock (and the
+    /// ring is closed before it leaves `OPEN`).
+    pub(super) state: AtomicU8,
+    /// Tasks finished or discarded so far, always a prefix of the enqueue order.
+    pub(super) retired: Padded<AtomicU64>,
+    /// The smallest `retired` value a synchronize waiter waits for (`u64::MAX`: none).
+    pub(super) wake_at: AtomicU64,
+    pub(super) sync_lock: Mutex<()>,
+    pub(super) sync_cv: Condvar,
+    /// The first unreported task error.
+    pub(super) error: Mutex<Option<E>>,
+    /// `ACL_STOP_ON_FAILURE`: once a task fails, later ones are discarded until a synchronize
+    /// reports the failure.
+    pub(super) stop_on_failure: AtomicBool,
+    /// Set by a failure in stop-on-failure mode, cleared when a synchronize reports it.
+    pub(super) halted: AtomicBool,
+    /// Tasks numbered below this (in enqueue order, from 0) were aborted: the worker drops them
+    /// unrun, and a running one's error is not stored.
+    pub(super) abort_below: AtomicU64,
+    /// Tasks a discarding destroy removed; the worker retires them when it exits, after the
+    /// task it was running, so `retired` stays an in-order prefix.
+    pub(super) discard_pending: AtomicU64,
+    pub(super) discarded: AtomicU64,
+    pub(super) wakeups: AtomicU64,
+    pub(super) worker: WorkerCounters,
+    pub(super) last_panic: Mutex<Option<String>>,
+    pub(super) control: Arc<Control>,
+    /// Set by the worker as it exits (also when it unwinds), for a destroy that cannot join
+    /// it because another one does.
+    pub(super) exited: Mutex<bool>,
+    pub(super) exited_cv: Condvar,
+    pub(super) _error: PhantomData<fn() -> E>,
+}
+
+/// Tasks the worker has run but not yet retired, and their remains (see [`Job::run`]). They
+/// are flushed — remains dropped, then the tasks retired in one step — before a task that
+/// may block starts and after the last task taken from the queue, so a quick task costs no
+/// read-modify-write of the shared `retired` counter of its own, and `synchronize` never
+/// waits on a task that has finished behind one that blocks.
+struct Finished<R> {
+    remains: Vec<R>,
+    unretired: u64,
+    /// Tasks taken from the queue so far: the number (in enqueue order) of the next one to
+    /// run is `taken - local.len()`.
+    taken: u64,
+}
+
+enum Next {
+    /// Tasks were moved to the worker's local queue.
+    Run,
+    Empty,
+    Exit,
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
+    fn has_work(&self, popped: u64) -> bool {
+        self.ring.ready(popped) || self.state.load(Ordering::SeqCst) != OPEN
+    }
+
+    /// Moves up to [`TAKE`] tasks from the queue to the worker's `local` stack (empty), the
+    /// first to run on top: taking from the end of a `Vec` is cheaper than from the front of
+    /// a `VecDeque`, and every task pays for it. Returns the tickets taken so far with it.
+    fn next(&self, local: &mut Vec<J>) -> (Next, u64) {
+        let mut k = self.ring.taker();
+        loop {
+            match self.state.load(Ordering::Relaxed) {
+                DISCARDING => return (Next::Exit, k.head()),
+                state => {
+                    while local.len() < TAKE {
+                        match k.take() {
+                            Some(task) => local.push(task),
+                            None => break,
+                        }
+                    }
+                    if !local.is_empty() {
+                        break;
+                    }
+                    if state == OPEN {
+                        return (Next::Empty, k.head());
+                    }
+                    // Draining: the ring is closed, so `issued` is final; a ticket claimed
+                    // before the close is about to be published.
+                    if k.head() == self.ring.issued() {
+                        self.drained.store(true, Ordering::Relaxed);
+                        return (Next::Exit, k.head());
+                    }
+                    thread::yield_now();
+                }
+            }
+        }
+        let head = k.head();
+        drop(k);
+        local.reverse();
+        // Dekker handshake with `enqueue_slow`: the slots are free (stored above), then we
+        // look for producers waiting for room; they announce themselves, then look at the
+        // slots. They are woken once the queue is down to half its capacity, not for every
+        // batch taken: a host thread that keeps a queue full then refills half of it per
+        // wake-up instead of a task or sixteen (each wake-up is a syscall and a context
+        // switch on a machine that may have no CPU to spare). The queue keeps draining while
+        // they sleep, and the turn that leaves it empty wakes them (nothing is queued past a
+        // blocked producer: it is blocked because the queue is full).
+        fence(Ordering::SeqCst);
+        if self.blocked.load(Ordering::Relaxed) > 0
+            && self.ring.issued().saturating_sub(head) <= (self.capacity / 2) as u64
+        {
+            let _g = lock(&self.room);
+            self.not_full.notify_all();
+        }
+        (Next::Run, head)
+    }
+
+    /// Waits for work: spins for `self.spin`, then parks until an enqueuer or destroy wakes us.
+    fn idle(&self, popped: u64) {
+        if spin_until(self.spin, || self.has_work(popped)) {
+            bump(&self.worker.spin_hits);
+            return;
+        }
+        // The ring's sleep handshake with `enqueue` (see the `ring` module): either we see the
+        // task published now, or its producer sees that we sleep and unparks us. A destroy
+        // changes `state` and then unparks us (the park token keeps an early unpark).
+        if !self.ring.prepare_sleep(popped) {
+            return;
+        }
+        if self.state.load(Ordering::SeqCst) == OPEN {
+            bump(&self.worker.sleeps);
+            thread::park();
+        }
+        self.ring.awake();
+    }
+
+    /// Runs the taken tasks in order; each joins the finished ones in `done` (see
+    /// [`Finished`]). One unwind guard covers the whole batch and is set up again after a task
+    /// panics: a guard per task cost more than a record or a wait itself.
+    #[inline(never)]
+    fn run_local(&self, local: &mut Vec<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
+        ctx.forget_time();
+        while let Err(payload) =
+            panic::catch_unwind(AssertUnwindSafe(|| self.run_tasks(local, ctx, done)))
+        {
+            // The task that was running panicked (its value was dropped while unwinding);
+            // the ones after it still run.
+            self.task_panicked(payload, ctx, done);
+            if local.is_empty() {
+                self.flush(done);
+            }
+        }
+    }
+
+    fn run_tasks(&self, local: &mut Vec<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
+        while let Some(task) = local.pop() {
+            let seq = done.taken - local.len() as u64 - 1;
+            // The flag first: `abort` stores the bound before it raises the flag, so a raised
+            // flag read here comes with that abort's bound, and the flag is never lowered
+            // by a task that abort still covers.
+            let abort_raised = self.control.aborting.load(Ordering::SeqCst);
+            let aborted = seq < self.abort_below.load(Ordering::SeqCst);
+            if !aborted && abort_raised {
+                // The first task queued after an abort: the abort is over.
+                self.control.aborting.store(false, Ordering::SeqCst);
+            }
+            if self.control.cancelled.load(Ordering::Relaxed)
+                || aborted
+                || self.halted.load(Ordering::Relaxed)
+            {
+                // Taken before a discard, aborted, or behind a failure in stop-on-failure
+                // mode: drop it unrun.
+                self.flush(done);
+                drop_quietly(task);
+                self.discarded.fetch_add(1, Ordering::Relaxed);
+                self.retire(1);
+                continue;
+            }
+            let may_block = task.may_block();
+            if may_block {
+                self.flush(done);
+            }
+            if let Some(next) = local.last() {
+                next.prefetch();
+            }
+            ctx.seq.set(seq);
+            let (result, rest) = task.run(ctx, &mut || {
+                ctx.forget_time();
+                self.flush(done);
+            });
+            if may_block {
+                ctx.forget_time();
+            }
+            ctx.disarm();
+            bump(&self.worker.completed);
+            // Counted before a chained job runs: if that one panics, this one stays counted
+            // (its remains are dropped by the unwinding).
+            done.unretired += 1;
+            match result {
+                // An aborted task's failure is the abort's doing, not the task's.
+                Err(_) if seq < self.abort_below.load(Ordering::Acquire) => {}
+                Err(e) => {
+                    bump(&self.worker.failed);
+                    self.store_error(e);
+                }
+                Ok(()) => {
+                    if let Some(quick) = local.pop_if(|j| j.chains() && !ctx.is_cancelled()) {
+                        if let Some(next) = local.last() {
+                            next.prefetch();
+                        }
+                        let (result, quick_rest) = quick.run(ctx, &mut || {});
+                        bump(&self.worker.completed);
+                        done.unretired += 1;
+                        done.remains.push(quick_rest);
+                        if let Err(e) = result {
+                            bump(&self.worker.failed);
+                            self.store_error(e);
+                        }
+                    }
+                }
+            }
+            done.remains.push(rest);
+            if local.is_empty() {
+                self.flush(done);
+            }
+        }
+    }
+
+    /// Books a task that panicked: it counts as completed and failed, its message is kept and
+    /// the stream's error becomes 507899 (`DrvInternalError`).
+    fn task_panicked(
+        &self,
+        payload: Box<dyn std::any::Any + Send>,
+        ctx: &TaskCtx,
+        done: &mut Finished<J::Remains>,
+    ) {
+        ctx.disarm();
+        bump(&self.worker.completed);
+        bump(&self.worker.failed);
+        bump(&self.worker.panicked);
+        let msg = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a task panicked (non-string payload)".to_owned());
+        *lock(&self.last_panic) = Some(msg);
+        drop_quietly(payload);
+        self.store_error(E::from(Error::DrvInternalError));
+        done.unretired += 1;
+    }
+
+    /// Drops the remains of the finished tasks, then retires them.
+    fn flush(&self, done: &mut Finished<J::Remains>) {
+        drop_all(&mut done.remains);
+        if done.unretired > 0 {
+            self.retire(done.unretired);
+            done.unretired = 0;
+        }
+    }
+
+    fn store_error(&self, e: E) {
+        let mut slot = lock(&self.error);
+        if slot.is_none() {
+            *slot = Some(e);
+        }
+        if self.stop_on_failure.load(Ordering::Relaxed) {
+            self.halted.store(true, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn retire(&self, n: u64) {
+        let r = self.retired.fetch_add(n, Ordering::SeqCst) + n;
+        // Dekker handshake with `synchronize`: it publishes `wake_at` then re-reads `retired`.
+        if self.wake_at.load(Ordering::SeqCst) <= r {
+            self.wake_at.swap(u64::MAX, Ordering::SeqCst);
+            // Waiters hold `sync_lock` from publishing `wake_at` until they sleep, so taking it
+            // here means every waiter that published before our swap is asleep and gets this
+            // notification; those that publish after the swap see the new `retired`.
+            let _g = lock(&self.sync_lock);
+            self.sync_cv.notify_all();
+        }
+    }
+
+    /// `ready` gets the worker's thread id, or `None` if it could not be placed on `cpu` (it
+    /// then returns at once).
+    pub(super) fn worker_main(
+        self: Arc<Self>,
+        cpu: Option<usize>,
+        ready: mpsc::Sender<Option<i32>>,
+    ) {
+        /// Announces the worker's exit, however it leaves.
+        struct Exit<'a>(&'a Mutex<bool>, &'a Condvar);
+        impl Drop for Exit<'_> {
+            fn drop(&mut self) {
+                *lock(self.0) = true;
+                self.1.notify_all();
+            }
+        }
+        let _exit = Exit(&self.exited, &self.exited_cv);
+        // The spawner waits for this before it returns the stream. A dropped receiver (the
+        // spawner gave up) is harmless.
+        if let Some(Err(_)) = cpu.map(pin_current_thread) {
+            let _ = ready.send(None);
+            return;
+        }
+        let _ = ready.send(Some(gettid()));
+        drop(ready);
+        let ctx = TaskCtx {
+            control: Arc::clone(&self.control),
+            armed: Cell::new(false),
+            spin_hint: Cell::new(0),
+            stamp: Cell::new(0),
+            seq: Cell::new(0),
+        };
+        let mut local: Vec<J> = Vec::with_capacity(TAKE);
+        let mut done = Finished {
+            remains: Vec::with_capacity(TAKE),
+            unretired: 0,
+            taken: 0,
+        };
+        loop {
+            if !local.is_empty() {
+                self.run_local(&mut local, &ctx, &mut done);
+                continue;
+            }
+            let (next, popped) = self.next(&mut local);
+            match next {
+                Next::Run => done.taken = popped,
+                Next::Empty => self.idle(popped),
+                Next::Exit => break,
+            }
+        }
+        let n = self.discard_pending.swap(0, Ordering::SeqCst);
+        if n > 0 {
+            self.retire(n);
+        }
+    }
+}

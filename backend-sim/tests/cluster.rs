@@ -1,0 +1,744 @@
+//! The SuperPod across machines, on one machine as if on several: a 3-member etcd cluster on
+//! loopback (Debian's `etcd-server`, installed when missing), and "hosts" that are separate
+//! namespaces sharing no files, each running real processes: this test binary re-executes
+//! itself as an agent (`ACL_SIM_CLUSTER_AGENT=1`) that joins the cluster through
+//! `ACL_NOTIFY_SIM_CLUSTER` and obeys one-line commands. Cases: the SPEC §7 flow across hosts
+//! with inter-server whitelists, nothing lost (each remote record releases exactly one wait),
+//! a non-whitelisted importer (207006), a server id claimed by two hosts, a ring across 2
+//! hosts × 4 ranks, and the faults: an etcd member killed, a host's processes SIGKILLed, the
+//! whole cluster unreachable.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{
+    Backend, BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
+    RawNotify, RawStream, ServerPid, Soc, StreamOps, SyncWait, Timeout,
+};
+use acl_notify_sim::Sim;
+use acl_notify_sim::cluster::harness::EtcdCluster;
+use acl_notify_sim::cluster::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TTL};
+use libtest_mimic::{Arguments, Failed, Trial};
+
+const AGENT: &str = "ACL_SIM_CLUSTER_AGENT";
+/// Upper bound for any single agent answer.
+const ANSWER: Duration = Duration::from_secs(30);
+/// Lease TTL of the agents (seconds): short, so the fault tests see deaths quickly.
+const TTL: u32 = 2;
+
+type TestFn = fn(&Arc<EtcdCluster>) -> Result<(), Failed>;
+
+/// The cluster most tests share (each under a SuperPod name of its own); the fault tests
+/// that kill members start their own.
+static SHARED: Mutex<Option<Arc<EtcdCluster>>> = Mutex::new(None);
+
+fn main() {
+    if std::env::var_os(AGENT).is_some() {
+        agent();
+        return;
+    }
+    let tests: Vec<(&str, TestFn)> = vec![
+        ("spec7_flow_across_hosts", spec7_flow_across_hosts),
+        (
+            "non_whitelisted_importer_is_refused_207006",
+            non_whitelisted_importer_is_refused_207006,
+        ),
+        (
+            "a_server_id_belongs_to_one_host",
+            a_server_id_belongs_to_one_host,
+        ),
+        (
+            "ring_across_2_hosts_x_4_ranks",
+            ring_across_2_hosts_x_4_ranks,
+        ),
+        (
+            "a_killed_etcd_member_leaves_a_working_majority",
+            a_killed_etcd_member_leaves_a_working_majority,
+        ),
+        (
+            "sigkilled_processes_are_dead_within_the_ttl",
+            sigkilled_processes_are_dead_within_the_ttl,
+        ),
+        (
+            "an_unreachable_cluster_fails_in_bounded_time",
+            an_unreachable_cluster_fails_in_bounded_time,
+        ),
+    ];
+    let args = Arguments::from_args();
+    let shared = if !args.list {
+        match EtcdCluster::start(3) {
+            Ok(c) => Some(Arc::new(c)),
+            Err(e) => {
+                eprintln!("cannot start the etcd cluster: {e}");
+                std::process::exit(1);
+            }
+        }
+    } else {
+        None
+    };
+    *SHARED.lock().unwrap() = shared;
+    let trials = tests
+        .into_iter()
+        .map(|(name, f)| {
+            Trial::test(name, move || {
+                let c = SHARED.lock().unwrap().clone().ok_or("no etcd cluster")?;
+                f(&c)
+            })
+        })
+        .collect();
+    let done = libtest_mimic::run(&args, trials);
+    // Kill the shared members before exiting (statics are not dropped).
+    SHARED.lock().unwrap().take();
+    done.exit();
+}
+
+// ---- the agent (child side) ----------------------------------------------------------------
+
+fn agent() {
+    let sim = match Sim::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            println!(
+                "err {} {}",
+                e.kind().code(),
+                e.to_string().replace('\n', " ")
+            );
+            return;
+        }
+    };
+    println!("ok {}", sim.bare_tgid());
+    let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { return };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match run_command(&sim, &mut streams, &words) {
+            Ok(s) => println!("ok {s}"),
+            Err(e) => println!(
+                "err {} {}",
+                e.kind().code(),
+                e.to_string().replace('\n', " ")
+            ),
+        }
+    }
+}
+
+type SimResult<T> = Result<T, acl_notify_sim::SimError>;
+
+fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> SimResult<T> {
+    w.get(i)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| acl_notify_sim::SimError::new(Error::ParamInvalid, "bad agent command"))
+}
+
+fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimResult<String> {
+    let mut stream = |dev: u32| -> SimResult<RawStream> {
+        let slot = streams
+            .get_mut(dev as usize)
+            .ok_or_else(|| acl_notify_sim::SimError::new(Error::InvalidDeviceId, "device"))?;
+        if let Some(s) = slot {
+            return Ok(*s);
+        }
+        let s = sim.create_stream(dev)?;
+        *slot = Some(s);
+        Ok(s)
+    };
+    let n = |i| -> SimResult<RawNotify> { Ok(RawNotify(num(w, i)?)) };
+    match w.first().copied().unwrap_or("") {
+        "create" => Ok(sim
+            .create_notify(num(w, 1)?, CreateFlags::empty())?
+            .0
+            .to_string()),
+        "export" => Ok(sim
+            .export_key(n(1)?, ExportFlags::empty())?
+            .as_str()
+            .to_owned()),
+        "export_open" => Ok(sim
+            .export_key(n(1)?, ExportFlags::DISABLE_PID_VALIDATION)?
+            .as_str()
+            .to_owned()),
+        // allow H SDID PID: one whitelist entry (inter-server when SDID is another server).
+        "allow" => {
+            let (sdid, pid) = (num(w, 2)?, num(w, 3)?);
+            if sdid == sim.server_id() {
+                sim.set_import_pids(n(1)?, &[pid])?;
+            } else {
+                sim.set_import_server_pids(n(1)?, &[ServerPid { sdid, pid }])?;
+            }
+            Ok(String::new())
+        }
+        "import" => {
+            let key = w.get(2).copied().unwrap_or("");
+            Ok(sim
+                .import_by_key(num(w, 1)?, key, ImportFlags::ENABLE_PEER_ACCESS)?
+                .0
+                .to_string())
+        }
+        // record H DEV: a record on DEV's stream, synchronized (its delivery's failure shows).
+        "record" => {
+            let s = stream(num(w, 2)?)?;
+            sim.record(n(1)?, s)?;
+            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            Ok(String::new())
+        }
+        // swait H DEV SECS: a stream wait with a timeout, synchronized; its time in ms.
+        "swait" => {
+            let s = stream(num(w, 2)?)?;
+            let t = Instant::now();
+            sim.wait_and_reset(n(1)?, s, Timeout::from_c(num(w, 3)?))?;
+            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            Ok(t.elapsed().as_millis().to_string())
+        }
+        // hwait H MS: a host wait; its time in ms.
+        "hwait" => {
+            let t = Instant::now();
+            sim.host_wait(n(1)?, Duration::from_millis(num(w, 2)?))?;
+            Ok(t.elapsed().as_millis().to_string())
+        }
+        "consume" => Ok(sim.try_consume(n(1)?)?.to_string()),
+        // ring OWN NEXT DEV ROUNDS FIRST: ROUNDS times wait on OWN then record NEXT (the first
+        // rank records first), all queued on one stream, then synchronized; µs per round.
+        "ring" => {
+            let (own, next) = (n(1)?, n(2)?);
+            let s = stream(num(w, 3)?)?;
+            let (rounds, first): (u32, u32) = (num(w, 4)?, num(w, 5)?);
+            let t = Instant::now();
+            for _ in 0..rounds {
+                if first == 1 {
+                    sim.record(next, s)?;
+                    sim.wait_and_reset(own, s, Timeout::from_c(20))?;
+                } else {
+                    sim.wait_and_reset(own, s, Timeout::from_c(20))?;
+                    sim.record(next, s)?;
+                }
+            }
+            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            Ok((t.elapsed().as_micros() / u128::from(rounds.max(1))).to_string())
+        }
+        "alive" => Ok(sim.cluster_alive(num(w, 1)?, num(w, 2)?)?.to_string()),
+        "applied" => Ok(sim.cluster_records_applied()?.to_string()),
+        "destroy" => {
+            sim.destroy_notify(n(1)?)?;
+            Ok(String::new())
+        }
+        "info" => {
+            let i = sim.notify_info(n(1)?)?;
+            Ok(format!(
+                "{} {} {} {} {:?}",
+                i.id, i.device, i.owner_device, i.owner_server, i.state
+            ))
+        }
+        other => Err(acl_notify_sim::SimError::new(
+            Error::ParamInvalid,
+            format!("unknown agent command {other:?}"),
+        )),
+    }
+}
+
+// ---- the parent side ---------------------------------------------------------------------
+
+/// A child agent; killed (SIGKILL) and reaped on drop.
+struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    pid: i32,
+}
+
+/// A simulated host: a namespace of its own (its files removed on drop) and a server id.
+struct Host {
+    ns: String,
+    server: u32,
+    cluster: String,
+}
+
+impl Host {
+    fn new(cluster: &str, tag: &str, server: u32) -> Host {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let ns = format!(
+            "cl-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let _ = Sim::remove_namespace(&ns);
+        Host {
+            ns,
+            server,
+            cluster: cluster.to_owned(),
+        }
+    }
+
+    /// A process on this host (its answer to joining: `Ok(agent)` or the error line).
+    fn try_spawn(&self) -> Result<Agent, String> {
+        let mut child = Command::new(std::env::current_exe().expect("test binary path"))
+            .env(AGENT, "1")
+            .env(acl_notify_sim::ENV_NAMESPACE, &self.ns)
+            .env(acl_notify_sim::ENV_SOC, Soc::Ascend910_93.name())
+            .env(acl_notify_sim::ENV_DEVICES, "4")
+            .env(acl_notify_sim::ENV_SERVER_ID, self.server.to_string())
+            .env(ENV_CLUSTER, &self.cluster)
+            .env(ENV_CLUSTER_TTL, TTL.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn agent");
+        let stdin = child.stdin.take().expect("agent stdin");
+        let stdout = child.stdout.take().expect("agent stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let pid = child.id() as i32;
+        let mut a = Agent {
+            child,
+            stdin,
+            lines: rx,
+            pid,
+        };
+        let first = a.lines.recv_timeout(ANSWER).unwrap_or_default();
+        if first.starts_with("ok") {
+            Ok(a)
+        } else {
+            a.kill();
+            Err(first)
+        }
+    }
+
+    fn spawn(&self) -> Result<Agent, Failed> {
+        self.try_spawn()
+            .map_err(|e| format!("agent on {} failed to join: {e}", self.ns).into())
+    }
+
+    /// Whether a file of server `server` exists in this host's namespace.
+    fn has_server_file(&self, server: u32) -> bool {
+        std::path::Path::new(&format!("/dev/shm/acl-notify-sim.{}.srv{server}", self.ns)).exists()
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = Sim::remove_namespace(&self.ns);
+    }
+}
+
+impl Agent {
+    /// Sends `cmd`; the answer's text after `ok`, or `Err("CODE message")`.
+    fn ask(&mut self, cmd: &str) -> Result<String, String> {
+        writeln!(self.stdin, "{cmd}").map_err(|e| format!("agent {} gone: {e}", self.pid))?;
+        let line = self
+            .lines
+            .recv_timeout(ANSWER)
+            .map_err(|_| format!("agent {} gave no answer to {cmd:?}", self.pid))?;
+        match line.strip_prefix("ok") {
+            Some(rest) => Ok(rest.trim().to_owned()),
+            None => Err(line.strip_prefix("err ").unwrap_or(&line).to_owned()),
+        }
+    }
+
+    /// Like [`ask`](Self::ask), failing the test on an error answer.
+    fn ok(&mut self, cmd: &str) -> Result<String, Failed> {
+        self.ask(cmd)
+            .map_err(|e| format!("{cmd:?} on agent {}: {e}", self.pid).into())
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
+    if cond { Ok(()) } else { Err(what().into()) }
+}
+
+fn code_of(answer: &Result<String, String>) -> Option<i32> {
+    answer
+        .as_ref()
+        .err()
+        .and_then(|e| e.split_whitespace().next())
+        .and_then(|c| c.parse().ok())
+}
+
+fn poll_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), Failed> {
+    let end = Instant::now() + limit;
+    while !f() {
+        if Instant::now() > end {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn pod(tag: &str) -> String {
+    format!("{tag}-{}", std::process::id())
+}
+
+/// An owner on host A (server 0, device 2) with a notify whitelisted for an importer on host
+/// B (server 1, device 3) that imported it: (owner, importer, owner's handle, importer's).
+fn pair(a: &Host, b: &Host) -> Result<(Agent, Agent, String, String), Failed> {
+    let mut owner = a.spawn()?;
+    let mut importer = b.spawn()?;
+    let h = owner.ok("create 2")?;
+    let key = owner.ok(&format!("export {h}"))?;
+    owner.ok(&format!("allow {h} {} {}", b.server, importer.pid))?;
+    let ih = importer.ok(&format!("import 3 {key}"))?;
+    Ok((owner, importer, h, ih))
+}
+
+// ---- the cases -------------------------------------------------------------------------------
+
+/// SPEC §7 with A and B on two hosts: A whitelists B's (server, PID), B imports by key and
+/// records, A's stream wait returns. Then 20 more rounds, each record releasing exactly one
+/// wait (the flag is clear after each), two records before a wait collapsing into one, and
+/// neither host holding a file of the other's server.
+fn spec7_flow_across_hosts(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let url = c.url(&pod("spec7"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    let info = importer.ok(&format!("info {ih}"))?;
+    check(info.ends_with("3 2 0 Imported"), || {
+        format!("import info {info}")
+    })?;
+    // Wait first, record later: the owner's stream wait runs while the record crosses.
+    std::thread::scope(|s| -> Result<(), Failed> {
+        let w = s.spawn(|| owner.ok(&format!("swait {h} 2 10")));
+        std::thread::sleep(Duration::from_millis(200));
+        importer.ok(&format!("record {ih} 3"))?;
+        w.join().map_err(|_| "waiter panicked")??;
+        Ok(())
+    })?;
+    for round in 0..20 {
+        importer.ok(&format!("record {ih} 3"))?;
+        owner.ok(&format!("hwait {h} 5000"))?;
+        let left = owner.ok(&format!("consume {h}"))?;
+        check(left == "false", || {
+            format!("round {round}: a record released more than one wait")
+        })?;
+    }
+    // Two records before any wait: one record (SPEC §1).
+    importer.ok(&format!("record {ih} 3"))?;
+    importer.ok(&format!("record {ih} 3"))?;
+    poll_until("both records applied", Duration::from_secs(5), || {
+        owner.ask("applied").as_deref() == Ok("23")
+    })?;
+    owner.ok(&format!("hwait {h} 5000"))?;
+    let second = owner.ask(&format!("hwait {h} 300"));
+    check(code_of(&second) == Some(107019), || {
+        format!("two records before a wait released two waits: {second:?}")
+    })?;
+    // An imported notify is recorded, never waited on.
+    let w = importer.ask(&format!("hwait {ih} 100"));
+    check(code_of(&w) == Some(107000), || {
+        format!("wait on import: {w:?}")
+    })?;
+    // Hosts share no files: each namespace has its own server's file only.
+    check(
+        a.has_server_file(0)
+            && !a.has_server_file(1)
+            && b.has_server_file(1)
+            && !b.has_server_file(0),
+        || "a host mapped another host's files".into(),
+    )?;
+    importer.ok(&format!("destroy {ih}"))?;
+    owner.ok(&format!("destroy {h}"))?;
+    Ok(())
+}
+
+/// An importer whose (server, PID) is not whitelisted is refused with 207006, and one whose
+/// PID is whitelisted only on the owner's server (a local entry) too: it needs an inter-server
+/// entry.
+fn non_whitelisted_importer_is_refused_207006(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let url = c.url(&pod("refuse"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let mut owner = a.spawn()?;
+    let mut outsider = b.spawn()?;
+    let h = owner.ok("create 1")?;
+    let key = owner.ok(&format!("export {h}"))?;
+    // An inter-server entry for another process of server 1: the notify is published.
+    owner.ok(&format!("allow {h} 1 {}", outsider.pid + 100_000))?;
+    let r = outsider.ask(&format!("import 0 {key}"));
+    check(code_of(&r) == Some(207006), || {
+        format!("outsider import: {r:?}")
+    })?;
+    check(
+        r.as_ref().is_err_and(|e| e.contains("not whitelisted")),
+        || format!("message: {r:?}"),
+    )?;
+    // A local entry with the outsider's PID admits a process of server 0 only.
+    owner.ok(&format!("allow {h} 0 {}", outsider.pid))?;
+    let r = outsider.ask(&format!("import 0 {key}"));
+    check(code_of(&r) == Some(207006), || {
+        format!("local-entry import: {r:?}")
+    })?;
+    // A notify never given an inter-server entry is not in the cluster at all: 107017.
+    let h2 = owner.ok("create 1")?;
+    let key2 = owner.ok(&format!("export {h2}"))?;
+    let r = outsider.ask(&format!("import 0 {key2}"));
+    check(code_of(&r) == Some(107017), || {
+        format!("unpublished import: {r:?}")
+    })?;
+    // An open export is published: anyone with the key imports.
+    let h3 = owner.ok("create 1")?;
+    let key3 = owner.ok(&format!("export_open {h3}"))?;
+    let ih = outsider.ok(&format!("import 0 {key3}"))?;
+    outsider.ok(&format!("record {ih} 0"))?;
+    owner.ok(&format!("hwait {h3} 5000"))?;
+    Ok(())
+}
+
+/// Two hosts cannot both be server 1: the second is refused naming the owner; the owner's
+/// second process (same host) joins; once every process of the owning host is gone (its
+/// lease revoked), another host may claim it.
+fn a_server_id_belongs_to_one_host(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let url = c.url(&pod("claim"));
+    let (a, b) = (Host::new(&url, "a", 1), Host::new(&url, "b", 1));
+    let first = a.spawn()?;
+    let second = a.spawn()?;
+    let r = b.try_spawn();
+    match &r {
+        Err(e) => check(
+            e.starts_with("err 107000") && e.contains("owned by host"),
+            || format!("second host: {e}"),
+        )?,
+        Ok(_) => return Err("a second host claimed server 1".into()),
+    }
+    drop(first);
+    drop(second);
+    // SIGKILLed: their leases expire within the TTL; then host B may have server 1.
+    poll_until(
+        "server 1 free again",
+        Duration::from_secs(u64::from(TTL) * 3 + 5),
+        || b.try_spawn().is_ok(),
+    )?;
+    // In-process too, through the builder.
+    let cfg = ClusterConfig::parse(&url).map_err(|e| e.to_string())?;
+    let r = Sim::builder()
+        .soc(Soc::Ascend910_93)
+        .namespace(&a.ns)
+        .server_id(1)
+        .cluster(Some(cfg))
+        .open();
+    check(
+        r.as_ref().is_err_and(|e| e.kind() == Error::ParamInvalid),
+        || format!("builder claim: {:?}", r.map(|_| ())),
+    )?;
+    Ok(())
+}
+
+/// Eight ranks, four per host, pass a token round a ring of notifies 30 times: rank r waits
+/// on its own notify and records rank r+1's; two hops per round cross hosts.
+fn ring_across_2_hosts_x_4_ranks(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    const RANKS: usize = 8;
+    const ROUNDS: u32 = 30;
+    let url = c.url(&pod("ring"));
+    let hosts = [Host::new(&url, "a", 0), Host::new(&url, "b", 1)];
+    let host_of = |r: usize| &hosts[r / 4];
+    let mut ranks: Vec<Agent> = (0..RANKS)
+        .map(|r| host_of(r).spawn())
+        .collect::<Result<_, _>>()?;
+    let mut own = Vec::new();
+    let mut keys = Vec::new();
+    for (r, a) in ranks.iter_mut().enumerate() {
+        let h = a.ok(&format!("create {}", r % 4))?;
+        keys.push(a.ok(&format!("export {h}"))?);
+        own.push(h);
+    }
+    for r in 0..RANKS {
+        let prev = (r + RANKS - 1) % RANKS;
+        let (server, pid) = (host_of(prev).server, ranks[prev].pid);
+        ranks[r].ok(&format!("allow {} {server} {pid}", own[r]))?;
+    }
+    let mut next = Vec::new();
+    for r in 0..RANKS {
+        let key = keys[(r + 1) % RANKS].clone();
+        next.push(ranks[r].ok(&format!("import {} {key}", r % 4))?);
+    }
+    let t = Instant::now();
+    let answers: Vec<Result<String, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .iter_mut()
+            .enumerate()
+            .map(|(r, a)| {
+                let cmd = format!(
+                    "ring {} {} {} {ROUNDS} {}",
+                    own[r],
+                    next[r],
+                    r % 4,
+                    u32::from(r == 0)
+                );
+                s.spawn(move || a.ask(&cmd))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+            .collect()
+    });
+    for (r, a) in answers.iter().enumerate() {
+        check(a.is_ok(), || format!("rank {r}: {a:?}"))?;
+    }
+    let per_round = t.elapsed() / ROUNDS;
+    eprintln!(
+        "ring across 2 hosts x 4 ranks: {ROUNDS} rounds, {per_round:?} per round ({:.0} rounds/s)",
+        1.0 / per_round.as_secs_f64()
+    );
+    // Every cross-host record arrived: the two ranks fed across hosts applied ROUNDS each.
+    for r in [0, 4] {
+        let n = ranks[r].ok("applied")?;
+        check(n == ROUNDS.to_string(), || {
+            format!("rank {r} applied {n} remote records, expected {ROUNDS}")
+        })?;
+    }
+    Ok(())
+}
+
+/// With one of three members killed (the one each agent talks to first), imports, records and
+/// the owner's watch go on through the other two; with two killed, the survivor has no quorum
+/// and calls fail within the client's bound instead of hanging.
+fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let mut c = EtcdCluster::start(3)?;
+    let url = c.url(&pod("member"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    importer.ok(&format!("record {ih} 3"))?;
+    owner.ok(&format!("hwait {h} 5000"))?;
+    c.kill_member(0);
+    for round in 0..10 {
+        importer
+            .ask(&format!("record {ih} 3"))
+            .map_err(|e| format!("round {round} after the kill: record: {e}"))?;
+        owner
+            .ask(&format!("hwait {h} 10000"))
+            .map_err(|e| format!("round {round} after the kill: wait: {e}"))?;
+    }
+    // A new import after the kill works too.
+    let h2 = owner.ok("create 2")?;
+    let key2 = owner.ok(&format!("export {h2}"))?;
+    owner.ok(&format!("allow {h2} 1 {}", importer.pid))?;
+    let ih2 = importer.ok(&format!("import 3 {key2}"))?;
+    importer.ok(&format!("record {ih2} 3"))?;
+    owner.ok(&format!("hwait {h2} 10000"))?;
+    c.kill_member(1);
+    let t = Instant::now();
+    let r = importer.ask(&format!("record {ih} 3"));
+    check(code_of(&r) == Some(507022), || {
+        format!("record without quorum: {r:?}")
+    })?;
+    check(t.elapsed() < Duration::from_secs(10), || {
+        format!("a record without quorum took {:?}", t.elapsed())
+    })?;
+    Ok(())
+}
+
+/// SIGKILL the importer's host: the owner sees it dead within the TTL, and its wait ends at
+/// its timeout. SIGKILL the owner's host: a remote importer sees the owner dead, and its
+/// record fails saying so.
+fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let url = c.url(&pod("kill"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    importer.ok(&format!("record {ih} 3"))?;
+    owner.ok(&format!("hwait {h} 5000"))?;
+    let ipid = importer.pid;
+    check(owner.ok(&format!("alive 1 {ipid}"))? == "true", || {
+        "importer not alive".into()
+    })?;
+    importer.kill();
+    let t = Instant::now();
+    poll_until(
+        "the owner seeing the killed importer dead",
+        Duration::from_secs(u64::from(TTL) + 3),
+        || owner.ask(&format!("alive 1 {ipid}")).as_deref() == Ok("false"),
+    )?;
+    eprintln!(
+        "killed importer seen dead after {:?} (TTL {TTL} s)",
+        t.elapsed()
+    );
+    // Nothing waits past its timeout.
+    let r = owner.ask(&format!("hwait {h} 500"));
+    check(code_of(&r) == Some(107019), || format!("owner wait: {r:?}"))?;
+    // Now the owner dies; a fresh importer on host B records and learns it.
+    let mut importer2 = b.spawn()?;
+    owner.ok(&format!("allow {h} 1 {}", importer2.pid))?;
+    let key = {
+        let h2 = owner.ok("create 2")?;
+        let k = owner.ok(&format!("export {h2}"))?;
+        owner.ok(&format!("allow {h2} 1 {}", importer2.pid))?;
+        k
+    };
+    let ih2 = importer2.ok(&format!("import 3 {key}"))?;
+    let opid = owner.pid;
+    owner.kill();
+    let t = Instant::now();
+    poll_until(
+        "the importer seeing the killed owner dead",
+        Duration::from_secs(u64::from(TTL) + 3),
+        || importer2.ask(&format!("alive 0 {opid}")).as_deref() == Ok("false"),
+    )?;
+    let r = importer2.ask(&format!("record {ih2} 3"));
+    check(
+        code_of(&r) == Some(107017) && r.as_ref().is_err_and(|e| e.contains("owner is dead")),
+        || format!("record to a dead owner: {r:?}"),
+    )?;
+    eprintln!("killed owner seen dead after {:?}", t.elapsed());
+    Ok(())
+}
+
+/// Every member killed: joining, importing and remote records fail with 507022 within the
+/// client's bound; local work on each host goes on.
+fn an_unreachable_cluster_fails_in_bounded_time(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let mut c = EtcdCluster::start(3)?;
+    let url = c.url(&pod("down"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    let h2 = owner.ok("create 2")?;
+    let key2 = owner.ok(&format!("export {h2}"))?;
+    owner.ok(&format!("allow {h2} 1 {}", importer.pid))?;
+    c.kill_all();
+    let bound = Duration::from_secs(8);
+    let t = Instant::now();
+    let r = importer.ask(&format!("record {ih} 3"));
+    check(
+        code_of(&r) == Some(507022) && r.as_ref().is_err_and(|e| e.contains("unreachable")),
+        || format!("record: {r:?}"),
+    )?;
+    check(t.elapsed() < bound, || {
+        format!("record took {:?}", t.elapsed())
+    })?;
+    let t = Instant::now();
+    let r = importer.ask(&format!("import 3 {key2}"));
+    check(code_of(&r) == Some(507022), || format!("import: {r:?}"))?;
+    check(t.elapsed() < bound, || {
+        format!("import took {:?}", t.elapsed())
+    })?;
+    let t = Instant::now();
+    let r = b.try_spawn().map(|_| ());
+    check(
+        r.as_ref().is_err_and(|e| e.starts_with("err 507022")),
+        || format!("join: {r:?}"),
+    )?;
+    check(t.elapsed() < bound, || {
+        format!("join took {:?}", t.elapsed())
+    })?;
+    // Local work goes on: a notify of host A recorded and waited on within host A.
+    let local = owner.ok("create 0")?;
+    owner.ok(&format!("record {local} 0"))?;
+    owner.ok(&format!("swait {local} 0 5"))?;
+    owner.ok(&format!("destroy {h}"))?;
+    Ok(())
+}
