@@ -39,8 +39,9 @@ use acl_notify_core::key::ExportKey;
 use acl_notify_core::{BackendError as _, Error, RawStream};
 
 use crate::error::SimError;
+use crate::job::SimJob;
 use crate::stream::TaskCtx;
-use crate::{Sim, SimJob, sys};
+use crate::{Sim, sys};
 use file::MemFile;
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};

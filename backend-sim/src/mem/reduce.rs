@@ -5,9 +5,10 @@
 use acl_notify_core::{Error, RawStream};
 
 use super::DevRange;
+use crate::Sim;
 use crate::error::SimError;
+use crate::job::SimJob;
 use crate::stream::TaskCtx;
-use crate::{Sim, SimJob};
 
 /// The operation (`aclrtReduceKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
