@@ -5,6 +5,7 @@
 use acl_notify_core::{Error, RawStream};
 
 use super::DevRange;
+use super::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::error::SimError;
 use crate::stream::TaskCtx;
 use crate::{Sim, SimJob};
@@ -33,20 +34,29 @@ pub enum ReduceType {
     I16,
     /// `ACL_INT8`.
     I8,
+    /// `ACL_FLOAT16` (IEEE half precision).
+    F16,
+    /// `ACL_BF16` (bfloat16).
+    BF16,
+    /// `ACL_UINT16`.
+    U16,
+    /// `ACL_UINT8`.
+    U8,
 }
 
 impl ReduceType {
     fn size(self) -> usize {
         match self {
             ReduceType::F32 | ReduceType::I32 | ReduceType::U32 => 4,
-            ReduceType::I16 => 2,
-            ReduceType::I8 => 1,
+            ReduceType::I16 | ReduceType::F16 | ReduceType::BF16 | ReduceType::U16 => 2,
+            ReduceType::I8 | ReduceType::U8 => 1,
         }
     }
 }
 
 /// `dst[i] = op(dst[i], src[i])` for `n` elements of `T`. Integers wrap on overflow (as the
-/// hardware's adders do); floats follow IEEE.
+/// hardware's adders do); floats follow IEEE (fp16 and bf16: computed in `f32` and rounded
+/// once to nearest even, which is their correctly rounded result; see [`super::half`]).
 ///
 /// # Safety
 ///
@@ -84,7 +94,41 @@ fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
         ReduceType::U32 => go!(u32, u32::wrapping_add),
         ReduceType::I16 => go!(i16, i16::wrapping_add),
         ReduceType::I8 => go!(i8, i8::wrapping_add),
+        ReduceType::U16 => go!(u16, u16::wrapping_add),
+        ReduceType::U8 => go!(u8, u8::wrapping_add),
+        ReduceType::F16 => narrow(d, s, n, op, f16_to_f32, f32_to_f16),
+        ReduceType::BF16 => narrow(d, s, n, op, bf16_to_f32, f32_to_bf16),
     }
+}
+
+/// The reduce of a 16-bit float type: widened to `f32`, combined, narrowed.
+fn narrow(
+    d: *mut u8,
+    s: *const u8,
+    n: usize,
+    op: ReduceOp,
+    wide: fn(u16) -> f32,
+    back: fn(f32) -> u16,
+) {
+    let f = |a: f32, b: f32| match op {
+        ReduceOp::Sum => a + b,
+        ReduceOp::Max => {
+            if b > a {
+                b
+            } else {
+                a
+            }
+        }
+        ReduceOp::Min => {
+            if b < a {
+                b
+            } else {
+                a
+            }
+        }
+    };
+    // SAFETY: as in `run`: checked ranges of `n` 2-byte elements.
+    unsafe { apply::<u16>(d, s, n, |a, b| back(f(wide(a), wide(b)))) }
 }
 
 impl Sim {
