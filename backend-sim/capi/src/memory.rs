@@ -43,6 +43,38 @@ fn bad_kind(k: u32) -> CallError {
     )
 }
 
+/// The checks of `aclrtMemcpy` and `aclrtMemcpyAsync` before the runtime's: a copy of 0
+/// bytes succeeds (`None`), then NULL pointers and the kind (100000).
+fn copy_args(
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    k: u32,
+) -> Result<Option<MemcpyKind>, CallError> {
+    if count == 0 {
+        return Ok(None);
+    }
+    if dst.is_null() {
+        return Err(null_arg("dst"));
+    }
+    if src.is_null() {
+        return Err(null_arg("src"));
+    }
+    kind(k).map(Some).ok_or_else(|| bad_kind(k))
+}
+
+/// The checks of `aclrtMemset` and `aclrtMemsetAsync` before the runtime's: a set of 0 bytes
+/// succeeds (`false`: nothing to do), then a NULL pointer (100000).
+fn set_args(dev_ptr: *mut c_void, count: usize) -> Result<bool, CallError> {
+    if count == 0 {
+        return Ok(false);
+    }
+    if dev_ptr.is_null() {
+        return Err(null_arg("devPtr"));
+    }
+    Ok(true)
+}
+
 fn positive(size: usize) -> Result<(), CallError> {
     if size == 0 {
         return Err(CallError::new(Error::InvalidParam, "size is 0"));
@@ -337,16 +369,9 @@ pub unsafe extern "C" fn aclrtMemcpy(
     kind_: u32,
 ) -> aclError {
     api("aclrtMemcpy", || {
-        if count == 0 {
+        let Some(k) = copy_args(dst, src, count, kind_)? else {
             return Ok(());
-        }
-        if dst.is_null() {
-            return Err(null_arg("dst"));
-        }
-        if src.is_null() {
-            return Err(null_arg("src"));
-        }
-        let k = kind(kind_).ok_or_else(|| bad_kind(kind_))?;
+        };
         let rt = runtime()?;
         rt.current_device()?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
@@ -371,11 +396,8 @@ pub extern "C" fn aclrtMemset(
     count: usize,
 ) -> aclError {
     api("aclrtMemset", || {
-        if count == 0 {
+        if !set_args(dev_ptr, count)? {
             return Ok(());
-        }
-        if dev_ptr.is_null() {
-            return Err(null_arg("devPtr"));
         }
         let rt = runtime()?;
         rt.current_device()?;
@@ -405,16 +427,9 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     stream: aclrtStream,
 ) -> aclError {
     api("aclrtMemcpyAsync", || {
-        if count == 0 {
+        let Some(k) = copy_args(dst, src, count, kind_)? else {
             return Ok(());
-        }
-        if dst.is_null() {
-            return Err(null_arg("dst"));
-        }
-        if src.is_null() {
-            return Err(null_arg("src"));
-        }
-        let k = kind(kind_).ok_or_else(|| bad_kind(kind_))?;
+        };
         let rt = runtime()?;
         let s = rt.resolve_stream(stream.addr())?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
@@ -439,11 +454,8 @@ pub extern "C" fn aclrtMemsetAsync(
     stream: aclrtStream,
 ) -> aclError {
     api("aclrtMemsetAsync", || {
-        if count == 0 {
+        if !set_args(dev_ptr, count)? {
             return Ok(());
-        }
-        if dev_ptr.is_null() {
-            return Err(null_arg("devPtr"));
         }
         let rt = runtime()?;
         let s = rt.resolve_stream(stream.addr())?;

@@ -72,46 +72,10 @@ unsafe fn apply<T: Copy>(dst: *mut u8, src: *const u8, n: usize, f: impl Fn(T, T
     }
 }
 
-fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
-    let n = dst.len / ty.size();
-    let (d, s) = (dst.ptr(), src.ptr().cast_const());
-    macro_rules! go {
-        ($t:ty, $sum:expr) => {
-            // SAFETY: both are checked ranges of `n * size_of::<$t>()` bytes of mapped
-            // allocations (checked again just before this runs).
-            unsafe {
-                match op {
-                    ReduceOp::Sum => apply::<$t>(d, s, n, $sum),
-                    ReduceOp::Max => apply::<$t>(d, s, n, |a, b| if b > a { b } else { a }),
-                    ReduceOp::Min => apply::<$t>(d, s, n, |a, b| if b < a { b } else { a }),
-                }
-            }
-        };
-    }
-    match ty {
-        ReduceType::F32 => go!(f32, |a, b| a + b),
-        ReduceType::I32 => go!(i32, i32::wrapping_add),
-        ReduceType::U32 => go!(u32, u32::wrapping_add),
-        ReduceType::I16 => go!(i16, i16::wrapping_add),
-        ReduceType::I8 => go!(i8, i8::wrapping_add),
-        ReduceType::U16 => go!(u16, u16::wrapping_add),
-        ReduceType::U8 => go!(u8, u8::wrapping_add),
-        ReduceType::F16 => narrow(d, s, n, op, f16_to_f32, f32_to_f16),
-        ReduceType::BF16 => narrow(d, s, n, op, bf16_to_f32, f32_to_bf16),
-    }
-}
-
-/// The reduce of a 16-bit float type: widened to `f32`, combined, narrowed.
-fn narrow(
-    d: *mut u8,
-    s: *const u8,
-    n: usize,
-    op: ReduceOp,
-    wide: fn(u16) -> f32,
-    back: fn(f32) -> u16,
-) {
-    let f = |a: f32, b: f32| match op {
-        ReduceOp::Sum => a + b,
+/// `op(a, b)`, with `sum` the type's addition.
+fn combine<T: PartialOrd>(op: ReduceOp, a: T, b: T, sum: impl Fn(T, T) -> T) -> T {
+    match op {
+        ReduceOp::Sum => sum(a, b),
         ReduceOp::Max => {
             if b > a {
                 b
@@ -126,9 +90,41 @@ fn narrow(
                 a
             }
         }
-    };
-    // SAFETY: as in `run`: checked ranges of `n` 2-byte elements.
-    unsafe { apply::<u16>(d, s, n, |a, b| back(f(wide(a), wide(b)))) }
+    }
+}
+
+fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
+    let n = dst.len / ty.size();
+    let (d, s) = (dst.ptr(), src.ptr().cast_const());
+    macro_rules! go {
+        ($t:ty, $sum:expr) => {
+            // SAFETY: both are checked ranges of `n * size_of::<$t>()` bytes of mapped
+            // allocations (checked again just before this runs).
+            unsafe { apply::<$t>(d, s, n, |a, b| combine(op, a, b, $sum)) }
+        };
+    }
+    // The 16-bit float types: widened to `f32`, combined, narrowed.
+    macro_rules! narrow {
+        ($wide:expr, $back:expr) => {
+            // SAFETY: as above, `n` 2-byte elements.
+            unsafe {
+                apply::<u16>(d, s, n, |a, b| {
+                    $back(combine(op, $wide(a), $wide(b), |x: f32, y| x + y))
+                })
+            }
+        };
+    }
+    match ty {
+        ReduceType::F32 => go!(f32, |a, b| a + b),
+        ReduceType::I32 => go!(i32, i32::wrapping_add),
+        ReduceType::U32 => go!(u32, u32::wrapping_add),
+        ReduceType::I16 => go!(i16, i16::wrapping_add),
+        ReduceType::I8 => go!(i8, i8::wrapping_add),
+        ReduceType::U16 => go!(u16, u16::wrapping_add),
+        ReduceType::U8 => go!(u8, u8::wrapping_add),
+        ReduceType::F16 => narrow!(f16_to_f32, f32_to_f16),
+        ReduceType::BF16 => narrow!(bf16_to_f32, f32_to_bf16),
+    }
 }
 
 impl Sim {
