@@ -937,7 +937,7 @@ impl CntNotifyOps for Sim {
                     // Asked right before each sleep: note on what, for a queue that stays full.
                     if !noted.replace(true) {
                         ctx.set_blocked_on(
-                            crate::Blocked::CntWait {
+                            crate::job::Blocked::CntWait {
                                 dev: r.dev,
                                 id: r.id,
                                 forever: t.is_none(),

@@ -375,9 +375,12 @@ impl EventOps for Sim {
         if let Some(r) = &ev.ipc {
             let n = r.issue()?;
             let task_ev = Arc::clone(&ev);
-            let queued = self.enqueue(&s, stream, move |_| match &task_ev.ipc {
-                Some(r) => r.complete(n),
-                None => Ok(()),
+            let queued = self.enqueue(&s, stream, move |_| {
+                let args = || serde_json::json!({"event": event.0, "ipc": true, "record": n});
+                crate::trace::span("event", "event record", args, || match &task_ev.ipc {
+                    Some(r) => r.complete(n),
+                    None => Ok(()),
+                })
             });
             match queued {
                 Ok(()) => self.note_record_on(stream, r.target()),
@@ -394,13 +397,16 @@ impl EventOps for Sim {
         };
         let (task_ev, task_mark) = (Arc::clone(&ev), Arc::clone(&mark));
         let queued = self.enqueue(&s, stream, move |_| {
-            let now = sys::now_ns().max(1);
-            let mut st = lock(&task_ev.st);
-            st.flag = true;
-            task_mark.at_ns.store(now, Ordering::Relaxed);
-            drop(st);
-            task_ev.cv.notify_all();
-            Ok(())
+            let args = || serde_json::json!({"event": event.0});
+            crate::trace::span("event", "event record", args, || {
+                let now = sys::now_ns().max(1);
+                let mut st = lock(&task_ev.st);
+                st.flag = true;
+                task_mark.at_ns.store(now, Ordering::Relaxed);
+                drop(st);
+                task_ev.cv.notify_all();
+                Ok(())
+            })
         });
         if let (Ok(()), Some(id)) = (&queued, id) {
             self.note_record_on(stream, event_target(ev.device, id));
@@ -435,8 +441,11 @@ impl EventOps for Sim {
         }
         let (s, _) = self.stream(stream)?;
         self.enqueue(&s, stream, move |_| {
-            lock(&ev.st).flag = false;
-            Ok(())
+            let args = || serde_json::json!({"event": event.0});
+            crate::trace::span("event", "event reset", args, || {
+                lock(&ev.st).flag = false;
+                Ok(())
+            })
         })
     }
 
@@ -465,9 +474,12 @@ impl EventOps for Sim {
                 return Ok(());
             }
             let task_ev = Arc::clone(&ev);
-            return self.enqueue(&s, stream, move |ctx| match &task_ev.ipc {
-                Some(r) => r.stream_wait(n, t, ctx),
-                None => Ok(()),
+            return self.enqueue(&s, stream, move |ctx| {
+                let args = || serde_json::json!({"event": event.0, "ipc": true, "record": n});
+                crate::trace::span("event", "event wait", args, || match &task_ev.ipc {
+                    Some(r) => r.stream_wait(n, t, ctx),
+                    None => Ok(()),
+                })
             });
         }
         let kind = ev.spec.kind();
@@ -492,10 +504,13 @@ impl EventOps for Sim {
         };
         let task_ev = Arc::clone(&ev);
         let queued = self.enqueue(&s, stream, move |ctx| {
-            let out = wait_until(&task_ev, ctx, t, |st| match kind {
-                EventKind::Classic => st.flag,
-                // The record captured when the wait was enqueued has run.
-                EventKind::Ex => captured.as_ref().is_none_or(|m| m.ran()),
+            let args = || serde_json::json!({"event": event.0});
+            let out = crate::trace::span("event", "event wait", args, || {
+                wait_until(&task_ev, ctx, t, |st| match kind {
+                    EventKind::Classic => st.flag,
+                    // The record captured when the wait was enqueued has run.
+                    EventKind::Ex => captured.as_ref().is_none_or(|m| m.ran()),
+                })
             });
             lock(&task_ev.st).waits_done += 1;
             task_ev.cv.notify_all();

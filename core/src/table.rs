@@ -913,6 +913,9 @@ pub struct NotifySlot {
     merged_total: AtomicU32,
     /// When the last merge happened ([`Waiter::stamp_ns`] clock).
     last_merge_ns: AtomicU64,
+    /// Records begun on this incarnation while a process traced them (see
+    /// [`trace_record_seq`](Self::trace_record_seq)); untouched when nobody traces.
+    trace_seq: AtomicU32,
 }
 
 impl NotifySlot {
@@ -930,6 +933,7 @@ impl NotifySlot {
             owner_start: AtomicU64::new(0),
             owner_device: AtomicU32::new(0),
             owner_proc: AtomicU32::new(0),
+            trace_seq: AtomicU32::new(0),
             last_record_pid: AtomicI32::new(0),
             whitelist: AtomicU32::new(0),
             last_record_ns: AtomicU64::new(0),
@@ -1035,6 +1039,19 @@ impl NotifySlot {
         }
     }
 
+    /// Numbers a traced record of this notify (1, 2, …, per incarnation): called just before
+    /// the record, so the number a wait reads back with [`trace_seq`](Self::trace_seq) right
+    /// after it took a record counts the record that released it. Only a process that writes
+    /// a timeline calls it (the simulator's `ACL_NOTIFY_SIM_TRACE`).
+    pub fn trace_record_seq(&self) -> u32 {
+        self.trace_seq.fetch_add(1, SeqCst).wrapping_add(1)
+    }
+
+    /// Traced records begun so far ([`trace_record_seq`](Self::trace_record_seq)).
+    pub fn trace_seq(&self) -> u32 {
+        self.trace_seq.load(SeqCst)
+    }
+
     #[cold]
     fn note_merge(&self, now: u64) {
         self.merged_run.fetch_add(1, SeqCst);
@@ -1098,6 +1115,7 @@ impl NotifySlot {
         self.merged_run.store(0, SeqCst);
         self.merged_total.store(0, SeqCst);
         self.last_merge_ns.store(0, SeqCst);
+        self.trace_seq.store(0, SeqCst);
         self.whitelist.store(0, SeqCst);
         // No one joins a slot without holders, so the bitmap is ours to set; a stray bit
         // (corrupt memory) is overwritten.

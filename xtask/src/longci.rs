@@ -2,7 +2,7 @@
 //! checking of the shared-memory protocols with a higher preemption bound, the core's unit
 //! tests under Miri, each fuzz target for minutes, a longer stress run with faults, and the
 //! conformance suite against each broken simulator of `tests/src/fault.rs` (every one must be
-//! caught by at least one case).
+//! caught by at least one case), and the demo's timeline page drawn by a headless browser.
 //! Each step has a hard deadline; every step runs, then failures are summarised.
 //!
 //! Also the loom and Miri steps on their own, for `cargo xtask test` to call
@@ -33,7 +33,7 @@ pub struct CiLongArgs {
     /// skip the Miri step
     #[argh(switch)]
     pub no_miri: bool,
-    /// run only this step: loom, miri, fuzz, stress or faults
+    /// run only this step: loom, miri, fuzz, stress, faults or timeline
     #[argh(option)]
     pub only: Option<String>,
 }
@@ -54,7 +54,7 @@ pub const MIRI_SKIP: [&str; 6] = [
 ];
 
 pub fn ci_long(a: &CiLongArgs) -> Result<(), String> {
-    const STEPS: [&str; 5] = ["loom", "miri", "fuzz", "stress", "faults"];
+    const STEPS: [&str; 6] = ["loom", "miri", "fuzz", "stress", "faults", "timeline"];
     if let Some(o) = &a.only
         && !STEPS.contains(&o.as_str())
     {
@@ -85,6 +85,12 @@ pub fn ci_long(a: &CiLongArgs) -> Result<(), String> {
     }
     if want("faults") {
         steps.run("conformance suite against broken simulators", faults);
+    }
+    if want("timeline") {
+        steps.run(
+            "the demo's timeline drawn in headless chromium",
+            crate::timeline::ci_step,
+        );
     }
     if !want("stress") {
         return steps.finish("ci-long");

@@ -16,6 +16,7 @@ mod stress;
 mod stubgen;
 mod stubs;
 mod test;
+mod timeline;
 
 use argh::FromArgs;
 use std::process::ExitCode;

@@ -36,6 +36,13 @@ const VALGRIND: Tool = Tool {
     packages: &["valgrind"],
 };
 
+/// A real browser: `cargo xtask ci-long` opens the demo's timeline page in it, headless.
+const CHROMIUM: Tool = Tool {
+    exe: "chromium",
+    arg: "--version",
+    packages: &["chromium"],
+};
+
 /// etcd (Debian's 3.4 server): the cluster tests (`backend-sim/tests/cluster.rs`) start a
 /// 3-member cluster of it on loopback.
 const ETCD: Tool = Tool {
@@ -120,8 +127,18 @@ pub fn for_demo() -> Result<(), String> {
     ensure_tools(&[&CC])
 }
 
+/// What `cargo xtask demo --hosts 2` needs: a C compiler and etcd.
+pub fn for_cluster_demo() -> Result<(), String> {
+    ensure_tools(&[&CC, &ETCD])
+}
+
 /// What `cargo xtask test` needs: the toolchain's parts, C and C++ compilers, valgrind, etcd.
 pub fn for_test() -> Result<(), String> {
     ensure_rust_parts()?;
     ensure_tools(&[&CC, &CXX, &VALGRIND, &ETCD])
+}
+
+/// What the timeline step of `cargo xtask ci-long` needs: Debian's chromium.
+pub fn for_browser() -> Result<(), String> {
+    ensure_tools(&[&CHROMIUM])
 }

@@ -5,6 +5,7 @@
 //! acl-notify-inspect [show] [--namespace NS] [--server N] [--json]
 //! acl-notify-inspect gc     [--namespace NS] [--server N] [--json]
 //! acl-notify-inspect list   [--json]
+//! acl-notify-inspect trace  DIR [-o MERGED.json] [--html OUT.html]
 //! ```
 //!
 //! `show` (the default) maps the namespace's files read-only and prints every registered
@@ -25,11 +26,14 @@ use acl_notify_sim::inspect::{self, MachineSnapshot, json_str};
 
 const USAGE: &str =
     "usage: acl-notify-inspect [show|gc|list] [--namespace NS] [--server N] [--json]
+       acl-notify-inspect trace DIR [-o MERGED.json] [--html OUT.html]
 
   show   (default) print the machine read-only: processes, id budgets, live notifies and
          count notifies with owner, holders, whitelist, waiting stream threads, last recorder
   gc     reclaim what dead processes left (references, queued waits, ids, count notifies)
   list   list the namespaces found under /dev/shm
+  trace DIR [-o MERGED.json] [--html OUT.html]
+         merge the timeline a run wrote with ACL_NOTIFY_SIM_TRACE=DIR (see trace --help)
 
   --namespace NS   default: $ACL_NOTIFY_SIM_NAMESPACE, else acl-notify-<uid>-default
   --server N       SuperPod server id (default: $ACL_NOTIFY_SIM_SERVER_ID, else 0)
@@ -99,6 +103,9 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    if std::env::args().nth(1).as_deref() == Some("trace") {
+        return ExitCode::from(acl_notify_sim::trace::cli::main(std::env::args().skip(2)));
+    }
     let args = match parse(std::env::args().skip(1)) {
         Ok(a) => a,
         Err(e) => {

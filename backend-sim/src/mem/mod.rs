@@ -40,8 +40,9 @@ use acl_notify_core::key::ExportKey;
 use acl_notify_core::{BackendError as _, Error, RawStream};
 
 use crate::error::SimError;
+use crate::job::SimJob;
 use crate::stream::TaskCtx;
-use crate::{Sim, SimJob, sys};
+use crate::{Sim, sys};
 use file::MemFile;
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
@@ -841,7 +842,8 @@ impl Sim {
                 unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
                 Ok(())
             };
-            let r = run();
+            let args = || serde_json::json!({"dst": dst, "src": src, "bytes": count});
+            let r = crate::trace::span("memory", "memcpy", args, run);
             // What it read may have been zeros of a cut-off page (see `crate::lost`).
             d.intact()?;
             s.intact()?;
@@ -878,9 +880,12 @@ impl Sim {
         let r = self.set_range(dst, max, count)?;
         let (st, _) = self.stream(stream)?;
         let task = Box::new(move |_: &TaskCtx| {
-            let done = r.still("range").map(|()| {
-                // SAFETY: a range of a mapped allocation, checked just now.
-                unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
+            let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
+            let done = crate::trace::span("memory", "memset", args, || {
+                r.still("range").map(|()| {
+                    // SAFETY: a range of a mapped allocation, checked just now.
+                    unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
+                })
             });
             // As in `memcpy_async`.
             r.alloc.file.intact()?;

@@ -6,9 +6,10 @@ use acl_notify_core::{Error, RawStream};
 
 use super::DevRange;
 use super::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+use crate::Sim;
 use crate::error::SimError;
+use crate::job::SimJob;
 use crate::stream::TaskCtx;
-use crate::{Sim, SimJob};
 
 /// The operation (`aclrtReduceKind`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -191,10 +192,13 @@ impl Sim {
         };
         let (d, s) = (side(dst, "destination")?, side(src, "source")?);
         let task = Box::new(move |_: &TaskCtx| {
-            d.still("destination")?;
-            s.still("source")?;
-            run(&d, &s, op, ty);
-            Ok(())
+            let args = || serde_json::json!({"dst": dst, "src": src});
+            crate::trace::span("memory", "reduce", args, || {
+                d.still("destination")?;
+                s.still("source")?;
+                run(&d, &s, op, ty);
+                Ok(())
+            })
         });
         self.enqueue_job(&st, stream, SimJob::Other(task))
     }
