@@ -15,7 +15,7 @@ use crate::error::SimError;
 use crate::handles::Slab;
 use crate::job::SimStream;
 use crate::shm::{GcReport, ShmFile, SlotRef};
-use crate::{cluster, cnt, event, ipc_event, mem, shm, waitgraph};
+use crate::{cluster, cnt, event, mapfile, mem, waitgraph};
 
 /// A process's connection to one simulated machine (a namespace). `Send + Sync`; clones share
 /// the connection. Dropping the last clone discards its streams' queued tasks and drops its
@@ -138,11 +138,8 @@ impl Sim {
     pub fn remove_namespace(name: &str) -> Result<usize, SimError> {
         check_namespace(name)
             .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
-        Ok(shm::remove_namespace(name)?
-            + cnt::remove_cnt_files(name)?
-            + ipc_event::remove_evt_files(name)?
-            + mem::remove_mem_files(name)?
-            + waitgraph::remove_graph_files(name)?)
+        // Every kind's files, as `mapfile::file_path` names them: a new kind needs no line here.
+        mapfile::remove_files(name, None)
     }
 
     /// The namespace this `Sim` is connected to.
