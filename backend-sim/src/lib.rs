@@ -1391,6 +1391,11 @@ impl Sim {
             let t = read(&self.inner.streams);
             let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
             check(e.device, &job)?;
+            let job = if trace::on() {
+                trace::job::traced(job)
+            } else {
+                job
+            };
             match e.stream.try_enqueue_job(job) {
                 Ok(Ok(())) => {
                     if let (Some(t), Some(g)) = (target, &e.graph) {
@@ -1610,9 +1615,6 @@ impl Job<SimError> for SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
     ) -> (Result<(), SimError>, Self::Remains) {
-        if trace::on() {
-            return self.run_traced(ctx, before_block);
-        }
         self.run_plain(ctx, before_block)
     }
 
@@ -2547,7 +2549,12 @@ impl StreamOps for Sim {
 
     fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), SimError> {
         let (s, _) = self.stream(stream)?;
-        self.enqueue_job(&s, stream, SimJob::Host(call))
+        let job = if trace::on() {
+            trace::job::traced(SimJob::Host(call))
+        } else {
+            SimJob::Host(call)
+        };
+        self.enqueue_job(&s, stream, job)
     }
 
     fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), SimError> {

@@ -26,7 +26,7 @@
 
 pub mod cli;
 pub mod html;
-mod job;
+pub(crate) mod job;
 pub mod merge;
 
 use std::cell::RefCell;
