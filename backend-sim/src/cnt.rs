@@ -46,7 +46,6 @@ use crate::error::SimError;
 use crate::handles::Slab;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
-use crate::shm::SHM_DIR;
 use crate::{Sim, sys};
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
@@ -123,15 +122,12 @@ impl Layout {
 
 /// The path of a namespace's count-notify file for `server`.
 pub fn cnt_file_path(namespace: &str, server: u32) -> PathBuf {
-    Path::new(SHM_DIR).join(format!(
-        "{}{namespace}.cnt{server}",
-        crate::shm::FILE_PREFIX
-    ))
+    crate::mapfile::file_path(namespace, "cnt", format_args!("{server}"))
 }
 
 /// Deletes the count-notify files of `namespace`; returns how many were removed.
 pub fn remove_cnt_files(namespace: &str) -> Result<usize, SimError> {
-    crate::shm::remove_files(namespace, "cnt")
+    crate::mapfile::remove_files(namespace, Some("cnt"))
 }
 
 const KIND: Kind = Kind("count-notify file");
@@ -197,11 +193,6 @@ pub(crate) static REGISTRY: Registry<CntFile> = Registry::new();
 unsafe impl Shared for CntSlot {}
 // SAFETY: as above.
 unsafe impl Shared for AtomicCntIdPool {}
-
-/// Part of the fork handler ([`crate::fork`]).
-pub(crate) fn in_forked_child() {
-    REGISTRY.forget();
-}
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -937,7 +928,7 @@ impl CntNotifyOps for Sim {
                     // Asked right before each sleep: note on what, for a queue that stays full.
                     if !noted.replace(true) {
                         ctx.set_blocked_on(
-                            crate::Blocked::CntWait {
+                            crate::job::Blocked::CntWait {
                                 dev: r.dev,
                                 id: r.id,
                                 forever: t.is_none(),

@@ -5,18 +5,21 @@
 //! data under it may be half-updated. The simulator's process-wide state is built so that a
 //! child never needs any of it:
 //!
-//! - every process-wide lock is a [`PerProcess`], which the child handler registered here
-//!   ([`hook`]) forgets before the child's own code runs; the child's first use makes a fresh
-//!   one. The parent's lock, and whatever it guards, is left as it is in the child's memory,
-//!   unused and never freed;
+//! - every process-wide lock is a [`PerProcess`], which remembers the fork generation
+//!   ([`sys::fork_generation`]) that made it: a child (one generation on) finds the parent's
+//!   and makes a fresh one on its first use. The parent's lock, and whatever it guards, is
+//!   left as it is in the child's memory, unused and never freed. So a module that keeps
+//!   process-wide state (a file kind's registry of mappings, say) declares a `PerProcess`
+//!   and nothing else: no fork handler names it;
 //! - nothing lazily initialised blocks: no `Once` or `OnceLock` that a child could find
 //!   half-run. Lazy values are raced for instead (`shm`'s hasher key, `sigbus`'s handler, the
 //!   CPU feature probe);
 //! - the cached pid is cleared, so the child reads its own.
 //!
-//! There is no `prepare` handler: the parent never waits for a lock at a fork, so a fork from
-//! any thread (a host function on a stream's worker, a thread inside a call) cannot deadlock
-//! here, and a fork costs the parent nothing.
+//! The one `pthread_atfork` child handler lives in [`sys`] (it clears the pid cache and bumps
+//! the generation). There is no `prepare` handler: the parent never waits for a lock at a
+//! fork, so a fork from any thread (a host function on a stream's worker, a thread inside a
+//! call) cannot deadlock here, and a fork costs the parent nothing.
 //!
 //! What a child can do: open a new [`Sim`](crate::Sim) (also while other threads of the parent
 //! were inside the simulator at the fork) and use it like any process. What it cannot do: use
@@ -26,44 +29,18 @@
 //! it alone and exit).
 
 use std::sync::Mutex;
-use std::sync::atomic::Ordering::{AcqRel, Acquire, Release};
-use std::sync::atomic::{AtomicBool, AtomicPtr};
+use std::sync::atomic::AtomicPtr;
+use std::sync::atomic::Ordering::{AcqRel, Acquire};
 
 use acl_notify_core::Error;
 
 use crate::error::SimError;
+use crate::sys;
 
-/// Whether [`in_forked_child`] is registered with `pthread_atfork` in this process.
-static HOOKED: AtomicBool = AtomicBool::new(false);
-
-/// Registers the child handler, once per process; whether it is in place. A process that uses
-/// a [`PerProcess`] lock must have it (see [`required`]).
-///
-/// Not a `Once`: a child forked while another thread ran the `Once` would wait for it for
-/// ever. Threads that race here on first use may each register the handler; it is idempotent,
-/// so a child that runs it twice is none the worse. (glibc registers and forks under one
-/// lock: a child has the handler registered, and runs it, or not at all.)
-pub(crate) fn hook() -> bool {
-    if HOOKED.load(Acquire) {
-        return true;
-    }
-    register()
-}
-
-#[cold]
-fn register() -> bool {
-    // SAFETY: registers a child handler that only stores to atomics (nothing that could wait
-    // for a thread the child does not have). Fails only with ENOMEM.
-    let ok = unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } == 0;
-    if ok {
-        HOOKED.store(true, Release);
-    }
-    ok
-}
-
-/// [`hook`], or 207001 saying that a forked child could not be made safe.
+/// The fork handler ([`sys::fork_hook`]) is in place, or 207001 saying that a forked child
+/// could not be made safe. A process that uses a [`PerProcess`] lock must have it.
 pub(crate) fn required() -> Result<(), SimError> {
-    if hook() {
+    if sys::fork_hook() {
         return Ok(());
     }
     Err(SimError::new(
@@ -73,28 +50,22 @@ pub(crate) fn required() -> Result<(), SimError> {
     ))
 }
 
-/// The child handler: run by the forking thread, in the child, before `fork()` returns there
-/// (no other thread exists yet). Stores to atomics only.
-extern "C" fn in_forked_child() {
-    HOOKED.store(true, Release);
-    crate::sys::in_forked_child();
-    crate::shm::in_forked_child();
-    crate::cnt::in_forked_child();
-    crate::ipc_event::in_forked_child();
-    crate::mem::file::in_forked_child();
-    crate::sigbus::in_forked_child();
-    crate::waitgraph::in_forked_child();
-}
-
 /// A process-wide `Mutex<T>`, made on first use, of which a forked child gets a fresh one (see
 /// the module documentation). For statics: the locks it makes are never freed.
 ///
-/// Costs one atomic load more than a `static Mutex<T>` on each [`get`](Self::get).
+/// Costs two atomic loads and a compare more than a `static Mutex<T>` on each
+/// [`get`](Self::get).
 pub(crate) struct PerProcess<T> {
-    /// This process's lock: null before the first use (and in a forked child until its
-    /// first), else a leaked `Box`.
-    current: AtomicPtr<Mutex<T>>,
+    /// The lock of the latest process that used it: null before the first use, else a leaked
+    /// `Box`. In a forked child, until its first use, the parent's.
+    current: AtomicPtr<Made<T>>,
     new: fn() -> T,
+}
+
+/// A lock and the fork generation of the process that made it.
+struct Made<T> {
+    generation: u64,
+    lock: Mutex<T>,
 }
 
 impl<T: Send> PerProcess<T> {
@@ -111,39 +82,44 @@ impl<T: Send> PerProcess<T> {
     #[inline]
     pub(crate) fn get(&self) -> &Mutex<T> {
         let p = self.current.load(Acquire);
-        if p.is_null() {
-            return self.make();
-        }
         // SAFETY: a non-null `current` is a pointer from `Box::into_raw` published by `make`,
-        // never freed (`forget` only stops using it).
-        unsafe { &*p }
+        // never freed.
+        if let Some(m) = unsafe { p.as_ref() }
+            && m.generation == sys::fork_generation()
+        {
+            return &m.lock;
+        }
+        self.make(p)
     }
 
+    /// Makes and publishes this process's lock, `seen` being what `current` held (null, or
+    /// another generation's lock); a thread of this process that publishes one first wins.
     #[cold]
-    fn make(&self) -> &Mutex<T> {
-        let fresh = Box::into_raw(Box::new(Mutex::new((self.new)())));
-        match self
-            .current
-            .compare_exchange(std::ptr::null_mut(), fresh, AcqRel, Acquire)
-        {
-            // SAFETY: just published; never freed from now on.
-            Ok(_) => unsafe { &*fresh },
-            Err(won) => {
-                // SAFETY: `fresh` lost the race, so no one else has seen it: ours to free.
-                // `won` is another thread's published lock, never freed.
-                unsafe {
-                    drop(Box::from_raw(fresh));
-                    &*won
+    fn make(&self, mut seen: *mut Made<T>) -> &Mutex<T> {
+        let generation = sys::fork_generation();
+        let fresh = Box::into_raw(Box::new(Made {
+            generation,
+            lock: Mutex::new((self.new)()),
+        }));
+        loop {
+            match self.current.compare_exchange(seen, fresh, AcqRel, Acquire) {
+                // SAFETY: just published; never freed from now on. (The lock it replaced, if
+                // any, was another process's: left as it is, never freed.)
+                Ok(_) => return unsafe { &(*fresh).lock },
+                Err(won) => {
+                    // SAFETY: as in `get`: a published pointer is never freed.
+                    match unsafe { won.as_ref() } {
+                        Some(m) if m.generation == generation => {
+                            // SAFETY: `fresh` lost the race, so no one else has seen it: ours
+                            // to free.
+                            unsafe { drop(Box::from_raw(fresh)) };
+                            return &m.lock;
+                        }
+                        _ => seen = won,
+                    }
                 }
             }
         }
-    }
-
-    /// In a forked child, from the fork handler only: stops using the parent's lock (it stays
-    /// allocated, with whatever it guards and however it was held); the next
-    /// [`get`](Self::get) makes a fresh one.
-    pub(crate) fn forget(&self) {
-        self.current.store(std::ptr::null_mut(), Release);
     }
 }
 

@@ -33,7 +33,6 @@ use acl_notify_core::event::{IPC_EVENT_HANDLE_SIZE, IpcEventHandle, LatestRecord
 use crate::error::SimError;
 use crate::fork::PerProcess;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE};
-use crate::shm::SHM_DIR;
 use crate::stream::TaskCtx;
 use crate::sys;
 
@@ -92,15 +91,7 @@ fn layout_total(devices: u32) -> usize {
 
 /// The path of a namespace's IPC event file for `server`.
 pub fn evt_file_path(namespace: &str, server: u32) -> PathBuf {
-    Path::new(SHM_DIR).join(format!(
-        "{}{namespace}.evt{server}",
-        crate::shm::FILE_PREFIX
-    ))
-}
-
-/// Deletes the IPC event files of `namespace`; returns how many were removed.
-pub fn remove_evt_files(namespace: &str) -> Result<usize, SimError> {
-    crate::shm::remove_files(namespace, "evt")
+    crate::mapfile::file_path(namespace, "evt", format_args!("{server}"))
 }
 
 /// One mapped IPC event file.
@@ -130,11 +121,6 @@ impl fmt::Debug for EvtFile {
 
 /// One mapping per file per process; a forked child starts with an empty registry.
 static REGISTRY: PerProcess<HashMap<PathBuf, Weak<EvtFile>>> = PerProcess::new(HashMap::new);
-
-/// Part of the fork handler ([`crate::fork`]).
-pub(crate) fn in_forked_child() {
-    REGISTRY.forget();
-}
 
 /// FNV-1a of the namespace: a handle of another namespace is refused, not misread.
 fn ns_tag(namespace: &str) -> u64 {
@@ -643,6 +629,6 @@ mod tests {
         assert_eq!(f.open_handle(&h).unwrap_err().kind(), Error::InvalidHandle);
         drop(c);
         drop(f);
-        remove_evt_files(&ns).unwrap();
+        crate::mapfile::remove_files(&ns, Some("evt")).unwrap();
     }
 }

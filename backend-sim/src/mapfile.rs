@@ -43,6 +43,70 @@ use crate::fork::PerProcess;
 use crate::sigbus::Registration;
 use crate::sys;
 
+/// Where the shared files live.
+pub const SHM_DIR: &str = "/dev/shm";
+/// The start of every shared file's name: `acl-notify-sim.<namespace>.<kind><n>`, where `kind`
+/// is the file kind's tag (`srv`, `cnt`, `evt`, `mem`, `wfg`) and `n` the server, or
+/// `<server>d<device>` for a per-device kind.
+pub const FILE_PREFIX: &str = "acl-notify-sim.";
+
+/// The path of `namespace`'s file of kind `kind` (lowercase ASCII letters, a tag of its own),
+/// numbered `number` (digits: a server, or `<server>d<device>`). Every kind names its files
+/// so, which is what lets [`remove_files`] find the files of kinds it has never heard of.
+pub(crate) fn file_path(namespace: &str, kind: &str, number: fmt::Arguments<'_>) -> PathBuf {
+    debug_assert!(!kind.is_empty() && kind.bytes().all(|b| b.is_ascii_lowercase()));
+    Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{namespace}.{kind}{number}"))
+}
+
+/// The kind of a file whose name, after `<prefix><namespace>.`, is `rest`: `Some(kind)` if it
+/// has the shape [`file_path`] gives (`<kind><digits>` or `<kind><digits>d<digits>`), else
+/// `None` (another namespace's file whose name goes on with a dot, or not ours).
+fn kind_of(rest: &str) -> Option<&str> {
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let split = rest.find(|c: char| !c.is_ascii_lowercase())?;
+    let (kind, number) = rest.split_at(split);
+    let ok = match number.split_once('d') {
+        Some((server, device)) => digits(server) && digits(device),
+        None => digits(number),
+    };
+    (!kind.is_empty() && ok).then_some(kind)
+}
+
+/// Deletes `namespace`'s files of kind `kind`, or of every kind (`None`: whatever kinds there
+/// are, as [`file_path`] names them); returns how many were removed.
+pub(crate) fn remove_files(namespace: &str, kind: Option<&str>) -> Result<usize, SimError> {
+    let prefix = format!("{FILE_PREFIX}{namespace}.");
+    let dir = std::fs::read_dir(SHM_DIR).map_err(|e| {
+        SimError::new(
+            Error::DrvInternalError,
+            format!("cannot list {SHM_DIR}: {e}"),
+        )
+    })?;
+    let mut n = 0;
+    for ent in dir.flatten() {
+        let name = ent.file_name();
+        let Some(rest) = name.to_str().and_then(|s| s.strip_prefix(&prefix)) else {
+            continue;
+        };
+        match (kind_of(rest), kind) {
+            (Some(k), Some(want)) if k == want => {}
+            (Some(_), None) => {}
+            _ => continue,
+        }
+        match std::fs::remove_file(ent.path()) {
+            Ok(()) => n += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(SimError::new(
+                    Error::DrvInternalError,
+                    format!("cannot remove {}: {e}", ent.path().display()),
+                ));
+            }
+        }
+    }
+    Ok(n)
+}
+
 /// The page size the layouts are aligned to; every file is at least one page.
 pub(crate) const PAGE: usize = 4096;
 
@@ -566,7 +630,8 @@ fn same_pid_namespace(theirs: u64, path: &Path, kind: Kind) -> Result<(), SimErr
 
 /// One mapping per file per process, shared by the users in the process; a forked child starts
 /// with an empty registry (its parent's mappings and lock are not its own: see
-/// [`crate::fork`]). For a `static`; the fork handler calls [`forget`](Self::forget).
+/// [`crate::fork`]; a [`PerProcess`] sees to it, so no fork handler names a registry). For a
+/// `static`.
 pub(crate) struct Registry<T: 'static>(PerProcess<HashMap<PathBuf, Weak<T>>>);
 
 impl<T: Send + Sync + 'static> Registry<T> {
@@ -597,11 +662,6 @@ impl<T: Send + Sync + 'static> Registry<T> {
         reg.retain(|_, w| w.strong_count() > 0);
         reg.insert(path.to_owned(), Arc::downgrade(&f));
         Ok(Some(f))
-    }
-
-    /// The fork handler's part ([`crate::fork`]).
-    pub(crate) fn forget(&self) {
-        self.0.forget();
     }
 
     /// This process's lock (for the fork tests).
@@ -637,6 +697,37 @@ mod tests {
         fn pid_ns(&self) -> &AtomicU64 {
             &self.pid_ns
         }
+    }
+
+    /// A namespace's files are found by the shape of their names, whatever their kind: one of
+    /// a kind nobody registered goes too, and so do per-device ones; a namespace whose name
+    /// goes on after a dot, and names of another shape, are left alone.
+    #[test]
+    fn remove_files_finds_every_kind_by_its_name_alone() {
+        let ns = format!("unit-mapfile-rm-{}", std::process::id());
+        let ours = [
+            file_path(&ns, "srv", format_args!("0")),
+            file_path(&ns, "zzz", format_args!("17")),
+            file_path(&ns, "mem", format_args!("0d3")),
+        ];
+        let theirs = [
+            file_path(&format!("{ns}.srv0"), "srv", format_args!("1")),
+            Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{ns}.srv")),
+            Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{ns}.srv0x")),
+            Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{ns}.0")),
+        ];
+        for p in ours.iter().chain(&theirs) {
+            std::fs::write(p, b"").unwrap();
+        }
+        assert_eq!(remove_files(&ns, Some("cnt")).unwrap(), 0);
+        assert_eq!(remove_files(&ns, Some("zzz")).unwrap(), 1);
+        assert_eq!(remove_files(&ns, None).unwrap(), 2);
+        let left: Vec<bool> = theirs.iter().map(|p| p.exists()).collect();
+        for p in &theirs {
+            let _ = std::fs::remove_file(p);
+        }
+        assert!(ours.iter().all(|p| !p.exists()));
+        assert_eq!(left, [true; 4], "{theirs:?}");
     }
 
     struct TempPath(PathBuf);

@@ -50,16 +50,12 @@ use acl_notify_core::whitelist::Whitelist;
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
-use crate::fork::PerProcess;
-use crate::mapfile::{INIT_WAIT, Kind, Open, PAGE};
+use crate::mapfile::{INIT_WAIT, Kind, Open, PAGE, Registry};
 use crate::repair::{LeakRepair, all_ids};
 use crate::sigbus::Registration;
 use crate::sys;
 
-/// Where the files live.
-pub const SHM_DIR: &str = "/dev/shm";
-/// File name prefix: `acl-notify-sim.<namespace>.srv<server>`.
-pub const FILE_PREFIX: &str = "acl-notify-sim.";
+pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
 pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// Bumped whenever the layout changes (2: the id pools' 4-byte slot words and in-use count in
@@ -366,51 +362,12 @@ impl Layout {
 
 /// The path of a namespace's file for `server`.
 pub fn file_path(namespace: &str, server: u32) -> PathBuf {
-    Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{namespace}.srv{server}"))
+    crate::mapfile::file_path(namespace, "srv", format_args!("{server}"))
 }
 
 /// Deletes every notify file of `namespace`; returns how many were removed.
 pub fn remove_namespace(namespace: &str) -> Result<usize, SimError> {
-    remove_files(namespace, "srv")
-}
-
-/// Deletes the files `<prefix><namespace>.<kind><server>` of every server; returns how many
-/// were removed. Shared by the notify files (`srv`) and the count-notify files (`cnt`).
-pub(crate) fn remove_files(namespace: &str, kind: &str) -> Result<usize, SimError> {
-    let prefix = format!("{FILE_PREFIX}{namespace}.{kind}");
-    let dir = std::fs::read_dir(SHM_DIR).map_err(|e| {
-        SimError::new(
-            Error::DrvInternalError,
-            format!("cannot list {SHM_DIR}: {e}"),
-        )
-    })?;
-    let mut n = 0;
-    for ent in dir.flatten() {
-        let name = ent.file_name();
-        let Some(rest) = name.to_str().and_then(|s| s.strip_prefix(&prefix)) else {
-            continue;
-        };
-        // `<server>`, or `<server>d<device>` for the device-memory files.
-        let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
-        let ok = match rest.split_once('d') {
-            Some((srv, dev)) if kind == "mem" => digits(srv) && digits(dev),
-            _ => digits(rest),
-        };
-        if !ok {
-            continue;
-        }
-        match std::fs::remove_file(ent.path()) {
-            Ok(()) => n += 1,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(SimError::new(
-                    Error::DrvInternalError,
-                    format!("cannot remove {}: {e}", ent.path().display()),
-                ));
-            }
-        }
-    }
-    Ok(n)
+    crate::mapfile::remove_files(namespace, Some("srv"))
 }
 
 /// Whether to create the file if it does not exist.
@@ -556,16 +513,9 @@ fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
     KIND.bad_file(path, problem)
 }
 
-/// The process-wide registry: one mapping and registration per file per process. A forked
-/// child starts with an empty one (see [`crate::fork`]): the parent's mappings are not its to
-/// reuse, and the parent's lock may be held by a thread the child does not have.
-pub(crate) static REGISTRY: PerProcess<HashMap<PathBuf, Weak<ShmFile>>> =
-    PerProcess::new(HashMap::new);
-
-/// Part of the fork handler ([`crate::fork`]).
-pub(crate) fn in_forked_child() {
-    REGISTRY.forget();
-}
+/// The process-wide registry: one mapping and registration per file per process (a forked
+/// child starts with an empty one, see [`Registry`]).
+pub(crate) static REGISTRY: Registry<ShmFile> = Registry::new();
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -580,36 +530,30 @@ pub fn open_shared(
     mode: OpenMode,
 ) -> Result<Option<Arc<ShmFile>>, SimError> {
     let path = file_path(namespace, server);
-    crate::fork::required()?;
-    let mut reg = lock(REGISTRY.get());
     // A mapping inherited across fork() belongs to the parent's registration: never reuse it
-    // (the fork handler empties the registry; this is for a child made without it).
-    if let Some(f) = reg
-        .get(&path)
-        .and_then(Weak::upgrade)
-        .filter(|f| f.pid == sys::getpid())
-    {
-        f.intact()?;
-        if f.layout.soc != soc || f.layout.devices != devices {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "namespace {namespace} (file {}) is already open in this process as {} with \
-                     {} devices, not {soc} with {devices}",
-                    path.display(),
-                    f.layout.soc,
-                    f.layout.devices
-                ),
-            ));
-        }
-        return Ok(Some(f));
-    }
-    let Some(f) = ShmFile::open(&path, server, soc, devices, mode)? else {
+    // (a child starts with an empty registry; this is for a child made without the handler).
+    let Some(f) = REGISTRY.get_or_open(
+        &path,
+        |f| f.pid == sys::getpid(),
+        || ShmFile::open(&path, server, soc, devices, mode),
+    )?
+    else {
         return Ok(None);
     };
-    let f = Arc::new(f);
-    reg.retain(|_, w| w.strong_count() > 0);
-    reg.insert(path, Arc::downgrade(&f));
+    // A mapping this process had already: the same machine must be asked for.
+    f.intact()?;
+    if f.layout.soc != soc || f.layout.devices != devices {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            format!(
+                "namespace {namespace} (file {}) is already open in this process as {} with {} \
+                 devices, not {soc} with {devices}",
+                path.display(),
+                f.layout.soc,
+                f.layout.devices
+            ),
+        ));
+    }
     Ok(Some(f))
 }
 

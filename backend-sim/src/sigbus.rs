@@ -16,11 +16,12 @@
 use std::cell::UnsafeCell;
 use std::ffi::c_void;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use acl_notify_core::Error;
 
 use crate::error::SimError;
+use crate::sys;
 
 /// Mappings that can be registered at once (each open namespace file is one; a process
 /// rarely has more than a few). Past this, a mapping simply goes unprotected.
@@ -51,12 +52,21 @@ pub(crate) fn faults() -> u64 {
     FAULTS.load(Ordering::SeqCst)
 }
 
-/// Whether our handler is installed: [`NONE`], [`INSTALLING`] or [`INSTALLED`]. Not a `Once`:
-/// a child forked while another thread ran it would wait for ever (see [`crate::fork`]).
-static INSTALL: AtomicU8 = AtomicU8::new(NONE);
-const NONE: u8 = 0;
-const INSTALLING: u8 = 1;
-const INSTALLED: u8 = 2;
+/// Whether our handler is installed: [`NONE`], [`INSTALLED`], or [`INSTALLING`] in bits 0‥1
+/// with the fork generation ([`sys::fork_generation`]) of the installing process above them
+/// (see [`installing`]). Not a `Once`: a child forked while another thread ran it would wait
+/// for ever (see [`crate::fork`]).
+static INSTALL: AtomicU64 = AtomicU64::new(NONE);
+const NONE: u64 = 0;
+const INSTALLING: u64 = 1;
+const INSTALLED: u64 = 2;
+
+/// The value of [`INSTALL`] while a thread of the process of fork generation `generation`
+/// installs the handler. A forked child (a later generation) that finds it knows the
+/// installation was cut short by the fork (the installing thread is not in the child).
+const fn installing(generation: u64) -> u64 {
+    INSTALLING | generation << 2
+}
 /// The page size, read once at installation (the handler must not call `sysconf`).
 static PAGE: AtomicUsize = AtomicUsize::new(4096);
 
@@ -147,23 +157,30 @@ pub(crate) fn lost_error(path: &Path) -> SimError {
 /// Installs our handler unless it is, or another thread is installing it. A thread that
 /// finds another one installing goes on without waiting: its mapping is unprotected for the
 /// microseconds that takes, once per process.
+///
+/// An installation that a fork cut short (claimed by a thread of an earlier fork generation,
+/// which the child does not have) is done again by the child; `install` notices if the
+/// handler had got in already.
 fn ensure_installed() {
-    if INSTALL.load(Ordering::Acquire) == INSTALLED {
+    let now = INSTALL.load(Ordering::Acquire);
+    if now == INSTALLED {
         return;
     }
+    let generation = sys::fork_generation();
+    let cut_short = now & 3 == INSTALLING && now != installing(generation);
+    let expected = if cut_short { now } else { NONE };
     if INSTALL
-        .compare_exchange(NONE, INSTALLING, Ordering::Acquire, Ordering::Acquire)
+        .compare_exchange(
+            expected,
+            installing(generation),
+            Ordering::Acquire,
+            Ordering::Acquire,
+        )
         .is_ok()
     {
         install();
         INSTALL.store(INSTALLED, Ordering::Release);
     }
-}
-
-/// Part of the fork handler ([`crate::fork`]): an installation the fork cut short is done
-/// again by the child (`install` notices if the handler had got in already).
-pub(crate) fn in_forked_child() {
-    let _ = INSTALL.compare_exchange(INSTALLING, NONE, Ordering::Relaxed, Ordering::Relaxed);
 }
 
 fn install() {
@@ -339,10 +356,10 @@ mod tests {
                 libc::sigemptyset(&mut dfl.sa_mask);
                 libc::sigaction(libc::SIGBUS, &dfl, std::ptr::null_mut());
             }
-            INSTALL.store(INSTALLING, Ordering::SeqCst);
+            INSTALL.store(installing(sys::fork_generation()), Ordering::SeqCst);
             ensure_installed();
             let skipped = current_handler() == libc::SIG_DFL;
-            in_forked_child();
+            sys::as_if_forked();
             ensure_installed();
             // SAFETY: `PREV` was written by `install` above, in this thread.
             let prev = unsafe { *PREV.0.get() };
@@ -358,8 +375,8 @@ mod tests {
             ensure_installed();
             // SAFETY: `PREV` was written by `install` above, in this thread.
             let before = unsafe { *PREV.0.get() }.map(|p| p.sa_sigaction);
-            INSTALL.store(INSTALLING, Ordering::SeqCst);
-            in_forked_child();
+            INSTALL.store(installing(sys::fork_generation()), Ordering::SeqCst);
+            sys::as_if_forked();
             ensure_installed();
             // SAFETY: as above.
             let after = unsafe { *PREV.0.get() }.map(|p| p.sa_sigaction);

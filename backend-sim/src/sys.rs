@@ -1,8 +1,10 @@
 //! Thin, checked wrappers over the Linux calls the simulator needs: shared futexes, the
-//! monotonic clock, OS randomness, and process identity (PID + start time from `/proc`).
+//! monotonic clock, OS randomness, and process identity (PID + start time from `/proc`),
+//! with the one `pthread_atfork` child handler that keeps the last two right in a forked
+//! child ([`fork_generation`]). Depends on nothing else of the crate.
 
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicI32, AtomicU32};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64};
 use std::time::Duration;
 
 /// `FUTEX_WAIT` on a word that may live in a `MAP_SHARED` mapping (no `FUTEX_PRIVATE_FLAG`):
@@ -141,7 +143,7 @@ const NONCE_BUF: usize = 512;
 /// This process's id, cached: `getpid` is a real system call (glibc stopped caching it), about
 /// 190 ns on the VMs this runs on, and destroying a notify asks for it to tell its own process
 /// from a forked child. A child made by `fork()` clears the cache in the simulator's
-/// `pthread_atfork` handler ([`crate::fork`]) before any of its code runs, so it reads its own
+/// `pthread_atfork` handler ([`fork_hook`]) before any of its code runs, so it reads its own
 /// id. (A child made by a raw `clone` system call skips the handlers; nothing here does that,
 /// and `vfork`/`posix_spawn` children exec.)
 pub fn getpid() -> i32 {
@@ -160,15 +162,66 @@ fn getpid_slow() -> i32 {
     let pid = std::process::id() as i32;
     // Cached only with the fork handler in place (it fails only with ENOMEM): without it a
     // forked child would read its parent's id.
-    if crate::fork::hook() {
+    if fork_hook() {
         PID.store(pid, Relaxed);
     }
     pid
 }
 
-/// Part of the fork handler ([`crate::fork`]): a forked child reads its own id.
-pub(crate) fn in_forked_child() {
+/// How many `fork()`s lie between this process and the first process of its line that used
+/// the simulator: 0 there, one more in each forked child (the child handler bumps it before
+/// the child's own code runs). Process-wide state made by another generation was made by
+/// another process — the parent's, inherited with its memory — and is not this one's to use
+/// ([`crate::fork::PerProcess`], [`crate::sigbus`]).
+#[inline]
+pub fn fork_generation() -> u64 {
+    FORK_GENERATION.load(Acquire)
+}
+
+static FORK_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// Whether [`in_forked_child`] is registered with `pthread_atfork` in this process.
+static HOOKED: AtomicBool = AtomicBool::new(false);
+
+/// Registers the child handler, once per process; whether it is in place. Without it a
+/// forked child would read its parent's pid and [`fork_generation`].
+///
+/// Not a `Once`: a child forked while another thread ran the `Once` would wait for it for
+/// ever. Threads that race here on first use may each register the handler; what it does
+/// twice in a child (a second bump of the generation) is as good as once. (glibc registers
+/// and forks under one lock: a child has the handler registered, and runs it, or not at all.)
+pub(crate) fn fork_hook() -> bool {
+    if HOOKED.load(Acquire) {
+        return true;
+    }
+    register_fork_hook()
+}
+
+#[cold]
+fn register_fork_hook() -> bool {
+    // SAFETY: registers a child handler that only stores to atomics (nothing that could wait
+    // for a thread the child does not have). Fails only with ENOMEM.
+    let ok = unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } == 0;
+    if ok {
+        HOOKED.store(true, Release);
+    }
+    ok
+}
+
+/// The child handler: run by the forking thread, in the child, before `fork()` returns there
+/// (no other thread exists yet). Stores to atomics only. This is the only fork handler of the
+/// crate: everything else that a child must not inherit compares [`fork_generation`].
+extern "C" fn in_forked_child() {
+    HOOKED.store(true, Release);
     PID.store(0, Relaxed);
+    FORK_GENERATION.fetch_add(1, Release);
+}
+
+/// For tests: what a fork does to this process's state, without forking (run in a forked
+/// child, so that the test binary's own state is untouched).
+#[cfg(test)]
+pub(crate) fn as_if_forked() {
+    in_forked_child();
 }
 
 /// This process's PID namespace: the inode of `/proc/self/ns/pid` (0 if it cannot be read).

@@ -37,7 +37,7 @@
 
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::Ordering::{Relaxed, SeqCst};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
 use std::sync::{Arc, PoisonError, Weak};
@@ -45,7 +45,6 @@ use std::sync::{Arc, PoisonError, Weak};
 use crate::error::SimError;
 use crate::fork::PerProcess;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Shared};
-use crate::shm::{FILE_PREFIX, SHM_DIR};
 use crate::sys;
 
 /// Stream entries in the file (streams created beyond this many at once are not published).
@@ -260,12 +259,7 @@ impl fmt::Display for Target {
 
 /// The path of a namespace's wait-for graph file.
 pub fn graph_path(namespace: &str) -> PathBuf {
-    Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{namespace}.wfg0"))
-}
-
-/// Removes the namespace's wait-for graph file (see [`crate::Sim::remove_namespace`]).
-pub(crate) fn remove_graph_files(namespace: &str) -> Result<usize, SimError> {
-    crate::shm::remove_files(namespace, "wfg")
+    crate::mapfile::file_path(namespace, "wfg", format_args!("0"))
 }
 
 /// This process's label: `ACL_NOTIFY_SIM_LABEL`, else the launcher's rank (`RANK`, `RANK_ID`,
@@ -707,11 +701,6 @@ thread_local! {
 /// Stream worker threads (by thread id) and their entries, filled when a stream is created.
 /// Only a wait about to sleep reads it, once per worker thread.
 static WORKERS: PerProcess<Vec<(i32, Weak<StreamSlot>)>> = PerProcess::new(Vec::new);
-
-/// Part of the fork handler ([`crate::fork`]).
-pub(crate) fn in_forked_child() {
-    WORKERS.forget();
-}
 
 /// The calling thread's id.
 fn gettid() -> i32 {

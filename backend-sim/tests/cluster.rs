@@ -67,6 +67,14 @@ fn main() {
             "an_unreachable_cluster_fails_in_bounded_time",
             an_unreachable_cluster_fails_in_bounded_time,
         ),
+        (
+            "after_an_outage_of_the_whole_cluster_work_goes_on",
+            after_an_outage_of_the_whole_cluster_work_goes_on,
+        ),
+        (
+            "a_process_stopped_past_its_ttl_comes_back_as_a_new_life",
+            a_process_stopped_past_its_ttl_comes_back_as_a_new_life,
+        ),
     ];
     let args = Arguments::from_args();
     let shared = if !args.list {
@@ -217,6 +225,22 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             }
             sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
             Ok((t.elapsed().as_micros() / u128::from(rounds.max(1))).to_string())
+        }
+        // memexport DEV SDID PID: 4 KiB of device memory exported to (SDID, PID); its key.
+        "memexport" => {
+            let ptr = sim.malloc(num(w, 1)?, 4096, 0)?;
+            let key = sim.ipc_mem_export(ptr, 4096, false)?;
+            let sp = ServerPid {
+                sdid: num(w, 2)?,
+                pid: num(w, 3)?,
+            };
+            sim.ipc_mem_set_server_pids(&key, &[sp])?;
+            Ok(key.as_str().to_owned())
+        }
+        "memimport" => {
+            let key = acl_notify_core::ExportKey::from_runtime(w.get(2).unwrap_or(&"").as_bytes())
+                .map_err(|e| acl_notify_sim::SimError::new(e, "bad key"))?;
+            Ok(sim.ipc_mem_import(num(w, 1)?, &key, true)?.to_string())
         }
         "alive" => Ok(sim.cluster_alive(num(w, 1)?, num(w, 2)?)?.to_string()),
         "applied" => Ok(sim.cluster_records_applied()?.to_string()),
@@ -446,6 +470,13 @@ fn spec7_flow_across_hosts(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     check(code_of(&w) == Some(107000), || {
         format!("wait on import: {w:?}")
     })?;
+    // IPC memory does not cross hosts: refused (207000), nothing of host A mapped.
+    let mkey = owner.ok(&format!("memexport 2 1 {}", importer.pid))?;
+    let m = importer.ask(&format!("memimport 3 {mkey}"));
+    check(
+        code_of(&m) == Some(207000) && m.as_ref().is_err_and(|e| e.contains("another host")),
+        || format!("cross-host memory import: {m:?}"),
+    )?;
     // Hosts share no files: each namespace has its own server's file only.
     check(
         a.has_server_file(0)
@@ -740,5 +771,86 @@ fn an_unreachable_cluster_fails_in_bounded_time(_: &Arc<EtcdCluster>) -> Result<
     owner.ok(&format!("record {local} 0"))?;
     owner.ok(&format!("swait {local} 0 5"))?;
     owner.ok(&format!("destroy {h}"))?;
+    Ok(())
+}
+
+/// Every member killed for twice the TTL, then restarted on its data: the leases held (etcd
+/// renews them when a leader is elected), the owner's watch reconnects, and records flow again.
+fn after_an_outage_of_the_whole_cluster_work_goes_on(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let mut c = EtcdCluster::start(3)?;
+    let url = c.url(&pod("outage"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    importer.ok(&format!("record {ih} 3"))?;
+    owner.ok(&format!("hwait {h} 5000"))?;
+    c.kill_all();
+    std::thread::sleep(Duration::from_secs(u64::from(TTL) * 2));
+    for i in 0..3 {
+        c.restart_member(i)?;
+    }
+    // The first call after the restart may meet the election; it is bounded either way.
+    poll_until(
+        "a record delivered after the outage",
+        Duration::from_secs(20),
+        || importer.ask(&format!("record {ih} 3")).is_ok(),
+    )?;
+    owner.ok(&format!("hwait {h} 10000"))?;
+    for _ in 0..5 {
+        importer.ok(&format!("record {ih} 3"))?;
+        owner.ok(&format!("hwait {h} 10000"))?;
+    }
+    check(
+        owner.ok(&format!("alive 1 {}", importer.pid))? == "true",
+        || "the importer's lease did not survive the outage".into(),
+    )?;
+    Ok(())
+}
+
+/// An owner stopped (SIGSTOP) past its TTL is dead for the other hosts: its exports go and a
+/// record to it fails. Continued, it joins again under a new lease and publishes its exports
+/// again: the old import stays stale (that owner died), a new import of the key works.
+fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    let url = c.url(&pod("stop"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let mut owner = a.spawn()?;
+    let mut importer = b.spawn()?;
+    let h = owner.ok("create 2")?;
+    let key = owner.ok(&format!("export {h}"))?;
+    owner.ok(&format!("allow {h} 1 {}", importer.pid))?;
+    let ih = importer.ok(&format!("import 3 {key}"))?;
+    let opid = owner.pid;
+    // SAFETY: signalling a child process this test started and still owns.
+    unsafe { libc::kill(opid, libc::SIGSTOP) };
+    let dead = poll_until(
+        "the stopped owner seen dead",
+        Duration::from_secs(u64::from(TTL) + 5),
+        || importer.ask(&format!("alive 0 {opid}")).as_deref() == Ok("false"),
+    );
+    let r = importer.ask(&format!("record {ih} 3"));
+    // SAFETY: as above.
+    unsafe { libc::kill(opid, libc::SIGCONT) };
+    dead?;
+    check(code_of(&r) == Some(107017), || {
+        format!("record to a dead owner: {r:?}")
+    })?;
+    poll_until(
+        "the owner alive again",
+        Duration::from_secs(u64::from(TTL) + 5),
+        || importer.ask(&format!("alive 0 {opid}")).as_deref() == Ok("true"),
+    )?;
+    let r = importer.ask(&format!("record {ih} 3"));
+    check(code_of(&r) == Some(107017), || {
+        format!("record on the old import: {r:?}")
+    })?;
+    let mut ih2 = Err(String::new());
+    poll_until("the export published again", Duration::from_secs(5), || {
+        ih2 = importer.ask(&format!("import 3 {key}"));
+        ih2.is_ok()
+    })?;
+    let ih2 = ih2.map_err(|e| format!("re-import: {e}"))?;
+    importer.ok(&format!("record {ih2} 3"))?;
+    owner.ok(&format!("hwait {h} 10000"))?;
     Ok(())
 }

@@ -27,6 +27,9 @@
 //!   notifies, checking the exact sum;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
+//! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
+//!   (`ACL_NOTIFY_SIM_CLUSTER`, a loopback etcd cluster), whitelisting across servers with
+//!   `aclrtNotifySetImportPidInterServer`;
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -257,6 +260,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ring_allreduce",
         "ipc_memory",
         "ipc_notify_memory",
+        "superpod_ring",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -740,6 +744,46 @@ fn ring_allreduce_4() {
 #[test]
 fn ring_allreduce_8() {
     ring_allreduce(8);
+}
+
+// ---- a ring of notifies across two simulated hosts (tests/c/superpod_ring.c) ---------------
+
+/// 2 hosts (namespaces, servers 0 and 1) x 4 ranks, coordinated through a loopback etcd
+/// cluster: every rank passes the token 30 times, two hops of each round crossing hosts.
+#[test]
+fn superpod_ring_across_two_hosts() {
+    let p = setup();
+    let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(3).expect("etcd cluster");
+    let url = etcd.url(&format!("capi-{}", std::process::id()));
+    let hosts = [Scratch::new("pod0"), Scratch::new("pod1")];
+    let procs = (0..8)
+        .map(|r| {
+            let h = &hosts[r / 4];
+            let mut cmd = h.cmd(&p.bin.join("superpod_ring"), "Ascend910_93");
+            cmd.env("ACL_NOTIFY_SIM_SERVER_ID", (r / 4).to_string())
+                .env("ACL_NOTIFY_SIM_CLUSTER", &url)
+                .arg(&hosts[0].dir)
+                .arg(r.to_string())
+                .arg("8")
+                .arg("30");
+            spawn(&format!("rank {r}"), &mut cmd).expect("start superpod_ring")
+        })
+        .collect();
+    let o = run_all(procs, Duration::from_secs(120));
+    for (r, out) in o.iter().enumerate() {
+        assert!(out.ok(), "{}", report(&o));
+        assert!(
+            out.stdout.contains(&format!("RING {r} 30 ")),
+            "{}",
+            report(&o)
+        );
+    }
+    // Each host mapped its own server's file only.
+    for (h, s) in hosts.iter().enumerate() {
+        let other = 1 - h;
+        let path = format!("/dev/shm/acl-notify-sim.{}.srv{other}", s.ns);
+        assert!(!Path::new(&path).exists(), "host {h} mapped {path}");
+    }
 }
 
 // ---- CANN's IPC notify flow with the memory it guards (tests/c/ipc_notify_memory.c) -----------

@@ -127,6 +127,11 @@ pub fn for_demo() -> Result<(), String> {
     ensure_tools(&[&CC])
 }
 
+/// What `cargo xtask demo --hosts 2` needs: a C compiler and etcd.
+pub fn for_cluster_demo() -> Result<(), String> {
+    ensure_tools(&[&CC, &ETCD])
+}
+
 /// What `cargo xtask test` needs: the toolchain's parts, C and C++ compilers, valgrind, etcd.
 pub fn for_test() -> Result<(), String> {
     ensure_rust_parts()?;

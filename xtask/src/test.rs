@@ -155,11 +155,13 @@ const PAIRS_TEST: &str = "every_pair_of_control_plane_calls_on_one_notify";
 
 /// The simulator's examples, and the arguments that keep each short: they are documentation,
 /// so they must keep working, not only compiling.
-const EXAMPLES: [(&str, &[&str]); 4] = [
+const EXAMPLES: [(&str, &[&str]); 5] = [
     ("quickstart", &[]),
     ("ipc", &[]),
     ("pingpong", &["2000"]),
     ("stream_handoff", &["200"]),
+    // Starts a loopback etcd cluster (cluster mode); the C ring is the demo's.
+    ("superpod", &["--samples", "50"]),
 ];
 
 /// Builds the simulator's examples and runs each to its end (at most 2 minutes each). Each

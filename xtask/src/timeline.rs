@@ -131,6 +131,7 @@ pub fn ci_step() -> Result<(), String> {
     crate::build::demo(&crate::build::DemoArgs {
         no_whitelist: false,
         release: false,
+        hosts: None,
     })?;
     let prefix = crate::build::target_dir()?.join("acl-notify");
     let msg = check_in_browser(&demo_outputs(&prefix).1)?;

@@ -5,6 +5,7 @@
 //! and deleted when dropped.
 
 use std::net::{SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,6 +27,38 @@ struct Member {
     name: String,
     client: SocketAddr,
     child: Option<Child>,
+    /// Its command line (a restart reuses it, and its data directory).
+    args: Vec<String>,
+}
+
+impl Member {
+    fn spawn(&mut self, dir: &std::path::Path) -> Result<(), String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join(format!("{}.log", self.name)))
+            .map_err(|e| format!("etcd log: {e}"))?;
+        let mut cmd = Command::new("etcd");
+        // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
+        // which is async-signal-safe.
+        unsafe {
+            cmd.pre_exec(|| {
+                // The member dies with the thread that started it, also when this process is
+                // killed before its drop runs (a test at its deadline).
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let child = cmd
+            .args(&self.args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("could not start etcd: {e}"))?;
+        self.child = Some(child);
+        Ok(())
+    }
 }
 
 /// Makes sure the `etcd` binary is there: installs Debian's `etcd-server` as root when it is
@@ -73,6 +106,29 @@ pub fn ensure_etcd() -> Result<(), String> {
     Ok(())
 }
 
+/// Removes the data directories of harnesses whose process is gone (killed before its drop).
+fn remove_stale_dirs(base: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(base) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name
+            .strip_prefix("acl-notify-etcd.")
+            .and_then(|r| r.split('.').next())
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        // SAFETY: kill with signal 0 only checks whether the process exists.
+        let gone = unsafe { libc::kill(pid, 0) } != 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+        if gone {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 /// A port that was free a moment ago (bound to port 0, then released).
 fn free_port() -> Result<u16, String> {
     TcpListener::bind("127.0.0.1:0")
@@ -105,6 +161,7 @@ impl EtcdCluster {
         } else {
             std::env::temp_dir()
         };
+        remove_stale_dirs(&base);
         let dir = base.join(format!("acl-notify-etcd.{}.{seq}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -124,42 +181,43 @@ impl EtcdCluster {
         };
         for (i, (client, peer)) in ports.iter().enumerate() {
             let name = format!("m{i}");
-            let log = std::fs::File::create(cluster.dir.join(format!("{name}.log")))
-                .map_err(|e| format!("etcd log: {e}"))?;
-            let child = Command::new("etcd")
-                .args(["--name", &name])
-                .arg("--data-dir")
-                .arg(cluster.dir.join(&name))
-                .args([
-                    "--listen-client-urls",
-                    &format!("http://127.0.0.1:{client}"),
-                ])
-                .args([
-                    "--advertise-client-urls",
-                    &format!("http://127.0.0.1:{client}"),
-                ])
-                .args(["--listen-peer-urls", &format!("http://127.0.0.1:{peer}")])
-                .args([
-                    "--initial-advertise-peer-urls",
-                    &format!("http://127.0.0.1:{peer}"),
-                ])
-                .args(["--initial-cluster", &initial.join(",")])
-                .args(["--initial-cluster-state", "new"])
-                .args(["--initial-cluster-token", &token])
+            let args: Vec<String> = [
+                "--name".to_owned(),
+                name.clone(),
+                "--data-dir".to_owned(),
+                cluster.dir.join(&name).to_string_lossy().into_owned(),
+                "--listen-client-urls".to_owned(),
+                format!("http://127.0.0.1:{client}"),
+                "--advertise-client-urls".to_owned(),
+                format!("http://127.0.0.1:{client}"),
+                "--listen-peer-urls".to_owned(),
+                format!("http://127.0.0.1:{peer}"),
+                "--initial-advertise-peer-urls".to_owned(),
+                format!("http://127.0.0.1:{peer}"),
+                "--initial-cluster".to_owned(),
+                initial.join(","),
+                "--initial-cluster-state".to_owned(),
+                "new".to_owned(),
+                "--initial-cluster-token".to_owned(),
+                token.clone(),
                 // Fast elections on loopback (and leases as short as 1 s): the fault tests
                 // kill members.
-                .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
-                .args(["--log-level", "warn"])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(log)
-                .spawn()
-                .map_err(|e| format!("could not start etcd: {e}"))?;
-            cluster.members.push(Member {
+                "--heartbeat-interval".to_owned(),
+                "50".to_owned(),
+                "--election-timeout".to_owned(),
+                "500".to_owned(),
+                "--log-level".to_owned(),
+                "warn".to_owned(),
+            ]
+            .into();
+            let mut m = Member {
                 name,
                 client: SocketAddr::from(([127, 0, 0, 1], *client)),
-                child: Some(child),
-            });
+                child: None,
+                args,
+            };
+            m.spawn(&cluster.dir)?;
+            cluster.members.push(m);
         }
         let deadline = Instant::now() + START_WAIT;
         let probe = Etcd::new(cluster.client_addrs(), Duration::from_millis(500));
@@ -208,6 +266,16 @@ impl EtcdCluster {
         if let Some(mut c) = self.members.get_mut(i).and_then(|m| m.child.take()) {
             let _ = c.kill();
             let _ = c.wait();
+        }
+    }
+
+    /// Starts member `i` again (after [`kill_member`](Self::kill_member)), on its data.
+    pub fn restart_member(&mut self, i: usize) -> Result<(), String> {
+        let dir = self.dir.clone();
+        match self.members.get_mut(i) {
+            Some(m) if m.child.is_none() => m.spawn(&dir),
+            Some(_) => Ok(()),
+            None => Err(format!("no member {i}")),
         }
     }
 

@@ -45,9 +45,10 @@ use acl_notify_core::Error;
 use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
 use serde_json::{Value, json};
 
+use crate::SimError;
 use crate::handles::Slab;
 use crate::shm::SlotRef;
-use crate::{SimError, err, lock, read, write};
+use crate::sim::{err, lock, read, write};
 use etcd::{Cmp, Etcd, EtcdError, Op};
 
 /// The cluster endpoint list (`etcd://host:port,host:port[/pod]`).
@@ -56,6 +57,20 @@ pub const ENV_CLUSTER: &str = "ACL_NOTIFY_SIM_CLUSTER";
 pub const ENV_CLUSTER_TTL: &str = "ACL_NOTIFY_SIM_CLUSTER_TTL";
 
 const DEFAULT_TTL: u32 = 10;
+
+/// Remote imports' handles look like the process's other notify handles (the same tag, so
+/// the C library's handle codec takes them) with a slot index from here up: the local table
+/// keeps the indices below (its 524,287 live handles are far more than a process has).
+const REMOTE_BASE: u64 = 1 << 19;
+/// The highest index a handle of the C library's codec may carry (20 bits).
+const INDEX_LIMIT: u64 = (1 << 20) - 1;
+/// The tag of the remote table's own handles (never seen outside this module).
+const REMOTE_TAG: u16 = 1;
+
+/// Whether local notify handle `h` has a slot index below the remote imports' range.
+pub(crate) fn is_local_index(h: u64) -> bool {
+    (h & 0xFFFF_FFFF) < REMOTE_BASE
+}
 /// How often a watch or the lease keeper looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -186,6 +201,8 @@ struct Shared {
 /// threads and revokes its lease: other hosts see it gone at once.
 pub(crate) struct Cluster {
     shared: Arc<Shared>,
+    /// The process's notify handle tag (see [`REMOTE_BASE`]).
+    notify_tag: u16,
     remote: RwLock<Slab<RemoteNotify>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
     keeper: Mutex<Option<JoinHandle<()>>>,
@@ -414,7 +431,8 @@ impl Cluster {
             .map_err(|e| err(Error::DrvInternalError, format!("lease thread: {e}")))?;
         Ok(Cluster {
             shared,
-            remote: RwLock::new(Slab::new(tag)),
+            notify_tag: tag,
+            remote: RwLock::new(Slab::new(REMOTE_TAG)),
             watcher: Mutex::new(None),
             keeper: Mutex::new(Some(keeper)),
         })
@@ -565,19 +583,40 @@ impl Cluster {
         ))
     }
 
+    /// The public handle of the remote table's handle `h` (see [`REMOTE_BASE`]).
+    fn public(&self, h: u64) -> Option<u64> {
+        let index = (h & 0xFFFF_FFFF) + REMOTE_BASE;
+        (index <= INDEX_LIMIT)
+            .then(|| (u64::from(self.notify_tag) << 48) | (h & 0xFFFF_0000_0000) | index)
+    }
+
+    /// The remote table's handle behind public handle `h`, if `h` is in the remote range.
+    fn private(&self, h: u64) -> Option<u64> {
+        let index = h & 0xFFFF_FFFF;
+        ((h >> 48) as u16 == self.notify_tag && index > REMOTE_BASE && index <= INDEX_LIMIT)
+            .then(|| (u64::from(REMOTE_TAG) << 48) | (h & 0xFFFF_0000_0000) | (index - REMOTE_BASE))
+    }
+
     /// A handle for an imported remote notify.
     pub fn insert(&self, n: RemoteNotify) -> Option<u64> {
-        write(&self.remote).insert(n)
+        let mut t = write(&self.remote);
+        let h = t.insert(n)?;
+        let public = self.public(h);
+        if public.is_none() {
+            t.remove(h);
+        }
+        public
     }
 
     /// The remote import behind handle `h`, if it is one.
     pub fn get(&self, h: u64) -> Option<RemoteNotify> {
-        read(&self.remote).get(h).cloned()
+        read(&self.remote).get(self.private(h)?).cloned()
     }
 
     /// Drops handle `h`; whether it was a remote import.
     pub fn remove(&self, h: u64) -> bool {
-        write(&self.remote).remove(h).is_some()
+        self.private(h)
+            .is_some_and(|h| write(&self.remote).remove(h).is_some())
     }
 
     /// Delivers one record to remote notify `n`'s owner (see the module doc). Codes: 107017

@@ -7,7 +7,8 @@
 use acl_notify_core::{Error, KeyFields, Lifecycle, NotifyInfo, Op, RawNotify, RawStream};
 
 use super::Cluster;
-use crate::{Sim, SimError, err};
+use crate::sim::err;
+use crate::{Sim, SimError};
 
 impl Sim {
     /// Imports (on `device`) notify `k` of another host: the registry says whether it is

@@ -35,8 +35,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use acl_notify_core::Error;
 
 use crate::error::SimError;
+use crate::mapfile::SHM_DIR;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
-use crate::shm::{FILE_PREFIX, SHM_DIR, ShmWhitelist, WHITELIST_BYTES};
+use crate::shm::{ShmWhitelist, WHITELIST_BYTES};
 use crate::sys;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNMEM\x01");
@@ -205,7 +206,7 @@ impl Layout {
 
 /// The path of the device-memory file of `device` on `server` in `namespace`.
 pub fn mem_file_path(namespace: &str, server: u32, device: u32) -> PathBuf {
-    Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{namespace}.mem{server}d{device}"))
+    crate::mapfile::file_path(namespace, "mem", format_args!("{server}d{device}"))
 }
 
 /// One mapped device-memory file, plus this process's reservation of device addresses for it.
@@ -243,11 +244,6 @@ impl fmt::Debug for MemFile {
 }
 
 static REGISTRY: Registry<MemFile> = Registry::new();
-
-/// Part of the fork handler ([`crate::fork`]).
-pub(crate) fn in_forked_child() {
-    REGISTRY.forget();
-}
 
 /// The file lock: held while slots change.
 pub(crate) struct Locked<'a> {
@@ -813,5 +809,5 @@ fn validate(
 
 /// Deletes the device-memory files of `namespace`; returns how many were removed.
 pub fn remove_mem_files(namespace: &str) -> Result<usize, SimError> {
-    crate::shm::remove_files(namespace, "mem")
+    crate::mapfile::remove_files(namespace, Some("mem"))
 }

@@ -94,6 +94,17 @@ impl Sim {
                 "it names another server, and this machine has only server 0",
             ));
         }
+        if server != self.inner.server_id && self.inner.cluster.is_some() {
+            // A host never maps another host's files (cluster mode), and no memory crosses
+            // hosts yet.
+            return Err(SimError::new(
+                Error::FeatureNotSupport,
+                format!(
+                    "the key names memory of server {server}, another host of the SuperPod \
+                     (cluster mode): IPC memory does not cross hosts in this simulator"
+                ),
+            ));
+        }
         if device >= self.inner.devices {
             return Err(bad_key(format!(
                 "it names device {device}, which does not exist"

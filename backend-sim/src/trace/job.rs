@@ -10,8 +10,10 @@ use std::time::Duration;
 use acl_notify_core::{BackendError, HostCall};
 use serde_json::{Value, json};
 
+use crate::SimError;
+use crate::entries::StreamPin;
+use crate::job::SimJob;
 use crate::stream::TaskCtx;
-use crate::{SimError, SimJob, StreamPin};
 
 /// The key that names a notify incarnation across processes (server, device, id, generation).
 fn key(pin: &StreamPin) -> String {
@@ -114,8 +116,8 @@ impl crate::Sim {
     /// Names stream `h`'s track in the timeline by its handle (the C library renames it with
     /// the handle its callers see, through `set_stream_alias`).
     #[cold]
-    pub(crate) fn name_track(&self, h: crate::RawStream) {
-        let t = crate::read(&self.inner.streams);
+    pub(crate) fn name_track(&self, h: acl_notify_core::RawStream) {
+        let t = crate::sim::read(&self.inner.streams);
         if let Some(e) = t.get(h.0) {
             super::name_track(
                 e.stream.worker_tid(),

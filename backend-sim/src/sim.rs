@@ -1,0 +1,283 @@
+//! [`Sim`], a process's connection to one simulated machine: its per-process state
+//! ([`Inner`]), the checks every call shares, and namespace removal.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use acl_notify_core::{BackendError, Chip, Error, Feature, Op, RawNotify, Soc, StreamDestroy};
+
+use crate::MergedRecords;
+use crate::config::check_namespace;
+use crate::entries::{NotifyEntry, StreamEntry};
+use crate::error::SimError;
+use crate::handles::Slab;
+use crate::job::SimStream;
+use crate::shm::{GcReport, ShmFile, SlotRef};
+use crate::{cluster, cnt, event, mapfile, mem, waitgraph};
+
+/// A process's connection to one simulated machine (a namespace). `Send + Sync`; clones share
+/// the connection. Dropping the last clone discards its streams' queued tasks and drops its
+/// notify references.
+#[derive(Clone, Debug)]
+pub struct Sim {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) soc: Soc,
+    pub(crate) chip: Chip,
+    pub(crate) devices: u32,
+    pub(crate) server_id: u32,
+    pub(crate) namespace: String,
+    pub(crate) pid: i32,
+    /// What a whitelist entry naming this process holds ([`crate::sys::process_identity`]).
+    pub(crate) identity: u64,
+    /// This process's server.
+    pub(crate) file: Arc<ShmFile>,
+    /// Other servers' files, opened by cross-server imports.
+    pub(crate) remote: Mutex<HashMap<u32, Arc<ShmFile>>>,
+    pub(crate) notifies: RwLock<Slab<NotifyEntry>>,
+    pub(crate) streams: RwLock<Slab<StreamEntry>>,
+    pub(crate) defaults: Mutex<Vec<Option<u64>>>,
+    /// Streams a draining destroy took out of `streams` and has not finished with, and their
+    /// devices: no call finds them any more, but [`Sim::discard_streams_where`] still does.
+    /// Added under the `streams` write lock (so a discard sees a stream in one or the other).
+    pub(crate) draining: Mutex<Vec<(Arc<SimStream>, u32)>>,
+    /// `peers[d]` bit `p`: this process enabled access from device `d` to device `p`.
+    pub(crate) peers: Mutex<Vec<u64>>,
+    pub(crate) op_wait_timeout: AtomicU32,
+    pub(crate) stream_seq: AtomicU32,
+    /// CPUs handed to new stream workers in turn (empty: the kernel places them).
+    pub(crate) cpus: Vec<usize>,
+    pub(crate) cpu_seq: AtomicU32,
+    /// Bound on waiting for room in a full stream queue (`None`: for ever).
+    pub(crate) enqueue_timeout: Option<Duration>,
+    /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
+    /// handles.
+    pub(crate) cnt: cnt::CntState,
+    /// Device memory: the device files this process mapped and its allocations.
+    pub(crate) mem: mem::MemState,
+    /// Events (`event`): this process's handles and per-device id pools.
+    pub(crate) events: event::EventState,
+    /// The namespace's wait-for graph (`None` if its file could not be opened: streams are
+    /// then not published, and deadlocks are reported as plain timeouts).
+    pub(crate) graph: Option<Arc<waitgraph::WaitGraph>>,
+    /// Cross-host mode (`None`: this host is the whole machine).
+    pub(crate) cluster: Option<cluster::Cluster>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sim")
+            .field("soc", &self.soc)
+            .field("devices", &self.devices)
+            .field("server_id", &self.server_id)
+            .field("namespace", &self.namespace)
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Streams first (their drop discards queued tasks and cancels running waits), then
+        // the notify references. Every stream is cancelled before any is joined: a task of
+        // one may be waiting for another.
+        let streams = write(&self.streams).drain();
+        for e in &streams {
+            let _ = e.stream.begin_destroy(StreamDestroy::Discard);
+        }
+        drop(streams);
+        let notifies = write(&self.notifies).drain();
+        drop(notifies);
+        self.cnt.clear();
+        self.mem.clear(self.pid);
+        self.events.clear();
+    }
+}
+
+pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) fn err(kind: Error, msg: impl Into<String>) -> SimError {
+    SimError::new(kind, msg)
+}
+
+/// Removes a namespace's shared files when dropped (see [`Sim::remove_namespace`]): for tests
+/// and tools that work in a namespace of their own and must not leave it behind, also when
+/// they fail half-way.
+#[derive(Debug)]
+pub struct NamespaceGuard(pub String);
+
+impl Drop for NamespaceGuard {
+    fn drop(&mut self) {
+        let _ = Sim::remove_namespace(&self.0);
+    }
+}
+
+impl Sim {
+    /// The exact chip this process was configured with (`aclrtGetSocName`).
+    pub fn chip(&self) -> Chip {
+        self.inner.chip
+    }
+
+    /// Deletes a namespace's shared files (every server's). Processes that still have them
+    /// mapped keep working on their (now anonymous) copy; new opens start afresh. Returns how
+    /// many files were removed.
+    pub fn remove_namespace(name: &str) -> Result<usize, SimError> {
+        check_namespace(name)
+            .map_err(|why| err(Error::ParamInvalid, format!("namespace {name:?} {why}")))?;
+        // Every kind's files, as `mapfile::file_path` names them: a new kind needs no line here.
+        mapfile::remove_files(name, None)
+    }
+
+    /// The namespace this `Sim` is connected to.
+    pub fn namespace(&self) -> &str {
+        &self.inner.namespace
+    }
+
+    /// The shared memory file of this process's server.
+    pub fn shm_path(&self) -> &std::path::Path {
+        self.inner.file.path()
+    }
+
+    /// Reclaims what dead processes held, in every server file this process has open: their
+    /// queued waits are cancelled, their references dropped, ids nobody holds any more freed,
+    /// and their process-table entries released; and the count notifies of dead owners (if
+    /// this process has opened the count-notify file). Ids leaked by a process that died
+    /// half-way through a create or destroy are freed once they stayed so for 10 s. Runs on
+    /// open and before a create answers 207009, too.
+    pub fn gc(&self) -> Result<GcReport, SimError> {
+        let mut r = self.inner.file.gc();
+        for f in lock(&self.inner.remote).values() {
+            r += f.gc();
+        }
+        r.cnt_freed = self.cnt_gc();
+        Ok(r)
+    }
+
+    /// [`batch_reset`](acl_notify_core::StreamOps::batch_reset) over handles produced one at a time, for a
+    /// caller that translates its own handles (the C library): `next(i)` yields element `i`
+    /// of `num`, or `None` to end the batch there (the caller's own check of element `i`
+    /// failed; it reports that itself). Same checks, codes and order as `batch_reset`: the
+    /// elements before the first failing one stay reset. `next` is called at most once per
+    /// element, in order, and not after a failure.
+    pub fn batch_reset_with(
+        &self,
+        num: usize,
+        next: impl FnMut(usize) -> Option<RawNotify>,
+    ) -> Result<(), SimError> {
+        self.checked(|| self.batch_reset_unchecked(num, next))
+    }
+
+    pub(crate) fn batch_reset_unchecked(
+        &self,
+        num: usize,
+        mut next: impl FnMut(usize) -> Option<RawNotify>,
+    ) -> Result<(), SimError> {
+        self.notify_calls()?;
+        if num == 0 {
+            return Err(err(Error::ParamInvalid, "batch reset of zero notifies"));
+        }
+        // The SoC check is the same for every element; made once, before element 0 is read.
+        self.require(Feature::BatchReset, "batch reset")?;
+        for i in 0..num {
+            let Some(n) = next(i) else {
+                break;
+            };
+            let v = self
+                .notify(n)
+                .map_err(|e| err(e.kind(), format!("element {i}: {}", e.message())))?;
+            let ipc = self.inner.soc.caps().ipc_batch_reset;
+            v.state.apply(Op::BatchReset(ipc)).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "element {i}: notify {} is an IPC notify (imported, or exported by its \
+                         owner), which a batch reset on {} refuses, as CANN's runtime does",
+                        v.r.id(),
+                        self.inner.soc
+                    ),
+                )
+            })?;
+            // One CAS: a record racing the reset lands before it (reset) or after (kept).
+            v.r.slot().sync.reset();
+        }
+        Ok(())
+    }
+
+    /// How many records of `notify` merged into an already-set flag (SPEC §1: two records
+    /// before a wait collapse into one): since the last wait took a record, and in the
+    /// notify's life, across every process that records it. A protocol that may record twice
+    /// before the wait needs an acknowledgement notify in the other direction.
+    ///
+    /// Codes: 100000-class misuse as for other notify calls; 107017 for a handle that is not
+    /// a live notify of this `Sim`.
+    pub fn merged_records(&self, notify: RawNotify) -> Result<MergedRecords, SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify)?;
+            Ok(v.r.slot().merged_records())
+        })
+    }
+
+    /// IPV350: every notify call is 207000, before any handle is looked at.
+    pub(crate) fn notify_calls(&self) -> Result<(), SimError> {
+        self.require(Feature::Notify, "every notify call")?;
+        self.inner.file.intact()
+    }
+
+    pub(crate) fn device_ok(&self, device: u32) -> Result<(), SimError> {
+        if device < self.inner.devices {
+            Ok(())
+        } else {
+            Err(err(
+                Error::InvalidDeviceId,
+                format!(
+                    "device {device} does not exist ({} devices: 0 to {})",
+                    self.inner.devices,
+                    self.inner.devices - 1
+                ),
+            ))
+        }
+    }
+
+    pub(crate) fn require(&self, f: Feature, what: &str) -> Result<(), SimError> {
+        self.inner.soc.require(f).map_err(|e| {
+            err(
+                e,
+                format!("{what} is not supported on {}", self.inner.soc.name()),
+            )
+        })
+    }
+
+    /// Whether this handle's device is the notify's physical device (same server and device).
+    pub(crate) fn on_owner_device(&self, r: &SlotRef, device: u32) -> bool {
+        r.file().server() == self.inner.server_id && r.device() == device
+    }
+
+    pub(crate) fn wrong_device(&self, r: &SlotRef, device: u32) -> SimError {
+        err(
+            Error::ParamInvalid,
+            format!(
+                "notify {} lives on device {} of server {}; it can only be waited on from that \
+                 device, not from device {device} of server {}",
+                r.id(),
+                r.device(),
+                r.file().server(),
+                self.inner.server_id
+            ),
+        )
+    }
+}

@@ -1,0 +1,552 @@
+//! The core's backend traits ([`Backend`], [`NotifyResources`], [`StreamOps`], [`HostOps`])
+//! implemented for [`Sim`].
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use acl_notify_core::table::{ExportState, WaitOutcome};
+use acl_notify_core::{
+    Backend, BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
+    ImportFlags, KeyFields, Lifecycle, NotifyInfo, NotifyResources, Op, PidValidation, RawNotify,
+    RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
+};
+
+use crate::entries::{NotifyEntry, StreamEntry, bad_notify, bad_stream};
+use crate::error::SimError;
+use crate::job::SimJob;
+use crate::shm::{CreateError, SlotRef};
+use crate::sim::{Sim, err, lock, write};
+use crate::waiters::{slot_wait, wait_outcome_error};
+use crate::{diag, sys, trace};
+
+impl Backend for Sim {
+    type Error = SimError;
+
+    fn soc(&self) -> Soc {
+        self.inner.soc
+    }
+
+    fn device_count(&self) -> u32 {
+        self.inner.devices
+    }
+
+    fn bare_tgid(&self) -> i32 {
+        sys::getpid()
+    }
+
+    fn server_id(&self) -> u32 {
+        self.inner.server_id
+    }
+}
+
+impl NotifyResources for Sim {
+    fn create_notify(&self, device: u32, flags: CreateFlags) -> Result<RawNotify, SimError> {
+        self.checked(|| {
+            CreateFlags::from_raw(flags.bits()).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "create flags {:#x}: only 0 and ACL_NOTIFY_DEVICE_USE_ONLY (0x1) exist",
+                        flags.bits()
+                    ),
+                )
+            })?;
+            self.device_ok(device)?;
+            self.require(Feature::Notify, "creating a notify")?;
+            if flags.contains(CreateFlags::DEVICE_USE_ONLY) {
+                self.require(Feature::DeviceOnly, "ACL_NOTIFY_DEVICE_USE_ONLY")?;
+            }
+            let file = &self.inner.file;
+            file.intact()?;
+            file.still_registered()?;
+            let r = match SlotRef::create(file, device, flags) {
+                Ok(r) => r,
+                Err(CreateError::Exhausted) => {
+                    // Dead processes may still hold ids: reclaim, then try once more.
+                    file.gc();
+                    match SlotRef::create(file, device, flags) {
+                        Ok(r) => r,
+                        Err(CreateError::Exhausted) => {
+                            let pids: Vec<i32> = file
+                                .registered()
+                                .into_iter()
+                                .filter(|p| p.1)
+                                .map(|p| p.0)
+                                .collect();
+                            return Err(err(
+                                Error::NoNotifyResource,
+                                format!(
+                                    "device {device} has no notify id left: all {} ids of {} are \
+                                 in use; {} (processes using this machine: {pids:?}); {}",
+                                    file.max_notifies(),
+                                    self.inner.soc,
+                                    diag::owners_of_device(file, device),
+                                    diag::holders_of_device(file, device)
+                                ),
+                            ));
+                        }
+                        Err(CreateError::Other(e)) => return Err(e),
+                    }
+                }
+                Err(CreateError::Other(e)) => return Err(e),
+            };
+            self.insert_notify(NotifyEntry::new(r, Lifecycle::Created, device))
+        })
+    }
+
+    fn destroy_notify(&self, notify: RawNotify) -> Result<(), SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let Some(e) = write(&self.inner.notifies).remove(notify.0) else {
+                return match &self.inner.cluster {
+                    Some(c) if c.remove(notify.0) => Ok(()),
+                    _ => Err(bad_notify(notify)),
+                };
+            };
+            if let Some(c) = &self.inner.cluster {
+                c.withdraw(&e.r);
+            }
+            // Removing the handle under the write lock decides which of two racing destroys
+            // wins (the other gets 107017), and a call that looked the handle up before keeps
+            // its own reference, so the notify outlives that call. Dropping the reference
+            // outside the table lock: this process's bit goes when no other handle or queued
+            // task uses the notify; the id when no process does (`NotifySlot::leave`).
+            drop(e);
+            Ok(())
+        })
+    }
+
+    fn notify_info(&self, notify: RawNotify) -> Result<NotifyInfo, SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = match self.notify(notify) {
+                Ok(v) => v,
+                Err(e) => return self.remote_info(notify).ok_or(e),
+            };
+            Ok(NotifyInfo {
+                id: v.r.id(),
+                device: v.device,
+                owner_device: v.r.device(),
+                owner_server: v.r.file().server(),
+                state: v.state,
+                flags: v.r.slot().create_flags(),
+            })
+        })
+    }
+
+    fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self.notify(notify).map_err(|e| {
+                let op = Op::Export(flags.pid_validation());
+                self.remote_owner_only(notify, op).unwrap_or(e)
+            })?;
+            self.require(Feature::Ipc, "exporting a notify (IPC)")?;
+            ExportFlags::from_raw(flags.bits()).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "export flags {:#x}: only 0 and DISABLE_PID_VALIDATION (0x2) exist",
+                        flags.bits()
+                    ),
+                )
+            })?;
+            let next = v
+                .state
+                .apply(Op::Export(flags.pid_validation()))
+                .map_err(|e| {
+                    let why = if v.state == Lifecycle::Imported {
+                        "it was imported (only the owner exports)"
+                    } else {
+                        "it is already exported"
+                    };
+                    err(e, format!("cannot export notify {}: {why}", v.r.id()))
+                })?;
+            let nonce = sys::nonce16().map_err(|e| {
+                err(
+                    Error::DrvInternalError,
+                    format!("getrandom failed while exporting: {e}"),
+                )
+            })?;
+            let file = v.r.file();
+            let how = match flags.pid_validation() {
+                PidValidation::Enforced => ExportState::Enforced,
+                PidValidation::Disabled => ExportState::Open,
+            };
+            // Only the call that wins the export empties the whitelist (the slab entry may hold a
+            // previous use's, or one a dead writer left half-written), and before it publishes:
+            // a losing concurrent export must not wipe entries the winner's caller adds meanwhile.
+            let won = v.r.slot().export_with(nonce, how, || match how {
+                ExportState::Enforced => file.reset_whitelist(v.r.device(), v.r.id()),
+                _ => Ok(()),
+            })?;
+            if !won {
+                return Err(err(
+                    Error::InternalError,
+                    format!("notify {} is already exported", v.r.id()),
+                ));
+            }
+            let key = ExportKey::encode(&KeyFields {
+                server: file.server() as u16,
+                device: v.r.device() as u8,
+                id: v.r.id() as u16,
+                generation: v.r.generation(),
+                nonce,
+            });
+            self.set_state(notify, v.state, next);
+            if self.inner.cluster.is_some() && how == ExportState::Open {
+                self.publish(notify, true)?;
+            }
+            Ok(key)
+        })
+    }
+
+    fn set_import_pids(&self, notify: RawNotify, pids: &[i32]) -> Result<(), SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
+            let me = self.inner.server_id;
+            let entries = || pids.iter().map(|&p| self.whitelist_entry(me, p)).collect();
+            self.add_whitelist(notify, pids.len(), entries, false)
+        })
+    }
+
+    fn set_import_server_pids(
+        &self,
+        notify: RawNotify,
+        entries: &[ServerPid],
+    ) -> Result<(), SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            if entries.is_empty() {
+                return Err(err(Error::ParamInvalid, "no (server, PID) entries given"));
+            }
+            self.notify(notify).map_err(|e| {
+                self.remote_owner_only(notify, Op::SetImportPid)
+                    .unwrap_or(e)
+            })?;
+            for sp in entries {
+                self.require(Feature::InterServer, "inter-server whitelisting")?;
+                self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
+                let entry = || vec![self.whitelist_entry(sp.sdid, sp.pid)];
+                self.add_whitelist(notify, 1, entry, true)?;
+            }
+            if self.inner.cluster.is_some()
+                && entries.iter().any(|e| e.sdid != self.inner.server_id)
+            {
+                self.publish(notify, false)?;
+            }
+            Ok(())
+        })
+    }
+
+    fn import_by_key(
+        &self,
+        device: u32,
+        key: &str,
+        flags: ImportFlags,
+    ) -> Result<RawNotify, SimError> {
+        self.checked(|| {
+            self.import_checks(device, flags)?;
+            let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
+                err(
+                    e,
+                    format!(
+                        "malformed export key ({} bytes): expected the 64 characters \
+                     aclrtNotifyGetExportKey wrote",
+                        key.len()
+                    ),
+                )
+            })?;
+            self.import_parsed(device, &key)
+        })
+    }
+
+    fn import_key(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        flags: ImportFlags,
+    ) -> Result<RawNotify, SimError> {
+        self.checked(|| {
+            self.import_checks(device, flags)?;
+            self.import_parsed(device, key)
+        })
+    }
+
+    fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, SimError> {
+        self.device_ok(device)?;
+        self.device_ok(peer)?;
+        Ok(device != peer)
+    }
+
+    fn enable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
+        self.device_ok(device)?;
+        self.device_ok(peer)?;
+        if device == peer {
+            return Err(err(
+                Error::ParamInvalid,
+                format!("peer access from device {device} to itself"),
+            ));
+        }
+        lock(&self.inner.peers)[device as usize] |= 1u64 << peer;
+        Ok(())
+    }
+}
+
+impl StreamOps for Sim {
+    fn create_stream(&self, device: u32) -> Result<RawStream, SimError> {
+        self.device_ok(device)?;
+        let n = self.inner.stream_seq.fetch_add(1, Ordering::Relaxed);
+        let stream = self.spawn_stream(format!("acl-sim-d{device}-s{n}"))?;
+        let graph = self.publish_stream(&stream, device);
+        let h = write(&self.inner.streams)
+            .insert(StreamEntry {
+                stream: Arc::new(stream),
+                device,
+                default: false,
+                graph: graph.clone(),
+            })
+            .map(RawStream)
+            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
+        if let Some(g) = graph {
+            g.set_handle(h.0);
+        }
+        if trace::on() {
+            self.name_track(h);
+        }
+        Ok(h)
+    }
+
+    fn default_stream(&self, device: u32) -> Result<RawStream, SimError> {
+        self.device_ok(device)?;
+        let mut d = lock(&self.inner.defaults);
+        if let Some(h) = d[device as usize] {
+            return Ok(RawStream(h));
+        }
+        let stream = self.spawn_stream(format!("acl-sim-d{device}-default"))?;
+        let graph = self.publish_stream(&stream, device);
+        let h = write(&self.inner.streams)
+            .insert(StreamEntry {
+                stream: Arc::new(stream),
+                device,
+                default: true,
+                graph: graph.clone(),
+            })
+            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
+        if let Some(g) = graph {
+            g.set_handle(h);
+        }
+        if trace::on() {
+            self.name_track(RawStream(h));
+        }
+        d[device as usize] = Some(h);
+        Ok(RawStream(h))
+    }
+
+    fn stream_device(&self, stream: RawStream) -> Result<u32, SimError> {
+        Ok(self.stream(stream)?.1)
+    }
+
+    fn destroy_stream(&self, stream: RawStream, mode: StreamDestroy) -> Result<(), SimError> {
+        let (e, drain) = {
+            let mut t = write(&self.inner.streams);
+            match t.get(stream.0) {
+                None => return Err(bad_stream(stream)),
+                Some(e) if e.default => {
+                    return Err(err(
+                        Error::InvalidHandle,
+                        format!(
+                            "stream handle {:#x} is the default stream of device {}, which \
+                             cannot be destroyed",
+                            stream.0, e.device
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+            let e = t.remove(stream.0).ok_or_else(|| bad_stream(stream))?;
+            // Still found by `discard_streams_where` while it drains.
+            let drain = (mode == StreamDestroy::Drain).then(|| {
+                let s = Arc::clone(&e.stream);
+                let mut draining = lock(&self.inner.draining);
+                draining.retain(|(d, _)| !d.has_exited());
+                draining.push((Arc::clone(&s), e.device));
+                s
+            });
+            (e, drain)
+        };
+        // Outside the lock: a draining destroy waits for the stream's tasks.
+        let r = e.stream.destroy(mode);
+        // A destroy from one of the stream's own tasks returns while the worker still drains
+        // what is queued behind that task: it stays listed until its worker has exited (the
+        // next draining destroy prunes it), so that a finalize or reset still finds it.
+        if let Some(s) = drain.filter(|s| s.has_exited()) {
+            lock(&self.inner.draining).retain(|(d, _)| !Arc::ptr_eq(d, &s));
+        }
+        r.map_err(|e| {
+            if mode == StreamDestroy::Drain && e.kind() == Error::InvalidHandle {
+                err(
+                    Error::InvalidHandle,
+                    format!(
+                        "stream {:#x} was discarded while it drained (its device was reset, \
+                         or the session ended): its remaining tasks did not run",
+                        stream.0
+                    ),
+                )
+            } else {
+                e
+            }
+        })
+    }
+
+    fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let pin = match self.pin(notify, stream) {
+                Ok(pin) => pin,
+                Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
+            };
+            let job = SimJob::Record {
+                pin,
+                pid: self.inner.pid,
+            };
+            self.enqueue_checked(stream, job, |_, _| Ok(()))
+        })
+    }
+
+    fn wait_and_reset(
+        &self,
+        notify: RawNotify,
+        stream: RawStream,
+        timeout: Timeout,
+    ) -> Result<(), SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let pin = self
+                .pin(notify, stream)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
+            // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (`soc.rs`).
+            let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
+            let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
+            self.enqueue_checked(
+                stream,
+                SimJob::Wait { pin, timeout: t },
+                |sdev, job| match job {
+                    SimJob::Wait { pin, .. } if !self.on_owner_device(&pin.0, sdev) => {
+                        Err(self.wrong_device(&pin.0, sdev))
+                    }
+                    _ => Ok(()),
+                },
+            )
+        })
+    }
+
+    fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), SimError> {
+        self.batch_reset_with(notifies.len(), |i| notifies.get(i).copied())
+    }
+
+    fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), SimError> {
+        self.checked(|| {
+            let (s, _) = self.stream(stream)?;
+            s.synchronize(wait).map_err(|e| {
+                if e.kind() == Error::InvalidHandle && e.message().is_empty() {
+                    bad_stream(stream)
+                } else if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() {
+                    let why = self
+                        .stream_report(stream)
+                        .map_or_else(String::new, |r| format!(": {r}"));
+                    err(
+                        Error::StreamSyncTimeout,
+                        format!("stream {:#x} still has tasks after {wait}{why}", stream.0),
+                    )
+                } else if e.kind() == Error::InternalError && e.message().is_empty() {
+                    err(
+                        Error::InternalError,
+                        "synchronize called from a host function running on this very stream: it \
+                     would wait for itself",
+                    )
+                } else {
+                    e
+                }
+            })
+        })
+    }
+
+    fn query(&self, stream: RawStream) -> Result<StreamStatus, SimError> {
+        Ok(self.stream(stream)?.0.query())
+    }
+
+    fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), SimError> {
+        let (s, _) = self.stream(stream)?;
+        let job = if trace::on() {
+            trace::job::traced(SimJob::Host(call))
+        } else {
+            SimJob::Host(call)
+        };
+        self.enqueue_job(&s, stream, job)
+    }
+
+    fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), SimError> {
+        self.inner.op_wait_timeout.store(seconds, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+impl HostOps for Sim {
+    fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self
+                .notify(notify)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
+            if !self.on_owner_device(&v.r, v.device) {
+                return Err(self.wrong_device(&v.r, v.device));
+            }
+            // Ends (within a chunk) if the handle is destroyed meanwhile, by another thread: a
+            // long or endless host wait on a notify nobody can record any more must not outlive it.
+            let gone = || !self.notify_is_live(notify);
+            let out = slot_wait(&v.r, Some(timeout), &gone);
+            if matches!(out, Ok(WaitOutcome::Cancelled)) && gone() {
+                v.r.file().intact()?;
+                return Err(err(
+                    Error::InvalidHandle,
+                    format!(
+                        "notify handle {:#x} was destroyed while this host wait waited on it",
+                        notify.0
+                    ),
+                ));
+            }
+            wait_outcome_error(out, &v.r, Some(timeout), Error::WaitTimeout, "host wait")
+        })
+    }
+
+    fn try_consume(&self, notify: RawNotify) -> Result<bool, SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            let v = self
+                .notify(notify)
+                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
+            if !self.on_owner_device(&v.r, v.device) {
+                return Err(self.wrong_device(&v.r, v.device));
+            }
+            Ok(v.r.slot().sync.try_consume())
+        })
+    }
+
+    fn notifies_free(&self, device: u32) -> Result<u32, SimError> {
+        self.checked(|| {
+            self.device_ok(device)?;
+            self.require(Feature::Notify, "notifies")?;
+            let file = &self.inner.file;
+            file.intact()?;
+            // Ids that only dead processes hold are as good as free: a create would reclaim them.
+            file.reclaim_dead();
+            let pool = file
+                .pool(device)
+                .ok_or_else(|| err(Error::DrvInternalError, "no id pool"))?;
+            Ok(pool.capacity().saturating_sub(pool.in_use()))
+        })
+    }
+}

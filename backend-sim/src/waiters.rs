@@ -1,0 +1,416 @@
+//! The hot path of a stream's records and waits: the adaptive spin of a stream wait, the
+//! stamped waiter of records, the prefetch of the flag line, the out-of-line slow wait and the
+//! errors a wait ends with.
+
+use std::cell::Cell;
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use acl_notify_core::Error;
+use acl_notify_core::table::{self, WaitArgs, WaitOutcome, Waiter};
+
+use crate::entries::StreamPin;
+use crate::error::SimError;
+use crate::job::Blocked;
+use crate::shm::{ShmFile, SimWaiter, SlotRef};
+use crate::sim::err;
+use crate::stream::TaskCtx;
+use crate::{diag, spin, waitgraph};
+
+/// Describes why a wait ended without a record: notify, device, timeout, owner, whitelist
+/// (with liveness), last record, holders.
+pub(crate) fn describe_wait(r: &SlotRef, timeout: Option<Duration>, what: &str) -> String {
+    let slot = r.slot();
+    let file = r.file();
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "{what} on notify {} (device {}, server {}) ",
+        r.id(),
+        r.device(),
+        file.server()
+    );
+    match timeout {
+        Some(t) => {
+            let _ = write!(s, "got no record within {} s", t.as_secs_f64());
+        }
+        None => s.push_str("got no record"),
+    }
+    s.push_str(&diag::notify_facts(file, r.device(), r.id(), slot));
+    s
+}
+
+pub(crate) fn wait_outcome_error(
+    outcome: Result<WaitOutcome, acl_notify_core::table::TableError>,
+    r: &SlotRef,
+    timeout: Option<Duration>,
+    timeout_kind: Error,
+    what: &str,
+) -> Result<(), SimError> {
+    // A file cut short under us ends waits (see the cancel checks) and voids their outcome;
+    // so does a slot that stopped being ours.
+    r.file().intact()?;
+    if !matches!(outcome, Ok(WaitOutcome::Consumed)) {
+        r.live()?;
+    }
+    match outcome {
+        Ok(WaitOutcome::Consumed) => Ok(()),
+        Ok(WaitOutcome::TimedOut) => Err(err(timeout_kind, describe_wait(r, timeout, what))),
+        Ok(WaitOutcome::Cancelled) => Err(err(
+            timeout_kind,
+            format!(
+                "{what} on notify {} cancelled: its stream was destroyed with tasks discarded",
+                r.id()
+            ),
+        )),
+        Err(e) => Err(err(
+            Error::DrvInternalError,
+            format!(
+                "notify {} of device {} in {}: the shared notify table is corrupt ({e:?})",
+                r.id(),
+                r.device(),
+                r.file().path().display()
+            ),
+        )),
+    }
+}
+
+/// The waiter of a stream's wait: the file's [`SimWaiter`] with a spin that adapts, per
+/// stream, to how the stream's recent waits went.
+///
+/// Why: on a machine where waking a sleeping thread takes longer than the table's spin
+/// ([`table::SPIN`]; KVM guests take 8–15 µs), two streams handing records back and forth can
+/// settle into putting each other to sleep: each one's record wakes the other, which by then
+/// has given up spinning, so every hand-off costs a wake-up, for good. A wait woken soon after
+/// it went to sleep shows the record was on its way, so the stream's next wait spins longer
+/// (up to [`table::MAX_SPIN`]); waits that finish without sleeping bring the spin back down
+/// gradually, and a long sleep (nothing was coming) at once.
+pub(crate) struct AdaptiveWaiter<'a> {
+    pub(crate) inner: SimWaiter<'a>,
+    /// Its place among the namespace's spinners ([`spin`]).
+    pub(crate) spinner: spin::Spinner<'a>,
+    /// This wait's spin, in nanoseconds.
+    pub(crate) spin: u64,
+    /// When this wait first slept (0: it has not).
+    pub(crate) slept_at: Cell<u64>,
+}
+
+/// [`table::SPIN`] and [`table::MAX_SPIN`] in nanoseconds.
+pub(crate) const SPIN_NS: u64 = table::SPIN.as_nanos() as u64;
+pub(crate) const MAX_SPIN_NS: u64 = table::MAX_SPIN.as_nanos() as u64;
+
+impl<'a> AdaptiveWaiter<'a> {
+    /// `hint`: the stream's spin hint in nanoseconds (0: none yet).
+    pub(crate) fn new(inner: SimWaiter<'a>, hint: u64) -> Self {
+        AdaptiveWaiter {
+            spinner: spin::Spinner::new(),
+            inner,
+            spin: hint.clamp(SPIN_NS, MAX_SPIN_NS),
+            slept_at: Cell::new(0),
+        }
+    }
+
+    /// The spin for the stream's next wait, after this one (nanoseconds).
+    pub(crate) fn next_spin(&self) -> u64 {
+        let slept_for = match self.slept_at.get() {
+            0 => None,
+            at => Some(self.inner.now_ns().saturating_sub(at)),
+        };
+        next_spin(self.spin, slept_for)
+    }
+}
+
+/// The adaptation rule of [`AdaptiveWaiter`], in nanoseconds: `spun` is how long the last wait
+/// was allowed to spin, `slept_for` how long it slept (from its first sleep to its end), if it
+/// slept.
+pub(crate) fn next_spin(spun: u64, slept_for: Option<u64>) -> u64 {
+    let next = match slept_for {
+        // Done while spinning: drift back toward the base spin.
+        None => spun - spun / 16,
+        // Woken soon after it gave up: cover that much next time, with a margin.
+        Some(d) if d <= MAX_SPIN_NS => {
+            let t = spun.saturating_add(d);
+            t.saturating_add(t / 4)
+        }
+        // A long sleep: spinning would not have helped.
+        Some(_) => SPIN_NS,
+    };
+    next.clamp(SPIN_NS, MAX_SPIN_NS)
+}
+
+impl Waiter for AdaptiveWaiter<'_> {
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        if self.slept_at.get() == 0 {
+            self.slept_at.set(self.inner.now_ns().max(1));
+        }
+        self.spinner.stop();
+        self.inner.wait(word, expected, timeout);
+    }
+    fn wake(&self, word: &AtomicU32, n: u32) {
+        self.inner.wake(word, n);
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    fn stamp_ns(&self) -> u64 {
+        self.inner.stamp_ns()
+    }
+    fn relax(&self) {
+        self.spinner.relax(|| self.inner.spinners());
+    }
+    fn keep_spinning(&self) -> bool {
+        self.spinner.keep_spinning()
+    }
+    fn spin_limit(&self) -> Duration {
+        if spin::Spinner::may_spin() {
+            Duration::from_nanos(self.spin)
+        } else {
+            Duration::ZERO
+        }
+    }
+    fn proc_alive(&self, proc: u32) -> bool {
+        self.inner.proc_alive(proc)
+    }
+}
+
+/// The file's [`SimWaiter`] for a stream's record: its time stamp is the stream's coarse clock
+/// reading ([`TaskCtx::coarse_now_ns`]), taken once per run of quick jobs rather than once
+/// per record.
+pub(crate) struct StampedWaiter<'a> {
+    pub(crate) inner: SimWaiter<'a>,
+    pub(crate) ctx: &'a TaskCtx,
+}
+
+impl Waiter for StampedWaiter<'_> {
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        self.inner.wait(word, expected, timeout);
+    }
+    fn wake(&self, word: &AtomicU32, n: u32) {
+        self.inner.wake(word, n);
+    }
+    fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+    #[inline]
+    fn stamp_ns(&self) -> u64 {
+        self.ctx.coarse_now_ns()
+    }
+    fn relax(&self) {
+        self.inner.relax();
+    }
+    fn spin_limit(&self) -> Duration {
+        self.inner.spin_limit()
+    }
+    fn proc_alive(&self, proc: u32) -> bool {
+        self.inner.proc_alive(proc)
+    }
+}
+
+/// Hints the CPU to bring `p`'s cache line in, exclusive (for a write). A hint only: it does
+/// not access memory architecturally, cannot fault, and changes no register or flag.
+#[inline(always)]
+pub(crate) fn prefetch_for_write(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if has_prefetchw() {
+            // SAFETY: `prefetchw` is a hint (see above), and the CPU says it has it.
+            unsafe {
+                core::arch::asm!(
+                    "prefetchw [{0}]",
+                    in(reg) p,
+                    options(nostack, preserves_flags, readonly)
+                );
+            }
+        } else {
+            // SAFETY: SSE is part of x86_64; `prefetcht0` is a hint (see above).
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+            }
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: `prfm` is a hint (see above).
+    unsafe {
+        core::arch::asm!(
+            "prfm pstl1keep, [{0}]",
+            in(reg) p,
+            options(nostack, preserves_flags, readonly)
+        );
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
+}
+
+/// Whether this x86 CPU has `prefetchw` (CPUID 8000_0001h, ECX bit 8), asked once.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn has_prefetchw() -> bool {
+    // 0: not asked yet, 1: no, 2: yes. Not a `OnceLock`: a child forked while another thread
+    // asked would wait for it for ever (see [`fork`]); threads that race each ask.
+    static HAS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
+    match HAS.load(Ordering::Relaxed) {
+        0 => {
+            // Leaf 0x8000_0000 gives the highest extended leaf: 0x8000_0001 is only asked for
+            // when it exists.
+            let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
+            let has =
+                max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0;
+            HAS.store(1 + u8::from(has), Ordering::Relaxed);
+            has
+        }
+        v => v == 2,
+    }
+}
+
+/// The waker a sleeping stream wait registers for a discarding destroy: wakes every thread
+/// sleeping on the wait's notify.
+///
+/// It holds the notify by address rather than by a counted reference. The wait drops its
+/// waker the moment it wakes up, on the path to the stream's next task, and dropping a counted
+/// reference there meant taking the reference count's cache line from the host thread, which
+/// reads that line on every call it makes on the notify: about 0.3 µs of a 5 µs idle wake-up.
+pub(crate) struct WakeSleepers {
+    pub(crate) file: *const ShmFile,
+    pub(crate) sync: *const table::NotifySync,
+}
+
+// SAFETY: both pointers are only read through shared references in `run`, and both targets
+// are `Sync` (a mapped file and a block of atomics in it). Moving the value to another thread
+// or sharing it is therefore as safe as sharing `&ShmFile` and `&NotifySync`, subject to the
+// lifetime argument in `of`.
+unsafe impl Send for WakeSleepers {}
+// SAFETY: see `Send` above.
+unsafe impl Sync for WakeSleepers {}
+
+impl WakeSleepers {
+    /// The waker for a wait on `r`. Only for [`wait_slow`]: it registers the waker through
+    /// a [`crate::stream::LazyCancel`] that it drops before it returns, while its borrow of `r`
+    /// (through the task's pin) is still live. The stream engine runs a registered waker only
+    /// while it holds the stream's waker lock, and dropping the `LazyCancel` (also when
+    /// unwinding) removes the waker under that same lock; so `run` only ever executes while
+    /// `r` — and with it the mapped file and the slot's memory in it — is alive.
+    pub(crate) fn of(r: &SlotRef) -> WakeSleepers {
+        WakeSleepers {
+            file: Arc::as_ptr(r.file()),
+            sync: &raw const r.slot().sync,
+        }
+    }
+
+    pub(crate) fn run(&self) {
+        // SAFETY: both targets are alive whenever this runs (see `of`).
+        let (file, sync) = unsafe { (&*self.file, &*self.sync) };
+        sync.wake_all(&file.waiter());
+    }
+}
+
+/// A stream wait that did not find its record at once (out of line: the common case, a record
+/// already there, stays small).
+#[inline(never)]
+pub(crate) fn wait_slow(
+    pin: &StreamPin,
+    timeout: Option<Duration>,
+    ctx: &TaskCtx,
+    before_block: &mut dyn FnMut(),
+) -> Result<(), SimError> {
+    let r = &pin.0;
+    let sync = &r.slot().sync;
+    let hint = ctx.spin_hint();
+    // On a discarding destroy, wake the sleeping wait so it sees the cancel flag (a wake that
+    // races ahead of the sleep is caught by the table's bounded sleeps). Registered only once
+    // the wait is about to sleep: a record that arrives while the wait spins costs no
+    // registration.
+    let lazy = ctx.lazy_cancel(|| {
+        let wake = WakeSleepers::of(r);
+        move || wake.run()
+    });
+    // The table asks "cancelled?" only right before it sleeps: that is when the tasks finished
+    // before this one are retired (a synchronize waiting for them must not wait for this wait)
+    // and the waker registered.
+    let hook = std::cell::Cell::new(Some(before_block));
+    // Published in the wait-for graph while asleep; a cycle found through it (only looked
+    // for while asleep, and only with `ACL_NOTIFY_SIM_DEADLOCK=fail`) ends the wait.
+    let published: std::cell::RefCell<Option<waitgraph::Blocked>> = Default::default();
+    let deadlock: std::cell::RefCell<Option<String>> = Default::default();
+    let check = || {
+        if let Some(f) = hook.take() {
+            f();
+            // About to sleep: note on what, for a queue that stays full behind us.
+            ctx.set_blocked_on(
+                Blocked::Wait {
+                    dev: r.device(),
+                    id: r.id(),
+                    forever: timeout.is_none(),
+                }
+                .note(),
+            );
+            *published.borrow_mut() = Some(waitgraph::Blocked::publish(
+                pin.target(),
+                ctx.task_number(),
+                timeout,
+            ));
+        } else if waitgraph::fail_at_once()
+            && let Some(d) = published.borrow().as_ref().and_then(|b| b.deadlock())
+        {
+            *deadlock.borrow_mut() = Some(d);
+            return true;
+        }
+        lazy.check() || r.file().is_lost() || !r.is_live()
+    };
+    let file = r.file();
+    let w = AdaptiveWaiter::new(file.waiter(), hint.get());
+    let out = sync.wait_and_reset(
+        &w,
+        WaitArgs {
+            proc: file.me(),
+            timeout,
+            cancel: &check,
+        },
+    );
+    hint.set(w.next_spin());
+    if hook.take().is_none() {
+        ctx.set_blocked_on(0);
+    }
+    // A wait that timed out while others wait on it in a cycle says so (looked for before it
+    // unpublishes itself, while the cycle is still there to see).
+    let cycle = match (&out, deadlock.take()) {
+        (Ok(WaitOutcome::Cancelled), Some(d)) => Some(format!(
+            "stream wait on {} failed before its timeout ({}=fail); {d}",
+            pin.target(),
+            waitgraph::ENV_DEADLOCK
+        )),
+        (Ok(WaitOutcome::TimedOut), _) => published
+            .borrow()
+            .as_ref()
+            .and_then(|b| b.deadlock())
+            .map(|d| format!("{}; {d}", describe_wait(r, timeout, "stream wait"))),
+        _ => None,
+    };
+    drop(published.take());
+    let result = match (out, cycle) {
+        (Ok(WaitOutcome::Consumed), _) => file.intact(),
+        (_, Some(cycle)) => Err(err(Error::TaskTimeout, cycle)),
+        (out, None) => wait_outcome_error(out, r, timeout, Error::TaskTimeout, "stream wait"),
+    };
+    drop(lazy);
+    result
+}
+
+pub(crate) fn slot_wait(
+    r: &SlotRef,
+    timeout: Option<Duration>,
+    cancel: &dyn Fn() -> bool,
+) -> WaitResult {
+    let file = r.file();
+    r.slot().sync.wait_and_reset(
+        &file.waiter(),
+        WaitArgs {
+            proc: file.me(),
+            timeout,
+            // A file cut short under us ends the wait too (its callers then report that).
+            cancel: &|| cancel() || file.is_lost() || !r.is_live(),
+        },
+    )
+}
+
+pub(crate) type WaitResult = Result<WaitOutcome, acl_notify_core::table::TableError>;

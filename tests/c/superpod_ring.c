@@ -1,0 +1,101 @@
+/* superpod_ring.c — one rank of a ring of notifies across the servers of a SuperPod, written
+ * only against acl/acl.h. Rank r creates a notify on its device, exports it with PID
+ * validation, whitelists rank r-1 (aclrtNotifySetImportPid when r-1 is on its server,
+ * aclrtNotifySetImportPidInterServer with r-1's (server, PID) when it is on another), imports
+ * rank r+1's notify, then passes a token ROUNDS times: wait on its own notify, record r+1's
+ * (rank 0 records first), all queued on one stream. On the simulator in cluster mode
+ * (ACL_NOTIFY_SIM_CLUSTER) the ranks of different servers run as different hosts: their
+ * records cross through etcd. `cargo xtask demo --hosts 2` runs 2 hosts x 4 ranks.
+ *
+ * usage: superpod_ring <exchange dir> <rank> <ranks> <rounds>
+ * Files in <exchange dir>: key.<r> ("<server> <pid> <key>", by rank r) and ready.<r> (rank r
+ * has whitelisted r-1). Prints "RING <rank> <rounds> <total ns>" and timeline events.
+ * Exit 0 on success. */
+#include "common.h"
+
+int main(int argc, char **argv) {
+    g_role = "rank";
+    if (argc < 5) {
+        fprintf(stderr, "usage: %s <exchange dir> <rank> <ranks> <rounds>\n", argv[0]);
+        return 2;
+    }
+    const char *dir = argv[1];
+    int rank = atoi(argv[2]), ranks = atoi(argv[3]), rounds = atoi(argv[4]);
+    REQUIRE(ranks >= 2 && rank >= 0 && rank < ranks && rounds > 0, "bad arguments");
+    int prev = (rank + ranks - 1) % ranks, next = (rank + 1) % ranks;
+    int32_t dev = rank % 4;
+
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(dev));
+    aclrtStream stream = NULL;
+    CHECK(aclrtCreateStream(&stream));
+    int64_t server = 0;
+    CHECK(aclrtGetDeviceInfo((uint32_t)dev, ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &server));
+    int32_t pid = 0;
+    CHECK(aclrtDeviceGetBareTgid(&pid));
+
+    aclrtNotify own = NULL;
+    CHECK(aclrtCreateNotify(&own, ACL_NOTIFY_DEFAULT));
+    char key[65] = {0};
+    CHECK(aclrtNotifyGetExportKey(own, key, sizeof key, ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
+    char line[160], name[32];
+    int len = snprintf(line, sizeof line, "%lld %d %s", (long long)server, (int)pid, key);
+    snprintf(name, sizeof name, "key.%d", rank);
+    put_file(dir, name, line, (size_t)len);
+    EVENT(dev, "exported", "server=%lld", (long long)server);
+
+    /* Whitelist the predecessor, on this server or another. */
+    char buf[160];
+    snprintf(name, sizeof name, "key.%d", prev);
+    get_file(dir, name, buf, sizeof buf, 20000);
+    long long pserver = 0;
+    int ppid = 0;
+    REQUIRE(sscanf(buf, "%lld %d", &pserver, &ppid) == 2, "bad key file '%s'", buf);
+    if (pserver == server) {
+        int32_t p = ppid;
+        CHECK(aclrtNotifySetImportPid(own, &p, 1));
+    } else {
+        int32_t p = ppid;
+        aclrtServerPid sp = {(uint32_t)pserver, &p, 1};
+        CHECK(aclrtNotifySetImportPidInterServer(own, &sp, 1));
+    }
+    snprintf(name, sizeof name, "ready.%d", rank);
+    put_file(dir, name, "1", 1);
+    EVENT(dev, "whitelisted", "rank=%d server=%lld", prev, pserver);
+
+    /* Import the successor's notify once it has whitelisted this rank. */
+    snprintf(name, sizeof name, "key.%d", next);
+    get_file(dir, name, buf, sizeof buf, 20000);
+    long long nserver = 0;
+    int npid = 0;
+    char nkey[65] = {0};
+    REQUIRE(sscanf(buf, "%lld %d %64s", &nserver, &npid, nkey) == 3, "bad key file '%s'", buf);
+    snprintf(name, sizeof name, "ready.%d", next);
+    get_file(dir, name, buf, sizeof buf, 20000);
+    aclrtNotify succ = NULL;
+    CHECK(aclrtNotifyImportByKey(&succ, nkey, ACL_RT_NOTIFY_IMPORT_FLAG_ENABLE_PEER_ACCESS));
+    EVENT(dev, "imported", "rank=%d server=%lld", next, nserver);
+
+    int64_t t0 = now_ns();
+    for (int i = 0; i < rounds; i++) {
+        if (rank == 0) {
+            CHECK(aclrtRecordNotify(succ, stream));
+            CHECK(aclrtWaitAndResetNotify(own, stream, 20));
+        } else {
+            CHECK(aclrtWaitAndResetNotify(own, stream, 20));
+            CHECK(aclrtRecordNotify(succ, stream));
+        }
+    }
+    CHECK(aclrtSynchronizeStream(stream));
+    int64_t total = now_ns() - t0;
+    EVENT(dev, "done", "rounds=%d", rounds);
+    printf("RING %d %d %lld\n", rank, rounds, (long long)total);
+    fflush(stdout);
+
+    CHECK(aclrtDestroyNotify(succ));
+    CHECK(aclrtDestroyNotify(own));
+    CHECK(aclrtDestroyStream(stream));
+    CHECK(aclrtResetDevice(dev));
+    CHECK(aclFinalize());
+    return 0;
+}
