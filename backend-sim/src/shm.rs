@@ -62,8 +62,9 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// the head, replacing the link and state arrays and the bump and in-use counters; notify
 /// slots padded to 192 bytes on 64-byte lines; 3: the id pools became bitmaps with "full"
 /// hints; 4: a process-table entry being reclaimed names its reclaimer, not the dead process;
-/// the header names the creator's PID namespace).
-pub const LAYOUT_VERSION: u32 = 4;
+/// the header names the creator's PID namespace; 5: the notify slot is the core's shared
+/// `Slot`: the record diagnostics follow the flag and queue, the lifecycle comes last).
+pub const LAYOUT_VERSION: u32 = 5;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;

@@ -498,7 +498,7 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
         for dev in 0..l.devices {
             for id in 0..f.high_water(dev) {
                 let Some(slot) = f.slot(dev, id) else { break };
-                if slot.state() != Some(acl_notify_core::cnt::CntSlotState::Live) {
+                if slot.state() != Some(acl_notify_core::slot::SlotState::Live) {
                     continue;
                 }
                 let o = slot.owner();
