@@ -604,3 +604,6 @@ impl<P: core::fmt::Debug> core::fmt::Debug for Slot<P> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests;
