@@ -325,7 +325,7 @@ impl SimBuilder {
                 graph: waitgraph::WaitGraph::open(&namespace_for_graph, true)
                     .ok()
                     .flatten()
-                    .map(Arc::new),
+                    .map(waitgraph::WaitGraph::shared),
                 cluster,
             }),
         })

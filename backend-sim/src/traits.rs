@@ -480,7 +480,12 @@ impl StreamOps for Sim {
 
     fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), SimError> {
         let (s, _) = self.stream(stream)?;
-        self.enqueue_job(&s, stream, SimJob::Host(call))
+        let job = if trace::on() {
+            trace::job::traced(SimJob::Host(call))
+        } else {
+            SimJob::Host(call)
+        };
+        self.enqueue_job(&s, stream, job)
     }
 
     fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), SimError> {

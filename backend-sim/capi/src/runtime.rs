@@ -457,8 +457,12 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
                     Error::StreamSyncTimeout,
                     format!("{} still has tasks after {wait}{why}", stream_name(stream)),
                 )
-            } else {
+            } else if e.kind() == Error::InvalidHandle || e.kind() == Error::InternalError {
                 stream_error(stream, e)
+            } else {
+                // A failure a task stored on the stream, reported now: say on which stream.
+                CallError::backend(e)
+                    .in_context(&format!("{}: a task on it failed", stream_name(stream)))
             }
         })
     }
