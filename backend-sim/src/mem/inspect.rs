@@ -389,6 +389,19 @@ mod tests {
         let j = memory_json(&snap);
         assert_eq!(j[0]["allocations"].as_array().unwrap().len(), 2);
         assert_eq!(j[0]["used"], 6144);
+        // The inspector shows it, text and JSON.
+        let m = crate::inspect::snapshot(&ns.0, 0).unwrap();
+        assert_eq!(m.memory, snap);
+        assert!(
+            m.to_text().contains("device memory, server 0 device 0"),
+            "{}",
+            m.to_text()
+        );
+        let j: Value = serde_json::from_str(&m.to_json()).unwrap();
+        assert_eq!(
+            j["memory"][0]["allocations"][1]["importers"][0]["state"],
+            "alive"
+        );
         // SAFETY: one byte from a local buffer tells the child to end; it is reaped, and our
         // descriptors closed.
         unsafe {
