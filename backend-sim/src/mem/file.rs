@@ -170,6 +170,16 @@ const fn align_up(v: usize, a: usize) -> usize {
 }
 
 impl Layout {
+    /// Allocation slot `id` of the file mapped at `map`.
+    fn slot<'m>(&self, map: &'m Map, id: u32) -> Option<&'m MemSlot> {
+        (id < MAX_ALLOCS).then(|| map.at(self.slots_off + id as usize * SLOT_BYTES))
+    }
+
+    /// The whitelist of slot `id`.
+    fn whitelist<'m>(&self, map: &'m Map, id: u32) -> Option<&'m ShmWhitelist> {
+        (id < MAX_ALLOCS).then(|| map.at(self.wls_off + id as usize * WHITELIST_BYTES))
+    }
+
     fn new(capacity: u64) -> Layout {
         let slots_off = PAGE;
         let wls_off = align_up(slots_off + MAX_ALLOCS as usize * SLOT_BYTES, PAGE);
@@ -385,10 +395,7 @@ impl MemFile {
 
     /// The slot `id`.
     pub(crate) fn slot(&self, id: u32) -> Option<&MemSlot> {
-        (id < MAX_ALLOCS).then(|| {
-            self.map
-                .at(self.layout.slots_off + id as usize * SLOT_BYTES)
-        })
+        self.layout.slot(&self.map, id)
     }
 
     /// `Ok` unless this file shrank under the mapping (507899 saying so; see
@@ -414,10 +421,7 @@ impl MemFile {
 
     /// The whitelist of allocation `id` (meaningful while it is exported with PID validation).
     pub(crate) fn whitelist(&self, id: u32) -> Option<&ShmWhitelist> {
-        (id < MAX_ALLOCS).then(|| {
-            self.map
-                .at(self.layout.wls_off + id as usize * WHITELIST_BYTES)
-        })
+        self.layout.whitelist(&self.map, id)
     }
 
     /// Adds importer `who` to slot `id`. Under the lock. 207005 when the slot has
@@ -705,6 +709,92 @@ impl MemFile {
             }
         }
         n
+    }
+}
+
+/// A read-only mapping of a device-memory file, for the inspector ([`crate::mem::inspect`]):
+/// the header, slots and whitelists; no address reservation, no lock, nothing written, no
+/// registration anywhere.
+pub(crate) struct MemFileView {
+    map: Map,
+    layout: Layout,
+    server: u32,
+    device: u32,
+}
+
+impl MemFileView {
+    /// Maps the file at `path` read-only, its layout taken from its own header (and then
+    /// checked like any opener checks it). `Ok(None)` if it does not exist.
+    ///
+    /// Errors: 507899 not a readable, whole device-memory file of this layout version.
+    pub(crate) fn open(path: &Path) -> Result<Option<MemFileView>, SimError> {
+        use std::io::Read as _;
+        let mut head = [0u8; std::mem::size_of::<Header>()];
+        match std::fs::File::open(path) {
+            Ok(mut f) => f
+                .read_exact(&mut head)
+                .map_err(|e| KIND.os_err(path, "reading the header", e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(KIND.os_err(path, "opening", e)),
+        }
+        let field = |off: usize, len: usize| {
+            let mut b = [0u8; 8];
+            b[..len].copy_from_slice(&head[off..off + len]);
+            u64::from_ne_bytes(b)
+        };
+        let capacity = field(std::mem::offset_of!(Header, capacity), 8);
+        let server = field(std::mem::offset_of!(Header, server), 4) as u32;
+        let device = field(std::mem::offset_of!(Header, device), 4) as u32;
+        super::check_capacity(capacity).map_err(|why| KIND.bad_file(path, why))?;
+        let layout = Layout::new(capacity);
+        let open = Open {
+            path,
+            kind: KIND,
+            create: false,
+            writable: false,
+            total: layout.total,
+            init_wait: INIT_WAIT,
+            keep_fd: false,
+        };
+        let check = |h: &Header, size| validate(h, path, &layout, server, device, size);
+        Ok(open.open(|_: &Header| {}, check)?.map(|map| MemFileView {
+            map,
+            layout,
+            server,
+            device,
+        }))
+    }
+
+    /// The server and device the file simulates.
+    pub(crate) fn server_device(&self) -> (u32, u32) {
+        (self.server, self.device)
+    }
+
+    /// Device memory, in bytes.
+    pub(crate) fn capacity(&self) -> u64 {
+        self.layout.capacity
+    }
+
+    /// Bytes taken by allocations.
+    pub(crate) fn used(&self) -> u64 {
+        let h = self.map.header::<Header>();
+        h.used.load(SeqCst).min(self.layout.capacity)
+    }
+
+    /// One past the highest slot ever used, clamped.
+    pub(crate) fn high_water(&self) -> u32 {
+        let h = self.map.header::<Header>();
+        h.high_water.load(SeqCst).min(MAX_ALLOCS)
+    }
+
+    /// Allocation slot `id`.
+    pub(crate) fn slot(&self, id: u32) -> Option<&MemSlot> {
+        self.layout.slot(&self.map, id)
+    }
+
+    /// The whitelist of slot `id`.
+    pub(crate) fn whitelist(&self, id: u32) -> Option<&ShmWhitelist> {
+        self.layout.whitelist(&self.map, id)
     }
 }
 

@@ -29,6 +29,7 @@
 mod backend;
 pub(crate) mod file;
 pub mod half;
+pub mod inspect;
 pub mod ipc;
 pub mod reduce;
 
