@@ -31,6 +31,7 @@ struct Report<'a> {
     cnt_notifies: Vec<Cnt<'a>>,
     streams: Vec<StreamJson<'a>>,
     deadlocks: &'a [String],
+    memory: serde_json::Value,
     problems: &'a [String],
 }
 
@@ -253,6 +254,7 @@ impl MachineSnapshot {
                 })
                 .collect(),
             deadlocks: &self.deadlocks,
+            memory: crate::mem::inspect::memory_json(&self.memory),
             problems: &self.problems,
         };
         // Serialising these plain structs (strings, numbers, options) cannot fail; an error

@@ -272,6 +272,8 @@ pub struct MachineSnapshot {
     pub streams: Vec<crate::waitgraph::StreamView>,
     /// Every cycle of streams waiting on each other, described ([`crate::waitgraph`]).
     pub deadlocks: Vec<String>,
+    /// Device memory, by device ([`crate::mem::inspect`]).
+    pub memory: Vec<crate::mem::inspect::DeviceMemorySnap>,
     /// What could not be read or was inconsistent.
     pub problems: Vec<String>,
 }

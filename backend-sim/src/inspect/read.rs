@@ -373,9 +373,15 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
         fix(&mut c.owner.alive, c.owner.pid);
     }
 
+    let memory = crate::mem::inspect::memory_snapshot(namespace, server).unwrap_or_else(|e| {
+        problems.push(format!("device memory: {e}"));
+        Vec::new()
+    });
+
     // Pages cut off while we read came back as zeros: what we read is not the file.
     m.intact(&path)?;
     Ok(MachineSnapshot {
+        memory,
         streams,
         deadlocks,
         namespace: namespace.to_owned(),

@@ -224,6 +224,8 @@ impl MachineSnapshot {
                 }
             }
         }
+        s.push('\n');
+        s.push_str(&crate::mem::inspect::memory_text(&self.memory));
         for d in &self.deadlocks {
             let _ = writeln!(s, "\nDEADLOCK: {d}");
         }
