@@ -189,10 +189,9 @@ fn soc_from_index(i: u32) -> Option<Soc> {
 /// with an empty one (see [`crate::fork`]).
 pub(crate) static REGISTRY: Registry<CntFile> = Registry::new();
 
-// SAFETY: core's count-notify slot and id pool are atomics only (their `repr(C)` docs).
+// SAFETY: core's count-notify slot is atomics only (its `repr(C)` docs). (Its id pool is
+// `Shared` as every `AtomicIdPool` is: see `mapfile`.)
 unsafe impl Shared for CntSlot {}
-// SAFETY: as above.
-unsafe impl Shared for AtomicCntIdPool {}
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
