@@ -14,7 +14,7 @@
 //! | header | 4 KiB |
 //! | high-water marks | 4 KiB (one `u32` per device) |
 //! | id pools | devices × `size_of::<AtomicCntIdPool>()` (64-byte stride) |
-//! | slots | devices × [`MAX_CNT_NOTIFIES`] × 64 B |
+//! | slots | devices × [`MAX_CNT_NOTIFIES`] × 128 B |
 //!
 //! # Ownership
 //!
@@ -36,23 +36,23 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use acl_notify_core::cnt::{
-    AtomicCntIdPool, CntRecord, CntSlot, CntSlotState, CntWait, CntWaitArgs, MAX_CNT_NOTIFIES,
-};
-use acl_notify_core::table::{TableError, WaitOutcome, Waiter};
+use acl_notify_core::cnt::{AtomicCntIdPool, CntRecord, CntSlot, CntWait, MAX_CNT_NOTIFIES};
+use acl_notify_core::slot::{Owner, SlotState};
+use acl_notify_core::waiter::{TableError, WaitArgs, WaitOutcome, Waiter};
 use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
 
 use crate::error::SimError;
-use crate::handles::Slab;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
 use crate::{Sim, sys};
+use acl_notify_handles::Slab;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
 /// Bumped whenever the count-notify file layout changes (2: the new `AtomicIdPool` layout of
 /// the id pools; 3: the id pools became bitmaps with "full" hints; 4: the header names the
-/// creator's PID namespace).
-pub const CNT_LAYOUT_VERSION: u32 = 4;
+/// creator's PID namespace; 5: the slots are the core's shared `Slot` with a count payload,
+/// 128 bytes).
+pub const CNT_LAYOUT_VERSION: u32 = 5;
 /// Bytes per count notify in the table.
 pub const CNT_SLOT_BYTES: usize = std::mem::size_of::<CntSlot>();
 const POOL_BYTES: usize = std::mem::size_of::<AtomicCntIdPool>();
@@ -155,7 +155,7 @@ pub struct CntFile {
     pid: i32,
     start_time: u64,
     /// Leak repair (see [`crate::repair`]): snapshots are (generation, state).
-    repair: LeakRepair<(u32, Option<CntSlotState>)>,
+    repair: LeakRepair<(u32, Option<SlotState>)>,
     /// Ids the collection on open freed (reported by the next [`Sim::cnt_gc`]).
     freed_on_open: AtomicU32,
 }
@@ -189,10 +189,9 @@ fn soc_from_index(i: u32) -> Option<Soc> {
 /// with an empty one (see [`crate::fork`]).
 pub(crate) static REGISTRY: Registry<CntFile> = Registry::new();
 
-// SAFETY: core's count-notify slot and id pool are atomics only (their `repr(C)` docs).
+// SAFETY: core's count-notify slot is atomics only (its `repr(C)` docs). (Its id pool is
+// `Shared` as every `AtomicIdPool` is: see `mapfile`.)
 unsafe impl Shared for CntSlot {}
-// SAFETY: as above.
-unsafe impl Shared for AtomicCntIdPool {}
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -373,7 +372,7 @@ impl CntFile {
                 let Some(slot) = self.slot(dev, id) else {
                     break;
                 };
-                let dead = |o: &acl_notify_core::cnt::CntOwner| {
+                let dead = |o: &Owner| {
                     !*alive
                         .entry((o.pid, o.start_time))
                         .or_insert_with(|| sys::pid_alive(o.pid, o.start_time))
@@ -394,11 +393,11 @@ impl CntFile {
                 let slot = self.slot(dev, id)?;
                 let pool = self.pool(dev)?;
                 let state = slot.state();
-                (pool.is_allocated(id) && state != Some(CntSlotState::Live))
+                (pool.is_allocated(id) && state != Some(SlotState::Live))
                     .then(|| (slot.generation(), state))
             },
             |dev, id| {
-                self.slot(dev, id).is_some_and(CntSlot::retire_orphan)
+                self.slot(dev, id).is_some_and(CntSlot::retire_abandoned)
                     && self.pool(dev).is_some_and(|p| p.free(id).is_ok())
             },
         )
@@ -553,10 +552,13 @@ impl CntRef {
         };
         let slot = file.slot(dev, id).ok_or_else(corrupt)?;
         let generation = slot
-            .claim(acl_notify_core::cnt::CntOwner {
+            .claim(Owner {
                 pid: file.pid,
                 start_time: file.start_time,
+                // The file is the server's; the slot need not repeat it.
+                server: 0,
                 device: dev,
+                // A count notify has one holder, its owner; the bit is the same for all.
                 proc: 0,
             })
             .map_err(|_| corrupt())?;
@@ -581,7 +583,7 @@ impl CntRef {
     /// may by now be another process's count notify.
     fn live(&self) -> Result<(), SimError> {
         let s = self.slot();
-        if s.generation() == self.generation && s.state() == Some(CntSlotState::Live) {
+        if s.generation() == self.generation && s.state() == Some(SlotState::Live) {
             return Ok(());
         }
         // Zeros read from a page a truncation cut off are not another process's doing.
@@ -628,11 +630,11 @@ struct CntEntry {
 }
 
 impl CntState {
-    /// Empty; handles carry `tag` (distinct from the `Sim`'s notify and stream tags).
-    pub(crate) fn new(tag: u16) -> Self {
+    /// Empty; `seed` salts the handles (see [`Slab::new`]).
+    pub(crate) fn new(seed: u64) -> Self {
         CntState {
             file: Mutex::new(None),
-            handles: RwLock::new(Slab::new(tag)),
+            handles: RwLock::new(Slab::new(acl_notify_handles::Kind::CntNotify, seed)),
         }
     }
 
@@ -836,6 +838,7 @@ impl CntNotifyOps for Sim {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(CntEntry { r })
+                .ok()
                 .map(RawCntNotify)
                 .ok_or_else(|| {
                     SimError::new(
@@ -940,11 +943,12 @@ impl CntNotifyOps for Sim {
                 };
                 let out = r.slot().wait(
                     &r.file.waiter(),
+                    r.generation,
                     wait.mode,
                     wait.value,
                     wait.on_satisfied,
-                    CntWaitArgs {
-                        generation: r.generation,
+                    WaitArgs {
+                        proc: 0,
                         timeout: t,
                         cancel: &cancel,
                     },
@@ -984,7 +988,7 @@ fn cnt_exhausted_message(file: &CntFile, device: u32) -> String {
         let Some(slot) = file.slot(device, id) else {
             break;
         };
-        if slot.state() == Some(CntSlotState::Live) {
+        if slot.state() == Some(SlotState::Live) {
             let o = slot.owner();
             let e = owners
                 .entry(o.pid)
@@ -1017,7 +1021,7 @@ fn cnt_exhausted_message(file: &CntFile, device: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use acl_notify_core::cnt::{CntOwner, CntWaitMode};
+    use acl_notify_core::cnt::CntWaitMode;
     use acl_notify_core::{BackendError, StreamOps, SyncWait, Timeout};
 
     use crate::NamespaceGuard as Ns;
@@ -1038,8 +1042,8 @@ mod tests {
     fn layout_fits() {
         let l = Layout::new(Soc::Ascend950PR, 64);
         assert!(l.pools_off >= l.hw_off + 64 * 4);
-        assert!(l.total >= l.slots_off + 64 * 8192 * 64);
-        assert_eq!(CNT_SLOT_BYTES, 64);
+        assert!(l.total >= l.slots_off + 64 * 8192 * 128);
+        assert_eq!(CNT_SLOT_BYTES, 128);
     }
 
     /// Ids leaked by a process that died half-way through a create or destroy are freed by a
@@ -1110,9 +1114,10 @@ mod tests {
         for dev in [0, 1] {
             let id = f.pool(dev).unwrap().alloc().unwrap();
             f.hw(dev).unwrap().fetch_max(id + 1, SeqCst);
-            let owner = CntOwner {
+            let owner = Owner {
                 pid: dead,
                 start_time: 1,
+                server: 0,
                 device: dev,
                 proc: 0,
             };
@@ -1237,7 +1242,7 @@ mod tests {
         // device would).
         let f = sim.inner.cnt.opened().unwrap();
         let slot = f.slot(0, id).unwrap();
-        assert_eq!(slot.state(), Some(CntSlotState::Live));
+        assert_eq!(slot.state(), Some(SlotState::Live));
         slot.record(&f.waiter(), CntRecord::add(2), 1);
         sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
             .unwrap();

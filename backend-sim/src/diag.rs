@@ -20,6 +20,15 @@ fn alive(pid: i32, start_time: u64) -> &'static str {
     }
 }
 
+/// `"pid 12 (rank 0, alive)"`, or `"pid 12 (alive)"` for a process without a label
+/// ([`crate::waitgraph::label_of`]).
+fn who(pid: i32, state: &str) -> String {
+    match crate::waitgraph::label_of(pid) {
+        Some(l) => format!("pid {pid} ({l}, {state})"),
+        None => format!("pid {pid} ({state})"),
+    }
+}
+
 /// `"; owner pid P (alive); whitelisted: …; last recorded by pid R (alive) 0.123 s ago; held
 /// by pid A (alive), pid B (dead)"` for notify `id` on `dev` of `file`.
 pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot) -> String {
@@ -27,9 +36,8 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
     let owner = slot.owner();
     let _ = write!(
         s,
-        "; owner pid {} ({})",
-        owner.pid,
-        alive(owner.pid, owner.start_time)
+        "; owner {}",
+        who(owner.pid, alive(owner.pid, owner.start_time))
     );
     match slot.export_state() {
         Some(ExportState::None) => s.push_str("; not exported"),
@@ -46,7 +54,7 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
                         } else {
                             "dead"
                         };
-                        let _ = write!(s, "{sep}pid {} ({live})", e.pid);
+                        let _ = write!(s, "{sep}{}", who(e.pid, live));
                     } else {
                         let _ = write!(
                             s,
@@ -67,8 +75,8 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
         let ago = sys::now_ns().saturating_sub(rns) as f64 / 1e9;
         let _ = write!(
             s,
-            "; last recorded by pid {rpid} ({}) {ago:.3} s ago",
-            alive(rpid, 0)
+            "; last recorded by {} {ago:.3} s ago",
+            who(rpid, alive(rpid, 0))
         );
     }
     s.push_str(&merged_text(slot.merged_records()));
@@ -78,7 +86,7 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
         .map(|i| {
             let pid = file.proc_pid(i);
             let a = if file.proc_alive(i) { "alive" } else { "dead" };
-            format!("pid {pid} ({a})")
+            who(pid, a)
         })
         .collect();
     let _ = write!(s, "; held by {}", held.join(", "));
@@ -108,7 +116,7 @@ pub(crate) fn owners_of_device(file: &ShmFile, dev: u32) -> String {
     let mut parts: Vec<String> = v
         .iter()
         .take(8)
-        .map(|(pid, (count, a))| format!("pid {pid} ({a}) owns {count}"))
+        .map(|(pid, (count, a))| format!("{} owns {count}", who(*pid, a)))
         .collect();
     if n > 8 {
         parts.push(format!("{} more owners", n - 8));

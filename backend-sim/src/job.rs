@@ -51,9 +51,6 @@ impl Job<SimError> for SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
     ) -> (Result<(), SimError>, Self::Remains) {
-        if trace::on() {
-            return self.run_traced(ctx, before_block);
-        }
         self.run_plain(ctx, before_block)
     }
 
@@ -252,6 +249,12 @@ impl Sim {
             let t = read(&self.inner.streams);
             let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
             check(e.device, &job)?;
+            // The timeline follows a job wrapped when it is queued (see `trace::job`).
+            let job = if trace::on() {
+                trace::job::traced(job)
+            } else {
+                job
+            };
             match e.stream.try_enqueue_job(job) {
                 Ok(Ok(())) => {
                     if let (Some(t), Some(g)) = (target, &e.graph) {

@@ -45,10 +45,16 @@ impl Sim {
         &self,
         f: impl FnOnce() -> Result<T, SimError>,
     ) -> Result<T, SimError> {
-        if let Some(e) = self.mem().lost_file() {
+        // Only the handler marks a file lost, and it counts what it does: until it has run
+        // once in this process, no device-memory file can be lost (and a copy pays nothing
+        // for the check but a load).
+        let mem_lost = || sigbus::faults() != 0 && self.mem().any_lost();
+        if mem_lost()
+            && let Some(e) = self.mem().lost_file()
+        {
             return Err(e);
         }
-        self.checked_by(f, || self.inner.file.is_lost() || self.mem().any_lost())
+        self.checked_by(f, || self.inner.file.is_lost() || mem_lost())
     }
 
     fn checked_by<T>(

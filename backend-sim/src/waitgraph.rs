@@ -274,6 +274,28 @@ pub fn process_label() -> Option<String> {
         .find_map(|n| var(n).map(|v| format!("{} {}", n.to_ascii_lowercase(), v.trim())))
 }
 
+/// The wait-for graphs this process has open (one per namespace it joined), for
+/// [`label_of`]: messages built where no `Sim` is at hand (a wait's timeout) name processes by
+/// their labels through it.
+static OPEN: std::sync::Mutex<Vec<Weak<WaitGraph>>> = std::sync::Mutex::new(Vec::new());
+
+/// The label another process of a namespace this process joined gave itself (see
+/// [`process_label`]); `None` when it has none or left no record.
+pub fn label_of(pid: i32) -> Option<String> {
+    let graphs: Vec<Arc<WaitGraph>> = OPEN
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    graphs.iter().find_map(|g| {
+        g.processes()
+            .into_iter()
+            .find(|p| p.pid == pid && !p.label.is_empty())
+            .map(|p| p.label)
+    })
+}
+
 /// Whether a detected cycle fails the waits at once (`ACL_NOTIFY_SIM_DEADLOCK=fail`).
 pub(crate) fn fail_at_once() -> bool {
     static MODE: AtomicU32 = AtomicU32::new(0);
@@ -397,6 +419,15 @@ impl fmt::Debug for WaitGraph {
 }
 
 impl WaitGraph {
+    /// Shares `self` and makes its process records available to [`label_of`].
+    pub fn shared(self) -> Arc<WaitGraph> {
+        let g = Arc::new(self);
+        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+        open.retain(|w| w.strong_count() > 0);
+        open.push(Arc::downgrade(&g));
+        g
+    }
+
     /// Creates or attaches to the namespace's file (`writable`), or attaches read-only
     /// (`Ok(None)` if there is none).
     pub fn open(namespace: &str, writable: bool) -> Result<Option<WaitGraph>, SimError> {

@@ -47,6 +47,10 @@ fn main() {
             a_bad_deadlock_option_is_refused,
         ),
         (
+            "a_timeout_names_processes_by_their_labels",
+            a_timeout_names_processes_by_their_labels,
+        ),
+        (
             "labels_and_a_normal_exit_are_shown",
             labels_and_a_normal_exit_are_shown,
         ),
@@ -430,6 +434,27 @@ fn a_plain_timeout_is_not_called_a_deadlock() -> Result<(), Failed> {
     let msg = timeout_message(&mut a, 0)?;
     if msg.contains("deadlock") {
         return Err(format!("a timeout without a cycle called a deadlock: {msg}").into());
+    }
+    drop(b);
+    Ok(())
+}
+
+/// An ordinary 107020 (no cycle) names the processes it mentions by their labels: the owner
+/// and the holders of the notify.
+fn a_timeout_names_processes_by_their_labels() -> Result<(), Failed> {
+    let ns = Ns::new("labels");
+    let mut a = Agent::spawn(&ns.0, "trainer-0", &[]);
+    let mut b = Agent::spawn(&ns.0, "trainer-1", &[]);
+    let n = a.ok("create 0");
+    let k = a.ok(&format!("export {n}"));
+    // b holds the notify through its import; a's own wait on it times out.
+    b.ok(&format!("import 1 {k}"));
+    a.ok(&format!("wait {n} 0 1"));
+    let msg = timeout_message(&mut a, 0)?;
+    let owner = format!("owner pid {} (trainer-0, alive)", a.pid);
+    let holder = format!("pid {} (trainer-1, alive)", b.pid);
+    if !msg.contains(&owner) || !msg.contains(&holder) {
+        return Err(format!("expected {owner:?} and {holder:?} in: {msg}").into());
     }
     drop(b);
     Ok(())

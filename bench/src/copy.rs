@@ -46,77 +46,61 @@ impl SimCopy {
         Ok(SimCopy { sim, s, a, b, size })
     }
 
+    /// One device-to-device copy of the whole buffer: synchronous, or queued on the stream.
+    fn copy(&self, queued: bool) -> Result<(), String> {
+        let (dst, src, n) = (self.b, self.a, self.size);
+        let k = MemcpyKind::DeviceToDevice;
+        // SAFETY: device to device, no host side.
+        let r = unsafe {
+            if queued {
+                self.sim.memcpy_async(dst, n, src, n, k, self.s)
+            } else {
+                self.sim.memcpy(dst, n, src, n, k)
+            }
+        };
+        r.map_err(e2s)
+    }
+
+    /// Runs at least `iters` copies, timed: synchronous ones one after the other, or queued
+    /// ones in bursts of [`BURST`] each followed by a synchronize. Returns (copies, ns).
+    fn timed(&mut self, iters: u64, queued: bool) -> Result<(u64, u64), String> {
+        let (bursts, per_burst) = if queued {
+            (iters.div_ceil(BURST).max(1), BURST)
+        } else {
+            (1, iters)
+        };
+        let t0 = now_ns();
+        for _ in 0..bursts {
+            for _ in 0..per_burst {
+                self.copy(queued)?;
+            }
+            if queued {
+                self.sim
+                    .synchronize(self.s, SyncWait::AtMost(SYNC_LIMIT))
+                    .map_err(e2s)?;
+            }
+        }
+        Ok((bursts * per_burst, now_ns() - t0))
+    }
+
     /// GB/s of `iters` synchronous device-to-device copies.
     pub fn sync(&mut self, iters: u64) -> Result<f64, String> {
-        let t0 = now_ns();
-        for _ in 0..iters {
-            // SAFETY: device to device, no host side.
-            unsafe {
-                self.sim.memcpy(
-                    self.b,
-                    self.size,
-                    self.a,
-                    self.size,
-                    MemcpyKind::DeviceToDevice,
-                )
-            }
-            .map_err(e2s)?;
-        }
-        Ok(gbps(self.size, iters, now_ns() - t0))
+        let (n, ns) = self.timed(iters, false)?;
+        Ok(gbps(self.size, n, ns))
     }
 
     /// GB/s of `iters` asynchronous device-to-device copies, in bursts of [`BURST`] each
     /// followed by a synchronize (both timed).
     pub fn asynchronous(&mut self, iters: u64) -> Result<f64, String> {
-        let bursts = iters.div_ceil(BURST).max(1);
-        let t0 = now_ns();
-        for _ in 0..bursts {
-            for _ in 0..BURST {
-                // SAFETY: device to device, no host side.
-                unsafe {
-                    self.sim.memcpy_async(
-                        self.b,
-                        self.size,
-                        self.a,
-                        self.size,
-                        MemcpyKind::DeviceToDevice,
-                        self.s,
-                    )
-                }
-                .map_err(e2s)?;
-            }
-            self.sim
-                .synchronize(self.s, SyncWait::AtMost(SYNC_LIMIT))
-                .map_err(e2s)?;
-        }
-        Ok(gbps(self.size, bursts * BURST, now_ns() - t0))
+        let (n, ns) = self.timed(iters, true)?;
+        Ok(gbps(self.size, n, ns))
     }
 
     /// ns per asynchronous copy of `self.size` bytes, queued and run (bursts of [`BURST`],
     /// each followed by a synchronize; all timed).
     pub fn per_call(&mut self, iters: u64) -> Result<f64, String> {
-        let bursts = iters.div_ceil(BURST).max(1);
-        let t0 = now_ns();
-        for _ in 0..bursts {
-            for _ in 0..BURST {
-                // SAFETY: device to device, no host side.
-                unsafe {
-                    self.sim.memcpy_async(
-                        self.b,
-                        self.size,
-                        self.a,
-                        self.size,
-                        MemcpyKind::DeviceToDevice,
-                        self.s,
-                    )
-                }
-                .map_err(e2s)?;
-            }
-            self.sim
-                .synchronize(self.s, SyncWait::AtMost(SYNC_LIMIT))
-                .map_err(e2s)?;
-        }
-        Ok((now_ns() - t0) as f64 / (bursts * BURST) as f64)
+        let (n, ns) = self.timed(iters, true)?;
+        Ok(ns as f64 / n as f64)
     }
 }
 

@@ -3,9 +3,11 @@
 //! It holds what every platform shares — CANN's error codes ([`Error`]), the flag words
 //! ([`flags`]), the per-SoC capability table ([`soc`]), fixed-capacity id pools ([`pool`]),
 //! export keys ([`key`]), whitelists ([`whitelist`]), the handle lifecycle ([`lifecycle`],
-//! and as typestates in [`typed`]) — plus the device-side notify table that AICPU firmware and
-//! the simulator both run ([`table`]), and its counting variant ([`cnt`], SPEC §6). It talks
-//! to platforms only through the traits in [`backend`] (and [`table`]'s wait/wake trait).
+//! and as typestates in [`typed`]) — plus the device-side tables that AICPU firmware and the
+//! simulator both run: one slot state machine for every shared resource ([`slot`]), with the
+//! notify's flag and waiter queue ([`table`]) or a count ([`cnt`], SPEC §6) as its payload, and
+//! one way to wait ([`waiter`]). It talks to platforms only through the traits in [`backend`]
+//! (and [`waiter`]'s wait/wake trait).
 #![no_std]
 #![deny(missing_docs)]
 
@@ -23,6 +25,7 @@ pub mod flags;
 pub mod key;
 pub mod lifecycle;
 pub mod pool;
+pub mod slot;
 pub mod soc;
 // The atomics of the shared-memory tables (loom's under `--cfg loom`). Not API: public only
 // so that the loom model tests can name the Waiter trait's word type.
@@ -31,6 +34,7 @@ pub mod sync;
 pub mod table;
 pub mod timeout;
 pub mod typed;
+pub mod waiter;
 pub mod whitelist;
 
 pub use backend::{

@@ -5,6 +5,7 @@
 
 #include "acl/aclnsim.h"
 
+#include <inttypes.h>
 #include <pthread.h>
 
 #define EXPECT_RC(call, want)                                                              \
@@ -104,7 +105,12 @@ int main(void) {
         CHECK(aclrtWaitAndResetNotify(w, s, 30));
         usleep(300000);
         (void)aclGetRecentErrMsg();
+        (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);
         EXPECT_RC(aclrtSynchronizeStreamWithTimeout(s, 100), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+        /* CANN's last error is a code (acl_rt.h: "Runtime error code"); the words are in
+         * aclGetRecentErrMsg. */
+        EXPECT_RC(aclrtPeekAtLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+        EXPECT_RC(aclrtGetLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
         snprintf(m, sizeof m, "%s", recent_msg());
         REQUIRE(strstr(m, want) && strstr(m, "asleep for") && strstr(m, "(timeout 1.0 s)"),
                 "the 507046 message does not name the head wait: %s", m);
@@ -117,7 +123,15 @@ int main(void) {
                 "a not-ready query does not say why: %s", m);
         CHECK(aclrtRecordNotify(w, NULL));
         EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_TASK_TIMEOUT);
-        (void)aclGetRecentErrMsg();
+        /* The stored failure, once reported, is the thread's last error, and the message
+         * names the task that failed. */
+        EXPECT_RC(aclrtGetLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_TASK_TIMEOUT);
+        snprintf(m, sizeof m, "%s", recent_msg());
+        snprintf(want, sizeof want, "wait on notify %u (device 0", wid);
+        REQUIRE(strstr(m, "aclrtSynchronizeStream") && strstr(m, "(107020)") && strstr(m, want),
+                "the reported failure does not name its task: %s", m);
+        snprintf(want, sizeof want, "stream %#" PRIxPTR ": a task on it failed", (uintptr_t)s);
+        REQUIRE(strstr(m, want), "the reported failure does not name its stream: %s", m);
         CHECK(aclrtSynchronizeStream(s));
         CHECK(aclrtDestroyStream(s));
         CHECK(aclrtDestroyNotify(w));

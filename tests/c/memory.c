@@ -3,7 +3,9 @@
  * unknown copy kind → ACL_ERROR_INVALID_PARAM), copies of every kind, memset, copies and
  * sets ordered on streams with notifies and host functions, aclrtGetMemInfo, checked ranges
  * (an overflowing or freed range → ACL_ERROR_RT_PARAM_INVALID with a message naming the
- * allocation, and nothing written), and out of memory → ACL_ERROR_RT_MEMORY_ALLOCATION.
+ * allocation, and nothing written), aclrtMallocAlign32 / aclrtMallocCached / aclrtMallocWithCfg
+ * (their checks and rounding), fp16 and bf16 aclrtReduceAsync rounded to nearest even, and out
+ * of memory → ACL_ERROR_RT_MEMORY_ALLOCATION.
  * Run with ACL_NOTIFY_SIM_DEVICE_MEMORY=8M. Exit 0 and "memory: ok" when every check holds. */
 #include "common.h"
 
@@ -155,6 +157,77 @@ int main(void) {
     expect_msg("offset 64", "freed", NULL);
     EXPECT_RC(aclrtFree(c), ACL_ERROR_RT_PARAM_INVALID);
     EXPECT_RC(aclrtFreeHost(a), ACL_ERROR_RT_PARAM_INVALID);
+
+    /* aclrtMallocAlign32 / aclrtMallocCached / aclrtMallocWithCfg: same checks, freed by
+     * aclrtFree; Align32 and WithCfg take no padding (512 bytes take 512, not 1024). */
+    {
+        void *v = NULL;
+        size_t f0 = 0, f1 = 0, t = 0;
+        EXPECT_RC(aclrtMallocAlign32(NULL, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_INVALID_PARAM);
+        EXPECT_RC(aclrtMallocAlign32(&v, 0, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_INVALID_PARAM);
+        EXPECT_RC(aclrtMallocCached(NULL, 64, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_INVALID_PARAM);
+        EXPECT_RC(aclrtMallocCached(&v, 0, ACL_MEM_MALLOC_HUGE_FIRST), ACL_ERROR_INVALID_PARAM);
+        CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &f0, &t));
+        CHECK(aclrtMallocAlign32(&v, 512, ACL_MEM_MALLOC_HUGE_FIRST));
+        CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &f1, &t));
+        REQUIRE(f0 - f1 == 512, "aclrtMallocAlign32(512) took %zu bytes", f0 - f1);
+        CHECK(aclrtMemset(v, 512, 1, 512));
+        EXPECT_RC(aclrtMemset(v, 513, 1, 513), ACL_ERROR_RT_PARAM_INVALID);
+        CHECK(aclrtFree(v));
+        CHECK(aclrtMallocCached(&v, 512, ACL_MEM_MALLOC_NORMAL_ONLY));
+        CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &f1, &t));
+        REQUIRE(f0 - f1 == 1024, "aclrtMallocCached(512) took %zu bytes", f0 - f1);
+        CHECK(aclrtFree(v));
+
+        aclrtMallocAttribute attrs[3];
+        memset(attrs, 0, sizeof attrs);
+        attrs[0].attr = ACL_RT_MEM_ATTR_MODULE_ID;
+        attrs[0].value.moduleId = 7;
+        attrs[1].attr = ACL_RT_MEM_ATTR_DEVICE_ID;
+        attrs[1].value.deviceId = 1; /* the current device */
+        aclrtMallocConfig cfg = {attrs, 2}, no_attrs = {NULL, 1};
+        EXPECT_RC(aclrtMallocWithCfg(NULL, 64, ACL_MEM_MALLOC_HUGE_FIRST, &cfg), ACL_ERROR_INVALID_PARAM);
+        EXPECT_RC(aclrtMallocWithCfg(&v, 64, ACL_MEM_MALLOC_HUGE_FIRST, &no_attrs),
+                  ACL_ERROR_INVALID_PARAM);
+        EXPECT_RC(aclrtMallocWithCfg(&v, 0, ACL_MEM_MALLOC_HUGE_FIRST, &cfg), ACL_ERROR_INVALID_PARAM);
+        CHECK(aclrtMallocWithCfg(&v, 512, ACL_MEM_MALLOC_HUGE_FIRST, &cfg));
+        CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &f1, &t));
+        REQUIRE(f0 - f1 == 512, "aclrtMallocWithCfg(512) took %zu bytes", f0 - f1);
+        CHECK(aclrtFree(v));
+        CHECK(aclrtMallocWithCfg(&v, 64, ACL_MEM_MALLOC_HUGE_FIRST, NULL));
+        CHECK(aclrtFree(v));
+        attrs[1].value.deviceId = 0; /* not the current device */
+        EXPECT_RC(aclrtMallocWithCfg(&v, 64, ACL_MEM_MALLOC_HUGE_FIRST, &cfg),
+                  ACL_ERROR_RT_PARAM_INVALID);
+        attrs[1].attr = ACL_RT_MEM_ATTR_VA_FLAG;
+        EXPECT_RC(aclrtMallocWithCfg(&v, 64, ACL_MEM_MALLOC_HUGE_FIRST, &cfg),
+                  ACL_ERROR_RT_PARAM_INVALID);
+    }
+
+    /* aclrtReduceAsync in fp16 and bf16: rounded to nearest even. */
+    {
+        uint16_t d16[3] = {0x3c01, 0x7bff, 0x3f81}, s16[3] = {0x1000, 0x4c00, 0x3b80}, out[3];
+        void *dd = NULL, *ds = NULL;
+        CHECK(aclrtMalloc(&dd, sizeof d16, ACL_MEM_MALLOC_HUGE_FIRST));
+        CHECK(aclrtMalloc(&ds, sizeof s16, ACL_MEM_MALLOC_HUGE_FIRST));
+        CHECK(aclrtMemcpy(dd, sizeof d16, d16, 4, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(aclrtMemcpy(ds, sizeof s16, s16, 4, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(aclrtReduceAsync(dd, ds, 4, ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, ACL_FLOAT16, s1, NULL));
+        CHECK(aclrtSynchronizeStream(s1));
+        CHECK(aclrtMemcpy(out, sizeof out, dd, 4, ACL_MEMCPY_DEVICE_TO_HOST));
+        REQUIRE(out[0] == 0x3c02 && out[1] == 0x7c00, "fp16 sums %#x %#x", out[0], out[1]);
+        CHECK(aclrtMemcpy((char *)dd + 4, 2, &d16[2], 2, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(aclrtMemcpy((char *)ds + 4, 2, &s16[2], 2, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(aclrtReduceAsync((char *)dd + 4, (char *)ds + 4, 2, ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM,
+                               ACL_BF16, s1, NULL));
+        CHECK(aclrtSynchronizeStream(s1));
+        CHECK(aclrtMemcpy(out, sizeof out, dd, sizeof out, ACL_MEMCPY_DEVICE_TO_HOST));
+        REQUIRE(out[2] == 0x3f82, "bf16 sum %#x", out[2]);
+        EXPECT_RC(aclrtReduceAsync(dd, ds, 2, ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, ACL_INT4, s1, NULL),
+                  ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+        CHECK(aclrtFree(dd));
+        CHECK(aclrtFree(ds));
+    }
 
     /* Out of memory: 8 MiB per device. */
     void *big = NULL;

@@ -235,7 +235,7 @@ pub fn install(release: bool) -> Result<Installed, String> {
 }
 
 /// Compiles one C program of `tests/c/` against the installed header and library.
-fn compile_c(inst: &Installed, name: &str) -> Result<PathBuf, String> {
+pub(crate) fn compile_c(inst: &Installed, name: &str) -> Result<PathBuf, String> {
     let src = root().join("tests/c").join(format!("{name}.c"));
     let out = inst.prefix.join("bin").join(name);
     std::fs::create_dir_all(inst.prefix.join("bin")).map_err(|e| e.to_string())?;
@@ -285,7 +285,7 @@ fn parse_events(out: &str) -> Vec<Event> {
 }
 
 /// A running program whose output is collected by a reader thread.
-struct Proc {
+pub(crate) struct Proc {
     name: &'static str,
     child: Child,
     out: Option<std::thread::JoinHandle<String>>,
@@ -301,7 +301,7 @@ fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> 
     })
 }
 
-fn spawn(name: &'static str, cmd: &mut Command) -> Result<Proc, String> {
+pub(crate) fn spawn(name: &'static str, cmd: &mut Command) -> Result<Proc, String> {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -320,7 +320,7 @@ fn spawn(name: &'static str, cmd: &mut Command) -> Result<Proc, String> {
 
 /// Waits for every process; if one fails or `limit` passes, kills the others. Returns each
 /// process's (name, status or None if killed, stdout, stderr).
-fn run_all(
+pub(crate) fn run_all(
     mut procs: Vec<Proc>,
     limit: Duration,
 ) -> Vec<(&'static str, Option<ExitStatus>, String, String)> {
@@ -363,7 +363,7 @@ fn run_all(
 
 /// Deletes the simulator's shared-memory files of namespace `ns` (every `/dev/shm` entry
 /// whose name contains it; `ns` is unique to this run).
-fn remove_namespace_files(ns: &str) {
+pub(crate) fn remove_namespace_files(ns: &str) {
     if let Ok(entries) = std::fs::read_dir("/dev/shm") {
         for e in entries.flatten() {
             if e.file_name().to_string_lossy().contains(ns) {
@@ -547,10 +547,20 @@ pub fn demo(args: &DemoArgs) -> Result<(), String> {
         )),
         Err(e) => Err(format!("the timeline did not merge: {e}")),
     });
+    // Part two: the ring all-reduce, shown whatever part one gave (its own verdict line);
+    // the demo's verdict is OK only if both are.
+    println!();
+    let ring = crate::ring_demo::run(&inst, &format!("{ns}-ring"));
+    match &ring {
+        Ok(msg) => println!("  {msg}"),
+        Err(why) => println!("  ring all-reduce FAILED: {why}"),
+    }
+    println!();
+    let verdict = verdict.and_then(|msg| ring.map(|r| format!("{msg}; {r}")));
     match verdict {
         Ok(msg) => {
             println!(
-                "verdict: OK — {msg} (whole run {:.0} ms)",
+                "verdict: OK — {msg} (notify flow {:.0} ms)",
                 elapsed.as_secs_f64() * 1e3
             );
             Ok(())

@@ -9,6 +9,7 @@ mod fuzz;
 mod inspect;
 mod longci;
 mod nostd;
+mod ring_demo;
 mod run;
 mod setup;
 mod stress;

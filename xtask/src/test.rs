@@ -65,6 +65,14 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
         status(cargo().args(["build", "--quiet", "-p", "acl-notify-capi"]))
     });
     steps.run("examples run", run_examples);
+    // The README's first command, with its traced run merged into one valid timeline.
+    steps.run("demo (two C processes; their timeline merged)", || {
+        crate::build::demo(&crate::build::DemoArgs {
+            no_whitelist: false,
+            release: false,
+            hosts: None,
+        })
+    });
     steps.run("cargo test (workspace)", || {
         status(
             cargo()

@@ -17,7 +17,7 @@ pub(crate) struct CallError(Box<Failure>);
 #[derive(Debug)]
 struct Failure {
     code: Error,
-    /// `"<NAME> (<code>): <reason>"`.
+    /// `"<NAME> (<code>): <reason>"`, possibly after a context (`in_context`).
     text: String,
 }
 
@@ -38,6 +38,14 @@ impl CallError {
             code: e.kind(),
             text: e.to_string(),
         }))
+    }
+
+    /// The same failure, `context` put before its explanation (`"<context>: <NAME> (<code>):
+    /// <reason>"`).
+    #[cold]
+    pub(crate) fn in_context(mut self, context: &str) -> CallError {
+        self.0.text = format!("{context}: {}", self.0.text);
+        self
     }
 
     /// The same failure, its explanation followed by `more`.

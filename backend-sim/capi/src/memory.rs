@@ -12,7 +12,7 @@
 use std::ffi::c_void;
 
 use acl_notify_core::{Backend as _, Error};
-use acl_notify_sim::mem::MemcpyKind;
+use acl_notify_sim::mem::{MemcpyKind, Rounding};
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{aclError, aclrtStream, api};
@@ -43,6 +43,38 @@ fn bad_kind(k: u32) -> CallError {
     )
 }
 
+/// The checks of `aclrtMemcpy` and `aclrtMemcpyAsync` before the runtime's: a copy of 0
+/// bytes succeeds (`None`), then NULL pointers and the kind (100000).
+fn copy_args(
+    dst: *mut c_void,
+    src: *const c_void,
+    count: usize,
+    k: u32,
+) -> Result<Option<MemcpyKind>, CallError> {
+    if count == 0 {
+        return Ok(None);
+    }
+    if dst.is_null() {
+        return Err(null_arg("dst"));
+    }
+    if src.is_null() {
+        return Err(null_arg("src"));
+    }
+    kind(k).map(Some).ok_or_else(|| bad_kind(k))
+}
+
+/// The checks of `aclrtMemset` and `aclrtMemsetAsync` before the runtime's: a set of 0 bytes
+/// succeeds (`false`: nothing to do), then a NULL pointer (100000).
+fn set_args(dev_ptr: *mut c_void, count: usize) -> Result<bool, CallError> {
+    if count == 0 {
+        return Ok(false);
+    }
+    if dev_ptr.is_null() {
+        return Err(null_arg("devPtr"));
+    }
+    Ok(true)
+}
+
 fn positive(size: usize) -> Result<(), CallError> {
     if size == 0 {
         return Err(CallError::new(Error::InvalidParam, "size is 0"));
@@ -50,9 +82,53 @@ fn positive(size: usize) -> Result<(), CallError> {
     Ok(())
 }
 
+/// The allocation behind `aclrtMalloc` and its variants, once their own checks passed: on
+/// the current device (or `device`, already checked against it), written to `*dev_ptr`.
+///
+/// # Safety
+///
+/// `dev_ptr` is non-NULL and valid for writing a pointer.
+unsafe fn malloc_into(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: u32,
+    rounding: Rounding,
+) -> Result<(), CallError> {
+    let rt = runtime()?;
+    let device = rt.current_device()?;
+    let p = rt
+        .backend()
+        .malloc_rounded(device, size, policy, rounding)
+        .map_err(CallError::backend)?;
+    // SAFETY: non-NULL, and the caller guarantees it is writable.
+    unsafe { dev_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(p)) };
+    Ok(())
+}
+
+/// The checks `aclrtMalloc`, `aclrtMallocAlign32` and `aclrtMallocCached` share (hicann/runtime
+/// `aclMallocMemInner` / `aclrtMallocCachedImpl`: devPtr, then size), then the allocation.
+///
+/// # Safety
+///
+/// `dev_ptr` is NULL or valid for writing a pointer.
+unsafe fn malloc_plain(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: u32,
+    rounding: Rounding,
+) -> Result<(), CallError> {
+    if dev_ptr.is_null() {
+        return Err(null_arg("devPtr"));
+    }
+    positive(size)?;
+    // SAFETY: non-NULL (checked), writable by the caller's contract.
+    unsafe { malloc_into(dev_ptr, size, policy, rounding) }
+}
+
 /// `aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`: device
 /// memory on the current device. Every policy is accepted (CANN maps an unknown one to its
-/// default) and served by the same simulated memory.
+/// default) and served by the same simulated memory; the size is padded as CANN pads it
+/// (not for the 1 GiB huge-page policies).
 ///
 /// Codes: 100000 devPtr NULL or size 0; 107002; 207001 out of device memory.
 ///
@@ -66,19 +142,156 @@ pub unsafe extern "C" fn aclrtMalloc(
     policy: u32,
 ) -> aclError {
     api("aclrtMalloc", || {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { malloc_plain(dev_ptr, size, policy, Rounding::of_malloc(policy)) }
+    })
+}
+
+/// `aclError aclrtMallocAlign32(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`:
+/// [`aclrtMalloc`] with the size rounded up to a multiple of 32 and no padding
+/// (`aclrtMallocAlign32Impl`, hicann/runtime `src/acl/aclrt_impl/memory.cpp`). Freed by
+/// `aclrtFree`.
+///
+/// Codes: as `aclrtMalloc`.
+///
+/// # Safety
+///
+/// `dev_ptr` is NULL or valid for writing a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMallocAlign32(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: u32,
+) -> aclError {
+    api("aclrtMallocAlign32", || {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { malloc_plain(dev_ptr, size, policy, Rounding::Align32) }
+    })
+}
+
+/// `aclError aclrtMallocCached(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`:
+/// device memory "with cache" — on a device, memory the AI CPU reaches through its cache. The
+/// simulator has one kind of device memory, so this is [`aclrtMalloc`], padded the same way
+/// (`aclrtMallocCachedImpl`). Freed by `aclrtFree`.
+///
+/// Codes: as `aclrtMalloc`.
+///
+/// # Safety
+///
+/// `dev_ptr` is NULL or valid for writing a pointer.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMallocCached(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: u32,
+) -> aclError {
+    api("aclrtMallocCached", || {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { malloc_plain(dev_ptr, size, policy, Rounding::of_malloc(policy)) }
+    })
+}
+
+/// `aclrtMallocAttribute` (`acl_rt.h`): an attribute type and a union of `uint16_t moduleId`,
+/// `uint32_t deviceId`, `uint32_t vaFlag` and `uint8_t rsv[8]` (4-byte aligned).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct MallocAttribute {
+    attr: u32,
+    value: [u32; 2],
+}
+
+/// `aclrtMallocConfig` (`acl_rt.h`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+struct MallocConfig {
+    attrs: *const MallocAttribute,
+    num_attrs: usize,
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(std::mem::size_of::<MallocAttribute>() == 12);
+    assert!(std::mem::offset_of!(MallocAttribute, value) == 4);
+    assert!(std::mem::size_of::<MallocConfig>() == 16);
+};
+
+/// `ACL_RT_MEM_ATTR_DEVICE_ID`.
+const MEM_ATTR_DEVICE_ID: u32 = 2;
+
+/// `aclError aclrtMallocWithCfg(void **devPtr, size_t size, aclrtMemMallocPolicy policy,
+/// aclrtMallocConfig *cfg)`: device memory, the size rounded up to a multiple of 32 without
+/// padding, with optional attributes (`aclrtMallocInnerWithCfg`, hicann/runtime
+/// `src/acl/aclrt_impl/memory.cpp`, and `ApiImpl::DevMalloc` / `ParseMallocCfg`,
+/// `src/runtime/api/impl/api_impl.cc`): `ACL_RT_MEM_ATTR_RSV` and `_MODULE_ID` are accepted,
+/// `_DEVICE_ID` must name the current device, any other type is refused; of repeated
+/// attributes the last counts. The memory-type and read-only bits of `policy` are accepted
+/// (one kind of memory). Freed by `aclrtFree`.
+///
+/// Codes: 100000 devPtr NULL, `cfg->attrs` NULL with `cfg->numAttrs` > 0, size 0; 107002;
+/// 107000 an attribute type above `ACL_RT_MEM_ATTR_DEVICE_ID`, another device; 207001.
+///
+/// # Safety
+///
+/// `dev_ptr` is NULL or valid for writing a pointer; `cfg` is NULL or valid for reading, its
+/// `attrs` NULL or valid for reading `numAttrs` attributes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMallocWithCfg(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: u32,
+    cfg: *const c_void,
+) -> aclError {
+    api("aclrtMallocWithCfg", || {
         if dev_ptr.is_null() {
             return Err(null_arg("devPtr"));
         }
+        // SAFETY: NULL or readable by the caller's contract.
+        let cfg = unsafe { cfg.cast::<MallocConfig>().as_ref() }.copied();
+        if let Some(c) = cfg
+            && c.num_attrs != 0
+            && c.attrs.is_null()
+        {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!(
+                    "cfg->attrs is NULL but cfg->numAttrs is {}: attrs must not be NULL when \
+                     numAttrs is not 0",
+                    c.num_attrs
+                ),
+            ));
+        }
         positive(size)?;
         let rt = runtime()?;
-        let device = rt.current_device()?;
-        let p = rt
-            .backend()
-            .malloc(device, size, policy)
-            .map_err(CallError::backend)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { dev_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(p)) };
-        Ok(())
+        let current = rt.current_device()?;
+        let attrs: &[MallocAttribute] = match cfg {
+            // SAFETY: non-NULL (checked above when num_attrs > 0), and the caller guarantees
+            // `num_attrs` readable attributes.
+            Some(c) if c.num_attrs > 0 => unsafe {
+                std::slice::from_raw_parts(c.attrs, c.num_attrs)
+            },
+            _ => &[],
+        };
+        let mut device = current;
+        for (i, a) in attrs.iter().enumerate() {
+            match a.attr {
+                0 | 1 => {}
+                MEM_ATTR_DEVICE_ID => device = a.value[0],
+                t => {
+                    return Err(param(format!(
+                        "cfg->attrs[{i}].attr is {t}: expected ACL_RT_MEM_ATTR_RSV (0), \
+                         _MODULE_ID (1) or _DEVICE_ID (2)"
+                    )));
+                }
+            }
+        }
+        if device != current {
+            return Err(param(format!(
+                "the config's ACL_RT_MEM_ATTR_DEVICE_ID is {device}, but the current device is \
+                 {current}: memory is allocated on the current device only"
+            )));
+        }
+        // SAFETY: non-NULL (checked), writable by the caller's contract.
+        unsafe { malloc_into(dev_ptr, size, policy, Rounding::Align32) }
     })
 }
 
@@ -156,16 +369,9 @@ pub unsafe extern "C" fn aclrtMemcpy(
     kind_: u32,
 ) -> aclError {
     api("aclrtMemcpy", || {
-        if count == 0 {
+        let Some(k) = copy_args(dst, src, count, kind_)? else {
             return Ok(());
-        }
-        if dst.is_null() {
-            return Err(null_arg("dst"));
-        }
-        if src.is_null() {
-            return Err(null_arg("src"));
-        }
-        let k = kind(kind_).ok_or_else(|| bad_kind(kind_))?;
+        };
         let rt = runtime()?;
         rt.current_device()?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
@@ -190,11 +396,8 @@ pub extern "C" fn aclrtMemset(
     count: usize,
 ) -> aclError {
     api("aclrtMemset", || {
-        if count == 0 {
+        if !set_args(dev_ptr, count)? {
             return Ok(());
-        }
-        if dev_ptr.is_null() {
-            return Err(null_arg("devPtr"));
         }
         let rt = runtime()?;
         rt.current_device()?;
@@ -224,16 +427,9 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     stream: aclrtStream,
 ) -> aclError {
     api("aclrtMemcpyAsync", || {
-        if count == 0 {
+        let Some(k) = copy_args(dst, src, count, kind_)? else {
             return Ok(());
-        }
-        if dst.is_null() {
-            return Err(null_arg("dst"));
-        }
-        if src.is_null() {
-            return Err(null_arg("src"));
-        }
-        let k = kind(kind_).ok_or_else(|| bad_kind(kind_))?;
+        };
         let rt = runtime()?;
         let s = rt.resolve_stream(stream.addr())?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
@@ -258,11 +454,8 @@ pub extern "C" fn aclrtMemsetAsync(
     stream: aclrtStream,
 ) -> aclError {
     api("aclrtMemsetAsync", || {
-        if count == 0 {
+        if !set_args(dev_ptr, count)? {
             return Ok(());
-        }
-        if dev_ptr.is_null() {
-            return Err(null_arg("devPtr"));
         }
         let rt = runtime()?;
         let s = rt.resolve_stream(stream.addr())?;
@@ -321,7 +514,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
 ///
 /// Codes (hicann/runtime `aclrtReduceAsyncImpl`): 100000 dst/src NULL, reserve not NULL, a
 /// type outside CANN's reduce types; 107002; 207000 a kind or type the simulator does
-/// not reduce (EQUAL; fp16, bf16, int4, uint8, uint16) or IPV350; 107000 count or ranges;
+/// not reduce (EQUAL; int4) or IPV350; 107000 count or ranges;
 /// 107017; 107003.
 ///
 /// # Safety
@@ -359,7 +552,11 @@ pub unsafe extern "C" fn aclrtReduceAsync(
             8 => Some(ReduceType::U32),
             6 => Some(ReduceType::I16),
             2 => Some(ReduceType::I8),
-            1 | 27 | 29 | 4 | 7 => None,
+            1 => Some(ReduceType::F16),
+            27 => Some(ReduceType::BF16),
+            4 => Some(ReduceType::U8),
+            7 => Some(ReduceType::U16),
+            29 => None,
             t => {
                 return Err(CallError::new(
                     Error::InvalidParam,
@@ -392,8 +589,8 @@ pub unsafe extern "C" fn aclrtReduceAsync(
         };
         let ty = ty.ok_or_else(|| {
             unsupported(format!(
-                "aclDataType {type_} is not simulated by aclrtReduceAsync (fp32, int32, uint32, \
-                 int16 and int8 are)"
+                "aclDataType {type_} (ACL_INT4) is not simulated by aclrtReduceAsync (every \
+                 other reduce type is)"
             ))
         })?;
         let count = usize::try_from(count).map_err(|_| param("count is too large"))?;

@@ -22,7 +22,8 @@
 use std::process::ExitCode;
 
 use acl_notify_sim::Sim;
-use acl_notify_sim::inspect::{self, MachineSnapshot, json_str};
+use acl_notify_sim::inspect::{self, MachineSnapshot};
+use serde_json::json;
 
 const USAGE: &str =
     "usage: acl-notify-inspect [show|gc|list] [--namespace NS] [--server N] [--json]
@@ -144,11 +145,11 @@ fn show(a: &Args) -> Result<(), String> {
 fn list(a: &Args) -> Result<(), String> {
     let all = inspect::namespaces();
     if a.json {
-        let items: Vec<String> = all
+        let items: Vec<_> = all
             .iter()
-            .map(|(ns, s)| format!("{{\"namespace\":{},\"server\":{s}}}", json_str(ns)))
+            .map(|(ns, s)| json!({"namespace": ns, "server": s}))
             .collect();
-        println!("[{}]", items.join(","));
+        println!("{}", serde_json::Value::from(items));
     } else if all.is_empty() {
         println!("no simulated machine under /dev/shm");
     } else {
@@ -186,12 +187,16 @@ fn gc(a: &Args) -> Result<(), String> {
         .saturating_sub(after.cnt_notifies.len());
     let still_dead = dead_pids(&after);
     if a.json {
-        println!(
-            "{{\"namespace\":{},\"server\":{},\"reclaimed_pids\":{reclaimed:?},\"notifies_freed\":{freed},\"cnt_notifies_freed\":{cnt},\"waits_cancelled\":{},\"still_dead_pids\":{still_dead:?}}}",
-            json_str(&a.namespace),
-            a.server,
-            report.waits_cancelled
-        );
+        let doc = json!({
+            "namespace": a.namespace,
+            "server": a.server,
+            "reclaimed_pids": reclaimed,
+            "notifies_freed": freed,
+            "cnt_notifies_freed": cnt,
+            "waits_cancelled": report.waits_cancelled,
+            "still_dead_pids": still_dead,
+        });
+        println!("{doc}");
     } else {
         println!(
             "namespace {} server {}: reclaimed {} dead process(es) {reclaimed:?}; freed {freed} \

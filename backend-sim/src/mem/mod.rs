@@ -28,6 +28,8 @@
 
 mod backend;
 pub(crate) mod file;
+pub mod half;
+pub mod inspect;
 pub mod ipc;
 pub mod reduce;
 
@@ -91,13 +93,40 @@ pub(crate) fn check_capacity(bytes: u64) -> Result<(), String> {
 /// allocated" about a stale pointer.
 const FREED_KEPT: usize = 256;
 
-/// CANN's rounding of an allocation's size (`aclrtMalloc`): up to a multiple of 32 after
-/// adding 32 bytes of padding (`GetAlignedAndPaddingSize` in hicann/runtime
-/// `src/acl/aclrt_impl/memory.cpp`), here then to [`ALLOC_ALIGN`] so allocations start
-/// aligned.
-fn span_of(size: u64) -> Option<u64> {
-    let padded = size.checked_add(32 + 32 - 1)? / 32 * 32;
-    padded.checked_next_multiple_of(ALLOC_ALIGN)
+/// How CANN rounds an allocation's size (`GetAlignedAndPaddingSize` and `DevMalloc` in
+/// hicann/runtime `src/acl/aclrt_impl/memory.cpp` and `src/runtime/api/impl/api_impl.cc`).
+/// The simulator then rounds to [`ALLOC_ALIGN`] so that allocations start aligned. The
+/// rounding decides how much capacity an allocation takes; the bytes a copy may touch are
+/// always the ones asked for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rounding {
+    /// `aclrtMalloc` and `aclrtMallocCached`: 32 bytes of padding added, then up to a
+    /// multiple of 32.
+    Padded,
+    /// `aclrtMallocAlign32`, `aclrtMallocWithCfg`, and `aclrtMalloc` with a 1 GiB huge-page
+    /// policy: up to a multiple of 32, no padding.
+    Align32,
+}
+
+impl Rounding {
+    /// `aclrtMalloc`'s rounding for `policy`: padded, except for
+    /// `ACL_MEM_MALLOC_HUGE1G_ONLY` (6) and `_HUGE1G_ONLY_P2P` (7).
+    pub fn of_malloc(policy: u32) -> Rounding {
+        match policy {
+            6 | 7 => Rounding::Align32,
+            _ => Rounding::Padded,
+        }
+    }
+}
+
+/// The arena bytes an allocation of `size` takes.
+fn span_of(size: u64, rounding: Rounding) -> Option<u64> {
+    let pad = match rounding {
+        Rounding::Padded => 32,
+        Rounding::Align32 => 0,
+    };
+    let rounded = size.checked_add(pad + 32 - 1)? / 32 * 32;
+    rounded.checked_next_multiple_of(ALLOC_ALIGN)
 }
 
 /// The direction of a copy (`aclrtMemcpyKind`, after the C layer refused the kinds CANN's
@@ -141,7 +170,7 @@ impl Alloc {
     fn current(&self) -> bool {
         self.file.slot(self.id).is_some_and(|s| {
             if self.imported {
-                s.holds_bytes(self.generation)
+                s.holds(self.generation)
             } else {
                 s.is_live(self.generation)
             }
@@ -334,22 +363,41 @@ impl Sim {
     }
 
     /// `aclrtMalloc`: `size` bytes (> 0) of device memory on `device`; returns the device
-    /// pointer. `policy` is recorded only (every policy is served by the same memory).
+    /// pointer. `policy` is recorded only (every policy is served by the same memory), and
+    /// decides the rounding ([`Rounding::of_malloc`]).
     ///
     /// Errors: 107000 size 0 or too large; 107001 bad device; 207001 out of device memory (no
     /// free range, no free allocation slot, or no room in `/dev/shm`).
     pub fn malloc(&self, device: u32, size: usize, policy: u32) -> Result<usize, SimError> {
-        self.mem_checked(|| self.malloc_unchecked(device, size, policy))
+        self.malloc_rounded(device, size, policy, Rounding::of_malloc(policy))
     }
 
-    /// [`Self::malloc`] without the lost-file check.
-    fn malloc_unchecked(&self, device: u32, size: usize, policy: u32) -> Result<usize, SimError> {
+    /// [`malloc`](Self::malloc) with the size rounded as `rounding` says (the variants of
+    /// `aclrtMalloc`).
+    pub fn malloc_rounded(
+        &self,
+        device: u32,
+        size: usize,
+        policy: u32,
+        rounding: Rounding,
+    ) -> Result<usize, SimError> {
+        self.mem_checked(|| self.malloc_unchecked(device, size, policy, rounding))
+    }
+
+    /// [`Self::malloc_rounded`] without the lost-file check.
+    fn malloc_unchecked(
+        &self,
+        device: u32,
+        size: usize,
+        policy: u32,
+        rounding: Rounding,
+    ) -> Result<usize, SimError> {
         self.device_ok(device)?;
         if size == 0 {
             return Err(SimError::new(Error::ParamInvalid, "size is 0"));
         }
         let size = size as u64;
-        let span = span_of(size)
+        let span = span_of(size, rounding)
             .filter(|s| *s <= self.mem().capacity)
             .ok_or_else(|| {
                 SimError::new(

@@ -5,6 +5,7 @@
 use acl_notify_core::{Error, RawStream};
 
 use super::DevRange;
+use super::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;
@@ -34,20 +35,29 @@ pub enum ReduceType {
     I16,
     /// `ACL_INT8`.
     I8,
+    /// `ACL_FLOAT16` (IEEE half precision).
+    F16,
+    /// `ACL_BF16` (bfloat16).
+    BF16,
+    /// `ACL_UINT16`.
+    U16,
+    /// `ACL_UINT8`.
+    U8,
 }
 
 impl ReduceType {
     fn size(self) -> usize {
         match self {
             ReduceType::F32 | ReduceType::I32 | ReduceType::U32 => 4,
-            ReduceType::I16 => 2,
-            ReduceType::I8 => 1,
+            ReduceType::I16 | ReduceType::F16 | ReduceType::BF16 | ReduceType::U16 => 2,
+            ReduceType::I8 | ReduceType::U8 => 1,
         }
     }
 }
 
 /// `dst[i] = op(dst[i], src[i])` for `n` elements of `T`. Integers wrap on overflow (as the
-/// hardware's adders do); floats follow IEEE.
+/// hardware's adders do); floats follow IEEE (fp16 and bf16: computed in `f32` and rounded
+/// once to nearest even, which is their correctly rounded result; see [`super::half`]).
 ///
 /// # Safety
 ///
@@ -63,6 +73,27 @@ unsafe fn apply<T: Copy>(dst: *mut u8, src: *const u8, n: usize, f: impl Fn(T, T
     }
 }
 
+/// `op(a, b)`, with `sum` the type's addition.
+fn combine<T: PartialOrd>(op: ReduceOp, a: T, b: T, sum: impl Fn(T, T) -> T) -> T {
+    match op {
+        ReduceOp::Sum => sum(a, b),
+        ReduceOp::Max => {
+            if b > a {
+                b
+            } else {
+                a
+            }
+        }
+        ReduceOp::Min => {
+            if b < a {
+                b
+            } else {
+                a
+            }
+        }
+    }
+}
+
 fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
     let n = dst.len / ty.size();
     let (d, s) = (dst.ptr(), src.ptr().cast_const());
@@ -70,12 +101,17 @@ fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
         ($t:ty, $sum:expr) => {
             // SAFETY: both are checked ranges of `n * size_of::<$t>()` bytes of mapped
             // allocations (checked again just before this runs).
+            unsafe { apply::<$t>(d, s, n, |a, b| combine(op, a, b, $sum)) }
+        };
+    }
+    // The 16-bit float types: widened to `f32`, combined, narrowed.
+    macro_rules! narrow {
+        ($wide:expr, $back:expr) => {
+            // SAFETY: as above, `n` 2-byte elements.
             unsafe {
-                match op {
-                    ReduceOp::Sum => apply::<$t>(d, s, n, $sum),
-                    ReduceOp::Max => apply::<$t>(d, s, n, |a, b| if b > a { b } else { a }),
-                    ReduceOp::Min => apply::<$t>(d, s, n, |a, b| if b < a { b } else { a }),
-                }
+                apply::<u16>(d, s, n, |a, b| {
+                    $back(combine(op, $wide(a), $wide(b), |x: f32, y| x + y))
+                })
             }
         };
     }
@@ -85,6 +121,10 @@ fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
         ReduceType::U32 => go!(u32, u32::wrapping_add),
         ReduceType::I16 => go!(i16, i16::wrapping_add),
         ReduceType::I8 => go!(i8, i8::wrapping_add),
+        ReduceType::U16 => go!(u16, u16::wrapping_add),
+        ReduceType::U8 => go!(u8, u8::wrapping_add),
+        ReduceType::F16 => narrow!(f16_to_f32, f32_to_f16),
+        ReduceType::BF16 => narrow!(bf16_to_f32, f32_to_bf16),
     }
 }
 

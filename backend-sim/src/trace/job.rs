@@ -1,11 +1,13 @@
 //! The simulator's stream jobs with the timeline on: each record, wait and host function
 //! becomes a complete event on its stream's track, records numbered on the notify's slot and
 //! waits noting the number they saw (see [`super::merge`]). Reached only when
-//! [`super::on`]; kept out of line so the plain path stays as it was.
+//! [`super::on`]; out of line, and given the job's parts rather than the job, so that the
+//! plain path stays as it was.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use acl_notify_core::BackendError;
+use acl_notify_core::{BackendError, HostCall};
 use serde_json::{Value, json};
 
 use crate::SimError;
@@ -41,52 +43,73 @@ fn notify_args(pin: &StreamPin, r: &Result<(), SimError>) -> Value {
     })
 }
 
-impl SimJob {
-    /// [`SimJob::run_plain`], timed and written to the timeline.
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn run_traced(
-        self,
-        ctx: &TaskCtx,
-        before_block: &mut dyn FnMut(),
-    ) -> (Result<(), SimError>, Option<Arc<StreamPin>>) {
-        let t0 = super::now_ns();
-        match &self {
-            SimJob::Record { pin, .. } => {
-                let pin = Arc::clone(pin);
-                // Numbered before it lands: a wait that takes it reads at least this number.
-                let seq = pin.0.slot().trace_record_seq();
-                let out = self.run_plain(ctx, before_block);
-                let t1 = super::now_ns();
-                let mut args = notify_args(&pin, &out.0);
-                args["seq"] = json!(seq);
-                let name = format!("record notify {}", pin.0.id());
-                super::complete("notify", &name, t0, t1.saturating_sub(t0), args);
-                out
-            }
-            SimJob::Wait { pin, .. } => {
-                let pin = Arc::clone(pin);
-                let out = self.run_plain(ctx, before_block);
-                // Read right after the flag was taken (see the merge module).
-                let seen = pin.0.slot().trace_seq();
-                let t1 = super::now_ns();
-                let mut args = notify_args(&pin, &out.0);
-                args["seen"] = json!(seen);
-                let name = format!("wait notify {}", pin.0.id());
-                super::complete("notify", &name, t0, t1.saturating_sub(t0), args);
-                out
-            }
-            SimJob::Host(_) => {
-                let out = self.run_plain(ctx, before_block);
-                let t1 = super::now_ns();
-                let args = json!({"result": code(&out.0)});
-                super::complete("host", "host function", t0, t1.saturating_sub(t0), args);
-                out
-            }
-            // Boxed tasks (memory copies, events, …) write their own spans.
-            SimJob::Other(_) => self.run_plain(ctx, before_block),
+type Out = (Result<(), SimError>, Option<Arc<StreamPin>>);
+
+/// `job` as the timeline follows it: a boxed task (the worker's generic path) that runs it
+/// and writes it down. Wrapped when it is queued, so the worker's path for plain records and
+/// waits has no timeline check at all: a check there, even a branch on a static flag,
+/// cost the record+wait pair about 10 ns (a fifth) in the benchmark. As a boxed task it
+/// may block, so the worker retires what ran before it first (`before_block` is then empty)
+/// and a traced record does not chain.
+#[cold]
+#[inline(never)]
+pub(crate) fn traced(job: SimJob) -> SimJob {
+    SimJob::Other(Box::new(move |ctx: &TaskCtx| {
+        let before_block = &mut || {};
+        match job {
+            SimJob::Record { pin, pid } => record(pin, pid, ctx, before_block).0,
+            SimJob::Wait { pin, timeout } => wait(pin, timeout, ctx, before_block).0,
+            SimJob::Host(call) => host(call, ctx, before_block).0,
+            other => other.run_plain(ctx, before_block).0,
         }
+    }))
+}
+
+/// A record, timed and written to the timeline: numbered on the notify's slot before it
+/// lands (a wait that takes it reads at least this number back).
+fn record(pin: Arc<StreamPin>, pid: i32, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> Out {
+    let t0 = super::now_ns();
+    let seq = pin.0.slot().trace_record_seq();
+    let out = SimJob::Record { pin, pid }.run_plain(ctx, before_block);
+    let t1 = super::now_ns();
+    if let Some(pin) = &out.1 {
+        let mut args = notify_args(pin, &out.0);
+        args["seq"] = json!(seq);
+        let name = format!("record notify {}", pin.0.id());
+        super::complete("notify", &name, t0, t1.saturating_sub(t0), args);
     }
+    out
+}
+
+/// A wait, timed and written to the timeline with the record number it saw once it had
+/// taken the flag (see the merge module).
+fn wait(
+    pin: Arc<StreamPin>,
+    timeout: Option<Duration>,
+    ctx: &TaskCtx,
+    before_block: &mut dyn FnMut(),
+) -> Out {
+    let t0 = super::now_ns();
+    let out = SimJob::Wait { pin, timeout }.run_plain(ctx, before_block);
+    if let Some(pin) = &out.1 {
+        let seen = pin.0.slot().trace_seq();
+        let t1 = super::now_ns();
+        let mut args = notify_args(pin, &out.0);
+        args["seen"] = json!(seen);
+        let name = format!("wait notify {}", pin.0.id());
+        super::complete("notify", &name, t0, t1.saturating_sub(t0), args);
+    }
+    out
+}
+
+/// A host function, timed and written to the timeline.
+fn host(call: HostCall, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> Out {
+    let t0 = super::now_ns();
+    let out = SimJob::Host(call).run_plain(ctx, before_block);
+    let t1 = super::now_ns();
+    let args = json!({"result": code(&out.0)});
+    super::complete("host", "host function", t0, t1.saturating_sub(t0), args);
+    out
 }
 
 impl crate::Sim {

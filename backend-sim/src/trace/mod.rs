@@ -20,13 +20,15 @@
 //!
 //! # Cost when off
 //!
-//! Tracing is decided once, when the first `Sim` of the process starts. Off, a record or a
-//! wait pays one relaxed load of a static flag and a branch ([`on`]); everything else sits
-//! behind it, out of line.
+//! Tracing is decided once, when the first `Sim` of the process starts. Off, queueing a
+//! record, a wait or a host function pays one relaxed load of a static flag and a branch
+//! ([`on`]); on, the job is queued wrapped (as a boxed task that writes it down), so the stream's worker runs the
+//! same code with the timeline off as without it. Memory and event tasks check the flag in
+//! [`span`].
 
 pub mod cli;
 pub mod html;
-mod job;
+pub(crate) mod job;
 pub mod merge;
 
 use std::cell::RefCell;

@@ -18,6 +18,7 @@ use acl_notify_core::{
     MEM_IMPORT_ENABLE_PEER_ACCESS as PEER, ServerPid, Soc,
 };
 
+use super::mp::{T, mp, parse_pid};
 use super::{case, inter_server};
 use crate::check::CaseResult;
 use crate::harness::{Case, Ctx, Role, TestBackend};
@@ -35,21 +36,12 @@ fn ipc_mem_one_server(s: Soc) -> bool {
     ipc_mem(s) && !inter_server(s)
 }
 
-/// How long a process of a multi-process case waits for a file from another.
-const T: Duration = Duration::from_secs(20);
 const SIZE: usize = 8192;
 /// Device memory of the liveness cases' processes, and an allocation only one fits in.
 const SMALL_DEVICE: &str = "4M";
 const BIG: usize = 3 << 20;
 
 pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
-    let mp = |name, applies, run| Case {
-        name,
-        applies,
-        timeout: Duration::from_secs(90),
-        sim_only: false,
-        run,
-    };
     vec![
         case("ipc_mem::unsupported", no_ipc_mem, unsupported),
         case("ipc_mem::export_rules", ipc_mem, export_rules),
@@ -120,12 +112,6 @@ fn stray_key() -> ExportKey {
 
 fn parse_key(text: &str) -> Result<ExportKey, String> {
     ExportKey::parse(text.trim().as_bytes()).map_err(|e| format!("bad key {text:?}: {e:?}"))
-}
-
-fn parse_pid(s: &str) -> Result<i32, String> {
-    s.trim()
-        .parse()
-        .map_err(|e| format!("bad pid {s:?} in file: {e}"))
 }
 
 /// Checks that `len` bytes at device address `at` (on `device`) are the pattern from `from`.

@@ -15,17 +15,25 @@ use crate::harness::{Case, Ctx, Role, TestBackend};
 use crate::util::{FileCheck, Probe, at_most, fill, pause, secs, sync_err, sync_ok};
 
 /// How long a process of a multi-process case waits for a file from another.
-const T: Duration = Duration::from_secs(20);
+pub(super) const T: Duration = Duration::from_secs(20);
 const LONG: Duration = Duration::from_secs(10);
 
-pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
-    let mp = |name, applies, run| Case {
+/// A multi-process case (a longer timeout than one process's).
+pub(super) fn mp<B>(
+    name: &'static str,
+    applies: fn(acl_notify_core::Soc) -> bool,
+    run: fn(&Ctx<'_, B>) -> CaseResult,
+) -> Case<B> {
+    Case {
         name,
         applies,
         timeout: Duration::from_secs(90),
         sim_only: false,
         run,
-    };
+    }
+}
+
+pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
     vec![
         mp("mp::two_process_whitelist", ipc, two_process_whitelist),
         mp("mp::two_process_open", ipc, two_process_open),
@@ -96,7 +104,7 @@ pub fn roles<B: TestBackend>() -> Vec<Role<B>> {
     ]
 }
 
-fn parse_pid(s: &str) -> Result<i32, String> {
+pub(super) fn parse_pid(s: &str) -> Result<i32, String> {
     s.trim()
         .parse()
         .map_err(|e| format!("bad pid {s:?} in file: {e}"))

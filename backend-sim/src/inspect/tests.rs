@@ -1,0 +1,174 @@
+//! Tests of the inspector: snapshots of live machines, text and JSON, and bad files.
+
+use super::*;
+use acl_notify_core::table::SlotState;
+
+use super::read::open_notify_file;
+use crate::Sim;
+use crate::mapfile::PAGE;
+use acl_notify_core::{CntNotifyOps, CntRecord, ExportFlags, NotifyResources, StreamOps, Timeout};
+
+use crate::NamespaceGuard as Ns;
+
+/// A file truncated by another process while the inspector has it mapped: the pages cut
+/// off read as zero instead of killing the inspector with SIGBUS, and the mapping says it
+/// lost them (so a snapshot is refused).
+#[test]
+fn a_file_truncated_under_the_inspector_reads_zero_and_is_reported() {
+    let ns = format!("unit-inspect-trunc-{}", sys::getpid());
+    let _ = Sim::remove_namespace(&ns);
+    let _g = Ns(ns.clone());
+    let sim = Sim::builder().devices(1).namespace(&ns).open().unwrap();
+    let n = sim
+        .create_notify(0, acl_notify_core::CreateFlags::empty())
+        .unwrap();
+    let id = sim.notify_info(n).unwrap().id;
+    let path = notify_file_path(&ns, 0);
+    let (m, l) = open_notify_file(&path, 0).unwrap();
+    let slot = l.slot(&m, 0, id).unwrap();
+    assert_eq!(slot.state(), Some(SlotState::Live));
+    assert!(m.intact(&path).is_ok());
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(PAGE as u64).unwrap();
+    assert_eq!(
+        slot.state(),
+        Some(SlotState::Free),
+        "a lost page reads as zero"
+    );
+    let e = m.intact(&path).unwrap_err();
+    assert!(e.to_string().contains("507899"), "{e}");
+    drop(m);
+    drop(sim);
+}
+
+#[test]
+fn json_strings_are_escaped() {
+    assert_eq!(json_str("a\"b\\c\nd\u{1}"), "\"a\\\"b\\\\c\\nd\\u0001\"");
+}
+
+#[test]
+fn missing_namespace_is_a_clear_error() {
+    let e = snapshot("unit-inspect-none-xyz", 0).unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+}
+
+/// The inspector reads exactly what the simulator wrote: budgets, notifies, owner,
+/// whitelist (with a dead PID), last recorder, count notifies, and a waiting stream thread
+/// named by its futex address.
+#[test]
+fn snapshot_agrees_with_a_live_machine() {
+    let ns = Ns(format!("unit-inspect-{}", std::process::id()));
+    let _ = Sim::remove_namespace(&ns.0);
+    let sim = Sim::builder()
+        .soc(Soc::Ascend950PR)
+        .devices(2)
+        .namespace(&ns.0)
+        .open()
+        .unwrap();
+    let me = std::process::id() as i32;
+    let n = sim.create_notify(1, CreateFlags::empty()).unwrap();
+    let _other = sim.create_notify(1, CreateFlags::empty()).unwrap();
+    sim.export_key(n, ExportFlags::empty()).unwrap();
+    let mut child = std::process::Command::new("true").spawn().unwrap();
+    let dead = child.id() as i32;
+    child.wait().unwrap();
+    sim.set_import_pids(n, &[dead, me]).unwrap();
+    let s = sim.create_stream(1).unwrap();
+    sim.record(n, s).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    // This one stays stuck until the end of the test.
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    let c = sim.cnt_create(0).unwrap();
+    let s0 = sim.create_stream(0).unwrap();
+    sim.cnt_record(c, s0, CntRecord::add(5)).unwrap();
+    sim.synchronize(s0, acl_notify_core::SyncWait::Forever)
+        .unwrap();
+
+    let snap = snapshot(&ns.0, 0).unwrap();
+    assert_eq!(snap.soc, Soc::Ascend950PR);
+    assert_eq!(snap.devices, 2);
+    assert!(snap.problems.is_empty(), "{:?}", snap.problems);
+    assert!(
+        snap.processes
+            .iter()
+            .any(|p| p.pid == me && p.alive == Liveness::Alive)
+    );
+    assert_eq!(snap.device_budgets[1].notifies_in_use, 2);
+    assert_eq!(snap.device_budgets[0].cnt_in_use, Some(1));
+    assert_eq!(snap.notifies.len(), 2);
+    let id = sim.notify_info(n).unwrap().id;
+    let ns_ = snap.notifies.iter().find(|x| x.id == id).unwrap();
+    assert_eq!(ns_.device, 1);
+    assert_eq!(ns_.export, ExportSnap::Whitelist);
+    assert_eq!(ns_.owner.pid, me);
+    assert_eq!(ns_.owner.alive, Liveness::Alive);
+    assert_eq!(
+        ns_.holders,
+        vec![PidRef {
+            pid: me,
+            alive: Liveness::Alive
+        }]
+    );
+    assert!(
+        ns_.whitelist
+            .iter()
+            .any(|w| w.pid == dead && w.alive == Liveness::Dead)
+    );
+    assert!(
+        ns_.whitelist
+            .iter()
+            .any(|w| w.pid == me && w.alive == Liveness::Alive)
+    );
+    assert_eq!(ns_.last_record.unwrap().by.pid, me);
+    // The second wait holds a ticket, and its stream thread is found asleep on the flag.
+    let end = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let snap = snapshot(&ns.0, 0).unwrap();
+        let x = snap.notifies.iter().find(|x| x.id == id).unwrap();
+        if x.waiters == 1 && !x.flag_set && !x.waiting_threads.is_empty() {
+            let t = &x.waiting_threads[0];
+            assert_eq!(t.pid, me);
+            assert!(t.name.starts_with("acl-sim-d1-s"), "{t:?}");
+            assert!(
+                snap.to_text()
+                    .contains("waiting: stream thread \"acl-sim-d1-s")
+            );
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the wait was never seen: {x:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(snap.cnt_notifies.len(), 1);
+    let cs = &snap.cnt_notifies[0];
+    assert_eq!((cs.device, cs.count, cs.owner.pid), (0, 5, me));
+    assert_eq!(
+        cs.last_record.unwrap().1,
+        "ACL_RT_CNT_NOTIFY_RECORD_ADD_MODE"
+    );
+    let text = snap.to_text();
+    for want in [
+        format!("pid {dead} (dead)"),
+        format!("pid {me} (alive)"),
+        "exported (whitelist)".to_owned(),
+        "count notifies: 1 live".to_owned(),
+    ] {
+        assert!(text.contains(&want), "{want:?} missing from\n{text}");
+    }
+    let json = snap.to_json();
+    assert!(json.starts_with('{') && json.ends_with('}'));
+    assert!(
+        json.contains(&format!(
+            "{{\"server\":0,\"pid\":{dead},\"alive\":\"dead\"}}"
+        )),
+        "{json}"
+    );
+    // Release the stuck wait (from another stream: `s` is stalled) so the Sim drops
+    // cleanly.
+    let r = sim.create_stream(1).unwrap();
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, acl_notify_core::SyncWait::Forever)
+        .unwrap();
+}

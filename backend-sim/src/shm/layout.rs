@@ -1,0 +1,435 @@
+//! The notify file's layout: header, process-table entry and device header types, the id
+//! pool types, where each region lies for a SoC and device count ([`Layout`]), and the
+//! checks of a header another process wrote.
+
+use std::path::Path;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
+
+use acl_notify_core::pool::{AtomicIdPool, words};
+use acl_notify_core::table::{MAX_PROCS, NotifySlot};
+use acl_notify_core::{Error, Soc};
+
+use crate::error::SimError;
+use crate::mapfile::{Map, PAGE, Shared};
+
+use super::*;
+
+pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
+/// Bumped whenever the layout changes (2: the id pools' 4-byte slot words and in-use count in
+/// the head, replacing the link and state arrays and the bump and in-use counters; notify
+/// slots padded to 192 bytes on 64-byte lines; 3: the id pools became bitmaps with "full"
+/// hints; 4: a process-table entry being reclaimed names its reclaimer, not the dead process;
+/// the header names the creator's PID namespace; 5: the notify slot is the core's shared
+/// `Slot`: the record diagnostics follow the flag and queue, the lifecycle comes last).
+pub const LAYOUT_VERSION: u32 = 5;
+
+/// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
+pub(crate) const P_FREE: u32 = 0;
+pub(crate) const P_CLAIMING: u32 = 1;
+pub(crate) const P_ALIVE: u32 = 2;
+pub(crate) const P_RECLAIMING: u32 = 3;
+
+/// The file header. Atomics only: other processes write this memory.
+#[repr(C)]
+pub(crate) struct Header {
+    pub(crate) magic: AtomicU64,
+    pub(crate) version: AtomicU32,
+    pub(crate) ready: AtomicU32,
+    pub(crate) header_size: AtomicU32,
+    pub(crate) slot_size: AtomicU32,
+    pub(crate) proc_entry_size: AtomicU32,
+    pub(crate) max_procs: AtomicU32,
+    pub(crate) device_header_size: AtomicU32,
+    pub(crate) pool_size: AtomicU32,
+    pub(crate) whitelist_size: AtomicU32,
+    pub(crate) soc: AtomicU32,
+    pub(crate) devices: AtomicU32,
+    pub(crate) server: AtomicU32,
+    pub(crate) max_notifies: AtomicU32,
+    pub(crate) creator_pid: AtomicI32,
+    pub(crate) total_size: AtomicU64,
+    pub(crate) procs_off: AtomicU64,
+    pub(crate) devs_off: AtomicU64,
+    pub(crate) pools_off: AtomicU64,
+    pub(crate) slots_off: AtomicU64,
+    pub(crate) whitelists_off: AtomicU64,
+    /// The creator's PID namespace (see [`FileHeader::pid_ns`]).
+    pub(crate) pid_ns: AtomicU64,
+    /// Keeps `spinners`, written by every waiter that spins for long, off the lines above,
+    /// which every process reads.
+    pub(crate) _pad: [AtomicU64; 16],
+    /// Waiters of this namespace and server spinning past their first microsecond right now
+    /// (see [`crate::spin`]).
+    pub(crate) spinners: AtomicU32,
+}
+
+/// One registered process.
+#[repr(C)]
+pub(crate) struct ProcEntry {
+    /// `state << 32 | pid as u32`; while the entry is being reclaimed, the pid is the
+    /// reclaimer's (the dead process's is no longer needed).
+    pub(crate) word: AtomicU64,
+    pub(crate) start_time: AtomicU64,
+    pub(crate) server: AtomicU32,
+    pub(crate) _r0: AtomicU32,
+    /// The process reclaiming this entry: `pid as u32 | (start_time as u32) << 32`, written
+    /// after it took the entry; its start time counts while its pid matches the word's.
+    pub(crate) reclaimer: AtomicU64,
+    pub(crate) _r1: [AtomicU64; 4],
+}
+
+/// Per-device bookkeeping.
+#[repr(C)]
+pub(crate) struct DeviceHeader {
+    /// One past the highest id ever allocated (bounds GC scans).
+    pub(crate) high_water: AtomicU32,
+    pub(crate) _r: [AtomicU32; 15],
+}
+
+const _: () = assert!(std::mem::size_of::<ProcEntry>() == 64);
+const _: () = assert!(std::mem::size_of::<DeviceHeader>() == 64);
+// SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
+// page.
+crate::mapfile::file_header!(unsafe Header);
+
+/// Whitelist bytes per exported notify.
+pub const WHITELIST_BYTES: usize = std::mem::size_of::<ShmWhitelist>();
+/// Notify-table bytes per notify (touched only for ids in use).
+pub const SLOT_BYTES: usize = std::mem::size_of::<NotifySlot>();
+
+/// The shared id pool of a 950-family device (65535 ids).
+pub type Pool65535 = AtomicIdPool<65535, { words(65535) }>;
+/// The shared id pool of a 910B / 910_93 device (8192 ids).
+pub type Pool8192 = AtomicIdPool<8192, { words(8192) }>;
+/// The shared id pool of a 310B device (2048 ids).
+pub type Pool2048 = AtomicIdPool<2048, { words(2048) }>;
+/// The shared id pool of a 310P / 910 device (1024 ids).
+pub type Pool1024 = AtomicIdPool<1024, { words(1024) }>;
+
+/// The id pool of one device, dispatched at run time on the SoC's capacity.
+#[derive(Clone, Copy, Debug)]
+pub enum PoolRef<'a> {
+    /// 65535 ids (950 family).
+    P65535(&'a Pool65535),
+    /// 8192 ids (910B, 910_93).
+    P8192(&'a Pool8192),
+    /// 2048 ids (310B).
+    P2048(&'a Pool2048),
+    /// 1024 ids (310P, 910).
+    P1024(&'a Pool1024),
+}
+
+macro_rules! pool_dispatch {
+    ($self:expr, $p:ident => $e:expr) => {
+        match $self {
+            PoolRef::P65535($p) => $e,
+            PoolRef::P8192($p) => $e,
+            PoolRef::P2048($p) => $e,
+            PoolRef::P1024($p) => $e,
+        }
+    };
+}
+
+impl PoolRef<'_> {
+    /// Takes an id (207009 when full, 507899 when corrupt).
+    pub fn alloc(&self) -> Result<u32, Error> {
+        pool_dispatch!(self, p => p.alloc())
+    }
+    /// Gives an id back.
+    pub fn free(&self, id: u32) -> Result<(), Error> {
+        pool_dispatch!(self, p => p.free(id))
+    }
+    /// Ids allocated.
+    pub fn in_use(&self) -> u32 {
+        pool_dispatch!(self, p => p.in_use())
+    }
+    /// Capacity.
+    pub fn capacity(&self) -> u32 {
+        pool_dispatch!(self, p => p.capacity())
+    }
+    /// Whether `id` is allocated.
+    pub fn is_allocated(&self, id: u32) -> bool {
+        pool_dispatch!(self, p => p.is_allocated(id))
+    }
+    /// One past the highest allocated id (0 if none).
+    pub fn end(&self) -> u32 {
+        pool_dispatch!(self, p => p.end())
+    }
+}
+
+/// Size of the pool type for `max` ids, or `None` if no pool type exists for it.
+pub(crate) fn pool_size(max: u32) -> Option<usize> {
+    Some(match max {
+        65535 => std::mem::size_of::<Pool65535>(),
+        8192 => std::mem::size_of::<Pool8192>(),
+        2048 => std::mem::size_of::<Pool2048>(),
+        1024 => std::mem::size_of::<Pool1024>(),
+        0 => 0,
+        _ => return None,
+    })
+}
+
+pub(crate) const fn align_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
+/// Region offsets for one configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) soc: Soc,
+    pub(crate) devices: u32,
+    pub(crate) max: u32,
+    pub(crate) pool_size: usize,
+    pub(crate) pool_stride: usize,
+    pub(crate) wl_size: usize,
+    pub(crate) procs_off: usize,
+    pub(crate) devs_off: usize,
+    pub(crate) pools_off: usize,
+    pub(crate) slots_off: usize,
+    pub(crate) whitelists_off: usize,
+    pub(crate) total: usize,
+}
+
+impl Layout {
+    pub(crate) fn new(soc: Soc, devices: u32) -> Result<Layout, SimError> {
+        let max = soc.max_notifies();
+        let pool_size = pool_size(max).ok_or_else(|| {
+            SimError::new(
+                Error::DrvInternalError,
+                format!("no id pool type for {max} notifies ({soc})"),
+            )
+        })?;
+        let d = devices as usize;
+        let n = max as usize;
+        let pool_stride = align_up(pool_size, 64);
+        let wl_size = if soc.caps().ipc { WHITELIST_BYTES } else { 0 };
+        let procs_off = PAGE;
+        let devs_off = align_up(procs_off + MAX_PROCS as usize * 64, PAGE);
+        let pools_off = align_up(devs_off + d * 64, PAGE);
+        let slots_off = align_up(pools_off + d * pool_stride, PAGE);
+        let whitelists_off = align_up(slots_off + d * n * SLOT_BYTES, PAGE);
+        let total = align_up(whitelists_off + d * n * wl_size, PAGE);
+        Ok(Layout {
+            soc,
+            devices,
+            max,
+            pool_size,
+            pool_stride,
+            wl_size,
+            procs_off,
+            devs_off,
+            pools_off,
+            slots_off,
+            whitelists_off,
+            total,
+        })
+    }
+
+    /// The layout a published header `h` describes, checked field by field against the one
+    /// this build computes for its SoC and device count (see [`validate_header`]), `size` being
+    /// the file's size: for a reader that does not know the machine's configuration (the
+    /// inspector).
+    pub(crate) fn read(
+        h: &Header,
+        path: &Path,
+        server: u32,
+        size: u64,
+    ) -> Result<Layout, SimError> {
+        let soc = soc_from_index(h.soc.load(SeqCst))
+            .ok_or_else(|| bad_file(path, "corrupt header (unknown SoC)"))?;
+        let devices = h.devices.load(SeqCst);
+        if !(1..=crate::MAX_DEVICES).contains(&devices) {
+            return Err(bad_file(
+                path,
+                format_args!("corrupt header ({devices} devices)"),
+            ));
+        }
+        let l = Layout::new(soc, devices)?;
+        validate_header(h, path, &l, server, size)?;
+        Ok(l)
+    }
+
+    // ---- the regions, in a mapping of a file of this layout --------------------------------
+
+    /// The process-table entry `i`.
+    pub(crate) fn proc_entry<'m>(&self, m: &'m Map, i: u32) -> Option<&'m ProcEntry> {
+        (i < MAX_PROCS).then(|| m.at(self.procs_off + i as usize * 64))
+    }
+
+    /// The bookkeeping of `dev`.
+    pub(crate) fn device_header<'m>(&self, m: &'m Map, dev: u32) -> Option<&'m DeviceHeader> {
+        (dev < self.devices).then(|| m.at(self.devs_off + dev as usize * 64))
+    }
+
+    /// The id pool of `dev`.
+    pub(crate) fn pool<'m>(&self, m: &'m Map, dev: u32) -> Option<PoolRef<'m>> {
+        if dev >= self.devices {
+            return None;
+        }
+        let off = self.pools_off + dev as usize * self.pool_stride;
+        Some(match self.max {
+            65535 => PoolRef::P65535(m.at(off)),
+            8192 => PoolRef::P8192(m.at(off)),
+            2048 => PoolRef::P2048(m.at(off)),
+            1024 => PoolRef::P1024(m.at(off)),
+            _ => return None,
+        })
+    }
+
+    /// Where the slot of notify `id` on `dev` is in the file (`None` out of range).
+    pub(crate) fn slot_offset(&self, dev: u32, id: u32) -> Option<usize> {
+        if dev >= self.devices || id >= self.max {
+            return None;
+        }
+        let i = dev as usize * self.max as usize + id as usize;
+        Some(self.slots_off + i * SLOT_BYTES)
+    }
+
+    /// The slot of notify `id` on `dev`.
+    pub(crate) fn slot<'m>(&self, m: &'m Map, dev: u32, id: u32) -> Option<&'m NotifySlot> {
+        self.slot_offset(dev, id).map(|off| m.at(off))
+    }
+
+    /// The whitelist of notify `id` on `dev` (`None` on a SoC without whitelists).
+    pub(crate) fn whitelist<'m>(&self, m: &'m Map, dev: u32, id: u32) -> Option<&'m ShmWhitelist> {
+        if self.wl_size == 0 || dev >= self.devices || id >= self.max {
+            return None;
+        }
+        let i = dev as usize * self.max as usize + id as usize;
+        Some(m.at(self.whitelists_off + i * WHITELIST_BYTES))
+    }
+}
+
+// SAFETY: `repr(C)`, atomics only (its definition above).
+unsafe impl Shared for Header {}
+// SAFETY: `repr(C)`, atomics only (its definition above).
+unsafe impl Shared for ProcEntry {}
+// SAFETY: `repr(C)`, atomics only (its definition above).
+unsafe impl Shared for DeviceHeader {}
+// SAFETY: the core's notify slot is made for shared memory: `repr(C)`, atomics and padding
+// only (its docs).
+unsafe impl Shared for NotifySlot {}
+
+pub(crate) fn soc_index(soc: Soc) -> u32 {
+    Soc::ALL.iter().position(|s| *s == soc).unwrap_or(0) as u32 + 1
+}
+
+pub(crate) fn soc_from_index(i: u32) -> Option<Soc> {
+    Soc::ALL.get((i as usize).checked_sub(1)?).copied()
+}
+
+pub(crate) fn validate_header(
+    h: &Header,
+    path: &Path,
+    l: &Layout,
+    server: u32,
+    size: u64,
+) -> Result<(), SimError> {
+    if h.magic.load(SeqCst) != MAGIC {
+        return Err(bad_file(
+            path,
+            "bad magic: not an acl-notify simulator file",
+        ));
+    }
+    let v = h.version.load(SeqCst);
+    if v != LAYOUT_VERSION {
+        return Err(bad_file(
+            path,
+            format_args!("layout version {v}, this build reads version {LAYOUT_VERSION}"),
+        ));
+    }
+    let sizes = [
+        (
+            "header size",
+            h.header_size.load(SeqCst),
+            std::mem::size_of::<Header>(),
+        ),
+        ("notify slot size", h.slot_size.load(SeqCst), SLOT_BYTES),
+        ("process entry size", h.proc_entry_size.load(SeqCst), 64),
+        (
+            "process table length",
+            h.max_procs.load(SeqCst),
+            MAX_PROCS as usize,
+        ),
+        ("device header size", h.device_header_size.load(SeqCst), 64),
+    ];
+    for (what, got, want) in sizes {
+        if got as usize != want {
+            return Err(bad_file(
+                path,
+                format_args!("{what} is {got}, this build uses {want}"),
+            ));
+        }
+    }
+    let soc = soc_from_index(h.soc.load(SeqCst));
+    let devices = h.devices.load(SeqCst);
+    match soc {
+        None => return Err(bad_file(path, "corrupt header (unknown SoC)")),
+        Some(s) if s != l.soc || devices != l.devices => {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "shared memory file {} simulates {s} with {devices} devices, but this \
+                     process asked for {} with {} devices: set ACL_NOTIFY_SIM_SOC and \
+                     ACL_NOTIFY_SIM_DEVICES alike in every process of a namespace, or use \
+                     another ACL_NOTIFY_SIM_NAMESPACE",
+                    path.display(),
+                    l.soc,
+                    l.devices
+                ),
+            ));
+        }
+        Some(_) => {}
+    }
+    let fields = [
+        (
+            "server id",
+            u64::from(h.server.load(SeqCst)),
+            u64::from(server),
+        ),
+        (
+            "notifies per device",
+            u64::from(h.max_notifies.load(SeqCst)),
+            u64::from(l.max),
+        ),
+        (
+            "pool size",
+            u64::from(h.pool_size.load(SeqCst)),
+            l.pool_size as u64,
+        ),
+        (
+            "whitelist size",
+            u64::from(h.whitelist_size.load(SeqCst)),
+            l.wl_size as u64,
+        ),
+        ("total size", h.total_size.load(SeqCst), l.total as u64),
+        (
+            "process table offset",
+            h.procs_off.load(SeqCst),
+            l.procs_off as u64,
+        ),
+        (
+            "device table offset",
+            h.devs_off.load(SeqCst),
+            l.devs_off as u64,
+        ),
+        ("pool offset", h.pools_off.load(SeqCst), l.pools_off as u64),
+        ("slot offset", h.slots_off.load(SeqCst), l.slots_off as u64),
+        (
+            "whitelist offset",
+            h.whitelists_off.load(SeqCst),
+            l.whitelists_off as u64,
+        ),
+        ("file size", size, l.total as u64),
+    ];
+    for (what, got, want) in fields {
+        if got != want {
+            return Err(bad_file(
+                path,
+                format_args!("corrupt header: {what} is {got}, expected {want}"),
+            ));
+        }
+    }
+    Ok(())
+}
