@@ -42,10 +42,10 @@ use acl_notify_core::waiter::{TableError, WaitArgs, WaitOutcome, Waiter};
 use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
 
 use crate::error::SimError;
-use crate::handles::Slab;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
 use crate::{Sim, sys};
+use acl_notify_handles::Slab;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
 /// Bumped whenever the count-notify file layout changes (2: the new `AtomicIdPool` layout of
@@ -189,10 +189,9 @@ fn soc_from_index(i: u32) -> Option<Soc> {
 /// with an empty one (see [`crate::fork`]).
 pub(crate) static REGISTRY: Registry<CntFile> = Registry::new();
 
-// SAFETY: core's count-notify slot and id pool are atomics only (their `repr(C)` docs).
+// SAFETY: core's count-notify slot is atomics only (its `repr(C)` docs). (Its id pool is
+// `Shared` as every `AtomicIdPool` is: see `mapfile`.)
 unsafe impl Shared for CntSlot {}
-// SAFETY: as above.
-unsafe impl Shared for AtomicCntIdPool {}
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -631,11 +630,11 @@ struct CntEntry {
 }
 
 impl CntState {
-    /// Empty; handles carry `tag` (distinct from the `Sim`'s notify and stream tags).
-    pub(crate) fn new(tag: u16) -> Self {
+    /// Empty; `seed` salts the handles (see [`Slab::new`]).
+    pub(crate) fn new(seed: u64) -> Self {
         CntState {
             file: Mutex::new(None),
-            handles: RwLock::new(Slab::new(tag)),
+            handles: RwLock::new(Slab::new(acl_notify_handles::Kind::CntNotify, seed)),
         }
     }
 
@@ -839,6 +838,7 @@ impl CntNotifyOps for Sim {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(CntEntry { r })
+                .ok()
                 .map(RawCntNotify)
                 .ok_or_else(|| {
                     SimError::new(

@@ -234,8 +234,7 @@ fn fstat(fd: &Fd, path: &Path, kind: Kind) -> Result<libc::stat, SimError> {
     Ok(st)
 }
 
-/// A shared mapping of a whole file, unmapped on drop (or handed over with
-/// [`into_raw`](Self::into_raw)).
+/// A shared mapping of a whole file, unmapped on drop.
 pub(crate) struct Map {
     base: *mut u8,
     len: usize,
@@ -258,6 +257,9 @@ pub(crate) unsafe trait Shared: Sized {}
 unsafe impl Shared for AtomicU32 {}
 // SAFETY: an atomic.
 unsafe impl Shared for AtomicU64 {}
+// SAFETY: the core's shared-memory id pool: `repr(C)`, atomics only, any bit pattern a pool
+// (its docs); the notify, count-notify and event files all keep theirs in shared memory.
+unsafe impl<const N: usize, const W: usize> Shared for acl_notify_core::pool::AtomicIdPool<N, W> {}
 
 // SAFETY: the mapping is owned by this value and only accessed through atomics by its users.
 unsafe impl Send for Map {}
@@ -325,15 +327,6 @@ impl Map {
     pub(crate) fn intact(&self, path: &Path) -> Result<(), SimError> {
         self.sigbus.intact(path)
     }
-
-    /// Gives up ownership: the caller releases the registration, then unmaps `len` bytes at
-    /// the returned address.
-    pub(crate) fn into_raw(self) -> (*mut u8, Registration) {
-        let mut me = std::mem::ManuallyDrop::new(self);
-        let reg = std::mem::replace(&mut me.sigbus, Registration::none());
-        drop(me.fd.take());
-        (me.base, reg)
-    }
 }
 
 impl Drop for Map {
@@ -352,7 +345,8 @@ pub(crate) struct Open<'a> {
     pub(crate) create: bool,
     /// Map read-write (else read-only).
     pub(crate) writable: bool,
-    /// The file's full size.
+    /// The file's full size; 0 for an opener that learns it from the file (a reader such as
+    /// the inspector, whose `validate` checks the size against the header).
     pub(crate) total: usize,
     /// How long to wait for a racing creator ([`INIT_WAIT`]).
     pub(crate) init_wait: Duration,
@@ -557,7 +551,11 @@ impl Open<'_> {
         same_pid_namespace(h.pid_ns().load(SeqCst), path, kind)?;
         validate(h, size)?;
         drop(head);
-        Ok(Some(Map::new(fd, self.total, self.writable, path, kind)?))
+        let total = match self.total {
+            0 => usize::try_from(size).map_err(|_| kind.bad_file(path, "it is too large"))?,
+            t => t,
+        };
+        Ok(Some(Map::new(fd, total, self.writable, path, kind)?))
     }
 }
 
