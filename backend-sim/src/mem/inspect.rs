@@ -12,9 +12,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::file::{
-    EXPORT_ENFORCED, EXPORT_NONE, EXPORT_OPEN, MAX_ALLOCS, MemFileView, S_FREE, S_LIVE, S_ORPHANED,
-};
+use acl_notify_core::slot::{ExportState, SlotState};
+
+use super::file::{MAX_ALLOCS, MemFileView, owner_of};
 use crate::error::SimError;
 use crate::inspect::{Liveness, WhitelistSnap};
 use crate::shm::{FILE_PREFIX, SHM_DIR};
@@ -113,21 +113,24 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
     let mut allocations = Vec::new();
     for id in 0..v.high_water().min(MAX_ALLOCS) {
         let Some(s) = v.slot(id) else { break };
-        let (generation, state) = s.word();
-        if state == S_FREE {
-            continue;
-        }
-        if state != S_LIVE && state != S_ORPHANED {
-            problems.push(format!("allocation {id}: unknown state {state}"));
-            continue;
-        }
+        let generation = s.generation();
+        let state = match s.state() {
+            Some(SlotState::Live) => SlotState::Live,
+            Some(SlotState::Orphaned) => SlotState::Orphaned,
+            Some(_) => continue,
+            None => {
+                problems.push(format!("allocation {id}: corrupt state word"));
+                continue;
+            }
+        };
         let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::SeqCst);
-        let owner_pid = s.owner_pid.load(std::sync::atomic::Ordering::SeqCst);
-        let export = match s.export.load(std::sync::atomic::Ordering::SeqCst) {
-            EXPORT_NONE => None,
-            mode @ (EXPORT_ENFORCED | EXPORT_OPEN) => {
+        let p = &s.sync;
+        let (owner_pid, owner_start) = owner_of(s);
+        let export = match s.export_state() {
+            Some(ExportState::None) => None,
+            Some(mode @ (ExportState::Enforced | ExportState::Open)) => {
                 let mut whitelist = Vec::new();
-                if mode == EXPORT_ENFORCED {
+                if mode == ExportState::Enforced {
                     match v.whitelist(id).and_then(|w| w.read()) {
                         Some(wl) => whitelist.extend(wl.iter().map(|e| WhitelistSnap {
                             server: e.sdid,
@@ -146,18 +149,18 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
                     }
                 }
                 Some(ExportSnap {
-                    open: mode == EXPORT_OPEN,
-                    offset: ld(&s.export_off),
-                    len: ld(&s.export_len),
+                    open: mode == ExportState::Open,
+                    offset: ld(&p.export_off),
+                    len: ld(&p.export_len),
                     whitelist,
                 })
             }
-            other => {
-                problems.push(format!("allocation {id}: unknown export state {other}"));
+            None => {
+                problems.push(format!("allocation {id}: corrupt export state"));
                 None
             }
         };
-        let importers = s
+        let importers = p
             .importers
             .iter()
             .filter_map(|e| {
@@ -168,12 +171,12 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
         allocations.push(AllocSnap {
             id,
             generation,
-            offset: ld(&s.off),
-            size: ld(&s.size),
-            span: ld(&s.span),
+            offset: ld(&p.off),
+            size: ld(&p.size),
+            span: ld(&p.span),
             owner_pid,
-            owner: alive(owner_pid, ld(&s.owner_start)),
-            orphaned: state == S_ORPHANED,
+            owner: alive(owner_pid, owner_start),
+            orphaned: state == SlotState::Orphaned,
             export,
             importers,
         });
