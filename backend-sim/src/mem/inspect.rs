@@ -113,22 +113,27 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
     let mut allocations = Vec::new();
     for id in 0..v.high_water().min(MAX_ALLOCS) {
         let Some(s) = v.slot(id) else { break };
-        let generation = s.generation();
-        let state = match s.state() {
-            Some(SlotState::Live) => SlotState::Live,
-            Some(SlotState::Orphaned) => SlotState::Orphaned,
-            Some(_) => continue,
-            None => {
-                problems.push(format!("allocation {id}: corrupt state word"));
+        let (generation, state) = (s.generation(), s.state());
+        match state {
+            Some(SlotState::Free) => continue,
+            Some(SlotState::Live | SlotState::Orphaned) => {}
+            Some(other) => {
+                problems.push(format!(
+                    "allocation {id}: left {other:?} (its process died in the middle of an \
+                     allocation or free; the next allocation on the device repairs it)"
+                ));
                 continue;
             }
-        };
+            None => {
+                problems.push(format!("allocation {id}: unknown state"));
+                continue;
+            }
+        }
         let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::SeqCst);
-        let p = &s.sync;
         let (owner_pid, owner_start) = owner_of(s);
         let export = match s.export_state() {
             Some(ExportState::None) => None,
-            Some(mode @ (ExportState::Enforced | ExportState::Open)) => {
+            Some(mode) => {
                 let mut whitelist = Vec::new();
                 if mode == ExportState::Enforced {
                     match v.whitelist(id).and_then(|w| w.read()) {
@@ -150,17 +155,18 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
                 }
                 Some(ExportSnap {
                     open: mode == ExportState::Open,
-                    offset: ld(&p.export_off),
-                    len: ld(&p.export_len),
+                    offset: ld(&s.sync.export_off),
+                    len: ld(&s.sync.export_len),
                     whitelist,
                 })
             }
             None => {
-                problems.push(format!("allocation {id}: corrupt export state"));
+                problems.push(format!("allocation {id}: unknown export state"));
                 None
             }
         };
-        let importers = p
+        let importers = s
+            .sync
             .importers
             .iter()
             .filter_map(|e| {
@@ -171,12 +177,12 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
         allocations.push(AllocSnap {
             id,
             generation,
-            offset: ld(&p.off),
-            size: ld(&p.size),
-            span: ld(&p.span),
+            offset: ld(&s.sync.off),
+            size: ld(&s.sync.size),
+            span: ld(&s.sync.span),
             owner_pid,
             owner: alive(owner_pid, owner_start),
-            orphaned: state == SlotState::Orphaned,
+            orphaned: state == Some(SlotState::Orphaned),
             export,
             importers,
         });
