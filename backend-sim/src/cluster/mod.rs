@@ -31,7 +31,7 @@
 
 pub mod etcd;
 pub mod harness;
-mod http;
+
 mod sim;
 
 use std::collections::HashMap;
