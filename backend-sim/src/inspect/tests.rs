@@ -172,3 +172,30 @@ fn snapshot_agrees_with_a_live_machine() {
     sim.synchronize(s, acl_notify_core::SyncWait::Forever)
         .unwrap();
 }
+
+/// An allocation shows in the snapshot's device memory with its size and live owner.
+#[test]
+fn snapshot_shows_device_memory() {
+    let ns = Ns(format!("unit-inspect-mem-{}", sys::getpid()));
+    let _ = Sim::remove_namespace(&ns.0);
+    let sim = Sim::builder()
+        .soc(Soc::Ascend910B)
+        .devices(1)
+        .namespace(&ns.0)
+        .open()
+        .unwrap();
+    let _p = sim.malloc(0, 3 << 20, 0).unwrap();
+    let snap = snapshot(&ns.0, 0).unwrap();
+    let dev = snap
+        .memory
+        .iter()
+        .find(|d| d.device == 0)
+        .unwrap_or_else(|| panic!("no device memory in {:?}", snap.memory));
+    assert!(dev.problems.is_empty(), "{:?}", dev.problems);
+    let a = dev.allocations.first().expect("the allocation");
+    assert_eq!(
+        (a.size, a.owner_pid, a.owner, a.orphaned),
+        (3 << 20, sys::getpid(), Liveness::Alive, false)
+    );
+    assert!(a.export.is_none());
+}
