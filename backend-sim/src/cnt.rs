@@ -407,19 +407,12 @@ impl CntFile {
 }
 
 fn validate(h: &Header, path: &Path, l: &Layout, size: u64) -> Result<(), SimError> {
-    if h.magic.load(SeqCst) != MAGIC {
-        return Err(bad_file(
-            path,
-            "bad magic: not an acl-notify count-notify file",
-        ));
-    }
-    let v = h.version.load(SeqCst);
-    if v != CNT_LAYOUT_VERSION {
-        return Err(bad_file(
-            path,
-            format_args!("layout version {v}, this build reads version {CNT_LAYOUT_VERSION}"),
-        ));
-    }
+    KIND.check_identity(
+        path,
+        "count-notify file",
+        (h.magic.load(SeqCst), MAGIC),
+        (h.version.load(SeqCst), CNT_LAYOUT_VERSION),
+    )?;
     match soc_from_index(h.soc.load(SeqCst)) {
         None => return Err(bad_file(path, "corrupt header (unknown SoC)")),
         Some(s) if s != l.soc || h.devices.load(SeqCst) != l.devices => {
@@ -459,14 +452,7 @@ fn validate(h: &Header, path: &Path, l: &Layout, size: u64) -> Result<(), SimErr
         ("total size", h.total.load(SeqCst), l.total as u64),
         ("file size", size, l.total as u64),
     ];
-    for (what, got, want) in fields {
-        if got != want {
-            return Err(bad_file(
-                path,
-                format_args!("corrupt header: {what} is {got}, expected {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &fields)?;
     Ok(())
 }
 

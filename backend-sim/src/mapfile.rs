@@ -207,6 +207,45 @@ impl Kind {
     }
 }
 
+impl Kind {
+    /// The header's magic word and layout version are this build's: else 507899 saying the
+    /// file is not an acl-notify `what` file, or of which version it is.
+    pub(crate) fn check_identity(
+        self,
+        path: &Path,
+        what: &str,
+        (magic, want_magic): (u64, u64),
+        (version, want_version): (u32, u32),
+    ) -> Result<(), SimError> {
+        if magic != want_magic {
+            return Err(self.bad_file(path, format_args!("bad magic: not an acl-notify {what}")));
+        }
+        if version != want_version {
+            return Err(self.bad_file(
+                path,
+                format_args!("layout version {version}, this build reads version {want_version}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every `(what, found, expected)` of a header agrees: else 507899 naming the first that
+    /// does not ("corrupt header: slot size is 0, expected 192").
+    pub(crate) fn check_fields(
+        self,
+        path: &Path,
+        fields: &[(&str, u64, u64)],
+    ) -> Result<(), SimError> {
+        match fields.iter().find(|(_, got, want)| got != want) {
+            None => Ok(()),
+            Some((what, got, want)) => Err(self.bad_file(
+                path,
+                format_args!("corrupt header: {what} is {got}, expected {want}"),
+            )),
+        }
+    }
+}
+
 /// A file descriptor closed on drop.
 pub(crate) struct Fd(libc::c_int);
 

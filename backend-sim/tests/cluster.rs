@@ -75,6 +75,10 @@ fn main() {
             "a_process_stopped_past_its_ttl_comes_back_as_a_new_life",
             a_process_stopped_past_its_ttl_comes_back_as_a_new_life,
         ),
+        (
+            "a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster",
+            a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster,
+        ),
     ];
     let args = Arguments::from_args();
     let shared = if !args.list {
@@ -120,10 +124,21 @@ fn agent() {
     };
     println!("ok {}", sim.bare_tgid());
     let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
+    let mut sim = Some(sim);
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { return };
         let words: Vec<&str> = line.split_whitespace().collect();
-        match run_command(&sim, &mut streams, &words) {
+        // dropsim: drop the `Sim` (and with it the cluster membership), stay alive.
+        if words.first() == Some(&"dropsim") {
+            drop(sim.take());
+            println!("ok ");
+            continue;
+        }
+        let Some(sim) = &sim else {
+            println!("err 107017 the Sim was dropped");
+            continue;
+        };
+        match run_command(sim, &mut streams, &words) {
             Ok(s) => println!("ok {s}"),
             Err(e) => println!(
                 "err {} {}",
@@ -241,6 +256,14 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             let key = acl_notify_core::ExportKey::from_runtime(w.get(2).unwrap_or(&"").as_bytes())
                 .map_err(|e| acl_notify_sim::SimError::new(e, "bad key"))?;
             Ok(sim.ipc_mem_import(num(w, 1)?, &key, true)?.to_string())
+        }
+        // stuck H LOCAL DEV: on DEV's stream a wait for ever on LOCAL, then a record of H
+        // queued behind it (never run); not synchronized.
+        "stuck" => {
+            let s = stream(num(w, 3)?)?;
+            sim.wait_and_reset(n(2)?, s, Timeout::Forever)?;
+            sim.record(n(1)?, s)?;
+            Ok(String::new())
         }
         "alive" => Ok(sim.cluster_alive(num(w, 1)?, num(w, 2)?)?.to_string()),
         "applied" => Ok(sim.cluster_records_applied()?.to_string()),
@@ -852,5 +875,26 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
     let ih2 = ih2.map_err(|e| format!("re-import: {e}"))?;
     importer.ok(&format!("record {ih2} 3"))?;
     owner.ok(&format!("hwait {h} 10000"))?;
+    Ok(())
+}
+
+/// A remote record queued behind a wait that never ends, then the importer's `Sim` dropped:
+/// the queued task must not keep the `Sim` (and its lease) alive, so the importer leaves the
+/// cluster although its process lives on.
+fn a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    let url = c.url(&pod("cycle"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, _h, ih) = pair(&a, &b)?;
+    let local = importer.ok("create 3")?;
+    importer.ok(&format!("stuck {ih} {local} 3"))?;
+    importer.ok("dropsim")?;
+    let ipid = importer.pid;
+    poll_until(
+        "the dropped importer gone from the cluster",
+        Duration::from_secs(u64::from(TTL) * 3 + 5),
+        || owner.ask(&format!("alive 1 {ipid}")).as_deref() == Ok("false"),
+    )?;
     Ok(())
 }

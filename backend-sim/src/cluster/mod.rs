@@ -387,6 +387,52 @@ impl Shared {
             r.slot().record(&r.file().waiter(), self.pid);
         }
     }
+
+    /// Delivers one record to remote notify `n`'s owner (see the module doc). Codes: 107017
+    /// the owner is dead (its lease expired) or withdrew the export; 507022 unreachable.
+    fn record(&self, n: &RemoteNotify) -> Result<(), SimError> {
+        let s = self;
+        let export = s.export_key(n.server, n.device, n.id);
+        let rec = s.key(&format!(
+            "rec/{}/{}/{}/{}",
+            n.server, n.owner_pid, n.device, n.id
+        ));
+        let value = json!({ "gen": n.generation, "server": s.server, "pid": s.pid })
+            .to_string()
+            .into_bytes();
+        let what = || {
+            format!(
+                "record on notify {} of device {} of server {} (owner pid {})",
+                n.id, n.device, n.server, n.owner_pid
+            )
+        };
+        let t = s
+            .etcd
+            .txn(
+                &[Cmp::CreatedAt(export.clone(), n.create_rev)],
+                &[Op::Put {
+                    key: rec,
+                    value,
+                    lease: 0,
+                }],
+                &[Op::Get(export), Op::Get(s.proc_key(n.server, n.owner_pid))],
+            )
+            .map_err(|e| ipc(e, &what()))?;
+        if t.succeeded {
+            return Ok(());
+        }
+        let mut g = t.gets.into_iter();
+        let (export, owner) = (g.next().flatten(), g.next().flatten());
+        let why = match (export, owner) {
+            (_, None) => "the owner is dead: its cluster lease expired (or it exited)",
+            (None, Some(_)) => "the owner withdrew the export (it destroyed the notify)",
+            (Some(_), Some(_)) => "the notify was destroyed and its id exported again",
+        };
+        Err(err(
+            Error::InvalidHandle,
+            format!("{} not delivered: {why}", what()),
+        ))
+    }
 }
 
 impl Cluster {
@@ -601,50 +647,15 @@ impl Cluster {
         write(&self.remote).remove(h).is_some()
     }
 
-    /// Delivers one record to remote notify `n`'s owner (see the module doc). Codes: 107017
-    /// the owner is dead (its lease expired) or withdrew the export; 507022 unreachable.
-    pub fn record(&self, n: &RemoteNotify) -> Result<(), SimError> {
-        let s = &self.shared;
-        let export = s.export_key(n.server, n.device, n.id);
-        let rec = s.key(&format!(
-            "rec/{}/{}/{}/{}",
-            n.server, n.owner_pid, n.device, n.id
-        ));
-        let value = json!({ "gen": n.generation, "server": s.server, "pid": s.pid })
-            .to_string()
-            .into_bytes();
-        let what = || {
-            format!(
-                "record on notify {} of device {} of server {} (owner pid {})",
-                n.id, n.device, n.server, n.owner_pid
-            )
-        };
-        let t = s
-            .etcd
-            .txn(
-                &[Cmp::CreatedAt(export.clone(), n.create_rev)],
-                &[Op::Put {
-                    key: rec,
-                    value,
-                    lease: 0,
-                }],
-                &[Op::Get(export), Op::Get(s.proc_key(n.server, n.owner_pid))],
-            )
-            .map_err(|e| ipc(e, &what()))?;
-        if t.succeeded {
-            return Ok(());
-        }
-        let mut g = t.gets.into_iter();
-        let (export, owner) = (g.next().flatten(), g.next().flatten());
-        let why = match (export, owner) {
-            (_, None) => "the owner is dead: its cluster lease expired (or it exited)",
-            (None, Some(_)) => "the owner withdrew the export (it destroyed the notify)",
-            (Some(_), Some(_)) => "the notify was destroyed and its id exported again",
-        };
-        Err(err(
-            Error::InvalidHandle,
-            format!("{} not delivered: {why}", what()),
-        ))
+    /// The delivery of one record to remote notify `n`'s owner, to run as a stream task (see
+    /// [`Shared::record`]). It holds the cluster's shared state, not the `Sim`: a task queued
+    /// for ever does not keep the `Sim` alive.
+    pub fn record_task(
+        &self,
+        n: RemoteNotify,
+    ) -> impl FnOnce() -> Result<(), SimError> + Send + 'static {
+        let s = Arc::clone(&self.shared);
+        move || s.record(&n)
     }
 
     /// Whether process `pid` of server `server` is alive in the cluster (its lease holds).

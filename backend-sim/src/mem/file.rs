@@ -818,16 +818,12 @@ fn validate(
     device: u32,
     size: u64,
 ) -> Result<(), SimError> {
-    if h.magic.load(SeqCst) != MAGIC {
-        return Err(KIND.bad_file(path, "bad magic: not an acl-notify device-memory file"));
-    }
-    let v = h.version.load(SeqCst);
-    if v != MEM_LAYOUT_VERSION {
-        return Err(KIND.bad_file(
-            path,
-            format_args!("layout version {v}, this build reads version {MEM_LAYOUT_VERSION}"),
-        ));
-    }
+    KIND.check_identity(
+        path,
+        "device-memory file",
+        (h.magic.load(SeqCst), MAGIC),
+        (h.version.load(SeqCst), MEM_LAYOUT_VERSION),
+    )?;
     let cap = h.capacity.load(SeqCst);
     if cap != l.capacity {
         return Err(SimError::new(
@@ -873,14 +869,7 @@ fn validate(
         ("total size", h.total.load(SeqCst), l.total as u64),
         ("file size", size, l.total as u64),
     ];
-    for (what, got, want) in fields {
-        if got != want {
-            return Err(KIND.bad_file(
-                path,
-                format_args!("corrupt header: {what} is {got}, expected {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &fields)?;
     Ok(())
 }
 

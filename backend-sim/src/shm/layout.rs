@@ -326,42 +326,40 @@ pub(crate) fn validate_header(
     server: u32,
     size: u64,
 ) -> Result<(), SimError> {
-    if h.magic.load(SeqCst) != MAGIC {
-        return Err(bad_file(
-            path,
-            "bad magic: not an acl-notify simulator file",
-        ));
-    }
-    let v = h.version.load(SeqCst);
-    if v != LAYOUT_VERSION {
-        return Err(bad_file(
-            path,
-            format_args!("layout version {v}, this build reads version {LAYOUT_VERSION}"),
-        ));
-    }
+    KIND.check_identity(
+        path,
+        "simulator file",
+        (h.magic.load(SeqCst), MAGIC),
+        (h.version.load(SeqCst), LAYOUT_VERSION),
+    )?;
     let sizes = [
         (
             "header size",
-            h.header_size.load(SeqCst),
-            std::mem::size_of::<Header>(),
+            u64::from(h.header_size.load(SeqCst)),
+            std::mem::size_of::<Header>() as u64,
         ),
-        ("notify slot size", h.slot_size.load(SeqCst), SLOT_BYTES),
-        ("process entry size", h.proc_entry_size.load(SeqCst), 64),
+        (
+            "notify slot size",
+            u64::from(h.slot_size.load(SeqCst)),
+            SLOT_BYTES as u64,
+        ),
+        (
+            "process entry size",
+            u64::from(h.proc_entry_size.load(SeqCst)),
+            64,
+        ),
         (
             "process table length",
-            h.max_procs.load(SeqCst),
-            MAX_PROCS as usize,
+            u64::from(h.max_procs.load(SeqCst)),
+            u64::from(MAX_PROCS),
         ),
-        ("device header size", h.device_header_size.load(SeqCst), 64),
+        (
+            "device header size",
+            u64::from(h.device_header_size.load(SeqCst)),
+            64,
+        ),
     ];
-    for (what, got, want) in sizes {
-        if got as usize != want {
-            return Err(bad_file(
-                path,
-                format_args!("{what} is {got}, this build uses {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &sizes)?;
     let soc = soc_from_index(h.soc.load(SeqCst));
     let devices = h.devices.load(SeqCst);
     match soc {
@@ -423,13 +421,6 @@ pub(crate) fn validate_header(
         ),
         ("file size", size, l.total as u64),
     ];
-    for (what, got, want) in fields {
-        if got != want {
-            return Err(bad_file(
-                path,
-                format_args!("corrupt header: {what} is {got}, expected {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &fields)?;
     Ok(())
 }
