@@ -24,6 +24,9 @@ use acl_notify_sim::cluster::harness::EtcdCluster;
 use acl_notify_sim::cluster::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TTL};
 use libtest_mimic::{Arguments, Failed, Trial};
 
+mod common;
+use common::{check, num, poll_until};
+
 const AGENT: &str = "ACL_SIM_CLUSTER_AGENT";
 /// Upper bound for any single agent answer.
 const ANSWER: Duration = Duration::from_secs(30);
@@ -150,12 +153,6 @@ fn agent() {
 }
 
 type SimResult<T> = Result<T, acl_notify_sim::SimError>;
-
-fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> SimResult<T> {
-    w.get(i)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| acl_notify_sim::SimError::new(Error::ParamInvalid, "bad agent command"))
-}
 
 fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimResult<String> {
     let mut stream = |dev: u32| -> SimResult<RawStream> {
@@ -408,27 +405,12 @@ impl Drop for Agent {
     }
 }
 
-fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
-    if cond { Ok(()) } else { Err(what().into()) }
-}
-
 fn code_of(answer: &Result<String, String>) -> Option<i32> {
     answer
         .as_ref()
         .err()
         .and_then(|e| e.split_whitespace().next())
         .and_then(|c| c.parse().ok())
-}
-
-fn poll_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), Failed> {
-    let end = Instant::now() + limit;
-    while !f() {
-        if Instant::now() > end {
-            return Err(format!("timed out waiting for {what}").into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }
 
 fn pod(tag: &str) -> String {
