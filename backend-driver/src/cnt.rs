@@ -45,7 +45,7 @@ impl Inner {
     fn cnt_guard(
         &self,
         c: RawCntNotify,
-    ) -> Result<crate::handles::Guard<'_, CntEntry>, DriverError> {
+    ) -> Result<acl_notify_handles::Guard<'_, CntEntry>, DriverError> {
         self.cnts.acquire(c.0).map_err(|_| stale_cnt(c))
     }
 

@@ -8,8 +8,9 @@
 //!
 //! # How calls are marshalled
 //!
-//! - **Handles.** A [`RawNotify`]/[`RawStream`] is an index + generation into a table this
-//!   driver owns, mapping to the C pointer and what the driver knows about it (device, owner,
+//! - **Handles.** A [`RawNotify`]/[`RawStream`] is a handle of a table this driver owns (the
+//!   slab of `acl_notify_handles`, with its guards: kind, random per-driver salt, generation
+//!   and index), mapping to the C pointer and what the driver knows about it (device, owner,
 //!   lifecycle state, flags). A stale, destroyed, foreign or garbage handle is answered with
 //!   107017 from the table and never reaches C. Each C object is destroyed exactly once:
 //!   destruction first makes the handle invalid, waits for calls already using it to return,
@@ -59,7 +60,6 @@ mod cnt;
 mod error;
 mod event;
 mod ffi;
-mod handles;
 mod load;
 mod mem;
 mod soc;
@@ -68,7 +68,6 @@ use std::collections::HashMap;
 use std::ffi::{CString, OsStr, OsString, c_char, c_void};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -86,8 +85,8 @@ pub use load::{
 };
 pub use soc::{SocNaming, family_of};
 
+use acl_notify_handles::{Guard, Kind, Lookup, Table};
 use ffi::Api;
-use handles::{Guard, Kind, Lookup, Table};
 
 /// Environment variable forcing the SoC family (a name from the SPEC's table, e.g.
 /// `Ascend910B`) when `aclrtGetSocName` returns a chip this binding does not know.
@@ -162,8 +161,6 @@ thread_local! {
     static CURRENT_DEVICE: std::cell::Cell<Option<(u64, i32)>> = const { std::cell::Cell::new(None) };
 }
 
-static NEXT_INSTANCE: AtomicU8 = AtomicU8::new(1);
-
 impl Driver {
     /// Loads the CANN runtime library: `ACL_NOTIFY_DRIVER_LIB` if set (and only that), else
     /// `libascendcl.so` or `libacl_rt.so` (in that order at each place) through the loader's
@@ -203,7 +200,8 @@ impl Driver {
         let session = load::acquire(&api, recent)?;
         match query_identity(&api) {
             Ok(id) => {
-                let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed).max(1);
+                // Salts this driver's handle tables: another driver's handles are refused.
+                let seed = acl_notify_handles::random_seed();
                 Ok(Driver {
                     inner: Arc::new(Inner {
                         api,
@@ -216,10 +214,10 @@ impl Driver {
                         devices: id.devices,
                         tgid: id.tgid,
                         server_id: id.server_id,
-                        notifies: Table::new(Kind::Notify, instance),
-                        streams: Table::new(Kind::Stream, instance),
-                        cnts: Table::new(Kind::CntNotify, instance),
-                        events: Table::new(Kind::Event, instance),
+                        notifies: Table::new(Kind::Notify, seed),
+                        streams: Table::new(Kind::Stream, seed),
+                        cnts: Table::new(Kind::CntNotify, seed),
+                        events: Table::new(Kind::Event, seed),
                         defaults: Mutex::new(HashMap::new()),
                     }),
                 })

@@ -42,10 +42,12 @@ use acl_notify_core::waiter::{TableError, WaitArgs, WaitOutcome, Waiter};
 use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
 
 use crate::error::SimError;
-use crate::handles::Slab;
+use crate::job::SimJob;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
+use crate::stream::TaskCtx;
 use crate::{Sim, sys};
+use acl_notify_handles::Slab;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
 /// Bumped whenever the count-notify file layout changes (2: the new `AtomicIdPool` layout of
@@ -189,10 +191,9 @@ fn soc_from_index(i: u32) -> Option<Soc> {
 /// with an empty one (see [`crate::fork`]).
 pub(crate) static REGISTRY: Registry<CntFile> = Registry::new();
 
-// SAFETY: core's count-notify slot and id pool are atomics only (their `repr(C)` docs).
+// SAFETY: core's count-notify slot is atomics only (its `repr(C)` docs). (Its id pool is
+// `Shared` as every `AtomicIdPool` is: see `mapfile`.)
 unsafe impl Shared for CntSlot {}
-// SAFETY: as above.
-unsafe impl Shared for AtomicCntIdPool {}
 
 fn lock<T: ?Sized>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -406,19 +407,12 @@ impl CntFile {
 }
 
 fn validate(h: &Header, path: &Path, l: &Layout, size: u64) -> Result<(), SimError> {
-    if h.magic.load(SeqCst) != MAGIC {
-        return Err(bad_file(
-            path,
-            "bad magic: not an acl-notify count-notify file",
-        ));
-    }
-    let v = h.version.load(SeqCst);
-    if v != CNT_LAYOUT_VERSION {
-        return Err(bad_file(
-            path,
-            format_args!("layout version {v}, this build reads version {CNT_LAYOUT_VERSION}"),
-        ));
-    }
+    KIND.check_identity(
+        path,
+        "count-notify file",
+        (h.magic.load(SeqCst), MAGIC),
+        (h.version.load(SeqCst), CNT_LAYOUT_VERSION),
+    )?;
     match soc_from_index(h.soc.load(SeqCst)) {
         None => return Err(bad_file(path, "corrupt header (unknown SoC)")),
         Some(s) if s != l.soc || h.devices.load(SeqCst) != l.devices => {
@@ -458,14 +452,7 @@ fn validate(h: &Header, path: &Path, l: &Layout, size: u64) -> Result<(), SimErr
         ("total size", h.total.load(SeqCst), l.total as u64),
         ("file size", size, l.total as u64),
     ];
-    for (what, got, want) in fields {
-        if got != want {
-            return Err(bad_file(
-                path,
-                format_args!("corrupt header: {what} is {got}, expected {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &fields)?;
     Ok(())
 }
 
@@ -631,11 +618,11 @@ struct CntEntry {
 }
 
 impl CntState {
-    /// Empty; handles carry `tag` (distinct from the `Sim`'s notify and stream tags).
-    pub(crate) fn new(tag: u16) -> Self {
+    /// Empty; `seed` salts the handles (see [`Slab::new`]).
+    pub(crate) fn new(seed: u64) -> Self {
         CntState {
             file: Mutex::new(None),
-            handles: RwLock::new(Slab::new(tag)),
+            handles: RwLock::new(Slab::new(acl_notify_handles::Kind::CntNotify, seed)),
         }
     }
 
@@ -730,6 +717,60 @@ impl Sim {
             Err(_) => 0,
         }
     }
+}
+
+/// A count-notify record as its stream runs it ([`SimJob::CntRecord`]).
+pub(crate) fn run_record(r: &CntRef, record: CntRecord, pid: i32) -> Result<(), SimError> {
+    r.live()?;
+    r.slot().record(&r.file.waiter(), record, pid);
+    // A record into a page a truncation cut off went nowhere (see `lost`).
+    r.file.intact()
+}
+
+/// A count-notify wait as its stream runs it ([`SimJob::CntWait`]).
+pub(crate) fn run_wait(
+    r: &Arc<CntRef>,
+    wait: &CntWait,
+    t: Option<Duration>,
+    ctx: &TaskCtx,
+) -> Result<(), SimError> {
+    // As for a notify wait: the waker is registered only when the wait would block.
+    let lazy = ctx.lazy_cancel(|| {
+        let r2 = Arc::clone(r);
+        move || r2.slot().wake_all(&r2.file.waiter())
+    });
+    let noted = std::cell::Cell::new(false);
+    let cancel = || {
+        // Asked right before each sleep: note on what, for a queue that stays full.
+        if !noted.replace(true) {
+            ctx.set_blocked_on(
+                crate::job::Blocked::CntWait {
+                    dev: r.dev,
+                    id: r.id,
+                    forever: t.is_none(),
+                }
+                .note(),
+            );
+        }
+        lazy.check() || r.file.map.lost()
+    };
+    let out = r.slot().wait(
+        &r.file.waiter(),
+        r.generation,
+        wait.mode,
+        wait.value,
+        wait.on_satisfied,
+        WaitArgs {
+            proc: 0,
+            timeout: t,
+            cancel: &cancel,
+        },
+    );
+    if noted.get() {
+        ctx.set_blocked_on(0);
+    }
+    r.file.intact()?;
+    cnt_outcome(out, r, wait, t)
 }
 
 /// Explains a count wait that ended unsatisfied.
@@ -839,6 +880,7 @@ impl CntNotifyOps for Sim {
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(CntEntry { r })
+                .ok()
                 .map(RawCntNotify)
                 .ok_or_else(|| {
                     SimError::new(
@@ -883,12 +925,7 @@ impl CntNotifyOps for Sim {
             let r = self.cnt(cnt)?;
             let (s, _) = self.stream(stream)?;
             let pid = self.inner.pid;
-            self.enqueue(&s, stream, move |_| {
-                r.live()?;
-                r.slot().record(&r.file.waiter(), record, pid);
-                // A record into a page a truncation cut off went nowhere (see `lost`).
-                r.file.intact()
-            })
+            self.enqueue_job(&s, stream, SimJob::CntRecord { r, record, pid })
         })
     }
 
@@ -920,45 +957,15 @@ impl CntNotifyOps for Sim {
                         .load(std::sync::atomic::Ordering::Relaxed),
                 )
                 .duration();
-            self.enqueue(&s, stream, move |ctx| {
-                // As for a notify wait: the waker is registered only when the wait would block.
-                let lazy = ctx.lazy_cancel(|| {
-                    let r2 = Arc::clone(&r);
-                    move || r2.slot().wake_all(&r2.file.waiter())
-                });
-                let noted = std::cell::Cell::new(false);
-                let cancel = || {
-                    // Asked right before each sleep: note on what, for a queue that stays full.
-                    if !noted.replace(true) {
-                        ctx.set_blocked_on(
-                            crate::job::Blocked::CntWait {
-                                dev: r.dev,
-                                id: r.id,
-                                forever: t.is_none(),
-                            }
-                            .note(),
-                        );
-                    }
-                    lazy.check() || r.file.map.lost()
-                };
-                let out = r.slot().wait(
-                    &r.file.waiter(),
-                    r.generation,
-                    wait.mode,
-                    wait.value,
-                    wait.on_satisfied,
-                    WaitArgs {
-                        proc: 0,
-                        timeout: t,
-                        cancel: &cancel,
-                    },
-                );
-                if noted.get() {
-                    ctx.set_blocked_on(0);
-                }
-                r.file.intact()?;
-                cnt_outcome(out, &r, &wait, t)
-            })
+            self.enqueue_job(
+                &s,
+                stream,
+                SimJob::CntWait {
+                    r,
+                    wait,
+                    timeout: t,
+                },
+            )
         })
     }
 

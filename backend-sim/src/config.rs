@@ -7,10 +7,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::{Chip, Error, Feature, Soc};
+use acl_notify_handles::{Kind, Slab};
 
-use crate::entries::next_tag;
 use crate::error::SimError;
-use crate::handles::Slab;
 use crate::shm::OpenMode;
 use crate::sim::{Inner, Sim, err};
 use crate::{cluster, cnt, event, mem, repair, shm, spin, stream, sys, trace, waitgraph};
@@ -277,7 +276,14 @@ impl SimBuilder {
             OpenMode::CreateOrOpen,
         )?
         .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
-        let tag = next_tag();
+        // Salts this `Sim`'s handle tables: handles of another `Sim` or process are refused.
+        let seed = acl_notify_handles::random_seed();
+        // In cluster mode, remote imports take the upper slot indices (`cluster`).
+        let notifies = Slab::with_indices(
+            Kind::Notify,
+            seed,
+            cluster::local_indices(self.cluster.is_some()),
+        );
         let namespace_for_graph = namespace.clone();
         let pid = sys::getpid();
         // What a whitelist entry for this process holds (see `sys::process_identity`).
@@ -294,7 +300,7 @@ impl SimBuilder {
                 self.server_id,
                 &namespace,
                 pid,
-                tag,
+                seed,
             )?),
             None => None,
         };
@@ -309,8 +315,8 @@ impl SimBuilder {
                 identity,
                 file,
                 remote: Mutex::new(HashMap::new()),
-                notifies: RwLock::new(Slab::new(tag)),
-                streams: RwLock::new(Slab::new(tag ^ 0x8000)),
+                notifies: RwLock::new(notifies),
+                streams: RwLock::new(Slab::new(Kind::Stream, seed)),
                 defaults: Mutex::new(vec![None; self.devices as usize]),
                 draining: Mutex::new(Vec::new()),
                 peers: Mutex::new(vec![0; self.devices as usize]),
@@ -319,9 +325,9 @@ impl SimBuilder {
                 cpu_seq: AtomicU32::new(first_cpu),
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
-                cnt: cnt::CntState::new(tag ^ 0x4000),
+                cnt: cnt::CntState::new(seed),
                 mem: mem::MemState::new(self.device_memory),
-                events: event::EventState::new(tag ^ 0x2000, self.devices, self.soc.max_events()),
+                events: event::EventState::new(seed, self.devices, self.soc.max_events()),
                 graph: waitgraph::WaitGraph::open(&namespace_for_graph, true)
                     .ok()
                     .flatten()

@@ -1,8 +1,8 @@
 //! Handle entries of a `Sim`: the process-local notify and stream tables, the per-stream pins
-//! that keep a notify alive for queued tasks, and the handle tags that tell `Sim`s apart.
+//! that keep a notify alive for queued tasks. The tables are `acl_notify_handles` slabs,
+//! salted per `Sim` (`config`), which tells `Sim`s apart.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU16, Ordering};
 
 use acl_notify_core::{Error, Lifecycle, RawNotify, RawStream, StreamDestroy};
 
@@ -10,24 +10,7 @@ use crate::error::SimError;
 use crate::job::SimStream;
 use crate::shm::SlotRef;
 use crate::sim::{Sim, err, lock, read, write};
-use crate::{sys, waitgraph};
-
-/// A tag distinguishing the handles of different `Sim`s of one process.
-pub(crate) fn next_tag() -> u16 {
-    static NEXT: AtomicU16 = AtomicU16::new(0);
-    let mut seed = [0u8; 2];
-    if NEXT.load(Ordering::Relaxed) == 0 && sys::fill_random(&mut seed).is_ok() {
-        let _ = NEXT.compare_exchange(
-            0,
-            u16::from_le_bytes(seed) | 1,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
-    }
-    // Keep the top bit clear: streams use `tag ^ 0x8000`, so notify and stream handles never
-    // share a tag.
-    (NEXT.fetch_add(1, Ordering::Relaxed) & 0x7fff).max(1)
-}
+use crate::waitgraph;
 
 pub(crate) struct NotifyEntry {
     pub(crate) r: Arc<SlotRef>,
@@ -139,11 +122,12 @@ pub(crate) struct NotifyView {
 }
 
 impl Sim {
-    /// The tag in bits 48‥63 of every [`RawNotify`] this `Sim` hands out (the same for all of
-    /// them, and different from every other `Sim`'s of this process): lets a layer above keep
-    /// only the other 48 bits of a handle and rebuild it.
-    pub fn notify_tag(&self) -> u16 {
-        read(&self.inner.notifies).tag()
+    /// What every [`RawNotify`] this `Sim` hands out has in common (kind and this `Sim`'s
+    /// random salt): lets a layer above reject a handle of another kind, `Sim` or process
+    /// before any other check, without a lookup. Whether a handle is live is
+    /// [`notify_is_live`](Self::notify_is_live)'s to say.
+    pub fn notify_stamp(&self) -> acl_notify_handles::Stamp {
+        read(&self.inner.notifies).stamp()
     }
 
     /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
@@ -235,15 +219,11 @@ impl Sim {
     }
 
     pub(crate) fn insert_notify(&self, e: NotifyEntry) -> Result<RawNotify, SimError> {
-        let full = || err(Error::ResourceAllocFail, "notify handle table is full");
-        let mut t = write(&self.inner.notifies);
-        let h = t.insert(e).ok_or_else(full)?;
-        // In cluster mode the upper slot indices are the remote imports' (`cluster`).
-        if self.inner.cluster.is_some() && !crate::cluster::is_local_index(h) {
-            drop(t.remove(h));
-            return Err(full());
-        }
-        Ok(RawNotify(h))
+        write(&self.inner.notifies)
+            .insert(e)
+            .ok()
+            .map(RawNotify)
+            .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
     }
 
     /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]).

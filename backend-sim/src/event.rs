@@ -29,10 +29,10 @@ use acl_notify_core::event::{
 use acl_notify_core::{Backend, Error, Feature, RawStream, SyncWait, Timeout};
 
 use crate::error::SimError;
-use crate::handles::Slab;
 use crate::ipc_event::{EvtState, IpcRef};
 use crate::stream::TaskCtx;
 use crate::{Sim, sys, waitgraph};
+use acl_notify_handles::{Kind, Slab};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -133,9 +133,9 @@ pub(crate) struct EventState {
 }
 
 impl EventState {
-    pub(crate) fn new(tag: u16, devices: u32, max: u32) -> Self {
+    pub(crate) fn new(seed: u64, devices: u32, max: u32) -> Self {
         EventState {
-            handles: RwLock::new(Slab::new(tag)),
+            handles: RwLock::new(Slab::new(Kind::Event, seed)),
             ids: Arc::new(IdPools {
                 max,
                 devices: Mutex::new(vec![(0, Vec::new()); devices as usize]),
@@ -345,6 +345,7 @@ impl EventOps for Sim {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(ev)
+            .ok()
             .map(RawEvent)
             .ok_or_else(|| err(Error::ResourceAllocFail, "event handle table is full"))
     }
@@ -688,6 +689,7 @@ impl EventOps for Sim {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(ev)
+            .ok()
             .map(RawEvent)
             .ok_or_else(|| err(Error::ResourceAllocFail, "event handle table is full"))
     }

@@ -303,19 +303,12 @@ fn validate(
     total: usize,
     size: u64,
 ) -> Result<(), SimError> {
-    if h.magic.load(SeqCst) != MAGIC {
-        return Err(bad_file(
-            path,
-            "bad magic: not an acl-notify IPC event file",
-        ));
-    }
-    let v = h.version.load(SeqCst);
-    if v != EVT_LAYOUT_VERSION {
-        return Err(bad_file(
-            path,
-            format_args!("layout version {v}, this build reads version {EVT_LAYOUT_VERSION}"),
-        ));
-    }
+    KIND.check_identity(
+        path,
+        "IPC event file",
+        (h.magic.load(SeqCst), MAGIC),
+        (h.version.load(SeqCst), EVT_LAYOUT_VERSION),
+    )?;
     if h.devices.load(SeqCst) != devices {
         return Err(SimError::new(
             Error::ParamInvalid,
@@ -341,14 +334,7 @@ fn validate(
         ("total size", h.total.load(SeqCst), total as u64),
         ("file size", size, total as u64),
     ];
-    for (what, got, want) in fields {
-        if got != want {
-            return Err(bad_file(
-                path,
-                format_args!("corrupt header: {what} is {got}, expected {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &fields)?;
     Ok(())
 }
 

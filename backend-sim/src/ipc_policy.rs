@@ -7,7 +7,7 @@ use acl_notify_core::table::{ExportState, NotifySlot};
 use acl_notify_core::whitelist::{
     MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, Whitelist, WhitelistEntry,
 };
-use acl_notify_core::{Error, ExportKey, Feature, ImportFlags, Lifecycle, Op, RawNotify};
+use acl_notify_core::{Error, ExportKey, Feature, Lifecycle, Op, RawNotify};
 
 use crate::entries::NotifyEntry;
 use crate::error::SimError;
@@ -185,21 +185,12 @@ impl Sim {
         })
     }
 
-    /// The checks an import makes before it looks at the key: 207000 SoC without IPC; 107000
-    /// bad flags; 107001 no such device.
-    pub(crate) fn import_checks(&self, device: u32, flags: ImportFlags) -> Result<(), SimError> {
+    /// The checks an import makes before it looks at the key: 207000 SoC without IPC; 107001
+    /// no such device. (The flags need none: an `ImportFlags` holds defined bits only.)
+    pub(crate) fn import_checks(&self, device: u32) -> Result<(), SimError> {
         self.require(Feature::Ipc, "importing a notify (IPC)")?;
         self.inner.file.intact()?;
         self.inner.file.still_registered()?;
-        ImportFlags::from_raw(u64::from(flags.bits())).map_err(|e| {
-            err(
-                e,
-                format!(
-                    "import flags {:#x}: values above 3 are invalid",
-                    flags.bits()
-                ),
-            )
-        })?;
         self.device_ok(device)
     }
 

@@ -17,7 +17,9 @@
 //!   and waits are tasks on it, so a wait stalls the stream, never the caller.
 //! - Handles ([`RawNotify`](acl_notify_core::RawNotify),
 //!   [`RawStream`](acl_notify_core::RawStream)) are process-local table entries validated on every
-//!   call (index, generation and a per-`Sim` tag): stale or foreign handles get 107017.
+//!   call (kind, a random per-`Sim` salt, generation and index: `acl_notify_handles`, the slab
+//!   the C library and the driver use too): stale, forged or foreign handles get 107017. The C
+//!   library hands the notify handles to C as they are.
 //! - References: each process holds at most one bit per notify in the shared holder bitmap,
 //!   kept while any of its handles or queued tasks uses the notify; the id is freed when the
 //!   last bit goes. A process that dies is reclaimed by the survivors ([`Sim::gc`], also run
@@ -62,7 +64,6 @@ mod entries;
 mod error;
 mod event;
 mod fork;
-mod handles;
 pub mod inspect;
 mod ipc_event;
 mod ipc_policy;

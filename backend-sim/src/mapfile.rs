@@ -207,6 +207,45 @@ impl Kind {
     }
 }
 
+impl Kind {
+    /// The header's magic word and layout version are this build's: else 507899 saying the
+    /// file is not an acl-notify `what` file, or of which version it is.
+    pub(crate) fn check_identity(
+        self,
+        path: &Path,
+        what: &str,
+        (magic, want_magic): (u64, u64),
+        (version, want_version): (u32, u32),
+    ) -> Result<(), SimError> {
+        if magic != want_magic {
+            return Err(self.bad_file(path, format_args!("bad magic: not an acl-notify {what}")));
+        }
+        if version != want_version {
+            return Err(self.bad_file(
+                path,
+                format_args!("layout version {version}, this build reads version {want_version}"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Every `(what, found, expected)` of a header agrees: else 507899 naming the first that
+    /// does not ("corrupt header: slot size is 0, expected 192").
+    pub(crate) fn check_fields(
+        self,
+        path: &Path,
+        fields: &[(&str, u64, u64)],
+    ) -> Result<(), SimError> {
+        match fields.iter().find(|(_, got, want)| got != want) {
+            None => Ok(()),
+            Some((what, got, want)) => Err(self.bad_file(
+                path,
+                format_args!("corrupt header: {what} is {got}, expected {want}"),
+            )),
+        }
+    }
+}
+
 /// A file descriptor closed on drop.
 pub(crate) struct Fd(libc::c_int);
 
@@ -234,8 +273,7 @@ fn fstat(fd: &Fd, path: &Path, kind: Kind) -> Result<libc::stat, SimError> {
     Ok(st)
 }
 
-/// A shared mapping of a whole file, unmapped on drop (or handed over with
-/// [`into_raw`](Self::into_raw)).
+/// A shared mapping of a whole file, unmapped on drop.
 pub(crate) struct Map {
     base: *mut u8,
     len: usize,
@@ -258,6 +296,9 @@ pub(crate) unsafe trait Shared: Sized {}
 unsafe impl Shared for AtomicU32 {}
 // SAFETY: an atomic.
 unsafe impl Shared for AtomicU64 {}
+// SAFETY: the core's shared-memory id pool: `repr(C)`, atomics only, any bit pattern a pool
+// (its docs); the notify, count-notify and event files all keep theirs in shared memory.
+unsafe impl<const N: usize, const W: usize> Shared for acl_notify_core::pool::AtomicIdPool<N, W> {}
 
 // SAFETY: the mapping is owned by this value and only accessed through atomics by its users.
 unsafe impl Send for Map {}
@@ -325,15 +366,6 @@ impl Map {
     pub(crate) fn intact(&self, path: &Path) -> Result<(), SimError> {
         self.sigbus.intact(path)
     }
-
-    /// Gives up ownership: the caller releases the registration, then unmaps `len` bytes at
-    /// the returned address.
-    pub(crate) fn into_raw(self) -> (*mut u8, Registration) {
-        let mut me = std::mem::ManuallyDrop::new(self);
-        let reg = std::mem::replace(&mut me.sigbus, Registration::none());
-        drop(me.fd.take());
-        (me.base, reg)
-    }
 }
 
 impl Drop for Map {
@@ -352,7 +384,8 @@ pub(crate) struct Open<'a> {
     pub(crate) create: bool,
     /// Map read-write (else read-only).
     pub(crate) writable: bool,
-    /// The file's full size.
+    /// The file's full size; 0 for an opener that learns it from the file (a reader such as
+    /// the inspector, whose `validate` checks the size against the header).
     pub(crate) total: usize,
     /// How long to wait for a racing creator ([`INIT_WAIT`]).
     pub(crate) init_wait: Duration,
@@ -557,7 +590,11 @@ impl Open<'_> {
         same_pid_namespace(h.pid_ns().load(SeqCst), path, kind)?;
         validate(h, size)?;
         drop(head);
-        Ok(Some(Map::new(fd, self.total, self.writable, path, kind)?))
+        let total = match self.total {
+            0 => usize::try_from(size).map_err(|_| kind.bad_file(path, "it is too large"))?,
+            t => t,
+        };
+        Ok(Some(Map::new(fd, total, self.writable, path, kind)?))
     }
 }
 

@@ -102,11 +102,6 @@ impl Registration {
         Registration { slot: None }
     }
 
-    /// A registration of nothing (never lost).
-    pub(crate) const fn none() -> Registration {
-        Registration { slot: None }
-    }
-
     /// Whether a page of the mapping was found cut off (the file shrank) and replaced by a
     /// private zero page in this process.
     #[inline]

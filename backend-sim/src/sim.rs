@@ -7,12 +7,12 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::{BackendError, Chip, Error, Feature, Op, RawNotify, Soc, StreamDestroy};
+use acl_notify_handles::Slab;
 
 use crate::MergedRecords;
 use crate::config::check_namespace;
 use crate::entries::{NotifyEntry, StreamEntry};
 use crate::error::SimError;
-use crate::handles::Slab;
 use crate::job::SimStream;
 use crate::shm::{GcReport, ShmFile, SlotRef};
 use crate::{cluster, cnt, event, mapfile, mem, waitgraph};

@@ -43,15 +43,6 @@ impl Backend for Sim {
 impl NotifyResources for Sim {
     fn create_notify(&self, device: u32, flags: CreateFlags) -> Result<RawNotify, SimError> {
         self.checked(|| {
-            CreateFlags::from_raw(flags.bits()).map_err(|e| {
-                err(
-                    e,
-                    format!(
-                        "create flags {:#x}: only 0 and ACL_NOTIFY_DEVICE_USE_ONLY (0x1) exist",
-                        flags.bits()
-                    ),
-                )
-            })?;
             self.device_ok(device)?;
             self.require(Feature::Notify, "creating a notify")?;
             if flags.contains(CreateFlags::DEVICE_USE_ONLY) {
@@ -143,15 +134,6 @@ impl NotifyResources for Sim {
                 self.remote_owner_only(notify, op).unwrap_or(e)
             })?;
             self.require(Feature::Ipc, "exporting a notify (IPC)")?;
-            ExportFlags::from_raw(flags.bits()).map_err(|e| {
-                err(
-                    e,
-                    format!(
-                        "export flags {:#x}: only 0 and DISABLE_PID_VALIDATION (0x2) exist",
-                        flags.bits()
-                    ),
-                )
-            })?;
             let next = v
                 .state
                 .apply(Op::Export(flags.pid_validation()))
@@ -245,10 +227,10 @@ impl NotifyResources for Sim {
         &self,
         device: u32,
         key: &str,
-        flags: ImportFlags,
+        _flags: ImportFlags,
     ) -> Result<RawNotify, SimError> {
         self.checked(|| {
-            self.import_checks(device, flags)?;
+            self.import_checks(device)?;
             let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
                 err(
                     e,
@@ -263,14 +245,16 @@ impl NotifyResources for Sim {
         })
     }
 
+    /// Every import ends here, the key parsed (by `import_by_key` for text). No flag changes
+    /// what an import does: it enables peer access itself, as CANN's driver does.
     fn import_key(
         &self,
         device: u32,
         key: &ExportKey,
-        flags: ImportFlags,
+        _flags: ImportFlags,
     ) -> Result<RawNotify, SimError> {
         self.checked(|| {
-            self.import_checks(device, flags)?;
+            self.import_checks(device)?;
             self.import_parsed(device, key)
         })
     }
@@ -308,6 +292,7 @@ impl StreamOps for Sim {
                 default: false,
                 graph: graph.clone(),
             })
+            .ok()
             .map(RawStream)
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
         if let Some(g) = graph {
@@ -334,6 +319,7 @@ impl StreamOps for Sim {
                 default: true,
                 graph: graph.clone(),
             })
+            .ok()
             .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
         if let Some(g) = graph {
             g.set_handle(h);

@@ -24,6 +24,9 @@ use acl_notify_sim::cluster::harness::EtcdCluster;
 use acl_notify_sim::cluster::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TTL};
 use libtest_mimic::{Arguments, Failed, Trial};
 
+mod common;
+use common::{check, num, poll_until};
+
 const AGENT: &str = "ACL_SIM_CLUSTER_AGENT";
 /// Upper bound for any single agent answer.
 const ANSWER: Duration = Duration::from_secs(30);
@@ -75,6 +78,10 @@ fn main() {
             "a_process_stopped_past_its_ttl_comes_back_as_a_new_life",
             a_process_stopped_past_its_ttl_comes_back_as_a_new_life,
         ),
+        (
+            "a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster",
+            a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster,
+        ),
     ];
     let args = Arguments::from_args();
     let shared = if !args.list {
@@ -120,10 +127,21 @@ fn agent() {
     };
     println!("ok {}", sim.bare_tgid());
     let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
+    let mut sim = Some(sim);
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { return };
         let words: Vec<&str> = line.split_whitespace().collect();
-        match run_command(&sim, &mut streams, &words) {
+        // dropsim: drop the `Sim` (and with it the cluster membership), stay alive.
+        if words.first() == Some(&"dropsim") {
+            drop(sim.take());
+            println!("ok ");
+            continue;
+        }
+        let Some(sim) = &sim else {
+            println!("err 107017 the Sim was dropped");
+            continue;
+        };
+        match run_command(sim, &mut streams, &words) {
             Ok(s) => println!("ok {s}"),
             Err(e) => println!(
                 "err {} {}",
@@ -135,12 +153,6 @@ fn agent() {
 }
 
 type SimResult<T> = Result<T, acl_notify_sim::SimError>;
-
-fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> SimResult<T> {
-    w.get(i)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| acl_notify_sim::SimError::new(Error::ParamInvalid, "bad agent command"))
-}
 
 fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimResult<String> {
     let mut stream = |dev: u32| -> SimResult<RawStream> {
@@ -241,6 +253,14 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             let key = acl_notify_core::ExportKey::from_runtime(w.get(2).unwrap_or(&"").as_bytes())
                 .map_err(|e| acl_notify_sim::SimError::new(e, "bad key"))?;
             Ok(sim.ipc_mem_import(num(w, 1)?, &key, true)?.to_string())
+        }
+        // stuck H LOCAL DEV: on DEV's stream a wait for ever on LOCAL, then a record of H
+        // queued behind it (never run); not synchronized.
+        "stuck" => {
+            let s = stream(num(w, 3)?)?;
+            sim.wait_and_reset(n(2)?, s, Timeout::Forever)?;
+            sim.record(n(1)?, s)?;
+            Ok(String::new())
         }
         "alive" => Ok(sim.cluster_alive(num(w, 1)?, num(w, 2)?)?.to_string()),
         "applied" => Ok(sim.cluster_records_applied()?.to_string()),
@@ -385,27 +405,12 @@ impl Drop for Agent {
     }
 }
 
-fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
-    if cond { Ok(()) } else { Err(what().into()) }
-}
-
 fn code_of(answer: &Result<String, String>) -> Option<i32> {
     answer
         .as_ref()
         .err()
         .and_then(|e| e.split_whitespace().next())
         .and_then(|c| c.parse().ok())
-}
-
-fn poll_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), Failed> {
-    let end = Instant::now() + limit;
-    while !f() {
-        if Instant::now() > end {
-            return Err(format!("timed out waiting for {what}").into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }
 
 fn pod(tag: &str) -> String {
@@ -852,5 +857,26 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
     let ih2 = ih2.map_err(|e| format!("re-import: {e}"))?;
     importer.ok(&format!("record {ih2} 3"))?;
     owner.ok(&format!("hwait {h} 10000"))?;
+    Ok(())
+}
+
+/// A remote record queued behind a wait that never ends, then the importer's `Sim` dropped:
+/// the queued task must not keep the `Sim` (and its lease) alive, so the importer leaves the
+/// cluster although its process lives on.
+fn a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    let url = c.url(&pod("cycle"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, _h, ih) = pair(&a, &b)?;
+    let local = importer.ok("create 3")?;
+    importer.ok(&format!("stuck {ih} {local} 3"))?;
+    importer.ok("dropsim")?;
+    let ipid = importer.pid;
+    poll_until(
+        "the dropped importer gone from the cluster",
+        Duration::from_secs(u64::from(TTL) * 3 + 5),
+        || owner.ask(&format!("alive 1 {ipid}")).as_deref() == Ok("false"),
+    )?;
     Ok(())
 }

@@ -6,11 +6,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use acl_notify_core::cnt::MAX_CNT_NOTIFIES;
 use acl_notify_core::{CntNotifyOps, Soc};
 use acl_notify_sim::Sim;
+
+mod common;
+use common::{put, take};
 
 const ROLE: &str = "CNT_BUDGET_ROLE";
 const DIR: &str = "CNT_BUDGET_DIR";
@@ -23,25 +26,6 @@ fn open(ns: &str) -> Sim {
         .namespace(ns)
         .open()
         .expect("open the simulator")
-}
-
-fn take(dir: &Path, name: &str) -> String {
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(dir.join(name))
-            && s.ends_with('\n')
-        {
-            return s.trim().to_owned();
-        }
-        assert!(Instant::now() < end, "timed out waiting for {name}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn put(dir: &Path, name: &str, value: impl std::fmt::Display) {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, format!("{value}\n")).expect("write");
-    std::fs::rename(&tmp, dir.join(name)).expect("rename");
 }
 
 fn child(dir: &Path, ns: &str) {

@@ -4,18 +4,18 @@
 //! `ACL_NOTIFY_SIM_DEADLOCK=fail`, at once. The test binary re-executes itself as agents
 //! (`ACL_SIM_DEADLOCK_AGENT=1`) that obey one-line commands on stdin.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::{Receiver, channel};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
-    Backend, BackendError, CreateFlags, Error, ExportFlags, ImportFlags, NotifyResources,
-    RawNotify, RawStream, StreamOps, SyncWait, Timeout,
+    BackendError, CreateFlags, Error, ExportFlags, ImportFlags, NotifyResources, RawNotify,
+    RawStream, StreamOps, SyncWait, Timeout,
 };
 use acl_notify_sim::{Sim, SimError};
 use libtest_mimic::{Arguments, Failed, Trial};
+
+mod common;
+use common::{Agent, Ns, num};
 
 const AGENT: &str = "ACL_SIM_DEADLOCK_AGENT";
 const ANSWER: Duration = Duration::from_secs(60);
@@ -69,33 +69,7 @@ fn main() {
 // ---- the agent ---------------------------------------------------------------------------
 
 fn agent() {
-    let sim = match Sim::from_env() {
-        Ok(s) => s,
-        Err(e) => {
-            println!("err {} {e}", e.kind().code());
-            return;
-        }
-    };
-    println!("ok {}", sim.bare_tgid());
-    let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
-    for line in std::io::stdin().lock().lines() {
-        let Ok(line) = line else { return };
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match command(&sim, &mut streams, &words) {
-            Ok(s) => println!("ok {s}"),
-            Err(e) => println!(
-                "err {} {}",
-                e.kind().code(),
-                e.to_string().replace('\n', " ")
-            ),
-        }
-    }
-}
-
-fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, SimError> {
-    w.get(i)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| SimError::new(Error::ParamInvalid, "bad agent command"))
+    common::serve(command);
 }
 
 fn command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> Result<String, SimError> {
@@ -160,107 +134,18 @@ fn command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> Result<S
 
 // ---- the parent --------------------------------------------------------------------------
 
-struct Agent {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-    pid: i32,
-    label: String,
-}
-
-impl Agent {
-    fn spawn(ns: &str, label: &str, env: &[(&str, &str)]) -> Agent {
-        let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
-        cmd.env(AGENT, "1")
-            .env(acl_notify_sim::ENV_NAMESPACE, ns)
-            .env(acl_notify_sim::ENV_SOC, "Ascend910B")
-            .env(acl_notify_sim::ENV_DEVICES, "4")
-            .env(acl_notify_sim::waitgraph::ENV_LABEL, label)
-            .env_remove(acl_notify_sim::waitgraph::ENV_DEADLOCK)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn().expect("spawn agent");
-        let stdin = child.stdin.take().expect("agent stdin");
-        let stdout = child.stdout.take().expect("agent stdout");
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let pid = child.id() as i32;
-        let mut a = Agent {
-            child,
-            stdin,
-            lines: rx,
-            pid,
-            label: label.to_owned(),
-        };
-        assert_eq!(a.answer(), Ok(pid.to_string()), "agent failed to open");
-        a
+/// An agent of namespace `ns` on a 4-device Ascend910B, labelled `label`, with `env` on top.
+fn spawn(ns: &str, label: &str, env: &[(&str, &str)]) -> Agent {
+    let mut cmd = Agent::command(AGENT);
+    cmd.env(acl_notify_sim::ENV_NAMESPACE, ns)
+        .env(acl_notify_sim::ENV_SOC, "Ascend910B")
+        .env(acl_notify_sim::ENV_DEVICES, "4")
+        .env(acl_notify_sim::waitgraph::ENV_LABEL, label)
+        .env_remove(acl_notify_sim::waitgraph::ENV_DEADLOCK);
+    for (k, v) in env {
+        cmd.env(k, v);
     }
-
-    fn answer(&mut self) -> Result<String, (i32, String)> {
-        let line = self
-            .lines
-            .recv_timeout(ANSWER)
-            .unwrap_or_else(|_| panic!("agent {} did not answer within {ANSWER:?}", self.pid));
-        if let Some(rest) = line.strip_prefix("ok") {
-            Ok(rest.trim().to_owned())
-        } else if let Some(rest) = line.strip_prefix("err ") {
-            let (code, msg) = rest.split_once(' ').unwrap_or((rest, ""));
-            Err((code.parse().unwrap_or(-1), msg.to_owned()))
-        } else {
-            panic!("agent {} said {line:?}", self.pid)
-        }
-    }
-
-    fn send(&mut self, c: &str) {
-        writeln!(self.stdin, "{c}").expect("write to agent");
-        self.stdin.flush().expect("flush agent stdin");
-    }
-
-    fn ok(&mut self, c: &str) -> String {
-        self.send(c);
-        match self.answer() {
-            Ok(s) => s,
-            Err(e) => panic!("agent command {c:?} failed: {e:?}"),
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-struct Ns(String);
-
-impl Ns {
-    fn new(tag: &str) -> Ns {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let ns = format!(
-            "dl-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let _ = Sim::remove_namespace(&ns);
-        Ns(ns)
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Sim::remove_namespace(&self.0);
-    }
+    Agent::spawn(cmd, label, ANSWER)
 }
 
 /// The message of a synchronize that must fail with 107020.
@@ -293,7 +178,7 @@ fn names_the_cycle(msg: &str, members: &[&Agent]) -> Result<(), Failed> {
 fn ring(ns: &Ns, timeouts: &[u32], env: &[(&str, &str)]) -> Vec<Agent> {
     let n = timeouts.len();
     let mut agents: Vec<Agent> = (0..n)
-        .map(|i| Agent::spawn(&ns.0, &format!("rank {i}"), env))
+        .map(|i| spawn(&ns.0, &format!("rank {i}"), env))
         .collect();
     let own: Vec<String> = (0..n)
         .map(|i| agents[i].ok(&format!("create {i}")))
@@ -317,7 +202,7 @@ fn ring(ns: &Ns, timeouts: &[u32], env: &[(&str, &str)]) -> Vec<Agent> {
 }
 
 fn two_process_deadlock() -> Result<(), Failed> {
-    let ns = Ns::new("two");
+    let ns = Ns::new("dl", "two");
     let mut a = ring(&ns, &[3, 30], &[]);
     // Agent 0 times out first; agent 1's wait is then released by 0's record.
     let msg = timeout_message(&mut a[0], 0)?;
@@ -330,7 +215,7 @@ fn two_process_deadlock() -> Result<(), Failed> {
 }
 
 fn three_process_cycle() -> Result<(), Failed> {
-    let ns = Ns::new("three");
+    let ns = Ns::new("dl", "three");
     let mut a = ring(&ns, &[30, 8, 30], &[]);
     // The inspector sees the cycle while it lasts.
     let end = Instant::now() + Duration::from_secs(6);
@@ -362,9 +247,9 @@ fn three_process_cycle() -> Result<(), Failed> {
 /// Both notifies are agent 0's; agent 1 imports them on the same device and waits on one of
 /// them: the cycle goes through an imported notify's wait.
 fn cycle_through_an_imported_notify() -> Result<(), Failed> {
-    let ns = Ns::new("imp");
-    let mut a = Agent::spawn(&ns.0, "owner", &[]);
-    let mut b = Agent::spawn(&ns.0, "importer", &[]);
+    let ns = Ns::new("dl", "imp");
+    let mut a = spawn(&ns.0, "owner", &[]);
+    let mut b = spawn(&ns.0, "importer", &[]);
     let n1 = a.ok("create 0");
     let n2 = a.ok("create 0");
     let k1 = a.ok(&format!("export {n1}"));
@@ -383,7 +268,7 @@ fn cycle_through_an_imported_notify() -> Result<(), Failed> {
 }
 
 fn fail_at_once_ends_the_waits_before_their_timeout() -> Result<(), Failed> {
-    let ns = Ns::new("fail");
+    let ns = Ns::new("dl", "fail");
     let started = Instant::now();
     let mut a = ring(
         &ns,
@@ -419,9 +304,9 @@ fn fail_at_once_ends_the_waits_before_their_timeout() -> Result<(), Failed> {
 }
 
 fn a_plain_timeout_is_not_called_a_deadlock() -> Result<(), Failed> {
-    let ns = Ns::new("plain");
-    let mut a = Agent::spawn(&ns.0, "alone", &[]);
-    let mut b = Agent::spawn(&ns.0, "other", &[]);
+    let ns = Ns::new("dl", "plain");
+    let mut a = spawn(&ns.0, "alone", &[]);
+    let mut b = spawn(&ns.0, "other", &[]);
     let n = a.ok("create 0");
     let k = a.ok(&format!("export {n}"));
     let m = b.ok(&format!("import 1 {k}"));
@@ -442,9 +327,9 @@ fn a_plain_timeout_is_not_called_a_deadlock() -> Result<(), Failed> {
 /// An ordinary 107020 (no cycle) names the processes it mentions by their labels: the owner
 /// and the holders of the notify.
 fn a_timeout_names_processes_by_their_labels() -> Result<(), Failed> {
-    let ns = Ns::new("labels");
-    let mut a = Agent::spawn(&ns.0, "trainer-0", &[]);
-    let mut b = Agent::spawn(&ns.0, "trainer-1", &[]);
+    let ns = Ns::new("dl", "labels");
+    let mut a = spawn(&ns.0, "trainer-0", &[]);
+    let mut b = spawn(&ns.0, "trainer-1", &[]);
     let n = a.ok("create 0");
     let k = a.ok(&format!("export {n}"));
     // b holds the notify through its import; a's own wait on it times out.
@@ -461,7 +346,7 @@ fn a_timeout_names_processes_by_their_labels() -> Result<(), Failed> {
 }
 
 fn a_bad_deadlock_option_is_refused() -> Result<(), Failed> {
-    let ns = Ns::new("opt");
+    let ns = Ns::new("dl", "opt");
     let out = Command::new(std::env::current_exe()?)
         .env(AGENT, "1")
         .env(acl_notify_sim::ENV_NAMESPACE, &ns.0)
@@ -483,10 +368,10 @@ fn a_bad_deadlock_option_is_refused() -> Result<(), Failed> {
 /// notify; the first ends with exit(0) without letting go, the second is killed. The inspector
 /// shows the labels, the first as exited and the second as dead.
 fn labels_and_a_normal_exit_are_shown() -> Result<(), Failed> {
-    let ns = Ns::new("exit");
-    let mut owner = Agent::spawn(&ns.0, "owner", &[]);
-    let mut ranked = Agent::spawn(&ns.0, "", &[("RANK", "3")]);
-    let mut killed = Agent::spawn(&ns.0, "victim", &[]);
+    let ns = Ns::new("dl", "exit");
+    let mut owner = spawn(&ns.0, "owner", &[]);
+    let mut ranked = spawn(&ns.0, "", &[("RANK", "3")]);
+    let mut killed = spawn(&ns.0, "victim", &[]);
     let n = owner.ok("create 0");
     let key = owner.ok(&format!("export {n}"));
     ranked.ok(&format!("import 1 {key}"));
@@ -504,9 +389,8 @@ fn labels_and_a_normal_exit_are_shown() -> Result<(), Failed> {
         return Err(format!("labels not shown: {}", snap.to_text()).into());
     }
     ranked.send("exit0");
-    let _ = ranked.child.wait();
-    let _ = killed.child.kill();
-    let _ = killed.child.wait();
+    ranked.wait();
+    killed.kill();
     let snap = acl_notify_sim::inspect::snapshot(&ns.0, 0).map_err(|e| e.to_string())?;
     let word = |pid: i32| {
         snap.processes
@@ -536,7 +420,7 @@ fn labels_and_a_normal_exit_are_shown() -> Result<(), Failed> {
 /// events.
 fn an_event_cycle_in_one_process() -> Result<(), Failed> {
     use acl_notify_core::event::{EventOps, EventSpec};
-    let ns = Ns::new("evt");
+    let ns = Ns::new("dl", "evt");
     let sim = Sim::builder()
         .devices(1)
         .namespace(&ns.0)

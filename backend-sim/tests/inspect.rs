@@ -17,6 +17,9 @@ use acl_notify_core::{
 };
 use acl_notify_sim::Sim;
 
+mod common;
+use common::{put, take};
+
 const ROLE: &str = "INSPECT_ROLE";
 const DIR: &str = "INSPECT_DIR";
 const NS: &str = "INSPECT_NS";
@@ -29,26 +32,6 @@ fn open(ns: &str) -> Sim {
         .namespace(ns)
         .open()
         .expect("open the simulator")
-}
-
-/// Waits (bounded) for a file another process writes.
-fn take(dir: &Path, name: &str) -> String {
-    let end = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Ok(s) = std::fs::read_to_string(dir.join(name))
-            && s.ends_with('\n')
-        {
-            return s.trim().to_owned();
-        }
-        assert!(Instant::now() < end, "timed out waiting for {name}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-fn put(dir: &Path, name: &str, value: impl std::fmt::Display) {
-    let tmp = dir.join(format!(".{name}.tmp"));
-    std::fs::write(&tmp, format!("{value}\n")).expect("write");
-    std::fs::rename(&tmp, dir.join(name)).expect("rename");
 }
 
 fn owner(dir: &Path, ns: &str) {

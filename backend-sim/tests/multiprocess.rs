@@ -6,19 +6,20 @@
 //! Every wait has a timeout, every agent is killed when its handle drops, and every test uses
 //! its own namespace (removed at the end), so the tests run in parallel.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::{Receiver, channel};
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use acl_notify_core::{
-    Backend, BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
+    BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
     RawNotify, RawStream, ServerPid, Soc, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 use acl_notify_sim::Sim;
 use libtest_mimic::{Arguments, Failed, Trial};
+
+mod common;
+use common::{Agent, Ns, check, num, poll_until};
 
 const AGENT: &str = "ACL_SIM_AGENT";
 
@@ -76,38 +77,7 @@ fn main() {
 // ---- the agent (child side) ----------------------------------------------------------------
 
 fn agent() {
-    let sim = match Sim::from_env() {
-        Ok(s) => s,
-        Err(e) => {
-            println!("err {} {e}", e.kind().code());
-            return;
-        }
-    };
-    println!("ok {}", sim.bare_tgid());
-    let stdin = std::io::stdin();
-    let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { return };
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let reply = run_command(&sim, &mut streams, &words);
-        match reply {
-            Ok(s) => println!("ok {s}"),
-            Err(e) => println!(
-                "err {} {}",
-                e.kind().code(),
-                e.to_string().replace('\n', " ")
-            ),
-        }
-        if words.first() == Some(&"exit") {
-            return;
-        }
-    }
-}
-
-fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, acl_notify_sim::SimError> {
-    w.get(i)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| acl_notify_sim::SimError::new(Error::ParamInvalid, "bad agent command"))
+    common::serve(run_command);
 }
 
 fn run_command(
@@ -168,142 +138,29 @@ fn run_command(
 
 // ---- the parent side ---------------------------------------------------------------------
 
-/// A child agent; killed (SIGKILL) and reaped on drop.
-struct Agent {
-    child: Child,
-    stdin: ChildStdin,
-    lines: Receiver<String>,
-    pid: i32,
+/// An agent of namespace `ns` on a 2-device `soc` machine, as server `server`.
+fn spawn(ns: &str, soc: Soc, server: u32) -> Agent {
+    let mut cmd = Agent::command(AGENT);
+    cmd.env(acl_notify_sim::ENV_NAMESPACE, ns)
+        .env(acl_notify_sim::ENV_SOC, soc.name())
+        .env(acl_notify_sim::ENV_DEVICES, "2")
+        .env(acl_notify_sim::ENV_SERVER_ID, server.to_string());
+    Agent::spawn(cmd, "", ANSWER)
 }
 
-impl Agent {
-    fn spawn(ns: &str, soc: Soc, server: u32) -> Agent {
-        let mut child = Command::new(std::env::current_exe().expect("test binary path"))
-            .env(AGENT, "1")
-            .env(acl_notify_sim::ENV_NAMESPACE, ns)
-            .env(acl_notify_sim::ENV_SOC, soc.name())
-            .env(acl_notify_sim::ENV_DEVICES, "2")
-            .env(acl_notify_sim::ENV_SERVER_ID, server.to_string())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("spawn agent");
-        let stdin = child.stdin.take().expect("agent stdin");
-        let stdout = child.stdout.take().expect("agent stdout");
-        let (tx, rx) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if tx.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let pid = child.id() as i32;
-        let mut a = Agent {
-            child,
-            stdin,
-            lines: rx,
-            pid,
-        };
-        let hello = a.answer();
-        assert_eq!(
-            hello,
-            Ok(pid.to_string()),
-            "agent failed to open the namespace"
-        );
-        a
-    }
-
-    fn answer(&mut self) -> Result<String, (i32, String)> {
-        let line = self
-            .lines
-            .recv_timeout(ANSWER)
-            .unwrap_or_else(|_| panic!("agent {} did not answer within {ANSWER:?}", self.pid));
-        if let Some(rest) = line.strip_prefix("ok") {
-            Ok(rest.trim().to_owned())
-        } else if let Some(rest) = line.strip_prefix("err ") {
-            let (code, msg) = rest.split_once(' ').unwrap_or((rest, ""));
-            Err((code.parse().unwrap_or(-1), msg.to_owned()))
-        } else {
-            panic!("agent {} said {line:?}", self.pid)
-        }
-    }
-
-    fn cmd(&mut self, c: &str) -> Result<String, (i32, String)> {
-        writeln!(self.stdin, "{c}").expect("write to agent");
-        self.stdin.flush().expect("flush agent stdin");
-        self.answer()
-    }
-
-    fn ok(&mut self, c: &str) -> String {
-        match self.cmd(c) {
-            Ok(s) => s,
-            Err(e) => panic!("agent command {c:?} failed: {e:?}"),
-        }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// A unique namespace, removed on drop.
-struct Ns(String);
-
-impl Ns {
-    fn new(tag: &str) -> Ns {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let ns = format!(
-            "mp-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let _ = Sim::remove_namespace(&ns);
-        Ns(ns)
-    }
-
-    fn open(&self, soc: Soc) -> Sim {
-        Sim::builder()
-            .soc(soc)
-            .devices(2)
-            .namespace(&self.0)
-            .open()
-            .expect("open namespace")
-    }
-}
-
-impl Drop for Ns {
-    fn drop(&mut self) {
-        let _ = Sim::remove_namespace(&self.0);
-    }
-}
-
-fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
-    if cond { Ok(()) } else { Err(what().into()) }
-}
-
-fn poll_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), Failed> {
-    let end = Instant::now() + limit;
-    while !f() {
-        if Instant::now() > end {
-            return Err(format!("timed out waiting for {what}").into());
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    Ok(())
+/// A 2-device `soc` machine in namespace `ns`, opened by this process.
+fn open(ns: &Ns, soc: Soc) -> Sim {
+    Sim::builder()
+        .soc(soc)
+        .devices(2)
+        .namespace(&ns.0)
+        .open()
+        .expect("open namespace")
 }
 
 fn cross_process_record_wakes_a_waiting_stream() -> Result<(), Failed> {
-    let ns = Ns::new("xrec");
-    let sim = ns.open(Soc::Ascend910B);
+    let ns = Ns::new("mp", "xrec");
+    let sim = open(&ns, Soc::Ascend910B);
     let n = sim.create_notify(0, CreateFlags::empty())?;
     let key = sim.export_key(n, ExportFlags::DISABLE_PID_VALIDATION)?;
     let s = sim.create_stream(0)?;
@@ -312,7 +169,7 @@ fn cross_process_record_wakes_a_waiting_stream() -> Result<(), Failed> {
     check(sim.query(s)? == StreamStatus::NotReady, || {
         "the wait should stall the stream until the other process records".into()
     })?;
-    let mut b = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut b = spawn(&ns.0, Soc::Ascend910B, 0);
     // The importer is on device 1 and records there.
     let h = b.ok(&format!("import 1 {key}"));
     b.ok(&format!("record {h} 1"));
@@ -329,12 +186,12 @@ fn cross_process_record_wakes_a_waiting_stream() -> Result<(), Failed> {
 }
 
 fn sigkill_of_an_importer_mid_flight() -> Result<(), Failed> {
-    let ns = Ns::new("killimp");
-    let sim = ns.open(Soc::Ascend910B);
+    let ns = Ns::new("mp", "killimp");
+    let sim = open(&ns, Soc::Ascend910B);
     let total = sim.notifies_free(0)?;
     let n = sim.create_notify(0, CreateFlags::empty())?;
     let key = sim.export_key(n, ExportFlags::DISABLE_PID_VALIDATION)?;
-    let mut b = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut b = spawn(&ns.0, Soc::Ascend910B, 0);
     // The importer, on the owner's device, queues a wait that never times out: it holds the
     // head ticket of the notify's waiter queue when it dies.
     let h = b.ok(&format!("import 0 {key}"));
@@ -352,7 +209,7 @@ fn sigkill_of_an_importer_mid_flight() -> Result<(), Failed> {
         .map_err(|e| format!("survivor's wait: {e}"))?;
     // The survivor destroys its handle; the dead importer's reference must not keep the id.
     sim.destroy_notify(n)?;
-    let mut fresh = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut fresh = spawn(&ns.0, Soc::Ascend910B, 0);
     let free: u32 = fresh.ok("free 0").parse()?;
     check(free == total, || {
         format!("fresh process sees {free} of {total} ids free")
@@ -362,10 +219,10 @@ fn sigkill_of_an_importer_mid_flight() -> Result<(), Failed> {
 }
 
 fn sigkill_of_the_owner_mid_flight() -> Result<(), Failed> {
-    let ns = Ns::new("killown");
-    let sim = ns.open(Soc::Ascend910B);
+    let ns = Ns::new("mp", "killown");
+    let sim = open(&ns, Soc::Ascend910B);
     let total = sim.notifies_free(1)?;
-    let mut a = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut a = spawn(&ns.0, Soc::Ascend910B, 0);
     let h = a.ok("create 1");
     let key = a.ok(&format!("export_open {h}"));
     // The owner holds a queued wait on its device, then dies.
@@ -393,7 +250,7 @@ fn sigkill_of_the_owner_mid_flight() -> Result<(), Failed> {
         "id not freed by the last holder".into()
     })?;
     drop(sim);
-    let mut fresh = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut fresh = spawn(&ns.0, Soc::Ascend910B, 0);
     let free: u32 = fresh.ok("free 1").parse()?;
     check(free == total, || {
         format!("fresh process sees {free} of {total} ids free")
@@ -408,12 +265,12 @@ fn sigkill_of_the_owner_mid_flight() -> Result<(), Failed> {
 }
 
 fn non_whitelisted_process_gets_207006() -> Result<(), Failed> {
-    let ns = Ns::new("wl");
-    let sim = ns.open(Soc::Ascend910B);
+    let ns = Ns::new("mp", "wl");
+    let sim = open(&ns, Soc::Ascend910B);
     let n = sim.create_notify(0, CreateFlags::empty())?;
     let key = sim.export_key(n, ExportFlags::empty())?;
-    let mut b = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
-    let mut c = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut b = spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut c = spawn(&ns.0, Soc::Ascend910B, 0);
     sim.set_import_pids(n, &[c.pid])?;
     let e = b.cmd(&format!("import 1 {key}"));
     match &e {
@@ -433,11 +290,11 @@ fn non_whitelisted_process_gets_207006() -> Result<(), Failed> {
 }
 
 fn recycled_pid_is_refused() -> Result<(), Failed> {
-    let ns = Ns::new("recycle");
-    let sim = ns.open(Soc::Ascend910B);
+    let ns = Ns::new("mp", "recycle");
+    let sim = open(&ns, Soc::Ascend910B);
     let n = sim.create_notify(0, CreateFlags::empty())?;
     let key = sim.export_key(n, ExportFlags::empty())?;
-    let mut b = Agent::spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut b = spawn(&ns.0, Soc::Ascend910B, 0);
     // The whitelist names b's PID but a process that started at another time: what the owner
     // would have recorded for an earlier process whose PID b now reuses.
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", b.pid))?;
@@ -461,11 +318,11 @@ fn recycled_pid_is_refused() -> Result<(), Failed> {
 }
 
 fn inter_server_whitelist_on_superpod() -> Result<(), Failed> {
-    let ns = Ns::new("superpod");
-    let sim = ns.open(Soc::Ascend910_93);
+    let ns = Ns::new("mp", "superpod");
+    let sim = open(&ns, Soc::Ascend910_93);
     let n = sim.create_notify(1, CreateFlags::empty())?;
     let key = sim.export_key(n, ExportFlags::empty())?;
-    let mut b = Agent::spawn(&ns.0, Soc::Ascend910_93, 1);
+    let mut b = spawn(&ns.0, Soc::Ascend910_93, 1);
     // A same-server PID entry does not cover a process on server 1.
     sim.set_import_pids(n, &[b.pid])?;
     let e = b.cmd(&format!("import 0 {key}"));
@@ -483,8 +340,8 @@ fn inter_server_whitelist_on_superpod() -> Result<(), Failed> {
     b.ok(&format!("record {h} 0"));
     sim.host_wait(n, Duration::from_secs(20))?;
     // On a SoC without SuperPod support the inter-server call is 207000.
-    let ns2 = Ns::new("nosuperpod");
-    let plain = ns2.open(Soc::Ascend910B);
+    let ns2 = Ns::new("mp", "nosuperpod");
+    let plain = open(&ns2, Soc::Ascend910B);
     let m = plain.create_notify(0, CreateFlags::empty())?;
     plain.export_key(m, ExportFlags::empty())?;
     let e = plain
@@ -496,9 +353,9 @@ fn inter_server_whitelist_on_superpod() -> Result<(), Failed> {
 }
 
 fn shm_file_is_0600_and_corrupt_header_is_refused() -> Result<(), Failed> {
-    let ns = Ns::new("file");
+    let ns = Ns::new("mp", "file");
     let path = {
-        let sim = ns.open(Soc::Ascend910B);
+        let sim = open(&ns, Soc::Ascend910B);
         sim.shm_path().to_owned()
     };
     let mode = std::fs::metadata(&path)?.permissions().mode() & 0o7777;
@@ -556,14 +413,14 @@ fn shm_file_is_0600_and_corrupt_header_is_refused() -> Result<(), Failed> {
 }
 
 fn racing_creators_share_one_machine() -> Result<(), Failed> {
-    let ns = Ns::new("race");
+    let ns = Ns::new("mp", "race");
     let mut agents: Vec<Agent> = Vec::new();
     // Spawn without waiting for each to open: they race for O_EXCL.
     let kids: Vec<_> = (0..4)
         .map(|_| {
             std::thread::spawn({
                 let ns = ns.0.clone();
-                move || Agent::spawn(&ns, Soc::Ascend310P, 0)
+                move || spawn(&ns, Soc::Ascend310P, 0)
             })
         })
         .collect();
@@ -582,7 +439,7 @@ fn racing_creators_share_one_machine() -> Result<(), Failed> {
     for a in &mut agents {
         a.kill();
     }
-    let sim = ns.open(Soc::Ascend310P);
+    let sim = open(&ns, Soc::Ascend310P);
     poll_until("ids reclaimed", Duration::from_secs(10), || {
         let _ = sim.gc();
         sim.notifies_free(0).ok() == Some(1024)
@@ -612,7 +469,7 @@ fn first_line(env: &[(&str, &str)]) -> Result<String, Failed> {
 }
 
 fn bad_environment_names_the_variable() -> Result<(), Failed> {
-    let ns = Ns::new("env");
+    let ns = Ns::new("mp", "env");
     let ns_var = (acl_notify_sim::ENV_NAMESPACE, ns.0.as_str());
     let cases = [
         (acl_notify_sim::ENV_SOC, "Ascend9000"),

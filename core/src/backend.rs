@@ -256,9 +256,11 @@ pub trait NotifyResources: Backend {
         entries: &[ServerPid],
     ) -> Result<(), Self::Error>;
 
-    /// Imports a notify from its key onto `device`.
+    /// Imports a notify from the text of its key onto `device`: for text nobody has parsed
+    /// (a key read from a pipe or a file, say). A parsed key goes to
+    /// [`import_key`](Self::import_key), which the typed API and the C library use.
     ///
-    /// Codes: 207000 SoC without IPC; 107000 bad flags or malformed key; 107001 no such device;
+    /// Codes: 207000 SoC without IPC; 107000 malformed key; 107001 no such device;
     /// 107017 the key's notify no longer exists; 207006 not whitelisted. An import on another
     /// device than the owner's enables peer access between the two itself.
     fn import_by_key(
@@ -268,10 +270,11 @@ pub trait NotifyResources: Backend {
         flags: ImportFlags,
     ) -> Result<RawNotify, Self::Error>;
 
-    /// [`import_by_key`](Self::import_by_key) for a key that is already parsed (a C layer
-    /// that has validated the caller's string, say): same checks and codes, minus the
-    /// malformed-text case. The default passes the key's text to `import_by_key`; backends
-    /// that parse the text themselves override it to skip the second parse.
+    /// [`import_by_key`](Self::import_by_key) for a key that is already parsed (the typed
+    /// API's `Device::import`, a C layer that has validated the caller's string): same checks
+    /// and codes, minus the malformed-text case. The default passes the key's text to
+    /// `import_by_key` (for a backend that hands text on, like the driver to its C runtime);
+    /// a backend that parses the text itself overrides it, so that a key is parsed once.
     fn import_key(
         &self,
         device: u32,

@@ -7,11 +7,12 @@
 //!
 //! # The life of a slot
 //!
-//! Free → ([`claim`](Slot::claim)) Claiming → Live → Retiring → Free, the generation moving on
+//! Free → (claim) Claiming → Live (→ Orphaned) → Retiring → Free, the generation moving on
 //! at the end of each incarnation, so handles and keys of an earlier incarnation of the id are
 //! told apart. A slot is retired when its last holder [`leave`](Slot::leave)s (shared kinds:
 //! notifies), when its owner [`release`](Slot::release)s it (owner-only kinds: count
-//! notifies, which keep the owner as their only holder), or by a repair pass
+//! notifies, which keep the owner as their only holder; device memory, once its importers
+//! are gone too: [`orphan`](Slot::orphan)), or by a repair pass
 //! ([`reclaim_if`](Slot::reclaim_if), [`retire_orphan`](Slot::retire_orphan)).
 //!
 //! # Concurrency of the slot's operations
@@ -20,8 +21,8 @@
 //! may read a field, decide, then write on the strength of what it read unless the write
 //! re-checks it. Each one, and why it holds:
 //!
-//! - [`claim`](Slot::claim): a CAS Free → Claiming decides; only the winner fills in the
-//!   fields, and it publishes Live last.
+//! - [`claim_raw`](Slot::claim_raw) (each kind's `claim`): a CAS Free → Claiming decides;
+//!   only the winner fills in the fields, and it publishes Live last.
 //! - [`export_with`](Slot::export_with): a CAS none → exporting decides; only the winner
 //!   prepares, writes the nonce and publishes (issue 22: the nonce used to be written first).
 //! - [`join`](Slot::join) (import): a CAS loop on the holder bitmap, refusing an empty one
@@ -88,6 +89,10 @@ pub enum SlotState {
     Retiring = 2,
     /// Being initialised by its creator (transient).
     Claiming = 3,
+    /// Let go by its owner (freed, or its owner died) while others still use it (device
+    /// memory that other processes import): it cannot be exported or freed again, and is
+    /// [`release`](Slot::release)d when the last user goes.
+    Orphaned = 4,
 }
 
 impl SlotState {
@@ -97,6 +102,7 @@ impl SlotState {
             1 => Some(SlotState::Live),
             2 => Some(SlotState::Retiring),
             3 => Some(SlotState::Claiming),
+            4 => Some(SlotState::Orphaned),
             _ => None,
         }
     }
@@ -222,13 +228,25 @@ impl<P: Payload> Slot<P> {
         self.life.state_gen.load(SeqCst) == word(generation, SlotState::Live)
     }
 
+    /// Whether the slot is in `state` in generation `generation`.
+    pub fn is_in(&self, generation: u32, state: SlotState) -> bool {
+        self.life.state_gen.load(SeqCst) == word(generation, state)
+    }
+
+    /// Whether incarnation `generation` still holds its resource: live, or orphaned by its
+    /// owner while others use it.
+    pub fn holds(&self, generation: u32) -> bool {
+        let w = self.life.state_gen.load(SeqCst);
+        w == word(generation, SlotState::Live) || w == word(generation, SlotState::Orphaned)
+    }
+
     /// The holder bitmap (bit `p` = process-table slot `p` holds a reference).
     pub fn holders(&self) -> u64 {
         self.life.holders.load(SeqCst)
     }
 
-    /// The create flags as stored (the kind gives them a type).
-    pub(crate) fn flag_bits(&self) -> u32 {
+    /// The create flags as stored at claim (the kind gives them a type).
+    pub fn flag_bits(&self) -> u32 {
         self.life.flags.load(SeqCst)
     }
 
@@ -274,11 +292,18 @@ impl<P: Payload> Slot<P> {
 
     /// Takes a freshly allocated (free) slot for its creator: fills in the metadata (with
     /// the create flags `flags` as the kind stores them), makes process `owner.proc` the only
-    /// holder and marks the slot live. Returns the generation.
+    /// holder, resets the payload ([`Payload::claimed`]), lets `fill` write what the creator
+    /// knows of it (where a memory allocation lies) and marks the slot live. Returns the
+    /// generation. Each kind's `claim` is this with its own flag type.
     ///
     /// `Err(BadProc)` if `owner.proc` is out of range, `Err(Corrupt)` if the slot is not free
     /// (its id was handed out while still in use); the slot is left untouched then.
-    pub(crate) fn claim_with(&self, owner: Owner, flags: u32) -> Result<u32, TableError> {
+    pub fn claim_raw(
+        &self,
+        owner: Owner,
+        flags: u32,
+        fill: impl FnOnce(&P),
+    ) -> Result<u32, TableError> {
         if owner.proc >= MAX_PROCS {
             return Err(TableError::BadProc);
         }
@@ -306,6 +331,7 @@ impl<P: Payload> Slot<P> {
         // (corrupt memory) is overwritten.
         l.holders.store(1 << owner.proc, SeqCst);
         self.sync.claimed(generation);
+        fill(&self.sync);
         l.state_gen.store(word(generation, SlotState::Live), SeqCst);
         Ok(generation)
     }
@@ -365,6 +391,14 @@ impl<P: Payload> Slot<P> {
         Ok(l.export
             .compare_exchange(EXPORTING, how as u32, SeqCst, SeqCst)
             .is_ok())
+    }
+
+    /// Withdraws the export (the owner closes it: device memory's `aclrtIpcMemClose`): not
+    /// exported, nonce cleared. Keys handed out stop matching.
+    pub fn unexport(&self) {
+        self.life.export.store(ExportState::None as u32, SeqCst);
+        self.life.nonce[0].store(0, SeqCst);
+        self.life.nonce[1].store(0, SeqCst);
     }
 
     /// Adds process `proc` as a holder of the live slot of generation `generation`.
@@ -427,17 +461,37 @@ impl<P: Payload> Slot<P> {
         }
     }
 
-    /// Retires the live incarnation `generation` whatever its holders (an owner-only kind's
-    /// destroy, or a repair that found its owner dead), and wakes the payload's sleepers, who
-    /// then see the slot gone. `true` if this call retired it — the caller then frees the id
-    /// in its pool; `false` if it was not live at that generation (already released, e.g. by
-    /// a racing garbage collection).
+    /// Retires the live (or orphaned) incarnation `generation` whatever its holders (an
+    /// owner-only kind's destroy, the last importer of orphaned memory, or a repair that found
+    /// the owner dead), and wakes the payload's sleepers, who then see the slot gone. `true`
+    /// if this call retired it — the caller then frees the id in its pool; `false` if it was
+    /// not live at that generation (already released, e.g. by a racing garbage collection).
     pub fn release<W: Waiter>(&self, w: &W, generation: u32) -> bool {
-        if !self.retire_from(word(generation, SlotState::Live)) {
+        if !self.retire(generation) {
             return false;
         }
         self.sync.wake_all(w);
         true
+    }
+
+    /// [`release`](Self::release) without the wake-up, for a payload nobody sleeps on.
+    pub fn retire(&self, generation: u32) -> bool {
+        self.retire_from(word(generation, SlotState::Live))
+            || self.retire_from(word(generation, SlotState::Orphaned))
+    }
+
+    /// The owner lets the live incarnation `generation` go while others still use it: Live →
+    /// Orphaned. `false` if it was not live at that generation.
+    pub fn orphan(&self, generation: u32) -> bool {
+        self.life
+            .state_gen
+            .compare_exchange(
+                word(generation, SlotState::Live),
+                word(generation, SlotState::Orphaned),
+                SeqCst,
+                SeqCst,
+            )
+            .is_ok()
     }
 
     /// Wakes every thread sleeping on the slot's payload (they re-check their deadline,
@@ -550,3 +604,6 @@ impl<P: core::fmt::Debug> core::fmt::Debug for Slot<P> {
             .finish_non_exhaustive()
     }
 }
+
+#[cfg(test)]
+mod tests;

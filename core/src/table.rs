@@ -504,7 +504,7 @@ impl Slot<NotifySync> {
     /// `Err(Corrupt)` if the slot is not free (its id was handed out while still in use); the
     /// slot is left untouched then.
     pub fn claim(&self, owner: Owner, flags: CreateFlags) -> Result<u32, TableError> {
-        self.claim_with(owner, flags.bits() as u32)
+        self.claim_raw(owner, flags.bits() as u32, |_| {})
     }
 
     /// Reclaims what dead process `proc` held here: cancels its tickets, then drops its

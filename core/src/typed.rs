@@ -254,7 +254,7 @@ impl<'b, C: Ipc, B: NotifyResources + StreamOps> Device<'b, C, B> {
         flags: ImportFlags,
     ) -> Result<Notify<'b, C, Imported, B>, B::Error> {
         self.require(Feature::Ipc)?;
-        let raw = self.backend.import_by_key(self.id, key.as_str(), flags)?;
+        let raw = self.backend.import_key(self.id, key, flags)?;
         trace!("notify {=u64} imported on device {=u32}", raw.0, self.id);
         Ok(Notify::wrap(*self, raw))
     }

@@ -529,7 +529,10 @@ fn every_declared_function_is_exported_and_usable_from_c_and_cpp() {
         eprintln!("note: no C++ compiler found; declarations.c was only compiled as C");
     }
     for (name, path) in progs {
-        let mut cmd = Command::new(&path);
+        // A namespace of its own: the C++ build allocates device memory, and the default
+        // namespace may hold another build's files.
+        let s = Scratch::new(name);
+        let mut cmd = s.cmd(&path, "Ascend910B");
         cmd.arg(p.declared.len().to_string());
         let o = run_all(
             vec![spawn(name, &mut cmd).expect("start")],

@@ -7,17 +7,16 @@
 //! and device synchronize, which act on the current context's streams.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
 use acl_notify_core::{
-    BackendError, CntNotifyOps, Error, EventOps, FailureMode, NotifyResources, RawStream,
-    StreamControl, StreamDestroy, StreamOps, SyncWait,
+    BackendError, Error, FailureMode, RawStream, StreamControl, StreamDestroy, StreamOps, SyncWait,
 };
 
 use crate::errmsg::{CallError, param};
-use crate::handle::{HandleTable, Kind, MAX_HANDLES};
-use crate::runtime::{NotifyHandles, Runtime, StreamEntry};
+use crate::handle::{CTable, Kind};
+use crate::runtime::{Runtime, StreamEntry};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
@@ -34,7 +33,7 @@ pub(crate) struct CtxEntry {
 
 /// The session's contexts.
 pub(crate) struct Contexts {
-    table: RwLock<HandleTable<CtxEntry>>,
+    table: CTable<CtxEntry>,
     /// The primary context of each device, once made.
     primaries: Mutex<Vec<Option<usize>>>,
     /// The C stream handle of each context's default stream, once handed out.
@@ -44,17 +43,14 @@ pub(crate) struct Contexts {
 impl Contexts {
     pub(crate) fn new(seed: u64, devices: usize) -> Self {
         Contexts {
-            table: RwLock::new(HandleTable::new(Kind::Context, seed)),
+            table: CTable::new(Kind::Context, "contexts", seed),
             primaries: Mutex::new(vec![None; devices]),
             default_handles: Mutex::new(HashMap::new()),
         }
     }
 
     fn get(&self, ctx: usize) -> Option<CtxEntry> {
-        self.table
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(ctx)
+        self.table.get(ctx)
     }
 
     /// Forgets every context of the devices `which` picks (their streams are the caller's to
@@ -67,9 +63,8 @@ impl Contexts {
             }
         }
         drop(primaries);
-        let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
-        let _ = table.remove_where(|c| which(c.device));
-        lock(&self.default_handles).retain(|ctx, _| table.get(*ctx).is_some());
+        let _ = self.table.remove_where(|c| which(c.device));
+        lock(&self.default_handles).retain(|ctx, _| self.table.get(*ctx).is_some());
     }
 }
 
@@ -87,25 +82,17 @@ fn bad_context(ctx: usize) -> CallError {
 /// the simulator runs every stream the same way.
 const STREAM_FLAGS: u32 = 0x3f;
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
-    Runtime<B>
-{
+impl Runtime {
     /// The primary context of `device`, made on first use.
     pub(crate) fn primary_context(&self, device: u32) -> Result<usize, CallError> {
         let mut p = lock(&self.contexts.primaries);
         if let Some(Some(ctx)) = p.get(device as usize) {
             return Ok(*ctx);
         }
-        let ctx = self
-            .contexts
-            .table
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(CtxEntry {
-                device,
-                default: None,
-            })
-            .ok_or_else(full)?;
+        let ctx = self.contexts.table.insert(CtxEntry {
+            device,
+            default: None,
+        })?;
         if let Some(slot) = p.get_mut(device as usize) {
             *slot = Some(ctx);
         }
@@ -144,16 +131,13 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
         let ctx = self
             .contexts
             .table
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
             .insert(CtxEntry {
                 device: d,
                 default: Some(raw),
-            });
-        let Some(ctx) = ctx else {
-            let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
-            return Err(full());
-        };
+            })
+            .inspect_err(|_| {
+                let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
+            })?;
         self.make_current(d, ctx);
         Ok(ctx)
     }
@@ -168,22 +152,11 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
                 entry.device
             )));
         };
-        if self
-            .contexts
-            .table
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(ctx)
-            .is_none()
-        {
+        if self.contexts.table.remove(ctx).is_none() {
             return Err(bad_context(ctx));
         }
         lock(&self.contexts.default_handles).remove(&ctx);
-        let streams = self
-            .streams
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove_where(|s| s.ctx == ctx);
+        let streams = self.streams.remove_where(|s| s.ctx == ctx);
         let mut raws: Vec<RawStream> = streams.iter().map(|s| s.raw).collect();
         if !raws.contains(&default) {
             raws.push(default);
@@ -225,17 +198,12 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
         {
             return Ok(*h);
         }
-        let h = self
-            .streams
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(StreamEntry {
-                raw,
-                device,
-                ctx,
-                default: true,
-            })
-            .ok_or_else(full)?;
+        let h = self.streams.insert(StreamEntry {
+            raw,
+            device,
+            ctx,
+            default: true,
+        })?;
         handles.insert(ctx, h);
         Ok(h)
     }
@@ -277,10 +245,8 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
         let mut raws = vec![self.context_default_stream(device, ctx)?];
         raws.extend(
             self.streams
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-                .values()
-                .filter(|s| s.ctx == ctx && !s.default)
+                .values_where(|s| s.ctx == ctx && !s.default)
+                .into_iter()
                 .map(|s| s.raw),
         );
         let deadline = match wait {
@@ -319,11 +285,4 @@ fn wait_ms(wait: SyncWait) -> u128 {
         SyncWait::Forever => u128::MAX,
         SyncWait::AtMost(d) => d.as_millis(),
     }
-}
-
-fn full() -> CallError {
-    CallError::new(
-        Error::ResourceAllocFail,
-        format!("the process already holds {MAX_HANDLES} handles of this kind"),
-    )
 }

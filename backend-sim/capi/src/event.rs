@@ -2,17 +2,13 @@
 //! before the backend's (hicann/runtime `src/acl/aclrt_impl/event.cpp` for the NULL checks,
 //! `src/runtime/api/impl/api_error.cc` for which kinds of event each call refuses).
 
-use std::sync::PoisonError;
-
 use acl_notify_core::event::{EventKind, EventSpec, IpcEventHandle, LatestRecord, elapsed_ms};
 use acl_notify_core::{
-    CntNotifyOps, Error, EventOps, EventRecordedStatus, EventWaitStatus, NotifyResources, RawEvent,
-    StreamControl, StreamOps, SyncWait, Timeout,
+    Backend, Error, EventOps, EventRecordedStatus, EventWaitStatus, RawEvent, SyncWait, Timeout,
 };
 
 use crate::errmsg::{CallError, param};
-use crate::handle::MAX_HANDLES;
-use crate::runtime::{NotifyHandles, Runtime};
+use crate::runtime::Runtime;
 
 /// What an event handle stands for.
 #[derive(Clone, Copy, Debug)]
@@ -24,13 +20,7 @@ pub(crate) struct EventEntry {
 }
 
 fn bad_event(event: usize) -> CallError {
-    CallError::new(
-        Error::InvalidHandle,
-        format!(
-            "event {event:#x} is not a live event of this process (destroyed, from another \
-             process or session, or not an event)"
-        ),
-    )
+    crate::handle::not_live("event", "an event", event)
 }
 
 fn unsupported(what: &str, why: &str) -> CallError {
@@ -47,15 +37,9 @@ pub(crate) enum LegacyStatus {
     NotReady = 1,
 }
 
-impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + NotifyHandles>
-    Runtime<B>
-{
+impl Runtime {
     fn event(&self, event: usize) -> Result<EventEntry, CallError> {
-        self.events
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(event)
-            .ok_or_else(|| bad_event(event))
+        self.events.get(event).ok_or_else(|| bad_event(event))
     }
 
     fn events_supported(&self) -> Result<(), CallError> {
@@ -63,18 +47,11 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
     }
 
     fn add_event(&self, raw: RawEvent, device: u32, spec: EventSpec) -> Result<usize, CallError> {
-        let h = self
-            .events
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(EventEntry { raw, device, spec });
-        h.ok_or_else(|| {
-            let _ = self.backend().event_destroy(raw);
-            CallError::new(
-                Error::ResourceAllocFail,
-                format!("the process already holds {MAX_HANDLES} events"),
-            )
-        })
+        self.events
+            .insert(EventEntry { raw, device, spec })
+            .inspect_err(|_| {
+                let _ = self.backend().event_destroy(raw);
+            })
     }
 
     /// `aclrtCreateEvent`, `aclrtCreateEventWithFlag` (`ex` false) or
@@ -120,12 +97,7 @@ impl<B: NotifyResources + StreamOps + CntNotifyOps + EventOps + StreamControl + 
 
     /// `aclrtDestroyEvent`: queued tasks that use the event still run.
     pub(crate) fn destroy_event(&self, event: usize) -> Result<(), CallError> {
-        let e = self
-            .events
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(event)
-            .ok_or_else(|| bad_event(event))?;
+        let e = self.events.remove(event).ok_or_else(|| bad_event(event))?;
         self.backend()
             .event_destroy(e.raw)
             .map_err(CallError::backend)

@@ -17,6 +17,7 @@ use acl_notify_core::key::{ExportKey, KEY_BUF_LEN};
 use acl_notify_core::{Error, ServerPid};
 
 use crate::errmsg::{CallError, null_arg, param};
+use crate::ffi::ipc_args::{ServerPids, key_text, pids_at, write_key};
 use crate::ffi::{aclError, aclrtServerPid, api};
 use crate::session::runtime;
 
@@ -26,20 +27,16 @@ use crate::session::runtime;
 ///
 /// `key` is non-NULL and NUL-terminated.
 unsafe fn key_at(key: *const c_char) -> Result<ExportKey, CallError> {
-    // SAFETY: the caller guarantees a NUL-terminated string; `strnlen` stops at its NUL and
-    // reads at most KEY_BUF_LEN bytes.
-    let n = unsafe { libc::strnlen(key, KEY_BUF_LEN) };
-    if n >= KEY_BUF_LEN {
-        return Err(param("the key is longer than 64 characters"));
-    }
-    // SAFETY: the `n` bytes before the NUL are readable (strnlen just read them).
-    let text = unsafe { std::slice::from_raw_parts(key.cast::<u8>(), n) };
+    // SAFETY: by the caller's contract.
+    let text =
+        unsafe { key_text(key) }.ok_or_else(|| param("the key is longer than 64 characters"))?;
     ExportKey::parse(text).map_err(|e| {
         CallError::new(
             e,
             format!(
-                "malformed IPC memory key ({n} bytes): expected the 64 characters \
-                 aclrtIpcMemGetExportKey wrote"
+                "malformed IPC memory key ({} bytes): expected the 64 characters \
+                 aclrtIpcMemGetExportKey wrote",
+                text.len()
             ),
         )
     })
@@ -99,9 +96,9 @@ pub unsafe extern "C" fn aclrtIpcMemGetExportKey(
         let k = sim
             .ipc_mem_export(dev_ptr.addr(), size, flags == 1)
             .map_err(backend)?;
-        // SAFETY: len >= KEY_BUF_LEN checked, and the caller guarantees `len` writable bytes.
-        let buf = unsafe { std::slice::from_raw_parts_mut(key.cast::<u8>(), KEY_BUF_LEN) };
-        k.write_c(buf).map_err(|e| CallError::new(e, "key buffer"))
+        // SAFETY: non-NULL, len >= KEY_BUF_LEN checked, and the caller guarantees `len`
+        // writable bytes.
+        unsafe { write_key(key, &k) }
     })
 }
 
@@ -139,8 +136,8 @@ pub unsafe extern "C" fn aclrtIpcMemSetImportPid(
         let k = unsafe { key_at(key) }?;
         // More than the limit is refused without reading the PIDs.
         let take = num.min(acl_notify_core::whitelist::MAX_ENTRIES + 1);
-        // SAFETY: the caller guarantees `num` readable `int32_t`s; `take <= num`.
-        let pids = unsafe { std::slice::from_raw_parts(pid.cast_const(), take) };
+        // SAFETY: non-NULL; the caller guarantees `num` readable `int32_t`s; `take <= num`.
+        let pids = unsafe { pids_at(pid, take) };
         if num > take {
             return Err(CallError::new(
                 Error::OverLimit,
@@ -168,21 +165,10 @@ pub unsafe extern "C" fn aclrtIpcMemImportPidInterServer(
     num: usize,
 ) -> aclError {
     api("aclrtIpcMemImportPidInterServer", || {
-        if key.is_null() {
-            return Err(param("`key` is NULL"));
-        }
-        if server_pids.is_null() {
-            return Err(param("`serverPids` is NULL"));
-        }
-        if num == 0 {
-            return Err(param("num is 0"));
-        }
-        let entry = |i: usize| {
-            // SAFETY: i < num, and the caller guarantees `num` readable entries.
-            unsafe { server_pids.add(i).read_unaligned() }
-        };
-        for i in 0..num {
-            if entry(i).pid.is_null() {
+        // SAFETY: the caller guarantees `num` readable entries at a non-NULL `server_pids`.
+        let entries = unsafe { ServerPids::new(key.cast(), "key", server_pids, num) }?;
+        for (i, e) in (0..num).filter_map(|i| Some((i, entries.entry(i)?))) {
+            if e.pid.is_null() {
                 return Err(param(format!("serverPids[{i}].pid is NULL")));
             }
         }
@@ -194,8 +180,7 @@ pub unsafe extern "C" fn aclrtIpcMemImportPidInterServer(
         // SAFETY: non-NULL, NUL-terminated by the caller's contract.
         let k = unsafe { key_at(key) }?;
         let mut all = Vec::new();
-        for i in 0..num {
-            let e = entry(i);
+        for e in (0..num).filter_map(|i| entries.entry(i)) {
             let n = e.num.min(acl_notify_core::whitelist::MAX_ENTRIES + 1);
             for j in 0..n {
                 all.push(ServerPid {

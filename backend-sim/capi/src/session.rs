@@ -1,5 +1,5 @@
 //! The process-wide session (`aclInit` … `aclFinalize`, or started by the first runtime call),
-//! and the one place the simulator is plugged in as the backend ([`Dev`], [`open_backend`]).
+//! and the one place the simulator is opened ([`open_backend`]).
 //!
 //! As in CANN, whose runtime entry points forward to the runtime without an initialisation
 //! check (hicann/runtime `src/acl/aclrt_impl/acl_rt_wrapper.h`; only a few model-dump
@@ -18,18 +18,15 @@ use acl_notify_core::Error;
 use crate::errmsg::CallError;
 use crate::runtime::Runtime;
 
-/// The backend this library runs on.
-pub(crate) type Dev = acl_notify_sim::Sim;
-
 /// Opens the backend at `aclInit`: the machine the `ACL_NOTIFY_SIM_*` variables describe.
-fn open_backend() -> Result<Dev, CallError> {
+fn open_backend() -> Result<acl_notify_sim::Sim, CallError> {
     acl_notify_sim::Sim::from_env().map_err(CallError::backend)
 }
 
 enum State {
     /// Before the first `aclInit` or runtime call.
     Uninit,
-    Ready(Arc<Runtime<Dev>>, Start),
+    Ready(Arc<Runtime>, Start),
     /// In a child forked from a process that had a session (from the parent's summary, which
     /// [`in_forked_child`] keeps). The session itself stays in the parent's lock, untouched.
     Inherited,
@@ -173,7 +170,7 @@ extern "C" fn in_forked_child() {
 /// session stays alive while the `Arc` is held, even across an `aclFinalize` on another
 /// thread: for calls that may block (stream queues, waits, drains), which must not hold up
 /// `aclFinalize`.
-pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
+pub(crate) fn runtime() -> Result<Arc<Runtime>, CallError> {
     match existing_runtime() {
         Some(rt) => Ok(rt),
         None => start_implicitly(),
@@ -186,7 +183,7 @@ pub(crate) fn runtime() -> Result<Arc<Runtime<Dev>>, CallError> {
 /// `aclFinalize` on another thread waits for `f` to return.
 #[inline]
 pub(crate) fn with_runtime<R>(
-    f: impl FnOnce(&Runtime<Dev>) -> Result<R, CallError>,
+    f: impl FnOnce(&Runtime) -> Result<R, CallError>,
 ) -> Result<R, CallError> {
     if let Some(lock) = current() {
         let state = lock.read().unwrap_or_else(PoisonError::into_inner);
@@ -199,7 +196,7 @@ pub(crate) fn with_runtime<R>(
 }
 
 /// The current session if there is one; starts none.
-pub(crate) fn existing_runtime() -> Option<Arc<Runtime<Dev>>> {
+pub(crate) fn existing_runtime() -> Option<Arc<Runtime>> {
     let lock = current()?;
     let state = lock.read().unwrap_or_else(PoisonError::into_inner);
     match &*state {
@@ -211,7 +208,7 @@ pub(crate) fn existing_runtime() -> Option<Arc<Runtime<Dev>>> {
 /// Starts the process's session for a runtime call made without one, as CANN's runtime does;
 /// if another thread started one meanwhile, returns that one.
 #[cold]
-fn start_implicitly() -> Result<Arc<Runtime<Dev>>, CallError> {
+fn start_implicitly() -> Result<Arc<Runtime>, CallError> {
     let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
     if let State::Ready(rt, _) = &*state {
         return Ok(Arc::clone(rt));
@@ -227,7 +224,7 @@ fn start_implicitly() -> Result<Arc<Runtime<Dev>>, CallError> {
 }
 
 /// Opens the backend for a new session and records who started it for a forked child.
-fn open_session() -> Result<Runtime<Dev>, CallError> {
+fn open_session() -> Result<Runtime, CallError> {
     let backend = open_backend()?;
     let epoch = EPOCH.fetch_add(1, Ordering::Relaxed);
     let rt = Runtime::new(backend, epoch, seed());

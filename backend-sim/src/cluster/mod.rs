@@ -31,7 +31,7 @@
 
 pub mod etcd;
 pub mod harness;
-mod http;
+
 mod sim;
 
 use std::collections::HashMap;
@@ -45,8 +45,9 @@ use acl_notify_core::Error;
 use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
 use serde_json::{Value, json};
 
+use acl_notify_handles::{Kind, MAX_LIVE, Slab};
+
 use crate::SimError;
-use crate::handles::Slab;
 use crate::shm::SlotRef;
 use crate::sim::{err, lock, read, write};
 use etcd::{Cmp, Etcd, EtcdError, Op};
@@ -58,19 +59,17 @@ pub const ENV_CLUSTER_TTL: &str = "ACL_NOTIFY_SIM_CLUSTER_TTL";
 
 const DEFAULT_TTL: u32 = 10;
 
-/// Remote imports' handles look like the process's other notify handles (the same tag, so
-/// the C library's handle codec takes them) with a slot index from here up: the local table
-/// keeps the indices below (its 524,287 live handles are far more than a process has).
-const REMOTE_BASE: u64 = 1 << 19;
-/// The highest index a handle of the C library's codec may carry (20 bits).
-const INDEX_LIMIT: u64 = (1 << 20) - 1;
-/// The tag of the remote table's own handles (never seen outside this module).
-const REMOTE_TAG: u16 = 1;
+/// Remote imports' handles look like the process's other notify handles (one table kind and
+/// salt: `acl_notify_handles::Slab::with_indices`, so the C library takes them as they are),
+/// with slot indices from here up; in cluster mode the local table keeps the indices below
+/// (its 524,288 live handles are far more than a process has).
+const REMOTE_BASE: usize = 1 << 19;
 
-/// Whether local notify handle `h` has a slot index below the remote imports' range.
-pub(crate) fn is_local_index(h: u64) -> bool {
-    (h & 0xFFFF_FFFF) < REMOTE_BASE
+/// The slot indices of the local notify table (all of them without a cluster).
+pub(crate) fn local_indices(cluster: bool) -> core::ops::Range<usize> {
+    if cluster { 0..REMOTE_BASE } else { 0..MAX_LIVE }
 }
+
 /// How often a watch or the lease keeper looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -201,8 +200,7 @@ struct Shared {
 /// threads and revokes its lease: other hosts see it gone at once.
 pub(crate) struct Cluster {
     shared: Arc<Shared>,
-    /// The process's notify handle tag (see [`REMOTE_BASE`]).
-    notify_tag: u16,
+    /// Remote imports, with the indices above the local table's (see [`REMOTE_BASE`]).
     remote: RwLock<Slab<RemoteNotify>>,
     watcher: Mutex<Option<JoinHandle<()>>>,
     keeper: Mutex<Option<JoinHandle<()>>>,
@@ -389,18 +387,66 @@ impl Shared {
             r.slot().record(&r.file().waiter(), self.pid);
         }
     }
+
+    /// Delivers one record to remote notify `n`'s owner (see the module doc). Codes: 107017
+    /// the owner is dead (its lease expired) or withdrew the export; 507022 unreachable.
+    fn record(&self, n: &RemoteNotify) -> Result<(), SimError> {
+        let s = self;
+        let export = s.export_key(n.server, n.device, n.id);
+        let rec = s.key(&format!(
+            "rec/{}/{}/{}/{}",
+            n.server, n.owner_pid, n.device, n.id
+        ));
+        let value = json!({ "gen": n.generation, "server": s.server, "pid": s.pid })
+            .to_string()
+            .into_bytes();
+        let what = || {
+            format!(
+                "record on notify {} of device {} of server {} (owner pid {})",
+                n.id, n.device, n.server, n.owner_pid
+            )
+        };
+        let t = s
+            .etcd
+            .txn(
+                &[Cmp::CreatedAt(export.clone(), n.create_rev)],
+                &[Op::Put {
+                    key: rec,
+                    value,
+                    lease: 0,
+                }],
+                &[Op::Get(export), Op::Get(s.proc_key(n.server, n.owner_pid))],
+            )
+            .map_err(|e| ipc(e, &what()))?;
+        if t.succeeded {
+            return Ok(());
+        }
+        let mut g = t.gets.into_iter();
+        let (export, owner) = (g.next().flatten(), g.next().flatten());
+        let why = match (export, owner) {
+            (_, None) => "the owner is dead: its cluster lease expired (or it exited)",
+            (None, Some(_)) => "the owner withdrew the export (it destroyed the notify)",
+            (Some(_), Some(_)) => "the notify was destroyed and its id exported again",
+        };
+        Err(err(
+            Error::InvalidHandle,
+            format!("{} not delivered: {why}", what()),
+        ))
+    }
 }
 
 impl Cluster {
     /// Joins the cluster as process `pid` of server `server` on host `<hostname>/<namespace>`:
     /// registers the process, claims the server id for the host and starts the lease keeper.
-    /// Codes: 507022 cluster unreachable; 107000 the server id belongs to another host.
+    /// `seed` is the `Sim`'s notify table's (the remote imports share its stamp: see
+    /// [`REMOTE_BASE`]). Codes: 507022 cluster unreachable; 107000 the server id belongs to
+    /// another host.
     pub fn join(
         cfg: &ClusterConfig,
         server: u32,
         namespace: &str,
         pid: i32,
-        tag: u16,
+        seed: u64,
     ) -> Result<Cluster, SimError> {
         let shared = Arc::new(Shared {
             etcd: Etcd::new(cfg.endpoints.clone(), cfg.timeout),
@@ -431,8 +477,11 @@ impl Cluster {
             .map_err(|e| err(Error::DrvInternalError, format!("lease thread: {e}")))?;
         Ok(Cluster {
             shared,
-            notify_tag: tag,
-            remote: RwLock::new(Slab::new(REMOTE_TAG)),
+            remote: RwLock::new(Slab::with_indices(
+                Kind::Notify,
+                seed,
+                REMOTE_BASE..MAX_LIVE,
+            )),
             watcher: Mutex::new(None),
             keeper: Mutex::new(Some(keeper)),
         })
@@ -583,86 +632,30 @@ impl Cluster {
         ))
     }
 
-    /// The public handle of the remote table's handle `h` (see [`REMOTE_BASE`]).
-    fn public(&self, h: u64) -> Option<u64> {
-        let index = (h & 0xFFFF_FFFF) + REMOTE_BASE;
-        (index <= INDEX_LIMIT)
-            .then(|| (u64::from(self.notify_tag) << 48) | (h & 0xFFFF_0000_0000) | index)
-    }
-
-    /// The remote table's handle behind public handle `h`, if `h` is in the remote range.
-    fn private(&self, h: u64) -> Option<u64> {
-        let index = h & 0xFFFF_FFFF;
-        ((h >> 48) as u16 == self.notify_tag && index > REMOTE_BASE && index <= INDEX_LIMIT)
-            .then(|| (u64::from(REMOTE_TAG) << 48) | (h & 0xFFFF_0000_0000) | (index - REMOTE_BASE))
-    }
-
     /// A handle for an imported remote notify.
     pub fn insert(&self, n: RemoteNotify) -> Option<u64> {
-        let mut t = write(&self.remote);
-        let h = t.insert(n)?;
-        let public = self.public(h);
-        if public.is_none() {
-            t.remove(h);
-        }
-        public
+        write(&self.remote).insert(n).ok()
     }
 
     /// The remote import behind handle `h`, if it is one.
     pub fn get(&self, h: u64) -> Option<RemoteNotify> {
-        read(&self.remote).get(self.private(h)?).cloned()
+        read(&self.remote).get(h).cloned()
     }
 
     /// Drops handle `h`; whether it was a remote import.
     pub fn remove(&self, h: u64) -> bool {
-        self.private(h)
-            .is_some_and(|h| write(&self.remote).remove(h).is_some())
+        write(&self.remote).remove(h).is_some()
     }
 
-    /// Delivers one record to remote notify `n`'s owner (see the module doc). Codes: 107017
-    /// the owner is dead (its lease expired) or withdrew the export; 507022 unreachable.
-    pub fn record(&self, n: &RemoteNotify) -> Result<(), SimError> {
-        let s = &self.shared;
-        let export = s.export_key(n.server, n.device, n.id);
-        let rec = s.key(&format!(
-            "rec/{}/{}/{}/{}",
-            n.server, n.owner_pid, n.device, n.id
-        ));
-        let value = json!({ "gen": n.generation, "server": s.server, "pid": s.pid })
-            .to_string()
-            .into_bytes();
-        let what = || {
-            format!(
-                "record on notify {} of device {} of server {} (owner pid {})",
-                n.id, n.device, n.server, n.owner_pid
-            )
-        };
-        let t = s
-            .etcd
-            .txn(
-                &[Cmp::CreatedAt(export.clone(), n.create_rev)],
-                &[Op::Put {
-                    key: rec,
-                    value,
-                    lease: 0,
-                }],
-                &[Op::Get(export), Op::Get(s.proc_key(n.server, n.owner_pid))],
-            )
-            .map_err(|e| ipc(e, &what()))?;
-        if t.succeeded {
-            return Ok(());
-        }
-        let mut g = t.gets.into_iter();
-        let (export, owner) = (g.next().flatten(), g.next().flatten());
-        let why = match (export, owner) {
-            (_, None) => "the owner is dead: its cluster lease expired (or it exited)",
-            (None, Some(_)) => "the owner withdrew the export (it destroyed the notify)",
-            (Some(_), Some(_)) => "the notify was destroyed and its id exported again",
-        };
-        Err(err(
-            Error::InvalidHandle,
-            format!("{} not delivered: {why}", what()),
-        ))
+    /// The delivery of one record to remote notify `n`'s owner, to run as a stream task (see
+    /// [`Shared::record`]). It holds the cluster's shared state, not the `Sim`: a task queued
+    /// for ever does not keep the `Sim` alive.
+    pub fn record_task(
+        &self,
+        n: RemoteNotify,
+    ) -> impl FnOnce() -> Result<(), SimError> + Send + 'static {
+        let s = Arc::clone(&self.shared);
+        move || s.record(&n)
     }
 
     /// Whether process `pid` of server `server` is alive in the cluster (its lease holds).

@@ -51,13 +51,13 @@ impl Sim {
         stream: RawStream,
     ) -> Option<Result<(), SimError>> {
         let c = self.inner.cluster.as_ref()?;
-        let n = c.get(notify.0)?;
-        let this = self.clone();
-        Some(self.stream(stream).and_then(|(s, _)| {
-            self.enqueue(&s, stream, move |_| {
-                this.inner.cluster.as_ref().map_or(Ok(()), |c| c.record(&n))
-            })
-        }))
+        // The task holds the cluster's shared state, not the `Sim`: a task queued for ever
+        // does not keep the `Sim` alive.
+        let deliver = c.record_task(c.get(notify.0)?);
+        Some(
+            self.stream(stream)
+                .and_then(|(s, _)| self.enqueue(&s, stream, move |_| deliver())),
+        )
     }
 
     /// 107000 for a wait on remote import `notify` (an imported notify is recorded, never

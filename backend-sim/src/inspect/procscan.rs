@@ -92,6 +92,13 @@ pub(super) fn find_sleepers(
             // Waits sleep in chunks of at most 50 ms: a few samples catch them in futex.
             for attempt in 0..6 {
                 match syscall_of(p.pid, tid) {
+                    // The thread ended since the directory was listed: nothing to name.
+                    Err(e)
+                        if e.kind() == std::io::ErrorKind::NotFound
+                            || e.raw_os_error() == Some(libc::ESRCH) =>
+                    {
+                        break;
+                    }
                     Err(_) => {
                         if !denied.contains(&p.pid) {
                             denied.push(p.pid);

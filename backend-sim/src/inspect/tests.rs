@@ -1,9 +1,9 @@
 //! Tests of the inspector: snapshots of live machines, text and JSON, and bad files.
 
 use super::*;
-use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+use acl_notify_core::table::SlotState;
 
-use super::read::RoMap;
+use super::read::open_notify_file;
 use crate::Sim;
 use crate::mapfile::PAGE;
 use acl_notify_core::{CntNotifyOps, CntRecord, ExportFlags, NotifyResources, StreamOps, Timeout};
@@ -15,23 +15,30 @@ use crate::NamespaceGuard as Ns;
 /// lost them (so a snapshot is refused).
 #[test]
 fn a_file_truncated_under_the_inspector_reads_zero_and_is_reported() {
-    let path = PathBuf::from(format!("/dev/shm/unit-inspect-trunc-{}", sys::getpid()));
-    let f = std::fs::File::create(&path).unwrap();
-    f.set_len(3 * PAGE as u64).unwrap();
-    use std::os::unix::fs::FileExt;
-    f.write_all_at(&7u64.to_le_bytes(), 2 * PAGE as u64)
+    let ns = format!("unit-inspect-trunc-{}", sys::getpid());
+    let _ = Sim::remove_namespace(&ns);
+    let _g = Ns(ns.clone());
+    let sim = Sim::builder().devices(1).namespace(&ns).open().unwrap();
+    let n = sim
+        .create_notify(0, acl_notify_core::CreateFlags::empty())
         .unwrap();
-    let m = RoMap::open(&path).unwrap();
-    let word = m.at::<AtomicU64>(2 * PAGE).unwrap();
-    assert_eq!(word.load(SeqCst), 7);
-    assert!(!m.sigbus.lost());
+    let id = sim.notify_info(n).unwrap().id;
+    let path = notify_file_path(&ns, 0);
+    let (m, l) = open_notify_file(&path, 0).unwrap();
+    let slot = l.slot(&m, 0, id).unwrap();
+    assert_eq!(slot.state(), Some(SlotState::Live));
+    assert!(m.intact(&path).is_ok());
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
     f.set_len(PAGE as u64).unwrap();
-    assert_eq!(word.load(SeqCst), 0, "a lost page reads as zero");
-    assert!(m.sigbus.lost());
-    let e = m.sigbus.intact(&path).unwrap_err();
+    assert_eq!(
+        slot.state(),
+        Some(SlotState::Free),
+        "a lost page reads as zero"
+    );
+    let e = m.intact(&path).unwrap_err();
     assert!(e.to_string().contains("507899"), "{e}");
     drop(m);
-    std::fs::remove_file(&path).unwrap();
+    drop(sim);
 }
 
 #[test]
@@ -164,4 +171,31 @@ fn snapshot_agrees_with_a_live_machine() {
     sim.record(n, r).unwrap();
     sim.synchronize(s, acl_notify_core::SyncWait::Forever)
         .unwrap();
+}
+
+/// An allocation shows in the snapshot's device memory with its size and live owner.
+#[test]
+fn snapshot_shows_device_memory() {
+    let ns = Ns(format!("unit-inspect-mem-{}", sys::getpid()));
+    let _ = Sim::remove_namespace(&ns.0);
+    let sim = Sim::builder()
+        .soc(Soc::Ascend910B)
+        .devices(1)
+        .namespace(&ns.0)
+        .open()
+        .unwrap();
+    let _p = sim.malloc(0, 3 << 20, 0).unwrap();
+    let snap = snapshot(&ns.0, 0).unwrap();
+    let dev = snap
+        .memory
+        .iter()
+        .find(|d| d.device == 0)
+        .unwrap_or_else(|| panic!("no device memory in {:?}", snap.memory));
+    assert!(dev.problems.is_empty(), "{:?}", dev.problems);
+    let a = dev.allocations.first().expect("the allocation");
+    assert_eq!(
+        (a.size, a.owner_pid, a.owner, a.orphaned),
+        (3 << 20, sys::getpid(), Liveness::Alive, false)
+    );
+    assert!(a.export.is_none());
 }

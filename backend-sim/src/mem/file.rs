@@ -33,6 +33,8 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use acl_notify_core::Error;
+use acl_notify_core::slot::{Owner, Payload, Slot, SlotState};
+use acl_notify_core::waiter::Waiter;
 
 use crate::error::SimError;
 use crate::mapfile::SHM_DIR;
@@ -41,8 +43,9 @@ use crate::shm::{ShmWhitelist, WHITELIST_BYTES};
 use crate::sys;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNMEM\x01");
-/// Bumped whenever the device-memory file layout changes.
-pub const MEM_LAYOUT_VERSION: u32 = 1;
+/// Bumped whenever the device-memory file layout changes (2: the slots are the core's shared
+/// `Slot` with the allocation as payload).
+pub const MEM_LAYOUT_VERSION: u32 = 2;
 /// Allocations (live, or freed but still imported) per device at once.
 pub const MAX_ALLOCS: u32 = 16384;
 /// Processes that can have one allocation imported at once.
@@ -52,18 +55,6 @@ pub const MAX_IMPORTERS: usize = 24;
 pub const ALLOC_ALIGN: u64 = 512;
 /// Alignment of the arena within the file (a huge page).
 const ARENA_ALIGN: usize = 2 << 20;
-
-/// Slot states (low 32 bits of the state word; the generation is the high 32).
-pub(crate) const S_FREE: u32 = 0;
-pub(crate) const S_LIVE: u32 = 1;
-/// Freed by its owner (or its owner died) while other processes still import it: the bytes
-/// stay until the last importer closes.
-pub(crate) const S_ORPHANED: u32 = 2;
-
-/// Export states of a slot.
-pub(crate) const EXPORT_NONE: u32 = 0;
-pub(crate) const EXPORT_ENFORCED: u32 = 1;
-pub(crate) const EXPORT_OPEN: u32 = 2;
 
 const KIND: Kind = Kind("device-memory file");
 
@@ -96,25 +87,16 @@ struct Header {
 // page.
 crate::mapfile::file_header!(unsafe Header);
 
-/// One allocation. All-zero is a free slot.
-#[repr(C, align(64))]
-pub(crate) struct MemSlot {
-    /// `generation << 32 | state`.
-    pub(crate) state_gen: AtomicU64,
+/// What a slot of the shared [`Slot`] machine holds for one allocation (the lifecycle —
+/// state word, owner, policy as its create flags, export and nonce — is the core's).
+#[repr(C)]
+pub(crate) struct MemPayload {
     /// Offset in the arena.
     pub(crate) off: AtomicU64,
     /// The size the caller asked for: the checked range.
     pub(crate) size: AtomicU64,
     /// The bytes reserved (the size rounded as CANN rounds it, then to [`ALLOC_ALIGN`]).
     pub(crate) span: AtomicU64,
-    pub(crate) owner_pid: AtomicI32,
-    pub(crate) policy: AtomicU32,
-    pub(crate) owner_start: AtomicU64,
-    /// IPC export state ([`crate::mem::ipc`]): [`EXPORT_NONE`], [`EXPORT_ENFORCED`] (importers
-    /// must be whitelisted) or [`EXPORT_OPEN`] (no PID validation).
-    pub(crate) export: AtomicU32,
-    pub(crate) _r0: AtomicU32,
-    pub(crate) nonce: [AtomicU64; 2],
     /// The exported range: offset in the allocation and length.
     pub(crate) export_off: AtomicU64,
     pub(crate) export_len: AtomicU64,
@@ -122,56 +104,55 @@ pub(crate) struct MemSlot {
     pub(crate) importers: [[AtomicU64; 2]; MAX_IMPORTERS],
 }
 
+impl Payload for MemPayload {
+    const NEW: Self = MemPayload {
+        off: AtomicU64::new(0),
+        size: AtomicU64::new(0),
+        span: AtomicU64::new(0),
+        export_off: AtomicU64::new(0),
+        export_len: AtomicU64::new(0),
+        importers: [const { [AtomicU64::new(0), AtomicU64::new(0)] }; MAX_IMPORTERS],
+    };
+
+    /// No export range, no importers (the placement is the claim's `fill`).
+    fn claimed(&self, _generation: u32) {
+        self.export_off.store(0, SeqCst);
+        self.export_len.store(0, SeqCst);
+        for e in &self.importers {
+            e[0].store(0, SeqCst);
+            e[1].store(0, SeqCst);
+        }
+    }
+
+    fn retired(&self, _next: u32) {}
+
+    /// Nobody sleeps on an allocation.
+    fn wake_all<W: Waiter>(&self, _w: &W) {}
+}
+
+/// One allocation: the core's slot with a [`MemPayload`]. All-zero is a free slot. Its
+/// transitions are made under the file lock; the copy paths read it without.
+pub(crate) type MemSlot = Slot<MemPayload>;
+
 const SLOT_BYTES: usize = std::mem::size_of::<MemSlot>();
 const _: () = assert!(SLOT_BYTES == 512);
 
-// SAFETY: atomics only.
+// SAFETY: atomics only (the core's slot and the payload above).
 unsafe impl Shared for MemSlot {}
 
-impl MemSlot {
-    pub(crate) fn word(&self) -> (u32, u32) {
-        let w = self.state_gen.load(SeqCst);
-        ((w >> 32) as u32, w as u32)
-    }
-
-    /// Whether incarnation `generation` is still usable by its owner (live).
-    pub(crate) fn is_live(&self, generation: u32) -> bool {
-        self.state_gen.load(SeqCst) == word(generation, S_LIVE)
-    }
-
-    /// Whether incarnation `generation` still holds its bytes (live, or freed by its owner
-    /// while imported).
-    pub(crate) fn holds_bytes(&self, generation: u32) -> bool {
-        let w = self.state_gen.load(SeqCst);
-        w == word(generation, S_LIVE) || w == word(generation, S_ORPHANED)
-    }
-
-    /// The export nonce.
-    pub(crate) fn nonce(&self) -> [u8; 16] {
-        let mut out = [0u8; 16];
-        out[..8].copy_from_slice(&self.nonce[0].load(SeqCst).to_le_bytes());
-        out[8..].copy_from_slice(&self.nonce[1].load(SeqCst).to_le_bytes());
-        out
-    }
-
-    /// Sets the export nonce.
-    pub(crate) fn set_nonce(&self, nonce: [u8; 16]) {
-        let (lo, hi) = nonce.split_at(8);
-        let word = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-        self.nonce[0].store(word(lo), SeqCst);
-        self.nonce[1].store(word(hi), SeqCst);
-    }
-
-    pub(crate) fn importer_count(&self) -> usize {
-        self.importers
-            .iter()
-            .filter(|e| e[0].load(SeqCst) != 0)
-            .count()
-    }
+/// The owner's identity as slots record it: (pid, start time).
+pub(crate) fn owner_of(s: &MemSlot) -> (i32, u64) {
+    let o = s.owner();
+    (o.pid, o.start_time)
 }
 
-pub(crate) const fn word(generation: u32, state: u32) -> u64 {
-    ((generation as u64) << 32) | state as u64
+/// How many processes import the allocation.
+pub(crate) fn importer_count(s: &MemSlot) -> usize {
+    s.sync
+        .importers
+        .iter()
+        .filter(|e| e[0].load(SeqCst) != 0)
+        .count()
 }
 
 /// Region offsets of one configuration.
@@ -452,7 +433,7 @@ impl MemFile {
                 format!("allocation id {id} out of range"),
             )
         })?;
-        for e in &s.importers {
+        for e in &s.sync.importers {
             if e[0].load(SeqCst) == 0 {
                 e[1].store(who.1, SeqCst);
                 e[0].store(u64::from(who.0 as u32), SeqCst);
@@ -509,14 +490,19 @@ impl MemFile {
         let hw = self.high_water();
         for id in 0..hw {
             let Some(s) = self.slot(id) else { break };
-            let (_, state) = s.word();
-            if state == S_FREE {
-                if free_slot.is_none() {
+            if !matches!(s.state(), Some(SlotState::Live | SlotState::Orphaned)) {
+                // Under the lock, a slot half claimed or released was left so by a process
+                // that died holding it (the kernel dropped its lock): start it afresh.
+                if s.state() != Some(SlotState::Free) {
+                    s.clear_stray_holders(u64::MAX);
+                    s.retire_orphan();
+                }
+                if free_slot.is_none() && s.state() == Some(SlotState::Free) {
                     free_slot = Some(id);
                 }
                 continue;
             }
-            live.push((s.off.load(SeqCst), s.span.load(SeqCst)));
+            live.push((s.sync.off.load(SeqCst), s.sync.span.load(SeqCst)));
         }
         let Some(id) = free_slot.or((hw < MAX_ALLOCS).then_some(hw)) else {
             return Err(self.oom(
@@ -553,26 +539,33 @@ impl MemFile {
             )
         })?;
         let s = self.slot(id).expect("id < MAX_ALLOCS");
-        let (generation, _) = s.word();
         if id >= hw {
             self.header().high_water.store(id + 1, SeqCst);
         }
-        s.off.store(off, SeqCst);
-        s.size.store(size, SeqCst);
-        s.span.store(span, SeqCst);
-        s.owner_pid.store(owner.0, SeqCst);
-        s.owner_start.store(owner.1, SeqCst);
-        s.policy.store(policy, SeqCst);
-        s.export.store(EXPORT_NONE, SeqCst);
-        s.set_nonce([0; 16]);
-        s.export_off.store(0, SeqCst);
-        s.export_len.store(0, SeqCst);
-        for e in &s.importers {
-            e[0].store(0, SeqCst);
-            e[1].store(0, SeqCst);
-        }
-        self.header().used.fetch_add(span, SeqCst);
-        s.state_gen.store(word(generation, S_LIVE), SeqCst);
+        let owner = Owner {
+            pid: owner.0,
+            start_time: owner.1,
+            server: self.server,
+            device: self.device,
+            // No process table here: importers are listed by identity in the payload.
+            proc: 0,
+        };
+        let generation = s
+            .claim_raw(owner, policy, |p| {
+                p.off.store(off, SeqCst);
+                p.size.store(size, SeqCst);
+                p.span.store(span, SeqCst);
+                self.header().used.fetch_add(span, SeqCst);
+            })
+            .map_err(|_| {
+                SimError::new(
+                    Error::DrvInternalError,
+                    format!(
+                        "device-memory file {}: slot {id} was chosen free but is not",
+                        self.path.display()
+                    ),
+                )
+            })?;
         Ok(Placed {
             id,
             generation,
@@ -622,12 +615,18 @@ impl MemFile {
 
     /// Retires slot `id` of generation `generation` (state `from`): pages back, generation
     /// bumped, slot free. Under the lock.
-    pub(crate) fn release(&self, _l: &Locked<'_>, id: u32, generation: u32, from: u32) -> bool {
+    pub(crate) fn release(
+        &self,
+        _l: &Locked<'_>,
+        id: u32,
+        generation: u32,
+        from: SlotState,
+    ) -> bool {
         let Some(s) = self.slot(id) else { return false };
-        if s.state_gen.load(SeqCst) != word(generation, from) {
+        if !s.is_in(generation, from) {
             return false;
         }
-        let (off, span) = (s.off.load(SeqCst), s.span.load(SeqCst));
+        let (off, span) = (s.sync.off.load(SeqCst), s.sync.span.load(SeqCst));
         if off
             .checked_add(span)
             .is_some_and(|e| e <= self.layout.capacity)
@@ -636,10 +635,7 @@ impl MemFile {
         }
         let used = &self.header().used;
         let _ = used.fetch_update(SeqCst, SeqCst, |u| Some(u.saturating_sub(span)));
-        s.export.store(EXPORT_NONE, SeqCst);
-        s.state_gen
-            .store(word(generation.wrapping_add(1), S_FREE), SeqCst);
-        true
+        s.retire(generation)
     }
 
     /// The owner's free of slot `id`: released at once, or orphaned while importers still map
@@ -649,28 +645,21 @@ impl MemFile {
         if !s.is_live(generation) {
             return false;
         }
-        if s.importer_count() == 0 {
-            return self.release(l, id, generation, S_LIVE);
+        if importer_count(s) == 0 {
+            return self.release(l, id, generation, SlotState::Live);
         }
-        s.state_gen
-            .compare_exchange(
-                word(generation, S_LIVE),
-                word(generation, S_ORPHANED),
-                SeqCst,
-                SeqCst,
-            )
-            .is_ok()
+        s.orphan(generation)
     }
 
     /// Drops importer `who` from slot `id`; releases an orphaned slot that nobody imports
     /// any more. Under the lock. Whether `who` was an importer.
     pub(crate) fn leave(&self, l: &Locked<'_>, id: u32, generation: u32, who: (i32, u64)) -> bool {
         let Some(s) = self.slot(id) else { return false };
-        if !s.holds_bytes(generation) {
+        if !s.holds(generation) {
             return false;
         }
         let mut was = false;
-        for e in &s.importers {
+        for e in &s.sync.importers {
             if e[0].load(SeqCst) == u64::from(who.0 as u32) && e[1].load(SeqCst) == who.1 {
                 e[0].store(0, SeqCst);
                 e[1].store(0, SeqCst);
@@ -678,8 +667,8 @@ impl MemFile {
                 break;
             }
         }
-        if s.importer_count() == 0 {
-            self.release(l, id, generation, S_ORPHANED);
+        if importer_count(s) == 0 {
+            self.release(l, id, generation, SlotState::Orphaned);
         }
         was
     }
@@ -697,26 +686,24 @@ impl MemFile {
         };
         for id in 0..self.high_water() {
             let Some(s) = self.slot(id) else { break };
-            let (generation, state) = s.word();
-            if state == S_FREE {
+            let (generation, state) = (s.generation(), s.state());
+            if state == Some(SlotState::Free) {
                 continue;
             }
-            for e in &s.importers {
+            for e in &s.sync.importers {
                 let pid = e[0].load(SeqCst) as u32 as i32;
                 if pid != 0 && !is_alive(pid, e[1].load(SeqCst)) {
                     e[0].store(0, SeqCst);
                     e[1].store(0, SeqCst);
                 }
             }
-            let owner = (s.owner_pid.load(SeqCst), s.owner_start.load(SeqCst));
-            if state == S_LIVE && !is_alive(owner.0, owner.1) {
+            let owner = owner_of(s);
+            if state == Some(SlotState::Live) && !is_alive(owner.0, owner.1) {
                 self.free_owned(l, id, generation);
             }
-            let (g, st) = s.word();
-            let released = st == S_FREE
-                || (st == S_ORPHANED
-                    && s.importer_count() == 0
-                    && self.release(l, id, g, S_ORPHANED));
+            let g = s.generation();
+            let released = s.state() == Some(SlotState::Free)
+                || (importer_count(s) == 0 && self.release(l, id, g, SlotState::Orphaned));
             if released {
                 n += 1;
             }
@@ -831,16 +818,12 @@ fn validate(
     device: u32,
     size: u64,
 ) -> Result<(), SimError> {
-    if h.magic.load(SeqCst) != MAGIC {
-        return Err(KIND.bad_file(path, "bad magic: not an acl-notify device-memory file"));
-    }
-    let v = h.version.load(SeqCst);
-    if v != MEM_LAYOUT_VERSION {
-        return Err(KIND.bad_file(
-            path,
-            format_args!("layout version {v}, this build reads version {MEM_LAYOUT_VERSION}"),
-        ));
-    }
+    KIND.check_identity(
+        path,
+        "device-memory file",
+        (h.magic.load(SeqCst), MAGIC),
+        (h.version.load(SeqCst), MEM_LAYOUT_VERSION),
+    )?;
     let cap = h.capacity.load(SeqCst);
     if cap != l.capacity {
         return Err(SimError::new(
@@ -886,14 +869,7 @@ fn validate(
         ("total size", h.total.load(SeqCst), l.total as u64),
         ("file size", size, l.total as u64),
     ];
-    for (what, got, want) in fields {
-        if got != want {
-            return Err(KIND.bad_file(
-                path,
-                format_args!("corrupt header: {what} is {got}, expected {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &fields)?;
     Ok(())
 }
 

@@ -1,5 +1,5 @@
 //! Device memory in the inspector: for each device-memory file of a namespace, mapped
-//! read-only, the capacity and what is allocated, and every allocation
+//! read-only (`MemFileView`), the capacity and what is allocated, and every allocation
 //! with its owner, size, and IPC export (range, mode, whitelist) and importers, each process
 //! marked alive or gone. Text ([`memory_text`]) and JSON ([`memory_json`]); the inspector
 //! ([`crate::inspect`]) shows them below the notifies.
@@ -12,9 +12,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::file::{
-    EXPORT_ENFORCED, EXPORT_NONE, EXPORT_OPEN, MAX_ALLOCS, MemFileView, S_FREE, S_LIVE, S_ORPHANED,
-};
+use acl_notify_core::slot::{ExportState, SlotState};
+
+use super::file::{MAX_ALLOCS, MemFileView, owner_of};
 use crate::error::SimError;
 use crate::inspect::{Liveness, WhitelistSnap};
 use crate::shm::{FILE_PREFIX, SHM_DIR};
@@ -113,21 +113,29 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
     let mut allocations = Vec::new();
     for id in 0..v.high_water().min(MAX_ALLOCS) {
         let Some(s) = v.slot(id) else { break };
-        let (generation, state) = s.word();
-        if state == S_FREE {
-            continue;
-        }
-        if state != S_LIVE && state != S_ORPHANED {
-            problems.push(format!("allocation {id}: unknown state {state}"));
-            continue;
+        let (generation, state) = (s.generation(), s.state());
+        match state {
+            Some(SlotState::Free) => continue,
+            Some(SlotState::Live | SlotState::Orphaned) => {}
+            Some(other) => {
+                problems.push(format!(
+                    "allocation {id}: left {other:?} (its process died in the middle of an \
+                     allocation or free; the next allocation on the device repairs it)"
+                ));
+                continue;
+            }
+            None => {
+                problems.push(format!("allocation {id}: unknown state"));
+                continue;
+            }
         }
         let ld = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::SeqCst);
-        let owner_pid = s.owner_pid.load(std::sync::atomic::Ordering::SeqCst);
-        let export = match s.export.load(std::sync::atomic::Ordering::SeqCst) {
-            EXPORT_NONE => None,
-            mode @ (EXPORT_ENFORCED | EXPORT_OPEN) => {
+        let (owner_pid, owner_start) = owner_of(s);
+        let export = match s.export_state() {
+            Some(ExportState::None) => None,
+            Some(mode) => {
                 let mut whitelist = Vec::new();
-                if mode == EXPORT_ENFORCED {
+                if mode == ExportState::Enforced {
                     match v.whitelist(id).and_then(|w| w.read()) {
                         Some(wl) => whitelist.extend(wl.iter().map(|e| WhitelistSnap {
                             server: e.sdid,
@@ -146,18 +154,19 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
                     }
                 }
                 Some(ExportSnap {
-                    open: mode == EXPORT_OPEN,
-                    offset: ld(&s.export_off),
-                    len: ld(&s.export_len),
+                    open: mode == ExportState::Open,
+                    offset: ld(&s.sync.export_off),
+                    len: ld(&s.sync.export_len),
                     whitelist,
                 })
             }
-            other => {
-                problems.push(format!("allocation {id}: unknown export state {other}"));
+            None => {
+                problems.push(format!("allocation {id}: unknown export state"));
                 None
             }
         };
         let importers = s
+            .sync
             .importers
             .iter()
             .filter_map(|e| {
@@ -168,12 +177,12 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
         allocations.push(AllocSnap {
             id,
             generation,
-            offset: ld(&s.off),
-            size: ld(&s.size),
-            span: ld(&s.span),
+            offset: ld(&s.sync.off),
+            size: ld(&s.sync.size),
+            span: ld(&s.sync.span),
             owner_pid,
-            owner: alive(owner_pid, ld(&s.owner_start)),
-            orphaned: state == S_ORPHANED,
+            owner: alive(owner_pid, owner_start),
+            orphaned: state == Some(SlotState::Orphaned),
             export,
             importers,
         });

@@ -31,10 +31,11 @@ use acl_notify_core::key::{ExportKey, KeyFields};
 use acl_notify_core::whitelist::MAX_ENTRIES as MAX_WHITELIST;
 use acl_notify_core::{Error, ServerPid, Soc};
 
-use super::file::{EXPORT_ENFORCED, EXPORT_NONE, EXPORT_OPEN, MemFile, S_LIVE, word};
+use super::file::{MemFile, owner_of};
 use super::{Alloc, lock};
 use crate::error::SimError;
 use crate::{Sim, sys};
+use acl_notify_core::slot::ExportState;
 
 /// Whether `soc` shares device memory between processes (see the module docs).
 pub fn has_ipc_memory(soc: Soc) -> bool {
@@ -117,12 +118,12 @@ impl Sim {
             .slot(id)
             .ok_or_else(|| bad_key(format!("allocation id {id} is out of range")))?;
         let gone = |why: &str| bad_key(format!("allocation {id} on device {device}: {why}"));
-        if slot.state_gen.load(SeqCst) != word(k.generation, S_LIVE) {
+        if !slot.is_live(k.generation) {
             return Err(gone(
                 "it was freed (or its owner died) since the key was made",
             ));
         }
-        if slot.export.load(SeqCst) == EXPORT_NONE || slot.nonce() != k.nonce {
+        if !exported(slot.export_state()) || slot.nonce() != k.nonce {
             return Err(gone(
                 "the key does not match its export (closed by its owner, never exported, or a \
                  notify's key)",
@@ -187,7 +188,11 @@ impl Sim {
             .slot(id)
             .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
         let off_in = (ptr - r.base) as u64;
-        let how = if open { EXPORT_OPEN } else { EXPORT_ENFORCED };
+        let how = if open {
+            ExportState::Open
+        } else {
+            ExportState::Enforced
+        };
         let l = file.lock()?;
         if !slot.is_live(generation) {
             return Err(SimError::new(
@@ -195,11 +200,11 @@ impl Sim {
                 "the allocation was freed meanwhile",
             ));
         }
-        let cur = slot.export.load(SeqCst);
-        if cur != EXPORT_NONE {
-            let same = cur == how
-                && slot.export_off.load(SeqCst) == off_in
-                && slot.export_len.load(SeqCst) == size as u64;
+        let cur = slot.export_state();
+        if cur != Some(ExportState::None) {
+            let same = cur == Some(how)
+                && slot.sync.export_off.load(SeqCst) == off_in
+                && slot.sync.export_len.load(SeqCst) == size as u64;
             if !same {
                 return Err(SimError::new(
                     Error::ParamInvalid,
@@ -207,9 +212,9 @@ impl Sim {
                         "allocation {:#x} is already exported as {} bytes at offset {} ({}); \
                          close that export (aclrtIpcMemClose) before exporting it otherwise",
                         r.base,
-                        slot.export_len.load(SeqCst),
-                        slot.export_off.load(SeqCst),
-                        if cur == EXPORT_OPEN {
+                        slot.sync.export_len.load(SeqCst),
+                        slot.sync.export_off.load(SeqCst),
+                        if cur == Some(ExportState::Open) {
                             "without PID validation"
                         } else {
                             "with PID validation"
@@ -224,13 +229,24 @@ impl Sim {
                     format!("getrandom failed while exporting: {e}"),
                 )
             })?;
-            if let Some(wl) = file.whitelist(id) {
-                wl.reset();
+            // Under the file lock and live (checked above), so the export is ours to make.
+            let won = slot.export_with(nonce, how, || {
+                if let Some(wl) = file.whitelist(id) {
+                    wl.reset();
+                }
+                slot.sync.export_off.store(off_in, SeqCst);
+                slot.sync.export_len.store(size as u64, SeqCst);
+                Ok::<(), std::convert::Infallible>(())
+            });
+            if won != Ok(true) {
+                return Err(SimError::new(
+                    Error::DrvInternalError,
+                    format!(
+                        "device-memory file {}: allocation {id} changed under the file lock",
+                        file.path().display()
+                    ),
+                ));
             }
-            slot.export_off.store(off_in, SeqCst);
-            slot.export_len.store(size as u64, SeqCst);
-            slot.set_nonce(nonce);
-            slot.export.store(how, SeqCst);
         }
         drop(l);
         Ok(ExportKey::encode(&KeyFields {
@@ -305,13 +321,13 @@ impl Sim {
             .slot(n.id)
             .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
         let what = format!("allocation {} on device {}", n.id, n.file.device());
-        if (slot.owner_pid.load(SeqCst), slot.owner_start.load(SeqCst)) != self.mem_identity() {
+        if owner_of(slot) != self.mem_identity() {
             return Err(SimError::new(
                 Error::NoPermission,
                 format!("cannot whitelist importers of {what}: only its owner can"),
             ));
         }
-        if slot.export.load(SeqCst) == EXPORT_OPEN {
+        if slot.export_state() == Some(ExportState::Open) {
             return Err(SimError::new(
                 Error::NoPermission,
                 format!(
@@ -384,13 +400,13 @@ impl Sim {
             .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
         let (server, odev) = (u32::from(n.fields.server), n.file.device());
         let what = format!("allocation {} on device {odev} of server {server}", n.id);
-        if (slot.owner_pid.load(SeqCst), slot.owner_start.load(SeqCst)) == self.mem_identity() {
+        if owner_of(slot) == self.mem_identity() {
             return Err(bad_key(format!(
                 "{what} belongs to this process: use its own pointer (a process does not import \
                  its own export)"
             )));
         }
-        if slot.export.load(SeqCst) == EXPORT_ENFORCED {
+        if slot.export_state() == Some(ExportState::Enforced) {
             let wl = n
                 .file
                 .whitelist(n.id)
@@ -423,8 +439,8 @@ impl Sim {
         }
         n.file.join(&l, n.id, me)?;
         let (off, len) = (
-            slot.off.load(SeqCst) + slot.export_off.load(SeqCst),
-            slot.export_len.load(SeqCst),
+            slot.sync.off.load(SeqCst) + slot.sync.export_off.load(SeqCst),
+            slot.sync.export_len.load(SeqCst),
         );
         drop(l);
         let addr = n.file.addr(off);
@@ -480,7 +496,7 @@ impl Sim {
             .file
             .slot(n.id)
             .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
-        if (slot.owner_pid.load(SeqCst), slot.owner_start.load(SeqCst)) != self.mem_identity() {
+        if owner_of(slot) != self.mem_identity() {
             return Err(bad_key(format!(
                 "allocation {} on device {}: this process neither imported nor exported it",
                 n.id,
@@ -488,8 +504,7 @@ impl Sim {
             )));
         }
         let _l = n.file.lock()?;
-        slot.export.store(EXPORT_NONE, SeqCst);
-        slot.set_nonce([0; 16]);
+        slot.unexport();
         Ok(())
     }
 
@@ -567,4 +582,9 @@ impl Sim {
             .filter_map(|f| f.lock().ok().map(|l| f.reclaim_dead(&l)))
             .sum()
     }
+}
+
+/// Whether an export state read from a slot is a published export (a corrupt value is not).
+fn exported(state: Option<ExportState>) -> bool {
+    matches!(state, Some(ExportState::Enforced | ExportState::Open))
 }

@@ -170,7 +170,7 @@ impl Alloc {
     fn current(&self) -> bool {
         self.file.slot(self.id).is_some_and(|s| {
             if self.imported {
-                s.holds_bytes(self.generation)
+                s.holds(self.generation)
             } else {
                 s.is_live(self.generation)
             }

@@ -11,7 +11,7 @@ use acl_notify_core::table::{MAX_PROCS, NotifySlot};
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
-use crate::mapfile::PAGE;
+use crate::mapfile::{Map, PAGE, Shared};
 
 use super::*;
 
@@ -225,7 +225,91 @@ impl Layout {
             total,
         })
     }
+
+    /// The layout a published header `h` describes, checked field by field against the one
+    /// this build computes for its SoC and device count (see [`validate_header`]), `size` being
+    /// the file's size: for a reader that does not know the machine's configuration (the
+    /// inspector).
+    pub(crate) fn read(
+        h: &Header,
+        path: &Path,
+        server: u32,
+        size: u64,
+    ) -> Result<Layout, SimError> {
+        let soc = soc_from_index(h.soc.load(SeqCst))
+            .ok_or_else(|| bad_file(path, "corrupt header (unknown SoC)"))?;
+        let devices = h.devices.load(SeqCst);
+        if !(1..=crate::MAX_DEVICES).contains(&devices) {
+            return Err(bad_file(
+                path,
+                format_args!("corrupt header ({devices} devices)"),
+            ));
+        }
+        let l = Layout::new(soc, devices)?;
+        validate_header(h, path, &l, server, size)?;
+        Ok(l)
+    }
+
+    // ---- the regions, in a mapping of a file of this layout --------------------------------
+
+    /// The process-table entry `i`.
+    pub(crate) fn proc_entry<'m>(&self, m: &'m Map, i: u32) -> Option<&'m ProcEntry> {
+        (i < MAX_PROCS).then(|| m.at(self.procs_off + i as usize * 64))
+    }
+
+    /// The bookkeeping of `dev`.
+    pub(crate) fn device_header<'m>(&self, m: &'m Map, dev: u32) -> Option<&'m DeviceHeader> {
+        (dev < self.devices).then(|| m.at(self.devs_off + dev as usize * 64))
+    }
+
+    /// The id pool of `dev`.
+    pub(crate) fn pool<'m>(&self, m: &'m Map, dev: u32) -> Option<PoolRef<'m>> {
+        if dev >= self.devices {
+            return None;
+        }
+        let off = self.pools_off + dev as usize * self.pool_stride;
+        Some(match self.max {
+            65535 => PoolRef::P65535(m.at(off)),
+            8192 => PoolRef::P8192(m.at(off)),
+            2048 => PoolRef::P2048(m.at(off)),
+            1024 => PoolRef::P1024(m.at(off)),
+            _ => return None,
+        })
+    }
+
+    /// Where the slot of notify `id` on `dev` is in the file (`None` out of range).
+    pub(crate) fn slot_offset(&self, dev: u32, id: u32) -> Option<usize> {
+        if dev >= self.devices || id >= self.max {
+            return None;
+        }
+        let i = dev as usize * self.max as usize + id as usize;
+        Some(self.slots_off + i * SLOT_BYTES)
+    }
+
+    /// The slot of notify `id` on `dev`.
+    pub(crate) fn slot<'m>(&self, m: &'m Map, dev: u32, id: u32) -> Option<&'m NotifySlot> {
+        self.slot_offset(dev, id).map(|off| m.at(off))
+    }
+
+    /// The whitelist of notify `id` on `dev` (`None` on a SoC without whitelists).
+    pub(crate) fn whitelist<'m>(&self, m: &'m Map, dev: u32, id: u32) -> Option<&'m ShmWhitelist> {
+        if self.wl_size == 0 || dev >= self.devices || id >= self.max {
+            return None;
+        }
+        let i = dev as usize * self.max as usize + id as usize;
+        Some(m.at(self.whitelists_off + i * WHITELIST_BYTES))
+    }
 }
+
+// SAFETY: `repr(C)`, atomics only (its definition above).
+unsafe impl Shared for Header {}
+// SAFETY: `repr(C)`, atomics only (its definition above).
+unsafe impl Shared for ProcEntry {}
+// SAFETY: `repr(C)`, atomics only (its definition above).
+unsafe impl Shared for DeviceHeader {}
+// SAFETY: the core's notify slot is made for shared memory: `repr(C)`, atomics and padding
+// only (its docs).
+unsafe impl Shared for NotifySlot {}
 
 pub(crate) fn soc_index(soc: Soc) -> u32 {
     Soc::ALL.iter().position(|s| *s == soc).unwrap_or(0) as u32 + 1
@@ -242,42 +326,40 @@ pub(crate) fn validate_header(
     server: u32,
     size: u64,
 ) -> Result<(), SimError> {
-    if h.magic.load(SeqCst) != MAGIC {
-        return Err(bad_file(
-            path,
-            "bad magic: not an acl-notify simulator file",
-        ));
-    }
-    let v = h.version.load(SeqCst);
-    if v != LAYOUT_VERSION {
-        return Err(bad_file(
-            path,
-            format_args!("layout version {v}, this build reads version {LAYOUT_VERSION}"),
-        ));
-    }
+    KIND.check_identity(
+        path,
+        "simulator file",
+        (h.magic.load(SeqCst), MAGIC),
+        (h.version.load(SeqCst), LAYOUT_VERSION),
+    )?;
     let sizes = [
         (
             "header size",
-            h.header_size.load(SeqCst),
-            std::mem::size_of::<Header>(),
+            u64::from(h.header_size.load(SeqCst)),
+            std::mem::size_of::<Header>() as u64,
         ),
-        ("notify slot size", h.slot_size.load(SeqCst), SLOT_BYTES),
-        ("process entry size", h.proc_entry_size.load(SeqCst), 64),
+        (
+            "notify slot size",
+            u64::from(h.slot_size.load(SeqCst)),
+            SLOT_BYTES as u64,
+        ),
+        (
+            "process entry size",
+            u64::from(h.proc_entry_size.load(SeqCst)),
+            64,
+        ),
         (
             "process table length",
-            h.max_procs.load(SeqCst),
-            MAX_PROCS as usize,
+            u64::from(h.max_procs.load(SeqCst)),
+            u64::from(MAX_PROCS),
         ),
-        ("device header size", h.device_header_size.load(SeqCst), 64),
+        (
+            "device header size",
+            u64::from(h.device_header_size.load(SeqCst)),
+            64,
+        ),
     ];
-    for (what, got, want) in sizes {
-        if got as usize != want {
-            return Err(bad_file(
-                path,
-                format_args!("{what} is {got}, this build uses {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &sizes)?;
     let soc = soc_from_index(h.soc.load(SeqCst));
     let devices = h.devices.load(SeqCst);
     match soc {
@@ -339,13 +421,6 @@ pub(crate) fn validate_header(
         ),
         ("file size", size, l.total as u64),
     ];
-    for (what, got, want) in fields {
-        if got != want {
-            return Err(bad_file(
-                path,
-                format_args!("corrupt header: {what} is {got}, expected {want}"),
-            ));
-        }
-    }
+    KIND.check_fields(path, &fields)?;
     Ok(())
 }

@@ -54,17 +54,15 @@ use acl_notify_core::table::{MAX_PROCS, NotifySlot, SlotState, Waiter};
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
-use crate::mapfile::{INIT_WAIT, Kind, Open, Registry};
+use crate::mapfile::{INIT_WAIT, Kind, Map, Open, Registry, Shared};
 use crate::repair::LeakRepair;
-use crate::sigbus::Registration;
 use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
-use layout::{DeviceHeader, Layout, soc_index, validate_header};
-pub(crate) use layout::{
-    Header, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry, pool_size,
-};
+pub(crate) use layout::Layout;
+use layout::{DeviceHeader, soc_index, validate_header};
+pub(crate) use layout::{Header, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
 pub use layout::{
     LAYOUT_VERSION, Pool1024, Pool2048, Pool8192, Pool65535, PoolRef, SLOT_BYTES, WHITELIST_BYTES,
 };
@@ -120,9 +118,9 @@ impl std::ops::AddAssign for GcReport {
 /// that uses the file (see [`open_shared`]).
 pub struct ShmFile {
     path: PathBuf,
-    base: *mut u8,
-    /// The mapping's entry in the `SIGBUS` table (see [`crate::sigbus`]).
-    sigbus: Registration,
+    /// The mapping (bounds-checked access, and its entry in the `SIGBUS` table: see
+    /// [`crate::sigbus`]).
+    map: Map,
     layout: Layout,
     server: u32,
     /// This process's index in the process table.
@@ -138,14 +136,6 @@ pub struct ShmFile {
     refs: Mutex<RefMap>,
 }
 
-// SAFETY: `base` points to a MAP_SHARED mapping owned by this value until drop; all access to
-// the mapped memory goes through atomics (the table, pool and header types contain only
-// atomics), so sharing the pointer between threads is sound.
-unsafe impl Send for ShmFile {}
-// SAFETY: as above — every access through `&ShmFile` is an atomic operation or a read of
-// immutable local fields.
-unsafe impl Sync for ShmFile {}
-
 impl fmt::Debug for ShmFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ShmFile")
@@ -158,7 +148,7 @@ impl fmt::Debug for ShmFile {
     }
 }
 
-const KIND: Kind = Kind("shared memory file");
+pub(crate) const KIND: Kind = Kind("shared memory file");
 
 fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
     KIND.bad_file(path, problem)
@@ -213,7 +203,7 @@ impl ShmFile {
     /// it): then 507899 saying so, for every call from then on (see [`crate::sigbus`]).
     #[inline]
     pub(crate) fn intact(&self) -> Result<(), SimError> {
-        self.sigbus.intact(&self.path)
+        self.map.intact(&self.path)
     }
 
     /// Every size boundary of the layout: where each region starts (the header's end
@@ -244,7 +234,7 @@ impl ShmFile {
     /// Whether the file shrank under this process's mapping (see [`intact`](Self::intact)).
     #[inline]
     pub(crate) fn is_lost(&self) -> bool {
-        self.sigbus.lost()
+        self.map.lost()
     }
 
     fn open(
@@ -271,11 +261,9 @@ impl ShmFile {
         };
         let pid = sys::getpid();
         let start_time = sys::proc_start_time(pid).unwrap_or(0);
-        let (base, sigbus) = map.into_raw();
         let mut f = ShmFile {
             path: path.to_owned(),
-            base,
-            sigbus,
+            map,
             layout,
             server,
             me: u32::MAX,
@@ -367,59 +355,37 @@ impl ShmFile {
         (self.pid, self.start_time)
     }
 
-    /// The address of `off`, checked to leave room for `size` bytes.
-    fn at<T>(&self, off: usize) -> &T {
-        crate::mapfile::check_span::<T>(off, self.layout.total);
-        // SAFETY: every caller computes `off` from the validated layout with an in-range index,
-        // so `off + size_of::<T>() <= total` and `off` is aligned for `T` (regions are page
-        // aligned, strides are multiples of the alignment). `T` is one of the shared types,
-        // which contain only atomics (any bit pattern valid) and are only accessed atomically.
-        unsafe { &*self.base.add(off).cast::<T>() }
+    /// The shared value at byte `off` (bounds-checked: see [`Map::at`]).
+    #[inline]
+    pub(crate) fn at<T: Shared>(&self, off: usize) -> &T {
+        self.map.at(off)
     }
 
     pub(crate) fn proc_entry(&self, i: u32) -> Option<&ProcEntry> {
-        (i < MAX_PROCS).then(|| self.at(self.layout.procs_off + i as usize * 64))
+        self.layout.proc_entry(&self.map, i)
     }
 
     fn device_header(&self, dev: u32) -> Option<&DeviceHeader> {
-        (dev < self.layout.devices).then(|| self.at(self.layout.devs_off + dev as usize * 64))
+        self.layout.device_header(&self.map, dev)
     }
 
     /// The id pool of `dev`.
     pub fn pool(&self, dev: u32) -> Option<PoolRef<'_>> {
-        if dev >= self.layout.devices {
-            return None;
-        }
-        let off = self.layout.pools_off + dev as usize * self.layout.pool_stride;
-        Some(match self.layout.max {
-            65535 => PoolRef::P65535(self.at(off)),
-            8192 => PoolRef::P8192(self.at(off)),
-            2048 => PoolRef::P2048(self.at(off)),
-            1024 => PoolRef::P1024(self.at(off)),
-            _ => return None,
-        })
+        self.layout.pool(&self.map, dev)
     }
 
     /// The slot of notify `id` on `dev`.
     pub fn slot(&self, dev: u32, id: u32) -> Option<&NotifySlot> {
-        self.slot_offset(dev, id).map(|off| self.at(off))
+        self.layout.slot(&self.map, dev, id)
     }
 
     /// Where the slot of notify `id` on `dev` is in the file (`None` out of range).
     fn slot_offset(&self, dev: u32, id: u32) -> Option<usize> {
-        if dev >= self.layout.devices || id >= self.layout.max {
-            return None;
-        }
-        let i = dev as usize * self.layout.max as usize + id as usize;
-        Some(self.layout.slots_off + i * SLOT_BYTES)
+        self.layout.slot_offset(dev, id)
     }
 
     fn shm_whitelist(&self, dev: u32, id: u32) -> Option<&ShmWhitelist> {
-        if self.layout.wl_size == 0 || dev >= self.layout.devices || id >= self.layout.max {
-            return None;
-        }
-        let i = dev as usize * self.layout.max as usize + id as usize;
-        Some(self.at(self.layout.whitelists_off + i * WHITELIST_BYTES))
+        self.layout.whitelist(&self.map, dev, id)
     }
 
     /// Notes that `id` was handed out on `dev` (bounds GC scans).
@@ -441,7 +407,7 @@ impl ShmFile {
 
     /// The count of this file's waiters that are spinning (see [`crate::spin`]).
     pub(crate) fn spinners(&self) -> &AtomicU32 {
-        &self.at::<Header>(0).spinners
+        &self.map.header::<Header>().spinners
     }
 
     /// The waiter (futex, clock, liveness) for this file's table.
@@ -467,10 +433,8 @@ impl Drop for ShmFile {
                 e.word.store(0, SeqCst);
             }
         }
-        self.sigbus.release();
-        // SAFETY: `base`/`total` describe our mapping; nothing borrows it any more (`&self`
+        // The mapping goes with `self.map`, after this: nothing borrows it any more (`&self`
         // borrows ended, and `SlotRef`s keep the `Arc` alive while they exist).
-        unsafe { libc::munmap(self.base.cast(), self.layout.total) };
     }
 }
 

@@ -157,7 +157,7 @@ impl Slot<CntSync> {
     /// history. Returns the generation. `Err(Corrupt)` if the slot is not free (its id was
     /// handed out while in use), `Err(BadProc)` if `owner.proc` is out of range.
     pub fn claim(&self, owner: Owner) -> Result<u32, TableError> {
-        self.claim_with(owner, 0)
+        self.claim_raw(owner, 0, |_| {})
     }
 
     /// Repairs a slot whose id is allocated but which is not live: left by a process killed

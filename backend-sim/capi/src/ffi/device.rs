@@ -1,0 +1,239 @@
+//! The exported initialisation and device functions: `aclInit`, `aclFinalize`,
+//! `aclGetRecentErrMsg`, `aclrtSetDevice` … `aclrtDeviceGetBareTgid`.
+
+use std::ffi::c_char;
+use std::panic::catch_unwind;
+
+use acl_notify_core::{Backend, Error};
+
+use super::{aclError, api, api_ptr};
+use crate::errmsg::{self, CallError, null_arg};
+use crate::session::{self, runtime, with_runtime};
+
+/// `aclError aclInit(const char *configPath)`: opens the simulated machine the
+/// `ACL_NOTIFY_SIM_*` variables describe. `configPath` may be NULL and is not read.
+///
+/// Codes: 100002 already initialised; the simulator's code if the environment is invalid.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclInit(_config_path: *const c_char) -> aclError {
+    api("aclInit", session::init)
+}
+
+/// `aclError aclFinalize(void)`: releases every stream and notify of the process.
+///
+/// Codes: 100037 already finalised.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclFinalize() -> aclError {
+    api("aclFinalize", session::finalize)
+}
+
+/// `const char *aclGetRecentErrMsg(void)`: this thread's messages since the last call, newest
+/// first, or NULL. The string is valid until the next call on this thread.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
+    catch_unwind(errmsg::take_recent).unwrap_or(std::ptr::null())
+}
+
+// ---- devices ---------------------------------------------------------------------------------
+
+/// `aclError aclrtSetDevice(int32_t deviceId)`: makes `deviceId` the calling thread's current
+/// device.
+///
+/// Codes: 107001.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetDevice(device_id: i32) -> aclError {
+    api("aclrtSetDevice", || runtime()?.set_device(device_id))
+}
+
+/// `aclError aclrtGetDevice(int32_t *deviceId)`.
+///
+/// Codes: 100000; 107002.
+///
+/// # Safety
+///
+/// `device_id` is NULL or valid for writing an `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDevice(device_id: *mut i32) -> aclError {
+    api("aclrtGetDevice", || {
+        if device_id.is_null() {
+            return Err(null_arg("deviceId"));
+        }
+        let d = runtime()?.get_device()?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { device_id.write_unaligned(d) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtResetDevice(int32_t deviceId)`.
+///
+/// Codes: 107001.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDevice(device_id: i32) -> aclError {
+    api("aclrtResetDevice", || {
+        runtime()?.reset_device(device_id, false)
+    })
+}
+
+/// `aclError aclrtResetDeviceForce(int32_t deviceId)`.
+///
+/// Codes: 107001.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtResetDeviceForce(device_id: i32) -> aclError {
+    api("aclrtResetDeviceForce", || {
+        runtime()?.reset_device(device_id, true)
+    })
+}
+
+/// `aclError aclrtGetDeviceCount(uint32_t *count)`.
+///
+/// Codes: 100000.
+///
+/// # Safety
+///
+/// `count` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
+    api("aclrtGetDeviceCount", || {
+        if count.is_null() {
+            return Err(null_arg("count"));
+        }
+        let n = runtime()?.backend().device_count();
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { count.write_unaligned(n) };
+        Ok(())
+    })
+}
+
+/// `ACL_DEV_ATTR_PHY_CHIP_ID`, `ACL_DEV_ATTR_SUPER_POD_DEVICE_ID`,
+/// `ACL_DEV_ATTR_SUPER_POD_SERVER_ID` and `ACL_DEV_ATTR_SUPER_POD_ID` (`aclrtDevAttr`): the
+/// attributes the simulator answers.
+const ATTR_PHY_CHIP_ID: i32 = 402;
+const ATTR_SUPER_POD_DEVICE_ID: i32 = 403;
+const ATTR_SUPER_POD_SERVER_ID: i32 = 404;
+const ATTR_SUPER_POD_ID: i32 = 405;
+
+/// `aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value)`, for the
+/// attributes a notify program needs: a process's SuperPOD Device ID is what an owner puts in
+/// `aclrtServerPid::sdid` to whitelist it, and the simulator keys inter-server whitelists by
+/// the server (`ACL_NOTIFY_SIM_SERVER_ID`), so both 403 and 404 answer that; 402 answers the
+/// device id and 405 (the SuperPOD's own id) 0.
+///
+/// Codes: 100000 value NULL; 107001 no such device; 207000 an attribute the simulator
+/// does not model.
+///
+/// # Safety
+///
+/// `value` is NULL or valid for writing an `int64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDeviceInfo(
+    device_id: u32,
+    attr: i32,
+    value: *mut i64,
+) -> aclError {
+    api("aclrtGetDeviceInfo", || {
+        if value.is_null() {
+            return Err(null_arg("value"));
+        }
+        let v = with_runtime(|rt| {
+            let dev = rt.device_id(device_id)?;
+            Ok(match attr {
+                ATTR_PHY_CHIP_ID => i64::from(dev),
+                ATTR_SUPER_POD_DEVICE_ID | ATTR_SUPER_POD_SERVER_ID => {
+                    i64::from(rt.backend().server_id())
+                }
+                ATTR_SUPER_POD_ID => 0,
+                other => {
+                    return Err(CallError::new(
+                        Error::FeatureNotSupport,
+                        format!(
+                            "device attribute {other} is not modelled by the simulator (it \
+                             answers 402, 403, 404 and 405: chip id, SuperPOD device id, server \
+                             id, SuperPOD id)"
+                        ),
+                    ));
+                }
+            })
+        })?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { value.write_unaligned(v) };
+        Ok(())
+    })
+}
+
+/// `const char *aclrtGetSocName(void)`: the exact chip name (static storage), e.g.
+/// `Ascend910B3`: the session's, or before there is one the chip `ACL_NOTIFY_SIM_SOC` names
+/// (a family stands for its first chip), without starting a session. CANN's reads the chip
+/// without an initialisation check too (hicann/runtime
+/// `src/acl/aclrt_impl/acl_rt_impl_base.cpp`, `aclrtGetSocNameImpl`). NULL (with a message)
+/// only if `ACL_NOTIFY_SIM_SOC` names no chip.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtGetSocName() -> *const c_char {
+    api_ptr("aclrtGetSocName", || {
+        let chip = match session::existing_runtime() {
+            Some(rt) => rt.backend().chip(),
+            None => acl_notify_sim::Sim::chip_from_env().map_err(CallError::backend)?,
+        };
+        Ok(chip.c_name().as_ptr())
+    })
+}
+
+/// `aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, int32_t deviceId,
+/// int32_t peerDeviceId)`: writes 1 if `deviceId` can access `peerDeviceId`, else 0.
+///
+/// Codes: 100000; 107001; the backend's codes.
+///
+/// # Safety
+///
+/// `can_access_peer` is NULL or valid for writing an `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtDeviceCanAccessPeer(
+    can_access_peer: *mut i32,
+    device_id: i32,
+    peer_device_id: i32,
+) -> aclError {
+    api("aclrtDeviceCanAccessPeer", || {
+        if can_access_peer.is_null() {
+            return Err(null_arg("canAccessPeer"));
+        }
+        let yes = runtime()?.can_access_peer(device_id, peer_device_id)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { can_access_peer.write_unaligned(i32::from(yes)) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags)`: between the
+/// current device and `peerDeviceId`.
+///
+/// Codes: 107000 flags ≠ 0 (or the peer is the current device); 107002; 107001.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags: u32) -> aclError {
+    api("aclrtDeviceEnablePeerAccess", || {
+        runtime()?.enable_peer_access(peer_device_id, flags)
+    })
+}
+
+/// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: the calling process's id. Works before
+/// `aclInit` too.
+///
+/// Codes: 100000.
+///
+/// # Safety
+///
+/// `pid` is NULL or valid for writing an `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtDeviceGetBareTgid(pid: *mut i32) -> aclError {
+    api("aclrtDeviceGetBareTgid", || {
+        if pid.is_null() {
+            return Err(null_arg("pid"));
+        }
+        let me = match session::existing_runtime() {
+            Some(rt) => rt.backend().bare_tgid(),
+            None => std::process::id() as i32,
+        };
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { pid.write_unaligned(me) };
+        Ok(())
+    })
+}

@@ -1,0 +1,151 @@
+//! The simulator's exported extensions (`acl/aclnsim.h`): host-side waits, merged records,
+//! budgets and the server id, beyond CANN's API.
+
+use acl_notify_core::Backend;
+
+use super::{aclError, aclrtNotify, api, handle};
+use crate::errmsg::null_arg;
+use crate::session::runtime;
+
+/// `aclError aclnsimNotifyHostWait(aclrtNotify notify, uint64_t timeoutUs)`: blocks the calling
+/// thread until the notify is recorded, then resets it (consuming the record as a stream wait
+/// would). `UINT64_MAX` waits forever.
+///
+/// Codes: 100000; 107017; 107002; 107000 the current device is not the owner's; 107019
+/// timed out.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclnsimNotifyHostWait(notify: aclrtNotify, timeout_us: u64) -> aclError {
+    api("aclnsimNotifyHostWait", || {
+        if notify.is_null() {
+            return Err(null_arg("notify"));
+        }
+        let t = (timeout_us != u64::MAX).then(|| std::time::Duration::from_micros(timeout_us));
+        runtime()?.host_wait(handle(notify), t)
+    })
+}
+
+/// `aclError aclnsimNotifyTryConsume(aclrtNotify notify, int32_t *consumed)`: if the flag is
+/// set, resets it and writes 1, else writes 0. Never blocks.
+///
+/// Codes: 100000; 107017; 107002; 107000 the current device is not the owner's.
+///
+/// # Safety
+///
+/// `consumed` is NULL or valid for writing an `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimNotifyTryConsume(
+    notify: aclrtNotify,
+    consumed: *mut i32,
+) -> aclError {
+    api("aclnsimNotifyTryConsume", || {
+        if notify.is_null() {
+            return Err(null_arg("notify"));
+        }
+        if consumed.is_null() {
+            return Err(null_arg("consumed"));
+        }
+        let yes = runtime()?.try_consume(handle(notify))?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { consumed.write_unaligned(i32::from(yes)) };
+        Ok(())
+    })
+}
+
+/// `aclError aclnsimNotifyGetMergedRecords(aclrtNotify notify, uint32_t *sinceLastWait,
+/// uint32_t *total)`: how many records of the notify landed on an already-set flag and merged
+/// into the pending record (SPEC §1), since the last wait took a record and in the notify's
+/// life, across every process that records it.
+///
+/// Codes: 100000; 107017.
+///
+/// # Safety
+///
+/// `since_last_wait` and `total` are each NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimNotifyGetMergedRecords(
+    notify: aclrtNotify,
+    since_last_wait: *mut u32,
+    total: *mut u32,
+) -> aclError {
+    api("aclnsimNotifyGetMergedRecords", || {
+        if notify.is_null() {
+            return Err(null_arg("notify"));
+        }
+        if since_last_wait.is_null() {
+            return Err(null_arg("sinceLastWait"));
+        }
+        if total.is_null() {
+            return Err(null_arg("total"));
+        }
+        let (run, all) = runtime()?.merged_records(handle(notify))?;
+        // SAFETY: both non-NULL, and the caller guarantees they are writable.
+        unsafe {
+            since_last_wait.write_unaligned(run);
+            total.write_unaligned(all);
+        }
+        Ok(())
+    })
+}
+
+/// `aclError aclnsimGetNotifyFreeCount(int32_t deviceId, uint32_t *count)`: notify ids still
+/// free on the device, across every process of the simulated machine.
+///
+/// Codes: 100000; 107001; 207000 notifies unsupported.
+///
+/// # Safety
+///
+/// `count` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimGetNotifyFreeCount(device_id: i32, count: *mut u32) -> aclError {
+    api("aclnsimGetNotifyFreeCount", || {
+        if count.is_null() {
+            return Err(null_arg("count"));
+        }
+        let n = runtime()?.notifies_free(device_id)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { count.write_unaligned(n) };
+        Ok(())
+    })
+}
+
+/// `aclError aclnsimGetCntNotifyFreeCount(int32_t deviceId, uint32_t *count)`: count-notify ids
+/// still free on the device, across every process of the simulated machine.
+///
+/// Codes: 100000; 207000 count notifies unsupported; 107001.
+///
+/// # Safety
+///
+/// `count` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimGetCntNotifyFreeCount(device_id: i32, count: *mut u32) -> aclError {
+    api("aclnsimGetCntNotifyFreeCount", || {
+        if count.is_null() {
+            return Err(null_arg("count"));
+        }
+        let n = runtime()?.cnt_notifies_free(device_id)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { count.write_unaligned(n) };
+        Ok(())
+    })
+}
+
+/// `aclError aclnsimGetServerId(uint32_t *serverId)`: the SuperPod server this process runs on
+/// (`ACL_NOTIFY_SIM_SERVER_ID`).
+///
+/// Codes: 100000.
+///
+/// # Safety
+///
+/// `server_id` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclnsimGetServerId(server_id: *mut u32) -> aclError {
+    api("aclnsimGetServerId", || {
+        if server_id.is_null() {
+            return Err(null_arg("serverId"));
+        }
+        let id = runtime()?.backend().server_id();
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { server_id.write_unaligned(id) };
+        Ok(())
+    })
+}

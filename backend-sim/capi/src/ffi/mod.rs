@@ -1,0 +1,119 @@
+//! The exported C functions (`acl/acl.h`). Each one catches panics, runs SPEC §3's checks in
+//! order — the argument checks here, the rest in `runtime::Runtime` — and
+//! records a message for `aclGetRecentErrMsg` when it fails.
+//!
+//! C memory is only touched here: out-parameters are written once every check has passed,
+//! arrays are read element by element as the checks reach them.
+//!
+//! This file holds the C types and the one panic firewall (`api`); the functions are in one
+//! module per chapter of the API: `device` (initialisation and devices), `stream`, `notify`
+//! (local and IPC), `cnt` (count notifies), `ext` (the `aclnsim*` extensions). Events and
+//! contexts are in [`crate::ffi_event`], device memory in [`crate::memory`] and IPC memory in
+//! [`crate::ipc_memory`].
+#![allow(non_camel_case_types)]
+
+use std::ffi::{c_char, c_int, c_void};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use acl_notify_core::Error;
+use acl_notify_core::cnt::{CntRecordInfo, CntWaitInfo};
+
+use crate::errmsg::{self, CallError};
+
+/// `aclError`.
+pub type aclError = c_int;
+/// `aclrtNotify`.
+pub type aclrtNotify = *mut c_void;
+/// `aclrtStream`.
+pub type aclrtStream = *mut c_void;
+/// `aclrtCntNotify`.
+pub type aclrtCntNotify = *mut c_void;
+/// `aclrtCntNotifyRecordInfo` (`{ aclrtCntNotifyRecordMode mode; uint32_t value; }`, 8 bytes).
+pub type aclrtCntNotifyRecordInfo = CntRecordInfo;
+/// `aclrtCntNotifyWaitInfo` (`{ mode; value; timeout; uint8_t isClear; uint8_t rsv[3]; }`,
+/// 16 bytes).
+pub type aclrtCntNotifyWaitInfo = CntWaitInfo;
+/// `aclrtHostFunc`.
+pub type aclrtHostFunc = Option<unsafe extern "C" fn(*mut c_void)>;
+
+/// `aclrtServerPid` (LP64: `sdid` at 0, `pid` at 8, `num` at 16; 24 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct aclrtServerPid {
+    /// SuperPod server id.
+    pub sdid: u32,
+    /// The PIDs (exactly one is accepted per entry).
+    pub pid: *mut i32,
+    /// Number of PIDs at `pid`.
+    pub num: usize,
+}
+
+const _: () = assert!(std::mem::size_of::<aclrtServerPid>() == 24);
+const _: () = assert!(std::mem::offset_of!(aclrtServerPid, pid) == 8);
+const _: () = assert!(std::mem::offset_of!(aclrtServerPid, num) == 16);
+
+/// `ACL_ERROR_RT_DRV_INTERNAL_ERROR`: what a call returns if the library panicked.
+const PANIC_CODE: Error = Error::DrvInternalError;
+
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
+/// Runs one C call: catches a panic, turns the result into a code, records a failure.
+pub(crate) fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclError {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            errmsg::record(name, &e);
+            e.code().code()
+        }
+        Err(payload) => {
+            errmsg::note_code(PANIC_CODE);
+            errmsg::push(format!(
+                "{name} failed: {PANIC_CODE}: internal error in acl-notify (panic: {})",
+                panic_text(&*payload)
+            ));
+            // Dropping a payload runs foreign code; do not let even that unwind out.
+            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+            PANIC_CODE.code()
+        }
+    }
+}
+
+/// Runs a C call that returns a pointer: NULL on failure or panic.
+fn api_ptr(name: &str, f: impl FnOnce() -> Result<*const c_char, CallError>) -> *const c_char {
+    let mut out = std::ptr::null();
+    api(name, || {
+        out = f()?;
+        Ok(())
+    });
+    out
+}
+
+pub(crate) fn handle(p: *mut c_void) -> usize {
+    p.addr()
+}
+
+pub(crate) fn to_ptr(h: usize) -> *mut c_void {
+    std::ptr::without_provenance_mut(h)
+}
+
+mod cnt;
+mod device;
+mod ext;
+pub(crate) mod ipc_args;
+mod notify;
+mod stream;
+
+pub use cnt::*;
+pub use device::*;
+pub use ext::*;
+pub use notify::*;
+pub use stream::*;
+
+#[cfg(test)]
+mod tests;

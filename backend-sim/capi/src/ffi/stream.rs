@@ -1,0 +1,140 @@
+//! The exported stream functions: create, destroy, synchronize, query, host functions and
+//! the operation wait timeout.
+
+use std::ffi::{c_int, c_void};
+
+use acl_notify_core::{HostCall, StreamDestroy, StreamStatus, SyncWait};
+
+use super::{aclError, aclrtHostFunc, aclrtStream, api, handle, to_ptr};
+use crate::errmsg::{null_arg, param};
+use crate::session::runtime;
+
+/// `aclError aclrtCreateStream(aclrtStream *stream)`: a stream on the current device.
+///
+/// Codes: 100000; 107002; 207005.
+///
+/// # Safety
+///
+/// `stream` is NULL or valid for writing an `aclrtStream`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
+    api("aclrtCreateStream", || {
+        if stream.is_null() {
+            return Err(null_arg("stream"));
+        }
+        let h = runtime()?.create_stream()?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { stream.write_unaligned(to_ptr(h)) };
+        Ok(())
+    })
+}
+
+fn destroy_stream(name: &str, stream: aclrtStream, mode: StreamDestroy) -> aclError {
+    api(name, || {
+        if stream.is_null() {
+            return Err(null_arg("stream"));
+        }
+        runtime()?.destroy_stream(handle(stream), mode)
+    })
+}
+
+/// `aclError aclrtDestroyStream(aclrtStream stream)`: waits for the queued tasks, then
+/// destroys the stream.
+///
+/// Codes: 100000; 107017; 107002; 107003.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyStream(stream: aclrtStream) -> aclError {
+    destroy_stream("aclrtDestroyStream", stream, StreamDestroy::Drain)
+}
+
+/// `aclError aclrtDestroyStreamForce(aclrtStream stream)`: discards the queued tasks and
+/// destroys the stream.
+///
+/// Codes: 100000; 107017; 107002; 107003.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDestroyStreamForce(stream: aclrtStream) -> aclError {
+    destroy_stream("aclrtDestroyStreamForce", stream, StreamDestroy::Discard)
+}
+
+/// `aclError aclrtSynchronizeStream(aclrtStream stream)`: blocks until every queued task ran.
+///
+/// Codes: 107017; 107002; 107003; 107020 a wait on the stream timed out (once).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError {
+    api("aclrtSynchronizeStream", || {
+        runtime()?.synchronize(handle(stream), SyncWait::Forever)
+    })
+}
+
+/// `aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout)`: as
+/// `aclrtSynchronizeStream`, for at most `timeout` ms (−1 forever, 0 poll).
+///
+/// Codes: 107000 timeout < −1; 107017; 107002; 107003; 107020; 507046 expired.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: aclrtStream, timeout: i32) -> aclError {
+    api("aclrtSynchronizeStreamWithTimeout", || {
+        let wait = SyncWait::from_c_ms(timeout)
+            .ok_or_else(|| param(format!("timeout {timeout} ms is below -1")))?;
+        runtime()?.synchronize(handle(stream), wait)
+    })
+}
+
+/// `aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status)`.
+///
+/// Codes: 100000; 107017; 107002; 107003.
+///
+/// # Safety
+///
+/// `status` is NULL or valid for writing an `aclrtStreamStatus` (an `int`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtStreamQuery(stream: aclrtStream, status: *mut c_int) -> aclError {
+    api("aclrtStreamQuery", || {
+        if status.is_null() {
+            return Err(null_arg("status"));
+        }
+        let s = runtime()?.query(handle(stream))?;
+        let v = match s {
+            StreamStatus::Complete => 0,
+            StreamStatus::NotReady => 1,
+        };
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { status.write_unaligned(v) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args)`: `fn(args)`
+/// runs on a library thread when the stream reaches it.
+///
+/// Codes: 107000 `fn` NULL; 107017; 107002; 107003.
+///
+/// # Safety
+///
+/// `fn(args)` must be safe to call once from another thread at any time until the stream has
+/// run it, and must not unwind.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtLaunchHostFunc(
+    stream: aclrtStream,
+    func: aclrtHostFunc,
+    args: *mut c_void,
+) -> aclError {
+    api("aclrtLaunchHostFunc", || {
+        let Some(func) = func else {
+            return Err(param("`fn` is NULL"));
+        };
+        // SAFETY: the caller's contract is `HostCall::new`'s.
+        let call = unsafe { HostCall::new(func, args) };
+        runtime()?.launch_host_func(handle(stream), call)
+    })
+}
+
+/// `aclError aclrtSetOpWaitTimeout(uint32_t timeout)`: the process default (seconds, 0 =
+/// forever) for waits given `UINT32_MAX` on Ascend310P (elsewhere those wait for ever).
+///
+/// Codes: the simulator's, if the session cannot start.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError {
+    api("aclrtSetOpWaitTimeout", || {
+        runtime()?.set_op_wait_timeout(timeout)
+    })
+}

@@ -1,0 +1,106 @@
+//! Unit tests of the exported functions: argument checks before the session, layouts, the
+//! panic firewall.
+
+use super::*;
+use crate::session;
+use std::ffi::CStr;
+
+fn recent() -> String {
+    let p = aclGetRecentErrMsg();
+    assert!(!p.is_null(), "no message recorded");
+    // SAFETY: non-NULL messages are NUL-terminated and live until the next call.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+#[test]
+fn null_checks_come_before_the_session_start() {
+    // These run without a session and start none: the argument checks come first (a
+    // call that passes them would start the process's session, which the C tests do).
+    // SAFETY: NULL pointers are valid arguments.
+    unsafe {
+        assert_eq!(aclrtCreateNotify(std::ptr::null_mut(), 0), 100000);
+        assert!(recent().contains("aclrtCreateNotify failed: ACL_ERROR_INVALID_PARAM"));
+        assert_eq!(aclrtGetNotifyId(to_ptr(1), std::ptr::null_mut()), 100000);
+        assert_eq!(aclrtNotifyBatchReset(std::ptr::null_mut(), 1), 100000);
+        let mut n = std::ptr::null_mut();
+        assert_eq!(aclrtNotifyBatchReset(&mut n, 0), 107000);
+        assert_eq!(
+            aclrtNotifySetImportPidInterServer(std::ptr::null_mut(), std::ptr::null_mut(), 0),
+            107000
+        );
+        let mut pid = 0;
+        assert_eq!(aclrtDeviceGetBareTgid(&mut pid), 0);
+        assert_eq!(pid, std::process::id() as i32);
+    }
+    // The chip name is answered without a session.
+    let chip = acl_notify_sim::Sim::chip_from_env().unwrap();
+    // SAFETY: aclrtGetSocName returns NULL or a static NUL-terminated string.
+    let name = unsafe { std::ffi::CStr::from_ptr(aclrtGetSocName()) };
+    assert_eq!(name, chip.c_name());
+    assert!(
+        session::existing_runtime().is_none(),
+        "a session was started"
+    );
+}
+
+#[test]
+fn cnt_argument_checks_come_first() {
+    let mut info = CntRecordInfo { mode: 3, value: 0 };
+    let mut wait = CntWaitInfo {
+        mode: 5,
+        ..CntWaitInfo::default()
+    };
+    let mut id = 0u32;
+    // SAFETY: NULL or valid pointers to live locals.
+    unsafe {
+        assert_eq!(aclrtCntNotifyCreate(std::ptr::null_mut(), 0), 107000);
+        let mut c = std::ptr::null_mut();
+        assert_eq!(aclrtCntNotifyCreate(&mut c, 1), 107000);
+        assert_eq!(aclrtCntNotifyDestroy(std::ptr::null_mut()), 107000);
+        assert_eq!(
+            aclrtCntNotifyRecord(to_ptr(1), std::ptr::null_mut(), std::ptr::null_mut()),
+            100000
+        );
+        assert_eq!(
+            aclrtCntNotifyRecord(std::ptr::null_mut(), std::ptr::null_mut(), &mut info),
+            107000
+        );
+        assert_eq!(
+            aclrtCntNotifyRecord(to_ptr(1), std::ptr::null_mut(), &mut info),
+            107000,
+            "mode 3"
+        );
+        assert!(recent().contains("info->mode 3"));
+        assert_eq!(
+            aclrtCntNotifyWaitWithTimeout(to_ptr(1), std::ptr::null_mut(), std::ptr::null_mut()),
+            100000
+        );
+        assert_eq!(
+            aclrtCntNotifyWaitWithTimeout(to_ptr(1), std::ptr::null_mut(), &mut wait),
+            107000,
+            "mode 5"
+        );
+        assert_eq!(
+            aclrtCntNotifyReset(std::ptr::null_mut(), std::ptr::null_mut()),
+            107000
+        );
+        assert_eq!(aclrtCntNotifyGetId(std::ptr::null_mut(), &mut id), 107000);
+        assert_eq!(aclrtCntNotifyGetId(to_ptr(1), std::ptr::null_mut()), 107000);
+    }
+    assert_eq!(std::mem::size_of::<aclrtCntNotifyRecordInfo>(), 8);
+    assert_eq!(std::mem::size_of::<aclrtCntNotifyWaitInfo>(), 16);
+}
+
+#[test]
+fn server_pid_layout() {
+    assert_eq!(std::mem::size_of::<aclrtServerPid>(), 24);
+    assert_eq!(std::mem::offset_of!(aclrtServerPid, sdid), 0);
+}
+
+#[test]
+fn a_panic_becomes_a_code_and_a_message() {
+    let code = api("aclrtTest", || panic!("boom"));
+    assert_eq!(code, 507899);
+    let m = recent();
+    assert!(m.contains("aclrtTest failed") && m.contains("boom"), "{m}");
+}

@@ -1,0 +1,142 @@
+//! The device calls of [`Runtime`]: the current device and context, device reference
+//! counts, reset, peer access.
+
+use std::cell::Cell;
+
+use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
+
+use crate::errmsg::{CallError, param};
+
+use super::{CURRENT, Runtime, lock};
+
+impl Runtime {
+    /// The calling thread's current device (107002 if none).
+    #[inline]
+    pub(crate) fn current_device(&self) -> Result<u32, CallError> {
+        self.current().map(|(device, _)| device)
+    }
+
+    /// The calling thread's current device and context (107002 if none).
+    #[inline]
+    pub(crate) fn current(&self) -> Result<(u32, usize), CallError> {
+        match CURRENT.with(Cell::get) {
+            Some((epoch, device, ctx)) if epoch == self.epoch => Ok((device, ctx)),
+            _ => Err(CallError::new(
+                Error::ContextNull,
+                "the calling thread has no current device (call aclrtSetDevice first)",
+            )),
+        }
+    }
+
+    /// `device` as a device of this machine (C passes `int32_t` or `uint32_t`): 107001 if
+    /// there is no such device.
+    pub(crate) fn device_id(&self, device: impl Into<i64>) -> Result<u32, CallError> {
+        let device = device.into();
+        let count = self.backend.device_count();
+        u32::try_from(device)
+            .ok()
+            .filter(|d| *d < count)
+            .ok_or_else(|| {
+                CallError::new(
+                    Error::InvalidDeviceId,
+                    format!("device {device} does not exist (this machine has {count} devices)"),
+                )
+            })
+    }
+
+    /// `aclrtSetDevice`.
+    pub(crate) fn set_device(&self, device: i32) -> Result<(), CallError> {
+        let d = self.device_id(device)?;
+        if let Some(n) = lock(&self.device_refs).get_mut(d as usize) {
+            *n = n.saturating_add(1);
+        }
+        let ctx = self.primary_context(d)?;
+        CURRENT.with(|c| c.set(Some((self.epoch, d, ctx))));
+        Ok(())
+    }
+
+    /// Makes `ctx` (a live context on `device`) current on the calling thread.
+    pub(crate) fn make_current(&self, device: u32, ctx: usize) {
+        CURRENT.with(|c| c.set(Some((self.epoch, device, ctx))));
+    }
+
+    /// Forgets the calling thread's current context if it is `ctx`.
+    pub(crate) fn forget_current(&self, ctx: usize) {
+        CURRENT.with(|c| {
+            if matches!(c.get(), Some((e, _, x)) if e == self.epoch && x == ctx) {
+                c.set(None);
+            }
+        });
+    }
+
+    /// `aclrtResetDevice` (`force`: `aclrtResetDeviceForce`). When the process's count of
+    /// `aclrtSetDevice` calls for the device drops to 0, its streams are discarded and its
+    /// notify handles destroyed, as CANN does when the device's context goes away.
+    pub(crate) fn reset_device(&self, device: i32, force: bool) -> Result<(), CallError> {
+        let d = self.device_id(device)?;
+        let release = {
+            let mut refs = lock(&self.device_refs);
+            match refs.get_mut(d as usize) {
+                Some(n) if *n > 0 => {
+                    *n = if force { 0 } else { *n - 1 };
+                    *n == 0
+                }
+                _ => false,
+            }
+        };
+        CURRENT.with(|c| {
+            if matches!(c.get(), Some((e, dev, _)) if e == self.epoch && dev == d) {
+                c.set(None);
+            }
+        });
+        if release {
+            self.release(|dev| dev == d);
+        }
+        Ok(())
+    }
+
+    /// Discards the streams and destroys the notify handles on devices chosen by `which`:
+    /// the C stream handles, the devices' default streams, and streams still draining in an
+    /// `aclrtDestroyStream` on another thread. All of them are cancelled before any is waited
+    /// for (a host function on one may be synchronizing another).
+    pub(crate) fn release(&self, which: impl Fn(u32) -> bool) {
+        self.streams.remove_where(|s| which(s.device));
+        self.backend.discard_streams_where(&which);
+        self.backend.destroy_notifies_where(&which);
+        let cnts = self.cnts.remove_where(|c| which(c.device));
+        for c in cnts {
+            let _ = self.backend.cnt_destroy(c.raw);
+        }
+        self.contexts.forget_where(&which);
+        let events = self.events.remove_where(|e| which(e.device));
+        for e in events {
+            let _ = self.backend.event_destroy(e.raw);
+        }
+    }
+
+    /// `aclrtGetDevice`.
+    pub(crate) fn get_device(&self) -> Result<i32, CallError> {
+        self.current_device().map(|d| d as i32)
+    }
+
+    /// `aclrtDeviceCanAccessPeer`.
+    pub(crate) fn can_access_peer(&self, device: i32, peer: i32) -> Result<bool, CallError> {
+        let d = self.device_id(device)?;
+        let p = self.device_id(peer)?;
+        self.backend
+            .can_access_peer(d, p)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtDeviceEnablePeerAccess` (from the current device to `peer`).
+    pub(crate) fn enable_peer_access(&self, peer: i32, flags: u32) -> Result<(), CallError> {
+        if flags != 0 {
+            return Err(param(format!("flags {flags:#x} must be 0")));
+        }
+        let d = self.current_device()?;
+        let p = self.device_id(peer)?;
+        self.backend
+            .enable_peer_access(d, p)
+            .map_err(CallError::backend)
+    }
+}

@@ -1,0 +1,223 @@
+//! [`Runtime`]: what CANN's C API adds on top of the simulator — handle tables, the per-thread
+//! current device, device reference counts, the NULL-means-default-stream rule and the
+//! SPEC §3 check order (concrete over [`Sim`]: the crate's doc says why).
+//!
+//! Methods here take decoded C arguments (handles as `usize`, counts, flags) and return
+//! [`CallError`]s; reading and writing C memory stays in `ffi`.
+//!
+//! This file holds the session's state, handle lookups and the errors that name a caller's
+//! handle; the calls are in one module per chapter, as in `ffi`: `device`, `stream`, `notify`,
+//! `ipc`, `cnt`, `ext` (and `crate::context`, `crate::event`).
+
+use std::cell::Cell;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use acl_notify_core::{
+    Backend, BackendError, Error, Feature, NotifyResources, RawNotify, RawStream,
+};
+use acl_notify_sim::Sim;
+
+use crate::errmsg::CallError;
+use crate::handle::{CTable, Kind, Stamp, not_live};
+use cnt::CntEntry;
+
+/// What a stream handle stands for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamEntry {
+    pub(crate) raw: RawStream,
+    pub(crate) device: u32,
+    /// The context it was created in (a context handle, see `context`).
+    pub(crate) ctx: usize,
+    /// A context's default stream, handed out by `aclrtCtxGetCurrentDefaultStream`: it is
+    /// not destroyed through its handle.
+    pub(crate) default: bool,
+}
+
+thread_local! {
+    /// This thread's current device and context, tagged with the epoch of the [`Runtime`]
+    /// they were set in (a device set before `aclFinalize` is not current after the next
+    /// `aclInit`).
+    static CURRENT: Cell<Option<(u64, u32, usize)>> = const { Cell::new(None) };
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// 107017 for a notify handle that is not a live one of this session.
+fn bad_notify(handle: usize) -> CallError {
+    not_live("notify", "a notify", handle)
+}
+
+/// 107017 for a stream handle that is not a live one of this session.
+fn bad_stream(handle: usize) -> CallError {
+    not_live("stream", "a stream", handle)
+}
+
+/// "stream 0x…" for a C stream handle, "the default stream" for NULL.
+fn stream_name(stream: usize) -> String {
+    if stream == 0 {
+        "the default stream".to_owned()
+    } else {
+        format!("stream {stream:#x}")
+    }
+}
+
+/// A backend error of a call on C stream `stream`: a 107017 names the caller's handle, not the
+/// backend's own (the stream was destroyed, or discarded by a device reset or `aclFinalize`,
+/// while the call used it).
+fn stream_error<E: BackendError>(stream: usize, e: E) -> CallError {
+    if e.kind() != Error::InvalidHandle {
+        return CallError::backend(e);
+    }
+    if stream == 0 {
+        CallError::new(
+            Error::InvalidHandle,
+            "the default stream was discarded while this call used it (its device was reset, \
+             or aclFinalize ran)",
+        )
+    } else {
+        bad_stream(stream)
+    }
+}
+
+/// One `aclInit` … `aclFinalize` session of the process over backend `B`.
+pub(crate) struct Runtime {
+    backend: Sim,
+    epoch: u64,
+    /// What the backend's notify handles have in common: C sees them as they are (no table
+    /// here: see [`crate::handle`]).
+    notifies: Stamp,
+    pub(crate) streams: CTable<StreamEntry>,
+    cnts: CTable<CntEntry>,
+    /// Contexts and events (`context`, `event` modules).
+    pub(crate) contexts: crate::context::Contexts,
+    pub(crate) events: CTable<crate::event::EventEntry>,
+    /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
+    device_refs: Mutex<Vec<u32>>,
+    /// The process that called `aclInit` (named to a child forked from it, whose calls the
+    /// session does not serve: see `session`).
+    pid: i32,
+}
+
+impl core::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// A session over `backend`. `epoch` must differ from every earlier session's in this
+    /// process; `seed` should be random (it salts the handles).
+    pub(crate) fn new(backend: Sim, epoch: u64, seed: u64) -> Self {
+        let devices = backend.device_count() as usize;
+        let pid = backend.bare_tgid();
+        let notifies = backend.notify_stamp();
+        Runtime {
+            backend,
+            epoch,
+            notifies,
+            streams: CTable::new(Kind::Stream, "streams", seed.rotate_left(17)),
+            cnts: CTable::new(
+                Kind::CntNotify,
+                "count-notify handles",
+                seed.rotate_left(41),
+            ),
+            contexts: crate::context::Contexts::new(seed.rotate_left(23), devices),
+            events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
+            device_refs: Mutex::new(vec![0; devices]),
+            pid,
+        }
+    }
+
+    /// The process that opened this session.
+    pub(crate) fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    /// The backend.
+    pub(crate) fn backend(&self) -> &Sim {
+        &self.backend
+    }
+
+    // ---- handles -------------------------------------------------------------------------
+
+    /// The backend handle a C notify handle stands for, without asking the backend.
+    #[inline]
+    fn decode_notify(&self, handle: usize) -> Result<RawNotify, CallError> {
+        if self.notifies.admits(handle as u64) {
+            Ok(RawNotify(handle as u64))
+        } else {
+            Err(bad_notify(handle))
+        }
+    }
+
+    /// The live backend notify a C handle stands for (checked before the other arguments,
+    /// as SPEC §3 orders).
+    fn notify(&self, handle: usize) -> Result<RawNotify, CallError> {
+        let raw = self.decode_notify(handle)?;
+        if self.backend.notify_is_live(raw) {
+            Ok(raw)
+        } else {
+            Err(bad_notify(handle))
+        }
+    }
+
+    pub(crate) fn stream(&self, handle: usize) -> Result<StreamEntry, CallError> {
+        self.streams.get(handle).ok_or_else(|| bad_stream(handle))
+    }
+
+    /// The C handle of a notify the backend just made: the backend's own (its table bounds
+    /// the number of live handles, `MAX_HANDLES`).
+    #[inline]
+    fn add_notify(&self, raw: RawNotify) -> Result<usize, CallError> {
+        if self.notifies.admits(raw.0) {
+            return Ok(raw.0 as usize);
+        }
+        // Every notify handle of the simulator has its stamp (cluster mode's remote imports
+        // included); one without would fail every later call, so it is not handed out.
+        let _ = self.backend.destroy_notify(raw);
+        Err(CallError::new(
+            Error::DrvInternalError,
+            format!(
+                "internal error: the simulator made notify handle {:#x} outside its notify \
+                 table's stamp",
+                raw.0
+            ),
+        ))
+    }
+
+    #[inline]
+    pub(crate) fn require(&self, feature: Feature) -> Result<(), CallError> {
+        let soc = self.backend.soc();
+        if soc.has(feature) {
+            return Ok(());
+        }
+        let what = match feature {
+            Feature::Notify => "notifies",
+            Feature::Ipc => "IPC notifies (export, import, whitelists)",
+            Feature::BatchReset => "aclrtNotifyBatchReset",
+            Feature::InterServer => "inter-server whitelists",
+            Feature::DeviceOnly => "ACL_NOTIFY_DEVICE_USE_ONLY",
+            Feature::CntNotify => "count notifies",
+            Feature::Event => "events",
+            Feature::IpcEvent => "IPC events",
+        };
+        Err(CallError::new(
+            Error::FeatureNotSupport,
+            format!("{soc} does not support {what}"),
+        ))
+    }
+}
+
+mod cnt;
+mod device;
+mod ext;
+mod ipc;
+mod notify;
+mod stream;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! The local notify calls of [`Runtime`]: create, destroy, record, wait, id, batch reset, and
+//! how a failed call names the caller's handle.
+
+use acl_notify_core::{
+    BackendError, CreateFlags, Error, Feature, NotifyResources, RawNotify, StreamOps, Timeout,
+};
+
+use acl_notify_sim::SimError;
+
+use crate::errmsg::{CallError, param};
+
+use super::{Runtime, bad_notify, bad_stream};
+
+impl Runtime {
+    /// `aclrtCreateNotify` (after the NULL and flag checks).
+    #[inline]
+    pub(crate) fn create_notify(&self, flags: CreateFlags) -> Result<usize, CallError> {
+        let device = self.current_device()?;
+        let raw = self
+            .backend
+            .create_notify(device, flags)
+            .map_err(CallError::backend)?;
+        self.add_notify(raw)
+    }
+
+    /// `aclrtDestroyNotify` (`notify` is not NULL): the backend's own slot check (one lock
+    /// round trip in all) tells a live handle from a destroyed or stale one.
+    #[inline]
+    pub(crate) fn destroy_notify(&self, notify: usize) -> Result<(), CallError> {
+        let raw = self.decode_notify(notify)?;
+        self.backend.destroy_notify(raw).map_err(|e| {
+            if e.kind() == Error::InvalidHandle {
+                bad_notify(notify)
+            } else {
+                CallError::backend(e)
+            }
+        })
+    }
+
+    /// `aclrtRecordNotify`.
+    pub(crate) fn record(&self, notify: usize, stream: usize) -> Result<(), CallError> {
+        let n = self.decode_notify(notify)?;
+        let s = self
+            .resolve_stream(stream)
+            .map_err(|e| self.notify_first(n, notify, e))?;
+        self.backend
+            .record(n, s)
+            .map_err(|e| self.task_error(n, notify, stream, e))
+    }
+
+    /// `aclrtWaitAndResetNotify`.
+    pub(crate) fn wait_and_reset(
+        &self,
+        notify: usize,
+        stream: usize,
+        timeout: u32,
+    ) -> Result<(), CallError> {
+        let n = self.decode_notify(notify)?;
+        let s = self
+            .resolve_stream(stream)
+            .map_err(|e| self.notify_first(n, notify, e))?;
+        self.backend
+            .wait_and_reset(n, s, Timeout::from_c(timeout))
+            .map_err(|e| self.task_error(n, notify, stream, e))
+    }
+
+    /// For the stream calls, which leave the notify's liveness to the backend (one table
+    /// lookup, not two): a stream error `e` stands only if the notify is live — a dead
+    /// notify is reported first, as SPEC §3 orders. Runs on the error path only.
+    pub(super) fn notify_first(&self, n: RawNotify, handle: usize, e: CallError) -> CallError {
+        if self.backend.notify_is_live(n) {
+            e
+        } else {
+            bad_notify(handle)
+        }
+    }
+
+    /// A backend error of a stream call: a 107017 for a notify that is not live is reported
+    /// with the C handle the caller passed.
+    /// A failed record or wait: a 107017 names the handle, notify or stream, in the caller's
+    /// terms (a stream destroyed while the call waited for room in its queue gets here).
+    fn task_error(&self, n: RawNotify, notify: usize, stream: usize, e: SimError) -> CallError {
+        if e.kind() == Error::InvalidHandle && self.backend.notify_is_live(n) {
+            bad_stream(stream)
+        } else {
+            self.notify_error(n, notify, e)
+        }
+    }
+
+    pub(super) fn notify_error(&self, n: RawNotify, handle: usize, e: SimError) -> CallError {
+        if e.kind() == Error::InvalidHandle && !self.backend.notify_is_live(n) {
+            bad_notify(handle)
+        } else {
+            CallError::backend(e)
+        }
+    }
+
+    /// `aclrtGetNotifyId`.
+    pub(crate) fn notify_id(&self, notify: usize) -> Result<u32, CallError> {
+        let n = self.notify(notify)?;
+        self.backend
+            .notify_info(n)
+            .map(|i| i.id)
+            .map_err(CallError::backend)
+    }
+
+    /// `aclrtNotifyBatchReset` after the array and count checks: `next(i)` yields element `i`
+    /// (`num` ≥ 1 of them). Elements are checked in order; the ones before the first failing
+    /// element are reset, then that element's code is returned. Element `i` is read only
+    /// once the elements before it have passed every check.
+    ///
+    /// The SoC check (the same for every element) is made once, before element 0 is read;
+    /// the handles are decoded as the backend walks the batch, and the backend's own check
+    /// of an element's slot stands for the table lookup (its 107017 is reported as this
+    /// layer's, naming the C handle).
+    pub(crate) fn batch_reset(
+        &self,
+        num: usize,
+        mut next: impl FnMut(usize) -> usize,
+    ) -> Result<(), CallError> {
+        self.require(Feature::BatchReset)?;
+        let mut failure = None;
+        let mut last = 0;
+        let r = self.backend.batch_reset_with(num, |i| match next(i) {
+            0 => {
+                failure = Some(param(format!("notifies[{i}] is NULL")));
+                None
+            }
+            h => {
+                last = h;
+                match self.decode_notify(h) {
+                    Ok(raw) => Some(raw),
+                    Err(e) => {
+                        failure = Some(e);
+                        None
+                    }
+                }
+            }
+        });
+        r.map_err(|e| {
+            if e.kind() == Error::InvalidHandle {
+                bad_notify(last)
+            } else {
+                CallError::backend(e)
+            }
+        })?;
+        failure.map_or(Ok(()), Err)
+    }
+}

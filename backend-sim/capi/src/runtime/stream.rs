@@ -1,0 +1,160 @@
+//! The stream calls of [`Runtime`]: NULL as the default stream, create, destroy, synchronize,
+//! query, host functions.
+
+use acl_notify_core::{
+    BackendError, Error, HostCall, RawStream, StreamDestroy, StreamOps, StreamStatus, SyncWait,
+};
+
+use crate::errmsg::{CallError, param};
+
+use super::{Runtime, StreamEntry, bad_stream, stream_error, stream_name};
+
+impl Runtime {
+    /// The backend stream a C stream argument means on the calling thread: a live stream of
+    /// the current device, or that device's default stream for NULL. Checks: 107017 bad
+    /// handle; 107002 no current device; 107003 a stream of another device.
+    pub(crate) fn resolve_stream(&self, stream: usize) -> Result<RawStream, CallError> {
+        let entry = match stream {
+            0 => None,
+            h => Some(self.stream(h)?),
+        };
+        let (device, ctx) = self.current()?;
+        match entry {
+            Some(s) if s.device != device => Err(CallError::new(
+                Error::StreamContext,
+                format!(
+                    "stream {stream:#x} belongs to device {}, but the current device is {device}",
+                    s.device
+                ),
+            )),
+            // hicann/runtime `api_impl.cc`: a stream is used only in the context it belongs to.
+            Some(s) if s.ctx != ctx => Err(CallError::new(
+                Error::StreamContext,
+                format!(
+                    "stream {stream:#x} belongs to context {:#x}, but the current context is \
+                     {ctx:#x}",
+                    s.ctx
+                ),
+            )),
+            Some(s) => Ok(s.raw),
+            None => self.context_default_stream(device, ctx),
+        }
+    }
+
+    /// `aclrtCreateStream`.
+    pub(crate) fn create_stream(&self) -> Result<usize, CallError> {
+        let (device, ctx) = self.current()?;
+        let raw = self
+            .backend
+            .create_stream(device)
+            .map_err(CallError::backend)?;
+        let h = self
+            .streams
+            .insert(StreamEntry {
+                raw,
+                device,
+                ctx,
+                default: false,
+            })
+            .inspect_err(|_| {
+                let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
+            })?;
+        // Deadlock reports and the inspector name the stream as the C caller sees it. The
+        // stream was created a moment ago by this thread: it is live.
+        let _ = self.backend.set_stream_alias(raw, h as u64);
+        Ok(h)
+    }
+
+    /// `aclrtDestroyStream` / `aclrtDestroyStreamForce` (`stream` is not NULL).
+    pub(crate) fn destroy_stream(
+        &self,
+        stream: usize,
+        mode: StreamDestroy,
+    ) -> Result<(), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        if self.stream(stream).is_ok_and(|s| s.default) {
+            return Err(param(format!(
+                "stream {stream:#x} is a context's default stream: it goes with its context"
+            )));
+        }
+        // Dead for every other caller from now on, even while a drain is still running. Only
+        // the caller that removes it destroys it: a racing destroy is told the handle is dead.
+        if self.streams.remove(stream).is_none() {
+            return Err(bad_stream(stream));
+        }
+        self.backend.destroy_stream(raw, mode).map_err(|e| {
+            // With the handle ours alone, a drain refused as dead was overtaken by a discard.
+            if e.kind() == Error::InvalidHandle && mode == StreamDestroy::Drain {
+                CallError::new(
+                    Error::InvalidHandle,
+                    format!(
+                        "stream {stream:#x} was discarded while it drained (its device was \
+                         reset, or aclFinalize ran): the tasks still queued did not run"
+                    ),
+                )
+            } else {
+                stream_error(stream, e)
+            }
+        })
+    }
+
+    /// `aclrtSynchronizeStream[WithTimeout]`.
+    pub(crate) fn synchronize(&self, stream: usize, wait: SyncWait) -> Result<(), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        self.backend.synchronize(raw, wait).map_err(|e| {
+            if e.kind() == Error::StreamSyncTimeout {
+                let why = self
+                    .backend
+                    .stream_report(raw)
+                    .map_or_else(String::new, |r| format!(": {r}"));
+                CallError::new(
+                    Error::StreamSyncTimeout,
+                    format!("{} still has tasks after {wait}{why}", stream_name(stream)),
+                )
+            } else if e.kind() == Error::InvalidHandle || e.kind() == Error::InternalError {
+                stream_error(stream, e)
+            } else {
+                // A failure a task stored on the stream, reported now: say on which stream.
+                CallError::backend(e)
+                    .in_context(&format!("{}: a task on it failed", stream_name(stream)))
+            }
+        })
+    }
+
+    /// `aclrtStreamQuery`.
+    pub(crate) fn query(&self, stream: usize) -> Result<StreamStatus, CallError> {
+        let raw = self.resolve_stream(stream)?;
+        let status = self
+            .backend
+            .query(raw)
+            .map_err(|e| stream_error(stream, e))?;
+        // Not a failure, but the caller polling a stream that does not finish wants to know
+        // why: a note for `aclGetRecentErrMsg`.
+        if status == StreamStatus::NotReady
+            && let Some(why) = self.backend.stream_report(raw)
+        {
+            crate::errmsg::note_throttled(stream, || {
+                format!(
+                    "aclrtStreamQuery: {} is not ready: {why}",
+                    stream_name(stream)
+                )
+            });
+        }
+        Ok(status)
+    }
+
+    /// `aclrtLaunchHostFunc`.
+    pub(crate) fn launch_host_func(&self, stream: usize, call: HostCall) -> Result<(), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        self.backend
+            .launch_host_func(raw, call)
+            .map_err(|e| stream_error(stream, e))
+    }
+
+    /// `aclrtSetOpWaitTimeout`.
+    pub(crate) fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), CallError> {
+        self.backend
+            .set_op_wait_timeout(seconds)
+            .map_err(CallError::backend)
+    }
+}

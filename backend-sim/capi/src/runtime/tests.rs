@@ -1,0 +1,109 @@
+//! Unit tests of [`Runtime`] over a real simulator: handles named in errors, batch reset.
+
+use super::*;
+use std::time::Duration;
+
+use acl_notify_core::{CreateFlags, Soc, StreamDestroy, SyncWait};
+use acl_notify_sim::Sim;
+
+use acl_notify_sim::NamespaceGuard as Ns;
+
+fn runtime(tag: &str) -> (Runtime, Ns) {
+    let ns = format!("unit-capi-{tag}-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let sim = Sim::builder()
+        .soc(Soc::Ascend910B)
+        .devices(2)
+        .namespace(&ns)
+        .open()
+        .unwrap();
+    (Runtime::new(sim, 1, 42), Ns(ns))
+}
+
+/// A record blocked for room in a full stream that is then destroyed: the 107017 names
+/// the caller's stream handle, not the backend's.
+#[test]
+fn a_stream_destroyed_under_a_blocked_record_is_named_by_its_c_handle() {
+    let (rt, _ns) = runtime("gone");
+    let rt = std::sync::Arc::new(rt);
+    rt.set_device(0).unwrap();
+    let s = rt.create_stream().unwrap();
+    let (gate, n) = (
+        rt.create_notify(CreateFlags::empty()).unwrap(),
+        rt.create_notify(CreateFlags::empty()).unwrap(),
+    );
+    rt.wait_and_reset(gate, s, 0).unwrap();
+    let rt2 = std::sync::Arc::clone(&rt);
+    let filler = std::thread::spawn(move || {
+        rt2.set_device(0).unwrap();
+        // Fills the queue behind the gate, then blocks for room until the destroy.
+        for _ in 0..4096 {
+            if let Err(e) = rt2.record(n, s) {
+                return Some(e);
+            }
+        }
+        None
+    });
+    let queued = std::time::Instant::now();
+    while !filler.is_finished() && queued.elapsed() < Duration::from_millis(300) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(!filler.is_finished(), "the filler never blocked");
+    rt.destroy_stream(s, StreamDestroy::Discard).unwrap();
+    let e = filler
+        .join()
+        .unwrap()
+        .expect("the blocked record succeeded");
+    assert_eq!(e.code(), Error::InvalidHandle);
+    assert!(e.text().contains(&format!("stream {s:#x}")), "{}", e.text());
+}
+
+#[test]
+fn batch_reset_resets_the_prefix_and_stops_reading_at_the_failure() {
+    let (rt, _ns) = runtime("batch");
+    rt.set_device(0).unwrap();
+    let h: Vec<usize> = (0..3)
+        .map(|_| rt.create_notify(CreateFlags::empty()).unwrap())
+        .collect();
+    for &n in &h {
+        rt.record(n, 0).unwrap();
+    }
+    rt.synchronize(0, SyncWait::Forever).unwrap();
+    // [h0, NULL, h2]: h0 is reset, then 107000; h2 is never read.
+    let batch = [h[0], 0, h[2]];
+    let mut read = Vec::new();
+    let e = rt
+        .batch_reset(3, |i| {
+            read.push(i);
+            batch[i]
+        })
+        .unwrap_err();
+    assert_eq!(e.code(), Error::ParamInvalid);
+    assert_eq!(read, [0, 1]);
+    assert!(!rt.try_consume(h[0]).unwrap(), "element 0 was not reset");
+    assert!(rt.try_consume(h[2]).unwrap(), "element 2 was reset");
+    // A dead handle in the middle: 107017, the ones before it reset.
+    rt.record(h[0], 0).unwrap();
+    rt.record(h[2], 0).unwrap();
+    rt.synchronize(0, SyncWait::Forever).unwrap();
+    rt.destroy_notify(h[1]).unwrap();
+    let batch = [h[0], h[1], h[2]];
+    let e = rt.batch_reset(3, |i| batch[i]).unwrap_err();
+    assert_eq!(e.code(), Error::InvalidHandle);
+    assert!(!rt.try_consume(h[0]).unwrap());
+    assert!(rt.try_consume(h[2]).unwrap());
+    // All live: every one reset.
+    rt.record(h[0], 0).unwrap();
+    rt.record(h[2], 0).unwrap();
+    rt.synchronize(0, SyncWait::Forever).unwrap();
+    rt.batch_reset(2, |i| [h[0], h[2]][i]).unwrap();
+    assert!(!rt.try_consume(h[0]).unwrap());
+    assert!(!rt.try_consume(h[2]).unwrap());
+    for n in [h[0], h[2]] {
+        rt.destroy_notify(n).unwrap();
+    }
+    assert_eq!(
+        rt.destroy_notify(h[0]).unwrap_err().code(),
+        Error::InvalidHandle
+    );
+}

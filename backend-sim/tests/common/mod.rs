@@ -1,0 +1,232 @@
+//! Scaffolding shared by the simulator's tests with real processes: agents (the test binary
+//! re-executed as a child that obeys one-line commands on stdin and answers one line on
+//! stdout), throwaway namespaces, and files handed between processes. Each test binary uses
+//! the parts it needs.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{Backend, BackendError, Error, RawStream};
+use acl_notify_sim::{Sim, SimError};
+use libtest_mimic::Failed;
+
+// ---- the agent (child side) ----------------------------------------------------------------
+
+/// The child's side: opens the machine its environment names, says `ok <pid>` (or `err <code>
+/// <message>`), then answers each command line with `ok <text>` or `err <code> <message>`,
+/// `run` doing the work. `streams[d]`: the stream the commands use on device `d`.
+pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<String, SimError>) {
+    let sim = match Sim::from_env() {
+        Ok(s) => s,
+        Err(e) => {
+            println!("err {} {e}", e.kind().code());
+            return;
+        }
+    };
+    println!("ok {}", sim.bare_tgid());
+    let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { return };
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match run(&sim, &mut streams, &words) {
+            Ok(s) => println!("ok {s}"),
+            Err(e) => println!(
+                "err {} {}",
+                e.kind().code(),
+                e.to_string().replace('\n', " ")
+            ),
+        }
+    }
+}
+
+/// Word `i` of a command, parsed.
+pub fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, SimError> {
+    w.get(i)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| SimError::new(Error::ParamInvalid, "bad agent command"))
+}
+
+// ---- the parent side -----------------------------------------------------------------------
+
+/// A child agent; killed (SIGKILL) and reaped on drop.
+pub struct Agent {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    /// Bound on any single answer.
+    patience: Duration,
+    pub pid: i32,
+    /// What the test calls it (its `ACL_NOTIFY_SIM_LABEL`, where it has one).
+    pub label: String,
+}
+
+impl Agent {
+    /// Starts this test binary as an agent: `cmd` is [`Command`] for it with the agent's
+    /// environment set; waits (at most `patience`) for it to open the machine.
+    pub fn spawn(mut cmd: Command, label: &str, patience: Duration) -> Agent {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn agent");
+        let stdin = child.stdin.take().expect("agent stdin");
+        let stdout = child.stdout.take().expect("agent stdout");
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let pid = child.id() as i32;
+        let mut a = Agent {
+            child,
+            stdin,
+            lines: rx,
+            patience,
+            pid,
+            label: label.to_owned(),
+        };
+        let hello = a.answer();
+        assert_eq!(
+            hello,
+            Ok(pid.to_string()),
+            "agent failed to open the namespace"
+        );
+        a
+    }
+
+    /// This test binary, to be started as an agent: `agent_var` set (the binary's `main`
+    /// serves when it sees it).
+    pub fn command(agent_var: &str) -> Command {
+        let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
+        cmd.env(agent_var, "1");
+        cmd
+    }
+
+    /// The next answer: `Ok(text)` or `Err((code, message))`.
+    pub fn answer(&mut self) -> Result<String, (i32, String)> {
+        let line = self.lines.recv_timeout(self.patience).unwrap_or_else(|_| {
+            panic!(
+                "agent {} did not answer within {:?}",
+                self.pid, self.patience
+            )
+        });
+        if let Some(rest) = line.strip_prefix("ok") {
+            Ok(rest.trim().to_owned())
+        } else if let Some(rest) = line.strip_prefix("err ") {
+            let (code, msg) = rest.split_once(' ').unwrap_or((rest, ""));
+            Err((code.parse().unwrap_or(-1), msg.to_owned()))
+        } else {
+            panic!("agent {} said {line:?}", self.pid)
+        }
+    }
+
+    /// Sends a command without waiting for its answer.
+    pub fn send(&mut self, c: &str) {
+        writeln!(self.stdin, "{c}").expect("write to agent");
+        self.stdin.flush().expect("flush agent stdin");
+    }
+
+    /// Sends a command and waits for its answer.
+    pub fn cmd(&mut self, c: &str) -> Result<String, (i32, String)> {
+        self.send(c);
+        self.answer()
+    }
+
+    /// A command that must succeed.
+    pub fn ok(&mut self, c: &str) -> String {
+        match self.cmd(c) {
+            Ok(s) => s,
+            Err(e) => panic!("agent command {c:?} failed: {e:?}"),
+        }
+    }
+
+    /// Waits for it to end by itself (after a command that ends it).
+    pub fn wait(&mut self) {
+        let _ = self.child.wait();
+    }
+
+    /// SIGKILL, and reap.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A namespace of its own (`<prefix>-<tag>-<pid>-<n>`), removed on drop.
+pub struct Ns(pub String);
+
+impl Ns {
+    pub fn new(prefix: &str, tag: &str) -> Ns {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let ns = format!(
+            "{prefix}-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let _ = Sim::remove_namespace(&ns);
+        Ns(ns)
+    }
+}
+
+impl Drop for Ns {
+    fn drop(&mut self) {
+        let _ = Sim::remove_namespace(&self.0);
+    }
+}
+
+/// `Err(what())` unless `cond`.
+pub fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
+    if cond { Ok(()) } else { Err(what().into()) }
+}
+
+/// Polls `f` every 5 ms until it holds, at most `limit`.
+pub fn poll_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), Failed> {
+    let end = Instant::now() + limit;
+    while !f() {
+        if Instant::now() > end {
+            return Err(format!("timed out waiting for {what}").into());
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Ok(())
+}
+
+// ---- files handed between processes --------------------------------------------------------
+
+/// Waits (at most 30 s) for the file `name` in `dir` that another process writes with
+/// [`put`], and returns its value.
+pub fn take(dir: &Path, name: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(s) = std::fs::read_to_string(dir.join(name))
+            && s.ends_with('\n')
+        {
+            return s.trim().to_owned();
+        }
+        assert!(Instant::now() < end, "timed out waiting for {name}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Writes `value` as the file `name` in `dir`, whole or not at all (for [`take`]).
+pub fn put(dir: &Path, name: &str, value: impl std::fmt::Display) {
+    let tmp = dir.join(format!(".{name}.tmp"));
+    std::fs::write(&tmp, format!("{value}\n")).expect("write");
+    std::fs::rename(&tmp, dir.join(name)).expect("rename");
+}
