@@ -727,13 +727,10 @@ pub(crate) fn run_record(r: &CntRef, record: CntRecord, pid: i32) -> Result<(), 
     r.file.intact()
 }
 
-/// A count-notify wait as its stream runs it ([`SimJob::CntWait`]).
-pub(crate) fn run_wait(
-    r: &Arc<CntRef>,
-    wait: &CntWait,
-    t: Option<Duration>,
-    ctx: &TaskCtx,
-) -> Result<(), SimError> {
+/// A count-notify wait as its stream runs it ([`SimJob::CntWait`]; its timeout was resolved
+/// when it was queued).
+pub(crate) fn run_wait(r: &Arc<CntRef>, wait: &CntWait, ctx: &TaskCtx) -> Result<(), SimError> {
+    let t = wait.timeout.duration();
     // As for a notify wait: the waker is registered only when the wait would block.
     let lazy = ctx.lazy_cancel(|| {
         let r2 = Arc::clone(r);
@@ -949,23 +946,14 @@ impl CntNotifyOps for Sim {
                     ),
                 ));
             }
-            let t = wait
-                .timeout
-                .resolve(
+            let wait = wait.with_timeout(
+                wait.timeout.resolve(
                     self.inner
                         .op_wait_timeout
                         .load(std::sync::atomic::Ordering::Relaxed),
-                )
-                .duration();
-            self.enqueue_job(
-                &s,
-                stream,
-                SimJob::CntWait {
-                    r,
-                    wait,
-                    timeout: t,
-                },
-            )
+                ),
+            );
+            self.enqueue_job(&s, stream, SimJob::CntWait { r, wait })
         })
     }
 

@@ -36,14 +36,18 @@ pub(crate) enum SimJob {
         record: CntRecord,
         pid: i32,
     },
+    /// The wait's timeout is resolved when queued (as a notify wait's), so that the job
+    /// stays as small as the notify ones.
     CntWait {
         r: Arc<CntRef>,
         wait: CntWait,
-        timeout: Option<Duration>,
     },
     Host(HostCall),
     Other(Task<SimError>),
 }
+
+// The queue holds jobs by value: a larger job is more cache lines per record+wait pair.
+const _: () = assert!(std::mem::size_of::<SimJob>() <= 32);
 
 impl From<Task<SimError>> for SimJob {
     fn from(task: Task<SimError>) -> Self {
@@ -129,9 +133,7 @@ impl SimJob {
                 (result, Some(pin))
             }
             SimJob::CntRecord { r, record, pid } => (crate::cnt::run_record(&r, record, pid), None),
-            SimJob::CntWait { r, wait, timeout } => {
-                (crate::cnt::run_wait(&r, &wait, timeout, ctx), None)
-            }
+            SimJob::CntWait { r, wait } => (crate::cnt::run_wait(&r, &wait, ctx), None),
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
                 call.call();
