@@ -42,8 +42,10 @@ use acl_notify_core::waiter::{TableError, WaitArgs, WaitOutcome, Waiter};
 use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
 
 use crate::error::SimError;
+use crate::job::SimJob;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
+use crate::stream::TaskCtx;
 use crate::{Sim, sys};
 use acl_notify_handles::Slab;
 
@@ -717,6 +719,60 @@ impl Sim {
     }
 }
 
+/// A count-notify record as its stream runs it ([`SimJob::CntRecord`]).
+pub(crate) fn run_record(r: &CntRef, record: CntRecord, pid: i32) -> Result<(), SimError> {
+    r.live()?;
+    r.slot().record(&r.file.waiter(), record, pid);
+    // A record into a page a truncation cut off went nowhere (see `lost`).
+    r.file.intact()
+}
+
+/// A count-notify wait as its stream runs it ([`SimJob::CntWait`]).
+pub(crate) fn run_wait(
+    r: &Arc<CntRef>,
+    wait: &CntWait,
+    t: Option<Duration>,
+    ctx: &TaskCtx,
+) -> Result<(), SimError> {
+    // As for a notify wait: the waker is registered only when the wait would block.
+    let lazy = ctx.lazy_cancel(|| {
+        let r2 = Arc::clone(r);
+        move || r2.slot().wake_all(&r2.file.waiter())
+    });
+    let noted = std::cell::Cell::new(false);
+    let cancel = || {
+        // Asked right before each sleep: note on what, for a queue that stays full.
+        if !noted.replace(true) {
+            ctx.set_blocked_on(
+                crate::job::Blocked::CntWait {
+                    dev: r.dev,
+                    id: r.id,
+                    forever: t.is_none(),
+                }
+                .note(),
+            );
+        }
+        lazy.check() || r.file.map.lost()
+    };
+    let out = r.slot().wait(
+        &r.file.waiter(),
+        r.generation,
+        wait.mode,
+        wait.value,
+        wait.on_satisfied,
+        WaitArgs {
+            proc: 0,
+            timeout: t,
+            cancel: &cancel,
+        },
+    );
+    if noted.get() {
+        ctx.set_blocked_on(0);
+    }
+    r.file.intact()?;
+    cnt_outcome(out, r, wait, t)
+}
+
 /// Explains a count wait that ended unsatisfied.
 fn describe_cnt_wait(r: &CntRef, wait: &CntWait, t: Option<Duration>, what: &str) -> String {
     let slot = r.slot();
@@ -869,12 +925,7 @@ impl CntNotifyOps for Sim {
             let r = self.cnt(cnt)?;
             let (s, _) = self.stream(stream)?;
             let pid = self.inner.pid;
-            self.enqueue(&s, stream, move |_| {
-                r.live()?;
-                r.slot().record(&r.file.waiter(), record, pid);
-                // A record into a page a truncation cut off went nowhere (see `lost`).
-                r.file.intact()
-            })
+            self.enqueue_job(&s, stream, SimJob::CntRecord { r, record, pid })
         })
     }
 
@@ -906,45 +957,15 @@ impl CntNotifyOps for Sim {
                         .load(std::sync::atomic::Ordering::Relaxed),
                 )
                 .duration();
-            self.enqueue(&s, stream, move |ctx| {
-                // As for a notify wait: the waker is registered only when the wait would block.
-                let lazy = ctx.lazy_cancel(|| {
-                    let r2 = Arc::clone(&r);
-                    move || r2.slot().wake_all(&r2.file.waiter())
-                });
-                let noted = std::cell::Cell::new(false);
-                let cancel = || {
-                    // Asked right before each sleep: note on what, for a queue that stays full.
-                    if !noted.replace(true) {
-                        ctx.set_blocked_on(
-                            crate::job::Blocked::CntWait {
-                                dev: r.dev,
-                                id: r.id,
-                                forever: t.is_none(),
-                            }
-                            .note(),
-                        );
-                    }
-                    lazy.check() || r.file.map.lost()
-                };
-                let out = r.slot().wait(
-                    &r.file.waiter(),
-                    r.generation,
-                    wait.mode,
-                    wait.value,
-                    wait.on_satisfied,
-                    WaitArgs {
-                        proc: 0,
-                        timeout: t,
-                        cancel: &cancel,
-                    },
-                );
-                if noted.get() {
-                    ctx.set_blocked_on(0);
-                }
-                r.file.intact()?;
-                cnt_outcome(out, &r, &wait, t)
-            })
+            self.enqueue_job(
+                &s,
+                stream,
+                SimJob::CntWait {
+                    r,
+                    wait,
+                    timeout: t,
+                },
+            )
         })
     }
 

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use acl_notify_core::{BackendError, Error, HostCall, RawStream};
+use acl_notify_core::{BackendError, CntRecord, CntWait, Error, HostCall, RawStream};
 
+use crate::cnt::CntRef;
 use crate::config::ENV_ENQUEUE_TIMEOUT;
 use crate::entries::{StreamPin, bad_stream};
 use crate::error::SimError;
@@ -19,8 +20,8 @@ use crate::{spin, trace, waitgraph};
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;
 
-/// What a simulator stream runs: records, waits and host functions as plain values (no
-/// allocation per task), anything else as a boxed closure.
+/// What a simulator stream runs: notify and count-notify records and waits and host functions
+/// as plain values (no allocation per task), anything else as a boxed closure.
 pub(crate) enum SimJob {
     Record {
         pin: Arc<StreamPin>,
@@ -28,6 +29,16 @@ pub(crate) enum SimJob {
     },
     Wait {
         pin: Arc<StreamPin>,
+        timeout: Option<Duration>,
+    },
+    CntRecord {
+        r: Arc<CntRef>,
+        record: CntRecord,
+        pid: i32,
+    },
+    CntWait {
+        r: Arc<CntRef>,
+        wait: CntWait,
         timeout: Option<Duration>,
     },
     Host(HostCall),
@@ -116,6 +127,10 @@ impl SimJob {
                 }
                 let result = wait_slow(&pin, timeout, ctx, before_block);
                 (result, Some(pin))
+            }
+            SimJob::CntRecord { r, record, pid } => (crate::cnt::run_record(&r, record, pid), None),
+            SimJob::CntWait { r, wait, timeout } => {
+                (crate::cnt::run_wait(&r, &wait, timeout, ctx), None)
             }
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());

@@ -24,6 +24,9 @@ use acl_notify_sim::cluster::harness::EtcdCluster;
 use acl_notify_sim::cluster::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TTL};
 use libtest_mimic::{Arguments, Failed, Trial};
 
+mod common;
+use common::{check, num, poll_until};
+
 const AGENT: &str = "ACL_SIM_CLUSTER_AGENT";
 /// Upper bound for any single agent answer.
 const ANSWER: Duration = Duration::from_secs(30);
@@ -78,6 +81,10 @@ fn main() {
         (
             "a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster",
             a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster,
+        ),
+        (
+            "remote_importers_keep_the_owner_s_notify_alive",
+            remote_importers_keep_the_owner_s_notify_alive,
         ),
     ];
     let args = Arguments::from_args();
@@ -150,12 +157,6 @@ fn agent() {
 }
 
 type SimResult<T> = Result<T, acl_notify_sim::SimError>;
-
-fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> SimResult<T> {
-    w.get(i)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| acl_notify_sim::SimError::new(Error::ParamInvalid, "bad agent command"))
-}
 
 fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimResult<String> {
     let mut stream = |dev: u32| -> SimResult<RawStream> {
@@ -408,27 +409,12 @@ impl Drop for Agent {
     }
 }
 
-fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
-    if cond { Ok(()) } else { Err(what().into()) }
-}
-
 fn code_of(answer: &Result<String, String>) -> Option<i32> {
     answer
         .as_ref()
         .err()
         .and_then(|e| e.split_whitespace().next())
         .and_then(|c| c.parse().ok())
-}
-
-fn poll_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), Failed> {
-    let end = Instant::now() + limit;
-    while !f() {
-        if Instant::now() > end {
-            return Err(format!("timed out waiting for {what}").into());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }
 
 fn pod(tag: &str) -> String {
@@ -448,6 +434,62 @@ fn pair(a: &Host, b: &Host) -> Result<(Agent, Agent, String, String), Failed> {
 }
 
 // ---- the cases -------------------------------------------------------------------------------
+
+/// SPEC §2 across hosts: the notify lives until its last holder destroys it. The owner
+/// destroys its handle while an importer on host B holds two imports and another one a third:
+/// their records still land on the owner's notify; the export goes only when the last hold
+/// goes (a destroy, or the holder's lease expiring after a SIGKILL), and then a new import
+/// of the key is refused (107017).
+fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let url = c.url(&pod("hold"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let mut owner = a.spawn()?;
+    let mut importer = b.spawn()?;
+    let mut doomed = b.spawn()?;
+    let mut late = b.spawn()?;
+    let h = owner.ok("create 2")?;
+    let key = owner.ok(&format!("export {h}"))?;
+    for p in [importer.pid, doomed.pid, late.pid] {
+        owner.ok(&format!("allow {h} 1 {p}"))?;
+    }
+    let ih1 = importer.ok(&format!("import 3 {key}"))?;
+    let ih2 = importer.ok(&format!("import 3 {key}"))?;
+    let dh = doomed.ok(&format!("import 3 {key}"))?;
+    owner.ok(&format!("destroy {h}"))?;
+    // Held: records after the owner's destroy are delivered and applied.
+    importer.ok(&format!("record {ih1} 3"))?;
+    doomed.ok(&format!("record {dh} 3"))?;
+    poll_until(
+        "records after the owner's destroy applied",
+        Duration::from_secs(5),
+        || owner.ask("applied").as_deref() == Ok("2"),
+    )?;
+    importer.ok(&format!("destroy {ih1}"))?;
+    importer.ok(&format!("record {ih2} 3"))?;
+    importer.ok(&format!("destroy {ih2}"))?;
+    // The killed holder's lease still holds the notify until it expires.
+    doomed.kill();
+    std::thread::sleep(Duration::from_millis(300));
+    let r = late.ask(&format!("import 3 {key}"));
+    let lh = r.map_err(|e| format!("import while a killed holder's lease lives: {e}"))?;
+    late.ok(&format!("destroy {lh}"))?;
+    let t = Instant::now();
+    poll_until(
+        "the export withdrawn once the last holder's lease expired",
+        Duration::from_secs(u64::from(TTL) + 3),
+        || match late.ask(&format!("import 3 {key}")) {
+            // Still held: let go of this probe's own hold again.
+            Ok(h) => {
+                let _ = late.ask(&format!("destroy {h}"));
+                false
+            }
+            r => code_of(&r) == Some(107017),
+        },
+    )?;
+    eprintln!("last hold gone after {:?} (TTL {TTL} s)", t.elapsed());
+    check(owner.ok("applied")? == "3", || "a record was lost".into())?;
+    Ok(())
+}
 
 /// SPEC §7 with A and B on two hosts: A whitelists B's (server, PID), B imports by key and
 /// records, A's stream wait returns. Then 20 more rounds, each record releasing exactly one

@@ -1,26 +1,34 @@
 //! A blocking client of etcd's v3 API through its JSON gateway (`/v3/kv/range`, `put`,
 //! `deleterange`, `txn`, `/v3/lease/grant`, `keepalive`, `revoke`, `/v3/watch`; keys and values
-//! base64 in JSON), over the module `http` beside it. Every call is bounded: it tries the endpoints in
-//! turn, starting with the last one that answered, and gives up at its deadline with
-//! [`EtcdError::Unreachable`] naming what each endpoint said; it never hangs.
+//! base64 in JSON), over the `ureq` HTTP crate. Every call is bounded: it tries the endpoints in
+//! turn, starting with the last one that answered, each within its share of the call's deadline
+//! (ureq's global timeout covers connecting, sending and receiving), and gives up at the
+//! deadline with [`EtcdError::Unreachable`] naming what each endpoint said; it never hangs. A
+//! watch is a streamed answer read line by line, each read bounded (ureq's per-read timeout), so
+//! a stopped watch ends within that bound.
 //!
 //! Why the gateway and not the `etcd-client` crate (gRPC over tonic/tokio): measured on this
 //! project's 2-CPU machine, `etcd-client` 0.21 and tokio are 120 crates that cost about 50 s of
 //! CPU to build (1 min wall on an idle machine), and need `protoc` (Debian's
-//! `protobuf-compiler`) at build time; a `ureq` 3 client without TLS is 11 crates and 5 s. This
-//! client is two files and `serde_json` (already in the workspace). On loopback a put through
-//! the gateway costs about as much as etcd's raft round and fsync (the gateway's own JSON
-//! translation is tens of µs of a ~1 ms call: see the README's cluster numbers), so gRPC would
-//! not make a remote record noticeably faster. The simulator's threads block anyway (a stream
-//! task runs on its worker), so an async client would only add a runtime.
+//! `protobuf-compiler`) at build time; `ureq` 3 without its default features (no TLS, no gzip)
+//! is 11 crates and about 5 s, and `serde_json` is already in the workspace. On loopback a put
+//! through the gateway costs about as much as etcd's raft round and fsync (the gateway's own
+//! JSON translation is tens of µs of a ~1 ms call: see the README's cluster numbers), so gRPC
+//! would not make a remote record noticeably faster. The simulator's threads block anyway (a
+//! stream task runs on its worker), so an async client would only add a runtime. Plain HTTP
+//! only: etcd's client port without TLS, as the cluster mode documents.
 
+use std::io::Read;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::{Value, json};
 
-use super::http::{self, HttpError};
+/// Largest answer accepted (a range over a whole prefix of this simulator stays far below).
+const MAX_BODY: u64 = 16 << 20;
 
 /// Why an etcd call failed.
 #[derive(Debug, Clone)]
@@ -88,10 +96,12 @@ pub struct TxnResult {
     pub revision: i64,
 }
 
-/// A connection to one etcd cluster (no open sockets between calls: each call connects).
+/// A client of one etcd cluster (a `ureq` agent: idle connections to the members are kept for
+/// the next call).
 #[derive(Debug)]
 pub struct Etcd {
     endpoints: Vec<SocketAddr>,
+    agent: ureq::Agent,
     /// Index of the endpoint that answered last (tried first next time).
     preferred: AtomicUsize,
     /// Bound on one call, across every endpoint tried.
@@ -104,8 +114,18 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3);
 impl Etcd {
     /// A client of the cluster at `endpoints` (at least one), each call bounded by `timeout`.
     pub fn new(endpoints: Vec<SocketAddr>, timeout: Duration) -> Etcd {
+        let agent = ureq::Agent::config_builder()
+            // etcd's own answers, errors included, are read here: a 4xx/5xx body says why.
+            .http_status_as_error(false)
+            // The endpoints are addresses on the cluster's network, never through a proxy
+            // named by the environment.
+            .proxy(None)
+            .max_redirects(0)
+            .build()
+            .new_agent();
         Etcd {
             endpoints,
+            agent,
             preferred: AtomicUsize::new(0),
             timeout,
         }
@@ -139,22 +159,23 @@ impl Etcd {
                 let share = deadline.saturating_duration_since(now) / (n - k) as u32;
                 let mine = if round == 0 { now + share } else { deadline };
                 let addr = &self.endpoints[i];
-                let answer =
-                    http::post(addr, path, &bytes, mine).and_then(|mut r| r.read_all(mine));
-                match answer {
+                match self.post(addr, path, &bytes, mine - now) {
                     Ok(body) => {
                         self.preferred.store(i, Ordering::Relaxed);
                         return serde_json::from_slice(&body).map_err(|e| {
                             EtcdError::Refused(format!("{path} on {addr}: bad JSON: {e}"))
                         });
                     }
-                    Err(HttpError::Status(s, b)) if !leaderless(&b) => {
+                    Err(Failure::Status(s, b)) if !leaderless(&b) => {
                         return Err(EtcdError::Refused(format!(
                             "{path} on {addr}: HTTP {s}: {}",
                             message_of(&b)
                         )));
                     }
-                    Err(e) => why.push(format!("{addr}: {e}")),
+                    Err(Failure::Status(s, b)) => {
+                        why.push(format!("{addr}: HTTP {s}: {}", message_of(&b)))
+                    }
+                    Err(Failure::Transport(e)) => why.push(format!("{addr}: {}", describe(&e))),
                 }
             }
         }
@@ -164,6 +185,40 @@ impl Etcd {
             self.timeout.as_secs_f64(),
             why.join("; ")
         )))
+    }
+
+    /// `POST`s `body` to `path` on `addr` and reads the whole answer, all within `budget`
+    /// (connecting, sending, and receiving the head and body together: ureq's global timeout).
+    fn post(
+        &self,
+        addr: &SocketAddr,
+        path: &str,
+        body: &[u8],
+        budget: Duration,
+    ) -> Result<Vec<u8>, Failure> {
+        let mut resp = self
+            .agent
+            .post(format!("http://{addr}{path}"))
+            .config()
+            .timeout_global(Some(budget))
+            .build()
+            .content_type("application/json")
+            .send(body)
+            .map_err(Failure::Transport)?;
+        let status = resp.status().as_u16();
+        let answer = resp
+            .body_mut()
+            .with_config()
+            .limit(MAX_BODY)
+            .read_to_vec()
+            .map_err(Failure::Transport)?;
+        if !(200..300).contains(&status) {
+            return Err(Failure::Status(
+                status,
+                String::from_utf8_lossy(&answer).into_owned(),
+            ));
+        }
+        Ok(answer)
     }
 
     /// The value of `key`, if it exists.
@@ -300,10 +355,23 @@ impl Etcd {
                 "key": b64(prefix), "range_end": b64(&prefix_end(prefix)),
                 "start_revision": from.to_string(), "progress_notify": true
             }});
-            let deadline = Instant::now() + self.timeout;
-            let mut r = match http::post(&addr, "/v3/watch", req.to_string().as_bytes(), deadline) {
-                Ok(r) => r,
-                Err(_) => {
+            // Connecting and the answer's head are bounded by the call timeout; the body is
+            // read with each read bounded by `poll`, so `stop` is seen within it.
+            let opened = self
+                .agent
+                .post(format!("http://{addr}/v3/watch"))
+                .config()
+                .timeout_connect(Some(self.timeout))
+                .timeout_send_request(Some(self.timeout))
+                .timeout_send_body(Some(self.timeout))
+                .timeout_recv_response(Some(self.timeout))
+                .timeout_per_read(Some(poll))
+                .build()
+                .content_type("application/json")
+                .send(req.to_string().as_bytes());
+            let mut body = match opened {
+                Ok(r) if r.status().is_success() => r.into_body().into_reader(),
+                _ => {
                     attempt += 1;
                     std::thread::sleep(poll.min(Duration::from_millis(100)));
                     continue;
@@ -312,12 +380,11 @@ impl Etcd {
             let mut pending = Vec::new();
             loop {
                 if stop.load(Ordering::Relaxed) {
-                    r.close();
                     return Ok(from);
                 }
-                let line = match r.next_line(&mut pending, poll) {
+                let line = match next_line(&mut body, &mut pending) {
                     Ok(Some(l)) => l,
-                    Err(e) if http::is_timeout(&e) => continue,
+                    Err(e) if is_timeout(&e) => continue,
                     // Ended or broken: reopen, on the next endpoint.
                     Ok(None) | Err(_) => break,
                 };
@@ -351,6 +418,61 @@ impl Etcd {
         }
         Ok(from)
     }
+}
+
+/// Why one request to one endpoint failed.
+#[derive(Debug)]
+enum Failure {
+    /// No connection, a reset, no answer in time, or an answer that is not HTTP.
+    Transport(ureq::Error),
+    /// The member answered with a non-2xx status; its body (etcd's JSON error) is kept.
+    Status(u16, String),
+}
+
+/// A transport failure in a few words (ureq's timeout names the phase that ran out).
+fn describe(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(phase) => format!("timed out ({phase})"),
+        e => e.to_string(),
+    }
+}
+
+/// The next newline-terminated message of a streamed body: `Ok(None)` at its end. A read
+/// that times out is an error [`is_timeout`] recognises; a partial message stays in `pending`
+/// for the next call.
+fn next_line(body: &mut impl Read, pending: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+    loop {
+        if let Some(i) = pending.iter().position(|&b| b == b'\n') {
+            let rest = pending.split_off(i + 1);
+            let mut line = std::mem::replace(pending, rest);
+            line.pop();
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            return Ok(Some(line));
+        }
+        let mut buf = [0u8; 8192];
+        let n = body.read(&mut buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if (pending.len() + n) as u64 > MAX_BODY {
+            return Err(std::io::Error::other("streamed message too large"));
+        }
+        pending.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Whether a read of a streamed body found nothing within its per-read timeout (the stream
+/// itself may still be good).
+fn is_timeout(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    ) || e
+        .get_ref()
+        .and_then(|x| x.downcast_ref::<ureq::Error>())
+        .is_some_and(|x| matches!(x, ureq::Error::Timeout(_)))
 }
 
 /// Whether an error body is one a member without a leader (or losing one) gives: worth asking
@@ -411,44 +533,14 @@ fn kvs(v: &Value) -> Vec<Kv> {
         .unwrap_or_default()
 }
 
-const B64: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 /// Standard base64 with padding (what the gateway's JSON carries for bytes).
 pub fn b64(data: &[u8]) -> String {
-    let mut out = String::with_capacity(data.len().div_ceil(3) * 4);
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for k in 0..4 {
-            if k <= c.len() {
-                out.push(char::from(B64[(n >> (18 - 6 * k)) as usize & 63]));
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
+    BASE64.encode(data)
 }
 
 /// Decodes [`b64`]'s format; `None` for anything else.
 pub fn unb64(text: &str) -> Option<Vec<u8>> {
-    let t = text.trim_end_matches('=').as_bytes();
-    if !text.len().is_multiple_of(4) || text.len() - t.len() > 2 {
-        return None;
-    }
-    let mut out = Vec::with_capacity(t.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for &ch in t {
-        let v = B64.iter().position(|&b| b == ch)? as u32;
-        acc = (acc << 6) | v;
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-        }
-    }
-    Some(out)
+    BASE64.decode(text).ok()
 }
 
 #[cfg(test)]
@@ -497,5 +589,115 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Serves one canned answer per connection on a loopback port, `parts` written with
+    /// `gap` between them; the server thread keeps the connection open `linger` after.
+    fn serve(parts: Vec<&'static [u8]>, gap: Duration, linger: Duration) -> SocketAddr {
+        use std::io::Write;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let parts = parts.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    let _ = s.read(&mut buf);
+                    for p in parts {
+                        if s.write_all(p).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(gap);
+                    }
+                    std::thread::sleep(linger);
+                });
+            }
+        });
+        addr
+    }
+
+    #[test]
+    fn an_error_status_is_refused_with_etcd_s_message_and_the_endpoint() {
+        let a = serve(
+            vec![
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 38\r\nConnection: close\r\n\r\n",
+                b"{\"code\":3,\"message\":\"bad lease id 7\"}\n",
+            ],
+            Duration::ZERO,
+            Duration::ZERO,
+        );
+        match Etcd::new(vec![a], Duration::from_secs(5)).put(b"k", b"v", 7) {
+            Err(EtcdError::Refused(m)) => {
+                assert!(
+                    m.contains("bad lease id 7") && m.contains(&a.to_string()),
+                    "{m}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_silent_member_costs_its_share_and_the_next_one_answers() {
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let good = serve(
+            vec![
+                b"HTTP/1.1 200 OK\r\nContent-Length: 36\r\nConnection: close\r\n\r\n",
+                b"{\"header\":{\"revision\":\"42\"},\"x\":1}\n\n",
+            ],
+            Duration::ZERO,
+            Duration::ZERO,
+        );
+        let e = Etcd::new(
+            vec![silent.local_addr().unwrap(), good],
+            Duration::from_secs(2),
+        );
+        let t = Instant::now();
+        assert_eq!(e.put(b"k", b"v", 0).unwrap(), 42);
+        // The silent member had half the deadline.
+        assert!(
+            t.elapsed() < Duration::from_millis(1800),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_watch_outlives_quiet_reads_and_ends_soon_after_stop() {
+        // A chunked stream: one event, a pause far longer than the per-read bound, another.
+        let a = serve(
+            vec![
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"50\r\n{\"result\":{\"events\":[{\"kv\":{\"key\":\"YQ==\",\"value\":\"MQ==\",\"mod_revision\":\"5\"}}]}}\n\r\n",
+                b"51\r\n{\"result\":{\"events\":[{\"type\":\"DELETE\",\"kv\":{\"key\":\"YQ==\",\"mod_revision\":\"6\"}}]}}\n\r\n",
+            ],
+            Duration::from_millis(400),
+            Duration::from_secs(30),
+        );
+        let e = Etcd::new(vec![a], Duration::from_secs(2));
+        let stop = AtomicBool::new(false);
+        let mut seen = Vec::new();
+        let t = Instant::now();
+        let next = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(Duration::from_millis(1500));
+                stop.store(true, Ordering::Relaxed);
+            });
+            e.watch(b"a", 1, &stop, Duration::from_millis(50), |ev| {
+                seen.push((ev.delete, ev.kv.key.clone(), ev.kv.mod_revision))
+            })
+            .unwrap()
+        });
+        // Both events, once each, on one stream: a stream reopened after a quiet read would
+        // have seen the first event again (the fake server sends it to every connection).
+        assert_eq!(
+            seen,
+            vec![(false, b"a".to_vec(), 5), (true, b"a".to_vec(), 6)]
+        );
+        assert_eq!(next, 7);
+        // The server keeps the stream open for 30 s; the watch ended soon after `stop`.
+        let took = t.elapsed();
+        assert!(took < Duration::from_millis(2500), "{took:?}");
     }
 }

@@ -14,7 +14,8 @@
 //!   whitelisted, the whitelist with its inter-server `(sdid, pid)` entries), bound to the
 //!   owner's lease. An owner publishes a notify when it gives it an inter-server whitelist
 //!   entry or exports it without PID validation (only then can another host import it); its
-//!   destroy withdraws it. Nothing else an owner does touches etcd.
+//!   destroy withdraws it once no importer on another host holds it. Nothing else an owner
+//!   does touches etcd.
 //! - `rec/<sid>/<pid>/<dev>/<id>`: remote records. An importer's record (a stream task on its
 //!   host) is one transaction: put this key if the export is still the one it imported, else
 //!   fail naming why (owner dead, export withdrawn). The owner process watches its own
@@ -23,6 +24,12 @@
 //!   land before a wait collapse as SPEC §1 says). A broken watch (its member died) resumes on
 //!   another member from the revision after the last event: no record is lost or applied
 //!   twice.
+//! - `rec/<sid>/<pid>/<dev>/<id>/h/<isid>/<ipid>/<handle>`: the holds of remote importers,
+//!   one per import handle, bound to the importer's lease (put by a transaction on the export's
+//!   incarnation, deleted by its destroy, or gone with its lease). As on one host (SPEC §2),
+//!   an owner's destroy keeps the notify while a hold remains: the cluster keeps the owner's
+//!   reference to the slot (its id and flag) and the export, and the owner's record watch,
+//!   seeing the last hold go, drops both.
 //!
 //! Waits stay local: the owner's streams wait on the flag in its host's shared memory at
 //! local speed. Calls that need etcd are bounded by the client's deadline
@@ -31,7 +38,7 @@
 
 pub mod etcd;
 pub mod harness;
-mod http;
+
 mod sim;
 
 use std::collections::HashMap;
@@ -177,6 +184,9 @@ struct Published {
     generation: u32,
     slot: Weak<SlotRef>,
     value: Vec<u8>,
+    /// Set when the owner destroyed its handle while importers on other hosts still held the
+    /// notify: the reference that keeps its id (and flag) until the last of them lets go.
+    keep: Option<Arc<SlotRef>>,
 }
 
 struct Shared {
@@ -192,6 +202,9 @@ struct Shared {
     server_lease: Mutex<i64>,
     stop: AtomicBool,
     published: Mutex<HashMap<(u32, u32), Published>>,
+    /// This process's holds on remote notifies: import handle → its holder key (see
+    /// [`Shared::holder_prefix`]).
+    held: Mutex<HashMap<u64, Vec<u8>>>,
     /// Remote records applied here (each one watch event).
     applied: std::sync::atomic::AtomicU64,
 }
@@ -232,6 +245,36 @@ impl Shared {
 
     fn export_key(&self, server: u32, dev: u32, id: u32) -> Vec<u8> {
         self.key(&format!("export/{server}/{dev}/{id}"))
+    }
+
+    /// Where the importers of notify `id` of device `dev` of process `owner_pid` of server
+    /// `server` hold it: one key per import handle, `<prefix><server>/<pid>/<handle>`, bound to
+    /// the importer's lease. Under the owner's `rec/` prefix, so the owner's record watch sees
+    /// each hold go (a destroy, or the importer's lease expiring).
+    fn holder_prefix(&self, server: u32, owner_pid: i32, dev: u32, id: u32) -> Vec<u8> {
+        self.key(&format!("rec/{server}/{owner_pid}/{dev}/{id}/h/"))
+    }
+
+    /// Releases the owner's last reference to notify (`dev`, `id`) and its export if the owner
+    /// destroyed it and no importer on another host holds it any more. Holding `published`
+    /// across the range keeps a hold's release and the owner's destroy from missing each other.
+    fn release_if_unheld(&self, dev: u32, id: u32) {
+        let mut p = lock(&self.published);
+        if p.get(&(dev, id)).is_none_or(|e| e.keep.is_none()) {
+            return;
+        }
+        let holders = self
+            .etcd
+            .get_prefix(&self.holder_prefix(self.server, self.pid, dev, id));
+        if let Ok((kvs, _)) = holders
+            && kvs.is_empty()
+        {
+            let gone = p.remove(&(dev, id));
+            drop(p);
+            let _ = self.etcd.delete(&self.export_key(self.server, dev, id));
+            // The id goes with this reference, outside the lock.
+            drop(gone);
+        }
     }
 
     /// Claims this process's server id for its host (see the module doc); the lease that
@@ -327,6 +370,9 @@ impl Shared {
                     let k = self.export_key(self.server, *dev, *id);
                     let _ = self.etcd.put(&k, &p.value, new);
                 }
+                for k in lock(&self.held).values() {
+                    let _ = self.etcd.put(k, b"", new);
+                }
             }
             let sl = *lock(&self.server_lease);
             if let Ok(0) = self.etcd.lease_keepalive(sl)
@@ -355,19 +401,27 @@ impl Shared {
     }
 
     fn apply(&self, prefix: &[u8], ev: etcd::Event) {
-        if ev.delete {
-            return;
-        }
         let Some(rest) = ev.kv.key.strip_prefix(prefix) else {
             return;
         };
         let rest = String::from_utf8_lossy(rest);
-        let Some((dev, id)) = rest
-            .split_once('/')
-            .and_then(|(d, i)| Some((d.parse::<u32>().ok()?, i.parse::<u32>().ok()?)))
-        else {
+        let mut parts = rest.splitn(3, '/');
+        let (Some(Ok(dev)), Some(Ok(id))) = (
+            parts.next().map(str::parse::<u32>),
+            parts.next().map(str::parse::<u32>),
+        ) else {
             return;
         };
+        if parts.next().is_some() {
+            // A hold (`<dev>/<id>/h/…`): one going may be the last.
+            if ev.delete {
+                self.release_if_unheld(dev, id);
+            }
+            return;
+        }
+        if ev.delete {
+            return;
+        }
         let Ok(v) = serde_json::from_slice::<Value>(&ev.kv.value) else {
             return;
         };
@@ -459,6 +513,7 @@ impl Cluster {
             server_lease: Mutex::new(0),
             stop: AtomicBool::new(false),
             published: Mutex::new(HashMap::new()),
+            held: Mutex::new(HashMap::new()),
             applied: std::sync::atomic::AtomicU64::new(0),
         });
         let proc_lease = shared.register()?;
@@ -538,25 +593,64 @@ impl Cluster {
                 generation: r.generation(),
                 slot: Arc::downgrade(r),
                 value,
+                keep: None,
             },
         );
         Ok(())
     }
 
-    /// Withdraws notify `r`'s export from the registry if this process published it (its
-    /// destroy); nothing (no etcd call) otherwise.
-    pub fn withdraw(&self, r: &SlotRef) {
+    /// The owner's destroy of notify `r`: if this process published it, the export stays
+    /// while importers on other hosts hold it (SPEC §2: the id is released when the last
+    /// holder destroys it), the cluster keeping a reference to it until the last hold goes;
+    /// else the export is withdrawn. Nothing (no etcd call) for a notify never published.
+    pub fn withdraw(&self, r: &Arc<SlotRef>) {
         let s = &self.shared;
-        let mine = {
+        let (dev, id) = (r.device(), r.id());
+        {
             let mut p = lock(&s.published);
-            match p.get(&(r.device(), r.id())) {
-                Some(e) if e.generation == r.generation() => p.remove(&(r.device(), r.id())),
-                _ => None,
+            match p.get_mut(&(dev, id)) {
+                Some(e) if e.generation == r.generation() => e.keep = Some(Arc::clone(r)),
+                _ => return,
             }
-        };
-        if mine.is_some() {
-            let _ = s.etcd.delete(&s.export_key(s.server, r.device(), r.id()));
         }
+        s.release_if_unheld(dev, id);
+    }
+
+    /// Registers import handle `h` of remote notify `n` as a holder of it (a key bound to this
+    /// process's lease: it goes with [`Cluster::remove`] or this process's death). Codes:
+    /// 107017 the export is gone (the owner died, or withdrew it); 507022.
+    pub fn hold(&self, h: u64, n: &RemoteNotify) -> Result<(), SimError> {
+        let s = &self.shared;
+        let mut key = s.holder_prefix(n.server, n.owner_pid, n.device, n.id);
+        key.extend_from_slice(format!("{}/{}/{h}", s.server, s.pid).as_bytes());
+        let lease = *lock(&s.proc_lease);
+        let t = s
+            .etcd
+            .txn(
+                &[Cmp::CreatedAt(
+                    s.export_key(n.server, n.device, n.id),
+                    n.create_rev,
+                )],
+                &[Op::Put {
+                    key: key.clone(),
+                    value: Vec::new(),
+                    lease,
+                }],
+                &[],
+            )
+            .map_err(|e| ipc(e, "importing a notify of another host"))?;
+        if !t.succeeded {
+            return Err(err(
+                Error::InvalidHandle,
+                format!(
+                    "notify {} of device {} of server {}: its export is gone (the owner \
+                     destroyed it or died) since the key was looked up",
+                    n.id, n.device, n.server
+                ),
+            ));
+        }
+        lock(&s.held).insert(h, key);
+        Ok(())
     }
 
     /// Looks up notify `id` of device `dev` of server `server` (generation `generation`,
@@ -642,9 +736,15 @@ impl Cluster {
         read(&self.remote).get(h).cloned()
     }
 
-    /// Drops handle `h`; whether it was a remote import.
+    /// Drops handle `h`, and its hold on the owner's notify (if the cluster is unreachable the
+    /// hold stays until this process's lease goes); whether it was a remote import.
     pub fn remove(&self, h: u64) -> bool {
-        write(&self.remote).remove(h).is_some()
+        let was = write(&self.remote).remove(h).is_some();
+        let key = lock(&self.shared.held).remove(&h);
+        if let Some(k) = key {
+            let _ = self.shared.etcd.delete(&k);
+        }
+        was
     }
 
     /// The delivery of one record to remote notify `n`'s owner, to run as a stream task (see

@@ -37,9 +37,15 @@ impl Sim {
                 ),
             ));
         }
-        c.insert(n)
-            .map(RawNotify)
-            .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
+        let h = c
+            .insert(n.clone())
+            .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))?;
+        // The owner's notify lives while this import holds it (SPEC §2).
+        if let Err(e) = c.hold(h, &n) {
+            c.remove(h);
+            return Err(e);
+        }
+        Ok(RawNotify(h))
     }
 
     /// A record of remote import `notify` on `stream`: a stream task that delivers it through

@@ -1,5 +1,5 @@
 //! Device memory in the inspector: for each device-memory file of a namespace, mapped
-//! read-only ([`MemFileView`]), the capacity and what is allocated, and every allocation
+//! read-only (`MemFileView`), the capacity and what is allocated, and every allocation
 //! with its owner, size, and IPC export (range, mode, whitelist) and importers, each process
 //! marked alive or gone. Text ([`memory_text`]) and JSON ([`memory_json`]); the inspector
 //! ([`crate::inspect`]) shows them below the notifies.
