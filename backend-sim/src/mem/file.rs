@@ -45,7 +45,7 @@ use crate::sys;
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNMEM\x01");
 /// Bumped whenever the device-memory file layout changes (2: the slots are the core's shared
 /// `Slot` with the allocation as payload).
-pub const MEM_LAYOUT_VERSION: u32 = 2;
+pub const MEM_LAYOUT_VERSION: u32 = 3;
 /// Allocations (live, or freed but still imported) per device at once.
 pub const MAX_ALLOCS: u32 = 16384;
 /// Processes that can have one allocation imported at once.
@@ -100,6 +100,10 @@ pub(crate) struct MemPayload {
     /// The exported range: offset in the allocation and length.
     pub(crate) export_off: AtomicU64,
     pub(crate) export_len: AtomicU64,
+    /// 1 once the owner's `aclrtFree` orphaned the allocation: importers may no longer use it
+    /// (SPEC §8), though their mappings stay until they close. An owner that died leaves it 0:
+    /// what it shared stays usable for its importers until they close.
+    pub(crate) owner_freed: AtomicU64,
     /// Importers: `(pid, start time)` pairs, pid 0 = empty.
     pub(crate) importers: [[AtomicU64; 2]; MAX_IMPORTERS],
 }
@@ -111,6 +115,7 @@ impl Payload for MemPayload {
         span: AtomicU64::new(0),
         export_off: AtomicU64::new(0),
         export_len: AtomicU64::new(0),
+        owner_freed: AtomicU64::new(0),
         importers: [const { [AtomicU64::new(0), AtomicU64::new(0)] }; MAX_IMPORTERS],
     };
 
@@ -118,6 +123,7 @@ impl Payload for MemPayload {
     fn claimed(&self, _generation: u32) {
         self.export_off.store(0, SeqCst);
         self.export_len.store(0, SeqCst);
+        self.owner_freed.store(0, SeqCst);
         for e in &self.importers {
             e[0].store(0, SeqCst);
             e[1].store(0, SeqCst);
@@ -648,6 +654,9 @@ impl MemFile {
         if importer_count(s) == 0 {
             return self.release(l, id, generation, SlotState::Live);
         }
+        // Before the orphaning: an importer that sees the slot orphaned by this free also
+        // sees the mark.
+        s.sync.owner_freed.store(1, SeqCst);
         s.orphan(generation)
     }
 

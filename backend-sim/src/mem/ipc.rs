@@ -15,7 +15,9 @@
 //!   or `aclrtDeviceEnablePeerAccess`), else 207006.
 //! - `aclrtIpcMemClose` ([`Sim::ipc_mem_close`]) closes an importer's mapping; by the owner it
 //!   withdraws the export (no further imports; CANN asks owners to close after every importer
-//!   has). Memory an owner frees while others import it stays theirs until the last closes.
+//!   has). Memory an owner frees while others import it stays mapped for them until the last
+//!   closes, but their copies and sets through it fail with 107000 naming the owner's free
+//!   (SPEC §8); memory of an owner that died stays usable for them until they close.
 //! - A process that dies is treated as having closed what it imported and freed what it
 //!   owned: the next allocation that runs short on the device, or [`Sim::mem_gc`], reclaims.
 //!

@@ -35,6 +35,7 @@ pub mod reduce;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use acl_notify_core::key::ExportKey;
@@ -166,11 +167,23 @@ impl Alloc {
 }
 
 impl Alloc {
-    /// Whether the shared slot is still this incarnation, as this process holds it.
+    /// An import whose owner has freed it (this incarnation, still orphaned).
+    fn owner_freed(&self) -> bool {
+        self.imported
+            && self
+                .file
+                .slot(self.id)
+                .is_some_and(|s| s.holds(self.generation) && s.sync.owner_freed.load(SeqCst) != 0)
+    }
+
+    /// Whether the shared slot is still this incarnation, as this process holds it. An
+    /// importer holds it while it is live, and after its owner died (until the importer
+    /// closes), but not after its owner freed it (SPEC §8: an importer's use after the
+    /// owner's free is an error).
     fn current(&self) -> bool {
         self.file.slot(self.id).is_some_and(|s| {
             if self.imported {
-                s.holds(self.generation)
+                s.holds(self.generation) && s.sync.owner_freed.load(SeqCst) == 0
             } else {
                 s.is_live(self.generation)
             }
@@ -446,8 +459,9 @@ impl Sim {
         Ok(addr)
     }
 
-    /// `aclrtFree`: frees an allocation of this process by its device pointer. Memory other
-    /// processes imported stays theirs until they close it.
+    /// `aclrtFree`: frees an allocation of this process by its device pointer. Processes that
+    /// imported it keep their mappings until they close them, but their copies and sets
+    /// through them fail from now on (107000, "its owner freed it"; SPEC §8).
     ///
     /// Errors: 107000 not the start of a live allocation of this process (with what it is).
     pub fn free(&self, ptr: usize) -> Result<(), SimError> {
@@ -601,11 +615,17 @@ impl Sim {
             ));
         }
         if !a.current() {
+            let why = if a.owner_freed() {
+                "which its owner freed (an importer may not use memory after the owner's \
+                 aclrtFree; close the mapping with aclrtIpcMemClose)"
+            } else {
+                "which is no longer live (its owner freed it, or died, and it was reclaimed)"
+            };
             return Err(SimError::new(
                 Error::ParamInvalid,
                 format!(
                     "{what} [{addr:#x}, {:#x}) is in allocation {base:#x} ({} bytes, device {}), \
-                     which is no longer live (its owner freed it, or died, and it was reclaimed)",
+                     {why}",
                     addr.wrapping_add(len),
                     a.size,
                     a.file.device()

@@ -225,8 +225,9 @@ fn get(fd: i32) -> u8 {
 }
 
 /// The same bytes through the owner's and the importer's pointers; the whitelist decides who
-/// imports; the importer's range is the exported one; memory the owner frees stays the
-/// importer's until it closes. The importer is a forked child.
+/// imports; the importer's range is the exported one; once the owner frees the memory, the
+/// importer's copies and sets through it fail (SPEC §8) until it closes. The importer is a
+/// forked child.
 #[test]
 fn ipc_memory_maps_the_same_bytes_for_whitelisted_importers() {
     let (sim, ns) = open("ipc", 64 << 20);
@@ -290,15 +291,20 @@ fn ipc_memory_maps_the_same_bytes_for_whitelisted_importers() {
         });
         step(ok);
         get(from_parent);
-        // The owner freed: the bytes are still there for this importer, until it closes.
+        // The owner freed: the importer's mapping stays until it closes, but using it is an
+        // error (SPEC §8) that names the owner's free, in both directions.
         let b = *lock(&c.mem().imports).get(&key).unwrap_or(&0);
-        let mut out = [0u8; 10];
+        let refused = |r: Result<(), SimError>| {
+            r.is_err_and(|e| {
+                e.kind() == Error::ParamInvalid && e.to_string().contains("its owner freed")
+            })
+        };
         // SAFETY: device to device.
-        let back = unsafe { c.memcpy(mine + 100, 10, b, 10, MemcpyKind::DeviceToDevice) };
-        let ok = back.is_ok() && d2h(&c, &mut out, mine + 100).is_ok() && out == [43u8; 10];
+        let read = unsafe { c.memcpy(mine + 100, 10, b, 10, MemcpyKind::DeviceToDevice) };
         // SAFETY: device to device.
-        let gone = unsafe { c.memcpy(mine, 10, b, 10, MemcpyKind::DeviceToDevice) };
-        let closed = c.ipc_mem_close(&key).is_ok() && gone.is_ok() && {
+        let write = unsafe { c.memcpy(b, 10, mine, 10, MemcpyKind::DeviceToDevice) };
+        let ok = refused(read) && refused(write) && refused(c.memset(b, 10, 0, 10));
+        let closed = c.ipc_mem_close(&key).is_ok() && {
             // SAFETY: device to device.
             unsafe { c.memcpy(mine, 10, b, 10, MemcpyKind::DeviceToDevice) }.is_err()
         };
@@ -328,7 +334,7 @@ fn ipc_memory_maps_the_same_bytes_for_whitelisted_importers() {
     assert_eq!(
         get(from_child),
         1,
-        "the importer kept the bytes until it closed"
+        "after the owner's free the importer was refused (copies both ways, set), then closed"
     );
     let mut status = 0;
     // SAFETY: waits for the child forked above.

@@ -2,8 +2,9 @@
 //! SoCs without IPC memory, export and whitelist rules, inter-server entries and attributes,
 //! import errors; and with real processes: a whitelisted and an open import that map the same
 //! bytes, the importer held to the exported range and to device-to-device copies across
-//! devices, its use after close refused, and the liveness rules (a dead importer counts as
-//! closed, a dead owner's memory stays mapped for its importers until they close).
+//! devices, its use after close refused, its use after the owner's free refused, and the
+//! liveness rules (a dead importer counts as closed, a dead owner's memory stays mapped and
+//! usable for its importers until they close).
 //!
 //! Which SoCs share device memory follows CANN's documentation of these functions (hicann/runtime
 //! `docs/zh/api_ref/11-07_IPC_memory_sharing.md`): all but Ascend310B and IPV350, so Ascend950DT
@@ -61,6 +62,7 @@ pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
         mp("mp::ipc_mem_open", ipc_mem, mp_open),
         mp("mp::ipc_mem_importer_dies", ipc_mem, mp_importer_dies),
         mp("mp::ipc_mem_owner_dies", ipc_mem, mp_owner_dies),
+        mp("mp::ipc_mem_owner_frees", ipc_mem, mp_owner_frees),
         mp("mp::ipc_mem_inter_server", inter_server, mp_inter_server),
     ]
 }
@@ -456,8 +458,22 @@ fn mp_owner_dies<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     fresh.wait_ok(T)
 }
 
+/// An owner that frees memory an importer still maps (SPEC §8): the importer's reads, writes
+/// and sets through it fail with 107000 from then on; its close still succeeds, and after it
+/// the owner can allocate BIG again.
+fn mp_owner_frees<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let mut owner = ctx.spawn_role("mem_small_owner", "free_first", &small_env())?;
+    ctx.take_from("so.key", T, &mut owner)?;
+    let mut holder = ctx.spawn_role("mem_small_holder", "refused", &small_env())?;
+    ctx.take_from("sh.imported", T, &mut holder)?;
+    ctx.put("so.go", "")?;
+    holder.wait_ok(T)?;
+    owner.wait_ok(T)
+}
+
 /// Allocates BIG on device 0, fills and exports it (open); then `free`: after "so.go", frees
-/// and allocates BIG again; `die`: waits to be killed.
+/// and allocates BIG again; `free_first`: after "so.go", frees it while it is imported, says
+/// "so.freed", and after "sh.closed" allocates BIG again; `die`: waits to be killed.
 fn mem_small_owner<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let a = ok!(b.mem_alloc(0, BIG));
@@ -470,6 +486,14 @@ fn mem_small_owner<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         return Err("the owner was not killed".to_owned());
     }
     ctx.take("so.go", T)?;
+    if ctx.arg == "free_first" {
+        ok!(b.mem_free(0, a));
+        ctx.put("so.freed", "")?;
+        ctx.take("sh.closed", T)?;
+        let again = ok!(b.mem_alloc(0, BIG));
+        ok!(b.mem_free(0, again));
+        return Ok(());
+    }
     ok!(b.mem_close(0, &k));
     ok!(b.mem_free(0, a));
     let again = ok!(b.mem_alloc(0, BIG));
@@ -488,6 +512,15 @@ fn mem_small_holder<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     if ctx.arg == "die" {
         std::thread::sleep(Duration::from_secs(60));
         return Err("the importer was not killed".to_owned());
+    }
+    if ctx.arg == "refused" {
+        ctx.take("so.freed", T)?;
+        let mut back = [0u8; 16];
+        fails!(b.mem_read(0, p, &mut back), Error::ParamInvalid);
+        fails!(b.mem_write(0, p, &[0x5a; 16]), Error::ParamInvalid);
+        ok!(b.mem_close(0, &k));
+        ctx.put("sh.closed", "")?;
+        return Ok(());
     }
     ctx.take("sh.go", T)?;
     expect_pattern(b, 0, p, BIG - 4096, 4096)?;
