@@ -922,7 +922,7 @@ impl CntNotifyOps for Sim {
             let r = self.cnt(cnt)?;
             let (s, _) = self.stream(stream)?;
             let pid = self.inner.pid;
-            self.enqueue_job(&s, stream, SimJob::CntRecord { r, record, pid })
+            self.enqueue_job(&s, stream, SimJob::CntRecord(Box::new((r, record, pid))))
         })
     }
 
@@ -953,7 +953,7 @@ impl CntNotifyOps for Sim {
                         .load(std::sync::atomic::Ordering::Relaxed),
                 ),
             );
-            self.enqueue_job(&s, stream, SimJob::CntWait { r, wait })
+            self.enqueue_job(&s, stream, SimJob::CntWait(Box::new((r, wait))))
         })
     }
 

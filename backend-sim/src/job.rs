@@ -20,8 +20,9 @@ use crate::{spin, trace, waitgraph};
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;
 
-/// What a simulator stream runs: notify and count-notify records and waits and host functions
-/// as plain values (no allocation per task), anything else as a boxed closure.
+/// What a simulator stream runs: notify records and waits and host functions as plain values
+/// (no allocation per task), count-notify records and waits as boxed values the worker matches
+/// like them (boxed so that every job stays 24 bytes), anything else as a boxed closure.
 pub(crate) enum SimJob {
     Record {
         pin: Arc<StreamPin>,
@@ -31,23 +32,19 @@ pub(crate) enum SimJob {
         pin: Arc<StreamPin>,
         timeout: Option<Duration>,
     },
-    CntRecord {
-        r: Arc<CntRef>,
-        record: CntRecord,
-        pid: i32,
-    },
-    /// The wait's timeout is resolved when queued (as a notify wait's), so that the job
-    /// stays as small as the notify ones.
-    CntWait {
-        r: Arc<CntRef>,
-        wait: CntWait,
-    },
+    /// The count notify, the record and the recording process's pid.
+    CntRecord(Box<(Arc<CntRef>, CntRecord, i32)>),
+    /// The count notify and the wait, its timeout resolved when queued (as a notify wait's).
+    CntWait(Box<(Arc<CntRef>, CntWait)>),
     Host(HostCall),
     Other(Task<SimError>),
 }
 
-// The queue holds jobs by value: a larger job is more cache lines per record+wait pair.
-const _: () = assert!(std::mem::size_of::<SimJob>() <= 32);
+// The queue holds jobs by value: a larger job is more cache lines per record+wait pair. At 32
+// bytes (count-notify jobs held inline, 1bfbb87) one stream's record+wait pair took 74-82 ns
+// instead of 47-59 (`bench --only inproc`, A/B of the same minutes); boxing them brought it back
+// to 47-48 ns.
+const _: () = assert!(std::mem::size_of::<SimJob>() <= 24);
 
 impl From<Task<SimError>> for SimJob {
     fn from(task: Task<SimError>) -> Self {
@@ -132,8 +129,11 @@ impl SimJob {
                 let result = wait_slow(&pin, timeout, ctx, before_block);
                 (result, Some(pin))
             }
-            SimJob::CntRecord { r, record, pid } => (crate::cnt::run_record(&r, record, pid), None),
-            SimJob::CntWait { r, wait } => (crate::cnt::run_wait(&r, &wait, ctx), None),
+            SimJob::CntRecord(job) => {
+                let (r, record, pid) = *job;
+                (crate::cnt::run_record(&r, record, pid), None)
+            }
+            SimJob::CntWait(job) => (crate::cnt::run_wait(&job.0, &job.1, ctx), None),
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
                 call.call();
