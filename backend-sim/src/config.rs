@@ -22,8 +22,8 @@ pub const ENV_DEVICES: &str = "ACL_NOTIFY_SIM_DEVICES";
 pub const ENV_NAMESPACE: &str = "ACL_NOTIFY_SIM_NAMESPACE";
 /// Environment variable giving this process's SuperPod server id (default 0).
 pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
-/// Environment variable placing stream workers on CPUs: `off` (default), `spread`, or a CPU
-/// list such as `0,2-3` (see [`StreamCpus`]).
+/// Environment variable placing stream workers on CPUs: `auto` (default), `off`, `spread`, or
+/// a CPU list such as `0,2-3` (see [`StreamCpus`]).
 pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
 
 pub use crate::spin::ENV_SPIN_BUDGET;
@@ -43,15 +43,22 @@ pub const ENV_DEVICE_MEMORY: &str = "ACL_NOTIFY_SIM_DEVICE_MEMORY";
 /// On some machines (seen on KVM guests) the kernel puts a woken worker on the CPU of the
 /// thread that woke it, even when another CPU is idle: two streams that hand work to each
 /// other then share one CPU and take turns, at microseconds per hand-off instead of hundreds
-/// of nanoseconds. `Spread` gives each new stream a CPU of its own, in turn.
+/// of nanoseconds. `Adaptive` (the default) lets a worker that keeps finding its CPU taken
+/// while it waits move itself to another CPU (see the `placement` module); `Spread` gives each
+/// new stream a CPU of its own, in turn.
 ///
-/// The cost: a placed worker cannot move, so when its CPU is busy with other work it waits
-/// for its share there even if another CPU is free. Streams that are mostly idle lose
-/// nothing; busy streams gain when there are at least as many CPUs as busy streams.
+/// The cost of pinning: a placed worker cannot move, so when its CPU is busy with other work
+/// it waits for its share there even if another CPU is free. Streams that are mostly idle
+/// lose nothing; busy streams gain when there are at least as many CPUs as busy streams.
+/// `Adaptive` pins nothing: a worker it moves may be moved again by the kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum StreamCpus {
-    /// The kernel places the workers (default; `ACL_NOTIFY_SIM_STREAM_CPUS=off`).
+    /// The kernel places the workers, and a worker whose waits keep losing its CPU to another
+    /// thread moves itself to another CPU, at most now and then (default;
+    /// `ACL_NOTIFY_SIM_STREAM_CPUS=auto`).
     #[default]
+    Adaptive,
+    /// The kernel alone places the workers (`ACL_NOTIFY_SIM_STREAM_CPUS=off`).
     Scheduler,
     /// Each new stream's worker is restricted to one CPU, taking the CPUs the opening thread
     /// may use in turn (`spread`), starting at this process's place among the processes of
@@ -63,11 +70,12 @@ pub enum StreamCpus {
 }
 
 impl StreamCpus {
-    /// Parses `off`, `spread` or a CPU list (`0,2-3`), as `ACL_NOTIFY_SIM_STREAM_CPUS` takes
-    /// them. Errors say what is wrong, in words.
+    /// Parses `auto`, `off`, `spread` or a CPU list (`0,2-3`), as
+    /// `ACL_NOTIFY_SIM_STREAM_CPUS` takes them. Errors say what is wrong, in words.
     pub fn parse(text: &str) -> Result<StreamCpus, String> {
         let t = text.trim();
         match t {
+            "auto" | "adaptive" => return Ok(StreamCpus::Adaptive),
             "off" | "scheduler" => return Ok(StreamCpus::Scheduler),
             "spread" => return Ok(StreamCpus::Spread),
             _ => {}
@@ -99,7 +107,7 @@ impl StreamCpus {
     /// the CPUs `allowed`.
     pub(crate) fn resolve(&self, allowed: &[usize]) -> Result<Vec<usize>, String> {
         match self {
-            StreamCpus::Scheduler => Ok(Vec::new()),
+            StreamCpus::Adaptive | StreamCpus::Scheduler => Ok(Vec::new()),
             StreamCpus::Spread => Ok(allowed.to_vec()),
             StreamCpus::List(list) if list.is_empty() => Err("the CPU list is empty".into()),
             StreamCpus::List(list) => match list.iter().find(|c| !allowed.contains(c)) {
@@ -171,7 +179,7 @@ impl SimBuilder {
         self
     }
 
-    /// Where stream workers run (default [`StreamCpus::Scheduler`]).
+    /// Where stream workers run (default [`StreamCpus::Adaptive`]).
     pub fn stream_cpus(mut self, cpus: StreamCpus) -> Self {
         self.stream_cpus = cpus;
         self
@@ -323,6 +331,7 @@ impl SimBuilder {
                 op_wait_timeout: AtomicU32::new(0),
                 stream_seq: AtomicU32::new(0),
                 cpu_seq: AtomicU32::new(first_cpu),
+                adaptive_cpus: self.stream_cpus == StreamCpus::Adaptive,
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
                 cnt: cnt::CntState::new(seed),
@@ -352,7 +361,7 @@ impl Default for SimBuilder {
             devices: 8,
             namespace: None,
             server_id: 0,
-            stream_cpus: StreamCpus::Scheduler,
+            stream_cpus: StreamCpus::Adaptive,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
             device_memory: mem::DEFAULT_DEVICE_MEMORY,
             cluster: None,
@@ -417,7 +426,7 @@ impl Sim {
     /// Opens the machine the `ACL_NOTIFY_SIM_*` variables describe: `ACL_NOTIFY_SIM_SOC`
     /// (default `Ascend910B`), `ACL_NOTIFY_SIM_DEVICES` (default 8),
     /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
-    /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `off`,
+    /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `auto`,
     /// see [`StreamCpus`]), `ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT` (seconds, default 60, `0` for
     /// ever; see [`SimBuilder::enqueue_timeout`]), `ACL_NOTIFY_SIM_SPIN_BUDGET` (waiters that
     /// may spin at once, default the CPUs this process may use, `0` never; see
@@ -452,7 +461,9 @@ impl Sim {
             let cpus = StreamCpus::parse(&v).map_err(|why| {
                 err(
                     Error::ParamInvalid,
-                    format!("{ENV_STREAM_CPUS}={v:?}: {why}; expected off, spread or a CPU list"),
+                    format!(
+                        "{ENV_STREAM_CPUS}={v:?}: {why}; expected auto, off, spread or a CPU list"
+                    ),
                 )
             })?;
             b = b.stream_cpus(cpus);

@@ -33,6 +33,8 @@
 //! - `ipc_policy`: whitelists and the checks of an import.
 //! - `job`: what a stream runs (`SimJob`) and how it is queued; `waiters`: the hot path of a
 //!   stream's records and waits (adaptive spin, prefetch, the slow wait).
+//! - `spin`: how long a wait may spin, given the load; `placement`: a worker the kernel put
+//!   on a crowded CPU moves itself ([`StreamCpus::Adaptive`]).
 //! - `traits`: the core's backend traits implemented for [`Sim`].
 //!
 //! # Limits and costs
@@ -71,6 +73,7 @@ mod job;
 mod lost;
 mod mapfile;
 pub mod mem;
+mod placement;
 mod repair;
 mod ring;
 pub mod shm;

@@ -121,6 +121,7 @@ impl<'a> Spinner<'a> {
         let t = Instant::now();
         std::thread::yield_now();
         if t.elapsed() >= YIELD_LOST_CPU {
+            crate::placement::crowded();
             self.stop();
         }
     }

@@ -14,6 +14,7 @@ const LAYER: &[&str] = &[
     "fork",
     "ipc_event",
     "mapfile",
+    "placement",
     "repair",
     "ring",
     "shm",
