@@ -13,11 +13,16 @@
 //! leave a CPU that something else keeps busy, and sixteen processes' workers pinned in turn
 //! cannot be balanced at all.
 //!
-//! So a worker is pinned for a moment only. The signal is the one the spin budget already
+//! So a worker is pinned for a moment only. The signal builds on the one the spin budget
 //! reads ([`crate::spin`]): a spinning wait's `sched_yield` that did not return at once ran
-//! another thread on this CPU. A worker that sees that [`STREAK`] times within [`WINDOW`]
-//! (a few round trips of the shared-CPU mode; a one-off preemption does not qualify) asks the
-//! kernel to run it on another CPU it may use (`sched_setaffinity` to that CPU, which migrates
+//! another thread on this CPU — and if the wait then finds its record without having slept,
+//! that thread was most likely the recorder, sharing this CPU with the worker that waits for
+//! it. (A yield lost to some other thread — the host enqueuing its next chunk on this CPU —
+//! leaves the wait without its record, and it sleeps: that does not count. Moving away from
+//! the host would put the worker on the CPU of the stream it hands records to.) A worker
+//! whose waits see that [`STREAK`] times within [`WINDOW`] (a few round trips of the
+//! shared-CPU mode; a one-off preemption does not qualify) asks the kernel to run it on
+//! another CPU it may use (`sched_setaffinity` to that CPU, which migrates
 //! it there before it returns) and at once gives its affinity back, so the kernel is free to
 //! place it from then on. Two workers that keep handing records to each other without
 //! sleeping then stay apart: nothing wakes them onto one CPU again. A worker that keeps
@@ -126,9 +131,9 @@ pub(crate) fn enable_on_this_thread() {
     CROWDING.with(|c| c.set(Some(Crowding::default())));
 }
 
-/// Called by a spinning wait whose `sched_yield` gave the CPU to another thread: moves the
-/// calling worker to another CPU if that keeps happening (see the module docs). Does nothing
-/// on a thread that did not [`enable_on_this_thread`].
+/// Called by a wait that gave its CPU to another thread in a `sched_yield` and then found its
+/// record without sleeping: moves the calling worker to another CPU if that keeps happening
+/// (see the module docs). Does nothing on a thread that did not [`enable_on_this_thread`].
 pub(crate) fn crowded() {
     let Some(mut c) = CROWDING.with(Cell::get) else {
         return;
