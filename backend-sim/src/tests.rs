@@ -12,11 +12,12 @@ use acl_notify_core::{
     StreamStatus, SyncWait, Timeout,
 };
 
+use crate::blocked::Blocked;
 use crate::config::{ENV_ENQUEUE_TIMEOUT, MAX_CPU, STREAM_CAPACITY, SimBuilder, StreamCpus};
 use crate::entries::PINS;
 use crate::error::SimError;
-use crate::job::Blocked;
-use crate::sim::{Sim, lock};
+use crate::locks::lock;
+use crate::sim::Sim;
 #[cfg(target_arch = "x86_64")]
 use crate::waiters::has_prefetchw;
 use crate::waiters::{AdaptiveWaiter, MAX_SPIN_NS, SPIN_NS, next_spin, prefetch_for_write};

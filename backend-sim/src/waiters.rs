@@ -11,11 +11,11 @@ use std::time::Duration;
 use acl_notify_core::Error;
 use acl_notify_core::table::{self, WaitArgs, WaitOutcome, Waiter};
 
-use crate::entries::StreamPin;
+use crate::blocked::Blocked;
 use crate::error::SimError;
-use crate::job::Blocked;
+use crate::error::err;
+use crate::pin::StreamPin;
 use crate::shm::{ShmFile, SimWaiter, SlotRef};
-use crate::sim::err;
 use crate::stream::TaskCtx;
 use crate::{diag, spin, waitgraph};
 

@@ -63,8 +63,9 @@ use serde_json::{Value, json};
 use acl_notify_handles::{Kind, MAX_LIVE, Slab};
 
 use crate::SimError;
+use crate::error::err;
+use crate::locks::{lock, read, write};
 use crate::shm::SlotRef;
-use crate::sim::{err, lock, read, write};
 use etcd::{Cmp, Etcd, EtcdError, Op};
 
 /// The cluster endpoint list (`etcd://host:port,host:port[/pod]`).

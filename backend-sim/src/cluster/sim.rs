@@ -7,7 +7,7 @@
 use acl_notify_core::{Error, KeyFields, Lifecycle, NotifyInfo, Op, RawNotify, RawStream};
 
 use super::Cluster;
-use crate::sim::err;
+use crate::error::err;
 use crate::{Sim, SimError};
 
 impl Sim {

@@ -174,6 +174,10 @@ pub(crate) const fn align_up(v: usize, a: usize) -> usize {
     v.div_ceil(a) * a
 }
 
+/// Most devices a simulated machine can have (one bit each in the per-process peer masks and
+/// a device header each in the file).
+pub const MAX_DEVICES: u32 = 64;
+
 /// Region offsets for one configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -239,7 +243,7 @@ impl Layout {
         let soc = soc_from_index(h.soc.load(SeqCst))
             .ok_or_else(|| bad_file(path, "corrupt header (unknown SoC)"))?;
         let devices = h.devices.load(SeqCst);
-        if !(1..=crate::MAX_DEVICES).contains(&devices) {
+        if !(1..=MAX_DEVICES).contains(&devices) {
             return Err(bad_file(
                 path,
                 format_args!("corrupt header ({devices} devices)"),

@@ -64,7 +64,8 @@ pub(crate) use layout::Layout;
 use layout::{DeviceHeader, soc_index, validate_header};
 pub(crate) use layout::{Header, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
 pub use layout::{
-    LAYOUT_VERSION, Pool1024, Pool2048, Pool8192, Pool65535, PoolRef, SLOT_BYTES, WHITELIST_BYTES,
+    LAYOUT_VERSION, MAX_DEVICES, Pool1024, Pool2048, Pool8192, Pool65535, PoolRef, SLOT_BYTES,
+    WHITELIST_BYTES,
 };
 use slot_ref::RefMap;
 pub use slot_ref::{CreateError, SlotRef};
