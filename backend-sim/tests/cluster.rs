@@ -6,7 +6,7 @@
 //! with inter-server whitelists, nothing lost (each remote record releases exactly one wait),
 //! a non-whitelisted importer (207006), a server id claimed by two hosts, a ring across 2
 //! hosts × 4 ranks, and the faults: an etcd member killed, a host's processes SIGKILLed, the
-//! whole cluster unreachable. IPC memory across hosts: data checked both ways and ordered by
+//! whole cluster unreachable or silent (leaving it takes one bound). IPC memory across hosts: data checked both ways and ordered by
 //! notifies, refusals (whitelist, ranges, kinds), an owner that freed its memory or died.
 
 use std::io::{BufRead, BufReader, Write};
@@ -71,6 +71,10 @@ fn main() {
         (
             "an_unreachable_cluster_fails_in_bounded_time",
             an_unreachable_cluster_fails_in_bounded_time,
+        ),
+        (
+            "leaving_a_silent_cluster_takes_one_bound",
+            leaving_a_silent_cluster_takes_one_bound,
         ),
         (
             "after_an_outage_of_the_whole_cluster_work_goes_on",
@@ -947,6 +951,36 @@ fn an_unreachable_cluster_fails_in_bounded_time(_: &Arc<EtcdCluster>) -> Result<
     owner.ok(&format!("record {local} 0"))?;
     owner.ok(&format!("swait {local} 0 5"))?;
     owner.ok(&format!("destroy {h}"))?;
+    Ok(())
+}
+
+/// Every member stopped (SIGSTOP: connections accepted, nothing answered, as a hung or
+/// partitioned cluster): leaving it (aclFinalize: the `Sim` dropped) ends within one client
+/// bound (3 s), whatever the process's threads were doing — the owner's record watch and
+/// lease keeper, the importer's keeper — not one bound after another.
+fn leaving_a_silent_cluster_takes_one_bound(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let mut c = EtcdCluster::start(3)?;
+    let url = c.url(&pod("silent"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, _h, ih) = pair(&a, &b)?;
+    importer.ok(&format!("record {ih} 3"))?;
+    c.pause_all(true);
+    // Let the keepers start a renewal that hangs (every third of the 2 s TTL).
+    std::thread::sleep(Duration::from_millis(800));
+    let mut took = Vec::new();
+    for (who, agent) in [("owner", &mut owner), ("importer", &mut importer)] {
+        let t = Instant::now();
+        let r = agent.ask("dropsim");
+        took.push((who, t.elapsed(), r));
+    }
+    c.pause_all(false);
+    for (who, t, r) in took {
+        eprintln!("{who} left the silent cluster in {t:?}");
+        r.map_err(|e| format!("{who}: dropsim: {e}"))?;
+        check(t < Duration::from_millis(4500), || {
+            format!("the {who}'s teardown took {t:?} (one bound is 3 s)")
+        })?;
+    }
     Ok(())
 }
 

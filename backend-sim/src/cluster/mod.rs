@@ -390,6 +390,11 @@ impl Shared {
                 }
                 mem::republish(self, new);
             }
+            // Each call may take the client's whole bound when the cluster is silent: a
+            // teardown waiting for this thread must not wait for two.
+            if self.stop.load(Ordering::Relaxed) {
+                break;
+            }
             let sl = *lock(&self.server_lease);
             if let Ok(0) = self.etcd.lease_keepalive(sl)
                 && let Ok(new) = self.claim_server()
@@ -802,18 +807,37 @@ impl Cluster {
 }
 
 impl Drop for Cluster {
+    /// Leaves the cluster within one client bound: the lease is revoked while the threads
+    /// end (each may be inside a call that takes the whole bound when the cluster is silent),
+    /// not after them.
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
+        let lease = *lock(&self.shared.proc_lease);
+        let s = Arc::clone(&self.shared);
+        let revoke = std::thread::Builder::new()
+            .name("acl-sim-leave".into())
+            .spawn(move || {
+                let _ = s.etcd.lease_revoke(lease);
+            });
         for t in [lock(&self.watcher).take(), lock(&self.keeper).take()]
             .into_iter()
             .flatten()
         {
             let _ = t.join();
         }
-        let _ = self
-            .shared
-            .etcd
-            .lease_revoke(*lock(&self.shared.proc_lease));
+        match revoke {
+            Ok(t) => {
+                let _ = t.join();
+            }
+            Err(_) => {
+                let _ = self.shared.etcd.lease_revoke(lease);
+            }
+        }
+        // The keeper replaced an expired lease meanwhile (the cluster came back): that one too.
+        let now = *lock(&self.shared.proc_lease);
+        if now != lease {
+            let _ = self.shared.etcd.lease_revoke(now);
+        }
     }
 }
 
