@@ -16,8 +16,8 @@ pub const ENV_DEVICES: &str = "ACL_NOTIFY_SIM_DEVICES";
 pub const ENV_NAMESPACE: &str = "ACL_NOTIFY_SIM_NAMESPACE";
 /// Environment variable giving this process's SuperPod server id (default 0).
 pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
-/// Environment variable placing stream workers on CPUs: `off` (default), `spread`, or a CPU
-/// list such as `0,2-3` (see [`StreamCpus`]).
+/// Environment variable placing stream workers on CPUs: `auto` (default), `off`, `spread`, or
+/// a CPU list such as `0,2-3` (see [`StreamCpus`]).
 pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
 
 pub use crate::spin::ENV_SPIN_BUDGET;
@@ -38,15 +38,22 @@ pub const ENV_DEVICE_MEMORY: &str = "ACL_NOTIFY_SIM_DEVICE_MEMORY";
 /// On some machines (seen on KVM guests) the kernel puts a woken worker on the CPU of the
 /// thread that woke it, even when another CPU is idle: two streams that hand work to each
 /// other then share one CPU and take turns, at microseconds per hand-off instead of hundreds
-/// of nanoseconds. `Spread` gives each new stream a CPU of its own, in turn.
+/// of nanoseconds. `Adaptive` (the default) lets a worker whose waits keep getting their
+/// records only after it gave its CPU away move itself to another CPU (see the `placement`
+/// module); `Spread` gives each new stream a CPU of its own, in turn.
 ///
-/// The cost: a placed worker cannot move, so when its CPU is busy with other work it waits
-/// for its share there even if another CPU is free. Streams that are mostly idle lose
-/// nothing; busy streams gain when there are at least as many CPUs as busy streams.
+/// The cost of pinning: a placed worker cannot move, so when its CPU is busy with other work
+/// it waits for its share there even if another CPU is free. Streams that are mostly idle
+/// lose nothing; busy streams gain when there are at least as many CPUs as busy streams.
+/// `Adaptive` pins nothing: a worker it moves may be moved again by the kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum StreamCpus {
-    /// The kernel places the workers (default; `ACL_NOTIFY_SIM_STREAM_CPUS=off`).
+    /// The kernel places the workers, and a worker that keeps sharing its CPU with the stream
+    /// it waits for moves itself to another CPU, at most now and then (default;
+    /// `ACL_NOTIFY_SIM_STREAM_CPUS=auto`).
     #[default]
+    Adaptive,
+    /// The kernel alone places the workers (`ACL_NOTIFY_SIM_STREAM_CPUS=off`).
     Scheduler,
     /// Each new stream's worker is restricted to one CPU, taking the CPUs the opening thread
     /// may use in turn (`spread`), starting at this process's place among the processes of
@@ -58,11 +65,12 @@ pub enum StreamCpus {
 }
 
 impl StreamCpus {
-    /// Parses `off`, `spread` or a CPU list (`0,2-3`), as `ACL_NOTIFY_SIM_STREAM_CPUS` takes
-    /// them. Errors say what is wrong, in words.
+    /// Parses `auto`, `off`, `spread` or a CPU list (`0,2-3`), as
+    /// `ACL_NOTIFY_SIM_STREAM_CPUS` takes them. Errors say what is wrong, in words.
     pub fn parse(text: &str) -> Result<StreamCpus, String> {
         let t = text.trim();
         match t {
+            "auto" | "adaptive" => return Ok(StreamCpus::Adaptive),
             "off" | "scheduler" => return Ok(StreamCpus::Scheduler),
             "spread" => return Ok(StreamCpus::Spread),
             _ => {}
@@ -94,7 +102,7 @@ impl StreamCpus {
     /// the CPUs `allowed`.
     pub(crate) fn resolve(&self, allowed: &[usize]) -> Result<Vec<usize>, String> {
         match self {
-            StreamCpus::Scheduler => Ok(Vec::new()),
+            StreamCpus::Adaptive | StreamCpus::Scheduler => Ok(Vec::new()),
             StreamCpus::Spread => Ok(allowed.to_vec()),
             StreamCpus::List(list) if list.is_empty() => Err("the CPU list is empty".into()),
             StreamCpus::List(list) => match list.iter().find(|c| !allowed.contains(c)) {
@@ -166,7 +174,7 @@ impl SimBuilder {
         self
     }
 
-    /// Where stream workers run (default [`StreamCpus::Scheduler`]).
+    /// Where stream workers run (default [`StreamCpus::Adaptive`]).
     pub fn stream_cpus(mut self, cpus: StreamCpus) -> Self {
         self.stream_cpus = cpus;
         self
@@ -213,7 +221,7 @@ impl Default for SimBuilder {
             devices: 8,
             namespace: None,
             server_id: 0,
-            stream_cpus: StreamCpus::Scheduler,
+            stream_cpus: StreamCpus::Adaptive,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
             device_memory: DEFAULT_DEVICE_MEMORY,
             cluster: None,

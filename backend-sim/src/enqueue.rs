@@ -36,6 +36,7 @@ impl Sim {
         });
         let mut config = StreamConfig::new(name)
             .cpu(cpu)
+            .adaptive_cpu(cpu.is_none() && self.inner.adaptive_cpus)
             .enqueue_timeout(self.inner.enqueue_timeout);
         if !spin::Spinner::may_spin() {
             config = config.spin(Duration::ZERO);

@@ -36,6 +36,8 @@
 //! - `job`: what a stream runs (`SimJob`); `enqueue`: how it is queued; `blocked`: what a
 //!   stream's blocked task is doing; `waiters`: the hot path of a stream's records and waits
 //!   (adaptive spin, prefetch, the slow wait).
+//! - `spin`: how long a wait may spin, given the load; `placement`: a worker the kernel put
+//!   on a crowded CPU moves itself ([`StreamCpus::Adaptive`]).
 //! - `cnt`, `event`, `mem`: count notifies, events and device memory, each its state below and
 //!   its `Sim` calls in a submodule (`cnt::sim`, `event::sim`, the files of `mem`).
 //! - `traits`: the core's backend traits implemented for [`Sim`].
@@ -87,6 +89,7 @@ mod mapfile;
 pub mod mem;
 mod open;
 mod pin;
+mod placement;
 mod repair;
 mod ring;
 pub mod shm;

@@ -131,6 +131,7 @@ impl SimBuilder {
                 op_wait_timeout: AtomicU32::new(0),
                 stream_seq: AtomicU32::new(0),
                 cpu_seq: AtomicU32::new(first_cpu),
+                adaptive_cpus: self.stream_cpus == StreamCpus::Adaptive,
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
                 cnt: cnt::CntState::new(seed),
@@ -189,7 +190,7 @@ impl Sim {
     /// Opens the machine the `ACL_NOTIFY_SIM_*` variables describe: `ACL_NOTIFY_SIM_SOC`
     /// (default `Ascend910B`), `ACL_NOTIFY_SIM_DEVICES` (default 8),
     /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
-    /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `off`,
+    /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `auto`,
     /// see [`StreamCpus`]), `ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT` (seconds, default 60, `0` for
     /// ever; see [`SimBuilder::enqueue_timeout`]), `ACL_NOTIFY_SIM_SPIN_BUDGET` (waiters that
     /// may spin at once, default the CPUs this process may use, `0` never; see
@@ -224,7 +225,9 @@ impl Sim {
             let cpus = StreamCpus::parse(&v).map_err(|why| {
                 err(
                     Error::ParamInvalid,
-                    format!("{ENV_STREAM_CPUS}={v:?}: {why}; expected off, spread or a CPU list"),
+                    format!(
+                        "{ENV_STREAM_CPUS}={v:?}: {why}; expected auto, off, spread or a CPU list"
+                    ),
                 )
             })?;
             b = b.stream_cpus(cpus);

@@ -54,6 +54,8 @@ pub(crate) struct Inner {
     /// CPUs handed to new stream workers in turn (empty: the kernel places them).
     pub(crate) cpus: Vec<usize>,
     pub(crate) cpu_seq: AtomicU32,
+    /// The kernel places the workers and they move when crowded ([`StreamCpus::Adaptive`]).
+    pub(crate) adaptive_cpus: bool,
     /// Bound on waiting for room in a full stream queue (`None`: for ever).
     pub(crate) enqueue_timeout: Option<Duration>,
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's

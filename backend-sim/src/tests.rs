@@ -490,6 +490,8 @@ fn prefetchw_is_used_exactly_when_the_cpu_has_it() {
 #[test]
 fn stream_cpus_parse_and_say_what_is_wrong() {
     assert_eq!(StreamCpus::parse("off"), Ok(StreamCpus::Scheduler));
+    assert_eq!(StreamCpus::parse("auto"), Ok(StreamCpus::Adaptive));
+    assert_eq!(StreamCpus::default(), StreamCpus::Adaptive);
     assert_eq!(StreamCpus::parse(" spread "), Ok(StreamCpus::Spread));
     assert_eq!(
         StreamCpus::parse("3,0-2"),

@@ -346,6 +346,7 @@ const LAYER: &[&str] = &[
     "ipc_event",
     "locks",
     "mapfile",
+    "placement",
     "repair",
     "ring",
     "shm",
