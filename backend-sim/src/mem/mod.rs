@@ -31,6 +31,7 @@ pub(crate) mod file;
 pub mod half;
 pub mod inspect;
 pub mod ipc;
+mod queued;
 pub mod reduce;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -46,6 +47,7 @@ use crate::job::SimJob;
 use crate::stream::TaskCtx;
 use crate::{Sim, sys};
 use file::MemFile;
+use queued::QueuedSide;
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
 
@@ -213,17 +215,12 @@ impl DevRange {
         if self.alloc.current() {
             return Ok(());
         }
-        Err(SimError::new(
-            Error::ParamInvalid,
-            format!(
-                "{what} [{:#x}, {:#x}) is in allocation {:#x} ({} bytes, device {}), which was \
-                 freed before the queued task ran",
-                self.addr,
-                self.addr + self.len,
-                self.base,
-                self.alloc.size,
-                self.alloc.file.device()
-            ),
+        Err(queued::freed_before_run(
+            &self.alloc,
+            self.base,
+            self.addr,
+            self.len,
+            what,
         ))
     }
 }
@@ -236,25 +233,10 @@ enum Side {
 }
 
 impl Side {
-    /// After a queued task touched it: 507899 if its file was found cut short (the bytes
-    /// went to or came from a private zero page; see [`crate::lost`]).
-    fn intact(&self) -> Result<(), SimError> {
-        match self {
-            Side::Host(_) => Ok(()),
-            Side::Device(r) => r.alloc.file.intact(),
-        }
-    }
-
     fn ptr(&self) -> *mut u8 {
         match self {
             Side::Host(a) => std::ptr::with_exposed_provenance_mut(*a),
             Side::Device(r) => r.ptr(),
-        }
-    }
-    fn still(&self, what: &str) -> Result<(), SimError> {
-        match self {
-            Side::Host(_) => Ok(()),
-            Side::Device(r) => r.still(what),
         }
     }
 }
@@ -853,14 +835,15 @@ impl Sim {
             return Ok(());
         }
         let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
-        let (st, _) = self.stream(stream)?;
+        let (d, s) = (QueuedSide::from(d), QueuedSide::from(s));
         let task = Box::new(move |_: &TaskCtx| {
             let run = || {
-                d.still("destination")?;
-                s.still("source")?;
+                d.still(dst, count, "destination")?;
+                s.still(src, count, "source")?;
+                let (to, from) = (d.ptr(dst, count)?, s.ptr(src, count)?);
                 // SAFETY: as in `memcpy`; the host sides are the caller's contract until the
                 // task has run, and the device ones were checked just now.
-                unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
+                unsafe { std::ptr::copy(from, to, count) };
                 Ok(())
             };
             let args = || serde_json::json!({"dst": dst, "src": src, "bytes": count});
@@ -870,7 +853,8 @@ impl Sim {
             s.intact()?;
             r
         });
-        self.enqueue_job(&st, stream, SimJob::Other(task))
+        // Queued under the stream table's read lock, without a reference to the stream.
+        self.enqueue_checked(stream, SimJob::Other(task), |_, _| Ok(()))
     }
 
     /// `aclrtMemsetAsync`: [`memset`](Self::memset) queued on `stream` (checked as
@@ -899,7 +883,6 @@ impl Sim {
             return Ok(());
         }
         let r = self.set_range(dst, max, count)?;
-        let (st, _) = self.stream(stream)?;
         let task = Box::new(move |_: &TaskCtx| {
             let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
             let done = crate::trace::span("memory", "memset", args, || {
@@ -912,7 +895,8 @@ impl Sim {
             r.alloc.file.intact()?;
             done
         });
-        self.enqueue_job(&st, stream, SimJob::Other(task))
+        // Queued under the stream table's read lock, without a reference to the stream.
+        self.enqueue_checked(stream, SimJob::Other(task), |_, _| Ok(()))
     }
 
     /// `aclrtGetMemInfo`: (free, total) bytes of `device`'s memory.
