@@ -6,7 +6,7 @@
 //! failed. `cargo xtask demo --hosts 2` builds and runs it all.
 //!
 //! Run: `cargo run -p acl-notify-sim --example superpod -- [--ring <superpod_ring binary>]
-//! [--rounds N] [--samples N]`
+//! [--rounds N] [--samples N] [--mem-mib N]`
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -20,13 +20,14 @@ use acl_notify_core::{
 use acl_notify_sim::cluster::ClusterConfig;
 use acl_notify_sim::cluster::etcd::Etcd;
 use acl_notify_sim::cluster::harness::EtcdCluster;
+use acl_notify_sim::mem::MemcpyKind;
 use acl_notify_sim::{NamespaceGuard, Sim};
 
 type Res<T> = Result<T, String>;
 
 fn main() {
     let mut ring = None;
-    let (mut rounds, mut samples) = (200u32, 300usize);
+    let (mut rounds, mut samples, mut mem_mib) = (200u32, 300usize, 32usize);
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().unwrap_or_default();
@@ -34,13 +35,14 @@ fn main() {
             "--ring" => ring = Some(val()),
             "--rounds" => rounds = val().parse().unwrap_or(rounds),
             "--samples" => samples = val().parse().unwrap_or(samples),
+            "--mem-mib" => mem_mib = val().parse().unwrap_or(mem_mib).max(1),
             other => {
                 eprintln!("unknown argument {other:?}");
                 std::process::exit(2);
             }
         }
     }
-    match run(ring.as_deref(), rounds, samples) {
+    match run(ring.as_deref(), rounds, samples, mem_mib) {
         Ok(()) => println!("verdict: OK"),
         Err(e) => {
             println!("verdict: FAILED: {e}");
@@ -55,7 +57,7 @@ fn micros(mut v: Vec<Duration>) -> (f64, f64) {
     (at(0.5), at(0.99))
 }
 
-fn run(ring: Option<&str>, rounds: u32, samples: usize) -> Res<()> {
+fn run(ring: Option<&str>, rounds: u32, samples: usize, mem_mib: usize) -> Res<()> {
     let cluster = EtcdCluster::start(3)?;
     println!(
         "etcd cluster: 3 members on {}",
@@ -68,6 +70,7 @@ fn run(ring: Option<&str>, rounds: u32, samples: usize) -> Res<()> {
     );
     floor(&cluster, samples)?;
     remote_record(&cluster, samples)?;
+    remote_memory(&cluster, samples, mem_mib << 20)?;
     if let Some(bin) = ring {
         c_ring(&cluster, bin, rounds)?;
     }
@@ -176,6 +179,68 @@ fn remote_record(cluster: &EtcdCluster, samples: usize) -> Res<()> {
     println!(
         "remote record -> owner's wait wakes:      median {m:7.0} µs   p99 {p99:7.0} µs   \
          (half a cross-host ping-pong, {samples} rounds)"
+    );
+    Ok(())
+}
+
+/// Copies through an import of another host's memory (one simulated host per namespace, in
+/// this process): the latency of a 4 KiB write and read, and the throughput of `big` bytes
+/// each way (1 MiB per etcd value).
+fn remote_memory(cluster: &EtcdCluster, samples: usize, big: usize) -> Res<()> {
+    const SMALL: usize = 4096;
+    let cfg = ClusterConfig::parse(&cluster.url(&format!("mem-{}", std::process::id())))?;
+    let host = |ns: &str, server: u32| -> Res<(Sim, NamespaceGuard)> {
+        let ns = format!("{ns}-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let sim = Sim::builder()
+            .soc(Soc::Ascend910_93)
+            .devices(1)
+            .namespace(&ns)
+            .server_id(server)
+            .cluster(Some(cfg.clone()))
+            .open()
+            .map_err(|e| e.to_string())?;
+        Ok((sim, NamespaceGuard(ns)))
+    };
+    let e = |e: acl_notify_sim::SimError| e.to_string();
+    let (a, _ga) = host("superpod-mem-a", 0)?;
+    let (b, _gb) = host("superpod-mem-b", 1)?;
+    let owned = a.malloc(0, big, 0).map_err(e)?;
+    let key = a.ipc_mem_export(owned, big, false).map_err(e)?;
+    let pid = std::process::id() as i32;
+    a.ipc_mem_set_server_pids(&key, &[ServerPid { sdid: 1, pid }])
+        .map_err(e)?;
+    let remote = b.ipc_mem_import(0, &key, false).map_err(e)?;
+    let local = b.malloc(0, big, 0).map_err(e)?;
+    let copy = |dst: usize, src: usize, n: usize| {
+        // SAFETY: both sides are device addresses (no host memory is named).
+        unsafe { b.memcpy(dst, n, src, n, MemcpyKind::DeviceToDevice) }.map_err(e)
+    };
+    let (mut w, mut r) = (Vec::new(), Vec::new());
+    for _ in 0..samples.min(200) {
+        let t = Instant::now();
+        copy(remote, local, SMALL)?;
+        w.push(t.elapsed());
+        let t = Instant::now();
+        copy(local, remote, SMALL)?;
+        r.push(t.elapsed());
+    }
+    let (wm, w99) = micros(w);
+    let (rm, r99) = micros(r);
+    println!("remote memory, 4 KiB write (one txn):     median {wm:7.0} µs   p99 {w99:7.0} µs");
+    println!("remote memory, 4 KiB read (request+answer): median {rm:5.0} µs   p99 {r99:7.0} µs");
+    let t = Instant::now();
+    copy(remote, local, big)?;
+    let wt = t.elapsed();
+    let t = Instant::now();
+    copy(local, remote, big)?;
+    let rt = t.elapsed();
+    let mbs = |d: Duration| big as f64 / d.as_secs_f64() / 1e6;
+    println!(
+        "remote memory, {} MiB: write {:.1} MB/s, read {:.1} MB/s (1 MiB per etcd value)",
+        big >> 20,
+        mbs(wt),
+        mbs(rt)
     );
     Ok(())
 }

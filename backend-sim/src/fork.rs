@@ -162,14 +162,16 @@ mod tests {
         let holder = std::thread::spawn(move || {
             let shm = crate::shm::REGISTRY.get().lock().unwrap();
             let cnt = crate::cnt::REGISTRY.get().lock().unwrap();
+            let graphs = crate::waitgraph::OPEN.get().lock().unwrap();
             held_tx.send(()).unwrap();
             let _ = done_rx.recv();
-            drop((shm, cnt));
+            drop((shm, cnt, graphs));
         });
         held_rx.recv().unwrap();
         let child = run_in_child(|| {
             crate::shm::REGISTRY.get().try_lock().is_ok()
                 && crate::cnt::REGISTRY.get().try_lock().is_ok()
+                && crate::waitgraph::OPEN.get().try_lock().is_ok()
         });
         done_tx.send(()).unwrap();
         holder.join().unwrap();
@@ -180,6 +182,65 @@ mod tests {
         assert!(
             std::ptr::eq(crate::shm::REGISTRY.get(), parents),
             "the parent's registry lock was replaced by the fork"
+        );
+    }
+
+    /// The module documentation's rule, checked on the source: no `static` of the crate is a
+    /// plain lock or a blocking lazy cell (`Mutex`, `RwLock`, `Condvar`, `Once`, `OnceLock`,
+    /// `LazyLock`) — a child forked while a thread of the parent held one would hang on it. A
+    /// plain `static Mutex` in the wait-for graph did exactly that (`fork_busy cycle`).
+    #[test]
+    fn no_static_is_a_lock_a_forked_child_could_find_held() {
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut dirs = vec![src];
+        let mut bad = Vec::new();
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    dirs.push(p);
+                    continue;
+                }
+                if p.extension().is_none_or(|x| x != "rs") || p.ends_with("tests.rs") {
+                    continue;
+                }
+                let text = std::fs::read_to_string(&p).unwrap();
+                let code = text.split("#[cfg(test)]\nmod tests").next().unwrap();
+                for (n, line) in code.lines().enumerate() {
+                    let l = line.trim_start();
+                    let l = l
+                        .strip_prefix("pub(crate) ")
+                        .or(l.strip_prefix("pub "))
+                        .unwrap_or(l);
+                    let Some(rest) = l.strip_prefix("static ") else {
+                        continue;
+                    };
+                    let Some((_, ty)) = rest.split_once(':') else {
+                        continue;
+                    };
+                    let ty = ty.trim_start().trim_start_matches("std::sync::");
+                    if [
+                        "Mutex<",
+                        "RwLock<",
+                        "Condvar",
+                        "Once ",
+                        "Once=",
+                        "Once;",
+                        "OnceLock<",
+                        "LazyLock<",
+                    ]
+                    .iter()
+                    .any(|t| ty.starts_with(t))
+                    {
+                        bad.push(format!("{}:{}: {}", p.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "statics a forked child could find held (use fork::PerProcess):\n{}",
+            bad.join("\n")
         );
     }
 }

@@ -276,13 +276,16 @@ pub fn process_label() -> Option<String> {
 
 /// The wait-for graphs this process has open (one per namespace it joined), for
 /// [`label_of`]: messages built where no `Sim` is at hand (a wait's timeout) name processes by
-/// their labels through it.
-static OPEN: std::sync::Mutex<Vec<Weak<WaitGraph>>> = std::sync::Mutex::new(Vec::new());
+/// their labels through it. A [`PerProcess`]: a child forked while another thread of the
+/// parent held it gets a fresh one (a plain static `Mutex` left the child's first `aclInit`
+/// hanging, about once in 400 forks of `fork_busy cycle` under load).
+pub(crate) static OPEN: PerProcess<Vec<Weak<WaitGraph>>> = PerProcess::new(Vec::new);
 
 /// The label another process of a namespace this process joined gave itself (see
 /// [`process_label`]); `None` when it has none or left no record.
 pub fn label_of(pid: i32) -> Option<String> {
     let graphs: Vec<Arc<WaitGraph>> = OPEN
+        .get()
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .iter()
@@ -422,7 +425,7 @@ impl WaitGraph {
     /// Shares `self` and makes its process records available to [`label_of`].
     pub fn shared(self) -> Arc<WaitGraph> {
         let g = Arc::new(self);
-        let mut open = OPEN.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut open = OPEN.get().lock().unwrap_or_else(PoisonError::into_inner);
         open.retain(|w| w.strong_count() > 0);
         open.push(Arc::downgrade(&g));
         g

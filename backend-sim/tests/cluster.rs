@@ -6,7 +6,8 @@
 //! with inter-server whitelists, nothing lost (each remote record releases exactly one wait),
 //! a non-whitelisted importer (207006), a server id claimed by two hosts, a ring across 2
 //! hosts × 4 ranks, and the faults: an etcd member killed, a host's processes SIGKILLed, the
-//! whole cluster unreachable.
+//! whole cluster unreachable. IPC memory across hosts: data checked both ways and ordered by
+//! notifies, refusals (whitelist, ranges, kinds), an owner that freed its memory or died.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -22,6 +23,7 @@ use acl_notify_core::{
 use acl_notify_sim::Sim;
 use acl_notify_sim::cluster::harness::EtcdCluster;
 use acl_notify_sim::cluster::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TTL};
+use acl_notify_sim::mem::MemcpyKind;
 use libtest_mimic::{Arguments, Failed, Trial};
 
 mod common;
@@ -85,6 +87,18 @@ fn main() {
         (
             "remote_importers_keep_the_owner_s_notify_alive",
             remote_importers_keep_the_owner_s_notify_alive,
+        ),
+        (
+            "memory_across_hosts_both_ways_ordered_by_notifies",
+            memory_across_hosts_both_ways_ordered_by_notifies,
+        ),
+        (
+            "memory_across_hosts_refuses_outsiders_and_bad_ranges",
+            memory_across_hosts_refuses_outsiders_and_bad_ranges,
+        ),
+        (
+            "memory_of_a_freed_or_dead_owner_fails_clearly",
+            memory_of_a_freed_or_dead_owner_fails_clearly,
         ),
     ];
     let args = Arguments::from_args();
@@ -266,6 +280,88 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             sim.record(n(1)?, s)?;
             Ok(String::new())
         }
+        // malloc DEV SIZE: device memory; its pointer.
+        "malloc" => Ok(sim.malloc(num(w, 1)?, num(w, 2)?, 0)?.to_string()),
+        "free" => {
+            sim.free(num(w, 1)?)?;
+            Ok(String::new())
+        }
+        // mexport PTR SIZE [open]: the key of an export of [PTR, PTR + SIZE).
+        "mexport" => Ok(sim
+            .ipc_mem_export(num(w, 1)?, num(w, 2)?, w.get(3) == Some(&"open"))?
+            .as_str()
+            .to_owned()),
+        // mallow KEY SDID PID: an inter-server (or local) whitelist entry.
+        "mallow" => {
+            let sp = ServerPid {
+                sdid: num(w, 2)?,
+                pid: num(w, 3)?,
+            };
+            sim.ipc_mem_set_server_pids(&mem_key(w.get(1))?, &[sp])?;
+            Ok(String::new())
+        }
+        "mclose" => {
+            sim.ipc_mem_close(&mem_key(w.get(1))?)?;
+            Ok(String::new())
+        }
+        // fill PTR LEN SEED: the pattern of SEED written from the host (aclrtMemcpy H2D).
+        "fill" => {
+            let data = pattern(num(w, 2)?, num(w, 3)?);
+            // SAFETY: the host side is `data`, alive for the call.
+            unsafe {
+                sim.memcpy(
+                    num(w, 1)?,
+                    data.len(),
+                    data.as_ptr().expose_provenance(),
+                    data.len(),
+                    MemcpyKind::HostToDevice,
+                )?
+            };
+            Ok(String::new())
+        }
+        // sum PTR LEN: a hash of the bytes, read to the host (aclrtMemcpy D2H).
+        "sum" => {
+            let mut data = vec![0u8; num(w, 2)?];
+            // SAFETY: the host side is `data`, alive for the call.
+            unsafe {
+                sim.memcpy(
+                    data.as_mut_ptr().expose_provenance(),
+                    data.len(),
+                    num(w, 1)?,
+                    data.len(),
+                    MemcpyKind::DeviceToHost,
+                )?
+            };
+            Ok(hash(&data).to_string())
+        }
+        // copy DST SRC LEN [KIND]: aclrtMemcpy, device to device unless KIND says h2d/default.
+        "copy" => {
+            let kind = match w.get(4).copied() {
+                Some("h2d") => MemcpyKind::HostToDevice,
+                Some("default") => MemcpyKind::Default,
+                _ => MemcpyKind::DeviceToDevice,
+            };
+            let (dst, src, len) = (num(w, 1)?, num(w, 2)?, num(w, 3)?);
+            // SAFETY: both sides are device addresses the simulator checks (no host memory
+            // is named: a host kind over a device pointer is refused, never dereferenced).
+            unsafe { sim.memcpy(dst, len, src, len, kind)? };
+            Ok(String::new())
+        }
+        // copyasync DST SRC LEN DEV: aclrtMemcpyAsync device to device on DEV's stream (not
+        // synchronized: a record after it on the same stream is ordered after it).
+        "copyasync" => {
+            let s = stream(num(w, 4)?)?;
+            let (dst, src, len) = (num(w, 1)?, num(w, 2)?, num(w, 3)?);
+            // SAFETY: both sides are device ranges (no host memory).
+            unsafe { sim.memcpy_async(dst, len, src, len, MemcpyKind::DeviceToDevice, s)? };
+            Ok(String::new())
+        }
+        // memset PTR VALUE LEN
+        "memset" => {
+            let len = num(w, 3)?;
+            sim.memset(num(w, 1)?, len, num(w, 2)?, len)?;
+            Ok(String::new())
+        }
         "alive" => Ok(sim.cluster_alive(num(w, 1)?, num(w, 2)?)?.to_string()),
         "applied" => Ok(sim.cluster_records_applied()?.to_string()),
         "destroy" => {
@@ -284,6 +380,25 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             format!("unknown agent command {other:?}"),
         )),
     }
+}
+
+fn mem_key(w: Option<&&str>) -> SimResult<acl_notify_core::ExportKey> {
+    acl_notify_core::ExportKey::from_runtime(w.copied().unwrap_or("").as_bytes())
+        .map_err(|e| acl_notify_sim::SimError::new(e, "bad key"))
+}
+
+/// `len` bytes that depend on `seed` and on their place.
+fn pattern(len: usize, seed: u32) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) as u8 ^ (i >> 12) as u8)
+        .collect()
+}
+
+/// FNV-1a of `data`.
+fn hash(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 // ---- the parent side ---------------------------------------------------------------------
@@ -535,13 +650,9 @@ fn spec7_flow_across_hosts(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     check(code_of(&w) == Some(107000), || {
         format!("wait on import: {w:?}")
     })?;
-    // IPC memory does not cross hosts: refused (207000), nothing of host A mapped.
+    // IPC memory crosses hosts through the cluster, mapping nothing of host A.
     let mkey = owner.ok(&format!("memexport 2 1 {}", importer.pid))?;
-    let m = importer.ask(&format!("memimport 3 {mkey}"));
-    check(
-        code_of(&m) == Some(207000) && m.as_ref().is_err_and(|e| e.contains("another host")),
-        || format!("cross-host memory import: {m:?}"),
-    )?;
+    importer.ok(&format!("memimport 3 {mkey}"))?;
     // Hosts share no files: each namespace has its own server's file only.
     check(
         a.has_server_file(0)
@@ -938,5 +1049,209 @@ fn a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster(
         Duration::from_secs(u64::from(TTL) * 3 + 5),
         || owner.ask(&format!("alive 1 {ipid}")).as_deref() == Ok("false"),
     )?;
+    Ok(())
+}
+
+/// Device memory of host A (P's) imported by Q on host B, data checked both ways: Q copies
+/// its buffer into P's memory on a stream and records P's notify behind the copy; P's wait
+/// returns and P reads Q's bytes. P writes new bytes and records Q's notify; Q's wait returns
+/// and Q reads P's bytes through the import. A set crosses too. The buffer is 3 MiB and a
+/// bit, so every copy takes several etcd values.
+fn memory_across_hosts_both_ways_ordered_by_notifies(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    const N: usize = (3 << 20) + 4321;
+    let url = c.url(&pod("mem"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut p, mut q, na, ina) = pair(&a, &b)?;
+    // Q's notify, imported by P.
+    let nb = q.ok("create 3")?;
+    let kb = q.ok(&format!("export {nb}"))?;
+    q.ok(&format!("allow {nb} 0 {}", p.pid))?;
+    let inb = p.ok(&format!("import 2 {kb}"))?;
+    // P's memory, imported by Q.
+    let pa: usize = p.ok(&format!("malloc 2 {N}"))?.parse()?;
+    let key = p.ok(&format!("mexport {pa} {N}"))?;
+    p.ok(&format!("mallow {key} 1 {}", q.pid))?;
+    let ra: usize = q.ok(&format!("memimport 3 {key}"))?.parse()?;
+    let qb: usize = q.ok(&format!("malloc 3 {N}"))?.parse()?;
+    // B → A: an asynchronous copy, then a record behind it on the same stream.
+    q.ok(&format!("fill {qb} {N} 7"))?;
+    let t = Instant::now();
+    q.ok(&format!("copyasync {ra} {qb} {N} 3"))?;
+    q.ok(&format!("record {ina} 3"))?;
+    p.ok(&format!("hwait {na} 10000"))?;
+    let took = t.elapsed();
+    let got = p.ok(&format!("sum {pa} {N}"))?;
+    check(got == hash(&pattern(N, 7)).to_string(), || {
+        "P read other bytes than Q wrote before its record".into()
+    })?;
+    // A → B: P writes its own memory, records Q's notify; Q reads through the import.
+    p.ok(&format!("fill {pa} {N} 9"))?;
+    p.ok(&format!("record {inb} 2"))?;
+    q.ok(&format!("hwait {nb} 10000"))?;
+    let t2 = Instant::now();
+    q.ok(&format!("copy {qb} {ra} {N}"))?;
+    let took2 = t2.elapsed();
+    let got = q.ok(&format!("sum {qb} {N}"))?;
+    check(got == hash(&pattern(N, 9)).to_string(), || {
+        "Q read other bytes than P wrote before its record".into()
+    })?;
+    eprintln!(
+        "{N} bytes B -> A and a record: {took:?}; A -> B read: {took2:?} ({:.1} MB/s)",
+        N as f64 / took2.as_secs_f64() / 1e6
+    );
+    // A set, at an offset, then a record: P sees it; the bytes around it are untouched.
+    q.ok(&format!("memset {} 171 1000", ra + 5000))?;
+    q.ok(&format!("record {ina} 3"))?;
+    p.ok(&format!("hwait {na} 10000"))?;
+    let mut want = pattern(N, 9);
+    want[5000..6000].fill(171);
+    let got = p.ok(&format!("sum {pa} {N}"))?;
+    check(got == hash(&want).to_string(), || {
+        "the remote set did not land as asked".into()
+    })?;
+    // A remote-to-remote copy within the import (offset 0 to offset 1 MiB).
+    q.ok(&format!("copy {} {ra} 4096", ra + (1 << 20)))?;
+    q.ok(&format!("record {ina} 3"))?;
+    p.ok(&format!("hwait {na} 10000"))?;
+    want.copy_within(0..4096, 1 << 20);
+    let got = p.ok(&format!("sum {pa} {N}"))?;
+    check(got == hash(&want).to_string(), || {
+        "the copy within the import did not land".into()
+    })?;
+    // Closed: the pointer is refused, naming the close.
+    q.ok(&format!("mclose {key}"))?;
+    let r = q.ask(&format!("copy {qb} {ra} 16"));
+    check(
+        code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("closed")),
+        || format!("copy after close: {r:?}"),
+    )?;
+    check(!b.has_server_file(0) && !a.has_server_file(1), || {
+        "a host mapped another host's files".into()
+    })?;
+    Ok(())
+}
+
+/// Refusals: an importer not whitelisted (207006), memory not published to the cluster (only
+/// a local entry: 107000), ranges that leave the import (107000 naming it, the offset and the
+/// overrun), a host-side copy of remote memory (107000: device to device only).
+fn memory_across_hosts_refuses_outsiders_and_bad_ranges(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    const N: usize = 8192;
+    let url = c.url(&pod("memrefuse"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let mut p = a.spawn()?;
+    let mut q = b.spawn()?;
+    let mut outsider = b.spawn()?;
+    let pa: usize = p.ok(&format!("malloc 0 {N}"))?.parse()?;
+    let key = p.ok(&format!("mexport {pa} {N}"))?;
+    // Only a local entry so far: not in the cluster.
+    p.ok(&format!("mallow {key} 0 {}", q.pid))?;
+    let r = q.ask(&format!("memimport 1 {key}"));
+    check(
+        code_of(&r) == Some(107000)
+            && r.as_ref()
+                .is_err_and(|e| e.contains("exported to SuperPod")),
+        || format!("import of unpublished memory: {r:?}"),
+    )?;
+    p.ok(&format!("mallow {key} 1 {}", q.pid))?;
+    let r = outsider.ask(&format!("memimport 1 {key}"));
+    check(
+        code_of(&r) == Some(207006) && r.as_ref().is_err_and(|e| e.contains("not whitelisted")),
+        || format!("outsider import: {r:?}"),
+    )?;
+    let ra: usize = q.ok(&format!("memimport 1 {key}"))?.parse()?;
+    let r = q.ask(&format!("memimport 1 {key}"));
+    check(
+        code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("already")),
+        || format!("second import: {r:?}"),
+    )?;
+    let qb: usize = q.ok(&format!("malloc 1 {N}"))?.parse()?;
+    let r = q.ask(&format!("copy {} {qb} 20", ra + N - 10));
+    check(
+        code_of(&r) == Some(107000)
+            && r.as_ref().is_err_and(|e| {
+                e.contains(&format!("offset {}", N - 10))
+                    && e.contains("10 bytes past")
+                    && e.contains(&format!("{N} bytes"))
+            }),
+        || format!("copy past the end: {r:?}"),
+    )?;
+    let r = q.ask(&format!("memset {} 1 2", ra + N - 1));
+    check(code_of(&r) == Some(107000), || {
+        format!("set past the end: {r:?}")
+    })?;
+    let r = q.ask(&format!("copy {ra} {qb} 16 default"));
+    check(
+        code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("device to device")),
+        || format!("copy with ACL_MEMCPY_DEFAULT: {r:?}"),
+    )?;
+    let r = q.ask(&format!("fill {ra} 16 1"));
+    check(code_of(&r) == Some(107000), || {
+        format!("host-to-device copy into remote memory: {r:?}")
+    })?;
+    // Only its owner whitelists it.
+    let r = q.ask(&format!("mallow {key} 1 {}", outsider.pid));
+    check(code_of(&r) == Some(107000), || {
+        format!("importer whitelisting: {r:?}")
+    })?;
+    // An owner's close stops new imports; the import made goes on working.
+    p.ok(&format!("mclose {key}"))?;
+    p.ok(&format!("mallow {key} 1 {}", outsider.pid)).ok();
+    q.ok(&format!("copy {ra} {qb} 16"))?;
+    Ok(())
+}
+
+/// The owner frees its memory: the importer's copies fail with 107000 naming the free. The
+/// owner is SIGKILLed: once its lease expires, copies through another import of its memory
+/// fail with 107000 saying it is dead; nothing waits past the client's bound.
+fn memory_of_a_freed_or_dead_owner_fails_clearly(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    const N: usize = 4096;
+    let url = c.url(&pod("memdead"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let mut p = a.spawn()?;
+    let mut q = b.spawn()?;
+    let qb: usize = q.ok(&format!("malloc 0 {N}"))?.parse()?;
+    let mut shared = Vec::new();
+    for _ in 0..2 {
+        let pa: usize = p.ok(&format!("malloc 0 {N}"))?.parse()?;
+        let key = p.ok(&format!("mexport {pa} {N}"))?;
+        p.ok(&format!("mallow {key} 1 {}", q.pid))?;
+        let ra: usize = q.ok(&format!("memimport 0 {key}"))?.parse()?;
+        q.ok(&format!("copy {ra} {qb} {N}"))?;
+        shared.push((pa, ra));
+    }
+    let (pa, ra) = shared[0];
+    p.ok(&format!("free {pa}"))?;
+    for cmd in [format!("copy {ra} {qb} 16"), format!("copy {qb} {ra} 16")] {
+        let r = q.ask(&cmd);
+        check(
+            code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("freed")),
+            || format!("{cmd} after the owner's free: {r:?}"),
+        )?;
+    }
+    let ra = shared[1].1;
+    p.kill();
+    let t = Instant::now();
+    loop {
+        let t1 = Instant::now();
+        let r = q.ask(&format!("copy {qb} {ra} 16"));
+        // Each attempt is bounded: the client's deadline and the answer's.
+        check(t1.elapsed() < Duration::from_secs(8), || {
+            format!("a copy to a killed owner took {:?}: {r:?}", t1.elapsed())
+        })?;
+        if code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("owner is dead")) {
+            break;
+        }
+        check(
+            t.elapsed() < Duration::from_secs(u64::from(TTL) + 10),
+            || format!("copies to the killed owner do not fail as its death: last {r:?}"),
+        )?;
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "copies fail as the owner's death after {:?} (TTL {TTL} s)",
+        t.elapsed()
+    );
     Ok(())
 }

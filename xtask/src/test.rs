@@ -169,7 +169,7 @@ const EXAMPLES: [(&str, &[&str]); 5] = [
     ("pingpong", &["2000"]),
     ("stream_handoff", &["200"]),
     // Starts a loopback etcd cluster (cluster mode); the C ring is the demo's.
-    ("superpod", &["--samples", "50"]),
+    ("superpod", &["--samples", "50", "--mem-mib", "2"]),
 ];
 
 /// Builds the simulator's examples and runs each to its end (at most 2 minutes each). Each

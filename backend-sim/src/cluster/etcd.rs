@@ -131,6 +131,11 @@ impl Etcd {
         }
     }
 
+    /// The bound on one call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The endpoints, in configuration order.
     pub fn endpoints(&self) -> &[SocketAddr] {
         &self.endpoints
@@ -441,17 +446,22 @@ fn describe(e: &ureq::Error) -> String {
 /// that times out is an error [`is_timeout`] recognises; a partial message stays in `pending`
 /// for the next call.
 fn next_line(body: &mut impl Read, pending: &mut Vec<u8>) -> std::io::Result<Option<Vec<u8>>> {
+    // Where the search for the newline resumes: the bytes before it have none (a message
+    // that carries memory is a megabyte or two, read 64 KiB at a time).
+    let mut from = 0;
+    let mut buf = vec![0u8; 64 << 10];
     loop {
-        if let Some(i) = pending.iter().position(|&b| b == b'\n') {
-            let rest = pending.split_off(i + 1);
+        if let Some(i) = pending[from..].iter().position(|&b| b == b'\n') {
+            let rest = pending.split_off(from + i + 1);
             let mut line = std::mem::replace(pending, rest);
             line.pop();
+            from = 0;
             if line.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
             return Ok(Some(line));
         }
-        let mut buf = [0u8; 8192];
+        from = pending.len();
         let n = body.read(&mut buf)?;
         if n == 0 {
             return Ok(None);

@@ -31,6 +31,10 @@
 //!   reference to the slot (its id and flag) and the export, and the owner's record watch,
 //!   seeing the last hold go, drops both.
 //!
+//! - `mem/<sid>/<dev>/<id>` and `rec/…/m/…`, `rec/…/a/…`: IPC memory across hosts, an
+//!   importer's copies and sets as transactions the owner's record watch applies in the same
+//!   revision order as its records, reads answered through the importer's watch (see [`mem`]).
+//!
 //! Waits stay local: the owner's streams wait on the flag in its host's shared memory at
 //! local speed. Calls that need etcd are bounded by the client's deadline
 //! ([`etcd::DEFAULT_TIMEOUT`]) and fail with 507022 (`ACL_ERROR_RT_IPC_ERROR`) saying the
@@ -39,7 +43,11 @@
 pub mod etcd;
 pub mod harness;
 
+mod mem;
 mod sim;
+
+pub use mem::MEM_CHUNK;
+pub(crate) use mem::{MemLink, RemoteMem};
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -207,6 +215,10 @@ struct Shared {
     held: Mutex<HashMap<u64, Vec<u8>>>,
     /// Remote records applied here (each one watch event).
     applied: std::sync::atomic::AtomicU64,
+    /// The memory this process published (see [`mem`]).
+    published_mem: mem::PublishedMap,
+    /// This process's reads of other hosts' memory awaiting their answers.
+    pending: Mutex<mem::Pending>,
 }
 
 /// This process's membership in a cluster (see the module doc). Dropping it stops its
@@ -215,6 +227,8 @@ pub(crate) struct Cluster {
     shared: Arc<Shared>,
     /// Remote imports, with the indices above the local table's (see [`REMOTE_BASE`]).
     remote: RwLock<Slab<RemoteNotify>>,
+    /// Imports of other hosts' memory.
+    mem_imports: RwLock<mem::MemImports>,
     watcher: Mutex<Option<JoinHandle<()>>>,
     keeper: Mutex<Option<JoinHandle<()>>>,
 }
@@ -373,6 +387,7 @@ impl Shared {
                 for k in lock(&self.held).values() {
                     let _ = self.etcd.put(k, b"", new);
                 }
+                mem::republish(self, new);
             }
             let sl = *lock(&self.server_lease);
             if let Ok(0) = self.etcd.lease_keepalive(sl)
@@ -405,6 +420,14 @@ impl Shared {
             return;
         };
         let rest = String::from_utf8_lossy(rest);
+        // Memory requests of importers (`m/…`) and owners' answers to this process's reads
+        // (`a/…`): see [`mem`].
+        if let Some(m) = rest.strip_prefix("m/") {
+            return self.apply_mem(m, &ev);
+        }
+        if rest.starts_with("a/") {
+            return self.apply_answer(&ev);
+        }
         let mut parts = rest.splitn(3, '/');
         let (Some(Ok(dev)), Some(Ok(id))) = (
             parts.next().map(str::parse::<u32>),
@@ -515,6 +538,8 @@ impl Cluster {
             published: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             applied: std::sync::atomic::AtomicU64::new(0),
+            published_mem: Mutex::new(HashMap::new()),
+            pending: Mutex::new(mem::Pending::default()),
         });
         let proc_lease = shared.register()?;
         *lock(&shared.proc_lease) = proc_lease;
@@ -537,6 +562,7 @@ impl Cluster {
                 seed,
                 REMOTE_BASE..MAX_LIVE,
             )),
+            mem_imports: RwLock::new(mem::MemImports::default()),
             watcher: Mutex::new(None),
             keeper: Mutex::new(Some(keeper)),
         })

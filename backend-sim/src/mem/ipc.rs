@@ -20,6 +20,9 @@
 //!   (SPEC §8); memory of an owner that died stays usable for them until they close.
 //! - A process that dies is treated as having closed what it imported and freed what it
 //!   owned: the next allocation that runs short on the device, or [`Sim::mem_gc`], reclaims.
+//! - In cluster mode an owner publishes an export that admits another host (an inter-server
+//!   entry, or no PID validation) to the cluster, and an import of another host's memory is
+//!   a reservation whose copies go through etcd ([`super::remote`]).
 //!
 //! Which SoCs have IPC memory follows CANN's documentation of these functions (hicann/runtime
 //! `docs/zh/api_ref/11-07_IPC_memory_sharing.md`): all but Ascend310B and IPV350 (so
@@ -98,15 +101,13 @@ impl Sim {
             ));
         }
         if server != self.inner.server_id && self.inner.cluster.is_some() {
-            // A host never maps another host's files (cluster mode), and no memory crosses
-            // hosts yet.
-            return Err(SimError::new(
-                Error::FeatureNotSupport,
-                format!(
-                    "the key names memory of server {server}, another host of the SuperPod \
-                     (cluster mode): IPC memory does not cross hosts in this simulator"
-                ),
-            ));
+            // A host never maps another host's files (cluster mode): its memory is imported
+            // through the cluster (`ipc_mem_import`), and only its owner does the rest.
+            return Err(bad_key(format!(
+                "it names memory of server {server}, another host of the SuperPod (cluster \
+                 mode): only its owner there whitelists it, closes its export or sets its \
+                 attributes"
+            )));
         }
         if device >= self.inner.devices {
             return Err(bad_key(format!(
@@ -251,6 +252,8 @@ impl Sim {
             }
         }
         drop(l);
+        // Without PID validation anyone may import, on any host: in cluster mode, publish it.
+        self.mem_publish(file, id, generation, open)?;
         Ok(ExportKey::encode(&KeyFields {
             server: file.server() as u16,
             device: file.device() as u8,
@@ -349,7 +352,9 @@ impl Sim {
             )
         };
         let entries = entries();
-        let _l = n.file.lock()?;
+        let me = self.inner.server_id;
+        let inter_server = entries.iter().any(|e| e.sdid != me);
+        let l = n.file.lock()?;
         let total = wl.read().map_or(0, |w| w.len());
         wl.update(|w| w.add_entries(&entries))
             .map_err(|seq| {
@@ -362,7 +367,10 @@ impl Sim {
                     ),
                 )
             })?
-            .map_err(|e| SimError::new(e, over(total)))
+            .map_err(|e| SimError::new(e, over(total)))?;
+        drop(l);
+        // An inter-server entry lets another host import it: in cluster mode, publish it.
+        self.mem_publish(&n.file, n.id, n.generation, inter_server)
     }
 
     /// `aclrtIpcMemImportByKey`: maps the memory exported as `key` into this process, for
@@ -394,6 +402,12 @@ impl Sim {
             return Err(bad_key(format!(
                 "this process imported it already, at {addr:#x} (close it first)"
             )));
+        }
+        if let Some(c) = &self.inner.cluster
+            && let Some(k) = key.fields()
+            && u32::from(k.server) != self.inner.server_id
+        {
+            return self.ipc_mem_import_remote(c, device, key, &k);
         }
         let n = self.named(key)?;
         let slot = n
@@ -477,6 +491,9 @@ impl Sim {
     /// [`Self::ipc_mem_close`] without the lost-file check.
     fn ipc_mem_close_unchecked(&self, key: &ExportKey) -> Result<(), SimError> {
         self.require_ipc_memory("closing IPC memory")?;
+        if self.mem_close_remote(key) {
+            return Ok(());
+        }
         let imported = lock(&self.mem().imports).remove(key);
         if let Some(addr) = imported {
             let a = self
@@ -505,8 +522,10 @@ impl Sim {
                 n.file.device()
             )));
         }
-        let _l = n.file.lock()?;
+        let l = n.file.lock()?;
         slot.unexport();
+        drop(l);
+        self.mem_unpublish(&n.file, n.id, n.generation);
         Ok(())
     }
 

@@ -33,6 +33,7 @@ pub mod inspect;
 pub mod ipc;
 mod queued;
 pub mod reduce;
+pub(crate) mod remote;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
@@ -482,6 +483,7 @@ impl Sim {
         let l = a.file.lock()?;
         a.file.free_owned(&l, a.id, a.generation);
         drop(l);
+        self.mem_withdraw(&a.file, a.id, a.generation);
         self.note_freed(ptr, a.size, a.file.device());
         Ok(())
     }
@@ -746,6 +748,10 @@ impl Sim {
         if count == 0 {
             return Ok(());
         }
+        // Memory of another host (cluster mode) goes through the cluster.
+        if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, None) {
+            return r;
+        }
         let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
         // SAFETY: device sides are checked ranges of mapped allocations; host sides are the
         // caller's contract. `copy` allows overlap. Other processes may write the same device
@@ -772,6 +778,9 @@ impl Sim {
     ) -> Result<(), SimError> {
         if count == 0 {
             return Ok(());
+        }
+        if let Some(r) = self.remote_memset(dst, max, value, count, None) {
+            return r;
         }
         let r = self.set_range(dst, max, count)?;
         // SAFETY: a checked range of a mapped allocation.
@@ -834,6 +843,9 @@ impl Sim {
         if count == 0 {
             return Ok(());
         }
+        if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
+            return r;
+        }
         let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
         let (d, s) = (QueuedSide::from(d), QueuedSide::from(s));
         let task = Box::new(move |_: &TaskCtx| {
@@ -881,6 +893,9 @@ impl Sim {
     ) -> Result<(), SimError> {
         if count == 0 {
             return Ok(());
+        }
+        if let Some(r) = self.remote_memset(dst, max, value, count, Some(stream)) {
+            return r;
         }
         let r = self.set_range(dst, max, count)?;
         let task = Box::new(move |_: &TaskCtx| {

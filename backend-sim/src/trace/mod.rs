@@ -36,10 +36,12 @@ use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicPtr, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use serde_json::{Value, json};
+
+use crate::fork::PerProcess;
 
 /// The environment variable that turns the timeline on: the directory the files go to.
 pub const ENV_TRACE: &str = "ACL_NOTIFY_SIM_TRACE";
@@ -56,8 +58,15 @@ static ON: AtomicBool = AtomicBool::new(false);
 /// Whether [`init`] has looked at the environment.
 static CHECKED: AtomicBool = AtomicBool::new(false);
 
-/// Where the files go (set once, by [`init`]).
-static DIR: OnceLock<PathBuf> = OnceLock::new();
+/// Where the files go: set once, by [`init`], to a leaked `PathBuf` (a pointer and not a
+/// `OnceLock`, so that a child forked while [`init`] ran never blocks on it).
+static DIR: AtomicPtr<PathBuf> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The directory [`init`] set, if any.
+fn dir() -> Option<&'static PathBuf> {
+    // SAFETY: a non-null `DIR` is a `Box::into_raw` published once by `init`, never freed.
+    unsafe { DIR.load(Ordering::Acquire).as_ref() }
+}
 
 /// Whether this process writes a timeline: one relaxed load, for the hot path.
 #[inline(always)]
@@ -83,7 +92,7 @@ pub fn init() {
         );
         return;
     }
-    let _ = DIR.set(dir);
+    DIR.store(Box::into_raw(Box::new(dir)), Ordering::Release);
     // SAFETY: `at_exit` is an `extern "C" fn()` that catches every panic, so it never unwinds.
     unsafe { libc::atexit(at_exit) };
     ON.store(true, Ordering::SeqCst);
@@ -102,15 +111,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Every live thread's buffer, for the exit handler.
-static BUFS: Mutex<Vec<Arc<Mutex<Buf>>>> = Mutex::new(Vec::new());
+/// Every live thread's buffer, for the exit handler. This and the two below are
+/// [`PerProcess`] locks, so that a child forked while another thread held one gets its own.
+static BUFS: PerProcess<Vec<Arc<Mutex<Buf>>>> = PerProcess::new(Vec::new);
 
 /// Track names: worker thread id → the stream's name (updated when the C library names the
 /// stream by its handle).
-static TRACKS: Mutex<BTreeMap<i32, String>> = Mutex::new(BTreeMap::new());
+static TRACKS: PerProcess<BTreeMap<i32, String>> = PerProcess::new(BTreeMap::new);
 
 /// The open file, with the pid it belongs to.
-static FILE: Mutex<Option<(i32, File)>> = Mutex::new(None);
+static FILE: PerProcess<Option<(i32, File)>> = PerProcess::new(|| None);
 
 /// This thread's buffer; its drop (at thread exit) flushes it.
 struct Mine(Arc<Mutex<Buf>>);
@@ -118,7 +128,7 @@ struct Mine(Arc<Mutex<Buf>>);
 impl Drop for Mine {
     fn drop(&mut self) {
         flush_buf(&mut lock(&self.0));
-        lock(&BUFS).retain(|b| !Arc::ptr_eq(b, &self.0));
+        lock(BUFS.get()).retain(|b| !Arc::ptr_eq(b, &self.0));
     }
 }
 
@@ -142,7 +152,7 @@ fn push(mut event: Value) {
                 tid: gettid(),
                 data: Vec::new(),
             }));
-            lock(&BUFS).push(Arc::clone(&b));
+            lock(BUFS.get()).push(Arc::clone(&b));
             Mine(b)
         });
         let mut b = lock(&mine.0);
@@ -204,7 +214,7 @@ pub fn span<R>(cat: &str, name: &str, args: impl FnOnce() -> Value, f: impl FnOn
 /// Names the track of worker thread `tid` (a stream) in this process's timeline.
 pub fn name_track(tid: i32, name: String) {
     if on() {
-        lock(&TRACKS).insert(tid, name);
+        lock(TRACKS.get()).insert(tid, name);
     }
 }
 
@@ -234,7 +244,7 @@ fn metadata(pid: i32) -> Vec<u8> {
         json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
                 "args": {"name": pname, "label": label.unwrap_or_default()}}),
     );
-    for (tid, name) in lock(&TRACKS).iter() {
+    for (tid, name) in lock(TRACKS.get()).iter() {
         line(
             json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
                     "args": {"name": name}}),
@@ -246,8 +256,8 @@ fn metadata(pid: i32) -> Vec<u8> {
 /// Writes `bytes` to this process's file (opening it, and writing the array's opening
 /// bracket, on first use in this process).
 fn write_file(pid: i32, bytes: &[u8]) {
-    let Some(dir) = DIR.get() else { return };
-    let mut f = lock(&FILE);
+    let Some(dir) = dir() else { return };
+    let mut f = lock(FILE.get());
     if f.as_ref().is_none_or(|(p, _)| *p != pid) {
         let path = dir.join(format!("{FILE_PREFIX}{pid}.json"));
         let fresh = !path.exists();
@@ -293,7 +303,9 @@ fn flush_buf(b: &mut Buf) {
 /// Flushes every thread's buffer (threads busy appending are skipped: they flush at their
 /// own exit, or lose what they hold if the process is ending under them).
 pub fn flush_all() {
-    let Ok(bufs) = BUFS.try_lock() else { return };
+    let Ok(bufs) = BUFS.get().try_lock() else {
+        return;
+    };
     for b in bufs.iter() {
         if let Ok(mut b) = b.try_lock() {
             flush_buf(&mut b);
