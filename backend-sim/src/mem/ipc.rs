@@ -64,6 +64,34 @@ struct Named {
     fields: KeyFields,
 }
 
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS`: the last link value Ascend910_93 has.
+const ACCESS_LINK_HCCS: u64 = 1;
+
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH`: the last value `acl_rt.h` defines.
+const ACCESS_LINK_MAX: u64 = 3;
+
+/// `aclrtIpcMemSetAttr`'s argument checks, made before the SoC's (see
+/// [`Sim::ipc_mem_set_attr`]): 107000 for a type other than `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK`
+/// or a link value past the ones `acl_rt.h` defines.
+pub fn check_attr_args(kind: u32, attr: u64) -> Result<(), SimError> {
+    if kind != 0 {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            format!("type {kind}: only ACL_RT_IPC_MEM_ATTR_ACCESS_LINK (0) exists"),
+        ));
+    }
+    if attr > ACCESS_LINK_MAX {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            format!(
+                "attr {attr}: expected an ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_* value: SIO (0), \
+                 HCCS (1), UB_ONE_PORT_PATH (2) or UB_MULTI_PORT_PATH (3)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Sim {
     /// 207000 unless this SoC has IPC memory.
     pub fn require_ipc_memory(&self, what: &str) -> Result<(), SimError> {
@@ -503,31 +531,39 @@ impl Sim {
         })
     }
 
-    /// `aclrtIpcMemSetAttr`: accepted for a live export of this process (Ascend910_93 only);
-    /// the link type changes nothing in the simulator.
+    /// `aclrtIpcMemSetAttr`: the die-to-die link of a live export of this process
+    /// (Ascend910_93 only); SIO (0) and HCCS (1) are accepted and change nothing in the
+    /// simulator.
     ///
-    /// Errors: 207000; 107000 a bad type or value, a key that names no live export.
+    /// CANN's runtime refuses a type other than `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` (0) and a
+    /// value of 4 or more before it looks at the SoC (`ApiErrorDecorator::IpcSetMemoryAttr`,
+    /// hicann/runtime `src/runtime/api/impl/api_error.cc`): `acl_rt.h` defines the values 0
+    /// to 3. The UB paths, 2 and 3, are Ascend950's (`rtIpcMemAttr` in
+    /// `src/inc/runtime/rt_inner_mem.h`: SIO and HCCS "only support A3", the UB paths "only
+    /// support A5"), and CANN's documentation gives `aclrtIpcMemSetAttr` to Ascend910_93
+    /// alone, so here they are a link type the SoC does not have: 207021, the code the runtime
+    /// answers when the driver has no such link (`NpuDriver::CheckIpcMapRoute`).
+    ///
+    /// Errors: 107000 a type other than 0, a value of 4 or more; 207000 off Ascend910_93;
+    /// 107000 a key that names no live export of this process; 207021 a UB path (2, 3).
     pub fn ipc_mem_set_attr(&self, key: &ExportKey, kind: u32, attr: u64) -> Result<(), SimError> {
         self.mem_checked(|| {
-            if kind != 0 {
-                return Err(SimError::new(
-                    Error::ParamInvalid,
-                    format!(
-                        "type {kind} is not an aclrtIpcMemAttrType (only ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 0)"
-                    ),
-                ));
-            }
-            if attr > 1 {
-                return Err(SimError::new(
-                    Error::ParamInvalid,
-                    format!(
-                        "attr {attr}: expected ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO (0) or _HCCS (1)"
-                    ),
-                ));
-            }
+            check_attr_args(kind, attr)?;
             self.require_ipc_memory_inter_server("setting IPC memory attributes")?;
-            self.named(key).map(|_| ())
-    })
+            self.named(key)?;
+            if attr > ACCESS_LINK_HCCS {
+                return Err(SimError::new(
+                    Error::LinkTypeNotSupported,
+                    format!(
+                        "attr {attr} (ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_{}_PORT_PATH) is a UB \
+                         path, which Ascend950 has; {} links its dies by SIO (0) or HCCS (1)",
+                        if attr == 2 { "ONE" } else { "MULTI" },
+                        self.inner.soc.name()
+                    ),
+                ));
+            }
+            Ok(())
+        })
     }
 
     /// An import onto `device` of what lives on `owner_device` (same server): with `enable`
