@@ -1,18 +1,12 @@
 //! Configuration of a simulated machine: the `ACL_NOTIFY_SIM_*` variables, [`SimBuilder`]
 //! and [`StreamCpus`], and the limits they are checked against.
 
-use std::collections::HashMap;
-use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use acl_notify_core::{Chip, Error, Feature, Soc};
-use acl_notify_handles::{Kind, Slab};
+use acl_notify_core::{Chip, Soc};
 
-use crate::error::SimError;
-use crate::shm::OpenMode;
-use crate::sim::{Inner, Sim, err};
-use crate::{cluster, cnt, event, mem, repair, shm, spin, stream, sys, trace, waitgraph};
+use crate::mem::capacity::DEFAULT_DEVICE_MEMORY;
+use crate::{cluster, repair, stream, sys};
 
 /// Environment variable naming the SoC family (default `Ascend910B`).
 pub const ENV_SOC: &str = "ACL_NOTIFY_SIM_SOC";
@@ -22,8 +16,8 @@ pub const ENV_DEVICES: &str = "ACL_NOTIFY_SIM_DEVICES";
 pub const ENV_NAMESPACE: &str = "ACL_NOTIFY_SIM_NAMESPACE";
 /// Environment variable giving this process's SuperPod server id (default 0).
 pub const ENV_SERVER_ID: &str = "ACL_NOTIFY_SIM_SERVER_ID";
-/// Environment variable placing stream workers on CPUs: `off` (default), `spread`, or a CPU
-/// list such as `0,2-3` (see [`StreamCpus`]).
+/// Environment variable placing stream workers on CPUs: `auto` (default), `off`, `spread`, or
+/// a CPU list such as `0,2-3` (see [`StreamCpus`]).
 pub const ENV_STREAM_CPUS: &str = "ACL_NOTIFY_SIM_STREAM_CPUS";
 
 pub use crate::spin::ENV_SPIN_BUDGET;
@@ -33,7 +27,8 @@ pub use crate::spin::ENV_SPIN_BUDGET;
 /// (`ACL_ERROR_RT_STREAM_TASK_FULL`); `0` waits for ever, as CANN does (default 60).
 pub const ENV_ENQUEUE_TIMEOUT: &str = "ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT";
 /// Environment variable giving each device's memory in bytes, with an optional `K`, `M`, `G`
-/// or `T` (binary) suffix (default [`mem::DEFAULT_DEVICE_MEMORY`], 32 GiB; see [`mem`]).
+/// or `T` (binary) suffix (default [`DEFAULT_DEVICE_MEMORY`], 32 GiB; see
+/// [`mem`](crate::mem)).
 pub const ENV_DEVICE_MEMORY: &str = "ACL_NOTIFY_SIM_DEVICE_MEMORY";
 
 /// Where the worker threads of this process's simulated streams run.
@@ -43,15 +38,22 @@ pub const ENV_DEVICE_MEMORY: &str = "ACL_NOTIFY_SIM_DEVICE_MEMORY";
 /// On some machines (seen on KVM guests) the kernel puts a woken worker on the CPU of the
 /// thread that woke it, even when another CPU is idle: two streams that hand work to each
 /// other then share one CPU and take turns, at microseconds per hand-off instead of hundreds
-/// of nanoseconds. `Spread` gives each new stream a CPU of its own, in turn.
+/// of nanoseconds. `Adaptive` (the default) lets a worker whose waits keep getting their
+/// records only after it gave its CPU away move itself to another CPU (see the `placement`
+/// module); `Spread` gives each new stream a CPU of its own, in turn.
 ///
-/// The cost: a placed worker cannot move, so when its CPU is busy with other work it waits
-/// for its share there even if another CPU is free. Streams that are mostly idle lose
-/// nothing; busy streams gain when there are at least as many CPUs as busy streams.
+/// The cost of pinning: a placed worker cannot move, so when its CPU is busy with other work
+/// it waits for its share there even if another CPU is free. Streams that are mostly idle
+/// lose nothing; busy streams gain when there are at least as many CPUs as busy streams.
+/// `Adaptive` pins nothing: a worker it moves may be moved again by the kernel.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum StreamCpus {
-    /// The kernel places the workers (default; `ACL_NOTIFY_SIM_STREAM_CPUS=off`).
+    /// The kernel places the workers, and a worker that keeps sharing its CPU with the stream
+    /// it waits for moves itself to another CPU, at most now and then (default;
+    /// `ACL_NOTIFY_SIM_STREAM_CPUS=auto`).
     #[default]
+    Adaptive,
+    /// The kernel alone places the workers (`ACL_NOTIFY_SIM_STREAM_CPUS=off`).
     Scheduler,
     /// Each new stream's worker is restricted to one CPU, taking the CPUs the opening thread
     /// may use in turn (`spread`), starting at this process's place among the processes of
@@ -63,11 +65,12 @@ pub enum StreamCpus {
 }
 
 impl StreamCpus {
-    /// Parses `off`, `spread` or a CPU list (`0,2-3`), as `ACL_NOTIFY_SIM_STREAM_CPUS` takes
-    /// them. Errors say what is wrong, in words.
+    /// Parses `auto`, `off`, `spread` or a CPU list (`0,2-3`), as
+    /// `ACL_NOTIFY_SIM_STREAM_CPUS` takes them. Errors say what is wrong, in words.
     pub fn parse(text: &str) -> Result<StreamCpus, String> {
         let t = text.trim();
         match t {
+            "auto" | "adaptive" => return Ok(StreamCpus::Adaptive),
             "off" | "scheduler" => return Ok(StreamCpus::Scheduler),
             "spread" => return Ok(StreamCpus::Spread),
             _ => {}
@@ -99,7 +102,7 @@ impl StreamCpus {
     /// the CPUs `allowed`.
     pub(crate) fn resolve(&self, allowed: &[usize]) -> Result<Vec<usize>, String> {
         match self {
-            StreamCpus::Scheduler => Ok(Vec::new()),
+            StreamCpus::Adaptive | StreamCpus::Scheduler => Ok(Vec::new()),
             StreamCpus::Spread => Ok(allowed.to_vec()),
             StreamCpus::List(list) if list.is_empty() => Err("the CPU list is empty".into()),
             StreamCpus::List(list) => match list.iter().find(|c| !allowed.contains(c)) {
@@ -115,12 +118,12 @@ impl StreamCpus {
 /// One past the highest CPU number a [`StreamCpus`] list may name (the kernel's `CPU_SETSIZE`).
 pub(crate) const MAX_CPU: usize = 1024;
 
-/// Most devices a simulated machine can have.
-pub const MAX_DEVICES: u32 = 64;
+pub use crate::shm::MAX_DEVICES;
 /// How long an id must stay orphaned before a GC pass frees it: a process killed between two
 /// steps of a create or destroy (say, after allocating an id and before claiming its slot)
-/// leaves an id that no dead process's reclaim can attribute. [`Sim::gc`] suspects it on one
-/// pass and frees it on a pass at least this much later, in the same process.
+/// leaves an id that no dead process's reclaim can attribute. [`Sim::gc`](crate::Sim::gc)
+/// suspects it on one pass and frees it on a pass at least this much later, in the same
+/// process.
 pub const LEAK_REPAIR_GRACE: std::time::Duration = repair::REPAIR_GRACE;
 /// How many tasks a simulated stream queues before a record, wait or host function waits for
 /// room (see [`SimBuilder::enqueue_timeout`]).
@@ -131,7 +134,7 @@ pub const DEFAULT_ENQUEUE_TIMEOUT: Duration = stream::DEFAULT_ENQUEUE_TIMEOUT;
 /// Longest namespace name.
 pub const MAX_NAMESPACE_LEN: usize = 64;
 
-/// Configuration of a [`Sim`] before it is opened.
+/// Configuration of a [`Sim`](crate::Sim) before it is opened.
 #[derive(Clone, Debug)]
 pub struct SimBuilder {
     pub(crate) soc: Soc,
@@ -154,7 +157,7 @@ impl SimBuilder {
         self
     }
 
-    /// Each device's memory in bytes (default [`mem::DEFAULT_DEVICE_MEMORY`]); at least 1 MiB.
+    /// Each device's memory in bytes (default [`DEFAULT_DEVICE_MEMORY`]); at least 1 MiB.
     pub fn device_memory(mut self, bytes: u64) -> Self {
         self.device_memory = bytes;
         self
@@ -171,7 +174,7 @@ impl SimBuilder {
         self
     }
 
-    /// Where stream workers run (default [`StreamCpus::Scheduler`]).
+    /// Where stream workers run (default [`StreamCpus::Adaptive`]).
     pub fn stream_cpus(mut self, cpus: StreamCpus) -> Self {
         self.stream_cpus = cpus;
         self
@@ -208,140 +211,6 @@ impl SimBuilder {
         self.server_id = server_id;
         self
     }
-
-    /// Opens (creating if needed) the namespace's shared state for this process's server.
-    ///
-    /// Errors: 107000 for a bad configuration, or one that disagrees with the namespace's
-    /// existing file; 507899 for a file that is corrupt, foreign, of another layout version,
-    /// not owned by this user or not mode 0600; 207005 if 64 processes already use it.
-    pub fn open(self) -> Result<Sim, SimError> {
-        self.open_as(Origin::Builder)
-    }
-
-    pub(crate) fn open_as(self, origin: Origin) -> Result<Sim, SimError> {
-        trace::init();
-        let bad = |var: &str, what: &str, msg: String| {
-            SimError::new(
-                Error::ParamInvalid,
-                match origin {
-                    Origin::Env => format!("{var}: {msg}"),
-                    Origin::Builder => format!("SimBuilder::{what}: {msg}"),
-                },
-            )
-        };
-        if self.devices == 0 || self.devices > MAX_DEVICES {
-            return Err(bad(
-                ENV_DEVICES,
-                "devices",
-                format!("{} devices; expected 1 to {MAX_DEVICES}", self.devices),
-            ));
-        }
-        let namespace = self.namespace.unwrap_or_else(default_namespace);
-        if let Err(why) = check_namespace(&namespace) {
-            return Err(bad(
-                ENV_NAMESPACE,
-                "namespace",
-                format!("{namespace:?} {why}"),
-            ));
-        }
-        if self.server_id > u32::from(u16::MAX) {
-            return Err(bad(
-                ENV_SERVER_ID,
-                "server_id",
-                format!("{} is too large (at most 65535)", self.server_id),
-            ));
-        }
-        if self.server_id != 0 && !self.soc.has(Feature::InterServer) {
-            return Err(bad(
-                ENV_SERVER_ID,
-                "server_id",
-                format!(
-                    "server {} on {}: only a SuperPod SoC (Ascend910_93) has more than one \
-                     server; use 0",
-                    self.server_id, self.soc
-                ),
-            ));
-        }
-        mem::check_capacity(self.device_memory)
-            .map_err(|why| bad(ENV_DEVICE_MEMORY, "device_memory", why))?;
-        let cpus = self
-            .stream_cpus
-            .resolve(&stream::allowed_cpus())
-            .map_err(|why| bad(ENV_STREAM_CPUS, "stream_cpus", why))?;
-        let file = shm::open_shared(
-            &namespace,
-            self.server_id,
-            self.soc,
-            self.devices,
-            OpenMode::CreateOrOpen,
-        )?
-        .ok_or_else(|| SimError::new(Error::DrvInternalError, "shared memory file vanished"))?;
-        // Salts this `Sim`'s handle tables: handles of another `Sim` or process are refused.
-        let seed = acl_notify_handles::random_seed();
-        // In cluster mode, remote imports take the upper slot indices (`cluster`).
-        let notifies = Slab::with_indices(
-            Kind::Notify,
-            seed,
-            cluster::local_indices(self.cluster.is_some()),
-        );
-        let namespace_for_graph = namespace.clone();
-        let pid = sys::getpid();
-        // What a whitelist entry for this process holds (see `sys::process_identity`).
-        let identity = sys::process_identity(pid).unwrap_or(0);
-        // `Spread` starts at this process's place in the namespace, so that the first streams
-        // of processes sharing a machine land on different CPUs.
-        let first_cpu = match self.stream_cpus {
-            StreamCpus::Spread => file.me(),
-            _ => 0,
-        };
-        let cluster = match &self.cluster {
-            Some(cfg) => Some(cluster::Cluster::join(
-                cfg,
-                self.server_id,
-                &namespace,
-                pid,
-                seed,
-            )?),
-            None => None,
-        };
-        Ok(Sim {
-            inner: Arc::new(Inner {
-                soc: self.soc,
-                chip: self.chip,
-                devices: self.devices,
-                server_id: self.server_id,
-                namespace,
-                pid,
-                identity,
-                file,
-                remote: Mutex::new(HashMap::new()),
-                notifies: RwLock::new(notifies),
-                streams: RwLock::new(Slab::new(Kind::Stream, seed)),
-                defaults: Mutex::new(vec![None; self.devices as usize]),
-                draining: Mutex::new(Vec::new()),
-                peers: Mutex::new(vec![0; self.devices as usize]),
-                op_wait_timeout: AtomicU32::new(0),
-                stream_seq: AtomicU32::new(0),
-                cpu_seq: AtomicU32::new(first_cpu),
-                cpus,
-                enqueue_timeout: self.enqueue_timeout,
-                cnt: cnt::CntState::new(seed),
-                mem: mem::MemState::new(self.device_memory),
-                events: event::EventState::new(seed, self.devices, self.soc.max_events()),
-                graph: waitgraph::WaitGraph::open(&namespace_for_graph, true)
-                    .ok()
-                    .flatten()
-                    .map(waitgraph::WaitGraph::shared),
-                cluster,
-            }),
-        })
-    }
-}
-
-#[derive(Clone, Copy)]
-pub(crate) enum Origin {
-    Env,
-    Builder,
 }
 
 impl Default for SimBuilder {
@@ -352,9 +221,9 @@ impl Default for SimBuilder {
             devices: 8,
             namespace: None,
             server_id: 0,
-            stream_cpus: StreamCpus::Scheduler,
+            stream_cpus: StreamCpus::Adaptive,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
-            device_memory: mem::DEFAULT_DEVICE_MEMORY,
+            device_memory: DEFAULT_DEVICE_MEMORY,
             cluster: None,
         }
     }
@@ -378,130 +247,4 @@ pub(crate) fn check_namespace(ns: &str) -> Result<(), &'static str> {
         return Err("may only contain A-Z a-z 0-9 . _ -");
     }
     Ok(())
-}
-
-impl Sim {
-    /// A builder with the defaults.
-    pub fn builder() -> SimBuilder {
-        SimBuilder::default()
-    }
-
-    /// The chip `ACL_NOTIFY_SIM_SOC` names (a family stands for its first chip), or the
-    /// default family's: what [`from_env`](Self::from_env) would configure, read without
-    /// opening anything (`aclrtGetSocName` answers with it before the session starts).
-    ///
-    /// Errors: 107000 the value is not UTF-8, or names no family or chip of the table.
-    pub fn chip_from_env() -> Result<Chip, SimError> {
-        let v = match std::env::var(ENV_SOC) {
-            Ok(v) => v,
-            Err(std::env::VarError::NotPresent) => return Ok(SimBuilder::default().chip),
-            Err(std::env::VarError::NotUnicode(_)) => {
-                return Err(err(
-                    Error::ParamInvalid,
-                    format!("{ENV_SOC}: the value is not valid UTF-8"),
-                ));
-            }
-        };
-        Chip::from_name(v.trim()).map_err(|_| {
-            let names: Vec<&str> = Soc::ALL.iter().map(|s| s.name()).collect();
-            err(
-                Error::ParamInvalid,
-                format!(
-                    "{ENV_SOC}={v:?} is not a SoC family ({names:?}) or one of their chip names \
-                     (Soc::chip_names, e.g. \"Ascend910B3\")"
-                ),
-            )
-        })
-    }
-
-    /// Opens the machine the `ACL_NOTIFY_SIM_*` variables describe: `ACL_NOTIFY_SIM_SOC`
-    /// (default `Ascend910B`), `ACL_NOTIFY_SIM_DEVICES` (default 8),
-    /// `ACL_NOTIFY_SIM_NAMESPACE` (default `acl-notify-<uid>-default`),
-    /// `ACL_NOTIFY_SIM_SERVER_ID` (default 0), `ACL_NOTIFY_SIM_STREAM_CPUS` (default `off`,
-    /// see [`StreamCpus`]), `ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT` (seconds, default 60, `0` for
-    /// ever; see [`SimBuilder::enqueue_timeout`]), `ACL_NOTIFY_SIM_SPIN_BUDGET` (waiters that
-    /// may spin at once, default the CPUs this process may use, `0` never; see
-    /// [`ENV_SPIN_BUDGET`]). A variable that is set but invalid is an error (107000) naming
-    /// it, never a silent default.
-    pub fn from_env() -> Result<Sim, SimError> {
-        let var = |name: &str| -> Result<Option<String>, SimError> {
-            match std::env::var(name) {
-                Ok(v) => Ok(Some(v)),
-                Err(std::env::VarError::NotPresent) => Ok(None),
-                Err(std::env::VarError::NotUnicode(_)) => Err(err(
-                    Error::ParamInvalid,
-                    format!("{name}: the value is not valid UTF-8"),
-                )),
-            }
-        };
-        let mut b = Sim::builder().chip(Sim::chip_from_env()?);
-        if let Some(v) = var(ENV_DEVICES)? {
-            let n = v.trim().parse::<u32>().map_err(|_| {
-                err(
-                    Error::ParamInvalid,
-                    format!("{ENV_DEVICES}={v:?} is not a number of devices (1 to {MAX_DEVICES})"),
-                )
-            })?;
-            b = b.devices(n);
-        }
-        if let Some(v) = var(ENV_NAMESPACE)? {
-            b = b.namespace(&v);
-        }
-        spin::check_env().map_err(|why| err(Error::ParamInvalid, why))?;
-        if let Some(v) = var(ENV_STREAM_CPUS)? {
-            let cpus = StreamCpus::parse(&v).map_err(|why| {
-                err(
-                    Error::ParamInvalid,
-                    format!("{ENV_STREAM_CPUS}={v:?}: {why}; expected off, spread or a CPU list"),
-                )
-            })?;
-            b = b.stream_cpus(cpus);
-        }
-        if let Some(v) = var(ENV_ENQUEUE_TIMEOUT)? {
-            let secs = v.trim().parse::<u32>().map_err(|_| {
-                err(
-                    Error::ParamInvalid,
-                    format!(
-                        "{ENV_ENQUEUE_TIMEOUT}={v:?} is not a number of seconds (0 to {}; 0 \
-                         waits for ever)",
-                        u32::MAX
-                    ),
-                )
-            })?;
-            b = b.enqueue_timeout((secs != 0).then(|| Duration::from_secs(u64::from(secs))));
-        }
-        if let Some(v) = var(ENV_DEVICE_MEMORY)? {
-            b = b.device_memory(mem::parse_size(&v).map_err(|why| {
-                err(
-                    Error::ParamInvalid,
-                    format!("{ENV_DEVICE_MEMORY}={v:?}: {why}"),
-                )
-            })?);
-        }
-        if let Some(v) = var(waitgraph::ENV_DEADLOCK)?
-            && !matches!(v.trim(), "fail" | "report")
-        {
-            return Err(err(
-                Error::ParamInvalid,
-                format!(
-                    "{}={v:?}: expected fail (a wait in a deadlock cycle fails at once) or \
-                     report (it fails at its timeout, saying deadlock)",
-                    waitgraph::ENV_DEADLOCK
-                ),
-            ));
-        }
-        if let Some(v) = var(ENV_SERVER_ID)? {
-            let n = v.trim().parse::<u32>().map_err(|_| {
-                err(
-                    Error::ParamInvalid,
-                    format!("{ENV_SERVER_ID}={v:?} is not a server id (0 to 65535)"),
-                )
-            })?;
-            b = b.server_id(n);
-        }
-        b = b.cluster(
-            cluster::ClusterConfig::from_env().map_err(|why| err(Error::ParamInvalid, why))?,
-        );
-        b.open_as(Origin::Env)
-    }
 }

@@ -4,12 +4,12 @@
 
 use std::sync::Arc;
 
-use acl_notify_core::{Error, Lifecycle, RawNotify, RawStream, StreamDestroy};
+use acl_notify_core::{Error, Lifecycle, RawNotify, RawStream};
 
-use crate::error::SimError;
+use crate::error::{SimError, err};
 use crate::job::SimStream;
+use crate::pin::StreamPin;
 use crate::shm::SlotRef;
-use crate::sim::{Sim, err, lock, read, write};
 use crate::waitgraph;
 
 pub(crate) struct NotifyEntry {
@@ -72,18 +72,6 @@ pub(crate) struct Pins {
     pub(crate) next: usize,
 }
 
-/// A stream's counted reference to a notify (see [`NotifyEntry::pin`]).
-pub(crate) struct StreamPin(pub(crate) Arc<SlotRef>);
-
-impl StreamPin {
-    /// The notify as the wait-for graph names it.
-    #[inline]
-    pub(crate) fn target(&self) -> waitgraph::Target {
-        let r = &self.0;
-        waitgraph::Target::notify(r.file().server(), r.device(), r.id())
-    }
-}
-
 pub(crate) struct StreamEntry {
     pub(crate) stream: Arc<SimStream>,
     pub(crate) device: u32,
@@ -119,122 +107,4 @@ pub(crate) struct NotifyView {
     pub(crate) r: Arc<SlotRef>,
     pub(crate) state: Lifecycle,
     pub(crate) device: u32,
-}
-
-impl Sim {
-    /// What every [`RawNotify`] this `Sim` hands out has in common (kind and this `Sim`'s
-    /// random salt): lets a layer above reject a handle of another kind, `Sim` or process
-    /// before any other check, without a lookup. Whether a handle is live is
-    /// [`notify_is_live`](Self::notify_is_live)'s to say.
-    pub fn notify_stamp(&self) -> acl_notify_handles::Stamp {
-        read(&self.inner.notifies).stamp()
-    }
-
-    /// Whether `notify` is a live notify handle of this `Sim` (no SoC check, no other effect).
-    pub fn notify_is_live(&self, notify: RawNotify) -> bool {
-        read(&self.inner.notifies).get(notify.0).is_some()
-            || self
-                .inner
-                .cluster
-                .as_ref()
-                .is_some_and(|c| c.get(notify.0).is_some())
-    }
-
-    /// Destroys every notify handle whose device (the creator's device, or an importer's own
-    /// device) satisfies `which`, as [`destroy_notify`](acl_notify_core::NotifyResources::destroy_notify) does
-    /// one by one; returns how many.
-    pub fn destroy_notifies_where(&self, mut which: impl FnMut(u32) -> bool) -> usize {
-        let gone = write(&self.inner.notifies).remove_where(|e| which(e.device));
-        // The references are dropped outside the table lock, as in `destroy_notify`.
-        let n = gone.len();
-        drop(gone);
-        n
-    }
-
-    /// Discards every stream whose device satisfies `which` — default streams included
-    /// (the device's next default stream is a new one), and streams a draining destroy on
-    /// another thread is still working through (that destroy then returns 107017) — as a
-    /// device reset or the end of a session does. Every stream concerned is cancelled first,
-    /// and only then are their workers waited for: a task of one (a host function
-    /// synchronizing another stream, say) may be waiting for another. Returns how many
-    /// streams were discarded.
-    pub fn discard_streams_where(&self, mut which: impl FnMut(u32) -> bool) -> usize {
-        let mut streams: Vec<Arc<SimStream>> = Vec::new();
-        {
-            // Lock order as in `default_stream`: defaults, then the table.
-            let mut defaults = lock(&self.inner.defaults);
-            let mut table = write(&self.inner.streams);
-            for e in table.remove_where(|e| which(e.device)) {
-                if e.default
-                    && let Some(slot) = defaults.get_mut(e.device as usize)
-                {
-                    *slot = None;
-                }
-                streams.push(e.stream);
-            }
-            streams.extend(
-                lock(&self.inner.draining)
-                    .iter()
-                    .filter(|(_, device)| which(*device))
-                    .map(|(s, _)| Arc::clone(s)),
-            );
-        }
-        for s in &streams {
-            let _ = s.begin_destroy(StreamDestroy::Discard);
-        }
-        for s in &streams {
-            s.wait_destroyed();
-        }
-        lock(&self.inner.draining).retain(|(d, _)| !d.has_exited());
-        streams.len()
-    }
-
-    pub(crate) fn notify(&self, h: RawNotify) -> Result<NotifyView, SimError> {
-        let t = read(&self.inner.notifies);
-        let e = t.get(h.0).ok_or_else(|| bad_notify(h))?;
-        e.r.live()?;
-        Ok(NotifyView {
-            r: Arc::clone(&e.r),
-            state: e.state,
-            device: e.device,
-        })
-    }
-
-    pub(crate) fn stream(&self, h: RawStream) -> Result<(Arc<SimStream>, u32), SimError> {
-        let t = read(&self.inner.streams);
-        let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
-        Ok((Arc::clone(&e.stream), e.device))
-    }
-
-    /// Moves handle `h` from lifecycle state `from` (what the call read when it began) to
-    /// `to`, under the table's write lock. A handle destroyed meanwhile, or moved on by a
-    /// concurrent call, is left alone: the shared slot's own compare-and-swaps decided which
-    /// call won, and the handle never goes back to an earlier state.
-    pub(crate) fn set_state(&self, h: RawNotify, from: Lifecycle, to: Lifecycle) {
-        if let Some(e) = write(&self.inner.notifies).get_mut(h.0)
-            && e.state == from
-        {
-            e.state = to;
-        }
-    }
-
-    pub(crate) fn insert_notify(&self, e: NotifyEntry) -> Result<RawNotify, SimError> {
-        write(&self.inner.notifies)
-            .insert(e)
-            .ok()
-            .map(RawNotify)
-            .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
-    }
-
-    /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]).
-    pub(crate) fn pin(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
-        {
-            let t = read(&self.inner.notifies);
-            if let Some(pin) = t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream) {
-                return Ok(pin);
-            }
-        }
-        let mut t = write(&self.inner.notifies);
-        Ok(t.get_mut(h.0).ok_or_else(|| bad_notify(h))?.new_pin(stream))
-    }
 }

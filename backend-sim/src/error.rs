@@ -58,6 +58,11 @@ impl fmt::Display for SimError {
 
 impl std::error::Error for SimError {}
 
+/// A [`SimError`] of `kind` explaining `msg` (the short form every call site uses).
+pub(crate) fn err(kind: Error, msg: impl Into<String>) -> SimError {
+    SimError::new(kind, msg)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

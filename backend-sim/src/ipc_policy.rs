@@ -11,8 +11,10 @@ use acl_notify_core::{Error, ExportKey, Feature, Lifecycle, Op, RawNotify};
 
 use crate::entries::NotifyEntry;
 use crate::error::SimError;
+use crate::error::err;
+use crate::locks::lock;
 use crate::shm::{OpenMode, ShmFile, SlotRef};
-use crate::sim::{Sim, err, lock};
+use crate::sim::Sim;
 use crate::{diag, shm, sys};
 
 impl Sim {

@@ -27,13 +27,25 @@
 //!
 //! # Where things are
 //!
-//! - `config`: the `ACL_NOTIFY_SIM_*` variables, [`SimBuilder`] and [`StreamCpus`].
+//! - `config`: the `ACL_NOTIFY_SIM_*` variables, [`SimBuilder`] and [`StreamCpus`]; `open`:
+//!   opening a machine from them.
 //! - `sim`: [`Sim`] and its per-process state, the checks every call shares.
-//! - `entries`: the process-local notify and stream handle tables and the per-stream pins.
+//! - `entries`: the process-local notify and stream handle entries; `pin`: the per-stream pins
+//!   of a notify; `lookup`: finding a handle's entry.
 //! - `ipc_policy`: whitelists and the checks of an import.
-//! - `job`: what a stream runs (`SimJob`) and how it is queued; `waiters`: the hot path of a
-//!   stream's records and waits (adaptive spin, prefetch, the slow wait).
+//! - `job`: what a stream runs (`SimJob`); `enqueue`: how it is queued; `blocked`: what a
+//!   stream's blocked task is doing; `waiters`: the hot path of a stream's records and waits
+//!   (adaptive spin, prefetch, the slow wait).
+//! - `spin`: how long a wait may spin, given the load; `placement`: a worker the kernel put
+//!   on a crowded CPU moves itself ([`StreamCpus::Adaptive`]).
+//! - `cnt`, `event`, `mem`: count notifies, events and device memory, each its state below and
+//!   its `Sim` calls in a submodule (`cnt::sim`, `event::sim`, the files of `mem`).
 //! - `traits`: the core's backend traits implemented for [`Sim`].
+//!
+//! Imports run one way: the shared-memory layer (`sys`, `mapfile`, `shm`, `stream`, …) knows
+//! nothing of `Sim`; the per-process state (`entries`, `job`, `cnt`, `mem::state`, …) knows
+//! nothing of `Sim` either; `sim` holds them; the modules that add methods to `Sim` sit above
+//! it. `tests/module_graph.rs` checks that no chain of imports comes back to where it started.
 //!
 //! # Limits and costs
 //!
@@ -56,10 +68,12 @@
 //!   the child (a drop would wait for them for ever) and its locks may be held by threads that
 //!   are gone. `std::mem::forget` it, or exit without dropping it.
 
+mod blocked;
 pub mod cluster;
 pub mod cnt;
 mod config;
 mod diag;
+mod enqueue;
 mod entries;
 mod error;
 mod event;
@@ -68,9 +82,14 @@ pub mod inspect;
 mod ipc_event;
 mod ipc_policy;
 mod job;
+mod locks;
+mod lookup;
 mod lost;
 mod mapfile;
 pub mod mem;
+mod open;
+mod pin;
+mod placement;
 mod repair;
 mod ring;
 pub mod shm;

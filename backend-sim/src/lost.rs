@@ -81,7 +81,7 @@ impl Sim {
         if let Err(e) = self.inner.file.intact() {
             return Some(e);
         }
-        let remote = crate::sim::lock(&self.inner.remote);
+        let remote = crate::locks::lock(&self.inner.remote);
         if let Some(e) = remote.values().find_map(|f| f.intact().err()) {
             return Some(e);
         }

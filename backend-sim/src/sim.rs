@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU32;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use acl_notify_core::{BackendError, Chip, Error, Feature, Op, RawNotify, Soc, StreamDestroy};
@@ -12,10 +12,12 @@ use acl_notify_handles::Slab;
 use crate::MergedRecords;
 use crate::config::check_namespace;
 use crate::entries::{NotifyEntry, StreamEntry};
-use crate::error::SimError;
+use crate::error::{SimError, err};
 use crate::job::SimStream;
+use crate::locks::{lock, write};
+use crate::mem::state::MemState;
 use crate::shm::{GcReport, ShmFile, SlotRef};
-use crate::{cluster, cnt, event, mapfile, mem, waitgraph};
+use crate::{cluster, cnt, event, mapfile, waitgraph};
 
 /// A process's connection to one simulated machine (a namespace). `Send + Sync`; clones share
 /// the connection. Dropping the last clone discards its streams' queued tasks and drops its
@@ -52,13 +54,15 @@ pub(crate) struct Inner {
     /// CPUs handed to new stream workers in turn (empty: the kernel places them).
     pub(crate) cpus: Vec<usize>,
     pub(crate) cpu_seq: AtomicU32,
+    /// The kernel places the workers and they move when crowded ([`StreamCpus::Adaptive`]).
+    pub(crate) adaptive_cpus: bool,
     /// Bound on waiting for room in a full stream queue (`None`: for ever).
     pub(crate) enqueue_timeout: Option<Duration>,
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
     /// handles.
     pub(crate) cnt: cnt::CntState,
     /// Device memory: the device files this process mapped and its allocations.
-    pub(crate) mem: mem::MemState,
+    pub(crate) mem: MemState,
     /// Events (`event`): this process's handles and per-device id pools.
     pub(crate) events: event::EventState,
     /// The namespace's wait-for graph (`None` if its file could not be opened: streams are
@@ -96,22 +100,6 @@ impl Drop for Inner {
         self.mem.clear(self.pid);
         self.events.clear();
     }
-}
-
-pub(crate) fn read<T>(l: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(crate) fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
-    l.write().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-pub(crate) fn err(kind: Error, msg: impl Into<String>) -> SimError {
-    SimError::new(kind, msg)
 }
 
 /// Removes a namespace's shared files when dropped (see [`Sim::remove_namespace`]): for tests
@@ -196,6 +184,11 @@ impl Sim {
             let Some(n) = next(i) else {
                 break;
             };
+            // A notify of another host (cluster mode) is reset through the cluster.
+            if let Some(r) = self.reset_remote(n, i) {
+                r?;
+                continue;
+            }
             let v = self
                 .notify(n)
                 .map_err(|e| err(e.kind(), format!("element {i}: {}", e.message())))?;

@@ -84,6 +84,8 @@ pub(crate) struct Spinner<'a> {
     counted: Cell<Option<&'a AtomicU32>>,
     /// Told to stop spinning (over budget, or a yield lost the CPU).
     stopped: Cell<bool>,
+    /// A yield of this wait gave the CPU to another thread.
+    lost_cpu: Cell<bool>,
 }
 
 impl<'a> Spinner<'a> {
@@ -92,6 +94,7 @@ impl<'a> Spinner<'a> {
         Spinner {
             counted: Cell::new(None),
             stopped: Cell::new(false),
+            lost_cpu: Cell::new(false),
         }
     }
 
@@ -121,8 +124,14 @@ impl<'a> Spinner<'a> {
         let t = Instant::now();
         std::thread::yield_now();
         if t.elapsed() >= YIELD_LOST_CPU {
+            self.lost_cpu.set(true);
             self.stop();
         }
+    }
+
+    /// Whether a yield of this wait gave the CPU to another thread.
+    pub(crate) fn lost_cpu(&self) -> bool {
+        self.lost_cpu.get()
     }
 
     /// Whether the wait should go on spinning.

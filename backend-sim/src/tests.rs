@@ -12,11 +12,12 @@ use acl_notify_core::{
     StreamStatus, SyncWait, Timeout,
 };
 
+use crate::blocked::Blocked;
 use crate::config::{ENV_ENQUEUE_TIMEOUT, MAX_CPU, STREAM_CAPACITY, SimBuilder, StreamCpus};
 use crate::entries::PINS;
 use crate::error::SimError;
-use crate::job::Blocked;
-use crate::sim::{Sim, lock};
+use crate::locks::lock;
+use crate::sim::Sim;
 #[cfg(target_arch = "x86_64")]
 use crate::waiters::has_prefetchw;
 use crate::waiters::{AdaptiveWaiter, MAX_SPIN_NS, SPIN_NS, next_spin, prefetch_for_write};
@@ -489,6 +490,8 @@ fn prefetchw_is_used_exactly_when_the_cpu_has_it() {
 #[test]
 fn stream_cpus_parse_and_say_what_is_wrong() {
     assert_eq!(StreamCpus::parse("off"), Ok(StreamCpus::Scheduler));
+    assert_eq!(StreamCpus::parse("auto"), Ok(StreamCpus::Adaptive));
+    assert_eq!(StreamCpus::default(), StreamCpus::Adaptive);
     assert_eq!(StreamCpus::parse(" spread "), Ok(StreamCpus::Spread));
     assert_eq!(
         StreamCpus::parse("3,0-2"),

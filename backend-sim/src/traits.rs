@@ -14,9 +14,11 @@ use acl_notify_core::{
 
 use crate::entries::{NotifyEntry, StreamEntry, bad_notify, bad_stream};
 use crate::error::SimError;
+use crate::error::err;
 use crate::job::SimJob;
+use crate::locks::{lock, write};
 use crate::shm::{CreateError, SlotRef};
-use crate::sim::{Sim, err, lock, write};
+use crate::sim::Sim;
 use crate::waiters::{slot_wait, wait_outcome_error};
 use crate::{diag, sys, trace};
 

@@ -11,11 +11,11 @@ use std::time::Duration;
 use acl_notify_core::Error;
 use acl_notify_core::table::{self, WaitArgs, WaitOutcome, Waiter};
 
-use crate::entries::StreamPin;
+use crate::blocked::Blocked;
 use crate::error::SimError;
-use crate::job::Blocked;
+use crate::error::err;
+use crate::pin::StreamPin;
 use crate::shm::{ShmFile, SimWaiter, SlotRef};
-use crate::sim::err;
 use crate::stream::TaskCtx;
 use crate::{diag, spin, waitgraph};
 
@@ -368,6 +368,11 @@ pub(crate) fn wait_slow(
         },
     );
     hint.set(w.next_spin());
+    if w.spinner.lost_cpu() && w.slept_at.get() == 0 && matches!(out, Ok(WaitOutcome::Consumed)) {
+        // The record came while this wait had given its CPU away, before it slept: the
+        // recorder most likely ran on this very CPU (see `placement`).
+        crate::placement::crowded();
+    }
     if hook.take().is_none() {
         ctx.set_blocked_on(0);
     }

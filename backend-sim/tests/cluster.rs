@@ -6,7 +6,7 @@
 //! with inter-server whitelists, nothing lost (each remote record releases exactly one wait),
 //! a non-whitelisted importer (207006), a server id claimed by two hosts, a ring across 2
 //! hosts × 4 ranks, and the faults: an etcd member killed, a host's processes SIGKILLed, the
-//! whole cluster unreachable. IPC memory across hosts: data checked both ways and ordered by
+//! whole cluster unreachable or silent (leaving it takes one bound). IPC memory across hosts: data checked both ways and ordered by
 //! notifies, refusals (whitelist, ranges, kinds), an owner that freed its memory or died.
 
 use std::io::{BufRead, BufReader, Write};
@@ -73,6 +73,10 @@ fn main() {
             an_unreachable_cluster_fails_in_bounded_time,
         ),
         (
+            "leaving_a_silent_cluster_takes_one_bound",
+            leaving_a_silent_cluster_takes_one_bound,
+        ),
+        (
             "after_an_outage_of_the_whole_cluster_work_goes_on",
             after_an_outage_of_the_whole_cluster_work_goes_on,
         ),
@@ -87,6 +91,10 @@ fn main() {
         (
             "remote_importers_keep_the_owner_s_notify_alive",
             remote_importers_keep_the_owner_s_notify_alive,
+        ),
+        (
+            "a_batch_reset_crosses_hosts_in_order_with_records",
+            a_batch_reset_crosses_hosts_in_order_with_records,
         ),
         (
             "memory_across_hosts_both_ways_ordered_by_notifies",
@@ -237,6 +245,12 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             Ok(t.elapsed().as_millis().to_string())
         }
         "consume" => Ok(sim.try_consume(n(1)?)?.to_string()),
+        // breset H...: aclrtNotifyBatchReset of the handles.
+        "breset" => {
+            let hs = (1..w.len()).map(n).collect::<SimResult<Vec<_>>>()?;
+            sim.batch_reset(&hs)?;
+            Ok(String::new())
+        }
         // ring OWN NEXT DEV ROUNDS FIRST: ROUNDS times wait on OWN then record NEXT (the first
         // rank records first), all queued on one stream, then synchronized; µs per round.
         "ring" => {
@@ -950,6 +964,36 @@ fn an_unreachable_cluster_fails_in_bounded_time(_: &Arc<EtcdCluster>) -> Result<
     Ok(())
 }
 
+/// Every member stopped (SIGSTOP: connections accepted, nothing answered, as a hung or
+/// partitioned cluster): leaving it (aclFinalize: the `Sim` dropped) ends within one client
+/// bound (3 s), whatever the process's threads were doing — the owner's record watch and
+/// lease keeper, the importer's keeper — not one bound after another.
+fn leaving_a_silent_cluster_takes_one_bound(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let mut c = EtcdCluster::start(3)?;
+    let url = c.url(&pod("silent"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, _h, ih) = pair(&a, &b)?;
+    importer.ok(&format!("record {ih} 3"))?;
+    c.pause_all(true);
+    // Let the keepers start a renewal that hangs (every third of the 2 s TTL).
+    std::thread::sleep(Duration::from_millis(800));
+    let mut took = Vec::new();
+    for (who, agent) in [("owner", &mut owner), ("importer", &mut importer)] {
+        let t = Instant::now();
+        let r = agent.ask("dropsim");
+        took.push((who, t.elapsed(), r));
+    }
+    c.pause_all(false);
+    for (who, t, r) in took {
+        eprintln!("{who} left the silent cluster in {t:?}");
+        r.map_err(|e| format!("{who}: dropsim: {e}"))?;
+        check(t < Duration::from_millis(4500), || {
+            format!("the {who}'s teardown took {t:?} (one bound is 3 s)")
+        })?;
+    }
+    Ok(())
+}
+
 /// Every member killed for twice the TTL, then restarted on its data: the leases held (etcd
 /// renews them when a leader is elected), the owner's watch reconnects, and records flow again.
 fn after_an_outage_of_the_whole_cluster_work_goes_on(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
@@ -1253,5 +1297,42 @@ fn memory_of_a_freed_or_dead_owner_fails_clearly(c: &Arc<EtcdCluster>) -> Result
         "copies fail as the owner's death after {:?} (TTL {TTL} s)",
         t.elapsed()
     );
+    Ok(())
+}
+
+/// SPEC §3: on Ascend910_93 a batch reset takes imported notifies like any other; across
+/// hosts too. The importer records the owner's notify, then resets it (with a local notify of
+/// its own in the same batch), then records a second notify of the owner: once the owner has
+/// seen that one, the first is clear (the reset landed after the record and before the
+/// second record), and the local one is clear too.
+fn a_batch_reset_crosses_hosts_in_order_with_records(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let url = c.url(&pod("reset"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    let h2 = owner.ok("create 2")?;
+    let key2 = owner.ok(&format!("export {h2}"))?;
+    owner.ok(&format!("allow {h2} 1 {}", importer.pid))?;
+    let ih2 = importer.ok(&format!("import 3 {key2}"))?;
+    let local = importer.ok("create 3")?;
+    importer.ok(&format!("record {local} 3"))?;
+    for round in 0..3 {
+        importer.ok(&format!("record {ih} 3"))?;
+        importer.ok(&format!("breset {local} {ih}"))?;
+        importer.ok(&format!("record {ih2} 3"))?;
+        owner.ok(&format!("hwait {h2} 10000"))?;
+        let r = owner.ask(&format!("hwait {h} 200"));
+        check(code_of(&r) == Some(107019), || {
+            format!("round {round}: the owner's notify was still set after the reset: {r:?}")
+        })?;
+    }
+    let left = importer.ok(&format!("consume {local}"))?;
+    check(left == "false", || {
+        "the local notify of the batch was not reset".into()
+    })?;
+    // Without a reset the record stays: the test can tell.
+    importer.ok(&format!("record {ih} 3"))?;
+    importer.ok(&format!("record {ih2} 3"))?;
+    owner.ok(&format!("hwait {h2} 10000"))?;
+    owner.ok(&format!("hwait {h} 200"))?;
     Ok(())
 }

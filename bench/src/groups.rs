@@ -15,7 +15,7 @@ use crate::copy;
 use crate::enqueue;
 use crate::handoff;
 use crate::harness::{Better, Group, Iters, Kind, Variant};
-use crate::notify::{self, Feed, Loop, WakeFrom};
+use crate::notify::{self, Feed, Loop, WakeFrom, Workers};
 use crate::pingpong::{self, Mech};
 use crate::pipeline;
 use crate::poolbench;
@@ -189,7 +189,7 @@ fn xproc(ctx: &Ctx) -> Group {
     let mut v = vec![
         ctx.sim_variant(rows::XPROC, scaled(512, 500_000), || {
             Ok(Box::new(move |n| {
-                notify::xproc_sample(&ns2, n, Feed::Concurrent, Place::Kernel)
+                notify::xproc_sample(&ns2, n, Feed::Concurrent, Workers::Default)
             }))
         }),
         ctx.sim_variant_kind(
@@ -198,7 +198,7 @@ fn xproc(ctx: &Ctx) -> Group {
             scaled(512, 500_000),
             || {
                 Ok(Box::new(move |n| {
-                    notify::xproc_sample(&ns, n, Feed::Prefilled, Place::Spread)
+                    notify::xproc_sample(&ns, n, Feed::Prefilled, Workers::Placed(Place::Spread))
                 }))
             },
         ),
@@ -208,7 +208,7 @@ fn xproc(ctx: &Ctx) -> Group {
             scaled(512, 500_000),
             || {
                 Ok(Box::new(move |n| {
-                    notify::xproc_sample(&ns1, n, Feed::Prefilled, Place::Kernel)
+                    notify::xproc_sample(&ns1, n, Feed::Prefilled, Workers::Placed(Place::Kernel))
                 }))
             },
         ),
@@ -257,7 +257,7 @@ fn inproc(ctx: &Ctx) -> Group {
     let ns4 = ctx.ns.clone();
     let mut v = vec![
         ctx.sim_variant(rows::INPROC, scaled(512, 500_000), || {
-            let mut c = notify::InProc::new(&ns3, Place::Kernel)?;
+            let mut c = notify::InProc::new(&ns3, Workers::Default)?;
             Ok(Box::new(move |n| c.sample(n, Loop::Pair)))
         }),
         ctx.sim_variant_kind(
@@ -265,7 +265,7 @@ fn inproc(ctx: &Ctx) -> Group {
             Kind::Info,
             scaled(512, 500_000),
             || {
-                let mut c = notify::InProc::new(&ns, Place::Spread)?;
+                let mut c = notify::InProc::new(&ns, Workers::Placed(Place::Spread))?;
                 Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
             },
         ),
@@ -274,7 +274,7 @@ fn inproc(ctx: &Ctx) -> Group {
             Kind::Info,
             scaled(512, 500_000),
             || {
-                let mut c = notify::InProc::new(&ns1, Place::Kernel)?;
+                let mut c = notify::InProc::new(&ns1, Workers::Placed(Place::Kernel))?;
                 Ok(Box::new(move |n| c.sample(n, Loop::Prefilled)))
             },
         ),
@@ -283,7 +283,7 @@ fn inproc(ctx: &Ctx) -> Group {
             Kind::Info,
             scaled(512, 2_000_000),
             || {
-                let mut c = notify::InProc::new(&ns4, Place::Kernel)?;
+                let mut c = notify::InProc::new(&ns4, Workers::Placed(Place::Kernel))?;
                 Ok(Box::new(move |n| c.sample(n, Loop::OneStreamPrefilled)))
             },
         ),
@@ -292,7 +292,7 @@ fn inproc(ctx: &Ctx) -> Group {
             Kind::Info,
             scaled(256, 2_000_000),
             || {
-                let mut c = notify::InProc::new(&ns2, Place::Kernel)?;
+                let mut c = notify::InProc::new(&ns2, Workers::Placed(Place::Kernel))?;
                 Ok(Box::new(move |n| c.sample(n, Loop::OneStream)))
             },
         ),
@@ -606,7 +606,7 @@ fn handoff(ctx: &Ctx) -> Group {
     let ns2 = ctx.ns.clone();
     let v = vec![
         ctx.sim_variant(rows::HANDOFF, scaled(512, 2_000_000), || {
-            let mut h = notify::Handoff::new(&ns2, handoff::SLOTS, Place::Kernel)?;
+            let mut h = notify::Handoff::new(&ns2, handoff::SLOTS, Workers::Default)?;
             Ok(Box::new(move |n| h.sample(n, Feed::Concurrent)))
         }),
         ctx.sim_variant_kind(
@@ -614,7 +614,8 @@ fn handoff(ctx: &Ctx) -> Group {
             Kind::Info,
             scaled(512, 2_000_000),
             || {
-                let mut h = notify::Handoff::new(&ns, handoff::SLOTS, Place::Spread)?;
+                let mut h =
+                    notify::Handoff::new(&ns, handoff::SLOTS, Workers::Placed(Place::Spread))?;
                 Ok(Box::new(move |n| h.sample(n, Feed::Prefilled)))
             },
         ),
@@ -623,7 +624,8 @@ fn handoff(ctx: &Ctx) -> Group {
             Kind::Info,
             scaled(512, 2_000_000),
             || {
-                let mut h = notify::Handoff::new(&ns1, handoff::SLOTS, Place::Kernel)?;
+                let mut h =
+                    notify::Handoff::new(&ns1, handoff::SLOTS, Workers::Placed(Place::Kernel))?;
                 Ok(Box::new(move |n| h.sample(n, Feed::Prefilled)))
             },
         ),

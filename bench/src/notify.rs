@@ -42,15 +42,40 @@ pub(crate) fn e2s(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// Opens the simulator on namespace `ns`.
+/// Opens the simulator on namespace `ns`, the kernel alone placing the stream workers.
 pub fn open(ns: &str, soc: Soc) -> Result<Sim, String> {
-    open_placed(ns, soc, Place::Kernel)
+    open_placed(ns, soc, Workers::Placed(Place::Kernel))
 }
 
-/// Opens the simulator on namespace `ns`, its stream workers placed by `place` (the `i`-th
-/// stream this `Sim` creates on the `i`-th CPU in turn, as [`Place::cpu`] places a baseline's
-/// threads).
-pub fn open_placed(ns: &str, soc: Soc, place: Place) -> Result<Sim, String> {
+/// Where a case's stream workers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workers {
+    /// Where the simulator's defaults put them (no setting: `StreamCpus::Adaptive`).
+    Default,
+    /// As a baseline's threads: `Place::Kernel` leaves them to the kernel alone
+    /// (`StreamCpus::Scheduler`, the `kernel-placed` info rows), `Place::Spread` gives each a
+    /// CPU of its own.
+    Placed(Place),
+}
+
+impl Workers {
+    /// The CPU of a process's streams in the cross-process case (`i`: 0 for A, 1 for B).
+    fn cpu(self, i: usize) -> Option<usize> {
+        match self {
+            Workers::Default => None,
+            Workers::Placed(p) => p.cpu(i),
+        }
+    }
+}
+
+/// Opens the simulator on namespace `ns`, its stream workers placed by `workers` (placed
+/// ones: the `i`-th stream this `Sim` creates on the `i`-th CPU in turn, as [`Place::cpu`]
+/// places a baseline's threads).
+pub fn open_placed(ns: &str, soc: Soc, workers: Workers) -> Result<Sim, String> {
+    let place = match workers {
+        Workers::Default => return open_default(ns, soc),
+        Workers::Placed(p) => p,
+    };
     place.usable()?;
     open_with(
         ns,
@@ -83,7 +108,7 @@ pub fn open_default(ns: &str, soc: Soc) -> Result<Sim, String> {
         .map_err(|e| format!("Sim::open({ns}): {e}"))
 }
 
-/// A process's streams all on `cpu` (or placed by the kernel).
+/// A process's streams all on `cpu` (or placed by the kernel alone).
 fn on_cpu(cpu: Option<usize>) -> StreamCpus {
     cpu.map_or(StreamCpus::Scheduler, |c| StreamCpus::List(vec![c]))
 }
@@ -290,8 +315,8 @@ const BATCH_WARMUP: u64 = 16;
 
 impl InProc {
     /// Sets up streams and notifies on `ns`.
-    pub fn new(ns: &str, place: Place) -> Result<InProc, String> {
-        let sim = open_placed(ns, Soc::Ascend910B, place)?;
+    pub fn new(ns: &str, workers: Workers) -> Result<InProc, String> {
+        let sim = open_placed(ns, Soc::Ascend910B, workers)?;
         let mut s = [RawStream(0); 2];
         for x in &mut s {
             *x = sim.create_stream(DEV).map_err(e2s)?;
@@ -545,13 +570,18 @@ impl Feed {
 
 /// One cross-process sample: this process (A) and a child (B) each own a notify and import
 /// the other's; A records B's then waits on its own, B the reverse. ns per round trip.
-pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f64, String> {
+pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, workers: Workers) -> Result<f64, String> {
     let rounds = match feed {
         Feed::Prefilled => iters.div_ceil(BATCH).max(1),
         Feed::Concurrent => iters.div_ceil(CHUNK).max(1),
     };
-    place.usable()?;
-    let sim = open_with(ns, Soc::Ascend910B, on_cpu(place.cpu(0)))?;
+    let sim = match workers {
+        Workers::Default => open_default(ns, Soc::Ascend910B)?,
+        Workers::Placed(place) => {
+            place.usable()?;
+            open_with(ns, Soc::Ascend910B, on_cpu(place.cpu(0)))?
+        }
+    };
     let shm = Shm::create("acl-notify-bench-xproc", 4096)?;
     sys::inheritable(shm.fd()).map_err(e2s)?;
     let sh: &XShared = shm.get();
@@ -572,8 +602,11 @@ pub fn xproc_sample(ns: &str, iters: u64, feed: Feed, place: Place) -> Result<f6
             "--feed".into(),
             feed.name().into(),
         ];
-        if let Some(c) = place.cpu(1) {
+        if let Some(c) = workers.cpu(1) {
             args.extend(["--cpu".into(), c.to_string()]);
+        }
+        if workers == Workers::Default {
+            args.extend(["--workers".into(), "default".into()]);
         }
         let mut child = Child::spawn("notify-peer", &args, &[])?;
         let pid = child.pid();
@@ -679,7 +712,12 @@ pub fn peer_main(args: &RoleArgs) -> Result<String, String> {
         e
     };
     let cpu = args.opt_num("cpu").map_err(fail)?;
-    let sim = open_with(ns, Soc::Ascend910B, on_cpu(cpu)).map_err(fail)?;
+    let sim = if args.get("workers").ok() == Some("default") {
+        open_default(ns, Soc::Ascend910B)
+    } else {
+        open_with(ns, Soc::Ascend910B, on_cpu(cpu))
+    }
+    .map_err(fail)?;
     let nb = sim
         .create_notify(DEV, CreateFlags::empty())
         .map_err(|e| fail(e2s(e)))?;
@@ -855,8 +893,8 @@ pub struct Handoff {
 
 impl Handoff {
     /// `slots` pairs of notifies, two streams.
-    pub fn new(ns: &str, slots: usize, place: Place) -> Result<Handoff, String> {
-        let sim = open_placed(ns, Soc::Ascend910B, place)?;
+    pub fn new(ns: &str, slots: usize, workers: Workers) -> Result<Handoff, String> {
+        let sim = open_placed(ns, Soc::Ascend910B, workers)?;
         let p = sim.create_stream(DEV).map_err(e2s)?;
         let c = sim.create_stream(DEV).map_err(e2s)?;
         let mut full = Vec::new();

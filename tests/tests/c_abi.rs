@@ -781,6 +781,13 @@ fn superpod_ring_across_two_hosts() {
             report(&o)
         );
     }
+    // The token carried a message each round, through device memory of the next rank (two
+    // of the eight hops through etcd), and rank 0 got every one back intact.
+    assert!(
+        o[0].stdout.contains("RING DATA OK 30 messages"),
+        "{}",
+        report(&o)
+    );
     // Each host mapped its own server's file only.
     for (h, s) in hosts.iter().enumerate() {
         let other = 1 - h;

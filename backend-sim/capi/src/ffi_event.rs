@@ -1,7 +1,7 @@
 //! The exported C functions for events, contexts, stream modes, device synchronize and the
 //! last-error queries (`acl/acl_rt.h`). As in [`crate::ffi`]: the NULL checks CANN's ACL layer
 //! makes come first (100000; hicann/runtime `src/acl/aclrt_impl/event.cpp`, `context.cpp`,
-//! `stream.cpp`), then the runtime's, in `crate::event` and `crate::context`.
+//! `stream.cpp`), then the runtime's, in `runtime::event` and `runtime::context`.
 #![allow(non_camel_case_types)]
 
 use std::ffi::c_void;
@@ -10,8 +10,8 @@ use acl_notify_core::event::IpcEventHandle;
 use acl_notify_core::{Error, Timeout};
 
 use crate::errmsg::{self, CallError, null_arg, param};
-use crate::event::sync_timeout;
 use crate::ffi::{aclError, aclrtStream, api, handle, to_ptr};
+use crate::runtime::event::sync_timeout;
 use crate::session::runtime;
 
 /// `aclrtEvent`.

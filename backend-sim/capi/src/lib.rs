@@ -30,9 +30,7 @@
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
-mod context;
 mod errmsg;
-mod event;
 pub mod ffi;
 pub mod ffi_event;
 mod handle;

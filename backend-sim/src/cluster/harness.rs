@@ -279,6 +279,18 @@ impl EtcdCluster {
         }
     }
 
+    /// Stops (`SIGSTOP`) or continues (`SIGCONT`) every member: stopped, a member accepts
+    /// connections (the kernel does) and answers nothing, as a hung or partitioned one.
+    pub fn pause_all(&mut self, pause: bool) {
+        let sig = if pause { libc::SIGSTOP } else { libc::SIGCONT };
+        for m in &self.members {
+            if let Some(c) = &m.child {
+                // SAFETY: signalling a child this harness started and has not reaped.
+                unsafe { libc::kill(c.id() as i32, sig) };
+            }
+        }
+    }
+
     /// Kills every member.
     pub fn kill_all(&mut self) {
         for i in 0..self.members.len() {

@@ -34,8 +34,9 @@ use serde_json::{Value, json};
 use super::etcd::{Cmp, Event, Op};
 use super::{Cluster, Shared, ipc};
 use crate::SimError;
+use crate::error::err;
+use crate::locks::{lock, read, write};
 use crate::mem::remote::{Reservation, SharedRange};
-use crate::sim::{err, lock, read, write};
 
 /// Bytes of memory one etcd value carries (a write's data, a read's answer). etcd refuses a
 /// request larger than its `--max-request-bytes` (1.5 MiB by default); the gateway carries

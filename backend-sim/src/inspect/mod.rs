@@ -32,6 +32,7 @@
 //! to `read` (or a module of its own) and a section to each renderer.
 
 mod json;
+pub(crate) mod liveness;
 mod procscan;
 mod read;
 #[cfg(test)]
@@ -39,62 +40,13 @@ mod tests;
 mod text;
 
 pub use json::json_str;
+pub use liveness::{Liveness, WhitelistSnap};
 pub use read::{namespaces, notify_file_path, snapshot};
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use acl_notify_core::{CreateFlags, Soc};
-
-use crate::sys;
-
-/// Whether a process is alive.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Liveness {
-    /// Running (and, where its start time is known, the same process, not a recycled PID).
-    Alive,
-    /// Gone (or its PID now belongs to another process).
-    Dead,
-    /// Gone after it ended normally (`exit()`, a return from `main`, or its last `Sim` of the
-    /// namespace dropped), as it noted in the wait-for graph's process records.
-    Exited,
-    /// Cannot be told from here (a process on another SuperPod server).
-    Unknown,
-}
-
-impl Liveness {
-    fn of(pid: i32, start_time: u64) -> Liveness {
-        if sys::pid_alive(pid, start_time) {
-            Liveness::Alive
-        } else {
-            Liveness::Dead
-        }
-    }
-
-    /// A whitelist entry's process (`identity` as `sys::process_identity` made it).
-    fn of_entry(pid: i32, identity: u64) -> Liveness {
-        if sys::identity_alive(pid, identity) {
-            Liveness::Alive
-        } else {
-            Liveness::Dead
-        }
-    }
-
-    /// Not running any more, whether it exited normally or died.
-    pub fn is_gone(self) -> bool {
-        matches!(self, Liveness::Dead | Liveness::Exited)
-    }
-
-    /// `"alive"`, `"dead"`, `"exited"` or `"unknown"`.
-    pub fn word(self) -> &'static str {
-        match self {
-            Liveness::Alive => "alive",
-            Liveness::Dead => "dead",
-            Liveness::Exited => "exited",
-            Liveness::Unknown => "unknown",
-        }
-    }
-}
 
 /// A process as the machine knows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,17 +122,6 @@ impl ExportSnap {
             ExportSnap::Corrupt => "corrupt export state",
         }
     }
-}
-
-/// One whitelist entry.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WhitelistSnap {
-    /// SuperPod server.
-    pub server: u32,
-    /// Process id.
-    pub pid: i32,
-    /// Whether it runs (unknown on another server).
-    pub alive: Liveness,
 }
 
 /// The last record of a notify.

@@ -4,8 +4,8 @@ use super::*;
 use acl_notify_core::table::SlotState;
 
 use super::read::open_notify_file;
-use crate::Sim;
 use crate::mapfile::PAGE;
+use crate::{Sim, sys};
 use acl_notify_core::{CntNotifyOps, CntRecord, ExportFlags, NotifyResources, StreamOps, Timeout};
 
 use crate::NamespaceGuard as Ns;

@@ -754,7 +754,7 @@ impl MemFileView {
         let capacity = field(std::mem::offset_of!(Header, capacity), 8);
         let server = field(std::mem::offset_of!(Header, server), 4) as u32;
         let device = field(std::mem::offset_of!(Header, device), 4) as u32;
-        super::check_capacity(capacity).map_err(|why| KIND.bad_file(path, why))?;
+        super::capacity::check_capacity(capacity).map_err(|why| KIND.bad_file(path, why))?;
         let layout = Layout::new(capacity);
         let open = Open {
             path,

@@ -16,7 +16,7 @@ use acl_notify_core::slot::{ExportState, SlotState};
 
 use super::file::{MAX_ALLOCS, MemFileView, owner_of};
 use crate::error::SimError;
-use crate::inspect::{Liveness, WhitelistSnap};
+use crate::inspect::liveness::{Liveness, WhitelistSnap};
 use crate::shm::{FILE_PREFIX, SHM_DIR};
 use crate::sys;
 

@@ -27,6 +27,7 @@
 //! caller's contract says.
 
 mod backend;
+pub(crate) mod capacity;
 pub(crate) mod file;
 pub mod half;
 pub mod inspect;
@@ -34,64 +35,26 @@ pub mod ipc;
 mod queued;
 pub mod reduce;
 pub(crate) mod remote;
+pub(crate) mod state;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError};
 
-use acl_notify_core::key::ExportKey;
 use acl_notify_core::{BackendError as _, Error, RawStream};
 
+use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;
+use crate::locks::lock;
 use crate::stream::TaskCtx;
-use crate::{Sim, sys};
 use file::MemFile;
 use queued::QueuedSide;
 
+pub(crate) use capacity::check_capacity;
+pub use capacity::{DEFAULT_DEVICE_MEMORY, parse_size};
+pub(crate) use state::{Alloc, HOST_ALIGN, MemState};
+
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
-
-/// Device memory per device when [`crate::ENV_DEVICE_MEMORY`] is not set: 32 GiB. Costs
-/// address space only until allocated (the file is sparse, the reservation `PROT_NONE`).
-pub const DEFAULT_DEVICE_MEMORY: u64 = 32 << 30;
-
-/// Parses a size: a number of bytes with an optional binary suffix `K`, `M`, `G` or `T`
-/// (`16G`, `512M`, `1048576`).
-pub fn parse_size(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (num, shift) = match t.char_indices().last() {
-        Some((i, c)) if c.is_ascii_alphabetic() => {
-            let shift = match c.to_ascii_uppercase() {
-                'K' => 10,
-                'M' => 20,
-                'G' => 30,
-                'T' => 40,
-                _ => return Err(format!("unknown suffix {c:?}; expected K, M, G or T")),
-            };
-            (&t[..i], shift)
-        }
-        _ => (t, 0),
-    };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| "not a size (bytes, or a number with K, M, G or T)".to_owned())?;
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| "too large".to_owned())
-        .and_then(|n| check_capacity(n).map(|()| n))
-}
-
-/// Refuses a device memory size below 1 MiB or above 1 TiB (the address space each process
-/// reserves per device it uses).
-pub(crate) fn check_capacity(bytes: u64) -> Result<(), String> {
-    if !(1 << 20..=1 << 40).contains(&bytes) {
-        return Err(format!(
-            "{bytes} bytes of device memory; expected 1 MiB to 1 TiB"
-        ));
-    }
-    Ok(())
-}
 
 /// How many of this process's frees are remembered, to say "freed" rather than "never
 /// allocated" about a stale pointer.
@@ -149,51 +112,6 @@ pub enum MemcpyKind {
     Default,
 }
 
-/// One allocation this process may touch: its own, or one it imported.
-#[derive(Clone, Debug)]
-pub(crate) struct Alloc {
-    pub(crate) file: Arc<MemFile>,
-    pub(crate) id: u32,
-    pub(crate) generation: u32,
-    pub(crate) size: u64,
-    /// Imported through IPC (else owned).
-    pub(crate) imported: bool,
-    /// The device this process uses it on: the owner's own, or the one it was imported onto.
-    pub(crate) used_on: u32,
-}
-
-impl Alloc {
-    /// Imported onto another device than the one the memory is on.
-    fn cross_device(&self) -> bool {
-        self.imported && self.used_on != self.file.device()
-    }
-}
-
-impl Alloc {
-    /// An import whose owner has freed it (this incarnation, still orphaned).
-    fn owner_freed(&self) -> bool {
-        self.imported
-            && self
-                .file
-                .slot(self.id)
-                .is_some_and(|s| s.holds(self.generation) && s.sync.owner_freed.load(SeqCst) != 0)
-    }
-
-    /// Whether the shared slot is still this incarnation, as this process holds it. An
-    /// importer holds it while it is live, and after its owner died (until the importer
-    /// closes), but not after its owner freed it (SPEC §8: an importer's use after the
-    /// owner's free is an error).
-    fn current(&self) -> bool {
-        self.file.slot(self.id).is_some_and(|s| {
-            if self.imported {
-                s.holds(self.generation) && s.sync.owner_freed.load(SeqCst) == 0
-            } else {
-                s.is_live(self.generation)
-            }
-        })
-    }
-}
-
 /// A checked device range: arena offset `off` of `file`, `len` bytes, inside `alloc`.
 #[derive(Clone, Debug)]
 pub(crate) struct DevRange {
@@ -239,81 +157,6 @@ impl Side {
             Side::Host(a) => std::ptr::with_exposed_provenance_mut(*a),
             Side::Device(r) => r.ptr(),
         }
-    }
-}
-
-/// This process's device memory of one [`Sim`]: the files it mapped and the allocations it
-/// may touch.
-#[derive(Debug)]
-pub(crate) struct MemState {
-    capacity: u64,
-    files: Mutex<HashMap<(u32, u32), Arc<MemFile>>>,
-    /// By device address.
-    allocs: RwLock<BTreeMap<usize, Alloc>>,
-    /// Recently freed (address, size, device), newest last.
-    freed: Mutex<VecDeque<(usize, u64, u32)>>,
-    /// `aclrtMallocHost` allocations: address → layout size.
-    host: Mutex<HashMap<usize, usize>>,
-    /// IPC imports of this process: key → device address.
-    imports: Mutex<HashMap<ExportKey, usize>>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-impl MemState {
-    pub(crate) fn new(capacity: u64) -> MemState {
-        MemState {
-            capacity,
-            files: Mutex::new(HashMap::new()),
-            allocs: RwLock::new(BTreeMap::new()),
-            freed: Mutex::new(VecDeque::new()),
-            host: Mutex::new(HashMap::new()),
-            imports: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Frees what this process owns and closes what it imported (the session ends).
-    pub(crate) fn clear(&self, pid: i32) {
-        if sys::getpid() != pid {
-            return;
-        }
-        lock(&self.imports).clear();
-        let allocs =
-            std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
-        let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
-        for a in allocs.into_values() {
-            if let Ok(l) = a.file.lock() {
-                if a.imported {
-                    a.file.leave(&l, a.id, a.generation, me);
-                } else {
-                    a.file.free_owned(&l, a.id, a.generation);
-                }
-            }
-        }
-        for (addr, size) in lock(&self.host).drain() {
-            if let Ok(layout) = std::alloc::Layout::from_size_align(size, HOST_ALIGN) {
-                // SAFETY: allocated by `malloc_host` with this layout, removed from the table
-                // here so freed once.
-                unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(addr), layout) };
-            }
-        }
-    }
-}
-
-/// Alignment of `aclrtMallocHost` memory (a page, like the pinned memory CANN returns).
-const HOST_ALIGN: usize = 4096;
-
-impl MemState {
-    /// Whether one of the device-memory files this process mapped shrank under it.
-    pub(crate) fn any_lost(&self) -> bool {
-        lock(&self.files).values().any(|f| f.is_lost())
-    }
-
-    /// 507899 naming the first device-memory file found cut short; `None` if all are intact.
-    pub(crate) fn lost_file(&self) -> Option<SimError> {
-        lock(&self.files).values().find_map(|f| f.intact().err())
     }
 }
 

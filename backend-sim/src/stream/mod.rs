@@ -103,9 +103,9 @@ use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
 
 use crate::ring::Ring;
 
+pub use crate::placement::{allowed_cpus, pin_current_thread};
 pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
 pub use job::{Job, Task};
-pub use worker::{allowed_cpus, pin_current_thread};
 
 use cancel::Control;
 use worker::{Shared, WorkerCounters};
@@ -132,6 +132,7 @@ pub struct StreamConfig {
     capacity: usize,
     spin: Duration,
     cpu: Option<usize>,
+    adaptive_cpu: bool,
     enqueue_timeout: Option<Duration>,
 }
 
@@ -144,6 +145,7 @@ impl StreamConfig {
             capacity: DEFAULT_CAPACITY,
             spin: DEFAULT_SPIN,
             cpu: None,
+            adaptive_cpu: false,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
         }
     }
@@ -161,6 +163,14 @@ impl StreamConfig {
     /// [`Stream::spawn`] fails with 207005 and no thread is left behind.
     pub fn cpu(mut self, cpu: Option<usize>) -> Self {
         self.cpu = cpu;
+        self
+    }
+
+    /// Lets a worker the scheduler places (no [`cpu`](Self::cpu)) move itself to another CPU
+    /// when its waits keep losing its CPU to another thread (`crate::placement`; default
+    /// off: the stream engine alone never moves its worker).
+    pub fn adaptive_cpu(mut self, on: bool) -> Self {
+        self.adaptive_cpu = on;
         self
     }
 
@@ -304,9 +314,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         let (tx, rx) = mpsc::channel();
         let for_worker = Arc::clone(&shared);
         let cpu = config.cpu;
+        let adaptive = config.adaptive_cpu && cpu.is_none();
         let handle = thread::Builder::new()
             .name(config.name.clone())
-            .spawn(move || for_worker.worker_main(cpu, tx))
+            .spawn(move || for_worker.worker_main(cpu, adaptive, tx))
             .map_err(|_| E::from(Error::ResourceAllocFail))?;
         // Set before any enqueue can exist: `Stream` is returned only below.
         let _ = shared.control.worker.set(handle.thread().clone());

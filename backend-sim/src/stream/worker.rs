@@ -1,6 +1,5 @@
 //! A stream's worker thread: takes tasks from the queue in batches, runs them in order,
-//! retires them, stores their errors, and spins then parks when the queue runs dry; with the
-//! CPU placement helpers a placed worker uses.
+//! retires them, stores their errors, and spins then parks when the queue runs dry.
 
 use std::cell::Cell;
 use std::marker::PhantomData;
@@ -14,6 +13,7 @@ use acl_notify_core::Error;
 
 use super::cancel::{Control, TaskCtx};
 use super::{DISCARDING, Job, OPEN, Padded, bump, drop_all, drop_quietly, lock};
+use crate::placement::pin_current_thread;
 use crate::ring::Ring;
 
 /// How many queued tasks the worker takes per turn. They leave the queue
@@ -71,41 +71,6 @@ pub(super) fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bo
 pub(super) fn gettid() -> i32 {
     // SAFETY: gettid(2) has no preconditions and cannot fail.
     unsafe { libc::gettid() }
-}
-
-/// Restricts the calling thread to `cpu` (what a placed worker does first).
-pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
-    }
-    // SAFETY: `cpu_set_t` is plain data for which all-zero is the empty set; `CPU_SET` writes
-    // bit `cpu` < CPU_SETSIZE (checked above); `sched_setaffinity(0, …)` only reads the set.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
-/// The CPUs the calling thread may run on, in ascending order (empty if the kernel does not
-/// say).
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: all-zero is the empty set; `sched_getaffinity(0, …)` writes at most
-    // `size_of::<cpu_set_t>()` bytes into it; `CPU_ISSET` reads bits below CPU_SETSIZE.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Vec::new();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
 }
 
 /// Counters only the worker writes.
@@ -412,10 +377,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     }
 
     /// `ready` gets the worker's thread id, or `None` if it could not be placed on `cpu` (it
-    /// then returns at once).
+    /// then returns at once). `adaptive`: the worker may move itself when crowded
+    /// ([`crate::placement`]).
     pub(super) fn worker_main(
         self: Arc<Self>,
         cpu: Option<usize>,
+        adaptive: bool,
         ready: mpsc::Sender<Option<i32>>,
     ) {
         /// Announces the worker's exit, however it leaves.
@@ -432,6 +399,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if let Some(Err(_)) = cpu.map(pin_current_thread) {
             let _ = ready.send(None);
             return;
+        }
+        if adaptive {
+            crate::placement::enable_on_this_thread();
         }
         let _ = ready.send(Some(gettid()));
         drop(ready);

@@ -11,8 +11,8 @@ use acl_notify_core::{BackendError, HostCall};
 use serde_json::{Value, json};
 
 use crate::SimError;
-use crate::entries::StreamPin;
 use crate::job::SimJob;
+use crate::pin::StreamPin;
 use crate::stream::TaskCtx;
 
 /// The key that names a notify incarnation across processes (server, device, id, generation).
@@ -117,7 +117,7 @@ impl crate::Sim {
     /// the handle its callers see, through `set_stream_alias`).
     #[cold]
     pub(crate) fn name_track(&self, h: acl_notify_core::RawStream) {
-        let t = crate::sim::read(&self.inner.streams);
+        let t = crate::locks::read(&self.inner.streams);
         if let Some(e) = t.get(h.0) {
             super::name_track(
                 e.stream.worker_tid(),

@@ -7,7 +7,7 @@
 //!
 //! This file holds the session's state, handle lookups and the errors that name a caller's
 //! handle; the calls are in one module per chapter, as in `ffi`: `device`, `stream`, `notify`,
-//! `ipc`, `cnt`, `ext` (and `crate::context`, `crate::event`).
+//! `ipc`, `cnt`, `ext`, `context`, `event`.
 
 use std::cell::Cell;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -91,8 +91,8 @@ pub(crate) struct Runtime {
     pub(crate) streams: CTable<StreamEntry>,
     cnts: CTable<CntEntry>,
     /// Contexts and events (`context`, `event` modules).
-    pub(crate) contexts: crate::context::Contexts,
-    pub(crate) events: CTable<crate::event::EventEntry>,
+    pub(crate) contexts: context::Contexts,
+    pub(crate) events: CTable<event::EventEntry>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
@@ -125,7 +125,7 @@ impl Runtime {
                 "count-notify handles",
                 seed.rotate_left(41),
             ),
-            contexts: crate::context::Contexts::new(seed.rotate_left(23), devices),
+            contexts: context::Contexts::new(seed.rotate_left(23), devices),
             events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
             device_refs: Mutex::new(vec![0; devices]),
             pid,
@@ -213,7 +213,9 @@ impl Runtime {
 }
 
 mod cnt;
+mod context;
 mod device;
+pub(crate) mod event;
 mod ext;
 mod ipc;
 mod notify;

@@ -1,7 +1,8 @@
 //! Count notifies (SPEC §6) on the simulated device: a shared-memory file per namespace and
 //! server, `/dev/shm/acl-notify-sim.<namespace>.cnt<server>`, holding per-device count-notify
 //! id pools (separate from notify ids) and a table of core [`CntSlot`]s, plus the
-//! [`CntNotifyOps`] implementation of [`Sim`] on top of it.
+//! state a `Sim` keeps for them; the [`CntNotifyOps`](acl_notify_core::CntNotifyOps) calls
+//! of `Sim` on top of it are in `cnt::sim`.
 //!
 //! # File
 //!
@@ -22,7 +23,7 @@
 //! every queued task that uses it share one [`CntRef`]; the slot is released and the id freed
 //! when the last of them goes. A process that dies leaves its slots live with a dead owner:
 //! [`CntFile::gc`] (run when the file is opened, before a create answers 207009, and by
-//! [`Sim::gc`]) releases them.
+//! [`Sim::gc`](crate::Sim::gc)) releases them.
 //!
 //! # Limits
 //!
@@ -39,15 +40,16 @@ use std::time::Duration;
 use acl_notify_core::cnt::{AtomicCntIdPool, CntRecord, CntSlot, CntWait, MAX_CNT_NOTIFIES};
 use acl_notify_core::slot::{Owner, SlotState};
 use acl_notify_core::waiter::{TableError, WaitArgs, WaitOutcome, Waiter};
-use acl_notify_core::{CntNotifyOps, Error, Feature, RawCntNotify, RawStream, Soc};
+use acl_notify_core::{Error, Feature, RawCntNotify, Soc};
 
 use crate::error::SimError;
-use crate::job::SimJob;
 use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::repair::{LeakRepair, all_ids};
 use crate::stream::TaskCtx;
-use crate::{Sim, sys};
+use crate::sys;
 use acl_notify_handles::Slab;
+
+mod sim;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNCNT\x01");
 /// Bumped whenever the count-notify file layout changes (2: the new `AtomicIdPool` layout of
@@ -659,66 +661,6 @@ fn bad_cnt(h: RawCntNotify) -> SimError {
     )
 }
 
-impl Sim {
-    fn cnt_require(&self) -> Result<(), SimError> {
-        self.require(Feature::CntNotify, "count notifies (aclrtCntNotify*)")
-    }
-
-    /// The count-notify file of this machine (created on first use).
-    fn cnt_file(&self) -> Result<Arc<CntFile>, SimError> {
-        let st = &self.inner.cnt;
-        let mut f = lock(&st.file);
-        if let Some(f) = &*f {
-            f.intact()?;
-            return Ok(Arc::clone(f));
-        }
-        let opened = CntFile::open(
-            &self.inner.namespace,
-            self.inner.server_id,
-            self.inner.soc,
-            self.inner.devices,
-            CntOpen::CreateOrOpen,
-        )?
-        .ok_or_else(|| SimError::new(Error::DrvInternalError, "count-notify file vanished"))?;
-        *f = Some(Arc::clone(&opened));
-        Ok(opened)
-    }
-
-    fn cnt(&self, h: RawCntNotify) -> Result<Arc<CntRef>, SimError> {
-        let t = self
-            .inner
-            .cnt
-            .handles
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        let r = t
-            .get(h.0)
-            .map(|e| Arc::clone(&e.r))
-            .ok_or_else(|| bad_cnt(h))?;
-        r.file.intact()?;
-        Ok(r)
-    }
-
-    /// Releases the count notifies of dead processes (see [`CntFile::gc`]) and returns how
-    /// many ids were freed; opens the machine's count-notify file for that if it exists (and
-    /// does not create it). 0 when this machine's SoC has none or there is no file.
-    pub fn cnt_gc(&self) -> u32 {
-        if let Some(f) = self.inner.cnt.opened() {
-            return f.gc();
-        }
-        if !self.inner.soc.has(Feature::CntNotify)
-            || !cnt_file_path(&self.inner.namespace, self.inner.server_id).exists()
-        {
-            return 0;
-        }
-        // Opening collects once already; count what that pass freed too.
-        match self.cnt_file() {
-            Ok(f) => f.freed_on_open.swap(0, SeqCst) + f.gc(),
-            Err(_) => 0,
-        }
-    }
-}
-
 /// A count-notify record as its stream runs it ([`SimJob::CntRecord`]).
 pub(crate) fn run_record(r: &CntRef, record: CntRecord, pid: i32) -> Result<(), SimError> {
     r.live()?;
@@ -741,7 +683,7 @@ pub(crate) fn run_wait(r: &Arc<CntRef>, wait: &CntWait, ctx: &TaskCtx) -> Result
         // Asked right before each sleep: note on what, for a queue that stays full.
         if !noted.replace(true) {
             ctx.set_blocked_on(
-                crate::job::Blocked::CntWait {
+                crate::blocked::Blocked::CntWait {
                     dev: r.dev,
                     id: r.id,
                     forever: t.is_none(),
@@ -848,407 +790,5 @@ fn cnt_outcome(
     }
 }
 
-impl CntNotifyOps for Sim {
-    fn cnt_create(&self, device: u32) -> Result<RawCntNotify, SimError> {
-        self.checked(|| {
-            self.cnt_require()?;
-            self.device_ok(device)?;
-            let file = self.cnt_file()?;
-            let r = match CntRef::create(&file, device) {
-                Ok(r) => r,
-                Err(CreateFail::Other(e)) => return Err(e),
-                Err(CreateFail::Exhausted) => {
-                    file.gc();
-                    match CntRef::create(&file, device) {
-                        Ok(r) => r,
-                        Err(CreateFail::Other(e)) => return Err(e),
-                        Err(CreateFail::Exhausted) => {
-                            return Err(SimError::new(
-                                Error::NoNotifyResource,
-                                cnt_exhausted_message(&file, device),
-                            ));
-                        }
-                    }
-                }
-            };
-            self.inner
-                .cnt
-                .handles
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(CntEntry { r })
-                .ok()
-                .map(RawCntNotify)
-                .ok_or_else(|| {
-                    SimError::new(
-                        Error::ResourceAllocFail,
-                        "count notify handle table is full",
-                    )
-                })
-        })
-    }
-
-    fn cnt_destroy(&self, cnt: RawCntNotify) -> Result<(), SimError> {
-        self.checked(|| {
-            self.cnt_require()?;
-            let e = self
-                .inner
-                .cnt
-                .handles
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(cnt.0)
-                .ok_or_else(|| bad_cnt(cnt))?;
-            drop(e);
-            Ok(())
-        })
-    }
-
-    fn cnt_id(&self, cnt: RawCntNotify) -> Result<u32, SimError> {
-        self.checked(|| {
-            self.cnt_require()?;
-            Ok(self.cnt(cnt)?.id)
-        })
-    }
-
-    fn cnt_record(
-        &self,
-        cnt: RawCntNotify,
-        stream: RawStream,
-        record: CntRecord,
-    ) -> Result<(), SimError> {
-        self.checked(|| {
-            self.cnt_require()?;
-            let r = self.cnt(cnt)?;
-            let (s, _) = self.stream(stream)?;
-            let pid = self.inner.pid;
-            self.enqueue_job(&s, stream, SimJob::CntRecord(Box::new((r, record, pid))))
-        })
-    }
-
-    fn cnt_wait(
-        &self,
-        cnt: RawCntNotify,
-        stream: RawStream,
-        wait: CntWait,
-    ) -> Result<(), SimError> {
-        self.checked(|| {
-            self.cnt_require()?;
-            let r = self.cnt(cnt)?;
-            let (s, sdev) = self.stream(stream)?;
-            if sdev != r.dev {
-                return Err(SimError::new(
-                    Error::ParamInvalid,
-                    format!(
-                        "count notify {} lives on device {}; it can only be waited on from that \
-                     device, not from a stream of device {sdev}",
-                        r.id, r.dev
-                    ),
-                ));
-            }
-            let wait = wait.with_timeout(
-                wait.timeout.resolve(
-                    self.inner
-                        .op_wait_timeout
-                        .load(std::sync::atomic::Ordering::Relaxed),
-                ),
-            );
-            self.enqueue_job(&s, stream, SimJob::CntWait(Box::new((r, wait))))
-        })
-    }
-
-    fn cnt_reset(&self, cnt: RawCntNotify, stream: RawStream) -> Result<(), SimError> {
-        self.checked(|| self.cnt_record(cnt, stream, CntRecord::set(0)))
-    }
-
-    fn cnt_notifies_free(&self, device: u32) -> Result<u32, SimError> {
-        self.checked(|| {
-            self.cnt_require()?;
-            self.device_ok(device)?;
-            let file = self.cnt_file()?;
-            // Ids that only dead owners hold are as good as free: a create would reclaim them.
-            file.reclaim_dead(device..device + 1);
-            let pool = file
-                .pool(device)
-                .ok_or_else(|| SimError::new(Error::DrvInternalError, "no count-notify id pool"))?;
-            Ok(pool.capacity().saturating_sub(pool.in_use()))
-        })
-    }
-}
-
-/// Explains an exhausted count-notify pool: who holds the ids (live owners with counts).
-fn cnt_exhausted_message(file: &CntFile, device: u32) -> String {
-    let mut owners: HashMap<i32, (u32, bool)> = HashMap::new();
-    for id in 0..file.high_water(device) {
-        let Some(slot) = file.slot(device, id) else {
-            break;
-        };
-        if slot.state() == Some(SlotState::Live) {
-            let o = slot.owner();
-            let e = owners
-                .entry(o.pid)
-                .or_insert((0, sys::pid_alive(o.pid, o.start_time)));
-            e.0 += 1;
-        }
-    }
-    let mut v: Vec<_> = owners.into_iter().collect();
-    v.sort_by(|a, b| b.1.0.cmp(&a.1.0).then(a.0.cmp(&b.0)));
-    let list: Vec<String> = v
-        .iter()
-        .take(8)
-        .map(|(pid, (n, alive))| {
-            format!(
-                "pid {pid} ({}) holds {n}",
-                if *alive { "alive" } else { "dead" }
-            )
-        })
-        .collect();
-    format!(
-        "device {device} has no count-notify id left: all {MAX_CNT_NOTIFIES} are in use ({})",
-        if list.is_empty() {
-            "no live owner found".to_owned()
-        } else {
-            list.join(", ")
-        }
-    )
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use acl_notify_core::cnt::CntWaitMode;
-    use acl_notify_core::{BackendError, StreamOps, SyncWait, Timeout};
-
-    use crate::NamespaceGuard as Ns;
-
-    fn open(tag: &str, soc: Soc) -> (Sim, Ns) {
-        let ns = format!("unit-cnt-{tag}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .soc(soc)
-            .devices(2)
-            .namespace(&ns)
-            .open()
-            .unwrap();
-        (sim, Ns(ns))
-    }
-
-    #[test]
-    fn layout_fits() {
-        let l = Layout::new(Soc::Ascend950PR, 64);
-        assert!(l.pools_off >= l.hw_off + 64 * 4);
-        assert!(l.total >= l.slots_off + 64 * 8192 * 128);
-        assert_eq!(CNT_SLOT_BYTES, 128);
-    }
-
-    /// Ids leaked by a process that died half-way through a create or destroy are freed by a
-    /// later collection once they stayed orphaned for the grace period; live ones are kept.
-    /// Another process took this one's count notify from it (as its gc does for an owner it
-    /// finds dead) and the id went back to the pool: a record on the old handle fails with
-    /// 507899 instead of counting on whatever count notify has the id now.
-    #[test]
-    fn a_record_on_a_count_notify_taken_from_this_process_fails() {
-        let (sim, _ns) = open("taken", Soc::Ascend950PR);
-        let c = sim.cnt_create(1).unwrap();
-        let s = sim.create_stream(1).unwrap();
-        let f = sim.inner.cnt.opened().unwrap();
-        let r = sim.cnt(c).unwrap();
-        assert!(r.slot().release(&f.waiter(), r.generation));
-        f.pool(1).unwrap().free(r.id).unwrap();
-        let other = CntRef::create(&f, 1).map_err(|_| "create").unwrap();
-        assert_eq!(other.id, r.id, "the id is reused");
-        sim.cnt_record(c, s, CntRecord::add(5)).unwrap();
-        let e = sim
-            .synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
-            .unwrap_err();
-        assert_eq!(e.kind(), Error::DrvInternalError, "{e}");
-        assert!(e.to_string().contains("no longer holds it"), "{e}");
-        assert_eq!(other.slot().count(), 0, "the new count notify is untouched");
-    }
-
-    #[test]
-    fn leaked_count_ids_are_repaired_after_the_grace_period() {
-        let (sim, _ns) = open("leak", Soc::Ascend950PR);
-        let live = sim.cnt_create(1).unwrap();
-        let f = sim.inner.cnt.opened().unwrap();
-        let pool = f.pool(1).unwrap();
-        // Died between allocating and claiming.
-        let leaked = pool.alloc().unwrap();
-        f.hw(1).unwrap().fetch_max(leaked + 1, SeqCst);
-        // Died between releasing the slot and freeing the id.
-        let r = CntRef::create(&f, 1).map_err(|_| "create").unwrap();
-        let id = r.id;
-        assert!(r.slot().release(&f.waiter(), r.generation));
-        std::mem::forget(r);
-        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES - 3);
-        // Within the grace period nothing is touched.
-        assert_eq!(sim.gc().unwrap().cnt_freed, 0);
-        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES - 3);
-        // Past it, both leaks are freed and the live one is kept.
-        f.repair.set_grace(Duration::ZERO);
-        assert_eq!(sim.gc().unwrap().cnt_freed, 2);
-        assert!(!pool.is_allocated(leaked) && !pool.is_allocated(id));
-        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES - 1);
-        sim.cnt_destroy(live).unwrap();
-        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES);
-    }
-
-    /// The free count does not count a count notify whose owner died: it reclaims such ids
-    /// first, as a create that ran out would. Another device's are left to their own count.
-    #[test]
-    fn the_free_count_reclaims_dead_owners_first() {
-        let (sim, _ns) = open("cntfreedead", Soc::Ascend950PR);
-        let mine = sim.cnt_create(0).unwrap();
-        let f = sim.inner.cnt.opened().unwrap();
-        // Count notifies created on both devices by a process that has since exited and been
-        // reaped (its create, done by hand: allocate, note, claim).
-        let mut c = std::process::Command::new("true").spawn().unwrap();
-        let dead = c.id() as i32;
-        c.wait().unwrap();
-        let mut theirs = Vec::new();
-        for dev in [0, 1] {
-            let id = f.pool(dev).unwrap().alloc().unwrap();
-            f.hw(dev).unwrap().fetch_max(id + 1, SeqCst);
-            let owner = Owner {
-                pid: dead,
-                start_time: 1,
-                server: 0,
-                device: dev,
-                proc: 0,
-            };
-            f.slot(dev, id).unwrap().claim(owner).unwrap();
-            theirs.push((dev, id));
-        }
-        assert_eq!(
-            sim.cnt_notifies_free(0).unwrap(),
-            MAX_CNT_NOTIFIES - 1,
-            "only ours"
-        );
-        assert!(
-            !f.pool(0).unwrap().is_allocated(theirs[0].1),
-            "the dead owner's id was freed"
-        );
-        assert!(
-            f.pool(1).unwrap().is_allocated(theirs[1].1),
-            "device 1 was not asked about"
-        );
-        assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES);
-        sim.cnt_destroy(mine).unwrap();
-        assert_eq!(sim.cnt_notifies_free(0).unwrap(), MAX_CNT_NOTIFIES);
-    }
-
-    /// `Sim::gc` reaches the count-notify file even when this process never used it.
-    #[test]
-    fn gc_opens_an_existing_count_file_without_creating_one() {
-        let (sim, ns) = open("gcopen", Soc::Ascend950PR);
-        assert_eq!(sim.gc().unwrap().cnt_freed, 0);
-        assert!(!cnt_file_path(&ns.0, 0).exists(), "gc created the file");
-        let other = Sim::builder()
-            .soc(Soc::Ascend950PR)
-            .devices(2)
-            .namespace(&ns.0)
-            .open()
-            .unwrap();
-        other.cnt_create(0).unwrap();
-        assert!(sim.inner.cnt.opened().is_none());
-        assert_eq!(sim.gc().unwrap().cnt_freed, 0, "the owner is alive");
-        assert!(sim.inner.cnt.opened().is_some());
-        drop(other);
-    }
-
-    #[test]
-    fn only_on_950() {
-        let (sim, _ns) = open("soc", Soc::Ascend910B);
-        assert_eq!(
-            sim.cnt_create(0).unwrap_err().kind(),
-            Error::FeatureNotSupport
-        );
-        assert_eq!(
-            sim.cnt_notifies_free(0).unwrap_err().kind(),
-            Error::FeatureNotSupport
-        );
-        assert!(!cnt_file_path(sim.namespace(), 0).exists());
-    }
-
-    #[test]
-    fn wrap_clear_budget_and_timeout_message() {
-        let (sim, ns) = open("flow", Soc::Ascend950PR);
-        let free = sim.cnt_notifies_free(1).unwrap();
-        assert_eq!(free, MAX_CNT_NOTIFIES);
-        let c = sim.cnt_create(1).unwrap();
-        assert_eq!(sim.cnt_notifies_free(1).unwrap(), free - 1);
-        assert_eq!(sim.cnt_notifies_free(0).unwrap(), MAX_CNT_NOTIFIES);
-        let s = sim.create_stream(1).unwrap();
-        sim.cnt_record(c, s, CntRecord::set(u32::MAX)).unwrap();
-        sim.cnt_record(c, s, CntRecord::add(3)).unwrap();
-        sim.cnt_wait(c, s, CntWait::new(CntWaitMode::Equal, 2).clearing())
-            .unwrap();
-        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
-            .unwrap();
-        let one = Timeout::from_c(1);
-        sim.cnt_wait(c, s, CntWait::new(CntWaitMode::Bigger, 0).with_timeout(one))
-            .unwrap();
-        let e = sim
-            .synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
-            .unwrap_err();
-        assert_eq!(e.kind(), Error::TaskTimeout);
-        let m = e.to_string();
-        for want in [
-            "count notify 0 (device 1)",
-            "count > value",
-            "count is 0x0",
-            &format!("owner pid {} (alive)", std::process::id()),
-            "last record ACL_RT_CNT_NOTIFY_RECORD_ADD_MODE 0x3",
-        ] {
-            assert!(m.contains(want), "{want:?} missing from {m}");
-        }
-        // Another device's stream may not wait.
-        let s0 = sim.create_stream(0).unwrap();
-        assert_eq!(
-            sim.cnt_wait(c, s0, CntWait::new(CntWaitMode::Less, 1))
-                .unwrap_err()
-                .kind(),
-            Error::ParamInvalid
-        );
-        sim.cnt_destroy(c).unwrap();
-        assert_eq!(sim.cnt_destroy(c).unwrap_err().kind(), Error::InvalidHandle);
-        assert_eq!(sim.cnt_id(c).unwrap_err().kind(), Error::InvalidHandle);
-        assert_eq!(sim.cnt_notifies_free(1).unwrap(), free);
-        // The budget is machine-wide: a second Sim of another process would see it; here a
-        // read-only view of the same file agrees.
-        let ro = CntFile::open(&ns.0, 0, Soc::Ascend950PR, 2, CntOpen::ReadOnly)
-            .unwrap()
-            .unwrap();
-        assert_eq!(ro.pool(1).unwrap().in_use(), 0);
-    }
-
-    #[test]
-    fn destroy_with_a_queued_wait_keeps_the_slot_until_it_ran() {
-        let (sim, _ns) = open("queued", Soc::Ascend950DT);
-        let c = sim.cnt_create(0).unwrap();
-        let id = sim.cnt_id(c).unwrap();
-        let s = sim.create_stream(0).unwrap();
-        sim.cnt_wait(c, s, CntWait::new(CntWaitMode::BiggerOrEqual, 2))
-            .unwrap();
-        sim.cnt_destroy(c).unwrap();
-        // The queued wait still uses the slot: the id stays taken.
-        assert_eq!(sim.cnt_notifies_free(0).unwrap(), MAX_CNT_NOTIFIES - 1);
-        // No handle is left to record with, so record on the shared slot directly (as the
-        // device would).
-        let f = sim.inner.cnt.opened().unwrap();
-        let slot = f.slot(0, id).unwrap();
-        assert_eq!(slot.state(), Some(SlotState::Live));
-        slot.record(&f.waiter(), CntRecord::add(2), 1);
-        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
-            .unwrap();
-        // The queued task was the last user: the id is free again.
-        let end = std::time::Instant::now() + Duration::from_secs(5);
-        while sim.cnt_notifies_free(0).unwrap() != MAX_CNT_NOTIFIES {
-            assert!(
-                std::time::Instant::now() < end,
-                "id not freed after the wait ran"
-            );
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-}
+mod tests;

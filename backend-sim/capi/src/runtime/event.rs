@@ -7,8 +7,8 @@ use acl_notify_core::{
     Backend, Error, EventOps, EventRecordedStatus, EventWaitStatus, RawEvent, SyncWait, Timeout,
 };
 
+use super::Runtime;
 use crate::errmsg::{CallError, param};
-use crate::runtime::Runtime;
 
 /// What an event handle stands for.
 #[derive(Clone, Copy, Debug)]

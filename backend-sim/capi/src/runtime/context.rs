@@ -14,9 +14,9 @@ use acl_notify_core::{
     BackendError, Error, FailureMode, RawStream, StreamControl, StreamDestroy, StreamOps, SyncWait,
 };
 
+use super::{Runtime, StreamEntry};
 use crate::errmsg::{CallError, param};
 use crate::handle::{CTable, Kind};
-use crate::runtime::{Runtime, StreamEntry};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)

@@ -1,0 +1,216 @@
+//! Queuing jobs on a [`Sim`]'s streams: spawning a stream's worker (CPU placement), enqueue
+//! with its checks, the wait-for graph entry of a stream, and the reports of a stream that is
+//! stuck.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use acl_notify_core::{BackendError, Error, RawStream};
+
+use crate::blocked::Blocked;
+use crate::config::ENV_ENQUEUE_TIMEOUT;
+use crate::entries::bad_stream;
+use crate::error::{SimError, err};
+use crate::job::{SimJob, SimStream};
+use crate::locks::read;
+use crate::sim::Sim;
+use crate::stream::{Stream, StreamConfig, TaskCtx};
+use crate::{spin, trace, waitgraph};
+
+impl Sim {
+    /// The CPU a stream's worker is restricted to ([`StreamCpus`](crate::StreamCpus)), or `None` when the kernel
+    /// places it.
+    ///
+    /// Codes: 107017 for a handle that is not a live stream of this `Sim`.
+    pub fn stream_cpu(&self, stream: RawStream) -> Result<Option<usize>, SimError> {
+        Ok(self.stream(stream)?.0.cpu())
+    }
+
+    /// Starts a stream worker, on the next CPU of the placement list if there is one.
+    pub(crate) fn spawn_stream(&self, name: String) -> Result<SimStream, SimError> {
+        let cpus = &self.inner.cpus;
+        let cpu = (!cpus.is_empty()).then(|| {
+            cpus[self.inner.cpu_seq.fetch_add(1, Ordering::Relaxed) as usize % cpus.len()]
+        });
+        let mut config = StreamConfig::new(name)
+            .cpu(cpu)
+            .adaptive_cpu(cpu.is_none() && self.inner.adaptive_cpus)
+            .enqueue_timeout(self.inner.enqueue_timeout);
+        if !spin::Spinner::may_spin() {
+            config = config.spin(Duration::ZERO);
+        }
+        Stream::spawn(config).map_err(|e: SimError| match cpu {
+            Some(c) => err(
+                e.kind(),
+                format!("the stream's worker thread could not be started on CPU {c}"),
+            ),
+            None => e,
+        })
+    }
+
+    pub(crate) fn enqueue(
+        &self,
+        stream: &SimStream,
+        h: RawStream,
+        task: impl FnOnce(&TaskCtx) -> Result<(), SimError> + Send + 'static,
+    ) -> Result<(), SimError> {
+        self.enqueue_job(stream, h, SimJob::Other(Box::new(task)))
+    }
+
+    /// Queues `job` on stream `h` after `check` accepts the stream's device (and the job). The
+    /// common case queues under the stream table's read lock, without taking a reference to
+    /// the stream (two atomic read-modify-writes fewer); a full queue is waited for outside
+    /// the lock.
+    pub(crate) fn enqueue_checked(
+        &self,
+        h: RawStream,
+        job: SimJob,
+        check: impl FnOnce(u32, &SimJob) -> Result<(), SimError>,
+    ) -> Result<(), SimError> {
+        // A record is published in the wait-for graph (one store; see `waitgraph`).
+        let target = match &job {
+            SimJob::Record { pin, .. } => Some(pin.target()),
+            _ => None,
+        };
+        let (s, job, graph) = {
+            let t = read(&self.inner.streams);
+            let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
+            check(e.device, &job)?;
+            // The timeline follows a job wrapped when it is queued (see `trace::job`).
+            let job = if trace::on() {
+                trace::job::traced(job)
+            } else {
+                job
+            };
+            match e.stream.try_enqueue_job(job) {
+                Ok(Ok(())) => {
+                    if let (Some(t), Some(g)) = (target, &e.graph) {
+                        g.note_record(t, e.stream.issued());
+                    }
+                    return Ok(());
+                }
+                Ok(Err(err)) => return Err(self.enqueue_error(&e.stream, h, err)),
+                Err(job) => (Arc::clone(&e.stream), job, e.graph.clone()),
+            }
+        };
+        self.enqueue_job(&s, h, job)?;
+        if let (Some(t), Some(g)) = (target, graph) {
+            g.note_record(t, s.issued());
+        }
+        Ok(())
+    }
+
+    /// Claims the stream's entry in the wait-for graph for the stream's worker thread, which
+    /// publishes in it what a blocked wait waits on.
+    pub(crate) fn publish_stream(
+        &self,
+        stream: &SimStream,
+        device: u32,
+    ) -> Option<Arc<waitgraph::StreamSlot>> {
+        let slot = self
+            .inner
+            .graph
+            .as_ref()?
+            .claim(0, self.inner.server_id, device)?;
+        slot.bind_worker(stream.worker_tid());
+        Some(slot)
+    }
+
+    /// Why stream `stream` is not done, for a caller that sees it not ready: what its head
+    /// task is doing ("its head task is a wait on notify 3 of device 1, asleep for 12.0 s
+    /// (timeout 60.0 s)") and the failure stored on it, if any; `None` when it has no stored
+    /// failure and its head is not blocked (or the stream is not a live stream of this `Sim`).
+    pub fn stream_report(&self, stream: RawStream) -> Option<String> {
+        let (s, graph) = {
+            let t = read(&self.inner.streams);
+            let e = t.get(stream.0)?;
+            (Arc::clone(&e.stream), e.graph.clone())
+        };
+        let head = graph.and_then(|g| g.describe_head()).or_else(|| {
+            let note = s.blocked_on();
+            (note != 0).then(|| Blocked::describe(note).trim_start_matches("is ").to_owned())
+        });
+        let stored = s.stored_error();
+        let mut text = String::new();
+        if let Some(h) = head {
+            let _ = write!(text, "its head task is {h}");
+        }
+        if let Some(e) = stored {
+            if !text.is_empty() {
+                text.push_str("; ");
+            }
+            let _ = write!(
+                text,
+                "a failure is stored on it, which the next synchronize reports: {e}"
+            );
+        }
+        (!text.is_empty()).then_some(text)
+    }
+
+    /// Notes in the wait-for graph a record of `t` just queued on stream `stream` (for records
+    /// that are not notify records, which note theirs as they are queued).
+    pub(crate) fn note_record_on(&self, stream: RawStream, t: waitgraph::Target) {
+        let st = read(&self.inner.streams);
+        if let Some(e) = st.get(stream.0)
+            && let Some(g) = &e.graph
+        {
+            g.note_record(t, e.stream.issued());
+        }
+    }
+
+    /// Shows stream `stream` as `handle` in the wait-for graph (the inspector's and the
+    /// deadlock reports' name for it): the C library passes the handle its callers see.
+    ///
+    /// Codes: 107017 for a handle that is not a live stream of this `Sim`.
+    pub fn set_stream_alias(&self, stream: RawStream, handle: u64) -> Result<(), SimError> {
+        let t = read(&self.inner.streams);
+        let e = t.get(stream.0).ok_or_else(|| bad_stream(stream))?;
+        if let Some(g) = &e.graph {
+            g.set_handle(handle);
+        }
+        if trace::on() {
+            trace::name_track(
+                e.stream.worker_tid(),
+                trace::stream_name(handle, e.device, e.default),
+            );
+        }
+        Ok(())
+    }
+
+    pub(crate) fn enqueue_job(
+        &self,
+        stream: &SimStream,
+        h: RawStream,
+        job: SimJob,
+    ) -> Result<(), SimError> {
+        stream
+            .enqueue_job(job)
+            .map_err(|e| self.enqueue_error(stream, h, e))
+    }
+
+    #[cold]
+    pub(crate) fn enqueue_error(&self, stream: &SimStream, h: RawStream, e: SimError) -> SimError {
+        match e.kind() {
+            Error::InvalidHandle => bad_stream(h),
+            Error::StreamTaskFull => err(
+                Error::StreamTaskFull,
+                format!(
+                    "stream {:#x}: its queue of {} tasks stayed full for {:?}, so this task was \
+                     not queued. The task running at its head {}. Usually that is a wait for a \
+                     record nobody has queued yet (or that this thread meant to queue next), or \
+                     a host function that does not return: record from another stream first, \
+                     give the wait a timeout, or synchronize before queuing more. The bound is \
+                     SimBuilder::enqueue_timeout, or {} in seconds (0 waits for ever)",
+                    h.0,
+                    stream.capacity(),
+                    stream.enqueue_timeout().unwrap_or_default(),
+                    Blocked::describe(stream.blocked_on()),
+                    ENV_ENQUEUE_TIMEOUT,
+                ),
+            ),
+            _ => e,
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! Events on the simulated device: a process-local table of events, each a small state machine
+//! under one mutex, with the classic and Ex semantics described in [`acl_notify_core::event`].
+//! The `Sim` calls ([`EventOps`] and [`StreamControl`]) are in `event::sim`.
+//!
+//! # State of one event
+//!
+//! - `flag` — the classic event's device flag: set by a record task, cleared by a reset task;
+//!   a classic wait stalls until it is set.
+//! - `latest` — the latest record enqueued (a [`Mark`], shared with its task). Queries,
+//!   synchronize and the timestamp look at it; an Ex wait captures it when it is enqueued and
+//!   stalls until that record has run.
+//! - `waits` / `waits_done` — wait tasks enqueued and finished (`aclrtQueryEventWaitStatus`).
+//!
+//! A record or wait task holds the event (an `Arc`), so destroying a handle while its tasks
+//! are queued is allowed (as CANN documents for `aclrtDestroyEvent`): the id is freed when the
+//! last task is done. A waiting task registers a cancel waker that takes the event's lock and
+//! wakes the condition variable, so a discarding destroy or an abort of its stream ends it.
+//!
+//! Timestamps are `CLOCK_MONOTONIC` nanoseconds, the same clock in every process.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::event::{
+    EventKind, EventOps, EventSpec, EventWaitStatus, FailureMode, IpcEventHandle, LatestRecord,
+    RawEvent, StreamControl,
+};
+use acl_notify_core::{Backend, Error, Feature, RawStream, SyncWait, Timeout};
+
+use crate::error::SimError;
+use crate::ipc_event::{EvtState, IpcRef};
+use crate::stream::TaskCtx;
+use crate::{sys, waitgraph};
+use acl_notify_handles::{Kind, Slab};
+
+mod sim;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One record task's outcome, shared by the task, the event and the Ex waits that captured it.
+#[derive(Debug, Default)]
+struct Mark {
+    /// `CLOCK_MONOTONIC` ns when the record ran; 0 while it has not. Written under the
+    /// event's lock.
+    at_ns: AtomicU64,
+}
+
+impl Mark {
+    fn ran(&self) -> bool {
+        self.at_ns.load(Ordering::Relaxed) != 0
+    }
+}
+
+#[derive(Debug, Default)]
+struct EvState {
+    /// The event id, once it has one.
+    id: Option<u32>,
+    /// Classic: set by a record, cleared by a reset.
+    flag: bool,
+    /// The latest record enqueued.
+    latest: Option<Arc<Mark>>,
+    /// Records enqueued so far.
+    records: u64,
+    waits: u64,
+    waits_done: u64,
+}
+
+/// One event. Shared by its handle and its queued tasks.
+#[derive(Debug)]
+pub(crate) struct SimEvent {
+    device: u32,
+    spec: EventSpec,
+    /// An IPC event's shared slot (its state lives there, not in `st`).
+    ipc: Option<IpcRef>,
+    st: Mutex<EvState>,
+    cv: Condvar,
+    ids: Arc<IdPools>,
+}
+
+impl Drop for SimEvent {
+    fn drop(&mut self) {
+        if let Some(id) = lock(&self.st).id {
+            self.ids.free(self.device, id);
+        }
+    }
+}
+
+/// Per-device event id pools of this process.
+#[derive(Debug)]
+struct IdPools {
+    max: u32,
+    devices: Mutex<Vec<(u32, Vec<u32>)>>,
+}
+
+impl IdPools {
+    /// The lowest free id of `device`, or `None` when all `max` are taken.
+    fn take(&self, device: u32) -> Option<u32> {
+        let mut d = lock(&self.devices);
+        let (next, free) = d.get_mut(device as usize)?;
+        if let Some(id) = free.pop() {
+            return Some(id);
+        }
+        if *next >= self.max {
+            return None;
+        }
+        *next += 1;
+        Some(*next - 1)
+    }
+
+    /// Ids of `device` not in use.
+    fn free_count(&self, device: u32) -> u32 {
+        let d = lock(&self.devices);
+        d.get(device as usize).map_or(0, |(next, free)| {
+            self.max.saturating_sub(*next) + u32::try_from(free.len()).unwrap_or(u32::MAX)
+        })
+    }
+
+    fn free(&self, device: u32, id: u32) {
+        if let Some((_, free)) = lock(&self.devices).get_mut(device as usize) {
+            free.push(id);
+        }
+    }
+}
+
+/// The process's events (a field of the simulator).
+#[derive(Debug)]
+pub(crate) struct EventState {
+    handles: RwLock<Slab<Arc<SimEvent>>>,
+    ids: Arc<IdPools>,
+    /// The IPC event file, opened on first use.
+    ipc: EvtState,
+}
+
+impl EventState {
+    pub(crate) fn new(seed: u64, devices: u32, max: u32) -> Self {
+        EventState {
+            handles: RwLock::new(Slab::new(Kind::Event, seed)),
+            ids: Arc::new(IdPools {
+                max,
+                devices: Mutex::new(vec![(0, Vec::new()); devices as usize]),
+            }),
+            ipc: EvtState::new(),
+        }
+    }
+
+    /// Drops every handle (the simulator is going away).
+    pub(crate) fn clear(&self) {
+        let all = self
+            .handles
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .drain();
+        drop(all);
+    }
+}
+
+fn err(kind: Error, msg: impl Into<String>) -> SimError {
+    SimError::new(kind, msg)
+}
+
+fn bad_event(h: RawEvent) -> SimError {
+    err(
+        Error::InvalidHandle,
+        format!(
+            "event handle {:#x} is not a live event of this process (destroyed, stale, of another \
+             Sim, or garbage)",
+            h.0
+        ),
+    )
+}
+
+fn device_only(ev: &SimEvent, what: &str) -> Result<(), SimError> {
+    if ev.spec.device_only() {
+        // hicann/runtime `api_error.cc`: device-only (MC2) events are refused on the host.
+        return Err(err(
+            Error::ParamInvalid,
+            format!("event was created with ACL_EVENT_DEVICE_USE_ONLY: the host cannot {what} it"),
+        ));
+    }
+    Ok(())
+}
+
+fn ipc_refused(ev: &SimEvent, what: &str) -> Result<(), SimError> {
+    if ev.spec.ipc() {
+        return Err(err(
+            Error::FeatureNotSupport,
+            format!("{what} does not take an IPC event (ACL_EVENT_IPC)"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! What one process holds of device memory ([`MemState`], kept in a `Sim`): the device files
+//! it mapped, its allocations and imports ([`Alloc`]), the frees it remembers and its host
+//! memory.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use acl_notify_core::key::ExportKey;
+
+use super::file::MemFile;
+use crate::error::SimError;
+use crate::locks::lock;
+use crate::sys;
+
+/// One allocation this process may touch: its own, or one it imported.
+#[derive(Clone, Debug)]
+pub(crate) struct Alloc {
+    pub(crate) file: Arc<MemFile>,
+    pub(crate) id: u32,
+    pub(crate) generation: u32,
+    pub(crate) size: u64,
+    /// Imported through IPC (else owned).
+    pub(crate) imported: bool,
+    /// The device this process uses it on: the owner's own, or the one it was imported onto.
+    pub(crate) used_on: u32,
+}
+
+impl Alloc {
+    /// Imported onto another device than the one the memory is on.
+    pub(super) fn cross_device(&self) -> bool {
+        self.imported && self.used_on != self.file.device()
+    }
+}
+
+impl Alloc {
+    /// An import whose owner has freed it (this incarnation, still orphaned).
+    pub(super) fn owner_freed(&self) -> bool {
+        self.imported
+            && self
+                .file
+                .slot(self.id)
+                .is_some_and(|s| s.holds(self.generation) && s.sync.owner_freed.load(SeqCst) != 0)
+    }
+
+    /// Whether the shared slot is still this incarnation, as this process holds it. An
+    /// importer holds it while it is live, and after its owner died (until the importer
+    /// closes), but not after its owner freed it (SPEC §8: an importer's use after the
+    /// owner's free is an error).
+    pub(super) fn current(&self) -> bool {
+        self.file.slot(self.id).is_some_and(|s| {
+            if self.imported {
+                s.holds(self.generation) && s.sync.owner_freed.load(SeqCst) == 0
+            } else {
+                s.is_live(self.generation)
+            }
+        })
+    }
+}
+
+/// This process's device memory of one [`Sim`]: the files it mapped and the allocations it
+/// may touch.
+#[derive(Debug)]
+pub(crate) struct MemState {
+    pub(super) capacity: u64,
+    pub(super) files: Mutex<HashMap<(u32, u32), Arc<MemFile>>>,
+    /// By device address.
+    pub(super) allocs: RwLock<BTreeMap<usize, Alloc>>,
+    /// Recently freed (address, size, device), newest last.
+    pub(super) freed: Mutex<VecDeque<(usize, u64, u32)>>,
+    /// `aclrtMallocHost` allocations: address → layout size.
+    pub(super) host: Mutex<HashMap<usize, usize>>,
+    /// IPC imports of this process: key → device address.
+    pub(super) imports: Mutex<HashMap<ExportKey, usize>>,
+}
+
+impl MemState {
+    pub(crate) fn new(capacity: u64) -> MemState {
+        MemState {
+            capacity,
+            files: Mutex::new(HashMap::new()),
+            allocs: RwLock::new(BTreeMap::new()),
+            freed: Mutex::new(VecDeque::new()),
+            host: Mutex::new(HashMap::new()),
+            imports: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Frees what this process owns and closes what it imported (the session ends).
+    pub(crate) fn clear(&self, pid: i32) {
+        if sys::getpid() != pid {
+            return;
+        }
+        lock(&self.imports).clear();
+        let allocs =
+            std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
+        let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
+        for a in allocs.into_values() {
+            if let Ok(l) = a.file.lock() {
+                if a.imported {
+                    a.file.leave(&l, a.id, a.generation, me);
+                } else {
+                    a.file.free_owned(&l, a.id, a.generation);
+                }
+            }
+        }
+        for (addr, size) in lock(&self.host).drain() {
+            if let Ok(layout) = std::alloc::Layout::from_size_align(size, HOST_ALIGN) {
+                // SAFETY: allocated by `malloc_host` with this layout, removed from the table
+                // here so freed once.
+                unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(addr), layout) };
+            }
+        }
+    }
+}
+
+/// Alignment of `aclrtMallocHost` memory (a page, like the pinned memory CANN returns).
+pub(crate) const HOST_ALIGN: usize = 4096;
+
+impl MemState {
+    /// Whether one of the device-memory files this process mapped shrank under it.
+    pub(crate) fn any_lost(&self) -> bool {
+        lock(&self.files).values().any(|f| f.is_lost())
+    }
+
+    /// 507899 naming the first device-memory file found cut short; `None` if all are intact.
+    pub(crate) fn lost_file(&self) -> Option<SimError> {
+        lock(&self.files).values().find_map(|f| f.intact().err())
+    }
+}

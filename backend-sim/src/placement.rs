@@ -1,0 +1,259 @@
+//! Adaptive placement of stream workers ([`StreamCpus::Adaptive`](crate::StreamCpus), the
+//! default): a worker whose waits keep finding their CPU taken moves itself to another CPU,
+//! now and then, and is otherwise left to the kernel.
+//!
+//! Why: on KVM guests (this project's 2-vCPU machine among them) the kernel wakes a thread on
+//! the CPU of the thread that woke it, and two stream workers that hand records to each other
+//! end up on one CPU while the other is idle or busy with something that could move. There
+//! they take turns through `sched_yield`: every hand-off is a context switch, 5–6 µs a round
+//! trip each way instead of about 0.2 µs (a two-stream round trip measured 10–24 µs
+//! kernel-placed against 0.2 µs with one worker per CPU, and the kernel's load balancer did not
+//! part them within a whole 80 ms sample). Pinning each worker to a CPU of its own
+//! (`StreamCpus::Spread`) fixes that pair but is wrong as a default: a pinned worker cannot
+//! leave a CPU that something else keeps busy, and sixteen processes' workers pinned in turn
+//! cannot be balanced at all.
+//!
+//! So a worker is pinned for a moment only. The signal builds on the one the spin budget
+//! reads ([`crate::spin`]): a spinning wait's `sched_yield` that did not return at once ran
+//! another thread on this CPU — and if the wait then finds its record without having slept,
+//! that thread was most likely the recorder, sharing this CPU with the worker that waits for
+//! it. (A yield lost to some other thread — the host enqueuing its next chunk on this CPU —
+//! leaves the wait without its record, and it sleeps: that does not count. Moving away from
+//! the host would put the worker on the CPU of the stream it hands records to.) A worker
+//! whose waits see that [`STREAK`] times within [`WINDOW`] (a few round trips of the
+//! shared-CPU mode; a one-off preemption does not qualify) asks the kernel to run it on
+//! another CPU it may use (`sched_setaffinity` to that CPU, which migrates
+//! it there before it returns) and at once gives its affinity back, so the kernel is free to
+//! place it from then on. Two workers that keep handing records to each other without
+//! sleeping then stay apart: nothing wakes them onto one CPU again. A worker that keeps
+//! moving (more busy threads than CPUs, where moving cannot help) moves ever less often: the
+//! gap between moves doubles with every move that comes soon after the last, from [`GAP`] up
+//! to 32 times that, so moving costs at most one pair of system calls per 5 ms and worker.
+//!
+//! Workers placed on CPUs ([`StreamCpus::Spread`](crate::StreamCpus) or a list, which pin
+//! with [`pin_current_thread`]) and `ACL_NOTIFY_SIM_STREAM_CPUS=off` never move.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+/// Yields that lost the CPU, within [`WINDOW`], that make a worker move.
+pub(crate) const STREAK: u32 = 8;
+/// The window of a streak.
+pub(crate) const WINDOW: Duration = Duration::from_millis(1);
+/// The shortest time between two moves of one worker.
+pub(crate) const GAP: Duration = Duration::from_millis(5);
+/// The gap doubles up to `GAP << MAX_BACKOFF`.
+const MAX_BACKOFF: u32 = 5;
+
+/// Restricts the calling thread to `cpu` (what a placed worker does first).
+pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    if cpu >= libc::CPU_SETSIZE as usize {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: `cpu_set_t` is plain data for which all-zero is the empty set; `CPU_SET` writes
+    // bit `cpu` < CPU_SETSIZE (checked above); `sched_setaffinity(0, …)` only reads the set.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The CPUs the calling thread may run on, in ascending order (empty if the kernel does not
+/// say).
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: all-zero is the empty set; `sched_getaffinity(0, …)` writes at most
+    // `size_of::<cpu_set_t>()` bytes into it; `CPU_ISSET` reads bits below CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// One worker's record of how crowded its CPU has been.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Crowding {
+    /// Yields lost in the current streak, and when the streak began (ns).
+    streak: u32,
+    streak_start: u64,
+    /// When the worker last moved (0: never), and the current backoff.
+    last_move: u64,
+    backoff: u32,
+}
+
+impl Crowding {
+    /// A yield lost the CPU at `now` (ns, monotonic): whether to move now.
+    pub(crate) fn lost_yield(&mut self, now: u64) -> bool {
+        let window = WINDOW.as_nanos() as u64;
+        if self.streak == 0 || now.saturating_sub(self.streak_start) > window {
+            self.streak = 1;
+            self.streak_start = now;
+            return false;
+        }
+        self.streak += 1;
+        if self.streak < STREAK {
+            return false;
+        }
+        let gap = (GAP.as_nanos() as u64) << self.backoff;
+        if self.last_move != 0 && now.saturating_sub(self.last_move) < gap {
+            return false;
+        }
+        // A move soon after the last one (within four gaps) did not keep the worker apart
+        // for long: wait longer before the next.
+        self.backoff = if self.last_move != 0 && now.saturating_sub(self.last_move) < 4 * gap {
+            (self.backoff + 1).min(MAX_BACKOFF)
+        } else {
+            0
+        };
+        self.streak = 0;
+        self.last_move = now;
+        true
+    }
+}
+
+thread_local! {
+    /// `None`: this thread does not move (not a worker with adaptive placement).
+    static CROWDING: Cell<Option<Crowding>> = const { Cell::new(None) };
+}
+
+/// Lets the calling thread (a stream worker the kernel places) move when crowded.
+pub(crate) fn enable_on_this_thread() {
+    CROWDING.with(|c| c.set(Some(Crowding::default())));
+}
+
+/// Called by a wait that gave its CPU to another thread in a `sched_yield` and then found its
+/// record without sleeping: moves the calling worker to another CPU if that keeps happening
+/// (see the module docs). Does nothing on a thread that did not [`enable_on_this_thread`].
+pub(crate) fn crowded() {
+    let Some(mut c) = CROWDING.with(Cell::get) else {
+        return;
+    };
+    let go = c.lost_yield(crate::sys::now_ns());
+    CROWDING.with(|cell| cell.set(Some(c)));
+    if go {
+        let _ = move_to_another_cpu();
+    }
+}
+
+/// Moves the calling thread to the next CPU after its current one among those it may use,
+/// then gives it back every one of them. Returns the CPUs it moved from and to, or `None` if
+/// it did not move (one CPU only, or the kernel refused).
+pub(crate) fn move_to_another_cpu() -> Option<(usize, usize)> {
+    let allowed = allowed_cpus();
+    if allowed.len() < 2 {
+        return None;
+    }
+    // SAFETY: sched_getcpu(3) has no preconditions.
+    let here = usize::try_from(unsafe { libc::sched_getcpu() }).ok()?;
+    let i = allowed.iter().position(|&c| c == here).unwrap_or(0);
+    let to = allowed[(i + 1) % allowed.len()];
+    pin_current_thread(to).ok()?;
+    // Back to every CPU it could use: the kernel leaves it where it now is until it has a
+    // reason to move it.
+    set_allowed(&allowed);
+    Some((here, to))
+}
+
+/// Restricts the calling thread to `cpus` (all below `CPU_SETSIZE`, as `allowed_cpus` gives
+/// them).
+fn set_allowed(cpus: &[usize]) {
+    // SAFETY: all-zero is the empty set; `CPU_SET` writes only bits below CPU_SETSIZE (the
+    // filter); `sched_setaffinity(0, …)` only reads the set. A failure leaves the thread on
+    // the one CPU it moved to, which is still one it may use.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    #[test]
+    fn a_streak_within_the_window_moves_and_moves_back_off() {
+        let mut c = Crowding::default();
+        let t0 = 10 * MS;
+        // Lost yields spread wider than the window never make a streak.
+        for k in 0..20 {
+            assert!(!c.lost_yield(t0 + k * 2 * MS));
+        }
+        // STREAK of them within the window do.
+        let t1 = 100 * MS;
+        let moved: Vec<bool> = (0..u64::from(STREAK))
+            .map(|k| c.lost_yield(t1 + k * 1000))
+            .collect();
+        assert_eq!(moved.iter().filter(|&&m| m).count(), 1);
+        assert!(moved[STREAK as usize - 1]);
+        // Another streak right after: not before the gap has passed.
+        let t2 = t1 + MS;
+        assert!(!(0..u64::from(STREAK)).any(|k| c.lost_yield(t2 + k * 1000)));
+        // After the gap it moves again, and the gap grows (a second move soon after the first).
+        let t3 = t1 + GAP.as_nanos() as u64 + MS;
+        assert!((0..u64::from(STREAK)).any(|k| c.lost_yield(t3 + k * 1000)));
+        let t4 = t3 + GAP.as_nanos() as u64 + MS;
+        assert!(
+            !(0..u64::from(STREAK)).any(|k| c.lost_yield(t4 + k * 1000)),
+            "the gap did not grow after a move soon after the last"
+        );
+        assert!(
+            (0..u64::from(STREAK))
+                .any(|k| c.lost_yield(t3 + 2 * GAP.as_nanos() as u64 + MS + k * 1000))
+        );
+        // A long quiet spell resets the backoff.
+        let t5 = t4 + 10_000 * MS;
+        assert!((0..u64::from(STREAK)).any(|k| c.lost_yield(t5 + k * 1000)));
+        assert_eq!(c.backoff, 0);
+    }
+
+    #[test]
+    fn a_move_lands_on_another_cpu_and_gives_the_affinity_back() {
+        let before = allowed_cpus();
+        // SAFETY: sched_getcpu(3) has no preconditions.
+        let here = usize::try_from(unsafe { libc::sched_getcpu() }).unwrap();
+        match move_to_another_cpu() {
+            None => assert!(before.len() < 2, "did not move with CPUs {before:?}"),
+            Some((from, to)) => {
+                assert_ne!(from, to);
+                assert!(before.contains(&to));
+                // Moved (the kernel may have moved us again since, but not often this soon).
+                // SAFETY: as above.
+                let now = usize::try_from(unsafe { libc::sched_getcpu() }).unwrap();
+                assert!(
+                    now == to || now != here || before.len() > 2,
+                    "still on {here}"
+                );
+            }
+        }
+        assert_eq!(allowed_cpus(), before, "the affinity was not given back");
+    }
+
+    #[test]
+    fn only_enabled_threads_move() {
+        std::thread::spawn(|| {
+            let before = allowed_cpus();
+            for _ in 0..10 * STREAK {
+                crowded();
+            }
+            assert_eq!(CROWDING.with(Cell::get), None);
+            assert_eq!(allowed_cpus(), before);
+        })
+        .join()
+        .unwrap();
+    }
+}
