@@ -130,6 +130,16 @@ mod sealed {
     pub trait Sealed {}
 }
 
+/// What [`Soc::with_atomic_pool`] calls: generic over the capacity `N` and word count `W` of
+/// the SoC's [`AtomicIdPool`](crate::pool::AtomicIdPool).
+#[cfg(target_has_atomic = "64")]
+pub trait AtomicPoolVisitor {
+    /// What the visit returns.
+    type Out;
+    /// Called once, with the pool type's parameters.
+    fn visit<const N: usize, const W: usize>(self) -> Self::Out;
+}
+
 macro_rules! cap_impl {
     (yes, $cap:ident, $ty:ident) => {
         impl $cap for $ty {}
@@ -222,6 +232,20 @@ macro_rules! soc_table {
                         Err(_) => panic!("a chip name with a NUL in it"),
                     }
                 } ),+], )* }
+            }
+        }
+
+        #[cfg(target_has_atomic = "64")]
+        impl Soc {
+            /// Calls `v` with the shared-memory id pool type of this SoC
+            /// ([`SocType::AtomicNotifyPool`], `AtomicIdPool<N, W>` with `N` its
+            /// [`max_notifies`](Self::max_notifies)): how code that learns the SoC at run time
+            /// (a simulator's shared file) uses the pool the table gives each SoC, rather than
+            /// a list of capacities of its own.
+            pub fn with_atomic_pool<V: AtomicPoolVisitor>(self, v: V) -> V::Out {
+                match self { $(
+                    Soc::$ty => v.visit::<$max, { crate::pool::words($max) }>(),
+                )* }
             }
         }
 

@@ -1,12 +1,13 @@
 //! The notify file's layout: header, process-table entry and device header types, the id
-//! pool types, where each region lies for a SoC and device count ([`Layout`]), and the
+//! pool of a device (of the SoC table's capacity), where each region lies for a SoC and device count ([`Layout`]), and the
 //! checks of a header another process wrote.
 
 use std::path::Path;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
 
-use acl_notify_core::pool::{AtomicIdPool, words};
+use acl_notify_core::pool::AtomicIdPool;
+use acl_notify_core::soc::AtomicPoolVisitor;
 use acl_notify_core::table::{MAX_PROCS, NotifySlot};
 use acl_notify_core::{Error, Soc};
 
@@ -98,76 +99,93 @@ pub const WHITELIST_BYTES: usize = std::mem::size_of::<ShmWhitelist>();
 /// Notify-table bytes per notify (touched only for ids in use).
 pub const SLOT_BYTES: usize = std::mem::size_of::<NotifySlot>();
 
-/// The shared id pool of a 950-family device (65535 ids).
-pub type Pool65535 = AtomicIdPool<65535, { words(65535) }>;
-/// The shared id pool of a 910B / 910_93 device (8192 ids).
-pub type Pool8192 = AtomicIdPool<8192, { words(8192) }>;
-/// The shared id pool of a 310B device (2048 ids).
-pub type Pool2048 = AtomicIdPool<2048, { words(2048) }>;
-/// The shared id pool of a 310P / 910 device (1024 ids).
-pub type Pool1024 = AtomicIdPool<1024, { words(1024) }>;
-
-/// The id pool of one device, dispatched at run time on the SoC's capacity.
-#[derive(Clone, Copy, Debug)]
-pub enum PoolRef<'a> {
-    /// 65535 ids (950 family).
-    P65535(&'a Pool65535),
-    /// 8192 ids (910B, 910_93).
-    P8192(&'a Pool8192),
-    /// 2048 ids (310B).
-    P2048(&'a Pool2048),
-    /// 1024 ids (310P, 910).
-    P1024(&'a Pool1024),
+/// What the simulator asks of a device's shared id pool, whatever its capacity: the core's
+/// [`AtomicIdPool`] of the size the SoC table gives the file's SoC.
+trait SharedPool: Sync {
+    fn alloc(&self) -> Result<u32, Error>;
+    fn free(&self, id: u32) -> Result<(), Error>;
+    fn in_use(&self) -> u32;
+    fn capacity(&self) -> u32;
+    fn is_allocated(&self, id: u32) -> bool;
+    fn end(&self) -> u32;
 }
 
-macro_rules! pool_dispatch {
-    ($self:expr, $p:ident => $e:expr) => {
-        match $self {
-            PoolRef::P65535($p) => $e,
-            PoolRef::P8192($p) => $e,
-            PoolRef::P2048($p) => $e,
-            PoolRef::P1024($p) => $e,
-        }
-    };
+impl<const N: usize, const W: usize> SharedPool for AtomicIdPool<N, W> {
+    fn alloc(&self) -> Result<u32, Error> {
+        AtomicIdPool::alloc(self)
+    }
+    fn free(&self, id: u32) -> Result<(), Error> {
+        AtomicIdPool::free(self, id)
+    }
+    fn in_use(&self) -> u32 {
+        AtomicIdPool::in_use(self)
+    }
+    fn capacity(&self) -> u32 {
+        AtomicIdPool::capacity(self)
+    }
+    fn is_allocated(&self, id: u32) -> bool {
+        AtomicIdPool::is_allocated(self, id)
+    }
+    fn end(&self) -> u32 {
+        AtomicIdPool::end(self)
+    }
+}
+
+/// The id pool of one device, of the capacity the SoC table gives the file's SoC
+/// ([`Soc::with_atomic_pool`]): creates and destroys go through it, records and waits never.
+#[derive(Clone, Copy)]
+pub struct PoolRef<'a>(&'a dyn SharedPool);
+
+impl std::fmt::Debug for PoolRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolRef")
+            .field("capacity", &self.capacity())
+            .field("in_use", &self.in_use())
+            .finish()
+    }
 }
 
 impl PoolRef<'_> {
     /// Takes an id (207009 when full, 507899 when corrupt).
     pub fn alloc(&self) -> Result<u32, Error> {
-        pool_dispatch!(self, p => p.alloc())
+        self.0.alloc()
     }
     /// Gives an id back.
     pub fn free(&self, id: u32) -> Result<(), Error> {
-        pool_dispatch!(self, p => p.free(id))
+        self.0.free(id)
     }
     /// Ids allocated.
     pub fn in_use(&self) -> u32 {
-        pool_dispatch!(self, p => p.in_use())
+        self.0.in_use()
     }
     /// Capacity.
     pub fn capacity(&self) -> u32 {
-        pool_dispatch!(self, p => p.capacity())
+        self.0.capacity()
     }
     /// Whether `id` is allocated.
     pub fn is_allocated(&self, id: u32) -> bool {
-        pool_dispatch!(self, p => p.is_allocated(id))
+        self.0.is_allocated(id)
     }
     /// One past the highest allocated id (0 if none).
     pub fn end(&self) -> u32 {
-        pool_dispatch!(self, p => p.end())
+        self.0.end()
     }
 }
 
-/// Size of the pool type for `max` ids, or `None` if no pool type exists for it.
-pub(crate) fn pool_size(max: u32) -> Option<usize> {
-    Some(match max {
-        65535 => std::mem::size_of::<Pool65535>(),
-        8192 => std::mem::size_of::<Pool8192>(),
-        2048 => std::mem::size_of::<Pool2048>(),
-        1024 => std::mem::size_of::<Pool1024>(),
-        0 => 0,
-        _ => return None,
-    })
+/// Bytes of the id pool of one device of `soc` (0 for a SoC without notifies).
+pub(crate) fn pool_size(soc: Soc) -> usize {
+    struct Size;
+    impl AtomicPoolVisitor for Size {
+        type Out = usize;
+        fn visit<const N: usize, const W: usize>(self) -> usize {
+            if N == 0 {
+                0
+            } else {
+                std::mem::size_of::<AtomicIdPool<N, W>>()
+            }
+        }
+    }
+    soc.with_atomic_pool(Size)
 }
 
 pub(crate) const fn align_up(v: usize, a: usize) -> usize {
@@ -198,12 +216,7 @@ pub(crate) struct Layout {
 impl Layout {
     pub(crate) fn new(soc: Soc, devices: u32) -> Result<Layout, SimError> {
         let max = soc.max_notifies();
-        let pool_size = pool_size(max).ok_or_else(|| {
-            SimError::new(
-                Error::DrvInternalError,
-                format!("no id pool type for {max} notifies ({soc})"),
-            )
-        })?;
+        let pool_size = pool_size(soc);
         let d = devices as usize;
         let n = max as usize;
         let pool_stride = align_up(pool_size, 64);
@@ -271,14 +284,19 @@ impl Layout {
         if dev >= self.devices {
             return None;
         }
+        if self.max == 0 {
+            return None;
+        }
+        /// The pool at `off` of `m`, as the type the SoC table gives.
+        struct At<'m>(&'m Map, usize);
+        impl<'m> AtomicPoolVisitor for At<'m> {
+            type Out = PoolRef<'m>;
+            fn visit<const N: usize, const W: usize>(self) -> PoolRef<'m> {
+                PoolRef(self.0.at::<AtomicIdPool<N, W>>(self.1))
+            }
+        }
         let off = self.pools_off + dev as usize * self.pool_stride;
-        Some(match self.max {
-            65535 => PoolRef::P65535(m.at(off)),
-            8192 => PoolRef::P8192(m.at(off)),
-            2048 => PoolRef::P2048(m.at(off)),
-            1024 => PoolRef::P1024(m.at(off)),
-            _ => return None,
-        })
+        Some(self.soc.with_atomic_pool(At(m, off)))
     }
 
     /// Where the slot of notify `id` on `dev` is in the file (`None` out of range).

@@ -63,10 +63,7 @@ pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, soc_index, validate_header};
 pub(crate) use layout::{Header, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
-pub use layout::{
-    LAYOUT_VERSION, MAX_DEVICES, Pool1024, Pool2048, Pool8192, Pool65535, PoolRef, SLOT_BYTES,
-    WHITELIST_BYTES,
-};
+pub use layout::{LAYOUT_VERSION, MAX_DEVICES, PoolRef, SLOT_BYTES, WHITELIST_BYTES};
 use slot_ref::RefMap;
 pub use slot_ref::{CreateError, SlotRef};
 pub(crate) use whitelist::ShmWhitelist;

@@ -43,6 +43,45 @@ fn layout_sizes() {
     assert!(Layout::new(Soc::IPV350, 2).is_ok());
 }
 
+/// The pools are the core's, of the capacity the SoC table gives each SoC: the layout sizes
+/// them as `SocType::AtomicNotifyPool` and a file's pool holds `max_notifies` ids.
+#[test]
+fn each_socs_pool_is_the_one_the_soc_table_gives() {
+    use acl_notify_core::SocType;
+    use acl_notify_core::soc::*;
+    fn bytes<C: SocType>() -> (Soc, usize) {
+        (C::SOC, std::mem::size_of::<C::AtomicNotifyPool>())
+    }
+    let typed = [
+        bytes::<Ascend950PR>(),
+        bytes::<Ascend950DT>(),
+        bytes::<Ascend910_93>(),
+        bytes::<Ascend910B>(),
+        bytes::<Ascend310B>(),
+        bytes::<Ascend310P>(),
+        bytes::<Ascend910>(),
+    ];
+    assert_eq!(typed.len() + 1, Soc::ALL.len(), "a SoC missing here");
+    for (soc, size) in typed {
+        let l = Layout::new(soc, 1).unwrap();
+        assert_eq!(l.pool_size, size, "{soc}");
+        let n = ns(&format!("pool{}", soc.name()));
+        let _ = remove_namespace(&n);
+        let f = open_shared(&n, 0, soc, 1, OpenMode::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let pool = f.pool(0).unwrap();
+        assert_eq!(pool.capacity(), soc.max_notifies(), "{soc}");
+        let id = pool.alloc().unwrap();
+        assert!(pool.is_allocated(id) && pool.in_use() == 1 && pool.end() == id + 1);
+        pool.free(id).unwrap();
+        drop(f);
+        remove_namespace(&n).unwrap();
+    }
+    let l = Layout::new(Soc::IPV350, 1).unwrap();
+    assert_eq!((l.max, l.pool_size), (0, 0));
+}
+
 #[test]
 fn create_join_release_frees_the_id() {
     let n = ns("cjr");
