@@ -753,16 +753,19 @@ mod tests {
             Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{ns}.srv0x")),
             Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{ns}.0")),
         ];
-        for p in ours.iter().chain(&theirs) {
-            std::fs::write(p, b"").unwrap();
-        }
+        // Each file goes when the test ends, also when it fails.
+        let _guards: Vec<TempPath> = ours
+            .iter()
+            .chain(&theirs)
+            .map(|p| {
+                std::fs::write(p, b"").unwrap();
+                TempPath(p.clone())
+            })
+            .collect();
         assert_eq!(remove_files(&ns, Some("cnt")).unwrap(), 0);
         assert_eq!(remove_files(&ns, Some("zzz")).unwrap(), 1);
         assert_eq!(remove_files(&ns, None).unwrap(), 2);
         let left: Vec<bool> = theirs.iter().map(|p| p.exists()).collect();
-        for p in &theirs {
-            let _ = std::fs::remove_file(p);
-        }
         assert!(ours.iter().all(|p| !p.exists()));
         assert_eq!(left, [true; 4], "{theirs:?}");
     }
