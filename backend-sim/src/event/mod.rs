@@ -162,14 +162,7 @@ fn err(kind: Error, msg: impl Into<String>) -> SimError {
 }
 
 fn bad_event(h: RawEvent) -> SimError {
-    err(
-        Error::InvalidHandle,
-        format!(
-            "event handle {:#x} is not a live event of this process (destroyed, stale, of another \
-             Sim, or garbage)",
-            h.0
-        ),
-    )
+    crate::error::not_live("event", h.0)
 }
 
 fn device_only(ev: &SimEvent, what: &str) -> Result<(), SimError> {
