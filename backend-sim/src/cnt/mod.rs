@@ -603,11 +603,8 @@ impl CntState {
 
     /// Drops every handle (the `Sim` is going away).
     pub(crate) fn clear(&self) {
-        let all = self
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain();
+        // Dropped after the lock is released: a handle's drop may take other locks.
+        let all = crate::locks::write(&self.handles).drain();
         drop(all);
     }
 
