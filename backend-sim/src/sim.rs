@@ -184,6 +184,11 @@ impl Sim {
             let Some(n) = next(i) else {
                 break;
             };
+            // A notify of another host (cluster mode) is reset through the cluster.
+            if let Some(r) = self.reset_remote(n, i) {
+                r?;
+                continue;
+            }
             let v = self
                 .notify(n)
                 .map_err(|e| err(e.kind(), format!("element {i}: {}", e.message())))?;

@@ -54,6 +54,9 @@ pub enum Error {
     NoNotifyResource = 207009,
     /// `ACL_ERROR_RT_OVER_LIMIT` — a fixed limit (64 whitelisted PIDs) would be exceeded.
     OverLimit = 207012,
+    /// `ACL_ERROR_RT_LINK_TYPE_NOT_SUPPORTED` — a link type this SoC does not have
+    /// (`aclrtIpcMemSetAttr`'s UB paths on Ascend910_93).
+    LinkTypeNotSupported = 207021,
     /// `ACL_ERROR_RT_INTERNAL_ERROR` — an operation not valid in the handle's state.
     InternalError = 507000,
     /// `ACL_ERROR_RT_STREAM_TASK_FULL` — a stream's task queue is full.
@@ -78,7 +81,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 29] = [
+    pub const ALL: [Error; 30] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -100,6 +103,7 @@ impl Error {
         Error::NoEventResource,
         Error::NoNotifyResource,
         Error::OverLimit,
+        Error::LinkTypeNotSupported,
         Error::InternalError,
         Error::StreamTaskFull,
         Error::EventNotComplete,
@@ -139,6 +143,7 @@ impl Error {
             Error::NoEventResource => "ACL_ERROR_RT_NO_EVENT_RESOURCE",
             Error::NoNotifyResource => "ACL_ERROR_RT_NO_NOTIFY_RESOURCE",
             Error::OverLimit => "ACL_ERROR_RT_OVER_LIMIT",
+            Error::LinkTypeNotSupported => "ACL_ERROR_RT_LINK_TYPE_NOT_SUPPORTED",
             Error::InternalError => "ACL_ERROR_RT_INTERNAL_ERROR",
             Error::StreamTaskFull => "ACL_ERROR_RT_STREAM_TASK_FULL",
             Error::EventNotComplete => "ACL_ERROR_RT_EVENT_NOT_COMPLETE",
@@ -220,6 +225,7 @@ mod tests {
         assert_eq!(Error::NoPermission.code(), 207006);
         assert_eq!(Error::NoNotifyResource.code(), 207009);
         assert_eq!(Error::OverLimit.code(), 207012);
+        assert_eq!(Error::LinkTypeNotSupported.code(), 207021);
         assert_eq!(Error::InternalError.code(), 507000);
         assert_eq!(Error::TaskTypeNotSupport.code(), 507009);
         assert_eq!(Error::StreamSyncTimeout.code(), 507046);

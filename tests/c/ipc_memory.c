@@ -120,7 +120,8 @@ int main(int argc, char **argv) {
     EXPECT_RC(aclrtIpcMemSetAttr(NULL, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 0),
               ACL_ERROR_RT_PARAM_INVALID);
     EXPECT_RC(aclrtIpcMemSetAttr("k", (aclrtIpcMemAttrType)1, 0), ACL_ERROR_RT_PARAM_INVALID);
-    EXPECT_RC(aclrtIpcMemSetAttr("k", ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 2),
+    /* acl_rt.h defines link values 0..3; the runtime refuses 4 and up before the SoC. */
+    EXPECT_RC(aclrtIpcMemSetAttr("k", ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 4),
               ACL_ERROR_RT_PARAM_INVALID);
 
     if (!has_ipc) {
@@ -132,6 +133,9 @@ int main(int argc, char **argv) {
         EXPECT_RC(aclrtIpcMemImportByKey(&p, fake, 0), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
         EXPECT_RC(aclrtIpcMemClose(fake), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
         EXPECT_RC(aclrtIpcMemSetAttr(fake, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 0),
+                  ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+        EXPECT_RC(aclrtIpcMemSetAttr(fake, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK,
+                                     ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH),
                   ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
         CHECK(aclrtFree(d));
         CHECK(aclFinalize());
@@ -157,8 +161,15 @@ int main(int argc, char **argv) {
     if (a3) {
         CHECK(aclrtIpcMemSetAttr(key, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK,
                                  ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS));
+        /* The UB paths are Ascend950's links (CANN's rt_inner_mem.h). */
+        EXPECT_RC(aclrtIpcMemSetAttr(key, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK,
+                                     ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_ONE_PORT_PATH),
+                  ACL_ERROR_RT_LINK_TYPE_NOT_SUPPORTED);
     } else {
         EXPECT_RC(aclrtIpcMemSetAttr(key, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 0),
+                  ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+        EXPECT_RC(aclrtIpcMemSetAttr(key, ACL_RT_IPC_MEM_ATTR_ACCESS_LINK,
+                                     ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_ONE_PORT_PATH),
                   ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
         EXPECT_RC(aclrtIpcMemImportPidInterServer(key, &sp, 1), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     }

@@ -272,11 +272,12 @@ pub unsafe extern "C" fn aclrtIpcMemClose(key: *const c_char) -> aclError {
 }
 
 /// `aclError aclrtIpcMemSetAttr(const char *key, aclrtIpcMemAttrType type, uint64_t attr)`:
-/// the die-to-die link of an export (Ascend910_93); accepted and recorded nowhere (the
-/// simulator has one link).
+/// the die-to-die link of an export (Ascend910_93); SIO and HCCS accepted and recorded
+/// nowhere (the simulator has one link). See `Sim::ipc_mem_set_attr` for CANN's checks.
 ///
-/// Codes: 107000 key NULL, type ≠ ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, attr > 1; 107002;
-/// 207000 off Ascend910_93; 107000 malformed key or no live export.
+/// Codes: 107000 key NULL, type ≠ ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, attr > 3; 107002;
+/// 207000 off Ascend910_93; 107000 malformed key or no live export; 207021 attr 2 or 3 (the
+/// UB paths, Ascend950's).
 ///
 /// # Safety
 ///
@@ -287,16 +288,7 @@ pub unsafe extern "C" fn aclrtIpcMemSetAttr(key: *const c_char, kind: u32, attr:
         if key.is_null() {
             return Err(param("`key` is NULL"));
         }
-        if kind != 0 {
-            return Err(param(format!(
-                "type {kind}: only ACL_RT_IPC_MEM_ATTR_ACCESS_LINK (0) exists"
-            )));
-        }
-        if attr > 1 {
-            return Err(param(format!(
-                "attr {attr}: ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO (0) or _HCCS (1)"
-            )));
-        }
+        acl_notify_sim::mem::ipc::check_attr_args(kind, attr).map_err(backend)?;
         let rt = runtime()?;
         rt.current_device()?;
         let sim = rt.backend();

@@ -175,7 +175,10 @@ impl Shared {
                 "its owner freed it (an importer may not use memory after the owner's aclrtFree; \
                  close the mapping with aclrtIpcMemClose)"
             }
-            (Some(_), Some(_)) => "its owner freed it and allocated the id again",
+            (Some(_), Some(_)) => {
+                "its registry entry is a new one (its owner freed it and allocated the id \
+                 again, or was taken for dead — its lease expired — and published it again)"
+            }
         };
         Err(err(
             Error::ParamInvalid,

@@ -21,7 +21,8 @@
 //!   fail naming why (owner dead, export withdrawn). The owner process watches its own
 //!   `rec/<sid>/<pid>/` prefix from the revision before it published; each put is one watch
 //!   event, applied as one local record on the flag (so it wakes the waiter, and records that
-//!   land before a wait collapse as SPEC §1 says). A broken watch (its member died) resumes on
+//!   land before a wait collapse as SPEC §1 says). An importer's batch reset of the notify
+//!   is such a put too, marked as a reset, applied in the same order. A broken watch (its member died) resumes on
 //!   another member from the revision after the last event: no record is lost or applied
 //!   twice.
 //! - `rec/<sid>/<pid>/<dev>/<id>/h/<isid>/<ipid>/<handle>`: the holds of remote importers,
@@ -465,28 +466,41 @@ impl Shared {
         if let Some(r) = r
             && r.live().is_ok()
         {
+            if v["reset"].as_bool() == Some(true) {
+                // An importer's batch reset: one CAS, as a local one.
+                r.slot().sync.reset();
+                return;
+            }
             // Counted before the flag is set: whoever the record wakes sees it counted.
             self.applied.fetch_add(1, Ordering::Relaxed);
             r.slot().record(&r.file().waiter(), self.pid);
         }
     }
 
-    /// Delivers one record to remote notify `n`'s owner (see the module doc). Codes: 107017
-    /// the owner is dead (its lease expired) or withdrew the export; 507022 unreachable.
-    fn record(&self, n: &RemoteNotify) -> Result<(), SimError> {
+    /// Delivers one record (or, with `reset`, a batch reset) to remote notify `n`'s owner
+    /// (see the module doc): both go the same way, so the owner applies them in the order this
+    /// process made them. Codes: 107017 the owner is dead (its lease expired) or withdrew the
+    /// export; 507022 unreachable.
+    fn record(&self, n: &RemoteNotify, reset: bool) -> Result<(), SimError> {
         let s = self;
         let export = s.export_key(n.server, n.device, n.id);
         let rec = s.key(&format!(
             "rec/{}/{}/{}/{}",
             n.server, n.owner_pid, n.device, n.id
         ));
-        let value = json!({ "gen": n.generation, "server": s.server, "pid": s.pid })
-            .to_string()
-            .into_bytes();
+        let mut value = json!({ "gen": n.generation, "server": s.server, "pid": s.pid });
+        if reset {
+            value["reset"] = json!(true);
+        }
+        let value = value.to_string().into_bytes();
         let what = || {
             format!(
-                "record on notify {} of device {} of server {} (owner pid {})",
-                n.id, n.device, n.server, n.owner_pid
+                "{} on notify {} of device {} of server {} (owner pid {})",
+                if reset { "batch reset" } else { "record" },
+                n.id,
+                n.device,
+                n.server,
+                n.owner_pid
             )
         };
         let t = s
@@ -787,7 +801,13 @@ impl Cluster {
         n: RemoteNotify,
     ) -> impl FnOnce() -> Result<(), SimError> + Send + 'static {
         let s = Arc::clone(&self.shared);
-        move || s.record(&n)
+        move || s.record(&n, false)
+    }
+
+    /// A batch reset of remote notify `n`: delivered now, in order with this process's
+    /// records of it (see [`Shared::record`]).
+    pub fn reset(&self, n: &RemoteNotify) -> Result<(), SimError> {
+        self.shared.record(n, true)
     }
 
     /// Whether process `pid` of server `server` is alive in the cluster (its lease holds).

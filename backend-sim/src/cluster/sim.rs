@@ -4,7 +4,9 @@
 //! single-host paths call these only after their own handle lookup failed (a remote import
 //! is not in the local table), so they cost the single-host simulator nothing.
 
-use acl_notify_core::{Error, KeyFields, Lifecycle, NotifyInfo, Op, RawNotify, RawStream};
+use acl_notify_core::{
+    BackendError as _, Error, KeyFields, Lifecycle, NotifyInfo, Op, RawNotify, RawStream,
+};
 
 use super::Cluster;
 use crate::error::err;
@@ -63,6 +65,30 @@ impl Sim {
         Some(
             self.stream(stream)
                 .and_then(|(s, _)| self.enqueue(&s, stream, move |_| deliver())),
+        )
+    }
+
+    /// Element `i` of a batch reset, when it is remote import `notify`: the lifecycle's rule
+    /// for an imported notify on this SoC (SPEC §3: `Ascend910_93`, the SoC of inter-server
+    /// IPC, resets imported notifies like any other), then the reset delivered to the owner's
+    /// host, in order with this process's records of it. `None` if it is not one.
+    pub(crate) fn reset_remote(&self, notify: RawNotify, i: usize) -> Option<Result<(), SimError>> {
+        let c = self.inner.cluster.as_ref()?;
+        let n = c.get(notify.0)?;
+        let ipc = self.inner.soc.caps().ipc_batch_reset;
+        if let Err(code) = Lifecycle::Imported.apply(Op::BatchReset(ipc)) {
+            return Some(Err(err(
+                code,
+                format!(
+                    "element {i}: notify {} (server {}, another host) is an IPC notify, which a \
+                     batch reset on {} refuses, as CANN's runtime does",
+                    n.id, n.server, self.inner.soc
+                ),
+            )));
+        }
+        Some(
+            c.reset(&n)
+                .map_err(|e| err(e.kind(), format!("element {i}: {}", e.message()))),
         )
     }
 

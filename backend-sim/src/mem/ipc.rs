@@ -64,6 +64,34 @@ struct Named {
     fields: KeyFields,
 }
 
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_HCCS`: the last link value Ascend910_93 has.
+const ACCESS_LINK_HCCS: u64 = 1;
+
+/// `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_MULTI_PORT_PATH`: the last value `acl_rt.h` defines.
+const ACCESS_LINK_MAX: u64 = 3;
+
+/// `aclrtIpcMemSetAttr`'s argument checks, made before the SoC's (see
+/// [`Sim::ipc_mem_set_attr`]): 107000 for a type other than `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK`
+/// or a link value past the ones `acl_rt.h` defines.
+pub fn check_attr_args(kind: u32, attr: u64) -> Result<(), SimError> {
+    if kind != 0 {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            format!("type {kind}: only ACL_RT_IPC_MEM_ATTR_ACCESS_LINK (0) exists"),
+        ));
+    }
+    if attr > ACCESS_LINK_MAX {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            format!(
+                "attr {attr}: expected an ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_* value: SIO (0), \
+                 HCCS (1), UB_ONE_PORT_PATH (2) or UB_MULTI_PORT_PATH (3)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 impl Sim {
     /// 207000 unless this SoC has IPC memory.
     pub fn require_ipc_memory(&self, what: &str) -> Result<(), SimError> {
@@ -153,114 +181,106 @@ impl Sim {
         size: usize,
         open: bool,
     ) -> Result<ExportKey, SimError> {
-        self.mem_checked(|| self.ipc_mem_export_unchecked(ptr, size, open))
-    }
-
-    /// [`Self::ipc_mem_export`] without the lost-file check.
-    fn ipc_mem_export_unchecked(
-        &self,
-        ptr: usize,
-        size: usize,
-        open: bool,
-    ) -> Result<ExportKey, SimError> {
-        if size == 0 {
-            return Err(SimError::new(Error::ParamInvalid, "size is 0"));
-        }
-        self.require_ipc_memory("exporting device memory (IPC)")?;
-        let r = self
-            .device_range(ptr, size, "exported range")?
-            .ok_or_else(|| {
-                SimError::new(
-                    Error::ParamInvalid,
-                    format!("{ptr:#x} is not a device address of this process"),
-                )
-            })?;
-        if r.alloc.imported {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "{ptr:#x} is in memory this process imported (allocation {:#x}); only the \
-                     owner exports",
-                    r.base
-                ),
-            ));
-        }
-        let file = &r.alloc.file;
-        let (id, generation) = (r.alloc.id, r.alloc.generation);
-        let slot = file
-            .slot(id)
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
-        let off_in = (ptr - r.base) as u64;
-        let how = if open {
-            ExportState::Open
-        } else {
-            ExportState::Enforced
-        };
-        let l = file.lock()?;
-        if !slot.is_live(generation) {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                "the allocation was freed meanwhile",
-            ));
-        }
-        let cur = slot.export_state();
-        if cur != Some(ExportState::None) {
-            let same = cur == Some(how)
-                && slot.sync.export_off.load(SeqCst) == off_in
-                && slot.sync.export_len.load(SeqCst) == size as u64;
-            if !same {
+        self.mem_checked(|| {
+            if size == 0 {
+                return Err(SimError::new(Error::ParamInvalid, "size is 0"));
+            }
+            self.require_ipc_memory("exporting device memory (IPC)")?;
+            let r = self
+                .device_range(ptr, size, "exported range")?
+                .ok_or_else(|| {
+                    SimError::new(
+                        Error::ParamInvalid,
+                        format!("{ptr:#x} is not a device address of this process"),
+                    )
+                })?;
+            if r.alloc.imported {
                 return Err(SimError::new(
                     Error::ParamInvalid,
                     format!(
-                        "allocation {:#x} is already exported as {} bytes at offset {} ({}); \
-                         close that export (aclrtIpcMemClose) before exporting it otherwise",
-                        r.base,
-                        slot.sync.export_len.load(SeqCst),
-                        slot.sync.export_off.load(SeqCst),
-                        if cur == Some(ExportState::Open) {
-                            "without PID validation"
-                        } else {
-                            "with PID validation"
-                        }
+                        "{ptr:#x} is in memory this process imported (allocation {:#x}); only the \
+                         owner exports",
+                        r.base
                     ),
                 ));
             }
-        } else {
-            let nonce = sys::nonce16().map_err(|e| {
-                SimError::new(
-                    Error::DrvInternalError,
-                    format!("getrandom failed while exporting: {e}"),
-                )
-            })?;
-            // Under the file lock and live (checked above), so the export is ours to make.
-            let won = slot.export_with(nonce, how, || {
-                if let Some(wl) = file.whitelist(id) {
-                    wl.reset();
+            let file = &r.alloc.file;
+            let (id, generation) = (r.alloc.id, r.alloc.generation);
+            let slot = file
+                .slot(id)
+                .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
+            let off_in = (ptr - r.base) as u64;
+            let how = if open {
+                ExportState::Open
+            } else {
+                ExportState::Enforced
+            };
+            let l = file.lock()?;
+            if !slot.is_live(generation) {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    "the allocation was freed meanwhile",
+                ));
+            }
+            let cur = slot.export_state();
+            if cur != Some(ExportState::None) {
+                let same = cur == Some(how)
+                    && slot.sync.export_off.load(SeqCst) == off_in
+                    && slot.sync.export_len.load(SeqCst) == size as u64;
+                if !same {
+                    return Err(SimError::new(
+                        Error::ParamInvalid,
+                        format!(
+                            "allocation {:#x} is already exported as {} bytes at offset {} ({}); \
+                             close that export (aclrtIpcMemClose) before exporting it otherwise",
+                            r.base,
+                            slot.sync.export_len.load(SeqCst),
+                            slot.sync.export_off.load(SeqCst),
+                            if cur == Some(ExportState::Open) {
+                                "without PID validation"
+                            } else {
+                                "with PID validation"
+                            }
+                        ),
+                    ));
                 }
-                slot.sync.export_off.store(off_in, SeqCst);
-                slot.sync.export_len.store(size as u64, SeqCst);
-                Ok::<(), std::convert::Infallible>(())
-            });
-            if won != Ok(true) {
-                return Err(SimError::new(
-                    Error::DrvInternalError,
-                    format!(
-                        "device-memory file {}: allocation {id} changed under the file lock",
-                        file.path().display()
-                    ),
-                ));
+            } else {
+                let nonce = sys::nonce16().map_err(|e| {
+                    SimError::new(
+                        Error::DrvInternalError,
+                        format!("getrandom failed while exporting: {e}"),
+                    )
+                })?;
+                // Under the file lock and live (checked above), so the export is ours to make.
+                let won = slot.export_with(nonce, how, || {
+                    if let Some(wl) = file.whitelist(id) {
+                        wl.reset();
+                    }
+                    slot.sync.export_off.store(off_in, SeqCst);
+                    slot.sync.export_len.store(size as u64, SeqCst);
+                    Ok::<(), std::convert::Infallible>(())
+                });
+                if won != Ok(true) {
+                    return Err(SimError::new(
+                        Error::DrvInternalError,
+                        format!(
+                            "device-memory file {}: allocation {id} changed under the file lock",
+                            file.path().display()
+                        ),
+                    ));
+                }
             }
-        }
-        drop(l);
-        // Without PID validation anyone may import, on any host: in cluster mode, publish it.
-        self.mem_publish(file, id, generation, open)?;
-        Ok(ExportKey::encode(&KeyFields {
-            server: file.server() as u16,
-            device: file.device() as u8,
-            id: id as u16,
-            generation,
-            nonce: slot.nonce(),
-        }))
+            drop(l);
+            // Without PID validation anyone may import, on any host: in cluster mode, publish it.
+            self.mem_publish(file, id, generation, open)?;
+            Ok(ExportKey::encode(&KeyFields {
+                server: file.server() as u16,
+                device: file.device() as u8,
+                id: id as u16,
+                generation,
+                nonce: slot.nonce(),
+            }))
+        })
     }
 
     /// `aclrtIpcMemSetImportPid`: whitelists processes of this server for the export `key`.
@@ -268,15 +288,12 @@ impl Sim {
     /// Errors: 207000; 107000 no PIDs, a key that names no live export; 207006 the export has
     /// no PID validation, or this process is not its owner; 207012 more than 64 in total.
     pub fn ipc_mem_set_pids(&self, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
-        self.mem_checked(|| self.ipc_mem_set_pids_unchecked(key, pids))
-    }
-
-    /// [`Self::ipc_mem_set_pids`] without the lost-file check.
-    fn ipc_mem_set_pids_unchecked(&self, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
-        self.require_ipc_memory("whitelisting importers of device memory (IPC)")?;
-        let me = self.inner.server_id;
-        self.add_mem_whitelist(key, pids.len(), || {
-            pids.iter().map(|&p| self.whitelist_entry(me, p)).collect()
+        self.mem_checked(|| {
+            self.require_ipc_memory("whitelisting importers of device memory (IPC)")?;
+            let me = self.inner.server_id;
+            self.add_mem_whitelist(key, pids.len(), || {
+                pids.iter().map(|&p| self.whitelist_entry(me, p)).collect()
+            })
         })
     }
 
@@ -287,21 +304,14 @@ impl Sim {
         key: &ExportKey,
         entries: &[ServerPid],
     ) -> Result<(), SimError> {
-        self.mem_checked(|| self.ipc_mem_set_server_pids_unchecked(key, entries))
-    }
-
-    /// [`Self::ipc_mem_set_server_pids`] without the lost-file check.
-    fn ipc_mem_set_server_pids_unchecked(
-        &self,
-        key: &ExportKey,
-        entries: &[ServerPid],
-    ) -> Result<(), SimError> {
-        self.require_ipc_memory_inter_server("inter-server whitelisting of device memory")?;
-        self.add_mem_whitelist(key, entries.len(), || {
-            entries
-                .iter()
-                .map(|sp| self.whitelist_entry(sp.sdid, sp.pid))
-                .collect()
+        self.mem_checked(|| {
+            self.require_ipc_memory_inter_server("inter-server whitelisting of device memory")?;
+            self.add_mem_whitelist(key, entries.len(), || {
+                entries
+                    .iter()
+                    .map(|sp| self.whitelist_entry(sp.sdid, sp.pid))
+                    .collect()
+            })
         })
     }
 
@@ -386,97 +396,92 @@ impl Sim {
         key: &ExportKey,
         enable_peer: bool,
     ) -> Result<usize, SimError> {
-        self.mem_checked(|| self.ipc_mem_import_unchecked(device, key, enable_peer))
-    }
-
-    /// [`Self::ipc_mem_import`] without the lost-file check.
-    fn ipc_mem_import_unchecked(
-        &self,
-        device: u32,
-        key: &ExportKey,
-        enable_peer: bool,
-    ) -> Result<usize, SimError> {
-        self.require_ipc_memory("importing device memory (IPC)")?;
-        self.device_ok(device)?;
-        if let Some(addr) = lock(&self.mem().imports).get(key) {
-            return Err(bad_key(format!(
-                "this process imported it already, at {addr:#x} (close it first)"
-            )));
-        }
-        if let Some(c) = &self.inner.cluster
-            && let Some(k) = key.fields()
-            && u32::from(k.server) != self.inner.server_id
-        {
-            return self.ipc_mem_import_remote(c, device, key, &k);
-        }
-        let n = self.named(key)?;
-        let slot = n
-            .file
-            .slot(n.id)
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
-        let (server, odev) = (u32::from(n.fields.server), n.file.device());
-        let what = format!("allocation {} on device {odev} of server {server}", n.id);
-        if owner_of(slot) == self.mem_identity() {
-            return Err(bad_key(format!(
-                "{what} belongs to this process: use its own pointer (a process does not import \
-                 its own export)"
-            )));
-        }
-        if slot.export_state() == Some(ExportState::Enforced) {
-            let wl = n
-                .file
-                .whitelist(n.id)
-                .and_then(|w| w.read())
-                .ok_or_else(|| {
-                    SimError::new(
-                        Error::DrvInternalError,
-                        format!("the whitelist of {what} is unreadable (corrupt shared memory)"),
-                    )
-                })?;
-            if let Some(why) = self.not_admitted(&wl, server) {
-                return Err(SimError::new(
-                    Error::NoPermission,
-                    format!("import of {what} refused: {why}"),
-                ));
+        self.mem_checked(|| {
+            self.require_ipc_memory("importing device memory (IPC)")?;
+            self.device_ok(device)?;
+            if let Some(addr) = lock(&self.mem().imports).get(key) {
+                return Err(bad_key(format!(
+                    "this process imported it already, at {addr:#x} (close it first)"
+                )));
             }
-        }
-        if server == self.inner.server_id {
-            self.peer_access_for_import(device, odev, enable_peer)
-                .map_err(|why| {
-                    SimError::new(Error::NoPermission, format!("import of {what} {why}"))
-                })?;
-        }
-        let me = self.mem_identity();
-        let l = n.file.lock()?;
-        if !slot.is_live(n.generation) || slot.nonce() != n.fields.nonce {
-            return Err(bad_key(format!(
-                "{what} was freed or unexported during the import"
-            )));
-        }
-        n.file.join(&l, n.id, me)?;
-        let (off, len) = (
-            slot.sync.off.load(SeqCst) + slot.sync.export_off.load(SeqCst),
-            slot.sync.export_len.load(SeqCst),
-        );
-        drop(l);
-        let addr = n.file.addr(off);
-        self.mem()
-            .allocs
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                addr,
-                Alloc {
-                    file: Arc::clone(&n.file),
-                    id: n.id,
-                    generation: n.generation,
-                    size: len,
-                    imported: true,
-                    used_on: device,
-                },
+            if let Some(c) = &self.inner.cluster
+                && let Some(k) = key.fields()
+                && u32::from(k.server) != self.inner.server_id
+            {
+                return self.ipc_mem_import_remote(c, device, key, &k);
+            }
+            let n = self.named(key)?;
+            let slot = n
+                .file
+                .slot(n.id)
+                .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
+            let (server, odev) = (u32::from(n.fields.server), n.file.device());
+            let what = format!("allocation {} on device {odev} of server {server}", n.id);
+            if owner_of(slot) == self.mem_identity() {
+                return Err(bad_key(format!(
+                    "{what} belongs to this process: use its own pointer (a process does not \
+                     import its own export)"
+                )));
+            }
+            if slot.export_state() == Some(ExportState::Enforced) {
+                let wl = n
+                    .file
+                    .whitelist(n.id)
+                    .and_then(|w| w.read())
+                    .ok_or_else(|| {
+                        SimError::new(
+                            Error::DrvInternalError,
+                            format!(
+                                "the whitelist of {what} is unreadable (corrupt shared \
+                                 memory)"
+                            ),
+                        )
+                    })?;
+                if let Some(why) = self.not_admitted(&wl, server) {
+                    return Err(SimError::new(
+                        Error::NoPermission,
+                        format!("import of {what} refused: {why}"),
+                    ));
+                }
+            }
+            if server == self.inner.server_id {
+                self.peer_access_for_import(device, odev, enable_peer)
+                    .map_err(|why| {
+                        SimError::new(Error::NoPermission, format!("import of {what} {why}"))
+                    })?;
+            }
+            let me = self.mem_identity();
+            let l = n.file.lock()?;
+            if !slot.is_live(n.generation) || slot.nonce() != n.fields.nonce {
+                return Err(bad_key(format!(
+                    "{what} was freed or unexported during the import"
+                )));
+            }
+            n.file.join(&l, n.id, me)?;
+            let (off, len) = (
+                slot.sync.off.load(SeqCst) + slot.sync.export_off.load(SeqCst),
+                slot.sync.export_len.load(SeqCst),
             );
-        lock(&self.mem().imports).insert(*key, addr);
-        Ok(addr)
+            drop(l);
+            let addr = n.file.addr(off);
+            self.mem()
+                .allocs
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(
+                    addr,
+                    Alloc {
+                        file: Arc::clone(&n.file),
+                        id: n.id,
+                        generation: n.generation,
+                        size: len,
+                        imported: true,
+                        used_on: device,
+                    },
+                );
+            lock(&self.mem().imports).insert(*key, addr);
+            Ok(addr)
+        })
     }
 
     /// `aclrtIpcMemClose`: an importer closes its mapping of `key` (its pointer stops being
@@ -485,83 +490,80 @@ impl Sim {
     ///
     /// Errors: 207000; 107000 a key this process neither imported nor exported.
     pub fn ipc_mem_close(&self, key: &ExportKey) -> Result<(), SimError> {
-        self.mem_checked(|| self.ipc_mem_close_unchecked(key))
-    }
-
-    /// [`Self::ipc_mem_close`] without the lost-file check.
-    fn ipc_mem_close_unchecked(&self, key: &ExportKey) -> Result<(), SimError> {
-        self.require_ipc_memory("closing IPC memory")?;
-        if self.mem_close_remote(key) {
-            return Ok(());
-        }
-        let imported = lock(&self.mem().imports).remove(key);
-        if let Some(addr) = imported {
-            let a = self
-                .mem()
-                .allocs
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .remove(&addr);
-            if let Some(a) = a {
-                let l = a.file.lock()?;
-                a.file.leave(&l, a.id, a.generation, self.mem_identity());
-                drop(l);
-                self.note_freed(addr, a.size, a.file.device());
+        self.mem_checked(|| {
+            self.require_ipc_memory("closing IPC memory")?;
+            if self.mem_close_remote(key) {
+                return Ok(());
             }
-            return Ok(());
-        }
-        let n = self.named(key)?;
-        let slot = n
-            .file
-            .slot(n.id)
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
-        if owner_of(slot) != self.mem_identity() {
-            return Err(bad_key(format!(
-                "allocation {} on device {}: this process neither imported nor exported it",
-                n.id,
-                n.file.device()
-            )));
-        }
-        let l = n.file.lock()?;
-        slot.unexport();
-        drop(l);
-        self.mem_unpublish(&n.file, n.id, n.generation);
-        Ok(())
+            let imported = lock(&self.mem().imports).remove(key);
+            if let Some(addr) = imported {
+                let a = self
+                    .mem()
+                    .allocs
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&addr);
+                if let Some(a) = a {
+                    let l = a.file.lock()?;
+                    a.file.leave(&l, a.id, a.generation, self.mem_identity());
+                    drop(l);
+                    self.note_freed(addr, a.size, a.file.device());
+                }
+                return Ok(());
+            }
+            let n = self.named(key)?;
+            let slot = n
+                .file
+                .slot(n.id)
+                .ok_or_else(|| SimError::new(Error::DrvInternalError, "slot out of range"))?;
+            if owner_of(slot) != self.mem_identity() {
+                return Err(bad_key(format!(
+                    "allocation {} on device {}: this process neither imported nor exported it",
+                    n.id,
+                    n.file.device()
+                )));
+            }
+            let l = n.file.lock()?;
+            slot.unexport();
+            drop(l);
+            self.mem_unpublish(&n.file, n.id, n.generation);
+            Ok(())
+        })
     }
 
-    /// `aclrtIpcMemSetAttr`: accepted for a live export of this process (Ascend910_93 only);
-    /// the link type changes nothing in the simulator.
+    /// `aclrtIpcMemSetAttr`: the die-to-die link of a live export of this process
+    /// (Ascend910_93 only); SIO (0) and HCCS (1) are accepted and change nothing in the
+    /// simulator.
     ///
-    /// Errors: 207000; 107000 a bad type or value, a key that names no live export.
+    /// CANN's runtime refuses a type other than `ACL_RT_IPC_MEM_ATTR_ACCESS_LINK` (0) and a
+    /// value of 4 or more before it looks at the SoC (`ApiErrorDecorator::IpcSetMemoryAttr`,
+    /// hicann/runtime `src/runtime/api/impl/api_error.cc`): `acl_rt.h` defines the values 0
+    /// to 3. The UB paths, 2 and 3, are Ascend950's (`rtIpcMemAttr` in
+    /// `src/inc/runtime/rt_inner_mem.h`: SIO and HCCS "only support A3", the UB paths "only
+    /// support A5"), and CANN's documentation gives `aclrtIpcMemSetAttr` to Ascend910_93
+    /// alone, so here they are a link type the SoC does not have: 207021, the code the runtime
+    /// answers when the driver has no such link (`NpuDriver::CheckIpcMapRoute`).
+    ///
+    /// Errors: 107000 a type other than 0, a value of 4 or more; 207000 off Ascend910_93;
+    /// 107000 a key that names no live export of this process; 207021 a UB path (2, 3).
     pub fn ipc_mem_set_attr(&self, key: &ExportKey, kind: u32, attr: u64) -> Result<(), SimError> {
-        self.mem_checked(|| self.ipc_mem_set_attr_unchecked(key, kind, attr))
-    }
-
-    /// [`Self::ipc_mem_set_attr`] without the lost-file check.
-    fn ipc_mem_set_attr_unchecked(
-        &self,
-        key: &ExportKey,
-        kind: u32,
-        attr: u64,
-    ) -> Result<(), SimError> {
-        if kind != 0 {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "type {kind} is not an aclrtIpcMemAttrType (only ACL_RT_IPC_MEM_ATTR_ACCESS_LINK, 0)"
-                ),
-            ));
-        }
-        if attr > 1 {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "attr {attr}: expected ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_SIO (0) or _HCCS (1)"
-                ),
-            ));
-        }
-        self.require_ipc_memory_inter_server("setting IPC memory attributes")?;
-        self.named(key).map(|_| ())
+        self.mem_checked(|| {
+            check_attr_args(kind, attr)?;
+            self.require_ipc_memory_inter_server("setting IPC memory attributes")?;
+            self.named(key)?;
+            if attr > ACCESS_LINK_HCCS {
+                return Err(SimError::new(
+                    Error::LinkTypeNotSupported,
+                    format!(
+                        "attr {attr} (ACL_RT_IPC_MEM_ATTR_ACCESS_LINK_UB_{}_PORT_PATH) is a UB \
+                         path, which Ascend950 has; {} links its dies by SIO (0) or HCCS (1)",
+                        if attr == 2 { "ONE" } else { "MULTI" },
+                        self.inner.soc.name()
+                    ),
+                ));
+            }
+            Ok(())
+        })
     }
 
     /// An import onto `device` of what lives on `owner_device` (same server): with `enable`

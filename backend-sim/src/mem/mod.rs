@@ -32,6 +32,7 @@ pub(crate) mod file;
 pub mod half;
 pub mod inspect;
 pub mod ipc;
+mod queued;
 pub mod reduce;
 pub(crate) mod remote;
 pub(crate) mod state;
@@ -47,6 +48,7 @@ use crate::job::SimJob;
 use crate::locks::lock;
 use crate::stream::TaskCtx;
 use file::MemFile;
+use queued::QueuedSide;
 
 pub(crate) use capacity::check_capacity;
 pub use capacity::{DEFAULT_DEVICE_MEMORY, parse_size};
@@ -132,17 +134,12 @@ impl DevRange {
         if self.alloc.current() {
             return Ok(());
         }
-        Err(SimError::new(
-            Error::ParamInvalid,
-            format!(
-                "{what} [{:#x}, {:#x}) is in allocation {:#x} ({} bytes, device {}), which was \
-                 freed before the queued task ran",
-                self.addr,
-                self.addr + self.len,
-                self.base,
-                self.alloc.size,
-                self.alloc.file.device()
-            ),
+        Err(queued::freed_before_run(
+            &self.alloc,
+            self.base,
+            self.addr,
+            self.len,
+            what,
         ))
     }
 }
@@ -155,25 +152,10 @@ enum Side {
 }
 
 impl Side {
-    /// After a queued task touched it: 507899 if its file was found cut short (the bytes
-    /// went to or came from a private zero page; see [`crate::lost`]).
-    fn intact(&self) -> Result<(), SimError> {
-        match self {
-            Side::Host(_) => Ok(()),
-            Side::Device(r) => r.alloc.file.intact(),
-        }
-    }
-
     fn ptr(&self) -> *mut u8 {
         match self {
             Side::Host(a) => std::ptr::with_exposed_provenance_mut(*a),
             Side::Device(r) => r.ptr(),
-        }
-    }
-    fn still(&self, what: &str) -> Result<(), SimError> {
-        match self {
-            Side::Host(_) => Ok(()),
-            Side::Device(r) => r.still(what),
         }
     }
 }
@@ -238,69 +220,62 @@ impl Sim {
         policy: u32,
         rounding: Rounding,
     ) -> Result<usize, SimError> {
-        self.mem_checked(|| self.malloc_unchecked(device, size, policy, rounding))
-    }
-
-    /// [`Self::malloc_rounded`] without the lost-file check.
-    fn malloc_unchecked(
-        &self,
-        device: u32,
-        size: usize,
-        policy: u32,
-        rounding: Rounding,
-    ) -> Result<usize, SimError> {
-        self.device_ok(device)?;
-        if size == 0 {
-            return Err(SimError::new(Error::ParamInvalid, "size is 0"));
-        }
-        let size = size as u64;
-        let span = span_of(size, rounding)
-            .filter(|s| *s <= self.mem().capacity)
-            .ok_or_else(|| {
-                SimError::new(
-                    Error::MemoryAllocation,
-                    format!(
-                        "cannot allocate {size} bytes on device {device}: more than its \
-                         capacity of {} bytes (set by {})",
-                        self.mem().capacity,
-                        crate::ENV_DEVICE_MEMORY
-                    ),
-                )
-            })?;
-        let f = self
-            .mem_file(self.inner.server_id, device, true)?
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "device-memory file vanished"))?;
-        let me = self.mem_identity();
-        let l = f.lock()?;
-        let placed = match f.allocate(&l, size, span, policy, me) {
-            Ok(p) => p,
-            Err(e) if e.kind() == Error::MemoryAllocation => {
-                // Memory of dead processes first, then once more.
-                if f.reclaim_dead(&l) == 0 {
-                    return Err(e);
-                }
-                f.allocate(&l, size, span, policy, me)?
+        self.mem_checked(|| {
+            self.device_ok(device)?;
+            if size == 0 {
+                return Err(SimError::new(Error::ParamInvalid, "size is 0"));
             }
-            Err(e) => return Err(e),
-        };
-        drop(l);
-        let addr = f.addr(placed.off);
-        self.mem()
-            .allocs
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(
-                addr,
-                Alloc {
-                    file: f,
-                    id: placed.id,
-                    generation: placed.generation,
-                    size,
-                    imported: false,
-                    used_on: device,
-                },
-            );
-        Ok(addr)
+            let size = size as u64;
+            let span = span_of(size, rounding)
+                .filter(|s| *s <= self.mem().capacity)
+                .ok_or_else(|| {
+                    SimError::new(
+                        Error::MemoryAllocation,
+                        format!(
+                            "cannot allocate {size} bytes on device {device}: more than its \
+                             capacity of {} bytes (set by {})",
+                            self.mem().capacity,
+                            crate::ENV_DEVICE_MEMORY
+                        ),
+                    )
+                })?;
+            let f = self
+                .mem_file(self.inner.server_id, device, true)?
+                .ok_or_else(|| {
+                    SimError::new(Error::DrvInternalError, "device-memory file vanished")
+                })?;
+            let me = self.mem_identity();
+            let l = f.lock()?;
+            let placed = match f.allocate(&l, size, span, policy, me) {
+                Ok(p) => p,
+                Err(e) if e.kind() == Error::MemoryAllocation => {
+                    // Memory of dead processes first, then once more.
+                    if f.reclaim_dead(&l) == 0 {
+                        return Err(e);
+                    }
+                    f.allocate(&l, size, span, policy, me)?
+                }
+                Err(e) => return Err(e),
+            };
+            drop(l);
+            let addr = f.addr(placed.off);
+            self.mem()
+                .allocs
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(
+                    addr,
+                    Alloc {
+                        file: f,
+                        id: placed.id,
+                        generation: placed.generation,
+                        size,
+                        imported: false,
+                        used_on: device,
+                    },
+                );
+            Ok(addr)
+        })
     }
 
     /// `aclrtFree`: frees an allocation of this process by its device pointer. Processes that
@@ -309,44 +284,42 @@ impl Sim {
     ///
     /// Errors: 107000 not the start of a live allocation of this process (with what it is).
     pub fn free(&self, ptr: usize) -> Result<(), SimError> {
-        self.mem_checked(|| self.free_unchecked(ptr))
-    }
-
-    /// [`Self::free`] without the lost-file check.
-    fn free_unchecked(&self, ptr: usize) -> Result<(), SimError> {
-        let a = {
-            let mut allocs = self
-                .mem()
-                .allocs
-                .write()
-                .unwrap_or_else(PoisonError::into_inner);
-            match allocs.get(&ptr) {
-                Some(a) if !a.imported => allocs.remove(&ptr),
-                Some(a) => {
-                    return Err(SimError::new(
-                        Error::ParamInvalid,
-                        format!(
-                            "{ptr:#x} is an imported allocation ({} bytes, device {}): close it \
-                             with aclrtIpcMemClose, not aclrtFree",
-                            a.size,
-                            a.file.device()
-                        ),
-                    ));
+        self.mem_checked(|| {
+            let a = {
+                let mut allocs = self
+                    .mem()
+                    .allocs
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner);
+                match allocs.get(&ptr) {
+                    Some(a) if !a.imported => allocs.remove(&ptr),
+                    Some(a) => {
+                        return Err(SimError::new(
+                            Error::ParamInvalid,
+                            format!(
+                                "{ptr:#x} is an imported allocation ({} bytes, device {}): \
+                                 close it with aclrtIpcMemClose, not aclrtFree",
+                                a.size,
+                                a.file.device()
+                            ),
+                        ));
+                    }
+                    None => None,
                 }
-                None => None,
-            }
-        };
-        let Some(a) = a else {
-            let mut msg = format!("{ptr:#x} is not the start of a live allocation of this process");
-            self.explain(&mut msg, ptr);
-            return Err(SimError::new(Error::ParamInvalid, msg));
-        };
-        let l = a.file.lock()?;
-        a.file.free_owned(&l, a.id, a.generation);
-        drop(l);
-        self.mem_withdraw(&a.file, a.id, a.generation);
-        self.note_freed(ptr, a.size, a.file.device());
-        Ok(())
+            };
+            let Some(a) = a else {
+                let mut msg =
+                    format!("{ptr:#x} is not the start of a live allocation of this process");
+                self.explain(&mut msg, ptr);
+                return Err(SimError::new(Error::ParamInvalid, msg));
+            };
+            let l = a.file.lock()?;
+            a.file.free_owned(&l, a.id, a.generation);
+            drop(l);
+            self.mem_withdraw(&a.file, a.id, a.generation);
+            self.note_freed(ptr, a.size, a.file.device());
+            Ok(())
+        })
     }
 
     /// Remembers a freed (or closed) range, for messages about stale pointers.
@@ -589,36 +562,21 @@ impl Sim {
         count: usize,
         kind: MemcpyKind,
     ) -> Result<(), SimError> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        self.mem_checked(|| unsafe { self.memcpy_unchecked(dst, dest_max, src, count, kind) })
-    }
-
-    /// [`Self::memcpy`] without the lost-file check.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Self::memcpy`].
-    unsafe fn memcpy_unchecked(
-        &self,
-        dst: usize,
-        dest_max: usize,
-        src: usize,
-        count: usize,
-        kind: MemcpyKind,
-    ) -> Result<(), SimError> {
-        if count == 0 {
-            return Ok(());
-        }
-        // Memory of another host (cluster mode) goes through the cluster.
-        if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, None) {
-            return r;
-        }
-        let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
-        // SAFETY: device sides are checked ranges of mapped allocations; host sides are the
-        // caller's contract. `copy` allows overlap. Other processes may write the same device
-        // bytes meanwhile, as on hardware: the bytes are plain data, never references.
-        unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
-        Ok(())
+        self.mem_checked(|| {
+            if count == 0 {
+                return Ok(());
+            }
+            // Memory of another host (cluster mode) goes through the cluster.
+            if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, None) {
+                return r;
+            }
+            let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
+            // SAFETY: device sides are checked ranges of mapped allocations; host sides are the
+            // caller's contract. `copy` allows overlap. Other processes may write the same device
+            // bytes meanwhile, as on hardware: the bytes are plain data, never references.
+            unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
+            Ok(())
+        })
     }
 
     /// `aclrtMemset`: sets `count` bytes at device pointer `dst` (`count <= max`) to `value`.
@@ -626,27 +584,18 @@ impl Sim {
     /// Errors: 107000 count > max, `dst` not a device range of this process's live
     /// allocations.
     pub fn memset(&self, dst: usize, max: usize, value: u8, count: usize) -> Result<(), SimError> {
-        self.mem_checked(|| self.memset_unchecked(dst, max, value, count))
-    }
-
-    /// [`Self::memset`] without the lost-file check.
-    fn memset_unchecked(
-        &self,
-        dst: usize,
-        max: usize,
-        value: u8,
-        count: usize,
-    ) -> Result<(), SimError> {
-        if count == 0 {
-            return Ok(());
-        }
-        if let Some(r) = self.remote_memset(dst, max, value, count, None) {
-            return r;
-        }
-        let r = self.set_range(dst, max, count)?;
-        // SAFETY: a checked range of a mapped allocation.
-        unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
-        Ok(())
+        self.mem_checked(|| {
+            if count == 0 {
+                return Ok(());
+            }
+            if let Some(r) = self.remote_memset(dst, max, value, count, None) {
+                return r;
+            }
+            let r = self.set_range(dst, max, count)?;
+            // SAFETY: a checked range of a mapped allocation.
+            unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
+            Ok(())
+        })
     }
 
     fn set_range(&self, dst: usize, max: usize, count: usize) -> Result<DevRange, SimError> {
@@ -681,51 +630,35 @@ impl Sim {
         kind: MemcpyKind,
         stream: RawStream,
     ) -> Result<(), SimError> {
-        // SAFETY: the caller's contract, passed on unchanged.
-        self.mem_checked(|| unsafe {
-            self.memcpy_async_unchecked(dst, dest_max, src, count, kind, stream)
+        self.mem_checked(|| {
+            if count == 0 {
+                return Ok(());
+            }
+            if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
+                return r;
+            }
+            let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
+            let (d, s) = (QueuedSide::from(d), QueuedSide::from(s));
+            let task = Box::new(move |_: &TaskCtx| {
+                let run = || {
+                    d.still(dst, count, "destination")?;
+                    s.still(src, count, "source")?;
+                    let (to, from) = (d.ptr(dst, count)?, s.ptr(src, count)?);
+                    // SAFETY: as in `memcpy`; the host sides are the caller's contract until the
+                    // task has run, and the device ones were checked just now.
+                    unsafe { std::ptr::copy(from, to, count) };
+                    Ok(())
+                };
+                let args = || serde_json::json!({"dst": dst, "src": src, "bytes": count});
+                let r = crate::trace::span("memory", "memcpy", args, run);
+                // What it read may have been zeros of a cut-off page (see `crate::lost`).
+                d.intact()?;
+                s.intact()?;
+                r
+            });
+            // Queued under the stream table's read lock, without a reference to the stream.
+            self.enqueue_checked(stream, SimJob::Other(task), |_, _| Ok(()))
         })
-    }
-
-    /// [`Self::memcpy_async`] without the lost-file check.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Self::memcpy_async`].
-    unsafe fn memcpy_async_unchecked(
-        &self,
-        dst: usize,
-        dest_max: usize,
-        src: usize,
-        count: usize,
-        kind: MemcpyKind,
-        stream: RawStream,
-    ) -> Result<(), SimError> {
-        if count == 0 {
-            return Ok(());
-        }
-        if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
-            return r;
-        }
-        let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
-        let (st, _) = self.stream(stream)?;
-        let task = Box::new(move |_: &TaskCtx| {
-            let run = || {
-                d.still("destination")?;
-                s.still("source")?;
-                // SAFETY: as in `memcpy`; the host sides are the caller's contract until the
-                // task has run, and the device ones were checked just now.
-                unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
-                Ok(())
-            };
-            let args = || serde_json::json!({"dst": dst, "src": src, "bytes": count});
-            let r = crate::trace::span("memory", "memcpy", args, run);
-            // What it read may have been zeros of a cut-off page (see `crate::lost`).
-            d.intact()?;
-            s.intact()?;
-            r
-        });
-        self.enqueue_job(&st, stream, SimJob::Other(task))
     }
 
     /// `aclrtMemsetAsync`: [`memset`](Self::memset) queued on `stream` (checked as
@@ -738,55 +671,42 @@ impl Sim {
         count: usize,
         stream: RawStream,
     ) -> Result<(), SimError> {
-        self.mem_checked(|| self.memset_async_unchecked(dst, max, value, count, stream))
-    }
-
-    /// [`Self::memset_async`] without the lost-file check.
-    fn memset_async_unchecked(
-        &self,
-        dst: usize,
-        max: usize,
-        value: u8,
-        count: usize,
-        stream: RawStream,
-    ) -> Result<(), SimError> {
-        if count == 0 {
-            return Ok(());
-        }
-        if let Some(r) = self.remote_memset(dst, max, value, count, Some(stream)) {
-            return r;
-        }
-        let r = self.set_range(dst, max, count)?;
-        let (st, _) = self.stream(stream)?;
-        let task = Box::new(move |_: &TaskCtx| {
-            let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
-            let done = crate::trace::span("memory", "memset", args, || {
-                r.still("range").map(|()| {
-                    // SAFETY: a range of a mapped allocation, checked just now.
-                    unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
-                })
+        self.mem_checked(|| {
+            if count == 0 {
+                return Ok(());
+            }
+            if let Some(r) = self.remote_memset(dst, max, value, count, Some(stream)) {
+                return r;
+            }
+            let r = self.set_range(dst, max, count)?;
+            let task = Box::new(move |_: &TaskCtx| {
+                let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
+                let done = crate::trace::span("memory", "memset", args, || {
+                    r.still("range").map(|()| {
+                        // SAFETY: a range of a mapped allocation, checked just now.
+                        unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
+                    })
+                });
+                // As in `memcpy_async`.
+                r.alloc.file.intact()?;
+                done
             });
-            // As in `memcpy_async`.
-            r.alloc.file.intact()?;
-            done
-        });
-        self.enqueue_job(&st, stream, SimJob::Other(task))
+            // Queued under the stream table's read lock, without a reference to the stream.
+            self.enqueue_checked(stream, SimJob::Other(task), |_, _| Ok(()))
+        })
     }
 
     /// `aclrtGetMemInfo`: (free, total) bytes of `device`'s memory.
     pub fn mem_info(&self, device: u32) -> Result<(u64, u64), SimError> {
-        self.mem_checked(|| self.mem_info_unchecked(device))
-    }
-
-    /// [`Self::mem_info`] without the lost-file check.
-    fn mem_info_unchecked(&self, device: u32) -> Result<(u64, u64), SimError> {
-        self.device_ok(device)?;
-        let total = self.mem().capacity;
-        let used = match self.mem_file(self.inner.server_id, device, false)? {
-            Some(f) => f.used(),
-            None => 0,
-        };
-        Ok((total - used.min(total), total))
+        self.mem_checked(|| {
+            self.device_ok(device)?;
+            let total = self.mem().capacity;
+            let used = match self.mem_file(self.inner.server_id, device, false)? {
+                Some(f) => f.used(),
+                None => 0,
+            };
+            Ok((total - used.min(total), total))
+        })
     }
 
     /// `aclrtMallocHost`: `size` bytes (> 0) of host memory, page aligned.

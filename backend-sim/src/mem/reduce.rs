@@ -145,61 +145,51 @@ impl Sim {
         ty: ReduceType,
         stream: RawStream,
     ) -> Result<(), SimError> {
-        self.mem_checked(|| self.reduce_async_unchecked(dst, src, count, op, ty, stream))
-    }
-
-    /// [`Self::reduce_async`] without the lost-file check.
-    fn reduce_async_unchecked(
-        &self,
-        dst: usize,
-        src: usize,
-        count: usize,
-        op: ReduceOp,
-        ty: ReduceType,
-        stream: RawStream,
-    ) -> Result<(), SimError> {
-        if count == 0 {
-            return Ok(());
-        }
-        if !count.is_multiple_of(ty.size()) {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "count {count} is not a whole number of {}-byte elements",
-                    ty.size()
-                ),
-            ));
-        }
-        let (st, device) = self.stream(stream)?;
-        let side = |addr: usize, what: &str| -> Result<DevRange, SimError> {
-            let r = self.device_range(addr, count, what)?.ok_or_else(|| {
-                SimError::new(
-                    Error::ParamInvalid,
-                    format!("the {what} {addr:#x} is not device memory of this process"),
-                )
-            })?;
-            if r.alloc.file.device() != device {
+        self.mem_checked(|| {
+            if count == 0 {
+                return Ok(());
+            }
+            if !count.is_multiple_of(ty.size()) {
                 return Err(SimError::new(
                     Error::ParamInvalid,
                     format!(
-                        "the {what} {addr:#x} is memory of device {}, but the stream is on \
-                         device {device} (both sides of a reduce must be on the stream's device)",
-                        r.alloc.file.device()
+                        "count {count} is not a whole number of {}-byte elements",
+                        ty.size()
                     ),
                 ));
             }
-            Ok(r)
-        };
-        let (d, s) = (side(dst, "destination")?, side(src, "source")?);
-        let task = Box::new(move |_: &TaskCtx| {
-            let args = || serde_json::json!({"dst": dst, "src": src});
-            crate::trace::span("memory", "reduce", args, || {
-                d.still("destination")?;
-                s.still("source")?;
-                run(&d, &s, op, ty);
-                Ok(())
-            })
-        });
-        self.enqueue_job(&st, stream, SimJob::Other(task))
+            let (st, device) = self.stream(stream)?;
+            let side = |addr: usize, what: &str| -> Result<DevRange, SimError> {
+                let r = self.device_range(addr, count, what)?.ok_or_else(|| {
+                    SimError::new(
+                        Error::ParamInvalid,
+                        format!("the {what} {addr:#x} is not device memory of this process"),
+                    )
+                })?;
+                if r.alloc.file.device() != device {
+                    return Err(SimError::new(
+                        Error::ParamInvalid,
+                        format!(
+                            "the {what} {addr:#x} is memory of device {}, but the stream \
+                             is on device {device} (both sides of a reduce must be on the \
+                             stream's device)",
+                            r.alloc.file.device()
+                        ),
+                    ));
+                }
+                Ok(r)
+            };
+            let (d, s) = (side(dst, "destination")?, side(src, "source")?);
+            let task = Box::new(move |_: &TaskCtx| {
+                let args = || serde_json::json!({"dst": dst, "src": src});
+                crate::trace::span("memory", "reduce", args, || {
+                    d.still("destination")?;
+                    s.still("source")?;
+                    run(&d, &s, op, ty);
+                    Ok(())
+                })
+            });
+            self.enqueue_job(&st, stream, SimJob::Other(task))
+        })
     }
 }

@@ -78,7 +78,8 @@
 //! busy machine a spinning worker does not keep the producer it waits for off a shared CPU.
 //! So a task enqueued on a recently active stream is picked up without any syscall, and an idle
 //! stream sleeps without burning a core. `synchronize` spins the same way before it sleeps on
-//! a condition variable; completions wake sleeping `synchronize` callers only when one waits
+//! a condition variable, its window starting afresh whenever the worker finishes a task (up to
+//! 1 ms in all: the `sync_spin` module says why); completions wake sleeping `synchronize` callers only when one waits
 //! for that task (the waiter publishes the task number it waits for). Counters
 //! ([`Stream::stats`]) are single-writer plain stores on the worker side, so they cost nothing
 //! measurable. `examples/stream_handoff.rs` measures the handoff against a raw futex wake.
@@ -86,6 +87,7 @@
 mod cancel;
 mod job;
 mod queue;
+mod sync_spin;
 mod worker;
 
 use std::fmt;
@@ -106,7 +108,7 @@ pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
 pub use job::{Job, Task};
 
 use cancel::Control;
-use worker::{Shared, WorkerCounters, spin_until};
+use worker::{Shared, WorkerCounters};
 
 /// Default queue capacity: how many tasks may wait before `enqueue` waits for room.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -368,7 +370,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 Some(d) => s.spin.min(d.saturating_duration_since(Instant::now())),
                 None => s.spin,
             };
-            if !spin_until(spin, done) {
+            // Spins while the worker keeps finishing tasks (see `sync_spin`), then sleeps.
+            let finished = || s.worker.completed.load(Ordering::Relaxed);
+            let cap = sync_spin::SYNC_SPIN_CAP;
+            if !sync_spin::spin_while_progress(spin, cap, done, finished) {
                 let mut g = lock(&s.sync_lock);
                 loop {
                     // Dekker handshake with `Shared::retire` (see there).

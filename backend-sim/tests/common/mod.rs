@@ -20,21 +20,37 @@ use libtest_mimic::Failed;
 
 /// The child's side: opens the machine its environment names, says `ok <pid>` (or `err <code>
 /// <message>`), then answers each command line with `ok <text>` or `err <code> <message>`,
-/// `run` doing the work. `streams[d]`: the stream the commands use on device `d`.
+/// `run` doing the work. `streams[d]`: the stream the commands use on device `d`. One command
+/// is the same for every agent: `dropsim` drops the `Sim` (the process stays; what it held
+/// goes as at `aclFinalize`), after which every command answers 107017.
 pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<String, SimError>) {
     let sim = match Sim::from_env() {
         Ok(s) => s,
         Err(e) => {
-            println!("err {} {e}", e.kind().code());
+            println!(
+                "err {} {}",
+                e.kind().code(),
+                e.to_string().replace('\n', " ")
+            );
             return;
         }
     };
     println!("ok {}", sim.bare_tgid());
     let mut streams: Vec<Option<RawStream>> = vec![None; sim.device_count() as usize];
+    let mut sim = Some(sim);
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { return };
         let words: Vec<&str> = line.split_whitespace().collect();
-        match run(&sim, &mut streams, &words) {
+        if words.first() == Some(&"dropsim") {
+            drop(sim.take());
+            println!("ok ");
+            continue;
+        }
+        let Some(sim) = &sim else {
+            println!("err 107017 the Sim was dropped");
+            continue;
+        };
+        match run(sim, &mut streams, &words) {
             Ok(s) => println!("ok {s}"),
             Err(e) => println!(
                 "err {} {}",
@@ -68,8 +84,18 @@ pub struct Agent {
 
 impl Agent {
     /// Starts this test binary as an agent: `cmd` is [`Command`] for it with the agent's
-    /// environment set; waits (at most `patience`) for it to open the machine.
-    pub fn spawn(mut cmd: Command, label: &str, patience: Duration) -> Agent {
+    /// environment set; waits (at most `patience`) for it to open the machine. Panics if it
+    /// does not ([`try_spawn`](Self::try_spawn) gives that as a value).
+    pub fn spawn(cmd: Command, label: &str, patience: Duration) -> Agent {
+        match Agent::try_spawn(cmd, label, patience) {
+            Ok(a) => a,
+            Err(e) => panic!("agent failed to open the namespace: {e}"),
+        }
+    }
+
+    /// [`spawn`](Self::spawn), for tests where opening the machine may fail: `Err` with the
+    /// agent's first line (`err <code> <message>`), or why there was none.
+    pub fn try_spawn(mut cmd: Command, label: &str, patience: Duration) -> Result<Agent, String> {
         let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -95,13 +121,17 @@ impl Agent {
             pid,
             label: label.to_owned(),
         };
-        let hello = a.answer();
-        assert_eq!(
-            hello,
-            Ok(pid.to_string()),
-            "agent failed to open the namespace"
-        );
-        a
+        match a.lines.recv_timeout(patience) {
+            Ok(hello) if hello == format!("ok {pid}") => Ok(a),
+            Ok(other) => {
+                a.kill();
+                Err(other)
+            }
+            Err(_) => {
+                a.kill();
+                Err(format!("agent {pid} said nothing within {patience:?}"))
+            }
+        }
     }
 
     /// This test binary, to be started as an agent: `agent_var` set (the binary's `main`
@@ -140,6 +170,26 @@ impl Agent {
     pub fn cmd(&mut self, c: &str) -> Result<String, (i32, String)> {
         self.send(c);
         self.answer()
+    }
+
+    /// Sends a command; its answer's text, or `Err("<code> <message>")`, also when the agent
+    /// gave no answer within its patience or is gone (never a panic).
+    pub fn ask(&mut self, c: &str) -> Result<String, String> {
+        writeln!(self.stdin, "{c}").map_err(|e| format!("agent {} gone: {e}", self.pid))?;
+        let line = self
+            .lines
+            .recv_timeout(self.patience)
+            .map_err(|_| format!("agent {} gave no answer to {c:?}", self.pid))?;
+        match line.strip_prefix("ok") {
+            Some(rest) => Ok(rest.trim().to_owned()),
+            None => Err(line.strip_prefix("err ").unwrap_or(&line).to_owned()),
+        }
+    }
+
+    /// [`ask`](Self::ask), a failure of the test on an error answer.
+    pub fn try_ok(&mut self, c: &str) -> Result<String, Failed> {
+        self.ask(c)
+            .map_err(|e| format!("{c:?} on agent {}: {e}", self.pid).into())
     }
 
     /// A command that must succeed.

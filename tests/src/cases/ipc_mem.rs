@@ -9,7 +9,8 @@
 //! Which SoCs share device memory follows CANN's documentation of these functions (hicann/runtime
 //! `docs/zh/api_ref/11-07_IPC_memory_sharing.md`): all but Ascend310B and IPV350, so Ascend950DT
 //! has IPC memory though not IPC notifies; the inter-server whitelist and
-//! `aclrtIpcMemSetAttr` are Ascend910_93's only.
+//! `aclrtIpcMemSetAttr` are Ascend910_93's only (its link values 2 and 3, the UB paths, are
+//! Ascend950's: 207021 there).
 
 use std::time::Duration;
 
@@ -151,6 +152,8 @@ fn unsupported<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     fails!(b.mem_allow_server_pids(0, &k, &[]), Error::ParamInvalid);
     fails!(b.mem_import(0, &k, 2), Error::ParamInvalid);
     fails!(b.mem_set_attr(0, &k, 1, 0), Error::ParamInvalid);
+    fails!(b.mem_set_attr(0, &k, 0, 4), Error::ParamInvalid);
+    fails!(b.mem_set_attr(0, &k, 0, u64::MAX), Error::ParamInvalid);
     fails!(b.mem_export(0, a, SIZE, 0), Error::FeatureNotSupport);
     fails!(b.mem_export(0, a, SIZE, OPEN), Error::FeatureNotSupport);
     fails!(b.mem_allow_pids(0, &k, &[1]), Error::FeatureNotSupport);
@@ -162,7 +165,9 @@ fn unsupported<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     fails!(b.mem_import(0, &k, 0), Error::FeatureNotSupport);
     fails!(b.mem_import(0, &k, PEER), Error::FeatureNotSupport);
     fails!(b.mem_close(0, &k), Error::FeatureNotSupport);
-    fails!(b.mem_set_attr(0, &k, 0, 0), Error::FeatureNotSupport);
+    for link in 0..=3 {
+        fails!(b.mem_set_attr(0, &k, 0, link), Error::FeatureNotSupport);
+    }
     ok!(b.mem_write(0, a, &pattern(SIZE)));
     expect_pattern(b, 0, a, 0, SIZE)?;
     ok!(b.mem_free(0, a));
@@ -280,15 +285,18 @@ fn one_server_207000<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         Error::FeatureNotSupport
     );
     fails!(b.mem_set_attr(0, &k, 1, 0), Error::ParamInvalid);
-    fails!(b.mem_set_attr(0, &k, 0, 0), Error::FeatureNotSupport);
-    fails!(b.mem_set_attr(0, &k, 0, 1), Error::FeatureNotSupport);
+    fails!(b.mem_set_attr(0, &k, 0, 4), Error::ParamInvalid);
+    for link in 0..=3 {
+        fails!(b.mem_set_attr(0, &k, 0, link), Error::FeatureNotSupport);
+    }
     ok!(b.mem_close(0, &k));
     ok!(b.mem_free(0, a));
     Ok(())
 }
 
 /// Ascend910_93: (server, PID) entries count against the same 64, not on open exports; the
-/// link attribute takes SIO or HCCS on a live export.
+/// link attribute takes SIO or HCCS on a live export, answers 207021 for the UB paths (2, 3:
+/// Ascend950's links, CANN's `rt_inner_mem.h`) and 107000 for values past them.
 fn inter_server_rules<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let a = ok!(b.mem_alloc(0, SIZE));
@@ -311,6 +319,10 @@ fn inter_server_rules<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     );
     ok!(b.mem_set_attr(0, &k, 0, 0));
     ok!(b.mem_set_attr(0, &k, 0, 1));
+    fails!(b.mem_set_attr(0, &k, 0, 2), Error::LinkTypeNotSupported);
+    fails!(b.mem_set_attr(0, &k, 0, 3), Error::LinkTypeNotSupported);
+    fails!(b.mem_set_attr(0, &k, 0, 4), Error::ParamInvalid);
+    fails!(b.mem_set_attr(0, &k, 0, u64::MAX), Error::ParamInvalid);
     fails!(b.mem_set_attr(0, &k, 1, 0), Error::ParamInvalid);
     let o = ok!(b.mem_alloc(0, SIZE));
     let ko = ok!(b.mem_export(0, o, SIZE, OPEN));

@@ -83,6 +83,7 @@
 #define ACL_ERROR_RT_DEVICE_OOM                      207018
 #define ACL_ERROR_RT_FEATURE_NOT_SUPPORT_UPDATE_OP   207019
 #define ACL_ERROR_RT_TIMEOUT                         207020
+#define ACL_ERROR_RT_LINK_TYPE_NOT_SUPPORTED         207021
 
 /* 507xxx: internal and device errors */
 #define ACL_ERROR_RT_INTERNAL_ERROR                  507000

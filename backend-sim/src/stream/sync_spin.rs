@@ -1,0 +1,124 @@
+//! How long a `synchronize` spins before it sleeps: for as long as the stream keeps finishing
+//! tasks quickly, up to a bound.
+//!
+//! A synchronize that sleeps is woken by the worker's last retire: a futex wake-up, which on
+//! this project's 2-vCPU KVM machine costs 5–35 µs when the sleeper's vCPU has gone idle —
+//! and the worker, having run dry while the host slept, has often parked by the time the host
+//! queues its next burst, which costs a second wake-up. A fixed spin of the stream's `spin`
+//! (10 µs by default) covers a handful of small tasks only: 64 queued copies of 64 KiB take
+//! about 64 µs, so the host slept in every burst's synchronize and the two wake-ups cost a
+//! third of the burst (measured: 0.54–0.64× of `memcpy` with the sleep, 1.08–1.19× with the
+//! host polling instead).
+//!
+//! So the spin window restarts whenever the worker finishes a task: a stream that completes
+//! a task at least every `spin` keeps its synchronizing thread awake, one whose task runs
+//! longer (a wait, a host function, a big copy) lets it sleep after `spin` as before. The
+//! whole spin is bounded by [`SYNC_SPIN_CAP`]: past it, one wake-up is at most a few per cent
+//! of the time waited, not worth a CPU. The spin yields the CPU between checks like every
+//! spin of the engine, and stops as soon as a yield shows that another thread wants this CPU
+//! ([`spin_until`]), so on a busy machine it gives way; a `spin` of zero (a spin budget of 0)
+//! never spins.
+
+use std::time::{Duration, Instant};
+
+use super::worker::spin_until;
+
+/// The longest a `synchronize` spins in all, however often the stream makes progress.
+pub(super) const SYNC_SPIN_CAP: Duration = Duration::from_millis(1);
+
+/// Spins until `done()`; the window `spin` restarts each time `progress()` (a count of
+/// finished tasks) moves, and the spin ends after `cap` in all. True if `done()` held.
+pub(super) fn spin_while_progress(
+    spin: Duration,
+    cap: Duration,
+    done: impl FnMut() -> bool,
+    progress: impl Fn() -> u64,
+) -> bool {
+    if spin.is_zero() {
+        let mut done = done;
+        return done();
+    }
+    restarting(cap, done, progress, |until| spin_until(spin, until))
+}
+
+/// The restarts of [`spin_while_progress`], around `window`, one spin window (true if its
+/// condition held before the window ran out).
+fn restarting(
+    cap: Duration,
+    mut done: impl FnMut() -> bool,
+    progress: impl Fn() -> u64,
+    mut window: impl FnMut(&mut dyn FnMut() -> bool) -> bool,
+) -> bool {
+    let start = Instant::now();
+    loop {
+        let seen = progress();
+        let moved = window(&mut || done() || progress() != seen);
+        if done() {
+            return true;
+        }
+        if !moved || start.elapsed() >= cap {
+            return false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A window of `len` that only spins (the engine's also yields, and gives up early on a
+    /// busy machine, which would make these timings depend on the load).
+    fn plain(len: Duration) -> impl FnMut(&mut dyn FnMut() -> bool) -> bool {
+        move |until| {
+            let t = Instant::now();
+            while t.elapsed() < len {
+                if until() {
+                    return true;
+                }
+                std::hint::spin_loop();
+            }
+            until()
+        }
+    }
+
+    /// A task finished every 200 µs keeps a 1 ms window spinning until `done` at 3 ms; the
+    /// cap ends the spin even while tasks keep finishing; without progress it ends after one
+    /// window.
+    #[test]
+    fn the_window_restarts_on_progress_and_the_cap_ends_it() {
+        let ms = Duration::from_millis;
+        let t = Instant::now();
+        let progress = || (t.elapsed().as_micros() / 200) as u64;
+        let done = || t.elapsed() >= ms(3);
+        assert!(restarting(ms(1000), done, progress, plain(ms(1))));
+        assert!(t.elapsed() >= ms(3));
+
+        let t = Instant::now();
+        let progress = || (t.elapsed().as_micros() / 200) as u64;
+        assert!(!restarting(ms(5), || false, progress, plain(ms(1))));
+        let took = t.elapsed();
+        assert!(took >= ms(5) && took < ms(500), "{took:?}");
+
+        let t = Instant::now();
+        assert!(!restarting(ms(1000), || false, || 0, plain(ms(1))));
+        let took = t.elapsed();
+        assert!(took >= ms(1) && took < ms(500), "{took:?}");
+    }
+
+    /// A spin of zero only looks.
+    #[test]
+    fn no_spin_looks_once() {
+        let mut looks = 0;
+        let r = spin_while_progress(
+            Duration::ZERO,
+            SYNC_SPIN_CAP,
+            || {
+                looks += 1;
+                false
+            },
+            || 0,
+        );
+        assert!(!r);
+        assert_eq!(looks, 1);
+    }
+}
