@@ -1139,6 +1139,12 @@ fn memory_across_hosts_refuses_outsiders_and_bad_ranges(
     check(code_of(&r) == Some(107000), || {
         format!("host-to-device copy into remote memory: {r:?}")
     })?;
+    // Not freed by the importer: closed.
+    let r = q.ask(&format!("free {ra}"));
+    check(
+        code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("aclrtIpcMemClose")),
+        || format!("aclrtFree of remote memory: {r:?}"),
+    )?;
     // Only its owner whitelists it.
     let r = q.ask(&format!("mallow {key} 1 {}", outsider.pid));
     check(code_of(&r) == Some(107000), || {
