@@ -29,8 +29,8 @@ use acl_notify_core::event::{
 use acl_notify_core::{Backend, Error, Feature, RawStream, SyncWait, Timeout};
 
 use crate::error::{SimError, err};
-use crate::locks::lock;
 use crate::ipc_event::{EvtState, IpcRef};
+use crate::locks::lock;
 use crate::stream::TaskCtx;
 use crate::{sys, waitgraph};
 use acl_notify_handles::{Kind, Slab};
