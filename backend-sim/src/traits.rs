@@ -226,30 +226,9 @@ impl NotifyResources for Sim {
         })
     }
 
-    fn import_by_key(
-        &self,
-        device: u32,
-        key: &str,
-        _flags: ImportFlags,
-    ) -> Result<RawNotify, SimError> {
-        self.checked(|| {
-            self.import_checks(device)?;
-            let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
-                err(
-                    e,
-                    format!(
-                        "malformed export key ({} bytes): expected the 64 characters \
-                     aclrtNotifyGetExportKey wrote",
-                        key.len()
-                    ),
-                )
-            })?;
-            self.import_parsed(device, &key)
-        })
-    }
-
-    /// Every import ends here, the key parsed (by `import_by_key` for text). No flag changes
-    /// what an import does: it enables peer access itself, as CANN's driver does.
+    /// The one import: the key parsed (text is parsed by the core's `import_by_key`, or by the
+    /// C library at its boundary). No flag changes what an import does: it enables peer access
+    /// itself, as CANN's driver does.
     fn import_key(
         &self,
         device: u32,
