@@ -812,6 +812,18 @@ impl NotifyResources for Driver {
         result.map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))
     }
 
+    /// The runtime takes the key's text: a parsed key is handed on as it reads.
+    fn import_key(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        flags: ImportFlags,
+    ) -> Result<RawNotify, DriverError> {
+        self.import_by_key(device, key.as_str(), flags)
+    }
+
+    /// Text goes to the runtime as it is (not parsed here): malformed keys are the runtime's
+    /// 107000 to give, after its own earlier checks.
     fn import_by_key(
         &self,
         device: u32,

@@ -11,10 +11,11 @@ use acl_notify_core::{BackendError, Error, RawStream};
 
 use crate::blocked::Blocked;
 use crate::config::ENV_ENQUEUE_TIMEOUT;
+use crate::entries::StreamEntry;
 use crate::entries::bad_stream;
 use crate::error::{SimError, err};
 use crate::job::{SimJob, SimStream};
-use crate::locks::read;
+use crate::locks::{read, write};
 use crate::sim::Sim;
 use crate::stream::{Stream, StreamConfig, TaskCtx};
 use crate::{spin, trace, waitgraph};
@@ -100,6 +101,36 @@ impl Sim {
             g.note_record(t, s.issued());
         }
         Ok(())
+    }
+
+    /// A stream on `device` with a worker thread called `name`, entered in the stream table
+    /// (and the wait-for graph and the timeline): the common part of a created stream and a
+    /// device's default stream.
+    pub(crate) fn new_stream(
+        &self,
+        device: u32,
+        name: String,
+        default: bool,
+    ) -> Result<RawStream, SimError> {
+        let stream = self.spawn_stream(name)?;
+        let graph = self.publish_stream(&stream, device);
+        let h = write(&self.inner.streams)
+            .insert(StreamEntry {
+                stream: Arc::new(stream),
+                device,
+                default,
+                graph: graph.clone(),
+            })
+            .ok()
+            .map(RawStream)
+            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
+        if let Some(g) = graph {
+            g.set_handle(h.0);
+        }
+        if trace::on() {
+            self.name_track(h);
+        }
+        Ok(h)
     }
 
     /// Claims the stream's entry in the wait-for graph for the stream's worker thread, which

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use acl_notify_core::{Error, Lifecycle, RawNotify, RawStream};
+use acl_notify_core::{Lifecycle, RawNotify, RawStream};
 
-use crate::error::{SimError, err};
+use crate::error::{SimError, not_live};
 use crate::job::SimStream;
 use crate::pin::StreamPin;
 use crate::shm::SlotRef;
@@ -81,25 +81,11 @@ pub(crate) struct StreamEntry {
 }
 
 pub(crate) fn bad_notify(h: RawNotify) -> SimError {
-    err(
-        Error::InvalidHandle,
-        format!(
-            "notify handle {:#x} is not a live notify of this process (destroyed, stale, of \
-             another Sim, or garbage)",
-            h.0
-        ),
-    )
+    not_live("notify", h.0)
 }
 
 pub(crate) fn bad_stream(h: RawStream) -> SimError {
-    err(
-        Error::InvalidHandle,
-        format!(
-            "stream handle {:#x} is not a live stream of this process (destroyed, stale, of \
-             another Sim, or garbage)",
-            h.0
-        ),
-    )
+    not_live("stream", h.0)
 }
 
 /// A snapshot of one notify handle, taken under the table lock.

@@ -63,6 +63,18 @@ pub(crate) fn err(kind: Error, msg: impl Into<String>) -> SimError {
     SimError::new(kind, msg)
 }
 
+/// 107017 for a handle of kind `what` ("notify", "stream", "count notify", "event") that is
+/// not a live one of this process.
+pub(crate) fn not_live(what: &str, handle: u64) -> SimError {
+    err(
+        Error::InvalidHandle,
+        format!(
+            "{what} handle {handle:#x} is not a live {what} of this process (destroyed, stale, \
+             of another Sim, or garbage)"
+        ),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

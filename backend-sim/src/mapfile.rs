@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use acl_notify_core::Error;
+use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
 use crate::fork::PerProcess;
@@ -180,6 +180,16 @@ macro_rules! file_header {
 }
 pub(crate) use file_header;
 
+/// How a header stores a SoC: its position in the core's table, from 1 (0 is no SoC).
+pub(crate) fn soc_index(soc: Soc) -> u32 {
+    Soc::ALL.iter().position(|s| *s == soc).unwrap_or(0) as u32 + 1
+}
+
+/// The SoC a header's [`soc_index`] names, if any.
+pub(crate) fn soc_from_index(i: u32) -> Option<Soc> {
+    Soc::ALL.get((i as usize).checked_sub(1)?).copied()
+}
+
 /// What a file is called in messages ("shared memory file", "count-notify file").
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Kind(pub &'static str);
@@ -227,6 +237,32 @@ impl Kind {
             ));
         }
         Ok(())
+    }
+
+    /// The machine a header describes (its SoC, as [`soc_index`] stores it, and its device
+    /// count) is the one this process asked for: 507899 for an unknown SoC (a corrupt
+    /// header), 107000 naming both machines when they differ.
+    pub(crate) fn check_machine(
+        self,
+        path: &Path,
+        (soc, devices): (u32, u32),
+        (want_soc, want_devices): (Soc, u32),
+    ) -> Result<(), SimError> {
+        match soc_from_index(soc) {
+            None => Err(self.bad_file(path, "corrupt header (unknown SoC)")),
+            Some(s) if s != want_soc || devices != want_devices => Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{} {} simulates {s} with {devices} devices, but this process asked for \
+                     {want_soc} with {want_devices} devices: set ACL_NOTIFY_SIM_SOC and \
+                     ACL_NOTIFY_SIM_DEVICES alike in every process of a namespace, or use \
+                     another ACL_NOTIFY_SIM_NAMESPACE",
+                    self.0,
+                    path.display(),
+                ),
+            )),
+            Some(_) => Ok(()),
+        }
     }
 
     /// Every `(what, found, expected)` of a header agrees: else 507899 naming the first that
@@ -753,16 +789,19 @@ mod tests {
             Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{ns}.srv0x")),
             Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{ns}.0")),
         ];
-        for p in ours.iter().chain(&theirs) {
-            std::fs::write(p, b"").unwrap();
-        }
+        // Each file goes when the test ends, also when it fails.
+        let _guards: Vec<TempPath> = ours
+            .iter()
+            .chain(&theirs)
+            .map(|p| {
+                std::fs::write(p, b"").unwrap();
+                TempPath(p.clone())
+            })
+            .collect();
         assert_eq!(remove_files(&ns, Some("cnt")).unwrap(), 0);
         assert_eq!(remove_files(&ns, Some("zzz")).unwrap(), 1);
         assert_eq!(remove_files(&ns, None).unwrap(), 2);
         let left: Vec<bool> = theirs.iter().map(|p| p.exists()).collect();
-        for p in &theirs {
-            let _ = std::fs::remove_file(p);
-        }
         assert!(ours.iter().all(|p| !p.exists()));
         assert_eq!(left, [true; 4], "{theirs:?}");
     }

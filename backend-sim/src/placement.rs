@@ -20,15 +20,17 @@
 //! it. (A yield lost to some other thread — the host enqueuing its next chunk on this CPU —
 //! leaves the wait without its record, and it sleeps: that does not count. Moving away from
 //! the host would put the worker on the CPU of the stream it hands records to.) A worker
-//! whose waits see that [`STREAK`] times within [`WINDOW`] (a few round trips of the
+//! whose waits are crowded so [`STREAK`] times within [`WINDOW`] (a few round trips of the
 //! shared-CPU mode; a one-off preemption does not qualify) asks the kernel to run it on
-//! another CPU it may use (`sched_setaffinity` to that CPU, which migrates
-//! it there before it returns) and at once gives its affinity back, so the kernel is free to
-//! place it from then on. Two workers that keep handing records to each other without
-//! sleeping then stay apart: nothing wakes them onto one CPU again. A worker that keeps
-//! moving (more busy threads than CPUs, where moving cannot help) moves ever less often: the
-//! gap between moves doubles with every move that comes soon after the last, from [`GAP`] up
-//! to 32 times that, so moving costs at most one pair of system calls per 5 ms and worker.
+//! another CPU it may use (`sched_setaffinity` to that CPU, which migrates it there before it
+//! returns) and at once gives its affinity back, so the kernel is free to place it from then
+//! on. Two workers that keep handing records to each other without sleeping then stay apart
+//! until a sleep and a wake-up put them together again (a host feeding them in chunks does
+//! that now and then), and the worker moves again — at most every [`GAP`]. A move after which
+//! the worker's waits were crowded again at once (`CLEAN_RUN` uncrowded waits did not go by)
+//! did not help — more busy threads than CPUs, where moving cannot help — and the gap doubles,
+//! up to about 100 ms; a move that helped resets it. Moving costs two system calls and a
+//! migration, a few microseconds.
 //!
 //! Workers placed on CPUs ([`StreamCpus::Spread`](crate::StreamCpus) or a list, which pin
 //! with [`pin_current_thread`]) and `ACL_NOTIFY_SIM_STREAM_CPUS=off` never move.
@@ -36,14 +38,17 @@
 use std::cell::Cell;
 use std::time::Duration;
 
-/// Yields that lost the CPU, within [`WINDOW`], that make a worker move.
-pub(crate) const STREAK: u32 = 8;
+/// Crowded waits, within [`WINDOW`], that make a worker move.
+pub(crate) const STREAK: u32 = 4;
 /// The window of a streak.
 pub(crate) const WINDOW: Duration = Duration::from_millis(1);
 /// The shortest time between two moves of one worker.
-pub(crate) const GAP: Duration = Duration::from_millis(5);
-/// The gap doubles up to `GAP << MAX_BACKOFF`.
-const MAX_BACKOFF: u32 = 5;
+pub(crate) const GAP: Duration = Duration::from_micros(200);
+/// The gap doubles, up to `GAP << MAX_BACKOFF` (about 100 ms), with every move after which
+/// fewer than [`CLEAN_RUN`] waits went by uncrowded.
+const MAX_BACKOFF: u32 = 9;
+/// Uncrowded waits after a move that show it helped.
+const CLEAN_RUN: u32 = 32;
 
 /// Restricts the calling thread to `cpu` (what a placed worker does first).
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
@@ -83,39 +88,52 @@ pub fn allowed_cpus() -> Vec<usize> {
 /// One worker's record of how crowded its CPU has been.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Crowding {
-    /// Yields lost in the current streak, and when the streak began (ns).
+    /// Crowded waits in the current streak, and when the streak began (ns).
     streak: u32,
     streak_start: u64,
     /// When the worker last moved (0: never), and the current backoff.
     last_move: u64,
     backoff: u32,
+    /// Waits that went by without crowding since the last move.
+    clean: u32,
 }
 
 impl Crowding {
-    /// A yield lost the CPU at `now` (ns, monotonic): whether to move now.
+    /// A wait found its record after giving the CPU away, at `now` (ns, monotonic): whether
+    /// to move now.
     pub(crate) fn lost_yield(&mut self, now: u64) -> bool {
         let window = WINDOW.as_nanos() as u64;
         if self.streak == 0 || now.saturating_sub(self.streak_start) > window {
             self.streak = 1;
             self.streak_start = now;
-            return false;
+            return STREAK <= 1 && self.may_move(now);
         }
         self.streak += 1;
-        if self.streak < STREAK {
-            return false;
-        }
+        self.streak >= STREAK && self.may_move(now)
+    }
+
+    /// A wait went by without crowding.
+    pub(crate) fn clean_wait(&mut self) {
+        self.clean = self.clean.saturating_add(1);
+    }
+
+    /// A streak is complete: moves unless the last move was too recent.
+    fn may_move(&mut self, now: u64) -> bool {
         let gap = (GAP.as_nanos() as u64) << self.backoff;
         if self.last_move != 0 && now.saturating_sub(self.last_move) < gap {
             return false;
         }
-        // A move soon after the last one (within four gaps) did not keep the worker apart
-        // for long: wait longer before the next.
-        self.backoff = if self.last_move != 0 && now.saturating_sub(self.last_move) < 4 * gap {
-            (self.backoff + 1).min(MAX_BACKOFF)
-        } else {
+        // The last move helped if the worker then ran a while uncrowded (the kernel put it
+        // back beside its peer later, on some wake-up): move again as soon as the gap allows.
+        // If the crowding came right back, moving does not help (more busy threads than
+        // CPUs): wait ever longer.
+        self.backoff = if self.last_move == 0 || self.clean >= CLEAN_RUN {
             0
+        } else {
+            (self.backoff + 1).min(MAX_BACKOFF)
         };
         self.streak = 0;
+        self.clean = 0;
         self.last_move = now;
         true
     }
@@ -129,6 +147,16 @@ thread_local! {
 /// Lets the calling thread (a stream worker the kernel places) move when crowded.
 pub(crate) fn enable_on_this_thread() {
     CROWDING.with(|c| c.set(Some(Crowding::default())));
+}
+
+/// Called by a stream wait that had to wait and was not crowded (see [`crowded`]).
+pub(crate) fn clean_wait() {
+    CROWDING.with(|cell| {
+        if let Some(mut c) = cell.get() {
+            c.clean_wait();
+            cell.set(Some(c));
+        }
+    });
 }
 
 /// Called by a wait that gave its CPU to another thread in a `sched_yield` and then found its
@@ -185,40 +213,51 @@ mod tests {
 
     const MS: u64 = 1_000_000;
 
+    /// A full streak of crowded waits starting at `t` (1 µs apart): whether it moved.
+    fn streak(c: &mut Crowding, t: u64) -> bool {
+        (0..u64::from(STREAK)).any(|k| c.lost_yield(t + k * 1000))
+    }
+
     #[test]
-    fn a_streak_within_the_window_moves_and_moves_back_off() {
+    fn a_streak_moves_and_moves_that_do_not_help_back_off() {
+        let gap = GAP.as_nanos() as u64;
         let mut c = Crowding::default();
-        let t0 = 10 * MS;
-        // Lost yields spread wider than the window never make a streak.
+        // Crowded waits spread wider than the window never make a streak.
         for k in 0..20 {
-            assert!(!c.lost_yield(t0 + k * 2 * MS));
+            assert!(!c.lost_yield(10 * MS + k * 2 * MS));
         }
-        // STREAK of them within the window do.
+        // STREAK of them within the window do, at the last one.
         let t1 = 100 * MS;
         let moved: Vec<bool> = (0..u64::from(STREAK))
             .map(|k| c.lost_yield(t1 + k * 1000))
             .collect();
         assert_eq!(moved.iter().filter(|&&m| m).count(), 1);
         assert!(moved[STREAK as usize - 1]);
-        // Another streak right after: not before the gap has passed.
-        let t2 = t1 + MS;
-        assert!(!(0..u64::from(STREAK)).any(|k| c.lost_yield(t2 + k * 1000)));
-        // After the gap it moves again, and the gap grows (a second move soon after the first).
-        let t3 = t1 + GAP.as_nanos() as u64 + MS;
-        assert!((0..u64::from(STREAK)).any(|k| c.lost_yield(t3 + k * 1000)));
-        let t4 = t3 + GAP.as_nanos() as u64 + MS;
-        assert!(
-            !(0..u64::from(STREAK)).any(|k| c.lost_yield(t4 + k * 1000)),
-            "the gap did not grow after a move soon after the last"
-        );
-        assert!(
-            (0..u64::from(STREAK))
-                .any(|k| c.lost_yield(t3 + 2 * GAP.as_nanos() as u64 + MS + k * 1000))
-        );
-        // A long quiet spell resets the backoff.
-        let t5 = t4 + 10_000 * MS;
-        assert!((0..u64::from(STREAK)).any(|k| c.lost_yield(t5 + k * 1000)));
+        // Another streak before the gap has passed: no move.
+        assert!(!streak(&mut c, t1 + gap / 2));
+        // Crowded again right after the move (no clean waits between): the next move comes
+        // after the gap, and the one after that only after a gap twice as long.
+        let t2 = t1 + 2 * gap;
+        assert!(streak(&mut c, t2));
+        assert!(!streak(&mut c, t2 + gap + gap / 2), "the gap did not grow");
+        let t3 = t2 + 2 * gap + MS;
+        assert!(streak(&mut c, t3));
+        assert_eq!(c.backoff, 2);
+        // A move after which the worker ran uncrowded for a while helped: the backoff resets.
+        for _ in 0..CLEAN_RUN {
+            c.clean_wait();
+        }
+        let t4 = t3 + (gap << 2) + MS;
+        assert!(streak(&mut c, t4));
         assert_eq!(c.backoff, 0);
+        assert!(streak(&mut c, t4 + gap + MS));
+        // The backoff is bounded.
+        let mut t = t4 + 2 * gap + MS;
+        for _ in 0..40 {
+            t += (gap << MAX_BACKOFF) + MS;
+            assert!(streak(&mut c, t));
+        }
+        assert_eq!(c.backoff, MAX_BACKOFF);
     }
 
     #[test]

@@ -982,6 +982,29 @@ fn set_import_pids_on_a_corrupt_whitelist_is_507899_and_loses_nobody() {
     sim.destroy_notify(n).unwrap();
 }
 
+/// Text goes through the core's one parse (`NotifyResources::import_by_key`'s default) and
+/// then the simulator's one import; a malformed key keeps its place in SPEC's order: after
+/// "SoC without IPC" (207000) and "no such device" (107001), with the simulator's message.
+#[test]
+fn a_malformed_key_is_refused_after_the_soc_and_device_checks() {
+    let (sim, _ns) = open("ipc-malformed", Soc::Ascend910B);
+    let kind = |dev, text: &str| {
+        let e = sim.import_by_key(dev, text, ImportFlags::empty()).unwrap_err();
+        (e.kind(), e.to_string())
+    };
+    let (k, msg) = kind(0, "garbage");
+    assert_eq!(k, Error::ParamInvalid);
+    assert!(msg.contains("malformed export key (7 bytes)"), "{msg}");
+    let (k, msg) = kind(8, "garbage");
+    assert_eq!(k, Error::InvalidDeviceId, "{msg}");
+    assert!(msg.contains("device 8 does not exist (2 devices: 0 to 1)"), "{msg}");
+    let (no_ipc, _ns2) = open("ipc-malformed-310b", Soc::Ascend310B);
+    let e = no_ipc
+        .import_by_key(9, "garbage", ImportFlags::empty())
+        .unwrap_err();
+    assert_eq!(e.kind(), Error::FeatureNotSupport, "{e}");
+}
+
 #[test]
 fn import_key_takes_a_parsed_key_with_the_same_checks() {
     let (sim, _ns) = open("ipc-parsed", Soc::Ascend910B);

@@ -12,7 +12,7 @@ use acl_notify_core::{
     RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
-use crate::entries::{NotifyEntry, StreamEntry, bad_notify, bad_stream};
+use crate::entries::{NotifyEntry, NotifyView, bad_notify, bad_stream};
 use crate::error::SimError;
 use crate::error::err;
 use crate::job::SimJob;
@@ -225,30 +225,9 @@ impl NotifyResources for Sim {
         })
     }
 
-    fn import_by_key(
-        &self,
-        device: u32,
-        key: &str,
-        _flags: ImportFlags,
-    ) -> Result<RawNotify, SimError> {
-        self.checked(|| {
-            self.import_checks(device)?;
-            let key = ExportKey::parse(key.as_bytes()).map_err(|e| {
-                err(
-                    e,
-                    format!(
-                        "malformed export key ({} bytes): expected the 64 characters \
-                     aclrtNotifyGetExportKey wrote",
-                        key.len()
-                    ),
-                )
-            })?;
-            self.import_parsed(device, &key)
-        })
-    }
-
-    /// Every import ends here, the key parsed (by `import_by_key` for text). No flag changes
-    /// what an import does: it enables peer access itself, as CANN's driver does.
+    /// The one import: the key parsed (text is parsed by the core's `import_by_key`, or by the
+    /// C library at its boundary). No flag changes what an import does: it enables peer access
+    /// itself, as CANN's driver does.
     fn import_key(
         &self,
         device: u32,
@@ -285,25 +264,7 @@ impl StreamOps for Sim {
     fn create_stream(&self, device: u32) -> Result<RawStream, SimError> {
         self.device_ok(device)?;
         let n = self.inner.stream_seq.fetch_add(1, Ordering::Relaxed);
-        let stream = self.spawn_stream(format!("acl-sim-d{device}-s{n}"))?;
-        let graph = self.publish_stream(&stream, device);
-        let h = write(&self.inner.streams)
-            .insert(StreamEntry {
-                stream: Arc::new(stream),
-                device,
-                default: false,
-                graph: graph.clone(),
-            })
-            .ok()
-            .map(RawStream)
-            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
-        if let Some(g) = graph {
-            g.set_handle(h.0);
-        }
-        if trace::on() {
-            self.name_track(h);
-        }
-        Ok(h)
+        self.new_stream(device, format!("acl-sim-d{device}-s{n}"), false)
     }
 
     fn default_stream(&self, device: u32) -> Result<RawStream, SimError> {
@@ -312,25 +273,9 @@ impl StreamOps for Sim {
         if let Some(h) = d[device as usize] {
             return Ok(RawStream(h));
         }
-        let stream = self.spawn_stream(format!("acl-sim-d{device}-default"))?;
-        let graph = self.publish_stream(&stream, device);
-        let h = write(&self.inner.streams)
-            .insert(StreamEntry {
-                stream: Arc::new(stream),
-                device,
-                default: true,
-                graph: graph.clone(),
-            })
-            .ok()
-            .ok_or_else(|| err(Error::ResourceAllocFail, "stream table is full"))?;
-        if let Some(g) = graph {
-            g.set_handle(h);
-        }
-        if trace::on() {
-            self.name_track(RawStream(h));
-        }
-        d[device as usize] = Some(h);
-        Ok(RawStream(h))
+        let h = self.new_stream(device, format!("acl-sim-d{device}-default"), true)?;
+        d[device as usize] = Some(h.0);
+        Ok(h)
     }
 
     fn stream_device(&self, stream: RawStream) -> Result<u32, SimError> {
@@ -482,16 +427,25 @@ impl StreamOps for Sim {
     }
 }
 
+impl Sim {
+    /// The notify a host wait or a try-consume takes: a live handle of this `Sim` on the
+    /// notify's own device (the checks of every notify call first).
+    fn host_waitable(&self, notify: RawNotify) -> Result<NotifyView, SimError> {
+        self.notify_calls()?;
+        let v = self
+            .notify(notify)
+            .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
+        if !self.on_owner_device(&v.r, v.device) {
+            return Err(self.wrong_device(&v.r, v.device));
+        }
+        Ok(v)
+    }
+}
+
 impl HostOps for Sim {
     fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
         self.checked(|| {
-            self.notify_calls()?;
-            let v = self
-                .notify(notify)
-                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
-            if !self.on_owner_device(&v.r, v.device) {
-                return Err(self.wrong_device(&v.r, v.device));
-            }
+            let v = self.host_waitable(notify)?;
             // Ends (within a chunk) if the handle is destroyed meanwhile, by another thread: a
             // long or endless host wait on a notify nobody can record any more must not outlive it.
             let gone = || !self.notify_is_live(notify);
@@ -512,13 +466,7 @@ impl HostOps for Sim {
 
     fn try_consume(&self, notify: RawNotify) -> Result<bool, SimError> {
         self.checked(|| {
-            self.notify_calls()?;
-            let v = self
-                .notify(notify)
-                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
-            if !self.on_owner_device(&v.r, v.device) {
-                return Err(self.wrong_device(&v.r, v.device));
-            }
+            let v = self.host_waitable(notify)?;
             Ok(v.r.slot().sync.try_consume())
         })
     }

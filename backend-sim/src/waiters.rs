@@ -372,6 +372,8 @@ pub(crate) fn wait_slow(
         // The record came while this wait had given its CPU away, before it slept: the
         // recorder most likely ran on this very CPU (see `placement`).
         crate::placement::crowded();
+    } else {
+        crate::placement::clean_wait();
     }
     if hook.take().is_none() {
         ctx.set_blocked_on(0);

@@ -14,11 +14,11 @@ use core::ffi::c_void;
 use core::time::Duration;
 
 use crate::cnt::{CntRecord, CntWait};
-use crate::error::BackendError;
+use crate::error::{BackendError, Error};
 use crate::flags::{CreateFlags, ExportFlags, ImportFlags};
 use crate::key::ExportKey;
 use crate::lifecycle::Lifecycle;
-use crate::soc::Soc;
+use crate::soc::{Feature, Soc};
 use crate::timeout::{SyncWait, Timeout};
 
 /// A backend's handle to one process's reference to a notify. Opaque; `0` is never valid.
@@ -256,32 +256,64 @@ pub trait NotifyResources: Backend {
         entries: &[ServerPid],
     ) -> Result<(), Self::Error>;
 
-    /// Imports a notify from the text of its key onto `device`: for text nobody has parsed
-    /// (a key read from a pipe or a file, say). A parsed key goes to
-    /// [`import_key`](Self::import_key), which the typed API and the C library use.
+    /// Imports the notify of a parsed key onto `device`: the one import a backend implements
+    /// (the typed API's `Device::import`, and the C library, which parses the caller's text
+    /// once at its boundary, call it; [`import_by_key`](Self::import_by_key) parses text and
+    /// comes here).
     ///
-    /// Codes: 207000 SoC without IPC; 107000 malformed key; 107001 no such device;
-    /// 107017 the key's notify no longer exists; 207006 not whitelisted. An import on another
-    /// device than the owner's enables peer access between the two itself.
-    fn import_by_key(
-        &self,
-        device: u32,
-        key: &str,
-        flags: ImportFlags,
-    ) -> Result<RawNotify, Self::Error>;
-
-    /// [`import_by_key`](Self::import_by_key) for a key that is already parsed (the typed
-    /// API's `Device::import`, a C layer that has validated the caller's string): same checks
-    /// and codes, minus the malformed-text case. The default passes the key's text to
-    /// `import_by_key` (for a backend that hands text on, like the driver to its C runtime);
-    /// a backend that parses the text itself overrides it, so that a key is parsed once.
+    /// Codes: 207000 SoC without IPC; 107001 no such device; 107000 a key that is not this
+    /// backend's; 107017 the key's notify no longer exists; 207006 not whitelisted. An import
+    /// on another device than the owner's enables peer access between the two itself.
     fn import_key(
         &self,
         device: u32,
         key: &ExportKey,
         flags: ImportFlags,
+    ) -> Result<RawNotify, Self::Error>;
+
+    /// [`import_key`](Self::import_key) for the text of a key nobody has parsed (read from a
+    /// pipe or a file, say). The default parses it here, once; a malformed key is 107000,
+    /// after the checks an import makes before it reads the key (SPEC: SoC without IPC →
+    /// 207000, then no such device → 107001). A backend that hands text on to a runtime of
+    /// its own (the driver) overrides it.
+    fn import_by_key(
+        &self,
+        device: u32,
+        key: &str,
+        flags: ImportFlags,
     ) -> Result<RawNotify, Self::Error> {
-        self.import_by_key(device, key.as_str(), flags)
+        let kind = match ExportKey::parse(key.as_bytes()) {
+            Ok(k) => return self.import_key(device, &k, flags),
+            Err(kind) => kind,
+        };
+        let soc = self.soc();
+        if !soc.has(Feature::Ipc) {
+            return Err(Self::Error::with_message(
+                Error::FeatureNotSupport,
+                format_args!(
+                    "importing a notify (IPC) is not supported on {}",
+                    soc.name()
+                ),
+            ));
+        }
+        let devices = self.device_count();
+        if device >= devices {
+            return Err(Self::Error::with_message(
+                Error::InvalidDeviceId,
+                format_args!(
+                    "device {device} does not exist ({devices} devices: 0 to {})",
+                    devices.saturating_sub(1)
+                ),
+            ));
+        }
+        Err(Self::Error::with_message(
+            kind,
+            format_args!(
+                "malformed export key ({} bytes): expected the 64 characters \
+                 aclrtNotifyGetExportKey wrote",
+                key.len()
+            ),
+        ))
     }
 
     /// Whether `device` can access `peer` (`aclrtDeviceCanAccessPeer`).

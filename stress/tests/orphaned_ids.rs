@@ -6,8 +6,8 @@
 use std::process::Command;
 
 use acl_notify_core::{CreateFlags, HostOps, NotifyResources, Soc};
-use acl_notify_sim::Sim;
-use acl_notify_sim::shm::{OpenMode, open_shared, remove_namespace};
+use acl_notify_sim::shm::{OpenMode, open_shared};
+use acl_notify_sim::{NamespaceGuard, Sim};
 
 const SOC: Soc = Soc::Ascend910B;
 
@@ -37,9 +37,12 @@ fn sim(namespace: &str) -> Sim {
 
 #[test]
 fn an_id_allocated_but_never_claimed_is_freed_after_the_grace_period() {
-    let ns = format!("orphan-check-{}", std::process::id());
-    let sim = sim(&ns);
-    let file = open_shared(&ns, 0, SOC, 1, OpenMode::OpenExisting)
+    // Every file of the namespace (notify file, wait-for graph) goes when the test ends,
+    // also when it fails.
+    let guard = NamespaceGuard(format!("orphan-check-{}", std::process::id()));
+    let ns = &guard.0;
+    let sim = sim(ns);
+    let file = open_shared(ns, 0, SOC, 1, OpenMode::OpenExisting)
         .expect("open the file")
         .expect("the file exists");
     // What a process killed right after the alloc leaves: an id taken in the pool, no slot.
@@ -47,9 +50,8 @@ fn an_id_allocated_but_never_claimed_is_freed_after_the_grace_period() {
     file.note_allocated(0, id);
     assert_eq!(sim.notifies_free(0).unwrap(), SOC.max_notifies() - 1);
 
-    let (ok, text) = check(&ns);
+    let (ok, text) = check(ns);
     drop((file, sim));
-    let _ = remove_namespace(&ns);
     assert!(ok, "the orphaned id was not repaired:\n{text}");
     assert!(
         text.contains("repaired after the grace period: 1"),
@@ -59,17 +61,18 @@ fn an_id_allocated_but_never_claimed_is_freed_after_the_grace_period() {
 
 #[test]
 fn an_id_that_stays_taken_is_reported_leaked() {
-    let ns = format!("leak-check-{}", std::process::id());
-    let sim = sim(&ns);
+    // As above: the namespace goes with the guard.
+    let guard = NamespaceGuard(format!("leak-check-{}", std::process::id()));
+    let ns = &guard.0;
+    let sim = sim(ns);
     // A live notify: its id is held all along, so no grace period frees it.
     let n = sim
         .create_notify(0, CreateFlags::default())
         .expect("create a notify");
 
-    let (ok, text) = check(&ns);
+    let (ok, text) = check(ns);
     let _ = sim.destroy_notify(n);
     drop(sim);
-    let _ = remove_namespace(&ns);
     assert!(!ok, "a held id passed the check:\n{text}");
     assert!(
         text.contains("leaked: 1"),

@@ -160,13 +160,13 @@ impl NotifyResources for Faulty {
     ) -> Result<(), SimError> {
         self.inner.set_import_server_pids(notify, entries)
     }
-    fn import_by_key(
+    fn import_key(
         &self,
         device: u32,
-        key: &str,
+        key: &ExportKey,
         flags: ImportFlags,
     ) -> Result<RawNotify, SimError> {
-        self.inner.import_by_key(device, key, flags)
+        self.inner.import_key(device, key, flags)
     }
     fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, SimError> {
         self.inner.can_access_peer(device, peer)

@@ -34,7 +34,8 @@
 //!
 //! - `mem/<sid>/<dev>/<id>` and `rec/…/m/…`, `rec/…/a/…`: IPC memory across hosts, an
 //!   importer's copies and sets as transactions the owner's record watch applies in the same
-//!   revision order as its records, reads answered through the importer's watch (see [`mem`]).
+//!   revision order as its records, reads answered through the importer's watch (see the
+//!   `mem` submodule).
 //!
 //! Waits stay local: the owner's streams wait on the flag in its host's shared memory at
 //! local speed. Calls that need etcd are bounded by the client's deadline

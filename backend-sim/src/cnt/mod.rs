@@ -43,7 +43,7 @@ use acl_notify_core::waiter::{TableError, WaitArgs, WaitOutcome, Waiter};
 use acl_notify_core::{Error, Feature, RawCntNotify, Soc};
 
 use crate::error::SimError;
-use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
+use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, soc_index};
 use crate::repair::{LeakRepair, all_ids};
 use crate::stream::TaskCtx;
 use crate::sys;
@@ -136,10 +136,6 @@ pub fn remove_cnt_files(namespace: &str) -> Result<usize, SimError> {
 
 const KIND: Kind = Kind("count-notify file");
 
-fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
-    KIND.bad_file(path, problem)
-}
-
 /// Whether an open may create the file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CntOpen {
@@ -179,14 +175,6 @@ impl fmt::Debug for CntFile {
             .field("writable", &self.writable)
             .finish_non_exhaustive()
     }
-}
-
-fn soc_index(soc: Soc) -> u32 {
-    Soc::ALL.iter().position(|s| *s == soc).unwrap_or(0) as u32 + 1
-}
-
-fn soc_from_index(i: u32) -> Option<Soc> {
-    Soc::ALL.get((i as usize).checked_sub(1)?).copied()
 }
 
 /// One mapping per file per process (the `Sim`s of a process share it). A forked child starts
@@ -415,23 +403,8 @@ fn validate(h: &Header, path: &Path, l: &Layout, size: u64) -> Result<(), SimErr
         (h.magic.load(SeqCst), MAGIC),
         (h.version.load(SeqCst), CNT_LAYOUT_VERSION),
     )?;
-    match soc_from_index(h.soc.load(SeqCst)) {
-        None => return Err(bad_file(path, "corrupt header (unknown SoC)")),
-        Some(s) if s != l.soc || h.devices.load(SeqCst) != l.devices => {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "count-notify file {} simulates {s} with {} devices, but this process \
-                     asked for {} with {}",
-                    path.display(),
-                    h.devices.load(SeqCst),
-                    l.soc,
-                    l.devices
-                ),
-            ));
-        }
-        Some(_) => {}
-    }
+    let machine = (h.soc.load(SeqCst), h.devices.load(SeqCst));
+    KIND.check_machine(path, machine, (l.soc, l.devices))?;
     let fields = [
         (
             "ids per device",
@@ -630,11 +603,8 @@ impl CntState {
 
     /// Drops every handle (the `Sim` is going away).
     pub(crate) fn clear(&self) {
-        let all = self
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain();
+        // Dropped after the lock is released: a handle's drop may take other locks.
+        let all = crate::locks::write(&self.handles).drain();
         drop(all);
     }
 
@@ -651,14 +621,7 @@ impl fmt::Debug for CntState {
 }
 
 fn bad_cnt(h: RawCntNotify) -> SimError {
-    SimError::new(
-        Error::InvalidHandle,
-        format!(
-            "count notify handle {:#x} is not a live count notify of this process (destroyed, \
-             stale, of another Sim, or garbage)",
-            h.0
-        ),
-    )
+    crate::error::not_live("count notify", h.0)
 }
 
 /// A count-notify record as its stream runs it ([`SimJob::CntRecord`]).

@@ -19,7 +19,7 @@
 //! Timestamps are `CLOCK_MONOTONIC` nanoseconds, the same clock in every process.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::event::{
@@ -28,17 +28,14 @@ use acl_notify_core::event::{
 };
 use acl_notify_core::{Backend, Error, Feature, RawStream, SyncWait, Timeout};
 
-use crate::error::SimError;
+use crate::error::{SimError, err};
 use crate::ipc_event::{EvtState, IpcRef};
+use crate::locks::lock;
 use crate::stream::TaskCtx;
 use crate::{sys, waitgraph};
 use acl_notify_handles::{Kind, Slab};
 
 mod sim;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// One record task's outcome, shared by the task, the event and the Ex waits that captured it.
 #[derive(Debug, Default)]
@@ -148,28 +145,14 @@ impl EventState {
 
     /// Drops every handle (the simulator is going away).
     pub(crate) fn clear(&self) {
-        let all = self
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .drain();
+        // Dropped after the lock is released: a handle's drop may take other locks.
+        let all = crate::locks::write(&self.handles).drain();
         drop(all);
     }
 }
 
-fn err(kind: Error, msg: impl Into<String>) -> SimError {
-    SimError::new(kind, msg)
-}
-
 fn bad_event(h: RawEvent) -> SimError {
-    err(
-        Error::InvalidHandle,
-        format!(
-            "event handle {:#x} is not a live event of this process (destroyed, stale, of another \
-             Sim, or garbage)",
-            h.0
-        ),
-    )
+    crate::error::not_live("event", h.0)
 }
 
 fn device_only(ev: &SimEvent, what: &str) -> Result<(), SimError> {

@@ -22,7 +22,7 @@
 //!   owned: the next allocation that runs short on the device, or [`Sim::mem_gc`], reclaims.
 //! - In cluster mode an owner publishes an export that admits another host (an inter-server
 //!   entry, or no PID validation) to the cluster, and an import of another host's memory is
-//!   a reservation whose copies go through etcd ([`super::remote`]).
+//!   a reservation whose copies go through etcd (`mem::remote`).
 //!
 //! Which SoCs have IPC memory follows CANN's documentation of these functions (hicann/runtime
 //! `docs/zh/api_ref/11-07_IPC_memory_sharing.md`): all but Ascend310B and IPV350 (so

@@ -12,7 +12,7 @@ use acl_notify_core::table::{MAX_PROCS, NotifySlot};
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
-use crate::mapfile::{Map, PAGE, Shared};
+use crate::mapfile::{Map, PAGE, Shared, soc_from_index};
 
 use super::*;
 
@@ -333,14 +333,6 @@ unsafe impl Shared for DeviceHeader {}
 // only (its docs).
 unsafe impl Shared for NotifySlot {}
 
-pub(crate) fn soc_index(soc: Soc) -> u32 {
-    Soc::ALL.iter().position(|s| *s == soc).unwrap_or(0) as u32 + 1
-}
-
-pub(crate) fn soc_from_index(i: u32) -> Option<Soc> {
-    Soc::ALL.get((i as usize).checked_sub(1)?).copied()
-}
-
 pub(crate) fn validate_header(
     h: &Header,
     path: &Path,
@@ -382,26 +374,8 @@ pub(crate) fn validate_header(
         ),
     ];
     KIND.check_fields(path, &sizes)?;
-    let soc = soc_from_index(h.soc.load(SeqCst));
-    let devices = h.devices.load(SeqCst);
-    match soc {
-        None => return Err(bad_file(path, "corrupt header (unknown SoC)")),
-        Some(s) if s != l.soc || devices != l.devices => {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "shared memory file {} simulates {s} with {devices} devices, but this \
-                     process asked for {} with {} devices: set ACL_NOTIFY_SIM_SOC and \
-                     ACL_NOTIFY_SIM_DEVICES alike in every process of a namespace, or use \
-                     another ACL_NOTIFY_SIM_NAMESPACE",
-                    path.display(),
-                    l.soc,
-                    l.devices
-                ),
-            ));
-        }
-        Some(_) => {}
-    }
+    let machine = (h.soc.load(SeqCst), h.devices.load(SeqCst));
+    KIND.check_machine(path, machine, (l.soc, l.devices))?;
     let fields = [
         (
             "server id",

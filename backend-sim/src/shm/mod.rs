@@ -60,8 +60,9 @@ use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
+use crate::mapfile::soc_index;
 pub(crate) use layout::Layout;
-use layout::{DeviceHeader, soc_index, validate_header};
+use layout::{DeviceHeader, validate_header};
 pub(crate) use layout::{Header, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
 pub use layout::{LAYOUT_VERSION, MAX_DEVICES, PoolRef, SLOT_BYTES, WHITELIST_BYTES};
 use slot_ref::RefMap;

@@ -174,15 +174,12 @@ impl SlotRef {
                 return Err(corrupt("slot handed out while in use"));
             }
         };
-        let r = Arc::new(SlotRef {
-            file: Arc::clone(file),
+        Ok(Self::recorded(
+            file,
+            &mut refs,
             slot_off,
-            dev,
-            id,
-            generation,
-        });
-        refs.insert((dev, id, generation), Arc::downgrade(&r));
-        Ok(r)
+            (dev, id, generation),
+        ))
     }
 
     /// Joins the notify `id` on `dev` of generation `generation` as this process (an import),
@@ -205,6 +202,22 @@ impl SlotRef {
             }
             Err(_) => return None,
         }
+        Some(Self::recorded(
+            file,
+            &mut refs,
+            slot_off,
+            (dev, id, generation),
+        ))
+    }
+
+    /// A new reference to the slot at `slot_off` (notify `id` on `dev`, of `generation`),
+    /// recorded in this process's map so that the next create or join of it finds it.
+    fn recorded(
+        file: &Arc<ShmFile>,
+        refs: &mut RefMap,
+        slot_off: usize,
+        (dev, id, generation): (u32, u32, u32),
+    ) -> Arc<SlotRef> {
         let r = Arc::new(SlotRef {
             file: Arc::clone(file),
             slot_off,
@@ -213,7 +226,7 @@ impl SlotRef {
             generation,
         });
         refs.insert((dev, id, generation), Arc::downgrade(&r));
-        Some(r)
+        r
     }
 
     /// The slot.

@@ -10,6 +10,21 @@ fn ns(tag: &str) -> String {
     format!("unit-shm-{tag}-{}", sys::getpid())
 }
 
+/// A namespace of this test's own, emptied of what an earlier run left, and the guard that
+/// removes its files when the test ends (also when it fails).
+fn fresh(tag: &str) -> (String, crate::NamespaceGuard) {
+    let n = ns(tag);
+    let _ = remove_namespace(&n);
+    (n.clone(), crate::NamespaceGuard(n))
+}
+
+/// Creates this server's notify file of namespace `n`.
+fn create(n: &str, soc: Soc, devices: u32) -> Arc<ShmFile> {
+    open_shared(n, 0, soc, devices, OpenMode::CreateOrOpen)
+        .unwrap()
+        .unwrap()
+}
+
 #[test]
 fn the_reference_map_hash_spreads_slot_coordinates() {
     use std::hash::BuildHasher;
@@ -65,11 +80,8 @@ fn each_socs_pool_is_the_one_the_soc_table_gives() {
     for (soc, size) in typed {
         let l = Layout::new(soc, 1).unwrap();
         assert_eq!(l.pool_size, size, "{soc}");
-        let n = ns(&format!("pool{}", soc.name()));
-        let _ = remove_namespace(&n);
-        let f = open_shared(&n, 0, soc, 1, OpenMode::CreateOrOpen)
-            .unwrap()
-            .unwrap();
+        let (n, _ns) = fresh(&format!("pool{}", soc.name()));
+        let f = create(&n, soc, 1);
         let pool = f.pool(0).unwrap();
         assert_eq!(pool.capacity(), soc.max_notifies(), "{soc}");
         let id = pool.alloc().unwrap();
@@ -84,11 +96,8 @@ fn each_socs_pool_is_the_one_the_soc_table_gives() {
 
 #[test]
 fn create_join_release_frees_the_id() {
-    let n = ns("cjr");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend910B, 2, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("cjr");
+    let f = create(&n, Soc::Ascend910B, 2);
     let st = std::fs::metadata(f.path()).unwrap();
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(st.permissions().mode() & 0o777, 0o600);
@@ -125,11 +134,8 @@ fn create_join_release_frees_the_id() {
 /// to be rebuilt from empty, dropping every process already whitelisted).
 #[test]
 fn an_inconsistent_whitelist_is_reported_and_kept_not_rebuilt_from_empty() {
-    let n = ns("wlseq");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend910B, 2, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("wlseq");
+    let f = create(&n, Soc::Ascend910B, 2);
     let r = SlotRef::create(&f, 1, CreateFlags::empty()).unwrap();
     let id = r.id();
     f.reset_whitelist(1, id).unwrap();
@@ -175,8 +181,6 @@ fn an_inconsistent_whitelist_is_reported_and_kept_not_rebuilt_from_empty() {
     let wl = f.read_whitelist(1, id).unwrap();
     assert!(wl.matches(0, 5, 0) && wl.matches(0, 6, 0));
     drop(r);
-    drop(f);
-    remove_namespace(&n).unwrap();
 }
 
 /// A notify starts its whitelist afresh when exported, whatever a previous use of its slot
@@ -184,11 +188,8 @@ fn an_inconsistent_whitelist_is_reported_and_kept_not_rebuilt_from_empty() {
 /// exported, a reset (a second, refused export) leaves the list alone.
 #[test]
 fn a_new_export_resets_a_whitelist_left_inconsistent_by_a_previous_use() {
-    let n = ns("wlreset");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("wlreset");
+    let f = create(&n, Soc::Ascend910B, 1);
     let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
     let id = r.id();
     f.reset_whitelist(0, id).unwrap();
@@ -212,8 +213,6 @@ fn a_new_export_resets_a_whitelist_left_inconsistent_by_a_previous_use() {
     f.reset_whitelist(0, id).unwrap();
     assert!(f.read_whitelist(0, id).unwrap().matches(0, 6, 0));
     drop(r);
-    drop(f);
-    remove_namespace(&n).unwrap();
 }
 
 /// Bytes of `/dev/shm` actually allocated to a file.
@@ -226,11 +225,8 @@ fn allocated(path: &Path) -> u64 {
 /// notify in use costs its slot (plus a few pool bytes); a whitelist page only on export.
 #[test]
 fn sparse_file_and_bytes_per_notify() {
-    let n = ns("mem");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend950PR, 8, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("mem");
+    let f = create(&n, Soc::Ascend950PR, 8);
     let at_open = allocated(f.path());
     let size = std::fs::metadata(f.path()).unwrap().len();
     assert!(at_open <= 256 * 1024, "{at_open} bytes allocated at open");
@@ -253,8 +249,6 @@ fn sparse_file_and_bytes_per_notify() {
     assert!(per_export <= 1100.0, "{per_export} bytes per export");
     drop(refs);
     assert_eq!(f.pool(3).unwrap().in_use(), 0);
-    drop(f);
-    remove_namespace(&n).unwrap();
 }
 
 /// A pid that is not alive: a child that has exited and been reaped.
@@ -271,11 +265,8 @@ fn dead_pid() -> i32 {
 /// reclaimer its word names is gone. Until then the notifies it holds stay held.
 #[test]
 fn gc_takes_an_entry_only_from_the_dead() {
-    let n = ns("gcdead");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("gcdead");
+    let f = create(&n, Soc::Ascend910B, 1);
     let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
     let slot = f.slot(0, r.id()).unwrap();
     let j = (0..MAX_PROCS)
@@ -309,19 +300,14 @@ fn gc_takes_an_entry_only_from_the_dead() {
     assert!(err.to_string().contains("no longer names it"), "{err}");
     me.start_time.fetch_sub(1, SeqCst);
     drop(r);
-    drop(f);
-    remove_namespace(&n).unwrap();
 }
 
 /// Ids leaked by a process that died half-way through a create or destroy are freed by a
 /// later GC once they stayed orphaned for the grace period.
 #[test]
 fn leaked_ids_are_repaired_after_the_grace_period() {
-    let n = ns("leak");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("leak");
+    let f = create(&n, Soc::Ascend910B, 1);
     let pool = f.pool(0).unwrap();
     // Died between alloc and claim.
     let leaked = pool.alloc().unwrap();
@@ -351,8 +337,6 @@ fn leaked_ids_are_repaired_after_the_grace_period() {
     let live_id = live.id();
     drop(live);
     assert!(!pool.is_allocated(live_id));
-    drop(f);
-    remove_namespace(&n).unwrap();
 }
 
 /// A holder bit of a free process-table entry (nobody reclaims it: only registered dead
@@ -361,11 +345,8 @@ fn leaked_ids_are_repaired_after_the_grace_period() {
 /// and clears exactly them before retiring and freeing the id.
 #[test]
 fn stray_holder_bits_of_free_process_entries_are_repaired_after_the_grace_period() {
-    let n = ns("stray");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("stray");
+    let f = create(&n, Soc::Ascend910B, 1);
     let pool = f.pool(0).unwrap();
     let stray = 40;
     assert_ne!(stray, f.me());
@@ -420,8 +401,6 @@ fn stray_holder_bits_of_free_process_entries_are_repaired_after_the_grace_period
     let live_id = live.id();
     drop(live);
     assert!(!pool.is_allocated(live_id));
-    drop(f);
-    remove_namespace(&n).unwrap();
 }
 
 /// The table's no-lost-wake-up stress, with the real shared futexes: waiters (some with
@@ -431,11 +410,8 @@ fn stray_holder_bits_of_free_process_entries_are_repaired_after_the_grace_period
 fn futex_stress_no_lost_or_double_consumption() {
     use acl_notify_core::table::{WaitArgs, WaitOutcome};
     use std::sync::atomic::AtomicU32;
-    let n = ns("stress");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("stress");
+    let f = create(&n, Soc::Ascend910B, 1);
     let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
     let consumed = Arc::new(AtomicU32::new(0));
     let per_waiter = 400;
@@ -487,17 +463,12 @@ fn futex_stress_no_lost_or_double_consumption() {
     assert_eq!(consumed.load(SeqCst) + pending, records);
     assert_eq!(r.slot().sync.waiters(), 0);
     drop(r);
-    drop(f);
-    remove_namespace(&n).unwrap();
 }
 
 #[test]
 fn mismatched_config_and_corrupt_header_are_refused() {
-    let n = ns("bad");
-    let _ = remove_namespace(&n);
-    let f = open_shared(&n, 0, Soc::Ascend910B, 2, OpenMode::CreateOrOpen)
-        .unwrap()
-        .unwrap();
+    let (n, _ns) = fresh("bad");
+    let f = create(&n, Soc::Ascend910B, 2);
     let path = f.path().to_owned();
     drop(f);
     // Not held by this process any more: a fresh open validates the header.
@@ -526,5 +497,4 @@ fn mismatched_config_and_corrupt_header_are_refused() {
             .unwrap()
             .is_none()
     );
-    remove_namespace(&n).unwrap();
 }

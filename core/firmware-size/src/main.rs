@@ -347,12 +347,11 @@ impl NotifyResources for Fw {
         Ok(())
     }
 
-    fn import_by_key(&self, device: u32, key: &str, flags: ImportFlags) -> Result<RawNotify> {
+    fn import_key(&self, device: u32, key: &ExportKey, flags: ImportFlags) -> Result<RawNotify> {
         black_box(flags);
         if device != 0 {
             return Err(Error::InvalidDeviceId);
         }
-        let key = ExportKey::parse(key.as_bytes())?;
         let f = key.fields().ok_or(Error::ParamInvalid)?;
         let id = usize::from(f.id);
         let slot = FW_TABLE.get(id).ok_or(Error::InvalidHandle)?;

@@ -252,13 +252,13 @@ impl NotifyResources for Mock {
         })
     }
 
-    fn import_by_key(&self, device: u32, key: &str, flags: ImportFlags) -> R<RawNotify> {
+    fn import_key(&self, device: u32, key: &ExportKey, flags: ImportFlags) -> R<RawNotify> {
         self.soc.require(Feature::Ipc)?;
         let _ = flags;
         if device >= self.devices {
             return Err(Error::InvalidDeviceId);
         }
-        let key = ExportKey::parse(key.as_bytes())?;
+        let key = *key;
         let f = key.fields().ok_or(Error::ParamInvalid)?;
         let k = (u32::from(f.device), u32::from(f.id));
         let mut st = self.st.borrow_mut();
