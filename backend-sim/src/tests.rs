@@ -989,7 +989,9 @@ fn set_import_pids_on_a_corrupt_whitelist_is_507899_and_loses_nobody() {
 fn a_malformed_key_is_refused_after_the_soc_and_device_checks() {
     let (sim, _ns) = open("ipc-malformed", Soc::Ascend910B);
     let kind = |dev, text: &str| {
-        let e = sim.import_by_key(dev, text, ImportFlags::empty()).unwrap_err();
+        let e = sim
+            .import_by_key(dev, text, ImportFlags::empty())
+            .unwrap_err();
         (e.kind(), e.to_string())
     };
     let (k, msg) = kind(0, "garbage");
@@ -997,7 +999,10 @@ fn a_malformed_key_is_refused_after_the_soc_and_device_checks() {
     assert!(msg.contains("malformed export key (7 bytes)"), "{msg}");
     let (k, msg) = kind(8, "garbage");
     assert_eq!(k, Error::InvalidDeviceId, "{msg}");
-    assert!(msg.contains("device 8 does not exist (2 devices: 0 to 1)"), "{msg}");
+    assert!(
+        msg.contains("device 8 does not exist (2 devices: 0 to 1)"),
+        "{msg}"
+    );
     let (no_ipc, _ns2) = open("ipc-malformed-310b", Soc::Ascend310B);
     let e = no_ipc
         .import_by_key(9, "garbage", ImportFlags::empty())
