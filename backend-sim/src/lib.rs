@@ -89,6 +89,7 @@ mod mapfile;
 pub mod mem;
 mod open;
 mod pin;
+mod pin_cache;
 mod placement;
 mod repair;
 mod ring;

@@ -2,6 +2,7 @@
 //! generation and index checked by the slab), with the pins a stream's tasks take.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use acl_notify_core::{Error, Lifecycle, RawNotify, RawStream, StreamDestroy};
 
@@ -10,6 +11,7 @@ use crate::error::{SimError, err};
 use crate::job::SimStream;
 use crate::locks::{lock, read, write};
 use crate::pin::StreamPin;
+use crate::pin_cache;
 use crate::sim::Sim;
 
 impl Sim {
@@ -36,6 +38,7 @@ impl Sim {
     /// one by one; returns how many.
     pub fn destroy_notifies_where(&self, mut which: impl FnMut(u32) -> bool) -> usize {
         let gone = write(&self.inner.notifies).remove_where(|e| which(e.device));
+        self.notifies_removed();
         // The references are dropped outside the table lock, as in `destroy_notify`.
         let n = gone.len();
         drop(gone);
@@ -117,8 +120,22 @@ impl Sim {
             .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
     }
 
-    /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]).
+    /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]): from this thread's pin
+    /// cache if it holds it from the current notify epoch (no lock; see `pin_cache`), else
+    /// from the table.
+    #[inline]
     pub(crate) fn pin(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
+        // Read before the lookup: a removal after it makes the entry stale (see `pin_cache`).
+        let epoch = self.inner.notify_epoch.load(Ordering::Acquire);
+        if let Some(pin) = pin_cache::get(self.inner.serial, epoch, h.0, stream.0) {
+            return Ok(pin);
+        }
+        let pin = self.pin_from_table(h, stream)?;
+        pin_cache::put(self.inner.serial, epoch, h.0, stream.0, &pin);
+        Ok(pin)
+    }
+
+    fn pin_from_table(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
         {
             let t = read(&self.inner.notifies);
             if let Some(pin) = t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream) {
@@ -127,5 +144,11 @@ impl Sim {
         }
         let mut t = write(&self.inner.notifies);
         Ok(t.get_mut(h.0).ok_or_else(|| bad_notify(h))?.new_pin(stream))
+    }
+
+    /// Marks the removal of notify handles for the threads' pin caches; called before the
+    /// removing call returns.
+    pub(crate) fn notifies_removed(&self) {
+        self.inner.notify_epoch.fetch_add(1, Ordering::Release);
     }
 }

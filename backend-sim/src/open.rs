@@ -112,8 +112,12 @@ impl SimBuilder {
             )?),
             None => None,
         };
+        /// Numbers the `Sim`s of this process (for the threads' pin caches).
+        static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Sim {
             inner: Arc::new(Inner {
+                serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                notify_epoch: std::sync::atomic::AtomicU64::new(0),
                 soc: self.soc,
                 chip: self.chip,
                 devices: self.devices,

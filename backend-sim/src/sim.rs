@@ -2,7 +2,7 @@
 //! ([`Inner`]), the checks every call shares, and namespace removal.
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU32;
+use std::sync::atomic::{AtomicU32, AtomicU64};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -28,6 +28,11 @@ pub struct Sim {
 }
 
 pub(crate) struct Inner {
+    /// This `Sim`'s number in the process (never reused): names it in the threads' pin caches.
+    pub(crate) serial: u64,
+    /// Bumped whenever a notify handle is removed: entries of the threads' pin caches made
+    /// before stop being used (`pin_cache`).
+    pub(crate) notify_epoch: AtomicU64,
     pub(crate) soc: Soc,
     pub(crate) chip: Chip,
     pub(crate) devices: u32,

@@ -138,6 +138,41 @@ fn a_host_wait_ends_when_its_handle_is_destroyed() {
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
 }
 
+/// A record or wait on a destroyed notify fails (107017) even when this thread looked the
+/// pair up before the destroy and a task queued on the stream still holds that pin: the
+/// thread's pin cache (`pin_cache`) must not hand it out after the destroy.
+#[test]
+fn a_destroyed_notify_is_refused_even_with_its_pin_alive_in_a_queued_task() {
+    let (sim, _ns) = open("pincache", Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let gate = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    // Hold the stream on a wait, then queue a record of `n` behind it: that task holds the
+    // stream's pin on `n`, and this thread has just looked the pair up.
+    sim.wait_and_reset(gate, s, Timeout::Forever).unwrap();
+    sim.record(n, s).unwrap();
+    sim.destroy_notify(n).unwrap();
+    for e in [
+        sim.record(n, s).unwrap_err(),
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap_err(),
+    ] {
+        assert_eq!(e.kind(), Error::InvalidHandle, "{e}");
+    }
+    // Another `Sim`'s pair with the same handle values is not this one's either.
+    let (other, _ns2) = open("pincache2", Soc::Ascend910B);
+    assert!(other.record(n, s).is_err());
+    // Release the held stream: its queued record of the destroyed notify still runs (the
+    // pin it holds keeps the notify alive for it).
+    let s2 = sim.create_stream(0).unwrap();
+    sim.record(gate, s2).unwrap();
+    for st in [s2, s] {
+        sim.synchronize(st, SyncWait::AtMost(Duration::from_secs(10)))
+            .unwrap();
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+    sim.destroy_notify(gate).unwrap();
+}
+
 /// A host function that synchronizes its own stream gets 507000 with the reason.
 #[test]
 fn synchronize_from_the_stream_s_own_host_function_says_why_it_is_refused() {

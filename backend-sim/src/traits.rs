@@ -97,6 +97,7 @@ impl NotifyResources for Sim {
                     _ => Err(bad_notify(notify)),
                 };
             };
+            self.notifies_removed();
             if let Some(c) = &self.inner.cluster {
                 c.withdraw(&e.r);
             }

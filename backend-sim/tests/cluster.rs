@@ -709,9 +709,10 @@ fn ring_across_2_hosts_x_4_ranks(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     Ok(())
 }
 
-/// With one of three members killed (the one each agent talks to first), imports, records and
-/// the owner's watch go on through the other two; with two killed, the survivor has no quorum
-/// and calls fail within the client's bound instead of hanging.
+/// With one of three members killed (the one each agent talks to first), imports, records,
+/// memory copies both ways and both processes' watches go on through the other two; with two
+/// killed, the survivor has no quorum and calls fail within the client's bound instead of
+/// hanging.
 fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
     let mut c = EtcdCluster::start(3)?;
     let url = c.url(&pod("member"));
@@ -719,7 +720,30 @@ fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Resul
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
     owner.try_ok(&format!("hwait {h} 5000"))?;
+    // Memory of the owner, imported before the kill.
+    const N: usize = 64 << 10;
+    let pa: usize = owner.try_ok(&format!("malloc 2 {N}"))?.parse()?;
+    let mkey = owner.try_ok(&format!("mexport {pa} {N}"))?;
+    owner.try_ok(&format!("mallow {mkey} 1 {}", importer.pid))?;
+    let ra: usize = importer.try_ok(&format!("memimport 3 {mkey}"))?.parse()?;
+    let qb: usize = importer.try_ok(&format!("malloc 3 {N}"))?.parse()?;
     c.kill_member(0);
+    // Copies both ways after the kill: writes applied by the owner's watch and reads answered
+    // through the importer's, both reopened on another member.
+    importer.try_ok(&format!("fill {qb} {N} 5"))?;
+    importer.try_ok(&format!("copy {ra} {qb} {N}"))?;
+    importer.try_ok(&format!("record {ih} 3"))?;
+    owner.try_ok(&format!("hwait {h} 10000"))?;
+    let got = owner.try_ok(&format!("sum {pa} {N}"))?;
+    check(got == hash(&pattern(N, 5)).to_string(), || {
+        "a write after the member's kill did not land".into()
+    })?;
+    owner.try_ok(&format!("fill {pa} {N} 6"))?;
+    importer.try_ok(&format!("copy {qb} {ra} {N}"))?;
+    let got = importer.try_ok(&format!("sum {qb} {N}"))?;
+    check(got == hash(&pattern(N, 6)).to_string(), || {
+        "a read after the member's kill got other bytes".into()
+    })?;
     for round in 0..10 {
         importer
             .ask(&format!("record {ih} 3"))
@@ -1115,6 +1139,12 @@ fn memory_across_hosts_refuses_outsiders_and_bad_ranges(
     check(code_of(&r) == Some(107000), || {
         format!("host-to-device copy into remote memory: {r:?}")
     })?;
+    // Not freed by the importer: closed.
+    let r = q.ask(&format!("free {ra}"));
+    check(
+        code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("aclrtIpcMemClose")),
+        || format!("aclrtFree of remote memory: {r:?}"),
+    )?;
     // Only its owner whitelists it.
     let r = q.ask(&format!("mallow {key} 1 {}", outsider.pid));
     check(code_of(&r) == Some(107000), || {

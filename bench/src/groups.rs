@@ -232,11 +232,13 @@ fn xproc(ctx: &Ctx) -> Group {
         better: Better::Lower,
         variants: v,
         note: format!(
-            "case: default settings (the kernel places the workers), each process's host \
+            "case: default settings (adaptive placement: the kernel places the workers, a worker \
+             sharing its CPU with the stream it waits for moves), each process's host \
              enqueuing chunks of {1} round trips while the streams run; info rows: batches of \
              {0} round trips queued in full on both streams before they run (hosts asleep), \
              timed between host functions on A's stream, with A's stream worker on this \
-             process's first CPU and B's on its second (StreamCpus::List), or kernel-placed. \
+             process's first CPU and B's on its second (StreamCpus::List), or placed by the \
+             kernel alone (StreamCpus::Scheduler). \
              Baselines: a child process echoes a sequence number through shared \
              memory / kernel objects; hybrid spins {2} µs then FUTEX_WAITs; a fresh child per \
              sample; judged ones also with parent and child placed on those two CPUs (targets \
@@ -316,10 +318,12 @@ fn inproc(ctx: &Ctx) -> Group {
         better: Better::Lower,
         variants: v,
         note: format!(
-            "case: default settings (the kernel places the workers), the host enqueuing \
+            "case: default settings (adaptive placement: the kernel places the workers, a worker \
+             sharing its CPU with the stream it waits for moves), the host enqueuing \
              chunks of round trips while the streams run; info rows: batches of {} round \
              trips queued in full before they run (host asleep), each stream's worker on a CPU \
-             of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread) or kernel-placed, and one stream's \
+             of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread) or placed by the kernel alone \
+             (=off), and one stream's \
              own cost per record+wait pair (no thread waits for another). Baselines: two threads of one process (private futexes), as the kernel \
              places them and placed like the case's workers; targets use the faster of the two",
             notify::BATCH
@@ -653,11 +657,11 @@ fn handoff(ctx: &Ctx) -> Group {
         variants: v,
         note: format!(
             "each slot: 'full' recorded by the producer, waited by the consumer; 'empty' the \
-             reverse; counts verified after every sample. Case: default settings (the kernel \
-             places the workers), the host enqueuing while the streams run; info rows: \
+             reverse; counts verified after every sample. Case: default settings (adaptive \
+             placement), the host enqueuing while the streams run; info rows: \
              batches of {} items queued in full before they run (host asleep), each stream's \
-             worker on a CPU of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread) or kernel-placed. \
-             The target uses the faster hybrid row",
+             worker on a CPU of its own (ACL_NOTIFY_SIM_STREAM_CPUS=spread) or placed by the \
+             kernel alone (=off). The target uses the faster hybrid row",
             notify::BATCH
         ),
         min_reps: 0,

@@ -310,7 +310,11 @@ impl Sim {
             let Some(a) = a else {
                 let mut msg =
                     format!("{ptr:#x} is not the start of a live allocation of this process");
-                self.explain(&mut msg, ptr);
+                if let Some(m) = self.remote_import_at(ptr) {
+                    msg = format!("{ptr:#x} is in {m}: close it with aclrtIpcMemClose");
+                } else {
+                    self.explain(&mut msg, ptr);
+                }
                 return Err(SimError::new(Error::ParamInvalid, msg));
             };
             let l = a.file.lock()?;

@@ -466,6 +466,12 @@ impl Sim {
         }
     }
 
+    /// What `addr` is if it is in an import of another host's memory (for messages).
+    pub(super) fn remote_import_at(&self, addr: usize) -> Option<String> {
+        let c = self.inner.cluster.as_ref()?;
+        Some(c.mem_import_at(addr, "address").ok()??.describe())
+    }
+
     /// `aclrtIpcMemClose` of `key` by an importer of another host's memory: whether it was
     /// one.
     pub(super) fn mem_close_remote(&self, key: &ExportKey) -> bool {
