@@ -27,8 +27,8 @@
 //! on. Two workers that keep handing records to each other without sleeping then stay apart
 //! until a sleep and a wake-up put them together again (a host feeding them in chunks does
 //! that now and then), and the worker moves again — at most every [`GAP`]. A move after which
-//! the worker's waits were crowded again at once (`CLEAN_RUN` uncrowded waits did not go by)
-//! did not help — more busy threads than CPUs, where moving cannot help — and the gap doubles,
+//! the worker's waits were crowded again at once (`CLEAN_RUN` waits did not find their record
+//! while spinning on a CPU of their own in between) did not help — more busy threads than CPUs, where moving cannot help — and the gap doubles,
 //! up to about 100 ms; a move that helped resets it. Moving costs two system calls and a
 //! migration, a few microseconds.
 //!
@@ -45,10 +45,11 @@ pub(crate) const WINDOW: Duration = Duration::from_millis(1);
 /// The shortest time between two moves of one worker.
 pub(crate) const GAP: Duration = Duration::from_micros(200);
 /// The gap doubles, up to `GAP << MAX_BACKOFF` (about 100 ms), with every move after which
-/// fewer than [`CLEAN_RUN`] waits went by uncrowded.
+/// fewer than [`CLEAN_RUN`] waits found their record spinning, uncrowded.
 const MAX_BACKOFF: u32 = 9;
-/// Uncrowded waits after a move that show it helped.
-const CLEAN_RUN: u32 = 32;
+/// Waits after a move that found their record while spinning on a CPU of their own: enough
+/// of them show the move helped.
+const CLEAN_RUN: u32 = 8;
 
 /// Restricts the calling thread to `cpu` (what a placed worker does first).
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
@@ -149,7 +150,8 @@ pub(crate) fn enable_on_this_thread() {
     CROWDING.with(|c| c.set(Some(Crowding::default())));
 }
 
-/// Called by a stream wait that had to wait and was not crowded (see [`crowded`]).
+/// Called by a stream wait that had to wait and found its record while spinning, without
+/// giving its CPU away (see [`crowded`]).
 pub(crate) fn clean_wait() {
     CROWDING.with(|cell| {
         if let Some(mut c) = cell.get() {

@@ -372,7 +372,9 @@ pub(crate) fn wait_slow(
         // The record came while this wait had given its CPU away, before it slept: the
         // recorder most likely ran on this very CPU (see `placement`).
         crate::placement::crowded();
-    } else {
+    } else if w.slept_at.get() == 0 && !w.spinner.lost_cpu() {
+        // Found its record while spinning, its CPU its own: what a worker apart from its peer
+        // sees. (A wait that slept says nothing about where the peer runs.)
         crate::placement::clean_wait();
     }
     if hook.take().is_none() {
