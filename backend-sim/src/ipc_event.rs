@@ -64,7 +64,7 @@ struct Header {
 
 // SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
 // page.
-crate::mapfile::file_header!(unsafe Header);
+crate::mapfile::file_header!(unsafe Header, MAGIC, EVT_LAYOUT_VERSION);
 
 const FREE: u32 = 0;
 const LIVE: u32 = 1;

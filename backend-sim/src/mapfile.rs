@@ -26,6 +26,11 @@
 //! initialises or attaches to a file that is no longer at the path (an opener attaches only to
 //! a published file, and a published file is never removed this way). A size that is neither
 //! 0 nor at least a page cannot come from a creator and is reported at once.
+//!
+//! A published file of the same kind but of another layout version (a build of another
+//! version left it) is replaced the same way by a read-write opener when no live process maps
+//! it (`sys::file_mapped`, from `/proc/<pid>/maps`); while one does, it is refused with
+//! 507899, as a file this build cannot read.
 
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -153,14 +158,20 @@ pub(crate) unsafe trait FileHeader {
     /// The creator's PID namespace ([`sys::pid_namespace`]), written with its pid: every
     /// process of a file must share it, or pids (and so liveness) mean nothing to the others.
     fn pid_ns(&self) -> &AtomicU64;
+    /// The kind's magic word and the layout version this build writes and reads.
+    const IDENTITY: (u64, u32);
+    /// The magic word and layout version the creator wrote (the first 12 bytes of every
+    /// kind's header).
+    fn identity(&self) -> (u64, u32);
 }
 
-/// Implements [`FileHeader`] for a file kind's header struct whose fields include `ready`,
-/// `creator_pid` and `pid_ns`, and asserts at compile time that it fits in a page. The
+/// Implements [`FileHeader`] for a file kind's header struct whose fields include `magic`,
+/// `version`, `ready`, `creator_pid` and `pid_ns` (with the kind's magic word and layout
+/// version), and asserts at compile time that it fits in a page. The
 /// `unsafe` in the call is the caller's promise that the struct is atomics only (write a
 /// `// SAFETY:` comment above it), which the macro cannot check.
 macro_rules! file_header {
-    (unsafe $header:ty) => {
+    (unsafe $header:ty, $magic:expr, $version:expr) => {
         const _: () = assert!(std::mem::size_of::<$header>() <= $crate::mapfile::PAGE);
 
         // SAFETY: the invoker promised atomics only (see the macro's docs); the size is
@@ -174,6 +185,11 @@ macro_rules! file_header {
             }
             fn pid_ns(&self) -> &std::sync::atomic::AtomicU64 {
                 &self.pid_ns
+            }
+            const IDENTITY: (u64, u32) = ($magic, $version);
+            fn identity(&self) -> (u64, u32) {
+                use std::sync::atomic::Ordering::SeqCst;
+                (self.magic.load(SeqCst), self.version.load(SeqCst))
             }
         }
     };
@@ -598,8 +614,8 @@ impl Open<'_> {
         if size < PAGE as u64 {
             return Err(kind.bad_file(path, format_args!("it is only {size} bytes long")));
         }
-        let head = Map::new(fd, PAGE, false, path, kind)?;
-        let h = head.header::<H>();
+        let mut head = Map::new(fd, PAGE, false, path, kind)?;
+        let mut h = head.header::<H>();
         while h.ready().load(SeqCst) != READY {
             if h.ready().load(SeqCst) != 0 {
                 return Err(kind.bad_file(path, "corrupt header (bad ready word)"));
@@ -624,6 +640,19 @@ impl Open<'_> {
             std::thread::sleep(Duration::from_millis(1));
         }
         same_pid_namespace(h.pid_ns().load(SeqCst), path, kind)?;
+        // A file of this kind but of another layout version (left by a build of another
+        // version) that no live process maps: a read-write opener removes it and creates it
+        // afresh, rather than asking the user to. One that some process maps is kept, and
+        // `validate` refuses it (507899 naming both versions).
+        if self.create && h.identity() != H::IDENTITY && h.identity().0 == H::IDENTITY.0 {
+            // This look at its header must not count as a mapping.
+            drop(head);
+            if sys::file_mapped(st.st_dev, st.st_ino) == Some(false) {
+                return self.give_up(fd);
+            }
+            head = Map::new(fd, PAGE, false, path, kind)?;
+            h = head.header::<H>();
+        }
         validate(h, size)?;
         drop(head);
         let total = match self.total {
@@ -769,6 +798,11 @@ mod tests {
         }
         fn pid_ns(&self) -> &AtomicU64 {
             &self.pid_ns
+        }
+        // No magic word or version: never taken for another version's file.
+        const IDENTITY: (u64, u32) = (0, 0);
+        fn identity(&self) -> (u64, u32) {
+            Self::IDENTITY
         }
     }
 

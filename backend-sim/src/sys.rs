@@ -350,5 +350,43 @@ pub fn identity_alive(pid: i32, identity: u64) -> bool {
     }
 }
 
+/// Whether some process maps the file of device `dev` and inode `ino`, read from the
+/// `/proc/<pid>/maps` of this user's processes (the only ones that can open a file of mode
+/// 0600). A process whose maps this user may not read (a non-dumpable one, or a container's
+/// init) is taken not to map it: the simulator's processes are ordinary, dumpable ones.
+/// `None` if `/proc` cannot be listed.
+pub fn file_mapped(dev: u64, ino: u64) -> Option<bool> {
+    use std::os::unix::fs::MetadataExt as _;
+    let want_dev = format!("{:02x}:{:02x}", libc::major(dev), libc::minor(dev));
+    let want_ino = ino.to_string();
+    let me = geteuid();
+    for e in std::fs::read_dir("/proc").ok()?.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        match e.metadata() {
+            Ok(m) if m.uid() == me => {}
+            // Another user's process, or one that has exited meanwhile.
+            _ => continue,
+        }
+        // Exited between the listing and the read, or not readable (see above).
+        let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+            continue;
+        };
+        let hit = maps.lines().any(|l| {
+            let mut f = l.split_ascii_whitespace().skip(3);
+            f.next() == Some(want_dev.as_str()) && f.next() == Some(want_ino.as_str())
+        });
+        if hit {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
 #[cfg(test)]
 mod tests;

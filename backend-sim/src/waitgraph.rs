@@ -81,7 +81,7 @@ struct Header {
 
 // SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
 // page.
-crate::mapfile::file_header!(unsafe Header);
+crate::mapfile::file_header!(unsafe Header, MAGIC, VERSION);
 
 /// One stream's entry. The first line is written by its owner's control calls and by the
 /// worker when the head blocks; the record words (the last two lines) by its enqueuers.

@@ -371,18 +371,21 @@ fn shm_file_is_0600_and_corrupt_header_is_refused() -> Result<(), Failed> {
         sim_err.to_string().contains(path.to_str().unwrap_or("?")),
         || sim_err.to_string(),
     )?;
-    // Corrupt the layout version (bytes 8..12 of the header), in place.
+    // Corrupt the layout version (bytes 8..12 of the header), in place, and keep the file
+    // mapped, as a live process of a build of that version would: it is refused (a file of
+    // another version that nobody maps is replaced instead; see the end).
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)?;
     {
         use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)?;
         let mut v = [0u8; 4];
         f.read_exact_at(&mut v, 8)?;
         v[0] ^= 0x55;
         f.write_all_at(&v, 8)?;
     }
+    let mapping = Mapping::of(&f)?;
     let e = Sim::builder()
         .soc(Soc::Ascend910B)
         .devices(2)
@@ -409,7 +412,46 @@ fn shm_file_is_0600_and_corrupt_header_is_refused() -> Result<(), Failed> {
     check(status.success() && line.starts_with("err 507899"), || {
         format!("{status:?}: {line}")
     })?;
+    // Nobody maps it any more: the next open replaces it with a file of this build's layout.
+    drop(mapping);
+    let sim = open(&ns, Soc::Ascend910B);
+    check(
+        sim.notifies_free(0)? == Soc::Ascend910B.max_notifies(),
+        || "a fresh file".to_owned(),
+    )?;
     Ok(())
+}
+
+/// A read-only mapping of a file's first page, unmapped on drop.
+struct Mapping(*mut libc::c_void);
+
+impl Mapping {
+    fn of(f: &std::fs::File) -> Result<Mapping, Failed> {
+        use std::os::unix::io::AsRawFd as _;
+        // SAFETY: maps one page of an open file of at least a page, read-only; unmapped in
+        // `drop`.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err("mmap failed".into());
+        }
+        Ok(Mapping(p))
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the page mapped in `of`.
+        unsafe { libc::munmap(self.0, 4096) };
+    }
 }
 
 fn racing_creators_share_one_machine() -> Result<(), Failed> {

@@ -587,10 +587,16 @@ pub unsafe extern "C" fn aclrtReduceAsync(
                 )));
             }
         };
+        // ACL_INT4 passes CANN's ACL layer (kMapDataType) and is then up to the device's
+        // capability bits (`sdma_reduce_support`, hicann/runtime
+        // src/runtime/core/src/launch/memory_starsv2.cc); the documentation of
+        // aclrtReduceAsync (docs/zh/api_ref/12_execution_control.md) lists int4 for no SoC,
+        // and documents no packing or sign for it. So 207000, as a device without it answers.
         let ty = ty.ok_or_else(|| {
             unsupported(format!(
-                "aclDataType {type_} (ACL_INT4) is not simulated by aclrtReduceAsync (every \
-                 other reduce type is)"
+                "aclDataType {type_} (ACL_INT4): CANN documents aclrtReduceAsync's int4 on no \
+                 SoC (nor how two 4-bit values share a byte), so the simulator does not reduce \
+                 it; every other reduce type of CANN's list it does"
             ))
         })?;
         let count = usize::try_from(count).map_err(|_| param("count is too large"))?;

@@ -83,7 +83,7 @@ struct Header {
 
 // SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
 // page.
-crate::mapfile::file_header!(unsafe Header);
+crate::mapfile::file_header!(unsafe Header, MAGIC, CNT_LAYOUT_VERSION);
 
 /// Region offsets of one configuration.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

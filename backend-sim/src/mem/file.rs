@@ -85,7 +85,7 @@ struct Header {
 
 // SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
 // page.
-crate::mapfile::file_header!(unsafe Header);
+crate::mapfile::file_header!(unsafe Header, MAGIC, MEM_LAYOUT_VERSION);
 
 /// What a slot of the shared [`Slot`] machine holds for one allocation (the lifecycle —
 /// state word, owner, policy as its create flags, export and nonce — is the core's).

@@ -92,7 +92,7 @@ const _: () = assert!(std::mem::size_of::<ProcEntry>() == 64);
 const _: () = assert!(std::mem::size_of::<DeviceHeader>() == 64);
 // SAFETY: `Header` is atomics only (every field above); the macro asserts that it fits in a
 // page.
-crate::mapfile::file_header!(unsafe Header);
+crate::mapfile::file_header!(unsafe Header, MAGIC, LAYOUT_VERSION);
 
 /// Whitelist bytes per exported notify.
 pub const WHITELIST_BYTES: usize = std::mem::size_of::<ShmWhitelist>();

@@ -94,6 +94,66 @@ fn each_socs_pool_is_the_one_the_soc_table_gives() {
     assert_eq!((l.max, l.pool_size), (0, 0));
 }
 
+/// A notify file of another layout version (left by an older build) that no process maps
+/// is removed and created afresh by the next read-write open, instead of 507899 asking the
+/// user to remove it; while a process maps it, it is kept and refused as before.
+#[test]
+fn a_file_of_another_layout_version_is_replaced_once_nobody_maps_it() {
+    use std::os::unix::fs::{FileExt as _, MetadataExt as _};
+    use std::os::unix::io::AsRawFd as _;
+    let (n, _ns) = fresh("oldversion");
+    let path = create(&n, Soc::Ascend910B, 1).path().to_path_buf();
+    let version = |p: &Path| {
+        let mut b = [0u8; 4];
+        std::fs::File::open(p)
+            .unwrap()
+            .read_exact_at(&mut b, 8)
+            .unwrap();
+        u32::from_le_bytes(b)
+    };
+    assert_eq!(version(&path), LAYOUT_VERSION);
+    // What a build of the previous layout would have left: its version in the header.
+    let old = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    old.write_all_at(&(LAYOUT_VERSION - 1).to_le_bytes(), 8)
+        .unwrap();
+    let st = old.metadata().unwrap();
+    assert_eq!(sys::file_mapped(st.dev(), st.ino()), Some(false));
+    // A live process of that build maps it (here: this one, by hand): kept and refused.
+    // SAFETY: maps one page of a file of at least a page, read-only; unmapped below.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            crate::mapfile::PAGE,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            old.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    assert_eq!(sys::file_mapped(st.dev(), st.ino()), Some(true));
+    let e = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen).unwrap_err();
+    let want = format!("layout version {}, this build reads", LAYOUT_VERSION - 1);
+    assert!(e.to_string().contains(&want), "{e}");
+    assert_eq!(version(&path), LAYOUT_VERSION - 1, "kept");
+    // Nobody maps it any more: replaced by a file of this build's layout.
+    // SAFETY: the mapping made above, of that length.
+    assert_eq!(unsafe { libc::munmap(map, crate::mapfile::PAGE) }, 0);
+    assert_eq!(sys::file_mapped(st.dev(), st.ino()), Some(false));
+    let f = create(&n, Soc::Ascend910B, 1);
+    assert_eq!(version(&path), LAYOUT_VERSION);
+    assert_ne!(
+        std::fs::metadata(&path).unwrap().ino(),
+        st.ino(),
+        "a new file"
+    );
+    assert_eq!(f.pool(0).unwrap().in_use(), 0);
+}
+
 #[test]
 fn create_join_release_frees_the_id() {
     let (n, _ns) = fresh("cjr");
