@@ -144,7 +144,10 @@ pub(crate) struct Ring<T> {
     /// How many tasks may wait; `len` unless that is 1 (a ring of one slot cannot tell a
     /// free slot from a full one, so it has two and checks the previous ticket is taken).
     capacity: u64,
-    consumer: Mutex<Consumer<T>>,
+    /// On cache lines of its own: the worker writes the lock and `head` on every batch it
+    /// takes, and producers read `slots`, `len` and `capacity` on every push — on one line
+    /// they made each push wait for that line to come back from the worker's CPU.
+    consumer: Padded<Mutex<Consumer<T>>>,
 }
 
 // SAFETY: a value moves from the producer that writes its slot to the consumer that reads it,
@@ -180,10 +183,10 @@ impl<T> Ring<T> {
                 .collect(),
             len,
             capacity,
-            consumer: Mutex::new(Consumer {
+            consumer: Padded(Mutex::new(Consumer {
                 head: 0,
                 spill: VecDeque::new(),
-            }),
+            })),
         }
     }
 
@@ -382,6 +385,7 @@ impl<T> Drop for Ring<T> {
         // a value exactly when its sequence says "published" (`t + 1` for the slot's `t`).
         let c = self
             .consumer
+            .0
             .get_mut()
             .unwrap_or_else(|e| panic!("ring consumer lock poisoned: {e}"));
         let mut head = c.head;

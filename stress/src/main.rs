@@ -284,11 +284,14 @@ fn coordinate(cfg: &Cfg) -> Result<Outcome, String> {
                 KillAt::Destroy => ph >= phase::DESTROY,
             };
             if due && let Some(child) = children[v.proc].as_mut() {
+                // Marked dead before the kill: a partner that meets an effect of the death
+                // (its notify reclaimed, so an import fails with 107017) must find the mark
+                // already, not race the reaping below for it.
+                board.proc(v.proc, pw::DEAD).store(1, SeqCst);
                 let _ = child.kill(); // SIGKILL
                 let st = child.wait().map_err(|e| format!("reap: {e}"))?;
                 statuses[v.proc] = Some(st);
                 v.killed = Some((ph, rounds));
-                board.proc(v.proc, pw::DEAD).store(1, SeqCst);
             }
         }
         for p in 0..cfg.procs {
