@@ -5,13 +5,17 @@
 //!
 //! # One slot
 //!
-//! `issued` counts the records enqueued by any holder (owner or opener), `done` the highest
-//! record number that has run (a futex word: waits sleep on it, records wake it). A stream
-//! wait captures `issued` when it is enqueued and stalls until `done` reaches it — the Ex
-//! semantics of `acl_notify_core::event` — and a wait on an event never recorded does nothing.
-//! `holders` counts the handles (the creator's and each opened one, in any process); the last
-//! to go frees the slot, whose generation then moves on, so a handle of a freed event is told
-//! apart (107017).
+//! Each event is a core [`Slot`] (its lifecycle: the state word with the generation, the
+//! owner) with an [`EvtPayload`]. `issued` counts the records enqueued by any holder (owner or
+//! opener), `done` the highest record number that has run (a futex word: waits sleep on it,
+//! records wake it). A stream wait captures `issued` when it is enqueued and stalls until
+//! `done` reaches it — the Ex semantics of `acl_notify_core::event` — and a wait on an event
+//! never recorded does nothing. `holders` counts the handles (the creator's and each opened
+//! one, in any process): a count in the payload rather than the core's holder bitmap, as the
+//! device-memory file lists its importers in its payload, because this file has no process
+//! table. The last handle to go retires the slot, whose generation then moves on, so a handle
+//! of a freed event is told apart (107017). Events are not exported with a key and have no
+//! whitelist: the slot's export fields stay unused.
 //!
 //! # Limits (ours)
 //!
@@ -20,25 +24,26 @@
 //! A slot held only by processes that died is not reclaimed until the namespace's files are
 //! removed. A handle names its server's file: opening one of another server is 107000.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::Error;
 use acl_notify_core::event::{IPC_EVENT_HANDLE_SIZE, IpcEventHandle, LatestRecord};
+use acl_notify_core::slot::{Owner, Payload, Slot};
+use acl_notify_core::waiter::Waiter;
 
 use crate::error::SimError;
-use crate::fork::PerProcess;
-use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE};
+use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
 use crate::stream::TaskCtx;
 use crate::sys;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNEVT\x01");
-/// Bumped whenever the layout changes.
-pub const EVT_LAYOUT_VERSION: u32 = 1;
+/// Bumped whenever the layout changes (2: the slots are the core's shared `Slot` with the
+/// event as payload).
+pub const EVT_LAYOUT_VERSION: u32 = 2;
 /// IPC events per device and server (ours).
 pub const MAX_IPC_EVENTS: u32 = 1024;
 /// The first bytes of every handle this simulator writes.
@@ -66,24 +71,57 @@ struct Header {
 // page.
 crate::mapfile::file_header!(unsafe Header, MAGIC, EVT_LAYOUT_VERSION);
 
-const FREE: u32 = 0;
-const LIVE: u32 = 1;
-const CLAIMING: u32 = 2;
-
-/// One IPC event in the file. Atomics only: other processes write it.
-#[repr(C, align(64))]
-pub(crate) struct EvtSlot {
-    state: AtomicU32,
-    generation: AtomicU32,
+/// What a slot of the core's [`Slot`] machine holds for one IPC event (the lifecycle — state
+/// word with the generation, owner — is the core's).
+#[repr(C)]
+pub(crate) struct EvtPayload {
+    /// Handles to the event in any process (the creator's and each opened one): a count, not
+    /// the core's holder bitmap, because the event file has no process table and one process
+    /// may open a handle several times. The last to go retires the slot.
     holders: AtomicU32,
-    owner_pid: AtomicI32,
+    /// Records enqueued by any holder.
     issued: AtomicU32,
+    /// The highest record number that has run: a futex word (waits sleep on it, records wake
+    /// it).
     done: AtomicU32,
+    _pad: AtomicU32,
+    /// When the latest record ran (ns, 0: never).
     stamp_ns: AtomicU64,
 }
 
+impl Payload for EvtPayload {
+    const NEW: Self = EvtPayload {
+        holders: AtomicU32::new(0),
+        issued: AtomicU32::new(0),
+        done: AtomicU32::new(0),
+        _pad: AtomicU32::new(0),
+        stamp_ns: AtomicU64::new(0),
+    };
+
+    /// No record yet (the creator's reference is the claim's `fill`).
+    fn claimed(&self, _generation: u32) {
+        self.issued.store(0, SeqCst);
+        self.done.store(0, SeqCst);
+        self.stamp_ns.store(0, SeqCst);
+    }
+
+    fn retired(&self, _next: u32) {}
+
+    /// Waits sleep on `done`.
+    fn wake_all<W: Waiter>(&self, w: &W) {
+        w.wake(&self.done, u32::MAX);
+    }
+}
+
+/// One IPC event in the file: the core's slot with an [`EvtPayload`]. All-zero is a free
+/// slot.
+pub(crate) type EvtSlot = Slot<EvtPayload>;
+
 const SLOT_BYTES: usize = std::mem::size_of::<EvtSlot>();
-const _: () = assert!(SLOT_BYTES == 64);
+const _: () = assert!(SLOT_BYTES == 128);
+
+// SAFETY: atomics only (the core's slot and the payload above).
+unsafe impl Shared for EvtSlot {}
 
 fn layout_total(devices: u32) -> usize {
     (PAGE + devices as usize * MAX_IPC_EVENTS as usize * SLOT_BYTES).div_ceil(PAGE) * PAGE
@@ -99,7 +137,6 @@ pub(crate) struct EvtFile {
     path: PathBuf,
     map: Map,
     devices: u32,
-    total: usize,
     server: u32,
     /// The namespace's tag in handles (see [`ns_tag`]).
     ns_tag: u64,
@@ -120,7 +157,7 @@ impl fmt::Debug for EvtFile {
 }
 
 /// One mapping per file per process; a forked child starts with an empty registry.
-static REGISTRY: PerProcess<HashMap<PathBuf, Weak<EvtFile>>> = PerProcess::new(HashMap::new);
+static REGISTRY: Registry<EvtFile> = Registry::new();
 
 /// FNV-1a of the namespace: a handle of another namespace is refused, not misread.
 fn ns_tag(namespace: &str) -> u64 {
@@ -133,6 +170,14 @@ fn bad_file(path: &Path, problem: impl fmt::Display) -> SimError {
     KIND.bad_file(path, problem)
 }
 
+/// Gives back one reference to `s`; the last one retires the incarnation that is there (the
+/// count belongs to it: nobody takes a reference from zero, so none can be claimed meanwhile).
+fn drop_holder(s: &EvtSlot) {
+    if s.sync.holders.fetch_sub(1, SeqCst) == 1 {
+        s.retire(s.generation());
+    }
+}
+
 impl EvtFile {
     /// Opens (creating it if missing) the IPC event file of `namespace`/`server`, shared
     /// within the process.
@@ -142,53 +187,45 @@ impl EvtFile {
         devices: u32,
     ) -> Result<Arc<EvtFile>, SimError> {
         let path = evt_file_path(namespace, server);
-        crate::fork::required()?;
-        let mut reg = REGISTRY
-            .get()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        if let Some(f) = reg
-            .get(&path)
-            .and_then(Weak::upgrade)
-            .filter(|f| f.pid == sys::getpid())
-        {
-            return Ok(f);
-        }
-        let total = layout_total(devices);
-        let open = Open {
-            path: &path,
-            kind: KIND,
-            create: true,
-            writable: true,
-            total,
-            init_wait: INIT_WAIT,
-            keep_fd: false,
-        };
-        let fill = |h: &Header| {
-            h.magic.store(MAGIC, SeqCst);
-            h.version.store(EVT_LAYOUT_VERSION, SeqCst);
-            h.devices.store(devices, SeqCst);
-            h.max.store(MAX_IPC_EVENTS, SeqCst);
-            h.slot_size.store(SLOT_BYTES as u32, SeqCst);
-            h.slots_off.store(PAGE as u64, SeqCst);
-            h.total.store(total as u64, SeqCst);
-        };
-        let check = |h: &Header, size: u64| validate(h, &path, devices, total, size);
-        let map = open
-            .open(fill, check)?
-            .ok_or_else(|| bad_file(&path, "it vanished while it was opened"))?;
-        let f = Arc::new(EvtFile {
-            path: path.clone(),
-            map,
-            devices,
-            total,
-            server,
-            ns_tag: ns_tag(namespace),
-            pid: sys::getpid(),
-        });
-        reg.retain(|_, w| w.strong_count() > 0);
-        reg.insert(path, Arc::downgrade(&f));
-        Ok(f)
+        let me = sys::getpid();
+        let f = REGISTRY.get_or_open(
+            &path,
+            |f| f.pid == me,
+            || {
+                let total = layout_total(devices);
+                let open = Open {
+                    path: &path,
+                    kind: KIND,
+                    create: true,
+                    writable: true,
+                    total,
+                    init_wait: INIT_WAIT,
+                    keep_fd: false,
+                };
+                let fill = |h: &Header| {
+                    h.magic.store(MAGIC, SeqCst);
+                    h.version.store(EVT_LAYOUT_VERSION, SeqCst);
+                    h.devices.store(devices, SeqCst);
+                    h.max.store(MAX_IPC_EVENTS, SeqCst);
+                    h.slot_size.store(SLOT_BYTES as u32, SeqCst);
+                    h.slots_off.store(PAGE as u64, SeqCst);
+                    h.total.store(total as u64, SeqCst);
+                };
+                let check = |h: &Header, size: u64| validate(h, &path, devices, total, size);
+                let map = open
+                    .open(fill, check)?
+                    .ok_or_else(|| bad_file(&path, "it vanished while it was opened"))?;
+                Ok(Some(EvtFile {
+                    path: path.clone(),
+                    map,
+                    devices,
+                    server,
+                    ns_tag: ns_tag(namespace),
+                    pid: me,
+                }))
+            },
+        )?;
+        f.ok_or_else(|| bad_file(&path, "it vanished while it was opened"))
     }
 
     fn slot(&self, dev: u32, idx: u32) -> Option<&EvtSlot> {
@@ -196,34 +233,28 @@ impl EvtFile {
             return None;
         }
         let off = PAGE + (dev as usize * MAX_IPC_EVENTS as usize + idx as usize) * SLOT_BYTES;
-        // Checked in release builds too (as in the count-notify file).
-        assert!(
-            off + SLOT_BYTES <= self.total,
-            "IPC event slot outside the layout"
-        );
-        // SAFETY: `off` is inside the mapping (asserted) and 64-byte aligned (the slots start
-        // on a page, the stride is 64); `EvtSlot` is atomics only, so any bytes are valid.
-        Some(unsafe { &*self.map.base().add(off).cast::<EvtSlot>() })
+        // Bounds and alignment checked in release builds too.
+        Some(self.map.at(off))
     }
 
     /// Claims a free slot on `dev` for a new IPC event owned by this process.
     pub(crate) fn claim(self: &Arc<Self>, dev: u32) -> Result<IpcRef, SimError> {
         self.map.intact(&self.path)?;
+        let pid = sys::getpid();
+        let owner = Owner {
+            pid,
+            start_time: sys::proc_start_time(pid).unwrap_or(0),
+            server: self.server,
+            device: dev,
+            // No process table here: holders are counted in the payload.
+            proc: 0,
+        };
         for idx in 0..MAX_IPC_EVENTS {
             let Some(s) = self.slot(dev, idx) else { break };
-            if s.state
-                .compare_exchange(FREE, CLAIMING, SeqCst, SeqCst)
-                .is_err()
-            {
+            // A slot that is not free is refused untouched: try the next one.
+            let Ok(generation) = s.claim_raw(owner, 0, |p| p.holders.store(1, SeqCst)) else {
                 continue;
-            }
-            let generation = s.generation.fetch_add(1, SeqCst).wrapping_add(1);
-            s.holders.store(1, SeqCst);
-            s.owner_pid.store(sys::getpid(), SeqCst);
-            s.issued.store(0, SeqCst);
-            s.done.store(0, SeqCst);
-            s.stamp_ns.store(0, SeqCst);
-            s.state.store(LIVE, SeqCst);
+            };
             return Ok(IpcRef {
                 file: Arc::clone(self),
                 dev,
@@ -271,28 +302,27 @@ impl EvtFile {
             )
         })?;
         // Take a reference only while someone still holds it.
-        let mut n = s.holders.load(SeqCst);
+        let mut n = s.sync.holders.load(SeqCst);
         loop {
             if n == 0 {
                 return Err(gone());
             }
-            match s.holders.compare_exchange(n, n + 1, SeqCst, SeqCst) {
+            match s.sync.holders.compare_exchange(n, n + 1, SeqCst, SeqCst) {
                 Ok(_) => break,
                 Err(now) => n = now,
             }
         }
-        let r = IpcRef {
+        if !s.is_live(p.generation) {
+            // Another incarnation of the slot: give the reference back.
+            drop_holder(s);
+            return Err(gone());
+        }
+        Ok(IpcRef {
             file: Arc::clone(self),
             dev: p.dev,
             idx: p.idx,
             generation: p.generation,
-        };
-        if s.state.load(SeqCst) != LIVE || s.generation.load(SeqCst) != p.generation {
-            // Another incarnation of the slot: give the reference back (dropping `r`).
-            drop(r);
-            return Err(gone());
-        }
-        Ok(r)
+        })
     }
 }
 
@@ -396,10 +426,8 @@ impl Drop for IpcRef {
         if self.file.map.lost() {
             return;
         }
-        if let Some(s) = self.file.slot(self.dev, self.idx)
-            && s.holders.fetch_sub(1, SeqCst) == 1
-        {
-            s.state.store(FREE, SeqCst);
+        if let Some(s) = self.file.slot(self.dev, self.idx) {
+            drop_holder(s);
         }
     }
 }
@@ -421,14 +449,19 @@ impl IpcRef {
         h[12..16].copy_from_slice(&self.dev.to_le_bytes());
         h[16..20].copy_from_slice(&self.idx.to_le_bytes());
         h[20..24].copy_from_slice(&self.generation.to_le_bytes());
-        h[24..28].copy_from_slice(&s.owner_pid.load(SeqCst).to_le_bytes());
+        h[24..28].copy_from_slice(&s.owner().pid.to_le_bytes());
         h[28..36].copy_from_slice(&self.file.ns_tag.to_le_bytes());
         Ok(IpcEventHandle(h))
     }
 
     /// A record is enqueued: its number.
     pub(crate) fn issue(&self) -> Result<u32, SimError> {
-        Ok(self.slot()?.issued.fetch_add(1, SeqCst).wrapping_add(1))
+        Ok(self
+            .slot()?
+            .sync
+            .issued
+            .fetch_add(1, SeqCst)
+            .wrapping_add(1))
     }
 
     /// A record enqueued as `n` was not queued after all (only the latest one can be taken
@@ -436,6 +469,7 @@ impl IpcRef {
     pub(crate) fn unissue(&self, n: u32) {
         if let Ok(s) = self.slot() {
             let _ = s
+                .sync
                 .issued
                 .compare_exchange(n, n.wrapping_sub(1), SeqCst, SeqCst);
         }
@@ -444,24 +478,24 @@ impl IpcRef {
     /// Record `n` ran: stamps it and wakes the waits.
     pub(crate) fn complete(&self, n: u32) -> Result<(), SimError> {
         let s = self.slot()?;
-        s.stamp_ns.store(sys::now_ns().max(1), SeqCst);
-        s.done.fetch_max(n, SeqCst);
-        sys::futex_wake(&s.done, u32::MAX);
+        s.sync.stamp_ns.store(sys::now_ns().max(1), SeqCst);
+        s.sync.done.fetch_max(n, SeqCst);
+        sys::futex_wake(&s.sync.done, u32::MAX);
         Ok(())
     }
 
     /// The number of the latest record enqueued (0: none).
     pub(crate) fn issued(&self) -> Result<u32, SimError> {
-        Ok(self.slot()?.issued.load(SeqCst))
+        Ok(self.slot()?.sync.issued.load(SeqCst))
     }
 
     /// The state of the latest record.
     pub(crate) fn latest(&self) -> Result<LatestRecord, SimError> {
         let s = self.slot()?;
-        let issued = s.issued.load(SeqCst);
+        let issued = s.sync.issued.load(SeqCst);
         Ok(if issued == 0 {
             LatestRecord::None
-        } else if s.done.load(SeqCst) >= issued {
+        } else if s.sync.done.load(SeqCst) >= issued {
             LatestRecord::Done
         } else {
             LatestRecord::Pending
@@ -479,7 +513,7 @@ impl IpcRef {
         let s = self.slot()?;
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
-            let cur = s.done.load(SeqCst);
+            let cur = s.sync.done.load(SeqCst);
             if cur >= n {
                 return Ok(true);
             }
@@ -496,7 +530,7 @@ impl IpcRef {
                     left.min(SLICE)
                 }
             };
-            sys::futex_wait(&s.done, cur, Some(slice));
+            sys::futex_wait(&s.sync.done, cur, Some(slice));
         }
     }
 
@@ -614,6 +648,67 @@ mod tests {
         let c = f.claim(1).unwrap();
         assert_eq!(f.open_handle(&h).unwrap_err().kind(), Error::InvalidHandle);
         drop(c);
+        drop(f);
+        crate::mapfile::remove_files(&ns, Some("evt")).unwrap();
+    }
+
+    /// The holder count belongs to the incarnation that is there: an opener with a stale
+    /// handle that counted itself in on a reused slot, and gives its reference back after the
+    /// creator left, must retire that incarnation (not look for its own, long gone), or the
+    /// slot would stay live with no holder for ever.
+    #[test]
+    fn the_last_reference_retires_the_incarnation_there() {
+        let ns = format!("evt-unit-last-{}", std::process::id());
+        let f = EvtFile::open(&ns, 0, 1).unwrap();
+        let stale = f.claim(0).unwrap();
+        let old = stale.handle().unwrap();
+        let idx = stale.idx;
+        drop(stale);
+        let c = f.claim(0).unwrap();
+        assert_eq!(c.idx, idx, "the freed slot is reused first");
+        let s = f.slot(0, idx).unwrap();
+        // An opener of `old` between its count and its generation check.
+        s.sync.holders.fetch_add(1, SeqCst);
+        let generation = c.generation;
+        drop(c);
+        assert!(s.is_live(generation), "the opener still counts");
+        drop_holder(s);
+        assert_eq!(s.state(), Some(acl_notify_core::slot::SlotState::Free));
+        assert_eq!(s.generation(), generation.wrapping_add(1));
+        assert_eq!(
+            f.open_handle(&old).unwrap_err().kind(),
+            Error::InvalidHandle
+        );
+        // The slot is claimable again.
+        assert_eq!(f.claim(0).unwrap().idx, idx);
+        drop(f);
+        crate::mapfile::remove_files(&ns, Some("evt")).unwrap();
+    }
+
+    /// The event file of layout 1 (64-byte slots of its own) that an older build left, and
+    /// no process maps, is replaced by the next open rather than refused.
+    #[test]
+    fn a_layout_1_file_nobody_maps_is_replaced() {
+        use std::os::unix::fs::FileExt as _;
+        let ns = format!("evt-unit-v1-{}", std::process::id());
+        let path = evt_file_path(&ns, 0);
+        drop(EvtFile::open(&ns, 0, 1).unwrap());
+        let old = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        old.write_all_at(&1u32.to_le_bytes(), 8).unwrap();
+        old.set_len((PAGE + MAX_IPC_EVENTS as usize * 64) as u64)
+            .unwrap();
+        let f = EvtFile::open(&ns, 0, 1).unwrap();
+        let mut v = [0u8; 4];
+        std::fs::File::open(&path)
+            .unwrap()
+            .read_exact_at(&mut v, 8)
+            .unwrap();
+        assert_eq!(u32::from_le_bytes(v), EVT_LAYOUT_VERSION);
+        assert_eq!(f.claim(0).unwrap().latest().unwrap(), LatestRecord::None);
         drop(f);
         crate::mapfile::remove_files(&ns, Some("evt")).unwrap();
     }

@@ -1,6 +1,7 @@
 //! The one slot state machine of every shared resource kind with an owner, holders and
 //! incarnations: a [`Slot<P>`] is a kind's own part `P` (a notify's flag and waiter queue, a
-//! count notify's count: the [`Payload`]) plus the lifecycle every kind shares — the state word
+//! count notify's count, a device-memory allocation's placement, an IPC event's record
+//! counters: the [`Payload`]) plus the lifecycle every kind shares — the state word
 //! (`generation << 32 | state`), the holder bitmap, the owner, the create flags, the export
 //! (state and nonce) and the platform's whitelist index. Pointer-free, `#[repr(C)]`, atomics
 //! only: a table of slots can live in memory shared by several processes.
@@ -12,7 +13,8 @@
 //! told apart. A slot is retired when its last holder [`leave`](Slot::leave)s (shared kinds:
 //! notifies), when its owner [`release`](Slot::release)s it (owner-only kinds: count
 //! notifies, which keep the owner as their only holder; device memory, once its importers
-//! are gone too: [`orphan`](Slot::orphan)), or by a repair pass
+//! are gone too: [`orphan`](Slot::orphan); IPC events, which count their handles in the
+//! payload, when the last handle goes: [`retire`](Slot::retire)), or by a repair pass
 //! ([`reclaim_if`](Slot::reclaim_if), [`retire_orphan`](Slot::retire_orphan)).
 //!
 //! # Concurrency of the slot's operations
