@@ -396,6 +396,8 @@ pub fn demo(args: &DemoArgs) -> Result<(), String> {
         return demo_hosts(args, hosts);
     }
     crate::setup::for_demo()?;
+    // The build is quiet: say why nothing shows for a while on a first run.
+    eprintln!("building the C library and the demo's programs (a first build takes minutes)");
     let inst = install(args.release)?;
     let owner = compile_c(&inst, "ipc_owner")?;
     let importer = compile_c(&inst, "ipc_importer")?;

@@ -4,42 +4,53 @@
 //! with its components and targets, when cargo is first run here); this module adds what
 //! rustup may have skipped and the Debian packages.
 
+use std::io::Write;
 use std::process::{Command, Stdio};
 
 use crate::run::status;
 
-/// A tool found on `PATH` by running it, and the Debian package that brings it.
+/// A tool found on `PATH` by running it, and the Debian packages that bring it.
 struct Tool {
     exe: &'static str,
-    arg: &'static str,
+    args: &'static [&'static str],
+    /// Fed to the tool's standard input: a compiler is asked to compile a file that includes
+    /// the system headers the tests use, since Debian's `gcc` only recommends `libc6-dev`, so a
+    /// `cc` that runs (`--version`) may still have no `<stdio.h>`.
+    input: Option<&'static str>,
     packages: &'static [&'static str],
 }
 
 /// The C compiler: the demo and the C tests build programs against the installed library.
 const CC: Tool = Tool {
     exe: "cc",
-    arg: "--version",
+    args: &["-x", "c", "-fsyntax-only", "-"],
+    input: Some(
+        "#include <stdio.h>\n#include <pthread.h>\n#include <dlfcn.h>\nint main(void) { return 0; }\n",
+    ),
     packages: &["gcc", "libc6-dev"],
 };
 
 /// The C++ compiler: the C ABI tests compile the headers as C++ too.
 const CXX: Tool = Tool {
     exe: "c++",
-    arg: "--version",
+    args: &["-x", "c++", "-fsyntax-only", "-"],
+    input: Some("#include <cstdio>\n#include <atomic>\nint main() { return 0; }\n"),
     packages: &["g++"],
 };
 
 /// Memcheck runs `tests/c/finalize_race.c` in the C ABI tests.
 const VALGRIND: Tool = Tool {
     exe: "valgrind",
-    arg: "--version",
+    args: &["--version"],
+    input: None,
     packages: &["valgrind"],
 };
 
 /// A real browser: `cargo xtask ci-long` opens the demo's timeline page in it, headless.
 const CHROMIUM: Tool = Tool {
     exe: "chromium",
-    arg: "--version",
+    args: &["--version"],
+    input: None,
     packages: &["chromium"],
 };
 
@@ -47,17 +58,31 @@ const CHROMIUM: Tool = Tool {
 /// 3-member cluster of it on loopback.
 const ETCD: Tool = Tool {
     exe: "etcd",
-    arg: "--version",
+    args: &["--version"],
+    input: None,
     packages: &["etcd-server"],
 };
 
+/// Whether the tool runs and does its job (for a compiler: compiles `input`).
 fn present(t: &Tool) -> bool {
-    Command::new(t.exe)
-        .arg(t.arg)
+    let child = Command::new(t.exe)
+        .args(t.args)
+        .stdin(if t.input.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::null())
         .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .spawn();
+    let Ok(mut child) = child else {
+        return false;
+    };
+    if let (Some(text), Some(mut stdin)) = (t.input, child.stdin.take()) {
+        // A write error (the tool exited early) shows in its status.
+        let _ = stdin.write_all(text.as_bytes());
+    }
+    child.wait().is_ok_and(|s| s.success())
 }
 
 /// Installs the Debian packages of every missing tool (as root; otherwise says what to run).

@@ -1,5 +1,5 @@
-//! `cargo xtask test` (everything the README promises) and `cargo xtask ci` (what `.ci/run`
-//! runs: the same).
+//! `cargo xtask test` (everything the README promises; `.ci/run` runs it) and `cargo xtask ci`
+//! (the same).
 
 use std::time::Duration;
 
