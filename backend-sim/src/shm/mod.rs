@@ -74,11 +74,6 @@ pub fn file_path(namespace: &str, server: u32) -> PathBuf {
     crate::mapfile::file_path(namespace, "srv", format_args!("{server}"))
 }
 
-/// Deletes every notify file of `namespace`; returns how many were removed.
-pub fn remove_namespace(namespace: &str) -> Result<usize, SimError> {
-    crate::mapfile::remove_files(namespace, Some("srv"))
-}
-
 /// Whether to create the file if it does not exist.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpenMode {

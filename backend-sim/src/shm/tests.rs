@@ -14,7 +14,7 @@ fn ns(tag: &str) -> String {
 /// removes its files when the test ends (also when it fails).
 fn fresh(tag: &str) -> (String, crate::NamespaceGuard) {
     let n = ns(tag);
-    let _ = remove_namespace(&n);
+    let _ = crate::Sim::remove_namespace(&n);
     (n.clone(), crate::NamespaceGuard(n))
 }
 
@@ -88,7 +88,7 @@ fn each_socs_pool_is_the_one_the_soc_table_gives() {
         assert!(pool.is_allocated(id) && pool.in_use() == 1 && pool.end() == id + 1);
         pool.free(id).unwrap();
         drop(f);
-        remove_namespace(&n).unwrap();
+        crate::Sim::remove_namespace(&n).unwrap();
     }
     let l = Layout::new(Soc::IPV350, 1).unwrap();
     assert_eq!((l.max, l.pool_size), (0, 0));
@@ -185,7 +185,7 @@ fn create_join_release_frees_the_id() {
     assert!(wl.matches(0, 6, 0));
     drop(r);
     drop(f);
-    assert_eq!(remove_namespace(&n).unwrap(), 1);
+    assert_eq!(crate::Sim::remove_namespace(&n).unwrap(), 1);
 }
 
 /// Only this process writes its whitelists, so a sequence word that is odd, or moves,
