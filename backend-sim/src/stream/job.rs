@@ -17,10 +17,11 @@ pub trait Job<E>: Send + 'static {
     /// shared with other threads, whose counter would have to be pulled from their caches).
     /// The worker drops them, and retires the job (what `synchronize` and `query` count),
     /// off the path from this job to the next, but never later than before a later job
-    /// blocks (see [`may_block`](Self::may_block)) or after the last of the tasks it has
-    /// taken from the queue has run. So a `synchronize` returns only once the remains of the
-    /// tasks it waited for are dropped, and it never waits for a task that blocks behind
-    /// them.
+    /// blocks (see [`may_block`](Self::may_block)) or soon after the queue has run dry (at
+    /// once if a `synchronize` waits, else when no task came for about a microsecond; with
+    /// remains of a non-zero size, jobs that keep coming are flushed 16 at a time). So a
+    /// `synchronize` returns only once the remains of the tasks it waited for are dropped,
+    /// and it never waits for a task that blocks behind them.
     ///
     /// `before_block` drops the remains of the tasks finished before this one and retires
     /// them; a job that says it will not block without calling it first
