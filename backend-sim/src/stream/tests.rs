@@ -984,6 +984,37 @@ fn remains_are_dropped_before_a_blocking_job_and_before_synchronize_returns() {
     }
 }
 
+#[test]
+fn remains_of_a_queue_run_dry_are_dropped_without_a_synchronize() {
+    // Quick jobs keep their remains while more come (see `worker::Finished`); once the queue
+    // stays dry the worker drops them and retires the jobs by itself, within microseconds.
+    for spin in [DEFAULT_SPIN, Duration::ZERO] {
+        let s: Stream<Error, Probe> =
+            Stream::spawn(StreamConfig::new("t-remains-dry").spin(spin)).unwrap();
+        let drops = Arc::new(AtomicUsize::new(0));
+        for round in 1..=20usize {
+            for _ in 0..3 {
+                s.enqueue_job(Probe::Quick(DropCounter(Arc::clone(&drops))))
+                    .unwrap();
+            }
+            assert!(
+                eventually(LONG, || drops.load(Ordering::SeqCst) == round * 3),
+                "spin {spin:?}, round {round}: {} of {} remains dropped",
+                drops.load(Ordering::SeqCst),
+                round * 3
+            );
+            assert!(eventually(LONG, || s.query() == StreamStatus::Complete));
+        }
+        // More than 16 in a row: the ones past 16 are not kept waiting for the rest.
+        for _ in 0..40 {
+            s.enqueue_job(Probe::Quick(DropCounter(Arc::clone(&drops))))
+                .unwrap();
+        }
+        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(drops.load(Ordering::SeqCst), 20 * 3 + 40);
+    }
+}
+
 /// A job that logs its number when it runs; `Chained` ones say they chain, `Fail` ones
 /// return an error, `Boom` ones (chained) panic. `Hold` blocks until its gate opens.
 enum Link {
