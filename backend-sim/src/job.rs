@@ -11,8 +11,9 @@ use crate::blocked::Blocked;
 use crate::cnt::CntRef;
 use crate::error::SimError;
 use crate::pin::StreamPin;
+use crate::prefetch::prefetch_for_write;
 use crate::stream::{Job, Stream, Task, TaskCtx};
-use crate::waiters::{StampedWaiter, next_spin, prefetch_for_write, wait_slow};
+use crate::waiters::{StampedWaiter, next_spin, wait_slow};
 
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;

@@ -91,6 +91,7 @@ mod open;
 mod pin;
 mod pin_cache;
 mod placement;
+mod prefetch;
 mod repair;
 mod ring;
 pub mod shm;

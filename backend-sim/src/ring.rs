@@ -270,7 +270,7 @@ impl<T> Ring<T> {
             if i >= self.slots.len() {
                 i -= self.slots.len();
             }
-            crate::waiters::prefetch_for_write(std::ptr::from_ref(&self.slots[i]).cast());
+            crate::prefetch::prefetch_for_write(std::ptr::from_ref(&self.slots[i]).cast());
         }
         #[cfg(sim_loom)]
         let _ = index;

@@ -17,10 +17,10 @@ use crate::config::{ENV_ENQUEUE_TIMEOUT, MAX_CPU, STREAM_CAPACITY, SimBuilder, S
 use crate::entries::PINS;
 use crate::error::SimError;
 use crate::locks::lock;
-use crate::sim::Sim;
 #[cfg(target_arch = "x86_64")]
-use crate::waiters::has_prefetchw;
-use crate::waiters::{AdaptiveWaiter, MAX_SPIN_NS, SPIN_NS, next_spin, prefetch_for_write};
+use crate::prefetch::{has_prefetchw, prefetch_for_write};
+use crate::sim::Sim;
+use crate::waiters::{AdaptiveWaiter, MAX_SPIN_NS, SPIN_NS, next_spin};
 use crate::{shm, stream};
 
 use std::sync::atomic::Ordering::SeqCst;

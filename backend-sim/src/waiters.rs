@@ -5,7 +5,7 @@
 use std::cell::Cell;
 use std::fmt::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::AtomicU32;
 use std::time::Duration;
 
 use acl_notify_core::Error;
@@ -205,61 +205,6 @@ impl Waiter for StampedWaiter<'_> {
     }
     fn proc_alive(&self, proc: u32) -> bool {
         self.inner.proc_alive(proc)
-    }
-}
-
-/// Hints the CPU to bring `p`'s cache line in, exclusive (for a write). A hint only: it does
-/// not access memory architecturally, cannot fault, and changes no register or flag.
-#[inline(always)]
-pub(crate) fn prefetch_for_write(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if has_prefetchw() {
-            // SAFETY: `prefetchw` is a hint (see above), and the CPU says it has it.
-            unsafe {
-                core::arch::asm!(
-                    "prefetchw [{0}]",
-                    in(reg) p,
-                    options(nostack, preserves_flags, readonly)
-                );
-            }
-        } else {
-            // SAFETY: SSE is part of x86_64; `prefetcht0` is a hint (see above).
-            unsafe {
-                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
-            }
-        }
-    }
-    #[cfg(target_arch = "aarch64")]
-    // SAFETY: `prfm` is a hint (see above).
-    unsafe {
-        core::arch::asm!(
-            "prfm pstl1keep, [{0}]",
-            in(reg) p,
-            options(nostack, preserves_flags, readonly)
-        );
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    let _ = p;
-}
-
-/// Whether this x86 CPU has `prefetchw` (CPUID 8000_0001h, ECX bit 8), asked once.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn has_prefetchw() -> bool {
-    // 0: not asked yet, 1: no, 2: yes. Not a `OnceLock`: a child forked while another thread
-    // asked would wait for it for ever (see [`fork`]); threads that race each ask.
-    static HAS: std::sync::atomic::AtomicU8 = std::sync::atomic::AtomicU8::new(0);
-    match HAS.load(Ordering::Relaxed) {
-        0 => {
-            // Leaf 0x8000_0000 gives the highest extended leaf: 0x8000_0001 is only asked for
-            // when it exists.
-            let max = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-            let has =
-                max >= 0x8000_0001 && core::arch::x86_64::__cpuid(0x8000_0001).ecx & (1 << 8) != 0;
-            HAS.store(1 + u8::from(has), Ordering::Relaxed);
-            has
-        }
-        v => v == 2,
     }
 }
 

@@ -347,6 +347,7 @@ const LAYER: &[&str] = &[
     "locks",
     "mapfile",
     "placement",
+    "prefetch",
     "repair",
     "ring",
     "shm",
