@@ -200,6 +200,13 @@ impl<T> Ring<T> {
         }
     }
 
+    /// Whether a push prefetches ([`prefetch_ahead`](Self::prefetch_ahead)): only for slots
+    /// of 32 bytes or more (the simulator's tasks: two to a cache line). Eight or more to a
+    /// line, a line comes back from the consumer once per eight pushes, and the prefetch cost
+    /// more than it saved: the bench's engine row (a no-op job, 8-byte slots) read 16.3–19.5 ns
+    /// an enqueue with it, 12.5–15.0 ns without, four runs of each in turns.
+    const PREFETCHES: bool = std::mem::size_of::<Slot<T>>() >= 32;
+
     #[inline]
     fn slot(&self, ticket: u64) -> &Slot<T> {
         &self.slots[(ticket % self.len) as usize]
@@ -259,12 +266,13 @@ impl<T> Ring<T> {
     /// consumer wrote its sequence number when it took that slot's value one lap back, so the
     /// line sits in the consumer's cache, and the producer that gets to it would otherwise
     /// wait for it at its next locked instruction (a host thread queuing into a stream whose
-    /// worker runs on another CPU: see `PREFETCH_AHEAD`). A hint only; small rings, whose
-    /// slot that far ahead may be one the consumer is reading, skip it.
+    /// worker runs on another CPU: see `PREFETCH_AHEAD`). A hint only. Small rings, whose
+    /// slot that far ahead may be one the consumer is reading, skip it; so do rings of small
+    /// slots ([`Ring::PREFETCHES`]).
     #[inline(always)]
     fn prefetch_ahead(&self, index: usize) {
         #[cfg(not(sim_loom))]
-        if self.len >= 4 * PREFETCH_AHEAD {
+        if Self::PREFETCHES && self.len >= 4 * PREFETCH_AHEAD {
             // No second division: the index wrapped by hand.
             let mut i = index + PREFETCH_AHEAD as usize;
             if i >= self.slots.len() {
