@@ -509,9 +509,9 @@ impl EventOps for Sim {
 }
 
 impl Sim {
-    fn evt_file(&self) -> Result<Arc<crate::ipc_event::EvtFile>, SimError> {
+    fn evt_file(&self) -> Result<crate::ipc_event::EvtFiles, SimError> {
         let i = &self.inner;
-        i.events.ipc.file(&i.namespace, i.server_id, i.devices)
+        i.events.ipc.files(&i.namespace, &i.file)
     }
 
     fn ipc_events_supported(&self) -> Result<(), SimError> {

@@ -94,6 +94,8 @@ pub struct GcReport {
     pub notifies_freed: u32,
     /// Queued waits of dead processes that were cancelled.
     pub waits_cancelled: u32,
+    /// IPC events freed because their last holder was dead.
+    pub ipc_events_freed: u32,
     /// Count-notify ids freed because their owner was dead (or leaked by a process that died
     /// half-way through a create or destroy). Filled in by `Sim::gc`.
     pub cnt_freed: u32,
@@ -104,6 +106,7 @@ impl std::ops::AddAssign for GcReport {
         self.processes += o.processes;
         self.notifies_freed += o.notifies_freed;
         self.waits_cancelled += o.waits_cancelled;
+        self.ipc_events_freed += o.ipc_events_freed;
         self.cnt_freed += o.cnt_freed;
     }
 }
@@ -112,6 +115,8 @@ impl std::ops::AddAssign for GcReport {
 /// that uses the file (see [`open_shared`]).
 pub struct ShmFile {
     path: PathBuf,
+    /// The namespace (the other files of this server are named from it).
+    namespace: String,
     /// The mapping (bounds-checked access, and its entry in the `SIGBUS` table: see
     /// [`crate::sigbus`]).
     map: Map,
@@ -170,7 +175,7 @@ pub fn open_shared(
     let Some(f) = REGISTRY.get_or_open(
         &path,
         |f| f.pid == sys::getpid(),
-        || ShmFile::open(&path, server, soc, devices, mode),
+        || ShmFile::open(namespace, &path, server, soc, devices, mode),
     )?
     else {
         return Ok(None);
@@ -232,6 +237,7 @@ impl ShmFile {
     }
 
     fn open(
+        namespace: &str,
         path: &Path,
         server: u32,
         soc: Soc,
@@ -257,6 +263,7 @@ impl ShmFile {
         let start_time = sys::proc_start_time(pid).unwrap_or(0);
         let mut f = ShmFile {
             path: path.to_owned(),
+            namespace: namespace.to_owned(),
             map,
             layout,
             server,
