@@ -327,7 +327,9 @@ impl EvtFile {
 
     /// Gives back one reference of this process (process-table entry `proc`) to `key`; the
     /// last one clears the process's holder bit, and the last holder's retires the slot.
-    pub(crate) fn release(&self, proc: u32, key: EvtKey) {
+    /// `proc` is `None` when the entry no longer names this process (another process took it
+    /// for dead and dropped its bits): then only the count goes.
+    pub(crate) fn release(&self, proc: Option<u32>, key: EvtKey) {
         if !self.mine() || self.lost() {
             // Inherited across fork(): the bit is the parent's. Or the file is gone.
             return;
@@ -344,7 +346,9 @@ impl EvtFile {
             }
             None => return,
         }
-        let Some(s) = self.slot(dev, idx) else { return };
+        let (Some(proc), Some(s)) = (proc, self.slot(dev, idx)) else {
+            return;
+        };
         // Not this incarnation any more: another process took this one for dead and dropped
         // its references; the bit at our index, if set, is not ours.
         if s.is_live(generation) {

@@ -205,7 +205,9 @@ impl fmt::Debug for IpcRef {
 
 impl Drop for IpcRef {
     fn drop(&mut self) {
-        self.files.file.release(self.files.reg.me(), self.key);
+        let reg = &self.files.reg;
+        let proc = reg.still_registered().is_ok().then(|| reg.me());
+        self.files.file.release(proc, self.key);
     }
 }
 
@@ -566,7 +568,7 @@ mod tests {
             .unwrap();
         assert_eq!(u32::from_le_bytes(v), EVT_LAYOUT_VERSION);
         let key = f.claim(0, 0, 0).map_err(|_| ()).unwrap();
-        f.release(0, key);
+        f.release(Some(0), key);
         drop(f);
         crate::mapfile::remove_files(&ns, Some("evt")).unwrap();
     }
