@@ -160,6 +160,8 @@ pub(crate) unsafe trait FileHeader {
     fn pid_ns(&self) -> &AtomicU64;
     /// The kind's magic word and the layout version this build writes and reads.
     const IDENTITY: (u64, u32);
+    /// Writes [`IDENTITY`](Self::IDENTITY) (the creator, before its own fields).
+    fn set_identity(&self);
     /// The magic word and layout version the creator wrote (the first 12 bytes of every
     /// kind's header).
     fn identity(&self) -> (u64, u32);
@@ -187,6 +189,11 @@ macro_rules! file_header {
                 &self.pid_ns
             }
             const IDENTITY: (u64, u32) = ($magic, $version);
+            fn set_identity(&self) {
+                use std::sync::atomic::Ordering::SeqCst;
+                self.magic.store($magic, SeqCst);
+                self.version.store($version, SeqCst);
+            }
             fn identity(&self) -> (u64, u32) {
                 use std::sync::atomic::Ordering::SeqCst;
                 (self.magic.load(SeqCst), self.version.load(SeqCst))
@@ -235,16 +242,19 @@ impl Kind {
 
 impl Kind {
     /// The header's magic word and layout version are this build's: else 507899 saying the
-    /// file is not an acl-notify `what` file, or of which version it is.
-    pub(crate) fn check_identity(
+    /// file is not an acl-notify file of this kind, or of which version it is. Made by every
+    /// opener ([`Open::open`]) before the kind's own checks.
+    fn check_identity(
         self,
         path: &Path,
-        what: &str,
-        (magic, want_magic): (u64, u64),
-        (version, want_version): (u32, u32),
+        (magic, version): (u64, u32),
+        (want_magic, want_version): (u64, u32),
     ) -> Result<(), SimError> {
         if magic != want_magic {
-            return Err(self.bad_file(path, format_args!("bad magic: not an acl-notify {what}")));
+            return Err(self.bad_file(
+                path,
+                format_args!("bad magic: not an acl-notify {}", self.0),
+            ));
         }
         if version != want_version {
             return Err(self.bad_file(
@@ -447,8 +457,9 @@ pub(crate) struct Open<'a> {
 
 impl Open<'_> {
     /// Creates the file (see the module docs) or attaches to it. `fill` writes the creator's
-    /// header fields (between the creator pid and the ready word); `validate` checks a
-    /// published header against what this process expects, given the file's size.
+    /// header fields (between the creator pid, magic word and version, and the ready word);
+    /// `validate` checks a published header of this kind and version (checked before it)
+    /// against what this process expects, given the file's size.
     /// `Ok(None)` only when the file does not exist and `create` is off. A file abandoned
     /// uninitialised by a dead creator is re-created (once) when `create` is on, else it is an
     /// error.
@@ -567,6 +578,7 @@ impl Open<'_> {
         let h = map.header::<H>();
         h.creator_pid().store(sys::getpid(), SeqCst);
         h.pid_ns().store(sys::pid_namespace(), SeqCst);
+        h.set_identity();
         fill(h);
         h.ready().store(READY, SeqCst);
         Ok(map)
@@ -653,6 +665,7 @@ impl Open<'_> {
             head = Map::new(fd, PAGE, false, path, kind)?;
             h = head.header::<H>();
         }
+        kind.check_identity(path, h.identity(), H::IDENTITY)?;
         validate(h, size)?;
         drop(head);
         let total = match self.total {
@@ -801,6 +814,7 @@ mod tests {
         }
         // No magic word or version: never taken for another version's file.
         const IDENTITY: (u64, u32) = (0, 0);
+        fn set_identity(&self) {}
         fn identity(&self) -> (u64, u32) {
             Self::IDENTITY
         }

@@ -270,8 +270,6 @@ impl CntFile {
     /// The creator's header fields (the creation protocol in [`crate::mapfile`] writes the
     /// creator pid before and publishes the header after).
     fn fill_header(h: &Header, l: &Layout) {
-        h.magic.store(MAGIC, SeqCst);
-        h.version.store(CNT_LAYOUT_VERSION, SeqCst);
         h.soc.store(soc_index(l.soc), SeqCst);
         h.devices.store(l.devices, SeqCst);
         h.max.store(MAX_CNT_NOTIFIES, SeqCst);
@@ -397,12 +395,6 @@ impl CntFile {
 }
 
 fn validate(h: &Header, path: &Path, l: &Layout, size: u64) -> Result<(), SimError> {
-    KIND.check_identity(
-        path,
-        "count-notify file",
-        (h.magic.load(SeqCst), MAGIC),
-        (h.version.load(SeqCst), CNT_LAYOUT_VERSION),
-    )?;
     let machine = (h.soc.load(SeqCst), h.devices.load(SeqCst));
     KIND.check_machine(path, machine, (l.soc, l.devices))?;
     let fields = [

@@ -195,8 +195,6 @@ impl EvtFile {
                     keep_fd: false,
                 };
                 let fill = |h: &Header| {
-                    h.magic.store(MAGIC, SeqCst);
-                    h.version.store(EVT_LAYOUT_VERSION, SeqCst);
                     h.devices.store(devices, SeqCst);
                     h.max.store(MAX_IPC_EVENTS, SeqCst);
                     h.slot_size.store(SLOT_BYTES as u32, SeqCst);
@@ -400,12 +398,6 @@ fn validate(
     total: usize,
     size: u64,
 ) -> Result<(), SimError> {
-    KIND.check_identity(
-        path,
-        "IPC event file",
-        (h.magic.load(SeqCst), MAGIC),
-        (h.version.load(SeqCst), EVT_LAYOUT_VERSION),
-    )?;
     if h.devices.load(SeqCst) != devices {
         return Err(SimError::new(
             Error::ParamInvalid,

@@ -305,8 +305,6 @@ impl MemFile {
             keep_fd: true,
         };
         let fill = |h: &Header| {
-            h.magic.store(MAGIC, SeqCst);
-            h.version.store(MEM_LAYOUT_VERSION, SeqCst);
             h.server.store(server, SeqCst);
             h.device.store(device, SeqCst);
             h.max_allocs.store(MAX_ALLOCS, SeqCst);
@@ -827,12 +825,6 @@ fn validate(
     device: u32,
     size: u64,
 ) -> Result<(), SimError> {
-    KIND.check_identity(
-        path,
-        "device-memory file",
-        (h.magic.load(SeqCst), MAGIC),
-        (h.version.load(SeqCst), MEM_LAYOUT_VERSION),
-    )?;
     let cap = h.capacity.load(SeqCst);
     if cap != l.capacity {
         return Err(SimError::new(

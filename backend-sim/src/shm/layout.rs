@@ -340,12 +340,6 @@ pub(crate) fn validate_header(
     server: u32,
     size: u64,
 ) -> Result<(), SimError> {
-    KIND.check_identity(
-        path,
-        "simulator file",
-        (h.magic.load(SeqCst), MAGIC),
-        (h.version.load(SeqCst), LAYOUT_VERSION),
-    )?;
     let sizes = [
         (
             "header size",

@@ -64,7 +64,7 @@ pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 use crate::mapfile::soc_index;
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, validate_header};
-pub(crate) use layout::{Header, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
+pub(crate) use layout::{Header, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
 pub use layout::{LAYOUT_VERSION, MAX_DEVICES, PoolRef, SLOT_BYTES, WHITELIST_BYTES};
 use slot_ref::RefMap;
 pub use slot_ref::{CreateError, SlotRef};
@@ -298,8 +298,6 @@ impl ShmFile {
     /// The creator's header fields (the creation protocol in [`crate::mapfile`] writes the
     /// creator pid before and publishes the header after).
     fn fill_header(h: &Header, l: &Layout, server: u32) {
-        h.magic.store(MAGIC, SeqCst);
-        h.version.store(LAYOUT_VERSION, SeqCst);
         h.header_size
             .store(std::mem::size_of::<Header>() as u32, SeqCst);
         h.slot_size.store(SLOT_BYTES as u32, SeqCst);
