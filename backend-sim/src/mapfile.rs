@@ -291,20 +291,83 @@ impl Kind {
         }
     }
 
-    /// Every `(what, found, expected)` of a header agrees: else 507899 naming the first that
-    /// does not ("corrupt header: slot size is 0, expected 192").
+    /// Every header word of `fields` holds the value this build's layout gives it, and the
+    /// file is `total` bytes long (`size`): else 507899 naming the first that does not
+    /// ("corrupt header: slot size is 0, expected 192").
     pub(crate) fn check_fields(
         self,
         path: &Path,
-        fields: &[(&str, u64, u64)],
+        fields: &[Field<'_>],
+        size: u64,
+        total: usize,
     ) -> Result<(), SimError> {
-        match fields.iter().find(|(_, got, want)| got != want) {
+        let mut all = fields.iter().map(|f| (f.0, f.1.load(), f.2)).chain([(
+            "file size",
+            size,
+            total as u64,
+        )]);
+        match all.find(|(_, got, want)| got != want) {
             None => Ok(()),
             Some((what, got, want)) => Err(self.bad_file(
                 path,
                 format_args!("corrupt header: {what} is {got}, expected {want}"),
             )),
         }
+    }
+}
+
+/// A word of a file kind's header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Word<'h> {
+    U32(&'h AtomicU32),
+    U64(&'h AtomicU64),
+}
+
+impl Word<'_> {
+    fn load(self) -> u64 {
+        match self {
+            Word::U32(w) => u64::from(w.load(SeqCst)),
+            Word::U64(w) => w.load(SeqCst),
+        }
+    }
+
+    /// Stores `v` (cut to 32 bits in a 32-bit word: [`Kind::check_fields`] then refuses the
+    /// file, so a layout value too large for its word is found by its first opener).
+    fn store(self, v: u64) {
+        match self {
+            Word::U32(w) => w.store(v as u32, SeqCst),
+            Word::U64(w) => w.store(v, SeqCst),
+        }
+    }
+}
+
+impl<'h> From<&'h AtomicU32> for Word<'h> {
+    fn from(w: &'h AtomicU32) -> Self {
+        Word::U32(w)
+    }
+}
+
+impl<'h> From<&'h AtomicU64> for Word<'h> {
+    fn from(w: &'h AtomicU64) -> Self {
+        Word::U64(w)
+    }
+}
+
+/// A header word that a kind's layout fixes, its name in messages and its value: one list per
+/// kind, which the creator writes ([`fill_fields`]) and every opener checks
+/// ([`Kind::check_fields`]), so a field is described once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Field<'h>(pub(crate) &'static str, pub(crate) Word<'h>, pub(crate) u64);
+
+/// The field `what` of a header: `word`, which holds `value`.
+pub(crate) fn field<'h>(what: &'static str, word: impl Into<Word<'h>>, value: u64) -> Field<'h> {
+    Field(what, word.into(), value)
+}
+
+/// The creator writes its layout's `fields`.
+pub(crate) fn fill_fields(fields: &[Field<'_>]) {
+    for f in fields {
+        f.1.store(f.2);
     }
 }
 

@@ -18,7 +18,9 @@ use acl_notify_core::slot::{Leave, MAX_PROCS, Owner, Payload, Slot};
 use acl_notify_core::waiter::Waiter;
 
 use crate::error::SimError;
-use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
+use crate::mapfile::{
+    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, field, fill_fields,
+};
 use crate::sys;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNEVT\x01");
@@ -194,13 +196,7 @@ impl EvtFile {
                     init_wait: INIT_WAIT,
                     keep_fd: false,
                 };
-                let fill = |h: &Header| {
-                    h.devices.store(devices, SeqCst);
-                    h.max.store(MAX_IPC_EVENTS, SeqCst);
-                    h.slot_size.store(SLOT_BYTES as u32, SeqCst);
-                    h.slots_off.store(PAGE as u64, SeqCst);
-                    h.total.store(total as u64, SeqCst);
-                };
+                let fill = |h: &Header| fill_fields(&header_fields(h, devices, total));
                 let check = |h: &Header, size: u64| validate(h, &path, devices, total, size);
                 Ok(open.open(fill, check)?.map(|map| EvtFile {
                     path: path.clone(),
@@ -391,6 +387,18 @@ pub(crate) fn reclaim_proc(namespace: &str, server: u32, devices: u32, proc: u32
     }
 }
 
+/// The header words the layout of `devices` devices (`total` bytes) fixes: written by the
+/// creator and checked by every opener.
+fn header_fields(h: &Header, devices: u32, total: usize) -> [Field<'_>; 5] {
+    [
+        field("devices", &h.devices, u64::from(devices)),
+        field("events per device", &h.max, u64::from(MAX_IPC_EVENTS)),
+        field("slot size", &h.slot_size, SLOT_BYTES as u64),
+        field("slot offset", &h.slots_off, PAGE as u64),
+        field("total size", &h.total, total as u64),
+    ]
+}
+
 fn validate(
     h: &Header,
     path: &Path,
@@ -408,21 +416,33 @@ fn validate(
             ),
         ));
     }
-    let fields = [
-        (
-            "events per device",
-            u64::from(h.max.load(SeqCst)),
-            u64::from(MAX_IPC_EVENTS),
-        ),
-        (
-            "slot size",
-            u64::from(h.slot_size.load(SeqCst)),
-            SLOT_BYTES as u64,
-        ),
-        ("slot offset", h.slots_off.load(SeqCst), PAGE as u64),
-        ("total size", h.total.load(SeqCst), total as u64),
-        ("file size", size, total as u64),
-    ];
-    KIND.check_fields(path, &fields)?;
-    Ok(())
+    KIND.check_fields(path, &header_fields(h, devices, total), size, total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use acl_notify_core::BackendError;
+
+    /// The creator writes the header words of `header_fields` and an opener checks each: a
+    /// word that differs is refused, named, with both values.
+    #[test]
+    fn a_header_word_that_differs_is_refused_by_name() {
+        use std::os::unix::fs::FileExt as _;
+        let ns = format!("evt-file-word-{}", std::process::id());
+        let path = evt_file_path(&ns, 0);
+        drop(EvtFile::open(&ns, 0, 1, EvtOpen::CreateOrOpen).unwrap());
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let at = std::mem::offset_of!(Header, slot_size) as u64;
+        file.write_all_at(&64u32.to_le_bytes(), at).unwrap();
+        let e = EvtFile::open(&ns, 0, 1, EvtOpen::CreateOrOpen).unwrap_err();
+        assert_eq!(e.kind(), Error::DrvInternalError);
+        assert!(
+            e.to_string().contains(&format!(
+                "corrupt header: slot size is 64, expected {SLOT_BYTES}"
+            )),
+            "{e}"
+        );
+        crate::mapfile::remove_files(&ns, Some("evt")).unwrap();
+    }
 }

@@ -61,7 +61,6 @@ use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
-use crate::mapfile::soc_index;
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, validate_header};
 pub(crate) use layout::{Header, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
@@ -298,26 +297,7 @@ impl ShmFile {
     /// The creator's header fields (the creation protocol in [`crate::mapfile`] writes the
     /// creator pid before and publishes the header after).
     fn fill_header(h: &Header, l: &Layout, server: u32) {
-        h.header_size
-            .store(std::mem::size_of::<Header>() as u32, SeqCst);
-        h.slot_size.store(SLOT_BYTES as u32, SeqCst);
-        h.proc_entry_size
-            .store(std::mem::size_of::<ProcEntry>() as u32, SeqCst);
-        h.max_procs.store(MAX_PROCS, SeqCst);
-        h.device_header_size
-            .store(std::mem::size_of::<DeviceHeader>() as u32, SeqCst);
-        h.pool_size.store(l.pool_size as u32, SeqCst);
-        h.whitelist_size.store(l.wl_size as u32, SeqCst);
-        h.soc.store(soc_index(l.soc), SeqCst);
-        h.devices.store(l.devices, SeqCst);
-        h.server.store(server, SeqCst);
-        h.max_notifies.store(l.max, SeqCst);
-        h.total_size.store(l.total as u64, SeqCst);
-        h.procs_off.store(l.procs_off as u64, SeqCst);
-        h.devs_off.store(l.devs_off as u64, SeqCst);
-        h.pools_off.store(l.pools_off as u64, SeqCst);
-        h.slots_off.store(l.slots_off as u64, SeqCst);
-        h.whitelists_off.store(l.whitelists_off as u64, SeqCst);
+        crate::mapfile::fill_fields(&layout::header_fields(h, l, server));
     }
 
     /// The file's path.
