@@ -203,6 +203,11 @@ macro_rules! file_header {
 }
 pub(crate) use file_header;
 
+/// `v` rounded up to a multiple of `a` (region offsets in a layout).
+pub(crate) const fn align_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
+
 /// How a header stores a SoC: its position in the core's table, from 1 (0 is no SoC).
 pub(crate) fn soc_index(soc: Soc) -> u32 {
     Soc::ALL.iter().position(|s| *s == soc).unwrap_or(0) as u32 + 1

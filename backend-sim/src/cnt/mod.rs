@@ -44,7 +44,8 @@ use acl_notify_core::{Error, Feature, RawCntNotify, Soc};
 
 use crate::error::SimError;
 use crate::mapfile::{
-    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, field, fill_fields, soc_index,
+    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, align_up, field, fill_fields,
+    soc_index,
 };
 use crate::repair::{LeakRepair, all_ids};
 use crate::stream::TaskCtx;
@@ -97,10 +98,6 @@ struct Layout {
     pools_off: usize,
     slots_off: usize,
     total: usize,
-}
-
-const fn align_up(v: usize, a: usize) -> usize {
-    v.div_ceil(a) * a
 }
 
 impl Layout {

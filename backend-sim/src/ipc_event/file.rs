@@ -19,7 +19,7 @@ use acl_notify_core::waiter::Waiter;
 
 use crate::error::SimError;
 use crate::mapfile::{
-    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, field, fill_fields,
+    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, align_up, field, fill_fields,
 };
 use crate::sys;
 
@@ -103,7 +103,10 @@ const _: () = assert!(SLOT_BYTES == 128);
 unsafe impl Shared for EvtSlot {}
 
 fn layout_total(devices: u32) -> usize {
-    (PAGE + devices as usize * MAX_IPC_EVENTS as usize * SLOT_BYTES).div_ceil(PAGE) * PAGE
+    align_up(
+        PAGE + devices as usize * MAX_IPC_EVENTS as usize * SLOT_BYTES,
+        PAGE,
+    )
 }
 
 /// The path of a namespace's IPC event file for `server`.

@@ -39,7 +39,7 @@ use acl_notify_core::waiter::Waiter;
 use crate::error::SimError;
 use crate::mapfile::SHM_DIR;
 use crate::mapfile::{
-    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, field, fill_fields,
+    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, align_up, field, fill_fields,
 };
 use crate::shm::{ShmWhitelist, WHITELIST_BYTES};
 use crate::sys;
@@ -171,10 +171,6 @@ struct Layout {
     wls_off: usize,
     data_off: usize,
     total: usize,
-}
-
-const fn align_up(v: usize, a: usize) -> usize {
-    v.div_ceil(a) * a
 }
 
 impl Layout {

@@ -12,7 +12,7 @@ use acl_notify_core::table::{MAX_PROCS, NotifySlot};
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
-use crate::mapfile::{Field, Map, PAGE, Shared, field, soc_from_index, soc_index};
+use crate::mapfile::{Field, Map, PAGE, Shared, align_up, field, soc_from_index, soc_index};
 
 use super::*;
 
@@ -186,10 +186,6 @@ pub(crate) fn pool_size(soc: Soc) -> usize {
         }
     }
     soc.with_atomic_pool(Size)
-}
-
-pub(crate) const fn align_up(v: usize, a: usize) -> usize {
-    v.div_ceil(a) * a
 }
 
 /// Most devices a simulated machine can have (one bit each in the per-process peer masks and
