@@ -36,6 +36,28 @@ pub(super) enum Stale {
     Mismatch,
 }
 
+impl Stale {
+    /// Says why, for a key of server `server` in SuperPod `pod`: `what` the owner publishes
+    /// ("a notify", "memory"), `gone` how an entry goes away, `mismatch` what a stale key
+    /// means for this kind.
+    pub(super) fn explain(
+        self,
+        server: u32,
+        pod: &str,
+        (what, gone, mismatch): (&str, &str, &str),
+    ) -> String {
+        match self {
+            Stale::Absent => format!(
+                "no process of server {server} has it exported to SuperPod {pod} (an owner \
+                 publishes {what} when it whitelists an inter-server entry or exports it \
+                 without PID validation; or {gone})"
+            ),
+            Stale::Unreadable(e) => format!("its registry entry is unreadable: {e}"),
+            Stale::Mismatch => mismatch.to_owned(),
+        }
+    }
+}
+
 /// The entry published at `key` (with its etcd record), if it is the export of incarnation
 /// `generation` with `nonce`; `doing` names the call in an etcd failure (507022).
 pub(super) fn read(

@@ -32,7 +32,7 @@ use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
 use serde_json::{Value, json};
 
 use super::etcd::{Cmp, Event, Op};
-use super::export::{self, Stale};
+use super::export;
 use super::{Cluster, Shared, ipc};
 use crate::SimError;
 use crate::error::err;
@@ -476,18 +476,12 @@ impl Cluster {
             nonce,
         )?
         .map_err(|why| {
-            stale(match why {
-                Stale::Absent => format!(
-                    "no process of server {server} has it exported to SuperPod {} (an owner \
-                     publishes memory when it whitelists an inter-server entry or exports it \
-                     without PID validation; or the owner freed it, or died)",
-                    s.prefix
-                ),
-                Stale::Unreadable(e) => format!("its registry entry is unreadable: {e}"),
-                Stale::Mismatch => {
-                    "the key does not match its export (freed, or exported again since)".into()
-                }
-            })
+            let words = (
+                "memory",
+                "the owner freed it, or died",
+                "the key does not match its export (freed, or exported again since)",
+            );
+            stale(why.explain(server, &s.prefix, words))
         })?;
         if v["exported"].as_bool() != Some(true) {
             return Err(stale(

@@ -70,7 +70,6 @@ use crate::error::err;
 use crate::locks::{lock, read, write};
 use crate::shm::SlotRef;
 use etcd::{Cmp, Etcd, EtcdError, Op};
-use export::Stale;
 
 /// The cluster endpoint list (`etcd://host:port,host:port[/pod]`).
 pub const ENV_CLUSTER: &str = "ACL_NOTIFY_SIM_CLUSTER";
@@ -726,18 +725,12 @@ impl Cluster {
             nonce,
         )?
         .map_err(|why| {
-            stale(match why {
-                Stale::Absent => format!(
-                    "no process of server {server} has it exported to SuperPod {} (an owner \
-                     publishes a notify when it whitelists an inter-server entry or exports \
-                     it without PID validation; or the owner died and its lease expired)",
-                    s.prefix
-                ),
-                Stale::Unreadable(e) => format!("its registry entry is unreadable: {e}"),
-                Stale::Mismatch => {
-                    "the notify no longer exists or was exported again (the key is stale)".into()
-                }
-            })
+            let words = (
+                "a notify",
+                "the owner died and its lease expired",
+                "the notify no longer exists or was exported again (the key is stale)",
+            );
+            stale(why.explain(server, &s.prefix, words))
         })?;
         let wl = export::whitelist(&v);
         Ok((
