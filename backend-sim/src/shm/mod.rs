@@ -32,7 +32,7 @@
 //!
 //! Each process that maps the file registers in the process table (pid, start time, server).
 //! Its table index is the bit it sets in the holder bitmap of every notify it references, and
-//! of every IPC event of the server ([`crate::ipc_event`]).
+//! of every IPC event of the server (`crate::ipc_event`).
 //! [`ShmFile::gc`] finds registered processes that died (pid gone, or start time differs:
 //! recycled) and reclaims for them: cancels their queued waits, drops their references (IPC
 //! events included), frees ids nobody holds any more, and frees their process-table entry.
