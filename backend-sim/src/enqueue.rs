@@ -39,7 +39,7 @@ impl Sim {
             .cpu(cpu)
             .adaptive_cpu(cpu.is_none() && self.inner.adaptive_cpus)
             .enqueue_timeout(self.inner.enqueue_timeout);
-        if !spin::Spinner::may_spin() || !spin::engine_may_spin() {
+        if !spin::Spinner::may_spin() {
             config = config.spin(Duration::ZERO);
         }
         Stream::spawn(config).map_err(|e: SimError| match cpu {

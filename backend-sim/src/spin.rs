@@ -54,22 +54,6 @@ pub(crate) fn budget() -> u32 {
     }
 }
 
-/// Whether a stream's worker (for its next task) and a thread that synchronizes with it
-/// (for the worker to finish) may spin at all: not when the calling thread — the one that
-/// creates the stream, whose CPUs its worker inherits — may run on one CPU only.
-///
-/// Those spins wait for another thread of this process, which on one CPU can only run once
-/// the spinner gives the CPU up; and giving it up by `sched_yield` is worse than sleeping at
-/// once when some other process shares the CPU: each yield moves the yielder's deadline a
-/// whole slice later in the kernel's EEVDF scheduler, so the other process runs a full slice
-/// (about 3 ms here) before the thread we wait for gets the CPU. Measured with
-/// `taskset -c 0` beside a busy loop on that CPU: bursts of 64 `aclrtMemcpyAsync` of 64 KiB
-/// ran at 0.04–0.06× of `memcpy` with these spins, 0.49× without (`memcpy` itself at half its
-/// speed there).
-pub(crate) fn engine_may_spin() -> bool {
-    allowed_cpus().len() != 1
-}
-
 /// The CPUs this process may use (at least 1).
 fn default_budget() -> u32 {
     u32::try_from(allowed_cpus().len())

@@ -17,7 +17,6 @@ use crate::config::{ENV_ENQUEUE_TIMEOUT, MAX_CPU, STREAM_CAPACITY, SimBuilder, S
 use crate::entries::PINS;
 use crate::error::SimError;
 use crate::locks::lock;
-use crate::mem::MemcpyKind;
 use crate::sim::Sim;
 #[cfg(target_arch = "x86_64")]
 use crate::waiters::has_prefetchw;
@@ -1086,54 +1085,4 @@ fn import_key_takes_a_parsed_key_with_the_same_checks() {
             .kind(),
         Error::InvalidHandle
     );
-}
-
-/// A stream created by a thread that may run on one CPU only neither spins for its next task
-/// nor lets a synchronize spin for it (see `spin::engine_may_spin`); one created with two or
-/// more CPUs spins as configured. Copies still run and synchronize.
-#[test]
-fn streams_created_on_one_cpu_do_not_spin() {
-    let (sim, _ns) = open("onecpu", Soc::Ascend910B);
-    let spin_of = |sim: &Sim| {
-        let h = sim.create_stream(0).unwrap();
-        let spin = sim.stream(h).unwrap().0.spin();
-        (h, spin)
-    };
-    let cpus = crate::stream::allowed_cpus();
-    if cpus.len() >= 2 && crate::spin::Spinner::may_spin() {
-        let (h, spin) = spin_of(&sim);
-        assert_eq!(spin, stream::DEFAULT_SPIN);
-        sim.destroy_stream(h, StreamDestroy::Drain).unwrap();
-    }
-    std::thread::scope(|t| {
-        t.spawn(|| {
-            crate::stream::pin_current_thread(cpus[0]).unwrap();
-            let (h, spin) = spin_of(&sim);
-            assert_eq!(spin, Duration::ZERO);
-            let a = sim.malloc(0, 4096, 0).unwrap();
-            let b = sim.malloc(0, 4096, 0).unwrap();
-            sim.memset(a, 4096, 7, 4096).unwrap();
-            for _ in 0..64 {
-                // SAFETY: device to device.
-                unsafe { sim.memcpy_async(b, 4096, a, 4096, MemcpyKind::DeviceToDevice, h) }
-                    .unwrap();
-            }
-            sim.synchronize(h, SyncWait::AtMost(Duration::from_secs(10)))
-                .unwrap();
-            let mut back = vec![0u8; 4096];
-            // SAFETY: `back` is 4096 bytes of host memory.
-            unsafe {
-                sim.memcpy(
-                    back.as_mut_ptr().expose_provenance(),
-                    4096,
-                    b,
-                    4096,
-                    MemcpyKind::DeviceToHost,
-                )
-            }
-            .unwrap();
-            assert!(back.iter().all(|&x| x == 7));
-            sim.destroy_stream(h, StreamDestroy::Drain).unwrap();
-        });
-    });
 }

@@ -610,12 +610,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         (s.ring.issued() - head) as usize
     }
 
-    /// How long the worker spins for its next task, and a synchronizing thread for the
-    /// worker, before sleeping ([`StreamConfig::spin`]).
-    pub fn spin(&self) -> Duration {
-        self.shared.spin
-    }
-
     /// The queue capacity.
     pub fn capacity(&self) -> usize {
         self.shared.capacity
