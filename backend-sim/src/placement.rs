@@ -115,9 +115,13 @@ impl Crowding {
 
     /// A bulk task (a copy) found the worker on the CPU its enqueuer was on when it queued
     /// it, at `now`: whether to move now. One such task is enough (see
-    /// [`beside_enqueuer`]); the gap and its backoff bound how often.
-    pub(crate) fn shared_with_enqueuer(&mut self, now: u64) -> bool {
-        self.may_move(now)
+    /// [`beside_enqueuer`]); the gap and its backoff bound how often, and a move is made
+    /// only if `idle()` says another CPU has nothing to run — else the worker would trade
+    /// its host for a busier neighbour (measured with a busy loop on the other CPU: 0.04–0.93×
+    /// of `memcpy` at 64 KiB with the move, 0.27–0.88× without). A move not made counts as
+    /// one that did not help, so that `idle()` (a file read) is asked at most once a gap.
+    pub(crate) fn shared_with_enqueuer(&mut self, now: u64, idle: impl FnOnce() -> bool) -> bool {
+        self.may_move(now) && idle()
     }
 
     /// A wait went by without crowding.
@@ -214,11 +218,23 @@ pub(crate) fn beside_enqueuer(enqueuer_cpu: u32) {
     let Some(mut c) = CROWDING.with(Cell::get) else {
         return;
     };
-    let go = c.shared_with_enqueuer(crate::sys::now_ns());
+    let go = c.shared_with_enqueuer(crate::sys::now_ns(), || {
+        let cpus = allowed_cpus().len();
+        cpus >= 2 && runnable_threads().is_some_and(|n| n <= cpus)
+    });
     CROWDING.with(|cell| cell.set(Some(c)));
     if go {
         let _ = move_to_another_cpu();
     }
+}
+
+/// How many threads of the whole machine are running or waiting for a CPU right now (the
+/// kernel's `nr_running`: the fourth field of `/proc/loadavg`, before its `/`), this one
+/// included; `None` if the kernel does not say.
+fn runnable_threads() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let field = text.split_whitespace().nth(3)?;
+    field.split('/').next()?.parse().ok()
 }
 
 /// Moves the calling thread to the next CPU after its current one among those it may use,
@@ -336,18 +352,46 @@ mod tests {
     #[test]
     fn a_bulk_task_beside_its_enqueuer_moves_once_a_gap() {
         let gap = GAP.as_nanos() as u64;
+        let idle = || true;
         let mut c = Crowding::default();
         let t1 = 100 * MS;
-        assert!(c.shared_with_enqueuer(t1));
-        assert!(!c.shared_with_enqueuer(t1 + gap / 2));
-        assert!(c.shared_with_enqueuer(t1 + gap + 1));
+        assert!(c.shared_with_enqueuer(t1, idle));
+        assert!(!c.shared_with_enqueuer(t1 + gap / 2, idle));
+        assert!(c.shared_with_enqueuer(t1 + gap + 1, idle));
         assert_eq!(c.backoff, 1, "a move right after a move that did not help");
-        assert!(!c.shared_with_enqueuer(t1 + 2 * gap + gap / 2));
-        assert!(c.shared_with_enqueuer(t1 + 4 * gap));
+        assert!(!c.shared_with_enqueuer(t1 + 2 * gap + gap / 2, idle));
+        assert!(c.shared_with_enqueuer(t1 + 4 * gap, idle));
     }
 
-    /// On a worker thread, a bulk task queued from its own CPU moves it (when it may use two
-    /// CPUs or more) and gives its affinity back; one queued from another CPU does not.
+    /// With no idle CPU the worker stays; the busy answer is asked for once a gap only, and
+    /// backs off like a move that did not help.
+    #[test]
+    fn a_bulk_task_does_not_move_its_worker_to_a_busy_cpu() {
+        let gap = GAP.as_nanos() as u64;
+        let mut c = Crowding::default();
+        let asked = Cell::new(0);
+        let busy = || {
+            asked.set(asked.get() + 1);
+            false
+        };
+        let t1 = 100 * MS;
+        assert!(!c.shared_with_enqueuer(t1, busy));
+        assert!(!c.shared_with_enqueuer(t1 + gap / 2, busy));
+        assert_eq!(asked.get(), 1, "asked within the gap");
+        assert!(!c.shared_with_enqueuer(t1 + gap + 1, busy));
+        assert_eq!(c.backoff, 1);
+        assert!(c.shared_with_enqueuer(t1 + 4 * gap, || true));
+    }
+
+    #[test]
+    fn the_count_of_runnable_threads_includes_this_one() {
+        let n = runnable_threads().expect("/proc/loadavg");
+        assert!(n >= 1, "{n}");
+    }
+
+    /// On a worker thread, a bulk task queued from another CPU does not move it; one queued
+    /// from its own CPU may (with two CPUs or more, one of them idle) and gives its affinity
+    /// back.
     #[test]
     fn beside_enqueuer_moves_an_enabled_thread_off_the_enqueuers_cpu() {
         std::thread::spawn(|| {
@@ -356,14 +400,12 @@ mod tests {
             let moved = || CROWDING.with(Cell::get).is_some_and(|c| c.last_move != 0);
             beside_enqueuer(current_cpu().wrapping_add(1));
             assert!(!moved(), "moved away from another thread's CPU");
-            // The kernel may move us between the two reads of the CPU: a few tries.
-            for _ in 0..10 {
-                if moved() {
-                    break;
-                }
-                beside_enqueuer(current_cpu());
+            // A move needs an idle CPU, which a busy test machine may not have; when it
+            // happens, the affinity comes back.
+            beside_enqueuer(current_cpu());
+            if before.len() < 2 {
+                assert!(!moved(), "moved with one CPU");
             }
-            assert_eq!(moved(), before.len() >= 2);
             assert_eq!(allowed_cpus(), before, "the affinity was not given back");
         })
         .join()
