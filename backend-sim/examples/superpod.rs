@@ -112,25 +112,28 @@ fn floor(cluster: &EtcdCluster, samples: usize) -> Res<()> {
     Ok(())
 }
 
+/// One simulated host of the SuperPod in this process: an Ascend910_93 with `devices` devices
+/// as server `server`, in a namespace of its own (`<ns>-<pid>`, removed when the guard drops).
+fn host(cfg: &ClusterConfig, ns: &str, server: u32, devices: u32) -> Res<(Sim, NamespaceGuard)> {
+    let ns = format!("{ns}-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let sim = Sim::builder()
+        .soc(Soc::Ascend910_93)
+        .devices(devices)
+        .namespace(&ns)
+        .server_id(server)
+        .cluster(Some(cfg.clone()))
+        .open()
+        .map_err(|e| e.to_string())?;
+    Ok((sim, NamespaceGuard(ns)))
+}
+
 /// A record on host B of a notify host A owns, to the wake of A's host wait: ping-pong
 /// between two simulated hosts (two namespaces, servers 0 and 1) in this process.
 fn remote_record(cluster: &EtcdCluster, samples: usize) -> Res<()> {
     let cfg = ClusterConfig::parse(&cluster.url(&format!("bench-{}", std::process::id())))?;
-    let host = |ns: &str, server: u32| -> Res<(Sim, NamespaceGuard)> {
-        let ns = format!("{ns}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .soc(Soc::Ascend910_93)
-            .devices(2)
-            .namespace(&ns)
-            .server_id(server)
-            .cluster(Some(cfg.clone()))
-            .open()
-            .map_err(|e| e.to_string())?;
-        Ok((sim, NamespaceGuard(ns)))
-    };
-    let (a, _ga) = host("superpod-a", 0)?;
-    let (b, _gb) = host("superpod-b", 1)?;
+    let (a, _ga) = host(&cfg, "superpod-a", 0, 2)?;
+    let (b, _gb) = host(&cfg, "superpod-b", 1, 2)?;
     let e = |e: acl_notify_sim::SimError| e.to_string();
     let pid = std::process::id() as i32;
     // Each host owns one notify and imports the other's.
@@ -189,22 +192,9 @@ fn remote_record(cluster: &EtcdCluster, samples: usize) -> Res<()> {
 fn remote_memory(cluster: &EtcdCluster, samples: usize, big: usize) -> Res<()> {
     const SMALL: usize = 4096;
     let cfg = ClusterConfig::parse(&cluster.url(&format!("mem-{}", std::process::id())))?;
-    let host = |ns: &str, server: u32| -> Res<(Sim, NamespaceGuard)> {
-        let ns = format!("{ns}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .soc(Soc::Ascend910_93)
-            .devices(1)
-            .namespace(&ns)
-            .server_id(server)
-            .cluster(Some(cfg.clone()))
-            .open()
-            .map_err(|e| e.to_string())?;
-        Ok((sim, NamespaceGuard(ns)))
-    };
     let e = |e: acl_notify_sim::SimError| e.to_string();
-    let (a, _ga) = host("superpod-mem-a", 0)?;
-    let (b, _gb) = host("superpod-mem-b", 1)?;
+    let (a, _ga) = host(&cfg, "superpod-mem-a", 0, 1)?;
+    let (b, _gb) = host(&cfg, "superpod-mem-b", 1, 1)?;
     let owned = a.malloc(0, big, 0).map_err(e)?;
     let key = a.ipc_mem_export(owned, big, false).map_err(e)?;
     let pid = std::process::id() as i32;

@@ -160,6 +160,8 @@ pub(crate) unsafe trait FileHeader {
     fn pid_ns(&self) -> &AtomicU64;
     /// The kind's magic word and the layout version this build writes and reads.
     const IDENTITY: (u64, u32);
+    /// Writes [`IDENTITY`](Self::IDENTITY) (the creator, before its own fields).
+    fn set_identity(&self);
     /// The magic word and layout version the creator wrote (the first 12 bytes of every
     /// kind's header).
     fn identity(&self) -> (u64, u32);
@@ -187,6 +189,11 @@ macro_rules! file_header {
                 &self.pid_ns
             }
             const IDENTITY: (u64, u32) = ($magic, $version);
+            fn set_identity(&self) {
+                use std::sync::atomic::Ordering::SeqCst;
+                self.magic.store($magic, SeqCst);
+                self.version.store($version, SeqCst);
+            }
             fn identity(&self) -> (u64, u32) {
                 use std::sync::atomic::Ordering::SeqCst;
                 (self.magic.load(SeqCst), self.version.load(SeqCst))
@@ -195,6 +202,11 @@ macro_rules! file_header {
     };
 }
 pub(crate) use file_header;
+
+/// `v` rounded up to a multiple of `a` (region offsets in a layout).
+pub(crate) const fn align_up(v: usize, a: usize) -> usize {
+    v.div_ceil(a) * a
+}
 
 /// How a header stores a SoC: its position in the core's table, from 1 (0 is no SoC).
 pub(crate) fn soc_index(soc: Soc) -> u32 {
@@ -235,16 +247,19 @@ impl Kind {
 
 impl Kind {
     /// The header's magic word and layout version are this build's: else 507899 saying the
-    /// file is not an acl-notify `what` file, or of which version it is.
-    pub(crate) fn check_identity(
+    /// file is not an acl-notify file of this kind, or of which version it is. Made by every
+    /// opener ([`Open::open`]) before the kind's own checks.
+    fn check_identity(
         self,
         path: &Path,
-        what: &str,
-        (magic, want_magic): (u64, u64),
-        (version, want_version): (u32, u32),
+        (magic, version): (u64, u32),
+        (want_magic, want_version): (u64, u32),
     ) -> Result<(), SimError> {
         if magic != want_magic {
-            return Err(self.bad_file(path, format_args!("bad magic: not an acl-notify {what}")));
+            return Err(self.bad_file(
+                path,
+                format_args!("bad magic: not an acl-notify {}", self.0),
+            ));
         }
         if version != want_version {
             return Err(self.bad_file(
@@ -281,20 +296,83 @@ impl Kind {
         }
     }
 
-    /// Every `(what, found, expected)` of a header agrees: else 507899 naming the first that
-    /// does not ("corrupt header: slot size is 0, expected 192").
+    /// Every header word of `fields` holds the value this build's layout gives it, and the
+    /// file is `total` bytes long (`size`): else 507899 naming the first that does not
+    /// ("corrupt header: slot size is 0, expected 192").
     pub(crate) fn check_fields(
         self,
         path: &Path,
-        fields: &[(&str, u64, u64)],
+        fields: &[Field<'_>],
+        size: u64,
+        total: usize,
     ) -> Result<(), SimError> {
-        match fields.iter().find(|(_, got, want)| got != want) {
+        let mut all = fields.iter().map(|f| (f.0, f.1.load(), f.2)).chain([(
+            "file size",
+            size,
+            total as u64,
+        )]);
+        match all.find(|(_, got, want)| got != want) {
             None => Ok(()),
             Some((what, got, want)) => Err(self.bad_file(
                 path,
                 format_args!("corrupt header: {what} is {got}, expected {want}"),
             )),
         }
+    }
+}
+
+/// A word of a file kind's header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Word<'h> {
+    U32(&'h AtomicU32),
+    U64(&'h AtomicU64),
+}
+
+impl Word<'_> {
+    fn load(self) -> u64 {
+        match self {
+            Word::U32(w) => u64::from(w.load(SeqCst)),
+            Word::U64(w) => w.load(SeqCst),
+        }
+    }
+
+    /// Stores `v` (cut to 32 bits in a 32-bit word: [`Kind::check_fields`] then refuses the
+    /// file, so a layout value too large for its word is found by its first opener).
+    fn store(self, v: u64) {
+        match self {
+            Word::U32(w) => w.store(v as u32, SeqCst),
+            Word::U64(w) => w.store(v, SeqCst),
+        }
+    }
+}
+
+impl<'h> From<&'h AtomicU32> for Word<'h> {
+    fn from(w: &'h AtomicU32) -> Self {
+        Word::U32(w)
+    }
+}
+
+impl<'h> From<&'h AtomicU64> for Word<'h> {
+    fn from(w: &'h AtomicU64) -> Self {
+        Word::U64(w)
+    }
+}
+
+/// A header word that a kind's layout fixes, its name in messages and its value: one list per
+/// kind, which the creator writes ([`fill_fields`]) and every opener checks
+/// ([`Kind::check_fields`]), so a field is described once.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Field<'h>(pub(crate) &'static str, pub(crate) Word<'h>, pub(crate) u64);
+
+/// The field `what` of a header: `word`, which holds `value`.
+pub(crate) fn field<'h>(what: &'static str, word: impl Into<Word<'h>>, value: u64) -> Field<'h> {
+    Field(what, word.into(), value)
+}
+
+/// The creator writes its layout's `fields`.
+pub(crate) fn fill_fields(fields: &[Field<'_>]) {
+    for f in fields {
+        f.1.store(f.2);
     }
 }
 
@@ -447,8 +525,9 @@ pub(crate) struct Open<'a> {
 
 impl Open<'_> {
     /// Creates the file (see the module docs) or attaches to it. `fill` writes the creator's
-    /// header fields (between the creator pid and the ready word); `validate` checks a
-    /// published header against what this process expects, given the file's size.
+    /// header fields (between the creator pid, magic word and version, and the ready word);
+    /// `validate` checks a published header of this kind and version (checked before it)
+    /// against what this process expects, given the file's size.
     /// `Ok(None)` only when the file does not exist and `create` is off. A file abandoned
     /// uninitialised by a dead creator is re-created (once) when `create` is on, else it is an
     /// error.
@@ -567,6 +646,7 @@ impl Open<'_> {
         let h = map.header::<H>();
         h.creator_pid().store(sys::getpid(), SeqCst);
         h.pid_ns().store(sys::pid_namespace(), SeqCst);
+        h.set_identity();
         fill(h);
         h.ready().store(READY, SeqCst);
         Ok(map)
@@ -653,6 +733,7 @@ impl Open<'_> {
             head = Map::new(fd, PAGE, false, path, kind)?;
             h = head.header::<H>();
         }
+        kind.check_identity(path, h.identity(), H::IDENTITY)?;
         validate(h, size)?;
         drop(head);
         let total = match self.total {
@@ -801,6 +882,7 @@ mod tests {
         }
         // No magic word or version: never taken for another version's file.
         const IDENTITY: (u64, u32) = (0, 0);
+        fn set_identity(&self) {}
         fn identity(&self) -> (u64, u32) {
             Self::IDENTITY
         }

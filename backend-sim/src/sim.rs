@@ -146,8 +146,8 @@ impl Sim {
     }
 
     /// Reclaims what dead processes held, in every server file this process has open: their
-    /// queued waits are cancelled, their references dropped, ids nobody holds any more freed,
-    /// and their process-table entries released; and the count notifies of dead owners (if
+    /// queued waits are cancelled, their references dropped (IPC events included), ids and IPC
+    /// events nobody holds any more freed, and their process-table entries released; and the count notifies of dead owners (if
     /// this process has opened the count-notify file). Ids leaked by a process that died
     /// half-way through a create or destroy are freed once they stayed so for 10 s. Runs on
     /// open and before a create answers 207009, too.

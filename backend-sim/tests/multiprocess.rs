@@ -11,6 +11,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use acl_notify_core::event::{
+    EventFlags, EventOps, EventSpec, IPC_EVENT_HANDLE_SIZE, IpcEventHandle,
+};
 use acl_notify_core::{
     BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
     RawNotify, RawStream, ServerPid, Soc, StreamOps, StreamStatus, SyncWait, Timeout,
@@ -44,6 +47,10 @@ fn main() {
         (
             "sigkill_of_the_owner_mid_flight",
             sigkill_of_the_owner_mid_flight,
+        ),
+        (
+            "sigkill_of_an_ipc_event_holder_gives_its_events_back",
+            sigkill_of_an_ipc_event_holder_gives_its_events_back,
         ),
         (
             "non_whitelisted_process_gets_207006",
@@ -128,12 +135,50 @@ fn run_command(
             let r = sim.gc()?;
             Ok(format!("{} {}", r.processes, r.notifies_freed))
         }
+        // Creates IPC events on a device until it has none left; answers how many.
+        "evfill" => {
+            let dev: u32 = num(w, 1)?;
+            let mut n = 0u32;
+            loop {
+                match sim.event_create(dev, ipc_spec()) {
+                    Ok(_) => n += 1,
+                    Err(e) if e.kind() == Error::NoEventResource => return Ok(n.to_string()),
+                    Err(e) => return Err(e),
+                }
+            }
+        }
+        // Opens the IPC event of a handle (in hex) on a device.
+        "evopen" => {
+            let h = from_hex(w.get(2).copied().unwrap_or(""))?;
+            Ok(sim.ipc_open_event(num(w, 1)?, &h)?.0.to_string())
+        }
         "exit" => Ok(String::new()),
         other => Err(acl_notify_sim::SimError::new(
             Error::ParamInvalid,
             format!("unknown agent command {other:?}"),
         )),
     }
+}
+
+/// `aclrtCreateEventExWithFlag(ACL_EVENT_IPC)` on a 910B.
+fn ipc_spec() -> EventSpec {
+    EventSpec::ex_with_flag(EventFlags::IPC.bits(), Soc::Ascend910B).expect("IPC event spec")
+}
+
+fn to_hex(h: &IpcEventHandle) -> String {
+    h.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(s: &str) -> Result<IpcEventHandle, acl_notify_sim::SimError> {
+    let bad = || acl_notify_sim::SimError::new(Error::ParamInvalid, "bad IPC event handle text");
+    let mut h = IpcEventHandle([0; IPC_EVENT_HANDLE_SIZE]);
+    if s.len() != 2 * h.0.len() {
+        return Err(bad());
+    }
+    for (i, b) in h.0.iter_mut().enumerate() {
+        *b = u8::from_str_radix(s.get(2 * i..2 * i + 2).ok_or_else(bad)?, 16).map_err(|_| bad())?;
+    }
+    Ok(h)
 }
 
 // ---- the parent side ---------------------------------------------------------------------
@@ -261,6 +306,57 @@ fn sigkill_of_the_owner_mid_flight() -> Result<(), Failed> {
         format!("stale key import gave {e:?}")
     })?;
     fresh.ok("exit");
+    Ok(())
+}
+
+/// A process that dies, even by SIGKILL, holding IPC events (its own and one it opened) is
+/// treated as having destroyed them: the slots it held alone come back (the survivor can fill
+/// the device again), and an event it held last is gone (its handle names nothing).
+fn sigkill_of_an_ipc_event_holder_gives_its_events_back() -> Result<(), Failed> {
+    let ns = Ns::new("mp", "killevt");
+    let sim = open(&ns, Soc::Ascend910B);
+    let mine = sim.event_create(0, ipc_spec())?;
+    let h = sim.ipc_event_handle(mine)?;
+    let mut a = spawn(&ns.0, Soc::Ascend910B, 0);
+    let filled: u32 = a.ok("evfill 0").parse()?;
+    check(filled > 0, || "the agent created no IPC event".into())?;
+    a.ok(&format!("evopen 0 {}", to_hex(&h)));
+    let full = sim.event_create(0, ipc_spec());
+    check(
+        matches!(&full, Err(e) if e.kind() == Error::NoEventResource),
+        || format!("device 0 should be full while the agent lives: {full:?}"),
+    )?;
+    // The agent's reference keeps the event after this process destroyed its handle.
+    sim.event_destroy(mine)?;
+    let again = sim.ipc_open_event(0, &h)?;
+    sim.event_destroy(again)?;
+    a.kill();
+    // Every slot comes back: the survivor fills the whole device (the first create that
+    // finds it full reclaims the dead process).
+    let mut made = Vec::new();
+    loop {
+        match sim.event_create(0, ipc_spec()) {
+            Ok(e) => made.push(e),
+            Err(e) if e.kind() == Error::NoEventResource => break,
+            Err(e) => return Err(format!("create after the agent died: {e}").into()),
+        }
+    }
+    check(made.len() as u32 == filled + 1, || {
+        format!(
+            "after the agent died the survivor created {} IPC events, not {}",
+            made.len(),
+            filled + 1
+        )
+    })?;
+    for e in made {
+        sim.event_destroy(e)?;
+    }
+    // The event the agent held last went with it.
+    let stale = sim.ipc_open_event(0, &h);
+    check(
+        matches!(&stale, Err(e) if e.kind() == Error::InvalidHandle),
+        || format!("the dead holder's last event should be gone: {stale:?}"),
+    )?;
     Ok(())
 }
 

@@ -54,8 +54,10 @@ const CHROMIUM: Tool = Tool {
     packages: &["chromium"],
 };
 
-/// etcd (Debian's 3.4 server): the cluster tests (`backend-sim/tests/cluster.rs`) start a
-/// 3-member cluster of it on loopback.
+/// etcd (Debian's 3.4 server): the cluster tests (`backend-sim/tests/cluster.rs`), the C
+/// library's SuperPod ring and the `superpod` example start a 3-member cluster of it on
+/// loopback. Installed only here: the simulator's harness (`cluster::harness::ensure_etcd`)
+/// only checks for it.
 const ETCD: Tool = Tool {
     exe: "etcd",
     args: &["--version"],

@@ -32,6 +32,7 @@ use acl_notify_core::whitelist::{Whitelist, WhitelistEntry};
 use serde_json::{Value, json};
 
 use super::etcd::{Cmp, Event, Op};
+use super::export;
 use super::{Cluster, Shared, ipc};
 use crate::SimError;
 use crate::error::err;
@@ -128,10 +129,6 @@ fn with_data(header: Value, data: &[u8]) -> Vec<u8> {
     v.push(b'\n');
     v.extend_from_slice(data);
     v
-}
-
-fn hex(nonce: [u8; 16]) -> String {
-    nonce.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl Shared {
@@ -385,13 +382,10 @@ impl Cluster {
     ) -> Result<(), SimError> {
         self.ensure_watch()?;
         let s = &self.shared;
-        let entries: Vec<Value> = wl.iter().map(|e| json!([e.sdid, e.pid])).collect();
-        let value = json!({
-            "gen": generation, "nonce": hex(nonce), "pid": s.pid, "open": open, "wl": entries,
-            "len": range.len(), "exported": true
-        })
-        .to_string()
-        .into_bytes();
+        let mut value = export::entry(generation, nonce, s.pid, open, wl);
+        value["len"] = json!(range.len());
+        value["exported"] = json!(true);
+        let value = value.to_string().into_bytes();
         let lease = *lock(&s.proc_lease);
         s.etcd
             .put(&s.mem_key(s.server, dev, id), &value, lease)
@@ -473,27 +467,22 @@ impl Cluster {
                 ),
             )
         };
-        let kv = s
-            .etcd
-            .get(&s.mem_key(server, dev, id))
-            .map_err(|e| ipc(e, "importing memory of another host"))?
-            .ok_or_else(|| {
-                stale(format!(
-                    "no process of server {server} has it exported to SuperPod {} (an owner \
-                     publishes memory when it whitelists an inter-server entry or exports it \
-                     without PID validation; or the owner freed it, or died)",
-                    s.prefix
-                ))
-            })?;
-        let v: Value = serde_json::from_slice(&kv.value)
-            .map_err(|e| stale(format!("its registry entry is unreadable: {e}")))?;
-        if v["gen"].as_u64() != Some(u64::from(generation))
-            || v["nonce"].as_str() != Some(hex(nonce).as_str())
-        {
-            return Err(stale(
-                "the key does not match its export (freed, or exported again since)".into(),
-            ));
-        }
+        let key = s.mem_key(server, dev, id);
+        let (v, kv) = export::read(
+            s,
+            &key,
+            "importing memory of another host",
+            generation,
+            nonce,
+        )?
+        .map_err(|why| {
+            let words = (
+                "memory",
+                "the owner freed it, or died",
+                "the key does not match its export (freed, or exported again since)",
+            );
+            stale(why.explain(server, &s.prefix, words))
+        })?;
         if v["exported"].as_bool() != Some(true) {
             return Err(stale(
                 "its owner closed the export (aclrtIpcMemClose)".into(),
@@ -503,23 +492,8 @@ impl Cluster {
             .as_u64()
             .filter(|l| *l > 0)
             .ok_or_else(|| stale("its registry entry has no length".into()))?;
-        let wl = (v["open"].as_bool() != Some(true)).then(|| {
-            let mut wl = Whitelist::new();
-            for e in v["wl"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-                let (Some(Ok(sdid)), Some(Ok(pid))) = (
-                    e[0].as_u64().map(u32::try_from),
-                    e[1].as_i64().map(i32::try_from),
-                ) else {
-                    continue;
-                };
-                let _ = wl.add(WhitelistEntry::new(sdid, pid));
-            }
-            wl
-        });
-        let owner_pid = v["pid"]
-            .as_i64()
-            .and_then(|p| i32::try_from(p).ok())
-            .unwrap_or(0);
+        let wl = export::whitelist(&v);
+        let owner_pid = export::owner_pid(&v);
         let key = ExportKey::encode(&acl_notify_core::key::KeyFields {
             server: server as u16,
             device: dev as u8,

@@ -45,6 +45,7 @@
 pub mod etcd;
 pub mod harness;
 
+mod export;
 mod mem;
 mod sim;
 
@@ -622,13 +623,9 @@ impl Cluster {
     ) -> Result<(), SimError> {
         self.ensure_watch()?;
         let s = &self.shared;
-        let nonce_hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-        let entries: Vec<Value> = wl.iter().map(|e| json!([e.sdid, e.pid])).collect();
-        let value = json!({
-            "gen": r.generation(), "nonce": nonce_hex, "pid": s.pid, "open": open, "wl": entries
-        })
-        .to_string()
-        .into_bytes();
+        let value = export::entry(r.generation(), nonce, s.pid, open, wl)
+            .to_string()
+            .into_bytes();
         let key = s.export_key(s.server, r.device(), r.id());
         let lease = *lock(&s.proc_lease);
         s.etcd
@@ -719,53 +716,30 @@ impl Cluster {
                 format!("key of notify {id} on device {dev} of server {server}: {why}"),
             )
         };
-        let kv = s
-            .etcd
-            .get(&s.export_key(server, dev, id))
-            .map_err(|e| ipc(e, "importing a notify of another host"))?
-            .ok_or_else(|| {
-                stale(format!(
-                    "no process of server {server} has it exported to SuperPod {} (an owner \
-                     publishes a notify when it whitelists an inter-server entry or exports \
-                     it without PID validation; or the owner died and its lease expired)",
-                    s.prefix
-                ))
-            })?;
-        let v: Value = serde_json::from_slice(&kv.value)
-            .map_err(|e| stale(format!("its registry entry is unreadable: {e}")))?;
-        let nonce_hex: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
-        if v["gen"].as_u64() != Some(u64::from(generation))
-            || v["nonce"].as_str() != Some(&nonce_hex)
-        {
-            return Err(stale(
-                "the notify no longer exists or was exported again (the key is stale)".into(),
-            ));
-        }
-        let wl = if v["open"].as_bool() == Some(true) {
-            None
-        } else {
-            let mut wl = Whitelist::new();
-            for e in v["wl"].as_array().map(Vec::as_slice).unwrap_or(&[]) {
-                let (Some(sdid), Some(pid)) = (e[0].as_u64(), e[1].as_i64()) else {
-                    continue;
-                };
-                let (Ok(sdid), Ok(pid)) = (u32::try_from(sdid), i32::try_from(pid)) else {
-                    continue;
-                };
-                let _ = wl.add(WhitelistEntry::new(sdid, pid));
-            }
-            Some(wl)
-        };
+        let key = s.export_key(server, dev, id);
+        let (v, kv) = export::read(
+            s,
+            &key,
+            "importing a notify of another host",
+            generation,
+            nonce,
+        )?
+        .map_err(|why| {
+            let words = (
+                "a notify",
+                "the owner died and its lease expired",
+                "the notify no longer exists or was exported again (the key is stale)",
+            );
+            stale(why.explain(server, &s.prefix, words))
+        })?;
+        let wl = export::whitelist(&v);
         Ok((
             RemoteNotify {
                 server,
                 device: dev,
                 id,
                 generation,
-                owner_pid: v["pid"]
-                    .as_i64()
-                    .and_then(|p| i32::try_from(p).ok())
-                    .unwrap_or(0),
+                owner_pid: export::owner_pid(&v),
                 create_rev: kv.create_revision,
                 local_device,
             },

@@ -43,7 +43,10 @@ use acl_notify_core::waiter::{TableError, WaitArgs, WaitOutcome, Waiter};
 use acl_notify_core::{Error, Feature, RawCntNotify, Soc};
 
 use crate::error::SimError;
-use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, soc_index};
+use crate::mapfile::{
+    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, align_up, field, fill_fields,
+    soc_index,
+};
 use crate::repair::{LeakRepair, all_ids};
 use crate::stream::TaskCtx;
 use crate::sys;
@@ -95,10 +98,6 @@ struct Layout {
     pools_off: usize,
     slots_off: usize,
     total: usize,
-}
-
-const fn align_up(v: usize, a: usize) -> usize {
-    v.div_ceil(a) * a
 }
 
 impl Layout {
@@ -270,17 +269,7 @@ impl CntFile {
     /// The creator's header fields (the creation protocol in [`crate::mapfile`] writes the
     /// creator pid before and publishes the header after).
     fn fill_header(h: &Header, l: &Layout) {
-        h.magic.store(MAGIC, SeqCst);
-        h.version.store(CNT_LAYOUT_VERSION, SeqCst);
-        h.soc.store(soc_index(l.soc), SeqCst);
-        h.devices.store(l.devices, SeqCst);
-        h.max.store(MAX_CNT_NOTIFIES, SeqCst);
-        h.slot_size.store(CNT_SLOT_BYTES as u32, SeqCst);
-        h.pool_size.store(POOL_BYTES as u32, SeqCst);
-        h.hw_off.store(l.hw_off as u64, SeqCst);
-        h.pools_off.store(l.pools_off as u64, SeqCst);
-        h.slots_off.store(l.slots_off as u64, SeqCst);
-        h.total.store(l.total as u64, SeqCst);
+        fill_fields(&header_fields(h, l));
     }
 
     /// The file's path.
@@ -396,39 +385,25 @@ impl CntFile {
     }
 }
 
+/// The header words layout `l` fixes: written by the creator and checked by every opener.
+fn header_fields<'h>(h: &'h Header, l: &Layout) -> [Field<'h>; 9] {
+    [
+        field("SoC", &h.soc, u64::from(soc_index(l.soc))),
+        field("devices", &h.devices, u64::from(l.devices)),
+        field("ids per device", &h.max, u64::from(MAX_CNT_NOTIFIES)),
+        field("slot size", &h.slot_size, CNT_SLOT_BYTES as u64),
+        field("pool size", &h.pool_size, POOL_BYTES as u64),
+        field("high-water offset", &h.hw_off, l.hw_off as u64),
+        field("pool offset", &h.pools_off, l.pools_off as u64),
+        field("slot offset", &h.slots_off, l.slots_off as u64),
+        field("total size", &h.total, l.total as u64),
+    ]
+}
+
 fn validate(h: &Header, path: &Path, l: &Layout, size: u64) -> Result<(), SimError> {
-    KIND.check_identity(
-        path,
-        "count-notify file",
-        (h.magic.load(SeqCst), MAGIC),
-        (h.version.load(SeqCst), CNT_LAYOUT_VERSION),
-    )?;
     let machine = (h.soc.load(SeqCst), h.devices.load(SeqCst));
     KIND.check_machine(path, machine, (l.soc, l.devices))?;
-    let fields = [
-        (
-            "ids per device",
-            u64::from(h.max.load(SeqCst)),
-            u64::from(MAX_CNT_NOTIFIES),
-        ),
-        (
-            "slot size",
-            u64::from(h.slot_size.load(SeqCst)),
-            CNT_SLOT_BYTES as u64,
-        ),
-        (
-            "pool size",
-            u64::from(h.pool_size.load(SeqCst)),
-            POOL_BYTES as u64,
-        ),
-        ("high-water offset", h.hw_off.load(SeqCst), l.hw_off as u64),
-        ("pool offset", h.pools_off.load(SeqCst), l.pools_off as u64),
-        ("slot offset", h.slots_off.load(SeqCst), l.slots_off as u64),
-        ("total size", h.total.load(SeqCst), l.total as u64),
-        ("file size", size, l.total as u64),
-    ];
-    KIND.check_fields(path, &fields)?;
-    Ok(())
+    KIND.check_fields(path, &header_fields(h, l), size, l.total)
 }
 
 /// The [`Waiter`] of a count-notify file: shared futexes and `CLOCK_MONOTONIC`.

@@ -140,27 +140,12 @@ impl EventOps for Sim {
         } else {
             None
         };
-        let ev = Arc::new(SimEvent {
-            device,
-            spec,
-            ipc,
-            st: Mutex::new(EvState::default()),
-            cv: Condvar::new(),
-            ids: Arc::clone(&self.inner.events.ids),
-        });
+        let ev = self.new_event(device, spec, ipc);
         if spec.id_at_create() {
             let mut st = lock(&ev.st);
             self.give_id(&ev, &mut st)?;
         }
-        self.inner
-            .events
-            .handles
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(ev)
-            .ok()
-            .map(RawEvent)
-            .ok_or_else(|| err(Error::ResourceAllocFail, "event handle table is full"))
+        self.insert_event(ev)
     }
 
     fn event_destroy(&self, event: RawEvent) -> Result<(), SimError> {
@@ -488,14 +473,27 @@ impl EventOps for Sim {
         let r = self.evt_file()?.open_handle(handle)?;
         let spec = EventSpec::ex_with_flag(acl_notify_core::EventFlags::IPC.bits(), self.soc())
             .map_err(|e| err(e, "IPC events"))?;
-        let ev = Arc::new(SimEvent {
+        let ev = self.new_event(device, spec, Some(r));
+        self.insert_event(ev)
+    }
+}
+
+impl Sim {
+    /// A new event of `device` (its IPC slot reference `ipc` for an IPC event), not yet in the
+    /// handle table.
+    fn new_event(&self, device: u32, spec: EventSpec, ipc: Option<IpcRef>) -> Arc<SimEvent> {
+        Arc::new(SimEvent {
             device,
             spec,
-            ipc: Some(r),
+            ipc,
             st: Mutex::new(EvState::default()),
             cv: Condvar::new(),
             ids: Arc::clone(&self.inner.events.ids),
-        });
+        })
+    }
+
+    /// A handle for `ev` in this process's event table (207005 when it is full).
+    fn insert_event(&self, ev: Arc<SimEvent>) -> Result<RawEvent, SimError> {
         self.inner
             .events
             .handles
@@ -506,12 +504,10 @@ impl EventOps for Sim {
             .map(RawEvent)
             .ok_or_else(|| err(Error::ResourceAllocFail, "event handle table is full"))
     }
-}
 
-impl Sim {
-    fn evt_file(&self) -> Result<Arc<crate::ipc_event::EvtFile>, SimError> {
+    fn evt_file(&self) -> Result<crate::ipc_event::EvtFiles, SimError> {
         let i = &self.inner;
-        i.events.ipc.file(&i.namespace, i.server_id, i.devices)
+        i.events.ipc.files(&i.namespace, &i.file)
     }
 
     fn ipc_events_supported(&self) -> Result<(), SimError> {

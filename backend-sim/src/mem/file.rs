@@ -38,7 +38,9 @@ use acl_notify_core::waiter::Waiter;
 
 use crate::error::SimError;
 use crate::mapfile::SHM_DIR;
-use crate::mapfile::{INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared};
+use crate::mapfile::{
+    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, align_up, field, fill_fields,
+};
 use crate::shm::{ShmWhitelist, WHITELIST_BYTES};
 use crate::sys;
 
@@ -171,10 +173,6 @@ struct Layout {
     total: usize,
 }
 
-const fn align_up(v: usize, a: usize) -> usize {
-    v.div_ceil(a) * a
-}
-
 impl Layout {
     /// Allocation slot `id` of the file mapped at `map`.
     fn slot<'m>(&self, map: &'m Map, id: u32) -> Option<&'m MemSlot> {
@@ -304,20 +302,7 @@ impl MemFile {
             init_wait: INIT_WAIT,
             keep_fd: true,
         };
-        let fill = |h: &Header| {
-            h.magic.store(MAGIC, SeqCst);
-            h.version.store(MEM_LAYOUT_VERSION, SeqCst);
-            h.server.store(server, SeqCst);
-            h.device.store(device, SeqCst);
-            h.max_allocs.store(MAX_ALLOCS, SeqCst);
-            h.slot_size.store(SLOT_BYTES as u32, SeqCst);
-            h.wl_size.store(WHITELIST_BYTES as u32, SeqCst);
-            h.capacity.store(capacity, SeqCst);
-            h.slots_off.store(layout.slots_off as u64, SeqCst);
-            h.wls_off.store(layout.wls_off as u64, SeqCst);
-            h.data_off.store(layout.data_off as u64, SeqCst);
-            h.total.store(layout.total as u64, SeqCst);
-        };
+        let fill = |h: &Header| fill_fields(&header_fields(h, &layout, server, device));
         let check = |h: &Header, size| validate(h, path, &layout, server, device, size);
         let Some(map) = open.open(fill, check)? else {
             return Ok(None);
@@ -819,6 +804,27 @@ impl Drop for MemFile {
     }
 }
 
+/// The header words layout `l` of `device` on `server` fixes: written by the creator and
+/// checked by every opener.
+fn header_fields<'h>(h: &'h Header, l: &Layout, server: u32, device: u32) -> [Field<'h>; 10] {
+    [
+        field("server", &h.server, u64::from(server)),
+        field("device", &h.device, u64::from(device)),
+        field(
+            "allocations per device",
+            &h.max_allocs,
+            u64::from(MAX_ALLOCS),
+        ),
+        field("slot size", &h.slot_size, SLOT_BYTES as u64),
+        field("whitelist size", &h.wl_size, WHITELIST_BYTES as u64),
+        field("capacity", &h.capacity, l.capacity),
+        field("slot offset", &h.slots_off, l.slots_off as u64),
+        field("whitelist offset", &h.wls_off, l.wls_off as u64),
+        field("arena offset", &h.data_off, l.data_off as u64),
+        field("total size", &h.total, l.total as u64),
+    ]
+}
+
 fn validate(
     h: &Header,
     path: &Path,
@@ -827,12 +833,6 @@ fn validate(
     device: u32,
     size: u64,
 ) -> Result<(), SimError> {
-    KIND.check_identity(
-        path,
-        "device-memory file",
-        (h.magic.load(SeqCst), MAGIC),
-        (h.version.load(SeqCst), MEM_LAYOUT_VERSION),
-    )?;
     let cap = h.capacity.load(SeqCst);
     if cap != l.capacity {
         return Err(SimError::new(
@@ -846,40 +846,7 @@ fn validate(
             ),
         ));
     }
-    let fields = [
-        (
-            "server",
-            u64::from(h.server.load(SeqCst)),
-            u64::from(server),
-        ),
-        (
-            "device",
-            u64::from(h.device.load(SeqCst)),
-            u64::from(device),
-        ),
-        (
-            "allocations per device",
-            u64::from(h.max_allocs.load(SeqCst)),
-            u64::from(MAX_ALLOCS),
-        ),
-        (
-            "slot size",
-            u64::from(h.slot_size.load(SeqCst)),
-            SLOT_BYTES as u64,
-        ),
-        (
-            "whitelist size",
-            u64::from(h.wl_size.load(SeqCst)),
-            WHITELIST_BYTES as u64,
-        ),
-        ("slot offset", h.slots_off.load(SeqCst), l.slots_off as u64),
-        ("whitelist offset", h.wls_off.load(SeqCst), l.wls_off as u64),
-        ("arena offset", h.data_off.load(SeqCst), l.data_off as u64),
-        ("total size", h.total.load(SeqCst), l.total as u64),
-        ("file size", size, l.total as u64),
-    ];
-    KIND.check_fields(path, &fields)?;
-    Ok(())
+    KIND.check_fields(path, &header_fields(h, l, server, device), size, l.total)
 }
 
 /// Deletes the device-memory files of `namespace`; returns how many were removed.

@@ -464,21 +464,17 @@ impl Sim {
             );
             drop(l);
             let addr = n.file.addr(off);
-            self.mem()
-                .allocs
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(
-                    addr,
-                    Alloc {
-                        file: Arc::clone(&n.file),
-                        id: n.id,
-                        generation: n.generation,
-                        size: len,
-                        imported: true,
-                        used_on: device,
-                    },
-                );
+            self.mem().insert(
+                addr,
+                Alloc {
+                    file: Arc::clone(&n.file),
+                    id: n.id,
+                    generation: n.generation,
+                    size: len,
+                    imported: true,
+                    used_on: device,
+                },
+            );
             lock(&self.mem().imports).insert(*key, addr);
             Ok(addr)
         })

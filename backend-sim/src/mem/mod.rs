@@ -259,21 +259,17 @@ impl Sim {
             };
             drop(l);
             let addr = f.addr(placed.off);
-            self.mem()
-                .allocs
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-                .insert(
-                    addr,
-                    Alloc {
-                        file: f,
-                        id: placed.id,
-                        generation: placed.generation,
-                        size,
-                        imported: false,
-                        used_on: device,
-                    },
-                );
+            self.mem().insert(
+                addr,
+                Alloc {
+                    file: f,
+                    id: placed.id,
+                    generation: placed.generation,
+                    size,
+                    imported: false,
+                    used_on: device,
+                },
+            );
             Ok(addr)
         })
     }
@@ -501,12 +497,7 @@ impl Sim {
         count: usize,
         kind: MemcpyKind,
     ) -> Result<(Side, Side), SimError> {
-        if count > dest_max {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!("count {count} is larger than destMax {dest_max}"),
-            ));
-        }
+        within(count, dest_max, "destMax")?;
         let (d, s) = match kind {
             MemcpyKind::HostToHost => (Some(false), Some(false)),
             MemcpyKind::HostToDevice => (Some(true), Some(false)),
@@ -603,12 +594,7 @@ impl Sim {
     }
 
     fn set_range(&self, dst: usize, max: usize, count: usize) -> Result<DevRange, SimError> {
-        if count > max {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!("count {count} is larger than maxCount {max}"),
-            ));
-        }
+        within(count, max, "maxCount")?;
         self.device_range(dst, count, "range")?.ok_or_else(|| {
             SimError::new(
                 Error::ParamInvalid,
@@ -765,6 +751,18 @@ impl Sim {
         unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(ptr), layout) };
         Ok(())
     }
+}
+
+/// 107000 unless `count` is at most the caller's `max` (`what`: the C parameter's name, as
+/// `destMax` of a copy or `maxCount` of a set).
+pub(crate) fn within(count: usize, max: usize, what: &str) -> Result<(), SimError> {
+    if count > max {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            format!("count {count} is larger than {what} {max}"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ use acl_notify_core::key::{ExportKey, KeyFields};
 use acl_notify_core::{Error, RawStream};
 
 use super::file::MemFile;
-use super::{DevRange, MemcpyKind};
+use super::{DevRange, MemcpyKind, within};
 use crate::Sim;
 use crate::cluster::{Cluster, MemLink, RemoteMem};
 use crate::error::SimError;
@@ -291,12 +291,7 @@ impl Sim {
             if d.is_none() && s.is_none() {
                 return Ok(None);
             }
-            if count > dest_max {
-                return Err(SimError::new(
-                    Error::ParamInvalid,
-                    format!("count {count} is larger than destMax {dest_max}"),
-                ));
-            }
+            within(count, dest_max, "destMax")?;
             if kind != MemcpyKind::DeviceToDevice {
                 let m = d.as_ref().or(s.as_ref()).map(|r| r.mem.describe());
                 return Err(SimError::new(
@@ -349,12 +344,7 @@ impl Sim {
             let Some(r) = self.remote_range(c, dst, count, "range")? else {
                 return Ok(None);
             };
-            if count > max {
-                return Err(SimError::new(
-                    Error::ParamInvalid,
-                    format!("count {count} is larger than maxCount {max}"),
-                ));
-            }
+            within(count, max, "maxCount")?;
             let link = c.mem_link();
             let Some(stream) = stream else {
                 return link.fill(&r.mem, r.at, count as u64, value).map(Some);

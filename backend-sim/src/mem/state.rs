@@ -86,6 +86,14 @@ impl MemState {
         }
     }
 
+    /// Records an allocation or import of this process at device address `addr`.
+    pub(super) fn insert(&self, addr: usize, a: Alloc) {
+        self.allocs
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(addr, a);
+    }
+
     /// Frees what this process owns and closes what it imported (the session ends).
     pub(crate) fn clear(&self, pid: i32) {
         if sys::getpid() != pid {

@@ -12,7 +12,7 @@ use acl_notify_core::table::{MAX_PROCS, NotifySlot};
 use acl_notify_core::{Error, Soc};
 
 use crate::error::SimError;
-use crate::mapfile::{Map, PAGE, Shared, soc_from_index};
+use crate::mapfile::{Field, Map, PAGE, Shared, align_up, field, soc_from_index, soc_index};
 
 use super::*;
 
@@ -188,10 +188,6 @@ pub(crate) fn pool_size(soc: Soc) -> usize {
     soc.with_atomic_pool(Size)
 }
 
-pub(crate) const fn align_up(v: usize, a: usize) -> usize {
-    v.div_ceil(a) * a
-}
-
 /// Most devices a simulated machine can have (one bit each in the per-process peer masks and
 /// a device header each in the file).
 pub const MAX_DEVICES: u32 = 64;
@@ -333,6 +329,46 @@ unsafe impl Shared for DeviceHeader {}
 // only (its docs).
 unsafe impl Shared for NotifySlot {}
 
+/// The header words this build's layout `l` of server `server` fixes: written by the creator
+/// and checked by every opener ([`crate::mapfile::Field`]).
+pub(crate) fn header_fields<'h>(h: &'h Header, l: &Layout, server: u32) -> [Field<'h>; 17] {
+    use std::mem::size_of;
+    [
+        field("header size", &h.header_size, size_of::<Header>() as u64),
+        field("notify slot size", &h.slot_size, SLOT_BYTES as u64),
+        field(
+            "process entry size",
+            &h.proc_entry_size,
+            size_of::<ProcEntry>() as u64,
+        ),
+        field("process table length", &h.max_procs, u64::from(MAX_PROCS)),
+        field(
+            "device header size",
+            &h.device_header_size,
+            size_of::<DeviceHeader>() as u64,
+        ),
+        field("SoC", &h.soc, u64::from(soc_index(l.soc))),
+        field("devices", &h.devices, u64::from(l.devices)),
+        field("server id", &h.server, u64::from(server)),
+        field("notifies per device", &h.max_notifies, u64::from(l.max)),
+        field("pool size", &h.pool_size, l.pool_size as u64),
+        field("whitelist size", &h.whitelist_size, l.wl_size as u64),
+        field("total size", &h.total_size, l.total as u64),
+        field("process table offset", &h.procs_off, l.procs_off as u64),
+        field("device table offset", &h.devs_off, l.devs_off as u64),
+        field("pool offset", &h.pools_off, l.pools_off as u64),
+        field("slot offset", &h.slots_off, l.slots_off as u64),
+        field(
+            "whitelist offset",
+            &h.whitelists_off,
+            l.whitelists_off as u64,
+        ),
+    ]
+}
+
+/// Checks a published header (of this kind and version: see [`crate::mapfile::Open::open`])
+/// against layout `l` of server `server`, `size` being the file's size: 107000 for another
+/// machine, 507899 for any other difference.
 pub(crate) fn validate_header(
     h: &Header,
     path: &Path,
@@ -340,83 +376,7 @@ pub(crate) fn validate_header(
     server: u32,
     size: u64,
 ) -> Result<(), SimError> {
-    KIND.check_identity(
-        path,
-        "simulator file",
-        (h.magic.load(SeqCst), MAGIC),
-        (h.version.load(SeqCst), LAYOUT_VERSION),
-    )?;
-    let sizes = [
-        (
-            "header size",
-            u64::from(h.header_size.load(SeqCst)),
-            std::mem::size_of::<Header>() as u64,
-        ),
-        (
-            "notify slot size",
-            u64::from(h.slot_size.load(SeqCst)),
-            SLOT_BYTES as u64,
-        ),
-        (
-            "process entry size",
-            u64::from(h.proc_entry_size.load(SeqCst)),
-            64,
-        ),
-        (
-            "process table length",
-            u64::from(h.max_procs.load(SeqCst)),
-            u64::from(MAX_PROCS),
-        ),
-        (
-            "device header size",
-            u64::from(h.device_header_size.load(SeqCst)),
-            64,
-        ),
-    ];
-    KIND.check_fields(path, &sizes)?;
     let machine = (h.soc.load(SeqCst), h.devices.load(SeqCst));
     KIND.check_machine(path, machine, (l.soc, l.devices))?;
-    let fields = [
-        (
-            "server id",
-            u64::from(h.server.load(SeqCst)),
-            u64::from(server),
-        ),
-        (
-            "notifies per device",
-            u64::from(h.max_notifies.load(SeqCst)),
-            u64::from(l.max),
-        ),
-        (
-            "pool size",
-            u64::from(h.pool_size.load(SeqCst)),
-            l.pool_size as u64,
-        ),
-        (
-            "whitelist size",
-            u64::from(h.whitelist_size.load(SeqCst)),
-            l.wl_size as u64,
-        ),
-        ("total size", h.total_size.load(SeqCst), l.total as u64),
-        (
-            "process table offset",
-            h.procs_off.load(SeqCst),
-            l.procs_off as u64,
-        ),
-        (
-            "device table offset",
-            h.devs_off.load(SeqCst),
-            l.devs_off as u64,
-        ),
-        ("pool offset", h.pools_off.load(SeqCst), l.pools_off as u64),
-        ("slot offset", h.slots_off.load(SeqCst), l.slots_off as u64),
-        (
-            "whitelist offset",
-            h.whitelists_off.load(SeqCst),
-            l.whitelists_off as u64,
-        ),
-        ("file size", size, l.total as u64),
-    ];
-    KIND.check_fields(path, &fields)?;
-    Ok(())
+    KIND.check_fields(path, &header_fields(h, l, server), size, l.total)
 }

@@ -31,10 +31,11 @@
 //! # Processes
 //!
 //! Each process that maps the file registers in the process table (pid, start time, server).
-//! Its table index is the bit it sets in the holder bitmap of every notify it references.
+//! Its table index is the bit it sets in the holder bitmap of every notify it references, and
+//! of every IPC event of the server (`crate::ipc_event`).
 //! [`ShmFile::gc`] finds registered processes that died (pid gone, or start time differs:
-//! recycled) and reclaims for them: cancels their queued waits, drops their references, frees
-//! ids nobody holds any more, and frees their process-table entry.
+//! recycled) and reclaims for them: cancels their queued waits, drops their references (IPC
+//! events included), frees ids nobody holds any more, and frees their process-table entry.
 
 mod layout;
 mod procs;
@@ -60,10 +61,9 @@ use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
-use crate::mapfile::soc_index;
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, validate_header};
-pub(crate) use layout::{Header, MAGIC, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
+pub(crate) use layout::{Header, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
 pub use layout::{LAYOUT_VERSION, MAX_DEVICES, PoolRef, SLOT_BYTES, WHITELIST_BYTES};
 use slot_ref::RefMap;
 pub use slot_ref::{CreateError, SlotRef};
@@ -94,6 +94,8 @@ pub struct GcReport {
     pub notifies_freed: u32,
     /// Queued waits of dead processes that were cancelled.
     pub waits_cancelled: u32,
+    /// IPC events freed because their last holder was dead.
+    pub ipc_events_freed: u32,
     /// Count-notify ids freed because their owner was dead (or leaked by a process that died
     /// half-way through a create or destroy). Filled in by `Sim::gc`.
     pub cnt_freed: u32,
@@ -104,6 +106,7 @@ impl std::ops::AddAssign for GcReport {
         self.processes += o.processes;
         self.notifies_freed += o.notifies_freed;
         self.waits_cancelled += o.waits_cancelled;
+        self.ipc_events_freed += o.ipc_events_freed;
         self.cnt_freed += o.cnt_freed;
     }
 }
@@ -112,6 +115,8 @@ impl std::ops::AddAssign for GcReport {
 /// that uses the file (see [`open_shared`]).
 pub struct ShmFile {
     path: PathBuf,
+    /// The namespace (the other files of this server are named from it).
+    namespace: String,
     /// The mapping (bounds-checked access, and its entry in the `SIGBUS` table: see
     /// [`crate::sigbus`]).
     map: Map,
@@ -170,7 +175,7 @@ pub fn open_shared(
     let Some(f) = REGISTRY.get_or_open(
         &path,
         |f| f.pid == sys::getpid(),
-        || ShmFile::open(&path, server, soc, devices, mode),
+        || ShmFile::open(namespace, &path, server, soc, devices, mode),
     )?
     else {
         return Ok(None);
@@ -232,6 +237,7 @@ impl ShmFile {
     }
 
     fn open(
+        namespace: &str,
         path: &Path,
         server: u32,
         soc: Soc,
@@ -257,6 +263,7 @@ impl ShmFile {
         let start_time = sys::proc_start_time(pid).unwrap_or(0);
         let mut f = ShmFile {
             path: path.to_owned(),
+            namespace: namespace.to_owned(),
             map,
             layout,
             server,
@@ -290,28 +297,7 @@ impl ShmFile {
     /// The creator's header fields (the creation protocol in [`crate::mapfile`] writes the
     /// creator pid before and publishes the header after).
     fn fill_header(h: &Header, l: &Layout, server: u32) {
-        h.magic.store(MAGIC, SeqCst);
-        h.version.store(LAYOUT_VERSION, SeqCst);
-        h.header_size
-            .store(std::mem::size_of::<Header>() as u32, SeqCst);
-        h.slot_size.store(SLOT_BYTES as u32, SeqCst);
-        h.proc_entry_size
-            .store(std::mem::size_of::<ProcEntry>() as u32, SeqCst);
-        h.max_procs.store(MAX_PROCS, SeqCst);
-        h.device_header_size
-            .store(std::mem::size_of::<DeviceHeader>() as u32, SeqCst);
-        h.pool_size.store(l.pool_size as u32, SeqCst);
-        h.whitelist_size.store(l.wl_size as u32, SeqCst);
-        h.soc.store(soc_index(l.soc), SeqCst);
-        h.devices.store(l.devices, SeqCst);
-        h.server.store(server, SeqCst);
-        h.max_notifies.store(l.max, SeqCst);
-        h.total_size.store(l.total as u64, SeqCst);
-        h.procs_off.store(l.procs_off as u64, SeqCst);
-        h.devs_off.store(l.devs_off as u64, SeqCst);
-        h.pools_off.store(l.pools_off as u64, SeqCst);
-        h.slots_off.store(l.slots_off as u64, SeqCst);
-        h.whitelists_off.store(l.whitelists_off as u64, SeqCst);
+        crate::mapfile::fill_fields(&layout::header_fields(h, l, server));
     }
 
     /// The file's path.

@@ -7,6 +7,7 @@ use acl_notify_core::Error;
 use acl_notify_core::table::{Leave, MAX_PROCS};
 
 use crate::error::SimError;
+use crate::ipc_event::file::reclaim_proc as reclaim_ipc_events;
 use crate::repair::all_ids;
 use crate::sys;
 
@@ -166,9 +167,19 @@ impl ShmFile {
         report
     }
 
-    /// Drops every reference process-table slot `i` holds, on every device.
+    /// Drops every reference process-table slot `i` holds, on every device: its notifies
+    /// here, and its IPC events in the server's IPC event file (whose holder bits are this
+    /// table's indices too; see [`crate::ipc_event`]).
     pub(crate) fn reclaim_proc(&self, i: u32) -> GcReport {
-        let mut r = GcReport::default();
+        let mut r = GcReport {
+            ipc_events_freed: reclaim_ipc_events(
+                &self.namespace,
+                self.server,
+                self.layout.devices,
+                i,
+            ),
+            ..GcReport::default()
+        };
         let w = self.waiter();
         for dev in 0..self.layout.devices {
             let Some(pool) = self.pool(dev) else { continue };

@@ -25,6 +25,12 @@ fn create(n: &str, soc: Soc, devices: u32) -> Arc<ShmFile> {
         .unwrap()
 }
 
+/// This server's notify file in a fresh namespace of this test's own (see [`fresh`]).
+fn fresh_file(tag: &str, soc: Soc, devices: u32) -> (Arc<ShmFile>, crate::NamespaceGuard) {
+    let (n, guard) = fresh(tag);
+    (create(&n, soc, devices), guard)
+}
+
 #[test]
 fn the_reference_map_hash_spreads_slot_coordinates() {
     use std::hash::BuildHasher;
@@ -194,8 +200,7 @@ fn create_join_release_frees_the_id() {
 /// to be rebuilt from empty, dropping every process already whitelisted).
 #[test]
 fn an_inconsistent_whitelist_is_reported_and_kept_not_rebuilt_from_empty() {
-    let (n, _ns) = fresh("wlseq");
-    let f = create(&n, Soc::Ascend910B, 2);
+    let (f, _ns) = fresh_file("wlseq", Soc::Ascend910B, 2);
     let r = SlotRef::create(&f, 1, CreateFlags::empty()).unwrap();
     let id = r.id();
     f.reset_whitelist(1, id).unwrap();
@@ -248,8 +253,7 @@ fn an_inconsistent_whitelist_is_reported_and_kept_not_rebuilt_from_empty() {
 /// exported, a reset (a second, refused export) leaves the list alone.
 #[test]
 fn a_new_export_resets_a_whitelist_left_inconsistent_by_a_previous_use() {
-    let (n, _ns) = fresh("wlreset");
-    let f = create(&n, Soc::Ascend910B, 1);
+    let (f, _ns) = fresh_file("wlreset", Soc::Ascend910B, 1);
     let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
     let id = r.id();
     f.reset_whitelist(0, id).unwrap();
@@ -285,8 +289,7 @@ fn allocated(path: &Path) -> u64 {
 /// notify in use costs its slot (plus a few pool bytes); a whitelist page only on export.
 #[test]
 fn sparse_file_and_bytes_per_notify() {
-    let (n, _ns) = fresh("mem");
-    let f = create(&n, Soc::Ascend950PR, 8);
+    let (f, _ns) = fresh_file("mem", Soc::Ascend950PR, 8);
     let at_open = allocated(f.path());
     let size = std::fs::metadata(f.path()).unwrap().len();
     assert!(at_open <= 256 * 1024, "{at_open} bytes allocated at open");
@@ -325,8 +328,7 @@ fn dead_pid() -> i32 {
 /// reclaimer its word names is gone. Until then the notifies it holds stay held.
 #[test]
 fn gc_takes_an_entry_only_from_the_dead() {
-    let (n, _ns) = fresh("gcdead");
-    let f = create(&n, Soc::Ascend910B, 1);
+    let (f, _ns) = fresh_file("gcdead", Soc::Ascend910B, 1);
     let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
     let slot = f.slot(0, r.id()).unwrap();
     let j = (0..MAX_PROCS)
@@ -366,8 +368,7 @@ fn gc_takes_an_entry_only_from_the_dead() {
 /// later GC once they stayed orphaned for the grace period.
 #[test]
 fn leaked_ids_are_repaired_after_the_grace_period() {
-    let (n, _ns) = fresh("leak");
-    let f = create(&n, Soc::Ascend910B, 1);
+    let (f, _ns) = fresh_file("leak", Soc::Ascend910B, 1);
     let pool = f.pool(0).unwrap();
     // Died between alloc and claim.
     let leaked = pool.alloc().unwrap();
@@ -405,8 +406,7 @@ fn leaked_ids_are_repaired_after_the_grace_period() {
 /// and clears exactly them before retiring and freeing the id.
 #[test]
 fn stray_holder_bits_of_free_process_entries_are_repaired_after_the_grace_period() {
-    let (n, _ns) = fresh("stray");
-    let f = create(&n, Soc::Ascend910B, 1);
+    let (f, _ns) = fresh_file("stray", Soc::Ascend910B, 1);
     let pool = f.pool(0).unwrap();
     let stray = 40;
     assert_ne!(stray, f.me());
@@ -470,8 +470,7 @@ fn stray_holder_bits_of_free_process_entries_are_repaired_after_the_grace_period
 fn futex_stress_no_lost_or_double_consumption() {
     use acl_notify_core::table::{WaitArgs, WaitOutcome};
     use std::sync::atomic::AtomicU32;
-    let (n, _ns) = fresh("stress");
-    let f = create(&n, Soc::Ascend910B, 1);
+    let (f, _ns) = fresh_file("stress", Soc::Ascend910B, 1);
     let r = SlotRef::create(&f, 0, CreateFlags::empty()).unwrap();
     let consumed = Arc::new(AtomicU32::new(0));
     let per_waiter = 400;

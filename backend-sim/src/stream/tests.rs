@@ -21,6 +21,19 @@ fn count_on(s: &S, ran: &Arc<AtomicUsize>) {
     .unwrap();
 }
 
+/// Queues a task on `s` that holds the stream until the returned gate opens (and fails if it
+/// does not within [`LONG`]).
+fn hold(s: &S) -> Arc<Gate> {
+    let gate = Gate::new();
+    let g = Arc::clone(&gate);
+    s.enqueue(move |_| {
+        assert!(g.wait(LONG), "gate never opened");
+        Ok(())
+    })
+    .unwrap();
+    gate
+}
+
 /// A one-shot latch with a bounded wait.
 #[derive(Default)]
 struct Gate {
@@ -156,13 +169,7 @@ fn enqueue_waits_for_room_instead_of_failing() {
     const CAP: usize = 8;
     const N: usize = 1_000;
     let s = Arc::new(S::spawn(StreamConfig::new("t-full").capacity(CAP)).unwrap());
-    let gate = Gate::new();
-    let g = Arc::clone(&gate);
-    s.enqueue(move |_| {
-        assert!(g.wait(LONG), "gate never opened");
-        Ok(())
-    })
-    .unwrap();
+    let gate = hold(&s);
     let ran = Arc::new(AtomicUsize::new(0));
     let (s2, ran2) = (Arc::clone(&s), Arc::clone(&ran));
     let producer = thread::spawn(move || {
@@ -270,13 +277,7 @@ fn synchronize_reports_the_first_error_once_and_the_stream_goes_on() {
 fn synchronize_with_timeout_expires_while_a_task_blocks() {
     let s = S::new("t-sto").unwrap();
     s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
-    let gate = Gate::new();
-    let g = Arc::clone(&gate);
-    s.enqueue(move |_| {
-        assert!(g.wait(LONG));
-        Ok(())
-    })
-    .unwrap();
+    let gate = hold(&s);
     let t0 = Instant::now();
     let r = s.synchronize(SyncWait::AtMost(Duration::from_millis(50)));
     assert_eq!(r, Err(Error::StreamSyncTimeout));
@@ -297,13 +298,7 @@ fn synchronize_with_timeout_expires_while_a_task_blocks() {
 fn query_is_not_ready_until_everything_ran() {
     let s = S::new("t-query").unwrap();
     assert_eq!(s.query(), StreamStatus::Complete);
-    let gate = Gate::new();
-    let g = Arc::clone(&gate);
-    s.enqueue(move |_| {
-        assert!(g.wait(LONG));
-        Ok(())
-    })
-    .unwrap();
+    let gate = hold(&s);
     s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
     assert_eq!(s.query(), StreamStatus::NotReady);
     gate.open();
@@ -315,13 +310,7 @@ fn query_is_not_ready_until_everything_ran() {
 #[test]
 fn several_threads_synchronize_at_once() {
     let s = Arc::new(S::new("t-msync").unwrap());
-    let gate = Gate::new();
-    let g = Arc::clone(&gate);
-    s.enqueue(move |_| {
-        assert!(g.wait(LONG));
-        Ok(())
-    })
-    .unwrap();
+    let gate = hold(&s);
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let s = Arc::clone(&s);

@@ -1,0 +1,575 @@
+//! IPC events (`ACL_EVENT_IPC`) across processes: a shared-memory file per namespace and server,
+//! `/dev/shm/acl-notify-sim.<namespace>.evt<server>` ([`file`]), holding one core [`Slot`] per
+//! IPC event and device, and this process's references to them ([`IpcRef`]).
+//!
+//! # One slot
+//!
+//! Each event is a core [`Slot`] (its lifecycle: the state word with the generation, the
+//! owner, the holder bitmap) with an [`EvtPayload`](file::EvtPayload). `issued` counts the
+//! records enqueued by any holder (owner or opener), `done` the highest record number that
+//! has run (a futex word: waits sleep on it, records wake it). A stream wait captures
+//! `issued` when it is enqueued and stalls until `done` reaches it — the Ex semantics of
+//! `acl_notify_core::event` — and a wait on an event never recorded does nothing. Events are
+//! not exported with a key and have no whitelist: the slot's export fields stay unused.
+//!
+//! # Holders
+//!
+//! A process holds an event as notifies are held: by its bit in the slot's holder bitmap, at
+//! its index in the process table of the server's notify file ([`crate::shm`]); its handles
+//! (the creator's and each opened one, any number) are counted within the process and share
+//! the bit. The last holder to let go retires the slot, whose generation then moves on, so a
+//! handle of a freed event is told apart (107017). A process that dies, even by SIGKILL, is
+//! treated as having destroyed what it held: the process table's reclaim of a dead process
+//! (on open, when a device runs out of IPC events, and on `Sim::gc`) clears its bit in every
+//! IPC event slot too, and retires those it held last.
+//!
+//! # Limits (ours)
+//!
+//! 1,024 IPC events per device and server. Records that run out of order on different
+//! streams raise `done` to the highest number (a wait for an earlier one may then pass early).
+//! A process killed in the few instructions between taking a free slot and marking itself its
+//! holder leaks that slot until the namespace's files are removed. A handle names its
+//! server's file: opening one of another server is 107000.
+
+pub(crate) mod file;
+
+use std::fmt;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::Error;
+use acl_notify_core::event::{IPC_EVENT_HANDLE_SIZE, IpcEventHandle, LatestRecord};
+#[cfg(doc)]
+use acl_notify_core::slot::Slot;
+
+use crate::error::SimError;
+use crate::shm::ShmFile;
+use crate::stream::TaskCtx;
+use crate::sys;
+use file::{ClaimError, EvtFile, EvtKey, EvtOpen, EvtSlot, MAX_IPC_EVENTS, evt_file_path};
+
+/// The first bytes of every handle this simulator writes.
+const HANDLE_MAGIC: [u8; 8] = *b"ACLNIPCE";
+/// How long a wait sleeps on the futex before it looks at its stream's cancel flag again.
+const SLICE: Duration = Duration::from_millis(20);
+
+/// FNV-1a of the namespace: a handle of another namespace is refused, not misread.
+fn ns_tag(namespace: &str) -> u64 {
+    namespace.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// The IPC event file of this process's server, with the registration its references use.
+#[derive(Clone)]
+pub(crate) struct EvtFiles {
+    file: Arc<EvtFile>,
+    /// This process's entry in the server's process table: the holder bit of its references.
+    reg: Arc<ShmFile>,
+    ns_tag: u64,
+}
+
+impl fmt::Debug for EvtFiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EvtFiles")
+            .field("file", &self.file)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EvtFiles {
+    /// Claims a free slot on `dev` for a new IPC event owned by this process. When the device
+    /// has none left, dead processes are reclaimed first (what they held comes back).
+    pub(crate) fn claim(&self, dev: u32) -> Result<IpcRef, SimError> {
+        self.reg.still_registered()?;
+        let start_time = self.reg.identity().1;
+        let claim = || match self.file.claim(self.reg.me(), start_time, dev) {
+            Ok(key) => Ok(Some(key)),
+            Err(ClaimError::Full) => Ok(None),
+            Err(ClaimError::Other(e)) => Err(e),
+        };
+        let key = match claim()? {
+            Some(key) => key,
+            None => {
+                self.reg.reclaim_dead();
+                claim()?.ok_or_else(|| {
+                    SimError::new(
+                        Error::NoEventResource,
+                        format!(
+                            "device {dev} has no IPC event left ({MAX_IPC_EVENTS} per device in \
+                             {})",
+                            self.file.path().display()
+                        ),
+                    )
+                })?
+            }
+        };
+        Ok(IpcRef {
+            files: self.clone(),
+            key,
+        })
+    }
+
+    /// Opens the IPC event a handle names (another reference of this process to it).
+    pub(crate) fn open_handle(&self, h: &IpcEventHandle) -> Result<IpcRef, SimError> {
+        self.file.intact()?;
+        self.reg.still_registered()?;
+        let p = parse(h)?;
+        if p.ns_tag != self.ns_tag || p.server != self.file.server() {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                "the IPC event handle belongs to another simulated machine (namespace or \
+                 server)",
+            ));
+        }
+        if self.file.slot(p.dev, p.idx).is_none() {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "the IPC event handle names device {} slot {}, outside this machine",
+                    p.dev, p.idx
+                ),
+            ));
+        }
+        let key = (p.dev, p.idx, p.generation);
+        self.file.hold(self.reg.me(), key).map_err(|_| {
+            SimError::new(
+                Error::InvalidHandle,
+                format!(
+                    "the IPC event of the handle (device {}, owner pid {}) no longer exists: \
+                     every process holding it destroyed it or died",
+                    p.dev, p.owner
+                ),
+            )
+        })?;
+        Ok(IpcRef {
+            files: self.clone(),
+            key,
+        })
+    }
+}
+
+/// What a handle says.
+struct Parsed {
+    server: u32,
+    dev: u32,
+    idx: u32,
+    generation: u32,
+    owner: i32,
+    ns_tag: u64,
+}
+
+fn word(h: &IpcEventHandle, at: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&h.0[at..at + 4]);
+    u32::from_le_bytes(b)
+}
+
+fn parse(h: &IpcEventHandle) -> Result<Parsed, SimError> {
+    if h.0[..8] != HANDLE_MAGIC || h.0[36..].iter().any(|&b| b != 0) {
+        return Err(SimError::new(
+            Error::ParamInvalid,
+            "the IPC event handle is malformed (not one aclrtIpcGetEventHandle wrote)",
+        ));
+    }
+    let mut tag = [0u8; 8];
+    tag.copy_from_slice(&h.0[28..36]);
+    Ok(Parsed {
+        server: word(h, 8),
+        dev: word(h, 12),
+        idx: word(h, 16),
+        generation: word(h, 20),
+        owner: word(h, 24) as i32,
+        ns_tag: u64::from_le_bytes(tag),
+    })
+}
+
+/// One reference of this process to an IPC event (a handle's, or a queued task's through it):
+/// counted in the process, which holds the slot by its bit while it has any (see the module
+/// docs).
+pub(crate) struct IpcRef {
+    files: EvtFiles,
+    key: EvtKey,
+}
+
+impl fmt::Debug for IpcRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IpcRef")
+            .field("dev", &self.key.0)
+            .field("idx", &self.key.1)
+            .field("generation", &self.key.2)
+            .finish()
+    }
+}
+
+impl Drop for IpcRef {
+    fn drop(&mut self) {
+        let reg = &self.files.reg;
+        let proc = reg.still_registered().is_ok().then(|| reg.me());
+        self.files.file.release(proc, self.key);
+    }
+}
+
+impl IpcRef {
+    /// The slot, while it is still the incarnation this reference holds. It stops being so
+    /// only if another process took this one for dead and dropped its references: then
+    /// 507899, before a record or wait touches what may by now be another process's event.
+    fn slot(&self) -> Result<&EvtSlot, SimError> {
+        let f = &self.files.file;
+        f.intact()?;
+        let (dev, idx, generation) = self.key;
+        let s = f.slot(dev, idx).ok_or_else(|| {
+            SimError::new(Error::DrvInternalError, "IPC event slot outside the file")
+        })?;
+        if !s.holds(generation) {
+            return Err(SimError::new(
+                Error::DrvInternalError,
+                format!(
+                    "IPC event (device {dev}, slot {idx}) in {}: this process no longer holds \
+                     it: another process dropped this process's references (it found this \
+                     process's process-table entry {} dead or overwritten); remove the \
+                     namespace",
+                    f.path().display(),
+                    self.files.reg.me()
+                ),
+            ));
+        }
+        Ok(s)
+    }
+
+    /// The handle another process opens.
+    pub(crate) fn handle(&self) -> Result<IpcEventHandle, SimError> {
+        let s = self.slot()?;
+        let mut h = [0u8; IPC_EVENT_HANDLE_SIZE];
+        h[..8].copy_from_slice(&HANDLE_MAGIC);
+        let (dev, idx, generation) = self.key;
+        h[8..12].copy_from_slice(&self.files.file.server().to_le_bytes());
+        h[12..16].copy_from_slice(&dev.to_le_bytes());
+        h[16..20].copy_from_slice(&idx.to_le_bytes());
+        h[20..24].copy_from_slice(&generation.to_le_bytes());
+        h[24..28].copy_from_slice(&s.owner().pid.to_le_bytes());
+        h[28..36].copy_from_slice(&self.files.ns_tag.to_le_bytes());
+        Ok(IpcEventHandle(h))
+    }
+
+    /// A record is enqueued: its number.
+    pub(crate) fn issue(&self) -> Result<u32, SimError> {
+        Ok(self
+            .slot()?
+            .sync
+            .issued
+            .fetch_add(1, SeqCst)
+            .wrapping_add(1))
+    }
+
+    /// A record enqueued as `n` was not queued after all (only the latest one can be taken
+    /// back).
+    pub(crate) fn unissue(&self, n: u32) {
+        if let Ok(s) = self.slot() {
+            let _ = s
+                .sync
+                .issued
+                .compare_exchange(n, n.wrapping_sub(1), SeqCst, SeqCst);
+        }
+    }
+
+    /// Record `n` ran: stamps it and wakes the waits.
+    pub(crate) fn complete(&self, n: u32) -> Result<(), SimError> {
+        let s = self.slot()?;
+        s.sync.stamp_ns.store(sys::now_ns().max(1), SeqCst);
+        s.sync.done.fetch_max(n, SeqCst);
+        sys::futex_wake(&s.sync.done, u32::MAX);
+        Ok(())
+    }
+
+    /// The number of the latest record enqueued (0: none).
+    pub(crate) fn issued(&self) -> Result<u32, SimError> {
+        Ok(self.slot()?.sync.issued.load(SeqCst))
+    }
+
+    /// The state of the latest record.
+    pub(crate) fn latest(&self) -> Result<LatestRecord, SimError> {
+        let s = self.slot()?;
+        let issued = s.sync.issued.load(SeqCst);
+        Ok(if issued == 0 {
+            LatestRecord::None
+        } else if s.sync.done.load(SeqCst) >= issued {
+            LatestRecord::Done
+        } else {
+            LatestRecord::Pending
+        })
+    }
+
+    /// Waits until record `n` has run, for at most `timeout`; `stop` is asked between
+    /// slices. `Ok(false)` when the timeout passed or `stop` said so.
+    pub(crate) fn wait_done(
+        &self,
+        n: u32,
+        timeout: Option<Duration>,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<bool, SimError> {
+        let s = self.slot()?;
+        let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
+        loop {
+            let cur = s.sync.done.load(SeqCst);
+            if cur >= n {
+                return Ok(true);
+            }
+            if stop() || self.files.file.lost() {
+                return Ok(false);
+            }
+            let slice = match deadline {
+                None => SLICE,
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Ok(false);
+                    }
+                    left.min(SLICE)
+                }
+            };
+            sys::futex_wait(&s.sync.done, cur, Some(slice));
+        }
+    }
+
+    /// The event as the wait-for graph names it.
+    pub(crate) fn target(&self) -> crate::waitgraph::Target {
+        crate::waitgraph::Target {
+            kind: crate::waitgraph::TargetKind::IpcEvent,
+            server: 0,
+            device: self.key.0,
+            id: self.key.1,
+        }
+    }
+
+    /// A stream wait: until record `n` has run, the timeout passes (107020) or the stream is
+    /// cancelled.
+    pub(crate) fn stream_wait(
+        &self,
+        n: u32,
+        timeout: Option<Duration>,
+        ctx: &TaskCtx,
+    ) -> Result<(), SimError> {
+        // Published in the wait-for graph for the length of the wait (see `waitgraph`).
+        let published =
+            crate::waitgraph::Blocked::publish(self.target(), ctx.task_number(), timeout);
+        if self.wait_done(n, timeout, &|| ctx.is_cancelled())? {
+            return Ok(());
+        }
+        self.files.file.intact()?;
+        let cycle = published
+            .deadlock()
+            .map_or_else(String::new, |c| format!("; {c}"));
+        Err(SimError::new(
+            Error::TaskTimeout,
+            if ctx.is_cancelled() {
+                "wait for an IPC event cancelled: its stream was destroyed with tasks \
+                 discarded, or aborted"
+                    .to_owned()
+            } else {
+                format!(
+                    "wait for IPC event (device {}, slot {}) record {n} timed out after {} \
+                     s{cycle}",
+                    self.key.0,
+                    self.key.1,
+                    timeout.unwrap_or_default().as_secs()
+                )
+            },
+        ))
+    }
+}
+
+/// The process's open IPC event file, if any.
+pub(crate) struct EvtState {
+    files: Mutex<Option<EvtFiles>>,
+}
+
+impl EvtState {
+    pub(crate) fn new() -> Self {
+        EvtState {
+            files: Mutex::new(None),
+        }
+    }
+
+    /// The file of `reg`'s server, opened on first use; `reg` is this process's registration
+    /// in that server's process table.
+    pub(crate) fn files(&self, namespace: &str, reg: &Arc<ShmFile>) -> Result<EvtFiles, SimError> {
+        let mut f = self.files.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(f) = f.as_ref() {
+            return Ok(f.clone());
+        }
+        let file = EvtFile::open(
+            namespace,
+            reg.server(),
+            reg.devices(),
+            EvtOpen::CreateOrOpen,
+        )?
+        .ok_or_else(|| {
+            SimError::new(
+                Error::DrvInternalError,
+                format!(
+                    "IPC event file {} vanished while it was opened",
+                    evt_file_path(namespace, reg.server()).display()
+                ),
+            )
+        })?;
+        let opened = EvtFiles {
+            file,
+            reg: Arc::clone(reg),
+            ns_tag: ns_tag(namespace),
+        };
+        *f = Some(opened.clone());
+        Ok(opened)
+    }
+}
+
+impl fmt::Debug for EvtState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EvtState").finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mapfile::PAGE;
+    use crate::shm::{OpenMode, open_shared};
+    use acl_notify_core::slot::SlotState;
+    use acl_notify_core::{BackendError, Soc};
+    use file::EVT_LAYOUT_VERSION;
+
+    /// This process's IPC event files of a throwaway namespace (removed on drop).
+    struct Machine {
+        ns: String,
+        files: EvtFiles,
+    }
+
+    impl Machine {
+        fn new(tag: &str, devices: u32) -> Machine {
+            let ns = format!("evt-unit-{tag}-{}", std::process::id());
+            let reg = open_shared(&ns, 0, Soc::Ascend910B, devices, OpenMode::CreateOrOpen)
+                .unwrap()
+                .unwrap();
+            let files = EvtState::new().files(&ns, &reg).unwrap();
+            Machine { ns, files }
+        }
+    }
+
+    impl Drop for Machine {
+        fn drop(&mut self) {
+            let _ = crate::mapfile::remove_files(&self.ns, None);
+        }
+    }
+
+    #[test]
+    fn handles_round_trip_and_garbage_is_refused() {
+        let m = Machine::new("rt", 2);
+        let f = &m.files;
+        let a = f.claim(1).unwrap();
+        let h = a.handle().unwrap();
+        let b = f.open_handle(&h).unwrap();
+        assert_eq!(a.latest().unwrap(), LatestRecord::None);
+        let n = b.issue().unwrap();
+        assert_eq!(a.latest().unwrap(), LatestRecord::Pending);
+        assert!(
+            !a.wait_done(n, Some(Duration::from_millis(30)), &|| false)
+                .unwrap()
+        );
+        a.complete(n).unwrap();
+        assert_eq!(b.latest().unwrap(), LatestRecord::Done);
+        let mut bad = h;
+        bad.0[0] ^= 1;
+        assert_eq!(f.open_handle(&bad).unwrap_err().kind(), Error::ParamInvalid);
+        drop(a);
+        drop(b);
+        // Every holder gone: the handle names nothing.
+        assert_eq!(f.open_handle(&h).unwrap_err().kind(), Error::InvalidHandle);
+        // The slot is reused under a new generation; the old handle stays dead.
+        let c = f.claim(1).unwrap();
+        assert_eq!(f.open_handle(&h).unwrap_err().kind(), Error::InvalidHandle);
+        drop(c);
+    }
+
+    /// The references of one process share its holder bit: the slot lives until the last of
+    /// them goes, whichever it is, and is then free under the next generation.
+    #[test]
+    fn a_process_holds_by_one_bit_until_its_last_reference_goes() {
+        let m = Machine::new("bit", 1);
+        let f = &m.files;
+        let a = f.claim(0).unwrap();
+        let (dev, idx, generation) = a.key;
+        let h = a.handle().unwrap();
+        let b = f.open_handle(&h).unwrap();
+        let c = f.open_handle(&h).unwrap();
+        let s = f.file.slot(dev, idx).unwrap();
+        assert_eq!(s.holders(), 1u64 << f.reg.me());
+        drop(a);
+        drop(b);
+        assert!(s.is_live(generation), "a reference is left");
+        assert_eq!(c.latest().unwrap(), LatestRecord::None);
+        drop(c);
+        assert_eq!(s.state(), Some(SlotState::Free));
+        assert_eq!(s.generation(), generation.wrapping_add(1));
+        assert_eq!(s.holders(), 0);
+    }
+
+    /// The process table's reclaim of an entry drops that entry's bits in the IPC event file:
+    /// an event it held alone is freed, one held with a live process stays.
+    #[test]
+    fn reclaiming_a_process_entry_drops_its_bits() {
+        let m = Machine::new("reclaim", 1);
+        let f = &m.files;
+        let mine = f.claim(0).unwrap();
+        // Entry 60 stands for another process: one event its own, one shared with us.
+        let (dev, idx, g) = f.file.claim(60, 0, 0).map_err(|_| ()).unwrap();
+        let shared = mine.key;
+        f.file
+            .slot(shared.0, shared.1)
+            .unwrap()
+            .join(60, shared.2)
+            .unwrap();
+        assert_eq!(file::reclaim_proc(&m.ns, 0, 1, 60), 1);
+        let s = f.file.slot(dev, idx).unwrap();
+        assert!(!s.is_live(g), "its own event is freed");
+        let t = f.file.slot(shared.0, shared.1).unwrap();
+        assert!(t.is_live(shared.2), "the shared one is still ours");
+        assert_eq!(t.holders(), 1u64 << f.reg.me());
+        // Its count in this process's table (the claim above went through it) is ours to
+        // drop: forget it, as a dead process's table goes with it.
+        f.file.forget((dev, idx, g));
+        drop(mine);
+        assert_eq!(t.state(), Some(SlotState::Free));
+    }
+
+    /// The event file of layout 1 (64-byte slots of its own) that an older build left, and
+    /// no process maps, is replaced by the next open rather than refused.
+    #[test]
+    fn a_layout_1_file_nobody_maps_is_replaced() {
+        use std::os::unix::fs::FileExt as _;
+        let ns = format!("evt-unit-v1-{}", std::process::id());
+        let path = evt_file_path(&ns, 0);
+        drop(EvtFile::open(&ns, 0, 1, EvtOpen::CreateOrOpen).unwrap());
+        let old = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        old.write_all_at(&1u32.to_le_bytes(), 8).unwrap();
+        old.set_len((PAGE + MAX_IPC_EVENTS as usize * 64) as u64)
+            .unwrap();
+        let f = EvtFile::open(&ns, 0, 1, EvtOpen::CreateOrOpen)
+            .unwrap()
+            .unwrap();
+        let mut v = [0u8; 4];
+        std::fs::File::open(&path)
+            .unwrap()
+            .read_exact_at(&mut v, 8)
+            .unwrap();
+        assert_eq!(u32::from_le_bytes(v), EVT_LAYOUT_VERSION);
+        let key = f.claim(0, 0, 0).map_err(|_| ()).unwrap();
+        f.release(Some(0), key);
+        drop(f);
+        crate::mapfile::remove_files(&ns, Some("evt")).unwrap();
+    }
+}
