@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use acl_notify_core::Error;
 
 use super::cancel::{Control, TaskCtx};
-use super::{DISCARDING, Job, OPEN, Padded, bump, drop_all, drop_quietly, lock};
+use super::{DISCARDING, Job, OPEN, Padded, WorkerPolicy, bump, drop_all, drop_quietly, lock};
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
 
@@ -381,8 +381,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// [`FLUSH_GRACE`], looking every [`LINGER_LOOK_EVERY`] `PAUSE`s, and flushes if none
     /// came — or at once when a `synchronize` waits or the stream may not spin (budget 0).
     /// True if a task came (the caller takes it, `done` still unflushed). Not inlined: in
-    /// the worker's loop it made one stream's record+wait pair about 1.5 ns slower
-    /// (46.1–46.9 against 45.8–47.1 ns as a call, `bench --only inproc`, same minutes).
+    /// the worker's loop it made one stream's record+wait pair (prefilled) slower, 46.8–48.3
+    /// ns against 45.3–46.4 ns as a call and 45.0–47.1 ns before this function existed
+    /// (`bench --only inproc`, three runs of each in turns).
     #[inline(never)]
     fn linger(&self, popped: u64, done: &mut Finished<J::Remains>) -> bool {
         if !self.spin.is_zero() {
@@ -448,6 +449,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         self: Arc<Self>,
         cpu: Option<usize>,
         adaptive: bool,
+        policy: WorkerPolicy,
         ready: mpsc::Sender<Option<i32>>,
     ) {
         /// Announces the worker's exit, however it leaves.
@@ -467,6 +469,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
         if adaptive {
             crate::placement::enable_on_this_thread();
+        }
+        if policy == WorkerPolicy::Batch {
+            // SAFETY: sched_setscheduler(2) on the calling thread (0) with a valid parameter
+            // (priority 0, the only one SCHED_BATCH takes); an unprivileged thread may switch
+            // to it. A refusal leaves the thread as it was, which is correct, only slower.
+            unsafe {
+                let param = libc::sched_param { sched_priority: 0 };
+                libc::sched_setscheduler(0, libc::SCHED_BATCH, &param);
+            }
         }
         let _ = ready.send(Some(gettid()));
         drop(ready);
