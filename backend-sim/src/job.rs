@@ -79,9 +79,24 @@ impl Job<SimError> for SimJob {
     /// (it recorded or consumed last), and the transfer then overlaps the task before
     /// instead of stalling this one's read-modify-write (two streams handing records through
     /// a ring of notifies move about a quarter more items per second).
+    ///
+    /// A boxed task (a copy or a set of device memory, a callback) has its captured state
+    /// pulled in the same way: the enqueuing thread wrote it, on another CPU, and the worker
+    /// reads it, then frees it. Bursts of 64 async copies of 64 KiB took 47.3–47.8 µs against
+    /// 48.6–49.4 µs without (three alternations, at a time when a cache line took 200 ns to
+    /// cross between this VM's two CPUs).
     fn prefetch(&self) {
-        if let SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } = self {
-            prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
+        match self {
+            SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } => {
+                prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
+            }
+            SimJob::Other(task) => {
+                let p: *const u8 = std::ptr::from_ref(&**task).cast();
+                for off in (0..std::mem::size_of_val(&**task)).step_by(64) {
+                    prefetch_for_write(p.wrapping_add(off));
+                }
+            }
+            _ => {}
         }
     }
 }

@@ -629,7 +629,9 @@ impl Sim {
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
             let (d, s) = (QueuedSide::from(d), QueuedSide::from(s));
+            let cpu = crate::placement::current_cpu();
             let task = Box::new(move |_: &TaskCtx| {
+                crate::placement::beside_enqueuer(cpu);
                 let run = || {
                     d.still(dst, count, "destination")?;
                     s.still(src, count, "source")?;
@@ -669,7 +671,9 @@ impl Sim {
                 return r;
             }
             let r = self.set_range(dst, max, count)?;
+            let cpu = crate::placement::current_cpu();
             let task = Box::new(move |_: &TaskCtx| {
+                crate::placement::beside_enqueuer(cpu);
                 let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
                 let done = crate::trace::span("memory", "memset", args, || {
                     r.still("range").map(|()| {
