@@ -17,6 +17,7 @@ use crate::config::{ENV_ENQUEUE_TIMEOUT, MAX_CPU, STREAM_CAPACITY, SimBuilder, S
 use crate::entries::PINS;
 use crate::error::SimError;
 use crate::locks::lock;
+use crate::mem::MemcpyKind;
 use crate::sim::Sim;
 #[cfg(target_arch = "x86_64")]
 use crate::waiters::has_prefetchw;
@@ -1085,4 +1086,44 @@ fn import_key_takes_a_parsed_key_with_the_same_checks() {
             .kind(),
         Error::InvalidHandle
     );
+}
+
+/// A stream made by a thread limited to one CPU gets a worker that waits for its turn when
+/// woken (`SCHED_BATCH`) and does not spin (see `spawn_stream`); its copies run and
+/// synchronize as anywhere. With two CPUs or more the worker is an ordinary thread.
+#[test]
+fn a_stream_made_on_one_cpu_has_a_batch_worker() {
+    let (sim, _ns) = open("onecpu", Soc::Ascend910B);
+    // SAFETY: sched_getscheduler(2) only reads the thread's policy.
+    let policy_of =
+        |sim: &Sim, h| unsafe { libc::sched_getscheduler(sim.stream(h).unwrap().0.worker_tid()) };
+    let cpus = stream::allowed_cpus();
+    if cpus.len() >= 2 {
+        let h = sim.create_stream(0).unwrap();
+        assert_eq!(policy_of(&sim, h), libc::SCHED_OTHER);
+        sim.destroy_stream(h, StreamDestroy::Drain).unwrap();
+    }
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            stream::pin_current_thread(cpus[0]).unwrap();
+            let h = sim.create_stream(0).unwrap();
+            assert_eq!(policy_of(&sim, h), libc::SCHED_BATCH);
+            let a = sim.malloc(0, 4096, 0).unwrap();
+            let b = sim.malloc(0, 4096, 0).unwrap();
+            sim.memset(a, 4096, 7, 4096).unwrap();
+            for _ in 0..64 {
+                // SAFETY: device to device.
+                unsafe { sim.memcpy_async(b, 4096, a, 4096, MemcpyKind::DeviceToDevice, h) }
+                    .unwrap();
+            }
+            sim.synchronize(h, SyncWait::AtMost(Duration::from_secs(10)))
+                .unwrap();
+            let mut back = vec![0u8; 4096];
+            let host = back.as_mut_ptr().expose_provenance();
+            // SAFETY: `back` is 4096 bytes of host memory.
+            unsafe { sim.memcpy(host, 4096, b, 4096, MemcpyKind::DeviceToHost) }.unwrap();
+            assert!(back.iter().all(|&x| x == 7));
+            sim.destroy_stream(h, StreamDestroy::Drain).unwrap();
+        });
+    });
 }

@@ -133,7 +133,24 @@ pub struct StreamConfig {
     spin: Duration,
     cpu: Option<usize>,
     adaptive_cpu: bool,
+    policy: WorkerPolicy,
     enqueue_timeout: Option<Duration>,
+}
+
+/// The kernel scheduling policy of a stream's worker thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WorkerPolicy {
+    /// `SCHED_OTHER`, the default: woken (by an enqueue, a record), the worker may take the
+    /// CPU from the thread running there at once.
+    #[default]
+    Normal,
+    /// `SCHED_BATCH`: woken, the worker waits until the thread running on its CPU sleeps or
+    /// its turn ends. For a worker that shares its one CPU with the threads that feed it:
+    /// there, a worker woken by the first task of a burst would take the CPU from the host
+    /// queuing the rest, run that one task, sleep, and be woken again by the next (the
+    /// simulator uses it for processes limited to one CPU; see `Sim`'s stream spawning).
+    /// If the kernel refuses it, the worker runs as `Normal`.
+    Batch,
 }
 
 impl StreamConfig {
@@ -146,8 +163,15 @@ impl StreamConfig {
             spin: DEFAULT_SPIN,
             cpu: None,
             adaptive_cpu: false,
+            policy: WorkerPolicy::Normal,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
         }
+    }
+
+    /// The worker's scheduling policy (default [`WorkerPolicy::Normal`]).
+    pub fn policy(mut self, policy: WorkerPolicy) -> Self {
+        self.policy = policy;
+        self
     }
 
     /// How long `enqueue` waits for room in a full queue before it drops the task and fails
@@ -315,9 +339,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         let for_worker = Arc::clone(&shared);
         let cpu = config.cpu;
         let adaptive = config.adaptive_cpu && cpu.is_none();
+        let policy = config.policy;
         let handle = thread::Builder::new()
             .name(config.name.clone())
-            .spawn(move || for_worker.worker_main(cpu, adaptive, tx))
+            .spawn(move || for_worker.worker_main(cpu, adaptive, policy, tx))
             .map_err(|_| E::from(Error::ResourceAllocFail))?;
         // Set before any enqueue can exist: `Stream` is returned only below.
         let _ = shared.control.worker.set(handle.thread().clone());

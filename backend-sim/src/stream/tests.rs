@@ -1208,3 +1208,20 @@ fn a_worker_that_cannot_be_placed_fails_the_spawn_cleanly() {
         );
     }
 }
+
+/// The worker runs under the policy its configuration names, and still runs its tasks.
+#[test]
+fn a_batch_worker_runs_under_sched_batch() {
+    // SAFETY: sched_getscheduler(2) only reads the thread's policy.
+    let policy_of = |tid: i32| unsafe { libc::sched_getscheduler(tid) };
+    let batch = S::spawn(StreamConfig::new("t-batch").policy(WorkerPolicy::Batch)).unwrap();
+    let normal = S::spawn(StreamConfig::new("t-normal")).unwrap();
+    assert_eq!(policy_of(batch.worker_tid()), libc::SCHED_BATCH);
+    assert_eq!(policy_of(normal.worker_tid()), libc::SCHED_OTHER);
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..100 {
+        count_on(&batch, &ran);
+    }
+    assert_eq!(batch.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), 100);
+}

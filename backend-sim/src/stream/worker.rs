@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use acl_notify_core::Error;
 
 use super::cancel::{Control, TaskCtx};
-use super::{DISCARDING, Job, OPEN, Padded, bump, drop_all, drop_quietly, lock};
+use super::{DISCARDING, Job, OPEN, Padded, WorkerPolicy, bump, drop_all, drop_quietly, lock};
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
 
@@ -383,6 +383,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         self: Arc<Self>,
         cpu: Option<usize>,
         adaptive: bool,
+        policy: WorkerPolicy,
         ready: mpsc::Sender<Option<i32>>,
     ) {
         /// Announces the worker's exit, however it leaves.
@@ -402,6 +403,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
         if adaptive {
             crate::placement::enable_on_this_thread();
+        }
+        if policy == WorkerPolicy::Batch {
+            // SAFETY: sched_setscheduler(2) on the calling thread (0) with a valid parameter
+            // (priority 0, the only one SCHED_BATCH takes); an unprivileged thread may switch
+            // to it. A refusal leaves the thread as it was, which is correct, only slower.
+            unsafe {
+                let param = libc::sched_param { sched_priority: 0 };
+                libc::sched_setscheduler(0, libc::SCHED_BATCH, &param);
+            }
         }
         let _ = ready.send(Some(gettid()));
         drop(ready);
