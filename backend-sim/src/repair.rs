@@ -1,5 +1,7 @@
 //! Repair of ids leaked by processes that died half-way through a create or destroy, shared by
-//! the notify file ([`crate::shm`]) and the count-notify file ([`crate::cnt`]).
+//! the notify file ([`crate::shm`]), the count-notify file ([`crate::cnt`]) and the IPC event
+//! file ([`crate::ipc_event`], whose slots have no id pool: there the leak is a slot left not
+//! free with no holder).
 //!
 //! A create allocates an id in a shared pool and then claims the id's slot; a destroy retires
 //! the slot and then frees the id. A process killed between two of those steps leaves an id

@@ -14,13 +14,14 @@ use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use acl_notify_core::Error;
-use acl_notify_core::slot::{Leave, MAX_PROCS, Owner, Payload, Slot};
+use acl_notify_core::slot::{Leave, MAX_PROCS, Owner, Payload, Slot, SlotState};
 use acl_notify_core::waiter::Waiter;
 
 use crate::error::SimError;
 use crate::mapfile::{
     Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, align_up, field, fill_fields,
 };
+use crate::repair::{LeakRepair, all_ids};
 use crate::sys;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNEVT\x01");
@@ -129,6 +130,9 @@ pub(crate) struct EvtFile {
     /// count is above zero. Every change of this process's bits is made under this lock, so
     /// a count and its bit never disagree.
     held: Mutex<HashMap<EvtKey, u32>>,
+    /// Leak repair (see [`crate::repair`]): snapshots are (generation, state, holder bits),
+    /// the holder bits being strays (of free process-table entries) or none.
+    repair: LeakRepair<(u32, Option<SlotState>, u64)>,
 }
 
 // SAFETY: the mapping is owned by this value until drop and only accessed through atomics.
@@ -208,6 +212,7 @@ impl EvtFile {
                     server,
                     pid: me,
                     held: Mutex::new(HashMap::new()),
+                    repair: LeakRepair::new(),
                 }))
             },
         )
@@ -278,17 +283,24 @@ impl EvtFile {
                 format!("process-table index {proc} out of range"),
             )));
         }
+        // A repair pass of this process never sees one of its claims half-way.
+        let _g = self.repair.op_guard();
         let mut held = self.held();
+        let hw = self.high_water();
         for idx in 0..MAX_IPC_EVENTS {
             let Some(s) = self.slot(dev, idx) else { break };
+            if idx >= hw {
+                // Before the claim: the scans of the reclaim and the repair must reach every
+                // slot a process may have taken, also one killed right after taking it.
+                self.map
+                    .header::<Header>()
+                    .high_water
+                    .fetch_max(idx + 1, SeqCst);
+            }
             // A slot that is not free is refused untouched: try the next one.
             let Ok(generation) = s.claim_raw(owner, 0, |_| {}) else {
                 continue;
             };
-            self.map
-                .header::<Header>()
-                .high_water
-                .fetch_max(idx + 1, SeqCst);
             held.insert((dev, idx, generation), 1);
             return Ok((dev, idx, generation));
         }
@@ -332,6 +344,7 @@ impl EvtFile {
             return;
         }
         let (dev, idx, generation) = key;
+        let _g = self.repair.op_guard();
         let mut held = self.held();
         match held.get_mut(&key) {
             Some(n) if *n > 1 => {
@@ -353,11 +366,53 @@ impl EvtFile {
         }
     }
 
+    /// Test hook: the leak repair's grace period.
+    #[cfg(test)]
+    pub(crate) fn set_repair_grace(&self, grace: std::time::Duration) {
+        self.repair.set_grace(grace);
+    }
+
     /// Forgets this process's count of `key` without touching the slot (a test standing in
     /// for another process, whose counts go with it).
     #[cfg(test)]
     pub(crate) fn forget(&self, key: EvtKey) {
         self.held().remove(&key);
+    }
+
+    /// Retires slots that no process holds but that are not free, unchanged for the repair
+    /// grace period: left by a process killed between taking a free slot and marking itself
+    /// its holder, or while retiring it, or kept by stray holder bits of process-table entries
+    /// that no process occupies (`free`: such a bit is nobody's reference, and nobody
+    /// reclaims it). `hold(mask)` occupies those entries while a slot's bits are cleared, so
+    /// that nobody registers there and joins meanwhile (`None`: one was taken). Returns how
+    /// many slots were freed.
+    fn repair_leaks<H>(&self, free: u64, hold: impl Fn(u64) -> Option<H>) -> u32 {
+        let hw = self.high_water();
+        self.repair.sweep(
+            all_ids(self.devices, |_| hw),
+            |dev, idx| {
+                let s = self.slot(dev, idx)?;
+                let (state, holders) = (s.state(), s.holders());
+                (state != Some(SlotState::Free) && holders & !free == 0)
+                    .then(|| (s.generation(), state, holders))
+            },
+            |dev, idx| {
+                let Some(s) = self.slot(dev, idx) else {
+                    return false;
+                };
+                let stray = s.holders();
+                let _hold = if stray == 0 {
+                    None
+                } else {
+                    let Some(h) = hold(stray) else { return false };
+                    if s.clear_stray_holders(stray) != 0 {
+                        return false;
+                    }
+                    Some(h)
+                };
+                s.retire_orphan()
+            },
+        )
     }
 
     /// Drops every reference process-table entry `proc` holds (its holder bit in every slot);
@@ -400,6 +455,22 @@ fn header_fields(h: &Header, devices: u32, total: usize) -> [Field<'_>; 5] {
         field("slot offset", &h.slots_off, PAGE as u64),
         field("total size", &h.total, total as u64),
     ]
+}
+
+/// The leak repair of the IPC event file of `namespace`/`server` (if there is one), for the
+/// process table's garbage collection: see [`EvtFile::repair_leaks`]. Only a process that keeps
+/// the file open remembers its suspects from one pass to the next (the grace period).
+pub(crate) fn repair_leaks<H>(
+    namespace: &str,
+    server: u32,
+    devices: u32,
+    free: u64,
+    hold: impl Fn(u64) -> Option<H>,
+) -> u32 {
+    match EvtFile::open(namespace, server, devices, EvtOpen::Existing) {
+        Ok(Some(f)) if !f.lost() => f.repair_leaks(free, hold),
+        _ => 0,
+    }
 }
 
 fn validate(

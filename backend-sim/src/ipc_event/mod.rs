@@ -21,15 +21,17 @@
 //! handle of a freed event is told apart (107017). A process that dies, even by SIGKILL, is
 //! treated as having destroyed what it held: the process table's reclaim of a dead process
 //! (on open, when a device runs out of IPC events, and on `Sim::gc`) clears its bit in every
-//! IPC event slot too, and retires those it held last.
+//! IPC event slot too, and retires those it held last. A slot left not free with no holder
+//! (its creator killed between taking it and marking itself its holder, or a holder killed
+//! while retiring it), or held only by bits of process-table entries nobody occupies, is
+//! retired by the leak repair once it has stayed so for the grace period ([`crate::repair`],
+//! 10 s).
 //!
 //! # Limits (ours)
 //!
 //! 1,024 IPC events per device and server. Records that run out of order on different
 //! streams raise `done` to the highest number (a wait for an earlier one may then pass early).
-//! A process killed in the few instructions between taking a free slot and marking itself its
-//! holder leaks that slot until the namespace's files are removed. A handle names its
-//! server's file: opening one of another server is 107000.
+//! A handle names its server's file: opening one of another server is 107000.
 
 pub(crate) mod file;
 
@@ -80,7 +82,8 @@ impl fmt::Debug for EvtFiles {
 
 impl EvtFiles {
     /// Claims a free slot on `dev` for a new IPC event owned by this process. When the device
-    /// has none left, dead processes are reclaimed first (what they held comes back).
+    /// has none left, garbage is collected first (what dead processes held comes back; see
+    /// [`ShmFile::gc`]).
     pub(crate) fn claim(&self, dev: u32) -> Result<IpcRef, SimError> {
         self.reg.still_registered()?;
         let start_time = self.reg.identity().1;
@@ -92,7 +95,7 @@ impl EvtFiles {
         let key = match claim()? {
             Some(key) => key,
             None => {
-                self.reg.reclaim_dead();
+                self.reg.gc();
                 claim()?.ok_or_else(|| {
                     SimError::new(
                         Error::NoEventResource,
@@ -539,6 +542,39 @@ mod tests {
         // drop: forget it, as a dead process's table goes with it.
         f.file.forget((dev, idx, g));
         drop(mine);
+        assert_eq!(t.state(), Some(SlotState::Free));
+    }
+
+    /// A slot held only by the bit of a process-table entry that no process occupies (nobody
+    /// reclaims such a bit: only registered dead processes are reclaimed) is retired by the
+    /// leak repair of the process table's garbage collection, once the grace period is over;
+    /// a slot also held by a live process is not.
+    #[test]
+    fn a_slot_held_only_by_a_stray_bit_is_repaired() {
+        let m = Machine::new("stray", 1);
+        let f = &m.files;
+        let stray = 50;
+        assert_ne!(stray, f.reg.me());
+        let (dev, idx, g) = f.file.claim(stray, 0, 0).map_err(|_| ()).unwrap();
+        f.file.forget((dev, idx, g));
+        let mine = f.claim(0).unwrap();
+        let shared = mine.key;
+        let t = f.file.slot(shared.0, shared.1).unwrap();
+        assert_eq!(t.join(stray, shared.2), Ok(true));
+        let s = f.file.slot(dev, idx).unwrap();
+        // Within the grace period nothing is touched.
+        assert_eq!(f.reg.gc().ipc_events_freed, 0);
+        assert!(s.is_live(g));
+        f.file.set_repair_grace(Duration::ZERO);
+        assert_eq!(f.reg.gc().ipc_events_freed, 1);
+        assert_eq!(s.state(), Some(SlotState::Free));
+        assert_eq!(s.holders(), 0);
+        assert_eq!(s.generation(), g.wrapping_add(1));
+        // Ours stays (with the stray bit: not ours to clear while we hold it).
+        assert!(t.is_live(shared.2));
+        drop(mine);
+        assert!(t.is_live(shared.2), "the stray bit still holds it");
+        assert_eq!(f.reg.gc().ipc_events_freed, 1);
         assert_eq!(t.state(), Some(SlotState::Free));
     }
 

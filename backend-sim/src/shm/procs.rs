@@ -7,7 +7,9 @@ use acl_notify_core::Error;
 use acl_notify_core::table::{Leave, MAX_PROCS};
 
 use crate::error::SimError;
-use crate::ipc_event::file::reclaim_proc as reclaim_ipc_events;
+use crate::ipc_event::file::{
+    reclaim_proc as reclaim_ipc_events, repair_leaks as repair_ipc_events,
+};
 use crate::repair::all_ids;
 use crate::sys;
 
@@ -102,6 +104,13 @@ impl ShmFile {
     pub fn gc(&self) -> GcReport {
         let mut report = self.reclaim_dead();
         report.notifies_freed += self.repair_leaks();
+        report.ipc_events_freed += repair_ipc_events(
+            &self.namespace,
+            self.server,
+            self.layout.devices,
+            self.free_procs(),
+            |mask| self.hold_free_procs(mask),
+        );
         report
     }
 
