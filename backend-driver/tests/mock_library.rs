@@ -113,7 +113,7 @@ fn invalid_handles_get_the_answer_of_the_runtime_check_order() {
         Error::FeatureNotSupport
     );
     assert_eq!(
-        d.import_by_key(0, "an1\0", ImportFlags::empty())
+        d.import_by_key(0, "an2\0", ImportFlags::empty())
             .unwrap_err()
             .kind(),
         Error::FeatureNotSupport
@@ -373,14 +373,14 @@ fn keys_and_whitelists_are_marshalled_faithfully() {
         "{e}"
     );
     let e = d
-        .import_by_key(0, "an1-not-a-key", ImportFlags::empty())
+        .import_by_key(0, "an2-not-a-key", ImportFlags::empty())
         .unwrap_err();
     assert_eq!(
         (e.kind(), e.function()),
         (Error::ParamInvalid, Some("aclrtNotifyImportByKey"))
     );
     let e = d
-        .import_by_key(0, "an1\0", ImportFlags::empty())
+        .import_by_key(0, "an2\0", ImportFlags::empty())
         .unwrap_err();
     assert_eq!((e.kind(), e.function()), (Error::ParamInvalid, None));
     d.destroy_notify(imp).unwrap();

@@ -185,7 +185,7 @@ static int child_main(int rd, int wr) {
     }
     if (strncmp(line, "NOIPC", 5) == 0) {
         aclrtNotify n = NULL;
-        EXPECT(aclrtNotifyImportByKey(&n, "an1-0000000000000000000000000000000000000000000000000000000000", 0),
+        EXPECT(aclrtNotifyImportByKey(&n, "an2-0000000000000000000000000000000000000000000000000000000000", 0),
                ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     } else {
         char kA[65], kB[65], kC[65], kD[65];

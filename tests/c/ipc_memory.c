@@ -125,7 +125,7 @@ int main(int argc, char **argv) {
               ACL_ERROR_RT_PARAM_INVALID);
 
     if (!has_ipc) {
-        const char *fake = "an1-0000000000000000-00000000000000000000000000000000-00000000";
+        const char *fake = "an2-0000000000000000-00000000000000000000000000000000-00000000";
         EXPECT_RC(aclrtIpcMemGetExportKey(d, SIZE, key, sizeof key, 0),
                   ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
         EXPECT_RC(aclrtIpcMemSetImportPid(fake, &pid, 1), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);

@@ -338,15 +338,21 @@ aclError aclrtNotifyGetExportKey(void *n, char *key, size_t len, uint64_t flags)
     }
     char t[65];
     memset(t, '-', 64);
-    memcpy(t, "an1-", 4);
+    memcpy(t, "an2-", 4);
     put_hex(t + 4, 4, 0);
     put_hex(t + 8, 2, (uint64_t)o->device);
     put_hex(t + 10, 4, o->id);
     put_hex(t + 14, 8, 1);
     for (int i = 0; i < 16; i++) put_hex(t + 23 + 2 * i, 2, (uint64_t)(0x10 + i));
-    uint32_t h = 0x811c9dc5u;
-    for (int i = 0; i < 55; i++) { h ^= (uint8_t)t[i]; h *= 0x01000193u; }
-    put_hex(t + 56, 8, h);
+    /* The core's key checksum (core/src/key.rs): 55 characters as seven little-endian words. */
+    uint64_t h = 0x6a09e667f3bcc908ull;
+    for (int i = 0; i < 55; i += 8) {
+        uint64_t w = 0;
+        for (int j = 0; j < 8 && i + j < 55; j++) w |= (uint64_t)(uint8_t)t[i + j] << (8 * j);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    put_hex(t + 56, 8, (h * 0x9e3779b97f4a7c15ull) >> 32);
     t[64] = 0;
     memcpy(key, t, 65);
     return 0;
@@ -401,7 +407,7 @@ aclError aclrtNotifyImportByKey(void **n, const char *key, uint64_t flags) {
     size_t len = strnlen(key, 128);
     uint32_t id = 0;
     int owner_dev = -1;
-    if (len == 64 && memcmp(key, "an1-", 4) == 0) {
+    if (len == 64 && memcmp(key, "an2-", 4) == 0) {
         for (int i = 10; i < 14; i++) { int v = hexval(key[i]); if (v < 0) return fail(107000, "malformed key"); id = id * 16 + (uint32_t)v; }
         owner_dev = hexval(key[8]) * 16 + hexval(key[9]);
     } else if (strncmp(key, "foreign-key-", 12) == 0) {

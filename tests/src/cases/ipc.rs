@@ -48,7 +48,7 @@ fn fake_pids(from: i32, n: i32) -> Vec<i32> {
     (from..from + n).collect()
 }
 
-/// A key is at most 64 printable characters (ours: exactly 64, the core's `an1-` format) and
+/// A key is at most 64 printable characters (ours: exactly 64, the core's `an2-` format) and
 /// names the notify: its id, device and server.
 fn export_key_format<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
