@@ -15,7 +15,7 @@
 //! └ format version
 //! ```
 //!
-//! The checksum (see [`checksum`]) reads the text eight characters at a time: version 1 of the
+//! The checksum (the private `checksum` function) reads the text eight characters at a time: version 1 of the
 //! format (`an1-`) used FNV-1a, one multiply per character, whose 55-step dependency chain cost
 //! about 55 ns of the 70 ns a parse took and as much of every export (measured in this
 //! crate's release build, 2026-12-05); the word-wise mix costs seven. Keys are not kept past
