@@ -15,12 +15,12 @@
 //! └ format version
 //! ```
 //!
-//! The checksum (the private `checksum` function) reads the text eight characters at a time: version 1 of the
-//! format (`an1-`) used FNV-1a, one multiply per character, whose 55-step dependency chain cost
-//! about 55 ns of the 70 ns a parse took and as much of every export (measured in this
-//! crate's release build, 2026-12-05); the word-wise mix costs seven. Keys are not kept past
-//! a run, and every process of a namespace runs one build (the shared files' layout versions
-//! see to that), so the version moved instead of both being accepted.
+//! The checksum (the private `checksum` function) reads the text eight characters at a time:
+//! version 1 of the format (`an1-`) used FNV-1a, one multiply per character, whose 55-step
+//! dependency chain cost about 55 ns of the 70 ns a parse took and as much of every export
+//! (measured in this crate's release build, 2026-12-05); the word-wise mix costs seven. Keys
+//! are not kept past a run, and every process of a namespace runs one build (the shared files'
+//! layout versions see to that), so the version moved instead of both being accepted.
 //!
 //! A well-formed key proves nothing: the backend must still match the nonce and generation
 //! against the live notify (a guessed key opens nothing).
