@@ -42,8 +42,10 @@ impl Sim {
         if !spin::Spinner::may_spin() {
             config = config.spin(Duration::ZERO);
         }
-        if allowed_cpus().len() == 1 {
-            // A process limited to one CPU (`taskset -c 0`): the worker and the threads that
+        let here = allowed_cpus();
+        if here.len() == 1 && cpu.is_none_or(|c| c == here[0]) {
+            // A process limited to one CPU (`taskset -c 0`), and a worker that stays there
+            // (not placed on another CPU by `StreamCpus`): the worker and the threads that
             // feed it and synchronize with it take turns on it. Spinning for each other
             // cannot help there, and the spins' `sched_yield`s hurt beside another process
             // on that CPU: under EEVDF each yield moves the yielder's deadline a slice later,

@@ -1128,3 +1128,30 @@ fn a_stream_made_on_one_cpu_has_a_batch_worker() {
         });
     });
 }
+
+/// A stream made by a thread limited to one CPU whose worker `StreamCpus` places on another
+/// CPU does not share that CPU with its feeder: its worker stays an ordinary, spinning thread.
+#[test]
+fn a_stream_placed_off_its_makers_one_cpu_has_an_ordinary_worker() {
+    let cpus = stream::allowed_cpus();
+    if cpus.len() < 2 {
+        return;
+    }
+    let (sim, _ns) = open_with(
+        "onecpu-placed",
+        Sim::builder()
+            .soc(Soc::Ascend910B)
+            .stream_cpus(StreamCpus::List(vec![cpus[1]])),
+    );
+    std::thread::scope(|t| {
+        t.spawn(|| {
+            stream::pin_current_thread(cpus[0]).unwrap();
+            let h = sim.create_stream(0).unwrap();
+            assert_eq!(sim.stream_cpu(h).unwrap(), Some(cpus[1]));
+            let tid = sim.stream(h).unwrap().0.worker_tid();
+            // SAFETY: sched_getscheduler(2) only reads the thread's policy.
+            assert_eq!(unsafe { libc::sched_getscheduler(tid) }, libc::SCHED_OTHER);
+            sim.destroy_stream(h, StreamDestroy::Drain).unwrap();
+        });
+    });
+}

@@ -115,7 +115,7 @@ const CHECKED: usize = CHECK.start - 1;
 /// xor-shift; every step is a bijection of the state, so two texts that differ in one word
 /// always reach different states, and the state's high half after a last multiply is the
 /// checksum.
-fn checksum(text: &[u8; CHECKED]) -> u32 {
+fn checksum(text: &[u8; KEY_LEN]) -> u32 {
     const K: u64 = 0x9e37_79b9_7f4a_7c15;
     let word = |i: usize| {
         let mut w = [0u8; 8];
@@ -133,11 +133,6 @@ fn checksum(text: &[u8; CHECKED]) -> u32 {
     (h.wrapping_mul(K) >> 32) as u32
 }
 
-/// The checked part of a 64-character key.
-fn checked(t: &[u8; KEY_LEN]) -> &[u8; CHECKED] {
-    t.first_chunk().unwrap_or(&[0; CHECKED])
-}
-
 impl ExportKey {
     /// Encodes `fields` as a key.
     pub fn encode(fields: &KeyFields) -> ExportKey {
@@ -153,7 +148,7 @@ impl ExportKey {
                 u64::from(*b),
             );
         }
-        let check = checksum(checked(&t));
+        let check = checksum(&t);
         put_hex(&mut t[CHECK], u64::from(check));
         ExportKey::native(t)
     }
@@ -177,7 +172,7 @@ impl ExportKey {
         if !(all_hex(&t[BODY]) && all_hex(&t[NONCE]) && all_hex(&t[CHECK])) {
             return Err(Error::ParamInvalid);
         }
-        if checksum(checked(t)) != get_hex(&t[CHECK]) as u32 {
+        if checksum(t) != get_hex(&t[CHECK]) as u32 {
             return Err(Error::ParamInvalid);
         }
         Ok(ExportKey::native(*t))

@@ -134,7 +134,7 @@ fn documented_layout() {
     );
     assert_eq!(
         u32::from_str_radix(&s[56..], 16).unwrap(),
-        checksum(s.as_bytes()[..55].try_into().unwrap())
+        checksum(s.as_bytes().try_into().unwrap())
     );
 }
 
