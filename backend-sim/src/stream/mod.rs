@@ -413,9 +413,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 // A deadline past the clock's range is "forever".
                 SyncWait::AtMost(d) => Instant::now().checked_add(d),
             };
+            let window = sync_spin::window(s.spin);
             let spin = match deadline {
-                Some(d) => s.spin.min(d.saturating_duration_since(Instant::now())),
-                None => s.spin,
+                Some(d) => window.min(d.saturating_duration_since(Instant::now())),
+                None => window,
             };
             // Spins while the worker keeps finishing tasks (see `sync_spin`), then sleeps.
             let finished = || s.worker.completed.load(Ordering::Relaxed);

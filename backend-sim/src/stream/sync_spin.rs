@@ -26,6 +26,31 @@ use super::worker::spin_until;
 /// The longest a `synchronize` spins in all, however often the stream makes progress.
 pub(super) const SYNC_SPIN_CAP: Duration = Duration::from_millis(1);
 
+/// The shortest spin window of a `synchronize` (unless the stream may not spin at all).
+///
+/// Why not the stream's `spin` (10 µs by default): a copy's worker that finds itself on its
+/// host's CPU moves to another one ([`crate::placement`]), and a vCPU of this project's VM
+/// that has gone idle takes 20–35 µs to run the thread moved onto it. A synchronize that
+/// saw no task finish for 10 µs meanwhile went to sleep, and the worker's wake-up when the
+/// burst was done put it on the worker's new CPU (the kernel wakes a thread beside its
+/// waker): host and worker were together again, the next move a gap later did the same,
+/// and a probe (8 samples of 40 bursts of 64 copies of 64 KiB, the worker parked between
+/// samples) found them together in 13–15 of each sample's 40 bursts, 52 µs a burst; with
+/// this window, in 0–1, 44–46 µs a burst at a time when lines crossed slowly (35 µs in
+/// fast minutes). The cost: a synchronize on a stream whose task runs long spins up to
+/// 50 µs instead of 10 before it sleeps, yielding to any other thread after the first 2 µs
+/// like every spin of the engine.
+pub(super) const SYNC_MIN_WINDOW: Duration = Duration::from_micros(50);
+
+/// The spin window of a synchronize on a stream whose spin is `spin`.
+pub(super) fn window(spin: Duration) -> Duration {
+    if spin.is_zero() {
+        Duration::ZERO
+    } else {
+        spin.max(SYNC_MIN_WINDOW)
+    }
+}
+
 /// Spins until `done()`; the window `spin` restarts each time `progress()` (a count of
 /// finished tasks) moves, and the spin ends after `cap` in all. True if `done()` held.
 pub(super) fn spin_while_progress(
@@ -103,6 +128,14 @@ mod tests {
         assert!(!restarting(ms(1000), || false, || 0, plain(ms(1))));
         let took = t.elapsed();
         assert!(took >= ms(1) && took < ms(500), "{took:?}");
+    }
+
+    /// The window is at least `SYNC_MIN_WINDOW`, and zero stays zero (no spinning).
+    #[test]
+    fn the_window_has_a_floor_but_zero_stays_zero() {
+        assert_eq!(window(Duration::ZERO), Duration::ZERO);
+        assert_eq!(window(Duration::from_micros(10)), SYNC_MIN_WINDOW);
+        assert_eq!(window(Duration::from_millis(1)), Duration::from_millis(1));
     }
 
     /// A spin of zero only looks.
