@@ -76,7 +76,7 @@ impl Sim {
         self.enqueue_job(stream, h, SimJob::Other(Box::new(task)))
     }
 
-    /// Queues `job` on stream `h` after `check` accepts the stream's device (and the job). The
+    /// Queues `job` on stream `h` after `check` accepts the stream (its device) and the job. The
     /// common case queues under the stream table's read lock, without taking a reference to
     /// the stream (two atomic read-modify-writes fewer); a full queue is waited for outside
     /// the lock.
@@ -84,7 +84,7 @@ impl Sim {
         &self,
         h: RawStream,
         job: SimJob,
-        check: impl FnOnce(u32, &SimJob) -> Result<(), SimError>,
+        check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
     ) -> Result<(), SimError> {
         // A record is published in the wait-for graph (one store; see `waitgraph`).
         let target = match &job {
@@ -94,7 +94,7 @@ impl Sim {
         let (s, job, graph) = {
             let t = read(&self.inner.streams);
             let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
-            check(e.device, &job)?;
+            check(e, &job)?;
             // The timeline follows a job wrapped when it is queued (see `trace::job`).
             let job = if trace::on() {
                 trace::job::traced(job)

@@ -35,6 +35,14 @@ pub(crate) enum SimJob {
     /// The count notify and the wait, its timeout resolved when queued (as a notify wait's).
     CntWait(Box<(Arc<CntRef>, CntWait)>),
     Host(HostCall),
+    /// A boxed task that never blocks and keeps no CPU for long except with its own work:
+    /// a copy or a set of device memory. It does not make the worker retire the tasks before
+    /// it first ([`Job::may_block`] is false), so a burst of copies costs no read-modify-write
+    /// of the shared `retired` counter per copy (that line is polled by a waiting
+    /// `synchronize` on another CPU): bursts of 64 async copies of 64 KiB went from 0.84–0.85×
+    /// to 0.94× of `memcpy` in slow minutes, and from 1.08× to 1.13× in fast ones (one A/B
+    /// each, same binary).
+    Bulk(Task<SimError>),
     Other(Task<SimError>),
 }
 
@@ -72,7 +80,10 @@ impl Job<SimError> for SimJob {
 
     /// Records never block; waits call `before_block` before they sleep.
     fn may_block(&self) -> bool {
-        !matches!(self, SimJob::Record { .. } | SimJob::Wait { .. })
+        !matches!(
+            self,
+            SimJob::Record { .. } | SimJob::Wait { .. } | SimJob::Bulk(_)
+        )
     }
 
     /// Starts pulling the notify's flag line in for writing while the task before runs: a
@@ -91,7 +102,7 @@ impl Job<SimError> for SimJob {
             SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } => {
                 prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
             }
-            SimJob::Other(task) => {
+            SimJob::Other(task) | SimJob::Bulk(task) => {
                 let p: *const u8 = std::ptr::from_ref(&**task).cast();
                 for off in (0..std::mem::size_of_val(&**task)).step_by(64) {
                     prefetch_for_write(p.wrapping_add(off));
@@ -153,7 +164,7 @@ impl SimJob {
                 ctx.set_blocked_on(0);
                 (Ok(()), None)
             }
-            SimJob::Other(task) => (task(ctx), None),
+            SimJob::Other(task) | SimJob::Bulk(task) => (task(ctx), None),
         }
     }
 }

@@ -367,9 +367,9 @@ impl StreamOps for Sim {
             self.enqueue_checked(
                 stream,
                 SimJob::Wait { pin, timeout: t },
-                |sdev, job| match job {
-                    SimJob::Wait { pin, .. } if !self.on_owner_device(&pin.0, sdev) => {
-                        Err(self.wrong_device(&pin.0, sdev))
+                |e, job| match job {
+                    SimJob::Wait { pin, .. } if !self.on_owner_device(&pin.0, e.device) => {
+                        Err(self.wrong_device(&pin.0, e.device))
                     }
                     _ => Ok(()),
                 },

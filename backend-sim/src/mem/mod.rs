@@ -135,7 +135,8 @@ impl DevRange {
             return Ok(());
         }
         Err(queued::freed_before_run(
-            &self.alloc,
+            self.alloc.size,
+            self.alloc.file.device(),
             self.base,
             self.addr,
             self.len,
@@ -628,7 +629,8 @@ impl Sim {
                 return r;
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
-            let (d, s) = (QueuedSide::from(d), QueuedSide::from(s));
+            let files = [queued::file_of(&d), queued::file_of(&s)];
+            let (d, s) = (QueuedSide::new(&d), QueuedSide::new(&s));
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |_: &TaskCtx| {
                 crate::placement::beside_enqueuer(cpu);
@@ -648,8 +650,15 @@ impl Sim {
                 s.intact()?;
                 r
             });
-            // Queued under the stream table's read lock, without a reference to the stream.
-            self.enqueue_checked(stream, SimJob::Other(task), |_, _| Ok(()))
+            // Queued under the stream table's read lock, without a reference to the stream,
+            // which keeps the files the task uses.
+            self.enqueue_checked(stream, SimJob::Bulk(task), |e, _| {
+                files
+                    .into_iter()
+                    .flatten()
+                    .for_each(|f| e.stream.keep_alive(f));
+                Ok(())
+            })
         })
     }
 
@@ -670,23 +679,29 @@ impl Sim {
             if let Some(r) = self.remote_memset(dst, max, value, count, Some(stream)) {
                 return r;
             }
-            let r = self.set_range(dst, max, count)?;
+            let r = Side::Device(self.set_range(dst, max, count)?);
+            let file = queued::file_of(&r).cloned();
+            let q = QueuedSide::new(&r);
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |_: &TaskCtx| {
                 crate::placement::beside_enqueuer(cpu);
                 let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
                 let done = crate::trace::span("memory", "memset", args, || {
-                    r.still("range").map(|()| {
-                        // SAFETY: a range of a mapped allocation, checked just now.
-                        unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
-                    })
+                    q.still(dst, count, "range")?;
+                    let to = q.ptr(dst, count)?;
+                    // SAFETY: a range of a mapped allocation, checked just now.
+                    unsafe { std::ptr::write_bytes(to, value, count) };
+                    Ok(())
                 });
                 // As in `memcpy_async`.
-                r.alloc.file.intact()?;
+                q.intact()?;
                 done
             });
-            // Queued under the stream table's read lock, without a reference to the stream.
-            self.enqueue_checked(stream, SimJob::Other(task), |_, _| Ok(()))
+            // As in `memcpy_async`.
+            self.enqueue_checked(stream, SimJob::Bulk(task), |e, _| {
+                file.iter().for_each(|f| e.stream.keep_alive(f));
+                Ok(())
+            })
         })
     }
 

@@ -48,11 +48,16 @@ impl Alloc {
     /// closes), but not after its owner freed it (SPEC §8: an importer's use after the
     /// owner's free is an error).
     pub(super) fn current(&self) -> bool {
-        self.file.slot(self.id).is_some_and(|s| {
-            if self.imported {
-                s.holds(self.generation) && s.sync.owner_freed.load(SeqCst) == 0
+        Alloc::is_current(&self.file, self.id, self.generation, self.imported)
+    }
+
+    /// [`current`](Self::current) of allocation `id` (this `generation`) of `file`.
+    pub(super) fn is_current(file: &MemFile, id: u32, generation: u32, imported: bool) -> bool {
+        file.slot(id).is_some_and(|s| {
+            if imported {
+                s.holds(generation) && s.sync.owner_freed.load(SeqCst) == 0
             } else {
-                s.is_live(self.generation)
+                s.is_live(generation)
             }
         })
     }

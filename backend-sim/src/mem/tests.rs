@@ -174,6 +174,26 @@ fn async_copies_run_in_stream_order_and_recheck_their_ranges() {
         e.to_string().contains("freed before the queued task ran"),
         "{e}"
     );
+    // The same for a copy: the message names the allocation, its size and the range.
+    let c = sim.malloc(0, 4096, 0).unwrap();
+    let g = std::sync::Arc::clone(&gate);
+    st.enqueue(move |_: &TaskCtx| {
+        g.wait();
+        Ok(())
+    })
+    .unwrap();
+    // SAFETY: device to device.
+    unsafe { sim.memcpy_async(a, 4096, c + 64, 128, MemcpyKind::DeviceToDevice, s) }.unwrap();
+    sim.free(c).unwrap();
+    gate.wait();
+    let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
+    let want = format!(
+        "source [{:#x}, {:#x}) is in allocation {c:#x} (4096 bytes, device 0), which was freed \
+         before the queued task ran",
+        c + 64,
+        c + 192
+    );
+    assert!(e.to_string().contains(&want), "{e}");
 }
 
 /// Host code that dereferences a device pointer faults, as on hardware.

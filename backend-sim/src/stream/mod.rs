@@ -353,6 +353,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             control,
             exited: Mutex::new(false),
             exited_cv: Condvar::new(),
+            kept: Mutex::new(Vec::new()),
+            kept_fast: Default::default(),
             _error: PhantomData,
         });
         let (tx, rx) = mpsc::channel();
@@ -488,6 +490,37 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         // interrupted with the aborted ones: it raced the abort.
         s.control.interrupt();
         Ok(())
+    }
+
+    /// Keeps `value` alive for as long as this stream's queue exists, so that a task queued
+    /// on it may use the value through a plain pointer instead of holding a reference of its
+    /// own: no reference count written by the enqueuing thread and again by the worker, on
+    /// two CPUs, for every task. Call it before queuing such a task (the worker runs tasks
+    /// only while the queue exists, and a queued task is dropped before the kept values
+    /// are). Kept values are never let go before the stream's end; a value kept already (the
+    /// same allocation) is not kept twice, and is found without a lock if it is among the
+    /// first four kept.
+    pub fn keep_alive<T: std::any::Any + Send + Sync>(&self, value: &Arc<T>) {
+        let s = &*self.shared;
+        let p = Arc::as_ptr(value).cast::<()>().cast_mut();
+        if s.kept_fast.iter().any(|k| k.load(Ordering::Acquire) == p) {
+            return;
+        }
+        let mut kept = lock(&s.kept);
+        if kept
+            .iter()
+            .any(|v| Arc::as_ptr(v).cast::<()>() == p.cast_const())
+        {
+            return;
+        }
+        kept.push(Arc::clone(value) as Arc<dyn std::any::Any + Send + Sync>);
+        if let Some(k) = s
+            .kept_fast
+            .iter()
+            .find(|k| k.load(Ordering::Relaxed).is_null())
+        {
+            k.store(p, Ordering::Release);
+        }
     }
 
     /// Whether every task enqueued so far has run (`Complete`) or not (`NotReady`). Never

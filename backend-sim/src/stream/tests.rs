@@ -1256,3 +1256,35 @@ fn a_batch_worker_runs_under_sched_batch() {
     assert_eq!(batch.synchronize(SYNC), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), 100);
 }
+
+/// Kept values live as long as the stream (past the queued tasks that use them), each kept
+/// once however often it is asked for, also beyond those found without the lock.
+#[test]
+fn kept_values_live_until_the_stream_is_gone() {
+    let s: S = Stream::new("keep").unwrap();
+    let vals: Vec<Arc<u64>> = (0..6).map(Arc::new).collect();
+    for v in &vals {
+        s.keep_alive(v);
+        s.keep_alive(v);
+    }
+    for v in &vals {
+        assert_eq!(Arc::strong_count(v), 2);
+    }
+    // A task that reads a kept value through a plain pointer, run while the stream lives.
+    let p = Arc::as_ptr(&vals[5]).addr();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let out = Arc::clone(&seen);
+    s.enqueue(move |_| {
+        // SAFETY: the stream keeps the value, and its tasks run while the stream exists.
+        let v = unsafe { *std::ptr::with_exposed_provenance::<u64>(p) };
+        out.store(v as usize + 1, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    s.synchronize(SYNC).unwrap();
+    assert_eq!(seen.load(Ordering::SeqCst), 6);
+    drop(s);
+    for v in &vals {
+        assert_eq!(Arc::strong_count(v), 1);
+    }
+}

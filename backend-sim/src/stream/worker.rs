@@ -151,8 +151,16 @@ pub(super) struct Shared<E, J> {
     /// it because another one does.
     pub(super) exited: Mutex<bool>,
     pub(super) exited_cv: Condvar,
+    /// Values the stream's tasks use through plain pointers ([`super::Stream::keep_alive`]):
+    /// declared after `ring`, so dropped after every task still queued.
+    pub(super) kept: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
+    /// The first [`KEPT_FAST`] of them by address, for a look without the lock.
+    pub(super) kept_fast: [std::sync::atomic::AtomicPtr<()>; KEPT_FAST],
     pub(super) _error: PhantomData<fn() -> E>,
 }
+
+/// How many kept values [`super::Stream::keep_alive`] finds without taking a lock.
+pub(super) const KEPT_FAST: usize = 4;
 
 /// Tasks the worker has run but not yet retired, and their remains (see [`Job::run`]). They
 /// are flushed — remains dropped, then the tasks retired in one step — before a task that
