@@ -127,22 +127,20 @@ impl Crowding {
     /// A bulk task (a copy) found the worker on the CPU its enqueuer was on when it queued
     /// it, at `now`: whether to move now. One such task is enough (see
     /// [`beside_enqueuer`]); the gap and its backoff bound how often, and a move is made
-    /// only if `idle()` says another CPU has nothing to run — else the worker would trade
+    /// only if `idle()` says another CPU had time to spare — else the worker would trade
     /// its host for a busier neighbour (measured with a busy loop on the other CPU: 0.04–0.93×
     /// of `memcpy` at 64 KiB with the move, 0.27–0.88× without).
     ///
-    /// A "no" from `idle()` (a file read) is asked again only after [`GAP`], doubling with
-    /// every "no" in a row up to [`MAX_BUSY_BACKOFF`] (3.2 ms), and does not count as a move
-    /// that did not help: the answer is noisy. `idle()` reads the kernel's count of runnable
-    /// threads, which under EEVDF also counts sleeping threads whose dequeue is delayed
-    /// (`DELAY_DEQUEUE`): on this project's VM, with nothing running but the reader, 2,000
-    /// reads in a row said 1 about half the time and 3 for most of the rest, the same in
-    /// three reads taken back to back. When a "no" counted as a move that did not help, the
-    /// gap reached its 100 ms cap after a few such reads, and a copy stream's worker woken
-    /// beside its host (the kernel wakes it there, see the module docs) stayed there for
-    /// whole 80 ms bench samples: bursts of 64 async copies of 64 KiB took 50–53 µs instead
-    /// of 34–36 µs (`examples`-style probe, 8 samples of 40 bursts, the worker parked
-    /// between samples).
+    /// A "no" from `idle()` (a file read, see [`idle_elsewhere`]) is asked again only after
+    /// [`GAP`], doubling with every "no" in a row up to [`MAX_BUSY_BACKOFF`] (3.2 ms), and
+    /// does not count as a move that did not help. When it did (and `idle()` read the
+    /// kernel's count of runnable threads, which under EEVDF also counts sleeping threads
+    /// whose dequeue is delayed: on this project's VM, with nothing running but the reader,
+    /// 2,000 reads in a row said 1 about half the time and 3 for most of the rest), the gap
+    /// reached its 100 ms cap after a few reads, and a copy stream's worker woken beside its
+    /// host (the kernel wakes it there, see the module docs) stayed there for whole 80 ms
+    /// bench samples: bursts of 64 async copies of 64 KiB took 50–53 µs instead of 34–36 µs
+    /// (a probe: 8 samples of 40 bursts, the worker parked between samples).
     pub(crate) fn shared_with_enqueuer(&mut self, now: u64, idle: impl FnOnce() -> bool) -> bool {
         let gap = GAP.as_nanos() as u64;
         if self.last_move != 0 && now.saturating_sub(self.last_move) < gap << self.backoff {
@@ -266,8 +264,10 @@ pub(crate) fn current_cpu() -> u32 {
 /// `/proc` read or two and the migration, 10–40 µs) none had: the host went to sleep, and
 /// the worker's wake-up at the end of the burst put it on the worker's new CPU — together
 /// again (a probe: 12–15 of every 40 bursts so, 52 µs a burst; see also
-/// `stream::sync_spin::SYNC_MIN_WINDOW`).
-pub(crate) fn beside_enqueuer(enqueuer_cpu: u32) {
+/// `stream::sync_spin::SYNC_MIN_WINDOW`). `moving` is called just before a move (the task
+/// tells its stream, [`crate::stream::TaskCtx::note_moved`]: the migration to an idle vCPU
+/// takes 20–35 µs, which the host's synchronize is to wait through spinning).
+pub(crate) fn beside_enqueuer(enqueuer_cpu: u32, moving: impl FnOnce()) {
     let Some(mut c) = CROWDING.with(Cell::get) else {
         return;
     };
@@ -283,14 +283,14 @@ pub(crate) fn beside_enqueuer(enqueuer_cpu: u32) {
         // Decided by the task before, which has been counted as finished since.
         c.move_pending = false;
         CROWDING.with(|cell| cell.set(Some(c)));
+        moving();
         let _ = move_to_another_cpu();
         return;
     }
     let now = crate::sys::now_ns();
     c.move_pending = c.shared_with_enqueuer(now, || {
         let cpus = allowed_cpus();
-        cpus.len() >= 2
-            && (runnable_threads().is_some_and(|n| n <= cpus.len()) || idle_elsewhere(now, &cpus))
+        cpus.len() >= 2 && idle_elsewhere(now, &cpus)
     });
     CROWDING.with(|cell| cell.set(Some(c)));
 }
@@ -310,10 +310,17 @@ thread_local! {
 
 /// Whether the CPUs in `cpus` other than the calling thread's were idle for at least a
 /// quarter of the time since this thread last asked (at least [`IDLE_WINDOW`] ago; `false`
-/// when it asked more recently, or first): the second opinion for a "no" from
-/// [`runnable_threads`], whose count also holds sleeping threads whose dequeue EEVDF
-/// delays (see [`Crowding::shared_with_enqueuer`]). A thread busy on another CPU keeps
-/// that CPU's idle time from growing; noise does not. Reads `/proc/stat` (about 15 µs).
+/// when it asked more recently, or first). A thread busy on another CPU keeps that CPU's
+/// idle time from growing. Reads `/proc/stat` (about 15 µs).
+///
+/// Not the kernel's count of runnable threads (`/proc/loadavg`), which the first version
+/// read: besides its noise (see [`Crowding::shared_with_enqueuer`]) it said "room" whenever
+/// the host slept in a `synchronize` at that moment, and with a busy loop on the other CPU
+/// the worker then moved beside the loop: 0.13–0.65× of `memcpy` at 64 KiB, against
+/// 0.81–0.82× for the build before this round, which asked it at most once in 100 ms (three
+/// alternations, quiet). The price: a worker that kept the other CPU busy itself, apart from
+/// its host, until a wake-up put it beside the host again sees that CPU as busy, and stays
+/// until a window without its own work there says otherwise (about 20 ms).
 fn idle_elsewhere(now: u64, cpus: &[usize]) -> bool {
     let Some(ticks) = idle_ticks() else {
         return false;
@@ -374,15 +381,6 @@ fn idle_ticks() -> Option<Vec<u64>> {
         out[cpu] = v[3] + v[4];
     }
     (!out.is_empty()).then_some(out)
-}
-
-/// How many threads of the whole machine are running or waiting for a CPU right now (the
-/// kernel's `nr_running`: the fourth field of `/proc/loadavg`, before its `/`), this one
-/// included; `None` if the kernel does not say.
-fn runnable_threads() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let field = text.split_whitespace().nth(3)?;
-    field.split('/').next()?.parse().ok()
 }
 
 /// Moves the calling thread to the next CPU after its current one among those it may use,
@@ -582,10 +580,10 @@ mod tests {
         std::thread::spawn(|| {
             enable_on_this_thread();
             let clean = || CROWDING.with(Cell::get).map(|c| c.clean);
-            beside_enqueuer(u32::MAX - 1);
+            beside_enqueuer(u32::MAX - 1, || {});
             assert_eq!(clean(), Some(1));
             for _ in 0..2 * CLEAN_RUN {
-                beside_enqueuer(u32::MAX - 1);
+                beside_enqueuer(u32::MAX - 1, || {});
             }
             assert_eq!(clean(), Some(CLEAN_RUN));
         })

@@ -632,8 +632,8 @@ impl Sim {
             let files = [queued::file_of(&d), queued::file_of(&s)];
             let (d, s) = (QueuedSide::new(&d), QueuedSide::new(&s));
             let cpu = crate::placement::current_cpu();
-            let task = Box::new(move |_: &TaskCtx| {
-                crate::placement::beside_enqueuer(cpu);
+            let task = Box::new(move |ctx: &TaskCtx| {
+                crate::placement::beside_enqueuer(cpu, || ctx.note_moved());
                 let run = || {
                     d.still(dst, count, "destination")?;
                     s.still(src, count, "source")?;
@@ -683,8 +683,8 @@ impl Sim {
             let file = queued::file_of(&r).cloned();
             let q = QueuedSide::new(&r);
             let cpu = crate::placement::current_cpu();
-            let task = Box::new(move |_: &TaskCtx| {
-                crate::placement::beside_enqueuer(cpu);
+            let task = Box::new(move |ctx: &TaskCtx| {
+                crate::placement::beside_enqueuer(cpu, || ctx.note_moved());
                 let args = || serde_json::json!({"dst": dst, "value": value, "bytes": count});
                 let done = crate::trace::span("memory", "memset", args, || {
                     q.still(dst, count, "range")?;

@@ -95,6 +95,9 @@ pub(super) struct Control {
     pub(super) worker: OnceLock<Thread>,
     /// What the running task said it is blocked on ([`TaskCtx::set_blocked_on`]; 0: nothing).
     pub(super) blocked_on: AtomicU64,
+    /// When a task last moved the worker to another CPU ([`TaskCtx::note_moved`]; ns of
+    /// `sys::now_ns`, 0: never): a `synchronize` spins longer for a while after.
+    pub(super) moved_at: AtomicU64,
 }
 
 impl Control {
@@ -255,6 +258,15 @@ impl TaskCtx {
     #[inline]
     pub fn set_blocked_on(&self, note: u64) {
         self.control.blocked_on.store(note, Ordering::Relaxed);
+    }
+
+    /// The running task has just moved the worker to another CPU (see
+    /// [`crate::placement::beside_enqueuer`]): a `synchronize` of the stream waits through
+    /// the migration spinning instead of going to sleep (see `sync_spin::SYNC_MIN_WINDOW`).
+    pub fn note_moved(&self) {
+        self.control
+            .moved_at
+            .store(crate::sys::now_ns(), Ordering::Relaxed);
     }
 
     /// The running task's number in the stream's enqueue order (from 0): the tickets

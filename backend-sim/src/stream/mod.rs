@@ -325,6 +325,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             waker: Mutex::new(None),
             worker: OnceLock::new(),
             blocked_on: AtomicU64::new(0),
+            moved_at: AtomicU64::new(0),
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
@@ -415,12 +416,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 // A deadline past the clock's range is "forever".
                 SyncWait::AtMost(d) => Instant::now().checked_add(d),
             };
-            let window = sync_spin::window(s.spin);
-            let spin = match deadline {
-                Some(d) => window.min(d.saturating_duration_since(Instant::now())),
-                None => window,
-            };
             // Spins while the worker keeps finishing tasks (see `sync_spin`), then sleeps.
+            let spin = || {
+                let moved = s.control.moved_at.load(Ordering::Relaxed);
+                let w = sync_spin::window(s.spin, moved, crate::sys::now_ns());
+                match deadline {
+                    Some(d) => w.min(d.saturating_duration_since(Instant::now())),
+                    None => w,
+                }
+            };
             let finished = || s.worker.completed.load(Ordering::Relaxed);
             let cap = sync_spin::SYNC_SPIN_CAP;
             if !sync_spin::spin_while_progress(spin, cap, done, finished) {

@@ -26,44 +26,54 @@ use super::worker::spin_until;
 /// The longest a `synchronize` spins in all, however often the stream makes progress.
 pub(super) const SYNC_SPIN_CAP: Duration = Duration::from_millis(1);
 
-/// The shortest spin window of a `synchronize` (unless the stream may not spin at all).
+/// The shortest spin window of a `synchronize` for a while ([`AFTER_MOVE`]) after the
+/// stream's worker moved to another CPU (unless the stream may not spin at all).
 ///
-/// Why not the stream's `spin` (10 µs by default): a copy's worker that finds itself on its
-/// host's CPU moves to another one ([`crate::placement`]), and a vCPU of this project's VM
-/// that has gone idle takes 20–35 µs to run the thread moved onto it. A synchronize that
-/// saw no task finish for 10 µs meanwhile went to sleep, and the worker's wake-up when the
-/// burst was done put it on the worker's new CPU (the kernel wakes a thread beside its
-/// waker): host and worker were together again, the next move a gap later did the same,
-/// and a probe (8 samples of 40 bursts of 64 copies of 64 KiB, the worker parked between
-/// samples) found them together in 13–15 of each sample's 40 bursts, 52 µs a burst; with
-/// this window, in 0–1, 44–46 µs a burst at a time when lines crossed slowly (35 µs in
-/// fast minutes). The cost: a synchronize on a stream whose task runs long spins up to
-/// 50 µs instead of 10 before it sleeps, yielding to any other thread after the first 2 µs
-/// like every spin of the engine.
+/// Why: a copy's worker that finds itself on its host's CPU moves to another one
+/// ([`crate::placement`]), and a vCPU of this project's VM that has gone idle takes 20–35 µs
+/// to run the thread moved onto it. A synchronize that saw no task finish for the stream's
+/// `spin` (10 µs) meanwhile went to sleep, and the worker's wake-up when the burst was done
+/// put it on the worker's new CPU (the kernel wakes a thread beside its waker): host and
+/// worker were together again, the next move a gap later did the same, and a probe (8
+/// samples of 40 bursts of 64 copies of 64 KiB, the worker parked between samples) found
+/// them together in 12–15 of each sample's 40 bursts, 52 µs a burst; with this window, in
+/// 0–1, 42–46 µs a burst at a time when lines crossed slowly (34–35 µs in fast minutes).
+///
+/// Only after a move: with it always on, a synchronize spun 50 µs at a time beside a busy
+/// loop on the other CPU, and bursts collapsed (64 KiB copies at 0.01–0.15× of `memcpy`,
+/// against 0.4–0.7× with the 10 µs window in the same build, two alternations).
 pub(super) const SYNC_MIN_WINDOW: Duration = Duration::from_micros(50);
 
-/// The spin window of a synchronize on a stream whose spin is `spin`.
-pub(super) fn window(spin: Duration) -> Duration {
-    if spin.is_zero() {
-        Duration::ZERO
+/// How long after a move of the worker a `synchronize` spins [`SYNC_MIN_WINDOW`] at least.
+pub(super) const AFTER_MOVE: Duration = Duration::from_millis(1);
+
+/// The spin window of a synchronize on a stream whose spin is `spin`, whose worker moved at
+/// `moved_at` (ns, 0: never), at `now`.
+pub(super) fn window(spin: Duration, moved_at: u64, now: u64) -> Duration {
+    if spin.is_zero()
+        || moved_at == 0
+        || now.saturating_sub(moved_at) > AFTER_MOVE.as_nanos() as u64
+    {
+        spin
     } else {
         spin.max(SYNC_MIN_WINDOW)
     }
 }
 
-/// Spins until `done()`; the window `spin` restarts each time `progress()` (a count of
-/// finished tasks) moves, and the spin ends after `cap` in all. True if `done()` held.
+/// Spins until `done()`; the window `spin()` (asked at each start) restarts each time
+/// `progress()` (a count of finished tasks) moves, and the spin ends after `cap` in all.
+/// True if `done()` held.
 pub(super) fn spin_while_progress(
-    spin: Duration,
+    spin: impl Fn() -> Duration,
     cap: Duration,
     done: impl FnMut() -> bool,
     progress: impl Fn() -> u64,
 ) -> bool {
-    if spin.is_zero() {
+    if spin().is_zero() {
         let mut done = done;
         return done();
     }
-    restarting(cap, done, progress, |until| spin_until(spin, until))
+    restarting(cap, done, progress, |until| spin_until(spin(), until))
 }
 
 /// The restarts of [`spin_while_progress`], around `window`, one spin window (true if its
@@ -130,12 +140,17 @@ mod tests {
         assert!(took >= ms(1) && took < ms(500), "{took:?}");
     }
 
-    /// The window is at least `SYNC_MIN_WINDOW`, and zero stays zero (no spinning).
+    /// The window is at least `SYNC_MIN_WINDOW` for `AFTER_MOVE` after a move, the stream's
+    /// own spin otherwise, and zero stays zero (no spinning).
     #[test]
-    fn the_window_has_a_floor_but_zero_stays_zero() {
-        assert_eq!(window(Duration::ZERO), Duration::ZERO);
-        assert_eq!(window(Duration::from_micros(10)), SYNC_MIN_WINDOW);
-        assert_eq!(window(Duration::from_millis(1)), Duration::from_millis(1));
+    fn the_window_is_longer_only_after_a_move() {
+        let us = Duration::from_micros;
+        let t = 10_000_000_000;
+        assert_eq!(window(us(10), 0, t), us(10));
+        assert_eq!(window(us(10), t - 500_000, t), SYNC_MIN_WINDOW);
+        assert_eq!(window(us(10), t - 2_000_000, t), us(10));
+        assert_eq!(window(Duration::ZERO, t, t), Duration::ZERO);
+        assert_eq!(window(us(1000), t, t), us(1000));
     }
 
     /// A spin of zero only looks.
@@ -143,7 +158,7 @@ mod tests {
     fn no_spin_looks_once() {
         let mut looks = 0;
         let r = spin_while_progress(
-            Duration::ZERO,
+            || Duration::ZERO,
             SYNC_SPIN_CAP,
             || {
                 looks += 1;
