@@ -366,9 +366,13 @@ fn idle_ticks() -> Option<Vec<u64>> {
         let Some(rest) = line.strip_prefix("cpu") else {
             break;
         };
+        // "cpu3 …"; the first line, "cpu  …", sums all CPUs.
+        if !rest.starts_with(|c: char| c.is_ascii_digit()) {
+            continue;
+        }
         let mut f = rest.split_whitespace();
         let Some(Ok(cpu)) = f.next().map(str::parse::<usize>) else {
-            continue; // the "cpu" line of all CPUs
+            return None;
         };
         // user nice system idle iowait …
         let v: Vec<u64> = f.take(5).filter_map(|x| x.parse().ok()).collect();
@@ -475,7 +479,12 @@ mod tests {
     #[test]
     fn idle_time_is_read_per_cpu_and_judged_over_a_window() {
         let ticks = idle_ticks().expect("/proc/stat");
-        assert!(ticks.len() >= allowed_cpus().iter().max().map_or(1, |m| m + 1));
+        let cpus = allowed_cpus();
+        assert!(ticks.len() >= cpus.iter().max().map_or(1, |m| m + 1));
+        // One entry per CPU the kernel lists, not one for the line that sums them all.
+        // SAFETY: sysconf(3) has no preconditions.
+        let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+        assert!(ticks.len() <= usize::try_from(configured).unwrap().max(1), "{}", ticks.len());
         std::thread::spawn(|| {
             let cpus = allowed_cpus();
             assert!(!idle_elsewhere(1_000_000_000, &cpus), "first look");
