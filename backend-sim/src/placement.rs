@@ -484,7 +484,11 @@ mod tests {
         // One entry per CPU the kernel lists, not one for the line that sums them all.
         // SAFETY: sysconf(3) has no preconditions.
         let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
-        assert!(ticks.len() <= usize::try_from(configured).unwrap().max(1), "{}", ticks.len());
+        assert!(
+            ticks.len() <= usize::try_from(configured).unwrap().max(1),
+            "{}",
+            ticks.len()
+        );
         std::thread::spawn(|| {
             let cpus = allowed_cpus();
             assert!(!idle_elsewhere(1_000_000_000, &cpus), "first look");

@@ -629,7 +629,9 @@ impl Sim {
                 return r;
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
-            let files = [queued::file_of(&d), queued::file_of(&s)];
+            // Both sides are mostly in one file: kept once.
+            let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
+            let files = [fd, fs.filter(|s| !fd.is_some_and(|d| Arc::ptr_eq(d, s)))];
             let (d, s) = (QueuedSide::new(&d), QueuedSide::new(&s));
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
