@@ -260,10 +260,10 @@ impl TaskCtx {
         self.control.blocked_on.store(note, Ordering::Relaxed);
     }
 
-    /// The running task has just moved the worker to another CPU (see
-    /// [`crate::placement::beside_enqueuer`]): a `synchronize` of the stream waits through
-    /// the migration spinning instead of going to sleep (see `sync_spin::SYNC_MIN_WINDOW`).
-    pub fn note_moved(&self) {
+    /// The running task is moving the worker to another CPU (a simulator copy does, see
+    /// `placement::beside_enqueuer`): a `synchronize` of the stream waits through the
+    /// migration spinning instead of going to sleep (see `sync_spin::SYNC_MIN_WINDOW`).
+    pub(crate) fn note_moved(&self) {
         self.control
             .moved_at
             .store(crate::sys::now_ns(), Ordering::Relaxed);
