@@ -97,22 +97,22 @@ pub(crate) struct AdaptiveWaiter<'a> {
     pub(crate) slept_at: Cell<u64>,
 }
 
-/// A wait that finds its record while spinning lowers the stream's spin by this fraction of
-/// it (from [`MAX_SPIN_NS`] back to [`SPIN_NS`] in about 400 such waits).
+/// A wait that had to wait and found its record while spinning lowers the stream's spin by
+/// this fraction of it (from [`MAX_SPIN_NS`] back to [`SPIN_NS`] in about 400 such waits); a
+/// wait that found its record at once (`SimJob::Wait`'s fast path) leaves it alone.
 ///
-/// Why so slowly: a spin limit costs CPU only in the waits that reach it, and a wait that
-/// finds its record early never does, however long the limit; lowering the limit after each
-/// of them only undoes what a near miss taught. Where a host thread feeds two streams in
-/// chunks (the bench's fed cases), the streams' waits find their record within a microsecond
-/// for most of a chunk, and once per chunk the host's burst of enqueues takes one worker's
-/// CPU for 10–35 µs while the other waits: with a decay of 1/16 per wait the spin raised by
-/// the last such miss was back at the base within the chunk (14 waits of a handoff chunk
-/// take it from 50 to 20 µs), so that wait slept again, and its wake-up on the idle CPU cost
-/// 13–26 µs (`perf sched timehist`), about once per chunk. The host-fed handoff (a probe,
-/// 64 items a chunk, builds alternating in one quiet window) slept 0.66–0.90 times per chunk
-/// with 1/16 and 0.26–0.33 times with 1/256, at 754–862 against 406–643 ns an item; the
-/// bench's fed handoff read 1.14 / 1.96 / 1.77 against 1.57 / 2.42 / 2.31 M items/s (three
-/// alternations). A long sleep (nothing was coming) still resets the spin at once.
+/// Why so slowly, and not at every wait: a spin limit costs CPU only in the waits that reach
+/// it, and a wait that finds its record sooner never does, however long the limit; lowering
+/// the limit after each of them only undoes what a near miss taught. Where a host thread
+/// feeds two streams in chunks (the bench's fed cases), most waits of a chunk find their
+/// record at once or within a microsecond, and once per chunk the host's burst of enqueues
+/// takes one worker's CPU for 10–35 µs while the other waits. With a decay of 1/16 at every
+/// wait, the spin a near miss had raised to 50 µs was back at the base within the next chunk
+/// (128 waits a handoff chunk), so that wait slept again, and its wake-up on the idle CPU cost
+/// 13–26 µs (`perf sched timehist`). The host-fed handoff (a probe, 64 items a chunk, builds
+/// alternating in one quiet window) slept 0.53–0.57 times a chunk with 1/16 at every wait,
+/// 0.28–0.32 with 1/256 at every wait, and 0.02–0.05 with 1/256 at waits that spun only.
+/// A long sleep (nothing was coming) still resets the spin at once.
 pub(crate) const SPIN_DECAY: u64 = 256;
 
 /// [`table::SPIN`] and [`table::MAX_SPIN`] in nanoseconds.
