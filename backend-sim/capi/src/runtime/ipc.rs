@@ -13,23 +13,26 @@ use crate::ffi::aclrtServerPid;
 use crate::ffi::ipc_args::ServerPids;
 
 impl Runtime {
-    /// `aclrtNotifyGetExportKey` after the NULL checks; returns the key to write.
+    /// `aclrtNotifyGetExportKey` after the NULL checks; hands the key to `write` (which puts
+    /// it in the caller's buffer) where the backend returned it, not moved out first.
     #[inline]
     pub(crate) fn export_key(
         &self,
         notify: usize,
         len: usize,
         flags: u64,
-    ) -> Result<ExportKey, CallError> {
+        write: impl FnOnce(&ExportKey) -> Result<(), CallError>,
+    ) -> Result<(), CallError> {
         let n = self.decode_notify(notify)?;
         // SPEC §3 puts the handle's check before these; when they pass, the backend's own
         // first check of the handle stands for it, so a good call looks the notify up once.
         let flags = self
             .export_args(len, flags)
             .map_err(|e| self.notify_first(n, notify, e))?;
-        self.backend
-            .export_key(n, flags)
-            .map_err(|e| self.notify_error(n, notify, e))
+        match self.backend.export_key(n, flags) {
+            Ok(k) => write(&k),
+            Err(e) => Err(self.notify_error(n, notify, e)),
+        }
     }
 
     /// The checks of `aclrtNotifyGetExportKey` that follow the handle's: `len`, the SoC,
