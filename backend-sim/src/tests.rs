@@ -475,6 +475,36 @@ fn a_record_after_a_blocking_job_gets_a_fresh_time_stamp() {
     );
 }
 
+/// The pin cache holds every (notify, stream) pair of a ring of 8 notify pairs between two
+/// streams (the bench's handoff, 32 pairs) at once: the handles a `Sim` gives out fall into
+/// sets of at most `WAYS` pairs each, so none of them evicts another.
+#[test]
+fn the_pin_cache_holds_a_handoff_rings_32_pairs() {
+    use crate::pin_cache::{SETS, WAYS, set_of};
+    let (sim, _ns) = open("pincache", Soc::Ascend910B);
+    let streams: Vec<RawStream> = (0..2).map(|_| sim.create_stream(0).unwrap()).collect();
+    let notifies: Vec<RawNotify> = (0..16)
+        .map(|_| sim.create_notify(0, CreateFlags::empty()).unwrap())
+        .collect();
+    let mut per_set = [0usize; SETS];
+    for n in &notifies {
+        for s in &streams {
+            per_set[set_of(n.0, s.0)] += 1;
+        }
+    }
+    let most = per_set.iter().max().copied().unwrap();
+    assert!(
+        most <= WAYS,
+        "a set holds {most} of the 32 pairs: {per_set:?}"
+    );
+    for s in streams {
+        sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
+    }
+    for n in notifies {
+        sim.destroy_notify(n).unwrap();
+    }
+}
+
 #[test]
 fn a_stream_wait_spins_longer_after_waking_just_too_late_and_comes_back_down() {
     let us = |n: u64| n * 1000;
