@@ -390,6 +390,16 @@ impl ShmFile {
         &self.map.header::<Header>().spinners
     }
 
+    /// The count of this file's busy stream workers (see [`crate::spin`]).
+    pub(crate) fn busy(&self) -> &AtomicU32 {
+        &self.map.header::<Header>().busy
+    }
+
+    /// This process's part of [`busy`](Self::busy) (`None` if its entry is out of range).
+    pub(crate) fn own_busy(&self) -> Option<&AtomicU32> {
+        self.proc_entry(self.me).map(|e| &e.busy)
+    }
+
     /// The waiter (futex, clock, liveness) for this file's table.
     pub fn waiter(&self) -> SimWaiter<'_> {
         SimWaiter { file: self }
@@ -430,11 +440,16 @@ impl<'a> SimWaiter<'a> {
     pub(crate) fn spinners(&self) -> &'a AtomicU32 {
         self.file.spinners()
     }
+
+    /// The count of the file's busy stream workers (see [`crate::spin`]).
+    pub(crate) fn busy(&self) -> &'a AtomicU32 {
+        self.file.busy()
+    }
 }
 
 impl Waiter for SimWaiter<'_> {
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-        sys::futex_wait(word, expected, timeout);
+        crate::spin::sleep(self.file, || sys::futex_wait(word, expected, timeout));
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
         // Linux often puts a thread it wakes on the waker's CPU, where it waits until the waker
@@ -442,7 +457,9 @@ impl Waiter for SimWaiter<'_> {
         // when someone was woken (a sleeper's wake-up costs microseconds anyway), so that the
         // woken thread runs now if it landed here; with nothing else runnable here the yield
         // returns at once.
-        if sys::futex_wake(word, n) > 0 {
+        let woken = sys::futex_wake(word, n);
+        if woken > 0 {
+            crate::spin::woke(self.file, woken);
             std::thread::yield_now();
         }
     }
