@@ -97,7 +97,7 @@ impl Counted {
     /// Takes one out of the count and out of this process's part of it.
     fn sub(file: &ShmFile) {
         if let Some(own) = file.own_busy() {
-            give_back(own, 1);
+            own.fetch_sub(1, Ordering::Relaxed);
         }
         give_back(file.busy(), 1);
     }
@@ -138,9 +138,9 @@ pub(crate) fn uncount_worker() {
 fn counted_in(file: &ShmFile) -> bool {
     COUNTED
         .try_with(|c| {
-            c.borrow()
-                .as_ref()
-                .is_some_and(|k| std::ptr::eq(Arc::as_ptr(&k.0), file) && k.1 == crate::sys::getpid())
+            c.borrow().as_ref().is_some_and(|k| {
+                std::ptr::eq(Arc::as_ptr(&k.0), file) && k.1 == crate::sys::getpid()
+            })
         })
         .unwrap_or(false)
 }
@@ -168,26 +168,32 @@ pub(crate) fn sleep(file: &ShmFile, sleep: impl FnOnce() -> bool) {
     }
 }
 
-/// A `FUTEX_WAKE` on a word of `file` woke `n` sleepers: they want a CPU from now on.
+/// A `FUTEX_WAKE` on a word of `file` woke `n` sleepers: they want a CPU from now on. (They
+/// may already have run and, not being counted workers, given their places back: see
+/// [`give_back`].)
 pub(crate) fn woke(file: &ShmFile, n: usize) {
     file.busy()
         .fetch_add(u32::try_from(n).unwrap_or(u32::MAX), Ordering::Relaxed);
 }
 
-/// Takes `n` out of `count`, stopping at zero (a spurious wake-up, which nobody counted, or a
-/// count that a process killed between a wake-up and its sleeper's run left high).
+/// Takes `n` out of the busy count `count`. Wrapping, not stopping at zero: a woken thread
+/// may give its place back before its waker has counted it (the waker counts after its
+/// `FUTEX_WAKE` returns), and the count must come out right once both are done. Read through
+/// [`busy_now`], which takes a count below zero for zero.
 pub(crate) fn give_back(count: &AtomicU32, n: u32) {
-    if n > 0 {
-        let _ = count.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
-            Some(v.saturating_sub(n))
-        });
-    }
+    count.fetch_sub(n, Ordering::Relaxed);
+}
+
+/// The busy count `count` now: below zero (for a moment, see [`give_back`]; or for good after
+/// a spurious wake-up, which nobody counted) reads as zero.
+pub(crate) fn busy_now(count: &AtomicU32) -> u32 {
+    u32::try_from(count.load(Ordering::Relaxed) as i32).unwrap_or(0)
 }
 
 /// Whether `busy` (a file's count of busy stream workers) exceeds the budget: some thread of
 /// the namespace that wants a CPU has none.
 fn crowded(busy: &AtomicU32) -> bool {
-    busy.load(Ordering::Relaxed) > budget()
+    busy_now(busy) > budget()
 }
 
 /// Parses a budget: a whole number of waiters.
@@ -330,14 +336,17 @@ mod tests {
     }
 
     #[test]
-    fn giving_back_stops_at_zero() {
-        let c = AtomicU32::new(3);
+    fn a_place_given_back_before_it_was_counted_comes_out_right() {
+        let c = AtomicU32::new(1);
+        // A woken thread gives its place back before its waker counts it.
         give_back(&c, 2);
-        assert_eq!(c.load(Ordering::Relaxed), 1);
-        give_back(&c, 5);
-        assert_eq!(c.load(Ordering::Relaxed), 0);
+        assert_eq!(busy_now(&c), 0);
+        c.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(busy_now(&c), 0);
+        c.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(busy_now(&c), 1);
         give_back(&c, 0);
-        assert_eq!(c.load(Ordering::Relaxed), 0);
+        assert_eq!(busy_now(&c), 1);
     }
 
     #[test]

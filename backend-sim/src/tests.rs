@@ -464,6 +464,14 @@ fn the_busy_count_follows_stream_workers() {
     // SAFETY: `hold` ignores its argument and does not unwind.
     let call = unsafe { HostCall::new(hold, std::ptr::null_mut()) };
     sim.launch_host_func(s, call).unwrap();
+    let asleep = || {
+        while sim.notify(n).unwrap().r.slot().sync.waiters() == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Past any spin (at most `table::MAX_SPIN`): asleep.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    asleep();
     settle(0, "a worker asleep in a wait counts");
     sim.record(n, other).unwrap();
     settle(1, "a worker running after its wait does not count");
@@ -473,10 +481,7 @@ fn the_busy_count_follows_stream_workers() {
     settle(0, "a parked worker counts");
     std::thread::scope(|sc| {
         let waiter = sc.spawn(|| sim.host_wait(n, Duration::from_secs(20)));
-        while sim.notify(n).unwrap().r.slot().sync.waiters() == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        std::thread::sleep(Duration::from_millis(20));
+        asleep();
         sim.record(n, other).unwrap();
         waiter.join().unwrap().unwrap();
     });
@@ -484,7 +489,7 @@ fn the_busy_count_follows_stream_workers() {
         .unwrap();
     settle(0, "a host thread woken from a wait left its place taken");
     // A dead process's part: an unused entry holding 3 of the 5.
-    let dead = (0..table::MAX_PROCS as u32)
+    let dead = (0..table::MAX_PROCS)
         .find(|&i| i != file.me() && file.proc_entry(i).is_some())
         .unwrap();
     file.proc_entry(dead).unwrap().busy.store(3, SeqCst);

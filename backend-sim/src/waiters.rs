@@ -158,7 +158,8 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.inner.stamp_ns()
     }
     fn relax(&self) {
-        self.spinner.relax(|| self.inner.spinners(), self.inner.busy());
+        self.spinner
+            .relax(|| self.inner.spinners(), self.inner.busy());
     }
     fn keep_spinning(&self) -> bool {
         self.spinner.keep_spinning()
