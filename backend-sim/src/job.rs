@@ -13,7 +13,7 @@ use crate::error::SimError;
 use crate::pin::StreamPin;
 use crate::prefetch::prefetch_for_write;
 use crate::stream::{Job, Stream, Task, TaskCtx};
-use crate::waiters::{StampedWaiter, next_spin, wait_slow};
+use crate::waiters::{StampedWaiter, wait_slow};
 
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;
@@ -131,12 +131,12 @@ impl SimJob {
                     return (Err(e), Some(pin));
                 }
                 let sync = &r.slot().sync;
-                let hint = ctx.spin_hint();
                 // The record is there and nobody queued: take it before setting anything up
                 // (the table's own fast path, which it would try first as well). The flag is
-                // read before the CAS, so a wait that must wait pays for no extra CAS.
+                // read before the CAS, so a wait that must wait pays for no extra CAS. The
+                // stream's spin hint is left alone: a wait that did not spin says nothing
+                // about how long one should (see `waiters::SPIN_DECAY`).
                 if sync.is_set() && sync.try_consume() {
-                    hint.set(next_spin(hint.get(), None));
                     return (r.file().intact(), Some(pin));
                 }
                 let result = wait_slow(&pin, timeout, ctx, before_block);

@@ -86,7 +86,7 @@ pub(crate) fn wait_outcome_error(
 /// has given up spinning, so every hand-off costs a wake-up, for good. A wait woken soon after
 /// it went to sleep shows the record was on its way, so the stream's next wait spins longer
 /// (up to [`table::MAX_SPIN`]); waits that finish without sleeping bring the spin back down
-/// gradually, and a long sleep (nothing was coming) at once.
+/// slowly ([`SPIN_DECAY`]), and a long sleep (nothing was coming) at once.
 pub(crate) struct AdaptiveWaiter<'a> {
     pub(crate) inner: SimWaiter<'a>,
     /// Its place among the namespace's spinners ([`spin`]).
@@ -96,6 +96,24 @@ pub(crate) struct AdaptiveWaiter<'a> {
     /// When this wait first slept (0: it has not).
     pub(crate) slept_at: Cell<u64>,
 }
+
+/// A wait that had to wait and found its record while spinning lowers the stream's spin by
+/// this fraction of it (from [`MAX_SPIN_NS`] back to [`SPIN_NS`] in about 400 such waits); a
+/// wait that found its record at once (`SimJob::Wait`'s fast path) leaves it alone.
+///
+/// Why so slowly, and not at every wait: a spin limit costs CPU only in the waits that reach
+/// it, and a wait that finds its record sooner never does, however long the limit; lowering
+/// the limit after each of them only undoes what a near miss taught. Where a host thread
+/// feeds two streams in chunks (the bench's fed cases), most waits of a chunk find their
+/// record at once or within a microsecond, and once per chunk the host's burst of enqueues
+/// takes one worker's CPU for 10–35 µs while the other waits. With a decay of 1/16 at every
+/// wait, the spin a near miss had raised to 50 µs was back at the base within the next chunk
+/// (128 waits a handoff chunk), so that wait slept again, and its wake-up on the idle CPU cost
+/// 13–26 µs (`perf sched timehist`). The host-fed handoff (a probe, 64 items a chunk, builds
+/// alternating in one quiet window) slept 0.53–0.57 times a chunk with 1/16 at every wait,
+/// 0.28–0.32 with 1/256 at every wait, and 0.02–0.05 with 1/256 at waits that spun only.
+/// A long sleep (nothing was coming) still resets the spin at once.
+pub(crate) const SPIN_DECAY: u64 = 256;
 
 /// [`table::SPIN`] and [`table::MAX_SPIN`] in nanoseconds.
 pub(crate) const SPIN_NS: u64 = table::SPIN.as_nanos() as u64;
@@ -128,7 +146,7 @@ impl<'a> AdaptiveWaiter<'a> {
 pub(crate) fn next_spin(spun: u64, slept_for: Option<u64>) -> u64 {
     let next = match slept_for {
         // Done while spinning: drift back toward the base spin.
-        None => spun - spun / 16,
+        None => spun - spun / SPIN_DECAY,
         // Woken soon after it gave up: cover that much next time, with a margin.
         Some(d) if d <= MAX_SPIN_NS => {
             let t = spun.saturating_add(d);

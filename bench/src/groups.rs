@@ -34,6 +34,10 @@ pub mod rows {
     pub const ENQUEUE: &str = "notify: record enqueued into a running stream, default settings";
     /// The 4-stream pipeline.
     pub const PIPELINE: &str = "notify: 4 streams, host feeding, default settings";
+    /// The pipeline's floor: the same protocol on OS threads, spinning first.
+    pub const PIPELINE_HYBRID: &str = "hybrid: 4 threads, one flag pair per link, no host";
+    /// The same, sleeping at once.
+    pub const PIPELINE_FUTEX: &str = "futex: 4 threads, one flag pair per link, no host";
     /// The ring of `n` processes on notifies.
     pub fn ring(n: usize) -> String {
         format!("notify: ring of {n} processes, hosts feeding, default settings")
@@ -444,10 +448,24 @@ fn copy_groups(ctx: &Ctx) -> Vec<Group> {
 
 fn pipeline(ctx: &Ctx) -> Group {
     let ns = ctx.ns.clone();
-    let v = vec![ctx.sim_variant(rows::PIPELINE, scaled(2_000, 100_000), || {
-        let mut c = pipeline::Pipeline::new(&ns)?;
-        Ok(Box::new(move |n| c.sample(n)))
-    })];
+    let v = vec![
+        ctx.sim_variant(rows::PIPELINE, scaled(2_000, 100_000), || {
+            let mut c = pipeline::Pipeline::new(&ns)?;
+            Ok(Box::new(move |n| c.sample(n)))
+        }),
+        Variant::new(
+            rows::PIPELINE_HYBRID,
+            Kind::Baseline,
+            scaled(2_000, 100_000),
+            |n| pipeline::flag_pipeline(n, true),
+        ),
+        Variant::new(
+            rows::PIPELINE_FUTEX,
+            Kind::Baseline,
+            scaled(2_000, 100_000),
+            |n| pipeline::flag_pipeline(n, false),
+        ),
+    ];
     Group {
         id: "pipeline",
         title: "4-stream pipeline in one process, one ready/free notify pair per link".into(),
@@ -459,7 +477,10 @@ fn pipeline(ctx: &Ctx) -> Group {
              free notify (from the second item on) and records its ready notify; the host \
              thread enqueues every stage's tasks in chunks of {} items while the streams run \
              (default settings); a sample is up to 100,000 items, timed from the first \
-             enqueue to the last synchronize",
+             enqueue to the last synchronize. Baselines: the same protocol on four threads \
+             (kernel-placed) and futex flags, spinning first (hybrid) or not, with no host \
+             thread: the floor for parties handing every item over one at a time on this \
+             machine's CPUs",
             pipeline::CHUNK
         ),
         min_reps: 0,

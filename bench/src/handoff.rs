@@ -22,20 +22,29 @@ struct Ring {
 }
 
 /// Written into every word by the watchdog to stop both threads.
-const POISON: u32 = u32::MAX;
+pub(crate) const POISON: u32 = u32::MAX;
 
 /// Longest a sample may take.
-const SAMPLE_LIMIT: Duration = Duration::from_secs(30);
+pub(crate) const SAMPLE_LIMIT: Duration = Duration::from_secs(30);
 
 impl Line {
     /// Spin-then-futex wait until the word equals `want`; `Err` if the watchdog poisoned it.
-    fn hybrid_wait_for(&self, want: u32, scope: Scope) -> Result<(), String> {
+    pub(crate) fn hybrid_wait_for(&self, want: u32, scope: Scope) -> Result<(), String> {
+        self.wait_for_with(want, |l, x| l.hybrid_wait(x, scope))
+    }
+
+    /// [`Line::hybrid_wait_for`] without the spin phase.
+    pub(crate) fn sleep_wait_for(&self, want: u32, scope: Scope) -> Result<(), String> {
+        self.wait_for_with(want, |l, x| l.sleep_wait(x, scope))
+    }
+
+    fn wait_for_with(&self, want: u32, wait: impl Fn(&Line, u32) -> u32) -> Result<(), String> {
         let mut x = self.v.load(Ordering::Acquire);
         while x != want {
             if x == POISON {
                 return Err("stopped by the watchdog".into());
             }
-            x = self.hybrid_wait(x, scope);
+            x = wait(self, x);
         }
         Ok(())
     }

@@ -109,6 +109,12 @@ impl Line {
                 break;
             }
         }
+        self.sleep_wait(last, scope)
+    }
+
+    /// The hybrid's second half alone: `FUTEX_WAIT` until `v != last`, without spinning
+    /// first; returns the new value. [`Line::hybrid_set`] wakes it.
+    pub fn sleep_wait(&self, last: u32, scope: Scope) -> u32 {
         self.sleepers.fetch_add(1, Ordering::SeqCst);
         let x = loop {
             let x = self.v.load(Ordering::SeqCst);
