@@ -5,7 +5,7 @@
 //! futex wake-up. That pays only while the thread that will record runs on another CPU. With
 //! more busy stream workers than CPUs (a ring of sixteen processes on two CPUs), a spinning
 //! waiter takes the CPU from the very rank that would record, and the protocol ends up slower
-//! than on POSIX semaphores. Two signals stop that:
+//! than on POSIX semaphores. Three signals stop that:
 //!
 //! - **A namespace-wide count of spinners** in the shared file's header. A wait that has spun
 //!   for its first microsecond (most hand-offs between two busy streams end sooner, and never
@@ -45,7 +45,8 @@ use crate::shm::ShmFile;
 use crate::stream::allowed_cpus;
 
 /// Environment variable: how many waiters of a namespace may spin at once (past their first
-/// microsecond); `0` never spins. The default is the number of CPUs this process may use.
+/// microsecond), and how many busy stream workers it may have while they do (see the module
+/// docs); `0` never spins. The default is the number of CPUs this process may use.
 pub const ENV_SPIN_BUDGET: &str = "ACL_NOTIFY_SIM_SPIN_BUDGET";
 
 /// A `sched_yield` that took longer than this gave the CPU to another thread (with nothing
