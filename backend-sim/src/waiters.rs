@@ -322,7 +322,7 @@ pub(crate) fn wait_slow(
         lazy.check() || r.file().is_lost() || !r.is_live()
     };
     let file = r.file();
-    spin::count_worker(file);
+    crate::shm::count_worker(file);
     let w = AdaptiveWaiter::new(file.waiter(), hint.get());
     let out = sync.wait_and_reset(
         &w,

@@ -77,7 +77,7 @@ pub(crate) struct ProcEntry {
     pub(crate) start_time: AtomicU64,
     pub(crate) server: AtomicU32,
     /// This process's part of the header's `busy` count: its stream workers counted busy
-    /// (see [`crate::spin`]), given back by whoever reclaims the entry.
+    /// (see the `busy` module), given back by whoever reclaims the entry.
     pub(crate) busy: AtomicU32,
     /// The process reclaiming this entry: `pid as u32 | (start_time as u32) << 32`, written
     /// after it took the entry; its start time counts while its pid matches the word's.

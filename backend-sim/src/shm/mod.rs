@@ -37,6 +37,7 @@
 //! recycled) and reclaims for them: cancels their queued waits, drops their references (IPC
 //! events included), frees ids nobody holds any more, and frees their process-table entry.
 
+mod busy;
 mod layout;
 mod procs;
 mod slot_ref;
@@ -61,6 +62,7 @@ use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
+pub(crate) use busy::{busy_now, count_worker, uncount_worker};
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, validate_header};
 pub(crate) use layout::{Header, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
@@ -390,7 +392,7 @@ impl ShmFile {
         &self.map.header::<Header>().spinners
     }
 
-    /// The count of this file's busy stream workers (see [`crate::spin`]).
+    /// The count of this file's busy stream workers (see the `busy` module).
     pub(crate) fn busy(&self) -> &AtomicU32 {
         &self.map.header::<Header>().busy
     }
@@ -441,7 +443,7 @@ impl<'a> SimWaiter<'a> {
         self.file.spinners()
     }
 
-    /// The count of the file's busy stream workers (see [`crate::spin`]).
+    /// The count of the file's busy stream workers (see the `busy` module).
     pub(crate) fn busy(&self) -> &'a AtomicU32 {
         self.file.busy()
     }
@@ -449,7 +451,7 @@ impl<'a> SimWaiter<'a> {
 
 impl Waiter for SimWaiter<'_> {
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-        crate::spin::sleep(self.file, || sys::futex_wait(word, expected, timeout));
+        busy::sleep(self.file, || sys::futex_wait(word, expected, timeout));
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
         // Linux often puts a thread it wakes on the waker's CPU, where it waits until the waker
@@ -459,7 +461,7 @@ impl Waiter for SimWaiter<'_> {
         // returns at once.
         let woken = sys::futex_wake(word, n);
         if woken > 0 {
-            crate::spin::woke(self.file, woken);
+            busy::woke(self.file, woken);
             std::thread::yield_now();
         }
     }

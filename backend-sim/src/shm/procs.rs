@@ -191,7 +191,7 @@ impl ShmFile {
         };
         // The entry's stream workers counted busy are gone with their process.
         if let Some(e) = self.proc_entry(i) {
-            crate::spin::give_back(self.busy(), e.busy.swap(0, SeqCst));
+            super::busy::give_back(self.busy(), e.busy.swap(0, SeqCst));
         }
         let w = self.waiter();
         for dev in 0..self.layout.devices {
