@@ -119,6 +119,7 @@ impl SimBuilder {
                 serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 notify_epoch: std::sync::atomic::AtomicU64::new(0),
                 soc: self.soc,
+                has_notify: self.soc.has(Feature::Notify),
                 chip: self.chip,
                 devices: self.devices,
                 server_id: self.server_id,

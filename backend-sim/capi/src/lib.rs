@@ -8,7 +8,8 @@
 //!   pointer arguments, and records a message for `aclGetRecentErrMsg` on failure.
 //! - `runtime`: what CANN's C API adds to the simulator — handle tables (`handle`), the
 //!   per-thread current device, NULL-means-default-stream, and SPEC §3's check order.
-//! - `session`: `aclInit`/`aclFinalize`: one simulator ([`acl_notify_sim::Sim`]) per session.
+//! - `session`: `aclInit`/`aclFinalize`: one simulator ([`acl_notify_sim::Sim`]) per session;
+//!   `inflight` counts the control-plane calls running on it without the session lock.
 //!
 //! # Concrete over the simulator, on purpose
 //!
@@ -34,6 +35,7 @@ mod errmsg;
 pub mod ffi;
 pub mod ffi_event;
 mod handle;
+mod inflight;
 pub mod ipc_memory;
 pub mod memory;
 mod runtime;

@@ -16,6 +16,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use acl_notify_core::Error;
 
 use crate::errmsg::CallError;
+use crate::inflight::{self, Published};
 use crate::runtime::Runtime;
 
 /// Opens the backend at `aclInit`: the machine the `ACL_NOTIFY_SIM_*` variables describe.
@@ -89,6 +90,10 @@ static AT_FORK: AtomicI32 = AtomicI32::new(0);
 /// Session numbers (a thread's current device belongs to one session).
 static EPOCH: AtomicU64 = AtomicU64::new(1);
 
+/// The session's `Runtime` for calls without the lock (`with_runtime`): published while the
+/// state is `Ready`, withdrawn by `aclFinalize` before it frees the session.
+static SESSION: Published<Runtime> = Published::new();
+
 /// Whether [`in_forked_child`] is registered with `pthread_atfork`.
 static HOOKED: AtomicBool = AtomicBool::new(false);
 
@@ -161,6 +166,8 @@ fn register_fork_handler() -> Result<(), CallError> {
 /// `aclFinalize` makes its own, holding the state the parent's summary stands for (see above).
 /// Stores to atomics only (no allocation: also a fork from a signal handler gets here).
 extern "C" fn in_forked_child() {
+    SESSION.forget();
+    inflight::forget_in_child();
     HOOKED.store(true, Ordering::Relaxed);
     AT_FORK.store(SUMMARY.load(Ordering::Relaxed), Ordering::Relaxed);
     STATE.store(std::ptr::null_mut(), Ordering::Release);
@@ -177,12 +184,25 @@ pub(crate) fn runtime() -> Result<Arc<Runtime>, CallError> {
     }
 }
 
-/// Runs `f` on the current session (started now if there is none), holding the session's read
-/// lock for the call instead of cloning the `Arc`: no reference-count traffic. Only for calls
-/// that never block and never call back into the C API (the notify control plane): an
-/// `aclFinalize` on another thread waits for `f` to return.
+/// Runs `f` on the current session (started now if there is none), counted as a call in
+/// flight ([`inflight`]) instead of holding the session's read lock or cloning the `Arc`: no
+/// locked instruction (a thread without a slot, or a process where no session is published,
+/// holds the read lock for the call). Only for calls that never block and never call back into
+/// the C API (the notify control plane): an `aclFinalize` on another thread waits for `f` to
+/// return either way.
 #[inline]
 pub(crate) fn with_runtime<R>(
+    f: impl FnOnce(&Runtime) -> Result<R, CallError>,
+) -> Result<R, CallError> {
+    match SESSION.run(f) {
+        Ok(r) => r,
+        Err(f) => with_runtime_locked(f),
+    }
+}
+
+/// [`with_runtime`] under the session's read lock.
+#[inline(never)]
+fn with_runtime_locked<R>(
     f: impl FnOnce(&Runtime) -> Result<R, CallError>,
 ) -> Result<R, CallError> {
     if let Some(lock) = current() {
@@ -220,6 +240,7 @@ fn start_implicitly() -> Result<Arc<Runtime>, CallError> {
         )
     })?);
     *state = State::Ready(Arc::clone(&rt), Start::Implicit);
+    SESSION.publish(&rt);
     Ok(rt)
 }
 
@@ -257,7 +278,9 @@ pub(crate) fn init() -> Result<(), CallError> {
             Ok(())
         }
         _ => {
-            *state = State::Ready(Arc::new(open_session()?), Start::AclInit);
+            let rt = Arc::new(open_session()?);
+            SESSION.publish(&rt);
+            *state = State::Ready(rt, Start::AclInit);
             Ok(())
         }
     }
@@ -281,10 +304,20 @@ pub(crate) fn finalize() -> Result<(), CallError> {
             }
         };
         SUMMARY.store(FINALIZED, Ordering::Relaxed);
-        old
+        // Calls in flight on the session without the lock finish before it is released (as
+        // readers of the lock did before this write lock was granted); none can start on it
+        // any more. Under the lock, so that an `aclInit` racing this one publishes its own
+        // session only after this withdrawal.
+        let quiet = SESSION.withdraw();
+        (old, quiet)
     };
-    if let Some(rt) = old {
+    if let (Some(rt), quiet) = old {
         rt.release(|_| true);
+        if !quiet {
+            // A call may still run on it (the membarrier failed, which it does not once
+            // registered): the session stays allocated.
+            std::mem::forget(rt);
+        }
     }
     Ok(())
 }

@@ -64,24 +64,38 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 /// Runs one C call: catches a panic, turns the result into a code, records a failure.
+///
+/// Inlined into each exported function, so that its arguments reach the call's body in
+/// registers rather than through a closure of references; the failure paths stay out of line.
+#[inline(always)]
 pub(crate) fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclError {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => 0,
-        Ok(Err(e)) => {
-            errmsg::record(name, &e);
-            e.code().code()
-        }
-        Err(payload) => {
-            errmsg::note_code(PANIC_CODE);
-            errmsg::push(format!(
-                "{name} failed: {PANIC_CODE}: internal error in acl-notify (panic: {})",
-                panic_text(&*payload)
-            ));
-            // Dropping a payload runs foreign code; do not let even that unwind out.
-            let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
-            PANIC_CODE.code()
-        }
+        Ok(Err(e)) => failed(name, e),
+        Err(payload) => panicked(name, payload),
     }
+}
+
+/// Records a failed call; its code.
+#[cold]
+#[inline(never)]
+fn failed(name: &str, e: CallError) -> aclError {
+    errmsg::record(name, &e);
+    e.code().code()
+}
+
+/// Records a call that panicked; [`PANIC_CODE`].
+#[cold]
+#[inline(never)]
+fn panicked(name: &str, payload: Box<dyn std::any::Any + Send>) -> aclError {
+    errmsg::note_code(PANIC_CODE);
+    errmsg::push(format!(
+        "{name} failed: {PANIC_CODE}: internal error in acl-notify (panic: {})",
+        panic_text(&*payload)
+    ));
+    // Dropping a payload runs foreign code; do not let even that unwind out.
+    let _ = catch_unwind(AssertUnwindSafe(move || drop(payload)));
+    PANIC_CODE.code()
 }
 
 /// Runs a C call that returns a pointer: NULL on failure or panic.

@@ -155,10 +155,11 @@ pub unsafe extern "C" fn aclrtNotifyGetExportKey(
         // The key goes from the backend's answer straight into the caller's buffer, inside
         // the session's closure: no copy of it is moved out through the layers in between.
         with_runtime(|rt| {
-            let k = rt.export_key(handle(notify), len, flags)?;
-            // SAFETY: non-NULL; `export_key` checked len >= KEY_BUF_LEN, and the caller
-            // guarantees `len` writable bytes at `key`.
-            unsafe { write_key(key, &k) }
+            rt.export_key(handle(notify), len, flags, |k| {
+                // SAFETY: non-NULL; `export_key` checked len >= KEY_BUF_LEN, and the caller
+                // guarantees `len` writable bytes at `key`.
+                unsafe { write_key(key, k) }
+            })
         })
     })
 }

@@ -13,23 +13,26 @@ use crate::ffi::aclrtServerPid;
 use crate::ffi::ipc_args::ServerPids;
 
 impl Runtime {
-    /// `aclrtNotifyGetExportKey` after the NULL checks; returns the key to write.
+    /// `aclrtNotifyGetExportKey` after the NULL checks; hands the key to `write` (which puts
+    /// it in the caller's buffer) where the backend returned it, not moved out first.
     #[inline]
     pub(crate) fn export_key(
         &self,
         notify: usize,
         len: usize,
         flags: u64,
-    ) -> Result<ExportKey, CallError> {
+        write: impl FnOnce(&ExportKey) -> Result<(), CallError>,
+    ) -> Result<(), CallError> {
         let n = self.decode_notify(notify)?;
         // SPEC §3 puts the handle's check before these; when they pass, the backend's own
         // first check of the handle stands for it, so a good call looks the notify up once.
         let flags = self
             .export_args(len, flags)
             .map_err(|e| self.notify_first(n, notify, e))?;
-        self.backend
-            .export_key(n, flags)
-            .map_err(|e| self.notify_error(n, notify, e))
+        match self.backend.export_key(n, flags) {
+            Ok(k) => write(&k),
+            Err(e) => Err(self.notify_error(n, notify, e)),
+        }
     }
 
     /// The checks of `aclrtNotifyGetExportKey` that follow the handle's: `len`, the SoC,
@@ -144,18 +147,20 @@ impl Runtime {
             )
         })?;
         let device = self.current_device()?;
-        let key = key
-            .ok_or(Error::ParamInvalid)
-            .and_then(ExportKey::parse)
-            .map_err(|e| {
-                CallError::new(
-                    e,
+        // The key is used where `parse` returned it (a `?` would move its 66 bytes out first).
+        let parsed = key.ok_or(Error::ParamInvalid).and_then(ExportKey::parse);
+        let key = match &parsed {
+            Ok(k) => k,
+            Err(e) => {
+                return Err(CallError::new(
+                    *e,
                     "the key is malformed (not a key aclrtNotifyGetExportKey wrote)",
-                )
-            })?;
+                ));
+            }
+        };
         let raw = self
             .backend
-            .import_key(device, &key, flags)
+            .import_key(device, key, flags)
             .map_err(CallError::backend)?;
         self.add_notify(raw)
     }

@@ -98,6 +98,17 @@ pub(crate) struct Runtime {
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
     /// session does not serve: see `session`).
     pid: i32,
+    /// The features the SoC has, one bit each ([`feature_bit`]), read once: [`require`] runs
+    /// on every IPC call, and `Soc::has` is an out-of-line table walk. A feature without its
+    /// bit is asked of the SoC again, so a missing bit costs time, never an answer.
+    ///
+    /// [`require`]: Runtime::require
+    features: u32,
+}
+
+/// A feature's bit in [`Runtime::features`].
+const fn feature_bit(feature: Feature) -> u32 {
+    1 << (feature as u32)
 }
 
 impl core::fmt::Debug for Runtime {
@@ -115,6 +126,20 @@ impl Runtime {
         let devices = backend.device_count() as usize;
         let pid = backend.bare_tgid();
         let notifies = backend.notify_stamp();
+        let soc = backend.soc();
+        let features = [
+            Feature::Notify,
+            Feature::Ipc,
+            Feature::BatchReset,
+            Feature::InterServer,
+            Feature::DeviceOnly,
+            Feature::CntNotify,
+            Feature::Event,
+            Feature::IpcEvent,
+        ]
+        .into_iter()
+        .filter(|&f| soc.has(f))
+        .fold(0, |bits, f| bits | feature_bit(f));
         Runtime {
             backend,
             epoch,
@@ -129,6 +154,7 @@ impl Runtime {
             events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
             device_refs: Mutex::new(vec![0; devices]),
             pid,
+            features,
         }
     }
 
@@ -191,6 +217,14 @@ impl Runtime {
 
     #[inline]
     pub(crate) fn require(&self, feature: Feature) -> Result<(), CallError> {
+        if self.features & feature_bit(feature) != 0 {
+            return Ok(());
+        }
+        self.require_slow(feature)
+    }
+
+    #[cold]
+    fn require_slow(&self, feature: Feature) -> Result<(), CallError> {
         let soc = self.backend.soc();
         if soc.has(feature) {
             return Ok(());
