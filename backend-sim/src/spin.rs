@@ -5,7 +5,7 @@
 //! futex wake-up. That pays only while the thread that will record runs on another CPU. With
 //! more busy stream workers than CPUs (a ring of sixteen processes on two CPUs), a spinning
 //! waiter takes the CPU from the very rank that would record, and the protocol ends up slower
-//! than on POSIX semaphores. Two signals stop that:
+//! than on POSIX semaphores. Three signals stop that:
 //!
 //! - **A namespace-wide count of spinners** in the shared file's header. A wait that has spun
 //!   for its first microsecond (most hand-offs between two busy streams end sooner, and never
@@ -15,6 +15,18 @@
 //! - **A yield that lost the CPU.** Past its first microsecond a spinning waiter yields the
 //!   CPU between checks; a `sched_yield` that takes longer than [`YIELD_LOST_CPU`] ran
 //!   another thread meanwhile, so this CPU is wanted: the waiter sleeps.
+//! - **A namespace-wide count of busy stream workers** (kept by `shm::busy`): workers that have
+//!   waited for a record and are not asleep now (spinning, or running their next tasks), plus
+//!   threads a record has woken that have not run yet. A spinner past its first microsecond
+//!   stops and sleeps while that count exceeds the budget: then some thread that wants a CPU
+//!   has none, and it may well be the one that will record. Why the count of spinners is not
+//!   enough: in a ring of four processes on two CPUs, a rank's worker spun for the data its
+//!   neighbour would send three hops later while the rank whose turn it was, just woken on
+//!   that CPU, waited for it; a `sched_yield` does not hand the CPU over there (under EEVDF a
+//!   thread woken with negative lag is not eligible, and the yielder runs again), so the
+//!   yield took no time, nobody counted as lost, and the woken rank waited about 16 µs (a
+//!   `perf sched` trace: wake-to-run 15 µs median with spinners beside the woken, 2–3 µs
+//!   without). How the count is kept, at no cost outside the sleeping path: `shm::busy`.
 //!
 //! `ACL_NOTIFY_SIM_SPIN_BUDGET=0` never spins: every wait that finds no record sleeps at once,
 //! and stream workers sleep as soon as their queue is empty.
@@ -23,10 +35,12 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::shm::busy_now;
 use crate::stream::allowed_cpus;
 
 /// Environment variable: how many waiters of a namespace may spin at once (past their first
-/// microsecond); `0` never spins. The default is the number of CPUs this process may use.
+/// microsecond), and how many busy stream workers it may have while they do (see the module
+/// docs); `0` never spins. The default is the number of CPUs this process may use.
 pub const ENV_SPIN_BUDGET: &str = "ACL_NOTIFY_SIM_SPIN_BUDGET";
 
 /// A `sched_yield` that took longer than this gave the CPU to another thread (with nothing
@@ -59,6 +73,12 @@ fn default_budget() -> u32 {
     u32::try_from(allowed_cpus().len())
         .unwrap_or(u32::MAX)
         .max(1)
+}
+
+/// Whether `busy` (a file's count of busy stream workers) exceeds the budget: some thread of
+/// the namespace that wants a CPU has none.
+fn crowded(busy: &AtomicU32) -> bool {
+    busy_now(busy) > budget()
 }
 
 /// Parses a budget: a whole number of waiters.
@@ -103,11 +123,16 @@ impl<'a> Spinner<'a> {
         budget() > 0
     }
 
-    /// Called now and then by a wait past its first microsecond of spinning: joins `count`,
-    /// the namespace's count of spinners (first call), then yields the CPU once. Afterwards
+    /// Called now and then by a wait past its first microsecond of spinning: stops if `busy`,
+    /// the namespace's count of busy stream workers, exceeds the budget; joins `count`, the
+    /// namespace's count of spinners (first call), then yields the CPU once. Afterwards
     /// [`keep_spinning`](Self::keep_spinning) says whether to go on.
-    pub(crate) fn relax(&self, count: impl FnOnce() -> &'a AtomicU32) {
+    pub(crate) fn relax(&self, count: impl FnOnce() -> &'a AtomicU32, busy: &AtomicU32) {
         if self.stopped.get() {
+            return;
+        }
+        if crowded(busy) {
+            self.stop();
             return;
         }
         if self.counted.get().is_none() {
@@ -161,28 +186,38 @@ mod tests {
     #[test]
     fn over_budget_waiters_stop_and_every_spinner_leaves_the_count() {
         let count = AtomicU32::new(0);
+        let idle = AtomicU32::new(0);
         let b = budget();
         // Fill the budget with other waiters' places.
         count.store(b, Ordering::Relaxed);
         let s = Spinner::new();
-        s.relax(|| &count);
+        s.relax(|| &count, &idle);
         assert!(!s.keep_spinning(), "spun past a full budget");
         assert_eq!(count.load(Ordering::Relaxed), b, "left a place taken");
         // With room, a waiter joins, and leaves when it stops or is dropped.
         count.store(0, Ordering::Relaxed);
         let s = Spinner::new();
-        s.relax(|| &count);
+        s.relax(|| &count, &idle);
         if b > 0 {
             assert_eq!(count.load(Ordering::Relaxed), u32::from(s.keep_spinning()));
         }
         drop(s);
         assert_eq!(count.load(Ordering::Relaxed), 0);
         let s = Spinner::new();
-        s.relax(|| &count);
+        s.relax(|| &count, &idle);
         s.stop();
         s.stop();
         assert_eq!(count.load(Ordering::Relaxed), 0);
         assert!(!s.keep_spinning());
+        // More busy stream workers than the budget: a spinner stops without joining the count.
+        if b > 0 && b < u32::MAX - 1 {
+            let crowded = AtomicU32::new(b + 1);
+            let s = Spinner::new();
+            s.relax(|| &count, &crowded);
+            assert!(!s.keep_spinning(), "spun with {} busy workers", b + 1);
+            assert_eq!(count.load(Ordering::Relaxed), 0);
+            assert!(!s.lost_cpu());
+        }
     }
 
     #[test]

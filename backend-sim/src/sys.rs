@@ -9,8 +9,10 @@ use std::time::Duration;
 
 /// `FUTEX_WAIT` on a word that may live in a `MAP_SHARED` mapping (no `FUTEX_PRIVATE_FLAG`):
 /// blocks while `*word == expected`, at most `timeout`. Returns on wake-up, timeout, signal or
-/// value mismatch alike; callers re-check.
-pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+/// value mismatch alike; callers re-check. `true` if a `FUTEX_WAKE` ended the sleep (the call
+/// returned 0: the kernel also returns 0 on the rare spurious wake-up), `false` if it did not
+/// sleep (value mismatch), timed out or was interrupted.
+pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
     let ts = timeout.map(|d| libc::timespec {
         tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
@@ -21,7 +23,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
     // SAFETY: `word` is a valid, aligned 4-byte atomic for the duration of the call; the
     // kernel only reads it (and compares). `ts_ptr` is null or points to a live timespec.
     // The remaining arguments are unused by FUTEX_WAIT.
-    unsafe {
+    let rc = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
@@ -30,8 +32,9 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
             ts_ptr,
             std::ptr::null::<u32>(),
             0u32,
-        );
-    }
+        )
+    };
+    rc == 0
 }
 
 /// `FUTEX_WAKE` (shared): wakes up to `n` waiters on `word` in any process.

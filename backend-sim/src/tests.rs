@@ -429,6 +429,77 @@ fn a_full_queue_behind_a_host_function_names_it() {
         .unwrap();
 }
 
+/// The count of busy stream workers ([`crate::spin`]): a worker waiting on a notify is out of
+/// it while it sleeps, back in once a record wakes it, and out again when its queue runs dry;
+/// a host thread woken from a wait leaves the count as it found it; reclaiming a dead
+/// process's entry takes its part out.
+#[test]
+fn the_busy_count_follows_stream_workers() {
+    let (sim, _ns) = open("busy", Soc::Ascend910B);
+    let file = &sim.inner.file;
+    let counts = || {
+        (
+            file.busy().load(SeqCst),
+            file.own_busy().unwrap().load(SeqCst),
+        )
+    };
+    let settle = |want: u32, what: &str| {
+        let end = Instant::now() + Duration::from_secs(10);
+        while counts() != (want, want) && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(counts(), (want, want), "{what}");
+    };
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let other = sim.create_stream(0).unwrap();
+    static HOLD: AtomicU32 = AtomicU32::new(1);
+    unsafe extern "C" fn hold(_: *mut std::ffi::c_void) {
+        let end = Instant::now() + Duration::from_secs(20);
+        while HOLD.load(Ordering::SeqCst) == 1 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    // SAFETY: `hold` ignores its argument and does not unwind.
+    let call = unsafe { HostCall::new(hold, std::ptr::null_mut()) };
+    sim.launch_host_func(s, call).unwrap();
+    let asleep = || {
+        while sim.notify(n).unwrap().r.slot().sync.waiters() == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Past any spin (at most `table::MAX_SPIN`): asleep.
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    asleep();
+    settle(0, "a worker asleep in a wait counts");
+    sim.record(n, other).unwrap();
+    settle(1, "a worker running after its wait does not count");
+    HOLD.store(0, Ordering::SeqCst);
+    sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(20)))
+        .unwrap();
+    settle(0, "a parked worker counts");
+    std::thread::scope(|sc| {
+        let waiter = sc.spawn(|| sim.host_wait(n, Duration::from_secs(20)));
+        asleep();
+        sim.record(n, other).unwrap();
+        waiter.join().unwrap().unwrap();
+    });
+    sim.synchronize(other, SyncWait::AtMost(Duration::from_secs(20)))
+        .unwrap();
+    settle(0, "a host thread woken from a wait left its place taken");
+    // A dead process's part: an unused entry holding 3 of the 5.
+    let dead = (0..table::MAX_PROCS)
+        .find(|&i| i != file.me() && file.proc_entry(i).is_some())
+        .unwrap();
+    file.proc_entry(dead).unwrap().busy.store(3, SeqCst);
+    file.busy().store(5, SeqCst);
+    file.reclaim_proc(dead);
+    assert_eq!(file.busy().load(SeqCst), 2);
+    assert_eq!(file.proc_entry(dead).unwrap().busy.load(SeqCst), 0);
+    file.busy().store(0, SeqCst);
+}
+
 /// A record's time stamp is read once per run of quick jobs: a wait that slept, or a
 /// host function, between two records of one batch must not leave the second with the
 /// first one's time.

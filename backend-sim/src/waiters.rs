@@ -176,7 +176,8 @@ impl Waiter for AdaptiveWaiter<'_> {
         self.inner.stamp_ns()
     }
     fn relax(&self) {
-        self.spinner.relax(|| self.inner.spinners());
+        self.spinner
+            .relax(|| self.inner.spinners(), self.inner.busy());
     }
     fn keep_spinning(&self) -> bool {
         self.spinner.keep_spinning()
@@ -321,6 +322,7 @@ pub(crate) fn wait_slow(
         lazy.check() || r.file().is_lost() || !r.is_live()
     };
     let file = r.file();
+    crate::shm::count_worker(file);
     let w = AdaptiveWaiter::new(file.waiter(), hint.get());
     let out = sync.wait_and_reset(
         &w,

@@ -63,6 +63,9 @@ pub(crate) struct Header {
     /// Waiters of this namespace and server spinning past their first microsecond right now
     /// (see [`crate::spin`]).
     pub(crate) spinners: AtomicU32,
+    /// Stream workers of this namespace and server that want a CPU right now, and threads
+    /// woken by a record that have not run yet (see [`crate::spin`]).
+    pub(crate) busy: AtomicU32,
 }
 
 /// One registered process.
@@ -73,7 +76,9 @@ pub(crate) struct ProcEntry {
     pub(crate) word: AtomicU64,
     pub(crate) start_time: AtomicU64,
     pub(crate) server: AtomicU32,
-    pub(crate) _r0: AtomicU32,
+    /// This process's part of the header's `busy` count: its stream workers counted busy
+    /// (see the `busy` module), given back by whoever reclaims the entry.
+    pub(crate) busy: AtomicU32,
     /// The process reclaiming this entry: `pid as u32 | (start_time as u32) << 32`, written
     /// after it took the entry; its start time counts while its pid matches the word's.
     pub(crate) reclaimer: AtomicU64,

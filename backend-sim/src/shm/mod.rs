@@ -37,6 +37,7 @@
 //! recycled) and reclaims for them: cancels their queued waits, drops their references (IPC
 //! events included), frees ids nobody holds any more, and frees their process-table entry.
 
+mod busy;
 mod layout;
 mod procs;
 mod slot_ref;
@@ -61,6 +62,7 @@ use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
+pub(crate) use busy::{busy_now, count_worker, uncount_worker};
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, validate_header};
 pub(crate) use layout::{Header, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
@@ -390,6 +392,16 @@ impl ShmFile {
         &self.map.header::<Header>().spinners
     }
 
+    /// The count of this file's busy stream workers (see the `busy` module).
+    pub(crate) fn busy(&self) -> &AtomicU32 {
+        &self.map.header::<Header>().busy
+    }
+
+    /// This process's part of [`busy`](Self::busy) (`None` if its entry is out of range).
+    pub(crate) fn own_busy(&self) -> Option<&AtomicU32> {
+        self.proc_entry(self.me).map(|e| &e.busy)
+    }
+
     /// The waiter (futex, clock, liveness) for this file's table.
     pub fn waiter(&self) -> SimWaiter<'_> {
         SimWaiter { file: self }
@@ -430,11 +442,16 @@ impl<'a> SimWaiter<'a> {
     pub(crate) fn spinners(&self) -> &'a AtomicU32 {
         self.file.spinners()
     }
+
+    /// The count of the file's busy stream workers (see the `busy` module).
+    pub(crate) fn busy(&self) -> &'a AtomicU32 {
+        self.file.busy()
+    }
 }
 
 impl Waiter for SimWaiter<'_> {
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-        sys::futex_wait(word, expected, timeout);
+        busy::sleep(self.file, || sys::futex_wait(word, expected, timeout));
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
         // Linux often puts a thread it wakes on the waker's CPU, where it waits until the waker
@@ -442,7 +459,9 @@ impl Waiter for SimWaiter<'_> {
         // when someone was woken (a sleeper's wake-up costs microseconds anyway), so that the
         // woken thread runs now if it landed here; with nothing else runnable here the yield
         // returns at once.
-        if sys::futex_wake(word, n) > 0 {
+        let woken = sys::futex_wake(word, n);
+        if woken > 0 {
+            busy::woke(self.file, woken);
             std::thread::yield_now();
         }
     }

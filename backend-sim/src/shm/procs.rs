@@ -189,6 +189,10 @@ impl ShmFile {
             ),
             ..GcReport::default()
         };
+        // The entry's stream workers counted busy are gone with their process.
+        if let Some(e) = self.proc_entry(i) {
+            super::busy::give_back(self.busy(), e.busy.swap(0, SeqCst));
+        }
         let w = self.waiter();
         for dev in 0..self.layout.devices {
             let Some(pool) = self.pool(dev) else { continue };

@@ -261,6 +261,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
         if self.state.load(Ordering::SeqCst) == OPEN {
             bump(&self.worker.sleeps);
+            crate::shm::uncount_worker();
             thread::park();
         }
         self.ring.awake();
@@ -464,6 +465,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         struct Exit<'a>(&'a Mutex<bool>, &'a Condvar);
         impl Drop for Exit<'_> {
             fn drop(&mut self) {
+                crate::shm::uncount_worker();
                 *lock(self.0) = true;
                 self.1.notify_all();
             }
