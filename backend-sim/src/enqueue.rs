@@ -18,7 +18,15 @@ use crate::job::{SimJob, SimStream};
 use crate::locks::{read, write};
 use crate::sim::Sim;
 use crate::stream::{Stream, StreamConfig, TaskCtx, WorkerPolicy, allowed_cpus};
-use crate::{spin, trace, waitgraph};
+use crate::{spin, stream_cache, trace, waitgraph};
+
+/// What [`Sim::push_checked`] did with a job.
+enum Pushed {
+    /// Queued (`Ok`), or refused.
+    Done(Result<(), SimError>),
+    /// The queue is full: the stream and the job, to wait for room.
+    Full(Arc<SimStream>, SimJob),
+}
 
 impl Sim {
     /// The CPU a stream's worker is restricted to ([`StreamCpus`](crate::StreamCpus)), or `None` when the kernel
@@ -76,10 +84,12 @@ impl Sim {
         self.enqueue_job(stream, h, SimJob::Other(Box::new(task)))
     }
 
-    /// Queues `job` on stream `h` after `check` accepts the stream (its device) and the job. The
-    /// common case queues under the stream table's read lock, without taking a reference to
-    /// the stream (two atomic read-modify-writes fewer); a full queue is waited for outside
-    /// the lock.
+    /// Queues `job` on stream `h` after `check` accepts the stream (its device) and the job.
+    /// A record or wait on a stream this thread queued on before finds the stream in the
+    /// thread's stream cache (`stream_cache`: no lock, no reference count); otherwise the job
+    /// is queued under the stream table's read lock, without taking a reference to the
+    /// stream (two atomic read-modify-writes fewer). A full queue is waited for outside the
+    /// lock.
     pub(crate) fn enqueue_checked(
         &self,
         h: RawStream,
@@ -91,25 +101,47 @@ impl Sim {
             SimJob::Record { pin, .. } => Some(pin.target()),
             _ => None,
         };
+        let cached = matches!(job, SimJob::Record { .. } | SimJob::Wait { .. });
+        // Read before the lookup: a removal after it makes the entry stale (`stream_cache`).
+        let epoch = self.inner.stream_epoch.load(Ordering::Acquire);
+        let mut args = Some((job, check));
+        if cached
+            && let Some(pushed) = stream_cache::with(self.inner.serial, epoch, h.0, |e, notes| {
+                let (job, check) = args.take().expect("called once");
+                let pushed = self.push_checked(e, h, job, check);
+                if let (Pushed::Done(Ok(())), Some(t), Some(n)) = (&pushed, target, notes) {
+                    // SAFETY: the graph is this `Sim`'s (`inner.graph`), and `self` lives.
+                    unsafe { n.note_record(t, e.stream.issued()) };
+                }
+                pushed
+            })
+        {
+            return match pushed {
+                Pushed::Done(r) => r,
+                Pushed::Full(s, job) => {
+                    self.enqueue_job(&s, h, job)?;
+                    if let Some(t) = target {
+                        self.note_record_on(h, t);
+                    }
+                    Ok(())
+                }
+            };
+        }
+        let (job, check) = args.take().expect("not taken on a miss");
         let (s, job, graph) = {
             let t = read(&self.inner.streams);
             let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
-            check(e, &job)?;
-            // The timeline follows a job wrapped when it is queued (see `trace::job`).
-            let job = if trace::on() {
-                trace::job::traced(job)
-            } else {
-                job
-            };
-            match e.stream.try_enqueue_job(job) {
-                Ok(Ok(())) => {
-                    if let (Some(t), Some(g)) = (target, &e.graph) {
+            if cached {
+                stream_cache::put(self.inner.serial, epoch, h.0, e);
+            }
+            match self.push_checked(e, h, job, check) {
+                Pushed::Done(r) => {
+                    if let (Ok(()), Some(t), Some(g)) = (&r, target, &e.graph) {
                         g.note_record(t, e.stream.issued());
                     }
-                    return Ok(());
+                    return r;
                 }
-                Ok(Err(err)) => return Err(self.enqueue_error(&e.stream, h, err)),
-                Err(job) => (Arc::clone(&e.stream), job, e.graph.clone()),
+                Pushed::Full(s, job) => (s, job, e.graph.clone()),
             }
         };
         self.enqueue_job(&s, h, job)?;
@@ -117,6 +149,38 @@ impl Sim {
             g.note_record(t, s.issued());
         }
         Ok(())
+    }
+
+    /// `check`, then the job queued on `e`'s stream unless its queue is full (then handed
+    /// back with a reference to the stream, to wait for room without a lock).
+    #[inline(always)]
+    fn push_checked(
+        &self,
+        e: &StreamEntry,
+        h: RawStream,
+        job: SimJob,
+        check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
+    ) -> Pushed {
+        if let Err(err) = check(e, &job) {
+            return Pushed::Done(Err(err));
+        }
+        // The timeline follows a job wrapped when it is queued (see `trace::job`).
+        let job = if trace::on() {
+            trace::job::traced(job)
+        } else {
+            job
+        };
+        match e.stream.try_enqueue_job(job) {
+            Ok(Ok(())) => Pushed::Done(Ok(())),
+            Ok(Err(err)) => Pushed::Done(Err(self.enqueue_error(&e.stream, h, err))),
+            Err(job) => Pushed::Full(Arc::clone(&e.stream), job),
+        }
+    }
+
+    /// Marks the removal of stream handles for the threads' stream caches; called right
+    /// after the removal, before the stream is destroyed.
+    pub(crate) fn streams_removed(&self) {
+        self.inner.stream_epoch.fetch_add(1, Ordering::Release);
     }
 
     /// A stream on `device` with a worker thread called `name`, entered in the stream table

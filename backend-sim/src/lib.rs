@@ -99,6 +99,7 @@ mod sigbus;
 mod sim;
 mod spin;
 pub mod stream;
+mod stream_cache;
 mod sys;
 #[cfg(test)]
 mod tests;

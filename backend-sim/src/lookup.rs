@@ -66,6 +66,7 @@ impl Sim {
                 }
                 streams.push(e.stream);
             }
+            self.streams_removed();
             streams.extend(
                 lock(&self.inner.draining)
                     .iter()
@@ -78,6 +79,8 @@ impl Sim {
         }
         for s in &streams {
             s.wait_destroyed();
+            // A thread's stream cache may keep the stream's memory (`stream_cache`).
+            s.release_kept();
         }
         lock(&self.inner.draining).retain(|(d, _)| !d.has_exited());
         streams.len()

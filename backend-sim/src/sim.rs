@@ -33,6 +33,9 @@ pub(crate) struct Inner {
     /// Bumped whenever a notify handle is removed: entries of the threads' pin caches made
     /// before stop being used (`pin_cache`).
     pub(crate) notify_epoch: AtomicU64,
+    /// Bumped whenever a stream handle is removed: entries of the threads' stream caches made
+    /// before stop being used (`stream_cache`).
+    pub(crate) stream_epoch: AtomicU64,
     pub(crate) soc: Soc,
     /// `soc.has(Feature::Notify)`, kept: every notify call asks ([`Sim::notify_calls`]), and
     /// `Soc::has` (another crate, not inlined) builds the SoC's whole capability table to
@@ -101,6 +104,12 @@ impl Drop for Inner {
         let streams = write(&self.streams).drain();
         for e in &streams {
             let _ = e.stream.begin_destroy(StreamDestroy::Discard);
+        }
+        // Joined here, not by the drop of the table's references: a thread's stream cache
+        // (`stream_cache`) may hold another.
+        for e in &streams {
+            e.stream.wait_destroyed();
+            e.stream.release_kept();
         }
         drop(streams);
         let notifies = write(&self.notifies).drain();

@@ -175,6 +175,53 @@ fn a_destroyed_notify_is_refused_even_with_its_pin_alive_in_a_queued_task() {
     sim.destroy_notify(gate).unwrap();
 }
 
+/// A record or wait on a destroyed stream fails (107017) even when this thread queued on it
+/// just before (its stream cache, `stream_cache`, holds the stream): after a destroy, after
+/// a discard of its device's streams, and for a new stream made in its place; the records
+/// queued before the destroy ran once each.
+#[test]
+fn a_destroyed_stream_is_refused_even_when_this_thread_queued_on_it_just_before() {
+    let (sim, _ns) = open("streamcache", Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let refused = |s: RawStream| {
+        for e in [
+            sim.record(n, s).unwrap_err(),
+            sim.wait_and_reset(n, s, Timeout::Forever).unwrap_err(),
+        ] {
+            assert_eq!(e.kind(), Error::InvalidHandle, "{e}");
+        }
+    };
+    let s = sim.create_stream(0).unwrap();
+    sim.record(n, s).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    sim.record(n, s).unwrap();
+    let before = sim.stream(s).unwrap().0.stats().enqueued;
+    sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+    refused(s);
+    // Every record queued before the destroy ran once: the last one left the notify set.
+    assert!(sim.try_consume(n).unwrap());
+    assert!(!sim.try_consume(n).unwrap());
+    assert_eq!(before, 3);
+    // A stream made after, in the same slot of the table or not.
+    let s2 = sim.create_stream(0).unwrap();
+    assert_ne!(s2, s);
+    refused(s);
+    sim.record(n, s2).unwrap();
+    sim.synchronize(s2, SyncWait::AtMost(Duration::from_secs(10)))
+        .unwrap();
+    assert!(sim.try_consume(n).unwrap());
+    // A device's streams discarded (as a reset does) while this thread has one cached.
+    assert_eq!(sim.discard_streams_where(|d| d == 0), 1);
+    refused(s2);
+    // Another `Sim`'s stream with the same handle value is not this one's either.
+    let (other, _ns2) = open("streamcache2", Soc::Ascend910B);
+    let s3 = sim.create_stream(0).unwrap();
+    sim.record(n, s3).unwrap();
+    assert!(other.record(n, s3).is_err());
+    sim.destroy_stream(s3, StreamDestroy::Drain).unwrap();
+    sim.destroy_notify(n).unwrap();
+}
+
 /// A host function that synchronizes its own stream gets 507000 with the reason.
 #[test]
 fn synchronize_from_the_stream_s_own_host_function_says_why_it_is_refused() {

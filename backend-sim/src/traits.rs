@@ -301,6 +301,7 @@ impl StreamOps for Sim {
                 Some(_) => {}
             }
             let e = t.remove(stream.0).ok_or_else(|| bad_stream(stream))?;
+            self.streams_removed();
             // Still found by `discard_streams_where` while it drains.
             let drain = (mode == StreamDestroy::Drain).then(|| {
                 let s = Arc::clone(&e.stream);
@@ -313,6 +314,11 @@ impl StreamOps for Sim {
         };
         // Outside the lock: a draining destroy waits for the stream's tasks.
         let r = e.stream.destroy(mode);
+        // A thread's stream cache may keep the stream's memory (`stream_cache`), not the files
+        // its tasks used. Not after an overtaken drain: the discard that overtook it lets go.
+        if r.is_ok() {
+            e.stream.release_kept();
+        }
         // A destroy from one of the stream's own tasks returns while the worker still drains
         // what is queued behind that task: it stays listed until its worker has exited (the
         // next draining destroy prunes it), so that a finalize or reset still finds it.

@@ -691,6 +691,33 @@ impl Drop for StreamSlot {
     }
 }
 
+/// The address of a stream's entry in the graph, to note records in
+/// ([`StreamSlot::note_record`] without a reference to the [`StreamSlot`]).
+#[derive(Clone, Copy)]
+pub(crate) struct RecNotes(std::ptr::NonNull<Entry>);
+
+impl RecNotes {
+    /// [`StreamSlot::note_record`].
+    ///
+    /// # Safety
+    ///
+    /// The graph the entry is in must still be mapped: a `Sim` holding it (the one whose
+    /// stream this is) must be alive.
+    ///
+    /// The stream may have been destroyed meanwhile on another thread (a record queued while
+    /// its stream is destroyed): the note then goes to an entry its stream released, harmless
+    /// unless the entry was claimed again, by a stream made (in any process) after the
+    /// destroy's worker exited. That stream's next records overwrite the note; until then an
+    /// inspector lists a record it did not queue. It takes a record queued while another
+    /// thread destroys the record's stream (a program error), and that destroy's whole run,
+    /// worker exit included, between two instructions of the recording thread.
+    pub(crate) unsafe fn note_record(self, t: Target, issued: u64) {
+        // SAFETY: mapped (the caller's promise); every field is an atomic.
+        let e = unsafe { self.0.as_ref() };
+        e.recs[(issued as usize) % RECS].store(t.rec_word(issued), Relaxed);
+    }
+}
+
 thread_local! {
     /// The entry of the stream whose worker this thread is (looked up in [`WORKERS`] by the
     /// thread's first wait that sleeps).
@@ -710,6 +737,12 @@ fn gettid() -> i32 {
 impl StreamSlot {
     fn entry(&self) -> &Entry {
         self.graph.entry(self.index)
+    }
+
+    /// Where this stream's records are noted, for a thread's stream cache
+    /// (`stream_cache`), which holds no reference to this entry.
+    pub(crate) fn rec_notes(&self) -> RecNotes {
+        RecNotes(std::ptr::NonNull::from(self.entry()))
     }
 
     /// Makes the stream's worker thread `tid` publish for this entry.

@@ -496,6 +496,23 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         Ok(())
     }
 
+    /// Lets go of the values kept for the stream's tasks ([`keep_alive`](Self::keep_alive))
+    /// before the stream's memory goes, for an owner that keeps the stream past its end
+    /// (a cache). Call it only once the stream is destroyed, its worker has exited
+    /// ([`has_exited`](Self::has_exited)) and no task of it is still to be dropped: after
+    /// a `Discard` this thread began and waited for, or a `Drain` that succeeded. Does
+    /// nothing otherwise (a stream still open or whose worker runs).
+    pub fn release_kept(&self) {
+        let s = &*self.shared;
+        if s.state.load(Ordering::SeqCst) == OPEN || !self.has_exited() {
+            return;
+        }
+        for k in &s.kept_fast {
+            k.store(std::ptr::null_mut(), Ordering::Release);
+        }
+        drop(std::mem::take(&mut *lock(&s.kept)));
+    }
+
     /// Keeps `value` alive for as long as this stream's queue exists, so that a task queued
     /// on it may use the value through a plain pointer instead of holding a reference of its
     /// own: no reference count written by the enqueuing thread and again by the worker, on
