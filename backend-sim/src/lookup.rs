@@ -126,13 +126,25 @@ impl Sim {
     /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]): from this thread's pin
     /// cache if it holds it from the current notify epoch (no lock; see `pin_cache`), else
     /// from the table.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pin(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
         // Read before the lookup: a removal after it makes the entry stale (see `pin_cache`).
         let epoch = self.inner.notify_epoch.load(Ordering::Acquire);
         if let Some(pin) = pin_cache::get(self.inner.serial, epoch, h.0, stream.0) {
             return Ok(pin);
         }
+        self.pin_missed(h, stream, epoch)
+    }
+
+    /// [`pin`](Self::pin) not in the cache: out of line, so that a hit builds no frame for
+    /// the table's lock and the error.
+    #[inline(never)]
+    fn pin_missed(
+        &self,
+        h: RawNotify,
+        stream: RawStream,
+        epoch: u64,
+    ) -> Result<Arc<StreamPin>, SimError> {
         let pin = self.pin_from_table(h, stream)?;
         pin_cache::put(self.inner.serial, epoch, h.0, stream.0, &pin);
         Ok(pin)

@@ -15,7 +15,8 @@
 //! - a call that failed on a file already lost before it started keeps its error (the
 //!   order of checks of SPEC §3 decides, as for an intact file; most answer 507899 anyway).
 //!
-//! The cost when nothing is lost is two loads of one atomic and one of the file's flag. Stream
+//! The cost when nothing is lost is two loads of one atomic (and one of the file's flag once
+//! the handler has run in this process). Stream
 //! tasks (records and waits) make the same check themselves after touching the notify, so a
 //! record that landed in a zero page fails its stream's next synchronize with 507899.
 //!
@@ -65,7 +66,9 @@ impl Sim {
         let before = sigbus::faults();
         let r = f();
         let during = sigbus::faults() != before;
-        if !during && (r.is_err() || !lost()) {
+        // Only the handler marks a file lost, and it counts what it does: with no fault yet
+        // in this process, nothing is lost (a load instead of the files' flags).
+        if !during && (r.is_err() || before == 0 || !lost()) {
             return r;
         }
         match self.lost_file() {
