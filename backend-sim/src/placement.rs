@@ -586,6 +586,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn only_enabled_threads_move() {
+        std::thread::spawn(|| {
+            let before = allowed_cpus();
+            for _ in 0..10 * STREAK {
+                crowded();
+                beside_enqueuer(current_cpu(), || panic!("a thread not enabled moved"));
+            }
+            assert_eq!(CROWDING.with(Cell::get), None);
+            assert_eq!(allowed_cpus(), before);
+        })
+        .join()
+        .unwrap();
+    }
+
     /// A copy that runs on another CPU than its enqueuer's counts as apart; the one beside
     /// it does not.
     #[test]
