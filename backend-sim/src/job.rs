@@ -15,6 +15,9 @@ use crate::prefetch::prefetch_for_write;
 use crate::stream::{Job, Stream, Task, TaskCtx};
 use crate::waiters::{StampedWaiter, wait_slow};
 
+/// The most cache lines of a boxed task's captured state that [`Job::prefetch`] pulls in.
+const PREFETCH_LINES: usize = 4;
+
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;
 
@@ -78,7 +81,8 @@ impl Job<SimError> for SimJob {
         matches!(self, SimJob::Record { .. })
     }
 
-    /// Records never block; waits call `before_block` before they sleep.
+    /// Records, copies and sets of device memory (`Bulk`) never block; waits call
+    /// `before_block` before they sleep.
     fn may_block(&self) -> bool {
         !matches!(
             self,
@@ -96,7 +100,8 @@ impl Job<SimError> for SimJob {
     /// pulled in the same way: the enqueuing thread wrote it, on another CPU, and the worker
     /// reads it, then frees it. Bursts of 64 async copies of 64 KiB took 47.3–47.8 µs against
     /// 48.6–49.4 µs without (three alternations, at a time when a cache line took 200 ns to
-    /// cross between this VM's two CPUs).
+    /// cross between this VM's two CPUs). At most [`PREFETCH_LINES`] lines: a copy's task
+    /// fits in two, and a callback's captures may be of any size.
     fn prefetch(&self) {
         match self {
             SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } => {
@@ -104,7 +109,8 @@ impl Job<SimError> for SimJob {
             }
             SimJob::Other(task) | SimJob::Bulk(task) => {
                 let p: *const u8 = std::ptr::from_ref(&**task).cast();
-                for off in (0..std::mem::size_of_val(&**task)).step_by(64) {
+                let lines = (0..std::mem::size_of_val(&**task)).step_by(64);
+                for off in lines.take(PREFETCH_LINES) {
                     prefetch_for_write(p.wrapping_add(off));
                 }
             }

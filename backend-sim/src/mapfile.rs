@@ -847,6 +847,14 @@ impl<T: Send + Sync + 'static> Registry<T> {
         Ok(Some(f))
     }
 
+    /// This process's mapping of `path` if it has one that `usable` accepts; never opens
+    /// the file.
+    pub(crate) fn find(&self, path: &Path, usable: impl Fn(&T) -> bool) -> Option<Arc<T>> {
+        crate::fork::required().ok()?;
+        let reg = self.0.get().lock().unwrap_or_else(PoisonError::into_inner);
+        reg.get(path).and_then(Weak::upgrade).filter(|f| usable(f))
+    }
+
     /// This process's lock (for the fork tests).
     #[cfg(test)]
     pub(crate) fn get(&self) -> &std::sync::Mutex<HashMap<PathBuf, Weak<T>>> {

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Mutex, PoisonError, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
+use acl_notify_core::slot::{Payload, Slot};
+
 /// A process between two steps of a create or destroy is never stalled this long in
 /// practice; an id that stays orphaned for longer was left by a dead process.
 pub(crate) const REPAIR_GRACE: Duration = Duration::from_secs(10);
@@ -84,6 +86,31 @@ impl<S: Copy + PartialEq> LeakRepair<S> {
         *suspects = seen;
         repaired
     }
+}
+
+/// Retires `slot`, which a repair pass found orphaned for the grace period, after clearing its
+/// stray holder bits (bits of process-table entries nobody occupies): `hold(mask)` occupies
+/// those entries until the slot is retired, so that nobody registers there and joins with one
+/// of the bits meanwhile (`None`: an entry was taken). `false` if it is not an orphan any more
+/// (an entry was taken, someone joined, or the slot changed). The one retire of the notify and
+/// IPC event files' leak repairs, which share the core's [`Slot`].
+pub(crate) fn retire_orphan_slot<P: Payload, H>(
+    slot: &Slot<P>,
+    hold: impl FnOnce(u64) -> Option<H>,
+) -> bool {
+    let stray = slot.holders();
+    let _held = if stray == 0 {
+        None
+    } else {
+        let Some(h) = hold(stray) else {
+            return false;
+        };
+        if slot.clear_stray_holders(stray) != 0 {
+            return false;
+        }
+        Some(h)
+    };
+    slot.retire_orphan()
 }
 
 /// Every (device, id) below each device's high-water mark.

@@ -289,7 +289,7 @@ pub(crate) fn init() -> Result<(), CallError> {
 /// `aclFinalize`: releases every stream and notify handle of the process. In a forked child
 /// that has not called `aclInit`, releases nothing (nothing is the child's) and returns 0.
 pub(crate) fn finalize() -> Result<(), CallError> {
-    let old = {
+    let (old, quiet) = {
         let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
         let old = match std::mem::replace(&mut *state, State::Finalized) {
             State::Ready(rt, _) => Some(rt),
@@ -311,7 +311,7 @@ pub(crate) fn finalize() -> Result<(), CallError> {
         let quiet = SESSION.withdraw();
         (old, quiet)
     };
-    if let (Some(rt), quiet) = old {
+    if let Some(rt) = old {
         rt.release(|_| true);
         if !quiet {
             // A call may still run on it (the membarrier failed, which it does not once

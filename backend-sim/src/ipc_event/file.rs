@@ -21,7 +21,7 @@ use crate::error::SimError;
 use crate::mapfile::{
     Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, align_up, field, fill_fields,
 };
-use crate::repair::{LeakRepair, all_ids};
+use crate::repair::{LeakRepair, all_ids, retire_orphan_slot};
 use crate::sys;
 
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNEVT\x01");
@@ -397,20 +397,8 @@ impl EvtFile {
                     .then(|| (s.generation(), state, holders))
             },
             |dev, idx| {
-                let Some(s) = self.slot(dev, idx) else {
-                    return false;
-                };
-                let stray = s.holders();
-                let _hold = if stray == 0 {
-                    None
-                } else {
-                    let Some(h) = hold(stray) else { return false };
-                    if s.clear_stray_holders(stray) != 0 {
-                        return false;
-                    }
-                    Some(h)
-                };
-                s.retire_orphan()
+                self.slot(dev, idx)
+                    .is_some_and(|s| retire_orphan_slot(s, &hold))
             },
         )
     }
@@ -457,18 +445,21 @@ fn header_fields(h: &Header, devices: u32, total: usize) -> [Field<'_>; 5] {
     ]
 }
 
-/// The leak repair of the IPC event file of `namespace`/`server` (if there is one), for the
-/// process table's garbage collection: see [`EvtFile::repair_leaks`]. Only a process that keeps
-/// the file open remembers its suspects from one pass to the next (the grace period).
+/// The leak repair of the IPC event file of `namespace`/`server`, for the process table's
+/// garbage collection: see [`EvtFile::repair_leaks`]. Only where this process has the file
+/// mapped already: the repair state (its suspects, and when each was first seen) lives with
+/// the mapping, so a mapping opened for one pass and dropped after it could only suspect,
+/// never repair, and would map, scan and unmap the file at every garbage collection for
+/// nothing. A process that uses IPC events keeps the mapping, and repairs.
 pub(crate) fn repair_leaks<H>(
     namespace: &str,
     server: u32,
-    devices: u32,
     free: u64,
     hold: impl Fn(u64) -> Option<H>,
 ) -> u32 {
-    match EvtFile::open(namespace, server, devices, EvtOpen::Existing) {
-        Ok(Some(f)) if !f.lost() => f.repair_leaks(free, hold),
+    let me = sys::getpid();
+    match REGISTRY.find(&evt_file_path(namespace, server), |f| f.pid == me) {
+        Some(f) if !f.lost() => f.repair_leaks(free, hold),
         _ => 0,
     }
 }

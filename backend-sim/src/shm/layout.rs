@@ -22,8 +22,10 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// slots padded to 192 bytes on 64-byte lines; 3: the id pools became bitmaps with "full"
 /// hints; 4: a process-table entry being reclaimed names its reclaimer, not the dead process;
 /// the header names the creator's PID namespace; 5: the notify slot is the core's shared
-/// `Slot`: the record diagnostics follow the flag and queue, the lifecycle comes last).
-pub const LAYOUT_VERSION: u32 = 5;
+/// `Slot`: the record diagnostics follow the flag and queue, the lifecycle comes last; 6: the
+/// header's count of busy stream workers and each process-table entry's part of it, which a
+/// build of layout 5 would neither keep nor give back on reclaim).
+pub const LAYOUT_VERSION: u32 = 6;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;

@@ -10,7 +10,7 @@ use crate::error::SimError;
 use crate::ipc_event::file::{
     reclaim_proc as reclaim_ipc_events, repair_leaks as repair_ipc_events,
 };
-use crate::repair::all_ids;
+use crate::repair::{all_ids, retire_orphan_slot};
 use crate::sys;
 
 use super::*;
@@ -104,13 +104,10 @@ impl ShmFile {
     pub fn gc(&self) -> GcReport {
         let mut report = self.reclaim_dead();
         report.notifies_freed += self.repair_leaks();
-        report.ipc_events_freed += repair_ipc_events(
-            &self.namespace,
-            self.server,
-            self.layout.devices,
-            self.free_procs(),
-            |mask| self.hold_free_procs(mask),
-        );
+        report.ipc_events_freed +=
+            repair_ipc_events(&self.namespace, self.server, self.free_procs(), |mask| {
+                self.hold_free_procs(mask)
+            });
         report
     }
 
@@ -246,21 +243,7 @@ impl ShmFile {
         let (Some(slot), Some(pool)) = (self.slot(dev, id), self.pool(dev)) else {
             return false;
         };
-        let stray = slot.holders();
-        // Held until the slot is retired: a process cannot register in these entries (and so
-        // cannot join with one of these bits) before the bits are gone.
-        let _hold = if stray == 0 {
-            None
-        } else {
-            let Some(hold) = self.hold_free_procs(stray) else {
-                return false;
-            };
-            if slot.clear_stray_holders(stray) != 0 {
-                return false;
-            }
-            Some(hold)
-        };
-        slot.retire_orphan() && pool.free(id).is_ok()
+        retire_orphan_slot(slot, |m| self.hold_free_procs(m)) && pool.free(id).is_ok()
     }
 
     /// The bits of the process-table entries that no process occupies (state free).

@@ -149,15 +149,12 @@ impl Runtime {
         let device = self.current_device()?;
         // The key is used where `parse` returned it (a `?` would move its 66 bytes out first).
         let parsed = key.ok_or(Error::ParamInvalid).and_then(ExportKey::parse);
-        let key = match &parsed {
-            Ok(k) => k,
-            Err(e) => {
-                return Err(CallError::new(
-                    *e,
-                    "the key is malformed (not a key aclrtNotifyGetExportKey wrote)",
-                ));
-            }
-        };
+        let key = parsed.as_ref().map_err(|e| {
+            CallError::new(
+                *e,
+                "the key is malformed (not a key aclrtNotifyGetExportKey wrote)",
+            )
+        })?;
         let raw = self
             .backend
             .import_key(device, key, flags)
