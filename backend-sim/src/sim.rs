@@ -148,6 +148,13 @@ impl Sim {
         mapfile::remove_files(name, None)
     }
 
+    /// Every namespace that has shared files under `/dev/shm` (of any kind, any server),
+    /// sorted: what [`Sim::remove_namespace`] would find files of. A tool that cleans up after
+    /// processes of its own that were killed lists them here.
+    pub fn namespaces_with_files() -> Result<Vec<String>, SimError> {
+        mapfile::namespaces()
+    }
+
     /// The namespace this `Sim` is connected to.
     pub fn namespace(&self) -> &str {
         &self.inner.namespace
