@@ -33,9 +33,6 @@ pub(crate) struct Inner {
     /// Bumped whenever a notify handle is removed: entries of the threads' pin caches made
     /// before stop being used (`pin_cache`).
     pub(crate) notify_epoch: AtomicU64,
-    /// Bumped whenever a stream handle is removed: entries of the threads' stream caches made
-    /// before stop being used (`stream_cache`).
-    pub(crate) stream_epoch: AtomicU64,
     pub(crate) soc: Soc,
     /// `soc.has(Feature::Notify)`, kept: every notify call asks ([`Sim::notify_calls`]), and
     /// `Soc::has` (another crate, not inlined) builds the SoC's whole capability table to
@@ -102,6 +99,7 @@ impl Drop for Inner {
         // the notify references. Every stream is cancelled before any is joined: a task of
         // one may be waiting for another.
         let streams = write(&self.streams).drain();
+        crate::stream_cache::streams_removed();
         for e in &streams {
             let _ = e.stream.begin_destroy(StreamDestroy::Discard);
         }
@@ -112,6 +110,7 @@ impl Drop for Inner {
             e.stream.release_kept();
         }
         drop(streams);
+        crate::stream_cache::drop_stale();
         let notifies = write(&self.notifies).drain();
         drop(notifies);
         self.cnt.clear();
