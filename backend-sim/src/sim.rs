@@ -179,6 +179,14 @@ impl Sim {
         Ok(r)
     }
 
+    /// What the garbage collection run when this process opened its server file reclaimed
+    /// (see [`Sim::gc`]; the `Sim`s of a process that share the file report the same): with
+    /// the reports of later [`Sim::gc`] calls, everything this process reclaimed there. Its
+    /// `cnt_freed` is 0 (the count notifies are reclaimed by `Sim::gc` only).
+    pub fn reclaimed_at_open(&self) -> GcReport {
+        self.inner.file.reclaimed_at_open()
+    }
+
     /// [`batch_reset`](acl_notify_core::StreamOps::batch_reset) over handles produced one at a time, for a
     /// caller that translates its own handles (the C library): `next(i)` yields element `i`
     /// of `num`, or `None` to end the batch there (the caller's own check of element `i`
