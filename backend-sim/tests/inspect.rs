@@ -16,7 +16,7 @@ use acl_notify_core::event::{EventFlags, EventOps, EventSpec};
 use acl_notify_core::{
     Backend, CreateFlags, ExportFlags, ImportFlags, NotifyResources, Soc, StreamOps, Timeout,
 };
-use acl_notify_sim::Sim;
+use acl_notify_sim::{NamespaceGuard, Sim};
 
 mod common;
 use common::{put, take};
@@ -112,6 +112,9 @@ fn inspector_explains_a_stuck_wait() {
     }
     let ns = format!("it-inspect-{}", std::process::id());
     let _ = Sim::remove_namespace(&ns);
+    // Removes the namespace also when the test fails (after the children, bound later, are
+    // killed).
+    let _guard = NamespaceGuard(ns.clone());
     let dir = std::env::temp_dir().join(&ns);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
