@@ -38,9 +38,10 @@ impl Registry {
     }
 }
 
-/// Kills every child of this run and waits until each is dead (not reaping it), and lets no
-/// new one start: for the signal thread, before it removes the run's files (a child left
-/// running could make them again).
+/// Kills every child of this run and reaps each (so none is left over, not even as a
+/// zombie): for the signal thread, before it removes the run's files (a child left running
+/// could make them again) and ends the process. The registry stays locked until the process
+/// has ended: no child starts, and no other thread touches a reaped child's pid.
 pub fn kill_all_for_exit() {
     let mut reg = registry();
     reg.exiting = true;
@@ -48,24 +49,14 @@ pub fn kill_all_for_exit() {
         // SAFETY: kill(2) has no memory effects; `p` is an unreaped child of ours.
         unsafe { libc::kill(p, libc::SIGKILL) };
     }
-    for &p in &reg.pids {
-        loop {
-            // SAFETY: a zeroed siginfo_t is valid storage for waitid to fill.
-            let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-            // SAFETY: `info` is valid for the write; WNOWAIT leaves the child unreaped.
-            let r = unsafe {
-                libc::waitid(
-                    libc::P_PID,
-                    p as libc::id_t,
-                    &mut info,
-                    libc::WEXITED | libc::WNOWAIT,
-                )
-            };
-            if r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                break;
-            }
-        }
+    for p in std::mem::take(&mut reg.pids) {
+        let mut status = 0;
+        // SAFETY: `status` is valid for the write; `p` is an unreaped child of ours.
+        while unsafe { libc::waitpid(p, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
     }
+    std::mem::forget(reg);
 }
 
 /// A child process running this binary in another role. Killed and reaped on drop if it is

@@ -77,6 +77,21 @@ pub fn sweep_dead_runs() -> (Vec<u32>, usize) {
     (dead, files)
 }
 
+/// Unblocks the signals [`RunFiles::start`] blocked, in a child process (`--role`): it
+/// inherits the mask, and must die of them as any program does.
+pub fn unblock_in_child() {
+    // SAFETY: a zeroed sigset_t is valid storage; sigemptyset initialises it; unblocking
+    // signals has no memory effects.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    }
+}
+
 /// The run's files: removed when this is dropped, or when a signal of [`SIGNALS`] comes.
 #[derive(Debug)]
 pub struct RunFiles {
@@ -89,8 +104,8 @@ impl RunFiles {
     /// # Safety
     ///
     /// No other thread may exist yet: the signals must be blocked in every thread, and threads
-    /// inherit the mask of the one that starts them. (Child processes do not: `std::process`
-    /// clears the mask before it runs a program.)
+    /// inherit the mask of the one that starts them. (So do child processes: a `--role` child
+    /// unblocks them first thing, [`unblock_in_child`].)
     pub unsafe fn start() -> Result<RunFiles, String> {
         // SAFETY: a zeroed sigset_t is valid storage; sigemptyset initialises it.
         let mut set: libc::sigset_t = unsafe { std::mem::zeroed() };

@@ -189,6 +189,7 @@ fn main() -> ExitCode {
 
 /// A child process: `--role <name> --key value …`. Prints its results on stdout.
 fn role_main(args: &[String]) -> ExitCode {
+    cleanup::unblock_in_child();
     sys::die_with_parent();
     let Some(role) = args.first() else {
         eprintln!("--role needs a name");

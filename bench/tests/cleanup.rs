@@ -69,15 +69,16 @@ fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
-/// Whether process `pid` is gone or a zombie (dead, maybe not reaped yet by whoever adopted it).
-fn dead(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        // The state follows the command name's closing parenthesis.
-        Ok(s) => s
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
-    }
+/// Whether process `pid` is gone (exited and reaped).
+fn gone(pid: u32) -> bool {
+    !std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// The signals blocked in process `pid` (its main thread), from `/proc`.
+fn blocked(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hex = s.lines().find_map(|l| l.strip_prefix("SigBlk:"))?;
+    u64::from_str_radix(hex.trim(), 16).ok()
 }
 
 /// A run that ends by an error return (here: its results directory cannot be made) still
@@ -126,6 +127,12 @@ fn a_run_stopped_by_a_signal_leaves_no_files_and_no_children() {
         kids = children_of(pid);
         !files_of_run(pid).is_empty() && !kids.is_empty()
     });
+    // The run blocks these signals for its signal thread; its children must not inherit that.
+    let term = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP]
+        .iter()
+        .fold(0u64, |m, &s| m | 1 << (s - 1));
+    let kids_blocked: Vec<Option<u64>> =
+        kids.iter().map(|&k| blocked(k).map(|b| b & term)).collect();
     // SAFETY: kill(2) has no memory effects; `pid` is our unreaped child.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let st = wait_limited(&mut child, Duration::from_secs(30));
@@ -140,8 +147,12 @@ fn a_run_stopped_by_a_signal_leaves_no_files_and_no_children() {
     assert!(err.contains("children killed"), "{err}");
     assert_eq!(files_of_run(pid), Vec::<PathBuf>::new(), "{err}");
     assert!(
-        eventually(Duration::from_secs(5), || kids.iter().all(|&k| dead(k))),
-        "children {kids:?} outlived the run"
+        eventually(Duration::from_secs(5), || kids.iter().all(|&k| gone(k))),
+        "children {kids:?} outlived the run (or were left unreaped)"
+    );
+    assert!(
+        kids_blocked.iter().all(|b| *b != Some(term)),
+        "children with SIGINT/SIGTERM/SIGHUP blocked: {kids_blocked:?}"
     );
 }
 
