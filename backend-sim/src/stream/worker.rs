@@ -49,7 +49,8 @@ const YIELD_LOST_CPU: Duration = Duration::from_micros(5);
 /// Spins until `done()` or until `budget` has passed; true if `done()` held.
 ///
 /// The first [`PURE_SPIN`] is a tight `spin_loop`; after that each clock check (every 32
-/// turns) also calls `sched_yield`, so that on a busy machine where the thread we are waiting
+/// turns) also calls `sched_yield` (unless a yield of this thread gave a whole slice away
+/// lately: [`crate::spin::offer_cpu`]), so that on a busy machine where the thread we are waiting
 /// for shares our CPU, our spinning does not keep it off that CPU (on an otherwise idle CPU
 /// the yield returns at once). A yield that does not return at once shows that another
 /// thread wants this CPU: the spin then stops early (false unless `done()` holds by then),
@@ -72,12 +73,10 @@ pub(super) fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bo
             if elapsed >= budget {
                 return false;
             }
-            if elapsed >= PURE_SPIN {
-                let before = Instant::now();
-                thread::yield_now();
-                if before.elapsed() >= YIELD_LOST_CPU {
-                    return done();
-                }
+            if elapsed >= PURE_SPIN
+                && crate::spin::offer_cpu().is_some_and(|took| took >= YIELD_LOST_CPU)
+            {
+                return done();
             }
         } else {
             std::hint::spin_loop();
