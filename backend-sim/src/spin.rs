@@ -92,12 +92,14 @@ thread_local! {
 /// thread gave a whole slice away within the last [`NO_YIELD_FOR`].
 ///
 /// Why: under EEVDF a `sched_yield` moves the yielder's deadline a slice later, so a thread
-/// beside it that keeps the CPU busy runs until its own slice ends. Measured on this
-/// project's 2-vCPU VM with a busy loop (`while :; do :; done`, unpinned) running beside the
-/// bench's cross-process round trip (default settings, hosts feeding): 1.4–2.1 ms a round
-/// trip when every spinning wait and idle worker yielded, against 32–474 µs with this rule
-/// and 58–104 µs with no yields at all (three alternations; the POSIX-semaphore ping-pong
-/// read about 7 µs there).
+/// beside it that keeps the CPU busy runs until its own slice ends, and the yielder — which
+/// by then has its record — waits for that. Measured on this project's 2-vCPU VM with a busy
+/// loop (`while :; do :; done`, unpinned) beside the bench's cross-process round trip
+/// (default settings, hosts feeding), five alternations: 0.89–1.77 ms a round trip when
+/// every spinning wait and idle worker yielded, 0.55–89 µs with this rule (the
+/// POSIX-semaphore ping-pong read about 7 µs there); the in-process one 9.4 µs and 772 µs
+/// against 0.65 and 0.33 µs. Without such a thread no yield takes that long, and nothing
+/// changes.
 pub(crate) fn offer_cpu() -> Option<Duration> {
     let mut g = YIELD_GUARD.with(Cell::get);
     if !g.may_yield(crate::sys::now_ns) {
@@ -293,7 +295,11 @@ mod tests {
         assert!(g.may_yield(|| panic!("read the clock with no slice given away")));
         g.yielded(10 * MS, YIELD_LOST_CPU);
         g.yielded(10 * MS, SLICE_GIVEN - Duration::from_nanos(1));
-        assert_eq!(g, YieldGuard::default(), "a peer's short turn stopped yields");
+        assert_eq!(
+            g,
+            YieldGuard::default(),
+            "a peer's short turn stopped yields"
+        );
         g.yielded(10 * MS, SLICE_GIVEN);
         let until = 10 * MS + NO_YIELD_FOR.as_nanos() as u64;
         assert!(!g.may_yield(|| 10 * MS));
