@@ -31,8 +31,11 @@
 //! A yield that gave a whole scheduler slice away ([`SLICE_GIVEN`]) shows a thread beside
 //! this one that keeps the CPU busy (a compiler, say); under EEVDF each further yield would
 //! give it another slice, 1–4 ms, while the record this wait is after has long arrived. So
-//! the thread's spins then stop yielding for [`NO_YIELD_FOR`] ([`offer_cpu`]): they spin to
-//! their limit and sleep, as a spin-then-futex waiter does.
+//! the worker's spins (its waits' and its idle spin) then stop yielding for [`NO_YIELD_FOR`]
+//! or until it parks for want of work ([`offer_cpu`]): they spin to their limit and sleep,
+//! as a spin-then-futex waiter does. (Not a `synchronize`'s spin: a host thread's yield
+//! that takes long mostly gave the CPU to its own stream's worker, running the tasks it
+//! waits for.)
 //!
 //! `ACL_NOTIFY_SIM_SPIN_BUDGET=0` never spins: every wait that finds no record sleeps at once,
 //! and stream workers sleep as soon as their queue is empty.
@@ -113,6 +116,12 @@ pub(crate) fn offer_cpu() -> Option<Duration> {
         YIELD_GUARD.with(|c| c.set(g));
     }
     Some(took)
+}
+
+/// Forgets a slice this thread's yields gave away: its next spin yields again (a stream
+/// worker parking for want of work calls this; see `stream::worker`).
+pub(crate) fn forget_slices() {
+    YIELD_GUARD.with(|c| c.set(YieldGuard::default()));
 }
 
 /// The budget: from [`ENV_SPIN_BUDGET`] if it is set (and valid), else the CPUs this process
