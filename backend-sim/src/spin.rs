@@ -98,11 +98,19 @@ thread_local! {
 /// beside it that keeps the CPU busy runs until its own slice ends, and the yielder — which
 /// by then has its record — waits for that. Measured on this project's 2-vCPU VM with a busy
 /// loop (`while :; do :; done`, unpinned) beside the bench's cross-process round trip
-/// (default settings, hosts feeding), five alternations: 0.89–1.77 ms a round trip when
-/// every spinning wait and idle worker yielded, 0.55–89 µs with this rule (the
-/// POSIX-semaphore ping-pong read about 7 µs there); the in-process one 9.4 µs and 772 µs
-/// against 0.65 and 0.33 µs. Without such a thread no yield takes that long, and nothing
+/// (default settings, hosts feeding), five alternations: 0.70–1.45 ms a round trip when
+/// every spinning wait and idle worker yielded, 0.5–161 µs with this rule (the
+/// POSIX-semaphore ping-pong read about 7 µs there); the in-process one 62 µs and 1.2 ms
+/// against 0.34 and 0.35 µs. Without such a thread no yield takes that long, and nothing
 /// changes.
+///
+/// Stream workers only (their waits' spin and their idle spin), and a worker's park forgets
+/// it ([`forget_slices`]): a first version also guarded a `synchronize`'s spin and never
+/// forgot, and in one window async copies of 64 KiB read 0.08× of `memcpy` in all three of
+/// its runs against 0.77–1.32× for the build before (not traced, and not seen again in
+/// three later windows; a likely path: a yield that gave the CPU to a host thread busy with
+/// work of its own, such as the bench's `memcpy` baseline, left a copy stream's worker or
+/// host without yields for the measured bursts that followed).
 pub(crate) fn offer_cpu() -> Option<Duration> {
     let mut g = YIELD_GUARD.with(Cell::get);
     if !g.may_yield(crate::sys::now_ns) {
