@@ -156,7 +156,22 @@ pub(super) struct Shared<E, J> {
     pub(super) kept: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
     /// The first [`KEPT_FAST`] of them by address, for a look without the lock.
     pub(super) kept_fast: [std::sync::atomic::AtomicPtr<()>; KEPT_FAST],
+    /// Values kept until the tasks issued before they were handed over have retired
+    /// ([`super::Keeper`]).
+    pub(super) later: Mutex<Later>,
+    /// The smallest `retired` count a value in `later` waits for (`u64::MAX`: none); read
+    /// by `retire`.
+    pub(super) release_at: AtomicU64,
     pub(super) _error: PhantomData<fn() -> E>,
+}
+
+/// Values waiting for a stream's tasks to retire (`Shared::later`; see [`super::Keeper`]).
+#[derive(Default)]
+pub(super) struct Later {
+    /// The worker has exited: nothing is kept any more.
+    pub(super) closed: bool,
+    /// Each value with the `retired` count it waits for.
+    pub(super) values: Vec<(u64, Box<dyn std::any::Any + Send>)>,
 }
 
 /// How many kept values [`super::Stream::keep_alive`] finds without taking a lock.
@@ -384,7 +399,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
 
     /// Whether finished tasks are worth keeping unflushed while tasks keep coming: they
     /// have remains to drop (see [`Finished`]).
-    const KEEPS_REMAINS: bool = std::mem::size_of::<J::Remains>() != 0;
+    const KEEPS_REMAINS: bool = J::RETIRE_IN_BATCHES;
 
     /// The queue ran dry with finished tasks not yet flushed: watches for the next task for
     /// [`FLUSH_GRACE`], looking every [`LINGER_LOOK_EVERY`] `PAUSE`s, and flushes if none
@@ -440,6 +455,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
 
     pub(super) fn retire(&self, n: u64) {
         let r = self.retired.fetch_add(n, Ordering::SeqCst) + n;
+        // Dekker handshake with `Keeper::keep_until_done`: it publishes `release_at`, then
+        // re-reads `retired`.
+        if self.release_at.load(Ordering::SeqCst) <= r {
+            self.release(r);
+        }
         // Dekker handshake with `synchronize`: it publishes `wake_at` then re-reads `retired`.
         if self.wake_at.load(Ordering::SeqCst) <= r {
             self.wake_at.swap(u64::MAX, Ordering::SeqCst);
@@ -525,5 +545,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if n > 0 {
             self.retire(n);
         }
+        // No task runs from here on (the ring is closed, and a discard dropped the rest).
+        self.close_later();
     }
 }
