@@ -35,16 +35,6 @@ fn traced(job: SimJob) -> SimJob {
     }
 }
 
-/// What a job queued by [`Sim::enqueue_with`] notes once queued.
-#[derive(Clone, Copy)]
-enum Note {
-    Nothing,
-    /// A record of this notify, in the wait-for graph.
-    Record(NotifyName),
-    /// The job was refused in its `on_claim` (see `Sim::claim_pinned`): nothing.
-    Refused,
-}
-
 /// What [`Sim::push_checked`] did with a job.
 enum Pushed {
     /// Queued (`Ok`), or refused.
@@ -119,7 +109,7 @@ impl Sim {
         job: SimJob,
         check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
     ) -> Result<(), SimError> {
-        self.enqueue_with(h, job, false, &Cell::new(Note::Nothing), check, |j| j)
+        self.enqueue_with(h, job, false, (None, &Cell::new(false)), check, |j| j)
     }
 
     /// Queues record or wait `job`, which uses the pin of `lease` (notify `n`), on stream `h`
@@ -139,38 +129,28 @@ impl Sim {
         check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
     ) -> Result<bool, SimError> {
         // A record is published in the wait-for graph (one store; see `waitgraph`).
-        let note = Cell::new(match job {
-            SimJob::Record { .. } => Note::Record(lease.target),
-            _ => Note::Nothing,
-        });
-        let claim = |j| match self.claim_pinned(j, lease.epoch, n, h) {
-            Some(j) => j,
-            None => {
-                note.set(Note::Refused);
-                SimJob::Refused
-            }
-        };
-        self.enqueue_with(h, job, true, &note, check, claim)?;
-        Ok(!matches!(note.get(), Note::Refused))
+        let target = matches!(job, SimJob::Record { .. }).then_some(lease.target);
+        let refused = Cell::new(false);
+        let claim = |j| self.claim_pinned(j, lease.epoch, n, h, &refused);
+        self.enqueue_with(h, job, true, (target, &refused), check, claim)?;
+        Ok(!refused.get())
     }
 
     /// [`enqueue_checked`](Self::enqueue_checked) and [`enqueue_pinned`](Self::enqueue_pinned):
-    /// `cached`, look in the thread's stream cache first; `note`, what to note once queued
-    /// (read after the queue's `on_claim`, `claim`, may have changed it).
+    /// `cached`, look in the thread's stream cache first; `note`, the notify a record sets,
+    /// noted in the wait-for graph once queued unless the queue's `on_claim`, `claim`,
+    /// refused the job (the flag).
     #[inline(always)]
     fn enqueue_with(
         &self,
         h: RawStream,
         job: SimJob,
         cached: bool,
-        note: &Cell<Note>,
+        note: (Option<NotifyName>, &Cell<bool>),
         check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
         mut claim: impl FnMut(SimJob) -> SimJob,
     ) -> Result<(), SimError> {
-        let noted = || match note.get() {
-            Note::Record(t) => Some(t.target()),
-            _ => None,
-        };
+        let noted = || note.0.filter(|_| !note.1.get()).map(NotifyName::target);
         // Read before the lookup: a removal after it makes the entry stale (`stream_cache`).
         let epoch = self.inner.stream_epoch.load(Ordering::Acquire);
         let mut args = Some((job, check));

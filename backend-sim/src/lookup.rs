@@ -1,6 +1,7 @@
 //! Finding a handle's entry: the notify and stream lookups of a [`Sim`] (kind, salt,
 //! generation and index checked by the slab), with the pins a stream's tasks take.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -183,8 +184,8 @@ impl Sim {
     /// A record's or wait's `on_claim` (see `Stream::enqueue_job_with`): `job`, its ticket
     /// claimed, if its pin, found under notify epoch `epoch`, may be used by it — the epoch
     /// unchanged since, or the pin found again in the table now (see `crate::pin` for why
-    /// that is enough); else `None` (the notify handle `h`, or its pin for `stream`, went).
-    /// Never panics.
+    /// that is enough); else [`SimJob::Refused`], and `refused` set (the notify handle `h`,
+    /// or its pin for `stream`, went). Never panics.
     #[inline(always)]
     pub(crate) fn claim_pinned(
         &self,
@@ -192,14 +193,15 @@ impl Sim {
         epoch: u64,
         h: RawNotify,
         stream: RawStream,
-    ) -> Option<SimJob> {
+        refused: &Cell<bool>,
+    ) -> SimJob {
         // Sequentially consistent: after the claim (a sequentially consistent
         // read-modify-write) in the single total order, and so before or after a pin owner's
         // bump as the pin module's argument needs.
         if self.inner.notify_epoch.load(Ordering::SeqCst) == epoch {
-            Some(job)
+            job
         } else {
-            self.reclaim_pinned(job, h, stream)
+            self.reclaim_pinned(job, h, stream, refused)
         }
     }
 
@@ -207,10 +209,21 @@ impl Sim {
     /// up again in the table, after the claim.
     #[cold]
     #[inline(never)]
-    fn reclaim_pinned(&self, job: SimJob, h: RawNotify, stream: RawStream) -> Option<SimJob> {
+    fn reclaim_pinned(
+        &self,
+        job: SimJob,
+        h: RawNotify,
+        stream: RawStream,
+        refused: &Cell<bool>,
+    ) -> SimJob {
         let t = read(&self.inner.notifies);
-        let pin = t.get(h.0)?.pin(stream)?;
-        Some(job.with_pin(pin.pin_ref()))
+        match t.get(h.0).and_then(|e| e.pin(stream)) {
+            Some(p) => job.with_pin(p.pin_ref()),
+            None => {
+                refused.set(true);
+                SimJob::Refused
+            }
+        }
     }
 
     /// Marks the removal of notify handles for the threads' pin caches; called before the

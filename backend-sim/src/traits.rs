@@ -344,19 +344,19 @@ impl StreamOps for Sim {
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let lease = match self.pin(notify, stream) {
-                Ok(lease) => lease,
-                Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
-            };
-            let job = SimJob::Record {
-                pin: lease.pin,
-                pid: self.inner.pid,
-            };
-            if self.enqueue_pinned(stream, notify, &lease, job, |_, _| Ok(()))? {
-                Ok(())
-            } else {
-                // The pin went before the task's claim (`crate::pin`): look again.
-                self.record_again(notify, stream)
+            loop {
+                let lease = match self.pin(notify, stream) {
+                    Ok(lease) => lease,
+                    Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
+                };
+                let job = SimJob::Record {
+                    pin: lease.pin,
+                    pid: self.inner.pid,
+                };
+                // `false`: the pin went before the task's claim (`crate::pin`); look again.
+                if self.enqueue_pinned(stream, notify, &lease, job, |_, _| Ok(()))? {
+                    return Ok(());
+                }
             }
         })
     }
@@ -449,27 +449,6 @@ impl StreamOps for Sim {
 }
 
 impl Sim {
-    /// [`record`](StreamOps::record) whose pin went before its task's claim: looked up
-    /// again (from the table: the epoch has moved) until a task is queued with a pin that
-    /// was there at its claim, or the handle is found gone.
-    #[cold]
-    #[inline(never)]
-    fn record_again(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
-        loop {
-            let lease = match self.pin(notify, stream) {
-                Ok(lease) => lease,
-                Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
-            };
-            let job = SimJob::Record {
-                pin: lease.pin,
-                pid: self.inner.pid,
-            };
-            if self.enqueue_pinned(stream, notify, &lease, job, |_, _| Ok(()))? {
-                return Ok(());
-            }
-        }
-    }
-
     /// The notify a host wait or a try-consume takes: a live handle of this `Sim` on the
     /// notify's own device (the checks of every notify call first).
     fn host_waitable(&self, notify: RawNotify) -> Result<NotifyView, SimError> {

@@ -87,7 +87,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// [`try_enqueue_job`](Self::try_enqueue_job) with an `on_claim` as
     /// [`enqueue_job_with`](Self::enqueue_job_with)'s (not called when the job is handed
     /// back).
-    #[inline(always)]
+    #[inline]
     pub fn try_enqueue_job_with(
         &self,
         task: J,
