@@ -190,6 +190,10 @@ pub(super) const KEPT_FAST: usize = 4;
 /// the pin's counter, which the host's next record increments, then moved between the two
 /// CPUs twice per record (a probe with host and worker on different CPUs: 157–170 ns a
 /// `Sim::record` against 114 ns with the remains kept until 16 had piled up, same minutes).
+/// Records and waits now hold their pin without a count (`crate::pin`) and leave no remains;
+/// they still retire in batches ([`Job::RETIRE_IN_BATCHES`]): one read-modify-write of
+/// `retired` per batch, and a worker lingering for the next task looks at the queue only
+/// about once a microsecond (see [`LINGER_LOOK_EVERY`]).
 struct Finished<R> {
     remains: Vec<R>,
     unretired: u64,
