@@ -152,7 +152,7 @@ impl Sim {
     ) -> Result<(), SimError> {
         let noted = || note.0.filter(|_| !note.1.get()).map(NotifyName::target);
         // Read before the lookup: a removal after it makes the entry stale (`stream_cache`).
-        let epoch = self.inner.stream_epoch.load(Ordering::Acquire);
+        let epoch = stream_cache::epoch();
         let mut args = Some((job, check));
         if cached
             && let Some(pushed) = stream_cache::with(self.inner.serial, epoch, h.0, |e, notes| {
@@ -228,7 +228,7 @@ impl Sim {
     /// Marks the removal of stream handles for the threads' stream caches; called right
     /// after the removal, before the stream is destroyed.
     pub(crate) fn streams_removed(&self) {
-        self.inner.stream_epoch.fetch_add(1, Ordering::Release);
+        stream_cache::streams_removed();
     }
 
     /// A stream on `device` with a worker thread called `name`, entered in the stream table

@@ -89,11 +89,15 @@ impl Sim {
         }
         for s in &streams {
             s.wait_destroyed();
-            // A thread's stream cache may keep the stream's memory (`stream_cache`).
+            // A thread's stream cache may keep the stream's memory (`stream_cache`) until its
+            // next record or wait; this thread's lets go here.
             s.release_kept();
         }
         lock(&self.inner.draining).retain(|(d, _)| !d.has_exited());
-        streams.len()
+        let n = streams.len();
+        drop(streams);
+        crate::stream_cache::drop_stale();
+        n
     }
 
     pub(crate) fn notify(&self, h: RawNotify) -> Result<NotifyView, SimError> {

@@ -77,6 +77,29 @@ fn kind_of(rest: &str) -> Option<&str> {
     (!kind.is_empty() && ok).then_some(kind)
 }
 
+/// Every namespace with at least one file under [`SHM_DIR`] named the way [`file_path`]
+/// names them (whatever its kind), sorted, each once.
+pub(crate) fn namespaces() -> Result<Vec<String>, SimError> {
+    let dir = std::fs::read_dir(SHM_DIR).map_err(|e| {
+        SimError::new(
+            Error::DrvInternalError,
+            format!("cannot list {SHM_DIR}: {e}"),
+        )
+    })?;
+    let mut v: Vec<String> = dir
+        .flatten()
+        .filter_map(|ent| {
+            let name = ent.file_name();
+            let rest = name.to_str()?.strip_prefix(FILE_PREFIX)?;
+            let (ns, tail) = rest.rsplit_once('.')?;
+            (!ns.is_empty() && kind_of(tail).is_some()).then(|| ns.to_owned())
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    Ok(v)
+}
+
 /// Deletes `namespace`'s files of kind `kind`, or of every kind (`None`: whatever kinds there
 /// are, as [`file_path`] names them); returns how many were removed.
 pub(crate) fn remove_files(namespace: &str, kind: Option<&str>) -> Result<usize, SimError> {
@@ -928,6 +951,34 @@ mod tests {
         let left: Vec<bool> = theirs.iter().map(|p| p.exists()).collect();
         assert!(ours.iter().all(|p| !p.exists()));
         assert_eq!(left, [true; 4], "{theirs:?}");
+    }
+
+    /// Namespaces are listed by their files' names: each once, whatever its kinds, and one
+    /// whose name has dots in it whole.
+    #[test]
+    fn namespaces_are_found_by_their_files_names() {
+        let ns = format!("unit-mapfile-ls-{}", std::process::id());
+        let dotted = format!("{ns}.x");
+        let paths = [
+            file_path(&ns, "srv", format_args!("0")),
+            file_path(&ns, "mem", format_args!("0d1")),
+            file_path(&dotted, "zzz", format_args!("3")),
+            // Not a simulator file's shape: no namespace of its own.
+            Path::new(SHM_DIR).join(format!("{FILE_PREFIX}{ns}-odd.srv")),
+        ];
+        let _guards: Vec<TempPath> = paths
+            .iter()
+            .map(|p| {
+                std::fs::write(p, b"").unwrap();
+                TempPath(p.clone())
+            })
+            .collect();
+        let found: Vec<String> = namespaces()
+            .unwrap()
+            .into_iter()
+            .filter(|n| n.starts_with(&ns))
+            .collect();
+        assert_eq!(found, [ns.clone(), dotted]);
     }
 
     struct TempPath(PathBuf);

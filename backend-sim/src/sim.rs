@@ -34,9 +34,6 @@ pub(crate) struct Inner {
     /// before stop being used (`pin_cache`).
     /// Shared with the pins' owners, which bump it as they let a pin go (`crate::pin`).
     pub(crate) notify_epoch: Arc<AtomicU64>,
-    /// Bumped whenever a stream handle is removed: entries of the threads' stream caches made
-    /// before stop being used (`stream_cache`).
-    pub(crate) stream_epoch: AtomicU64,
     pub(crate) soc: Soc,
     /// `soc.has(Feature::Notify)`, kept: every notify call asks ([`Sim::notify_calls`]), and
     /// `Soc::has` (another crate, not inlined) builds the SoC's whole capability table to
@@ -103,6 +100,7 @@ impl Drop for Inner {
         // the notify references. Every stream is cancelled before any is joined: a task of
         // one may be waiting for another.
         let streams = write(&self.streams).drain();
+        crate::stream_cache::streams_removed();
         for e in &streams {
             let _ = e.stream.begin_destroy(StreamDestroy::Discard);
         }
@@ -113,6 +111,7 @@ impl Drop for Inner {
             e.stream.release_kept();
         }
         drop(streams);
+        crate::stream_cache::drop_stale();
         let notifies = write(&self.notifies).drain();
         drop(notifies);
         self.cnt.clear();
@@ -149,6 +148,13 @@ impl Sim {
         mapfile::remove_files(name, None)
     }
 
+    /// Every namespace that has shared files under `/dev/shm` (of any kind, any server),
+    /// sorted: what [`Sim::remove_namespace`] would find files of. A tool that cleans up after
+    /// processes of its own that were killed lists them here.
+    pub fn namespaces_with_files() -> Result<Vec<String>, SimError> {
+        mapfile::namespaces()
+    }
+
     /// The namespace this `Sim` is connected to.
     pub fn namespace(&self) -> &str {
         &self.inner.namespace
@@ -172,6 +178,14 @@ impl Sim {
         }
         r.cnt_freed = self.cnt_gc();
         Ok(r)
+    }
+
+    /// What the garbage collection run when this process opened its server file reclaimed
+    /// (see [`Sim::gc`]; the `Sim`s of a process that share the file report the same): with
+    /// the reports of later [`Sim::gc`] calls, everything this process reclaimed there. Its
+    /// `cnt_freed` is 0 (the count notifies are reclaimed by `Sim::gc` only).
+    pub fn reclaimed_at_open(&self) -> GcReport {
+        self.inner.file.reclaimed_at_open()
     }
 
     /// [`batch_reset`](acl_notify_core::StreamOps::batch_reset) over handles produced one at a time, for a

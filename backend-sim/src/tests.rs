@@ -22,6 +22,7 @@ use crate::mem::MemcpyKind;
 use crate::prefetch::has_prefetchw;
 use crate::prefetch::prefetch_for_write;
 use crate::sim::Sim;
+use crate::stream_cache::SETS;
 use crate::waiters::{AdaptiveWaiter, MAX_SPIN_NS, SPIN_NS, next_spin};
 use crate::{shm, stream};
 
@@ -219,6 +220,57 @@ fn a_destroyed_stream_is_refused_even_when_this_thread_queued_on_it_just_before(
     sim.record(n, s3).unwrap();
     assert!(other.record(n, s3).is_err());
     sim.destroy_stream(s3, StreamDestroy::Drain).unwrap();
+    sim.destroy_notify(n).unwrap();
+}
+
+/// A destroyed stream's memory does not stay in the threads' stream caches (`stream_cache`):
+/// it goes when this thread destroys the stream, and when another thread does, at this
+/// thread's next record or wait, on another stream or another `Sim`'s; a `Sim`'s drop lets go
+/// of its streams too.
+#[test]
+fn a_destroyed_stream_s_memory_leaves_the_threads_stream_caches() {
+    let (sim, _ns) = open("cachemem", Soc::Ascend910B);
+    let (other, _ns2) = open("cachemem2", Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let on = other.create_notify(0, CreateFlags::empty()).unwrap();
+    let weak = |sim: &Sim, s: RawStream| Arc::downgrade(&sim.stream(s).unwrap().0);
+    let destroy_elsewhere = |s: RawStream| {
+        std::thread::scope(|t| {
+            t.spawn(|| sim.destroy_stream(s, StreamDestroy::Drain).unwrap());
+        })
+    };
+    // This thread destroys it.
+    let s = sim.create_stream(0).unwrap();
+    let w = weak(&sim, s);
+    sim.record(n, s).unwrap();
+    sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+    assert!(w.upgrade().is_none(), "kept after this thread destroyed it");
+    assert!(sim.try_consume(n).unwrap());
+    // Another thread destroys it; this thread's next record, on a stream of another set.
+    let (s1, s2) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
+    assert_ne!(s1.0 % SETS as u64, s2.0 % SETS as u64);
+    sim.record(n, s1).unwrap();
+    sim.record(n, s2).unwrap();
+    let w1 = weak(&sim, s1);
+    destroy_elsewhere(s1);
+    sim.record(n, s2).unwrap();
+    assert!(
+        w1.upgrade().is_none(),
+        "kept after this thread's next record"
+    );
+    // This thread's next wait, on another `Sim`'s stream it queued on before the destroy.
+    let o = other.create_stream(0).unwrap();
+    other.record(on, o).unwrap();
+    let w2 = weak(&sim, s2);
+    destroy_elsewhere(s2);
+    other.wait_and_reset(on, o, Timeout::Forever).unwrap();
+    assert!(w2.upgrade().is_none(), "kept after this thread's next wait");
+    // A `Sim` dropped.
+    let wo = weak(&other, o);
+    other.record(on, o).unwrap();
+    drop(other);
+    assert!(wo.upgrade().is_none(), "kept after its `Sim` was dropped");
+    assert!(sim.try_consume(n).unwrap());
     sim.destroy_notify(n).unwrap();
 }
 

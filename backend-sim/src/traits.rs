@@ -314,11 +314,14 @@ impl StreamOps for Sim {
         };
         // Outside the lock: a draining destroy waits for the stream's tasks.
         let r = e.stream.destroy(mode);
-        // A thread's stream cache may keep the stream's memory (`stream_cache`), not the files
-        // its tasks used. Not after an overtaken drain: the discard that overtook it lets go.
+        // A thread's stream cache may keep the stream's memory (`stream_cache`) until its next
+        // record or wait, not the files its tasks used (this thread's cache lets go here). Not
+        // after an overtaken drain: the discard that overtook it lets go.
         if r.is_ok() {
             e.stream.release_kept();
         }
+        drop(e);
+        crate::stream_cache::drop_stale();
         // A destroy from one of the stream's own tasks returns while the worker still drains
         // what is queued behind that task: it stays listed until its worker has exited (the
         // next draining destroy prunes it), so that a finalize or reset still finds it.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use acl_notify_core::cnt::MAX_CNT_NOTIFIES;
 use acl_notify_core::{CntNotifyOps, Soc};
-use acl_notify_sim::Sim;
+use acl_notify_sim::{NamespaceGuard, Sim};
 
 mod common;
 use common::{put, take};
@@ -46,6 +46,8 @@ fn budget_is_machine_wide_and_dead_owners_are_reclaimed() {
     }
     let ns = format!("it-cnt-budget-{}", std::process::id());
     let _ = Sim::remove_namespace(&ns);
+    // Removes the namespace also when the test fails.
+    let _guard = NamespaceGuard(ns.clone());
     let dir = std::env::temp_dir().join(&ns);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();

@@ -8,23 +8,26 @@ use acl_notify_core::cnt::MAX_CNT_NOTIFIES;
 use acl_notify_core::soc::{AnySoc, Ascend950PR};
 use acl_notify_core::typed::Device;
 use acl_notify_core::{BackendError, CntNotifyOps, CntRecord, CntWait, CntWaitMode, Error, Soc};
-use acl_notify_sim::Sim;
+use acl_notify_sim::{NamespaceGuard, Sim};
 
-fn open(soc: Soc, tag: &str) -> (Sim, String) {
+/// A `Sim` on a namespace of its own, and the guard that removes the namespace (also when
+/// the test fails): bind the guard first, so that it goes after the `Sim`.
+fn open(soc: Soc, tag: &str) -> (NamespaceGuard, Sim) {
     let ns = format!("it-cnt-typed-{tag}-{}", std::process::id());
     let _ = Sim::remove_namespace(&ns);
+    let guard = NamespaceGuard(ns.clone());
     let sim = Sim::builder()
         .soc(soc)
         .devices(2)
         .namespace(&ns)
         .open()
         .unwrap();
-    (sim, ns)
+    (guard, sim)
 }
 
 #[test]
 fn typed_count_notify_round_trip() {
-    let (sim, ns) = open(Soc::Ascend950PR, "rt");
+    let (_ns, sim) = open(Soc::Ascend950PR, "rt");
     {
         let d = Device::<Ascend950PR, _>::new(&sim, 1).unwrap();
         let c = d.create_cnt_notify().unwrap();
@@ -49,23 +52,19 @@ fn typed_count_notify_round_trip() {
         // Dropped here (streams first, then the count notify).
     }
     assert_eq!(sim.cnt_notifies_free(1).unwrap(), MAX_CNT_NOTIFIES);
-    drop(sim);
-    let _ = Sim::remove_namespace(&ns);
 }
 
 #[test]
 fn any_soc_checks_at_run_time() {
-    let (sim, ns) = open(Soc::Ascend910B, "any");
+    let (_ns, sim) = open(Soc::Ascend910B, "any");
     let d = Device::<AnySoc, _>::new(&sim, 0).unwrap();
     assert_eq!(
         d.create_cnt_notify().unwrap_err().kind(),
         Error::FeatureNotSupport
     );
-    let (sim2, ns2) = open(Soc::Ascend950DT, "any2");
+    let (_ns2, sim2) = open(Soc::Ascend950DT, "any2");
     let d2 = Device::<AnySoc, _>::new(&sim2, 0).unwrap();
     let c = d2.create_cnt_notify().unwrap();
     c.destroy().unwrap();
     drop((sim, sim2));
-    let _ = Sim::remove_namespace(&ns);
-    let _ = Sim::remove_namespace(&ns2);
 }

@@ -12,10 +12,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use acl_notify_core::event::{EventFlags, EventOps, EventSpec};
 use acl_notify_core::{
     Backend, CreateFlags, ExportFlags, ImportFlags, NotifyResources, Soc, StreamOps, Timeout,
 };
-use acl_notify_sim::Sim;
+use acl_notify_sim::{NamespaceGuard, Sim};
 
 mod common;
 use common::{put, take};
@@ -56,6 +57,9 @@ fn importer(dir: &Path, ns: &str) {
     let _n = sim
         .import_by_key(1, &key, ImportFlags::ENABLE_PEER_ACCESS)
         .unwrap();
+    // An IPC event only this process holds: freed by the gc once it is dead.
+    let spec = EventSpec::ex_with_flag(EventFlags::IPC.bits(), Soc::Ascend910B).unwrap();
+    let _e = sim.event_create(0, spec).unwrap();
     put(dir, "imported", "yes");
     std::thread::sleep(LIFETIME);
 }
@@ -108,6 +112,9 @@ fn inspector_explains_a_stuck_wait() {
     }
     let ns = format!("it-inspect-{}", std::process::id());
     let _ = Sim::remove_namespace(&ns);
+    // Removes the namespace also when the test fails (after the children, bound later, are
+    // killed).
+    let _guard = NamespaceGuard(ns.clone());
     let dir = std::env::temp_dir().join(&ns);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -166,12 +173,14 @@ fn inspector_explains_a_stuck_wait() {
     );
     assert!(json.contains("\"name\":\"acl-sim-d0-s0\""), "{json}");
 
-    // gc reclaims the importer: its holder bit goes, the notify stays (the owner holds it).
+    // gc reclaims the importer: its holder bit goes, the notify stays (the owner holds it),
+    // its IPC event is freed (and counted, though the gc's open reclaimed it).
     let gc = inspect(&["gc", "--namespace", &ns]);
     assert!(
         gc.contains(&format!("reclaimed 1 dead process(es) [{imp_pid}]")),
         "{gc}"
     );
+    assert!(gc.contains("and 1 IPC event(s)"), "{gc}");
     let after = inspect(&["--namespace", &ns]);
     assert!(after.contains("0 dead"), "{after}");
     assert!(

@@ -35,7 +35,7 @@ const CONTROL_REPS: usize = 31;
 /// The simulator namespace the C library uses in this run (set in the environment before
 /// `aclInit`).
 pub fn namespace() -> String {
-    format!("acl-notify-bench-{}-capi", std::process::id())
+    format!("{}-capi", crate::cleanup::namespace(std::process::id()))
 }
 
 /// Points the C library at this run's namespace. Called first thing in `main`.

@@ -5,9 +5,59 @@
 use std::io::Read;
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The environment variable that gives a child its parent's process id, so that a child
+/// whose parent died before it asked for `PR_SET_PDEATHSIG` ends too
+/// ([`crate::sys::die_with_parent`]).
+pub const PARENT_ENV: &str = "ACL_NOTIFY_BENCH_PARENT";
+
+/// This run's children that are not reaped yet, by pid. Spawns, reaps and kills by pid all
+/// take its lock, so a pid in it is still this run's child (an unreaped pid is never reused);
+/// once `exiting` is set (the run is ending on a signal) no child starts.
+#[derive(Debug)]
+struct Registry {
+    pids: Vec<i32>,
+    exiting: bool,
+}
+
+static CHILDREN: Mutex<Registry> = Mutex::new(Registry {
+    pids: Vec::new(),
+    exiting: false,
+});
+
+fn registry() -> MutexGuard<'static, Registry> {
+    CHILDREN.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Registry {
+    fn forget(&mut self, pid: i32) {
+        self.pids.retain(|&p| p != pid);
+    }
+}
+
+/// Kills every child of this run and reaps each (so none is left over, not even as a
+/// zombie): for the signal thread, before it removes the run's files (a child left running
+/// could make them again) and ends the process. The registry stays locked until the process
+/// has ended: no child starts, and no other thread touches a reaped child's pid.
+pub fn kill_all_for_exit() {
+    let mut reg = registry();
+    reg.exiting = true;
+    for &p in &reg.pids {
+        // SAFETY: kill(2) has no memory effects; `p` is an unreaped child of ours.
+        unsafe { libc::kill(p, libc::SIGKILL) };
+    }
+    for p in std::mem::take(&mut reg.pids) {
+        let mut status = 0;
+        // SAFETY: `status` is valid for the write; `p` is an unreaped child of ours.
+        while unsafe { libc::waitpid(p, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+        {}
+    }
+    std::mem::forget(reg);
+}
 
 /// A child process running this binary in another role. Killed and reaped on drop if it is
 /// still running.
@@ -29,16 +79,34 @@ impl Child {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        cmd.env(PARENT_ENV, std::process::id().to_string());
         for (k, v) in envs {
             cmd.env(k, v);
+        }
+        let mut reg = registry();
+        if reg.exiting {
+            return Err(format!("spawning role {role}: the run is ending"));
         }
         let child = cmd
             .spawn()
             .map_err(|e| format!("spawning role {role}: {e}"))?;
+        reg.pids.push(child.id() as i32);
         Ok(Child {
             child,
             reaped: false,
         })
+    }
+
+    /// `try_wait`, which reaps an exited child: under the registry's lock, and the pid leaves
+    /// the registry once reaped.
+    fn try_reap(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        let mut reg = registry();
+        let r = self.child.try_wait();
+        if let Ok(Some(_)) = r {
+            self.reaped = true;
+            reg.forget(self.pid());
+        }
+        r
     }
 
     /// The child's process id.
@@ -48,7 +116,7 @@ impl Child {
 
     /// Whether the child has exited (without reaping it).
     pub fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
+        matches!(self.try_reap(), Ok(Some(_)))
     }
 
     /// Waits at most `limit` for the child to exit; kills it if it does not. Returns its
@@ -72,11 +140,8 @@ impl Child {
     fn wait_limited(&mut self, limit: Duration) -> Result<ExitStatus, String> {
         let start = Instant::now();
         loop {
-            match self.child.try_wait() {
-                Ok(Some(st)) => {
-                    self.reaped = true;
-                    return Ok(st);
-                }
+            match self.try_reap() {
+                Ok(Some(st)) => return Ok(st),
                 Ok(None) if start.elapsed() < limit => {
                     std::thread::sleep(Duration::from_millis(1));
                 }
@@ -92,9 +157,11 @@ impl Child {
     /// Kills (SIGKILL, by pid) and reaps the child.
     pub fn kill(&mut self) {
         if !self.reaped {
+            let mut reg = registry();
             let _ = self.child.kill();
             let _ = self.child.wait();
             self.reaped = true;
+            reg.forget(self.pid());
         }
     }
 }
@@ -105,10 +172,12 @@ impl Drop for Child {
     }
 }
 
-/// Sends SIGKILL to a process this program started.
+/// Sends SIGKILL to a child of this run, if it is not reaped yet (a watchdog that fires late
+/// must not hit a process that has reused the pid).
 pub fn kill_pid(pid: i32) {
-    if pid > 0 {
-        // SAFETY: kill(2) has no memory effects; callers pass the pid of their own child.
+    let reg = registry();
+    if pid > 0 && reg.pids.contains(&pid) {
+        // SAFETY: kill(2) has no memory effects; `pid` is an unreaped child of ours.
         unsafe { libc::kill(pid, libc::SIGKILL) };
     }
 }

@@ -76,7 +76,8 @@ pub struct Ctx {
     pub quick: bool,
     /// Path of the C library.
     pub capi: Option<PathBuf>,
-    /// The simulator namespace of this run.
+    /// The simulator namespace of this run (groups that need one of their own add
+    /// `-<suffix>`; see `cleanup`).
     pub ns: String,
     /// `Err(why)` if the simulator cannot run our cases.
     pub sim: Result<(), String>,
@@ -85,7 +86,9 @@ pub struct Ctx {
 impl Ctx {
     /// Probes the simulator.
     pub fn new(quick: bool, capi: Option<PathBuf>) -> Ctx {
-        let ns = format!("acl-notify-bench-{}", std::process::id());
+        // Every namespace of the run is this one or starts with it and a dash: `cleanup`
+        // removes them by that name.
+        let ns = crate::cleanup::namespace(std::process::id());
         let sim = notify::probe(&ns).map_err(|e| format!("simulator not usable: {e}"));
         if let Err(e) = &sim {
             eprintln!("  ({e}; our cases are skipped)");
@@ -96,17 +99,6 @@ impl Ctx {
             ns,
             sim,
         }
-    }
-
-    /// Removes the run's simulator namespaces.
-    pub fn cleanup(&self) {
-        let _ = acl_notify_sim::Sim::remove_namespace(&self.ns);
-        let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-mem", self.ns));
-        let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-ctl", self.ns));
-        for cp in ["cp1", "cp2", "cp3"] {
-            let _ = acl_notify_sim::Sim::remove_namespace(&format!("{}-{cp}", self.ns));
-        }
-        let _ = acl_notify_sim::Sim::remove_namespace(&capi::namespace());
     }
 
     fn sim_variant(

@@ -15,6 +15,7 @@
 
 mod capi;
 mod child;
+mod cleanup;
 mod copy;
 mod enqueue;
 mod groups;
@@ -144,6 +145,21 @@ fn main() -> ExitCode {
     }
     // SAFETY: nothing has started a thread yet.
     unsafe { capi::set_env() };
+    // Before any other thread: the signals it waits for must be blocked in all of them.
+    // SAFETY: still the only thread.
+    let _files = match unsafe { cleanup::RunFiles::start() } {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("acl-notify-bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let (dead, files) = cleanup::sweep_dead_runs();
+    if files > 0 {
+        eprintln!(
+            "  (removed {files} shared files that killed bench runs left in /dev/shm: pids {dead:?})"
+        );
+    }
     let opts = match parse(&args) {
         Ok(o) => o,
         Err(e) => {
@@ -173,6 +189,7 @@ fn main() -> ExitCode {
 
 /// A child process: `--role <name> --key value …`. Prints its results on stdout.
 fn role_main(args: &[String]) -> ExitCode {
+    cleanup::unblock_in_child();
     sys::die_with_parent();
     let Some(role) = args.first() else {
         eprintln!("--role needs a name");
@@ -267,7 +284,6 @@ fn run(opts: &Opts) -> Result<bool, String> {
         "results: {} and results.csv",
         opts.out.join("results.json").display()
     );
-    ctx.cleanup();
     let broken = results
         .iter()
         .flat_map(|g| g.variants.iter())

@@ -214,6 +214,13 @@ pub fn close(fd: RawFd) {
 pub fn die_with_parent() {
     // SAFETY: PR_SET_PDEATHSIG with a valid signal number has no memory effects.
     unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    // A parent that died before that call sends nothing: end now if it is gone already.
+    let parent = std::env::var(crate::child::PARENT_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok());
+    if parent.is_some_and(|p| p != std::os::unix::process::parent_id()) {
+        std::process::exit(1);
+    }
 }
 
 /// A type that may live in a [`Shm`] mapping and be seen through `&T` by several processes.

@@ -462,6 +462,8 @@ fn every_pair_of_control_plane_calls_on_one_notify() {
     }
     let ns = format!("pairs-{}", std::process::id());
     let _ = Sim::remove_namespace(&ns);
+    // Removes the namespace also when the test fails.
+    let _guard = acl_notify_sim::NamespaceGuard(ns.clone());
     let sim = open(&ns);
     let t0 = Instant::now();
     let barrier = Barrier::new(2);

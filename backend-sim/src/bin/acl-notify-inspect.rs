@@ -31,7 +31,8 @@ const USAGE: &str =
 
   show   (default) print the machine read-only: processes, id budgets, live notifies and
          count notifies with owner, holders, whitelist, waiting stream threads, last recorder
-  gc     reclaim what dead processes left (references, queued waits, ids, count notifies)
+  gc     reclaim what dead processes left (references, queued waits, ids, IPC events,
+         count notifies)
   list   list the namespaces found under /dev/shm
   trace DIR [-o MERGED.json] [--html OUT.html]
          merge the timeline a run wrote with ACL_NOTIFY_SIM_TRACE=DIR (see trace --help)
@@ -172,6 +173,11 @@ fn gc(a: &Args) -> Result<(), String> {
     // Opening already reclaims; these passes catch anything that died meanwhile.
     let report = sim.gc().map_err(|e| e.to_string())?;
     let cnt_freed = report.cnt_freed;
+    // What is not in the snapshots (IPC events, cancelled waits) comes from the reports of
+    // both: the open's and this pass's.
+    let mut total = sim.reclaimed_at_open();
+    total += report;
+    let ipc_events = total.ipc_events_freed;
     drop(sim);
     let after = inspect::snapshot(&a.namespace, a.server).map_err(|e| e.to_string())?;
     let dead_before = dead_pids(&before);
@@ -193,19 +199,20 @@ fn gc(a: &Args) -> Result<(), String> {
             "reclaimed_pids": reclaimed,
             "notifies_freed": freed,
             "cnt_notifies_freed": cnt,
-            "waits_cancelled": report.waits_cancelled,
+            "ipc_events_freed": ipc_events,
+            "waits_cancelled": total.waits_cancelled,
             "still_dead_pids": still_dead,
         });
         println!("{doc}");
     } else {
         println!(
             "namespace {} server {}: reclaimed {} dead process(es) {reclaimed:?}; freed {freed} \
-             notify id(s) and {cnt} count-notify id(s){}",
+             notify id(s), {cnt} count-notify id(s) and {ipc_events} IPC event(s){}",
             a.namespace,
             a.server,
             reclaimed.len(),
-            if report.waits_cancelled > 0 {
-                format!("; cancelled {} queued wait(s)", report.waits_cancelled)
+            if total.waits_cancelled > 0 {
+                format!("; cancelled {} queued wait(s)", total.waits_cancelled)
             } else {
                 String::new()
             }

@@ -135,6 +135,8 @@ pub struct ShmFile {
     repair: LeakRepair<(u32, Option<SlotState>, u64)>,
     /// This process's live references, for deduplication (see [`SlotRef`]).
     refs: Mutex<RefMap>,
+    /// What the garbage collection of the open reclaimed ([`ShmFile::reclaimed_at_open`]).
+    at_open: GcReport,
 }
 
 impl fmt::Debug for ShmFile {
@@ -275,11 +277,13 @@ impl ShmFile {
             wl_lock: Mutex::new(()),
             repair: LeakRepair::new(),
             refs: Mutex::new(RefMap::default()),
+            at_open: GcReport::default(),
         };
+        let mut at_open = GcReport::default();
         f.me = match f.register() {
             Some(i) => i,
             None => {
-                f.gc();
+                at_open += f.gc();
                 f.register().ok_or_else(|| {
                     SimError::new(
                         Error::ResourceAllocFail,
@@ -292,7 +296,8 @@ impl ShmFile {
                 })?
             }
         };
-        f.gc();
+        at_open += f.gc();
+        f.at_open = at_open;
         Ok(Some(f))
     }
 

@@ -97,6 +97,13 @@ impl ShmFile {
             .map_or(0, |e| e.word.load(SeqCst) as u32 as i32)
     }
 
+    /// What the garbage collection that opening this file runs reclaimed (dead processes,
+    /// notify ids, queued waits, IPC events), which a later [`gc`](Self::gc) does not count
+    /// again.
+    pub fn reclaimed_at_open(&self) -> GcReport {
+        self.at_open
+    }
+
     /// Reclaims for every dead registered process; then repairs ids leaked by processes that
     /// died between two steps of a create or destroy, or kept by stray holder bits (allocated
     /// in the pool, no holder but bits of free process-table entries, in the same state for
