@@ -101,6 +101,7 @@ mod spin;
 pub mod stream;
 mod stream_cache;
 mod sys;
+mod tagged_cache;
 #[cfg(test)]
 mod tests;
 pub mod trace;

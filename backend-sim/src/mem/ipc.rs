@@ -29,8 +29,8 @@
 //! Ascend950DT has IPC memory though not IPC notifies); the inter-server whitelist and
 //! `aclrtIpcMemSetAttr` only on Ascend910_93.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
-use std::sync::{Arc, PoisonError};
 
 use acl_notify_core::key::{ExportKey, KeyFields};
 use acl_notify_core::whitelist::MAX_ENTRIES as MAX_WHITELIST;
@@ -493,13 +493,7 @@ impl Sim {
             }
             let imported = lock(&self.mem().imports).remove(key);
             if let Some(addr) = imported {
-                let a = self
-                    .mem()
-                    .allocs
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&addr);
-                if let Some(a) = a {
+                if let Some(a) = self.mem().remove(addr) {
                     let l = a.file.lock()?;
                     a.file.leave(&l, a.id, a.generation, self.mem_identity());
                     drop(l);

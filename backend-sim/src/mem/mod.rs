@@ -33,6 +33,7 @@ pub mod half;
 pub mod inspect;
 pub mod ipc;
 mod queued;
+mod recent;
 pub mod reduce;
 pub(crate) mod remote;
 pub(crate) mod state;
@@ -45,14 +46,16 @@ use acl_notify_core::{BackendError as _, Error, RawStream};
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;
+use crate::job::SimStream;
 use crate::locks::lock;
 use crate::stream::TaskCtx;
+use crate::tagged_cache::Tag;
 use file::MemFile;
 use queued::QueuedSide;
 
 pub(crate) use capacity::check_capacity;
 pub use capacity::{DEFAULT_DEVICE_MEMORY, parse_size};
-pub(crate) use state::{Alloc, HOST_ALIGN, MemState};
+pub(crate) use state::{Alloc, AllocRef, HOST_ALIGN, MemState};
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
 
@@ -112,7 +115,27 @@ pub enum MemcpyKind {
     Default,
 }
 
-/// A checked device range: arena offset `off` of `file`, `len` bytes, inside `alloc`.
+/// A checked device range: arena offset `off` of `alloc`'s file, `len` bytes, inside `alloc`;
+/// the allocation's file borrowed from the `Sim` (what the copy and set paths use).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RangeRef<'s> {
+    pub(crate) alloc: AllocRef<'s>,
+    /// The allocation's device address.
+    pub(crate) base: usize,
+    /// The range's device address.
+    pub(crate) addr: usize,
+    pub(crate) off: u64,
+    pub(crate) len: usize,
+}
+
+impl RangeRef<'_> {
+    fn ptr(&self) -> *mut u8 {
+        self.alloc.file.bytes(self.off, self.len)
+    }
+}
+
+/// A checked device range that holds its allocation's file (for tasks that outlive the call:
+/// reduce, copies with another host's memory), as [`RangeRef`] otherwise.
 #[derive(Clone, Debug)]
 pub(crate) struct DevRange {
     pub(crate) alloc: Alloc,
@@ -131,7 +154,7 @@ impl DevRange {
 
     /// At run time of a queued task: still the same allocation?
     fn still(&self, what: &str) -> Result<(), SimError> {
-        if self.alloc.current() {
+        if self.alloc.view().current() {
             return Ok(());
         }
         Err(queued::freed_before_run(
@@ -146,13 +169,13 @@ impl DevRange {
 }
 
 /// One side of a copy.
-#[derive(Clone, Debug)]
-enum Side {
+#[derive(Clone, Copy, Debug)]
+enum Side<'s> {
     Host(usize),
-    Device(DevRange),
+    Device(RangeRef<'s>),
 }
 
-impl Side {
+impl Side<'_> {
     fn ptr(&self) -> *mut u8 {
         match self {
             Side::Host(a) => std::ptr::with_exposed_provenance_mut(*a),
@@ -282,28 +305,20 @@ impl Sim {
     /// Errors: 107000 not the start of a live allocation of this process (with what it is).
     pub fn free(&self, ptr: usize) -> Result<(), SimError> {
         self.mem_checked(|| {
-            let a = {
-                let mut allocs = self
-                    .mem()
-                    .allocs
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner);
-                match allocs.get(&ptr) {
-                    Some(a) if !a.imported => allocs.remove(&ptr),
-                    Some(a) => {
-                        return Err(SimError::new(
-                            Error::ParamInvalid,
-                            format!(
-                                "{ptr:#x} is an imported allocation ({} bytes, device {}): \
-                                 close it with aclrtIpcMemClose, not aclrtFree",
-                                a.size,
-                                a.file.device()
-                            ),
-                        ));
-                    }
-                    None => None,
+            let a = self.mem().remove_if(ptr, |a| {
+                if !a.imported {
+                    return Ok(());
                 }
-            };
+                Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "{ptr:#x} is an imported allocation ({} bytes, device {}): close it \
+                         with aclrtIpcMemClose, not aclrtFree",
+                        a.size,
+                        a.file.device()
+                    ),
+                ))
+            })?;
             let Some(a) = a else {
                 let mut msg =
                     format!("{ptr:#x} is not the start of a live allocation of this process");
@@ -387,75 +402,65 @@ impl Sim {
             .any(|f| f.offset_of(addr).is_some())
     }
 
-    /// Checks the device range `[addr, addr + len)` against this process's allocations.
-    /// `Ok(None)` if `addr` is no device address (host memory).
-    pub(crate) fn device_range(
-        &self,
-        addr: usize,
-        len: usize,
-        what: &str,
-    ) -> Result<Option<DevRange>, SimError> {
-        let found = {
+    /// The allocation of this process (its own or an import) that covers `addr`, and its
+    /// device address: from this thread's cache of recent ones ([`recent`]), else from the
+    /// table (and then cached).
+    #[inline(always)]
+    fn alloc_at(&self, addr: usize) -> Option<(usize, AllocRef<'_>)> {
+        // Read before the lookup: a removal after it makes the entry stale (`recent`).
+        let tag = Tag {
+            sim: self.inner.serial,
+            epoch: self.mem().epoch(),
+        };
+        let r = match recent::find(tag, addr) {
+            Some(r) => r,
+            None => self.alloc_in_table(tag, addr)?,
+        };
+        // SAFETY: `r` was made from this `Sim`'s table (its serial is in the tag), and `self`
+        // is borrowed for the lifetime handed out.
+        Some((r.base, unsafe { r.view() }))
+    }
+
+    /// [`alloc_at`](Self::alloc_at) from the table, kept in this thread's cache under `tag`.
+    #[inline(never)]
+    fn alloc_in_table(&self, tag: Tag, addr: usize) -> Option<recent::Recent> {
+        let r = {
             let allocs = self
                 .mem()
                 .allocs
                 .read()
                 .unwrap_or_else(PoisonError::into_inner);
-            allocs
-                .range(..=addr)
-                .next_back()
-                .filter(|(base, a)| addr - **base < a.size as usize)
-                .map(|(base, a)| (*base, a.clone()))
+            let (base, a) = allocs.range(..=addr).next_back()?;
+            (addr - base < a.size as usize).then(|| recent::Recent::of(*base, a))?
         };
-        let Some((base, a)) = found else {
-            if !self.is_device_addr(addr) {
-                return Ok(None);
-            }
-            let mut msg = format!(
-                "{what} [{addr:#x}, {:#x}) ({len} bytes) is not in a live allocation",
-                addr.wrapping_add(len)
-            );
-            self.explain(&mut msg, addr);
-            return Err(SimError::new(Error::ParamInvalid, msg));
+        recent::put(tag, r);
+        Some(r)
+    }
+
+    /// Checks the device range `[addr, addr + len)` against this process's allocations.
+    /// `Ok(None)` if `addr` is no device address (host memory).
+    #[inline(always)]
+    fn range_ref(
+        &self,
+        addr: usize,
+        len: usize,
+        what: &str,
+    ) -> Result<Option<RangeRef<'_>>, SimError> {
+        let Some((base, a)) = self.alloc_at(addr) else {
+            return self.not_allocated(addr, len, what);
         };
         let offset = addr - base;
         if len as u64 > a.size - offset as u64 {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "{what} [{addr:#x}, {:#x}) ({len} bytes) leaves allocation {base:#x} ({} \
-                     bytes, device {}): it starts at offset {offset} and ends {} bytes past \
-                     the allocation's end",
-                    addr.wrapping_add(len),
-                    a.size,
-                    a.file.device(),
-                    len as u64 - (a.size - offset as u64)
-                ),
-            ));
+            return Err(leaves(&a, base, addr, len, what));
         }
         if !a.current() {
-            let why = if a.owner_freed() {
-                "which its owner freed (an importer may not use memory after the owner's \
-                 aclrtFree; close the mapping with aclrtIpcMemClose)"
-            } else {
-                "which is no longer live (its owner freed it, or died, and it was reclaimed)"
-            };
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "{what} [{addr:#x}, {:#x}) is in allocation {base:#x} ({} bytes, device {}), \
-                     {why}",
-                    addr.wrapping_add(len),
-                    a.size,
-                    a.file.device()
-                ),
-            ));
+            return Err(stale(&a, base, addr, len, what));
         }
         let off = a
             .file
             .offset_of(addr)
             .ok_or_else(|| SimError::new(Error::DrvInternalError, "device address lost"))?;
-        Ok(Some(DevRange {
+        Ok(Some(RangeRef {
             alloc: a,
             base,
             addr,
@@ -464,11 +469,80 @@ impl Sim {
         }))
     }
 
-    fn side(&self, addr: usize, len: usize, device: bool, what: &str) -> Result<Side, SimError> {
-        match (self.device_range(addr, len, what)?, device) {
-            (Some(r), true) => Ok(Side::Device(r)),
-            (None, false) => Ok(Side::Host(addr)),
-            (Some(r), false) => Err(SimError::new(
+    /// For a range at `addr` that no allocation covers: `Ok(None)` if `addr` is no device
+    /// address (host memory), else 107000 saying what it is.
+    #[cold]
+    fn not_allocated<T>(&self, addr: usize, len: usize, what: &str) -> Result<Option<T>, SimError> {
+        if !self.is_device_addr(addr) {
+            return Ok(None);
+        }
+        let mut msg = format!(
+            "{what} [{addr:#x}, {:#x}) ({len} bytes) is not in a live allocation",
+            addr.wrapping_add(len)
+        );
+        self.explain(&mut msg, addr);
+        Err(SimError::new(Error::ParamInvalid, msg))
+    }
+
+    /// [`range_ref`](Self::range_ref) holding the allocation's file (for a task that outlives
+    /// the call).
+    pub(crate) fn device_range(
+        &self,
+        addr: usize,
+        len: usize,
+        what: &str,
+    ) -> Result<Option<DevRange>, SimError> {
+        let Some(r) = self.range_ref(addr, len, what)? else {
+            return Ok(None);
+        };
+        let file = self.mem().file_of(r.alloc.file)?;
+        let a = r.alloc;
+        Ok(Some(DevRange {
+            alloc: Alloc {
+                file,
+                id: a.id,
+                generation: a.generation,
+                size: a.size,
+                imported: a.imported,
+                used_on: a.used_on,
+            },
+            base: r.base,
+            addr,
+            off: r.off,
+            len,
+        }))
+    }
+
+    /// Keeps `file` alive for the tasks of `stream` (see `queued`): found among the stream's
+    /// kept values without a lock once it is there.
+    #[inline]
+    fn keep_file(&self, stream: &SimStream, file: &MemFile) -> Result<(), SimError> {
+        if stream.keeps(file) {
+            return Ok(());
+        }
+        self.keep_file_slow(stream, file)
+    }
+
+    #[inline(never)]
+    fn keep_file_slow(&self, stream: &SimStream, file: &MemFile) -> Result<(), SimError> {
+        stream.keep_alive(&self.mem().file_of(file)?);
+        Ok(())
+    }
+
+    /// One side of a copy: `dev` says whether the copy's kind makes it device memory
+    /// (`None`: whatever it is).
+    #[inline(always)]
+    fn side(
+        &self,
+        addr: usize,
+        len: usize,
+        dev: Option<bool>,
+        what: &str,
+    ) -> Result<Side<'_>, SimError> {
+        match (self.range_ref(addr, len, what)?, dev) {
+            (Some(r), Some(true) | None) => Ok(Side::Device(r)),
+            (None, Some(false) | None) => Ok(Side::Host(addr)),
+            (Some(r), Some(false)) => Err(SimError::new(
                 Error::ParamInvalid,
                 format!(
                     "the copy's kind says the {what} {addr:#x} is host memory, but it is in \
@@ -479,7 +553,7 @@ impl Sim {
                     r.alloc.file.device()
                 ),
             )),
-            (None, true) => Err(SimError::new(
+            (None, Some(true)) => Err(SimError::new(
                 Error::ParamInvalid,
                 format!(
                     "the copy's kind says the {what} {addr:#x} is device memory, but it is not a \
@@ -490,6 +564,7 @@ impl Sim {
         }
     }
 
+    #[inline(always)]
     fn copy_sides(
         &self,
         dst: usize,
@@ -497,7 +572,7 @@ impl Sim {
         src: usize,
         count: usize,
         kind: MemcpyKind,
-    ) -> Result<(Side, Side), SimError> {
+    ) -> Result<(Side<'_>, Side<'_>), SimError> {
         within(count, dest_max, "destMax")?;
         let (d, s) = match kind {
             MemcpyKind::HostToHost => (Some(false), Some(false)),
@@ -506,36 +581,22 @@ impl Sim {
             MemcpyKind::DeviceToDevice => (Some(true), Some(true)),
             MemcpyKind::Default => (None, None),
         };
-        let resolve = |addr, dev: Option<bool>, what| match dev {
-            Some(dev) => self.side(addr, count, dev, what),
-            None => Ok(match self.device_range(addr, count, what)? {
-                Some(r) => Side::Device(r),
-                None => Side::Host(addr),
-            }),
-        };
-        let (d, s) = (resolve(dst, d, "destination")?, resolve(src, s, "source")?);
+        let d = self.side(dst, count, d, "destination")?;
+        let s = self.side(src, count, s, "source")?;
         // CANN documents (hicann/runtime docs/zh/api_ref/11-07_IPC_memory_sharing.md) that
         // memory imported onto another device than its own takes no host-to-device or
         // device-to-host copy, and no ACL_MEMCPY_DEFAULT: on hardware such a copy fails, so
         // here it does too.
-        for (side, what) in [(&d, "destination"), (&s, "source")] {
-            if let Side::Device(r) = side
-                && r.alloc.cross_device()
-                && (kind != MemcpyKind::DeviceToDevice
-                    || matches!((&d, &s), (Side::Host(_), _) | (_, Side::Host(_))))
-            {
-                return Err(SimError::new(
-                    Error::ParamInvalid,
-                    format!(
-                        "the {what} {:#x} is IPC memory of device {} imported onto device {}: \
-                         CANN copies such memory only device to device with an explicit kind \
-                         (no ACL_MEMCPY_DEFAULT, no copy to or from the host)",
-                        r.addr,
-                        r.alloc.file.device(),
-                        r.alloc.used_on
-                    ),
-                ));
-            }
+        let cross = |x: &Side<'_>| matches!(x, Side::Device(r) if r.alloc.cross_device());
+        if (cross(&d) || cross(&s))
+            && (kind != MemcpyKind::DeviceToDevice
+                || matches!((&d, &s), (Side::Host(_), _) | (_, Side::Host(_))))
+        {
+            return Err(if cross(&d) {
+                cross_device_refused(&d, "destination")
+            } else {
+                cross_device_refused(&s, "source")
+            });
         }
         Ok((d, s))
     }
@@ -594,9 +655,9 @@ impl Sim {
         })
     }
 
-    fn set_range(&self, dst: usize, max: usize, count: usize) -> Result<DevRange, SimError> {
+    fn set_range(&self, dst: usize, max: usize, count: usize) -> Result<RangeRef<'_>, SimError> {
         within(count, max, "maxCount")?;
-        self.device_range(dst, count, "range")?.ok_or_else(|| {
+        self.range_ref(dst, count, "range")?.ok_or_else(|| {
             SimError::new(
                 Error::ParamInvalid,
                 format!("{dst:#x} is not a device address of this process (host memory?)"),
@@ -631,7 +692,7 @@ impl Sim {
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
             // Both sides are mostly in one file: kept once.
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
-            let files = [fd, fs.filter(|s| !fd.is_some_and(|d| Arc::ptr_eq(d, s)))];
+            let fs = fs.filter(|s| !fd.is_some_and(|d| std::ptr::eq(d, *s)));
             let (d, s) = (QueuedSide::new(&d), QueuedSide::new(&s));
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
@@ -655,10 +716,12 @@ impl Sim {
             // Queued under the stream table's read lock, without a reference to the stream,
             // which keeps the files the task uses.
             self.enqueue_checked(stream, SimJob::Bulk(task), |e, _| {
-                files
-                    .into_iter()
-                    .flatten()
-                    .for_each(|f| e.stream.keep_alive(f));
+                if let Some(f) = fd {
+                    self.keep_file(&e.stream, f)?;
+                }
+                if let Some(f) = fs {
+                    self.keep_file(&e.stream, f)?;
+                }
                 Ok(())
             })
         })
@@ -682,7 +745,7 @@ impl Sim {
                 return r;
             }
             let r = Side::Device(self.set_range(dst, max, count)?);
-            let file = queued::file_of(&r).cloned();
+            let file = queued::file_of(&r);
             let q = QueuedSide::new(&r);
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
@@ -701,8 +764,7 @@ impl Sim {
             });
             // As in `memcpy_async`.
             self.enqueue_checked(stream, SimJob::Bulk(task), |e, _| {
-                file.iter().for_each(|f| e.stream.keep_alive(f));
-                Ok(())
+                file.map_or(Ok(()), |f| self.keep_file(&e.stream, f))
             })
         })
     }
@@ -768,6 +830,66 @@ impl Sim {
         unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(ptr), layout) };
         Ok(())
     }
+}
+
+/// 107000 for a copy side in memory imported onto another device than its own, in a copy
+/// that is not an explicit device-to-device one between two device sides.
+#[cold]
+fn cross_device_refused(side: &Side<'_>, what: &str) -> SimError {
+    let Side::Device(r) = side else {
+        return SimError::new(Error::DrvInternalError, "a host side imported");
+    };
+    SimError::new(
+        Error::ParamInvalid,
+        format!(
+            "the {what} {:#x} is IPC memory of device {} imported onto device {}: CANN copies \
+             such memory only device to device with an explicit kind (no ACL_MEMCPY_DEFAULT, no \
+             copy to or from the host)",
+            r.addr,
+            r.alloc.file.device(),
+            r.alloc.used_on
+        ),
+    )
+}
+
+/// 107000 for a range `[addr, addr + len)` at offset `addr - base` of allocation `a` (at
+/// `base`) that ends past the allocation's end.
+#[cold]
+fn leaves(a: &AllocRef<'_>, base: usize, addr: usize, len: usize, what: &str) -> SimError {
+    let offset = addr - base;
+    SimError::new(
+        Error::ParamInvalid,
+        format!(
+            "{what} [{addr:#x}, {:#x}) ({len} bytes) leaves allocation {base:#x} ({} bytes, \
+             device {}): it starts at offset {offset} and ends {} bytes past the allocation's \
+             end",
+            addr.wrapping_add(len),
+            a.size,
+            a.file.device(),
+            len as u64 - (a.size - offset as u64)
+        ),
+    )
+}
+
+/// 107000 for a range in allocation `a` (at `base`) whose shared slot is no longer the
+/// incarnation this process holds.
+#[cold]
+fn stale(a: &AllocRef<'_>, base: usize, addr: usize, len: usize, what: &str) -> SimError {
+    let why = if a.owner_freed() {
+        "which its owner freed (an importer may not use memory after the owner's aclrtFree; \
+         close the mapping with aclrtIpcMemClose)"
+    } else {
+        "which is no longer live (its owner freed it, or died, and it was reclaimed)"
+    };
+    SimError::new(
+        Error::ParamInvalid,
+        format!(
+            "{what} [{addr:#x}, {:#x}) is in allocation {base:#x} ({} bytes, device {}), {why}",
+            addr.wrapping_add(len),
+            a.size,
+            a.file.device()
+        ),
+    )
 }
 
 /// 107000 unless `count` is at most the caller's `max` (`what`: the C parameter's name, as

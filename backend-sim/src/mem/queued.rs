@@ -66,11 +66,11 @@ const _: () = assert!(2 * std::mem::size_of::<QueuedSide>() + 4 * 8 <= 120);
 impl QueuedSide {
     /// `side` as a queued task keeps it; the stream the task goes to must keep the file
     /// ([`file_of`]) alive.
-    pub(super) fn new(side: &Side) -> QueuedSide {
+    pub(super) fn new(side: &Side<'_>) -> QueuedSide {
         match side {
             Side::Host(addr) => QueuedSide::Host(*addr),
             Side::Device(r) => QueuedSide::Device {
-                file: KeptFile(NonNull::from(&*r.alloc.file)),
+                file: KeptFile(NonNull::from(r.alloc.file)),
                 id: r.alloc.id,
                 generation: r.alloc.generation,
                 imported: r.alloc.imported,
@@ -122,10 +122,10 @@ impl QueuedSide {
 }
 
 /// The file a queued task on `side` uses, which its stream must keep alive.
-pub(super) fn file_of(side: &Side) -> Option<&std::sync::Arc<MemFile>> {
+pub(super) fn file_of<'s>(side: &Side<'s>) -> Option<&'s MemFile> {
     match side {
         Side::Host(_) => None,
-        Side::Device(r) => Some(&r.alloc.file),
+        Side::Device(r) => Some(r.alloc.file),
     }
 }
 

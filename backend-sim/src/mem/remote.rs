@@ -275,6 +275,7 @@ impl Sim {
     /// `aclrtMemcpy` (`stream` `None`) or `aclrtMemcpyAsync` when a side is an import of
     /// another host's memory: `None` when neither is (the local paths go on). Only device to
     /// device with that kind (see the module doc).
+    #[inline]
     pub(crate) fn remote_memcpy(
         &self,
         dst: usize,
@@ -284,7 +285,23 @@ impl Sim {
         kind: MemcpyKind,
         stream: Option<RawStream>,
     ) -> Option<Result<(), SimError>> {
+        // Not in cluster mode: no call (every local copy asks).
         let c = self.inner.cluster.as_ref()?;
+        self.remote_memcpy_in(c, dst, dest_max, src, count, kind, stream)
+    }
+
+    /// [`remote_memcpy`](Self::remote_memcpy) in cluster `c`.
+    #[allow(clippy::too_many_arguments)]
+    fn remote_memcpy_in(
+        &self,
+        c: &Cluster,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+        stream: Option<RawStream>,
+    ) -> Option<Result<(), SimError>> {
         let run = || -> Result<Option<()>, SimError> {
             let d = self.remote_range(c, dst, count, "destination")?;
             let s = self.remote_range(c, src, count, "source")?;
@@ -331,6 +348,7 @@ impl Sim {
 
     /// `aclrtMemset` (`stream` `None`) or `aclrtMemsetAsync` of an import of another host's
     /// memory; `None` if `dst` is not one.
+    #[inline]
     pub(crate) fn remote_memset(
         &self,
         dst: usize,
@@ -339,7 +357,21 @@ impl Sim {
         count: usize,
         stream: Option<RawStream>,
     ) -> Option<Result<(), SimError>> {
+        // As in `remote_memcpy`.
         let c = self.inner.cluster.as_ref()?;
+        self.remote_memset_in(c, dst, max, value, count, stream)
+    }
+
+    /// [`remote_memset`](Self::remote_memset) in cluster `c`.
+    fn remote_memset_in(
+        &self,
+        c: &Cluster,
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+        stream: Option<RawStream>,
+    ) -> Option<Result<(), SimError>> {
         let run = || -> Result<Option<()>, SimError> {
             let Some(r) = self.remote_range(c, dst, count, "range")? else {
                 return Ok(None);

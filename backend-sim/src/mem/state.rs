@@ -3,7 +3,8 @@
 //! memory.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use acl_notify_core::key::ExportKey;
@@ -27,13 +28,39 @@ pub(crate) struct Alloc {
 }
 
 impl Alloc {
+    /// The allocation as a lookup hands it out: the file borrowed, no reference count.
+    pub(super) fn view(&self) -> AllocRef<'_> {
+        AllocRef {
+            file: &self.file,
+            id: self.id,
+            generation: self.generation,
+            size: self.size,
+            imported: self.imported,
+            used_on: self.used_on,
+        }
+    }
+}
+
+/// An allocation as the copy paths see it ([`Alloc`] with its file borrowed): found in the
+/// table or in this thread's cache of recent ones ([`super::recent`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AllocRef<'f> {
+    pub(crate) file: &'f MemFile,
+    pub(crate) id: u32,
+    pub(crate) generation: u32,
+    pub(crate) size: u64,
+    /// Imported through IPC (else owned).
+    pub(crate) imported: bool,
+    /// The device this process uses it on: the owner's own, or the one it was imported onto.
+    pub(crate) used_on: u32,
+}
+
+impl AllocRef<'_> {
     /// Imported onto another device than the one the memory is on.
     pub(super) fn cross_device(&self) -> bool {
         self.imported && self.used_on != self.file.device()
     }
-}
 
-impl Alloc {
     /// An import whose owner has freed it (this incarnation, still orphaned).
     pub(super) fn owner_freed(&self) -> bool {
         self.imported
@@ -48,10 +75,13 @@ impl Alloc {
     /// closes), but not after its owner freed it (SPEC §8: an importer's use after the
     /// owner's free is an error).
     pub(super) fn current(&self) -> bool {
-        Alloc::is_current(&self.file, self.id, self.generation, self.imported)
+        Alloc::is_current(self.file, self.id, self.generation, self.imported)
     }
+}
 
-    /// [`current`](Self::current) of allocation `id` (this `generation`) of `file`.
+impl Alloc {
+    /// Whether allocation `id` (this `generation`) of `file` is still the incarnation this
+    /// process holds (see [`AllocRef::current`]).
     pub(super) fn is_current(file: &MemFile, id: u32, generation: u32, imported: bool) -> bool {
         file.slot(id).is_some_and(|s| {
             if imported {
@@ -68,9 +98,18 @@ impl Alloc {
 #[derive(Debug)]
 pub(crate) struct MemState {
     pub(super) capacity: u64,
+    /// By (server, device). Never shrinks while the `MemState` lives: a lookup through this
+    /// thread's cache of recent allocations ([`super::recent`]) borrows the file of an
+    /// allocation from here for as long as the `Sim` is borrowed, even after the allocation
+    /// is gone.
     pub(super) files: Mutex<HashMap<(u32, u32), Arc<MemFile>>>,
-    /// By device address.
+    /// By device address. Entries are removed only by [`remove_if`](Self::remove_if),
+    /// [`remove`](Self::remove) and [`clear`](Self::clear), which bump
+    /// [`epoch`](Self::epoch).
     pub(super) allocs: RwLock<BTreeMap<usize, Alloc>>,
+    /// Bumped after every removal from `allocs`, so that the threads' caches of recent
+    /// allocations ([`super::recent`]) made before it miss from then on.
+    epoch: AtomicU64,
     /// Recently freed (address, size, device), newest last.
     pub(super) freed: Mutex<VecDeque<(usize, u64, u32)>>,
     /// `aclrtMallocHost` allocations: address → layout size.
@@ -85,6 +124,7 @@ impl MemState {
             capacity,
             files: Mutex::new(HashMap::new()),
             allocs: RwLock::new(BTreeMap::new()),
+            epoch: AtomicU64::new(0),
             freed: Mutex::new(VecDeque::new()),
             host: Mutex::new(HashMap::new()),
             imports: Mutex::new(HashMap::new()),
@@ -99,6 +139,47 @@ impl MemState {
             .insert(addr, a);
     }
 
+    /// The epoch of `allocs` (see [`super::recent`]): read before a lookup whose result a
+    /// thread caches.
+    #[inline]
+    pub(super) fn epoch(&self) -> u64 {
+        self.epoch.load(Acquire)
+    }
+
+    /// Marks a removal from `allocs` for the threads' caches; called right after it.
+    fn removed(&self) {
+        self.epoch.fetch_add(1, Release);
+    }
+
+    /// Removes the allocation or import at device address `addr` if there is one and `take`
+    /// accepts it (an `Err` from `take` is returned, nothing removed).
+    pub(super) fn remove_if<E>(
+        &self,
+        addr: usize,
+        take: impl FnOnce(&Alloc) -> Result<(), E>,
+    ) -> Result<Option<Alloc>, E> {
+        let a = {
+            let mut allocs = self.allocs.write().unwrap_or_else(PoisonError::into_inner);
+            match allocs.get(&addr) {
+                Some(a) => {
+                    take(a)?;
+                    allocs.remove(&addr)
+                }
+                None => None,
+            }
+        };
+        if a.is_some() {
+            self.removed();
+        }
+        Ok(a)
+    }
+
+    /// Removes the allocation or import at device address `addr`, if there is one.
+    pub(super) fn remove(&self, addr: usize) -> Option<Alloc> {
+        let Ok(a) = self.remove_if(addr, |_| Ok::<(), std::convert::Infallible>(()));
+        a
+    }
+
     /// Frees what this process owns and closes what it imported (the session ends).
     pub(crate) fn clear(&self, pid: i32) {
         if sys::getpid() != pid {
@@ -107,6 +188,7 @@ impl MemState {
         lock(&self.imports).clear();
         let allocs =
             std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
+        self.removed();
         let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
         for a in allocs.into_values() {
             if let Ok(l) = a.file.lock() {
@@ -131,6 +213,24 @@ impl MemState {
 pub(crate) const HOST_ALIGN: usize = 4096;
 
 impl MemState {
+    /// The reference this process keeps to `file`, one of its device-memory files (507899 if
+    /// it is not: never, as files are kept for the `MemState`'s life).
+    pub(super) fn file_of(&self, file: &MemFile) -> Result<Arc<MemFile>, SimError> {
+        lock(&self.files)
+            .values()
+            .find(|f| std::ptr::eq(&***f, file))
+            .cloned()
+            .ok_or_else(|| {
+                SimError::new(
+                    acl_notify_core::Error::DrvInternalError,
+                    format!(
+                        "device-memory file {} is not among this process's files",
+                        file.path().display()
+                    ),
+                )
+            })
+    }
+
     /// Whether one of the device-memory files this process mapped shrank under it.
     pub(crate) fn any_lost(&self) -> bool {
         lock(&self.files).values().any(|f| f.is_lost())

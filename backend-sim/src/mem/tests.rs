@@ -196,6 +196,93 @@ fn async_copies_run_in_stream_order_and_recheck_their_ranges() {
     assert!(e.to_string().contains(&want), "{e}");
 }
 
+/// A range checked through this thread's cache of recent allocations (`recent`) is still
+/// refused once freed, and after a free and a new, smaller allocation at the same address it
+/// is checked against the new one: the same errors as a lookup in the table gives.
+#[test]
+fn a_freed_or_reallocated_address_is_checked_afresh_after_a_cached_lookup() {
+    let (sim, _ns) = open("recent", 64 << 20);
+    let s = sim.create_stream(0).unwrap();
+    let a = sim.malloc(0, 4096, 0).unwrap();
+    let b = sim.malloc(0, 4096, 0).unwrap();
+    let data = [3u8; 4096];
+    // Twice: the second lookup of each side is a hit of the cache.
+    for _ in 0..2 {
+        h2d(&sim, a, &data).unwrap();
+        // SAFETY: device to device.
+        unsafe { sim.memcpy(b, 4096, a, 4096, MemcpyKind::DeviceToDevice) }.unwrap();
+    }
+    sim.free(a).unwrap();
+    let e = h2d(&sim, a + 8, &data[..8]).unwrap_err();
+    assert_eq!(e.kind(), Error::ParamInvalid);
+    assert!(
+        e.to_string().contains("offset 8") && e.to_string().contains("was freed"),
+        "{e}"
+    );
+    // SAFETY: fails before touching memory.
+    let e = unsafe { sim.memcpy_async(b, 4096, a, 64, MemcpyKind::DeviceToDevice, s) }.unwrap_err();
+    assert!(e.to_string().contains("was freed"), "{e}");
+    // First fit: the new allocation takes the freed range's address, 100 bytes long now.
+    let c = sim.malloc(0, 100, 0).unwrap();
+    assert_eq!(c, a, "first fit reuses the address");
+    let e = h2d(&sim, c, &data[..4096]).unwrap_err().to_string();
+    assert!(
+        e.contains(&format!("leaves allocation {c:#x} (100 bytes, device 0)"))
+            && e.contains("3996 bytes past"),
+        "{e}"
+    );
+    // SAFETY: fails before touching memory.
+    let e = unsafe { sim.memcpy_async(c, 4096, b, 4096, MemcpyKind::DeviceToDevice, s) }
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("3996 bytes past"), "{e}");
+    let e = sim.memset(c + 50, 64, 0, 64).unwrap_err().to_string();
+    assert!(
+        e.contains("offset 50") && e.contains("14 bytes past"),
+        "{e}"
+    );
+    // The new allocation itself works, on the cached path as on the first.
+    for _ in 0..2 {
+        // SAFETY: device to device.
+        unsafe { sim.memcpy(c, 100, b, 100, MemcpyKind::DeviceToDevice) }.unwrap();
+    }
+    let mut out = [0u8; 100];
+    d2h(&sim, &mut out, c).unwrap();
+    assert_eq!(out, [3u8; 100]);
+    sim.synchronize(s, SyncWait::Forever).unwrap();
+}
+
+/// A free on another thread makes this thread's cached allocation miss: no copy into it
+/// after the free has returned.
+#[test]
+fn a_free_on_another_thread_is_seen_by_a_cached_lookup() {
+    let (sim, _ns) = open("recent-mt", 64 << 20);
+    let a = sim.malloc(0, 4096, 0).unwrap();
+    let data = [1u8; 64];
+    let (to_main, from_worker) = std::sync::mpsc::channel();
+    let (to_worker, from_main) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|sc| {
+        let (sim, data) = (&sim, &data);
+        sc.spawn(move || {
+            // Cached by the first copy, hit by the second.
+            h2d(sim, a, data).unwrap();
+            h2d(sim, a + 64, data).unwrap();
+            to_main.send(Ok(())).unwrap();
+            from_main.recv().unwrap();
+            to_main.send(h2d(sim, a + 128, data)).unwrap();
+        });
+        from_worker.recv().unwrap().unwrap();
+        sim.free(a).unwrap();
+        to_worker.send(()).unwrap();
+        let e = from_worker.recv().unwrap().unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid);
+        assert!(
+            e.to_string().contains("offset 128") && e.to_string().contains("was freed"),
+            "{e}"
+        );
+    });
+}
+
 /// Host code that dereferences a device pointer faults, as on hardware.
 #[test]
 fn host_access_to_a_device_pointer_faults() {

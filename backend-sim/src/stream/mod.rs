@@ -522,11 +522,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// same allocation) is not kept twice, and is found without a lock if it is among the
     /// first four kept.
     pub fn keep_alive<T: std::any::Any + Send + Sync>(&self, value: &Arc<T>) {
-        let s = &*self.shared;
-        let p = Arc::as_ptr(value).cast::<()>().cast_mut();
-        if s.kept_fast.iter().any(|k| k.load(Ordering::Acquire) == p) {
+        if self.keeps(&**value) {
             return;
         }
+        let s = &*self.shared;
+        let p = Arc::as_ptr(value).cast::<()>().cast_mut();
         let mut kept = lock(&s.kept);
         if kept
             .iter()
@@ -542,6 +542,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         {
             k.store(p, Ordering::Release);
         }
+    }
+
+    /// Whether `value` (by address) is among the first four values kept for the stream's
+    /// tasks ([`keep_alive`](Self::keep_alive)): a look at four atomic pointers, no lock. A
+    /// `false` may still be kept (as a fifth); `keep_alive` finds it then.
+    #[inline]
+    pub fn keeps<T>(&self, value: &T) -> bool {
+        let p = std::ptr::from_ref(value).cast::<()>().cast_mut();
+        self.shared
+            .kept_fast
+            .iter()
+            .any(|k| k.load(Ordering::Acquire) == p)
     }
 
     /// Whether every task enqueued so far has run (`Complete`) or not (`NotReady`). Never

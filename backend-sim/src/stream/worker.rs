@@ -55,7 +55,21 @@ const YIELD_LOST_CPU: Duration = Duration::from_micros(5);
 /// thread wants this CPU: the spin then stops early (false unless `done()` holds by then),
 /// so that a spinning thread does not keep taking turns with a busy one — e.g. an idle
 /// stream worker placed on the CPU of a stream that is running a long queue.
-pub(super) fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bool {
+pub(super) fn spin_until(budget: Duration, done: impl FnMut() -> bool) -> bool {
+    spin_until_with(budget, done, || {
+        let t = Instant::now();
+        thread::yield_now();
+        Some(t.elapsed())
+    })
+}
+
+/// [`spin_until`] with `offer` in place of its `sched_yield` (how long the CPU was given
+/// away, or `None` if it was not offered).
+fn spin_until_with(
+    budget: Duration,
+    mut done: impl FnMut() -> bool,
+    offer: impl Fn() -> Option<Duration>,
+) -> bool {
     if budget.is_zero() {
         return done();
     }
@@ -72,12 +86,8 @@ pub(super) fn spin_until(budget: Duration, mut done: impl FnMut() -> bool) -> bo
             if elapsed >= budget {
                 return false;
             }
-            if elapsed >= PURE_SPIN {
-                let before = Instant::now();
-                thread::yield_now();
-                if before.elapsed() >= YIELD_LOST_CPU {
-                    return done();
-                }
+            if elapsed >= PURE_SPIN && offer().is_some_and(|took| took >= YIELD_LOST_CPU) {
+                return done();
             }
         } else {
             std::hint::spin_loop();
@@ -248,8 +258,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     }
 
     /// Waits for work: spins for `self.spin`, then parks until an enqueuer or destroy wakes us.
+    ///
+    /// The spin yields as a stream wait's does ([`crate::spin::offer_cpu`]: not for a while
+    /// after a yield gave a whole slice away), and a park forgets such a yield: the thread
+    /// that took the slice may have been a host thread busy with work of its own (the
+    /// bench's `memcpy` baseline beside a copy stream's idle worker), and the wake-up that
+    /// ends the park is a fresh start.
     fn idle(&self, popped: u64) {
-        if spin_until(self.spin, || self.has_work(popped)) {
+        if spin_until_with(self.spin, || self.has_work(popped), crate::spin::offer_cpu) {
             bump(&self.worker.spin_hits);
             return;
         }
@@ -262,6 +278,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if self.state.load(Ordering::SeqCst) == OPEN {
             bump(&self.worker.sleeps);
             crate::shm::uncount_worker();
+            crate::spin::forget_slices();
             thread::park();
         }
         self.ring.awake();

@@ -1,0 +1,126 @@
+//! The common part of the per-thread caches that let a hot call skip a table's lock: entries
+//! tagged with their `Sim`'s serial number and with an epoch of the table they were found
+//! in, kept in sets of a few ways, on a thread-local that a call reaches without blocking.
+//!
+//! The rule every user keeps (see each one's module docs for its table): the epoch is read
+//! *before* the lookup whose result is cached, and every removal from the table bumps the
+//! epoch after the removal, before the removed thing is destroyed. So an entry made before a
+//! removal never hits after it; the call then takes the table's lock and answers as the
+//! table says. A `Sim`'s serial is never reused within the process, so an entry of a `Sim`
+//! that is gone never hits either.
+//!
+//! Used by [`crate::mem::recent`] (the allocations a thread copied from or to).
+
+use std::cell::RefCell;
+use std::thread::LocalKey;
+
+/// What an entry was found under: its `Sim` and the table's epoch then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Tag {
+    pub(crate) sim: u64,
+    pub(crate) epoch: u64,
+}
+
+/// `W` tagged entries, replaced in turn.
+pub(crate) struct Ways<V, const W: usize> {
+    entries: [Option<(Tag, V)>; W],
+    /// The way the next new entry replaces.
+    next: u8,
+}
+
+impl<V, const W: usize> Ways<V, W> {
+    pub(crate) const fn new() -> Self {
+        Ways {
+            entries: [const { None }; W],
+            next: 0,
+        }
+    }
+
+    /// The value of the first entry tagged `tag` for which `key` holds.
+    #[inline]
+    pub(crate) fn find(&self, tag: Tag, key: impl Fn(&V) -> bool) -> Option<&V> {
+        self.entries
+            .iter()
+            .flatten()
+            .find(|(t, v)| *t == tag && key(v))
+            .map(|(_, v)| v)
+    }
+
+    /// Keeps `value`, tagged `tag`, in place of the first entry of the same `Sim` for which
+    /// `same` holds (found under any epoch), or else of the next way in turn. Returns the value
+    /// replaced, for the caller to drop outside the thread-local's borrow.
+    pub(crate) fn put(&mut self, tag: Tag, same: impl Fn(&V) -> bool, value: V) -> Option<V> {
+        let i = self
+            .entries
+            .iter()
+            .position(|e| e.as_ref().is_some_and(|(t, v)| t.sim == tag.sim && same(v)))
+            .unwrap_or_else(|| {
+                let i = usize::from(self.next) % W;
+                self.next = ((i + 1) % W) as u8;
+                i
+            });
+        self.entries[i].replace((tag, value)).map(|(_, v)| v)
+    }
+}
+
+/// `f` on this thread's cache `cache`; `None` without calling it while the thread is being
+/// torn down or the cache is borrowed already (a call made from inside another one's `f`).
+#[inline]
+pub(crate) fn read<C: 'static, R>(
+    cache: &'static LocalKey<RefCell<C>>,
+    f: impl FnOnce(&C) -> Option<R>,
+) -> Option<R> {
+    cache.try_with(|c| f(&*c.try_borrow().ok()?)).ok().flatten()
+}
+
+/// `f` on this thread's cache `cache`, mutably; `None` in the cases [`read`] gives `None`.
+pub(crate) fn write<C: 'static, R>(
+    cache: &'static LocalKey<RefCell<C>>,
+    f: impl FnOnce(&mut C) -> R,
+) -> Option<R> {
+    cache
+        .try_with(|c| Some(f(&mut *c.try_borrow_mut().ok()?)))
+        .ok()
+        .flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const fn tag(sim: u64, epoch: u64) -> Tag {
+        Tag { sim, epoch }
+    }
+
+    #[test]
+    fn an_entry_hits_only_under_its_own_sim_and_epoch() {
+        let mut w: Ways<u32, 2> = Ways::new();
+        assert!(w.put(tag(1, 5), |v| *v == 10, 10).is_none());
+        assert_eq!(w.find(tag(1, 5), |v| *v == 10), Some(&10));
+        assert_eq!(w.find(tag(1, 6), |v| *v == 10), None, "a later epoch");
+        assert_eq!(w.find(tag(2, 5), |v| *v == 10), None, "another Sim");
+        // The same key found again under a new epoch replaces the stale entry in place.
+        assert_eq!(w.put(tag(1, 6), |v| *v == 10, 10), Some(10));
+        assert!(w.put(tag(1, 6), |v| *v == 11, 11).is_none());
+        assert_eq!(w.find(tag(1, 6), |v| *v == 10), Some(&10));
+        assert_eq!(w.find(tag(1, 6), |v| *v == 11), Some(&11));
+        // A third key replaces the ways in turn.
+        assert_eq!(w.put(tag(1, 6), |v| *v == 12, 12), Some(10));
+        assert_eq!(w.put(tag(1, 6), |v| *v == 13, 13), Some(11));
+        assert_eq!(w.find(tag(1, 6), |v| *v >= 12), Some(&12));
+    }
+
+    thread_local! {
+        static T: RefCell<Ways<u32, 1>> = const { RefCell::new(Ways::new()) };
+    }
+
+    #[test]
+    fn a_nested_call_finds_the_cache_busy_instead_of_panicking() {
+        write(&T, |w| w.put(tag(1, 1), |_| true, 7));
+        let inner = read(&T, |w| {
+            let nested = write(&T, |_| ());
+            Some((w.find(tag(1, 1), |_| true).copied(), nested))
+        });
+        assert_eq!(inner, Some((Some(7), None)));
+    }
+}
