@@ -77,8 +77,8 @@ fn a_destroyed_notify_stays_until_its_queued_tasks_ran() {
         sim.destroy_notify(o).unwrap();
     }
     sim.destroy_notify(gate).unwrap();
-    // The stream is idle: the slot went when the tasks retired (at the latest at the
-    // destroy of `gate`, which looked).
+    // The slot went when the worker retired the tasks (`synchronize` returns only after
+    // that retire, which releases what the stream's keeper held for them).
     assert_eq!(sim.notifies_free(0).unwrap(), all);
     sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
 }

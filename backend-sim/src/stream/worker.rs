@@ -130,7 +130,8 @@ pub(super) struct Shared<E, J> {
     /// `OPEN`, `DRAINING` or `DISCARDING`; written under the ring's consumer lock (and the
     /// ring is closed before it leaves `OPEN`).
     pub(super) state: AtomicU8,
-    /// Tasks finished or discarded so far, always a prefix of the enqueue order.
+    /// Tasks finished or discarded so far, always a prefix of the enqueue order (written by
+    /// the worker only: `retire`).
     pub(super) retired: Padded<AtomicU64>,
     /// The smallest `retired` value a synchronize waiter waits for (`u64::MAX`: none).
     pub(super) wake_at: AtomicU64,
@@ -475,7 +476,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     }
 
     pub(super) fn retire(&self, n: u64) {
-        let r = self.retired.fetch_add(n, Ordering::SeqCst) + n;
+        // Only the worker retires: the count after this retire, known before it is published.
+        let r = self.retired.load(Ordering::Relaxed) + n;
+        // What the stream's keeper holds for these tasks goes first (they have run), so that
+        // a `synchronize` that sees them retired finds it let go, as it found their remains
+        // dropped.
+        if self.release_at.load(Ordering::SeqCst) <= r {
+            self.release(r);
+        }
+        self.retired.fetch_add(n, Ordering::SeqCst);
         // Dekker handshake with `Keeper::keep_until_done`: it publishes `release_at`, then
         // re-reads `retired`.
         if self.release_at.load(Ordering::SeqCst) <= r {
