@@ -6,7 +6,7 @@
 //! none: the entry holds the stream by a strong reference, so the task is queued through it
 //! without a reference count either.
 //!
-//! Validity: as in `pin_cache`, an entry is tagged with its `Sim`'s serial number (never
+//! Validity ([`crate::tagged_cache`]): as in `pin_cache`, an entry is tagged with its `Sim`'s serial number (never
 //! reused within the process) and with the stream epoch as read *before* the lookup that
 //! found the stream. The epoch is one for the whole process ([`epoch`]): every call that
 //! removes a stream handle of any `Sim` (a destroy, a device reset, the end of a session, the
@@ -37,6 +37,7 @@ use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::entries::StreamEntry;
+use crate::tagged_cache::{self, Sets, Tag};
 use crate::waitgraph::RecNotes;
 
 /// The process's stream epoch, on a line of its own: every record and wait reads it, and
@@ -62,9 +63,8 @@ pub(crate) fn streams_removed() {
 /// (its slot index; consecutive for streams made one after another) pick.
 pub(crate) const SETS: usize = 8;
 
+/// An entry's value (its tag, the `Sim` and epoch, is [`tagged_cache`]'s).
 struct Entry {
-    sim: u64,
-    epoch: u64,
     handle: u64,
     /// The table entry, without its wait-for graph entry (`graph` is `None`).
     entry: StreamEntry,
@@ -73,10 +73,10 @@ struct Entry {
 }
 
 thread_local! {
-    static CACHE: RefCell<[Option<Entry>; SETS]> =
-        const { RefCell::new([const { None }; SETS]) };
+    static CACHE: RefCell<Sets<Entry, SETS, 1>> = const { RefCell::new(Sets::new()) };
 }
 
+#[inline(always)]
 fn set_of(handle: u64) -> usize {
     (handle % SETS as u64) as usize
 }
@@ -91,14 +91,10 @@ pub(crate) fn with<R>(
     handle: u64,
     f: impl FnOnce(&StreamEntry, Option<RecNotes>) -> R,
 ) -> Option<R> {
-    CACHE
-        .try_with(|c| {
-            let c = c.try_borrow().ok()?;
-            let e = c[set_of(handle)].as_ref()?;
-            (e.handle == handle && e.sim == sim && e.epoch == epoch).then(|| f(&e.entry, e.notes))
-        })
-        .ok()
-        .flatten()
+    tagged_cache::read(&CACHE, |c| {
+        let e = c.find(set_of(handle), Tag { sim, epoch }, |e| e.handle == handle)?;
+        Some(f(&e.entry, e.notes))
+    })
 }
 
 /// Keeps `e` as the entry of stream `handle` of `Sim` `sim`, found under `epoch` (read before
@@ -106,8 +102,6 @@ pub(crate) fn with<R>(
 /// again. Costs the clone of the stream's reference (once per miss).
 pub(crate) fn put(sim: u64, epoch: u64, handle: u64, e: &StreamEntry) {
     let entry = Entry {
-        sim,
-        epoch,
         handle,
         entry: StreamEntry {
             stream: std::sync::Arc::clone(&e.stream),
@@ -117,15 +111,11 @@ pub(crate) fn put(sim: u64, epoch: u64, handle: u64, e: &StreamEntry) {
         },
         notes: e.graph.as_ref().map(|g| g.rec_notes()),
     };
-    let old = CACHE
-        .try_with(|c| {
-            let mut c = c.try_borrow_mut().ok()?;
-            let mut old = take_stale(&mut c, epoch);
-            old[set_of(handle)] = c[set_of(handle)].replace(entry);
-            Some(old)
-        })
-        .ok()
-        .flatten();
+    let old = tagged_cache::write(&CACHE, |c| {
+        let stale = c.take_if(|t| t.epoch != epoch);
+        let replaced = c.put(set_of(handle), Tag { sim, epoch }, |o| o.handle == handle, entry);
+        (stale, replaced)
+    });
     // The entries replaced or dropped may hold the last reference to a destroyed stream:
     // dropped outside the borrow (a stream's drop may end up in a call that uses the cache).
     drop(old);
@@ -136,14 +126,6 @@ pub(crate) fn put(sim: u64, epoch: u64, handle: u64, e: &StreamEntry) {
 /// streams are destroyed.
 pub(crate) fn drop_stale() {
     let now = epoch();
-    let old = CACHE
-        .try_with(|c| Some(take_stale(&mut *c.try_borrow_mut().ok()?, now)))
-        .ok()
-        .flatten();
+    let old = tagged_cache::write(&CACHE, |c| c.take_if(|t| t.epoch != now));
     drop(old);
-}
-
-/// Takes the entries of `c` not from `epoch` out of it.
-fn take_stale(c: &mut [Option<Entry>; SETS], epoch: u64) -> [Option<Entry>; SETS] {
-    std::array::from_fn(|i| c[i].take_if(|e| e.epoch != epoch))
 }

@@ -1,6 +1,8 @@
 //! The common part of the per-thread caches that let a hot call skip a table's lock: entries
 //! tagged with their `Sim`'s serial number and with an epoch of the table they were found
-//! in, kept in sets of a few ways, on a thread-local that a call reaches without blocking.
+//! in, kept in sets of a few ways ([`Sets`]: the set picked by the user's function of the
+//! key; one set is [`Ways`]), on a thread-local that a call reaches without blocking
+//! ([`read`], [`write`]: never a panic during the thread's teardown or from a nested call).
 //!
 //! The rule every user keeps (see each one's module docs for its table): the epoch is read
 //! *before* the lookup whose result is cached, and every removal from the table bumps the
@@ -9,7 +11,10 @@
 //! table says. A `Sim`'s serial is never reused within the process, so an entry of a `Sim`
 //! that is gone never hits either.
 //!
-//! Used by [`crate::mem::recent`] (the allocations a thread copied from or to).
+//! Used by [`crate::mem::recent`] (the allocations a thread copied from or to: one set of 4
+//! ways), [`crate::stream_cache`] (the streams a thread queued on: 8 sets of one way, its
+//! epoch the process's) and [`crate::pin_cache`] (the pins of the notify and stream pairs a
+//! thread queued on: 32 sets of 2 ways).
 
 use std::cell::RefCell;
 use std::thread::LocalKey;
@@ -37,7 +42,7 @@ impl<V, const W: usize> Ways<V, W> {
     }
 
     /// The value of the first entry tagged `tag` for which `key` holds.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn find(&self, tag: Tag, key: impl Fn(&V) -> bool) -> Option<&V> {
         self.entries
             .iter()
@@ -60,6 +65,48 @@ impl<V, const W: usize> Ways<V, W> {
                 i
             });
         self.entries[i].replace((tag, value)).map(|(_, v)| v)
+    }
+
+    /// Takes out the entries whose tag `stale` holds for, leaving their ways empty; the
+    /// values are returned for the caller to drop outside the thread-local's borrow.
+    pub(crate) fn take_if(&mut self, stale: impl Fn(Tag) -> bool) -> [Option<V>; W] {
+        std::array::from_fn(|i| self.entries[i].take_if(|e| stale(e.0)).map(|(_, v)| v))
+    }
+}
+
+/// `S` sets of `W` ways each: an entry is only ever in the set its key's set number (the
+/// user's function of the key, taken modulo `S`) picks; each set replaces its ways in turn.
+pub(crate) struct Sets<V, const S: usize, const W: usize> {
+    sets: [Ways<V, W>; S],
+}
+
+impl<V, const S: usize, const W: usize> Sets<V, S, W> {
+    pub(crate) const fn new() -> Self {
+        Sets {
+            sets: [const { Ways::new() }; S],
+        }
+    }
+
+    /// [`Ways::find`] in set `set` (modulo `S`).
+    #[inline(always)]
+    pub(crate) fn find(&self, set: usize, tag: Tag, key: impl Fn(&V) -> bool) -> Option<&V> {
+        self.sets[set % S].find(tag, key)
+    }
+
+    /// [`Ways::put`] in set `set` (modulo `S`).
+    pub(crate) fn put(
+        &mut self,
+        set: usize,
+        tag: Tag,
+        same: impl Fn(&V) -> bool,
+        value: V,
+    ) -> Option<V> {
+        self.sets[set % S].put(tag, same, value)
+    }
+
+    /// [`Ways::take_if`] in every set.
+    pub(crate) fn take_if(&mut self, stale: impl Fn(Tag) -> bool) -> [[Option<V>; W]; S] {
+        std::array::from_fn(|i| self.sets[i].take_if(&stale))
     }
 }
 
