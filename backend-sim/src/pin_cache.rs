@@ -8,7 +8,7 @@
 //! this project's VM, most of a 41 ns `Sim::record`. A hit here costs none: the task holds
 //! the pin by address (see `crate::pin`).
 //!
-//! Validity: an entry is tagged with its `Sim`'s serial number (never reused within the
+//! Validity ([`crate::tagged_cache`]): an entry is tagged with its `Sim`'s serial number (never reused within the
 //! process) and with the `Sim`'s notify epoch as read *before* the lookup that found the pin.
 //! Every call that removes a notify handle, and every pin's owner that lets the pin go,
 //! bumps the epoch before it returns, so an entry made before never hits after: the call
@@ -20,6 +20,7 @@
 use std::cell::RefCell;
 
 use crate::pin::{NotifyName, PinRef};
+use crate::tagged_cache::{self, Sets, Tag};
 
 /// Sets of the per-thread cache, each of [`WAYS`] entries: a (notify, stream) pair can only
 /// be in the set its hash picks. 64 entries in all: the bench's handoff ring of 8 notify pairs
@@ -30,9 +31,8 @@ pub(crate) const SETS: usize = 32;
 /// Entries per set.
 pub(crate) const WAYS: usize = 2;
 
+/// An entry's value (its tag, the `Sim` and epoch, is [`tagged_cache`]'s).
 struct Entry {
-    sim: u64,
-    epoch: u64,
     notify: u64,
     stream: u64,
     pin: PinRef,
@@ -40,19 +40,8 @@ struct Entry {
     target: NotifyName,
 }
 
-struct Cache {
-    sets: [[Option<Entry>; WAYS]; SETS],
-    /// Per set, the way the next miss replaces (round robin).
-    next: [u8; SETS],
-}
-
 thread_local! {
-    static CACHE: RefCell<Cache> = const {
-        RefCell::new(Cache {
-            sets: [const { [const { None }; WAYS] }; SETS],
-            next: [0; SETS],
-        })
-    };
+    static CACHE: RefCell<Sets<Entry, SETS, WAYS>> = const { RefCell::new(Sets::new()) };
 }
 
 /// The set of (`notify`, `stream`): from the handles' low bits, which hold their slot index
@@ -77,46 +66,25 @@ const STREAM_STRIDE: u64 = (SETS / 2 + 1) as u64;
 /// them from `epoch`.
 #[inline]
 pub(crate) fn get(sim: u64, epoch: u64, notify: u64, stream: u64) -> Option<(PinRef, NotifyName)> {
-    CACHE
-        .try_with(|c| {
-            let c = c.try_borrow().ok()?;
-            c.sets[set_of(notify, stream)]
-                .iter()
-                .flatten()
-                .find(|e| e.notify == notify && e.stream == stream && e.sim == sim)
-                .filter(|e| e.epoch == epoch)
-                .map(|e| (e.pin, e.target))
+    tagged_cache::read(&CACHE, |c| {
+        c.find(set_of(notify, stream), Tag { sim, epoch }, |e| {
+            e.notify == notify && e.stream == stream
         })
-        .ok()
-        .flatten()
+        .map(|e| (e.pin, e.target))
+    })
 }
 
 /// Keeps `pin` as the pin of (`notify`, `stream`) in `Sim` `sim`, with the notify's name,
 /// found under `epoch` (read before the lookup).
 pub(crate) fn put(sim: u64, epoch: u64, notify: u64, stream: u64, pin: PinRef, target: NotifyName) {
-    let _ = CACHE.try_with(|c| {
-        let Ok(mut c) = c.try_borrow_mut() else {
-            return;
-        };
-        let k = set_of(notify, stream);
-        let i = c.sets[k]
-            .iter()
-            .position(|e| {
-                e.as_ref()
-                    .is_some_and(|e| e.notify == notify && e.stream == stream && e.sim == sim)
-            })
-            .unwrap_or_else(|| {
-                let i = usize::from(c.next[k]);
-                c.next[k] = ((i + 1) % WAYS) as u8;
-                i
-            });
-        c.sets[k][i] = Some(Entry {
-            sim,
-            epoch,
-            notify,
-            stream,
-            pin,
-            target,
-        });
+    let same = |e: &Entry| e.notify == notify && e.stream == stream;
+    let entry = Entry {
+        notify,
+        stream,
+        pin,
+        target,
+    };
+    tagged_cache::write(&CACHE, |c| {
+        c.put(set_of(notify, stream), Tag { sim, epoch }, same, entry);
     });
 }

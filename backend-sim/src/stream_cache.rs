@@ -113,7 +113,12 @@ pub(crate) fn put(sim: u64, epoch: u64, handle: u64, e: &StreamEntry) {
     };
     let old = tagged_cache::write(&CACHE, |c| {
         let stale = c.take_if(|t| t.epoch != epoch);
-        let replaced = c.put(set_of(handle), Tag { sim, epoch }, |o| o.handle == handle, entry);
+        let replaced = c.put(
+            set_of(handle),
+            Tag { sim, epoch },
+            |o| o.handle == handle,
+            entry,
+        );
         (stale, replaced)
     });
     // The entries replaced or dropped may hold the last reference to a destroyed stream:
