@@ -157,6 +157,38 @@ mod tests {
         assert_eq!(w.find(tag(1, 6), |v| *v >= 12), Some(&12));
     }
 
+    #[test]
+    fn sets_keep_their_own_round_robin_and_stale_entries_are_taken_out() {
+        let mut s: Sets<u32, 4, 2> = Sets::new();
+        // Set 1 (and 5, modulo 4) fills its 2 ways; a third key replaces its first way only.
+        assert!(s.put(1, tag(1, 1), |v| *v == 10, 10).is_none());
+        assert!(s.put(5, tag(1, 1), |v| *v == 11, 11).is_none());
+        assert!(s.put(2, tag(1, 1), |v| *v == 20, 20).is_none());
+        assert_eq!(s.put(1, tag(1, 1), |v| *v == 12, 12), Some(10));
+        assert_eq!(s.find(1, tag(1, 1), |v| *v == 10), None);
+        assert_eq!(s.find(1, tag(1, 1), |v| *v == 11), Some(&11));
+        assert_eq!(
+            s.find(1, tag(1, 1), |v| *v == 20),
+            None,
+            "another set's key"
+        );
+        assert_eq!(s.find(2, tag(1, 1), |v| *v == 20), Some(&20));
+        // Set 2's next way is still its second.
+        assert!(s.put(2, tag(1, 2), |v| *v == 21, 21).is_none());
+        let stale = s.take_if(|t| t.epoch != 2);
+        assert_eq!(
+            stale,
+            [
+                [None, None],
+                [Some(12), Some(11)],
+                [Some(20), None],
+                [None, None]
+            ]
+        );
+        assert_eq!(s.find(2, tag(1, 2), |v| *v == 21), Some(&21));
+        assert_eq!(s.find(1, tag(1, 1), |v| *v == 11), None);
+    }
+
     thread_local! {
         static T: RefCell<Ways<u32, 1>> = const { RefCell::new(Ways::new()) };
     }
