@@ -2,12 +2,13 @@
 //! with its checks, the wait-for graph entry of a stream, and the reports of a stream that is
 //! stuck.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use acl_notify_core::{BackendError, Error, RawStream};
+use acl_notify_core::{BackendError, Error, RawNotify, RawStream};
 
 use crate::blocked::Blocked;
 use crate::config::ENV_ENQUEUE_TIMEOUT;
@@ -16,9 +17,23 @@ use crate::entries::bad_stream;
 use crate::error::{SimError, err};
 use crate::job::{SimJob, SimStream};
 use crate::locks::{read, write};
+use crate::lookup::PinLease;
+use crate::pin::NotifyName;
 use crate::sim::Sim;
 use crate::stream::{Stream, StreamConfig, TaskCtx, WorkerPolicy, allowed_cpus};
 use crate::{spin, stream_cache, trace, waitgraph};
+
+/// A job as it is queued: wrapped to be followed on the timeline if that is on (see
+/// `trace::job`). In the queue's `on_claim`, after the pin's check: the wrapper holds the
+/// job's pin.
+#[inline(always)]
+fn traced(job: SimJob) -> SimJob {
+    if trace::on() {
+        trace::job::traced(job)
+    } else {
+        job
+    }
+}
 
 /// What [`Sim::push_checked`] did with a job.
 enum Pushed {
@@ -84,32 +99,68 @@ impl Sim {
         self.enqueue_job(stream, h, SimJob::Other(Box::new(task)))
     }
 
-    /// Queues `job` on stream `h` after `check` accepts the stream (its device) and the job.
-    /// A record or wait on a stream this thread queued on before finds the stream in the
-    /// thread's stream cache (`stream_cache`: no lock, no reference count); otherwise the job
-    /// is queued under the stream table's read lock, without taking a reference to the
-    /// stream (two atomic read-modify-writes fewer). A full queue is waited for outside the
-    /// lock.
+    /// Queues `job` (not a record or wait: see [`enqueue_pinned`](Self::enqueue_pinned)) on
+    /// stream `h` after `check` accepts the stream (its device) and the job, under the
+    /// stream table's read lock, without taking a reference to the stream. A full queue is
+    /// waited for outside the lock.
     pub(crate) fn enqueue_checked(
         &self,
         h: RawStream,
         job: SimJob,
         check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
     ) -> Result<(), SimError> {
+        self.enqueue_with(h, job, false, (None, &Cell::new(false)), check, |j| j)
+    }
+
+    /// Queues record or wait `job`, which uses the pin of `lease` (notify `n`), on stream `h`
+    /// after `check` accepts the stream and the job; `Ok(false)` if the pin went before the
+    /// job's ticket was claimed (nothing useful queued: look the notify up again; see
+    /// `crate::pin`). A stream this thread queued on before is found in the thread's stream
+    /// cache (`stream_cache`: no lock, no reference count); otherwise the job is queued
+    /// under the stream table's read lock, without taking a reference to the stream (two
+    /// atomic read-modify-writes fewer). A full queue is waited for outside the lock.
+    #[inline(always)]
+    pub(crate) fn enqueue_pinned(
+        &self,
+        h: RawStream,
+        n: RawNotify,
+        lease: &PinLease,
+        job: SimJob,
+        check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
+    ) -> Result<bool, SimError> {
         // A record is published in the wait-for graph (one store; see `waitgraph`).
-        let target = match &job {
-            SimJob::Record { pin, .. } => Some(pin.target()),
-            _ => None,
-        };
-        let cached = matches!(job, SimJob::Record { .. } | SimJob::Wait { .. });
+        let target = matches!(job, SimJob::Record { .. }).then_some(lease.target);
+        let refused = Cell::new(false);
+        let claim = |j| self.claim_pinned(j, lease.epoch, n, h, &refused);
+        self.enqueue_with(h, job, true, (target, &refused), check, claim)?;
+        Ok(!refused.get())
+    }
+
+    /// [`enqueue_checked`](Self::enqueue_checked) and [`enqueue_pinned`](Self::enqueue_pinned):
+    /// `cached`, look in the thread's stream cache first; `note`, the notify a record sets,
+    /// noted in the wait-for graph once queued unless the queue's `on_claim`, `claim`,
+    /// refused the job (the flag).
+    #[inline(always)]
+    fn enqueue_with(
+        &self,
+        h: RawStream,
+        job: SimJob,
+        cached: bool,
+        note: (Option<NotifyName>, &Cell<bool>),
+        check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
+        mut claim: impl FnMut(SimJob) -> SimJob,
+    ) -> Result<(), SimError> {
+        let noted = || note.0.filter(|_| !note.1.get()).map(NotifyName::target);
         // Read before the lookup: a removal after it makes the entry stale (`stream_cache`).
         let epoch = stream_cache::epoch();
         let mut args = Some((job, check));
         if cached
             && let Some(pushed) = stream_cache::with(self.inner.serial, epoch, h.0, |e, notes| {
                 let (job, check) = args.take().expect("called once");
-                let pushed = self.push_checked(e, h, job, check);
-                if let (Pushed::Done(Ok(())), Some(t), Some(n)) = (&pushed, target, notes) {
+                let pushed = self.push_checked(e, h, job, check, &mut claim);
+                if let (Pushed::Done(Ok(())), Some(n)) = (&pushed, notes)
+                    && let Some(t) = noted()
+                {
                     // SAFETY: the graph is this `Sim`'s (`inner.graph`), and `self` lives.
                     unsafe { n.note_record(t, e.stream.issued()) };
                 }
@@ -119,8 +170,8 @@ impl Sim {
             return match pushed {
                 Pushed::Done(r) => r,
                 Pushed::Full(s, job) => {
-                    self.enqueue_job(&s, h, job)?;
-                    if let Some(t) = target {
+                    self.enqueue_job_with(&s, h, job, claim)?;
+                    if let Some(t) = noted() {
                         self.note_record_on(h, t);
                     }
                     Ok(())
@@ -134,9 +185,11 @@ impl Sim {
             if cached {
                 stream_cache::put(self.inner.serial, epoch, h.0, e);
             }
-            match self.push_checked(e, h, job, check) {
+            match self.push_checked(e, h, job, check, &mut claim) {
                 Pushed::Done(r) => {
-                    if let (Ok(()), Some(t), Some(g)) = (&r, target, &e.graph) {
+                    if let (Ok(()), Some(g)) = (&r, &e.graph)
+                        && let Some(t) = noted()
+                    {
                         g.note_record(t, e.stream.issued());
                     }
                     return r;
@@ -144,8 +197,8 @@ impl Sim {
                 Pushed::Full(s, job) => (s, job, e.graph.clone()),
             }
         };
-        self.enqueue_job(&s, h, job)?;
-        if let (Some(t), Some(g)) = (target, graph) {
+        self.enqueue_job_with(&s, h, job, claim)?;
+        if let (Some(t), Some(g)) = (noted(), graph) {
             g.note_record(t, s.issued());
         }
         Ok(())
@@ -160,17 +213,12 @@ impl Sim {
         h: RawStream,
         job: SimJob,
         check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
+        claim: &mut impl FnMut(SimJob) -> SimJob,
     ) -> Pushed {
         if let Err(err) = check(e, &job) {
             return Pushed::Done(Err(err));
         }
-        // The timeline follows a job wrapped when it is queued (see `trace::job`).
-        let job = if trace::on() {
-            trace::job::traced(job)
-        } else {
-            job
-        };
-        match e.stream.try_enqueue_job(job) {
+        match e.stream.try_enqueue_job_with(job, |j| traced(claim(j))) {
             Ok(Ok(())) => Pushed::Done(Ok(())),
             Ok(Err(err)) => Pushed::Done(Err(self.enqueue_error(&e.stream, h, err))),
             Err(job) => Pushed::Full(Arc::clone(&e.stream), job),
@@ -298,6 +346,20 @@ impl Sim {
     ) -> Result<(), SimError> {
         stream
             .enqueue_job(job)
+            .map_err(|e| self.enqueue_error(stream, h, e))
+    }
+
+    /// [`enqueue_job`](Self::enqueue_job) with the queue's `on_claim` (see
+    /// `Stream::enqueue_job_with`), then the timeline's wrapper if it is on.
+    fn enqueue_job_with(
+        &self,
+        stream: &SimStream,
+        h: RawStream,
+        job: SimJob,
+        mut claim: impl FnMut(SimJob) -> SimJob,
+    ) -> Result<(), SimError> {
+        stream
+            .enqueue_job_with(job, |j| traced(claim(j)))
             .map_err(|e| self.enqueue_error(stream, h, e))
     }
 

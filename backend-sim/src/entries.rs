@@ -3,13 +3,16 @@
 //! salted per `Sim` (`config`), which tells `Sim`s apart.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use acl_notify_core::{Lifecycle, RawNotify, RawStream};
 
 use crate::error::{SimError, not_live};
+use crate::job::SimJob;
 use crate::job::SimStream;
-use crate::pin::StreamPin;
+use crate::pin::{PinRef, StreamPin};
 use crate::shm::SlotRef;
+use crate::stream::Keeper;
 use crate::waitgraph;
 
 pub(crate) struct NotifyEntry {
@@ -17,8 +20,9 @@ pub(crate) struct NotifyEntry {
     pub(crate) state: Lifecycle,
     /// The device this handle lives on (an importer's own device).
     pub(crate) device: u32,
-    /// References for the tasks of the streams that last used this handle (changed under the
-    /// notify table's write lock only, so a record or wait reads them under its read lock).
+    /// The pins of the streams that last used this handle, which their tasks use (changed
+    /// under the notify table's write lock only, so a record or wait reads them under its
+    /// read lock; see `crate::pin`).
     pub(crate) pins: Pins,
 }
 
@@ -32,33 +36,92 @@ impl NotifyEntry {
         }
     }
 
-    /// The reference a task of `stream` holds on this notify: the stream's own pin (made on
-    /// first use), so that the counter it bumps and drops is shared with that stream's worker
-    /// only — not with every thread and worker that uses the notify, as the counter of the
-    /// `Arc<SlotRef>` is (on a notify bounced between two streams, that counter would cross
-    /// between their CPUs twice per task). Pins hold the notify as strongly as a clone of the
-    /// `Arc<SlotRef>` would; they die with this entry and the tasks that hold them.
+    /// The pin that tasks of `stream` use on this notify (see `crate::pin`): the stream's
+    /// own, so that what its worker reads for each task is shared with no other worker.
     ///
     /// `None` if `stream` has no pin yet: make one with [`new_pin`](Self::new_pin).
-    pub(crate) fn pin(&self, stream: RawStream) -> Option<Arc<StreamPin>> {
+    pub(crate) fn pin(&self, stream: RawStream) -> Option<&PinOwner> {
         self.pins
             .slots
             .iter()
             .find(|(h, _)| *h == stream.0)
-            .and_then(|(_, pin)| pin.as_ref().map(Arc::clone))
+            .and_then(|(_, pin)| pin.as_ref())
     }
 
-    /// The pin of `stream`, made if it has none (replacing the oldest of [`PINS`]).
-    pub(crate) fn new_pin(&mut self, stream: RawStream) -> Arc<StreamPin> {
-        if let Some(pin) = self.pin(stream) {
-            return pin;
-        }
-        let pin = Arc::new(StreamPin(Arc::clone(&self.r)));
+    /// The pin of `stream`, made if it has none (replacing the oldest of [`PINS`], which goes
+    /// to its stream's keeper: `crate::pin`); `keeper` is the stream's and `epoch` the
+    /// `Sim`'s notify epoch.
+    pub(crate) fn new_pin(
+        &mut self,
+        stream: RawStream,
+        keeper: impl FnOnce() -> Keeper<SimError, SimJob>,
+        epoch: &Arc<AtomicU64>,
+    ) -> &PinOwner {
         let p = &mut self.pins;
-        let i = p.next;
-        p.slots[i] = (stream.0, Some(Arc::clone(&pin)));
-        p.next = (i + 1) % PINS;
-        pin
+        let i = match p
+            .slots
+            .iter()
+            .position(|(h, pin)| *h == stream.0 && pin.is_some())
+        {
+            Some(i) => i,
+            None => {
+                let i = p.next;
+                p.next = (i + 1) % PINS;
+                let owner = PinOwner::new(Arc::clone(&self.r), keeper(), Arc::clone(epoch));
+                // The replaced pin's owner, if any, drops here (under the table's write
+                // lock: the pin is unreachable already), handing it to its stream's keeper.
+                p.slots[i] = (stream.0, Some(owner));
+                i
+            }
+        };
+        p.slots[i].1.as_ref().expect("set above")
+    }
+}
+
+/// A handle entry's ownership of a pin: dropping it hands the pin to its stream's keeper
+/// (see `crate::pin`).
+pub(crate) struct PinOwner {
+    /// `None` only during the drop.
+    pin: Option<Box<StreamPin>>,
+    keeper: Keeper<SimError, SimJob>,
+    /// The `Sim`'s notify epoch.
+    epoch: Arc<AtomicU64>,
+}
+
+impl PinOwner {
+    /// A pin on `r` for the stream of `keeper`, in the `Sim` whose notify epoch is `epoch`.
+    pub(crate) fn new(
+        r: Arc<SlotRef>,
+        keeper: Keeper<SimError, SimJob>,
+        epoch: Arc<AtomicU64>,
+    ) -> Self {
+        PinOwner {
+            pin: Some(Box::new(StreamPin(r))),
+            keeper,
+            epoch,
+        }
+    }
+
+    /// The pin's address, for tasks (see [`PinRef`]).
+    pub(crate) fn pin_ref(&self) -> PinRef {
+        PinRef::of(self.pin())
+    }
+
+    /// The pin.
+    pub(crate) fn pin(&self) -> &StreamPin {
+        self.pin.as_ref().expect("a pin until dropped")
+    }
+}
+
+impl Drop for PinOwner {
+    fn drop(&mut self) {
+        // 1. The bump: the pin is unreachable from the table already (its entry or slot is
+        // gone); an enqueuer that found it before reads a changed epoch after its claim.
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        // 2. Counted after the bump: every task that may use the pin.
+        if let Some(pin) = self.pin.take() {
+            self.keeper.keep_until_done(pin);
+        }
     }
 }
 
@@ -68,7 +131,7 @@ pub(crate) const PINS: usize = 4;
 /// A notify handle's pins, by stream handle.
 #[derive(Default)]
 pub(crate) struct Pins {
-    pub(crate) slots: [(u64, Option<Arc<StreamPin>>); PINS],
+    pub(crate) slots: [(u64, Option<PinOwner>); PINS],
     pub(crate) next: usize,
 }
 

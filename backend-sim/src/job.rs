@@ -10,7 +10,7 @@ use acl_notify_core::{CntRecord, CntWait, HostCall};
 use crate::blocked::Blocked;
 use crate::cnt::CntRef;
 use crate::error::SimError;
-use crate::pin::StreamPin;
+use crate::pin::PinRef;
 use crate::prefetch::prefetch_for_write;
 use crate::stream::{Job, Stream, Task, TaskCtx};
 use crate::waiters::{StampedWaiter, wait_slow};
@@ -25,14 +25,20 @@ pub(crate) type SimStream = Stream<SimError, SimJob>;
 /// (no allocation per task), count-notify records and waits as boxed values the worker matches
 /// like them (boxed so that every job stays 24 bytes), anything else as a boxed closure.
 pub(crate) enum SimJob {
+    /// A record of the notify of `pin` (the task's use of the pin: `crate::pin`).
     Record {
-        pin: Arc<StreamPin>,
+        pin: PinRef,
         pid: i32,
     },
+    /// A wait on the notify of `pin`.
     Wait {
-        pin: Arc<StreamPin>,
+        pin: PinRef,
         timeout: Option<Duration>,
     },
+    /// A record or wait whose pin went between its lookup and its ticket's claim (see
+    /// `Sim::claim_pinned`): the ticket is published with this instead, which does nothing,
+    /// and the call looks the notify up again.
+    Refused,
     /// The count notify, the record and the recording process's pid.
     CntRecord(Box<(Arc<CntRef>, CntRecord, i32)>),
     /// The count notify and the wait, its timeout resolved when queued (as a notify wait's).
@@ -62,9 +68,14 @@ impl From<Task<SimError>> for SimJob {
 }
 
 impl Job<SimError> for SimJob {
-    /// The task's reference to the notify: its counter is shared with the enqueuing thread,
-    /// so its drop waits until the worker is between jobs (see [`Job::run`]).
-    type Remains = Option<Arc<StreamPin>>;
+    /// Nothing: a record or wait holds its pin by address, and the pin is kept by its
+    /// stream's keeper until the task has retired (`crate::pin`).
+    type Remains = ();
+
+    /// Records and waits a host queues one at a time into a running stream are retired 16 at
+    /// a time: see `stream::worker::Finished` (with a counted pin per task this was also when
+    /// the pins' counts were dropped).
+    const RETIRE_IN_BATCHES: bool = true;
 
     #[inline(always)]
     fn run(
@@ -86,7 +97,7 @@ impl Job<SimError> for SimJob {
     fn may_block(&self) -> bool {
         !matches!(
             self,
-            SimJob::Record { .. } | SimJob::Wait { .. } | SimJob::Bulk(_)
+            SimJob::Record { .. } | SimJob::Wait { .. } | SimJob::Bulk(_) | SimJob::Refused
         )
     }
 
@@ -105,6 +116,9 @@ impl Job<SimError> for SimJob {
     fn prefetch(&self) {
         match self {
             SimJob::Record { pin, .. } | SimJob::Wait { pin, .. } => {
+                // SAFETY: the worker calls this on a task queued behind the running one, not
+                // yet retired; its pin was claimed for it (`crate::pin`).
+                let pin = unsafe { pin.get() };
                 prefetch_for_write(std::ptr::from_ref(pin.0.slot()).cast());
             }
             SimJob::Other(task) | SimJob::Bulk(task) => {
@@ -120,18 +134,30 @@ impl Job<SimError> for SimJob {
 }
 
 impl SimJob {
+    /// The job with its pin replaced by `pin` (a record or wait; any other job unchanged).
+    pub(crate) fn with_pin(self, pin: PinRef) -> SimJob {
+        match self {
+            SimJob::Record { pid, .. } => SimJob::Record { pin, pid },
+            SimJob::Wait { timeout, .. } => SimJob::Wait { pin, timeout },
+            other => other,
+        }
+    }
+
     /// [`Job::run`] without the timeline.
     #[inline(always)]
     pub(crate) fn run_plain(
         self,
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
-    ) -> (Result<(), SimError>, Option<Arc<StreamPin>>) {
+    ) -> (Result<(), SimError>, ()) {
         match self {
             SimJob::Record { pin, pid } => {
-                let r = &pin.0;
+                // SAFETY: the worker runs this task and retires it only afterwards; its
+                // ticket was claimed while the pin was its owner's (`Sim::claim_pinned`), so
+                // the pin is kept until then (`crate::pin`).
+                let r = &unsafe { pin.get() }.0;
                 if let Err(e) = r.live() {
-                    return (Err(e), Some(pin));
+                    return (Err(e), ());
                 }
                 let w = StampedWaiter {
                     inner: r.file().waiter(),
@@ -140,12 +166,14 @@ impl SimJob {
                 r.slot().record(&w, pid);
                 // A record that went into a page a truncation cut off went nowhere (see
                 // `lost`): one load of the mapping's flag.
-                (r.file().intact(), Some(pin))
+                (r.file().intact(), ())
             }
             SimJob::Wait { pin, timeout } => {
+                // SAFETY: as for a record.
+                let pin = unsafe { pin.get() };
                 let r = &pin.0;
                 if let Err(e) = r.live() {
-                    return (Err(e), Some(pin));
+                    return (Err(e), ());
                 }
                 let sync = &r.slot().sync;
                 // The record is there and nobody queued: take it before setting anything up
@@ -154,23 +182,23 @@ impl SimJob {
                 // stream's spin hint is left alone: a wait that did not spin says nothing
                 // about how long one should (see `waiters::SPIN_DECAY`).
                 if sync.is_set() && sync.try_consume() {
-                    return (r.file().intact(), Some(pin));
+                    return (r.file().intact(), ());
                 }
-                let result = wait_slow(&pin, timeout, ctx, before_block);
-                (result, Some(pin))
+                (wait_slow(pin, timeout, ctx, before_block), ())
             }
+            SimJob::Refused => (Ok(()), ()),
             SimJob::CntRecord(job) => {
                 let (r, record, pid) = *job;
-                (crate::cnt::run_record(&r, record, pid), None)
+                (crate::cnt::run_record(&r, record, pid), ())
             }
-            SimJob::CntWait(job) => (crate::cnt::run_wait(&job.0, &job.1, ctx), None),
+            SimJob::CntWait(job) => (crate::cnt::run_wait(&job.0, &job.1, ctx), ()),
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
                 call.call();
                 ctx.set_blocked_on(0);
-                (Ok(()), None)
+                (Ok(()), ())
             }
-            SimJob::Other(task) | SimJob::Bulk(task) => (task(ctx), None),
+            SimJob::Other(task) | SimJob::Bulk(task) => (task(ctx), ()),
         }
     }
 }

@@ -31,7 +31,7 @@
 //!   opening a machine from them.
 //! - `sim`: [`Sim`] and its per-process state, the checks every call shares.
 //! - `entries`: the process-local notify and stream handle entries; `pin`: the per-stream pins
-//!   of a notify; `lookup`: finding a handle's entry.
+//!   of a notify, which queued tasks use by address (no count per task); `lookup`: finding a handle's entry.
 //! - `ipc_policy`: whitelists and the checks of an import.
 //! - `job`: what a stream runs (`SimJob`); `enqueue`: how it is queued; `blocked`: what a
 //!   stream's blocked task is doing; `waiters`: the hot path of a stream's records and waits

@@ -1,6 +1,7 @@
 //! Finding a handle's entry: the notify and stream lookups of a [`Sim`] (kind, salt,
 //! generation and index checked by the slab), with the pins a stream's tasks take.
 
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -8,11 +9,20 @@ use acl_notify_core::{Error, Lifecycle, RawNotify, RawStream, StreamDestroy};
 
 use crate::entries::{NotifyEntry, NotifyView, bad_notify, bad_stream};
 use crate::error::{SimError, err};
-use crate::job::SimStream;
+use crate::job::{SimJob, SimStream};
 use crate::locks::{lock, read, write};
-use crate::pin::StreamPin;
+use crate::pin::{NotifyName, PinRef};
 use crate::pin_cache;
 use crate::sim::Sim;
+
+/// A pin found for a record or wait (see `crate::pin`): its address, the notify's name, and
+/// the notify epoch read before the lookup that found it.
+#[derive(Clone, Copy)]
+pub(crate) struct PinLease {
+    pub(crate) pin: PinRef,
+    pub(crate) target: NotifyName,
+    pub(crate) epoch: u64,
+}
 
 impl Sim {
     /// What every [`RawNotify`] this `Sim` hands out has in common (kind and this `Sim`'s
@@ -127,15 +137,16 @@ impl Sim {
             .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
     }
 
-    /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`]): from this thread's pin
-    /// cache if it holds it from the current notify epoch (no lock; see `pin_cache`), else
-    /// from the table.
+    /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`] and `crate::pin`): from
+    /// this thread's pin cache if it holds it from the current notify epoch (no lock; see
+    /// `pin_cache`), else from the table. A task may use it only as
+    /// [`claim_pinned`](Self::claim_pinned) allows.
     #[inline(always)]
-    pub(crate) fn pin(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
+    pub(crate) fn pin(&self, h: RawNotify, stream: RawStream) -> Result<PinLease, SimError> {
         // Read before the lookup: a removal after it makes the entry stale (see `pin_cache`).
         let epoch = self.inner.notify_epoch.load(Ordering::Acquire);
-        if let Some(pin) = pin_cache::get(self.inner.serial, epoch, h.0, stream.0) {
-            return Ok(pin);
+        if let Some((pin, target)) = pin_cache::get(self.inner.serial, epoch, h.0, stream.0) {
+            return Ok(PinLease { pin, target, epoch });
         }
         self.pin_missed(h, stream, epoch)
     }
@@ -148,26 +159,80 @@ impl Sim {
         h: RawNotify,
         stream: RawStream,
         epoch: u64,
-    ) -> Result<Arc<StreamPin>, SimError> {
-        let pin = self.pin_from_table(h, stream)?;
-        pin_cache::put(self.inner.serial, epoch, h.0, stream.0, &pin);
-        Ok(pin)
+    ) -> Result<PinLease, SimError> {
+        let (pin, target) = self.pin_from_table(h, stream)?;
+        pin_cache::put(self.inner.serial, epoch, h.0, stream.0, pin, target);
+        Ok(PinLease { pin, target, epoch })
     }
 
-    fn pin_from_table(&self, h: RawNotify, stream: RawStream) -> Result<Arc<StreamPin>, SimError> {
+    /// The pin of `stream` on `h` and the notify's name, read under the table's lock (a
+    /// pin made if the stream has none; the stream must be live then).
+    fn pin_from_table(
+        &self,
+        h: RawNotify,
+        stream: RawStream,
+    ) -> Result<(PinRef, NotifyName), SimError> {
         {
             let t = read(&self.inner.notifies);
-            if let Some(pin) = t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream) {
-                return Ok(pin);
+            if let Some(p) = t.get(h.0).ok_or_else(|| bad_notify(h))?.pin(stream) {
+                return Ok((p.pin_ref(), p.pin().name()));
             }
         }
+        let keeper = self.stream(stream)?.0.keeper();
         let mut t = write(&self.inner.notifies);
-        Ok(t.get_mut(h.0).ok_or_else(|| bad_notify(h))?.new_pin(stream))
+        let e = t.get_mut(h.0).ok_or_else(|| bad_notify(h))?;
+        let p = e.new_pin(stream, || keeper, &self.inner.notify_epoch);
+        Ok((p.pin_ref(), p.pin().name()))
+    }
+
+    /// A record's or wait's `on_claim` (see `Stream::enqueue_job_with`): `job`, its ticket
+    /// claimed, if its pin, found under notify epoch `epoch`, may be used by it — the epoch
+    /// unchanged since, or the pin found again in the table now (see `crate::pin` for why
+    /// that is enough); else [`SimJob::Refused`], and `refused` set (the notify handle `h`,
+    /// or its pin for `stream`, went). Never panics.
+    #[inline(always)]
+    pub(crate) fn claim_pinned(
+        &self,
+        job: SimJob,
+        epoch: u64,
+        h: RawNotify,
+        stream: RawStream,
+        refused: &Cell<bool>,
+    ) -> SimJob {
+        // Sequentially consistent: after the claim (a sequentially consistent
+        // read-modify-write) in the single total order, and so before or after a pin owner's
+        // bump as the pin module's argument needs.
+        if self.inner.notify_epoch.load(Ordering::SeqCst) == epoch {
+            job
+        } else {
+            self.reclaim_pinned(job, h, stream, refused)
+        }
+    }
+
+    /// [`claim_pinned`](Self::claim_pinned) after a notify handle or pin went: the pin looked
+    /// up again in the table, after the claim.
+    #[cold]
+    #[inline(never)]
+    fn reclaim_pinned(
+        &self,
+        job: SimJob,
+        h: RawNotify,
+        stream: RawStream,
+        refused: &Cell<bool>,
+    ) -> SimJob {
+        let t = read(&self.inner.notifies);
+        match t.get(h.0).and_then(|e| e.pin(stream)) {
+            Some(p) => job.with_pin(p.pin_ref()),
+            None => {
+                refused.set(true);
+                SimJob::Refused
+            }
+        }
     }
 
     /// Marks the removal of notify handles for the threads' pin caches; called before the
     /// removing call returns.
     pub(crate) fn notifies_removed(&self) {
-        self.inner.notify_epoch.fetch_add(1, Ordering::Release);
+        self.inner.notify_epoch.fetch_add(1, Ordering::SeqCst);
     }
 }

@@ -117,7 +117,7 @@ impl SimBuilder {
         Ok(Sim {
             inner: Arc::new(Inner {
                 serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                notify_epoch: std::sync::atomic::AtomicU64::new(0),
+                notify_epoch: Arc::new(std::sync::atomic::AtomicU64::new(0)),
                 soc: self.soc,
                 has_notify: self.soc.has(Feature::Notify),
                 chip: self.chip,

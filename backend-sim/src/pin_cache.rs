@@ -1,27 +1,25 @@
 //! A thread's last few pins: (notify handle, stream handle) → that stream's pin on the notify
-//! ([`StreamPin`]), so that a record or wait on a pair the thread used before skips the notify
-//! table's lock.
+//! ([`StreamPin`](crate::pin::StreamPin)), by address, with the notify's name, so that a
+//! record or wait on a pair the thread used before skips the notify table's lock.
 //!
-//! Why: a record or wait queued by the host took the notify table's read lock and released it
-//! (two locked read-modify-writes) and cloned the pin's `Arc` (a third), before the stream
-//! table's lock and the queue's own compare-and-swap — six in all, each about 7 ns on this
-//! project's VM, most of a 41 ns `Sim::record`. A hit here costs one: the upgrade of a
-//! [`Weak`] reference to the pin (the strong reference the task needs anyway).
+//! Why: a record or wait queued by the host took the notify table's read lock and released
+//! it (two locked read-modify-writes) and cloned the pin's `Arc` (a third), before the
+//! stream table's lock and the queue's own compare-and-swap — six in all, each about 7 ns on
+//! this project's VM, most of a 41 ns `Sim::record`. A hit here costs none: the task holds
+//! the pin by address (see `crate::pin`).
 //!
 //! Validity: an entry is tagged with its `Sim`'s serial number (never reused within the
 //! process) and with the `Sim`'s notify epoch as read *before* the lookup that found the pin.
-//! Every call that removes a notify handle bumps the epoch before it returns, so an entry
-//! made before a destroy never hits after it: the call then takes the table's lock and fails
-//! as it should (107017). A call that read the epoch before a destroy on another thread
-//! bumped it may still queue its task — as it would have, holding the read lock, had it come
-//! a moment earlier; the pin it holds keeps the notify alive for that task as usual. An entry
-//! holds a [`Weak`] reference only, so the cache keeps no notify alive, and a pin whose last
-//! task and handle are gone simply fails to upgrade.
+//! Every call that removes a notify handle, and every pin's owner that lets the pin go,
+//! bumps the epoch before it returns, so an entry made before never hits after: the call
+//! then takes the table's lock and fails as it should (107017). An entry keeps nothing
+//! alive and is never dereferenced: the address goes into a task only if the epoch read
+//! after the task's ticket was claimed is still the entry's (`Sim::claim_pinned`), which
+//! the pin module's docs show is enough.
 
 use std::cell::RefCell;
-use std::sync::{Arc, Weak};
 
-use crate::pin::StreamPin;
+use crate::pin::{NotifyName, PinRef};
 
 /// Sets of the per-thread cache, each of [`WAYS`] entries: a (notify, stream) pair can only
 /// be in the set its hash picks. 64 entries in all: the bench's handoff ring of 8 notify pairs
@@ -37,7 +35,9 @@ struct Entry {
     epoch: u64,
     notify: u64,
     stream: u64,
-    pin: Weak<StreamPin>,
+    pin: PinRef,
+    /// The notify's name (server, device, id), copied: nothing here reads the pin.
+    target: NotifyName,
 }
 
 struct Cache {
@@ -65,9 +65,10 @@ pub(crate) fn set_of(notify: u64, stream: u64) -> usize {
     (notify.wrapping_add(stream.wrapping_mul((SETS / 2) as u64)) % SETS as u64) as usize
 }
 
-/// The pin of (`notify`, `stream`) in `Sim` `sim` if this thread has it from `epoch`.
+/// The pin of (`notify`, `stream`) in `Sim` `sim` and the notify's name, if this thread has
+/// them from `epoch`.
 #[inline]
-pub(crate) fn get(sim: u64, epoch: u64, notify: u64, stream: u64) -> Option<Arc<StreamPin>> {
+pub(crate) fn get(sim: u64, epoch: u64, notify: u64, stream: u64) -> Option<(PinRef, NotifyName)> {
     CACHE
         .try_with(|c| {
             let c = c.try_borrow().ok()?;
@@ -76,15 +77,15 @@ pub(crate) fn get(sim: u64, epoch: u64, notify: u64, stream: u64) -> Option<Arc<
                 .flatten()
                 .find(|e| e.notify == notify && e.stream == stream && e.sim == sim)
                 .filter(|e| e.epoch == epoch)
-                .and_then(|e| e.pin.upgrade())
+                .map(|e| (e.pin, e.target))
         })
         .ok()
         .flatten()
 }
 
-/// Keeps `pin` as the pin of (`notify`, `stream`) in `Sim` `sim`, found under `epoch` (read
-/// before the lookup).
-pub(crate) fn put(sim: u64, epoch: u64, notify: u64, stream: u64, pin: &Arc<StreamPin>) {
+/// Keeps `pin` as the pin of (`notify`, `stream`) in `Sim` `sim`, with the notify's name,
+/// found under `epoch` (read before the lookup).
+pub(crate) fn put(sim: u64, epoch: u64, notify: u64, stream: u64, pin: PinRef, target: NotifyName) {
     let _ = CACHE.try_with(|c| {
         let Ok(mut c) = c.try_borrow_mut() else {
             return;
@@ -106,7 +107,8 @@ pub(crate) fn put(sim: u64, epoch: u64, notify: u64, stream: u64, pin: &Arc<Stre
             epoch,
             notify,
             stream,
-            pin: Arc::downgrade(pin),
+            pin,
+            target,
         });
     });
 }

@@ -212,15 +212,30 @@ impl<T> Ring<T> {
         &self.slots[(ticket % self.len) as usize]
     }
 
-    /// Queues `v`: [`Push::Queued`], [`Push::Full`] or [`Push::Closed`].
+    /// Queues `v`: [`Push::Queued`], [`Push::Full`] or [`Push::Closed`] (the tests' and the
+    /// models' push; the stream queues through [`push_with`](Self::push_with)).
+    #[cfg(any(test, sim_loom))]
     #[inline]
     pub(crate) fn push(&self, v: T) -> Push<T> {
-        self.push_inner(v, false)
+        self.push_inner(v, false, |v| v)
+    }
+
+    /// [`push`](Self::push) that hands the task to `on_claim` once its ticket is claimed and
+    /// queues what `on_claim` returns instead (not called when the task is handed back). The
+    /// claim is a sequentially consistent read-modify-write of the tail, so what `on_claim`
+    /// reads comes after it in that order: a caller whose task refers to something another
+    /// thread may free once [`issued`](Self::issued) tasks have run (the simulator's stream
+    /// pins, `crate::pin`) checks here that it was not taken away before the claim. Between
+    /// the claim and the publication nothing may fail: `on_claim` must not panic, and the
+    /// consumer spins for the ticket meanwhile, so it should be short.
+    #[inline]
+    pub(crate) fn push_with(&self, v: T, on_claim: impl FnOnce(T) -> T) -> Push<T> {
+        self.push_inner(v, false, on_claim)
     }
 
     /// `overflow`: a full ring gives [`Push::Spill`] instead of [`Push::Full`].
     #[inline]
-    fn push_inner(&self, v: T, overflow: bool) -> Push<T> {
+    fn push_inner(&self, v: T, overflow: bool, on_claim: impl FnOnce(T) -> T) -> Push<T> {
         let mut word = self.tail.load(Ordering::Relaxed);
         loop {
             if word & CLOSED != 0 {
@@ -233,16 +248,19 @@ impl<T> Ring<T> {
             let free = seq == tail && (self.capacity == self.len || self.previous_taken(tail));
             if free || (seq <= tail && overflow) {
                 // The claim; it also clears the sleeping bit (we wake the consumer).
+                // Sequentially consistent (the same `lock cmpxchg` on x86 as `AcqRel`):
+                // see `push_with`.
                 if let Err(now) = self.tail.compare_exchange_weak(
                     word,
                     tail + 1,
-                    Ordering::AcqRel,
+                    Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
                     word = now;
                     continue;
                 }
                 let wake = word & SLEEPING != 0;
+                let v = on_claim(v);
                 if !free {
                     // Only the consumer's own thread overflows: it is awake.
                     return Push::Spill(tail, v);
@@ -368,8 +386,8 @@ impl<T> Taker<'_, T> {
     /// kept in the spill list, to be taken in its turn. Gives [`Push::Queued`] or
     /// [`Push::Closed`]. Claim and spill happen under the consumer's lock, so a discarding
     /// destroy never waits for a spilled ticket that is not in the list yet.
-    pub(crate) fn push_own(&mut self, v: T) -> Push<T> {
-        match self.ring.push_inner(v, true) {
+    pub(crate) fn push_own(&mut self, v: T, on_claim: impl FnOnce(T) -> T) -> Push<T> {
+        match self.ring.push_inner(v, true, on_claim) {
             Push::Spill(ticket, v) => {
                 self.c.spill.push_back((ticket, v));
                 Push::Queued { wake: false }
@@ -466,7 +484,10 @@ mod tests {
         assert!(matches!(r.push(c(9)), Push::Full(_)));
         // The consumer's own thread gets a ticket past the capacity.
         let mut k = r.taker();
-        assert!(matches!(k.push_own(c(3)), Push::Queued { wake: false }));
+        assert!(matches!(
+            k.push_own(c(3), |v| v),
+            Push::Queued { wake: false }
+        ));
         assert_eq!(r.issued(), 4);
         let order: Vec<u32> = (0..4).map(|_| k.take().unwrap().0).collect();
         assert_eq!(order, [0, 1, 2, 3]);
@@ -660,7 +681,7 @@ mod loom_tests {
             // for the next ticket (which the producer cannot get while the ring is full).
             {
                 let mut k = r.taker();
-                assert!(matches!(k.push_own(2u32), Push::Queued { .. }));
+                assert!(matches!(k.push_own(2u32, |v| v), Push::Queued { .. }));
             }
             let mut got = Vec::new();
             while got.len() < 3 {

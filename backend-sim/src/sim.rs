@@ -32,7 +32,8 @@ pub(crate) struct Inner {
     pub(crate) serial: u64,
     /// Bumped whenever a notify handle is removed: entries of the threads' pin caches made
     /// before stop being used (`pin_cache`).
-    pub(crate) notify_epoch: AtomicU64,
+    /// Shared with the pins' owners, which bump it as they let a pin go (`crate::pin`).
+    pub(crate) notify_epoch: Arc<AtomicU64>,
     pub(crate) soc: Soc,
     /// `soc.has(Feature::Notify)`, kept: every notify call asks ([`Sim::notify_calls`]), and
     /// `Soc::has` (another crate, not inlined) builds the SoC's whole capability table to
@@ -306,15 +307,21 @@ impl Sim {
     }
 
     pub(crate) fn wrong_device(&self, r: &SlotRef, device: u32) -> SimError {
+        self.wrong_device_of(
+            waitgraph::Target::notify(r.file().server(), r.device(), r.id()),
+            device,
+        )
+    }
+
+    /// [`wrong_device`](Self::wrong_device) of the notify named `n`.
+    #[cold]
+    pub(crate) fn wrong_device_of(&self, n: waitgraph::Target, device: u32) -> SimError {
         err(
             Error::ParamInvalid,
             format!(
                 "notify {} lives on device {} of server {}; it can only be waited on from that \
                  device, not from device {device} of server {}",
-                r.id(),
-                r.device(),
-                r.file().server(),
-                self.inner.server_id
+                n.id, n.device, n.server, self.inner.server_id
             ),
         )
     }

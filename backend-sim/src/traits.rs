@@ -12,7 +12,7 @@ use acl_notify_core::{
     RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
-use crate::entries::{NotifyEntry, NotifyView, bad_notify, bad_stream};
+use crate::entries::{NotifyEntry, NotifyView, StreamEntry, bad_notify, bad_stream};
 use crate::error::SimError;
 use crate::error::err;
 use crate::job::SimJob;
@@ -347,15 +347,20 @@ impl StreamOps for Sim {
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let pin = match self.pin(notify, stream) {
-                Ok(pin) => pin,
-                Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
-            };
-            let job = SimJob::Record {
-                pin,
-                pid: self.inner.pid,
-            };
-            self.enqueue_checked(stream, job, |_, _| Ok(()))
+            loop {
+                let lease = match self.pin(notify, stream) {
+                    Ok(lease) => lease,
+                    Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
+                };
+                let job = SimJob::Record {
+                    pin: lease.pin,
+                    pid: self.inner.pid,
+                };
+                // `false`: the pin went before the task's claim (`crate::pin`); look again.
+                if self.enqueue_pinned(stream, notify, &lease, job, |_, _| Ok(()))? {
+                    return Ok(());
+                }
+            }
         })
     }
 
@@ -367,22 +372,31 @@ impl StreamOps for Sim {
     ) -> Result<(), SimError> {
         self.checked(|| {
             self.notify_calls()?;
-            let pin = self
-                .pin(notify, stream)
-                .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
             // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (`soc.rs`).
             let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
             let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
-            self.enqueue_checked(
-                stream,
-                SimJob::Wait { pin, timeout: t },
-                |e, job| match job {
-                    SimJob::Wait { pin, .. } if !self.on_owner_device(&pin.0, e.device) => {
-                        Err(self.wrong_device(&pin.0, e.device))
+            loop {
+                let lease = self
+                    .pin(notify, stream)
+                    .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
+                let job = SimJob::Wait {
+                    pin: lease.pin,
+                    timeout: t,
+                };
+                // The notify's name, not its pin: nothing reads the pin before the claim.
+                let owner = lease.target;
+                let check = |e: &StreamEntry, _: &SimJob| {
+                    if owner.server == self.inner.server_id && owner.device == e.device {
+                        Ok(())
+                    } else {
+                        Err(self.wrong_device_of(owner.target(), e.device))
                     }
-                    _ => Ok(()),
-                },
-            )
+                };
+                // `false`: the pin went before the task's claim (`crate::pin`); look again.
+                if self.enqueue_pinned(stream, notify, &lease, job, check)? {
+                    return Ok(());
+                }
+            }
         })
     }
 

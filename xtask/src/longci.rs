@@ -110,10 +110,32 @@ pub fn ci_long(a: &CiLongArgs) -> Result<(), String> {
     steps.finish("ci-long")
 }
 
+/// How long (wall seconds) the simulator's stream queue models may explore at a preemption
+/// bound of 3 or more ([`ring_model_env`]).
+const RING_MODEL_SECONDS: u64 = 900;
+
+/// The loom limits of the simulator's stream queue models at `preemptions`, beyond the bound
+/// itself. Up to 2, none: the models are explored in full (about half a second of CPU at 2).
+/// At 3, the three-thread model (`no_task_lost_or_reordered_and_no_lost_wake_up`, two
+/// producers and the worker's sleep handshake) has executions of more than loom's default
+/// 1,000 branches, which fails the model; with the limit at 100,000 it ran 15 minutes of CPU
+/// (2026-12-05) without finishing and without a failure. So at 3 and over the exploration is
+/// time-boxed: [`RING_MODEL_SECONDS`] per model, then the model passes with what was explored
+/// (not exhaustive; a failure found before is still a failure).
+fn ring_model_env(preemptions: u32) -> Vec<(&'static str, String)> {
+    let mut env = vec![("LOOM_MAX_PREEMPTIONS", preemptions.to_string())];
+    if preemptions >= 3 {
+        env.push(("LOOM_MAX_BRANCHES", "100000".into()));
+        env.push(("LOOM_MAX_DURATION", RING_MODEL_SECONDS.to_string()));
+    }
+    env
+}
+
 /// The loom models of `core/tests/loom.rs` (`--cfg loom`, release, own target directory so
 /// the normal build is not invalidated), then the simulator's stream queue models
 /// (`backend-sim/src/ring.rs`, `--cfg sim_loom`: under `--cfg loom` the core's atomics become
-/// loom's, which the simulator is not written for).
+/// loom's, which the simulator is not written for; at a bound of 3 or more they are
+/// time-boxed, see [`ring_model_env`]).
 pub fn loom(preemptions: u32) -> Result<(), String> {
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) => std::path::PathBuf::from(d).join("loom"),
@@ -132,8 +154,14 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
     .arg(target.with_file_name("loom-sim"))
     .args(["--", "ring::loom_tests::", "--test-threads=1"])
     .env("RUSTFLAGS", "--cfg sim_loom")
-    .env("LOOM_MAX_PREEMPTIONS", preemptions.to_string());
-    run_with_deadline(&mut c, Duration::from_secs(1800))?;
+    .envs(ring_model_env(preemptions));
+    if preemptions >= 3 {
+        eprintln!(
+            "    (the stream queue models at preemption bound {preemptions}: each explores for at \
+             most {RING_MODEL_SECONDS} s, not exhaustively)"
+        );
+    }
+    run_with_deadline(&mut c, Duration::from_secs(1800 + 3 * RING_MODEL_SECONDS))?;
     let mut c = cargo();
     c.args([
         "test",
@@ -245,5 +273,27 @@ pub fn faults() -> Result<(), String> {
             "the conformance suite passes against a simulator with these rules broken: {}",
             missed.join(", ")
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The normal CI's bound (2) explores the stream queue models in full, with loom's own
+    /// limits; 3 and over raise the branch limit and time-box them.
+    #[test]
+    fn the_ring_models_are_time_boxed_only_from_bound_3() {
+        let keys = |p| -> Vec<&str> { ring_model_env(p).into_iter().map(|(k, _)| k).collect() };
+        assert_eq!(keys(2), ["LOOM_MAX_PREEMPTIONS"]);
+        assert_eq!(
+            keys(3),
+            [
+                "LOOM_MAX_PREEMPTIONS",
+                "LOOM_MAX_BRANCHES",
+                "LOOM_MAX_DURATION"
+            ]
+        );
+        assert!(ring_model_env(3).contains(&("LOOM_MAX_DURATION", "900".to_string())));
     }
 }

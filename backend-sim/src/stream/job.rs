@@ -29,6 +29,15 @@ pub trait Job<E>: Send + 'static {
     /// again, or when nothing is pending, does nothing.
     fn run(self, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> (Result<(), E>, Self::Remains);
 
+    /// Whether the worker keeps finished jobs unretired while jobs keep coming, and retires
+    /// them 16 at a time or once the queue has stayed dry for a moment, instead of at the
+    /// end of every run of the queue (see `worker::Finished`): for jobs with remains to drop
+    /// (the default: whether [`Remains`](Self::Remains) has a size), and for small jobs that a
+    /// host queues one at a time into a running stream (each retire is a read-modify-write
+    /// of a counter other threads poll, and the worker that lingers so looks at the queue
+    /// only once a microsecond).
+    const RETIRE_IN_BATCHES: bool = std::mem::size_of::<Self::Remains>() != 0;
+
     /// Whether the job may block for long (a wait, a user callback) without calling
     /// `before_block` first; if so, the worker calls it for the job, before the job starts.
     /// The default is `true`.

@@ -89,6 +89,7 @@
 
 mod cancel;
 mod job;
+mod keeper;
 mod queue;
 mod sync_spin;
 mod worker;
@@ -109,6 +110,7 @@ use crate::ring::Ring;
 pub use crate::placement::{allowed_cpus, pin_current_thread};
 pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
 pub use job::{Job, Task};
+pub use keeper::Keeper;
 
 use cancel::Control;
 use worker::{Shared, WorkerCounters};
@@ -356,6 +358,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             exited_cv: Condvar::new(),
             kept: Mutex::new(Vec::new()),
             kept_fast: Default::default(),
+            later: Mutex::default(),
+            release_at: AtomicU64::new(u64::MAX),
             _error: PhantomData,
         });
         let (tx, rx) = mpsc::channel();

@@ -39,15 +39,29 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     ///
     /// Codes: as [`enqueue`](Self::enqueue).
     pub fn enqueue_job(&self, task: J) -> Result<(), E> {
+        self.enqueue_job_with(task, |t| t)
+    }
+
+    /// [`enqueue_job`](Self::enqueue_job) that hands the job to `on_claim` the moment its
+    /// ticket is claimed (after a sequentially consistent read-modify-write of the queue's
+    /// tail) and queues what `on_claim` returns instead. Called exactly once if the job is
+    /// queued, never otherwise. It must not panic or block: the worker waits for the ticket
+    /// meanwhile. For a job that uses a value through a plain pointer whose owner may let it
+    /// go once the tasks issued so far have run ([`Keeper::keep_until_done`](super::Keeper::keep_until_done)): `on_claim`
+    /// checks that the value was not let go before the claim, and swaps the job for another
+    /// if it was.
+    ///
+    /// Codes: as [`enqueue`](Self::enqueue).
+    pub fn enqueue_job_with(&self, task: J, mut on_claim: impl FnMut(J) -> J) -> Result<(), E> {
         let s = &*self.shared;
-        match s.ring.push(task) {
+        match s.ring.push_with(task, &mut on_claim) {
             Push::Queued { wake } => {
                 if wake {
                     self.wake_worker();
                 }
                 Ok(())
             }
-            Push::Full(task) => self.enqueue_slow(task),
+            Push::Full(task) => self.enqueue_slow(task, on_claim),
             Push::Closed(task) | Push::Spill(_, task) => {
                 drop_quietly(task);
                 Err(E::from(Error::InvalidHandle))
@@ -67,7 +81,19 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Otherwise `Ok` with what `enqueue_job` would have returned.
     #[inline]
     pub fn try_enqueue_job(&self, task: J) -> Result<Result<(), E>, J> {
-        match self.shared.ring.push(task) {
+        self.try_enqueue_job_with(task, |t| t)
+    }
+
+    /// [`try_enqueue_job`](Self::try_enqueue_job) with an `on_claim` as
+    /// [`enqueue_job_with`](Self::enqueue_job_with)'s (not called when the job is handed
+    /// back).
+    #[inline]
+    pub fn try_enqueue_job_with(
+        &self,
+        task: J,
+        on_claim: impl FnOnce(J) -> J,
+    ) -> Result<Result<(), E>, J> {
+        match self.shared.ring.push_with(task, on_claim) {
             Push::Queued { wake } => {
                 if wake {
                     self.wake_worker();
@@ -92,11 +118,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// capacity; from any other thread it waits for room, at most `enqueue_timeout`.
     #[cold]
     #[inline(never)]
-    fn enqueue_slow(&self, mut task: J) -> Result<(), E> {
+    fn enqueue_slow(&self, mut task: J, mut on_claim: impl FnMut(J) -> J) -> Result<(), E> {
         let s = &*self.shared;
         if s.control.on_worker() {
             // Waiting for room would wait for ourselves.
-            return match s.ring.taker().push_own(task) {
+            return match s.ring.taker().push_own(task, &mut on_claim) {
                 Push::Queued { .. } => Ok(()),
                 Push::Closed(task) | Push::Full(task) | Push::Spill(_, task) => {
                     drop_quietly(task);
@@ -112,7 +138,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         s.blocked.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let result = loop {
-            task = match s.ring.push(task) {
+            task = match s.ring.push_with(task, &mut on_claim) {
                 Push::Queued { wake } => {
                     if wake {
                         self.wake_worker();

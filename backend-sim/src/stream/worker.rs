@@ -130,7 +130,8 @@ pub(super) struct Shared<E, J> {
     /// `OPEN`, `DRAINING` or `DISCARDING`; written under the ring's consumer lock (and the
     /// ring is closed before it leaves `OPEN`).
     pub(super) state: AtomicU8,
-    /// Tasks finished or discarded so far, always a prefix of the enqueue order.
+    /// Tasks finished or discarded so far, always a prefix of the enqueue order (written by
+    /// the worker only: `retire`).
     pub(super) retired: Padded<AtomicU64>,
     /// The smallest `retired` value a synchronize waiter waits for (`u64::MAX`: none).
     pub(super) wake_at: AtomicU64,
@@ -166,7 +167,22 @@ pub(super) struct Shared<E, J> {
     pub(super) kept: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
     /// The first [`KEPT_FAST`] of them by address, for a look without the lock.
     pub(super) kept_fast: [std::sync::atomic::AtomicPtr<()>; KEPT_FAST],
+    /// Values kept until the tasks issued before they were handed over have retired
+    /// ([`super::Keeper`]).
+    pub(super) later: Mutex<Later>,
+    /// The smallest `retired` count a value in `later` waits for (`u64::MAX`: none); read
+    /// by `retire`.
+    pub(super) release_at: AtomicU64,
     pub(super) _error: PhantomData<fn() -> E>,
+}
+
+/// Values waiting for a stream's tasks to retire (`Shared::later`; see [`super::Keeper`]).
+#[derive(Default)]
+pub(super) struct Later {
+    /// The worker has exited: nothing is kept any more.
+    pub(super) closed: bool,
+    /// Each value with the `retired` count it waits for.
+    pub(super) values: Vec<(u64, Box<dyn std::any::Any + Send>)>,
 }
 
 /// How many kept values [`super::Stream::keep_alive`] finds without taking a lock.
@@ -185,6 +201,10 @@ pub(super) const KEPT_FAST: usize = 4;
 /// the pin's counter, which the host's next record increments, then moved between the two
 /// CPUs twice per record (a probe with host and worker on different CPUs: 157–170 ns a
 /// `Sim::record` against 114 ns with the remains kept until 16 had piled up, same minutes).
+/// Records and waits now hold their pin without a count (`crate::pin`) and leave no remains;
+/// they still retire in batches ([`Job::RETIRE_IN_BATCHES`]): one read-modify-write of
+/// `retired` per batch, and a worker lingering for the next task looks at the queue only
+/// about once a microsecond (see [`LINGER_LOOK_EVERY`]).
 struct Finished<R> {
     remains: Vec<R>,
     unretired: u64,
@@ -401,7 +421,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
 
     /// Whether finished tasks are worth keeping unflushed while tasks keep coming: they
     /// have remains to drop (see [`Finished`]).
-    const KEEPS_REMAINS: bool = std::mem::size_of::<J::Remains>() != 0;
+    const KEEPS_REMAINS: bool = J::RETIRE_IN_BATCHES;
 
     /// The queue ran dry with finished tasks not yet flushed: watches for the next task for
     /// [`FLUSH_GRACE`], looking every [`LINGER_LOOK_EVERY`] `PAUSE`s, and flushes if none
@@ -456,7 +476,20 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     }
 
     pub(super) fn retire(&self, n: u64) {
-        let r = self.retired.fetch_add(n, Ordering::SeqCst) + n;
+        // Only the worker retires: the count after this retire, known before it is published.
+        let r = self.retired.load(Ordering::Relaxed) + n;
+        // What the stream's keeper holds for these tasks goes first (they have run), so that
+        // a `synchronize` that sees them retired finds it let go, as it found their remains
+        // dropped.
+        if self.release_at.load(Ordering::SeqCst) <= r {
+            self.release(r);
+        }
+        self.retired.fetch_add(n, Ordering::SeqCst);
+        // Dekker handshake with `Keeper::keep_until_done`: it publishes `release_at`, then
+        // re-reads `retired`.
+        if self.release_at.load(Ordering::SeqCst) <= r {
+            self.release(r);
+        }
         // Dekker handshake with `synchronize`: it publishes `wake_at` then re-reads `retired`.
         if self.wake_at.load(Ordering::SeqCst) <= r {
             self.wake_at.swap(u64::MAX, Ordering::SeqCst);
@@ -542,5 +575,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if n > 0 {
             self.retire(n);
         }
+        // No task runs from here on (the ring is closed, and a discard dropped the rest).
+        self.close_later();
     }
 }

@@ -4,7 +4,6 @@
 //! [`super::on`]; out of line, and given the job's parts rather than the job, so that the
 //! plain path stays as it was.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use acl_notify_core::{BackendError, HostCall};
@@ -12,7 +11,7 @@ use serde_json::{Value, json};
 
 use crate::SimError;
 use crate::job::SimJob;
-use crate::pin::StreamPin;
+use crate::pin::{PinRef, StreamPin};
 use crate::stream::TaskCtx;
 
 /// The key that names a notify incarnation across processes (server, device, id, generation).
@@ -43,7 +42,7 @@ fn notify_args(pin: &StreamPin, r: &Result<(), SimError>) -> Value {
     })
 }
 
-type Out = (Result<(), SimError>, Option<Arc<StreamPin>>);
+type Out = (Result<(), SimError>, ());
 
 /// `job` as the timeline follows it: a boxed task (the worker's generic path) that runs it
 /// and writes it down. Wrapped when it is queued, so the worker's path for plain records and
@@ -67,38 +66,38 @@ pub(crate) fn traced(job: SimJob) -> SimJob {
 
 /// A record, timed and written to the timeline: numbered on the notify's slot before it
 /// lands (a wait that takes it reads at least this number back).
-fn record(pin: Arc<StreamPin>, pid: i32, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> Out {
+fn record(pin: PinRef, pid: i32, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> Out {
+    // SAFETY: run by the worker as this task, before it retires (see `SimJob::run_plain`).
+    let p = unsafe { pin.get() };
     let t0 = super::now_ns();
-    let seq = pin.0.slot().trace_record_seq();
+    let seq = p.0.slot().trace_record_seq();
     let out = SimJob::Record { pin, pid }.run_plain(ctx, before_block);
     let t1 = super::now_ns();
-    if let Some(pin) = &out.1 {
-        let mut args = notify_args(pin, &out.0);
-        args["seq"] = json!(seq);
-        let name = format!("record notify {}", pin.0.id());
-        super::complete("notify", &name, t0, t1.saturating_sub(t0), args);
-    }
+    let mut args = notify_args(p, &out.0);
+    args["seq"] = json!(seq);
+    let name = format!("record notify {}", p.0.id());
+    super::complete("notify", &name, t0, t1.saturating_sub(t0), args);
     out
 }
 
 /// A wait, timed and written to the timeline with the record number it saw once it had
 /// taken the flag (see the merge module).
 fn wait(
-    pin: Arc<StreamPin>,
+    pin: PinRef,
     timeout: Option<Duration>,
     ctx: &TaskCtx,
     before_block: &mut dyn FnMut(),
 ) -> Out {
+    // SAFETY: as in `record`.
+    let p = unsafe { pin.get() };
     let t0 = super::now_ns();
     let out = SimJob::Wait { pin, timeout }.run_plain(ctx, before_block);
-    if let Some(pin) = &out.1 {
-        let seen = pin.0.slot().trace_seq();
-        let t1 = super::now_ns();
-        let mut args = notify_args(pin, &out.0);
-        args["seen"] = json!(seen);
-        let name = format!("wait notify {}", pin.0.id());
-        super::complete("notify", &name, t0, t1.saturating_sub(t0), args);
-    }
+    let seen = p.0.slot().trace_seq();
+    let t1 = super::now_ns();
+    let mut args = notify_args(p, &out.0);
+    args["seen"] = json!(seen);
+    let name = format!("wait notify {}", p.0.id());
+    super::complete("notify", &name, t0, t1.saturating_sub(t0), args);
     out
 }
 

@@ -1,0 +1,128 @@
+//! Values kept for a stream's queued tasks until those tasks have run ([`Keeper`]), so that
+//! a task may use a value through a plain pointer instead of holding a counted reference:
+//! no reference count written by the enqueuing thread and again by the worker, on two CPUs,
+//! for every task.
+//!
+//! The owner of such a value, when it lets the value go, hands it to the stream's keeper
+//! ([`Keeper::keep_until_done`]), which drops it once every task issued on the stream so
+//! far has retired — at once if they already have, else on the worker when it retires the
+//! last of them (`Shared::retire`), and at the latest when the worker exits. What makes that
+//! enough is the enqueuer's side: a task queued with such a pointer must have been claimed
+//! (its ticket issued) before the owner let go, or must not use the pointer. The simulator's
+//! stream pins (`crate::pin`) check that in the enqueue's `on_claim`
+//! ([`Stream::enqueue_job_with`](super::Stream::enqueue_job_with)).
+
+use std::any::Any;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+
+use acl_notify_core::Error;
+
+use super::worker::Shared;
+use super::{Job, Stream, drop_all, drop_quietly, lock};
+
+/// A stream's keeper: holds values for the stream's queued tasks until they have run (see
+/// the module docs). Does not keep the stream alive (a weak reference to its memory); once
+/// the stream's worker has exited, a value handed to it is dropped at once.
+pub struct Keeper<E: From<Error> + Send + 'static, J: Job<E>>(Weak<Shared<E, J>>);
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> std::fmt::Debug for Keeper<E, J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keeper")
+            .field("stream_alive", &(self.0.strong_count() > 0))
+            .finish()
+    }
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Clone for Keeper<E, J> {
+    fn clone(&self) -> Self {
+        Keeper(Weak::clone(&self.0))
+    }
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
+    /// The stream's keeper (see [`Keeper`]).
+    pub fn keeper(&self) -> Keeper<E, J> {
+        Keeper(Arc::downgrade(&self.shared))
+    }
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Keeper<E, J> {
+    /// Keeps `value` until every task issued on the stream before this call has retired (run,
+    /// or dropped unrun), then drops it: here if they have already, else on the thread that
+    /// retires the last of them (the worker, or a destroy). A stream whose worker has exited
+    /// runs no task any more: the value is dropped here.
+    ///
+    /// "Before this call" is the stream's ticket count read here with a sequentially
+    /// consistent load; an owner that made the value unreachable for new tasks and then
+    /// bumped a counter their enqueuers check after their claim (see
+    /// [`Stream::enqueue_job_with`](super::Stream::enqueue_job_with)) calls this after the
+    /// bump.
+    pub fn keep_until_done<T: Send + 'static>(&self, value: T) {
+        match self.0.upgrade() {
+            Some(s) => s.keep_until_done(Box::new(value)),
+            // The stream and its worker are gone (the worker holds a reference while it
+            // runs): no task will run.
+            None => drop_quietly(value),
+        }
+    }
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
+    fn keep_until_done(&self, value: Box<dyn Any + Send>) {
+        let end = self.ring.issued();
+        if self.retired.load(Ordering::SeqCst) >= end {
+            drop_quietly(value);
+            return;
+        }
+        {
+            let mut later = lock(&self.later);
+            if later.closed {
+                drop(later);
+                drop_quietly(value);
+                return;
+            }
+            later.values.push((end, value));
+            self.release_at.fetch_min(end, Ordering::SeqCst);
+        }
+        // Dekker handshake with `retire`, which adds to `retired` and then reads
+        // `release_at`: either it sees our bound or we see its count.
+        let r = self.retired.load(Ordering::SeqCst);
+        if r >= end {
+            self.release(r);
+        }
+    }
+
+    /// Drops the kept values whose tasks have all retired (`retired` of them are).
+    #[cold]
+    #[inline(never)]
+    pub(super) fn release(&self, retired: u64) {
+        let mut ready = Vec::new();
+        {
+            let mut later = lock(&self.later);
+            let mut i = 0;
+            while i < later.values.len() {
+                if later.values[i].0 <= retired {
+                    ready.push(later.values.swap_remove(i).1);
+                } else {
+                    i += 1;
+                }
+            }
+            let next = later.values.iter().map(|(end, _)| *end).min();
+            self.release_at
+                .store(next.unwrap_or(u64::MAX), Ordering::SeqCst);
+        }
+        drop_all(&mut ready);
+    }
+
+    /// The worker has exited: drops every kept value, and any handed over later at once.
+    pub(super) fn close_later(&self) {
+        let mut values = {
+            let mut later = lock(&self.later);
+            later.closed = true;
+            self.release_at.store(u64::MAX, Ordering::SeqCst);
+            std::mem::take(&mut later.values)
+        };
+        drop_all(&mut values);
+    }
+}
