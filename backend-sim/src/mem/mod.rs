@@ -216,6 +216,7 @@ impl Sim {
         else {
             return Ok(None);
         };
+        self.mem().note_file(&f);
         files.insert((server, device), Arc::clone(&f));
         Ok(Some(f))
     }
@@ -414,6 +415,8 @@ impl Sim {
         };
         let r = match recent::find(tag, addr) {
             Some(r) => r,
+            // A host address (a copy's host side) needs no look in the table.
+            None if !self.mem().may_be_device(addr) => return None,
             None => self.alloc_in_table(tag, addr)?,
         };
         // SAFETY: `r` was made from this `Sim`'s table (its serial is in the tag), and `self`
@@ -447,6 +450,9 @@ impl Sim {
         what: &str,
     ) -> Result<Option<RangeRef<'_>>, SimError> {
         let Some((base, a)) = self.alloc_at(addr) else {
+            if !self.mem().may_be_device(addr) {
+                return Ok(None);
+            }
             return self.not_allocated(addr, len, what);
         };
         let offset = addr - base;

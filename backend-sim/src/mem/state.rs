@@ -3,8 +3,8 @@
 //! memory.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::AtomicU64;
-use std::sync::atomic::Ordering::{Acquire, Release, SeqCst};
+use std::sync::atomic::Ordering::{Acquire, Relaxed, Release, SeqCst};
+use std::sync::atomic::{AtomicU64, AtomicUsize};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use acl_notify_core::key::ExportKey;
@@ -110,6 +110,11 @@ pub(crate) struct MemState {
     /// Bumped after every removal from `allocs`, so that the threads' caches of recent
     /// allocations ([`super::recent`]) made before it miss from then on.
     epoch: AtomicU64,
+    /// The first [`RESERVES_FAST`] files' device addresses (their reservations' starts; each
+    /// is [`capacity`](Self::capacity) long), and how many files there are: so that a copy's
+    /// host side is told from device memory without a lock ([`may_be_device`](Self::may_be_device)).
+    reserves: [AtomicUsize; RESERVES_FAST],
+    reserves_n: AtomicUsize,
     /// Recently freed (address, size, device), newest last.
     pub(super) freed: Mutex<VecDeque<(usize, u64, u32)>>,
     /// `aclrtMallocHost` allocations: address → layout size.
@@ -125,6 +130,8 @@ impl MemState {
             files: Mutex::new(HashMap::new()),
             allocs: RwLock::new(BTreeMap::new()),
             epoch: AtomicU64::new(0),
+            reserves: [const { AtomicUsize::new(0) }; RESERVES_FAST],
+            reserves_n: AtomicUsize::new(0),
             freed: Mutex::new(VecDeque::new()),
             host: Mutex::new(HashMap::new()),
             imports: Mutex::new(HashMap::new()),
@@ -144,6 +151,30 @@ impl MemState {
     #[inline]
     pub(super) fn epoch(&self) -> u64 {
         self.epoch.load(Acquire)
+    }
+
+    /// Notes the device addresses of `file`, just added to `files` (under its lock, before any
+    /// allocation in it is handed out).
+    pub(super) fn note_file(&self, file: &MemFile) {
+        let n = self.reserves_n.load(Relaxed);
+        if let Some(r) = self.reserves.get(n) {
+            r.store(file.addr(0), Relaxed);
+        }
+        self.reserves_n.store(n + 1, Release);
+    }
+
+    /// Whether `addr` may be a device address of this process: `false` only if it is in no
+    /// file's reservation (host memory), told without a lock while there are at most
+    /// [`RESERVES_FAST`] files. A device address reaches a caller only after its file was
+    /// noted ([`note_file`](Self::note_file), before the allocation or import that returned
+    /// it), so it is never taken for host memory.
+    #[inline]
+    pub(super) fn may_be_device(&self, addr: usize) -> bool {
+        let n = self.reserves_n.load(Acquire);
+        self.reserves.get(..n).is_none_or(|rs| {
+            rs.iter()
+                .any(|r| addr.wrapping_sub(r.load(Relaxed)) < self.capacity as usize)
+        })
     }
 
     /// Marks a removal from `allocs` for the threads' caches; called right after it.
@@ -208,6 +239,10 @@ impl MemState {
         }
     }
 }
+
+/// Files whose device addresses [`MemState::may_be_device`] checks without a lock (one per
+/// device of each server this process maps memory of).
+const RESERVES_FAST: usize = 32;
 
 /// Alignment of `aclrtMallocHost` memory (a page, like the pinned memory CANN returns).
 pub(crate) const HOST_ALIGN: usize = 4096;

@@ -241,6 +241,12 @@ fn a_freed_or_reallocated_address_is_checked_afresh_after_a_cached_lookup() {
         e.contains("offset 50") && e.contains("14 bytes past"),
         "{e}"
     );
+    // An address of the device that no allocation covers (past both) is no host memory.
+    let e = sim
+        .memset(b + (1 << 20), 64, 0, 64)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no allocation of this process covers"), "{e}");
     // The new allocation itself works, on the cached path as on the first.
     for _ in 0..2 {
         // SAFETY: device to device.
