@@ -57,13 +57,21 @@ thread_local! {
 
 /// The set of (`notify`, `stream`): from the handles' low bits, which hold their slot index
 /// (consecutive for handles made one after another; see `acl-notify-handles`). Consecutive
-/// notifies on one stream take consecutive sets, and a second stream's pairs are half the
-/// cache away: 16 notifies on 2 streams fill the 32 sets once each. (A multiplicative hash
-/// of the whole handles put up to 5 of those 32 pairs in one set.)
+/// notifies on one stream take consecutive sets, and each further stream shifts them by
+/// [`STREAM_STRIDE`] sets: 16 notifies on 2 streams fill 31 of the 32 sets, at most 2 pairs
+/// (the ways) in one, and one notify used by up to 32 streams takes a set per stream. (A
+/// stride of 16, until 2026-12-05, put the pairs of one notify with 8 streams into 2 sets, so
+/// that every record missed; a multiplicative hash of the whole handles put up to 5 of the
+/// handoff's 32 pairs in one set.)
 #[inline]
 pub(crate) fn set_of(notify: u64, stream: u64) -> usize {
-    (notify.wrapping_add(stream.wrapping_mul((SETS / 2) as u64)) % SETS as u64) as usize
+    (notify.wrapping_add(stream.wrapping_mul(STREAM_STRIDE)) % SETS as u64) as usize
 }
+
+/// How many sets apart a notify's pairs with consecutive streams are: odd, so coprime with
+/// [`SETS`] (a notify's pairs reach all 32 sets), and about half of it, so that two streams'
+/// pairs with consecutive notifies interleave without more than [`WAYS`] in one set.
+const STREAM_STRIDE: u64 = (SETS / 2 + 1) as u64;
 
 /// The pin of (`notify`, `stream`) in `Sim` `sim` and the notify's name, if this thread has
 /// them from `epoch`.
