@@ -225,10 +225,16 @@ impl Sim {
         }
     }
 
-    /// Marks the removal of stream handles for the threads' stream caches; called right
-    /// after the removal, before the stream is destroyed.
+    /// Marks the removal of stream handles for the threads' stream caches and pin caches;
+    /// called right after the removal (the streams unlisted), under the stream table's write
+    /// lock, before the stream is destroyed. The notify epoch's bump makes every pin cache
+    /// entry and every record or wait between its pin lookup and its claim look the pin up
+    /// again, which skips the pins of unlisted streams (`NotifyEntry::pin`): a stream
+    /// handle's value comes back once its slot's generation has wrapped, and a pin found
+    /// under it must be the new stream's.
     pub(crate) fn streams_removed(&self) {
         stream_cache::streams_removed();
+        self.inner.notify_epoch.fetch_add(1, Ordering::SeqCst);
     }
 
     /// A stream on `device` with a worker thread called `name`, entered in the stream table

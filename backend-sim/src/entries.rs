@@ -46,6 +46,7 @@ impl NotifyEntry {
             .iter()
             .find(|(h, _)| *h == stream.0)
             .and_then(|(_, pin)| pin.as_ref())
+            .filter(|p| p.is_current())
     }
 
     /// The pin of `stream`, made if it has none (replacing the oldest of [`PINS`], which goes
@@ -58,15 +59,19 @@ impl NotifyEntry {
         epoch: &Arc<AtomicU64>,
     ) -> &PinOwner {
         let p = &mut self.pins;
-        let i = match p
+        let at = p
             .slots
             .iter()
-            .position(|(h, pin)| *h == stream.0 && pin.is_some())
-        {
-            Some(i) => i,
-            None => {
-                let i = p.next;
-                p.next = (i + 1) % PINS;
+            .position(|(h, pin)| *h == stream.0 && pin.is_some());
+        let i = match at {
+            Some(i) if p.slots[i].1.as_ref().is_some_and(PinOwner::is_current) => i,
+            stale => {
+                // A pin under this handle of a stream that was destroyed (the handle's value
+                // came back for a new stream) is replaced in place.
+                let i = stale.unwrap_or(p.next);
+                if stale.is_none() {
+                    p.next = (i + 1) % PINS;
+                }
                 let owner = PinOwner::new(Arc::clone(&self.r), keeper(), Arc::clone(epoch));
                 // The replaced pin's owner, if any, drops here (under the table's write
                 // lock: the pin is unreachable already), handing it to its stream's keeper.
@@ -105,6 +110,14 @@ impl PinOwner {
     /// The pin's address, for tasks (see [`PinRef`]).
     pub(crate) fn pin_ref(&self) -> PinRef {
         PinRef::of(self.pin())
+    }
+
+    /// Whether the pin's stream still has its handle (not destroyed): a pin found by a
+    /// stream handle is that stream's only then (a handle's value comes back after its slot's
+    /// generation wrapped, 2²⁰ destroys later). Streams are unlisted under the stream
+    /// table's write lock, before the slot can be reused.
+    pub(crate) fn is_current(&self) -> bool {
+        !self.keeper.is_unlisted()
     }
 
     /// The pin.

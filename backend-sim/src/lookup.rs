@@ -69,6 +69,7 @@ impl Sim {
             let mut defaults = lock(&self.inner.defaults);
             let mut table = write(&self.inner.streams);
             for e in table.remove_where(|e| which(e.device)) {
+                e.stream.unlist();
                 if e.default
                     && let Some(slot) = defaults.get_mut(e.device as usize)
                 {

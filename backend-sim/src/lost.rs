@@ -8,8 +8,9 @@
 //! but not the one whose own access found the loss. [`Sim::checked`] closes that gap: it
 //! reads the handler's fault count before and after the call, and
 //!
-//! - a call that succeeded while one of the `Sim`'s files is lost answers 507899 (its effect
-//!   may be in a zero page);
+//! - a call that succeeded while one of the `Sim`'s files it can touch is lost answers 507899
+//!   (its effect may be in a zero page); a notify call never touches the device-memory files,
+//!   so their loss (found by another thread while it ran) does not change its answer;
 //! - a call that failed answers 507899 instead if a page was lost during it (its failure may
 //!   come from zeros it read: an import refused because the whitelist read as empty);
 //! - a call that failed on a file already lost before it started keeps its error (the
@@ -35,7 +36,7 @@ impl Sim {
         &self,
         f: impl FnOnce() -> Result<T, SimError>,
     ) -> Result<T, SimError> {
-        self.checked_by(f, || self.inner.file.is_lost())
+        self.checked_by(f, || self.inner.file.is_lost(), || self.notify_lost_file())
     }
 
     /// [`checked`](Self::checked) for the device-memory calls ([`crate::mem`]): the
@@ -55,13 +56,21 @@ impl Sim {
         {
             return Err(e);
         }
-        self.checked_by(f, || self.inner.file.is_lost() || mem_lost())
+        self.checked_by(
+            f,
+            || self.inner.file.is_lost() || mem_lost(),
+            || self.lost_file(),
+        )
     }
 
+    /// `lost` says whether a file the call may touch is lost; `lost_file` names one. A
+    /// notify call never touches device memory: a fault there (another thread's queued copy,
+    /// say, running while this call did) must not turn its success into 507899.
     fn checked_by<T>(
         &self,
         f: impl FnOnce() -> Result<T, SimError>,
         lost: impl FnOnce() -> bool,
+        lost_file: impl FnOnce() -> Option<SimError>,
     ) -> Result<T, SimError> {
         let before = sigbus::faults();
         let r = f();
@@ -71,7 +80,7 @@ impl Sim {
         if !during && (r.is_err() || before == 0 || !lost()) {
             return r;
         }
-        match self.lost_file() {
+        match lost_file() {
             Some(e) if r.is_ok() || during => Err(e),
             _ => r,
         }
@@ -81,6 +90,12 @@ impl Sim {
     /// the count-notify file, the device-memory files) found cut short; `None` if all are
     /// intact.
     fn lost_file(&self) -> Option<SimError> {
+        self.notify_lost_file().or_else(|| self.mem().lost_file())
+    }
+
+    /// [`lost_file`](Self::lost_file) without the device-memory files: the files a notify
+    /// call (a record, a wait, a synchronize, a count notify's call) can touch.
+    fn notify_lost_file(&self) -> Option<SimError> {
         if let Err(e) = self.inner.file.intact() {
             return Some(e);
         }
@@ -89,10 +104,7 @@ impl Sim {
             return Some(e);
         }
         drop(remote);
-        if let Some(e) = self.inner.cnt.opened().and_then(|f| f.intact().err()) {
-            return Some(e);
-        }
-        self.mem().lost_file()
+        self.inner.cnt.opened().and_then(|f| f.intact().err())
     }
 }
 

@@ -39,6 +39,14 @@
 //! [`SimJob::Refused`](crate::job::SimJob::Refused), which does nothing, and the call looks
 //! again from the start (and fails with 107017 if the handle is gone).
 //!
+//! An entry finds its pins by stream handle, and a handle's value comes back for a new
+//! stream once its slot's generation has wrapped (2²⁰ destroys of one slot): a pin whose
+//! stream was destroyed would then be found for the new one, and its hand-over would count
+//! the dead stream's tickets, not the new stream's. So a stream's removal from the table
+//! unlists it (`Stream::unlist`, under the table's write lock) and bumps the notify epoch,
+//! and a pin of an unlisted stream is never found (`PinOwner::is_current`); it is replaced
+//! in place by the new stream's.
+//!
 //! So a pin, and the notify it holds, outlive every task that uses it, and go when the
 //! last of those tasks has retired: a destroyed notify's slot returns to the pool once the
 //! tasks queued before the destroy on the streams that used it have run — at once on an

@@ -301,6 +301,7 @@ impl StreamOps for Sim {
                 Some(_) => {}
             }
             let e = t.remove(stream.0).ok_or_else(|| bad_stream(stream))?;
+            e.stream.unlist();
             self.streams_removed();
             // Still found by `discard_streams_where` while it drains.
             let drain = (mode == StreamDestroy::Drain).then(|| {

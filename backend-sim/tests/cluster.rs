@@ -28,8 +28,13 @@ use common::{Agent, Ns, check, num, poll_until};
 const AGENT: &str = "ACL_SIM_CLUSTER_AGENT";
 /// Upper bound for any single agent answer.
 const ANSWER: Duration = Duration::from_secs(30);
-/// Lease TTL of the agents (seconds): short, so the fault tests see deaths quickly.
+/// Lease TTL (seconds) of the agents a test kills, stops or cuts off to see them die (a
+/// [`Host::mortal`]'s): short, so the fault tests see deaths quickly.
 const TTL: u32 = 2;
+/// Lease TTL (seconds) of every other agent: longer than any scheduling hiccup of a loaded
+/// machine (or etcd's elections on it), so that no survivor dies, and comes back as a new
+/// life with its exports stale, by accident.
+const LIVE_TTL: u32 = 30;
 
 type TestFn = fn(&Arc<EtcdCluster>) -> Result<(), Failed>;
 
@@ -379,14 +384,26 @@ struct Host {
     ns: Ns,
     server: u32,
     cluster: String,
+    /// Its processes' lease TTL in seconds.
+    ttl: u32,
 }
 
 impl Host {
+    /// A host whose processes live through the test ([`LIVE_TTL`]).
     fn new(cluster: &str, tag: &str, server: u32) -> Host {
         Host {
             ns: Ns::new("cl", tag),
             server,
             cluster: cluster.to_owned(),
+            ttl: LIVE_TTL,
+        }
+    }
+
+    /// A host whose processes the test kills, stops or cuts off to see them die ([`TTL`]).
+    fn mortal(cluster: &str, tag: &str, server: u32) -> Host {
+        Host {
+            ttl: TTL,
+            ..Host::new(cluster, tag, server)
         }
     }
 
@@ -398,7 +415,7 @@ impl Host {
             .env(acl_notify_sim::ENV_DEVICES, "4")
             .env(acl_notify_sim::ENV_SERVER_ID, self.server.to_string())
             .env(ENV_CLUSTER, &self.cluster)
-            .env(ENV_CLUSTER_TTL, TTL.to_string());
+            .env(ENV_CLUSTER_TTL, self.ttl.to_string());
         Agent::try_spawn(cmd, &format!("server {}", self.server), ANSWER)
     }
 
@@ -450,7 +467,7 @@ fn pair(a: &Host, b: &Host) -> Result<(Agent, Agent, String, String), Failed> {
 /// of the key is refused (107017).
 fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     let url = c.url(&pod("hold"));
-    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (a, b) = (Host::new(&url, "a", 0), Host::mortal(&url, "b", 1));
     let mut owner = a.spawn()?;
     let mut importer = b.spawn()?;
     let mut doomed = b.spawn()?;
@@ -469,7 +486,7 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
     doomed.try_ok(&format!("record {dh} 3"))?;
     poll_until(
         "records after the owner's destroy applied",
-        Duration::from_secs(5),
+        Duration::from_secs(20),
         || owner.ask("applied").as_deref() == Ok("2"),
     )?;
     importer.try_ok(&format!("destroy {ih1}"))?;
@@ -484,7 +501,7 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
     let t = Instant::now();
     poll_until(
         "the export withdrawn once the last holder's lease expired",
-        Duration::from_secs(u64::from(TTL) + 3),
+        Duration::from_secs(u64::from(TTL) * 3 + 5),
         || match late.ask(&format!("import 3 {key}")) {
             // Still held: let go of this probe's own hold again.
             Ok(h) => {
@@ -608,7 +625,7 @@ fn non_whitelisted_importer_is_refused_207006(c: &Arc<EtcdCluster>) -> Result<()
 /// lease revoked), another host may claim it.
 fn a_server_id_belongs_to_one_host(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     let url = c.url(&pod("claim"));
-    let (a, b) = (Host::new(&url, "a", 1), Host::new(&url, "b", 1));
+    let (a, b) = (Host::mortal(&url, "a", 1), Host::new(&url, "b", 1));
     let first = a.spawn()?;
     let second = a.spawn()?;
     let r = b.try_spawn();
@@ -776,7 +793,7 @@ fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Resul
 /// record fails saying so.
 fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     let url = c.url(&pod("kill"));
-    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (a, b) = (Host::mortal(&url, "a", 0), Host::mortal(&url, "b", 1));
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
     owner.try_ok(&format!("hwait {h} 5000"))?;
@@ -788,7 +805,7 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
     let t = Instant::now();
     poll_until(
         "the owner seeing the killed importer dead",
-        Duration::from_secs(u64::from(TTL) + 3),
+        Duration::from_secs(u64::from(TTL) * 3 + 5),
         || owner.ask(&format!("alive 1 {ipid}")).as_deref() == Ok("false"),
     )?;
     eprintln!(
@@ -813,7 +830,7 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
     let t = Instant::now();
     poll_until(
         "the importer seeing the killed owner dead",
-        Duration::from_secs(u64::from(TTL) + 3),
+        Duration::from_secs(u64::from(TTL) * 3 + 5),
         || importer2.ask(&format!("alive 0 {opid}")).as_deref() == Ok("false"),
     )?;
     let r = importer2.ask(&format!("record {ih2} 3"));
@@ -876,7 +893,7 @@ fn an_unreachable_cluster_fails_in_bounded_time(_: &Arc<EtcdCluster>) -> Result<
 fn leaving_a_silent_cluster_takes_one_bound(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
     let mut c = EtcdCluster::start(3)?;
     let url = c.url(&pod("silent"));
-    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (a, b) = (Host::mortal(&url, "a", 0), Host::mortal(&url, "b", 1));
     let (mut owner, mut importer, _h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
     c.pause_all(true);
@@ -904,7 +921,7 @@ fn leaving_a_silent_cluster_takes_one_bound(_: &Arc<EtcdCluster>) -> Result<(), 
 fn after_an_outage_of_the_whole_cluster_work_goes_on(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
     let mut c = EtcdCluster::start(3)?;
     let url = c.url(&pod("outage"));
-    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (a, b) = (Host::mortal(&url, "a", 0), Host::mortal(&url, "b", 1));
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
     owner.try_ok(&format!("hwait {h} 5000"))?;
@@ -938,7 +955,7 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
     c: &Arc<EtcdCluster>,
 ) -> Result<(), Failed> {
     let url = c.url(&pod("stop"));
-    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (a, b) = (Host::mortal(&url, "a", 0), Host::new(&url, "b", 1));
     let mut owner = a.spawn()?;
     let mut importer = b.spawn()?;
     let h = owner.try_ok("create 2")?;
@@ -950,7 +967,7 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
     unsafe { libc::kill(opid, libc::SIGSTOP) };
     let dead = poll_until(
         "the stopped owner seen dead",
-        Duration::from_secs(u64::from(TTL) + 5),
+        Duration::from_secs(u64::from(TTL) * 3 + 5),
         || importer.ask(&format!("alive 0 {opid}")).as_deref() == Ok("false"),
     );
     let r = importer.ask(&format!("record {ih} 3"));
@@ -960,20 +977,22 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
     check(code_of(&r) == Some(107017), || {
         format!("record to a dead owner: {r:?}")
     })?;
-    poll_until(
-        "the owner alive again",
-        Duration::from_secs(u64::from(TTL) + 5),
-        || importer.ask(&format!("alive 0 {opid}")).as_deref() == Ok("true"),
-    )?;
+    poll_until("the owner alive again", Duration::from_secs(20), || {
+        importer.ask(&format!("alive 0 {opid}")).as_deref() == Ok("true")
+    })?;
     let r = importer.ask(&format!("record {ih} 3"));
     check(code_of(&r) == Some(107017), || {
         format!("record on the old import: {r:?}")
     })?;
     let mut ih2 = Err(String::new());
-    poll_until("the export published again", Duration::from_secs(5), || {
-        ih2 = importer.ask(&format!("import 3 {key}"));
-        ih2.is_ok()
-    })?;
+    poll_until(
+        "the export published again",
+        Duration::from_secs(20),
+        || {
+            ih2 = importer.ask(&format!("import 3 {key}"));
+            ih2.is_ok()
+        },
+    )?;
     let ih2 = ih2.map_err(|e| format!("re-import: {e}"))?;
     importer.try_ok(&format!("record {ih2} 3"))?;
     owner.try_ok(&format!("hwait {h} 10000"))?;
@@ -987,7 +1006,7 @@ fn a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster(
     c: &Arc<EtcdCluster>,
 ) -> Result<(), Failed> {
     let url = c.url(&pod("cycle"));
-    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (a, b) = (Host::new(&url, "a", 0), Host::mortal(&url, "b", 1));
     let (mut owner, mut importer, _h, ih) = pair(&a, &b)?;
     let local = importer.try_ok("create 3")?;
     importer.try_ok(&format!("stuck {ih} {local} 3"))?;
@@ -1163,7 +1182,7 @@ fn memory_across_hosts_refuses_outsiders_and_bad_ranges(
 fn memory_of_a_freed_or_dead_owner_fails_clearly(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     const N: usize = 4096;
     let url = c.url(&pod("memdead"));
-    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (a, b) = (Host::mortal(&url, "a", 0), Host::new(&url, "b", 1));
     let mut p = a.spawn()?;
     let mut q = b.spawn()?;
     let qb: usize = q.try_ok(&format!("malloc 0 {N}"))?.parse()?;

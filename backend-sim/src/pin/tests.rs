@@ -269,3 +269,50 @@ fn destroys_racing_queued_tasks_free_no_slot_early_and_leak_none() {
     }
     assert_eq!(sim.notifies_free(0).unwrap(), all);
 }
+
+/// A notify's pins are found by stream handle, and a handle's value comes back once its
+/// slot's generation has wrapped (2²⁰ destroys of one slot): the new stream must not take
+/// the pin of the destroyed stream that had the handle, whose keeper is gone — the notify's
+/// destroy would free that pin at once while the new stream still has a record queued on
+/// it, which then read freed memory (a SIGSEGV before the fix). The stream table's slot is
+/// cycled here directly (no worker per turn).
+#[test]
+fn a_stream_handle_that_comes_back_does_not_find_a_dead_streams_pin() {
+    let (sim, _ns) = open("reuse");
+    let all = sim.notifies_free(0).unwrap();
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let a = sim.create_stream(0).unwrap();
+    sim.record(n, a).unwrap();
+    sim.synchronize(a, SYNC).unwrap();
+    sim.destroy_stream(a, StreamDestroy::Drain).unwrap();
+    // A new stream, its entry moved through the table's slot until its handle is `a`'s.
+    let b = sim.create_stream(0).unwrap();
+    let mut h = b;
+    {
+        let mut t = crate::locks::write(&sim.inner.streams);
+        for _ in 0..(1u32 << 20) + 2 {
+            let e = t.remove(h.0).expect("live");
+            h = RawStream(t.insert(e).ok().expect("room"));
+            if h == a {
+                break;
+            }
+        }
+        sim.streams_removed();
+    }
+    assert_eq!(h, a, "the slot's generation did not wrap");
+    // The record on `n` queued behind a held wait uses the new stream's own pin, which
+    // `n`'s destroy keeps until the record ran.
+    let gate = hold(&sim, h);
+    sim.record(n, h).unwrap();
+    sim.destroy_notify(n).unwrap();
+    assert_eq!(
+        sim.notifies_free(0).unwrap(),
+        all - 2,
+        "the destroyed notify's slot went with a record still queued on its pin"
+    );
+    open_gate(&sim, gate);
+    sim.synchronize(h, SYNC).unwrap();
+    sim.destroy_notify(gate).unwrap();
+    sim.destroy_stream(h, StreamDestroy::Drain).unwrap();
+    assert_eq!(sim.notifies_free(0).unwrap(), all);
+}

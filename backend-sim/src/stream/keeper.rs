@@ -45,6 +45,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     pub fn keeper(&self) -> Keeper<E, J> {
         Keeper(Arc::downgrade(&self.shared))
     }
+
+    /// Marks the stream's handle as removed from its table (call it under the table's lock,
+    /// before the slot can be reused): [`Keeper::is_unlisted`] is true from now on, so that
+    /// what a table keeps by handle for this stream (the simulator's notify pins) is not
+    /// taken for that of a later stream whose handle has the same value.
+    pub fn unlist(&self) {
+        self.shared.unlisted.store(true, Ordering::SeqCst);
+    }
 }
 
 impl<E: From<Error> + Send + 'static, J: Job<E>> Keeper<E, J> {
@@ -65,6 +73,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Keeper<E, J> {
             // runs): no task will run.
             None => drop_quietly(value),
         }
+    }
+}
+
+impl<E: From<Error> + Send + 'static, J: Job<E>> Keeper<E, J> {
+    /// Whether the stream's handle was removed from its table ([`Stream::unlist`]), or the
+    /// stream is gone.
+    pub fn is_unlisted(&self) -> bool {
+        self.0
+            .upgrade()
+            .is_none_or(|s| s.unlisted.load(Ordering::SeqCst))
     }
 }
 

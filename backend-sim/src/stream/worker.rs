@@ -173,6 +173,9 @@ pub(super) struct Shared<E, J> {
     /// The smallest `retired` count a value in `later` waits for (`u64::MAX`: none); read
     /// by `retire`.
     pub(super) release_at: AtomicU64,
+    /// The stream's handle was removed from its table ([`super::Stream::unlist`]): what a
+    /// table keeps for it under that handle is no longer its.
+    pub(super) unlisted: AtomicBool,
     pub(super) _error: PhantomData<fn() -> E>,
 }
 

