@@ -41,13 +41,15 @@ impl<V, const W: usize> Ways<V, W> {
         }
     }
 
-    /// The value of the first entry tagged `tag` for which `key` holds.
+    /// The value of the first entry tagged `tag` for which `key` holds. The key is compared
+    /// first: an entry of another key, the usual one passed over in a set, then costs one
+    /// compare or two, not the tag's two more (about 3 instructions a wait, callgrind).
     #[inline(always)]
     pub(crate) fn find(&self, tag: Tag, key: impl Fn(&V) -> bool) -> Option<&V> {
         self.entries
             .iter()
             .flatten()
-            .find(|(t, v)| *t == tag && key(v))
+            .find(|(t, v)| key(v) && *t == tag)
             .map(|(_, v)| v)
     }
 
