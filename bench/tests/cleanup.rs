@@ -86,25 +86,30 @@ fn blocked(pid: u32) -> Option<u64> {
     u64::from_str_radix(hex.trim(), 16).ok()
 }
 
+/// A bench run that measures nothing and fails at its end: its results directory cannot be
+/// made (under `/proc`). Its stderr is piped.
+fn failing_run() -> Command {
+    let mut c = Command::new(BENCH);
+    c.args([
+        "--only",
+        "pool",
+        "--match",
+        "no such variant",
+        "--capi",
+        "none",
+    ])
+    .args(["--out", "/proc/acl-notify-bench-no-such-dir/out"])
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    c
+}
+
 /// A run that ends by an error return (here: its results directory cannot be made) still
 /// removes the namespace the simulator probe made at its start.
 #[test]
 fn a_run_that_fails_leaves_no_files() {
-    let out = Command::new(BENCH)
-        .args([
-            "--only",
-            "pool",
-            "--match",
-            "no such variant",
-            "--capi",
-            "none",
-        ])
-        .args(["--out", "/proc/acl-notify-bench-no-such-dir/out"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let out = failing_run().spawn().unwrap();
     let pid = out.id();
     let out = out.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
@@ -187,21 +192,7 @@ fn the_next_run_removes_what_a_killed_run_left() {
     for p in planted.iter().chain([&live]) {
         std::fs::write(p, b"").unwrap();
     }
-    let out = Command::new(BENCH)
-        .args([
-            "--only",
-            "pool",
-            "--match",
-            "no such variant",
-            "--capi",
-            "none",
-        ])
-        .args(["--out", "/proc/acl-notify-bench-no-such-dir/out"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
+    let out = failing_run().output().unwrap();
     let live_left = live.exists();
     let dead_left = files_of_run(gone_pid);
     let _ = std::fs::remove_file(&live);
