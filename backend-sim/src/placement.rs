@@ -289,10 +289,24 @@ pub(crate) fn beside_enqueuer(enqueuer_cpu: u32, moving: impl FnOnce()) {
     }
     let now = crate::sys::now_ns();
     c.move_pending = c.shared_with_enqueuer(now, || {
-        let cpus = allowed_cpus();
-        cpus.len() >= 2 && idle_elsewhere(now, &cpus)
+        // The window first: asked again after 200 µs, the question is mostly too early,
+        // and then costs neither the CPU list nor the read of `/proc/stat`.
+        idle_look_due(now) && {
+            let cpus = allowed_cpus();
+            cpus.len() >= 2 && idle_elsewhere(now, &cpus)
+        }
     });
     CROWDING.with(|cell| cell.set(Some(c)));
+}
+
+/// Whether [`idle_elsewhere`] would read the CPUs' idle time at `now`: this thread has no
+/// look yet, or its last one is at least [`IDLE_WINDOW`] old (else it answers no at once).
+fn idle_look_due(now: u64) -> bool {
+    LAST_IDLE.with(|last| {
+        last.borrow()
+            .as_ref()
+            .is_none_or(|(then, _)| now.saturating_sub(*then) >= IDLE_WINDOW.as_nanos() as u64)
+    })
 }
 
 /// The shortest window over which [`idle_elsewhere`] judges the other CPUs' idle time
@@ -322,6 +336,9 @@ thread_local! {
 /// its host, until a wake-up put it beside the host again sees that CPU as busy, and stays
 /// until a window without its own work there says otherwise (about 20 ms).
 fn idle_elsewhere(now: u64, cpus: &[usize]) -> bool {
+    if !idle_look_due(now) {
+        return false;
+    }
     let Some(ticks) = idle_ticks() else {
         return false;
     };

@@ -114,7 +114,7 @@ impl Child {
         self.child.id() as i32
     }
 
-    /// Whether the child has exited (without reaping it).
+    /// Whether the child has exited; one that has is reaped (and leaves the registry).
     pub fn exited(&mut self) -> bool {
         matches!(self.try_reap(), Ok(Some(_)))
     }

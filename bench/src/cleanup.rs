@@ -92,7 +92,18 @@ pub fn unblock_in_child() {
     }
 }
 
-/// The run's files: removed when this is dropped, or when a signal of [`SIGNALS`] comes.
+/// Whether signal `s` is set to be ignored (`SIG_IGN`).
+fn ignored(s: libc::c_int) -> bool {
+    // SAFETY: a zeroed sigaction is valid storage for the kernel to fill; a null new action
+    // only reads the current one.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(s, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// The run's files: removed when this is dropped, or when a signal of [`SIGNALS`] comes
+/// (unless the run was started with it ignored).
 #[derive(Debug)]
 pub struct RunFiles {
     pid: u32,
@@ -112,7 +123,10 @@ impl RunFiles {
         // SAFETY: `set` is valid, the signal numbers are.
         unsafe {
             libc::sigemptyset(&mut set);
-            for s in SIGNALS {
+            // A signal the run was started to ignore (`nohup`'s SIGHUP, the SIGINT of a job a
+            // script put in the background) stays ignored: blocked, it would be queued and
+            // taken by `sigwait` all the same, and end the run.
+            for s in SIGNALS.into_iter().filter(|&s| !ignored(s)) {
                 libc::sigaddset(&mut set, s);
             }
         }

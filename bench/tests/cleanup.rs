@@ -168,6 +168,47 @@ fn a_run_stopped_by_a_signal_leaves_no_files_and_no_children() {
     );
 }
 
+/// A run started with SIGHUP ignored (as `nohup` starts it) keeps running when SIGHUP comes,
+/// and still ends cleanly by SIGTERM.
+#[test]
+fn a_run_started_with_sighup_ignored_outlives_sighup() {
+    let mut cmd = Command::new(BENCH);
+    cmd.args(["--only", "ring", "--capi", "none", "--reps", "1000"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: signal(2) is async-signal-safe, as a pre_exec hook must be.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let pid = child.id();
+    let started = eventually(Duration::from_secs(60), || !files_of_run(pid).is_empty());
+    // SAFETY: kill(2) has no memory effects; `pid` is our unreaped child.
+    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    std::thread::sleep(Duration::from_millis(500));
+    let after_hup = child.try_wait().unwrap();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let st = wait_limited(&mut child, Duration::from_secs(30));
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(started, "within 60 s, the run made no files: {err}");
+    assert!(
+        after_hup.is_none(),
+        "an ignored SIGHUP ended the run ({after_hup:?}): {err}"
+    );
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&st),
+        Some(libc::SIGTERM),
+        "{st}: {err}"
+    );
+    assert_eq!(files_of_run(pid), Vec::<PathBuf>::new(), "{err}");
+}
+
 /// What a run killed outright (SIGKILL: no handler runs) left, the next run removes; a live
 /// run's files it leaves alone.
 #[test]

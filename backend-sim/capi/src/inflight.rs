@@ -45,9 +45,13 @@
 //!
 //! `aclFinalize` waits for the calls in flight, as it waited for the lock's readers: only
 //! calls that never block and never call back into the C API run this way. A call made from
-//! a signal handler on a thread that is inside one is counted in the same slot; `withdraw`
-//! may then take the inner call's finish for the outer's (no worse than the lock, which a
-//! waiting `aclFinalize` would have deadlocked).
+//! a signal handler on a thread that is inside one takes the lock: counted in the same slot,
+//! its finish would look like the outer call's to `withdraw`, which would then stop waiting
+//! while the outer call still ran. (With the lock, such a call waits for a finalize that
+//! waits for the outer call: a deadlock, as before this fast path existed, never a session
+//! freed under a call.) A signal that lands between the slot's load and store in `run` and
+//! makes a whole call there leaves the word as the outer call's store sets it: the nested
+//! call's finish is lost, so `withdraw` waits for the outer call's, which is later.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering, compiler_fence};
@@ -172,6 +176,12 @@ impl<T: Sync> Published<T> {
         };
         // Only this thread writes the word: a load and a store, not a read-modify-write.
         let before = slot.word.load(Ordering::Relaxed);
+        if before as u32 != 0 {
+            // A call from a signal handler on a thread inside one: its finish would count
+            // in this slot as the outer call's, and `withdraw` would stop waiting while the
+            // outer call still runs. It takes the lock (module doc).
+            return Err(f);
+        }
         slot.word.store(before.wrapping_add(1), Ordering::Relaxed);
         // The store above is ordered before the load below by `withdraw`'s membarrier
         // (module doc); only the compiler must not swap them.

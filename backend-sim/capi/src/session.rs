@@ -312,10 +312,12 @@ pub(crate) fn finalize() -> Result<(), CallError> {
         (old, quiet)
     };
     if let Some(rt) = old {
-        rt.release(|_| true);
-        if !quiet {
+        if quiet {
+            rt.release(|_| true);
+        } else {
             // A call may still run on it (the membarrier failed, which it does not once
-            // registered): the session stays allocated.
+            // registered): the session is neither released nor freed, so that call finds
+            // it as it was; what it holds goes with the process.
             std::mem::forget(rt);
         }
     }

@@ -139,11 +139,19 @@ impl MemState {
     }
 
     /// Records an allocation or import of this process at device address `addr`.
+    ///
+    /// It never replaces an entry (an address is reused only after its entry was removed),
+    /// which is why an insert does not bump the epoch that threads' caches of lookups check.
     pub(super) fn insert(&self, addr: usize, a: Alloc) {
-        self.allocs
+        let old = self
+            .allocs
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .insert(addr, a);
+        debug_assert!(
+            old.is_none(),
+            "device address {addr:#x} entered twice: a cached lookup of it would be stale"
+        );
     }
 
     /// The epoch of `allocs` (see [`super::recent`]): read before a lookup whose result a

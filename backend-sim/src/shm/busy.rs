@@ -60,7 +60,11 @@ thread_local! {
 pub(crate) fn count_worker(file: &Arc<ShmFile>) {
     let _ = COUNTED.try_with(|c| {
         let mut c = c.borrow_mut();
-        if c.as_ref().is_some_and(|k| Arc::ptr_eq(&k.0, file)) {
+        // This process's count in this file (a child forked from a worker inherits the
+        // marker, not the count).
+        if c.as_ref()
+            .is_some_and(|k| Arc::ptr_eq(&k.0, file) && k.1 == sys::getpid())
+        {
             return;
         }
         Counted::add(file, 1);

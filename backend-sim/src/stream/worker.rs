@@ -393,7 +393,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 }
             }
             done.remains.push(rest);
-            if local.is_empty() && (!Self::KEEPS_REMAINS || done.remains.len() >= FLUSH_AT) {
+            if local.is_empty() && (!J::RETIRE_IN_BATCHES || done.remains.len() >= FLUSH_AT) {
                 self.flush(done);
             }
         }
@@ -421,10 +421,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         self.store_error(E::from(Error::DrvInternalError));
         done.unretired += 1;
     }
-
-    /// Whether finished tasks are worth keeping unflushed while tasks keep coming: they
-    /// have remains to drop (see [`Finished`]).
-    const KEEPS_REMAINS: bool = J::RETIRE_IN_BATCHES;
 
     /// The queue ran dry with finished tasks not yet flushed: watches for the next task for
     /// [`FLUSH_GRACE`], looking every [`LINGER_LOOK_EVERY`] `PAUSE`s, and flushes if none
