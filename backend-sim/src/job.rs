@@ -92,6 +92,57 @@ impl Job<SimError> for SimJob {
         matches!(self, SimJob::Record { .. })
     }
 
+    fn parkable(&self) -> bool {
+        matches!(self, SimJob::Wait { timeout: None, .. })
+    }
+
+    fn can_go_on(&self) -> bool {
+        match self {
+            SimJob::Wait { pin, .. } => {
+                // SAFETY: as in `prefetch`: a queued task not yet retired.
+                let r = &unsafe { pin.get() }.0;
+                r.slot().sync.is_set() || !r.is_live()
+            }
+            _ => true,
+        }
+    }
+
+    fn park_probe(&self) -> (fn(*const ()) -> bool, *const ()) {
+        match self {
+            SimJob::Wait { pin, .. } => {
+                // SAFETY: as in `prefetch`.
+                let r: &crate::shm::SlotRef = &unsafe { pin.get() }.0;
+                (
+                    |p| {
+                        // SAFETY: the runner calls this only while the wait is queued.
+                        let r = unsafe { &*p.cast::<crate::shm::SlotRef>() };
+                        r.slot().sync.is_set() || !r.is_live()
+                    },
+                    std::ptr::from_ref(r).cast(),
+                )
+            }
+            _ => (|_| true, std::ptr::null()),
+        }
+    }
+
+    fn may_park_now(&self) -> bool {
+        match self {
+            SimJob::Wait { pin, .. } => {
+                // SAFETY: as in `prefetch`.
+                let r = &unsafe { pin.get() }.0;
+                r.slot().sync.waiters() == 0
+            }
+            _ => false,
+        }
+    }
+
+    fn portable(&self) -> bool {
+        matches!(
+            self,
+            SimJob::Record { .. } | SimJob::Wait { .. } | SimJob::Refused
+        )
+    }
+
     /// Records, copies and sets of device memory (`Bulk`) never block; waits call
     /// `before_block` before they sleep.
     fn may_block(&self) -> bool {

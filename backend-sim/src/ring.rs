@@ -349,7 +349,6 @@ impl<T> Ring<T> {
     }
 
     /// Whether the consumer said it sleeps.
-    #[cfg(test)]
     pub(crate) fn is_sleeping(&self) -> bool {
         self.tail.load(Ordering::SeqCst) & SLEEPING != 0
     }

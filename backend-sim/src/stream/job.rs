@@ -61,6 +61,35 @@ pub trait Job<E>: Send + 'static {
     fn chains(&self) -> bool {
         false
     }
+
+    /// PROTOTYPE (issue #25, stage 2): whether this job is a wait that may park its stream
+    /// instead of blocking its thread.
+    fn parkable(&self) -> bool {
+        false
+    }
+
+    /// PROTOTYPE: for a parkable job, whether it can go on now (its record is there, or it must
+    /// run to report an error).
+    fn can_go_on(&self) -> bool {
+        true
+    }
+
+    /// PROTOTYPE: a probe the runner calls while the job's stream is parked on it (without
+    /// the turn): `probe(data)` is `can_go_on`. Valid while the job is queued.
+    fn park_probe(&self) -> (fn(*const ()) -> bool, *const ()) {
+        (|_| true, std::ptr::null())
+    }
+
+    /// PROTOTYPE: for a parkable job, whether parking is allowed at all (no ticket holders).
+    fn may_park_now(&self) -> bool {
+        false
+    }
+
+    /// PROTOTYPE: whether any thread may run this job (a record, a wait), not only the
+    /// stream's home thread.
+    fn portable(&self) -> bool {
+        false
+    }
 }
 
 impl<E: 'static> Job<E> for Task<E> {

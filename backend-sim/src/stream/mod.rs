@@ -91,6 +91,7 @@ mod cancel;
 mod job;
 mod keeper;
 mod queue;
+mod runner;
 mod sync_spin;
 mod worker;
 
@@ -332,6 +333,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
             turn: Mutex::new(Turn::new(Arc::clone(&control))),
+            run: AtomicU8::new(worker::HOME),
+            probe_fn: Default::default(),
+            probe_data: Default::default(),
             room: Mutex::new(()),
             not_full: Condvar::new(),
             blocked: AtomicUsize::new(0),

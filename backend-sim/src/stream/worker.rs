@@ -121,6 +121,11 @@ pub(super) struct Shared<E, J: Job<E>> {
     /// per task. Declared right after `ring`: tasks left in it (only if the worker unwound)
     /// are dropped with the queued ones, before the values kept for them (`kept`, `later`).
     pub(super) turn: Mutex<Turn<E, J>>,
+    /// PROTOTYPE: `HOME`, `PARKED`, `BORROWED` or `HANDED`.
+    pub(super) run: AtomicU8,
+    /// PROTOTYPE: the parked wait's probe (`Job::park_probe`).
+    pub(super) probe_fn: std::sync::atomic::AtomicPtr<()>,
+    pub(super) probe_data: std::sync::atomic::AtomicPtr<()>,
     /// Producers waiting for room hold this from announcing themselves in `blocked` until
     /// they sleep on `not_full`; the worker takes it to notify them.
     pub(super) room: Mutex<()>,
@@ -234,7 +239,22 @@ pub(super) struct Turn<E, J: Job<E>> {
     /// What the running task sees of the stream (its cells are per stream: the wait's spin
     /// hint, the coarse time stamp, the task number).
     ctx: TaskCtx,
+    /// PROTOTYPE: how the current turn goes (see `Flow`).
+    flow: Flow,
     _error: PhantomData<fn() -> E>,
+}
+
+/// PROTOTYPE (issue #25, stage 2): how a turn runs and why it stopped.
+#[derive(Default)]
+pub(super) struct Flow {
+    /// A runner holds the turn: only portable jobs run, waits that cannot go on park.
+    borrowed: bool,
+    /// The next parkable wait blocks the classic way (the stream was handed back home).
+    no_park: bool,
+    /// The turn stopped with a wait on top that parks the stream.
+    parked: bool,
+    /// The turn stopped with a job on top that only the home thread may run.
+    home_needed: bool,
 }
 
 impl<E, J: Job<E>> Turn<E, J> {
@@ -254,10 +274,17 @@ impl<E, J: Job<E>> Turn<E, J> {
                 stamp: Cell::new(0),
                 seq: Cell::new(0),
             },
+            flow: Flow::default(),
             _error: PhantomData,
         }
     }
 }
+
+/// PROTOTYPE: stream run states (`Shared::run`).
+pub(super) const HOME: u8 = 0;
+pub(super) const PARKED: u8 = 1;
+pub(super) const BORROWED: u8 = 2;
+pub(super) const HANDED: u8 = 3;
 
 enum Next {
     /// Tasks were moved to the worker's local queue.
@@ -354,10 +381,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// [`Finished`]). One unwind guard covers the whole batch and is set up again after a task
     /// panics: a guard per task cost more than a record or a wait itself.
     #[inline(never)]
-    fn run_local(&self, local: &mut Vec<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
+    fn run_local(
+        &self,
+        local: &mut Vec<J>,
+        ctx: &TaskCtx,
+        done: &mut Finished<J::Remains>,
+        flow: &mut Flow,
+    ) {
         ctx.forget_time();
         while let Err(payload) =
-            panic::catch_unwind(AssertUnwindSafe(|| self.run_tasks(local, ctx, done)))
+            panic::catch_unwind(AssertUnwindSafe(|| self.run_tasks(local, ctx, done, flow)))
         {
             // The task that was running panicked (its value was dropped while unwinding);
             // the ones after it still run.
@@ -368,7 +401,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
-    fn run_tasks(&self, local: &mut Vec<J>, ctx: &TaskCtx, done: &mut Finished<J::Remains>) {
+    fn run_tasks(
+        &self,
+        local: &mut Vec<J>,
+        ctx: &TaskCtx,
+        done: &mut Finished<J::Remains>,
+        flow: &mut Flow,
+    ) {
         while let Some(task) = local.pop() {
             let seq = done.taken - local.len() as u64 - 1;
             // The flag first: `abort` stores the bound before it raises the flag, so a raised
@@ -392,6 +431,19 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 self.retire(1);
                 continue;
             }
+            // PROTOTYPE: park a wait that cannot go on, or hand the stream home.
+            let task = if flow.borrowed || task.parkable() {
+                local.push(task);
+                if self.park_or_home(local, done, flow) {
+                    return;
+                }
+                match local.pop() {
+                    Some(t) => t,
+                    None => continue,
+                }
+            } else {
+                task
+            };
             let may_block = task.may_block();
             if may_block {
                 self.flush(done);
@@ -438,6 +490,149 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             done.remains.push(rest);
             if local.is_empty() && (!J::RETIRE_IN_BATCHES || done.remains.len() >= FLUSH_AT) {
                 self.flush(done);
+            }
+        }
+    }
+
+    /// PROTOTYPE: whether the turn stops before `task` (taken off `local`; put back if so):
+    /// a wait that cannot go on parks the stream, and a borrowed turn stops at a job only
+    /// the home thread may run.
+    #[inline(never)]
+    fn park_or_home(
+        &self,
+        local: &mut Vec<J>,
+        done: &mut Finished<J::Remains>,
+        flow: &mut Flow,
+    ) -> bool {
+        let Some(task) = local.last() else {
+            return false;
+        };
+        let stop = if !task.portable() {
+            // Only reached on a borrowed turn.
+            Some(false)
+        } else if !task.parkable() || task.can_go_on() {
+            if !task.parkable() && flow.borrowed && !task.can_go_on() {
+                Some(false)
+            } else {
+                None
+            }
+        } else if flow.no_park && !flow.borrowed {
+            flow.no_park = false;
+            None
+        } else {
+            let mut ready = false;
+            // A runner has other streams to run: no watching (a `PAUSE` is 28 ns here).
+            let watch = if flow.borrowed { 0 } else { 8 };
+            for _ in 0..watch {
+                std::hint::spin_loop();
+                if task.can_go_on() {
+                    ready = true;
+                    break;
+                }
+            }
+            if ready || self.control.stopping() {
+                None
+            } else if task.may_park_now() {
+                Some(true)
+            } else if flow.borrowed {
+                Some(false)
+            } else {
+                None
+            }
+        };
+        match stop {
+            None => false,
+            Some(park) => {
+                self.flush(done);
+                if park {
+                    let (f, p) = task.park_probe();
+                    self.probe_fn.store(f as *mut (), Ordering::SeqCst);
+                    self.probe_data.store(p.cast_mut(), Ordering::SeqCst);
+                    flow.parked = true;
+                } else {
+                    flow.home_needed = true;
+                }
+                true
+            }
+        }
+    }
+
+    /// PROTOTYPE: whether the parked stream can go on (its wait's record is there, or it is
+    /// cancelled or being destroyed).
+    pub(super) fn parked_can_go_on(&self) -> bool {
+        if self.control.stopping() || self.state.load(Ordering::SeqCst) != OPEN {
+            return true;
+        }
+        let f = self.probe_fn.load(Ordering::SeqCst);
+        let p = self.probe_data.load(Ordering::SeqCst);
+        if f.is_null() {
+            return true;
+        }
+        // SAFETY: stored from a `fn(*const ()) -> bool` in `park_or_home`; the probe's data
+        // lives while the parked wait is queued (it is, while the stream is parked).
+        let f: fn(*const ()) -> bool = unsafe { std::mem::transmute(f) };
+        f(p)
+    }
+
+    /// PROTOTYPE: a runner runs the stream's turn (state `BORROWED`, set by the runner).
+    pub(super) fn run_borrowed(self: &Arc<Self>) {
+        let mut turn = lock(&self.turn);
+        loop {
+            let Turn {
+                local,
+                done,
+                ctx,
+                flow,
+                ..
+            } = &mut *turn;
+            flow.borrowed = true;
+            if !local.is_empty() {
+                self.run_local(local, ctx, done, flow);
+                if flow.parked {
+                    flow.parked = false;
+                    flow.borrowed = false;
+                    self.run.store(PARKED, Ordering::SeqCst);
+                    drop(turn);
+                    super::runner::push(Arc::clone(self) as Arc<dyn super::runner::Borrow>);
+                    return;
+                }
+                if flow.home_needed {
+                    flow.home_needed = false;
+                    flow.borrowed = false;
+                    drop(turn);
+                    self.run.store(HOME, Ordering::SeqCst);
+                    super::runner::stat(8);
+                    self.control.unpark_worker();
+                    return;
+                }
+                continue;
+            }
+            let (next, popped) = self.next(local);
+            match next {
+                Next::Run => done.taken = popped,
+                Next::Empty => {
+                    self.flush(done);
+                    if self.ring.prepare_sleep(popped) {
+                        flow.borrowed = false;
+                        drop(turn);
+                        self.run.store(HOME, Ordering::SeqCst);
+                        // An enqueue may have woken the home thread before it was home.
+                        fence(Ordering::SeqCst);
+                        if !self.ring.is_sleeping() {
+                            super::runner::stat(10);
+                            self.control.unpark_worker();
+                        }
+                        return;
+                    }
+                }
+                Next::Exit => {
+                    flow.borrowed = false;
+                    drop(turn);
+                    self.run.store(HOME, Ordering::SeqCst);
+                    super::runner::stat(9);
+                    self.control.unpark_worker();
+                    return;
+                }
             }
         }
     }
@@ -587,10 +782,41 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         let mut turn = lock(&self.turn);
         loop {
             let Turn {
-                local, done, ctx, ..
+                local,
+                done,
+                ctx,
+                flow,
+                ..
             } = &mut *turn;
             if !local.is_empty() {
-                self.run_local(local, ctx, done);
+                self.run_local(local, ctx, done, flow);
+                if flow.parked {
+                    flow.parked = false;
+                    drop(turn);
+                    self.run.store(PARKED, Ordering::SeqCst);
+                    super::runner::park(Arc::clone(&self) as Arc<dyn super::runner::Borrow>);
+                    // Wait until the stream is ours again.
+                    loop {
+                        match self.run.load(Ordering::SeqCst) {
+                            HOME | HANDED => break,
+                            _ => {
+                                super::runner::stat(7);
+                                thread::park_timeout(Duration::from_millis(1))
+                            }
+                        }
+                    }
+                    turn = match self.turn.try_lock() {
+                        Ok(t) => t,
+                        Err(_) => {
+                            super::runner::stat(11);
+                            lock(&self.turn)
+                        }
+                    };
+                    if self.run.swap(HOME, Ordering::SeqCst) == HANDED {
+                        turn.flow.no_park = true;
+                    }
+                    self.ring.awake();
+                }
                 continue;
             }
             let (next, popped) = self.next(local);
