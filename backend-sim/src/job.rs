@@ -130,7 +130,11 @@ impl Job<SimError> for SimJob {
             SimJob::Wait { pin, .. } => {
                 // SAFETY: as in `prefetch`.
                 let r = &unsafe { pin.get() }.0;
+                // Park only when more stream workers want a CPU than the spin budget allows
+                // (or a runner already runs): else spinning as today is the faster hand-off.
                 r.slot().sync.waiters() == 0
+                    && (crate::stream::runner_active()
+                        || crate::shm::busy_now(r.file().busy()) > crate::spin::budget())
             }
             _ => false,
         }

@@ -92,6 +92,11 @@ mod job;
 mod keeper;
 mod queue;
 mod runner;
+
+/// PROTOTYPE: whether a runner runs (see `runner`).
+pub(crate) fn runner_active() -> bool {
+    runner::active()
+}
 mod sync_spin;
 mod worker;
 

@@ -65,6 +65,11 @@ static RUNNER: AtomicBool = AtomicBool::new(false);
 /// How long a runner with nothing runnable keeps looking before it gives up.
 const RUNNER_SPIN: Duration = Duration::from_micros(50);
 
+/// Whether a runner is running.
+pub(super) fn active() -> bool {
+    RUNNER.load(Ordering::Relaxed)
+}
+
 /// Puts a stream (state `PARKED`) on the list (a runner exists: the list is not empty only
 /// while one does, see `give_up`).
 pub(super) fn push(s: Arc<dyn Borrow>) {

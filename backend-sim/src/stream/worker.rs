@@ -432,7 +432,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 continue;
             }
             // PROTOTYPE: park a wait that cannot go on, or hand the stream home.
-            let task = if flow.borrowed || task.parkable() {
+            // Only a wait whose record is not there yet looks further (one load of the flag
+            // line the wait reads next anyway), and everything on a runner's turn.
+            let task = if flow.borrowed || (task.parkable() && !task.can_go_on()) {
                 local.push(task);
                 if self.park_or_home(local, done, flow) {
                     return;
