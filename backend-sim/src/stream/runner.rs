@@ -41,7 +41,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Borrow for Shared<E, J> {
 pub(super) static STATS: [std::sync::atomic::AtomicU64; 12] =
     [const { std::sync::atomic::AtomicU64::new(0) }; 12];
 pub(crate) fn stat(i: usize) {
-    if std::env::var_os("PROTO_STATS").is_none() {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var_os("PROTO_STATS").is_some()) {
         return;
     }
     STATS[i].fetch_add(1, Ordering::Relaxed);
