@@ -179,10 +179,29 @@ impl Sim {
             };
         }
         let (job, check) = args.take().expect("not taken on a miss");
+        self.enqueue_uncached(h, job, cached.then_some(epoch), note, check, claim)
+    }
+
+    /// [`enqueue_with`](Self::enqueue_with) past the thread's stream cache (not looked in, or
+    /// missed): under the stream table's read lock, the entry kept in the cache if `cache`
+    /// gives the stream epoch read before the lookup. Out of line: inlined, its handle
+    /// decoding and lock were set up ahead of the cache's hit path on every call (about 20
+    /// instructions a record, callgrind).
+    #[inline(never)]
+    fn enqueue_uncached(
+        &self,
+        h: RawStream,
+        job: SimJob,
+        cache: Option<u64>,
+        note: (Option<NotifyName>, &Cell<bool>),
+        check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
+        mut claim: impl FnMut(SimJob) -> SimJob,
+    ) -> Result<(), SimError> {
+        let noted = || note.0.filter(|_| !note.1.get()).map(NotifyName::target);
         let (s, job, graph) = {
             let t = read(&self.inner.streams);
             let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
-            if cached {
+            if let Some(epoch) = cache {
                 stream_cache::put(self.inner.serial, epoch, h.0, e);
             }
             match self.push_checked(e, h, job, check, &mut claim) {
