@@ -561,6 +561,9 @@ impl Drop for CntRef {
 /// handles.
 pub(crate) struct CntState {
     file: Mutex<Option<Arc<CntFile>>>,
+    /// By handle. Nothing else keeps a count notify by its handle's value (tasks hold the
+    /// `CntRef`), so a value that comes back after its slot's generation wrapped finds only
+    /// the count notify now in the slot.
     handles: RwLock<Slab<CntEntry>>,
 }
 
