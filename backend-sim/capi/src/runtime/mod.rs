@@ -135,19 +135,10 @@ impl Runtime {
         let pid = backend.bare_tgid();
         let notifies = backend.notify_stamp();
         let soc = backend.soc();
-        let features = [
-            Feature::Notify,
-            Feature::Ipc,
-            Feature::BatchReset,
-            Feature::InterServer,
-            Feature::DeviceOnly,
-            Feature::CntNotify,
-            Feature::Event,
-            Feature::IpcEvent,
-        ]
-        .into_iter()
-        .filter(|&f| soc.has(f))
-        .fold(0, |bits, f| bits | feature_bit(f));
+        let features = Feature::ALL
+            .into_iter()
+            .filter(|&f| soc.has(f))
+            .fold(0, |bits, f| bits | feature_bit(f));
         Runtime {
             backend,
             epoch,
