@@ -593,16 +593,19 @@ impl Sim {
         // memory imported onto another device than its own takes no host-to-device or
         // device-to-host copy, and no ACL_MEMCPY_DEFAULT: on hardware such a copy fails, so
         // here it does too.
-        let cross = |x: &Side<'_>| matches!(x, Side::Device(r) if r.alloc.cross_device());
-        if (cross(&d) || cross(&s))
+        let cross = |x: &Side<'_>| match x {
+            Side::Device(r) if r.alloc.cross_device() => {
+                Some((r.addr, r.alloc.file.device(), r.alloc.used_on))
+            }
+            _ => None,
+        };
+        if let Some((side, what)) = cross(&d)
+            .map(|c| (c, "destination"))
+            .or_else(|| cross(&s).map(|c| (c, "source")))
             && (kind != MemcpyKind::DeviceToDevice
                 || matches!((&d, &s), (Side::Host(_), _) | (_, Side::Host(_))))
         {
-            return Err(if cross(&d) {
-                cross_device_refused(&d, "destination")
-            } else {
-                cross_device_refused(&s, "source")
-            });
+            return Err(cross_device_refused(side, what));
         }
         Ok((d, s))
     }
@@ -840,20 +843,16 @@ impl Sim {
 
 /// 107000 for a copy side in memory imported onto another device than its own, in a copy
 /// that is not an explicit device-to-device one between two device sides.
+/// `side`: its address, the device the memory is on and the one it was imported onto.
 #[cold]
-fn cross_device_refused(side: &Side<'_>, what: &str) -> SimError {
-    let Side::Device(r) = side else {
-        return SimError::new(Error::DrvInternalError, "a host side imported");
-    };
+fn cross_device_refused((addr, device, used_on): (usize, u32, u32), what: &str) -> SimError {
     SimError::new(
         Error::ParamInvalid,
         format!(
             "the {what} {:#x} is IPC memory of device {} imported onto device {}: CANN copies \
              such memory only device to device with an explicit kind (no ACL_MEMCPY_DEFAULT, no \
              copy to or from the host)",
-            r.addr,
-            r.alloc.file.device(),
-            r.alloc.used_on
+            addr, device, used_on
         ),
     )
 }
