@@ -405,9 +405,10 @@ impl Sim {
 
     /// The allocation of this process (its own or an import) that covers `addr`, and its
     /// device address: from this thread's cache of recent ones ([`recent`]), else from the
-    /// table (and then cached).
+    /// table (and then cached); or that `addr` is host memory, or a device address in no
+    /// allocation.
     #[inline(always)]
-    fn alloc_at(&self, addr: usize) -> Option<(usize, AllocRef<'_>)> {
+    fn alloc_at(&self, addr: usize) -> At<'_> {
         // Read before the lookup: a removal after it makes the entry stale (`recent`).
         let tag = Tag {
             sim: self.inner.serial,
@@ -416,12 +417,15 @@ impl Sim {
         let r = match recent::find(tag, addr) {
             Some(r) => r,
             // A host address (a copy's host side) needs no look in the table.
-            None if !self.mem().may_be_device(addr) => return None,
-            None => self.alloc_in_table(tag, addr)?,
+            None if !self.mem().may_be_device(addr) => return At::Host,
+            None => match self.alloc_in_table(tag, addr) {
+                Some(r) => r,
+                None => return At::Unallocated,
+            },
         };
         // SAFETY: `r` was made from this `Sim`'s table (its serial is in the tag), and `self`
         // is borrowed for the lifetime handed out.
-        Some((r.base, unsafe { r.view() }))
+        At::Alloc(r.base, unsafe { r.view() })
     }
 
     /// [`alloc_at`](Self::alloc_at) from the table, kept in this thread's cache under `tag`.
@@ -449,11 +453,10 @@ impl Sim {
         len: usize,
         what: &str,
     ) -> Result<Option<RangeRef<'_>>, SimError> {
-        let Some((base, a)) = self.alloc_at(addr) else {
-            if !self.mem().may_be_device(addr) {
-                return Ok(None);
-            }
-            return self.not_allocated(addr, len, what);
+        let (base, a) = match self.alloc_at(addr) {
+            At::Alloc(base, a) => (base, a),
+            At::Host => return Ok(None),
+            At::Unallocated => return self.not_allocated(addr, len, what),
         };
         let offset = addr - base;
         if len as u64 > a.size - offset as u64 {
@@ -839,6 +842,17 @@ impl Sim {
         unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(ptr), layout) };
         Ok(())
     }
+}
+
+/// What [`Sim::alloc_at`] found at an address.
+enum At<'s> {
+    /// The allocation covering it, and the allocation's device address.
+    Alloc(usize, AllocRef<'s>),
+    /// In no device-memory file's reservation: host memory.
+    Host,
+    /// Maybe a device address (in a file's reservation, or not told without a lock), but in
+    /// no allocation.
+    Unallocated,
 }
 
 /// 107000 for a copy side in memory imported onto another device than its own, in a copy
