@@ -529,6 +529,22 @@ fn a_full_queue_behind_a_host_function_names_it() {
         .unwrap();
 }
 
+/// Waits (up to 10 s) until `file`'s busy count and this process's part of it are both
+/// `want`, then asserts they are.
+fn settle_busy(file: &shm::ShmFile, want: u32, what: &str) {
+    let counts = || {
+        (
+            file.busy().load(SeqCst),
+            file.own_busy().unwrap().load(SeqCst),
+        )
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while counts() != (want, want) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(counts(), (want, want), "{what}");
+}
+
 /// The count of busy stream workers ([`crate::spin`]): a worker waiting on a notify is out of
 /// it while it sleeps, back in once a record wakes it, and out again when its queue runs dry;
 /// a host thread woken from a wait leaves the count as it found it; reclaiming a dead
@@ -537,19 +553,7 @@ fn a_full_queue_behind_a_host_function_names_it() {
 fn the_busy_count_follows_stream_workers() {
     let (sim, _ns) = open("busy", Soc::Ascend910B);
     let file = &sim.inner.file;
-    let counts = || {
-        (
-            file.busy().load(SeqCst),
-            file.own_busy().unwrap().load(SeqCst),
-        )
-    };
-    let settle = |want: u32, what: &str| {
-        let end = Instant::now() + Duration::from_secs(10);
-        while counts() != (want, want) && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(counts(), (want, want), "{what}");
-    };
+    let settle = |want: u32, what: &str| settle_busy(file, want, what);
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
     let other = sim.create_stream(0).unwrap();
@@ -651,19 +655,7 @@ fn a_worker_asleep_in_other_waits_is_not_counted_busy() {
     };
     let (sim, _ns) = open("busyother", Soc::Ascend950PR);
     let file = &sim.inner.file;
-    let counts = || {
-        (
-            file.busy().load(SeqCst),
-            file.own_busy().unwrap().load(SeqCst),
-        )
-    };
-    let settle = |want: u32, what: &str| {
-        let end = Instant::now() + Duration::from_secs(10);
-        while counts() != (want, want) && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(counts(), (want, want), "{what}");
-    };
+    let settle = |want: u32, what: &str| settle_busy(file, want, what);
     static GATE: AtomicU32 = AtomicU32::new(1);
     static TAIL: AtomicU32 = AtomicU32::new(1);
     unsafe extern "C" fn hold(arg: *mut std::ffi::c_void) {
