@@ -458,6 +458,20 @@ unsafe impl Send for Map {}
 // SAFETY: as above.
 unsafe impl Sync for Map {}
 
+/// What failed when mapping `len` bytes failed with `e`: a mapping refused for its size
+/// (valgrind manages a limited address space, `ulimit -v` limits it too, and each device's
+/// memory file is 32 GiB by default) says which setting maps less.
+pub(crate) fn mapping_failed(len: usize, e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOMEM | libc::EINVAL) if len >= 1 << 30 => format!(
+            "mmap of {len} bytes (the address space may be limited, e.g. under valgrind or \
+             `ulimit -v`; a smaller {} maps less)",
+            crate::config::ENV_DEVICE_MEMORY
+        ),
+        _ => "mmap".into(),
+    }
+}
+
 impl Map {
     fn new(fd: &Fd, len: usize, writable: bool, path: &Path, kind: Kind) -> Result<Map, SimError> {
         let prot = if writable {
@@ -469,7 +483,8 @@ impl Map {
         // hint, so no existing mapping is affected.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.0, 0) };
         if p == libc::MAP_FAILED {
-            return Err(kind.os_err(path, "mmap", std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            return Err(kind.os_err(path, &mapping_failed(len, &e), e));
         }
         Ok(Map {
             base: p.cast(),

@@ -328,11 +328,9 @@ impl MemFile {
             )
         };
         if reserve == libc::MAP_FAILED {
-            return Err(KIND.os_err(
-                path,
-                "reserving device addresses",
-                std::io::Error::last_os_error(),
-            ));
+            let e = std::io::Error::last_os_error();
+            let what = crate::mapfile::mapping_failed(capacity as usize, &e);
+            return Err(KIND.os_err(path, &format!("reserving device addresses: {what}"), e));
         }
         Ok(Some(MemFile {
             path: path.to_owned(),
