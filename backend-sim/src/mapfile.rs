@@ -458,19 +458,20 @@ unsafe impl Send for Map {}
 // SAFETY: as above.
 unsafe impl Sync for Map {}
 
-/// What failed when mapping `len` bytes failed with `e`: a mapping refused for its size
-/// (valgrind manages a limited address space, `ulimit -v` limits it too, and each device's
-/// memory file is 32 GiB by default) says which setting maps less.
+/// What failed when mapping `len` bytes failed with `e`: a large mapping refused with ENOMEM
+/// or EINVAL says the address space may be limited (valgrind manages a limited one, `ulimit
+/// -v` limits it), with [`LIMITED`] in the text for a caller that names its size setting.
 pub(crate) fn mapping_failed(len: usize, e: &std::io::Error) -> String {
     match e.raw_os_error() {
-        Some(libc::ENOMEM | libc::EINVAL) if len >= 1 << 30 => format!(
-            "mmap of {len} bytes (the address space may be limited, e.g. under valgrind or \
-             `ulimit -v`; a smaller {} maps less)",
-            crate::config::ENV_DEVICE_MEMORY
-        ),
+        Some(libc::ENOMEM | libc::EINVAL) if len >= 1 << 30 => {
+            format!("mmap of {len} bytes ({LIMITED}, e.g. under valgrind or `ulimit -v`)")
+        }
         _ => "mmap".into(),
     }
 }
+
+/// In the message of [`mapping_failed`] for a mapping refused for its size.
+pub(crate) const LIMITED: &str = "the address space may be limited";
 
 impl Map {
     fn new(fd: &Fd, len: usize, writable: bool, path: &Path, kind: Kind) -> Result<Map, SimError> {
