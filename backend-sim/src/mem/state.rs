@@ -103,7 +103,9 @@ pub(crate) struct MemState {
     /// allocation from here for as long as the `Sim` is borrowed, even after the allocation
     /// is gone.
     pub(super) files: Mutex<HashMap<(u32, u32), Arc<MemFile>>>,
-    /// By device address. Entries are removed only by [`remove_if`](Self::remove_if),
+    /// By device address (an address, like a handle, comes back: a new allocation at a freed
+    /// one's address; each entry also names its slot's incarnation, `id` and `generation`,
+    /// which every use checks). Entries are removed only by [`remove_if`](Self::remove_if),
     /// [`remove`](Self::remove) and [`clear`](Self::clear), which bump
     /// [`epoch`](Self::epoch).
     pub(super) allocs: RwLock<BTreeMap<usize, Alloc>>,
