@@ -468,6 +468,21 @@ unsafe impl Send for Map {}
 // SAFETY: as above.
 unsafe impl Sync for Map {}
 
+/// What failed when mapping `len` bytes failed with `e`: a large mapping refused with ENOMEM
+/// or EINVAL says the address space may be limited (valgrind manages a limited one, `ulimit
+/// -v` limits it), with [`LIMITED`] in the text for a caller that names its size setting.
+pub(crate) fn mapping_failed(len: usize, e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOMEM | libc::EINVAL) if len >= 1 << 30 => {
+            format!("mmap of {len} bytes ({LIMITED}, e.g. under valgrind or `ulimit -v`)")
+        }
+        _ => "mmap".into(),
+    }
+}
+
+/// In the message of [`mapping_failed`] for a mapping refused for its size.
+pub(crate) const LIMITED: &str = "the address space may be limited";
+
 impl Map {
     fn new(fd: &Fd, len: usize, writable: bool, path: &Path, kind: Kind) -> Result<Map, SimError> {
         let prot = if writable {
@@ -479,7 +494,8 @@ impl Map {
         // hint, so no existing mapping is affected.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.0, 0) };
         if p == libc::MAP_FAILED {
-            return Err(kind.os_err(path, "mmap", std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            return Err(kind.os_err(path, &mapping_failed(len, &e), e));
         }
         Ok(Map {
             base: p.cast(),

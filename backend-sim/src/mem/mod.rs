@@ -640,10 +640,12 @@ impl Sim {
         })
     }
 
-    /// `aclrtMemset`: sets `count` bytes at device pointer `dst` (`count <= max`) to `value`.
+    /// `aclrtMemset`: sets `count` bytes at `dst` (`count <= max`) to `value`: device memory,
+    /// or host memory of [`malloc_host`](Self::malloc_host) (CANN tells them apart by the
+    /// address).
     ///
-    /// Errors: 107000 count > max, `dst` not a device range of this process's live
-    /// allocations.
+    /// Errors: 107000 count > max, `dst` neither a device range of this process's live
+    /// allocations nor within one `aclrtMallocHost` allocation.
     pub fn memset(&self, dst: usize, max: usize, value: u8, count: usize) -> Result<(), SimError> {
         self.mem_checked(|| {
             if count == 0 {
@@ -652,21 +654,56 @@ impl Sim {
             if let Some(r) = self.remote_memset(dst, max, value, count, None) {
                 return r;
             }
-            let r = self.set_range(dst, max, count)?;
-            // SAFETY: a checked range of a mapped allocation.
+            let r = self.set_side(dst, max, count)?;
+            // SAFETY: a checked range of a mapped allocation, or of an `aclrtMallocHost`
+            // allocation of this process (its table's lock is not held: freeing host memory
+            // while setting it is the caller's race, as with `memset`).
             unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
             Ok(())
         })
     }
 
-    fn set_range(&self, dst: usize, max: usize, count: usize) -> Result<RangeRef<'_>, SimError> {
+    /// What an `aclrtMemset[Async]` of `count` bytes at `dst` sets. CANN tells host from
+    /// device memory by the address, and takes host memory of `aclrtMallocHost` (other host
+    /// memory is undefined behaviour there; here it is refused): hicann/runtime
+    /// `docs/zh/api_ref/11-03_memory_copy_and_set.md`, aclrtMemset and aclrtMemsetAsync.
+    fn set_side(&self, dst: usize, max: usize, count: usize) -> Result<Side<'_>, SimError> {
         within(count, max, "maxCount")?;
-        self.range_ref(dst, count, "range")?.ok_or_else(|| {
-            SimError::new(
+        if let Some(r) = self.range_ref(dst, count, "range")? {
+            return Ok(Side::Device(r));
+        }
+        self.host_range(dst, count)?;
+        Ok(Side::Host(dst))
+    }
+
+    /// `Ok` when `[addr, addr + len)` lies within one `aclrtMallocHost` allocation of this
+    /// process; 107000 naming it when the range leaves it, or when none holds `addr`.
+    fn host_range(&self, addr: usize, len: usize) -> Result<(), SimError> {
+        let host = lock(&self.mem().host);
+        let Some((&base, &size)) = host
+            .iter()
+            .find(|&(&base, &size)| addr >= base && addr - base < size)
+        else {
+            return Err(SimError::new(
                 Error::ParamInvalid,
-                format!("{dst:#x} is not a device address of this process (host memory?)"),
-            )
-        })
+                format!(
+                    "{addr:#x} is neither a device address of this process nor memory of \
+                     aclrtMallocHost (freed already, or from elsewhere)"
+                ),
+            ));
+        };
+        let room = size - (addr - base);
+        if len > room {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "the range [{addr:#x}, +{len}) leaves host allocation {base:#x} ({size} \
+                     bytes of aclrtMallocHost) by {} bytes",
+                    len - room
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// `aclrtMemcpyAsync`: [`memcpy`](Self::memcpy) queued on `stream`, after the tasks before
@@ -748,7 +785,7 @@ impl Sim {
             if let Some(r) = self.remote_memset(dst, max, value, count, Some(stream)) {
                 return r;
             }
-            let r = Side::Device(self.set_range(dst, max, count)?);
+            let r = self.set_side(dst, max, count)?;
             let file = queued::file_of(&r);
             let q = QueuedSide::new(&r);
             let cpu = crate::placement::current_cpu();

@@ -113,7 +113,7 @@ pub use job::{Job, Task};
 pub use keeper::Keeper;
 
 use cancel::Control;
-use worker::{Shared, WorkerCounters};
+use worker::{Shared, Turn, WorkerCounters};
 
 /// Default queue capacity: how many tasks may wait before `enqueue` waits for room.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -331,6 +331,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
+            turn: Mutex::new(Turn::new(Arc::clone(&control))),
             room: Mutex::new(()),
             not_full: Condvar::new(),
             blocked: AtomicUsize::new(0),
