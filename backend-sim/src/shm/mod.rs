@@ -62,7 +62,7 @@ use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
-pub(crate) use busy::{busy_now, count_worker, uncount_worker};
+pub(crate) use busy::{blocked, busy_now, count_worker, uncount_worker};
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, validate_header};
 pub(crate) use layout::{Header, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
