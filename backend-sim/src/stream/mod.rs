@@ -526,7 +526,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// only while the queue exists, and a queued task is dropped before the kept values
     /// are). Kept values are never let go before the stream's end; a value kept already (the
     /// same allocation) is not kept twice, and is found without a lock if it is among the
-    /// first [`KEPT_FAST`](worker::KEPT_FAST) (16) kept.
+    /// first 16 kept (`KEPT_FAST`).
     pub fn keep_alive<T: std::any::Any + Send + Sync>(&self, value: &Arc<T>) {
         if self.keeps(&**value) {
             return;
