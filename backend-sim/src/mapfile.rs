@@ -77,24 +77,47 @@ fn kind_of(rest: &str) -> Option<&str> {
     (!kind.is_empty() && ok).then_some(kind)
 }
 
-/// Every namespace with at least one file under [`SHM_DIR`] named the way [`file_path`]
-/// names them (whatever its kind), sorted, each once.
-pub(crate) fn namespaces() -> Result<Vec<String>, SimError> {
+/// A file under [`SHM_DIR`] named the way [`file_path`] names them.
+pub(crate) struct SimFile {
+    pub(crate) path: PathBuf,
+    /// What comes before the name's last dot (a namespace may have dots of its own).
+    pub(crate) namespace: String,
+    pub(crate) kind: String,
+    /// The digits after the kind: a server, or `<server>d<device>`.
+    pub(crate) number: String,
+}
+
+/// Every file under [`SHM_DIR`] named the way [`file_path`] names them, of every namespace
+/// and kind: the one listing that [`namespaces`], [`remove_files`] and the inspector's
+/// namespace list read.
+pub(crate) fn sim_files() -> Result<Vec<SimFile>, SimError> {
     let dir = std::fs::read_dir(SHM_DIR).map_err(|e| {
         SimError::new(
             Error::DrvInternalError,
             format!("cannot list {SHM_DIR}: {e}"),
         )
     })?;
-    let mut v: Vec<String> = dir
+    Ok(dir
         .flatten()
         .filter_map(|ent| {
             let name = ent.file_name();
             let rest = name.to_str()?.strip_prefix(FILE_PREFIX)?;
             let (ns, tail) = rest.rsplit_once('.')?;
-            (!ns.is_empty() && kind_of(tail).is_some()).then(|| ns.to_owned())
+            let kind = kind_of(tail).filter(|_| !ns.is_empty())?;
+            Some(SimFile {
+                path: ent.path(),
+                namespace: ns.to_owned(),
+                kind: kind.to_owned(),
+                number: tail[kind.len()..].to_owned(),
+            })
         })
-        .collect();
+        .collect())
+}
+
+/// Every namespace with at least one file under [`SHM_DIR`] named the way [`file_path`]
+/// names them (whatever its kind), sorted, each once.
+pub(crate) fn namespaces() -> Result<Vec<String>, SimError> {
+    let mut v: Vec<String> = sim_files()?.into_iter().map(|f| f.namespace).collect();
     v.sort();
     v.dedup();
     Ok(v)
@@ -103,31 +126,18 @@ pub(crate) fn namespaces() -> Result<Vec<String>, SimError> {
 /// Deletes `namespace`'s files of kind `kind`, or of every kind (`None`: whatever kinds there
 /// are, as [`file_path`] names them); returns how many were removed.
 pub(crate) fn remove_files(namespace: &str, kind: Option<&str>) -> Result<usize, SimError> {
-    let prefix = format!("{FILE_PREFIX}{namespace}.");
-    let dir = std::fs::read_dir(SHM_DIR).map_err(|e| {
-        SimError::new(
-            Error::DrvInternalError,
-            format!("cannot list {SHM_DIR}: {e}"),
-        )
-    })?;
     let mut n = 0;
-    for ent in dir.flatten() {
-        let name = ent.file_name();
-        let Some(rest) = name.to_str().and_then(|s| s.strip_prefix(&prefix)) else {
+    for f in sim_files()? {
+        if f.namespace != namespace || kind.is_some_and(|want| f.kind != want) {
             continue;
-        };
-        match (kind_of(rest), kind) {
-            (Some(k), Some(want)) if k == want => {}
-            (Some(_), None) => {}
-            _ => continue,
         }
-        match std::fs::remove_file(ent.path()) {
+        match std::fs::remove_file(&f.path) {
             Ok(()) => n += 1,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => {
                 return Err(SimError::new(
                     Error::DrvInternalError,
-                    format!("cannot remove {}: {e}", ent.path().display()),
+                    format!("cannot remove {}: {e}", f.path.display()),
                 ));
             }
         }
@@ -458,6 +468,21 @@ unsafe impl Send for Map {}
 // SAFETY: as above.
 unsafe impl Sync for Map {}
 
+/// What failed when mapping `len` bytes failed with `e`: a large mapping refused with ENOMEM
+/// or EINVAL says the address space may be limited (valgrind manages a limited one, `ulimit
+/// -v` limits it), with [`LIMITED`] in the text for a caller that names its size setting.
+pub(crate) fn mapping_failed(len: usize, e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOMEM | libc::EINVAL) if len >= 1 << 30 => {
+            format!("mmap of {len} bytes ({LIMITED}, e.g. under valgrind or `ulimit -v`)")
+        }
+        _ => "mmap".into(),
+    }
+}
+
+/// In the message of [`mapping_failed`] for a mapping refused for its size.
+pub(crate) const LIMITED: &str = "the address space may be limited";
+
 impl Map {
     fn new(fd: &Fd, len: usize, writable: bool, path: &Path, kind: Kind) -> Result<Map, SimError> {
         let prot = if writable {
@@ -469,7 +494,8 @@ impl Map {
         // hint, so no existing mapping is affected.
         let p = unsafe { libc::mmap(std::ptr::null_mut(), len, prot, libc::MAP_SHARED, fd.0, 0) };
         if p == libc::MAP_FAILED {
-            return Err(kind.os_err(path, "mmap", std::io::Error::last_os_error()));
+            let e = std::io::Error::last_os_error();
+            return Err(kind.os_err(path, &mapping_failed(len, &e), e));
         }
         Ok(Map {
             base: p.cast(),
@@ -493,6 +519,20 @@ impl Map {
         // the mapping is page aligned); `T: Shared` is atomics only, so any bit pattern is
         // valid and shared access is sound; a read-only mapping is only read through atomics'
         // loads by callers that opened it so.
+        unsafe { &*self.base.add(off).cast::<T>() }
+    }
+
+    /// [`at`](Self::at) for a span [`at`](Self::at) has checked already: no check (two
+    /// compares, a mask and the mapping's length loaded on every call of a hot accessor).
+    ///
+    /// # Safety
+    ///
+    /// `self.at::<T>(off)` has returned (not panicked) before, on this same mapping: a
+    /// mapping's start and length never change, so the span still fits and is aligned.
+    #[inline(always)]
+    pub(crate) unsafe fn at_checked_before<T: Shared>(&self, off: usize) -> &T {
+        // SAFETY: as in `at`; the span was checked by an earlier `at` on this mapping (the
+        // caller's contract), and neither `base` nor `len` changes.
         unsafe { &*self.base.add(off).cast::<T>() }
     }
 

@@ -50,6 +50,13 @@ pub(crate) struct Inner {
     pub(crate) file: Arc<ShmFile>,
     /// Other servers' files, opened by cross-server imports.
     pub(crate) remote: Mutex<HashMap<u32, Arc<ShmFile>>>,
+    /// The handle tables. A handle's value comes back once its slot's 20-bit generation
+    /// wrapped (2²⁰ destroys of the slot), and then names the new entry: what is kept *by
+    /// handle value* elsewhere must not be found again through it. The notify entries' pins,
+    /// by stream handle, are skipped once their stream is unlisted (`PinOwner::is_current`);
+    /// the per-thread stream and pin caches miss after any removal (their epochs, see
+    /// `tagged_cache`); `defaults` holds live default streams only (a device's is replaced
+    /// when it goes, `lookup`); tasks hold what they use by reference, not by handle.
     pub(crate) notifies: RwLock<Slab<NotifyEntry>>,
     pub(crate) streams: RwLock<Slab<StreamEntry>>,
     pub(crate) defaults: Mutex<Vec<Option<u64>>>,

@@ -9,7 +9,10 @@
 //! epoch after the removal, before the removed thing is destroyed. So an entry made before a
 //! removal never hits after it; the call then takes the table's lock and answers as the
 //! table says. A `Sim`'s serial is never reused within the process, so an entry of a `Sim`
-//! that is gone never hits either.
+//! that is gone never hits either. That also makes the caches keyed by handle value safe
+//! when a value comes back (a handle slot's 20-bit generation wraps after 2²⁰ destroys, and
+//! the value then names a new stream or notify): the old object's removal bumped the epoch,
+//! so its entry cannot be found through the new one's handle.
 //!
 //! Used by [`crate::mem::recent`] (the allocations a thread copied from or to: one set of 4
 //! ways), [`crate::stream_cache`] (the streams a thread queued on: 8 sets of one way, its

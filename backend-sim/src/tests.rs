@@ -529,6 +529,22 @@ fn a_full_queue_behind_a_host_function_names_it() {
         .unwrap();
 }
 
+/// Waits (up to 10 s) until `file`'s busy count and this process's part of it are both
+/// `want`, then asserts they are.
+fn settle_busy(file: &shm::ShmFile, want: u32, what: &str) {
+    let counts = || {
+        (
+            file.busy().load(SeqCst),
+            file.own_busy().unwrap().load(SeqCst),
+        )
+    };
+    let end = Instant::now() + Duration::from_secs(10);
+    while counts() != (want, want) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(counts(), (want, want), "{what}");
+}
+
 /// The count of busy stream workers ([`crate::spin`]): a worker waiting on a notify is out of
 /// it while it sleeps, back in once a record wakes it, and out again when its queue runs dry;
 /// a host thread woken from a wait leaves the count as it found it; reclaiming a dead
@@ -537,19 +553,7 @@ fn a_full_queue_behind_a_host_function_names_it() {
 fn the_busy_count_follows_stream_workers() {
     let (sim, _ns) = open("busy", Soc::Ascend910B);
     let file = &sim.inner.file;
-    let counts = || {
-        (
-            file.busy().load(SeqCst),
-            file.own_busy().unwrap().load(SeqCst),
-        )
-    };
-    let settle = |want: u32, what: &str| {
-        let end = Instant::now() + Duration::from_secs(10);
-        while counts() != (want, want) && Instant::now() < end {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        assert_eq!(counts(), (want, want), "{what}");
-    };
+    let settle = |want: u32, what: &str| settle_busy(file, want, what);
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
     let other = sim.create_stream(0).unwrap();
@@ -598,6 +602,137 @@ fn the_busy_count_follows_stream_workers() {
     assert_eq!(file.busy().load(SeqCst), 2);
     assert_eq!(file.proc_entry(dead).unwrap().busy.load(SeqCst), 0);
     file.busy().store(0, SeqCst);
+}
+
+/// What a process killed between a wake-up and the woken thread's run leaves in the busy
+/// count, where its entry does not hold it, goes when its entry is reclaimed: a dead process
+/// whose entry holds 1 (a worker counted) while the header holds 2 for it (that worker, and
+/// one a record woke that never ran). A count below the entries' sum is left as it is (a
+/// place about to be counted, see `shm::busy`).
+#[test]
+fn a_dead_process_s_uncounted_wake_up_leaves_the_busy_count_with_its_entry() {
+    let (sim, _ns) = open("busydead", Soc::Ascend910B);
+    let file = &sim.inner.file;
+    assert_eq!(file.busy().load(SeqCst), 0, "no stream, no busy worker");
+    let dead_entry = |part: u32| {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id();
+        c.wait().unwrap();
+        let j = (0..table::MAX_PROCS)
+            .find(|&i| file.proc_entry(i).unwrap().word.load(SeqCst) == 0)
+            .unwrap();
+        let e = file.proc_entry(j).unwrap();
+        e.start_time.store(1, SeqCst);
+        e.busy.store(part, SeqCst);
+        e.word
+            .store((u64::from(shm::P_ALIVE) << 32) | u64::from(dead), SeqCst);
+        e
+    };
+    let e = dead_entry(1);
+    file.busy().fetch_add(2, SeqCst);
+    assert_eq!(sim.gc().unwrap().processes, 1);
+    assert_eq!(e.word.load(SeqCst), 0, "its entry freed");
+    assert_eq!(file.busy().load(SeqCst), 0, "the count back");
+    // Below the sum: a woken thread that gave its place back before its waker counted it.
+    file.busy().store(u32::MAX, SeqCst);
+    dead_entry(0);
+    assert_eq!(sim.gc().unwrap().processes, 1);
+    assert_eq!(
+        file.busy().load(SeqCst),
+        u32::MAX,
+        "a count below the sum stays"
+    );
+    file.busy().store(0, SeqCst);
+}
+
+/// A stream worker counted busy is out of the count while it sleeps in a count-notify wait,
+/// a wait on an event or on an IPC event (their wakers count nobody), and back in once it
+/// runs again.
+#[test]
+fn a_worker_asleep_in_other_waits_is_not_counted_busy() {
+    use acl_notify_core::{
+        CntNotifyOps, CntRecord, CntWait, CntWaitMode, EventFlags, EventOps, EventSpec,
+    };
+    let (sim, _ns) = open("busyother", Soc::Ascend950PR);
+    let file = &sim.inner.file;
+    let settle = |want: u32, what: &str| settle_busy(file, want, what);
+    static GATE: AtomicU32 = AtomicU32::new(1);
+    static TAIL: AtomicU32 = AtomicU32::new(1);
+    unsafe extern "C" fn hold(arg: *mut std::ffi::c_void) {
+        // SAFETY: `arg` is `&GATE` or `&TAIL`, statics.
+        let flag = unsafe { &*arg.cast::<AtomicU32>() };
+        let end = Instant::now() + Duration::from_secs(20);
+        while flag.load(Ordering::SeqCst) == 1 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    let held = |flag: &'static AtomicU32| {
+        flag.store(1, SeqCst);
+        // SAFETY: `hold` reads the static its argument points to and does not unwind.
+        unsafe { HostCall::new(hold, std::ptr::from_ref(flag).cast_mut().cast()) }
+    };
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let other = sim.create_stream(0).unwrap();
+    let third = sim.create_stream(0).unwrap();
+    let c = sim.cnt_create(0).unwrap();
+    let spec = |f: EventFlags| EventSpec::ex_with_flag(f.bits(), Soc::Ascend950PR).unwrap();
+    let ev = sim.event_create(0, spec(EventFlags::SYNC)).unwrap();
+    let ipc = sim.event_create(0, spec(EventFlags::IPC)).unwrap();
+    type Step<'a> = Box<dyn Fn(RawStream) + 'a>;
+    let cases: [(&str, Step<'_>, Step<'_>); 3] = [
+        (
+            "a count-notify wait",
+            Box::new(|s| {
+                sim.cnt_wait(c, s, CntWait::new(CntWaitMode::BiggerOrEqual, 1).clearing())
+                    .unwrap()
+            }),
+            Box::new(|o| sim.cnt_record(c, o, CntRecord::add(1)).unwrap()),
+        ),
+        (
+            "an event wait",
+            Box::new(|s| sim.stream_wait_event(s, ev, Timeout::Forever).unwrap()),
+            Box::new(|_| {}),
+        ),
+        (
+            "an IPC event wait",
+            Box::new(|s| sim.stream_wait_event(s, ipc, Timeout::Forever).unwrap()),
+            Box::new(|_| {}),
+        ),
+    ];
+    for (what, wait, release) in &cases {
+        // `other`: held, then the records (an event's record is taken by the wait when it
+        // is queued, so it is queued first).
+        sim.launch_host_func(other, held(&GATE)).unwrap();
+        sim.event_record(ev, other).unwrap();
+        sim.event_record(ipc, other).unwrap();
+        // `s`: a notify wait that sleeps (the worker is counted from it on), the wait under
+        // test, a host function.
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        wait(s);
+        sim.launch_host_func(s, held(&TAIL)).unwrap();
+        while sim.notify(n).unwrap().r.slot().sync.waiters() == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        release(other);
+        sim.record(n, third).unwrap();
+        // The worker took the record (it has run since: counted) and goes on to the wait
+        // under test.
+        let view = sim.notify(n).unwrap();
+        let sync = &view.r.slot().sync;
+        while sync.waiters() != 0 || sync.is_set() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        settle(0, &format!("a worker asleep in {what} counts"));
+        GATE.store(0, SeqCst);
+        settle(1, &format!("a worker running after {what} does not count"));
+        TAIL.store(0, SeqCst);
+        for st in [s, other] {
+            sim.synchronize(st, SyncWait::AtMost(Duration::from_secs(20)))
+                .unwrap();
+        }
+        settle(0, "a parked worker counts");
+    }
 }
 
 /// A record's time stamp is read once per run of quick jobs: a wait that slept, or a

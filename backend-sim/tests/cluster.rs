@@ -31,6 +31,10 @@ const ANSWER: Duration = Duration::from_secs(30);
 /// Lease TTL (seconds) of the agents a test kills, stops or cuts off to see them die (a
 /// [`Host::mortal`]'s): short, so the fault tests see deaths quickly.
 const TTL: u32 = 2;
+/// How long a test waits for what a mortal agent held to go once it died: its lease expires
+/// within the TTL, and a renewal may have just restarted it; three TTLs and a margin for a
+/// loaded machine.
+const MORTAL_GONE: Duration = Duration::from_secs(TTL as u64 * 3 + 5);
 /// Lease TTL (seconds) of every other agent: longer than any scheduling hiccup of a loaded
 /// machine (or etcd's elections on it), so that no survivor dies, and comes back as a new
 /// life with its exports stale, by accident.
@@ -501,7 +505,7 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
     let t = Instant::now();
     poll_until(
         "the export withdrawn once the last holder's lease expired",
-        Duration::from_secs(u64::from(TTL) * 3 + 5),
+        MORTAL_GONE,
         || match late.ask(&format!("import 3 {key}")) {
             // Still held: let go of this probe's own hold again.
             Ok(h) => {
@@ -639,11 +643,7 @@ fn a_server_id_belongs_to_one_host(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     drop(first);
     drop(second);
     // SIGKILLed: their leases expire within the TTL; then host B may have server 1.
-    poll_until(
-        "server 1 free again",
-        Duration::from_secs(u64::from(TTL) * 3 + 5),
-        || b.try_spawn().is_ok(),
-    )?;
+    poll_until("server 1 free again", MORTAL_GONE, || b.try_spawn().is_ok())?;
     // In-process too, through the builder.
     let cfg = ClusterConfig::parse(&url).map_err(|e| e.to_string())?;
     let r = Sim::builder()
@@ -805,7 +805,7 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
     let t = Instant::now();
     poll_until(
         "the owner seeing the killed importer dead",
-        Duration::from_secs(u64::from(TTL) * 3 + 5),
+        MORTAL_GONE,
         || owner.ask(&format!("alive 1 {ipid}")).as_deref() == Ok("false"),
     )?;
     eprintln!(
@@ -830,7 +830,7 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
     let t = Instant::now();
     poll_until(
         "the importer seeing the killed owner dead",
-        Duration::from_secs(u64::from(TTL) * 3 + 5),
+        MORTAL_GONE,
         || importer2.ask(&format!("alive 0 {opid}")).as_deref() == Ok("false"),
     )?;
     let r = importer2.ask(&format!("record {ih2} 3"));
@@ -965,11 +965,9 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
     let opid = owner.pid;
     // SAFETY: signalling a child process this test started and still owns.
     unsafe { libc::kill(opid, libc::SIGSTOP) };
-    let dead = poll_until(
-        "the stopped owner seen dead",
-        Duration::from_secs(u64::from(TTL) * 3 + 5),
-        || importer.ask(&format!("alive 0 {opid}")).as_deref() == Ok("false"),
-    );
+    let dead = poll_until("the stopped owner seen dead", MORTAL_GONE, || {
+        importer.ask(&format!("alive 0 {opid}")).as_deref() == Ok("false")
+    });
     let r = importer.ask(&format!("record {ih} 3"));
     // SAFETY: as above.
     unsafe { libc::kill(opid, libc::SIGCONT) };
@@ -1014,7 +1012,7 @@ fn a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster(
     let ipid = importer.pid;
     poll_until(
         "the dropped importer gone from the cluster",
-        Duration::from_secs(u64::from(TTL) * 3 + 5),
+        MORTAL_GONE,
         || owner.ask(&format!("alive 1 {ipid}")).as_deref() == Ok("false"),
     )?;
     Ok(())

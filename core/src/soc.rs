@@ -86,6 +86,21 @@ pub enum Feature {
     IpcEvent,
 }
 
+impl Feature {
+    /// Every feature, in declaration order (`ALL[f as usize] == f`; a test keeps it in
+    /// step with the enum).
+    pub const ALL: [Feature; 8] = [
+        Feature::Notify,
+        Feature::Ipc,
+        Feature::BatchReset,
+        Feature::InterServer,
+        Feature::DeviceOnly,
+        Feature::CntNotify,
+        Feature::Event,
+        Feature::IpcEvent,
+    ];
+}
+
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
 /// module; capability traits ([`Ipc`], [`BatchReset`], …) are implemented for exactly the SoCs
 /// that have the feature.
@@ -507,6 +522,26 @@ impl core::str::FromStr for Soc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Feature::ALL` lists every variant in order: a new variant fails this match to compile
+    /// until it is added here, and the order check until it is in `ALL`.
+    #[test]
+    fn feature_all_lists_every_feature_in_order() {
+        for (i, &f) in Feature::ALL.iter().enumerate() {
+            assert_eq!(f as usize, i, "{f:?}");
+            match f {
+                Feature::Notify
+                | Feature::Ipc
+                | Feature::BatchReset
+                | Feature::InterServer
+                | Feature::DeviceOnly
+                | Feature::CntNotify
+                | Feature::Event
+                | Feature::IpcEvent => {}
+            }
+        }
+        assert_eq!(Feature::ALL.len(), Feature::IpcEvent as usize + 1);
+    }
 
     #[test]
     fn names_round_trip() {

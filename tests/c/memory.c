@@ -115,6 +115,30 @@ int main(void) {
     CHECK(aclrtMemcpy(back, sizeof back, a, sizeof back, ACL_MEMCPY_DEVICE_TO_HOST));
     for (int i = 0; i < 4096; i++) REQUIRE(back[i] == 0x11, "byte %d changed to %#x", i, back[i]);
 
+    /* aclrtMemset[Async] on host memory of aclrtMallocHost: CANN tells host from device by
+     * the address (CANN's device/2_device_P2P sample clears its aclrtMallocHost buffer so). */
+    CHECK(aclrtMemset(h2, N * sizeof(float), 0x22, N * sizeof(float)));
+    for (int i = 0; i < N * (int)sizeof(float); i++) {
+        REQUIRE(((unsigned char *)h2)[i] == 0x22, "host byte %d is %#x", i, ((unsigned char *)h2)[i]);
+    }
+    EXPECT_RC(aclrtMemset((char *)h2 + 8, N * sizeof(float), 0, N * sizeof(float)),
+              ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("leaves host allocation", "by 8 bytes", NULL);
+    REQUIRE(((unsigned char *)h2)[8] == 0x22, "a refused host set wrote");
+    unsigned char not_acl[16];
+    EXPECT_RC(aclrtMemset(not_acl, sizeof not_acl, 0, sizeof not_acl), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("nor memory of aclrtMallocHost", NULL);
+    {
+        aclrtStream hs;
+        CHECK(aclrtCreateStream(&hs));
+        CHECK(aclrtMemsetAsync((char *)h2 + 4, 8, 0x33, 8, hs));
+        CHECK(aclrtSynchronizeStream(hs));
+        const unsigned char *hb = (const unsigned char *)h2;
+        REQUIRE(hb[3] == 0x22 && hb[4] == 0x33 && hb[11] == 0x33 && hb[12] == 0x22,
+                "async host set: %#x %#x %#x %#x", hb[3], hb[4], hb[11], hb[12]);
+        CHECK(aclrtDestroyStream(hs));
+    }
+
     /* Memory information: the capacity set by ACL_NOTIFY_SIM_DEVICE_MEMORY. */
     size_t fr = 0, total = 0;
     CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &fr, &total));

@@ -25,6 +25,11 @@
 //!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
 //!   notifies, checking the exact sum;
+//! - `halo.c`: a halo exchange as a CANN user writes it: N ranks (more than the machine's
+//!   CPUs), each in a created context, trading keys over pipes; copies of IPC memory ordered by
+//!   IPC notifies, an event ordering a second thread's stream, blocked streams the host keeps
+//!   enqueuing on, wrong keys and devices, a double free, aclFinalize with work queued; also
+//!   under valgrind's memcheck;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -258,6 +263,7 @@ fn build_everything() -> Result<Prefix, String> {
         "teardown",
         "memory",
         "ring_allreduce",
+        "halo",
         "ipc_memory",
         "ipc_notify_memory",
         "superpod_ring",
@@ -747,6 +753,96 @@ fn ring_allreduce_4() {
 #[test]
 fn ring_allreduce_8() {
     ring_allreduce(8);
+}
+
+// ---- a halo exchange as a CANN user writes it (tests/c/halo.c) ------------------------------
+
+/// `halo <n>` on `devices` devices (the ranks share them round robin), the program started
+/// through `wrapper` (valgrind, a shell) when given.
+fn halo(n: usize, devices: u32, env: &[(&str, &str)], wrapper: &[&str]) -> Vec<Outcome> {
+    let p = setup();
+    let s = Scratch::new(&format!("halo{n}"));
+    let bin = p.bin.join("halo");
+    let mut cmd = match wrapper.split_first() {
+        Some((first, rest)) => {
+            let mut c = s.cmd(Path::new(first), "Ascend910B");
+            c.args(rest).arg(&bin);
+            c
+        }
+        None => s.cmd(&bin, "Ascend910B"),
+    };
+    cmd.env("ACL_NOTIFY_SIM_DEVICES", devices.to_string())
+        .envs(env.iter().copied())
+        .arg(n.to_string());
+    run_all(
+        vec![spawn("halo", &mut cmd).expect("start halo")],
+        Duration::from_secs(120),
+    )
+}
+
+fn halo_ok(o: &[Outcome], n: usize) {
+    assert!(o[0].ok(), "{}", report(o));
+    assert!(
+        o[0].stdout.contains(&format!("halo N={n}: ok")),
+        "{}",
+        report(o)
+    );
+}
+
+/// 8 processes, one per device: 4 times this VM's CPUs.
+#[test]
+fn halo_exchange_of_8_ranks() {
+    halo_ok(&halo(8, 8, &[], &[]), 8);
+}
+
+/// 12 processes on 4 devices: neighbours on one device import each other's memory without
+/// peer access, and every fourth one waits on a notify of its own device.
+#[test]
+fn halo_exchange_of_12_ranks_sharing_4_devices() {
+    halo_ok(&halo(12, 4, &[], &[]), 12);
+}
+
+/// Memcheck over every rank (forks stay under valgrind), with device memory small enough for
+/// valgrind's address space.
+#[test]
+fn halo_exchange_under_valgrind_memcheck() {
+    let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
+    assert!(
+        installed("valgrind") || !required,
+        "valgrind is not installed although `cargo xtask test` installs it"
+    );
+    if !installed("valgrind") {
+        return;
+    }
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")];
+    let vg = [
+        "valgrind",
+        "--error-exitcode=99",
+        "--quiet",
+        "--fair-sched=yes",
+    ];
+    halo_ok(&halo(2, 2, &env, &vg), 2);
+}
+
+/// A device's memory (32 GiB of address space by default) mapped where the address space is
+/// limited, as under valgrind or `ulimit -v`: the failure names the setting that maps less.
+#[test]
+fn a_device_memory_mapping_refused_for_its_size_names_the_setting() {
+    let sh = ["sh", "-c", "ulimit -v 8388608 && exec \"$0\" \"$@\""];
+    let o = halo(2, 2, &[], &sh);
+    assert!(!o[0].ok(), "{}", report(&o));
+    let all = format!("{}{}", o[0].stdout, o[0].stderr);
+    assert!(
+        all.contains("207001") || all.contains("507899"),
+        "{}",
+        report(&o)
+    );
+    assert!(
+        all.contains("the address space may be limited")
+            && all.contains("ACL_NOTIFY_SIM_DEVICE_MEMORY"),
+        "{}",
+        report(&o)
+    );
 }
 
 // ---- a ring of notifies across two simulated hosts (tests/c/superpod_ring.c) ---------------

@@ -114,6 +114,10 @@ pub fn ci_long(a: &CiLongArgs) -> Result<(), String> {
 /// bound of 3 or more ([`ring_model_env`]).
 const RING_MODEL_SECONDS: u64 = 900;
 
+/// The simulator's stream queue models (`ring::loom_tests`), each time-boxed to
+/// [`RING_MODEL_SECONDS`] at a bound of 3 or more.
+const RING_MODELS: u64 = 3;
+
 /// The loom limits of the simulator's stream queue models at `preemptions`, beyond the bound
 /// itself. Up to 2, none: the models are explored in full (about half a second of CPU at 2).
 /// At 3, the three-thread model (`no_task_lost_or_reordered_and_no_lost_wake_up`, two
@@ -161,7 +165,10 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
              most {RING_MODEL_SECONDS} s, not exhaustively)"
         );
     }
-    run_with_deadline(&mut c, Duration::from_secs(1800 + 3 * RING_MODEL_SECONDS))?;
+    run_with_deadline(
+        &mut c,
+        Duration::from_secs(1800 + RING_MODELS * RING_MODEL_SECONDS),
+    )?;
     let mut c = cargo();
     c.args([
         "test",

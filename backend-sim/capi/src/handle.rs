@@ -76,6 +76,15 @@ impl<T: Copy> CTable<T> {
         self.read().get(handle as u64).copied()
     }
 
+    /// Tests: moves live handle `handle`'s value to a new handle of the same slot (one
+    /// generation on), as a destroy and a create would.
+    #[cfg(test)]
+    pub(crate) fn renew(&self, handle: usize) -> usize {
+        let mut t = self.write();
+        let v = t.remove(handle as u64).expect("live");
+        t.insert(v).ok().expect("room") as usize
+    }
+
     /// Removes a live handle and returns its value; the handle is dead from now on.
     pub(crate) fn remove(&self, handle: usize) -> Option<T> {
         self.write().remove(handle as u64)

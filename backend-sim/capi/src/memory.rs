@@ -384,10 +384,11 @@ pub unsafe extern "C" fn aclrtMemcpy(
 }
 
 /// `aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)`: sets
-/// `count` bytes of device memory to the low byte of `value`.
+/// `count` bytes of device memory, or of host memory of `aclrtMallocHost`, to the low byte
+/// of `value`.
 ///
 /// Codes: 0 count 0; 100000 NULL; 107002; 107000 count > maxCount or a range outside
-/// the live allocations.
+/// the live allocations (device, or `aclrtMallocHost`).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtMemset(
     dev_ptr: *mut c_void,

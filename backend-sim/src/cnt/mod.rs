@@ -412,7 +412,8 @@ pub struct CntWaiter;
 
 impl Waiter for CntWaiter {
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-        sys::futex_wait(word, expected, timeout);
+        // A stream worker counted busy is not, asleep here (see `shm::busy`).
+        crate::shm::blocked(|| sys::futex_wait(word, expected, timeout));
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
         sys::futex_wake(word, n);
@@ -560,6 +561,9 @@ impl Drop for CntRef {
 /// handles.
 pub(crate) struct CntState {
     file: Mutex<Option<Arc<CntFile>>>,
+    /// By handle. Nothing else keeps a count notify by its handle's value (tasks hold the
+    /// `CntRef`), so a value that comes back after its slot's generation wrapped finds only
+    /// the count notify now in the slot.
     handles: RwLock<Slab<CntEntry>>,
 }
 

@@ -125,6 +125,9 @@ impl IdPools {
 /// The process's events (a field of the simulator).
 #[derive(Debug)]
 pub(crate) struct EventState {
+    /// By handle. Nothing else keeps an event by its handle's value (tasks hold the `Arc`),
+    /// so a value that comes back after its slot's generation wrapped finds only the event
+    /// now in the slot.
     handles: RwLock<Slab<Arc<SimEvent>>>,
     ids: Arc<IdPools>,
     /// The IPC event file, opened on first use.

@@ -95,7 +95,8 @@ fn wait_until(
             ));
         }
         st = match deadline {
-            None => ev.cv.wait(st).unwrap_or_else(PoisonError::into_inner),
+            // A stream worker counted busy is not, asleep here (see `shm::busy`).
+            None => crate::shm::blocked(|| ev.cv.wait(st)).unwrap_or_else(PoisonError::into_inner),
             Some(d) => {
                 let now = Instant::now();
                 if now >= d {
@@ -116,8 +117,7 @@ fn wait_until(
                         ),
                     ));
                 }
-                ev.cv
-                    .wait_timeout(st, d - now)
+                crate::shm::blocked(|| ev.cv.wait_timeout(st, d - now))
                     .unwrap_or_else(PoisonError::into_inner)
                     .0
             }

@@ -12,7 +12,7 @@ use acl_notify_core::table::{ExportState, MAX_PROCS, SlotState};
 
 use crate::cnt::{CntFile, CntOpen};
 use crate::error::SimError;
-use crate::mapfile::{FILE_PREFIX, Map, Open, SHM_DIR};
+use crate::mapfile::{Map, Open};
 use crate::shm::{self, Header, Layout, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, SLOT_BYTES};
 use crate::sys;
 
@@ -62,24 +62,12 @@ pub fn notify_file_path(namespace: &str, server: u32) -> PathBuf {
 
 /// Every (namespace, server) with a notify file under `/dev/shm`, sorted.
 pub fn namespaces() -> Vec<(String, u32)> {
-    let mut v = Vec::new();
-    let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
-        return v;
-    };
-    for e in dir.flatten() {
-        let name = e.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(FILE_PREFIX)) else {
-            continue;
-        };
-        let Some((ns, srv)) = rest.rsplit_once(".srv") else {
-            continue;
-        };
-        if let Ok(s) = srv.parse::<u32>()
-            && !ns.is_empty()
-        {
-            v.push((ns.to_owned(), s));
-        }
-    }
+    let mut v: Vec<(String, u32)> = crate::mapfile::sim_files()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f.kind == "srv")
+        .filter_map(|f| Some((f.namespace, f.number.parse().ok()?)))
+        .collect();
     v.sort();
     v
 }

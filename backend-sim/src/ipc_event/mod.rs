@@ -332,7 +332,8 @@ impl IpcRef {
                     left.min(SLICE)
                 }
             };
-            sys::futex_wait(&s.sync.done, cur, Some(slice));
+            // A stream worker counted busy is not, asleep here (see `shm::busy`).
+            crate::shm::blocked(|| sys::futex_wait(&s.sync.done, cur, Some(slice)));
         }
     }
 

@@ -39,7 +39,8 @@ use acl_notify_core::waiter::Waiter;
 use crate::error::SimError;
 use crate::mapfile::SHM_DIR;
 use crate::mapfile::{
-    Field, INIT_WAIT, Kind, Map, Open, PAGE, Registry, Shared, align_up, field, fill_fields,
+    Field, INIT_WAIT, Kind, LIMITED, Map, Open, PAGE, Registry, Shared, align_up, field,
+    fill_fields, mapping_failed,
 };
 use crate::shm::{ShmWhitelist, WHITELIST_BYTES};
 use crate::sys;
@@ -59,6 +60,23 @@ pub const ALLOC_ALIGN: u64 = 512;
 const ARENA_ALIGN: usize = 2 << 20;
 
 const KIND: Kind = Kind("device-memory file");
+
+/// `e`, and when it is a mapping of this file refused for its size ([`LIMITED`]), the setting
+/// that makes the file smaller.
+fn name_size_setting(e: SimError) -> SimError {
+    if !e.message().contains(LIMITED) {
+        return e;
+    }
+    SimError::new(
+        acl_notify_core::BackendError::kind(&e),
+        format!(
+            "{}; {} sets each device's memory (every process of a namespace must give the same \
+             value)",
+            e.message(),
+            crate::config::ENV_DEVICE_MEMORY
+        ),
+    )
+}
 
 /// The file header. Atomics only: other processes write this memory.
 #[repr(C)]
@@ -312,7 +330,7 @@ impl MemFile {
         };
         let fill = |h: &Header| fill_fields(&header_fields(h, &layout, server, device));
         let check = |h: &Header, size| validate(h, path, &layout, server, device, size);
-        let Some(map) = open.open(fill, check)? else {
+        let Some(map) = open.open(fill, check).map_err(name_size_setting)? else {
             return Ok(None);
         };
         // SAFETY: a fresh private reservation without an address hint: no existing mapping is
@@ -328,11 +346,10 @@ impl MemFile {
             )
         };
         if reserve == libc::MAP_FAILED {
-            return Err(KIND.os_err(
-                path,
-                "reserving device addresses",
-                std::io::Error::last_os_error(),
-            ));
+            let e = std::io::Error::last_os_error();
+            let what = mapping_failed(capacity as usize, &e);
+            let e = KIND.os_err(path, &format!("reserving device addresses: {what}"), e);
+            return Err(name_size_setting(e));
         }
         Ok(Some(MemFile {
             path: path.to_owned(),

@@ -405,9 +405,10 @@ impl Sim {
 
     /// The allocation of this process (its own or an import) that covers `addr`, and its
     /// device address: from this thread's cache of recent ones ([`recent`]), else from the
-    /// table (and then cached).
+    /// table (and then cached); or that `addr` is host memory, or a device address in no
+    /// allocation.
     #[inline(always)]
-    fn alloc_at(&self, addr: usize) -> Option<(usize, AllocRef<'_>)> {
+    fn alloc_at(&self, addr: usize) -> At<'_> {
         // Read before the lookup: a removal after it makes the entry stale (`recent`).
         let tag = Tag {
             sim: self.inner.serial,
@@ -416,12 +417,15 @@ impl Sim {
         let r = match recent::find(tag, addr) {
             Some(r) => r,
             // A host address (a copy's host side) needs no look in the table.
-            None if !self.mem().may_be_device(addr) => return None,
-            None => self.alloc_in_table(tag, addr)?,
+            None if !self.mem().may_be_device(addr) => return At::Host,
+            None => match self.alloc_in_table(tag, addr) {
+                Some(r) => r,
+                None => return At::Unallocated,
+            },
         };
         // SAFETY: `r` was made from this `Sim`'s table (its serial is in the tag), and `self`
         // is borrowed for the lifetime handed out.
-        Some((r.base, unsafe { r.view() }))
+        At::Alloc(r.base, unsafe { r.view() })
     }
 
     /// [`alloc_at`](Self::alloc_at) from the table, kept in this thread's cache under `tag`.
@@ -449,11 +453,10 @@ impl Sim {
         len: usize,
         what: &str,
     ) -> Result<Option<RangeRef<'_>>, SimError> {
-        let Some((base, a)) = self.alloc_at(addr) else {
-            if !self.mem().may_be_device(addr) {
-                return Ok(None);
-            }
-            return self.not_allocated(addr, len, what);
+        let (base, a) = match self.alloc_at(addr) {
+            At::Alloc(base, a) => (base, a),
+            At::Host => return Ok(None),
+            At::Unallocated => return self.not_allocated(addr, len, what),
         };
         let offset = addr - base;
         if len as u64 > a.size - offset as u64 {
@@ -502,16 +505,8 @@ impl Sim {
             return Ok(None);
         };
         let file = self.mem().file_of(r.alloc.file)?;
-        let a = r.alloc;
         Ok(Some(DevRange {
-            alloc: Alloc {
-                file,
-                id: a.id,
-                generation: a.generation,
-                size: a.size,
-                imported: a.imported,
-                used_on: a.used_on,
-            },
+            alloc: r.alloc.with_file(file),
             base: r.base,
             addr,
             off: r.off,
@@ -593,16 +588,19 @@ impl Sim {
         // memory imported onto another device than its own takes no host-to-device or
         // device-to-host copy, and no ACL_MEMCPY_DEFAULT: on hardware such a copy fails, so
         // here it does too.
-        let cross = |x: &Side<'_>| matches!(x, Side::Device(r) if r.alloc.cross_device());
-        if (cross(&d) || cross(&s))
+        let cross = |x: &Side<'_>| match x {
+            Side::Device(r) if r.alloc.cross_device() => {
+                Some((r.addr, r.alloc.file.device(), r.alloc.used_on))
+            }
+            _ => None,
+        };
+        if let Some((side, what)) = cross(&d)
+            .map(|c| (c, "destination"))
+            .or_else(|| cross(&s).map(|c| (c, "source")))
             && (kind != MemcpyKind::DeviceToDevice
                 || matches!((&d, &s), (Side::Host(_), _) | (_, Side::Host(_))))
         {
-            return Err(if cross(&d) {
-                cross_device_refused(&d, "destination")
-            } else {
-                cross_device_refused(&s, "source")
-            });
+            return Err(cross_device_refused(side, what));
         }
         Ok((d, s))
     }
@@ -642,10 +640,12 @@ impl Sim {
         })
     }
 
-    /// `aclrtMemset`: sets `count` bytes at device pointer `dst` (`count <= max`) to `value`.
+    /// `aclrtMemset`: sets `count` bytes at `dst` (`count <= max`) to `value`: device memory,
+    /// or host memory of [`malloc_host`](Self::malloc_host) (CANN tells them apart by the
+    /// address).
     ///
-    /// Errors: 107000 count > max, `dst` not a device range of this process's live
-    /// allocations.
+    /// Errors: 107000 count > max, `dst` neither a device range of this process's live
+    /// allocations nor within one `aclrtMallocHost` allocation.
     pub fn memset(&self, dst: usize, max: usize, value: u8, count: usize) -> Result<(), SimError> {
         self.mem_checked(|| {
             if count == 0 {
@@ -654,21 +654,56 @@ impl Sim {
             if let Some(r) = self.remote_memset(dst, max, value, count, None) {
                 return r;
             }
-            let r = self.set_range(dst, max, count)?;
-            // SAFETY: a checked range of a mapped allocation.
+            let r = self.set_side(dst, max, count)?;
+            // SAFETY: a checked range of a mapped allocation, or of an `aclrtMallocHost`
+            // allocation of this process (its table's lock is not held: freeing host memory
+            // while setting it is the caller's race, as with `memset`).
             unsafe { std::ptr::write_bytes(r.ptr(), value, count) };
             Ok(())
         })
     }
 
-    fn set_range(&self, dst: usize, max: usize, count: usize) -> Result<RangeRef<'_>, SimError> {
+    /// What an `aclrtMemset[Async]` of `count` bytes at `dst` sets. CANN tells host from
+    /// device memory by the address, and takes host memory of `aclrtMallocHost` (other host
+    /// memory is undefined behaviour there; here it is refused): hicann/runtime
+    /// `docs/zh/api_ref/11-03_memory_copy_and_set.md`, aclrtMemset and aclrtMemsetAsync.
+    fn set_side(&self, dst: usize, max: usize, count: usize) -> Result<Side<'_>, SimError> {
         within(count, max, "maxCount")?;
-        self.range_ref(dst, count, "range")?.ok_or_else(|| {
-            SimError::new(
+        if let Some(r) = self.range_ref(dst, count, "range")? {
+            return Ok(Side::Device(r));
+        }
+        self.host_range(dst, count)?;
+        Ok(Side::Host(dst))
+    }
+
+    /// `Ok` when `[addr, addr + len)` lies within one `aclrtMallocHost` allocation of this
+    /// process; 107000 naming it when the range leaves it, or when none holds `addr`.
+    fn host_range(&self, addr: usize, len: usize) -> Result<(), SimError> {
+        let host = lock(&self.mem().host);
+        let Some((&base, &size)) = host
+            .iter()
+            .find(|&(&base, &size)| addr >= base && addr - base < size)
+        else {
+            return Err(SimError::new(
                 Error::ParamInvalid,
-                format!("{dst:#x} is not a device address of this process (host memory?)"),
-            )
-        })
+                format!(
+                    "{addr:#x} is neither a device address of this process nor memory of \
+                     aclrtMallocHost (freed already, or from elsewhere)"
+                ),
+            ));
+        };
+        let room = size - (addr - base);
+        if len > room {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "the range [{addr:#x}, +{len}) leaves host allocation {base:#x} ({size} \
+                     bytes of aclrtMallocHost) by {} bytes",
+                    len - room
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// `aclrtMemcpyAsync`: [`memcpy`](Self::memcpy) queued on `stream`, after the tasks before
@@ -750,7 +785,7 @@ impl Sim {
             if let Some(r) = self.remote_memset(dst, max, value, count, Some(stream)) {
                 return r;
             }
-            let r = Side::Device(self.set_range(dst, max, count)?);
+            let r = self.set_side(dst, max, count)?;
             let file = queued::file_of(&r);
             let q = QueuedSide::new(&r);
             let cpu = crate::placement::current_cpu();
@@ -838,22 +873,29 @@ impl Sim {
     }
 }
 
+/// What [`Sim::alloc_at`] found at an address.
+enum At<'s> {
+    /// The allocation covering it, and the allocation's device address.
+    Alloc(usize, AllocRef<'s>),
+    /// In no device-memory file's reservation: host memory.
+    Host,
+    /// Maybe a device address (in a file's reservation, or not told without a lock), but in
+    /// no allocation.
+    Unallocated,
+}
+
 /// 107000 for a copy side in memory imported onto another device than its own, in a copy
 /// that is not an explicit device-to-device one between two device sides.
+/// `side`: its address, the device the memory is on and the one it was imported onto.
 #[cold]
-fn cross_device_refused(side: &Side<'_>, what: &str) -> SimError {
-    let Side::Device(r) = side else {
-        return SimError::new(Error::DrvInternalError, "a host side imported");
-    };
+fn cross_device_refused((addr, device, used_on): (usize, u32, u32), what: &str) -> SimError {
     SimError::new(
         Error::ParamInvalid,
         format!(
             "the {what} {:#x} is IPC memory of device {} imported onto device {}: CANN copies \
              such memory only device to device with an explicit kind (no ACL_MEMCPY_DEFAULT, no \
              copy to or from the host)",
-            r.addr,
-            r.alloc.file.device(),
-            r.alloc.used_on
+            addr, device, used_on
         ),
     )
 }

@@ -11,10 +11,28 @@
 //! Each process also keeps its own workers' part in its process-table entry
 //! ([`ProcEntry::busy`](super::ProcEntry)), which whoever reclaims a dead process's entry
 //! takes out of the count.
+//!
+//! That part does not cover everything a process can leave behind: a waker counts the
+//! threads it woke in the header only, and a counted worker woken so takes the place into its
+//! process's part only when it runs (as a host thread gives it back only then); a process
+//! killed in between (or between the two adds of [`count_worker`]) leaves one too many in the
+//! header for good, and past the budget that stops every spin of the namespace. So whoever
+//! reclaims a dead process's entry then lowers the header's count to the sum of the entries'
+//! parts if it is above it ([`recount`]). It only ever lowers: a place a waker is about to
+//! count, or a worker about to take into its part, may be missing from the count for a
+//! moment, which costs only some spinning; a count raised to the sum at such a moment would
+//! end one too high again.
+//!
+//! A counted worker blocked anywhere else than a notify wait (a count-notify wait, an IPC
+//! event's, an event wait's condition variable: their wakers count nobody) is out of the
+//! count while it sleeps there and back in when it runs again ([`blocked`]). A host function
+//! on a stream runs user code, which may well be using the CPU: its worker stays counted.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
+
+use acl_notify_core::table::MAX_PROCS;
 
 use super::ShmFile;
 use crate::sys;
@@ -75,6 +93,51 @@ pub(crate) fn count_worker(file: &Arc<ShmFile>) {
 /// The calling worker parks (its queue ran dry) or exits: it is busy no more.
 pub(crate) fn uncount_worker() {
     let _ = COUNTED.try_with(|c| c.borrow_mut().take());
+}
+
+/// The calling thread blocks in `block` on something whose waker does not count whom it
+/// wakes (a count notify's futex, an IPC event's, an event's condition variable): a counted
+/// worker is out of the count meanwhile and back in once `block` returns. Any other thread
+/// only pays a look at its marker.
+pub(crate) fn blocked<R>(block: impl FnOnce() -> R) -> R {
+    let file = COUNTED
+        .try_with(|c| {
+            c.borrow()
+                .as_ref()
+                .filter(|k| k.1 == sys::getpid())
+                .map(|k| Arc::clone(&k.0))
+        })
+        .ok()
+        .flatten();
+    if let Some(f) = &file {
+        Counted::sub(f);
+    }
+    let out = block();
+    if let Some(f) = &file {
+        Counted::add(f, 1);
+    }
+    out
+}
+
+/// After a dead process's entry was reclaimed: lowers `file`'s count to the sum of the
+/// process-table entries' parts if it is above it (see the module docs: what a process killed
+/// between a wake-up and the woken thread's run leaves in the header, no entry holds).
+pub(crate) fn recount(file: &ShmFile) {
+    let count = file.busy();
+    let mut seen = count.load(Ordering::Relaxed);
+    let parts = (0..MAX_PROCS)
+        .map_while(|i| file.proc_entry(i))
+        .fold(0u32, |sum, e| {
+            sum.wrapping_add(e.busy.load(Ordering::Relaxed))
+        });
+    // Compared as signed, as `busy_now` reads them: a count below zero for a moment is not
+    // above anything.
+    while (seen as i32) > (parts as i32) {
+        match count.compare_exchange_weak(seen, parts, Ordering::Relaxed, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(now) => seen = now,
+        }
+    }
 }
 
 /// Whether the calling thread is counted busy in `file`.

@@ -62,7 +62,7 @@ use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
-pub(crate) use busy::{busy_now, count_worker, uncount_worker};
+pub(crate) use busy::{blocked, busy_now, count_worker, uncount_worker};
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, validate_header};
 pub(crate) use layout::{Header, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
@@ -346,6 +346,17 @@ impl ShmFile {
     #[inline]
     pub(crate) fn at<T: Shared>(&self, off: usize) -> &T {
         self.map.at(off)
+    }
+
+    /// [`at`](Self::at) for a span it has checked already ([`Map::at_checked_before`]).
+    ///
+    /// # Safety
+    ///
+    /// `self.at::<T>(off)` has returned before (on this file: its mapping never changes).
+    #[inline(always)]
+    pub(crate) unsafe fn at_checked_before<T: Shared>(&self, off: usize) -> &T {
+        // SAFETY: the caller's contract is `Map::at_checked_before`'s.
+        unsafe { self.map.at_checked_before(off) }
     }
 
     pub(crate) fn proc_entry(&self, i: u32) -> Option<&ProcEntry> {

@@ -177,6 +177,10 @@ impl ShmFile {
             // Only ours to free while it still names us.
             let _ = e.word.compare_exchange(reclaiming, 0, SeqCst, SeqCst);
         }
+        if report.processes > 0 {
+            // What a dead process left in the busy count that its entry did not hold.
+            super::busy::recount(self);
+        }
         report
     }
 

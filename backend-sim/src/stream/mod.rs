@@ -535,7 +535,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// only while the queue exists, and a queued task is dropped before the kept values
     /// are). Kept values are never let go before the stream's end; a value kept already (the
     /// same allocation) is not kept twice, and is found without a lock if it is among the
-    /// first four kept.
+    /// first 16 kept (`KEPT_FAST`).
     pub fn keep_alive<T: std::any::Any + Send + Sync>(&self, value: &Arc<T>) {
         if self.keeps(&**value) {
             return;
@@ -559,9 +559,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         }
     }
 
-    /// Whether `value` (by address) is among the first four values kept for the stream's
-    /// tasks ([`keep_alive`](Self::keep_alive)): a look at four atomic pointers, no lock. A
-    /// `false` may still be kept (as a fifth); `keep_alive` finds it then.
+    /// Whether `value` (by address) is among the first 16 values kept for the stream's
+    /// tasks ([`keep_alive`](Self::keep_alive)): a look at up to 16 atomic pointers, no
+    /// lock. A `false` may still be kept (as a 17th); `keep_alive` finds it then.
     #[inline]
     pub fn keeps<T>(&self, value: &T) -> bool {
         let p = std::ptr::from_ref(value).cast::<()>().cast_mut();

@@ -33,11 +33,15 @@ pub(crate) struct CtxEntry {
 
 /// The session's contexts.
 pub(crate) struct Contexts {
-    table: CTable<CtxEntry>,
+    pub(super) table: CTable<CtxEntry>,
     /// The primary context of each device, once made.
     primaries: Mutex<Vec<Option<usize>>>,
-    /// The C stream handle of each context's default stream, once handed out.
-    default_handles: Mutex<HashMap<usize, usize>>,
+    /// The C stream handle of each context's default stream, once handed out. Keyed by
+    /// context handle, whose value comes back after 2²⁰ destroys of its slot: an entry is
+    /// removed with its context (`destroy_context`, `forget_where`), is made only while its
+    /// context is live (checked under this lock), and is used only if it names the context's
+    /// default stream.
+    pub(super) default_handles: Mutex<HashMap<usize, usize>>,
 }
 
 impl Contexts {
@@ -193,8 +197,22 @@ impl Runtime {
         let (device, ctx) = self.current()?;
         let raw = self.context_default_stream(device, ctx)?;
         let mut handles = lock(&self.contexts.default_handles);
+        // Asked again under the lock: `destroy_context` removes the context, then its entry
+        // here, then its streams, so a context destroyed since the look above must not get
+        // an entry (nor a stream entry) that nothing would remove.
+        if self.contexts.get(ctx).is_none() {
+            return Err(CallError::new(
+                Error::ContextNull,
+                "the calling thread's current context was destroyed (set another one)",
+            ));
+        }
+        // The handle kept must be this context's default stream's: a context's handle value
+        // comes back after its slot's generation wrapped (2²⁰ destroys), and an entry left for
+        // the dead context would name its destroyed stream.
         if let Some(h) = handles.get(&ctx)
-            && self.stream(*h).is_ok()
+            && self
+                .stream(*h)
+                .is_ok_and(|e| e.default && e.ctx == ctx && e.raw == raw)
         {
             return Ok(*h);
         }

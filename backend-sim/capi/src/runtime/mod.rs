@@ -36,7 +36,10 @@ pub(crate) struct StreamEntry {
 thread_local! {
     /// This thread's current device and context, tagged with the epoch of the [`Runtime`]
     /// they were set in (a device set before `aclFinalize` is not current after the next
-    /// `aclInit`).
+    /// `aclInit`). A context destroyed by another thread stays named here; every use looks it
+    /// up in the context table (107017/ContextNull once it is gone), but once its handle's
+    /// value came back (2²⁰ destroys of its slot) the new context is this thread's current
+    /// one — as with any stale handle the caller kept. Nothing is freed under it.
     static CURRENT: Cell<Option<(u64, u32, usize)>> = const { Cell::new(None) };
 }
 
@@ -88,6 +91,11 @@ pub(crate) struct Runtime {
     /// What the backend's notify handles have in common: C sees them as they are (no table
     /// here: see [`crate::handle`]).
     notifies: Stamp,
+    /// C handle → backend handle. A C handle's value comes back after its slot's generation
+    /// wrapped (2²⁰ destroys) and then names the new entry only; an entry is removed before
+    /// or with its backend object (destroy, context destroy, device reset), and a backend
+    /// handle that outlived its object in one (a stream created while a reset of its device
+    /// runs) is refused by the backend's own table (107017) unless that value came back too.
     pub(crate) streams: CTable<StreamEntry>,
     cnts: CTable<CntEntry>,
     /// Contexts and events (`context`, `event` modules).
@@ -127,19 +135,10 @@ impl Runtime {
         let pid = backend.bare_tgid();
         let notifies = backend.notify_stamp();
         let soc = backend.soc();
-        let features = [
-            Feature::Notify,
-            Feature::Ipc,
-            Feature::BatchReset,
-            Feature::InterServer,
-            Feature::DeviceOnly,
-            Feature::CntNotify,
-            Feature::Event,
-            Feature::IpcEvent,
-        ]
-        .into_iter()
-        .filter(|&f| soc.has(f))
-        .fold(0, |bits, f| bits | feature_bit(f));
+        let features = Feature::ALL
+            .into_iter()
+            .filter(|&f| soc.has(f))
+            .fold(0, |bits, f| bits | feature_bit(f));
         Runtime {
             backend,
             epoch,

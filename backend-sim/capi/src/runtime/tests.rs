@@ -107,3 +107,47 @@ fn batch_reset_resets_the_prefix_and_stops_reading_at_the_failure() {
         Error::InvalidHandle
     );
 }
+
+/// A context handle that comes back (its slot's generation wrapped after 2²⁰ destroys) must
+/// not find the default-stream handle a destroyed context left behind (as a
+/// `aclrtCtxGetCurrentDefaultStream` racing the destroy could leave it): it gets a handle of
+/// its own default stream.
+#[test]
+fn a_context_handle_that_comes_back_gets_its_own_default_stream() {
+    let (rt, _ns) = runtime("ctxwrap");
+    rt.set_device(0).unwrap();
+    let old = rt.create_context(0).unwrap();
+    let stale = rt.current_default_stream().unwrap();
+    let old_raw = rt.stream(stale).unwrap().raw;
+    rt.destroy_context(old).unwrap();
+    // What the race leaves: the dead context's entry, and its C stream entry.
+    let left = rt
+        .streams
+        .insert(StreamEntry {
+            raw: old_raw,
+            device: 0,
+            ctx: old,
+            default: true,
+        })
+        .unwrap();
+    lock(&rt.contexts.default_handles).insert(old, left);
+    // A new context, moved through the slot until its handle is the old one's.
+    let mut ctx = rt.create_context(0).unwrap();
+    for _ in 0..(1u32 << 20) + 2 {
+        if ctx == old {
+            break;
+        }
+        ctx = rt.contexts.table.renew(ctx);
+    }
+    assert_eq!(ctx, old, "the handle came back");
+    rt.set_current_context(ctx).unwrap();
+    let h = rt.current_default_stream().unwrap();
+    assert_ne!(h, left, "the dead context's default stream");
+    assert_ne!(rt.stream(h).unwrap().raw, old_raw);
+    assert_eq!(
+        rt.current_default_stream().unwrap(),
+        h,
+        "the same handle every time"
+    );
+    rt.destroy_context(ctx).unwrap();
+}
