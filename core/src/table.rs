@@ -55,10 +55,12 @@ use crate::flags::CreateFlags;
 use crate::waiter::{Clock, Look, wait_loop};
 
 mod queue;
+mod resume;
 #[cfg(test)]
 pub(crate) mod tests;
 
 use queue::{ST_TAKEN, entry, entry_proc, round16};
+pub use resume::{Begin, Ticket};
 
 // The shared machinery, named here too: platforms and firmware know it as the table's.
 pub use crate::slot::{ExportState, Leave, MAX_PROCS, Owner, Slot, SlotState};
@@ -249,12 +251,25 @@ impl NotifySync {
             Ok(t) => t,
             Err(outcome) => return Ok(outcome),
         };
+        self.wait_held(w, &clock, &args, t)
+    }
+
+    /// The rest of a wait that holds ticket `t` (taken for process `args.proc`): waits for
+    /// its turn, then for the record, consumes it and hands the head on; or gives the ticket
+    /// up at the deadline or on cancellation.
+    fn wait_held<W: Waiter>(
+        &self,
+        w: &W,
+        clock: &Clock<'_, W>,
+        args: &WaitArgs<'_>,
+        t: u32,
+    ) -> Result<WaitOutcome, TableError> {
         // Wait for our turn.
         let mut last_head = None;
         let mut stuck = 0u32;
         let turn = wait_loop(
             w,
-            &clock,
+            clock,
             args.cancel,
             || {
                 let h = self.head.load(SeqCst);
@@ -321,7 +336,7 @@ impl NotifySync {
         // Then sleep on the flag, marked so that a record wakes us.
         Ok(wait_loop(
             w,
-            &clock,
+            clock,
             args.cancel,
             || {
                 if self.flag.load(SeqCst) != FLAG_SET {

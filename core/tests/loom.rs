@@ -21,7 +21,7 @@ use acl_notify_core::CreateFlags;
 use acl_notify_core::pool::AtomicIdPool;
 use acl_notify_core::sync::{AtomicU32, Ordering::SeqCst};
 use acl_notify_core::table::{
-    ExportState, Leave, NotifySlot, NotifySync, Owner, SlotState, TableError, WaitArgs,
+    Begin, ExportState, Leave, NotifySlot, NotifySync, Owner, SlotState, TableError, WaitArgs,
     WaitOutcome, Waiter,
 };
 use loom::sync::atomic::{AtomicBool, AtomicU32 as ModelU32, AtomicUsize};
@@ -305,6 +305,127 @@ fn cancelled_head_does_not_block_or_lose() {
             records,
             "a record was lost or doubled"
         );
+        assert_eq!(s.waiters(), 0);
+    });
+}
+
+/// A resumable wait (a parked stream's) holds its place from `wait_begin`: a `try_consume`
+/// racing the record never takes it, and the wait's polls get it exactly once.
+#[test]
+fn a_parked_wait_keeps_its_record_from_try_consume() {
+    model(|| {
+        let s = Arc::new(NotifySync::new());
+        let w = Arc::new(ModelFutex::new());
+        materialize(&s, &w);
+        let Ok(Begin::Queued(t)) = s.wait_begin(&*w, 1) else {
+            panic!("nothing recorded: the wait queues");
+        };
+        let (s2, w2) = (s.clone(), w.clone());
+        let recorder = thread::spawn(move || s2.record(&*w2));
+        let s3 = s.clone();
+        let query = thread::spawn(move || s3.try_consume());
+        let mut t = t;
+        loop {
+            match s.wait_poll(&*w, t) {
+                Ok(Ok(())) => break,
+                Ok(Err(back)) => t = back,
+                Err(e) => panic!("{e:?}"),
+            }
+            thread::yield_now();
+        }
+        recorder.join().unwrap();
+        assert!(
+            !query.join().unwrap(),
+            "try_consume took the parked wait's record"
+        );
+        assert!(!s.is_set());
+        assert_eq!(s.waiters(), 0);
+    });
+}
+
+/// A parked wait that is abandoned at any point (its stream destroyed) races a record and a
+/// blocking waiter queued behind it: the record goes to exactly one of them, and the queue
+/// ends empty (a lost wake-up of the blocking waiter is a deadlock loom reports).
+#[test]
+fn a_parked_wait_abandoned_or_served_loses_nothing() {
+    model_capped(2, || {
+        let s = Arc::new(NotifySync::new());
+        let w = Arc::new(ModelFutex::new());
+        materialize(&s, &w);
+        let Ok(Begin::Queued(t)) = s.wait_begin(&*w, 1) else {
+            panic!("queues");
+        };
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s2, w2, stop2) = (s.clone(), w.clone(), stop.clone());
+        let parked = thread::spawn(move || {
+            let mut t = t;
+            loop {
+                match s2.wait_poll(&*w2, t) {
+                    Ok(Ok(())) => return true,
+                    Ok(Err(back)) => t = back,
+                    Err(e) => panic!("{e:?}"),
+                }
+                if stop2.load(SeqCst) {
+                    s2.wait_abandon(&*w2, t);
+                    return false;
+                }
+                thread::yield_now();
+            }
+        });
+        let (s3, w3) = (s.clone(), w.clone());
+        let behind = thread::spawn(move || {
+            s3.wait_and_reset(
+                &*w3,
+                WaitArgs {
+                    proc: 2,
+                    timeout: None,
+                    cancel: &never,
+                },
+            )
+        });
+        s.record(&*w);
+        stop.store(true, SeqCst);
+        if parked.join().unwrap() {
+            // The parked wait took the one record: the waiter behind needs another.
+            s.record(&*w);
+        }
+        assert_eq!(behind.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert!(!s.is_set(), "a record left over: consumed by nobody");
+        assert_eq!(s.waiters(), 0);
+    });
+}
+
+/// A parked wait handed back to its thread goes on blocking from its ticket
+/// (`wait_resume`) while the record lands at any point: it is woken and consumes it.
+#[test]
+fn a_parked_wait_resumed_is_woken() {
+    model(|| {
+        let s = Arc::new(NotifySync::new());
+        let w = Arc::new(ModelFutex::new());
+        materialize(&s, &w);
+        let Ok(Begin::Queued(t)) = s.wait_begin(&*w, 1) else {
+            panic!("queues");
+        };
+        let (s2, w2) = (s.clone(), w.clone());
+        let home = thread::spawn(move || {
+            let t = match s2.wait_poll(&*w2, t) {
+                Ok(Ok(())) => return Ok(WaitOutcome::Consumed),
+                Ok(Err(t)) => t,
+                Err(e) => return Err(e),
+            };
+            s2.wait_resume(
+                &*w2,
+                t,
+                WaitArgs {
+                    proc: 1,
+                    timeout: None,
+                    cancel: &never,
+                },
+            )
+        });
+        s.record(&*w);
+        assert_eq!(home.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert!(!s.is_set());
         assert_eq!(s.waiters(), 0);
     });
 }

@@ -43,11 +43,39 @@ impl NotifySync {
         clock: &Clock<'_, W>,
         args: &WaitArgs<'_>,
     ) -> Result<Result<u32, WaitOutcome>, TableError> {
+        let mut last_full_head = None;
+        let mut stuck = 0u32;
+        self.acquire_with(
+            args.proc,
+            |h| {
+                if let Some(outcome) = clock.stop(args.cancel) {
+                    return Ok(Some(outcome));
+                }
+                if last_full_head == Some(h) {
+                    self.repair_stuck_head(w, h, &mut stuck)?;
+                } else {
+                    stuck = 0;
+                }
+                last_full_head = Some(h);
+                w.wait(&self.head, h, Some(clock.chunk()));
+                Ok(None)
+            },
+            w,
+        )
+    }
+
+    /// Takes a ticket for process `proc`: `Ok(Ok(t))`; while the ring is full, `full(head)`
+    /// says what to do: `Ok(None)` look again (it slept, or repaired), `Ok(Some(outcome))`
+    /// stop with `Ok(Err(outcome))`.
+    pub(super) fn acquire_with<W: Waiter>(
+        &self,
+        proc: u32,
+        mut full: impl FnMut(u32) -> Result<Option<WaitOutcome>, TableError>,
+        w: &W,
+    ) -> Result<Result<u32, WaitOutcome>, TableError> {
         // Consecutive observations that break an invariant; a few are a stale view under
         // concurrency, many in a row are corruption.
         let mut odd = 0u32;
-        let mut last_full_head = None;
-        let mut stuck = 0u32;
         loop {
             if odd > 100_000 {
                 return Err(TableError::Corrupt);
@@ -61,16 +89,9 @@ impl NotifySync {
                 continue;
             }
             if used == RING as u32 {
-                if let Some(outcome) = clock.stop(args.cancel) {
+                if let Some(outcome) = full(h)? {
                     return Ok(Err(outcome));
                 }
-                if last_full_head == Some(h) {
-                    self.repair_stuck_head(w, h, &mut stuck)?;
-                } else {
-                    stuck = 0;
-                }
-                last_full_head = Some(h);
-                w.wait(&self.head, h, Some(clock.chunk()));
                 continue;
             }
             let slot = &self.ring[t as usize % RING];
@@ -78,7 +99,7 @@ impl NotifySync {
             let r = round16(t);
             if e == entry(r, ST_FREE, 0) {
                 if slot
-                    .compare_exchange(e, entry(r, ST_TAKEN, args.proc), SeqCst, SeqCst)
+                    .compare_exchange(e, entry(r, ST_TAKEN, proc), SeqCst, SeqCst)
                     .is_ok()
                 {
                     // Publish the ticket (someone may have helped already); the head is read

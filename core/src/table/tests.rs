@@ -763,3 +763,95 @@ fn stress_no_lost_or_double_consumption() {
     assert!(timed_out.load(SeqCst) > 0);
     assert_eq!(s.waiters(), 0);
 }
+
+fn parked_args(proc: u32) -> WaitArgs<'static> {
+    WaitArgs {
+        proc,
+        timeout: None,
+        cancel: &never,
+    }
+}
+
+/// A resumable wait holds its place: `try_consume` never takes its record, a later
+/// blocking waiter queues behind it, and a poll at the head consumes and hands on.
+#[test]
+fn a_resumable_wait_keeps_its_place() {
+    let w = TestWaiter::new();
+    let s = Arc::new(NotifySync::new());
+    let Begin::Queued(t) = s.wait_begin(&*w, 1).unwrap() else {
+        panic!("nothing recorded: the wait queues");
+    };
+    assert_eq!(s.waiters(), 1);
+    let t = s.wait_poll(&*w, t).unwrap().unwrap_err();
+    s.record(&*w);
+    assert!(
+        !s.try_consume(),
+        "the parked wait's record is not for try_consume"
+    );
+    assert!(s.wait_ready(&t));
+    // A later waiter queues behind it and does not overtake it.
+    let (s2, w2) = (Arc::clone(&s), Arc::clone(&w));
+    let later = thread::spawn(move || s2.wait_and_reset(&*w2, parked_args(2)));
+    poll_until("the later waiter queued", || s.waiters() == 2);
+    assert_eq!(s.wait_poll(&*w, t), Ok(Ok(())));
+    assert!(!s.is_set());
+    s.record(&*w);
+    assert_eq!(later.join().unwrap(), Ok(WaitOutcome::Consumed));
+    assert_eq!(s.waiters(), 0);
+    // With a record there and nobody queued, beginning consumes it.
+    s.record(&*w);
+    assert_eq!(s.wait_begin(&*w, 1), Ok(Begin::Consumed));
+}
+
+/// Abandoning leaves the record for the next waiter; resuming blocks until the record.
+#[test]
+fn a_resumable_wait_abandoned_or_resumed() {
+    let w = TestWaiter::new();
+    let s = Arc::new(NotifySync::new());
+    let Begin::Queued(t) = s.wait_begin(&*w, 1).unwrap() else {
+        panic!("queues");
+    };
+    s.record(&*w);
+    s.wait_abandon(&*w, t);
+    assert_eq!(s.waiters(), 0);
+    assert!(s.try_consume(), "the abandoned wait's record stays");
+    let Begin::Queued(t) = s.wait_begin(&*w, 3).unwrap() else {
+        panic!("queues");
+    };
+    let (s2, w2) = (Arc::clone(&s), Arc::clone(&w));
+    let resumed = thread::spawn(move || s2.wait_resume(&*w2, t, parked_args(3)));
+    thread::sleep(Duration::from_millis(5));
+    s.record(&*w);
+    assert_eq!(resumed.join().unwrap(), Ok(WaitOutcome::Consumed));
+    assert_eq!(s.waiters(), 0);
+    assert!(!s.is_set());
+    // A wrong process: refused, the ticket given up.
+    let Begin::Queued(t) = s.wait_begin(&*w, 3).unwrap() else {
+        panic!("queues");
+    };
+    assert_eq!(
+        s.wait_resume(&*w, t, parked_args(4)),
+        Err(TableError::BadProc)
+    );
+    assert_eq!(s.waiters(), 0);
+    assert_eq!(s.wait_begin(&*w, MAX_PROCS), Err(TableError::BadProc));
+}
+
+/// With all places held, beginning takes none.
+#[test]
+fn a_resumable_wait_on_a_full_queue_takes_no_ticket() {
+    let w = TestWaiter::new();
+    let s = NotifySync::new();
+    let mut held = Vec::new();
+    for _ in 0..RING {
+        let Begin::Queued(t) = s.wait_begin(&*w, 1).unwrap() else {
+            panic!("room");
+        };
+        held.push(t);
+    }
+    assert_eq!(s.wait_begin(&*w, 1), Ok(Begin::Full));
+    for t in held {
+        s.wait_abandon(&*w, t);
+    }
+    assert_eq!(s.waiters(), 0);
+}
