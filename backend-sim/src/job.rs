@@ -12,7 +12,7 @@ use crate::cnt::CntRef;
 use crate::error::SimError;
 use crate::pin::PinRef;
 use crate::prefetch::prefetch_for_write;
-use crate::stream::{Job, Stream, Task, TaskCtx};
+use crate::stream::{Job, Parking, Probe, Stream, Task, TaskCtx};
 use crate::waiters::{StampedWaiter, wait_slow};
 
 /// The most cache lines of a boxed task's captured state that [`Job::prefetch`] pulls in.
@@ -39,6 +39,9 @@ pub(crate) enum SimJob {
     /// `Sim::claim_pinned`): the ticket is published with this instead, which does nothing,
     /// and the call looks the notify up again.
     Refused,
+    /// A wait with no timeout that parked its stream, holding its place in the notify's
+    /// queue (`crate::parked`).
+    Parked(crate::parked::ParkedWait),
     /// The count notify, the record and the recording process's pid.
     CntRecord(Box<(Arc<CntRef>, CntRecord, i32)>),
     /// The count notify and the wait, its timeout resolved when queued (as a notify wait's).
@@ -92,59 +95,60 @@ impl Job<SimError> for SimJob {
         matches!(self, SimJob::Record { .. })
     }
 
-    fn parkable(&self) -> bool {
-        matches!(self, SimJob::Wait { timeout: None, .. })
-    }
-
-    fn can_go_on(&self) -> bool {
-        match self {
-            SimJob::Wait { pin, .. } => {
-                // SAFETY: as in `prefetch`: a queued task not yet retired.
-                let r = &unsafe { pin.get() }.0;
-                r.slot().sync.is_set() || !r.is_live()
-            }
-            _ => true,
-        }
-    }
-
-    fn park_probe(&self) -> (fn(*const ()) -> bool, *const ()) {
-        match self {
-            SimJob::Wait { pin, .. } => {
-                // SAFETY: as in `prefetch`.
-                let r: &crate::shm::SlotRef = &unsafe { pin.get() }.0;
-                (
-                    |p| {
-                        // SAFETY: the runner calls this only while the wait is queued.
-                        let r = unsafe { &*p.cast::<crate::shm::SlotRef>() };
-                        r.slot().sync.is_set() || !r.is_live()
-                    },
-                    std::ptr::from_ref(r).cast(),
-                )
-            }
-            _ => (|_| true, std::ptr::null()),
-        }
-    }
-
-    fn may_park_now(&self) -> bool {
-        match self {
-            SimJob::Wait { pin, .. } => {
-                // SAFETY: as in `prefetch`.
-                let r = &unsafe { pin.get() }.0;
-                // Park only when more stream workers want a CPU than the spin budget allows
-                // (or a runner already runs): else spinning as today is the faster hand-off.
-                r.slot().sync.waiters() == 0
-                    && (crate::stream::runner_active()
-                        || crate::shm::busy_now(r.file().busy()) > crate::spin::budget())
-            }
-            _ => false,
-        }
-    }
-
     fn portable(&self) -> bool {
         matches!(
             self,
-            SimJob::Record { .. } | SimJob::Wait { .. } | SimJob::Refused
+            SimJob::Record { .. } | SimJob::Wait { .. } | SimJob::Parked(_) | SimJob::Refused
         )
+    }
+
+    /// A wait with no timeout that finds no record may park (`crate::parked`); a parked
+    /// wait goes on there. Everything else runs as [`run`](Job::run) does: the wait's fast
+    /// path (its record there) is the same, the parking decision is after it.
+    #[inline(always)]
+    fn run_or_park(
+        self,
+        ctx: &TaskCtx,
+        before_block: &mut dyn FnMut(),
+        parking: Parking,
+    ) -> Result<(Result<(), SimError>, ()), (Self, bool)> {
+        match self {
+            SimJob::Wait { pin, timeout } => {
+                // SAFETY: as in `run_plain`.
+                let p = unsafe { pin.get() };
+                let r = &p.0;
+                if let Err(e) = r.live() {
+                    return Ok((Err(e), ()));
+                }
+                let sync = &r.slot().sync;
+                if sync.is_set() && sync.try_consume() {
+                    return Ok((r.file().intact(), ()));
+                }
+                match timeout {
+                    None => crate::parked::park_or_wait(pin, ctx, before_block, parking)
+                        .map(|out| (out, ()))
+                        .map_err(|stop| stop.into_job(pin)),
+                    Some(_) if parking == Parking::Always => {
+                        Err((SimJob::Wait { pin, timeout }, false))
+                    }
+                    Some(_) => Ok((wait_slow(p, timeout, ctx, before_block, None), ())),
+                }
+            }
+            SimJob::Parked(w) => {
+                let pin = w.pin();
+                crate::parked::run_parked(w, ctx, before_block, parking)
+                    .map(|out| (out, ()))
+                    .map_err(|stop| stop.into_job(pin))
+            }
+            other => Ok(other.run(ctx, before_block)),
+        }
+    }
+
+    fn park_probe(&self) -> Option<Probe> {
+        match self {
+            SimJob::Parked(w) => Some(w.probe()),
+            _ => None,
+        }
     }
 
     /// Records, copies and sets of device memory (`Bulk`) never block; waits call
@@ -152,7 +156,11 @@ impl Job<SimError> for SimJob {
     fn may_block(&self) -> bool {
         !matches!(
             self,
-            SimJob::Record { .. } | SimJob::Wait { .. } | SimJob::Bulk(_) | SimJob::Refused
+            SimJob::Record { .. }
+                | SimJob::Wait { .. }
+                | SimJob::Parked(_)
+                | SimJob::Bulk(_)
+                | SimJob::Refused
         )
     }
 
@@ -184,6 +192,17 @@ impl Job<SimError> for SimJob {
                 }
             }
             _ => {}
+        }
+    }
+}
+
+impl crate::parked::Stop {
+    /// The job as it goes back on its stream's queue, and whether it parked.
+    fn into_job(self, pin: PinRef) -> (SimJob, bool) {
+        match self {
+            crate::parked::Stop::Parked(w) => (SimJob::Parked(w), true),
+            crate::parked::Stop::Home(Some(w)) => (SimJob::Parked(w), false),
+            crate::parked::Stop::Home(None) => (SimJob::Wait { pin, timeout: None }, false),
         }
     }
 }
@@ -239,9 +258,15 @@ impl SimJob {
                 if sync.is_set() && sync.try_consume() {
                     return (r.file().intact(), ());
                 }
-                (wait_slow(pin, timeout, ctx, before_block), ())
+                (wait_slow(pin, timeout, ctx, before_block, None), ())
             }
             SimJob::Refused => (Ok(()), ()),
+            SimJob::Parked(w) => {
+                match crate::parked::run_parked(w, ctx, before_block, Parking::Never) {
+                    Ok(out) => (out, ()),
+                    Err(_) => unreachable!("a wait that may not park does not park"),
+                }
+            }
             SimJob::CntRecord(job) => {
                 let (r, record, pid) = *job;
                 (crate::cnt::run_record(&r, record, pid), ())

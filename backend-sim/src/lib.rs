@@ -88,6 +88,7 @@ mod lost;
 mod mapfile;
 pub mod mem;
 mod open;
+mod parked;
 mod pin;
 mod pin_cache;
 mod placement;

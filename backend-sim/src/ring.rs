@@ -57,8 +57,13 @@ const CLOSED: u64 = 1 << 63;
 /// Bit of the tail word that says the consumer sleeps (or is about to): the producer whose
 /// claim clears it wakes the consumer.
 const SLEEPING: u64 = 1 << 62;
+/// Bit of the tail word that says the consumer's turn is away from its thread: a parked
+/// stream (`stream::runner`), whose thread waits for the bit to clear. Claims keep it.
+/// Cleared by [`Ring::come_home`] (the thread is then woken by whoever cleared it) or by
+/// [`Ring::sleep_away`], which sets *sleeping* in the same step (the next claim wakes it).
+const AWAY: u64 = 1 << 61;
 /// The tail word's ticket count.
-const COUNT: u64 = SLEEPING - 1;
+const COUNT: u64 = AWAY - 1;
 
 /// How many slots ahead of its own a producer prefetches one ([`Ring::prefetch_ahead`]): far
 /// enough that the line arrives before the producer does (a record queued every 30–45 ns, a
@@ -259,7 +264,7 @@ impl<T> Ring<T> {
                 // see `push_with`.
                 if let Err(now) = self.tail.compare_exchange_weak(
                     word,
-                    tail + 1,
+                    (word & (COUNT | AWAY)) + 1,
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
@@ -340,7 +345,7 @@ impl<T> Ring<T> {
     /// ring is closed; look again.
     pub(crate) fn prepare_sleep(&self, head: u64) -> bool {
         let word = self.tail.load(Ordering::Relaxed);
-        word & (COUNT | CLOSED) == head
+        word & (COUNT | CLOSED | AWAY) == head
             && self
                 .tail
                 .compare_exchange(word, word | SLEEPING, Ordering::AcqRel, Ordering::Relaxed)
@@ -359,6 +364,41 @@ impl<T> Ring<T> {
     /// Whether the consumer said it sleeps.
     pub(crate) fn is_sleeping(&self) -> bool {
         self.tail.load(Ordering::SeqCst) & SLEEPING != 0
+    }
+
+    /// The consumer's thread lets its turn go (it parks its stream; it is awake, so the
+    /// sleeping bit is clear): sets *away*. It then waits while [`is_away`](Self::is_away).
+    pub(crate) fn go_away(&self) {
+        self.tail.fetch_or(AWAY, Ordering::SeqCst);
+    }
+
+    /// Whether the turn is away from the consumer's thread.
+    pub(crate) fn is_away(&self) -> bool {
+        self.tail.load(Ordering::SeqCst) & AWAY != 0
+    }
+
+    /// The turn comes back to the consumer's thread, which the caller then wakes.
+    pub(crate) fn come_home(&self) {
+        self.tail.fetch_and(!AWAY, Ordering::SeqCst);
+    }
+
+    /// [`prepare_sleep`](Self::prepare_sleep) for a turn that is away: the turn comes home
+    /// asleep, in one step, if no ticket past `head` was issued (and the ring is open): the
+    /// next claim clears the sleeping bit and its producer wakes the consumer's thread, which
+    /// finds its turn home. False: a task is coming, or the ring is closed; the turn stays
+    /// away.
+    pub(crate) fn sleep_away(&self, head: u64) -> bool {
+        let word = self.tail.load(Ordering::Relaxed);
+        word & (COUNT | CLOSED | SLEEPING | AWAY) == head | AWAY
+            && self
+                .tail
+                .compare_exchange(
+                    word,
+                    (word & !AWAY) | SLEEPING,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
     }
 
     /// The consumer's side: the worker per batch, a discarding destroy once.
@@ -683,6 +723,97 @@ mod loom_tests {
             let pos = |x| got.iter().position(|&v| v == x).unwrap();
             assert!(pos(1) < pos(2), "{got:?}");
         });
+    }
+
+    /// A parked stream's turn away from its thread (`stream::runner`): a runner takes what
+    /// is published, then hands the turn home, either asleep in the same step as the tail
+    /// word's *away* bit clears (`sleep_away`: the next claim wakes the thread) or awake
+    /// (`come_home`, then an unpark), while a producer queues. The thread waits for the
+    /// bit without a timeout, then runs as a worker: every task is taken once, in order, and
+    /// a lost wake-up is a deadlock loom reports. A last push after everything (the
+    /// sentinel, 9) is what the thread waits for.
+    fn away_and_home(asleep: bool) {
+        loom::model(move || {
+            let r = Arc::new(Ring::new(2));
+            r.go_away();
+            let (tx, rx) = loom::sync::mpsc::channel();
+            let worker = {
+                let r = Arc::clone(&r);
+                thread::spawn(move || {
+                    while r.is_away() {
+                        thread::park();
+                    }
+                    r.awake();
+                    let mut got = Vec::new();
+                    loop {
+                        let head = {
+                            let mut k = r.taker();
+                            if let Some(v) = k.take() {
+                                if v == 9 {
+                                    break;
+                                }
+                                got.push(v);
+                                continue;
+                            }
+                            k.head()
+                        };
+                        if r.prepare_sleep(head) {
+                            thread::park();
+                            r.awake();
+                        } else {
+                            thread::yield_now();
+                        }
+                    }
+                    tx.send(got).unwrap();
+                })
+            };
+            let w = worker.thread().clone();
+            let producer = {
+                let (r, w) = (Arc::clone(&r), w.clone());
+                thread::spawn(move || {
+                    produce(&r, &w, 1);
+                    produce(&r, &w, 2);
+                })
+            };
+            // The runner: takes what is there, then hands the turn home.
+            let mut ran = Vec::new();
+            loop {
+                let head = {
+                    let mut k = r.taker();
+                    if let Some(v) = k.take() {
+                        ran.push(v);
+                        continue;
+                    }
+                    k.head()
+                };
+                if !asleep {
+                    r.come_home();
+                    w.unpark();
+                    break;
+                }
+                if r.sleep_away(head) {
+                    break;
+                }
+                // A ticket is claimed, not yet published.
+                thread::yield_now();
+            }
+            producer.join().unwrap();
+            produce(&r, &w, 9);
+            worker.join().unwrap();
+            let mut all = ran;
+            all.extend(rx.recv().unwrap());
+            assert_eq!(all, [1, 2]);
+        });
+    }
+
+    #[test]
+    fn a_turn_home_asleep_loses_no_wake_up() {
+        away_and_home(true);
+    }
+
+    #[test]
+    fn a_turn_home_awake_loses_no_wake_up() {
+        away_and_home(false);
     }
 
     #[test]

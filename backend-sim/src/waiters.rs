@@ -276,6 +276,7 @@ pub(crate) fn wait_slow(
     timeout: Option<Duration>,
     ctx: &TaskCtx,
     before_block: &mut dyn FnMut(),
+    ticket: Option<table::Ticket>,
 ) -> Result<(), SimError> {
     let r = &pin.0;
     let sync = &r.slot().sync;
@@ -324,14 +325,16 @@ pub(crate) fn wait_slow(
     let file = r.file();
     crate::shm::count_worker(file);
     let w = AdaptiveWaiter::new(file.waiter(), hint.get());
-    let out = sync.wait_and_reset(
-        &w,
-        WaitArgs {
-            proc: file.me(),
-            timeout,
-            cancel: &check,
-        },
-    );
+    let args = WaitArgs {
+        proc: file.me(),
+        timeout,
+        cancel: &check,
+    };
+    // A parked wait handed back to its thread goes on from the place it holds.
+    let out = match ticket {
+        Some(t) => sync.wait_resume(&w, t, args),
+        None => sync.wait_and_reset(&w, args),
+    };
     hint.set(w.next_spin());
     if w.spinner.lost_cpu() && w.slept_at.get() == 0 && matches!(out, Ok(WaitOutcome::Consumed)) {
         // The record came while this wait had given its CPU away, before it slept: the

@@ -116,7 +116,7 @@ const RING_MODEL_SECONDS: u64 = 900;
 
 /// The simulator's stream queue models (`ring::loom_tests`), each time-boxed to
 /// [`RING_MODEL_SECONDS`] at a bound of 3 or more.
-const RING_MODELS: u64 = 3;
+const RING_MODELS: u64 = 5;
 
 /// The loom limits of the simulator's stream queue models at `preemptions`, beyond the bound
 /// itself. Up to 2, none: the models are explored in full (about half a second of CPU at 2).

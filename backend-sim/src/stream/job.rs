@@ -62,34 +62,61 @@ pub trait Job<E>: Send + 'static {
         false
     }
 
-    /// PROTOTYPE (issue #25, stage 2): whether this job is a wait that may park its stream
-    /// instead of blocking its thread.
-    fn parkable(&self) -> bool {
-        false
+    /// Runs the job as [`run`](Self::run) does, unless it is a wait that would block and
+    /// `parking` lets it park its stream instead (issue #25, stage 2: a wait parks its
+    /// stream, not its thread): then `Err((job, true))`, the job now holding its place in
+    /// the notify's queue ([`park_probe`](Self::park_probe) says when it can go on), or, on
+    /// a turn that may not block ([`Parking::Always`]) and a job that cannot park,
+    /// `Err((job, false))` unrun: only the stream's own thread may run it. The default runs
+    /// every job.
+    #[inline(always)]
+    fn run_or_park(
+        self,
+        ctx: &TaskCtx,
+        before_block: &mut dyn FnMut(),
+        parking: Parking,
+    ) -> Result<(Result<(), E>, Self::Remains), (Self, bool)>
+    where
+        Self: Sized,
+    {
+        let _ = parking;
+        Ok(self.run(ctx, before_block))
     }
 
-    /// PROTOTYPE: for a parkable job, whether it can go on now (its record is there, or it must
-    /// run to report an error).
-    fn can_go_on(&self) -> bool {
-        true
+    /// For a parked job: how a thread that holds no turn of the stream (the runner) asks
+    /// whether the job can go on now. `None` for a job that can always go on.
+    fn park_probe(&self) -> Option<Probe> {
+        None
     }
 
-    /// PROTOTYPE: a probe the runner calls while the job's stream is parked on it (without
-    /// the turn): `probe(data)` is `can_go_on`. Valid while the job is queued.
-    fn park_probe(&self) -> (fn(*const ()) -> bool, *const ()) {
-        (|_| true, std::ptr::null())
-    }
-
-    /// PROTOTYPE: for a parkable job, whether parking is allowed at all (no ticket holders).
-    fn may_park_now(&self) -> bool {
-        false
-    }
-
-    /// PROTOTYPE: whether any thread may run this job (a record, a wait), not only the
-    /// stream's home thread.
+    /// Whether any thread may run this job (a record, a wait), not only the stream's own.
     fn portable(&self) -> bool {
         false
     }
+}
+
+/// Whether a job may park its stream ([`Job::run_or_park`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Parking {
+    /// Never: a wait blocks its thread (the stream was handed back to its own thread).
+    Never,
+    /// When the stream's process has more busy stream threads than CPUs to spin on, or a
+    /// runner runs.
+    IfCrowded,
+    /// Whenever the job would block: the turn runs on a runner, which must never block.
+    Always,
+}
+
+/// A parked job's probe ([`Job::park_probe`]): `(f)(data, arg)` says whether the job can go
+/// on. Valid while the job stays queued on its parked stream.
+#[derive(Clone, Copy, Debug)]
+pub struct Probe {
+    /// The test.
+    pub f: fn(*const (), u64) -> bool,
+    /// What it reads (valid while the job is queued).
+    pub data: *const (),
+    /// A word it is given.
+    pub arg: u64,
 }
 
 impl<E: 'static> Job<E> for Task<E> {

@@ -115,7 +115,7 @@ use crate::ring::Ring;
 
 pub use crate::placement::{allowed_cpus, pin_current_thread};
 pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
-pub use job::{Job, Task};
+pub use job::{Job, Parking, Probe, Task};
 pub use keeper::Keeper;
 
 use cancel::Control;
@@ -341,6 +341,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             run: AtomicU8::new(worker::HOME),
             probe_fn: Default::default(),
             probe_data: Default::default(),
+            probe_arg: AtomicU64::new(0),
             room: Mutex::new(()),
             not_full: Condvar::new(),
             blocked: AtomicUsize::new(0),

@@ -110,7 +110,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
 
     #[cold]
     fn wake_worker(&self) {
-        super::runner::stat(6);
         self.shared.wakeups.fetch_add(1, Ordering::Relaxed);
         self.shared.control.unpark_worker();
     }

@@ -4,14 +4,12 @@
 //! thread, without a context switch. A runner with nothing runnable for a while gives up and
 //! hands every parked stream back to its home thread, which then waits the classic way.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use acl_notify_core::Error;
-
-use super::worker::{BORROWED, HANDED, HOME, PARKED, Shared};
-use super::{Job, lock};
+use super::lock;
+use crate::fork::PerProcess;
 
 /// A parked stream, as the runner sees it.
 pub(super) trait Borrow: Send + Sync {
@@ -21,46 +19,31 @@ pub(super) trait Borrow: Send + Sync {
     fn is_home_with_work(&self) -> bool;
 }
 
-impl<E: From<Error> + Send + 'static, J: Job<E>> Borrow for Shared<E, J> {
-    fn can_go_on(&self) -> bool {
-        self.parked_can_go_on()
-    }
-    fn run_borrowed(self: Arc<Self>) {
-        self.run.store(BORROWED, Ordering::SeqCst);
-        Shared::run_borrowed(&self);
-    }
-    fn hand_home(&self) {
-        self.run.store(HANDED, Ordering::SeqCst);
-        self.control.unpark_worker();
-    }
-    fn is_home_with_work(&self) -> bool {
-        self.run.load(Ordering::SeqCst) == HOME && !self.ring.is_sleeping()
-    }
+/// The parked streams and whether a runner runs. A [`PerProcess`] lock, so that a child
+/// forked while a thread held it gets a fresh one (`crate::fork`); the child's first park
+/// then finds no runner, and becomes it.
+static LIST: PerProcess<Runner> = PerProcess::new(Runner::default);
+
+#[derive(Default)]
+struct Runner {
+    /// The parked streams, each with the runner's tick when it was parked.
+    parked: Vec<(Arc<dyn Borrow>, u64)>,
+    running: bool,
+    /// Counts [`HOME_AFTER`] periods while a runner runs (it reads the clock, not the
+    /// threads that park).
+    tick: u64,
 }
 
-pub(super) static STATS: [std::sync::atomic::AtomicU64; 12] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 12];
-pub(crate) fn stat(i: usize) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !*ON.get_or_init(|| std::env::var_os("PROTO_STATS").is_some()) {
-        return;
-    }
-    STATS[i].fetch_add(1, Ordering::Relaxed);
-    static START: std::sync::Once = std::sync::Once::new();
-    START.call_once(|| {
-        if std::env::var_os("PROTO_STATS").is_some() {
-            std::thread::spawn(|| loop {
-                std::thread::sleep(Duration::from_millis(300));
-                use std::io::Write;
-                let v: Vec<u64> = STATS.iter().map(|a| a.load(Ordering::Relaxed)).collect();
-                let mut f = std::fs::OpenOptions::new().append(true).create(true).open("/tmp/engine/proto.log").unwrap();
-                let _ = writeln!(f, "{} parks {} runs {} borrowed {} giveups {} handed {} ownwork {} | enqwake {} homepark {} homeneeded {} exitunpark {} raceunpark {} turnbusy {}", std::process::id(), v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11]);
-            });
-        }
-    });
-}
+/// A stream parked this long (one to two ticks) without its record goes back to its own
+/// thread, which waits the blocking way: in the wait-for graph (`crate::waitgraph`) and in
+/// the stream's `blocked_on` note as every sleeping wait, so that a deadlock through parked
+/// streams is found as one through sleeping waits (a runner busy with other streams would
+/// otherwise keep them parked for ever). Also what a parked wait costs the runner's scans.
+const HOME_AFTER: Duration = Duration::from_millis(1);
 
-static LIST: Mutex<Vec<Arc<dyn Borrow>>> = Mutex::new(Vec::new());
+/// A hint of `Runner::running` without the lock, for a wait deciding whether to park (a
+/// forked child may read its parent's `true` until its first runner gives up: it then parks
+/// a wait it would have spun on, which is slower, never wrong).
 static RUNNER: AtomicBool = AtomicBool::new(false);
 
 /// How long a runner with nothing runnable keeps looking before it gives up.
@@ -74,19 +57,22 @@ pub(super) fn active() -> bool {
 /// Puts a stream (state `PARKED`) on the list (a runner exists: the list is not empty only
 /// while one does, see `give_up`).
 pub(super) fn push(s: Arc<dyn Borrow>) {
-    lock(&LIST).push(s);
+    let mut l = lock(LIST.get());
+    let tick = l.tick;
+    l.parked.push((s, tick));
 }
 
 /// The home thread of `me` parked it: puts it on the list and becomes the runner if there is
 /// none. Returns when this thread is no longer the runner.
 pub(super) fn park(me: Arc<dyn Borrow>) {
-    stat(0);
-    lock(&LIST).push(Arc::clone(&me));
-    if RUNNER
-        .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-        .is_ok()
-    {
-        stat(1);
+    let become_runner = {
+        let mut l = lock(LIST.get());
+        let tick = l.tick;
+        l.parked.push((Arc::clone(&me), tick));
+        !std::mem::replace(&mut l.running, true)
+    };
+    if become_runner {
+        RUNNER.store(true, Ordering::SeqCst);
         run(&me);
     }
 }
@@ -94,25 +80,31 @@ pub(super) fn park(me: Arc<dyn Borrow>) {
 fn run(me: &Arc<dyn Borrow>) {
     let mut idle: Option<Instant> = None;
     let mut i = 0u32;
+    let mut picks = 0u32;
+    let mut tick_at = Instant::now();
     loop {
+        picks = picks.wrapping_add(1);
+        if picks.is_multiple_of(64) && tick_at.elapsed() >= HOME_AFTER {
+            tick_at = Instant::now();
+            send_home_long_parked();
+        }
         let pick = {
-            let mut l = lock(&LIST);
-            if l.is_empty() && !me.is_home_with_work() {
+            let mut l = lock(LIST.get());
+            if l.parked.is_empty() && !me.is_home_with_work() {
                 break;
             }
-            l.iter()
-                .position(|s| s.can_go_on())
-                .map(|i| l.swap_remove(i))
+            l.parked
+                .iter()
+                .position(|(s, _)| s.can_go_on())
+                .map(|i| l.parked.swap_remove(i).0)
         };
         if let Some(s) = pick {
-            stat(2);
             s.run_borrowed();
             idle = None;
             continue;
         }
         if me.is_home_with_work() {
             // Our own stream has new work: its home thread (this one) is busy running.
-            stat(5);
             break;
         }
         i = i.wrapping_add(1);
@@ -128,16 +120,36 @@ fn run(me: &Arc<dyn Borrow>) {
         }
     }
     give_up();
-    let _ = PARKED;
+}
+
+/// A tick has passed: the streams parked two ticks ago or earlier go home (see
+/// [`HOME_AFTER`]).
+#[cold]
+fn send_home_long_parked() {
+    let home: Vec<Arc<dyn Borrow>> = {
+        let mut l = lock(LIST.get());
+        l.tick += 1;
+        let now = l.tick;
+        let (home, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut l.parked)
+            .into_iter()
+            .partition(|(_, t)| t + 2 <= now);
+        l.parked = stay;
+        home.into_iter().map(|(s, _)| s).collect()
+    };
+    for s in home {
+        s.hand_home();
+    }
 }
 
 /// Stops being the runner: every parked stream goes back to its home thread.
 fn give_up() {
-    RUNNER.store(false, Ordering::SeqCst);
-    let all = std::mem::take(&mut *lock(&LIST));
-    stat(3);
-    for s in all {
-        stat(4);
+    let all = {
+        let mut l = lock(LIST.get());
+        l.running = false;
+        RUNNER.store(false, Ordering::SeqCst);
+        std::mem::take(&mut l.parked)
+    };
+    for (s, _) in all {
         s.hand_home();
     }
 }

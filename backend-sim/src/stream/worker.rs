@@ -12,7 +12,9 @@ use std::time::{Duration, Instant};
 use acl_notify_core::Error;
 
 use super::cancel::{Control, TaskCtx};
-use super::{DISCARDING, Job, OPEN, Padded, WorkerPolicy, bump, drop_all, drop_quietly, lock};
+use super::{
+    DISCARDING, Job, OPEN, Padded, Parking, WorkerPolicy, bump, drop_all, drop_quietly, lock,
+};
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
 
@@ -126,6 +128,7 @@ pub(super) struct Shared<E, J: Job<E>> {
     /// PROTOTYPE: the parked wait's probe (`Job::park_probe`).
     pub(super) probe_fn: std::sync::atomic::AtomicPtr<()>,
     pub(super) probe_data: std::sync::atomic::AtomicPtr<()>,
+    pub(super) probe_arg: AtomicU64,
     /// Producers waiting for room hold this from announcing themselves in `blocked` until
     /// they sleep on `not_full`; the worker takes it to notify them.
     pub(super) room: Mutex<()>,
@@ -285,6 +288,24 @@ impl<E, J: Job<E>> Turn<E, J> {
     }
 }
 
+/// How the process's runner (`super::runner`) sees a parked stream.
+impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Shared<E, J> {
+    fn can_go_on(&self) -> bool {
+        self.parked_can_go_on()
+    }
+    fn run_borrowed(self: Arc<Self>) {
+        self.run.store(BORROWED, Ordering::SeqCst);
+        Shared::run_borrowed(&self);
+    }
+    fn hand_home(&self) {
+        self.come_home(HANDED);
+    }
+    fn is_home_with_work(&self) -> bool {
+        let word_home = !self.ring.is_away();
+        word_home && !self.ring.is_sleeping()
+    }
+}
+
 /// PROTOTYPE: stream run states (`Shared::run`).
 pub(super) const HOME: u8 = 0;
 pub(super) const PARKED: u8 = 1;
@@ -413,6 +434,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
     ) {
+        let mut parking = if flow.borrowed {
+            Parking::Always
+        } else if flow.no_park {
+            Parking::Never
+        } else {
+            Parking::IfCrowded
+        };
         while let Some(task) = local.pop() {
             let seq = done.taken - local.len() as u64 - 1;
             // The flag first: `abort` stores the bound before it raises the flag, so a raised
@@ -436,21 +464,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 self.retire(1);
                 continue;
             }
-            // PROTOTYPE: park a wait that cannot go on, or hand the stream home.
-            // Only a wait whose record is not there yet looks further (one load of the flag
-            // line the wait reads next anyway), and everything on a runner's turn.
-            let task = if flow.borrowed || (task.parkable() && !task.can_go_on()) {
+            if flow.borrowed && !task.portable() {
+                // A runner's turn stops at a job only the stream's own thread may run.
                 local.push(task);
-                if self.park_or_home(local, done, flow) {
-                    return;
-                }
-                match local.pop() {
-                    Some(t) => t,
-                    None => continue,
-                }
-            } else {
-                task
-            };
+                self.flush(done);
+                flow.home_needed = true;
+                return;
+            }
             let may_block = task.may_block();
             if may_block {
                 self.flush(done);
@@ -459,10 +479,27 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 next.prefetch();
             }
             ctx.seq.set(seq);
-            let (result, rest) = task.run(ctx, &mut || {
-                ctx.forget_time();
-                self.flush(done);
-            });
+            let ran = task.run_or_park(
+                ctx,
+                &mut || {
+                    ctx.forget_time();
+                    self.flush(done);
+                },
+                parking,
+            );
+            if parking == Parking::Never {
+                // Only the wait the stream was handed back on: the next ones may park again.
+                parking = Parking::IfCrowded;
+                flow.no_park = false;
+            }
+            let (result, rest) = match ran {
+                Ok(out) => out,
+                Err((task, parked)) => {
+                    ctx.disarm();
+                    self.stop_turn(task, parked, local, done, flow);
+                    return;
+                }
+            };
             if may_block {
                 ctx.forget_time();
             }
@@ -501,84 +538,52 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
-    /// PROTOTYPE: whether the turn stops before `task` (taken off `local`; put back if so):
-    /// a wait that cannot go on parks the stream, and a borrowed turn stops at a job only
-    /// the home thread may run.
+    /// The turn stops before `task` (put back on top of `local`): it parked (`parked`: its
+    /// probe is published for the runner) or only the stream's own thread may run it.
+    #[cold]
     #[inline(never)]
-    fn park_or_home(
+    fn stop_turn(
         &self,
+        task: J,
+        parked: bool,
         local: &mut Vec<J>,
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
-    ) -> bool {
-        let Some(task) = local.last() else {
-            return false;
-        };
-        let stop = if !task.portable() {
-            // Only reached on a borrowed turn.
-            Some(false)
-        } else if !task.parkable() || task.can_go_on() {
-            if !task.parkable() && flow.borrowed && !task.can_go_on() {
-                Some(false)
-            } else {
-                None
-            }
-        } else if flow.no_park && !flow.borrowed {
-            flow.no_park = false;
-            None
+    ) {
+        self.flush(done);
+        if parked {
+            let probe = task.park_probe();
+            let (f, data, arg) = match probe {
+                Some(p) => (p.f as *mut (), p.data.cast_mut(), p.arg),
+                None => (std::ptr::null_mut(), std::ptr::null_mut(), 0),
+            };
+            self.probe_fn.store(f, Ordering::SeqCst);
+            self.probe_data.store(data, Ordering::SeqCst);
+            self.probe_arg.store(arg, Ordering::SeqCst);
+            flow.parked = true;
         } else {
-            let mut ready = false;
-            // A runner has other streams to run: no watching (a `PAUSE` is 28 ns here).
-            let watch = if flow.borrowed { 0 } else { 8 };
-            for _ in 0..watch {
-                std::hint::spin_loop();
-                if task.can_go_on() {
-                    ready = true;
-                    break;
-                }
-            }
-            if ready || self.control.stopping() {
-                None
-            } else if task.may_park_now() {
-                Some(true)
-            } else if flow.borrowed {
-                Some(false)
-            } else {
-                None
-            }
-        };
-        match stop {
-            None => false,
-            Some(park) => {
-                self.flush(done);
-                if park {
-                    let (f, p) = task.park_probe();
-                    self.probe_fn.store(f as *mut (), Ordering::SeqCst);
-                    self.probe_data.store(p.cast_mut(), Ordering::SeqCst);
-                    flow.parked = true;
-                } else {
-                    flow.home_needed = true;
-                }
-                true
-            }
+            flow.home_needed = true;
         }
+        local.push(task);
     }
 
-    /// PROTOTYPE: whether the parked stream can go on (its wait's record is there, or it is
-    /// cancelled or being destroyed).
+    /// Whether the parked stream can go on (its wait's record is there at the head of the
+    /// queue, or it is cancelled or being destroyed).
     pub(super) fn parked_can_go_on(&self) -> bool {
         if self.control.stopping() || self.state.load(Ordering::SeqCst) != OPEN {
             return true;
         }
         let f = self.probe_fn.load(Ordering::SeqCst);
-        let p = self.probe_data.load(Ordering::SeqCst);
         if f.is_null() {
             return true;
         }
-        // SAFETY: stored from a `fn(*const ()) -> bool` in `park_or_home`; the probe's data
-        // lives while the parked wait is queued (it is, while the stream is parked).
-        let f: fn(*const ()) -> bool = unsafe { std::mem::transmute(f) };
-        f(p)
+        // SAFETY: stored from a `Probe::f` in `stop_turn`; the probe's data lives while the
+        // parked wait is queued (it is, while the stream is parked).
+        let f: fn(*const (), u64) -> bool = unsafe { std::mem::transmute(f) };
+        f(
+            self.probe_data.load(Ordering::SeqCst),
+            self.probe_arg.load(Ordering::SeqCst),
+        )
     }
 
     /// PROTOTYPE: a runner runs the stream's turn (state `BORROWED`, set by the runner).
@@ -607,9 +612,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     flow.home_needed = false;
                     flow.borrowed = false;
                     drop(turn);
-                    self.run.store(HOME, Ordering::SeqCst);
-                    super::runner::stat(8);
-                    self.control.unpark_worker();
+                    self.come_home(HOME);
                     return;
                 }
                 continue;
@@ -619,29 +622,35 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 Next::Run => done.taken = popped,
                 Next::Empty => {
                     self.flush(done);
-                    if self.ring.prepare_sleep(popped) {
+                    // The turn goes home asleep in one step of the ring's tail word: the next
+                    // claim wakes the stream's thread (as if it had gone to sleep itself).
+                    // Its run state first, while this thread holds the turn (it reads it
+                    // only once it has the turn).
+                    self.run.store(HOME, Ordering::SeqCst);
+                    if self.ring.sleep_away(popped) {
                         flow.borrowed = false;
                         drop(turn);
-                        self.run.store(HOME, Ordering::SeqCst);
-                        // An enqueue may have woken the home thread before it was home.
-                        fence(Ordering::SeqCst);
-                        if !self.ring.is_sleeping() {
-                            super::runner::stat(10);
-                            self.control.unpark_worker();
-                        }
                         return;
                     }
+                    self.run.store(BORROWED, Ordering::SeqCst);
                 }
                 Next::Exit => {
                     flow.borrowed = false;
                     drop(turn);
-                    self.run.store(HOME, Ordering::SeqCst);
-                    super::runner::stat(9);
-                    self.control.unpark_worker();
+                    self.come_home(HOME);
                     return;
                 }
             }
         }
+    }
+
+    /// The turn of a parked or borrowed stream goes back to the stream's thread, woken here
+    /// (`run`: `HOME`, or `HANDED` when a runner gave up: its next wait blocks). The run
+    /// state is written before the ring's *away* bit clears, which the thread waits for.
+    pub(super) fn come_home(&self, run: u8) {
+        self.run.store(run, Ordering::SeqCst);
+        self.ring.come_home();
+        self.control.unpark_worker();
     }
 
     /// Books a task that panicked: it counts as completed and failed, its message is kept and
@@ -801,24 +810,19 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     flow.parked = false;
                     drop(turn);
                     self.run.store(PARKED, Ordering::SeqCst);
+                    self.ring.go_away();
                     super::runner::park(Arc::clone(&self) as Arc<dyn super::runner::Borrow>);
-                    // Wait until the stream is ours again.
-                    loop {
-                        match self.run.load(Ordering::SeqCst) {
-                            HOME | HANDED => break,
-                            _ => {
-                                super::runner::stat(7);
-                                thread::park_timeout(Duration::from_millis(1))
-                            }
+                    // Wait until the stream is ours again: whoever clears the ring's *away*
+                    // bit wakes this thread after it (`come_home`, or the claim that finds
+                    // the stream asleep after `Ring::sleep_away`); the park token keeps a
+                    // wake-up that comes before the park. Out of the busy count meanwhile
+                    // (`shm::busy`): nobody counts this thread when it is woken.
+                    crate::shm::blocked(|| {
+                        while self.ring.is_away() {
+                            thread::park();
                         }
-                    }
-                    turn = match self.turn.try_lock() {
-                        Ok(t) => t,
-                        Err(_) => {
-                            super::runner::stat(11);
-                            lock(&self.turn)
-                        }
-                    };
+                    });
+                    turn = lock(&self.turn);
                     if self.run.swap(HOME, Ordering::SeqCst) == HANDED {
                         turn.flow.no_park = true;
                     }

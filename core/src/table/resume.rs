@@ -34,6 +34,22 @@ impl Ticket {
     pub fn proc(&self) -> u32 {
         self.proc
     }
+
+    /// The ticket as one word, for a caller that keeps it in a packed value (the
+    /// simulator's 24-byte stream job). Never `u64::MAX` (process slots are below
+    /// [`MAX_PROCS`]), so that value is free to mean "no ticket".
+    pub fn into_raw(self) -> u64 {
+        (u64::from(self.proc) << 32) | u64::from(self.t)
+    }
+
+    /// The ticket [`into_raw`](Self::into_raw) gave. The caller must pass each such word
+    /// back at most once (a ticket is one place in one notify's queue).
+    pub fn from_raw(raw: u64) -> Ticket {
+        Ticket {
+            t: raw as u32,
+            proc: (raw >> 32) as u32,
+        }
+    }
 }
 
 /// How [`NotifySync::wait_begin`] went.

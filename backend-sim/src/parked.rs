@@ -1,0 +1,220 @@
+//! A stream wait that parks its stream instead of blocking its thread (issue #25, stage 2:
+//! the stream engine's side is `stream::runner`): a notify wait with no timeout that finds
+//! no record takes its place in the notify's queue at once (a resumable wait's ticket,
+//! `acl_notify_core::table::Ticket`), becomes [`SimJob::Parked`], and its stream parks; the
+//! process's runner polls the place ([`probe`]) and runs the wait when its record is there.
+//!
+//! Holding the place while parked keeps what a blocking wait guarantees: a
+//! `Sim::try_consume` never takes the record, a waiter that comes later (in any process)
+//! queues behind it, and a dead process's places are reclaimed by the survivors as before.
+//! The place ends in exactly one of: a poll that consumed, the blocking rest of the wait on
+//! the stream's own thread (`wait_resume`, with the wait's usual diagnostics, cancellation and
+//! wait-for graph), or [`ParkedWait`]'s drop (the task dropped unrun: a discard, an abort,
+//! stop-on-failure), which gives it up consuming nothing.
+//!
+//! Timed waits never park: they block as before (a parked wait would need the runner to
+//! watch its deadline).
+
+use acl_notify_core::Error;
+use acl_notify_core::table::{Begin, Ticket};
+
+use crate::blocked::Blocked;
+use crate::error::SimError;
+use crate::pin::PinRef;
+use crate::shm::SlotRef;
+use crate::stream::{Parking, Probe, TaskCtx};
+use crate::waiters::{wait_outcome_error, wait_slow};
+
+/// Why a wait did not run to its end here (the job becomes `SimJob::Parked` or goes back
+/// to the stream's own thread as it is).
+pub(crate) enum Stop {
+    /// Parked, holding its place.
+    Parked(ParkedWait),
+    /// It would block on a turn that may not: the stream's own thread runs it (a wait not
+    /// yet parked: `None`).
+    Home(Option<ParkedWait>),
+}
+
+/// No ticket held (a `Ticket`'s raw word is never this).
+const NONE: u64 = u64::MAX;
+
+/// A parked wait: the notify (its stream pin) and its place in the notify's queue.
+pub(crate) struct ParkedWait {
+    pin: PinRef,
+    ticket: u64,
+}
+
+impl ParkedWait {
+    /// The notify's pin.
+    pub(crate) fn pin(&self) -> PinRef {
+        self.pin
+    }
+
+    fn take(&mut self) -> Ticket {
+        debug_assert_ne!(self.ticket, NONE);
+        Ticket::from_raw(std::mem::replace(&mut self.ticket, NONE))
+    }
+
+    fn slot_ref(&self) -> &SlotRef {
+        // SAFETY: a parked wait is a queued task not yet retired, so its pin is kept
+        // (`crate::pin`); the worker drops the task before it retires it.
+        &unsafe { self.pin.get() }.0
+    }
+
+    /// What the runner asks, without the stream's turn: see [`probe`].
+    pub(crate) fn probe(&self) -> Probe {
+        Probe {
+            f: probe,
+            data: std::ptr::from_ref(self.slot_ref()).cast(),
+            arg: self.ticket,
+        }
+    }
+}
+
+impl Drop for ParkedWait {
+    /// Gives the place up if the wait did not end (the task dropped unrun).
+    fn drop(&mut self) {
+        if self.ticket != NONE {
+            let t = self.take();
+            let r = self.slot_ref();
+            r.slot().sync.wait_abandon(&r.file().waiter(), t);
+        }
+    }
+}
+
+/// Whether the parked wait on `data` (a `SlotRef`) holding ticket `arg` can go on: its
+/// record is there at the head of the queue, the head passed it, or the notify is gone.
+fn probe(data: *const (), arg: u64) -> bool {
+    // SAFETY: `data` is the `SlotRef` of a parked wait (`ParkedWait::probe`), valid while
+    // it is queued; the runner probes only parked streams.
+    let r = unsafe { &*data.cast::<SlotRef>() };
+    r.slot().sync.wait_ready(&Ticket::from_raw(arg)) || !r.is_live()
+}
+
+/// Notes on the stream what its parked wait waits for (`Stream::blocked_on`, as a
+/// sleeping wait does; cleared when the wait runs on). A parked stream enters the wait-for
+/// graph when it goes back to its own thread, at the latest after `stream::runner`'s
+/// `HOME_AFTER`.
+fn note_parked(r: &SlotRef, ctx: &TaskCtx) {
+    #[cfg(test)]
+    PARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    ctx.set_blocked_on(
+        Blocked::Wait {
+            dev: r.device(),
+            id: r.id(),
+            forever: true,
+        }
+        .note(),
+    );
+}
+
+/// Tests make every wait that would block park.
+#[cfg(test)]
+static FORCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Waits parked so far (tests).
+#[cfg(test)]
+static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+#[inline(always)]
+fn forced() -> bool {
+    #[cfg(test)]
+    return FORCE.load(std::sync::atomic::Ordering::Relaxed);
+    #[cfg(not(test))]
+    false
+}
+
+/// Whether a wait that would block parks: on a runner always; on the stream's own thread
+/// when the namespace has more busy stream workers than the spin budget (spinning then
+/// costs another stream its CPU) or a runner already runs.
+fn worth_parking(r: &SlotRef, parking: Parking) -> bool {
+    match parking {
+        Parking::Never => false,
+        Parking::Always => true,
+        Parking::IfCrowded => {
+            crate::stream::runner_active()
+                || crate::shm::busy_now(r.file().busy()) > crate::spin::budget()
+                || forced()
+        }
+    }
+}
+
+/// The slow path of a wait with no timeout that found no record (`SimJob::run_or_park`):
+/// parks it if `parking` says so and it gets a place, else runs it as a blocking wait (or
+/// hands it back unrun on a turn that may not block).
+#[inline(never)]
+pub(crate) fn park_or_wait(
+    pin: PinRef,
+    ctx: &TaskCtx,
+    before_block: &mut dyn FnMut(),
+    parking: Parking,
+) -> Result<Result<(), SimError>, Stop> {
+    // SAFETY: as in `ParkedWait::slot_ref` (the task is running).
+    let p = unsafe { pin.get() };
+    let r = &p.0;
+    if worth_parking(r, parking) && !ctx.is_cancelled() {
+        let file = r.file();
+        match r.slot().sync.wait_begin(&file.waiter(), file.me()) {
+            Ok(Begin::Consumed) => return Ok(file.intact()),
+            Ok(Begin::Queued(t)) => {
+                note_parked(r, ctx);
+                let parked = ParkedWait {
+                    pin,
+                    ticket: t.into_raw(),
+                };
+                return Err(Stop::Parked(parked));
+            }
+            // All places held, or an error the blocking wait reports as usual.
+            Ok(Begin::Full) | Err(_) => {}
+        }
+    }
+    if parking == Parking::Always {
+        return Err(Stop::Home(None));
+    }
+    Ok(wait_slow(p, None, ctx, before_block, None))
+}
+
+/// Runs a parked wait: takes its record if it is there at the head, else parks again if
+/// `parking` says so, else goes on as a blocking wait from its place.
+#[inline(never)]
+pub(crate) fn run_parked(
+    mut w: ParkedWait,
+    ctx: &TaskCtx,
+    before_block: &mut dyn FnMut(),
+    parking: Parking,
+) -> Result<Result<(), SimError>, Stop> {
+    // SAFETY: as in `ParkedWait::slot_ref` (the task is running).
+    let p = unsafe { w.pin.get() };
+    let r = &p.0;
+    if let Err(e) = r.live() {
+        // `w`'s drop gives the place up.
+        return Ok(Err(e));
+    }
+    ctx.set_blocked_on(0);
+    let file = r.file();
+    let t = w.take();
+    match r.slot().sync.wait_poll(&file.waiter(), t) {
+        Ok(Ok(())) => Ok(file.intact()),
+        Err(e) => Ok(wait_outcome_error(
+            Err(e),
+            r,
+            None,
+            Error::TaskTimeout,
+            "stream wait",
+        )),
+        Ok(Err(t)) if worth_parking(r, parking) && !ctx.is_cancelled() => {
+            note_parked(r, ctx);
+            w.ticket = t.into_raw();
+            Err(Stop::Parked(w))
+        }
+        Ok(Err(t)) if parking == Parking::Always => {
+            // Cancelled on a runner: the stream's own thread gives the place up.
+            w.ticket = t.into_raw();
+            Err(Stop::Home(Some(w)))
+        }
+        Ok(Err(t)) => Ok(wait_slow(p, None, ctx, before_block, Some(t))),
+    }
+}
+
+#[cfg(test)]
+mod tests;

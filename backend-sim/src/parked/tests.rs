@@ -1,0 +1,243 @@
+//! Parked stream waits (every wait that would block parks: `FORCE`), against a namespace of
+//! their own: no record lost or taken twice, nothing hangs, a parked stream can be
+//! destroyed, aborted and synchronized, and a record from another process wakes it.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{
+    Backend, CreateFlags, ExportFlags, FailureMode, HostOps, ImportFlags, NotifyResources,
+    RawNotify, RawStream, Soc, StreamControl, StreamDestroy, StreamOps, StreamStatus, SyncWait,
+    Timeout,
+};
+
+use super::{FORCE, PARKS};
+use crate::NamespaceGuard as Ns;
+use crate::sim::Sim;
+
+const LONG: SyncWait = SyncWait::AtMost(Duration::from_secs(20));
+
+fn open(tag: &str) -> (Sim, Ns) {
+    FORCE.store(true, Relaxed);
+    let ns = format!("unit-parked-{tag}-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let sim = Sim::builder()
+        .soc(Soc::Ascend910B)
+        .devices(2)
+        .namespace(&ns)
+        .open()
+        .unwrap();
+    (sim, Ns(ns))
+}
+
+/// Waits (at most 10 s) until stream `s`'s head wait has parked (its note says so).
+fn until_parked(sim: &Sim, s: RawStream) {
+    let (st, _) = sim.stream(s).unwrap();
+    let t0 = Instant::now();
+    while st.blocked_on() == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the wait never parked");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// A fresh stream's wait on `n` gets the next record: `n`'s queue holds no place left over.
+fn queue_is_free(sim: &Sim, n: RawNotify) {
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    for st in [s, r] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
+
+/// Two (and four) streams handing records back and forth, every wait parking: a lost
+/// wake-up or a lost hand-over between a stream's thread and the runner hangs a synchronize.
+#[test]
+fn streams_handing_records_over_while_parking_lose_nothing() {
+    let (sim, _ns) = open("pingpong");
+    let before = PARKS.load(Relaxed);
+    for streams in [2usize, 4] {
+        let s: Vec<_> = (0..streams).map(|_| sim.create_stream(0).unwrap()).collect();
+        let n: Vec<_> = (0..streams)
+            .map(|_| sim.create_notify(0, CreateFlags::empty()).unwrap())
+            .collect();
+        // Stream i waits for n[i] and records n[i + 1]; stream 0 starts.
+        sim.record(n[0], s[streams - 1]).unwrap();
+        for round in 0..3_000 {
+            for i in 0..streams {
+                sim.wait_and_reset(n[i], s[i], Timeout::Forever).unwrap();
+                sim.record(n[(i + 1) % streams], s[i]).unwrap();
+            }
+            if round % 500 == 0 {
+                sim.synchronize(s[0], LONG).unwrap_or_else(|e| panic!("{e}"));
+            }
+        }
+        for &st in &s {
+            sim.synchronize(st, LONG).unwrap_or_else(|e| panic!("{e}"));
+        }
+        // One record left over, on n[0].
+        assert!(sim.try_consume(n[0]).unwrap());
+        for &x in &n[1..] {
+            assert!(!sim.try_consume(x).unwrap());
+        }
+        for st in s {
+            sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+        }
+    }
+    assert!(PARKS.load(Relaxed) > before, "nothing parked");
+}
+
+/// A parked wait holds its place: a host's `try_consume` racing the record never takes it
+/// (with a parked wait that held no place it did, and the wait then hung).
+#[test]
+fn a_parked_wait_s_record_is_never_taken_by_try_consume() {
+    let (sim, _ns) = open("tryconsume");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    for _ in 0..200 {
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        until_parked(&sim, s);
+        sim.record(n, r).unwrap();
+        while sim.query(s).unwrap() != StreamStatus::Complete {
+            assert!(!sim.try_consume(n).unwrap(), "took the parked wait's record");
+        }
+        sim.synchronize(s, LONG).unwrap();
+    }
+}
+
+/// Two streams parked on one notify: each record releases exactly one of them.
+#[test]
+fn one_record_releases_one_parked_wait() {
+    let (sim, _ns) = open("onerecord");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let (a, b) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
+    let r = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, a, Timeout::Forever).unwrap();
+    until_parked(&sim, a);
+    sim.wait_and_reset(n, b, Timeout::Forever).unwrap();
+    until_parked(&sim, b);
+    sim.record(n, r).unwrap();
+    // FIFO: the first to queue gets it.
+    sim.synchronize(a, LONG).unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(sim.query(b).unwrap(), StreamStatus::NotReady);
+    assert!(!sim.try_consume(n).unwrap());
+    sim.record(n, r).unwrap();
+    sim.synchronize(b, LONG).unwrap();
+    assert!(!sim.try_consume(n).unwrap());
+}
+
+/// A synchronize of a parked stream times out (it does not hang, nor return early); after
+/// the record it returns.
+#[test]
+fn synchronize_on_a_parked_stream() {
+    let (sim, _ns) = open("sync");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let (s, r) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    let t0 = Instant::now();
+    assert!(
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(50)))
+            .is_err()
+    );
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(sim.query(s).unwrap(), StreamStatus::NotReady);
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+}
+
+/// A parked stream destroyed, discarding its tasks or draining them: the discard returns at
+/// once, the drain once the record came, and neither leaves a place in the notify's queue.
+#[test]
+fn a_parked_stream_destroyed() {
+    let (sim, _ns) = open("destroy");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    let t0 = Instant::now();
+    sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    queue_is_free(&sim, n);
+
+    let s = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    std::thread::scope(|sc| {
+        let d = sc.spawn(|| sim.destroy_stream(s, StreamDestroy::Drain));
+        std::thread::sleep(Duration::from_millis(30));
+        assert!(!d.is_finished(), "the drain did not wait for the parked wait");
+        sim.record(n, r).unwrap();
+        d.join().unwrap().unwrap();
+    });
+    assert!(!sim.try_consume(n).unwrap(), "the drained wait took no record");
+    queue_is_free(&sim, n);
+}
+
+/// A parked stream aborted: the abort returns, the wait gives its place up, and tasks
+/// queued after the abort run; with stop-on-failure set as well.
+#[test]
+fn a_parked_stream_aborted() {
+    let (sim, _ns) = open("abort");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let m = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    for mode in [FailureMode::Continue, FailureMode::StopOnFailure] {
+        let s = sim.create_stream(0).unwrap();
+        sim.set_failure_mode(s, mode).unwrap();
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        until_parked(&sim, s);
+        let t0 = Instant::now();
+        sim.abort(s).unwrap();
+        let _ = sim.synchronize(s, LONG);
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        sim.record(m, s).unwrap();
+        sim.synchronize(s, LONG).unwrap();
+        assert!(sim.try_consume(m).unwrap(), "a task after the abort did not run");
+        queue_is_free(&sim, n);
+        sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+    }
+}
+
+/// A record from another process (a forked child with a `Sim` of its own on the namespace)
+/// releases a parked stream.
+#[test]
+fn a_record_from_another_process_releases_a_parked_stream() {
+    let (sim, ns) = open("xproc");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let key = sim
+        .export_key(n, ExportFlags::DISABLE_PID_VALIDATION)
+        .unwrap();
+    let s = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    let name = ns.0.clone();
+    crate::fork::run_in_child(move || {
+        let Ok(child) = Sim::builder()
+            .soc(Soc::Ascend910B)
+            .devices(2)
+            .namespace(&name)
+            .open() else {
+            return false;
+        };
+        let Ok(imp) = child.import_key(0, &key, ImportFlags::empty()) else {
+            return false;
+        };
+        let Ok(cs) = child.create_stream(0) else {
+            return false;
+        };
+        child.record(imp, cs).is_ok() && child.synchronize(cs, LONG).is_ok()
+    })
+    .unwrap_or_else(|st| panic!("the child failed (status {st:#x})"));
+    sim.synchronize(s, LONG).unwrap();
+    assert!(!sim.try_consume(n).unwrap());
+}
+
+#[allow(dead_code)]
+fn _uses(sim: &Sim) -> impl Backend + HostOps + NotifyResources + StreamOps + '_ {
+    sim
+}
