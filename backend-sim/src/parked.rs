@@ -108,9 +108,10 @@ fn note_parked(r: &SlotRef, ctx: &TaskCtx) {
     );
 }
 
-/// Tests make every wait that would block park.
+/// Tests make every wait that would block park while this is not 0 (a count of guards:
+/// the unit tests share a process).
 #[cfg(test)]
-static FORCE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static FORCE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Waits parked so far (tests).
 #[cfg(test)]
@@ -119,7 +120,7 @@ static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0
 #[inline(always)]
 fn forced() -> bool {
     #[cfg(test)]
-    return FORCE.load(std::sync::atomic::Ordering::Relaxed);
+    return FORCE.load(std::sync::atomic::Ordering::Relaxed) != 0;
     #[cfg(not(test))]
     false
 }

@@ -6,9 +6,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
-    Backend, CreateFlags, ExportFlags, FailureMode, HostOps, ImportFlags, NotifyResources,
-    RawNotify, RawStream, Soc, StreamControl, StreamDestroy, StreamOps, StreamStatus, SyncWait,
-    Timeout,
+    CreateFlags, ExportFlags, FailureMode, HostOps, ImportFlags, NotifyResources, RawNotify,
+    RawStream, Soc, StreamControl, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
 use super::{FORCE, PARKS};
@@ -17,8 +16,27 @@ use crate::sim::Sim;
 
 const LONG: SyncWait = SyncWait::AtMost(Duration::from_secs(20));
 
-fn open(tag: &str) -> (Sim, Ns) {
-    FORCE.store(true, Relaxed);
+/// While it lives, every wait that would block parks and parked streams stay parked (in
+/// every test of this process: the mechanism must hold for them too).
+struct Forced;
+
+impl Forced {
+    fn on() -> Forced {
+        FORCE.fetch_add(1, Relaxed);
+        crate::stream::hold_parked(true);
+        Forced
+    }
+}
+
+impl Drop for Forced {
+    fn drop(&mut self) {
+        crate::stream::hold_parked(false);
+        FORCE.fetch_sub(1, Relaxed);
+    }
+}
+
+fn open(tag: &str) -> (Sim, Ns, Forced) {
+    let forced = Forced::on();
     let ns = format!("unit-parked-{tag}-{}", std::process::id());
     let _ = Sim::remove_namespace(&ns);
     let sim = Sim::builder()
@@ -27,15 +45,20 @@ fn open(tag: &str) -> (Sim, Ns) {
         .namespace(&ns)
         .open()
         .unwrap();
-    (sim, Ns(ns))
+    (sim, Ns(ns), forced)
 }
 
-/// Waits (at most 10 s) until stream `s`'s head wait has parked (its note says so).
+/// Waits (at most 10 s) until stream `s`'s head wait has parked (its note says what it
+/// waits for, and its turn is away from its thread) — or is blocked in its thread: another
+/// test's runner may have handed it home (this process's tests share the runner).
 fn until_parked(sim: &Sim, s: RawStream) {
     let (st, _) = sim.stream(s).unwrap();
     let t0 = Instant::now();
     while st.blocked_on() == 0 {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the wait never parked");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the wait never parked"
+        );
         std::thread::sleep(Duration::from_micros(200));
     }
 }
@@ -56,10 +79,12 @@ fn queue_is_free(sim: &Sim, n: RawNotify) {
 /// wake-up or a lost hand-over between a stream's thread and the runner hangs a synchronize.
 #[test]
 fn streams_handing_records_over_while_parking_lose_nothing() {
-    let (sim, _ns) = open("pingpong");
+    let (sim, _ns, _forced) = open("pingpong");
     let before = PARKS.load(Relaxed);
     for streams in [2usize, 4] {
-        let s: Vec<_> = (0..streams).map(|_| sim.create_stream(0).unwrap()).collect();
+        let s: Vec<_> = (0..streams)
+            .map(|_| sim.create_stream(0).unwrap())
+            .collect();
         let n: Vec<_> = (0..streams)
             .map(|_| sim.create_notify(0, CreateFlags::empty()).unwrap())
             .collect();
@@ -71,7 +96,8 @@ fn streams_handing_records_over_while_parking_lose_nothing() {
                 sim.record(n[(i + 1) % streams], s[i]).unwrap();
             }
             if round % 500 == 0 {
-                sim.synchronize(s[0], LONG).unwrap_or_else(|e| panic!("{e}"));
+                sim.synchronize(s[0], LONG)
+                    .unwrap_or_else(|e| panic!("{e}"));
             }
         }
         for &st in &s {
@@ -93,7 +119,7 @@ fn streams_handing_records_over_while_parking_lose_nothing() {
 /// (with a parked wait that held no place it did, and the wait then hung).
 #[test]
 fn a_parked_wait_s_record_is_never_taken_by_try_consume() {
-    let (sim, _ns) = open("tryconsume");
+    let (sim, _ns, _forced) = open("tryconsume");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
     let r = sim.create_stream(0).unwrap();
@@ -102,7 +128,10 @@ fn a_parked_wait_s_record_is_never_taken_by_try_consume() {
         until_parked(&sim, s);
         sim.record(n, r).unwrap();
         while sim.query(s).unwrap() != StreamStatus::Complete {
-            assert!(!sim.try_consume(n).unwrap(), "took the parked wait's record");
+            assert!(
+                !sim.try_consume(n).unwrap(),
+                "took the parked wait's record"
+            );
         }
         sim.synchronize(s, LONG).unwrap();
     }
@@ -111,7 +140,7 @@ fn a_parked_wait_s_record_is_never_taken_by_try_consume() {
 /// Two streams parked on one notify: each record releases exactly one of them.
 #[test]
 fn one_record_releases_one_parked_wait() {
-    let (sim, _ns) = open("onerecord");
+    let (sim, _ns, _forced) = open("onerecord");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let (a, b) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
     let r = sim.create_stream(0).unwrap();
@@ -134,7 +163,7 @@ fn one_record_releases_one_parked_wait() {
 /// the record it returns.
 #[test]
 fn synchronize_on_a_parked_stream() {
-    let (sim, _ns) = open("sync");
+    let (sim, _ns, _forced) = open("sync");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let (s, r) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
     sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
@@ -154,7 +183,7 @@ fn synchronize_on_a_parked_stream() {
 /// once, the drain once the record came, and neither leaves a place in the notify's queue.
 #[test]
 fn a_parked_stream_destroyed() {
-    let (sim, _ns) = open("destroy");
+    let (sim, _ns, _forced) = open("destroy");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let r = sim.create_stream(0).unwrap();
     let s = sim.create_stream(0).unwrap();
@@ -171,11 +200,17 @@ fn a_parked_stream_destroyed() {
     std::thread::scope(|sc| {
         let d = sc.spawn(|| sim.destroy_stream(s, StreamDestroy::Drain));
         std::thread::sleep(Duration::from_millis(30));
-        assert!(!d.is_finished(), "the drain did not wait for the parked wait");
+        assert!(
+            !d.is_finished(),
+            "the drain did not wait for the parked wait"
+        );
         sim.record(n, r).unwrap();
         d.join().unwrap().unwrap();
     });
-    assert!(!sim.try_consume(n).unwrap(), "the drained wait took no record");
+    assert!(
+        !sim.try_consume(n).unwrap(),
+        "the drained wait took no record"
+    );
     queue_is_free(&sim, n);
 }
 
@@ -183,7 +218,7 @@ fn a_parked_stream_destroyed() {
 /// queued after the abort run; with stop-on-failure set as well.
 #[test]
 fn a_parked_stream_aborted() {
-    let (sim, _ns) = open("abort");
+    let (sim, _ns, _forced) = open("abort");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let m = sim.create_notify(0, CreateFlags::empty()).unwrap();
     for mode in [FailureMode::Continue, FailureMode::StopOnFailure] {
@@ -197,7 +232,10 @@ fn a_parked_stream_aborted() {
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         sim.record(m, s).unwrap();
         sim.synchronize(s, LONG).unwrap();
-        assert!(sim.try_consume(m).unwrap(), "a task after the abort did not run");
+        assert!(
+            sim.try_consume(m).unwrap(),
+            "a task after the abort did not run"
+        );
         queue_is_free(&sim, n);
         sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
     }
@@ -207,7 +245,7 @@ fn a_parked_stream_aborted() {
 /// releases a parked stream.
 #[test]
 fn a_record_from_another_process_releases_a_parked_stream() {
-    let (sim, ns) = open("xproc");
+    let (sim, ns, _forced) = open("xproc");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let key = sim
         .export_key(n, ExportFlags::DISABLE_PID_VALIDATION)
@@ -221,7 +259,8 @@ fn a_record_from_another_process_releases_a_parked_stream() {
             .soc(Soc::Ascend910B)
             .devices(2)
             .namespace(&name)
-            .open() else {
+            .open()
+        else {
             return false;
         };
         let Ok(imp) = child.import_key(0, &key, ImportFlags::empty()) else {
@@ -235,9 +274,4 @@ fn a_record_from_another_process_releases_a_parked_stream() {
     .unwrap_or_else(|st| panic!("the child failed (status {st:#x})"));
     sim.synchronize(s, LONG).unwrap();
     assert!(!sim.try_consume(n).unwrap());
-}
-
-#[allow(dead_code)]
-fn _uses(sim: &Sim) -> impl Backend + HostOps + NotifyResources + StreamOps + '_ {
-    sim
 }

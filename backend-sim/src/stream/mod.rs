@@ -93,9 +93,19 @@ mod keeper;
 mod queue;
 mod runner;
 
-/// PROTOTYPE: whether a runner runs (see `runner`).
+/// Whether a runner runs (see `runner`).
 pub(crate) fn runner_active() -> bool {
     runner::active()
+}
+
+/// Tests: keeps parked streams parked (see `runner::HOLD`) while `true` is in force.
+#[cfg(test)]
+pub(crate) fn hold_parked(hold: bool) {
+    if hold {
+        runner::HOLD.fetch_add(1, Ordering::Relaxed);
+    } else {
+        runner::HOLD.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 mod sync_spin;
 mod worker;

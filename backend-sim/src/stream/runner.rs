@@ -17,6 +17,12 @@ pub(super) trait Borrow: Send + Sync {
     fn run_borrowed(self: Arc<Self>);
     fn hand_home(&self);
     fn is_home_with_work(&self) -> bool;
+    /// The runner's own stream, home with work, is taken away from its thread (the runner
+    /// itself) to be run as a parked one: the thread then waits for it as for any.
+    fn take_away(&self);
+    /// Whether the stream came home for its own thread to run (a job only it may run, or
+    /// its exit).
+    fn needs_home(&self) -> bool;
 }
 
 /// The parked streams and whether a runner runs. A [`PerProcess`] lock, so that a child
@@ -48,6 +54,20 @@ static RUNNER: AtomicBool = AtomicBool::new(false);
 
 /// How long a runner with nothing runnable keeps looking before it gives up.
 const RUNNER_SPIN: Duration = Duration::from_micros(50);
+
+/// Tests: the runner neither gives up when idle nor sends long-parked streams home, so
+/// that a test can act on a stream while it is parked.
+/// A count of guards (the unit tests share a process).
+#[cfg(test)]
+pub(crate) static HOLD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+#[inline(always)]
+fn held() -> bool {
+    #[cfg(test)]
+    return HOLD.load(Ordering::Relaxed) != 0;
+    #[cfg(not(test))]
+    false
+}
 
 /// Whether a runner is running.
 pub(super) fn active() -> bool {
@@ -84,13 +104,24 @@ fn run(me: &Arc<dyn Borrow>) {
     let mut tick_at = Instant::now();
     loop {
         picks = picks.wrapping_add(1);
-        if picks.is_multiple_of(64) && tick_at.elapsed() >= HOME_AFTER {
+        if picks.is_multiple_of(64) && !held() && tick_at.elapsed() >= HOME_AFTER {
             tick_at = Instant::now();
             send_home_long_parked();
         }
+        if me.is_home_with_work() {
+            if me.needs_home() {
+                break;
+            }
+            // This thread's own stream got work while it ran others: run it here too
+            // (going back to the worker's loop would hand every parked stream home).
+            me.take_away();
+            Arc::clone(me).run_borrowed();
+            idle = None;
+            continue;
+        }
         let pick = {
             let mut l = lock(LIST.get());
-            if l.parked.is_empty() && !me.is_home_with_work() {
+            if l.parked.is_empty() {
                 break;
             }
             l.parked
@@ -103,15 +134,11 @@ fn run(me: &Arc<dyn Borrow>) {
             idle = None;
             continue;
         }
-        if me.is_home_with_work() {
-            // Our own stream has new work: its home thread (this one) is busy running.
-            break;
-        }
         i = i.wrapping_add(1);
         std::hint::spin_loop();
         if i.is_multiple_of(16) {
             let t = *idle.get_or_insert_with(Instant::now);
-            if t.elapsed() >= RUNNER_SPIN {
+            if t.elapsed() >= RUNNER_SPIN && !held() {
                 break;
             }
             if t.elapsed() >= Duration::from_micros(2) {

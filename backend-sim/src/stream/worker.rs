@@ -300,6 +300,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Share
     fn hand_home(&self) {
         self.come_home(HANDED);
     }
+    fn take_away(&self) {
+        self.ring.go_away();
+    }
+    fn needs_home(&self) -> bool {
+        self.run.load(Ordering::SeqCst) == NEEDED
+    }
     fn is_home_with_work(&self) -> bool {
         let word_home = !self.ring.is_away();
         word_home && !self.ring.is_sleeping()
@@ -311,6 +317,8 @@ pub(super) const HOME: u8 = 0;
 pub(super) const PARKED: u8 = 1;
 pub(super) const BORROWED: u8 = 2;
 pub(super) const HANDED: u8 = 3;
+/// Came home for its own thread to run: a job only it may run, or its exit.
+pub(super) const NEEDED: u8 = 4;
 
 enum Next {
     /// Tasks were moved to the worker's local queue.
@@ -612,7 +620,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     flow.home_needed = false;
                     flow.borrowed = false;
                     drop(turn);
-                    self.come_home(HOME);
+                    self.come_home(NEEDED);
                     return;
                 }
                 continue;
@@ -637,7 +645,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 Next::Exit => {
                     flow.borrowed = false;
                     drop(turn);
-                    self.come_home(HOME);
+                    self.come_home(NEEDED);
                     return;
                 }
             }
