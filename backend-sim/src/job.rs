@@ -111,37 +111,10 @@ impl Job<SimError> for SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
         parking: Parking,
-    ) -> Result<(Result<(), SimError>, ()), (Self, bool)> {
-        match self {
-            SimJob::Wait { pin, timeout } => {
-                // SAFETY: as in `run_plain`.
-                let p = unsafe { pin.get() };
-                let r = &p.0;
-                if let Err(e) = r.live() {
-                    return Ok((Err(e), ()));
-                }
-                let sync = &r.slot().sync;
-                if sync.is_set() && sync.try_consume() {
-                    return Ok((r.file().intact(), ()));
-                }
-                match timeout {
-                    None => crate::parked::park_or_wait(pin, ctx, before_block, parking)
-                        .map(|out| (out, ()))
-                        .map_err(|stop| stop.into_job(pin)),
-                    Some(_) if parking == Parking::Always => {
-                        Err((SimJob::Wait { pin, timeout }, false))
-                    }
-                    Some(_) => Ok((wait_slow(p, timeout, ctx, before_block, None), ())),
-                }
-            }
-            SimJob::Parked(w) => {
-                let pin = w.pin();
-                crate::parked::run_parked(w, ctx, before_block, parking)
-                    .map(|out| (out, ()))
-                    .map_err(|stop| stop.into_job(pin))
-            }
-            other => Ok(other.run(ctx, before_block)),
-        }
+        stopped: &mut Option<(Self, bool)>,
+    ) -> Option<(Result<(), SimError>, ())> {
+        self.run_with(ctx, before_block, parking, stopped)
+            .map(|out| (out, ()))
     }
 
     fn park_probe(&self) -> Option<Probe> {
@@ -224,14 +197,31 @@ impl SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
     ) -> (Result<(), SimError>, ()) {
-        match self {
+        match self.run_with(ctx, before_block, Parking::Never, &mut None) {
+            Some(out) => (out, ()),
+            None => unreachable!("a job that may not park does not stop"),
+        }
+    }
+
+    /// Runs the job, or stops before it ends (`None`, the job back in `stopped`: see
+    /// [`Job::run_or_park`]). Out-of-band so that what the worker gets back for a job that
+    /// ran stays in two registers.
+    #[inline(always)]
+    fn run_with(
+        self,
+        ctx: &TaskCtx,
+        before_block: &mut dyn FnMut(),
+        parking: Parking,
+        stopped: &mut Option<(SimJob, bool)>,
+    ) -> Option<Result<(), SimError>> {
+        Some(match self {
             SimJob::Record { pin, pid } => {
                 // SAFETY: the worker runs this task and retires it only afterwards; its
                 // ticket was claimed while the pin was its owner's (`Sim::claim_pinned`), so
                 // the pin is kept until then (`crate::pin`).
                 let r = &unsafe { pin.get() }.0;
                 if let Err(e) = r.live() {
-                    return (Err(e), ());
+                    return Some(Err(e));
                 }
                 let w = StampedWaiter {
                     inner: r.file().waiter(),
@@ -240,14 +230,14 @@ impl SimJob {
                 r.slot().record(&w, pid);
                 // A record that went into a page a truncation cut off went nowhere (see
                 // `lost`): one load of the mapping's flag.
-                (r.file().intact(), ())
+                r.file().intact()
             }
             SimJob::Wait { pin, timeout } => {
                 // SAFETY: as for a record.
-                let pin = unsafe { pin.get() };
-                let r = &pin.0;
+                let p = unsafe { pin.get() };
+                let r = &p.0;
                 if let Err(e) = r.live() {
-                    return (Err(e), ());
+                    return Some(Err(e));
                 }
                 let sync = &r.slot().sync;
                 // The record is there and nobody queued: take it before setting anything up
@@ -256,29 +246,50 @@ impl SimJob {
                 // stream's spin hint is left alone: a wait that did not spin says nothing
                 // about how long one should (see `waiters::SPIN_DECAY`).
                 if sync.is_set() && sync.try_consume() {
-                    return (r.file().intact(), ());
+                    return Some(r.file().intact());
                 }
-                (wait_slow(pin, timeout, ctx, before_block, None), ())
+                // Only now, the record not there: park, or block.
+                match (timeout, parking) {
+                    (_, Parking::Never) => wait_slow(p, timeout, ctx, before_block, None),
+                    (None, _) => {
+                        match crate::parked::park_or_wait(pin, ctx, before_block, parking) {
+                            Ok(out) => out,
+                            Err(stop) => {
+                                *stopped = Some(stop.into_job(pin));
+                                return None;
+                            }
+                        }
+                    }
+                    (Some(_), Parking::Always) => {
+                        *stopped = Some((SimJob::Wait { pin, timeout }, false));
+                        return None;
+                    }
+                    (Some(_), Parking::IfCrowded) => wait_slow(p, timeout, ctx, before_block, None),
+                }
             }
-            SimJob::Refused => (Ok(()), ()),
+            SimJob::Refused => Ok(()),
             SimJob::Parked(w) => {
-                match crate::parked::run_parked(w, ctx, before_block, Parking::Never) {
-                    Ok(out) => (out, ()),
-                    Err(_) => unreachable!("a wait that may not park does not park"),
+                let pin = w.pin();
+                match crate::parked::run_parked(w, ctx, before_block, parking) {
+                    Ok(out) => out,
+                    Err(stop) => {
+                        *stopped = Some(stop.into_job(pin));
+                        return None;
+                    }
                 }
             }
             SimJob::CntRecord(job) => {
                 let (r, record, pid) = *job;
-                (crate::cnt::run_record(&r, record, pid), ())
+                crate::cnt::run_record(&r, record, pid)
             }
-            SimJob::CntWait(job) => (crate::cnt::run_wait(&job.0, &job.1, ctx), ()),
+            SimJob::CntWait(job) => crate::cnt::run_wait(&job.0, &job.1, ctx),
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
                 call.call();
                 ctx.set_blocked_on(0);
-                (Ok(()), ())
+                Ok(())
             }
-            SimJob::Other(task) | SimJob::Bulk(task) => (task(ctx), ()),
-        }
+            SimJob::Other(task) | SimJob::Bulk(task) => task(ctx),
+        })
     }
 }

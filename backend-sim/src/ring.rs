@@ -264,7 +264,9 @@ impl<T> Ring<T> {
                 // see `push_with`.
                 if let Err(now) = self.tail.compare_exchange_weak(
                     word,
-                    (word & (COUNT | AWAY)) + 1,
+                    // The next ticket, keeping *away*, clearing *sleeping* (`CLOSED` is
+                    // clear here).
+                    (word + 1) & !SLEEPING,
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {

@@ -64,23 +64,24 @@ pub trait Job<E>: Send + 'static {
 
     /// Runs the job as [`run`](Self::run) does, unless it is a wait that would block and
     /// `parking` lets it park its stream instead (issue #25, stage 2: a wait parks its
-    /// stream, not its thread): then `Err((job, true))`, the job now holding its place in
-    /// the notify's queue ([`park_probe`](Self::park_probe) says when it can go on), or, on
-    /// a turn that may not block ([`Parking::Always`]) and a job that cannot park,
-    /// `Err((job, false))` unrun: only the stream's own thread may run it. The default runs
-    /// every job.
+    /// stream, not its thread): then `None`, and `stopped` holds the job and `true`, the
+    /// job now holding its place in the notify's queue ([`park_probe`](Self::park_probe)
+    /// says when it can go on); or, on a turn that may not block ([`Parking::Always`]) and
+    /// a job that cannot park, `None` with the job unrun and `false`: only the stream's own
+    /// thread may run it. The default runs every job.
     #[inline(always)]
     fn run_or_park(
         self,
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
         parking: Parking,
-    ) -> Result<(Result<(), E>, Self::Remains), (Self, bool)>
+        stopped: &mut Option<(Self, bool)>,
+    ) -> Option<(Result<(), E>, Self::Remains)>
     where
         Self: Sized,
     {
-        let _ = parking;
-        Ok(self.run(ctx, before_block))
+        let _ = (parking, stopped);
+        Some(self.run(ctx, before_block))
     }
 
     /// For a parked job: how a thread that holds no turn of the stream (the runner) asks

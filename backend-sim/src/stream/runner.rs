@@ -1,8 +1,19 @@
-//! PROTOTYPE (issue #25, stage 2): in-process runners. A stream whose wait cannot go on
-//! parks (its turn stays with the wait on top) and its home thread becomes the process's
-//! runner if there is none: it runs the parked streams whose waits can go on, on its own
-//! thread, without a context switch. A runner with nothing runnable for a while gives up and
-//! hands every parked stream back to its home thread, which then waits the classic way.
+//! The process's runner (issue #25, stage 2: a wait parks its stream, not its thread). A
+//! stream wait that would block parks its stream instead (`crate::parked` says when: a wait
+//! with no timeout, while the namespace has more busy stream workers than the spin budget or
+//! a runner runs): its turn stays with the wait on top, the ring's *away* bit says the turn
+//! is not with its thread, and the stream goes on this process's list. Its thread becomes
+//! the runner if there is none, else waits for the bit to clear. The runner runs the parked
+//! streams whose waits can go on (it polls their probes), on its own thread, without a
+//! context switch: records and waits, until one parks again; it runs its own stream the same
+//! way when that gets work. A stream comes back to its thread when a job only that thread
+//! may run is on top, when it exits, when its queue runs dry (asleep, in the same step of
+//! the ring's tail word: the next enqueue wakes the thread), when it stayed parked for
+//! [`HOME_AFTER`] (so that it waits in the wait-for graph), or when the runner, with
+//! nothing runnable for [`RUNNER_SPIN`], gives up: every parked stream goes back to its
+//! thread, whose next wait then blocks there. Whoever clears the *away* bit wakes the
+//! thread (or the enqueue that finds it asleep does), so no hand-over is lost and the
+//! thread waits with no timeout (the ring's loom models `a_turn_home_*`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -123,9 +123,13 @@ pub(super) struct Shared<E, J: Job<E>> {
     /// per task. Declared right after `ring`: tasks left in it (only if the worker unwound)
     /// are dropped with the queued ones, before the values kept for them (`kept`, `later`).
     pub(super) turn: Mutex<Turn<E, J>>,
-    /// PROTOTYPE: `HOME`, `PARKED`, `BORROWED` or `HANDED`.
+    /// Who runs the stream's turn (`HOME`, `PARKED`, `BORROWED`, `HANDED`, `NEEDED`): its
+    /// thread, or the process's runner (`super::runner`). Whether the turn is away from
+    /// the thread is the ring's *away* bit, not this: this says how it came back, read by
+    /// the thread once it holds the turn again.
     pub(super) run: AtomicU8,
-    /// PROTOTYPE: the parked wait's probe (`Job::park_probe`).
+    /// The parked wait's probe (`Job::park_probe`), for the runner: its function, data and
+    /// word, written before the stream goes on the runner's list.
     pub(super) probe_fn: std::sync::atomic::AtomicPtr<()>,
     pub(super) probe_data: std::sync::atomic::AtomicPtr<()>,
     pub(super) probe_arg: AtomicU64,
@@ -247,12 +251,13 @@ pub(super) struct Turn<E, J: Job<E>> {
     /// What the running task sees of the stream (its cells are per stream: the wait's spin
     /// hint, the coarse time stamp, the task number).
     ctx: TaskCtx,
-    /// PROTOTYPE: how the current turn goes (see `Flow`).
+    /// How the current turn goes (see `Flow`).
     flow: Flow,
     _error: PhantomData<fn() -> E>,
 }
 
-/// PROTOTYPE (issue #25, stage 2): how a turn runs and why it stopped.
+/// How a turn runs and why it stopped (issue #25, stage 2: a wait parks its stream, not its
+/// thread; see `super::runner`).
 #[derive(Default)]
 pub(super) struct Flow {
     /// A runner holds the turn: only portable jobs run, waits that cannot go on park.
@@ -312,7 +317,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Share
     }
 }
 
-/// PROTOTYPE: stream run states (`Shared::run`).
+/// Stream run states (`Shared::run`).
 pub(super) const HOME: u8 = 0;
 pub(super) const PARKED: u8 = 1;
 pub(super) const BORROWED: u8 = 2;
@@ -442,13 +447,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
     ) {
-        let mut parking = if flow.borrowed {
+        // For the whole batch: a stream handed back to its thread (`no_park`) runs the rest
+        // of its taken tasks there, blocking as before (no check per task).
+        let parking = if flow.borrowed {
             Parking::Always
-        } else if flow.no_park {
+        } else if std::mem::take(&mut flow.no_park) {
             Parking::Never
         } else {
             Parking::IfCrowded
         };
+        let mut stopped = None;
         while let Some(task) = local.pop() {
             let seq = done.taken - local.len() as u64 - 1;
             // The flag first: `abort` stores the bound before it raises the flag, so a raised
@@ -472,7 +480,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 self.retire(1);
                 continue;
             }
-            if flow.borrowed && !task.portable() {
+            if parking == Parking::Always && !task.portable() {
                 // A runner's turn stops at a job only the stream's own thread may run.
                 local.push(task);
                 self.flush(done);
@@ -494,19 +502,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     self.flush(done);
                 },
                 parking,
+                &mut stopped,
             );
-            if parking == Parking::Never {
-                // Only the wait the stream was handed back on: the next ones may park again.
-                parking = Parking::IfCrowded;
-                flow.no_park = false;
-            }
-            let (result, rest) = match ran {
-                Ok(out) => out,
-                Err((task, parked)) => {
-                    ctx.disarm();
+            let Some((result, rest)) = ran else {
+                ctx.disarm();
+                if let Some((task, parked)) = stopped.take() {
                     self.stop_turn(task, parked, local, done, flow);
-                    return;
                 }
+                return;
             };
             if may_block {
                 ctx.forget_time();
@@ -594,7 +597,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         )
     }
 
-    /// PROTOTYPE: a runner runs the stream's turn (state `BORROWED`, set by the runner).
+    /// The runner runs the stream's turn (state `BORROWED`, set by the runner): records and
+    /// waits, until a wait parks it again, a job only its thread may run is on top, the
+    /// queue runs dry (the turn goes home asleep: `Ring::sleep_away`) or the stream exits.
     pub(super) fn run_borrowed(self: &Arc<Self>) {
         let mut turn = lock(&self.turn);
         loop {
