@@ -11,12 +11,22 @@ use crate::errmsg::{self, CallError, null_arg};
 use crate::session::{self, runtime, with_runtime};
 
 /// `aclError aclInit(const char *configPath)`: opens the simulated machine the
-/// `ACL_NOTIFY_SIM_*` variables describe. `configPath` may be NULL and is not read.
+/// `ACL_NOTIFY_SIM_*` variables describe. `configPath` (NULL or "": none) is CANN's `acl.json`;
+/// its `defaultDevice` is the device of threads that set none (see [`crate::config`]).
 ///
-/// Codes: 100002 already initialised; the simulator's code if the environment is invalid.
+/// Codes: 100002 already initialised; 100003 the file cannot be read; 100006 it is not the
+/// JSON CANN reads; 100000 a `default_device` that is no number; 107001 no such device; the
+/// simulator's code if the environment is invalid.
+///
+/// # Safety
+///
+/// `config_path` is NULL or NUL-terminated.
 #[unsafe(no_mangle)]
-pub extern "C" fn aclInit(_config_path: *const c_char) -> aclError {
-    api("aclInit", session::init)
+pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
+    api("aclInit", || {
+        // SAFETY: the caller's contract.
+        session::init(|| unsafe { crate::config::read(config_path) })
+    })
 }
 
 /// `aclError aclFinalize(void)`: releases every stream and notify of the process.
