@@ -505,16 +505,8 @@ impl Sim {
             return Ok(None);
         };
         let file = self.mem().file_of(r.alloc.file)?;
-        let a = r.alloc;
         Ok(Some(DevRange {
-            alloc: Alloc {
-                file,
-                id: a.id,
-                generation: a.generation,
-                size: a.size,
-                imported: a.imported,
-                used_on: a.used_on,
-            },
+            alloc: r.alloc.with_file(file),
             base: r.base,
             addr,
             off: r.off,

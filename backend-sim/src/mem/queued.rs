@@ -23,6 +23,7 @@ use std::ptr::NonNull;
 use acl_notify_core::Error;
 
 use super::file::MemFile;
+use super::state::AllocOf;
 use super::{Alloc, Side};
 use crate::error::SimError;
 
@@ -48,14 +49,9 @@ impl KeptFile {
 pub(super) enum QueuedSide {
     /// Host memory at this address (the caller's contract keeps it valid until the task ran).
     Host(usize),
-    /// Device memory in allocation `id` of `file` (this `generation`), whose device address
-    /// is `base` and size `size`.
+    /// Device memory in allocation `alloc`, whose device address is `base`.
     Device {
-        file: KeptFile,
-        id: u32,
-        generation: u32,
-        imported: bool,
-        size: u64,
+        alloc: AllocOf<KeptFile>,
         base: usize,
     },
 }
@@ -70,11 +66,7 @@ impl QueuedSide {
         match side {
             Side::Host(addr) => QueuedSide::Host(*addr),
             Side::Device(r) => QueuedSide::Device {
-                file: KeptFile(NonNull::from(r.alloc.file)),
-                id: r.alloc.id,
-                generation: r.alloc.generation,
-                imported: r.alloc.imported,
-                size: r.alloc.size,
+                alloc: r.alloc.with_file(KeptFile(NonNull::from(r.alloc.file))),
                 base: r.base,
             },
         }
@@ -83,16 +75,18 @@ impl QueuedSide {
     /// At run time: is the range `[addr, addr + len)` still in the same allocation?
     pub(super) fn still(&self, addr: usize, len: usize, what: &str) -> Result<(), SimError> {
         match self {
-            QueuedSide::Device {
-                file,
-                id,
-                generation,
-                imported,
-                size,
-                base,
-            } if !Alloc::is_current(file.get(), *id, *generation, *imported) => Err(
-                freed_before_run(*size, file.get().device(), *base, addr, len, what),
-            ),
+            QueuedSide::Device { alloc: a, base }
+                if !Alloc::is_current(a.file.get(), a.id, a.generation, a.imported) =>
+            {
+                Err(freed_before_run(
+                    a.size,
+                    a.file.get().device(),
+                    *base,
+                    addr,
+                    len,
+                    what,
+                ))
+            }
             _ => Ok(()),
         }
     }
@@ -101,8 +95,8 @@ impl QueuedSide {
     pub(super) fn ptr(&self, addr: usize, len: usize) -> Result<*mut u8, SimError> {
         match self {
             QueuedSide::Host(a) => Ok(std::ptr::with_exposed_provenance_mut(*a)),
-            QueuedSide::Device { file, .. } => {
-                let file = file.get();
+            QueuedSide::Device { alloc, .. } => {
+                let file = alloc.file.get();
                 let off = file
                     .offset_of(addr)
                     .ok_or_else(|| SimError::new(Error::DrvInternalError, "device address lost"))?;
@@ -116,7 +110,7 @@ impl QueuedSide {
     pub(super) fn intact(&self) -> Result<(), SimError> {
         match self {
             QueuedSide::Host(_) => Ok(()),
-            QueuedSide::Device { file, .. } => file.get().intact(),
+            QueuedSide::Device { alloc, .. } => alloc.file.get().intact(),
         }
     }
 }

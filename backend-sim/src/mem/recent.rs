@@ -27,7 +27,7 @@ use std::cell::RefCell;
 use std::ptr::NonNull;
 
 use super::file::MemFile;
-use super::state::{Alloc, AllocRef};
+use super::state::{Alloc, AllocOf, AllocRef};
 use crate::tagged_cache::{self, Tag, Ways};
 
 /// Entries per thread: a copy names two allocations, and a program usually works through a
@@ -38,12 +38,7 @@ pub(crate) const WAYS: usize = 4;
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Recent {
     pub(super) base: usize,
-    size: u64,
-    file: NonNull<MemFile>,
-    id: u32,
-    generation: u32,
-    imported: bool,
-    used_on: u32,
+    alloc: AllocOf<NonNull<MemFile>>,
 }
 
 impl Recent {
@@ -51,19 +46,14 @@ impl Recent {
     pub(super) fn of(base: usize, a: &Alloc) -> Recent {
         Recent {
             base,
-            size: a.size,
-            file: NonNull::from(&*a.file),
-            id: a.id,
-            generation: a.generation,
-            imported: a.imported,
-            used_on: a.used_on,
+            alloc: a.with_file(NonNull::from(&*a.file)),
         }
     }
 
     /// Whether `addr` is inside the allocation.
     #[inline]
     fn covers(&self, addr: usize) -> bool {
-        addr.wrapping_sub(self.base) < self.size as usize
+        addr.wrapping_sub(self.base) < self.alloc.size as usize
     }
 
     /// The allocation, its file borrowed for `'s`.
@@ -74,15 +64,8 @@ impl Recent {
     /// kept while it lives: see the module docs).
     #[inline]
     pub(super) unsafe fn view<'s>(&self) -> AllocRef<'s> {
-        AllocRef {
-            // SAFETY: the caller's contract: the file is one of the borrowed `Sim`'s files.
-            file: unsafe { self.file.as_ref() },
-            id: self.id,
-            generation: self.generation,
-            size: self.size,
-            imported: self.imported,
-            used_on: self.used_on,
-        }
+        // SAFETY: the caller's contract: the file is one of the borrowed `Sim`'s files.
+        self.alloc.with_file(unsafe { self.alloc.file.as_ref() })
     }
 }
 

@@ -14,10 +14,14 @@ use crate::error::SimError;
 use crate::locks::lock;
 use crate::sys;
 
-/// One allocation this process may touch: its own, or one it imported.
-#[derive(Clone, Debug)]
-pub(crate) struct Alloc {
-    pub(crate) file: Arc<MemFile>,
+/// One allocation (its slot in a device-memory file, and what a check needs of it), with its
+/// file held as `F`: by reference count ([`Alloc`]: the table's entries, and the ranges of
+/// tasks that outlive the call), borrowed ([`AllocRef`]: what a lookup hands out), or by
+/// pointer (this thread's cache of recent ones, [`super::recent`], and a queued copy's
+/// side, [`super::queued`], each with its own reason why the file is still mapped).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct AllocOf<F> {
+    pub(crate) file: F,
     pub(crate) id: u32,
     pub(crate) generation: u32,
     pub(crate) size: u64,
@@ -27,11 +31,12 @@ pub(crate) struct Alloc {
     pub(crate) used_on: u32,
 }
 
-impl Alloc {
-    /// The allocation as a lookup hands it out: the file borrowed, no reference count.
-    pub(super) fn view(&self) -> AllocRef<'_> {
-        AllocRef {
-            file: &self.file,
+impl<F> AllocOf<F> {
+    /// The same allocation with its file held as `file` (the same file).
+    #[inline(always)]
+    pub(super) fn with_file<G>(&self, file: G) -> AllocOf<G> {
+        AllocOf {
+            file,
             id: self.id,
             generation: self.generation,
             size: self.size,
@@ -41,19 +46,19 @@ impl Alloc {
     }
 }
 
+/// One allocation this process may touch: its own, or one it imported.
+pub(crate) type Alloc = AllocOf<Arc<MemFile>>;
+
+impl Alloc {
+    /// The allocation as a lookup hands it out: the file borrowed, no reference count.
+    pub(super) fn view(&self) -> AllocRef<'_> {
+        self.with_file(&*self.file)
+    }
+}
+
 /// An allocation as the copy paths see it ([`Alloc`] with its file borrowed): found in the
 /// table or in this thread's cache of recent ones ([`super::recent`]).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct AllocRef<'f> {
-    pub(crate) file: &'f MemFile,
-    pub(crate) id: u32,
-    pub(crate) generation: u32,
-    pub(crate) size: u64,
-    /// Imported through IPC (else owned).
-    pub(crate) imported: bool,
-    /// The device this process uses it on: the owner's own, or the one it was imported onto.
-    pub(crate) used_on: u32,
-}
+pub(crate) type AllocRef<'f> = AllocOf<&'f MemFile>;
 
 impl AllocRef<'_> {
     /// Imported onto another device than the one the memory is on.
@@ -79,7 +84,7 @@ impl AllocRef<'_> {
     }
 }
 
-impl Alloc {
+impl<F> AllocOf<F> {
     /// Whether allocation `id` (this `generation`) of `file` is still the incarnation this
     /// process holds (see [`AllocRef::current`]).
     pub(super) fn is_current(file: &MemFile, id: u32, generation: u32, imported: bool) -> bool {

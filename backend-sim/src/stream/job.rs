@@ -10,7 +10,9 @@ pub type Task<E> = Box<dyn FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static>;
 /// type — e.g. an enum of its frequent operations, so that they cost no allocation.
 pub trait Job<E>: Send + 'static {
     /// What the job hands back to be dropped later (see [`run`](Self::run)); `()` for none.
-    type Remains;
+    /// `Send`: the finished jobs' remains belong to the stream's turn (`worker::Turn`), which
+    /// lives with the stream, not with the thread that ran them.
+    type Remains: Send;
 
     /// Runs the job on the stream's worker. Besides its result it may return *remains*:
     /// values whose drop is costly but not urgent (e.g. the last reference to something

@@ -113,7 +113,7 @@ pub use job::{Job, Task};
 pub use keeper::Keeper;
 
 use cancel::Control;
-use worker::{Shared, WorkerCounters};
+use worker::{Shared, Turn, WorkerCounters};
 
 /// Default queue capacity: how many tasks may wait before `enqueue` waits for room.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -331,6 +331,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
+            turn: Mutex::new(Turn::new(Arc::clone(&control))),
             room: Mutex::new(()),
             not_full: Condvar::new(),
             blocked: AtomicUsize::new(0),
@@ -525,7 +526,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// only while the queue exists, and a queued task is dropped before the kept values
     /// are). Kept values are never let go before the stream's end; a value kept already (the
     /// same allocation) is not kept twice, and is found without a lock if it is among the
-    /// first [`KEPT_FAST`](worker::KEPT_FAST) (16) kept.
+    /// first 16 kept (`KEPT_FAST`).
     pub fn keep_alive<T: std::any::Any + Send + Sync>(&self, value: &Arc<T>) {
         if self.keeps(&**value) {
             return;
