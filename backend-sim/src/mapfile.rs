@@ -522,6 +522,20 @@ impl Map {
         unsafe { &*self.base.add(off).cast::<T>() }
     }
 
+    /// [`at`](Self::at) for a span [`at`](Self::at) has checked already: no check (two
+    /// compares, a mask and the mapping's length loaded on every call of a hot accessor).
+    ///
+    /// # Safety
+    ///
+    /// `self.at::<T>(off)` has returned (not panicked) before, on this same mapping: a
+    /// mapping's start and length never change, so the span still fits and is aligned.
+    #[inline(always)]
+    pub(crate) unsafe fn at_checked_before<T: Shared>(&self, off: usize) -> &T {
+        // SAFETY: as in `at`; the span was checked by an earlier `at` on this mapping (the
+        // caller's contract), and neither `base` nor `len` changes.
+        unsafe { &*self.base.add(off).cast::<T>() }
+    }
+
     /// The start of the mapping.
     pub(crate) fn base(&self) -> *mut u8 {
         self.base

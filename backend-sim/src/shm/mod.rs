@@ -348,6 +348,17 @@ impl ShmFile {
         self.map.at(off)
     }
 
+    /// [`at`](Self::at) for a span it has checked already ([`Map::at_checked_before`]).
+    ///
+    /// # Safety
+    ///
+    /// `self.at::<T>(off)` has returned before (on this file: its mapping never changes).
+    #[inline(always)]
+    pub(crate) unsafe fn at_checked_before<T: Shared>(&self, off: usize) -> &T {
+        // SAFETY: the caller's contract is `Map::at_checked_before`'s.
+        unsafe { self.map.at_checked_before(off) }
+    }
+
     pub(crate) fn proc_entry(&self, i: u32) -> Option<&ProcEntry> {
         self.layout.proc_entry(&self.map, i)
     }
