@@ -106,8 +106,15 @@ impl Registration {
     /// private zero page in this process.
     #[inline]
     pub(crate) fn lost(&self) -> bool {
-        self.slot
-            .is_some_and(|i| REGIONS[i].lost.load(Ordering::Relaxed))
+        // Only the handler marks a region lost, and it counts each page it replaces after
+        // (`FAULTS`, never lowered): with none counted, nothing is lost — one load of a line
+        // nobody writes, instead of the region's index checked and its flag loaded. A record
+        // or wait task asks after every notify access (`SimJob::run_plain`); a fault of its
+        // own ran the handler on its own thread, so it sees the count.
+        faults() != 0
+            && self
+                .slot
+                .is_some_and(|i| REGIONS[i].lost.load(Ordering::Relaxed))
     }
 
     /// `Ok` unless [`lost`](Self::lost): then 507899 saying that the file at `path` was cut
