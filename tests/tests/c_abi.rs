@@ -31,7 +31,7 @@
 //!   enqueuing on, wrong keys and devices, a double free, aclFinalize with work queued; also
 //!   under valgrind's memcheck;
 //! - `acl_json.c`: `aclInit`'s configuration file: refused files and their codes, and the
-//!   default device it configures;
+//!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
