@@ -30,6 +30,8 @@
 //!   IPC notifies, an event ordering a second thread's stream, blocked streams the host keeps
 //!   enqueuing on, wrong keys and devices, a double free, aclFinalize with work queued; also
 //!   under valgrind's memcheck;
+//! - `acl_json.c`: `aclInit`'s configuration file: refused files and their codes, and the
+//!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -264,6 +266,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memory",
         "ring_allreduce",
         "halo",
+        "acl_json",
         "ipc_memory",
         "ipc_notify_memory",
         "superpod_ring",
@@ -705,6 +708,22 @@ fn simulator_extensions() {
     let o = run_alone("extensions", "ext", &[], Duration::from_secs(30));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("extensions: ok"), "{}", report(&o));
+}
+
+// ---- aclInit's configuration file (tests/c/acl_json.c) ---------------------------------------
+
+#[test]
+fn acl_init_reads_its_configuration_file_and_its_default_device() {
+    let p = setup();
+    let s = Scratch::new("acljson");
+    let mut cmd = s.cmd(&p.bin.join("acl_json"), "Ascend910B");
+    cmd.arg(&s.dir);
+    let o = run_all(
+        vec![spawn("acl_json", &mut cmd).expect("start acl_json")],
+        Duration::from_secs(30),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("acl_json: ok"), "{}", report(&o));
 }
 
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------
