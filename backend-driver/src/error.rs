@@ -177,7 +177,7 @@ mod tests {
     #[test]
     fn unknown_codes_map_by_class_and_keep_the_number() {
         assert_eq!(classify(107_010), Error::ParamInvalid);
-        assert_eq!(classify(100_003), Error::InvalidParam);
+        assert_eq!(classify(100_010), Error::InvalidParam);
         assert_eq!(classify(200_000), Error::MemoryAllocation);
         assert_eq!(classify(207_018), Error::ResourceAllocFail);
         assert_eq!(classify(507_033), Error::InternalError);

@@ -17,6 +17,10 @@ pub enum Error {
     Uninitialize = 100001,
     /// `ACL_ERROR_REPEAT_INITIALIZE` — `aclInit` called twice.
     RepeatInitialize = 100002,
+    /// `ACL_ERROR_INVALID_FILE` — `aclInit`'s configuration file cannot be found or read.
+    InvalidFile = 100003,
+    /// `ACL_ERROR_PARSE_FILE` — `aclInit`'s configuration file is not the JSON it expects.
+    ParseFile = 100006,
     /// `ACL_ERROR_REPEAT_FINALIZE` — `aclFinalize` called twice.
     RepeatFinalize = 100037,
     /// `ACL_ERROR_RT_PARAM_INVALID` — an argument the runtime rejects (flags, counts, keys).
@@ -81,10 +85,12 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 30] = [
+    pub const ALL: [Error; 32] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
+        Error::InvalidFile,
+        Error::ParseFile,
         Error::RepeatFinalize,
         Error::ParamInvalid,
         Error::InvalidDeviceId,
@@ -125,6 +131,8 @@ impl Error {
             Error::InvalidParam => "ACL_ERROR_INVALID_PARAM",
             Error::Uninitialize => "ACL_ERROR_UNINITIALIZE",
             Error::RepeatInitialize => "ACL_ERROR_REPEAT_INITIALIZE",
+            Error::InvalidFile => "ACL_ERROR_INVALID_FILE",
+            Error::ParseFile => "ACL_ERROR_PARSE_FILE",
             Error::RepeatFinalize => "ACL_ERROR_REPEAT_FINALIZE",
             Error::ParamInvalid => "ACL_ERROR_RT_PARAM_INVALID",
             Error::InvalidDeviceId => "ACL_ERROR_RT_INVALID_DEVICEID",

@@ -15,6 +15,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use acl_notify_core::Error;
 
+use crate::config::AclConfig;
 use crate::errmsg::CallError;
 use crate::inflight::{self, Published};
 use crate::runtime::Runtime;
@@ -266,19 +267,25 @@ fn seed() -> u64 {
 /// `aclInit`. After a session started implicitly, succeeds and changes nothing else. In a
 /// forked child, starts the child's own session (the parent's is not the child's: see
 /// [`State::Inherited`]).
-pub(crate) fn init() -> Result<(), CallError> {
+///
+/// `config` reads `aclInit`'s configuration file; as in CANN, only once the call is known not
+/// to be a repeated one, and a configuration it refuses leaves the process as it was.
+pub(crate) fn init(config: impl FnOnce() -> Result<AclConfig, CallError>) -> Result<(), CallError> {
     let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
     match &mut *state {
         State::Ready(_, Start::AclInit) => Err(CallError::new(
             Error::RepeatInitialize,
             "aclInit was already called in this process",
         )),
-        State::Ready(_, start) => {
+        State::Ready(rt, start) => {
+            rt.configure(config()?)?;
             *start = Start::AclInit;
             Ok(())
         }
         _ => {
+            let config = config()?;
             let rt = Arc::new(open_session()?);
+            rt.configure(config)?;
             SESSION.publish(&rt);
             *state = State::Ready(rt, Start::AclInit);
             Ok(())

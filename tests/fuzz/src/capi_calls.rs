@@ -593,7 +593,8 @@ pub fn generate(u: &mut arbitrary::Unstructured) -> arbitrary::Result<Vec<Op>> {
 
 pub fn check(ops: Vec<Op>) {
     let sim = checker();
-    let c = aclInit(std::ptr::null());
+    // SAFETY: NULL is no configuration file.
+    let c = unsafe { aclInit(std::ptr::null()) };
     assert!(c == 0, "aclInit: {c}");
     let c = aclrtSetDevice(0);
     assert_eq!(c, 0);

@@ -2,12 +2,13 @@
 //! counts, reset, peer access.
 
 use std::cell::Cell;
+use std::sync::atomic::Ordering;
 
 use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
 
 use crate::errmsg::{CallError, param};
 
-use super::{CURRENT, Runtime, lock};
+use super::{CURRENT, NO_DEFAULT_DEVICE, Runtime, lock};
 
 impl Runtime {
     /// The calling thread's current device (107002 if none).
@@ -16,14 +17,35 @@ impl Runtime {
         self.current().map(|(device, _)| device)
     }
 
-    /// The calling thread's current device and context (107002 if none).
+    /// The calling thread's current device and context: the default device of `aclInit`'s
+    /// configuration, set implicitly, for a thread that set none; 107002 if there is none.
     #[inline]
     pub(crate) fn current(&self) -> Result<(u32, usize), CallError> {
         match CURRENT.with(Cell::get) {
             Some((epoch, device, ctx)) if epoch == self.epoch => Ok((device, ctx)),
+            _ => self.implicit_device(),
+        }
+    }
+
+    /// CANN's implicit `aclrtSetDevice` of the configured default device, inside a call made
+    /// by a thread without a current device (hicann/runtime
+    /// `docs/zh/FAQ/如何理解默认Device和默认Stream机制.md`).
+    #[cold]
+    fn implicit_device(&self) -> Result<(u32, usize), CallError> {
+        let d = self.default_device.load(Ordering::Relaxed);
+        if d == NO_DEFAULT_DEVICE {
+            return Err(CallError::new(
+                Error::ContextNull,
+                "the calling thread has no current device (call aclrtSetDevice first, or name \
+                 a defaultDevice in aclInit's configuration file)",
+            ));
+        }
+        self.set_device(d as i32)?;
+        match CURRENT.with(Cell::get) {
+            Some((epoch, device, ctx)) if epoch == self.epoch => Ok((device, ctx)),
             _ => Err(CallError::new(
                 Error::ContextNull,
-                "the calling thread has no current device (call aclrtSetDevice first)",
+                "the default device could not be made current",
             )),
         }
     }

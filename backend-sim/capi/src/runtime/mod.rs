@@ -10,6 +10,7 @@
 //! `ipc`, `cnt`, `ext`, `context`, `event`.
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use acl_notify_core::{
@@ -17,6 +18,7 @@ use acl_notify_core::{
 };
 use acl_notify_sim::Sim;
 
+use crate::config::AclConfig;
 use crate::errmsg::CallError;
 use crate::handle::{CTable, Kind, Stamp, not_live};
 use cnt::CntEntry;
@@ -112,7 +114,13 @@ pub(crate) struct Runtime {
     ///
     /// [`require`]: Runtime::require
     features: u32,
+    /// The device of threads that set none (`defaultDevice` of `aclInit`'s configuration,
+    /// see [`crate::config`]); [`NO_DEFAULT_DEVICE`] when there is none.
+    default_device: AtomicU32,
 }
+
+/// [`Runtime::default_device`] when the configuration names none.
+const NO_DEFAULT_DEVICE: u32 = u32::MAX;
 
 /// A feature's bit in [`Runtime::features`].
 const fn feature_bit(feature: Feature) -> u32 {
@@ -154,7 +162,20 @@ impl Runtime {
             device_refs: Mutex::new(vec![0; devices]),
             pid,
             features,
+            default_device: AtomicU32::new(NO_DEFAULT_DEVICE),
         }
+    }
+
+    /// Applies `aclInit`'s configuration: 107001 if its default device does not exist.
+    pub(crate) fn configure(&self, config: AclConfig) -> Result<(), CallError> {
+        let device = match config.default_device {
+            Some(d) => self
+                .device_id(d)
+                .map_err(|e| e.in_context("the defaultDevice of aclInit's configuration file"))?,
+            None => NO_DEFAULT_DEVICE,
+        };
+        self.default_device.store(device, Ordering::Relaxed);
+        Ok(())
     }
 
     /// The process that opened this session.
