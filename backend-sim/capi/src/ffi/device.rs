@@ -13,7 +13,7 @@ use crate::session::{self, runtime, with_runtime};
 
 /// `aclError aclInit(const char *configPath)`: opens the simulated machine the
 /// `ACL_NOTIFY_SIM_*` variables describe. `configPath` (NULL or "": none) is CANN's `acl.json`;
-/// its `defaultDevice` is the device of threads that set none (see [`crate::config`]).
+/// its `defaultDevice` is the device of threads that set none (see the crate's `config` module).
 ///
 /// Codes: 100002 already initialised; 100003 the file cannot be read; 100006 it is not the
 /// JSON CANN reads; 100000 a `default_device` that is no number; 107001 no such device; the
