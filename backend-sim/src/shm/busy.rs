@@ -18,10 +18,12 @@
 //! killed in between (or between the two adds of [`count_worker`]) leaves one too many in the
 //! header for good, and past the budget that stops every spin of the namespace. So whoever
 //! reclaims a dead process's entry then lowers the header's count to the sum of the entries'
-//! parts if it is above it ([`recount`]). It only ever lowers: a place a waker is about to
-//! count, or a worker about to take into its part, may be missing from the count for a
-//! moment, which costs only some spinning; a count raised to the sum at such a moment would
-//! end one too high again.
+//! parts if it is above it ([`recount`]). It only ever lowers: a place a waker has counted in
+//! the header (or [`count_worker`] has) but whose worker has not yet taken it into its
+//! part when the sum is read is taken out, and the count then stays one below what is busy
+//! for good (nothing raises it); that costs only some spinning (one spinner past the budget),
+//! whereas a count raised to the sum at such a moment would end one too high again, which
+//! stops spins.
 //!
 //! A counted worker blocked anywhere else than a notify wait (a count-notify wait, an IPC
 //! event's, an event wait's condition variable: their wakers count nobody) is out of the
