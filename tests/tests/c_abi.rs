@@ -32,6 +32,8 @@
 //!   under valgrind's memcheck;
 //! - `acl_json.c`: `aclInit`'s configuration file: refused files and their codes, and the
 //!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
+//! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
+//!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -267,6 +269,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ring_allreduce",
         "halo",
         "acl_json",
+        "dead_owner",
         "ipc_memory",
         "ipc_notify_memory",
         "superpod_ring",
@@ -724,6 +727,15 @@ fn acl_init_reads_its_configuration_file_and_its_default_device() {
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("acl_json: ok"), "{}", report(&o));
+}
+
+// ---- an owner that dies (tests/c/dead_owner.c) ----------------------------------------------
+
+#[test]
+fn keys_of_a_dead_owner_stop_importing_once_its_importer_lets_go() {
+    let o = run_alone("dead_owner", "deadowner", &[], Duration::from_secs(30));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("dead_owner: ok"), "{}", report(&o));
 }
 
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------
