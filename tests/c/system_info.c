@@ -1,4 +1,8 @@
-/* system_info.c — aclsysGetVersionStr / aclsysGetVersionNum as CANN answers them (hicann/runtime
+/* system_info.c — the process- and device-level queries of hicann/runtime's quickstart samples
+ * (0_quickstart/1_error_handling, 2_system_info).
+ * aclrtGetErrorVerbose: a simulated device has no fault, so ACL_RT_NO_ERROR, tryRepair and
+ * hasDetail 0 (hicann/runtime src/runtime/api/impl/api_impl.cc, ApiImpl::GetErrorVerbose).
+ * aclsysGetVersionStr / aclsysGetVersionNum as CANN answers them (hicann/runtime
  * src/acl/aclrt_impl/acl.cpp: the package's $ASCEND_HOME_PATH/share/info/<pkg>/version.info,
  * its "Version=" line, the '-'/'_' alternative spelling, and CalculateVersionNum's arithmetic),
  * as hicann/runtime's sample 0_quickstart/2_system_info calls them after aclInit.
@@ -81,6 +85,18 @@ int main(int argc, char **argv) {
     longv[strlen("Version=1.2.3") + 200] = '\0';
     install("long", longv);
     EXPECT_RC(aclsysGetVersionStr((char *)"long", ver), ACL_ERROR_INTERNAL_ERROR);
+
+    /* aclrtGetErrorVerbose on a healthy device; its NULL and device checks. */
+    aclrtErrorInfo info;
+    memset(&info, 0xff, sizeof info);
+    CHECK(aclrtGetErrorVerbose(0, &info));
+    REQUIRE(info.errorType == ACL_RT_NO_ERROR && info.tryRepair == 0 && info.hasDetail == 0 &&
+                info.detail.aicoreErrType == 0,
+            "error info type %d tryRepair %u hasDetail %u aicore %d", (int)info.errorType,
+            (unsigned)info.tryRepair, (unsigned)info.hasDetail, (int)info.detail.aicoreErrType);
+    EXPECT_RC(aclrtGetErrorVerbose(0, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtGetErrorVerbose(4096, &info), ACL_ERROR_RT_INVALID_DEVICEID);
+    EXPECT_RC(aclrtGetErrorVerbose(-1, &info), ACL_ERROR_RT_INVALID_DEVICEID);
 
     CHECK(aclFinalize());
     printf("system_info: ok\n");

@@ -33,7 +33,7 @@
 //! - `acl_json.c`: `aclInit`'s configuration file: refused files and their codes, and the
 //!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
 //! - `system_info.c`: `aclsysGetVersionStr` / `aclsysGetVersionNum` reading packages'
-//!   `version.info` files under a scratch `ASCEND_HOME_PATH`;
+//!   `version.info` files under a scratch `ASCEND_HOME_PATH`; `aclrtGetErrorVerbose`;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -735,7 +735,7 @@ fn acl_init_reads_its_configuration_file_and_its_default_device() {
 // ---- package versions (tests/c/system_info.c) -----------------------------------------------
 
 #[test]
-fn package_versions_come_from_their_version_info_files() {
+fn package_versions_and_error_verbose_answer_as_cann_does() {
     let p = setup();
     let s = Scratch::new("sysinfo");
     let mut cmd = s.cmd(&p.bin.join("system_info"), "Ascend910B");
