@@ -225,6 +225,21 @@ pub extern "C" fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags: u32) -
     })
 }
 
+/// `aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId)`: ends the access from the
+/// current device to `peerDeviceId` that `aclrtDeviceEnablePeerAccess` (or an IPC import with
+/// `ENABLE_PEER_ACCESS`) gave; the other direction stays. Access that was not enabled:
+/// succeeds, changing nothing (CANN's result there comes from its driver and is not
+/// documented).
+///
+/// Codes: 107002 no current device; 100000 the peer is the current device; 107001 no such
+/// peer.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDeviceDisablePeerAccess(peer_device_id: i32) -> aclError {
+    api("aclrtDeviceDisablePeerAccess", || {
+        runtime()?.disable_peer_access(peer_device_id)
+    })
+}
+
 /// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: the calling process's id. Works before
 /// `aclInit` too.
 ///
