@@ -184,10 +184,15 @@ impl<T> std::ops::Deref for Padded<T> {
 }
 
 impl<T> Ring<T> {
-    /// A ring for `capacity` tasks (at least 1).
+    /// A ring for `capacity` tasks (at least 1). Panics past 2⁶³ (no such number of slots:
+    /// `next_power_of_two` would wrap to 0 in a release build, a ring of 2 slots that
+    /// checked nothing against `capacity`).
     pub(crate) fn new(capacity: usize) -> Self {
         let capacity = capacity.max(1) as u64;
-        let len = capacity.next_power_of_two().max(2);
+        let len = capacity
+            .checked_next_power_of_two()
+            .unwrap_or_else(|| panic!("a queue of {capacity} tasks: too many slots"))
+            .max(2);
         Ring {
             tail: Padded(AtomicU64::new(0)),
             slots: (0..len)
@@ -548,6 +553,12 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    #[should_panic(expected = "too many slots")]
+    fn a_capacity_past_the_largest_power_of_two_is_refused() {
+        let _ = Ring::<u64>::new(usize::MAX);
     }
 
     #[test]

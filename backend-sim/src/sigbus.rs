@@ -41,12 +41,12 @@ static REGIONS: [Region; SLOTS] = [const {
     }
 }; SLOTS];
 
-/// Pages this process's handler has replaced with zero pages, ever: a call that reads it
-/// before and after touching shared files knows whether it hit a cut-off page meanwhile
-/// ([`crate::lost`]).
+/// Cut-off pages this process's handler has found (and replaced with zero pages), ever,
+/// each counted before its zero page is mapped: a call that reads it before and after
+/// touching shared files knows whether it hit a cut-off page meanwhile ([`crate::lost`]).
 static FAULTS: AtomicU64 = AtomicU64::new(0);
 
-/// How many cut-off pages the handler has replaced so far (see [`FAULTS`]).
+/// How many cut-off pages the handler has found so far (see [`FAULTS`]).
 #[inline]
 pub(crate) fn faults() -> u64 {
     FAULTS.load(Ordering::SeqCst)
@@ -222,6 +222,13 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
             let (start, len) = (r.start.load(Ordering::SeqCst), r.len.load(Ordering::SeqCst));
             if start != 0 && addr >= start && addr - start < len {
                 let page = addr & !(PAGE.load(Ordering::Relaxed) - 1);
+                // Marked and counted before the zero page goes in: another thread may touch
+                // the page (without a fault of its own) as soon as it is mapped, and its
+                // check after that access ([`Registration::lost`]: the count, then the flag)
+                // must find the loss. Marked lost even if the mapping below fails: the file
+                // did shrink under it, whoever handles the fault then.
+                r.lost.store(true, Ordering::SeqCst);
+                FAULTS.fetch_add(1, Ordering::SeqCst);
                 // SAFETY: replaces one page of our own registered mapping (the faulting one)
                 // with a private zero page; nothing else is mapped there.
                 let p = unsafe {
@@ -235,8 +242,6 @@ extern "C" fn on_sigbus(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut 
                     )
                 };
                 if p != libc::MAP_FAILED {
-                    r.lost.store(true, Ordering::SeqCst);
-                    FAULTS.fetch_add(1, Ordering::SeqCst);
                     return;
                 }
                 break;

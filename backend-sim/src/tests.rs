@@ -529,6 +529,16 @@ fn a_full_queue_behind_a_host_function_names_it() {
         .unwrap();
 }
 
+/// Polls `done` every millisecond until it holds; panics naming `what` if it does not within
+/// 20 s (a test fails, it does not hang).
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < end, "{what}: not within 20 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// Waits (up to 10 s) until `file`'s busy count and this process's part of it are both
 /// `want`, then asserts they are.
 fn settle_busy(file: &shm::ShmFile, want: u32, what: &str) {
@@ -569,9 +579,9 @@ fn the_busy_count_follows_stream_workers() {
     let call = unsafe { HostCall::new(hold, std::ptr::null_mut()) };
     sim.launch_host_func(s, call).unwrap();
     let asleep = || {
-        while sim.notify(n).unwrap().r.slot().sync.waiters() == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        until("a waiter on the notify", || {
+            sim.notify(n).unwrap().r.slot().sync.waiters() != 0
+        });
         // Past any spin (at most `table::MAX_SPIN`): asleep.
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -764,18 +774,18 @@ fn a_worker_asleep_in_other_waits_is_not_counted_busy() {
         sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
         wait(s);
         sim.launch_host_func(s, held(&TAIL)).unwrap();
-        while sim.notify(n).unwrap().r.slot().sync.waiters() == 0 {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        until("the worker waiting on the notify", || {
+            sim.notify(n).unwrap().r.slot().sync.waiters() != 0
+        });
         release(other);
         sim.record(n, third).unwrap();
         // The worker took the record (it has run since: counted) and goes on to the wait
         // under test.
         let view = sim.notify(n).unwrap();
         let sync = &view.r.slot().sync;
-        while sync.waiters() != 0 || sync.is_set() {
-            std::thread::sleep(Duration::from_millis(1));
-        }
+        until("the worker past its notify wait", || {
+            sync.waiters() == 0 && !sync.is_set()
+        });
         settle(0, &format!("a worker asleep in {what} counts"));
         GATE.store(0, SeqCst);
         settle(1, &format!("a worker running after {what} does not count"));

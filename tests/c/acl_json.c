@@ -5,7 +5,9 @@
  * that does not exist → ACL_ERROR_RT_INVALID_DEVICEID; each failure leaves the process
  * uninitialised. An empty file or "{}" configures nothing. "defaultDevice" makes its device
  * the device of every thread that set none (an implicit aclrtSetDevice), also when the session
- * had started before aclInit; aclFinalize forgets it.
+ * had started before aclInit; aclFinalize forgets it. Also the process-level queries CANN's
+ * samples make right after aclInit: aclrtGetRunMode (ACL_HOST) and aclrtGetVersion (the
+ * headers' ACL_*_VERSION), both before aclInit too.
  * usage: acl_json <scratch dir> (run with ACL_NOTIFY_SIM_DEVICES=4). Exit 0 and
  * "acl_json: ok". */
 #include <pthread.h>
@@ -44,6 +46,17 @@ int main(int argc, char **argv) {
     g_dir = argv[1];
     char missing[4096];
     snprintf(missing, sizeof missing, "%s/no-such-acl.json", g_dir);
+
+    /* Before any session, and with their NULL checks. */
+    aclrtRunMode mode = ACL_DEVICE;
+    CHECK(aclrtGetRunMode(&mode));
+    REQUIRE(mode == ACL_HOST, "run mode %d", (int)mode);
+    EXPECT_RC(aclrtGetRunMode(NULL), ACL_ERROR_INVALID_PARAM);
+    int32_t major = -1, minor = -1, patch = -1;
+    CHECK(aclrtGetVersion(&major, &minor, &patch));
+    REQUIRE(major == ACL_MAJOR_VERSION && minor == ACL_MINOR_VERSION && patch == ACL_PATCH_VERSION,
+            "version %d.%d.%d", (int)major, (int)minor, (int)patch);
+    EXPECT_RC(aclrtGetVersion(&major, NULL, &patch), ACL_ERROR_INVALID_PARAM);
 
     /* Refused files: the process stays uninitialised (aclFinalize has nothing to end). */
     EXPECT_RC(aclInit(missing), ACL_ERROR_INVALID_FILE);

@@ -31,7 +31,7 @@
 //!   enqueuing on, wrong keys and devices, a double free, aclFinalize with work queued; also
 //!   under valgrind's memcheck;
 //! - `acl_json.c`: `aclInit`'s configuration file: refused files and their codes, and the
-//!   default device it configures;
+//!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -1386,7 +1386,10 @@ fn two_process_flow_without_whitelist() {
 #[test]
 fn importer_that_dies_is_a_clear_failure_not_a_hang() {
     // The owner alone, its importer never coming: it must give up on its own (bounded file
-    // wait), exit non-zero and say why.
+    // wait), exit non-zero and say why. That it gave up by its own 500 ms wait is what its
+    // message says; the deadline only tells a hang (killed) from that, and is generous: a
+    // bound on the wall clock (20 s once) failed at 34 s on a loaded machine, where the
+    // owner's run took 0.5 s alone and 0.55 s beside the halo and ring tests.
     let p = setup();
     let s = Scratch::new("lonely");
     let mut owner = s.cmd(&p.bin.join("ipc_owner"), "Ascend910B");
@@ -1394,10 +1397,9 @@ fn importer_that_dies_is_a_clear_failure_not_a_hang() {
         .arg(&s.dir)
         .arg("whitelist")
         .env("ACL_NOTIFY_EXCHANGE_TIMEOUT_MS", "500");
-    let t = Instant::now();
     let o = run_all(
         vec![spawn("owner", &mut owner).expect("start owner")],
-        Duration::from_secs(30),
+        Duration::from_secs(120),
     );
     assert!(
         o[0].status.is_some(),
@@ -1409,11 +1411,10 @@ fn importer_that_dies_is_a_clear_failure_not_a_hang() {
         "owner succeeded without an importer\n{}",
         report(&o)
     );
-    assert!(o[0].stderr.contains("timed out"), "{}", report(&o));
     assert!(
-        t.elapsed() < Duration::from_secs(20),
-        "gave up after {:?}",
-        t.elapsed()
+        o[0].stderr.contains("timed out after 500 ms waiting for"),
+        "not the owner's own 500 ms wait giving up\n{}",
+        report(&o)
     );
 }
 

@@ -1,5 +1,6 @@
 //! The exported initialisation and device functions: `aclInit`, `aclFinalize`,
-//! `aclGetRecentErrMsg`, `aclrtSetDevice` … `aclrtDeviceGetBareTgid`.
+//! `aclGetRecentErrMsg`, `aclrtSetDevice` … `aclrtDeviceGetBareTgid`, `aclrtGetRunMode`,
+//! `aclrtGetVersion`.
 
 use std::ffi::c_char;
 use std::panic::catch_unwind;
@@ -247,3 +248,67 @@ pub unsafe extern "C" fn aclrtDeviceGetBareTgid(pid: *mut i32) -> aclError {
         Ok(())
     })
 }
+
+/// `aclrtRunMode`'s `ACL_HOST`: the program runs on the host, next to the (simulated) device.
+const ACL_HOST: u32 = 1;
+
+/// `aclError aclrtGetRunMode(aclrtRunMode *runMode)`: always `ACL_HOST` (the program runs on
+/// the host; CANN answers `ACL_DEVICE` only in its offline mode, a program on the device).
+/// Works before `aclInit` too, starting no session.
+///
+/// Codes: 100000.
+///
+/// # Safety
+///
+/// `run_mode` is NULL or valid for writing an `aclrtRunMode` (a C enum: 4 bytes).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetRunMode(run_mode: *mut u32) -> aclError {
+    api("aclrtGetRunMode", || {
+        if run_mode.is_null() {
+            return Err(null_arg("runMode"));
+        }
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { run_mode.write_unaligned(ACL_HOST) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtGetVersion(int32_t *majorVersion, int32_t *minorVersion, int32_t
+/// *patchVersion)`: the version of the headers this library implements (`ACL_MAJOR_VERSION`,
+/// `ACL_MINOR_VERSION`, `ACL_PATCH_VERSION` of `acl/acl_rt.h`: CANN 9.1.0's 1.17.0), as CANN
+/// answers with its own.
+///
+/// Codes: 100000 any pointer NULL.
+///
+/// # Safety
+///
+/// Each pointer is NULL or valid for writing an `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetVersion(
+    major_version: *mut i32,
+    minor_version: *mut i32,
+    patch_version: *mut i32,
+) -> aclError {
+    api("aclrtGetVersion", || {
+        for (p, name) in [
+            (major_version, "majorVersion"),
+            (minor_version, "minorVersion"),
+            (patch_version, "patchVersion"),
+        ] {
+            if p.is_null() {
+                return Err(null_arg(name));
+            }
+        }
+        // SAFETY: each non-NULL, and the caller guarantees they are writable.
+        unsafe {
+            major_version.write_unaligned(ACL_VERSION.0);
+            minor_version.write_unaligned(ACL_VERSION.1);
+            patch_version.write_unaligned(ACL_VERSION.2);
+        }
+        Ok(())
+    })
+}
+
+/// `ACL_MAJOR_VERSION`, `ACL_MINOR_VERSION`, `ACL_PATCH_VERSION` of `include/acl/acl_rt.h`
+/// (a test compares them from C).
+const ACL_VERSION: (i32, i32, i32) = (1, 17, 0);
