@@ -226,12 +226,33 @@ impl Sim {
         let slot: &NotifySlot = file
             .slot(odev, id)
             .ok_or_else(|| stale("no such device or id on this machine"))?;
-        if slot.state() != Some(acl_notify_core::table::SlotState::Live)
-            || slot.generation() != k.generation
-        {
+        let live = |slot: &NotifySlot| {
+            slot.state() == Some(acl_notify_core::table::SlotState::Live)
+                && slot.generation() == k.generation
+        };
+        if !live(slot) {
             return Err(stale(
                 "the notify no longer exists (destroyed by every holder)",
             ));
+        }
+        // A holder that died counts as having destroyed its handle (SPEC §2), so a notify
+        // whose every holder died no longer exists; its references are dropped only when a
+        // survivor reclaims them (on open, when ids run out, `Sim::gc`), so an import finding
+        // a dead holder reclaims first. Before, a notify whose owner was SIGKILLed after its
+        // last importer let go was imported again.
+        let mut bits = slot.holders();
+        let mut dead = false;
+        while bits != 0 && !dead {
+            dead = !file.proc_alive(bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+        if dead {
+            let _ = file.reclaim_dead();
+            if !live(slot) {
+                return Err(stale(
+                    "the notify no longer exists (every holder destroyed it or died)",
+                ));
+            }
         }
         let export = slot.export_state();
         if matches!(export, Some(ExportState::None) | None) || slot.nonce() != k.nonce {

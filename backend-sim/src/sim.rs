@@ -284,6 +284,26 @@ impl Sim {
         self.inner.file.intact()
     }
 
+    /// Disables the access from `device` to `peer` this process enabled
+    /// (`aclrtDeviceDisablePeerAccess`; `NotifyResources::enable_peer_access` enables it). Access the
+    /// other way is left alone. Disabling access that is not enabled succeeds and changes
+    /// nothing: CANN leaves that case to its driver (`halDeviceDisableP2P`, not public) and
+    /// documents no code for it.
+    ///
+    /// Codes: 107001 no such device; 107000 `device == peer`.
+    pub fn disable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
+        self.device_ok(device)?;
+        self.device_ok(peer)?;
+        if device == peer {
+            return Err(err(
+                Error::ParamInvalid,
+                format!("peer access from device {device} to itself"),
+            ));
+        }
+        lock(&self.inner.peers)[device as usize] &= !(1u64 << peer);
+        Ok(())
+    }
+
     pub(crate) fn device_ok(&self, device: u32) -> Result<(), SimError> {
         if device < self.inner.devices {
             Ok(())

@@ -44,6 +44,9 @@ pub enum Error {
     StreamAbort = 107023,
     /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` — this SoC does not have the feature.
     FeatureNotSupport = 207000,
+    /// `ACL_ERROR_INTERNAL_ERROR` — the ACL layer itself failed (e.g. a package version
+    /// file whose version it cannot parse, `aclsysGetVersionNum`).
+    AclInternalError = 500000,
     /// `ACL_ERROR_RT_MEMORY_ALLOCATION` — out of memory.
     MemoryAllocation = 207001,
     /// `ACL_ERROR_RT_NO_DEVICE` — no device is present.
@@ -85,7 +88,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 32] = [
+    pub const ALL: [Error; 33] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -110,6 +113,7 @@ impl Error {
         Error::NoNotifyResource,
         Error::OverLimit,
         Error::LinkTypeNotSupported,
+        Error::AclInternalError,
         Error::InternalError,
         Error::StreamTaskFull,
         Error::EventNotComplete,
@@ -132,6 +136,7 @@ impl Error {
             Error::Uninitialize => "ACL_ERROR_UNINITIALIZE",
             Error::RepeatInitialize => "ACL_ERROR_REPEAT_INITIALIZE",
             Error::InvalidFile => "ACL_ERROR_INVALID_FILE",
+            Error::AclInternalError => "ACL_ERROR_INTERNAL_ERROR",
             Error::ParseFile => "ACL_ERROR_PARSE_FILE",
             Error::RepeatFinalize => "ACL_ERROR_REPEAT_FINALIZE",
             Error::ParamInvalid => "ACL_ERROR_RT_PARAM_INVALID",

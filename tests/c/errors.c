@@ -346,6 +346,7 @@ int main(int argc, char **argv) {
     EXPECT(aclrtDeviceCanAccessPeer(NULL, 0, 1), ACL_ERROR_INVALID_PARAM);
     EXPECT(aclrtDeviceCanAccessPeer(&can, 0, (int32_t)count), ACL_ERROR_RT_INVALID_DEVICEID);
     EXPECT(aclrtDeviceEnablePeerAccess(1, 0), ACL_ERROR_RT_CONTEXT_NULL);
+    EXPECT(aclrtDeviceDisablePeerAccess(1), ACL_ERROR_RT_CONTEXT_NULL);
 
     /* A second device for the "stream of another device" rows. */
     EXPECT(aclrtSetDevice(1), ACL_SUCCESS);
@@ -355,6 +356,11 @@ int main(int argc, char **argv) {
     EXPECT(aclrtGetDevice(&dev), ACL_SUCCESS);
     EXPECT_TRUE(dev == 0, "aclrtGetDevice gave %d", (int)dev);
     EXPECT(aclrtDeviceEnablePeerAccess(1, 1), ACL_ERROR_RT_PARAM_INVALID);
+    /* CANN's ACL layer refuses the current device itself (100000), then the runtime an
+     * unknown peer; access never enabled is left to CANN's driver: nothing to undo here. */
+    EXPECT(aclrtDeviceDisablePeerAccess(0), ACL_ERROR_INVALID_PARAM);
+    EXPECT(aclrtDeviceDisablePeerAccess((int32_t)count), ACL_ERROR_RT_INVALID_DEVICEID);
+    EXPECT(aclrtDeviceDisablePeerAccess(1), ACL_SUCCESS);
 
     /* -- streams -------------------------------------------------------------------------- */
     aclrtStream s0 = NULL;

@@ -6,7 +6,8 @@
  *     memory (Ascend310B, IPV350), and for aclrtIpcMemImportPidInterServer /
  *     aclrtIpcMemSetAttr off Ascend910_93;
  *   - on the others, a second process (forked before aclInit, on device 1): refused before
- *     it is whitelisted (207006), refused without peer access (207006), then it maps the same
+ *     it is whitelisted (207006), refused without peer access (207006, also once access was
+ *     enabled and disabled again: aclrtDeviceDisablePeerAccess), then it maps the same
  *     bytes, is held to the exported range and to device-to-device copies, writes back, and
  *     closes; the owner sees the write, withdraws the export and frees.
  * usage: ipc_memory <exchange dir> <SoC name>. Exit 0 and "ipc_memory <SoC>: ok". */
@@ -41,6 +42,9 @@ static int importer(void) {
     REQUIRE(strstr(recent_msg(), "not whitelisted") != NULL, "%s", recent_msg());
     put_file(g_dir, "refused", "1", 1);
     get_file(g_dir, "whitelisted", text, sizeof text, 30000);
+    /* Peer access enabled and disabled again is no peer access. */
+    CHECK(aclrtDeviceEnablePeerAccess(0, 0));
+    CHECK(aclrtDeviceDisablePeerAccess(0));
     EXPECT_RC(aclrtIpcMemImportByKey(&p, key, 0), ACL_ERROR_RT_NO_PERMISSION);
     REQUIRE(strstr(recent_msg(), "peer access") != NULL, "%s", recent_msg());
     CHECK(aclrtIpcMemImportByKey(&p, key, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS));

@@ -32,6 +32,10 @@
 //!   under valgrind's memcheck;
 //! - `acl_json.c`: `aclInit`'s configuration file: refused files and their codes, and the
 //!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
+//! - `system_info.c`: `aclsysGetVersionStr` / `aclsysGetVersionNum` reading packages'
+//!   `version.info` files under a scratch `ASCEND_HOME_PATH`; `aclrtGetErrorVerbose`;
+//! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
+//!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -267,6 +271,8 @@ fn build_everything() -> Result<Prefix, String> {
         "ring_allreduce",
         "halo",
         "acl_json",
+        "system_info",
+        "dead_owner",
         "ipc_memory",
         "ipc_notify_memory",
         "superpod_ring",
@@ -724,6 +730,31 @@ fn acl_init_reads_its_configuration_file_and_its_default_device() {
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("acl_json: ok"), "{}", report(&o));
+}
+
+// ---- package versions (tests/c/system_info.c) -----------------------------------------------
+
+#[test]
+fn package_versions_and_error_verbose_answer_as_cann_does() {
+    let p = setup();
+    let s = Scratch::new("sysinfo");
+    let mut cmd = s.cmd(&p.bin.join("system_info"), "Ascend910B");
+    cmd.arg(&s.dir);
+    let o = run_all(
+        vec![spawn("system_info", &mut cmd).expect("start system_info")],
+        Duration::from_secs(30),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("system_info: ok"), "{}", report(&o));
+}
+
+// ---- an owner that dies (tests/c/dead_owner.c) ----------------------------------------------
+
+#[test]
+fn keys_of_a_dead_owner_stop_importing_once_its_importer_lets_go() {
+    let o = run_alone("dead_owner", "deadowner", &[], Duration::from_secs(30));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("dead_owner: ok"), "{}", report(&o));
 }
 
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------

@@ -42,6 +42,7 @@ pub mod memory;
 mod runtime;
 mod session;
 mod stubs;
+mod sysversion;
 
 #[cfg(test)]
 #[path = "../stubgen.rs"]

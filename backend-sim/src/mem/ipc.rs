@@ -452,6 +452,19 @@ impl Sim {
             }
             let me = self.mem_identity();
             let l = n.file.lock()?;
+            // A dead owner counts as having freed what it owned (its importers keep their
+            // mappings until they close), but only a survivor's reclaim says so in the file:
+            // an import finding its owner dead reclaims first. Before, the memory of an owner
+            // SIGKILLed after its last importer closed was imported again.
+            let (pid, start) = owner_of(slot);
+            if !sys::pid_alive(pid, start) {
+                n.file.reclaim_dead(&l);
+                if !slot.is_live(n.generation) {
+                    return Err(bad_key(format!(
+                        "{what}: its owner (pid {pid}) died, which freed it"
+                    )));
+                }
+            }
             if !slot.is_live(n.generation) || slot.nonce() != n.fields.nonce {
                 return Err(bad_key(format!(
                     "{what} was freed or unexported during the import"

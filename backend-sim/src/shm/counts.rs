@@ -11,8 +11,9 @@
 //! parts back ([`reclaim`]) and, once every dead entry of a pass is done, lowers each total
 //! to the sum of the live entries' parts if it is above it ([`recount`]). It only ever
 //! lowers: a place added to the total and not yet to its part is missing from the sum for a
-//! moment, and a total raised to the sum then would end one too high for good; one lowered
-//! then ends one too low, which only lets one waiter more spin.
+//! moment, and a total raised to the sum then would end one too high for good, which stops
+//! spins; one lowered then ends one too low for good (nothing raises it), which only lets one
+//! more waiter spin past the budget.
 //!
 //! Other processes write these words: a part read as below zero counts as none, a part given
 //! back is at most the total, and the totals are read as signed (a total below zero, for a

@@ -225,6 +225,21 @@ pub extern "C" fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags: u32) -
     })
 }
 
+/// `aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId)`: ends the access from the
+/// current device to `peerDeviceId` that `aclrtDeviceEnablePeerAccess` (or an IPC import with
+/// `ENABLE_PEER_ACCESS`) gave; the other direction stays. Access that was not enabled:
+/// succeeds, changing nothing (CANN's result there comes from its driver and is not
+/// documented).
+///
+/// Codes: 107002 no current device; 100000 the peer is the current device; 107001 no such
+/// peer.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDeviceDisablePeerAccess(peer_device_id: i32) -> aclError {
+    api("aclrtDeviceDisablePeerAccess", || {
+        runtime()?.disable_peer_access(peer_device_id)
+    })
+}
+
 /// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: the calling process's id. Works before
 /// `aclInit` too.
 ///
@@ -312,3 +327,36 @@ pub unsafe extern "C" fn aclrtGetVersion(
 /// `ACL_MAJOR_VERSION`, `ACL_MINOR_VERSION`, `ACL_PATCH_VERSION` of `include/acl/acl_rt.h`
 /// (a test compares them from C).
 const ACL_VERSION: (i32, i32, i32) = (1, 17, 0);
+
+/// `aclError aclrtGetErrorVerbose(int32_t deviceId, aclrtErrorInfo *errorInfo)`: the device's
+/// pending fault. The simulated devices have none of the faults CANN reports here (an HBM
+/// UCE error, a link error), so the answer is always `ACL_RT_NO_ERROR` with `tryRepair` and
+/// `hasDetail` 0, as CANN answers for a healthy device (hicann/runtime
+/// `src/runtime/api/impl/api_impl.cc`, `ApiImpl::GetErrorVerbose`; its checks in
+/// `api_error.cc`). Writes `tryRepair`, `hasDetail`, `errorType` and `detail.aicoreErrType`
+/// (0), as CANN's ACL layer copies them (`src/acl/aclrt_impl/event.cpp`); `detail.uceInfo`
+/// is left alone.
+///
+/// Codes: 100000 `errorInfo` NULL; 107001 no such device.
+///
+/// # Safety
+///
+/// `error_info` is NULL or points to a writable `aclrtErrorInfo` (8-byte aligned, as C
+/// places it: `tryRepair` at 0, `hasDetail` at 1, `errorType` at 4, `detail` at 8).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetErrorVerbose(device_id: i32, error_info: *mut u8) -> aclError {
+    api("aclrtGetErrorVerbose", || {
+        if error_info.is_null() {
+            return Err(null_arg("errorInfo"));
+        }
+        runtime()?.device_id(device_id)?;
+        // SAFETY: non-NULL, and the caller guarantees an `aclrtErrorInfo` is writable there.
+        unsafe {
+            error_info.write(0); // tryRepair
+            error_info.add(1).write(0); // hasDetail
+            error_info.add(4).cast::<i32>().write_unaligned(0); // errorType: ACL_RT_NO_ERROR
+            error_info.add(8).cast::<i32>().write_unaligned(0); // detail.aicoreErrType
+        }
+        Ok(())
+    })
+}

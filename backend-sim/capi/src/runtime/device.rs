@@ -161,4 +161,22 @@ impl Runtime {
             .enable_peer_access(d, p)
             .map_err(CallError::backend)
     }
+
+    /// `aclrtDeviceDisablePeerAccess` (from the current device to `peer`). The checks are
+    /// CANN's, in its order (hicann/runtime `src/acl/aclrt_impl/memory.cpp`,
+    /// `aclrtDeviceDisablePeerAccessImpl`): the current device, then `peer` equal to it
+    /// (100000, an ACL-level check), then `peer` existing.
+    pub(crate) fn disable_peer_access(&self, peer: i32) -> Result<(), CallError> {
+        let d = self.current_device()?;
+        if i64::from(d) == i64::from(peer) {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!("peerDeviceId {peer} is the current device"),
+            ));
+        }
+        let p = self.device_id(peer)?;
+        self.backend
+            .disable_peer_access(d, p)
+            .map_err(CallError::backend)
+    }
 }

@@ -1,0 +1,279 @@
+//! `aclsysGetVersionStr` / `aclsysGetVersionNum`: the version of an installed CANN package,
+//! read from its `version.info` file exactly where CANN reads it (hicann/runtime
+//! `src/acl/aclrt_impl/acl.cpp`, `GetPkgVersionContent` and `CalculateVersionNum`):
+//!
+//! - `driver` and `firmware`: `<path>/<pkg>/version.info`, `<path>` from the line
+//!   `Driver_Install_Path_Param=<path>` (`Firmware_Install_Path_Param=`) of
+//!   `/etc/ascend_install.info`;
+//! - any other package: `$ASCEND_HOME_PATH/share/info/<pkg>/version.info`;
+//! - a name with `-` is also tried with `_` instead (and the other way round).
+//!
+//! The version is what follows `Version=` on the first line holding it, trimmed. The simulator
+//! installs no package: a program gets an answer when the machine (or a test) has the file.
+
+use std::ffi::{CStr, c_char};
+use std::path::PathBuf;
+
+use acl_notify_core::Error;
+
+use crate::errmsg::{CallError, null_arg};
+use crate::ffi::{aclError, api};
+
+/// `ACL_PKG_VERSION_MAX_SIZE`: the size of the caller's `versionStr` buffer, NUL included.
+const VERSION_MAX: usize = 128;
+
+fn invalid_file(reason: impl core::fmt::Display) -> CallError {
+    CallError::new(Error::InvalidFile, reason)
+}
+
+/// The `Version=` value of one `version.info` file.
+fn read_version(path: &std::path::Path) -> Result<String, CallError> {
+    let text = std::fs::read(path).map_err(|e| {
+        invalid_file(format!(
+            "cannot read {}: {e} (is the package installed?)",
+            path.display()
+        ))
+    })?;
+    let text = String::from_utf8_lossy(&text);
+    let v = text
+        .lines()
+        .find_map(|l| l.find("Version=").map(|i| l[i + "Version=".len()..].trim()))
+        .unwrap_or("");
+    if v.is_empty() {
+        return Err(invalid_file(format!(
+            "{} has no `Version=` value",
+            path.display()
+        )));
+    }
+    Ok(v.to_owned())
+}
+
+/// Where `pkg`'s `version.info` is.
+fn version_file(pkg: &str) -> Result<PathBuf, CallError> {
+    let key = match pkg {
+        "driver" => Some("Driver_Install_Path_Param="),
+        "firmware" => Some("Firmware_Install_Path_Param="),
+        _ => None,
+    };
+    if let Some(key) = key {
+        const INSTALL: &str = "/etc/ascend_install.info";
+        let text = std::fs::read(INSTALL)
+            .map_err(|e| invalid_file(format!("cannot read {INSTALL}: {e}")))?;
+        let dir = String::from_utf8_lossy(&text)
+            .lines()
+            .filter_map(|l| l.find(key).map(|i| l[i + key.len()..].to_owned()))
+            .find(|p| !p.is_empty())
+            .ok_or_else(|| invalid_file(format!("{INSTALL} has no `{key}` line")))?;
+        return Ok(PathBuf::from(format!("{dir}/{pkg}/version.info")));
+    }
+    let home = std::env::var_os("ASCEND_HOME_PATH")
+        .ok_or_else(|| invalid_file("ASCEND_HOME_PATH is not set"))?;
+    let home = std::fs::canonicalize(&home).map_err(|e| {
+        invalid_file(format!(
+            "ASCEND_HOME_PATH {}: {e}",
+            PathBuf::from(&home).display()
+        ))
+    })?;
+    let mut path = home.into_os_string();
+    path.push(format!("/share/info/{pkg}/version.info"));
+    Ok(PathBuf::from(path))
+}
+
+/// The version string of package `pkg`, trying the `-`/`_` spelling too (CANN's
+/// `GetPkgVersionContent`).
+fn package_version(pkg: &str) -> Result<String, CallError> {
+    let alt = if pkg.contains('-') {
+        Some(pkg.replace('-', "_"))
+    } else if pkg.contains('_') {
+        Some(pkg.replace('_', "-"))
+    } else {
+        None
+    };
+    let first = version_file(pkg).and_then(|p| read_version(&p));
+    match (first, alt) {
+        (Ok(v), _) => Ok(v),
+        (Err(e), None) => Err(e),
+        (Err(_), Some(alt)) => version_file(&alt).and_then(|p| read_version(&p)),
+    }
+}
+
+fn parse_error(v: &str, what: &str) -> CallError {
+    CallError::new(
+        Error::AclInternalError,
+        format!("version `{v}` cannot be turned into a number: {what}"),
+    )
+}
+
+/// CANN's `CalculateVersionNum`: `major.minor.patch[<pre>]` as major·10⁷ + minor·10⁵ +
+/// patch·10³, a pre-release suffix (`alpha`, `beta`, `rc`, at most one separator `.`/`-`
+/// before it, then an optional number after at most one separator) lowering it by 300, 200 or
+/// 100 and raising it by that number.
+pub(crate) fn version_number(v: &str) -> Result<i32, CallError> {
+    let num = |s: &str| s.parse::<i32>().ok();
+    let dot1 = v.find('.').filter(|&i| i > 0);
+    let dot1 = dot1.ok_or_else(|| parse_error(v, "no major version"))?;
+    let dot2 = v[dot1 + 1..]
+        .find('.')
+        .map(|i| i + dot1 + 1)
+        .filter(|&i| i > dot1 + 1)
+        .ok_or_else(|| parse_error(v, "no minor version"))?;
+    let digits = v[dot2 + 1..].bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 {
+        return Err(parse_error(v, "no patch version"));
+    }
+    let end = dot2 + 1 + digits;
+    let (Some(major), Some(minor), Some(patch)) = (
+        num(&v[..dot1]),
+        num(&v[dot1 + 1..dot2]),
+        num(&v[dot2 + 1..end]),
+    ) else {
+        return Err(parse_error(v, "a part is not a number"));
+    };
+    let base = major
+        .wrapping_mul(10_000_000)
+        .wrapping_add(minor.wrapping_mul(100_000))
+        .wrapping_add(patch.wrapping_mul(1000));
+    let suffix = &v[end..];
+    if suffix.is_empty() {
+        return Ok(base);
+    }
+    let lower = suffix.to_ascii_lowercase();
+    let (at, len, weight) = [("alpha", 300), ("beta", 200), ("rc", 100)]
+        .iter()
+        .find_map(|&(k, w)| lower.find(k).map(|i| (i, k.len(), w)))
+        .ok_or_else(|| parse_error(v, "unknown pre-release suffix"))?;
+    if at > 1 {
+        return Err(parse_error(
+            v,
+            "more than one separator before the pre-release",
+        ));
+    }
+    let rest = &suffix[at + len..];
+    let pre = if rest.is_empty() {
+        0
+    } else {
+        let d = rest
+            .bytes()
+            .position(|c| c.is_ascii_digit())
+            .filter(|&d| d <= 1 && rest.as_bytes()[..d].iter().all(|&c| c == b'.' || c == b'-'))
+            .ok_or_else(|| parse_error(v, "bad pre-release number"))?;
+        // CANN parses with `std::stoi`, which takes a sign; `rest[d..]` starts with a digit.
+        num(&rest[d..]).ok_or_else(|| parse_error(v, "bad pre-release number"))?
+    };
+    Ok(base.wrapping_sub(weight).wrapping_add(pre))
+}
+
+/// Reads `pkg_name` (checked non-NULL).
+///
+/// # Safety
+///
+/// `pkg_name` is NUL-terminated.
+unsafe fn package_name(pkg_name: *const c_char) -> String {
+    // SAFETY: the caller's contract.
+    unsafe { CStr::from_ptr(pkg_name) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// `aclError aclsysGetVersionStr(char *pkgName, char *versionStr)`: copies package
+/// `pkgName`'s version (see the module) into `versionStr` (`ACL_PKG_VERSION_MAX_SIZE` bytes).
+///
+/// Codes: 100000 a pointer NULL (`versionStr` checked first); 100003 no such package, no
+/// `ASCEND_HOME_PATH`, or a file without a version; 500000 a version too long for the buffer.
+///
+/// # Safety
+///
+/// `pkg_name` is NULL or NUL-terminated; `version_str` is NULL or valid for writing 128 bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclsysGetVersionStr(
+    pkg_name: *mut c_char,
+    version_str: *mut c_char,
+) -> aclError {
+    api("aclsysGetVersionStr", || {
+        if version_str.is_null() {
+            return Err(null_arg("versionStr"));
+        }
+        if pkg_name.is_null() {
+            return Err(null_arg("pkgName"));
+        }
+        // SAFETY: non-NULL; the caller's contract.
+        let v = package_version(&unsafe { package_name(pkg_name) })?;
+        if v.len() >= VERSION_MAX {
+            return Err(CallError::new(
+                Error::AclInternalError,
+                format!("version `{v}` does not fit in {VERSION_MAX} bytes"),
+            ));
+        }
+        // SAFETY: the caller guarantees 128 writable bytes; v.len() + 1 <= 128.
+        unsafe {
+            std::ptr::copy_nonoverlapping(v.as_ptr(), version_str.cast::<u8>(), v.len());
+            version_str.add(v.len()).write(0);
+        }
+        Ok(())
+    })
+}
+
+/// `aclError aclsysGetVersionNum(char *pkgName, int32_t *versionNum)`: package `pkgName`'s
+/// version as a number (see [`version_number`]).
+///
+/// Codes: 100000 a pointer NULL (`versionNum` checked first); 100003 as
+/// `aclsysGetVersionStr`; 500000 a version that is not `major.minor.patch[<pre-release>]`.
+///
+/// # Safety
+///
+/// `pkg_name` is NULL or NUL-terminated; `version_num` is NULL or valid for writing an
+/// `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclsysGetVersionNum(
+    pkg_name: *mut c_char,
+    version_num: *mut i32,
+) -> aclError {
+    api("aclsysGetVersionNum", || {
+        if version_num.is_null() {
+            return Err(null_arg("versionNum"));
+        }
+        if pkg_name.is_null() {
+            return Err(null_arg("pkgName"));
+        }
+        // SAFETY: non-NULL; the caller's contract.
+        let v = package_version(&unsafe { package_name(pkg_name) })?;
+        let n = version_number(&v)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { version_num.write_unaligned(n) };
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_number;
+
+    #[test]
+    fn numbers_as_cann_computes_them() {
+        assert_eq!(version_number("8.0.0").unwrap(), 80_000_000);
+        assert_eq!(version_number("8.1.2").unwrap(), 80_102_000);
+        assert_eq!(version_number("8.0.RC1").ok(), None);
+        assert_eq!(
+            version_number("8.0.0.alpha001").unwrap(),
+            80_000_000 - 300 + 1
+        );
+        assert_eq!(
+            version_number("8.0.0-beta.2").unwrap(),
+            80_000_000 - 200 + 2
+        );
+        assert_eq!(version_number("8.0.0rc3").unwrap(), 80_000_000 - 100 + 3);
+        assert_eq!(version_number("8.0.0.rc").unwrap(), 80_000_000 - 100);
+        for bad in [
+            "",
+            "8",
+            ".0.0",
+            "8..0",
+            "8.0.",
+            "8.0.0x",
+            "8.0.0..rc1",
+            "8.0.0rc1a",
+        ] {
+            assert!(version_number(bad).is_err(), "{bad}");
+        }
+    }
+}
