@@ -11,7 +11,10 @@
 //!   for its first microsecond (most hand-offs between two busy streams end sooner, and never
 //!   touch the count) joins the count; if that makes more spinners than the *budget* — the
 //!   CPUs this process may use, or [`ENV_SPIN_BUDGET`] — it stops spinning and sleeps. It
-//!   leaves the count when it stops spinning (the record came, it sleeps, or it ends).
+//!   leaves the count when it stops spinning (the record came, it sleeps, or it ends). Each
+//!   process keeps its part of the count in its process-table entry, so that a process
+//!   killed while one of its waits is counted does not leave its place in the count for good
+//!   (`shm::counts`, as for the busy count below).
 //! - **A yield that lost the CPU.** Past its first microsecond a spinning waiter yields the
 //!   CPU between checks; a `sched_yield` that takes longer than [`YIELD_LOST_CPU`] ran
 //!   another thread meanwhile, so this CPU is wanted: the waiter sleeps.
@@ -44,7 +47,7 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::shm::busy_now;
+use crate::shm::{Share, busy_now, non_negative};
 use crate::stream::allowed_cpus;
 
 /// Environment variable: how many waiters of a namespace may spin at once (past their first
@@ -185,8 +188,8 @@ pub(crate) fn check_env() -> Result<(), String> {
 /// One wait's place in the count of spinners (see the module docs). Costs a wait nothing
 /// until it has spun for a microsecond: the count is looked up then.
 pub(crate) struct Spinner<'a> {
-    /// The count, once this wait is in it.
-    counted: Cell<Option<&'a AtomicU32>>,
+    /// The count and this process's part of it, once this wait is in it.
+    counted: Cell<Option<Share<'a>>>,
     /// Told to stop spinning (over budget, or a yield lost the CPU).
     stopped: Cell<bool>,
     /// A yield of this wait gave the CPU to another thread.
@@ -210,9 +213,9 @@ impl<'a> Spinner<'a> {
 
     /// Called now and then by a wait past its first microsecond of spinning: stops if `busy`,
     /// the namespace's count of busy stream workers, exceeds the budget; joins `count`, the
-    /// namespace's count of spinners (first call), then yields the CPU once. Afterwards
-    /// [`keep_spinning`](Self::keep_spinning) says whether to go on.
-    pub(crate) fn relax(&self, count: impl FnOnce() -> &'a AtomicU32, busy: &AtomicU32) {
+    /// namespace's count of spinners and this process's part of it (first call), then yields
+    /// the CPU once. Afterwards [`keep_spinning`](Self::keep_spinning) says whether to go on.
+    pub(crate) fn relax(&self, count: impl FnOnce() -> Share<'a>, busy: &AtomicU32) {
         if self.stopped.get() {
             return;
         }
@@ -222,10 +225,11 @@ impl<'a> Spinner<'a> {
         }
         if self.counted.get().is_none() {
             let count = count();
-            // Relaxed: the count is advice (a spinner more or less for a moment is harmless);
-            // what must hold is that every increment is undone, which `stop` ensures.
-            if count.fetch_add(1, Ordering::Relaxed) >= budget() {
-                count.fetch_sub(1, Ordering::Relaxed);
+            // The count is advice (a spinner more or less for a moment is harmless); what
+            // must hold is that every place is given back, which `stop` ensures (and, for a
+            // process killed meanwhile, `shm::counts`). Read as signed: below zero is none.
+            if non_negative(count.add(1)) >= budget() {
+                count.sub(1);
                 self.stopped.set(true);
                 return;
             }
@@ -251,7 +255,7 @@ impl<'a> Spinner<'a> {
     pub(crate) fn stop(&self) {
         self.stopped.set(true);
         if let Some(count) = self.counted.take() {
-            count.fetch_sub(1, Ordering::Relaxed);
+            count.sub(1);
         }
     }
 }
@@ -269,36 +273,57 @@ mod tests {
     #[test]
     fn over_budget_waiters_stop_and_every_spinner_leaves_the_count() {
         let count = AtomicU32::new(0);
+        let part = AtomicU32::new(0);
+        let share = || Share {
+            total: &count,
+            part: Some(&part),
+        };
+        let counts = || (count.load(Ordering::Relaxed), part.load(Ordering::Relaxed));
         let idle = AtomicU32::new(0);
         let b = budget();
         // Fill the budget with other waiters' places.
         count.store(b, Ordering::Relaxed);
         let s = Spinner::new();
-        s.relax(|| &count, &idle);
+        s.relax(share, &idle);
         assert!(!s.keep_spinning(), "spun past a full budget");
-        assert_eq!(count.load(Ordering::Relaxed), b, "left a place taken");
-        // With room, a waiter joins, and leaves when it stops or is dropped.
+        assert_eq!(counts(), (b, 0), "left a place taken");
+        // With room, a waiter joins (the count and this process's part), and leaves both when
+        // it stops or is dropped.
         count.store(0, Ordering::Relaxed);
         let s = Spinner::new();
-        s.relax(|| &count, &idle);
+        s.relax(share, &idle);
         if b > 0 {
-            assert_eq!(count.load(Ordering::Relaxed), u32::from(s.keep_spinning()));
+            let n = u32::from(s.keep_spinning());
+            assert_eq!(counts(), (n, n));
         }
         drop(s);
-        assert_eq!(count.load(Ordering::Relaxed), 0);
+        assert_eq!(counts(), (0, 0));
         let s = Spinner::new();
-        s.relax(|| &count, &idle);
+        s.relax(share, &idle);
         s.stop();
         s.stop();
-        assert_eq!(count.load(Ordering::Relaxed), 0);
+        assert_eq!(counts(), (0, 0));
         assert!(!s.keep_spinning());
+        // A count below zero (lowered by a recount while a place was on its way into its
+        // part, see `shm::counts`) is no spinner, not more than any budget.
+        if b > 0 {
+            count.store(u32::MAX, Ordering::Relaxed);
+            let s = Spinner::new();
+            s.relax(share, &idle);
+            if !s.lost_cpu() {
+                assert!(s.keep_spinning(), "a count below zero stopped a spinner");
+            }
+            drop(s);
+            assert_eq!(counts(), (u32::MAX, 0));
+            count.store(0, Ordering::Relaxed);
+        }
         // More busy stream workers than the budget: a spinner stops without joining the count.
         if b > 0 && b < u32::MAX - 1 {
             let crowded = AtomicU32::new(b + 1);
             let s = Spinner::new();
-            s.relax(|| &count, &crowded);
+            s.relax(share, &crowded);
             assert!(!s.keep_spinning(), "spun with {} busy workers", b + 1);
-            assert_eq!(count.load(Ordering::Relaxed), 0);
+            assert_eq!(counts(), (0, 0));
             assert!(!s.lost_cpu());
         }
     }

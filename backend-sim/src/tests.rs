@@ -655,6 +655,59 @@ fn a_dead_process_s_uncounted_wake_up_leaves_the_busy_count_with_its_entry() {
     file.busy().store(0, SeqCst);
 }
 
+/// What a process killed while one of its waits counted as spinning leaves in the count of
+/// spinners goes when its entry is reclaimed, whether its entry holds the place (killed while
+/// spinning) or not yet (killed between the count's two adds, `shm::counts`); a live
+/// process's place stays; a corrupt part neither takes the count below zero nor keeps it up.
+#[test]
+fn a_dead_process_s_spinners_leave_the_count_with_its_entry() {
+    let (sim, _ns) = open("spindead", Soc::Ascend910B);
+    let file = &sim.inner.file;
+    let share = file.waiter().spinners();
+    let (count, own) = (share.total, share.part.unwrap());
+    assert_eq!(count.load(SeqCst), 0, "nobody spins");
+    let dead_entry = |part: u32| {
+        let mut c = std::process::Command::new("true").spawn().unwrap();
+        let dead = c.id();
+        c.wait().unwrap();
+        let j = (0..table::MAX_PROCS)
+            .find(|&i| file.proc_entry(i).unwrap().word.load(SeqCst) == 0)
+            .unwrap();
+        let e = file.proc_entry(j).unwrap();
+        e.start_time.store(1, SeqCst);
+        e.spinners.store(part, SeqCst);
+        e.word
+            .store((u64::from(shm::P_ALIVE) << 32) | u64::from(dead), SeqCst);
+        e
+    };
+    // A wait of this process spins (counted, its part held), as does one of each dead process.
+    share.add(1);
+    let e = dead_entry(1);
+    count.fetch_add(1, SeqCst);
+    dead_entry(0);
+    count.fetch_add(1, SeqCst);
+    assert_eq!(count.load(SeqCst), 3);
+    assert_eq!(sim.gc().unwrap().processes, 2);
+    assert_eq!(e.word.load(SeqCst), 0, "its entry freed");
+    assert_eq!(e.spinners.load(SeqCst), 0, "its part given back");
+    assert_eq!(
+        count.load(SeqCst),
+        1,
+        "the dead processes' places back, ours kept"
+    );
+    assert_eq!(own.load(SeqCst), 1);
+    // A corrupt part, below zero or far above the count.
+    for part in [u32::MAX, 0x7fff_fff0] {
+        dead_entry(part);
+        assert_eq!(sim.gc().unwrap().processes, 1);
+        let now = count.load(SeqCst);
+        assert!(now <= 1, "{part:#x} left the count at {now:#x}");
+        count.store(1, SeqCst);
+    }
+    share.sub(1);
+    assert_eq!((count.load(SeqCst), own.load(SeqCst)), (0, 0));
+}
+
 /// A stream worker counted busy is out of the count while it sleeps in a count-notify wait,
 /// a wait on an event or on an IPC event (their wakers count nobody), and back in once it
 /// runs again.

@@ -8,9 +8,9 @@
 //! thread counts before it runs; a woken thread that is not a counted worker (a host in a
 //! host wait) takes its place out again when it runs. A worker is counted from its first wait
 //! that does not find its record at once until its queue runs dry and it parks, or it exits.
-//! Each process also keeps its own workers' part in its process-table entry
-//! ([`ProcEntry::busy`](super::ProcEntry)), which whoever reclaims a dead process's entry
-//! takes out of the count.
+//! Each process also keeps its own workers' part in its process-table entry, which whoever
+//! reclaims a dead process's entry takes out of the count (`super::counts`, which keeps the
+//! count of spinners the same way).
 //!
 //! That part does not cover everything a process can leave behind: a waker counts the
 //! threads it woke in the header only, and a counted worker woken so takes the place into its
@@ -18,12 +18,7 @@
 //! killed in between (or between the two adds of [`count_worker`]) leaves one too many in the
 //! header for good, and past the budget that stops every spin of the namespace. So whoever
 //! reclaims a dead process's entry then lowers the header's count to the sum of the entries'
-//! parts if it is above it ([`recount`]). It only ever lowers: a place a waker has counted in
-//! the header (or [`count_worker`] has) but whose worker has not yet taken it into its
-//! part when the sum is read is taken out, and the count then stays one below what is busy
-//! for good (nothing raises it); that costs only some spinning (one spinner past the budget),
-//! whereas a count raised to the sum at such a moment would end one too high again, which
-//! stops spins.
+//! parts if it is above it (`counts::recount`).
 //!
 //! A counted worker blocked anywhere else than a notify wait (a count-notify wait, an IPC
 //! event's, an event wait's condition variable: their wakers count nobody) is out of the
@@ -34,9 +29,8 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use acl_notify_core::table::MAX_PROCS;
-
 use super::ShmFile;
+use super::counts::{Count, non_negative};
 use crate::sys;
 
 /// This thread's place in a file's count of busy stream workers ([`ShmFile::busy`]): taken
@@ -47,18 +41,12 @@ struct Counted(Arc<ShmFile>, i32);
 impl Counted {
     /// Adds `n` to the count and to this process's part of it.
     fn add(file: &ShmFile, n: u32) {
-        file.busy().fetch_add(n, Ordering::Relaxed);
-        if let Some(own) = file.own_busy() {
-            own.fetch_add(n, Ordering::Relaxed);
-        }
+        Count::Busy.share(file).add(n);
     }
 
     /// Takes one out of the count and out of this process's part of it.
     fn sub(file: &ShmFile) {
-        if let Some(own) = file.own_busy() {
-            own.fetch_sub(1, Ordering::Relaxed);
-        }
-        give_back(file.busy(), 1);
+        Count::Busy.share(file).sub(1);
     }
 }
 
@@ -121,27 +109,6 @@ pub(crate) fn blocked<R>(block: impl FnOnce() -> R) -> R {
     out
 }
 
-/// After a dead process's entry was reclaimed: lowers `file`'s count to the sum of the
-/// process-table entries' parts if it is above it (see the module docs: what a process killed
-/// between a wake-up and the woken thread's run leaves in the header, no entry holds).
-pub(crate) fn recount(file: &ShmFile) {
-    let count = file.busy();
-    let mut seen = count.load(Ordering::Relaxed);
-    let parts = (0..MAX_PROCS)
-        .map_while(|i| file.proc_entry(i))
-        .fold(0u32, |sum, e| {
-            sum.wrapping_add(e.busy.load(Ordering::Relaxed))
-        });
-    // Compared as signed, as `busy_now` reads them: a count below zero for a moment is not
-    // above anything.
-    while (seen as i32) > (parts as i32) {
-        match count.compare_exchange_weak(seen, parts, Ordering::Relaxed, Ordering::Relaxed) {
-            Ok(_) => return,
-            Err(now) => seen = now,
-        }
-    }
-}
-
 /// Whether the calling thread is counted busy in `file`.
 fn counted_in(file: &ShmFile) -> bool {
     COUNTED
@@ -195,7 +162,7 @@ pub(crate) fn give_back(count: &AtomicU32, n: u32) {
 /// The busy count `count` now: below zero (for a moment, see [`give_back`]; or for good after
 /// a spurious wake-up, which nobody counted) reads as zero.
 pub(crate) fn busy_now(count: &AtomicU32) -> u32 {
-    u32::try_from(count.load(Ordering::Relaxed) as i32).unwrap_or(0)
+    non_negative(count.load(Ordering::Relaxed))
 }
 
 #[cfg(test)]

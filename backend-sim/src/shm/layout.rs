@@ -24,8 +24,9 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// the header names the creator's PID namespace; 5: the notify slot is the core's shared
 /// `Slot`: the record diagnostics follow the flag and queue, the lifecycle comes last; 6: the
 /// header's count of busy stream workers and each process-table entry's part of it, which a
-/// build of layout 5 would neither keep nor give back on reclaim).
-pub const LAYOUT_VERSION: u32 = 6;
+/// build of layout 5 would neither keep nor give back on reclaim; 7: each process-table
+/// entry's part of the header's count of spinners, likewise).
+pub const LAYOUT_VERSION: u32 = 7;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;
@@ -84,7 +85,11 @@ pub(crate) struct ProcEntry {
     /// The process reclaiming this entry: `pid as u32 | (start_time as u32) << 32`, written
     /// after it took the entry; its start time counts while its pid matches the word's.
     pub(crate) reclaimer: AtomicU64,
-    pub(crate) _r1: [AtomicU64; 4],
+    /// This process's part of the header's `spinners` count: its waiters counted spinning
+    /// (see [`crate::spin`]), given back by whoever reclaims the entry.
+    pub(crate) spinners: AtomicU32,
+    pub(crate) _r0: AtomicU32,
+    pub(crate) _r1: [AtomicU64; 3],
 }
 
 /// Per-device bookkeeping.

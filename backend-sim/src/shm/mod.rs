@@ -38,6 +38,7 @@
 //! events included), frees ids nobody holds any more, and frees their process-table entry.
 
 mod busy;
+mod counts;
 mod layout;
 mod procs;
 mod slot_ref;
@@ -63,6 +64,8 @@ use crate::sys;
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
 pub(crate) use busy::{blocked, busy_now, count_worker, uncount_worker};
+use counts::Count;
+pub(crate) use counts::{Share, non_negative};
 pub(crate) use layout::Layout;
 use layout::{DeviceHeader, validate_header};
 pub(crate) use layout::{Header, P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ProcEntry};
@@ -403,19 +406,14 @@ impl ShmFile {
         noted.max(self.pool(dev).map_or(0, |p| p.end()))
     }
 
-    /// The count of this file's waiters that are spinning (see [`crate::spin`]).
-    pub(crate) fn spinners(&self) -> &AtomicU32 {
-        &self.map.header::<Header>().spinners
-    }
-
     /// The count of this file's busy stream workers (see the `busy` module).
     pub(crate) fn busy(&self) -> &AtomicU32 {
-        &self.map.header::<Header>().busy
+        Count::Busy.total(self)
     }
 
     /// This process's part of [`busy`](Self::busy) (`None` if its entry is out of range).
     pub(crate) fn own_busy(&self) -> Option<&AtomicU32> {
-        self.proc_entry(self.me).map(|e| &e.busy)
+        Count::Busy.share(self).part
     }
 
     /// The waiter (futex, clock, liveness) for this file's table.
@@ -454,9 +452,10 @@ pub struct SimWaiter<'a> {
 }
 
 impl<'a> SimWaiter<'a> {
-    /// The count of the file's waiters that are spinning (see [`crate::spin`]).
-    pub(crate) fn spinners(&self) -> &'a AtomicU32 {
-        self.file.spinners()
+    /// The count of the file's waiters that are spinning and this process's part of it (see
+    /// [`crate::spin`]).
+    pub(crate) fn spinners(&self) -> Share<'a> {
+        Count::Spinners.share(self.file)
     }
 
     /// The count of the file's busy stream workers (see the `busy` module).

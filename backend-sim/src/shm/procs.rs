@@ -178,8 +178,8 @@ impl ShmFile {
             let _ = e.word.compare_exchange(reclaiming, 0, SeqCst, SeqCst);
         }
         if report.processes > 0 {
-            // What a dead process left in the busy count that its entry did not hold.
-            super::busy::recount(self);
+            // What a dead process left in the counts that its entry did not hold.
+            super::counts::recount(self);
         }
         report
     }
@@ -197,9 +197,10 @@ impl ShmFile {
             ),
             ..GcReport::default()
         };
-        // The entry's stream workers counted busy are gone with their process.
+        // The entry's stream workers counted busy and waiters counted spinning are gone with
+        // their process.
         if let Some(e) = self.proc_entry(i) {
-            super::busy::give_back(self.busy(), e.busy.swap(0, SeqCst));
+            super::counts::reclaim(self, e);
         }
         let w = self.waiter();
         for dev in 0..self.layout.devices {
