@@ -85,6 +85,8 @@ int main(int argc, char **argv) {
     longv[strlen("Version=1.2.3") + 200] = '\0';
     install("long", longv);
     EXPECT_RC(aclsysGetVersionStr((char *)"long", ver), ACL_ERROR_INTERNAL_ERROR);
+    /* These are the ACL layer's failures: the runtime's last error stays clear. */
+    EXPECT_RC(aclrtPeekAtLastError(ACL_RT_THREAD_LEVEL), ACL_SUCCESS);
 
     /* aclrtGetErrorVerbose on a healthy device; its NULL and device checks. */
     aclrtErrorInfo info;
@@ -97,6 +99,9 @@ int main(int argc, char **argv) {
     EXPECT_RC(aclrtGetErrorVerbose(0, NULL), ACL_ERROR_INVALID_PARAM);
     EXPECT_RC(aclrtGetErrorVerbose(4096, &info), ACL_ERROR_RT_INVALID_DEVICEID);
     EXPECT_RC(aclrtGetErrorVerbose(-1, &info), ACL_ERROR_RT_INVALID_DEVICEID);
+    /* A runtime failure is the thread's last error. */
+    EXPECT_RC(aclrtGetLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_INVALID_DEVICEID);
+    EXPECT_RC(aclrtPeekAtLastError(ACL_RT_THREAD_LEVEL), ACL_SUCCESS);
 
     CHECK(aclFinalize());
     printf("system_info: ok\n");

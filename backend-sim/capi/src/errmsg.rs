@@ -98,12 +98,21 @@ pub(crate) fn record(call: &str, e: &CallError) {
 
 /// Keeps `code` as the thread's last error if the runtime would: CANN's runtime stores the
 /// code of each of its own failures per thread (hicann/runtime `api_c.cc`,
-/// `GetRtExtErrCodeAndSetGlobalErr`), while the ACL layer's argument checks (codes 100xxx:
-/// a NULL pointer, no `aclInit`) fail before the runtime is called and store nothing.
+/// `GetRtExtErrCodeAndSetGlobalErr`), while the ACL layer's own failures (100xxx: a NULL
+/// pointer, no `aclInit`; 500000: `aclsysGetVersionNum`'s unparseable version) return before
+/// the runtime is called and store nothing: each exported function is a plain call of its
+/// `…Impl` (`src/acl/aclrt_impl/acl_rt_wrapper.h`, `ACL_RT_CPP`), which returns those codes
+/// itself. The runtime's codes are the `…07xxx` ones (107xxx, 207xxx, 507xxx).
 pub(crate) fn note_code(code: Error) {
-    if code.code() >= Error::ParamInvalid.code() {
+    if is_runtime_code(code.code()) {
         let _ = LAST.try_with(|l| l.set(code.code()));
     }
+}
+
+/// Whether `code` is one of the runtime's (`ACL_ERROR_RT_*`: 107xxx, 207xxx, 507xxx) rather
+/// than the ACL layer's (100xxx, 200xxx, 500xxx).
+fn is_runtime_code(code: i32) -> bool {
+    (code / 1000) % 100 == 7
 }
 
 /// The thread's last runtime error (`aclrtPeekAtLastError`); `take` also clears it
@@ -210,6 +219,14 @@ mod tests {
         // SAFETY: `take_recent` returns NULL or a NUL-terminated string owned by this thread,
         // valid until the next `take_recent` on it.
         (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    #[test]
+    fn only_the_runtime_codes_are_kept_as_the_last_error() {
+        for e in Error::ALL {
+            let rt = e.name().starts_with("ACL_ERROR_RT_");
+            assert_eq!(is_runtime_code(e.code()), rt, "{e}");
+        }
     }
 
     #[test]
