@@ -108,34 +108,34 @@ fn note_parked(r: &SlotRef, ctx: &TaskCtx) {
     );
 }
 
-/// Tests make every wait that would block park while this is not 0 (a count of guards:
-/// the unit tests share a process).
-#[cfg(test)]
-static FORCE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
 /// Waits parked so far (tests).
 #[cfg(test)]
 static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Tests: whether this stream's waits that would block must park
+/// (`Stream::force_parking`: per stream, so that other tests of the process do not park).
 #[inline(always)]
-fn forced() -> bool {
+fn forced(ctx: &TaskCtx) -> bool {
     #[cfg(test)]
-    return FORCE.load(std::sync::atomic::Ordering::Relaxed) != 0;
+    return ctx.forced();
     #[cfg(not(test))]
-    false
+    {
+        let _ = ctx;
+        false
+    }
 }
 
 /// Whether a wait that would block parks: on a runner always; on the stream's own thread
 /// when the namespace has more busy stream workers than the spin budget (spinning then
 /// costs another stream its CPU) or a runner already runs.
-fn worth_parking(r: &SlotRef, parking: Parking) -> bool {
+fn worth_parking(r: &SlotRef, ctx: &TaskCtx, parking: Parking) -> bool {
     match parking {
         Parking::Never => false,
         Parking::Always => true,
         Parking::IfCrowded => {
             crate::stream::runner_active()
                 || crate::shm::busy_now(r.file().busy()) > crate::spin::budget()
-                || forced()
+                || forced(ctx)
         }
     }
 }
@@ -153,7 +153,7 @@ pub(crate) fn park_or_wait(
     // SAFETY: as in `ParkedWait::slot_ref` (the task is running).
     let p = unsafe { pin.get() };
     let r = &p.0;
-    if worth_parking(r, parking) && !ctx.is_cancelled() {
+    if worth_parking(r, ctx, parking) && !ctx.is_cancelled() {
         let file = r.file();
         match r.slot().sync.wait_begin(&file.waiter(), file.me()) {
             Ok(Begin::Consumed) => return Ok(file.intact()),
@@ -203,7 +203,7 @@ pub(crate) fn run_parked(
             Error::TaskTimeout,
             "stream wait",
         )),
-        Ok(Err(t)) if worth_parking(r, parking) && !ctx.is_cancelled() => {
+        Ok(Err(t)) if worth_parking(r, ctx, parking) && !ctx.is_cancelled() => {
             note_parked(r, ctx);
             w.ticket = t.into_raw();
             Err(Stop::Parked(w))

@@ -98,6 +98,10 @@ pub(super) struct Control {
     /// When a task last moved the worker to another CPU ([`TaskCtx::note_moved`]; ns of
     /// `sys::now_ns`, 0: never): a `synchronize` spins longer for a while after.
     pub(super) moved_at: AtomicU64,
+    /// Tests: this stream's waits that would block park, and the runner keeps it parked
+    /// ([`super::Stream::force_parking`]).
+    #[cfg(test)]
+    pub(super) forced: AtomicBool,
 }
 
 impl Control {
@@ -184,6 +188,13 @@ pub struct TaskCtx {
 }
 
 impl TaskCtx {
+    /// Tests: whether the stream's waits that would block must park
+    /// ([`super::Stream::force_parking`]).
+    #[cfg(test)]
+    pub(crate) fn forced(&self) -> bool {
+        self.control.forced.load(Ordering::Relaxed)
+    }
+
     /// True once the stream is cancelled (a discarding destroy or drop; never goes back), or
     /// while an abort ([`Stream::abort`](super::Stream::abort)) stops the running task.
     pub fn is_cancelled(&self) -> bool {

@@ -34,6 +34,9 @@ pub(super) trait Borrow: Send + Sync {
     /// Whether the stream came home for its own thread to run (a job only it may run, or
     /// its exit).
     fn needs_home(&self) -> bool;
+    /// Tests: the stream stays parked (`Stream::force_parking`).
+    #[cfg(test)]
+    fn held(&self) -> bool;
 }
 
 /// The parked streams and whether a runner runs. A [`PerProcess`] lock, so that a child
@@ -66,16 +69,26 @@ static RUNNER: AtomicBool = AtomicBool::new(false);
 /// How long a runner with nothing runnable keeps looking before it gives up.
 const RUNNER_SPIN: Duration = Duration::from_micros(50);
 
-/// Tests: the runner neither gives up when idle nor sends long-parked streams home, so
-/// that a test can act on a stream while it is parked.
-/// A count of guards (the unit tests share a process).
-#[cfg(test)]
-pub(crate) static HOLD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
+/// Tests: stream `s` stays parked: the runner neither sends it home after [`HOME_AFTER`]
+/// nor gives up while it is parked (`Stream::force_parking`; per stream, since the unit
+/// tests share a process and its runner).
 #[inline(always)]
-fn held() -> bool {
+fn held(s: &dyn Borrow) -> bool {
     #[cfg(test)]
-    return HOLD.load(Ordering::Relaxed) != 0;
+    return s.held();
+    #[cfg(not(test))]
+    {
+        let _ = s;
+        false
+    }
+}
+
+/// Tests: whether a parked stream is held (see [`held`]), so that the runner does not give
+/// up.
+#[inline(always)]
+fn any_held() -> bool {
+    #[cfg(test)]
+    return lock(LIST.get()).parked.iter().any(|(s, _)| held(&**s));
     #[cfg(not(test))]
     false
 }
@@ -115,7 +128,7 @@ fn run(me: &Arc<dyn Borrow>) {
     let mut tick_at = Instant::now();
     loop {
         picks = picks.wrapping_add(1);
-        if picks.is_multiple_of(64) && !held() && tick_at.elapsed() >= HOME_AFTER {
+        if picks.is_multiple_of(64) && tick_at.elapsed() >= HOME_AFTER {
             tick_at = Instant::now();
             send_home_long_parked();
         }
@@ -149,7 +162,7 @@ fn run(me: &Arc<dyn Borrow>) {
         std::hint::spin_loop();
         if i.is_multiple_of(16) {
             let t = *idle.get_or_insert_with(Instant::now);
-            if t.elapsed() >= RUNNER_SPIN && !held() {
+            if t.elapsed() >= RUNNER_SPIN && !any_held() {
                 break;
             }
             if t.elapsed() >= Duration::from_micros(2) {
@@ -170,7 +183,7 @@ fn send_home_long_parked() {
         let now = l.tick;
         let (home, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut l.parked)
             .into_iter()
-            .partition(|(_, t)| t + 2 <= now);
+            .partition(|(s, t)| t + 2 <= now && !held(&**s));
         l.parked = stay;
         home.into_iter().map(|(s, _)| s).collect()
     };
