@@ -220,6 +220,10 @@ fn a_parked_stream_aborted() {
         sim.abort(s).unwrap();
         let _ = sim.synchronize(s, LONG);
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        // The dropped wait's notes went with it.
+        assert_eq!(sim.stream(s).unwrap().0.blocked_on(), 0);
+        let report = sim.stream_report(s).unwrap_or_default();
+        assert!(!report.contains("wait on"), "{report}");
         sim.record(m, s).unwrap();
         sim.synchronize(s, LONG).unwrap();
         assert!(
@@ -306,6 +310,40 @@ fn forcing_one_sims_streams_to_park_leaves_other_sims_alone() {
     forced.record(fna, fr).unwrap();
     forced.synchronize(fs, LONG).unwrap();
     for (sim, st) in [(&plain, s), (&plain, r), (&forced, fs), (&forced, fr)] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
+
+/// A parked wait is in the wait-for graph at once (not only once its stream goes home after
+/// `HOME_AFTER`: held here, it never does): the stream's report names what it waits for.
+#[test]
+fn a_parked_wait_is_in_the_wait_for_graph_at_once() {
+    let (sim, ns) = open("graph");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    assert!(sim.stream(s).unwrap().0.is_away(), "not parked");
+    let graph = crate::waitgraph::WaitGraph::open(&ns.0, false)
+        .unwrap()
+        .expect("the namespace has a wait-for graph");
+    let head = |g: &crate::waitgraph::WaitGraph| {
+        g.snapshot()
+            .into_iter()
+            .find(|v| v.handle == s.0)
+            .and_then(|v| v.head)
+    };
+    assert!(
+        head(&graph).is_some(),
+        "the parked wait is not in the graph"
+    );
+    let report = sim.stream_report(s).unwrap_or_default();
+    assert!(report.contains("asleep for"), "report: {report:?}");
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    assert!(head(&graph).is_none(), "the ended wait stayed in the graph");
+    for st in [s, r] {
         sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
     }
 }

@@ -335,6 +335,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             worker: OnceLock::new(),
             blocked_on: AtomicU64::new(0),
             moved_at: AtomicU64::new(0),
+            home_tid: std::sync::atomic::AtomicI32::new(0),
             #[cfg(test)]
             forced: AtomicBool::new(false),
         });
@@ -396,6 +397,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 return Err(E::from(Error::ResourceAllocFail));
             }
         };
+        shared.control.home_tid.store(tid, Ordering::Relaxed);
         Ok(Stream {
             shared,
             worker: Mutex::new(Some(handle)),

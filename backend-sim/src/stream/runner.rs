@@ -9,7 +9,8 @@
 //! way when that gets work. A stream comes back to its thread when a job only that thread
 //! may run is on top, when it exits, when its queue runs dry (asleep, in the same step of
 //! the ring's tail word: the next enqueue wakes the thread), when it stayed parked for
-//! [`HOME_AFTER`] (so that it waits in the wait-for graph), or when the runner, with
+//! [`HOME_AFTER`] (so that its wait blocks on its thread, which looks for a deadlock through
+//! it), or when the runner, with
 //! nothing runnable for [`RUNNER_SPIN`], gives up: every parked stream goes back to its
 //! thread, whose next wait then blocks there. Whoever clears the *away* bit wakes the
 //! thread (or the enqueue that finds it asleep does), so no hand-over is lost and the
@@ -55,10 +56,12 @@ struct Runner {
 }
 
 /// A stream parked this long (one to two ticks) without its record goes back to its own
-/// thread, which waits the blocking way: in the wait-for graph (`crate::waitgraph`) and in
-/// the stream's `blocked_on` note as every sleeping wait, so that a deadlock through parked
-/// streams is found as one through sleeping waits (a runner busy with other streams would
-/// otherwise keep them parked for ever). Also what a parked wait costs the runner's scans.
+/// thread, which waits the blocking way. A parked wait is in the wait-for graph
+/// (`crate::waitgraph`) and the stream's `blocked_on` note from when it parks, so the
+/// inspector and other processes' waits see a cycle through it at once; but only a sleeping
+/// wait looks for a cycle through itself and fails on one (`ACL_NOTIFY_SIM_DEADLOCK=fail`),
+/// and a runner busy with other streams would otherwise keep it parked for ever. Also what a
+/// parked wait costs the runner's scans.
 const HOME_AFTER: Duration = Duration::from_millis(1);
 
 /// A hint of `Runner::running` without the lock, for a wait deciding whether to park (a
