@@ -293,6 +293,10 @@ impl Sim {
         default: bool,
     ) -> Result<RawStream, SimError> {
         let stream = self.spawn_stream(name)?;
+        #[cfg(test)]
+        if self.inner.force_parking.load(Ordering::Relaxed) {
+            stream.force_parking();
+        }
         let graph = self.publish_stream(&stream, device);
         let h = write(&self.inner.streams)
             .insert(StreamEntry {

@@ -135,6 +135,8 @@ impl SimBuilder {
                 peers: Mutex::new(vec![0; self.devices as usize]),
                 op_wait_timeout: AtomicU32::new(0),
                 stream_seq: AtomicU32::new(0),
+                #[cfg(test)]
+                force_parking: std::sync::atomic::AtomicBool::new(false),
                 cpu_seq: AtomicU32::new(first_cpu),
                 adaptive_cpus: self.stream_cpus == StreamCpus::Adaptive,
                 cpus,

@@ -22,8 +22,9 @@ use crate::blocked::Blocked;
 use crate::error::SimError;
 use crate::pin::PinRef;
 use crate::shm::SlotRef;
-use crate::stream::{Parking, Probe, TaskCtx};
+use crate::stream::{CancelToken, Parking, Probe, TaskCtx};
 use crate::waiters::{wait_outcome_error, wait_slow};
+use crate::waitgraph;
 
 /// Why a wait did not run to its end here (the job becomes `SimJob::Parked` or goes back
 /// to the stream's own thread as it is).
@@ -38,10 +39,24 @@ pub(crate) enum Stop {
 /// No ticket held (a `Ticket`'s raw word is never this).
 const NONE: u64 = u64::MAX;
 
-/// A parked wait: the notify (its stream pin) and its place in the notify's queue.
+/// A parked wait: the notify (its stream pin) and its place in the notify's queue, and
+/// its entries in the stream's `blocked_on` note and in the wait-for graph.
 pub(crate) struct ParkedWait {
     pin: PinRef,
+    /// Boxed so that a job stays 24 bytes (`crate::job::SimJob`).
+    held: Box<Held>,
+}
+
+/// What a parked wait holds besides its pin.
+struct Held {
     ticket: u64,
+    /// The stream's cancel view, to clear its `blocked_on` note if the wait is dropped
+    /// unrun.
+    stream: CancelToken,
+    /// Its entry in the wait-for graph (`crate::waitgraph`): published when it parks, so
+    /// that a deadlock through parked streams and the stream's diagnostics see it at once;
+    /// unpublished when the wait ends or is dropped.
+    _graph: waitgraph::Blocked,
 }
 
 impl ParkedWait {
@@ -51,8 +66,8 @@ impl ParkedWait {
     }
 
     fn take(&mut self) -> Ticket {
-        debug_assert_ne!(self.ticket, NONE);
-        Ticket::from_raw(std::mem::replace(&mut self.ticket, NONE))
+        debug_assert_ne!(self.held.ticket, NONE);
+        Ticket::from_raw(std::mem::replace(&mut self.held.ticket, NONE))
     }
 
     fn slot_ref(&self) -> &SlotRef {
@@ -66,18 +81,20 @@ impl ParkedWait {
         Probe {
             f: probe,
             data: std::ptr::from_ref(self.slot_ref()).cast(),
-            arg: self.ticket,
+            arg: self.held.ticket,
         }
     }
 }
 
 impl Drop for ParkedWait {
-    /// Gives the place up if the wait did not end (the task dropped unrun).
+    /// Gives the place up if the wait did not end (the task dropped unrun), and clears the
+    /// stream's note; the graph's entry goes with `Held`.
     fn drop(&mut self) {
-        if self.ticket != NONE {
+        if self.held.ticket != NONE {
             let t = self.take();
             let r = self.slot_ref();
             r.slot().sync.wait_abandon(&r.file().waiter(), t);
+            self.held.stream.clear_blocked_on();
         }
     }
 }
@@ -92,9 +109,8 @@ fn probe(data: *const (), arg: u64) -> bool {
 }
 
 /// Notes on the stream what its parked wait waits for (`Stream::blocked_on`, as a
-/// sleeping wait does; cleared when the wait runs on). A parked stream enters the wait-for
-/// graph when it goes back to its own thread, at the latest after `stream::runner`'s
-/// `HOME_AFTER`.
+/// sleeping wait does; cleared when the wait runs on or is dropped unrun). Its wait-for
+/// graph entry is `Held`'s.
 fn note_parked(r: &SlotRef, ctx: &TaskCtx) {
     #[cfg(test)]
     PARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -108,34 +124,34 @@ fn note_parked(r: &SlotRef, ctx: &TaskCtx) {
     );
 }
 
-/// Tests make every wait that would block park while this is not 0 (a count of guards:
-/// the unit tests share a process).
-#[cfg(test)]
-static FORCE: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
 /// Waits parked so far (tests).
 #[cfg(test)]
 static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Tests: whether this stream's waits that would block must park
+/// (`Stream::force_parking`: per stream, so that other tests of the process do not park).
 #[inline(always)]
-fn forced() -> bool {
+fn forced(ctx: &TaskCtx) -> bool {
     #[cfg(test)]
-    return FORCE.load(std::sync::atomic::Ordering::Relaxed) != 0;
+    return ctx.forced();
     #[cfg(not(test))]
-    false
+    {
+        let _ = ctx;
+        false
+    }
 }
 
 /// Whether a wait that would block parks: on a runner always; on the stream's own thread
 /// when the namespace has more busy stream workers than the spin budget (spinning then
 /// costs another stream its CPU) or a runner already runs.
-fn worth_parking(r: &SlotRef, parking: Parking) -> bool {
+fn worth_parking(r: &SlotRef, ctx: &TaskCtx, parking: Parking) -> bool {
     match parking {
         Parking::Never => false,
         Parking::Always => true,
         Parking::IfCrowded => {
             crate::stream::runner_active()
                 || crate::shm::busy_now(r.file().busy()) > crate::spin::budget()
-                || forced()
+                || forced(ctx)
         }
     }
 }
@@ -153,7 +169,7 @@ pub(crate) fn park_or_wait(
     // SAFETY: as in `ParkedWait::slot_ref` (the task is running).
     let p = unsafe { pin.get() };
     let r = &p.0;
-    if worth_parking(r, parking) && !ctx.is_cancelled() {
+    if worth_parking(r, ctx, parking) && !ctx.is_cancelled() {
         let file = r.file();
         match r.slot().sync.wait_begin(&file.waiter(), file.me()) {
             Ok(Begin::Consumed) => return Ok(file.intact()),
@@ -161,7 +177,15 @@ pub(crate) fn park_or_wait(
                 note_parked(r, ctx);
                 let parked = ParkedWait {
                     pin,
-                    ticket: t.into_raw(),
+                    held: Box::new(Held {
+                        ticket: t.into_raw(),
+                        stream: ctx.cancel_token(),
+                        _graph: waitgraph::Blocked::publish_parked(
+                            ctx.home_tid(),
+                            p.target(),
+                            ctx.task_number(),
+                        ),
+                    }),
                 };
                 return Err(Stop::Parked(parked));
             }
@@ -203,14 +227,14 @@ pub(crate) fn run_parked(
             Error::TaskTimeout,
             "stream wait",
         )),
-        Ok(Err(t)) if worth_parking(r, parking) && !ctx.is_cancelled() => {
+        Ok(Err(t)) if worth_parking(r, ctx, parking) && !ctx.is_cancelled() => {
             note_parked(r, ctx);
-            w.ticket = t.into_raw();
+            w.held.ticket = t.into_raw();
             Err(Stop::Parked(w))
         }
         Ok(Err(t)) if parking == Parking::Always => {
             // Cancelled on a runner: the stream's own thread gives the place up.
-            w.ticket = t.into_raw();
+            w.held.ticket = t.into_raw();
             Err(Stop::Home(Some(w)))
         }
         Ok(Err(t)) => Ok(wait_slow(p, None, ctx, before_block, Some(t))),

@@ -68,6 +68,10 @@ pub(crate) struct Inner {
     pub(crate) peers: Mutex<Vec<u64>>,
     pub(crate) op_wait_timeout: AtomicU32,
     pub(crate) stream_seq: AtomicU32,
+    /// Tests: every stream this `Sim` makes from now on parks its waits that would block and
+    /// stays parked (`Stream::force_parking`; [`Sim::force_parking`]).
+    #[cfg(test)]
+    pub(crate) force_parking: std::sync::atomic::AtomicBool,
     /// CPUs handed to new stream workers in turn (empty: the kernel places them).
     pub(crate) cpus: Vec<usize>,
     pub(crate) cpu_seq: AtomicU32,
@@ -140,6 +144,16 @@ impl Drop for NamespaceGuard {
 }
 
 impl Sim {
+    /// Tests: every stream this `Sim` makes from now on parks each wait that would block,
+    /// and the runner keeps it parked (`Stream::force_parking`). Only this `Sim`'s streams:
+    /// the unit tests share a process, and other tests' waits must not park for this.
+    #[cfg(test)]
+    pub(crate) fn force_parking(&self) {
+        self.inner
+            .force_parking
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The exact chip this process was configured with (`aclrtGetSocName`).
     pub fn chip(&self) -> Chip {
         self.inner.chip

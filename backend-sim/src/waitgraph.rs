@@ -820,6 +820,28 @@ impl Blocked {
         Blocked(slot)
     }
 
+    /// Publishes that the wait numbered `ticket` of the stream whose own thread is `tid`
+    /// waits on `t`, parked (`crate::parked`: the calling thread may be the runner). Looked
+    /// up in [`WORKERS`] under its lock: once per parked wait.
+    #[cold]
+    pub(crate) fn publish_parked(tid: i32, t: Target, ticket: u64) -> Self {
+        let slot = WORKERS
+            .get()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .find(|(w, _)| *w == tid)
+            .and_then(|(_, s)| s.upgrade());
+        if let Some(s) = &slot {
+            let e = s.entry();
+            e.head_ticket.store(ticket, SeqCst);
+            e.head_since.store(sys::now_ns(), SeqCst);
+            e.head_timeout_ms.store(u64::MAX, SeqCst);
+            e.head.store(t.wait_word(), SeqCst);
+        }
+        Blocked(slot)
+    }
+
     /// The deadlock cycle through this stream, described, if there is one now.
     pub(crate) fn deadlock(&self) -> Option<String> {
         let s = self.0.as_ref()?;

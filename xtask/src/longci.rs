@@ -303,4 +303,20 @@ mod tests {
         );
         assert!(ring_model_env(3).contains(&("LOOM_MAX_DURATION", "900".to_string())));
     }
+
+    /// The loom step's deadline counts every model of `ring::loom_tests` (two were added for
+    /// the parked streams' hand-over, `a_turn_home_*`): a model past [`RING_MODELS`] could
+    /// use its whole time box at bound 3 and the step would be killed before its end.
+    #[test]
+    fn ring_models_counts_the_ring_s_loom_models() {
+        let src = std::fs::read_to_string(root().join("backend-sim/src/ring.rs")).unwrap();
+        let module = src
+            .split_once("mod loom_tests {")
+            .expect("ring.rs has a loom_tests module")
+            .1;
+        let models = module.matches("#[test]").count() as u64;
+        assert!(module.contains("fn a_turn_home_asleep_loses_no_wake_up"));
+        assert!(module.contains("fn a_turn_home_awake_loses_no_wake_up"));
+        assert_eq!(models, RING_MODELS, "ring::loom_tests has {models} models");
+    }
 }

@@ -1,4 +1,4 @@
-//! Parked stream waits (every wait that would block parks: `FORCE`), against a namespace of
+//! Parked stream waits (every wait that would block parks: `Sim::force_parking`), against a namespace of
 //! their own: no record lost or taken twice, nothing hangs, a parked stream can be
 //! destroyed, aborted and synchronized, and a record from another process wakes it.
 
@@ -10,33 +10,16 @@ use acl_notify_core::{
     RawStream, Soc, StreamControl, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
-use super::{FORCE, PARKS};
+use super::PARKS;
 use crate::NamespaceGuard as Ns;
 use crate::sim::Sim;
 
 const LONG: SyncWait = SyncWait::AtMost(Duration::from_secs(20));
 
-/// While it lives, every wait that would block parks and parked streams stay parked (in
-/// every test of this process: the mechanism must hold for them too).
-struct Forced;
-
-impl Forced {
-    fn on() -> Forced {
-        FORCE.fetch_add(1, Relaxed);
-        crate::stream::hold_parked(true);
-        Forced
-    }
-}
-
-impl Drop for Forced {
-    fn drop(&mut self) {
-        crate::stream::hold_parked(false);
-        FORCE.fetch_sub(1, Relaxed);
-    }
-}
-
-fn open(tag: &str) -> (Sim, Ns, Forced) {
-    let forced = Forced::on();
+/// A `Sim` on a namespace of its own; `forced`: every wait of its streams that would block
+/// parks, and parked streams stay parked (`Sim::force_parking`: its streams only, the other
+/// tests of this process go on as usual).
+fn open_with(tag: &str, forced: bool) -> (Sim, Ns) {
     let ns = format!("unit-parked-{tag}-{}", std::process::id());
     let _ = Sim::remove_namespace(&ns);
     let sim = Sim::builder()
@@ -45,7 +28,14 @@ fn open(tag: &str) -> (Sim, Ns, Forced) {
         .namespace(&ns)
         .open()
         .unwrap();
-    (sim, Ns(ns), forced)
+    if forced {
+        sim.force_parking();
+    }
+    (sim, Ns(ns))
+}
+
+fn open(tag: &str) -> (Sim, Ns) {
+    open_with(tag, true)
 }
 
 /// Waits (at most 10 s) until stream `s`'s head wait has parked (its note says what it
@@ -79,7 +69,7 @@ fn queue_is_free(sim: &Sim, n: RawNotify) {
 /// wake-up or a lost hand-over between a stream's thread and the runner hangs a synchronize.
 #[test]
 fn streams_handing_records_over_while_parking_lose_nothing() {
-    let (sim, _ns, _forced) = open("pingpong");
+    let (sim, _ns) = open("pingpong");
     let before = PARKS.load(Relaxed);
     for streams in [2usize, 4] {
         let s: Vec<_> = (0..streams)
@@ -119,7 +109,7 @@ fn streams_handing_records_over_while_parking_lose_nothing() {
 /// (with a parked wait that held no place it did, and the wait then hung).
 #[test]
 fn a_parked_wait_s_record_is_never_taken_by_try_consume() {
-    let (sim, _ns, _forced) = open("tryconsume");
+    let (sim, _ns) = open("tryconsume");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
     let r = sim.create_stream(0).unwrap();
@@ -140,7 +130,7 @@ fn a_parked_wait_s_record_is_never_taken_by_try_consume() {
 /// Two streams parked on one notify: each record releases exactly one of them.
 #[test]
 fn one_record_releases_one_parked_wait() {
-    let (sim, _ns, _forced) = open("onerecord");
+    let (sim, _ns) = open("onerecord");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let (a, b) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
     let r = sim.create_stream(0).unwrap();
@@ -163,7 +153,7 @@ fn one_record_releases_one_parked_wait() {
 /// the record it returns.
 #[test]
 fn synchronize_on_a_parked_stream() {
-    let (sim, _ns, _forced) = open("sync");
+    let (sim, _ns) = open("sync");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let (s, r) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
     sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
@@ -183,7 +173,7 @@ fn synchronize_on_a_parked_stream() {
 /// once, the drain once the record came, and neither leaves a place in the notify's queue.
 #[test]
 fn a_parked_stream_destroyed() {
-    let (sim, _ns, _forced) = open("destroy");
+    let (sim, _ns) = open("destroy");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let r = sim.create_stream(0).unwrap();
     let s = sim.create_stream(0).unwrap();
@@ -218,7 +208,7 @@ fn a_parked_stream_destroyed() {
 /// queued after the abort run; with stop-on-failure set as well.
 #[test]
 fn a_parked_stream_aborted() {
-    let (sim, _ns, _forced) = open("abort");
+    let (sim, _ns) = open("abort");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let m = sim.create_notify(0, CreateFlags::empty()).unwrap();
     for mode in [FailureMode::Continue, FailureMode::StopOnFailure] {
@@ -230,6 +220,10 @@ fn a_parked_stream_aborted() {
         sim.abort(s).unwrap();
         let _ = sim.synchronize(s, LONG);
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        // The dropped wait's notes went with it.
+        assert_eq!(sim.stream(s).unwrap().0.blocked_on(), 0);
+        let report = sim.stream_report(s).unwrap_or_default();
+        assert!(!report.contains("wait on"), "{report}");
         sim.record(m, s).unwrap();
         sim.synchronize(s, LONG).unwrap();
         assert!(
@@ -245,7 +239,7 @@ fn a_parked_stream_aborted() {
 /// releases a parked stream.
 #[test]
 fn a_record_from_another_process_releases_a_parked_stream() {
-    let (sim, ns, _forced) = open("xproc");
+    let (sim, ns) = open("xproc");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let key = sim
         .export_key(n, ExportFlags::DISABLE_PID_VALIDATION)
@@ -274,4 +268,82 @@ fn a_record_from_another_process_releases_a_parked_stream() {
     .unwrap_or_else(|st| panic!("the child failed (status {st:#x})"));
     sim.synchronize(s, LONG).unwrap();
     assert!(!sim.try_consume(n).unwrap());
+}
+
+/// Forcing one `Sim`'s streams to park and stay parked leaves another `Sim`'s streams alone:
+/// a wait there that parks (a runner runs) still goes home to its thread within
+/// `HOME_AFTER`'s ticks. With the switches process-wide (until 2026-12-05) it parked and
+/// stayed parked while any forced test ran, out of the wait-for graph.
+#[test]
+fn forcing_one_sims_streams_to_park_leaves_other_sims_alone() {
+    let (forced, _ns_f) = open("scoped-forced");
+    let fs = forced.create_stream(0).unwrap();
+    let fr = forced.create_stream(0).unwrap();
+    let fna = forced.create_notify(0, CreateFlags::empty()).unwrap();
+    forced.wait_and_reset(fna, fs, Timeout::Forever).unwrap();
+    until_parked(&forced, fs);
+    let (plain, _ns_p) = open_with("scoped-plain", false);
+    let s = plain.create_stream(0).unwrap();
+    let r = plain.create_stream(0).unwrap();
+    let n = plain.create_notify(0, CreateFlags::empty()).unwrap();
+    plain.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    let (st, _) = plain.stream(s).unwrap();
+    let t0 = Instant::now();
+    // Blocked (noted), and its turn with its own thread, twice 10 ms apart (a wait about to
+    // park has noted what it waits for a moment before its turn goes away).
+    let home = || st.blocked_on() != 0 && !st.is_away();
+    while !(home() && {
+        std::thread::sleep(Duration::from_millis(10));
+        home()
+    }) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "the other Sim's wait stayed parked ({} ms)",
+            t0.elapsed().as_millis()
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    // The forced stream is still parked, held.
+    assert!(forced.stream(fs).unwrap().0.is_away());
+    plain.record(n, r).unwrap();
+    plain.synchronize(s, LONG).unwrap();
+    forced.record(fna, fr).unwrap();
+    forced.synchronize(fs, LONG).unwrap();
+    for (sim, st) in [(&plain, s), (&plain, r), (&forced, fs), (&forced, fr)] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
+
+/// A parked wait is in the wait-for graph at once (not only once its stream goes home after
+/// `HOME_AFTER`: held here, it never does): the stream's report names what it waits for.
+#[test]
+fn a_parked_wait_is_in_the_wait_for_graph_at_once() {
+    let (sim, ns) = open("graph");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    assert!(sim.stream(s).unwrap().0.is_away(), "not parked");
+    let graph = crate::waitgraph::WaitGraph::open(&ns.0, false)
+        .unwrap()
+        .expect("the namespace has a wait-for graph");
+    let head = |g: &crate::waitgraph::WaitGraph| {
+        g.snapshot()
+            .into_iter()
+            .find(|v| v.handle == s.0)
+            .and_then(|v| v.head)
+    };
+    assert!(
+        head(&graph).is_some(),
+        "the parked wait is not in the graph"
+    );
+    let report = sim.stream_report(s).unwrap_or_default();
+    assert!(report.contains("asleep for"), "report: {report:?}");
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    assert!(head(&graph).is_none(), "the ended wait stayed in the graph");
+    for st in [s, r] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
 }

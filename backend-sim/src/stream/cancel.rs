@@ -6,7 +6,7 @@ use std::cell::{Cell, OnceCell};
 use std::fmt;
 use std::mem::{self, MaybeUninit};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -98,6 +98,13 @@ pub(super) struct Control {
     /// When a task last moved the worker to another CPU ([`TaskCtx::note_moved`]; ns of
     /// `sys::now_ns`, 0: never): a `synchronize` spins longer for a while after.
     pub(super) moved_at: AtomicU64,
+    /// The kernel thread id of the stream's own thread (set before the stream can take a
+    /// task).
+    pub(super) home_tid: AtomicI32,
+    /// Tests: this stream's waits that would block park, and the runner keeps it parked
+    /// ([`super::Stream::force_parking`]).
+    #[cfg(test)]
+    pub(super) forced: AtomicBool,
 }
 
 impl Control {
@@ -155,6 +162,12 @@ impl Control {
 pub struct CancelToken(Arc<Control>);
 
 impl CancelToken {
+    /// Clears what the stream's task noted it blocks on ([`TaskCtx::set_blocked_on`]): a
+    /// parked wait dropped unrun (it is no longer the stream's head).
+    pub(crate) fn clear_blocked_on(&self) {
+        self.0.blocked_on.store(0, Ordering::Relaxed);
+    }
+
     /// True once the stream has been destroyed with [`StreamDestroy::Discard`](acl_notify_core::StreamDestroy::Discard) (or dropped).
     pub fn is_cancelled(&self) -> bool {
         self.0.stopping()
@@ -184,6 +197,19 @@ pub struct TaskCtx {
 }
 
 impl TaskCtx {
+    /// The kernel thread id of the stream's own thread (the running thread may be the
+    /// process's runner, see `super::runner`).
+    pub(crate) fn home_tid(&self) -> i32 {
+        self.control.home_tid.load(Ordering::Relaxed)
+    }
+
+    /// Tests: whether the stream's waits that would block must park
+    /// ([`super::Stream::force_parking`]).
+    #[cfg(test)]
+    pub(crate) fn forced(&self) -> bool {
+        self.control.forced.load(Ordering::Relaxed)
+    }
+
     /// True once the stream is cancelled (a discarding destroy or drop; never goes back), or
     /// while an abort ([`Stream::abort`](super::Stream::abort)) stops the running task.
     pub fn is_cancelled(&self) -> bool {

@@ -98,15 +98,6 @@ pub(crate) fn runner_active() -> bool {
     runner::active()
 }
 
-/// Tests: keeps parked streams parked (see `runner::HOLD`) while `true` is in force.
-#[cfg(test)]
-pub(crate) fn hold_parked(hold: bool) {
-    if hold {
-        runner::HOLD.fetch_add(1, Ordering::Relaxed);
-    } else {
-        runner::HOLD.fetch_sub(1, Ordering::Relaxed);
-    }
-}
 mod sync_spin;
 mod worker;
 
@@ -344,6 +335,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             worker: OnceLock::new(),
             blocked_on: AtomicU64::new(0),
             moved_at: AtomicU64::new(0),
+            home_tid: std::sync::atomic::AtomicI32::new(0),
+            #[cfg(test)]
+            forced: AtomicBool::new(false),
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
@@ -403,6 +397,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 return Err(E::from(Error::ResourceAllocFail));
             }
         };
+        shared.control.home_tid.store(tid, Ordering::Relaxed);
         Ok(Stream {
             shared,
             worker: Mutex::new(Some(handle)),
@@ -758,6 +753,22 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// How long `enqueue` waits for room in a full queue (`None`: for ever).
     pub fn enqueue_timeout(&self) -> Option<Duration> {
         self.shared.enqueue_timeout
+    }
+
+    /// Tests: from now on every wait of this stream that would block parks (`crate::parked`),
+    /// and the runner keeps the stream parked (it neither sends it home after its time nor
+    /// gives up while it is parked), so that a test can act on it while it is parked. Only
+    /// this stream: the unit tests share a process, its runner and its busy count.
+    #[cfg(test)]
+    pub(crate) fn force_parking(&self) {
+        self.shared.control.forced.store(true, Ordering::Relaxed);
+    }
+
+    /// Tests: whether the stream's turn is away from its thread (parked, or run by the
+    /// runner).
+    #[cfg(test)]
+    pub(crate) fn is_away(&self) -> bool {
+        self.shared.ring.is_away()
     }
 
     /// What the running task last noted it blocks on ([`TaskCtx::set_blocked_on`]; 0: it

@@ -9,7 +9,8 @@
 //! way when that gets work. A stream comes back to its thread when a job only that thread
 //! may run is on top, when it exits, when its queue runs dry (asleep, in the same step of
 //! the ring's tail word: the next enqueue wakes the thread), when it stayed parked for
-//! [`HOME_AFTER`] (so that it waits in the wait-for graph), or when the runner, with
+//! [`HOME_AFTER`] (so that its wait blocks on its thread, which looks for a deadlock through
+//! it), or when the runner, with
 //! nothing runnable for [`RUNNER_SPIN`], gives up: every parked stream goes back to its
 //! thread, whose next wait then blocks there. Whoever clears the *away* bit wakes the
 //! thread (or the enqueue that finds it asleep does), so no hand-over is lost and the
@@ -34,6 +35,9 @@ pub(super) trait Borrow: Send + Sync {
     /// Whether the stream came home for its own thread to run (a job only it may run, or
     /// its exit).
     fn needs_home(&self) -> bool;
+    /// Tests: the stream stays parked (`Stream::force_parking`).
+    #[cfg(test)]
+    fn held(&self) -> bool;
 }
 
 /// The parked streams and whether a runner runs. A [`PerProcess`] lock, so that a child
@@ -52,10 +56,12 @@ struct Runner {
 }
 
 /// A stream parked this long (one to two ticks) without its record goes back to its own
-/// thread, which waits the blocking way: in the wait-for graph (`crate::waitgraph`) and in
-/// the stream's `blocked_on` note as every sleeping wait, so that a deadlock through parked
-/// streams is found as one through sleeping waits (a runner busy with other streams would
-/// otherwise keep them parked for ever). Also what a parked wait costs the runner's scans.
+/// thread, which waits the blocking way. A parked wait is in the wait-for graph
+/// (`crate::waitgraph`) and the stream's `blocked_on` note from when it parks, so the
+/// inspector and other processes' waits see a cycle through it at once; but only a sleeping
+/// wait looks for a cycle through itself and fails on one (`ACL_NOTIFY_SIM_DEADLOCK=fail`),
+/// and a runner busy with other streams would otherwise keep it parked for ever. Also what a
+/// parked wait costs the runner's scans.
 const HOME_AFTER: Duration = Duration::from_millis(1);
 
 /// A hint of `Runner::running` without the lock, for a wait deciding whether to park (a
@@ -66,16 +72,26 @@ static RUNNER: AtomicBool = AtomicBool::new(false);
 /// How long a runner with nothing runnable keeps looking before it gives up.
 const RUNNER_SPIN: Duration = Duration::from_micros(50);
 
-/// Tests: the runner neither gives up when idle nor sends long-parked streams home, so
-/// that a test can act on a stream while it is parked.
-/// A count of guards (the unit tests share a process).
-#[cfg(test)]
-pub(crate) static HOLD: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-
+/// Tests: stream `s` stays parked: the runner neither sends it home after [`HOME_AFTER`]
+/// nor gives up while it is parked (`Stream::force_parking`; per stream, since the unit
+/// tests share a process and its runner).
 #[inline(always)]
-fn held() -> bool {
+fn held(s: &dyn Borrow) -> bool {
     #[cfg(test)]
-    return HOLD.load(Ordering::Relaxed) != 0;
+    return s.held();
+    #[cfg(not(test))]
+    {
+        let _ = s;
+        false
+    }
+}
+
+/// Tests: whether a parked stream is held (see [`held`]), so that the runner does not give
+/// up.
+#[inline(always)]
+fn any_held() -> bool {
+    #[cfg(test)]
+    return lock(LIST.get()).parked.iter().any(|(s, _)| held(&**s));
     #[cfg(not(test))]
     false
 }
@@ -115,7 +131,7 @@ fn run(me: &Arc<dyn Borrow>) {
     let mut tick_at = Instant::now();
     loop {
         picks = picks.wrapping_add(1);
-        if picks.is_multiple_of(64) && !held() && tick_at.elapsed() >= HOME_AFTER {
+        if picks.is_multiple_of(64) && tick_at.elapsed() >= HOME_AFTER {
             tick_at = Instant::now();
             send_home_long_parked();
         }
@@ -149,7 +165,7 @@ fn run(me: &Arc<dyn Borrow>) {
         std::hint::spin_loop();
         if i.is_multiple_of(16) {
             let t = *idle.get_or_insert_with(Instant::now);
-            if t.elapsed() >= RUNNER_SPIN && !held() {
+            if t.elapsed() >= RUNNER_SPIN && !any_held() {
                 break;
             }
             if t.elapsed() >= Duration::from_micros(2) {
@@ -170,7 +186,7 @@ fn send_home_long_parked() {
         let now = l.tick;
         let (home, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut l.parked)
             .into_iter()
-            .partition(|(_, t)| t + 2 <= now);
+            .partition(|(s, t)| t + 2 <= now && !held(&**s));
         l.parked = stay;
         home.into_iter().map(|(s, _)| s).collect()
     };

@@ -311,6 +311,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Share
     fn needs_home(&self) -> bool {
         self.run.load(Ordering::SeqCst) == NEEDED
     }
+    #[cfg(test)]
+    fn held(&self) -> bool {
+        self.control.forced.load(Ordering::Relaxed)
+    }
     fn is_home_with_work(&self) -> bool {
         let word_home = !self.ring.is_away();
         word_home && !self.ring.is_sleeping()
