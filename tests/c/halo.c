@@ -31,13 +31,6 @@
 
 #define MAX_RANKS 32
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 static int g_n, g_words;
 
 /* ---- line messages over a pipe, never waiting for ever ----------------------------------- */
