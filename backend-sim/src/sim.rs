@@ -306,6 +306,14 @@ impl Sim {
     ///
     /// Codes: 107001 no such device; 107000 `device == peer`.
     pub fn disable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
+        self.peer_pair_ok(device, peer)?;
+        lock(&self.inner.peers)[device as usize] &= !(1u64 << peer);
+        Ok(())
+    }
+
+    /// Both devices exist (107001) and differ (107000): the pair peer access is enabled or
+    /// disabled for.
+    pub(crate) fn peer_pair_ok(&self, device: u32, peer: u32) -> Result<(), SimError> {
         self.device_ok(device)?;
         self.device_ok(peer)?;
         if device == peer {
@@ -314,7 +322,6 @@ impl Sim {
                 format!("peer access from device {device} to itself"),
             ));
         }
-        lock(&self.inner.peers)[device as usize] &= !(1u64 << peer);
         Ok(())
     }
 
