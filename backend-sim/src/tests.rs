@@ -616,10 +616,7 @@ fn the_busy_count_follows_stream_workers() {
 
 /// Takes a free process entry of `file` for a process that has exited (its pid, alive, start
 /// time 1), after `set` filled in its parts.
-fn dead_proc_entry<'f>(
-    file: &'f shm::ShmFile,
-    set: impl FnOnce(&shm::ProcEntry),
-) -> &'f shm::ProcEntry {
+fn dead_proc_entry(file: &shm::ShmFile, set: impl FnOnce(&shm::ProcEntry)) -> &shm::ProcEntry {
     let mut c = std::process::Command::new("true").spawn().unwrap();
     let dead = c.id();
     c.wait().unwrap();
