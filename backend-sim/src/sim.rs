@@ -304,25 +304,29 @@ impl Sim {
     /// nothing: CANN leaves that case to its driver (`halDeviceDisableP2P`, not public) and
     /// documents no code for it.
     ///
-    /// Codes: 107001 no such device; 107000 `device == peer`.
+    /// Codes: 107001 no such device; 207000 a SoC without peer access; 107000 `device == peer`.
     pub fn disable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
-        self.peer_pair_ok(device, peer)?;
-        lock(&self.inner.peers)[device as usize] &= !(1u64 << peer);
-        Ok(())
-    }
-
-    /// Both devices exist (107001) and differ (107000): the pair peer access is enabled or
-    /// disabled for.
-    pub(crate) fn peer_pair_ok(&self, device: u32, peer: u32) -> Result<(), SimError> {
         self.device_ok(device)?;
         self.device_ok(peer)?;
+        self.peer_access_supported()?;
         if device == peer {
             return Err(err(
                 Error::ParamInvalid,
                 format!("peer access from device {device} to itself"),
             ));
         }
+        lock(&self.inner.peers)[device as usize] &= !(1u64 << peer);
         Ok(())
+    }
+
+    /// Peer access on a SoC without it (Ascend310B, IPV350): 207000, after the device
+    /// checks. CANN refuses it below its ACL layer, once the devices are known: its runtime for
+    /// a chip without the `RT_FEATURE_DEVICE_P2P` feature, its driver otherwise (hicann/runtime
+    /// `src/runtime/driver/npu_driver.cc` `EnableP2P`/`DisableP2P`, `src/runtime/api/impl/
+    /// api_impl.cc` `DeviceCanAccessPeer`; a driver refusal maps to the same 207000,
+    /// `errcode_manage.cc`).
+    pub(crate) fn peer_access_supported(&self) -> Result<(), SimError> {
+        self.require(Feature::PeerAccess, "peer access between devices")
     }
 
     pub(crate) fn device_ok(&self, device: u32) -> Result<(), SimError> {

@@ -244,11 +244,20 @@ impl NotifyResources for Sim {
     fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, SimError> {
         self.device_ok(device)?;
         self.device_ok(peer)?;
+        self.peer_access_supported()?;
         Ok(device != peer)
     }
 
     fn enable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
-        self.peer_pair_ok(device, peer)?;
+        self.device_ok(device)?;
+        self.device_ok(peer)?;
+        self.peer_access_supported()?;
+        if device == peer {
+            return Err(err(
+                Error::ParamInvalid,
+                format!("peer access from device {device} to itself"),
+            ));
+        }
         lock(&self.inner.peers)[device as usize] |= 1u64 << peer;
         Ok(())
     }

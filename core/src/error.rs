@@ -23,6 +23,9 @@ pub enum Error {
     ParseFile = 100006,
     /// `ACL_ERROR_REPEAT_FINALIZE` — `aclFinalize` called twice.
     RepeatFinalize = 100037,
+    /// `ACL_ERROR_FEATURE_UNSUPPORTED` — an ACL-layer refusal of a value the API reserves
+    /// (`aclrtDeviceEnablePeerAccess` with flags ≠ 0).
+    FeatureUnsupported = 200006,
     /// `ACL_ERROR_RT_PARAM_INVALID` — an argument the runtime rejects (flags, counts, keys).
     ParamInvalid = 107000,
     /// `ACL_ERROR_RT_INVALID_DEVICEID` — no such device.
@@ -88,7 +91,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 33] = [
+    pub const ALL: [Error; 34] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -104,6 +107,7 @@ impl Error {
         Error::WaitTimeout,
         Error::TaskTimeout,
         Error::StreamAbort,
+        Error::FeatureUnsupported,
         Error::FeatureNotSupport,
         Error::MemoryAllocation,
         Error::NoDevice,
@@ -148,6 +152,7 @@ impl Error {
             Error::WaitTimeout => "ACL_ERROR_RT_WAIT_TIMEOUT",
             Error::TaskTimeout => "ACL_ERROR_RT_TASK_TIMEOUT",
             Error::StreamAbort => "ACL_ERROR_RT_STREAM_ABORT",
+            Error::FeatureUnsupported => "ACL_ERROR_FEATURE_UNSUPPORTED",
             Error::FeatureNotSupport => "ACL_ERROR_RT_FEATURE_NOT_SUPPORT",
             Error::MemoryAllocation => "ACL_ERROR_RT_MEMORY_ALLOCATION",
             Error::NoDevice => "ACL_ERROR_RT_NO_DEVICE",

@@ -99,6 +99,10 @@ features! {
     /// only (CANN's event chapter; hicann/runtime `config/*/dev_info_reg.cc`,
     /// `RT_FEATURE_IPC_EVENT`).
     IpcEvent,
+    /// Peer access between devices (`aclrtDeviceCanAccessPeer`, `aclrtDeviceEnablePeerAccess`,
+    /// `aclrtDeviceDisablePeerAccess`): every SoC but Ascend310B and IPV350 (CANN's device
+    /// chapter, hicann/runtime `docs/zh/api_ref/04_device_management.md`).
+    PeerAccess,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -422,6 +426,7 @@ impl Soc {
             Feature::IpcEvent => {
                 matches!(self, Soc::Ascend950PR | Soc::Ascend910_93 | Soc::Ascend910B)
             }
+            Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
         }
     }
 

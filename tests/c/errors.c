@@ -28,17 +28,19 @@ struct caps {
     /* A batch reset takes IPC notifies (imported, or exported by their owner) as any other
      * (910B, 910_93), rather than refusing them with 507009 (the 950 family). */
     int ipc_reset;
+    /* Peer access between devices (not on 310B and IPV350: CANN's device chapter). */
+    int peer;
 };
 
 static const struct caps CAPS[] = {
-    {"Ascend950PR", 1, 1, 1, 0, 1, 65535, "Ascend950PR_9599", 0},
-    {"Ascend950DT", 1, 0, 1, 0, 1, 65535, "Ascend950DT_9591", 0},
-    {"Ascend910_93", 1, 1, 1, 1, 1, 8192, "Ascend910_9391", 1},
-    {"Ascend910B", 1, 1, 1, 0, 1, 8192, "Ascend910B1", 1},
-    {"Ascend310B", 1, 0, 0, 0, 0, 2048, "Ascend310B1", 0},
-    {"Ascend310P", 1, 1, 0, 0, 1, 1024, "Ascend310P3", 0},
-    {"Ascend910", 1, 1, 0, 0, 0, 1024, "Ascend910A", 0},
-    {"IPV350", 0, 0, 0, 0, 0, 0, "IPV350", 0},
+    {"Ascend950PR", 1, 1, 1, 0, 1, 65535, "Ascend950PR_9599", 0, 1},
+    {"Ascend950DT", 1, 0, 1, 0, 1, 65535, "Ascend950DT_9591", 0, 1},
+    {"Ascend910_93", 1, 1, 1, 1, 1, 8192, "Ascend910_9391", 1, 1},
+    {"Ascend910B", 1, 1, 1, 0, 1, 8192, "Ascend910B1", 1, 1},
+    {"Ascend310B", 1, 0, 0, 0, 0, 2048, "Ascend310B1", 0, 0},
+    {"Ascend310P", 1, 1, 0, 0, 1, 1024, "Ascend310P3", 0, 1},
+    {"Ascend910", 1, 1, 0, 0, 0, 1024, "Ascend910A", 0, 1},
+    {"IPV350", 0, 0, 0, 0, 0, 0, "IPV350", 0, 0},
 };
 
 /* What a batch reset of one IPC notify returns on this SoC. */
@@ -345,6 +347,19 @@ int main(int argc, char **argv) {
     int32_t can = -1;
     EXPECT(aclrtDeviceCanAccessPeer(NULL, 0, 1), ACL_ERROR_INVALID_PARAM);
     EXPECT(aclrtDeviceCanAccessPeer(&can, 0, (int32_t)count), ACL_ERROR_RT_INVALID_DEVICEID);
+    EXPECT(aclrtDeviceCanAccessPeer(&can, (int32_t)count, 0), ACL_ERROR_RT_INVALID_DEVICEID);
+    /* CANN's order (hicann/runtime src/acl/aclrt_impl/memory.cpp): a device paired with itself
+     * is refused at the ACL layer (100000) before either id is looked at; a SoC without peer
+     * access refuses below it (207000), once both ids are known. */
+    EXPECT(aclrtDeviceCanAccessPeer(&can, (int32_t)count, (int32_t)count),
+           ACL_ERROR_INVALID_PARAM);
+    EXPECT(aclrtDeviceCanAccessPeer(&can, 0, 0), ACL_ERROR_INVALID_PARAM);
+    can = -1;
+    EXPECT(aclrtDeviceCanAccessPeer(&can, 0, 1), IF(soc->peer, ACL_SUCCESS));
+    EXPECT_TRUE(soc->peer ? can == 1 : can == -1, "canAccessPeer %d", (int)can);
+    /* Enable: reserved flags first (ACL_ERROR_FEATURE_UNSUPPORTED), even without a current
+     * device, then the current device. */
+    EXPECT(aclrtDeviceEnablePeerAccess(1, 1), ACL_ERROR_FEATURE_UNSUPPORTED);
     EXPECT(aclrtDeviceEnablePeerAccess(1, 0), ACL_ERROR_RT_CONTEXT_NULL);
     EXPECT(aclrtDeviceDisablePeerAccess(1), ACL_ERROR_RT_CONTEXT_NULL);
 
@@ -355,12 +370,19 @@ int main(int argc, char **argv) {
     EXPECT(aclrtSetDevice(0), ACL_SUCCESS);
     EXPECT(aclrtGetDevice(&dev), ACL_SUCCESS);
     EXPECT_TRUE(dev == 0, "aclrtGetDevice gave %d", (int)dev);
-    EXPECT(aclrtDeviceEnablePeerAccess(1, 1), ACL_ERROR_RT_PARAM_INVALID);
-    /* CANN's ACL layer refuses the current device itself (100000), then the runtime an
-     * unknown peer; access never enabled is left to CANN's driver: nothing to undo here. */
+    EXPECT(aclrtDeviceEnablePeerAccess(1, 1), ACL_ERROR_FEATURE_UNSUPPORTED);
+    EXPECT(aclrtDeviceEnablePeerAccess(0, 1), ACL_ERROR_FEATURE_UNSUPPORTED);
+    /* Enable and disable alike (memory.cpp): the current device itself (100000), then an
+     * unknown peer (107001), then the SoC (207000 without peer access). Access never enabled
+     * is left to CANN's driver: nothing to undo here. */
+    EXPECT(aclrtDeviceEnablePeerAccess(0, 0), ACL_ERROR_INVALID_PARAM);
+    EXPECT(aclrtDeviceEnablePeerAccess((int32_t)count, 0), ACL_ERROR_RT_INVALID_DEVICEID);
+    EXPECT(aclrtDeviceEnablePeerAccess(-1, 0), ACL_ERROR_RT_INVALID_DEVICEID);
     EXPECT(aclrtDeviceDisablePeerAccess(0), ACL_ERROR_INVALID_PARAM);
     EXPECT(aclrtDeviceDisablePeerAccess((int32_t)count), ACL_ERROR_RT_INVALID_DEVICEID);
-    EXPECT(aclrtDeviceDisablePeerAccess(1), ACL_SUCCESS);
+    EXPECT(aclrtDeviceDisablePeerAccess(1), IF(soc->peer, ACL_SUCCESS));
+    EXPECT(aclrtDeviceEnablePeerAccess(1, 0), IF(soc->peer, ACL_SUCCESS));
+    EXPECT(aclrtDeviceDisablePeerAccess(1), IF(soc->peer, ACL_SUCCESS));
 
     /* -- streams -------------------------------------------------------------------------- */
     aclrtStream s0 = NULL;

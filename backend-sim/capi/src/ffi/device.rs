@@ -192,7 +192,8 @@ pub extern "C" fn aclrtGetSocName() -> *const c_char {
 /// `aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, int32_t deviceId,
 /// int32_t peerDeviceId)`: writes 1 if `deviceId` can access `peerDeviceId`, else 0.
 ///
-/// Codes: 100000; 107001; the backend's codes.
+/// Codes, in CANN's order: 100000 NULL, or `deviceId == peerDeviceId`; 107001 no such device;
+/// 207000 a SoC without peer access (Ascend310B, IPV350).
 ///
 /// # Safety
 ///
@@ -217,7 +218,9 @@ pub unsafe extern "C" fn aclrtDeviceCanAccessPeer(
 /// `aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags)`: between the
 /// current device and `peerDeviceId`.
 ///
-/// Codes: 107000 flags ≠ 0 (or the peer is the current device); 107002; 107001.
+/// Codes, in CANN's order: 200006 (`ACL_ERROR_FEATURE_UNSUPPORTED`) flags ≠ 0; 107002 no
+/// current device; 100000 the peer is the current device; 107001 no such peer; 207000 a SoC
+/// without peer access (Ascend310B, IPV350).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags: u32) -> aclError {
     api("aclrtDeviceEnablePeerAccess", || {
@@ -232,7 +235,7 @@ pub extern "C" fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags: u32) -
 /// documented).
 ///
 /// Codes: 107002 no current device; 100000 the peer is the current device; 107001 no such
-/// peer.
+/// peer; 207000 a SoC without peer access (Ascend310B, IPV350).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtDeviceDisablePeerAccess(peer_device_id: i32) -> aclError {
     api("aclrtDeviceDisablePeerAccess", || {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
 
-use crate::errmsg::{CallError, param};
+use crate::errmsg::CallError;
 
 use super::{CURRENT, NO_DEFAULT_DEVICE, Runtime, lock};
 
@@ -141,21 +141,37 @@ impl Runtime {
         self.current_device().map(|d| d as i32)
     }
 
-    /// `aclrtDeviceCanAccessPeer`.
+    /// `aclrtDeviceCanAccessPeer`. CANN's order (hicann/runtime
+    /// `src/acl/aclrt_impl/memory.cpp`, `aclrtDeviceCanAccessPeerImpl`): `peer` equal to
+    /// `device` (100000, an ACL-level check), then `peer`, then `device` existing (107001),
+    /// then the SoC (207000 where it has no peer access).
     pub(crate) fn can_access_peer(&self, device: i32, peer: i32) -> Result<bool, CallError> {
-        let d = self.device_id(device)?;
+        if device == peer {
+            return Err(same_device(device, peer));
+        }
         let p = self.device_id(peer)?;
+        let d = self.device_id(device)?;
         self.backend
             .can_access_peer(d, p)
             .map_err(CallError::backend)
     }
 
-    /// `aclrtDeviceEnablePeerAccess` (from the current device to `peer`).
+    /// `aclrtDeviceEnablePeerAccess` (from the current device to `peer`). CANN's checks, in
+    /// its order (hicann/runtime `src/acl/aclrt_impl/memory.cpp`,
+    /// `aclrtDeviceEnablePeerAccessImpl`): `flags` ≠ 0 (200006, `ACL_ERROR_FEATURE_UNSUPPORTED`,
+    /// before anything else), the current device (107002), `peer` equal to it (100000), `peer`
+    /// existing (107001), then the SoC (207000 where it has no peer access).
     pub(crate) fn enable_peer_access(&self, peer: i32, flags: u32) -> Result<(), CallError> {
         if flags != 0 {
-            return Err(param(format!("flags {flags:#x} must be 0")));
+            return Err(CallError::new(
+                Error::FeatureUnsupported,
+                format!("flags {flags:#x} must be 0 (reserved)"),
+            ));
         }
         let d = self.current_device()?;
+        if i64::from(d) == i64::from(peer) {
+            return Err(same_device(d as i32, peer));
+        }
         let p = self.device_id(peer)?;
         self.backend
             .enable_peer_access(d, p)
@@ -169,14 +185,19 @@ impl Runtime {
     pub(crate) fn disable_peer_access(&self, peer: i32) -> Result<(), CallError> {
         let d = self.current_device()?;
         if i64::from(d) == i64::from(peer) {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!("peerDeviceId {peer} is the current device"),
-            ));
+            return Err(same_device(d as i32, peer));
         }
         let p = self.device_id(peer)?;
         self.backend
             .disable_peer_access(d, p)
             .map_err(CallError::backend)
     }
+}
+
+/// The ACL layer's refusal of a device paired with itself (100000).
+fn same_device(device: i32, peer: i32) -> CallError {
+    CallError::new(
+        Error::InvalidParam,
+        format!("deviceId {device} and peerDeviceId {peer} are one device; peer access needs two"),
+    )
 }

@@ -258,6 +258,7 @@ impl Runtime {
             Feature::CntNotify => "count notifies",
             Feature::Event => "events",
             Feature::IpcEvent => "IPC events",
+            Feature::PeerAccess => "peer access between devices",
         };
         Err(CallError::new(
             Error::FeatureNotSupport,
