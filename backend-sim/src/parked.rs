@@ -114,6 +114,8 @@ fn probe(data: *const (), arg: u64) -> bool {
 fn note_parked(r: &SlotRef, ctx: &TaskCtx) {
     #[cfg(test)]
     PARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    #[cfg(test)]
+    ctx.count_park();
     ctx.set_blocked_on(
         Blocked::Wait {
             dev: r.device(),

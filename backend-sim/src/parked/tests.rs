@@ -185,17 +185,25 @@ fn a_parked_stream_destroyed() {
     queue_is_free(&sim, n);
 
     let s = sim.create_stream(0).unwrap();
+    let (st, _) = sim.stream(s).unwrap();
     sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
     until_parked(&sim, s);
     std::thread::scope(|sc| {
         let d = sc.spawn(|| sim.destroy_stream(s, StreamDestroy::Drain));
-        std::thread::sleep(Duration::from_millis(30));
+        std::thread::sleep(Duration::from_millis(10));
+        let parks = st.parks();
+        std::thread::sleep(Duration::from_millis(20));
         assert!(
             !d.is_finished(),
             "the drain did not wait for the parked wait"
         );
+        // The runner leaves a draining stream parked until its record comes (it picked it
+        // up and parked it again, over and over, until 2026-12-05). Asserted after the
+        // record: a panic here would leave the drain waiting for ever.
+        let more = st.parks() - parks;
         sim.record(n, r).unwrap();
         d.join().unwrap().unwrap();
+        assert!(more <= 1, "parked {more} times more while draining");
     });
     assert!(
         !sim.try_consume(n).unwrap(),

@@ -105,6 +105,9 @@ pub(super) struct Control {
     /// ([`super::Stream::force_parking`]).
     #[cfg(test)]
     pub(super) forced: AtomicBool,
+    /// Tests: how many times the stream's waits parked.
+    #[cfg(test)]
+    pub(super) parks: AtomicU64,
 }
 
 impl Control {
@@ -208,6 +211,12 @@ impl TaskCtx {
     #[cfg(test)]
     pub(crate) fn forced(&self) -> bool {
         self.control.forced.load(Ordering::Relaxed)
+    }
+
+    /// Tests: counts a park of the stream's wait ([`super::Stream::parks`]).
+    #[cfg(test)]
+    pub(crate) fn count_park(&self) {
+        self.control.parks.fetch_add(1, Ordering::Relaxed);
     }
 
     /// True once the stream is cancelled (a discarding destroy or drop; never goes back), or

@@ -338,6 +338,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             home_tid: std::sync::atomic::AtomicI32::new(0),
             #[cfg(test)]
             forced: AtomicBool::new(false),
+            #[cfg(test)]
+            parks: AtomicU64::new(0),
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
@@ -762,6 +764,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     #[cfg(test)]
     pub(crate) fn force_parking(&self) {
         self.shared.control.forced.store(true, Ordering::Relaxed);
+    }
+
+    /// Tests: how many times the stream's waits parked.
+    #[cfg(test)]
+    pub(crate) fn parks(&self) -> u64 {
+        self.shared.control.parks.load(Ordering::Relaxed)
     }
 
     /// Tests: whether the stream's turn is away from its thread (parked, or run by the

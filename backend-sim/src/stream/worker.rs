@@ -585,7 +585,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// Whether the parked stream can go on (its wait's record is there at the head of the
     /// queue, or it is cancelled or being destroyed).
     pub(super) fn parked_can_go_on(&self) -> bool {
-        if self.control.stopping() || self.state.load(Ordering::SeqCst) != OPEN {
+        // A cancel or a discard ends the wait now; a drain lets it wait for its record.
+        if self.control.stopping() || self.state.load(Ordering::SeqCst) == DISCARDING {
             return true;
         }
         let f = self.probe_fn.load(Ordering::SeqCst);
