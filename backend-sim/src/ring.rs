@@ -664,16 +664,14 @@ mod loom_tests {
     use loom::sync::Arc;
     use loom::thread;
 
-    /// The worker's loop in miniature: take what is published, else spin once, else sleep
-    /// by the handshake. Returns what it took, in order.
-    fn consume(r: &Ring<u32>, n: u64) -> Vec<u32> {
-        let mut got = Vec::new();
-        while (got.len() as u64) < n {
+    /// The worker's loop in miniature, for one task: take what is published, else spin
+    /// once, else sleep by the handshake, until a task is taken. Returns it.
+    fn take_next(r: &Ring<u32>) -> u32 {
+        loop {
             let head = {
                 let mut k = r.taker();
                 if let Some(v) = k.take() {
-                    got.push(v);
-                    continue;
+                    return v;
                 }
                 k.head()
             };
@@ -685,7 +683,11 @@ mod loom_tests {
                 thread::yield_now();
             }
         }
-        got
+    }
+
+    /// [`take_next`] `n` times. Returns what it took, in order.
+    fn consume(r: &Ring<u32>, n: u64) -> Vec<u32> {
+        (0..n).map(|_| take_next(r)).collect()
     }
 
     /// Pushes `v`, waiting (by yielding) while the ring is full; unparks `worker` if asked.
@@ -759,23 +761,11 @@ mod loom_tests {
                     r.awake();
                     let mut got = Vec::new();
                     loop {
-                        let head = {
-                            let mut k = r.taker();
-                            if let Some(v) = k.take() {
-                                if v == 9 {
-                                    break;
-                                }
-                                got.push(v);
-                                continue;
-                            }
-                            k.head()
-                        };
-                        if r.prepare_sleep(head) {
-                            thread::park();
-                            r.awake();
-                        } else {
-                            thread::yield_now();
+                        let v = take_next(&r);
+                        if v == 9 {
+                            break;
                         }
+                        got.push(v);
                     }
                     tx.send(got).unwrap();
                 })

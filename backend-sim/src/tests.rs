@@ -614,6 +614,23 @@ fn the_busy_count_follows_stream_workers() {
     file.busy().store(0, SeqCst);
 }
 
+/// Takes a free process entry of `file` for a process that has exited (its pid, alive, start
+/// time 1), after `set` filled in its parts.
+fn dead_proc_entry(file: &shm::ShmFile, set: impl FnOnce(&shm::ProcEntry)) -> &shm::ProcEntry {
+    let mut c = std::process::Command::new("true").spawn().unwrap();
+    let dead = c.id();
+    c.wait().unwrap();
+    let j = (0..table::MAX_PROCS)
+        .find(|&i| file.proc_entry(i).unwrap().word.load(SeqCst) == 0)
+        .unwrap();
+    let e = file.proc_entry(j).unwrap();
+    e.start_time.store(1, SeqCst);
+    set(e);
+    e.word
+        .store((u64::from(shm::P_ALIVE) << 32) | u64::from(dead), SeqCst);
+    e
+}
+
 /// What a process killed between a wake-up and the woken thread's run leaves in the busy
 /// count, where its entry does not hold it, goes when its entry is reclaimed: a dead process
 /// whose entry holds 1 (a worker counted) while the header holds 2 for it (that worker, and
@@ -624,20 +641,7 @@ fn a_dead_process_s_uncounted_wake_up_leaves_the_busy_count_with_its_entry() {
     let (sim, _ns) = open("busydead", Soc::Ascend910B);
     let file = &sim.inner.file;
     assert_eq!(file.busy().load(SeqCst), 0, "no stream, no busy worker");
-    let dead_entry = |part: u32| {
-        let mut c = std::process::Command::new("true").spawn().unwrap();
-        let dead = c.id();
-        c.wait().unwrap();
-        let j = (0..table::MAX_PROCS)
-            .find(|&i| file.proc_entry(i).unwrap().word.load(SeqCst) == 0)
-            .unwrap();
-        let e = file.proc_entry(j).unwrap();
-        e.start_time.store(1, SeqCst);
-        e.busy.store(part, SeqCst);
-        e.word
-            .store((u64::from(shm::P_ALIVE) << 32) | u64::from(dead), SeqCst);
-        e
-    };
+    let dead_entry = |part: u32| dead_proc_entry(file, |e| e.busy.store(part, SeqCst));
     let e = dead_entry(1);
     file.busy().fetch_add(2, SeqCst);
     assert_eq!(sim.gc().unwrap().processes, 1);
@@ -666,20 +670,7 @@ fn a_dead_process_s_spinners_leave_the_count_with_its_entry() {
     let share = file.waiter().spinners();
     let (count, own) = (share.total, share.part.unwrap());
     assert_eq!(count.load(SeqCst), 0, "nobody spins");
-    let dead_entry = |part: u32| {
-        let mut c = std::process::Command::new("true").spawn().unwrap();
-        let dead = c.id();
-        c.wait().unwrap();
-        let j = (0..table::MAX_PROCS)
-            .find(|&i| file.proc_entry(i).unwrap().word.load(SeqCst) == 0)
-            .unwrap();
-        let e = file.proc_entry(j).unwrap();
-        e.start_time.store(1, SeqCst);
-        e.spinners.store(part, SeqCst);
-        e.word
-            .store((u64::from(shm::P_ALIVE) << 32) | u64::from(dead), SeqCst);
-        e
-    };
+    let dead_entry = |part: u32| dead_proc_entry(file, |e| e.spinners.store(part, SeqCst));
     // A wait of this process spins (counted, its part held), as does one of each dead process.
     share.add(1);
     let e = dead_entry(1);

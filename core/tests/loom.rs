@@ -82,6 +82,44 @@ fn materialize(s: &NotifySync, w: &ModelFutex) {
     assert_eq!(s.cancel_proc_tickets(w, 63), 0);
 }
 
+/// A notify and its model futex, materialized ([`materialize`]).
+fn notify() -> (Arc<NotifySync>, Arc<ModelFutex>) {
+    let s = Arc::new(NotifySync::new());
+    let w = Arc::new(ModelFutex::new());
+    materialize(&s, &w);
+    (s, w)
+}
+
+/// A blocking wait of process `proc` with no timeout, given up (cancelled) once `stop`, if
+/// any, is set; with no `stop` it never gives up.
+fn wait_blocking<W: Waiter>(
+    s: &NotifySync,
+    w: &W,
+    proc: u32,
+    stop: Option<&AtomicBool>,
+) -> Result<WaitOutcome, TableError> {
+    let cancel = || stop.is_some_and(|st| st.load(SeqCst));
+    s.wait_and_reset(
+        w,
+        WaitArgs {
+            proc,
+            timeout: None,
+            cancel: &cancel,
+        },
+    )
+}
+
+/// Spawns a thread running [`wait_blocking`] on clones of `s`, `w` and `stop`.
+fn spawn_waiter<W: Waiter + Send + Sync + 'static>(
+    s: &Arc<NotifySync>,
+    w: &Arc<W>,
+    proc: u32,
+    stop: Option<&Arc<AtomicBool>>,
+) -> thread::JoinHandle<Result<WaitOutcome, TableError>> {
+    let (s, w, stop) = (s.clone(), w.clone(), stop.cloned());
+    thread::spawn(move || wait_blocking(&s, &*w, proc, stop.as_deref()))
+}
+
 /// Runs a model with the preemption bound of `LOOM_MAX_PREEMPTIONS` (default 3).
 fn model(f: impl Fn() + Sync + Send + 'static) {
     model_capped(usize::MAX, f);
@@ -107,20 +145,8 @@ fn until(cond: impl Fn() -> bool) {
 #[test]
 fn record_and_wait_any_order() {
     model(|| {
-        let s = Arc::new(NotifySync::new());
-        let w = Arc::new(ModelFutex::new());
-        materialize(&s, &w);
-        let (s2, w2) = (s.clone(), w.clone());
-        let waiter = thread::spawn(move || {
-            s2.wait_and_reset(
-                &*w2,
-                WaitArgs {
-                    proc: 1,
-                    timeout: None,
-                    cancel: &never,
-                },
-            )
-        });
+        let (s, w) = notify();
+        let waiter = spawn_waiter(&s, &w, 1, None);
         s.record(&*w);
         assert_eq!(waiter.join().unwrap(), Ok(WaitOutcome::Consumed));
         assert!(!s.is_set(), "the record was consumed");
@@ -140,22 +166,9 @@ fn record_and_wait_any_order() {
 #[test]
 fn give_up_races_record_nothing_lost() {
     model(|| {
-        let s = Arc::new(NotifySync::new());
-        let w = Arc::new(ModelFutex::new());
-        materialize(&s, &w);
+        let (s, w) = notify();
         let stop = Arc::new(AtomicBool::new(false));
-        let (s2, w2, st2) = (s.clone(), w.clone(), stop.clone());
-        let waiter = thread::spawn(move || {
-            let cancel = move || st2.load(SeqCst);
-            s2.wait_and_reset(
-                &*w2,
-                WaitArgs {
-                    proc: 1,
-                    timeout: None,
-                    cancel: &cancel,
-                },
-            )
-        });
+        let waiter = spawn_waiter(&s, &w, 1, Some(&stop));
         let (s3, w3, st3) = (s.clone(), w.clone(), stop.clone());
         let canceller = thread::spawn(move || {
             st3.store(true, SeqCst);
@@ -184,14 +197,7 @@ fn named_waiter(
 ) -> thread::JoinHandle<Result<WaitOutcome, TableError>> {
     let (s2, w2, d2, f2) = (s.clone(), w.clone(), done.clone(), first.clone());
     thread::spawn(move || {
-        let r = s2.wait_and_reset(
-            &*w2,
-            WaitArgs {
-                proc,
-                timeout: None,
-                cancel: &never,
-            },
-        );
+        let r = wait_blocking(&s2, &*w2, proc, None);
         let _ = f2.compare_exchange(0, proc as usize, SeqCst, SeqCst);
         d2.fetch_add(1, SeqCst);
         r
@@ -216,9 +222,7 @@ fn fast_path_never_bypasses_a_queued_waiter() {
 /// Waiter 1 queues; waiter 2 arrives — queued before the first record if `queued`, else while
 /// it lands. The first record releases waiter 1 and only it, the second one waiter 2.
 fn two_waiters(queued: bool) {
-    let s = Arc::new(NotifySync::new());
-    let w = Arc::new(ModelFutex::new());
-    materialize(&s, &w);
+    let (s, w) = notify();
     let done = Arc::new(AtomicUsize::new(0));
     let first = Arc::new(AtomicUsize::new(0));
     let a = named_waiter(&s, &w, &done, &first, 1);
@@ -253,34 +257,11 @@ fn two_waiters(queued: bool) {
 #[test]
 fn cancelled_head_does_not_block_or_lose() {
     model_capped(2, || {
-        let s = Arc::new(NotifySync::new());
-        let w = Arc::new(ModelFutex::new());
-        materialize(&s, &w);
+        let (s, w) = notify();
         let stop = Arc::new(AtomicBool::new(false));
-        let (s1, w1, st1) = (s.clone(), w.clone(), stop.clone());
-        let head = thread::spawn(move || {
-            let cancel = move || st1.load(SeqCst);
-            s1.wait_and_reset(
-                &*w1,
-                WaitArgs {
-                    proc: 1,
-                    timeout: None,
-                    cancel: &cancel,
-                },
-            )
-        });
+        let head = spawn_waiter(&s, &w, 1, Some(&stop));
         until(|| s.waiters() >= 1);
-        let (s2, w2) = (s.clone(), w.clone());
-        let second = thread::spawn(move || {
-            s2.wait_and_reset(
-                &*w2,
-                WaitArgs {
-                    proc: 2,
-                    timeout: None,
-                    cancel: &never,
-                },
-            )
-        });
+        let second = spawn_waiter(&s, &w, 2, None);
         until(|| s.waiters() >= 2);
         let (s3, w3, st3) = (s.clone(), w.clone(), stop.clone());
         let canceller = thread::spawn(move || {
@@ -314,9 +295,7 @@ fn cancelled_head_does_not_block_or_lose() {
 #[test]
 fn a_parked_wait_keeps_its_record_from_try_consume() {
     model(|| {
-        let s = Arc::new(NotifySync::new());
-        let w = Arc::new(ModelFutex::new());
-        materialize(&s, &w);
+        let (s, w) = notify();
         let Ok(Begin::Queued(t)) = s.wait_begin(&*w, 1) else {
             panic!("nothing recorded: the wait queues");
         };
@@ -349,9 +328,7 @@ fn a_parked_wait_keeps_its_record_from_try_consume() {
 #[test]
 fn a_parked_wait_abandoned_or_served_loses_nothing() {
     model_capped(2, || {
-        let s = Arc::new(NotifySync::new());
-        let w = Arc::new(ModelFutex::new());
-        materialize(&s, &w);
+        let (s, w) = notify();
         let Ok(Begin::Queued(t)) = s.wait_begin(&*w, 1) else {
             panic!("queues");
         };
@@ -372,17 +349,7 @@ fn a_parked_wait_abandoned_or_served_loses_nothing() {
                 thread::yield_now();
             }
         });
-        let (s3, w3) = (s.clone(), w.clone());
-        let behind = thread::spawn(move || {
-            s3.wait_and_reset(
-                &*w3,
-                WaitArgs {
-                    proc: 2,
-                    timeout: None,
-                    cancel: &never,
-                },
-            )
-        });
+        let behind = spawn_waiter(&s, &w, 2, None);
         s.record(&*w);
         stop.store(true, SeqCst);
         if parked.join().unwrap() {
@@ -400,9 +367,7 @@ fn a_parked_wait_abandoned_or_served_loses_nothing() {
 #[test]
 fn a_parked_wait_resumed_is_woken() {
     model(|| {
-        let s = Arc::new(NotifySync::new());
-        let w = Arc::new(ModelFutex::new());
-        materialize(&s, &w);
+        let (s, w) = notify();
         let Ok(Begin::Queued(t)) = s.wait_begin(&*w, 1) else {
             panic!("queues");
         };
@@ -787,17 +752,7 @@ fn broken_futex_model() {
         let s = Arc::new(NotifySync::new());
         let w = Arc::new(Deaf(ModelFutex::new()));
         materialize(&s, &w.0);
-        let (s2, w2) = (s.clone(), w.clone());
-        let waiter = thread::spawn(move || {
-            s2.wait_and_reset(
-                &*w2,
-                WaitArgs {
-                    proc: 1,
-                    timeout: None,
-                    cancel: &never,
-                },
-            )
-        });
+        let waiter = spawn_waiter(&s, &w, 1, None);
         s.record(&*w);
         let _ = waiter.join();
     });

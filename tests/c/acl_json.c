@@ -14,13 +14,6 @@
 
 #include "common.h"
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 static const char *g_dir;
 
 /* dir/name holding `text`; returns the path (static storage, one at a time). */

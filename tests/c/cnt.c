@@ -11,13 +11,6 @@
 
 #include "acl/aclnsim.h"
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 _Static_assert(sizeof(aclrtCntNotifyRecordInfo) == 8, "record info is 8 bytes");
 _Static_assert(sizeof(aclrtCntNotifyWaitInfo) == 16, "wait info is 16 bytes");
 _Static_assert(offsetof(aclrtCntNotifyWaitInfo, timeout) == 8, "timeout at 8");

@@ -56,6 +56,15 @@ static inline const char *recent_msg(void) {
         }                                                                                  \
     } while (0)
 
+/* Asserts that an ACL call returns `want`; on failure prints the call, both codes and the
+ * library's explanation, then exits 1. */
+#define EXPECT_RC(call, want)                                                              \
+    do {                                                                                   \
+        aclError r_ = (call);                                                              \
+        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
+                recent_msg());                                                             \
+    } while (0)
+
 /* CLOCK_MONOTONIC in ns: one clock for every process of the machine, so timestamps taken in
  * different processes can be compared. */
 static inline int64_t now_ns(void) {

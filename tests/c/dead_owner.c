@@ -12,13 +12,6 @@
 
 #include "common.h"
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 static void put(int fd, const void *p, size_t n) {
     REQUIRE(write(fd, p, n) == (ssize_t)n, "write: %s", strerror(errno));
 }

@@ -11,13 +11,6 @@
 
 #include "common.h"
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 /* A notify wait that holds `s` back until release_gate() records the notify elsewhere. */
 static aclrtNotify g_gate;
 static aclrtStream g_gate_other;

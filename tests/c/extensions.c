@@ -8,13 +8,6 @@
 #include <inttypes.h>
 #include <pthread.h>
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 /* A host wait with no limit, on another thread; its result and message. */
 struct endless_wait {
     aclrtNotify n;

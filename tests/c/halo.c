@@ -31,13 +31,6 @@
 
 #define MAX_RANKS 32
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 static int g_n, g_words;
 
 /* ---- line messages over a pipe, never waiting for ever ----------------------------------- */
@@ -272,6 +265,23 @@ static int run_rank(int r, int rd, int wr) {
 
 /* ---- the hub: relays PIDs and keys, opens the gates when every rank is armed --------------- */
 
+/* Reads one line "<word> <values>" from each rank (`what` names it in a timeout), then sends
+ * every rank the line "<all_word>" followed by each rank's " <values>", in rank order. `line`
+ * (`cap` bytes) is scratch space. */
+static void gather_and_share(const int *to_rank, const int *from_rank, const char *word,
+                             const char *all_word, const char *what, char *line, size_t cap) {
+    static char all[64 * 4 * MAX_RANKS];
+    size_t n = strlen(word);
+    strcpy(all, all_word);
+    for (int r = 0; r < g_n; r++) {
+        get_line(from_rank[r], line, cap, 60000, what);
+        REQUIRE(strncmp(line, word, n) == 0 && line[n] == ' ', "rank %d sent %s", r, line);
+        strcat(all, line + n);
+    }
+    strcat(all, "\n");
+    for (int r = 0; r < g_n; r++) put_line(to_rank[r], all);
+}
+
 int main(int argc, char **argv) {
     g_role = "hub";
     if (argc < 2) {
@@ -307,25 +317,10 @@ int main(int argc, char **argv) {
         to_rank[r] = down[1];
         from_rank[r] = up[0];
     }
-    static char line[64 * 4 * MAX_RANKS], all[64 * 4 * MAX_RANKS];
-    /* PIDs. */
-    strcpy(all, "pids");
-    for (int r = 0; r < g_n; r++) {
-        get_line(from_rank[r], line, sizeof line, 60000, "a rank's PID");
-        REQUIRE(strncmp(line, "pid ", 4) == 0, "rank %d sent %s", r, line);
-        strcat(all, line + 3);
-    }
-    strcat(all, "\n");
-    for (int r = 0; r < g_n; r++) put_line(to_rank[r], all);
-    /* Keys. */
-    strcpy(all, "keys");
-    for (int r = 0; r < g_n; r++) {
-        get_line(from_rank[r], line, sizeof line, 60000, "a rank's keys");
-        REQUIRE(strncmp(line, "keys ", 5) == 0, "rank %d sent %s", r, line);
-        strcat(all, line + 4);
-    }
-    strcat(all, "\n");
-    for (int r = 0; r < g_n; r++) put_line(to_rank[r], all);
+    static char line[64 * 4 * MAX_RANKS];
+    /* PIDs, then keys. */
+    gather_and_share(to_rank, from_rank, "pid", "pids", "a rank's PID", line, sizeof line);
+    gather_and_share(to_rank, from_rank, "keys", "keys", "a rank's keys", line, sizeof line);
     /* Armed → go; closed → fin. */
     const char *steps[][2] = {{"armed", "go\n"}, {"closed", "fin\n"}};
     for (int s = 0; s < 2; s++) {

@@ -9,13 +9,6 @@
  * events, and the same ACL_NOTIFY_SIM_NAMESPACE). Exit 0, printing "ipc_event <role>: ok". */
 #include "common.h"
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 static void nap_300ms(void *arg) {
     (void)arg;
     sleep_ms(300);

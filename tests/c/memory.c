@@ -9,13 +9,6 @@
  * Run with ACL_NOTIFY_SIM_DEVICE_MEMORY=8M. Exit 0 and "memory: ok" when every check holds. */
 #include "common.h"
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 /* The last failure's message contains every one of the NULL-terminated words. */
 static void expect_msg(const char *first, ...) {
     const char *m = recent_msg();

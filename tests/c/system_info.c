@@ -11,13 +11,6 @@
 
 #include <sys/stat.h>
 
-#define EXPECT_RC(call, want)                                                              \
-    do {                                                                                   \
-        aclError r_ = (call);                                                              \
-        REQUIRE(r_ == (want), "%s returned %d, expected %d: %s", #call, (int)r_, (int)(want), \
-                recent_msg());                                                             \
-    } while (0)
-
 static const char *g_dir;
 
 /* Installs package `pkg` with a version.info holding `text` under g_dir/share/info. */
