@@ -306,15 +306,7 @@ impl Sim {
     ///
     /// Codes: 107001 no such device; 207000 a SoC without peer access; 107000 `device == peer`.
     pub fn disable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
-        self.device_ok(device)?;
-        self.device_ok(peer)?;
-        self.peer_access_supported()?;
-        if device == peer {
-            return Err(err(
-                Error::ParamInvalid,
-                format!("peer access from device {device} to itself"),
-            ));
-        }
+        self.peer_pair_ok(device, peer)?;
         lock(&self.inner.peers)[device as usize] &= !(1u64 << peer);
         Ok(())
     }
@@ -327,6 +319,22 @@ impl Sim {
     /// `errcode_manage.cc`).
     pub(crate) fn peer_access_supported(&self) -> Result<(), SimError> {
         self.require(Feature::PeerAccess, "peer access between devices")
+    }
+
+    /// The checks of enabling or disabling access from `device` to `peer`, in this order:
+    /// 107001 either device does not exist; 207000 a SoC without peer access; 107000
+    /// `device == peer`.
+    pub(crate) fn peer_pair_ok(&self, device: u32, peer: u32) -> Result<(), SimError> {
+        self.device_ok(device)?;
+        self.device_ok(peer)?;
+        self.peer_access_supported()?;
+        if device == peer {
+            return Err(err(
+                Error::ParamInvalid,
+                format!("peer access from device {device} to itself"),
+            ));
+        }
+        Ok(())
     }
 
     pub(crate) fn device_ok(&self, device: u32) -> Result<(), SimError> {

@@ -249,15 +249,7 @@ impl NotifyResources for Sim {
     }
 
     fn enable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
-        self.device_ok(device)?;
-        self.device_ok(peer)?;
-        self.peer_access_supported()?;
-        if device == peer {
-            return Err(err(
-                Error::ParamInvalid,
-                format!("peer access from device {device} to itself"),
-            ));
-        }
+        self.peer_pair_ok(device, peer)?;
         lock(&self.inner.peers)[device as usize] |= 1u64 << peer;
         Ok(())
     }
