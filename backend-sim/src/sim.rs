@@ -304,7 +304,7 @@ impl Sim {
     /// nothing: CANN leaves that case to its driver (`halDeviceDisableP2P`, not public) and
     /// documents no code for it.
     ///
-    /// Codes: those of [`peer_pair_ok`](Self::peer_pair_ok): 107001 no such device; 100000
+    /// Codes: those of `peer_pair_ok`: 107001 no such device; 100000
     /// `device == peer`; 207000 a SoC without peer access.
     pub fn disable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
         self.peer_pair_ok(device, peer)?;
