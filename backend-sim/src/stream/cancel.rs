@@ -108,6 +108,10 @@ pub(super) struct Control {
     /// Tests: how many times the stream's waits parked.
     #[cfg(test)]
     pub(super) parks: AtomicU64,
+    /// Tests: the worker panics, outside the tasks' unwind guards, once it next takes tasks
+    /// (`Shared::worker_unwound`).
+    #[cfg(test)]
+    pub(super) unwind_worker: AtomicBool,
 }
 
 impl Control {
