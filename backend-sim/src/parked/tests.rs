@@ -355,3 +355,83 @@ fn a_parked_wait_is_in_the_wait_for_graph_at_once() {
         sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
     }
 }
+
+/// A stream's parked waits look its wait-for graph entry up once (`TaskCtx::graph_slot`),
+/// and each of them is in the graph while parked.
+#[test]
+fn a_streams_parked_waits_look_its_graph_entry_up_once() {
+    let (sim, ns) = open("graph-once");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let graph = crate::waitgraph::WaitGraph::open(&ns.0, false)
+        .unwrap()
+        .expect("the namespace has a wait-for graph");
+    let (st, _) = sim.stream(s).unwrap();
+    let tid = st.worker_tid();
+    let parks = st.parks();
+    for k in 0..3 {
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        until_parked(&sim, s);
+        let head = graph
+            .snapshot()
+            .into_iter()
+            .find(|v| v.handle == s.0)
+            .and_then(|v| v.head);
+        assert!(head.is_some(), "parked wait {k} is not in the graph");
+        sim.record(n, r).unwrap();
+        sim.synchronize(s, LONG).unwrap();
+    }
+    assert!(st.parks() >= parks + 3, "the waits did not park");
+    let looked_up = crate::waitgraph::LOOKED_UP
+        .get()
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|&&t| t == tid)
+        .count();
+    assert_eq!(looked_up, 1, "lookups of the stream's entry");
+    for st in [s, r] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
+
+/// A parked wait's box is the last ended one's (`SPARE`), taken from the spare cell; an
+/// ended one's value is dropped and its allocation kept there.
+#[test]
+fn a_parked_waits_box_is_reused() {
+    use std::cell::Cell;
+    use std::mem::MaybeUninit;
+    use std::sync::atomic::AtomicUsize;
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct D(#[allow(dead_code)] u64);
+    impl Drop for D {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Relaxed);
+        }
+    }
+    thread_local! {
+        static S: Cell<Option<Box<MaybeUninit<D>>>> = const { Cell::new(None) };
+    }
+    let a = super::boxed(&S, D(1));
+    let at = std::ptr::from_ref(&*a) as usize;
+    super::unboxed(&S, a);
+    assert_eq!(DROPS.load(Relaxed), 1, "the value was not dropped");
+    let kept = S.with(|c| {
+        let b = c.take();
+        let p = b.as_deref().map(|m| std::ptr::from_ref(m) as usize);
+        c.set(b);
+        p
+    });
+    assert_eq!(kept, Some(at), "the allocation was not kept");
+    let b = super::boxed(&S, D(2));
+    assert_eq!(std::ptr::from_ref(&*b) as usize, at);
+    assert!(S.with(|c| {
+        let x = c.take();
+        let empty = x.is_none();
+        c.set(x);
+        empty
+    }));
+    drop(b);
+    assert_eq!(DROPS.load(Relaxed), 2);
+}

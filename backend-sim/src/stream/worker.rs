@@ -286,6 +286,7 @@ impl<E, J: Job<E>> Turn<E, J> {
                 spin_hint: Cell::new(0),
                 stamp: Cell::new(0),
                 seq: Cell::new(0),
+                graph: std::cell::OnceCell::new(),
             },
             flow: Flow::default(),
             _error: PhantomData,
@@ -572,9 +573,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 Some(p) => (p.f as *mut (), p.data.cast_mut(), p.arg),
                 None => (std::ptr::null_mut(), std::ptr::null_mut(), 0),
             };
-            self.probe_fn.store(f, Ordering::SeqCst);
-            self.probe_data.store(data, Ordering::SeqCst);
-            self.probe_arg.store(arg, Ordering::SeqCst);
+            // Relaxed: the runner reads them only under its list's lock, which this thread
+            // takes after this to put the stream on the list (`runner::park`, `push`).
+            self.probe_fn.store(f, Ordering::Relaxed);
+            self.probe_data.store(data, Ordering::Relaxed);
+            self.probe_arg.store(arg, Ordering::Relaxed);
             flow.parked = true;
         } else {
             flow.home_needed = true;
@@ -589,7 +592,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if self.control.stopping() || self.state.load(Ordering::SeqCst) == DISCARDING {
             return true;
         }
-        let f = self.probe_fn.load(Ordering::SeqCst);
+        // Relaxed: see `stop_turn` (the caller holds the runner's list lock).
+        let f = self.probe_fn.load(Ordering::Relaxed);
         if f.is_null() {
             return true;
         }
@@ -597,8 +601,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         // parked wait is queued (it is, while the stream is parked).
         let f: fn(*const (), u64) -> bool = unsafe { std::mem::transmute(f) };
         f(
-            self.probe_data.load(Ordering::SeqCst),
-            self.probe_arg.load(Ordering::SeqCst),
+            self.probe_data.load(Ordering::Relaxed),
+            self.probe_arg.load(Ordering::Relaxed),
         )
     }
 
