@@ -34,6 +34,8 @@
 //!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
 //! - `system_info.c`: `aclsysGetVersionStr` / `aclsysGetVersionNum` reading packages'
 //!   `version.info` files under a scratch `ASCEND_HOME_PATH`; `aclrtGetErrorVerbose`;
+//! - `reslimit.c`: the chip's cores (`aclrtGetDeviceInfo`) and the core resource limits of a
+//!   device, a stream and a thread, on three chips;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -275,6 +277,7 @@ fn build_everything() -> Result<Prefix, String> {
         "halo",
         "acl_json",
         "system_info",
+        "reslimit",
         "dead_owner",
         "ipc_memory",
         "ipc_notify_memory",
@@ -750,6 +753,27 @@ fn package_versions_and_error_verbose_answer_as_cann_does() {
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("system_info: ok"), "{}", report(&o));
+}
+
+// ---- cores and core resource limits (tests/c/reslimit.c) -------------------------------------
+
+#[test]
+fn device_cores_and_resource_limits_answer_as_cann_does() {
+    let p = setup();
+    for chip in ["Ascend910B3", "Ascend310P3", "IPV350"] {
+        let s = Scratch::new(&format!("reslimit-{chip}"));
+        let mut cmd = s.cmd(&p.bin.join("reslimit"), chip);
+        let o = run_all(
+            vec![spawn("reslimit", &mut cmd).expect("start reslimit")],
+            Duration::from_secs(30),
+        );
+        assert!(o[0].ok(), "{chip}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("reslimit: ok"),
+            "{chip}: {}",
+            report(&o)
+        );
+    }
 }
 
 // ---- an owner that dies (tests/c/dead_owner.c) ----------------------------------------------
