@@ -34,6 +34,8 @@
 //!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
 //! - `system_info.c`: `aclsysGetVersionStr` / `aclsysGetVersionNum` reading packages'
 //!   `version.info` files under a scratch `ASCEND_HOME_PATH`; `aclrtGetErrorVerbose`;
+//! - `reslimit.c`: the chip's cores (`aclrtGetDeviceInfo`) and the core resource limits of a
+//!   device, a stream and a thread, on three chips;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -41,6 +43,9 @@
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
 //!   (`ACL_NOTIFY_SIM_CLUSTER`, a loopback etcd cluster), whitelisting across servers with
 //!   `aclrtNotifySetImportPidInterServer`;
+//! - `threads.c`: host threads racing on shared objects: four enqueueing on one stream (order
+//!   and data kept), synchronizes of events whose record was discarded unrun (107023, not a
+//!   hang), and streams, events and contexts destroyed while other threads enqueue on them;
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -272,10 +277,12 @@ fn build_everything() -> Result<Prefix, String> {
         "halo",
         "acl_json",
         "system_info",
+        "reslimit",
         "dead_owner",
         "ipc_memory",
         "ipc_notify_memory",
         "superpod_ring",
+        "threads",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -748,6 +755,27 @@ fn package_versions_and_error_verbose_answer_as_cann_does() {
     assert!(o[0].stdout.contains("system_info: ok"), "{}", report(&o));
 }
 
+// ---- cores and core resource limits (tests/c/reslimit.c) -------------------------------------
+
+#[test]
+fn device_cores_and_resource_limits_answer_as_cann_does() {
+    let p = setup();
+    for chip in ["Ascend910B3", "Ascend310P3", "IPV350"] {
+        let s = Scratch::new(&format!("reslimit-{chip}"));
+        let mut cmd = s.cmd(&p.bin.join("reslimit"), chip);
+        let o = run_all(
+            vec![spawn("reslimit", &mut cmd).expect("start reslimit")],
+            Duration::from_secs(30),
+        );
+        assert!(o[0].ok(), "{chip}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("reslimit: ok"),
+            "{chip}: {}",
+            report(&o)
+        );
+    }
+}
+
 // ---- an owner that dies (tests/c/dead_owner.c) ----------------------------------------------
 
 #[test]
@@ -1098,6 +1126,31 @@ fn a_device_reset_discards_its_default_stream_and_its_tasks() {
 #[test]
 fn acl_finalize_ends_an_endless_host_wait() {
     teardown("host_wait");
+}
+
+// ---- host threads racing on shared objects (tests/c/threads.c) ---------------------------------
+
+/// Runs `threads <scenario>` alone; each ends well within the limit (timed joins inside).
+fn threads(name: &str) {
+    scenario("threads", name, "Ascend910B", Duration::from_secs(60));
+}
+
+#[test]
+fn threads_enqueueing_on_one_stream_keep_their_order_and_lose_nothing() {
+    threads("shared_stream");
+}
+
+/// Before the fix, a synchronize of an event whose record was discarded unrun (its stream
+/// destroyed with aclrtDestroyStreamForce, aborted, its device reset) waited for ever, through
+/// aclFinalize too, and so did a stream waiting on an Ex or IPC event for that record.
+#[test]
+fn a_synchronize_waiting_for_a_discarded_event_record_ends_with_107023() {
+    threads("discarded");
+}
+
+#[test]
+fn objects_destroyed_while_other_threads_enqueue_on_them_answer_107017() {
+    threads("destroyed");
 }
 
 // ---- fork after aclInit (tests/c/fork_child.c) -------------------------------------------------

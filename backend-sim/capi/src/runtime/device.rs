@@ -130,6 +130,7 @@ impl Runtime {
             let _ = self.backend.cnt_destroy(c.raw);
         }
         self.contexts.forget_where(&which);
+        self.res_limits.forget_devices(&which);
         let events = self.events.remove_where(|e| which(e.device));
         for e in events {
             let _ = self.backend.event_destroy(e.raw);

@@ -105,6 +105,8 @@ pub(crate) struct Runtime {
     pub(crate) events: CTable<event::EventEntry>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
+    /// Core resource limits (`reslimit` module).
+    res_limits: reslimit::ResLimits,
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
     /// session does not serve: see `session`).
     pid: i32,
@@ -160,6 +162,7 @@ impl Runtime {
             contexts: context::Contexts::new(seed.rotate_left(23), devices),
             events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
             device_refs: Mutex::new(vec![0; devices]),
+            res_limits: reslimit::ResLimits::default(),
             pid,
             features,
             default_device: AtomicU32::new(NO_DEFAULT_DEVICE),
@@ -274,6 +277,7 @@ pub(crate) mod event;
 mod ext;
 mod ipc;
 mod notify;
+mod reslimit;
 mod stream;
 
 #[cfg(test)]
