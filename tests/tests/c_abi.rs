@@ -1365,6 +1365,26 @@ fn an_ipc_event_orders_a_stream_of_another_process_on_every_soc_that_has_them() 
     );
 }
 
+/// Before the fix, a holder SIGKILLed with a record of an IPC event queued left the other
+/// holders' synchronize (and their streams' waits) for that record waiting for ever.
+#[test]
+fn a_record_of_an_ipc_event_whose_recorder_died_ends_the_waits_with_107023() {
+    let p = setup();
+    let s = Scratch::new("ipcevt-dead");
+    let mut cmd = s.cmd(&p.bin.join("ipc_event"), "Ascend910B");
+    cmd.arg("dead_recorder").arg(&s.dir);
+    let o = run_all(
+        vec![spawn("ipc_event", &mut cmd).expect("start ipc_event")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("ipc_event dead_recorder: ok"),
+        "{}",
+        report(&o)
+    );
+}
+
 // ---- the two-process flow ---------------------------------------------------------------------
 
 #[derive(Debug)]
