@@ -45,7 +45,9 @@
 //!   `aclrtNotifySetImportPidInterServer`;
 //! - `threads.c`: host threads racing on shared objects: four enqueueing on one stream (order
 //!   and data kept), synchronizes of events whose record was discarded unrun (107023, not a
-//!   hang), and streams, events and contexts destroyed while other threads enqueue on them;
+//!   hang), streams, events and contexts destroyed while other threads enqueue on them, and
+//!   threads setting and resetting devices in turn (a set after another's last reset keeps
+//!   what it makes);
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -1151,6 +1153,15 @@ fn a_synchronize_waiting_for_a_discarded_event_record_ends_with_107023() {
 #[test]
 fn objects_destroyed_while_other_threads_enqueue_on_them_answer_107017() {
     threads("destroyed");
+}
+
+/// Before the fix, a reset that brought the device's count to 0 released, while it ran, the
+/// primary context that another thread's later aclrtSetDevice had just taken, and what that
+/// thread made in it (its notify 107017, "the calling thread's current context was
+/// destroyed").
+#[test]
+fn a_device_set_after_another_thread_s_last_reset_keeps_what_it_makes() {
+    threads("device_refs");
 }
 
 // ---- fork after aclInit (tests/c/fork_child.c) -------------------------------------------------
