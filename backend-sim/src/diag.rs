@@ -6,11 +6,51 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::{PoisonError, Weak};
 
 use acl_notify_core::table::{ExportState, MAX_PROCS, NotifySlot, SlotState};
 
+use crate::fork::PerProcess;
 use crate::shm::{P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ShmFile};
 use crate::sys;
+
+/// What a membership of an etcd cluster (cluster mode, `crate::cluster`) knows of the
+/// processes of other hosts: for the messages below, which name whitelisted processes of other
+/// servers.
+pub(crate) trait RemoteLiveness: Send + Sync {
+    /// Whether process `pid` of server `server` is alive (its lease is live); `None` when the
+    /// cluster does not answer (within its client's bound).
+    fn alive(&self, server: u32, pid: i32) -> Option<bool>;
+}
+
+/// This process's cluster memberships, by namespace (a forked child starts with none: its
+/// parent's are the parent's).
+static REMOTE: PerProcess<Vec<(String, Weak<dyn RemoteLiveness>)>> = PerProcess::new(Vec::new);
+
+/// Lists `membership` as what the files of `namespace` ask about other hosts' processes (and
+/// forgets memberships that ended).
+pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn RemoteLiveness>) {
+    let mut r = REMOTE.get().lock().unwrap_or_else(PoisonError::into_inner);
+    r.retain(|(_, w)| w.strong_count() > 0);
+    r.push((namespace.to_owned(), membership));
+}
+
+/// `"its cluster lease is live"`, `"dead: its cluster lease expired"` or `"liveness unknown"`
+/// (not in cluster mode, or the cluster did not answer) for process `pid` of server `server`.
+fn remote_alive(namespace: &str, server: u32, pid: i32) -> &'static str {
+    let membership = REMOTE
+        .get()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|(ns, _)| ns == namespace)
+        .find_map(|(_, w)| w.upgrade());
+    match membership.and_then(|m| m.alive(server, pid)) {
+        Some(true) => "its cluster lease is live",
+        Some(false) => "dead: its cluster lease expired",
+        None => "liveness unknown",
+    }
+}
 
 fn alive(pid: i32, start_time: u64) -> &'static str {
     if sys::pid_alive(pid, start_time) {
@@ -56,11 +96,9 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
                         };
                         let _ = write!(s, "{sep}{}", who(e.pid, live));
                     } else {
-                        let _ = write!(
-                            s,
-                            "{sep}pid {} on server {} (liveness unknown)",
-                            e.pid, e.sdid
-                        );
+                        // Another host's process (cluster mode) is known to its etcd cluster.
+                        let live = remote_alive(file.namespace(), e.sdid, e.pid);
+                        let _ = write!(s, "{sep}pid {} on server {} ({live})", e.pid, e.sdid);
                     }
                 }
             }

@@ -805,6 +805,14 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
     check(owner.try_ok(&format!("alive 1 {ipid}"))? == "true", || {
         "importer not alive".into()
     })?;
+    // A wait that times out says what the cluster knows of the whitelisted importer on the
+    // other host (it said "liveness unknown" before).
+    let live = format!("pid {ipid} on server 1 (its cluster lease is live)");
+    let r = owner.ask(&format!("hwait {h} 200"));
+    check(
+        code_of(&r) == Some(107019) && r.as_ref().is_err_and(|e| e.contains(&live)),
+        || format!("owner wait, importer alive: {r:?}"),
+    )?;
     importer.kill();
     let t = Instant::now();
     poll_until(
@@ -816,9 +824,13 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
         "killed importer seen dead after {:?} (TTL {TTL} s)",
         t.elapsed()
     );
-    // Nothing waits past its timeout.
+    // Nothing waits past its timeout, and the timeout names the importer dead.
+    let dead = format!("pid {ipid} on server 1 (dead: its cluster lease expired)");
     let r = owner.ask(&format!("hwait {h} 500"));
-    check(code_of(&r) == Some(107019), || format!("owner wait: {r:?}"))?;
+    check(
+        code_of(&r) == Some(107019) && r.as_ref().is_err_and(|e| e.contains(&dead)),
+        || format!("owner wait: {r:?}"),
+    )?;
     // Now the owner dies; a fresh importer on host B records and learns it.
     let mut importer2 = b.spawn()?;
     owner.try_ok(&format!("allow {h} 1 {}", importer2.pid))?;

@@ -597,6 +597,10 @@ impl Cluster {
                 return Err(e);
             }
         }
+        // The error messages of `diag` ask it about whitelisted processes of other hosts.
+        crate::fork::required()?;
+        let weak: Weak<dyn crate::diag::RemoteLiveness> = Arc::downgrade(&shared) as _;
+        crate::diag::register_remote_liveness(namespace, weak);
         let s = Arc::clone(&shared);
         let keeper = std::thread::Builder::new()
             .name("acl-sim-lease".into())
@@ -823,6 +827,15 @@ impl Cluster {
     /// Remote records this process applied to its own notifies so far.
     pub fn applied(&self) -> u64 {
         self.shared.applied.load(Ordering::Relaxed)
+    }
+}
+
+impl crate::diag::RemoteLiveness for Shared {
+    fn alive(&self, server: u32, pid: i32) -> Option<bool> {
+        self.etcd
+            .get(&self.proc_key(server, pid))
+            .ok()
+            .map(|kv| kv.is_some())
     }
 }
 
