@@ -35,9 +35,11 @@ pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn Rem
     r.push((namespace.to_owned(), membership));
 }
 
-/// `"its cluster lease is live"`, `"dead: its cluster lease expired"` or `"liveness unknown"`
-/// (not in cluster mode, or the cluster did not answer) for process `pid` of server `server`.
-fn remote_alive(namespace: &str, server: u32, pid: i32) -> &'static str {
+/// Process `pid` (of `start_time`, 0 if not known) of server `server` as the notify file of
+/// `namespace` names it: in cluster mode, `"its cluster lease is live"`, `"dead: its cluster
+/// lease expired"` or `"liveness unknown"` (the cluster did not answer); outside it every
+/// server of the namespace is on this machine, so `"alive"` or `"dead"` as for this server's.
+fn server_pid_alive(namespace: &str, server: u32, pid: i32, start_time: u64) -> &'static str {
     let membership = REMOTE
         .get()
         .lock()
@@ -45,10 +47,12 @@ fn remote_alive(namespace: &str, server: u32, pid: i32) -> &'static str {
         .iter()
         .filter(|(ns, _)| ns == namespace)
         .find_map(|(_, w)| w.upgrade());
-    match membership.and_then(|m| m.alive(server, pid)) {
-        Some(true) => "its cluster lease is live",
-        Some(false) => "dead: its cluster lease expired",
-        None => "liveness unknown",
+    match membership.map(|m| m.alive(server, pid)) {
+        Some(Some(true)) => "its cluster lease is live",
+        Some(Some(false)) => "dead: its cluster lease expired",
+        Some(None) => "liveness unknown",
+        None if sys::identity_alive(pid, start_time) => "alive",
+        None => "dead",
     }
 }
 
@@ -96,8 +100,9 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
                         };
                         let _ = write!(s, "{sep}{}", who(e.pid, live));
                     } else {
-                        // Another host's process (cluster mode) is known to its etcd cluster.
-                        let live = remote_alive(file.namespace(), e.sdid, e.pid);
+                        // Another server's: on another host in cluster mode (known to the
+                        // etcd cluster), else on this machine.
+                        let live = server_pid_alive(file.namespace(), e.sdid, e.pid, e.start_time);
                         let _ = write!(s, "{sep}pid {} on server {} ({live})", e.pid, e.sdid);
                     }
                 }
@@ -270,4 +275,48 @@ pub(crate) fn merged_text(m: acl_notify_core::table::MergedRecords) -> String {
         if m.total == 1 { "" } else { "s" }
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use acl_notify_core::{CreateFlags, ExportFlags, HostOps, NotifyResources, ServerPid, Soc};
+
+    use crate::{NamespaceGuard, Sim};
+
+    /// A wait's timeout names a whitelisted process of another server of the same machine
+    /// alive or dead, as it does this server's (it said "liveness unknown").
+    #[test]
+    fn a_timeout_says_whether_another_server_s_whitelisted_process_is_alive() {
+        let ns = NamespaceGuard(format!("unit-diag-{}", std::process::id()));
+        let _ = Sim::remove_namespace(&ns.0);
+        let sim = Sim::builder()
+            .soc(Soc::Ascend910_93)
+            .devices(1)
+            .namespace(&ns.0)
+            .open()
+            .unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id() as i32;
+        child.wait().unwrap();
+        let me = std::process::id() as i32;
+        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        sim.export_key(h, ExportFlags::empty()).unwrap();
+        let entries = [
+            ServerPid { sdid: 1, pid: dead },
+            ServerPid { sdid: 1, pid: me },
+        ];
+        sim.set_import_server_pids(h, &entries).unwrap();
+        let e = sim.host_wait(h, Duration::from_millis(10)).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("pid {dead} on server 1 (dead)")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("pid {me} on server 1 (alive)")),
+            "{text}"
+        );
+    }
 }
