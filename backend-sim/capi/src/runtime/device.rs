@@ -186,9 +186,9 @@ impl Runtime {
                         Error::StreamSyncTimeout,
                         format!(
                             "device {device} was reset, but a stream of it still had queued \
-                             tasks after {} s ({ENV_RESET_TIMEOUT}); it was released anyway and \
+                             tasks after {:?} ({ENV_RESET_TIMEOUT}); it was released anyway and \
                              its tasks discarded: {e}",
-                            self.reset_timeout.unwrap_or_default().as_secs_f64()
+                            self.reset_timeout.unwrap_or_default()
                         ),
                     ));
                 }
@@ -298,7 +298,7 @@ fn already_reset(device: u32, force: bool) -> CallError {
 }
 
 /// `ACL_NOTIFY_SIM_RESET_TIMEOUT`: how long a device reset waits for the device's streams to
-/// run their queued tasks (seconds; `0` waits for ever, as CANN does).
+/// run their queued tasks (seconds, fractions allowed; `0` waits for ever, as CANN does).
 pub(crate) const ENV_RESET_TIMEOUT: &str = "ACL_NOTIFY_SIM_RESET_TIMEOUT";
 
 /// The reset's wait when [`ENV_RESET_TIMEOUT`] is not set: the same 60 s as a full stream's
@@ -308,23 +308,29 @@ pub(crate) const DEFAULT_RESET_TIMEOUT: Duration = Duration::from_secs(60);
 /// [`ENV_RESET_TIMEOUT`] as the session reads it when it starts: `None` waits for ever; a
 /// value that is not a number of seconds is 107000.
 pub(crate) fn reset_timeout_from_env() -> Result<Option<Duration>, CallError> {
-    let Some(v) = std::env::var_os(ENV_RESET_TIMEOUT) else {
-        return Ok(Some(DEFAULT_RESET_TIMEOUT));
-    };
+    match std::env::var_os(ENV_RESET_TIMEOUT) {
+        None => Ok(Some(DEFAULT_RESET_TIMEOUT)),
+        Some(v) => parse_reset_timeout(&v),
+    }
+}
+
+/// A value of [`ENV_RESET_TIMEOUT`].
+pub(crate) fn parse_reset_timeout(v: &std::ffi::OsStr) -> Result<Option<Duration>, CallError> {
     let secs = v
         .to_str()
-        .and_then(|v| v.trim().parse::<u32>().ok())
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| (0.0..=f64::from(u32::MAX)).contains(s))
         .ok_or_else(|| {
             CallError::new(
                 Error::ParamInvalid,
                 format!(
-                    "{ENV_RESET_TIMEOUT}={v:?} is not a number of seconds (0 to {}; 0 waits for \
-                     ever)",
+                    "{ENV_RESET_TIMEOUT}={v:?} is not a number of seconds (0 to {}, fractions \
+                     allowed; 0 waits for ever)",
                     u32::MAX
                 ),
             )
         })?;
-    Ok((secs != 0).then(|| Duration::from_secs(u64::from(secs))))
+    Ok((secs != 0.0).then(|| Duration::from_secs_f64(secs)))
 }
 
 /// The ACL layer's refusal of a device paired with itself (100000).
