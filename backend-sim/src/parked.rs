@@ -15,6 +15,9 @@
 //! Timed waits never park: they block as before (a parked wait would need the runner to
 //! watch its deadline).
 
+use std::cell::Cell;
+use std::mem::{ManuallyDrop, MaybeUninit};
+
 use acl_notify_core::Error;
 use acl_notify_core::table::{Begin, Ticket};
 
@@ -43,8 +46,45 @@ const NONE: u64 = u64::MAX;
 /// its entries in the stream's `blocked_on` note and in the wait-for graph.
 pub(crate) struct ParkedWait {
     pin: PinRef,
-    /// Boxed so that a job stays 24 bytes (`crate::job::SimJob`).
-    held: Box<Held>,
+    /// Boxed so that a job stays 24 bytes (`crate::job::SimJob`); the box goes back to
+    /// [`SPARE`] when the wait ends.
+    held: ManuallyDrop<Box<Held>>,
+}
+
+/// A thread's spare allocation for a `T` (see [`SPARE`]).
+type Spare<T> = std::thread::LocalKey<Cell<Option<Box<MaybeUninit<T>>>>>;
+
+thread_local! {
+    /// The allocation of the last parked wait that ended on this thread, for the next one
+    /// to park here: the runner parks and ends waits by the million, and a `malloc` and a
+    /// `free` per park cost it 141 of its 1,000-odd instructions a park (callgrind, the
+    /// pipeline bench, 2026-12-05).
+    static SPARE: Cell<Option<Box<MaybeUninit<Held>>>> = const { Cell::new(None) };
+}
+
+/// `v` in a box, `spare`'s if it holds one.
+fn boxed<T>(spare: &'static Spare<T>, v: T) -> Box<T> {
+    match spare.try_with(Cell::take).ok().flatten() {
+        Some(mut b) => {
+            b.write(v);
+            // SAFETY: written just above.
+            unsafe { b.assume_init() }
+        }
+        None => Box::new(v),
+    }
+}
+
+/// Drops `b`'s value and keeps its allocation in `spare` (freed if `spare` held one, or on
+/// a thread being torn down).
+fn unboxed<T>(spare: &'static Spare<T>, b: Box<T>) {
+    let b = Box::into_raw(b);
+    // SAFETY: `b` came from a `Box<T>` just above: valid, and dropped only here. The emptied
+    // allocation has `MaybeUninit<T>`'s layout, which is `T`'s.
+    let empty = unsafe {
+        std::ptr::drop_in_place(b);
+        Box::from_raw(b.cast::<MaybeUninit<T>>())
+    };
+    let _ = spare.try_with(|c| c.set(Some(empty)));
 }
 
 /// What a parked wait holds besides its pin.
@@ -96,6 +136,8 @@ impl Drop for ParkedWait {
             r.slot().sync.wait_abandon(&r.file().waiter(), t);
             self.held.stream.clear_blocked_on();
         }
+        // SAFETY: `held` is not used after this (we are dropping `self`).
+        unboxed(&SPARE, unsafe { ManuallyDrop::take(&mut self.held) });
     }
 }
 
@@ -179,15 +221,19 @@ pub(crate) fn park_or_wait(
                 note_parked(r, ctx);
                 let parked = ParkedWait {
                     pin,
-                    held: Box::new(Held {
-                        ticket: t.into_raw(),
-                        stream: ctx.cancel_token(),
-                        _graph: waitgraph::Blocked::publish_parked(
-                            ctx.home_tid(),
-                            p.target(),
-                            ctx.task_number(),
-                        ),
-                    }),
+                    held: ManuallyDrop::new(boxed(
+                        &SPARE,
+                        Held {
+                            ticket: t.into_raw(),
+                            stream: ctx.cancel_token(),
+                            _graph: waitgraph::Blocked::publish_parked(
+                                ctx.graph_slot(waitgraph::Blocked::find_worker),
+                                p.target(),
+                                ctx.task_number(),
+                                ctx.coarse_now_ns(),
+                            ),
+                        },
+                    )),
                 };
                 return Err(Stop::Parked(parked));
             }

@@ -72,7 +72,8 @@ const COUNT: u64 = AWAY - 1;
 /// (the worker's pin drops already deferred, see `stream::worker::Finished`): 44.2 ns a record
 /// (max 46.2) prefetching 8 slots ahead, 46.2 ns (max 97.6) without, 44.5 ns (max 103) at 4,
 /// medians of 12 rounds taken in turns in the same minutes; the maxima are the minutes when
-/// lines moved slowly between the CPUs.
+/// lines moved slowly between the CPUs. Not in the loom models, which do not prefetch.
+#[cfg(not(sim_loom))]
 const PREFETCH_AHEAD: u64 = 8;
 
 /// A slot's value: `std`'s `UnsafeCell`, or loom's (which checks the accesses) in the model.
@@ -250,6 +251,7 @@ impl<T> Ring<T> {
     /// line, a line comes back from the consumer once per eight pushes, and the prefetch cost
     /// more than it saved: the bench's engine row (a no-op job, 8-byte slots) read 16.3–19.5 ns
     /// an enqueue with it, 12.5–15.0 ns without, four runs of each in turns.
+    #[cfg(not(sim_loom))]
     const PREFETCHES: bool = std::mem::size_of::<Slot<T>>() >= 32;
 
     #[inline(always)]
@@ -260,7 +262,7 @@ impl<T> Ring<T> {
 
     /// Queues `v`: [`Push::Queued`], [`Push::Full`] or [`Push::Closed`] (the tests' and the
     /// models' push; the stream queues through [`push_with`](Self::push_with)).
-    #[cfg(any(test, sim_loom))]
+    #[cfg(test)]
     #[inline]
     pub(crate) fn push(&self, v: T) -> Push<T> {
         self.push_inner(v, false, |v| v)

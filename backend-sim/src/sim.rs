@@ -300,7 +300,8 @@ impl Sim {
     /// nothing: CANN leaves that case to its driver (`halDeviceDisableP2P`, not public) and
     /// documents no code for it.
     ///
-    /// Codes: 107001 no such device; 207000 a SoC without peer access; 107000 `device == peer`.
+    /// Codes: those of `peer_pair_ok`: 107001 no such device; 100000
+    /// `device == peer`; 207000 a SoC without peer access.
     pub fn disable_peer_access(&self, device: u32, peer: u32) -> Result<(), SimError> {
         self.peer_pair_ok(device, peer)?;
         lock(&self.inner.peers)[device as usize] &= !(1u64 << peer);
@@ -317,20 +318,21 @@ impl Sim {
         self.require(Feature::PeerAccess, "peer access between devices")
     }
 
-    /// The checks of enabling or disabling access from `device` to `peer`, in this order:
-    /// 107001 either device does not exist; 207000 a SoC without peer access; 107000
-    /// `device == peer`.
+    /// The checks of enabling or disabling access from `device` to `peer`, in CANN's order
+    /// (hicann/runtime `src/acl/aclrt_impl/memory.cpp`, `aclrtDeviceEnablePeerAccessImpl` and
+    /// `aclrtDeviceDisablePeerAccessImpl`, where `device` is the current one): 107001 `device`
+    /// does not exist; 100000 `device == peer` (an ACL-level check, the same code as through
+    /// the C API); 107001 `peer` does not exist; 207000 a SoC without peer access.
     pub(crate) fn peer_pair_ok(&self, device: u32, peer: u32) -> Result<(), SimError> {
         self.device_ok(device)?;
-        self.device_ok(peer)?;
-        self.peer_access_supported()?;
         if device == peer {
             return Err(err(
-                Error::ParamInvalid,
+                Error::InvalidParam,
                 format!("peer access from device {device} to itself"),
             ));
         }
-        Ok(())
+        self.device_ok(peer)?;
+        self.peer_access_supported()
     }
 
     pub(crate) fn device_ok(&self, device: u32) -> Result<(), SimError> {

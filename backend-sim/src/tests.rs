@@ -1582,3 +1582,29 @@ fn a_stream_placed_off_its_makers_one_cpu_has_an_ordinary_worker() {
         });
     });
 }
+
+/// Enabling or disabling peer access from a device to itself is the ACL layer's 100000, as
+/// through the C API (`aclrtDeviceEnablePeerAccess`/`DisablePeerAccess`), after the device
+/// itself is checked and before the peer and the SoC are.
+#[test]
+fn peer_access_to_the_device_itself_is_100000_as_through_the_c_api() {
+    let (sim, _ns) = open("peer-itself", Soc::Ascend910B);
+    let same = sim.enable_peer_access(1, 1).unwrap_err();
+    assert_eq!(same.kind(), Error::InvalidParam, "{same}");
+    let same = sim.disable_peer_access(1, 1).unwrap_err();
+    assert_eq!(same.kind(), Error::InvalidParam, "{same}");
+    assert_eq!(
+        sim.disable_peer_access(2, 2).unwrap_err().kind(),
+        Error::InvalidDeviceId
+    );
+    assert_eq!(
+        sim.enable_peer_access(0, 2).unwrap_err().kind(),
+        Error::InvalidDeviceId
+    );
+    // A SoC without peer access: the pair is checked first, as CANN's ACL layer does.
+    let (sim, _ns) = open("peer-itself-310b", Soc::Ascend310B);
+    let same = sim.disable_peer_access(0, 0).unwrap_err();
+    assert_eq!(same.kind(), Error::InvalidParam, "{same}");
+    let none = sim.disable_peer_access(0, 1).unwrap_err();
+    assert_eq!(none.kind(), Error::FeatureNotSupport, "{none}");
+}

@@ -834,23 +834,42 @@ impl Blocked {
         Blocked(slot)
     }
 
-    /// Publishes that the wait numbered `ticket` of the stream whose own thread is `tid`
-    /// waits on `t`, parked (`crate::parked`: the calling thread may be the runner). Looked
-    /// up in [`WORKERS`] under its lock: once per parked wait.
+    /// The entry of the stream whose own thread is `tid` (looked up in [`WORKERS`] under its
+    /// lock; empty if there is none), for a parked wait's stream to keep
+    /// (`TaskCtx::graph_slot`).
     #[cold]
-    pub(crate) fn publish_parked(tid: i32, t: Target, ticket: u64) -> Self {
-        let slot = WORKERS
+    pub(crate) fn find_worker(tid: i32) -> Weak<StreamSlot> {
+        #[cfg(test)]
+        LOOKED_UP
+            .get()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(tid);
+        WORKERS
             .get()
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .iter()
             .find(|(w, _)| *w == tid)
-            .and_then(|(_, s)| s.upgrade());
+            .map_or_else(Weak::new, |(_, s)| Weak::clone(s))
+    }
+
+    /// Publishes that the wait numbered `ticket` of the stream whose entry is `slot` waits on
+    /// `t`, parked since `since_ns` (`sys::now_ns`'s clock; `crate::parked`: the calling
+    /// thread may be the runner). The entry's other words are written before `head`, whose
+    /// store publishes them (a reader loads `head` first).
+    #[inline]
+    pub(crate) fn publish_parked(
+        slot: Option<Arc<StreamSlot>>,
+        t: Target,
+        ticket: u64,
+        since_ns: u64,
+    ) -> Self {
         if let Some(s) = &slot {
             let e = s.entry();
-            e.head_ticket.store(ticket, SeqCst);
-            e.head_since.store(sys::now_ns(), SeqCst);
-            e.head_timeout_ms.store(u64::MAX, SeqCst);
+            e.head_ticket.store(ticket, Relaxed);
+            e.head_since.store(since_ns, Relaxed);
+            e.head_timeout_ms.store(u64::MAX, Relaxed);
             e.head.store(t.wait_word(), SeqCst);
         }
         Blocked(slot)
@@ -872,6 +891,10 @@ impl Drop for Blocked {
         }
     }
 }
+
+/// Tests: the threads [`Blocked::find_worker`] looked up, in order.
+#[cfg(test)]
+pub(crate) static LOOKED_UP: PerProcess<Vec<i32>> = PerProcess::new(Vec::new);
 
 /// A blocked head wait.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

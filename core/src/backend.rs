@@ -323,7 +323,7 @@ pub trait NotifyResources: Backend {
 
     /// Enables access from `device` to `peer` (`aclrtDeviceEnablePeerAccess`).
     ///
-    /// Codes: 107001; 107000 `device == peer`.
+    /// Codes: 107001; 100000 `device == peer` (CANN's ACL layer refuses it).
     fn enable_peer_access(&self, device: u32, peer: u32) -> Result<(), Self::Error>;
 }
 

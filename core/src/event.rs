@@ -309,7 +309,8 @@ pub trait EventOps: StreamOps {
 
     /// Blocks until the latest record (at the time of the call) has run; at once if none.
     ///
-    /// Codes: 207000; 107017; 507047 `wait` expired.
+    /// Codes: 207000; 107017; 507047 `wait` expired; 107023 the record was discarded unrun
+    /// (its stream destroyed with its tasks discarded, or aborted).
     fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), Self::Error>;
 
     /// The latest record's timestamp (time since an arbitrary start of the device).

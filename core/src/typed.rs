@@ -210,7 +210,7 @@ impl<'b, C: SocType, B: NotifyResources + StreamOps> Device<'b, C, B> {
         self.backend.can_access_peer(self.id, peer)
     }
 
-    /// Enables access from this device to `peer`. Codes: 107001; 107000 `peer` is this device.
+    /// Enables access from this device to `peer`. Codes: 107001; 100000 `peer` is this device.
     pub fn enable_peer_access(&self, peer: u32) -> Result<(), B::Error> {
         self.backend.enable_peer_access(self.id, peer)
     }

@@ -41,6 +41,9 @@
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
 //!   (`ACL_NOTIFY_SIM_CLUSTER`, a loopback etcd cluster), whitelisting across servers with
 //!   `aclrtNotifySetImportPidInterServer`;
+//! - `threads.c`: host threads racing on shared objects: four enqueueing on one stream (order
+//!   and data kept), synchronizes of events whose record was discarded unrun (107023, not a
+//!   hang), and streams, events and contexts destroyed while other threads enqueue on them;
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -276,6 +279,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ipc_memory",
         "ipc_notify_memory",
         "superpod_ring",
+        "threads",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1098,6 +1102,31 @@ fn a_device_reset_discards_its_default_stream_and_its_tasks() {
 #[test]
 fn acl_finalize_ends_an_endless_host_wait() {
     teardown("host_wait");
+}
+
+// ---- host threads racing on shared objects (tests/c/threads.c) ---------------------------------
+
+/// Runs `threads <scenario>` alone; each ends well within the limit (timed joins inside).
+fn threads(name: &str) {
+    scenario("threads", name, "Ascend910B", Duration::from_secs(60));
+}
+
+#[test]
+fn threads_enqueueing_on_one_stream_keep_their_order_and_lose_nothing() {
+    threads("shared_stream");
+}
+
+/// Before the fix, a synchronize of an event whose record was discarded unrun (its stream
+/// destroyed with aclrtDestroyStreamForce, aborted, its device reset) waited for ever, through
+/// aclFinalize too, and so did a stream waiting on an Ex or IPC event for that record.
+#[test]
+fn a_synchronize_waiting_for_a_discarded_event_record_ends_with_107023() {
+    threads("discarded");
+}
+
+#[test]
+fn objects_destroyed_while_other_threads_enqueue_on_them_answer_107017() {
+    threads("destroyed");
 }
 
 // ---- fork after aclInit (tests/c/fork_child.c) -------------------------------------------------

@@ -13,7 +13,7 @@ use std::time::Duration;
 use argh::FromArgs;
 
 use crate::fuzz::{FuzzArgs, nightly_cargo, run_with_deadline};
-use crate::run::{Steps, cargo, root};
+use crate::run::{Steps, cargo, root, status};
 use crate::stress::StressArgs;
 
 /// Run the long reliability checks: loom, Miri, minutes of fuzzing per target, a long stress
@@ -135,16 +135,36 @@ fn ring_model_env(preemptions: u32) -> Vec<(&'static str, String)> {
     env
 }
 
-/// The loom models of `core/tests/loom.rs` (`--cfg loom`, release, own target directory so
-/// the normal build is not invalidated), then the simulator's stream queue models
-/// (`backend-sim/src/ring.rs`, `--cfg sim_loom`: under `--cfg loom` the core's atomics become
-/// loom's, which the simulator is not written for; at a bound of 3 or more they are
-/// time-boxed, see [`ring_model_env`]).
+/// The simulator's stream queue models (`backend-sim/src/ring.rs`, `--cfg sim_loom`: under
+/// `--cfg loom` the core's atomics become loom's, which the simulator is not written for; at a
+/// bound of 3 or more they are time-boxed, see [`ring_model_env`]), after clippy under the same
+/// cfg (warnings are errors); then the loom models of `core/tests/loom.rs` (`--cfg loom`).
+/// Release builds, each cfg in a target directory of its own so the normal build is not
+/// invalidated.
 pub fn loom(preemptions: u32) -> Result<(), String> {
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) => std::path::PathBuf::from(d).join("loom"),
         None => root().join("target").join("loom"),
     };
+    // Its own directory: a different RUSTFLAGS would rebuild the other's every time.
+    let sim_target = target.with_file_name("loom-sim");
+    // The workspace's clippy step never sees `--cfg sim_loom`: what the models leave unused
+    // (the prefetch, the tests' push) would go unnoticed there.
+    status(
+        cargo()
+            .args([
+                "clippy",
+                "--quiet",
+                "-p",
+                "acl-notify-sim",
+                "--lib",
+                "--tests",
+                "--target-dir",
+            ])
+            .arg(&sim_target)
+            .args(["--", "-D", "warnings"])
+            .env("RUSTFLAGS", "--cfg sim_loom"),
+    )?;
     let mut c = cargo();
     c.args([
         "test",
@@ -154,8 +174,7 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
         "--lib",
         "--target-dir",
     ])
-    // Its own directory: a different RUSTFLAGS would rebuild the other's every time.
-    .arg(target.with_file_name("loom-sim"))
+    .arg(&sim_target)
     .args(["--", "ring::loom_tests::", "--test-threads=1"])
     .env("RUSTFLAGS", "--cfg sim_loom")
     .envs(ring_model_env(preemptions));

@@ -94,6 +94,10 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
                 .env("ACL_NOTIFY_TEST_BACKEND", backend_env(args.backend)),
         )
     });
+    steps.run(
+        "every test binary lists its tests as cargo-nextest reads them",
+        list_tests,
+    );
     // The simulator's other stream placement (workers pinned to CPUs in turn, as the
     // benchmarks use it) must pass the same contract.
     if args.backend != BackendArg::Driver {
@@ -157,6 +161,49 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     steps.finish("test")
 }
 
+/// Runs every test binary of the workspace with `--list --format terse`, as cargo-nextest
+/// does to learn its tests, and checks each answers only `name: test` lines ([`list_lines`]):
+/// a `harness = false` binary that ignored the arguments and ran (or printed) anything else
+/// would leave `cargo nextest run --workspace` unable to list the workspace.
+fn list_tests() -> Result<(), String> {
+    let shown = "cargo test --workspace --lib --bins --tests -- --list --format terse";
+    let out = cargo()
+        .args([
+            "test",
+            "--quiet",
+            "--workspace",
+            "--lib",
+            "--bins",
+            "--tests",
+        ])
+        .args(["--", "--list", "--format", "terse"])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .map_err(|e| format!("could not start {shown}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{shown} failed with {}", out.status));
+    }
+    list_lines(&String::from_utf8_lossy(&out.stdout)).map(|_| ())
+}
+
+/// The tests of a `--list --format terse` answer (libtest's: one `name: test` or
+/// `name: benchmark` line per test, blank lines between binaries), or the first line that is
+/// not one.
+fn list_lines(listing: &str) -> Result<usize, String> {
+    let mut tests = 0;
+    for line in listing.lines().filter(|l| !l.trim().is_empty()) {
+        match line.rsplit_once(": ") {
+            Some((name, "test" | "benchmark")) if !name.is_empty() => tests += 1,
+            _ => {
+                return Err(format!(
+                    "a test binary answered `--list --format terse` with {line:?}, which is not                      `name: test` (cargo-nextest could not list it)"
+                ));
+            }
+        }
+    }
+    Ok(tests)
+}
+
 /// The test of `stress/tests/pairs.rs`: every pair of control-plane calls run at once on one
 /// notify (a step of its own; the workspace step skips it).
 const PAIRS_TEST: &str = "every_pair_of_control_plane_calls_on_one_notify";
@@ -200,5 +247,21 @@ fn backend_env(b: BackendArg) -> &'static str {
         BackendArg::Sim => "sim",
         BackendArg::Driver => "driver",
         BackendArg::All => "all",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::list_lines;
+
+    #[test]
+    fn a_listing_is_only_name_test_lines() {
+        let ok = "a::b: test\nc: benchmark\n\nd: test\n";
+        assert_eq!(list_lines(ok), Ok(3));
+        // What the fuzz targets' replay binaries printed before they took libtest's arguments.
+        let ran = "a: test\nreplay key_parse: 3009 inputs checked, 0 not decodable, in 0.1 s\n";
+        let e = list_lines(ran).unwrap_err();
+        assert!(e.contains("replay key_parse"), "{e}");
+        assert!(list_lines(": test").is_err());
     }
 }

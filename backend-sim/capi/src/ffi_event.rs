@@ -200,7 +200,8 @@ pub unsafe extern "C" fn aclrtQueryEventWaitStatus(
 /// `aclError aclrtSynchronizeEvent(aclrtEvent event)`: blocks until the event's latest record
 /// has run.
 ///
-/// Codes: 100000; 107017.
+/// Codes: 100000; 107017; 107023 the record was discarded unrun (its stream destroyed
+/// with aclrtDestroyStreamForce, aborted, its device reset or the session finalized).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeEvent(event: aclrtEvent) -> aclError {
     api("aclrtSynchronizeEvent", || {
@@ -215,7 +216,7 @@ pub extern "C" fn aclrtSynchronizeEvent(event: aclrtEvent) -> aclError {
 /// `aclrtSynchronizeEvent`, for at most `timeout` ms (−1 forever).
 ///
 /// Codes: 107000 timeout < −1 (the ACL layer checks it before the NULL event), then 100000;
-/// 107000 timeout 0; 107017; 507047 expired.
+/// 107000 timeout 0; 107017; 507047 expired; 107023 the record was discarded unrun.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: aclrtEvent, timeout: i32) -> aclError {
     api("aclrtSynchronizeEventWithTimeout", || {

@@ -11,6 +11,12 @@
 //!   stalls until that record has run.
 //! - `waits` / `waits_done` — wait tasks enqueued and finished (`aclrtQueryEventWaitStatus`).
 //!
+//! A record task dropped unrun (its stream destroyed with its tasks discarded, aborted, its
+//! device reset or the session finalized) marks its record discarded and wakes the event's
+//! waiters: a synchronize, or an Ex wait, that waited for that record fails with 107023
+//! instead of waiting for ever (an IPC event's record counts as done for every holder, and
+//! this process notes its number).
+//!
 //! A record or wait task holds the event (an `Arc`), so destroying a handle while its tasks
 //! are queued is allowed (as CANN documents for `aclrtDestroyEvent`): the id is freed when the
 //! last task is done. A waiting task registers a cancel waker that takes the event's lock and
@@ -18,7 +24,7 @@
 //!
 //! Timestamps are `CLOCK_MONOTONIC` nanoseconds, the same clock in every process.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -43,11 +49,95 @@ struct Mark {
     /// `CLOCK_MONOTONIC` ns when the record ran; 0 while it has not. Written under the
     /// event's lock.
     at_ns: AtomicU64,
+    /// The task was dropped unrun (its stream destroyed with its tasks discarded, aborted,
+    /// its device reset or the session finalized): it never runs. Written under the event's
+    /// lock.
+    discarded: AtomicBool,
 }
 
 impl Mark {
     fn ran(&self) -> bool {
         self.at_ns.load(Ordering::Relaxed) != 0
+    }
+
+    fn discarded(&self) -> bool {
+        self.discarded.load(Ordering::Relaxed)
+    }
+}
+
+/// A synchronize's or a wait's error when the record it waited for was dropped unrun.
+fn discarded_error(device: u32) -> SimError {
+    err(
+        Error::StreamAbort,
+        format!(
+            "the event's record (device {device}) was discarded unrun: its stream was aborted, \
+             destroyed with aclrtDestroyStreamForce, its device reset or the session finalized"
+        ),
+    )
+}
+
+/// What a record task holds: when it is dropped without having run, its [`Mark`] says so and
+/// the event's waiters (synchronize, Ex waits) are woken, instead of waiting for ever for a
+/// record that will not come.
+struct RecordTask {
+    ev: Arc<SimEvent>,
+    mark: Arc<Mark>,
+}
+
+/// An IPC event's record task, as it goes: [`QUEUEING`] until the thread that queues it
+/// knows the queueing worked ([`QUEUED`]), [`RAN`] once it has run, [`DROPPED`] when it was
+/// dropped unrun while still [`QUEUEING`] (a failed queueing, or a discard that came first:
+/// the queueing thread tells which). A task dropped unrun once [`QUEUED`] counts its record as
+/// done ([`IpcRef::complete_unrun`]), so that no holder waits for ever for it, and notes its
+/// number for this process's synchronize and waits.
+struct IpcRecordTask {
+    ev: Arc<SimEvent>,
+    n: u32,
+    state: Arc<AtomicU8>,
+}
+
+const QUEUEING: u8 = 0;
+const QUEUED: u8 = 1;
+const RAN: u8 = 2;
+const DROPPED: u8 = 3;
+
+impl IpcRecordTask {
+    /// Record `n` of the event will not run: it counts as done, and this process notes it.
+    fn unrun(ev: &SimEvent, n: u32) {
+        if let Some(r) = &ev.ipc {
+            ev.ipc_discarded.store(n, Ordering::Relaxed);
+            r.complete_unrun(n);
+        }
+    }
+}
+
+impl Drop for IpcRecordTask {
+    fn drop(&mut self) {
+        let unrun = match self.state.compare_exchange(
+            QUEUEING,
+            DROPPED,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        ) {
+            // The queueing thread decides (see `Sim::event_record`).
+            Ok(_) => false,
+            Err(s) => s == QUEUED,
+        };
+        if unrun {
+            Self::unrun(&self.ev, self.n);
+        }
+    }
+}
+
+impl Drop for RecordTask {
+    fn drop(&mut self) {
+        if self.mark.ran() {
+            return;
+        }
+        let st = lock(&self.ev.st);
+        self.mark.discarded.store(true, Ordering::Relaxed);
+        drop(st);
+        self.ev.cv.notify_all();
     }
 }
 
@@ -72,9 +162,23 @@ pub(crate) struct SimEvent {
     spec: EventSpec,
     /// An IPC event's shared slot (its state lives there, not in `st`).
     ipc: Option<IpcRef>,
+    /// The number of the latest IPC record this process's streams dropped unrun (0: none):
+    /// a synchronize or wait of this process that waited for it fails (107023).
+    ipc_discarded: AtomicU32,
     st: Mutex<EvState>,
     cv: Condvar,
     ids: Arc<IdPools>,
+}
+
+impl SimEvent {
+    /// 107023 if IPC record `n` was dropped unrun by this process (its synchronize or wait
+    /// passed because the record counts as done).
+    fn ipc_unrun(&self, n: u32) -> Result<(), SimError> {
+        if n != 0 && self.ipc_discarded.load(Ordering::Relaxed) == n {
+            return Err(discarded_error(self.device));
+        }
+        Ok(())
+    }
 }
 
 impl Drop for SimEvent {

@@ -173,16 +173,34 @@ impl EventOps for Sim {
         let (s, _) = self.stream(stream)?;
         if let Some(r) = &ev.ipc {
             let n = r.issue()?;
-            let task_ev = Arc::clone(&ev);
+            let state = Arc::new(AtomicU8::new(QUEUEING));
+            let task = IpcRecordTask {
+                ev: Arc::clone(&ev),
+                n,
+                state: Arc::clone(&state),
+            };
             let queued = self.enqueue(&s, stream, move |_| {
                 let args = || serde_json::json!({"event": event.0, "ipc": true, "record": n});
-                crate::trace::span("event", "event record", args, || match &task_ev.ipc {
+                task.state.store(RAN, Ordering::Release);
+                crate::trace::span("event", "event record", args, || match &task.ev.ipc {
                     Some(r) => r.complete(n),
                     None => Ok(()),
                 })
             });
             match queued {
-                Ok(()) => self.note_record_on(stream, r.target()),
+                Ok(()) => {
+                    let was = state.compare_exchange(
+                        QUEUEING,
+                        QUEUED,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                    if was == Err(DROPPED) {
+                        // Queued, then discarded before this thread got here.
+                        IpcRecordTask::unrun(&ev, n);
+                    }
+                    self.note_record_on(stream, r.target());
+                }
                 Err(_) => r.unissue(n),
             }
             return queued;
@@ -194,16 +212,19 @@ impl EventOps for Sim {
             st.records += 1;
             (st.latest.replace(Arc::clone(&mark)), st.id)
         };
-        let (task_ev, task_mark) = (Arc::clone(&ev), Arc::clone(&mark));
+        let task = RecordTask {
+            ev: Arc::clone(&ev),
+            mark: Arc::clone(&mark),
+        };
         let queued = self.enqueue(&s, stream, move |_| {
             let args = || serde_json::json!({"event": event.0});
             crate::trace::span("event", "event record", args, || {
                 let now = sys::now_ns().max(1);
-                let mut st = lock(&task_ev.st);
+                let mut st = lock(&task.ev.st);
                 st.flag = true;
-                task_mark.at_ns.store(now, Ordering::Relaxed);
+                task.mark.at_ns.store(now, Ordering::Relaxed);
                 drop(st);
-                task_ev.cv.notify_all();
+                task.ev.cv.notify_all();
                 Ok(())
             })
         });
@@ -276,7 +297,10 @@ impl EventOps for Sim {
             return self.enqueue(&s, stream, move |ctx| {
                 let args = || serde_json::json!({"event": event.0, "ipc": true, "record": n});
                 crate::trace::span("event", "event wait", args, || match &task_ev.ipc {
-                    Some(r) => r.stream_wait(n, t, ctx),
+                    Some(r) => {
+                        r.stream_wait(n, t, ctx)?;
+                        task_ev.ipc_unrun(n)
+                    }
                     None => Ok(()),
                 })
             });
@@ -307,9 +331,13 @@ impl EventOps for Sim {
             let out = crate::trace::span("event", "event wait", args, || {
                 wait_until(&task_ev, ctx, t, |st| match kind {
                     EventKind::Classic => st.flag,
-                    // The record captured when the wait was enqueued has run.
-                    EventKind::Ex => captured.as_ref().is_none_or(|m| m.ran()),
-                })
+                    // The record captured when the wait was enqueued has run, or never will.
+                    EventKind::Ex => captured.as_ref().is_none_or(|m| m.ran() || m.discarded()),
+                })?;
+                match &captured {
+                    Some(m) if !m.ran() => Err(discarded_error(task_ev.device)),
+                    _ => Ok(()),
+                }
             });
             lock(&task_ev.st).waits_done += 1;
             task_ev.cv.notify_all();
@@ -329,7 +357,8 @@ impl EventOps for Sim {
         let st = lock(&ev.st);
         Ok(match &st.latest {
             None => LatestRecord::None,
-            Some(m) if !m.ran() => LatestRecord::Pending,
+            // A discarded record is not pending: nothing of it is left to run.
+            Some(m) if !m.ran() && !m.discarded() => LatestRecord::Pending,
             Some(_) => LatestRecord::Done,
         })
     }
@@ -352,8 +381,22 @@ impl EventOps for Sim {
                 SyncWait::Forever => None,
                 SyncWait::AtMost(d) => Some(d),
             };
-            if n == 0 || r.wait_done(n, limit, &|| false)? {
-                return Ok(());
+            // Ends if the handle is destroyed meanwhile (by another thread, a reset of its
+            // device or aclFinalize): the record may be another process's, which nothing
+            // here would end.
+            let gone = || !self.event_is_live(event);
+            if n == 0 || r.wait_done(n, limit, &gone)? {
+                return ev.ipc_unrun(n);
+            }
+            if gone() {
+                return Err(err(
+                    Error::InvalidHandle,
+                    format!(
+                        "event {:#x} was destroyed (by another thread, a reset of its device or \
+                         aclFinalize) while this synchronize waited on it",
+                        event.0
+                    ),
+                ));
             }
             return Err(err(
                 Error::EventSyncTimeout,
@@ -374,6 +417,9 @@ impl EventOps for Sim {
         loop {
             if latest.ran() {
                 return Ok(());
+            }
+            if latest.discarded() {
+                return Err(discarded_error(ev.device));
             }
             st = match deadline {
                 None => ev.cv.wait(st).unwrap_or_else(PoisonError::into_inner),
@@ -411,6 +457,11 @@ impl EventOps for Sim {
             Some(_) if !ev.spec.timeline() => Err(err(
                 Error::EventTimestampInvalid,
                 "the event was created without ACL_EVENT_TIME_LINE: its records take no timestamp",
+            )),
+            Some(m) if m.discarded() => Err(err(
+                Error::EventTimestampInvalid,
+                "the event's latest record was discarded unrun (its stream aborted or \
+                 destroyed with its tasks discarded): it has no timestamp",
             )),
             Some(m) if !m.ran() => Err(err(
                 Error::EventTimestampInvalid,
@@ -486,10 +537,22 @@ impl Sim {
             device,
             spec,
             ipc,
+            ipc_discarded: AtomicU32::new(0),
             st: Mutex::new(EvState::default()),
             cv: Condvar::new(),
             ids: Arc::clone(&self.inner.events.ids),
         })
+    }
+
+    /// Whether `event` is a handle of this process's event table.
+    fn event_is_live(&self, event: RawEvent) -> bool {
+        self.inner
+            .events
+            .handles
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(event.0)
+            .is_some()
     }
 
     /// A handle for `ev` in this process's event table (207005 when it is full).

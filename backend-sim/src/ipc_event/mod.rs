@@ -286,6 +286,16 @@ impl IpcRef {
         Ok(())
     }
 
+    /// Record `n` was dropped unrun (its stream aborted or destroyed with its tasks
+    /// discarded): it counts as done, without a timestamp, so that no holder waits for ever
+    /// for it.
+    pub(crate) fn complete_unrun(&self, n: u32) {
+        if let Ok(s) = self.slot() {
+            s.sync.done.fetch_max(n, SeqCst);
+            sys::futex_wake(&s.sync.done, u32::MAX);
+        }
+    }
+
     /// The number of the latest record enqueued (0: none).
     pub(crate) fn issued(&self) -> Result<u32, SimError> {
         Ok(self.slot()?.sync.issued.load(SeqCst))

@@ -38,13 +38,13 @@ fn open(tag: &str) -> (Sim, Ns) {
     open_with(tag, true)
 }
 
-/// Waits (at most 10 s) until stream `s`'s head wait has parked (its note says what it
-/// waits for, and its turn is away from its thread) — or is blocked in its thread: another
-/// test's runner may have handed it home (this process's tests share the runner).
+/// Waits (at most 10 s) until stream `s`'s head wait has parked: its note says what it
+/// waits for, and its turn is away from its thread (held: another test's runner going home
+/// leaves it parked, `runner::give_up`).
 fn until_parked(sim: &Sim, s: RawStream) {
     let (st, _) = sim.stream(s).unwrap();
     let t0 = Instant::now();
-    while st.blocked_on() == 0 {
+    while st.blocked_on() == 0 || !st.is_away() {
         assert!(
             t0.elapsed() < Duration::from_secs(10),
             "the wait never parked"
@@ -311,9 +311,8 @@ fn forcing_one_sims_streams_to_park_leaves_other_sims_alone() {
         );
         std::thread::sleep(Duration::from_micros(200));
     }
-    // The forced stream is not checked to be still parked: the unit tests share the process's
-    // runner, and when another test's runner must go home it hands every parked stream home,
-    // held ones too (failed CI once, 2026-12-05 08:50; see the wait-for-graph test below).
+    // The forced stream is still parked, held.
+    assert!(forced.stream(fs).unwrap().0.is_away());
     plain.record(n, r).unwrap();
     plain.synchronize(s, LONG).unwrap();
     forced.record(fna, fr).unwrap();
@@ -331,6 +330,9 @@ fn a_parked_wait_is_in_the_wait_for_graph_at_once() {
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
     let r = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    assert!(sim.stream(s).unwrap().0.is_away(), "not parked");
     let graph = crate::waitgraph::WaitGraph::open(&ns.0, false)
         .unwrap()
         .expect("the namespace has a wait-for graph");
@@ -340,38 +342,96 @@ fn a_parked_wait_is_in_the_wait_for_graph_at_once() {
             .find(|v| v.handle == s.0)
             .and_then(|v| v.head)
     };
-    let (st, _) = sim.stream(s).unwrap();
-    // The unit tests share the process's runner: when another test's runner must go home it
-    // hands every parked stream home, this held one too, which then waits the classic way.
-    // So the check counts only when the stream was parked before and after the snapshot.
-    let mut checked = false;
-    for _ in 0..20 {
-        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
-        until_parked(&sim, s);
-        let t0 = Instant::now();
-        while !st.is_away() && t0.elapsed() < Duration::from_secs(2) {
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        let before = st.is_away();
-        let in_graph = head(&graph).is_some();
-        let report = sim.stream_report(s).unwrap_or_default();
-        if before && st.is_away() {
-            assert!(in_graph, "the parked wait is not in the graph");
-            assert!(report.contains("asleep for"), "report: {report:?}");
-            checked = true;
-        }
-        sim.record(n, r).unwrap();
-        sim.synchronize(s, LONG).unwrap();
-        assert!(head(&graph).is_none(), "the ended wait stayed in the graph");
-        if checked {
-            break;
-        }
-    }
     assert!(
-        checked,
-        "the wait never stayed parked through a snapshot in 20 tries"
+        head(&graph).is_some(),
+        "the parked wait is not in the graph"
     );
+    let report = sim.stream_report(s).unwrap_or_default();
+    assert!(report.contains("asleep for"), "report: {report:?}");
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    assert!(head(&graph).is_none(), "the ended wait stayed in the graph");
     for st in [s, r] {
         sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
     }
+}
+
+/// A stream's parked waits look its wait-for graph entry up once (`TaskCtx::graph_slot`),
+/// and each of them is in the graph while parked.
+#[test]
+fn a_streams_parked_waits_look_its_graph_entry_up_once() {
+    let (sim, ns) = open("graph-once");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let graph = crate::waitgraph::WaitGraph::open(&ns.0, false)
+        .unwrap()
+        .expect("the namespace has a wait-for graph");
+    let (st, _) = sim.stream(s).unwrap();
+    let tid = st.worker_tid();
+    let parks = st.parks();
+    for k in 0..3 {
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        until_parked(&sim, s);
+        let head = graph
+            .snapshot()
+            .into_iter()
+            .find(|v| v.handle == s.0)
+            .and_then(|v| v.head);
+        assert!(head.is_some(), "parked wait {k} is not in the graph");
+        sim.record(n, r).unwrap();
+        sim.synchronize(s, LONG).unwrap();
+    }
+    assert!(st.parks() >= parks + 3, "the waits did not park");
+    let looked_up = crate::waitgraph::LOOKED_UP
+        .get()
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|&&t| t == tid)
+        .count();
+    assert_eq!(looked_up, 1, "lookups of the stream's entry");
+    for st in [s, r] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
+
+/// A parked wait's box is the last ended one's (`SPARE`), taken from the spare cell; an
+/// ended one's value is dropped and its allocation kept there.
+#[test]
+fn a_parked_waits_box_is_reused() {
+    use std::cell::Cell;
+    use std::mem::MaybeUninit;
+    use std::sync::atomic::AtomicUsize;
+    static DROPS: AtomicUsize = AtomicUsize::new(0);
+    struct D(#[allow(dead_code)] u64);
+    impl Drop for D {
+        fn drop(&mut self) {
+            DROPS.fetch_add(1, Relaxed);
+        }
+    }
+    thread_local! {
+        static S: Cell<Option<Box<MaybeUninit<D>>>> = const { Cell::new(None) };
+    }
+    let a = super::boxed(&S, D(1));
+    let at = std::ptr::from_ref(&*a) as usize;
+    super::unboxed(&S, a);
+    assert_eq!(DROPS.load(Relaxed), 1, "the value was not dropped");
+    let kept = S.with(|c| {
+        let b = c.take();
+        let p = b.as_deref().map(|m| std::ptr::from_ref(m) as usize);
+        c.set(b);
+        p
+    });
+    assert_eq!(kept, Some(at), "the allocation was not kept");
+    let b = super::boxed(&S, D(2));
+    assert_eq!(std::ptr::from_ref(&*b) as usize, at);
+    assert!(S.with(|c| {
+        let x = c.take();
+        let empty = x.is_none();
+        c.set(x);
+        empty
+    }));
+    drop(b);
+    assert_eq!(DROPS.load(Relaxed), 2);
 }

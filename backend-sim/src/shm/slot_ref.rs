@@ -88,14 +88,18 @@ impl ShmFile {
 /// This process's reference to one notify (its bit in the holder bitmap). Shared by every
 /// handle and queued task of the process that uses the notify; the bit is cleared when the
 /// last `Arc<SlotRef>` goes, and the id freed if no other process holds it.
+///
+/// The fields are private to this module and never written after `recorded`,
+/// the one constructor, checked `slot_off` against `file`: the unchecked [`slot`](Self::slot)
+/// relies on it.
 pub struct SlotRef {
-    pub(crate) file: Arc<ShmFile>,
+    file: Arc<ShmFile>,
     /// `file.slot_offset(dev, id)`, worked out once: records and waits ask for the slot on
     /// every task.
-    pub(crate) slot_off: usize,
-    pub(crate) dev: u32,
-    pub(crate) id: u32,
-    pub(crate) generation: u32,
+    slot_off: usize,
+    dev: u32,
+    id: u32,
+    generation: u32,
 }
 
 impl fmt::Debug for SlotRef {
@@ -236,8 +240,9 @@ impl SlotRef {
     /// record+wait pair on the worker, callgrind).
     #[inline(always)]
     pub fn slot(&self) -> &NotifySlot {
-        // SAFETY: `recorded`, which made every `SlotRef`, checked `slot_off` with
-        // `file.at::<NotifySlot>`, and `file` is the same file (held by this reference).
+        // SAFETY: `recorded`, the only constructor (the fields are private to this module
+        // and never written after it), checked `slot_off` with `file.at::<NotifySlot>`, and
+        // `file` is the same file (held by this reference).
         unsafe { self.file.at_checked_before(self.slot_off) }
     }
 

@@ -108,6 +108,10 @@ pub(super) struct Control {
     /// Tests: how many times the stream's waits parked.
     #[cfg(test)]
     pub(super) parks: AtomicU64,
+    /// Tests: the worker panics, outside the tasks' unwind guards, once it next takes tasks
+    /// (`Shared::worker_unwound`).
+    #[cfg(test)]
+    pub(super) unwind_worker: AtomicBool,
 }
 
 impl Control {
@@ -197,6 +201,8 @@ pub struct TaskCtx {
     pub(super) stamp: Cell<u64>,
     /// See [`TaskCtx::task_number`].
     pub(super) seq: Cell<u64>,
+    /// See [`TaskCtx::graph_slot`].
+    pub(super) graph: std::cell::OnceCell<std::sync::Weak<crate::waitgraph::StreamSlot>>,
 }
 
 impl TaskCtx {
@@ -204,6 +210,20 @@ impl TaskCtx {
     /// process's runner, see `super::runner`).
     pub(crate) fn home_tid(&self) -> i32 {
         self.control.home_tid.load(Ordering::Relaxed)
+    }
+
+    /// The stream's entry in the wait-for graph (`crate::waitgraph`), for a parked wait to
+    /// publish in: `look_up` finds it the first time (by the stream's own thread id, under
+    /// a process-wide lock), later parks reuse it (a lock and a scan per park cost the runner
+    /// a tenth of its time in the pipeline bench, 2026-12-05). `None` if the namespace has no
+    /// graph or the entry is gone.
+    pub(crate) fn graph_slot(
+        &self,
+        look_up: impl FnOnce(i32) -> std::sync::Weak<crate::waitgraph::StreamSlot>,
+    ) -> Option<Arc<crate::waitgraph::StreamSlot>> {
+        self.graph
+            .get_or_init(|| look_up(self.home_tid()))
+            .upgrade()
     }
 
     /// Tests: whether the stream's waits that would block must park

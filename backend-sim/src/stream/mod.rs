@@ -340,6 +340,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             forced: AtomicBool::new(false),
             #[cfg(test)]
             parks: AtomicU64::new(0),
+            #[cfg(test)]
+            unwind_worker: AtomicBool::new(false),
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),

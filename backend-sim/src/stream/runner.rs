@@ -12,7 +12,8 @@
 //! [`HOME_AFTER`] (so that its wait blocks on its thread, which looks for a deadlock through
 //! it), or when the runner, with
 //! nothing runnable for [`RUNNER_SPIN`], gives up: every parked stream goes back to its
-//! thread, whose next wait then blocks there. Whoever clears the *away* bit wakes the
+//! thread, whose next wait then blocks there (tests' held streams excepted: they stay parked
+//! and a thread of their own runs them, see `give_up`). Whoever clears the *away* bit wakes the
 //! thread (or the enqueue that finds it asleep does), so no hand-over is lost and the
 //! thread waits with no timeout (the ring's loom models `a_turn_home_*`).
 
@@ -120,11 +121,15 @@ pub(super) fn park(me: Arc<dyn Borrow>) {
     };
     if become_runner {
         RUNNER.store(true, Ordering::SeqCst);
-        run(&me);
+        run(Some(&me));
     }
 }
 
-fn run(me: &Arc<dyn Borrow>) {
+/// Runs parked streams until there are none or nothing was runnable for [`RUNNER_SPIN`]
+/// (then [`give_up`]). `me`: the stream of the thread that runs this (its worker), which
+/// ends the run when that stream needs its own thread; `None` for a runner thread of its
+/// own (tests: see [`give_up`]).
+fn run(me: Option<&Arc<dyn Borrow>>) {
     let mut idle: Option<Instant> = None;
     let mut i = 0u32;
     let mut picks = 0u32;
@@ -135,7 +140,7 @@ fn run(me: &Arc<dyn Borrow>) {
             tick_at = Instant::now();
             send_home_long_parked();
         }
-        if me.is_home_with_work() {
+        if let Some(me) = me.filter(|me| me.is_home_with_work()) {
             if me.needs_home() {
                 break;
             }
@@ -195,15 +200,130 @@ fn send_home_long_parked() {
     }
 }
 
-/// Stops being the runner: every parked stream goes back to its home thread.
+/// Stops being the runner: every parked stream goes back to its home thread, except held
+/// ones (tests, [`held`]): they stay parked, and a thread of its own becomes the runner for
+/// them (the unit tests share the process's runner; a test's held stream handed home by
+/// another test's runner going home made checks of it fail now and then, 2026-12-05).
 fn give_up() {
-    let all = {
+    let (home, runner_left) = {
         let mut l = lock(LIST.get());
-        l.running = false;
-        RUNNER.store(false, Ordering::SeqCst);
-        std::mem::take(&mut l.parked)
+        let (stay, home): (Vec<_>, Vec<_>) = std::mem::take(&mut l.parked)
+            .into_iter()
+            .partition(|(s, _)| held(&**s));
+        l.parked = stay;
+        let runner_left = !l.parked.is_empty();
+        if !runner_left {
+            l.running = false;
+            RUNNER.store(false, Ordering::SeqCst);
+        }
+        (home, runner_left)
     };
-    for (s, _) in all {
+    for (s, _) in home {
         s.hand_home();
+    }
+    if runner_left {
+        let spawned = std::thread::Builder::new()
+            .name("acl-notify-runner".into())
+            .spawn(|| run(None));
+        if spawned.is_err() {
+            // No thread for them: they go home after all (the runner's state with them).
+            let all = {
+                let mut l = lock(LIST.get());
+                l.running = false;
+                RUNNER.store(false, Ordering::SeqCst);
+                std::mem::take(&mut l.parked)
+            };
+            for (s, _) in all {
+                s.hand_home();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::time::{Duration, Instant};
+
+    use super::Borrow;
+
+    /// A stand-in stream: what the runner asked of it.
+    #[derive(Default)]
+    struct Fake {
+        ready: AtomicBool,
+        held: bool,
+        needs_home: AtomicBool,
+        ran: AtomicBool,
+        handed: AtomicBool,
+    }
+
+    impl Borrow for Fake {
+        fn can_go_on(&self) -> bool {
+            self.ready.load(SeqCst)
+        }
+        fn run_borrowed(self: Arc<Self>) {
+            self.ran.store(true, SeqCst);
+        }
+        fn hand_home(&self) {
+            self.handed.store(true, SeqCst);
+        }
+        fn is_home_with_work(&self) -> bool {
+            self.needs_home.load(SeqCst)
+        }
+        fn take_away(&self) {}
+        fn needs_home(&self) -> bool {
+            self.needs_home.load(SeqCst)
+        }
+        fn held(&self) -> bool {
+            self.held
+        }
+    }
+
+    /// A runner whose own stream must go home leaves a held stream parked, with a runner
+    /// that runs it once it can go on (until 2026-12-05 it handed it home with the rest).
+    #[test]
+    fn a_held_stream_stays_parked_when_the_runner_goes_home() {
+        // Both held, so that the runner does not give up for want of work meanwhile.
+        let me = Arc::new(Fake {
+            held: true,
+            ..Fake::default()
+        });
+        let held = Arc::new(Fake {
+            held: true,
+            ..Fake::default()
+        });
+        let runner = {
+            let me = Arc::clone(&me);
+            std::thread::spawn(move || super::park(me as Arc<dyn Borrow>))
+        };
+        // The thread above is the runner (or another test's runner runs): either way one runs.
+        let t0 = Instant::now();
+        while !super::active() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "no runner");
+            std::thread::yield_now();
+        }
+        super::push(Arc::clone(&held) as Arc<dyn Borrow>);
+        me.needs_home.store(true, SeqCst);
+        runner.join().unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert!(!held.handed.load(SeqCst), "the held stream was handed home");
+        held.ready.store(true, SeqCst);
+        let t0 = Instant::now();
+        while !held.ran.load(SeqCst) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "no runner ran the held stream"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert!(!held.handed.load(SeqCst), "the held stream was handed home");
+        // `me` is still parked (held), so that a runner runs: let it go too.
+        me.ready.store(true, SeqCst);
+        let t0 = Instant::now();
+        while !me.ran.load(SeqCst) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "`me` never ran");
+            std::thread::sleep(Duration::from_micros(200));
+        }
     }
 }

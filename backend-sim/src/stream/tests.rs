@@ -762,6 +762,64 @@ fn panics_inside_one_taken_batch_spare_the_tasks_around_them() {
     assert_eq!(s.query(), StreamStatus::Complete);
 }
 
+/// A worker that unwinds outside the tasks' unwind guards (forced here; only a bug of ours
+/// would) leaves nothing behind: the tasks it had taken and those still queued are dropped
+/// unrun, releasing what they hold, `synchronize` returns 507899 instead of waiting for
+/// them, and the stream takes no more tasks.
+#[test]
+fn a_worker_that_unwinds_drops_and_retires_every_task_it_held() {
+    let s = Arc::new(S::new("t-unwind").unwrap());
+    let (started, gate) = (Gate::new(), Gate::new());
+    let (st, g) = (Arc::clone(&started), Arc::clone(&gate));
+    s.enqueue(move |_| {
+        st.open();
+        assert!(g.wait(LONG), "gate never opened");
+        Ok(())
+    })
+    .unwrap();
+    assert!(started.wait(LONG));
+    // Behind the gate: the worker's next turn takes a batch and unwinds with it taken; the
+    // rest stay queued.
+    let held = Arc::new(());
+    let ran = Arc::new(AtomicUsize::new(0));
+    let n = 2 * worker::TAKE + 3;
+    for _ in 0..n {
+        let (h, r) = (Arc::clone(&held), Arc::clone(&ran));
+        s.enqueue(move |_| {
+            let _held = &h;
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+    }
+    s.shared
+        .control
+        .unwind_worker
+        .store(true, Ordering::Relaxed);
+    gate.open();
+    let s2 = Arc::clone(&s);
+    assert_eq!(
+        within(LONG, move || s2.synchronize(SyncWait::Forever)),
+        Err(Error::DrvInternalError)
+    );
+    assert_eq!(
+        ran.load(Ordering::SeqCst),
+        0,
+        "no task ran after the unwind"
+    );
+    assert_eq!(Arc::strong_count(&held), 1, "every task was dropped");
+    assert_eq!(s.stats().discarded, n as u64);
+    assert!(
+        s.last_panic()
+            .is_some_and(|m| m.contains("outside its tasks"))
+    );
+    assert!(eventually(LONG, || s.has_exited()));
+    assert_eq!(s.enqueue(|_| Ok(())), Err(Error::InvalidHandle));
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    let s = Arc::into_inner(s).unwrap();
+    within(LONG, move || drop(s));
+}
+
 #[test]
 fn drop_all_drops_the_rest_after_a_panicking_drop() {
     struct D(Arc<AtomicUsize>, bool);

@@ -21,7 +21,7 @@ use crate::ring::Ring;
 /// How many queued tasks the worker takes per turn. They leave the queue
 /// together (so up to `capacity + TAKE - 1` tasks can be pending) and still run one by one, in
 /// order; a discarding destroy drops the taken ones that have not started on the worker.
-const TAKE: usize = 16;
+pub(super) const TAKE: usize = 16;
 
 /// Finished tasks whose remains the worker keeps before it drops them and retires the tasks,
 /// while tasks keep coming (see [`Finished`]).
@@ -286,6 +286,7 @@ impl<E, J: Job<E>> Turn<E, J> {
                 spin_hint: Cell::new(0),
                 stamp: Cell::new(0),
                 seq: Cell::new(0),
+                graph: std::cell::OnceCell::new(),
             },
             flow: Flow::default(),
             _error: PhantomData,
@@ -572,9 +573,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 Some(p) => (p.f as *mut (), p.data.cast_mut(), p.arg),
                 None => (std::ptr::null_mut(), std::ptr::null_mut(), 0),
             };
-            self.probe_fn.store(f, Ordering::SeqCst);
-            self.probe_data.store(data, Ordering::SeqCst);
-            self.probe_arg.store(arg, Ordering::SeqCst);
+            // Relaxed: the runner reads them only under its list's lock, which this thread
+            // takes after this to put the stream on the list (`runner::park`, `push`).
+            self.probe_fn.store(f, Ordering::Relaxed);
+            self.probe_data.store(data, Ordering::Relaxed);
+            self.probe_arg.store(arg, Ordering::Relaxed);
             flow.parked = true;
         } else {
             flow.home_needed = true;
@@ -589,7 +592,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if self.control.stopping() || self.state.load(Ordering::SeqCst) == DISCARDING {
             return true;
         }
-        let f = self.probe_fn.load(Ordering::SeqCst);
+        // Relaxed: see `stop_turn` (the caller holds the runner's list lock).
+        let f = self.probe_fn.load(Ordering::Relaxed);
         if f.is_null() {
             return true;
         }
@@ -597,8 +601,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         // parked wait is queued (it is, while the stream is parked).
         let f: fn(*const (), u64) -> bool = unsafe { std::mem::transmute(f) };
         f(
-            self.probe_data.load(Ordering::SeqCst),
-            self.probe_arg.load(Ordering::SeqCst),
+            self.probe_data.load(Ordering::Relaxed),
+            self.probe_arg.load(Ordering::Relaxed),
         )
     }
 
@@ -772,6 +776,43 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
+    /// The worker thread unwound outside the tasks' unwind guards (a bug of ours: a task's
+    /// own panic is caught in `run_local`). Nothing the stream holds may be lost or waited
+    /// for in vain: the queue takes no more tasks (an enqueue answers 107017), the tasks taken
+    /// and still queued are dropped unrun (what they hold, pins included, goes with them) and
+    /// counted as discarded, every task is retired so that a `synchronize` returns, with
+    /// 507899 (`DrvInternalError`) as the stream's error, and the values kept for the tasks
+    /// are let go. Must not panic: it runs while the thread unwinds.
+    #[cold]
+    fn worker_unwound(&self) {
+        let mut left = Vec::new();
+        {
+            let mut k = self.ring.taker();
+            let end = self.ring.close();
+            k.take_published(end, |t| left.push(t));
+        }
+        let mut turn = lock(&self.turn);
+        left.append(&mut turn.local);
+        let n = left.len() as u64;
+        drop_all(&mut left);
+        *lock(&self.last_panic) = Some(
+            "the stream's worker thread panicked outside its tasks (its message went to \
+             standard error); the tasks it had not run were dropped"
+                .to_owned(),
+        );
+        self.store_error(E::from(Error::DrvInternalError));
+        self.discarded.fetch_add(n, Ordering::Relaxed);
+        self.flush(&mut turn.done);
+        drop(turn);
+        self.retire(n + self.discard_pending.swap(0, Ordering::SeqCst));
+        self.close_later();
+        // Producers waiting for room find the queue closed.
+        if self.blocked.load(Ordering::SeqCst) > 0 {
+            let _g = lock(&self.room);
+            self.not_full.notify_all();
+        }
+    }
+
     /// `ready` gets the worker's thread id, or `None` if it could not be placed on `cpu` (it
     /// then returns at once). `adaptive`: the worker may move itself when crowded
     /// ([`crate::placement`]).
@@ -782,16 +823,20 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         policy: WorkerPolicy,
         ready: mpsc::Sender<Option<i32>>,
     ) {
-        /// Announces the worker's exit, however it leaves.
-        struct Exit<'a>(&'a Mutex<bool>, &'a Condvar);
-        impl Drop for Exit<'_> {
+        /// Announces the worker's exit, however it leaves; if it unwinds, first fails what
+        /// the stream still holds ([`Shared::worker_unwound`]).
+        struct Exit<'a, E: From<Error> + Send + 'static, J: Job<E>>(&'a Shared<E, J>);
+        impl<E: From<Error> + Send + 'static, J: Job<E>> Drop for Exit<'_, E, J> {
             fn drop(&mut self) {
+                if thread::panicking() {
+                    self.0.worker_unwound();
+                }
                 crate::shm::uncount_worker();
-                *lock(self.0) = true;
-                self.1.notify_all();
+                *lock(&self.0.exited) = true;
+                self.0.exited_cv.notify_all();
             }
         }
-        let _exit = Exit(&self.exited, &self.exited_cv);
+        let _exit = Exit(&self);
         // The spawner waits for this before it returns the stream. A dropped receiver (the
         // spawner gave up) is harmless.
         if let Some(Err(_)) = cpu.map(pin_current_thread) {
@@ -850,7 +895,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             }
             let (next, popped) = self.next(local);
             match next {
-                Next::Run => done.taken = popped,
+                Next::Run => {
+                    done.taken = popped;
+                    #[cfg(test)]
+                    if self.control.unwind_worker.swap(false, Ordering::Relaxed) {
+                        panic!("test: the worker unwinds with tasks taken");
+                    }
+                }
                 Next::Empty => {
                     if done.unretired == 0 || !self.linger(popped, done) {
                         // Asleep, the thread does not run the stream: it lets the baton go.

@@ -296,7 +296,7 @@ impl NotifyResources for Mock {
         if self.can_access_peer(device, peer)? {
             Ok(())
         } else {
-            Err(Error::ParamInvalid)
+            Err(Error::InvalidParam)
         }
     }
 }

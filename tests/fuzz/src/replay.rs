@@ -161,12 +161,16 @@ pub fn replay<T: for<'a> Arbitrary<'a>>(
 /// change that made nearly every input undecodable would otherwise pass while testing nothing.
 pub const MIN_CHECKED: usize = GENERATED / 2;
 
-/// The `main` of a replay test: runs, prints one line, and exits non-zero on a failure or when
-/// too few inputs could be decoded.
-pub fn main_for(target: &str, run: impl FnOnce() -> Result<Ran, String>) {
+/// The one test of a replay test binary, named after the target: runs the replay in a
+/// namespace of its own, prints one line, and fails on a broken property or when too few
+/// inputs could be decoded. The binary hands it to `libtest_mimic` with one test thread, so
+/// that `cargo test`'s and cargo-nextest's arguments (`--list`, filters, `--exact`) work as for
+/// any test and the replay runs on the main thread (see the `set_var` below).
+pub fn run_target(target: &str, run: impl FnOnce() -> Result<Ran, String>) -> Result<(), String> {
     // A namespace of the run's own, removed at its end (the targets read these variables).
     let ns = format!("fuzz-replay-{target}-{}", std::process::id());
-    // SAFETY: the start of a test binary's `main`, before any other thread exists.
+    // SAFETY: on the main thread of a test binary whose harness runs its one test there
+    // (one test thread, no other thread started), before the replay starts any.
     unsafe {
         std::env::set_var("ACL_NOTIFY_FUZZ_NAMESPACE", &ns);
         std::env::set_var("ACL_NOTIFY_SIM_NAMESPACE", &ns);
@@ -180,22 +184,19 @@ pub fn main_for(target: &str, run: impl FnOnce() -> Result<Ran, String>) {
         MIN_CHECKED
     };
     match result {
-        Ok(r) if r.checked >= want => println!(
-            "replay {target}: {} inputs checked, {} not decodable, in {:.1} s",
-            r.checked,
-            r.undecodable,
-            start.elapsed().as_secs_f64()
-        ),
-        Ok(r) => {
-            eprintln!(
-                "replay {target}: FAILED: only {} inputs decoded ({} not decodable; want {want})",
-                r.checked, r.undecodable
+        Ok(r) if r.checked >= want => {
+            println!(
+                "replay {target}: {} inputs checked, {} not decodable, in {:.1} s",
+                r.checked,
+                r.undecodable,
+                start.elapsed().as_secs_f64()
             );
-            std::process::exit(1);
+            Ok(())
         }
-        Err(e) => {
-            eprintln!("replay {target}: FAILED: {e}");
-            std::process::exit(1);
-        }
+        Ok(r) => Err(format!(
+            "replay {target}: only {} inputs decoded ({} not decodable; want {want})",
+            r.checked, r.undecodable
+        )),
+        Err(e) => Err(format!("replay {target}: {e}")),
     }
 }

@@ -11,7 +11,7 @@ use acl_notify_core::{
 
 use super::{case, inter_server, ipc};
 use crate::check::CaseResult;
-use crate::harness::{BackendKind, Case, Ctx, DEVICES, TestBackend};
+use crate::harness::{Case, Ctx, DEVICES, TestBackend};
 use crate::util::{fill, secs, sync_ok};
 
 pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
@@ -425,21 +425,15 @@ fn other_device_record_only<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
 /// does when the physical devices differ (hicann/runtime `npu_driver.cc`,
 /// `NpuDriver::EnableP2PNotify`): without ENABLE_PEER_ACCESS and without
 /// `enable_peer_access` the import still succeeds, on the importer's device. Enabling peer
-/// access towards the device itself is refused (107000, or 100000 through the C API); the
-/// same device needs nothing.
+/// access towards the device itself is refused (100000); the same device needs nothing.
 fn import_enables_peer_access_itself<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let n = ok!(b.create_notify(0, CreateFlags::empty()));
     let key = ok!(b.export_key(n, ExportFlags::DISABLE_PID_VALIDATION));
     let none = ImportFlags::empty();
-    // Through CANN's C API (the driver backend) the ACL layer refuses it first (100000,
-    // hicann/runtime `src/acl/aclrt_impl/memory.cpp`); the simulator's own call says 107000.
-    let itself = if ctx.kind == BackendKind::Driver {
-        Error::InvalidParam
-    } else {
-        Error::ParamInvalid
-    };
-    fails!(b.enable_peer_access(2, 2), itself);
+    // CANN's ACL layer refuses it first (100000, hicann/runtime `src/acl/aclrt_impl/
+    // memory.cpp`); the simulator's own call says the same.
+    fails!(b.enable_peer_access(2, 2), Error::InvalidParam);
     for dev in [2, 3] {
         let imp = ok!(b.import_by_key(dev, key.as_str(), none));
         ensure_eq!(
