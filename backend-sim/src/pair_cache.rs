@@ -219,8 +219,7 @@ mod tests {
     #[test]
     fn a_pair_s_entry_never_hits_after_a_removal_even_for_the_same_handle_values() {
         let stream = Arc::new(
-            SimStream::spawn(crate::stream::StreamConfig::new("pair-cache-aba"))
-                .expect("a stream"),
+            SimStream::spawn(crate::stream::StreamConfig::new("pair-cache-aba")).expect("a stream"),
         );
         let name = NotifyName {
             server: 0,

@@ -194,6 +194,10 @@ pub(crate) struct Ring<T> {
     /// one slot cannot tell a free slot from a full one), when the slots are rounded up and
     /// a push also checks that the ticket `capacity` back has been taken.
     capacity: u64,
+    /// How a push prefetches the slot ahead ([`prefetch_ahead`](Self::prefetch_ahead)),
+    /// decided when the ring is made: off for small rings and rings of small slots (and in
+    /// the loom models).
+    prefetch: crate::prefetch::Hint,
     /// On cache lines of its own: the worker writes the lock and `head` on every batch it
     /// takes, and producers read `slots`, `len` and `capacity` on every push — on one line
     /// they made each push wait for that line to come back from the worker's CPU.
@@ -239,6 +243,7 @@ impl<T> Ring<T> {
             len,
             mask: len - 1,
             capacity,
+            prefetch: Self::prefetch_hint(len),
             consumer: Padded(Mutex::new(Consumer {
                 head: 0,
                 spill: VecDeque::new(),
@@ -253,6 +258,22 @@ impl<T> Ring<T> {
     /// an enqueue with it, 12.5–15.0 ns without, four runs of each in turns.
     #[cfg(not(sim_loom))]
     const PREFETCHES: bool = std::mem::size_of::<Slot<T>>() >= 32;
+
+    /// How a ring of `len` slots prefetches (see [`prefetch_ahead`](Self::prefetch_ahead)).
+    #[cfg(not(sim_loom))]
+    fn prefetch_hint(len: u64) -> crate::prefetch::Hint {
+        if Self::PREFETCHES && len >= 4 * PREFETCH_AHEAD {
+            crate::prefetch::hint()
+        } else {
+            crate::prefetch::Hint::Off
+        }
+    }
+
+    /// In the loom models: no prefetch.
+    #[cfg(sim_loom)]
+    fn prefetch_hint(_len: u64) -> crate::prefetch::Hint {
+        crate::prefetch::Hint::Off
+    }
 
     #[inline(always)]
     fn slot(&self, ticket: u64) -> &Slot<T> {
@@ -346,7 +367,7 @@ impl<T> Ring<T> {
         // closed ring's slot may look free: refused here, before anything else is read.
         if word & CLOSED != 0
             || slot.seq.load(Ordering::Acquire) != tail
-            || !(self.capacity == self.len || self.lap_taken(tail))
+            || (self.capacity != self.len && !self.lap_taken_cold(tail))
         {
             return None;
         }
@@ -394,12 +415,12 @@ impl<T> Ring<T> {
     #[inline(always)]
     fn prefetch_ahead(&self, index: usize) {
         #[cfg(not(sim_loom))]
-        if Self::PREFETCHES && self.len >= 4 * PREFETCH_AHEAD {
+        if self.prefetch != crate::prefetch::Hint::Off {
             let slot = self.slot(index as u64 + PREFETCH_AHEAD);
-            crate::prefetch::prefetch_for_write(std::ptr::from_ref(slot).cast());
+            crate::prefetch::prefetch_with(self.prefetch, std::ptr::from_ref(slot).cast());
         }
         #[cfg(sim_loom)]
-        let _ = index;
+        let _ = (index, self.prefetch);
     }
 
     /// For a ring whose capacity is less than its slots: whether the ticket `capacity`
@@ -410,6 +431,15 @@ impl<T> Ring<T> {
             let t = tail - self.capacity;
             self.slot(t).seq.load(Ordering::Acquire) >= t + self.len
         }
+    }
+
+    /// [`lap_taken`](Self::lap_taken) out of line, for [`claim_fast`](Self::claim_fast): a
+    /// stream's queue has as many slots as tasks unless its capacity was set to a number that
+    /// is not a power of two, and inlined its first compare was made on every claim.
+    #[cold]
+    #[inline(never)]
+    fn lap_taken_cold(&self, tail: u64) -> bool {
+        self.lap_taken(tail)
     }
 
     /// Tickets issued so far (tasks queued, taken or not).

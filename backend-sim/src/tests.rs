@@ -18,11 +18,11 @@ use crate::entries::PINS;
 use crate::error::SimError;
 use crate::locks::lock;
 use crate::mem::MemcpyKind;
+use crate::pair_cache::set_of;
 #[cfg(target_arch = "x86_64")]
 use crate::prefetch::has_prefetchw;
 use crate::prefetch::prefetch_for_write;
 use crate::sim::Sim;
-use crate::pair_cache::set_of;
 use crate::waiters::{AdaptiveWaiter, MAX_SPIN_NS, SPIN_NS, next_spin};
 use crate::{shm, stream};
 

@@ -676,10 +676,14 @@ fn read_label(words: &[AtomicU64; LABEL_BYTES / 8]) -> String {
     String::from_utf8_lossy(&label[..end]).into_owned()
 }
 
-/// Record word `base` ([`Target::rec_base`]) with its ticket.
+/// Record word `base` ([`Target::rec_base`]) with its ticket. The ticket's bits past
+/// [`TICKET_BITS`] need no mask: bit 20 lands on [`REC_VALID`], which `base` has set, and the
+/// rest shift out.
 #[inline(always)]
 fn with_ticket(base: u64, ticket: u64) -> u64 {
-    base | (ticket & TICKET_MASK) << 43
+    const { assert!(43 + TICKET_BITS == 63 && REC_VALID == 1 << 63) };
+    debug_assert!(base & REC_VALID != 0);
+    base | ticket << 43
 }
 
 /// Whether a record noted with `noted` (the tickets issued right after it was queued, so at
@@ -1069,6 +1073,12 @@ mod tests {
             };
             assert_eq!(Target::from_wait_word(t.wait_word()), Some(t));
             assert_eq!(Target::from_rec_word(t.rec_word(12)), Some((t, 12)));
+            // A ticket past the word's 20 bits keeps its low bits, and the target intact.
+            let far = (5 << TICKET_BITS) | (TICKET_MASK - 3);
+            assert_eq!(
+                Target::from_rec_word(t.rec_word(far)),
+                Some((t, TICKET_MASK - 3))
+            );
         }
         assert_eq!(Target::from_rec_word(0), None);
         // The wait is ticket 10: a record noted with 12 (ticket 11) is behind it, 11 (ticket
