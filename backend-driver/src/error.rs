@@ -180,14 +180,14 @@ mod tests {
         assert_eq!(classify(100_010), Error::InvalidParam);
         assert_eq!(classify(200_000), Error::MemoryAllocation);
         assert_eq!(classify(207_018), Error::ResourceAllocFail);
-        assert_eq!(classify(507_033), Error::InternalError);
+        assert_eq!(classify(507_034), Error::InternalError);
         assert_eq!(classify(-1), Error::DrvInternalError);
         assert_eq!(classify(42), Error::DrvInternalError);
-        let e = DriverError::from_call("aclrtRecordNotify", 507_033, None);
-        assert_eq!(e.code(), 507_033);
+        let e = DriverError::from_call("aclrtRecordNotify", 507_034, None);
+        assert_eq!(e.code(), 507_034);
         assert!(e.is_unknown_code());
         let text = e.to_string();
-        assert!(text.contains("507033"), "{text}");
+        assert!(text.contains("507034"), "{text}");
         assert!(text.contains("aclrtRecordNotify"), "{text}");
     }
 

@@ -6,11 +6,55 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::sync::{PoisonError, Weak};
 
 use acl_notify_core::table::{ExportState, MAX_PROCS, NotifySlot, SlotState};
 
+use crate::fork::PerProcess;
 use crate::shm::{P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ShmFile};
 use crate::sys;
+
+/// What a membership of an etcd cluster (cluster mode, `crate::cluster`) knows of the
+/// processes of other hosts: for the messages below, which name whitelisted processes of other
+/// servers.
+pub(crate) trait RemoteLiveness: Send + Sync {
+    /// Whether process `pid` of server `server` is alive (its lease is live); `None` when the
+    /// cluster does not answer (within its client's bound).
+    fn alive(&self, server: u32, pid: i32) -> Option<bool>;
+}
+
+/// This process's cluster memberships, by namespace (a forked child starts with none: its
+/// parent's are the parent's).
+static REMOTE: PerProcess<Vec<(String, Weak<dyn RemoteLiveness>)>> = PerProcess::new(Vec::new);
+
+/// Lists `membership` as what the files of `namespace` ask about other hosts' processes (and
+/// forgets memberships that ended).
+pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn RemoteLiveness>) {
+    let mut r = REMOTE.get().lock().unwrap_or_else(PoisonError::into_inner);
+    r.retain(|(_, w)| w.strong_count() > 0);
+    r.push((namespace.to_owned(), membership));
+}
+
+/// Process `pid` (of `start_time`, 0 if not known) of server `server` as the notify file of
+/// `namespace` names it: in cluster mode, `"its cluster lease is live"`, `"dead: its cluster
+/// lease expired"` or `"liveness unknown"` (the cluster did not answer); outside it every
+/// server of the namespace is on this machine, so `"alive"` or `"dead"` as for this server's.
+fn server_pid_alive(namespace: &str, server: u32, pid: i32, start_time: u64) -> &'static str {
+    let membership = REMOTE
+        .get()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|(ns, _)| ns == namespace)
+        .find_map(|(_, w)| w.upgrade());
+    match membership.map(|m| m.alive(server, pid)) {
+        Some(Some(true)) => "its cluster lease is live",
+        Some(Some(false)) => "dead: its cluster lease expired",
+        Some(None) => "liveness unknown",
+        None if sys::identity_alive(pid, start_time) => "alive",
+        None => "dead",
+    }
+}
 
 fn alive(pid: i32, start_time: u64) -> &'static str {
     if sys::pid_alive(pid, start_time) {
@@ -56,11 +100,10 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
                         };
                         let _ = write!(s, "{sep}{}", who(e.pid, live));
                     } else {
-                        let _ = write!(
-                            s,
-                            "{sep}pid {} on server {} (liveness unknown)",
-                            e.pid, e.sdid
-                        );
+                        // Another server's: on another host in cluster mode (known to the
+                        // etcd cluster), else on this machine.
+                        let live = server_pid_alive(file.namespace(), e.sdid, e.pid, e.start_time);
+                        let _ = write!(s, "{sep}pid {} on server {} ({live})", e.pid, e.sdid);
                     }
                 }
             }
@@ -232,4 +275,48 @@ pub(crate) fn merged_text(m: acl_notify_core::table::MergedRecords) -> String {
         if m.total == 1 { "" } else { "s" }
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use acl_notify_core::{CreateFlags, ExportFlags, HostOps, NotifyResources, ServerPid, Soc};
+
+    use crate::{NamespaceGuard, Sim};
+
+    /// A wait's timeout names a whitelisted process of another server of the same machine
+    /// alive or dead, as it does this server's (it said "liveness unknown").
+    #[test]
+    fn a_timeout_says_whether_another_server_s_whitelisted_process_is_alive() {
+        let ns = NamespaceGuard(format!("unit-diag-{}", std::process::id()));
+        let _ = Sim::remove_namespace(&ns.0);
+        let sim = Sim::builder()
+            .soc(Soc::Ascend910_93)
+            .devices(1)
+            .namespace(&ns.0)
+            .open()
+            .unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id() as i32;
+        child.wait().unwrap();
+        let me = std::process::id() as i32;
+        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        sim.export_key(h, ExportFlags::empty()).unwrap();
+        let entries = [
+            ServerPid { sdid: 1, pid: dead },
+            ServerPid { sdid: 1, pid: me },
+        ];
+        sim.set_import_server_pids(h, &entries).unwrap();
+        let e = sim.host_wait(h, Duration::from_millis(10)).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("pid {dead} on server 1 (dead)")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("pid {me} on server 1 (alive)")),
+            "{text}"
+        );
+    }
 }

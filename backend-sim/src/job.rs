@@ -18,6 +18,19 @@ use crate::waiters::{StampedWaiter, wait_slow};
 /// The most cache lines of a boxed task's captured state that [`Job::prefetch`] pulls in.
 const PREFETCH_LINES: usize = 4;
 
+thread_local! {
+    /// Whether this thread is inside a host function a stream runs ([`SimJob::Host`]).
+    static IN_HOST_FN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is running a host function of a simulator stream
+/// (`aclrtLaunchHostFunc`): a call it makes must not wait for anything that waits for its
+/// stream (the C library's device reference counts, say: a device reset discards the stream
+/// and waits for it).
+pub fn in_host_function() -> bool {
+    IN_HOST_FN.with(std::cell::Cell::get)
+}
+
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;
 
@@ -285,7 +298,9 @@ impl SimJob {
             SimJob::CntWait(job) => crate::cnt::run_wait(&job.0, &job.1, ctx),
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
+                let outer = IN_HOST_FN.with(|f| f.replace(true));
                 call.call();
+                IN_HOST_FN.with(|f| f.set(outer));
                 ctx.set_blocked_on(0);
                 Ok(())
             }

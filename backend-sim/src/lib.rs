@@ -111,6 +111,7 @@ pub mod waitgraph;
 
 pub use acl_notify_core::table::MergedRecords;
 pub use error::SimError;
+pub use job::in_host_function;
 pub use shm::GcReport;
 
 pub use config::{

@@ -78,6 +78,9 @@ pub enum Error {
     TaskTypeNotSupport = 507009,
     /// `ACL_ERROR_RT_IPC_ERROR` — inter-process communication failed.
     IpcError = 507022,
+    /// `ACL_ERROR_RT_DEV_SETUP_ERROR` — the device is not set up in this process (no
+    /// `aclrtSetDevice` or context on it: `aclrtSetDeviceResLimit` and its neighbours).
+    DevSetupError = 507033,
     /// `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` — a synchronize with a timeout expired.
     StreamSyncTimeout = 507046,
     /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT` — an event synchronize with a timeout expired.
@@ -91,7 +94,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 34] = [
+    pub const ALL: [Error; 35] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -123,6 +126,7 @@ impl Error {
         Error::EventNotComplete,
         Error::TaskTypeNotSupport,
         Error::IpcError,
+        Error::DevSetupError,
         Error::StreamSyncTimeout,
         Error::EventSyncTimeout,
         Error::DrvInternalError,
@@ -167,6 +171,7 @@ impl Error {
             Error::EventNotComplete => "ACL_ERROR_RT_EVENT_NOT_COMPLETE",
             Error::TaskTypeNotSupport => "ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT",
             Error::IpcError => "ACL_ERROR_RT_IPC_ERROR",
+            Error::DevSetupError => "ACL_ERROR_RT_DEV_SETUP_ERROR",
             Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
             Error::EventSyncTimeout => "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
             Error::DrvInternalError => "ACL_ERROR_RT_DRV_INTERNAL_ERROR",

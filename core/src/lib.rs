@@ -52,7 +52,7 @@ pub use flags::{CreateFlags, ExportFlags, ImportFlags, PidValidation};
 pub use key::{ExportKey, KeyFields};
 pub use lifecycle::{Lifecycle, Op};
 pub use pool::{AtomicIdPool, IdPool, SpinIdPool};
-pub use soc::{AnySoc, Caps, Chip, Feature, IpcBatchReset, MaxWaitTimeout, Soc, SocType};
+pub use soc::{AnySoc, Caps, Chip, Cores, Feature, IpcBatchReset, MaxWaitTimeout, Soc, SocType};
 pub use timeout::{SyncWait, Timeout};
 pub use typed::{Device, Notify, NotifyAny, Stream};
 pub use whitelist::{Whitelist, WhitelistEntry};

@@ -54,6 +54,51 @@ pub enum MaxWaitTimeout {
     OpWaitTimeout,
 }
 
+/// A chip's compute cores, as CANN's platform configuration of the chip counts them
+/// (`[SoCInfo]` of hicann/runtime `src/platform/platform_config/cann/<chip>.ini` and
+/// `cann-dev/<chip>.ini`, as of 2026-08-22; Ascend950PR_957b and _957bx had 7 AI CPUs before
+/// that). What `aclrtGetDeviceInfo` answers for the core attributes and what a device's core
+/// resource limits (`aclrtSetDeviceResLimit` and its neighbours) start from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Cores {
+    /// AI Cores (`ai_core_cnt`): `ACL_DEV_ATTR_AICORE_CORE_NUM`, and a device's Cube Core
+    /// resource limit until one is set (CANN's runtime starts it from the driver's AI Core
+    /// count).
+    pub ai_core: u32,
+    /// Cube Cores (`cube_core_cnt`): `ACL_DEV_ATTR_CUBE_CORE_NUM`. `None` where the chip's
+    /// AI Cores are not split into Cube and Vector Cores (the Atlas inference and training
+    /// series have no such count, and CANN answers the attribute with 107000).
+    pub cube_core: Option<u32>,
+    /// Vector Cores (`vector_core_cnt`): `ACL_DEV_ATTR_VECTOR_CORE_NUM`, and a device's
+    /// Vector Core resource limit until one is set.
+    pub vector_core: u32,
+    /// AI CPUs (`ai_cpu_cnt`): `ACL_DEV_ATTR_AICPU_CORE_NUM`.
+    pub ai_cpu: u32,
+}
+
+impl Cores {
+    /// A chip whose AI Cores are split into a Cube Core each and Vector Cores.
+    const fn split(cube: u32, vector: u32, ai_cpu: u32) -> Option<Cores> {
+        Some(Cores {
+            ai_core: cube,
+            cube_core: Some(cube),
+            vector_core: vector,
+            ai_cpu,
+        })
+    }
+
+    /// A chip whose AI Cores are not split (no Cube Core count).
+    const fn unsplit(ai_core: u32, vector: u32, ai_cpu: u32) -> Option<Cores> {
+        Some(Cores {
+            ai_core,
+            cube_core: None,
+            vector_core: vector,
+            ai_cpu,
+        })
+    }
+}
+
 impl Caps {
     /// Whether any notify call is supported at all.
     pub const fn notify(&self) -> bool {
@@ -189,7 +234,7 @@ macro_rules! soc_table {
         notify: $n:ident, ipc: $ipc:ident, batch_reset: $br:ident, inter_server: $is:ident,
         device_only: $dev:ident, cnt_notify: $cnt:ident,
         ipc_batch_reset: $ibr:ident, wait_max_timeout: $wmt:ident,
-        chips: [$($chip:literal),+ $(,)?];
+        chips: [$($chip:literal => $cores:expr),+ $(,)?];
     )*) => {
         /// A SoC family, as `aclrtGetSocName` names it.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -241,6 +286,12 @@ macro_rules! soc_table {
             /// first is the one a configuration naming only the family gets.
             pub const fn chip_names(self) -> &'static [&'static str] {
                 match self { $( Soc::$ty => &[$($chip),+], )* }
+            }
+
+            /// The compute cores of each chip of [`chip_names`](Self::chip_names), in the
+            /// same order (`None`: not known).
+            const fn chip_cores(self) -> &'static [Option<Cores>] {
+                match self { $( Soc::$ty => const { &[$($cores),+] }, )* }
             }
 
             /// [`chip_names`](Self::chip_names) as C strings (static storage).
@@ -298,57 +349,116 @@ macro_rules! soc_table {
 // `src/platform/platform_config/*.ini`, `cann-dev/*.ini`) and of the runtime's own deduction
 // (`src/runtime/core/src/runtime.cc`, `InitSocTypeFrom910BVersion` and its neighbours). The old
 // Ascend910 family's "Ascend910B" chip is left out: here that name means the Ascend910B family.
+// Each chip's cores are the `[SoCInfo]` counts of its configuration there ([`Cores`]).
 soc_table! {
     /// Ascend 950PR.
     Ascend950PR = "Ascend950PR", "Ascend 950PR", max: 65535,
         notify: yes, ipc: yes, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: yes,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
-        chips: ["Ascend950PR_9599", "Ascend950PR_9589", "Ascend950PR_9579", "Ascend950PR_958b",
-            "Ascend950PR_957b", "Ascend950PR_957bx", "Ascend950PR_957c", "Ascend950PR_957d",
-            "Ascend950PR_950z"];
+        chips: [
+            "Ascend950PR_9599" => Cores::split(36, 72, 6),
+            "Ascend950PR_9589" => Cores::split(32, 64, 6),
+            "Ascend950PR_9579" => Cores::split(28, 56, 7),
+            "Ascend950PR_958b" => Cores::split(32, 64, 7),
+            "Ascend950PR_957b" => Cores::split(28, 56, 5),
+            "Ascend950PR_957bx" => Cores::split(28, 56, 5),
+            "Ascend950PR_957c" => Cores::split(28, 56, 5),
+            "Ascend950PR_957d" => Cores::split(28, 56, 5),
+            "Ascend950PR_950z" => Cores::split(4, 8, 5),
+        ];
     /// Ascend 950DT (no IPC).
     Ascend950DT = "Ascend950DT", "Ascend 950DT", max: 65535,
         notify: yes, ipc: no, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: yes,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
-        chips: ["Ascend950DT_9591", "Ascend950DT_9592", "Ascend950DT_9595", "Ascend950DT_9596",
-            "Ascend950DT_9581", "Ascend950DT_9582", "Ascend950DT_9582x", "Ascend950DT_9583",
-            "Ascend950DT_9584", "Ascend950DT_9585", "Ascend950DT_9586", "Ascend950DT_9587",
-            "Ascend950DT_9588", "Ascend950DT_9571", "Ascend950DT_9572", "Ascend950DT_9573",
-            "Ascend950DT_9574", "Ascend950DT_9575", "Ascend950DT_9576", "Ascend950DT_9577",
-            "Ascend950DT_9578", "Ascend950DT_95A1", "Ascend950DT_95A2", "Ascend950DT_950x",
-            "Ascend950DT_950y"];
+        chips: [
+            "Ascend950DT_9591" => Cores::split(36, 72, 6),
+            "Ascend950DT_9592" => Cores::split(36, 72, 6),
+            "Ascend950DT_9595" => Cores::split(36, 72, 6),
+            "Ascend950DT_9596" => Cores::split(36, 72, 6),
+            "Ascend950DT_9581" => Cores::split(32, 64, 6),
+            "Ascend950DT_9582" => Cores::split(32, 64, 6),
+            "Ascend950DT_9582x" => Cores::split(32, 64, 6),
+            "Ascend950DT_9583" => Cores::split(32, 64, 7),
+            "Ascend950DT_9584" => Cores::split(32, 64, 7),
+            "Ascend950DT_9585" => Cores::split(32, 64, 6),
+            "Ascend950DT_9586" => Cores::split(32, 64, 6),
+            "Ascend950DT_9587" => Cores::split(32, 64, 7),
+            "Ascend950DT_9588" => Cores::split(32, 64, 7),
+            "Ascend950DT_9571" => Cores::split(28, 56, 7),
+            "Ascend950DT_9572" => Cores::split(28, 56, 7),
+            "Ascend950DT_9573" => Cores::split(28, 56, 5),
+            "Ascend950DT_9574" => Cores::split(28, 56, 5),
+            "Ascend950DT_9575" => Cores::split(28, 56, 7),
+            "Ascend950DT_9576" => Cores::split(28, 56, 7),
+            "Ascend950DT_9577" => Cores::split(28, 56, 5),
+            "Ascend950DT_9578" => Cores::split(28, 56, 5),
+            "Ascend950DT_95A1" => Cores::split(36, 72, 6),
+            "Ascend950DT_95A2" => Cores::split(36, 72, 6),
+            "Ascend950DT_950x" => Cores::split(8, 16, 5),
+            "Ascend950DT_950y" => Cores::split(8, 16, 5),
+        ];
     /// Atlas A3 training/inference (SuperPod: inter-server whitelists).
     Ascend910_93 = "Ascend910_93", "Atlas A3 training/inference", max: 8192,
         notify: yes, ipc: yes, batch_reset: yes, inter_server: yes, device_only: yes, cnt_notify: no,
         ipc_batch_reset: Reset, wait_max_timeout: Forever,
-        chips: ["Ascend910_9391", "Ascend910_9392", "Ascend910_9381", "Ascend910_9382",
-            "Ascend910_9372", "Ascend910_9362", "Ascend910_9363"];
+        chips: [
+            "Ascend910_9391" => Cores::split(24, 48, 6),
+            "Ascend910_9392" => Cores::split(24, 48, 6),
+            "Ascend910_9381" => Cores::split(24, 48, 6),
+            "Ascend910_9382" => Cores::split(24, 48, 6),
+            "Ascend910_9372" => Cores::split(20, 40, 6),
+            "Ascend910_9362" => Cores::split(20, 40, 6),
+            "Ascend910_9363" => Cores::split(20, 40, 6),
+        ];
     /// Atlas A2 training/inference (B1–B4).
     Ascend910B = "Ascend910B", "Atlas A2 training/inference", max: 8192,
         notify: yes, ipc: yes, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: no,
         ipc_batch_reset: Reset, wait_max_timeout: Forever,
-        chips: ["Ascend910B1", "Ascend910B2", "Ascend910B2C", "Ascend910B3", "Ascend910B4",
-            "Ascend910B4-1"];
+        chips: [
+            "Ascend910B1" => Cores::split(24, 48, 6),
+            "Ascend910B2" => Cores::split(24, 48, 6),
+            "Ascend910B2C" => Cores::split(24, 48, 6),
+            "Ascend910B3" => Cores::split(20, 40, 6),
+            "Ascend910B4" => Cores::split(20, 40, 6),
+            "Ascend910B4-1" => Cores::split(20, 40, 6),
+        ];
     /// Atlas 200I/500 A2 inference.
     Ascend310B = "Ascend310B", "Atlas 200I/500 A2 inference", max: 2048,
         notify: yes, ipc: no, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
-        chips: ["Ascend310B1", "Ascend310B2", "Ascend310B3", "Ascend310B4"];
+        chips: [
+            "Ascend310B1" => Cores::split(1, 1, 4),
+            "Ascend310B2" => Cores::split(1, 1, 4),
+            "Ascend310B3" => Cores::split(1, 1, 4),
+            "Ascend310B4" => Cores::split(1, 1, 4),
+        ];
     /// Atlas inference series.
     Ascend310P = "Ascend310P", "Atlas inference series", max: 1024,
         notify: yes, ipc: yes, batch_reset: no, inter_server: no, device_only: yes, cnt_notify: no,
         ipc_batch_reset: Refused, wait_max_timeout: OpWaitTimeout,
-        chips: ["Ascend310P3", "Ascend310P1", "Ascend310P5", "Ascend310P7"];
+        chips: [
+            "Ascend310P3" => Cores::unsplit(8, 7, 7),
+            "Ascend310P1" => Cores::unsplit(10, 8, 8),
+            "Ascend310P5" => Cores::unsplit(8, 7, 8),
+            "Ascend310P7" => Cores::unsplit(8, 7, 8),
+        ];
     /// Atlas training series.
     Ascend910 = "Ascend910", "Atlas training series", max: 1024,
         notify: yes, ipc: yes, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
-        chips: ["Ascend910A", "Ascend910ProA", "Ascend910PremiumA", "Ascend910ProB"];
+        chips: [
+            "Ascend910A" => Cores::unsplit(32, 0, 4),
+            "Ascend910ProA" => Cores::unsplit(32, 0, 4),
+            "Ascend910PremiumA" => Cores::unsplit(32, 0, 4),
+            "Ascend910ProB" => Cores::unsplit(30, 0, 4),
+        ];
     /// IPV350: every notify call is `FeatureNotSupport`.
     IPV350 = "IPV350", "IPV350", max: 0,
         notify: no, ipc: no, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
-        chips: ["IPV350"];
+        chips: [
+            "IPV350" => None,
+        ];
 }
 
 /// The dynamic SoC marker: the SoC is the backend's, known only at run time.
@@ -503,6 +613,12 @@ impl Chip {
     pub const fn c_name(self) -> &'static core::ffi::CStr {
         self.soc.chip_c_names()[self.index as usize]
     }
+
+    /// The chip's compute cores (`None` for a chip CANN publishes no configuration of:
+    /// IPV350).
+    pub const fn cores(self) -> Option<Cores> {
+        self.soc.chip_cores()[self.index as usize]
+    }
 }
 
 impl core::fmt::Display for Chip {
@@ -546,6 +662,44 @@ mod tests {
         assert_eq!(Soc::from_name("Ascend910B3"), Ok(Soc::Ascend910B));
         assert_eq!(Soc::from_name("ascend910b"), Err(Error::ParamInvalid));
         assert_eq!(Soc::from_name(""), Err(Error::ParamInvalid));
+    }
+
+    /// The cores of a few chips, as their CANN platform configurations count them; every
+    /// chip but IPV350 (which has none) has a count.
+    #[test]
+    fn chips_carry_their_configured_cores() {
+        let cores = |name| Chip::from_name(name).unwrap().cores();
+        let split = |cube, vector, ai_cpu| {
+            Some(Cores {
+                ai_core: cube,
+                cube_core: Some(cube),
+                vector_core: vector,
+                ai_cpu,
+            })
+        };
+        assert_eq!(cores("Ascend910B1"), split(24, 48, 6));
+        assert_eq!(cores("Ascend910B3"), split(20, 40, 6));
+        assert_eq!(cores("Ascend910_9362"), split(20, 40, 6));
+        assert_eq!(cores("Ascend310B4"), split(1, 1, 4));
+        assert_eq!(cores("Ascend950PR_950z"), split(4, 8, 5));
+        assert_eq!(cores("Ascend950DT_95A2"), split(36, 72, 6));
+        let p1 = cores("Ascend310P1").unwrap();
+        assert_eq!(
+            (p1.ai_core, p1.cube_core, p1.vector_core, p1.ai_cpu),
+            (10, None, 8, 8)
+        );
+        let a = cores("Ascend910A").unwrap();
+        assert_eq!(
+            (a.ai_core, a.cube_core, a.vector_core, a.ai_cpu),
+            (32, None, 0, 4)
+        );
+        assert_eq!(cores("IPV350"), None);
+        for &soc in Soc::ALL {
+            assert_eq!(soc.chip_cores().len(), soc.chip_names().len(), "{soc}");
+            for (name, c) in soc.chip_names().iter().zip(soc.chip_cores()) {
+                assert_eq!(c.is_none(), soc == Soc::IPV350, "{name}");
+            }
+        }
     }
 
     #[test]

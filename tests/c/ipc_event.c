@@ -6,8 +6,18 @@
  * synchronizes the event itself. Both destroy their handles; afterwards the handle opens
  * nothing (107017). The handle, and who got how far, travel through files in <dir>.
  * usage: ipc_event owner|opener <dir> (run with ACL_NOTIFY_SIM_SOC set to a SoC with IPC
- * events, and the same ACL_NOTIFY_SIM_NAMESPACE). Exit 0, printing "ipc_event <role>: ok". */
+ * events, and the same ACL_NOTIFY_SIM_NAMESPACE). Exit 0, printing "ipc_event <role>: ok".
+ *
+ * `ipc_event dead_recorder <dir>`: this process forks a holder that opens the event and
+ * records it on a stream held back by a wait that never ends, then SIGKILLs it. The record
+ * will never run: this process's synchronize of the event and its stream waiting on it end
+ * with 107023 naming the dead process, instead of waiting for ever. */
 #include "common.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
 
 static void nap_300ms(void *arg) {
     (void)arg;
@@ -102,9 +112,94 @@ static void opener(const char *dir) {
     CHECK(aclrtDestroyStream(s));
 }
 
+/* ---- dead_recorder ---- */
+
+static void recorder(const char *dir) {
+    g_role = "recorder";
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    char buf[128];
+    aclrtIpcEventHandle h;
+    size_t n = get_file(dir, "handle", buf, sizeof buf, 20000);
+    REQUIRE(n == sizeof h, "the handle file has %zu bytes", n);
+    memcpy(&h, buf, sizeof h);
+    aclrtEvent e;
+    CHECK(aclrtIpcOpenEventHandle(h, &e));
+    aclrtStream s;
+    CHECK(aclrtCreateStream(&s));
+    aclrtNotify never;
+    CHECK(aclrtCreateNotify(&never, 0));
+    CHECK(aclrtWaitAndResetNotify(never, s, 0)); /* for ever */
+    CHECK(aclrtRecordEvent(e, s));
+    put_file(dir, "recorded", "1", 1);
+    for (;;) {
+        sleep_ms(1000); /* until SIGKILLed */
+    }
+}
+
+static aclrtEvent g_shared;
+static atomic_int g_sync_rc = -1;
+static char g_sync_msg[512];
+
+static void *synchronizer(void *arg) {
+    (void)arg;
+    aclError e = aclrtSynchronizeEvent(g_shared);
+    snprintf(g_sync_msg, sizeof g_sync_msg, "%s", e ? recent_msg() : "");
+    atomic_store(&g_sync_rc, e);
+    return NULL;
+}
+
+static void dead_recorder(const char *dir) {
+    g_role = "dead_recorder";
+    pid_t child = fork(); /* before this process's first ACL call */
+    REQUIRE(child >= 0, "fork: %s", strerror(errno));
+    if (child == 0) {
+        recorder(dir);
+    }
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtCreateEventExWithFlag(&g_shared, ACL_EVENT_IPC));
+    aclrtIpcEventHandle h;
+    CHECK(aclrtIpcGetEventHandle(g_shared, &h));
+    put_file(dir, "handle", &h, sizeof h);
+    char buf[16];
+    get_file(dir, "recorded", buf, sizeof buf, 20000);
+    aclrtStream s;
+    CHECK(aclrtCreateStream(&s));
+    CHECK(aclrtStreamWaitEvent(s, g_shared)); /* the holder's record */
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, synchronizer, NULL) == 0, "pthread_create");
+    sleep_ms(50);
+    REQUIRE(atomic_load(&g_sync_rc) == -1, "the synchronize returned %d before the recorder died",
+            atomic_load(&g_sync_rc));
+    REQUIRE(kill(child, SIGKILL) == 0, "kill: %s", strerror(errno));
+    REQUIRE(waitpid(child, NULL, 0) == child, "waitpid");
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    REQUIRE(pthread_timedjoin_np(t, NULL, &ts) == 0,
+            "aclrtSynchronizeEvent still blocked 10 s after the only recorder died");
+    char pid[32];
+    snprintf(pid, sizeof pid, "pid %d, died first", (int)child);
+    REQUIRE(atomic_load(&g_sync_rc) == ACL_ERROR_RT_STREAM_ABORT && strstr(g_sync_msg, pid),
+            "the synchronize returned %d: %s", atomic_load(&g_sync_rc), g_sync_msg);
+    EXPECT_RC(aclrtSynchronizeStreamWithTimeout(s, 10000), ACL_ERROR_RT_STREAM_ABORT);
+    aclrtEventRecordedStatus st;
+    CHECK(aclrtQueryEventStatus(g_shared, &st));
+    REQUIRE(st == ACL_EVENT_RECORDED_STATUS_COMPLETE, "after the recorder died: %d", (int)st);
+    CHECK(aclrtDestroyStream(s));
+    CHECK(aclrtDestroyEvent(g_shared));
+    CHECK(aclFinalize());
+}
+
 int main(int argc, char **argv) {
-    REQUIRE(argc == 3, "usage: ipc_event owner|opener <dir>");
+    REQUIRE(argc == 3, "usage: ipc_event owner|opener|dead_recorder <dir>");
     g_role = argv[1];
+    if (strcmp(argv[1], "dead_recorder") == 0) {
+        dead_recorder(argv[2]);
+        printf("ipc_event dead_recorder: ok\n");
+        return 0;
+    }
     CHECK(aclInit(NULL));
     if (strcmp(argv[1], "owner") == 0) {
         owner(argv[2]);

@@ -16,7 +16,12 @@
  *                  event records and waits, queries, synchronizes) on a stream, an event or a
  *                  context that another thread destroys: every call answers 0, or 107017 once
  *                  its object is gone (never a crash or a hang), and a thread that sets the
- *                  destroyed context is told 107017.
+ *                  destroyed context is told 107017;
+ *   device_refs    four threads each set a device (two devices, in turn), make a stream and a
+ *                  notify there, use them and reset the device, 300 times: the process's
+ *                  count of sets reaches 0 now and then, and a reset that brings it to 0
+ *                  releases the device's default context with its streams and notifies; a
+ *                  thread whose set came after that reset keeps what it made (every call 0).
  *
  * Every wait is bounded (timed joins, timed synchronizes); exit 0 when every check holds. */
 #include "common.h"
@@ -330,6 +335,41 @@ static void destroyed(void) {
     }
 }
 
+/* ---- device_refs ---- */
+
+static void *set_use_reset(void *arg) {
+    int t = (int)(intptr_t)arg;
+    for (int i = 0; i < 300; i++) {
+        int32_t d = (t + i) % 2;
+        CHECK(aclrtSetDevice(d));
+        aclrtStream s = NULL;
+        CHECK(aclrtCreateStream(&s));
+        aclrtNotify n = NULL;
+        CHECK(aclrtCreateNotify(&n, 0));
+        CHECK(aclrtRecordNotify(n, NULL));
+        CHECK(aclrtWaitAndResetNotify(n, s, 5));
+        CHECK(aclrtSynchronizeStreamWithTimeout(s, 10000));
+        CHECK(aclrtSynchronizeStreamWithTimeout(NULL, 10000));
+        CHECK(aclrtDestroyNotify(n));
+        CHECK(aclrtDestroyStream(s));
+        CHECK(aclrtResetDevice(d));
+    }
+    return NULL;
+}
+
+static void device_refs(void) {
+    CHECK(aclInit(NULL));
+    pthread_t th[4];
+    for (int t = 0; t < 4; t++) {
+        REQUIRE(pthread_create(&th[t], NULL, set_use_reset, (void *)(intptr_t)t) == 0,
+                "pthread_create");
+    }
+    for (int t = 0; t < 4; t++) {
+        join_within(th[t], 30000, "a thread setting and resetting devices");
+    }
+    CHECK(aclFinalize());
+}
+
 int main(int argc, char **argv) {
     g_role = "threads";
     const char *what = argc > 1 ? argv[1] : "";
@@ -339,8 +379,10 @@ int main(int argc, char **argv) {
         discarded();
     } else if (!strcmp(what, "destroyed")) {
         destroyed();
+    } else if (!strcmp(what, "device_refs")) {
+        device_refs();
     } else {
-        fprintf(stderr, "usage: threads shared_stream|discarded|destroyed\n");
+        fprintf(stderr, "usage: threads shared_stream|discarded|destroyed|device_refs\n");
         return 2;
     }
     printf("threads %s: ok\n", what);

@@ -34,6 +34,8 @@
 //!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
 //! - `system_info.c`: `aclsysGetVersionStr` / `aclsysGetVersionNum` reading packages'
 //!   `version.info` files under a scratch `ASCEND_HOME_PATH`; `aclrtGetErrorVerbose`;
+//! - `reslimit.c`: the chip's cores (`aclrtGetDeviceInfo`) and the core resource limits of a
+//!   device, a stream and a thread, on three chips;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -43,7 +45,9 @@
 //!   `aclrtNotifySetImportPidInterServer`;
 //! - `threads.c`: host threads racing on shared objects: four enqueueing on one stream (order
 //!   and data kept), synchronizes of events whose record was discarded unrun (107023, not a
-//!   hang), and streams, events and contexts destroyed while other threads enqueue on them;
+//!   hang), streams, events and contexts destroyed while other threads enqueue on them, and
+//!   threads setting and resetting devices in turn (a set after another's last reset keeps
+//!   what it makes);
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind.
@@ -275,6 +279,7 @@ fn build_everything() -> Result<Prefix, String> {
         "halo",
         "acl_json",
         "system_info",
+        "reslimit",
         "dead_owner",
         "ipc_memory",
         "ipc_notify_memory",
@@ -752,6 +757,27 @@ fn package_versions_and_error_verbose_answer_as_cann_does() {
     assert!(o[0].stdout.contains("system_info: ok"), "{}", report(&o));
 }
 
+// ---- cores and core resource limits (tests/c/reslimit.c) -------------------------------------
+
+#[test]
+fn device_cores_and_resource_limits_answer_as_cann_does() {
+    let p = setup();
+    for chip in ["Ascend910B3", "Ascend310P3", "IPV350"] {
+        let s = Scratch::new(&format!("reslimit-{chip}"));
+        let mut cmd = s.cmd(&p.bin.join("reslimit"), chip);
+        let o = run_all(
+            vec![spawn("reslimit", &mut cmd).expect("start reslimit")],
+            Duration::from_secs(30),
+        );
+        assert!(o[0].ok(), "{chip}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("reslimit: ok"),
+            "{chip}: {}",
+            report(&o)
+        );
+    }
+}
+
 // ---- an owner that dies (tests/c/dead_owner.c) ----------------------------------------------
 
 #[test]
@@ -1129,6 +1155,15 @@ fn objects_destroyed_while_other_threads_enqueue_on_them_answer_107017() {
     threads("destroyed");
 }
 
+/// Before the fix, a reset that brought the device's count to 0 released, while it ran, the
+/// primary context that another thread's later aclrtSetDevice had just taken, and what that
+/// thread made in it (its notify 107017, "the calling thread's current context was
+/// destroyed").
+#[test]
+fn a_device_set_after_another_thread_s_last_reset_keeps_what_it_makes() {
+    threads("device_refs");
+}
+
 // ---- fork after aclInit (tests/c/fork_child.c) -------------------------------------------------
 
 #[test]
@@ -1338,6 +1373,26 @@ fn an_ipc_event_orders_a_stream_of_another_process_on_every_soc_that_has_them() 
     assert_eq!(
         ran, 3,
         "Ascend950PR, Ascend910_93 and Ascend910B have IPC events"
+    );
+}
+
+/// Before the fix, a holder SIGKILLed with a record of an IPC event queued left the other
+/// holders' synchronize (and their streams' waits) for that record waiting for ever.
+#[test]
+fn a_record_of_an_ipc_event_whose_recorder_died_ends_the_waits_with_107023() {
+    let p = setup();
+    let s = Scratch::new("ipcevt-dead");
+    let mut cmd = s.cmd(&p.bin.join("ipc_event"), "Ascend910B");
+    cmd.arg("dead_recorder").arg(&s.dir);
+    let o = run_all(
+        vec![spawn("ipc_event", &mut cmd).expect("start ipc_event")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("ipc_event dead_recorder: ok"),
+        "{}",
+        report(&o)
     );
 }
 

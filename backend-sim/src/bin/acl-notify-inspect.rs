@@ -5,6 +5,7 @@
 //! acl-notify-inspect [show] [--namespace NS] [--server N] [--json]
 //! acl-notify-inspect gc     [--namespace NS] [--server N] [--json]
 //! acl-notify-inspect list   [--json]
+//! acl-notify-inspect rm     [--namespace NS]
 //! acl-notify-inspect trace  DIR [-o MERGED.json] [--html OUT.html]
 //! ```
 //!
@@ -14,6 +15,8 @@
 //! recorder — with a diagnosis when a wait can no longer be satisfied. `gc` joins the machine
 //! like any process would, reclaims dead processes' references, waits and ids (and their count
 //! notifies), and reports what went away. `list` names every namespace found under `/dev/shm`.
+//! `rm` deletes a namespace's shared files once none of its processes is alive (they stay
+//! after the last process ends, for the next one to join; `gc` does not delete them).
 //!
 //! The namespace defaults to `ACL_NOTIFY_SIM_NAMESPACE`, else the simulator's default
 //! (`acl-notify-<uid>-default`); the server to `ACL_NOTIFY_SIM_SERVER_ID`, else 0.
@@ -26,7 +29,7 @@ use acl_notify_sim::inspect::{self, MachineSnapshot};
 use serde_json::json;
 
 const USAGE: &str =
-    "usage: acl-notify-inspect [show|gc|list] [--namespace NS] [--server N] [--json]
+    "usage: acl-notify-inspect [show|gc|list|rm] [--namespace NS] [--server N] [--json]
        acl-notify-inspect trace DIR [-o MERGED.json] [--html OUT.html]
 
   show   (default) print the machine read-only: processes, id budgets, live notifies and
@@ -34,6 +37,8 @@ const USAGE: &str =
   gc     reclaim what dead processes left (references, queued waits, ids, IPC events,
          count notifies)
   list   list the namespaces found under /dev/shm
+  rm     delete the namespace's files under /dev/shm (every server's) once none of its
+         processes is alive; refused, naming them, while one is
   trace DIR [-o MERGED.json] [--html OUT.html]
          merge the timeline a run wrote with ACL_NOTIFY_SIM_TRACE=DIR (see trace --help)
 
@@ -46,6 +51,7 @@ enum Cmd {
     Show,
     Gc,
     List,
+    Rm,
 }
 
 #[derive(Debug)]
@@ -79,10 +85,11 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut first = true;
     while let Some(arg) = it.next() {
         match arg.as_str() {
-            "show" | "gc" | "list" if first => {
+            "show" | "gc" | "list" | "rm" if first => {
                 a.cmd = match arg.as_str() {
                     "gc" => Cmd::Gc,
                     "list" => Cmd::List,
+                    "rm" => Cmd::Rm,
                     _ => Cmd::Show,
                 };
             }
@@ -123,6 +130,7 @@ fn main() -> ExitCode {
         Cmd::Show => show(&args),
         Cmd::Gc => gc(&args),
         Cmd::List => list(&args),
+        Cmd::Rm => rm(&args),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -158,6 +166,12 @@ fn list(a: &Args) -> Result<(), String> {
             println!("{ns}  server {s}");
         }
     }
+    Ok(())
+}
+
+fn rm(a: &Args) -> Result<(), String> {
+    let n = inspect::remove_unused(&a.namespace)?;
+    println!("namespace {}: removed {n} file(s)", a.namespace);
     Ok(())
 }
 
@@ -254,6 +268,7 @@ mod tests {
         );
         assert_eq!(p(&["--json"]).unwrap().cmd, Cmd::Show);
         assert_eq!(p(&["list"]).unwrap().cmd, Cmd::List);
+        assert_eq!(p(&["rm", "-n", "x"]).unwrap().cmd, Cmd::Rm);
         assert!(p(&["--server", "x"]).unwrap_err().contains("not a number"));
         assert!(p(&["--namespace"]).is_err());
         assert!(p(&["show", "gc"]).unwrap_err().contains("unknown argument"));

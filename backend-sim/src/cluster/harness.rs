@@ -247,6 +247,27 @@ impl EtcdCluster {
         }
     }
 
+    /// Waits at most `within` until the members still running have a leader and a quorum (a
+    /// put through them succeeds): after [`kill_member`](Self::kill_member) of the leader, the
+    /// others elect another first.
+    pub fn wait_for_quorum(&self, within: Duration) -> Result<(), String> {
+        let running = self.members.iter().filter(|m| m.child.is_some());
+        let probe = Etcd::new(
+            running.map(|m| m.client).collect(),
+            Duration::from_millis(500),
+        );
+        let deadline = Instant::now() + within;
+        while probe.put(b"/acl-notify-harness", b"up", 0).is_err() {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the running etcd members had no quorum within {within:?}"
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
+    }
+
     /// Starts member `i` again (after [`kill_member`](Self::kill_member)), on its data.
     pub fn restart_member(&mut self, i: usize) -> Result<(), String> {
         let dir = self.dir.clone();

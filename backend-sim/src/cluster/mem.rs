@@ -593,6 +593,9 @@ impl Cluster {
 /// Keeps `published_mem`'s values in step with a new lease (see `Shared::keep`).
 pub(super) fn republish(s: &Shared, lease: i64) {
     for ((dev, id), p) in lock(&s.published_mem).iter() {
+        if s.leaving() {
+            return;
+        }
         let _ = s.etcd.put(&s.mem_key(s.server, *dev, *id), &p.value, lease);
     }
 }

@@ -300,10 +300,12 @@ impl Shared {
     fn claim_server(&self) -> Result<i64, SimError> {
         let key = self.key(&format!("server/{}", self.server));
         for _ in 0..5 {
+            self.not_leaving()?;
             let lease = self
                 .etcd
                 .lease_grant(self.ttl)
                 .map_err(|e| ipc(e, "claiming the server id"))?;
+            self.not_leaving()?;
             let t = self
                 .etcd
                 .txn(
@@ -358,6 +360,7 @@ impl Shared {
             .etcd
             .lease_grant(self.ttl)
             .map_err(|e| ipc(e, "joining the cluster"))?;
+        self.not_leaving()?;
         self.etcd
             .put(
                 &self.proc_key(self.server, self.pid),
@@ -368,8 +371,25 @@ impl Shared {
         Ok(lease)
     }
 
+    /// Whether the process is leaving the cluster (`Cluster`'s drop): the threads stop, and
+    /// the keeper makes no further call.
+    fn leaving(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    /// [`leaving`](Self::leaving) as an error, between the calls of a series the keeper makes.
+    fn not_leaving(&self) -> Result<(), SimError> {
+        if self.leaving() {
+            return Err(err(Error::IpcError, "leaving the cluster"));
+        }
+        Ok(())
+    }
+
     /// Renews both leases every third of the TTL; a lease found expired (the cluster was
-    /// unreachable longer than the TTL) is replaced and what it held put again.
+    /// unreachable longer than the TTL, or the keeper ran late on a loaded machine) is
+    /// replaced and what it held put again. Each call may take the client's whole bound when
+    /// the cluster is silent, and a teardown waits for this thread: it looks for one between
+    /// any two calls, so that the teardown waits for one call, not for a series of them.
     fn keep(&self) {
         let every = Duration::from_millis(u64::from(self.ttl) * 1000 / 3).max(POLL);
         let mut next = Instant::now() + every;
@@ -381,21 +401,26 @@ impl Shared {
             next = Instant::now() + every;
             let pl = *lock(&self.proc_lease);
             if let Ok(0) = self.etcd.lease_keepalive(pl)
+                && !self.leaving()
                 && let Ok(new) = self.register()
             {
                 *lock(&self.proc_lease) = new;
                 for ((dev, id), p) in lock(&self.published).iter() {
+                    if self.leaving() {
+                        break;
+                    }
                     let k = self.export_key(self.server, *dev, *id);
                     let _ = self.etcd.put(&k, &p.value, new);
                 }
                 for k in lock(&self.held).values() {
+                    if self.leaving() {
+                        break;
+                    }
                     let _ = self.etcd.put(k, b"", new);
                 }
                 mem::republish(self, new);
             }
-            // Each call may take the client's whole bound when the cluster is silent: a
-            // teardown waiting for this thread must not wait for two.
-            if self.stop.load(Ordering::Relaxed) {
+            if self.leaving() {
                 break;
             }
             let sl = *lock(&self.server_lease);
@@ -572,6 +597,10 @@ impl Cluster {
                 return Err(e);
             }
         }
+        // The error messages of `diag` ask it about whitelisted processes of other hosts.
+        crate::fork::required()?;
+        let weak: Weak<dyn crate::diag::RemoteLiveness> = Arc::downgrade(&shared) as _;
+        crate::diag::register_remote_liveness(namespace, weak);
         let s = Arc::clone(&shared);
         let keeper = std::thread::Builder::new()
             .name("acl-sim-lease".into())
@@ -798,6 +827,15 @@ impl Cluster {
     /// Remote records this process applied to its own notifies so far.
     pub fn applied(&self) -> u64 {
         self.shared.applied.load(Ordering::Relaxed)
+    }
+}
+
+impl crate::diag::RemoteLiveness for Shared {
+    fn alive(&self, server: u32, pid: i32) -> Option<bool> {
+        self.etcd
+            .get(&self.proc_key(server, pid))
+            .ok()
+            .map(|kv| kv.is_some())
     }
 }
 

@@ -171,11 +171,21 @@ pub(crate) struct SimEvent {
 }
 
 impl SimEvent {
-    /// 107023 if IPC record `n` was dropped unrun by this process (its synchronize or wait
-    /// passed because the record counts as done).
+    /// 107023 if IPC record `n` was dropped unrun by this process, or its recorder died before
+    /// it ran (a synchronize or wait passed because the record counts as done).
     fn ipc_unrun(&self, n: u32) -> Result<(), SimError> {
         if n != 0 && self.ipc_discarded.load(Ordering::Relaxed) == n {
             return Err(discarded_error(self.device));
+        }
+        if let Some(pid) = self.ipc.as_ref().and_then(|r| r.died_unrun(n)) {
+            return Err(err(
+                Error::StreamAbort,
+                format!(
+                    "the IPC event's record (device {}) never ran: the process that recorded \
+                     it, pid {pid}, died first",
+                    self.device
+                ),
+            ));
         }
         Ok(())
     }

@@ -28,13 +28,14 @@
 //!
 //! This module holds the snapshot's types (and the diagnosis of a stuck notify); `read` maps
 //! and reads the files, `procscan` finds the sleeping stream threads in `/proc`, `text` and
-//! `json` render a snapshot. A new kind of resource adds its snapshot type here, its reading
+//! `json` render a snapshot, `remove` deletes a namespace nobody uses. A new kind of resource adds its snapshot type here, its reading
 //! to `read` (or a module of its own) and a section to each renderer.
 
 mod json;
 pub(crate) mod liveness;
 mod procscan;
 mod read;
+mod remove;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -42,6 +43,7 @@ mod text;
 pub use json::json_str;
 pub use liveness::{Liveness, WhitelistSnap};
 pub use read::{namespaces, notify_file_path, snapshot};
+pub use remove::remove_unused;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -199,3 +199,23 @@ fn snapshot_shows_device_memory() {
     );
     assert!(a.export.is_none());
 }
+
+/// `rm`: refused while a process of the namespace is alive (the files stay), done once its
+/// last `Sim` is dropped (every file of the namespace goes, and `list` no longer names it).
+#[test]
+fn a_namespace_is_removed_only_once_no_process_of_it_is_alive() {
+    let ns = Ns(format!("unit-inspect-rm-{}", std::process::id()));
+    let sim = Sim::builder().devices(1).namespace(&ns.0).open().unwrap();
+    let e = remove_unused(&ns.0).unwrap_err();
+    assert!(e.contains(&format!("{} (server 0)", sys::getpid())), "{e}");
+    assert!(
+        notify_file_path(&ns.0, 0).exists(),
+        "files kept while in use"
+    );
+    drop(sim);
+    let n = remove_unused(&ns.0).unwrap();
+    assert!(n >= 1, "removed {n} files");
+    assert!(!notify_file_path(&ns.0, 0).exists());
+    assert!(namespaces().iter().all(|(x, _)| *x != ns.0));
+    assert_eq!(remove_unused(&ns.0), Ok(0), "nothing left to remove");
+}

@@ -67,7 +67,12 @@ pub(crate) struct EvtPayload {
     pub(crate) done: AtomicU32,
     /// When the latest record ran (ns, 0: never).
     pub(crate) stamp_ns: AtomicU64,
-    _reserved: AtomicU64,
+    /// Who issued the latest record: `(number << 32) | (process-table index << 26) | pid`,
+    /// bit 25 set once it was counted as done because its issuer died (0: not known), raised
+    /// with `fetch_max`. A wait for a record that is still not done
+    /// when this process has died counts it as done: it will never run (see
+    /// `IpcRef::dead_issuer`).
+    pub(crate) latest_by: AtomicU64,
 }
 
 impl Payload for EvtPayload {
@@ -75,7 +80,7 @@ impl Payload for EvtPayload {
         issued: AtomicU32::new(0),
         done: AtomicU32::new(0),
         stamp_ns: AtomicU64::new(0),
-        _reserved: AtomicU64::new(0),
+        latest_by: AtomicU64::new(0),
     };
 
     /// No record yet.
@@ -83,6 +88,7 @@ impl Payload for EvtPayload {
         self.issued.store(0, SeqCst);
         self.done.store(0, SeqCst);
         self.stamp_ns.store(0, SeqCst);
+        self.latest_by.store(0, SeqCst);
     }
 
     fn retired(&self, _next: u32) {}

@@ -31,6 +31,9 @@
 //!
 //! 1,024 IPC events per device and server. Records that run out of order on different
 //! streams raise `done` to the highest number (a wait for an earlier one may then pass early).
+//! So does a record that will never run: one its process's stream discarded, or the latest
+//! one when the process that issued it died before it ran (a holder SIGKILLed with a record
+//! queued), which the waits see within a slice (20 ms) instead of waiting for ever.
 //! A handle names its server's file: opening one of another server is 107000.
 
 pub(crate) mod file;
@@ -53,8 +56,17 @@ use file::{ClaimError, EvtFile, EvtKey, EvtOpen, EvtSlot, MAX_IPC_EVENTS, evt_fi
 
 /// The first bytes of every handle this simulator writes.
 const HANDLE_MAGIC: [u8; 8] = *b"ACLNIPCE";
-/// How long a wait sleeps on the futex before it looks at its stream's cancel flag again.
+/// How long a wait sleeps on the futex before it looks at its stream's cancel flag (and at
+/// the latest record's issuer) again.
 const SLICE: Duration = Duration::from_millis(20);
+/// Where [`EvtPayload::latest_by`](file::EvtPayload) keeps the issuer's process-table index
+/// (6 bits: [`MAX_PROCS`](acl_notify_core::slot::MAX_PROCS) is 64), its pid (25 bits, above
+/// Linux's largest `pid_max`, 2^22) and, in between, whether the record was counted as done
+/// because its issuer died before it ran.
+const PROC_SHIFT: u32 = 26;
+const PROC_MASK: u64 = 0x3f;
+const UNRUN: u64 = 1 << 25;
+const PID_MASK: u64 = UNRUN - 1;
 
 /// FNV-1a of the namespace: a handle of another namespace is refused, not misread.
 fn ns_tag(namespace: &str) -> u64 {
@@ -258,12 +270,18 @@ impl IpcRef {
 
     /// A record is enqueued: its number.
     pub(crate) fn issue(&self) -> Result<u32, SimError> {
-        Ok(self
-            .slot()?
-            .sync
-            .issued
-            .fetch_add(1, SeqCst)
-            .wrapping_add(1))
+        let s = self.slot()?;
+        let n = s.sync.issued.fetch_add(1, SeqCst).wrapping_add(1);
+        s.sync.latest_by.fetch_max(self.issued_by(n), SeqCst);
+        Ok(n)
+    }
+
+    /// [`EvtPayload::latest_by`](file::EvtPayload) for record `n` issued by this process.
+    fn issued_by(&self, n: u32) -> u64 {
+        let reg = &self.files.reg;
+        (u64::from(n) << 32)
+            | (u64::from(reg.me()) << PROC_SHIFT)
+            | (u64::from(reg.identity().0 as u32) & PID_MASK)
     }
 
     /// A record enqueued as `n` was not queued after all (only the latest one can be taken
@@ -274,6 +292,54 @@ impl IpcRef {
                 .sync
                 .issued
                 .compare_exchange(n, n.wrapping_sub(1), SeqCst, SeqCst);
+            let _ = s
+                .sync
+                .latest_by
+                .compare_exchange(self.issued_by(n), 0, SeqCst, SeqCst);
+        }
+    }
+
+    /// The number of the latest record issued, when it has not run and the process that
+    /// issued it is dead (its entry in the process table free, taken by another process, or
+    /// its process gone): that record will never run. Counted as done (without a timestamp),
+    /// as a record a live process's stream discarded is ([`complete_unrun`](Self::complete_unrun)),
+    /// it releases every wait for it or an earlier record (see the limits in the module docs).
+    fn dead_issuer(&self, s: &EvtSlot) -> Option<(u32, u64)> {
+        let by = s.sync.latest_by.load(SeqCst);
+        let n = (by >> 32) as u32;
+        if by == 0 || by & UNRUN != 0 || s.sync.done.load(SeqCst) >= n {
+            return None;
+        }
+        let proc = ((by >> PROC_SHIFT) & PROC_MASK) as u32;
+        let pid = (by & PID_MASK) as i32;
+        let reg = &self.files.reg;
+        let gone = proc != reg.me()
+            && ((reg.proc_pid(proc) as u32 as u64 & PID_MASK) as i32 != pid
+                || !reg.proc_alive(proc));
+        gone.then_some((n, by))
+    }
+
+    /// The pid of the process that issued record `n` and died before it ran, when that
+    /// record was counted as done for that reason ([`settle_dead_issuer`](Self::settle_dead_issuer)):
+    /// a wait for `n` passed, but not because it ran.
+    pub(crate) fn died_unrun(&self, n: u32) -> Option<i32> {
+        let by = self.slot().ok()?.sync.latest_by.load(SeqCst);
+        (by & UNRUN != 0 && (by >> 32) as u32 == n).then_some((by & PID_MASK) as i32)
+    }
+
+    /// Counts the latest record as done if its issuer died before it ran ([`dead_issuer`](Self::dead_issuer)).
+    fn settle_dead_issuer(&self, s: &EvtSlot) {
+        if let Some((n, by)) = self.dead_issuer(s) {
+            // Marked first, so that a wait it releases can tell why (`died_unrun`); a record
+            // issued meanwhile leaves it to the next look.
+            if s.sync
+                .latest_by
+                .compare_exchange(by, by | UNRUN, SeqCst, SeqCst)
+                .is_ok()
+            {
+                s.sync.done.fetch_max(n, SeqCst);
+                sys::futex_wake(&s.sync.done, u32::MAX);
+            }
         }
     }
 
@@ -304,6 +370,7 @@ impl IpcRef {
     /// The state of the latest record.
     pub(crate) fn latest(&self) -> Result<LatestRecord, SimError> {
         let s = self.slot()?;
+        self.settle_dead_issuer(s);
         let issued = s.sync.issued.load(SeqCst);
         Ok(if issued == 0 {
             LatestRecord::None
@@ -332,6 +399,7 @@ impl IpcRef {
             if stop() || self.files.file.lost() {
                 return Ok(false);
             }
+            self.settle_dead_issuer(s);
             let slice = match deadline {
                 None => SLICE,
                 Some(d) => {

@@ -330,6 +330,11 @@ impl ShmFile {
         self.layout.max
     }
 
+    /// The namespace of this file.
+    pub(crate) fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// The server id this file simulates.
     pub fn server(&self) -> u32 {
         self.server

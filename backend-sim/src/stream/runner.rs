@@ -3,10 +3,11 @@
 //! with no timeout, while the namespace has more busy stream workers than the spin budget or
 //! a runner runs): its turn stays with the wait on top, the ring's *away* bit says the turn
 //! is not with its thread, and the stream goes on this process's list. Its thread becomes
-//! the runner if there is none, else waits for the bit to clear. The runner runs the parked
-//! streams whose waits can go on (it polls their probes), on its own thread, without a
-//! context switch: records and waits, until one parks again; it runs its own stream the same
-//! way when that gets work. A stream comes back to its thread when a job only that thread
+//! the runner if there is none, else waits for the bit to clear. The runner takes the
+//! streams from that list onto its own (no lock), and runs the parked streams whose waits
+//! can go on (it polls their probes), on its own thread, without a context switch: records
+//! and waits, until one parks again (it stays on the runner's list); it runs its own stream
+//! the same way when that gets work. A stream comes back to its thread when a job only that thread
 //! may run is on top, when it exits, when its queue runs dry (asleep, in the same step of
 //! the ring's tail word: the next enqueue wakes the thread), when it stayed parked for
 //! [`HOME_AFTER`] (so that its wait blocks on its thread, which looks for a deadlock through
@@ -27,7 +28,9 @@ use crate::fork::PerProcess;
 /// A parked stream, as the runner sees it.
 pub(super) trait Borrow: Send + Sync {
     fn can_go_on(&self) -> bool;
-    fn run_borrowed(self: Arc<Self>);
+    /// Runs the stream's turn on the runner; true if it parked again (the runner keeps it
+    /// on its own list), false if it went home.
+    fn run_borrowed(&self) -> bool;
     fn hand_home(&self);
     fn is_home_with_work(&self) -> bool;
     /// The runner's own stream, home with work, is taken away from its thread (the runner
@@ -41,15 +44,26 @@ pub(super) trait Borrow: Send + Sync {
     fn held(&self) -> bool;
 }
 
-/// The parked streams and whether a runner runs. A [`PerProcess`] lock, so that a child
-/// forked while a thread held it gets a fresh one (`crate::fork`); the child's first park
-/// then finds no runner, and becomes it.
+/// The streams parked by their own threads, not yet taken by the runner, and whether a
+/// runner runs. A [`PerProcess`] lock, so that a child forked while a thread held it gets a
+/// fresh one (`crate::fork`); the child's first park then finds no runner, and becomes it.
+/// The streams the runner took from here or parked again itself are on its own list
+/// ([`Parked`], no lock: the lock and a scan under it per park cost the runner about a
+/// tenth of its instructions in the pipeline bench, 2026-12-05).
 static LIST: PerProcess<Runner> = PerProcess::new(Runner::default);
+
+/// Parked streams, each with the runner's tick when it was parked.
+type Parked = Vec<(Arc<dyn Borrow>, u64)>;
+
+/// A hint that [`LIST`] holds streams the runner has not taken: set under its lock by
+/// [`park`], cleared under it by the runner as it takes them (so none is missed: the runner
+/// reads the hint without the lock, and sees a set one a moment later at worst).
+static INBOX: AtomicBool = AtomicBool::new(false);
 
 #[derive(Default)]
 struct Runner {
-    /// The parked streams, each with the runner's tick when it was parked.
-    parked: Vec<(Arc<dyn Borrow>, u64)>,
+    /// The streams parked by their own threads since the runner last took them.
+    parked: Parked,
     running: bool,
     /// Counts [`HOME_AFTER`] periods while a runner runs (it reads the clock, not the
     /// threads that park).
@@ -90,24 +104,20 @@ fn held(s: &dyn Borrow) -> bool {
 /// Tests: whether a parked stream is held (see [`held`]), so that the runner does not give
 /// up.
 #[inline(always)]
-fn any_held() -> bool {
+fn any_held(mine: &Parked) -> bool {
     #[cfg(test)]
-    return lock(LIST.get()).parked.iter().any(|(s, _)| held(&**s));
+    return mine.iter().any(|(s, _)| held(&**s))
+        || lock(LIST.get()).parked.iter().any(|(s, _)| held(&**s));
     #[cfg(not(test))]
-    false
+    {
+        let _ = mine;
+        false
+    }
 }
 
 /// Whether a runner is running.
 pub(super) fn active() -> bool {
     RUNNER.load(Ordering::Relaxed)
-}
-
-/// Puts a stream (state `PARKED`) on the list (a runner exists: the list is not empty only
-/// while one does, see `give_up`).
-pub(super) fn push(s: Arc<dyn Borrow>) {
-    let mut l = lock(LIST.get());
-    let tick = l.tick;
-    l.parked.push((s, tick));
 }
 
 /// The home thread of `me` parked it: puts it on the list and becomes the runner if there is
@@ -117,6 +127,7 @@ pub(super) fn park(me: Arc<dyn Borrow>) {
         let mut l = lock(LIST.get());
         let tick = l.tick;
         l.parked.push((Arc::clone(&me), tick));
+        INBOX.store(true, Ordering::Relaxed);
         !std::mem::replace(&mut l.running, true)
     };
     if become_runner {
@@ -125,11 +136,23 @@ pub(super) fn park(me: Arc<dyn Borrow>) {
     }
 }
 
+/// Moves the streams parked by their own threads to the runner's list.
+#[inline(never)]
+fn take_inbox(mine: &mut Parked) {
+    let mut l = lock(LIST.get());
+    INBOX.store(false, Ordering::Relaxed);
+    mine.append(&mut l.parked);
+}
+
 /// Runs parked streams until there are none or nothing was runnable for [`RUNNER_SPIN`]
 /// (then [`give_up`]). `me`: the stream of the thread that runs this (its worker), which
 /// ends the run when that stream needs its own thread; `None` for a runner thread of its
 /// own (tests: see [`give_up`]).
 fn run(me: Option<&Arc<dyn Borrow>>) {
+    // The streams this runner holds parked: taken from `LIST`, or parked again as it ran
+    // them. Only this thread touches it.
+    let mut mine: Parked = Vec::new();
+    let mut tick = lock(LIST.get()).tick;
     let mut idle: Option<Instant> = None;
     let mut i = 0u32;
     let mut picks = 0u32;
@@ -138,7 +161,10 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
         picks = picks.wrapping_add(1);
         if picks.is_multiple_of(64) && tick_at.elapsed() >= HOME_AFTER {
             tick_at = Instant::now();
-            send_home_long_parked();
+            tick = send_home_long_parked(&mut mine);
+        }
+        if INBOX.load(Ordering::Relaxed) {
+            take_inbox(&mut mine);
         }
         if let Some(me) = me.filter(|me| me.is_home_with_work()) {
             if me.needs_home() {
@@ -147,22 +173,23 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             // This thread's own stream got work while it ran others: run it here too
             // (going back to the worker's loop would hand every parked stream home).
             me.take_away();
-            Arc::clone(me).run_borrowed();
+            if me.run_borrowed() {
+                mine.push((Arc::clone(me), tick));
+            }
             idle = None;
             continue;
         }
-        let pick = {
-            let mut l = lock(LIST.get());
-            if l.parked.is_empty() {
+        if mine.is_empty() {
+            take_inbox(&mut mine);
+            if mine.is_empty() {
                 break;
             }
-            l.parked
-                .iter()
-                .position(|(s, _)| s.can_go_on())
-                .map(|i| l.parked.swap_remove(i).0)
-        };
-        if let Some(s) = pick {
-            s.run_borrowed();
+        }
+        if let Some(k) = mine.iter().position(|(s, _)| s.can_go_on()) {
+            let s = mine.swap_remove(k).0;
+            if s.run_borrowed() {
+                mine.push((s, tick));
+            }
             idle = None;
             continue;
         }
@@ -170,7 +197,7 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
         std::hint::spin_loop();
         if i.is_multiple_of(16) {
             let t = *idle.get_or_insert_with(Instant::now);
-            if t.elapsed() >= RUNNER_SPIN && !any_held() {
+            if t.elapsed() >= RUNNER_SPIN && !any_held(&mine) {
                 break;
             }
             if t.elapsed() >= Duration::from_micros(2) {
@@ -178,40 +205,45 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             }
         }
     }
-    give_up();
+    give_up(mine);
 }
 
 /// A tick has passed: the streams parked two ticks ago or earlier go home (see
-/// [`HOME_AFTER`]).
+/// [`HOME_AFTER`]). Returns the new tick.
 #[cold]
-fn send_home_long_parked() {
-    let home: Vec<Arc<dyn Borrow>> = {
+fn send_home_long_parked(mine: &mut Parked) -> u64 {
+    let (home, now) = {
         let mut l = lock(LIST.get());
+        INBOX.store(false, Ordering::Relaxed);
+        mine.append(&mut l.parked);
         l.tick += 1;
         let now = l.tick;
-        let (home, stay): (Vec<_>, Vec<_>) = std::mem::take(&mut l.parked)
+        let (home, stay): (Vec<_>, Vec<_>) = std::mem::take(mine)
             .into_iter()
             .partition(|(s, t)| t + 2 <= now && !held(&**s));
-        l.parked = stay;
-        home.into_iter().map(|(s, _)| s).collect()
+        *mine = stay;
+        (home, now)
     };
-    for s in home {
+    for (s, _) in home {
         s.hand_home();
     }
+    now
 }
 
-/// Stops being the runner: every parked stream goes back to its home thread, except held
-/// ones (tests, [`held`]): they stay parked, and a thread of its own becomes the runner for
-/// them (the unit tests share the process's runner; a test's held stream handed home by
-/// another test's runner going home made checks of it fail now and then, 2026-12-05).
-fn give_up() {
+/// Stops being the runner: every parked stream (`mine` and those not taken yet) goes back
+/// to its home thread, except held ones (tests, [`held`]): they stay parked, and a thread of
+/// its own becomes the runner for them (the unit tests share the process's runner; a test's
+/// held stream handed home by another test's runner going home made checks of it fail now
+/// and then, 2026-12-05).
+fn give_up(mine: Parked) {
     let (home, runner_left) = {
         let mut l = lock(LIST.get());
-        let (stay, home): (Vec<_>, Vec<_>) = std::mem::take(&mut l.parked)
-            .into_iter()
-            .partition(|(s, _)| held(&**s));
+        let mut all = mine;
+        all.append(&mut l.parked);
+        let (stay, home): (Vec<_>, Vec<_>) = all.into_iter().partition(|(s, _)| held(&**s));
         l.parked = stay;
         let runner_left = !l.parked.is_empty();
+        INBOX.store(runner_left, Ordering::Relaxed);
         if !runner_left {
             l.running = false;
             RUNNER.store(false, Ordering::SeqCst);
@@ -231,6 +263,7 @@ fn give_up() {
                 let mut l = lock(LIST.get());
                 l.running = false;
                 RUNNER.store(false, Ordering::SeqCst);
+                INBOX.store(false, Ordering::Relaxed);
                 std::mem::take(&mut l.parked)
             };
             for (s, _) in all {
@@ -243,7 +276,7 @@ fn give_up() {
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::SeqCst};
     use std::time::{Duration, Instant};
 
     use super::Borrow;
@@ -256,14 +289,23 @@ mod tests {
         needs_home: AtomicBool,
         ran: AtomicBool,
         handed: AtomicBool,
+        /// Its turns on the runner park again (and wait for `ready` again).
+        parks_again: AtomicBool,
+        runs: AtomicU32,
     }
 
     impl Borrow for Fake {
         fn can_go_on(&self) -> bool {
             self.ready.load(SeqCst)
         }
-        fn run_borrowed(self: Arc<Self>) {
+        fn run_borrowed(&self) -> bool {
+            self.runs.fetch_add(1, SeqCst);
             self.ran.store(true, SeqCst);
+            let again = self.parks_again.load(SeqCst);
+            if again {
+                self.ready.store(false, SeqCst);
+            }
+            again
         }
         fn hand_home(&self) {
             self.handed.store(true, SeqCst);
@@ -303,7 +345,11 @@ mod tests {
             assert!(t0.elapsed() < Duration::from_secs(10), "no runner");
             std::thread::yield_now();
         }
-        super::push(Arc::clone(&held) as Arc<dyn Borrow>);
+        {
+            let mut l = super::lock(super::LIST.get());
+            l.parked.push((Arc::clone(&held) as Arc<dyn Borrow>, 0));
+            super::INBOX.store(true, SeqCst);
+        }
         me.needs_home.store(true, SeqCst);
         runner.join().unwrap();
         std::thread::sleep(Duration::from_millis(5));
@@ -325,5 +371,59 @@ mod tests {
             assert!(t0.elapsed() < Duration::from_secs(10), "`me` never ran");
             std::thread::sleep(Duration::from_micros(200));
         }
+    }
+
+    /// Waits (at most 10 s) until `f` holds.
+    fn until(what: &str, f: impl Fn() -> bool) {
+        let t0 = Instant::now();
+        while !f() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "never: {what}");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+
+    /// A stream that parks again on the runner stays with the runner (on its own list: the
+    /// stream's turn no longer puts itself on the shared one) and runs again when it can go
+    /// on; fails (never ran again) if the runner drops it.
+    #[test]
+    fn a_stream_parked_again_on_the_runner_stays_with_it() {
+        let s = Arc::new(Fake {
+            held: true,
+            parks_again: AtomicBool::new(true),
+            ..Fake::default()
+        });
+        let me = Arc::new(Fake {
+            held: true,
+            ..Fake::default()
+        });
+        let runner = {
+            let me = Arc::clone(&me);
+            std::thread::spawn(move || super::park(me as Arc<dyn Borrow>))
+        };
+        until("a runner runs", super::active);
+        {
+            let mut l = super::lock(super::LIST.get());
+            l.parked.push((Arc::clone(&s) as Arc<dyn Borrow>, 0));
+            super::INBOX.store(true, SeqCst);
+        }
+        let on_shared_list = || {
+            super::lock(super::LIST.get())
+                .parked
+                .iter()
+                .any(|(p, _)| std::ptr::addr_eq(Arc::as_ptr(p), Arc::as_ptr(&s)))
+        };
+        for k in 1..=3 {
+            s.ready.store(true, SeqCst);
+            until("the stream ran", || s.runs.load(SeqCst) == k);
+            assert!(!on_shared_list(), "parked again onto the shared list");
+            assert!(!s.handed.load(SeqCst));
+        }
+        // Let both go: the stream's next turn goes home, `me` needs its thread.
+        s.parks_again.store(false, SeqCst);
+        s.ready.store(true, SeqCst);
+        until("the stream ran", || s.runs.load(SeqCst) == 4);
+        me.ready.store(true, SeqCst);
+        me.needs_home.store(true, SeqCst);
+        runner.join().unwrap();
     }
 }

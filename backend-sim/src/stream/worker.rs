@@ -299,9 +299,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Share
     fn can_go_on(&self) -> bool {
         self.parked_can_go_on()
     }
-    fn run_borrowed(self: Arc<Self>) {
+    fn run_borrowed(&self) -> bool {
         self.run.store(BORROWED, Ordering::SeqCst);
-        Shared::run_borrowed(&self);
+        Shared::run_borrowed(self)
     }
     fn hand_home(&self) {
         self.come_home(HANDED);
@@ -573,8 +573,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 Some(p) => (p.f as *mut (), p.data.cast_mut(), p.arg),
                 None => (std::ptr::null_mut(), std::ptr::null_mut(), 0),
             };
-            // Relaxed: the runner reads them only under its list's lock, which this thread
-            // takes after this to put the stream on the list (`runner::park`, `push`).
+            // Relaxed: the runner reads them on its own thread after a borrowed turn parked
+            // (this one), or after it took the stream from its list's lock, which the home
+            // thread takes after this to put the stream there (`runner::park`).
             self.probe_fn.store(f, Ordering::Relaxed);
             self.probe_data.store(data, Ordering::Relaxed);
             self.probe_arg.store(arg, Ordering::Relaxed);
@@ -592,7 +593,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if self.control.stopping() || self.state.load(Ordering::SeqCst) == DISCARDING {
             return true;
         }
-        // Relaxed: see `stop_turn` (the caller holds the runner's list lock).
+        // Relaxed: see `stop_turn`.
         let f = self.probe_fn.load(Ordering::Relaxed);
         if f.is_null() {
             return true;
@@ -607,9 +608,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     }
 
     /// The runner runs the stream's turn (state `BORROWED`, set by the runner): records and
-    /// waits, until a wait parks it again, a job only its thread may run is on top, the
-    /// queue runs dry (the turn goes home asleep: `Ring::sleep_away`) or the stream exits.
-    pub(super) fn run_borrowed(self: &Arc<Self>) {
+    /// waits, until a wait parks it again (true: the runner keeps it on its list), a job only
+    /// its thread may run is on top, the queue runs dry (the turn goes home asleep:
+    /// `Ring::sleep_away`) or the stream exits.
+    pub(super) fn run_borrowed(&self) -> bool {
         let mut turn = lock(&self.turn);
         loop {
             let Turn {
@@ -627,15 +629,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     flow.borrowed = false;
                     self.run.store(PARKED, Ordering::SeqCst);
                     drop(turn);
-                    super::runner::push(Arc::clone(self) as Arc<dyn super::runner::Borrow>);
-                    return;
+                    return true;
                 }
                 if flow.home_needed {
                     flow.home_needed = false;
                     flow.borrowed = false;
                     drop(turn);
                     self.come_home(NEEDED);
-                    return;
+                    return false;
                 }
                 continue;
             }
@@ -652,7 +653,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     if self.ring.sleep_away(popped) {
                         flow.borrowed = false;
                         drop(turn);
-                        return;
+                        return false;
                     }
                     self.run.store(BORROWED, Ordering::SeqCst);
                 }
@@ -660,7 +661,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     flow.borrowed = false;
                     drop(turn);
                     self.come_home(NEEDED);
-                    return;
+                    return false;
                 }
             }
         }

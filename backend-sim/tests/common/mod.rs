@@ -22,7 +22,8 @@ use libtest_mimic::Failed;
 /// <message>`), then answers each command line with `ok <text>` or `err <code> <message>`,
 /// `run` doing the work. `streams[d]`: the stream the commands use on device `d`. One command
 /// is the same for every agent: `dropsim` drops the `Sim` (the process stays; what it held
-/// goes as at `aclFinalize`), after which every command answers 107017.
+/// goes as at `aclFinalize`) and answers how long that took (microseconds), after which
+/// every command answers 107017.
 pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<String, SimError>) {
     let sim = match Sim::from_env() {
         Ok(s) => s,
@@ -42,8 +43,9 @@ pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<Str
         let Ok(line) = line else { return };
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.first() == Some(&"dropsim") {
+            let t = Instant::now();
             drop(sim.take());
-            println!("ok ");
+            println!("ok {}", t.elapsed().as_micros());
             continue;
         }
         let Some(sim) = &sim else {

@@ -116,22 +116,32 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
     })
 }
 
-/// `ACL_DEV_ATTR_PHY_CHIP_ID`, `ACL_DEV_ATTR_SUPER_POD_DEVICE_ID`,
-/// `ACL_DEV_ATTR_SUPER_POD_SERVER_ID` and `ACL_DEV_ATTR_SUPER_POD_ID` (`aclrtDevAttr`): the
-/// attributes the simulator answers.
+/// The `aclrtDevAttr` values the simulator answers: the chip's cores (`ACL_DEV_ATTR_AICPU_CORE_NUM`,
+/// `_AICORE_CORE_NUM`, `_CUBE_CORE_NUM`, `_VECTOR_CORE_NUM`) and the ids
+/// (`ACL_DEV_ATTR_PHY_CHIP_ID`, `_SUPER_POD_DEVICE_ID`, `_SUPER_POD_SERVER_ID`,
+/// `_SUPER_POD_ID`).
+const ATTR_AICPU_CORE_NUM: i32 = 1;
+const ATTR_AICORE_CORE_NUM: i32 = 101;
+const ATTR_CUBE_CORE_NUM: i32 = 102;
+const ATTR_VECTOR_CORE_NUM: i32 = 201;
 const ATTR_PHY_CHIP_ID: i32 = 402;
 const ATTR_SUPER_POD_DEVICE_ID: i32 = 403;
 const ATTR_SUPER_POD_SERVER_ID: i32 = 404;
 const ATTR_SUPER_POD_ID: i32 = 405;
 
 /// `aclError aclrtGetDeviceInfo(uint32_t deviceId, aclrtDevAttr attr, int64_t *value)`, for the
-/// attributes a notify program needs: a process's SuperPOD Device ID is what an owner puts in
-/// `aclrtServerPid::sdid` to whitelist it, and the simulator keys inter-server whitelists by
-/// the server (`ACL_NOTIFY_SIM_SERVER_ID`), so both 403 and 404 answer that; 402 answers the
-/// device id and 405 (the SuperPOD's own id) 0.
+/// chip's cores and the ids a notify program needs. The cores are the chip's counts
+/// (`Chip::cores`): AI CPUs (1), AI Cores (101), Cube Cores (102: where the chip has no such
+/// count, the Atlas inference and training series, 107000, as CANN's runtime answers a
+/// platform configuration without `cube_core_cnt`, hicann/runtime
+/// `src/runtime/api/impl/api_impl.cc`, `GetDeviceInfoByAttrMisc`) and Vector Cores (201). A
+/// process's SuperPOD Device ID is what an owner puts in `aclrtServerPid::sdid` to whitelist
+/// it, and the simulator keys inter-server whitelists by the server
+/// (`ACL_NOTIFY_SIM_SERVER_ID`), so both 403 and 404 answer that; 402 answers the device id
+/// and 405 (the SuperPOD's own id) 0.
 ///
-/// Codes: 100000 value NULL; 107001 no such device; 207000 an attribute the simulator
-/// does not model.
+/// Codes: 100000 value NULL; 107001 no such device; 107000 Cube Cores of a chip without
+/// them; 207000 an attribute the simulator does not model, or the cores of IPV350.
 ///
 /// # Safety
 ///
@@ -149,6 +159,8 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
         let v = with_runtime(|rt| {
             let dev = rt.device_id(device_id)?;
             Ok(match attr {
+                ATTR_AICPU_CORE_NUM | ATTR_AICORE_CORE_NUM | ATTR_CUBE_CORE_NUM
+                | ATTR_VECTOR_CORE_NUM => i64::from(core_count(rt.backend().chip(), attr)?),
                 ATTR_PHY_CHIP_ID => i64::from(dev),
                 ATTR_SUPER_POD_DEVICE_ID | ATTR_SUPER_POD_SERVER_ID => {
                     i64::from(rt.backend().server_id())
@@ -159,8 +171,8 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
                         Error::FeatureNotSupport,
                         format!(
                             "device attribute {other} is not modelled by the simulator (it \
-                             answers 402, 403, 404 and 405: chip id, SuperPOD device id, server \
-                             id, SuperPOD id)"
+                             answers 1, 101, 102 and 201: the cores, and 402, 403, 404 and \
+                             405: chip id, SuperPOD device id, server id, SuperPOD id)"
                         ),
                     ));
                 }
@@ -169,6 +181,30 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
         // SAFETY: non-NULL, and the caller guarantees it is writable.
         unsafe { value.write_unaligned(v) };
         Ok(())
+    })
+}
+
+/// The count of the core attribute `attr` (1, 101, 102 or 201) of `chip`.
+fn core_count(chip: acl_notify_core::Chip, attr: i32) -> Result<u32, CallError> {
+    let Some(cores) = chip.cores() else {
+        return Err(CallError::new(
+            Error::FeatureNotSupport,
+            format!("the cores of {chip} are not known (CANN publishes no configuration of it)"),
+        ));
+    };
+    Ok(match attr {
+        ATTR_AICPU_CORE_NUM => cores.ai_cpu,
+        ATTR_AICORE_CORE_NUM => cores.ai_core,
+        ATTR_VECTOR_CORE_NUM => cores.vector_core,
+        _ => cores.cube_core.ok_or_else(|| {
+            CallError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{chip} has no Cube Cores of their own: its AI Cores are not split (ask \
+                     ACL_DEV_ATTR_AICORE_CORE_NUM)"
+                ),
+            )
+        })?,
     })
 }
 

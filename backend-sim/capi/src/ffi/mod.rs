@@ -121,12 +121,14 @@ mod device;
 mod ext;
 pub(crate) mod ipc_args;
 mod notify;
+mod reslimit;
 mod stream;
 
 pub use cnt::*;
 pub use device::*;
 pub use ext::*;
 pub use notify::*;
+pub use reslimit::*;
 pub use stream::*;
 
 #[cfg(test)]

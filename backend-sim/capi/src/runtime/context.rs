@@ -57,6 +57,11 @@ impl Contexts {
         self.table.get(ctx)
     }
 
+    /// Whether a context of `device` is alive (the device is set up in the process).
+    pub(crate) fn on_device(&self, device: u32) -> bool {
+        !self.table.values_where(|c| c.device == device).is_empty()
+    }
+
     /// Forgets every context of the devices `which` picks (their streams are the caller's to
     /// discard).
     pub(crate) fn forget_where(&self, which: &impl Fn(u32) -> bool) {

@@ -2,6 +2,7 @@
 //! counts, reset, peer access.
 
 use std::cell::Cell;
+use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
 
 use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
@@ -69,12 +70,26 @@ impl Runtime {
     /// `aclrtSetDevice`.
     pub(crate) fn set_device(&self, device: i32) -> Result<(), CallError> {
         let d = self.device_id(device)?;
+        // Not while another thread's reset releases what its count reaching 0 released: that
+        // would release this set's context and what this thread makes in it. A host function
+        // does not wait (the reset waits for its stream).
+        let _gate = self.device_gate();
         if let Some(n) = lock(&self.device_refs).get_mut(d as usize) {
             *n = n.saturating_add(1);
         }
         let ctx = self.primary_context(d)?;
         CURRENT.with(|c| c.set(Some((self.epoch, d, ctx))));
         Ok(())
+    }
+
+    /// The read side of [`Runtime::device_gate`], unless the calling thread is a host function
+    /// (which a reset holding the write side may be waiting for).
+    fn device_gate(&self) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
+        (!acl_notify_sim::in_host_function()).then(|| {
+            self.device_gate
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+        })
     }
 
     /// Makes `ctx` (a live context on `device`) current on the calling thread.
@@ -96,6 +111,12 @@ impl Runtime {
     /// notify handles destroyed, as CANN does when the device's context goes away.
     pub(crate) fn reset_device(&self, device: i32, force: bool) -> Result<(), CallError> {
         let d = self.device_id(device)?;
+        // The count's drop and the release it makes are one step for `set_device` (see there).
+        let _gate = (!acl_notify_sim::in_host_function()).then(|| {
+            self.device_gate
+                .write()
+                .unwrap_or_else(PoisonError::into_inner)
+        });
         let release = {
             let mut refs = lock(&self.device_refs);
             match refs.get_mut(d as usize) {
@@ -130,6 +151,7 @@ impl Runtime {
             let _ = self.backend.cnt_destroy(c.raw);
         }
         self.contexts.forget_where(&which);
+        self.res_limits.forget_devices(&which);
         let events = self.events.remove_where(|e| which(e.device));
         for e in events {
             let _ = self.backend.event_destroy(e.raw);

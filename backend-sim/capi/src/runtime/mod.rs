@@ -105,6 +105,13 @@ pub(crate) struct Runtime {
     pub(crate) events: CTable<event::EventEntry>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
+    /// Held (write) by an `aclrtResetDevice[Force]` from its count's drop to 0 until what that
+    /// releases is gone, and (read) by an `aclrtSetDevice` while it counts and takes the
+    /// primary context: a thread's set that comes after another's reset is not undone by that
+    /// reset's release (see `device`).
+    device_gate: std::sync::RwLock<()>,
+    /// Core resource limits (`reslimit` module).
+    res_limits: reslimit::ResLimits,
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
     /// session does not serve: see `session`).
     pid: i32,
@@ -160,6 +167,8 @@ impl Runtime {
             contexts: context::Contexts::new(seed.rotate_left(23), devices),
             events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
             device_refs: Mutex::new(vec![0; devices]),
+            device_gate: std::sync::RwLock::new(()),
+            res_limits: reslimit::ResLimits::default(),
             pid,
             features,
             default_device: AtomicU32::new(NO_DEFAULT_DEVICE),
@@ -274,6 +283,7 @@ pub(crate) mod event;
 mod ext;
 mod ipc;
 mod notify;
+mod reslimit;
 mod stream;
 
 #[cfg(test)]

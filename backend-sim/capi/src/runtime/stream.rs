@@ -82,6 +82,7 @@ impl Runtime {
         if self.streams.remove(stream).is_none() {
             return Err(bad_stream(stream));
         }
+        self.res_limits.forget_stream(raw);
         self.backend.destroy_stream(raw, mode).map_err(|e| {
             // With the handle ours alone, a drain refused as dead was overtaken by a discard.
             if e.kind() == Error::InvalidHandle && mode == StreamDestroy::Drain {
