@@ -17,6 +17,8 @@
  *                  ACL_NOTIFY_SIM_RESET_TIMEOUT with 507046, releasing the device anyway
  *                  (after aclrtSetDevice the NULL stream is a fresh one, and the old tasks'
  *                  notify ids are free);
+ *   reset_deadlock two streams waiting on each other in a cycle: with ACL_NOTIFY_SIM_DEADLOCK=fail
+ *                  a wait of the cycle fails at once and the reset's drain finishes (0);
  *   reset_count    aclrtResetDeviceForce.md's sequences: a reset after the count reached 0 is
  *                  507007;
  *   host_wait      an aclnsimNotifyHostWait with no limit, on another thread, ends with
@@ -338,6 +340,38 @@ static void reset_bound(void) {
     expect_threads(1);
 }
 
+/* Two streams waiting on each other's record in a cycle: with ACL_NOTIFY_SIM_DEADLOCK=fail the
+ * wait-for graph fails a wait of the cycle at once (107020), its stream goes on (continue on
+ * failure) and records, and the reset's drain finishes well before its bound (30 s here),
+ * returning 0. */
+static void reset_deadlock(void) {
+    REQUIRE(setenv("ACL_NOTIFY_SIM_DEADLOCK", "fail", 1) == 0, "setenv");
+    REQUIRE(setenv("ACL_NOTIFY_SIM_RESET_TIMEOUT", "30", 1) == 0, "setenv");
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtStream s1 = NULL, s2 = NULL;
+    CHECK(aclrtCreateStream(&s1));
+    CHECK(aclrtCreateStream(&s2));
+    aclrtNotify n1 = NULL, n2 = NULL;
+    CHECK(aclrtCreateNotify(&n1, 0));
+    CHECK(aclrtCreateNotify(&n2, 0));
+    CHECK(aclrtWaitAndResetNotify(n2, s1, 0)); /* for ever */
+    CHECK(aclrtRecordNotify(n1, s1));
+    CHECK(aclrtWaitAndResetNotify(n1, s2, 0)); /* for ever */
+    CHECK(aclrtRecordNotify(n2, s2));
+    void *dev = device_bytes(0x21);
+    unsigned char *a = calloc(COPY, 1);
+    REQUIRE(a, "calloc");
+    CHECK(aclrtMemcpyAsync(a, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, s1));
+    int64_t t0 = now_ns();
+    CHECK(aclrtResetDevice(0));
+    int64_t ms = (now_ns() - t0) / 1000000;
+    REQUIRE(ms < 10000, "the reset took %lld ms to drain a deadlocked pair", (long long)ms);
+    REQUIRE(holds(a, 0x21), "the copy behind the deadlocked wait had not landed");
+    CHECK(aclFinalize());
+    free(a);
+}
+
 /* Expects `call` to fail with 507007 (ACL_ERROR_RT_CONTEXT_RELEASE_ERROR). */
 #define EXPECT_RESET_ERROR(call)                                                               \
     do {                                                                                       \
@@ -435,13 +469,15 @@ int main(int argc, char **argv) {
         reset_drains();
     } else if (!strcmp(what, "reset_bound")) {
         reset_bound();
+    } else if (!strcmp(what, "reset_deadlock")) {
+        reset_deadlock();
     } else if (!strcmp(what, "reset_count")) {
         reset_count();
     } else if (!strcmp(what, "host_wait")) {
         host_wait();
     } else {
         fprintf(stderr, "usage: teardown sync_default|drain|hostfn_sync|hostfn_reset|"
-                        "reset_drains|reset_bound|reset_count|host_wait\n");
+                        "reset_drains|reset_bound|reset_deadlock|reset_count|host_wait\n");
         return 2;
     }
     printf("teardown %s: ok\n", what);

@@ -1131,6 +1131,11 @@ fn a_device_reset_that_cannot_drain_ends_at_its_bound_and_releases_anyway() {
 }
 
 #[test]
+fn a_device_reset_drains_a_deadlocked_pair_when_deadlocks_fail() {
+    teardown("reset_deadlock");
+}
+
+#[test]
 fn a_reset_past_a_count_of_zero_is_507007_and_the_documented_sequences_work() {
     teardown("reset_count");
 }
