@@ -17,11 +17,10 @@ use crate::entries::bad_stream;
 use crate::error::{SimError, err};
 use crate::job::{SimJob, SimStream};
 use crate::locks::{read, write};
-use crate::lookup::PinLease;
-use crate::pin::NotifyName;
+use crate::pin::{NotifyName, PinRef};
 use crate::sim::Sim;
 use crate::stream::{Stream, StreamConfig, TaskCtx, WorkerPolicy, allowed_cpus};
-use crate::{spin, stream_cache, trace, waitgraph};
+use crate::{pair_cache, sigbus, spin, trace, waitgraph};
 
 /// A job as it is queued: wrapped to be followed on the timeline if that is on (see
 /// `trace::job`). In the queue's `on_claim`, after the pin's check: the wrapper holds the
@@ -41,6 +40,29 @@ enum Pushed {
     Done(Result<(), SimError>),
     /// The queue is full: the stream and the job, to wait for room.
     Full(Arc<SimStream>, SimJob),
+}
+
+/// What [`Sim::enqueue_pair`]'s probe did.
+#[derive(Clone, Copy)]
+enum Fast {
+    /// Queued.
+    Queued,
+    /// Nothing done: not in the thread's pair cache, or not a case for the fast path.
+    Miss,
+    /// The pin went before the claim: a no-op was queued in the job's place; look again.
+    Refused,
+}
+
+/// How [`Sim::enqueue_uncached`] keeps a record's or wait's pair in the thread's cache.
+#[derive(Clone, Copy)]
+struct PairKey<'a> {
+    /// The handle epoch read before the lookups.
+    epoch: u64,
+    notify: RawNotify,
+    pin: PinRef,
+    name: NotifyName,
+    /// Whether a wait on the stream of this entry may take the notify.
+    waitable: &'a dyn Fn(&StreamEntry) -> bool,
 }
 
 impl Sim {
@@ -99,7 +121,7 @@ impl Sim {
         self.enqueue_job(stream, h, SimJob::Other(Box::new(task)))
     }
 
-    /// Queues `job` (not a record or wait: see [`enqueue_pinned`](Self::enqueue_pinned)) on
+    /// Queues `job` (not a record or wait: see [`enqueue_pair`](Self::enqueue_pair)) on
     /// stream `h` after `check` accepts the stream (its device) and the job, under the
     /// stream table's read lock, without taking a reference to the stream. A full queue is
     /// waited for outside the lock.
@@ -109,117 +131,177 @@ impl Sim {
         job: SimJob,
         check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
     ) -> Result<(), SimError> {
-        self.enqueue_with(h, job, false, (None, &Cell::new(false)), check, |j| j)
+        self.enqueue_uncached(h, job, None, (None, &Cell::new(false)), check, |j| j)
     }
 
-    /// Queues record or wait `job`, which uses the pin of `lease` (notify `n`), on stream `h`
-    /// after `check` accepts the stream and the job; `Ok(false)` if the pin went before the
-    /// job's ticket was claimed (nothing useful queued: look the notify up again; see
-    /// `crate::pin`). A stream this thread queued on before is found in the thread's stream
-    /// cache (`stream_cache`: no lock, no reference count); otherwise the job is queued
-    /// under the stream table's read lock, without taking a reference to the stream (two
-    /// atomic read-modify-writes fewer). A full queue is waited for outside the lock.
+    /// A record (`wait` `None`) or a wait (`Some` with its resolved timeout) of notify `n` on
+    /// stream `h`: [`Sim::record`](acl_notify_core::StreamOps::record) and
+    /// [`Sim::wait_and_reset`](acl_notify_core::StreamOps::wait_and_reset) after their own
+    /// checks.
+    ///
+    /// The usual case takes one probe of the thread's pair cache (`pair_cache`: the stream,
+    /// the pin, the checks' answers and the wait-for graph's note, no lock, no reference
+    /// count), the queue's claim and the pin's check after it (`claim_pinned`), with every
+    /// check of every notify call (the 507899 and 207000 guards, the timeline) folded into
+    /// loads of flags that are set only on the rare paths. Anything else — a miss, a refused
+    /// pin, a full or closed queue, a claim lost to another thread, a fault, the timeline on
+    /// — goes through the tables ([`enqueue_pair_slow`](Self::enqueue_pair_slow)), out of
+    /// line, as every call did before the cache.
     #[inline(always)]
-    pub(crate) fn enqueue_pinned(
+    pub(crate) fn enqueue_pair(
         &self,
-        h: RawStream,
         n: RawNotify,
-        lease: &PinLease,
-        job: SimJob,
-        check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
-    ) -> Result<bool, SimError> {
-        // A record is published in the wait-for graph (one store; see `waitgraph`).
-        let target = matches!(job, SimJob::Record { .. }).then_some(lease.target);
-        let refused = Cell::new(false);
-        let claim = |j| self.claim_pinned(j, lease.epoch, n, h, &refused);
-        self.enqueue_with(h, job, true, (target, &refused), check, claim)?;
-        Ok(!refused.get())
-    }
-
-    /// [`enqueue_checked`](Self::enqueue_checked) and [`enqueue_pinned`](Self::enqueue_pinned):
-    /// `cached`, look in the thread's stream cache first; `note`, the notify a record sets,
-    /// noted in the wait-for graph once queued unless the queue's `on_claim`, `claim`,
-    /// refused the job (the flag).
-    #[inline(always)]
-    fn enqueue_with(
-        &self,
         h: RawStream,
-        job: SimJob,
-        cached: bool,
-        note: (Option<NotifyName>, &Cell<bool>),
-        check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
-        mut claim: impl FnMut(SimJob) -> SimJob,
+        wait: Option<Option<Duration>>,
     ) -> Result<(), SimError> {
-        let noted = || note.0.filter(|_| !note.1.get()).map(NotifyName::target);
-        // Read before the lookup: a removal after it makes the entry stale (`stream_cache`).
-        let epoch = stream_cache::epoch();
-        let mut args = Some((job, check));
-        if cached {
-            // What the hit path did past the common case (a refusal, an error, a full queue),
-            // handed out of the cache's borrow: the common case returns no `Pushed` (about
-            // 20 instructions a record of moves and tests of it, callgrind).
-            let mut other = None;
-            let hit = stream_cache::with(self.inner.serial, epoch, h.0, |e, notes| {
-                let (job, check) = args.take().expect("called once");
-                match self.push_checked(e, h, job, check, &mut claim) {
-                    Pushed::Done(Ok(())) => {
-                        if let Some(n) = notes
-                            && let Some(t) = noted()
-                        {
-                            // SAFETY: the graph is this `Sim`'s (`inner.graph`), and `self`
-                            // lives.
-                            unsafe { n.note_record(t, e.stream.issued()) };
-                        }
-                    }
-                    pushed => other = Some(pushed),
-                }
-            });
-            if hit.is_some() {
-                return match other {
-                    None => Ok(()),
-                    Some(pushed) => self.pushed_other(pushed, h, noted, claim),
-                };
+        // No fault yet in this process (so no file lost: `checked`) and no timeline to wrap
+        // the job for. (Notify calls are allowed, `notify_calls`: a `Sim` whose SoC has no
+        // notifies never puts a pair in the cache, so the probe misses.)
+        if sigbus::faults() == 0 && !trace::on() {
+            let fast = match wait {
+                None => self.pair_fast::<false>(n, h, None),
+                Some(t) => self.pair_fast::<true>(n, h, t),
+            };
+            match fast {
+                Fast::Queued if sigbus::faults() == 0 => return Ok(()),
+                Fast::Queued => return self.fault_during_call(),
+                Fast::Refused | Fast::Miss => {}
             }
         }
-        let (job, check) = args.take().expect("not taken on a miss");
-        self.enqueue_uncached(h, job, cached.then_some(epoch), note, check, claim)
+        self.enqueue_pair_slow(n, h, wait)
     }
 
-    /// [`enqueue_with`](Self::enqueue_with) after a cached stream's push that did not simply
-    /// queue: its result, or the wait for room in a full queue (`noted`: the notify a record
-    /// sets, to note in the wait-for graph once queued).
+    /// [`enqueue_pair`](Self::enqueue_pair)'s probe of the thread's pair cache and, on a hit,
+    /// its push: a record (`WAIT` false) or a wait with timeout `timeout`. A function of its
+    /// own for each, so that the closure given to the queue is too (one closure called from
+    /// both was not inlined: 17 instructions and a frame a record, callgrind).
+    #[inline(always)]
+    fn pair_fast<const WAIT: bool>(
+        &self,
+        n: RawNotify,
+        h: RawStream,
+        timeout: Option<Duration>,
+    ) -> Fast {
+        // Read before the probe: a removal after it makes the entry stale (`pair_cache`).
+        let epoch = pair_cache::epoch();
+        // SAFETY: the borrow ends with this function.
+        let Some(p) = (unsafe { pair_cache::probe(self.inner.serial, epoch, n.0, h.0) }) else {
+            return Fast::Miss;
+        };
+        if WAIT && !p.waitable {
+            // A notify of another device or server: the table's path says why not.
+            return Fast::Miss;
+        }
+        let job = || match WAIT {
+            false => SimJob::Record {
+                pin: p.pin,
+                pid: self.inner.pid,
+            },
+            true => SimJob::Wait {
+                pin: p.pin,
+                timeout,
+            },
+        };
+        let Some(claim) = p.stream.claim_fast() else {
+            // Nothing claimed: the usual way.
+            return Fast::Miss;
+        };
+        let ticket = claim.ticket();
+        // The pin's check after the claim (`claim_pinned`, `crate::pin`), the job made in
+        // each branch: made before and handed through, it was copied three times.
+        if pair_cache::epoch() == epoch {
+            p.stream.publish(claim, job());
+        } else {
+            let refused = Cell::new(false);
+            p.stream
+                .publish(claim, self.reclaim_pinned(job(), n, h, &refused));
+            if refused.get() {
+                return Fast::Refused;
+            }
+        }
+        // A record is published in the wait-for graph (one store; see `waitgraph`), noted
+        // with the tickets issued through its own.
+        if !WAIT && let Some((notes, base)) = p.notes {
+            // SAFETY: the graph is this `Sim`'s (`inner.graph`), and `self` lives.
+            unsafe { notes.note(base, ticket + 1) };
+        }
+        Fast::Queued
+    }
+
+    /// [`enqueue_pair`](Self::enqueue_pair) after a record or wait was queued during which a
+    /// fault was handled (none before it): as `checked`, the call fails if a file it uses
+    /// was found cut short. Out of line.
     #[cold]
     #[inline(never)]
-    fn pushed_other(
-        &self,
-        pushed: Pushed,
-        h: RawStream,
-        noted: impl Fn() -> Option<waitgraph::Target>,
-        claim: impl FnMut(SimJob) -> SimJob,
-    ) -> Result<(), SimError> {
-        match pushed {
-            Pushed::Done(r) => r,
-            Pushed::Full(s, job) => {
-                self.enqueue_job_with(&s, h, job, claim)?;
-                if let Some(t) = noted() {
-                    self.note_record_on(h, t);
-                }
-                Ok(())
-            }
-        }
+    fn fault_during_call(&self) -> Result<(), SimError> {
+        self.notify_lost_file().map_or(Ok(()), Err)
     }
 
-    /// [`enqueue_with`](Self::enqueue_with) past the thread's stream cache (not looked in, or
-    /// missed): under the stream table's read lock, the entry kept in the cache if `cache`
-    /// gives the stream epoch read before the lookup. Out of line: inlined, its handle
-    /// decoding and lock were set up ahead of the cache's hit path on every call (about 20
-    /// instructions a record, callgrind).
+    /// [`enqueue_pair`](Self::enqueue_pair) through the tables: the notify's pin under the
+    /// notify table's lock, the stream under the stream table's, the pair kept in the
+    /// thread's cache; again while the pin goes before the task's claim (`crate::pin`).
     #[inline(never)]
+    pub(crate) fn enqueue_pair_slow(
+        &self,
+        n: RawNotify,
+        h: RawStream,
+        wait: Option<Option<Duration>>,
+    ) -> Result<(), SimError> {
+        self.checked(|| {
+            self.notify_calls()?;
+            loop {
+                // Read before the lookups: a removal after them makes the entry stale.
+                let epoch = pair_cache::epoch();
+                let (pin, name) = match self.pin_from_table(n, h) {
+                    Ok(found) => found,
+                    Err(e) => {
+                        return match wait {
+                            None => self.record_remote(n, h).unwrap_or(Err(e)),
+                            Some(_) => Err(self.not_waitable_remote(n).unwrap_or(e)),
+                        };
+                    }
+                };
+                let job = match wait {
+                    None => SimJob::Record {
+                        pin,
+                        pid: self.inner.pid,
+                    },
+                    Some(timeout) => SimJob::Wait { pin, timeout },
+                };
+                let waitable = |e: &StreamEntry| {
+                    name.server == self.inner.server_id && name.device == e.device
+                };
+                let check = |e: &StreamEntry, _: &SimJob| match wait {
+                    Some(_) if !waitable(e) => Err(self.wrong_device_of(name.target(), e.device)),
+                    _ => Ok(()),
+                };
+                let refused = Cell::new(false);
+                let claim = |j| self.claim_pinned(j, epoch, n, h, &refused);
+                let cache = PairKey {
+                    epoch,
+                    notify: n,
+                    pin,
+                    name,
+                    waitable: &waitable,
+                };
+                let target = wait.is_none().then_some(name);
+                self.enqueue_uncached(h, job, Some(cache), (target, &refused), check, claim)?;
+                if !refused.get() {
+                    return Ok(());
+                }
+            }
+        })
+    }
+
+    /// A record or wait (or another job: `cache` `None`) queued under the stream table's read
+    /// lock, the pair kept in the thread's cache if `cache` says how. `note`: the notify a
+    /// record sets, noted in the wait-for graph once queued unless `claim` refused the job
+    /// (the flag). A full queue is waited for outside the lock.
     fn enqueue_uncached(
         &self,
         h: RawStream,
         job: SimJob,
-        cache: Option<u64>,
+        cache: Option<PairKey<'_>>,
         note: (Option<NotifyName>, &Cell<bool>),
         check: impl FnOnce(&StreamEntry, &SimJob) -> Result<(), SimError>,
         mut claim: impl FnMut(SimJob) -> SimJob,
@@ -228,8 +310,15 @@ impl Sim {
         let (s, job, graph) = {
             let t = read(&self.inner.streams);
             let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
-            if let Some(epoch) = cache {
-                stream_cache::put(self.inner.serial, epoch, h.0, e);
+            if let Some(k) = cache {
+                let found = pair_cache::Found {
+                    stream: &e.stream,
+                    pin: k.pin,
+                    name: k.name,
+                    waitable: (k.waitable)(e),
+                    notes: e.graph.as_ref().map(|g| g.rec_notes()),
+                };
+                pair_cache::put(self.inner.serial, k.epoch, k.notify.0, h.0, found);
             }
             match self.push_checked(e, h, job, check, &mut claim) {
                 Pushed::Done(r) => {
@@ -271,16 +360,15 @@ impl Sim {
         }
     }
 
-    /// Marks the removal of stream handles for the threads' stream caches and pin caches;
-    /// called right after the removal (the streams unlisted), under the stream table's write
-    /// lock, before the stream is destroyed. The notify epoch's bump makes every pin cache
-    /// entry and every record or wait between its pin lookup and its claim look the pin up
-    /// again, which skips the pins of unlisted streams (`NotifyEntry::pin`): a stream
-    /// handle's value comes back once its slot's generation has wrapped, and a pin found
-    /// under it must be the new stream's.
+    /// Marks the removal of stream handles for the threads' pair caches; called right after
+    /// the removal (the streams unlisted), under the stream table's write lock, before the
+    /// stream is destroyed. The handle epoch's bump makes every pair cache entry and every
+    /// record or wait between its pin lookup and its claim look the pin up again, which skips
+    /// the pins of unlisted streams (`NotifyEntry::pin`): a stream handle's value comes back
+    /// once its slot's generation has wrapped, and a pin found under it must be the new
+    /// stream's.
     pub(crate) fn streams_removed(&self) {
-        stream_cache::streams_removed();
-        self.inner.notify_epoch.fetch_add(1, Ordering::SeqCst);
+        pair_cache::removed();
     }
 
     /// A stream on `device` with a worker thread called `name`, entered in the stream table
@@ -431,7 +519,12 @@ impl Sim {
                      record nobody has queued yet (or that this thread meant to queue next), or \
                      a host function that does not return: record from another stream first, \
                      give the wait a timeout, or synchronize before queuing more. The bound is \
-                     SimBuilder::enqueue_timeout, or {} in seconds (0 waits for ever)",
+                     SimBuilder::enqueue_timeout, or {} in seconds (0 waits for ever). If the \
+                     waits are for a process that died (a rank of a job), each holds the queue \
+                     until its own timeout: with aclrtSetStreamFailureMode(stream, \
+                     ACL_STOP_ON_FAILURE) (FailureMode::StopOnFailure in Rust) the first wait \
+                     that fails discards the tasks queued after it and the next synchronize \
+                     reports it",
                     h.0,
                     stream.capacity(),
                     stream.enqueue_timeout().unwrap_or_default(),

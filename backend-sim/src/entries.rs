@@ -3,7 +3,6 @@
 //! salted per `Sim` (`config`), which tells `Sim`s apart.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use acl_notify_core::{Lifecycle, RawNotify, RawStream};
 
@@ -50,13 +49,11 @@ impl NotifyEntry {
     }
 
     /// The pin of `stream`, made if it has none (replacing the oldest of [`PINS`], which goes
-    /// to its stream's keeper: `crate::pin`); `keeper` is the stream's and `epoch` the
-    /// `Sim`'s notify epoch.
+    /// to its stream's keeper: `crate::pin`); `keeper` is the stream's.
     pub(crate) fn new_pin(
         &mut self,
         stream: RawStream,
         keeper: impl FnOnce() -> Keeper<SimError, SimJob>,
-        epoch: &Arc<AtomicU64>,
     ) -> &PinOwner {
         let p = &mut self.pins;
         let at = p
@@ -72,7 +69,7 @@ impl NotifyEntry {
                 if stale.is_none() {
                     p.next = (i + 1) % PINS;
                 }
-                let owner = PinOwner::new(Arc::clone(&self.r), keeper(), Arc::clone(epoch));
+                let owner = PinOwner::new(Arc::clone(&self.r), keeper());
                 // The replaced pin's owner, if any, drops here (under the table's write
                 // lock: the pin is unreachable already), handing it to its stream's keeper.
                 p.slots[i] = (stream.0, Some(owner));
@@ -89,21 +86,14 @@ pub(crate) struct PinOwner {
     /// `None` only during the drop.
     pin: Option<Box<StreamPin>>,
     keeper: Keeper<SimError, SimJob>,
-    /// The `Sim`'s notify epoch.
-    epoch: Arc<AtomicU64>,
 }
 
 impl PinOwner {
-    /// A pin on `r` for the stream of `keeper`, in the `Sim` whose notify epoch is `epoch`.
-    pub(crate) fn new(
-        r: Arc<SlotRef>,
-        keeper: Keeper<SimError, SimJob>,
-        epoch: Arc<AtomicU64>,
-    ) -> Self {
+    /// A pin on `r` for the stream of `keeper`.
+    pub(crate) fn new(r: Arc<SlotRef>, keeper: Keeper<SimError, SimJob>) -> Self {
         PinOwner {
             pin: Some(Box::new(StreamPin(r))),
             keeper,
-            epoch,
         }
     }
 
@@ -130,7 +120,7 @@ impl Drop for PinOwner {
     fn drop(&mut self) {
         // 1. The bump: the pin is unreachable from the table already (its entry or slot is
         // gone); an enqueuer that found it before reads a changed epoch after its claim.
-        self.epoch.fetch_add(1, Ordering::SeqCst);
+        crate::pair_cache::removed();
         // 2. Counted after the bump: every task that may use the pin.
         if let Some(pin) = self.pin.take() {
             self.keeper.keep_until_done(pin);

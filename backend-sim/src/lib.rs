@@ -88,9 +88,9 @@ mod lost;
 mod mapfile;
 pub mod mem;
 mod open;
+mod pair_cache;
 mod parked;
 mod pin;
-mod pin_cache;
 mod placement;
 mod prefetch;
 mod repair;
@@ -100,7 +100,6 @@ mod sigbus;
 mod sim;
 mod spin;
 pub mod stream;
-mod stream_cache;
 mod sys;
 mod tagged_cache;
 #[cfg(test)]

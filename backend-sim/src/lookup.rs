@@ -3,7 +3,6 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use acl_notify_core::{Error, Lifecycle, RawNotify, RawStream, StreamDestroy};
 
@@ -11,18 +10,9 @@ use crate::entries::{NotifyEntry, NotifyView, bad_notify, bad_stream};
 use crate::error::{SimError, err};
 use crate::job::{SimJob, SimStream};
 use crate::locks::{lock, read, write};
+use crate::pair_cache;
 use crate::pin::{NotifyName, PinRef};
-use crate::pin_cache;
 use crate::sim::Sim;
-
-/// A pin found for a record or wait (see `crate::pin`): its address, the notify's name, and
-/// the notify epoch read before the lookup that found it.
-#[derive(Clone, Copy)]
-pub(crate) struct PinLease {
-    pub(crate) pin: PinRef,
-    pub(crate) target: NotifyName,
-    pub(crate) epoch: u64,
-}
 
 impl Sim {
     /// What every [`RawNotify`] this `Sim` hands out has in common (kind and this `Sim`'s
@@ -53,6 +43,16 @@ impl Sim {
         let n = gone.len();
         drop(gone);
         n
+    }
+
+    /// `device`'s default stream if it has been made and not discarded since (without
+    /// making one, as [`default_stream`](acl_notify_core::StreamOps::default_stream) would).
+    pub fn made_default_stream(&self, device: u32) -> Option<RawStream> {
+        lock(&self.inner.defaults)
+            .get(device as usize)
+            .copied()
+            .flatten()
+            .map(RawStream)
     }
 
     /// Discards every stream whose device satisfies `which` — default streams included
@@ -90,14 +90,14 @@ impl Sim {
         }
         for s in &streams {
             s.wait_destroyed();
-            // A thread's stream cache may keep the stream's memory (`stream_cache`) until its
+            // A thread's pair cache may keep the stream's memory (`pair_cache`) until its
             // next record or wait; this thread's lets go here.
             s.release_kept();
         }
         lock(&self.inner.draining).retain(|(d, _)| !d.has_exited());
         let n = streams.len();
         drop(streams);
-        crate::stream_cache::drop_stale();
+        crate::pair_cache::drop_stale();
         n
     }
 
@@ -138,37 +138,9 @@ impl Sim {
             .ok_or_else(|| err(Error::ResourceAllocFail, "notify handle table is full"))
     }
 
-    /// The pin of `stream` on notify `h` (see [`NotifyEntry::pin`] and `crate::pin`): from
-    /// this thread's pin cache if it holds it from the current notify epoch (no lock; see
-    /// `pin_cache`), else from the table. A task may use it only as
-    /// [`claim_pinned`](Self::claim_pinned) allows.
-    #[inline(always)]
-    pub(crate) fn pin(&self, h: RawNotify, stream: RawStream) -> Result<PinLease, SimError> {
-        // Read before the lookup: a removal after it makes the entry stale (see `pin_cache`).
-        let epoch = self.inner.notify_epoch.load(Ordering::Acquire);
-        if let Some((pin, target)) = pin_cache::get(self.inner.serial, epoch, h.0, stream.0) {
-            return Ok(PinLease { pin, target, epoch });
-        }
-        self.pin_missed(h, stream, epoch)
-    }
-
-    /// [`pin`](Self::pin) not in the cache: out of line, so that a hit builds no frame for
-    /// the table's lock and the error.
-    #[inline(never)]
-    fn pin_missed(
-        &self,
-        h: RawNotify,
-        stream: RawStream,
-        epoch: u64,
-    ) -> Result<PinLease, SimError> {
-        let (pin, target) = self.pin_from_table(h, stream)?;
-        pin_cache::put(self.inner.serial, epoch, h.0, stream.0, pin, target);
-        Ok(PinLease { pin, target, epoch })
-    }
-
     /// The pin of `stream` on `h` and the notify's name, read under the table's lock (a
     /// pin made if the stream has none; the stream must be live then).
-    fn pin_from_table(
+    pub(crate) fn pin_from_table(
         &self,
         h: RawNotify,
         stream: RawStream,
@@ -182,12 +154,12 @@ impl Sim {
         let keeper = self.stream(stream)?.0.keeper();
         let mut t = write(&self.inner.notifies);
         let e = t.get_mut(h.0).ok_or_else(|| bad_notify(h))?;
-        let p = e.new_pin(stream, || keeper, &self.inner.notify_epoch);
+        let p = e.new_pin(stream, || keeper);
         Ok((p.pin_ref(), p.pin().name()))
     }
 
     /// A record's or wait's `on_claim` (see `Stream::enqueue_job_with`): `job`, its ticket
-    /// claimed, if its pin, found under notify epoch `epoch`, may be used by it — the epoch
+    /// claimed, if its pin, found under handle epoch `epoch` (`pair_cache`), may be used by it — the epoch
     /// unchanged since, or the pin found again in the table now (see `crate::pin` for why
     /// that is enough); else [`SimJob::Refused`], and `refused` set (the notify handle `h`,
     /// or its pin for `stream`, went). Never panics.
@@ -203,7 +175,7 @@ impl Sim {
         // Sequentially consistent: after the claim (a sequentially consistent
         // read-modify-write) in the single total order, and so before or after a pin owner's
         // bump as the pin module's argument needs.
-        if self.inner.notify_epoch.load(Ordering::SeqCst) == epoch {
+        if pair_cache::epoch() == epoch {
             job
         } else {
             self.reclaim_pinned(job, h, stream, refused)
@@ -214,7 +186,7 @@ impl Sim {
     /// up again in the table, after the claim.
     #[cold]
     #[inline(never)]
-    fn reclaim_pinned(
+    pub(crate) fn reclaim_pinned(
         &self,
         job: SimJob,
         h: RawNotify,
@@ -231,9 +203,9 @@ impl Sim {
         }
     }
 
-    /// Marks the removal of notify handles for the threads' pin caches; called before the
+    /// Marks the removal of notify handles for the threads' pair caches; called before the
     /// removing call returns.
     pub(crate) fn notifies_removed(&self) {
-        self.inner.notify_epoch.fetch_add(1, Ordering::SeqCst);
+        pair_cache::removed();
     }
 }

@@ -95,7 +95,7 @@ impl Sim {
 
     /// [`lost_file`](Self::lost_file) without the device-memory files: the files a notify
     /// call (a record, a wait, a synchronize, a count notify's call) can touch.
-    fn notify_lost_file(&self) -> Option<SimError> {
+    pub(crate) fn notify_lost_file(&self) -> Option<SimError> {
         if let Err(e) = self.inner.file.intact() {
             return Some(e);
         }

@@ -112,12 +112,11 @@ impl SimBuilder {
             )?),
             None => None,
         };
-        /// Numbers the `Sim`s of this process (for the threads' pin caches).
+        /// Numbers the `Sim`s of this process (for the threads' pair caches).
         static SERIAL: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
         Ok(Sim {
             inner: Arc::new(Inner {
                 serial: SERIAL.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-                notify_epoch: Arc::new(std::sync::atomic::AtomicU64::new(0)),
                 soc: self.soc,
                 has_notify: self.soc.has(Feature::Notify),
                 chip: self.chip,

@@ -17,8 +17,8 @@
 //! the entry lets it go — the handle destroyed, the device reset, the session ended, or the
 //! pin replaced by a fifth stream's — the owner's drop
 //!
-//! 1. bumps the `Sim`'s notify epoch (sequentially consistent), after the pin became
-//!    unreachable from the table, and
+//! 1. bumps the process's handle epoch (`pair_cache::removed`, sequentially consistent), after
+//!    the pin became unreachable from the table, and
 //! 2. hands the pin to its stream's keeper (`stream::Keeper::keep_until_done`), which drops it
 //!    once every task issued on the stream so far (read after the bump) has retired: at
 //!    once if they have, else when the worker retires the last of them, at the latest when
@@ -26,10 +26,11 @@
 //!
 //! A task may use the pin's pointer only if its ticket was claimed before that hand-over
 //! counted the stream's tickets. The enqueuing thread makes sure of it: it found the pin
-//! under notify epoch `e` (read before the lookup: `Sim::pin`, `pin_cache`), and once the
-//! stream's queue has claimed its ticket (a sequentially consistent read-modify-write) it
-//! reads the epoch again, in the queue's `on_claim` (`Sim::claim_pinned`, before the task
-//! is published). Still `e`: no owner let a pin go between the lookup and now, so the
+//! under handle epoch `e` (read before the lookup: `pair_cache`, `Sim::enqueue_pair_slow`),
+//! and once the stream's queue has claimed its ticket (a sequentially consistent
+//! read-modify-write) it reads the epoch again, before the task is published (the queue's
+//! `on_claim`, `Sim::claim_pinned`; or the same check in `Sim::enqueue_pair`'s fast path
+//! between `Stream::claim_fast` and `Stream::publish`). Still `e`: no owner let a pin go between the lookup and now, so the
 //! pin was in its entry at the lookup, and any later hand-over bumps the epoch after this
 //! read and so counts the stream's tickets after the claim — the task is among them. Not
 //! `e` (some notify handle went, perhaps another): the thread looks the pin up again in
@@ -43,7 +44,7 @@
 //! stream once its slot's generation has wrapped (2²⁰ destroys of one slot): a pin whose
 //! stream was destroyed would then be found for the new one, and its hand-over would count
 //! the dead stream's tickets, not the new stream's. So a stream's removal from the table
-//! unlists it (`Stream::unlist`, under the table's write lock) and bumps the notify epoch,
+//! unlists it (`Stream::unlist`, under the table's write lock) and bumps the handle epoch,
 //! and a pin of an unlisted stream is never found (`PinOwner::is_current`); it is replaced
 //! in place by the new stream's.
 //!
@@ -86,8 +87,8 @@ impl StreamPin {
     }
 }
 
-/// A notify's server, device and id, as the host's pin cache keeps them for a record's or
-/// wait's checks before its claim (nothing reads the pin then): the wait-for graph's
+/// A notify's server, device and id, as the host reads them for a record's or wait's checks
+/// before its claim (nothing reads the pin then): the wait-for graph's
 /// [`waitgraph::Target`] without its kind, twelve bytes that copy in two moves (a `Target`,
 /// whose one-byte kind sits in padding, took ten instructions a copy, several copies a call).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +118,12 @@ impl PinRef {
     /// The address of `pin` (its owner's: `entries::PinOwner`).
     pub(crate) fn of(pin: &StreamPin) -> PinRef {
         PinRef(NonNull::from(pin))
+    }
+
+    /// A pointer that is never dereferenced, for tests of what holds one.
+    #[cfg(test)]
+    pub(crate) fn dangling() -> PinRef {
+        PinRef(NonNull::dangling())
     }
 
     /// The pin.

@@ -143,6 +143,35 @@ pub(crate) enum Push<T> {
     Spill(u64, T),
 }
 
+/// A ticket claimed by [`Ring::claim_fast`], whose slot is free: it must be published
+/// ([`publish`](Self::publish)) at once — the consumer waits for it, spinning — and nothing
+/// between the claim and the publication may fail.
+#[must_use = "a claimed ticket must be published: the consumer waits for it"]
+pub(crate) struct Claimed<'a, T> {
+    ring: &'a Ring<T>,
+    slot: &'a Slot<T>,
+    index: usize,
+    ticket: u64,
+    wake: bool,
+}
+
+impl<T> Claimed<'_, T> {
+    /// The ticket (the tasks issued before this one).
+    #[inline(always)]
+    pub(crate) fn ticket(&self) -> u64 {
+        self.ticket
+    }
+
+    /// Publishes `v` as the claimed ticket; returns whether the caller must wake the consumer
+    /// (as [`Push::Queued`]'s `wake`).
+    #[inline(always)]
+    pub(crate) fn publish(self, v: T) -> bool {
+        // SAFETY: `claim_fast` claimed the ticket, whose slot was free.
+        unsafe { self.ring.publish(self.slot, self.index, self.ticket, v) };
+        self.wake
+    }
+}
+
 /// The consumer's side, behind one lock: the next ticket to take and the spilled tasks.
 struct Consumer<T> {
     head: u64,
@@ -165,6 +194,10 @@ pub(crate) struct Ring<T> {
     /// one slot cannot tell a free slot from a full one), when the slots are rounded up and
     /// a push also checks that the ticket `capacity` back has been taken.
     capacity: u64,
+    /// How a push prefetches the slot ahead ([`prefetch_ahead`](Self::prefetch_ahead)),
+    /// decided when the ring is made: off for small rings and rings of small slots (and in
+    /// the loom models).
+    prefetch: crate::prefetch::Hint,
     /// On cache lines of its own: the worker writes the lock and `head` on every batch it
     /// takes, and producers read `slots`, `len` and `capacity` on every push — on one line
     /// they made each push wait for that line to come back from the worker's CPU.
@@ -210,6 +243,7 @@ impl<T> Ring<T> {
             len,
             mask: len - 1,
             capacity,
+            prefetch: Self::prefetch_hint(len),
             consumer: Padded(Mutex::new(Consumer {
                 head: 0,
                 spill: VecDeque::new(),
@@ -224,6 +258,22 @@ impl<T> Ring<T> {
     /// an enqueue with it, 12.5–15.0 ns without, four runs of each in turns.
     #[cfg(not(sim_loom))]
     const PREFETCHES: bool = std::mem::size_of::<Slot<T>>() >= 32;
+
+    /// How a ring of `len` slots prefetches (see [`prefetch_ahead`](Self::prefetch_ahead)).
+    #[cfg(not(sim_loom))]
+    fn prefetch_hint(len: u64) -> crate::prefetch::Hint {
+        if Self::PREFETCHES && len >= 4 * PREFETCH_AHEAD {
+            crate::prefetch::hint()
+        } else {
+            crate::prefetch::Hint::Off
+        }
+    }
+
+    /// In the loom models: no prefetch.
+    #[cfg(sim_loom)]
+    fn prefetch_hint(_len: u64) -> crate::prefetch::Hint {
+        crate::prefetch::Hint::Off
+    }
 
     #[inline(always)]
     fn slot(&self, ticket: u64) -> &Slot<T> {
@@ -286,11 +336,9 @@ impl<T> Ring<T> {
                     // Only the consumer's own thread overflows: it is awake.
                     return Push::Spill(tail, v);
                 }
-                self.prefetch_ahead(index);
                 // SAFETY: the compare-and-swap made ticket `tail` ours, and its slot is free
                 // (`seq == tail`: the consumer has taken the value one lap back).
-                unsafe { slot.value.write(v) };
-                slot.seq.store(tail + 1, Ordering::Release);
+                unsafe { self.publish(slot, index, tail, v) };
                 return Push::Queued { wake };
             }
             if seq <= tail {
@@ -299,6 +347,62 @@ impl<T> Ring<T> {
             // Another producer took this ticket: look again.
             word = self.tail.load(Ordering::Relaxed);
         }
+    }
+
+    /// [`push_with`](Self::push_with)'s claim in its common case, always inlined into its one
+    /// hot caller (a record's or wait's fast path, `Sim::enqueue_pair`): the same claim, but
+    /// anything else — a closed ring, a full slot, a claim lost to another producer — gives
+    /// `None` at once, nothing claimed, for the caller to queue its task through
+    /// [`push_with`](Self::push_with). The caller does what `push_with`'s `on_claim` would,
+    /// then publishes its task ([`Claimed::publish`]) at once. Out of line, `push_with`'s
+    /// frame and its result (a [`Push`] of the task, through memory) cost a record about 40
+    /// instructions, and its `on_claim` closure, not inlined, about 30 (callgrind).
+    #[inline(always)]
+    pub(crate) fn claim_fast(&self) -> Option<Claimed<'_, T>> {
+        let word = self.tail.load(Ordering::Relaxed);
+        let tail = word & COUNT;
+        let index = (tail & self.mask) as usize;
+        let slot = self.slot(tail);
+        // A closed ring's word never matches the claim's expected value below either, but a
+        // closed ring's slot may look free: refused here, before anything else is read.
+        if word & CLOSED != 0
+            || slot.seq.load(Ordering::Acquire) != tail
+            || (self.capacity != self.len && !self.lap_taken_cold(tail))
+        {
+            return None;
+        }
+        // The claim, as `push_inner`'s (sequentially consistent, clears *sleeping*, keeps
+        // *away*).
+        self.tail
+            .compare_exchange(
+                word,
+                (word + 1) & !SLEEPING,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            )
+            .ok()?;
+        Some(Claimed {
+            ring: self,
+            slot,
+            index,
+            ticket: tail,
+            wake: word & SLEEPING != 0,
+        })
+    }
+
+    /// Publishes `v` as ticket `tail` in `slot` (at `index`), after the prefetch of a slot
+    /// ahead.
+    ///
+    /// # Safety
+    ///
+    /// The caller claimed ticket `tail`, and its slot is free (`seq == tail`: the consumer has
+    /// taken the value one lap back).
+    #[inline(always)]
+    unsafe fn publish(&self, slot: &Slot<T>, index: usize, tail: u64, v: T) {
+        self.prefetch_ahead(index);
+        // SAFETY: the caller's promise.
+        unsafe { slot.value.write(v) };
+        slot.seq.store(tail + 1, Ordering::Release);
     }
 
     /// Starts bringing in, for writing, the slot [`PREFETCH_AHEAD`] past slot `index`: the
@@ -311,12 +415,12 @@ impl<T> Ring<T> {
     #[inline(always)]
     fn prefetch_ahead(&self, index: usize) {
         #[cfg(not(sim_loom))]
-        if Self::PREFETCHES && self.len >= 4 * PREFETCH_AHEAD {
+        if self.prefetch != crate::prefetch::Hint::Off {
             let slot = self.slot(index as u64 + PREFETCH_AHEAD);
-            crate::prefetch::prefetch_for_write(std::ptr::from_ref(slot).cast());
+            crate::prefetch::prefetch_with(self.prefetch, std::ptr::from_ref(slot).cast());
         }
         #[cfg(sim_loom)]
-        let _ = index;
+        let _ = (index, self.prefetch);
     }
 
     /// For a ring whose capacity is less than its slots: whether the ticket `capacity`
@@ -327,6 +431,15 @@ impl<T> Ring<T> {
             let t = tail - self.capacity;
             self.slot(t).seq.load(Ordering::Acquire) >= t + self.len
         }
+    }
+
+    /// [`lap_taken`](Self::lap_taken) out of line, for [`claim_fast`](Self::claim_fast): a
+    /// stream's queue has as many slots as tasks unless its capacity was set to a number that
+    /// is not a power of two, and inlined its first compare was made on every claim.
+    #[cold]
+    #[inline(never)]
+    fn lap_taken_cold(&self, tail: u64) -> bool {
+        self.lap_taken(tail)
     }
 
     /// Tickets issued so far (tasks queued, taken or not).

@@ -2,7 +2,7 @@
 //! ([`Inner`]), the checks every call shares, and namespace removal.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, AtomicU64};
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -28,12 +28,8 @@ pub struct Sim {
 }
 
 pub(crate) struct Inner {
-    /// This `Sim`'s number in the process (never reused): names it in the threads' pin caches.
+    /// This `Sim`'s number in the process (never reused): names it in the threads' pair caches.
     pub(crate) serial: u64,
-    /// Bumped whenever a notify handle is removed: entries of the threads' pin caches made
-    /// before stop being used (`pin_cache`).
-    /// Shared with the pins' owners, which bump it as they let a pin go (`crate::pin`).
-    pub(crate) notify_epoch: Arc<AtomicU64>,
     pub(crate) soc: Soc,
     /// `soc.has(Feature::Notify)`, kept: every notify call asks ([`Sim::notify_calls`]), and
     /// `Soc::has` (another crate, not inlined) builds the SoC's whole capability table to
@@ -54,8 +50,8 @@ pub(crate) struct Inner {
     /// wrapped (2²⁰ destroys of the slot), and then names the new entry: what is kept *by
     /// handle value* elsewhere must not be found again through it. The notify entries' pins,
     /// by stream handle, are skipped once their stream is unlisted (`PinOwner::is_current`);
-    /// the per-thread stream and pin caches miss after any removal (their epochs, see
-    /// `tagged_cache`); `defaults` holds live default streams only (a device's is replaced
+    /// the per-thread pair caches miss after any removal (the handle epoch, see `pair_cache`);
+    /// `defaults` holds live default streams only (a device's is replaced
     /// when it goes, `lookup`); tasks hold what they use by reference, not by handle.
     pub(crate) notifies: RwLock<Slab<NotifyEntry>>,
     pub(crate) streams: RwLock<Slab<StreamEntry>>,
@@ -111,18 +107,18 @@ impl Drop for Inner {
         // the notify references. Every stream is cancelled before any is joined: a task of
         // one may be waiting for another.
         let streams = write(&self.streams).drain();
-        crate::stream_cache::streams_removed();
+        crate::pair_cache::removed();
         for e in &streams {
             let _ = e.stream.begin_destroy(StreamDestroy::Discard);
         }
-        // Joined here, not by the drop of the table's references: a thread's stream cache
-        // (`stream_cache`) may hold another.
+        // Joined here, not by the drop of the table's references: a thread's pair cache
+        // (`pair_cache`) may hold another.
         for e in &streams {
             e.stream.wait_destroyed();
             e.stream.release_kept();
         }
         drop(streams);
-        crate::stream_cache::drop_stale();
+        crate::pair_cache::drop_stale();
         let notifies = write(&self.notifies).drain();
         drop(notifies);
         self.cnt.clear();

@@ -15,11 +15,10 @@
 //! so its entry cannot be found through the new one's handle.
 //!
 //! Used by [`crate::mem::recent`] (the allocations a thread copied from or to: one set of 4
-//! ways), [`crate::stream_cache`] (the streams a thread queued on: 8 sets of one way, its
-//! epoch the process's) and [`crate::pin_cache`] (the pins of the notify and stream pairs a
-//! thread queued on: 32 sets of 2 ways).
+//! ways) and [`crate::pair_cache`] (the notify and stream pairs a thread queued records and
+//! waits on: 32 sets of 2 ways, its epoch the process's).
 
-use std::cell::RefCell;
+use std::cell::{Ref, RefCell};
 use std::thread::LocalKey;
 
 /// What an entry was found under: its `Sim` and the table's epoch then.
@@ -122,7 +121,28 @@ pub(crate) fn read<C: 'static, R>(
     cache: &'static LocalKey<RefCell<C>>,
     f: impl FnOnce(&C) -> Option<R>,
 ) -> Option<R> {
-    cache.try_with(|c| f(&*c.try_borrow().ok()?)).ok().flatten()
+    // SAFETY: the borrow ends before this call returns.
+    f(&*unsafe { borrow(cache) }?)
+}
+
+/// This thread's cache `cache`, borrowed; `None` in the cases [`read`] gives `None`. For a
+/// hot caller that uses the borrow in its own body: only the cache's address comes out of
+/// `LocalKey::try_with`, which is not always inlined (a record's whole fast path ran in the
+/// closure given to it, its environment passed through memory: about 30 instructions a
+/// record, callgrind).
+///
+/// # Safety
+///
+/// The borrow must end before the caller returns (the lifetime `'a` is the caller's to
+/// keep): the value lives until the thread's thread-local destructors run, which is not
+/// before a call on this thread has returned.
+#[inline(always)]
+pub(crate) unsafe fn borrow<'a, C: 'static>(
+    cache: &'static LocalKey<RefCell<C>>,
+) -> Option<Ref<'a, C>> {
+    let c: *const RefCell<C> = cache.try_with(std::ptr::from_ref).ok()?;
+    // SAFETY: this thread's value, alive as long as the caller promises to keep the borrow.
+    unsafe { &*c }.try_borrow().ok()
 }
 
 /// `f` on this thread's cache `cache`, mutably; `None` in the cases [`read`] gives `None`.

@@ -18,11 +18,11 @@ use crate::entries::PINS;
 use crate::error::SimError;
 use crate::locks::lock;
 use crate::mem::MemcpyKind;
+use crate::pair_cache::set_of;
 #[cfg(target_arch = "x86_64")]
 use crate::prefetch::has_prefetchw;
 use crate::prefetch::prefetch_for_write;
 use crate::sim::Sim;
-use crate::stream_cache::SETS;
 use crate::waiters::{AdaptiveWaiter, MAX_SPIN_NS, SPIN_NS, next_spin};
 use crate::{shm, stream};
 
@@ -144,7 +144,7 @@ fn a_host_wait_ends_when_its_handle_is_destroyed() {
 
 /// A record or wait on a destroyed notify fails (107017) even when this thread looked the
 /// pair up before the destroy and a task queued on the stream still holds that pin: the
-/// thread's pin cache (`pin_cache`) must not hand it out after the destroy.
+/// thread's pair cache (`pair_cache`) must not hand it out after the destroy.
 #[test]
 fn a_destroyed_notify_is_refused_even_with_its_pin_alive_in_a_queued_task() {
     let (sim, _ns) = open("pincache", Soc::Ascend910B);
@@ -178,7 +178,7 @@ fn a_destroyed_notify_is_refused_even_with_its_pin_alive_in_a_queued_task() {
 }
 
 /// A record or wait on a destroyed stream fails (107017) even when this thread queued on it
-/// just before (its stream cache, `stream_cache`, holds the stream): after a destroy, after
+/// just before (its pair cache, `pair_cache`, holds the stream): after a destroy, after
 /// a discard of its device's streams, and for a new stream made in its place; the records
 /// queued before the destroy ran once each.
 #[test]
@@ -224,7 +224,7 @@ fn a_destroyed_stream_is_refused_even_when_this_thread_queued_on_it_just_before(
     sim.destroy_notify(n).unwrap();
 }
 
-/// A destroyed stream's memory does not stay in the threads' stream caches (`stream_cache`):
+/// A destroyed stream's memory does not stay in the threads' pair caches (`pair_cache`):
 /// it goes when this thread destroys the stream, and when another thread does, at this
 /// thread's next record or wait, on another stream or another `Sim`'s; a `Sim`'s drop lets go
 /// of its streams too.
@@ -249,7 +249,7 @@ fn a_destroyed_stream_s_memory_leaves_the_threads_stream_caches() {
     assert!(sim.try_consume(n).unwrap());
     // Another thread destroys it; this thread's next record, on a stream of another set.
     let (s1, s2) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
-    assert_ne!(s1.0 % SETS as u64, s2.0 % SETS as u64);
+    assert_ne!(set_of(n.0, s1.0), set_of(n.0, s2.0));
     sim.record(n, s1).unwrap();
     sim.record(n, s2).unwrap();
     let w1 = weak(&sim, s1);
@@ -845,9 +845,9 @@ fn a_record_after_a_blocking_job_gets_a_fresh_time_stamp() {
     );
 }
 
-/// The largest number of `pairs` that fall into one set of the pin cache.
+/// The largest number of `pairs` that fall into one set of the pair cache.
 fn most_pairs_in_one_set(pairs: impl Iterator<Item = (RawNotify, RawStream)>) -> usize {
-    use crate::pin_cache::{SETS, set_of};
+    use crate::pair_cache::SETS;
     let mut per_set = [0usize; SETS];
     for (n, s) in pairs {
         per_set[set_of(n.0, s.0)] += 1;
@@ -855,14 +855,14 @@ fn most_pairs_in_one_set(pairs: impl Iterator<Item = (RawNotify, RawStream)>) ->
     per_set.iter().max().copied().unwrap()
 }
 
-/// The pin cache holds every (notify, stream) pair of a ring of 8 notify pairs between two
+/// The pair cache holds every (notify, stream) pair of a ring of 8 notify pairs between two
 /// streams (the bench's handoff, 32 pairs) at once, and every pair of one notify recorded by
 /// 8 streams, or of 4 notifies and 8 streams: the handles a `Sim` gives out fall into sets of
 /// at most `WAYS` pairs each, so none of them evicts another. (With the stride of 16 it had
 /// until 2026-12-05, one notify's pairs with 8 streams fell into 2 sets: every record missed.)
 #[test]
-fn the_pin_cache_holds_a_handoff_rings_32_pairs_and_one_notify_on_8_streams() {
-    use crate::pin_cache::WAYS;
+fn the_pair_cache_holds_a_handoff_rings_32_pairs_and_one_notify_on_8_streams() {
+    use crate::pair_cache::WAYS;
     let (sim, _ns) = open("pincache", Soc::Ascend910B);
     let streams: Vec<RawStream> = (0..8).map(|_| sim.create_stream(0).unwrap()).collect();
     let notifies: Vec<RawNotify> = (0..16)

@@ -12,7 +12,7 @@ use acl_notify_core::{
     RawStream, ServerPid, Soc, StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout,
 };
 
-use crate::entries::{NotifyEntry, NotifyView, StreamEntry, bad_notify, bad_stream};
+use crate::entries::{NotifyEntry, NotifyView, bad_notify, bad_stream};
 use crate::error::SimError;
 use crate::error::err;
 use crate::job::SimJob;
@@ -309,14 +309,14 @@ impl StreamOps for Sim {
         };
         // Outside the lock: a draining destroy waits for the stream's tasks.
         let r = e.stream.destroy(mode);
-        // A thread's stream cache may keep the stream's memory (`stream_cache`) until its next
+        // A thread's pair cache may keep the stream's memory (`pair_cache`) until its next
         // record or wait, not the files its tasks used (this thread's cache lets go here). Not
         // after an overtaken drain: the discard that overtook it lets go.
         if r.is_ok() {
             e.stream.release_kept();
         }
         drop(e);
-        crate::stream_cache::drop_stale();
+        crate::pair_cache::drop_stale();
         // A destroy from one of the stream's own tasks returns while the worker still drains
         // what is queued behind that task: it stays listed until its worker has exited (the
         // next draining destroy prunes it), so that a finalize or reset still finds it.
@@ -340,23 +340,7 @@ impl StreamOps for Sim {
     }
 
     fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), SimError> {
-        self.checked(|| {
-            self.notify_calls()?;
-            loop {
-                let lease = match self.pin(notify, stream) {
-                    Ok(lease) => lease,
-                    Err(e) => return self.record_remote(notify, stream).unwrap_or(Err(e)),
-                };
-                let job = SimJob::Record {
-                    pin: lease.pin,
-                    pid: self.inner.pid,
-                };
-                // `false`: the pin went before the task's claim (`crate::pin`); look again.
-                if self.enqueue_pinned(stream, notify, &lease, job, |_, _| Ok(()))? {
-                    return Ok(());
-                }
-            }
-        })
+        self.enqueue_pair(notify, stream, None)
     }
 
     fn wait_and_reset(
@@ -365,34 +349,10 @@ impl StreamOps for Sim {
         stream: RawStream,
         timeout: Timeout,
     ) -> Result<(), SimError> {
-        self.checked(|| {
-            self.notify_calls()?;
-            // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (`soc.rs`).
-            let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
-            let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
-            loop {
-                let lease = self
-                    .pin(notify, stream)
-                    .map_err(|e| self.not_waitable_remote(notify).unwrap_or(e))?;
-                let job = SimJob::Wait {
-                    pin: lease.pin,
-                    timeout: t,
-                };
-                // The notify's name, not its pin: nothing reads the pin before the claim.
-                let owner = lease.target;
-                let check = |e: &StreamEntry, _: &SimJob| {
-                    if owner.server == self.inner.server_id && owner.device == e.device {
-                        Ok(())
-                    } else {
-                        Err(self.wrong_device_of(owner.target(), e.device))
-                    }
-                };
-                // `false`: the pin went before the task's claim (`crate::pin`); look again.
-                if self.enqueue_pinned(stream, notify, &lease, job, check)? {
-                    return Ok(());
-                }
-            }
-        })
+        // UINT32_MAX: for ever, or the aclrtSetOpWaitTimeout value, per SoC (`soc.rs`).
+        let op_wait = self.inner.op_wait_timeout.load(Ordering::Relaxed);
+        let t = self.inner.soc.resolve_wait(timeout, op_wait).duration();
+        self.enqueue_pair(notify, stream, Some(t))
     }
 
     fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), SimError> {

@@ -218,8 +218,14 @@ impl Target {
     /// A record word (ids above 65535 do not occur: no SoC has that many notifies).
     #[inline]
     fn rec_word(self, ticket: u64) -> u64 {
+        with_ticket(self.rec_base(), ticket)
+    }
+
+    /// A record word without its ticket, for a cache to keep (`pair_cache`): the record of
+    /// ticket `t` is noted as this with `t` in bits 43 and up ([`RecNotes::note`]).
+    #[inline]
+    pub(crate) fn rec_base(self) -> u64 {
         REC_VALID
-            | (ticket & TICKET_MASK) << 43
             | self.kind.bits() << 41
             | u64::from(self.server & 0xffff) << 24
             | u64::from(self.device & 0xff) << 16
@@ -670,6 +676,16 @@ fn read_label(words: &[AtomicU64; LABEL_BYTES / 8]) -> String {
     String::from_utf8_lossy(&label[..end]).into_owned()
 }
 
+/// Record word `base` ([`Target::rec_base`]) with its ticket. The ticket's bits past
+/// [`TICKET_BITS`] need no mask: bit 20 lands on [`REC_VALID`], which `base` has set, and the
+/// rest shift out.
+#[inline(always)]
+fn with_ticket(base: u64, ticket: u64) -> u64 {
+    const { assert!(43 + TICKET_BITS == 63 && REC_VALID == 1 << 63) };
+    debug_assert!(base & REC_VALID != 0);
+    base | ticket << 43
+}
+
 /// Whether a record noted with `noted` (the tickets issued right after it was queued, so at
 /// least its own ticket + 1) was queued behind the head wait numbered `head`.
 fn behind(noted: u64, head: u64) -> bool {
@@ -697,7 +713,8 @@ impl Drop for StreamSlot {
 pub(crate) struct RecNotes(std::ptr::NonNull<Entry>);
 
 impl RecNotes {
-    /// [`StreamSlot::note_record`].
+    /// [`StreamSlot::note_record`] of the target whose record word without its ticket is
+    /// `base` ([`Target::rec_base`]).
     ///
     /// # Safety
     ///
@@ -711,10 +728,11 @@ impl RecNotes {
     /// inspector lists a record it did not queue. It takes a record queued while another
     /// thread destroys the record's stream (a program error), and that destroy's whole run,
     /// worker exit included, between two instructions of the recording thread.
-    pub(crate) unsafe fn note_record(self, t: Target, issued: u64) {
+    #[inline(always)]
+    pub(crate) unsafe fn note(self, base: u64, issued: u64) {
         // SAFETY: mapped (the caller's promise); every field is an atomic.
         let e = unsafe { self.0.as_ref() };
-        e.recs[(issued as usize) % RECS].store(t.rec_word(issued), Relaxed);
+        e.recs[(issued as usize) % RECS].store(with_ticket(base, issued), Relaxed);
     }
 }
 
@@ -739,8 +757,8 @@ impl StreamSlot {
         self.graph.entry(self.index)
     }
 
-    /// Where this stream's records are noted, for a thread's stream cache
-    /// (`stream_cache`), which holds no reference to this entry.
+    /// Where this stream's records are noted, for a thread's pair cache (`pair_cache`),
+    /// which holds no reference to this entry.
     pub(crate) fn rec_notes(&self) -> RecNotes {
         RecNotes(std::ptr::NonNull::from(self.entry()))
     }
@@ -1055,6 +1073,12 @@ mod tests {
             };
             assert_eq!(Target::from_wait_word(t.wait_word()), Some(t));
             assert_eq!(Target::from_rec_word(t.rec_word(12)), Some((t, 12)));
+            // A ticket past the word's 20 bits keeps its low bits, and the target intact.
+            let far = (5 << TICKET_BITS) | (TICKET_MASK - 3);
+            assert_eq!(
+                Target::from_rec_word(t.rec_word(far)),
+                Some((t, TICKET_MASK - 3))
+            );
         }
         assert_eq!(Target::from_rec_word(0), None);
         // The wait is ticket 10: a record noted with 12 (ticket 11) is behind it, 11 (ticket

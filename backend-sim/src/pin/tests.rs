@@ -212,7 +212,7 @@ fn destroys_racing_queued_tasks_free_no_slot_early_and_leak_none() {
                 }
             });
         }
-        // A shared notify recorded in a loop (pin cache hits) while another thread destroys
+        // A shared notify recorded in a loop (pair cache hits) while another thread destroys
         // it: records succeed until the destroy, then fail with 107017; the queued ones run.
         {
             let (sim, streams, stop, refused, start) = (&sim, &streams, &stop, &refused, &start);

@@ -8,7 +8,7 @@ use std::time::Instant;
 use acl_notify_core::Error;
 
 use super::{Job, Stream, Task, TaskCtx, drop_quietly, lock};
-use crate::ring::Push;
+use crate::ring::{Claimed, Push};
 
 impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Queues `task`; returns once it is queued (waiting for room if the queue is full).
@@ -82,6 +82,24 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     #[inline]
     pub fn try_enqueue_job(&self, task: J) -> Result<Result<(), E>, J> {
         self.try_enqueue_job_with(task, |t| t)
+    }
+
+    /// The common case of [`try_enqueue_job_with`](Self::try_enqueue_job_with)'s claim, for
+    /// a hot caller (`Ring::claim_fast`): `None` in every other case (a full or closed queue,
+    /// another producer's claim first), nothing claimed, for the caller to queue its task the
+    /// usual way. The caller publishes its task at once ([`Stream::publish`]).
+    #[inline(always)]
+    pub(crate) fn claim_fast(&self) -> Option<Claimed<'_, J>> {
+        self.shared.ring.claim_fast()
+    }
+
+    /// Publishes `task` as the ticket `claim` ([`claim_fast`](Self::claim_fast)), waking the
+    /// worker if it slept.
+    #[inline(always)]
+    pub(crate) fn publish(&self, claim: Claimed<'_, J>, task: J) {
+        if claim.publish(task) {
+            self.wake_worker();
+        }
     }
 
     /// [`try_enqueue_job`](Self::try_enqueue_job) with an `on_claim` as
