@@ -519,7 +519,12 @@ impl Sim {
                      record nobody has queued yet (or that this thread meant to queue next), or \
                      a host function that does not return: record from another stream first, \
                      give the wait a timeout, or synchronize before queuing more. The bound is \
-                     SimBuilder::enqueue_timeout, or {} in seconds (0 waits for ever)",
+                     SimBuilder::enqueue_timeout, or {} in seconds (0 waits for ever). If the \
+                     waits are for a process that died (a rank of a job), each holds the queue \
+                     until its own timeout: with aclrtSetStreamFailureMode(stream, \
+                     ACL_STOP_ON_FAILURE) (FailureMode::StopOnFailure in Rust) the first wait \
+                     that fails discards the tasks queued after it and the next synchronize \
+                     reports it",
                     h.0,
                     stream.capacity(),
                     stream.enqueue_timeout().unwrap_or_default(),

@@ -45,6 +45,16 @@ impl Sim {
         n
     }
 
+    /// `device`'s default stream if it has been made and not discarded since (without
+    /// making one, as [`default_stream`](acl_notify_core::StreamOps::default_stream) would).
+    pub fn made_default_stream(&self, device: u32) -> Option<RawStream> {
+        lock(&self.inner.defaults)
+            .get(device as usize)
+            .copied()
+            .flatten()
+            .map(RawStream)
+    }
+
     /// Discards every stream whose device satisfies `which` — default streams included
     /// (the device's next default stream is a new one), and streams a draining destroy on
     /// another thread is still working through (that destroy then returns 107017) — as a

@@ -73,6 +73,9 @@ pub enum Error {
     StreamTaskFull = 507002,
     /// `ACL_ERROR_RT_EVENT_NOT_COMPLETE` — an event's latest record has not run yet.
     EventNotComplete = 507006,
+    /// `ACL_ERROR_RT_CONTEXT_RELEASE_ERROR` — a device reset with nothing to release: the
+    /// device's count of `aclrtSetDevice` calls is already 0.
+    ContextReleaseError = 507007,
     /// `ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT` — the task type is not supported for this handle
     /// (batch reset of an imported notify).
     TaskTypeNotSupport = 507009,
@@ -94,7 +97,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 35] = [
+    pub const ALL: [Error; 36] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -124,6 +127,7 @@ impl Error {
         Error::InternalError,
         Error::StreamTaskFull,
         Error::EventNotComplete,
+        Error::ContextReleaseError,
         Error::TaskTypeNotSupport,
         Error::IpcError,
         Error::DevSetupError,
@@ -169,6 +173,7 @@ impl Error {
             Error::InternalError => "ACL_ERROR_RT_INTERNAL_ERROR",
             Error::StreamTaskFull => "ACL_ERROR_RT_STREAM_TASK_FULL",
             Error::EventNotComplete => "ACL_ERROR_RT_EVENT_NOT_COMPLETE",
+            Error::ContextReleaseError => "ACL_ERROR_RT_CONTEXT_RELEASE_ERROR",
             Error::TaskTypeNotSupport => "ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT",
             Error::IpcError => "ACL_ERROR_RT_IPC_ERROR",
             Error::DevSetupError => "ACL_ERROR_RT_DEV_SETUP_ERROR",

@@ -37,12 +37,15 @@ int main(void) {
         took_ms = (now_ns() - t0) / 1000000;
     }
     /* Reading the message clears it: keep a copy. */
-    char msg[1024];
+    char msg[2048];
     snprintf(msg, sizeof msg, "%s", recent_msg());
     REQUIRE(refused == ACL_ERROR_RT_STREAM_TASK_FULL, "refused with %d, expected %d: %s",
             (int)refused, ACL_ERROR_RT_STREAM_TASK_FULL, msg);
     REQUIRE(strstr(msg, "stayed full") && strstr(msg, "ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT"),
             "the message does not explain: %s", msg);
+    /* A job whose rank died ends sooner in stop-on-failure mode: the message says so. */
+    REQUIRE(strstr(msg, "ACL_STOP_ON_FAILURE"), "the message does not suggest "
+            "ACL_STOP_ON_FAILURE: %s", msg);
     uint32_t gate_id = 0;
     CHECK(aclrtGetNotifyId(gate, &gate_id));
     char head[128];

@@ -7,10 +7,20 @@
  *                  another thread, returns once aclFinalize has run;
  *   hostfn_sync    a host function on stream S synchronizing stream S2 (created after S, its
  *                  head waits for ever): aclFinalize discards both instead of deadlocking;
- *   hostfn_reset   the same with aclrtResetDeviceForce instead of aclFinalize;
- *   reset_default  aclrtResetDeviceForce, and aclrtResetDevice bringing the device's count to
- *                  0, discard the device's default stream: after aclrtSetDevice the NULL
- *                  stream is a fresh one, and the old tasks' notify ids are free;
+ *   hostfn_reset   the same with aclrtResetDeviceForce instead of aclFinalize (which waits
+ *                  its ACL_NOTIFY_SIM_RESET_TIMEOUT, 1 s here, then answers 507046);
+ *   reset_drains   aclrtResetDevice bringing the device's count to 0, and
+ *                  aclrtResetDeviceForce, wait for the tasks queued on the device's streams
+ *                  (CANN's aclrtResetDevice.md): an async copy queued before lands before they
+ *                  return;
+ *   reset_bound    the same with a wait for ever queued: the reset ends after
+ *                  ACL_NOTIFY_SIM_RESET_TIMEOUT with 507046, releasing the device anyway
+ *                  (after aclrtSetDevice the NULL stream is a fresh one, and the old tasks'
+ *                  notify ids are free);
+ *   reset_deadlock two streams waiting on each other in a cycle: with ACL_NOTIFY_SIM_DEADLOCK=fail
+ *                  a wait of the cycle fails at once and the reset's drain finishes (0);
+ *   reset_count    aclrtResetDeviceForce.md's sequences: a reset after the count reached 0 is
+ *                  507007;
  *   host_wait      an aclnsimNotifyHostWait with no limit, on another thread, ends with
  *                  107017 once aclFinalize has run (it destroys the notify handles).
  *
@@ -161,7 +171,10 @@ static int g_reset;
 static void *teardown_thread(void *arg) {
     (void)arg;
     if (g_reset) {
-        CHECK(aclrtResetDeviceForce(0));
+        /* Its drain cannot finish: 507046 after its bound, and it releases anyway. */
+        aclError rc = aclrtResetDeviceForce(0);
+        REQUIRE(rc == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "aclrtResetDeviceForce returned %d, "
+                "expected 507046: %s", (int)rc, recent_msg());
     } else {
         CHECK(aclFinalize());
     }
@@ -170,6 +183,9 @@ static void *teardown_thread(void *arg) {
 
 static void hostfn_sync(int reset) {
     g_reset = reset;
+    if (reset) {
+        REQUIRE(setenv("ACL_NOTIFY_SIM_RESET_TIMEOUT", "1", 1) == 0, "setenv");
+    }
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
     /* S first, then S2: the order in which a one-stream-at-a-time teardown deadlocked. */
@@ -198,20 +214,109 @@ static void hostfn_sync(int reset) {
     }
 }
 
-/* ---- reset_default ---- */
+/* ---- reset_drains / reset_bound / reset_count ---- */
 
-static void reset_default(void) {
+static void slow_host_fn(void *arg) {
+    (void)arg;
+    sleep_ms(300);
+}
+
+enum { COPY = 64 };
+
+/* Queues on `stream` (NULL: the default stream) a 300 ms host function and, behind it, an
+ * async copy of device memory `dev` into host memory `dst`. */
+static void queue_copy(void *dev, unsigned char *dst, aclrtStream stream) {
+    memset(dst, 0, COPY);
+    CHECK(aclrtLaunchHostFunc(stream, slow_host_fn, NULL));
+    CHECK(aclrtMemcpyAsync(dst, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, stream));
+}
+
+/* Whether all of `dst` holds `want`. */
+static int holds(const unsigned char *dst, unsigned char want) {
+    for (int i = 0; i < COPY; i++) {
+        if (dst[i] != want) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Device memory on the current device holding COPY bytes of `v`. */
+static void *device_bytes(unsigned char v) {
+    void *dev = NULL;
+    CHECK(aclrtMalloc(&dev, COPY, ACL_MEM_MALLOC_HUGE_FIRST));
+    unsigned char src[COPY];
+    memset(src, v, sizeof src);
+    CHECK(aclrtMemcpy(dev, COPY, src, COPY, ACL_MEMCPY_HOST_TO_DEVICE));
+    return dev;
+}
+
+static void reset_drains(void) {
     CHECK(aclInit(NULL));
+    unsigned char *a = calloc(COPY, 1), *b = calloc(COPY, 1);
+    REQUIRE(a && b, "calloc");
+
+    /* aclrtResetDevice bringing the count to 0 (set twice, reset twice): the copies queued
+     * on the default stream and on a created stream land before it returns. */
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtSetDevice(0));
+    void *dev = device_bytes(0x5a);
+    aclrtStream s = NULL;
+    CHECK(aclrtCreateStream(&s));
+    queue_copy(dev, a, NULL);
+    queue_copy(dev, b, s);
+    CHECK(aclrtResetDevice(0)); /* count 1: releases nothing */
+    CHECK(aclrtResetDevice(0));
+    REQUIRE(holds(a, 0x5a), "the copy queued on the default stream before aclrtResetDevice "
+                            "had not landed when it returned");
+    REQUIRE(holds(b, 0x5a), "the copy queued on a created stream before aclrtResetDevice "
+                            "had not landed when it returned");
+
+    /* aclrtResetDeviceForce: the same. */
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtSetDevice(0));
+    dev = device_bytes(0x3c);
+    CHECK(aclrtCreateStream(&s));
+    queue_copy(dev, a, NULL);
+    queue_copy(dev, b, s);
+    CHECK(aclrtResetDeviceForce(0));
+    REQUIRE(holds(a, 0x3c), "the copy queued on the default stream before "
+                            "aclrtResetDeviceForce had not landed when it returned");
+    REQUIRE(holds(b, 0x3c), "the copy queued on a created stream before "
+                            "aclrtResetDeviceForce had not landed when it returned");
+    CHECK(aclFinalize());
+    expect_threads(1);
+    free(a);
+    free(b);
+}
+
+/* A reset whose streams do not drain within ACL_NOTIFY_SIM_RESET_TIMEOUT (1 s here) answers
+ * 507046 saying so, and releases the device anyway: the queued copy never lands, the notify
+ * ids are free, and after aclrtSetDevice the NULL stream is a fresh one. */
+static void reset_bound_case(int force) {
+    const char *call = force ? "aclrtResetDeviceForce" : "aclrtResetDevice";
     CHECK(aclrtSetDevice(0));
     uint32_t before = free_ids();
-
-    /* aclrtResetDeviceForce. */
+    void *dev = device_bytes(0x77);
+    unsigned char *a = calloc(COPY, 1);
+    REQUIRE(a, "calloc");
     aclrtNotify n = NULL;
     CHECK(aclrtCreateNotify(&n, 0));
-    CHECK(aclrtWaitAndResetNotify(n, NULL, 0)); /* for ever */
-    CHECK(aclrtResetDeviceForce(0));
+    CHECK(aclrtWaitAndResetNotify(n, NULL, 0)); /* for ever: never recorded */
+    CHECK(aclrtMemcpyAsync(a, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, NULL));
+    int64_t t0 = now_ns();
+    aclError rc = force ? aclrtResetDeviceForce(0) : aclrtResetDevice(0);
+    int64_t ms = (now_ns() - t0) / 1000000;
+    const char *msg = recent_msg();
+    REQUIRE(rc == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "%s with a wait for ever queued returned %d, "
+            "expected 507046: %s", call, (int)rc, msg);
+    REQUIRE(ms >= 900 && ms < 5000, "%s took %lld ms, expected its 1 s bound", call,
+            (long long)ms);
+    REQUIRE(strstr(msg, "ACL_NOTIFY_SIM_RESET_TIMEOUT") && strstr(msg, "released anyway"),
+            "%s: message `%s`", call, msg);
+    REQUIRE(holds(a, 0), "the copy behind the endless wait ran");
     CHECK(aclrtSetDevice(0));
-    REQUIRE(free_ids() == before, "the reset left %u notify ids free, %u before", free_ids(),
+    REQUIRE(free_ids() == before, "%s left %u notify ids free, %u before", call, free_ids(),
             before);
     aclrtNotify m = NULL;
     CHECK(aclrtCreateNotify(&m, 0));
@@ -222,22 +327,101 @@ static void reset_default(void) {
     REQUIRE(st == ACL_STREAM_STATUS_COMPLETE, "the new default stream is not complete (%d)",
             (int)st);
     CHECK(aclrtDestroyNotify(m));
+    CHECK(aclrtResetDeviceForce(0));
+    free(a);
+}
 
-    /* aclrtResetDevice bringing the device's count to 0 (set twice, reset twice). */
-    CHECK(aclrtSetDevice(0));
-    CHECK(aclrtCreateNotify(&n, 0));
-    CHECK(aclrtWaitAndResetNotify(n, NULL, 0));
-    CHECK(aclrtResetDevice(0));
-    CHECK(aclrtResetDevice(0));
-    CHECK(aclrtSetDevice(0));
-    REQUIRE(free_ids() == before, "the reset left %u notify ids free, %u before", free_ids(),
-            before);
-    CHECK(aclrtCreateNotify(&m, 0));
-    CHECK(aclrtRecordNotify(m, NULL));
-    CHECK(aclrtSynchronizeStreamWithTimeout(NULL, 5000));
-    CHECK(aclrtDestroyNotify(m));
+static void reset_bound(void) {
+    REQUIRE(setenv("ACL_NOTIFY_SIM_RESET_TIMEOUT", "1", 1) == 0, "setenv");
+    CHECK(aclInit(NULL));
+    reset_bound_case(1);
+    reset_bound_case(0);
     CHECK(aclFinalize());
     expect_threads(1);
+}
+
+/* Two streams waiting on each other's record in a cycle: with ACL_NOTIFY_SIM_DEADLOCK=fail the
+ * wait-for graph fails a wait of the cycle at once (107020), its stream goes on (continue on
+ * failure) and records, and the reset's drain finishes well before its bound (30 s here),
+ * returning 0. */
+static void reset_deadlock(void) {
+    REQUIRE(setenv("ACL_NOTIFY_SIM_DEADLOCK", "fail", 1) == 0, "setenv");
+    REQUIRE(setenv("ACL_NOTIFY_SIM_RESET_TIMEOUT", "30", 1) == 0, "setenv");
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtStream s1 = NULL, s2 = NULL;
+    CHECK(aclrtCreateStream(&s1));
+    CHECK(aclrtCreateStream(&s2));
+    aclrtNotify n1 = NULL, n2 = NULL;
+    CHECK(aclrtCreateNotify(&n1, 0));
+    CHECK(aclrtCreateNotify(&n2, 0));
+    CHECK(aclrtWaitAndResetNotify(n2, s1, 0)); /* for ever */
+    CHECK(aclrtRecordNotify(n1, s1));
+    CHECK(aclrtWaitAndResetNotify(n1, s2, 0)); /* for ever */
+    CHECK(aclrtRecordNotify(n2, s2));
+    void *dev = device_bytes(0x21);
+    unsigned char *a = calloc(COPY, 1);
+    REQUIRE(a, "calloc");
+    CHECK(aclrtMemcpyAsync(a, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, s1));
+    int64_t t0 = now_ns();
+    CHECK(aclrtResetDevice(0));
+    int64_t ms = (now_ns() - t0) / 1000000;
+    REQUIRE(ms < 10000, "the reset took %lld ms to drain a deadlocked pair", (long long)ms);
+    REQUIRE(holds(a, 0x21), "the copy behind the deadlocked wait had not landed");
+    CHECK(aclFinalize());
+    free(a);
+}
+
+/* Expects `call` to fail with 507007 (ACL_ERROR_RT_CONTEXT_RELEASE_ERROR). */
+#define EXPECT_RESET_ERROR(call)                                                               \
+    do {                                                                                       \
+        aclError rc_ = (call);                                                                 \
+        REQUIRE(rc_ == ACL_ERROR_RT_CONTEXT_RELEASE_ERROR, "%s returned %d, expected 507007",  \
+                #call, (int)rc_);                                                              \
+        REQUIRE(strstr(recent_msg(), "already reset to 0") != NULL, "%s: no reason given",   \
+                #call);                                                                        \
+    } while (0)
+
+/* aclrtResetDeviceForce.md's sequences: the valid ones return 0; a reset after the count
+ * reached 0 is an error. */
+static void reset_count(void) {
+    CHECK(aclInit(NULL));
+    EXPECT_RESET_ERROR(aclrtResetDevice(1)); /* never set */
+    EXPECT_RESET_ERROR(aclrtResetDeviceForce(1));
+    /* valid */
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtResetDevice(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtResetDeviceForce(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtResetDevice(1));
+    CHECK(aclrtResetDeviceForce(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtResetDeviceForce(1));
+    /* invalid */
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtResetDevice(1));
+    CHECK(aclrtResetDevice(1));
+    EXPECT_RESET_ERROR(aclrtResetDeviceForce(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtResetDevice(1));
+    CHECK(aclrtResetDeviceForce(1));
+    EXPECT_RESET_ERROR(aclrtResetDeviceForce(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtResetDeviceForce(1));
+    EXPECT_RESET_ERROR(aclrtResetDevice(1));
+    /* a reset that failed leaves the device usable once set again */
+    CHECK(aclrtSetDevice(1));
+    aclrtStream s = NULL;
+    CHECK(aclrtCreateStream(&s));
+    CHECK(aclrtSynchronizeStreamWithTimeout(s, 5000));
+    CHECK(aclrtResetDevice(1));
+    CHECK(aclFinalize());
 }
 
 /* ---- host_wait ---- */
@@ -281,13 +465,19 @@ int main(int argc, char **argv) {
         hostfn_sync(0);
     } else if (!strcmp(what, "hostfn_reset")) {
         hostfn_sync(1);
-    } else if (!strcmp(what, "reset_default")) {
-        reset_default();
+    } else if (!strcmp(what, "reset_drains")) {
+        reset_drains();
+    } else if (!strcmp(what, "reset_bound")) {
+        reset_bound();
+    } else if (!strcmp(what, "reset_deadlock")) {
+        reset_deadlock();
+    } else if (!strcmp(what, "reset_count")) {
+        reset_count();
     } else if (!strcmp(what, "host_wait")) {
         host_wait();
     } else {
         fprintf(stderr, "usage: teardown sync_default|drain|hostfn_sync|hostfn_reset|"
-                        "reset_default|host_wait\n");
+                        "reset_drains|reset_bound|reset_deadlock|reset_count|host_wait\n");
         return 2;
     }
     printf("teardown %s: ok\n", what);

@@ -1121,8 +1121,23 @@ fn a_forced_reset_discards_a_stream_a_host_function_synchronizes_without_deadloc
 }
 
 #[test]
-fn a_device_reset_discards_its_default_stream_and_its_tasks() {
-    teardown("reset_default");
+fn a_device_reset_waits_for_the_tasks_queued_on_its_streams() {
+    teardown("reset_drains");
+}
+
+#[test]
+fn a_device_reset_that_cannot_drain_ends_at_its_bound_and_releases_anyway() {
+    teardown("reset_bound");
+}
+
+#[test]
+fn a_device_reset_drains_a_deadlocked_pair_when_deadlocks_fail() {
+    teardown("reset_deadlock");
+}
+
+#[test]
+fn a_reset_past_a_count_of_zero_is_507007_and_the_documented_sequences_work() {
+    teardown("reset_count");
 }
 
 #[test]

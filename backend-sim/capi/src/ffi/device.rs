@@ -78,7 +78,8 @@ pub unsafe extern "C" fn aclrtGetDevice(device_id: *mut i32) -> aclError {
 
 /// `aclError aclrtResetDevice(int32_t deviceId)`.
 ///
-/// Codes: 107001.
+/// Codes: 107001; 507007 the device's count of `aclrtSetDevice` calls is already 0;
+/// 507046 its streams did not drain within `ACL_NOTIFY_SIM_RESET_TIMEOUT` (released anyway).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDevice(device_id: i32) -> aclError {
     api("aclrtResetDevice", || {
@@ -88,7 +89,8 @@ pub extern "C" fn aclrtResetDevice(device_id: i32) -> aclError {
 
 /// `aclError aclrtResetDeviceForce(int32_t deviceId)`.
 ///
-/// Codes: 107001.
+/// Codes: 107001; 507007 the device's count of `aclrtSetDevice` calls is already 0;
+/// 507046 its streams did not drain within `ACL_NOTIFY_SIM_RESET_TIMEOUT` (released anyway).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtResetDeviceForce(device_id: i32) -> aclError {
     api("aclrtResetDeviceForce", || {

@@ -62,6 +62,16 @@ impl Contexts {
         !self.table.values_where(|c| c.device == device).is_empty()
     }
 
+    /// The default streams of the contexts created on `device` (a primary context's is the
+    /// backend's default stream of the device).
+    pub(crate) fn default_streams_on(&self, device: u32) -> Vec<RawStream> {
+        self.table
+            .values_where(|c| c.device == device)
+            .into_iter()
+            .filter_map(|c| c.default)
+            .collect()
+    }
+
     /// Forgets every context of the devices `which` picks (their streams are the caller's to
     /// discard).
     pub(crate) fn forget_where(&self, which: &impl Fn(u32) -> bool) {

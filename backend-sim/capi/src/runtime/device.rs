@@ -4,8 +4,12 @@
 use std::cell::Cell;
 use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
-use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
+use acl_notify_core::{
+    Backend, BackendError, CntNotifyOps, Error, EventOps, NotifyResources, RawStream, StreamOps,
+    SyncWait,
+};
 
 use crate::errmsg::CallError;
 
@@ -107,12 +111,15 @@ impl Runtime {
     }
 
     /// `aclrtResetDevice` (`force`: `aclrtResetDeviceForce`). When the process's count of
-    /// `aclrtSetDevice` calls for the device drops to 0, its streams are discarded and its
-    /// notify handles destroyed, as CANN does when the device's context goes away.
+    /// `aclrtSetDevice` calls for the device drops to 0, the device's streams are drained
+    /// (see [`Runtime::drain_device`]), then discarded and its notify handles destroyed, as
+    /// CANN does when the device's context goes away. A reset of a device whose count is
+    /// already 0 is 507007 (see [`already_reset`]).
     pub(crate) fn reset_device(&self, device: i32, force: bool) -> Result<(), CallError> {
         let d = self.device_id(device)?;
+        let in_host_function = acl_notify_sim::in_host_function();
         // The count's drop and the release it makes are one step for `set_device` (see there).
-        let _gate = (!acl_notify_sim::in_host_function()).then(|| {
+        let _gate = (!in_host_function).then(|| {
             self.device_gate
                 .write()
                 .unwrap_or_else(PoisonError::into_inner)
@@ -124,7 +131,7 @@ impl Runtime {
                     *n = if force { 0 } else { *n - 1 };
                     *n == 0
                 }
-                _ => false,
+                _ => return Err(already_reset(d, force)),
             }
         };
         CURRENT.with(|c| {
@@ -132,8 +139,62 @@ impl Runtime {
                 c.set(None);
             }
         });
-        if release {
-            self.release(|dev| dev == d);
+        if !release {
+            return Ok(());
+        }
+        // A host function cannot wait for its own stream, which the drain would do.
+        let drained = if in_host_function {
+            Ok(())
+        } else {
+            self.drain_device(d)
+        };
+        self.release(|dev| dev == d);
+        drained
+    }
+
+    /// Waits until the streams a reset of `device` releases have run their queued tasks:
+    /// CANN's reset waits for the tasks of the default context and its streams before
+    /// releasing them (hicann/runtime `docs/api_docs/aclrtResetDevice.md`,
+    /// `aclrtResetDeviceForce.md`). CANN's wait has no bound (its stream teardown loops while
+    /// tasks are pending and the device runs, `src/runtime/core/src/stream/stream.cc`,
+    /// `Stream::TearDown`); ours waits at most [`Runtime::reset_timeout`] for all of them
+    /// together, as `aclrtSynchronizeDeviceWithTimeout` would, and then answers 507046 naming
+    /// the stream still busy and its head task (the caller releases them anyway). A task's
+    /// failure is not the reset's: the stream is released with it, as CANN's teardown does.
+    fn drain_device(&self, device: u32) -> Result<(), CallError> {
+        let mut raws: Vec<RawStream> = self
+            .streams
+            .values_where(|s| s.device == device)
+            .into_iter()
+            .map(|s| s.raw)
+            .collect();
+        raws.extend(self.contexts.default_streams_on(device));
+        raws.extend(self.backend.made_default_stream(device));
+        raws.sort_unstable_by_key(|r| r.0);
+        raws.dedup();
+        let deadline = self
+            .reset_timeout
+            .and_then(|t| Instant::now().checked_add(t));
+        for raw in raws {
+            let wait = match deadline {
+                None => SyncWait::Forever,
+                Some(d) => SyncWait::AtMost(d.saturating_duration_since(Instant::now())),
+            };
+            match self.backend.synchronize(raw, wait) {
+                Err(e) if e.kind() == Error::StreamSyncTimeout => {
+                    return Err(CallError::new(
+                        Error::StreamSyncTimeout,
+                        format!(
+                            "device {device} was reset, but a stream of it still had queued \
+                             tasks after {:?} ({ENV_RESET_TIMEOUT}); it was released anyway and \
+                             its tasks discarded: {e}",
+                            self.reset_timeout.unwrap_or_default()
+                        ),
+                    ));
+                }
+                // A failed task, or a stream destroyed meanwhile: nothing left to wait for.
+                _ => {}
+            }
         }
         Ok(())
     }
@@ -214,6 +275,62 @@ impl Runtime {
             .disable_peer_access(d, p)
             .map_err(CallError::backend)
     }
+}
+
+/// A reset of `device` whose count of `aclrtSetDevice` calls is already 0: CANN's runtime
+/// finds no reference to drop and answers `RT_ERROR_CONTEXT_DEL`, which its error table maps
+/// to 507007 (hicann/runtime `src/runtime/core/src/runtime.cc`, `PrimaryContextRelease`;
+/// `src/runtime/core/src/common/errcode_manage.cc`); its documented mixing rules
+/// (`docs/api_docs/aclrtResetDeviceForce.md`) make every reset past 0 an error.
+fn already_reset(device: u32, force: bool) -> CallError {
+    let call = if force {
+        "aclrtResetDeviceForce"
+    } else {
+        "aclrtResetDevice"
+    };
+    CallError::new(
+        Error::ContextReleaseError,
+        format!(
+            "{call}({device}): device {device} is not set in this process (never set, or its \
+             count of aclrtSetDevice calls already reset to 0)"
+        ),
+    )
+}
+
+/// `ACL_NOTIFY_SIM_RESET_TIMEOUT`: how long a device reset waits for the device's streams to
+/// run their queued tasks (seconds, fractions allowed; `0` waits for ever, as CANN does).
+pub(crate) const ENV_RESET_TIMEOUT: &str = "ACL_NOTIFY_SIM_RESET_TIMEOUT";
+
+/// The reset's wait when [`ENV_RESET_TIMEOUT`] is not set: the same 60 s as a full stream's
+/// enqueue (`ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT`).
+pub(crate) const DEFAULT_RESET_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// [`ENV_RESET_TIMEOUT`] as the session reads it when it starts: `None` waits for ever; a
+/// value that is not a number of seconds is 107000.
+pub(crate) fn reset_timeout_from_env() -> Result<Option<Duration>, CallError> {
+    match std::env::var_os(ENV_RESET_TIMEOUT) {
+        None => Ok(Some(DEFAULT_RESET_TIMEOUT)),
+        Some(v) => parse_reset_timeout(&v),
+    }
+}
+
+/// A value of [`ENV_RESET_TIMEOUT`].
+pub(crate) fn parse_reset_timeout(v: &std::ffi::OsStr) -> Result<Option<Duration>, CallError> {
+    let secs = v
+        .to_str()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| (0.0..=f64::from(u32::MAX)).contains(s))
+        .ok_or_else(|| {
+            CallError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{ENV_RESET_TIMEOUT}={v:?} is not a number of seconds (0 to {}, fractions \
+                     allowed; 0 waits for ever)",
+                    u32::MAX
+                ),
+            )
+        })?;
+    Ok((secs != 0.0).then(|| Duration::from_secs_f64(secs)))
 }
 
 /// The ACL layer's refusal of a device paired with itself (100000).

@@ -124,6 +124,9 @@ pub(crate) struct Runtime {
     /// The device of threads that set none (`defaultDevice` of `aclInit`'s configuration,
     /// see [`crate::config`]); [`NO_DEFAULT_DEVICE`] when there is none.
     default_device: AtomicU32,
+    /// How long a device reset waits for the device's queued tasks (`None`: for ever; see
+    /// `device`, `ACL_NOTIFY_SIM_RESET_TIMEOUT`).
+    reset_timeout: Option<std::time::Duration>,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -172,7 +175,14 @@ impl Runtime {
             pid,
             features,
             default_device: AtomicU32::new(NO_DEFAULT_DEVICE),
+            reset_timeout: Some(device::DEFAULT_RESET_TIMEOUT),
         }
+    }
+
+    /// The session with a device reset's wait of `timeout` (`None`: for ever).
+    pub(crate) fn with_reset_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
+        self.reset_timeout = timeout;
+        self
     }
 
     /// Applies `aclInit`'s configuration: 107001 if its default device does not exist.
@@ -278,7 +288,7 @@ impl Runtime {
 
 mod cnt;
 mod context;
-mod device;
+pub(crate) mod device;
 pub(crate) mod event;
 mod ext;
 mod ipc;

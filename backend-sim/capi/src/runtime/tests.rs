@@ -151,3 +151,28 @@ fn a_context_handle_that_comes_back_gets_its_own_default_stream() {
     );
     rt.destroy_context(ctx).unwrap();
 }
+
+#[test]
+fn the_reset_timeout_is_seconds_with_fractions_and_zero_waits_for_ever() {
+    use super::device::parse_reset_timeout;
+    use std::ffi::OsStr;
+    use std::time::Duration;
+    assert_eq!(
+        parse_reset_timeout(OsStr::new(" 2 ")).unwrap(),
+        Some(Duration::from_secs(2))
+    );
+    assert_eq!(
+        parse_reset_timeout(OsStr::new("0.25")).unwrap(),
+        Some(Duration::from_millis(250))
+    );
+    assert_eq!(parse_reset_timeout(OsStr::new("0")).unwrap(), None);
+    for bad in ["", "-1", "soon", "NaN", "inf", "1e12"] {
+        let e = parse_reset_timeout(OsStr::new(bad)).unwrap_err();
+        assert_eq!(e.code(), Error::ParamInvalid, "{bad:?}");
+        assert!(
+            e.text().contains("ACL_NOTIFY_SIM_RESET_TIMEOUT"),
+            "{}",
+            e.text()
+        );
+    }
+}
