@@ -87,6 +87,7 @@
 //! ([`Stream::stats`]) are single-writer plain stores on the worker side, so they cost nothing
 //! measurable. `examples/stream_handoff.rs` measures the handoff against a raw futex wake.
 
+mod batch;
 mod cancel;
 mod job;
 mod keeper;

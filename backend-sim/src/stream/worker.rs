@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use acl_notify_core::Error;
 
+use super::batch::Batch;
 use super::cancel::{Control, TaskCtx};
 use super::{
     DISCARDING, Job, OPEN, Padded, Parking, WorkerPolicy, bump, drop_all, drop_quietly, lock,
@@ -244,8 +245,8 @@ struct Finished<R> {
 /// tasks besides the queue. It belongs to the stream, not to the thread running it, so that
 /// whoever holds the baton (the lock around it) can go on where the last holder stopped.
 pub(super) struct Turn<E, J: Job<E>> {
-    /// Tasks taken from the queue, not yet run, the next to run on top (see [`Shared::next`]).
-    local: Vec<J>,
+    /// Tasks taken from the queue, not yet run (see [`Shared::next`]).
+    local: Batch<J>,
     /// The finished tasks not yet retired, and their remains.
     done: Finished<J::Remains>,
     /// What the running task sees of the stream (its cells are per stream: the wait's spin
@@ -274,7 +275,7 @@ impl<E, J: Job<E>> Turn<E, J> {
     /// A fresh turn: nothing taken, nothing finished.
     pub(super) fn new(control: Arc<Control>) -> Self {
         Turn {
-            local: Vec::with_capacity(TAKE),
+            local: Batch::new(),
             done: Finished {
                 remains: Vec::with_capacity(FLUSH_AT + 2 * TAKE),
                 unretired: 0,
@@ -342,22 +343,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         self.ring.ready(popped) || self.state.load(Ordering::SeqCst) != OPEN
     }
 
-    /// Moves up to [`TAKE`] tasks from the queue to the worker's `local` stack (empty), the
-    /// first to run on top: taking from the end of a `Vec` is cheaper than from the front of
-    /// a `VecDeque`, and every task pays for it. Returns the tickets taken so far with it.
-    fn next(&self, local: &mut Vec<J>) -> (Next, u64) {
+    /// Moves up to [`TAKE`] tasks from the queue to the worker's `local` batch (empty).
+    /// Returns the tickets taken so far with it.
+    fn next(&self, local: &mut Batch<J>) -> (Next, u64) {
         let mut k = self.ring.taker();
         loop {
             match self.state.load(Ordering::Relaxed) {
                 DISCARDING => return (Next::Exit, k.head()),
                 state => {
-                    while local.len() < TAKE {
-                        match k.take() {
-                            Some(task) => local.push(task),
-                            None => break,
-                        }
-                    }
-                    if !local.is_empty() {
+                    if local.fill(&mut k) > 0 {
                         break;
                     }
                     if state == OPEN {
@@ -375,7 +369,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
         let head = k.head();
         drop(k);
-        local.reverse();
         // Dekker handshake with `enqueue_slow`: the slots are free (stored above), then we
         // look for producers waiting for room; they announce themselves, then look at the
         // slots. They are woken once the queue is down to half its capacity, not for every
@@ -427,7 +420,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     #[inline(never)]
     fn run_local(
         &self,
-        local: &mut Vec<J>,
+        local: &mut Batch<J>,
         ctx: &TaskCtx,
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
@@ -447,7 +440,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
 
     fn run_tasks(
         &self,
-        local: &mut Vec<J>,
+        local: &mut Batch<J>,
         ctx: &TaskCtx,
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
@@ -487,7 +480,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             }
             if parking == Parking::Always && !task.portable() {
                 // A runner's turn stops at a job only the stream's own thread may run.
-                local.push(task);
+                local.put_back(task);
                 self.flush(done);
                 flow.home_needed = true;
                 return;
@@ -496,7 +489,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             if may_block {
                 self.flush(done);
             }
-            if let Some(next) = local.last() {
+            if let Some(next) = local.peek() {
                 next.prefetch();
             }
             ctx.seq.set(seq);
@@ -533,7 +526,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 }
                 Ok(()) => {
                     if let Some(quick) = local.pop_if(|j| j.chains() && !ctx.is_cancelled()) {
-                        if let Some(next) = local.last() {
+                        if let Some(next) = local.peek() {
                             next.prefetch();
                         }
                         let (result, quick_rest) = quick.run(ctx, &mut || {});
@@ -554,7 +547,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
-    /// The turn stops before `task` (put back on top of `local`): it parked (`parked`: its
+    /// The turn stops before `task` (put back in front of `local`): it parked (`parked`: its
     /// probe is published for the runner) or only the stream's own thread may run it.
     #[cold]
     #[inline(never)]
@@ -562,7 +555,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         &self,
         task: J,
         parked: bool,
-        local: &mut Vec<J>,
+        local: &mut Batch<J>,
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
     ) {
@@ -583,7 +576,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         } else {
             flow.home_needed = true;
         }
-        local.push(task);
+        local.put_back(task);
     }
 
     /// Whether the parked stream can go on (its wait's record is there at the head of the
@@ -793,7 +786,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             k.take_published(end, |t| left.push(t));
         }
         let mut turn = lock(&self.turn);
-        left.append(&mut turn.local);
+        turn.local.drain_into(&mut left);
         let n = left.len() as u64;
         drop_all(&mut left);
         *lock(&self.last_panic) = Some(
