@@ -5,7 +5,11 @@ use std::mem::MaybeUninit;
 
 use crate::ring::Taker;
 
-use super::worker::TAKE;
+/// How many queued tasks the worker takes per turn. They leave the queue
+/// together (so up to `capacity + TAKE - 1` tasks can be pending) and still run one by one, in
+/// order; a discarding destroy drops the taken ones that have not started on the worker.
+/// Defined here, not in `worker`, which uses this module (no import cycle).
+pub(super) const TAKE: usize = 16;
 
 /// Tasks taken from the queue, not yet run, in ticket order: a fixed array used as a FIFO.
 /// The queue's tasks are moved into it once ([`fill`](Self::fill)) and out of it once, as

@@ -782,7 +782,7 @@ fn a_worker_that_unwinds_drops_and_retires_every_task_it_held() {
     // rest stay queued.
     let held = Arc::new(());
     let ran = Arc::new(AtomicUsize::new(0));
-    let n = 2 * worker::TAKE + 3;
+    let n = 2 * batch::TAKE + 3;
     for _ in 0..n {
         let (h, r) = (Arc::clone(&held), Arc::clone(&ran));
         s.enqueue(move |_| {

@@ -11,18 +11,13 @@ use std::time::{Duration, Instant};
 
 use acl_notify_core::Error;
 
-use super::batch::Batch;
+use super::batch::{Batch, TAKE};
 use super::cancel::{Control, TaskCtx};
 use super::{
     DISCARDING, Job, OPEN, Padded, Parking, WorkerPolicy, bump, drop_all, drop_quietly, lock,
 };
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
-
-/// How many queued tasks the worker takes per turn. They leave the queue
-/// together (so up to `capacity + TAKE - 1` tasks can be pending) and still run one by one, in
-/// order; a discarding destroy drops the taken ones that have not started on the worker.
-pub(super) const TAKE: usize = 16;
 
 /// Finished tasks whose remains the worker keeps before it drops them and retires the tasks,
 /// while tasks keep coming (see [`Finished`]).
