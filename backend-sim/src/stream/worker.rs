@@ -236,6 +236,31 @@ struct Finished<R> {
     taken: u64,
 }
 
+impl<R> Finished<R> {
+    /// Remains that are nothing (no size, no drop: a record's or wait's `()`) are not kept:
+    /// [`keep`](Self::keep) and [`kept`](Self::kept) then cost nothing per task (a `Vec<()>`
+    /// push still counted its length, with an overflow check).
+    const NOTHING: bool = std::mem::size_of::<R>() == 0 && !std::mem::needs_drop::<R>();
+
+    /// Keeps a finished task's remains until the next flush.
+    #[inline(always)]
+    fn keep(&mut self, r: R) {
+        if !Self::NOTHING {
+            self.remains.push(r);
+        }
+    }
+
+    /// How many remains are kept: for remains that are nothing, the tasks not yet retired.
+    #[inline(always)]
+    fn kept(&self) -> usize {
+        if Self::NOTHING {
+            self.unretired as usize
+        } else {
+            self.remains.len()
+        }
+    }
+}
+
 /// A stream's turn state (`Shared::turn`): everything a thread needs to run the stream's next
 /// tasks besides the queue. It belongs to the stream, not to the thread running it, so that
 /// whoever holds the baton (the lock around it) can go on where the last holder stopped.
@@ -527,7 +552,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                         let (result, quick_rest) = quick.run(ctx, &mut || {});
                         bump(&self.worker.completed);
                         done.unretired += 1;
-                        done.remains.push(quick_rest);
+                        done.keep(quick_rest);
                         if let Err(e) = result {
                             bump(&self.worker.failed);
                             self.store_error(e);
@@ -535,8 +560,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     }
                 }
             }
-            done.remains.push(rest);
-            if local.is_empty() && (!J::RETIRE_IN_BATCHES || done.remains.len() >= FLUSH_AT) {
+            done.keep(rest);
+            if local.is_empty() && (!J::RETIRE_IN_BATCHES || done.kept() >= FLUSH_AT) {
                 self.flush(done);
             }
         }
