@@ -198,7 +198,9 @@ fn a_reset_draining_one_device_does_not_hold_up_setting_another() {
         rt2.set_device(0).unwrap();
         let set_took = t0.elapsed();
         // The record the reset waits for, from device 1's context (alive until released).
-        let recorded = rt2.set_current_context(ctx1).and_then(|()| rt2.record(n, rec));
+        let recorded = rt2
+            .set_current_context(ctx1)
+            .and_then(|()| rt2.record(n, rec));
         rt2.reset_device(0, false).unwrap();
         (set_took, recorded)
     });
