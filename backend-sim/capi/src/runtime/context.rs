@@ -181,6 +181,8 @@ impl Runtime {
             raws.push(default);
         }
         for raw in raws {
+            // Its limits go with it: a later stream with the same backend handle starts with none.
+            self.res_limits.forget_stream(raw);
             let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
         }
         self.forget_current(ctx);

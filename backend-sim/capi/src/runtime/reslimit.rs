@@ -45,8 +45,9 @@ pub(crate) struct ResLimits {
     /// Per device, the process's limits.
     devices: Mutex<HashMap<u32, Limits>>,
     /// Per backend stream, its device and the limits set on it. An entry goes with its
-    /// stream's device (`forget_devices`) or its stream (`forget_stream`).
-    streams: Mutex<HashMap<RawStream, (u32, Limits)>>,
+    /// stream's device (`forget_devices`) or its stream (`forget_stream`: destroyed, or
+    /// discarded with its context by `destroy_context`).
+    pub(super) streams: Mutex<HashMap<RawStream, (u32, Limits)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -216,3 +216,26 @@ fn a_reset_draining_one_device_does_not_hold_up_setting_another() {
     reset.unwrap();
     assert!(took < Duration::from_secs(4), "the reset took {took:?}");
 }
+
+/// `aclrtDestroyContext` discards the context's default stream and forgets its limits with it:
+/// a thread that used that stream's limits answers its device's afterwards (a stale entry
+/// would also be inherited by a later stream given the same backend handle).
+#[test]
+fn destroying_a_context_forgets_its_default_streams_limits() {
+    let (rt, _ns) = runtime("ctxreslimit");
+    rt.set_device(0).unwrap();
+    let full = rt.res_in_current_thread(0).unwrap();
+    assert!(full > 1);
+    let ctx = rt.create_context(0).unwrap();
+    let raw = rt.context_default_stream(0, ctx).unwrap();
+    rt.set_stream_res_limit(0, 0, 1).unwrap();
+    rt.use_stream_res(0).unwrap();
+    assert_eq!(rt.res_in_current_thread(0).unwrap(), 1);
+    rt.destroy_context(ctx).unwrap();
+    assert!(
+        lock(&rt.res_limits.streams).get(&raw).is_none(),
+        "the discarded default stream's limits are forgotten"
+    );
+    rt.set_device(0).unwrap();
+    assert_eq!(rt.res_in_current_thread(0).unwrap(), full);
+}
