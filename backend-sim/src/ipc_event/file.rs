@@ -62,14 +62,14 @@ crate::mapfile::file_header!(unsafe Header, MAGIC, EVT_LAYOUT_VERSION);
 pub(crate) struct EvtPayload {
     /// Records enqueued by any holder.
     pub(crate) issued: AtomicU32,
-    /// The highest record number that has run: a futex word (waits sleep on it, records wake
+    /// The latest record number that has run (as serial numbers go: they wrap at 2^32): a futex word (waits sleep on it, records wake
     /// it).
     pub(crate) done: AtomicU32,
     /// When the latest record ran (ns, 0: never).
     pub(crate) stamp_ns: AtomicU64,
     /// Who issued the latest record: `(number << 32) | (process-table index << 26) | pid`,
     /// bit 25 set once it was counted as done because its issuer died (0: not known), raised
-    /// with `fetch_max`. A wait for a record that is still not done
+    /// to a later record number only (as serial numbers go: they wrap at 2^32). A wait for a record that is still not done
     /// when this process has died counts it as done: it will never run (see
     /// `IpcRef::dead_issuer`).
     pub(crate) latest_by: AtomicU64,

@@ -30,15 +30,18 @@
 //! # Limits (ours)
 //!
 //! 1,024 IPC events per device and server. Records that run out of order on different
-//! streams raise `done` to the highest number (a wait for an earlier one may then pass early).
+//! streams raise `done` to the latest number (a wait for an earlier one may then pass early).
 //! So does a record that will never run: one its process's stream discarded, or the latest
 //! one when the process that issued it died before it ran (a holder SIGKILLed with a record
 //! queued), which the waits see within a slice (20 ms) instead of waiting for ever.
+//! Record numbers wrap at 2^32 and are compared as serial numbers: a wait whose record is more
+//! than 2^31 records behind the latest that ran is taken as waiting for a later one.
 //! A handle names its server's file: opening one of another server is 107000.
 
 pub(crate) mod file;
 
 use std::fmt;
+use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -67,6 +70,19 @@ const PROC_SHIFT: u32 = 26;
 const PROC_MASK: u64 = 0x3f;
 const UNRUN: u64 = 1 << 25;
 const PID_MASK: u64 = UNRUN - 1;
+
+/// Whether record number `a` is `b` or a later one. Record numbers wrap at 2^32 (`issued`
+/// counts on through it), so they are compared as serial numbers: `a` is later when it is
+/// less than 2^31 records ahead of `b`.
+fn at_or_after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) >= 0
+}
+
+/// Raises `done` to record `n` unless it is already there or later ([`at_or_after`]: not
+/// `fetch_max`, which would keep a number from before the wrap above every later one).
+fn raise_done(done: &AtomicU32, n: u32) {
+    let _ = done.fetch_update(SeqCst, SeqCst, |cur| (!at_or_after(cur, n)).then_some(n));
+}
 
 /// FNV-1a of the namespace: a handle of another namespace is refused, not misread.
 fn ns_tag(namespace: &str) -> u64 {
@@ -271,8 +287,16 @@ impl IpcRef {
     /// A record is enqueued: its number.
     pub(crate) fn issue(&self) -> Result<u32, SimError> {
         let s = self.slot()?;
-        let n = s.sync.issued.fetch_add(1, SeqCst).wrapping_add(1);
-        s.sync.latest_by.fetch_max(self.issued_by(n), SeqCst);
+        let mut n = s.sync.issued.fetch_add(1, SeqCst).wrapping_add(1);
+        if n == 0 {
+            // 0 means "never recorded" (a wait for it does nothing): skipped at the wrap.
+            n = s.sync.issued.fetch_add(1, SeqCst).wrapping_add(1);
+        }
+        let by = self.issued_by(n);
+        // The latest record's issuer, as record numbers go ([`at_or_after`]).
+        let _ = s.sync.latest_by.fetch_update(SeqCst, SeqCst, |cur| {
+            (cur == 0 || !at_or_after((cur >> 32) as u32, n)).then_some(by)
+        });
         Ok(n)
     }
 
@@ -307,7 +331,7 @@ impl IpcRef {
     fn dead_issuer(&self, s: &EvtSlot) -> Option<(u32, u64)> {
         let by = s.sync.latest_by.load(SeqCst);
         let n = (by >> 32) as u32;
-        if by == 0 || by & UNRUN != 0 || s.sync.done.load(SeqCst) >= n {
+        if by == 0 || by & UNRUN != 0 || at_or_after(s.sync.done.load(SeqCst), n) {
             return None;
         }
         let proc = ((by >> PROC_SHIFT) & PROC_MASK) as u32;
@@ -337,7 +361,7 @@ impl IpcRef {
                 .compare_exchange(by, by | UNRUN, SeqCst, SeqCst)
                 .is_ok()
             {
-                s.sync.done.fetch_max(n, SeqCst);
+                raise_done(&s.sync.done, n);
                 sys::futex_wake(&s.sync.done, u32::MAX);
             }
         }
@@ -347,7 +371,7 @@ impl IpcRef {
     pub(crate) fn complete(&self, n: u32) -> Result<(), SimError> {
         let s = self.slot()?;
         s.sync.stamp_ns.store(sys::now_ns().max(1), SeqCst);
-        s.sync.done.fetch_max(n, SeqCst);
+        raise_done(&s.sync.done, n);
         sys::futex_wake(&s.sync.done, u32::MAX);
         Ok(())
     }
@@ -357,7 +381,7 @@ impl IpcRef {
     /// for it.
     pub(crate) fn complete_unrun(&self, n: u32) {
         if let Ok(s) = self.slot() {
-            s.sync.done.fetch_max(n, SeqCst);
+            raise_done(&s.sync.done, n);
             sys::futex_wake(&s.sync.done, u32::MAX);
         }
     }
@@ -374,7 +398,7 @@ impl IpcRef {
         let issued = s.sync.issued.load(SeqCst);
         Ok(if issued == 0 {
             LatestRecord::None
-        } else if s.sync.done.load(SeqCst) >= issued {
+        } else if at_or_after(s.sync.done.load(SeqCst), issued) {
             LatestRecord::Done
         } else {
             LatestRecord::Pending
@@ -393,7 +417,7 @@ impl IpcRef {
         let deadline = timeout.and_then(|t| Instant::now().checked_add(t));
         loop {
             let cur = s.sync.done.load(SeqCst);
-            if cur >= n {
+            if at_or_after(cur, n) {
                 return Ok(true);
             }
             if stop() || self.files.file.lost() {
@@ -571,6 +595,53 @@ mod tests {
         let c = f.claim(1).unwrap();
         assert_eq!(f.open_handle(&h).unwrap_err().kind(), Error::InvalidHandle);
         drop(c);
+    }
+
+    /// Record numbers wrap at 2^32: a record issued after the wrap is pending until it runs,
+    /// although `done` holds the number of one from before it, and an issuer that died with
+    /// a record from before the wrap latest does not release the waits for later ones.
+    #[test]
+    fn record_numbers_that_wrap_still_order_the_records() {
+        let m = Machine::new("wrap", 1);
+        let f = &m.files;
+        let a = f.claim(0).unwrap();
+        let b = f.open_handle(&a.handle().unwrap()).unwrap();
+        let s = a.slot().unwrap();
+        s.sync.issued.store(u32::MAX - 1, SeqCst);
+        s.sync.done.store(u32::MAX - 1, SeqCst);
+        let last = b.issue().unwrap();
+        assert_eq!(last, u32::MAX);
+        a.complete(last).unwrap();
+        let n = b.issue().unwrap();
+        assert_eq!(n, 1, "0 (never recorded) is skipped");
+        assert_eq!(a.latest().unwrap(), LatestRecord::Pending);
+        let short = Some(Duration::from_millis(30));
+        assert!(!a.wait_done(n, short, &|| false).unwrap());
+        a.complete(n).unwrap();
+        assert_eq!(a.latest().unwrap(), LatestRecord::Done);
+        assert!(a.wait_done(n, short, &|| false).unwrap());
+        assert!(
+            a.wait_done(last, short, &|| false).unwrap(),
+            "an earlier one"
+        );
+
+        // The latest record before the wrap was issued by a process that is gone (table
+        // entry 63, which nobody holds, and no such pid); a record issued after the wrap by a
+        // live one is the latest: its issuer is the one watched, and the dead issuer's record
+        // must not count it as done.
+        let dead = (u64::from(u32::MAX) << 32) | (63 << PROC_SHIFT) | (PID_MASK - 1);
+        s.sync.issued.store(u32::MAX, SeqCst);
+        s.sync.done.store(u32::MAX - 1, SeqCst);
+        s.sync.latest_by.store(dead, SeqCst);
+        let n = b.issue().unwrap();
+        assert_eq!(n, 1);
+        // Its issuer is the latest one's (were it to die, the waits would be released).
+        assert_eq!(s.sync.latest_by.load(SeqCst), b.issued_by(n));
+        assert_eq!(a.latest().unwrap(), LatestRecord::Pending);
+        assert!(!a.wait_done(n, short, &|| false).unwrap());
+        assert_eq!(a.died_unrun(n), None);
+        a.complete(n).unwrap();
+        assert_eq!(a.latest().unwrap(), LatestRecord::Done);
     }
 
     /// The references of one process share its holder bit: the slot lives until the last of
