@@ -17,6 +17,9 @@
 //! and a thread of their own runs them, see `give_up`). Whoever clears the *away* bit wakes the
 //! thread (or the enqueue that finds it asleep does), so no hand-over is lost and the
 //! thread waits with no timeout (the ring's loom models `a_turn_home_*`).
+//! A runner whose thread unwinds (a panic outside the tasks' unwind guards) hands every
+//! stream it holds home, the one it was running included, and stops being the runner
+//! ([`Mine`]).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -136,6 +139,51 @@ pub(super) fn park(me: Arc<dyn Borrow>) {
     }
 }
 
+/// The runner's own list ([`run`]) and the stream it is running: if the runner's thread
+/// unwinds (a panic outside the tasks' unwind guards, a bug of ours), the drop hands them all
+/// home, with the streams parked on [`LIST`] not taken yet, and clears the runner's state, so
+/// that no stream stays parked for ever and the next park finds no runner and becomes it.
+struct Mine<'a> {
+    parked: Parked,
+    /// The stream being run (`run_borrowed`) at the moment, taken off `parked`.
+    running: Option<Arc<dyn Borrow>>,
+    /// The runner's thread's own stream, and whether it is being run on the runner.
+    me: Option<&'a Arc<dyn Borrow>>,
+    me_running: bool,
+}
+
+impl Drop for Mine<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.unwound();
+        }
+    }
+}
+
+impl Mine<'_> {
+    /// See [`Mine`]. Must not panic: it runs while the thread unwinds.
+    #[cold]
+    fn unwound(&mut self) {
+        let mut all = std::mem::take(&mut self.parked);
+        all.extend(self.running.take().map(|s| (s, 0)));
+        if self.me_running
+            && let Some(me) = self.me
+        {
+            all.push((Arc::clone(me), 0));
+        }
+        {
+            let mut l = lock(LIST.get());
+            all.append(&mut l.parked);
+            l.running = false;
+            RUNNER.store(false, Ordering::SeqCst);
+            INBOX.store(false, Ordering::Relaxed);
+        }
+        for (s, _) in all {
+            s.hand_home();
+        }
+    }
+}
+
 /// Moves the streams parked by their own threads to the runner's list.
 #[inline(never)]
 fn take_inbox(mine: &mut Parked) {
@@ -151,7 +199,12 @@ fn take_inbox(mine: &mut Parked) {
 fn run(me: Option<&Arc<dyn Borrow>>) {
     // The streams this runner holds parked: taken from `LIST`, or parked again as it ran
     // them. Only this thread touches it.
-    let mut mine: Parked = Vec::new();
+    let mut mine = Mine {
+        parked: Vec::new(),
+        running: None,
+        me,
+        me_running: false,
+    };
     let mut tick = lock(LIST.get()).tick;
     let mut idle: Option<Instant> = None;
     let mut i = 0u32;
@@ -161,10 +214,10 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
         picks = picks.wrapping_add(1);
         if picks.is_multiple_of(64) && tick_at.elapsed() >= HOME_AFTER {
             tick_at = Instant::now();
-            tick = send_home_long_parked(&mut mine);
+            tick = send_home_long_parked(&mut mine.parked);
         }
         if INBOX.load(Ordering::Relaxed) {
-            take_inbox(&mut mine);
+            take_inbox(&mut mine.parked);
         }
         if let Some(me) = me.filter(|me| me.is_home_with_work()) {
             if me.needs_home() {
@@ -172,23 +225,30 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             }
             // This thread's own stream got work while it ran others: run it here too
             // (going back to the worker's loop would hand every parked stream home).
+            mine.me_running = true;
             me.take_away();
-            if me.run_borrowed() {
-                mine.push((Arc::clone(me), tick));
+            let again = me.run_borrowed();
+            mine.me_running = false;
+            if again {
+                mine.parked.push((Arc::clone(me), tick));
             }
             idle = None;
             continue;
         }
-        if mine.is_empty() {
-            take_inbox(&mut mine);
-            if mine.is_empty() {
+        if mine.parked.is_empty() {
+            take_inbox(&mut mine.parked);
+            if mine.parked.is_empty() {
                 break;
             }
         }
-        if let Some(k) = mine.iter().position(|(s, _)| s.can_go_on()) {
-            let s = mine.swap_remove(k).0;
-            if s.run_borrowed() {
-                mine.push((s, tick));
+        if let Some(k) = mine.parked.iter().position(|(s, _)| s.can_go_on()) {
+            let again = mine
+                .running
+                .insert(mine.parked.swap_remove(k).0)
+                .run_borrowed();
+            let s = mine.running.take();
+            if again {
+                mine.parked.extend(s.map(|s| (s, tick)));
             }
             idle = None;
             continue;
@@ -197,7 +257,7 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
         std::hint::spin_loop();
         if i.is_multiple_of(16) {
             let t = *idle.get_or_insert_with(Instant::now);
-            if t.elapsed() >= RUNNER_SPIN && !any_held(&mine) {
+            if t.elapsed() >= RUNNER_SPIN && !any_held(&mine.parked) {
                 break;
             }
             if t.elapsed() >= Duration::from_micros(2) {
@@ -205,7 +265,7 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             }
         }
     }
-    give_up(mine);
+    give_up(std::mem::take(&mut mine.parked));
 }
 
 /// A tick has passed: the streams parked two ticks ago or earlier go home (see
@@ -292,6 +352,10 @@ mod tests {
         /// Its turns on the runner park again (and wait for `ready` again).
         parks_again: AtomicBool,
         runs: AtomicU32,
+        /// Its turn on the runner panics (as code of ours outside the tasks' unwind guards
+        /// could) when run on this thread (the unit tests share the process's runner: another
+        /// test's must not unwind).
+        panics_on: std::sync::OnceLock<std::thread::ThreadId>,
     }
 
     impl Borrow for Fake {
@@ -301,6 +365,9 @@ mod tests {
         fn run_borrowed(&self) -> bool {
             self.runs.fetch_add(1, SeqCst);
             self.ran.store(true, SeqCst);
+            if self.panics_on.get() == Some(&std::thread::current().id()) {
+                panic!("test: the runner's thread unwinds outside the tasks");
+            }
             let again = self.parks_again.load(SeqCst);
             if again {
                 self.ready.store(false, SeqCst);
@@ -425,5 +492,55 @@ mod tests {
         me.ready.store(true, SeqCst);
         me.needs_home.store(true, SeqCst);
         runner.join().unwrap();
+    }
+
+    /// A runner whose thread unwinds while it runs a stream (outside the tasks' unwind
+    /// guards) hands every stream home, the one it ran included, and stops being the runner:
+    /// the next park becomes the runner. Fails (streams never handed home, the next park
+    /// finds a runner that does not exist) if the runner's list is just dropped.
+    #[test]
+    fn a_runner_that_unwinds_hands_its_streams_home() {
+        let me = Arc::new(Fake {
+            held: true,
+            ..Fake::default()
+        });
+        let other = Arc::new(Fake::default());
+        let boom = Arc::new(Fake {
+            ready: AtomicBool::new(true),
+            ..Fake::default()
+        });
+        let runner = {
+            let me = Arc::clone(&me);
+            std::thread::spawn(move || super::park(me as Arc<dyn Borrow>))
+        };
+        boom.panics_on.set(runner.thread().id()).unwrap();
+        until("a runner runs", super::active);
+        {
+            let mut l = super::lock(super::LIST.get());
+            l.parked.push((Arc::clone(&other) as Arc<dyn Borrow>, 0));
+            l.parked.push((Arc::clone(&boom) as Arc<dyn Borrow>, 0));
+            super::INBOX.store(true, SeqCst);
+        }
+        if runner.join().is_ok() {
+            // Another test's runner ran when `me` parked (`cargo test` shares the process):
+            // it runs them, no panic. Let `me` go.
+            eprintln!("skipped: another test's runner took the streams");
+            me.ready.store(true, SeqCst);
+            other.ready.store(true, SeqCst);
+            return;
+        }
+        assert!(boom.ran.load(SeqCst));
+        for (what, s) in [
+            ("the one it ran", &boom),
+            ("a parked one", &other),
+            ("its own", &me),
+        ] {
+            assert!(s.handed.load(SeqCst), "{what} was not handed home");
+        }
+        // The next park becomes the runner (or another test's runner runs it), finds nothing
+        // runnable and hands it home.
+        let next = Arc::new(Fake::default());
+        super::park(Arc::clone(&next) as Arc<dyn Borrow>);
+        until("the next park found a runner", || next.handed.load(SeqCst));
     }
 }
