@@ -651,11 +651,10 @@ impl<T> Drop for Ring<T> {
     fn drop(&mut self) {
         // `&mut self`: no producer is between its claim and its publication, so a slot holds
         // a value exactly when its sequence says "published" (`t + 1` for the slot's `t`).
-        let c = self
-            .consumer
-            .0
-            .get_mut()
-            .unwrap_or_else(|e| panic!("ring consumer lock poisoned: {e}"));
+        // A poisoned lock (a consumer that panicked holding it: the worker unwinding) still
+        // holds a consistent `head`: a take stores it after the value is read out. Its drop
+        // must not panic (the last reference may go in any thread, a C caller's included).
+        let c = self.consumer.0.get_mut().unwrap_or_else(|e| e.into_inner());
         let mut head = c.head;
         let end = self.tail.load(Ordering::Relaxed) & COUNT;
         while head < end {
@@ -710,6 +709,34 @@ mod tests {
         drop(r);
         // 4 and 5 were dropped with the ring, 6 with the refusal.
         assert_eq!(drops.load(Ordering::SeqCst), 8);
+    }
+
+    /// A consumer that panicked holding the lock (the worker unwinding, which
+    /// `Shared::worker_unwound` cleans up after) poisons it: the ring is still dropped, with
+    /// what it holds, without a panic of its own (which would come from whatever thread drops
+    /// the stream last, a C caller's included). Until 2026-12-05 the drop panicked.
+    #[test]
+    fn a_ring_whose_consumer_panicked_holding_the_lock_drops_without_a_panic() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let r = Arc::new(Ring::new(4));
+        assert!(matches!(
+            r.push(Counted(1, Arc::clone(&drops))),
+            Push::Queued { .. }
+        ));
+        let r2 = Arc::clone(&r);
+        let poisoner = std::thread::spawn(move || {
+            let _k = r2.taker();
+            panic!("test: the consumer panics holding the lock");
+        });
+        assert!(poisoner.join().is_err());
+        assert!(matches!(
+            r.push(Counted(2, Arc::clone(&drops))),
+            Push::Queued { .. }
+        ));
+        let r = Arc::into_inner(r).expect("the only reference");
+        let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(r)));
+        assert!(dropped.is_ok(), "the ring's drop panicked");
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -77,7 +77,7 @@ impl Runtime {
         // Not while another thread's reset releases what its count reaching 0 released: that
         // would release this set's context and what this thread makes in it. A host function
         // does not wait (the reset waits for its stream).
-        let _gate = self.device_gate();
+        let _gate = self.device_gate(d);
         if let Some(n) = lock(&self.device_refs).get_mut(d as usize) {
             *n = n.saturating_add(1);
         }
@@ -86,14 +86,14 @@ impl Runtime {
         Ok(())
     }
 
-    /// The read side of [`Runtime::device_gate`], unless the calling thread is a host function
-    /// (which a reset holding the write side may be waiting for).
-    fn device_gate(&self) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
-        (!acl_notify_sim::in_host_function()).then(|| {
-            self.device_gate
-                .read()
-                .unwrap_or_else(PoisonError::into_inner)
-        })
+    /// The read side of `device`'s [`Runtime::device_gates`], unless the calling thread is a
+    /// host function (which a reset holding the write side may be waiting for).
+    fn device_gate(&self, device: u32) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
+        if acl_notify_sim::in_host_function() {
+            return None;
+        }
+        let gate = self.device_gates.get(device as usize)?;
+        Some(gate.read().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Makes `ctx` (a live context on `device`) current on the calling thread.
@@ -119,11 +119,11 @@ impl Runtime {
         let d = self.device_id(device)?;
         let in_host_function = acl_notify_sim::in_host_function();
         // The count's drop and the release it makes are one step for `set_device` (see there).
-        let _gate = (!in_host_function).then(|| {
-            self.device_gate
-                .write()
-                .unwrap_or_else(PoisonError::into_inner)
-        });
+        let _gate = self
+            .device_gates
+            .get(d as usize)
+            .filter(|_| !in_host_function)
+            .map(|g| g.write().unwrap_or_else(PoisonError::into_inner));
         let release = {
             let mut refs = lock(&self.device_refs);
             match refs.get_mut(d as usize) {

@@ -105,11 +105,13 @@ pub(crate) struct Runtime {
     pub(crate) events: CTable<event::EventEntry>,
     /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
     device_refs: Mutex<Vec<u32>>,
-    /// Held (write) by an `aclrtResetDevice[Force]` from its count's drop to 0 until what that
-    /// releases is gone, and (read) by an `aclrtSetDevice` while it counts and takes the
-    /// primary context: a thread's set that comes after another's reset is not undone by that
-    /// reset's release (see `device`).
-    device_gate: std::sync::RwLock<()>,
+    /// Per device: held (write) by an `aclrtResetDevice[Force]` of the device from its count's
+    /// drop to 0 until what that releases is gone, and (read) by an `aclrtSetDevice` of the
+    /// device while it counts and takes the primary context: a thread's set that comes after
+    /// another's reset is not undone by that reset's release (see `device`). One per device:
+    /// a reset waits for its device's streams, which may wait for a thread setting up another
+    /// device.
+    device_gates: Vec<std::sync::RwLock<()>>,
     /// Core resource limits (`reslimit` module).
     res_limits: reslimit::ResLimits,
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
@@ -170,7 +172,7 @@ impl Runtime {
             contexts: context::Contexts::new(seed.rotate_left(23), devices),
             events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
             device_refs: Mutex::new(vec![0; devices]),
-            device_gate: std::sync::RwLock::new(()),
+            device_gates: (0..devices).map(|_| std::sync::RwLock::new(())).collect(),
             res_limits: reslimit::ResLimits::default(),
             pid,
             features,

@@ -176,3 +176,43 @@ fn the_reset_timeout_is_seconds_with_fractions_and_zero_waits_for_ever() {
         );
     }
 }
+
+/// A reset of one device that waits for its streams does not hold up `aclrtSetDevice` of
+/// another device: there the thread whose work the reset waits for may be setting up first.
+/// Until 2026-12-05 one process-wide gate made that set wait for the reset, which waited for
+/// the set's thread until its timeout (507046; for ever with `ACL_NOTIFY_SIM_RESET_TIMEOUT=0`).
+#[test]
+fn a_reset_draining_one_device_does_not_hold_up_setting_another() {
+    let (rt, _ns) = runtime("reset-gate");
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    rt.set_device(1).unwrap();
+    let ctx1 = rt.current_context().unwrap();
+    let (s, rec) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n, s, 0).unwrap();
+    let rt2 = std::sync::Arc::clone(&rt);
+    let recorder = std::thread::spawn(move || {
+        // After the reset below began to drain device 1.
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = std::time::Instant::now();
+        rt2.set_device(0).unwrap();
+        let set_took = t0.elapsed();
+        // The record the reset waits for, from device 1's context (alive until released).
+        let recorded = rt2
+            .set_current_context(ctx1)
+            .and_then(|()| rt2.record(n, rec));
+        rt2.reset_device(0, false).unwrap();
+        (set_took, recorded)
+    });
+    let t0 = std::time::Instant::now();
+    let reset = rt.reset_device(1, false);
+    let took = t0.elapsed();
+    let (set_took, recorded) = recorder.join().unwrap();
+    assert!(
+        set_took < Duration::from_secs(2),
+        "aclrtSetDevice(0) waited {set_took:?} for device 1's reset"
+    );
+    recorded.unwrap();
+    reset.unwrap();
+    assert!(took < Duration::from_secs(4), "the reset took {took:?}");
+}
