@@ -13,6 +13,7 @@
  * will never run: this process's synchronize of the event and its stream waiting on it end
  * with 107023 naming the dead process, instead of waiting for ever. */
 #include "common.h"
+#include "join.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -174,11 +175,7 @@ static void dead_recorder(const char *dir) {
             atomic_load(&g_sync_rc));
     REQUIRE(kill(child, SIGKILL) == 0, "kill: %s", strerror(errno));
     REQUIRE(waitpid(child, NULL, 0) == child, "waitpid");
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += 10;
-    REQUIRE(pthread_timedjoin_np(t, NULL, &ts) == 0,
-            "aclrtSynchronizeEvent still blocked 10 s after the only recorder died");
+    join_within(t, 10000, "aclrtSynchronizeEvent after the only recorder died");
     char pid[32];
     snprintf(pid, sizeof pid, "pid %d, died first", (int)child);
     REQUIRE(atomic_load(&g_sync_rc) == ACL_ERROR_RT_STREAM_ABORT && strstr(g_sync_msg, pid),

@@ -26,6 +26,7 @@
  *
  * Every wait is bounded (timed joins, timed synchronizes); exit 0 when every check holds. */
 #include "common.h"
+#include "join.h"
 
 #include <dirent.h>
 #include <inttypes.h>
@@ -47,20 +48,6 @@ static int count_threads(void) {
     }
     closedir(d);
     return n;
-}
-
-/* Joins `t` within `ms` milliseconds, or fails naming `what`. */
-static void join_within(pthread_t t, long ms, const char *what) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    int r = pthread_timedjoin_np(t, NULL, &ts);
-    REQUIRE(r == 0, "%s still blocked after %ld ms", what, ms);
 }
 
 /* The worker threads of a session are gone once nothing runs (bounded poll). */
