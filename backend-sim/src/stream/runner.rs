@@ -140,9 +140,10 @@ pub(super) fn park(me: Arc<dyn Borrow>) {
 }
 
 /// The runner's own list ([`run`]) and the stream it is running: if the runner's thread
-/// unwinds (a panic outside the tasks' unwind guards, a bug of ours), the drop hands them all
-/// home, with the streams parked on [`LIST`] not taken yet, and clears the runner's state, so
-/// that no stream stays parked for ever and the next park finds no runner and becomes it.
+/// unwinds (a panic outside the tasks' unwind guards, a bug of ours), the drop gives them up
+/// as [`give_up`] does (home, with the streams parked on [`LIST`] not taken yet, and the
+/// runner's state cleared), so that no stream stays parked for ever and the next park finds
+/// no runner and becomes it.
 struct Mine<'a> {
     parked: Parked,
     /// The stream being run (`run_borrowed`) at the moment, taken off `parked`.
@@ -171,16 +172,25 @@ impl Mine<'_> {
         {
             all.push((Arc::clone(me), 0));
         }
-        {
-            let mut l = lock(LIST.get());
-            all.append(&mut l.parked);
-            l.running = false;
-            RUNNER.store(false, Ordering::SeqCst);
-            INBOX.store(false, Ordering::Relaxed);
-        }
-        for (s, _) in all {
-            s.hand_home();
-        }
+        // As a runner that gives up: held streams (tests) stay parked with a runner of their
+        // own; another test's held stream handed home by this one made that test fail.
+        give_up(all);
+    }
+}
+
+/// Ends the runner: clears its state and hands `all` home, with every stream parked on
+/// [`LIST`] not taken yet.
+#[cold]
+fn stop_and_hand_home(mut all: Parked) {
+    {
+        let mut l = lock(LIST.get());
+        all.append(&mut l.parked);
+        l.running = false;
+        RUNNER.store(false, Ordering::SeqCst);
+        INBOX.store(false, Ordering::Relaxed);
+    }
+    for (s, _) in all {
+        s.hand_home();
     }
 }
 
@@ -319,16 +329,7 @@ fn give_up(mine: Parked) {
             .spawn(|| run(None));
         if spawned.is_err() {
             // No thread for them: they go home after all (the runner's state with them).
-            let all = {
-                let mut l = lock(LIST.get());
-                l.running = false;
-                RUNNER.store(false, Ordering::SeqCst);
-                INBOX.store(false, Ordering::Relaxed);
-                std::mem::take(&mut l.parked)
-            };
-            for (s, _) in all {
-                s.hand_home();
-            }
+            stop_and_hand_home(Vec::new());
         }
     }
 }
@@ -500,27 +501,31 @@ mod tests {
     /// finds a runner that does not exist) if the runner's list is just dropped.
     #[test]
     fn a_runner_that_unwinds_hands_its_streams_home() {
-        let me = Arc::new(Fake {
-            held: true,
-            ..Fake::default()
-        });
+        // Nothing here is held: an unwinding runner keeps held streams parked, as one that
+        // gives up does. The streams are on the list before `me` parks, so that its runner
+        // takes them at once.
+        let me = Arc::new(Fake::default());
         let other = Arc::new(Fake::default());
         let boom = Arc::new(Fake {
             ready: AtomicBool::new(true),
             ..Fake::default()
         });
+        let (go, gate) = std::sync::mpsc::channel::<()>();
         let runner = {
             let me = Arc::clone(&me);
-            std::thread::spawn(move || super::park(me as Arc<dyn Borrow>))
+            std::thread::spawn(move || {
+                let _ = gate.recv();
+                super::park(me as Arc<dyn Borrow>)
+            })
         };
         boom.panics_on.set(runner.thread().id()).unwrap();
-        until("a runner runs", super::active);
         {
             let mut l = super::lock(super::LIST.get());
             l.parked.push((Arc::clone(&other) as Arc<dyn Borrow>, 0));
             l.parked.push((Arc::clone(&boom) as Arc<dyn Borrow>, 0));
             super::INBOX.store(true, SeqCst);
         }
+        go.send(()).unwrap();
         if runner.join().is_ok() {
             // Another test's runner ran when `me` parked (`cargo test` shares the process):
             // it runs them, no panic. Let `me` go.
