@@ -537,7 +537,6 @@ impl Sim {
             device,
             spec,
             ipc,
-            ipc_discarded: AtomicU32::new(0),
             st: Mutex::new(EvState::default()),
             cv: Condvar::new(),
             ids: Arc::clone(&self.inner.events.ids),
