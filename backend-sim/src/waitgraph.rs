@@ -841,7 +841,7 @@ impl Blocked {
     }
 
     /// Publishes that the wait numbered `ticket` of the stream whose entry is `slot` waits on
-    /// `t`, parked since `since_ns` (`sys::now_ns`'s clock; `crate::parked`: the calling
+    /// `t` (for at most `timeout`), parked since `since_ns` (`sys::now_ns`'s clock; `crate::parked`: the calling
     /// thread may be the runner). The entry's other words are written before `head`, whose
     /// store publishes them (a reader loads `head` first).
     #[inline]
@@ -850,12 +850,14 @@ impl Blocked {
         t: Target,
         ticket: u64,
         since_ns: u64,
+        timeout: Option<std::time::Duration>,
     ) -> Self {
         if let Some(s) = &slot {
             let e = s.entry();
             e.head_ticket.store(ticket, Relaxed);
             e.head_since.store(since_ns, Relaxed);
-            e.head_timeout_ms.store(u64::MAX, Relaxed);
+            e.head_timeout_ms
+                .store(timeout.map_or(u64::MAX, |d| d.as_millis() as u64), Relaxed);
             e.head.store(t.wait_word(), SeqCst);
         }
         Blocked(slot)
