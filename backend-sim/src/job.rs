@@ -265,7 +265,13 @@ impl SimJob {
                 if parking == Parking::Never {
                     wait_slow(p, timeout, ctx, before_block, None)
                 } else {
-                    match crate::parked::park_or_wait(pin, ctx, before_block, parking, timeout) {
+                    let parked = match timeout {
+                        None => crate::parked::park_or_wait(pin, ctx, before_block, parking),
+                        Some(t) => {
+                            crate::parked::park_or_wait_timed(pin, ctx, before_block, parking, t)
+                        }
+                    };
+                    match parked {
                         Ok(out) => out,
                         Err(stop) => {
                             *stopped = Some(stop.into_job(pin, timeout));
