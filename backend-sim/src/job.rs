@@ -52,8 +52,8 @@ pub(crate) enum SimJob {
     /// `Sim::claim_pinned`): the ticket is published with this instead, which does nothing,
     /// and the call looks the notify up again.
     Refused,
-    /// A wait with no timeout that parked its stream, holding its place in the notify's
-    /// queue (`crate::parked`).
+    /// A wait (with no timeout, or one of at least `parked::TIMED_PARK_MIN`) that parked its
+    /// stream, holding its place in the notify's queue (`crate::parked`).
     Parked(crate::parked::ParkedWait),
     /// The count notify, the record and the recording process's pid.
     CntRecord(Box<(Arc<CntRef>, CntRecord, i32)>),
@@ -115,9 +115,10 @@ impl Job<SimError> for SimJob {
         )
     }
 
-    /// A wait with no timeout that finds no record may park (`crate::parked`); a parked
-    /// wait goes on there. Everything else runs as [`run`](Job::run) does: the wait's fast
-    /// path (its record there) is the same, the parking decision is after it.
+    /// A wait (no timeout, or one of at least `parked::TIMED_PARK_MIN`) that finds no record
+    /// may park (`crate::parked`); a parked wait goes on there. Everything else runs as
+    /// [`run`](Job::run) does: the wait's fast path (its record there) is the same, the
+    /// parking decision is after it.
     #[inline(always)]
     fn run_or_park(
         self,

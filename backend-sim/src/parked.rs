@@ -1,6 +1,6 @@
 //! A stream wait that parks its stream instead of blocking its thread (issue #25, stage 2:
-//! the stream engine's side is `stream::runner`): a notify wait with no timeout that finds
-//! no record takes its place in the notify's queue at once (a resumable wait's ticket,
+//! the stream engine's side is `stream::runner`): a notify wait with no timeout (or one of at
+//! least [`TIMED_PARK_MIN`], below) that finds no record takes its place in the notify's queue at once (a resumable wait's ticket,
 //! `acl_notify_core::table::Ticket`), becomes [`SimJob::Parked`], and its stream parks; the
 //! process's runner polls the place ([`probe`]) and runs the wait when its record is there.
 //!
