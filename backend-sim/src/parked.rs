@@ -25,7 +25,7 @@ use crate::blocked::Blocked;
 use crate::error::SimError;
 use crate::pin::PinRef;
 use crate::shm::SlotRef;
-use crate::stream::{CancelToken, Parking, Probe, TaskCtx};
+use crate::stream::{BlockedNote, Parking, Probe, TaskCtx};
 use crate::waiters::{wait_outcome_error, wait_slow};
 use crate::waitgraph;
 
@@ -90,13 +90,12 @@ fn unboxed<T>(spare: &'static Spare<T>, b: Box<T>) {
 /// What a parked wait holds besides its pin.
 struct Held {
     ticket: u64,
-    /// The stream's cancel view, to clear its `blocked_on` note if the wait is dropped
-    /// unrun.
-    stream: CancelToken,
+    /// The stream's `blocked_on` note, cleared if the wait is dropped unrun.
+    note: BlockedNote,
     /// Its entry in the wait-for graph (`crate::waitgraph`): published when it parks, so
     /// that a deadlock through parked streams and the stream's diagnostics see it at once;
     /// unpublished when the wait ends or is dropped.
-    _graph: waitgraph::Blocked,
+    _graph: waitgraph::ParkedBlocked,
 }
 
 impl ParkedWait {
@@ -134,7 +133,8 @@ impl Drop for ParkedWait {
             let t = self.take();
             let r = self.slot_ref();
             r.slot().sync.wait_abandon(&r.file().waiter(), t);
-            self.held.stream.clear_blocked_on();
+            // SAFETY: a parked wait is one of its stream's tasks (`BlockedNote::clear`).
+            unsafe { self.held.note.clear() };
         }
         // SAFETY: `held` is not used after this (we are dropping `self`).
         unboxed(&SPARE, unsafe { ManuallyDrop::take(&mut self.held) });
@@ -225,13 +225,17 @@ pub(crate) fn park_or_wait(
                         &SPARE,
                         Held {
                             ticket: t.into_raw(),
-                            stream: ctx.cancel_token(),
-                            _graph: waitgraph::Blocked::publish_parked(
-                                ctx.graph_slot(waitgraph::Blocked::find_worker),
-                                p.target(),
-                                ctx.task_number(),
-                                ctx.coarse_now_ns(),
-                            ),
+                            note: ctx.blocked_note(),
+                            // SAFETY: the stream's context holds its entry until its worker
+                            // exits, when none of its tasks is left (`TaskCtx::graph_slot`).
+                            _graph: unsafe {
+                                waitgraph::ParkedBlocked::publish(
+                                    ctx.graph_slot(waitgraph::Blocked::find_worker),
+                                    p.target(),
+                                    ctx.task_number(),
+                                    ctx.coarse_now_ns(),
+                                )
+                            },
                         },
                     )),
                 };

@@ -396,6 +396,43 @@ fn a_streams_parked_waits_look_its_graph_entry_up_once() {
     }
 }
 
+/// A stream whose waits parked lets its wait-for graph entry go when its worker exits
+/// (`TaskCtx::release_graph`: its task context holds the entry from the first park), though
+/// the stream itself lives on (the test holds it, as a thread's pair cache may until the
+/// thread's next record or wait). Fails (the destroyed stream stays listed) if the context keeps the entry until the
+/// stream is dropped.
+#[test]
+fn a_parked_streams_graph_entry_goes_when_its_worker_exits() {
+    let (sim, ns) = open("graph-release");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let graph = crate::waitgraph::WaitGraph::open(&ns.0, false)
+        .unwrap()
+        .expect("the namespace has a wait-for graph");
+    let listed = |h: RawStream| graph.snapshot().into_iter().any(|v| v.handle == h.0);
+    let (st, _) = sim.stream(s).unwrap();
+    let parks = st.parks();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    assert!(st.parks() > parks, "the wait did not park");
+    assert!(listed(s), "the stream is not in the graph");
+    sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+    let t0 = Instant::now();
+    while !st.has_exited() || listed(s) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the destroyed stream's entry stayed in the graph (worker exited: {})",
+            st.has_exited()
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    drop(st);
+    sim.destroy_stream(r, StreamDestroy::Drain).unwrap();
+}
+
 /// A parked wait's box is the last ended one's (`SPARE`), taken from the spare cell; an
 /// ended one's value is dropped and its allocation kept there.
 #[test]
