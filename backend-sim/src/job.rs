@@ -31,6 +31,40 @@ pub fn in_host_function() -> bool {
     IN_HOST_FN.with(std::cell::Cell::get)
 }
 
+/// Host functions of this process now inside a synchronize (a stream's or an event's) or a
+/// host wait of a notify: see [`host_functions_waiting`].
+static HOST_FNS_WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// How many host functions of this process are now blocked in a synchronize (of a stream or
+/// an event) or a host wait: their streams wait for something else, as a stream whose head is
+/// a wait does (`aclFinalize` tells from this and [`Sim::stream_head`](crate::Sim::stream_head)
+/// whether the streams can still make progress on their own).
+pub fn host_functions_waiting() -> usize {
+    HOST_FNS_WAITING.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// Counts the calling thread in [`host_functions_waiting`] while held, if it is a host
+/// function.
+pub(crate) struct HostFnWaiting(bool);
+
+impl HostFnWaiting {
+    pub(crate) fn enter() -> Self {
+        let on = in_host_function();
+        if on {
+            HOST_FNS_WAITING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        HostFnWaiting(on)
+    }
+}
+
+impl Drop for HostFnWaiting {
+    fn drop(&mut self) {
+        if self.0 {
+            HOST_FNS_WAITING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
+
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;
 

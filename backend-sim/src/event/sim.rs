@@ -374,6 +374,7 @@ impl EventOps for Sim {
     }
 
     fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), SimError> {
+        let _waiting = crate::job::HostFnWaiting::enter();
         let ev = self.event(event)?;
         if let Some(r) = &ev.ipc {
             let n = r.issued()?;

@@ -301,6 +301,7 @@ mod context;
 pub(crate) mod device;
 pub(crate) mod event;
 mod ext;
+mod finalize;
 mod ipc;
 mod notify;
 mod reslimit;
