@@ -776,6 +776,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         self.shared.control.parks.load(Ordering::Relaxed)
     }
 
+    /// Tests: the stream's tasks retired so far.
+    #[cfg(test)]
+    pub(crate) fn retired(&self) -> u64 {
+        self.shared.retired.load(Ordering::SeqCst)
+    }
+
     /// Tests: whether the stream's turn is away from its thread (parked, or run by the
     /// runner).
     #[cfg(test)]
