@@ -38,7 +38,6 @@
 //!   ([`Push::Queued`]'s `wake`). Both sides change one word by read-modify-writes, which are
 //!   totally ordered: either the claim comes first (the worker's swap fails and it looks
 //!   again) or the sleep does (the claim sees the bit). No fence on the enqueue path.
-#![allow(unexpected_cfgs)]
 
 use std::collections::VecDeque;
 use std::mem::MaybeUninit;

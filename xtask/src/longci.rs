@@ -323,6 +323,33 @@ mod tests {
         assert!(ring_model_env(3).contains(&("LOOM_MAX_DURATION", "900".to_string())));
     }
 
+    /// The loom steps' cfgs (`loom`, `sim_loom`) are declared to the compiler in the
+    /// workspace's lints, and no source silences the check with `allow(unexpected_cfgs)`
+    /// (which also hid any misspelt cfg in the same file).
+    #[test]
+    fn the_loom_cfgs_are_declared_not_allowed() {
+        let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+        let lint = manifest
+            .lines()
+            .find(|l| l.starts_with("unexpected_cfgs"))
+            .expect("the workspace's lints declare unexpected_cfgs");
+        assert!(
+            lint.contains("'cfg(loom)'") && lint.contains("'cfg(sim_loom)'"),
+            "{lint}"
+        );
+        for file in [
+            "backend-sim/src/ring.rs",
+            "core/src/sync.rs",
+            "core/tests/loom.rs",
+        ] {
+            let src = std::fs::read_to_string(root().join(file)).unwrap();
+            assert!(
+                !src.contains("allow(unexpected_cfgs)"),
+                "{file} allows unexpected cfgs"
+            );
+        }
+    }
+
     /// The loom step's deadline counts every model of `ring::loom_tests` (two were added for
     /// the parked streams' hand-over, `a_turn_home_*`): a model past [`RING_MODELS`] could
     /// use its whole time box at bound 3 and the step would be killed before its end.
