@@ -667,18 +667,26 @@ impl<T> Drop for Ring<T> {
     }
 }
 
+/// Tests' task (here and in `stream::batch`): numbered `.0`, it counts its drops in `.1`, so a
+/// test sees every task dropped once, none leaked or dropped twice.
+#[cfg(test)]
+pub(crate) struct Counted(
+    pub(crate) u32,
+    pub(crate) std::sync::Arc<std::sync::atomic::AtomicUsize>,
+);
+
+#[cfg(test)]
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 #[cfg(all(test, not(sim_loom)))]
 mod tests {
     use super::*;
     use std::sync::Arc;
     use std::sync::atomic::AtomicUsize;
-
-    struct Counted(u32, Arc<AtomicUsize>);
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.1.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     #[test]
     fn fifo_full_spill_close_and_drop() {
