@@ -42,6 +42,8 @@ use crate::{sys, waitgraph};
 use acl_notify_handles::{Kind, Slab};
 
 mod sim;
+#[cfg(test)]
+mod tests;
 
 /// One record task's outcome, shared by the task, the event and the Ex waits that captured it.
 #[derive(Debug, Default)]

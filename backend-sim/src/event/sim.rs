@@ -335,7 +335,12 @@ impl EventOps for Sim {
                     EventKind::Ex => captured.as_ref().is_none_or(|m| m.ran() || m.discarded()),
                 })?;
                 match &captured {
-                    Some(m) if !m.ran() => Err(discarded_error(task_ev.device)),
+                    // An Ex wait waits for that record: it never ran. A classic wait waits
+                    // for the flag, which an earlier record may have set: that record is
+                    // not this wait's (it waits for any record, not the latest).
+                    Some(m) if kind == EventKind::Ex && !m.ran() => {
+                        Err(discarded_error(task_ev.device))
+                    }
                     _ => Ok(()),
                 }
             });
