@@ -1,4 +1,5 @@
-//! Events' waits: what a classic wait waits for.
+//! Events' waits and wake-ups: who a record wakes (`EvState::sleepers`), and what a classic
+//! wait waits for.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -35,6 +36,61 @@ fn open(tag: &str) -> (Sim, NamespaceGuard) {
         .open()
         .unwrap();
     (sim, NamespaceGuard(ns))
+}
+
+/// A synchronize and a stream's wait asleep on an event when its record runs are woken by it
+/// at once, not at their deadline (20 s for the synchronize; the stream's wait has none, so
+/// a missed wake-up leaves the waiting stream's synchronize to time out), and nothing stays
+/// counted asleep. Records nobody sleeps on (before, and between the rounds) wake nobody and
+/// change nothing for the sleepers that come later. Fails if a sleeper is not counted: the
+/// record then does not notify.
+#[test]
+fn a_record_wakes_the_sleepers_it_finds() {
+    static GATE: AtomicU32 = AtomicU32::new(0);
+    let (sim, _ns) = open("sleepers");
+    let recorder = sim.create_stream(0).unwrap();
+    let waiter = sim.create_stream(0).unwrap();
+    let quiet = sim.event_create(0, EventSpec::classic()).unwrap();
+    for _ in 0..3 {
+        sim.event_record(quiet, recorder).unwrap();
+    }
+    sim.synchronize(recorder, SyncWait::AtMost(Duration::from_secs(5)))
+        .unwrap();
+    for round in 0..3 {
+        // A fresh event: its flag is clear, so the stream's wait sleeps until the record.
+        let ev = sim.event_create(0, EventSpec::classic()).unwrap();
+        sim.launch_host_func(recorder, held(&GATE)).unwrap();
+        sim.event_record(ev, recorder).unwrap();
+        sim.stream_wait_event(waiter, ev, Timeout::Forever).unwrap();
+        let opener = std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            GATE.store(0, Ordering::SeqCst);
+        });
+        let t = Instant::now();
+        sim.event_synchronize(ev, SyncWait::AtMost(Duration::from_secs(20)))
+            .unwrap();
+        let took = t.elapsed();
+        opener.join().unwrap();
+        assert!(
+            took < Duration::from_secs(5),
+            "round {round}: the synchronize returned after {took:?}: the record did not wake it"
+        );
+        sim.synchronize(waiter, SyncWait::AtMost(Duration::from_secs(5)))
+            .unwrap_or_else(|e| {
+                panic!("round {round}: the stream's wait was not woken by the record: {e}")
+            });
+        assert_eq!(
+            sim.event(ev).unwrap().st.lock().unwrap().sleepers,
+            0,
+            "round {round}: sleepers left counted"
+        );
+        sim.event_record(quiet, recorder).unwrap();
+        sim.event_destroy(ev).unwrap();
+    }
+    for s in [recorder, waiter] {
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(5)))
+            .unwrap();
+    }
 }
 
 /// A classic wait waits for the event's flag, set by any record: one that an earlier record
