@@ -452,6 +452,28 @@ impl Sim {
         (!text.is_empty()).then_some(text)
     }
 
+    /// What stream `stream` is doing, for a caller that waits for it to run its queued tasks
+    /// and must tell a stream that makes progress from one that waits for something else
+    /// (`aclFinalize`); `None` when it is not a live stream of this `Sim`.
+    pub fn stream_head(&self, stream: RawStream) -> Option<StreamHead> {
+        let (s, graph) = {
+            let t = read(&self.inner.streams);
+            let e = t.get(stream.0)?;
+            (Arc::clone(&e.stream), e.graph.clone())
+        };
+        let waiting = graph.is_some_and(|g| g.describe_head().is_some());
+        let head = match Blocked::from_note(s.blocked_on()) {
+            _ if waiting => Head::Waiting,
+            Some(Blocked::Wait { .. } | Blocked::CntWait { .. }) => Head::Waiting,
+            Some(Blocked::HostFunction) => Head::HostFunction,
+            None => Head::Running,
+        };
+        Some(StreamHead {
+            completed: s.stats().completed,
+            head,
+        })
+    }
+
     /// Notes in the wait-for graph a record of `t` just queued on stream `stream` (for records
     /// that are not notify records, which note theirs as they are queued).
     pub(crate) fn note_record_on(&self, stream: RawStream, t: waitgraph::Target) {
@@ -535,4 +557,25 @@ impl Sim {
             _ => e,
         }
     }
+}
+
+/// What a stream is doing ([`Sim::stream_head`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamHead {
+    /// Tasks it has run so far.
+    pub completed: u64,
+    /// What its head task does.
+    pub head: Head,
+}
+
+/// What a stream's head task does ([`StreamHead`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Head {
+    /// Sleeps in a wait (a notify's, a count notify's, an event's or an IPC event's) until a
+    /// record comes.
+    Waiting,
+    /// Runs a host function (which may itself be blocked: [`crate::host_functions_waiting`]).
+    HostFunction,
+    /// Runs something else, or nothing (idle).
+    Running,
 }

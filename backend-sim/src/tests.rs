@@ -1608,3 +1608,60 @@ fn peer_access_to_the_device_itself_is_100000_as_through_the_c_api() {
     let none = sim.disable_peer_access(0, 1).unwrap_err();
     assert_eq!(none.kind(), Error::FeatureNotSupport, "{none}");
 }
+
+/// A record of an IPC event that this process's stream discarded unrun fails (107023) every
+/// synchronize and stream wait of the process that waited for it, through any handle of the
+/// event, also once a later record was discarded too. Until 2026-12-05 only the handle whose
+/// record it was knew, and only of its latest discarded record: a synchronize through another
+/// handle, or a wait for an earlier discarded record, passed as if it had run.
+#[test]
+fn a_discarded_ipc_record_fails_the_waits_for_it_through_every_handle() {
+    use acl_notify_core::{EventFlags, EventOps, EventSpec, StreamControl};
+    let (sim, _ns) = open("ipcdiscard", Soc::Ascend950PR);
+    let spec = EventSpec::ex_with_flag(EventFlags::IPC.bits(), Soc::Ascend950PR).unwrap();
+    let a = sim.event_create(0, spec).unwrap();
+    let b = sim
+        .ipc_open_event(0, &sim.ipc_event_handle(a).unwrap())
+        .unwrap();
+    let (s1, s2, w) = (
+        sim.create_stream(0).unwrap(),
+        sim.create_stream(0).unwrap(),
+        sim.create_stream(0).unwrap(),
+    );
+    let (gate, hold) = (
+        sim.create_notify(0, CreateFlags::empty()).unwrap(),
+        sim.create_notify(0, CreateFlags::empty()).unwrap(),
+    );
+    let short = SyncWait::AtMost(Duration::from_secs(10));
+    // Record 1, never to run; a stream wait for it, held.
+    sim.wait_and_reset(gate, s1, Timeout::Forever).unwrap();
+    sim.event_record(a, s1).unwrap();
+    sim.wait_and_reset(hold, w, Timeout::Forever).unwrap();
+    sim.stream_wait_event(w, b, Timeout::Forever).unwrap();
+    sim.abort(s1).unwrap();
+    let e = sim.event_synchronize(b, short).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        Error::StreamAbort,
+        "the other handle's synchronize: {e}"
+    );
+    // Record 2, discarded too; then the held wait for record 1 runs.
+    sim.wait_and_reset(gate, s2, Timeout::Forever).unwrap();
+    sim.event_record(b, s2).unwrap();
+    sim.abort(s2).unwrap();
+    sim.record(hold, s1).unwrap();
+    let e = sim.synchronize(w, short).unwrap_err();
+    assert_eq!(e.kind(), Error::StreamAbort, "the wait for record 1: {e}");
+    assert!(e.to_string().contains("discarded unrun"), "{e}");
+    for ev in [a, b] {
+        let e = sim.event_synchronize(ev, short).unwrap_err();
+        assert_eq!(
+            e.kind(),
+            Error::StreamAbort,
+            "a synchronize of record 2: {e}"
+        );
+    }
+    // A record that runs is waited for as usual.
+    sim.event_record(a, s1).unwrap();
+    sim.event_synchronize(b, short).unwrap();
+}

@@ -38,7 +38,7 @@
 use std::cell::RefCell;
 use std::fmt::{self, Write as _};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering::{Relaxed, SeqCst};
+use std::sync::atomic::Ordering::{Relaxed, Release, SeqCst};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64};
 use std::sync::{Arc, PoisonError, Weak};
 
@@ -858,27 +858,6 @@ impl Blocked {
             .map_or_else(Weak::new, |(_, s)| Weak::clone(s))
     }
 
-    /// Publishes that the wait numbered `ticket` of the stream whose entry is `slot` waits on
-    /// `t`, parked since `since_ns` (`sys::now_ns`'s clock; `crate::parked`: the calling
-    /// thread may be the runner). The entry's other words are written before `head`, whose
-    /// store publishes them (a reader loads `head` first).
-    #[inline]
-    pub(crate) fn publish_parked(
-        slot: Option<Arc<StreamSlot>>,
-        t: Target,
-        ticket: u64,
-        since_ns: u64,
-    ) -> Self {
-        if let Some(s) = &slot {
-            let e = s.entry();
-            e.head_ticket.store(ticket, Relaxed);
-            e.head_since.store(since_ns, Relaxed);
-            e.head_timeout_ms.store(u64::MAX, Relaxed);
-            e.head.store(t.wait_word(), SeqCst);
-        }
-        Blocked(slot)
-    }
-
     /// The deadlock cycle through this stream, described, if there is one now.
     pub(crate) fn deadlock(&self) -> Option<String> {
         let s = self.0.as_ref()?;
@@ -892,6 +871,59 @@ impl Drop for Blocked {
     fn drop(&mut self) {
         if let Some(s) = &self.0 {
             s.entry().head.store(0, SeqCst);
+        }
+    }
+}
+
+/// What a parked wait publishes (`crate::parked`), unpublished on drop: [`Blocked`] without
+/// a reference to the entry and with release stores instead of sequentially consistent
+/// ones. A parked wait never looks for a cycle through itself (it goes home to its thread
+/// within `HOME_AFTER` and does so there, publishing as a sleeping wait), so nothing orders
+/// its publication before a load of its own; and a reader could read the entry before or
+/// after either store anyway. The reference count and the two `xchg`s cost the runner four
+/// locked instructions a park (pipeline bench, `perf`, 2026-12-05).
+pub(crate) struct ParkedBlocked(Option<std::ptr::NonNull<Entry>>);
+
+// SAFETY: a pointer to atomics in a shared mapping, used only through `&Entry`.
+unsafe impl Send for ParkedBlocked {}
+// SAFETY: as above.
+unsafe impl Sync for ParkedBlocked {}
+
+impl ParkedBlocked {
+    /// Publishes that the wait numbered `ticket` of the stream whose entry is `slot` waits on
+    /// `t` (for at most `timeout`), parked since `since_ns` (`sys::now_ns`'s clock; the
+    /// calling thread may be the runner). The entry's other words are written before `head`, whose release store
+    /// publishes them (a reader loads `head` first).
+    ///
+    /// # Safety
+    ///
+    /// `slot` must outlive the value returned (the stream's task context holds it until the
+    /// stream's worker exits, when no task of the stream is left: `TaskCtx::graph_slot`).
+    #[inline]
+    pub(crate) unsafe fn publish(
+        slot: Option<&StreamSlot>,
+        t: Target,
+        ticket: u64,
+        since_ns: u64,
+        timeout: Option<std::time::Duration>,
+    ) -> Self {
+        ParkedBlocked(slot.map(|s| {
+            let e = s.entry();
+            e.head_ticket.store(ticket, Relaxed);
+            e.head_since.store(since_ns, Relaxed);
+            e.head_timeout_ms
+                .store(timeout.map_or(u64::MAX, |d| d.as_millis() as u64), Relaxed);
+            e.head.store(t.wait_word(), Release);
+            std::ptr::NonNull::from(e)
+        }))
+    }
+}
+
+impl Drop for ParkedBlocked {
+    fn drop(&mut self) {
+        if let Some(e) = self.0 {
+            // SAFETY: the entry outlives this (`publish`'s contract).
+            unsafe { e.as_ref() }.head.store(0, Release);
         }
     }
 }

@@ -22,7 +22,11 @@
  *   reset_count    aclrtResetDeviceForce.md's sequences: a reset after the count reached 0 is
  *                  507007;
  *   host_wait      an aclnsimNotifyHostWait with no limit, on another thread, ends with
- *                  107017 once aclFinalize has run (it destroys the notify handles).
+ *                  107017 once aclFinalize has run (it destroys the notify handles);
+ *   finalize_drains aclFinalize lets the tasks queued on the streams run first, as CANN's
+ *                  leaves them running: copies behind a slow host function, and behind a wait
+ *                  that another stream's queued record releases, land before it returns; one
+ *                  behind a wait nothing is going to record does not hold it up.
  *
  * Every wait is bounded (timed joins, timed synchronizes); exit 0 when every check holds. */
 #include "common.h"
@@ -441,6 +445,51 @@ static void host_wait(void) {
             "message: %s", g_msg);
 }
 
+/* ---- finalize_drains ---- */
+
+static void finalize_drains(void) {
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    unsigned char *a = calloc(COPY, 1), *b = calloc(COPY, 1), *c = calloc(COPY, 1),
+                  *d = calloc(COPY, 1);
+    REQUIRE(a && b && c && d, "calloc");
+    void *dev = device_bytes(0x6b);
+    aclrtStream s, waiter, recorder, stuck;
+    CHECK(aclrtCreateStream(&s));
+    CHECK(aclrtCreateStream(&waiter));
+    CHECK(aclrtCreateStream(&recorder));
+    CHECK(aclrtCreateStream(&stuck));
+    queue_copy(dev, a, NULL);
+    queue_copy(dev, b, s);
+    /* `waiter` waits for a record `recorder` makes after its 300 ms host function. */
+    aclrtNotify later, never;
+    CHECK(aclrtCreateNotify(&later, 0));
+    CHECK(aclrtCreateNotify(&never, 0));
+    CHECK(aclrtWaitAndResetNotify(later, waiter, 0));
+    CHECK(aclrtMemcpyAsync(d, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, waiter));
+    CHECK(aclrtLaunchHostFunc(recorder, slow_host_fn, NULL));
+    CHECK(aclrtRecordNotify(later, recorder));
+    /* `stuck` waits for a record nothing queues: CANN's device would wait for ever. */
+    CHECK(aclrtWaitAndResetNotify(never, stuck, 0));
+    CHECK(aclrtMemcpyAsync(c, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, stuck));
+    const int64_t t0 = now_ns();
+    CHECK(aclFinalize());
+    const int64_t took_ms = (now_ns() - t0) / 1000000;
+    REQUIRE(holds(a, 0x6b), "the copy queued on the default stream before aclFinalize had not "
+                            "landed when it returned");
+    REQUIRE(holds(b, 0x6b), "the copy queued on a created stream before aclFinalize had not "
+                            "landed when it returned");
+    REQUIRE(holds(d, 0x6b), "the copy behind a wait that a queued record releases had not "
+                            "landed when aclFinalize returned");
+    REQUIRE(holds(c, 0), "the copy behind a wait nothing records ran");
+    REQUIRE(took_ms < 5000, "aclFinalize took %lld ms", (long long)took_ms);
+    expect_threads(1);
+    free(a);
+    free(b);
+    free(c);
+    free(d);
+}
+
 int main(int argc, char **argv) {
     g_role = "teardown";
     const char *what = argc > 1 ? argv[1] : "";
@@ -462,9 +511,12 @@ int main(int argc, char **argv) {
         reset_count();
     } else if (!strcmp(what, "host_wait")) {
         host_wait();
+    } else if (!strcmp(what, "finalize_drains")) {
+        finalize_drains();
     } else {
         fprintf(stderr, "usage: teardown sync_default|drain|hostfn_sync|hostfn_reset|"
-                        "reset_drains|reset_bound|reset_deadlock|reset_count|host_wait\n");
+                        "reset_drains|reset_bound|reset_deadlock|reset_count|host_wait|"
+                        "finalize_drains\n");
         return 2;
     }
     printf("teardown %s: ok\n", what);

@@ -50,7 +50,8 @@
 //!   what it makes);
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
-//!   stream) and leaving no stream, thread or notify id behind.
+//!   stream) and leaving no stream, thread or notify id behind; `aclFinalize` letting the queued
+//!   tasks that can run run first.
 //!
 //! Every program runs under a deadline; on failure or timeout the others of its group are
 //! killed, and the failure shows each program's output.
@@ -1143,6 +1144,11 @@ fn a_reset_past_a_count_of_zero_is_507007_and_the_documented_sequences_work() {
 #[test]
 fn acl_finalize_ends_an_endless_host_wait() {
     teardown("host_wait");
+}
+
+#[test]
+fn acl_finalize_lets_the_queued_tasks_that_can_run_run_first() {
+    teardown("finalize_drains");
 }
 
 // ---- host threads racing on shared objects (tests/c/threads.c) ---------------------------------

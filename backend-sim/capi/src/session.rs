@@ -294,9 +294,13 @@ pub(crate) fn init(config: impl FnOnce() -> Result<AclConfig, CallError>) -> Res
     }
 }
 
-/// `aclFinalize`: releases every stream and notify handle of the process. In a forked child
-/// that has not called `aclInit`, releases nothing (nothing is the child's) and returns 0.
+/// `aclFinalize`: lets the streams run what they can of their queued tasks (see
+/// `runtime::finalize`), then releases every stream and notify handle of the process. In a
+/// forked child that has not called `aclInit`, releases nothing (nothing is the child's) and
+/// returns 0.
 pub(crate) fn finalize() -> Result<(), CallError> {
+    // Before the session's lock: the tasks may call into the library (host functions).
+    let drained = existing_runtime().map_or(Ok(()), |rt| rt.drain_for_finalize());
     let (old, quiet) = {
         let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
         let old = match std::mem::replace(&mut *state, State::Finalized) {
@@ -329,5 +333,5 @@ pub(crate) fn finalize() -> Result<(), CallError> {
             std::mem::forget(rt);
         }
     }
-    Ok(())
+    drained
 }

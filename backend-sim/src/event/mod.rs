@@ -24,7 +24,7 @@
 //!
 //! Timestamps are `CLOCK_MONOTONIC` nanoseconds, the same clock in every process.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
@@ -107,7 +107,6 @@ impl IpcRecordTask {
     /// Record `n` of the event will not run: it counts as done, and this process notes it.
     fn unrun(ev: &SimEvent, n: u32) {
         if let Some(r) = &ev.ipc {
-            ev.ipc_discarded.store(n, Ordering::Relaxed);
             r.complete_unrun(n);
         }
     }
@@ -198,9 +197,6 @@ pub(crate) struct SimEvent {
     spec: EventSpec,
     /// An IPC event's shared slot (its state lives there, not in `st`).
     ipc: Option<IpcRef>,
-    /// The number of the latest IPC record this process's streams dropped unrun (0: none):
-    /// a synchronize or wait of this process that waited for it fails (107023).
-    ipc_discarded: AtomicU32,
     st: Mutex<EvState>,
     cv: Condvar,
     ids: Arc<IdPools>,
@@ -210,7 +206,8 @@ impl SimEvent {
     /// 107023 if IPC record `n` was dropped unrun by this process, or its recorder died before
     /// it ran (a synchronize or wait passed because the record counts as done).
     fn ipc_unrun(&self, n: u32) -> Result<(), SimError> {
-        if n != 0 && self.ipc_discarded.load(Ordering::Relaxed) == n {
+        // Dropped by this process's stream, through any of its handles of the event.
+        if n != 0 && self.ipc.as_ref().is_some_and(|r| r.was_unrun(n)) {
             return Err(discarded_error(self.device));
         }
         if let Some(pid) = self.ipc.as_ref().and_then(|r| r.died_unrun(n)) {

@@ -377,6 +377,7 @@ impl EventOps for Sim {
     }
 
     fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), SimError> {
+        let _waiting = crate::job::HostFnWaiting::enter();
         let ev = self.event(event)?;
         if let Some(r) = &ev.ipc {
             let n = r.issued()?;
@@ -537,7 +538,6 @@ impl Sim {
             device,
             spec,
             ipc,
-            ipc_discarded: AtomicU32::new(0),
             st: Mutex::new(EvState::default()),
             cv: Condvar::new(),
             ids: Arc::clone(&self.inner.events.ids),

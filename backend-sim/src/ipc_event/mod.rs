@@ -33,13 +33,17 @@
 //! streams raise `done` to the latest number (a wait for an earlier one may then pass early).
 //! So does a record that will never run: one its process's stream discarded, or the latest
 //! one when the process that issued it died before it ran (a holder SIGKILLed with a record
-//! queued), which the waits see within a slice (20 ms) instead of waiting for ever.
+//! queued), which the waits see within a slice (20 ms) instead of waiting for ever. A wait of
+//! the process whose stream dropped the record it waited for fails (107023), through any of
+//! the process's handles, for the latest 4,096 records it dropped of each event; a wait in
+//! another process passes.
 //! Record numbers wrap at 2^32 and are compared as serial numbers: a wait whose record is more
 //! than 2^31 records behind the latest that ran is taken as waiting for a later one.
 //! A handle names its server's file: opening one of another server is 107000.
 
 pub(crate) mod file;
 
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::SeqCst;
@@ -62,6 +66,9 @@ const HANDLE_MAGIC: [u8; 8] = *b"ACLNIPCE";
 /// How long a wait sleeps on the futex before it looks at its stream's cancel flag (and at
 /// the latest record's issuer) again.
 const SLICE: Duration = Duration::from_millis(20);
+/// How many of the latest records an event's references in one process remember as dropped
+/// unrun ([`IpcRef::note_unrun`]).
+const UNRUN_KEPT: usize = 4096;
 /// Where [`EvtPayload::latest_by`](file::EvtPayload) keeps the issuer's process-table index
 /// (6 bits: [`MAX_PROCS`](acl_notify_core::slot::MAX_PROCS) is 64), its pid (25 bits, above
 /// Linux's largest `pid_max`, 2^22) and, in between, whether the record was counted as done
@@ -98,6 +105,9 @@ pub(crate) struct EvtFiles {
     /// This process's entry in the server's process table: the holder bit of its references.
     reg: Arc<ShmFile>,
     ns_tag: u64,
+    /// The records this process's streams dropped unrun, per event incarnation (see
+    /// [`IpcRef::note_unrun`]), shared by all the process's references.
+    unrun: Arc<Mutex<HashMap<EvtKey, VecDeque<u32>>>>,
 }
 
 impl fmt::Debug for EvtFiles {
@@ -376,14 +386,44 @@ impl IpcRef {
         Ok(())
     }
 
-    /// Record `n` was dropped unrun (its stream aborted or destroyed with its tasks
-    /// discarded): it counts as done, without a timestamp, so that no holder waits for ever
-    /// for it.
+    /// Record `n` was dropped unrun by this process (its stream aborted or destroyed with its
+    /// tasks discarded): noted for every reference of the process ([`was_unrun`](Self::was_unrun)),
+    /// then counted as done, without a timestamp, so that no holder waits for ever for it.
     pub(crate) fn complete_unrun(&self, n: u32) {
+        self.note_unrun(n);
         if let Ok(s) = self.slot() {
             raise_done(&s.sync.done, n);
             sys::futex_wake(&s.sync.done, u32::MAX);
         }
+    }
+
+    /// Notes record `n` as dropped unrun by this process, keeping the latest [`UNRUN_KEPT`]
+    /// per event (a wait further behind passes as if its record had ran: the limit in the
+    /// module docs). Incarnations no reference of the process holds any more are forgotten.
+    fn note_unrun(&self, n: u32) {
+        let f = &self.files;
+        let mut unrun = f.unrun.lock().unwrap_or_else(PoisonError::into_inner);
+        if !unrun.contains_key(&self.key) {
+            unrun.retain(|&(dev, idx, generation), _| {
+                f.file.slot(dev, idx).is_some_and(|s| s.holds(generation))
+            });
+        }
+        let kept = unrun.entry(self.key).or_default();
+        if kept.len() == UNRUN_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back(n);
+    }
+
+    /// Whether record `n` was dropped unrun by this process, through any reference
+    /// ([`note_unrun`](Self::note_unrun)).
+    pub(crate) fn was_unrun(&self, n: u32) -> bool {
+        self.files
+            .unrun
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&self.key)
+            .is_some_and(|kept| kept.contains(&n))
     }
 
     /// The number of the latest record enqueued (0: none).
@@ -524,6 +564,7 @@ impl EvtState {
             file,
             reg: Arc::clone(reg),
             ns_tag: ns_tag(namespace),
+            unrun: Arc::default(),
         };
         *f = Some(opened.clone());
         Ok(opened)

@@ -20,18 +20,15 @@ const LONG: SyncWait = SyncWait::AtMost(Duration::from_secs(20));
 /// parks, and parked streams stay parked (`Sim::force_parking`: its streams only, the other
 /// tests of this process go on as usual).
 fn open_with(tag: &str, forced: bool) -> (Sim, Ns) {
-    let ns = format!("unit-parked-{tag}-{}", std::process::id());
-    let _ = Sim::remove_namespace(&ns);
-    let sim = Sim::builder()
-        .soc(Soc::Ascend910B)
-        .devices(2)
-        .namespace(&ns)
-        .open()
-        .unwrap();
+    let (sim, ns) = Ns::open_sim(
+        format!("unit-parked-{tag}-{}", std::process::id()),
+        Soc::Ascend910B,
+        2,
+    );
     if forced {
         sim.force_parking();
     }
-    (sim, Ns(ns))
+    (sim, ns)
 }
 
 fn open(tag: &str) -> (Sim, Ns) {
@@ -396,6 +393,43 @@ fn a_streams_parked_waits_look_its_graph_entry_up_once() {
     }
 }
 
+/// A stream whose waits parked lets its wait-for graph entry go when its worker exits
+/// (`TaskCtx::release_graph`: its task context holds the entry from the first park), though
+/// the stream itself lives on (the test holds it, as a thread's pair cache may until the
+/// thread's next record or wait). Fails (the destroyed stream stays listed) if the context keeps the entry until the
+/// stream is dropped.
+#[test]
+fn a_parked_streams_graph_entry_goes_when_its_worker_exits() {
+    let (sim, ns) = open("graph-release");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let graph = crate::waitgraph::WaitGraph::open(&ns.0, false)
+        .unwrap()
+        .expect("the namespace has a wait-for graph");
+    let listed = |h: RawStream| graph.snapshot().into_iter().any(|v| v.handle == h.0);
+    let (st, _) = sim.stream(s).unwrap();
+    let parks = st.parks();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    assert!(st.parks() > parks, "the wait did not park");
+    assert!(listed(s), "the stream is not in the graph");
+    sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+    let t0 = Instant::now();
+    while !st.has_exited() || listed(s) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the destroyed stream's entry stayed in the graph (worker exited: {})",
+            st.has_exited()
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    drop(st);
+    sim.destroy_stream(r, StreamDestroy::Drain).unwrap();
+}
+
 /// A parked wait's box is the last ended one's (`SPARE`), taken from the spare cell; an
 /// ended one's value is dropped and its allocation kept there.
 #[test]
@@ -434,4 +468,81 @@ fn a_parked_waits_box_is_reused() {
     }));
     drop(b);
     assert_eq!(DROPS.load(Relaxed), 2);
+}
+
+/// A timed wait parks too (held here, so it stays parked until its deadline), noted with
+/// its timeout, and times out with 107020 and the message of the same wait blocking on a
+/// `Sim` that does not park ("got no record within 1 s" and the notify's facts); its place
+/// is given up.
+#[test]
+fn a_parked_timed_wait_times_out_as_a_blocking_one() {
+    let (sim, _ns) = open("timed-out");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let one = Timeout::Seconds(std::num::NonZeroU32::new(1).unwrap());
+    let parks = sim.stream(s).unwrap().0.parks();
+    let t0 = Instant::now();
+    sim.wait_and_reset(n, s, one).unwrap();
+    until_parked(&sim, s);
+    let (st, _) = sim.stream(s).unwrap();
+    assert!(st.parks() > parks, "the timed wait did not park");
+    assert!(
+        matches!(
+            crate::blocked::Blocked::from_note(st.blocked_on()),
+            Some(crate::blocked::Blocked::Wait { forever: false, .. })
+        ),
+        "note {:#x}",
+        st.blocked_on()
+    );
+    // The same wait on a stream of a Sim that does not park, meanwhile: its message.
+    let (plain, _ns_p) = open_with("timed-out-plain", false);
+    let pn = plain.create_notify(0, CreateFlags::empty()).unwrap();
+    let ps = plain.create_stream(0).unwrap();
+    plain.wait_and_reset(pn, ps, one).unwrap();
+    let e = sim.synchronize(s, LONG).unwrap_err();
+    let took = t0.elapsed();
+    let pe = plain.synchronize(ps, LONG).unwrap_err();
+    assert_eq!(
+        acl_notify_core::BackendError::kind(&e),
+        acl_notify_core::Error::TaskTimeout,
+        "{e}"
+    );
+    assert!(e.message().contains("got no record within 1 s"), "{e}");
+    // The same diagnostics as the blocking wait's (both notifies are the first of their
+    // namespace: the same id, device and server).
+    assert_eq!(e.message(), pe.message());
+    plain.destroy_stream(ps, StreamDestroy::Drain).unwrap();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        "timed out after {took:?}"
+    );
+    // The place was given up: the next record goes to a fresh wait.
+    queue_is_free(&sim, n);
+    sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+}
+
+/// A parked timed wait whose record comes before its deadline takes it, and the stream
+/// reports no error.
+#[test]
+fn a_parked_timed_wait_satisfied_in_time_succeeds() {
+    let (sim, _ns) = open("timed-ok");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let ten = Timeout::Seconds(std::num::NonZeroU32::new(10).unwrap());
+    let parks = sim.stream(s).unwrap().0.parks();
+    sim.wait_and_reset(n, s, ten).unwrap();
+    until_parked(&sim, s);
+    assert!(
+        sim.stream(s).unwrap().0.parks() > parks,
+        "the wait did not park"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    sim.synchronize(r, LONG).unwrap();
+    assert!(!sim.try_consume(n).unwrap(), "the record was not consumed");
+    for st in [s, r] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
 }

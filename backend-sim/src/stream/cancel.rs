@@ -168,13 +168,36 @@ impl Control {
 #[derive(Clone)]
 pub struct CancelToken(Arc<Control>);
 
-impl CancelToken {
-    /// Clears what the stream's task noted it blocks on ([`TaskCtx::set_blocked_on`]): a
-    /// parked wait dropped unrun (it is no longer the stream's head).
-    pub(crate) fn clear_blocked_on(&self) {
-        self.0.blocked_on.store(0, Ordering::Relaxed);
-    }
+/// Where a stream's tasks note what they block on ([`TaskCtx::set_blocked_on`]), for a value
+/// that one of the stream's tasks holds and that clears the note when it is dropped unrun (a
+/// parked wait, `crate::parked`), without a reference count: a [`CancelToken`] per park cost
+/// the runner two locked instructions (its clone and drop) on a line it shares with nothing
+/// else but still pays for (pipeline bench, `perf`, 2026-12-05).
+#[derive(Clone, Copy)]
+pub(crate) struct BlockedNote(std::ptr::NonNull<AtomicU64>);
 
+// SAFETY: a pointer to an atomic, used only through `&AtomicU64` (which is `Send + Sync`).
+unsafe impl Send for BlockedNote {}
+// SAFETY: as above.
+unsafe impl Sync for BlockedNote {}
+
+impl BlockedNote {
+    /// Clears the note (the parked wait dropped unrun is no longer the stream's head).
+    ///
+    /// # Safety
+    ///
+    /// The stream's engine must still be alive: true for a value held by one of the stream's
+    /// tasks, since a task is dropped while its stream's engine holds it (its queue, its turn,
+    /// or a method of the stream that took it out), and the engine's own reference to the
+    /// note (`Shared::control`, and the turn's context, dropped after the turn's tasks)
+    /// outlives its tasks.
+    pub(crate) unsafe fn clear(self) {
+        // SAFETY: alive, see above.
+        unsafe { self.0.as_ref() }.store(0, Ordering::Relaxed);
+    }
+}
+
+impl CancelToken {
     /// True once the stream has been destroyed with [`StreamDestroy::Discard`](acl_notify_core::StreamDestroy::Discard) (or dropped).
     pub fn is_cancelled(&self) -> bool {
         self.0.stopping()
@@ -202,7 +225,7 @@ pub struct TaskCtx {
     /// See [`TaskCtx::task_number`].
     pub(super) seq: Cell<u64>,
     /// See [`TaskCtx::graph_slot`].
-    pub(super) graph: std::cell::OnceCell<std::sync::Weak<crate::waitgraph::StreamSlot>>,
+    pub(super) graph: std::cell::OnceCell<Option<Arc<crate::waitgraph::StreamSlot>>>,
 }
 
 impl TaskCtx {
@@ -216,14 +239,26 @@ impl TaskCtx {
     /// publish in: `look_up` finds it the first time (by the stream's own thread id, under
     /// a process-wide lock), later parks reuse it (a lock and a scan per park cost the runner
     /// a tenth of its time in the pipeline bench, 2026-12-05). `None` if the namespace has no
-    /// graph or the entry is gone.
+    /// graph or the entry was gone at the first park.
+    ///
+    /// Held (a strong reference) from the first park until the stream's worker exits
+    /// ([`release_graph`](Self::release_graph)), as the worker thread's own wait-for graph
+    /// entry is held until it exits: an upgrade of a weak reference per park, and the drop,
+    /// cost the runner two locked instructions a park (pipeline bench, 2026-12-05). So the
+    /// entry outlives every parked wait of the stream.
     pub(crate) fn graph_slot(
         &self,
         look_up: impl FnOnce(i32) -> std::sync::Weak<crate::waitgraph::StreamSlot>,
-    ) -> Option<Arc<crate::waitgraph::StreamSlot>> {
+    ) -> Option<&crate::waitgraph::StreamSlot> {
         self.graph
-            .get_or_init(|| look_up(self.home_tid()))
-            .upgrade()
+            .get_or_init(|| look_up(self.home_tid()).upgrade())
+            .as_deref()
+    }
+
+    /// Lets the stream's wait-for graph entry go ([`graph_slot`](Self::graph_slot)): its
+    /// worker exits, and no task of the stream is left.
+    pub(super) fn release_graph(&mut self) {
+        self.graph.take();
     }
 
     /// Tests: whether the stream's waits that would block must park
@@ -243,6 +278,12 @@ impl TaskCtx {
     /// while an abort ([`Stream::abort`](super::Stream::abort)) stops the running task.
     pub fn is_cancelled(&self) -> bool {
         self.control.stopping()
+    }
+
+    /// Where the stream's `blocked_on` note is, for a task's value that clears it when it is
+    /// dropped ([`BlockedNote`]).
+    pub(crate) fn blocked_note(&self) -> BlockedNote {
+        BlockedNote(std::ptr::NonNull::from(&self.control.blocked_on))
     }
 
     /// A token that answers [`is_cancelled`](Self::is_cancelled) from anywhere.

@@ -116,6 +116,7 @@ use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
 use crate::ring::Ring;
 
 pub use crate::placement::{allowed_cpus, pin_current_thread};
+pub(crate) use cancel::BlockedNote;
 pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
 pub use job::{Job, Parking, Probe, Task};
 pub use keeper::Keeper;

@@ -119,10 +119,14 @@ pub(super) struct Shared<E, J: Job<E>> {
     /// per task. Declared right after `ring`: tasks left in it (only if the worker unwound)
     /// are dropped with the queued ones, before the values kept for them (`kept`, `later`).
     pub(super) turn: Mutex<Turn<E, J>>,
-    /// Who runs the stream's turn (`HOME`, `PARKED`, `BORROWED`, `HANDED`, `NEEDED`): its
-    /// thread, or the process's runner (`super::runner`). Whether the turn is away from
-    /// the thread is the ring's *away* bit, not this: this says how it came back, read by
-    /// the thread once it holds the turn again.
+    /// How the stream's turn last came back to its thread (`HOME`, `HANDED`, `NEEDED`), read
+    /// by the thread once it holds the turn again (it then sets `HOME`). Whether the turn is
+    /// away from the thread (with the process's runner, `super::runner`) is the ring's *away*
+    /// bit, not this: while it is away this stays `HOME` (or what a runner that handed the
+    /// stream home and took it back left), and only [`Shared::come_home`] ends that. No
+    /// store per park or borrowed turn: the two `SeqCst` stores that said so (`PARKED`,
+    /// `BORROWED`, read by nobody) were a tenth of the runner's turn in the pipeline bench
+    /// (`perf`, 2026-12-05).
     pub(super) run: AtomicU8,
     /// The parked wait's probe (`Job::park_probe`), for the runner: its function, data and
     /// word, written before the stream goes on the runner's list.
@@ -321,7 +325,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Share
         self.parked_can_go_on()
     }
     fn run_borrowed(&self) -> bool {
-        self.run.store(BORROWED, Ordering::SeqCst);
         Shared::run_borrowed(self)
     }
     fn hand_home(&self) {
@@ -343,10 +346,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Share
     }
 }
 
-/// Stream run states (`Shared::run`).
+/// How a stream's turn came home (`Shared::run`): at home, or sent home while parked (the
+/// thread's next waits block).
 pub(super) const HOME: u8 = 0;
-pub(super) const PARKED: u8 = 1;
-pub(super) const BORROWED: u8 = 2;
 pub(super) const HANDED: u8 = 3;
 /// Came home for its own thread to run: a job only it may run, or its exit.
 pub(super) const NEEDED: u8 = 4;
@@ -620,7 +622,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         )
     }
 
-    /// The runner runs the stream's turn (state `BORROWED`, set by the runner): records and
+    /// The runner runs the stream's turn (borrowed: `Flow::borrowed`): records and
     /// waits, until a wait parks it again (true: the runner keeps it on its list), a job only
     /// its thread may run is on top, the queue runs dry (the turn goes home asleep:
     /// `Ring::sleep_away`) or the stream exits.
@@ -640,7 +642,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 if flow.parked {
                     flow.parked = false;
                     flow.borrowed = false;
-                    self.run.store(PARKED, Ordering::SeqCst);
                     drop(turn);
                     return true;
                 }
@@ -662,13 +663,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     // claim wakes the stream's thread (as if it had gone to sleep itself).
                     // Its run state first, while this thread holds the turn (it reads it
                     // only once it has the turn).
-                    self.run.store(HOME, Ordering::SeqCst);
+                    if self.run.load(Ordering::Relaxed) != HOME {
+                        self.run.store(HOME, Ordering::SeqCst);
+                    }
                     if self.ring.sleep_away(popped) {
                         flow.borrowed = false;
                         drop(turn);
                         return false;
                     }
-                    self.run.store(BORROWED, Ordering::SeqCst);
                 }
                 Next::Exit => {
                     flow.borrowed = false;
@@ -809,6 +811,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         turn.local.drain_into(&mut left);
         let n = left.len() as u64;
         drop_all(&mut left);
+        // No task of the stream is left (`TaskCtx::graph_slot`).
+        turn.ctx.release_graph();
         *lock(&self.last_panic) = Some(
             "the stream's worker thread panicked outside its tasks (its message went to \
              standard error); the tasks it had not run were dropped"
@@ -886,7 +890,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 if flow.parked {
                     flow.parked = false;
                     drop(turn);
-                    self.run.store(PARKED, Ordering::SeqCst);
+                    // `run` is `HOME` (set when the turn last came back): see `Shared::run`.
                     self.ring.go_away();
                     super::runner::park(Arc::clone(&self) as Arc<dyn super::runner::Borrow>);
                     // Wait until the stream is ours again: whoever clears the ring's *away*
@@ -928,6 +932,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             }
         }
         self.flush(&mut turn.done);
+        // No task of the stream is left: `next` says `Exit` only with none taken
+        // (`TaskCtx::graph_slot`).
+        debug_assert!(turn.local.is_empty());
+        turn.ctx.release_graph();
         drop(turn);
         let n = self.discard_pending.swap(0, Ordering::SeqCst);
         if n > 0 {

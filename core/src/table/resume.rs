@@ -72,7 +72,11 @@ impl NotifySync {
         if proc >= MAX_PROCS {
             return Err(TableError::BadProc);
         }
-        if self.try_consume() {
+        // The flag read first: a compare-and-swap that fails is still a locked instruction,
+        // and a caller about to park has usually just found the flag clear (the simulator's
+        // runner: one in six of its locked instructions a park, 2026-12-05). A record that
+        // lands after this read is taken by the first poll (the ticket is at the head).
+        if self.flag.load(SeqCst) == FLAG_SET && self.try_consume() {
             return Ok(Begin::Consumed);
         }
         // `Cancelled` stands for "full" here: the closure's only outcome.

@@ -2,8 +2,8 @@
 //! counts, reset, peer access.
 
 use std::cell::Cell;
-use std::sync::PoisonError;
 use std::sync::atomic::Ordering;
+use std::sync::{MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
@@ -74,26 +74,72 @@ impl Runtime {
     /// `aclrtSetDevice`.
     pub(crate) fn set_device(&self, device: i32) -> Result<(), CallError> {
         let d = self.device_id(device)?;
-        // Not while another thread's reset releases what its count reaching 0 released: that
-        // would release this set's context and what this thread makes in it. A host function
-        // does not wait (the reset waits for its stream).
-        let _gate = self.device_gate(d);
-        if let Some(n) = lock(&self.device_refs).get_mut(d as usize) {
-            *n = n.saturating_add(1);
-        }
+        // The count and the primary context are taken together, never while another thread's
+        // reset releases what its count reaching 0 released: that would release this set's
+        // context and what this thread makes in it.
+        let mut refs = self.unreleased(d)?;
         let ctx = self.primary_context(d)?;
+        if let Some(r) = refs.get_mut(d as usize) {
+            r.count = r.count.saturating_add(1);
+        }
+        drop(refs);
         CURRENT.with(|c| c.set(Some((self.epoch, d, ctx))));
         Ok(())
     }
 
-    /// The read side of `device`'s [`Runtime::device_gates`], unless the calling thread is a
-    /// host function (which a reset holding the write side may be waiting for).
-    fn device_gate(&self, device: u32) -> Option<std::sync::RwLockReadGuard<'_, ()>> {
-        if acl_notify_sim::in_host_function() {
-            return None;
+    /// The device counts, once no reset is releasing `device`: waits for such a reset at most
+    /// [`Runtime::set_bound`], then 507033 naming it. CANN's set waits for as long as the
+    /// release runs (hicann/runtime `src/runtime/core/inc/reference.hpp`, `RefObject::IncRef`
+    /// spins while the count is being updated; `src/runtime/core/src/runtime.cc`,
+    /// `PrimaryContextRelease` keeps it so through the device's teardown, whose stream wait has
+    /// no bound). A host function does not wait at all (507033 at once): the reset waits for
+    /// the device's streams, the host function's own among them.
+    fn unreleased(&self, device: u32) -> Result<MutexGuard<'_, Vec<DeviceRefs>>, CallError> {
+        let releasing =
+            |refs: &[DeviceRefs]| refs.get(device as usize).is_some_and(|r| r.releasing);
+        let mut refs = lock(&self.device_refs);
+        if !releasing(&refs) {
+            return Ok(refs);
         }
-        let gate = self.device_gates.get(device as usize)?;
-        Some(gate.read().unwrap_or_else(PoisonError::into_inner))
+        if acl_notify_sim::in_host_function() {
+            return Err(being_reset(
+                device,
+                "a host function does not wait for it (the reset waits for the device's \
+                 streams, this host function's among them); set the device after the reset, \
+                 outside host functions",
+            ));
+        }
+        let deadline = Instant::now().checked_add(self.set_bound);
+        while releasing(&refs) {
+            let Some(deadline) = deadline else {
+                refs = self
+                    .device_released
+                    .wait(refs)
+                    .unwrap_or_else(PoisonError::into_inner);
+                continue;
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let bound = match self.reset_timeout {
+                    Some(t) => format!("its drain's bound {t:?} ({ENV_RESET_TIMEOUT}) and more"),
+                    None => format!("it waits for ever ({ENV_RESET_TIMEOUT}=0)"),
+                };
+                return Err(being_reset(
+                    device,
+                    format!(
+                        "this set waited {:?} for it ({bound}); the device's streams still \
+                         have queued tasks the reset waits for",
+                        self.set_bound
+                    ),
+                ));
+            }
+            refs = self
+                .device_released
+                .wait_timeout(refs, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+        Ok(refs)
     }
 
     /// Makes `ctx` (a live context on `device`) current on the calling thread.
@@ -117,20 +163,15 @@ impl Runtime {
     /// already 0 is 507007 (see [`already_reset`]).
     pub(crate) fn reset_device(&self, device: i32, force: bool) -> Result<(), CallError> {
         let d = self.device_id(device)?;
-        let in_host_function = acl_notify_sim::in_host_function();
-        // The count's drop and the release it makes are one step for `set_device` (see there).
-        let _gate = self
-            .device_gates
-            .get(d as usize)
-            .filter(|_| !in_host_function)
-            .map(|g| g.write().unwrap_or_else(PoisonError::into_inner));
         let release = {
             let mut refs = lock(&self.device_refs);
             match refs.get_mut(d as usize) {
-                Some(n) if *n > 0 => {
-                    *n = if force { 0 } else { *n - 1 };
-                    *n == 0
+                Some(r) if r.count > 0 => {
+                    r.count = if force { 0 } else { r.count - 1 };
+                    r.releasing = r.count == 0;
+                    r.releasing
                 }
+                // Also while another thread's reset releases the device (its count is 0).
                 _ => return Err(already_reset(d, force)),
             }
         };
@@ -142,8 +183,14 @@ impl Runtime {
         if !release {
             return Ok(());
         }
+        // Sets of the device wait from the count's drop to 0 until the release is done (see
+        // `unreleased`), even if this thread unwinds.
+        let _released = Released {
+            rt: self,
+            device: d,
+        };
         // A host function cannot wait for its own stream, which the drain would do.
-        let drained = if in_host_function {
+        let drained = if acl_notify_sim::in_host_function() {
             Ok(())
         } else {
             self.drain_device(d)
@@ -277,6 +324,42 @@ impl Runtime {
     }
 }
 
+/// A device's count of `aclrtSetDevice` calls in the process ([`Runtime::device_refs`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct DeviceRefs {
+    /// Sets minus resets.
+    count: u32,
+    /// A reset brought the count to 0 and has not finished releasing the device yet.
+    releasing: bool,
+}
+
+/// Ends a reset's release of `device` (see [`Runtime::reset_device`]): wakes the sets waiting
+/// for it.
+struct Released<'a> {
+    rt: &'a Runtime,
+    device: u32,
+}
+
+impl Drop for Released<'_> {
+    fn drop(&mut self) {
+        if let Some(r) = lock(&self.rt.device_refs).get_mut(self.device as usize) {
+            r.releasing = false;
+        }
+        self.rt.device_released.notify_all();
+    }
+}
+
+/// 507033 for an `aclrtSetDevice` of `device` while another thread's reset releases it.
+fn being_reset(device: u32, why: impl core::fmt::Display) -> CallError {
+    CallError::new(
+        Error::DevSetupError,
+        format!(
+            "aclrtSetDevice({device}): device {device} is being reset by another thread (its \
+             count of aclrtSetDevice calls reached 0 and its context is being released); {why}"
+        ),
+    )
+}
+
 /// A reset of `device` whose count of `aclrtSetDevice` calls is already 0: CANN's runtime
 /// finds no reference to drop and answers `RT_ERROR_CONTEXT_DEL`, which its error table maps
 /// to 507007 (hicann/runtime `src/runtime/core/src/runtime.cc`, `PrimaryContextRelease`;
@@ -332,6 +415,16 @@ pub(crate) fn parse_reset_timeout(v: &std::ffi::OsStr) -> Result<Option<Duration
         })?;
     Ok((secs != 0.0).then(|| Duration::from_secs_f64(secs)))
 }
+
+/// How long an `aclrtSetDevice` waits for another thread's reset releasing its device, for a
+/// reset that waits `reset_timeout` for the device's streams: that wait and a margin for the
+/// release; when the reset waits for ever, [`DEFAULT_RESET_TIMEOUT`].
+pub(crate) fn set_bound(reset_timeout: Option<Duration>) -> Duration {
+    reset_timeout.map_or(DEFAULT_RESET_TIMEOUT, |t| t.saturating_add(RELEASE_MARGIN))
+}
+
+/// What [`set_bound`] allows a reset's release beyond its drain.
+const RELEASE_MARGIN: Duration = Duration::from_secs(5);
 
 /// The ACL layer's refusal of a device paired with itself (100000).
 fn same_device(device: i32, peer: i32) -> CallError {

@@ -103,15 +103,11 @@ pub(crate) struct Runtime {
     /// Contexts and events (`context`, `event` modules).
     pub(crate) contexts: context::Contexts,
     pub(crate) events: CTable<event::EventEntry>,
-    /// `aclrtSetDevice` minus `aclrtResetDevice` calls, per device, over the whole process.
-    device_refs: Mutex<Vec<u32>>,
-    /// Per device: held (write) by an `aclrtResetDevice[Force]` of the device from its count's
-    /// drop to 0 until what that releases is gone, and (read) by an `aclrtSetDevice` of the
-    /// device while it counts and takes the primary context: a thread's set that comes after
-    /// another's reset is not undone by that reset's release (see `device`). One per device:
-    /// a reset waits for its device's streams, which may wait for a thread setting up another
-    /// device.
-    device_gates: Vec<std::sync::RwLock<()>>,
+    /// Per device: `aclrtSetDevice` minus `aclrtResetDevice` calls over the whole process, and
+    /// whether a reset is releasing it (see `device`).
+    device_refs: Mutex<Vec<device::DeviceRefs>>,
+    /// Signalled when a reset has released its device.
+    device_released: std::sync::Condvar,
     /// Core resource limits (`reslimit` module).
     res_limits: reslimit::ResLimits,
     /// The process that called `aclInit` (named to a child forked from it, whose calls the
@@ -129,6 +125,9 @@ pub(crate) struct Runtime {
     /// How long a device reset waits for the device's queued tasks (`None`: for ever; see
     /// `device`, `ACL_NOTIFY_SIM_RESET_TIMEOUT`).
     reset_timeout: Option<std::time::Duration>,
+    /// How long an `aclrtSetDevice` waits for another thread's reset releasing that device
+    /// (see `device`).
+    set_bound: std::time::Duration,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -171,19 +170,28 @@ impl Runtime {
             ),
             contexts: context::Contexts::new(seed.rotate_left(23), devices),
             events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
-            device_refs: Mutex::new(vec![0; devices]),
-            device_gates: (0..devices).map(|_| std::sync::RwLock::new(())).collect(),
+            device_refs: Mutex::new(vec![device::DeviceRefs::default(); devices]),
+            device_released: std::sync::Condvar::new(),
             res_limits: reslimit::ResLimits::default(),
             pid,
             features,
             default_device: AtomicU32::new(NO_DEFAULT_DEVICE),
             reset_timeout: Some(device::DEFAULT_RESET_TIMEOUT),
+            set_bound: device::set_bound(Some(device::DEFAULT_RESET_TIMEOUT)),
         }
     }
 
     /// The session with a device reset's wait of `timeout` (`None`: for ever).
     pub(crate) fn with_reset_timeout(mut self, timeout: Option<std::time::Duration>) -> Self {
         self.reset_timeout = timeout;
+        self.set_bound = device::set_bound(timeout);
+        self
+    }
+
+    /// The session with `aclrtSetDevice` waiting at most `bound` for a reset of its device.
+    #[cfg(test)]
+    pub(crate) fn with_set_bound(mut self, bound: std::time::Duration) -> Self {
+        self.set_bound = bound;
         self
     }
 
@@ -293,6 +301,7 @@ mod context;
 pub(crate) mod device;
 pub(crate) mod event;
 mod ext;
+mod finalize;
 mod ipc;
 mod notify;
 mod reslimit;

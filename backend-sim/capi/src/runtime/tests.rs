@@ -4,20 +4,16 @@ use super::*;
 use std::time::Duration;
 
 use acl_notify_core::{CreateFlags, Soc, StreamDestroy, SyncWait};
-use acl_notify_sim::Sim;
 
 use acl_notify_sim::NamespaceGuard as Ns;
 
 fn runtime(tag: &str) -> (Runtime, Ns) {
-    let ns = format!("unit-capi-{tag}-{}", std::process::id());
-    let _ = Sim::remove_namespace(&ns);
-    let sim = Sim::builder()
-        .soc(Soc::Ascend910B)
-        .devices(2)
-        .namespace(&ns)
-        .open()
-        .unwrap();
-    (Runtime::new(sim, 1, 42), Ns(ns))
+    let (sim, ns) = Ns::open_sim(
+        format!("unit-capi-{tag}-{}", std::process::id()),
+        Soc::Ascend910B,
+        2,
+    );
+    (Runtime::new(sim, 1, 42), ns)
 }
 
 /// A record blocked for room in a full stream that is then destroyed: the 107017 names
@@ -238,4 +234,107 @@ fn destroying_a_context_forgets_its_default_streams_limits() {
     );
     rt.set_device(0).unwrap();
     assert_eq!(rt.res_in_current_thread(0).unwrap(), full);
+}
+
+/// What [`host_set`] shares with the test that queues it.
+struct HostSet {
+    rt: std::sync::Arc<Runtime>,
+    got: std::sync::Mutex<Option<Result<(), CallError>>>,
+}
+
+/// A host function that sets device 1 once the reset queued behind its launch is draining.
+unsafe extern "C" fn host_set(arg: *mut std::ffi::c_void) {
+    // SAFETY: the test keeps its `HostSet` alive until the stream has run this.
+    let h = unsafe { &*(arg as *const HostSet) };
+    std::thread::sleep(Duration::from_millis(300));
+    *lock(&h.got) = Some(h.rt.set_device(1));
+}
+
+/// An `aclrtSetDevice` made by a host function while another thread's reset releases that
+/// device (the reset waiting for the host function's own stream) neither deadlocks nor counts
+/// a set whose context the release then destroys: it fails at once with 507033 saying why.
+/// Until 2026-12-05 a host function skipped the device's gate: its set counted 1 and took the
+/// context being released, and the device was left set with its context gone.
+#[test]
+fn a_host_function_setting_a_device_being_released_fails_instead_of_keeping_a_dead_context() {
+    let (rt, _ns) = runtime("hostfn-set");
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    rt.set_device(1).unwrap();
+    let s = rt.create_stream().unwrap();
+    let h = std::sync::Arc::new(HostSet {
+        rt: std::sync::Arc::clone(&rt),
+        got: std::sync::Mutex::new(None),
+    });
+    // SAFETY: `h` outlives the stream's run of the call (the reset below drains it).
+    let call =
+        unsafe { acl_notify_core::HostCall::new(host_set, std::sync::Arc::as_ptr(&h) as *mut _) };
+    rt.launch_host_func(s, call).unwrap();
+    let t0 = std::time::Instant::now();
+    rt.reset_device(1, false).unwrap();
+    let took = t0.elapsed();
+    assert!(took < Duration::from_secs(4), "the reset took {took:?}");
+    let got = lock(&h.got)
+        .take()
+        .expect("the host function ran before the reset returned");
+    let e = got.expect_err("a set of a device being released, from a host function");
+    assert_eq!(e.code(), Error::DevSetupError, "{}", e.text());
+    assert!(e.text().contains("being reset"), "{}", e.text());
+    // The failed set counted nothing: the device is not set.
+    assert_eq!(
+        rt.reset_device(1, false).unwrap_err().code(),
+        Error::ContextReleaseError
+    );
+    rt.set_device(1).unwrap();
+    rt.create_stream().unwrap();
+    rt.reset_device(1, true).unwrap();
+}
+
+/// A reset whose drain waits for ever (`ACL_NOTIFY_SIM_RESET_TIMEOUT=0`, as CANN's teardown)
+/// does not hold another thread's `aclrtSetDevice` of that device for ever: the set gives up
+/// after its own bound with 507033 naming the reset (CANN's set spins for as long as the
+/// release runs, hicann/runtime `src/runtime/core/inc/reference.hpp`, `RefObject::IncRef`).
+#[test]
+fn a_set_during_a_reset_that_waits_for_ever_ends_at_its_bound() {
+    let (rt, _ns) = runtime("set-bound");
+    let rt = std::sync::Arc::new(
+        rt.with_reset_timeout(None)
+            .with_set_bound(Duration::from_millis(500)),
+    );
+    rt.set_device(1).unwrap();
+    let ctx1 = rt.current_context().unwrap();
+    let (s, rec) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n, s, 0).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let rt2 = std::sync::Arc::clone(&rt);
+    let setter = std::thread::spawn(move || {
+        // After the reset below began to drain device 1.
+        std::thread::sleep(Duration::from_millis(300));
+        let t0 = std::time::Instant::now();
+        let set = rt2.set_device(1);
+        let _ = tx.send((set, t0.elapsed()));
+        // Let the reset finish: the record its drain waits for, from device 1's context.
+        rt2.set_current_context(ctx1)
+            .and_then(|()| rt2.record(n, rec))
+            .unwrap();
+    });
+    let resetter = {
+        let rt = std::sync::Arc::clone(&rt);
+        std::thread::spawn(move || rt.reset_device(1, false))
+    };
+    let answer = rx.recv_timeout(Duration::from_secs(10));
+    if answer.is_err() {
+        // The set still waits: end the reset so that the test fails instead of hanging.
+        rt.set_current_context(ctx1).unwrap();
+        rt.record(n, rec).unwrap();
+    }
+    let (set, took) = answer.expect("aclrtSetDevice returned within 10 s");
+    let e = set.expect_err("a set while the reset still drains");
+    assert_eq!(e.code(), Error::DevSetupError, "{}", e.text());
+    assert!(e.text().contains("being reset"), "{}", e.text());
+    assert!(took < Duration::from_secs(3), "the set waited {took:?}");
+    setter.join().unwrap();
+    resetter.join().unwrap().unwrap();
+    rt.set_device(1).unwrap();
+    rt.reset_device(1, false).unwrap();
 }

@@ -1,0 +1,129 @@
+//! `aclFinalize`'s wait for the tasks the process's streams still have queued.
+//!
+//! CANN's `aclFinalize` leaves the devices and their streams alone: it resets no device and
+//! only disables the default device (hicann/runtime `src/acl/aclrt_impl/acl.cpp`,
+//! `aclFinalizeInternal`), so what was queued before it goes on running on the device. Ours
+//! ends the session, which releases every stream, so it first lets the queued tasks run: it
+//! returns once every stream is idle, or once the streams still busy can make no progress on
+//! their own — each one's head sleeps in a wait (of a notify, count notify, event or IPC
+//! event) and every host function running is itself blocked in a synchronize or host wait,
+//! with no task finished for [`STUCK_FOR`] — since CANN's device would wait for ever there
+//! (those tasks are discarded, and a note for `aclGetRecentErrMsg` names them), or at the
+//! reset's bound (`ACL_NOTIFY_SIM_RESET_TIMEOUT`, at least [`MIN_BOUND`]) with 507046.
+
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{Backend, Error, RawStream, StreamOps, StreamStatus};
+use acl_notify_sim::Head;
+
+use super::Runtime;
+use super::device::ENV_RESET_TIMEOUT;
+use crate::errmsg::{self, CallError};
+
+/// How long the busy streams must all have been waiting, with no task finished, before
+/// `aclFinalize` takes them as waiting for ever.
+const STUCK_FOR: Duration = Duration::from_millis(200);
+
+/// The least `aclFinalize` waits before its 507046, whatever `ACL_NOTIFY_SIM_RESET_TIMEOUT`
+/// says: time to tell streams that wait for ever ([`STUCK_FOR`]) first.
+const MIN_BOUND: Duration = Duration::from_secs(1);
+
+/// How often the streams are looked at.
+const POLL: Duration = Duration::from_millis(5);
+
+impl Runtime {
+    /// Waits until the process's streams have run what they can of their queued tasks (see
+    /// the module's documentation). Not from a host function, whose own stream would never
+    /// be idle.
+    pub(crate) fn drain_for_finalize(&self) -> Result<(), CallError> {
+        if acl_notify_sim::in_host_function() {
+            return Ok(());
+        }
+        let deadline = self
+            .reset_timeout
+            .and_then(|t| Instant::now().checked_add(t.max(MIN_BOUND)));
+        // Since when, and at which count of finished tasks, every busy stream waits.
+        let mut stuck_since: Option<(Instant, u64)> = None;
+        loop {
+            let busy: Vec<RawStream> = self
+                .all_streams()
+                .into_iter()
+                .filter(|&r| matches!(self.backend.query(r), Ok(StreamStatus::NotReady)))
+                .collect();
+            if busy.is_empty() {
+                return Ok(());
+            }
+            let (mut completed, mut host_fns, mut running) = (0u64, 0usize, false);
+            for h in busy.iter().filter_map(|&r| self.backend.stream_head(r)) {
+                completed = completed.wrapping_add(h.completed);
+                match h.head {
+                    Head::Waiting => {}
+                    Head::HostFunction => host_fns += 1,
+                    Head::Running => running = true,
+                }
+            }
+            let stuck = !running && host_fns <= acl_notify_sim::host_functions_waiting();
+            let now = Instant::now();
+            stuck_since = match stuck_since {
+                Some((since, c)) if stuck && c == completed => Some((since, c)),
+                _ => stuck.then_some((now, completed)),
+            };
+            if stuck_since.is_some_and(|(since, _)| now.duration_since(since) >= STUCK_FOR) {
+                errmsg::push(format!(
+                    "aclFinalize: discarded the tasks still queued on {} stream(s) that wait for \
+                     a record nothing in this process was going to make (CANN's device would \
+                     wait for ever): {}",
+                    busy.len(),
+                    self.reports(&busy)
+                ));
+                return Ok(());
+            }
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(CallError::new(
+                    Error::StreamSyncTimeout,
+                    format!(
+                        "aclFinalize: the streams still had queued tasks after {:?} \
+                         ({ENV_RESET_TIMEOUT}); they were released anyway and their tasks \
+                         discarded: {}",
+                        self.reset_timeout.unwrap_or_default().max(MIN_BOUND),
+                        self.reports(&busy)
+                    ),
+                ));
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Every stream of the session: the C streams, the contexts' default streams and the
+    /// devices' NULL streams.
+    fn all_streams(&self) -> Vec<RawStream> {
+        let mut raws: Vec<RawStream> = self
+            .streams
+            .values_where(|_| true)
+            .into_iter()
+            .map(|s| s.raw)
+            .collect();
+        for device in 0..self.backend.device_count() {
+            raws.extend(self.contexts.default_streams_on(device));
+            raws.extend(self.backend.made_default_stream(device));
+        }
+        raws.sort_unstable_by_key(|r| r.0);
+        raws.dedup();
+        raws
+    }
+
+    /// What each of `streams` is doing, as the simulator reports it.
+    fn reports(&self, streams: &[RawStream]) -> String {
+        streams
+            .iter()
+            .map(|&r| {
+                let why = self
+                    .backend
+                    .stream_report(r)
+                    .unwrap_or_else(|| "busy".to_owned());
+                format!("stream {:#x}: {why}", r.0)
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
