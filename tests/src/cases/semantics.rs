@@ -284,11 +284,14 @@ fn timeout_whole_seconds<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
             "after 300 ms, streams behind 1 s / 2 s waits (a timeout in ms would have expired)"
         );
     }
-    ensure_eq!(
-        ok!(b.query(s1)),
-        StreamStatus::NotReady,
-        "query during a 1 s wait"
-    );
+    // The same for the query: read before the clock, it was taken before 900 ms if the
+    // clock says so. (`cargo xtask test`, 2026-12-05, once read Complete here under the whole
+    // run's load, the case taking 4.4 s instead of 4.1; 13 runs of the case alone, 8 of them
+    // beside three CPU hogs, did not repeat it.)
+    let q = ok!(b.query(s1));
+    if t.elapsed() < Duration::from_millis(900) {
+        ensure_eq!(q, StreamStatus::NotReady, "query during a 1 s wait");
+    }
     sync_err(ctx, s1, LONG, Error::TaskTimeout, "1 s wait")?;
     let el1 = t.elapsed();
     sync_err(ctx, s2, LONG, Error::TaskTimeout, "2 s wait")?;
