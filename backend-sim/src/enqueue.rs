@@ -468,8 +468,11 @@ impl Sim {
             Some(Blocked::HostFunction) => Head::HostFunction,
             None => Head::Running,
         };
+        let stats = s.stats();
         Some(StreamHead {
-            completed: s.stats().completed,
+            enqueued: stats.enqueued,
+            completed: stats.completed,
+            discarded: stats.discarded,
             head,
         })
     }
@@ -562,6 +565,10 @@ impl Sim {
 /// What a stream is doing ([`Sim::stream_head`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamHead {
+    /// Tasks queued on it so far.
+    pub enqueued: u64,
+    /// Tasks it has dropped unrun so far (a discarding destroy, an abort).
+    pub discarded: u64,
     /// Tasks it has run so far.
     pub completed: u64,
     /// What its head task does.

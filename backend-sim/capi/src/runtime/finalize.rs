@@ -4,7 +4,8 @@
 //! only disables the default device (hicann/runtime `src/acl/aclrt_impl/acl.cpp`,
 //! `aclFinalizeInternal`), so what was queued before it goes on running on the device. Ours
 //! ends the session, which releases every stream, so it first lets the queued tasks run: it
-//! returns once every stream is idle, or once the streams still busy can make no progress on
+//! returns once every stream has run the tasks queued before it (what other threads queue
+//! meanwhile is not waited for), or once the streams still busy can make no progress on
 //! their own — each one's head sleeps in a wait (of a notify, count notify, event or IPC
 //! event) and every host function running is itself blocked in a synchronize or host wait,
 //! with no task finished for [`STUCK_FOR`] — since CANN's device would wait for ever there
@@ -42,13 +43,26 @@ impl Runtime {
         let deadline = self
             .reset_timeout
             .and_then(|t| Instant::now().checked_add(t.max(MIN_BOUND)));
+        // The tasks queued so far on each stream: those are waited for, not what other
+        // threads go on queueing meanwhile.
+        let queued: Vec<(RawStream, u64)> = self
+            .all_streams()
+            .into_iter()
+            .filter_map(|r| Some((r, self.backend.stream_head(r)?.enqueued)))
+            .collect();
         // Since when, and at which count of finished tasks, every busy stream waits.
         let mut stuck_since: Option<(Instant, u64)> = None;
         loop {
-            let busy: Vec<RawStream> = self
-                .all_streams()
-                .into_iter()
-                .filter(|&r| matches!(self.backend.query(r), Ok(StreamStatus::NotReady)))
+            let busy: Vec<RawStream> = queued
+                .iter()
+                .filter(|&&(r, before)| {
+                    matches!(self.backend.query(r), Ok(StreamStatus::NotReady))
+                        && self
+                            .backend
+                            .stream_head(r)
+                            .is_some_and(|h| h.completed.saturating_add(h.discarded) < before)
+                })
+                .map(|&(r, _)| r)
                 .collect();
             if busy.is_empty() {
                 return Ok(());
