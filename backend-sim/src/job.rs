@@ -86,8 +86,8 @@ pub(crate) enum SimJob {
     /// `Sim::claim_pinned`): the ticket is published with this instead, which does nothing,
     /// and the call looks the notify up again.
     Refused,
-    /// A wait with no timeout that parked its stream, holding its place in the notify's
-    /// queue (`crate::parked`).
+    /// A wait (with no timeout, or one of at least `parked::TIMED_PARK_MIN`) that parked its
+    /// stream, holding its place in the notify's queue (`crate::parked`).
     Parked(crate::parked::ParkedWait),
     /// The count notify, the record and the recording process's pid.
     CntRecord(Box<(Arc<CntRef>, CntRecord, i32)>),
@@ -149,9 +149,10 @@ impl Job<SimError> for SimJob {
         )
     }
 
-    /// A wait with no timeout that finds no record may park (`crate::parked`); a parked
-    /// wait goes on there. Everything else runs as [`run`](Job::run) does: the wait's fast
-    /// path (its record there) is the same, the parking decision is after it.
+    /// A wait (no timeout, or one of at least `parked::TIMED_PARK_MIN`) that finds no record
+    /// may park (`crate::parked`); a parked wait goes on there. Everything else runs as
+    /// [`run`](Job::run) does: the wait's fast path (its record there) is the same, the
+    /// parking decision is after it.
     #[inline(always)]
     fn run_or_park(
         self,
@@ -226,11 +227,11 @@ fn prefetch_task(task: &Task<SimError>) {
 
 impl crate::parked::Stop {
     /// The job as it goes back on its stream's queue, and whether it parked.
-    fn into_job(self, pin: PinRef) -> (SimJob, bool) {
+    fn into_job(self, pin: PinRef, timeout: Option<Duration>) -> (SimJob, bool) {
         match self {
             crate::parked::Stop::Parked(w) => (SimJob::Parked(w), true),
             crate::parked::Stop::Home(Some(w)) => (SimJob::Parked(w), false),
-            crate::parked::Stop::Home(None) => (SimJob::Wait { pin, timeout: None }, false),
+            crate::parked::Stop::Home(None) => (SimJob::Wait { pin, timeout }, false),
         }
     }
 }
@@ -304,22 +305,22 @@ impl SimJob {
                     return Some(r.file().intact());
                 }
                 // Only now, the record not there: park, or block.
-                match (timeout, parking) {
-                    (_, Parking::Never) => wait_slow(p, timeout, ctx, before_block, None),
-                    (None, _) => {
-                        match crate::parked::park_or_wait(pin, ctx, before_block, parking) {
-                            Ok(out) => out,
-                            Err(stop) => {
-                                *stopped = Some(stop.into_job(pin));
-                                return None;
-                            }
+                if parking == Parking::Never {
+                    wait_slow(p, timeout, ctx, before_block, None)
+                } else {
+                    let parked = match timeout {
+                        None => crate::parked::park_or_wait(pin, ctx, before_block, parking),
+                        Some(t) => {
+                            crate::parked::park_or_wait_timed(pin, ctx, before_block, parking, t)
+                        }
+                    };
+                    match parked {
+                        Ok(out) => out,
+                        Err(stop) => {
+                            *stopped = Some(stop.into_job(pin, timeout));
+                            return None;
                         }
                     }
-                    (Some(_), Parking::Always) => {
-                        *stopped = Some((SimJob::Wait { pin, timeout }, false));
-                        return None;
-                    }
-                    (Some(_), Parking::IfCrowded) => wait_slow(p, timeout, ctx, before_block, None),
                 }
             }
             SimJob::Refused => Ok(()),
@@ -328,7 +329,8 @@ impl SimJob {
                 match crate::parked::run_parked(w, ctx, before_block, parking) {
                     Ok(out) => out,
                     Err(stop) => {
-                        *stopped = Some(stop.into_job(pin));
+                        // A parked wait always comes back as one (`Stop::Home(Some(_))`).
+                        *stopped = Some(stop.into_job(pin, None));
                         return None;
                     }
                 }

@@ -1,6 +1,6 @@
 //! A stream wait that parks its stream instead of blocking its thread (issue #25, stage 2:
-//! the stream engine's side is `stream::runner`): a notify wait with no timeout that finds
-//! no record takes its place in the notify's queue at once (a resumable wait's ticket,
+//! the stream engine's side is `stream::runner`): a notify wait with no timeout (or one of at
+//! least [`TIMED_PARK_MIN`], below) that finds no record takes its place in the notify's queue at once (a resumable wait's ticket,
 //! `acl_notify_core::table::Ticket`), becomes [`SimJob::Parked`], and its stream parks; the
 //! process's runner polls the place ([`probe`]) and runs the wait when its record is there.
 //!
@@ -12,11 +12,16 @@
 //! wait-for graph), or [`ParkedWait`]'s drop (the task dropped unrun: a discard, an abort,
 //! stop-on-failure), which gives it up consuming nothing.
 //!
-//! Timed waits never park: they block as before (a parked wait would need the runner to
-//! watch its deadline).
+//! A timed wait parks too if its timeout is at least [`TIMED_PARK_MIN`]: a parked stream
+//! goes back to its own thread within 1–2 ms (`stream::runner`'s `HOME_AFTER`), where the
+//! wait blocks for the time its timeout has left and times out as a blocking wait does
+//! (107020, the same diagnostics); the runner's probe also ends a parked wait whose
+//! deadline passed (by the coarse clock: a held stream in the tests, a runner kept busy),
+//! sending it home to time out there. Shorter timeouts block as before.
 
 use std::cell::Cell;
 use std::mem::{ManuallyDrop, MaybeUninit};
+use std::time::Duration;
 
 use acl_notify_core::Error;
 use acl_notify_core::table::{Begin, Ticket};
@@ -87,9 +92,20 @@ fn unboxed<T>(spare: &'static Spare<T>, b: Box<T>) {
     let _ = spare.try_with(|c| c.set(Some(empty)));
 }
 
+/// The shortest timeout a parked wait may have: its stream goes home (where the wait
+/// blocks for what is left) 1–2 ms after it parked, well before such a deadline; the
+/// runner's own look at the deadline is coarse (the scheduler tick's clock, a few ms).
+pub(crate) const TIMED_PARK_MIN: Duration = Duration::from_millis(20);
+
 /// What a parked wait holds besides its pin.
 struct Held {
     ticket: u64,
+    /// The notify's pin (the probe of a timed wait reads it from here).
+    pin: PinRef,
+    /// When a timed wait's timeout runs out, in `sys::now_ns`'s clock (0: no timeout).
+    deadline_ns: u64,
+    /// Its whole timeout, for the diagnostics (`None`: none).
+    timeout: Option<Duration>,
     /// The stream's `blocked_on` note, cleared if the wait is dropped unrun.
     note: BlockedNote,
     /// Its entry in the wait-for graph (`crate::waitgraph`): published when it parks, so
@@ -115,12 +131,29 @@ impl ParkedWait {
         &unsafe { self.pin.get() }.0
     }
 
-    /// What the runner asks, without the stream's turn: see [`probe`].
+    /// What the runner asks, without the stream's turn: see [`probe`] and [`probe_timed`].
     pub(crate) fn probe(&self) -> Probe {
-        Probe {
-            f: probe,
-            data: std::ptr::from_ref(self.slot_ref()).cast(),
-            arg: self.held.ticket,
+        if self.held.deadline_ns == 0 {
+            Probe {
+                f: probe,
+                data: std::ptr::from_ref(self.slot_ref()).cast(),
+                arg: self.held.ticket,
+            }
+        } else {
+            Probe {
+                f: probe_timed,
+                data: std::ptr::from_ref::<Held>(&self.held).cast(),
+                arg: self.held.ticket,
+            }
+        }
+    }
+
+    /// The time a timed wait has left (`Some(ZERO)` once its deadline passed; `None`: no
+    /// timeout).
+    fn left(&self) -> Option<Duration> {
+        match self.held.deadline_ns {
+            0 => None,
+            d => Some(Duration::from_nanos(d.saturating_sub(crate::sys::now_ns()))),
         }
     }
 }
@@ -150,10 +183,22 @@ fn probe(data: *const (), arg: u64) -> bool {
     r.slot().sync.wait_ready(&Ticket::from_raw(arg)) || !r.is_live()
 }
 
+/// [`probe`] for a timed wait, `data` its `Held` (boxed: it stays put while the wait is
+/// parked): also true once its deadline passed by the coarse clock (the wait then goes
+/// home to time out).
+fn probe_timed(data: *const (), arg: u64) -> bool {
+    // SAFETY: `data` is the `Held` of a parked wait (`ParkedWait::probe`), valid while it is
+    // queued; the runner probes only parked streams.
+    let h = unsafe { &*data.cast::<Held>() };
+    // SAFETY: as in `ParkedWait::slot_ref`.
+    let r: &SlotRef = &unsafe { h.pin.get() }.0;
+    probe(std::ptr::from_ref(r).cast(), arg) || crate::sys::coarse_now_ns() >= h.deadline_ns
+}
+
 /// Notes on the stream what its parked wait waits for (`Stream::blocked_on`, as a
 /// sleeping wait does; cleared when the wait runs on or is dropped unrun). Its wait-for
 /// graph entry is `Held`'s.
-fn note_parked(r: &SlotRef, ctx: &TaskCtx) {
+fn note_parked(r: &SlotRef, ctx: &TaskCtx, forever: bool) {
     #[cfg(test)]
     PARKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     #[cfg(test)]
@@ -162,7 +207,7 @@ fn note_parked(r: &SlotRef, ctx: &TaskCtx) {
         Blocked::Wait {
             dev: r.device(),
             id: r.id(),
-            forever: true,
+            forever,
         }
         .note(),
     );
@@ -200,9 +245,10 @@ fn worth_parking(r: &SlotRef, ctx: &TaskCtx, parking: Parking) -> bool {
     }
 }
 
-/// The slow path of a wait with no timeout that found no record (`SimJob::run_or_park`):
-/// parks it if `parking` says so and it gets a place, else runs it as a blocking wait (or
-/// hands it back unrun on a turn that may not block).
+/// The slow path of a wait that found no record (`SimJob::run_or_park`): parks it if
+/// `parking` says so, its timeout (if any) is at least [`TIMED_PARK_MIN`] and it gets a
+/// place, else runs it as a blocking wait (or hands it back unrun on a turn that may not
+/// block).
 #[inline(never)]
 pub(crate) fn park_or_wait(
     pin: PinRef,
@@ -210,21 +256,60 @@ pub(crate) fn park_or_wait(
     before_block: &mut dyn FnMut(),
     parking: Parking,
 ) -> Result<Result<(), SimError>, Stop> {
+    park_or_wait_with(pin, ctx, before_block, parking, None)
+}
+
+/// [`park_or_wait`] for a wait with a timeout: a function of its own, so that the one with
+/// none (every wait of the pipeline bench) keeps its code (with the timeout an argument of
+/// the one function, a park cost the runner 61 more instructions, callgrind). Cold: out of
+/// the way of the hot code.
+#[cold]
+#[inline(never)]
+pub(crate) fn park_or_wait_timed(
+    pin: PinRef,
+    ctx: &TaskCtx,
+    before_block: &mut dyn FnMut(),
+    parking: Parking,
+    timeout: Duration,
+) -> Result<Result<(), SimError>, Stop> {
+    park_or_wait_with(pin, ctx, before_block, parking, Some(timeout))
+}
+
+#[inline(always)]
+fn park_or_wait_with(
+    pin: PinRef,
+    ctx: &TaskCtx,
+    before_block: &mut dyn FnMut(),
+    parking: Parking,
+    timeout: Option<Duration>,
+) -> Result<Result<(), SimError>, Stop> {
     // SAFETY: as in `ParkedWait::slot_ref` (the task is running).
     let p = unsafe { pin.get() };
     let r = &p.0;
-    if worth_parking(r, ctx, parking) && !ctx.is_cancelled() {
+    if timeout.is_none_or(|t| t >= TIMED_PARK_MIN)
+        && worth_parking(r, ctx, parking)
+        && !ctx.is_cancelled()
+    {
         let file = r.file();
+        // The timeout runs from here, as a blocking wait's runs from its start.
+        let deadline_ns = timeout.map_or(0, |t| {
+            crate::sys::now_ns()
+                .saturating_add(u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))
+                .max(1)
+        });
         match r.slot().sync.wait_begin(&file.waiter(), file.me()) {
             Ok(Begin::Consumed) => return Ok(file.intact()),
             Ok(Begin::Queued(t)) => {
-                note_parked(r, ctx);
+                note_parked(r, ctx, timeout.is_none());
                 let parked = ParkedWait {
                     pin,
                     held: ManuallyDrop::new(boxed(
                         &SPARE,
                         Held {
                             ticket: t.into_raw(),
+                            pin,
+                            deadline_ns,
+                            timeout,
                             note: ctx.blocked_note(),
                             // SAFETY: the stream's context holds its entry until its worker
                             // exits, when none of its tasks is left (`TaskCtx::graph_slot`).
@@ -234,6 +319,7 @@ pub(crate) fn park_or_wait(
                                     p.target(),
                                     ctx.task_number(),
                                     ctx.coarse_now_ns(),
+                                    timeout,
                                 )
                             },
                         },
@@ -248,7 +334,7 @@ pub(crate) fn park_or_wait(
     if parking == Parking::Always {
         return Err(Stop::Home(None));
     }
-    Ok(wait_slow(p, None, ctx, before_block, None))
+    Ok(wait_slow(p, timeout, ctx, before_block, None))
 }
 
 /// Runs a parked wait: takes its record if it is there at the head, else parks again if
@@ -269,27 +355,35 @@ pub(crate) fn run_parked(
     }
     ctx.set_blocked_on(0);
     let file = r.file();
+    let timeout = w.held.timeout;
     let t = w.take();
     match r.slot().sync.wait_poll(&file.waiter(), t) {
         Ok(Ok(())) => Ok(file.intact()),
         Err(e) => Ok(wait_outcome_error(
             Err(e),
             r,
-            None,
+            timeout,
             Error::TaskTimeout,
             "stream wait",
         )),
-        Ok(Err(t)) if worth_parking(r, ctx, parking) && !ctx.is_cancelled() => {
-            note_parked(r, ctx);
-            w.held.ticket = t.into_raw();
-            Err(Stop::Parked(w))
+        Ok(Err(t)) => {
+            let left = w.left();
+            // A timed wait whose deadline passed times out on its own thread, as a blocking
+            // wait does (the same error and diagnostics).
+            let due = left.is_some_and(|l| l.is_zero());
+            if !due && worth_parking(r, ctx, parking) && !ctx.is_cancelled() {
+                note_parked(r, ctx, timeout.is_none());
+                w.held.ticket = t.into_raw();
+                Err(Stop::Parked(w))
+            } else if parking == Parking::Always {
+                // Cancelled or due on a runner: the stream's own thread gives the place up
+                // or times out.
+                w.held.ticket = t.into_raw();
+                Err(Stop::Home(Some(w)))
+            } else {
+                Ok(wait_slow(p, timeout, ctx, before_block, Some((t, left))))
+            }
         }
-        Ok(Err(t)) if parking == Parking::Always => {
-            // Cancelled on a runner: the stream's own thread gives the place up.
-            w.held.ticket = t.into_raw();
-            Err(Stop::Home(Some(w)))
-        }
-        Ok(Err(t)) => Ok(wait_slow(p, None, ctx, before_block, Some(t))),
     }
 }
 

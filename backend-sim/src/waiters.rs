@@ -276,7 +276,7 @@ pub(crate) fn wait_slow(
     timeout: Option<Duration>,
     ctx: &TaskCtx,
     before_block: &mut dyn FnMut(),
-    ticket: Option<table::Ticket>,
+    resume: Option<(table::Ticket, Option<Duration>)>,
 ) -> Result<(), SimError> {
     let r = &pin.0;
     let sync = &r.slot().sync;
@@ -325,12 +325,17 @@ pub(crate) fn wait_slow(
     let file = r.file();
     crate::shm::count_worker(file);
     let w = AdaptiveWaiter::new(file.waiter(), hint.get());
+    // A parked wait handed back to its thread goes on from the place it holds, for the time
+    // its timeout has left (`timeout` stays the whole one, for the diagnostics).
+    let (ticket, limit) = match resume {
+        Some((t, left)) => (Some(t), left),
+        None => (None, timeout),
+    };
     let args = WaitArgs {
         proc: file.me(),
-        timeout,
+        timeout: limit,
         cancel: &check,
     };
-    // A parked wait handed back to its thread goes on from the place it holds.
     let out = match ticket {
         Some(t) => sync.wait_resume(&w, t, args),
         None => sync.wait_and_reset(&w, args),

@@ -891,8 +891,8 @@ unsafe impl Sync for ParkedBlocked {}
 
 impl ParkedBlocked {
     /// Publishes that the wait numbered `ticket` of the stream whose entry is `slot` waits on
-    /// `t`, parked since `since_ns` (`sys::now_ns`'s clock; the calling thread may be the
-    /// runner). The entry's other words are written before `head`, whose release store
+    /// `t` (for at most `timeout`), parked since `since_ns` (`sys::now_ns`'s clock; the
+    /// calling thread may be the runner). The entry's other words are written before `head`, whose release store
     /// publishes them (a reader loads `head` first).
     ///
     /// # Safety
@@ -905,12 +905,14 @@ impl ParkedBlocked {
         t: Target,
         ticket: u64,
         since_ns: u64,
+        timeout: Option<std::time::Duration>,
     ) -> Self {
         ParkedBlocked(slot.map(|s| {
             let e = s.entry();
             e.head_ticket.store(ticket, Relaxed);
             e.head_since.store(since_ns, Relaxed);
-            e.head_timeout_ms.store(u64::MAX, Relaxed);
+            e.head_timeout_ms
+                .store(timeout.map_or(u64::MAX, |d| d.as_millis() as u64), Relaxed);
             e.head.store(t.wait_word(), Release);
             std::ptr::NonNull::from(e)
         }))

@@ -472,3 +472,80 @@ fn a_parked_waits_box_is_reused() {
     drop(b);
     assert_eq!(DROPS.load(Relaxed), 2);
 }
+
+/// A timed wait parks too (held here, so it stays parked until its deadline), noted with
+/// its timeout, and times out with 107020 and the message of the same wait blocking on a
+/// `Sim` that does not park ("got no record within 1 s" and the notify's facts); its place
+/// is given up.
+#[test]
+fn a_parked_timed_wait_times_out_as_a_blocking_one() {
+    let (sim, _ns) = open("timed-out");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let one = Timeout::Seconds(std::num::NonZeroU32::new(1).unwrap());
+    let parks = sim.stream(s).unwrap().0.parks();
+    let t0 = Instant::now();
+    sim.wait_and_reset(n, s, one).unwrap();
+    until_parked(&sim, s);
+    let (st, _) = sim.stream(s).unwrap();
+    assert!(st.parks() > parks, "the timed wait did not park");
+    assert!(
+        matches!(
+            crate::blocked::Blocked::from_note(st.blocked_on()),
+            Some(crate::blocked::Blocked::Wait { forever: false, .. })
+        ),
+        "note {:#x}",
+        st.blocked_on()
+    );
+    // The same wait on a stream of a Sim that does not park, meanwhile: its message.
+    let (plain, _ns_p) = open_with("timed-out-plain", false);
+    let pn = plain.create_notify(0, CreateFlags::empty()).unwrap();
+    let ps = plain.create_stream(0).unwrap();
+    plain.wait_and_reset(pn, ps, one).unwrap();
+    let e = sim.synchronize(s, LONG).unwrap_err();
+    let took = t0.elapsed();
+    let pe = plain.synchronize(ps, LONG).unwrap_err();
+    assert_eq!(
+        acl_notify_core::BackendError::kind(&e),
+        acl_notify_core::Error::TaskTimeout,
+        "{e}"
+    );
+    assert!(e.message().contains("got no record within 1 s"), "{e}");
+    // The same diagnostics as the blocking wait's (both notifies are the first of their
+    // namespace: the same id, device and server).
+    assert_eq!(e.message(), pe.message());
+    plain.destroy_stream(ps, StreamDestroy::Drain).unwrap();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        "timed out after {took:?}"
+    );
+    // The place was given up: the next record goes to a fresh wait.
+    queue_is_free(&sim, n);
+    sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
+}
+
+/// A parked timed wait whose record comes before its deadline takes it, and the stream
+/// reports no error.
+#[test]
+fn a_parked_timed_wait_satisfied_in_time_succeeds() {
+    let (sim, _ns) = open("timed-ok");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let ten = Timeout::Seconds(std::num::NonZeroU32::new(10).unwrap());
+    let parks = sim.stream(s).unwrap().0.parks();
+    sim.wait_and_reset(n, s, ten).unwrap();
+    until_parked(&sim, s);
+    assert!(
+        sim.stream(s).unwrap().0.parks() > parks,
+        "the wait did not park"
+    );
+    std::thread::sleep(Duration::from_millis(20));
+    sim.record(n, r).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    sim.synchronize(r, LONG).unwrap();
+    assert!(!sim.try_consume(n).unwrap(), "the record was not consumed");
+    for st in [s, r] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
