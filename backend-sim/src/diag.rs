@@ -18,9 +18,11 @@ use crate::sys;
 /// processes of other hosts: for the messages below, which name whitelisted processes of other
 /// servers.
 pub(crate) trait RemoteLiveness: Send + Sync {
-    /// Whether process `pid` of server `server` is alive (its lease is live); `None` when the
-    /// cluster does not answer (within its client's bound).
-    fn alive(&self, server: u32, pid: i32) -> Option<bool>;
+    /// Whether each process `(server, pid)` of `procs` is alive (its lease is live), in the
+    /// same order; `None` when the cluster does not answer. One request to the cluster for
+    /// all of them, so a message waits at most one bound of the cluster's client (3 s by
+    /// default) however many processes it names.
+    fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<bool>>;
 }
 
 /// This process's cluster memberships, by namespace (a forked child starts with none: its
@@ -35,11 +37,12 @@ pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn Rem
     r.push((namespace.to_owned(), membership));
 }
 
-/// Process `pid` (of `start_time`, 0 if not known) of server `server` as the notify file of
-/// `namespace` names it: in cluster mode, `"its cluster lease is live"`, `"dead: its cluster
-/// lease expired"` or `"liveness unknown"` (the cluster did not answer); outside it every
-/// server of the namespace is on this machine, so `"alive"` or `"dead"` as for this server's.
-fn server_pid_alive(namespace: &str, server: u32, pid: i32, start_time: u64) -> &'static str {
+/// Processes `(server, pid, start_time)` (`start_time` 0 if not known) of other servers as
+/// the notify file of `namespace` names them, in order: in cluster mode, `"its cluster lease
+/// is live"`, `"dead: its cluster lease expired"` or `"liveness unknown"` (the cluster did not
+/// answer), all from one request ([`RemoteLiveness::alive`]); outside it every server of the
+/// namespace is on this machine, so `"alive"` or `"dead"` as for this server's.
+fn server_pids_alive(namespace: &str, procs: &[(u32, i32, u64)]) -> Vec<&'static str> {
     let membership = REMOTE
         .get()
         .lock()
@@ -47,12 +50,37 @@ fn server_pid_alive(namespace: &str, server: u32, pid: i32, start_time: u64) -> 
         .iter()
         .filter(|(ns, _)| ns == namespace)
         .find_map(|(_, w)| w.upgrade());
-    match membership.map(|m| m.alive(server, pid)) {
-        Some(Some(true)) => "its cluster lease is live",
-        Some(Some(false)) => "dead: its cluster lease expired",
-        Some(None) => "liveness unknown",
-        None if sys::identity_alive(pid, start_time) => "alive",
-        None => "dead",
+    let Some(m) = membership else {
+        return procs
+            .iter()
+            .map(|&(_, pid, start)| identity_alive(pid, start))
+            .collect();
+    };
+    if procs.is_empty() {
+        return Vec::new();
+    }
+    let asked: Vec<(u32, i32)> = procs.iter().map(|&(s, p, _)| (s, p)).collect();
+    match m.alive(&asked) {
+        Some(live) if live.len() == procs.len() => live
+            .into_iter()
+            .map(|l| {
+                if l {
+                    "its cluster lease is live"
+                } else {
+                    "dead: its cluster lease expired"
+                }
+            })
+            .collect(),
+        _ => vec!["liveness unknown"; procs.len()],
+    }
+}
+
+/// `"alive"` or `"dead"` for process `pid` of `start_time` (0 if not known) of this machine.
+fn identity_alive(pid: i32, start_time: u64) -> &'static str {
+    if sys::identity_alive(pid, start_time) {
+        "alive"
+    } else {
+        "dead"
     }
 }
 
@@ -89,20 +117,22 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
         Some(ExportState::Enforced) => match file.read_whitelist(dev, id) {
             Some(wl) if wl.is_empty() => s.push_str("; exported, no PID whitelisted yet"),
             Some(wl) => {
+                // Other servers' processes: on other hosts in cluster mode (known to the etcd
+                // cluster, asked once for all of them), else on this machine.
+                let others: Vec<(u32, i32, u64)> = wl
+                    .iter()
+                    .filter(|e| e.sdid != file.server())
+                    .map(|e| (e.sdid, e.pid, e.start_time))
+                    .collect();
+                let mut remote = server_pids_alive(file.namespace(), &others).into_iter();
                 s.push_str("; whitelisted:");
                 for (i, e) in wl.iter().enumerate() {
                     let sep = if i == 0 { " " } else { ", " };
                     if e.sdid == file.server() {
-                        let live = if sys::identity_alive(e.pid, e.start_time) {
-                            "alive"
-                        } else {
-                            "dead"
-                        };
+                        let live = identity_alive(e.pid, e.start_time);
                         let _ = write!(s, "{sep}{}", who(e.pid, live));
                     } else {
-                        // Another server's: on another host in cluster mode (known to the
-                        // etcd cluster), else on this machine.
-                        let live = server_pid_alive(file.namespace(), e.sdid, e.pid, e.start_time);
+                        let live = remote.next().unwrap_or("liveness unknown");
                         let _ = write!(s, "{sep}pid {} on server {} ({live})", e.pid, e.sdid);
                     }
                 }
@@ -283,20 +313,17 @@ mod tests {
 
     use acl_notify_core::{CreateFlags, ExportFlags, HostOps, NotifyResources, ServerPid, Soc};
 
-    use crate::{NamespaceGuard, Sim};
+    use crate::NamespaceGuard;
 
     /// A wait's timeout names a whitelisted process of another server of the same machine
     /// alive or dead, as it does this server's (it said "liveness unknown").
     #[test]
     fn a_timeout_says_whether_another_server_s_whitelisted_process_is_alive() {
-        let ns = NamespaceGuard(format!("unit-diag-{}", std::process::id()));
-        let _ = Sim::remove_namespace(&ns.0);
-        let sim = Sim::builder()
-            .soc(Soc::Ascend910_93)
-            .devices(1)
-            .namespace(&ns.0)
-            .open()
-            .unwrap();
+        let (sim, _ns) = NamespaceGuard::open_sim(
+            format!("unit-diag-{}", std::process::id()),
+            Soc::Ascend910_93,
+            1,
+        );
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id() as i32;
         child.wait().unwrap();
@@ -318,5 +345,63 @@ mod tests {
             text.contains(&format!("pid {me} on server 1 (alive)")),
             "{text}"
         );
+    }
+
+    /// A cluster that answers from a list and counts what it is asked.
+    struct Fake {
+        live: Vec<(u32, i32)>,
+        asked: std::sync::Mutex<Vec<Vec<(u32, i32)>>>,
+    }
+
+    impl super::RemoteLiveness for Fake {
+        fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<bool>> {
+            self.asked.lock().unwrap().push(procs.to_vec());
+            Some(procs.iter().map(|p| self.live.contains(p)).collect())
+        }
+    }
+
+    /// A wait's timeout in cluster mode asks the cluster once about all the whitelisted
+    /// processes of other servers (it asked once per process: a whitelist of 64 on a silent
+    /// cluster made the message wait 64 client bounds), and names each with its answer.
+    #[test]
+    fn a_timeout_asks_the_cluster_once_for_every_whitelisted_process() {
+        let (sim, _ns) = NamespaceGuard::open_sim(
+            format!("unit-diag-once-{}", std::process::id()),
+            Soc::Ascend910_93,
+            1,
+        );
+        let fake = std::sync::Arc::new(Fake {
+            live: vec![(1, 101), (2, 203)],
+            asked: std::sync::Mutex::new(Vec::new()),
+        });
+        let weak = std::sync::Arc::downgrade(&fake);
+        super::register_remote_liveness(sim.namespace(), weak as _);
+        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        sim.export_key(h, ExportFlags::empty()).unwrap();
+        let me = std::process::id() as i32;
+        let entries = [
+            ServerPid { sdid: 1, pid: 101 },
+            ServerPid { sdid: 0, pid: me },
+            ServerPid { sdid: 1, pid: 102 },
+            ServerPid { sdid: 2, pid: 203 },
+        ];
+        sim.set_import_server_pids(h, &entries).unwrap();
+        let text = sim
+            .host_wait(h, Duration::from_millis(10))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            *fake.asked.lock().unwrap(),
+            [vec![(1, 101), (1, 102), (2, 203)]],
+            "{text}"
+        );
+        for part in [
+            "pid 101 on server 1 (its cluster lease is live)",
+            &format!("pid {me} (alive)"),
+            "pid 102 on server 1 (dead: its cluster lease expired)",
+            "pid 203 on server 2 (its cluster lease is live)",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text}");
+        }
     }
 }

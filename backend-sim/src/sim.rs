@@ -133,6 +133,22 @@ impl Drop for Inner {
 #[derive(Debug)]
 pub struct NamespaceGuard(pub String);
 
+impl NamespaceGuard {
+    /// A `Sim` of `devices` `soc` devices on namespace `name`, emptied first (of what a test
+    /// killed half-way left), and the guard that removes the namespace: the tests' opener.
+    /// Panics if the `Sim` cannot be opened.
+    pub fn open_sim(name: String, soc: Soc, devices: u32) -> (Sim, NamespaceGuard) {
+        let _ = Sim::remove_namespace(&name);
+        let sim = Sim::builder()
+            .soc(soc)
+            .devices(devices)
+            .namespace(&name)
+            .open()
+            .unwrap_or_else(|e| panic!("opening a Sim on namespace {name}: {e}"));
+        (sim, NamespaceGuard(name))
+    }
+}
+
 impl Drop for NamespaceGuard {
     fn drop(&mut self) {
         let _ = Sim::remove_namespace(&self.0);

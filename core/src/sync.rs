@@ -8,7 +8,6 @@
 //! wrapper stores its initial value, and the loom atomic is created on first use, inside the
 //! model, and kept in a per-execution map by address (loom runs one thread at a time, so the
 //! lazy creation is not itself a race). Only the operations the tables use are provided.
-#![allow(unexpected_cfgs)]
 
 #[cfg(not(loom))]
 pub use core::sync::atomic::*;

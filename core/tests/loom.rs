@@ -12,7 +12,6 @@
 //!
 //! Run: `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p acl-notify-core --test loom
 //! --release` (or `cargo xtask ci-long`). Without `--cfg loom` this file is empty.
-#![allow(unexpected_cfgs)]
 #![cfg(loom)]
 
 use std::time::Duration;

@@ -116,7 +116,7 @@ const RING_MODEL_SECONDS: u64 = 900;
 
 /// The simulator's stream queue models (`ring::loom_tests`), each time-boxed to
 /// [`RING_MODEL_SECONDS`] at a bound of 3 or more.
-const RING_MODELS: u64 = 5;
+const RING_MODELS: u64 = 7;
 
 /// The loom limits of the simulator's stream queue models at `preemptions`, beyond the bound
 /// itself. Up to 2, none: the models are explored in full (about half a second of CPU at 2).
@@ -323,8 +323,36 @@ mod tests {
         assert!(ring_model_env(3).contains(&("LOOM_MAX_DURATION", "900".to_string())));
     }
 
+    /// The loom steps' cfgs (`loom`, `sim_loom`) are declared to the compiler in the
+    /// workspace's lints, and no source silences the check with `allow(unexpected_cfgs)`
+    /// (which also hid any misspelt cfg in the same file).
+    #[test]
+    fn the_loom_cfgs_are_declared_not_allowed() {
+        let manifest = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+        let lint = manifest
+            .lines()
+            .find(|l| l.starts_with("unexpected_cfgs"))
+            .expect("the workspace's lints declare unexpected_cfgs");
+        assert!(
+            lint.contains("'cfg(loom)'") && lint.contains("'cfg(sim_loom)'"),
+            "{lint}"
+        );
+        for file in [
+            "backend-sim/src/ring.rs",
+            "core/src/sync.rs",
+            "core/tests/loom.rs",
+        ] {
+            let src = std::fs::read_to_string(root().join(file)).unwrap();
+            assert!(
+                !src.contains("allow(unexpected_cfgs)"),
+                "{file} allows unexpected cfgs"
+            );
+        }
+    }
+
     /// The loom step's deadline counts every model of `ring::loom_tests` (two were added for
-    /// the parked streams' hand-over, `a_turn_home_*`): a model past [`RING_MODELS`] could
+    /// the parked streams' hand-over, `a_turn_home_*`, two for the host's fast claim,
+    /// `a_fast_claim_*`): a model past [`RING_MODELS`] could
     /// use its whole time box at bound 3 and the step would be killed before its end.
     #[test]
     fn ring_models_counts_the_ring_s_loom_models() {
@@ -336,6 +364,7 @@ mod tests {
         let models = module.matches("#[test]").count() as u64;
         assert!(module.contains("fn a_turn_home_asleep_loses_no_wake_up"));
         assert!(module.contains("fn a_turn_home_awake_loses_no_wake_up"));
+        assert!(module.contains("fn a_fast_claim_loses_no_task_and_no_wake_up"));
         assert_eq!(models, RING_MODELS, "ring::loom_tests has {models} models");
     }
 }

@@ -241,6 +241,16 @@ impl Etcd {
         Ok((kvs(&v), revision(&v)))
     }
 
+    /// The keys from `start` up to (not including) `end`, without their values: one range
+    /// read.
+    pub fn keys_in(&self, start: &[u8], end: &[u8]) -> Result<Vec<Vec<u8>>, EtcdError> {
+        let v = self.call(
+            "/v3/kv/range",
+            &json!({ "key": b64(start), "range_end": b64(end), "keys_only": true }),
+        )?;
+        Ok(kvs(&v).into_iter().map(|kv| kv.key).collect())
+    }
+
     /// Writes `key` (bound to `lease` unless 0); the revision it got.
     pub fn put(&self, key: &[u8], value: &[u8], lease: i64) -> Result<i64, EtcdError> {
         let mut req = json!({ "key": b64(key), "value": b64(value) });

@@ -831,12 +831,26 @@ impl Cluster {
 }
 
 impl crate::diag::RemoteLiveness for Shared {
-    fn alive(&self, server: u32, pid: i32) -> Option<bool> {
-        self.etcd
-            .get(&self.proc_key(server, pid))
-            .ok()
-            .map(|kv| kv.is_some())
+    /// One range read, keys only, from the smallest of the processes' keys to just past the
+    /// largest (what lies between, other processes' keys, comes along and is ignored).
+    fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<bool>> {
+        let keys: Vec<Vec<u8>> = procs
+            .iter()
+            .map(|&(server, pid)| self.proc_key(server, pid))
+            .collect();
+        let (start, end) = key_span(&keys)?;
+        let live = self.etcd.keys_in(start, &end).ok()?;
+        Some(keys.iter().map(|k| live.contains(k)).collect())
     }
+}
+
+/// The range that holds every key of `keys`: the smallest, and the key right after the
+/// largest (it with a zero byte appended). `None` for no keys.
+fn key_span(keys: &[Vec<u8>]) -> Option<(&[u8], Vec<u8>)> {
+    let start = keys.iter().min()?;
+    let mut end = keys.iter().max()?.clone();
+    end.push(0);
+    Some((start, end))
 }
 
 impl Drop for Cluster {
@@ -877,6 +891,23 @@ impl Drop for Cluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The liveness of several processes is one range read: from the smallest key to right
+    /// after the largest, so both ends are in it, and nothing to read for no processes.
+    #[test]
+    fn the_liveness_range_holds_every_key_asked() {
+        let keys: Vec<Vec<u8>> = ["p/proc/1/20", "p/proc/1/100", "p/proc/2/3"]
+            .into_iter()
+            .map(|k| k.as_bytes().to_vec())
+            .collect();
+        let (start, end) = key_span(&keys).unwrap();
+        assert_eq!(start, b"p/proc/1/100");
+        assert_eq!(end, b"p/proc/2/3\0");
+        assert!(keys.iter().all(|k| start <= k.as_slice() && k < &end));
+        // A key that extends the largest one is past the range.
+        assert!(b"p/proc/2/30".as_slice() >= end.as_slice());
+        assert!(key_span(&[]).is_none());
+    }
 
     #[test]
     fn cluster_urls_parse_and_bad_ones_say_why() {

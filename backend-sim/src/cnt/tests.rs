@@ -9,15 +9,7 @@ use crate::Sim;
 use acl_notify_core::CntNotifyOps;
 
 fn open(tag: &str, soc: Soc) -> (Sim, Ns) {
-    let ns = format!("unit-cnt-{tag}-{}", std::process::id());
-    let _ = Sim::remove_namespace(&ns);
-    let sim = Sim::builder()
-        .soc(soc)
-        .devices(2)
-        .namespace(&ns)
-        .open()
-        .unwrap();
-    (sim, Ns(ns))
+    Ns::open_sim(format!("unit-cnt-{tag}-{}", std::process::id()), soc, 2)
 }
 
 #[test]

@@ -57,14 +57,11 @@ fn missing_namespace_is_a_clear_error() {
 /// named by its futex address.
 #[test]
 fn snapshot_agrees_with_a_live_machine() {
-    let ns = Ns(format!("unit-inspect-{}", std::process::id()));
-    let _ = Sim::remove_namespace(&ns.0);
-    let sim = Sim::builder()
-        .soc(Soc::Ascend950PR)
-        .devices(2)
-        .namespace(&ns.0)
-        .open()
-        .unwrap();
+    let (sim, ns) = Ns::open_sim(
+        format!("unit-inspect-{}", std::process::id()),
+        Soc::Ascend950PR,
+        2,
+    );
     let me = std::process::id() as i32;
     let n = sim.create_notify(1, CreateFlags::empty()).unwrap();
     let _other = sim.create_notify(1, CreateFlags::empty()).unwrap();
@@ -176,14 +173,11 @@ fn snapshot_agrees_with_a_live_machine() {
 /// An allocation shows in the snapshot's device memory with its size and live owner.
 #[test]
 fn snapshot_shows_device_memory() {
-    let ns = Ns(format!("unit-inspect-mem-{}", sys::getpid()));
-    let _ = Sim::remove_namespace(&ns.0);
-    let sim = Sim::builder()
-        .soc(Soc::Ascend910B)
-        .devices(1)
-        .namespace(&ns.0)
-        .open()
-        .unwrap();
+    let (sim, ns) = Ns::open_sim(
+        format!("unit-inspect-mem-{}", sys::getpid()),
+        Soc::Ascend910B,
+        1,
+    );
     let _p = sim.malloc(0, 3 << 20, 0).unwrap();
     let snap = snapshot(&ns.0, 0).unwrap();
     let dev = snap

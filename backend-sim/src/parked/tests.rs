@@ -20,18 +20,15 @@ const LONG: SyncWait = SyncWait::AtMost(Duration::from_secs(20));
 /// parks, and parked streams stay parked (`Sim::force_parking`: its streams only, the other
 /// tests of this process go on as usual).
 fn open_with(tag: &str, forced: bool) -> (Sim, Ns) {
-    let ns = format!("unit-parked-{tag}-{}", std::process::id());
-    let _ = Sim::remove_namespace(&ns);
-    let sim = Sim::builder()
-        .soc(Soc::Ascend910B)
-        .devices(2)
-        .namespace(&ns)
-        .open()
-        .unwrap();
+    let (sim, ns) = Ns::open_sim(
+        format!("unit-parked-{tag}-{}", std::process::id()),
+        Soc::Ascend910B,
+        2,
+    );
     if forced {
         sim.force_parking();
     }
-    (sim, Ns(ns))
+    (sim, ns)
 }
 
 fn open(tag: &str) -> (Sim, Ns) {

@@ -19,15 +19,11 @@ use crate::entries::PINS;
 use crate::sim::Sim;
 
 fn open(tag: &str) -> (Sim, Ns) {
-    let ns = format!("unit-pin-{tag}-{}", std::process::id());
-    let _ = Sim::remove_namespace(&ns);
-    let sim = Sim::builder()
-        .soc(Soc::Ascend910B)
-        .devices(1)
-        .namespace(&ns)
-        .open()
-        .unwrap();
-    (sim, Ns(ns))
+    Ns::open_sim(
+        format!("unit-pin-{tag}-{}", std::process::id()),
+        Soc::Ascend910B,
+        1,
+    )
 }
 
 const SYNC: SyncWait = SyncWait::AtMost(Duration::from_secs(20));

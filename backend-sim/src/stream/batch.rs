@@ -116,16 +116,9 @@ impl<J> Drop for Batch<J> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ring::Ring;
+    use crate::ring::{Counted, Ring};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    struct Counted(u32, Arc<AtomicUsize>);
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.1.fetch_add(1, Ordering::Relaxed);
-        }
-    }
 
     #[test]
     fn a_batch_runs_in_ticket_order_puts_back_and_drops_what_it_holds() {

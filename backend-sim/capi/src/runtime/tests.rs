@@ -4,20 +4,16 @@ use super::*;
 use std::time::Duration;
 
 use acl_notify_core::{CreateFlags, Soc, StreamDestroy, SyncWait};
-use acl_notify_sim::Sim;
 
 use acl_notify_sim::NamespaceGuard as Ns;
 
 fn runtime(tag: &str) -> (Runtime, Ns) {
-    let ns = format!("unit-capi-{tag}-{}", std::process::id());
-    let _ = Sim::remove_namespace(&ns);
-    let sim = Sim::builder()
-        .soc(Soc::Ascend910B)
-        .devices(2)
-        .namespace(&ns)
-        .open()
-        .unwrap();
-    (Runtime::new(sim, 1, 42), Ns(ns))
+    let (sim, ns) = Ns::open_sim(
+        format!("unit-capi-{tag}-{}", std::process::id()),
+        Soc::Ascend910B,
+        2,
+    );
+    (Runtime::new(sim, 1, 42), ns)
 }
 
 /// A record blocked for room in a full stream that is then destroyed: the 107017 names
