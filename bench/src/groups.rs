@@ -63,6 +63,9 @@ pub mod rows {
     /// Handoff baseline, threads placed.
     pub const HANDOFF_HYBRID_PLACED: &str = "hybrid: ring of 8 flag pairs, 2 threads placed";
 
+    /// The floor row of every judged group (`targets`' guard).
+    pub const FLOOR: &str = "floor: raw spin round trip, 2 threads placed";
+
     /// The name of a baseline's row with its threads placed like the case's streams.
     pub fn placed(baseline: &str) -> String {
         format!("{baseline}{}", crate::sys::Place::Spread.suffix())
@@ -160,8 +163,32 @@ fn placed_baselines(v: &mut Vec<Variant>, scope: Scope) {
     }
 }
 
-/// Builds the groups of one id.
+/// The machine's floor, sampled in every round of a judged group (see `targets`' guard): a
+/// raw spin round trip between two threads of this process on its first two CPUs, the
+/// hardware's own hand-off of a cache line there and back, which no mechanism beats. On this
+/// project's VM its groups' medians read 45–86 ns in fast minutes and 430–460 ns in slow ones,
+/// when every spinning baseline slows alike.
+fn floor() -> Variant {
+    match Place::Spread.usable() {
+        Ok(()) => Variant::new(rows::FLOOR, Kind::Floor, scaled(200, 2_000_000), |n| {
+            pingpong::round_trip_placed(Mech::Spin, Scope::Thread, Place::Spread, n)
+        }),
+        Err(why) => Variant::skipped(rows::FLOOR, Kind::Floor, why),
+    }
+}
+
+/// Builds the groups of one id (the judged ones with the floor row last).
 pub fn build(id: &str, ctx: &Ctx) -> Vec<Group> {
+    let mut groups = build_groups(id, ctx);
+    for g in &mut groups {
+        if crate::targets::guarded(g.id) {
+            g.variants.push(floor());
+        }
+    }
+    groups
+}
+
+fn build_groups(id: &str, ctx: &Ctx) -> Vec<Group> {
     match id {
         "xproc" => vec![xproc(ctx)],
         "inproc" => vec![inproc(ctx)],

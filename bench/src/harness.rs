@@ -13,6 +13,10 @@ pub enum Kind {
     Baseline,
     /// Shown for context; neither compared nor a yardstick.
     Info,
+    /// The machine's own floor (a raw spin round trip between two CPUs), sampled in every
+    /// round of a judged group: not compared, but it tells whether the group ran in one of
+    /// the machine's slow stretches (see `targets`' guard).
+    Floor,
 }
 
 impl Kind {
@@ -22,6 +26,7 @@ impl Kind {
             Kind::Case => "case",
             Kind::Baseline => "baseline",
             Kind::Info => "info",
+            Kind::Floor => "floor",
         }
     }
 }

@@ -32,6 +32,10 @@ pub enum Verdict {
     NotMeasured,
     /// A retired target, kept as information: the figure is shown, nothing is judged.
     Info,
+    /// Its figures would meet it, but the group ran in a slow stretch of the machine (its
+    /// floor read well above the run's best, or the run's best above what this machine's
+    /// CPUs do): a baseline slowed by the machine flatters the case, so no verdict.
+    Unjudged,
 }
 
 impl Verdict {
@@ -42,6 +46,7 @@ impl Verdict {
             Verdict::Missed => "MISSED",
             Verdict::NotMeasured => "not measured",
             Verdict::Info => "info",
+            Verdict::Unjudged => "unjudged",
         }
     }
 }
@@ -55,6 +60,8 @@ pub struct TargetResult {
     pub verdict: Verdict,
     /// The figures behind the verdict.
     pub detail: String,
+    /// For an [`Unjudged`](Verdict::Unjudged) verdict, the group to measure again.
+    pub group: Option<String>,
 }
 
 /// Formats a value with a precision suited to its size.
@@ -167,8 +174,15 @@ pub fn print_targets(targets: &[TargetResult]) {
         .iter()
         .filter(|t| t.verdict == Verdict::Info)
         .count();
-    let nm = targets.len() - met - missed - info;
-    println!("  {met} met, {missed} missed, {nm} not measured ({info} retired, shown as info)");
+    let unjudged = targets
+        .iter()
+        .filter(|t| t.verdict == Verdict::Unjudged)
+        .count();
+    let nm = targets.len() - met - missed - info - unjudged;
+    println!(
+        "  {met} met, {missed} missed, {unjudged} unjudged (baseline unstable), {nm} not \
+         measured ({info} retired, shown as info)"
+    );
 }
 
 /// Conditions of the run, recorded in the files and printed in the header.
