@@ -210,8 +210,9 @@ const PAIRS_TEST: &str = "every_pair_of_control_plane_calls_on_one_notify";
 
 /// The simulator's examples, and the arguments that keep each short: they are documentation,
 /// so they must keep working, not only compiling.
-const EXAMPLES: [(&str, &[&str]); 5] = [
+const EXAMPLES: [(&str, &[&str]); 6] = [
     ("quickstart", &[]),
+    ("fed_probe", &["inproc", "20"]),
     ("ipc", &[]),
     ("pingpong", &["2000"]),
     ("stream_handoff", &["200"]),

@@ -25,7 +25,7 @@
 //! Timestamps are `CLOCK_MONOTONIC` nanoseconds, the same clock in every process.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::event::{
@@ -42,6 +42,8 @@ use crate::{sys, waitgraph};
 use acl_notify_handles::{Kind, Slab};
 
 mod sim;
+#[cfg(test)]
+mod tests;
 
 /// One record task's outcome, shared by the task, the event and the Ex waits that captured it.
 #[derive(Debug, Default)]
@@ -152,6 +154,40 @@ struct EvState {
     records: u64,
     waits: u64,
     waits_done: u64,
+    /// Threads asleep on the event's condition variable (a synchronize, a stream's wait): a
+    /// record or a finished wait notifies it only if there are any (each `notify_all` is a
+    /// `FUTEX_WAKE` system call, sleepers or not).
+    sleepers: u32,
+}
+
+impl EvState {
+    /// Sleeps on `cv` (counted in `sleepers`) until notified or until `timeout`.
+    fn sleep<'a>(
+        mut st: MutexGuard<'a, EvState>,
+        cv: &Condvar,
+        timeout: Option<Duration>,
+    ) -> MutexGuard<'a, EvState> {
+        st.sleepers += 1;
+        let mut st = match timeout {
+            None => cv.wait(st).unwrap_or_else(PoisonError::into_inner),
+            Some(t) => {
+                cv.wait_timeout(st, t)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+        };
+        st.sleepers -= 1;
+        st
+    }
+
+    /// Wakes the sleepers of `cv`, if any, letting the lock go first.
+    fn wake(st: MutexGuard<'_, EvState>, cv: &Condvar) {
+        let any = st.sleepers > 0;
+        drop(st);
+        if any {
+            cv.notify_all();
+        }
+    }
 }
 
 /// One event. Shared by its handle and its queued tasks.

@@ -16,7 +16,7 @@ impl Sim {
         }
     }
 
-    fn event(&self, h: RawEvent) -> Result<Arc<SimEvent>, SimError> {
+    pub(super) fn event(&self, h: RawEvent) -> Result<Arc<SimEvent>, SimError> {
         self.events_supported()?;
         self.inner
             .events
@@ -96,7 +96,7 @@ fn wait_until(
         }
         st = match deadline {
             // A stream worker counted busy is not, asleep here (see `shm::busy`).
-            None => crate::shm::blocked(|| ev.cv.wait(st)).unwrap_or_else(PoisonError::into_inner),
+            None => crate::shm::blocked(|| EvState::sleep(st, &ev.cv, None)),
             Some(d) => {
                 let now = Instant::now();
                 if now >= d {
@@ -117,9 +117,7 @@ fn wait_until(
                         ),
                     ));
                 }
-                crate::shm::blocked(|| ev.cv.wait_timeout(st, d - now))
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0
+                crate::shm::blocked(|| EvState::sleep(st, &ev.cv, Some(d - now)))
             }
         };
     }
@@ -223,8 +221,7 @@ impl EventOps for Sim {
                 let mut st = lock(&task.ev.st);
                 st.flag = true;
                 task.mark.at_ns.store(now, Ordering::Relaxed);
-                drop(st);
-                task.ev.cv.notify_all();
+                EvState::wake(st, &task.ev.cv);
                 Ok(())
             })
         });
@@ -335,12 +332,18 @@ impl EventOps for Sim {
                     EventKind::Ex => captured.as_ref().is_none_or(|m| m.ran() || m.discarded()),
                 })?;
                 match &captured {
-                    Some(m) if !m.ran() => Err(discarded_error(task_ev.device)),
+                    // An Ex wait waits for that record: it never ran. A classic wait waits
+                    // for the flag, which an earlier record may have set: that record is
+                    // not this wait's (it waits for any record, not the latest).
+                    Some(m) if kind == EventKind::Ex && !m.ran() => {
+                        Err(discarded_error(task_ev.device))
+                    }
                     _ => Ok(()),
                 }
             });
-            lock(&task_ev.st).waits_done += 1;
-            task_ev.cv.notify_all();
+            let mut st = lock(&task_ev.st);
+            st.waits_done += 1;
+            EvState::wake(st, &task_ev.cv);
             out
         });
         if queued.is_err() {
@@ -423,7 +426,7 @@ impl EventOps for Sim {
                 return Err(discarded_error(ev.device));
             }
             st = match deadline {
-                None => ev.cv.wait(st).unwrap_or_else(PoisonError::into_inner),
+                None => EvState::sleep(st, &ev.cv, None),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
@@ -436,10 +439,7 @@ impl EventOps for Sim {
                             ),
                         ));
                     }
-                    ev.cv
-                        .wait_timeout(st, d - now)
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .0
+                    EvState::sleep(st, &ev.cv, Some(d - now))
                 }
             };
         }

@@ -1,0 +1,118 @@
+//! Events' waits and wake-ups: who a record wakes (`EvState::sleepers`), and what a classic
+//! wait waits for.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::event::{EventOps, EventSpec};
+use acl_notify_core::{HostCall, Soc, StreamOps, SyncWait, Timeout};
+
+use crate::{NamespaceGuard, Sim};
+
+/// Holds its stream while the `AtomicU32` it points to is 1 (at most 20 s).
+unsafe extern "C" fn hold(arg: *mut std::ffi::c_void) {
+    // SAFETY: `arg` points to a static `AtomicU32` (see `held`).
+    let gate = unsafe { &*arg.cast::<AtomicU32>() };
+    let end = Instant::now() + Duration::from_secs(20);
+    while gate.load(Ordering::SeqCst) == 1 && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A host function that holds its stream until `gate` is 0.
+fn held(gate: &'static AtomicU32) -> HostCall {
+    gate.store(1, Ordering::SeqCst);
+    // SAFETY: `hold` only reads the static `gate` and does not unwind.
+    unsafe { HostCall::new(hold, std::ptr::from_ref(gate).cast_mut().cast()) }
+}
+
+fn open(tag: &str) -> (Sim, NamespaceGuard) {
+    let ns = format!("unit-event-{tag}-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let sim = Sim::builder()
+        .soc(Soc::Ascend910B)
+        .devices(1)
+        .namespace(&ns)
+        .open()
+        .unwrap();
+    (sim, NamespaceGuard(ns))
+}
+
+/// A synchronize and a stream's wait asleep on an event when its record runs are woken by it
+/// at once, not at their deadline (20 s for the synchronize; the stream's wait has none, so
+/// a missed wake-up leaves the waiting stream's synchronize to time out), and nothing stays
+/// counted asleep. Records nobody sleeps on (before, and between the rounds) wake nobody and
+/// change nothing for the sleepers that come later. Fails if a sleeper is not counted: the
+/// record then does not notify.
+#[test]
+fn a_record_wakes_the_sleepers_it_finds() {
+    static GATE: AtomicU32 = AtomicU32::new(0);
+    let (sim, _ns) = open("sleepers");
+    let recorder = sim.create_stream(0).unwrap();
+    let waiter = sim.create_stream(0).unwrap();
+    let quiet = sim.event_create(0, EventSpec::classic()).unwrap();
+    for _ in 0..3 {
+        sim.event_record(quiet, recorder).unwrap();
+    }
+    sim.synchronize(recorder, SyncWait::AtMost(Duration::from_secs(5)))
+        .unwrap();
+    for round in 0..3 {
+        // A fresh event: its flag is clear, so the stream's wait sleeps until the record.
+        let ev = sim.event_create(0, EventSpec::classic()).unwrap();
+        sim.launch_host_func(recorder, held(&GATE)).unwrap();
+        sim.event_record(ev, recorder).unwrap();
+        sim.stream_wait_event(waiter, ev, Timeout::Forever).unwrap();
+        let opener = std::thread::spawn(|| {
+            std::thread::sleep(Duration::from_millis(100));
+            GATE.store(0, Ordering::SeqCst);
+        });
+        let t = Instant::now();
+        sim.event_synchronize(ev, SyncWait::AtMost(Duration::from_secs(20)))
+            .unwrap();
+        let took = t.elapsed();
+        opener.join().unwrap();
+        assert!(
+            took < Duration::from_secs(5),
+            "round {round}: the synchronize returned after {took:?}: the record did not wake it"
+        );
+        sim.synchronize(waiter, SyncWait::AtMost(Duration::from_secs(5)))
+            .unwrap_or_else(|e| {
+                panic!("round {round}: the stream's wait was not woken by the record: {e}")
+            });
+        assert_eq!(
+            sim.event(ev).unwrap().st.lock().unwrap().sleepers,
+            0,
+            "round {round}: sleepers left counted"
+        );
+        sim.event_record(quiet, recorder).unwrap();
+        sim.event_destroy(ev).unwrap();
+    }
+    for s in [recorder, waiter] {
+        sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(5)))
+            .unwrap();
+    }
+}
+
+/// A classic wait waits for the event's flag, set by any record: one that an earlier record
+/// set lets it through even while a later record is still queued (its stream held). It
+/// failed with 107023 "the event's record was discarded unrun", as if it had waited for the
+/// latest record as an Ex wait does.
+#[test]
+fn a_classic_wait_passes_on_an_earlier_records_flag() {
+    static GATE: AtomicU32 = AtomicU32::new(0);
+    let (sim, _ns) = open("classic");
+    let recorder = sim.create_stream(0).unwrap();
+    let waiter = sim.create_stream(0).unwrap();
+    let ev = sim.event_create(0, EventSpec::classic()).unwrap();
+    sim.event_record(ev, recorder).unwrap();
+    sim.synchronize(recorder, SyncWait::AtMost(Duration::from_secs(5)))
+        .unwrap();
+    sim.launch_host_func(recorder, held(&GATE)).unwrap();
+    sim.event_record(ev, recorder).unwrap();
+    sim.stream_wait_event(waiter, ev, Timeout::Forever).unwrap();
+    let r = sim.synchronize(waiter, SyncWait::AtMost(Duration::from_secs(5)));
+    GATE.store(0, Ordering::SeqCst);
+    sim.synchronize(recorder, SyncWait::AtMost(Duration::from_secs(25)))
+        .unwrap();
+    r.unwrap();
+}
