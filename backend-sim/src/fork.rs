@@ -169,6 +169,9 @@ pub(crate) fn run_in_child(body: impl FnOnce() -> bool) -> Result<(), i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acl_notify_core::{
+        CreateFlags, HostCall, HostOps, NotifyResources, Soc, StreamOps, SyncWait, Timeout,
+    };
 
     /// The registries' locks held by another thread at the fork: the child gets fresh, free
     /// ones (the parent's would never be released there), and the parent keeps its own.
@@ -263,10 +266,18 @@ mod tests {
         );
     }
 
+    /// A `Sim` of one device on a fresh namespace of its own.
+    fn open(tag: &str) -> (crate::Sim, crate::NamespaceGuard) {
+        crate::NamespaceGuard::open_sim(
+            format!("unit-fork-{tag}-{}", std::process::id()),
+            Soc::Ascend910B,
+            1,
+        )
+    }
+
     /// The child of [`a_child_forked_from_a_worker_that_exits_leaves_the_parent_alone`]: a
     /// `Sim` of its own on namespace `ns`, a record and a wait there, the `Sim` dropped.
     fn child_uses_a_sim_of_its_own(ns: &str) -> bool {
-        use acl_notify_core::{CreateFlags, NotifyResources, Soc, StreamOps, SyncWait};
         let Ok(sim) = crate::Sim::builder()
             .soc(Soc::Ascend910B)
             .devices(1)
@@ -282,9 +293,7 @@ mod tests {
             return false;
         };
         sim.record(n, s).is_ok()
-            && sim
-                .wait_and_reset(n, s, acl_notify_core::Timeout::Forever)
-                .is_ok()
+            && sim.wait_and_reset(n, s, Timeout::Forever).is_ok()
             && sim
                 .synchronize(s, SyncWait::AtMost(std::time::Duration::from_secs(10)))
                 .is_ok()
@@ -319,14 +328,7 @@ mod tests {
     /// process-table entry, and the parent's streams and notify still work.
     #[test]
     fn a_child_forked_from_a_worker_that_exits_leaves_the_parent_alone() {
-        use acl_notify_core::{
-            CreateFlags, HostCall, NotifyResources, Soc, StreamOps, SyncWait, Timeout,
-        };
-        let (sim, ns) = crate::NamespaceGuard::open_sim(
-            format!("unit-fork-exit-{}", std::process::id()),
-            Soc::Ascend910B,
-            1,
-        );
+        let (sim, ns) = open("exit");
         let long = SyncWait::AtMost(std::time::Duration::from_secs(30));
         let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
         let s = sim.create_stream(0).unwrap();
@@ -416,14 +418,7 @@ mod tests {
     /// the set flag), and then the child waited for ever for more of the parent's tasks.
     #[test]
     fn a_child_that_returns_from_a_host_function_runs_none_of_the_parents_tasks() {
-        use acl_notify_core::{
-            CreateFlags, HostCall, HostOps, NotifyResources, Soc, StreamOps, SyncWait,
-        };
-        let (sim, _ns) = crate::NamespaceGuard::open_sim(
-            format!("unit-fork-return-{}", std::process::id()),
-            Soc::Ascend910B,
-            1,
-        );
+        let (sim, _ns) = open("return");
         let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
         let s = sim.create_stream(0).unwrap();
         // SAFETY: `forks_and_returns` ignores its argument.
