@@ -62,6 +62,48 @@ fn queue_is_free(sim: &Sim, n: RawNotify) {
     }
 }
 
+/// A turn that parks keeps the tasks it finished unretired while nobody waits for tasks to
+/// retire (`Shared::stop_turn`: no `retire` a park); a synchronize, whose target takes the
+/// parked wait in, returns once the wait has its record, everything retired. Fails (the
+/// record counted retired while the wait is parked) if the turn retires at each park.
+#[test]
+fn a_parked_turn_keeps_its_finished_tasks_unretired() {
+    let (sim, _ns) = open("unretired");
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let m = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let (st, _) = sim.stream(s).unwrap();
+    sim.record(m, s).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
+    assert_eq!(st.stats().completed, 1, "the record did not run");
+    assert_eq!(
+        st.retired(),
+        0,
+        "the record was retired when the turn parked"
+    );
+    std::thread::scope(|sc| {
+        let sync = sc.spawn(|| sim.synchronize(s, LONG));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(
+            !sync.is_finished(),
+            "the synchronize did not wait for the wait"
+        );
+        sim.record(n, r).unwrap();
+        sync.join().unwrap().unwrap();
+    });
+    assert_eq!(st.retired(), 2);
+    assert!(
+        sim.try_consume(m).unwrap(),
+        "the record before the wait did not land"
+    );
+    drop(st);
+    for st in [s, r] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
+
 /// Two (and four) streams handing records back and forth, every wait parking: a lost
 /// wake-up or a lost hand-over between a stream's thread and the runner hangs a synchronize.
 #[test]

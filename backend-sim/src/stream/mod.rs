@@ -88,6 +88,7 @@
 //! measurable. `examples/stream_handoff.rs` measures the handoff against a raw futex wake.
 
 mod batch;
+mod baton;
 mod cancel;
 mod job;
 mod keeper;
@@ -347,7 +348,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
-            turn: Mutex::new(Turn::new(Arc::clone(&control))),
+            turn: baton::Baton::new(Turn::new(Arc::clone(&control))),
             run: AtomicU8::new(worker::HOME),
             probe_fn: Default::default(),
             probe_data: Default::default(),
@@ -774,6 +775,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     #[cfg(test)]
     pub(crate) fn parks(&self) -> u64 {
         self.shared.control.parks.load(Ordering::Relaxed)
+    }
+
+    /// Tests: the stream's tasks retired so far.
+    #[cfg(test)]
+    pub(crate) fn retired(&self) -> u64 {
+        self.shared.retired.load(Ordering::SeqCst)
     }
 
     /// Tests: whether the stream's turn is away from its thread (parked, or run by the

@@ -113,12 +113,13 @@ pub(super) struct Shared<E, J: Job<E>> {
     /// The queue (lock-free for producers; see the `ring` module).
     pub(super) ring: Ring<J>,
     /// The stream's turn: the tasks taken from the queue and not yet run, the finished ones
-    /// not yet retired, and the task context. The lock is the *baton*, the right to run the
-    /// stream's tasks: the worker holds it while it is awake and lets go only to sleep
-    /// ([`Shared::worker_main`]), so it costs two uncontended atomics per sleep and nothing
-    /// per task. Declared right after `ring`: tasks left in it (only if the worker unwound)
-    /// are dropped with the queued ones, before the values kept for them (`kept`, `later`).
-    pub(super) turn: Mutex<Turn<E, J>>,
+    /// not yet retired, and the task context, behind the *baton*, the right to run the
+    /// stream's tasks (`super::baton`): the worker holds it while it is awake and lets go
+    /// only to sleep ([`Shared::worker_main`]) or to park, the runner while it runs the
+    /// parked stream. Declared right after `ring`: tasks left in it (only if the worker
+    /// unwound) are dropped with the queued ones, before the values kept for them (`kept`,
+    /// `later`).
+    pub(super) turn: super::baton::Baton<Turn<E, J>>,
     /// How the stream's turn last came back to its thread (`HOME`, `HANDED`, `NEEDED`), read
     /// by the thread once it holds the turn again (it then sets `HOME`). Whether the turn is
     /// away from the thread (with the process's runner, `super::runner`) is the ring's *away*
@@ -581,7 +582,17 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
     ) {
-        self.flush(done);
+        // A turn that parks keeps its finished tasks unretired (they are retired with the
+        // ones after the wait, FLUSH_AT at most) unless a thread already waits for tasks to
+        // retire: one locked instruction a park less (`retire`'s `fetch_add`, 5 % of the
+        // pipeline bench's samples, `perf`, 2026-12-05). Nobody who comes to wait later can
+        // wait for them alone: a synchronize's target and a keeper's are the tasks issued
+        // before it, the parked wait among them, so they wait for the wait anyway; once it
+        // has run, the turn flushes as usual (`retire_wanted` at the next park, the queue run
+        // dry, FLUSH_AT), and a stream sent home flushes there before its wait blocks.
+        if !parked || done.kept() >= FLUSH_AT || self.retire_wanted() {
+            self.flush(done);
+        }
         if parked {
             let probe = task.park_probe();
             let (f, data, arg) = match probe {
@@ -627,7 +638,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// its thread may run is on top, the queue runs dry (the turn goes home asleep:
     /// `Ring::sleep_away`) or the stream exits.
     pub(super) fn run_borrowed(&self) -> bool {
-        let mut turn = lock(&self.turn);
+        let mut turn = self.turn.hold();
         loop {
             let Turn {
                 local,
@@ -666,11 +677,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     if self.run.load(Ordering::Relaxed) != HOME {
                         self.run.store(HOME, Ordering::SeqCst);
                     }
+                    // The baton first: once the turn is home, its thread may take it.
+                    flow.borrowed = false;
+                    drop(turn);
                     if self.ring.sleep_away(popped) {
-                        flow.borrowed = false;
-                        drop(turn);
                         return false;
                     }
+                    // Still away: still this runner's.
+                    turn = self.turn.hold();
                 }
                 Next::Exit => {
                     flow.borrowed = false;
@@ -756,6 +770,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
+    /// Whether a thread waits for this stream's tasks to retire: a `synchronize` (spinning,
+    /// `watchers`, or asleep, `wake_at`) or a keeper's value (`release_at`).
+    fn retire_wanted(&self) -> bool {
+        self.watchers.load(Ordering::SeqCst) != 0
+            || self.wake_at.load(Ordering::SeqCst) != u64::MAX
+            || self.release_at.load(Ordering::SeqCst) != u64::MAX
+    }
+
     fn store_error(&self, e: E) {
         let mut slot = lock(&self.error);
         if slot.is_none() {
@@ -807,7 +829,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             let end = self.ring.close();
             k.take_published(end, |t| left.push(t));
         }
-        let mut turn = lock(&self.turn);
+        let mut turn = self.turn.hold();
         turn.local.drain_into(&mut left);
         let n = left.len() as u64;
         drop_all(&mut left);
@@ -876,7 +898,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         let _ = ready.send(Some(gettid()));
         drop(ready);
         // The baton, held while this thread is awake (see `Shared::turn`).
-        let mut turn = lock(&self.turn);
+        let mut turn = self.turn.hold();
         loop {
             let Turn {
                 local,
@@ -903,7 +925,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                             thread::park();
                         }
                     });
-                    turn = lock(&self.turn);
+                    turn = self.turn.hold();
                     if self.run.swap(HOME, Ordering::SeqCst) == HANDED {
                         turn.flow.no_park = true;
                     }
@@ -925,7 +947,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                         // Asleep, the thread does not run the stream: it lets the baton go.
                         drop(turn);
                         self.idle(popped);
-                        turn = lock(&self.turn);
+                        turn = self.turn.hold();
                     }
                 }
                 Next::Exit => break,
