@@ -605,7 +605,7 @@ pub fn check(ops: Vec<Op>) {
     run(&ops);
     // Every input ends the session: every stream is discarded and every handle destroyed.
     // aclFinalize first lets the queued tasks run, for at most the session's drain bound (the
-    // 0.05 s set above, at least 0.4 s): a wait with a longer timeout still queued ends it
+    // 0.05 s set above, at least 0.25 s): a wait with a longer timeout still queued ends it
     // with 507046, the streams released anyway.
     let c = aclFinalize();
     assert!(c == 0 || c == 507046, "aclFinalize: {c}");

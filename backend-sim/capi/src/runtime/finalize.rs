@@ -9,7 +9,7 @@
 //! own — each one's head sleeps in a wait with no timeout (of a notify, count notify, event or
 //! IPC event; a wait with a timeout ends by itself, and what follows it runs) and every host
 //! function running is itself blocked in a synchronize or host wait, with no task finished for
-//! [`STUCK_FOR`] — since CANN's device would wait for ever there (those tasks are discarded,
+//! [`STUCK_FOR`] ([`STUCK_LOOKS`] looks) — since CANN's device would wait for ever there (those tasks are discarded,
 //! and a note for `aclGetRecentErrMsg` names them), or at the reset's bound
 //! (`ACL_NOTIFY_SIM_RESET_TIMEOUT`, at least [`MIN_BOUND`]) with 507046.
 
@@ -24,14 +24,21 @@ use crate::errmsg::{self, CallError};
 
 /// How long the busy streams must all have been waiting, with no task finished, before
 /// `aclFinalize` takes them as waiting for ever.
-const STUCK_FOR: Duration = Duration::from_millis(200);
+const STUCK_FOR: Duration = Duration::from_millis(100);
+
+/// ... and in at least this many looks in a row ([`POLL`] apart), so that a pause of the
+/// whole process (a loaded machine) that outlasts [`STUCK_FOR`] between two looks does not
+/// count: a wait whose record came is given the time to wake.
+const STUCK_LOOKS: u32 = 10;
 
 /// The least `aclFinalize` waits before its 507046, whatever `ACL_NOTIFY_SIM_RESET_TIMEOUT`
 /// says: time to tell streams that wait for ever ([`STUCK_FOR`]) first.
-const MIN_BOUND: Duration = Duration::from_millis(400);
+const MIN_BOUND: Duration = Duration::from_millis(250);
 
-/// How often the streams are looked at.
+/// How often the streams are looked at: first after [`FIRST_POLL`], then twice as long each
+/// time up to this (most finalizes find the streams done within a few microseconds).
 const POLL: Duration = Duration::from_millis(5);
+const FIRST_POLL: Duration = Duration::from_micros(20);
 
 impl Runtime {
     /// Waits until the process's streams have run what they can of their queued tasks (see
@@ -52,7 +59,8 @@ impl Runtime {
             .filter_map(|r| Some((r, self.backend.stream_head(r)?.enqueued)))
             .collect();
         // Since when, and at which count of finished tasks, every busy stream waits.
-        let mut stuck_since: Option<(Instant, u64)> = None;
+        let mut stuck_since: Option<(Instant, u64, u32)> = None;
+        let mut poll = FIRST_POLL;
         loop {
             let busy: Vec<RawStream> = queued
                 .iter()
@@ -90,10 +98,12 @@ impl Runtime {
             }
             let stuck = !running && host_fns <= acl_notify_sim::host_functions_waiting();
             stuck_since = match stuck_since {
-                Some((since, c)) if stuck && c == completed => Some((since, c)),
-                _ => stuck.then_some((now, completed)),
+                Some((since, c, looks)) if stuck && c == completed => Some((since, c, looks + 1)),
+                _ => stuck.then_some((now, completed, 1)),
             };
-            if stuck_since.is_some_and(|(since, _)| now.duration_since(since) >= STUCK_FOR) {
+            if stuck_since.is_some_and(|(since, _, looks)| {
+                looks >= STUCK_LOOKS && now.duration_since(since) >= STUCK_FOR
+            }) {
                 if late {
                     // CANN's device would have run what follows those waits once they timed
                     // out: not a silent loss.
@@ -130,7 +140,8 @@ impl Runtime {
                     ),
                 ));
             }
-            std::thread::sleep(POLL);
+            std::thread::sleep(poll);
+            poll = (poll * 2).min(POLL);
         }
     }
 
