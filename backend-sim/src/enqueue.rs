@@ -461,15 +461,23 @@ impl Sim {
             let e = t.get(stream.0)?;
             (Arc::clone(&e.stream), e.graph.clone())
         };
-        let waiting = graph.is_some_and(|g| g.describe_head().is_some());
+        let published = graph.and_then(|g| g.head_wait_left());
         let head = match Blocked::from_note(s.blocked_on()) {
-            _ if waiting => Head::Waiting,
-            Some(Blocked::Wait { .. } | Blocked::CntWait { .. }) => Head::Waiting,
+            _ if let Some(left) = published => Head::Waiting { left },
+            Some(Blocked::Wait { forever, .. } | Blocked::CntWait { forever, .. }) => {
+                Head::Waiting {
+                    // How long a timed one has left is not known: as one that ends at once.
+                    left: (!forever).then_some(Duration::ZERO),
+                }
+            }
             Some(Blocked::HostFunction) => Head::HostFunction,
             None => Head::Running,
         };
+        let stats = s.stats();
         Some(StreamHead {
-            completed: s.stats().completed,
+            enqueued: stats.enqueued,
+            completed: stats.completed,
+            discarded: stats.discarded,
             head,
         })
     }
@@ -562,6 +570,10 @@ impl Sim {
 /// What a stream is doing ([`Sim::stream_head`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamHead {
+    /// Tasks queued on it so far.
+    pub enqueued: u64,
+    /// Tasks it has dropped unrun so far (a discarding destroy, an abort).
+    pub discarded: u64,
     /// Tasks it has run so far.
     pub completed: u64,
     /// What its head task does.
@@ -572,8 +584,8 @@ pub struct StreamHead {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Head {
     /// Sleeps in a wait (a notify's, a count notify's, an event's or an IPC event's) until a
-    /// record comes.
-    Waiting,
+    /// record comes, or until its timeout, `left` from now (`None`: no timeout).
+    Waiting { left: Option<Duration> },
     /// Runs a host function (which may itself be blocked: [`crate::host_functions_waiting`]).
     HostFunction,
     /// Runs something else, or nothing (idle).

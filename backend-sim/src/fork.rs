@@ -21,6 +21,14 @@
 //! fork, so a fork from any thread (a host function on a stream's worker, a thread inside a
 //! call) cannot deadlock here, and a fork costs the parent nothing.
 //!
+//! A host function that forks and returns in the child (`aclrtLaunchHostFunc`'s callback:
+//! the child is a copy of the stream's worker, with nothing of its own to return to) ends the
+//! child there, as if its `main` had returned ([`child_returned_from_a_host_function`]): the
+//! tasks queued after the host function are the parent's, its copy of the queue holds them,
+//! and their records and waits act on notifies the parent shares. Run in the child too, a
+//! record landed twice (merged on the set flag), a wait would take a record meant for the
+//! parent's stream, and then the child's worker waited for ever for the parent's next tasks.
+//!
 //! What a child can do: open a new [`Sim`](crate::Sim) (also while other threads of the parent
 //! were inside the simulator at the fork) and use it like any process. What it cannot do: use
 //! anything it inherited — a `Sim`, its streams, handles and notify references are the
@@ -48,6 +56,17 @@ pub(crate) fn required() -> Result<(), SimError> {
         "pthread_atfork failed (out of memory): without its fork handler a child forked from \
          this process could hang in the simulator",
     ))
+}
+
+/// A host function forked and returned in the child (see the module documentation): the
+/// child ends as a process whose `main` returned, `exit(0)` (its `atexit` handlers run, and
+/// its `stdio` is flushed; the simulator's handlers and this thread's thread-locals leave the
+/// parent's state alone, see `a_child_forked_from_a_worker_that_exits_leaves_the_parent_alone`).
+#[cold]
+#[inline(never)]
+pub(crate) fn child_returned_from_a_host_function() -> ! {
+    // SAFETY: ends the process normally; nothing of the simulator runs after it.
+    unsafe { libc::exit(0) }
 }
 
 /// A process-wide `Mutex<T>`, made on first use, of which a forked child gets a fresh one (see
@@ -150,6 +169,9 @@ pub(crate) fn run_in_child(body: impl FnOnce() -> bool) -> Result<(), i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acl_notify_core::{
+        CreateFlags, HostCall, HostOps, NotifyResources, Soc, StreamOps, SyncWait, Timeout,
+    };
 
     /// The registries' locks held by another thread at the fork: the child gets fresh, free
     /// ones (the parent's would never be released there), and the parent keeps its own.
@@ -242,5 +264,179 @@ mod tests {
             "statics a forked child could find held (use fork::PerProcess):\n{}",
             bad.join("\n")
         );
+    }
+
+    /// A `Sim` of one device on a fresh namespace of its own.
+    fn open(tag: &str) -> (crate::Sim, crate::NamespaceGuard) {
+        crate::NamespaceGuard::open_sim(
+            format!("unit-fork-{tag}-{}", std::process::id()),
+            Soc::Ascend910B,
+            1,
+        )
+    }
+
+    /// The child of [`a_child_forked_from_a_worker_that_exits_leaves_the_parent_alone`]: a
+    /// `Sim` of its own on namespace `ns`, a record and a wait there, the `Sim` dropped.
+    fn child_uses_a_sim_of_its_own(ns: &str) -> bool {
+        let Ok(sim) = crate::Sim::builder()
+            .soc(Soc::Ascend910B)
+            .devices(1)
+            .namespace(ns)
+            .open()
+        else {
+            return false;
+        };
+        let (Ok(n), Ok(s)) = (
+            sim.create_notify(0, CreateFlags::empty()),
+            sim.create_stream(0),
+        ) else {
+            return false;
+        };
+        sim.record(n, s).is_ok()
+            && sim.wait_and_reset(n, s, Timeout::Forever).is_ok()
+            && sim
+                .synchronize(s, SyncWait::AtMost(std::time::Duration::from_secs(10)))
+                .is_ok()
+    }
+
+    /// The wait status of the child [`forks`] made (-1: none yet).
+    static CHILD_STATUS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+    /// A host function that forks: the child uses a `Sim` of its own on the namespace `arg`
+    /// names (a `String`) and ends with `exit` (not `_exit`: the `atexit` handlers the parent
+    /// registered and this thread's thread-local destructors run, as in a C program's child);
+    /// the parent's worker waits for it (at most 20 s) and keeps its status.
+    unsafe extern "C" fn forks(arg: *mut std::ffi::c_void) {
+        // SAFETY: the test passes a `String` that outlives the stream's run of this call.
+        let ns = unsafe { &*arg.cast::<String>() };
+        // SAFETY: the child runs only the code below and ends in `exit`.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            let ok = child_uses_a_sim_of_its_own(ns);
+            // SAFETY: ends the child normally (see above).
+            unsafe { libc::exit(if ok { 0 } else { 1 }) };
+        }
+        CHILD_STATUS.store(wait_at_most(child, 20), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A child forked from a stream's worker thread (a host function that forks, on a stream
+    /// whose worker has slept in a wait, so that the thread holds its busy-count marker and
+    /// its wait-for-graph entry: `Arc`s of the parent's file and stream) that uses a `Sim` of
+    /// its own and ends normally drops what the thread held, and runs the parent's exit
+    /// handlers: none of it may touch the parent's state. After it, the parent is still
+    /// registered, its streams are still in the wait-for graph as its own, the child left no
+    /// process-table entry, and the parent's streams and notify still work.
+    #[test]
+    fn a_child_forked_from_a_worker_that_exits_leaves_the_parent_alone() {
+        let (sim, ns) = open("exit");
+        let long = SyncWait::AtMost(std::time::Duration::from_secs(30));
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let r = sim.create_stream(0).unwrap();
+        // `s`'s worker sleeps in a wait (counted busy, bound to its graph entry), is released.
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        sim.record(n, r).unwrap();
+        sim.synchronize(s, long).unwrap();
+        let name = Box::new(ns.0.clone());
+        // SAFETY: `forks` reads the `String`, which lives until after the synchronize below.
+        let call = unsafe { HostCall::new(forks, std::ptr::from_ref(&*name).cast_mut().cast()) };
+        sim.launch_host_func(s, call).unwrap();
+        sim.synchronize(s, long).unwrap();
+        drop(name);
+        let status = CHILD_STATUS.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child failed (status {status:#x})"
+        );
+        let me = std::process::id() as i32;
+        let snap = crate::inspect::snapshot(&ns.0, 0).unwrap();
+        let mine: Vec<_> = snap.processes.iter().filter(|p| p.pid == me).collect();
+        assert!(
+            mine.len() == 1 && mine[0].state == "registered",
+            "the parent's registration: {:?}",
+            snap.processes
+        );
+        assert!(
+            snap.processes.iter().all(|p| p.pid == me),
+            "the child left an entry: {:?}",
+            snap.processes
+        );
+        for st in [s, r] {
+            assert!(
+                snap.streams.iter().any(|v| v.handle == st.0 && v.pid == me),
+                "stream {st:?} is no longer the parent's in the graph: {:?}",
+                snap.streams
+            );
+        }
+        sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+        sim.record(n, r).unwrap();
+        sim.synchronize(s, long).unwrap();
+    }
+
+    /// The wait status of the child [`forks_and_returns`] made (-1: none yet).
+    static RETURNED_STATUS: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+    /// A host function that forks, the child returning from it at once; the parent's worker
+    /// waits for the child (at most 5 s, then kills it) and keeps its status.
+    unsafe extern "C" fn forks_and_returns(_: *mut std::ffi::c_void) {
+        // SAFETY: the child returns from this host function (what the test is about).
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            return;
+        }
+        RETURNED_STATUS.store(wait_at_most(child, 5), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Waits for child `child` at most `seconds`, then kills it; its wait status (-2 if
+    /// there was no child).
+    fn wait_at_most(child: libc::pid_t, seconds: u64) -> i32 {
+        if child < 0 {
+            return -2;
+        }
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+        let mut status = 0;
+        // SAFETY: polls the caller's child.
+        while unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) } == 0 {
+            if std::time::Instant::now() > end {
+                // SAFETY: the caller's child, hung: killed, then reaped.
+                unsafe {
+                    libc::kill(child, libc::SIGKILL);
+                    libc::waitpid(child, &mut status, 0);
+                }
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        status
+    }
+
+    /// A child forked inside a host function that returns from it is back in its copy of the
+    /// stream's worker, with the parent's queued tasks in its copy of the queue: it ends there
+    /// (as if its `main` had returned) and runs none of them. It ran them: the record queued
+    /// after the host function was recorded by the child and again by the parent (merged on
+    /// the set flag), and then the child waited for ever for more of the parent's tasks.
+    #[test]
+    fn a_child_that_returns_from_a_host_function_runs_none_of_the_parents_tasks() {
+        let (sim, _ns) = open("return");
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        // SAFETY: `forks_and_returns` ignores its argument.
+        let call = unsafe { HostCall::new(forks_and_returns, std::ptr::null_mut()) };
+        sim.launch_host_func(s, call).unwrap();
+        sim.record(n, s).unwrap();
+        sim.synchronize(s, SyncWait::AtMost(std::time::Duration::from_secs(30)))
+            .unwrap();
+        let status = RETURNED_STATUS.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child did not end when it returned from the host function (status {status:#x})"
+        );
+        assert_eq!(
+            sim.merged_records(n).unwrap().total,
+            0,
+            "the record after the host function ran twice"
+        );
+        assert!(sim.host_wait(n, std::time::Duration::from_secs(5)).is_ok());
     }
 }

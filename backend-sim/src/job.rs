@@ -343,7 +343,12 @@ impl SimJob {
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
                 let outer = IN_HOST_FN.with(|f| f.replace(true));
+                let generation = crate::sys::fork_generation();
                 call.call();
+                if crate::sys::fork_generation() != generation {
+                    // The call forked, and this is the child: see `crate::fork`.
+                    crate::fork::child_returned_from_a_host_function();
+                }
                 IN_HOST_FN.with(|f| f.set(outer));
                 ctx.set_blocked_on(0);
                 Ok(())

@@ -782,6 +782,22 @@ impl StreamSlot {
         e.recs[(issued as usize) % RECS].store(t.rec_word(issued), Relaxed);
     }
 
+    /// How long the wait the stream's head sleeps in, if it published one, has left before
+    /// its timeout: `Some(None)` for a wait with no timeout, `None` when no wait is published.
+    pub(crate) fn head_wait_left(&self) -> Option<Option<std::time::Duration>> {
+        let e = self.entry();
+        Target::from_wait_word(e.head.load(SeqCst))?;
+        Some(match e.head_timeout_ms.load(SeqCst) {
+            u64::MAX => None,
+            ms => {
+                let slept = sys::now_ns().saturating_sub(e.head_since.load(SeqCst));
+                Some(std::time::Duration::from_nanos(
+                    ms.saturating_mul(1_000_000).saturating_sub(slept),
+                ))
+            }
+        })
+    }
+
     /// The wait the stream's head sleeps in, if it published one: "a wait on notify 3 of
     /// device 1, asleep for 12.0 s (timeout 60.0 s)".
     pub(crate) fn describe_head(&self) -> Option<String> {

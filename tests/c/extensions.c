@@ -82,20 +82,27 @@ int main(void) {
     CHECK(aclnsimNotifyTryConsume(n, &consumed));
 
     /* A stream whose head waits says why it is not done: the 507046 message and a query
-     * that finds it not ready name the wait, and, once it failed, the stored failure. */
+     * that finds it not ready name the wait, and, once one failed, the stored failure. No
+     * step assumes how long another takes (a process paused for seconds, as a loaded machine
+     * or a SIGSTOP does, used to make a 1 s wait and a 1.5 s sleep expire together): the
+     * first wait is released by a record, the query is asked until the failure is stored. */
     {
         aclrtStream s = NULL;
-        aclrtNotify w = NULL;
+        aclrtNotify first = NULL, failing = NULL, last = NULL;
         aclrtStreamStatus st = ACL_STREAM_STATUS_COMPLETE;
         char m[2048];
         CHECK(aclrtCreateStream(&s));
-        CHECK(aclrtCreateNotify(&w, 0));
-        uint32_t wid = 0;
-        CHECK(aclrtGetNotifyId(w, &wid));
+        CHECK(aclrtCreateNotify(&first, 0));
+        CHECK(aclrtCreateNotify(&failing, 0));
+        CHECK(aclrtCreateNotify(&last, 0));
+        uint32_t first_id = 0, failing_id = 0, last_id = 0;
+        CHECK(aclrtGetNotifyId(first, &first_id));
+        CHECK(aclrtGetNotifyId(failing, &failing_id));
+        CHECK(aclrtGetNotifyId(last, &last_id));
         char want[64];
-        snprintf(want, sizeof want, "its head task is a wait on notify %u of device 0", wid);
-        CHECK(aclrtWaitAndResetNotify(w, s, 1)); /* times out after 1 s */
-        CHECK(aclrtWaitAndResetNotify(w, s, 30));
+        CHECK(aclrtWaitAndResetNotify(first, s, 30));
+        CHECK(aclrtWaitAndResetNotify(failing, s, 1)); /* times out after 1 s */
+        CHECK(aclrtWaitAndResetNotify(last, s, 30));
         usleep(300000);
         (void)aclGetRecentErrMsg();
         (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);
@@ -105,29 +112,44 @@ int main(void) {
         EXPECT_RC(aclrtPeekAtLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
         EXPECT_RC(aclrtGetLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
         snprintf(m, sizeof m, "%s", recent_msg());
-        REQUIRE(strstr(m, want) && strstr(m, "asleep for") && strstr(m, "(timeout 1.0 s)"),
+        snprintf(want, sizeof want, "its head task is a wait on notify %u of device 0", first_id);
+        REQUIRE(strstr(m, want) && strstr(m, "asleep for") && strstr(m, "(timeout 30.0 s)"),
                 "the 507046 message does not name the head wait: %s", m);
-        usleep(1500000); /* the first wait has failed; the second one sleeps */
-        CHECK(aclrtStreamQuery(s, &st));
-        REQUIRE(st == ACL_STREAM_STATUS_NOT_READY, "a stream with a waiting head is ready");
-        snprintf(m, sizeof m, "%s", recent_msg());
-        REQUIRE(strstr(m, "aclrtStreamQuery") && strstr(m, "is not ready") && strstr(m, want) &&
-                    strstr(m, "a failure is stored on it") && strstr(m, "(107020)"),
-                "a not-ready query does not say why: %s", m);
-        CHECK(aclrtRecordNotify(w, NULL));
+        /* The second wait fails after its 1 s; the third then sleeps at the head. A query
+         * notes why the stream is not ready at most once a second, so it is asked every
+         * 1.1 s until the note shows both (at most 20 s). */
+        CHECK(aclrtRecordNotify(first, NULL));
+        snprintf(want, sizeof want, "its head task is a wait on notify %u of device 0", last_id);
+        const int64_t give_up = now_ns() + 20000000000LL;
+        do {
+            usleep(1100000);
+            CHECK(aclrtStreamQuery(s, &st));
+            REQUIRE(st == ACL_STREAM_STATUS_NOT_READY, "a stream with a waiting head is ready");
+            snprintf(m, sizeof m, "%s", recent_msg());
+            REQUIRE(strstr(m, "aclrtStreamQuery") && strstr(m, "is not ready"),
+                    "a not-ready query does not say why: %s", m);
+        } while (!(strstr(m, want) && strstr(m, "a failure is stored on it") &&
+                   strstr(m, "(107020)")) &&
+                 now_ns() < give_up);
+        REQUIRE(strstr(m, want) && strstr(m, "a failure is stored on it") && strstr(m, "(107020)"),
+                "a not-ready query does not name the waiting head and the stored failure: %s",
+                m);
+        CHECK(aclrtRecordNotify(last, NULL));
         EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_TASK_TIMEOUT);
         /* The stored failure, once reported, is the thread's last error, and the message
          * names the task that failed. */
         EXPECT_RC(aclrtGetLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_TASK_TIMEOUT);
         snprintf(m, sizeof m, "%s", recent_msg());
-        snprintf(want, sizeof want, "wait on notify %u (device 0", wid);
+        snprintf(want, sizeof want, "wait on notify %u (device 0", failing_id);
         REQUIRE(strstr(m, "aclrtSynchronizeStream") && strstr(m, "(107020)") && strstr(m, want),
                 "the reported failure does not name its task: %s", m);
         snprintf(want, sizeof want, "stream %#" PRIxPTR ": a task on it failed", (uintptr_t)s);
         REQUIRE(strstr(m, want), "the reported failure does not name its stream: %s", m);
         CHECK(aclrtSynchronizeStream(s));
         CHECK(aclrtDestroyStream(s));
-        CHECK(aclrtDestroyNotify(w));
+        CHECK(aclrtDestroyNotify(first));
+        CHECK(aclrtDestroyNotify(failing));
+        CHECK(aclrtDestroyNotify(last));
     }
 
     /* Two streams that wait on each other: the timeout says deadlock and names both streams
@@ -140,9 +162,10 @@ int main(void) {
         CHECK(aclrtCreateStream(&b));
         CHECK(aclrtCreateNotify(&n1, 0));
         CHECK(aclrtCreateNotify(&n2, 0));
+        /* The records queued right behind the waits (a sleep between let a pause of the
+         * process end the 1 s wait before they were queued: no cycle then). */
         CHECK(aclrtWaitAndResetNotify(n1, a, 1));
         CHECK(aclrtWaitAndResetNotify(n2, b, 30));
-        usleep(200000);
         CHECK(aclrtRecordNotify(n2, a));
         CHECK(aclrtRecordNotify(n1, b));
         (void)aclGetRecentErrMsg();

@@ -26,7 +26,9 @@
  *   finalize_drains aclFinalize lets the tasks queued on the streams run first, as CANN's
  *                  leaves them running: copies behind a slow host function, and behind a wait
  *                  that another stream's queued record releases, land before it returns; one
- *                  behind a wait nothing is going to record does not hold it up.
+ *                  behind a wait nothing is going to record does not hold it up (one behind
+ *                  a wait that times out lands after its timeout); nor does
+ *                  another thread that goes on queueing and synchronizing meanwhile.
  *
  * Every wait is bounded (timed joins, timed synchronizes); exit 0 when every check holds. */
 #include "common.h"
@@ -447,12 +449,31 @@ static void host_wait(void) {
 
 /* ---- finalize_drains ---- */
 
+static void short_nap(void *arg) {
+    (void)arg;
+    usleep(50);
+}
+
+/* Queues 50 µs host functions on g_s as fast as it can (the queue never empties) until a call
+ * fails (the session it used was finalized). */
+static void *busy_thread(void *arg) {
+    (void)arg;
+    CHECK(aclrtSetDevice(0));
+    atomic_store(&g_started, 1);
+    for (int i = 0; i < 10000000; i++) {
+        if (aclrtLaunchHostFunc(g_s, short_nap, NULL) != ACL_SUCCESS) {
+            break;
+        }
+    }
+    return NULL;
+}
+
 static void finalize_drains(void) {
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
     unsigned char *a = calloc(COPY, 1), *b = calloc(COPY, 1), *c = calloc(COPY, 1),
-                  *d = calloc(COPY, 1);
-    REQUIRE(a && b && c && d, "calloc");
+                  *d = calloc(COPY, 1), *e = calloc(COPY, 1);
+    REQUIRE(a && b && c && d && e, "calloc");
     void *dev = device_bytes(0x6b);
     aclrtStream s, waiter, recorder, stuck;
     CHECK(aclrtCreateStream(&s));
@@ -472,6 +493,14 @@ static void finalize_drains(void) {
     /* `stuck` waits for a record nothing queues: CANN's device would wait for ever. */
     CHECK(aclrtWaitAndResetNotify(never, stuck, 0));
     CHECK(aclrtMemcpyAsync(c, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, stuck));
+    /* `timed` waits 1 s for a record nothing queues: the wait fails, the copy behind it runs
+     * (continue on failure), as on CANN's device. */
+    aclrtStream timed;
+    aclrtNotify unrecorded;
+    CHECK(aclrtCreateStream(&timed));
+    CHECK(aclrtCreateNotify(&unrecorded, 0));
+    CHECK(aclrtWaitAndResetNotify(unrecorded, timed, 1));
+    CHECK(aclrtMemcpyAsync(e, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, timed));
     const int64_t t0 = now_ns();
     CHECK(aclFinalize());
     const int64_t took_ms = (now_ns() - t0) / 1000000;
@@ -482,12 +511,32 @@ static void finalize_drains(void) {
     REQUIRE(holds(d, 0x6b), "the copy behind a wait that a queued record releases had not "
                             "landed when aclFinalize returned");
     REQUIRE(holds(c, 0), "the copy behind a wait nothing records ran");
+    REQUIRE(holds(e, 0x6b), "the copy behind a wait that times out had not landed when "
+                            "aclFinalize returned");
     REQUIRE(took_ms < 5000, "aclFinalize took %lld ms", (long long)took_ms);
     expect_threads(1);
     free(a);
     free(b);
     free(c);
     free(d);
+    free(e);
+
+    /* Another thread queueing without pause: aclFinalize waits for what was queued when it
+     * was called, not for what comes after. */
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtCreateStream(&g_s));
+    atomic_store(&g_started, 0);
+    pthread_t t;
+    REQUIRE(pthread_create(&t, NULL, busy_thread, NULL) == 0, "pthread_create");
+    while (!atomic_load(&g_started)) sleep_ms(1);
+    sleep_ms(50);
+    const int64_t t1 = now_ns();
+    CHECK(aclFinalize());
+    const int64_t busy_ms = (now_ns() - t1) / 1000000;
+    join_within(t, 5000, "the busy thread after aclFinalize");
+    REQUIRE(busy_ms < 5000, "aclFinalize took %lld ms beside a thread that goes on queueing",
+            (long long)busy_ms);
 }
 
 int main(int argc, char **argv) {

@@ -66,22 +66,39 @@ fn queue_is_free(sim: &Sim, n: RawNotify) {
 /// retire (`Shared::stop_turn`: no `retire` a park); a synchronize, whose target takes the
 /// parked wait in, returns once the wait has its record, everything retired. Fails (the
 /// record counted retired while the wait is parked) if the turn retires at each park.
+///
+/// The record and the wait after it are queued behind a parked wait on `k`, so that one turn
+/// (the runner's, once `k`'s record comes) runs the three: queued on an idle stream, the
+/// record could run alone, the queue run dry and retire it before the wait came (the turn
+/// going to sleep flushes), which failed this test 3 times in 30 on an idle machine.
 #[test]
 fn a_parked_turn_keeps_its_finished_tasks_unretired() {
     let (sim, _ns) = open("unretired");
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let m = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let k = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
     let r = sim.create_stream(0).unwrap();
     let (st, _) = sim.stream(s).unwrap();
+    sim.wait_and_reset(k, s, Timeout::Forever).unwrap();
+    until_parked(&sim, s);
     sim.record(m, s).unwrap();
     sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    sim.record(k, r).unwrap();
+    let t0 = Instant::now();
+    while st.stats().completed < 2 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the wait on k and the record did not run"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
     until_parked(&sim, s);
-    assert_eq!(st.stats().completed, 1, "the record did not run");
+    assert_eq!(st.stats().completed, 2, "the wait on n did not park");
     assert_eq!(
         st.retired(),
         0,
-        "the record was retired when the turn parked"
+        "the wait on k and the record were retired when the turn parked"
     );
     std::thread::scope(|sc| {
         let sync = sc.spawn(|| sim.synchronize(s, LONG));
@@ -93,7 +110,7 @@ fn a_parked_turn_keeps_its_finished_tasks_unretired() {
         sim.record(n, r).unwrap();
         sync.join().unwrap().unwrap();
     });
-    assert_eq!(st.retired(), 2);
+    assert_eq!(st.retired(), 3);
     assert!(
         sim.try_consume(m).unwrap(),
         "the record before the wait did not land"

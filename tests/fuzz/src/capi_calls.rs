@@ -604,7 +604,11 @@ pub fn check(ops: Vec<Op>) {
     assert_eq!(c, 0);
     run(&ops);
     // Every input ends the session: every stream is discarded and every handle destroyed.
-    assert_eq!(aclFinalize(), 0);
+    // aclFinalize first lets the queued tasks run, for at most the session's drain bound (the
+    // 0.05 s set above, at least 0.25 s): a wait with a longer timeout still queued ends it
+    // with 507046, the streams released anyway.
+    let c = aclFinalize();
+    assert!(c == 0 || c == 507046, "aclFinalize: {c}");
     assert_eq!(aclFinalize(), 100037, "second aclFinalize");
     // Streams let go of their notifies asynchronously: allow a bounded settling time.
     let end = Instant::now() + Duration::from_secs(10);
