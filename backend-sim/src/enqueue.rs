@@ -586,7 +586,7 @@ pub enum Head {
     /// Sleeps in a wait (a notify's, a count notify's, an event's or an IPC event's) until a
     /// record comes, or until its timeout, `left` from now (`None`: no timeout).
     Waiting { left: Option<Duration> },
-    /// Runs a host function (which may itself be blocked: [`crate::host_functions_waiting`]).
+    /// Runs a host function (which may itself be blocked: [`crate::host_function_waits`]).
     HostFunction,
     /// Runs something else, or nothing (idle).
     Running,

@@ -31,36 +31,69 @@ pub fn in_host_function() -> bool {
     IN_HOST_FN.with(std::cell::Cell::get)
 }
 
-/// Host functions of this process now inside a synchronize (a stream's or an event's) or a
-/// host wait of a notify: see [`host_functions_waiting`].
-static HOST_FNS_WAITING: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+/// The host functions of this process now inside a synchronize (a stream's or an event's) or
+/// a host wait of a notify, each under a number of its own with its wait's deadline (`None`:
+/// none): see [`host_function_waits`].
+static HOST_FN_WAITS: crate::fork::PerProcess<Vec<(u64, Option<std::time::Instant>)>> =
+    crate::fork::PerProcess::new(Vec::new);
 
-/// How many host functions of this process are now blocked in a synchronize (of a stream or
-/// an event) or a host wait: their streams wait for something else, as a stream whose head is
-/// a wait does (`aclFinalize` tells from this and [`Sim::stream_head`](crate::Sim::stream_head)
-/// whether the streams can still make progress on their own).
-pub fn host_functions_waiting() -> usize {
-    HOST_FNS_WAITING.load(std::sync::atomic::Ordering::SeqCst)
+/// The numbers of [`HOST_FN_WAITS`].
+static HOST_FN_WAIT_NUMBER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The host functions of this process now blocked in a synchronize (of a stream or an event)
+/// or a host wait, each with the time its wait has left before it times out (`None`: it has no
+/// timeout): their streams wait for something else, as a stream whose head is a wait does,
+/// and one whose wait times out goes on by itself (`aclFinalize` tells from this and
+/// [`Sim::stream_head`](crate::Sim::stream_head) whether the streams can still make progress on
+/// their own).
+pub fn host_function_waits() -> Vec<Option<Duration>> {
+    let now = std::time::Instant::now();
+    HOST_FN_WAITS
+        .get()
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .map(|&(_, deadline)| deadline.map(|d| d.saturating_duration_since(now)))
+        .collect()
 }
 
-/// Counts the calling thread in [`host_functions_waiting`] while held, if it is a host
-/// function.
-pub(crate) struct HostFnWaiting(bool);
+/// Counts the calling thread in [`host_function_waits`] while held, if it is a host
+/// function (only host functions pay for it: a lock each way).
+pub(crate) struct HostFnWaiting(Option<u64>);
 
 impl HostFnWaiting {
-    pub(crate) fn enter() -> Self {
-        let on = in_host_function();
-        if on {
-            HOST_FNS_WAITING.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    /// `timeout`: the wait's (`None`: it waits for ever).
+    pub(crate) fn enter(timeout: Option<Duration>) -> Self {
+        if !in_host_function() {
+            return HostFnWaiting(None);
         }
-        HostFnWaiting(on)
+        let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
+        let n = HOST_FN_WAIT_NUMBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        HOST_FN_WAITS
+            .get()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((n, deadline));
+        HostFnWaiting(Some(n))
+    }
+
+    /// [`enter`](Self::enter) for a synchronize.
+    pub(crate) fn sync(wait: acl_notify_core::SyncWait) -> Self {
+        Self::enter(match wait {
+            acl_notify_core::SyncWait::Forever => None,
+            acl_notify_core::SyncWait::AtMost(d) => Some(d),
+        })
     }
 }
 
 impl Drop for HostFnWaiting {
     fn drop(&mut self) {
-        if self.0 {
-            HOST_FNS_WAITING.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        if let Some(n) = self.0 {
+            HOST_FN_WAITS
+                .get()
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .retain(|&(m, _)| m != n);
         }
     }
 }

@@ -360,7 +360,7 @@ impl StreamOps for Sim {
     }
 
     fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), SimError> {
-        let _waiting = crate::job::HostFnWaiting::enter();
+        let _waiting = crate::job::HostFnWaiting::sync(wait);
         self.checked(|| {
             let (s, _) = self.stream(stream)?;
             s.synchronize(wait).map_err(|e| {
@@ -424,7 +424,7 @@ impl Sim {
 
 impl HostOps for Sim {
     fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), SimError> {
-        let _waiting = crate::job::HostFnWaiting::enter();
+        let _waiting = crate::job::HostFnWaiting::enter(Some(timeout));
         self.checked(|| {
             let v = self.host_waitable(notify)?;
             // Ends (within a chunk) if the handle is destroyed meanwhile, by another thread: a

@@ -377,7 +377,7 @@ impl EventOps for Sim {
     }
 
     fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), SimError> {
-        let _waiting = crate::job::HostFnWaiting::enter();
+        let _waiting = crate::job::HostFnWaiting::sync(wait);
         let ev = self.event(event)?;
         if let Some(r) = &ev.ipc {
             let n = r.issued()?;

@@ -8,7 +8,8 @@
 //! meanwhile is not waited for), or once the streams still busy can make no progress on their
 //! own — each one's head sleeps in a wait with no timeout (of a notify, count notify, event or
 //! IPC event; a wait with a timeout ends by itself, and what follows it runs) and every host
-//! function running is itself blocked in a synchronize or host wait, with no task finished for
+//! function running is itself blocked in a synchronize or host wait (one whose timeout comes
+//! within the bound ends by itself too, and the host function returns), with no task finished for
 //! [`STUCK_FOR`] ([`STUCK_LOOKS`] looks) — since CANN's device would wait for ever there (those tasks are discarded,
 //! and a note for `aclGetRecentErrMsg` names them), or at the reset's bound
 //! (`ACL_NOTIFY_SIM_RESET_TIMEOUT`, at least [`MIN_BOUND`]) with 507046.
@@ -96,7 +97,17 @@ impl Runtime {
                     Head::Running => running = true,
                 }
             }
-            let stuck = !running && host_fns <= acl_notify_sim::host_functions_waiting();
+            // The host functions blocked in a synchronize or a host wait: one whose wait times
+            // out within the bound returns by itself, and what follows it runs, as a head
+            // wait with a timeout does.
+            let mut waiting = 0usize;
+            for left in acl_notify_sim::host_function_waits() {
+                match left {
+                    Some(left) if bound_left.is_none_or(|b| left < b) => running = true,
+                    _ => waiting += 1,
+                }
+            }
+            let stuck = !running && host_fns <= waiting;
             stuck_since = match stuck_since {
                 Some((since, c, looks)) if stuck && c == completed => Some((since, c, looks + 1)),
                 _ => stuck.then_some((now, completed, 1)),

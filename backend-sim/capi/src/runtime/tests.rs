@@ -338,3 +338,68 @@ fn a_set_during_a_reset_that_waits_for_ever_ends_at_its_bound() {
     rt.set_device(1).unwrap();
     rt.reset_device(1, false).unwrap();
 }
+
+/// What [`host_sync_timed`] shares with the test that queues it.
+struct HostSync {
+    rt: std::sync::Arc<Runtime>,
+    ctx: usize,
+    stream: usize,
+    got: std::sync::Mutex<Option<Result<(), CallError>>>,
+}
+
+/// A host function that synchronizes another stream with a 600 ms timeout.
+unsafe extern "C" fn host_sync_timed(arg: *mut std::ffi::c_void) {
+    // SAFETY: the test keeps its `HostSync` alive until the stream has run this.
+    let h = unsafe { &*(arg as *const HostSync) };
+    let r = h.rt.set_current_context(h.ctx).and_then(|()| {
+        h.rt.synchronize(h.stream, SyncWait::AtMost(Duration::from_millis(600)))
+    });
+    *lock(&h.got) = Some(r);
+}
+
+/// `aclFinalize`'s drain takes a host function blocked in a synchronize *with a timeout* as
+/// one that makes progress, as it does a stream's head wait with a timeout: the synchronize
+/// ends by itself and what follows the host function runs, as on CANN's device. It took it as
+/// waiting for ever (counted in `host_functions_waiting`) and returned after `STUCK_FOR`, with
+/// the host function still inside its synchronize and the tasks behind it to be discarded.
+#[test]
+fn finalize_waits_for_a_host_function_in_a_timed_synchronize() {
+    let (rt, _ns) = runtime("fin-timed-hostfn");
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    rt.set_device(0).unwrap();
+    let (a, b, r) = (
+        rt.create_stream().unwrap(),
+        rt.create_stream().unwrap(),
+        rt.create_stream().unwrap(),
+    );
+    let n = rt.create_notify(CreateFlags::empty()).unwrap();
+    // `b` waits for a record nothing queues before the drain.
+    rt.wait_and_reset(n, b, 0).unwrap();
+    let h = std::sync::Arc::new(HostSync {
+        rt: std::sync::Arc::clone(&rt),
+        ctx: rt.current_context().unwrap(),
+        stream: b,
+        got: std::sync::Mutex::new(None),
+    });
+    // SAFETY: `h` outlives the stream's run of the call (synchronized below).
+    let call = unsafe {
+        acl_notify_core::HostCall::new(host_sync_timed, std::sync::Arc::as_ptr(&h) as *mut _)
+    };
+    rt.launch_host_func(a, call).unwrap();
+    // The host function is inside its synchronize.
+    std::thread::sleep(Duration::from_millis(50));
+    let drained = rt.drain_for_finalize();
+    let got = lock(&h.got).take();
+    // Let everything end before checking.
+    rt.record(n, r).unwrap();
+    rt.synchronize(a, SyncWait::AtMost(Duration::from_secs(10)))
+        .unwrap();
+    drained.unwrap();
+    let got =
+        got.expect("the drain returned while the host function was still in its timed synchronize");
+    assert_eq!(
+        got.unwrap_err().code(),
+        Error::StreamSyncTimeout,
+        "the host function's synchronize"
+    );
+}
