@@ -118,6 +118,13 @@ const RING_MODEL_SECONDS: u64 = 900;
 /// [`RING_MODEL_SECONDS`] at a bound of 3 or more.
 const RING_MODELS: u64 = 7;
 
+/// The simulator's models of a stream turn's hand-overs (`stream::baton::loom_tests`), run
+/// and time-boxed with the ring's.
+const BATON_MODELS: u64 = 2;
+
+/// The test filters of the simulator's loom models.
+const SIM_MODEL_FILTERS: [&str; 2] = ["ring::loom_tests::", "stream::baton::loom_tests::"];
+
 /// The loom limits of the simulator's stream queue models at `preemptions`, beyond the bound
 /// itself. Up to 2, none: the models are explored in full (about half a second of CPU at 2).
 /// At 3, the three-thread model (`no_task_lost_or_reordered_and_no_lost_wake_up`, two
@@ -135,7 +142,8 @@ fn ring_model_env(preemptions: u32) -> Vec<(&'static str, String)> {
     env
 }
 
-/// The simulator's stream queue models (`backend-sim/src/ring.rs`, `--cfg sim_loom`: under
+/// The simulator's stream queue and turn models (`backend-sim/src/ring.rs`,
+/// `backend-sim/src/stream/baton.rs`; [`SIM_MODEL_FILTERS`]; `--cfg sim_loom`: under
 /// `--cfg loom` the core's atomics become loom's, which the simulator is not written for; at a
 /// bound of 3 or more they are time-boxed, see [`ring_model_env`]), after clippy under the same
 /// cfg (warnings are errors); then the loom models of `core/tests/loom.rs` (`--cfg loom`).
@@ -175,7 +183,9 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
         "--target-dir",
     ])
     .arg(&sim_target)
-    .args(["--", "ring::loom_tests::", "--test-threads=1"])
+    .arg("--")
+    .args(SIM_MODEL_FILTERS)
+    .arg("--test-threads=1")
     .env("RUSTFLAGS", "--cfg sim_loom")
     .envs(ring_model_env(preemptions));
     if preemptions >= 3 {
@@ -186,7 +196,7 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
     }
     run_with_deadline(
         &mut c,
-        Duration::from_secs(1800 + RING_MODELS * RING_MODEL_SECONDS),
+        Duration::from_secs(1800 + (RING_MODELS + BATON_MODELS) * RING_MODEL_SECONDS),
     )?;
     let mut c = cargo();
     c.args([
@@ -366,5 +376,22 @@ mod tests {
         assert!(module.contains("fn a_turn_home_awake_loses_no_wake_up"));
         assert!(module.contains("fn a_fast_claim_loses_no_task_and_no_wake_up"));
         assert_eq!(models, RING_MODELS, "ring::loom_tests has {models} models");
+    }
+
+    /// The same for the baton's models (`stream::baton::loom_tests`), which the loom step's
+    /// filters name.
+    #[test]
+    fn baton_models_counts_the_baton_s_loom_models() {
+        let src = std::fs::read_to_string(root().join("backend-sim/src/stream/baton.rs")).unwrap();
+        let module = src
+            .split_once("mod loom_tests {")
+            .expect("baton.rs has a loom_tests module")
+            .1;
+        let models = module.matches("#[test]").count() as u64;
+        assert_eq!(
+            models, BATON_MODELS,
+            "stream::baton::loom_tests has {models} models"
+        );
+        assert!(SIM_MODEL_FILTERS.contains(&"stream::baton::loom_tests::"));
     }
 }
