@@ -411,7 +411,10 @@ impl IpcRef {
 
     /// Notes record `n` as dropped unrun by this process, keeping the latest [`UNRUN_KEPT`]
     /// per event (a wait further behind passes as if its record had ran: the limit in the
-    /// module docs). Incarnations no reference of the process holds any more are forgotten.
+    /// module docs). Incarnations that are alive nowhere any more (their slot freed or reused,
+    /// whoever held them) are forgotten; one whose last reference in this process went but
+    /// that another process still holds is kept, since this process may open its handle again
+    /// and wait for a record it discarded, which must still answer 107023.
     fn note_unrun(&self, n: u32) {
         let f = &self.files;
         let mut unrun = f.unrun.kept.lock().unwrap_or_else(PoisonError::into_inner);
@@ -741,6 +744,39 @@ mod tests {
         a.complete_unrun(n);
         assert!(b.was_unrun(n) && a.was_unrun(n));
         assert!(!b.was_unrun(n.wrapping_add(1)));
+    }
+
+    /// The records a process discarded are remembered while the event's incarnation is alive
+    /// anywhere, not only while the process holds a reference: a process that let its last
+    /// reference go and opens the handle again (another process kept the event) still finds
+    /// its discarded record; once the incarnation is freed, it is forgotten.
+    #[test]
+    fn discarded_records_are_kept_while_the_event_lives_anywhere() {
+        let m = Machine::new("unrun-kept", 1);
+        let f = &m.files;
+        let a = f.claim(0).unwrap();
+        let h = a.handle().unwrap();
+        let key = a.key;
+        // Entry 60 stands for another process holding the event.
+        f.file.slot(key.0, key.1).unwrap().join(60, key.2).unwrap();
+        let n = a.issue().unwrap();
+        a.complete_unrun(n);
+        drop(a);
+        // Another event's discard makes the process look over what it keeps.
+        let c = f.claim(0).unwrap();
+        let cn = c.issue().unwrap();
+        c.complete_unrun(cn);
+        let b = f.open_handle(&h).unwrap();
+        assert!(b.was_unrun(n), "the discarded record was forgotten");
+        drop(b);
+        // Freed (the other holder gone): forgotten at the next look.
+        assert_eq!(file::reclaim_proc(&m.ns, 0, 1, 60), 1);
+        let d = f.claim(0).unwrap();
+        let dn = d.issue().unwrap();
+        d.complete_unrun(dn);
+        let kept = f.unrun.kept.lock().unwrap();
+        assert!(!kept.contains_key(&key), "a freed incarnation is kept");
+        assert!(kept.contains_key(&c.key) && kept.contains_key(&d.key));
     }
 
     /// The references of one process share its holder bit: the slot lives until the last of
