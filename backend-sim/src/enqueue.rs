@@ -74,13 +74,15 @@ impl Sim {
         Ok(self.stream(stream)?.0.cpu())
     }
 
-    /// Starts a stream worker, on the next CPU of the placement list if there is one.
-    pub(crate) fn spawn_stream(&self, name: String) -> Result<SimStream, SimError> {
+    /// Starts a stream worker of `device`, on the next CPU of the placement list if there is
+    /// one.
+    pub(crate) fn spawn_stream(&self, name: String, device: u32) -> Result<SimStream, SimError> {
         let cpus = &self.inner.cpus;
         let cpu = (!cpus.is_empty()).then(|| {
             cpus[self.inner.cpu_seq.fetch_add(1, Ordering::Relaxed) as usize % cpus.len()]
         });
         let mut config = StreamConfig::new(name)
+            .device(device)
             .cpu(cpu)
             .adaptive_cpu(cpu.is_none() && self.inner.adaptive_cpus)
             .enqueue_timeout(self.inner.enqueue_timeout);
@@ -380,7 +382,7 @@ impl Sim {
         name: String,
         default: bool,
     ) -> Result<RawStream, SimError> {
-        let stream = self.spawn_stream(name)?;
+        let stream = self.spawn_stream(name, device)?;
         #[cfg(test)]
         if self.inner.force_parking.load(Ordering::Relaxed) {
             stream.force_parking();

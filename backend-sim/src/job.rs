@@ -19,8 +19,9 @@ use crate::waiters::{StampedWaiter, wait_slow};
 const PREFETCH_LINES: usize = 4;
 
 thread_local! {
-    /// Whether this thread is inside a host function a stream runs ([`SimJob::Host`]).
-    static IN_HOST_FN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The device of the stream whose host function this thread is inside ([`SimJob::Host`];
+    /// `None`: none).
+    static IN_HOST_FN: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
 }
 
 /// Whether the calling thread is running a host function of a simulator stream
@@ -28,6 +29,13 @@ thread_local! {
 /// stream (the C library's device reference counts, say: a device reset discards the stream
 /// and waits for it).
 pub fn in_host_function() -> bool {
+    host_function_device().is_some()
+}
+
+/// The device of the stream whose host function the calling thread is running (`None`: it runs
+/// none): a reset of that device drains that stream, so waits for the reset from there would
+/// never end; a reset of another device does not wait for it.
+pub fn host_function_device() -> Option<u32> {
     IN_HOST_FN.with(std::cell::Cell::get)
 }
 
@@ -375,7 +383,7 @@ impl SimJob {
             SimJob::CntWait(job) => crate::cnt::run_wait(&job.0, &job.1, ctx),
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
-                let outer = IN_HOST_FN.with(|f| f.replace(true));
+                let outer = IN_HOST_FN.with(|f| f.replace(Some(ctx.device())));
                 let generation = crate::sys::fork_generation();
                 call.call();
                 if crate::sys::fork_generation() != generation {

@@ -25,6 +25,7 @@ use acl_notify_sim::Sim;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 use crate::check::{CaseResult, SKIP_PREFIX};
+use crate::pause::PauseWatch;
 
 /// Which backends the parent runs (`sim`, `driver` or `all`).
 pub const ENV_TEST_BACKEND: &str = "ACL_NOTIFY_TEST_BACKEND";
@@ -549,7 +550,9 @@ fn run_trial(
         .map_err(|e| format!("spawning the case child: {e}"))?;
     let pid = child.id() as i32;
     let mut nap = Duration::from_millis(1);
+    let mut pauses = PauseWatch::new(start);
     let status = loop {
+        pauses.look(Instant::now());
         match child.try_wait() {
             Ok(Some(s)) => break Ok(s),
             Ok(None) if start.elapsed() > timeout => {
@@ -598,7 +601,7 @@ fn run_trial(
         }
         Err(head) => Err(format!(
             "{head}\n--- failure (child stderr) ---\n{}--- progress (child stdout) ---\n{}\
-             (backend {}, SoC {}, namespace {namespace}, files kept in {}){}",
+             (backend {}, SoC {}, namespace {namespace}, files kept in {}){}{}",
             tail(&err, 8000),
             tail(&out, 3000),
             kind.name(),
@@ -608,7 +611,8 @@ fn run_trial(
                 stale_lib_hint()
             } else {
                 ""
-            }
+            },
+            pauses.note(start + elapsed).unwrap_or_default()
         )
         .into()),
     }

@@ -45,8 +45,9 @@ pub(crate) mod file;
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::AtomicU32;
 use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::Ordering::{Acquire, Release};
+use std::sync::atomic::{AtomicU32, AtomicUsize};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -105,9 +106,20 @@ pub(crate) struct EvtFiles {
     /// This process's entry in the server's process table: the holder bit of its references.
     reg: Arc<ShmFile>,
     ns_tag: u64,
-    /// The records this process's streams dropped unrun, per event incarnation (see
-    /// [`IpcRef::note_unrun`]), shared by all the process's references.
-    unrun: Arc<Mutex<HashMap<EvtKey, VecDeque<u32>>>>,
+    /// The records this process's streams dropped unrun (see [`IpcRef::note_unrun`]), shared
+    /// by all the process's references.
+    unrun: Arc<Unrun>,
+}
+
+/// The records a process's streams dropped unrun, per event incarnation.
+#[derive(Default)]
+struct Unrun {
+    kept: Mutex<HashMap<EvtKey, VecDeque<u32>>>,
+    /// How many incarnations `kept` has (written under its lock): while 0, which is always
+    /// unless a stream of the process discarded an IPC record, [`IpcRef::was_unrun`] is this
+    /// one load, not the process-wide lock and a hash lookup at every completed IPC event
+    /// wait or synchronize.
+    events: AtomicUsize,
 }
 
 impl fmt::Debug for EvtFiles {
@@ -399,10 +411,13 @@ impl IpcRef {
 
     /// Notes record `n` as dropped unrun by this process, keeping the latest [`UNRUN_KEPT`]
     /// per event (a wait further behind passes as if its record had ran: the limit in the
-    /// module docs). Incarnations no reference of the process holds any more are forgotten.
+    /// module docs). Incarnations that are alive nowhere any more (their slot freed or reused,
+    /// whoever held them) are forgotten; one whose last reference in this process went but
+    /// that another process still holds is kept, since this process may open its handle again
+    /// and wait for a record it discarded, which must still answer 107023.
     fn note_unrun(&self, n: u32) {
         let f = &self.files;
-        let mut unrun = f.unrun.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut unrun = f.unrun.kept.lock().unwrap_or_else(PoisonError::into_inner);
         if !unrun.contains_key(&self.key) {
             unrun.retain(|&(dev, idx, generation), _| {
                 f.file.slot(dev, idx).is_some_and(|s| s.holds(generation))
@@ -413,13 +428,20 @@ impl IpcRef {
             kept.pop_front();
         }
         kept.push_back(n);
+        // Before the record counts as done (`complete_unrun`): a wait that sees it done sees
+        // this count (at least 1 while this incarnation is kept, which it is while it lives).
+        f.unrun.events.store(unrun.len(), Release);
     }
 
     /// Whether record `n` was dropped unrun by this process, through any reference
     /// ([`note_unrun`](Self::note_unrun)).
     pub(crate) fn was_unrun(&self, n: u32) -> bool {
+        if self.files.unrun.events.load(Acquire) == 0 {
+            return false;
+        }
         self.files
             .unrun
+            .kept
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(&self.key)
@@ -683,6 +705,78 @@ mod tests {
         assert_eq!(a.died_unrun(n), None);
         a.complete(n).unwrap();
         assert_eq!(a.latest().unwrap(), LatestRecord::Done);
+    }
+
+    /// A process none of whose streams discarded an IPC record asks whether one was discarded
+    /// with one load: not under the process-wide lock of the discarded records (held here by
+    /// another thread, a lookup that took it would not return until that thread let it go).
+    /// Once a record was discarded, the lookup finds it through any reference.
+    #[test]
+    fn asking_for_a_discarded_record_takes_no_lock_until_one_was_discarded() {
+        let m = Machine::new("unrun-fast", 1);
+        let f = &m.files;
+        let a = f.claim(0).unwrap();
+        let b = f.open_handle(&a.handle().unwrap()).unwrap();
+        let n = a.issue().unwrap();
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let unrun = Arc::clone(&f.unrun);
+        let holder = std::thread::spawn(move || {
+            let _kept = unrun.kept.lock().unwrap();
+            held_tx.send(()).unwrap();
+            let _ = go_rx.recv_timeout(Duration::from_secs(10));
+        });
+        held_rx.recv().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let asker = std::thread::spawn(move || {
+            let _ = tx.send(b.was_unrun(n));
+            b
+        });
+        let answer = rx.recv_timeout(Duration::from_secs(2));
+        go_tx.send(()).unwrap();
+        holder.join().unwrap();
+        let b = asker.join().unwrap();
+        assert_eq!(
+            answer,
+            Ok(false),
+            "was_unrun waited for the lock of the discarded records though none was discarded"
+        );
+        a.complete_unrun(n);
+        assert!(b.was_unrun(n) && a.was_unrun(n));
+        assert!(!b.was_unrun(n.wrapping_add(1)));
+    }
+
+    /// The records a process discarded are remembered while the event's incarnation is alive
+    /// anywhere, not only while the process holds a reference: a process that let its last
+    /// reference go and opens the handle again (another process kept the event) still finds
+    /// its discarded record; once the incarnation is freed, it is forgotten.
+    #[test]
+    fn discarded_records_are_kept_while_the_event_lives_anywhere() {
+        let m = Machine::new("unrun-kept", 1);
+        let f = &m.files;
+        let a = f.claim(0).unwrap();
+        let h = a.handle().unwrap();
+        let key = a.key;
+        // Entry 60 stands for another process holding the event.
+        f.file.slot(key.0, key.1).unwrap().join(60, key.2).unwrap();
+        let n = a.issue().unwrap();
+        a.complete_unrun(n);
+        drop(a);
+        // Another event's discard makes the process look over what it keeps.
+        let c = f.claim(0).unwrap();
+        let cn = c.issue().unwrap();
+        c.complete_unrun(cn);
+        let b = f.open_handle(&h).unwrap();
+        assert!(b.was_unrun(n), "the discarded record was forgotten");
+        drop(b);
+        // Freed (the other holder gone): forgotten at the next look.
+        assert_eq!(file::reclaim_proc(&m.ns, 0, 1, 60), 1);
+        let d = f.claim(0).unwrap();
+        let dn = d.issue().unwrap();
+        d.complete_unrun(dn);
+        let kept = f.unrun.kept.lock().unwrap();
+        assert!(!kept.contains_key(&key), "a freed incarnation is kept");
+        assert!(kept.contains_key(&c.key) && kept.contains_key(&d.key));
     }
 
     /// The references of one process share its holder bit: the slot lives until the last of

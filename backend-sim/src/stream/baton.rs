@@ -62,6 +62,17 @@ impl<T> Baton<T> {
         self.value.with_mut(|_| ());
         Held(self)
     }
+
+    /// [`hold`](Self::hold) for a caller that must not panic (one running while its thread
+    /// unwinds): `None` instead if the baton is held.
+    #[inline]
+    pub(super) fn try_hold(&self) -> Option<Held<'_, T>> {
+        if self.held.load(Ordering::Acquire) {
+            return None;
+        }
+        self.held.store(true, Ordering::Relaxed);
+        Some(Held(self))
+    }
 }
 
 /// The baton, held: the turn's value; left when dropped (also while unwinding).
@@ -119,8 +130,11 @@ mod tests {
             let _ = b.hold();
         }));
         assert!(again.is_err(), "a held baton was taken again");
+        assert!(b.try_hold().is_none(), "a held baton was tried and taken");
         drop(h);
         assert_eq!(*b.hold(), 2);
+        assert_eq!(b.try_hold().map(|h| *h), Some(2));
+        assert_eq!(*b.hold(), 2, "a tried baton is left when dropped");
     }
 }
 

@@ -101,6 +101,8 @@ pub(super) struct Control {
     /// The kernel thread id of the stream's own thread (set before the stream can take a
     /// task).
     pub(super) home_tid: AtomicI32,
+    /// The device the stream belongs to ([`super::StreamConfig::device`]).
+    pub(super) device: u32,
     /// Tests: this stream's waits that would block park, and the runner keeps it parked
     /// ([`super::Stream::force_parking`]).
     #[cfg(test)]
@@ -229,6 +231,11 @@ pub struct TaskCtx {
 }
 
 impl TaskCtx {
+    /// The device the stream belongs to ([`StreamConfig::device`](super::StreamConfig::device)).
+    pub(crate) fn device(&self) -> u32 {
+        self.control.device
+    }
+
     /// The kernel thread id of the stream's own thread (the running thread may be the
     /// process's runner, see `super::runner`).
     pub(crate) fn home_tid(&self) -> i32 {

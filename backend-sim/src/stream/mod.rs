@@ -150,6 +150,7 @@ pub struct StreamConfig {
     adaptive_cpu: bool,
     policy: WorkerPolicy,
     enqueue_timeout: Option<Duration>,
+    device: u32,
 }
 
 /// The kernel scheduling policy of a stream's worker thread.
@@ -180,7 +181,15 @@ impl StreamConfig {
             adaptive_cpu: false,
             policy: WorkerPolicy::Normal,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
+            device: 0,
         }
+    }
+
+    /// The device the stream belongs to (default 0), which its tasks read
+    /// ([`TaskCtx::device`]).
+    pub fn device(mut self, device: u32) -> Self {
+        self.device = device;
+        self
     }
 
     /// The worker's scheduling policy (default [`WorkerPolicy::Normal`]).
@@ -339,6 +348,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             blocked_on: AtomicU64::new(0),
             moved_at: AtomicU64::new(0),
             home_tid: std::sync::atomic::AtomicI32::new(0),
+            device: config.device,
             #[cfg(test)]
             forced: AtomicBool::new(false),
             #[cfg(test)]

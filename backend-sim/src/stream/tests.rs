@@ -820,6 +820,56 @@ fn a_worker_that_unwinds_drops_and_retires_every_task_it_held() {
     within(LONG, move || drop(s));
 }
 
+/// The unwinding guard's cleanup (`Shared::worker_unwound`) finds the stream's baton held by
+/// another thread (here the worker itself, running a task): it does not panic (a panic while
+/// unwinding aborts the process), and still fails the stream, drops and retires the queued
+/// tasks, and closes the queue; the holder's task runs on. Until 2026-12-05 it took the baton
+/// with `Baton::hold`, which panics when it is held.
+#[test]
+fn a_worker_unwinding_while_its_baton_is_held_elsewhere_does_not_panic() {
+    let s = Arc::new(S::new("t-unwind-held").unwrap());
+    let (started, gate) = (Gate::new(), Gate::new());
+    let (st, g) = (Arc::clone(&started), Arc::clone(&gate));
+    let ran = Arc::new(AtomicUsize::new(0));
+    let r = Arc::clone(&ran);
+    s.enqueue(move |_| {
+        st.open();
+        assert!(g.wait(LONG), "gate never opened");
+        r.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    })
+    .unwrap();
+    assert!(started.wait(LONG));
+    let held = Arc::new(());
+    let n = 5;
+    for _ in 0..n {
+        let (h, r) = (Arc::clone(&held), Arc::clone(&ran));
+        s.enqueue(move |_| {
+            let _held = &h;
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+    }
+    // The worker holds the baton, inside the gated task.
+    let cleanup = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        s.shared.worker_unwound();
+    }));
+    gate.open();
+    assert!(cleanup.is_ok(), "worker_unwound panicked on a held baton");
+    let s2 = Arc::clone(&s);
+    assert_eq!(
+        within(LONG, move || s2.synchronize(SyncWait::Forever)),
+        Err(Error::DrvInternalError)
+    );
+    assert_eq!(ran.load(Ordering::SeqCst), 1, "only the holder's task ran");
+    assert_eq!(Arc::strong_count(&held), 1, "the queued tasks were dropped");
+    assert_eq!(s.stats().discarded, n as u64);
+    assert_eq!(s.enqueue(|_| Ok(())), Err(Error::InvalidHandle));
+    let s = Arc::into_inner(s).unwrap();
+    within(LONG, move || drop(s));
+}
+
 #[test]
 fn drop_all_drops_the_rest_after_a_panicking_drop() {
     struct D(Arc<AtomicUsize>, bool);

@@ -820,21 +820,35 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// and still queued are dropped unrun (what they hold, pins included, goes with them) and
     /// counted as discarded, every task is retired so that a `synchronize` returns, with
     /// 507899 (`DrvInternalError`) as the stream's error, and the values kept for the tasks
-    /// are let go. Must not panic: it runs while the thread unwinds.
+    /// are let go. Must not panic: it runs while the thread unwinds (a panic there aborts the
+    /// process). Should another thread hold the stream's baton (a broken hand-over: the
+    /// thread unwound while the turn was away), the turn is not taken (`Baton::hold` would
+    /// panic): the queued tasks are still dropped and retired and the stream failed, the
+    /// tasks the turn holds are left to its holder, and standard error says so.
     #[cold]
-    fn worker_unwound(&self) {
+    pub(super) fn worker_unwound(&self) {
         let mut left = Vec::new();
         {
             let mut k = self.ring.taker();
             let end = self.ring.close();
             k.take_published(end, |t| left.push(t));
         }
-        let mut turn = self.turn.hold();
-        turn.local.drain_into(&mut left);
+        let mut turn = self.turn.try_hold();
+        if let Some(turn) = turn.as_mut() {
+            turn.local.drain_into(&mut left);
+        } else {
+            eprintln!(
+                "acl-notify-sim: a stream's worker thread unwound while another thread held \
+                 its turn; the tasks that turn holds are left to it"
+            );
+        }
         let n = left.len() as u64;
         drop_all(&mut left);
-        // No task of the stream is left (`TaskCtx::graph_slot`).
-        turn.ctx.release_graph();
+        // No task of the stream is left (`TaskCtx::graph_slot`); with the turn held elsewhere,
+        // its holder still has the tasks and the context.
+        if let Some(turn) = turn.as_mut() {
+            turn.ctx.release_graph();
+        }
         *lock(&self.last_panic) = Some(
             "the stream's worker thread panicked outside its tasks (its message went to \
              standard error); the tasks it had not run were dropped"
@@ -842,8 +856,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         );
         self.store_error(E::from(Error::DrvInternalError));
         self.discarded.fetch_add(n, Ordering::Relaxed);
-        self.flush(&mut turn.done);
-        drop(turn);
+        if let Some(mut turn) = turn {
+            self.flush(&mut turn.done);
+        }
         self.retire(n + self.discard_pending.swap(0, Ordering::SeqCst));
         self.close_later();
         // Producers waiting for room find the queue closed.

@@ -17,6 +17,11 @@ use crate::util::{FileCheck, Probe, at_most, fill, pause, secs, sync_err, sync_o
 /// How long a process of a multi-process case waits for a file from another.
 pub(super) const T: Duration = Duration::from_secs(20);
 const LONG: Duration = Duration::from_secs(10);
+/// How long a coordinator waits for a `fill_check` role (a fill of up to 65,535 ids per
+/// device). A role that waits for the coordinator's next file across such a check waits
+/// [`T`] more than this: with only `T` it gave up first when the check took over 20 s
+/// (a paused trial, seen under `cargo xtask test`'s load) though the coordinator still had time.
+const FILL: Duration = Duration::from_secs(40);
 
 /// A multi-process case (a longer timeout than one process's).
 pub(super) fn mp<B>(
@@ -522,11 +527,11 @@ fn holder_counting<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     ctx.put("owner-destroyed", "")?;
     ctx.take_from("holder.still-works", T, &mut h)?;
     let mut f = ctx.spawn_role("fill_check", &format!("0={}", max - 1), &[])?;
-    f.wait_ok(Duration::from_secs(40))?;
+    f.wait_ok(FILL)?;
     ctx.put("release", "")?;
     ctx.take_from("holder.released", T, &mut h)?;
     let mut f = ctx.spawn_role("fill_check", &format!("0={max}"), &[])?;
-    f.wait_ok(Duration::from_secs(40))?;
+    f.wait_ok(FILL)?;
     ctx.put("exit", "")?;
     h.wait_ok(T)
 }
@@ -553,10 +558,11 @@ fn holder<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         "record/wait through the import after the owner's destroy",
     )?;
     ctx.put("holder.still-works", "")?;
-    ctx.take("release", T)?;
+    // The coordinator runs a fill check before each of these files.
+    ctx.take("release", FILL + T)?;
     ok!(b.destroy_notify(imp));
     ctx.put("holder.released", "")?;
-    ctx.take("exit", T)?;
+    ctx.take("exit", FILL + T)?;
     Ok(())
 }
 

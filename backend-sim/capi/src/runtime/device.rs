@@ -92,8 +92,10 @@ impl Runtime {
     /// release runs (hicann/runtime `src/runtime/core/inc/reference.hpp`, `RefObject::IncRef`
     /// spins while the count is being updated; `src/runtime/core/src/runtime.cc`,
     /// `PrimaryContextRelease` keeps it so through the device's teardown, whose stream wait has
-    /// no bound). A host function does not wait at all (507033 at once): the reset waits for
-    /// the device's streams, the host function's own among them.
+    /// no bound). A host function of a stream on `device` does not wait at all (507033 at
+    /// once): the reset drains the device's streams, that host function's own among them, so
+    /// the two would wait for each other. A host function of another device's stream waits as
+    /// any other set: the reset does not wait for it.
     fn unreleased(&self, device: u32) -> Result<MutexGuard<'_, Vec<DeviceRefs>>, CallError> {
         let releasing =
             |refs: &[DeviceRefs]| refs.get(device as usize).is_some_and(|r| r.releasing);
@@ -101,12 +103,12 @@ impl Runtime {
         if !releasing(&refs) {
             return Ok(refs);
         }
-        if acl_notify_sim::in_host_function() {
+        if acl_notify_sim::host_function_device() == Some(device) {
             return Err(being_reset(
                 device,
-                "a host function does not wait for it (the reset waits for the device's \
-                 streams, this host function's among them); set the device after the reset, \
-                 outside host functions",
+                "a host function of one of its streams does not wait for it (the reset \
+                 drains the device's streams, this host function's among them); set the \
+                 device after the reset, or from a host function of another device's stream",
             ));
         }
         let deadline = Instant::now().checked_add(self.set_bound);

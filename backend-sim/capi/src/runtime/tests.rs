@@ -289,6 +289,83 @@ fn a_host_function_setting_a_device_being_released_fails_instead_of_keeping_a_de
     rt.reset_device(1, true).unwrap();
 }
 
+/// What [`host_set_other`] shares with the test that queues it.
+struct HostSetOther {
+    rt: std::sync::Arc<Runtime>,
+    /// When the host function's set returned, and what it returned.
+    got: std::sync::Mutex<Option<(std::time::Instant, Result<(), CallError>)>>,
+}
+
+/// A host function that sets device 1 once the reset of device 1 is draining.
+unsafe extern "C" fn host_set_other(arg: *mut std::ffi::c_void) {
+    // SAFETY: the test keeps its `HostSetOther` alive until the stream has run this.
+    let h = unsafe { &*(arg as *const HostSetOther) };
+    std::thread::sleep(Duration::from_millis(300));
+    let set = h.rt.set_device(1);
+    *lock(&h.got) = Some((std::time::Instant::now(), set));
+}
+
+/// An `aclrtSetDevice(1)` made by a host function of a device-0 stream while another thread's
+/// reset releases device 1 waits for the release to end, as a set outside host functions does
+/// (CANN's set waits: hicann/runtime `reference.hpp` `RefObject::IncRef`), and then counts:
+/// the reset does not wait for that host function, so nothing deadlocks. Until 2026-12-05
+/// every host function's set failed at once with 507033, whatever its stream's device.
+#[test]
+fn a_host_function_of_another_device_waits_for_a_release_to_set_the_device() {
+    let (rt, _ns) = runtime("hostfn-set-other");
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    rt.set_device(1).unwrap();
+    let ctx1 = rt.current_context().unwrap();
+    let (s, rec) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n, s, 0).unwrap();
+    rt.set_device(0).unwrap();
+    let s0 = rt.create_stream().unwrap();
+    let h = std::sync::Arc::new(HostSetOther {
+        rt: std::sync::Arc::clone(&rt),
+        got: std::sync::Mutex::new(None),
+    });
+    // SAFETY: `h` outlives the stream's run of the call (synchronized below).
+    let call = unsafe {
+        acl_notify_core::HostCall::new(host_set_other, std::sync::Arc::as_ptr(&h) as *mut _)
+    };
+    rt.launch_host_func(s0, call).unwrap();
+    let resetter = {
+        let rt = std::sync::Arc::clone(&rt);
+        std::thread::spawn(move || rt.reset_device(1, false))
+    };
+    // Well after the host function's set began to wait: the record the reset's drain waits
+    // for, from device 1's context (alive until released).
+    std::thread::sleep(Duration::from_millis(900));
+    let recorded_at = std::time::Instant::now();
+    let ctx0 = rt.current_context().unwrap();
+    rt.set_current_context(ctx1)
+        .and_then(|()| rt.record(n, rec))
+        .unwrap();
+    resetter.join().unwrap().unwrap();
+    rt.set_current_context(ctx0).unwrap();
+    rt.synchronize(s0, SyncWait::AtMost(Duration::from_secs(10)))
+        .unwrap();
+    let (at, set) = lock(&h.got)
+        .take()
+        .expect("the host function ran before its stream was synchronized");
+    set.expect("a host function of a device-0 stream waits for device 1's release");
+    assert!(
+        at >= recorded_at,
+        "the set returned before the release it had to wait for ended"
+    );
+    // The set counted once, on a device whose context was made again.
+    rt.set_device(1).unwrap();
+    rt.create_stream().unwrap();
+    rt.reset_device(1, false).unwrap();
+    rt.reset_device(1, false).unwrap();
+    assert_eq!(
+        rt.reset_device(1, false).unwrap_err().code(),
+        Error::ContextReleaseError
+    );
+    rt.reset_device(0, true).unwrap();
+}
+
 /// A reset whose drain waits for ever (`ACL_NOTIFY_SIM_RESET_TIMEOUT=0`, as CANN's teardown)
 /// does not hold another thread's `aclrtSetDevice` of that device for ever: the set gives up
 /// after its own bound with 507033 naming the reset (CANN's set spins for as long as the
