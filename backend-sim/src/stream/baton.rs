@@ -71,6 +71,9 @@ impl<T> Baton<T> {
             return None;
         }
         self.held.store(true, Ordering::Relaxed);
+        // In the model, as in `hold`.
+        #[cfg(sim_loom)]
+        self.value.with_mut(|_| ());
         Some(Held(self))
     }
 }
