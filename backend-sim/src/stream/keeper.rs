@@ -13,7 +13,7 @@
 //! ([`Stream::enqueue_job_with`](super::Stream::enqueue_job_with)).
 
 use std::any::Any;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use acl_notify_core::Error;
@@ -86,9 +86,43 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Keeper<E, J> {
     }
 }
 
+/// A [`Shared::keep_until_done`] in progress (`Shared::keeping`), unsaid when dropped: after
+/// `release_at` holds its bound, or its value was dropped.
+struct Keeping<'a>(&'a AtomicU64);
+
+impl Drop for Keeping<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Run by this thread's next [`Shared::keep_until_done`] once it has read its bound (the
+    /// tests' look into the window before `release_at` holds it).
+    pub(super) static AFTER_BOUND: std::cell::Cell<Option<Box<dyn FnOnce()>>> =
+        const { std::cell::Cell::new(None) };
+}
+
 impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     fn keep_until_done(&self, value: Box<dyn Any + Send>) {
+        // Said before the bound is read, unsaid once `release_at` holds it: a turn that parks
+        // in between retires what it has run (`Shared::retire_wanted`). Else it could keep
+        // tasks of the bound unretired (a park retires only when a thread waits for retires,
+        // `Shared::stop_turn`) while it waits on a wait issued after the bound, which the
+        // value would wait for too. Dekker with the park: the parking turn took its wait
+        // (claimed before) and then reads `keeping`, then `release_at`. If it reads 0 before
+        // the increment, the bound read after it counts that wait (the value waits for it
+        // anyway); if after the decrement, it then reads the bound in `release_at`.
+        self.keeping.fetch_add(1, Ordering::SeqCst);
+        let _said = Keeping(&self.keeping);
         let end = self.ring.issued();
+        #[cfg(test)]
+        AFTER_BOUND.with(|h| {
+            if let Some(f) = h.take() {
+                f();
+            }
+        });
         if self.retired.load(Ordering::SeqCst) >= end {
             drop_quietly(value);
             return;

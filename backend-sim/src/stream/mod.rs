@@ -392,6 +392,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             kept_fast: Default::default(),
             later: Mutex::default(),
             release_at: AtomicU64::new(u64::MAX),
+            keeping: AtomicU64::new(0),
             unlisted: AtomicBool::new(false),
             _error: PhantomData,
         });

@@ -1397,3 +1397,35 @@ fn kept_values_live_until_the_stream_is_gone() {
         assert_eq!(Arc::strong_count(v), 1);
     }
 }
+
+/// A keeper's value handed over says so before it reads its bound: from then on a turn that
+/// parks retires what it has run (`Shared::retire_wanted`), so a turn parking on a wait
+/// issued after the bound cannot keep the bound's tasks unretired and the value with them
+/// (a notify pin of a destroyed notify kept until the wait runs). Fails if the bound is read
+/// before `retire_wanted` says so (before 2026-12-05: `release_at` set after the read).
+#[test]
+fn a_keeper_wants_retires_from_before_it_reads_its_bound() {
+    let s = S::new("t-keeping").unwrap();
+    let shared = Arc::clone(&s.shared);
+    assert!(!shared.retire_wanted());
+    let seen = Arc::new(AtomicBool::new(false));
+    {
+        let (shared, seen) = (Arc::clone(&shared), Arc::clone(&seen));
+        keeper::AFTER_BOUND.with(|h| {
+            h.set(Some(Box::new(move || {
+                seen.store(shared.retire_wanted(), Ordering::SeqCst);
+            })))
+        });
+    }
+    // No task issued: the value is dropped at once, and nothing is wanted after.
+    s.keeper().keep_until_done(());
+    assert!(
+        keeper::AFTER_BOUND.with(|h| h.take().is_none()),
+        "the hook did not run"
+    );
+    assert!(
+        seen.load(Ordering::SeqCst),
+        "retires were not wanted between the bound's read and its publication"
+    );
+    assert!(!shared.retire_wanted());
+}

@@ -193,6 +193,9 @@ pub(super) struct Shared<E, J: Job<E>> {
     /// The smallest `retired` count a value in `later` waits for (`u64::MAX`: none); read
     /// by `retire`.
     pub(super) release_at: AtomicU64,
+    /// How many `Keeper::keep_until_done` have read their bound and not yet published it in
+    /// `release_at` (read by `retire_wanted`).
+    pub(super) keeping: AtomicU64,
     /// The stream's handle was removed from its table ([`super::Stream::unlist`]): what a
     /// table keeps for it under that handle is no longer its.
     pub(super) unlisted: AtomicBool,
@@ -771,10 +774,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     }
 
     /// Whether a thread waits for this stream's tasks to retire: a `synchronize` (spinning,
-    /// `watchers`, or asleep, `wake_at`) or a keeper's value (`release_at`).
-    fn retire_wanted(&self) -> bool {
+    /// `watchers`, or asleep, `wake_at`) or a keeper's value (`release_at`, or `keeping`
+    /// while its bound is not there yet: read before `release_at`, which the keeper sets
+    /// before it unsays `keeping`, so that one of the two is seen).
+    pub(super) fn retire_wanted(&self) -> bool {
         self.watchers.load(Ordering::SeqCst) != 0
             || self.wake_at.load(Ordering::SeqCst) != u64::MAX
+            || self.keeping.load(Ordering::SeqCst) != 0
             || self.release_at.load(Ordering::SeqCst) != u64::MAX
     }
 
