@@ -185,8 +185,8 @@ impl StreamConfig {
         }
     }
 
-    /// The device the stream belongs to (default 0), which its tasks read
-    /// ([`TaskCtx::device`]).
+    /// The device the stream belongs to (default 0), which its tasks read from their task
+    /// context (a host function's device: [`crate::host_function_device`]).
     pub fn device(mut self, device: u32) -> Self {
         self.device = device;
         self
