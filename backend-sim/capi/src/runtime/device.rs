@@ -191,8 +191,9 @@ impl Runtime {
             rt: self,
             device: d,
         };
-        // A host function cannot wait for its own stream, which the drain would do.
-        let drained = if acl_notify_sim::in_host_function() {
+        // A host function cannot wait for its own stream, which the drain would do; a host
+        // function of another device's stream drains `d` as any caller does.
+        let drained = if acl_notify_sim::host_function_device() == Some(d) {
             Ok(())
         } else {
             self.drain_device(d)

@@ -366,6 +366,85 @@ fn a_host_function_of_another_device_waits_for_a_release_to_set_the_device() {
     rt.reset_device(0, true).unwrap();
 }
 
+/// What the host functions of [`a_host_function_resetting_another_device_drains_it`] share.
+struct HostResetOther {
+    rt: std::sync::Arc<Runtime>,
+    /// Whether device 1's task queued behind its slow host function has run.
+    ran: std::sync::atomic::AtomicBool,
+    /// What the device-0 host function's reset of device 1 returned, and whether device 1's
+    /// queued task had run when it returned.
+    got: std::sync::Mutex<Option<(Result<(), CallError>, bool)>>,
+}
+
+/// A slow host function on device 1's stream.
+unsafe extern "C" fn host_slow(_: *mut std::ffi::c_void) {
+    std::thread::sleep(Duration::from_millis(400));
+}
+
+/// The host function queued behind [`host_slow`]: notes that it ran.
+unsafe extern "C" fn host_ran(arg: *mut std::ffi::c_void) {
+    // SAFETY: the test keeps its `HostResetOther` alive until the streams have run this.
+    let h = unsafe { &*(arg as *const HostResetOther) };
+    h.ran.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A host function on device 0's stream that resets device 1.
+unsafe extern "C" fn host_reset_other(arg: *mut std::ffi::c_void) {
+    // SAFETY: the test keeps its `HostResetOther` alive until the stream has run this.
+    let h = unsafe { &*(arg as *const HostResetOther) };
+    let reset = h.rt.reset_device(1, false);
+    let ran = h.ran.load(std::sync::atomic::Ordering::SeqCst);
+    *lock(&h.got) = Some((reset, ran));
+}
+
+/// An `aclrtResetDevice(1)` made by a host function of a device-0 stream drains device 1's
+/// queued tasks as any other reset does: only a host function of the reset device's own
+/// streams skips the drain (it would wait for itself). Until 2026-12-05 a reset from any host
+/// function skipped it, and device 1's queued tasks were discarded unrun.
+#[test]
+fn a_host_function_resetting_another_device_drains_it() {
+    let (rt, _ns) = runtime("hostfn-reset-other");
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    let h = std::sync::Arc::new(HostResetOther {
+        rt: std::sync::Arc::clone(&rt),
+        ran: std::sync::atomic::AtomicBool::new(false),
+        got: std::sync::Mutex::new(None),
+    });
+    let arg = std::sync::Arc::as_ptr(&h) as *mut std::ffi::c_void;
+    rt.set_device(1).unwrap();
+    let s1 = rt.create_stream().unwrap();
+    // SAFETY: `h` outlives the streams' runs of the calls (device 1's are drained or
+    // discarded by the reset, device 0's stream is synchronized below).
+    let (slow, ran, reset) = unsafe {
+        (
+            acl_notify_core::HostCall::new(host_slow, std::ptr::null_mut()),
+            acl_notify_core::HostCall::new(host_ran, arg),
+            acl_notify_core::HostCall::new(host_reset_other, arg),
+        )
+    };
+    rt.launch_host_func(s1, slow).unwrap();
+    rt.launch_host_func(s1, ran).unwrap();
+    rt.set_device(0).unwrap();
+    let s0 = rt.create_stream().unwrap();
+    rt.launch_host_func(s0, reset).unwrap();
+    rt.synchronize(s0, SyncWait::AtMost(Duration::from_secs(10)))
+        .unwrap();
+    let (reset, ran) = lock(&h.got)
+        .take()
+        .expect("the host function ran before its stream was synchronized");
+    reset.expect("a reset of device 1 from a host function of device 0");
+    assert!(
+        ran,
+        "the reset returned before device 1's queued host function had run"
+    );
+    // The reset released device 1.
+    assert_eq!(
+        rt.reset_device(1, false).unwrap_err().code(),
+        Error::ContextReleaseError
+    );
+    rt.reset_device(0, true).unwrap();
+}
+
 /// A reset whose drain waits for ever (`ACL_NOTIFY_SIM_RESET_TIMEOUT=0`, as CANN's teardown)
 /// does not hold another thread's `aclrtSetDevice` of that device for ever: the set gives up
 /// after its own bound with 507033 naming the reset (CANN's set spins for as long as the
