@@ -454,6 +454,20 @@ impl Sim {
         (!text.is_empty()).then_some(text)
     }
 
+    /// [`host_function_waits`](crate::host_function_waits) of the host functions that stream
+    /// `stream` runs (its head, when it is [`Head::HostFunction`]): empty when none of them is
+    /// blocked, or when `stream` is not a live stream of this `Sim`.
+    pub fn host_function_waits_on(&self, stream: RawStream) -> Vec<Option<Duration>> {
+        let key = {
+            let t = read(&self.inner.streams);
+            match t.get(stream.0) {
+                Some(e) => e.stream.key(),
+                None => return Vec::new(),
+            }
+        };
+        crate::job::host_function_waits_of(key)
+    }
+
     /// What stream `stream` is doing, for a caller that waits for it to run its queued tasks
     /// and must tell a stream that makes progress from one that waits for something else
     /// (`aclFinalize`); `None` when it is not a live stream of this `Sim`.
@@ -588,7 +602,7 @@ pub enum Head {
     /// Sleeps in a wait (a notify's, a count notify's, an event's or an IPC event's) until a
     /// record comes, or until its timeout, `left` from now (`None`: no timeout).
     Waiting { left: Option<Duration> },
-    /// Runs a host function (which may itself be blocked: [`crate::host_function_waits`]).
+    /// Runs a host function (which may itself be blocked: [`Sim::host_function_waits_on`]).
     HostFunction,
     /// Runs something else, or nothing (idle).
     Running,

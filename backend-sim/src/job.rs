@@ -19,9 +19,9 @@ use crate::waiters::{StampedWaiter, wait_slow};
 const PREFETCH_LINES: usize = 4;
 
 thread_local! {
-    /// The device of the stream whose host function this thread is inside ([`SimJob::Host`];
-    /// `None`: none).
-    static IN_HOST_FN: std::cell::Cell<Option<u32>> = const { std::cell::Cell::new(None) };
+    /// The device and the [`Stream::key`] of the stream whose host function this thread is
+    /// inside ([`SimJob::Host`]; `None`: none).
+    static IN_HOST_FN: std::cell::Cell<Option<(u32, usize)>> = const { std::cell::Cell::new(None) };
 }
 
 /// Whether the calling thread is running a host function of a simulator stream
@@ -36,13 +36,16 @@ pub fn in_host_function() -> bool {
 /// none): a reset of that device drains that stream, so waits for the reset from there would
 /// never end; a reset of another device does not wait for it.
 pub fn host_function_device() -> Option<u32> {
-    IN_HOST_FN.with(std::cell::Cell::get)
+    IN_HOST_FN
+        .with(std::cell::Cell::get)
+        .map(|(device, _)| device)
 }
 
 /// The host functions of this process now inside a synchronize (a stream's or an event's) or
-/// a host wait of a notify, each under a number of its own with its wait's deadline (`None`:
-/// none): see [`host_function_waits`].
-static HOST_FN_WAITS: crate::fork::PerProcess<Vec<(u64, Option<std::time::Instant>)>> =
+/// a host wait of a notify, each under a number of its own with the [`Stream::key`] of the
+/// stream running it and its wait's deadline (`None`: none): see [`host_function_waits`].
+#[allow(clippy::type_complexity)]
+static HOST_FN_WAITS: crate::fork::PerProcess<Vec<(u64, usize, Option<std::time::Instant>)>> =
     crate::fork::PerProcess::new(Vec::new);
 
 /// The numbers of [`HOST_FN_WAITS`].
@@ -51,17 +54,30 @@ static HOST_FN_WAIT_NUMBER: std::sync::atomic::AtomicU64 = std::sync::atomic::At
 /// The host functions of this process now blocked in a synchronize (of a stream or an event)
 /// or a host wait, each with the time its wait has left before it times out (`None`: it has no
 /// timeout): their streams wait for something else, as a stream whose head is a wait does,
-/// and one whose wait times out goes on by itself (`aclFinalize` tells from this and
-/// [`Sim::stream_head`](crate::Sim::stream_head) whether the streams can still make progress on
-/// their own).
+/// and one whose wait times out goes on by itself (`aclFinalize` tells from
+/// [`Sim::host_function_waits_on`](crate::Sim::host_function_waits_on), the same per stream,
+/// and [`Sim::stream_head`](crate::Sim::stream_head) whether the streams can still make
+/// progress on their own).
 pub fn host_function_waits() -> Vec<Option<Duration>> {
+    waits_where(|_| true)
+}
+
+/// [`host_function_waits`] of the host functions run by the stream whose [`Stream::key`] is
+/// `key` (see [`Sim::host_function_waits_on`](crate::Sim::host_function_waits_on)).
+pub(crate) fn host_function_waits_of(key: usize) -> Vec<Option<Duration>> {
+    waits_where(|k| k == key)
+}
+
+/// [`host_function_waits`] of the host functions whose stream's key `which` chooses.
+fn waits_where(which: impl Fn(usize) -> bool) -> Vec<Option<Duration>> {
     let now = std::time::Instant::now();
     HOST_FN_WAITS
         .get()
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .iter()
-        .map(|&(_, deadline)| deadline.map(|d| d.saturating_duration_since(now)))
+        .filter(|&&(_, key, _)| which(key))
+        .map(|&(_, _, deadline)| deadline.map(|d| d.saturating_duration_since(now)))
         .collect()
 }
 
@@ -72,16 +88,16 @@ pub(crate) struct HostFnWaiting(Option<u64>);
 impl HostFnWaiting {
     /// `timeout`: the wait's (`None`: it waits for ever).
     pub(crate) fn enter(timeout: Option<Duration>) -> Self {
-        if !in_host_function() {
+        let Some((_, key)) = IN_HOST_FN.with(std::cell::Cell::get) else {
             return HostFnWaiting(None);
-        }
+        };
         let deadline = timeout.and_then(|t| std::time::Instant::now().checked_add(t));
         let n = HOST_FN_WAIT_NUMBER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         HOST_FN_WAITS
             .get()
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((n, deadline));
+            .push((n, key, deadline));
         HostFnWaiting(Some(n))
     }
 
@@ -101,7 +117,7 @@ impl Drop for HostFnWaiting {
                 .get()
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .retain(|&(m, _)| m != n);
+                .retain(|&(m, _, _)| m != n);
         }
     }
 }
@@ -383,7 +399,7 @@ impl SimJob {
             SimJob::CntWait(job) => crate::cnt::run_wait(&job.0, &job.1, ctx),
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
-                let outer = IN_HOST_FN.with(|f| f.replace(Some(ctx.device())));
+                let outer = IN_HOST_FN.with(|f| f.replace(Some((ctx.device(), ctx.stream_key()))));
                 let generation = crate::sys::fork_generation();
                 call.call();
                 if crate::sys::fork_generation() != generation {

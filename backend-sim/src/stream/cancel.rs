@@ -236,6 +236,11 @@ impl TaskCtx {
         self.control.device
     }
 
+    /// The stream's [`Stream::key`](super::Stream::key).
+    pub(crate) fn stream_key(&self) -> usize {
+        Arc::as_ptr(&self.control) as usize
+    }
+
     /// The kernel thread id of the stream's own thread (the running thread may be the
     /// process's runner, see `super::runner`).
     pub(crate) fn home_tid(&self) -> i32 {

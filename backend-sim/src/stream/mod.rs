@@ -801,6 +801,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         self.shared.ring.is_away()
     }
 
+    /// A number that tells this stream from every other live stream of the process (the
+    /// address of its shared control block; a number may be reused once the stream is gone).
+    pub(crate) fn key(&self) -> usize {
+        Arc::as_ptr(&self.shared.control) as usize
+    }
+
     /// What the running task last noted it blocks on ([`TaskCtx::set_blocked_on`]; 0: it
     /// noted nothing, or no task is blocked).
     pub fn blocked_on(&self) -> u64 {

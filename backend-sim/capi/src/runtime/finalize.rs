@@ -80,7 +80,16 @@ impl Runtime {
             let now = Instant::now();
             let bound_left = deadline.map(|d| d.saturating_duration_since(now));
             let (mut completed, mut host_fns, mut running, mut late) = (0u64, 0usize, false, false);
-            for h in busy.iter().filter_map(|&r| self.backend.stream_head(r)) {
+            // The host functions of the busy streams blocked in a synchronize or a host wait:
+            // one whose wait times out within the bound returns by itself, and what follows it
+            // runs, as a head wait with a timeout does. Only the busy streams' own count: a
+            // host function blocked on a stream this drain does not wait for (another
+            // runtime's, say) tells nothing about a busy stream's, which may merely be slow.
+            let mut waiting = 0usize;
+            for (r, h) in busy
+                .iter()
+                .filter_map(|&r| Some((r, self.backend.stream_head(r)?)))
+            {
                 completed = completed.wrapping_add(h.completed);
                 match h.head {
                     Head::Waiting { left: None } => {}
@@ -93,18 +102,18 @@ impl Runtime {
                             late = true;
                         }
                     }
-                    Head::HostFunction => host_fns += 1,
+                    Head::HostFunction => {
+                        host_fns += 1;
+                        for left in self.backend.host_function_waits_on(r) {
+                            match left {
+                                Some(left) if bound_left.is_none_or(|b| left < b) => {
+                                    running = true;
+                                }
+                                _ => waiting += 1,
+                            }
+                        }
+                    }
                     Head::Running => running = true,
-                }
-            }
-            // The host functions blocked in a synchronize or a host wait: one whose wait times
-            // out within the bound returns by itself, and what follows it runs, as a head
-            // wait with a timeout does.
-            let mut waiting = 0usize;
-            for left in acl_notify_sim::host_function_waits() {
-                match left {
-                    Some(left) if bound_left.is_none_or(|b| left < b) => running = true,
-                    _ => waiting += 1,
                 }
             }
             let stuck = !running && host_fns <= waiting;

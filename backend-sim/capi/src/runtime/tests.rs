@@ -376,9 +376,10 @@ struct HostResetOther {
     got: std::sync::Mutex<Option<(Result<(), CallError>, bool)>>,
 }
 
-/// A slow host function on device 1's stream.
-unsafe extern "C" fn host_slow(_: *mut std::ffi::c_void) {
-    std::thread::sleep(Duration::from_millis(400));
+/// A slow host function: sleeps for the `Duration` its argument points to.
+unsafe extern "C" fn host_slow(arg: *mut std::ffi::c_void) {
+    // SAFETY: the tests keep the `Duration` alive until the stream has run this.
+    std::thread::sleep(unsafe { *(arg as *const Duration) });
 }
 
 /// The host function queued behind [`host_slow`]: notes that it ran.
@@ -403,6 +404,7 @@ unsafe extern "C" fn host_reset_other(arg: *mut std::ffi::c_void) {
 /// function skipped it, and device 1's queued tasks were discarded unrun.
 #[test]
 fn a_host_function_resetting_another_device_drains_it() {
+    static SLOW: Duration = Duration::from_millis(400);
     let (rt, _ns) = runtime("hostfn-reset-other");
     let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
     let h = std::sync::Arc::new(HostResetOther {
@@ -417,7 +419,7 @@ fn a_host_function_resetting_another_device_drains_it() {
     // discarded by the reset, device 0's stream is synchronized below).
     let (slow, ran, reset) = unsafe {
         (
-            acl_notify_core::HostCall::new(host_slow, std::ptr::null_mut()),
+            acl_notify_core::HostCall::new(host_slow, &SLOW as *const Duration as *mut _),
             acl_notify_core::HostCall::new(host_ran, arg),
             acl_notify_core::HostCall::new(host_reset_other, arg),
         )
@@ -557,5 +559,109 @@ fn finalize_waits_for_a_host_function_in_a_timed_synchronize() {
         got.unwrap_err().code(),
         Error::StreamSyncTimeout,
         "the host function's synchronize"
+    );
+}
+
+/// What [`host_sync_long`] shares with the test that queues it.
+struct HostSyncLong {
+    rt: std::sync::Arc<Runtime>,
+    ctx: usize,
+    stream: usize,
+    got: std::sync::Mutex<Option<Result<(), CallError>>>,
+}
+
+/// A host function that synchronizes another stream with a 20 s timeout.
+unsafe extern "C" fn host_sync_long(arg: *mut std::ffi::c_void) {
+    // SAFETY: the test keeps its `HostSyncLong` alive until the stream has run this.
+    let h = unsafe { &*(arg as *const HostSyncLong) };
+    let r = h.rt.set_current_context(h.ctx).and_then(|()| {
+        h.rt.synchronize(h.stream, SyncWait::AtMost(Duration::from_secs(20)))
+    });
+    *lock(&h.got) = Some(r);
+}
+
+/// A host function that sets the `AtomicBool` its argument points to.
+unsafe extern "C" fn host_set_flag(arg: *mut std::ffi::c_void) {
+    // SAFETY: the test keeps the flag alive until the stream has run this.
+    let flag = unsafe { &*(arg as *const std::sync::atomic::AtomicBool) };
+    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// `aclFinalize`'s drain weighs the host functions running on the streams it waits for against
+/// those of *them* blocked in a synchronize or host wait: a host function blocked on a stream
+/// the drain does not wait for (here another runtime's, in the same process) does not make a
+/// merely slow host function of a busy stream look stuck. The drain compared the busy streams'
+/// host functions with the blocked ones of the whole process, took the slow one as waiting for
+/// ever after `STUCK_FOR`, and returned with the task queued behind it still to run.
+#[test]
+fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() {
+    static SLOW: Duration = Duration::from_millis(2000);
+    // Another runtime (its own epoch: the thread's current context is per runtime) with a
+    // host function blocked in a synchronize past this drain's bound.
+    let (sim2, _ns2) = Ns::open_sim(
+        format!("unit-capi-fin-other2-{}", std::process::id()),
+        Soc::Ascend910B,
+        2,
+    );
+    let rt2 = std::sync::Arc::new(Runtime::new(sim2, 2, 42));
+    rt2.set_device(0).unwrap();
+    let (x, y, r2) = (
+        rt2.create_stream().unwrap(),
+        rt2.create_stream().unwrap(),
+        rt2.create_stream().unwrap(),
+    );
+    let n2 = rt2.create_notify(CreateFlags::empty()).unwrap();
+    rt2.wait_and_reset(n2, y, 0).unwrap();
+    let h2 = std::sync::Arc::new(HostSyncLong {
+        rt: std::sync::Arc::clone(&rt2),
+        ctx: rt2.current_context().unwrap(),
+        stream: y,
+        got: std::sync::Mutex::new(None),
+    });
+    // SAFETY: `h2` outlives the stream's run of the call (synchronized below).
+    let call = unsafe {
+        acl_notify_core::HostCall::new(host_sync_long, std::sync::Arc::as_ptr(&h2) as *mut _)
+    };
+    rt2.launch_host_func(x, call).unwrap();
+    let ctx2 = rt2.current_context().unwrap();
+
+    let (rt, _ns) = runtime("fin-slow-hostfn");
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    rt.set_device(0).unwrap();
+    let b = rt.create_stream().unwrap();
+    let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // SAFETY: `SLOW` is static; `ran` outlives the stream's run of the call (synchronized
+    // below).
+    let (slow, flag) = unsafe {
+        (
+            acl_notify_core::HostCall::new(host_slow, &SLOW as *const Duration as *mut _),
+            acl_notify_core::HostCall::new(host_set_flag, std::sync::Arc::as_ptr(&ran) as *mut _),
+        )
+    };
+    rt.launch_host_func(b, slow).unwrap();
+    rt.launch_host_func(b, flag).unwrap();
+    // The other runtime's host function is inside its synchronize.
+    std::thread::sleep(Duration::from_millis(50));
+    let t0 = std::time::Instant::now();
+    let drained = rt.drain_for_finalize();
+    let took = t0.elapsed();
+    let ran_when_drained = ran.load(std::sync::atomic::Ordering::SeqCst);
+    // Let everything end before checking.
+    rt.synchronize(b, SyncWait::AtMost(Duration::from_secs(10)))
+        .unwrap();
+    rt2.set_current_context(ctx2)
+        .and_then(|()| rt2.record(n2, r2))
+        .unwrap();
+    rt2.synchronize(x, SyncWait::AtMost(Duration::from_secs(10)))
+        .unwrap();
+    drained.unwrap();
+    lock(&h2.got)
+        .take()
+        .expect("the other runtime's host function ran")
+        .expect("its synchronize ended with the record");
+    assert!(
+        ran_when_drained,
+        "the drain returned after {took:?}, before the slow host function's stream had run \
+         the task queued behind it"
     );
 }
