@@ -385,6 +385,67 @@ fn report(
     );
 }
 
+/// What one fed run measured.
+struct Fed {
+    host: HostStats,
+    before: Vec<(i32, ThreadStat)>,
+    after: Vec<(i32, ThreadStat)>,
+    wall: u64,
+}
+
+impl Fed {
+    fn report(&self, label: &str, chunks: u64, th: &Throttler) {
+        report(
+            Run {
+                label,
+                units: chunks * CHUNK(),
+                chunks,
+                wall: self.wall,
+            },
+            &self.host,
+            &self.before,
+            &self.after,
+            matches!(th.kind, Throttle::Marker).then_some(th.marker),
+        );
+    }
+}
+
+/// Feeds as the bench does: one untimed warm-up chunk, then `chunks` timed ones with the host at
+/// most two chunks ahead of the streams (`th` says when a chunk is done), then waits for
+/// `streams` to finish.
+fn feed(
+    sim: &Sim,
+    chunks: u64,
+    th: &mut Throttler,
+    streams: &[RawStream],
+    mut chunk: impl FnMut(&mut Throttler),
+) -> Fed {
+    let mut host = HostStats::default();
+    chunk(th);
+    th.wait_done(sim, 1, &mut HostStats::default());
+    let before = threads();
+    let t0 = now_ns();
+    for k in 0..chunks as u32 {
+        if k >= 2 {
+            th.wait_done(sim, 1 + k - 1, &mut host);
+        }
+        let f = now_ns();
+        chunk(th);
+        host.feed_ns += now_ns() - f;
+    }
+    th.wait_done(sim, 1 + chunks as u32, &mut host);
+    for &x in streams {
+        sim.synchronize(x, SyncWait::Forever).unwrap();
+    }
+    let wall = now_ns() - t0;
+    Fed {
+        host,
+        before,
+        after: threads(),
+        wall,
+    }
+}
+
 fn open(ns: &str) -> Sim {
     Sim::builder()
         .soc(Soc::Ascend910B)
@@ -400,8 +461,7 @@ fn inproc(sim: &Sim, chunks: u64, kind: Throttle) {
         .map(|_| sim.create_notify(0, CreateFlags::empty()).unwrap())
         .collect();
     let mut th = Throttler::new(sim, kind);
-    let mut st = HostStats::default();
-    let chunk = |th: &mut Throttler| {
+    let fed = feed(sim, chunks, &mut th, &s, |th| {
         for _ in 0..CHUNK() {
             sim.record(n[1], s[0]).unwrap();
             sim.wait_and_reset(n[0], s[0], Timeout::Forever).unwrap();
@@ -409,38 +469,8 @@ fn inproc(sim: &Sim, chunks: u64, kind: Throttle) {
             sim.record(n[0], s[1]).unwrap();
         }
         th.mark(sim, s[0]);
-    };
-    // Warm-up, as the bench.
-    chunk(&mut th);
-    th.wait_done(sim, 1, &mut HostStats::default());
-    let before = threads();
-    let t0 = now_ns();
-    for k in 0..chunks as u32 {
-        if k >= 2 {
-            th.wait_done(sim, 1 + k - 1, &mut st);
-        }
-        let f = now_ns();
-        chunk(&mut th);
-        st.feed_ns += now_ns() - f;
-    }
-    th.wait_done(sim, 1 + chunks as u32, &mut st);
-    for &x in &s {
-        sim.synchronize(x, SyncWait::Forever).unwrap();
-    }
-    let wall = now_ns() - t0;
-    let after = threads();
-    report(
-        Run {
-            label: "inproc round trip",
-            units: chunks * CHUNK(),
-            chunks,
-            wall,
-        },
-        &st,
-        &before,
-        &after,
-        matches!(kind, Throttle::Marker).then_some(th.marker),
-    );
+    });
+    fed.report("inproc round trip", chunks, &th);
     for x in s {
         sim.synchronize(x, SyncWait::AtMost(Duration::from_secs(10)))
             .unwrap();
@@ -458,9 +488,8 @@ fn handoff(sim: &Sim, chunks: u64, kind: Throttle) {
         .map(|_| sim.create_notify(0, CreateFlags::empty()).unwrap())
         .collect();
     let mut th = Throttler::new(sim, kind);
-    let mut st = HostStats::default();
     let mut i = 0u64;
-    let mut chunk = |th: &mut Throttler| {
+    let fed = feed(sim, chunks, &mut th, &[p, c], |th| {
         for _ in 0..CHUNK() {
             let k = (i % 8) as usize;
             if i >= 8 {
@@ -472,37 +501,8 @@ fn handoff(sim: &Sim, chunks: u64, kind: Throttle) {
             i += 1;
         }
         th.mark(sim, c);
-    };
-    chunk(&mut th);
-    th.wait_done(sim, 1, &mut HostStats::default());
-    let before = threads();
-    let t0 = now_ns();
-    for k in 0..chunks as u32 {
-        if k >= 2 {
-            th.wait_done(sim, 1 + k - 1, &mut st);
-        }
-        let f = now_ns();
-        chunk(&mut th);
-        st.feed_ns += now_ns() - f;
-    }
-    th.wait_done(sim, 1 + chunks as u32, &mut st);
-    for x in [p, c] {
-        sim.synchronize(x, SyncWait::Forever).unwrap();
-    }
-    let wall = now_ns() - t0;
-    let after = threads();
-    report(
-        Run {
-            label: "handoff item",
-            units: chunks * CHUNK(),
-            chunks,
-            wall,
-        },
-        &st,
-        &before,
-        &after,
-        matches!(kind, Throttle::Marker).then_some(th.marker),
-    );
+    });
+    fed.report("handoff item", chunks, &th);
     for x in [p, c] {
         sim.synchronize(x, SyncWait::AtMost(Duration::from_secs(10)))
             .unwrap();
@@ -580,8 +580,7 @@ fn xproc(ns: &str, chunks: u64, kind: Throttle) {
         .unwrap();
     let s = sim.create_stream(0).unwrap();
     let mut th = Throttler::new(&sim, kind);
-    let mut st = HostStats::default();
-    let chunk = |th: &mut Throttler| {
+    let fed = feed(&sim, chunks, &mut th, &[s], |th| {
         for _ in 0..CHUNK() {
             if me == 0 {
                 sim.record(other, s).unwrap();
@@ -592,38 +591,11 @@ fn xproc(ns: &str, chunks: u64, kind: Throttle) {
             }
         }
         th.mark(&sim, s);
-    };
-    chunk(&mut th);
-    th.wait_done(&sim, 1, &mut HostStats::default());
-    let before = threads();
-    let t0 = now_ns();
-    for k in 0..chunks as u32 {
-        if k >= 2 {
-            th.wait_done(&sim, 1 + k - 1, &mut st);
-        }
-        let f = now_ns();
-        chunk(&mut th);
-        st.feed_ns += now_ns() - f;
-    }
-    th.wait_done(&sim, 1 + chunks as u32, &mut st);
-    sim.synchronize(s, SyncWait::Forever).unwrap();
-    let wall = now_ns() - t0;
-    let after = threads();
+    });
     if me == 1 {
         std::thread::sleep(Duration::from_millis(50));
     }
-    report(
-        Run {
-            label: if me == 0 { "xproc A" } else { "xproc B" },
-            units: chunks * CHUNK(),
-            chunks,
-            wall,
-        },
-        &st,
-        &before,
-        &after,
-        matches!(kind, Throttle::Marker).then_some(th.marker),
-    );
+    fed.report(if me == 0 { "xproc A" } else { "xproc B" }, chunks, &th);
     sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
         .unwrap();
     sim.destroy_stream(s, StreamDestroy::Discard).unwrap();

@@ -502,16 +502,18 @@ struct HostSync {
     rt: std::sync::Arc<Runtime>,
     ctx: usize,
     stream: usize,
+    /// The synchronize's timeout.
+    timeout: Duration,
     got: std::sync::Mutex<Option<Result<(), CallError>>>,
 }
 
-/// A host function that synchronizes another stream with a 600 ms timeout.
+/// A host function that synchronizes another stream with its `HostSync`'s timeout.
 unsafe extern "C" fn host_sync_timed(arg: *mut std::ffi::c_void) {
     // SAFETY: the test keeps its `HostSync` alive until the stream has run this.
     let h = unsafe { &*(arg as *const HostSync) };
-    let r = h.rt.set_current_context(h.ctx).and_then(|()| {
-        h.rt.synchronize(h.stream, SyncWait::AtMost(Duration::from_millis(600)))
-    });
+    let r =
+        h.rt.set_current_context(h.ctx)
+            .and_then(|()| h.rt.synchronize(h.stream, SyncWait::AtMost(h.timeout)));
     *lock(&h.got) = Some(r);
 }
 
@@ -537,6 +539,7 @@ fn finalize_waits_for_a_host_function_in_a_timed_synchronize() {
         rt: std::sync::Arc::clone(&rt),
         ctx: rt.current_context().unwrap(),
         stream: b,
+        timeout: Duration::from_millis(600),
         got: std::sync::Mutex::new(None),
     });
     // SAFETY: `h` outlives the stream's run of the call (synchronized below).
@@ -560,24 +563,6 @@ fn finalize_waits_for_a_host_function_in_a_timed_synchronize() {
         Error::StreamSyncTimeout,
         "the host function's synchronize"
     );
-}
-
-/// What [`host_sync_long`] shares with the test that queues it.
-struct HostSyncLong {
-    rt: std::sync::Arc<Runtime>,
-    ctx: usize,
-    stream: usize,
-    got: std::sync::Mutex<Option<Result<(), CallError>>>,
-}
-
-/// A host function that synchronizes another stream with a 20 s timeout.
-unsafe extern "C" fn host_sync_long(arg: *mut std::ffi::c_void) {
-    // SAFETY: the test keeps its `HostSyncLong` alive until the stream has run this.
-    let h = unsafe { &*(arg as *const HostSyncLong) };
-    let r = h.rt.set_current_context(h.ctx).and_then(|()| {
-        h.rt.synchronize(h.stream, SyncWait::AtMost(Duration::from_secs(20)))
-    });
-    *lock(&h.got) = Some(r);
 }
 
 /// A host function that sets the `AtomicBool` its argument points to.
@@ -612,15 +597,16 @@ fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() 
     );
     let n2 = rt2.create_notify(CreateFlags::empty()).unwrap();
     rt2.wait_and_reset(n2, y, 0).unwrap();
-    let h2 = std::sync::Arc::new(HostSyncLong {
+    let h2 = std::sync::Arc::new(HostSync {
         rt: std::sync::Arc::clone(&rt2),
         ctx: rt2.current_context().unwrap(),
         stream: y,
+        timeout: Duration::from_secs(20),
         got: std::sync::Mutex::new(None),
     });
     // SAFETY: `h2` outlives the stream's run of the call (synchronized below).
     let call = unsafe {
-        acl_notify_core::HostCall::new(host_sync_long, std::sync::Arc::as_ptr(&h2) as *mut _)
+        acl_notify_core::HostCall::new(host_sync_timed, std::sync::Arc::as_ptr(&h2) as *mut _)
     };
     rt2.launch_host_func(x, call).unwrap();
     let ctx2 = rt2.current_context().unwrap();
