@@ -273,6 +273,7 @@ mod tests {
             Soc::Ascend910B,
             1,
         )
+        .expect("opening a test Sim")
     }
 
     /// The child of [`a_child_forked_from_a_worker_that_exits_leaves_the_parent_alone`]: a

@@ -12,7 +12,8 @@ fn runtime(tag: &str) -> (Runtime, Ns) {
         format!("unit-capi-{tag}-{}", std::process::id()),
         Soc::Ascend910B,
         2,
-    );
+    )
+    .expect("opening a test Sim");
     (Runtime::new(sim, 1, 42), ns)
 }
 
@@ -633,7 +634,8 @@ fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() 
         format!("unit-capi-fin-other2-{}", std::process::id()),
         Soc::Ascend910B,
         2,
-    );
+    )
+    .expect("opening a test Sim");
     let rt2 = std::sync::Arc::new(Runtime::new(sim2, 2, 42));
     rt2.set_device(0).unwrap();
     let (x, y, r2) = (
