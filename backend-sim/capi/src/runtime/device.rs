@@ -45,7 +45,7 @@ impl Runtime {
                  a defaultDevice in aclInit's configuration file)",
             ));
         }
-        self.set_device(d as i32)?;
+        self.set_device_by(d as i32, SetBy::Implicit)?;
         match CURRENT.with(Cell::get) {
             Some((epoch, device, ctx)) if epoch == self.epoch => Ok((device, ctx)),
             _ => Err(CallError::new(
@@ -73,11 +73,17 @@ impl Runtime {
 
     /// `aclrtSetDevice`.
     pub(crate) fn set_device(&self, device: i32) -> Result<(), CallError> {
+        self.set_device_by(device, SetBy::SetDevice)
+    }
+
+    /// A set of `device`, by `aclrtSetDevice` or implicitly by another call (`by` names it
+    /// in errors).
+    fn set_device_by(&self, device: i32, by: SetBy) -> Result<(), CallError> {
         let d = self.device_id(device)?;
         // The count and the primary context are taken together, never while another thread's
         // reset releases what its count reaching 0 released: that would release this set's
         // context and what this thread makes in it.
-        let mut refs = self.unreleased(d)?;
+        let mut refs = self.unreleased(d, by)?;
         let ctx = self.primary_context(d)?;
         if let Some(r) = refs.get_mut(d as usize) {
             r.count = r.count.saturating_add(1);
@@ -96,7 +102,11 @@ impl Runtime {
     /// once): the reset drains the device's streams, that host function's own among them, so
     /// the two would wait for each other. A host function of another device's stream waits as
     /// any other set: the reset does not wait for it.
-    fn unreleased(&self, device: u32) -> Result<MutexGuard<'_, Vec<DeviceRefs>>, CallError> {
+    fn unreleased(
+        &self,
+        device: u32,
+        by: SetBy,
+    ) -> Result<MutexGuard<'_, Vec<DeviceRefs>>, CallError> {
         let releasing =
             |refs: &[DeviceRefs]| refs.get(device as usize).is_some_and(|r| r.releasing);
         let mut refs = lock(&self.device_refs);
@@ -106,6 +116,7 @@ impl Runtime {
         if acl_notify_sim::host_function_device() == Some(device) {
             return Err(being_reset(
                 device,
+                by,
                 "a host function of one of its streams does not wait for it (the reset \
                  drains the device's streams, this host function's among them); set the \
                  device after the reset, or from a host function of another device's stream",
@@ -128,6 +139,7 @@ impl Runtime {
                 };
                 return Err(being_reset(
                     device,
+                    by,
                     format!(
                         "this set waited {:?} for it ({bound}); the device's streams still \
                          have queued tasks the reset waits for",
@@ -352,13 +364,30 @@ impl Drop for Released<'_> {
     }
 }
 
-/// 507033 for an `aclrtSetDevice` of `device` while another thread's reset releases it.
-fn being_reset(device: u32, why: impl core::fmt::Display) -> CallError {
+/// Who sets a device: the caller's `aclrtSetDevice`, or a call of a thread without a current
+/// device that sets `aclInit`'s default device implicitly (the message of its failure is
+/// recorded under that call's name, so it must not claim an `aclrtSetDevice` the user never
+/// made).
+#[derive(Clone, Copy, Debug)]
+enum SetBy {
+    SetDevice,
+    Implicit,
+}
+
+/// 507033 for a set of `device` (by `by`) while another thread's reset releases it.
+fn being_reset(device: u32, by: SetBy, why: impl core::fmt::Display) -> CallError {
+    let who = match by {
+        SetBy::SetDevice => format!("aclrtSetDevice({device})"),
+        SetBy::Implicit => format!(
+            "this call's implicit set of the default device {device} (aclInit's \
+             defaultDevice; the calling thread has no current device)"
+        ),
+    };
     CallError::new(
         Error::DevSetupError,
         format!(
-            "aclrtSetDevice({device}): device {device} is being reset by another thread (its \
-             count of aclrtSetDevice calls reached 0 and its context is being released); {why}"
+            "{who}: device {device} is being reset by another thread (its count of \
+             aclrtSetDevice calls reached 0 and its context is being released); {why}"
         ),
     )
 }

@@ -12,7 +12,8 @@ fn runtime(tag: &str) -> (Runtime, Ns) {
         format!("unit-capi-{tag}-{}", std::process::id()),
         Soc::Ascend910B,
         2,
-    );
+    )
+    .expect("opening a test Sim");
     (Runtime::new(sim, 1, 42), ns)
 }
 
@@ -497,6 +498,52 @@ fn a_set_during_a_reset_that_waits_for_ever_ends_at_its_bound() {
     rt.reset_device(1, false).unwrap();
 }
 
+/// A call that sets `aclInit`'s default device implicitly (a thread with no current device
+/// creating a stream) while another thread's reset releases that device fails with 507033
+/// naming that implicit set, not an `aclrtSetDevice` the caller never made (the message is
+/// recorded as "aclrtCreateStream failed: …"). Until 2026-12-05 it read "aclrtSetDevice(1):
+/// device 1 is being reset…".
+#[test]
+fn an_implicit_default_device_set_during_a_reset_names_itself_not_aclrtsetdevice() {
+    let (rt, _ns) = runtime("implicit-set");
+    let rt = std::sync::Arc::new(
+        rt.with_reset_timeout(None)
+            .with_set_bound(Duration::from_millis(300)),
+    );
+    rt.default_device
+        .store(1, std::sync::atomic::Ordering::Relaxed);
+    rt.set_device(1).unwrap();
+    let ctx1 = rt.current_context().unwrap();
+    let (s, rec) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n, s, 0).unwrap();
+    let resetter = {
+        let rt = std::sync::Arc::clone(&rt);
+        std::thread::spawn(move || rt.reset_device(1, false))
+    };
+    let rt2 = std::sync::Arc::clone(&rt);
+    // A thread of its own: no current device, so its call sets device 1 implicitly.
+    let got = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        rt2.create_stream()
+    })
+    .join()
+    .unwrap();
+    // End the reset's drain: the record it waits for.
+    rt.set_current_context(ctx1)
+        .and_then(|()| rt.record(n, rec))
+        .unwrap();
+    resetter.join().unwrap().unwrap();
+    let e = got.expect_err("an implicit set while the reset still drains");
+    assert_eq!(e.code(), Error::DevSetupError, "{}", e.text());
+    assert!(
+        e.text().contains("implicit set of the default device 1")
+            && !e.text().contains("aclrtSetDevice(1)"),
+        "{}",
+        e.text()
+    );
+}
+
 /// What [`host_sync_timed`] shares with the test that queues it.
 struct HostSync {
     rt: std::sync::Arc<Runtime>,
@@ -587,7 +634,8 @@ fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() 
         format!("unit-capi-fin-other2-{}", std::process::id()),
         Soc::Ascend910B,
         2,
-    );
+    )
+    .expect("opening a test Sim");
     let rt2 = std::sync::Arc::new(Runtime::new(sim2, 2, 42));
     rt2.set_device(0).unwrap();
     let (x, y, r2) = (
