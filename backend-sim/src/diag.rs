@@ -323,7 +323,8 @@ mod tests {
             format!("unit-diag-{}", std::process::id()),
             Soc::Ascend910_93,
             1,
-        );
+        )
+        .expect("opening a test Sim");
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let dead = child.id() as i32;
         child.wait().unwrap();
@@ -369,7 +370,8 @@ mod tests {
             format!("unit-diag-once-{}", std::process::id()),
             Soc::Ascend910_93,
             1,
-        );
+        )
+        .expect("opening a test Sim");
         let fake = std::sync::Arc::new(Fake {
             live: vec![(1, 101), (2, 203)],
             asked: std::sync::Mutex::new(Vec::new()),

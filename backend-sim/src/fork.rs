@@ -23,7 +23,8 @@
 //!
 //! A host function that forks and returns in the child (`aclrtLaunchHostFunc`'s callback:
 //! the child is a copy of the stream's worker, with nothing of its own to return to) ends the
-//! child there, as if its `main` had returned ([`child_returned_from_a_host_function`]): the
+//! child there ([`child_returned_from_a_host_function`]: `stdout` flushed if it can be, then
+//! `_exit(0)`, running none of the parent program's exit handlers): the
 //! tasks queued after the host function are the parent's, its copy of the queue holds them,
 //! and their records and waits act on notifies the parent shares. Run in the child too, a
 //! record landed twice (merged on the set flag), a wait would take a record meant for the
@@ -59,14 +60,51 @@ pub(crate) fn required() -> Result<(), SimError> {
 }
 
 /// A host function forked and returned in the child (see the module documentation): the
-/// child ends as a process whose `main` returned, `exit(0)` (its `atexit` handlers run, and
-/// its `stdio` is flushed; the simulator's handlers and this thread's thread-locals leave the
-/// parent's state alone, see `a_child_forked_from_a_worker_that_exits_leaves_the_parent_alone`).
+/// child flushes C's `stdout` if its lock is free, then ends with `_exit(0)`.
+///
+/// Not `exit`: the `atexit` handlers, C++ static destructors and `fini` functions it would run
+/// are the parent program's, written for that program's own end. They may join threads or
+/// wait for locks that do not exist, or are held for ever, in the child (a copy of one thread
+/// of the parent), and they may act on shared state (files, sockets, a simulator namespace) as
+/// if the parent had ended; the child has ended nothing of the parent's. A host function that
+/// wants them to run calls `exit` itself (as `tests/c/fork_busy.c`'s child does).
+///
+/// `stdout` is flushed, so that what the host function printed in the child is not lost when
+/// stdout is a pipe or a file (fully buffered) — but only if its lock can be taken at once: a
+/// C library may leave a lock that another thread of the parent held at the fork held for ever
+/// in the child (glibc resets the stream locks at a fork; musl does not), and a flush waiting
+/// for it would hang the child. Like `exit`'s flush, it writes again what the parent had
+/// buffered and not written at the fork (a C program flushes before it forks). `stderr` is
+/// unbuffered. Other `FILE`s are not flushed (there is no way to try their locks all), nor is
+/// Rust's `stdout` (line-buffered, so only a line not yet ended is lost; its lock has no
+/// try-lock one could call here).
 #[cold]
 #[inline(never)]
 pub(crate) fn child_returned_from_a_host_function() -> ! {
-    // SAFETY: ends the process normally; nothing of the simulator runs after it.
-    unsafe { libc::exit(0) }
+    // SAFETY: `stdout` is the C library's stream, valid for the whole process; the lock is
+    // taken without waiting and released after the flush, on this thread.
+    unsafe {
+        let out = stdio::stdout;
+        if !out.is_null() && stdio::ftrylockfile(out) == 0 {
+            stdio::fflush(out);
+            stdio::funlockfile(out);
+        }
+    }
+    // SAFETY: ends the process at once; nothing of the parent's program runs after it (see
+    // above).
+    unsafe { libc::_exit(0) }
+}
+
+/// The C library's `stdout` and its lock calls (POSIX; not in the `libc` crate for Linux).
+mod stdio {
+    unsafe extern "C" {
+        pub(super) static stdout: *mut libc::FILE;
+        pub(super) fn ftrylockfile(f: *mut libc::FILE) -> libc::c_int;
+        pub(super) fn funlockfile(f: *mut libc::FILE);
+        #[cfg(test)]
+        pub(super) fn flockfile(f: *mut libc::FILE);
+        pub(super) fn fflush(f: *mut libc::FILE) -> libc::c_int;
+    }
 }
 
 /// A process-wide `Mutex<T>`, made on first use, of which a forked child gets a fresh one (see
@@ -273,6 +311,7 @@ mod tests {
             Soc::Ascend910B,
             1,
         )
+        .expect("opening a test Sim")
     }
 
     /// The child of [`a_child_forked_from_a_worker_that_exits_leaves_the_parent_alone`]: a
@@ -437,6 +476,125 @@ mod tests {
             0,
             "the record after the host function ran twice"
         );
+        assert!(sim.host_wait(n, std::time::Duration::from_secs(5)).is_ok());
+    }
+
+    /// Set only in the child of [`forks_prints_and_returns`] (in its copy of memory):
+    /// [`exit_handler`] ends that child with status 3 if it runs there.
+    static IN_PRINTING_CHILD: std::sync::atomic::AtomicBool =
+        std::sync::atomic::AtomicBool::new(false);
+
+    /// An `atexit` handler of the test process: the parent program's, which a child returning
+    /// from a host function must not run.
+    extern "C" fn exit_handler() {
+        if IN_PRINTING_CHILD.load(std::sync::atomic::Ordering::SeqCst) {
+            // SAFETY: ends the child that ran the handler, with the status the test looks for.
+            unsafe { libc::_exit(3) };
+        }
+    }
+
+    /// What [`forks_prints_and_returns`] shares with its test.
+    struct Printing {
+        /// The write end of the pipe the child makes its stdout.
+        pipe_w: libc::c_int,
+        /// The child's wait status (-1: none yet).
+        status: std::sync::atomic::AtomicI32,
+    }
+
+    /// A host function that forks; the child points its stdout at the test's pipe, prints a
+    /// line it does not end (so that it stays in C's buffer) and returns from the host function.
+    /// The parent's worker waits for the child (at most 5 s, then kills it).
+    unsafe extern "C" fn forks_prints_and_returns(arg: *mut std::ffi::c_void) {
+        // SAFETY: the test keeps its `Printing` alive until the stream has run this.
+        let p = unsafe { &*arg.cast::<Printing>() };
+        // SAFETY: the child only redirects its stdout, prints, and returns (the test's point).
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            IN_PRINTING_CHILD.store(true, std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: the pipe's write end is open in the child; printf of a C string.
+            unsafe {
+                libc::dup2(p.pipe_w, 1);
+                libc::printf(c"printed by the child".as_ptr());
+            }
+            return;
+        }
+        p.status
+            .store(wait_at_most(child, 5), std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A child that returns from a host function while another thread of the parent holds C's
+    /// `stdout` lock ends (it neither waits for the lock nor runs the parent program's `atexit`
+    /// handlers, which may wait for threads the child does not have), what it printed reaches
+    /// its stdout, and the parent's stdout and simulator still work. Until 2026-12-05 the child
+    /// ended with `exit(0)`: the parent's exit handler ran in it (status 3 here).
+    #[test]
+    fn a_child_returning_from_a_host_function_flushes_stdout_and_runs_none_of_the_parents_exit_handlers()
+     {
+        // SAFETY: `exit_handler` does nothing outside the test's child and does not unwind.
+        assert_eq!(unsafe { libc::atexit(exit_handler) }, 0);
+        let mut fds = [0; 2];
+        // SAFETY: a pipe into `fds`.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            // SAFETY: C's stdout, locked and unlocked on this thread.
+            unsafe { stdio::flockfile(stdio::stdout) };
+            held_tx.send(()).unwrap();
+            let _ = done_rx.recv();
+            // SAFETY: as above.
+            unsafe { stdio::funlockfile(stdio::stdout) };
+        });
+        held_rx.recv().unwrap();
+        let (sim, _ns) = open("stdout");
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let p = Printing {
+            pipe_w: fds[1],
+            status: std::sync::atomic::AtomicI32::new(-1),
+        };
+        // SAFETY: `p` lives until after the synchronize below.
+        let call = unsafe {
+            HostCall::new(
+                forks_prints_and_returns,
+                std::ptr::from_ref(&p).cast_mut().cast(),
+            )
+        };
+        sim.launch_host_func(s, call).unwrap();
+        sim.record(n, s).unwrap();
+        let synced = sim.synchronize(s, SyncWait::AtMost(std::time::Duration::from_secs(30)));
+        done_tx.send(()).unwrap();
+        holder.join().unwrap();
+        synced.unwrap();
+        // SAFETY: the parent's copy of the write end, closed so that the read below ends.
+        unsafe { libc::close(fds[1]) };
+        let mut got = Vec::new();
+        let mut buf = [0u8; 256];
+        loop {
+            // SAFETY: reads into `buf`, at most its length.
+            let r = unsafe { libc::read(fds[0], buf.as_mut_ptr().cast(), buf.len()) };
+            if r <= 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..r as usize]);
+        }
+        // SAFETY: the read end, no longer used.
+        unsafe { libc::close(fds[0]) };
+        let status = p.status.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "the child did not end cleanly (status {status:#x}; exit status 3: it ran the \
+             parent's exit handler; killed: it hung)"
+        );
+        let got = String::from_utf8_lossy(&got);
+        assert!(
+            got.contains("printed by the child"),
+            "the child's stdout was not flushed: {got:?}"
+        );
+        // The parent: its stdout lock is free and flushes, its notify and stream work.
+        // SAFETY: C's stdout, on this thread.
+        assert_eq!(unsafe { stdio::fflush(stdio::stdout) }, 0);
+        assert_eq!(sim.merged_records(n).unwrap().total, 0);
         assert!(sim.host_wait(n, std::time::Duration::from_secs(5)).is_ok());
     }
 }

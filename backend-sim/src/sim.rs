@@ -135,17 +135,29 @@ pub struct NamespaceGuard(pub String);
 
 impl NamespaceGuard {
     /// A `Sim` of `devices` `soc` devices on namespace `name`, emptied first (of what a test
-    /// killed half-way left), and the guard that removes the namespace: the tests' opener.
-    /// Panics if the `Sim` cannot be opened.
-    pub fn open_sim(name: String, soc: Soc, devices: u32) -> (Sim, NamespaceGuard) {
+    /// or tool killed half-way left), and the guard that removes the namespace: the tests'
+    /// opener. The namespace must be the caller's alone (the emptying removes what other
+    /// processes keep there).
+    ///
+    /// Codes: those of [`SimBuilder::open`](crate::SimBuilder::open), the namespace named in
+    /// the message; on failure nothing is left of the namespace.
+    pub fn open_sim(
+        name: String,
+        soc: Soc,
+        devices: u32,
+    ) -> Result<(Sim, NamespaceGuard), SimError> {
         let _ = Sim::remove_namespace(&name);
+        let guard = NamespaceGuard(name);
         let sim = Sim::builder()
             .soc(soc)
             .devices(devices)
-            .namespace(&name)
+            .namespace(&guard.0)
             .open()
-            .unwrap_or_else(|e| panic!("opening a Sim on namespace {name}: {e}"));
-        (sim, NamespaceGuard(name))
+            .map_err(|e| {
+                let why = format!("opening a Sim on namespace {}: {}", guard.0, e.message());
+                SimError::new(e.kind(), why)
+            })?;
+        Ok((sim, guard))
     }
 }
 

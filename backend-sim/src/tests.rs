@@ -61,6 +61,19 @@ fn builder_errors_name_the_setting() {
     assert!(e.to_string().contains("Ascend910_93"), "{e}");
 }
 
+/// The tests' opener answers a `Sim` it cannot open with the builder's error, the namespace
+/// named (it panicked until 2026-12-05: a public function of the crate).
+#[test]
+fn open_sim_answers_a_bad_setting_with_an_error_naming_the_namespace() {
+    let e = crate::NamespaceGuard::open_sim("unit-open-sim-bad".to_owned(), Soc::Ascend910B, 0)
+        .unwrap_err();
+    assert_eq!(e.kind(), Error::ParamInvalid);
+    assert!(
+        e.message().contains("unit-open-sim-bad") && e.message().contains("devices"),
+        "{e}"
+    );
+}
+
 /// Another process took this one for dead and dropped its references (what its gc does
 /// with a dead process's entry): the notify's id is free for anyone, so this process's
 /// record, waits and host calls on its old handle fail with 507899 instead of acting on

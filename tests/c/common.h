@@ -110,6 +110,17 @@ static inline void put_file(const char *dir, const char *name, const void *data,
     REQUIRE(rename(tmp, path) == 0, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
 }
 
+/* Exits 1, saying why, when dir/name exists already: a file this program writes into the
+ * exchange directory, left there by an earlier run, which the other side would read as this
+ * run's (a stale key or PID). Each run needs an empty exchange directory. */
+static inline void require_fresh(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    REQUIRE(access(path, F_OK) != 0, "%s exists already: the exchange directory holds the files "
+            "of an earlier run, which the other processes would take for this run's; give each "
+            "run an empty directory (rm -rf %s; mkdir %s)", path, dir, dir);
+}
+
 /* Waits up to `timeout_ms` (or $ACL_NOTIFY_EXCHANGE_TIMEOUT_MS if set) for dir/name to
  * appear and reads it into buf (NUL-terminated); returns the length. Exits 1 (naming the
  * file) on timeout: nothing waits forever. */

@@ -4,6 +4,7 @@
  * blocked, then records the notify on its own stream.
  *
  * usage: ipc_importer <exchange dir> <whitelist|open> [device=3] [peer=2]
+ * The exchange directory must be empty at the start (see ipc_owner.c).
  * Timeline events go to stdout (see common.h). Exit 0 on success. */
 #include "common.h"
 
@@ -18,6 +19,8 @@ int main(int argc, char **argv) {
     int32_t dev = argc > 3 ? atoi(argv[3]) : 3;
     int32_t peer = argc > 4 ? atoi(argv[4]) : 2;
 
+    require_fresh(dir, "pid");
+    require_fresh(dir, "data");
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(dev));
     aclrtStream stream = NULL;

@@ -9,7 +9,8 @@
  * "recorded" stamp and that the data B wrote before recording is visible.
  *
  * usage: ipc_owner <exchange dir> <whitelist|open> [device=2] [peer=3]
- * Files in <exchange dir>: pid (B → A), key (A → B), waiting (A → B), data (B → A).
+ * Files in <exchange dir>: pid (B → A), key (A → B), waiting (A → B), data (B → A); each run
+ * needs an empty directory (a file of an earlier run there is refused).
  * Timeline events go to stdout (see common.h). Exit 0 on success. */
 #include "common.h"
 
@@ -45,6 +46,8 @@ int main(int argc, char **argv) {
     int32_t dev = argc > 3 ? atoi(argv[3]) : 2;
     int32_t peer = argc > 4 ? atoi(argv[4]) : 3;
 
+    require_fresh(dir, "key");
+    require_fresh(dir, "waiting");
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(dev));
     aclrtStream stream = NULL;

@@ -15,7 +15,8 @@
  *
  * usage: ring_allreduce <exchange dir> <N> [floats per chunk, default 1024]
  * The first process forks the N-1 others before aclInit; rank r uses device r. Files in the
- * exchange dir: pid<r>, and the keys k<r>.<name>. Exit 0 and "ring_allreduce N=<N>: ok" when
+ * exchange dir (empty at the start: one of an earlier run is refused): pid<r>, and the keys
+ * k<r>.<name>. Exit 0 and "ring_allreduce N=<N>: ok" when
  * every rank has the exact sum. */
 #include <sys/wait.h>
 
@@ -180,6 +181,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "N must be 2 to 8 and the chunk positive\n");
         return 2;
     }
+    require_fresh(g_dir, "pid0");
     fflush(stdout);
     pid_t kids[8];
     for (int r = 1; r < g_n; r++) {

@@ -25,6 +25,10 @@
 //!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
 //!   notifies, checking the exact sum;
+//! - `pipeline.c`: a double-buffered pipeline of 12 processes on 4 devices: IPC memory and
+//!   notifies shared by key with PID whitelists, slots handed back by notifies, Ex events
+//!   ordering each stage's two streams, host memory of `aclrtMallocHost` in and out, every
+//!   word checked;
 //! - `halo.c`: a halo exchange as a CANN user writes it: N ranks (more than the machine's
 //!   CPUs), each in a created context, trading keys over pipes; copies of IPC memory ordered by
 //!   IPC notifies, an event ordering a second thread's stream, blocked streams the host keeps
@@ -286,6 +290,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ipc_notify_memory",
         "superpod_ring",
         "threads",
+        "pipeline",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -834,6 +839,26 @@ fn ring_allreduce_4() {
 #[test]
 fn ring_allreduce_8() {
     ring_allreduce(8);
+}
+
+// ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------
+
+/// 12 processes (more than the machine's CPUs) on 4 devices pass 200 batches down a
+/// double-buffered pipeline: IPC memory and notifies shared by key with PID whitelists, the
+/// slots handed back by "free" notifies, Ex events between each stage's two streams, the host
+/// enqueuing while the streams run; the last stage checks every word.
+#[test]
+fn a_pipeline_of_12_processes_on_4_devices_moves_every_batch_intact() {
+    let p = setup();
+    let s = Scratch::new("pipeline");
+    let mut cmd = s.cmd(&p.bin.join("pipeline"), "Ascend910B");
+    cmd.env("TMPDIR", &s.dir).args(["12", "200", "2048"]);
+    let o = run_all(
+        vec![spawn("pipeline", &mut cmd).expect("start pipeline")],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("pipeline N=12: ok"), "{}", report(&o));
 }
 
 // ---- a halo exchange as a CANN user writes it (tests/c/halo.c) ------------------------------

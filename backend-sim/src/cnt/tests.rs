@@ -10,6 +10,7 @@ use acl_notify_core::CntNotifyOps;
 
 fn open(tag: &str, soc: Soc) -> (Sim, Ns) {
     Ns::open_sim(format!("unit-cnt-{tag}-{}", std::process::id()), soc, 2)
+        .expect("opening a test Sim")
 }
 
 #[test]

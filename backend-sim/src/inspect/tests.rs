@@ -61,7 +61,8 @@ fn snapshot_agrees_with_a_live_machine() {
         format!("unit-inspect-{}", std::process::id()),
         Soc::Ascend950PR,
         2,
-    );
+    )
+    .expect("opening a test Sim");
     let me = std::process::id() as i32;
     let n = sim.create_notify(1, CreateFlags::empty()).unwrap();
     let _other = sim.create_notify(1, CreateFlags::empty()).unwrap();
@@ -177,7 +178,8 @@ fn snapshot_shows_device_memory() {
         format!("unit-inspect-mem-{}", sys::getpid()),
         Soc::Ascend910B,
         1,
-    );
+    )
+    .expect("opening a test Sim");
     let _p = sim.malloc(0, 3 << 20, 0).unwrap();
     let snap = snapshot(&ns.0, 0).unwrap();
     let dev = snap

@@ -24,7 +24,8 @@ fn open_with(tag: &str, forced: bool) -> (Sim, Ns) {
         format!("unit-parked-{tag}-{}", std::process::id()),
         Soc::Ascend910B,
         2,
-    );
+    )
+    .expect("opening a test Sim");
     if forced {
         sim.force_parking();
     }

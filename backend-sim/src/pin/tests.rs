@@ -24,6 +24,7 @@ fn open(tag: &str) -> (Sim, Ns) {
         Soc::Ascend910B,
         1,
     )
+    .expect("opening a test Sim")
 }
 
 const SYNC: SyncWait = SyncWait::AtMost(Duration::from_secs(20));

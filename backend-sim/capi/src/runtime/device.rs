@@ -6,13 +6,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use acl_notify_core::{
-    Backend, BackendError, CntNotifyOps, Error, EventOps, NotifyResources, RawStream, StreamOps,
-    SyncWait,
-};
+use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
 
 use crate::errmsg::CallError;
 
+use super::drain::Drain;
 use super::{CURRENT, NO_DEFAULT_DEVICE, Runtime, lock};
 
 impl Runtime {
@@ -45,7 +43,7 @@ impl Runtime {
                  a defaultDevice in aclInit's configuration file)",
             ));
         }
-        self.set_device(d as i32)?;
+        self.set_device_by(d as i32, SetBy::Implicit)?;
         match CURRENT.with(Cell::get) {
             Some((epoch, device, ctx)) if epoch == self.epoch => Ok((device, ctx)),
             _ => Err(CallError::new(
@@ -73,11 +71,17 @@ impl Runtime {
 
     /// `aclrtSetDevice`.
     pub(crate) fn set_device(&self, device: i32) -> Result<(), CallError> {
+        self.set_device_by(device, SetBy::SetDevice)
+    }
+
+    /// A set of `device`, by `aclrtSetDevice` or implicitly by another call (`by` names it
+    /// in errors).
+    fn set_device_by(&self, device: i32, by: SetBy) -> Result<(), CallError> {
         let d = self.device_id(device)?;
         // The count and the primary context are taken together, never while another thread's
         // reset releases what its count reaching 0 released: that would release this set's
         // context and what this thread makes in it.
-        let mut refs = self.unreleased(d)?;
+        let mut refs = self.unreleased(d, by)?;
         let ctx = self.primary_context(d)?;
         if let Some(r) = refs.get_mut(d as usize) {
             r.count = r.count.saturating_add(1);
@@ -96,7 +100,11 @@ impl Runtime {
     /// once): the reset drains the device's streams, that host function's own among them, so
     /// the two would wait for each other. A host function of another device's stream waits as
     /// any other set: the reset does not wait for it.
-    fn unreleased(&self, device: u32) -> Result<MutexGuard<'_, Vec<DeviceRefs>>, CallError> {
+    fn unreleased(
+        &self,
+        device: u32,
+        by: SetBy,
+    ) -> Result<MutexGuard<'_, Vec<DeviceRefs>>, CallError> {
         let releasing =
             |refs: &[DeviceRefs]| refs.get(device as usize).is_some_and(|r| r.releasing);
         let mut refs = lock(&self.device_refs);
@@ -106,6 +114,7 @@ impl Runtime {
         if acl_notify_sim::host_function_device() == Some(device) {
             return Err(being_reset(
                 device,
+                by,
                 "a host function of one of its streams does not wait for it (the reset \
                  drains the device's streams, this host function's among them); set the \
                  device after the reset, or from a host function of another device's stream",
@@ -128,6 +137,7 @@ impl Runtime {
                 };
                 return Err(being_reset(
                     device,
+                    by,
                     format!(
                         "this set waited {:?} for it ({bound}); the device's streams still \
                          have queued tasks the reset waits for",
@@ -160,7 +170,8 @@ impl Runtime {
 
     /// `aclrtResetDevice` (`force`: `aclrtResetDeviceForce`). When the process's count of
     /// `aclrtSetDevice` calls for the device drops to 0, the device's streams are drained
-    /// (see [`Runtime::drain_device`]), then discarded and its notify handles destroyed, as
+    /// ([`Drain::Reset`]: waited for at most `ACL_NOTIFY_SIM_RESET_TIMEOUT`, then 507046),
+    /// then discarded and its notify handles destroyed, as
     /// CANN does when the device's context goes away. A reset of a device whose count is
     /// already 0 is 507007 (see [`already_reset`]).
     pub(crate) fn reset_device(&self, device: i32, force: bool) -> Result<(), CallError> {
@@ -196,57 +207,10 @@ impl Runtime {
         let drained = if acl_notify_sim::host_function_device() == Some(d) {
             Ok(())
         } else {
-            self.drain_device(d)
+            self.drain(Drain::Reset(d))
         };
         self.release(|dev| dev == d);
         drained
-    }
-
-    /// Waits until the streams a reset of `device` releases have run their queued tasks:
-    /// CANN's reset waits for the tasks of the default context and its streams before
-    /// releasing them (hicann/runtime `docs/api_docs/aclrtResetDevice.md`,
-    /// `aclrtResetDeviceForce.md`). CANN's wait has no bound (its stream teardown loops while
-    /// tasks are pending and the device runs, `src/runtime/core/src/stream/stream.cc`,
-    /// `Stream::TearDown`); ours waits at most [`Runtime::reset_timeout`] for all of them
-    /// together, as `aclrtSynchronizeDeviceWithTimeout` would, and then answers 507046 naming
-    /// the stream still busy and its head task (the caller releases them anyway). A task's
-    /// failure is not the reset's: the stream is released with it, as CANN's teardown does.
-    fn drain_device(&self, device: u32) -> Result<(), CallError> {
-        let mut raws: Vec<RawStream> = self
-            .streams
-            .values_where(|s| s.device == device)
-            .into_iter()
-            .map(|s| s.raw)
-            .collect();
-        raws.extend(self.contexts.default_streams_on(device));
-        raws.extend(self.backend.made_default_stream(device));
-        raws.sort_unstable_by_key(|r| r.0);
-        raws.dedup();
-        let deadline = self
-            .reset_timeout
-            .and_then(|t| Instant::now().checked_add(t));
-        for raw in raws {
-            let wait = match deadline {
-                None => SyncWait::Forever,
-                Some(d) => SyncWait::AtMost(d.saturating_duration_since(Instant::now())),
-            };
-            match self.backend.synchronize(raw, wait) {
-                Err(e) if e.kind() == Error::StreamSyncTimeout => {
-                    return Err(CallError::new(
-                        Error::StreamSyncTimeout,
-                        format!(
-                            "device {device} was reset, but a stream of it still had queued \
-                             tasks after {:?} ({ENV_RESET_TIMEOUT}); it was released anyway and \
-                             its tasks discarded: {e}",
-                            self.reset_timeout.unwrap_or_default()
-                        ),
-                    ));
-                }
-                // A failed task, or a stream destroyed meanwhile: nothing left to wait for.
-                _ => {}
-            }
-        }
-        Ok(())
     }
 
     /// Discards the streams and destroys the notify handles on devices chosen by `which`:
@@ -352,13 +316,30 @@ impl Drop for Released<'_> {
     }
 }
 
-/// 507033 for an `aclrtSetDevice` of `device` while another thread's reset releases it.
-fn being_reset(device: u32, why: impl core::fmt::Display) -> CallError {
+/// Who sets a device: the caller's `aclrtSetDevice`, or a call of a thread without a current
+/// device that sets `aclInit`'s default device implicitly (the message of its failure is
+/// recorded under that call's name, so it must not claim an `aclrtSetDevice` the user never
+/// made).
+#[derive(Clone, Copy, Debug)]
+enum SetBy {
+    SetDevice,
+    Implicit,
+}
+
+/// 507033 for a set of `device` (by `by`) while another thread's reset releases it.
+fn being_reset(device: u32, by: SetBy, why: impl core::fmt::Display) -> CallError {
+    let who = match by {
+        SetBy::SetDevice => format!("aclrtSetDevice({device})"),
+        SetBy::Implicit => format!(
+            "this call's implicit set of the default device {device} (aclInit's \
+             defaultDevice; the calling thread has no current device)"
+        ),
+    };
     CallError::new(
         Error::DevSetupError,
         format!(
-            "aclrtSetDevice({device}): device {device} is being reset by another thread (its \
-             count of aclrtSetDevice calls reached 0 and its context is being released); {why}"
+            "{who}: device {device} is being reset by another thread (its count of \
+             aclrtSetDevice calls reached 0 and its context is being released); {why}"
         ),
     )
 }

@@ -12,7 +12,8 @@ fn runtime(tag: &str) -> (Runtime, Ns) {
         format!("unit-capi-{tag}-{}", std::process::id()),
         Soc::Ascend910B,
         2,
-    );
+    )
+    .expect("opening a test Sim");
     (Runtime::new(sim, 1, 42), ns)
 }
 
@@ -171,6 +172,61 @@ fn the_reset_timeout_is_seconds_with_fractions_and_zero_waits_for_ever() {
             e.text()
         );
     }
+}
+
+/// The reset's drain (one drain with `aclFinalize`'s, `runtime::drain`, with its own policy):
+/// it waits for its device's streams only — a slow host function there, not another device's
+/// stream stuck for ever — and, unlike `aclFinalize`, does not give up on a stream of its
+/// device that waits for ever after `aclFinalize`'s 100 ms: it waits out its bound and answers
+/// 507046 naming it, releasing the device anyway.
+#[test]
+fn a_reset_drains_its_device_only_and_waits_out_its_bound_for_a_stream_stuck_for_ever() {
+    let (rt, _ns) = runtime("reset-policy");
+    let bound = Duration::from_millis(800);
+    let rt = rt.with_reset_timeout(Some(bound));
+    rt.set_device(0).unwrap();
+    let (stuck0, rec0) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n0 = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n0, stuck0, 0).unwrap();
+    rt.set_device(1).unwrap();
+    let s1 = rt.create_stream().unwrap();
+    static SLOW: Duration = Duration::from_millis(300);
+    // SAFETY: `SLOW` is a static.
+    let call = unsafe {
+        acl_notify_core::HostCall::new(host_slow, std::ptr::from_ref(&SLOW).cast_mut().cast())
+    };
+    rt.launch_host_func(s1, call).unwrap();
+    let t0 = std::time::Instant::now();
+    rt.reset_device(1, false).unwrap();
+    let took = t0.elapsed();
+    assert!(
+        took >= SLOW && took < bound,
+        "the reset of device 1 took {took:?} (its host function {SLOW:?}, device 0's stuck \
+         stream is not its to wait for)"
+    );
+    rt.set_device(1).unwrap();
+    let s1 = rt.create_stream().unwrap();
+    let n1 = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n1, s1, 0).unwrap();
+    let t0 = std::time::Instant::now();
+    let e = rt.reset_device(1, false).unwrap_err();
+    let took = t0.elapsed();
+    assert_eq!(e.code(), Error::StreamSyncTimeout, "{}", e.text());
+    assert!(
+        took >= bound,
+        "the reset gave up after {took:?}, before its bound {bound:?}"
+    );
+    assert!(
+        e.text().contains("device 1 was reset") && e.text().contains("released anyway"),
+        "{}",
+        e.text()
+    );
+    // Device 0 is untouched: its stream still waits, and the record releases it.
+    rt.set_device(0).unwrap();
+    rt.record(n0, rec0).unwrap();
+    rt.synchronize(stuck0, SyncWait::AtMost(Duration::from_secs(10)))
+        .unwrap();
+    rt.reset_device(0, true).unwrap();
 }
 
 /// A reset of one device that waits for its streams does not hold up `aclrtSetDevice` of
@@ -497,6 +553,52 @@ fn a_set_during_a_reset_that_waits_for_ever_ends_at_its_bound() {
     rt.reset_device(1, false).unwrap();
 }
 
+/// A call that sets `aclInit`'s default device implicitly (a thread with no current device
+/// creating a stream) while another thread's reset releases that device fails with 507033
+/// naming that implicit set, not an `aclrtSetDevice` the caller never made (the message is
+/// recorded as "aclrtCreateStream failed: …"). Until 2026-12-05 it read "aclrtSetDevice(1):
+/// device 1 is being reset…".
+#[test]
+fn an_implicit_default_device_set_during_a_reset_names_itself_not_aclrtsetdevice() {
+    let (rt, _ns) = runtime("implicit-set");
+    let rt = std::sync::Arc::new(
+        rt.with_reset_timeout(None)
+            .with_set_bound(Duration::from_millis(300)),
+    );
+    rt.default_device
+        .store(1, std::sync::atomic::Ordering::Relaxed);
+    rt.set_device(1).unwrap();
+    let ctx1 = rt.current_context().unwrap();
+    let (s, rec) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n, s, 0).unwrap();
+    let resetter = {
+        let rt = std::sync::Arc::clone(&rt);
+        std::thread::spawn(move || rt.reset_device(1, false))
+    };
+    let rt2 = std::sync::Arc::clone(&rt);
+    // A thread of its own: no current device, so its call sets device 1 implicitly.
+    let got = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        rt2.create_stream()
+    })
+    .join()
+    .unwrap();
+    // End the reset's drain: the record it waits for.
+    rt.set_current_context(ctx1)
+        .and_then(|()| rt.record(n, rec))
+        .unwrap();
+    resetter.join().unwrap().unwrap();
+    let e = got.expect_err("an implicit set while the reset still drains");
+    assert_eq!(e.code(), Error::DevSetupError, "{}", e.text());
+    assert!(
+        e.text().contains("implicit set of the default device 1")
+            && !e.text().contains("aclrtSetDevice(1)"),
+        "{}",
+        e.text()
+    );
+}
+
 /// What [`host_sync_timed`] shares with the test that queues it.
 struct HostSync {
     rt: std::sync::Arc<Runtime>,
@@ -587,7 +689,8 @@ fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() 
         format!("unit-capi-fin-other2-{}", std::process::id()),
         Soc::Ascend910B,
         2,
-    );
+    )
+    .expect("opening a test Sim");
     let rt2 = std::sync::Arc::new(Runtime::new(sim2, 2, 42));
     rt2.set_device(0).unwrap();
     let (x, y, r2) = (
