@@ -295,7 +295,7 @@ pub(crate) fn init(config: impl FnOnce() -> Result<AclConfig, CallError>) -> Res
 }
 
 /// `aclFinalize`: lets the streams run what they can of their queued tasks (see
-/// `runtime::finalize`), then releases every stream and notify handle of the process. In a
+/// `runtime::drain`), then releases every stream and notify handle of the process. In a
 /// forked child that has not called `aclInit`, releases nothing (nothing is the child's) and
 /// returns 0.
 pub(crate) fn finalize() -> Result<(), CallError> {

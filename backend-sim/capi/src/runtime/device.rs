@@ -6,13 +6,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use acl_notify_core::{
-    Backend, BackendError, CntNotifyOps, Error, EventOps, NotifyResources, RawStream, StreamOps,
-    SyncWait,
-};
+use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
 
 use crate::errmsg::CallError;
 
+use super::drain::Drain;
 use super::{CURRENT, NO_DEFAULT_DEVICE, Runtime, lock};
 
 impl Runtime {
@@ -172,7 +170,8 @@ impl Runtime {
 
     /// `aclrtResetDevice` (`force`: `aclrtResetDeviceForce`). When the process's count of
     /// `aclrtSetDevice` calls for the device drops to 0, the device's streams are drained
-    /// (see [`Runtime::drain_device`]), then discarded and its notify handles destroyed, as
+    /// ([`Drain::Reset`]: waited for at most `ACL_NOTIFY_SIM_RESET_TIMEOUT`, then 507046),
+    /// then discarded and its notify handles destroyed, as
     /// CANN does when the device's context goes away. A reset of a device whose count is
     /// already 0 is 507007 (see [`already_reset`]).
     pub(crate) fn reset_device(&self, device: i32, force: bool) -> Result<(), CallError> {
@@ -208,57 +207,10 @@ impl Runtime {
         let drained = if acl_notify_sim::host_function_device() == Some(d) {
             Ok(())
         } else {
-            self.drain_device(d)
+            self.drain(Drain::Reset(d))
         };
         self.release(|dev| dev == d);
         drained
-    }
-
-    /// Waits until the streams a reset of `device` releases have run their queued tasks:
-    /// CANN's reset waits for the tasks of the default context and its streams before
-    /// releasing them (hicann/runtime `docs/api_docs/aclrtResetDevice.md`,
-    /// `aclrtResetDeviceForce.md`). CANN's wait has no bound (its stream teardown loops while
-    /// tasks are pending and the device runs, `src/runtime/core/src/stream/stream.cc`,
-    /// `Stream::TearDown`); ours waits at most [`Runtime::reset_timeout`] for all of them
-    /// together, as `aclrtSynchronizeDeviceWithTimeout` would, and then answers 507046 naming
-    /// the stream still busy and its head task (the caller releases them anyway). A task's
-    /// failure is not the reset's: the stream is released with it, as CANN's teardown does.
-    fn drain_device(&self, device: u32) -> Result<(), CallError> {
-        let mut raws: Vec<RawStream> = self
-            .streams
-            .values_where(|s| s.device == device)
-            .into_iter()
-            .map(|s| s.raw)
-            .collect();
-        raws.extend(self.contexts.default_streams_on(device));
-        raws.extend(self.backend.made_default_stream(device));
-        raws.sort_unstable_by_key(|r| r.0);
-        raws.dedup();
-        let deadline = self
-            .reset_timeout
-            .and_then(|t| Instant::now().checked_add(t));
-        for raw in raws {
-            let wait = match deadline {
-                None => SyncWait::Forever,
-                Some(d) => SyncWait::AtMost(d.saturating_duration_since(Instant::now())),
-            };
-            match self.backend.synchronize(raw, wait) {
-                Err(e) if e.kind() == Error::StreamSyncTimeout => {
-                    return Err(CallError::new(
-                        Error::StreamSyncTimeout,
-                        format!(
-                            "device {device} was reset, but a stream of it still had queued \
-                             tasks after {:?} ({ENV_RESET_TIMEOUT}); it was released anyway and \
-                             its tasks discarded: {e}",
-                            self.reset_timeout.unwrap_or_default()
-                        ),
-                    ));
-                }
-                // A failed task, or a stream destroyed meanwhile: nothing left to wait for.
-                _ => {}
-            }
-        }
-        Ok(())
     }
 
     /// Discards the streams and destroys the notify handles on devices chosen by `which`:

@@ -314,9 +314,9 @@ impl Runtime {
 mod cnt;
 mod context;
 pub(crate) mod device;
+mod drain;
 pub(crate) mod event;
 mod ext;
-mod finalize;
 mod ipc;
 mod notify;
 mod reslimit;

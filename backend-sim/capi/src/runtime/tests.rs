@@ -174,6 +174,61 @@ fn the_reset_timeout_is_seconds_with_fractions_and_zero_waits_for_ever() {
     }
 }
 
+/// The reset's drain (one drain with `aclFinalize`'s, `runtime::drain`, with its own policy):
+/// it waits for its device's streams only — a slow host function there, not another device's
+/// stream stuck for ever — and, unlike `aclFinalize`, does not give up on a stream of its
+/// device that waits for ever after `aclFinalize`'s 100 ms: it waits out its bound and answers
+/// 507046 naming it, releasing the device anyway.
+#[test]
+fn a_reset_drains_its_device_only_and_waits_out_its_bound_for_a_stream_stuck_for_ever() {
+    let (rt, _ns) = runtime("reset-policy");
+    let bound = Duration::from_millis(800);
+    let rt = rt.with_reset_timeout(Some(bound));
+    rt.set_device(0).unwrap();
+    let (stuck0, rec0) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let n0 = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n0, stuck0, 0).unwrap();
+    rt.set_device(1).unwrap();
+    let s1 = rt.create_stream().unwrap();
+    static SLOW: Duration = Duration::from_millis(300);
+    // SAFETY: `SLOW` is a static.
+    let call = unsafe {
+        acl_notify_core::HostCall::new(host_slow, std::ptr::from_ref(&SLOW).cast_mut().cast())
+    };
+    rt.launch_host_func(s1, call).unwrap();
+    let t0 = std::time::Instant::now();
+    rt.reset_device(1, false).unwrap();
+    let took = t0.elapsed();
+    assert!(
+        took >= SLOW && took < bound,
+        "the reset of device 1 took {took:?} (its host function {SLOW:?}, device 0's stuck \
+         stream is not its to wait for)"
+    );
+    rt.set_device(1).unwrap();
+    let s1 = rt.create_stream().unwrap();
+    let n1 = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n1, s1, 0).unwrap();
+    let t0 = std::time::Instant::now();
+    let e = rt.reset_device(1, false).unwrap_err();
+    let took = t0.elapsed();
+    assert_eq!(e.code(), Error::StreamSyncTimeout, "{}", e.text());
+    assert!(
+        took >= bound,
+        "the reset gave up after {took:?}, before its bound {bound:?}"
+    );
+    assert!(
+        e.text().contains("device 1 was reset") && e.text().contains("released anyway"),
+        "{}",
+        e.text()
+    );
+    // Device 0 is untouched: its stream still waits, and the record releases it.
+    rt.set_device(0).unwrap();
+    rt.record(n0, rec0).unwrap();
+    rt.synchronize(stuck0, SyncWait::AtMost(Duration::from_secs(10)))
+        .unwrap();
+    rt.reset_device(0, true).unwrap();
+}
+
 /// A reset of one device that waits for its streams does not hold up `aclrtSetDevice` of
 /// another device: there the thread whose work the reset waits for may be setting up first.
 /// Until 2026-12-05 one process-wide gate made that set wait for the reset, which waited for
