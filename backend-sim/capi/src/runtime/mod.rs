@@ -190,8 +190,8 @@ impl Runtime {
             pid,
             features,
             default_device: AtomicU32::new(NO_DEFAULT_DEVICE),
-            reset_timeout: Some(device::DEFAULT_RESET_TIMEOUT),
-            set_bound: device::set_bound(Some(device::DEFAULT_RESET_TIMEOUT)),
+            reset_timeout: Some(drain::DEFAULT_RESET_TIMEOUT),
+            set_bound: device::set_bound(Some(drain::DEFAULT_RESET_TIMEOUT)),
             callbacks: Default::default(),
         }
     }
@@ -314,7 +314,7 @@ impl Runtime {
 mod cnt;
 mod context;
 pub(crate) mod device;
-mod drain;
+pub(crate) mod drain;
 pub(crate) mod event;
 mod ext;
 mod ipc;
