@@ -25,6 +25,8 @@
 //!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
 //!   notifies, checking the exact sum;
+//! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
+//!   CANN's callback sample uses them, with their misuse and teardown;
 //! - `pipeline.c`: a double-buffered pipeline of 12 processes on 4 devices: IPC memory and
 //!   notifies shared by key with PID whitelists, slots handed back by notifies, Ex events
 //!   ordering each stage's two streams, host memory of `aclrtMallocHost` in and out, every
@@ -291,6 +293,7 @@ fn build_everything() -> Result<Prefix, String> {
         "superpod_ring",
         "threads",
         "pipeline",
+        "callback",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -839,6 +842,19 @@ fn ring_allreduce_4() {
 #[test]
 fn ring_allreduce_8() {
     ring_allreduce(8);
+}
+
+// ---- callbacks on a thread of the program (tests/c/callback.c) ------------------------------
+
+/// CANN's callback flow: a thread looping on `aclrtProcessReport`, subscribed to a stream,
+/// runs the stream's `aclrtLaunchCallback` callbacks in order, blocking or not; misuse is
+/// refused with CANN's codes; an unprocessed blocking callback ends with an abort, a forced
+/// destroy or `aclFinalize`, and a draining destroy waits for it.
+#[test]
+fn callbacks_run_on_the_subscribed_thread_in_stream_order() {
+    let o = run_alone("callback", "callback", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("callback: ok"), "{}", report(&o));
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------

@@ -118,6 +118,19 @@ use crate::ring::Ring;
 
 pub use crate::placement::{allowed_cpus, pin_current_thread};
 pub(crate) use cancel::BlockedNote;
+
+/// Whether the stream whose [`Stream::key`] is `key` is cancelled or aborting
+/// ([`TaskCtx::is_cancelled`]), for code inside one of its tasks that has no [`TaskCtx`] (a
+/// host function).
+///
+/// # Safety
+///
+/// `key` must be the key of a stream one of whose tasks the calling thread is running (its
+/// control block then outlives the call).
+pub(crate) unsafe fn cancelled_by_key(key: usize) -> bool {
+    // SAFETY: the caller's guarantee: `key` is the address of a live `Control`.
+    unsafe { &*(key as *const cancel::Control) }.stopping()
+}
 pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
 pub use job::{Job, Parking, Probe, Task};
 pub use keeper::Keeper;
