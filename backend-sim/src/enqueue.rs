@@ -11,6 +11,14 @@ use std::time::Duration;
 use acl_notify_core::{BackendError, Error, RawNotify, RawStream};
 
 use crate::blocked::Blocked;
+use acl_notify_core::SyncWait;
+
+/// How long past its own limit a synchronize waits for a stream's thread to fail a head wait
+/// whose timeout came before that limit ([`Sim::sync_past_overdue_waits`]).
+const OVERDUE_GRACE: Duration = Duration::from_secs(1);
+
+/// How often, meanwhile, it looks whether the head is still such a wait.
+const OVERDUE_LOOK: Duration = Duration::from_millis(5);
 use crate::config::ENV_ENQUEUE_TIMEOUT;
 use crate::entries::StreamEntry;
 use crate::entries::bad_stream;
@@ -466,6 +474,42 @@ impl Sim {
             }
         };
         crate::job::host_function_waits_of(key)
+    }
+
+    /// A synchronize of stream `s` (handle `stream`) reached its limit `deadline` with tasks
+    /// left. CANN's device fails a wait at its timeout whatever the host does, and its
+    /// synchronize answers 507046 only when its time is up with no report in: a report that
+    /// came first, a wait's timeout among them, is processed and answered (hicann/runtime
+    /// `src/runtime/core/src/engine/stars/stars_engine.cc`, the task-wait loop:
+    /// `RT_ERROR_STREAM_SYNC_TIMEOUT` only when `remainTime == 0` and `cnt == 0`). Here the
+    /// stream's thread keeps its waits' timeouts, and a loaded machine or a paused process
+    /// may run it late: while the head task is a wait whose timeout came before `deadline`,
+    /// the synchronize gives the thread up to [`OVERDUE_GRACE`] more to fail it and go on,
+    /// and answers what the stream then says (the wait's code once every task has run).
+    /// `None` when the head is no such wait, or still is one after the grace: the caller's
+    /// 507046 stands.
+    #[cold]
+    pub(crate) fn sync_past_overdue_waits(
+        &self,
+        s: &SimStream,
+        stream: RawStream,
+        deadline: std::time::Instant,
+    ) -> Option<Result<(), SimError>> {
+        let graph = read(&self.inner.streams).get(stream.0)?.graph.clone()?;
+        let grace_end = std::time::Instant::now().checked_add(OVERDUE_GRACE)?;
+        loop {
+            let now = std::time::Instant::now();
+            // Due before the synchronize's limit: overdue by more than the limit is past.
+            let overdue = graph.head_wait_overdue()?;
+            if overdue < now.saturating_duration_since(deadline) || now >= grace_end {
+                return None;
+            }
+            let slice = grace_end.saturating_duration_since(now).min(OVERDUE_LOOK);
+            match s.synchronize(SyncWait::AtMost(slice)) {
+                Err(e) if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() => {}
+                r => return Some(r),
+            }
+        }
     }
 
     /// What stream `stream` is doing, for a caller that waits for it to run its queued tasks

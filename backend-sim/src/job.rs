@@ -122,6 +122,42 @@ impl Drop for HostFnWaiting {
     }
 }
 
+/// Whether the calling thread is a host function whose stream has been told to stop it: a
+/// discarding destroy (`aclrtDestroyStreamForce`, a device reset or `aclFinalize` past their
+/// drain) or an abort. A host function that waits for another thread of the program (the C
+/// library's blocking `aclrtLaunchCallback`) gives up then, as a stream wait would end.
+pub fn host_function_cancelled() -> bool {
+    IN_HOST_FN
+        .with(std::cell::Cell::get)
+        .is_some_and(|(_, key)| {
+            // SAFETY: `key` is the stream whose host function this thread is running.
+            unsafe { crate::stream::cancelled_by_key(key) }
+        })
+}
+
+/// Counts the calling thread, if it is a host function, as blocked in a wait with `timeout`
+/// (`None`: none) while the guard lives, as a synchronize or host wait inside a host function
+/// is ([`host_function_waits`]): for a host function that waits for another thread of the
+/// program (the C library's `aclrtLaunchCallback`, which waits for `aclrtProcessReport`), so
+/// that `aclFinalize` tells it from one still at work.
+pub fn host_function_blocked(timeout: Option<Duration>) -> HostFunctionBlocked {
+    HostFunctionBlocked {
+        _waiting: HostFnWaiting::enter(timeout),
+    }
+}
+
+/// The guard of [`host_function_blocked`].
+pub struct HostFunctionBlocked {
+    _waiting: HostFnWaiting,
+}
+
+impl core::fmt::Debug for HostFunctionBlocked {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("HostFunctionBlocked")
+            .finish_non_exhaustive()
+    }
+}
+
 /// A simulator stream: its queue holds [`SimJob`]s.
 pub(crate) type SimStream = Stream<SimError, SimJob>;
 

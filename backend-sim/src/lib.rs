@@ -112,7 +112,10 @@ pub mod waitgraph;
 pub use acl_notify_core::table::MergedRecords;
 pub use enqueue::{Head, StreamHead};
 pub use error::SimError;
-pub use job::{host_function_device, host_function_waits, in_host_function};
+pub use job::{
+    HostFunctionBlocked, host_function_blocked, host_function_cancelled, host_function_device,
+    host_function_waits, in_host_function,
+};
 pub use shm::GcReport;
 
 pub use config::{

@@ -493,6 +493,11 @@ impl<T> Ring<T> {
         self.tail.fetch_or(AWAY, Ordering::SeqCst);
     }
 
+    /// Whether the ring is closed ([`close`](Self::close)).
+    pub(crate) fn is_closed(&self) -> bool {
+        self.tail.load(Ordering::SeqCst) & CLOSED != 0
+    }
+
     /// Whether the turn is away from the consumer's thread.
     pub(crate) fn is_away(&self) -> bool {
         self.tail.load(Ordering::SeqCst) & AWAY != 0

@@ -1678,3 +1678,55 @@ fn a_discarded_ipc_record_fails_the_waits_for_it_through_every_handle() {
     sim.event_record(a, s1).unwrap();
     sim.event_synchronize(b, short).unwrap();
 }
+
+/// How long [`stall`] holds the thread it runs on (ms; 0: not at all).
+static STALL_MS: AtomicU32 = AtomicU32::new(0);
+
+/// A `SIGUSR2` handler: holds the thread it interrupts for [`STALL_MS`] (`nanosleep` is
+/// async-signal-safe), as a loaded machine or a paused process may.
+extern "C" fn stall(_: libc::c_int) {
+    let ms = STALL_MS.load(SeqCst);
+    let t = libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    // SAFETY: sleeps this thread; `t` is a valid timespec.
+    unsafe { libc::nanosleep(&t, std::ptr::null_mut()) };
+}
+
+/// A synchronize that reaches its limit while the stream's head is a wait whose own timeout
+/// came before that limit (the stream's thread held up past both: here a signal handler
+/// sleeping on it) answers the wait's 107020 once the thread fails it, as CANN's device, which
+/// fails the wait at its timeout and whose synchronize reports it before its own limit
+/// (hicann/runtime `stars_engine.cc`); not 507046 at its limit. Until 2026-12-05: 507046.
+/// (When another test's runner runs the parked wait instead of the held-up thread, the wait
+/// fails on time and the test passes either way; alone, as nextest runs it, it does not.)
+#[test]
+fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
+    let (sim, _ns) = open("sync-overdue", Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    // SAFETY: installs a handler that only sleeps; SIGUSR2 is this test's alone.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = stall as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
+    }
+    STALL_MS.store(1500, SeqCst);
+    let tid = sim.stream(s).unwrap().0.worker_tid();
+    let t0 = Instant::now();
+    sim.wait_and_reset(n, s, Timeout::Seconds(1.try_into().unwrap()))
+        .unwrap();
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: signals this process's stream worker thread `tid`.
+        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR2) };
+    });
+    let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(1200)));
+    let took = t0.elapsed();
+    holder.join().unwrap();
+    let e = r.expect_err("the wait had no record");
+    assert_eq!(e.kind(), Error::TaskTimeout, "{e} (after {took:?})");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}

@@ -361,9 +361,22 @@ impl StreamOps for Sim {
 
     fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), SimError> {
         let _waiting = crate::job::HostFnWaiting::sync(wait);
+        let deadline = match wait {
+            SyncWait::AtMost(d) => std::time::Instant::now().checked_add(d),
+            SyncWait::Forever => None,
+        };
         self.checked(|| {
             let (s, _) = self.stream(stream)?;
-            s.synchronize(wait).map_err(|e| {
+            let mut r = s.synchronize(wait);
+            if let (Err(e), Some(deadline)) = (&r, deadline)
+                && e.kind() == Error::StreamSyncTimeout
+                && e.message().is_empty()
+            {
+                r = self
+                    .sync_past_overdue_waits(&s, stream, deadline)
+                    .unwrap_or(r);
+            }
+            r.map_err(|e| {
                 if e.kind() == Error::InvalidHandle && e.message().is_empty() {
                     bad_stream(stream)
                 } else if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() {

@@ -798,6 +798,23 @@ impl StreamSlot {
         })
     }
 
+    /// How long ago the wait the stream's head sleeps in, if it published one, reached its
+    /// timeout: `None` for no wait, a wait with no timeout, or one whose timeout is to come.
+    pub(crate) fn head_wait_overdue(&self) -> Option<std::time::Duration> {
+        let e = self.entry();
+        Target::from_wait_word(e.head.load(SeqCst))?;
+        let ms = e.head_timeout_ms.load(SeqCst);
+        if ms == u64::MAX {
+            return None;
+        }
+        let due = e
+            .head_since
+            .load(SeqCst)
+            .saturating_add(ms.saturating_mul(1_000_000));
+        let now = sys::now_ns();
+        (now > due).then(|| std::time::Duration::from_nanos(now - due))
+    }
+
     /// The wait the stream's head sleeps in, if it published one: "a wait on notify 3 of
     /// device 1, asleep for 12.0 s (timeout 60.0 s)".
     pub(crate) fn describe_head(&self) -> Option<String> {

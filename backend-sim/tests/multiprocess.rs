@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use acl_notify_core::event::{
-    EventFlags, EventOps, EventSpec, IPC_EVENT_HANDLE_SIZE, IpcEventHandle,
+    EventFlags, EventOps, EventSpec, IPC_EVENT_HANDLE_SIZE, IpcEventHandle, StreamControl,
 };
 use acl_notify_core::{
     BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
@@ -51,6 +51,10 @@ fn main() {
         (
             "sigkill_of_an_ipc_event_holder_gives_its_events_back",
             sigkill_of_an_ipc_event_holder_gives_its_events_back,
+        ),
+        (
+            "an_ipc_event_record_another_process_dropped_fails_the_waits_for_it",
+            an_ipc_event_record_another_process_dropped_fails_the_waits_for_it,
         ),
         (
             "non_whitelisted_process_gets_207006",
@@ -151,6 +155,20 @@ fn run_command(
         "evopen" => {
             let h = from_hex(w.get(2).copied().unwrap_or(""))?;
             Ok(sim.ipc_open_event(num(w, 1)?, &h)?.0.to_string())
+        }
+        // Opens the IPC event of a handle (in hex) on a device and records it on a stream
+        // behind a wait that never ends, then aborts the stream: the record is dropped unrun.
+        "evdrop" => {
+            let dev: u32 = num(w, 1)?;
+            let h = from_hex(w.get(2).copied().unwrap_or(""))?;
+            let ev = sim.ipc_open_event(dev, &h)?;
+            let gate = sim.create_notify(dev, CreateFlags::empty())?;
+            let s = sim.create_stream(dev)?;
+            sim.wait_and_reset(gate, s, Timeout::Forever)?;
+            sim.event_record(ev, s)?;
+            sim.abort(s)?;
+            let _ = sim.synchronize(s, SyncWait::AtMost(ANSWER));
+            Ok(String::new())
         }
         "exit" => Ok(String::new()),
         other => Err(acl_notify_sim::SimError::new(
@@ -357,6 +375,38 @@ fn sigkill_of_an_ipc_event_holder_gives_its_events_back() -> Result<(), Failed> 
         matches!(&stale, Err(e) if e.kind() == Error::InvalidHandle),
         || format!("the dead holder's last event should be gone: {stale:?}"),
     )?;
+    Ok(())
+}
+
+/// A record of an IPC event that the recording process's stream dropped unrun (aborted
+/// behind a wait that never ends) fails another process's synchronize and stream wait for it
+/// with 107023 naming that process, as it fails the recording process's own, while it is the
+/// event's latest record; a record issued after it is waited for as usual. Until 2026-12-05
+/// the other process's waits passed with 0 as if it had run.
+fn an_ipc_event_record_another_process_dropped_fails_the_waits_for_it() -> Result<(), Failed> {
+    let ns = Ns::new("mp", "evdrop");
+    let sim = open(&ns, Soc::Ascend910B);
+    let mine = sim.event_create(0, ipc_spec())?;
+    let h = sim.ipc_event_handle(mine)?;
+    let mut a = spawn(&ns.0, Soc::Ascend910B, 0);
+    a.ok(&format!("evdrop 0 {}", to_hex(&h)));
+    let synced = sim.event_synchronize(mine, SyncWait::AtMost(ANSWER));
+    check(
+        matches!(&synced, Err(e) if e.kind() == Error::StreamAbort
+            && e.to_string().contains(&format!("pid {}", a.pid))),
+        || format!("the synchronize of the dropped record gave {synced:?}"),
+    )?;
+    let s = sim.create_stream(0)?;
+    sim.stream_wait_event(s, mine, Timeout::Forever)?;
+    let waited = sim.synchronize(s, SyncWait::AtMost(ANSWER));
+    check(
+        matches!(&waited, Err(e) if e.kind() == Error::StreamAbort),
+        || format!("the stream wait for the dropped record gave {waited:?}"),
+    )?;
+    // A record after it (this process's own) is waited for and passes.
+    sim.event_record(mine, s)?;
+    sim.event_synchronize(mine, SyncWait::AtMost(ANSWER))?;
+    a.ok("exit");
     Ok(())
 }
 

@@ -37,6 +37,14 @@ pub enum Error {
     /// `ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID` — an event has no valid timestamp (created
     /// without `ACL_EVENT_TIME_LINE`, or its latest record has not run).
     EventTimestampInvalid = 107006,
+    /// `ACL_ERROR_RT_STREAM_SUBSCRIBE` — a stream's callback subscription does not allow the
+    /// call: no thread is subscribed to it (`aclrtLaunchCallback`), another one is
+    /// (`aclrtSubscribeReport`), or not the one named (`aclrtUnSubscribeReport`).
+    StreamSubscribe = 107011,
+    /// `ACL_ERROR_RT_THREAD_SUBSCRIBE` — a thread's callback subscription does not allow the
+    /// call: it processes another device's callbacks, or is subscribed to no stream
+    /// (`aclrtProcessReport`).
+    ThreadSubscribe = 107012,
     /// `ACL_ERROR_RT_INVALID_HANDLE` — a stale, destroyed, foreign or garbage handle.
     InvalidHandle = 107017,
     /// `ACL_ERROR_RT_WAIT_TIMEOUT` — a host-side wait ran out of time.
@@ -79,6 +87,9 @@ pub enum Error {
     /// `ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT` — the task type is not supported for this handle
     /// (batch reset of an imported notify).
     TaskTypeNotSupport = 507009,
+    /// `ACL_ERROR_RT_REPORT_TIMEOUT` — no callback reached an `aclrtProcessReport` within its
+    /// timeout.
+    ReportTimeout = 507012,
     /// `ACL_ERROR_RT_IPC_ERROR` — inter-process communication failed.
     IpcError = 507022,
     /// `ACL_ERROR_RT_DEV_SETUP_ERROR` — the device is not set up in this process (no
@@ -97,7 +108,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 36] = [
+    pub const ALL: [Error; 39] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -109,6 +120,8 @@ impl Error {
         Error::ContextNull,
         Error::StreamContext,
         Error::EventTimestampInvalid,
+        Error::StreamSubscribe,
+        Error::ThreadSubscribe,
         Error::InvalidHandle,
         Error::WaitTimeout,
         Error::TaskTimeout,
@@ -129,6 +142,7 @@ impl Error {
         Error::EventNotComplete,
         Error::ContextReleaseError,
         Error::TaskTypeNotSupport,
+        Error::ReportTimeout,
         Error::IpcError,
         Error::DevSetupError,
         Error::StreamSyncTimeout,
@@ -156,6 +170,8 @@ impl Error {
             Error::ContextNull => "ACL_ERROR_RT_CONTEXT_NULL",
             Error::StreamContext => "ACL_ERROR_RT_STREAM_CONTEXT",
             Error::EventTimestampInvalid => "ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID",
+            Error::StreamSubscribe => "ACL_ERROR_RT_STREAM_SUBSCRIBE",
+            Error::ThreadSubscribe => "ACL_ERROR_RT_THREAD_SUBSCRIBE",
             Error::InvalidHandle => "ACL_ERROR_RT_INVALID_HANDLE",
             Error::WaitTimeout => "ACL_ERROR_RT_WAIT_TIMEOUT",
             Error::TaskTimeout => "ACL_ERROR_RT_TASK_TIMEOUT",
@@ -175,6 +191,7 @@ impl Error {
             Error::EventNotComplete => "ACL_ERROR_RT_EVENT_NOT_COMPLETE",
             Error::ContextReleaseError => "ACL_ERROR_RT_CONTEXT_RELEASE_ERROR",
             Error::TaskTypeNotSupport => "ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT",
+            Error::ReportTimeout => "ACL_ERROR_RT_REPORT_TIMEOUT",
             Error::IpcError => "ACL_ERROR_RT_IPC_ERROR",
             Error::DevSetupError => "ACL_ERROR_RT_DEV_SETUP_ERROR",
             Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",

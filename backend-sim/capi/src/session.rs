@@ -247,7 +247,7 @@ fn start_implicitly() -> Result<Arc<Runtime>, CallError> {
 
 /// Opens the backend for a new session and records who started it for a forked child.
 fn open_session() -> Result<Runtime, CallError> {
-    let reset_timeout = crate::runtime::device::reset_timeout_from_env()?;
+    let reset_timeout = crate::runtime::drain::reset_timeout_from_env()?;
     let backend = open_backend()?;
     let epoch = EPOCH.fetch_add(1, Ordering::Relaxed);
     let rt = Runtime::new(backend, epoch, seed()).with_reset_timeout(reset_timeout);

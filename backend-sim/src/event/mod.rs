@@ -35,7 +35,7 @@ use acl_notify_core::event::{
 use acl_notify_core::{Backend, Error, Feature, RawStream, SyncWait, Timeout};
 
 use crate::error::{SimError, err};
-use crate::ipc_event::{EvtState, IpcRef};
+use crate::ipc_event::{EvtState, IpcRef, NeverRan};
 use crate::locks::lock;
 use crate::stream::TaskCtx;
 use crate::{sys, waitgraph};
@@ -203,24 +203,34 @@ pub(crate) struct SimEvent {
 }
 
 impl SimEvent {
-    /// 107023 if IPC record `n` was dropped unrun by this process, or its recorder died before
-    /// it ran (a synchronize or wait passed because the record counts as done).
+    /// 107023 if IPC record `n` was dropped unrun by this process, or by the process that
+    /// recorded it (while it is the event's latest record), or its recorder died before it ran
+    /// (a synchronize or wait passed because the record counts as done).
     fn ipc_unrun(&self, n: u32) -> Result<(), SimError> {
         // Dropped by this process's stream, through any of its handles of the event.
         if n != 0 && self.ipc.as_ref().is_some_and(|r| r.was_unrun(n)) {
             return Err(discarded_error(self.device));
         }
-        if let Some(pid) = self.ipc.as_ref().and_then(|r| r.died_unrun(n)) {
-            return Err(err(
+        match self.ipc.as_ref().and_then(|r| r.never_ran(n)) {
+            Some(NeverRan::IssuerDied(pid)) => Err(err(
                 Error::StreamAbort,
                 format!(
                     "the IPC event's record (device {}) never ran: the process that recorded \
                      it, pid {pid}, died first",
                     self.device
                 ),
-            ));
+            )),
+            Some(NeverRan::Dropped(pid)) => Err(err(
+                Error::StreamAbort,
+                format!(
+                    "the IPC event's record (device {}) was discarded unrun by the process \
+                     that recorded it, pid {pid}: its stream was aborted, destroyed with \
+                     aclrtDestroyStreamForce, its device reset or its session finalized",
+                    self.device
+                ),
+            )),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 

@@ -35,8 +35,11 @@
 //! one when the process that issued it died before it ran (a holder SIGKILLed with a record
 //! queued), which the waits see within a slice (20 ms) instead of waiting for ever. A wait of
 //! the process whose stream dropped the record it waited for fails (107023), through any of
-//! the process's handles, for the latest 4,096 records it dropped of each event; a wait in
-//! another process passes.
+//! the process's handles, for the latest 4,096 records it dropped of each event. A wait in
+//! another process learns it from the slot (the latest record's issuer word, marked as for an
+//! issuer that died) and fails too while that record is still the event's latest; once a
+//! later record was issued, by any holder, the word is that one's and such a wait passes
+//! (a record of each would take a list in shared memory per event, or a protocol of our own).
 //! Record numbers wrap at 2^32 and are compared as serial numbers: a wait whose record is more
 //! than 2^31 records behind the latest that ran is taken as waiting for a later one.
 //! A handle names its server's file: opening one of another server is 107000.
@@ -67,6 +70,15 @@ const HANDLE_MAGIC: [u8; 8] = *b"ACLNIPCE";
 /// How long a wait sleeps on the futex before it looks at its stream's cancel flag (and at
 /// the latest record's issuer) again.
 const SLICE: Duration = Duration::from_millis(20);
+/// Why a record counts as done without having run ([`IpcRef::never_ran`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NeverRan {
+    /// The process (this pid) that issued it died before it ran.
+    IssuerDied(i32),
+    /// The stream of the process (this pid) that issued it dropped it unrun.
+    Dropped(i32),
+}
+
 /// How many of the latest records an event's references in one process remember as dropped
 /// unrun ([`IpcRef::note_unrun`]).
 const UNRUN_KEPT: usize = 4096;
@@ -356,21 +368,36 @@ impl IpcRef {
         if by == 0 || by & UNRUN != 0 || at_or_after(s.sync.done.load(SeqCst), n) {
             return None;
         }
+        self.issuer_gone(by).then_some((n, by))
+    }
+
+    /// Whether the process that issued the record `by` (a [`EvtPayload::latest_by`](file::EvtPayload)
+    /// word) is gone: its entry in the process table free, taken by another process, or its
+    /// process dead.
+    fn issuer_gone(&self, by: u64) -> bool {
         let proc = ((by >> PROC_SHIFT) & PROC_MASK) as u32;
         let pid = (by & PID_MASK) as i32;
         let reg = &self.files.reg;
-        let gone = proc != reg.me()
+        proc != reg.me()
             && ((reg.proc_pid(proc) as u32 as u64 & PID_MASK) as i32 != pid
-                || !reg.proc_alive(proc));
-        gone.then_some((n, by))
+                || !reg.proc_alive(proc))
     }
 
-    /// The pid of the process that issued record `n` and died before it ran, when that
-    /// record was counted as done for that reason ([`settle_dead_issuer`](Self::settle_dead_issuer)):
-    /// a wait for `n` passed, but not because it ran.
-    pub(crate) fn died_unrun(&self, n: u32) -> Option<i32> {
+    /// Why record `n` counts as done without having run, when the event's latest record is
+    /// `n` and is marked so: its issuer died first ([`settle_dead_issuer`](Self::settle_dead_issuer)),
+    /// or its issuer's stream dropped it ([`complete_unrun`](Self::complete_unrun)); a wait
+    /// for `n` passed, but not because it ran. One load when it is neither (the waits' path).
+    pub(crate) fn never_ran(&self, n: u32) -> Option<NeverRan> {
         let by = self.slot().ok()?.sync.latest_by.load(SeqCst);
-        (by & UNRUN != 0 && (by >> 32) as u32 == n).then_some((by & PID_MASK) as i32)
+        if by & UNRUN == 0 || (by >> 32) as u32 != n {
+            return None;
+        }
+        let pid = (by & PID_MASK) as i32;
+        Some(if self.issuer_gone(by) {
+            NeverRan::IssuerDied(pid)
+        } else {
+            NeverRan::Dropped(pid)
+        })
     }
 
     /// Counts the latest record as done if its issuer died before it ran ([`dead_issuer`](Self::dead_issuer)).
@@ -400,10 +427,20 @@ impl IpcRef {
 
     /// Record `n` was dropped unrun by this process (its stream aborted or destroyed with its
     /// tasks discarded): noted for every reference of the process ([`was_unrun`](Self::was_unrun)),
-    /// then counted as done, without a timestamp, so that no holder waits for ever for it.
+    /// marked in the slot for the other holders if it is still the event's latest record
+    /// ([`never_ran`](Self::never_ran): the word of the latest record's issuer, marked as a
+    /// dead issuer's is; once a later record was issued the word is that one's, and their
+    /// waits for `n` pass, the limit in the module docs), then counted as done, without a
+    /// timestamp, so that no holder waits for ever for it.
     pub(crate) fn complete_unrun(&self, n: u32) {
         self.note_unrun(n);
         if let Ok(s) = self.slot() {
+            // Before `done`: a wait that sees the record done sees the mark.
+            let by = self.issued_by(n);
+            let _ = s
+                .sync
+                .latest_by
+                .compare_exchange(by, by | UNRUN, SeqCst, SeqCst);
             raise_done(&s.sync.done, n);
             sys::futex_wake(&s.sync.done, u32::MAX);
         }
@@ -702,7 +739,7 @@ mod tests {
         assert_eq!(s.sync.latest_by.load(SeqCst), b.issued_by(n));
         assert_eq!(a.latest().unwrap(), LatestRecord::Pending);
         assert!(!a.wait_done(n, short, &|| false).unwrap());
-        assert_eq!(a.died_unrun(n), None);
+        assert_eq!(a.never_ran(n), None);
         a.complete(n).unwrap();
         assert_eq!(a.latest().unwrap(), LatestRecord::Done);
     }

@@ -226,6 +226,62 @@ fn synchronize_on_a_parked_stream() {
     sim.synchronize(s, LONG).unwrap();
 }
 
+/// A stream's thread that unwinds (a panic outside the tasks' unwind guards) while its stream
+/// is parked on another thread's runner waits for the runner to hand the turn home rather
+/// than take it away: the parked wait runs when its record comes (and takes it), the
+/// synchronize then returns the stream's 507899 at once, and the runner lives on (another
+/// parked stream still runs). Until 2026-12-05 the unwinding thread took the baton while the
+/// turn was away and dropped the parked wait under the runner (which went on probing it, its
+/// data freed, and kept the stream parked); had the runner held the baton at that moment, it
+/// would have run the stream's turn on a closed queue for ever.
+#[test]
+fn a_worker_unwinding_while_its_stream_is_on_the_runner_leaves_the_turn_to_the_runner() {
+    let (sim, _ns) = open("unwind-away");
+    let (gate, n) = (
+        sim.create_notify(0, CreateFlags::empty()).unwrap(),
+        sim.create_notify(0, CreateFlags::empty()).unwrap(),
+    );
+    let r = sim.create_stream(0).unwrap();
+    // Parked (and held) first: a runner runs, and it is not `s`'s thread.
+    let b = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(gate, b, Timeout::Forever).unwrap();
+    until_parked(&sim, b);
+    let s = sim.create_stream(0).unwrap();
+    let (st, _) = sim.stream(s).unwrap();
+    st.unwind_when_away();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    let t0 = Instant::now();
+    while !st.queue_closed() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the worker never unwound"
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    // The unwinding thread now waits for its turn; the runner still holds it, parked.
+    std::thread::sleep(Duration::from_millis(20));
+    sim.record(n, r).unwrap();
+    let t0 = Instant::now();
+    let e = sim.synchronize(s, LONG).unwrap_err();
+    assert_eq!(
+        acl_notify_core::BackendError::kind(&e),
+        acl_notify_core::Error::DrvInternalError,
+        "{e}"
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "the synchronize took {:?}",
+        t0.elapsed()
+    );
+    assert!(
+        !sim.try_consume(n).unwrap(),
+        "the parked wait did not run: its record is still there"
+    );
+    sim.record(gate, r).unwrap();
+    sim.synchronize(b, LONG).unwrap();
+    sim.synchronize(r, LONG).unwrap();
+}
+
 /// A parked stream destroyed, discarding its tasks or draining them: the discard returns at
 /// once, the drain once the record came, and neither leaves a place in the notify's queue.
 #[test]

@@ -114,6 +114,10 @@ pub(super) struct Control {
     /// (`Shared::worker_unwound`).
     #[cfg(test)]
     pub(super) unwind_worker: AtomicBool,
+    /// Tests: the worker panics, outside the tasks' unwind guards, once its stream has parked
+    /// on another thread's runner (its turn away).
+    #[cfg(test)]
+    pub(super) unwind_away: AtomicBool,
 }
 
 impl Control {

@@ -118,6 +118,19 @@ use crate::ring::Ring;
 
 pub use crate::placement::{allowed_cpus, pin_current_thread};
 pub(crate) use cancel::BlockedNote;
+
+/// Whether the stream whose [`Stream::key`] is `key` is cancelled or aborting
+/// ([`TaskCtx::is_cancelled`]), for code inside one of its tasks that has no [`TaskCtx`] (a
+/// host function).
+///
+/// # Safety
+///
+/// `key` must be the key of a stream one of whose tasks the calling thread is running (its
+/// control block then outlives the call).
+pub(crate) unsafe fn cancelled_by_key(key: usize) -> bool {
+    // SAFETY: the caller's guarantee: `key` is the address of a live `Control`.
+    unsafe { &*(key as *const cancel::Control) }.stopping()
+}
 pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
 pub use job::{Job, Parking, Probe, Task};
 pub use keeper::Keeper;
@@ -355,6 +368,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             parks: AtomicU64::new(0),
             #[cfg(test)]
             unwind_worker: AtomicBool::new(false),
+            #[cfg(test)]
+            unwind_away: AtomicBool::new(false),
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
@@ -780,6 +795,22 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     #[cfg(test)]
     pub(crate) fn force_parking(&self) {
         self.shared.control.forced.store(true, Ordering::Relaxed);
+    }
+
+    /// Tests: the worker thread panics (outside the tasks' unwind guards) once the stream has
+    /// parked on another thread's runner, its turn away (`Shared::worker_unwound`).
+    #[cfg(test)]
+    pub(crate) fn unwind_when_away(&self) {
+        self.shared
+            .control
+            .unwind_away
+            .store(true, Ordering::Relaxed);
+    }
+
+    /// Tests: whether the stream's queue is closed (a destroy, or its worker unwound).
+    #[cfg(test)]
+    pub(crate) fn queue_closed(&self) -> bool {
+        self.shared.ring.is_closed()
     }
 
     /// Tests: how many times the stream's waits parked.

@@ -27,6 +27,12 @@ const FLUSH_AT: usize = TAKE;
 /// the next task before it flushes them (at once if a `synchronize` is waiting).
 const FLUSH_GRACE: Duration = Duration::from_micros(2);
 
+/// How long a worker thread that unwound while its stream was on the runner waits for the
+/// turn to come home ([`Shared::turn_home`]): the runner hands it home within a few
+/// milliseconds; a stream a test holds parked (`Stream::force_parking`) stays away until its
+/// wait goes on.
+const UNWOUND_WAIT: Duration = Duration::from_secs(10);
+
 /// While it lingers so, the worker looks at the queue once every this many `PAUSE`s (about
 /// 0.9 µs on this project's VM, where a `PAUSE` takes 28 ns), not after every one as its idle
 /// spin does: each look pulls the slot the host is writing next over to the worker's CPU,
@@ -686,6 +692,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     if self.ring.sleep_away(popped) {
                         return false;
                     }
+                    if self.ring.is_closed() {
+                        // Closed while open: the stream's thread unwound
+                        // (`worker_unwound`), and waits for the turn to end it.
+                        self.come_home(NEEDED);
+                        return false;
+                    }
                     // Still away: still this runner's.
                     turn = self.turn.hold();
                 }
@@ -827,10 +839,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// counted as discarded, every task is retired so that a `synchronize` returns, with
     /// 507899 (`DrvInternalError`) as the stream's error, and the values kept for the tasks
     /// are let go. Must not panic: it runs while the thread unwinds (a panic there aborts the
-    /// process). Should another thread hold the stream's baton (a broken hand-over: the
-    /// thread unwound while the turn was away), the turn is not taken (`Baton::hold` would
-    /// panic): the queued tasks are still dropped and retired and the stream failed, the
-    /// tasks the turn holds are left to its holder, and standard error says so.
+    /// process). If the thread unwound while its stream was parked on another thread's
+    /// runner (the turn away), it waits for the turn to come home ([`Self::turn_home`]):
+    /// taking the baton while the turn is away would break the hand-over — the runner would
+    /// then find it held (a panic on its thread, another stream's worker) or probe a parked
+    /// wait this thread had dropped (its data freed). The runner runs what the turn holds and
+    /// retires it; the tasks queued behind it are dropped here. Should the turn not come home
+    /// within [`UNWOUND_WAIT`], or the baton be held while it is home (a broken hand-over),
+    /// the turn is not taken (`Baton::hold` would panic): the queued tasks are still dropped
+    /// and retired and the stream failed, the tasks the turn holds are left to its holder,
+    /// and standard error says so.
     #[cold]
     pub(super) fn worker_unwound(&self) {
         let mut left = Vec::new();
@@ -839,13 +857,26 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             let end = self.ring.close();
             k.take_published(end, |t| left.push(t));
         }
-        let mut turn = self.turn.try_hold();
+        // The stream's failure first: a synchronize that the runner's retires end while this
+        // thread waits for the turn reports it.
+        *lock(&self.last_panic) = Some(
+            "the stream's worker thread panicked outside its tasks (its message went to \
+             standard error); the tasks it had not run were dropped"
+                .to_owned(),
+        );
+        self.store_error(E::from(Error::DrvInternalError));
+        let mut turn = if self.turn_home() {
+            self.turn.try_hold()
+        } else {
+            None
+        };
         if let Some(turn) = turn.as_mut() {
             turn.local.drain_into(&mut left);
         } else {
             eprintln!(
                 "acl-notify-sim: a stream's worker thread unwound while another thread held \
-                 its turn; the tasks that turn holds are left to it"
+                 its turn (for more than {UNWOUND_WAIT:?}); the tasks that turn holds are left \
+                 to it"
             );
         }
         let n = left.len() as u64;
@@ -855,12 +886,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if let Some(turn) = turn.as_mut() {
             turn.ctx.release_graph();
         }
-        *lock(&self.last_panic) = Some(
-            "the stream's worker thread panicked outside its tasks (its message went to \
-             standard error); the tasks it had not run were dropped"
-                .to_owned(),
-        );
-        self.store_error(E::from(Error::DrvInternalError));
         self.discarded.fetch_add(n, Ordering::Relaxed);
         if let Some(mut turn) = turn {
             self.flush(&mut turn.done);
@@ -872,6 +897,26 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             let _g = lock(&self.room);
             self.not_full.notify_all();
         }
+    }
+
+    /// For [`Self::worker_unwound`] on the stream's own thread, the ring closed: whether the
+    /// turn is home, waiting for it at most [`UNWOUND_WAIT`] if it is away on the runner. The
+    /// runner hands it home once the queue it runs is empty (it finds the ring closed,
+    /// `run_borrowed`), once the stream stayed parked `runner::HOME_AFTER`, or when it gives
+    /// up, and wakes this thread (`come_home`).
+    #[cold]
+    fn turn_home(&self) -> bool {
+        let start = Instant::now();
+        crate::shm::blocked(|| {
+            while self.ring.is_away() {
+                let left = UNWOUND_WAIT.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    return false;
+                }
+                thread::park_timeout(left.min(Duration::from_millis(5)));
+            }
+            true
+        })
     }
 
     /// `ready` gets the worker's thread id, or `None` if it could not be placed on `cpu` (it
@@ -936,6 +981,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     // `run` is `HOME` (set when the turn last came back): see `Shared::run`.
                     self.ring.go_away();
                     super::runner::park(Arc::clone(&self) as Arc<dyn super::runner::Borrow>);
+                    #[cfg(test)]
+                    if self.ring.is_away()
+                        && self.control.unwind_away.swap(false, Ordering::Relaxed)
+                    {
+                        panic!("test: the worker unwinds while its stream is on the runner");
+                    }
                     // Wait until the stream is ours again: whoever clears the ring's *away*
                     // bit wakes this thread after it (`come_home`, or the claim that finds
                     // the stream asleep after `Ring::sleep_away`); the park token keeps a

@@ -10,7 +10,7 @@ use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
 
 use crate::errmsg::CallError;
 
-use super::drain::Drain;
+use super::drain::{DEFAULT_RESET_TIMEOUT, Drain, ENV_RESET_TIMEOUT};
 use super::{CURRENT, NO_DEFAULT_DEVICE, Runtime, lock};
 
 impl Runtime {
@@ -362,42 +362,6 @@ fn already_reset(device: u32, force: bool) -> CallError {
              count of aclrtSetDevice calls already reset to 0)"
         ),
     )
-}
-
-/// `ACL_NOTIFY_SIM_RESET_TIMEOUT`: how long a device reset waits for the device's streams to
-/// run their queued tasks (seconds, fractions allowed; `0` waits for ever, as CANN does).
-pub(crate) const ENV_RESET_TIMEOUT: &str = "ACL_NOTIFY_SIM_RESET_TIMEOUT";
-
-/// The reset's wait when [`ENV_RESET_TIMEOUT`] is not set: the same 60 s as a full stream's
-/// enqueue (`ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT`).
-pub(crate) const DEFAULT_RESET_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// [`ENV_RESET_TIMEOUT`] as the session reads it when it starts: `None` waits for ever; a
-/// value that is not a number of seconds is 107000.
-pub(crate) fn reset_timeout_from_env() -> Result<Option<Duration>, CallError> {
-    match std::env::var_os(ENV_RESET_TIMEOUT) {
-        None => Ok(Some(DEFAULT_RESET_TIMEOUT)),
-        Some(v) => parse_reset_timeout(&v),
-    }
-}
-
-/// A value of [`ENV_RESET_TIMEOUT`].
-pub(crate) fn parse_reset_timeout(v: &std::ffi::OsStr) -> Result<Option<Duration>, CallError> {
-    let secs = v
-        .to_str()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| (0.0..=f64::from(u32::MAX)).contains(s))
-        .ok_or_else(|| {
-            CallError::new(
-                Error::ParamInvalid,
-                format!(
-                    "{ENV_RESET_TIMEOUT}={v:?} is not a number of seconds (0 to {}, fractions \
-                     allowed; 0 waits for ever)",
-                    u32::MAX
-                ),
-            )
-        })?;
-    Ok((secs != 0.0).then(|| Duration::from_secs_f64(secs)))
 }
 
 /// How long an `aclrtSetDevice` waits for another thread's reset releasing its device, for a

@@ -1,6 +1,7 @@
 //! The wait for streams to run their queued tasks before the session releases them: one
 //! drain, with a policy per caller ([`Drain`]) — `aclFinalize` (every stream of the session)
-//! and a device reset (the device's streams).
+//! and a device reset (the device's streams) — and its bound, `ACL_NOTIFY_SIM_RESET_TIMEOUT`
+//! ([`reset_timeout_from_env`]).
 //!
 //! Both wait for the tasks queued on each stream when the drain began (what other threads
 //! queue meanwhile is not waited for), at most the reset's bound (`ACL_NOTIFY_SIM_RESET_TIMEOUT`,
@@ -35,7 +36,6 @@ use acl_notify_core::{Backend, Error, RawStream, StreamOps, StreamStatus};
 use acl_notify_sim::Head;
 
 use super::Runtime;
-use super::device::ENV_RESET_TIMEOUT;
 use crate::errmsg::{self, CallError};
 
 /// Whose drain: which streams, how long, and what becomes of streams stuck for ever (see the
@@ -286,4 +286,40 @@ impl StuckSince {
             })
             .then_some(p.late)
     }
+}
+
+/// `ACL_NOTIFY_SIM_RESET_TIMEOUT`: how long a device reset waits for the device's streams to
+/// run their queued tasks (seconds, fractions allowed; `0` waits for ever, as CANN does).
+pub(crate) const ENV_RESET_TIMEOUT: &str = "ACL_NOTIFY_SIM_RESET_TIMEOUT";
+
+/// The reset's wait when [`ENV_RESET_TIMEOUT`] is not set: the same 60 s as a full stream's
+/// enqueue (`ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT`).
+pub(crate) const DEFAULT_RESET_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// [`ENV_RESET_TIMEOUT`] as the session reads it when it starts: `None` waits for ever; a
+/// value that is not a number of seconds is 107000.
+pub(crate) fn reset_timeout_from_env() -> Result<Option<Duration>, CallError> {
+    match std::env::var_os(ENV_RESET_TIMEOUT) {
+        None => Ok(Some(DEFAULT_RESET_TIMEOUT)),
+        Some(v) => parse_reset_timeout(&v),
+    }
+}
+
+/// A value of [`ENV_RESET_TIMEOUT`].
+pub(crate) fn parse_reset_timeout(v: &std::ffi::OsStr) -> Result<Option<Duration>, CallError> {
+    let secs = v
+        .to_str()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| (0.0..=f64::from(u32::MAX)).contains(s))
+        .ok_or_else(|| {
+            CallError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{ENV_RESET_TIMEOUT}={v:?} is not a number of seconds (0 to {}, fractions \
+                     allowed; 0 waits for ever)",
+                    u32::MAX
+                ),
+            )
+        })?;
+    Ok((secs != 0.0).then(|| Duration::from_secs_f64(secs)))
 }

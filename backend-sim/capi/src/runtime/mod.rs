@@ -128,6 +128,9 @@ pub(crate) struct Runtime {
     /// How long an `aclrtSetDevice` waits for another thread's reset releasing that device
     /// (see `device`).
     set_bound: std::time::Duration,
+    /// The threads subscribed to streams' callbacks (`aclrtSubscribeReport`: see
+    /// [`crate::callback`]).
+    callbacks: crate::callback::Subscriptions,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -147,6 +150,17 @@ impl core::fmt::Debug for Runtime {
 }
 
 impl Runtime {
+    /// This session's number, unique among the process's sessions (what outlives a session,
+    /// such as `callback`'s subscriptions, is tagged with it).
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// The threads subscribed to this session's streams' callbacks.
+    pub(crate) fn callbacks(&self) -> &crate::callback::Subscriptions {
+        &self.callbacks
+    }
+
     /// A session over `backend`. `epoch` must differ from every earlier session's in this
     /// process; `seed` should be random (it salts the handles).
     pub(crate) fn new(backend: Sim, epoch: u64, seed: u64) -> Self {
@@ -176,8 +190,9 @@ impl Runtime {
             pid,
             features,
             default_device: AtomicU32::new(NO_DEFAULT_DEVICE),
-            reset_timeout: Some(device::DEFAULT_RESET_TIMEOUT),
-            set_bound: device::set_bound(Some(device::DEFAULT_RESET_TIMEOUT)),
+            reset_timeout: Some(drain::DEFAULT_RESET_TIMEOUT),
+            set_bound: device::set_bound(Some(drain::DEFAULT_RESET_TIMEOUT)),
+            callbacks: Default::default(),
         }
     }
 
@@ -299,7 +314,7 @@ impl Runtime {
 mod cnt;
 mod context;
 pub(crate) mod device;
-mod drain;
+pub(crate) mod drain;
 pub(crate) mod event;
 mod ext;
 mod ipc;

@@ -151,7 +151,7 @@ fn a_context_handle_that_comes_back_gets_its_own_default_stream() {
 
 #[test]
 fn the_reset_timeout_is_seconds_with_fractions_and_zero_waits_for_ever() {
-    use super::device::parse_reset_timeout;
+    use super::drain::parse_reset_timeout;
     use std::ffi::OsStr;
     use std::time::Duration;
     assert_eq!(

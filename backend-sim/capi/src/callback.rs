@@ -1,0 +1,470 @@
+//! Callbacks run by threads of the program (`aclrtSubscribeReport`, `aclrtLaunchCallback`,
+//! `aclrtProcessReport`, `aclrtUnSubscribeReport`), as CANN's callback chapter describes them:
+//! the program creates a thread that calls `aclrtProcessReport(timeout)` in a loop, subscribes
+//! it to a stream, and each `aclrtLaunchCallback(fn, data, blockType, stream)` queues a task
+//! that, when the stream reaches it, hands `fn(data)` to that thread. With
+//! `ACL_CALLBACK_BLOCK` the stream goes on only once the thread has run it; with
+//! `ACL_CALLBACK_NO_BLOCK` at once.
+//!
+//! Rules (hicann/runtime `docs/api_docs/aclrtSubscribeReport.md`): one thread per stream; a
+//! thread may serve several streams, of one device only; at most 1,024 subscribed threads per
+//! process. The simulator's task is a host function that posts the callback to the thread's
+//! mailbox (and, blocking, waits for it to have run), so the callback runs in stream order
+//! with everything else queued there.
+//!
+//! Codes: 100000 a `blockType` that is neither; 107000 `fn` NULL, a timeout that is neither
+//! −1 nor positive; 107011 (`ACL_ERROR_RT_STREAM_SUBSCRIBE`) a launch on a stream no thread
+//! is subscribed to, a subscription of a stream another thread (or the same) already serves,
+//! an unsubscription of a thread that does not serve the stream; 107012
+//! (`ACL_ERROR_RT_THREAD_SUBSCRIBE`) a thread subscribed on another device, the 1,025th
+//! thread, and an `aclrtProcessReport` from a thread still subscribed to no stream when its
+//! timeout ends; 507012 (`ACL_ERROR_RT_REPORT_TIMEOUT`) no callback within the timeout; the
+//! stream checks (107017, 107002, 107003) as for any stream argument.
+//!
+//! The subscriptions belong to the session: `aclFinalize` ends them. A blocking callback whose
+//! thread never runs it holds its stream as a host function blocked without a timeout would
+//! (`aclFinalize` discards it and what follows it, and the callback then never runs; so do a
+//! forced destroy of its stream, a reset of its device once its drain ends, and
+//! `aclrtStreamAbort`; a draining `aclrtDestroyStream` waits for it, as CANN's does); an
+//! `aclrtProcessReport` waiting when the session ends returns 107012.
+#![allow(non_camel_case_types)]
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use acl_notify_core::{Error, HostCall, RawStream};
+
+use crate::errmsg::{CallError, param};
+use crate::ffi::{aclError, aclrtStream, api, handle};
+use crate::session::{existing_runtime, runtime};
+
+/// `aclrtCallback`.
+pub type aclrtCallback = Option<unsafe extern "C" fn(*mut c_void)>;
+
+/// CANN's limit of subscribed threads per process.
+const MAX_THREADS: usize = 1024;
+
+/// How often a waiting `aclrtProcessReport`, and a blocking callback waiting for its thread,
+/// look whether the session has ended.
+const SLICE: Duration = Duration::from_millis(50);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// One session's subscriptions.
+#[derive(Default)]
+pub(crate) struct Subscriptions {
+    inner: Mutex<Inner>,
+    /// Signalled when a thread is subscribed (an `aclrtProcessReport` that started before its
+    /// thread's subscription waits for it).
+    subscribed: Condvar,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Backend stream → the thread serving it.
+    streams: HashMap<u64, u64>,
+    /// Thread id → what it serves.
+    threads: HashMap<u64, Served>,
+}
+
+impl Inner {
+    /// Drops the subscriptions of streams that `live` says are gone (destroyed, or discarded
+    /// by a device reset, without `aclrtUnSubscribeReport`): their threads may serve another
+    /// device once they serve no live stream (a thread keeps its entry, and its mailbox, for
+    /// the session: an `aclrtProcessReport` waiting on it goes on finding what is posted). A stream's handle is never reused while its
+    /// session lives, so a gone stream's subscription never applies to another one.
+    fn forget_dead_streams(&mut self, live: impl Fn(u64) -> bool) {
+        let Inner { streams, threads } = self;
+        streams.retain(|&s, t| {
+            let keep = live(s);
+            if !keep && let Some(served) = threads.get_mut(t) {
+                served.streams -= 1;
+            }
+            keep
+        });
+    }
+}
+
+struct Served {
+    device: u32,
+    /// How many streams it serves.
+    streams: usize,
+    mailbox: Arc<Mailbox>,
+}
+
+/// The callbacks waiting for one thread's `aclrtProcessReport`.
+#[derive(Default)]
+struct Mailbox {
+    queue: Mutex<VecDeque<Arc<Report>>>,
+    ready: Condvar,
+}
+
+/// One callback handed to a thread.
+struct Report {
+    func: unsafe extern "C" fn(*mut c_void),
+    arg: *mut c_void,
+    state: Mutex<State>,
+    done: Condvar,
+}
+
+// SAFETY: `aclrtLaunchCallback`'s contract: `fn(userData)` may run on another thread.
+unsafe impl Send for Report {}
+// SAFETY: `func` and `arg` are only read; `state` is behind its mutex.
+unsafe impl Sync for Report {}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    Queued,
+    /// Its thread is running it.
+    Running,
+    Done,
+    /// Its blocking task gave up waiting (the session ended): never run it.
+    Abandoned,
+}
+
+/// What a queued `aclrtLaunchCallback` task carries to the stream's worker.
+struct Launch {
+    mailbox: Arc<Mailbox>,
+    report: Arc<Report>,
+    block: bool,
+    epoch: u64,
+}
+
+/// The host function of an `aclrtLaunchCallback`: posts the callback to its thread and, when
+/// blocking, waits until that thread has run it (or the session has ended).
+unsafe extern "C" fn deliver(arg: *mut c_void) {
+    // SAFETY: `arg` is the `Box<Launch>` leaked by `aclrtLaunchCallback` for this one call.
+    let launch = unsafe { Box::from_raw(arg.cast::<Launch>()) };
+    let Launch {
+        mailbox,
+        report,
+        block,
+        epoch,
+    } = *launch;
+    lock(&mailbox.queue).push_back(Arc::clone(&report));
+    mailbox.ready.notify_all();
+    if !block {
+        return;
+    }
+    let _blocked = acl_notify_sim::host_function_blocked(None);
+    let mut state = lock(&report.state);
+    while matches!(*state, State::Queued | State::Running) {
+        // Given up only before its thread took it (a callback running is waited for), once
+        // nothing waits for the stream any more: the session ended, or the stream was told to
+        // stop its running task (a forced destroy, a device reset or aclFinalize past their
+        // drain, an abort), which a draining destroy does not do.
+        if *state == State::Queued
+            && (acl_notify_sim::host_function_cancelled() || session_ended(epoch))
+        {
+            *state = State::Abandoned;
+            return;
+        }
+        state = report
+            .done
+            .wait_timeout(state, SLICE)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
+}
+
+/// The calling thread's id as CANN's callers pass it (`pthread_self()`, which is what
+/// `std::thread::id` holds in C++).
+fn this_thread() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+/// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: aclrtStream) -> aclError {
+    api("aclrtSubscribeReport", || {
+        let rt = runtime()?;
+        let raw = rt.resolve_stream(handle(stream))?;
+        let device = rt.current_device()?;
+        let subs = rt.callbacks();
+        let mut inner = lock(&subs.inner);
+        inner.forget_dead_streams(|s| rt.backend().stream_head(RawStream(s)).is_some());
+        if let Some(&t) = inner.streams.get(&raw.0) {
+            return Err(CallError::new(
+                Error::StreamSubscribe,
+                format!(
+                    "stream {:#x} is already subscribed by thread {t:#x}{}: one thread serves a \
+                     stream (aclrtUnSubscribeReport it first)",
+                    handle(stream),
+                    if t == thread_id { " (this one)" } else { "" }
+                ),
+            ));
+        }
+        let full = inner.threads.values().filter(|s| s.streams > 0).count() >= MAX_THREADS;
+        match inner.threads.get_mut(&thread_id) {
+            Some(s) if s.streams > 0 && s.device != device => {
+                return Err(CallError::new(
+                    Error::ThreadSubscribe,
+                    format!(
+                        "thread {thread_id:#x} serves streams of device {}; a thread serves the \
+                         streams of one device, and this stream is on device {device}",
+                        s.device
+                    ),
+                ));
+            }
+            Some(s) if s.streams == 0 && full => {
+                return Err(CallError::new(
+                    Error::ThreadSubscribe,
+                    format!("{MAX_THREADS} threads are subscribed already, CANN's limit"),
+                ));
+            }
+            Some(s) => {
+                s.device = device;
+                s.streams += 1;
+            }
+            None if full => {
+                return Err(CallError::new(
+                    Error::ThreadSubscribe,
+                    format!("{MAX_THREADS} threads are subscribed already, CANN's limit"),
+                ));
+            }
+            None => {
+                inner.threads.insert(
+                    thread_id,
+                    Served {
+                        device,
+                        streams: 1,
+                        mailbox: Arc::default(),
+                    },
+                );
+            }
+        }
+        inner.streams.insert(raw.0, thread_id);
+        drop(inner);
+        subs.subscribed.notify_all();
+        Ok(())
+    })
+}
+
+/// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: aclrtStream) -> aclError {
+    api("aclrtUnSubscribeReport", || {
+        let rt = runtime()?;
+        let raw = rt.resolve_stream(handle(stream))?;
+        let subs = rt.callbacks();
+        let mut inner = lock(&subs.inner);
+        match inner.streams.get(&raw.0) {
+            Some(&t) if t == thread_id => {}
+            other => {
+                return Err(CallError::new(
+                    Error::StreamSubscribe,
+                    format!(
+                        "thread {thread_id:#x} is not subscribed to stream {:#x} ({})",
+                        handle(stream),
+                        match other {
+                            Some(t) => format!("thread {t:#x} is"),
+                            None => "no thread is".to_owned(),
+                        }
+                    ),
+                ));
+            }
+        }
+        inner.streams.remove(&raw.0);
+        if let Some(s) = inner.threads.get_mut(&thread_id) {
+            s.streams -= 1;
+        }
+        Ok(())
+    })
+}
+
+/// `aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType
+/// blockType, aclrtStream stream)`.
+///
+/// # Safety
+///
+/// `fn(userData)` must be safe to call once from the subscribed thread at any time until the
+/// stream has run the task, and must not unwind.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtLaunchCallback(
+    func: aclrtCallback,
+    user_data: *mut c_void,
+    block_type: i32,
+    stream: aclrtStream,
+) -> aclError {
+    api("aclrtLaunchCallback", || {
+        // hicann/runtime `src/acl/aclrt_c/runtime/callback.c`: the ACL layer checks it first.
+        let block = match block_type {
+            0 => false,
+            1 => true,
+            other => {
+                return Err(CallError::new(
+                    Error::InvalidParam,
+                    format!(
+                        "blockType {other} is neither ACL_CALLBACK_NO_BLOCK (0) nor \
+                         ACL_CALLBACK_BLOCK (1)"
+                    ),
+                ));
+            }
+        };
+        let Some(func) = func else {
+            return Err(param("`fn` is NULL"));
+        };
+        let rt = runtime()?;
+        let raw = rt.resolve_stream(handle(stream))?;
+        let mailbox = {
+            let inner = lock(&rt.callbacks().inner);
+            let served = inner.streams.get(&raw.0).and_then(|t| inner.threads.get(t));
+            match served {
+                Some(s) => Arc::clone(&s.mailbox),
+                None => {
+                    return Err(CallError::new(
+                        Error::StreamSubscribe,
+                        format!(
+                            "no thread is subscribed to stream {:#x}: call \
+                             aclrtSubscribeReport(thread id, stream) first, for a thread that \
+                             calls aclrtProcessReport",
+                            handle(stream)
+                        ),
+                    ));
+                }
+            }
+        };
+        let report = Arc::new(Report {
+            func,
+            arg: user_data,
+            state: Mutex::new(State::Queued),
+            done: Condvar::new(),
+        });
+        let launch = Box::into_raw(Box::new(Launch {
+            mailbox,
+            report,
+            block,
+            epoch: rt.epoch(),
+        }));
+        // SAFETY: `deliver` takes back the box once; `Launch` is Send.
+        let call = unsafe { HostCall::new(deliver, launch.cast()) };
+        rt.launch_host_func(handle(stream), call).inspect_err(|_| {
+            // Not queued, so never run: the box is still ours.
+            // SAFETY: from `Box::into_raw` above, not handed on.
+            drop(unsafe { Box::from_raw(launch) });
+        })
+    })
+}
+
+/// `aclError aclrtProcessReport(int32_t timeout)`: runs one callback handed to the calling
+/// thread, waiting up to `timeout` ms for it (−1: for ever).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
+    api("aclrtProcessReport", || {
+        let deadline = match timeout {
+            -1 => None,
+            t if t > 0 => Some(Instant::now() + Duration::from_millis(t as u64)),
+            t => {
+                return Err(param(format!(
+                    "timeout {t}: it is -1 (wait for ever) or a positive number of ms"
+                )));
+            }
+        };
+        let rt = runtime()?;
+        let epoch = rt.epoch();
+        let me = this_thread();
+        let ended = || {
+            CallError::new(
+                Error::ThreadSubscribe,
+                "the session ended (aclFinalize) while this thread waited for a callback",
+            )
+        };
+        // The thread's mailbox, once it is subscribed (it may be a moment after it starts).
+        let mailbox = {
+            let subs = rt.callbacks();
+            let mut inner = lock(&subs.inner);
+            loop {
+                if let Some(s) = inner.threads.get(&me)
+                    && (s.streams > 0 || !lock(&s.mailbox.queue).is_empty())
+                {
+                    break Arc::clone(&s.mailbox);
+                }
+                let left = slice_left(deadline).ok_or_else(|| {
+                    CallError::new(
+                        Error::ThreadSubscribe,
+                        format!(
+                            "thread {me:#x} is subscribed to no stream: aclrtSubscribeReport \
+                             (this thread's id, stream) first"
+                        ),
+                    )
+                })?;
+                if session_ended(epoch) {
+                    return Err(ended());
+                }
+                inner = subs
+                    .subscribed
+                    .wait_timeout(inner, left)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
+            }
+        };
+        let mut queue = lock(&mailbox.queue);
+        loop {
+            while let Some(report) = queue.pop_front() {
+                let mut state = lock(&report.state);
+                if *state == State::Abandoned {
+                    continue;
+                }
+                *state = State::Running;
+                drop(state);
+                drop(queue);
+                // SAFETY: `aclrtLaunchCallback`'s contract.
+                unsafe { (report.func)(report.arg) };
+                state = lock(&report.state);
+                *state = State::Done;
+                drop(state);
+                report.done.notify_all();
+                return Ok(());
+            }
+            let Some(left) = slice_left(deadline) else {
+                drop(queue);
+                let serves = lock(&rt.callbacks().inner)
+                    .threads
+                    .get(&me)
+                    .map_or(0, |s| s.streams);
+                return Err(if serves == 0 {
+                    CallError::new(
+                        Error::ThreadSubscribe,
+                        format!(
+                            "no callback reached thread {me:#x} within {timeout} ms, and it is                              subscribed to no stream any more (aclrtUnSubscribeReport, or its                              streams were destroyed)"
+                        ),
+                    )
+                } else {
+                    CallError::new(
+                        Error::ReportTimeout,
+                        format!("no callback reached thread {me:#x} within {timeout} ms"),
+                    )
+                });
+            };
+            if session_ended(epoch) {
+                return Err(ended());
+            }
+            queue = mailbox
+                .ready
+                .wait_timeout(queue, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    })
+}
+
+/// How long to wait next: a [`SLICE`] at most, `None` once `deadline` has passed.
+fn slice_left(deadline: Option<Instant>) -> Option<Duration> {
+    match deadline {
+        None => Some(SLICE),
+        Some(d) => {
+            let left = d.saturating_duration_since(Instant::now());
+            (!left.is_zero()).then(|| left.min(SLICE))
+        }
+    }
+}
+
+/// Whether the session numbered `epoch` is over.
+fn session_ended(epoch: u64) -> bool {
+    existing_runtime().is_none_or(|rt| rt.epoch() != epoch)
+}
