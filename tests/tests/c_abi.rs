@@ -1636,6 +1636,25 @@ fn an_importer_killed_mid_wait_is_named_dead_by_the_owner_s_errors() {
     );
 }
 
+/// A message log that cannot be opened does not stop the program, but says so on stderr, once.
+#[test]
+fn an_unwritable_message_log_is_named_on_stderr_once() {
+    let env = [
+        ("ACL_NOTIFY_SIM_DEVICE_MEMORY", "8M"),
+        (
+            "ACL_NOTIFY_SIM_MESSAGE_LOG",
+            "/nonexistent-acl-notify-dir/messages.log",
+        ),
+    ];
+    let o = run_alone("memory", "nolog", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    let notes = o[0]
+        .stderr
+        .matches("ACL_NOTIFY_SIM_MESSAGE_LOG=/nonexistent-acl-notify-dir/messages.log: cannot open")
+        .count();
+    assert_eq!(notes, 1, "{}", report(&o));
+}
+
 #[test]
 fn bad_environment_is_reported_by_acl_init() {
     // A C program with a mistyped ACL_NOTIFY_SIM_SOC: aclInit fails with 107000 and
