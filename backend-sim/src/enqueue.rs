@@ -551,6 +551,7 @@ impl Sim {
                 }
             }
             Some(Blocked::HostFunction) => Head::HostFunction,
+            Some(Blocked::ValueWait { .. }) => Head::Waiting { left: None },
             None => Head::Running,
         };
         let stats = s.stats();

@@ -25,6 +25,7 @@
 //!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
 //!   notifies, checking the exact sum;
+//! - `value.c`: `aclrtValueWrite` / `aclrtValueWait` between streams and processes;
 //! - `importer_killed.c`: an importer SIGKILLed while the owner's stream waits for its record:
 //!   the owner's timeout and busy-stream messages name it dead;
 //! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
@@ -297,6 +298,7 @@ fn build_everything() -> Result<Prefix, String> {
         "pipeline",
         "callback",
         "importer_killed",
+        "value",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1618,6 +1620,30 @@ fn importer_that_dies_is_a_clear_failure_not_a_hang() {
     assert!(
         o[0].stderr.contains("timed out after 500 ms waiting for"),
         "not the owner's own 500 ms wait giving up\n{}",
+        report(&o)
+    );
+}
+
+/// Memory-semantics synchronisation (tests/c/value.c): aclrtValueWait released by another
+/// stream's and another process's aclrtValueWrite, the four conditions, misuse, freed memory,
+/// abort and aclFinalize; 207000 on a SoC CANN gives none.
+#[test]
+fn value_waits_are_released_by_value_writes_of_streams_and_processes() {
+    let o = run_alone("value", "value", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("value: ok"), "{}", report(&o));
+    let p = setup();
+    let s = Scratch::new("value310p");
+    let mut cmd = s.cmd(&p.bin.join("value"), "Ascend310P");
+    cmd.arg("unsupported");
+    let o = run_all(
+        vec![spawn("value", &mut cmd).expect("start value")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("value: ok (unsupported)"),
+        "{}",
         report(&o)
     );
 }
