@@ -13,8 +13,9 @@ use acl_notify_core::{BackendError, Error, RawNotify, RawStream};
 use crate::blocked::Blocked;
 use acl_notify_core::SyncWait;
 
-/// How long past its own limit a synchronize waits for a stream's thread to fail a head wait
-/// whose timeout came before that limit ([`Sim::sync_past_overdue_waits`]).
+/// How long past its own limit a synchronize waits at most for a stream's thread to fail a
+/// head wait whose timeout came before that limit ([`Sim::sync_past_overdue_waits`]; no longer
+/// than the limit itself).
 const OVERDUE_GRACE: Duration = Duration::from_secs(1);
 
 /// How often, meanwhile, it looks whether the head is still such a wait.
@@ -484,19 +485,24 @@ impl Sim {
     /// `RT_ERROR_STREAM_SYNC_TIMEOUT` only when `remainTime == 0` and `cnt == 0`). Here the
     /// stream's thread keeps its waits' timeouts, and a loaded machine or a paused process
     /// may run it late: while the head task is a wait whose timeout came before `deadline`,
-    /// the synchronize gives the thread up to [`OVERDUE_GRACE`] more to fail it and go on,
-    /// and answers what the stream then says (the wait's code once every task has run).
-    /// `None` when the head is no such wait, or still is one after the grace: the caller's
-    /// 507046 stands.
+    /// the synchronize gives the thread up to its own `limit` again, at most
+    /// [`OVERDUE_GRACE`], to fail it and go on, and answers what the stream then says (the
+    /// wait's code once every task has run); a poll (`limit` 0) does not wait. `None` when
+    /// the head is no such wait, or still is one after the grace: the caller's 507046 stands.
     #[cold]
     pub(crate) fn sync_past_overdue_waits(
         &self,
         s: &SimStream,
         stream: RawStream,
         deadline: std::time::Instant,
+        limit: Duration,
     ) -> Option<Result<(), SimError>> {
+        let grace = limit.min(OVERDUE_GRACE);
+        if grace.is_zero() {
+            return None;
+        }
         let graph = read(&self.inner.streams).get(stream.0)?.graph.clone()?;
-        let grace_end = std::time::Instant::now().checked_add(OVERDUE_GRACE)?;
+        let grace_end = std::time::Instant::now().checked_add(grace)?;
         loop {
             let now = std::time::Instant::now();
             // Due before the synchronize's limit: overdue by more than the limit is past.
