@@ -98,6 +98,10 @@ fn main() {
             remote_importers_keep_the_owner_s_notify_alive,
         ),
         (
+            "remote_records_leave_no_key_once_their_importer_is_gone",
+            remote_records_leave_no_key_once_their_importer_is_gone,
+        ),
+        (
             "a_batch_reset_crosses_hosts_in_order_with_records",
             a_batch_reset_crosses_hosts_in_order_with_records,
         ),
@@ -519,6 +523,55 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
     check(owner.try_ok("applied")? == "3", || {
         "a record was lost".into()
     })?;
+    Ok(())
+}
+
+/// A remote record is a key under the owner's record prefix: bound to the recording process's
+/// lease, it goes with that process (here its `Sim` dropped, which revokes the lease), as its
+/// holds do, instead of staying in etcd for ever (one key per notify ever recorded across
+/// hosts, piling up over the jobs of a pod).
+fn remote_records_leave_no_key_once_their_importer_is_gone(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    let tag = pod("reckeys");
+    let url = c.url(&tag);
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    for _ in 0..3 {
+        importer.try_ok(&format!("record {ih} 3"))?;
+        owner.try_ok(&format!("hwait {h} 5000"))?;
+    }
+    let etcd = acl_notify_sim::cluster::etcd::Etcd::new(c.client_addrs(), Duration::from_secs(3));
+    let prefix = format!("/acl-notify/{tag}/rec/");
+    let keys = || -> Result<Vec<String>, String> {
+        let (kvs, _) = etcd
+            .get_prefix(prefix.as_bytes())
+            .map_err(|e| format!("listing {prefix}: {e}"))?;
+        Ok(kvs
+            .into_iter()
+            .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+            .collect())
+    };
+    check(!keys()?.is_empty(), || {
+        "no record or hold key while the importer lives".into()
+    })?;
+    importer.try_ok("dropsim")?;
+    let mut left = Vec::new();
+    let gone = poll_until(
+        "the importer's record keys gone with its lease",
+        Duration::from_secs(10),
+        || {
+            left = keys().unwrap_or_default();
+            left.is_empty()
+        },
+    );
+    if gone.is_err() {
+        return Err(format!(
+            "keys under {prefix} stayed 10 s after the importer's lease was revoked: {left:?}"
+        )
+        .into());
+    }
+    owner.try_ok(&format!("destroy {h}"))?;
     Ok(())
 }
 

@@ -24,9 +24,14 @@
  * most four rounds ahead of the out stream (aclrtSynchronizeEvent on an event recorded
  * after each round), so it keeps enqueuing while the streams run.
  *
- * usage: pipeline <N> [rounds, default 64] [words per batch, default 4096]
+ * usage: pipeline <N> [rounds, default 64] [words per batch, default 4096] [hosts, default 1]
  * The first process forks the N-1 others before aclInit; stage r uses device
- * r % (aclrtGetDeviceCount), in a context of its own (aclrtCreateContext). Keys and PIDs
+ * r % (aclrtGetDeviceCount), in a context of its own (aclrtCreateContext). With hosts > 1
+ * (Ascend910_93, ACL_NOTIFY_SIM_CLUSTER set) the stages are split in order among that many
+ * SuperPod servers, each a host of its own (server id h, namespace
+ * $ACL_NOTIFY_SIM_NAMESPACE-host<h>): the neighbours on another server are whitelisted with
+ * aclrtNotifySetImportPidInterServer / aclrtIpcMemImportPidInterServer, and what crosses
+ * hosts (copies, records) goes through etcd. Keys and PIDs
  * travel through files in a fresh directory under $TMPDIR, removed at the end. Exit 0 and
  * "pipeline N=<N>: ok". */
 #include "common.h"
@@ -39,7 +44,21 @@
 #define AHEAD 4
 
 static char g_dir[4096];
-static int g_n, g_rounds, g_words;
+static int g_n, g_rounds, g_words, g_hosts = 1;
+
+/* Whitelists process `pid` of server `server` (this process is on `mine`) for notify `n` and,
+ * when `mem_key` is not NULL, for the memory export `mem_key`. */
+static void allow(aclrtNotify n, const char *mem_key, long long server, int32_t pid,
+                  long long mine) {
+    if (server == mine) {
+        CHECK(aclrtNotifySetImportPid(n, &pid, 1));
+        if (mem_key) CHECK(aclrtIpcMemSetImportPid(mem_key, &pid, 1));
+    } else {
+        aclrtServerPid sp = {(uint32_t)server, &pid, 1};
+        CHECK(aclrtNotifySetImportPidInterServer(n, &sp, 1));
+        if (mem_key) CHECK(aclrtIpcMemImportPidInterServer(mem_key, &sp, 1));
+    }
+}
 
 static uint32_t word(int round, int i) { return (uint32_t)round * 100003u + (uint32_t)i * 3u; }
 
@@ -61,6 +80,17 @@ static int run_stage(int r) {
     g_role = role;
     const int n = g_n, first = r == 0, last = r == n - 1;
     const size_t bytes = (size_t)g_words * sizeof(uint32_t);
+    if (g_hosts > 1) {
+        /* A SuperPod of g_hosts servers, each a host of its own (a namespace) in the cluster
+         * that ACL_NOTIFY_SIM_CLUSTER names: the stages are split among them in order. */
+        const int host = r * g_hosts / n;
+        const char *base = getenv("ACL_NOTIFY_SIM_NAMESPACE");
+        char value[512];
+        snprintf(value, sizeof value, "%d", host);
+        setenv("ACL_NOTIFY_SIM_SERVER_ID", value, 1);
+        snprintf(value, sizeof value, "%s-host%d", base && *base ? base : "pipeline", host);
+        setenv("ACL_NOTIFY_SIM_NAMESPACE", value, 1);
+    }
 
     CHECK(aclInit(NULL));
     uint32_t devices = 0;
@@ -75,17 +105,20 @@ static int run_stage(int r) {
 
     int32_t me = 0;
     CHECK(aclrtDeviceGetBareTgid(&me));
+    int64_t server = 0;
+    CHECK(aclrtGetDeviceInfo((uint32_t)dev, ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &server));
     char text[512];
-    snprintf(text, sizeof text, "%d", (int)me);
+    snprintf(text, sizeof text, "%lld %d", (long long)server, (int)me);
     put_text("pid", r, text);
     int32_t prev_pid = 0, next_pid = 0;
+    long long prev_server = 0, next_server = 0;
     if (!first) {
         get_text("pid", r - 1, text, sizeof text);
-        prev_pid = atoi(text);
+        REQUIRE(sscanf(text, "%lld %d", &prev_server, &prev_pid) == 2, "bad pid line '%s'", text);
     }
     if (!last) {
         get_text("pid", r + 1, text, sizeof text);
-        next_pid = atoi(text);
+        REQUIRE(sscanf(text, "%lld %d", &next_server, &next_pid) == 2, "bad pid line '%s'", text);
     }
 
     /* Our slots, the addend, the notifies; exported to the neighbours that use them. */
@@ -98,15 +131,14 @@ static int run_stage(int r) {
         CHECK(aclrtCreateNotify(&freed[s], ACL_NOTIFY_DEFAULT));
         if (!first) { /* the stage before writes into buf[s] and records full[s] */
             CHECK(aclrtIpcMemGetExportKey(buf[s], bytes, buf_key[s], sizeof buf_key[s], 0));
-            CHECK(aclrtIpcMemSetImportPid(buf_key[s], &prev_pid, 1));
             CHECK(aclrtNotifyGetExportKey(full[s], full_key[s], sizeof full_key[s],
                                           ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
-            CHECK(aclrtNotifySetImportPid(full[s], &prev_pid, 1));
+            allow(full[s], buf_key[s], prev_server, prev_pid, (long long)server);
         }
         if (!last) { /* the stage after records free[s] */
             CHECK(aclrtNotifyGetExportKey(freed[s], free_key[s], sizeof free_key[s],
                                           ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
-            CHECK(aclrtNotifySetImportPid(freed[s], &next_pid, 1));
+            allow(freed[s], NULL, next_server, next_pid, (long long)server);
         }
     }
     if (!first) {
@@ -259,14 +291,17 @@ static void remove_dir(const char *dir) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: %s <N> [rounds] [words per batch]\n", argv[0]);
+        fprintf(stderr, "usage: %s <N> [rounds] [words per batch] [hosts]\n", argv[0]);
         return 2;
     }
     g_n = atoi(argv[1]);
     g_rounds = argc > 2 ? atoi(argv[2]) : 64;
     g_words = argc > 3 ? atoi(argv[3]) : 4096;
-    if (g_n < 2 || g_n > MAX_STAGES || g_rounds < 1 || g_words < 1) {
-        fprintf(stderr, "N must be 2 to %d, rounds and words positive\n", MAX_STAGES);
+    g_hosts = argc > 4 ? atoi(argv[4]) : 1;
+    if (g_n < 2 || g_n > MAX_STAGES || g_rounds < 1 || g_words < 1 || g_hosts < 1 ||
+        g_hosts > g_n) {
+        fprintf(stderr, "N must be 2 to %d, rounds and words positive, hosts 1 to N\n",
+                MAX_STAGES);
         return 2;
     }
     const char *tmp = getenv("TMPDIR");

@@ -30,7 +30,7 @@
 //! - `pipeline.c`: a double-buffered pipeline of 12 processes on 4 devices: IPC memory and
 //!   notifies shared by key with PID whitelists, slots handed back by notifies, Ex events
 //!   ordering each stage's two streams, host memory of `aclrtMallocHost` in and out, every
-//!   word checked;
+//!   word checked; and the same over 3 SuperPod hosts in cluster mode;
 //! - `halo.c`: a halo exchange as a CANN user writes it: N ranks (more than the machine's
 //!   CPUs), each in a created context, trading keys over pipes; copies of IPC memory ordered by
 //!   IPC notifies, an event ordering a second thread's stream, blocked streams the host keeps
@@ -842,6 +842,30 @@ fn ring_allreduce_4() {
 #[test]
 fn ring_allreduce_8() {
     ring_allreduce(8);
+}
+
+/// The same pipeline split over 3 SuperPod servers, each a host of its own (a namespace) of a
+/// cluster through etcd: the hops between hosts (copies into the next stage's memory, records
+/// of its "full" notifies and of the previous stage's "free" ones) go through etcd.
+#[test]
+fn a_pipeline_across_three_superpod_hosts_moves_every_batch_intact() {
+    let p = setup();
+    let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    let url = etcd.url(&format!("capi-pipe-{}", std::process::id()));
+    let s = Scratch::new("pipepod");
+    let mut cmd = s.cmd(&p.bin.join("pipeline"), "Ascend910_93");
+    cmd.env("TMPDIR", &s.dir)
+        .env("ACL_NOTIFY_SIM_CLUSTER", &url)
+        .args(["9", "40", "1024", "3"]);
+    let o = run_all(
+        vec![spawn("pipeline", &mut cmd).expect("start pipeline")],
+        Duration::from_secs(120),
+    );
+    for h in 0..3 {
+        let _ = Sim::remove_namespace(&format!("{}-host{h}", s.ns));
+    }
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("pipeline N=9: ok"), "{}", report(&o));
 }
 
 // ---- callbacks on a thread of the program (tests/c/callback.c) ------------------------------

@@ -520,6 +520,10 @@ impl Shared {
             value["reset"] = json!(true);
         }
         let value = value.to_string().into_bytes();
+        // Bound to this process's lease, as its holds and memory requests are: the key goes
+        // with the last process that recorded (its deletion is no record: `apply` skips it),
+        // instead of staying in etcd for ever.
+        let lease = *lock(&s.proc_lease);
         let what = || {
             format!(
                 "{} on notify {} of device {} of server {} (owner pid {})",
@@ -537,7 +541,7 @@ impl Shared {
                 &[Op::Put {
                     key: rec,
                     value,
-                    lease: 0,
+                    lease,
                 }],
                 &[Op::Get(export), Op::Get(s.proc_key(n.server, n.owner_pid))],
             )
