@@ -8,18 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use acl_notify_core::{BackendError, Error, RawNotify, RawStream};
+use acl_notify_core::{BackendError, Error, RawNotify, RawStream, SyncWait};
 
 use crate::blocked::Blocked;
-use acl_notify_core::SyncWait;
-
-/// How long past its own limit a synchronize waits at most for a stream's thread to fail a
-/// head wait whose timeout came before that limit ([`Sim::sync_past_overdue_waits`]; no longer
-/// than the limit itself).
-const OVERDUE_GRACE: Duration = Duration::from_secs(1);
-
-/// How often, meanwhile, it looks whether the head is still such a wait.
-const OVERDUE_LOOK: Duration = Duration::from_millis(5);
 use crate::config::ENV_ENQUEUE_TIMEOUT;
 use crate::entries::StreamEntry;
 use crate::entries::bad_stream;
@@ -30,6 +21,18 @@ use crate::pin::{NotifyName, PinRef};
 use crate::sim::Sim;
 use crate::stream::{Stream, StreamConfig, TaskCtx, WorkerPolicy, allowed_cpus};
 use crate::{pair_cache, sigbus, spin, trace, waitgraph};
+
+/// How long past its own limit a synchronize waits at most for a stream's thread to fail a
+/// head wait whose timeout came before that limit ([`Sim::sync_past_overdue_waits`]; no longer
+/// than the limit itself).
+const OVERDUE_GRACE: Duration = Duration::from_secs(1);
+
+/// How often, meanwhile, it looks whether the head is still such a wait.
+const OVERDUE_LOOK: Duration = Duration::from_millis(5);
+
+/// Once the head is no longer that wait, how long it waits at most (within the grace) for the
+/// thread to finish failing it and run what follows.
+const OVERDUE_AFTER: Duration = Duration::from_millis(50);
 
 /// A job as it is queued: wrapped to be followed on the timeline if that is on (see
 /// `trace::job`). In the queue's `on_claim`, after the pin's check: the wrapper holds the
@@ -502,13 +505,24 @@ impl Sim {
             return None;
         }
         let graph = read(&self.inner.streams).get(stream.0)?.graph.clone()?;
-        let grace_end = std::time::Instant::now().checked_add(grace)?;
+        let mut grace_end = std::time::Instant::now().checked_add(grace)?;
+        let mut granted = false;
         loop {
             let now = std::time::Instant::now();
-            // Due before the synchronize's limit: overdue by more than the limit is past.
-            let overdue = graph.head_wait_overdue()?;
-            if overdue < now.saturating_duration_since(deadline) || now >= grace_end {
+            if now >= grace_end {
                 return None;
+            }
+            match graph.head_wait_overdue() {
+                // Due before the synchronize's limit: overdue by more than the limit is past.
+                Some(overdue) if overdue >= now.saturating_duration_since(deadline) => {
+                    granted = true;
+                }
+                // A wait due after the limit, or no overdue wait to begin with: 507046.
+                Some(_) => return None,
+                None if !granted => return None,
+                // The overdue wait is gone: the thread is failing it (its head note cleared
+                // before the task is counted) and goes on; a last short look.
+                None => grace_end = grace_end.min(now + OVERDUE_AFTER),
             }
             let slice = grace_end.saturating_duration_since(now).min(OVERDUE_LOOK);
             match s.synchronize(SyncWait::AtMost(slice)) {
