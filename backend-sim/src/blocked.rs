@@ -12,6 +12,9 @@ pub(crate) enum Blocked {
     CntWait { dev: u32, id: u32, forever: bool },
     /// A host function that has not returned.
     HostFunction,
+    /// A value wait (`aclrtValueWait`) on device memory of device `dev` (`low`: the low 32
+    /// bits of the address), which has no timeout.
+    ValueWait { dev: u32, low: u32 },
 }
 
 impl Blocked {
@@ -21,6 +24,7 @@ impl Blocked {
             Blocked::Wait { dev, id, forever } => (1, dev, id, forever),
             Blocked::CntWait { dev, id, forever } => (2, dev, id, forever),
             Blocked::HostFunction => (3, 0, 0, false),
+            Blocked::ValueWait { dev, low } => (4, dev, low, true),
         };
         (kind << 60) | (u64::from(forever) << 59) | (u64::from(dev & 0xffff) << 32) | u64::from(id)
     }
@@ -35,6 +39,7 @@ impl Blocked {
             1 => Some(Blocked::Wait { dev, id, forever }),
             2 => Some(Blocked::CntWait { dev, id, forever }),
             3 => Some(Blocked::HostFunction),
+            4 => Some(Blocked::ValueWait { dev, low: id }),
             _ => None,
         }
     }
@@ -60,6 +65,10 @@ impl Blocked {
                 timeout(forever)
             ),
             Some(Blocked::HostFunction) => "is a host function that has not returned".into(),
+            Some(Blocked::ValueWait { dev, low }) => format!(
+                "is a value wait (aclrtValueWait) on device memory of device {dev} (address \
+                 ending {low:#010x}) with no timeout, asleep until its condition holds"
+            ),
             None => "has not finished".into(),
         }
     }

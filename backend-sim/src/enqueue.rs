@@ -445,10 +445,30 @@ impl Sim {
             let e = t.get(stream.0)?;
             (Arc::clone(&e.stream), e.graph.clone())
         };
-        let head = graph.and_then(|g| g.describe_head()).or_else(|| {
-            let note = s.blocked_on();
-            (note != 0).then(|| Blocked::describe(note).trim_start_matches("is ").to_owned())
-        });
+        // A notify wait of this server: what the notify's slot says of who could record it
+        // (owner, whitelist, last recorder, holders, alive or dead), as a wait's timeout does.
+        let facts = graph
+            .as_ref()
+            .and_then(|g| g.head_target())
+            .filter(|t| {
+                t.kind == waitgraph::TargetKind::Notify && t.server == self.inner.file.server()
+            })
+            .and_then(|t| {
+                let slot = self.inner.file.slot(t.device, t.id)?;
+                Some(crate::diag::notify_facts(
+                    &self.inner.file,
+                    t.device,
+                    t.id,
+                    slot,
+                ))
+            });
+        let head = graph
+            .and_then(|g| g.describe_head())
+            .map(|h| h + facts.as_deref().unwrap_or(""))
+            .or_else(|| {
+                let note = s.blocked_on();
+                (note != 0).then(|| Blocked::describe(note).trim_start_matches("is ").to_owned())
+            });
         let stored = s.stored_error();
         let mut text = String::new();
         if let Some(h) = head {
@@ -551,6 +571,7 @@ impl Sim {
                 }
             }
             Some(Blocked::HostFunction) => Head::HostFunction,
+            Some(Blocked::ValueWait { .. }) => Head::Waiting { left: None },
             None => Head::Running,
         };
         let stats = s.stats();

@@ -155,11 +155,22 @@ impl NotifySync {
         self.flag.load(SeqCst) == FLAG_SET
     }
 
-    /// How many tickets are outstanding (queued or being served waiters), clamped to [`RING`].
+    /// How many tickets are outstanding (queued or being served waiters), clamped to [`RING`];
+    /// a lone place (`queue`'s module docs) counts as one.
     pub fn waiters(&self) -> u32 {
         let h = self.head.load(SeqCst);
         let t = self.tail.load(SeqCst);
-        t.wrapping_sub(h).min(RING as u32)
+        match t.wrapping_sub(h) {
+            0 => u32::from(!self.head_entry_free(h)),
+            n => n.min(RING as u32),
+        }
+    }
+
+    /// Whether ticket `h`'s entry is free in its round: with `head == tail == h`, nobody
+    /// holds a place (neither a lone one nor one being taken).
+    #[inline]
+    fn head_entry_free(&self, h: u32) -> bool {
+        self.ring[h as usize % RING].load(SeqCst) == entry(round16(h), queue::ST_FREE, 0)
     }
 
     /// The process-table slots of the waiters holding the outstanding tickets, in queue
@@ -171,7 +182,9 @@ impl NotifySync {
         (0..n).filter_map(move |k| {
             let t = h.wrapping_add(k);
             let e = self.ring[t as usize % RING].load(SeqCst);
-            (e == entry(round16(t), ST_TAKEN, entry_proc(e))).then_some(entry_proc(e))
+            (e == entry(round16(t), ST_TAKEN, entry_proc(e))
+                || e == entry(round16(t), queue::ST_SOLO, entry_proc(e)))
+            .then_some(entry_proc(e))
         })
     }
 
@@ -198,10 +211,13 @@ impl NotifySync {
     }
 
     /// Consumes a pending record if no waiter is queued: `true` if one was consumed. Never
-    /// blocks, never takes a record a queued waiter is entitled to.
+    /// blocks, never takes a record a queued waiter is entitled to (a lone place, which
+    /// leaves `tail` at the head, marks the head's entry: so that is read too).
     #[inline]
     pub fn try_consume(&self) -> bool {
-        self.head.load(SeqCst) == self.tail.load(SeqCst)
+        let h = self.head.load(SeqCst);
+        h == self.tail.load(SeqCst)
+            && self.head_entry_free(h)
             && self
                 .flag
                 .compare_exchange(FLAG_SET, FLAG_CLEAR, SeqCst, SeqCst)

@@ -394,6 +394,103 @@ fn a_parked_wait_resumed_is_woken() {
     });
 }
 
+/// Polls the resumable wait holding `t` until it consumes (yielding between polls).
+fn poll_to_the_end(s: &NotifySync, w: &ModelFutex, t: acl_notify_core::table::Ticket) {
+    let mut t = t;
+    loop {
+        match s.wait_poll(w, t) {
+            Ok(Ok(())) => return,
+            Ok(Err(back)) => t = back,
+            Err(e) => panic!("{e:?}"),
+        }
+        thread::yield_now();
+    }
+}
+
+/// A lone place (a resumable wait that found nobody queued: `tail` left at the head) and a
+/// blocking waiter that comes while the first record lands, the holder's poll ending the
+/// place at any point meanwhile: the waiter makes the place ordinary (or finds it given
+/// back and takes the head itself), the first record goes to the lone holder only, the
+/// second to the waiter; nobody is woken late (a lost wake-up is a deadlock loom reports).
+#[test]
+fn a_lone_place_and_a_waiter_that_comes_are_served_in_order() {
+    model(|| {
+        let (s, w) = notify();
+        let Ok(Begin::Queued(t)) = s.wait_begin(&*w, 1) else {
+            panic!("nothing recorded: the wait queues");
+        };
+        assert!(t.is_solo(), "nobody queued: a lone place");
+        let done = Arc::new(AtomicUsize::new(0));
+        let (s2, w2, d2) = (s.clone(), w.clone(), done.clone());
+        let lone = thread::spawn(move || {
+            poll_to_the_end(&s2, &w2, t);
+            d2.fetch_add(1, SeqCst);
+        });
+        let later = spawn_waiter(&s, &w, 2, None);
+        s.record(&*w);
+        lone.join().unwrap();
+        assert_eq!(done.load(SeqCst), 1);
+        s.record(&*w);
+        assert_eq!(later.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert!(!s.is_set());
+        assert_eq!(s.waiters(), 0);
+    });
+}
+
+/// A resumable wait takes its place (a lone one, or an ordinary one if it loses the race)
+/// while a `try_consume` and a record race it: the record is consumed exactly once, by the
+/// query (then the wait takes a second record) or by the wait's polls.
+#[test]
+fn a_lone_place_taken_while_try_consume_races_a_record() {
+    model(|| {
+        let (s, w) = notify();
+        let (s2, w2) = (s.clone(), w.clone());
+        let waiter = thread::spawn(move || match s2.wait_begin(&*w2, 1) {
+            Ok(Begin::Consumed) => {}
+            Ok(Begin::Queued(t)) => poll_to_the_end(&s2, &w2, t),
+            other => panic!("{other:?}"),
+        });
+        let s3 = s.clone();
+        let query = thread::spawn(move || s3.try_consume());
+        s.record(&*w);
+        if query.join().unwrap() {
+            // The query took the record: the wait needs another.
+            s.record(&*w);
+        }
+        waiter.join().unwrap();
+        assert!(!s.is_set(), "a record left over: consumed by nobody");
+        assert_eq!(s.waiters(), 0);
+    });
+}
+
+/// A dead process's lone place is reclaimed (`cancel_proc_tickets`, as the survivors do)
+/// while a blocking waiter comes (and may make it ordinary) and a record lands: the waiter
+/// is served, the record consumed once.
+#[test]
+fn a_dead_lone_place_reclaimed_while_a_waiter_comes() {
+    model(|| {
+        let (s, w) = notify();
+        let Ok(Begin::Queued(t)) = s.wait_begin(&*w, 1) else {
+            panic!("queues");
+        };
+        assert!(t.is_solo());
+        // Process 1 dies holding it (the ticket is never used again).
+        std::mem::forget(t);
+        let (s2, w2) = (s.clone(), w.clone());
+        let reclaim = thread::spawn(move || s2.cancel_proc_tickets(&*w2, 1));
+        let later = spawn_waiter(&s, &w, 2, None);
+        s.record(&*w);
+        assert_eq!(
+            reclaim.join().unwrap(),
+            1,
+            "the dead place was given up once"
+        );
+        assert_eq!(later.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert!(!s.is_set());
+        assert_eq!(s.waiters(), 0);
+    });
+}
+
 fn owner(proc: u32) -> Owner {
     Owner {
         pid: 100 + proc as i32,

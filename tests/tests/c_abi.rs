@@ -25,6 +25,9 @@
 //!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
 //!   notifies, checking the exact sum;
+//! - `value.c`: `aclrtValueWrite` / `aclrtValueWait` between streams and processes;
+//! - `importer_killed.c`: an importer SIGKILLed while the owner's stream waits for its record:
+//!   the owner's timeout and busy-stream messages name it dead;
 //! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
 //!   CANN's callback sample uses them, with their misuse and teardown;
 //! - `pipeline.c`: a double-buffered pipeline of 12 processes on 4 devices: IPC memory and
@@ -294,6 +297,8 @@ fn build_everything() -> Result<Prefix, String> {
         "threads",
         "pipeline",
         "callback",
+        "importer_killed",
+        "value",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1617,6 +1622,63 @@ fn importer_that_dies_is_a_clear_failure_not_a_hang() {
         "not the owner's own 500 ms wait giving up\n{}",
         report(&o)
     );
+}
+
+/// Memory-semantics synchronisation (tests/c/value.c): aclrtValueWait released by another
+/// stream's and another process's aclrtValueWrite, the four conditions, misuse, freed memory,
+/// abort and aclFinalize; 207000 on a SoC CANN gives none.
+#[test]
+fn value_waits_are_released_by_value_writes_of_streams_and_processes() {
+    let o = run_alone("value", "value", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("value: ok"), "{}", report(&o));
+    let p = setup();
+    let s = Scratch::new("value310p");
+    let mut cmd = s.cmd(&p.bin.join("value"), "Ascend310P");
+    cmd.arg("unsupported");
+    let o = run_all(
+        vec![spawn("value", &mut cmd).expect("start value")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("value: ok (unsupported)"),
+        "{}",
+        report(&o)
+    );
+}
+
+/// An importer SIGKILLed while the owner's stream waits for its record (tests/c/importer_killed.c):
+/// the timed wait fails naming it dead, a bounded synchronize of a wait with no timeout says
+/// who could have recorded (the importer, dead), and aclFinalize returns promptly.
+#[test]
+fn an_importer_killed_mid_wait_is_named_dead_by_the_owner_s_errors() {
+    let o = run_alone("importer_killed", "ikilled", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("importer_killed: ok"),
+        "{}",
+        report(&o)
+    );
+}
+
+/// A message log that cannot be opened does not stop the program, but says so on stderr, once.
+#[test]
+fn an_unwritable_message_log_is_named_on_stderr_once() {
+    let env = [
+        ("ACL_NOTIFY_SIM_DEVICE_MEMORY", "8M"),
+        (
+            "ACL_NOTIFY_SIM_MESSAGE_LOG",
+            "/nonexistent-acl-notify-dir/messages.log",
+        ),
+    ];
+    let o = run_alone("memory", "nolog", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    let notes = o[0]
+        .stderr
+        .matches("ACL_NOTIFY_SIM_MESSAGE_LOG=/nonexistent-acl-notify-dir/messages.log: cannot open")
+        .count();
+    assert_eq!(notes, 1, "{}", report(&o));
 }
 
 #[test]

@@ -167,19 +167,34 @@ pub const ENV_MESSAGE_LOG: &str = "ACL_NOTIFY_SIM_MESSAGE_LOG";
 
 /// Appends `msg` to the file `ACL_NOTIFY_SIM_MESSAGE_LOG` names, if it names one. Only failed
 /// calls get here, so reading the variable each time costs nothing that matters; a file that
-/// cannot be written is ignored (the message still reaches `aclGetRecentErrMsg`).
+/// cannot be opened is skipped (the message still reaches `aclGetRecentErrMsg`), with a note on
+/// stderr the first time, as an unwritable `ACL_NOTIFY_SIM_TRACE` has: the log is a
+/// diagnostic and does not stop the program, but a user who asked for one learns why it stays
+/// empty.
 fn log_to_file(msg: &str) {
     use std::io::Write;
-    let Some(path) = std::env::var_os(ENV_MESSAGE_LOG) else {
+    static TOLD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    let Some(path) = std::env::var_os(ENV_MESSAGE_LOG).filter(|p| !p.is_empty()) else {
         return;
     };
-    if let Ok(mut f) = std::fs::OpenOptions::new()
+    match std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(path)
+        .open(&path)
     {
         // One write per line, so lines of concurrent threads and processes do not interleave.
-        let _ = f.write_all(format!("{}\n", msg.replace('\n', " | ")).as_bytes());
+        Ok(mut f) => {
+            let _ = f.write_all(format!("{}\n", msg.replace('\n', " | ")).as_bytes());
+        }
+        Err(e) => {
+            if !TOLD.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                eprintln!(
+                    "acl-notify: {ENV_MESSAGE_LOG}={}: cannot open it for appending ({e}); \
+                     messages are not logged",
+                    std::path::Path::new(&path).display()
+                );
+            }
+        }
     }
 }
 

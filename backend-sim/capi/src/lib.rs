@@ -44,6 +44,7 @@ mod runtime;
 mod session;
 mod stubs;
 mod sysversion;
+pub mod value;
 
 #[cfg(test)]
 #[path = "../stubgen.rs"]

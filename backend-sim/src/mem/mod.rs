@@ -37,6 +37,7 @@ mod recent;
 pub mod reduce;
 pub(crate) mod remote;
 pub(crate) mod state;
+mod value;
 
 use std::fmt::Write as _;
 use std::sync::{Arc, PoisonError};
@@ -58,6 +59,7 @@ pub use capacity::{DEFAULT_DEVICE_MEMORY, parse_size};
 pub(crate) use state::{Alloc, AllocRef, HOST_ALIGN, MemState};
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
+pub use value::ValueCondition;
 
 /// How many of this process's frees are remembered, to say "freed" rather than "never
 /// allocated" about a stale pointer.

@@ -2,6 +2,17 @@
 //! [`RING`] entries (`round | state | process`) through which a waiter gives its ticket up
 //! and whoever moves the head skips it, plus the repairs a queued waiter makes when the
 //! process that should have moved the head on is gone. Every move is a compare-and-swap.
+//!
+//! A *lone place* ([`ST_SOLO`]): a resumable wait that finds nobody queued (`head == tail`)
+//! takes ticket `head` by marking its entry alone, leaving `tail` where it is, and gives it
+//! back by unmarking it (the same round: the ticket number is used again), so it neither takes
+//! nor hands on the head: one compare-and-swap each way instead of two. While the entry is
+//! marked, [`try_consume`](NotifySync::try_consume) (which checks the head's entry) takes
+//! nothing, and a waiter that comes makes the place an ordinary one
+//! ([`ST_SOLO`] → [`ST_TAKEN`], then `tail` on), queues behind it and is served after it: the
+//! lone holder then ends its place as any holder does. A dead process's lone place is given
+//! back by [`cancel_proc_tickets`](NotifySync::cancel_proc_tickets), or made ordinary by the
+//! next waiter and repaired as any.
 
 use crate::sync::{Ordering::SeqCst, dekker};
 
@@ -12,6 +23,8 @@ use crate::waiter::{Clock, TableError, WaitArgs, WaitOutcome, Waiter};
 pub(super) const ST_FREE: u32 = 0;
 pub(super) const ST_TAKEN: u32 = 1;
 pub(super) const ST_CANCELLED: u32 = 2;
+/// A lone place: ticket `head`, taken with `tail` left at `head` (see the module docs).
+pub(super) const ST_SOLO: u32 = 3;
 const PROC_MASK: u32 = (1 << 14) - 1;
 
 pub(super) const fn round16(ticket: u32) -> u32 {
@@ -112,6 +125,20 @@ impl NotifySync {
                 }
                 continue;
             }
+            if e == entry(r, ST_SOLO, entry_proc(e)) {
+                // Ticket `t` is a lone place (`tail` left at it): make it an ordinary one,
+                // then move `tail` past it as for any taken ticket, and queue behind it. The
+                // holder hands the head on once it is done (`end_solo`).
+                if slot
+                    .compare_exchange(e, entry(r, ST_TAKEN, entry_proc(e)), SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    let _ = self
+                        .tail
+                        .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
+                }
+                continue;
+            }
             if entry_round(e) == r && matches!(entry_state(e), ST_TAKEN | ST_CANCELLED) {
                 // Ticket `t` is taken but `tail` not yet moved: help.
                 let _ = self
@@ -133,6 +160,97 @@ impl NotifySync {
             odd += 1;
             core::hint::spin_loop();
         }
+    }
+
+    /// Takes ticket `head` as a lone place for process `proc` if nobody is queued (see the
+    /// module docs): one compare-and-swap. `None`: somebody is (or the entry is not free), take
+    /// an ordinary ticket.
+    #[inline]
+    pub(super) fn take_solo(&self, proc: u32) -> Option<u32> {
+        let h = self.head.load(SeqCst);
+        if self.tail.load(SeqCst) != h {
+            return None;
+        }
+        let slot = &self.ring[h as usize % RING];
+        let free = entry(round16(h), ST_FREE, 0);
+        // The entry free in ticket `h`'s round means `tail` has not passed `h` (an entry is
+        // taken before `tail` moves past it, and freed for the next round once served), so
+        // a compare-and-swap that succeeds took `h` with `head == tail == h`.
+        (slot.load(SeqCst) == free
+            && slot
+                .compare_exchange(free, entry(round16(h), ST_SOLO, proc), SeqCst, SeqCst)
+                .is_ok())
+        .then_some(h)
+    }
+
+    /// Ends lone place `t` of process `proc` after its wait consumed: unmarks it, or, if a
+    /// waiter made it ordinary meanwhile, moves `tail` past it (if that waiter has not yet)
+    /// and hands the head on ([`finish`](Self::finish)). Nothing if it was given up on our
+    /// behalf (they took us for dead).
+    pub(super) fn end_solo<W: Waiter>(&self, w: &W, t: u32, proc: u32) {
+        let r = round16(t);
+        match self.ring[t as usize % RING].compare_exchange(
+            entry(r, ST_SOLO, proc),
+            entry(r, ST_FREE, 0),
+            SeqCst,
+            SeqCst,
+        ) {
+            Ok(_) => {}
+            Err(e) if e == entry(r, ST_TAKEN, proc) => {
+                let _ = self
+                    .tail
+                    .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
+                self.finish(w, t, proc);
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Gives lone place `t` of process `proc` up, consuming nothing: unmarks it, or cancels
+    /// it as an ordinary ticket if a waiter made it one. Returns whether this call gave it up.
+    pub(super) fn give_up_solo<W: Waiter>(&self, w: &W, t: u32, proc: u32) -> bool {
+        let r = round16(t);
+        match self.ring[t as usize % RING].compare_exchange(
+            entry(r, ST_SOLO, proc),
+            entry(r, ST_FREE, 0),
+            SeqCst,
+            SeqCst,
+        ) {
+            Ok(_) => true,
+            Err(e) if e == entry(r, ST_TAKEN, proc) => self.cancel_ticket(w, t, e),
+            Err(_) => false,
+        }
+    }
+
+    /// Makes lone place `t` of process `proc` an ordinary ticket (for the blocking rest of
+    /// its wait, `NotifySync::wait_held`): `false` if it is no longer ours
+    /// (given up on our behalf).
+    pub(super) fn solo_to_ticket(&self, t: u32, proc: u32) -> bool {
+        let r = round16(t);
+        let taken = entry(r, ST_TAKEN, proc);
+        match self.ring[t as usize % RING].compare_exchange(
+            entry(r, ST_SOLO, proc),
+            taken,
+            SeqCst,
+            SeqCst,
+        ) {
+            Ok(_) => {}
+            Err(e) if e == taken => {}
+            Err(_) => return false,
+        }
+        let _ = self
+            .tail
+            .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
+        true
+    }
+
+    /// Whether lone place `t` is still process `proc`'s (marked alone, or made ordinary by a
+    /// waiter that came).
+    #[inline]
+    pub(super) fn solo_is_ours(&self, t: u32, proc: u32) -> bool {
+        let e = self.ring[t as usize % RING].load(SeqCst);
+        let r = round16(t);
+        e == entry(r, ST_SOLO, proc) || e == entry(r, ST_TAKEN, proc)
     }
 
     /// Hands the head on after ticket `t` (ours, at the head) is done.
@@ -292,18 +410,28 @@ impl NotifySync {
         Ok(())
     }
 
-    /// Cancels every ticket held by process `proc` (which is dead). Returns how many.
+    /// Cancels every ticket held by process `proc` (which is dead), lone places included.
+    /// Returns how many.
     pub fn cancel_proc_tickets<W: Waiter>(&self, w: &W, proc: u32) -> u32 {
         let mut n = 0;
         for i in 0..RING {
             let e = self.ring[i].load(SeqCst);
-            if entry_state(e) != ST_TAKEN || entry_proc(e) != proc {
+            let state = entry_state(e);
+            if !matches!(state, ST_TAKEN | ST_SOLO) || entry_proc(e) != proc {
                 continue;
             }
             // The outstanding tickets are head..head+RING, one per ring index.
             let h = self.head.load(SeqCst);
             let t = h.wrapping_add((i as u32).wrapping_sub(h) % RING as u32);
-            if round16(t) == entry_round(e) && self.cancel_ticket(w, t, e) {
+            if round16(t) != entry_round(e) {
+                continue;
+            }
+            let gave_up = if state == ST_SOLO {
+                self.give_up_solo(w, t, proc)
+            } else {
+                self.cancel_ticket(w, t, e)
+            };
+            if gave_up {
                 n += 1;
             }
         }

@@ -27,7 +27,12 @@ use crate::waiter::{Clock, TableError, WaitArgs, WaitOutcome, Waiter};
 pub struct Ticket {
     t: u32,
     proc: u32,
+    /// A lone place (`queue`'s module docs): taken with `tail` left at it.
+    solo: bool,
 }
+
+/// [`Ticket::into_raw`]'s bit for a lone place.
+const RAW_SOLO: u64 = 1 << 62;
 
 impl Ticket {
     /// The process-table slot the ticket was taken for.
@@ -39,7 +44,7 @@ impl Ticket {
     /// simulator's 24-byte stream job). Never `u64::MAX` (process slots are below
     /// [`MAX_PROCS`]), so that value is free to mean "no ticket".
     pub fn into_raw(self) -> u64 {
-        (u64::from(self.proc) << 32) | u64::from(self.t)
+        (u64::from(self.proc) << 32) | u64::from(self.t) | if self.solo { RAW_SOLO } else { 0 }
     }
 
     /// The ticket [`into_raw`](Self::into_raw) gave. The caller must pass each such word
@@ -47,8 +52,14 @@ impl Ticket {
     pub fn from_raw(raw: u64) -> Ticket {
         Ticket {
             t: raw as u32,
-            proc: (raw >> 32) as u32,
+            proc: ((raw & !RAW_SOLO) >> 32) as u32,
+            solo: raw & RAW_SOLO != 0,
         }
+    }
+
+    /// Whether the place is a lone one (see `NotifySync::wait_begin`): for tests.
+    pub fn is_solo(&self) -> bool {
+        self.solo
     }
 }
 
@@ -66,7 +77,9 @@ pub enum Begin {
 
 impl NotifySync {
     /// Begins a resumable wait for process `proc`: consumes a pending record if nobody is
-    /// queued (as the blocking wait's fast path does), else takes a ticket without blocking.
+    /// queued (as the blocking wait's fast path does), else takes a ticket without blocking:
+    /// a lone place if nobody is queued (`queue`'s module docs; the wait's other steps tell
+    /// the two apart by the ticket).
     /// `Err` if the memory is corrupt or `proc` out of range.
     pub fn wait_begin<W: Waiter>(&self, w: &W, proc: u32) -> Result<Begin, TableError> {
         if proc >= MAX_PROCS {
@@ -79,10 +92,24 @@ impl NotifySync {
         if self.flag.load(SeqCst) == FLAG_SET && self.try_consume() {
             return Ok(Begin::Consumed);
         }
+        // Nobody queued (the usual case: one waiter per notify): a lone place, one
+        // compare-and-swap now and one when it ends, where an ordinary ticket costs two each
+        // (`queue`'s module docs).
+        if let Some(t) = self.take_solo(proc) {
+            return Ok(Begin::Queued(Ticket {
+                t,
+                proc,
+                solo: true,
+            }));
+        }
         // `Cancelled` stands for "full" here: the closure's only outcome.
         Ok(
             match self.acquire_with(proc, |_| Ok(Some(WaitOutcome::Cancelled)), w)? {
-                Ok(t) => Begin::Queued(Ticket { t, proc }),
+                Ok(t) => Begin::Queued(Ticket {
+                    t,
+                    proc,
+                    solo: false,
+                }),
                 Err(_) => Begin::Full,
             },
         )
@@ -107,9 +134,21 @@ impl NotifySync {
                 Ok(Err(ticket))
             };
         }
-        if self.flag.load(SeqCst) == FLAG_SET && self.consume() {
-            self.finish(w, ticket.t, ticket.proc);
-            return Ok(Ok(()));
+        if self.flag.load(SeqCst) == FLAG_SET {
+            if ticket.solo {
+                // A lone place keeps the head where it is, so a head that did not move says
+                // nothing: the entry says whether the place is still ours.
+                if !self.solo_is_ours(ticket.t, ticket.proc) {
+                    return Err(TableError::Corrupt);
+                }
+                if self.consume() {
+                    self.end_solo(w, ticket.t, ticket.proc);
+                    return Ok(Ok(()));
+                }
+            } else if self.consume() {
+                self.finish(w, ticket.t, ticket.proc);
+                return Ok(Ok(()));
+            }
         }
         Ok(Err(ticket))
     }
@@ -126,8 +165,12 @@ impl NotifySync {
     /// Gives the wait's place up, consuming nothing: a record that is there stays for the
     /// next waiter (or the next wait), as when a blocking wait times out without a record.
     pub fn wait_abandon<W: Waiter>(&self, w: &W, ticket: Ticket) {
-        // `false`: someone already cancelled it on our behalf, and moved the head.
-        let _ = self.cancel_ticket(w, ticket.t, entry(round16(ticket.t), ST_TAKEN, ticket.proc));
+        // `false`: someone already cancelled it on our behalf (and moved the head).
+        let _ = if ticket.solo {
+            self.give_up_solo(w, ticket.t, ticket.proc)
+        } else {
+            self.cancel_ticket(w, ticket.t, entry(round16(ticket.t), ST_TAKEN, ticket.proc))
+        };
     }
 
     /// The blocking rest of the wait holding `ticket`, as [`wait_and_reset`](Self::wait_and_reset)
@@ -142,6 +185,11 @@ impl NotifySync {
         if args.proc != ticket.proc {
             self.wait_abandon(w, ticket);
             return Err(TableError::BadProc);
+        }
+        // The blocking rest sleeps on the head and hands it on: an ordinary ticket.
+        if ticket.solo && !self.solo_to_ticket(ticket.t, ticket.proc) {
+            // Given up on our behalf, as a head that passed an ordinary ticket.
+            return Err(TableError::Corrupt);
         }
         let clock = Clock::start(w, args.timeout);
         self.wait_held(w, &clock, &args, ticket.t)

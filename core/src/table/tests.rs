@@ -1,7 +1,7 @@
 //! Tests of the notify table: the flag, the waiter queue and its repairs, and a notify's use
 //! of the shared slot lifecycle (claim, export, join, leave, repair).
 
-use super::queue::{ST_CANCELLED, ST_FREE};
+use super::queue::{ST_CANCELLED, ST_FREE, ST_SOLO};
 use super::*;
 use crate::slot::word;
 use crate::sync::{AtomicU32, Ordering::SeqCst};
@@ -388,9 +388,10 @@ fn a_served_ticket_left_behind_tail_is_helped_past() {
 
 #[test]
 fn a_head_entry_that_cannot_be_repaired_is_reported_corrupt() {
-    // State 3 does not exist; an entry of another round is not this ticket's.
+    // A lone place (state 3) with `tail` past it is never made (a waiter that comes makes
+    // it ordinary before it moves `tail`); an entry of another round is not this ticket's.
     for bad in [
-        entry(0, 3, 0),
+        entry(0, ST_SOLO, 0),
         entry(7, ST_TAKEN, 1),
         entry(5, ST_CANCELLED, 0),
     ] {
@@ -854,4 +855,156 @@ fn a_resumable_wait_on_a_full_queue_takes_no_ticket() {
         s.wait_abandon(&*w, t);
     }
     assert_eq!(s.waiters(), 0);
+}
+
+/// A resumable wait that finds nobody queued takes a lone place: `tail` stays at the head
+/// (one compare-and-swap, no ticket handed out), yet the place counts as a waiter and keeps
+/// its record from `try_consume`; ending it leaves the queue as it found it.
+#[test]
+fn a_lone_wait_takes_its_place_without_moving_tail() {
+    let w = TestWaiter::new();
+    let s = NotifySync::new();
+    let Begin::Queued(t) = s.wait_begin(&*w, 1).unwrap() else {
+        panic!("nothing recorded: the wait queues");
+    };
+    assert!(t.is_solo(), "nobody queued: a lone place");
+    assert_eq!(
+        s.tail.load(SeqCst),
+        s.head.load(SeqCst),
+        "tail did not move"
+    );
+    assert_eq!(s.waiters(), 1);
+    assert_eq!(s.ticket_holders().collect::<Vec<_>>(), [1]);
+    let t = Ticket::from_raw(t.into_raw());
+    assert!(t.is_solo(), "the raw word keeps the kind");
+    s.record(&*w);
+    assert!(
+        !s.try_consume(),
+        "a lone place's record is not for try_consume"
+    );
+    assert!(s.wait_ready(&t));
+    assert_eq!(s.wait_poll(&*w, t), Ok(Ok(())));
+    assert!(!s.is_set());
+    assert_eq!((s.head.load(SeqCst), s.tail.load(SeqCst)), (0, 0));
+    assert_eq!(s.ring[0].load(SeqCst), entry(0, ST_FREE, 0));
+    assert_eq!(s.waiters(), 0);
+    s.record(&*w);
+    assert!(
+        s.try_consume(),
+        "the place given back, try_consume works again"
+    );
+}
+
+/// A waiter that comes while a lone place is held makes it an ordinary ticket and queues
+/// behind it: the lone holder takes the first record and hands the head on, the later
+/// waiter the second.
+#[test]
+fn a_lone_place_is_made_ordinary_by_a_waiter_that_comes() {
+    let w = TestWaiter::new();
+    let s = Arc::new(NotifySync::new());
+    let Begin::Queued(t) = s.wait_begin(&*w, 1).unwrap() else {
+        panic!("queues");
+    };
+    assert!(t.is_solo());
+    let (s2, w2) = (Arc::clone(&s), Arc::clone(&w));
+    let later = thread::spawn(move || s2.wait_and_reset(&*w2, parked_args(2)));
+    poll_until("the later waiter queued", || s.waiters() == 2);
+    assert_eq!(
+        s.ring[0].load(SeqCst),
+        entry(0, ST_TAKEN, 1),
+        "made ordinary"
+    );
+    assert_eq!(s.ticket_holders().collect::<Vec<_>>(), [1, 2]);
+    // A second resumable wait queues behind both, with an ordinary ticket.
+    let Begin::Queued(t3) = s.wait_begin(&*w, 3).unwrap() else {
+        panic!("queues");
+    };
+    assert!(!t3.is_solo());
+    s.record(&*w);
+    assert_eq!(s.wait_poll(&*w, t), Ok(Ok(())), "the first in line");
+    s.record(&*w);
+    assert_eq!(later.join().unwrap(), Ok(WaitOutcome::Consumed));
+    let t3 = s.wait_poll(&*w, t3).unwrap().unwrap_err();
+    s.wait_abandon(&*w, t3);
+    assert_eq!(s.waiters(), 0);
+    assert_eq!((s.head.load(SeqCst), s.tail.load(SeqCst)), (3, 3));
+}
+
+/// A lone place abandoned, or resumed as a blocking wait, after a waiter made it ordinary:
+/// it is given up or served as an ordinary ticket (the head moves on).
+#[test]
+fn a_lone_place_made_ordinary_is_abandoned_or_resumed_as_one() {
+    for resume in [false, true] {
+        let w = TestWaiter::new();
+        let s = Arc::new(NotifySync::new());
+        let Begin::Queued(t) = s.wait_begin(&*w, 1).unwrap() else {
+            panic!("queues");
+        };
+        let (s2, w2) = (Arc::clone(&s), Arc::clone(&w));
+        let later = thread::spawn(move || s2.wait_and_reset(&*w2, parked_args(2)));
+        poll_until("the later waiter queued", || s.waiters() == 2);
+        s.record(&*w);
+        if resume {
+            assert_eq!(
+                s.wait_resume(&*w, t, parked_args(1)),
+                Ok(WaitOutcome::Consumed)
+            );
+            s.record(&*w);
+        } else {
+            s.wait_abandon(&*w, t);
+        }
+        assert_eq!(later.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert_eq!(s.waiters(), 0);
+        assert!(!s.is_set());
+    }
+    // Resumed while still alone: it becomes an ordinary ticket and blocks for its record.
+    let w = TestWaiter::new();
+    let s = Arc::new(NotifySync::new());
+    let Begin::Queued(t) = s.wait_begin(&*w, 1).unwrap() else {
+        panic!("queues");
+    };
+    let (s2, w2) = (Arc::clone(&s), Arc::clone(&w));
+    let resumed = thread::spawn(move || s2.wait_resume(&*w2, t, parked_args(1)));
+    poll_until("the ticket made ordinary", || s.tail.load(SeqCst) == 1);
+    s.record(&*w);
+    assert_eq!(resumed.join().unwrap(), Ok(WaitOutcome::Consumed));
+    assert_eq!((s.head.load(SeqCst), s.tail.load(SeqCst)), (1, 1));
+}
+
+/// A dead process's lone place is given back by the reclaim (`cancel_proc_tickets`), or,
+/// if a waiter came first, made ordinary by it and cancelled by its repair of the stuck
+/// head; a place given up on the holder's behalf is reported to it as gone.
+#[test]
+fn a_dead_process_s_lone_place_is_reclaimed() {
+    let w = TestWaiter::new();
+    let s = Arc::new(NotifySync::new());
+    let Begin::Queued(t) = s.wait_begin(&*w, 5).unwrap() else {
+        panic!("queues");
+    };
+    assert_eq!(s.cancel_proc_tickets(&*w, 4), 0, "another process's");
+    assert_eq!(s.cancel_proc_tickets(&*w, 5), 1);
+    assert_eq!(s.waiters(), 0);
+    s.record(&*w);
+    assert_eq!(
+        s.wait_poll(&*w, t),
+        Err(TableError::Corrupt),
+        "the place is gone"
+    );
+    assert!(s.try_consume(), "the record stays for others");
+
+    // A waiter comes first: it makes the dead place ordinary, finds the head stuck on it
+    // and cancels it (the process is dead), then takes its record.
+    let Begin::Queued(t) = s.wait_begin(&*w, 6).unwrap() else {
+        panic!("queues");
+    };
+    assert!(t.is_solo());
+    *w.dead.lock().unwrap() |= 1 << 6;
+    s.record(&*w);
+    assert_eq!(
+        s.wait_and_reset(&*w, args(2, Some(Duration::from_secs(20)))),
+        Ok(WaitOutcome::Consumed)
+    );
+    assert_eq!(s.waiters(), 0);
+    let resumed = s.wait_resume(&*w, t, parked_args(6));
+    assert_eq!(resumed, Err(TableError::Corrupt), "the place is gone");
 }

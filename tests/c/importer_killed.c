@@ -1,0 +1,90 @@
+/* importer_killed.c — an owner whose importer is SIGKILLed while the owner's stream waits for
+ * its record, as a job loses a rank: the owner must learn why it waits, never hang.
+ *
+ * The owner (device 0) exports a notify, whitelists the importer (a child on device 1), which
+ * imports it; then the owner queues a wait with a 3 s timeout and the importer is killed before
+ * recording. Checked: the synchronize fails with 107020 and a message naming the importer
+ * dead; a second wait, with no timeout, leaves the stream busy: a bounded synchronize answers
+ * 507046 and says who could record the notify (the importer, dead); aclFinalize returns
+ * promptly with that wait still queued.
+ *
+ * usage: importer_killed. Exit 0 and "importer_killed: ok". */
+#include "common.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+static void read_all(int fd, void *buf, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = read(fd, (char *)buf + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
+        REQUIRE(r > 0, "read from pipe: %s", r == 0 ? "end of file" : strerror(errno));
+        done += (size_t)r;
+    }
+}
+
+static void write_all(int fd, const void *buf, size_t n) {
+    REQUIRE(write(fd, buf, n) == (ssize_t)n, "write to pipe: %s", strerror(errno));
+}
+
+int main(void) {
+    g_role = "owner";
+    int to_child[2], to_parent[2];
+    REQUIRE(pipe(to_child) == 0 && pipe(to_parent) == 0, "pipe: %s", strerror(errno));
+    pid_t child = fork();
+    REQUIRE(child >= 0, "fork: %s", strerror(errno));
+    if (child == 0) {
+        g_role = "importer";
+        CHECK(aclInit(NULL));
+        CHECK(aclrtSetDevice(1));
+        int32_t me = 0;
+        CHECK(aclrtDeviceGetBareTgid(&me));
+        write_all(to_parent[1], &me, sizeof me);
+        char key[65];
+        read_all(to_child[0], key, sizeof key);
+        aclrtNotify n = NULL;
+        CHECK(aclrtNotifyImportByKey(&n, key, ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT));
+        write_all(to_parent[1], "i", 1);
+        for (;;) pause(); /* killed here, never recording */
+    }
+
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtStream s = NULL;
+    CHECK(aclrtCreateStream(&s));
+    aclrtNotify n = NULL;
+    CHECK(aclrtCreateNotify(&n, ACL_NOTIFY_DEFAULT));
+    char key[65] = {0};
+    CHECK(aclrtNotifyGetExportKey(n, key, sizeof key, ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
+    int32_t pid = 0;
+    read_all(to_parent[0], &pid, sizeof pid);
+    CHECK(aclrtNotifySetImportPid(n, &pid, 1));
+    write_all(to_child[1], key, sizeof key);
+    char c;
+    read_all(to_parent[0], &c, 1);
+
+    CHECK(aclrtWaitAndResetNotify(n, s, 3));
+    REQUIRE(kill(child, SIGKILL) == 0, "kill: %s", strerror(errno));
+    REQUIRE(waitpid(child, NULL, 0) == child, "waitpid: %s", strerror(errno));
+    char dead[64];
+    snprintf(dead, sizeof dead, "pid %d (dead)", (int)pid);
+    EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_TASK_TIMEOUT);
+    const char *m = recent_msg();
+    REQUIRE(strstr(m, dead) != NULL, "the timeout does not name the importer dead: %s", m);
+
+    CHECK(aclrtWaitAndResetNotify(n, s, 0));
+    EXPECT_RC(aclrtSynchronizeStreamWithTimeout(s, 300), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+    m = recent_msg();
+    REQUIRE(strstr(m, "no timeout") != NULL && strstr(m, dead) != NULL,
+            "the busy stream's report does not say its wait may never end and who could have "
+            "recorded: %s",
+            m);
+
+    int64_t t0 = now_ns();
+    CHECK(aclFinalize());
+    double took = (double)(now_ns() - t0) / 1e9;
+    REQUIRE(took < 10.0, "aclFinalize took %.1f s with a wait for a dead importer queued", took);
+    printf("importer_killed: ok\n");
+    return 0;
+}
