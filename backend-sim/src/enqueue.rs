@@ -8,17 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use acl_notify_core::{BackendError, Error, RawNotify, RawStream};
+use acl_notify_core::{BackendError, Error, RawNotify, RawStream, SyncWait};
 
 use crate::blocked::Blocked;
-use acl_notify_core::SyncWait;
-
-/// How long past its own limit a synchronize waits for a stream's thread to fail a head wait
-/// whose timeout came before that limit ([`Sim::sync_past_overdue_waits`]).
-const OVERDUE_GRACE: Duration = Duration::from_secs(1);
-
-/// How often, meanwhile, it looks whether the head is still such a wait.
-const OVERDUE_LOOK: Duration = Duration::from_millis(5);
 use crate::config::ENV_ENQUEUE_TIMEOUT;
 use crate::entries::StreamEntry;
 use crate::entries::bad_stream;
@@ -29,6 +21,18 @@ use crate::pin::{NotifyName, PinRef};
 use crate::sim::Sim;
 use crate::stream::{Stream, StreamConfig, TaskCtx, WorkerPolicy, allowed_cpus};
 use crate::{pair_cache, sigbus, spin, trace, waitgraph};
+
+/// How long past its own limit a synchronize waits at most for a stream's thread to fail a
+/// head wait whose timeout came before that limit ([`Sim::sync_past_overdue_waits`]; no longer
+/// than the limit itself).
+const OVERDUE_GRACE: Duration = Duration::from_secs(1);
+
+/// How often, meanwhile, it looks whether the head is still such a wait.
+const OVERDUE_LOOK: Duration = Duration::from_millis(5);
+
+/// Once the head is no longer that wait, how long it waits at most (within the grace) for the
+/// thread to finish failing it and run what follows.
+const OVERDUE_AFTER: Duration = Duration::from_millis(50);
 
 /// A job as it is queued: wrapped to be followed on the timeline if that is on (see
 /// `trace::job`). In the queue's `on_claim`, after the pin's check: the wrapper holds the
@@ -504,25 +508,41 @@ impl Sim {
     /// `RT_ERROR_STREAM_SYNC_TIMEOUT` only when `remainTime == 0` and `cnt == 0`). Here the
     /// stream's thread keeps its waits' timeouts, and a loaded machine or a paused process
     /// may run it late: while the head task is a wait whose timeout came before `deadline`,
-    /// the synchronize gives the thread up to [`OVERDUE_GRACE`] more to fail it and go on,
-    /// and answers what the stream then says (the wait's code once every task has run).
-    /// `None` when the head is no such wait, or still is one after the grace: the caller's
-    /// 507046 stands.
+    /// the synchronize gives the thread up to its own `limit` again, at most
+    /// [`OVERDUE_GRACE`], to fail it and go on, and answers what the stream then says (the
+    /// wait's code once every task has run); a poll (`limit` 0) does not wait. `None` when
+    /// the head is no such wait, or still is one after the grace: the caller's 507046 stands.
     #[cold]
     pub(crate) fn sync_past_overdue_waits(
         &self,
         s: &SimStream,
         stream: RawStream,
         deadline: std::time::Instant,
+        limit: Duration,
     ) -> Option<Result<(), SimError>> {
+        let grace = limit.min(OVERDUE_GRACE);
+        if grace.is_zero() {
+            return None;
+        }
         let graph = read(&self.inner.streams).get(stream.0)?.graph.clone()?;
-        let grace_end = std::time::Instant::now().checked_add(OVERDUE_GRACE)?;
+        let mut grace_end = std::time::Instant::now().checked_add(grace)?;
+        let mut granted = false;
         loop {
             let now = std::time::Instant::now();
-            // Due before the synchronize's limit: overdue by more than the limit is past.
-            let overdue = graph.head_wait_overdue()?;
-            if overdue < now.saturating_duration_since(deadline) || now >= grace_end {
+            if now >= grace_end {
                 return None;
+            }
+            match graph.head_wait_overdue() {
+                // Due before the synchronize's limit: overdue by more than the limit is past.
+                Some(overdue) if overdue >= now.saturating_duration_since(deadline) => {
+                    granted = true;
+                }
+                // A wait due after the limit, or no overdue wait to begin with: 507046.
+                Some(_) => return None,
+                None if !granted => return None,
+                // The overdue wait is gone: the thread is failing it (its head note cleared
+                // before the task is counted) and goes on; a last short look.
+                None => grace_end = grace_end.min(now + OVERDUE_AFTER),
             }
             let slice = grace_end.saturating_duration_since(now).min(OVERDUE_LOOK);
             match s.synchronize(SyncWait::AtMost(slice)) {

@@ -1718,15 +1718,31 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
     let t0 = Instant::now();
     sim.wait_and_reset(n, s, Timeout::Seconds(1.try_into().unwrap()))
         .unwrap();
+    let sim = Arc::new(sim);
+    let poller = Arc::clone(&sim);
     let holder = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(300));
         // SAFETY: signals this process's stream worker thread `tid`.
         unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR2) };
+        // While the thread is still held, past the wait's timeout: a poll does not wait.
+        std::thread::sleep(Duration::from_millis(1100));
+        let t = Instant::now();
+        let polled = poller.synchronize(s, SyncWait::AtMost(Duration::ZERO));
+        (polled, t.elapsed())
     });
     let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(1200)));
     let took = t0.elapsed();
-    holder.join().unwrap();
+    let (polled, poll_took) = holder.join().unwrap();
     let e = r.expect_err("the wait had no record");
     assert_eq!(e.kind(), Error::TaskTimeout, "{e} (after {took:?})");
     assert!(took < Duration::from_secs(5), "{took:?}");
+    assert_eq!(
+        polled.map_err(|e| e.kind()),
+        Err(Error::StreamSyncTimeout),
+        "the poll"
+    );
+    assert!(
+        poll_took < Duration::from_millis(200),
+        "the poll took {poll_took:?}"
+    );
 }

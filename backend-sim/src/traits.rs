@@ -362,7 +362,7 @@ impl StreamOps for Sim {
     fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), SimError> {
         let _waiting = crate::job::HostFnWaiting::sync(wait);
         let deadline = match wait {
-            SyncWait::AtMost(d) => std::time::Instant::now().checked_add(d),
+            SyncWait::AtMost(d) => std::time::Instant::now().checked_add(d).map(|t| (t, d)),
             SyncWait::Forever => None,
         };
         self.checked(|| {
@@ -373,7 +373,7 @@ impl StreamOps for Sim {
                 && e.message().is_empty()
             {
                 r = self
-                    .sync_past_overdue_waits(&s, stream, deadline)
+                    .sync_past_overdue_waits(&s, stream, deadline.0, deadline.1)
                     .unwrap_or(r);
             }
             r.map_err(|e| {
