@@ -116,6 +116,11 @@ int main(int argc, char **argv) {
     const char *m = recent_msg();
     REQUIRE(strstr(m, "not device memory") != NULL, "host memory not named: %s", m);
     EXPECT_RC(aclrtValueWrite((char *)data + 4092, 1, 0, a), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtValueWrite((char *)data + 4, 1, 0, a), ACL_ERROR_RT_PARAM_INVALID);
+    m = recent_msg();
+    REQUIRE(strstr(m, "not 8-byte aligned") != NULL, "misalignment not named: %s", m);
+    EXPECT_RC(aclrtValueWait((char *)data + 4, 1, ACL_STREAM_WAIT_VALUE_EQ, a),
+              ACL_ERROR_RT_PARAM_INVALID);
 
     /* Another stream's write releases the wait; what it copied before is there. */
     CHECK(aclrtValueWait(flag, 100, ACL_STREAM_WAIT_VALUE_EQ, a));
