@@ -10,6 +10,7 @@ use acl_notify_core::{CntRecord, CntWait, HostCall};
 use crate::blocked::Blocked;
 use crate::cnt::CntRef;
 use crate::error::SimError;
+use crate::parked::Went;
 use crate::pin::PinRef;
 use crate::prefetch::prefetch_for_write;
 use crate::stream::{Job, Parking, Probe, Stream, Task, TaskCtx};
@@ -320,7 +321,7 @@ fn prefetch_task(task: &Task<SimError>) {
 
 impl crate::parked::Stop {
     /// The job as it goes back on its stream's queue, and whether it parked.
-    fn into_job(self, pin: PinRef, timeout: Option<Duration>) -> (SimJob, bool) {
+    pub(crate) fn into_job(self, pin: PinRef, timeout: Option<Duration>) -> (SimJob, bool) {
         match self {
             crate::parked::Stop::Parked(w) => (SimJob::Parked(w), true),
             crate::parked::Stop::Home(Some(w)) => (SimJob::Parked(w), false),
@@ -401,31 +402,35 @@ impl SimJob {
                 if parking == Parking::Never {
                     wait_slow(p, timeout, ctx, before_block, None)
                 } else {
-                    let parked = match timeout {
-                        None => crate::parked::park_or_wait(pin, ctx, before_block, parking),
-                        Some(t) => {
-                            crate::parked::park_or_wait_timed(pin, ctx, before_block, parking, t)
-                        }
+                    // The job goes back to the queue from inside the call (`Went`).
+                    let stop = |s: crate::parked::Stop| *stopped = Some(s.into_job(pin, timeout));
+                    let went = match timeout {
+                        None => crate::parked::park_or_wait(pin, ctx, before_block, parking, stop),
+                        Some(t) => crate::parked::park_or_wait_timed(
+                            pin,
+                            ctx,
+                            before_block,
+                            parking,
+                            t,
+                            stop,
+                        ),
                     };
-                    match parked {
-                        Ok(out) => out,
-                        Err(stop) => {
-                            *stopped = Some(stop.into_job(pin, timeout));
-                            return None;
-                        }
+                    match went {
+                        Went::Done => Ok(()),
+                        Went::Stopped => return None,
+                        Went::Failed(e) => Err(*e),
                     }
                 }
             }
             SimJob::Refused => Ok(()),
             SimJob::Parked(w) => {
                 let pin = w.pin();
-                match crate::parked::run_parked(w, ctx, before_block, parking) {
-                    Ok(out) => out,
-                    Err(stop) => {
-                        // A parked wait always comes back as one (`Stop::Home(Some(_))`).
-                        *stopped = Some(stop.into_job(pin, None));
-                        return None;
-                    }
+                // A parked wait always comes back as one (`Stop::Home(Some(_))`).
+                let stop = |s: crate::parked::Stop| *stopped = Some(s.into_job(pin, None));
+                match crate::parked::run_parked(w, ctx, before_block, parking, stop) {
+                    Went::Done => Ok(()),
+                    Went::Stopped => return None,
+                    Went::Failed(e) => Err(*e),
                 }
             }
             SimJob::CntRecord(job) => {

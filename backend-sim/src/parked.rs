@@ -255,8 +255,39 @@ pub(crate) fn park_or_wait(
     ctx: &TaskCtx,
     before_block: &mut dyn FnMut(),
     parking: Parking,
-) -> Result<Result<(), SimError>, Stop> {
-    park_or_wait_with(pin, ctx, before_block, parking, None)
+    stopped: impl FnOnce(Stop),
+) -> Went {
+    Went::from(
+        park_or_wait_with(pin, ctx, before_block, parking, None),
+        stopped,
+    )
+}
+
+/// How [`park_or_wait`] or [`run_parked`] went, in two registers: the worker calls them for
+/// every park (the pipeline bench: about five an item), and their result as a value (the
+/// job's result or the stop, 32 bytes through memory) cost it a stalled reload after each
+/// call (`perf`: a quarter of `run_local`'s samples, 2026-12-05).
+pub(crate) enum Went {
+    /// The wait ended, its record taken.
+    Done,
+    /// It stopped (parked, or back to the stream's own thread): `stopped` has the [`Stop`].
+    Stopped,
+    /// It failed (boxed: rare).
+    Failed(Box<SimError>),
+}
+
+impl Went {
+    #[inline(always)]
+    fn from(r: Result<Result<(), SimError>, Stop>, stopped: impl FnOnce(Stop)) -> Went {
+        match r {
+            Ok(Ok(())) => Went::Done,
+            Ok(Err(e)) => Went::Failed(Box::new(e)),
+            Err(stop) => {
+                stopped(stop);
+                Went::Stopped
+            }
+        }
+    }
 }
 
 /// [`park_or_wait`] for a wait with a timeout: a function of its own, so that the one with
@@ -271,8 +302,12 @@ pub(crate) fn park_or_wait_timed(
     before_block: &mut dyn FnMut(),
     parking: Parking,
     timeout: Duration,
-) -> Result<Result<(), SimError>, Stop> {
-    park_or_wait_with(pin, ctx, before_block, parking, Some(timeout))
+    stopped: impl FnOnce(Stop),
+) -> Went {
+    Went::from(
+        park_or_wait_with(pin, ctx, before_block, parking, Some(timeout)),
+        stopped,
+    )
 }
 
 #[inline(always)]
@@ -341,6 +376,17 @@ fn park_or_wait_with(
 /// `parking` says so, else goes on as a blocking wait from its place.
 #[inline(never)]
 pub(crate) fn run_parked(
+    w: ParkedWait,
+    ctx: &TaskCtx,
+    before_block: &mut dyn FnMut(),
+    parking: Parking,
+    stopped: impl FnOnce(Stop),
+) -> Went {
+    Went::from(run_parked_with(w, ctx, before_block, parking), stopped)
+}
+
+#[inline(always)]
+fn run_parked_with(
     mut w: ParkedWait,
     ctx: &TaskCtx,
     before_block: &mut dyn FnMut(),

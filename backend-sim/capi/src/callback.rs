@@ -29,7 +29,6 @@
 //! `aclrtProcessReport` waiting when the session ends returns 107012.
 #![allow(non_camel_case_types)]
 
-use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -38,6 +37,7 @@ use acl_notify_core::{Error, HostCall, RawStream};
 
 use crate::errmsg::{CallError, param};
 use crate::ffi::{aclError, aclrtStream, api, handle};
+use crate::runtime::callbacks::{Mailbox, Report, Served, State};
 use crate::session::{existing_runtime, runtime};
 
 /// `aclrtCallback`.
@@ -52,78 +52,6 @@ const SLICE: Duration = Duration::from_millis(50);
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// One session's subscriptions.
-#[derive(Default)]
-pub(crate) struct Subscriptions {
-    inner: Mutex<Inner>,
-    /// Signalled when a thread is subscribed (an `aclrtProcessReport` that started before its
-    /// thread's subscription waits for it).
-    subscribed: Condvar,
-}
-
-#[derive(Default)]
-struct Inner {
-    /// Backend stream → the thread serving it.
-    streams: HashMap<u64, u64>,
-    /// Thread id → what it serves.
-    threads: HashMap<u64, Served>,
-}
-
-impl Inner {
-    /// Drops the subscriptions of streams that `live` says are gone (destroyed, or discarded
-    /// by a device reset, without `aclrtUnSubscribeReport`): their threads may serve another
-    /// device once they serve no live stream (a thread keeps its entry, and its mailbox, for
-    /// the session: an `aclrtProcessReport` waiting on it goes on finding what is posted). A stream's handle is never reused while its
-    /// session lives, so a gone stream's subscription never applies to another one.
-    fn forget_dead_streams(&mut self, live: impl Fn(u64) -> bool) {
-        let Inner { streams, threads } = self;
-        streams.retain(|&s, t| {
-            let keep = live(s);
-            if !keep && let Some(served) = threads.get_mut(t) {
-                served.streams -= 1;
-            }
-            keep
-        });
-    }
-}
-
-struct Served {
-    device: u32,
-    /// How many streams it serves.
-    streams: usize,
-    mailbox: Arc<Mailbox>,
-}
-
-/// The callbacks waiting for one thread's `aclrtProcessReport`.
-#[derive(Default)]
-struct Mailbox {
-    queue: Mutex<VecDeque<Arc<Report>>>,
-    ready: Condvar,
-}
-
-/// One callback handed to a thread.
-struct Report {
-    func: unsafe extern "C" fn(*mut c_void),
-    arg: *mut c_void,
-    state: Mutex<State>,
-    done: Condvar,
-}
-
-// SAFETY: `aclrtLaunchCallback`'s contract: `fn(userData)` may run on another thread.
-unsafe impl Send for Report {}
-// SAFETY: `func` and `arg` are only read; `state` is behind its mutex.
-unsafe impl Sync for Report {}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum State {
-    Queued,
-    /// Its thread is running it.
-    Running,
-    Done,
-    /// Its blocking task gave up waiting (the session ended): never run it.
-    Abandoned,
 }
 
 /// What a queued `aclrtLaunchCallback` task carries to the stream's worker.

@@ -536,8 +536,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             );
             let Some((result, rest)) = ran else {
                 ctx.disarm();
-                if let Some((task, parked)) = stopped.take() {
-                    self.stop_turn(task, parked, local, done, flow);
+                // By reference: the job was just written there (inside the call that
+                // stopped), and a copy of it here stalled on that store (`perf`).
+                if stopped.is_some() {
+                    self.stop_turn(&mut stopped, local, done, flow);
                 }
                 return;
             };
@@ -579,14 +581,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
-    /// The turn stops before `task` (put back in front of `local`): it parked (`parked`: its
-    /// probe is published for the runner) or only the stream's own thread may run it.
+    /// The turn stops before the job in `stopped` (put back in front of `local`): it parked
+    /// (its probe is published for the runner) or only the stream's own thread may run it.
     #[cold]
     #[inline(never)]
     fn stop_turn(
         &self,
-        task: J,
-        parked: bool,
+        stopped: &mut Option<(J, bool)>,
         local: &mut Batch<J>,
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
@@ -599,6 +600,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         // before it, the parked wait among them, so they wait for the wait anyway; once it
         // has run, the turn flushes as usual (`retire_wanted` at the next park, the queue run
         // dry, FLUSH_AT), and a stream sent home flushes there before its wait blocks.
+        let Some((task, parked)) = stopped.as_ref() else {
+            return;
+        };
+        let parked = *parked;
         if !parked || done.kept() >= FLUSH_AT || self.retire_wanted() {
             self.flush(done);
         }
@@ -618,7 +623,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         } else {
             flow.home_needed = true;
         }
-        local.put_back(task);
+        if let Some((task, _)) = stopped.take() {
+            local.put_back(task);
+        }
     }
 
     /// Whether the parked stream can go on (its wait's record is there at the head of the

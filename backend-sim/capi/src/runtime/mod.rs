@@ -129,8 +129,8 @@ pub(crate) struct Runtime {
     /// (see `device`).
     set_bound: std::time::Duration,
     /// The threads subscribed to streams' callbacks (`aclrtSubscribeReport`: see
-    /// [`crate::callback`]).
-    callbacks: crate::callback::Subscriptions,
+    /// [`callbacks`]).
+    callbacks: callbacks::Subscriptions,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -157,7 +157,7 @@ impl Runtime {
     }
 
     /// The threads subscribed to this session's streams' callbacks.
-    pub(crate) fn callbacks(&self) -> &crate::callback::Subscriptions {
+    pub(crate) fn callbacks(&self) -> &callbacks::Subscriptions {
         &self.callbacks
     }
 
@@ -311,6 +311,7 @@ impl Runtime {
     }
 }
 
+pub(crate) mod callbacks;
 mod cnt;
 mod context;
 pub(crate) mod device;
