@@ -12,6 +12,7 @@
 #include "common.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 static void read_all(int fd, void *buf, size_t n) {
@@ -32,9 +33,15 @@ int main(void) {
     g_role = "owner";
     int to_child[2], to_parent[2];
     REQUIRE(pipe(to_child) == 0 && pipe(to_parent) == 0, "pipe: %s", strerror(errno));
+    const pid_t parent = getpid();
     pid_t child = fork();
     REQUIRE(child >= 0, "fork: %s", strerror(errno));
     if (child == 0) {
+        /* Dies with the parent, whatever becomes of it; reads see the parent's end close. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+        close(to_child[1]);
+        close(to_parent[0]);
         g_role = "importer";
         CHECK(aclInit(NULL));
         CHECK(aclrtSetDevice(1));
@@ -49,6 +56,8 @@ int main(void) {
         for (;;) pause(); /* killed here, never recording */
     }
 
+    close(to_child[0]);
+    close(to_parent[1]);
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
     aclrtStream s = NULL;

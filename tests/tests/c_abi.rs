@@ -376,7 +376,10 @@ fn reader(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> 
 }
 
 fn spawn(name: &str, cmd: &mut Command) -> std::io::Result<Proc> {
+    use std::os::unix::process::CommandExt as _;
+    // A process group of its own: what the program forks goes with it (see `run_all`).
     let mut child = cmd
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -419,6 +422,13 @@ fn run_all(mut procs: Vec<Proc>, limit: Duration) -> Vec<Outcome> {
             if p.status.is_none() {
                 let _ = p.child.kill();
                 let _ = p.child.wait();
+            }
+            // Whatever the program forked and left behind (a child of a program that failed,
+            // or one blocked for ever) still holds its stdout and stderr: the readers below
+            // would wait for ever. The group goes with the program.
+            if let Ok(pgid) = i32::try_from(p.child.id()) {
+                // SAFETY: a plain kill(2) of the program's own process group.
+                unsafe { libc::kill(-pgid, libc::SIGKILL) };
             }
             Outcome {
                 name: p.name,
@@ -1662,6 +1672,30 @@ fn an_importer_killed_mid_wait_is_named_dead_by_the_owner_s_errors() {
         o[0].stdout.contains("importer_killed: ok"),
         "{}",
         report(&o)
+    );
+}
+
+/// The harness itself: a program that ends leaving a child that still holds its stdout (a
+/// forked process of a C test whose parent failed) does not make the test wait for ever for
+/// that output; the child goes with the program's process group.
+#[test]
+fn a_program_s_stray_child_does_not_hang_the_harness() {
+    let t = Instant::now();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "sleep 600 & echo started; exit 1"]);
+    let o = run_all(
+        vec![spawn("stray", &mut cmd).expect("start sh")],
+        Duration::from_secs(60),
+    );
+    assert!(
+        !o[0].ok() && o[0].stdout.contains("started"),
+        "{}",
+        report(&o)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "took {:?}",
+        t.elapsed()
     );
 }
 

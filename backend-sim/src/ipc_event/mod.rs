@@ -403,7 +403,7 @@ impl IpcRef {
     /// Counts the latest record as done if its issuer died before it ran ([`dead_issuer`](Self::dead_issuer)).
     fn settle_dead_issuer(&self, s: &EvtSlot) {
         if let Some((n, by)) = self.dead_issuer(s) {
-            // Marked first, so that a wait it releases can tell why (`died_unrun`); a record
+            // Marked first, so that a wait it releases can tell why (`never_ran`); a record
             // issued meanwhile leaves it to the next look.
             if s.sync
                 .latest_by
