@@ -24,20 +24,6 @@ static void released(void *arg) {
     g_released = 1;
 }
 
-static void read_all(int fd, void *buf, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = read(fd, (char *)buf + done, n - done);
-        if (r < 0 && errno == EINTR) continue;
-        REQUIRE(r > 0, "read from pipe: %s", r == 0 ? "end of file" : strerror(errno));
-        done += (size_t)r;
-    }
-}
-
-static void write_all(int fd, const void *buf, size_t n) {
-    REQUIRE(write(fd, buf, n) == (ssize_t)n, "write to pipe: %s", strerror(errno));
-}
-
 /* Waits on `stream` for the word at `p` to meet `flag` against `value` after `word` was
  * stored there: returns whether the wait passed, within 0.3 s when it is expected not to and
  * 20 s when it is expected to (a process paused meanwhile, as a benchmark window pauses the
