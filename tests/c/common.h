@@ -107,7 +107,10 @@ static inline void event_at(int64_t t, int device, const char *step, const char 
 static inline void read_all(int fd, void *buf, size_t n) {
     size_t done = 0;
     while (done < n) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
+        struct pollfd p;
+        p.fd = fd;
+        p.events = POLLIN;
+        p.revents = 0;
         int ready = poll(&p, 1, PIPE_TIMEOUT_MS);
         if (ready < 0 && errno == EINTR) continue;
         REQUIRE(ready != 0, "read from pipe: nothing came within %d ms (the other process "
