@@ -560,9 +560,16 @@ fn remote_records_leave_no_key_once_their_importer_is_gone(
     let gone = poll_until(
         "the importer's record keys gone with its lease",
         Duration::from_secs(10),
-        || {
-            left = keys().unwrap_or_default();
-            left.is_empty()
+        || match keys() {
+            Ok(k) => {
+                left = k;
+                left.is_empty()
+            }
+            // A failed listing proves nothing gone: look again.
+            Err(e) => {
+                left = vec![e];
+                false
+            }
         },
     );
     if gone.is_err() {

@@ -228,6 +228,13 @@ int main(void) {
     REQUIRE(pthread_join(late, NULL) == 0, "pthread_join");
     REQUIRE(g_late_rc == ACL_SUCCESS, "the late reporter's aclrtProcessReport returned %d",
             g_late_rc);
+    /* This thread served the first `held` (destroyed since, its callbacks given up above and
+     * still in this thread's mailbox): its aclrtProcessReport skips them and says it serves no
+     * stream any more. */
+    EXPECT_RC(aclrtProcessReport(50), ACL_ERROR_RT_THREAD_SUBSCRIBE);
+    m = recent_msg();
+    REQUIRE(strstr(m, "within 50 ms, and it is subscribed to no stream any more (") != NULL,
+            "not the timeout of a thread that served a stream: %s", m);
 
     /* aclFinalize with a blocking callback whose thread (this one) never processes it, and a
      * copy queued behind it: it returns promptly, and the callback never runs. */

@@ -8,6 +8,7 @@
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -96,6 +97,37 @@ static inline void event_at(int64_t t, int device, const char *step, const char 
 }
 
 #define EVENT(device, step, ...) event_at(now_ns(), (device), (step), __VA_ARGS__)
+
+/* How long read_all waits for the other end of a pipe (a process that failed or hangs must
+ * not hang this one). */
+#define PIPE_TIMEOUT_MS 60000
+
+/* Reads exactly `n` bytes from pipe `fd`; exits 1, saying why, at end of file, on an error, or
+ * when no byte came for PIPE_TIMEOUT_MS. */
+static inline void read_all(int fd, void *buf, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        struct pollfd p;
+        p.fd = fd;
+        p.events = POLLIN;
+        p.revents = 0;
+        int ready = poll(&p, 1, PIPE_TIMEOUT_MS);
+        if (ready < 0 && errno == EINTR) continue;
+        REQUIRE(ready != 0, "read from pipe: nothing came within %d ms (the other process "
+                "failed or hangs)", PIPE_TIMEOUT_MS);
+        REQUIRE(ready > 0, "poll on pipe: %s", strerror(errno));
+        ssize_t r = read(fd, (char *)buf + done, n - done);
+        if (r < 0 && errno == EINTR) continue;
+        REQUIRE(r > 0, "read from pipe: %s", r == 0 ? "end of file" : strerror(errno));
+        done += (size_t)r;
+    }
+}
+
+/* Writes the `n` bytes at `buf` to pipe `fd` (at most PIPE_BUF: one write); exits 1 if it
+ * cannot. */
+static inline void write_all(int fd, const void *buf, size_t n) {
+    REQUIRE(write(fd, buf, n) == (ssize_t)n, "write to pipe: %s", strerror(errno));
+}
 
 /* Writes `len` bytes to dir/name atomically (a temporary file renamed into place), so a
  * reader never sees a partial file. */

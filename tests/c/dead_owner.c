@@ -12,19 +12,6 @@
 
 #include "common.h"
 
-static void put(int fd, const void *p, size_t n) {
-    REQUIRE(write(fd, p, n) == (ssize_t)n, "write: %s", strerror(errno));
-}
-
-static void get(int fd, void *p, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = read(fd, (char *)p + done, n - done);
-        REQUIRE(r > 0, "read: %s", r == 0 ? "end of pipe" : strerror(errno));
-        done += (size_t)r;
-    }
-}
-
 int main(void) {
     int to_b[2], to_a[2];
     REQUIRE(pipe(to_b) == 0 && pipe(to_a) == 0, "pipe");
@@ -36,7 +23,7 @@ int main(void) {
         CHECK(aclInit(NULL));
         CHECK(aclrtSetDevice(0));
         int32_t b_pid = 0;
-        get(to_a[0], &b_pid, sizeof b_pid);
+        read_all(to_a[0], &b_pid, sizeof b_pid);
         void *d = NULL;
         CHECK(aclrtMalloc(&d, 4096, ACL_MEM_MALLOC_HUGE_FIRST));
         CHECK(aclrtMemset(d, 4096, 0x5a, 4096));
@@ -47,7 +34,7 @@ int main(void) {
         CHECK(aclrtCreateNotify(&n, 0));
         CHECK(aclrtNotifyGetExportKey(n, keys[1], sizeof keys[1], 0));
         CHECK(aclrtNotifySetImportPid(n, &b_pid, 1));
-        put(to_b[1], keys, sizeof keys);
+        write_all(to_b[1], keys, sizeof keys);
         for (;;) pause(); /* until B's parent kills it */
     }
     g_role = "importer";
@@ -55,9 +42,9 @@ int main(void) {
     CHECK(aclrtSetDevice(1));
     int32_t me = 0;
     CHECK(aclrtDeviceGetBareTgid(&me));
-    put(to_a[1], &me, sizeof me);
+    write_all(to_a[1], &me, sizeof me);
     char keys[2][65];
-    get(to_b[0], keys, sizeof keys);
+    read_all(to_b[0], keys, sizeof keys);
     void *p = NULL, *mine = NULL;
     aclrtNotify n;
     aclrtStream s;

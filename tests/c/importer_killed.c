@@ -15,20 +15,6 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 
-static void read_all(int fd, void *buf, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = read(fd, (char *)buf + done, n - done);
-        if (r < 0 && errno == EINTR) continue;
-        REQUIRE(r > 0, "read from pipe: %s", r == 0 ? "end of file" : strerror(errno));
-        done += (size_t)r;
-    }
-}
-
-static void write_all(int fd, const void *buf, size_t n) {
-    REQUIRE(write(fd, buf, n) == (ssize_t)n, "write to pipe: %s", strerror(errno));
-}
-
 int main(void) {
     g_role = "owner";
     int to_child[2], to_parent[2];

@@ -24,20 +24,6 @@ static void released(void *arg) {
     g_released = 1;
 }
 
-static void read_all(int fd, void *buf, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = read(fd, (char *)buf + done, n - done);
-        if (r < 0 && errno == EINTR) continue;
-        REQUIRE(r > 0, "read from pipe: %s", r == 0 ? "end of file" : strerror(errno));
-        done += (size_t)r;
-    }
-}
-
-static void write_all(int fd, const void *buf, size_t n) {
-    REQUIRE(write(fd, buf, n) == (ssize_t)n, "write to pipe: %s", strerror(errno));
-}
-
 /* Waits on `stream` for the word at `p` to meet `flag` against `value` after `word` was
  * stored there: returns whether the wait passed, within 0.3 s when it is expected not to and
  * 20 s when it is expected to (a process paused meanwhile, as a benchmark window pauses the
@@ -130,6 +116,11 @@ int main(int argc, char **argv) {
     const char *m = recent_msg();
     REQUIRE(strstr(m, "not device memory") != NULL, "host memory not named: %s", m);
     EXPECT_RC(aclrtValueWrite((char *)data + 4092, 1, 0, a), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtValueWrite((char *)data + 4, 1, 0, a), ACL_ERROR_RT_PARAM_INVALID);
+    m = recent_msg();
+    REQUIRE(strstr(m, "not 8-byte aligned") != NULL, "misalignment not named: %s", m);
+    EXPECT_RC(aclrtValueWait((char *)data + 4, 1, ACL_STREAM_WAIT_VALUE_EQ, a),
+              ACL_ERROR_RT_PARAM_INVALID);
 
     /* Another stream's write releases the wait; what it copied before is there. */
     CHECK(aclrtValueWait(flag, 100, ACL_STREAM_WAIT_VALUE_EQ, a));

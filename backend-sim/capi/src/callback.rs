@@ -359,7 +359,9 @@ pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
                     CallError::new(
                         Error::ThreadSubscribe,
                         format!(
-                            "no callback reached thread {me:#x} within {timeout} ms, and it is                              subscribed to no stream any more (aclrtUnSubscribeReport, or its                              streams were destroyed)"
+                            "no callback reached thread {me:#x} within {timeout} ms, and it is \
+                             subscribed to no stream any more (aclrtUnSubscribeReport, or its \
+                             streams were destroyed)"
                         ),
                     )
                 } else {

@@ -3,10 +3,11 @@
 //! meets a condition (`acl_notify_sim::mem::ValueCondition`; the simulator's side is
 //! `Sim::value_write` / `Sim::value_wait`).
 //!
-//! CANN documents them on Ascend950PR/DT (Atlas 350), Ascend910_93 (A3) and Ascend910B (A2)
-//! only; elsewhere 207000, after the argument checks. Codes: 100000 `devAddr` NULL; 107000 an
-//! unknown flag (`aclrtValueWrite` takes 0 only), or an address that is not 8 bytes of a live
-//! device allocation of this process; the stream checks (107017, 107002, 107003).
+//! CANN documents them on Ascend910_93 (A3) and Ascend910B (A2) only (its pages mark
+//! Ascend950PR/DT unsupported); elsewhere 207000, after the argument checks. Codes: 100000
+//! `devAddr` NULL; 107000 an unknown flag (`aclrtValueWrite` takes 0 only), an address not
+//! 8-byte aligned, or one that is not 8 bytes of a live device allocation of this process; the
+//! stream checks (107017, 107002, 107003).
 
 use std::ffi::c_void;
 
@@ -20,12 +21,12 @@ use crate::session::runtime;
 /// 207000 off the SoCs that have value tasks.
 fn require_value_tasks(soc: Soc, call: &str) -> Result<(), CallError> {
     match soc {
-        Soc::Ascend950PR | Soc::Ascend950DT | Soc::Ascend910_93 | Soc::Ascend910B => Ok(()),
+        Soc::Ascend910_93 | Soc::Ascend910B => Ok(()),
         other => Err(CallError::new(
             Error::FeatureNotSupport,
             format!(
                 "{call}: {} has no memory-semantics synchronisation (CANN documents it on \
-                 Ascend950PR/DT, Ascend910_93 and Ascend910B)",
+                 Ascend910_93 and Ascend910B only)",
                 other.name()
             ),
         )),

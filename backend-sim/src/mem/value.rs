@@ -3,13 +3,16 @@
 //! value at a device address meets a condition — the same ordering as a notify, through an
 //! address any stream (or, with IPC memory, any process) may write.
 //!
-//! A value wait polls the word (its writers are plain stores, from any process: there is no
-//! flag word to sleep on), first spinning briefly, then sleeping with a backoff up to
+//! The 8 bytes are aligned (CANN requires `devAddr` 8-byte aligned) and read and written as one
+//! atomic word, so a wait never sees half a write and what its stream ran before a value write
+//! is seen by the tasks after the wait it releases. A value wait polls the word (its writers
+//! store from any process: there is no flag word to sleep on), first spinning briefly, then sleeping with a backoff up to
 //! [`MAX_NAP`]; it ends when the condition holds, or fails when the memory is freed or its
 //! stream is destroyed with its tasks discarded (or aborted). It waits for ever otherwise, as
 //! CANN's does, and says so in the stream's notes: a synchronize that expires names it, and
 //! `aclFinalize` treats it as a wait with no timeout.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use acl_notify_core::{Error, RawStream};
@@ -62,9 +65,17 @@ impl ValueCondition {
 }
 
 impl Sim {
-    /// The device side of a value task: the 8 bytes at `addr`, which must lie in a live
-    /// allocation of this process (its own or imported); 107000 naming it otherwise.
+    /// The device side of a value task: the 8 bytes at `addr`, which must be 8-byte aligned
+    /// (CANN's `aclrtValueWrite` requires it; the simulator reads and writes them as one atomic
+    /// word for both calls) and lie in a live allocation of this process (its own or
+    /// imported); 107000 naming it otherwise.
     fn value_side(&self, addr: usize, what: &str) -> Result<Side<'_>, SimError> {
+        if !addr.is_multiple_of(8) {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!("{what} {addr:#x} is not 8-byte aligned: a value task's word is"),
+            ));
+        }
         if let Some(c) = self.inner.cluster.as_ref()
             && c.mem_import_at(addr, what)?.is_some()
         {
@@ -103,8 +114,11 @@ impl Sim {
                 let done = crate::trace::span("memory", "value write", args, || {
                     q.still(addr, 8, "devAddr")?;
                     let to = q.ptr(addr, 8)?;
-                    // SAFETY: 8 bytes of a mapped allocation, checked just now.
-                    unsafe { std::ptr::write_unaligned(to.cast::<u64>(), value) };
+                    // SAFETY: 8 aligned bytes (`value_side`; arena offsets keep the device
+                    // address's alignment) of a mapped allocation, checked just now, which other
+                    // threads and processes access only atomically while a value task runs.
+                    unsafe { AtomicU64::from_ptr(to.cast::<u64>()) }
+                        .store(value, Ordering::Release);
                     Ok(())
                 });
                 q.intact()?;
@@ -173,9 +187,9 @@ fn wait_for_value(
     loop {
         q.still(addr, 8, "devAddr")?;
         let p = q.ptr(addr, 8)?;
-        // SAFETY: 8 bytes of a mapped allocation, checked just now; other streams and
-        // processes store to them (a torn read only delays the match to the next look).
-        let word = unsafe { std::ptr::read_volatile(p.cast::<u64>().cast_const()) };
+        // SAFETY: 8 aligned bytes (`value_side`) of a mapped allocation, checked just now;
+        // other streams and processes store to them.
+        let word = unsafe { AtomicU64::from_ptr(p.cast::<u64>()) }.load(Ordering::Acquire);
         if cond.holds(word, value) {
             return Ok(());
         }

@@ -182,7 +182,9 @@ fn the_reset_timeout_is_seconds_with_fractions_and_zero_waits_for_ever() {
 #[test]
 fn a_reset_drains_its_device_only_and_waits_out_its_bound_for_a_stream_stuck_for_ever() {
     let (rt, _ns) = runtime("reset-policy");
-    let bound = Duration::from_millis(800);
+    // Past aclFinalize's 100 ms stuck rule, and long enough for a loaded machine to run the
+    // 300 ms host function within it.
+    let bound = Duration::from_secs(2);
     let rt = rt.with_reset_timeout(Some(bound));
     rt.set_device(0).unwrap();
     let (stuck0, rec0) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
@@ -197,12 +199,13 @@ fn a_reset_drains_its_device_only_and_waits_out_its_bound_for_a_stream_stuck_for
     };
     rt.launch_host_func(s1, call).unwrap();
     let t0 = std::time::Instant::now();
+    // Ok, not the 507046 of a drain that waited out its bound for device 0's stuck stream
+    // (not its to wait for; how long it took is no proof on a loaded machine).
     rt.reset_device(1, false).unwrap();
     let took = t0.elapsed();
     assert!(
-        took >= SLOW && took < bound,
-        "the reset of device 1 took {took:?} (its host function {SLOW:?}, device 0's stuck \
-         stream is not its to wait for)"
+        took >= SLOW,
+        "the reset of device 1 took {took:?}, less than its host function's {SLOW:?}"
     );
     rt.set_device(1).unwrap();
     let s1 = rt.create_stream().unwrap();
