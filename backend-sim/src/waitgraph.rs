@@ -815,13 +815,13 @@ impl StreamSlot {
         (now > due).then(|| std::time::Duration::from_nanos(now - due))
     }
 
-    /// The wait the stream's head sleeps in, if it published one: "a wait on notify 3 of
-    /// device 1, asleep for 12.0 s (timeout 60.0 s)".
     /// What the wait at the stream's head sleeps on, if it published one.
     pub(crate) fn head_target(&self) -> Option<Target> {
         Target::from_wait_word(self.entry().head.load(SeqCst))
     }
 
+    /// The wait the stream's head sleeps in, if it published one: "a wait on notify 3 of
+    /// device 1, asleep for 12.0 s (timeout 60.0 s)".
     pub(crate) fn describe_head(&self) -> Option<String> {
         let e = self.entry();
         let t = Target::from_wait_word(e.head.load(SeqCst))?;

@@ -127,7 +127,15 @@ pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: aclrtStream) -> a
                 ),
             ));
         }
-        let full = inner.threads.values().filter(|s| s.streams > 0).count() >= MAX_THREADS;
+        // A thread serving no stream yet counts against CANN's limit from now on.
+        if inner.threads.get(&thread_id).is_none_or(|s| s.streams == 0)
+            && inner.threads.values().filter(|s| s.streams > 0).count() >= MAX_THREADS
+        {
+            return Err(CallError::new(
+                Error::ThreadSubscribe,
+                format!("{MAX_THREADS} threads are subscribed already, CANN's limit"),
+            ));
+        }
         match inner.threads.get_mut(&thread_id) {
             Some(s) if s.streams > 0 && s.device != device => {
                 return Err(CallError::new(
@@ -139,21 +147,9 @@ pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: aclrtStream) -> a
                     ),
                 ));
             }
-            Some(s) if s.streams == 0 && full => {
-                return Err(CallError::new(
-                    Error::ThreadSubscribe,
-                    format!("{MAX_THREADS} threads are subscribed already, CANN's limit"),
-                ));
-            }
             Some(s) => {
                 s.device = device;
                 s.streams += 1;
-            }
-            None if full => {
-                return Err(CallError::new(
-                    Error::ThreadSubscribe,
-                    format!("{MAX_THREADS} threads are subscribed already, CANN's limit"),
-                ));
             }
             None => {
                 inner.threads.insert(

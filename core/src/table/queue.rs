@@ -188,15 +188,9 @@ impl NotifySync {
     /// and hands the head on ([`finish`](Self::finish)). Nothing if it was given up on our
     /// behalf (they took us for dead).
     pub(super) fn end_solo<W: Waiter>(&self, w: &W, t: u32, proc: u32) {
-        let r = round16(t);
-        match self.ring[t as usize % RING].compare_exchange(
-            entry(r, ST_SOLO, proc),
-            entry(r, ST_FREE, 0),
-            SeqCst,
-            SeqCst,
-        ) {
-            Ok(_) => {}
-            Err(e) if e == entry(r, ST_TAKEN, proc) => {
+        match self.unmark_solo(t, proc) {
+            Ok(()) => {}
+            Err(e) if e == entry(round16(t), ST_TAKEN, proc) => {
                 let _ = self
                     .tail
                     .compare_exchange(t, t.wrapping_add(1), SeqCst, SeqCst);
@@ -209,17 +203,27 @@ impl NotifySync {
     /// Gives lone place `t` of process `proc` up, consuming nothing: unmarks it, or cancels
     /// it as an ordinary ticket if a waiter made it one. Returns whether this call gave it up.
     pub(super) fn give_up_solo<W: Waiter>(&self, w: &W, t: u32, proc: u32) -> bool {
-        let r = round16(t);
-        match self.ring[t as usize % RING].compare_exchange(
-            entry(r, ST_SOLO, proc),
-            entry(r, ST_FREE, 0),
-            SeqCst,
-            SeqCst,
-        ) {
-            Ok(_) => true,
-            Err(e) if e == entry(r, ST_TAKEN, proc) => self.cancel_ticket(w, t, e),
+        match self.unmark_solo(t, proc) {
+            Ok(()) => true,
+            Err(e) if e == entry(round16(t), ST_TAKEN, proc) => self.cancel_ticket(w, t, e),
             Err(_) => false,
         }
+    }
+
+    /// Frees lone place `t` of process `proc` if it is still marked alone (one
+    /// compare-and-swap); `Err` with the entry found otherwise (made ordinary by a waiter
+    /// that came, or no longer ours).
+    #[inline(always)]
+    fn unmark_solo(&self, t: u32, proc: u32) -> Result<(), u32> {
+        let r = round16(t);
+        self.ring[t as usize % RING]
+            .compare_exchange(
+                entry(r, ST_SOLO, proc),
+                entry(r, ST_FREE, 0),
+                SeqCst,
+                SeqCst,
+            )
+            .map(|_| ())
     }
 
     /// Makes lone place `t` of process `proc` an ordinary ticket (for the blocking rest of
