@@ -24,6 +24,7 @@ mod harness;
 mod notify;
 mod pingpong;
 mod pipeline;
+mod pipeprobe;
 mod poolbench;
 mod report;
 mod ring;

@@ -20,6 +20,7 @@ use crate::child::Watchdog;
 use crate::handoff::{POISON, SAMPLE_LIMIT};
 use crate::notify::{DEV, SYNC_LIMIT, e2s, open_default};
 use crate::pingpong::Line;
+use crate::pipeprobe::Probe;
 use crate::sys::{Scope, now_ns};
 
 /// Stages (streams).
@@ -34,6 +35,8 @@ pub struct Pipeline {
     s: [RawStream; STAGES],
     ready: [RawNotify; STAGES - 1],
     free: [RawNotify; STAGES - 1],
+    /// [`Probe::enabled`], read once.
+    probe: bool,
 }
 
 impl Pipeline {
@@ -54,6 +57,7 @@ impl Pipeline {
             s,
             ready,
             free,
+            probe: Probe::enabled(),
         })
     }
 
@@ -78,11 +82,15 @@ impl Pipeline {
     /// One sample: items per second over `items` items (a fresh run: every link's slot starts
     /// free).
     pub fn sample(&mut self, items: u64) -> Result<f64, String> {
+        let mut probe = self.probe.then(Probe::start);
         let t0 = now_ns();
         let r = (|| {
             let mut start = 0;
             while start < items {
                 let end = (start + CHUNK).min(items);
+                if let Some(p) = &mut probe {
+                    p.chunk();
+                }
                 for k in 0..STAGES {
                     for i in start..end {
                         self.stage(k, i)?;
@@ -108,7 +116,11 @@ impl Pipeline {
                 return Err("a link's last free record is missing".into());
             }
         }
-        Ok(items as f64 * 1e9 / dt as f64)
+        let rate = items as f64 * 1e9 / dt as f64;
+        if let Some(p) = probe {
+            p.end(rate, dt);
+        }
+        Ok(rate)
     }
 
     fn reset(&mut self) {

@@ -225,6 +225,8 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
         if picks.is_multiple_of(64) && tick_at.elapsed() >= HOME_AFTER {
             tick_at = Instant::now();
             tick = send_home_long_parked(&mut mine.parked);
+            // Apart from a host that keeps taking its CPU, if another one has room.
+            crate::placement::runner_tick();
         }
         if INBOX.load(Ordering::Relaxed) {
             take_inbox(&mut mine.parked);
