@@ -6,6 +6,9 @@
  * ACL_STREAM_* flags of aclrtCreateStreamWithConfig, 0 for aclrtCreateStream's and default
  * streams. The getters do not check the stream's context: a live stream of another device or
  * context answers its own values.
+ * aclrtSetStreamOverflowSwitch / aclrtGetStreamOverflowSwitch: plain state of a stream used in
+ * its own context on chips that keep it (Ascend910B: 0 until set), elsewhere the set does
+ * nothing and answers 0 and the get answers 1 (Ascend310P; api_c_stream.cc, api_impl.cc).
  * Also: callback tasks a stream discards before they run (abort, forced destroy) free what they
  * hold; run under valgrind's memcheck, a leak fails the run.
  * Exit 0 and "stream_info: ok". */
@@ -38,6 +41,49 @@ static void require_distinct(const int32_t *ids, int n, const char *what) {
             REQUIRE(ids[i] != ids[j], "%s: streams %d and %d share id %d", what, i, j, ids[i]);
         }
     }
+}
+
+/* ---- the overflow switch ------------------------------------------------------------------ */
+
+static uint32_t switch_of(aclrtStream s) {
+    uint32_t v = 99;
+    CHECK(aclrtGetStreamOverflowSwitch(s, &v));
+    return v;
+}
+
+/* `live` is a stream of the current context, `other` one of another context, `dead` destroyed. */
+static void overflow_switch(int keeps, aclrtStream live, aclrtStream other, aclrtStream dead) {
+    uint32_t v = 0;
+    EXPECT_RC(aclrtSetStreamOverflowSwitch(live, 2), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtSetStreamOverflowSwitch(dead, UINT32_MAX), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtGetStreamOverflowSwitch(live, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtGetStreamOverflowSwitch(dead, &v), ACL_ERROR_RT_INVALID_HANDLE);
+    EXPECT_RC(aclrtGetStreamOverflowSwitch(other, &v), ACL_ERROR_RT_STREAM_CONTEXT);
+    if (!keeps) {
+        /* Nothing is kept, nothing is checked: the get answers 1. */
+        REQUIRE(switch_of(live) == 1 && switch_of(NULL) == 1, "the switch of a chip without one");
+        CHECK(aclrtSetStreamOverflowSwitch(live, 0));
+        CHECK(aclrtSetStreamOverflowSwitch(dead, 1));
+        CHECK(aclrtSetStreamOverflowSwitch(other, 1));
+        REQUIRE(switch_of(live) == 1, "a chip without the switch answered %u", switch_of(live));
+        return;
+    }
+    EXPECT_RC(aclrtSetStreamOverflowSwitch(dead, 1), ACL_ERROR_RT_INVALID_HANDLE);
+    EXPECT_RC(aclrtSetStreamOverflowSwitch((aclrtStream)(uintptr_t)0x1234, 1),
+              ACL_ERROR_RT_INVALID_HANDLE);
+    EXPECT_RC(aclrtSetStreamOverflowSwitch(other, 1), ACL_ERROR_RT_STREAM_CONTEXT);
+    REQUIRE(strstr(recent_msg(), "aclrtSetStreamOverflowSwitch") != NULL, "message: %s",
+            recent_msg());
+    REQUIRE(switch_of(live) == 0 && switch_of(NULL) == 0, "the switch starts off");
+    CHECK(aclrtSetStreamOverflowSwitch(live, 1));
+    REQUIRE(switch_of(live) == 1, "switch %u after setting 1", switch_of(live));
+    REQUIRE(switch_of(NULL) == 0, "another stream's switch moved");
+    CHECK(aclrtSetStreamOverflowSwitch(NULL, 1));
+    aclrtStream dflt = NULL;
+    CHECK(aclrtCtxGetCurrentDefaultStream(&dflt));
+    REQUIRE(switch_of(NULL) == 1 && switch_of(dflt) == 1, "the default stream's switch");
+    CHECK(aclrtSetStreamOverflowSwitch(live, 0));
+    REQUIRE(switch_of(live) == 0, "switch %u after setting 0", switch_of(live));
 }
 
 /* ---- callback tasks discarded unrun ------------------------------------------------------ */
@@ -95,6 +141,10 @@ static void callbacks(void) {
 }
 
 int main(void) {
+    const char *chip = getenv("ACL_NOTIFY_SIM_SOC");
+    REQUIRE(chip != NULL, "ACL_NOTIFY_SIM_SOC is not set");
+    int keeps_switch = strcmp(chip, "Ascend910B") == 0;
+    REQUIRE(keeps_switch || strcmp(chip, "Ascend310P") == 0, "run on an unexpected chip %s", chip);
     int32_t id = 0;
     uint32_t u = 0;
     /* NULL outputs first (the ACL layer checks them), even before aclInit. */
@@ -109,6 +159,9 @@ int main(void) {
     EXPECT_RC(aclrtStreamGetPriority(NULL, &u), ACL_ERROR_RT_CONTEXT_NULL);
     EXPECT_RC(aclrtStreamGetFlags(NULL, &u), ACL_ERROR_RT_CONTEXT_NULL);
     EXPECT_RC(aclrtStreamGetId((aclrtStream)(uintptr_t)0x1234, &id), ACL_ERROR_RT_INVALID_HANDLE);
+    EXPECT_RC(aclrtGetStreamOverflowSwitch(NULL, &u), ACL_ERROR_RT_CONTEXT_NULL);
+    EXPECT_RC(aclrtSetStreamOverflowSwitch(NULL, 1),
+              keeps_switch ? ACL_ERROR_RT_CONTEXT_NULL : ACL_SUCCESS);
 
     CHECK(aclrtSetDevice(0));
     aclrtStream plain = NULL, fast = NULL, high = NULL, wrapped = NULL, dflt = NULL;
@@ -168,6 +221,7 @@ int main(void) {
     require_distinct(dev0c, 7, "device 0 with a second context");
     REQUIRE(id_of(plain) == dev0[0] && priority_of(high) == 7 && flags_of(high) == ACL_STREAM_PERSISTENT,
             "a stream of another context answered other values");
+    overflow_switch(keeps_switch, in_ctx, plain, fast);
 
     /* Another device: its own ids (unique on that device), and device 0's streams answer. */
     CHECK(aclrtSetDevice(1));

@@ -47,7 +47,8 @@
 //!   device, a stream and a thread, on three chips;
 //! - `stream_info.c`: `aclrtStreamGetId` / `aclrtStreamGetPriority` / `aclrtStreamGetFlags`
 //!   (ids unique per device, the priority and flags a stream was created with, bad handles,
-//!   other devices and contexts), and callback tasks discarded unrun freeing what they hold
+//!   other devices and contexts), `aclrtSet/GetStreamOverflowSwitch` on a chip that keeps the
+//!   switch and one that does not, and callback tasks discarded unrun freeing what they hold
 //!   (under valgrind's memcheck too, leaks counted);
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
@@ -811,9 +812,21 @@ fn device_cores_and_resource_limits_answer_as_cann_does() {
 
 #[test]
 fn streams_answer_their_id_priority_and_flags() {
-    let o = run_alone("stream_info", "streaminfo", &[], Duration::from_secs(30));
-    assert!(o[0].ok(), "{}", report(&o));
-    assert!(o[0].stdout.contains("stream_info: ok"), "{}", report(&o));
+    let p = setup();
+    for chip in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("streaminfo-{chip}"));
+        let mut cmd = s.cmd(&p.bin.join("stream_info"), chip);
+        let o = run_all(
+            vec![spawn("stream_info", &mut cmd).expect("start stream_info")],
+            Duration::from_secs(30),
+        );
+        assert!(o[0].ok(), "{chip}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("stream_info: ok"),
+            "{chip}: {}",
+            report(&o)
+        );
+    }
     // The callback tasks it discards unrun must free what they hold: memcheck's definite
     // leaks fail the run.
     let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
@@ -822,7 +835,6 @@ fn streams_answer_their_id_priority_and_flags() {
         "valgrind is not installed although `cargo xtask test` installs it"
     );
     if installed("valgrind") {
-        let p = setup();
         let s = Scratch::new("streaminfo-vg");
         let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
         cmd.args([

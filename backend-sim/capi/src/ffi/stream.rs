@@ -205,3 +205,45 @@ pub unsafe extern "C" fn aclrtStreamGetFlags(stream: aclrtStream, flags: *mut u3
         Ok(())
     })
 }
+
+/// `aclError aclrtSetStreamOverflowSwitch(aclrtStream stream, uint32_t flag)`: the stream's
+/// overflow detection switch (0 off, 1 on); plain state, kept on the chips that have it (0 and
+/// nothing done elsewhere).
+///
+/// Codes: 100000 `flag` not 0 or 1; 107017; 107002; 107003.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtSetStreamOverflowSwitch(stream: aclrtStream, flag: u32) -> aclError {
+    api("aclrtSetStreamOverflowSwitch", || {
+        if flag > 1 {
+            return Err(crate::errmsg::CallError::new(
+                acl_notify_core::Error::InvalidParam,
+                format!("flag {flag} is neither 0 nor 1"),
+            ));
+        }
+        runtime()?.set_overflow_switch(handle(stream), flag == 1)
+    })
+}
+
+/// `aclError aclrtGetStreamOverflowSwitch(aclrtStream stream, uint32_t *flag)`: the stream's
+/// overflow detection switch (1 on chips that do not keep one).
+///
+/// Codes: 100000 `flag` NULL; 107017; 107002; 107003.
+///
+/// # Safety
+///
+/// `flag` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetStreamOverflowSwitch(
+    stream: aclrtStream,
+    flag: *mut u32,
+) -> aclError {
+    api("aclrtGetStreamOverflowSwitch", || {
+        if flag.is_null() {
+            return Err(null_arg("flag"));
+        }
+        let v = runtime()?.overflow_switch(handle(stream))?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { flag.write_unaligned(v) };
+        Ok(())
+    })
+}

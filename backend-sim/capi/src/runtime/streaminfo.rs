@@ -15,7 +15,15 @@
 //! - The flags answered are the `ACL_STREAM_*` bits the stream was created with
 //!   (`src/acl/aclrt_impl/stream.cpp`, `aclrtStreamGetFlagsImpl` maps each runtime flag back to
 //!   its ACL bit); a stream of `aclrtCreateStream` and a default stream answer 0.
-//! - The getters do not check the stream's context (`src/runtime/api/impl/api_impl.cc`,
+//! - The overflow switch (`aclrtSetStreamOverflowSwitch`, 0 or 1, else 100000 from the ACL
+//!   layer) is plain state on the chips with `RT_FEATURE_STREAM_ATTR_OVERFLOW_CHECK`
+//!   (`src/runtime/config/910_B_93` and `950`, `dev_info_reg.cc`); elsewhere the set answers 0
+//!   and does nothing, before even the stream is checked (`src/runtime/api/api_c_stream.cc`,
+//!   `rtSetStreamOverflowSwitch`). The get answers the stream's switch on chips with STARS
+//!   (`isStars`: those and Ascend310B's `mini_v3`), 1 elsewhere (`api_impl.cc`,
+//!   `ApiImpl::GetStreamOverflowSwitch`). Both use the stream in its own context only (107003).
+//!   IPV350's configuration is not identified in hicann/runtime: it is taken as neither.
+//! - The getters of id, priority and flags do not check the stream's context (`src/runtime/api/impl/api_impl.cc`,
 //!   `ApiImpl::GetStreamId`, `StreamGetPriority`, `StreamGetFlags`): a live stream of another
 //!   device or context answers its own values. Priority and flags need a current context
 //!   (107002 without), the id does not.
@@ -24,7 +32,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use acl_notify_core::RawStream;
+use acl_notify_core::{Backend, RawStream, Soc};
 
 use super::Runtime;
 use crate::errmsg::CallError;
@@ -41,6 +49,21 @@ pub(crate) struct StreamInfo {
     pub(crate) priority: u32,
     /// `ACL_STREAM_*` bits.
     pub(crate) flags: u32,
+    /// The overflow switch (`aclrtSetStreamOverflowSwitch`), off at creation.
+    pub(crate) overflow: bool,
+}
+
+/// Whether `soc` keeps a stream's overflow switch (`RT_FEATURE_STREAM_ATTR_OVERFLOW_CHECK`).
+pub(crate) fn keeps_overflow_switch(soc: Soc) -> bool {
+    matches!(
+        soc,
+        Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
+    )
+}
+
+/// Whether `soc` answers a stream's overflow switch (`isStars`); 1 elsewhere.
+pub(crate) fn answers_overflow_switch(soc: Soc) -> bool {
+    keeps_overflow_switch(soc) || soc == Soc::Ascend310B
 }
 
 /// The ids of one device: the next never used, and the freed ones (lowest first).
@@ -108,6 +131,7 @@ impl StreamInfos {
             id,
             priority: clamp_priority(priority),
             flags,
+            overflow: false,
         };
         g.streams.insert(raw, (device, info));
         info
@@ -116,6 +140,17 @@ impl StreamInfos {
     /// The record of stream `raw`, if it has one.
     pub(crate) fn get(&self, raw: RawStream) -> Option<StreamInfo> {
         lock(&self.inner).streams.get(&raw).map(|(_, i)| *i)
+    }
+
+    /// Sets the overflow switch of stream `raw`; false if it has no record.
+    pub(crate) fn set_overflow(&self, raw: RawStream, on: bool) -> bool {
+        match lock(&self.inner).streams.get_mut(&raw) {
+            Some((_, info)) => {
+                info.overflow = on;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Forgets a destroyed stream; its id is free again.
@@ -167,6 +202,48 @@ impl Runtime {
         self.stream_infos
             .get(raw)
             .ok_or_else(|| super::bad_stream(stream))
+    }
+}
+
+impl Runtime {
+    /// The backend stream and record of C stream `stream` used in the current context (NULL:
+    /// its default stream). Checks: 107017; 107002; 107003 a stream of another device or
+    /// context.
+    fn stream_info_here(&self, stream: usize) -> Result<(RawStream, StreamInfo), CallError> {
+        let raw = self.resolve_stream(stream)?;
+        let default = stream == 0 || self.stream(stream).is_ok_and(|e| e.default);
+        if default {
+            let (device, _) = self.current()?;
+            return Ok((raw, self.stream_infos.register(raw, device, 0, 0)));
+        }
+        let info = self
+            .stream_infos
+            .get(raw)
+            .ok_or_else(|| super::bad_stream(stream))?;
+        Ok((raw, info))
+    }
+
+    /// `aclrtSetStreamOverflowSwitch` (`on` checked to be 0 or 1 by the caller).
+    pub(crate) fn set_overflow_switch(&self, stream: usize, on: bool) -> Result<(), CallError> {
+        if !keeps_overflow_switch(self.backend().soc()) {
+            return Ok(());
+        }
+        let (raw, _) = self.stream_info_here(stream)?;
+        if self.stream_infos.set_overflow(raw, on) {
+            Ok(())
+        } else {
+            Err(super::bad_stream(stream))
+        }
+    }
+
+    /// `aclrtGetStreamOverflowSwitch`.
+    pub(crate) fn overflow_switch(&self, stream: usize) -> Result<u32, CallError> {
+        let (_, info) = self.stream_info_here(stream)?;
+        if answers_overflow_switch(self.backend().soc()) {
+            Ok(u32::from(info.overflow))
+        } else {
+            Ok(1)
+        }
     }
 }
 
