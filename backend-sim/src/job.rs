@@ -187,7 +187,8 @@ pub(crate) enum SimJob {
     CntRecord(Box<(Arc<CntRef>, CntRecord, i32)>),
     /// The count notify and the wait, its timeout resolved when queued (as a notify wait's).
     CntWait(Box<(Arc<CntRef>, CntWait)>),
-    Host(HostCall),
+    /// Boxed: a call with a discard function is three words (`HostCall::with_discard`).
+    Host(Box<HostCall>),
     /// A boxed task that never blocks and keeps no CPU for long except with its own work:
     /// a copy or a set of device memory. It does not make the worker retire the tasks before
     /// it first ([`Job::may_block`] is false), so a burst of copies costs no read-modify-write

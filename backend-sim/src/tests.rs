@@ -1757,3 +1757,46 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
         );
     }
 }
+
+/// A host call the stream drops unrun runs its discard function, once, and a call that ran
+/// does not (what frees an `aclrtLaunchCallback` task's state): abort, a forced destroy and a
+/// task never queued.
+#[test]
+fn host_calls_dropped_unrun_run_their_discard_function() {
+    use acl_notify_core::StreamControl;
+    static RAN: AtomicU32 = AtomicU32::new(0);
+    static DISCARDED: AtomicU32 = AtomicU32::new(0);
+    unsafe extern "C" fn ran(_: *mut std::ffi::c_void) {
+        RAN.fetch_add(1, SeqCst);
+    }
+    unsafe fn discarded(_: *mut std::ffi::c_void) {
+        DISCARDED.fetch_add(1, SeqCst);
+    }
+    // SAFETY: both ignore their argument and do not unwind.
+    let call = || unsafe { HostCall::with_discard(ran, std::ptr::null_mut(), discarded) };
+    let counts = || (RAN.load(SeqCst), DISCARDED.load(SeqCst));
+    let (sim, _ns) = open("hostdiscard", Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    let forever = SyncWait::AtMost(Duration::from_secs(20));
+
+    sim.launch_host_func(s, call()).unwrap();
+    sim.synchronize(s, forever).unwrap();
+    assert_eq!(counts(), (1, 0), "a call that ran is not discarded");
+
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    sim.launch_host_func(s, call()).unwrap();
+    sim.launch_host_func(s, call()).unwrap();
+    sim.abort(s).unwrap();
+    until("the aborted calls' discards", || counts() == (1, 2));
+
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    sim.launch_host_func(s, call()).unwrap();
+    sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
+    until("the destroyed stream's call's discard", || {
+        counts() == (1, 3)
+    });
+
+    assert!(sim.launch_host_func(s, call()).is_err());
+    assert_eq!(counts(), (1, 4), "a call not queued is discarded at once");
+}

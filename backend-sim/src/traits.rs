@@ -406,6 +406,7 @@ impl StreamOps for Sim {
 
     fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), SimError> {
         let (s, _) = self.stream(stream)?;
+        let call = Box::new(call);
         let job = if trace::on() {
             trace::job::traced(SimJob::Host(call))
         } else {

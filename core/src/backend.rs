@@ -93,11 +93,14 @@ pub enum StreamDestroy {
 /// A C host function (`aclrtCallback`-style) and its argument, run on a stream in order.
 ///
 /// Neither `Clone` nor `Copy`: [`HostCall::call`] consumes it, so safe code can run a call at
-/// most once, as [`HostCall::new`]'s contract allows.
+/// most once, as [`HostCall::new`]'s contract allows. A call dropped without having run (its
+/// stream discarded it, or it was never queued) runs its discard function instead, if it has
+/// one ([`HostCall::with_discard`]): what owns `arg` frees it there.
 #[derive(Debug)]
 pub struct HostCall {
     func: unsafe extern "C" fn(*mut c_void),
     arg: *mut c_void,
+    discard: Option<unsafe fn(*mut c_void)>,
 }
 
 impl HostCall {
@@ -109,14 +112,47 @@ impl HostCall {
     /// has run it (or discarded it): `arg` must stay valid for that long and be usable from
     /// that thread.
     pub const unsafe fn new(func: unsafe extern "C" fn(*mut c_void), arg: *mut c_void) -> Self {
-        HostCall { func, arg }
+        HostCall {
+            func,
+            arg,
+            discard: None,
+        }
     }
 
-    /// Runs the call (once: it consumes the value).
+    /// As [`HostCall::new`], and `discard(arg)` runs if the call is dropped unrun.
+    ///
+    /// # Safety
+    ///
+    /// [`HostCall::new`]'s, and `discard(arg)` must be safe to call once, from any thread, in
+    /// place of `func(arg)` (exactly one of the two runs).
+    pub const unsafe fn with_discard(
+        func: unsafe extern "C" fn(*mut c_void),
+        arg: *mut c_void,
+        discard: unsafe fn(*mut c_void),
+    ) -> Self {
+        HostCall {
+            func,
+            arg,
+            discard: Some(discard),
+        }
+    }
+
+    /// Runs the call (once: it consumes the value; its discard function does not run).
     pub fn call(self) {
+        let this = core::mem::ManuallyDrop::new(self);
         // SAFETY: `HostCall::new`'s contract makes this one call valid on any thread; `self` is
-        // consumed and cannot be copied, so there is no second.
-        unsafe { (self.func)(self.arg) }
+        // consumed and cannot be copied, so there is no second, and, not dropped, it runs no
+        // discard either.
+        unsafe { (this.func)(this.arg) }
+    }
+}
+
+impl Drop for HostCall {
+    fn drop(&mut self) {
+        if let Some(discard) = self.discard {
+            // SAFETY: `with_discard`'s contract: dropped unrun (`call` does not drop), once.
+            unsafe { discard(self.arg) }
+        }
     }
 }
 

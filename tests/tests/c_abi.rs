@@ -45,6 +45,10 @@
 //!   `version.info` files under a scratch `ASCEND_HOME_PATH`; `aclrtGetErrorVerbose`;
 //! - `reslimit.c`: the chip's cores (`aclrtGetDeviceInfo`) and the core resource limits of a
 //!   device, a stream and a thread, on three chips;
+//! - `stream_info.c`: `aclrtStreamGetId` / `aclrtStreamGetPriority` / `aclrtStreamGetFlags`
+//!   (ids unique per device, the priority and flags a stream was created with, bad handles,
+//!   other devices and contexts), and callback tasks discarded unrun freeing what they hold
+//!   (under valgrind's memcheck too, leaks counted);
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -299,6 +303,7 @@ fn build_everything() -> Result<Prefix, String> {
         "callback",
         "importer_killed",
         "value",
+        "stream_info",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -799,6 +804,42 @@ fn device_cores_and_resource_limits_answer_as_cann_does() {
             "{chip}: {}",
             report(&o)
         );
+    }
+}
+
+// ---- what a stream answers about itself (tests/c/stream_info.c) -----------------------------
+
+#[test]
+fn streams_answer_their_id_priority_and_flags() {
+    let o = run_alone("stream_info", "streaminfo", &[], Duration::from_secs(30));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("stream_info: ok"), "{}", report(&o));
+    // The callback tasks it discards unrun must free what they hold: memcheck's definite
+    // leaks fail the run.
+    let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
+    assert!(
+        installed("valgrind") || !required,
+        "valgrind is not installed although `cargo xtask test` installs it"
+    );
+    if installed("valgrind") {
+        let p = setup();
+        let s = Scratch::new("streaminfo-vg");
+        let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+        cmd.args([
+            "--error-exitcode=99",
+            "--quiet",
+            "--fair-sched=yes",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite",
+            "--show-leak-kinds=definite",
+        ])
+        .arg(p.bin.join("stream_info"));
+        let o = run_all(
+            vec![spawn("stream_info (valgrind)", &mut cmd).expect("start valgrind")],
+            Duration::from_secs(240),
+        );
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("stream_info: ok"), "{}", report(&o));
     }
 }
 

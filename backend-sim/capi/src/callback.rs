@@ -99,6 +99,18 @@ unsafe extern "C" fn deliver(arg: *mut c_void) {
     }
 }
 
+/// Frees the `Launch` of a callback task dropped unrun: not queued, or discarded by its stream
+/// (`aclrtStreamAbort`, `aclrtDestroyStreamForce`, a device reset, stop-on-failure). Nothing
+/// was posted, so no thread waits for it.
+///
+/// # Safety
+///
+/// `arg` is the `Box<Launch>` leaked by `aclrtLaunchCallback`, not taken back by `deliver`.
+unsafe fn discard(arg: *mut c_void) {
+    // SAFETY: the caller's contract.
+    drop(unsafe { Box::from_raw(arg.cast::<Launch>()) });
+}
+
 /// The calling thread's id as CANN's callers pass it (`pthread_self()`, which is what
 /// `std::thread::id` holds in C++).
 fn this_thread() -> u64 {
@@ -265,13 +277,10 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
             block,
             epoch: rt.epoch(),
         }));
-        // SAFETY: `deliver` takes back the box once; `Launch` is Send.
-        let call = unsafe { HostCall::new(deliver, launch.cast()) };
-        rt.launch_host_func(handle(stream), call).inspect_err(|_| {
-            // Not queued, so never run: the box is still ours.
-            // SAFETY: from `Box::into_raw` above, not handed on.
-            drop(unsafe { Box::from_raw(launch) });
-        })
+        // SAFETY: exactly one of `deliver` (run) and `discard` (dropped unrun: not queued, or
+        // discarded by its stream) takes back the box; `Launch` is Send.
+        let call = unsafe { HostCall::with_discard(deliver, launch.cast(), discard) };
+        rt.launch_host_func(handle(stream), call)
     })
 }
 

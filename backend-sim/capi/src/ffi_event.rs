@@ -534,8 +534,8 @@ pub unsafe extern "C" fn aclrtCtxGetCurrentDefaultStream(stream: *mut aclrtStrea
 // ---- stream modes and device synchronize -----------------------------------------------------
 
 /// `aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t
-/// flag)`: a stream of the current context; `priority` and the `ACL_STREAM_*` flags are
-/// accepted and not modelled.
+/// flag)`: a stream of the current context; `priority` and the `ACL_STREAM_*` flags are kept
+/// for `aclrtStreamGetPriority` / `aclrtStreamGetFlags` and not modelled otherwise.
 ///
 /// Codes: 100000; 107000 unknown flag bits; 107002.
 ///

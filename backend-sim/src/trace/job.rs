@@ -102,7 +102,7 @@ fn wait(
 }
 
 /// A host function, timed and written to the timeline.
-fn host(call: HostCall, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> Out {
+fn host(call: Box<HostCall>, ctx: &TaskCtx, before_block: &mut dyn FnMut()) -> Out {
     let t0 = super::now_ns();
     let out = SimJob::Host(call).run_plain(ctx, before_block);
     let t1 = super::now_ns();

@@ -1,5 +1,5 @@
 //! The exported stream functions: create, destroy, synchronize, query, host functions and
-//! the operation wait timeout.
+//! the operation wait timeout, and the getters of a stream's id, priority and flags.
 
 use std::ffi::{c_int, c_void};
 
@@ -136,5 +136,72 @@ pub unsafe extern "C" fn aclrtLaunchHostFunc(
 pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError {
     api("aclrtSetOpWaitTimeout", || {
         runtime()?.set_op_wait_timeout(timeout)
+    })
+}
+
+/// `aclError aclrtStreamGetId(aclrtStream stream, int32_t *streamId)`: the stream's id, unique
+/// among the live streams of its device (NULL: the current context's default stream's).
+///
+/// Codes: 100000 `streamId` NULL; 107017; 107002 (NULL stream without a current context).
+///
+/// # Safety
+///
+/// `streamId` is NULL or valid for writing an `int32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtStreamGetId(stream: aclrtStream, stream_id: *mut i32) -> aclError {
+    api("aclrtStreamGetId", || {
+        if stream_id.is_null() {
+            return Err(null_arg("streamId"));
+        }
+        let info = runtime()?.stream_info(handle(stream), false)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { stream_id.write_unaligned(info.id) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtStreamGetPriority(aclrtStream stream, uint32_t *priority)`: the priority the
+/// stream was created with, clamped into [0, 7] as CANN does (0 for `aclrtCreateStream`'s and
+/// default streams).
+///
+/// Codes: 100000 `priority` NULL; 107017; 107002.
+///
+/// # Safety
+///
+/// `priority` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtStreamGetPriority(
+    stream: aclrtStream,
+    priority: *mut u32,
+) -> aclError {
+    api("aclrtStreamGetPriority", || {
+        if priority.is_null() {
+            return Err(null_arg("priority"));
+        }
+        let info = runtime()?.stream_info(handle(stream), true)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { priority.write_unaligned(info.priority) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtStreamGetFlags(aclrtStream stream, uint32_t *flags)`: the `ACL_STREAM_*`
+/// flags the stream was created with (0 for `aclrtCreateStream`'s and default streams).
+///
+/// Codes: 100000 `flags` NULL; 107017; 107002.
+///
+/// # Safety
+///
+/// `flags` is NULL or valid for writing a `uint32_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtStreamGetFlags(stream: aclrtStream, flags: *mut u32) -> aclError {
+    api("aclrtStreamGetFlags", || {
+        if flags.is_null() {
+            return Err(null_arg("flags"));
+        }
+        let info = runtime()?.stream_info(handle(stream), true)?;
+        // SAFETY: non-NULL, and the caller guarantees it is writable.
+        unsafe { flags.write_unaligned(info.flags) };
+        Ok(())
     })
 }

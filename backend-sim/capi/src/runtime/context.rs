@@ -183,6 +183,7 @@ impl Runtime {
         for raw in raws {
             // Its limits go with it: a later stream with the same backend handle starts with none.
             self.res_limits.forget_stream(raw);
+            self.stream_infos.forget_stream(raw);
             let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
         }
         self.forget_current(ctx);
@@ -243,10 +244,11 @@ impl Runtime {
         Ok(h)
     }
 
-    /// `aclrtCreateStreamWithConfig` (priority and flags are accepted and not modelled).
+    /// `aclrtCreateStreamWithConfig` (priority and flags are kept for the stream's getters,
+    /// `streaminfo`, and not modelled otherwise).
     pub(crate) fn create_stream_with_config(
         &self,
-        _priority: u32,
+        priority: u32,
         flags: u32,
     ) -> Result<usize, CallError> {
         if flags & !STREAM_FLAGS != 0 {
@@ -254,7 +256,7 @@ impl Runtime {
                 "flag {flags:#x} has bits no ACL_STREAM_* flag defines (known: {STREAM_FLAGS:#x})"
             )));
         }
-        self.create_stream()
+        self.create_stream_with(priority, flags)
     }
 
     /// `aclrtSetStreamFailureMode`.

@@ -227,6 +227,7 @@ impl Runtime {
         }
         self.contexts.forget_where(&which);
         self.res_limits.forget_devices(&which);
+        self.stream_infos.forget_devices(&which);
         let events = self.events.remove_where(|e| which(e.device));
         for e in events {
             let _ = self.backend.event_destroy(e.raw);

@@ -131,6 +131,8 @@ pub(crate) struct Runtime {
     /// The threads subscribed to streams' callbacks (`aclrtSubscribeReport`: see
     /// [`callbacks`]).
     callbacks: callbacks::Subscriptions,
+    /// Each stream's id, priority and flags (`streaminfo`).
+    pub(crate) stream_infos: streaminfo::StreamInfos,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -193,6 +195,7 @@ impl Runtime {
             reset_timeout: Some(drain::DEFAULT_RESET_TIMEOUT),
             set_bound: device::set_bound(Some(drain::DEFAULT_RESET_TIMEOUT)),
             callbacks: Default::default(),
+            stream_infos: Default::default(),
         }
     }
 
@@ -322,6 +325,7 @@ mod ipc;
 mod notify;
 mod reslimit;
 mod stream;
+mod streaminfo;
 
 #[cfg(test)]
 mod tests;

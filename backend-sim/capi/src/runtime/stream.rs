@@ -43,11 +43,18 @@ impl Runtime {
 
     /// `aclrtCreateStream`.
     pub(crate) fn create_stream(&self) -> Result<usize, CallError> {
+        self.create_stream_with(0, 0)
+    }
+
+    /// A stream of the current context with `priority` and `ACL_STREAM_*` `flags` (checked).
+    pub(crate) fn create_stream_with(&self, priority: u32, flags: u32) -> Result<usize, CallError> {
         let (device, ctx) = self.current()?;
         let raw = self
             .backend
             .create_stream(device)
             .map_err(CallError::backend)?;
+        // Recorded before its handle exists, so every holder of the handle finds the record.
+        self.stream_infos.register(raw, device, priority, flags);
         let h = self
             .streams
             .insert(StreamEntry {
@@ -57,6 +64,7 @@ impl Runtime {
                 default: false,
             })
             .inspect_err(|_| {
+                self.stream_infos.forget_stream(raw);
                 let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
             })?;
         // Deadlock reports and the inspector name the stream as the C caller sees it. The
@@ -83,6 +91,7 @@ impl Runtime {
             return Err(bad_stream(stream));
         }
         self.res_limits.forget_stream(raw);
+        self.stream_infos.forget_stream(raw);
         self.backend.destroy_stream(raw, mode).map_err(|e| {
             // With the handle ours alone, a drain refused as dead was overtaken by a discard.
             if e.kind() == Error::InvalidHandle && mode == StreamDestroy::Drain {

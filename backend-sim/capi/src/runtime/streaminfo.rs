@@ -1,0 +1,211 @@
+//! What a stream answers about itself: its id, the priority and flags it was created with
+//! (`aclrtStreamGetId`, `aclrtStreamGetPriority`, `aclrtStreamGetFlags`). Host-side
+//! bookkeeping kept per backend stream; the simulator runs every stream the same way.
+//!
+//! CANN's rules (hicann/runtime):
+//!
+//! - An id is unique among the live streams of one device and comes back once its stream is
+//!   destroyed (the driver's per-device stream id pool); a device reset frees them all. Here
+//!   the lowest free id is handed out. A context's default stream has one too, taken on its
+//!   first query (the device's default stream is made on first use as well).
+//! - The priority is clamped into [0, 7] at creation (`src/runtime/api/impl/api_error.cc`,
+//!   `ApiErrorDecorator::StreamCreate`: `RT_STREAM_GREATEST_PRIORITY` 0 to
+//!   `RT_STREAM_LEAST_PRIORITY` 7, `base_info.hpp`); `aclrtCreateStreamWithConfig` passes its
+//!   `uint32_t` as an `int32_t`, so values above `INT32_MAX` are negative and become 0.
+//! - The flags answered are the `ACL_STREAM_*` bits the stream was created with
+//!   (`src/acl/aclrt_impl/stream.cpp`, `aclrtStreamGetFlagsImpl` maps each runtime flag back to
+//!   its ACL bit); a stream of `aclrtCreateStream` and a default stream answer 0.
+//! - The getters do not check the stream's context (`src/runtime/api/impl/api_impl.cc`,
+//!   `ApiImpl::GetStreamId`, `StreamGetPriority`, `StreamGetFlags`): a live stream of another
+//!   device or context answers its own values. Priority and flags need a current context
+//!   (107002 without), the id does not.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use acl_notify_core::RawStream;
+
+use super::Runtime;
+use crate::errmsg::CallError;
+
+/// `RT_STREAM_LEAST_PRIORITY`: the largest priority a stream keeps (0 is the greatest).
+pub(crate) const LEAST_PRIORITY: u32 = 7;
+
+/// What one stream answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StreamInfo {
+    /// Unique among the live streams of its device.
+    pub(crate) id: i32,
+    /// In [0, [`LEAST_PRIORITY`]].
+    pub(crate) priority: u32,
+    /// `ACL_STREAM_*` bits.
+    pub(crate) flags: u32,
+}
+
+/// The ids of one device: the next never used, and the freed ones (lowest first).
+#[derive(Default)]
+struct IdPool {
+    next: i32,
+    free: BinaryHeap<Reverse<i32>>,
+}
+
+impl IdPool {
+    fn take(&mut self) -> i32 {
+        if let Some(Reverse(id)) = self.free.pop() {
+            return id;
+        }
+        let id = self.next;
+        // 2³¹ live streams on one device cannot exist (the handle table holds far fewer).
+        self.next = self.next.saturating_add(1);
+        id
+    }
+
+    fn give_back(&mut self, id: i32) {
+        self.free.push(Reverse(id));
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    /// Per backend stream, its device and what it answers.
+    streams: HashMap<RawStream, (u32, StreamInfo)>,
+    ids: HashMap<u32, IdPool>,
+}
+
+/// The session's stream records. An entry is made when its stream is (or, for a default
+/// stream, on its first query) and goes with its stream (`forget_stream`: destroyed, or
+/// discarded with its context) or its device (`forget_devices`: reset).
+#[derive(Default)]
+pub(crate) struct StreamInfos {
+    inner: Mutex<Inner>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A priority as CANN keeps it: the `int32_t` it was passed as, clamped into [0, 7].
+pub(crate) fn clamp_priority(priority: u32) -> u32 {
+    (priority as i32).clamp(0, LEAST_PRIORITY as i32) as u32
+}
+
+impl StreamInfos {
+    /// Records stream `raw` of `device` (an id is taken); the record it already has, if any.
+    pub(crate) fn register(
+        &self,
+        raw: RawStream,
+        device: u32,
+        priority: u32,
+        flags: u32,
+    ) -> StreamInfo {
+        let mut g = lock(&self.inner);
+        if let Some((_, info)) = g.streams.get(&raw) {
+            return *info;
+        }
+        let id = g.ids.entry(device).or_default().take();
+        let info = StreamInfo {
+            id,
+            priority: clamp_priority(priority),
+            flags,
+        };
+        g.streams.insert(raw, (device, info));
+        info
+    }
+
+    /// The record of stream `raw`, if it has one.
+    pub(crate) fn get(&self, raw: RawStream) -> Option<StreamInfo> {
+        lock(&self.inner).streams.get(&raw).map(|(_, i)| *i)
+    }
+
+    /// Forgets a destroyed stream; its id is free again.
+    pub(crate) fn forget_stream(&self, raw: RawStream) {
+        let mut g = lock(&self.inner);
+        if let Some((device, info)) = g.streams.remove(&raw) {
+            g.ids.entry(device).or_default().give_back(info.id);
+        }
+    }
+
+    /// Forgets the streams of the devices `which` picks (reset): their ids start over.
+    pub(crate) fn forget_devices(&self, which: &impl Fn(u32) -> bool) {
+        let mut g = lock(&self.inner);
+        g.streams.retain(|_, (d, _)| !which(*d));
+        g.ids.retain(|d, _| !which(*d));
+    }
+
+    /// The number of records (tests: none outlives its stream).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.inner).streams.len()
+    }
+}
+
+impl Runtime {
+    /// What C stream `stream` answers (NULL: the current context's default stream). Checks:
+    /// 107017 a handle that is not a live stream; 107002 no current context when `stream` is
+    /// NULL or `need_context`.
+    pub(crate) fn stream_info(
+        &self,
+        stream: usize,
+        need_context: bool,
+    ) -> Result<StreamInfo, CallError> {
+        let (raw, device, default) = if stream == 0 {
+            let (device, ctx) = self.current()?;
+            (self.context_default_stream(device, ctx)?, device, true)
+        } else {
+            let e = self.stream(stream)?;
+            if need_context {
+                self.current()?;
+            }
+            (e.raw, e.device, e.default)
+        };
+        if default {
+            return Ok(self.stream_infos.register(raw, device, 0, 0));
+        }
+        // A created stream is recorded before its handle is handed out: no record means it
+        // was destroyed (or its device reset) since the look above.
+        self.stream_infos
+            .get(raw)
+            .ok_or_else(|| super::bad_stream(stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_unique_per_device_and_come_back_lowest_first() {
+        let s = StreamInfos::default();
+        let a = s.register(RawStream(1), 0, 0, 0);
+        let b = s.register(RawStream(2), 0, 0, 0);
+        let c = s.register(RawStream(3), 1, 0, 0);
+        assert_eq!((a.id, b.id, c.id), (0, 1, 0));
+        assert_eq!(
+            s.register(RawStream(1), 0, 5, 5),
+            a,
+            "a second register keeps the record"
+        );
+        s.forget_stream(RawStream(1));
+        assert_eq!(s.register(RawStream(4), 0, 0, 0).id, 0);
+        assert_eq!(s.register(RawStream(5), 0, 0, 0).id, 2);
+        s.forget_devices(&|d| d == 0);
+        assert_eq!(s.len(), 1);
+        assert_eq!(
+            s.register(RawStream(6), 0, 0, 0).id,
+            0,
+            "a reset frees the ids"
+        );
+    }
+
+    #[test]
+    fn priorities_are_clamped_as_cann_does() {
+        assert_eq!(clamp_priority(0), 0);
+        assert_eq!(clamp_priority(3), 3);
+        assert_eq!(clamp_priority(7), 7);
+        assert_eq!(clamp_priority(8), 7);
+        assert_eq!(clamp_priority(0x7fff_ffff), 7);
+        assert_eq!(clamp_priority(0x8000_0000), 0);
+        assert_eq!(clamp_priority(u32::MAX), 0);
+    }
+}
