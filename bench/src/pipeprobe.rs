@@ -1,7 +1,9 @@
 //! Diagnostic probe of the pipeline case (`ACL_NOTIFY_BENCH_PIPE_PROBE=1`; off, it costs one
 //! bool test a sample): per sample, each thread of this process's CPU time, migrations and
-//! context switches (from `/proc/self/task/*/sched`), the CPU it was last on, and the CPUs the
-//! host thread was on at each chunk, printed to stderr beside the sample's rate.
+//! context switches (from `/proc/self/task/*/sched`), the CPU it was last on, the CPUs the
+//! host thread was on at each chunk, and each CPU's idle share over the sample (the sum of
+//! `/sys/devices/system/cpu/cpuN/cpuidle/state*/time`, µs; else `/proc/stat`'s idle ticks,
+//! 10 ms each: coarse), printed to stderr beside the sample's rate.
 
 use std::collections::BTreeMap;
 
@@ -51,9 +53,45 @@ fn snapshot() -> BTreeMap<u32, T> {
     m
 }
 
+/// Idle time of each CPU so far (ns), by CPU number.
+fn idle_ns() -> Vec<u64> {
+    let mut out = Vec::new();
+    for cpu in 0.. {
+        let dir = format!("/sys/devices/system/cpu/cpu{cpu}/cpuidle");
+        let Ok(states) = std::fs::read_dir(&dir) else {
+            break;
+        };
+        let us: u64 = states
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("time")).ok())
+            .filter_map(|t| t.trim().parse::<u64>().ok())
+            .sum();
+        out.push(us * 1000);
+    }
+    if !out.is_empty() {
+        return out;
+    }
+    let Ok(text) = std::fs::read_to_string("/proc/stat") else {
+        return out;
+    };
+    for line in text.lines().skip(1) {
+        let Some(rest) = line.strip_prefix("cpu") else {
+            break;
+        };
+        let f: Vec<u64> = rest
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        out.push(f.get(3).copied().unwrap_or(0) * 10_000_000);
+    }
+    out
+}
+
 /// One sample's probe.
 pub struct Probe {
     before: BTreeMap<u32, T>,
+    idle: Vec<u64>,
     host_cpu: [u32; 4],
 }
 
@@ -65,6 +103,7 @@ impl Probe {
     pub fn start() -> Probe {
         Probe {
             before: snapshot(),
+            idle: idle_ns(),
             host_cpu: [0; 4],
         }
     }
@@ -78,12 +117,18 @@ impl Probe {
 
     pub fn end(self, rate: f64, dt_ns: u64) {
         let after = snapshot();
+        let idle: Vec<String> = idle_ns()
+            .iter()
+            .zip(&self.idle)
+            .map(|(a, b)| format!("{:.0}%", a.saturating_sub(*b) as f64 / dt_ns as f64 * 100.0))
+            .collect();
         // SAFETY: no arguments.
         let me = unsafe { libc::gettid() } as u32;
         let mut line = format!(
-            "probe rate {:.2} M dt {:.1} ms host chunks on cpu0/1 {}/{} |",
+            "probe rate {:.2} M dt {:.1} ms cpus idle {} host chunks on cpu0/1 {}/{} |",
             rate / 1e6,
             dt_ns as f64 / 1e6,
+            idle.join("/"),
             self.host_cpu[0],
             self.host_cpu[1]
         );
