@@ -9,11 +9,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -127,6 +130,32 @@ static inline void read_all(int fd, void *buf, size_t n) {
  * cannot. */
 static inline void write_all(int fd, const void *buf, size_t n) {
     REQUIRE(write(fd, buf, n) == (ssize_t)n, "write to pipe: %s", strerror(errno));
+}
+
+/* Forks a child that talks with this process over two pipes and dies with it
+ * (PR_SET_PDEATHSIG: a parent that failed never leaves it reading for ever). On each side
+ * `*rd` and `*wr` are that side's ends (the other side's are closed there, so a read sees end
+ * of file once the other process is gone). Returns fork's value: 0 in the child. */
+static inline pid_t fork_piped(int *rd, int *wr) {
+    int to_child[2], to_parent[2];
+    REQUIRE(pipe(to_child) == 0 && pipe(to_parent) == 0, "pipe: %s", strerror(errno));
+    const pid_t parent = getpid();
+    pid_t child = fork();
+    REQUIRE(child >= 0, "fork: %s", strerror(errno));
+    if (child == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(1);
+        close(to_child[1]);
+        close(to_parent[0]);
+        *rd = to_child[0];
+        *wr = to_parent[1];
+    } else {
+        close(to_child[0]);
+        close(to_parent[1]);
+        *rd = to_parent[0];
+        *wr = to_child[1];
+    }
+    return child;
 }
 
 /* Writes `len` bytes to dir/name atomically (a temporary file renamed into place), so a

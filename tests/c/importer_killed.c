@@ -12,38 +12,27 @@
 #include "common.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 
 int main(void) {
     g_role = "owner";
-    int to_child[2], to_parent[2];
-    REQUIRE(pipe(to_child) == 0 && pipe(to_parent) == 0, "pipe: %s", strerror(errno));
-    const pid_t parent = getpid();
-    pid_t child = fork();
-    REQUIRE(child >= 0, "fork: %s", strerror(errno));
+    int rd, wr; /* this side's ends of the pipes to the other process */
+    pid_t child = fork_piped(&rd, &wr);
     if (child == 0) {
-        /* Dies with the parent, whatever becomes of it; reads see the parent's end close. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
-        close(to_child[1]);
-        close(to_parent[0]);
         g_role = "importer";
         CHECK(aclInit(NULL));
         CHECK(aclrtSetDevice(1));
         int32_t me = 0;
         CHECK(aclrtDeviceGetBareTgid(&me));
-        write_all(to_parent[1], &me, sizeof me);
+        write_all(wr, &me, sizeof me);
         char key[65];
-        read_all(to_child[0], key, sizeof key);
+        read_all(rd, key, sizeof key);
         aclrtNotify n = NULL;
         CHECK(aclrtNotifyImportByKey(&n, key, ACL_RT_NOTIFY_IMPORT_FLAG_DEFAULT));
-        write_all(to_parent[1], "i", 1);
+        write_all(wr, "i", 1);
         for (;;) pause(); /* killed here, never recording */
     }
 
-    close(to_child[0]);
-    close(to_parent[1]);
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
     aclrtStream s = NULL;
@@ -53,11 +42,11 @@ int main(void) {
     char key[65] = {0};
     CHECK(aclrtNotifyGetExportKey(n, key, sizeof key, ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
     int32_t pid = 0;
-    read_all(to_parent[0], &pid, sizeof pid);
+    read_all(rd, &pid, sizeof pid);
     CHECK(aclrtNotifySetImportPid(n, &pid, 1));
-    write_all(to_child[1], key, sizeof key);
+    write_all(wr, key, sizeof key);
     char c;
-    read_all(to_parent[0], &c, 1);
+    read_all(rd, &c, 1);
 
     CHECK(aclrtWaitAndResetNotify(n, s, 3));
     REQUIRE(kill(child, SIGKILL) == 0, "kill: %s", strerror(errno));

@@ -15,7 +15,6 @@
 #include "common.h"
 
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 
 static volatile int g_released;
@@ -59,17 +58,9 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    int to_child[2], to_parent[2];
-    REQUIRE(pipe(to_child) == 0 && pipe(to_parent) == 0, "pipe: %s", strerror(errno));
-    const pid_t parent = getpid();
-    pid_t child = fork();
-    REQUIRE(child >= 0, "fork: %s", strerror(errno));
+    int rd, wr; /* this side's ends of the pipes to the other process */
+    pid_t child = fork_piped(&rd, &wr);
     if (child == 0) {
-        /* Dies with the parent, whatever becomes of it; reads see the parent's end close. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) _exit(1);
-        close(to_child[1]);
-        close(to_parent[0]);
         /* Another process: writes the value into the owner's memory it imports. */
         g_role = "writer";
         CHECK(aclInit(NULL));
@@ -78,24 +69,22 @@ int main(int argc, char **argv) {
         CHECK(aclrtCreateStream(&s));
         int32_t me = 0;
         CHECK(aclrtDeviceGetBareTgid(&me));
-        write_all(to_parent[1], &me, sizeof me);
+        write_all(wr, &me, sizeof me);
         char key[65];
-        read_all(to_child[0], key, sizeof key);
+        read_all(rd, key, sizeof key);
         void *p = NULL;
         CHECK(aclrtIpcMemImportByKey(&p, key, ACL_RT_IPC_MEM_IMPORT_FLAG_ENABLE_PEER_ACCESS));
         char go;
-        read_all(to_child[0], &go, 1);
+        read_all(rd, &go, 1);
         CHECK(aclrtValueWrite(p, 7, 0, s));
         CHECK(aclrtSynchronizeStreamWithTimeout(s, 10000));
-        write_all(to_parent[1], "w", 1);
-        read_all(to_child[0], &go, 1);
+        write_all(wr, "w", 1);
+        read_all(rd, &go, 1);
         CHECK(aclrtIpcMemClose(key));
         CHECK(aclFinalize());
         _exit(0);
     }
 
-    close(to_child[0]);
-    close(to_parent[1]);
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
     aclrtStream a = NULL, b = NULL;
@@ -164,19 +153,19 @@ int main(int argc, char **argv) {
     char key[65] = {0};
     CHECK(aclrtIpcMemGetExportKey(shared, 8, key, sizeof key, 0));
     int32_t pid = 0;
-    read_all(to_parent[0], &pid, sizeof pid);
+    read_all(rd, &pid, sizeof pid);
     CHECK(aclrtIpcMemSetImportPid(key, &pid, 1));
-    write_all(to_child[1], key, sizeof key);
+    write_all(wr, key, sizeof key);
     g_released = 0;
     CHECK(aclrtValueWait(shared, 7, ACL_STREAM_WAIT_VALUE_EQ, a));
     CHECK(aclrtLaunchHostFunc(a, released, NULL));
     EXPECT_RC(aclrtSynchronizeStreamWithTimeout(a, 100), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
-    write_all(to_child[1], "g", 1);
+    write_all(wr, "g", 1);
     CHECK(aclrtSynchronizeStreamWithTimeout(a, 10000));
     REQUIRE(g_released, "another process's write did not release the wait");
     char w;
-    read_all(to_parent[0], &w, 1);
-    write_all(to_child[1], "q", 1);
+    read_all(rd, &w, 1);
+    write_all(wr, "q", 1);
     int status = 0;
     REQUIRE(waitpid(child, &status, 0) == child, "waitpid: %s", strerror(errno));
     REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the writer failed (status %#x)",
