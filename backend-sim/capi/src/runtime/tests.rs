@@ -622,6 +622,39 @@ unsafe extern "C" fn host_sync_timed(arg: *mut std::ffi::c_void) {
     *lock(&h.got) = Some(r);
 }
 
+/// A host function blocked in a synchronize: on fresh stream `a` of `rt`'s current device it
+/// synchronizes a fresh stream (timeout `timeout`) whose head waits on notify `n`, which nothing
+/// records until the test records it on stream `r`.
+struct BlockedHostSync {
+    a: usize,
+    r: usize,
+    n: usize,
+    h: std::sync::Arc<HostSync>,
+}
+
+fn block_host_function_in_sync(rt: &std::sync::Arc<Runtime>, timeout: Duration) -> BlockedHostSync {
+    let (a, b, r) = (
+        rt.create_stream().unwrap(),
+        rt.create_stream().unwrap(),
+        rt.create_stream().unwrap(),
+    );
+    let n = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n, b, 0).unwrap();
+    let h = std::sync::Arc::new(HostSync {
+        rt: std::sync::Arc::clone(rt),
+        ctx: rt.current_context().unwrap(),
+        stream: b,
+        timeout,
+        got: std::sync::Mutex::new(None),
+    });
+    // SAFETY: `h` is returned to the test, which keeps it until the stream has run the call.
+    let call = unsafe {
+        acl_notify_core::HostCall::new(host_sync_timed, std::sync::Arc::as_ptr(&h) as *mut _)
+    };
+    rt.launch_host_func(a, call).unwrap();
+    BlockedHostSync { a, r, n, h }
+}
+
 /// `aclFinalize`'s drain takes a host function blocked in a synchronize *with a timeout* as
 /// one that makes progress, as it does a stream's head wait with a timeout: the synchronize
 /// ends by itself and what follows the host function runs, as on CANN's device. It took it as
@@ -632,26 +665,9 @@ fn finalize_waits_for_a_host_function_in_a_timed_synchronize() {
     let (rt, _ns) = runtime("fin-timed-hostfn");
     let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
     rt.set_device(0).unwrap();
-    let (a, b, r) = (
-        rt.create_stream().unwrap(),
-        rt.create_stream().unwrap(),
-        rt.create_stream().unwrap(),
-    );
-    let n = rt.create_notify(CreateFlags::empty()).unwrap();
     // `b` waits for a record nothing queues before the drain.
-    rt.wait_and_reset(n, b, 0).unwrap();
-    let h = std::sync::Arc::new(HostSync {
-        rt: std::sync::Arc::clone(&rt),
-        ctx: rt.current_context().unwrap(),
-        stream: b,
-        timeout: Duration::from_millis(600),
-        got: std::sync::Mutex::new(None),
-    });
-    // SAFETY: `h` outlives the stream's run of the call (synchronized below).
-    let call = unsafe {
-        acl_notify_core::HostCall::new(host_sync_timed, std::sync::Arc::as_ptr(&h) as *mut _)
-    };
-    rt.launch_host_func(a, call).unwrap();
+    let BlockedHostSync { a, r, n, h } =
+        block_host_function_in_sync(&rt, Duration::from_millis(600));
     // The host function is inside its synchronize.
     std::thread::sleep(Duration::from_millis(50));
     let drained = rt.drain_for_finalize();
@@ -696,25 +712,12 @@ fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() 
     .expect("opening a test Sim");
     let rt2 = std::sync::Arc::new(Runtime::new(sim2, 2, 42));
     rt2.set_device(0).unwrap();
-    let (x, y, r2) = (
-        rt2.create_stream().unwrap(),
-        rt2.create_stream().unwrap(),
-        rt2.create_stream().unwrap(),
-    );
-    let n2 = rt2.create_notify(CreateFlags::empty()).unwrap();
-    rt2.wait_and_reset(n2, y, 0).unwrap();
-    let h2 = std::sync::Arc::new(HostSync {
-        rt: std::sync::Arc::clone(&rt2),
-        ctx: rt2.current_context().unwrap(),
-        stream: y,
-        timeout: Duration::from_secs(20),
-        got: std::sync::Mutex::new(None),
-    });
-    // SAFETY: `h2` outlives the stream's run of the call (synchronized below).
-    let call = unsafe {
-        acl_notify_core::HostCall::new(host_sync_timed, std::sync::Arc::as_ptr(&h2) as *mut _)
-    };
-    rt2.launch_host_func(x, call).unwrap();
+    let BlockedHostSync {
+        a: x,
+        r: r2,
+        n: n2,
+        h: h2,
+    } = block_host_function_in_sync(&rt2, Duration::from_secs(20));
     let ctx2 = rt2.current_context().unwrap();
 
     let (rt, _ns) = runtime("fin-slow-hostfn");
