@@ -783,15 +783,7 @@ fn a_worker_that_unwinds_drops_and_retires_every_task_it_held() {
     let held = Arc::new(());
     let ran = Arc::new(AtomicUsize::new(0));
     let n = 2 * batch::TAKE + 3;
-    for _ in 0..n {
-        let (h, r) = (Arc::clone(&held), Arc::clone(&ran));
-        s.enqueue(move |_| {
-            let _held = &h;
-            r.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .unwrap();
-    }
+    enqueue_counting(&s, n, &held, &ran);
     s.shared
         .control
         .unwind_worker
@@ -820,6 +812,20 @@ fn a_worker_that_unwinds_drops_and_retires_every_task_it_held() {
     within(LONG, move || drop(s));
 }
 
+/// Queues `n` tasks on `s`, each holding a clone of `held` (so `Arc::strong_count` tells how
+/// many are still alive) and counting its run in `ran`.
+fn enqueue_counting(s: &S, n: usize, held: &Arc<()>, ran: &Arc<AtomicUsize>) {
+    for _ in 0..n {
+        let (h, r) = (Arc::clone(held), Arc::clone(ran));
+        s.enqueue(move |_| {
+            let _held = &h;
+            r.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        })
+        .unwrap();
+    }
+}
+
 /// The unwinding guard's cleanup (`Shared::worker_unwound`) finds the stream's baton held by
 /// another thread (here the worker itself, running a task): it does not panic (a panic while
 /// unwinding aborts the process), and still fails the stream, drops and retires the queued
@@ -842,15 +848,7 @@ fn a_worker_unwinding_while_its_baton_is_held_elsewhere_does_not_panic() {
     assert!(started.wait(LONG));
     let held = Arc::new(());
     let n = 5;
-    for _ in 0..n {
-        let (h, r) = (Arc::clone(&held), Arc::clone(&ran));
-        s.enqueue(move |_| {
-            let _held = &h;
-            r.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .unwrap();
-    }
+    enqueue_counting(&s, n, &held, &ran);
     // The worker holds the baton, inside the gated task.
     let cleanup = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         s.shared.worker_unwound();
