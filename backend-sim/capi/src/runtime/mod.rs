@@ -332,6 +332,8 @@ mod ipc;
 mod notify;
 mod reslimit;
 mod stream;
+mod streamattr;
+pub(crate) use streamattr::AttrValue;
 mod streaminfo;
 
 #[cfg(test)]
