@@ -50,6 +50,10 @@
 //!   other devices and contexts), `aclrtSet/GetStreamOverflowSwitch` on a chip that keeps the
 //!   switch and one that does not, and callback tasks discarded unrun freeing what they hold
 //!   (under valgrind's memcheck too, leaks counted);
+//! - `vmm.c`: virtual memory management as CANN's VMM samples use it (two physical
+//!   allocations mapped back to back in one reserved range, every byte copied in and back),
+//!   its error cases, and a second process importing a shareable handle once whitelisted; on
+//!   three SoCs, and under valgrind's memcheck;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -305,6 +309,7 @@ fn build_everything() -> Result<Prefix, String> {
         "importer_killed",
         "value",
         "stream_info",
+        "vmm",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -829,29 +834,74 @@ fn streams_answer_their_id_priority_and_flags() {
     }
     // The callback tasks it discards unrun must free what they hold: memcheck's definite
     // leaks fail the run.
+    if let Some(o) = memcheck("stream_info", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("stream_info: ok"), "{}", report(&o));
+    }
+}
+
+/// `tests/c/<name> args` on Ascend910B with `env`, under valgrind's memcheck (definite leaks
+/// are errors; forked children are checked too); `None` when valgrind is not installed,
+/// which `ACL_NOTIFY_REQUIRE_TOOLS` (set by `cargo xtask test`) forbids.
+fn memcheck(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Vec<Outcome>> {
     let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
     assert!(
         installed("valgrind") || !required,
         "valgrind is not installed although `cargo xtask test` installs it"
     );
-    if installed("valgrind") {
-        let s = Scratch::new("streaminfo-vg");
-        let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
-        cmd.args([
+    if !installed("valgrind") {
+        return None;
+    }
+    let p = setup();
+    let s = Scratch::new(&format!("{name}-vg"));
+    let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+    cmd.envs(env.iter().copied())
+        .args([
             "--error-exitcode=99",
             "--quiet",
             "--fair-sched=yes",
+            "--trace-children=yes",
             "--leak-check=full",
             "--errors-for-leak-kinds=definite",
             "--show-leak-kinds=definite",
         ])
-        .arg(p.bin.join("stream_info"));
+        .arg(p.bin.join(name))
+        .args(args);
+    Some(run_all(
+        vec![spawn(&format!("{name} (valgrind)"), &mut cmd).expect("start valgrind")],
+        Duration::from_secs(240),
+    ))
+}
+
+// ---- virtual memory management (tests/c/vmm.c) ----------------------------------------------
+
+#[test]
+fn reserved_ranges_map_physical_memory_and_share_it() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P", "IPV350"] {
+        let s = Scratch::new(&format!("vmm-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("vmm"), soc);
+        cmd.arg(soc);
         let o = run_all(
-            vec![spawn("stream_info (valgrind)", &mut cmd).expect("start valgrind")],
-            Duration::from_secs(240),
+            vec![spawn("vmm", &mut cmd).expect("start vmm")],
+            Duration::from_secs(60),
         );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("vmm {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // Under memcheck the owner and the importer it forks, with device memory small enough
+    // for valgrind's address space.
+    if let Some(o) = memcheck(
+        "vmm",
+        &["Ascend910B"],
+        &[("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")],
+    ) {
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("stream_info: ok"), "{}", report(&o));
+        assert!(o[0].stdout.contains("vmm Ascend910B: ok"), "{}", report(&o));
     }
 }
 

@@ -36,8 +36,10 @@ mod queued;
 mod recent;
 pub mod reduce;
 pub(crate) mod remote;
+mod reserved;
 pub(crate) mod state;
 mod value;
+pub mod vmm;
 
 use std::fmt::Write as _;
 use std::sync::{Arc, PoisonError};
@@ -633,6 +635,9 @@ impl Sim {
             if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, None) {
                 return r;
             }
+            if let Some(r) = self.vmm_memcpy(dst, dest_max, src, count, kind, None) {
+                return r;
+            }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
             // SAFETY: device sides are checked ranges of mapped allocations; host sides are the
             // caller's contract. `copy` allows overlap. Other processes may write the same device
@@ -654,6 +659,9 @@ impl Sim {
                 return Ok(());
             }
             if let Some(r) = self.remote_memset(dst, max, value, count, None) {
+                return r;
+            }
+            if let Some(r) = self.vmm_memset(dst, max, value, count, None) {
                 return r;
             }
             let r = self.set_side(dst, max, count)?;
@@ -732,6 +740,9 @@ impl Sim {
             if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
                 return r;
             }
+            if let Some(r) = self.vmm_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
+                return r;
+            }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
             // Both sides are mostly in one file: kept once.
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
@@ -785,6 +796,9 @@ impl Sim {
                 return Ok(());
             }
             if let Some(r) = self.remote_memset(dst, max, value, count, Some(stream)) {
+                return r;
+            }
+            if let Some(r) = self.vmm_memset(dst, max, value, count, Some(stream)) {
                 return r;
             }
             let r = self.set_side(dst, max, count)?;

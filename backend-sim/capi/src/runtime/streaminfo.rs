@@ -52,6 +52,10 @@ pub(crate) struct StreamInfo {
     pub(crate) flags: u32,
     /// The overflow switch (`aclrtSetStreamOverflowSwitch`), off at creation.
     pub(crate) overflow: bool,
+    /// `ACL_STREAM_ATTR_USER_CUSTOM_TAG`, 0 at creation (`streamattr`).
+    pub(crate) tag: u32,
+    /// `ACL_STREAM_ATTR_CACHE_OP_INFO`, off at creation (`streamattr`).
+    pub(crate) cache_op_info: bool,
 }
 
 /// Whether `soc` keeps a stream's overflow switch (`RT_FEATURE_STREAM_ATTR_OVERFLOW_CHECK`).
@@ -155,6 +159,8 @@ impl StreamInfos {
             priority: clamp_priority(priority),
             flags,
             overflow: false,
+            tag: 0,
+            cache_op_info: false,
         };
         g.streams.insert(raw, (device, info));
         info
@@ -165,11 +171,11 @@ impl StreamInfos {
         lock(&self.inner).streams.get(&raw).map(|(_, i)| *i)
     }
 
-    /// Sets the overflow switch of stream `raw`; false if it has no record.
-    pub(crate) fn set_overflow(&self, raw: RawStream, on: bool) -> bool {
+    /// Changes the record of stream `raw` with `f`; false if it has no record.
+    pub(crate) fn update(&self, raw: RawStream, f: impl FnOnce(&mut StreamInfo)) -> bool {
         match lock(&self.inner).streams.get_mut(&raw) {
             Some((_, info)) => {
-                info.overflow = on;
+                f(info);
                 true
             }
             None => false,
@@ -251,7 +257,10 @@ impl Runtime {
     /// The backend stream and record of C stream `stream` used in the current context (NULL:
     /// its default stream). Checks: 107017; 107002; 107003 a stream of another device or
     /// context.
-    fn stream_info_here(&self, stream: usize) -> Result<(RawStream, StreamInfo), CallError> {
+    pub(crate) fn stream_info_here(
+        &self,
+        stream: usize,
+    ) -> Result<(RawStream, StreamInfo), CallError> {
         let raw = self.resolve_stream(stream)?;
         let default = stream == 0 || self.stream(stream).is_ok_and(|e| e.default);
         if default {
@@ -270,8 +279,18 @@ impl Runtime {
         if !keeps_overflow_switch(self.backend().soc()) {
             return Ok(());
         }
+        self.update_stream_info(stream, |i| i.overflow = on)
+    }
+
+    /// Changes the record of C stream `stream` used in the current context (NULL: its
+    /// default stream) with `f`. Checks as [`stream_info_here`](Self::stream_info_here).
+    pub(crate) fn update_stream_info(
+        &self,
+        stream: usize,
+        f: impl FnOnce(&mut StreamInfo),
+    ) -> Result<(), CallError> {
         let (raw, _) = self.stream_info_here(stream)?;
-        if self.stream_infos.set_overflow(raw, on) {
+        if self.stream_infos.update(raw, f) {
             Ok(())
         } else {
             Err(super::bad_stream(stream))
