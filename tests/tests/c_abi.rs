@@ -69,7 +69,12 @@
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind; `aclFinalize` letting the queued
-//!   tasks that can run run first.
+//!   tasks that can run run first;
+//! - `context_threads.c`: six threads, each with a context of its own on one of three devices,
+//!   timing their streams with events, waiting on an event recorded in another thread's context,
+//!   moving to another thread's context and back (also under valgrind's memcheck);
+//! - `ring_kill.c`: 16 processes pass a token around a ring of IPC notifies and IPC memory; one
+//!   is SIGKILLed holding it: the survivors' waits time out naming it dead, and they tear down.
 //!
 //! Every program runs under a deadline; on failure or timeout the others of its group are
 //! killed, and the failure shows each program's output.
@@ -310,6 +315,8 @@ fn build_everything() -> Result<Prefix, String> {
         "value",
         "stream_info",
         "vmm",
+        "context_threads",
+        "ring_kill",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -903,6 +910,62 @@ fn reserved_ranges_map_physical_memory_and_share_it() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("vmm Ascend910B: ok"), "{}", report(&o));
     }
+}
+
+// ---- threads with contexts of their own (tests/c/context_threads.c) --------------------------
+
+#[test]
+fn threads_with_contexts_on_several_devices_time_copy_and_wait_across_contexts() {
+    let o = run_alone("context_threads", "ctxthreads", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("context_threads: ok"), "{}", report(&o));
+    let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
+    assert!(
+        installed("valgrind") || !required,
+        "valgrind is not installed although `cargo xtask test` installs it"
+    );
+    if installed("valgrind") {
+        let p = setup();
+        let s = Scratch::new("ctxthreads-vg");
+        let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")
+            .args([
+                "--error-exitcode=99",
+                "--quiet",
+                "--fair-sched=yes",
+                "--leak-check=full",
+                "--errors-for-leak-kinds=definite",
+                "--show-leak-kinds=definite",
+            ])
+            .arg(p.bin.join("context_threads"));
+        let o = run_all(
+            vec![spawn("context_threads (valgrind)", &mut cmd).expect("start valgrind")],
+            Duration::from_secs(240),
+        );
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("context_threads: ok"), "{}", report(&o));
+    }
+}
+
+// ---- a rank of a 16-process ring killed mid-job (tests/c/ring_kill.c) -------------------------
+
+#[test]
+fn a_ring_of_16_processes_survives_a_rank_killed_holding_the_token() {
+    let p = setup();
+    let s = Scratch::new("ringkill");
+    let mut cmd = s.cmd(&p.bin.join("ring_kill"), "Ascend910B");
+    cmd.arg(&s.dir).args(["16", "5"]);
+    let o = run_all(
+        vec![spawn("ring_kill", &mut cmd).expect("start ring_kill")],
+        Duration::from_secs(120),
+    );
+    let why = report(&o);
+    assert!(o[0].ok(), "{why}");
+    assert!(o[0].stdout.contains("ring_kill: ok"), "{why}");
+    // Every survivor says so (15 ranks), and rank 6 quoted the timeout naming rank 5 dead.
+    let survivors = o[0].stdout.matches("the expected timeout; torn down").count();
+    assert_eq!(survivors, 15, "{why}");
+    assert!(o[0].stdout.contains("rank6: "), "{why}");
 }
 
 // ---- an owner that dies (tests/c/dead_owner.c) ----------------------------------------------
