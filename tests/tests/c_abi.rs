@@ -1083,7 +1083,8 @@ fn a_pipeline_across_three_superpod_hosts_moves_every_batch_intact() {
 /// CANN's callback flow: a thread looping on `aclrtProcessReport`, subscribed to a stream,
 /// runs the stream's `aclrtLaunchCallback` callbacks in order, blocking or not; misuse is
 /// refused with CANN's codes; an unprocessed blocking callback ends with an abort, a forced
-/// destroy or `aclFinalize`, and a draining destroy waits for it.
+/// destroy or `aclFinalize`, and a draining destroy waits for it; a reset by the thread it
+/// waits for gives it up at once (507046).
 #[test]
 fn callbacks_run_on_the_subscribed_thread_in_stream_order() {
     let o = run_alone("callback", "callback", &[], Duration::from_secs(60));
