@@ -73,6 +73,8 @@
 //! - `context_threads.c`: six threads, each with a context of its own on one of three devices,
 //!   timing their streams with events, waiting on an event recorded in another thread's context,
 //!   moving to another thread's context and back (also under valgrind's memcheck);
+//! - `memcpy2d.c`: `aclrtMemcpy2d` / `aclrtMemcpy2dAsync` (padded rows each way, default kinds,
+//!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
 //! - `ring_kill.c`: 16 processes pass a token around a ring of IPC notifies and IPC memory; one
 //!   is SIGKILLed holding it: the survivors' waits time out naming it dead, and they tear down.
 //!
@@ -317,6 +319,7 @@ fn build_everything() -> Result<Prefix, String> {
         "vmm",
         "context_threads",
         "ring_kill",
+        "memcpy2d",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -916,9 +919,18 @@ fn reserved_ranges_map_physical_memory_and_share_it() {
 
 #[test]
 fn threads_with_contexts_on_several_devices_time_copy_and_wait_across_contexts() {
-    let o = run_alone("context_threads", "ctxthreads", &[], Duration::from_secs(60));
+    let o = run_alone(
+        "context_threads",
+        "ctxthreads",
+        &[],
+        Duration::from_secs(60),
+    );
     assert!(o[0].ok(), "{}", report(&o));
-    assert!(o[0].stdout.contains("context_threads: ok"), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("context_threads: ok"),
+        "{}",
+        report(&o)
+    );
     let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
     assert!(
         installed("valgrind") || !required,
@@ -943,7 +955,11 @@ fn threads_with_contexts_on_several_devices_time_copy_and_wait_across_contexts()
             Duration::from_secs(240),
         );
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("context_threads: ok"), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("context_threads: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 
@@ -963,7 +979,10 @@ fn a_ring_of_16_processes_survives_a_rank_killed_holding_the_token() {
     assert!(o[0].ok(), "{why}");
     assert!(o[0].stdout.contains("ring_kill: ok"), "{why}");
     // Every survivor says so (15 ranks), and rank 6 quoted the timeout naming rank 5 dead.
-    let survivors = o[0].stdout.matches("the expected timeout; torn down").count();
+    let survivors = o[0]
+        .stdout
+        .matches("the expected timeout; torn down")
+        .count();
     assert_eq!(survivors, 15, "{why}");
     assert!(o[0].stdout.contains("rank6: "), "{why}");
 }
@@ -975,6 +994,16 @@ fn keys_of_a_dead_owner_stop_importing_once_its_importer_lets_go() {
     let o = run_alone("dead_owner", "deadowner", &[], Duration::from_secs(30));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("dead_owner: ok"), "{}", report(&o));
+}
+
+// ---- 2-D copies (tests/c/memcpy2d.c) -----------------------------------------------------------
+
+#[test]
+fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "8M")];
+    let o = run_alone("memcpy2d", "memcpy2d", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
 }
 
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------

@@ -32,6 +32,7 @@ pub(crate) mod file;
 pub mod half;
 pub mod inspect;
 pub mod ipc;
+pub mod pitched;
 mod queued;
 mod recent;
 pub mod reduce;
@@ -579,6 +580,20 @@ impl Sim {
         kind: MemcpyKind,
     ) -> Result<(Side<'_>, Side<'_>), SimError> {
         within(count, dest_max, "destMax")?;
+        self.copy_sides_of(dst, count, src, count, kind)
+    }
+
+    /// The sides of a copy whose destination spans `dst_len` bytes and source `src_len`
+    /// (different for a 2-D copy; [`pitched`]), checked as `kind` says.
+    #[inline(always)]
+    fn copy_sides_of(
+        &self,
+        dst: usize,
+        dst_len: usize,
+        src: usize,
+        src_len: usize,
+        kind: MemcpyKind,
+    ) -> Result<(Side<'_>, Side<'_>), SimError> {
         let (d, s) = match kind {
             MemcpyKind::HostToHost => (Some(false), Some(false)),
             MemcpyKind::HostToDevice => (Some(true), Some(false)),
@@ -586,8 +601,8 @@ impl Sim {
             MemcpyKind::DeviceToDevice => (Some(true), Some(true)),
             MemcpyKind::Default => (None, None),
         };
-        let d = self.side(dst, count, d, "destination")?;
-        let s = self.side(src, count, s, "source")?;
+        let d = self.side(dst, dst_len, d, "destination")?;
+        let s = self.side(src, src_len, s, "source")?;
         // CANN documents (hicann/runtime docs/zh/api_ref/11-07_IPC_memory_sharing.md) that
         // memory imported onto another device than its own takes no host-to-device or
         // device-to-host copy, and no ACL_MEMCPY_DEFAULT: on hardware such a copy fails, so
