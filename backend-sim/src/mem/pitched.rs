@@ -10,7 +10,10 @@
 //! bytes (107000 past them); the synchronous copy moves host to device or device to host only
 //! (an explicit device-to-device kind is 207000, a default kind that the addresses make
 //! host-to-host or device-to-device 107000); the asynchronous one also device to device. An
-//! asynchronous copy is one task: its rows land together, in stream order.
+//! asynchronous copy is one task: its rows land together, in stream order. Where a side is
+//! in a reserved range of device addresses (`aclrtReserveMemAddress`, physical allocations
+//! mapped back to back) or an import of another host's memory, both spans are checked whole
+//! and then each row is one copy (queued in order), split at the mappings.
 
 use acl_notify_core::{Error, RawStream};
 
@@ -99,13 +102,35 @@ impl Pitched {
     }
 }
 
-/// What the addresses make of a copy, once each side was found host or device memory.
-fn direction(d: &Side<'_>, s: &Side<'_>) -> MemcpyKind {
-    match (d, s) {
-        (Side::Device(_), Side::Host(_)) => MemcpyKind::HostToDevice,
-        (Side::Host(_), Side::Device(_)) => MemcpyKind::DeviceToHost,
-        (Side::Device(_), Side::Device(_)) => MemcpyKind::DeviceToDevice,
-        (Side::Host(_), Side::Host(_)) => MemcpyKind::HostToHost,
+/// What the addresses make of a copy whose destination and source are (`true`) or are not
+/// device memory.
+fn direction(dst_device: bool, src_device: bool) -> MemcpyKind {
+    match (dst_device, src_device) {
+        (true, false) => MemcpyKind::HostToDevice,
+        (false, true) => MemcpyKind::DeviceToHost,
+        (true, true) => MemcpyKind::DeviceToDevice,
+        (false, false) => MemcpyKind::HostToHost,
+    }
+}
+
+/// The directions CANN's 2-D copies take once the addresses are known: host to device and
+/// device to host, and device to device when queued (`sync` false).
+fn takes(sync: bool, kind: MemcpyKind, found: MemcpyKind) -> Result<(), SimError> {
+    match (sync, found) {
+        (_, MemcpyKind::HostToDevice | MemcpyKind::DeviceToHost) => Ok(()),
+        (false, MemcpyKind::DeviceToDevice) => Ok(()),
+        (true, _) => Err(wrong_direction(
+            "aclrtMemcpy2d",
+            kind,
+            found,
+            "host to device or device to host",
+        )),
+        (false, _) => Err(wrong_direction(
+            "aclrtMemcpy2dAsync",
+            kind,
+            found,
+            "host to device, device to host or device to device",
+        )),
     }
 }
 
@@ -165,16 +190,13 @@ impl Sim {
                     ),
                 ));
             }
-            let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
-            let found = direction(&d, &s);
-            if !matches!(found, MemcpyKind::HostToDevice | MemcpyKind::DeviceToHost) {
-                return Err(wrong_direction(
-                    "aclrtMemcpy2d",
-                    kind,
-                    found,
-                    "host to device or device to host",
-                ));
+            // SAFETY: the caller's contract, passed on.
+            if let Some(r) = unsafe { self.vmm_rows(dst, dspan, src, sspan, shape, kind, None) } {
+                return r;
             }
+            let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
+            let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
+            takes(true, kind, direction(is_dev(&d), is_dev(&s)))?;
             // SAFETY: device sides are checked spans of mapped allocations; host sides are
             // the caller's contract.
             unsafe { shape.copy(d.ptr(), s.ptr()) };
@@ -210,16 +232,14 @@ impl Sim {
             if let Some(r) = self.remote_memcpy2d(dst, dspan, src, sspan, shape, kind, stream) {
                 return r;
             }
-            let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
-            let found = direction(&d, &s);
-            if found == MemcpyKind::HostToHost {
-                return Err(wrong_direction(
-                    "aclrtMemcpy2dAsync",
-                    kind,
-                    found,
-                    "host to device, device to host or device to device",
-                ));
+            // SAFETY: the caller's contract, passed on.
+            let vmm = unsafe { self.vmm_rows(dst, dspan, src, sspan, shape, kind, Some(stream)) };
+            if let Some(r) = vmm {
+                return r;
             }
+            let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
+            let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
+            takes(false, kind, direction(is_dev(&d), is_dev(&s)))?;
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             let (qd, qs) = (
                 QueuedSide::new(&d, &self.mem().host),
@@ -253,6 +273,68 @@ impl Sim {
                 Ok(())
             })
         })
+    }
+
+    /// A 2-D copy with a side in a reserved range of device addresses
+    /// (`aclrtReserveMemAddress`, where physical allocations are mapped back to back): both
+    /// spans checked whole first (every part mapped, or the other side's allocation), then
+    /// each row copied by [`memcpy`](Self::memcpy) or queued by
+    /// [`memcpy_async`](Self::memcpy_async) on `stream`, which split it at the mappings.
+    /// `None` when neither span starts in a reserved range.
+    ///
+    /// # Safety
+    ///
+    /// As [`memcpy2d`](Self::memcpy2d) and [`memcpy2d_async`](Self::memcpy2d_async).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn vmm_rows(
+        &self,
+        dst: usize,
+        dspan: usize,
+        src: usize,
+        sspan: usize,
+        shape: Pitched,
+        kind: MemcpyKind,
+        stream: Option<RawStream>,
+    ) -> Option<Result<(), SimError>> {
+        let run = || -> Result<Option<()>, SimError> {
+            let d = self.vmm_pieces(dst, dspan, "destination")?;
+            let s = self.vmm_pieces(src, sspan, "source")?;
+            if d.is_none() && s.is_none() {
+                return Ok(None);
+            }
+            let (want_d, want_s) = super::vmm::kind_sides(kind);
+            // A reserved range is device memory; any other side is checked as one range.
+            let device = |pieces: bool, addr, len, want, what| -> Result<bool, SimError> {
+                if pieces && want == Some(false) {
+                    return Err(SimError::new(
+                        Error::ParamInvalid,
+                        format!(
+                            "the copy's kind says the {what} {addr:#x} is host memory, but it is \
+                             in a reserved range of device addresses (aclrtReserveMemAddress)"
+                        ),
+                    ));
+                }
+                Ok(pieces || matches!(self.side(addr, len, want, what)?, Side::Device(_)))
+            };
+            let dd = device(d.is_some(), dst, dspan, want_d, "destination")?;
+            let sd = device(s.is_some(), src, sspan, want_s, "source")?;
+            let found = direction(dd, sd);
+            takes(stream.is_none(), kind, found)?;
+            for row in 0..shape.height {
+                let (to, from) = (dst + row * shape.dpitch, src + row * shape.spitch);
+                let n = shape.width;
+                // SAFETY: the caller's contract for the host sides; device rows are checked
+                // (and split at the mappings) by the copy.
+                unsafe {
+                    match stream {
+                        None => self.memcpy(to, n, from, n, found),
+                        Some(st) => self.memcpy_async(to, n, from, n, found, st),
+                    }
+                }?;
+            }
+            Ok(Some(()))
+        };
+        run().transpose()
     }
 }
 
