@@ -35,7 +35,8 @@ const OVERDUE_AFTER: Duration = Duration::from_millis(50);
 /// How many times a synchronize went to sleep in [`Sim::sync_past_overdue_waits`] (tests: it
 /// sleeps until something happens, not in slices).
 #[cfg(test)]
-pub(crate) static OVERDUE_LOOKS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+pub(crate) static OVERDUE_LOOKS: std::sync::atomic::AtomicU32 =
+    std::sync::atomic::AtomicU32::new(0);
 
 /// A job as it is queued: wrapped to be followed on the timeline if that is on (see
 /// `trace::job`). In the queue's `on_claim`, after the pin's check: the wrapper holds the
