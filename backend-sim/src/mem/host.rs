@@ -34,6 +34,11 @@ pub(crate) struct HostBlock {
 }
 
 impl HostBlock {
+    /// Its address and size (`aclrtMemGetAddressRange`).
+    pub(crate) fn span(&self) -> (usize, usize) {
+        (self.addr, self.size)
+    }
+
     /// At run time of a queued task whose range `[addr, addr + len)` starts in this block:
     /// 107000 if the block was freed since the task was queued.
     pub(crate) fn still(&self, addr: usize, len: usize, what: &str) -> Result<(), SimError> {

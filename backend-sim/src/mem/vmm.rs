@@ -522,11 +522,9 @@ impl Sim {
             return Ok((*base, a.size as usize));
         }
         drop(allocs);
-        let host = lock(&self.mem().host);
-        if let Some((base, size)) = host.iter().find(|&(&b, &s)| addr >= b && addr - b < s) {
-            return Ok((*base, *size));
+        if let Some(b) = self.mem().host.block_at(addr) {
+            return Ok(b.span());
         }
-        drop(host);
         let mut msg = format!("{addr:#x} is in no memory block of this process");
         self.explain(&mut msg, addr);
         Err(invalid(msg))
