@@ -33,7 +33,9 @@
 //!   `aclrtUnmapMem`; `aclrtReleaseMemAddress` of a range that still maps something is
 //!   refused (ours: 107000; CANN says to unmap first).
 //! - A shareable handle is exported once per physical allocation; a process does not import
-//!   its own.
+//!   its own. Shared memory is freed once every process sharing it has freed its handle
+//!   (`aclrtMemExportToShareableHandle`'s documentation): the exporter's free, session end or
+//!   death withdraws the handle but leaves the importers their use until they free theirs.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
@@ -42,6 +44,7 @@ use acl_notify_core::key::{ExportKey, KeyFields};
 use acl_notify_core::slot::ExportState;
 use acl_notify_core::{Error, RawStream, Soc};
 
+use super::file::Importers;
 use super::reserved::{Mapping, Physical, Reservation, State, Vmm, unreserve};
 pub use super::reserved::{PageSize, PhysMem};
 use super::{MemcpyKind, Rounding, lock, within};
@@ -295,7 +298,9 @@ impl Sim {
     fn vmm_release_physical(&self, p: &Physical) -> Result<(), SimError> {
         match &p.imported {
             Some(key) => self.close_import(key).map(|_| ()),
-            None => self.free(p.addr),
+            // Importers keep it: CANN frees shared physical memory once every process
+            // sharing it has freed its handle.
+            None => self.free_as(p.addr, Importers::Served),
         }
     }
 
