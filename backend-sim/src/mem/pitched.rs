@@ -221,7 +221,10 @@ impl Sim {
                 ));
             }
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
-            let (qd, qs) = (QueuedSide::new(&d), QueuedSide::new(&s));
+            let (qd, qs) = (
+                QueuedSide::new(&d, &self.mem().host),
+                QueuedSide::new(&s, &self.mem().host),
+            );
             let task = Box::new(move |_: &TaskCtx| {
                 let run = || {
                     qd.still(dst, dspan, "destination")?;

@@ -124,8 +124,8 @@ pub(crate) struct MemState {
     reserves_n: AtomicUsize,
     /// Recently freed (address, size, device), newest last.
     pub(super) freed: Mutex<VecDeque<(usize, u64, u32)>>,
-    /// `aclrtMallocHost` allocations: address → layout size.
-    pub(super) host: Mutex<HashMap<usize, usize>>,
+    /// `aclrtMallocHost` allocations.
+    pub(super) host: super::host::HostTable,
     /// IPC imports of this process: key → device address.
     pub(super) imports: Mutex<HashMap<ExportKey, usize>>,
     /// Reserved ranges and physical allocations (`vmm`).
@@ -142,7 +142,7 @@ impl MemState {
             reserves: [const { AtomicUsize::new(0) }; RESERVES_FAST],
             reserves_n: AtomicUsize::new(0),
             freed: Mutex::new(VecDeque::new()),
-            host: Mutex::new(HashMap::new()),
+            host: Default::default(),
             imports: Mutex::new(HashMap::new()),
             vmm: Default::default(),
         }
@@ -253,22 +253,13 @@ impl MemState {
                 }
             }
         }
-        for (addr, size) in lock(&self.host).drain() {
-            if let Ok(layout) = std::alloc::Layout::from_size_align(size, HOST_ALIGN) {
-                // SAFETY: allocated by `malloc_host` with this layout, removed from the table
-                // here so freed once.
-                unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(addr), layout) };
-            }
-        }
+        self.host.clear();
     }
 }
 
 /// Files whose device addresses [`MemState::may_be_device`] checks without a lock (one per
 /// device of each server this process maps memory of).
 const RESERVES_FAST: usize = 32;
-
-/// Alignment of `aclrtMallocHost` memory (a page, like the pinned memory CANN returns).
-pub(crate) const HOST_ALIGN: usize = 4096;
 
 impl MemState {
     /// The reference this process keeps to `file`, one of its device-memory files (507899 if

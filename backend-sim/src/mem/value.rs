@@ -108,7 +108,7 @@ impl Sim {
         self.mem_checked(|| {
             let side = self.value_side(addr, "devAddr")?;
             let file = queued::file_of(&side);
-            let q = QueuedSide::new(&side);
+            let q = QueuedSide::new(&side, &self.mem().host);
             let task = Box::new(move |_: &TaskCtx| {
                 let args = || serde_json::json!({"dst": addr, "value": value});
                 let done = crate::trace::span("memory", "value write", args, || {
@@ -150,7 +150,7 @@ impl Sim {
                 Side::Host(_) => 0,
             };
             let file = queued::file_of(&side);
-            let q = QueuedSide::new(&side);
+            let q = QueuedSide::new(&side, &self.mem().host);
             let task = Box::new(move |ctx: &TaskCtx| {
                 let args = || serde_json::json!({"addr": addr, "value": value});
                 let done = crate::trace::span("memory", "value wait", args, || {

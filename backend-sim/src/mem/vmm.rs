@@ -51,6 +51,15 @@ use super::{MemcpyKind, Rounding, lock, within};
 use crate::Sim;
 use crate::error::SimError;
 
+/// The caller's code of a physical allocation's properties (the C library's: CANN's page and
+/// memory types), kept with it and in its slot, so that an importer reads them too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Props(pub u8);
+
+/// Marks the policy word of a physical allocation's slot: page code in bits 8–15, [`Props`]
+/// in bits 0–7.
+const PHYS_MARK: u32 = 1 << 31;
+
 /// Whether `soc` has virtual memory management (every SoC but IPV350, per CANN's
 /// documentation of each function).
 pub fn has_vmm(soc: Soc) -> bool {
@@ -231,6 +240,8 @@ impl Sim {
 
     /// `aclrtMallocPhysical`: `size` bytes of `device`'s memory with pages of `page`, not
     /// mapped anywhere yet; its pages are reserved now (rounded up to the granularity).
+    /// `props` is answered back by [`vmm_properties`](Self::vmm_properties), here and to the
+    /// processes that import it.
     ///
     /// Errors: 207000; 107001 no such device; 107000 size 0; 207001 out of device memory.
     pub fn vmm_malloc_physical(
@@ -238,6 +249,7 @@ impl Sim {
         device: u32,
         size: usize,
         page: PageSize,
+        props: Props,
     ) -> Result<PhysMem, SimError> {
         self.require_vmm("allocating physical memory")?;
         self.device_ok(device)?;
@@ -253,14 +265,16 @@ impl Sim {
                     format!("cannot allocate {size} bytes of physical memory"),
                 )
             })?;
-        let addr = self.malloc_rounded(device, span, 0, Rounding::Align32)?;
+        let policy = PHYS_MARK | page.code() << 8 | u32::from(props.0);
+        let addr = self.malloc_rounded(device, span, policy, Rounding::Align32)?;
         Ok(self.vmm_insert(Physical {
             addr,
             size: size as u64,
             device,
             page,
+            props: u32::from(props.0),
             maps: 0,
-            freed: false,
+            handles: 1,
             export: None,
             imported: None,
         }))
@@ -274,9 +288,10 @@ impl Sim {
         h
     }
 
-    /// `aclrtFreePhysical`: frees a physical allocation (or closes an imported one). One that
-    /// is still mapped is freed at its last unmap, as CANN documents; its handle is dead at
-    /// once. Other processes that imported it keep it until they free their handles.
+    /// `aclrtFreePhysical`: frees a handle of a physical allocation; with its last handle the
+    /// allocation is freed (or an imported one closed), or at its last unmap if it is still
+    /// mapped, as CANN documents. Other processes that imported it keep it until they free
+    /// their handles.
     ///
     /// Errors: 107017 not a live handle (a second free).
     pub fn vmm_free_physical(&self, h: PhysMem) -> Result<(), SimError> {
@@ -284,10 +299,10 @@ impl Sim {
         let p = st
             .phys
             .get_mut(&h)
-            .filter(|p| !p.freed)
+            .filter(|p| p.handles > 0)
             .ok_or_else(|| not_live(h))?;
-        if p.maps > 0 {
-            p.freed = true;
+        p.handles -= 1;
+        if p.handles > 0 || p.maps > 0 {
             return Ok(());
         }
         let p = st.phys.remove(&h).ok_or_else(|| not_live(h))?;
@@ -322,7 +337,7 @@ impl Sim {
         let p = st
             .phys
             .get(&h)
-            .filter(|p| !p.freed)
+            .filter(|p| p.handles > 0)
             .cloned()
             .ok_or_else(|| not_live(h))?;
         if offset != 0 {
@@ -436,12 +451,88 @@ impl Sim {
             return Ok(());
         };
         p.maps = p.maps.saturating_sub(1);
-        if !(p.freed && p.maps == 0) {
+        if !(p.handles == 0 && p.maps == 0) {
             return Ok(());
         }
         let p = st.phys.remove(&m.phys);
         drop(st);
         p.map_or(Ok(()), |p| self.vmm_release_physical(&p))
+    }
+
+    /// `aclrtMemRetainAllocationHandle`: another handle of the physical allocation mapped at
+    /// `va` (the start of a mapping); each handle is freed on its own.
+    ///
+    /// Errors: 107000 no mapping starts at `va`.
+    pub fn vmm_retain(&self, va: usize) -> Result<PhysMem, SimError> {
+        let mut st = lock(&self.vmm().state);
+        let m = reservation_at(&st, va)
+            .and_then(|(_, r)| r.maps.get(&va).copied())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "no mapping starts at {va:#x}: aclrtMemRetainAllocationHandle takes the \
+                     address aclrtMapMem mapped"
+                ))
+            })?;
+        let p = st.phys.get_mut(&m.phys).ok_or_else(|| not_live(m.phys))?;
+        p.handles += 1;
+        Ok(m.phys)
+    }
+
+    /// `aclrtMemGetAllocationPropertiesFromHandle`: the device and the properties the
+    /// allocation was made with ([`vmm_malloc_physical`](Self::vmm_malloc_physical); an
+    /// import has its exporter's).
+    ///
+    /// Errors: 107017 `h` not live.
+    pub fn vmm_properties(&self, h: PhysMem) -> Result<(u32, PageSize, Props), SimError> {
+        let st = lock(&self.vmm().state);
+        let p = st
+            .phys
+            .get(&h)
+            .filter(|p| p.handles > 0)
+            .ok_or_else(|| not_live(h))?;
+        Ok((p.device, p.page, Props(p.props as u8)))
+    }
+
+    /// `aclrtMemGetAddressRange`: the block `addr` is in, as (start, size): a mapping of a
+    /// reserved range, an allocation of `aclrtMalloc` (or an import; the size asked for) or of
+    /// `aclrtMallocHost`.
+    ///
+    /// Errors: 107000 an address of none of them (an unmapped part of a reserved range, freed
+    /// memory, an address of no allocation).
+    pub fn vmm_address_range(&self, addr: usize) -> Result<(usize, usize), SimError> {
+        {
+            let st = lock(&self.vmm().state);
+            if let Some((base, r)) = reservation_at(&st, addr) {
+                return r
+                    .maps
+                    .range(..=addr)
+                    .next_back()
+                    .filter(|(at, m)| addr < *at + m.len)
+                    .map(|(at, m)| (*at, m.len))
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "{addr:#x} is in reserved range {base:#x}, but nothing is mapped there"
+                        ))
+                    });
+            }
+        }
+        let allocs = self
+            .mem()
+            .allocs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((base, a)) = allocs.range(..=addr).next_back()
+            && addr - base < a.size as usize
+        {
+            return Ok((*base, a.size as usize));
+        }
+        drop(allocs);
+        if let Some(b) = self.mem().host.block_at(addr) {
+            return Ok(b.span());
+        }
+        let mut msg = format!("{addr:#x} is in no memory block of this process");
+        self.explain(&mut msg, addr);
+        Err(invalid(msg))
     }
 
     /// The pieces of `[addr, addr + len)` if `addr` is in a reserved range: each a physical
@@ -593,7 +684,7 @@ impl Sim {
             let st = lock(&self.vmm().state);
             st.phys
                 .get(&h)
-                .filter(|p| !p.freed)
+                .filter(|p| p.handles > 0)
                 .cloned()
                 .ok_or_else(|| not_live(h))?
         };
@@ -683,21 +774,33 @@ impl Sim {
         self.device_ok(device)?;
         let key = self.vmm_key(handle)?;
         let addr = self.import_key(device, &key, true)?;
-        let size = self
+        let (size, policy) = self
             .mem()
             .allocs
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(&addr)
-            .map_or(0, |a| a.size);
+            .map_or((0, 0), |a| {
+                let policy = a.file.slot(a.id).map_or(0, |s| s.flag_bits());
+                (a.size, policy)
+            });
+        // The exporter's page size and properties, from its slot (another process's shared
+        // memory: a value that is not ours reads as normal pages, no properties).
+        let (page, props) = match policy & PHYS_MARK {
+            0 => (PageSize::Normal, 0),
+            _ => (
+                PageSize::from_code(policy >> 8 & 0xff).unwrap_or(PageSize::Normal),
+                policy & 0xff,
+            ),
+        };
         Ok(self.vmm_insert(Physical {
             addr,
             size,
             device,
-            // Mapped at the smallest granularity: the exporter's page size is not in the key.
-            page: PageSize::Normal,
+            page,
+            props,
             maps: 0,
-            freed: false,
+            handles: 1,
             export: None,
             imported: Some(key),
         }))
@@ -844,8 +947,12 @@ mod tests {
         assert_eq!(g, MB2);
         let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
         assert_eq!(va % g, 0);
-        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
-        let b = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Huge, Props::default())
+            .unwrap();
+        let b = sim
+            .vmm_malloc_physical(0, g, PageSize::Huge, Props::default())
+            .unwrap();
         sim.vmm_map(va, g, 0, a).unwrap();
         sim.vmm_map(va + g, g, 0, b).unwrap();
         let data: Vec<u8> = (0..2 * g).map(|i| (i * 31 + i / 4093) as u8).collect();
@@ -904,7 +1011,9 @@ mod tests {
         let (sim, _ns) = open("misuse");
         let g = PageSize::Huge.bytes() as usize;
         let va = sim.vmm_reserve(3 * g, 0, None).unwrap();
-        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Huge, Props::default())
+            .unwrap();
         let code = |r: Result<(), SimError>| r.unwrap_err().kind();
         // Nothing mapped yet: a copy into the range is 107000, not a fault.
         let host = [1u8; 64];
@@ -950,7 +1059,9 @@ mod tests {
             "overlap"
         );
         // Another device's memory in the same range is refused.
-        let other = sim.vmm_malloc_physical(1, g, PageSize::Huge).unwrap();
+        let other = sim
+            .vmm_malloc_physical(1, g, PageSize::Huge, Props::default())
+            .unwrap();
         assert_eq!(code(sim.vmm_map(va + g, g, 0, other)), Error::ParamInvalid);
         sim.vmm_free_physical(other).unwrap();
         assert_eq!(
@@ -1039,6 +1150,50 @@ mod tests {
     }
 
     #[test]
+    fn a_retained_handle_keeps_the_allocation_until_each_handle_is_freed() {
+        let (sim, _ns) = open("retain");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(1, 2 * g, PageSize::Normal, Props(7))
+            .unwrap();
+        sim.vmm_map(va, 2 * g, 0, a).unwrap();
+        assert_eq!(
+            sim.vmm_properties(a).unwrap(),
+            (1, PageSize::Normal, Props(7))
+        );
+        assert_eq!(
+            sim.vmm_retain(va + g).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        assert_eq!(sim.vmm_retain(va).unwrap(), a);
+        // The address range of any address in the mapping is the mapping.
+        assert_eq!(sim.vmm_address_range(va + g + 5).unwrap(), (va, 2 * g));
+        let d = sim.malloc(0, 100, 0).unwrap();
+        assert_eq!(sim.vmm_address_range(d + 99).unwrap(), (d, 100));
+        assert_eq!(
+            sim.vmm_address_range(d + 100).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        sim.vmm_unmap(va).unwrap();
+        assert_eq!(
+            sim.vmm_address_range(va).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        // Two handles: the first free leaves it allocated, the second frees it.
+        let used = |sim: &Sim| (64 << 20) - sim.mem_info(1).unwrap().0;
+        sim.vmm_free_physical(a).unwrap();
+        assert_eq!(used(&sim), 2 * g as u64);
+        sim.vmm_free_physical(a).unwrap();
+        assert_eq!(used(&sim), 0);
+        assert_eq!(
+            sim.vmm_free_physical(a).unwrap_err().kind(),
+            Error::InvalidHandle
+        );
+        sim.vmm_release(va).unwrap();
+    }
+
+    #[test]
     fn shareable_handles_pack_and_unpack() {
         let k = KeyFields {
             server: 0,
@@ -1057,7 +1212,9 @@ mod tests {
     fn an_exported_allocation_needs_the_whitelist_and_not_the_same_process() {
         let (sim, _ns) = open("share");
         let g = PageSize::Huge.bytes() as usize;
-        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Huge, Props::default())
+            .unwrap();
         let h = sim.vmm_export(a, false).unwrap();
         assert_eq!(
             sim.vmm_export(a, false).unwrap_err().kind(),
