@@ -1739,12 +1739,20 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
         let polled = poller.synchronize(s, SyncWait::AtMost(Duration::ZERO));
         (held.then_some(polled), t.elapsed())
     });
+    let looks = crate::enqueue::OVERDUE_LOOKS.load(SeqCst);
     let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(1200)));
     let took = t0.elapsed();
+    let looks = crate::enqueue::OVERDUE_LOOKS.load(SeqCst) - looks;
     let (polled, poll_took) = holder.join().unwrap();
     let e = r.expect_err("the wait had no record");
     assert_eq!(e.kind(), Error::TaskTimeout, "{e} (after {took:?})");
     assert!(took < Duration::from_secs(5), "{took:?}");
+    // Its grace (the 0.6 s from its limit to the thread's return) is one sleep until the wait's
+    // task retires and one until the stream is done, not a look every 5 ms (about 120).
+    assert!(
+        looks <= 4,
+        "the synchronize went to sleep {looks} times in its grace (after {took:?})"
+    );
     if let Some(polled) = polled {
         assert_eq!(
             polled.map_err(|e| e.kind()),

@@ -39,6 +39,7 @@ mod recent;
 pub mod reduce;
 pub(crate) mod remote;
 mod reserved;
+pub mod shareable;
 pub(crate) mod state;
 mod value;
 pub mod vmm;
