@@ -541,6 +541,23 @@ impl Sim {
         Ok(Some(pieces))
     }
 
+    /// The address a value task (`aclrtValueWrite` / `aclrtValueWait`) on the 8 bytes at
+    /// `addr` uses: in a reserved range, the physical allocation's it is mapped to (an
+    /// 8-aligned word lies in one mapping: mappings are whole pages); any other address as it
+    /// is (an unaligned one is refused by the value task's own check).
+    ///
+    /// Errors: 107000 a part of a reserved range that nothing is mapped at.
+    pub(super) fn vmm_word(&self, addr: usize) -> Result<usize, SimError> {
+        if self.vmm().reserved.load(Relaxed) == 0 || !addr.is_multiple_of(8) {
+            return Ok(addr);
+        }
+        match self.vmm_pieces(addr, 8, "devAddr")?.as_deref() {
+            Some(&[(at, _)]) => Ok(at),
+            Some(_) => Err(invalid(format!("devAddr {addr:#x} spans two mappings"))),
+            None => Ok(addr),
+        }
+    }
+
     /// For a copy with a side in a reserved range: the copy made piece by piece through the
     /// physical allocations (queued on `stream` if given); `None` when neither side is in one
     /// (the ordinary paths go on).
@@ -753,6 +770,7 @@ fn mmap_none(hint: *mut libc::c_void, len: usize, flags: libc::c_int) -> Result<
 mod tests {
     use super::*;
     use crate::NamespaceGuard as Ns;
+    use crate::mem::ValueCondition;
     use acl_notify_core::{BackendError as _, StreamOps as _, SyncWait};
 
     const MB2: usize = 2 << 20;
@@ -964,6 +982,41 @@ mod tests {
             sim.vmm_reserve(g, 4096, None).unwrap_err().kind(),
             Error::ParamInvalid
         );
+    }
+
+    #[test]
+    fn value_tasks_take_an_address_of_a_mapping() {
+        let (sim, _ns) = open("value");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Normal, Props::default())
+            .unwrap();
+        sim.vmm_map(va + g, g, 0, a).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        sim.value_write(va + g + 8, 0x1234_5678_9abc, s).unwrap();
+        sim.value_wait(va + g + 8, 0x1234_5678_9abc, ValueCondition::Equal, s)
+            .unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = [0u8; 8];
+        copy(
+            &sim,
+            out.as_mut_ptr().addr(),
+            va + g + 8,
+            8,
+            MemcpyKind::DeviceToHost,
+        )
+        .unwrap();
+        assert_eq!(u64::from_ne_bytes(out), 0x1234_5678_9abc);
+        // Nothing mapped at the range's first page.
+        let e = sim.value_write(va + 8, 1, s).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+        assert!(e.message().contains("nothing is mapped"), "{}", e.message());
+        sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
+            .unwrap();
+        sim.vmm_unmap(va + g).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_release(va).unwrap();
     }
 
     #[test]
