@@ -9,7 +9,9 @@
 //! (hicann/runtime `src/runtime/api/impl/api_impl.cc`). The handle packs enough of the
 //! export's key to find it again ([`pack`]). CANN's rules (hicann/runtime
 //! `docs/zh/api_ref/11-04_virtual_memory_management.md`): one shareable handle per physical
-//! allocation, and a process does not import its own.
+//! allocation, and a process does not import its own; shared memory is freed once every
+//! process sharing it has freed its handle: the exporter's free, session end or death
+//! withdraws the handle but leaves the importers their use until they free theirs.
 
 use acl_notify_core::Error;
 use acl_notify_core::key::{ExportKey, KeyFields};

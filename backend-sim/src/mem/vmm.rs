@@ -36,6 +36,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use acl_notify_core::{Error, RawStream, Soc};
 
+use super::file::Importers;
 use super::reserved::{Mapping, Physical, Reservation, State, Vmm, unreserve};
 pub use super::reserved::{PageSize, PhysMem};
 use super::{MemcpyKind, Rounding, lock, within};
@@ -282,7 +283,9 @@ impl Sim {
     fn vmm_release_physical(&self, p: &Physical) -> Result<(), SimError> {
         match &p.imported {
             Some(key) => self.close_import(key).map(|_| ()),
-            None => self.free(p.addr),
+            // Importers keep it: CANN frees shared physical memory once every process
+            // sharing it has freed its handle.
+            None => self.free_as(p.addr, Importers::Served),
         }
     }
 
