@@ -39,6 +39,7 @@ mod recent;
 pub mod reduce;
 pub(crate) mod remote;
 mod reserved;
+pub mod shareable;
 pub(crate) mod state;
 mod value;
 pub mod vmm;
@@ -55,7 +56,7 @@ use crate::job::SimStream;
 use crate::locks::lock;
 use crate::stream::TaskCtx;
 use crate::tagged_cache::Tag;
-use file::MemFile;
+use file::{Importers, MemFile};
 use queued::QueuedSide;
 
 pub(crate) use capacity::check_capacity;
@@ -311,6 +312,12 @@ impl Sim {
     ///
     /// Errors: 107000 not the start of a live allocation of this process (with what it is).
     pub fn free(&self, ptr: usize) -> Result<(), SimError> {
+        self.free_as(ptr, Importers::Refused)
+    }
+
+    /// [`free`](Self::free), leaving the processes that import the allocation what
+    /// `importers` says (also the free of a physical allocation, [`vmm`]).
+    pub(super) fn free_as(&self, ptr: usize, importers: Importers) -> Result<(), SimError> {
         self.mem_checked(|| {
             let a = self.mem().remove_if(ptr, |a| {
                 if !a.imported {
@@ -337,7 +344,7 @@ impl Sim {
                 return Err(SimError::new(Error::ParamInvalid, msg));
             };
             let l = a.file.lock()?;
-            a.file.free_owned(&l, a.id, a.generation);
+            a.file.free_owned(&l, a.id, a.generation, importers);
             drop(l);
             self.mem_withdraw(&a.file, a.id, a.generation);
             self.note_freed(ptr, a.size, a.file.device());

@@ -2,7 +2,7 @@
 //! the mappings in them, and its physical allocations (what a `Sim`'s memory state keeps).
 //! Plain data under one lock; the rules are [`super::vmm`]'s.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -106,14 +106,21 @@ pub(crate) struct Vmm {
 }
 
 impl Vmm {
-    /// Unreserves every range (the session ends; its allocations are freed with the rest).
-    pub(super) fn clear(&self) {
+    /// Unreserves every range (the session ends; its allocations are freed with the rest);
+    /// returns the device addresses of the physical allocations it made (not imported).
+    pub(super) fn clear(&self) -> HashSet<usize> {
         let mut st = lock(&self.state);
         for (base, r) in std::mem::take(&mut st.reserves) {
             unreserve(base, r.size);
         }
-        st.phys.clear();
+        let own = st
+            .phys
+            .drain()
+            .filter(|(_, p)| p.imported.is_none())
+            .map(|(_, p)| p.addr)
+            .collect();
         self.reserved.store(0, Relaxed);
+        own
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use acl_notify_core::key::ExportKey;
 
-use super::file::MemFile;
+use super::file::{Importers, MemFile};
 use crate::error::SimError;
 use crate::locks::lock;
 use crate::sys;
@@ -235,17 +235,21 @@ impl MemState {
             return;
         }
         lock(&self.imports).clear();
-        self.vmm.clear();
+        // Physical memory it shared by shareable handle stays with its importers.
+        let physical = self.vmm.clear();
         let allocs =
             std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
         self.removed();
         let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
-        for a in allocs.into_values() {
+        for (addr, a) in allocs {
             if let Ok(l) = a.file.lock() {
                 if a.imported {
                     a.file.leave(&l, a.id, a.generation, me);
+                } else if physical.contains(&addr) {
+                    a.file.free_owned(&l, a.id, a.generation, Importers::Served);
                 } else {
-                    a.file.free_owned(&l, a.id, a.generation);
+                    a.file
+                        .free_owned(&l, a.id, a.generation, Importers::Refused);
                 }
             }
         }

@@ -106,6 +106,7 @@ impl Sim {
     /// Codes: 107000 a range outside a live allocation; 107017 a bad stream.
     pub fn value_write(&self, addr: usize, value: u64, stream: RawStream) -> Result<(), SimError> {
         self.mem_checked(|| {
+            let addr = self.vmm_word(addr)?;
             let side = self.value_side(addr, "devAddr")?;
             let file = queued::file_of(&side);
             let q = QueuedSide::new(&side, &self.mem().host);
@@ -144,6 +145,7 @@ impl Sim {
         stream: RawStream,
     ) -> Result<(), SimError> {
         self.mem_checked(|| {
+            let addr = self.vmm_word(addr)?;
             let side = self.value_side(addr, "devAddr")?;
             let device = match &side {
                 Side::Device(r) => r.alloc.file.device(),

@@ -17,10 +17,8 @@
 //!   their usual checks (`Sim::vmm_memcpy`, `Sim::vmm_memset`): a copy that spans two
 //!   mappings becomes one copy per piece, all pieces checked before any byte moves, and an
 //!   address of a reserved range that no mapping covers is 107000.
-//! - Sharing is IPC memory of the whole physical allocation ([`super::ipc`]): the shareable
-//!   handle packs enough of the export's key to find it again ([`pack`]), the whitelist is
-//!   the export's, an import is an IPC import (peer access enabled, as CANN's
-//!   `ApiImpl::ImportFromShareableHandle` does, `src/runtime/api/impl/api_impl.cc`).
+//! - Sharing with other processes is [`super::shareable`]: IPC memory of the whole physical
+//!   allocation, by a 64-bit shareable handle.
 //!
 //! # CANN's rules followed (the documentation above; the driver's own checks are not in
 //! hicann/runtime, whose `NpuDriver` passes the driver's codes on: an invalid value is
@@ -32,16 +30,13 @@
 //! - `aclrtFreePhysical` of a mapped allocation succeeds and frees it at its last
 //!   `aclrtUnmapMem`; `aclrtReleaseMemAddress` of a range that still maps something is
 //!   refused (ours: 107000; CANN says to unmap first).
-//! - A shareable handle is exported once per physical allocation; a process does not import
-//!   its own.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 
-use acl_notify_core::key::{ExportKey, KeyFields};
-use acl_notify_core::slot::ExportState;
 use acl_notify_core::{Error, RawStream, Soc};
 
+use super::file::Importers;
 use super::reserved::{Mapping, Physical, Reservation, State, Vmm, unreserve};
 pub use super::reserved::{PageSize, PhysMem};
 use super::{MemcpyKind, Rounding, lock, within};
@@ -55,7 +50,7 @@ pub struct Props(pub u8);
 
 /// Marks the policy word of a physical allocation's slot: page code in bits 8–15, [`Props`]
 /// in bits 0–7.
-const PHYS_MARK: u32 = 1 << 31;
+pub(super) const PHYS_MARK: u32 = 1 << 31;
 
 /// Whether `soc` has virtual memory management (every SoC but IPV350, per CANN's
 /// documentation of each function).
@@ -73,11 +68,11 @@ pub fn has_huge1g(soc: Soc, hbm: bool) -> bool {
 /// CANN's range for an address asked of `aclrtReserveMemAddress`: 16 TiB to 24 TiB.
 const EXPECT_RANGE: std::ops::Range<usize> = (16 << 40)..(24 << 40);
 
-fn invalid(msg: impl Into<String>) -> SimError {
+pub(super) fn invalid(msg: impl Into<String>) -> SimError {
     SimError::new(Error::ParamInvalid, msg.into())
 }
 
-fn not_live(h: PhysMem) -> SimError {
+pub(super) fn not_live(h: PhysMem) -> SimError {
     SimError::new(
         Error::InvalidHandle,
         format!(
@@ -88,33 +83,11 @@ fn not_live(h: PhysMem) -> SimError {
     )
 }
 
-/// The shareable handle of the export `k` of slot `k.id`: device (8 bits), slot id (14),
-/// the generation's low 18 bits, the nonce's low 24 bits. The importer finds the slot from
-/// the first two and checks the rest against it, so a stale or guessed handle is refused
-/// (a guess passes with odds of 2⁻⁴², and still needs the whitelist).
-pub fn pack(k: &KeyFields) -> u64 {
-    let nonce = u64::from(k.nonce[0]) | u64::from(k.nonce[1]) << 8 | u64::from(k.nonce[2]) << 16;
-    u64::from(k.device) << 56
-        | (u64::from(k.id) & 0x3fff) << 42
-        | (u64::from(k.generation) & 0x3_ffff) << 24
-        | nonce
-}
-
-/// [`pack`]'s fields back: (device, slot id, generation bits, nonce bits).
-fn unpack(h: u64) -> (u32, u32, u32, u32) {
-    (
-        (h >> 56) as u32,
-        (h >> 42) as u32 & 0x3fff,
-        (h >> 24) as u32 & 0x3_ffff,
-        h as u32 & 0xff_ffff,
-    )
-}
-
 /// One piece of a translated range: the address to use and its length.
 type Piece = (usize, usize);
 
 impl Sim {
-    fn vmm(&self) -> &Vmm {
+    pub(super) fn vmm(&self) -> &Vmm {
         &self.mem().vmm
     }
 
@@ -277,7 +250,7 @@ impl Sim {
         }))
     }
 
-    fn vmm_insert(&self, p: Physical) -> PhysMem {
+    pub(super) fn vmm_insert(&self, p: Physical) -> PhysMem {
         let mut st = lock(&self.vmm().state);
         st.next += 1;
         let h = PhysMem(st.next);
@@ -310,7 +283,9 @@ impl Sim {
     fn vmm_release_physical(&self, p: &Physical) -> Result<(), SimError> {
         match &p.imported {
             Some(key) => self.close_import(key).map(|_| ()),
-            None => self.free(p.addr),
+            // Importers keep it: CANN frees shared physical memory once every process
+            // sharing it has freed its handle.
+            None => self.free_as(p.addr, Importers::Served),
         }
     }
 
@@ -566,6 +541,23 @@ impl Sim {
         Ok(Some(pieces))
     }
 
+    /// The address a value task (`aclrtValueWrite` / `aclrtValueWait`) on the 8 bytes at
+    /// `addr` uses: in a reserved range, the physical allocation's it is mapped to (an
+    /// 8-aligned word lies in one mapping: mappings are whole pages); any other address as it
+    /// is (an unaligned one is refused by the value task's own check).
+    ///
+    /// Errors: 107000 a part of a reserved range that nothing is mapped at.
+    pub(super) fn vmm_word(&self, addr: usize) -> Result<usize, SimError> {
+        if self.vmm().reserved.load(Relaxed) == 0 || !addr.is_multiple_of(8) {
+            return Ok(addr);
+        }
+        match self.vmm_pieces(addr, 8, "devAddr")?.as_deref() {
+            Some(&[(at, _)]) => Ok(at),
+            Some(_) => Err(invalid(format!("devAddr {addr:#x} spans two mappings"))),
+            None => Ok(addr),
+        }
+    }
+
     /// For a copy with a side in a reserved range: the copy made piece by piece through the
     /// physical allocations (queued on `stream` if given); `None` when neither side is in one
     /// (the ordinary paths go on).
@@ -665,140 +657,6 @@ impl Sim {
             self.range_ref(at, n, what)?;
         }
         Ok(pieces)
-    }
-
-    /// `aclrtMemExportToShareableHandle`: exports physical allocation `h` (whole) and returns
-    /// its shareable handle; `open` (DISABLE_PID_VALIDATION) lets any process import it,
-    /// else only those [`vmm_share_pids`](Self::vmm_share_pids) whitelists.
-    ///
-    /// Errors: 207000; 107017 `h` not live; 107000 imported memory (only its allocator
-    /// exports), or exported already (one shareable handle per allocation).
-    pub fn vmm_export(&self, h: PhysMem, open: bool) -> Result<u64, SimError> {
-        self.require_vmm("exporting physical memory")?;
-        let p = {
-            let st = lock(&self.vmm().state);
-            st.phys
-                .get(&h)
-                .filter(|p| p.handles > 0)
-                .cloned()
-                .ok_or_else(|| not_live(h))?
-        };
-        if p.imported.is_some() {
-            return Err(invalid(
-                "the physical memory was imported: only the process that allocated it exports it",
-            ));
-        }
-        if p.export.is_some() {
-            return Err(invalid(
-                "the physical memory is exported already: a physical allocation has one \
-                 shareable handle",
-            ));
-        }
-        let size = p.size.next_multiple_of(p.page.bytes()) as usize;
-        let key = self.export_range(p.addr, size, open)?;
-        let fields = key
-            .fields()
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "export key without fields"))?;
-        if let Some(p) = lock(&self.vmm().state).phys.get_mut(&h) {
-            p.export = Some(key);
-        }
-        Ok(pack(&fields))
-    }
-
-    /// The export key shareable handle `handle` stands for, checked against its slot.
-    fn vmm_key(&self, handle: u64) -> Result<ExportKey, SimError> {
-        let (device, id, gen_bits, nonce_bits) = unpack(handle);
-        let bad = |why: String| invalid(format!("shareable handle {handle:#x}: {why}"));
-        if device >= self.inner.devices {
-            return Err(bad(format!(
-                "it names device {device}, which does not exist"
-            )));
-        }
-        let file = self
-            .mem_file(self.inner.server_id, device, false)?
-            .ok_or_else(|| bad(format!("no memory was ever allocated on device {device}")))?;
-        let slot = file
-            .slot(id)
-            .ok_or_else(|| bad(format!("allocation {id} is out of range")))?;
-        let generation = slot.generation();
-        let nonce = slot.nonce();
-        let live_export = slot.is_live(generation)
-            && matches!(
-                slot.export_state(),
-                Some(ExportState::Enforced | ExportState::Open)
-            );
-        let n = u32::from(nonce[0]) | u32::from(nonce[1]) << 8 | u32::from(nonce[2]) << 16;
-        if !live_export || generation & 0x3_ffff != gen_bits || n != nonce_bits {
-            return Err(bad(
-                "it names no live export (its memory was freed, its owner died, or it was never \
-                 a shareable handle)"
-                    .into(),
-            ));
-        }
-        Ok(ExportKey::encode(&KeyFields {
-            server: self.inner.server_id as u16,
-            device: device as u8,
-            id: id as u16,
-            generation,
-            nonce,
-        }))
-    }
-
-    /// `aclrtMemSetPidToShareableHandle`: whitelists processes of this server for the export
-    /// `handle`.
-    ///
-    /// Errors: 207000; 107000 no PIDs, a handle that names no live export; 207006 not its
-    /// exporter, or exported without PID validation; 207012 more than 64 in all.
-    pub fn vmm_share_pids(&self, handle: u64, pids: &[i32]) -> Result<(), SimError> {
-        self.require_vmm("whitelisting importers of physical memory")?;
-        let key = self.vmm_key(handle)?;
-        let me = self.inner.server_id;
-        self.add_mem_whitelist(&key, pids.len(), || {
-            pids.iter().map(|&p| self.whitelist_entry(me, p)).collect()
-        })
-    }
-
-    /// `aclrtMemImportFromShareableHandle`: the physical allocation another process exported
-    /// as `handle`, for use on `device` (peer access enabled if it is another device).
-    ///
-    /// Errors: 207000; 107001 no such device; 107000 a handle that names no live export, this
-    /// process's own export, or one imported already; 207006 not whitelisted; 207005 24
-    /// importers already.
-    pub fn vmm_import(&self, handle: u64, device: u32) -> Result<PhysMem, SimError> {
-        self.require_vmm("importing physical memory")?;
-        self.device_ok(device)?;
-        let key = self.vmm_key(handle)?;
-        let addr = self.import_key(device, &key, true)?;
-        let (size, policy) = self
-            .mem()
-            .allocs
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&addr)
-            .map_or((0, 0), |a| {
-                let policy = a.file.slot(a.id).map_or(0, |s| s.flag_bits());
-                (a.size, policy)
-            });
-        // The exporter's page size and properties, from its slot (another process's shared
-        // memory: a value that is not ours reads as normal pages, no properties).
-        let (page, props) = match policy & PHYS_MARK {
-            0 => (PageSize::Normal, 0),
-            _ => (
-                PageSize::from_code(policy >> 8 & 0xff).unwrap_or(PageSize::Normal),
-                policy & 0xff,
-            ),
-        };
-        Ok(self.vmm_insert(Physical {
-            addr,
-            size,
-            device,
-            page,
-            props,
-            maps: 0,
-            handles: 1,
-            export: None,
-            imported: Some(key),
-        }))
     }
 }
 
@@ -912,6 +770,7 @@ fn mmap_none(hint: *mut libc::c_void, len: usize, flags: libc::c_int) -> Result<
 mod tests {
     use super::*;
     use crate::NamespaceGuard as Ns;
+    use crate::mem::ValueCondition;
     use acl_notify_core::{BackendError as _, StreamOps as _, SyncWait};
 
     const MB2: usize = 2 << 20;
@@ -1126,6 +985,41 @@ mod tests {
     }
 
     #[test]
+    fn value_tasks_take_an_address_of_a_mapping() {
+        let (sim, _ns) = open("value");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Normal, Props::default())
+            .unwrap();
+        sim.vmm_map(va + g, g, 0, a).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        sim.value_write(va + g + 8, 0x1234_5678_9abc, s).unwrap();
+        sim.value_wait(va + g + 8, 0x1234_5678_9abc, ValueCondition::Equal, s)
+            .unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = [0u8; 8];
+        copy(
+            &sim,
+            out.as_mut_ptr().addr(),
+            va + g + 8,
+            8,
+            MemcpyKind::DeviceToHost,
+        )
+        .unwrap();
+        assert_eq!(u64::from_ne_bytes(out), 0x1234_5678_9abc);
+        // Nothing mapped at the range's first page.
+        let e = sim.value_write(va + 8, 1, s).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+        assert!(e.message().contains("nothing is mapped"), "{}", e.message());
+        sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
+            .unwrap();
+        sim.vmm_unmap(va + g).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_release(va).unwrap();
+    }
+
+    #[test]
     fn an_asked_address_is_taken_when_free_and_aligned() {
         let (sim, _ns) = open("expect");
         let at = 17usize << 40;
@@ -1186,50 +1080,5 @@ mod tests {
             Error::InvalidHandle
         );
         sim.vmm_release(va).unwrap();
-    }
-
-    #[test]
-    fn shareable_handles_pack_and_unpack() {
-        let k = KeyFields {
-            server: 0,
-            device: 7,
-            id: 16383,
-            generation: 0x1234_5678,
-            nonce: [0xab, 0xcd, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
-        };
-        assert_eq!(
-            unpack(pack(&k)),
-            (7, 16383, 0x1234_5678 & 0x3_ffff, 0xefcdab)
-        );
-    }
-
-    #[test]
-    fn an_exported_allocation_needs_the_whitelist_and_not_the_same_process() {
-        let (sim, _ns) = open("share");
-        let g = PageSize::Huge.bytes() as usize;
-        let a = sim
-            .vmm_malloc_physical(0, g, PageSize::Huge, Props::default())
-            .unwrap();
-        let h = sim.vmm_export(a, false).unwrap();
-        assert_eq!(
-            sim.vmm_export(a, false).unwrap_err().kind(),
-            Error::ParamInvalid
-        );
-        // Its own export is not imported by the same process.
-        assert_eq!(
-            sim.vmm_import(h, 1).unwrap_err().kind(),
-            Error::ParamInvalid
-        );
-        assert_eq!(
-            sim.vmm_import(h ^ 1, 1).unwrap_err().kind(),
-            Error::ParamInvalid
-        );
-        sim.vmm_share_pids(h, &[sim.inner.pid]).unwrap();
-        sim.vmm_free_physical(a).unwrap();
-        // Freed: the handle names nothing any more.
-        assert_eq!(
-            sim.vmm_share_pids(h, &[1]).unwrap_err().kind(),
-            Error::ParamInvalid
-        );
     }
 }
