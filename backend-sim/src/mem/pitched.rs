@@ -158,6 +158,56 @@ fn wrong_direction(call: &str, kind: MemcpyKind, found: MemcpyKind, takes: &str)
 }
 
 impl Sim {
+    /// The sides' addresses once a side in one mapping of a reserved range (`aclrtMapMem`) is
+    /// translated to the physical memory mapped there ([`super::vmm`]); `None` when a side
+    /// spans several mappings (then each row is a copy of its own: `vmm_rows`).
+    ///
+    /// Errors: 107000 a part of a reserved range where nothing is mapped.
+    fn mapped_sides(
+        &self,
+        dst: usize,
+        dspan: usize,
+        src: usize,
+        sspan: usize,
+    ) -> Result<Option<(usize, usize)>, SimError> {
+        let one = |addr: usize, len: usize, what: &str| -> Result<Option<usize>, SimError> {
+            match self.vmm_pieces(addr, len, what)?.as_deref() {
+                None => Ok(Some(addr)),
+                Some(&[(at, _)]) => Ok(Some(at)),
+                Some(_) => Ok(None),
+            }
+        };
+        let d = one(dst, dspan, "destination")?;
+        let s = one(src, sspan, "source")?;
+        Ok(d.zip(s))
+    }
+
+    /// [`vmm_rows`](Self::vmm_rows) for sides that `mapped_sides` found spanning several
+    /// mappings (so at least one is in a reserved range).
+    ///
+    /// # Safety
+    ///
+    /// As [`vmm_rows`](Self::vmm_rows).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn across_mappings(
+        &self,
+        dst: usize,
+        dspan: usize,
+        src: usize,
+        sspan: usize,
+        shape: Pitched,
+        kind: MemcpyKind,
+        stream: Option<RawStream>,
+    ) -> Result<(), SimError> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.vmm_rows(dst, dspan, src, sspan, shape, kind, stream) }.unwrap_or_else(|| {
+            Err(SimError::new(
+                Error::DrvInternalError,
+                "a 2-D copy over several mappings found no reserved range",
+            ))
+        })
+    }
+
     /// `aclrtMemcpy2d`: `shape.height` rows of `shape.width` bytes from `src` to `dst`,
     /// host to device or device to host (see the module docs for the checks).
     ///
@@ -190,10 +240,10 @@ impl Sim {
                     ),
                 ));
             }
-            // SAFETY: the caller's contract, passed on.
-            if let Some(r) = unsafe { self.vmm_rows(dst, dspan, src, sspan, shape, kind, None) } {
-                return r;
-            }
+            let Some((dst, src)) = self.mapped_sides(dst, dspan, src, sspan)? else {
+                // SAFETY: the caller's contract, passed on.
+                return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, None) };
+            };
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
             let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
             takes(true, kind, direction(is_dev(&d), is_dev(&s)))?;
@@ -232,11 +282,11 @@ impl Sim {
             if let Some(r) = self.remote_memcpy2d(dst, dspan, src, sspan, shape, kind, stream) {
                 return r;
             }
-            // SAFETY: the caller's contract, passed on.
-            let vmm = unsafe { self.vmm_rows(dst, dspan, src, sspan, shape, kind, Some(stream)) };
-            if let Some(r) = vmm {
-                return r;
-            }
+            let Some((dst, src)) = self.mapped_sides(dst, dspan, src, sspan)? else {
+                let st = Some(stream);
+                // SAFETY: the caller's contract, passed on.
+                return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, st) };
+            };
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
             let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
             takes(false, kind, direction(is_dev(&d), is_dev(&s)))?;
@@ -480,5 +530,117 @@ mod tests {
             }
         }
         assert_eq!(dst, want);
+    }
+
+    /// A side in a mapping of a reserved range (`aclrtMapMem`) is the physical memory mapped
+    /// there, as any device address: rows land in it, synchronously and queued; a span over
+    /// two mappings lands row by row; one past the range is refused (107000).
+    #[test]
+    fn a_side_in_a_mapped_reserved_range_copies_through_its_physical_memory() {
+        use super::super::vmm::PageSize;
+        use acl_notify_core::{BackendError as _, StreamOps, SyncWait};
+        let ns = format!("unit-mem-2d-vmm-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let _guard = crate::NamespaceGuard(ns.clone());
+        let sim = Sim::builder()
+            .devices(1)
+            .namespace(&ns)
+            .device_memory(16 << 20)
+            .open()
+            .unwrap();
+        let g = PageSize::Huge.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let (a, b) = (
+            sim.vmm_malloc_physical(0, g, PageSize::Huge, Default::default())
+                .unwrap(),
+            sim.vmm_malloc_physical(0, g, PageSize::Huge, Default::default())
+                .unwrap(),
+        );
+        sim.vmm_map(va, g, 0, a).unwrap();
+        sim.vmm_map(va + g, g, 0, b).unwrap();
+        let data: Vec<u8> = (0..64).collect();
+        let shape = Pitched {
+            dpitch: 32,
+            spitch: 16,
+            width: 16,
+            height: 4,
+        };
+        // SAFETY: `data` spans the source's 64 bytes.
+        unsafe {
+            sim.memcpy2d(
+                va + 64,
+                data.as_ptr().addr(),
+                shape,
+                MemcpyKind::HostToDevice,
+            )
+        }
+        .unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let back = Pitched {
+            dpitch: 16,
+            spitch: 32,
+            width: 16,
+            height: 4,
+        };
+        // SAFETY: device to device.
+        unsafe { sim.memcpy2d_async(va + g + 128, va + 64, back, MemcpyKind::Default, s) }.unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = vec![0u8; 64];
+        // SAFETY: `out` is 64 bytes.
+        unsafe {
+            sim.memcpy(
+                out.as_mut_ptr().addr(),
+                64,
+                va + g + 128,
+                64,
+                MemcpyKind::DeviceToHost,
+            )
+        }
+        .unwrap();
+        assert_eq!(out, data, "the rows, packed again in the second mapping");
+        // A span over the seam of the two mappings: the reserved range is contiguous device
+        // memory, as on hardware, so the rows land on both sides of it (one copy a row).
+        // SAFETY: `data` spans the source.
+        unsafe {
+            sim.memcpy2d(
+                va + g - 64,
+                data.as_ptr().addr(),
+                shape,
+                MemcpyKind::HostToDevice,
+            )
+        }
+        .unwrap();
+        let mut seam = vec![0u8; 128];
+        // SAFETY: `seam` is 128 bytes.
+        unsafe {
+            sim.memcpy(
+                seam.as_mut_ptr().addr(),
+                128,
+                va + g - 64,
+                128,
+                MemcpyKind::DeviceToHost,
+            )
+        }
+        .unwrap();
+        for row in 0..4 {
+            assert_eq!(
+                &seam[row * 32..row * 32 + 16],
+                &data[row * 16..row * 16 + 16]
+            );
+        }
+        // A span past the reserved range's end is refused, nothing written.
+        // SAFETY: `data` spans the source.
+        let e = unsafe {
+            sim.memcpy2d(
+                va + 2 * g - 64,
+                data.as_ptr().addr(),
+                shape,
+                MemcpyKind::HostToDevice,
+            )
+        }
+        .unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+        sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
+            .unwrap();
     }
 }

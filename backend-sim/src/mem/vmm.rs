@@ -548,12 +548,29 @@ impl Sim {
     ///
     /// Errors: 107000 a part of a reserved range that nothing is mapped at.
     pub(super) fn vmm_word(&self, addr: usize) -> Result<usize, SimError> {
-        if self.vmm().reserved.load(Relaxed) == 0 || !addr.is_multiple_of(8) {
+        if !addr.is_multiple_of(8) {
             return Ok(addr);
         }
-        match self.vmm_pieces(addr, 8, "devAddr")?.as_deref() {
+        self.vmm_span(addr, 8, "devAddr")
+    }
+
+    /// The address a range that is used whole (`len` bytes at `addr`, `what` in messages: a
+    /// value task's word, a side of a 2-D copy) stands for: in a reserved range, the address
+    /// in the physical allocation mapped there; any other address as it is.
+    ///
+    /// Errors: 107000 a part of a reserved range that nothing is mapped at, or a range over
+    /// two mappings (ours: such a range is not one allocation's).
+    pub(super) fn vmm_span(&self, addr: usize, len: usize, what: &str) -> Result<usize, SimError> {
+        if self.vmm().reserved.load(Relaxed) == 0 {
+            return Ok(addr);
+        }
+        match self.vmm_pieces(addr, len, what)?.as_deref() {
             Some(&[(at, _)]) => Ok(at),
-            Some(_) => Err(invalid(format!("devAddr {addr:#x} spans two mappings"))),
+            Some(p) => Err(invalid(format!(
+                "{what} [{addr:#x}, +{len}) spans {} mappings of a reserved range; it must lie \
+                 in one",
+                p.len()
+            ))),
             None => Ok(addr),
         }
     }
