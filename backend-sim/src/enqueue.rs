@@ -32,11 +32,19 @@ const OVERDUE_GRACE: Duration = Duration::from_secs(1);
 /// thread to finish failing it and run what follows.
 const OVERDUE_AFTER: Duration = Duration::from_millis(50);
 
-/// How many times a synchronize went to sleep in [`Sim::sync_past_overdue_waits`] (tests: it
-/// sleeps until something happens, not in slices).
 #[cfg(test)]
-pub(crate) static OVERDUE_LOOKS: std::sync::atomic::AtomicU32 =
-    std::sync::atomic::AtomicU32::new(0);
+std::thread_local! {
+    /// How many times a synchronize of this thread went to sleep in
+    /// [`Sim::sync_past_overdue_waits`] (tests: it sleeps until something happens, not in
+    /// slices). The thread's own: `cargo test` runs other tests' synchronizes beside it.
+    static OVERDUE_LOOKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Tests: this thread's [`OVERDUE_LOOKS`].
+#[cfg(test)]
+pub(crate) fn overdue_looks() -> u32 {
+    OVERDUE_LOOKS.with(std::cell::Cell::get)
+}
 
 /// A job as it is queued: wrapped to be followed on the timeline if that is on (see
 /// `trace::job`). In the queue's `on_claim`, after the pin's check: the wrapper holds the
@@ -539,7 +547,7 @@ impl Sim {
                 return None;
             }
             #[cfg(test)]
-            OVERDUE_LOOKS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            OVERDUE_LOOKS.with(|n| n.set(n.get() + 1));
             match graph.head_wait_overdue() {
                 // Due before the synchronize's limit (overdue by more than the limit is past):
                 // asleep until the thread has failed it (its task retired), no polling.
