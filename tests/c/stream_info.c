@@ -117,9 +117,17 @@ static void stream_attributes(int full, aclrtStream live, aclrtStream other, acl
     CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_FAILURE_MODE, &v));
     REQUIRE(v.failureMode == ACL_STOP_ON_FAILURE, "failure mode %llu",
             (unsigned long long)v.failureMode);
-    CHECK(aclrtSetStreamFailureMode(live, ACL_CONTINUE_ON_FAILURE));
+    /* Stop mode does not go back to continue, by either call (207000, CANN's
+     * ApiImpl::StreamSetMode): aclrtSetStreamFailureMode sees the mode the attribute set. */
+    EXPECT_RC(aclrtSetStreamFailureMode(live, ACL_CONTINUE_ON_FAILURE),
+              ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    v.failureMode = ACL_CONTINUE_ON_FAILURE;
+    EXPECT_RC(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_FAILURE_MODE, &v),
+              ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    CHECK(aclrtSetStreamFailureMode(live, ACL_STOP_ON_FAILURE));
     CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_FAILURE_MODE, &v));
-    REQUIRE(v.failureMode == ACL_CONTINUE_ON_FAILURE, "aclrtSetStreamFailureMode not seen");
+    REQUIRE(v.failureMode == ACL_STOP_ON_FAILURE, "failure mode %llu after the refused switch",
+            (unsigned long long)v.failureMode);
     EXPECT_RC(aclrtSetStreamAttribute(other, ACL_STREAM_ATTR_FAILURE_MODE, &v),
               ACL_ERROR_RT_STREAM_CONTEXT);
     /* The overflow switch, as aclrtSet/GetStreamOverflowSwitch. */

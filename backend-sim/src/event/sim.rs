@@ -601,9 +601,22 @@ impl Sim {
 }
 
 impl StreamControl for Sim {
+    /// The same mode again is a no-op; from stop-on-failure back to continue is 207000
+    /// (hicann/runtime `src/runtime/api/impl/api_impl.cc`, `ApiImpl::StreamSetMode`).
     fn set_failure_mode(&self, stream: RawStream, mode: FailureMode) -> Result<(), SimError> {
         let (s, _) = self.stream(stream)?;
-        s.set_stop_on_failure(mode == FailureMode::StopOnFailure);
+        let stop = mode == FailureMode::StopOnFailure;
+        if s.stops_on_failure() && !stop {
+            return Err(err(
+                Error::FeatureNotSupport,
+                format!(
+                    "stream {:#x} stops on failure: switching it back to continue on failure \
+                     is not supported",
+                    stream.0
+                ),
+            ));
+        }
+        s.set_stop_on_failure(stop);
         Ok(())
     }
 

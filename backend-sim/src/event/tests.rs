@@ -116,3 +116,20 @@ fn a_classic_wait_passes_on_an_earlier_records_flag() {
         .unwrap();
     r.unwrap();
 }
+
+/// A stream's failure mode goes from continue to stop-on-failure, and the same mode may be set
+/// again, but stop-on-failure does not go back to continue (207000), as in CANN.
+#[test]
+fn stop_on_failure_does_not_switch_back_to_continue() {
+    use acl_notify_core::{BackendError, Error, FailureMode, StreamControl};
+    let (sim, _ns) = open("failmode");
+    let s = sim.create_stream(0).unwrap();
+    sim.set_failure_mode(s, FailureMode::Continue).unwrap();
+    sim.set_failure_mode(s, FailureMode::StopOnFailure).unwrap();
+    sim.set_failure_mode(s, FailureMode::StopOnFailure).unwrap();
+    let e = sim
+        .set_failure_mode(s, FailureMode::Continue)
+        .expect_err("stop back to continue");
+    assert_eq!(e.kind(), Error::FeatureNotSupport);
+    assert_eq!(sim.failure_mode(s).unwrap(), FailureMode::StopOnFailure);
+}
