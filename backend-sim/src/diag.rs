@@ -102,7 +102,8 @@ fn who(pid: i32, state: &str) -> String {
 }
 
 /// `"; owner pid P (alive); whitelisted: …; last recorded by pid R (alive) 0.123 s ago; held
-/// by pid A (alive), pid B (dead)"` for notify `id` on `dev` of `file`.
+/// by pid A (alive), pid B (dead)"` for notify `id` on `dev` of `file` (with `"; destroyed by
+/// its owner pid P …"` after the owner once the owner destroyed its handle).
 pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot) -> String {
     let mut s = String::new();
     let owner = slot.owner();
@@ -111,6 +112,13 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
         "; owner {}",
         who(owner.pid, alive(owner.pid, owner.start_time))
     );
+    if let Some(pid) = slot.destroyed_by() {
+        let _ = write!(
+            s,
+            "; destroyed by its owner pid {pid} (aclrtDestroyNotify): only the tasks queued \
+             before that and importers' handles still hold it"
+        );
+    }
     match slot.export_state() {
         Some(ExportState::None) => s.push_str("; not exported"),
         Some(ExportState::Open) => s.push_str("; exported without PID validation"),

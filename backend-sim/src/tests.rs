@@ -1800,3 +1800,31 @@ fn host_calls_dropped_unrun_run_their_discard_function() {
     assert!(sim.launch_host_func(s, call()).is_err());
     assert_eq!(counts(), (1, 4), "a call not queued is discarded at once");
 }
+
+/// A wait left queued on a notify its owner destroyed says so: the stream's report (what a
+/// bounded synchronize names) and the wait's timeout name the destroy and who made it, instead
+/// of listing the owner as a live holder as if the notify were merely unrecorded.
+#[test]
+fn a_wait_on_a_destroyed_notify_says_it_was_destroyed() {
+    let (sim, _ns) = open("destroyed-wait", Soc::Ascend910B);
+    let s = sim.create_stream(0).unwrap();
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    sim.wait_and_reset(n, s, Timeout::from_c(1)).unwrap();
+    sim.destroy_notify(n).unwrap();
+    let me = std::process::id();
+    let said = format!("destroyed by its owner pid {me}");
+    let t0 = Instant::now();
+    let report = loop {
+        let r = sim.stream_report(s).unwrap_or_default();
+        if r.contains("wait") || t0.elapsed() > Duration::from_secs(10) {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let e = sim
+        .synchronize(s, SyncWait::AtMost(Duration::from_secs(30)))
+        .unwrap_err();
+    sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
+    assert!(report.contains(&said), "the stream's report: {report}");
+    assert!(e.to_string().contains(&said), "the wait's timeout: {e}");
+}

@@ -101,6 +101,11 @@ impl NotifyResources for Sim {
             if let Some(c) = &self.inner.cluster {
                 c.withdraw(&e.r);
             }
+            // The owner's destroy: what still uses the notify (tasks queued before, importers)
+            // is told so by the diagnosis of a wait on it (`diag::notify_facts`).
+            if e.state != Lifecycle::Imported {
+                e.r.slot().note_destroyed(sys::getpid());
+            }
             // Removing the handle under the write lock decides which of two racing destroys
             // wins (the other gets 107017), and a call that looked the handle up before keeps
             // its own reference, so the notify outlives that call. Dropping the reference

@@ -90,6 +90,10 @@ fn main() {
             a_process_stopped_past_its_ttl_comes_back_as_a_new_life,
         ),
         (
+            "a_record_after_the_lease_expired_says_so",
+            a_record_after_the_lease_expired_says_so,
+        ),
+        (
             "a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster",
             a_queued_remote_record_does_not_keep_a_dropped_sim_in_the_cluster,
         ),
@@ -1081,6 +1085,42 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
     importer.try_ok(&format!("record {ih2} 3"))?;
     owner.try_ok(&format!("hwait {h} 10000"))?;
     Ok(())
+}
+
+/// A record made by an importer whose own lease the cluster no longer has (here revoked, as
+/// its expiry after a stop past the TTL does, before its keeper noticed): 507022 saying the
+/// process's lease expired, that it lost its membership, and what to do — it answered
+/// "etcd refused the request: … requested lease not found". Its lease comes back with its
+/// keeper (every third of [`LIVE_TTL`]): should the keeper have renewed it between the revoke
+/// and the record, the record succeeds, and the test revokes again.
+fn a_record_after_the_lease_expired_says_so(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let pod = pod("lease");
+    let url = c.url(&pod);
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (_owner, mut importer, _h, ih) = pair(&a, &b)?;
+    let etcd = acl_notify_sim::cluster::etcd::Etcd::new(c.client_addrs(), Duration::from_secs(5));
+    let key = format!("/acl-notify/{pod}/proc/{}/{}", b.server, importer.pid);
+    for _ in 0..3 {
+        let lease = etcd
+            .get(key.as_bytes())
+            .map_err(|e| format!("reading {key}: {e}"))?
+            .ok_or_else(|| format!("no key {key}"))?
+            .lease;
+        etcd.lease_revoke(lease)
+            .map_err(|e| format!("revoking the importer's lease: {e}"))?;
+        let r = importer.ask(&format!("record {ih} 3"));
+        if r.is_ok() {
+            // The keeper renewed the membership first; its new lease is revoked next round.
+            continue;
+        }
+        check(code_of(&r) == Some(507022), || format!("{r:?}"))?;
+        let m = r.unwrap_err();
+        return check(
+            m.contains("this process's cluster lease expired") && m.contains("lost its membership"),
+            || format!("the record's answer does not say the lease expired: {m}"),
+        );
+    }
+    Err("the importer's keeper renewed its lease before each of 3 records".into())
 }
 
 /// A remote record queued behind a wait that never ends, then the importer's `Sim` dropped:

@@ -179,7 +179,9 @@ pub(crate) struct Life {
     owner_device: AtomicU32,
     owner_proc: AtomicU32,
     whitelist: AtomicU32,
-    _reserved: AtomicU32,
+    /// The pid of the owner that destroyed its handle while other references (queued tasks,
+    /// importers) kept the resource (0: not destroyed): for diagnostics.
+    destroyed_by: AtomicI32,
 }
 
 /// One shared resource: its kind's payload `P` plus the lifecycle all kinds share (see the
@@ -209,7 +211,7 @@ impl<P: Payload> Slot<P> {
                 owner_device: AtomicU32::new(0),
                 owner_proc: AtomicU32::new(0),
                 whitelist: AtomicU32::new(0),
-                _reserved: AtomicU32::new(0),
+                destroyed_by: AtomicI32::new(0),
             },
         }
     }
@@ -282,6 +284,21 @@ impl<P: Payload> Slot<P> {
         }
     }
 
+    /// Notes that the owner, process `pid`, destroyed its handle while other references
+    /// (its queued tasks, importers) keep the resource: what a diagnosis of a wait on it says.
+    pub fn note_destroyed(&self, pid: i32) {
+        self.life.destroyed_by.store(pid, SeqCst);
+    }
+
+    /// The pid of the owner that destroyed its handle ([`note_destroyed`](Self::note_destroyed)),
+    /// if it did.
+    pub fn destroyed_by(&self) -> Option<i32> {
+        match self.life.destroyed_by.load(SeqCst) {
+            0 => None,
+            pid => Some(pid),
+        }
+    }
+
     /// The platform's whitelist index for this slot (0 = none; meaning is the platform's).
     pub fn whitelist_index(&self) -> u32 {
         self.life.whitelist.load(SeqCst)
@@ -329,6 +346,7 @@ impl<P: Payload> Slot<P> {
         l.owner_device.store(owner.device, SeqCst);
         l.owner_proc.store(owner.proc, SeqCst);
         l.whitelist.store(0, SeqCst);
+        l.destroyed_by.store(0, SeqCst);
         // No one joins a slot without holders, so the bitmap is ours to set; a stray bit
         // (corrupt memory) is overwritten.
         l.holders.store(1 << owner.proc, SeqCst);
@@ -531,6 +549,7 @@ impl<P: Payload> Slot<P> {
         self.sync.retired(generation.wrapping_add(1));
         l.export.store(ExportState::None as u32, SeqCst);
         l.whitelist.store(0, SeqCst);
+        l.destroyed_by.store(0, SeqCst);
         // Nobody joins a retiring slot (a join refuses an empty bitmap, and a shared kind
         // retires only once its last holder left): what is left is an owner-only kind's owner
         // bit, or a bit a repair pass already found stray.

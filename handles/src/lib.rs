@@ -19,10 +19,10 @@
 //! └──────────┴────────────────┴───────────────────┴───────────────────┘
 //! ```
 //!
-//! - `kind` ([`Kind`]) tells notify, stream, count-notify, context and event handles apart (a
-//!   stream passed as a notify is rejected), and makes every handle a non-canonical address
-//!   on x86-64 and AArch64: C code that dereferences one faults at once instead of corrupting
-//!   memory. No handle is 0 (NULL).
+//! - `kind` ([`Kind`]) tells notify, stream, count-notify, context, event and physical-memory
+//!   handles apart (a stream passed as a notify is rejected), and makes every handle a
+//!   non-canonical address on x86-64 and AArch64: C code that dereferences one faults at once
+//!   instead of corrupting memory. No handle is 0 (NULL).
 //! - The salt is random per table (each table is made with a seed: pass [`random_seed`] per
 //!   session or instance), and each slot's generation starts at a random value and moves on
 //!   each time the slot is freed: a handle from another process, session or table, or one
@@ -52,6 +52,8 @@ pub enum Kind {
     Context = 0x3C,
     /// An event (`aclrtEvent`).
     Event = 0xE7,
+    /// A physical memory allocation (`aclrtDrvMemHandle`).
+    PhysMem = 0x96,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -371,6 +373,7 @@ mod tests {
             Kind::CntNotify,
             Kind::Context,
             Kind::Event,
+            Kind::PhysMem,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

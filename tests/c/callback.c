@@ -12,7 +12,8 @@
  * unsubscription); a blocking callback that no thread processes, which holds its stream until
  * aclrtStreamAbort or aclrtDestroyStreamForce ends it unrun, while a draining
  * aclrtDestroyStream waits for it to run; and aclFinalize returning promptly with a blocking
- * callback that no thread will ever process still queued, without running it.
+ * callback that no thread will ever process still queued, without running it; a device reset
+ * from the very thread a blocking callback waits for giving it up at once (507046).
  *
  * usage: callback. Exit 0 and "callback: ok". */
 #include "common.h"
@@ -229,12 +230,30 @@ int main(void) {
     REQUIRE(g_late_rc == ACL_SUCCESS, "the late reporter's aclrtProcessReport returned %d",
             g_late_rc);
     /* This thread served the first `held` (destroyed since, its callbacks given up above and
-     * still in this thread's mailbox): its aclrtProcessReport skips them and says it serves no
-     * stream any more. */
+     * gone from this thread's mailbox): its aclrtProcessReport says it serves no stream any
+     * more. */
     EXPECT_RC(aclrtProcessReport(50), ACL_ERROR_RT_THREAD_SUBSCRIBE);
     m = recent_msg();
     REQUIRE(strstr(m, "within 50 ms, and it is subscribed to no stream any more (") != NULL,
             "not the timeout of a thread that served a stream: %s", m);
+
+    /* A reset of a device whose stream is held by a blocking callback for the resetting
+     * thread itself, which cannot process it while it resets: the reset gives it up at once
+     * with its 507046 (not after its 60 s bound), naming it, and the callback never runs. */
+    CHECK(aclrtSetDevice(1));
+    aclrtStream mine = NULL;
+    CHECK(aclrtCreateStream(&mine));
+    CHECK(aclrtSubscribeReport((uint64_t)pthread_self(), mine));
+    CHECK(aclrtLaunchCallback(never, NULL, ACL_CALLBACK_BLOCK, mine));
+    t0 = now_ns();
+    EXPECT_RC(aclrtResetDeviceForce(1), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+    double reset_took = (double)(now_ns() - t0) / 1e9;
+    m = recent_msg();
+    REQUIRE(reset_took < 10.0, "the reset took %.1f s with a blocking callback for its own "
+            "thread queued", reset_took);
+    REQUIRE(strstr(m, "queued for this very thread") != NULL,
+            "the reset's message does not say why it gave up: %s", m);
+    CHECK(aclrtSetCurrentContext(g_ctx));
 
     /* aclFinalize with a blocking callback whose thread (this one) never processes it, and a
      * copy queued behind it: it returns promptly, and the callback never runs. */

@@ -69,6 +69,18 @@ static inline const char *recent_msg(void) {
                 recent_msg());                                                             \
     } while (0)
 
+/* Asserts that the thread's recent messages (aclGetRecentErrMsg, which clears them) hold each
+ * of the NULL-terminated words; on failure prints the first missing one and the messages. */
+static inline void expect_msg(const char *first, ...) {
+    const char *m = recent_msg();
+    va_list ap;
+    va_start(ap, first);
+    for (const char *w = first; w; w = va_arg(ap, const char *)) {
+        REQUIRE(strstr(m, w) != NULL, "message lacks \"%s\": %s", w, m);
+    }
+    va_end(ap);
+}
+
 /* CLOCK_MONOTONIC in ns: one clock for every process of the machine, so timestamps taken in
  * different processes can be compared. */
 static inline int64_t now_ns(void) {

@@ -9,17 +9,6 @@
  * Run with ACL_NOTIFY_SIM_DEVICE_MEMORY=8M. Exit 0 and "memory: ok" when every check holds. */
 #include "common.h"
 
-/* The last failure's message contains every one of the NULL-terminated words. */
-static void expect_msg(const char *first, ...) {
-    const char *m = recent_msg();
-    va_list ap;
-    va_start(ap, first);
-    for (const char *w = first; w; w = va_arg(ap, const char *)) {
-        REQUIRE(strstr(m, w) != NULL, "message lacks \"%s\": %s", w, m);
-    }
-    va_end(ap);
-}
-
 typedef struct {
     float *host;
     size_t n;

@@ -9,6 +9,10 @@
  * aclrtSetStreamOverflowSwitch / aclrtGetStreamOverflowSwitch: plain state of a stream used in
  * its own context on chips that keep it (Ascend910B: 0 until set), elsewhere the set does
  * nothing and answers 0 and the get answers 1 (Ascend310P; api_c_stream.cc, api_impl.cc).
+ * aclrtSetStreamAttribute / aclrtGetStreamAttribute: the failure mode (aclrtSetStreamFailureMode's
+ * state), the overflow switch as above, the user tag where the chip keeps it, the operator-info
+ * cache switch (0 or 1) and the priority (clamped; not of a NULL stream), with their codes
+ * (api_c_stream.cc rtsStreamSetAttribute, api_error.cc).
  * Also: callback tasks a stream discards before they run (abort, forced destroy) free what they
  * hold; run under valgrind's memcheck, a leak fails the run.
  * Exit 0 and "stream_info: ok". */
@@ -84,6 +88,83 @@ static void overflow_switch(int keeps, aclrtStream live, aclrtStream other, aclr
     REQUIRE(switch_of(NULL) == 1 && switch_of(dflt) == 1, "the default stream's switch");
     CHECK(aclrtSetStreamOverflowSwitch(live, 0));
     REQUIRE(switch_of(live) == 0, "switch %u after setting 0", switch_of(live));
+}
+
+/* ---- the attributes (aclrtSetStreamAttribute / aclrtGetStreamAttribute) -------------------- */
+
+/* `full`: a chip that keeps the overflow switch and the user tag (Ascend910B). `live` is a
+ * stream of the current context, `other` one of another context, `dead` a destroyed one. */
+static void stream_attributes(int full, aclrtStream live, aclrtStream other, aclrtStream dead) {
+    aclrtStreamAttrValue v;
+    memset(&v, 0, sizeof v);
+    EXPECT_RC(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_FAILURE_MODE, NULL),
+              ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_PRIORITY, NULL),
+              ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtGetStreamAttribute(dead, ACL_STREAM_ATTR_PRIORITY, &v),
+              ACL_ERROR_RT_INVALID_HANDLE);
+    EXPECT_RC(aclrtSetStreamAttribute(dead, ACL_STREAM_ATTR_CACHE_OP_INFO, &v),
+              ACL_ERROR_RT_INVALID_HANDLE);
+    EXPECT_RC(aclrtSetStreamAttribute(live, (aclrtStreamAttr)6, &v), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtGetStreamAttribute(live, (aclrtStreamAttr)0, &v), ACL_ERROR_RT_PARAM_INVALID);
+    /* The failure mode, the same state as aclrtSetStreamFailureMode's. */
+    CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_FAILURE_MODE, &v));
+    REQUIRE(v.failureMode == ACL_CONTINUE_ON_FAILURE, "failure mode %llu",
+            (unsigned long long)v.failureMode);
+    v.failureMode = ACL_STOP_ON_FAILURE;
+    CHECK(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_FAILURE_MODE, &v));
+    memset(&v, 0xff, sizeof v);
+    CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_FAILURE_MODE, &v));
+    REQUIRE(v.failureMode == ACL_STOP_ON_FAILURE, "failure mode %llu",
+            (unsigned long long)v.failureMode);
+    CHECK(aclrtSetStreamFailureMode(live, ACL_CONTINUE_ON_FAILURE));
+    CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_FAILURE_MODE, &v));
+    REQUIRE(v.failureMode == ACL_CONTINUE_ON_FAILURE, "aclrtSetStreamFailureMode not seen");
+    EXPECT_RC(aclrtSetStreamAttribute(other, ACL_STREAM_ATTR_FAILURE_MODE, &v),
+              ACL_ERROR_RT_STREAM_CONTEXT);
+    /* The overflow switch, as aclrtSet/GetStreamOverflowSwitch. */
+    memset(&v, 0, sizeof v);
+    v.overflowSwitch = 1;
+    CHECK(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK, &v));
+    REQUIRE(switch_of(live) == 1, "overflow switch after the attribute set");
+    v.overflowSwitch = 0;
+    CHECK(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK, &v));
+    v.overflowSwitch = 7;
+    CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK, &v));
+    REQUIRE(v.overflowSwitch == (full ? 0u : 1u), "overflow switch %u", v.overflowSwitch);
+    v.overflowSwitch = 2;
+    EXPECT_RC(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_FLOAT_OVERFLOW_CHECK, &v),
+              full ? ACL_ERROR_RT_PARAM_INVALID : ACL_SUCCESS);
+    /* The user tag: kept where the chip has it, else nothing set and nothing written. */
+    v.userCustomTag = 0xabc;
+    CHECK(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_USER_CUSTOM_TAG, &v));
+    memset(&v, 0x5a, sizeof v);
+    CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_USER_CUSTOM_TAG, &v));
+    REQUIRE(v.userCustomTag == (full ? 0xabcu : 0x5a5a5a5au), "user tag %#x", v.userCustomTag);
+    if (full) {
+        EXPECT_RC(aclrtGetStreamAttribute(other, ACL_STREAM_ATTR_USER_CUSTOM_TAG, &v),
+                  ACL_ERROR_RT_STREAM_CONTEXT);
+    }
+    /* The operator-information cache switch: 0 or 1. */
+    v.cacheOpInfoSwitch = 2;
+    EXPECT_RC(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_CACHE_OP_INFO, &v),
+              ACL_ERROR_RT_PARAM_INVALID);
+    v.cacheOpInfoSwitch = 1;
+    CHECK(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_CACHE_OP_INFO, &v));
+    v.cacheOpInfoSwitch = 0;
+    CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_CACHE_OP_INFO, &v));
+    REQUIRE(v.cacheOpInfoSwitch == 1, "cache op info switch %u", v.cacheOpInfoSwitch);
+    /* The priority: clamped, answered by aclrtStreamGetPriority too; not of a NULL stream. */
+    const uint32_t was = priority_of(live);
+    v.streamPriority = 12;
+    CHECK(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_PRIORITY, &v));
+    v.streamPriority = 0;
+    CHECK(aclrtGetStreamAttribute(live, ACL_STREAM_ATTR_PRIORITY, &v));
+    REQUIRE(v.streamPriority == 7 && priority_of(live) == 7, "priority %u", v.streamPriority);
+    EXPECT_RC(aclrtSetStreamAttribute(NULL, ACL_STREAM_ATTR_PRIORITY, &v),
+              ACL_ERROR_RT_PARAM_INVALID);
+    v.streamPriority = was;
+    CHECK(aclrtSetStreamAttribute(live, ACL_STREAM_ATTR_PRIORITY, &v));
 }
 
 /* ---- callback tasks discarded unrun ------------------------------------------------------ */
@@ -222,6 +303,7 @@ int main(void) {
     REQUIRE(id_of(plain) == dev0[0] && priority_of(high) == 7 && flags_of(high) == ACL_STREAM_PERSISTENT,
             "a stream of another context answered other values");
     overflow_switch(keeps_switch, in_ctx, plain, fast);
+    stream_attributes(keeps_switch, in_ctx, plain, fast);
 
     /* Another device: its own ids (unique on that device), and device 0's streams answer. */
     CHECK(aclrtSetDevice(1));

@@ -307,6 +307,12 @@ static void destroyed_case(int what) {
         CHECK(aclrtDestroyContext(g_ctx));
         break;
     }
+    /* Let the threads run into the destroyed object: until one call has answered 107017
+     * (bounded; a fixed sleep could end, under load or a pause, before any thread ran). */
+    deadline = now_ns() + 10000000000LL;
+    while (atomic_load(&g_stale) == 0 && now_ns() < deadline) {
+        sleep_ms(1);
+    }
     sleep_ms(30);
     atomic_store(&g_stop, 1);
     for (int i = 0; i < 3; i++) {

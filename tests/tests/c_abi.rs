@@ -50,6 +50,10 @@
 //!   other devices and contexts), `aclrtSet/GetStreamOverflowSwitch` on a chip that keeps the
 //!   switch and one that does not, and callback tasks discarded unrun freeing what they hold
 //!   (under valgrind's memcheck too, leaks counted);
+//! - `vmm.c`: virtual memory management as CANN's VMM samples use it (two physical
+//!   allocations mapped back to back in one reserved range, every byte copied in and back),
+//!   its error cases, and a second process importing a shareable handle once whitelisted; on
+//!   three SoCs, and under valgrind's memcheck;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -65,7 +69,14 @@
 //! - `teardown.c`: `aclFinalize` and device resets ending what other threads are blocked on
 //!   (default-stream synchronizes, draining destroys, host functions synchronizing another
 //!   stream) and leaving no stream, thread or notify id behind; `aclFinalize` letting the queued
-//!   tasks that can run run first.
+//!   tasks that can run run first;
+//! - `context_threads.c`: six threads, each with a context of its own on one of three devices,
+//!   timing their streams with events, waiting on an event recorded in another thread's context,
+//!   moving to another thread's context and back (also under valgrind's memcheck);
+//! - `memcpy2d.c`: `aclrtMemcpy2d` / `aclrtMemcpy2dAsync` (padded rows each way, default kinds,
+//!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
+//! - `ring_kill.c`: 16 processes pass a token around a ring of IPC notifies and IPC memory; one
+//!   is SIGKILLed holding it: the survivors' waits time out naming it dead, and they tear down.
 //!
 //! Every program runs under a deadline; on failure or timeout the others of its group are
 //! killed, and the failure shows each program's output.
@@ -305,6 +316,10 @@ fn build_everything() -> Result<Prefix, String> {
         "importer_killed",
         "value",
         "stream_info",
+        "vmm",
+        "context_threads",
+        "ring_kill",
+        "memcpy2d",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -829,30 +844,147 @@ fn streams_answer_their_id_priority_and_flags() {
     }
     // The callback tasks it discards unrun must free what they hold: memcheck's definite
     // leaks fail the run.
+    if let Some(o) = memcheck("stream_info", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("stream_info: ok"), "{}", report(&o));
+    }
+}
+
+/// `tests/c/<name> args` on Ascend910B with `env`, under valgrind's memcheck (definite leaks
+/// are errors; forked children are checked too); `None` when valgrind is not installed,
+/// which `ACL_NOTIFY_REQUIRE_TOOLS` (set by `cargo xtask test`) forbids.
+fn memcheck(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Vec<Outcome>> {
+    let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
+    assert!(
+        installed("valgrind") || !required,
+        "valgrind is not installed although `cargo xtask test` installs it"
+    );
+    if !installed("valgrind") {
+        return None;
+    }
+    let p = setup();
+    let s = Scratch::new(&format!("{name}-vg"));
+    let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+    cmd.envs(env.iter().copied())
+        .args([
+            "--error-exitcode=99",
+            "--quiet",
+            "--fair-sched=yes",
+            "--trace-children=yes",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite",
+            "--show-leak-kinds=definite",
+        ])
+        .arg(p.bin.join(name))
+        .args(args);
+    Some(run_all(
+        vec![spawn(&format!("{name} (valgrind)"), &mut cmd).expect("start valgrind")],
+        Duration::from_secs(240),
+    ))
+}
+
+// ---- virtual memory management (tests/c/vmm.c) ----------------------------------------------
+
+#[test]
+fn reserved_ranges_map_physical_memory_and_share_it() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P", "IPV350"] {
+        let s = Scratch::new(&format!("vmm-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("vmm"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("vmm", &mut cmd).expect("start vmm")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("vmm {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // Under memcheck the owner and the importer it forks, with device memory small enough
+    // for valgrind's address space.
+    if let Some(o) = memcheck(
+        "vmm",
+        &["Ascend910B"],
+        &[("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")],
+    ) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("vmm Ascend910B: ok"), "{}", report(&o));
+    }
+}
+
+// ---- threads with contexts of their own (tests/c/context_threads.c) --------------------------
+
+#[test]
+fn threads_with_contexts_on_several_devices_time_copy_and_wait_across_contexts() {
+    let o = run_alone(
+        "context_threads",
+        "ctxthreads",
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("context_threads: ok"),
+        "{}",
+        report(&o)
+    );
     let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
     assert!(
         installed("valgrind") || !required,
         "valgrind is not installed although `cargo xtask test` installs it"
     );
     if installed("valgrind") {
-        let s = Scratch::new("streaminfo-vg");
+        let p = setup();
+        let s = Scratch::new("ctxthreads-vg");
         let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
-        cmd.args([
-            "--error-exitcode=99",
-            "--quiet",
-            "--fair-sched=yes",
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite",
-            "--show-leak-kinds=definite",
-        ])
-        .arg(p.bin.join("stream_info"));
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")
+            .args([
+                "--error-exitcode=99",
+                "--quiet",
+                "--fair-sched=yes",
+                "--leak-check=full",
+                "--errors-for-leak-kinds=definite",
+                "--show-leak-kinds=definite",
+            ])
+            .arg(p.bin.join("context_threads"));
         let o = run_all(
-            vec![spawn("stream_info (valgrind)", &mut cmd).expect("start valgrind")],
+            vec![spawn("context_threads (valgrind)", &mut cmd).expect("start valgrind")],
             Duration::from_secs(240),
         );
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("stream_info: ok"), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("context_threads: ok"),
+            "{}",
+            report(&o)
+        );
     }
+}
+
+// ---- a rank of a 16-process ring killed mid-job (tests/c/ring_kill.c) -------------------------
+
+#[test]
+fn a_ring_of_16_processes_survives_a_rank_killed_holding_the_token() {
+    let p = setup();
+    let s = Scratch::new("ringkill");
+    let mut cmd = s.cmd(&p.bin.join("ring_kill"), "Ascend910B");
+    cmd.arg(&s.dir).args(["16", "5"]);
+    let o = run_all(
+        vec![spawn("ring_kill", &mut cmd).expect("start ring_kill")],
+        Duration::from_secs(120),
+    );
+    let why = report(&o);
+    assert!(o[0].ok(), "{why}");
+    assert!(o[0].stdout.contains("ring_kill: ok"), "{why}");
+    // Every survivor says so (15 ranks), and rank 6 quoted the timeout naming rank 5 dead.
+    let survivors = o[0]
+        .stdout
+        .matches("the expected timeout; torn down")
+        .count();
+    assert_eq!(survivors, 15, "{why}");
+    assert!(o[0].stdout.contains("rank6: "), "{why}");
 }
 
 // ---- an owner that dies (tests/c/dead_owner.c) ----------------------------------------------
@@ -862,6 +994,16 @@ fn keys_of_a_dead_owner_stop_importing_once_its_importer_lets_go() {
     let o = run_alone("dead_owner", "deadowner", &[], Duration::from_secs(30));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("dead_owner: ok"), "{}", report(&o));
+}
+
+// ---- 2-D copies (tests/c/memcpy2d.c) -----------------------------------------------------------
+
+#[test]
+fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "8M")];
+    let o = run_alone("memcpy2d", "memcpy2d", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
 }
 
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------
@@ -941,7 +1083,8 @@ fn a_pipeline_across_three_superpod_hosts_moves_every_batch_intact() {
 /// CANN's callback flow: a thread looping on `aclrtProcessReport`, subscribed to a stream,
 /// runs the stream's `aclrtLaunchCallback` callbacks in order, blocking or not; misuse is
 /// refused with CANN's codes; an unprocessed blocking callback ends with an abort, a forced
-/// destroy or `aclFinalize`, and a draining destroy waits for it.
+/// destroy or `aclFinalize`, and a draining destroy waits for it; a reset by the thread it
+/// waits for gives it up at once (507046).
 #[test]
 fn callbacks_run_on_the_subscribed_thread_in_stream_order() {
     let o = run_alone("callback", "callback", &[], Duration::from_secs(60));

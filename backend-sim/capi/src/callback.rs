@@ -26,7 +26,10 @@
 //! (`aclFinalize` discards it and what follows it, and the callback then never runs; so do a
 //! forced destroy of its stream, a reset of its device once its drain ends, and
 //! `aclrtStreamAbort`; a draining `aclrtDestroyStream` waits for it, as CANN's does); an
-//! `aclrtProcessReport` waiting when the session ends returns 107012.
+//! `aclrtProcessReport` waiting when the session ends returns 107012. A callback given up
+//! leaves its thread's mailbox at once. A reset or `aclFinalize` called by the very thread a
+//! blocking callback waits for gives it up at once (the reset with its 507046): that thread
+//! cannot run it while it drains (`runtime::drain`).
 #![allow(non_camel_case_types)]
 
 use std::ffi::c_void;
@@ -37,7 +40,7 @@ use acl_notify_core::{Error, HostCall, RawStream};
 
 use crate::errmsg::{CallError, param};
 use crate::ffi::{aclError, aclrtStream, api, handle};
-use crate::runtime::callbacks::{Mailbox, Report, Served, State};
+use crate::runtime::callbacks::{Mailbox, Report, Served, State, this_thread};
 use crate::session::{existing_runtime, runtime};
 
 /// `aclrtCallback`.
@@ -89,6 +92,8 @@ unsafe extern "C" fn deliver(arg: *mut c_void) {
             && (acl_notify_sim::host_function_cancelled() || session_ended(epoch))
         {
             *state = State::Abandoned;
+            drop(state);
+            mailbox.forget(&report);
             return;
         }
         state = report
@@ -109,13 +114,6 @@ unsafe extern "C" fn deliver(arg: *mut c_void) {
 unsafe fn discard(arg: *mut c_void) {
     // SAFETY: the caller's contract.
     drop(unsafe { Box::from_raw(arg.cast::<Launch>()) });
-}
-
-/// The calling thread's id as CANN's callers pass it (`pthread_self()`, which is what
-/// `std::thread::id` holds in C++).
-fn this_thread() -> u64 {
-    // SAFETY: no preconditions.
-    unsafe { libc::pthread_self() as u64 }
 }
 
 /// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`.
@@ -268,6 +266,7 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
         let report = Arc::new(Report {
             func,
             arg: user_data,
+            holds: block.then_some(raw),
             state: Mutex::new(State::Queued),
             done: Condvar::new(),
         });
@@ -317,7 +316,13 @@ pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
                 {
                     break Arc::clone(&s.mailbox);
                 }
+                // A thread that served streams earlier in the session (its entry stays) is
+                // told so, as when its last stream goes while it waits below.
+                let served = inner.threads.contains_key(&me);
                 let left = slice_left(deadline).ok_or_else(|| {
+                    if served {
+                        return no_stream_any_more(me, timeout);
+                    }
                     CallError::new(
                         Error::ThreadSubscribe,
                         format!(
@@ -361,14 +366,7 @@ pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
                     .get(&me)
                     .map_or(0, |s| s.streams);
                 return Err(if serves == 0 {
-                    CallError::new(
-                        Error::ThreadSubscribe,
-                        format!(
-                            "no callback reached thread {me:#x} within {timeout} ms, and it is \
-                             subscribed to no stream any more (aclrtUnSubscribeReport, or its \
-                             streams were destroyed)"
-                        ),
-                    )
+                    no_stream_any_more(me, timeout)
                 } else {
                     CallError::new(
                         Error::ReportTimeout,
@@ -388,6 +386,18 @@ pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
     })
 }
 
+/// 107012 for `aclrtProcessReport(timeout)` of thread `me`, which served streams in this
+/// session but serves none any more.
+fn no_stream_any_more(me: u64, timeout: i32) -> CallError {
+    CallError::new(
+        Error::ThreadSubscribe,
+        format!(
+            "no callback reached thread {me:#x} within {timeout} ms, and it is subscribed to no \
+             stream any more (aclrtUnSubscribeReport, or its streams were destroyed)"
+        ),
+    )
+}
+
 /// How long to wait next: a [`SLICE`] at most, `None` once `deadline` has passed.
 fn slice_left(deadline: Option<Instant>) -> Option<Duration> {
     match deadline {
@@ -402,4 +412,50 @@ fn slice_left(deadline: Option<Instant>) -> Option<Duration> {
 /// Whether the session numbered `epoch` is over.
 fn session_ended(epoch: u64) -> bool {
     existing_runtime().is_none_or(|rt| rt.epoch() != epoch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static RAN: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+    unsafe extern "C" fn never(_: *mut c_void) {
+        RAN.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A blocking callback given up before its thread took it (here: its session is over, as
+    /// after `aclFinalize`; an abort, a forced destroy and a reset take the same branch) leaves
+    /// its thread's mailbox at once: it stayed there, holding the caller's `userData`, until
+    /// that thread's next `aclrtProcessReport`, which a thread that served only that stream
+    /// may never make.
+    #[test]
+    fn a_given_up_blocking_callback_leaves_its_threads_mailbox() {
+        // No session is started here: `session_ended` holds for any epoch.
+        assert!(existing_runtime().is_none());
+        let mailbox = Arc::<Mailbox>::default();
+        let report = Arc::new(Report {
+            func: never,
+            arg: std::ptr::null_mut(),
+            holds: Some(RawStream(7)),
+            state: Mutex::new(State::Queued),
+            done: Condvar::new(),
+        });
+        let launch = Box::into_raw(Box::new(Launch {
+            mailbox: Arc::clone(&mailbox),
+            report: Arc::clone(&report),
+            block: true,
+            epoch: 1,
+        }));
+        // SAFETY: `launch` is a leaked `Box<Launch>`, taken back by `deliver`.
+        unsafe { deliver(launch.cast()) };
+        assert!(*lock(&report.state) == State::Abandoned, "not given up");
+        assert_eq!(
+            lock(&mailbox.queue).len(),
+            0,
+            "the given-up callback is still in its thread's mailbox"
+        );
+        assert_eq!(Arc::strong_count(&report), 1, "something still holds the report");
+        assert!(!RAN.load(std::sync::atomic::Ordering::Relaxed));
+    }
 }

@@ -17,7 +17,7 @@ use acl_notify_core::key::{ExportKey, KEY_BUF_LEN};
 use acl_notify_core::{Error, ServerPid};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::ipc_args::{ServerPids, key_text, pids_at, write_key};
+use crate::ffi::ipc_args::{ServerPids, key_text, whitelist_pids, write_key};
 use crate::ffi::{aclError, aclrtServerPid, api};
 use crate::session::runtime;
 
@@ -134,16 +134,8 @@ pub unsafe extern "C" fn aclrtIpcMemSetImportPid(
             .map_err(backend)?;
         // SAFETY: non-NULL, NUL-terminated by the caller's contract.
         let k = unsafe { key_at(key) }?;
-        // More than the limit is refused without reading the PIDs.
-        let take = num.min(acl_notify_core::whitelist::MAX_ENTRIES + 1);
-        // SAFETY: non-NULL; the caller guarantees `num` readable `int32_t`s; `take <= num`.
-        let pids = unsafe { pids_at(pid, take) };
-        if num > take {
-            return Err(CallError::new(
-                Error::OverLimit,
-                format!("{num} PIDs: a whitelist holds at most 64"),
-            ));
-        }
+        // SAFETY: non-NULL; the caller guarantees `num` readable `int32_t`s.
+        let pids = unsafe { whitelist_pids(pid, num) }?;
         sim.ipc_mem_set_pids(&k, pids).map_err(backend)
     })
 }

@@ -45,6 +45,7 @@ mod session;
 mod stubs;
 mod sysversion;
 pub mod value;
+pub mod vmm;
 
 #[cfg(test)]
 #[path = "../stubgen.rs"]

@@ -12,6 +12,7 @@
 use std::ffi::c_void;
 
 use acl_notify_core::{Backend as _, Error};
+use acl_notify_sim::mem::pitched::Pitched;
 use acl_notify_sim::mem::{MemcpyKind, Rounding};
 
 use crate::errmsg::{CallError, null_arg, param};
@@ -463,6 +464,133 @@ pub extern "C" fn aclrtMemsetAsync(
         rt.backend()
             .memset_async(dev_ptr.addr(), max_count, value as u8, count, s)
             .map_err(CallError::backend)
+    })
+}
+
+/// The checks of `aclrtMemcpy2d` and `aclrtMemcpy2dAsync` before the runtime's
+/// (hicann/runtime `src/acl/aclrt_impl/memory.cpp`, `CheckMemcpy2dParam`): a copy with no
+/// row or no byte per row succeeds (`None`), then NULL pointers, a width past either pitch,
+/// and a kind other than host to device, device to host, device to device or default
+/// (100000).
+fn copy2d_args(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    k: u32,
+) -> Result<Option<(Pitched, MemcpyKind)>, CallError> {
+    if width == 0 || height == 0 {
+        return Ok(None);
+    }
+    if dst.is_null() {
+        return Err(null_arg("dst"));
+    }
+    if src.is_null() {
+        return Err(null_arg("src"));
+    }
+    if width > spitch || width > dpitch {
+        return Err(CallError::new(
+            Error::InvalidParam,
+            format!("width {width} is more than spitch {spitch} or dpitch {dpitch}"),
+        ));
+    }
+    let kind = match k {
+        1 => MemcpyKind::HostToDevice,
+        2 => MemcpyKind::DeviceToHost,
+        3 => MemcpyKind::DeviceToDevice,
+        4 => MemcpyKind::Default,
+        _ => {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!(
+                    "kind {k} is not a kind a 2-D copy takes (ACL_MEMCPY_HOST_TO_DEVICE, \
+                     _DEVICE_TO_HOST, _DEVICE_TO_DEVICE or _DEFAULT)"
+                ),
+            ));
+        }
+    };
+    let shape = Pitched {
+        dpitch,
+        spitch,
+        width,
+        height,
+    };
+    Ok(Some((shape, kind)))
+}
+
+/// `aclError aclrtMemcpy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t
+/// width, size_t height, aclrtMemcpyKind kind)`: `height` rows of `width` bytes, row `i` from
+/// `src + i * spitch` to `dst + i * dpitch`, host to device or device to host (see
+/// [`acl_notify_sim::mem::pitched`]).
+///
+/// Codes: 0 width or height 0; 100000 dst/src NULL, width > spitch or dpitch, kind
+/// (`ACL_MEMCPY_HOST_TO_HOST`, `_HOST_TO_BUF_TO_DEVICE`, ...); 107002; 107000 height above
+/// 5,242,880 or width above 5,000,000, a side that is not what kind says, a device side
+/// outside the live allocations, a default kind whose addresses are both host or both device;
+/// 207000 `ACL_MEMCPY_DEVICE_TO_DEVICE` (CANN's synchronous 2-D copy has none).
+///
+/// # Safety
+///
+/// Host sides as CANN requires: valid for `spitch * (height - 1) + width` bytes (source) and
+/// `dpitch * (height - 1) + width` (destination).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemcpy2d(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind_: u32,
+) -> aclError {
+    api("aclrtMemcpy2d", || {
+        let Some((shape, k)) = copy2d_args(dst, dpitch, src, spitch, width, height, kind_)? else {
+            return Ok(());
+        };
+        let rt = runtime()?;
+        rt.current_device()?;
+        // SAFETY: the caller's contract for the host sides; device sides are checked.
+        unsafe { rt.backend().memcpy2d(dst.addr(), src.addr(), shape, k) }
+            .map_err(CallError::backend)
+    })
+}
+
+/// `aclError aclrtMemcpy2dAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
+/// size_t width, size_t height, aclrtMemcpyKind kind, aclrtStream stream)`: [`aclrtMemcpy2d`]
+/// in stream order, as one task, device to device too.
+///
+/// Codes: as `aclrtMemcpy2d`, except that device to device is taken and a copy whose
+/// addresses are both host memory is 107000; 107017 bad stream; 107003 a stream of another
+/// device; 507002.
+///
+/// # Safety
+///
+/// Host sides as for `aclrtMemcpy2d`, valid until the task has run.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemcpy2dAsync(
+    dst: *mut c_void,
+    dpitch: usize,
+    src: *const c_void,
+    spitch: usize,
+    width: usize,
+    height: usize,
+    kind_: u32,
+    stream: aclrtStream,
+) -> aclError {
+    api("aclrtMemcpy2dAsync", || {
+        let Some((shape, k)) = copy2d_args(dst, dpitch, src, spitch, width, height, kind_)? else {
+            return Ok(());
+        };
+        let rt = runtime()?;
+        let s = rt.resolve_stream(stream.addr())?;
+        // SAFETY: the caller's contract for the host sides; device sides are checked.
+        unsafe {
+            rt.backend()
+                .memcpy2d_async(dst.addr(), src.addr(), shape, k, s)
+        }
+        .map_err(CallError::backend)
     })
 }
 

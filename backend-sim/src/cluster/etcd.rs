@@ -37,6 +37,9 @@ pub enum EtcdError {
     Unreachable(String),
     /// The cluster answered, refusing the request (or with something this client cannot read).
     Refused(String),
+    /// The request named a lease the cluster no longer has (it expired, or was revoked): the
+    /// caller's own lease is gone.
+    LeaseGone(String),
 }
 
 impl std::fmt::Display for EtcdError {
@@ -44,6 +47,7 @@ impl std::fmt::Display for EtcdError {
         match self {
             EtcdError::Unreachable(m) => write!(f, "etcd cluster unreachable: {m}"),
             EtcdError::Refused(m) => write!(f, "etcd refused the request: {m}"),
+            EtcdError::LeaseGone(m) => write!(f, "etcd no longer has the lease: {m}"),
         }
     }
 }
@@ -170,6 +174,12 @@ impl Etcd {
                         return serde_json::from_slice(&body).map_err(|e| {
                             EtcdError::Refused(format!("{path} on {addr}: bad JSON: {e}"))
                         });
+                    }
+                    Err(Failure::Status(s, b)) if b.contains(LEASE_NOT_FOUND) => {
+                        return Err(EtcdError::LeaseGone(format!(
+                            "{path} on {addr}: HTTP {s}: {}",
+                            message_of(&b)
+                        )));
                     }
                     Err(Failure::Status(s, b)) if !leaderless(&b) => {
                         return Err(EtcdError::Refused(format!(
@@ -497,6 +507,9 @@ fn is_timeout(e: &std::io::Error) -> bool {
 
 /// Whether an error body is one a member without a leader (or losing one) gives: worth asking
 /// another member.
+/// What etcd answers (gRPC code 5, HTTP 404) to a request bound to a lease it no longer has.
+const LEASE_NOT_FOUND: &str = "requested lease not found";
+
 fn leaderless(body: &str) -> bool {
     ["no leader", "leader changed", "timed out", "unavailable"]
         .iter()
@@ -653,6 +666,29 @@ mod tests {
                     m.contains("bad lease id 7") && m.contains(&a.to_string()),
                     "{m}"
                 )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// etcd's answer to a put bound to a lease it no longer has (expired or revoked): the
+    /// caller's own lease is gone, which is no refusal of the request like any other.
+    #[test]
+    fn a_put_on_a_lease_etcd_no_longer_has_says_so() {
+        let body = b"{\"error\":\"etcdserver: requested lease not found\",\"message\":\"etcdserver: requested lease not found\",\"code\":5}\n";
+        let head = format!(
+            "HTTP/1.1 404 Not Found\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let head: &'static [u8] = Box::leak(head.into_bytes().into_boxed_slice());
+        let a = serve(
+            vec![head, body],
+            Duration::ZERO,
+            Duration::ZERO,
+        );
+        match Etcd::new(vec![a], Duration::from_secs(5)).put(b"k", b"v", 7) {
+            Err(EtcdError::LeaseGone(m)) => {
+                assert!(m.contains("requested lease not found"), "{m}")
             }
             other => panic!("{other:?}"),
         }

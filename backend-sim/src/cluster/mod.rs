@@ -173,7 +173,22 @@ impl ClusterConfig {
     }
 }
 
+/// 507022 for etcd call `what` that failed with `e`; a lease etcd no longer has is this
+/// process's own, which expired: said so, with what to do.
 fn ipc(e: EtcdError, what: &str) -> SimError {
+    if let EtcdError::LeaseGone(_) = e {
+        return err(
+            Error::IpcError,
+            format!(
+                "{what}: this process's cluster lease expired (it was stopped, or cut off from \
+                 the etcd cluster, for longer than its TTL, {ENV_CLUSTER_TTL}), so it lost its \
+                 membership: the other hosts took it for dead and dropped what it held there. \
+                 It joins again by itself within a third of the TTL, as a new life, and puts \
+                 its exports and imports back; retry then, import again what answers 107017, \
+                 and have the other hosts import its notifies again ({e})"
+            ),
+        );
+    }
     err(Error::IpcError, format!("{what}: {e}"))
 }
 
@@ -911,6 +926,24 @@ mod tests {
         // A key that extends the largest one is past the range.
         assert!(b"p/proc/2/30".as_slice() >= end.as_slice());
         assert!(key_span(&[]).is_none());
+    }
+
+    /// A call refused because this process's lease is gone says the lease expired and what
+    /// to do, not merely that etcd refused it.
+    #[test]
+    fn a_call_on_an_expired_lease_says_the_membership_was_lost() {
+        let e = ipc(
+            EtcdError::LeaseGone("etcdserver: requested lease not found".into()),
+            "record on notify 3",
+        );
+        assert_eq!(acl_notify_core::BackendError::kind(&e), Error::IpcError);
+        let m = e.to_string();
+        assert!(
+            m.contains("record on notify 3: this process's cluster lease expired")
+                && m.contains("lost its membership")
+                && m.contains("retry"),
+            "{m}"
+        );
     }
 
     #[test]

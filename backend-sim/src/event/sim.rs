@@ -531,6 +531,18 @@ impl EventOps for Sim {
 }
 
 impl Sim {
+    /// The failure mode of `stream` ([`StreamControl::set_failure_mode`]).
+    ///
+    /// Errors: 107017 not a live stream.
+    pub fn failure_mode(&self, stream: RawStream) -> Result<FailureMode, SimError> {
+        let (s, _) = self.stream(stream)?;
+        Ok(if s.stops_on_failure() {
+            FailureMode::StopOnFailure
+        } else {
+            FailureMode::Continue
+        })
+    }
+
     /// A new event of `device` (its IPC slot reference `ipc` for an IPC event), not yet in the
     /// handle table.
     fn new_event(&self, device: u32, spec: EventSpec, ipc: Option<IpcRef>) -> Arc<SimEvent> {

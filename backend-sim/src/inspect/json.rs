@@ -119,6 +119,7 @@ struct Notify<'a> {
     dead_waiters: u32,
     waiting_threads: Vec<Thread<'a>>,
     owner: Pid,
+    destroyed_by: Option<i32>,
     holders: Vec<Pid>,
     whitelist: Vec<Entry>,
     last_record: Option<LastRecord>,
@@ -276,6 +277,7 @@ fn notify(n: &NotifySnap) -> Notify<'_> {
         dead_waiters: n.dead_waiters,
         waiting_threads: threads(&n.waiting_threads),
         owner: (&n.owner).into(),
+        destroyed_by: n.destroyed_by,
         holders: n.holders.iter().map(Pid::from).collect(),
         whitelist: n
             .whitelist

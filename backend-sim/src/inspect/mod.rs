@@ -159,6 +159,9 @@ pub struct NotifySnap {
     pub waiting_threads: Vec<WaitingThread>,
     /// The creating process.
     pub owner: PidRef,
+    /// The owner's pid once it destroyed its handle (the notify lives on for the tasks queued
+    /// before and for importers).
+    pub destroyed_by: Option<i32>,
     /// Processes holding a reference (owner and importers), dead ones included until GC.
     pub holders: Vec<PidRef>,
     /// Whitelisted importers.
@@ -221,12 +224,28 @@ pub struct MachineSnapshot {
     pub problems: Vec<String>,
 }
 
+/// What the inspector says of a notify whose owner, `pid`, destroyed its handle.
+pub(crate) fn destroyed_text(pid: i32) -> String {
+    format!(
+        "destroyed by its owner pid {pid} (aclrtDestroyNotify): only the tasks queued before \
+         that and importers' handles still hold it"
+    )
+}
+
 impl NotifySnap {
     /// A one-line diagnosis when the notify looks stuck: waiters, no pending record, and no
-    /// live process other than the waiters' that could record it.
+    /// live process other than the waiters' that could record it; or its owner destroyed it.
     pub fn diagnosis(&self) -> Option<String> {
         if self.waiters == 0 || self.flag_set {
             return None;
+        }
+        if let Some(pid) = self.destroyed_by {
+            return Some(format!(
+                "{} waiter(s) on a notify {}: what records it now is a record queued before \
+                 the destroy, or an importer",
+                self.waiters,
+                destroyed_text(pid)
+            ));
         }
         if self.dead_waiters == self.waiters {
             return Some(format!(

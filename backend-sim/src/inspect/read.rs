@@ -258,6 +258,7 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
                     pid: owner.pid,
                     alive: Liveness::of(owner.pid, owner.start_time),
                 },
+                destroyed_by: slot.destroyed_by(),
                 holders,
                 whitelist,
                 last_record,

@@ -258,3 +258,33 @@ fn a_namespace_of_another_layout_version_is_removed_once_nobody_maps_it() {
     assert!(n >= 1, "removed {n} files");
     assert!(!path.exists());
 }
+
+/// A notify its owner destroyed while a wait of its stream was still queued: the inspector
+/// says it was destroyed and by whom (its text and its diagnosis), where it listed the owner as
+/// a live holder of a notify merely never recorded.
+#[test]
+fn a_destroyed_notify_kept_by_a_queued_wait_is_shown_destroyed() {
+    let (sim, ns) = Ns::open_sim(
+        format!("unit-inspect-destroyed-{}", std::process::id()),
+        Soc::Ascend910B,
+        1,
+    )
+    .expect("opening a test Sim");
+    let me = std::process::id() as i32;
+    let s = sim.create_stream(0).unwrap();
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let id = sim.notify_info(n).unwrap().id;
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    sim.destroy_notify(n).unwrap();
+    let snap = snapshot(&ns.0, 0).unwrap();
+    let found = snap.notifies.iter().find(|x| x.id == id).cloned();
+    let text = snap.to_text();
+    sim.destroy_stream(s, acl_notify_core::StreamDestroy::Discard)
+        .unwrap();
+    let n = found.expect("the notify kept by the queued wait is not listed");
+    assert_eq!(n.destroyed_by, Some(me));
+    let said = format!("destroyed by its owner pid {me}");
+    assert!(text.contains(&said), "{text}");
+    let d = n.diagnosis().unwrap_or_default();
+    assert!(d.contains(&said), "diagnosis: {d}");
+}

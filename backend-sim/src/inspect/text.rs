@@ -112,6 +112,9 @@ impl MachineSnapshot {
                 pid_text(&n.owner),
                 last
             );
+            if let Some(pid) = n.destroyed_by {
+                let _ = writeln!(s, "       {}", destroyed_text(pid));
+            }
             let holders: Vec<String> = n.holders.iter().map(pid_text).collect();
             let _ = writeln!(s, "       holders: {}", holders.join(", "));
             if n.merged.total > 0 {

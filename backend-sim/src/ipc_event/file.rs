@@ -68,7 +68,8 @@ pub(crate) struct EvtPayload {
     /// When the latest record ran (ns, 0: never).
     pub(crate) stamp_ns: AtomicU64,
     /// Who issued the latest record: `(number << 32) | (process-table index << 26) | pid`,
-    /// bit 25 set once it was counted as done because its issuer died (0: not known), raised
+    /// bit 25 set once it was counted as done without having run, bit 24 too when that was
+    /// because its issuer's stream discarded it, not because its issuer died (0: not known), raised
     /// to a later record number only (as serial numbers go: they wrap at 2^32). A wait for a record that is still not done
     /// when this process has died counts it as done: it will never run (see
     /// `IpcRef::dead_issuer`).

@@ -36,8 +36,9 @@
 //! queued), which the waits see within a slice (20 ms) instead of waiting for ever. A wait of
 //! the process whose stream dropped the record it waited for fails (107023), through any of
 //! the process's handles, for the latest 4,096 records it dropped of each event. A wait in
-//! another process learns it from the slot (the latest record's issuer word, marked as for an
-//! issuer that died) and fails too while that record is still the event's latest; once a
+//! another process learns it from the slot (the latest record's issuer word, marked as
+//! discarded, which it stays when that process dies later) and fails too while that record is
+//! still the event's latest; once a
 //! later record was issued, by any holder, the word is that one's and such a wait passes
 //! (a record of each would take a list in shared memory per event, or a protocol of our own).
 //! Record numbers wrap at 2^32 and are compared as serial numbers: a wait whose record is more
@@ -83,13 +84,16 @@ pub(crate) enum NeverRan {
 /// unrun ([`IpcRef::note_unrun`]).
 const UNRUN_KEPT: usize = 4096;
 /// Where [`EvtPayload::latest_by`](file::EvtPayload) keeps the issuer's process-table index
-/// (6 bits: [`MAX_PROCS`](acl_notify_core::slot::MAX_PROCS) is 64), its pid (25 bits, above
+/// (6 bits: [`MAX_PROCS`](acl_notify_core::slot::MAX_PROCS) is 64), its pid (24 bits, above
 /// Linux's largest `pid_max`, 2^22) and, in between, whether the record was counted as done
-/// because its issuer died before it ran.
+/// without having run ([`UNRUN`]) and, if so, whether because its issuer's stream discarded it
+/// ([`DROPPED`]; else its issuer died before it ran): the mark says which for good, whatever
+/// becomes of the issuer afterwards.
 const PROC_SHIFT: u32 = 26;
 const PROC_MASK: u64 = 0x3f;
 const UNRUN: u64 = 1 << 25;
-const PID_MASK: u64 = UNRUN - 1;
+const DROPPED: u64 = 1 << 24;
+const PID_MASK: u64 = DROPPED - 1;
 
 /// Whether record number `a` is `b` or a later one. Record numbers wrap at 2^32 (`issued`
 /// counts on through it), so they are compared as serial numbers: `a` is later when it is
@@ -393,10 +397,10 @@ impl IpcRef {
             return None;
         }
         let pid = (by & PID_MASK) as i32;
-        Some(if self.issuer_gone(by) {
-            NeverRan::IssuerDied(pid)
-        } else {
+        Some(if by & DROPPED != 0 {
             NeverRan::Dropped(pid)
+        } else {
+            NeverRan::IssuerDied(pid)
         })
     }
 
@@ -440,7 +444,7 @@ impl IpcRef {
             let _ = s
                 .sync
                 .latest_by
-                .compare_exchange(by, by | UNRUN, SeqCst, SeqCst);
+                .compare_exchange(by, by | UNRUN | DROPPED, SeqCst, SeqCst);
             raise_done(&s.sync.done, n);
             sys::futex_wake(&s.sync.done, u32::MAX);
         }
@@ -818,6 +822,28 @@ mod tests {
 
     /// The references of one process share its holder bit: the slot lives until the last of
     /// them goes, whichever it is, and is then free under the next generation.
+    /// A record its issuer's stream discarded stays "discarded" for the other holders when
+    /// that process dies afterwards (its table entry freed, here entry 63's, which nobody
+    /// holds): the waits that fail for it name the discard, not a recorder that "died first"
+    /// (which the mark was read as once the issuer was gone).
+    #[test]
+    fn a_discarded_record_stays_discarded_once_its_issuer_dies() {
+        let m = Machine::new("unrun-then-dead", 1);
+        let f = &m.files;
+        let a = f.claim(0).unwrap();
+        let b = f.open_handle(&a.handle().unwrap()).unwrap();
+        let n = a.issue().unwrap();
+        a.complete_unrun(n);
+        let s = a.slot().unwrap();
+        let by = s.sync.latest_by.load(SeqCst);
+        let pid = (by & PID_MASK) as i32;
+        assert_eq!(b.never_ran(n), Some(NeverRan::Dropped(pid)));
+        // The issuer's entry is freed, as when it dies.
+        let gone = (by & !(PROC_MASK << PROC_SHIFT)) | (63 << PROC_SHIFT);
+        s.sync.latest_by.store(gone, SeqCst);
+        assert_eq!(b.never_ran(n), Some(NeverRan::Dropped(pid)));
+    }
+
     #[test]
     fn a_process_holds_by_one_bit_until_its_last_reference_goes() {
         let m = Machine::new("bit", 1);

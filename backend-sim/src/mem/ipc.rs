@@ -186,6 +186,19 @@ impl Sim {
                 return Err(SimError::new(Error::ParamInvalid, "size is 0"));
             }
             self.require_ipc_memory("exporting device memory (IPC)")?;
+            self.export_range(ptr, size, open)
+        })
+    }
+
+    /// [`ipc_mem_export`](Self::ipc_mem_export) once its SoC check passed (also the export of
+    /// a physical allocation, [`super::vmm`]).
+    pub(super) fn export_range(
+        &self,
+        ptr: usize,
+        size: usize,
+        open: bool,
+    ) -> Result<ExportKey, SimError> {
+        self.mem_checked(|| {
             let r = self
                 .device_range(ptr, size, "exported range")?
                 .ok_or_else(|| {
@@ -315,7 +328,9 @@ impl Sim {
         })
     }
 
-    fn add_mem_whitelist(
+    /// Adds the entries `entries` makes (`count` of them) to the whitelist of the export
+    /// `key` (also of a shareable handle, [`super::vmm`]).
+    pub(super) fn add_mem_whitelist(
         &self,
         key: &ExportKey,
         count: usize,
@@ -398,6 +413,19 @@ impl Sim {
     ) -> Result<usize, SimError> {
         self.mem_checked(|| {
             self.require_ipc_memory("importing device memory (IPC)")?;
+            self.import_key(device, key, enable_peer)
+        })
+    }
+
+    /// [`ipc_mem_import`](Self::ipc_mem_import) once its SoC check passed (also the import
+    /// of a shareable handle, [`super::vmm`]).
+    pub(super) fn import_key(
+        &self,
+        device: u32,
+        key: &ExportKey,
+        enable_peer: bool,
+    ) -> Result<usize, SimError> {
+        self.mem_checked(|| {
             self.device_ok(device)?;
             if let Some(addr) = lock(&self.mem().imports).get(key) {
                 return Err(bad_key(format!(
@@ -504,14 +532,7 @@ impl Sim {
             if self.mem_close_remote(key) {
                 return Ok(());
             }
-            let imported = lock(&self.mem().imports).remove(key);
-            if let Some(addr) = imported {
-                if let Some(a) = self.mem().remove(addr) {
-                    let l = a.file.lock()?;
-                    a.file.leave(&l, a.id, a.generation, self.mem_identity());
-                    drop(l);
-                    self.note_freed(addr, a.size, a.file.device());
-                }
+            if self.close_import(key)? {
                 return Ok(());
             }
             let n = self.named(key)?;
@@ -532,6 +553,21 @@ impl Sim {
             self.mem_unpublish(&n.file, n.id, n.generation);
             Ok(())
         })
+    }
+
+    /// Closes this process's import of `key` (its pointer stops being valid); `false` if it
+    /// has none (also the free of an imported physical allocation, [`super::vmm`]).
+    pub(super) fn close_import(&self, key: &ExportKey) -> Result<bool, SimError> {
+        let Some(addr) = lock(&self.mem().imports).remove(key) else {
+            return Ok(false);
+        };
+        if let Some(a) = self.mem().remove(addr) {
+            let l = a.file.lock()?;
+            a.file.leave(&l, a.id, a.generation, self.mem_identity());
+            drop(l);
+            self.note_freed(addr, a.size, a.file.device());
+        }
+        Ok(true)
     }
 
     /// `aclrtIpcMemSetAttr`: the die-to-die link of a live export of this process

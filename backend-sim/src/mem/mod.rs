@@ -32,12 +32,15 @@ pub(crate) mod file;
 pub mod half;
 pub mod inspect;
 pub mod ipc;
+pub mod pitched;
 mod queued;
 mod recent;
 pub mod reduce;
 pub(crate) mod remote;
+mod reserved;
 pub(crate) mod state;
 mod value;
+pub mod vmm;
 
 use std::fmt::Write as _;
 use std::sync::{Arc, PoisonError};
@@ -577,6 +580,20 @@ impl Sim {
         kind: MemcpyKind,
     ) -> Result<(Side<'_>, Side<'_>), SimError> {
         within(count, dest_max, "destMax")?;
+        self.copy_sides_of(dst, count, src, count, kind)
+    }
+
+    /// The sides of a copy whose destination spans `dst_len` bytes and source `src_len`
+    /// (different for a 2-D copy; [`pitched`]), checked as `kind` says.
+    #[inline(always)]
+    fn copy_sides_of(
+        &self,
+        dst: usize,
+        dst_len: usize,
+        src: usize,
+        src_len: usize,
+        kind: MemcpyKind,
+    ) -> Result<(Side<'_>, Side<'_>), SimError> {
         let (d, s) = match kind {
             MemcpyKind::HostToHost => (Some(false), Some(false)),
             MemcpyKind::HostToDevice => (Some(true), Some(false)),
@@ -584,8 +601,8 @@ impl Sim {
             MemcpyKind::DeviceToDevice => (Some(true), Some(true)),
             MemcpyKind::Default => (None, None),
         };
-        let d = self.side(dst, count, d, "destination")?;
-        let s = self.side(src, count, s, "source")?;
+        let d = self.side(dst, dst_len, d, "destination")?;
+        let s = self.side(src, src_len, s, "source")?;
         // CANN documents (hicann/runtime docs/zh/api_ref/11-07_IPC_memory_sharing.md) that
         // memory imported onto another device than its own takes no host-to-device or
         // device-to-host copy, and no ACL_MEMCPY_DEFAULT: on hardware such a copy fails, so
@@ -633,6 +650,9 @@ impl Sim {
             if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, None) {
                 return r;
             }
+            if let Some(r) = self.vmm_memcpy(dst, dest_max, src, count, kind, None) {
+                return r;
+            }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
             // SAFETY: device sides are checked ranges of mapped allocations; host sides are the
             // caller's contract. `copy` allows overlap. Other processes may write the same device
@@ -654,6 +674,9 @@ impl Sim {
                 return Ok(());
             }
             if let Some(r) = self.remote_memset(dst, max, value, count, None) {
+                return r;
+            }
+            if let Some(r) = self.vmm_memset(dst, max, value, count, None) {
                 return r;
             }
             let r = self.set_side(dst, max, count)?;
@@ -732,6 +755,9 @@ impl Sim {
             if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
                 return r;
             }
+            if let Some(r) = self.vmm_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
+                return r;
+            }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
             // Both sides are mostly in one file: kept once.
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
@@ -785,6 +811,9 @@ impl Sim {
                 return Ok(());
             }
             if let Some(r) = self.remote_memset(dst, max, value, count, Some(stream)) {
+                return r;
+            }
+            if let Some(r) = self.vmm_memset(dst, max, value, count, Some(stream)) {
                 return r;
             }
             let r = self.set_side(dst, max, count)?;

@@ -346,6 +346,49 @@ impl Sim {
         run().transpose()
     }
 
+    /// `aclrtMemcpy2dAsync` when a side is an import of another host's memory: `None` when
+    /// neither span (`dspan` bytes at `dst`, `sspan` at `src`) is. Both spans are checked
+    /// first, then each row is one remote copy queued on `stream`, in order.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn remote_memcpy2d(
+        &self,
+        dst: usize,
+        dspan: usize,
+        src: usize,
+        sspan: usize,
+        shape: super::pitched::Pitched,
+        kind: MemcpyKind,
+        stream: RawStream,
+    ) -> Option<Result<(), SimError>> {
+        let c = self.inner.cluster.as_ref()?;
+        let spans = || -> Result<bool, SimError> {
+            let d = self.remote_range(c, dst, dspan, "destination")?;
+            let s = self.remote_range(c, src, sspan, "source")?;
+            Ok(d.is_some() || s.is_some())
+        };
+        match spans() {
+            Ok(false) => return None,
+            Ok(true) => {}
+            Err(e) => return Some(Err(e)),
+        }
+        for row in 0..shape.height {
+            let (d, s) = (dst + row * shape.dpitch, src + row * shape.spitch);
+            let width = shape.width;
+            match self.remote_memcpy_in(c, d, width, s, width, kind, Some(stream)) {
+                Some(Ok(())) => {}
+                Some(Err(e)) => return Some(Err(e)),
+                // A row of a remote span is remote; local memory never is.
+                None => {
+                    return Some(Err(SimError::new(
+                        Error::DrvInternalError,
+                        "a row of a remote 2-D copy was not found remote",
+                    )));
+                }
+            }
+        }
+        Some(Ok(()))
+    }
+
     /// `aclrtMemset` (`stream` `None`) or `aclrtMemsetAsync` of an import of another host's
     /// memory; `None` if `dst` is not one.
     #[inline]

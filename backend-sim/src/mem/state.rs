@@ -128,6 +128,8 @@ pub(crate) struct MemState {
     pub(super) host: Mutex<HashMap<usize, usize>>,
     /// IPC imports of this process: key → device address.
     pub(super) imports: Mutex<HashMap<ExportKey, usize>>,
+    /// Reserved ranges and physical allocations (`vmm`).
+    pub(super) vmm: super::reserved::Vmm,
 }
 
 impl MemState {
@@ -142,6 +144,7 @@ impl MemState {
             freed: Mutex::new(VecDeque::new()),
             host: Mutex::new(HashMap::new()),
             imports: Mutex::new(HashMap::new()),
+            vmm: Default::default(),
         }
     }
 
@@ -232,6 +235,7 @@ impl MemState {
             return;
         }
         lock(&self.imports).clear();
+        self.vmm.clear();
         let allocs =
             std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
         self.removed();

@@ -528,6 +528,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         s.halted.store(stop && slot.is_some(), Ordering::Relaxed);
     }
 
+    /// Whether the stream stops on failure ([`set_stop_on_failure`](Self::set_stop_on_failure)).
+    pub fn stops_on_failure(&self) -> bool {
+        self.shared.stop_on_failure.load(Ordering::Relaxed)
+    }
+
     /// Aborts the tasks enqueued so far (`aclrtStreamAbort`): those not started are dropped
     /// unrun and the running one is cancelled as a discard would (its failure is not stored);
     /// the stream stays open and runs the tasks enqueued after this call. Returns at once.

@@ -51,6 +51,27 @@ pub(crate) unsafe fn pids_at<'a>(pid: *const i32, take: usize) -> &'a [i32] {
     unsafe { std::slice::from_raw_parts(pid, take) }
 }
 
+/// The `num` PIDs of a whitelist call at `pid`; more than a whitelist holds is 207012,
+/// refused without reading them.
+///
+/// # Safety
+///
+/// As [`pids_at`], for `num` `int32_t`s.
+pub(crate) unsafe fn whitelist_pids<'a>(
+    pid: *const i32,
+    num: usize,
+) -> Result<&'a [i32], crate::errmsg::CallError> {
+    let take = num.min(acl_notify_core::whitelist::MAX_ENTRIES + 1);
+    if num > take {
+        return Err(crate::errmsg::CallError::new(
+            acl_notify_core::Error::OverLimit,
+            format!("{num} PIDs: a whitelist holds at most 64"),
+        ));
+    }
+    // SAFETY: the caller's contract; `take <= num`.
+    Ok(unsafe { pids_at(pid, take) })
+}
+
 /// The `aclrtServerPid` array of an inter-server whitelist call, its shared checks passed.
 #[derive(Debug)]
 pub(crate) struct ServerPids {

@@ -1,5 +1,6 @@
 //! The exported stream functions: create, destroy, synchronize, query, host functions and
-//! the operation wait timeout, and the getters of a stream's id, priority and flags.
+//! the operation wait timeout, the getters of a stream's id, priority and flags, and its
+//! attributes.
 
 use std::ffi::{c_int, c_void};
 
@@ -7,6 +8,7 @@ use acl_notify_core::{HostCall, StreamDestroy, StreamStatus, SyncWait};
 
 use super::{aclError, aclrtHostFunc, aclrtStream, api, handle, to_ptr};
 use crate::errmsg::{null_arg, param};
+use crate::runtime::AttrValue;
 use crate::session::runtime;
 
 /// `aclError aclrtCreateStream(aclrtStream *stream)`: a stream on the current device.
@@ -244,6 +246,71 @@ pub unsafe extern "C" fn aclrtGetStreamOverflowSwitch(
         let v = runtime()?.overflow_switch(handle(stream))?;
         // SAFETY: non-NULL, and the caller guarantees it is writable.
         unsafe { flag.write_unaligned(v) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtSetStreamAttribute(aclrtStream stream, aclrtStreamAttr stmAttrType,
+/// aclrtStreamAttrValue *value)`: sets one attribute of a stream (NULL: the current context's
+/// default stream); see `runtime/streamattr.rs` for what each keeps.
+///
+/// Codes: 100000 `value` NULL; 107017; 107000 an unknown attribute or a value out of range, a
+/// NULL stream's priority; 107002; 107003; 207000 the failure mode on IPV350.
+///
+/// # Safety
+///
+/// `value` is NULL or valid for reading an `aclrtStreamAttrValue` (16 bytes).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtSetStreamAttribute(
+    stream: aclrtStream,
+    attr: u32,
+    value: *const c_void,
+) -> aclError {
+    api("aclrtSetStreamAttribute", || {
+        if value.is_null() {
+            return Err(null_arg("value"));
+        }
+        // SAFETY: non-NULL, 16 readable bytes by the caller's contract; the union's members
+        // all start at offset 0, `failureMode` (ACL_STREAM_ATTR_FAILURE_MODE, 1) 8 bytes
+        // wide, the others 4.
+        let v = unsafe {
+            if attr == 1 {
+                AttrValue::Wide(value.cast::<u64>().read_unaligned())
+            } else {
+                AttrValue::Narrow(value.cast::<u32>().read_unaligned())
+            }
+        };
+        runtime()?.set_stream_attr(handle(stream), attr, v)
+    })
+}
+
+/// `aclError aclrtGetStreamAttribute(aclrtStream stream, aclrtStreamAttr stmAttrType,
+/// aclrtStreamAttrValue *value)`: one attribute of a stream (NULL: the default stream),
+/// written to its member of `*value` (nothing written for the user tag on chips without it).
+///
+/// Codes: 100000 `value` NULL; 107017; 107000 an unknown attribute, a NULL stream's priority;
+/// 107002; 107003.
+///
+/// # Safety
+///
+/// `value` is NULL or valid for writing an `aclrtStreamAttrValue` (16 bytes).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetStreamAttribute(
+    stream: aclrtStream,
+    attr: u32,
+    value: *mut c_void,
+) -> aclError {
+    api("aclrtGetStreamAttribute", || {
+        if value.is_null() {
+            return Err(null_arg("value"));
+        }
+        match runtime()?.stream_attr(handle(stream), attr)? {
+            // SAFETY: non-NULL, 16 writable bytes by the caller's contract.
+            Some(AttrValue::Wide(v)) => unsafe { value.cast::<u64>().write_unaligned(v) },
+            // SAFETY: as above.
+            Some(AttrValue::Narrow(v)) => unsafe { value.cast::<u32>().write_unaligned(v) },
+            None => {}
+        }
         Ok(())
     })
 }

@@ -5,7 +5,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use acl_notify_core::RawStream;
 
 /// One session's subscriptions.
 #[derive(Default)]
@@ -14,6 +16,36 @@ pub(crate) struct Subscriptions {
     /// Signalled when a thread is subscribed (an `aclrtProcessReport` that started before its
     /// thread's subscription waits for it).
     pub(crate) subscribed: Condvar,
+}
+
+/// The calling thread's id as CANN's callers pass it (`pthread_self()`, which is what
+/// `std::thread::id` holds in C++).
+pub(crate) fn this_thread() -> u64 {
+    // SAFETY: no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+impl Subscriptions {
+    /// Whether each of `streams` is held by a blocking callback that waits, not yet taken, for
+    /// the calling thread's `aclrtProcessReport`: a thread inside a device reset or
+    /// `aclFinalize` that drains those streams can never run them, so nothing can.
+    pub(crate) fn held_for_this_thread(&self, streams: &[RawStream]) -> bool {
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(served) = inner.threads.get(&this_thread()) else {
+            return false;
+        };
+        let queue = served
+            .mailbox
+            .queue
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        streams.iter().all(|&s| {
+            queue.iter().any(|r| {
+                r.holds == Some(s)
+                    && *r.state.lock().unwrap_or_else(PoisonError::into_inner) == State::Queued
+            })
+        })
+    }
 }
 
 #[derive(Default)]
@@ -57,10 +89,22 @@ pub(crate) struct Mailbox {
     pub(crate) ready: Condvar,
 }
 
+impl Mailbox {
+    /// Takes `report` out of the queue: its blocking task gave up on it
+    /// ([`State::Abandoned`]), so no `aclrtProcessReport` is to find it (nor the caller's
+    /// `userData` to stay referenced) until the thread's next call.
+    pub(crate) fn forget(&self, report: &Arc<Report>) {
+        let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+        queue.retain(|r| !Arc::ptr_eq(r, report));
+    }
+}
+
 /// One callback handed to a thread.
 pub(crate) struct Report {
     pub(crate) func: unsafe extern "C" fn(*mut c_void),
     pub(crate) arg: *mut c_void,
+    /// The stream a blocking callback holds until it has run (`None`: `ACL_CALLBACK_NO_BLOCK`).
+    pub(crate) holds: Option<RawStream>,
     pub(crate) state: Mutex<State>,
     pub(crate) done: Condvar,
 }

@@ -183,8 +183,9 @@ impl Runtime {
         for raw in raws {
             // Its limits go with it: a later stream with the same backend handle starts with none.
             self.res_limits.forget_stream(raw);
-            self.stream_infos.forget_stream(raw);
+            let id = self.stream_infos.forget_stream(raw);
             let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
+            self.stream_infos.free_id(id);
         }
         self.forget_current(ctx);
         Ok(())

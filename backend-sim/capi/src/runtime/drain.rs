@@ -29,6 +29,11 @@
 //!   are discarded and a note for `aclGetRecentErrMsg` names them, and it returns 0 — or
 //!   507046 if one of those waits had a timeout past the bound (the device would have run
 //!   what follows it).
+//!
+//! Both give up at once on streams that nothing can ever let go on: each held by a blocking
+//! callback (`aclrtLaunchCallback`) queued for the calling thread, which cannot run it
+//! (`aclrtProcessReport`) while it drains — a note and 0 for `aclFinalize`, 507046 for a reset
+//! (`runtime::callbacks`, `Subscriptions::held_for_this_thread`).
 
 use std::time::{Duration, Instant};
 
@@ -110,6 +115,9 @@ impl Runtime {
                 .collect();
             if busy.is_empty() {
                 return Ok(());
+            }
+            if self.callbacks.held_for_this_thread(&busy) {
+                return self.held_for_caller(policy, &busy);
             }
             let now = Instant::now();
             if policy == Drain::Finalize {
@@ -199,6 +207,36 @@ impl Runtime {
             self.reports(busy)
         ));
         Ok(())
+    }
+
+    /// Gives up at once on `busy`, each held by a blocking callback (`aclrtLaunchCallback`)
+    /// queued for the calling thread, which cannot run it while it drains: `aclFinalize` as it
+    /// gives up streams waiting for ever (a note and 0), a reset with its 507046, the streams
+    /// released anyway.
+    fn held_for_caller(&self, policy: Drain, busy: &[RawStream]) -> Result<(), CallError> {
+        let why = "each is held by a blocking callback (aclrtLaunchCallback, ACL_CALLBACK_BLOCK) \
+                   queued for this very thread, which cannot run it (aclrtProcessReport) while \
+                   it is in this call; the callbacks never run";
+        match policy {
+            Drain::Finalize => {
+                errmsg::push(format!(
+                    "aclFinalize: discarded the tasks still queued on {} stream(s): {why}: {}",
+                    busy.len(),
+                    self.reports(busy)
+                ));
+                Ok(())
+            }
+            Drain::Reset(d) => Err(CallError::new(
+                Error::StreamSyncTimeout,
+                format!(
+                    "device {d} was reset, but {} stream(s) of it could not finish their \
+                     queued tasks: {why}; they were released at once and their tasks \
+                     discarded: {}",
+                    busy.len(),
+                    self.reports(busy)
+                ),
+            )),
+        }
     }
 
     /// The drain's 507046 at its bound.

@@ -133,6 +133,8 @@ pub(crate) struct Runtime {
     callbacks: callbacks::Subscriptions,
     /// Each stream's id, priority and flags (`streaminfo`).
     pub(crate) stream_infos: streaminfo::StreamInfos,
+    /// Physical memory handles (`aclrtMallocPhysical`, `crate::vmm`).
+    pub(crate) phys: CTable<acl_notify_sim::mem::vmm::PhysMem>,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -186,6 +188,11 @@ impl Runtime {
             ),
             contexts: context::Contexts::new(seed.rotate_left(23), devices),
             events: CTable::new(Kind::Event, "events", seed.rotate_left(29)),
+            phys: CTable::new(
+                Kind::PhysMem,
+                "physical memory handles",
+                seed.rotate_left(53),
+            ),
             device_refs: Mutex::new(vec![device::DeviceRefs::default(); devices]),
             device_released: std::sync::Condvar::new(),
             res_limits: reslimit::ResLimits::default(),
@@ -325,6 +332,8 @@ mod ipc;
 mod notify;
 mod reslimit;
 mod stream;
+mod streamattr;
+pub(crate) use streamattr::AttrValue;
 mod streaminfo;
 
 #[cfg(test)]

@@ -64,8 +64,9 @@ impl Runtime {
                 default: false,
             })
             .inspect_err(|_| {
-                self.stream_infos.forget_stream(raw);
+                let id = self.stream_infos.forget_stream(raw);
                 let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
+                self.stream_infos.free_id(id);
             })?;
         // Deadlock reports and the inspector name the stream as the C caller sees it. The
         // stream was created a moment ago by this thread: it is live.
@@ -91,8 +92,11 @@ impl Runtime {
             return Err(bad_stream(stream));
         }
         self.res_limits.forget_stream(raw);
-        self.stream_infos.forget_stream(raw);
-        self.backend.destroy_stream(raw, mode).map_err(|e| {
+        // Its id stays taken while it drains: a stream created meanwhile gets another.
+        let id = self.stream_infos.forget_stream(raw);
+        let destroyed = self.backend.destroy_stream(raw, mode);
+        self.stream_infos.free_id(id);
+        destroyed.map_err(|e| {
             // With the handle ours alone, a drain refused as dead was overtaken by a discard.
             if e.kind() == Error::InvalidHandle && mode == StreamDestroy::Drain {
                 CallError::new(

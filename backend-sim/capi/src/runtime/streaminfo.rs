@@ -5,7 +5,8 @@
 //! CANN's rules (hicann/runtime):
 //!
 //! - An id is unique among the live streams of one device and comes back once its stream is
-//!   destroyed (the driver's per-device stream id pool); a device reset frees them all. Here
+//!   destroyed (the driver's per-device stream id pool): when the destroy has finished, so a
+//!   stream still draining in `aclrtDestroyStream` keeps it; a device reset frees them all. Here
 //!   the lowest free id is handed out. A context's default stream has one too, taken on its
 //!   first query (the device's default stream is made on first use as well).
 //! - The priority is clamped into [0, 7] at creation (`src/runtime/api/impl/api_error.cc`,
@@ -51,6 +52,10 @@ pub(crate) struct StreamInfo {
     pub(crate) flags: u32,
     /// The overflow switch (`aclrtSetStreamOverflowSwitch`), off at creation.
     pub(crate) overflow: bool,
+    /// `ACL_STREAM_ATTR_USER_CUSTOM_TAG`, 0 at creation (`streamattr`).
+    pub(crate) tag: u32,
+    /// `ACL_STREAM_ATTR_CACHE_OP_INFO`, off at creation (`streamattr`).
+    pub(crate) cache_op_info: bool,
 }
 
 /// Whether `soc` keeps a stream's overflow switch (`RT_FEATURE_STREAM_ATTR_OVERFLOW_CHECK`).
@@ -93,7 +98,29 @@ impl IdPool {
 struct Inner {
     /// Per backend stream, its device and what it answers.
     streams: HashMap<RawStream, (u32, StreamInfo)>,
-    ids: HashMap<u32, IdPool>,
+    /// Per device, its pool and the pool's number (a reset starts a new pool).
+    ids: HashMap<u32, (u64, IdPool)>,
+    /// The number of the next pool.
+    pools: u64,
+}
+
+impl Inner {
+    fn pool(&mut self, device: u32) -> &mut (u64, IdPool) {
+        let n = &mut self.pools;
+        self.ids.entry(device).or_insert_with(|| {
+            *n += 1;
+            (*n, IdPool::default())
+        })
+    }
+}
+
+/// The id of a stream being destroyed, still taken ([`StreamInfos::forget_stream`]): given back
+/// by [`StreamInfos::free_id`] once the destroy has finished.
+#[must_use = "the id stays taken until it is given to `free_id`"]
+pub(crate) struct HeldId {
+    device: u32,
+    pool: u64,
+    id: i32,
 }
 
 /// The session's stream records. An entry is made when its stream is (or, for a default
@@ -126,12 +153,14 @@ impl StreamInfos {
         if let Some((_, info)) = g.streams.get(&raw) {
             return *info;
         }
-        let id = g.ids.entry(device).or_default().take();
+        let id = g.pool(device).1.take();
         let info = StreamInfo {
             id,
             priority: clamp_priority(priority),
             flags,
             overflow: false,
+            tag: 0,
+            cache_op_info: false,
         };
         g.streams.insert(raw, (device, info));
         info
@@ -142,22 +171,41 @@ impl StreamInfos {
         lock(&self.inner).streams.get(&raw).map(|(_, i)| *i)
     }
 
-    /// Sets the overflow switch of stream `raw`; false if it has no record.
-    pub(crate) fn set_overflow(&self, raw: RawStream, on: bool) -> bool {
+    /// Changes the record of stream `raw` with `f`; false if it has no record.
+    pub(crate) fn update(&self, raw: RawStream, f: impl FnOnce(&mut StreamInfo)) -> bool {
         match lock(&self.inner).streams.get_mut(&raw) {
             Some((_, info)) => {
-                info.overflow = on;
+                f(info);
                 true
             }
             None => false,
         }
     }
 
-    /// Forgets a destroyed stream; its id is free again.
-    pub(crate) fn forget_stream(&self, raw: RawStream) {
+    /// Forgets a stream being destroyed: its record goes now, its id stays taken until it is
+    /// given to [`free_id`](Self::free_id) once the destroy has finished (a draining stream
+    /// is still the device's, as CANN's id is until the stream is gone).
+    pub(crate) fn forget_stream(&self, raw: RawStream) -> Option<HeldId> {
         let mut g = lock(&self.inner);
-        if let Some((device, info)) = g.streams.remove(&raw) {
-            g.ids.entry(device).or_default().give_back(info.id);
+        let (device, info) = g.streams.remove(&raw)?;
+        let pool = g.pool(device).0;
+        Some(HeldId {
+            device,
+            pool,
+            id: info.id,
+        })
+    }
+
+    /// Frees the id of a destroyed stream, unless its device was reset meanwhile (the reset
+    /// freed every id of its device, and the new pool may have handed this one out again).
+    pub(crate) fn free_id(&self, held: Option<HeldId>) {
+        let Some(h) = held else {
+            return;
+        };
+        if let Some((pool, ids)) = lock(&self.inner).ids.get_mut(&h.device)
+            && *pool == h.pool
+        {
+            ids.give_back(h.id);
         }
     }
 
@@ -209,7 +257,10 @@ impl Runtime {
     /// The backend stream and record of C stream `stream` used in the current context (NULL:
     /// its default stream). Checks: 107017; 107002; 107003 a stream of another device or
     /// context.
-    fn stream_info_here(&self, stream: usize) -> Result<(RawStream, StreamInfo), CallError> {
+    pub(crate) fn stream_info_here(
+        &self,
+        stream: usize,
+    ) -> Result<(RawStream, StreamInfo), CallError> {
         let raw = self.resolve_stream(stream)?;
         let default = stream == 0 || self.stream(stream).is_ok_and(|e| e.default);
         if default {
@@ -228,8 +279,18 @@ impl Runtime {
         if !keeps_overflow_switch(self.backend().soc()) {
             return Ok(());
         }
+        self.update_stream_info(stream, |i| i.overflow = on)
+    }
+
+    /// Changes the record of C stream `stream` used in the current context (NULL: its
+    /// default stream) with `f`. Checks as [`stream_info_here`](Self::stream_info_here).
+    pub(crate) fn update_stream_info(
+        &self,
+        stream: usize,
+        f: impl FnOnce(&mut StreamInfo),
+    ) -> Result<(), CallError> {
         let (raw, _) = self.stream_info_here(stream)?;
-        if self.stream_infos.set_overflow(raw, on) {
+        if self.stream_infos.update(raw, f) {
             Ok(())
         } else {
             Err(super::bad_stream(stream))
@@ -263,9 +324,17 @@ mod tests {
             a,
             "a second register keeps the record"
         );
-        s.forget_stream(RawStream(1));
+        let held = s.forget_stream(RawStream(1));
+        assert_eq!(
+            s.register(RawStream(7), 0, 0, 0).id,
+            2,
+            "an id still held was handed out"
+        );
+        s.free_id(held);
+        s.free_id(s.forget_stream(RawStream(7)));
         assert_eq!(s.register(RawStream(4), 0, 0, 0).id, 0);
         assert_eq!(s.register(RawStream(5), 0, 0, 0).id, 2);
+        let held = s.forget_stream(RawStream(5));
         s.forget_devices(&|d| d == 0);
         assert_eq!(s.len(), 1);
         assert_eq!(
@@ -273,6 +342,9 @@ mod tests {
             0,
             "a reset frees the ids"
         );
+        // The id held across the reset is not given to the new pool (0 is taken there).
+        s.free_id(held);
+        assert_eq!(s.register(RawStream(8), 0, 0, 0).id, 1);
     }
 
     #[test]

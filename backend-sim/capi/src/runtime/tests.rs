@@ -760,3 +760,48 @@ fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() 
          the task queued behind it"
     );
 }
+
+/// A stream's id stays taken while an `aclrtDestroyStream` drains it: a stream created
+/// meanwhile gets another id (CANN frees the id when the stream is gone), and the id comes back
+/// once the destroy has finished. It was freed when the destroy started, so the new stream got
+/// the id of the one still running its tasks.
+#[test]
+fn a_draining_stream_keeps_its_id_until_its_destroy_ends() {
+    let (rt, _ns) = runtime("id-drain");
+    rt.set_device(0).unwrap();
+    let (draining, rec) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
+    let id = rt.stream_info(draining, false).unwrap().id;
+    let n = rt.create_notify(CreateFlags::empty()).unwrap();
+    rt.wait_and_reset(n, draining, 0).unwrap();
+    std::thread::scope(|s| {
+        let destroy = s.spawn(|| {
+            rt.set_device(0)?;
+            rt.destroy_stream(draining, StreamDestroy::Drain)
+        });
+        // The destroy has begun once the handle is dead for other callers.
+        let t0 = std::time::Instant::now();
+        while rt.stream(draining).is_ok() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30) && !destroy.is_finished(),
+                "the destroy did not start"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let meanwhile = rt.create_stream().map(|h| rt.stream_info(h, false));
+        // Let the destroy end before any assertion (a failed one would leave it waiting).
+        rt.record(n, rec).unwrap();
+        destroy.join().unwrap().unwrap();
+        let other = meanwhile.unwrap().unwrap().id;
+        assert_ne!(
+            other, id,
+            "a stream created while stream id {id} drained got its id"
+        );
+    });
+    let after = rt.create_stream().unwrap();
+    assert_eq!(
+        rt.stream_info(after, false).unwrap().id,
+        id,
+        "the id did not come back once the destroy ended"
+    );
+    rt.reset_device(0, true).unwrap();
+}

@@ -1,0 +1,721 @@
+//! The exported virtual memory management functions (`acl/acl_rt.h`): reserved device
+//! addresses, physical allocations and their mappings, granularity, and shareable handles, on
+//! the simulator's [`acl_notify_sim::mem::vmm`]. `aclrtDrvMemHandle`s are handles of the one
+//! slab (`handle`, kind `PhysMem`), so a freed, foreign or forged one is 107017.
+//!
+//! Check order, from hicann/runtime `src/acl/aclrt_impl/memory.cpp` (the ACL layer: NULL
+//! pointers, sizes of 0, reserved flags and the physical-memory properties → 100000, each
+//! function in its own order, followed here), then `src/runtime/api/impl/api_error.cc` (the
+//! runtime: the device id → 107001, export flags above 1 and unknown share types → 107000),
+//! then the simulator's checks (what CANN's driver decides: 107000, 107017, 207001).
+
+use std::ffi::c_void;
+
+use acl_notify_core::{Backend as _, Error};
+use acl_notify_sim::mem::vmm::{PageSize, PhysMem, has_huge1g};
+
+use crate::errmsg::{CallError, null_arg};
+use crate::ffi::ipc_args::whitelist_pids;
+use crate::ffi::{aclError, api};
+use crate::handle::not_live;
+use crate::runtime::Runtime;
+use crate::session::runtime;
+
+/// `aclrtPhysicalMemProp` (`acl_rt.h`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PhysicalMemProp {
+    handle_type: u32,
+    allocation_type: u32,
+    mem_attr: u32,
+    location_id: u32,
+    location_type: u32,
+    reserve: u64,
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(std::mem::size_of::<PhysicalMemProp>() == 32);
+    assert!(std::mem::offset_of!(PhysicalMemProp, location_id) == 12);
+    assert!(std::mem::offset_of!(PhysicalMemProp, reserve) == 24);
+};
+
+/// `ACL_MEM_LOCATION_TYPE_*`.
+const LOCATION_HOST: u32 = 0;
+const LOCATION_DEVICE: u32 = 1;
+const LOCATION_UNREGISTERED: u32 = 2;
+const LOCATION_MANAGED: u32 = 3;
+const LOCATION_HOST_NUMA: u32 = 4;
+
+/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT` and `_FABRIC`.
+const SHARE_DEFAULT: u32 = 1;
+const SHARE_FABRIC: u32 = 2;
+
+/// What `aclrtMemAttr` value `attr` asks for, as the ACL layer's table reads it
+/// (`memAttrHandlers`, hicann/runtime `src/acl/aclrt_impl/memory.cpp`): the page size and
+/// whether it is an `ACL_HBM_MEM_*` value; `None` for a value outside the table; the
+/// `ACL_DDR_MEM_*` values (host memory only) are `Some(None)`.
+fn page_of(attr: u32) -> Option<Option<(PageSize, bool)>> {
+    Some(Some(match attr {
+        // ACL_DDR_MEM_HUGE, _NORMAL, _P2P_HUGE, _P2P_NORMAL.
+        2 | 3 | 6 | 7 => return Some(None),
+        // ACL_HBM_MEM_HUGE; ACL_HBM_MEM_NORMAL, which CANN documents as allocated as huge
+        // pages (docs/zh/api_ref/11-04_virtual_memory_management.md, aclrtMallocPhysical).
+        4 | 5 => (PageSize::Huge, true),
+        // ACL_HBM_MEM_HUGE1G.
+        10 => (PageSize::Huge1G, true),
+        // ACL_MEM_NORMAL, ACL_MEM_P2P_NORMAL.
+        12 | 15 => (PageSize::Normal, false),
+        // ACL_MEM_HUGE, ACL_MEM_P2P_HUGE.
+        13 | 16 => (PageSize::Huge, false),
+        // ACL_MEM_HUGE1G, ACL_MEM_P2P_HUGE1G.
+        14 | 17 => (PageSize::Huge1G, false),
+        _ => return None,
+    }))
+}
+
+/// The ACL layer's checks of `prop->memAttr` against `prop->location.type` (100000), shared
+/// by `aclrtMallocPhysical` and `aclrtMemGetAllocationGranularity`; the page size of a
+/// device allocation, `None` for host memory.
+fn attr_checks(p: &PhysicalMemProp) -> Result<Option<(PageSize, bool)>, CallError> {
+    let device = p.location_type == LOCATION_DEVICE;
+    match page_of(p.mem_attr) {
+        Some(None) if device => Err(CallError::new(
+            Error::InvalidParam,
+            format!(
+                "memAttr {} is an ACL_DDR_MEM_* value, which only host memory \
+                 (ACL_MEM_LOCATION_TYPE_HOST or _HOST_NUMA) takes",
+                p.mem_attr
+            ),
+        )),
+        Some(page) => Ok(page),
+        None => Err(CallError::new(
+            Error::InvalidParam,
+            format!(
+                "memAttr {}: not a physical memory attribute aclrtMallocPhysical takes \
+                 (ACL_MEM_NORMAL, ACL_MEM_HUGE, ACL_HBM_MEM_HUGE, … of acl_rt.h)",
+                p.mem_attr
+            ),
+        )),
+    }
+}
+
+/// The runtime's checks of the properties' location, then the SoC's: the device and the
+/// page size of a device allocation. Host memory (`HOST`, `HOST_NUMA`) is not simulated:
+/// 207000.
+fn device_page(
+    rt: &Runtime,
+    p: &PhysicalMemProp,
+    page: Option<(PageSize, bool)>,
+) -> Result<(u32, PageSize), CallError> {
+    let soc = rt.backend().soc();
+    if p.location_type != LOCATION_DEVICE {
+        return Err(match p.location_type {
+            LOCATION_HOST | LOCATION_HOST_NUMA => CallError::new(
+                Error::FeatureNotSupport,
+                "physical host memory (ACL_MEM_LOCATION_TYPE_HOST, _HOST_NUMA) is not simulated: \
+                 only device memory is",
+            ),
+            t => CallError::new(
+                Error::ParamInvalid,
+                format!("location.type {t}: expected ACL_MEM_LOCATION_TYPE_DEVICE or _HOST"),
+            ),
+        });
+    }
+    let device = rt.device_id(p.location_id)?;
+    let Some((page, hbm)) = page else {
+        return Err(CallError::new(Error::DrvInternalError, "no page size"));
+    };
+    if page == PageSize::Huge1G && !has_huge1g(soc, hbm) {
+        return Err(CallError::new(
+            Error::FeatureNotSupport,
+            format!(
+                "memAttr {}: 1 GiB pages are not supported on {}",
+                p.mem_attr,
+                soc.name()
+            ),
+        ));
+    }
+    Ok((device, page))
+}
+
+/// The properties at `prop`, copied.
+///
+/// # Safety
+///
+/// `prop` is non-NULL and valid for reading an `aclrtPhysicalMemProp`.
+unsafe fn prop_at(prop: *const PhysicalMemProp) -> PhysicalMemProp {
+    // SAFETY: by the caller's contract.
+    unsafe { prop.read_unaligned() }
+}
+
+/// The physical allocation C handle `handle` stands for; 107017 if it is not a live one.
+fn phys(rt: &Runtime, handle: *mut c_void) -> Result<PhysMem, CallError> {
+    rt.phys.get(handle.addr()).ok_or_else(|| {
+        not_live(
+            "physical memory handle",
+            "a physical memory handle",
+            handle.addr(),
+        )
+    })
+}
+
+fn backend(e: acl_notify_sim::SimError) -> CallError {
+    CallError::backend(e)
+}
+
+/// `aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp *prop,
+/// aclrtMemGranularityOptions option, size_t *granularity)`: 4 KiB for normal pages, 2 MiB
+/// for huge pages (and `ACL_HBM_MEM_NORMAL`), 1 GiB for 1 GiB pages; the minimum and the
+/// recommended granularity are the same.
+///
+/// Codes: 100000 prop or granularity NULL, a memAttr outside CANN's table or a DDR one for
+/// a device; 107001 no such device; 107000 an option other than MINIMUM or RECOMMENDED, a
+/// location that is neither device nor host; 207000 host memory, 1 GiB pages where the SoC
+/// has none, IPV350.
+///
+/// # Safety
+///
+/// `prop` is NULL or readable; `granularity` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
+    prop: *const PhysicalMemProp,
+    option: u32,
+    granularity: *mut usize,
+) -> aclError {
+    api("aclrtMemGetAllocationGranularity", || {
+        if prop.is_null() {
+            return Err(null_arg("prop"));
+        }
+        if granularity.is_null() {
+            return Err(null_arg("granularity"));
+        }
+        // SAFETY: non-NULL, readable by the caller's contract.
+        let p = unsafe { prop_at(prop) };
+        let page = attr_checks(&p)?;
+        let rt = runtime()?;
+        rt.backend()
+            .require_vmm("querying the allocation granularity")
+            .map_err(backend)?;
+        let (device, page) = device_page(&rt, &p, page)?;
+        if option > 1 {
+            return Err(CallError::new(
+                Error::ParamInvalid,
+                format!(
+                    "option {option}: expected ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM (0) or \
+                     _RECOMMENDED (1)"
+                ),
+            ));
+        }
+        let g = rt
+            .backend()
+            .vmm_granularity(device, page)
+            .map_err(backend)?;
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { granularity.write_unaligned(g as usize) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const
+/// aclrtPhysicalMemProp *prop, uint64_t flags)`: device memory with no address yet, to be
+/// mapped with `aclrtMapMem`.
+///
+/// Codes: 100000 handle or prop NULL, size 0, flags not 0, handleType not
+/// ACL_MEM_HANDLE_TYPE_NONE, allocationType not PINNED, location UNREGISTERED or MANAGED, the
+/// memAttr checks of `aclrtMemGetAllocationGranularity`; 107001; 207000 host memory, 1 GiB
+/// pages the SoC lacks, IPV350; 207001 out of device memory.
+///
+/// # Safety
+///
+/// `handle` is NULL or writable; `prop` is NULL or readable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMallocPhysical(
+    handle: *mut *mut c_void,
+    size: usize,
+    prop: *const PhysicalMemProp,
+    flags: u64,
+) -> aclError {
+    api("aclrtMallocPhysical", || {
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        if prop.is_null() {
+            return Err(null_arg("prop"));
+        }
+        if size == 0 {
+            return Err(CallError::new(Error::InvalidParam, "size is 0"));
+        }
+        if flags != 0 {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!("flags {flags:#x}: reserved, only 0"),
+            ));
+        }
+        // SAFETY: non-NULL, readable by the caller's contract.
+        let p = unsafe { prop_at(prop) };
+        if p.handle_type != 0 {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!(
+                    "prop->handleType {}: only ACL_MEM_HANDLE_TYPE_NONE (0)",
+                    p.handle_type
+                ),
+            ));
+        }
+        if p.allocation_type != 0 {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!(
+                    "prop->allocationType {}: only ACL_MEM_ALLOCATION_TYPE_PINNED (0)",
+                    p.allocation_type
+                ),
+            ));
+        }
+        if matches!(p.location_type, LOCATION_UNREGISTERED | LOCATION_MANAGED) {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!(
+                    "prop->location.type {}: physical memory is not UNREGISTERED or MANAGED",
+                    p.location_type
+                ),
+            ));
+        }
+        let page = attr_checks(&p)?;
+        let rt = runtime()?;
+        rt.backend()
+            .require_vmm("allocating physical memory")
+            .map_err(backend)?;
+        let (device, page) = device_page(&rt, &p, page)?;
+        let h = rt
+            .backend()
+            .vmm_malloc_physical(device, size, page)
+            .map_err(backend)?;
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { hand_out(&rt, h, handle) }
+    })
+}
+
+/// Gives physical allocation `h` a C handle, written to `*out`; with no handle left (207001)
+/// the allocation is freed again.
+///
+/// # Safety
+///
+/// `out` is non-NULL and writable.
+unsafe fn hand_out(rt: &Runtime, h: PhysMem, out: *mut *mut c_void) -> Result<(), CallError> {
+    let c = match rt.phys.insert(h) {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = rt.backend().vmm_free_physical(h);
+            return Err(e);
+        }
+    };
+    // SAFETY: by the caller's contract.
+    unsafe { out.write_unaligned(std::ptr::without_provenance_mut(c)) };
+    Ok(())
+}
+
+/// `aclError aclrtFreePhysical(aclrtDrvMemHandle handle)`: frees a physical allocation (or
+/// drops an imported one); one still mapped is freed at its last `aclrtUnmapMem`, as CANN
+/// documents, and its handle is dead at once.
+///
+/// Codes: 100000 NULL; 107017 not a live handle (freed already, another process's).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> aclError {
+    api("aclrtFreePhysical", || {
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        let rt = runtime()?;
+        let h = phys(&rt, handle)?;
+        rt.phys.remove(handle.addr());
+        rt.backend().vmm_free_physical(h).map_err(backend)
+    })
+}
+
+/// `aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void
+/// *expectPtr, uint64_t flags)`: reserves device addresses (nothing mapped yet).
+///
+/// Codes: 100000 virPtr NULL, size 0, flags other than 0 and 1 (1 is kept for old
+/// programs); 107000 alignment not 0, an expectPtr outside 16–24 TiB, unaligned, in use, or
+/// given on Ascend950; 207000 IPV350; 207001 no address space.
+///
+/// # Safety
+///
+/// `vir_ptr` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtReserveMemAddress(
+    vir_ptr: *mut *mut c_void,
+    size: usize,
+    alignment: usize,
+    expect_ptr: *mut c_void,
+    flags: u64,
+) -> aclError {
+    api("aclrtReserveMemAddress", || {
+        if vir_ptr.is_null() {
+            return Err(null_arg("virPtr"));
+        }
+        if size == 0 {
+            return Err(CallError::new(Error::InvalidParam, "size is 0"));
+        }
+        if flags > 1 {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!("flags {flags:#x}: expected 0"),
+            ));
+        }
+        let rt = runtime()?;
+        let expect = (!expect_ptr.is_null()).then(|| expect_ptr.addr());
+        let va = rt
+            .backend()
+            .vmm_reserve(size, alignment, expect)
+            .map_err(backend)?;
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { vir_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(va)) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtReleaseMemAddress(void *virPtr)`: gives a reserved range back.
+///
+/// Codes: 100000 NULL; 107000 not the start of a reserved range, or one that still maps
+/// physical memory.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> aclError {
+    api("aclrtReleaseMemAddress", || {
+        if vir_ptr.is_null() {
+            return Err(null_arg("virPtr"));
+        }
+        let rt = runtime()?;
+        rt.backend().vmm_release(vir_ptr.addr()).map_err(backend)
+    })
+}
+
+/// `aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle,
+/// uint64_t flags)`: maps a whole physical allocation at `virPtr`, in a reserved range.
+///
+/// Codes: 100000 virPtr or handle NULL, size 0, flags not 0; 107017 handle not live;
+/// 107000 offset not 0, no reserved range there, a size other than the allocation's,
+/// unaligned to its granularity, past the range, over a mapping, memory of two devices (or
+/// allocated and imported) in one range.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtMapMem(
+    vir_ptr: *mut c_void,
+    size: usize,
+    offset: usize,
+    handle: *mut c_void,
+    flags: u64,
+) -> aclError {
+    api("aclrtMapMem", || {
+        if vir_ptr.is_null() {
+            return Err(null_arg("virPtr"));
+        }
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        if size == 0 {
+            return Err(CallError::new(Error::InvalidParam, "size is 0"));
+        }
+        if flags != 0 {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!("flags {flags:#x}: reserved, only 0"),
+            ));
+        }
+        let rt = runtime()?;
+        let h = phys(&rt, handle)?;
+        rt.backend()
+            .vmm_map(vir_ptr.addr(), size, offset, h)
+            .map_err(backend)
+    })
+}
+
+/// `aclError aclrtUnmapMem(void *virPtr)`: removes the mapping that starts at `virPtr`.
+///
+/// Codes: 100000 NULL; 107000 no mapping starts there.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> aclError {
+    api("aclrtUnmapMem", || {
+        if vir_ptr.is_null() {
+            return Err(null_arg("virPtr"));
+        }
+        let rt = runtime()?;
+        rt.backend().vmm_unmap(vir_ptr.addr()).map_err(backend)
+    })
+}
+
+/// The export shared by `aclrtMemExportToShareableHandle` and its V2: flags checked by the
+/// runtime (107000 above 1), then the handle.
+fn export(handle: *mut c_void, flags: u64) -> Result<u64, CallError> {
+    let rt = runtime()?;
+    if flags > 1 {
+        return Err(CallError::new(
+            Error::ParamInvalid,
+            format!(
+                "flags {flags:#x}: expected ACL_RT_VMM_EXPORT_FLAG_DEFAULT (0) or \
+                 _DISABLE_PID_VALIDATION (1)"
+            ),
+        ));
+    }
+    let h = phys(&rt, handle)?;
+    rt.backend().vmm_export(h, flags == 1).map_err(backend)
+}
+
+/// `aclError aclrtMemExportToShareableHandle(aclrtDrvMemHandle handle, aclrtMemHandleType
+/// handleType, uint64_t flags, uint64_t *shareableHandle)`: exports a physical allocation of
+/// this process for other processes of this server; with flags 0 only the processes
+/// `aclrtMemSetPidToShareableHandle` names may import it.
+///
+/// Codes: 100000 handle or shareableHandle NULL, handleType not NONE; 107000 flags above 1,
+/// imported memory, exported already; 107017 handle not live; 207000 IPV350.
+///
+/// # Safety
+///
+/// `shareable_handle` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
+    handle: *mut c_void,
+    handle_type: u32,
+    flags: u64,
+    shareable_handle: *mut u64,
+) -> aclError {
+    api("aclrtMemExportToShareableHandle", || {
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        if handle_type != 0 {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!("handleType {handle_type}: only ACL_MEM_HANDLE_TYPE_NONE (0)"),
+            ));
+        }
+        if shareable_handle.is_null() {
+            return Err(null_arg("shareableHandle"));
+        }
+        let s = export(handle, flags)?;
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { shareable_handle.write_unaligned(s) };
+        Ok(())
+    })
+}
+
+/// The runtime's check of a V2 share type (107000), then ours: the fabric handle (sharing
+/// across servers) is not simulated (207000).
+fn share_type(t: u32) -> Result<(), CallError> {
+    match t {
+        SHARE_DEFAULT => Ok(()),
+        SHARE_FABRIC => Err(CallError::new(
+            Error::FeatureNotSupport,
+            "ACL_MEM_SHARE_HANDLE_TYPE_FABRIC (sharing physical memory across servers) is not \
+             simulated; ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT is",
+        )),
+        t => Err(CallError::new(
+            Error::ParamInvalid,
+            format!("shareType {t}: expected ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT (1) or _FABRIC (2)"),
+        )),
+    }
+}
+
+/// `aclError aclrtMemExportToShareableHandleV2(aclrtDrvMemHandle handle, uint64_t flags,
+/// aclrtMemSharedHandleType shareType, void *shareableHandle)`: with
+/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemExportToShareableHandle` writing the
+/// `uint64_t` at `shareableHandle`.
+///
+/// Codes: 100000 handle or shareableHandle NULL; 107000 a share type that is neither, flags
+/// above 1; 207000 `_FABRIC`; then as `aclrtMemExportToShareableHandle`.
+///
+/// # Safety
+///
+/// `shareable_handle` is NULL or writable for a `uint64_t`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemExportToShareableHandleV2(
+    handle: *mut c_void,
+    flags: u64,
+    share: u32,
+    shareable_handle: *mut c_void,
+) -> aclError {
+    api("aclrtMemExportToShareableHandleV2", || {
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        if shareable_handle.is_null() {
+            return Err(null_arg("shareableHandle"));
+        }
+        runtime()?;
+        share_type(share)?;
+        let s = export(handle, flags)?;
+        // SAFETY: non-NULL, writable for a `uint64_t` by the caller's contract.
+        unsafe { shareable_handle.cast::<u64>().write_unaligned(s) };
+        Ok(())
+    })
+}
+
+/// The whitelisting of `aclrtMemSetPidToShareableHandle` and its V2, once the ACL layer's
+/// checks passed.
+///
+/// # Safety
+///
+/// `pid` is non-NULL and valid for reading `num` `int32_t`s.
+unsafe fn set_pids(shareable: u64, pid: *const i32, num: usize) -> Result<(), CallError> {
+    let rt = runtime()?;
+    // SAFETY: the caller's contract.
+    let pids = unsafe { whitelist_pids(pid, num) }?;
+    rt.backend()
+        .vmm_share_pids(shareable, pids)
+        .map_err(backend)
+}
+
+/// `aclError aclrtMemSetPidToShareableHandle(uint64_t shareableHandle, int32_t *pid, size_t
+/// pidNum)`: lets the processes `pid` names (`aclrtDeviceGetBareTgid`) import the export.
+///
+/// Codes: 100000 pid NULL, pidNum 0; 107000 a handle that names no live export; 207006 not
+/// the exporter, or exported without PID validation; 207012 more than 64; 207000 IPV350.
+///
+/// # Safety
+///
+/// `pid` is NULL or valid for reading `pid_num` `int32_t`s.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemSetPidToShareableHandle(
+    shareable_handle: u64,
+    pid: *mut i32,
+    pid_num: usize,
+) -> aclError {
+    api("aclrtMemSetPidToShareableHandle", || {
+        if pid.is_null() {
+            return Err(null_arg("pid"));
+        }
+        if pid_num == 0 {
+            return Err(CallError::new(Error::InvalidParam, "pidNum is 0"));
+        }
+        // SAFETY: non-NULL, `pid_num` readable by the caller's contract.
+        unsafe { set_pids(shareable_handle, pid, pid_num) }
+    })
+}
+
+/// `aclError aclrtMemSetPidToShareableHandleV2(void *shareableHandle,
+/// aclrtMemSharedHandleType shareType, int32_t *pid, size_t pidNum)`: with
+/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemSetPidToShareableHandle` of the `uint64_t`
+/// at `shareableHandle`.
+///
+/// Codes: 100000 shareableHandle or pid NULL, pidNum 0; 107000 an unknown share type;
+/// 207000 `_FABRIC`; then as `aclrtMemSetPidToShareableHandle`.
+///
+/// # Safety
+///
+/// `shareable_handle` is NULL or readable for a `uint64_t`; `pid` as in the V1.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemSetPidToShareableHandleV2(
+    shareable_handle: *mut c_void,
+    share: u32,
+    pid: *mut i32,
+    pid_num: usize,
+) -> aclError {
+    api("aclrtMemSetPidToShareableHandleV2", || {
+        if shareable_handle.is_null() {
+            return Err(null_arg("shareableHandle"));
+        }
+        if pid.is_null() {
+            return Err(null_arg("pid"));
+        }
+        if pid_num == 0 {
+            return Err(CallError::new(Error::InvalidParam, "pidNum is 0"));
+        }
+        runtime()?;
+        share_type(share)?;
+        // SAFETY: non-NULL, readable for a `uint64_t` by the caller's contract.
+        let s = unsafe { shareable_handle.cast::<u64>().read_unaligned() };
+        // SAFETY: non-NULL, `pid_num` readable by the caller's contract.
+        unsafe { set_pids(s, pid, pid_num) }
+    })
+}
+
+/// The import of `aclrtMemImportFromShareableHandle` and its V2 onto `device`, written to
+/// `*handle`.
+///
+/// # Safety
+///
+/// `handle` is non-NULL and writable.
+unsafe fn import(
+    rt: &Runtime,
+    shareable: u64,
+    device: u32,
+    handle: *mut *mut c_void,
+) -> Result<(), CallError> {
+    let h = rt
+        .backend()
+        .vmm_import(shareable, device)
+        .map_err(backend)?;
+    // SAFETY: by the caller's contract.
+    unsafe { hand_out(rt, h, handle) }
+}
+
+/// `aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t deviceId,
+/// aclrtDrvMemHandle *handle)`: the physical allocation another process of this server
+/// exported, as a handle of this process for use on `deviceId` (peer access enabled, as
+/// CANN's runtime does). Map it with `aclrtMapMem`; `aclrtFreePhysical` drops it.
+///
+/// Codes: 100000 handle NULL; 107001 no such device; 107002 no current context; 107000 a
+/// handle that names no live export, this process's own export, or one it imported already;
+/// 207006 not whitelisted; 207000 IPV350.
+///
+/// # Safety
+///
+/// `handle` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemImportFromShareableHandle(
+    shareable_handle: u64,
+    device_id: i32,
+    handle: *mut *mut c_void,
+) -> aclError {
+    api("aclrtMemImportFromShareableHandle", || {
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        let rt = runtime()?;
+        let device = rt.device_id(device_id)?;
+        rt.current()?;
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { import(&rt, shareable_handle, device, handle) }
+    })
+}
+
+/// `aclError aclrtMemImportFromShareableHandleV2(void *shareableHandle,
+/// aclrtMemSharedHandleType shareType, uint64_t flags, aclrtDrvMemHandle *handle)`: with
+/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemImportFromShareableHandle` of the `uint64_t`
+/// at `shareableHandle` onto the current device.
+///
+/// Codes: 100000 shareableHandle or handle NULL, flags not 0; 107002 no current device;
+/// 107000 an unknown share type; 207000 `_FABRIC`; then as the V1.
+///
+/// # Safety
+///
+/// `shareable_handle` is NULL or readable for a `uint64_t`; `handle` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemImportFromShareableHandleV2(
+    shareable_handle: *mut c_void,
+    share: u32,
+    flags: u64,
+    handle: *mut *mut c_void,
+) -> aclError {
+    api("aclrtMemImportFromShareableHandleV2", || {
+        if shareable_handle.is_null() {
+            return Err(null_arg("shareableHandle"));
+        }
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        if flags != 0 {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!("flags {flags:#x}: reserved, only 0"),
+            ));
+        }
+        let rt = runtime()?;
+        let device = rt.current_device()?;
+        share_type(share)?;
+        // SAFETY: non-NULL, readable for a `uint64_t` by the caller's contract.
+        let s = unsafe { shareable_handle.cast::<u64>().read_unaligned() };
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { import(&rt, s, device, handle) }
+    })
+}

@@ -1,0 +1,399 @@
+//! Two-dimensional copies (`aclrtMemcpy2d`, `aclrtMemcpy2dAsync`): `height` rows of `width`
+//! bytes, row `i` read at `src + i * spitch` and written at `dst + i * dpitch` — a tile of a
+//! matrix whose rows are padded, as CANN's samples move images and matrices.
+//!
+//! Each side is checked as one range, from its first row's first byte to its last row's last
+//! byte (`pitch * (height - 1) + width` bytes): a device side must lie inside one live
+//! allocation, as every copy's device range must (see [`super`]). The rules are CANN's
+//! runtime's (hicann/runtime `src/runtime/api/impl/api_error.cc`, `MemCopy2DCheckParam`,
+//! `MemCopy2DSync`, `MemCopy2DAsync`): at most [`MAX_HEIGHT`] rows of at most [`MAX_WIDTH`]
+//! bytes (107000 past them); the synchronous copy moves host to device or device to host only
+//! (an explicit device-to-device kind is 207000, a default kind that the addresses make
+//! host-to-host or device-to-device 107000); the asynchronous one also device to device. An
+//! asynchronous copy is one task: its rows land together, in stream order.
+
+use acl_notify_core::{Error, RawStream};
+
+use super::queued::{self, QueuedSide};
+use super::{MemcpyKind, Side};
+use crate::Sim;
+use crate::error::SimError;
+use crate::job::SimJob;
+use crate::stream::TaskCtx;
+
+/// Most rows a 2-D copy takes (`RT_MAX_MEMCPY2D_HEIGHT`, hicann/runtime
+/// `src/runtime/core/inc/common/internal_error_define.hpp`).
+pub const MAX_HEIGHT: usize = 5 * 1024 * 1024;
+
+/// Most bytes a row of a 2-D copy takes (`RT_MAX_MEMCPY2D_WIDTH`, same file).
+pub const MAX_WIDTH: usize = 5_000_000;
+
+/// The shape of a 2-D copy: `height` rows of `width` bytes, `dpitch` / `spitch` bytes apart
+/// on the destination / source side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pitched {
+    /// Bytes from one destination row to the next.
+    pub dpitch: usize,
+    /// Bytes from one source row to the next.
+    pub spitch: usize,
+    /// Bytes per row.
+    pub width: usize,
+    /// Rows.
+    pub height: usize,
+}
+
+impl Pitched {
+    /// The bytes a side with rows `pitch` apart spans; `None` when that overflows.
+    fn span(&self, pitch: usize) -> Option<usize> {
+        pitch.checked_mul(self.height - 1)?.checked_add(self.width)
+    }
+
+    /// The runtime's checks of the shape (`MemCopy2DCheckParam`), for a shape of at least one
+    /// byte: the destination and source spans.
+    fn check(&self) -> Result<(usize, usize), SimError> {
+        let bad = |what: String| Err(SimError::new(Error::ParamInvalid, what));
+        if self.width > self.dpitch || self.width > self.spitch {
+            return bad(format!(
+                "width {} is more than dpitch {} or spitch {}: a row must fit its pitch",
+                self.width, self.dpitch, self.spitch
+            ));
+        }
+        if self.height > MAX_HEIGHT {
+            return bad(format!(
+                "height {} is more than the {MAX_HEIGHT} rows a 2-D copy takes",
+                self.height
+            ));
+        }
+        if self.width > MAX_WIDTH {
+            return bad(format!(
+                "width {} is more than the {MAX_WIDTH} bytes a row of a 2-D copy takes",
+                self.width
+            ));
+        }
+        match (self.span(self.dpitch), self.span(self.spitch)) {
+            (Some(d), Some(s)) => Ok((d, s)),
+            _ => bad(format!(
+                "{} rows of pitch {} (destination) or {} (source) do not fit the address space",
+                self.height, self.dpitch, self.spitch
+            )),
+        }
+    }
+
+    /// Copies the rows from `from` to `to`.
+    ///
+    /// # Safety
+    ///
+    /// `from` is readable and `to` writable for their spans (see [`check`](Self::check)).
+    unsafe fn copy(&self, to: *mut u8, from: *const u8) {
+        for row in 0..self.height {
+            // SAFETY: row `row` lies within both spans (the caller's contract); `copy`
+            // allows overlap, as `aclrtMemcpy` does.
+            unsafe {
+                std::ptr::copy(
+                    from.add(row * self.spitch),
+                    to.add(row * self.dpitch),
+                    self.width,
+                );
+            }
+        }
+    }
+}
+
+/// What the addresses make of a copy, once each side was found host or device memory.
+fn direction(d: &Side<'_>, s: &Side<'_>) -> MemcpyKind {
+    match (d, s) {
+        (Side::Device(_), Side::Host(_)) => MemcpyKind::HostToDevice,
+        (Side::Host(_), Side::Device(_)) => MemcpyKind::DeviceToHost,
+        (Side::Device(_), Side::Device(_)) => MemcpyKind::DeviceToDevice,
+        (Side::Host(_), Side::Host(_)) => MemcpyKind::HostToHost,
+    }
+}
+
+/// `kind` as the C caller names it.
+fn cann_name(kind: MemcpyKind) -> &'static str {
+    match kind {
+        MemcpyKind::HostToHost => "ACL_MEMCPY_HOST_TO_HOST",
+        MemcpyKind::HostToDevice => "ACL_MEMCPY_HOST_TO_DEVICE",
+        MemcpyKind::DeviceToHost => "ACL_MEMCPY_DEVICE_TO_HOST",
+        MemcpyKind::DeviceToDevice => "ACL_MEMCPY_DEVICE_TO_DEVICE",
+        MemcpyKind::Default => "ACL_MEMCPY_DEFAULT",
+    }
+}
+
+/// 107000 for a copy whose addresses make it a `found` copy, which `call` does not take.
+fn wrong_direction(call: &str, kind: MemcpyKind, found: MemcpyKind, takes: &str) -> SimError {
+    let (kind, found) = (cann_name(kind), cann_name(found));
+    SimError::new(
+        Error::ParamInvalid,
+        format!(
+            "{call} copies {takes} only; the addresses make this {kind} copy {found} (a \
+             device address is one of aclrtMalloc, anything else is host memory)"
+        ),
+    )
+}
+
+impl Sim {
+    /// `aclrtMemcpy2d`: `shape.height` rows of `shape.width` bytes from `src` to `dst`,
+    /// host to device or device to host (see the module docs for the checks).
+    ///
+    /// Errors: 107000 a shape past the limits, a side that is not what `kind` says, a device
+    /// side outside this process's live allocations, a default kind whose addresses are both
+    /// host or both device memory; 207000 `DeviceToDevice` or `HostToHost`.
+    ///
+    /// # Safety
+    ///
+    /// Every host side must be valid for its span for the duration of the call.
+    pub unsafe fn memcpy2d(
+        &self,
+        dst: usize,
+        src: usize,
+        shape: Pitched,
+        kind: MemcpyKind,
+    ) -> Result<(), SimError> {
+        self.mem_checked(|| {
+            if shape.width == 0 || shape.height == 0 {
+                return Ok(());
+            }
+            let (dspan, sspan) = shape.check()?;
+            if matches!(kind, MemcpyKind::DeviceToDevice | MemcpyKind::HostToHost) {
+                return Err(SimError::new(
+                    Error::FeatureNotSupport,
+                    format!(
+                        "aclrtMemcpy2d copies host to device or device to host only, not {}; \
+                         aclrtMemcpy2dAsync also copies device to device",
+                        cann_name(kind)
+                    ),
+                ));
+            }
+            let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
+            let found = direction(&d, &s);
+            if !matches!(found, MemcpyKind::HostToDevice | MemcpyKind::DeviceToHost) {
+                return Err(wrong_direction(
+                    "aclrtMemcpy2d",
+                    kind,
+                    found,
+                    "host to device or device to host",
+                ));
+            }
+            // SAFETY: device sides are checked spans of mapped allocations; host sides are
+            // the caller's contract.
+            unsafe { shape.copy(d.ptr(), s.ptr()) };
+            Ok(())
+        })
+    }
+
+    /// `aclrtMemcpy2dAsync`: [`memcpy2d`](Self::memcpy2d) queued on `stream` as one task,
+    /// device to device too; the device sides are checked now and again when the task runs
+    /// (memory freed in between fails the stream's task). Between imports of another host's
+    /// memory (cluster mode) each row is one remote copy, queued in order.
+    ///
+    /// Errors: as `memcpy2d`, but a device-to-device copy is taken, and a host-to-host one
+    /// (explicit or found from the addresses) is 107000; the stream's (107017, 107003,
+    /// 507002).
+    ///
+    /// # Safety
+    ///
+    /// Every host side must stay valid for its span until the task has run.
+    pub unsafe fn memcpy2d_async(
+        &self,
+        dst: usize,
+        src: usize,
+        shape: Pitched,
+        kind: MemcpyKind,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
+        self.mem_checked(|| {
+            if shape.width == 0 || shape.height == 0 {
+                return Ok(());
+            }
+            let (dspan, sspan) = shape.check()?;
+            if let Some(r) = self.remote_memcpy2d(dst, dspan, src, sspan, shape, kind, stream) {
+                return r;
+            }
+            let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
+            let found = direction(&d, &s);
+            if found == MemcpyKind::HostToHost {
+                return Err(wrong_direction(
+                    "aclrtMemcpy2dAsync",
+                    kind,
+                    found,
+                    "host to device, device to host or device to device",
+                ));
+            }
+            let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
+            let (qd, qs) = (QueuedSide::new(&d), QueuedSide::new(&s));
+            let task = Box::new(move |_: &TaskCtx| {
+                let run = || {
+                    qd.still(dst, dspan, "destination")?;
+                    qs.still(src, sspan, "source")?;
+                    let (to, from) = (qd.ptr(dst, dspan)?, qs.ptr(src, sspan)?);
+                    // SAFETY: as in `memcpy2d`; the host sides are the caller's contract until
+                    // the task has run, and the device ones were checked just now.
+                    unsafe { shape.copy(to, from) };
+                    Ok(())
+                };
+                let args = || {
+                    serde_json::json!({"dst": dst, "src": src, "width": shape.width,
+                        "height": shape.height, "dpitch": shape.dpitch, "spitch": shape.spitch})
+                };
+                let r = crate::trace::span("memory", "memcpy2d", args, run);
+                // What it read may have been zeros of a cut-off page (see `crate::lost`).
+                qd.intact()?;
+                qs.intact()?;
+                r
+            });
+            // The stream keeps the files the task uses, as for `memcpy_async`.
+            self.enqueue_checked(stream, SimJob::Bulk(task), |e, _| {
+                for f in [fd, fs].into_iter().flatten() {
+                    self.keep_file(&e.stream, f)?;
+                }
+                Ok(())
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use acl_notify_core::BackendError as _;
+
+    use super::*;
+
+    #[test]
+    fn a_side_spans_its_rows_and_the_last_row_s_width() {
+        let p = Pitched {
+            dpitch: 16,
+            spitch: 8,
+            width: 5,
+            height: 3,
+        };
+        assert_eq!(p.check().unwrap(), (16 * 2 + 5, 8 * 2 + 5));
+        let one_row = Pitched { height: 1, ..p };
+        assert_eq!(one_row.check().unwrap(), (5, 5));
+    }
+
+    #[test]
+    fn shapes_past_cann_s_limits_or_the_address_space_are_refused() {
+        let ok = Pitched {
+            dpitch: 8,
+            spitch: 8,
+            width: 8,
+            height: 2,
+        };
+        let code = |p: Pitched| p.check().unwrap_err().kind();
+        assert_eq!(code(Pitched { width: 9, ..ok }), Error::ParamInvalid);
+        assert_eq!(
+            code(Pitched {
+                height: MAX_HEIGHT + 1,
+                ..ok
+            }),
+            Error::ParamInvalid
+        );
+        assert!(
+            Pitched {
+                height: MAX_HEIGHT,
+                ..ok
+            }
+            .check()
+            .is_ok()
+        );
+        let wide = Pitched {
+            dpitch: MAX_WIDTH + 1,
+            spitch: MAX_WIDTH + 1,
+            width: MAX_WIDTH + 1,
+            height: 1,
+        };
+        assert_eq!(code(wide), Error::ParamInvalid);
+        let huge = Pitched {
+            dpitch: usize::MAX / 2,
+            ..ok
+        };
+        assert_eq!(code(Pitched { height: 3, ..huge }), Error::ParamInvalid);
+    }
+
+    #[test]
+    fn a_queued_2d_copy_between_device_buffers_keeps_the_gaps_and_checks_its_spans() {
+        use acl_notify_core::{StreamOps, SyncWait};
+        let ns = format!("unit-mem-2d-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let _guard = crate::NamespaceGuard(ns.clone());
+        let sim = Sim::builder()
+            .devices(1)
+            .namespace(&ns)
+            .device_memory(8 << 20)
+            .open()
+            .unwrap();
+        let (a, b) = (sim.malloc(0, 64, 0).unwrap(), sim.malloc(0, 64, 0).unwrap());
+        let data: Vec<u8> = (0..64).collect();
+        let up = Pitched {
+            dpitch: 64,
+            spitch: 64,
+            width: 64,
+            height: 1,
+        };
+        // SAFETY: `data` is 64 live bytes.
+        unsafe { sim.memcpy2d(a, data.as_ptr().addr(), up, MemcpyKind::HostToDevice) }.unwrap();
+        sim.memset(b, 64, 0xee, 64).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        // Rows of 4 bytes, every 16th byte of a into every 8th of b.
+        let shape = Pitched {
+            dpitch: 8,
+            spitch: 16,
+            width: 4,
+            height: 4,
+        };
+        // SAFETY: device to device, no host side.
+        unsafe { sim.memcpy2d_async(b, a, shape, MemcpyKind::DeviceToDevice, s) }.unwrap();
+        // A fifth row would leave a (its span: 16 * 4 + 4 bytes of 64).
+        let over = Pitched { height: 5, ..shape };
+        // SAFETY: as above.
+        let e = unsafe { sim.memcpy2d_async(b, a, over, MemcpyKind::DeviceToDevice, s) };
+        assert_eq!(e.unwrap_err().kind(), Error::ParamInvalid);
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = vec![0u8; 64];
+        let down = Pitched { height: 1, ..up };
+        // SAFETY: `out` is 64 live bytes.
+        unsafe { sim.memcpy2d(out.as_mut_ptr().addr(), b, down, MemcpyKind::DeviceToHost) }
+            .unwrap();
+        for (i, &v) in out.iter().enumerate() {
+            let (row, col) = (i / 8, i % 8);
+            let want = if row < 4 && col < 4 {
+                (row * 16 + col) as u8
+            } else {
+                0xee
+            };
+            assert_eq!(v, want, "byte {i}");
+        }
+        // The synchronous copy has no device to device (207000), and a default kind between
+        // two device buffers is refused (107000).
+        // SAFETY: no host side.
+        let e = unsafe { sim.memcpy2d(b, a, shape, MemcpyKind::DeviceToDevice) };
+        assert_eq!(e.unwrap_err().kind(), Error::FeatureNotSupport);
+        // SAFETY: no host side.
+        let e = unsafe { sim.memcpy2d(b, a, shape, MemcpyKind::Default) };
+        assert_eq!(e.unwrap_err().kind(), Error::ParamInvalid);
+        sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
+            .unwrap();
+    }
+
+    #[test]
+    fn rows_are_copied_at_their_pitches_and_the_gaps_kept() {
+        let src: Vec<u8> = (0..24).collect();
+        let mut dst = vec![0xffu8; 30];
+        let p = Pitched {
+            dpitch: 10,
+            spitch: 8,
+            width: 3,
+            height: 3,
+        };
+        // SAFETY: both spans (23 and 19 bytes) lie in the vectors.
+        unsafe { p.copy(dst.as_mut_ptr(), src.as_ptr()) };
+        let mut want = vec![0xffu8; 30];
+        for row in 0..3 {
+            for i in 0..3 {
+                want[row * 10 + i] = (row * 8 + i) as u8;
+            }
+        }
+        assert_eq!(dst, want);
+    }
+}

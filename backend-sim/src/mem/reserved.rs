@@ -1,0 +1,106 @@
+//! The table behind [`super::vmm`]: this process's reserved ranges of device addresses,
+//! the mappings in them, and its physical allocations (what a `Sim`'s memory state keeps).
+//! Plain data under one lock; the rules are [`super::vmm`]'s.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use acl_notify_core::key::ExportKey;
+
+use crate::locks::lock;
+
+/// A physical allocation of this `Sim` (`aclrtDrvMemHandle`): an id, never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PhysMem(pub u64);
+
+/// The page size of a physical allocation, which fixes its granularity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageSize {
+    /// The device's normal page: 4 KiB.
+    Normal,
+    /// A huge page: 2 MiB (CANN documents ACL_MEM_HUGE and ACL_MEM_P2P_HUGE as 2 MiB
+    /// granular, and ACL_HBM_MEM_NORMAL as allocated as huge pages).
+    Huge,
+    /// A 1 GiB page (ACL_MEM_HUGE1G and its HBM and P2P forms).
+    Huge1G,
+}
+
+impl PageSize {
+    /// The granularity, in bytes: what sizes and addresses of mappings are multiples of.
+    pub const fn bytes(self) -> u64 {
+        match self {
+            PageSize::Normal => 4 << 10,
+            PageSize::Huge => 2 << 20,
+            PageSize::Huge1G => 1 << 30,
+        }
+    }
+}
+
+/// One physical allocation.
+#[derive(Clone, Debug)]
+pub(super) struct Physical {
+    /// Its device address (in the file's reservation; private).
+    pub(super) addr: usize,
+    /// The size asked for (mappings must be this size).
+    pub(super) size: u64,
+    pub(super) device: u32,
+    pub(super) page: PageSize,
+    /// Mappings of it.
+    pub(super) maps: u32,
+    /// Freed while mapped: released at its last unmap.
+    pub(super) freed: bool,
+    /// Its export (by the allocating process).
+    pub(super) export: Option<ExportKey>,
+    /// Imported by key (else allocated here).
+    pub(super) imported: Option<ExportKey>,
+}
+
+/// One mapping: `len` bytes of physical allocation `phys`, whose device address is `addr`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Mapping {
+    pub(super) phys: PhysMem,
+    pub(super) addr: usize,
+    pub(super) len: usize,
+}
+
+/// One reserved range and its mappings by address.
+#[derive(Debug, Default)]
+pub(super) struct Reservation {
+    pub(super) size: usize,
+    pub(super) maps: BTreeMap<usize, Mapping>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct State {
+    pub(super) reserves: BTreeMap<usize, Reservation>,
+    pub(super) phys: HashMap<PhysMem, Physical>,
+    pub(super) next: u64,
+}
+
+/// This process's reserved ranges and physical allocations (kept in its `MemState`).
+#[derive(Debug, Default)]
+pub(crate) struct Vmm {
+    pub(super) state: Mutex<State>,
+    /// Live reserved ranges: 0 means no copy needs translating (read without the lock).
+    pub(super) reserved: AtomicUsize,
+}
+
+impl Vmm {
+    /// Unreserves every range (the session ends; its allocations are freed with the rest).
+    pub(super) fn clear(&self) {
+        let mut st = lock(&self.state);
+        for (base, r) in std::mem::take(&mut st.reserves) {
+            unreserve(base, r.size);
+        }
+        st.phys.clear();
+        self.reserved.store(0, Relaxed);
+    }
+}
+
+/// Gives reserved range `[base, base + size)` back.
+pub(super) fn unreserve(base: usize, size: usize) {
+    // SAFETY: a range `vmm` reserved with `mmap` and removed from the table (so
+    // unmapped once); nothing of the process's own lives there.
+    unsafe { libc::munmap(std::ptr::with_exposed_provenance_mut(base), size) };
+}

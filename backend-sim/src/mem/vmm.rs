@@ -1,0 +1,1078 @@
+//! Virtual memory management, CANN's `aclrtReserveMemAddress` family (hicann/runtime
+//! `docs/zh/api_ref/11-04_virtual_memory_management.md`): device address ranges reserved in
+//! the process, physical allocations that have no address yet, mappings of physical
+//! allocations into reserved ranges, and the sharing of physical allocations with other
+//! processes by a 64-bit shareable handle.
+//!
+//! # How it rides on device memory
+//!
+//! - A reserved range is address space of the process reserved `PROT_NONE`, as every device
+//!   pointer's is ([`crate::mem`]): host code that dereferences it faults, as on an NPU.
+//! - A physical allocation is an ordinary allocation of the device's memory file
+//!   ([`Sim::malloc_rounded`]): the same slots, pages, capacity accounting and reclaim of dead
+//!   processes. Its address in the file's reservation stays private; callers hold a
+//!   [`PhysMem`] id, never reused in the `Sim`.
+//! - A mapping says which physical allocation backs `[va, va + len)`. The copy and set paths
+//!   translate the addresses of reserved ranges into the physical allocations' own before
+//!   their usual checks (`Sim::vmm_memcpy`, `Sim::vmm_memset`): a copy that spans two
+//!   mappings becomes one copy per piece, all pieces checked before any byte moves, and an
+//!   address of a reserved range that no mapping covers is 107000.
+//! - Sharing is IPC memory of the whole physical allocation ([`super::ipc`]): the shareable
+//!   handle packs enough of the export's key to find it again ([`pack`]), the whitelist is
+//!   the export's, an import is an IPC import (peer access enabled, as CANN's
+//!   `ApiImpl::ImportFromShareableHandle` does, `src/runtime/api/impl/api_impl.cc`).
+//!
+//! # CANN's rules followed (the documentation above; the driver's own checks are not in
+//! hicann/runtime, whose `NpuDriver` passes the driver's codes on: an invalid value is
+//! 107000, an invalid handle 107017, out of memory 207001, `errcode_manage.cc`)
+//!
+//! - `aclrtMapMem` maps a whole physical allocation (`size` equal to its size, `offset` 0),
+//!   at an address and size aligned to its granularity; one reserved range maps memory of
+//!   one device, and not both allocated and imported memory.
+//! - `aclrtFreePhysical` of a mapped allocation succeeds and frees it at its last
+//!   `aclrtUnmapMem`; `aclrtReleaseMemAddress` of a range that still maps something is
+//!   refused (ours: 107000; CANN says to unmap first).
+//! - A shareable handle is exported once per physical allocation; a process does not import
+//!   its own.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering::Relaxed;
+
+use acl_notify_core::key::{ExportKey, KeyFields};
+use acl_notify_core::slot::ExportState;
+use acl_notify_core::{Error, RawStream, Soc};
+
+use super::reserved::{Mapping, Physical, Reservation, State, Vmm, unreserve};
+pub use super::reserved::{PageSize, PhysMem};
+use super::{MemcpyKind, Rounding, lock, within};
+use crate::Sim;
+use crate::error::SimError;
+
+/// Whether `soc` has virtual memory management (every SoC but IPV350, per CANN's
+/// documentation of each function).
+pub fn has_vmm(soc: Soc) -> bool {
+    soc != Soc::IPV350
+}
+
+/// Whether `soc` has 1 GiB pages: CANN documents ACL_MEM_HUGE1G on Atlas A2 and A3
+/// (Ascend910B, Ascend910_93) only, and ACL_HBM_MEM_HUGE1G (`hbm`) on those and Ascend950.
+pub fn has_huge1g(soc: Soc, hbm: bool) -> bool {
+    matches!(soc, Soc::Ascend910B | Soc::Ascend910_93)
+        || (hbm && matches!(soc, Soc::Ascend950PR | Soc::Ascend950DT))
+}
+
+/// CANN's range for an address asked of `aclrtReserveMemAddress`: 16 TiB to 24 TiB.
+const EXPECT_RANGE: std::ops::Range<usize> = (16 << 40)..(24 << 40);
+
+fn invalid(msg: impl Into<String>) -> SimError {
+    SimError::new(Error::ParamInvalid, msg.into())
+}
+
+fn not_live(h: PhysMem) -> SimError {
+    SimError::new(
+        Error::InvalidHandle,
+        format!(
+            "physical memory handle {} is not a live handle of this process (freed already, or \
+             never allocated here)",
+            h.0
+        ),
+    )
+}
+
+/// The shareable handle of the export `k` of slot `k.id`: device (8 bits), slot id (14),
+/// the generation's low 18 bits, the nonce's low 24 bits. The importer finds the slot from
+/// the first two and checks the rest against it, so a stale or guessed handle is refused
+/// (a guess passes with odds of 2⁻⁴², and still needs the whitelist).
+pub fn pack(k: &KeyFields) -> u64 {
+    let nonce = u64::from(k.nonce[0]) | u64::from(k.nonce[1]) << 8 | u64::from(k.nonce[2]) << 16;
+    u64::from(k.device) << 56
+        | (u64::from(k.id) & 0x3fff) << 42
+        | (u64::from(k.generation) & 0x3_ffff) << 24
+        | nonce
+}
+
+/// [`pack`]'s fields back: (device, slot id, generation bits, nonce bits).
+fn unpack(h: u64) -> (u32, u32, u32, u32) {
+    (
+        (h >> 56) as u32,
+        (h >> 42) as u32 & 0x3fff,
+        (h >> 24) as u32 & 0x3_ffff,
+        h as u32 & 0xff_ffff,
+    )
+}
+
+/// One piece of a translated range: the address to use and its length.
+type Piece = (usize, usize);
+
+impl Sim {
+    fn vmm(&self) -> &Vmm {
+        &self.mem().vmm
+    }
+
+    /// 207000 unless this SoC has virtual memory management.
+    pub fn require_vmm(&self, what: &str) -> Result<(), SimError> {
+        if has_vmm(self.inner.soc) {
+            return Ok(());
+        }
+        Err(SimError::new(
+            Error::FeatureNotSupport,
+            format!("{what} is not supported on {}", self.inner.soc.name()),
+        ))
+    }
+
+    /// `aclrtReserveMemAddress`: reserves `size` bytes of device addresses (rounded up to a
+    /// page), at `expect` if given, else where the system likes; aligned to 2 MiB, or 1 GiB
+    /// from 1 GiB on (CANN's rule for an asked address). Nothing is mapped yet: a copy into it
+    /// is 107000 until [`vmm_map`](Self::vmm_map).
+    ///
+    /// Errors: 207000 no virtual memory management on this SoC; 107000 size 0, `alignment`
+    /// not 0 (CANN: reserved, only 0), an asked address outside 16–24 TiB, unaligned, in use,
+    /// or asked on Ascend950 (NULL only there); 207001 no address space left.
+    pub fn vmm_reserve(
+        &self,
+        size: usize,
+        alignment: usize,
+        expect: Option<usize>,
+    ) -> Result<usize, SimError> {
+        self.require_vmm("reserving device addresses")?;
+        if size == 0 {
+            return Err(invalid("size is 0"));
+        }
+        if alignment != 0 {
+            return Err(invalid(format!(
+                "alignment {alignment}: reserved, CANN takes only 0"
+            )));
+        }
+        let align = if size < 1 << 30 { 2 << 20 } else { 1 << 30 };
+        let len = size
+            .checked_next_multiple_of(crate::mapfile::PAGE)
+            .ok_or_else(|| invalid(format!("size {size} is too large")))?;
+        let base = match expect {
+            Some(at) => {
+                if matches!(self.inner.soc, Soc::Ascend950PR | Soc::Ascend950DT) {
+                    return Err(invalid(format!(
+                        "expectPtr {at:#x}: {} takes only NULL (the system chooses)",
+                        self.inner.soc.name()
+                    )));
+                }
+                if !EXPECT_RANGE.contains(&at)
+                    || at.checked_add(len).is_none_or(|e| e > EXPECT_RANGE.end)
+                {
+                    return Err(invalid(format!(
+                        "expectPtr {at:#x}: an asked range must lie in [16 TiB, 24 TiB)"
+                    )));
+                }
+                if !at.is_multiple_of(align) {
+                    return Err(invalid(format!(
+                        "expectPtr {at:#x} is not aligned to {align:#x} (a multiple of 2 MiB below \
+                         1 GiB of size, of 1 GiB from there on)"
+                    )));
+                }
+                reserve_at(at, len)?
+            }
+            None => reserve_aligned(len, align)?,
+        };
+        let mut st = lock(&self.vmm().state);
+        st.reserves.insert(
+            base,
+            Reservation {
+                size: len,
+                maps: BTreeMap::new(),
+            },
+        );
+        self.vmm().reserved.fetch_add(1, Relaxed);
+        Ok(base)
+    }
+
+    /// `aclrtReleaseMemAddress`: gives a reserved range back, by its start.
+    ///
+    /// Errors: 107000 not the start of a reserved range, or one that still maps physical
+    /// memory (unmap it first).
+    pub fn vmm_release(&self, va: usize) -> Result<(), SimError> {
+        let mut st = lock(&self.vmm().state);
+        let Some(r) = st.reserves.get(&va) else {
+            return Err(invalid(match reservation_at(&st, va) {
+                Some((base, _)) => format!(
+                    "{va:#x} is offset {} in reserved range {base:#x}: release it by its start",
+                    va - base
+                ),
+                None => format!("{va:#x} is not a range of aclrtReserveMemAddress of this process"),
+            }));
+        };
+        if !r.maps.is_empty() {
+            return Err(invalid(format!(
+                "reserved range {va:#x} ({} bytes) still maps {} physical allocation(s), the \
+                 first at {:#x}: aclrtUnmapMem them before releasing it",
+                r.size,
+                r.maps.len(),
+                r.maps.keys().next().copied().unwrap_or(va)
+            )));
+        }
+        let size = r.size;
+        st.reserves.remove(&va);
+        self.vmm().reserved.fetch_sub(1, Relaxed);
+        drop(st);
+        unreserve(va, size);
+        Ok(())
+    }
+
+    /// `aclrtMemGetAllocationGranularity`: the granularity of `page` on `device` (the minimum
+    /// and the recommended one are the same here).
+    ///
+    /// Errors: 207000; 107001 no such device.
+    pub fn vmm_granularity(&self, device: u32, page: PageSize) -> Result<u64, SimError> {
+        self.require_vmm("querying the allocation granularity")?;
+        self.device_ok(device)?;
+        Ok(page.bytes())
+    }
+
+    /// `aclrtMallocPhysical`: `size` bytes of `device`'s memory with pages of `page`, not
+    /// mapped anywhere yet; its pages are reserved now (rounded up to the granularity).
+    ///
+    /// Errors: 207000; 107001 no such device; 107000 size 0; 207001 out of device memory.
+    pub fn vmm_malloc_physical(
+        &self,
+        device: u32,
+        size: usize,
+        page: PageSize,
+    ) -> Result<PhysMem, SimError> {
+        self.require_vmm("allocating physical memory")?;
+        self.device_ok(device)?;
+        if size == 0 {
+            return Err(invalid("size is 0"));
+        }
+        let span = (size as u64)
+            .checked_next_multiple_of(page.bytes())
+            .and_then(|s| usize::try_from(s).ok())
+            .ok_or_else(|| {
+                SimError::new(
+                    Error::MemoryAllocation,
+                    format!("cannot allocate {size} bytes of physical memory"),
+                )
+            })?;
+        let addr = self.malloc_rounded(device, span, 0, Rounding::Align32)?;
+        Ok(self.vmm_insert(Physical {
+            addr,
+            size: size as u64,
+            device,
+            page,
+            maps: 0,
+            freed: false,
+            export: None,
+            imported: None,
+        }))
+    }
+
+    fn vmm_insert(&self, p: Physical) -> PhysMem {
+        let mut st = lock(&self.vmm().state);
+        st.next += 1;
+        let h = PhysMem(st.next);
+        st.phys.insert(h, p);
+        h
+    }
+
+    /// `aclrtFreePhysical`: frees a physical allocation (or closes an imported one). One that
+    /// is still mapped is freed at its last unmap, as CANN documents; its handle is dead at
+    /// once. Other processes that imported it keep it until they free their handles.
+    ///
+    /// Errors: 107017 not a live handle (a second free).
+    pub fn vmm_free_physical(&self, h: PhysMem) -> Result<(), SimError> {
+        let mut st = lock(&self.vmm().state);
+        let p = st
+            .phys
+            .get_mut(&h)
+            .filter(|p| !p.freed)
+            .ok_or_else(|| not_live(h))?;
+        if p.maps > 0 {
+            p.freed = true;
+            return Ok(());
+        }
+        let p = st.phys.remove(&h).ok_or_else(|| not_live(h))?;
+        drop(st);
+        self.vmm_release_physical(&p)
+    }
+
+    fn vmm_release_physical(&self, p: &Physical) -> Result<(), SimError> {
+        match &p.imported {
+            Some(key) => self.close_import(key).map(|_| ()),
+            None => self.free(p.addr),
+        }
+    }
+
+    /// `aclrtMapMem`: maps physical allocation `h`, whole (`size` its size, `offset` 0), at
+    /// `va` in a reserved range.
+    ///
+    /// Errors: 107017 `h` not live; 107000 offset not 0, `va` in no reserved range, a size
+    /// other than the allocation's, `va` or `size` not a multiple of its granularity, a range
+    /// that leaves the reserved range or overlaps a mapping, a reserved range mapping memory
+    /// of two devices or both allocated and imported memory.
+    pub fn vmm_map(
+        &self,
+        va: usize,
+        size: usize,
+        offset: usize,
+        h: PhysMem,
+    ) -> Result<(), SimError> {
+        let mut st = lock(&self.vmm().state);
+        let p = st
+            .phys
+            .get(&h)
+            .filter(|p| !p.freed)
+            .cloned()
+            .ok_or_else(|| not_live(h))?;
+        if offset != 0 {
+            return Err(invalid(format!(
+                "offset {offset}: CANN maps physical memory from offset 0 only"
+            )));
+        }
+        let Some((base, rsize)) = reservation_at(&st, va).map(|(b, r)| (b, r.size)) else {
+            return Err(invalid(format!(
+                "{va:#x} is in no range of aclrtReserveMemAddress of this process"
+            )));
+        };
+        if size as u64 != p.size {
+            return Err(invalid(format!(
+                "size {size} is not the size of the physical allocation ({} bytes): it is \
+                 mapped whole",
+                p.size
+            )));
+        }
+        let g = p.page.bytes() as usize;
+        if !va.is_multiple_of(g) || !size.is_multiple_of(g) {
+            return Err(invalid(format!(
+                "address {va:#x} and size {size} must be multiples of the allocation's \
+                 granularity, {g} bytes (aclrtMemGetAllocationGranularity)"
+            )));
+        }
+        if size > rsize - (va - base) {
+            return Err(invalid(format!(
+                "[{va:#x}, +{size}) leaves reserved range {base:#x} ({rsize} bytes)"
+            )));
+        }
+        let r = st
+            .reserves
+            .get(&base)
+            .ok_or_else(|| invalid("reserved range lost"))?;
+        let before = r.maps.range(..=va).next_back();
+        let after = r.maps.range(va..).next();
+        for (at, m) in before.into_iter().chain(after) {
+            if *at < va + size && va < at + m.len {
+                return Err(invalid(format!(
+                    "[{va:#x}, +{size}) overlaps the mapping at {at:#x} ({} bytes): unmap it first",
+                    m.len
+                )));
+            }
+        }
+        if let Some(other) = r.maps.values().find_map(|m| st.phys.get(&m.phys)) {
+            if other.device != p.device {
+                return Err(invalid(format!(
+                    "reserved range {base:#x} maps memory of device {} already: one reserved \
+                     range maps the memory of one device",
+                    other.device
+                )));
+            }
+            if other.imported.is_some() != p.imported.is_some() {
+                return Err(invalid(format!(
+                    "reserved range {base:#x} maps {} memory already: one reserved range does not \
+                     map both allocated and imported memory",
+                    if other.imported.is_some() {
+                        "imported"
+                    } else {
+                        "allocated"
+                    }
+                )));
+            }
+        }
+        let m = Mapping {
+            phys: h,
+            addr: p.addr,
+            len: size,
+        };
+        if let Some(r) = st.reserves.get_mut(&base) {
+            r.maps.insert(va, m);
+        }
+        if let Some(p) = st.phys.get_mut(&h) {
+            p.maps += 1;
+        }
+        Ok(())
+    }
+
+    /// `aclrtUnmapMem`: removes the mapping that starts at `va`; a physical allocation freed
+    /// while mapped is freed at its last unmap.
+    ///
+    /// Errors: 107000 `va` is not the start of a mapping.
+    pub fn vmm_unmap(&self, va: usize) -> Result<(), SimError> {
+        let mut st = lock(&self.vmm().state);
+        let Some(base) = reservation_at(&st, va).map(|(b, _)| b) else {
+            return Err(invalid(format!(
+                "{va:#x} is in no range of aclrtReserveMemAddress of this process"
+            )));
+        };
+        let r = st
+            .reserves
+            .get_mut(&base)
+            .ok_or_else(|| invalid("reserved range lost"))?;
+        let Some(m) = r.maps.remove(&va) else {
+            let inside = r
+                .maps
+                .range(..=va)
+                .next_back()
+                .filter(|(at, m)| va < *at + m.len)
+                .map(|(at, _)| *at);
+            return Err(invalid(match inside {
+                Some(at) => format!(
+                    "{va:#x} is offset {} in the mapping at {at:#x}: unmap it by its start",
+                    va - at
+                ),
+                None => format!("nothing is mapped at {va:#x} (reserved range {base:#x})"),
+            }));
+        };
+        let Some(p) = st.phys.get_mut(&m.phys) else {
+            return Ok(());
+        };
+        p.maps = p.maps.saturating_sub(1);
+        if !(p.freed && p.maps == 0) {
+            return Ok(());
+        }
+        let p = st.phys.remove(&m.phys);
+        drop(st);
+        p.map_or(Ok(()), |p| self.vmm_release_physical(&p))
+    }
+
+    /// The pieces of `[addr, addr + len)` if `addr` is in a reserved range: each a physical
+    /// allocation's address and length, in order. `Ok(None)` for any other address.
+    ///
+    /// Errors: 107000 a part of the range that no mapping covers, or past the reserved range.
+    fn vmm_pieces(
+        &self,
+        addr: usize,
+        len: usize,
+        what: &str,
+    ) -> Result<Option<Vec<Piece>>, SimError> {
+        let st = lock(&self.vmm().state);
+        let Some((base, r)) = reservation_at(&st, addr) else {
+            return Ok(None);
+        };
+        let mut pieces = Vec::new();
+        let (mut at, end) = (addr, addr.saturating_add(len));
+        while at < end {
+            let m = r
+                .maps
+                .range(..=at)
+                .next_back()
+                .filter(|(start, m)| at < *start + m.len);
+            let Some((start, m)) = m else {
+                return Err(invalid(format!(
+                    "{what} [{addr:#x}, {end:#x}) is in reserved range {base:#x} ({} bytes), \
+                     but nothing is mapped at {at:#x} (aclrtMapMem)",
+                    r.size
+                )));
+            };
+            let n = (start + m.len - at).min(end - at);
+            pieces.push((m.addr + (at - start), n));
+            at += n;
+        }
+        Ok(Some(pieces))
+    }
+
+    /// For a copy with a side in a reserved range: the copy made piece by piece through the
+    /// physical allocations (queued on `stream` if given); `None` when neither side is in one
+    /// (the ordinary paths go on).
+    pub(super) fn vmm_memcpy(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+        stream: Option<RawStream>,
+    ) -> Option<Result<(), SimError>> {
+        if self.vmm().reserved.load(Relaxed) == 0 {
+            return None;
+        }
+        let run = || -> Result<Option<()>, SimError> {
+            let d = self.vmm_pieces(dst, count, "destination")?;
+            let s = self.vmm_pieces(src, count, "source")?;
+            if d.is_none() && s.is_none() {
+                return Ok(None);
+            }
+            within(count, dest_max, "destMax")?;
+            let (dev_d, dev_s) = kind_sides(kind);
+            let d = self.vmm_side(d, dst, count, dev_d, "destination")?;
+            let s = self.vmm_side(s, src, count, dev_s, "source")?;
+            for (to, from, n) in zip_pieces(&d, &s) {
+                // SAFETY: device pieces are mapped physical allocations, checked again by the
+                // copy; a host side is the caller's contract (this function's callers'), whole
+                // ranges of it split into consecutive pieces.
+                unsafe {
+                    match stream {
+                        None => self.memcpy(to, n, from, n, kind),
+                        Some(st) => self.memcpy_async(to, n, from, n, kind, st),
+                    }
+                }?;
+            }
+            Ok(Some(()))
+        };
+        run().transpose()
+    }
+
+    /// For a set in a reserved range: the set made piece by piece (queued on `stream` if
+    /// given); `None` when `dst` is in none.
+    pub(super) fn vmm_memset(
+        &self,
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+        stream: Option<RawStream>,
+    ) -> Option<Result<(), SimError>> {
+        if self.vmm().reserved.load(Relaxed) == 0 {
+            return None;
+        }
+        let run = || -> Result<Option<()>, SimError> {
+            let Some(pieces) = self.vmm_pieces(dst, count, "range")? else {
+                return Ok(None);
+            };
+            within(count, max, "maxCount")?;
+            for &(at, n) in &pieces {
+                self.range_ref(at, n, "range")?;
+            }
+            for (at, n) in pieces {
+                match stream {
+                    None => self.memset(at, n, value, n),
+                    Some(st) => self.memset_async(at, n, value, n, st),
+                }?;
+            }
+            Ok(Some(()))
+        };
+        run().transpose()
+    }
+
+    /// One side of a copy with a side in a reserved range, checked whole before any byte
+    /// moves: its pieces if it is in one (each a live allocation's range), else the side as
+    /// it is (a host range, or an ordinary device range checked against its allocation).
+    fn vmm_side(
+        &self,
+        pieces: Option<Vec<Piece>>,
+        addr: usize,
+        len: usize,
+        dev: Option<bool>,
+        what: &str,
+    ) -> Result<Vec<Piece>, SimError> {
+        let Some(pieces) = pieces else {
+            self.side(addr, len, dev, what)?;
+            return Ok(vec![(addr, len)]);
+        };
+        if dev == Some(false) {
+            return Err(invalid(format!(
+                "the copy's kind says the {what} {addr:#x} is host memory, but it is in a \
+                 reserved range of device addresses (aclrtReserveMemAddress); use a kind with the \
+                 device on that side, or ACL_MEMCPY_DEFAULT"
+            )));
+        }
+        for &(at, n) in &pieces {
+            self.range_ref(at, n, what)?;
+        }
+        Ok(pieces)
+    }
+
+    /// `aclrtMemExportToShareableHandle`: exports physical allocation `h` (whole) and returns
+    /// its shareable handle; `open` (DISABLE_PID_VALIDATION) lets any process import it,
+    /// else only those [`vmm_share_pids`](Self::vmm_share_pids) whitelists.
+    ///
+    /// Errors: 207000; 107017 `h` not live; 107000 imported memory (only its allocator
+    /// exports), or exported already (one shareable handle per allocation).
+    pub fn vmm_export(&self, h: PhysMem, open: bool) -> Result<u64, SimError> {
+        self.require_vmm("exporting physical memory")?;
+        let p = {
+            let st = lock(&self.vmm().state);
+            st.phys
+                .get(&h)
+                .filter(|p| !p.freed)
+                .cloned()
+                .ok_or_else(|| not_live(h))?
+        };
+        if p.imported.is_some() {
+            return Err(invalid(
+                "the physical memory was imported: only the process that allocated it exports it",
+            ));
+        }
+        if p.export.is_some() {
+            return Err(invalid(
+                "the physical memory is exported already: a physical allocation has one \
+                 shareable handle",
+            ));
+        }
+        let size = p.size.next_multiple_of(p.page.bytes()) as usize;
+        let key = self.export_range(p.addr, size, open)?;
+        let fields = key
+            .fields()
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "export key without fields"))?;
+        if let Some(p) = lock(&self.vmm().state).phys.get_mut(&h) {
+            p.export = Some(key);
+        }
+        Ok(pack(&fields))
+    }
+
+    /// The export key shareable handle `handle` stands for, checked against its slot.
+    fn vmm_key(&self, handle: u64) -> Result<ExportKey, SimError> {
+        let (device, id, gen_bits, nonce_bits) = unpack(handle);
+        let bad = |why: String| invalid(format!("shareable handle {handle:#x}: {why}"));
+        if device >= self.inner.devices {
+            return Err(bad(format!(
+                "it names device {device}, which does not exist"
+            )));
+        }
+        let file = self
+            .mem_file(self.inner.server_id, device, false)?
+            .ok_or_else(|| bad(format!("no memory was ever allocated on device {device}")))?;
+        let slot = file
+            .slot(id)
+            .ok_or_else(|| bad(format!("allocation {id} is out of range")))?;
+        let generation = slot.generation();
+        let nonce = slot.nonce();
+        let live_export = slot.is_live(generation)
+            && matches!(
+                slot.export_state(),
+                Some(ExportState::Enforced | ExportState::Open)
+            );
+        let n = u32::from(nonce[0]) | u32::from(nonce[1]) << 8 | u32::from(nonce[2]) << 16;
+        if !live_export || generation & 0x3_ffff != gen_bits || n != nonce_bits {
+            return Err(bad(
+                "it names no live export (its memory was freed, its owner died, or it was never \
+                 a shareable handle)"
+                    .into(),
+            ));
+        }
+        Ok(ExportKey::encode(&KeyFields {
+            server: self.inner.server_id as u16,
+            device: device as u8,
+            id: id as u16,
+            generation,
+            nonce,
+        }))
+    }
+
+    /// `aclrtMemSetPidToShareableHandle`: whitelists processes of this server for the export
+    /// `handle`.
+    ///
+    /// Errors: 207000; 107000 no PIDs, a handle that names no live export; 207006 not its
+    /// exporter, or exported without PID validation; 207012 more than 64 in all.
+    pub fn vmm_share_pids(&self, handle: u64, pids: &[i32]) -> Result<(), SimError> {
+        self.require_vmm("whitelisting importers of physical memory")?;
+        let key = self.vmm_key(handle)?;
+        let me = self.inner.server_id;
+        self.add_mem_whitelist(&key, pids.len(), || {
+            pids.iter().map(|&p| self.whitelist_entry(me, p)).collect()
+        })
+    }
+
+    /// `aclrtMemImportFromShareableHandle`: the physical allocation another process exported
+    /// as `handle`, for use on `device` (peer access enabled if it is another device).
+    ///
+    /// Errors: 207000; 107001 no such device; 107000 a handle that names no live export, this
+    /// process's own export, or one imported already; 207006 not whitelisted; 207005 24
+    /// importers already.
+    pub fn vmm_import(&self, handle: u64, device: u32) -> Result<PhysMem, SimError> {
+        self.require_vmm("importing physical memory")?;
+        self.device_ok(device)?;
+        let key = self.vmm_key(handle)?;
+        let addr = self.import_key(device, &key, true)?;
+        let size = self
+            .mem()
+            .allocs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&addr)
+            .map_or(0, |a| a.size);
+        Ok(self.vmm_insert(Physical {
+            addr,
+            size,
+            device,
+            // Mapped at the smallest granularity: the exporter's page size is not in the key.
+            page: PageSize::Normal,
+            maps: 0,
+            freed: false,
+            export: None,
+            imported: Some(key),
+        }))
+    }
+}
+
+/// The reserved range that covers `addr`, if any.
+fn reservation_at(st: &State, addr: usize) -> Option<(usize, &Reservation)> {
+    st.reserves
+        .range(..=addr)
+        .next_back()
+        .filter(|(b, r)| addr - **b < r.size)
+        .map(|(b, r)| (*b, r))
+}
+
+/// Whether a copy's kind makes its (destination, source) device memory (`None`: whatever
+/// the address is).
+fn kind_sides(kind: MemcpyKind) -> (Option<bool>, Option<bool>) {
+    match kind {
+        MemcpyKind::HostToHost => (Some(false), Some(false)),
+        MemcpyKind::HostToDevice => (Some(true), Some(false)),
+        MemcpyKind::DeviceToHost => (Some(false), Some(true)),
+        MemcpyKind::DeviceToDevice => (Some(true), Some(true)),
+        MemcpyKind::Default => (None, None),
+    }
+}
+
+/// Two sides' pieces (of the same total length) cut where either's pieces end:
+/// (destination, source, length) triples.
+fn zip_pieces(d: &[Piece], s: &[Piece]) -> Vec<(usize, usize, usize)> {
+    let mut out = Vec::new();
+    let (mut i, mut j) = (0, 0);
+    let (mut di, mut sj) = (0, 0);
+    while i < d.len() && j < s.len() {
+        let n = (d[i].1 - di).min(s[j].1 - sj);
+        out.push((d[i].0 + di, s[j].0 + sj, n));
+        di += n;
+        sj += n;
+        if di == d[i].1 {
+            i += 1;
+            di = 0;
+        }
+        if sj == s[j].1 {
+            j += 1;
+            sj = 0;
+        }
+    }
+    out
+}
+
+/// Reserves `len` bytes aligned to `align` (a power of two): `len + align` reserved, the
+/// ends cut off.
+fn reserve_aligned(len: usize, align: usize) -> Result<usize, SimError> {
+    let total = len
+        .checked_add(align)
+        .ok_or_else(|| invalid("size too large"))?;
+    let p = mmap_none(std::ptr::null_mut(), total, 0)?;
+    let start = p.next_multiple_of(align);
+    if start > p {
+        unreserve(p, start - p);
+    }
+    let tail = p + total - (start + len);
+    if tail > 0 {
+        unreserve(start + len, tail);
+    }
+    Ok(start)
+}
+
+/// Reserves `len` bytes at `at` exactly; 107000 if any of it is in use.
+fn reserve_at(at: usize, len: usize) -> Result<usize, SimError> {
+    let p = mmap_none(
+        std::ptr::with_exposed_provenance_mut(at),
+        len,
+        libc::MAP_FIXED_NOREPLACE,
+    )
+    .map_err(|e| {
+        invalid(format!(
+            "expectPtr {at:#x}: the range is not free ({})",
+            e.message()
+        ))
+    })?;
+    if p != at {
+        // An old kernel without MAP_FIXED_NOREPLACE treats it as a hint.
+        unreserve(p, len);
+        return Err(invalid(format!("expectPtr {at:#x}: the range is in use")));
+    }
+    Ok(p)
+}
+
+/// A `PROT_NONE` reservation of `len` bytes (at `hint` with `flags`).
+fn mmap_none(hint: *mut libc::c_void, len: usize, flags: libc::c_int) -> Result<usize, SimError> {
+    // SAFETY: a private anonymous reservation; MAP_FIXED_NOREPLACE never replaces a mapping.
+    let p = unsafe {
+        libc::mmap(
+            hint,
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let e = std::io::Error::last_os_error();
+        return Err(SimError::new(
+            Error::MemoryAllocation,
+            format!("cannot reserve {len} bytes of device addresses: {e}"),
+        ));
+    }
+    Ok(p.expose_provenance())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NamespaceGuard as Ns;
+    use acl_notify_core::{BackendError as _, StreamOps as _, SyncWait};
+
+    const MB2: usize = 2 << 20;
+
+    fn open(tag: &str) -> (Sim, Ns) {
+        let ns = format!("unit-vmm-{tag}-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let sim = Sim::builder()
+            .devices(2)
+            .namespace(&ns)
+            .device_memory(64 << 20)
+            .open()
+            .unwrap();
+        (sim, Ns(ns))
+    }
+
+    fn copy(sim: &Sim, dst: usize, src: usize, n: usize, kind: MemcpyKind) -> Result<(), SimError> {
+        // SAFETY: the tests' host sides are live vectors of at least `n` bytes.
+        unsafe { sim.memcpy(dst, n, src, n, kind) }
+    }
+
+    /// CANN's sample: reserve, two physical allocations mapped back to back, one copy in
+    /// across both, one copy out, every byte checked; then unmap, free, release.
+    #[test]
+    fn two_allocations_mapped_back_to_back_take_one_copy() {
+        let (sim, _ns) = open("sample");
+        let g = sim.vmm_granularity(0, PageSize::Huge).unwrap() as usize;
+        assert_eq!(g, MB2);
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        assert_eq!(va % g, 0);
+        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        let b = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        sim.vmm_map(va, g, 0, a).unwrap();
+        sim.vmm_map(va + g, g, 0, b).unwrap();
+        let data: Vec<u8> = (0..2 * g).map(|i| (i * 31 + i / 4093) as u8).collect();
+        copy(
+            &sim,
+            va,
+            data.as_ptr().addr(),
+            2 * g,
+            MemcpyKind::HostToDevice,
+        )
+        .unwrap();
+        let mut out = vec![0u8; 2 * g];
+        copy(
+            &sim,
+            out.as_mut_ptr().addr(),
+            va,
+            2 * g,
+            MemcpyKind::DeviceToHost,
+        )
+        .unwrap();
+        assert!(out == data, "the bytes read back differ");
+        // A copy inside the range that crosses the seam, device to device, queued.
+        let s = sim.create_stream(0).unwrap();
+        // SAFETY: device to device.
+        unsafe { sim.memcpy_async(va + g - 100, 200, va, 200, MemcpyKind::Default, s) }.unwrap();
+        sim.memset_async(va + 2 * g - 10, 10, 0xee, 10, s).unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        copy(
+            &sim,
+            out.as_mut_ptr().addr(),
+            va,
+            2 * g,
+            MemcpyKind::DeviceToHost,
+        )
+        .unwrap();
+        assert_eq!(&out[g - 100..g + 100], &data[..200]);
+        assert_eq!(&out[2 * g - 10..], &[0xee; 10]);
+        sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
+            .unwrap();
+        // Releasing a range that maps something is refused; unmap, free, release works.
+        assert_eq!(sim.vmm_release(va).unwrap_err().kind(), Error::ParamInvalid);
+        sim.vmm_unmap(va).unwrap();
+        sim.vmm_unmap(va + g).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_free_physical(b).unwrap();
+        sim.vmm_release(va).unwrap();
+        assert_eq!(
+            sim.mem_info(0).unwrap().0,
+            64 << 20,
+            "every page given back"
+        );
+    }
+
+    #[test]
+    fn misuse_is_refused_with_cann_codes() {
+        let (sim, _ns) = open("misuse");
+        let g = PageSize::Huge.bytes() as usize;
+        let va = sim.vmm_reserve(3 * g, 0, None).unwrap();
+        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        let code = |r: Result<(), SimError>| r.unwrap_err().kind();
+        // Nothing mapped yet: a copy into the range is 107000, not a fault.
+        let host = [1u8; 64];
+        assert_eq!(
+            code(copy(
+                &sim,
+                va,
+                host.as_ptr().addr(),
+                64,
+                MemcpyKind::HostToDevice
+            )),
+            Error::ParamInvalid
+        );
+        assert_eq!(
+            code(sim.vmm_map(va + 4096, g, 0, a)),
+            Error::ParamInvalid,
+            "unaligned"
+        );
+        assert_eq!(
+            code(sim.vmm_map(va, g / 2, 0, a)),
+            Error::ParamInvalid,
+            "not its size"
+        );
+        assert_eq!(
+            code(sim.vmm_map(va, g, 4096, a)),
+            Error::ParamInvalid,
+            "offset"
+        );
+        assert_eq!(
+            code(sim.vmm_map(va + 3 * g, g, 0, a)),
+            Error::ParamInvalid,
+            "past the range"
+        );
+        assert_eq!(
+            code(sim.vmm_unmap(va)),
+            Error::ParamInvalid,
+            "nothing mapped"
+        );
+        sim.vmm_map(va, g, 0, a).unwrap();
+        assert_eq!(
+            code(sim.vmm_map(va, g, 0, a)),
+            Error::ParamInvalid,
+            "overlap"
+        );
+        // Another device's memory in the same range is refused.
+        let other = sim.vmm_malloc_physical(1, g, PageSize::Huge).unwrap();
+        assert_eq!(code(sim.vmm_map(va + g, g, 0, other)), Error::ParamInvalid);
+        sim.vmm_free_physical(other).unwrap();
+        assert_eq!(
+            code(sim.vmm_free_physical(other)),
+            Error::InvalidHandle,
+            "double free"
+        );
+        // A copy that runs past the mapping is refused before any byte moves.
+        let big = vec![7u8; 2 * g];
+        assert_eq!(
+            code(copy(
+                &sim,
+                va,
+                big.as_ptr().addr(),
+                2 * g,
+                MemcpyKind::HostToDevice
+            )),
+            Error::ParamInvalid
+        );
+        let mut out = vec![0u8; 16];
+        copy(
+            &sim,
+            out.as_mut_ptr().addr(),
+            va,
+            16,
+            MemcpyKind::DeviceToHost,
+        )
+        .unwrap();
+        assert_eq!(out, vec![0u8; 16], "nothing written by the refused copy");
+        // A host kind on a reserved address is refused.
+        assert_eq!(
+            code(copy(
+                &sim,
+                va,
+                host.as_ptr().addr(),
+                64,
+                MemcpyKind::HostToHost
+            )),
+            Error::ParamInvalid
+        );
+        // Freed while mapped: still usable until its unmap, which frees it.
+        sim.vmm_free_physical(a).unwrap();
+        copy(&sim, va, host.as_ptr().addr(), 64, MemcpyKind::HostToDevice).unwrap();
+        assert!(sim.mem_info(0).unwrap().0 < 64 << 20);
+        sim.vmm_unmap(va).unwrap();
+        assert_eq!(sim.mem_info(0).unwrap().0, 64 << 20);
+        assert_eq!(code(sim.vmm_map(va, g, 0, a)), Error::InvalidHandle);
+        assert_eq!(
+            code(sim.vmm_release(va + 4096)),
+            Error::ParamInvalid,
+            "not its start"
+        );
+        sim.vmm_release(va).unwrap();
+        assert_eq!(
+            code(sim.vmm_release(va)),
+            Error::ParamInvalid,
+            "released twice"
+        );
+        assert_eq!(
+            sim.vmm_reserve(0, 0, None).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        assert_eq!(
+            sim.vmm_reserve(g, 4096, None).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+    }
+
+    #[test]
+    fn an_asked_address_is_taken_when_free_and_aligned() {
+        let (sim, _ns) = open("expect");
+        let at = 17usize << 40;
+        let va = sim.vmm_reserve(MB2, 0, Some(at)).unwrap();
+        assert_eq!(va, at);
+        let again = sim.vmm_reserve(MB2, 0, Some(at)).unwrap_err();
+        assert_eq!(again.kind(), Error::ParamInvalid, "{}", again.message());
+        assert_eq!(
+            sim.vmm_reserve(MB2, 0, Some(at + 4096)).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        assert_eq!(
+            sim.vmm_reserve(MB2, 0, Some(1 << 40)).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        sim.vmm_release(va).unwrap();
+    }
+
+    #[test]
+    fn shareable_handles_pack_and_unpack() {
+        let k = KeyFields {
+            server: 0,
+            device: 7,
+            id: 16383,
+            generation: 0x1234_5678,
+            nonce: [0xab, 0xcd, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
+        };
+        assert_eq!(
+            unpack(pack(&k)),
+            (7, 16383, 0x1234_5678 & 0x3_ffff, 0xefcdab)
+        );
+    }
+
+    #[test]
+    fn an_exported_allocation_needs_the_whitelist_and_not_the_same_process() {
+        let (sim, _ns) = open("share");
+        let g = PageSize::Huge.bytes() as usize;
+        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        let h = sim.vmm_export(a, false).unwrap();
+        assert_eq!(
+            sim.vmm_export(a, false).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        // Its own export is not imported by the same process.
+        assert_eq!(
+            sim.vmm_import(h, 1).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        assert_eq!(
+            sim.vmm_import(h ^ 1, 1).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+        sim.vmm_share_pids(h, &[sim.inner.pid]).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        // Freed: the handle names nothing any more.
+        assert_eq!(
+            sim.vmm_share_pids(h, &[1]).unwrap_err().kind(),
+            Error::ParamInvalid
+        );
+    }
+}

@@ -1,0 +1,182 @@
+/* memcpy2d.c — aclrtMemcpy2d / aclrtMemcpy2dAsync as CANN's samples use them: a tile of a
+ * host matrix whose rows are padded (pitch > width) copied into device memory of another
+ * pitch and back, and between device buffers on a stream, every byte checked — the rows
+ * copied and the gaps between them left alone. Also CANN's rules (hicann/runtime
+ * memory.cpp CheckMemcpy2dParam, api_error.cc MemCopy2DCheckParam / MemCopy2DSync /
+ * MemCopy2DAsync): nothing to copy is 0 before any check; NULL, a width past a pitch or a
+ * kind other than H2D / D2H / D2D / DEFAULT is 100000; more than 5,242,880 rows or
+ * 5,000,000 bytes a row is 107000; the synchronous copy has no device to device (207000),
+ * and a default kind the addresses make host to host is 107000; a device side leaving its
+ * allocation is 107000 naming it, nothing written; memory freed before a queued copy ran
+ * fails the stream's synchronize.
+ *
+ * usage: memcpy2d; exit 0 and "memcpy2d: ok" when every check holds. */
+#include "common.h"
+
+/* The host matrix: ROWS rows of HPITCH bytes; the tile is COLS bytes of each. */
+#define ROWS 48
+#define HPITCH 200
+#define COLS 120
+#define DPITCH 128 /* a device pitch CANN's samples align rows to */
+
+static unsigned char pattern(int row, int col) { return (unsigned char)(row * 7 + col * 3 + 1); }
+
+static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
+
+int main(void) {
+    g_role = "memcpy2d";
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtStream s;
+    CHECK(aclrtCreateStream(&s));
+
+    unsigned char *host, *back;
+    CHECK(aclrtMallocHost((void **)&host, ROWS * HPITCH));
+    CHECK(aclrtMallocHost((void **)&back, ROWS * HPITCH));
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < HPITCH; c++) host[r * HPITCH + c] = pattern(r, c);
+    void *dev, *dev2;
+    CHECK(aclrtMalloc(&dev, ROWS * DPITCH, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMalloc(&dev2, ROWS * DPITCH, ACL_MEM_MALLOC_HUGE_FIRST));
+
+    /* Host tile -> device rows of DPITCH: the device's padding keeps its 0xee. */
+    CHECK(aclrtMemset(dev, ROWS * DPITCH, 0xee, ROWS * DPITCH));
+    CHECK(aclrtMemcpy2d(dev, DPITCH, host, HPITCH, COLS, ROWS, ACL_MEMCPY_HOST_TO_DEVICE));
+    CHECK(aclrtMemcpy(back, ROWS * DPITCH, dev, ROWS * DPITCH, ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < DPITCH; c++) {
+            unsigned char want = c < COLS ? pattern(r, c) : 0xee;
+            REQUIRE(back[r * DPITCH + c] == want, "H2D 2-D: row %d byte %d is %#x, expected %#x",
+                    r, c, back[r * DPITCH + c], want);
+        }
+
+    /* Device rows -> a host tile of another pitch (every other row: pitch 2 * DPITCH). */
+    memset(back, 0x55, ROWS * HPITCH);
+    CHECK(aclrtMemcpy2d(back, HPITCH, dev, 2 * DPITCH, COLS - 8, ROWS / 2,
+                        ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < HPITCH; c++) {
+            unsigned char want = r < ROWS / 2 && c < COLS - 8 ? pattern(2 * r, c) : 0x55;
+            REQUIRE(back[r * HPITCH + c] == want, "D2H 2-D: row %d byte %d is %#x, expected %#x",
+                    r, c, back[r * HPITCH + c], want);
+        }
+
+    /* ACL_MEMCPY_DEFAULT: the addresses say which way. */
+    CHECK(aclrtMemcpy2d(dev2, DPITCH, host, HPITCH, COLS, ROWS, ACL_MEMCPY_DEFAULT));
+    memset(back, 0, ROWS * HPITCH);
+    CHECK(aclrtMemcpy2d(back, COLS, dev2, DPITCH, COLS, ROWS, ACL_MEMCPY_DEFAULT));
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < COLS; c++)
+            REQUIRE(back[r * COLS + c] == pattern(r, c), "DEFAULT 2-D: row %d byte %d", r, c);
+
+    /* On a stream, in order: set dev2, then a device-to-device 2-D copy of the tile's right
+     * half (columns 64.. of dev) into dev2's left columns, behind a host function holding the
+     * stream, then back to the host. One task: every row or none. */
+    int hold = 30;
+    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    CHECK(aclrtMemsetAsync(dev2, ROWS * DPITCH, 0, ROWS * DPITCH, s));
+    CHECK(aclrtMemcpy2dAsync(dev2, DPITCH, (char *)dev + 64, DPITCH, COLS - 64, ROWS,
+                             ACL_MEMCPY_DEVICE_TO_DEVICE, s));
+    memset(back, 0x77, ROWS * HPITCH);
+    CHECK(aclrtMemcpy2dAsync(back, HPITCH, dev2, DPITCH, DPITCH, ROWS, ACL_MEMCPY_DEVICE_TO_HOST,
+                             s));
+    CHECK(aclrtSynchronizeStream(s));
+    for (int r = 0; r < ROWS; r++)
+        for (int c = 0; c < HPITCH; c++) {
+            unsigned char want = c >= DPITCH ? 0x77 : c < COLS - 64 ? pattern(r, c + 64) : 0;
+            REQUIRE(back[r * HPITCH + c] == want, "async 2-D: row %d byte %d is %#x, expected %#x",
+                    r, c, back[r * HPITCH + c], want);
+        }
+    /* Async host to device with the default kind. */
+    CHECK(aclrtMemcpy2dAsync(dev2, DPITCH, host + 5 * HPITCH, HPITCH, 16, 3, ACL_MEMCPY_DEFAULT,
+                             s));
+    CHECK(aclrtMemcpyAsync(back, 3 * DPITCH, dev2, 3 * DPITCH, ACL_MEMCPY_DEVICE_TO_HOST, s));
+    CHECK(aclrtSynchronizeStream(s));
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 16; c++)
+            REQUIRE(back[r * DPITCH + c] == pattern(r + 5, c), "async DEFAULT: row %d byte %d", r,
+                    c);
+
+    /* Nothing to copy: 0 before any check, NULL pointers and a bad kind included. */
+    CHECK(aclrtMemcpy2d(NULL, 0, NULL, 0, 0, 5, (aclrtMemcpyKind)99));
+    CHECK(aclrtMemcpy2d(NULL, 0, NULL, 0, 5, 0, (aclrtMemcpyKind)99));
+    CHECK(aclrtMemcpy2dAsync(NULL, 0, NULL, 0, 0, 5, (aclrtMemcpyKind)99, s));
+    /* The ACL layer's checks: 100000. */
+    EXPECT_RC(aclrtMemcpy2d(NULL, DPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, NULL, HPITCH, 8, 2, ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, host, HPITCH, DPITCH + 1, 2, ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_INVALID_PARAM);
+    expect_msg("width 129", NULL);
+    EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, host, 16, 32, 2, ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemcpy2d(back, HPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_HOST_TO_HOST),
+              ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE),
+              ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemcpy2dAsync(dev, DPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_HOST_TO_HOST, s),
+              ACL_ERROR_INVALID_PARAM);
+    /* The runtime's: limits 107000, no synchronous device to device 207000, directions. */
+    EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, host, HPITCH, 8, 5 * 1024 * 1024 + 1,
+                            ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("height 5242881", NULL);
+    EXPECT_RC(aclrtMemcpy2d(dev, 5000001, host, 5000001, 5000001, 1, ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtMemcpy2d(dev2, DPITCH, dev, DPITCH, 8, 2, ACL_MEMCPY_DEVICE_TO_DEVICE),
+              ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    expect_msg("aclrtMemcpy2dAsync", NULL);
+    EXPECT_RC(aclrtMemcpy2d(dev2, DPITCH, dev, DPITCH, 8, 2, ACL_MEMCPY_DEFAULT),
+              ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("ACL_MEMCPY_DEVICE_TO_DEVICE", NULL);
+    EXPECT_RC(aclrtMemcpy2d(back, HPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_DEFAULT),
+              ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtMemcpy2dAsync(back, HPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_DEFAULT, s),
+              ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("ACL_MEMCPY_HOST_TO_HOST", NULL);
+    EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, back, HPITCH, 8, 2, ACL_MEMCPY_DEVICE_TO_HOST),
+              ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtMemcpy2dAsync(dev, DPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_HOST_TO_DEVICE,
+                                 (aclrtStream)(uintptr_t)0x1234),
+              ACL_ERROR_RT_INVALID_HANDLE);
+
+    /* The device side is checked as one range, first row to last: with one row too many the
+     * last row starts at dev's end. */
+    CHECK(aclrtMemset(dev, ROWS * DPITCH, 0x11, ROWS * DPITCH));
+    EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, host, HPITCH, COLS, ROWS + 1, ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_RT_PARAM_INVALID);
+    char text[64];
+    snprintf(text, sizeof text, "allocation %p", dev);
+    expect_msg(text, "past", NULL);
+    EXPECT_RC(aclrtMemcpy2dAsync(back, HPITCH, dev, DPITCH, COLS, ROWS + 1,
+                                 ACL_MEMCPY_DEVICE_TO_HOST, s),
+              ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclrtMemcpy(back, ROWS * DPITCH, dev, ROWS * DPITCH, ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int i = 0; i < ROWS * DPITCH; i++)
+        REQUIRE(back[i] == 0x11, "a refused 2-D copy wrote byte %d (%#x)", i, back[i]);
+
+    /* Freed before the queued copy ran: the stream's task fails, nothing is written. */
+    void *gone;
+    CHECK(aclrtMalloc(&gone, ROWS * DPITCH, ACL_MEM_MALLOC_HUGE_FIRST));
+    hold = 100;
+    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    CHECK(aclrtMemcpy2dAsync(dev, DPITCH, gone, DPITCH, COLS, ROWS, ACL_MEMCPY_DEVICE_TO_DEVICE,
+                             s));
+    CHECK(aclrtFree(gone));
+    EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("freed before the queued task ran", NULL);
+    CHECK(aclrtMemcpy(back, ROWS * DPITCH, dev, ROWS * DPITCH, ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int i = 0; i < ROWS * DPITCH; i++)
+        REQUIRE(back[i] == 0x11, "a failed queued 2-D copy wrote byte %d (%#x)", i, back[i]);
+
+    CHECK(aclrtFree(dev));
+    CHECK(aclrtFree(dev2));
+    CHECK(aclrtFreeHost(host));
+    CHECK(aclrtFreeHost(back));
+    CHECK(aclrtDestroyStream(s));
+    CHECK(aclrtResetDevice(0));
+    CHECK(aclFinalize());
+    printf("memcpy2d: ok\n");
+    return 0;
+}
