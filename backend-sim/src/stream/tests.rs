@@ -209,7 +209,10 @@ fn a_producer_sees_room_in_a_queue_that_stalls_more_than_half_full() {
     const CAP: usize = 64;
     let s = Arc::new(S::spawn(StreamConfig::new("t-stall").capacity(CAP)).unwrap());
     let first = hold(&s);
-    assert!(eventually(LONG, || s.queued() == 0), "the worker holds the first task");
+    assert!(
+        eventually(LONG, || s.queued() == 0),
+        "the worker holds the first task"
+    );
     let ran = Arc::new(AtomicUsize::new(0));
     for _ in 0..4 {
         count_on(&s, &ran);
@@ -224,7 +227,10 @@ fn a_producer_sees_room_in_a_queue_that_stalls_more_than_half_full() {
     let r2 = Arc::clone(&ran);
     let producer = thread::spawn(move || count_on(&s2, &r2));
     thread::sleep(Duration::from_millis(20));
-    assert!(!producer.is_finished(), "the queue is full: the producer waits");
+    assert!(
+        !producer.is_finished(),
+        "the queue is full: the producer waits"
+    );
     first.open();
     assert!(eventually(LONG, || ran.load(Ordering::SeqCst) == 4));
     assert!(
