@@ -24,15 +24,27 @@ use crate::{pair_cache, sigbus, spin, trace, waitgraph};
 
 /// How long past its own limit a synchronize waits at most for a stream's thread to fail a
 /// head wait whose timeout came before that limit ([`Sim::sync_past_overdue_waits`]; no longer
-/// than the limit itself).
+/// than the limit itself). It sleeps until that wait's task retires (`Stream::wait_task_retired`,
+/// woken by the retire as a synchronize is), not in slices.
 const OVERDUE_GRACE: Duration = Duration::from_secs(1);
-
-/// How often, meanwhile, it looks whether the head is still such a wait.
-const OVERDUE_LOOK: Duration = Duration::from_millis(5);
 
 /// Once the head is no longer that wait, how long it waits at most (within the grace) for the
 /// thread to finish failing it and run what follows.
 const OVERDUE_AFTER: Duration = Duration::from_millis(50);
+
+#[cfg(test)]
+std::thread_local! {
+    /// How many times a synchronize of this thread went to sleep in
+    /// [`Sim::sync_past_overdue_waits`] (tests: it sleeps until something happens, not in
+    /// slices). The thread's own: `cargo test` runs other tests' synchronizes beside it.
+    static OVERDUE_LOOKS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Tests: this thread's [`OVERDUE_LOOKS`].
+#[cfg(test)]
+pub(crate) fn overdue_looks() -> u32 {
+    OVERDUE_LOOKS.with(std::cell::Cell::get)
+}
 
 /// A job as it is queued: wrapped to be followed on the timeline if that is on (see
 /// `trace::job`). In the queue's `on_claim`, after the pin's check: the wrapper holds the
@@ -527,25 +539,42 @@ impl Sim {
         let graph = read(&self.inner.streams).get(stream.0)?.graph.clone()?;
         let mut grace_end = std::time::Instant::now().checked_add(grace)?;
         let mut granted = false;
+        // The overdue wait's task once it has retired.
+        let mut retired = None;
         loop {
             let now = std::time::Instant::now();
             if now >= grace_end {
                 return None;
             }
+            #[cfg(test)]
+            OVERDUE_LOOKS.with(|n| n.set(n.get() + 1));
             match graph.head_wait_overdue() {
-                // Due before the synchronize's limit: overdue by more than the limit is past.
-                Some(overdue) if overdue >= now.saturating_duration_since(deadline) => {
+                // Due before the synchronize's limit (overdue by more than the limit is past):
+                // asleep until the thread has failed it (its task retired), no polling.
+                Some((overdue, task))
+                    if overdue >= now.saturating_duration_since(deadline)
+                        && retired != Some(task) =>
+                {
                     granted = true;
+                    if s.wait_task_retired(task, grace_end) {
+                        // A note still naming it next time is stale: taken as gone.
+                        retired = Some(task);
+                    }
+                    continue;
+                }
+                // A stale note of the wait that has retired: as gone, below.
+                Some((_, t)) if retired == Some(t) => {
+                    grace_end = grace_end.min(now + OVERDUE_AFTER);
                 }
                 // A wait due after the limit, or no overdue wait to begin with: 507046.
                 Some(_) => return None,
                 None if !granted => return None,
-                // The overdue wait is gone: the thread is failing it (its head note cleared
-                // before the task is counted) and goes on; a last short look.
+                // The overdue wait is gone: the thread failed it (its head note cleared before
+                // the task is counted) and goes on; what follows has a short while to finish.
                 None => grace_end = grace_end.min(now + OVERDUE_AFTER),
             }
-            let slice = grace_end.saturating_duration_since(now).min(OVERDUE_LOOK);
-            match s.synchronize(SyncWait::AtMost(slice)) {
+            let left = grace_end.saturating_duration_since(now);
+            match s.synchronize(SyncWait::AtMost(left)) {
                 Err(e) if e.kind() == Error::StreamSyncTimeout && e.message().is_empty() => {}
                 r => return Some(r),
             }

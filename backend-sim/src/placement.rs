@@ -340,9 +340,9 @@ fn involuntary_switches() -> Option<u64> {
 /// Called by the process's runner (`crate::stream::runner`) about once a millisecond while it
 /// runs parked streams: moves its thread to another CPU when another thread keeps taking
 /// its CPU ([`RUNNER_PREEMPTED`] involuntary switches within a tick) while another CPU had
-/// time to spare (read from `/proc/stat` at most every [`IDLE_WINDOW`], about 15 µs). Does
-/// nothing on a thread that did not [`enable_on_this_thread`]; otherwise costs a
-/// `getrusage` a tick.
+/// time to spare (read from `/proc/stat`, about 15 µs, at most every [`IDLE_WINDOW`] on
+/// ticks that lost the CPU at all, and otherwise every [`IDLE_BASELINE`]). Does nothing on a
+/// thread that did not [`enable_on_this_thread`]; otherwise costs a `getrusage` a tick.
 ///
 /// Why: the runner runs every parked stream's records and waits on one thread and hardly
 /// ever sleeps, while the host thread that feeds those streams sleeps whenever a queue is
@@ -363,15 +363,21 @@ pub(crate) fn runner_tick() {
     };
     let now = crate::sys::now_ns();
     let (then, before, mut idle) = RUNNER_LOOK.with(Cell::get);
-    if idle_look_due(now) {
+    let tick = then != 0 && now.saturating_sub(then) <= RUNNER_TICK_MAX.as_nanos() as u64;
+    let preempted = if tick { n.saturating_sub(before) } else { 0 };
+    // `/proc/stat` only when the answer may count: on a tick that lost its CPU at all (at
+    // most every [`IDLE_WINDOW`], as before), so that a tick preempted often, which the
+    // answer is for, finds a look of the last window or two to judge against; and, with no
+    // preemption, every [`IDLE_BASELINE`] for a baseline.
+    if idle_look_due(now) && (preempted > 0 || idle_look_older_than(now, IDLE_BASELINE)) {
         let cpus = allowed_cpus();
         idle = cpus.len() >= 2 && idle_elsewhere(now, &cpus);
     }
     RUNNER_LOOK.with(|l| l.set((now, n, idle)));
-    if then == 0 || now.saturating_sub(then) > RUNNER_TICK_MAX.as_nanos() as u64 {
+    if !tick {
         return;
     }
-    let go = c.runner_tick(now, n.saturating_sub(before), idle);
+    let go = c.runner_tick(now, preempted, idle);
     CROWDING.with(|cell| cell.set(Some(c)));
     if go {
         let _ = move_to_another_cpu();
@@ -381,12 +387,24 @@ pub(crate) fn runner_tick() {
 /// Whether [`idle_elsewhere`] would read the CPUs' idle time at `now`: this thread has no
 /// look yet, or its last one is at least [`IDLE_WINDOW`] old (else it answers no at once).
 fn idle_look_due(now: u64) -> bool {
+    idle_look_older_than(now, IDLE_WINDOW)
+}
+
+/// Whether this thread has no look at the CPUs' idle time yet, or its last one is at least
+/// `age` old at `now`.
+fn idle_look_older_than(now: u64, age: Duration) -> bool {
     LAST_IDLE.with(|last| {
         last.borrow()
             .as_ref()
-            .is_none_or(|(then, _)| now.saturating_sub(*then) >= IDLE_WINDOW.as_nanos() as u64)
+            .is_none_or(|(then, _)| now.saturating_sub(*then) >= age.as_nanos() as u64)
     })
 }
+
+/// How old the runner lets its last look at the CPUs' idle time grow while it is not
+/// preempted at all ([`runner_tick`]): the baseline a preempted tick judges against, over at
+/// most this window (then over [`IDLE_WINDOW`]s while it is preempted). Four reads a second
+/// instead of one every [`IDLE_WINDOW`].
+const IDLE_BASELINE: Duration = Duration::from_millis(250);
 
 /// The shortest window over which [`idle_elsewhere`] judges the other CPUs' idle time
 /// (`/proc/stat` counts it in ticks of 10 ms).
@@ -454,8 +472,16 @@ fn idle_elsewhere(now: u64, cpus: &[usize]) -> bool {
     })
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many times this thread read `/proc/stat` ([`idle_ticks`]).
+    static IDLE_READS: Cell<u32> = const { Cell::new(0) };
+}
+
 /// Idle plus I/O-wait ticks of each CPU, by CPU number, from `/proc/stat`.
 fn idle_ticks() -> Option<Vec<u64>> {
+    #[cfg(test)]
+    IDLE_READS.with(|r| r.set(r.get() + 1));
     let text = std::fs::read_to_string("/proc/stat").ok()?;
     let mut out = Vec::new();
     for line in text.lines() {
@@ -710,6 +736,38 @@ mod tests {
             assert!(c.shared_with_enqueuer(t, idle));
             assert_eq!(c.backoff, 0);
         }
+    }
+
+    /// A runner that is not preempted reads `/proc/stat` for a baseline now and then
+    /// ([`IDLE_BASELINE`]), not every [`IDLE_WINDOW`] (about 15 µs each, 50 times a second):
+    /// the answer only counts on a tick that lost its CPU often. The thread sleeps between its
+    /// ticks (voluntary switches); a tick that lost its CPU anyway (a loaded machine) may
+    /// read once more, and is allowed for.
+    #[test]
+    fn a_runner_not_preempted_seldom_reads_the_cpus_idle_time() {
+        std::thread::spawn(|| {
+            enable_on_this_thread();
+            let reads = IDLE_READS.with(Cell::get);
+            let t0 = std::time::Instant::now();
+            let (mut preempted_ticks, mut last) = (0, involuntary_switches().unwrap_or(0));
+            while t0.elapsed() < Duration::from_millis(400) {
+                runner_tick();
+                let n = involuntary_switches().unwrap_or(0);
+                if n > last {
+                    preempted_ticks += 1;
+                }
+                last = n;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let reads = IDLE_READS.with(Cell::get) - reads;
+            assert!(
+                reads <= 2 + preempted_ticks,
+                "{reads} reads of /proc/stat in 400 ms of ticks, {preempted_ticks} of them \
+                 preempted"
+            );
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

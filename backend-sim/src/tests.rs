@@ -1739,12 +1739,20 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
         let polled = poller.synchronize(s, SyncWait::AtMost(Duration::ZERO));
         (held.then_some(polled), t.elapsed())
     });
+    let looks = crate::enqueue::overdue_looks();
     let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(1200)));
     let took = t0.elapsed();
+    let looks = crate::enqueue::overdue_looks() - looks;
     let (polled, poll_took) = holder.join().unwrap();
     let e = r.expect_err("the wait had no record");
     assert_eq!(e.kind(), Error::TaskTimeout, "{e} (after {took:?})");
     assert!(took < Duration::from_secs(5), "{took:?}");
+    // Its grace (the 0.6 s from its limit to the thread's return) is one sleep until the wait's
+    // task retires and one until the stream is done, not a look every 5 ms (about 120).
+    assert!(
+        looks <= 4,
+        "the synchronize went to sleep {looks} times in its grace (after {took:?})"
+    );
     if let Some(polled) = polled {
         assert_eq!(
             polled.map_err(|e| e.kind()),
@@ -1827,4 +1835,42 @@ fn a_wait_on_a_destroyed_notify_says_it_was_destroyed() {
     sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
     assert!(report.contains(&said), "the stream's report: {report}");
     assert!(e.to_string().contains(&said), "the wait's timeout: {e}");
+}
+
+/// The count of a synchronize's looks past an overdue wait
+/// (`a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first` bounds it) is the
+/// calling thread's: a synchronize that times out on another thread — another test, as
+/// `cargo test` runs them side by side in one process — does not add to it.
+#[test]
+fn overdue_looks_are_counted_per_thread() {
+    let (sim, _ns) = open("overdue-looks", Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Seconds(60.try_into().unwrap()))
+        .unwrap();
+    let before = crate::enqueue::overdue_looks();
+    let there = std::thread::scope(|t| {
+        t.spawn(|| {
+            let before = crate::enqueue::overdue_looks();
+            let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(200)));
+            (
+                r.map_err(|e| e.kind()),
+                crate::enqueue::overdue_looks() - before,
+            )
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(
+        there.0,
+        Err(Error::StreamSyncTimeout),
+        "that synchronize timed out"
+    );
+    assert!(there.1 > 0, "that synchronize looked for an overdue wait");
+    assert_eq!(
+        crate::enqueue::overdue_looks(),
+        before,
+        "another thread's looks counted here"
+    );
+    sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
 }

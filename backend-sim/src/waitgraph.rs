@@ -799,10 +799,12 @@ impl StreamSlot {
     }
 
     /// How long ago the wait the stream's head sleeps in, if it published one, reached its
-    /// timeout: `None` for no wait, a wait with no timeout, or one whose timeout is to come.
-    pub(crate) fn head_wait_overdue(&self) -> Option<std::time::Duration> {
+    /// timeout, and that wait's task number (its ticket, as `TaskCtx::task_number` gives it):
+    /// `None` for no wait, a wait with no timeout, or one whose timeout is to come.
+    pub(crate) fn head_wait_overdue(&self) -> Option<(std::time::Duration, u64)> {
         let e = self.entry();
         Target::from_wait_word(e.head.load(SeqCst))?;
+        let task = e.head_ticket.load(SeqCst);
         let ms = e.head_timeout_ms.load(SeqCst);
         if ms == u64::MAX {
             return None;
@@ -812,7 +814,7 @@ impl StreamSlot {
             .load(SeqCst)
             .saturating_add(ms.saturating_mul(1_000_000));
         let now = sys::now_ns();
-        (now > due).then(|| std::time::Duration::from_nanos(now - due))
+        (now > due).then(|| (std::time::Duration::from_nanos(now - due), task))
     }
 
     /// What the wait at the stream's head sleeps on, if it published one.

@@ -114,6 +114,10 @@ fn main() {
             memory_across_hosts_both_ways_ordered_by_notifies,
         ),
         (
+            "a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record",
+            a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record,
+        ),
+        (
             "memory_across_hosts_refuses_outsiders_and_bad_ranges",
             memory_across_hosts_refuses_outsiders_and_bad_ranges,
         ),
@@ -342,6 +346,21 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             let (dst, src, len) = (num(w, 1)?, num(w, 2)?, num(w, 3)?);
             // SAFETY: both sides are device ranges (no host memory).
             unsafe { sim.memcpy_async(dst, len, src, len, MemcpyKind::DeviceToDevice, s)? };
+            Ok(String::new())
+        }
+        // copy2dasync DST DPITCH SRC SPITCH WIDTH HEIGHT DEV: aclrtMemcpy2dAsync device to
+        // device on DEV's stream (not synchronized, as copyasync).
+        "copy2dasync" => {
+            let s = stream(num(w, 7)?)?;
+            let shape = acl_notify_sim::mem::pitched::Pitched {
+                dpitch: num(w, 2)?,
+                spitch: num(w, 4)?,
+                width: num(w, 5)?,
+                height: num(w, 6)?,
+            };
+            let (dst, src) = (num(w, 1)?, num(w, 3)?);
+            // SAFETY: both sides are device ranges (no host memory).
+            unsafe { sim.memcpy2d_async(dst, src, shape, MemcpyKind::DeviceToDevice, s)? };
             Ok(String::new())
         }
         // memset PTR VALUE LEN
@@ -1219,6 +1238,58 @@ fn memory_across_hosts_both_ways_ordered_by_notifies(c: &Arc<EtcdCluster>) -> Re
     )?;
     check(!b.has_server_file(0) && !a.has_server_file(1), || {
         "a host mapped another host's files".into()
+    })?;
+    Ok(())
+}
+
+/// `aclrtMemcpy2dAsync` from local memory into an import of another host's memory: each row
+/// lands at its pitch, the gaps keep the owner's bytes, and a record queued after the copy
+/// finds every row in place; a 2-D span that leaves the import is refused (107000) with
+/// nothing queued.
+fn a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    const N: usize = 8192;
+    let (dpitch, spitch, width, height) = (64, 128, 40, 16);
+    let url = c.url(&pod("mem2d"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut p, mut q, na, ina) = pair(&a, &b)?;
+    let pa: usize = p.try_ok(&format!("malloc 2 {N}"))?.parse()?;
+    p.try_ok(&format!("fill {pa} {N} 5"))?;
+    let key = p.try_ok(&format!("mexport {pa} {N}"))?;
+    p.try_ok(&format!("mallow {key} 1 {}", q.pid))?;
+    let ra: usize = q.try_ok(&format!("memimport 3 {key}"))?.parse()?;
+    let qb: usize = q.try_ok(&format!("malloc 3 {N}"))?.parse()?;
+    q.try_ok(&format!("fill {qb} {N} 6"))?;
+    let at = 1000;
+    q.try_ok(&format!(
+        "copy2dasync {} {dpitch} {qb} {spitch} {width} {height} 3",
+        ra + at
+    ))?;
+    q.try_ok(&format!("record {ina} 3"))?;
+    p.try_ok(&format!("hwait {na} 10000"))?;
+    let (mut want, from) = (pattern(N, 5), pattern(N, 6));
+    for row in 0..height {
+        let (d, s) = (at + row * dpitch, row * spitch);
+        want[d..d + width].copy_from_slice(&from[s..s + width]);
+    }
+    let got = p.try_ok(&format!("sum {pa} {N}"))?;
+    check(got == hash(&want).to_string(), || {
+        "the owner's memory does not hold the 2-D copy's rows (and only them)".into()
+    })?;
+    // The last row would end past the import: refused before anything is sent.
+    let r = q.ask(&format!(
+        "copy2dasync {} {dpitch} {qb} {spitch} {width} {height} 3",
+        ra + N - dpitch * (height - 1)
+    ));
+    check(code_of(&r) == Some(107000), || {
+        format!("a 2-D span past the import: {r:?}")
+    })?;
+    q.try_ok(&format!("record {ina} 3"))?;
+    p.try_ok(&format!("hwait {na} 10000"))?;
+    let got = p.try_ok(&format!("sum {pa} {N}"))?;
+    check(got == hash(&want).to_string(), || {
+        "a refused 2-D copy changed the owner's memory".into()
     })?;
     Ok(())
 }

@@ -4,8 +4,10 @@
  * sets ordered on streams with notifies and host functions, aclrtGetMemInfo, checked ranges
  * (an overflowing or freed range → ACL_ERROR_RT_PARAM_INVALID with a message naming the
  * allocation, and nothing written), aclrtMallocAlign32 / aclrtMallocCached / aclrtMallocWithCfg
- * (their checks and rounding), fp16 and bf16 aclrtReduceAsync rounded to nearest even, and out
- * of memory → ACL_ERROR_RT_MEMORY_ALLOCATION.
+ * (their checks and rounding), fp16 and bf16 aclrtReduceAsync rounded to nearest even, host
+ * memory of aclrtMallocHost freed while queued copies and sets into or out of it wait (they fail
+ * with ACL_ERROR_RT_PARAM_INVALID when they run, writing nothing), and out of memory →
+ * ACL_ERROR_RT_MEMORY_ALLOCATION.
  * Run with ACL_NOTIFY_SIM_DEVICE_MEMORY=8M. Exit 0 and "memory: ok" when every check holds. */
 #include "common.h"
 
@@ -13,6 +15,9 @@ typedef struct {
     float *host;
     size_t n;
 } Scale;
+
+/* A host function holding its stream for *(int *)arg ms. */
+static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
 
 /* A host function doing a kernel's work on host memory: doubles every element. */
 static void scale_twice(void *arg) {
@@ -233,6 +238,39 @@ int main(void) {
                   ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
         CHECK(aclrtFree(dd));
         CHECK(aclrtFree(ds));
+    }
+
+    /* aclrtMallocHost memory freed (aclrtFreeHost) while a queued copy and set into it, and a
+     * copy out of it, wait behind a host function: the tasks fail when they run (107000,
+     * reported by the synchronize), never writing freed memory. 1 MiB: glibc maps it apart
+     * and unmaps it at the free, so a write there would fault. */
+    {
+        void *src_dev = NULL, *pinned = NULL;
+        const size_t mib = 1u << 20;
+        CHECK(aclrtMalloc(&src_dev, mib, ACL_MEM_MALLOC_HUGE_FIRST));
+        CHECK(aclrtMemset(src_dev, mib, 0x5a, mib));
+        for (int round = 0; round < 3; round++) {
+            CHECK(aclrtMallocHost(&pinned, mib));
+            int ms = 50;
+            CHECK(aclrtLaunchHostFunc(s1, hold_stream, &ms));
+            if (round == 0) {
+                CHECK(aclrtMemcpyAsync(pinned, mib, src_dev, mib, ACL_MEMCPY_DEVICE_TO_HOST, s1));
+            } else if (round == 1) {
+                CHECK(aclrtMemsetAsync(pinned, mib, 1, mib, s1));
+            } else {
+                CHECK(aclrtMemcpyAsync(src_dev, mib, pinned, mib, ACL_MEMCPY_HOST_TO_DEVICE, s1));
+            }
+            CHECK(aclrtFreeHost(pinned));
+            EXPECT_RC(aclrtSynchronizeStream(s1), ACL_ERROR_RT_PARAM_INVALID);
+            expect_msg("aclrtMallocHost", "freed (aclrtFreeHost) before the queued task ran", NULL);
+            EXPECT_RC(aclrtFreeHost(pinned), ACL_ERROR_RT_PARAM_INVALID);
+        }
+        /* The device memory the last copy would have read into is untouched. */
+        unsigned char back[64];
+        CHECK(aclrtMemcpy(back, sizeof back, (char *)src_dev + mib - 64, 64,
+                          ACL_MEMCPY_DEVICE_TO_HOST));
+        for (int i = 0; i < 64; i++) REQUIRE(back[i] == 0x5a, "byte %d is %#x", i, back[i]);
+        CHECK(aclrtFree(src_dev));
     }
 
     /* Out of memory: 8 MiB per device. */

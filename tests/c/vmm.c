@@ -2,7 +2,8 @@
  * (hicann/runtime example/1_basic_features/memory/7_physical_memory_sharing_withpid):
  *   - the sample: the granularity, a reserved range, two physical allocations mapped back to
  *     back, one copy in across both, one copy back, every byte checked, then unmap, free,
- *     release, and every page given back;
+ *     release, and every page given back; aclrtMemGetAddressRange, aclrtMemRetainAllocationHandle
+ *     and aclrtMemGetAllocationPropertiesFromHandle on the way;
  *   - the error cases: the ACL layer's checks (ACL_ERROR_INVALID_PARAM), unaligned or
  *     wrong-sized mappings, unmapping what is not mapped, releasing a range still mapped,
  *     double free (ACL_ERROR_RT_INVALID_HANDLE), a free while mapped that waits for the
@@ -74,6 +75,41 @@ static void sample(void) {
     size_t used = 0;
     CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &used, &total));
     REQUIRE(free0 - used == 2 * g, "two allocations take %zu bytes", free0 - used);
+    /* The helpers: the block an address is in, the properties, another handle. */
+    void *base = NULL;
+    size_t bsize = 0;
+    CHECK(aclrtMemGetAddressRange((char *)va + g + 10, &base, &bsize));
+    REQUIRE(base == (char *)va + g && bsize == g, "range %p +%zu", base, bsize);
+    CHECK(aclrtMemGetAddressRange((char *)va + 3, NULL, &bsize));
+    REQUIRE(bsize == g, "range size %zu", bsize);
+    EXPECT_RC(aclrtMemGetAddressRange(va, NULL, NULL), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtMemGetAddressRange(NULL, &base, &bsize), ACL_ERROR_INVALID_PARAM);
+    void *dev = NULL;
+    CHECK(aclrtMalloc(&dev, 1000, ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMemGetAddressRange((char *)dev + 999, &base, &bsize));
+    REQUIRE(base == dev && bsize == 1000, "aclrtMalloc block %p +%zu", base, bsize);
+    CHECK(aclrtFree(dev));
+    EXPECT_RC(aclrtMemGetAddressRange(dev, &base, &bsize), ACL_ERROR_RT_PARAM_INVALID);
+    aclrtPhysicalMemProp got;
+    memset(&got, 0xff, sizeof got);
+    CHECK(aclrtMemGetAllocationPropertiesFromHandle(b, &got));
+    /* ACL_MEM_HUGE is huge pages of HBM, which CANN's table answers as ACL_HBM_MEM_HUGE. */
+    REQUIRE(got.memAttr == ACL_HBM_MEM_HUGE && got.location.type == ACL_MEM_LOCATION_TYPE_DEVICE &&
+                got.location.id == 0 && got.handleType == ACL_MEM_HANDLE_TYPE_NONE &&
+                got.allocationType == ACL_MEM_ALLOCATION_TYPE_PINNED,
+            "properties: attr %d, location %d/%u", (int)got.memAttr, (int)got.location.type,
+            got.location.id);
+    EXPECT_RC(aclrtMemGetAllocationPropertiesFromHandle(b, NULL), ACL_ERROR_INVALID_PARAM);
+    aclrtDrvMemHandle again = NULL;
+    EXPECT_RC(aclrtMemRetainAllocationHandle((char *)va + g + 4096, &again),
+              ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclrtMemRetainAllocationHandle((char *)va + g, &again));
+    REQUIRE(again != NULL && again != b, "retained handle %p", again);
+    /* One handle freed: the memory stays, mapped and whole. */
+    CHECK(aclrtFreePhysical(again));
+    EXPECT_RC(aclrtFreePhysical(again), ACL_ERROR_RT_INVALID_HANDLE);
+    CHECK(aclrtMemcpy(out, 2 * g, va, 2 * g, ACL_MEMCPY_DEVICE_TO_HOST));
+    check_bytes(out + g - 64, 128, 5, "after a retained handle's free");
     /* A range that still maps memory is not released. */
     EXPECT_RC(aclrtReleaseMemAddress(va), ACL_ERROR_RT_PARAM_INVALID);
     CHECK(aclrtUnmapMem(va));
@@ -221,6 +257,10 @@ static int importer(int rd, int wr) {
     write_all(wr, &step, 1);
     read_all(rd, &step, 1);
     CHECK(aclrtMemImportFromShareableHandleV2(&sh, ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT, 0, &h));
+    aclrtPhysicalMemProp got;
+    CHECK(aclrtMemGetAllocationPropertiesFromHandle(h, &got));
+    REQUIRE(got.memAttr == ACL_HBM_MEM_HUGE && got.location.id == 0,
+            "imported properties: attr %d on device %u", (int)got.memAttr, got.location.id);
     EXPECT_RC(aclrtMemImportFromShareableHandle(sh, 0, &h), ACL_ERROR_RT_PARAM_INVALID);
     void *va = NULL;
     CHECK(aclrtReserveMemAddress(&va, g, 0, NULL, 0));

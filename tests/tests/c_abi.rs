@@ -54,6 +54,8 @@
 //!   allocations mapped back to back in one reserved range, every byte copied in and back),
 //!   its error cases, and a second process importing a shareable handle once whitelisted; on
 //!   three SoCs, and under valgrind's memcheck;
+//! - `vmm_share.c`: physical memory shared by shareable handle outlives its exporter's free and
+//!   its exporter's death (and the reclaim after it) for as long as an importer maps it;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -320,6 +322,7 @@ fn build_everything() -> Result<Prefix, String> {
         "context_threads",
         "ring_kill",
         "memcpy2d",
+        "vmm_share",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -913,6 +916,14 @@ fn reserved_ranges_map_physical_memory_and_share_it() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("vmm Ascend910B: ok"), "{}", report(&o));
     }
+}
+
+#[test]
+fn shared_physical_memory_outlives_its_exporter_s_free_and_death() {
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    let o = run_alone("vmm_share", "vmmshare", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("vmm_share: ok"), "{}", report(&o));
 }
 
 // ---- threads with contexts of their own (tests/c/context_threads.c) --------------------------

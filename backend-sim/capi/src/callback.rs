@@ -455,7 +455,11 @@ mod tests {
             0,
             "the given-up callback is still in its thread's mailbox"
         );
-        assert_eq!(Arc::strong_count(&report), 1, "something still holds the report");
+        assert_eq!(
+            Arc::strong_count(&report),
+            1,
+            "something still holds the report"
+        );
         assert!(!RAN.load(std::sync::atomic::Ordering::Relaxed));
     }
 }

@@ -12,7 +12,7 @@
 use std::ffi::c_void;
 
 use acl_notify_core::{Backend as _, Error};
-use acl_notify_sim::mem::vmm::{PageSize, PhysMem, has_huge1g};
+use acl_notify_sim::mem::vmm::{PageSize, PhysMem, Props, has_huge1g};
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::ipc_args::whitelist_pids;
@@ -51,33 +51,75 @@ const LOCATION_HOST_NUMA: u32 = 4;
 const SHARE_DEFAULT: u32 = 1;
 const SHARE_FABRIC: u32 = 2;
 
-/// What `aclrtMemAttr` value `attr` asks for, as the ACL layer's table reads it
-/// (`memAttrHandlers`, hicann/runtime `src/acl/aclrt_impl/memory.cpp`): the page size and
-/// whether it is an `ACL_HBM_MEM_*` value; `None` for a value outside the table; the
-/// `ACL_DDR_MEM_*` values (host memory only) are `Some(None)`.
-fn page_of(attr: u32) -> Option<Option<(PageSize, bool)>> {
-    Some(Some(match attr {
+/// A device `aclrtMemAttr` as the ACL layer reads it (`memAttrHandlers`, hicann/runtime
+/// `src/acl/aclrt_impl/memory.cpp`): CANN's page type and whether the memory type is P2P,
+/// which is what `aclrtMemGetAllocationPropertiesFromHandle` answers from, and the page size
+/// the simulator maps it with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct DeviceAttr {
+    /// CANN's page type: 0 normal, 1 huge, 2 1 GiB.
+    pg: u8,
+    p2p: bool,
+    /// The granularity's page: CANN documents ACL_HBM_MEM_NORMAL as allocated as huge
+    /// pages (docs/zh/api_ref/11-04_virtual_memory_management.md, aclrtMallocPhysical), so
+    /// it maps as huge pages here though its page type is normal.
+    granule: PageSize,
+    /// An `ACL_HBM_MEM_*` value (1 GiB pages of those exist on Ascend950 too).
+    hbm: bool,
+}
+
+impl DeviceAttr {
+    /// The properties code kept with the allocation.
+    fn props(self) -> Props {
+        Props(self.pg | u8::from(self.p2p) << 4)
+    }
+}
+
+/// What `aclrtMemAttr` value `attr` asks for of device memory; `None` for a value outside
+/// the ACL layer's table; the `ACL_DDR_MEM_*` values (host memory only) are `Some(None)`.
+fn page_of(attr: u32) -> Option<Option<DeviceAttr>> {
+    let a = |pg, p2p, granule, hbm| {
+        Some(Some(DeviceAttr {
+            pg,
+            p2p,
+            granule,
+            hbm,
+        }))
+    };
+    match attr {
         // ACL_DDR_MEM_HUGE, _NORMAL, _P2P_HUGE, _P2P_NORMAL.
-        2 | 3 | 6 | 7 => return Some(None),
-        // ACL_HBM_MEM_HUGE; ACL_HBM_MEM_NORMAL, which CANN documents as allocated as huge
-        // pages (docs/zh/api_ref/11-04_virtual_memory_management.md, aclrtMallocPhysical).
-        4 | 5 => (PageSize::Huge, true),
-        // ACL_HBM_MEM_HUGE1G.
-        10 => (PageSize::Huge1G, true),
-        // ACL_MEM_NORMAL, ACL_MEM_P2P_NORMAL.
-        12 | 15 => (PageSize::Normal, false),
-        // ACL_MEM_HUGE, ACL_MEM_P2P_HUGE.
-        13 | 16 => (PageSize::Huge, false),
-        // ACL_MEM_HUGE1G, ACL_MEM_P2P_HUGE1G.
-        14 | 17 => (PageSize::Huge1G, false),
-        _ => return None,
-    }))
+        2 | 3 | 6 | 7 => Some(None),
+        4 => a(1, false, PageSize::Huge, true),
+        5 => a(0, false, PageSize::Huge, true),
+        10 => a(2, false, PageSize::Huge1G, true),
+        12 => a(0, false, PageSize::Normal, false),
+        13 => a(1, false, PageSize::Huge, false),
+        14 => a(2, false, PageSize::Huge1G, false),
+        15 => a(0, true, PageSize::Normal, false),
+        16 => a(1, true, PageSize::Huge, false),
+        17 => a(2, true, PageSize::Huge1G, false),
+        _ => None,
+    }
+}
+
+/// The `aclrtMemAttr` CANN answers for device memory of properties `p`: the first device row
+/// of `aclrtMemGetAllocationPropertiesFromHandleImpl`'s table for its page and memory type
+/// (so ACL_MEM_NORMAL memory answers ACL_HBM_MEM_NORMAL, as there).
+fn attr_back(p: Props) -> u32 {
+    match (p.0 & 0xf, p.0 >> 4 != 0) {
+        (0, false) => 5,
+        (1, false) => 4,
+        (2, false) => 10,
+        (0, true) => 15,
+        (1, true) => 16,
+        _ => 17,
+    }
 }
 
 /// The ACL layer's checks of `prop->memAttr` against `prop->location.type` (100000), shared
 /// by `aclrtMallocPhysical` and `aclrtMemGetAllocationGranularity`; the page size of a
 /// device allocation, `None` for host memory.
-fn attr_checks(p: &PhysicalMemProp) -> Result<Option<(PageSize, bool)>, CallError> {
+fn attr_checks(p: &PhysicalMemProp) -> Result<Option<DeviceAttr>, CallError> {
     let device = p.location_type == LOCATION_DEVICE;
     match page_of(p.mem_attr) {
         Some(None) if device => Err(CallError::new(
@@ -106,8 +148,8 @@ fn attr_checks(p: &PhysicalMemProp) -> Result<Option<(PageSize, bool)>, CallErro
 fn device_page(
     rt: &Runtime,
     p: &PhysicalMemProp,
-    page: Option<(PageSize, bool)>,
-) -> Result<(u32, PageSize), CallError> {
+    page: Option<DeviceAttr>,
+) -> Result<(u32, DeviceAttr), CallError> {
     let soc = rt.backend().soc();
     if p.location_type != LOCATION_DEVICE {
         return Err(match p.location_type {
@@ -123,10 +165,10 @@ fn device_page(
         });
     }
     let device = rt.device_id(p.location_id)?;
-    let Some((page, hbm)) = page else {
+    let Some(attr) = page else {
         return Err(CallError::new(Error::DrvInternalError, "no page size"));
     };
-    if page == PageSize::Huge1G && !has_huge1g(soc, hbm) {
+    if attr.granule == PageSize::Huge1G && !has_huge1g(soc, attr.hbm) {
         return Err(CallError::new(
             Error::FeatureNotSupport,
             format!(
@@ -136,7 +178,7 @@ fn device_page(
             ),
         ));
     }
-    Ok((device, page))
+    Ok((device, attr))
 }
 
 /// The properties at `prop`, copied.
@@ -209,7 +251,7 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
         }
         let g = rt
             .backend()
-            .vmm_granularity(device, page)
+            .vmm_granularity(device, page.granule)
             .map_err(backend)?;
         // SAFETY: non-NULL, writable by the caller's contract.
         unsafe { granularity.write_unaligned(g as usize) };
@@ -289,7 +331,7 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
         let (device, page) = device_page(&rt, &p, page)?;
         let h = rt
             .backend()
-            .vmm_malloc_physical(device, size, page)
+            .vmm_malloc_physical(device, size, page.granule, page.props())
             .map_err(backend)?;
         // SAFETY: non-NULL, writable by the caller's contract.
         unsafe { hand_out(&rt, h, handle) }
@@ -717,5 +759,116 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandleV2(
         let s = unsafe { shareable_handle.cast::<u64>().read_unaligned() };
         // SAFETY: non-NULL, writable by the caller's contract.
         unsafe { import(&rt, s, device, handle) }
+    })
+}
+
+/// `aclError aclrtMemRetainAllocationHandle(void *virPtr, aclrtDrvMemHandle *handle)`: another
+/// handle of the physical allocation mapped at `virPtr` (where `aclrtMapMem` mapped it); each
+/// handle takes its own `aclrtFreePhysical`, as CANN documents.
+///
+/// Codes: 100000 virPtr or handle NULL; 107000 no mapping starts at virPtr.
+///
+/// # Safety
+///
+/// `handle` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemRetainAllocationHandle(
+    vir_ptr: *mut c_void,
+    handle: *mut *mut c_void,
+) -> aclError {
+    api("aclrtMemRetainAllocationHandle", || {
+        if vir_ptr.is_null() {
+            return Err(null_arg("virPtr"));
+        }
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        let rt = runtime()?;
+        let h = rt.backend().vmm_retain(vir_ptr.addr()).map_err(backend)?;
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { hand_out(&rt, h, handle) }
+    })
+}
+
+/// `aclError aclrtMemGetAllocationPropertiesFromHandle(aclrtDrvMemHandle handle,
+/// aclrtPhysicalMemProp *prop)`: the properties a physical allocation was made with, as CANN
+/// answers them (its memAttr from the page and memory type: ACL_MEM_NORMAL memory answers
+/// ACL_HBM_MEM_NORMAL, as in `aclrtMemGetAllocationPropertiesFromHandleImpl`); an import
+/// answers its exporter's, on the device it was imported onto.
+///
+/// Codes: 100000 handle or prop NULL; 107017 handle not live.
+///
+/// # Safety
+///
+/// `prop` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemGetAllocationPropertiesFromHandle(
+    handle: *mut c_void,
+    prop: *mut PhysicalMemProp,
+) -> aclError {
+    api("aclrtMemGetAllocationPropertiesFromHandle", || {
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        if prop.is_null() {
+            return Err(null_arg("prop"));
+        }
+        let rt = runtime()?;
+        let h = phys(&rt, handle)?;
+        let (device, _, props) = rt.backend().vmm_properties(h).map_err(backend)?;
+        let p = PhysicalMemProp {
+            handle_type: 0,
+            allocation_type: 0,
+            mem_attr: attr_back(props),
+            location_id: device,
+            location_type: LOCATION_DEVICE,
+            reserve: 0,
+        };
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { prop.write_unaligned(p) };
+        Ok(())
+    })
+}
+
+/// `aclError aclrtMemGetAddressRange(void *ptr, void **pbase, size_t *psize)`: the start and
+/// size of the block `ptr` is in: a mapping of a reserved range, an `aclrtMalloc` allocation
+/// or an import (the size asked for), or `aclrtMallocHost` memory. Either output may be NULL.
+///
+/// Codes: 100000 ptr NULL; 107000 pbase and psize both NULL (hicann/runtime `api_error.cc`),
+/// an address in no such block.
+///
+/// # Safety
+///
+/// `pbase` and `psize` are each NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemGetAddressRange(
+    ptr: *mut c_void,
+    pbase: *mut *mut c_void,
+    psize: *mut usize,
+) -> aclError {
+    api("aclrtMemGetAddressRange", || {
+        if ptr.is_null() {
+            return Err(null_arg("ptr"));
+        }
+        let rt = runtime()?;
+        if pbase.is_null() && psize.is_null() {
+            return Err(CallError::new(
+                Error::ParamInvalid,
+                "pbase and psize are both NULL: ask for at least one",
+            ));
+        }
+        let (base, size) = rt
+            .backend()
+            .vmm_address_range(ptr.addr())
+            .map_err(backend)?;
+        if !pbase.is_null() {
+            // SAFETY: non-NULL, writable by the caller's contract.
+            unsafe { pbase.write_unaligned(std::ptr::with_exposed_provenance_mut(base)) };
+        }
+        if !psize.is_null() {
+            // SAFETY: as above.
+            unsafe { psize.write_unaligned(size) };
+        }
+        Ok(())
     })
 }

@@ -681,11 +681,7 @@ mod tests {
             body.len()
         );
         let head: &'static [u8] = Box::leak(head.into_bytes().into_boxed_slice());
-        let a = serve(
-            vec![head, body],
-            Duration::ZERO,
-            Duration::ZERO,
-        );
+        let a = serve(vec![head, body], Duration::ZERO, Duration::ZERO);
         match Etcd::new(vec![a], Duration::from_secs(5)).put(b"k", b"v", 7) {
             Err(EtcdError::LeaseGone(m)) => {
                 assert!(m.contains("requested lease not found"), "{m}")

@@ -820,8 +820,6 @@ mod tests {
         assert!(kept.contains_key(&c.key) && kept.contains_key(&d.key));
     }
 
-    /// The references of one process share its holder bit: the slot lives until the last of
-    /// them goes, whichever it is, and is then free under the next generation.
     /// A record its issuer's stream discarded stays "discarded" for the other holders when
     /// that process dies afterwards (its table entry freed, here entry 63's, which nobody
     /// holds): the waits that fail for it name the discard, not a recorder that "died first"
@@ -844,6 +842,8 @@ mod tests {
         assert_eq!(b.never_ran(n), Some(NeverRan::Dropped(pid)));
     }
 
+    /// The references of one process share its holder bit: the slot lives until the last of
+    /// them goes, whichever it is, and is then free under the next generation.
     #[test]
     fn a_process_holds_by_one_bit_until_its_last_reference_goes() {
         let m = Machine::new("bit", 1);

@@ -156,6 +156,19 @@ impl Payload for MemPayload {
     fn wake_all<W: Waiter>(&self, _w: &W) {}
 }
 
+/// What an owner's letting go of an allocation leaves the processes that import it
+/// ([`MemFile::free_owned`]); either way their mappings stay until they let go, and the
+/// allocation is released at the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Importers {
+    /// `aclrtFree`: their copies and sets through it fail from then on (SPEC §8).
+    Refused,
+    /// The owner died, or freed physical memory it shared by shareable handle (CANN frees
+    /// that once every process sharing it has freed its handle, hicann/runtime
+    /// `docs/zh/api_ref/11-04_virtual_memory_management.md`): their use goes on.
+    Served,
+}
+
 /// One allocation: the core's slot with a [`MemPayload`]. All-zero is a free slot. Its
 /// transitions are made under the file lock; the copy paths read it without.
 pub(crate) type MemSlot = Slot<MemPayload>;
@@ -655,8 +668,15 @@ impl MemFile {
     }
 
     /// The owner's free of slot `id`: released at once, or orphaned while importers still map
-    /// it. Under the lock. `false` if the slot is not this live incarnation.
-    pub(crate) fn free_owned(&self, l: &Locked<'_>, id: u32, generation: u32) -> bool {
+    /// it, their use of it from then on as `importers` says. Under the lock. `false` if the
+    /// slot is not this live incarnation.
+    pub(crate) fn free_owned(
+        &self,
+        l: &Locked<'_>,
+        id: u32,
+        generation: u32,
+        importers: Importers,
+    ) -> bool {
         let Some(s) = self.slot(id) else { return false };
         if !s.is_live(generation) {
             return false;
@@ -664,9 +684,11 @@ impl MemFile {
         if importer_count(s) == 0 {
             return self.release(l, id, generation, SlotState::Live);
         }
-        // Before the orphaning: an importer that sees the slot orphaned by this free also
-        // sees the mark.
-        s.sync.owner_freed.store(1, SeqCst);
+        if importers == Importers::Refused {
+            // Before the orphaning: an importer that sees the slot orphaned by this free also
+            // sees the mark.
+            s.sync.owner_freed.store(1, SeqCst);
+        }
         s.orphan(generation)
     }
 
@@ -718,7 +740,9 @@ impl MemFile {
             }
             let owner = owner_of(s);
             if state == Some(SlotState::Live) && !is_alive(owner.0, owner.1) {
-                self.free_owned(l, id, generation);
+                // What a dead owner shared stays usable for its importers until they let go
+                // (the `owner_freed` field's rule).
+                self.free_owned(l, id, generation, Importers::Served);
             }
             let g = s.generation();
             let released = s.state() == Some(SlotState::Free)

@@ -30,6 +30,7 @@ mod backend;
 pub(crate) mod capacity;
 pub(crate) mod file;
 pub mod half;
+mod host;
 pub mod inspect;
 pub mod ipc;
 pub mod pitched;
@@ -38,6 +39,7 @@ mod recent;
 pub mod reduce;
 pub(crate) mod remote;
 mod reserved;
+pub mod shareable;
 pub(crate) mod state;
 mod value;
 pub mod vmm;
@@ -54,12 +56,12 @@ use crate::job::SimStream;
 use crate::locks::lock;
 use crate::stream::TaskCtx;
 use crate::tagged_cache::Tag;
-use file::MemFile;
+use file::{Importers, MemFile};
 use queued::QueuedSide;
 
 pub(crate) use capacity::check_capacity;
 pub use capacity::{DEFAULT_DEVICE_MEMORY, parse_size};
-pub(crate) use state::{Alloc, AllocRef, HOST_ALIGN, MemState};
+pub(crate) use state::{Alloc, AllocRef, MemState};
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
 pub use value::ValueCondition;
@@ -310,6 +312,12 @@ impl Sim {
     ///
     /// Errors: 107000 not the start of a live allocation of this process (with what it is).
     pub fn free(&self, ptr: usize) -> Result<(), SimError> {
+        self.free_as(ptr, Importers::Refused)
+    }
+
+    /// [`free`](Self::free), leaving the processes that import the allocation what
+    /// `importers` says (also the free of a physical allocation, [`vmm`]).
+    pub(super) fn free_as(&self, ptr: usize, importers: Importers) -> Result<(), SimError> {
         self.mem_checked(|| {
             let a = self.mem().remove_if(ptr, |a| {
                 if !a.imported {
@@ -336,7 +344,7 @@ impl Sim {
                 return Err(SimError::new(Error::ParamInvalid, msg));
             };
             let l = a.file.lock()?;
-            a.file.free_owned(&l, a.id, a.generation);
+            a.file.free_owned(&l, a.id, a.generation, importers);
             drop(l);
             self.mem_withdraw(&a.file, a.id, a.generation);
             self.note_freed(ptr, a.size, a.file.device());
@@ -697,38 +705,8 @@ impl Sim {
         if let Some(r) = self.range_ref(dst, count, "range")? {
             return Ok(Side::Device(r));
         }
-        self.host_range(dst, count)?;
+        self.mem().host.range(dst, count)?;
         Ok(Side::Host(dst))
-    }
-
-    /// `Ok` when `[addr, addr + len)` lies within one `aclrtMallocHost` allocation of this
-    /// process; 107000 naming it when the range leaves it, or when none holds `addr`.
-    fn host_range(&self, addr: usize, len: usize) -> Result<(), SimError> {
-        let host = lock(&self.mem().host);
-        let Some((&base, &size)) = host
-            .iter()
-            .find(|&(&base, &size)| addr >= base && addr - base < size)
-        else {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "{addr:#x} is neither a device address of this process nor memory of \
-                     aclrtMallocHost (freed already, or from elsewhere)"
-                ),
-            ));
-        };
-        let room = size - (addr - base);
-        if len > room {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "the range [{addr:#x}, +{len}) leaves host allocation {base:#x} ({size} \
-                     bytes of aclrtMallocHost) by {} bytes",
-                    len - room
-                ),
-            ));
-        }
-        Ok(())
     }
 
     /// `aclrtMemcpyAsync`: [`memcpy`](Self::memcpy) queued on `stream`, after the tasks before
@@ -762,7 +740,10 @@ impl Sim {
             // Both sides are mostly in one file: kept once.
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             let fs = fs.filter(|s| !fd.is_some_and(|d| std::ptr::eq(d, *s)));
-            let (d, s) = (QueuedSide::new(&d), QueuedSide::new(&s));
+            let (d, s) = (
+                QueuedSide::new(&d, &self.mem().host),
+                QueuedSide::new(&s, &self.mem().host),
+            );
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
                 crate::placement::beside_enqueuer(cpu, || ctx.note_moved());
@@ -818,7 +799,7 @@ impl Sim {
             }
             let r = self.set_side(dst, max, count)?;
             let file = queued::file_of(&r);
-            let q = QueuedSide::new(&r);
+            let q = QueuedSide::new(&r, &self.mem().host);
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
                 crate::placement::beside_enqueuer(cpu, || ctx.note_moved());
@@ -853,54 +834,41 @@ impl Sim {
             Ok((total - used.min(total), total))
         })
     }
+}
 
-    /// `aclrtMallocHost`: `size` bytes (> 0) of host memory, page aligned.
+impl Sim {
+    /// `aclrtMallocHost`: `size` bytes of page-aligned host memory.
     ///
-    /// Errors: 107000 size 0; 207001 out of memory.
+    /// Errors: 107000 size 0; 207001 no memory.
     pub fn malloc_host(&self, size: usize) -> Result<usize, SimError> {
         if size == 0 {
             return Err(SimError::new(Error::ParamInvalid, "size is 0"));
         }
-        let layout = std::alloc::Layout::from_size_align(size, HOST_ALIGN).map_err(|_| {
+        self.mem().host.alloc(size).ok_or_else(|| {
             SimError::new(
                 Error::MemoryAllocation,
                 format!("cannot allocate {size} bytes of host memory"),
             )
-        })?;
-        // SAFETY: a non-zero size.
-        let p = unsafe { std::alloc::alloc(layout) };
-        if p.is_null() {
-            return Err(SimError::new(
-                Error::MemoryAllocation,
-                format!("cannot allocate {size} bytes of host memory"),
-            ));
-        }
-        let addr = p.expose_provenance();
-        lock(&self.mem().host).insert(addr, size);
-        Ok(addr)
+        })
     }
 
-    /// `aclrtFreeHost`: frees memory of [`malloc_host`](Self::malloc_host).
+    /// `aclrtFreeHost`: frees memory of [`malloc_host`](Self::malloc_host); a queued task that
+    /// would still touch it fails when it runs (107000) instead of touching freed memory.
     ///
     /// Errors: 107000 not an `aclrtMallocHost` pointer of this process.
     pub fn free_host(&self, ptr: usize) -> Result<(), SimError> {
-        let Some(size) = lock(&self.mem().host).remove(&ptr) else {
-            let what = if self.is_device_addr(ptr) {
-                "a device address (free it with aclrtFree)"
-            } else {
-                "not memory of aclrtMallocHost in this process (freed already, or from elsewhere)"
-            };
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!("{ptr:#x} is {what}"),
-            ));
+        if self.mem().host.free(ptr) {
+            return Ok(());
+        }
+        let what = if self.is_device_addr(ptr) {
+            "a device address (free it with aclrtFree)"
+        } else {
+            "not memory of aclrtMallocHost in this process (freed already, or from elsewhere)"
         };
-        let layout = std::alloc::Layout::from_size_align(size, HOST_ALIGN)
-            .map_err(|_| SimError::new(Error::DrvInternalError, "host layout"))?;
-        // SAFETY: allocated by `malloc_host` with this layout; removed from the table above,
-        // so freed once.
-        unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(ptr), layout) };
-        Ok(())
+        Err(SimError::new(
+            Error::ParamInvalid,
+            format!("{ptr:#x} is {what}"),
+        ))
     }
 }
 

@@ -19,10 +19,12 @@
 //! 1.08× against 1.11× in fast ones.
 
 use std::ptr::NonNull;
+use std::sync::Arc;
 
 use acl_notify_core::Error;
 
 use super::file::MemFile;
+use super::host::{HostBlock, HostTable};
 use super::state::AllocOf;
 use super::{Alloc, Side};
 use crate::error::SimError;
@@ -47,8 +49,9 @@ impl KeptFile {
 /// A side of a queued copy or set.
 #[derive(Debug)]
 pub(super) enum QueuedSide {
-    /// Host memory at this address (the caller's contract keeps it valid until the task ran).
-    Host(usize),
+    /// Host memory at this address: in `aclrtMallocHost` memory, the block, held until the
+    /// task has run (see [`super::host`]); elsewhere the caller's contract keeps it valid.
+    Host(usize, Option<Arc<HostBlock>>),
     /// Device memory in allocation `alloc`, whose device address is `base`.
     Device {
         alloc: AllocOf<KeptFile>,
@@ -60,11 +63,12 @@ pub(super) enum QueuedSide {
 const _: () = assert!(2 * std::mem::size_of::<QueuedSide>() + 4 * 8 <= 120);
 
 impl QueuedSide {
-    /// `side` as a queued task keeps it; the stream the task goes to must keep the file
-    /// ([`file_of`]) alive.
-    pub(super) fn new(side: &Side<'_>) -> QueuedSide {
+    /// `side` as a queued task keeps it (a host side in `aclrtMallocHost` memory holds its
+    /// block, found in `host`); the stream the task goes to must keep the file ([`file_of`])
+    /// alive.
+    pub(super) fn new(side: &Side<'_>, host: &HostTable) -> QueuedSide {
         match side {
-            Side::Host(addr) => QueuedSide::Host(*addr),
+            Side::Host(addr) => QueuedSide::Host(*addr, host.block_at(*addr)),
             Side::Device(r) => QueuedSide::Device {
                 alloc: r.alloc.with_file(KeptFile(NonNull::from(r.alloc.file))),
                 base: r.base,
@@ -72,9 +76,11 @@ impl QueuedSide {
         }
     }
 
-    /// At run time: is the range `[addr, addr + len)` still in the same allocation?
+    /// At run time: is the range `[addr, addr + len)` still in the same allocation (or
+    /// `aclrtMallocHost` block)?
     pub(super) fn still(&self, addr: usize, len: usize, what: &str) -> Result<(), SimError> {
         match self {
+            QueuedSide::Host(_, Some(block)) => block.still(addr, len, what),
             QueuedSide::Device { alloc: a, base }
                 if !Alloc::is_current(a.file.get(), a.id, a.generation, a.imported) =>
             {
@@ -94,7 +100,7 @@ impl QueuedSide {
     /// The bytes of `[addr, addr + len)`, for the copy (checked when queued).
     pub(super) fn ptr(&self, addr: usize, len: usize) -> Result<*mut u8, SimError> {
         match self {
-            QueuedSide::Host(a) => Ok(std::ptr::with_exposed_provenance_mut(*a)),
+            QueuedSide::Host(a, _) => Ok(std::ptr::with_exposed_provenance_mut(*a)),
             QueuedSide::Device { alloc, .. } => {
                 let file = alloc.file.get();
                 let off = file
@@ -109,7 +115,7 @@ impl QueuedSide {
     /// or came from a private zero page; see [`crate::lost`]).
     pub(super) fn intact(&self) -> Result<(), SimError> {
         match self {
-            QueuedSide::Host(_) => Ok(()),
+            QueuedSide::Host(..) => Ok(()),
             QueuedSide::Device { alloc, .. } => alloc.file.get().intact(),
         }
     }

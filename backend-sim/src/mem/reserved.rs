@@ -2,7 +2,7 @@
 //! the mappings in them, and its physical allocations (what a `Sim`'s memory state keeps).
 //! Plain data under one lock; the rules are [`super::vmm`]'s.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
@@ -16,6 +16,7 @@ pub struct PhysMem(pub u64);
 
 /// The page size of a physical allocation, which fixes its granularity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
 pub enum PageSize {
     /// The device's normal page: 4 KiB.
     Normal,
@@ -27,6 +28,21 @@ pub enum PageSize {
 }
 
 impl PageSize {
+    /// The page size a code of [`code`](Self::code) stands for.
+    pub(super) fn from_code(c: u32) -> Option<PageSize> {
+        Some(match c {
+            0 => PageSize::Normal,
+            1 => PageSize::Huge,
+            2 => PageSize::Huge1G,
+            _ => return None,
+        })
+    }
+
+    /// Its code in an allocation's slot.
+    pub(super) fn code(self) -> u32 {
+        self as u32
+    }
+
     /// The granularity, in bytes: what sizes and addresses of mappings are multiples of.
     pub const fn bytes(self) -> u64 {
         match self {
@@ -46,10 +62,13 @@ pub(super) struct Physical {
     pub(super) size: u64,
     pub(super) device: u32,
     pub(super) page: PageSize,
+    /// The caller's code of its properties ([`super::vmm::Props`]), answered back.
+    pub(super) props: u32,
     /// Mappings of it.
     pub(super) maps: u32,
-    /// Freed while mapped: released at its last unmap.
-    pub(super) freed: bool,
+    /// Live handles of it (`aclrtMallocPhysical`'s or the import's, and one per
+    /// `aclrtMemRetainAllocationHandle`): at 0 it is released, at its last unmap if mapped.
+    pub(super) handles: u32,
     /// Its export (by the allocating process).
     pub(super) export: Option<ExportKey>,
     /// Imported by key (else allocated here).
@@ -87,14 +106,21 @@ pub(crate) struct Vmm {
 }
 
 impl Vmm {
-    /// Unreserves every range (the session ends; its allocations are freed with the rest).
-    pub(super) fn clear(&self) {
+    /// Unreserves every range (the session ends; its allocations are freed with the rest);
+    /// returns the device addresses of the physical allocations it made (not imported).
+    pub(super) fn clear(&self) -> HashSet<usize> {
         let mut st = lock(&self.state);
         for (base, r) in std::mem::take(&mut st.reserves) {
             unreserve(base, r.size);
         }
-        st.phys.clear();
+        let own = st
+            .phys
+            .drain()
+            .filter(|(_, p)| p.imported.is_none())
+            .map(|(_, p)| p.addr)
+            .collect();
         self.reserved.store(0, Relaxed);
+        own
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use acl_notify_core::key::ExportKey;
 
-use super::file::MemFile;
+use super::file::{Importers, MemFile};
 use crate::error::SimError;
 use crate::locks::lock;
 use crate::sys;
@@ -124,8 +124,8 @@ pub(crate) struct MemState {
     reserves_n: AtomicUsize,
     /// Recently freed (address, size, device), newest last.
     pub(super) freed: Mutex<VecDeque<(usize, u64, u32)>>,
-    /// `aclrtMallocHost` allocations: address → layout size.
-    pub(super) host: Mutex<HashMap<usize, usize>>,
+    /// `aclrtMallocHost` allocations.
+    pub(super) host: super::host::HostTable,
     /// IPC imports of this process: key → device address.
     pub(super) imports: Mutex<HashMap<ExportKey, usize>>,
     /// Reserved ranges and physical allocations (`vmm`).
@@ -142,7 +142,7 @@ impl MemState {
             reserves: [const { AtomicUsize::new(0) }; RESERVES_FAST],
             reserves_n: AtomicUsize::new(0),
             freed: Mutex::new(VecDeque::new()),
-            host: Mutex::new(HashMap::new()),
+            host: Default::default(),
             imports: Mutex::new(HashMap::new()),
             vmm: Default::default(),
         }
@@ -235,36 +235,31 @@ impl MemState {
             return;
         }
         lock(&self.imports).clear();
-        self.vmm.clear();
+        // Physical memory it shared by shareable handle stays with its importers.
+        let physical = self.vmm.clear();
         let allocs =
             std::mem::take(&mut *self.allocs.write().unwrap_or_else(PoisonError::into_inner));
         self.removed();
         let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
-        for a in allocs.into_values() {
+        for (addr, a) in allocs {
             if let Ok(l) = a.file.lock() {
                 if a.imported {
                     a.file.leave(&l, a.id, a.generation, me);
+                } else if physical.contains(&addr) {
+                    a.file.free_owned(&l, a.id, a.generation, Importers::Served);
                 } else {
-                    a.file.free_owned(&l, a.id, a.generation);
+                    a.file
+                        .free_owned(&l, a.id, a.generation, Importers::Refused);
                 }
             }
         }
-        for (addr, size) in lock(&self.host).drain() {
-            if let Ok(layout) = std::alloc::Layout::from_size_align(size, HOST_ALIGN) {
-                // SAFETY: allocated by `malloc_host` with this layout, removed from the table
-                // here so freed once.
-                unsafe { std::alloc::dealloc(std::ptr::with_exposed_provenance_mut(addr), layout) };
-            }
-        }
+        self.host.clear();
     }
 }
 
 /// Files whose device addresses [`MemState::may_be_device`] checks without a lock (one per
 /// device of each server this process maps memory of).
 const RESERVES_FAST: usize = 32;
-
-/// Alignment of `aclrtMallocHost` memory (a page, like the pinned memory CANN returns).
-pub(crate) const HOST_ALIGN: usize = 4096;
 
 impl MemState {
     /// The reference this process keeps to `file`, one of its device-memory files (507899 if

@@ -17,10 +17,8 @@
 //!   their usual checks (`Sim::vmm_memcpy`, `Sim::vmm_memset`): a copy that spans two
 //!   mappings becomes one copy per piece, all pieces checked before any byte moves, and an
 //!   address of a reserved range that no mapping covers is 107000.
-//! - Sharing is IPC memory of the whole physical allocation ([`super::ipc`]): the shareable
-//!   handle packs enough of the export's key to find it again ([`pack`]), the whitelist is
-//!   the export's, an import is an IPC import (peer access enabled, as CANN's
-//!   `ApiImpl::ImportFromShareableHandle` does, `src/runtime/api/impl/api_impl.cc`).
+//! - Sharing with other processes is [`super::shareable`]: IPC memory of the whole physical
+//!   allocation, by a 64-bit shareable handle.
 //!
 //! # CANN's rules followed (the documentation above; the driver's own checks are not in
 //! hicann/runtime, whose `NpuDriver` passes the driver's codes on: an invalid value is
@@ -32,21 +30,27 @@
 //! - `aclrtFreePhysical` of a mapped allocation succeeds and frees it at its last
 //!   `aclrtUnmapMem`; `aclrtReleaseMemAddress` of a range that still maps something is
 //!   refused (ours: 107000; CANN says to unmap first).
-//! - A shareable handle is exported once per physical allocation; a process does not import
-//!   its own.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 
-use acl_notify_core::key::{ExportKey, KeyFields};
-use acl_notify_core::slot::ExportState;
 use acl_notify_core::{Error, RawStream, Soc};
 
+use super::file::Importers;
 use super::reserved::{Mapping, Physical, Reservation, State, Vmm, unreserve};
 pub use super::reserved::{PageSize, PhysMem};
 use super::{MemcpyKind, Rounding, lock, within};
 use crate::Sim;
 use crate::error::SimError;
+
+/// The caller's code of a physical allocation's properties (the C library's: CANN's page and
+/// memory types), kept with it and in its slot, so that an importer reads them too.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Props(pub u8);
+
+/// Marks the policy word of a physical allocation's slot: page code in bits 8–15, [`Props`]
+/// in bits 0–7.
+pub(super) const PHYS_MARK: u32 = 1 << 31;
 
 /// Whether `soc` has virtual memory management (every SoC but IPV350, per CANN's
 /// documentation of each function).
@@ -64,11 +68,11 @@ pub fn has_huge1g(soc: Soc, hbm: bool) -> bool {
 /// CANN's range for an address asked of `aclrtReserveMemAddress`: 16 TiB to 24 TiB.
 const EXPECT_RANGE: std::ops::Range<usize> = (16 << 40)..(24 << 40);
 
-fn invalid(msg: impl Into<String>) -> SimError {
+pub(super) fn invalid(msg: impl Into<String>) -> SimError {
     SimError::new(Error::ParamInvalid, msg.into())
 }
 
-fn not_live(h: PhysMem) -> SimError {
+pub(super) fn not_live(h: PhysMem) -> SimError {
     SimError::new(
         Error::InvalidHandle,
         format!(
@@ -79,33 +83,11 @@ fn not_live(h: PhysMem) -> SimError {
     )
 }
 
-/// The shareable handle of the export `k` of slot `k.id`: device (8 bits), slot id (14),
-/// the generation's low 18 bits, the nonce's low 24 bits. The importer finds the slot from
-/// the first two and checks the rest against it, so a stale or guessed handle is refused
-/// (a guess passes with odds of 2⁻⁴², and still needs the whitelist).
-pub fn pack(k: &KeyFields) -> u64 {
-    let nonce = u64::from(k.nonce[0]) | u64::from(k.nonce[1]) << 8 | u64::from(k.nonce[2]) << 16;
-    u64::from(k.device) << 56
-        | (u64::from(k.id) & 0x3fff) << 42
-        | (u64::from(k.generation) & 0x3_ffff) << 24
-        | nonce
-}
-
-/// [`pack`]'s fields back: (device, slot id, generation bits, nonce bits).
-fn unpack(h: u64) -> (u32, u32, u32, u32) {
-    (
-        (h >> 56) as u32,
-        (h >> 42) as u32 & 0x3fff,
-        (h >> 24) as u32 & 0x3_ffff,
-        h as u32 & 0xff_ffff,
-    )
-}
-
 /// One piece of a translated range: the address to use and its length.
 type Piece = (usize, usize);
 
 impl Sim {
-    fn vmm(&self) -> &Vmm {
+    pub(super) fn vmm(&self) -> &Vmm {
         &self.mem().vmm
     }
 
@@ -228,6 +210,8 @@ impl Sim {
 
     /// `aclrtMallocPhysical`: `size` bytes of `device`'s memory with pages of `page`, not
     /// mapped anywhere yet; its pages are reserved now (rounded up to the granularity).
+    /// `props` is answered back by [`vmm_properties`](Self::vmm_properties), here and to the
+    /// processes that import it.
     ///
     /// Errors: 207000; 107001 no such device; 107000 size 0; 207001 out of device memory.
     pub fn vmm_malloc_physical(
@@ -235,6 +219,7 @@ impl Sim {
         device: u32,
         size: usize,
         page: PageSize,
+        props: Props,
     ) -> Result<PhysMem, SimError> {
         self.require_vmm("allocating physical memory")?;
         self.device_ok(device)?;
@@ -250,20 +235,22 @@ impl Sim {
                     format!("cannot allocate {size} bytes of physical memory"),
                 )
             })?;
-        let addr = self.malloc_rounded(device, span, 0, Rounding::Align32)?;
+        let policy = PHYS_MARK | page.code() << 8 | u32::from(props.0);
+        let addr = self.malloc_rounded(device, span, policy, Rounding::Align32)?;
         Ok(self.vmm_insert(Physical {
             addr,
             size: size as u64,
             device,
             page,
+            props: u32::from(props.0),
             maps: 0,
-            freed: false,
+            handles: 1,
             export: None,
             imported: None,
         }))
     }
 
-    fn vmm_insert(&self, p: Physical) -> PhysMem {
+    pub(super) fn vmm_insert(&self, p: Physical) -> PhysMem {
         let mut st = lock(&self.vmm().state);
         st.next += 1;
         let h = PhysMem(st.next);
@@ -271,9 +258,10 @@ impl Sim {
         h
     }
 
-    /// `aclrtFreePhysical`: frees a physical allocation (or closes an imported one). One that
-    /// is still mapped is freed at its last unmap, as CANN documents; its handle is dead at
-    /// once. Other processes that imported it keep it until they free their handles.
+    /// `aclrtFreePhysical`: frees a handle of a physical allocation; with its last handle the
+    /// allocation is freed (or an imported one closed), or at its last unmap if it is still
+    /// mapped, as CANN documents. Other processes that imported it keep it until they free
+    /// their handles.
     ///
     /// Errors: 107017 not a live handle (a second free).
     pub fn vmm_free_physical(&self, h: PhysMem) -> Result<(), SimError> {
@@ -281,10 +269,10 @@ impl Sim {
         let p = st
             .phys
             .get_mut(&h)
-            .filter(|p| !p.freed)
+            .filter(|p| p.handles > 0)
             .ok_or_else(|| not_live(h))?;
-        if p.maps > 0 {
-            p.freed = true;
+        p.handles -= 1;
+        if p.handles > 0 || p.maps > 0 {
             return Ok(());
         }
         let p = st.phys.remove(&h).ok_or_else(|| not_live(h))?;
@@ -295,7 +283,9 @@ impl Sim {
     fn vmm_release_physical(&self, p: &Physical) -> Result<(), SimError> {
         match &p.imported {
             Some(key) => self.close_import(key).map(|_| ()),
-            None => self.free(p.addr),
+            // Importers keep it: CANN frees shared physical memory once every process
+            // sharing it has freed its handle.
+            None => self.free_as(p.addr, Importers::Served),
         }
     }
 
@@ -317,7 +307,7 @@ impl Sim {
         let p = st
             .phys
             .get(&h)
-            .filter(|p| !p.freed)
+            .filter(|p| p.handles > 0)
             .cloned()
             .ok_or_else(|| not_live(h))?;
         if offset != 0 {
@@ -431,12 +421,88 @@ impl Sim {
             return Ok(());
         };
         p.maps = p.maps.saturating_sub(1);
-        if !(p.freed && p.maps == 0) {
+        if !(p.handles == 0 && p.maps == 0) {
             return Ok(());
         }
         let p = st.phys.remove(&m.phys);
         drop(st);
         p.map_or(Ok(()), |p| self.vmm_release_physical(&p))
+    }
+
+    /// `aclrtMemRetainAllocationHandle`: another handle of the physical allocation mapped at
+    /// `va` (the start of a mapping); each handle is freed on its own.
+    ///
+    /// Errors: 107000 no mapping starts at `va`.
+    pub fn vmm_retain(&self, va: usize) -> Result<PhysMem, SimError> {
+        let mut st = lock(&self.vmm().state);
+        let m = reservation_at(&st, va)
+            .and_then(|(_, r)| r.maps.get(&va).copied())
+            .ok_or_else(|| {
+                invalid(format!(
+                    "no mapping starts at {va:#x}: aclrtMemRetainAllocationHandle takes the \
+                     address aclrtMapMem mapped"
+                ))
+            })?;
+        let p = st.phys.get_mut(&m.phys).ok_or_else(|| not_live(m.phys))?;
+        p.handles += 1;
+        Ok(m.phys)
+    }
+
+    /// `aclrtMemGetAllocationPropertiesFromHandle`: the device and the properties the
+    /// allocation was made with ([`vmm_malloc_physical`](Self::vmm_malloc_physical); an
+    /// import has its exporter's).
+    ///
+    /// Errors: 107017 `h` not live.
+    pub fn vmm_properties(&self, h: PhysMem) -> Result<(u32, PageSize, Props), SimError> {
+        let st = lock(&self.vmm().state);
+        let p = st
+            .phys
+            .get(&h)
+            .filter(|p| p.handles > 0)
+            .ok_or_else(|| not_live(h))?;
+        Ok((p.device, p.page, Props(p.props as u8)))
+    }
+
+    /// `aclrtMemGetAddressRange`: the block `addr` is in, as (start, size): a mapping of a
+    /// reserved range, an allocation of `aclrtMalloc` (or an import; the size asked for) or of
+    /// `aclrtMallocHost`.
+    ///
+    /// Errors: 107000 an address of none of them (an unmapped part of a reserved range, freed
+    /// memory, an address of no allocation).
+    pub fn vmm_address_range(&self, addr: usize) -> Result<(usize, usize), SimError> {
+        {
+            let st = lock(&self.vmm().state);
+            if let Some((base, r)) = reservation_at(&st, addr) {
+                return r
+                    .maps
+                    .range(..=addr)
+                    .next_back()
+                    .filter(|(at, m)| addr < *at + m.len)
+                    .map(|(at, m)| (*at, m.len))
+                    .ok_or_else(|| {
+                        invalid(format!(
+                            "{addr:#x} is in reserved range {base:#x}, but nothing is mapped there"
+                        ))
+                    });
+            }
+        }
+        let allocs = self
+            .mem()
+            .allocs
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((base, a)) = allocs.range(..=addr).next_back()
+            && addr - base < a.size as usize
+        {
+            return Ok((*base, a.size as usize));
+        }
+        drop(allocs);
+        if let Some(b) = self.mem().host.block_at(addr) {
+            return Ok(b.span());
+        }
+        let mut msg = format!("{addr:#x} is in no memory block of this process");
+        self.explain(&mut msg, addr);
+        Err(invalid(msg))
     }
 
     /// The pieces of `[addr, addr + len)` if `addr` is in a reserved range: each a physical
@@ -473,6 +539,40 @@ impl Sim {
             at += n;
         }
         Ok(Some(pieces))
+    }
+
+    /// The address a value task (`aclrtValueWrite` / `aclrtValueWait`) on the 8 bytes at
+    /// `addr` uses: in a reserved range, the physical allocation's it is mapped to (an
+    /// 8-aligned word lies in one mapping: mappings are whole pages); any other address as it
+    /// is (an unaligned one is refused by the value task's own check).
+    ///
+    /// Errors: 107000 a part of a reserved range that nothing is mapped at.
+    pub(super) fn vmm_word(&self, addr: usize) -> Result<usize, SimError> {
+        if !addr.is_multiple_of(8) {
+            return Ok(addr);
+        }
+        self.vmm_span(addr, 8, "devAddr")
+    }
+
+    /// The address a range that is used whole (`len` bytes at `addr`, `what` in messages: a
+    /// value task's word, a side of a 2-D copy) stands for: in a reserved range, the address
+    /// in the physical allocation mapped there; any other address as it is.
+    ///
+    /// Errors: 107000 a part of a reserved range that nothing is mapped at, or a range over
+    /// two mappings (ours: such a range is not one allocation's).
+    pub(super) fn vmm_span(&self, addr: usize, len: usize, what: &str) -> Result<usize, SimError> {
+        if self.vmm().reserved.load(Relaxed) == 0 {
+            return Ok(addr);
+        }
+        match self.vmm_pieces(addr, len, what)?.as_deref() {
+            Some(&[(at, _)]) => Ok(at),
+            Some(p) => Err(invalid(format!(
+                "{what} [{addr:#x}, +{len}) spans {} mappings of a reserved range; it must lie \
+                 in one",
+                p.len()
+            ))),
+            None => Ok(addr),
+        }
     }
 
     /// For a copy with a side in a reserved range: the copy made piece by piece through the
@@ -574,128 +674,6 @@ impl Sim {
             self.range_ref(at, n, what)?;
         }
         Ok(pieces)
-    }
-
-    /// `aclrtMemExportToShareableHandle`: exports physical allocation `h` (whole) and returns
-    /// its shareable handle; `open` (DISABLE_PID_VALIDATION) lets any process import it,
-    /// else only those [`vmm_share_pids`](Self::vmm_share_pids) whitelists.
-    ///
-    /// Errors: 207000; 107017 `h` not live; 107000 imported memory (only its allocator
-    /// exports), or exported already (one shareable handle per allocation).
-    pub fn vmm_export(&self, h: PhysMem, open: bool) -> Result<u64, SimError> {
-        self.require_vmm("exporting physical memory")?;
-        let p = {
-            let st = lock(&self.vmm().state);
-            st.phys
-                .get(&h)
-                .filter(|p| !p.freed)
-                .cloned()
-                .ok_or_else(|| not_live(h))?
-        };
-        if p.imported.is_some() {
-            return Err(invalid(
-                "the physical memory was imported: only the process that allocated it exports it",
-            ));
-        }
-        if p.export.is_some() {
-            return Err(invalid(
-                "the physical memory is exported already: a physical allocation has one \
-                 shareable handle",
-            ));
-        }
-        let size = p.size.next_multiple_of(p.page.bytes()) as usize;
-        let key = self.export_range(p.addr, size, open)?;
-        let fields = key
-            .fields()
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "export key without fields"))?;
-        if let Some(p) = lock(&self.vmm().state).phys.get_mut(&h) {
-            p.export = Some(key);
-        }
-        Ok(pack(&fields))
-    }
-
-    /// The export key shareable handle `handle` stands for, checked against its slot.
-    fn vmm_key(&self, handle: u64) -> Result<ExportKey, SimError> {
-        let (device, id, gen_bits, nonce_bits) = unpack(handle);
-        let bad = |why: String| invalid(format!("shareable handle {handle:#x}: {why}"));
-        if device >= self.inner.devices {
-            return Err(bad(format!(
-                "it names device {device}, which does not exist"
-            )));
-        }
-        let file = self
-            .mem_file(self.inner.server_id, device, false)?
-            .ok_or_else(|| bad(format!("no memory was ever allocated on device {device}")))?;
-        let slot = file
-            .slot(id)
-            .ok_or_else(|| bad(format!("allocation {id} is out of range")))?;
-        let generation = slot.generation();
-        let nonce = slot.nonce();
-        let live_export = slot.is_live(generation)
-            && matches!(
-                slot.export_state(),
-                Some(ExportState::Enforced | ExportState::Open)
-            );
-        let n = u32::from(nonce[0]) | u32::from(nonce[1]) << 8 | u32::from(nonce[2]) << 16;
-        if !live_export || generation & 0x3_ffff != gen_bits || n != nonce_bits {
-            return Err(bad(
-                "it names no live export (its memory was freed, its owner died, or it was never \
-                 a shareable handle)"
-                    .into(),
-            ));
-        }
-        Ok(ExportKey::encode(&KeyFields {
-            server: self.inner.server_id as u16,
-            device: device as u8,
-            id: id as u16,
-            generation,
-            nonce,
-        }))
-    }
-
-    /// `aclrtMemSetPidToShareableHandle`: whitelists processes of this server for the export
-    /// `handle`.
-    ///
-    /// Errors: 207000; 107000 no PIDs, a handle that names no live export; 207006 not its
-    /// exporter, or exported without PID validation; 207012 more than 64 in all.
-    pub fn vmm_share_pids(&self, handle: u64, pids: &[i32]) -> Result<(), SimError> {
-        self.require_vmm("whitelisting importers of physical memory")?;
-        let key = self.vmm_key(handle)?;
-        let me = self.inner.server_id;
-        self.add_mem_whitelist(&key, pids.len(), || {
-            pids.iter().map(|&p| self.whitelist_entry(me, p)).collect()
-        })
-    }
-
-    /// `aclrtMemImportFromShareableHandle`: the physical allocation another process exported
-    /// as `handle`, for use on `device` (peer access enabled if it is another device).
-    ///
-    /// Errors: 207000; 107001 no such device; 107000 a handle that names no live export, this
-    /// process's own export, or one imported already; 207006 not whitelisted; 207005 24
-    /// importers already.
-    pub fn vmm_import(&self, handle: u64, device: u32) -> Result<PhysMem, SimError> {
-        self.require_vmm("importing physical memory")?;
-        self.device_ok(device)?;
-        let key = self.vmm_key(handle)?;
-        let addr = self.import_key(device, &key, true)?;
-        let size = self
-            .mem()
-            .allocs
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&addr)
-            .map_or(0, |a| a.size);
-        Ok(self.vmm_insert(Physical {
-            addr,
-            size,
-            device,
-            // Mapped at the smallest granularity: the exporter's page size is not in the key.
-            page: PageSize::Normal,
-            maps: 0,
-            freed: false,
-            export: None,
-            imported: Some(key),
-        }))
     }
 }
 
@@ -809,6 +787,7 @@ fn mmap_none(hint: *mut libc::c_void, len: usize, flags: libc::c_int) -> Result<
 mod tests {
     use super::*;
     use crate::NamespaceGuard as Ns;
+    use crate::mem::ValueCondition;
     use acl_notify_core::{BackendError as _, StreamOps as _, SyncWait};
 
     const MB2: usize = 2 << 20;
@@ -839,8 +818,12 @@ mod tests {
         assert_eq!(g, MB2);
         let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
         assert_eq!(va % g, 0);
-        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
-        let b = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Huge, Props::default())
+            .unwrap();
+        let b = sim
+            .vmm_malloc_physical(0, g, PageSize::Huge, Props::default())
+            .unwrap();
         sim.vmm_map(va, g, 0, a).unwrap();
         sim.vmm_map(va + g, g, 0, b).unwrap();
         let data: Vec<u8> = (0..2 * g).map(|i| (i * 31 + i / 4093) as u8).collect();
@@ -899,7 +882,9 @@ mod tests {
         let (sim, _ns) = open("misuse");
         let g = PageSize::Huge.bytes() as usize;
         let va = sim.vmm_reserve(3 * g, 0, None).unwrap();
-        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Huge, Props::default())
+            .unwrap();
         let code = |r: Result<(), SimError>| r.unwrap_err().kind();
         // Nothing mapped yet: a copy into the range is 107000, not a fault.
         let host = [1u8; 64];
@@ -945,7 +930,9 @@ mod tests {
             "overlap"
         );
         // Another device's memory in the same range is refused.
-        let other = sim.vmm_malloc_physical(1, g, PageSize::Huge).unwrap();
+        let other = sim
+            .vmm_malloc_physical(1, g, PageSize::Huge, Props::default())
+            .unwrap();
         assert_eq!(code(sim.vmm_map(va + g, g, 0, other)), Error::ParamInvalid);
         sim.vmm_free_physical(other).unwrap();
         assert_eq!(
@@ -1015,6 +1002,41 @@ mod tests {
     }
 
     #[test]
+    fn value_tasks_take_an_address_of_a_mapping() {
+        let (sim, _ns) = open("value");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Normal, Props::default())
+            .unwrap();
+        sim.vmm_map(va + g, g, 0, a).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        sim.value_write(va + g + 8, 0x1234_5678_9abc, s).unwrap();
+        sim.value_wait(va + g + 8, 0x1234_5678_9abc, ValueCondition::Equal, s)
+            .unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = [0u8; 8];
+        copy(
+            &sim,
+            out.as_mut_ptr().addr(),
+            va + g + 8,
+            8,
+            MemcpyKind::DeviceToHost,
+        )
+        .unwrap();
+        assert_eq!(u64::from_ne_bytes(out), 0x1234_5678_9abc);
+        // Nothing mapped at the range's first page.
+        let e = sim.value_write(va + 8, 1, s).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+        assert!(e.message().contains("nothing is mapped"), "{}", e.message());
+        sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
+            .unwrap();
+        sim.vmm_unmap(va + g).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_release(va).unwrap();
+    }
+
+    #[test]
     fn an_asked_address_is_taken_when_free_and_aligned() {
         let (sim, _ns) = open("expect");
         let at = 17usize << 40;
@@ -1034,45 +1056,46 @@ mod tests {
     }
 
     #[test]
-    fn shareable_handles_pack_and_unpack() {
-        let k = KeyFields {
-            server: 0,
-            device: 7,
-            id: 16383,
-            generation: 0x1234_5678,
-            nonce: [0xab, 0xcd, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13],
-        };
+    fn a_retained_handle_keeps_the_allocation_until_each_handle_is_freed() {
+        let (sim, _ns) = open("retain");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(1, 2 * g, PageSize::Normal, Props(7))
+            .unwrap();
+        sim.vmm_map(va, 2 * g, 0, a).unwrap();
         assert_eq!(
-            unpack(pack(&k)),
-            (7, 16383, 0x1234_5678 & 0x3_ffff, 0xefcdab)
+            sim.vmm_properties(a).unwrap(),
+            (1, PageSize::Normal, Props(7))
         );
-    }
-
-    #[test]
-    fn an_exported_allocation_needs_the_whitelist_and_not_the_same_process() {
-        let (sim, _ns) = open("share");
-        let g = PageSize::Huge.bytes() as usize;
-        let a = sim.vmm_malloc_physical(0, g, PageSize::Huge).unwrap();
-        let h = sim.vmm_export(a, false).unwrap();
         assert_eq!(
-            sim.vmm_export(a, false).unwrap_err().kind(),
+            sim.vmm_retain(va + g).unwrap_err().kind(),
             Error::ParamInvalid
         );
-        // Its own export is not imported by the same process.
+        assert_eq!(sim.vmm_retain(va).unwrap(), a);
+        // The address range of any address in the mapping is the mapping.
+        assert_eq!(sim.vmm_address_range(va + g + 5).unwrap(), (va, 2 * g));
+        let d = sim.malloc(0, 100, 0).unwrap();
+        assert_eq!(sim.vmm_address_range(d + 99).unwrap(), (d, 100));
         assert_eq!(
-            sim.vmm_import(h, 1).unwrap_err().kind(),
+            sim.vmm_address_range(d + 100).unwrap_err().kind(),
             Error::ParamInvalid
         );
+        sim.vmm_unmap(va).unwrap();
         assert_eq!(
-            sim.vmm_import(h ^ 1, 1).unwrap_err().kind(),
+            sim.vmm_address_range(va).unwrap_err().kind(),
             Error::ParamInvalid
         );
-        sim.vmm_share_pids(h, &[sim.inner.pid]).unwrap();
+        // Two handles: the first free leaves it allocated, the second frees it.
+        let used = |sim: &Sim| (64 << 20) - sim.mem_info(1).unwrap().0;
         sim.vmm_free_physical(a).unwrap();
-        // Freed: the handle names nothing any more.
+        assert_eq!(used(&sim), 2 * g as u64);
+        sim.vmm_free_physical(a).unwrap();
+        assert_eq!(used(&sim), 0);
         assert_eq!(
-            sim.vmm_share_pids(h, &[1]).unwrap_err().kind(),
-            Error::ParamInvalid
+            sim.vmm_free_physical(a).unwrap_err().kind(),
+            Error::InvalidHandle
         );
+        sim.vmm_release(va).unwrap();
     }
 }

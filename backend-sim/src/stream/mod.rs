@@ -440,6 +440,43 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         })
     }
 
+    /// Sleeps until the stream has retired `target` tasks or `deadline` (`None`: none) has
+    /// passed: whether it has. The caller holds a [`Watch`], so that the worker retires what
+    /// it finished at once.
+    fn sleep_until_retired(&self, target: u64, deadline: Option<Instant>) -> bool {
+        let s = &*self.shared;
+        let mut g = lock(&s.sync_lock);
+        loop {
+            // Dekker handshake with `Shared::retire` (see there).
+            s.wake_at.fetch_min(target, Ordering::SeqCst);
+            if s.retired.load(Ordering::SeqCst) >= target {
+                return true;
+            }
+            g = match deadline {
+                None => s.sync_cv.wait(g).unwrap_or_else(PoisonError::into_inner),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return false;
+                    }
+                    s.sync_cv
+                        .wait_timeout(g, d - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0
+                }
+            };
+        }
+    }
+
+    /// Waits until the stream's task number `task` ([`TaskCtx::task_number`]: its tasks
+    /// counted from 0) has retired — run, failed or discarded — or `until` has passed: whether
+    /// it has. For a caller that waits for one task rather than the whole queue: a synchronize
+    /// giving the thread time to fail an overdue head wait (`Sim::sync_past_overdue_waits`).
+    pub fn wait_task_retired(&self, task: u64, until: Instant) -> bool {
+        let _watch = Watch::new(&self.shared.watchers);
+        self.sleep_until_retired(task.saturating_add(1), Some(until))
+    }
+
     /// Waits until every task enqueued before this call has run (or been discarded), then
     /// returns the stored task error once, clearing it.
     ///
@@ -481,28 +518,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             };
             let finished = || s.worker.completed.load(Ordering::Relaxed);
             let cap = sync_spin::SYNC_SPIN_CAP;
-            if !sync_spin::spin_while_progress(spin, cap, done, finished) {
-                let mut g = lock(&s.sync_lock);
-                loop {
-                    // Dekker handshake with `Shared::retire` (see there).
-                    s.wake_at.fetch_min(target, Ordering::SeqCst);
-                    if done() {
-                        break;
-                    }
-                    g = match deadline {
-                        None => s.sync_cv.wait(g).unwrap_or_else(PoisonError::into_inner),
-                        Some(d) => {
-                            let now = Instant::now();
-                            if now >= d {
-                                return Err(E::from(Error::StreamSyncTimeout));
-                            }
-                            s.sync_cv
-                                .wait_timeout(g, d - now)
-                                .unwrap_or_else(PoisonError::into_inner)
-                                .0
-                        }
-                    };
-                }
+            if !sync_spin::spin_while_progress(spin, cap, done, finished)
+                && !self.sleep_until_retired(target, deadline)
+            {
+                return Err(E::from(Error::StreamSyncTimeout));
             }
         }
         if s.state.load(Ordering::SeqCst) == DISCARDING {
