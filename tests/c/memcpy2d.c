@@ -8,7 +8,8 @@
  * 5,000,000 bytes a row is 107000; the synchronous copy has no device to device (207000),
  * and a default kind the addresses make host to host is 107000; a device side leaving its
  * allocation is 107000 naming it, nothing written; memory freed before a queued copy ran
- * fails the stream's synchronize.
+ * fails the stream's synchronize. Also across two physical allocations mapped back to back in
+ * a reserved range (aclrtReserveMemAddress / aclrtMapMem).
  *
  * usage: memcpy2d; exit 0 and "memcpy2d: ok" when every check holds. */
 #include "common.h"
@@ -169,6 +170,59 @@ int main(void) {
     CHECK(aclrtMemcpy(back, ROWS * DPITCH, dev, ROWS * DPITCH, ACL_MEMCPY_DEVICE_TO_HOST));
     for (int i = 0; i < ROWS * DPITCH; i++)
         REQUIRE(back[i] == 0x11, "a failed queued 2-D copy wrote byte %d (%#x)", i, back[i]);
+
+    /* A reserved range with two physical allocations mapped back to back (CANN's VMM
+     * sample): rows of 1 KiB every 64 KiB across both, in and out, every byte checked. */
+    {
+        aclrtPhysicalMemProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.handleType = ACL_MEM_HANDLE_TYPE_NONE;
+        prop.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
+        prop.memAttr = ACL_HBM_MEM_HUGE;
+        prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = 0;
+        size_t g = 0;
+        CHECK(aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &g));
+        void *va = NULL;
+        aclrtDrvMemHandle pa, pb;
+        CHECK(aclrtReserveMemAddress(&va, 2 * g, 0, NULL, 0));
+        CHECK(aclrtMallocPhysical(&pa, g, &prop, 0));
+        CHECK(aclrtMallocPhysical(&pb, g, &prop, 0));
+        CHECK(aclrtMapMem(va, g, 0, pa, 0));
+        CHECK(aclrtMapMem((char *)va + g, g, 0, pb, 0));
+        unsigned char *in, *out;
+        CHECK(aclrtMallocHost((void **)&in, 2 * g));
+        CHECK(aclrtMallocHost((void **)&out, 2 * g));
+        const size_t pitch = 64 << 10, width = 1024, rows = 2 * g / pitch;
+        for (size_t i = 0; i < 2 * g; i++) in[i] = (unsigned char)(i * 13 + 5);
+        CHECK(aclrtMemset(va, 2 * g, 0x3c, 2 * g));
+        CHECK(aclrtMemcpy2d(va, pitch, in, pitch, width, rows, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(aclrtMemcpy(out, 2 * g, va, 2 * g, ACL_MEMCPY_DEVICE_TO_HOST));
+        for (size_t i = 0; i < 2 * g; i++) {
+            unsigned char want = i % pitch < width ? in[i] : 0x3c;
+            REQUIRE(out[i] == want, "VMM 2-D in: byte %zu is %#x, expected %#x", i, out[i], want);
+        }
+        /* Out again on a stream, packed (pitch = width), with the default kind. */
+        memset(out, 0, 2 * g);
+        CHECK(aclrtMemcpy2dAsync(out, width, va, pitch, width, rows, ACL_MEMCPY_DEFAULT, s));
+        CHECK(aclrtSynchronizeStream(s));
+        for (size_t r = 0; r < rows; r++)
+            for (size_t c = 0; c < width; c++)
+                REQUIRE(out[r * width + c] == in[r * pitch + c], "VMM 2-D out: row %zu byte %zu", r,
+                        c);
+        /* A row past the reserved range: refused, nothing written. */
+        EXPECT_RC(aclrtMemcpy2d(va, pitch, in, pitch, width, rows + 1, ACL_MEMCPY_HOST_TO_DEVICE),
+                  ACL_ERROR_RT_PARAM_INVALID);
+        EXPECT_RC(aclrtMemcpy2d(va, pitch, in, pitch, width, 2, ACL_MEMCPY_DEVICE_TO_HOST),
+                  ACL_ERROR_RT_PARAM_INVALID);
+        CHECK(aclrtUnmapMem(va));
+        CHECK(aclrtUnmapMem((char *)va + g));
+        CHECK(aclrtFreePhysical(pa));
+        CHECK(aclrtFreePhysical(pb));
+        CHECK(aclrtReleaseMemAddress(va));
+        CHECK(aclrtFreeHost(in));
+        CHECK(aclrtFreeHost(out));
+    }
 
     CHECK(aclrtFree(dev));
     CHECK(aclrtFree(dev2));

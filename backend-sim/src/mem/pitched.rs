@@ -10,7 +10,10 @@
 //! bytes (107000 past them); the synchronous copy moves host to device or device to host only
 //! (an explicit device-to-device kind is 207000, a default kind that the addresses make
 //! host-to-host or device-to-device 107000); the asynchronous one also device to device. An
-//! asynchronous copy is one task: its rows land together, in stream order.
+//! asynchronous copy is one task: its rows land together, in stream order. Where a side is
+//! in a reserved range of device addresses (`aclrtReserveMemAddress`, physical allocations
+//! mapped back to back) or an import of another host's memory, both spans are checked whole
+//! and then each row is one copy (queued in order), split at the mappings.
 
 use acl_notify_core::{Error, RawStream};
 
@@ -99,13 +102,35 @@ impl Pitched {
     }
 }
 
-/// What the addresses make of a copy, once each side was found host or device memory.
-fn direction(d: &Side<'_>, s: &Side<'_>) -> MemcpyKind {
-    match (d, s) {
-        (Side::Device(_), Side::Host(_)) => MemcpyKind::HostToDevice,
-        (Side::Host(_), Side::Device(_)) => MemcpyKind::DeviceToHost,
-        (Side::Device(_), Side::Device(_)) => MemcpyKind::DeviceToDevice,
-        (Side::Host(_), Side::Host(_)) => MemcpyKind::HostToHost,
+/// What the addresses make of a copy whose destination and source are (`true`) or are not
+/// device memory.
+fn direction(dst_device: bool, src_device: bool) -> MemcpyKind {
+    match (dst_device, src_device) {
+        (true, false) => MemcpyKind::HostToDevice,
+        (false, true) => MemcpyKind::DeviceToHost,
+        (true, true) => MemcpyKind::DeviceToDevice,
+        (false, false) => MemcpyKind::HostToHost,
+    }
+}
+
+/// The directions CANN's 2-D copies take once the addresses are known: host to device and
+/// device to host, and device to device when queued (`sync` false).
+fn takes(sync: bool, kind: MemcpyKind, found: MemcpyKind) -> Result<(), SimError> {
+    match (sync, found) {
+        (_, MemcpyKind::HostToDevice | MemcpyKind::DeviceToHost) => Ok(()),
+        (false, MemcpyKind::DeviceToDevice) => Ok(()),
+        (true, _) => Err(wrong_direction(
+            "aclrtMemcpy2d",
+            kind,
+            found,
+            "host to device or device to host",
+        )),
+        (false, _) => Err(wrong_direction(
+            "aclrtMemcpy2dAsync",
+            kind,
+            found,
+            "host to device, device to host or device to device",
+        )),
     }
 }
 
@@ -133,20 +158,54 @@ fn wrong_direction(call: &str, kind: MemcpyKind, found: MemcpyKind, takes: &str)
 }
 
 impl Sim {
-    /// The sides' addresses once a side in a mapping of a reserved range (`aclrtMapMem`) is
-    /// translated to the physical memory mapped there ([`super::vmm`]): a span must lie in
-    /// one mapping (107000 else, or where nothing is mapped).
+    /// The sides' addresses once a side in one mapping of a reserved range (`aclrtMapMem`) is
+    /// translated to the physical memory mapped there ([`super::vmm`]); `None` when a side
+    /// spans several mappings (then each row is a copy of its own: `vmm_rows`).
+    ///
+    /// Errors: 107000 a part of a reserved range where nothing is mapped.
     fn mapped_sides(
         &self,
         dst: usize,
         dspan: usize,
         src: usize,
         sspan: usize,
-    ) -> Result<(usize, usize), SimError> {
-        Ok((
-            self.vmm_span(dst, dspan, "destination")?,
-            self.vmm_span(src, sspan, "source")?,
-        ))
+    ) -> Result<Option<(usize, usize)>, SimError> {
+        let one = |addr: usize, len: usize, what: &str| -> Result<Option<usize>, SimError> {
+            match self.vmm_pieces(addr, len, what)?.as_deref() {
+                None => Ok(Some(addr)),
+                Some(&[(at, _)]) => Ok(Some(at)),
+                Some(_) => Ok(None),
+            }
+        };
+        let d = one(dst, dspan, "destination")?;
+        let s = one(src, sspan, "source")?;
+        Ok(d.zip(s))
+    }
+
+    /// [`vmm_rows`](Self::vmm_rows) for sides that `mapped_sides` found spanning several
+    /// mappings (so at least one is in a reserved range).
+    ///
+    /// # Safety
+    ///
+    /// As [`vmm_rows`](Self::vmm_rows).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn across_mappings(
+        &self,
+        dst: usize,
+        dspan: usize,
+        src: usize,
+        sspan: usize,
+        shape: Pitched,
+        kind: MemcpyKind,
+        stream: Option<RawStream>,
+    ) -> Result<(), SimError> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.vmm_rows(dst, dspan, src, sspan, shape, kind, stream) }.unwrap_or_else(|| {
+            Err(SimError::new(
+                Error::DrvInternalError,
+                "a 2-D copy over several mappings found no reserved range",
+            ))
+        })
     }
 
     /// `aclrtMemcpy2d`: `shape.height` rows of `shape.width` bytes from `src` to `dst`,
@@ -171,7 +230,6 @@ impl Sim {
                 return Ok(());
             }
             let (dspan, sspan) = shape.check()?;
-            let (dst, src) = self.mapped_sides(dst, dspan, src, sspan)?;
             if matches!(kind, MemcpyKind::DeviceToDevice | MemcpyKind::HostToHost) {
                 return Err(SimError::new(
                     Error::FeatureNotSupport,
@@ -182,16 +240,13 @@ impl Sim {
                     ),
                 ));
             }
+            let Some((dst, src)) = self.mapped_sides(dst, dspan, src, sspan)? else {
+                // SAFETY: the caller's contract, passed on.
+                return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, None) };
+            };
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
-            let found = direction(&d, &s);
-            if !matches!(found, MemcpyKind::HostToDevice | MemcpyKind::DeviceToHost) {
-                return Err(wrong_direction(
-                    "aclrtMemcpy2d",
-                    kind,
-                    found,
-                    "host to device or device to host",
-                ));
-            }
+            let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
+            takes(true, kind, direction(is_dev(&d), is_dev(&s)))?;
             // SAFETY: device sides are checked spans of mapped allocations; host sides are
             // the caller's contract.
             unsafe { shape.copy(d.ptr(), s.ptr()) };
@@ -227,17 +282,14 @@ impl Sim {
             if let Some(r) = self.remote_memcpy2d(dst, dspan, src, sspan, shape, kind, stream) {
                 return r;
             }
-            let (dst, src) = self.mapped_sides(dst, dspan, src, sspan)?;
+            let Some((dst, src)) = self.mapped_sides(dst, dspan, src, sspan)? else {
+                let st = Some(stream);
+                // SAFETY: the caller's contract, passed on.
+                return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, st) };
+            };
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
-            let found = direction(&d, &s);
-            if found == MemcpyKind::HostToHost {
-                return Err(wrong_direction(
-                    "aclrtMemcpy2dAsync",
-                    kind,
-                    found,
-                    "host to device, device to host or device to device",
-                ));
-            }
+            let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
+            takes(false, kind, direction(is_dev(&d), is_dev(&s)))?;
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             let (qd, qs) = (
                 QueuedSide::new(&d, &self.mem().host),
@@ -271,6 +323,68 @@ impl Sim {
                 Ok(())
             })
         })
+    }
+
+    /// A 2-D copy with a side in a reserved range of device addresses
+    /// (`aclrtReserveMemAddress`, where physical allocations are mapped back to back): both
+    /// spans checked whole first (every part mapped, or the other side's allocation), then
+    /// each row copied by [`memcpy`](Self::memcpy) or queued by
+    /// [`memcpy_async`](Self::memcpy_async) on `stream`, which split it at the mappings.
+    /// `None` when neither span starts in a reserved range.
+    ///
+    /// # Safety
+    ///
+    /// As [`memcpy2d`](Self::memcpy2d) and [`memcpy2d_async`](Self::memcpy2d_async).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn vmm_rows(
+        &self,
+        dst: usize,
+        dspan: usize,
+        src: usize,
+        sspan: usize,
+        shape: Pitched,
+        kind: MemcpyKind,
+        stream: Option<RawStream>,
+    ) -> Option<Result<(), SimError>> {
+        let run = || -> Result<Option<()>, SimError> {
+            let d = self.vmm_pieces(dst, dspan, "destination")?;
+            let s = self.vmm_pieces(src, sspan, "source")?;
+            if d.is_none() && s.is_none() {
+                return Ok(None);
+            }
+            let (want_d, want_s) = super::vmm::kind_sides(kind);
+            // A reserved range is device memory; any other side is checked as one range.
+            let device = |pieces: bool, addr, len, want, what| -> Result<bool, SimError> {
+                if pieces && want == Some(false) {
+                    return Err(SimError::new(
+                        Error::ParamInvalid,
+                        format!(
+                            "the copy's kind says the {what} {addr:#x} is host memory, but it is \
+                             in a reserved range of device addresses (aclrtReserveMemAddress)"
+                        ),
+                    ));
+                }
+                Ok(pieces || matches!(self.side(addr, len, want, what)?, Side::Device(_)))
+            };
+            let dd = device(d.is_some(), dst, dspan, want_d, "destination")?;
+            let sd = device(s.is_some(), src, sspan, want_s, "source")?;
+            let found = direction(dd, sd);
+            takes(stream.is_none(), kind, found)?;
+            for row in 0..shape.height {
+                let (to, from) = (dst + row * shape.dpitch, src + row * shape.spitch);
+                let n = shape.width;
+                // SAFETY: the caller's contract for the host sides; device rows are checked
+                // (and split at the mappings) by the copy.
+                unsafe {
+                    match stream {
+                        None => self.memcpy(to, n, from, n, found),
+                        Some(st) => self.memcpy_async(to, n, from, n, found, st),
+                    }
+                }?;
+            }
+            Ok(Some(()))
+        };
+        run().transpose()
     }
 }
 
@@ -420,7 +534,7 @@ mod tests {
 
     /// A side in a mapping of a reserved range (`aclrtMapMem`) is the physical memory mapped
     /// there, as any device address: rows land in it, synchronously and queued; a span over
-    /// two mappings is refused (107000) with nothing written.
+    /// two mappings lands row by row; one past the range is refused (107000).
     #[test]
     fn a_side_in_a_mapped_reserved_range_copies_through_its_physical_memory() {
         use super::super::vmm::PageSize;
@@ -484,11 +598,41 @@ mod tests {
         }
         .unwrap();
         assert_eq!(out, data, "the rows, packed again in the second mapping");
-        // A span over the seam of the two mappings.
+        // A span over the seam of the two mappings: the reserved range is contiguous device
+        // memory, as on hardware, so the rows land on both sides of it (one copy a row).
+        // SAFETY: `data` spans the source.
+        unsafe {
+            sim.memcpy2d(
+                va + g - 64,
+                data.as_ptr().addr(),
+                shape,
+                MemcpyKind::HostToDevice,
+            )
+        }
+        .unwrap();
+        let mut seam = vec![0u8; 128];
+        // SAFETY: `seam` is 128 bytes.
+        unsafe {
+            sim.memcpy(
+                seam.as_mut_ptr().addr(),
+                128,
+                va + g - 64,
+                128,
+                MemcpyKind::DeviceToHost,
+            )
+        }
+        .unwrap();
+        for row in 0..4 {
+            assert_eq!(
+                &seam[row * 32..row * 32 + 16],
+                &data[row * 16..row * 16 + 16]
+            );
+        }
+        // A span past the reserved range's end is refused, nothing written.
         // SAFETY: `data` spans the source.
         let e = unsafe {
             sim.memcpy2d(
-                va + g - 64,
+                va + 2 * g - 64,
                 data.as_ptr().addr(),
                 shape,
                 MemcpyKind::HostToDevice,

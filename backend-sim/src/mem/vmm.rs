@@ -509,7 +509,7 @@ impl Sim {
     /// allocation's address and length, in order. `Ok(None)` for any other address.
     ///
     /// Errors: 107000 a part of the range that no mapping covers, or past the reserved range.
-    fn vmm_pieces(
+    pub(super) fn vmm_pieces(
         &self,
         addr: usize,
         len: usize,
@@ -688,7 +688,7 @@ fn reservation_at(st: &State, addr: usize) -> Option<(usize, &Reservation)> {
 
 /// Whether a copy's kind makes its (destination, source) device memory (`None`: whatever
 /// the address is).
-fn kind_sides(kind: MemcpyKind) -> (Option<bool>, Option<bool>) {
+pub(super) fn kind_sides(kind: MemcpyKind) -> (Option<bool>, Option<bool>) {
     match kind {
         MemcpyKind::HostToHost => (Some(false), Some(false)),
         MemcpyKind::HostToDevice => (Some(true), Some(false)),
