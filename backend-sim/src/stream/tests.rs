@@ -199,6 +199,51 @@ fn enqueue_waits_for_room_instead_of_failing() {
     assert_eq!(s.stats().failed, 0);
 }
 
+/// A producer waiting for room sees it once the worker took tasks out of the queue, even if
+/// the stream then stalls with the queue still more than half full, where the worker's
+/// wake-up does not come (`queue::RECHECK`). Until 2026-12-05 the producer slept until the
+/// queue was down to half, so here for its whole `enqueue_timeout` (then failed with
+/// `StreamTaskFull`) while a quarter of the slots were free.
+#[test]
+fn a_producer_sees_room_in_a_queue_that_stalls_more_than_half_full() {
+    const CAP: usize = 64;
+    let s = Arc::new(S::spawn(StreamConfig::new("t-stall").capacity(CAP)).unwrap());
+    let first = hold(&s);
+    assert!(
+        eventually(LONG, || s.queued() == 0),
+        "the worker holds the first task"
+    );
+    let ran = Arc::new(AtomicUsize::new(0));
+    for _ in 0..4 {
+        count_on(&s, &ran);
+    }
+    // The fifth task stalls the stream, the worker having taken it in its first batch of
+    // `TAKE` (16): the 48 behind it stay queued, more than half the capacity.
+    let stall = hold(&s);
+    while s.queued() < CAP {
+        count_on(&s, &ran);
+    }
+    let s2 = Arc::clone(&s);
+    let r2 = Arc::clone(&ran);
+    let producer = thread::spawn(move || count_on(&s2, &r2));
+    thread::sleep(Duration::from_millis(20));
+    assert!(
+        !producer.is_finished(),
+        "the queue is full: the producer waits"
+    );
+    first.open();
+    assert!(eventually(LONG, || ran.load(Ordering::SeqCst) == 4));
+    assert!(
+        eventually(Duration::from_secs(1), || producer.is_finished()),
+        "room for {} tasks, yet the producer still waits",
+        CAP - s.queued()
+    );
+    producer.join().unwrap();
+    stall.open();
+    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(ran.load(Ordering::SeqCst), CAP - 5 + 4 + 1);
+}
+
 #[test]
 fn enqueue_gives_up_on_a_queue_that_stays_full_and_loses_nothing_queued() {
     const CAP: usize = 4;

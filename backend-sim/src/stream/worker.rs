@@ -406,9 +406,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         // slots. They are woken once the queue is down to half its capacity, not for every
         // batch taken: a host thread that keeps a queue full then refills half of it per
         // wake-up instead of a task or sixteen (each wake-up is a syscall and a context
-        // switch on a machine that may have no CPU to spare). The queue keeps draining while
-        // they sleep, and the turn that leaves it empty wakes them (nothing is queued past a
-        // blocked producer: it is blocked because the queue is full).
+        // switch on a machine that may have no CPU to spare). The turn that leaves the queue
+        // empty wakes them too (nothing is queued past a blocked producer: it is blocked
+        // because the queue is full); a queue that stops draining above half (a task waiting
+        // for something a blocked producer has yet to queue elsewhere) they find has room
+        // by looking again on their own (`super::queue::RECHECK`).
         fence(Ordering::SeqCst);
         if self.blocked.load(Ordering::Relaxed) > 0
             && self.ring.issued().saturating_sub(head) <= (self.capacity / 2) as u64
