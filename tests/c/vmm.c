@@ -2,7 +2,8 @@
  * (hicann/runtime example/1_basic_features/memory/7_physical_memory_sharing_withpid):
  *   - the sample: the granularity, a reserved range, two physical allocations mapped back to
  *     back, one copy in across both, one copy back, every byte checked, then unmap, free,
- *     release, and every page given back; aclrtMemGetAddressRange, aclrtMemRetainAllocationHandle
+ *     release, and every page given back; a set and a reduce (aclrtReduceAsync) queued in the
+ *     mappings; aclrtMemGetAddressRange, aclrtMemRetainAllocationHandle
  *     and aclrtMemGetAllocationPropertiesFromHandle on the way;
  *   - the error cases: the ACL layer's checks (ACL_ERROR_INVALID_PARAM), unaligned or
  *     wrong-sized mappings, unmapping what is not mapped, releasing a range still mapped,
@@ -67,11 +68,20 @@ static void sample(void) {
     CHECK(aclrtCreateStream(&s));
     CHECK(aclrtMemcpyAsync((char *)va + g - 64, 128, va, 128, ACL_MEMCPY_DEVICE_TO_DEVICE, s));
     CHECK(aclrtMemsetAsync((char *)va + 2 * g - 16, 16, 0x5a, 16, s));
+    /* A reduce in the mappings: the set bytes (in b) plus bytes 16..31 (in a). A range over the
+     * seam of two mappings is not one allocation's. */
+    CHECK(aclrtReduceAsync((char *)va + 2 * g - 16, (char *)va + 16, 16,
+                           ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, ACL_UINT8, s, NULL));
+    EXPECT_RC(aclrtReduceAsync((char *)va + g - 8, va, 16, ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM,
+                               ACL_UINT8, s, NULL),
+              ACL_ERROR_RT_PARAM_INVALID);
     CHECK(aclrtSynchronizeStream(s));
     CHECK(aclrtDestroyStream(s));
     CHECK(aclrtMemcpy(out, 2 * g, va, 2 * g, ACL_MEMCPY_DEVICE_TO_HOST));
     check_bytes(out + g - 64, 128, 5, "across the seam");
-    for (int i = 0; i < 16; i++) REQUIRE(out[2 * g - 16 + i] == 0x5a, "set byte %d", i);
+    for (int i = 0; i < 16; i++)
+        REQUIRE(out[2 * g - 16 + i] == (unsigned char)(0x5a + in[16 + i]),
+                "set and reduced byte %d is %d", i, out[2 * g - 16 + i]);
     size_t used = 0;
     CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &used, &total));
     REQUIRE(free0 - used == 2 * g, "two allocations take %zu bytes", free0 - used);

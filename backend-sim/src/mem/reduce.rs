@@ -133,9 +133,12 @@ impl Sim {
     /// `stream`. Both ranges must be device memory of this process on the stream's device,
     /// checked when queued and again when the task runs.
     ///
+    /// A range in a mapping of a reserved range (`aclrtMapMem`) is the physical memory mapped
+    /// there.
+    ///
     /// Errors: 107000 a count that is not a whole number of elements, a range outside the live
-    /// allocations, host memory, memory of another device than the stream's; 107017 bad
-    /// stream; 507002.
+    /// allocations, host memory, memory of another device than the stream's, a range of a
+    /// reserved range where nothing is mapped or over two mappings; 107017 bad stream; 507002.
     pub fn reduce_async(
         &self,
         dst: usize,
@@ -160,6 +163,9 @@ impl Sim {
             }
             let (st, device) = self.stream(stream)?;
             let side = |addr: usize, what: &str| -> Result<DevRange, SimError> {
+                // A range in a mapping of a reserved range stands for its physical memory, as
+                // for the copies and value tasks.
+                let addr = self.vmm_span(addr, count, what)?;
                 let r = self.device_range(addr, count, what)?.ok_or_else(|| {
                     SimError::new(
                         Error::ParamInvalid,

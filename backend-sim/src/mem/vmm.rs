@@ -1037,6 +1037,43 @@ mod tests {
     }
 
     #[test]
+    fn a_reduce_takes_ranges_of_a_mapping() {
+        use crate::mem::reduce::{ReduceOp, ReduceType};
+        let (sim, _ns) = open("reduce");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, 2 * g, PageSize::Normal, Props::default())
+            .unwrap();
+        sim.vmm_map(va, 2 * g, 0, a).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let words = |v: [i32; 4]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
+        let (dst, src) = (words([1, 2, 3, 4]), words([10, 20, 30, 40]));
+        let h2d = |at: usize, b: &[u8]| {
+            copy(&sim, at, b.as_ptr().addr(), b.len(), MemcpyKind::HostToDevice).unwrap();
+        };
+        h2d(va + 64, &dst);
+        h2d(va + g + 128, &src);
+        sim.reduce_async(va + 64, va + g + 128, 16, ReduceOp::Sum, ReduceType::I32, s)
+            .unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = vec![0u8; 16];
+        copy(&sim, out.as_mut_ptr().addr(), va + 64, 16, MemcpyKind::DeviceToHost).unwrap();
+        assert_eq!(out, words([11, 22, 33, 44]));
+        // Nothing mapped: after the unmap the same reduce is refused.
+        sim.vmm_unmap(va).unwrap();
+        let e = sim
+            .reduce_async(va + 64, va + g + 128, 16, ReduceOp::Sum, ReduceType::I32, s)
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+        assert!(e.message().contains("nothing is mapped"), "{}", e.message());
+        sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
+            .unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_release(va).unwrap();
+    }
+
+    #[test]
     fn an_asked_address_is_taken_when_free_and_aligned() {
         let (sim, _ns) = open("expect");
         let at = 17usize << 40;
