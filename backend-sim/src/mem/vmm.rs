@@ -1050,7 +1050,14 @@ mod tests {
         let words = |v: [i32; 4]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
         let (dst, src) = (words([1, 2, 3, 4]), words([10, 20, 30, 40]));
         let h2d = |at: usize, b: &[u8]| {
-            copy(&sim, at, b.as_ptr().addr(), b.len(), MemcpyKind::HostToDevice).unwrap();
+            copy(
+                &sim,
+                at,
+                b.as_ptr().addr(),
+                b.len(),
+                MemcpyKind::HostToDevice,
+            )
+            .unwrap();
         };
         h2d(va + 64, &dst);
         h2d(va + g + 128, &src);
@@ -1058,7 +1065,14 @@ mod tests {
             .unwrap();
         sim.synchronize(s, SyncWait::Forever).unwrap();
         let mut out = vec![0u8; 16];
-        copy(&sim, out.as_mut_ptr().addr(), va + 64, 16, MemcpyKind::DeviceToHost).unwrap();
+        copy(
+            &sim,
+            out.as_mut_ptr().addr(),
+            va + 64,
+            16,
+            MemcpyKind::DeviceToHost,
+        )
+        .unwrap();
         assert_eq!(out, words([11, 22, 33, 44]));
         // Nothing mapped: after the unmap the same reduce is refused.
         sim.vmm_unmap(va).unwrap();
