@@ -233,8 +233,10 @@ fn a_producer_sees_room_in_a_queue_that_stalls_more_than_half_full() {
     );
     first.open();
     assert!(eventually(LONG, || ran.load(Ordering::SeqCst) == 4));
+    // Well within the enqueue timeout (60 s) the producer would otherwise sleep through,
+    // and not so short that a loaded machine (or a pause of this process) fails it.
     assert!(
-        eventually(Duration::from_secs(1), || producer.is_finished()),
+        eventually(LONG, || producer.is_finished()),
         "room for {} tasks, yet the producer still waits",
         CAP - s.queued()
     );
