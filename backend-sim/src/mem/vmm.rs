@@ -555,8 +555,8 @@ impl Sim {
     }
 
     /// The address a range that is used whole (`len` bytes at `addr`, `what` in messages: a
-    /// value task's word) stands for: in a reserved range, the address in the physical
-    /// allocation mapped there; any other address as it is.
+    /// value task's word, a reduce's range) stands for: in a reserved range, the address in
+    /// the physical allocation mapped there; any other address as it is.
     ///
     /// Errors: 107000 a part of a reserved range that nothing is mapped at, or a range over
     /// two mappings (ours: such a range is not one allocation's).
