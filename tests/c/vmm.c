@@ -11,7 +11,9 @@
  *     unmap, a copy into an unmapped part, 1 GiB pages where the SoC has none;
  *   - sharing: a second process (forked before aclInit) is refused before it is whitelisted
  *     (ACL_ERROR_RT_NO_PERMISSION) and after, imports the physical memory, maps it, sees the
- *     owner's bytes and writes back, which the owner reads.
+ *     owner's bytes and writes back, which the owner reads;
+ *   - access: aclrtMemSetAccess / aclrtMemGetAccess per mapping, with their codes, on a range
+ *     of aclrtReserveMemAddressNoUCMemory.
  * usage: vmm <SoC name>. Exit 0 and "vmm <SoC>: ok". On IPV350 every call is
  * ACL_ERROR_RT_FEATURE_NOT_SUPPORT. */
 #include <sys/wait.h>
@@ -338,6 +340,78 @@ static void sharing(void) {
     free(buf);
 }
 
+/* Access (aclrtMemSetAccess / aclrtMemGetAccess): kept per mapping, read back; the owner
+ * device reads and writes from the mapping on; a location given no access answers
+ * 0x7FFFFFFF. The range comes from aclrtReserveMemAddressNoUCMemory. */
+static void access_flags(void) {
+    aclrtPhysicalMemProp prop = device_prop(ACL_MEM_HUGE);
+    size_t g = 2u << 20;
+    void *va = NULL;
+    EXPECT_RC(aclrtReserveMemAddressNoUCMemory(NULL, 2 * g, 0, NULL, 0), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtReserveMemAddressNoUCMemory(&va, 0, 0, NULL, 0), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtReserveMemAddressNoUCMemory(&va, 2 * g, 0, NULL, 2), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtReserveMemAddressNoUCMemory(&va, 2 * g, 4096, NULL, 0),
+              ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclrtReserveMemAddressNoUCMemory(&va, 2 * g, 0, NULL, 1));
+    aclrtDrvMemHandle a = NULL, b = NULL;
+    CHECK(aclrtMallocPhysical(&a, g, &prop, 0));
+    CHECK(aclrtMallocPhysical(&b, g, &prop, 0));
+    CHECK(aclrtMapMem(va, g, 0, a, 0));
+    CHECK(aclrtMapMem((char *)va + g, g, 0, b, 0));
+    aclrtMemLocation dev0 = {0, ACL_MEM_LOCATION_TYPE_DEVICE};
+    aclrtMemLocation host = {0, ACL_MEM_LOCATION_TYPE_HOST};
+    uint64_t flag = 0;
+    CHECK(aclrtMemGetAccess((char *)va + 100, &dev0, &flag));
+    REQUIRE(flag == ACL_RT_MEM_ACCESS_FLAGS_READWRITE, "the owner's access %llu",
+            (unsigned long long)flag);
+    CHECK(aclrtMemGetAccess(va, &host, &flag));
+    REQUIRE(flag == 0x7FFFFFFF, "the host's access before any set: %#llx",
+            (unsigned long long)flag);
+    aclrtMemAccessDesc d;
+    memset(&d, 0, sizeof d);
+    d.flags = ACL_RT_MEM_ACCESS_FLAGS_READ;
+    d.location = host;
+    CHECK(aclrtMemSetAccess((char *)va + g, g, &d, 1));
+    CHECK(aclrtMemGetAccess((char *)va + g + 4096, &host, &flag));
+    REQUIRE(flag == ACL_RT_MEM_ACCESS_FLAGS_READ, "the host's access %llu",
+            (unsigned long long)flag);
+    CHECK(aclrtMemGetAccess(va, &host, &flag));
+    REQUIRE(flag == 0x7FFFFFFF, "the other mapping's host access %#llx",
+            (unsigned long long)flag);
+    CHECK(aclrtMemSetAccess((char *)va + g, g, &d, 1)); /* the same again */
+    /* Another access for a location that has one: the driver's BUSY, 507899. */
+    d.flags = ACL_RT_MEM_ACCESS_FLAGS_READWRITE;
+    EXPECT_RC(aclrtMemSetAccess((char *)va + g, g, &d, 1), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    d.location = dev0;
+    d.flags = ACL_RT_MEM_ACCESS_FLAGS_NONE;
+    EXPECT_RC(aclrtMemSetAccess(va, g, &d, 1), ACL_ERROR_RT_DRV_INTERNAL_ERROR);
+    /* The runtime's and the driver's checks: 107000. */
+    d.location = host;
+    d.flags = ACL_RT_MEM_ACCESS_FLAGS_READ;
+    EXPECT_RC(aclrtMemSetAccess(NULL, g, &d, 1), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtMemSetAccess(va, g, NULL, 1), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtMemSetAccess(va, g, &d, 0), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtMemSetAccess(va, 2 * g, &d, 1), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtMemSetAccess((char *)va + 4096, g, &d, 1), ACL_ERROR_RT_PARAM_INVALID);
+    d.flags = (aclrtMemAccessFlags)2;
+    EXPECT_RC(aclrtMemSetAccess(va, g, &d, 1), ACL_ERROR_RT_PARAM_INVALID);
+    d.flags = ACL_RT_MEM_ACCESS_FLAGS_READ;
+    d.location.id = 1;
+    EXPECT_RC(aclrtMemSetAccess(va, g, &d, 1), ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclrtMemGetAccess(va, &host, &flag));
+    REQUIRE(flag == 0x7FFFFFFF, "a refused set changed the host's access: %#llx",
+            (unsigned long long)flag);
+    EXPECT_RC(aclrtMemGetAccess(NULL, &host, &flag), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemGetAccess(va, NULL, &flag), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtMemGetAccess(va, &host, NULL), ACL_ERROR_INVALID_PARAM);
+    CHECK(aclrtUnmapMem((char *)va + g));
+    EXPECT_RC(aclrtMemGetAccess((char *)va + g, &host, &flag), ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclrtUnmapMem(va));
+    CHECK(aclrtFreePhysical(a));
+    CHECK(aclrtFreePhysical(b));
+    CHECK(aclrtReleaseMemAddress(va));
+}
+
 static void unsupported(void) {
     aclrtPhysicalMemProp prop = device_prop(ACL_MEM_HUGE);
     size_t g = 0;
@@ -347,6 +421,16 @@ static void unsupported(void) {
     EXPECT_RC(aclrtReserveMemAddress(&va, 2u << 20, 0, NULL, 0),
               ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     EXPECT_RC(aclrtMallocPhysical(&h, 2u << 20, &prop, 0), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    EXPECT_RC(aclrtReserveMemAddressNoUCMemory(&va, 2u << 20, 0, NULL, 0),
+              ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    aclrtMemAccessDesc d;
+    memset(&d, 0, sizeof d);
+    aclrtMemLocation loc = {0, ACL_MEM_LOCATION_TYPE_HOST};
+    uint64_t flag = 0;
+    EXPECT_RC(aclrtMemSetAccess((void *)(uintptr_t)(16ull << 40), 2u << 20, &d, 1),
+              ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    EXPECT_RC(aclrtMemGetAccess((void *)(uintptr_t)(16ull << 40), &loc, &flag),
+              ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
 }
 
 int main(int argc, char **argv) {
@@ -362,6 +446,7 @@ int main(int argc, char **argv) {
         /* The sharing test forks first, before this process's aclInit. */
         sharing();
         sample();
+        access_flags();
         errors(soc);
         CHECK(aclrtResetDevice(0));
         CHECK(aclFinalize());

@@ -12,7 +12,7 @@
 use std::ffi::c_void;
 
 use acl_notify_core::{Backend as _, Error};
-use acl_notify_sim::mem::vmm::{PageSize, PhysMem, Props, has_huge1g};
+use acl_notify_sim::mem::vmm::{Access, AccessLoc, PageSize, PhysMem, Props, has_huge1g};
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::ipc_args::whitelist_pids;
@@ -393,7 +393,63 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
     expect_ptr: *mut c_void,
     flags: u64,
 ) -> aclError {
-    api("aclrtReserveMemAddress", || {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        reserve(
+            "aclrtReserveMemAddress",
+            vir_ptr,
+            size,
+            alignment,
+            expect_ptr,
+            flags,
+        )
+    }
+}
+
+/// `aclError aclrtReserveMemAddressNoUCMemory(void **virPtr, size_t size, size_t alignment,
+/// void *expectPtr, uint64_t flags)`: as `aclrtReserveMemAddress`, with the checks and codes
+/// of it (hicann/runtime `src/acl/aclrt_impl/memory.cpp`: the same ACL checks, then
+/// `rtReserveMemAddress` with an internal flag bit added). The simulator has no UC memory to
+/// leave out: the range is an ordinary reserved range.
+///
+/// # Safety
+///
+/// `vir_ptr` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtReserveMemAddressNoUCMemory(
+    vir_ptr: *mut *mut c_void,
+    size: usize,
+    alignment: usize,
+    expect_ptr: *mut c_void,
+    flags: u64,
+) -> aclError {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        reserve(
+            "aclrtReserveMemAddressNoUCMemory",
+            vir_ptr,
+            size,
+            alignment,
+            expect_ptr,
+            flags,
+        )
+    }
+}
+
+/// The reserve functions' body, `name` the function's.
+///
+/// # Safety
+///
+/// `vir_ptr` is NULL or writable.
+unsafe fn reserve(
+    name: &'static str,
+    vir_ptr: *mut *mut c_void,
+    size: usize,
+    alignment: usize,
+    expect_ptr: *mut c_void,
+    flags: u64,
+) -> aclError {
+    api(name, || {
         if vir_ptr.is_null() {
             return Err(null_arg("virPtr"));
         }
@@ -872,3 +928,154 @@ pub unsafe extern "C" fn aclrtMemGetAddressRange(
         Ok(())
     })
 }
+
+/// `aclrtMemLocation` (`acl_rt.h`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MemLocation {
+    id: u32,
+    kind: u32,
+}
+
+/// `aclrtMemAccessDesc` (`acl_rt.h`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct MemAccessDesc {
+    flags: u32,
+    location: MemLocation,
+    rsv: [u8; 12],
+}
+
+#[cfg(target_pointer_width = "64")]
+const _: () = {
+    assert!(std::mem::size_of::<MemLocation>() == 8);
+    assert!(std::mem::size_of::<MemAccessDesc>() == 24);
+    assert!(std::mem::offset_of!(MemAccessDesc, location) == 4);
+};
+
+/// The location of `l` (`what` in messages): the host (id 0) or a device; any other type
+/// or a host id other than 0 is 107000 (halMemSetAccess: "when location is host, id must be
+/// 0").
+fn location(l: MemLocation, what: &str) -> Result<AccessLoc, CallError> {
+    match (l.kind, l.id) {
+        (LOCATION_HOST, 0) => Ok(AccessLoc::Host),
+        (LOCATION_HOST, id) => Err(CallError::new(
+            Error::ParamInvalid,
+            format!("{what}: a host location has id 0, not {id}"),
+        )),
+        (LOCATION_DEVICE, id) => Ok(AccessLoc::Device(id)),
+        (t, _) => Err(CallError::new(
+            Error::ParamInvalid,
+            format!(
+                "{what}: location type {t}: expected ACL_MEM_LOCATION_TYPE_HOST (0) or \
+                 ACL_MEM_LOCATION_TYPE_DEVICE (1)"
+            ),
+        )),
+    }
+}
+
+/// `aclError aclrtMemSetAccess(void *virPtr, size_t size, aclrtMemAccessDesc *desc, size_t
+/// count)`: gives the locations of `desc[0..count]` their access to the mapping that is
+/// exactly `[virPtr, virPtr + size)`; the mapping's owner device has read-write from the start.
+///
+/// Codes (hicann/runtime `src/acl/aclrt_impl/memory.cpp`: no ACL check;
+/// `src/runtime/api/impl/api_error.cc`: virPtr, then desc NULL → 107000; then the driver's,
+/// `pkg_inc/driver/ascend_hal_base.h`): 107000 virPtr or desc NULL, count 0, flags not an
+/// `aclrtMemAccessFlags`, a location neither the host (id 0) nor a device of this machine,
+/// a range that is not a mapping's; 207000 IPV350; 507899 a location given another access
+/// before (DRV_ERROR_BUSY).
+///
+/// # Safety
+///
+/// `desc` is NULL or points to `count` readable descriptors.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemSetAccess(
+    vir_ptr: *mut c_void,
+    size: usize,
+    desc: *mut MemAccessDesc,
+    count: usize,
+) -> aclError {
+    api("aclrtMemSetAccess", || {
+        for (p, name) in [(vir_ptr.is_null(), "virPtr"), (desc.is_null(), "desc")] {
+            if p {
+                return Err(CallError::new(
+                    Error::ParamInvalid,
+                    format!("{name} is NULL"),
+                ));
+            }
+        }
+        let rt = runtime()?;
+        rt.backend()
+            .require_vmm("aclrtMemSetAccess")
+            .map_err(backend)?;
+        let descs = (0..count)
+            .map(|i| {
+                // SAFETY: `i < count` descriptors readable by the caller's contract.
+                let d = unsafe { desc.add(i).read_unaligned() };
+                let what = format!("desc[{i}]");
+                let acc = Access::from_flags(u64::from(d.flags)).ok_or_else(|| {
+                    CallError::new(
+                        Error::ParamInvalid,
+                        format!(
+                            "{what}: flags {:#x}: expected ACL_RT_MEM_ACCESS_FLAGS_NONE (0), \
+                             _READ (1) or _READWRITE (3)",
+                            d.flags
+                        ),
+                    )
+                })?;
+                Ok((location(d.location, &what)?, acc))
+            })
+            .collect::<Result<Vec<_>, CallError>>()?;
+        rt.backend()
+            .vmm_set_access(vir_ptr.addr(), size, &descs)
+            .map_err(backend)
+    })
+}
+
+/// `aclError aclrtMemGetAccess(void *virPtr, aclrtMemLocation *location, uint64_t *flag)`:
+/// the access `location` was given to the mapping `virPtr` is in
+/// (`ACL_RT_MEM_ACCESS_FLAGS_*`); a location given none answers 0x7FFFFFFF (halMemGetAccess:
+/// `MEM_ACCESS_TYPE_MAX`).
+///
+/// Codes (hicann/runtime `src/acl/aclrt_impl/memory.cpp`): 100000 virPtr, location or flag
+/// NULL; then 107000 a location neither the host (id 0) nor a device, an address in no
+/// mapping; 207000 IPV350.
+///
+/// # Safety
+///
+/// `location` is NULL or readable; `flag` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemGetAccess(
+    vir_ptr: *mut c_void,
+    location_ptr: *mut MemLocation,
+    flag: *mut u64,
+) -> aclError {
+    api("aclrtMemGetAccess", || {
+        if vir_ptr.is_null() {
+            return Err(null_arg("virPtr"));
+        }
+        if location_ptr.is_null() {
+            return Err(null_arg("location"));
+        }
+        if flag.is_null() {
+            return Err(null_arg("flag"));
+        }
+        let rt = runtime()?;
+        rt.backend()
+            .require_vmm("aclrtMemGetAccess")
+            .map_err(backend)?;
+        // SAFETY: non-NULL, readable by the caller's contract.
+        let loc = location(unsafe { location_ptr.read_unaligned() }, "location")?;
+        let got = rt
+            .backend()
+            .vmm_get_access(vir_ptr.addr(), loc)
+            .map_err(backend)?;
+        let v = got.map_or(NO_ACCESS_SET, |a| a as u64);
+        // SAFETY: non-NULL, writable by the caller's contract.
+        unsafe { flag.write_unaligned(v) };
+        Ok(())
+    })
+}
+
+/// What `aclrtMemGetAccess` answers for a location given no access (`MEM_ACCESS_TYPE_MAX`).
+const NO_ACCESS_SET: u64 = 0x7FFF_FFFF;

@@ -75,12 +75,67 @@ pub(super) struct Physical {
     pub(super) imported: Option<ExportKey>,
 }
 
-/// One mapping: `len` bytes of physical allocation `phys`, whose device address is `addr`.
-#[derive(Clone, Copy, Debug)]
+/// A location that `aclrtMemSetAccess` gives access to: the host, or a device by id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AccessLoc {
+    /// `ACL_MEM_LOCATION_TYPE_HOST` (id 0).
+    Host,
+    /// `ACL_MEM_LOCATION_TYPE_DEVICE` and its id.
+    Device(u32),
+}
+
+/// The access a location has to a mapping (`aclrtMemAccessFlags`; the values are CANN's).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Access {
+    /// `ACL_RT_MEM_ACCESS_FLAGS_NONE`.
+    None = 0,
+    /// `ACL_RT_MEM_ACCESS_FLAGS_READ`.
+    Read = 1,
+    /// `ACL_RT_MEM_ACCESS_FLAGS_READWRITE`.
+    ReadWrite = 3,
+}
+
+impl Access {
+    /// The access of CANN's flag value, if it is one.
+    pub fn from_flags(f: u64) -> Option<Access> {
+        Some(match f {
+            0 => Access::None,
+            1 => Access::Read,
+            3 => Access::ReadWrite,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for AccessLoc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AccessLoc::Host => f.write_str("the host"),
+            AccessLoc::Device(d) => write!(f, "device {d}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Access::None => "ACL_RT_MEM_ACCESS_FLAGS_NONE",
+            Access::Read => "ACL_RT_MEM_ACCESS_FLAGS_READ",
+            Access::ReadWrite => "ACL_RT_MEM_ACCESS_FLAGS_READWRITE",
+        })
+    }
+}
+
+/// One mapping: `len` bytes of physical allocation `phys`, whose device address is `addr`,
+/// and the access each location was given to it (its owner device's, read-write, from the
+/// start).
+#[derive(Clone, Debug)]
 pub(super) struct Mapping {
     pub(super) phys: PhysMem,
     pub(super) addr: usize,
     pub(super) len: usize,
+    pub(super) access: BTreeMap<AccessLoc, Access>,
 }
 
 /// One reserved range and its mappings by address.

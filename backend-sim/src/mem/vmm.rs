@@ -37,8 +37,8 @@ use std::sync::atomic::Ordering::Relaxed;
 use acl_notify_core::{Error, RawStream, Soc};
 
 use super::file::Importers;
+pub use super::reserved::{Access, AccessLoc, PageSize, PhysMem};
 use super::reserved::{Mapping, Physical, Reservation, State, Vmm, unreserve};
-pub use super::reserved::{PageSize, PhysMem};
 use super::{MemcpyKind, Rounding, lock, within};
 use crate::Sim;
 use crate::error::SimError;
@@ -373,10 +373,13 @@ impl Sim {
                 )));
             }
         }
+        // The owner (the device the memory was allocated or imported on) reads and writes
+        // from the start (hicann/runtime `pkg_inc/driver/ascend_hal_base.h`, halMemSetAccess).
         let m = Mapping {
             phys: h,
             addr: p.addr,
             len: size,
+            access: BTreeMap::from([(AccessLoc::Device(p.device), Access::ReadWrite)]),
         };
         if let Some(r) = st.reserves.get_mut(&base) {
             r.maps.insert(va, m);
@@ -385,6 +388,81 @@ impl Sim {
             p.maps += 1;
         }
         Ok(())
+    }
+
+    /// `aclrtMemSetAccess`: gives each location of `descs` its access to the mapping that is
+    /// exactly `[va, va + size)`; all are checked before any is kept. A location keeps the
+    /// access it was given first (its owner device: read-write from the mapping on); the same
+    /// access again is accepted.
+    ///
+    /// Rules of hicann/runtime `pkg_inc/driver/ascend_hal_base.h` (halMemSetAccess: the range
+    /// is a mapping's; a location set again with another type is DRV_ERROR_BUSY, which
+    /// `src/runtime/core/src/common/errcode_manage.cc` does not map, so 507899).
+    ///
+    /// Errors: 207000 no virtual memory management on this SoC; 107000 no descriptor,
+    /// `[va, va + size)` not a mapping, a device id this `Sim` does not have; 507899 a location
+    /// given another access before.
+    pub fn vmm_set_access(
+        &self,
+        va: usize,
+        size: usize,
+        descs: &[(AccessLoc, Access)],
+    ) -> Result<(), SimError> {
+        self.require_vmm("aclrtMemSetAccess")?;
+        if descs.is_empty() {
+            return Err(invalid("count is 0: no access descriptor"));
+        }
+        let devices = self.inner.devices;
+        let mut st = lock(&self.vmm().state);
+        let m = mapping_mut(&mut st, va)
+            .filter(|(start, m)| *start == va && m.len == size)
+            .map(|(_, m)| m)
+            .ok_or_else(|| {
+                invalid(format!(
+                    "[{va:#x}, +{size}) is not a mapping (aclrtMapMem): access is set on a \
+                     mapping's whole range"
+                ))
+            })?;
+        for (i, &(loc, acc)) in descs.iter().enumerate() {
+            if let AccessLoc::Device(d) = loc
+                && d >= devices
+            {
+                return Err(invalid(format!(
+                    "desc[{i}]: device {d}, of {devices} devices"
+                )));
+            }
+            let before = m
+                .access
+                .get(&loc)
+                .copied()
+                .or_else(|| descs[..i].iter().find(|(l, _)| *l == loc).map(|d| d.1));
+            if let Some(had) = before.filter(|had| *had != acc) {
+                return Err(SimError::new(
+                    Error::DrvInternalError,
+                    format!(
+                        "desc[{i}]: {loc} has {had} access to the mapping at {va:#x} \
+                         already; it is not set again to {acc}"
+                    ),
+                ));
+            }
+        }
+        m.access.extend(descs.iter().copied());
+        Ok(())
+    }
+
+    /// `aclrtMemGetAccess`: the access `loc` was given to the mapping `va` is in; `None`
+    /// when it was given none (CANN answers `MEM_ACCESS_TYPE_MAX` then, halMemGetAccess).
+    ///
+    /// Errors: 207000 no virtual memory management on this SoC; 107000 `va` in no mapping.
+    pub fn vmm_get_access(&self, va: usize, loc: AccessLoc) -> Result<Option<Access>, SimError> {
+        self.require_vmm("aclrtMemGetAccess")?;
+        let mut st = lock(&self.vmm().state);
+        let (_, m) = mapping_mut(&mut st, va).ok_or_else(|| {
+            invalid(format!(
+                "{va:#x} is in no mapping of a reserved range (aclrtMapMem)"
+            ))
+        })?;
+        Ok(m.access.get(&loc).copied())
     }
 
     /// `aclrtUnmapMem`: removes the mapping that starts at `va`; a physical allocation freed
@@ -436,7 +514,7 @@ impl Sim {
     pub fn vmm_retain(&self, va: usize) -> Result<PhysMem, SimError> {
         let mut st = lock(&self.vmm().state);
         let m = reservation_at(&st, va)
-            .and_then(|(_, r)| r.maps.get(&va).copied())
+            .and_then(|(_, r)| r.maps.get(&va).cloned())
             .ok_or_else(|| {
                 invalid(format!(
                     "no mapping starts at {va:#x}: aclrtMemRetainAllocationHandle takes the \
@@ -678,6 +756,18 @@ impl Sim {
 }
 
 /// The reserved range that covers `addr`, if any.
+/// The mapping `addr` is in, and its start.
+fn mapping_mut(st: &mut State, addr: usize) -> Option<(usize, &mut Mapping)> {
+    let base = reservation_at(st, addr)?.0;
+    st.reserves
+        .get_mut(&base)?
+        .maps
+        .range_mut(..=addr)
+        .next_back()
+        .filter(|(start, m)| addr - **start < m.len)
+        .map(|(start, m)| (*start, m))
+}
+
 fn reservation_at(st: &State, addr: usize) -> Option<(usize, &Reservation)> {
     st.reserves
         .range(..=addr)
@@ -1033,6 +1123,78 @@ mod tests {
             .unwrap();
         sim.vmm_unmap(va + g).unwrap();
         sim.vmm_free_physical(a).unwrap();
+        sim.vmm_release(va).unwrap();
+    }
+
+    #[test]
+    fn access_is_kept_per_mapping_and_read_back() {
+        let (sim, _ns) = open("access");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Normal, Props::default())
+            .unwrap();
+        let b = sim
+            .vmm_malloc_physical(0, g, PageSize::Normal, Props::default())
+            .unwrap();
+        sim.vmm_map(va, g, 0, a).unwrap();
+        sim.vmm_map(va + g, g, 0, b).unwrap();
+        let get = |at: usize, loc| sim.vmm_get_access(at, loc).unwrap();
+        // The owner device reads and writes from the mapping on; nothing else is set.
+        assert_eq!(get(va + 100, AccessLoc::Device(0)), Some(Access::ReadWrite));
+        assert_eq!(get(va, AccessLoc::Host), None);
+        sim.vmm_set_access(va + g, g, &[(AccessLoc::Host, Access::Read)])
+            .unwrap();
+        assert_eq!(get(va + g + 8, AccessLoc::Host), Some(Access::Read));
+        assert_eq!(
+            get(va + 8, AccessLoc::Host),
+            None,
+            "the other mapping's own"
+        );
+        // The same again is accepted; another access for a set location is 507899, and
+        // nothing of a refused call is kept.
+        sim.vmm_set_access(va + g, g, &[(AccessLoc::Host, Access::Read)])
+            .unwrap();
+        let code = |r: Result<(), SimError>| r.unwrap_err().kind();
+        assert_eq!(
+            code(sim.vmm_set_access(va, g, &[(AccessLoc::Device(0), Access::Read)])),
+            Error::DrvInternalError
+        );
+        assert_eq!(
+            code(sim.vmm_set_access(
+                va,
+                g,
+                &[
+                    (AccessLoc::Host, Access::None),
+                    (AccessLoc::Host, Access::Read)
+                ]
+            )),
+            Error::DrvInternalError
+        );
+        assert_eq!(get(va, AccessLoc::Host), None);
+        // Not a mapping's whole range, no descriptor, a device it does not have: 107000.
+        for r in [
+            sim.vmm_set_access(va, 2 * g, &[(AccessLoc::Host, Access::Read)]),
+            sim.vmm_set_access(va + 8, g, &[(AccessLoc::Host, Access::Read)]),
+            sim.vmm_set_access(va, g, &[]),
+            sim.vmm_set_access(va, g, &[(AccessLoc::Device(2), Access::Read)]),
+        ] {
+            assert_eq!(code(r), Error::ParamInvalid);
+        }
+        sim.vmm_unmap(va + g).unwrap();
+        assert_eq!(
+            sim.vmm_get_access(va + g, AccessLoc::Host)
+                .unwrap_err()
+                .kind(),
+            Error::ParamInvalid
+        );
+        // A new mapping starts afresh.
+        sim.vmm_map(va + g, g, 0, b).unwrap();
+        assert_eq!(get(va + g, AccessLoc::Host), None);
+        sim.vmm_unmap(va).unwrap();
+        sim.vmm_unmap(va + g).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_free_physical(b).unwrap();
         sim.vmm_release(va).unwrap();
     }
 
