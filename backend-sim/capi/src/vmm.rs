@@ -193,13 +193,18 @@ unsafe fn prop_at(prop: *const PhysicalMemProp) -> PhysicalMemProp {
 
 /// The physical allocation C handle `handle` stands for; 107017 if it is not a live one.
 fn phys(rt: &Runtime, handle: *mut c_void) -> Result<PhysMem, CallError> {
-    rt.phys.get(handle.addr()).ok_or_else(|| {
-        not_live(
-            "physical memory handle",
-            "a physical memory handle",
-            handle.addr(),
-        )
-    })
+    rt.phys
+        .get(handle.addr())
+        .ok_or_else(|| phys_not_live(handle))
+}
+
+/// 107017 for a physical memory handle that is not live in this process.
+fn phys_not_live(handle: *mut c_void) -> CallError {
+    not_live(
+        "physical memory handle",
+        "a physical memory handle",
+        handle.addr(),
+    )
 }
 
 fn backend(e: acl_notify_sim::SimError) -> CallError {
@@ -369,8 +374,12 @@ pub extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> aclError {
             return Err(null_arg("handle"));
         }
         let rt = runtime()?;
-        let h = phys(&rt, handle)?;
-        rt.phys.remove(handle.addr());
+        // Taken out of the table in one step: two threads freeing the same handle at once
+        // cannot both pass a look-up and free the memory twice; the second answers 107017.
+        let h = rt
+            .phys
+            .remove(handle.addr())
+            .ok_or_else(|| phys_not_live(handle))?;
         rt.backend().vmm_free_physical(h).map_err(backend)
     })
 }
