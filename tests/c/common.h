@@ -220,4 +220,17 @@ static inline size_t get_file(const char *dir, const char *name, char *buf, size
     }
 }
 
+/* The physical-memory properties CANN's VMM samples pass to aclrtMallocPhysical: pinned,
+ * no shareable handle type, on device 0, with page attribute `attr`. */
+static inline aclrtPhysicalMemProp device_prop(aclrtMemAttr attr) {
+    aclrtPhysicalMemProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.handleType = ACL_MEM_HANDLE_TYPE_NONE;
+    prop.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
+    prop.memAttr = attr;
+    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    return prop;
+}
+
 #endif /* ACL_NOTIFY_TESTS_COMMON_H_ */

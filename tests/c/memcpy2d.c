@@ -174,13 +174,7 @@ int main(void) {
     /* A reserved range with two physical allocations mapped back to back (CANN's VMM
      * sample): rows of 1 KiB every 64 KiB across both, in and out, every byte checked. */
     {
-        aclrtPhysicalMemProp prop;
-        memset(&prop, 0, sizeof prop);
-        prop.handleType = ACL_MEM_HANDLE_TYPE_NONE;
-        prop.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
-        prop.memAttr = ACL_HBM_MEM_HUGE;
-        prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id = 0;
+        aclrtPhysicalMemProp prop = device_prop(ACL_HBM_MEM_HUGE);
         size_t g = 0;
         CHECK(aclrtMemGetAllocationGranularity(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &g));
         void *va = NULL;

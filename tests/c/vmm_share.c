@@ -14,17 +14,6 @@
 
 #include "common.h"
 
-static aclrtPhysicalMemProp huge_prop(void) {
-    aclrtPhysicalMemProp prop;
-    memset(&prop, 0, sizeof prop);
-    prop.handleType = ACL_MEM_HANDLE_TYPE_NONE;
-    prop.allocationType = ACL_MEM_ALLOCATION_TYPE_PINNED;
-    prop.memAttr = ACL_MEM_HUGE;
-    prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    return prop;
-}
-
 #define G (2u << 20)
 #define SEED(e, i) (11u + 10u * (unsigned)(e) + (unsigned)(i))
 
@@ -56,7 +45,7 @@ static _Noreturn void exporter(int e, int rd, int wr) {
     g_role = e == 0 ? "exporter0" : "exporter1";
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
-    aclrtPhysicalMemProp prop = huge_prop();
+    aclrtPhysicalMemProp prop = device_prop(ACL_MEM_HUGE);
     aclrtDrvMemHandle h[2] = {NULL, NULL};
     void *va = NULL;
     CHECK(aclrtReserveMemAddress(&va, 2 * G, 0, NULL, 0));
