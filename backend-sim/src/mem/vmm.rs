@@ -593,6 +593,10 @@ impl Sim {
         len: usize,
         what: &str,
     ) -> Result<Option<Vec<Piece>>, SimError> {
+        // Nothing reserved (most programs): no lock; every copy's side asks.
+        if self.vmm().reserved.load(Relaxed) == 0 {
+            return Ok(None);
+        }
         let st = lock(&self.vmm().state);
         let Some((base, r)) = reservation_at(&st, addr) else {
             return Ok(None);
@@ -639,9 +643,6 @@ impl Sim {
     /// Errors: 107000 a part of a reserved range that nothing is mapped at, or a range over
     /// two mappings (ours: such a range is not one allocation's).
     pub(super) fn vmm_span(&self, addr: usize, len: usize, what: &str) -> Result<usize, SimError> {
-        if self.vmm().reserved.load(Relaxed) == 0 {
-            return Ok(addr);
-        }
         match self.vmm_pieces(addr, len, what)?.as_deref() {
             Some(&[(at, _)]) => Ok(at),
             Some(p) => Err(invalid(format!(
