@@ -20,7 +20,8 @@ pub struct PhysMem(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum PageSize {
-    /// The device's normal page: 4 KiB.
+    /// The device's normal page: 4 KiB (hicann/runtime's FAQ on IPC page alignment,
+    /// `docs/zh/FAQ/`: normal pages 4K, huge pages 2M or 1G; no figure per SoC found).
     Normal,
     /// A huge page: 2 MiB (CANN documents ACL_MEM_HUGE and ACL_MEM_P2P_HUGE as 2 MiB
     /// granular, and ACL_HBM_MEM_NORMAL as allocated as huge pages).
@@ -60,7 +61,7 @@ impl PageSize {
 pub(super) struct Physical {
     /// Its device address (in the file's reservation; private).
     pub(super) addr: usize,
-    /// The size asked for (mappings must be this size).
+    /// Its size: the size asked for rounded up to the granularity (mappings are this size).
     pub(super) size: u64,
     pub(super) device: u32,
     pub(super) page: PageSize,

@@ -220,7 +220,11 @@ impl Sim {
     }
 
     /// `aclrtMallocPhysical`: `size` bytes of `device`'s memory with pages of `page`, not
-    /// mapped anywhere yet; its pages are reserved now (rounded up to the granularity).
+    /// mapped anywhere yet; its pages are reserved now. A size that is not a multiple of the
+    /// granularity is rounded up to one, and the allocation is that large (mapped, exported
+    /// and answered with that size): CANN documents the rounding (hicann/runtime
+    /// `docs/zh/api_ref/25-02_Enumerations.md`, aclrtMemAttr) and asks for aligned sizes only
+    /// to save memory (`11-04_virtual_memory_management.md`, aclrtMallocPhysical).
     /// `props` is answered back by [`vmm_properties`](Self::vmm_properties), here and to the
     /// processes that import it.
     ///
@@ -250,7 +254,7 @@ impl Sim {
         let addr = self.malloc_rounded(device, span, policy, Rounding::Align32)?;
         Ok(self.vmm_insert(Physical {
             addr,
-            size: size as u64,
+            size: span as u64,
             device,
             page,
             props: u32::from(props.0),
@@ -1240,6 +1244,36 @@ mod tests {
         assert_eq!(out, src);
         sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
             .unwrap();
+        sim.vmm_unmap(va).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_release(va).unwrap();
+    }
+
+    /// A size that is not a multiple of the granularity is rounded up to it, as CANN
+    /// documents (hicann/runtime `docs/zh/api_ref/25-02_Enumerations.md`, aclrtMemAttr: "not
+    /// a multiple of 2M, aligned up to 2M"; aclrtMallocPhysical asks for aligned sizes "to
+    /// save memory"): the allocation is that large, and it is mapped with that size.
+    #[test]
+    fn a_physical_size_off_the_granularity_is_rounded_up_and_mapped_whole() {
+        let (sim, _ns) = open("roundup");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g + 1, PageSize::Normal, Props::default())
+            .unwrap();
+        let e = sim.vmm_map(va, g + 1, 0, a).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+        sim.vmm_map(va, 2 * g, 0, a).unwrap();
+        assert_eq!(sim.vmm_address_range(va + g + 8).unwrap(), (va, 2 * g));
+        let data = vec![4u8; 2 * g];
+        copy(
+            &sim,
+            va,
+            data.as_ptr().addr(),
+            2 * g,
+            MemcpyKind::HostToDevice,
+        )
+        .unwrap();
         sim.vmm_unmap(va).unwrap();
         sim.vmm_free_physical(a).unwrap();
         sim.vmm_release(va).unwrap();
