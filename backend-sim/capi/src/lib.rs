@@ -42,6 +42,7 @@ mod handle;
 mod host_func;
 mod inflight;
 pub mod ipc_memory;
+mod lifecycle;
 pub mod memory;
 mod runtime;
 mod session;
