@@ -161,8 +161,9 @@ static void run_job(int job, long long server, int32_t me) {
     CHECK(aclrtRecordNotify(left_ack_n, s)); /* the left neighbour may write into us */
     for (int step = 0; step < 2 * (n - 1); step++) {
         if (killing && step == g_kill_step) {
-            /* Mid-collective: every step so far done, the neighbours waiting on us. */
-            CHECK(aclrtSynchronizeStream(s));
+            /* Mid-collective: the steps so far done (or failed, on a loaded machine whose
+             * neighbours timed out first), the neighbours waiting on us. */
+            (void)aclrtSynchronizeStream(s);
             printf("RANK %d killing itself at step %d\n", r, step);
             fflush(stdout);
             raise(SIGKILL);
