@@ -40,6 +40,8 @@ mod handle;
 mod inflight;
 pub mod ipc_memory;
 pub mod memory;
+pub mod memquery;
+pub mod memset_d32;
 mod runtime;
 mod session;
 mod stubs;
