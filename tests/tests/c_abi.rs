@@ -50,6 +50,10 @@
 //!   other devices and contexts), `aclrtSet/GetStreamOverflowSwitch` on a chip that keeps the
 //!   switch and one that does not, and callback tasks discarded unrun freeing what they hold
 //!   (under valgrind's memcheck too, leaks counted);
+//! - `base_types.c`: `acl_base_rt.h`'s base types: data buffers (before `aclInit`, in a session
+//!   and after `aclFinalize`; NULL, destroyed and forged ones refused), `aclDataTypeSize`, and
+//!   every half through `aclFloat16ToFloat` and back with CANN's rounding and saturation
+//!   (under valgrind's memcheck too);
 //! - `vmm.c`: virtual memory management as CANN's VMM samples use it (two physical
 //!   allocations mapped back to back in one reserved range, every byte copied in and back),
 //!   its error cases, and a second process importing a shareable handle once whitelisted; on
@@ -322,6 +326,7 @@ fn build_everything() -> Result<Prefix, String> {
         "importer_killed",
         "value",
         "stream_info",
+        "base_types",
         "vmm",
         "context_threads",
         "ring_kill",
@@ -889,6 +894,26 @@ fn memcheck(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Vec<Outco
         vec![spawn(&format!("{name} (valgrind)"), &mut cmd).expect("start valgrind")],
         Duration::from_secs(240),
     ))
+}
+
+// ---- acl_base_rt.h's base types (tests/c/base_types.c) ------------------------------------
+
+#[test]
+fn base_types_answer_as_canns_acl_layer() {
+    let p = setup();
+    let s = Scratch::new("base-types");
+    let mut cmd = s.cmd(&p.bin.join("base_types"), "Ascend910B");
+    let o = run_all(
+        vec![spawn("base_types", &mut cmd).expect("start base_types")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("base_types: ok"), "{}", report(&o));
+    // The data buffers' table and messages leak nothing.
+    if let Some(o) = memcheck("base_types", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("base_types: ok"), "{}", report(&o));
+    }
 }
 
 // ---- virtual memory management (tests/c/vmm.c) ----------------------------------------------

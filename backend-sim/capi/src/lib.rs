@@ -33,6 +33,8 @@ compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
 mod callback;
 mod config;
+mod databuffer;
+mod dtype;
 mod errmsg;
 pub mod ffi;
 pub mod ffi_event;
