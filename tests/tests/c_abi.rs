@@ -30,6 +30,9 @@
 //!   the owner's timeout and busy-stream messages name it dead;
 //! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
 //!   CANN's callback sample uses them, with their misuse and teardown;
+//! - `host_func.c`: `aclrtSubscribeHostFunc` / `aclrtProcessHostFunc` /
+//!   `aclrtUnSubscribeHostFunc` with `aclrtLaunchHostFunc` between copies and callbacks, their
+//!   misuse and teardown (under valgrind's memcheck too);
 //! - `pipeline.c`: a double-buffered pipeline of 12 processes on 4 devices: IPC memory and
 //!   notifies shared by key with PID whitelists, slots handed back by notifies, Ex events
 //!   ordering each stage's two streams, host memory of `aclrtMallocHost` in and out, every
@@ -333,6 +336,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memcpy2d",
         "vmm_share",
         "memset_d32",
+        "host_func",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1154,6 +1158,41 @@ fn callbacks_run_on_the_subscribed_thread_in_stream_order() {
     let o = run_alone("callback", "callback", &[], Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("callback: ok"), "{}", report(&o));
+}
+
+// ---- host functions on a thread of the program (tests/c/host_func.c) -------------------------
+
+/// A thread looping on `aclrtProcessHostFunc`, subscribed to a stream's host functions, runs
+/// its `aclrtLaunchHostFunc` tasks in stream order beside a reporter thread running its
+/// callbacks; misuse is refused with CANN's codes; one that no thread processes holds its
+/// stream boundedly, and an abort or `aclFinalize` ends it unrun, freeing what it holds.
+/// Only on IPV350, as CANN documents them: elsewhere the three calls answer 207000.
+#[test]
+fn host_functions_run_on_the_subscribed_thread_in_stream_order() {
+    let p = setup();
+    for soc in ["IPV350", "Ascend910B"] {
+        let s = Scratch::new(&format!("hostfunc-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("host_func"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("host_func", &mut cmd).expect("start host_func")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("host_func: ok"),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    if let Some(o) = memcheck(
+        "host_func",
+        &["IPV350"],
+        &[("ACL_NOTIFY_SIM_SOC", "IPV350")],
+    ) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("host_func: ok"), "{}", report(&o));
+    }
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------

@@ -39,6 +39,7 @@ mod errmsg;
 pub mod ffi;
 pub mod ffi_event;
 mod handle;
+mod host_func;
 mod inflight;
 pub mod ipc_memory;
 pub mod memory;

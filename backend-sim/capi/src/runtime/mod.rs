@@ -313,6 +313,11 @@ impl Runtime {
             Feature::Event => "events",
             Feature::IpcEvent => "IPC events",
             Feature::PeerAccess => "peer access between devices",
+            Feature::HostFuncThread => {
+                "host functions run by a thread of the program (aclrtSubscribeHostFunc, \
+                 aclrtProcessHostFunc, aclrtUnSubscribeHostFunc: IPV350 only, as CANN \
+                 documents them)"
+            }
         };
         Err(CallError::new(
             Error::FeatureNotSupport,
