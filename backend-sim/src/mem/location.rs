@@ -56,7 +56,7 @@ impl Sim {
     pub fn mem_location(&self, addr: usize) -> MemLocation {
         let (at, reserved) = match self.vmm_pieces(addr, 1, "ptr") {
             Ok(Some(p)) => match p.first() {
-                Some(&(at, _)) => (at, true),
+                Some(p) => (p.at, true),
                 None => return MemLocation::Unmapped,
             },
             Ok(None) => (addr, false),
