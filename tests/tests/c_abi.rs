@@ -57,6 +57,9 @@
 //!   and after `aclFinalize`; NULL, destroyed and forged ones refused), `aclDataTypeSize`, and
 //!   every half through `aclFloat16ToFloat` and back with CANN's rounding and saturation
 //!   (under valgrind's memcheck too);
+//! - `device_query.c`: the device queries (stream priority range, device id mappings, primary
+//!   context state, status, UUIDs stable across processes of one machine, peer access status,
+//!   saturation mode) on two chips;
 //! - `vmm.c`: virtual memory management as CANN's VMM samples use it (two physical
 //!   allocations mapped back to back in one reserved range, every byte copied in and back),
 //!   its error cases, and a second process importing a shareable handle once whitelisted; on
@@ -330,6 +333,7 @@ fn build_everything() -> Result<Prefix, String> {
         "value",
         "stream_info",
         "base_types",
+        "device_query",
         "vmm",
         "context_threads",
         "ring_kill",
@@ -918,6 +922,43 @@ fn base_types_answer_as_canns_acl_layer() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("base_types: ok"), "{}", report(&o));
     }
+}
+
+// ---- device queries (tests/c/device_query.c) ------------------------------------------------
+
+#[test]
+fn device_queries_answer_as_canns_runtime() {
+    let p = setup();
+    let uuids = |o: &Outcome| -> Vec<String> {
+        o.stdout
+            .lines()
+            .filter(|l| l.starts_with("uuid "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let run = |s: &Scratch, chip: &str| {
+        let mut cmd = s.cmd(&p.bin.join("device_query"), chip);
+        cmd.arg(chip);
+        let o = run_all(
+            vec![spawn("device_query", &mut cmd).expect("start device_query")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{chip}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("device_query: ok"),
+            "{chip}: {}",
+            report(&o)
+        );
+        let u = uuids(&o[0]);
+        assert_eq!(u.len(), 4, "{}", report(&o));
+        u
+    };
+    let a = Scratch::new("devq-a");
+    let first = run(&a, "Ascend910B");
+    // One machine (namespace) answers the same UUIDs in every process, another its own.
+    assert_eq!(first, run(&a, "Ascend910B"), "two processes on one machine");
+    let b = Scratch::new("devq-b");
+    assert_ne!(first, run(&b, "Ascend310P"), "two machines");
 }
 
 // ---- virtual memory management (tests/c/vmm.c) ----------------------------------------------
