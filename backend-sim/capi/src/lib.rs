@@ -45,6 +45,8 @@ mod inflight;
 pub mod ipc_memory;
 mod lifecycle;
 pub mod memory;
+pub mod memquery;
+pub mod memset_d32;
 mod runtime;
 mod session;
 mod stubs;
