@@ -45,6 +45,7 @@ mod host_func;
 pub mod hostalloc;
 mod inflight;
 pub mod ipc_memory;
+mod lifecycle;
 pub mod memcache;
 pub mod memory;
 pub mod memquery;
