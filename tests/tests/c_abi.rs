@@ -55,8 +55,9 @@
 //!   (under valgrind's memcheck too, leaks counted);
 //! - `base_types.c`: `acl_base_rt.h`'s base types: data buffers (before `aclInit`, in a session
 //!   and after `aclFinalize`; NULL, destroyed and forged ones refused), `aclDataTypeSize`, and
-//!   every half through `aclFloat16ToFloat` and back with CANN's rounding and saturation
-//!   (under valgrind's memcheck too);
+//!   every half through `aclFloat16ToFloat` and back with CANN's rounding and saturation,
+//!   the CANN attributes and `aclGetDeviceCapability` on two chips (under valgrind's memcheck
+//!   too);
 //! - `device_query.c`: the device queries (stream priority range, device id mappings, primary
 //!   context state, status, UUIDs stable across processes of one machine, peer access status,
 //!   saturation mode) on two chips;
@@ -904,14 +905,21 @@ fn memcheck(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Vec<Outco
 #[test]
 fn base_types_answer_as_canns_acl_layer() {
     let p = setup();
-    let s = Scratch::new("base-types");
-    let mut cmd = s.cmd(&p.bin.join("base_types"), "Ascend910B");
-    let o = run_all(
-        vec![spawn("base_types", &mut cmd).expect("start base_types")],
-        Duration::from_secs(60),
-    );
-    assert!(o[0].ok(), "{}", report(&o));
-    assert!(o[0].stdout.contains("base_types: ok"), "{}", report(&o));
+    for chip in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("base-types-{chip}"));
+        let mut cmd = s.cmd(&p.bin.join("base_types"), chip);
+        cmd.arg(chip);
+        let o = run_all(
+            vec![spawn("base_types", &mut cmd).expect("start base_types")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{chip}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("base_types: ok"),
+            "{chip}: {}",
+            report(&o)
+        );
+    }
     // The data buffers' table and messages leak nothing.
     if let Some(o) = memcheck("base_types", &[], &[]) {
         assert!(o[0].ok(), "{}", report(&o));

@@ -32,6 +32,7 @@
 compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
 mod callback;
+mod capability;
 mod config;
 mod databuffer;
 mod dtype;
