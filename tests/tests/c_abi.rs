@@ -69,6 +69,10 @@
 //!   its exporter's death (and the reclaim after it) for as long as an importer maps it;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
+//! - `memset_d32.c`: `aclrtMemsetD32[Async]` into device, `aclrtMallocHost` and VMM memory
+//!   (bytes checked one by one; CANN's checks; success without a write where CANN's runtime
+//!   lacks it), `aclrtPointerGetAttributes` and `aclrtCheckMemType` on every kind of pointer
+//!   (also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -320,6 +324,7 @@ fn build_everything() -> Result<Prefix, String> {
         "fork_busy",
         "teardown",
         "memory",
+        "memset_d32",
         "ring_allreduce",
         "halo",
         "acl_json",
@@ -1108,6 +1113,29 @@ fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
     let o = run_alone("memcpy2d", "memcpy2d", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
+}
+
+// ---- 32-bit sets and pointer queries (tests/c/memset_d32.c) ----------------------------------
+
+#[test]
+fn memset_d32_fills_words_and_pointers_say_where_they_are() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P", "IPV350"] {
+        let s = Scratch::new(&format!("d32-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memset_d32"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("memset_d32", &mut cmd).expect("start memset_d32")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(o[0].stdout.contains("memset_d32"), "{}", report(&o));
+    }
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
 }
 
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------

@@ -44,6 +44,8 @@ mod host_func;
 mod inflight;
 pub mod ipc_memory;
 pub mod memory;
+pub mod memquery;
+pub mod memset_d32;
 mod runtime;
 mod session;
 mod stubs;
