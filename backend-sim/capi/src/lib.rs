@@ -43,6 +43,7 @@ mod handle;
 mod host_func;
 mod inflight;
 pub mod ipc_memory;
+mod lifecycle;
 pub mod memory;
 pub mod memquery;
 pub mod memset_d32;
