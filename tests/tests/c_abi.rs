@@ -76,6 +76,9 @@
 //!   (bytes checked one by one; CANN's checks; success without a write where CANN's runtime
 //!   lacks it), `aclrtPointerGetAttributes` and `aclrtCheckMemType` on every kind of pointer
 //!   (also under valgrind's memcheck);
+//! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
+//!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
+//!   (also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -328,6 +331,7 @@ fn build_everything() -> Result<Prefix, String> {
         "teardown",
         "memory",
         "memset_d32",
+        "free_sync",
         "ring_allreduce",
         "halo",
         "acl_json",
@@ -1139,6 +1143,19 @@ fn memset_d32_fills_words_and_pointers_say_where_they_are() {
     if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
+}
+
+// ---- frees after a device sync, configured host memory (tests/c/free_sync.c) ----------------
+
+#[test]
+fn frees_with_device_sync_let_queued_copies_finish_first() {
+    let o = run_alone("free_sync", "freesync", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("free_sync", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
     }
 }
 
