@@ -55,6 +55,21 @@ impl Sim {
             .map(RawStream)
     }
 
+    /// Aborts every live stream whose device satisfies `which` — default streams included —
+    /// as `aclrtStreamAbort` aborts one: the queued tasks are dropped unrun, the running one
+    /// (a wait) is ended, and the streams stay usable (`aclrtDeviceTaskAbort`). Streams that a
+    /// destroy is working through are left to it. Returns how many streams were aborted.
+    pub fn abort_streams_where(&self, mut which: impl FnMut(u32) -> bool) -> usize {
+        let streams: Vec<Arc<SimStream>> = read(&self.inner.streams)
+            .values()
+            .filter(|e| which(e.device))
+            .map(|e| Arc::clone(&e.stream))
+            .collect();
+        // Outside the table lock: an abort waits for nothing, but a task it ends may run code
+        // that looks streams up.
+        streams.iter().filter(|s| s.abort().is_ok()).count()
+    }
+
     /// Discards every stream whose device satisfies `which` — default streams included
     /// (the device's next default stream is a new one), and streams a draining destroy on
     /// another thread is still working through (that destroy then returns 107017) — as a

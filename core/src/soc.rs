@@ -166,6 +166,10 @@ features! {
     /// `docs/zh/api_ref/24_other_APIs.md`, `25-03_Operation_APIs.md`; the compact runtime's
     /// `src/acl/aclrt_c/runtime/stream.c` implements them).
     StreamConfig,
+    /// `aclrtDeviceTaskAbort` (CANN's fast recovery, `RT_FEATURE_DFX_FAST_RECOVER`):
+    /// Ascend 950PR/DT, Atlas A3 and A2 only (hicann/runtime `src/runtime/config/*/
+    /// dev_info_reg.cc`, `api_error.cc` `DeviceTaskAbort`).
+    DeviceTaskAbort,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -556,6 +560,10 @@ impl Soc {
             }
             Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
             Feature::HostFuncThread | Feature::StreamConfig => matches!(self, Soc::IPV350),
+            Feature::DeviceTaskAbort => matches!(
+                self,
+                Soc::Ascend950PR | Soc::Ascend950DT | Soc::Ascend910_93 | Soc::Ascend910B
+            ),
         }
     }
 

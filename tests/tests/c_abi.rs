@@ -33,6 +33,8 @@
 //! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
 //!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
 //!   under valgrind's memcheck);
+//! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
+//!   aborted tasks answer (also under valgrind's memcheck);
 //! - `lifecycle.c`: `aclInitCallbackRegister` / `aclFinalizeCallbackRegister`, their
 //!   `UnRegister`s and `aclFinalizeReference` around `aclInit` / `aclFinalize` (also under
 //!   valgrind's memcheck);
@@ -361,6 +363,7 @@ fn build_everything() -> Result<Prefix, String> {
         "host_func",
         "lifecycle",
         "stream_v2",
+        "task_abort",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1314,6 +1317,15 @@ fn init_and_finalize_callbacks_run_in_order_and_references_count() {
 #[test]
 fn streams_are_made_from_configuration_objects_on_ipv350() {
     on_each_soc_then_memcheck("stream_v2", &["IPV350", "Ascend910B"]);
+}
+
+// ---- aborting a device's tasks (tests/c/task_abort.c) ----------------------------------------
+
+/// `aclrtDeviceTaskAbort` drops the queued tasks of the device's streams between its callbacks'
+/// pre and post calls, leaving other devices alone; 207000 where CANN has no fast recovery.
+#[test]
+fn a_device_task_abort_drops_the_devices_queued_tasks() {
+    on_each_soc_then_memcheck("task_abort", &["Ascend910B", "Ascend310P"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------

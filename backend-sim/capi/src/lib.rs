@@ -55,6 +55,7 @@ mod session;
 mod stream_config;
 mod stubs;
 mod sysversion;
+mod task_abort;
 pub mod value;
 pub mod vmm;
 

@@ -141,13 +141,14 @@ fn check_type(kind: i32) -> Result<(), CallError> {
     ))
 }
 
-/// The failure of a callback that returned `code` (not 0).
-fn callback_failed(what: &str, kind: i32, code: aclError) -> CallError {
+/// The failure of a callback of the program, described by `who`, that returned `code` (not
+/// 0): that code when it is a CANN one, else 500000 naming it.
+pub(crate) fn callback_failed(who: &str, code: aclError) -> CallError {
     match Error::try_from(code) {
-        Ok(e) => CallError::new(e, format!("the {what} callback of type {kind} returned it")),
+        Ok(e) => CallError::new(e, format!("{who} returned it")),
         Err(_) => CallError::new(
             Error::AclInternalError,
-            format!("the {what} callback of type {kind} returned {code}, which is no CANN code"),
+            format!("{who} returned {code}, which is no CANN code"),
         ),
     }
 }
@@ -179,7 +180,10 @@ pub(crate) unsafe fn init(path: *const c_char) -> Result<(), CallError> {
             let code = unsafe { func(text.as_ptr().cast(), text.len(), user_data) };
             if code != 0 {
                 session::demote();
-                return Err(callback_failed("init", kind, code));
+                return Err(callback_failed(
+                    &format!("the init callback of type {kind}"),
+                    code,
+                ));
             }
         }
     }
@@ -200,7 +204,10 @@ fn finalize_turned() -> Result<(), CallError> {
                 // SAFETY: `aclFinalizeCallbackRegister`'s contract.
                 let code = unsafe { func(user_data) };
                 if code != 0 {
-                    return Err(callback_failed("finalize", kind, code));
+                    return Err(callback_failed(
+                        &format!("the finalize callback of type {kind}"),
+                        code,
+                    ));
                 }
             }
         }

@@ -321,6 +321,9 @@ impl Runtime {
                  aclrtProcessHostFunc, aclrtUnSubscribeHostFunc: IPV350 only, as CANN \
                  documents them)"
             }
+            Feature::DeviceTaskAbort => {
+                "aclrtDeviceTaskAbort (Ascend950PR/DT, Atlas A3 and A2 only)"
+            }
             Feature::StreamConfig => {
                 "stream configuration objects (aclrtCreateStreamConfigHandle, \
                  aclrtSetStreamConfigOpt, aclrtCreateStreamV2: IPV350 only, as CANN documents \
