@@ -148,6 +148,11 @@ features! {
     /// `aclrtDeviceDisablePeerAccess`): every SoC but Ascend310B and IPV350 (CANN's device
     /// chapter, hicann/runtime `docs/zh/api_ref/04_device_management.md`).
     PeerAccess,
+    /// Host functions run by a thread of the program (`aclrtSubscribeHostFunc`,
+    /// `aclrtProcessHostFunc`, `aclrtUnSubscribeHostFunc`): IPV350 only (CANN's "other APIs"
+    /// chapter, hicann/runtime `docs/zh/api_ref/24_other_APIs.md`; only the compact runtime,
+    /// `src/runtime_compact/feature/src/host_func.c`, implements them).
+    HostFuncThread,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -537,7 +542,25 @@ impl Soc {
                 matches!(self, Soc::Ascend950PR | Soc::Ascend910_93 | Soc::Ascend910B)
             }
             Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
+            Feature::HostFuncThread => matches!(self, Soc::IPV350),
         }
+    }
+
+    /// Whether a synchronous copy between the memory of two devices needs peer access
+    /// enabled first (`aclrtDeviceEnablePeerAccess`, from the source's device to the
+    /// destination's): CANN's constraint of `aclrtMemcpy` names the 950 family, Atlas A2,
+    /// the training and the inference series (hicann/runtime
+    /// `docs/zh/api_ref/11-03_memory_copy_and_set.md`), not Atlas A3; Ascend310B and IPV350
+    /// have no peer access at all.
+    pub const fn copy_needs_peer_access(self) -> bool {
+        matches!(
+            self,
+            Soc::Ascend950PR
+                | Soc::Ascend950DT
+                | Soc::Ascend910B
+                | Soc::Ascend910
+                | Soc::Ascend310P
+        )
     }
 
     /// `Ok(())` if the SoC has `feature`, else `FeatureNotSupport` (207000).
@@ -796,6 +819,14 @@ mod tests {
         );
         assert_eq!(row(Soc::IPV350), (0, false, false, false, false, false));
         assert_eq!(Soc::IPV350.require(Notify), Err(Error::FeatureNotSupport));
+    }
+
+    /// Only IPV350 lets a thread of the program run a stream's host functions.
+    #[test]
+    fn host_function_threads_are_ipv350_only() {
+        for &s in Soc::ALL {
+            assert_eq!(s.has(Feature::HostFuncThread), s == Soc::IPV350, "{s}");
+        }
     }
 
     #[test]

@@ -662,12 +662,46 @@ impl Sim {
                 return r;
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
+            self.peer_copy_ok(&d, &s)?;
             // SAFETY: device sides are checked ranges of mapped allocations; host sides are the
             // caller's contract. `copy` allows overlap. Other processes may write the same device
             // bytes meanwhile, as on hardware: the bytes are plain data, never references.
             unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
             Ok(())
         })
+    }
+
+    /// A synchronous copy from the memory of one device to another's: on the SoCs whose
+    /// `aclrtMemcpy` CANN documents as needing peer access first
+    /// ([`Soc::copy_needs_peer_access`](acl_notify_core::Soc::copy_needs_peer_access)), the
+    /// source's device must have enabled access to the destination's (CANN's access is
+    /// one-way, from the device that enabled it: `04_device_management.md`). An import onto
+    /// another device enabled it both ways, as CANN's driver does.
+    ///
+    /// Errors: 207006 access not enabled (CANN documents no code; the one an import without
+    /// peer access gets here).
+    fn peer_copy_ok(&self, d: &Side<'_>, s: &Side<'_>) -> Result<(), SimError> {
+        let (Side::Device(d), Side::Device(s)) = (d, s) else {
+            return Ok(());
+        };
+        let (to, from) = (d.alloc.file.device(), s.alloc.file.device());
+        if to == from || !self.inner.soc.copy_needs_peer_access() {
+            return Ok(());
+        }
+        if lock(&self.inner.peers)[from as usize] & (1u64 << to) != 0 {
+            return Ok(());
+        }
+        Err(SimError::new(
+            Error::NoPermission,
+            format!(
+                "a copy from device {from}'s memory ({:#x}) to device {to}'s ({:#x}) needs peer \
+                 access from device {from} to device {to} first on {}: \
+                 aclrtDeviceEnablePeerAccess({to}, 0) with device {from} current",
+                s.addr,
+                d.addr,
+                self.inner.soc.name()
+            ),
+        ))
     }
 
     /// `aclrtMemset`: sets `count` bytes at `dst` (`count <= max`) to `value`: device memory,
@@ -726,6 +760,28 @@ impl Sim {
         kind: MemcpyKind,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.memcpy_async_through(dst, dest_max, src, count, kind, stream, [None, None]) }
+    }
+
+    /// [`memcpy_async`](Self::memcpy_async) of sides reached through the mappings `marks`
+    /// (destination, source) of reserved ranges, if any: the task fails if one was unmapped
+    /// before it ran ([`vmm`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`memcpy_async`](Self::memcpy_async).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn memcpy_async_through(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+        stream: RawStream,
+        marks: [Option<Arc<reserved::MapMark>>; 2],
+    ) -> Result<(), SimError> {
         self.mem_checked(|| {
             if count == 0 {
                 return Ok(());
@@ -740,9 +796,10 @@ impl Sim {
             // Both sides are mostly in one file: kept once.
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             let fs = fs.filter(|s| !fd.is_some_and(|d| std::ptr::eq(d, *s)));
+            let [md, ms] = marks;
             let (d, s) = (
-                QueuedSide::new(&d, &self.mem().host),
-                QueuedSide::new(&s, &self.mem().host),
+                QueuedSide::new(&d, &self.mem().host).through(md),
+                QueuedSide::new(&s, &self.mem().host).through(ms),
             );
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
@@ -787,6 +844,20 @@ impl Sim {
         count: usize,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        self.memset_async_through(dst, max, value, count, stream, None)
+    }
+
+    /// [`memset_async`](Self::memset_async) of a range reached through the mapping `mark`
+    /// of a reserved range, if any (see [`memcpy_async_through`](Self::memcpy_async_through)).
+    fn memset_async_through(
+        &self,
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+        stream: RawStream,
+        mark: Option<Arc<reserved::MapMark>>,
+    ) -> Result<(), SimError> {
         self.mem_checked(|| {
             if count == 0 {
                 return Ok(());
@@ -799,7 +870,7 @@ impl Sim {
             }
             let r = self.set_side(dst, max, count)?;
             let file = queued::file_of(&r);
-            let q = QueuedSide::new(&r, &self.mem().host);
+            let q = QueuedSide::new(&r, &self.mem().host).through(mark);
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
                 crate::placement::beside_enqueuer(cpu, || ctx.note_moved());

@@ -135,6 +135,8 @@ pub(crate) struct Runtime {
     pub(crate) stream_infos: streaminfo::StreamInfos,
     /// Physical memory handles (`aclrtMallocPhysical`, `crate::vmm`).
     pub(crate) phys: CTable<acl_notify_sim::mem::vmm::PhysMem>,
+    /// The process's floating-point saturation mode (`devquery`).
+    sat_mode: devquery::SatMode,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -203,6 +205,7 @@ impl Runtime {
             set_bound: device::set_bound(Some(drain::DEFAULT_RESET_TIMEOUT)),
             callbacks: Default::default(),
             stream_infos: Default::default(),
+            sat_mode: devquery::SatMode::new(soc),
         }
     }
 
@@ -313,6 +316,11 @@ impl Runtime {
             Feature::Event => "events",
             Feature::IpcEvent => "IPC events",
             Feature::PeerAccess => "peer access between devices",
+            Feature::HostFuncThread => {
+                "host functions run by a thread of the program (aclrtSubscribeHostFunc, \
+                 aclrtProcessHostFunc, aclrtUnSubscribeHostFunc: IPV350 only, as CANN \
+                 documents them)"
+            }
         };
         Err(CallError::new(
             Error::FeatureNotSupport,
@@ -325,6 +333,7 @@ pub(crate) mod callbacks;
 mod cnt;
 mod context;
 pub(crate) mod device;
+pub(crate) mod devquery;
 pub(crate) mod drain;
 pub(crate) mod event;
 mod ext;
