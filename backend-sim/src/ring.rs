@@ -815,8 +815,7 @@ mod tests {
         // A smaller job's slot shares its line with one other at most.
         assert_eq!(std::mem::size_of::<Slot<()>>(), 32);
         // Only rings of the simulator's jobs prefetch (`Ring::PREFETCHES`).
-        assert!(Ring::<crate::job::SimJob>::PREFETCHES);
-        assert!(!Ring::<u64>::PREFETCHES);
+        const { assert!(Ring::<crate::job::SimJob>::PREFETCHES && !Ring::<u64>::PREFETCHES) };
     }
 
     #[test]
