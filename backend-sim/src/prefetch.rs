@@ -16,7 +16,9 @@ pub(crate) fn prefetch_for_write(p: *const u8) {
 
 /// Hints the CPU to bring `p`'s cache line in, shared (for a read: another CPU that writes the
 /// line keeps it without a transfer back): `prefetcht0` on x86-64, `prfm pldl1keep` on
-/// AArch64. A hint only, as [`prefetch_for_write`].
+/// AArch64. A hint only, as [`prefetch_for_write`]. Not in the loom models (the ring there
+/// does not prefetch).
+#[cfg(not(sim_loom))]
 #[inline(always)]
 pub(crate) fn prefetch_for_read(p: *const u8) {
     #[cfg(target_arch = "x86_64")]
