@@ -30,6 +30,12 @@
 //!   the owner's timeout and busy-stream messages name it dead;
 //! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
 //!   CANN's callback sample uses them, with their misuse and teardown;
+//! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
+//!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
+//!   under valgrind's memcheck);
+//! - `lifecycle.c`: `aclInitCallbackRegister` / `aclFinalizeCallbackRegister`, their
+//!   `UnRegister`s and `aclFinalizeReference` around `aclInit` / `aclFinalize` (also under
+//!   valgrind's memcheck);
 //! - `host_func.c`: `aclrtSubscribeHostFunc` / `aclrtProcessHostFunc` /
 //!   `aclrtUnSubscribeHostFunc` with `aclrtLaunchHostFunc` between copies and callbacks, their
 //!   misuse and teardown (under valgrind's memcheck too);
@@ -69,6 +75,13 @@
 //!   its exporter's death (and the reclaim after it) for as long as an importer maps it;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
+//! - `memset_d32.c`: `aclrtMemsetD32[Async]` into device, `aclrtMallocHost` and VMM memory
+//!   (bytes checked one by one; CANN's checks; success without a write where CANN's runtime
+//!   lacks it), `aclrtPointerGetAttributes` and `aclrtCheckMemType` on every kind of pointer
+//!   (also under valgrind's memcheck);
+//! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
+//!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
+//!   (also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -320,6 +333,8 @@ fn build_everything() -> Result<Prefix, String> {
         "fork_busy",
         "teardown",
         "memory",
+        "memset_d32",
+        "free_sync",
         "ring_allreduce",
         "halo",
         "acl_json",
@@ -344,6 +359,8 @@ fn build_everything() -> Result<Prefix, String> {
         "vmm_share",
         "collective",
         "host_func",
+        "lifecycle",
+        "stream_v2",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1110,6 +1127,42 @@ fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
     assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
 }
 
+// ---- 32-bit sets and pointer queries (tests/c/memset_d32.c) ----------------------------------
+
+#[test]
+fn memset_d32_fills_words_and_pointers_say_where_they_are() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P", "IPV350"] {
+        let s = Scratch::new(&format!("d32-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memset_d32"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("memset_d32", &mut cmd).expect("start memset_d32")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(o[0].stdout.contains("memset_d32"), "{}", report(&o));
+    }
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
+}
+
+// ---- frees after a device sync, configured host memory (tests/c/free_sync.c) ----------------
+
+#[test]
+fn frees_with_device_sync_let_queued_copies_finish_first() {
+    let o = run_alone("free_sync", "freesync", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("free_sync", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    }
+}
+
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------
 
 #[test]
@@ -1205,30 +1258,62 @@ fn callbacks_run_on_the_subscribed_thread_in_stream_order() {
 /// Only on IPV350, as CANN documents them: elsewhere the three calls answer 207000.
 #[test]
 fn host_functions_run_on_the_subscribed_thread_in_stream_order() {
+    on_each_soc_then_memcheck("host_func", &["IPV350", "Ascend910B"]);
+}
+
+/// `tests/c/<name> SOC` on each of `socs` (the program takes its SoC as argument), then under
+/// memcheck on the first; each run must print "<name>: ok".
+fn on_each_soc_then_memcheck(name: &str, socs: &[&str]) {
     let p = setup();
-    for soc in ["IPV350", "Ascend910B"] {
-        let s = Scratch::new(&format!("hostfunc-{soc}"));
-        let mut cmd = s.cmd(&p.bin.join("host_func"), soc);
+    let ok = format!("{name}: ok");
+    for &soc in socs {
+        let s = Scratch::new(&format!("{name}-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join(name), soc);
         cmd.arg(soc);
         let o = run_all(
-            vec![spawn("host_func", &mut cmd).expect("start host_func")],
+            vec![spawn(name, &mut cmd).unwrap_or_else(|e| panic!("start {name}: {e}"))],
             Duration::from_secs(60),
         );
         assert!(o[0].ok(), "{soc}: {}", report(&o));
-        assert!(
-            o[0].stdout.contains("host_func: ok"),
-            "{soc}: {}",
-            report(&o)
-        );
+        assert!(o[0].stdout.contains(&ok), "{soc}: {}", report(&o));
     }
-    if let Some(o) = memcheck(
-        "host_func",
-        &["IPV350"],
-        &[("ACL_NOTIFY_SIM_SOC", "IPV350")],
-    ) {
+    if let Some(o) = memcheck(name, &socs[..1], &[("ACL_NOTIFY_SIM_SOC", socs[0])]) {
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("host_func: ok"), "{}", report(&o));
+        assert!(o[0].stdout.contains(&ok), "{}", report(&o));
     }
+}
+
+// ---- init and finalize callbacks, aclFinalizeReference (tests/c/lifecycle.c) ----------------
+
+/// The callbacks other libraries register run in CANN's order with the configuration file at
+/// `aclInit` and at the last finalisation, their failures fail the call, which then has not
+/// happened; `aclFinalizeReference` counts `aclInit` calls.
+#[test]
+fn init_and_finalize_callbacks_run_in_order_and_references_count() {
+    let p = setup();
+    let s = Scratch::new("lifecycle");
+    let mut cmd = s.cmd(&p.bin.join("lifecycle"), "Ascend910B");
+    cmd.arg(&s.dir);
+    let o = run_all(
+        vec![spawn("lifecycle", &mut cmd).expect("start lifecycle")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("lifecycle: ok"), "{}", report(&o));
+    let dir = std::env::temp_dir();
+    if let Some(o) = memcheck("lifecycle", &[dir.to_str().expect("a UTF-8 temp dir")], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("lifecycle: ok"), "{}", report(&o));
+    }
+}
+
+// ---- streams from a configuration object (tests/c/stream_v2.c) -------------------------------
+
+/// On IPV350 the configuration object carries a stream's priority and flag and refuses bad
+/// attributes; elsewhere the calls answer 207000, as CANN documents them.
+#[test]
+fn streams_are_made_from_configuration_objects_on_ipv350() {
+    on_each_soc_then_memcheck("stream_v2", &["IPV350", "Ascend910B"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------

@@ -29,10 +29,12 @@
 mod backend;
 pub(crate) mod capacity;
 pub(crate) mod file;
+mod fill32;
 pub mod half;
 mod host;
 pub mod inspect;
 pub mod ipc;
+pub mod location;
 pub mod pitched;
 mod queued;
 mod recent;
