@@ -54,6 +54,8 @@ pub enum Kind {
     Event = 0xE7,
     /// A physical memory allocation (`aclrtDrvMemHandle`).
     PhysMem = 0x96,
+    /// A stream-ordered memory pool (`aclrtMemPool`).
+    MemPool = 0x69,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -374,6 +376,7 @@ mod tests {
             Kind::Context,
             Kind::Event,
             Kind::PhysMem,
+            Kind::MemPool,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

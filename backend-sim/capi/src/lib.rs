@@ -40,6 +40,7 @@ mod handle;
 mod inflight;
 pub mod ipc_memory;
 pub mod memory;
+pub mod mempool;
 mod runtime;
 mod session;
 mod stubs;

@@ -135,6 +135,8 @@ pub(crate) struct Runtime {
     pub(crate) stream_infos: streaminfo::StreamInfos,
     /// Physical memory handles (`aclrtMallocPhysical`, `crate::vmm`).
     pub(crate) phys: CTable<acl_notify_sim::mem::vmm::PhysMem>,
+    /// Stream-ordered memory pools (`aclrtMemPoolCreate`, `crate::mempool`).
+    pub(crate) pools: CTable<acl_notify_sim::mem::pool::PoolId>,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -193,6 +195,7 @@ impl Runtime {
                 "physical memory handles",
                 seed.rotate_left(53),
             ),
+            pools: CTable::new(Kind::MemPool, "memory pools", seed.rotate_left(59)),
             device_refs: Mutex::new(vec![device::DeviceRefs::default(); devices]),
             device_released: std::sync::Condvar::new(),
             res_limits: reslimit::ResLimits::default(),
@@ -313,6 +316,7 @@ impl Runtime {
             Feature::Event => "events",
             Feature::IpcEvent => "IPC events",
             Feature::PeerAccess => "peer access between devices",
+            Feature::MemPool => "stream-ordered memory pools",
         };
         Err(CallError::new(
             Error::FeatureNotSupport,
