@@ -336,6 +336,17 @@ impl Sim {
         Ok(())
     }
 
+    /// Whether this process enabled access from `device` to `peer` (`enable_peer_access`, or
+    /// an IPC import between the two, which enables it both ways) and has not disabled it
+    /// since: what `aclrtDevicePeerAccessStatus` answers. `false` for devices the machine
+    /// does not have.
+    pub fn peer_access_enabled(&self, device: u32, peer: u32) -> bool {
+        let bit = 1u64.checked_shl(peer).unwrap_or(0);
+        lock(&self.inner.peers)
+            .get(device as usize)
+            .is_some_and(|p| p & bit != 0)
+    }
+
     /// Peer access on a SoC without it (Ascend310B, IPV350): 207000, after the device
     /// checks. CANN refuses it below its ACL layer, once the devices are known: its runtime for
     /// a chip without the `RT_FEATURE_DEVICE_P2P` feature, its driver otherwise (hicann/runtime

@@ -151,6 +151,11 @@ features! {
     /// Stream-ordered memory pools (`aclrtMemPool*`): Atlas A2 (Ascend910B) only (CANN's
     /// chapter on them, hicann/runtime `docs/zh/api_ref/11-10_ordered_stream_memory_allocation.md`).
     MemPool,
+    /// Host functions run by a thread of the program (`aclrtSubscribeHostFunc`,
+    /// `aclrtProcessHostFunc`, `aclrtUnSubscribeHostFunc`): IPV350 only (CANN's "other APIs"
+    /// chapter, hicann/runtime `docs/zh/api_ref/24_other_APIs.md`; only the compact runtime,
+    /// `src/runtime_compact/feature/src/host_func.c`, implements them).
+    HostFuncThread,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -541,6 +546,7 @@ impl Soc {
             }
             Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
             Feature::MemPool => matches!(self, Soc::Ascend910B),
+            Feature::HostFuncThread => matches!(self, Soc::IPV350),
         }
     }
 
@@ -800,6 +806,14 @@ mod tests {
         );
         assert_eq!(row(Soc::IPV350), (0, false, false, false, false, false));
         assert_eq!(Soc::IPV350.require(Notify), Err(Error::FeatureNotSupport));
+    }
+
+    /// Only IPV350 lets a thread of the program run a stream's host functions.
+    #[test]
+    fn host_function_threads_are_ipv350_only() {
+        for &s in Soc::ALL {
+            assert_eq!(s.has(Feature::HostFuncThread), s == Soc::IPV350, "{s}");
+        }
     }
 
     #[test]

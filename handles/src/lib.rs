@@ -56,6 +56,8 @@ pub enum Kind {
     PhysMem = 0x96,
     /// A stream-ordered memory pool (`aclrtMemPool`).
     MemPool = 0x69,
+    /// A data buffer (`aclDataBuffer *`).
+    DataBuffer = 0xDB,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -377,6 +379,7 @@ mod tests {
             Kind::Event,
             Kind::PhysMem,
             Kind::MemPool,
+            Kind::DataBuffer,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

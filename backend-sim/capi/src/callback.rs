@@ -12,6 +12,9 @@
 //! mailbox (and, blocking, waits for it to have run), so the callback runs in stream order
 //! with everything else queued there.
 //!
+//! The same machinery serves `crate::host_func` (`aclrtSubscribeHostFunc` …) on the other
+//! [`Channel`]: [`subscribe`], [`unsubscribe`], [`post`] and [`process`] take the channel.
+//!
 //! Codes: 100000 a `blockType` that is neither; 107000 `fn` NULL, a timeout that is neither
 //! −1 nor positive; 107011 (`ACL_ERROR_RT_STREAM_SUBSCRIBE`) a launch on a stream no thread
 //! is subscribed to, a subscription of a stream another thread (or the same) already serves,
@@ -40,7 +43,7 @@ use acl_notify_core::{Error, HostCall, RawStream};
 
 use crate::errmsg::{CallError, param};
 use crate::ffi::{aclError, aclrtStream, api, handle};
-use crate::runtime::callbacks::{Mailbox, Report, Served, State, this_thread};
+use crate::runtime::callbacks::{Channel, Mailbox, Report, Served, State, take, this_thread};
 use crate::session::{existing_runtime, runtime};
 
 /// `aclrtCallback`.
@@ -120,95 +123,116 @@ unsafe fn discard(arg: *mut c_void) {
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: aclrtStream) -> aclError {
     api("aclrtSubscribeReport", || {
-        let rt = runtime()?;
-        let raw = rt.resolve_stream(handle(stream))?;
-        let device = rt.current_device()?;
-        let subs = rt.callbacks();
-        let mut inner = lock(&subs.inner);
-        inner.forget_dead_streams(|s| rt.backend().stream_head(RawStream(s)).is_some());
-        if let Some(&t) = inner.streams.get(&raw.0) {
+        subscribe(Channel::Report, thread_id, stream)
+    })
+}
+
+/// Subscribes thread `thread_id` to `stream`'s `channel`.
+pub(crate) fn subscribe(
+    channel: Channel,
+    thread_id: u64,
+    stream: aclrtStream,
+) -> Result<(), CallError> {
+    let rt = runtime()?;
+    let raw = rt.resolve_stream(handle(stream))?;
+    let device = rt.current_device()?;
+    let subs = rt.callbacks();
+    let mut inner = lock(&subs.inner);
+    inner.forget_dead_streams(|s| rt.backend().stream_head(RawStream(s)).is_some());
+    if let Some(&t) = inner.streams.get(&(raw.0, channel)) {
+        return Err(CallError::new(
+            Error::StreamSubscribe,
+            format!(
+                "stream {:#x} is already subscribed by thread {t:#x}{}: one thread serves a \
+                 stream's {}s ({} it first)",
+                handle(stream),
+                if t == thread_id { " (this one)" } else { "" },
+                channel.what(),
+                channel.unsubscribe_call(),
+            ),
+        ));
+    }
+    // A thread serving no stream yet counts against CANN's limit from now on.
+    if inner.threads.get(&thread_id).is_none_or(|s| s.streams == 0)
+        && inner.threads.values().filter(|s| s.streams > 0).count() >= MAX_THREADS
+    {
+        return Err(CallError::new(
+            Error::ThreadSubscribe,
+            format!("{MAX_THREADS} threads are subscribed already, CANN's limit"),
+        ));
+    }
+    match inner.threads.get_mut(&thread_id) {
+        Some(s) if s.streams > 0 && s.device != device => {
             return Err(CallError::new(
-                Error::StreamSubscribe,
+                Error::ThreadSubscribe,
                 format!(
-                    "stream {:#x} is already subscribed by thread {t:#x}{}: one thread serves a \
-                     stream (aclrtUnSubscribeReport it first)",
-                    handle(stream),
-                    if t == thread_id { " (this one)" } else { "" }
+                    "thread {thread_id:#x} serves streams of device {}; a thread serves the \
+                     streams of one device, and this stream is on device {device}",
+                    s.device
                 ),
             ));
         }
-        // A thread serving no stream yet counts against CANN's limit from now on.
-        if inner.threads.get(&thread_id).is_none_or(|s| s.streams == 0)
-            && inner.threads.values().filter(|s| s.streams > 0).count() >= MAX_THREADS
-        {
-            return Err(CallError::new(
-                Error::ThreadSubscribe,
-                format!("{MAX_THREADS} threads are subscribed already, CANN's limit"),
-            ));
+        Some(s) => {
+            s.device = device;
+            s.streams += 1;
         }
-        match inner.threads.get_mut(&thread_id) {
-            Some(s) if s.streams > 0 && s.device != device => {
-                return Err(CallError::new(
-                    Error::ThreadSubscribe,
-                    format!(
-                        "thread {thread_id:#x} serves streams of device {}; a thread serves the \
-                         streams of one device, and this stream is on device {device}",
-                        s.device
-                    ),
-                ));
-            }
-            Some(s) => {
-                s.device = device;
-                s.streams += 1;
-            }
-            None => {
-                inner.threads.insert(
-                    thread_id,
-                    Served {
-                        device,
-                        streams: 1,
-                        mailbox: Arc::default(),
-                    },
-                );
-            }
+        None => {
+            inner.threads.insert(
+                thread_id,
+                Served {
+                    device,
+                    streams: 1,
+                    mailbox: Arc::default(),
+                },
+            );
         }
-        inner.streams.insert(raw.0, thread_id);
-        drop(inner);
-        subs.subscribed.notify_all();
-        Ok(())
-    })
+    }
+    inner.streams.insert((raw.0, channel), thread_id);
+    drop(inner);
+    subs.subscribed.notify_all();
+    Ok(())
 }
 
 /// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: aclrtStream) -> aclError {
     api("aclrtUnSubscribeReport", || {
-        let rt = runtime()?;
-        let raw = rt.resolve_stream(handle(stream))?;
-        let subs = rt.callbacks();
-        let mut inner = lock(&subs.inner);
-        match inner.streams.get(&raw.0) {
-            Some(&t) if t == thread_id => {}
-            other => {
-                return Err(CallError::new(
-                    Error::StreamSubscribe,
-                    format!(
-                        "thread {thread_id:#x} is not subscribed to stream {:#x} ({})",
-                        handle(stream),
-                        match other {
-                            Some(t) => format!("thread {t:#x} is"),
-                            None => "no thread is".to_owned(),
-                        }
-                    ),
-                ));
-            }
-        }
-        inner.streams.remove(&raw.0);
-        if let Some(s) = inner.threads.get_mut(&thread_id) {
-            s.streams -= 1;
-        }
-        Ok(())
+        unsubscribe(Channel::Report, thread_id, stream)
     })
+}
+
+/// Ends thread `thread_id`'s subscription to `stream`'s `channel`.
+pub(crate) fn unsubscribe(
+    channel: Channel,
+    thread_id: u64,
+    stream: aclrtStream,
+) -> Result<(), CallError> {
+    let rt = runtime()?;
+    let raw = rt.resolve_stream(handle(stream))?;
+    let subs = rt.callbacks();
+    let mut inner = lock(&subs.inner);
+    match inner.streams.get(&(raw.0, channel)) {
+        Some(&t) if t == thread_id => {}
+        other => {
+            return Err(CallError::new(
+                Error::StreamSubscribe,
+                format!(
+                    "thread {thread_id:#x} is not subscribed to stream {:#x}'s {}s ({})",
+                    handle(stream),
+                    channel.what(),
+                    match other {
+                        Some(t) => format!("thread {t:#x} is"),
+                        None => "no thread is".to_owned(),
+                    }
+                ),
+            ));
+        }
+    }
+    inner.streams.remove(&(raw.0, channel));
+    if let Some(s) = inner.threads.get_mut(&thread_id) {
+        s.streams -= 1;
+    }
+    Ok(())
 }
 
 /// `aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType
@@ -245,155 +269,203 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
         };
         let rt = runtime()?;
         let raw = rt.resolve_stream(handle(stream))?;
-        let mailbox = {
-            let inner = lock(&rt.callbacks().inner);
-            let served = inner.streams.get(&raw.0).and_then(|t| inner.threads.get(t));
-            match served {
-                Some(s) => Arc::clone(&s.mailbox),
-                None => {
-                    return Err(CallError::new(
-                        Error::StreamSubscribe,
-                        format!(
-                            "no thread is subscribed to stream {:#x}: call \
-                             aclrtSubscribeReport(thread id, stream) first, for a thread that \
-                             calls aclrtProcessReport",
-                            handle(stream)
-                        ),
-                    ));
-                }
-            }
+        let Some(mailbox) = mailbox_of(Channel::Report, raw) else {
+            return Err(CallError::new(
+                Error::StreamSubscribe,
+                format!(
+                    "no thread is subscribed to stream {:#x}: call aclrtSubscribeReport(thread \
+                     id, stream) first, for a thread that calls aclrtProcessReport",
+                    handle(stream)
+                ),
+            ));
         };
-        let report = Arc::new(Report {
-            func,
-            arg: user_data,
-            holds: block.then_some(raw),
-            state: Mutex::new(State::Queued),
-            done: Condvar::new(),
-        });
-        let launch = Box::into_raw(Box::new(Launch {
-            mailbox,
-            report,
-            block,
-            epoch: rt.epoch(),
-        }));
-        // SAFETY: exactly one of `deliver` (run) and `discard` (dropped unrun: not queued, or
-        // discarded by its stream) takes back the box; `Launch` is Send.
-        let call = unsafe { HostCall::with_discard(deliver, launch.cast(), discard) };
-        rt.launch_host_func(handle(stream), call)
+        // SAFETY: the caller's contract.
+        unsafe {
+            post(
+                Channel::Report,
+                mailbox,
+                func,
+                user_data,
+                block,
+                raw,
+                stream,
+            )
+        }
     })
+}
+
+/// The mailbox of the thread serving `raw`'s `channel` in the current session, if one does.
+pub(crate) fn mailbox_of(channel: Channel, raw: RawStream) -> Option<Arc<Mailbox>> {
+    let rt = existing_runtime()?;
+    let inner = lock(&rt.callbacks().inner);
+    let served = inner
+        .streams
+        .get(&(raw.0, channel))
+        .and_then(|t| inner.threads.get(t))?;
+    Some(Arc::clone(&served.mailbox))
+}
+
+/// Queues on `stream` (resolved to `raw`) a task that posts `func(arg)` to `mailbox` on
+/// `channel` and, when `block`, holds the stream until its thread has run it.
+///
+/// # Safety
+///
+/// `func(arg)` must be safe to call once from the subscribed thread at any time until the
+/// stream has run the task, and must not unwind.
+pub(crate) unsafe fn post(
+    channel: Channel,
+    mailbox: Arc<Mailbox>,
+    func: unsafe extern "C" fn(*mut c_void),
+    user_data: *mut c_void,
+    block: bool,
+    raw: RawStream,
+    stream: aclrtStream,
+) -> Result<(), CallError> {
+    let rt = runtime()?;
+    let report = Arc::new(Report {
+        channel,
+        func,
+        arg: user_data,
+        holds: block.then_some(raw),
+        state: Mutex::new(State::Queued),
+        done: Condvar::new(),
+    });
+    let launch = Box::into_raw(Box::new(Launch {
+        mailbox,
+        report,
+        block,
+        epoch: rt.epoch(),
+    }));
+    // SAFETY: exactly one of `deliver` (run) and `discard` (dropped unrun: not queued, or
+    // discarded by its stream) takes back the box; `Launch` is Send.
+    let call = unsafe { HostCall::with_discard(deliver, launch.cast(), discard) };
+    rt.launch_host_func(handle(stream), call)
 }
 
 /// `aclError aclrtProcessReport(int32_t timeout)`: runs one callback handed to the calling
 /// thread, waiting up to `timeout` ms for it (−1: for ever).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtProcessReport(timeout: i32) -> aclError {
-    api("aclrtProcessReport", || {
-        let deadline = match timeout {
-            -1 => None,
-            t if t > 0 => Some(Instant::now() + Duration::from_millis(t as u64)),
-            t => {
-                return Err(param(format!(
-                    "timeout {t}: it is -1 (wait for ever) or a positive number of ms"
-                )));
-            }
-        };
-        let rt = runtime()?;
-        let epoch = rt.epoch();
-        let me = this_thread();
-        let ended = || {
-            CallError::new(
-                Error::ThreadSubscribe,
-                "the session ended (aclFinalize) while this thread waited for a callback",
-            )
-        };
-        // The thread's mailbox, once it is subscribed (it may be a moment after it starts).
-        let mailbox = {
-            let subs = rt.callbacks();
-            let mut inner = lock(&subs.inner);
-            loop {
-                if let Some(s) = inner.threads.get(&me)
-                    && (s.streams > 0 || !lock(&s.mailbox.queue).is_empty())
-                {
-                    break Arc::clone(&s.mailbox);
-                }
-                // A thread that served streams earlier in the session (its entry stays) is
-                // told so, as when its last stream goes while it waits below.
-                let served = inner.threads.contains_key(&me);
-                let left = slice_left(deadline).ok_or_else(|| {
-                    if served {
-                        return no_stream_any_more(me, timeout);
-                    }
-                    CallError::new(
-                        Error::ThreadSubscribe,
-                        format!(
-                            "thread {me:#x} is subscribed to no stream: aclrtSubscribeReport \
-                             (this thread's id, stream) first"
-                        ),
-                    )
-                })?;
-                if session_ended(epoch) {
-                    return Err(ended());
-                }
-                inner = subs
-                    .subscribed
-                    .wait_timeout(inner, left)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
-            }
-        };
-        let mut queue = lock(&mailbox.queue);
+    api("aclrtProcessReport", || process(Channel::Report, timeout))
+}
+
+/// Runs one function posted to the calling thread on `channel`, waiting up to `timeout` ms for
+/// it (−1: for ever).
+pub(crate) fn process(channel: Channel, timeout: i32) -> Result<(), CallError> {
+    let deadline = match timeout {
+        -1 => None,
+        t if t > 0 => Some(Instant::now() + Duration::from_millis(t as u64)),
+        t => {
+            return Err(param(format!(
+                "timeout {t}: it is -1 (wait for ever) or a positive number of ms"
+            )));
+        }
+    };
+    let rt = runtime()?;
+    let epoch = rt.epoch();
+    let me = this_thread();
+    let ended = || {
+        CallError::new(
+            Error::ThreadSubscribe,
+            format!(
+                "the session ended (aclFinalize) while this thread waited for a {}",
+                channel.what()
+            ),
+        )
+    };
+    // The thread's mailbox, once it is subscribed (it may be a moment after it starts).
+    let mailbox = {
+        let subs = rt.callbacks();
+        let mut inner = lock(&subs.inner);
         loop {
-            while let Some(report) = queue.pop_front() {
-                let mut state = lock(&report.state);
-                if *state == State::Abandoned {
-                    continue;
-                }
-                *state = State::Running;
-                drop(state);
-                drop(queue);
-                // SAFETY: `aclrtLaunchCallback`'s contract.
-                unsafe { (report.func)(report.arg) };
-                state = lock(&report.state);
-                *state = State::Done;
-                drop(state);
-                report.done.notify_all();
-                return Ok(());
+            if let Some(s) = inner.threads.get(&me)
+                && (s.streams > 0 || !lock(&s.mailbox.queue).is_empty())
+            {
+                break Arc::clone(&s.mailbox);
             }
-            let Some(left) = slice_left(deadline) else {
-                drop(queue);
-                let serves = lock(&rt.callbacks().inner)
-                    .threads
-                    .get(&me)
-                    .map_or(0, |s| s.streams);
-                return Err(if serves == 0 {
-                    no_stream_any_more(me, timeout)
-                } else {
-                    CallError::new(
-                        Error::ReportTimeout,
-                        format!("no callback reached thread {me:#x} within {timeout} ms"),
-                    )
-                });
-            };
+            // A thread that served streams earlier in the session (its entry stays) is
+            // told so, as when its last stream goes while it waits below.
+            let served = inner.threads.contains_key(&me);
+            let left = slice_left(deadline).ok_or_else(|| {
+                if served {
+                    return no_stream_any_more(channel, me, timeout);
+                }
+                CallError::new(
+                    Error::ThreadSubscribe,
+                    format!(
+                        "thread {me:#x} is subscribed to no stream: {}(this thread's id, \
+                         stream) first",
+                        channel.subscribe_call()
+                    ),
+                )
+            })?;
             if session_ended(epoch) {
                 return Err(ended());
             }
-            queue = mailbox
-                .ready
-                .wait_timeout(queue, left)
+            inner = subs
+                .subscribed
+                .wait_timeout(inner, left)
                 .unwrap_or_else(PoisonError::into_inner)
                 .0;
         }
-    })
+    };
+    let mut queue = lock(&mailbox.queue);
+    loop {
+        while let Some(report) = take(&mut queue, channel) {
+            let mut state = lock(&report.state);
+            if *state == State::Abandoned {
+                continue;
+            }
+            *state = State::Running;
+            drop(state);
+            drop(queue);
+            // SAFETY: `aclrtLaunchCallback`'s contract.
+            unsafe { (report.func)(report.arg) };
+            state = lock(&report.state);
+            *state = State::Done;
+            drop(state);
+            report.done.notify_all();
+            return Ok(());
+        }
+        let Some(left) = slice_left(deadline) else {
+            drop(queue);
+            let serves = lock(&rt.callbacks().inner)
+                .threads
+                .get(&me)
+                .map_or(0, |s| s.streams);
+            return Err(if serves == 0 {
+                no_stream_any_more(channel, me, timeout)
+            } else {
+                CallError::new(
+                    Error::ReportTimeout,
+                    format!(
+                        "no {} reached thread {me:#x} within {timeout} ms",
+                        channel.what()
+                    ),
+                )
+            });
+        };
+        if session_ended(epoch) {
+            return Err(ended());
+        }
+        queue = mailbox
+            .ready
+            .wait_timeout(queue, left)
+            .unwrap_or_else(PoisonError::into_inner)
+            .0;
+    }
 }
 
-/// 107012 for `aclrtProcessReport(timeout)` of thread `me`, which served streams in this
-/// session but serves none any more.
-fn no_stream_any_more(me: u64, timeout: i32) -> CallError {
+/// 107012 for a processing call of thread `me` waiting `timeout` ms, which served streams in
+/// this session but serves none any more.
+fn no_stream_any_more(channel: Channel, me: u64, timeout: i32) -> CallError {
     CallError::new(
         Error::ThreadSubscribe,
         format!(
-            "no callback reached thread {me:#x} within {timeout} ms, and it is subscribed to no \
-             stream any more (aclrtUnSubscribeReport, or its streams were destroyed)"
+            "no {} reached thread {me:#x} within {timeout} ms, and it is subscribed to no \
+             stream any more ({}, or its streams were destroyed)",
+            channel.what(),
+            channel.unsubscribe_call()
         ),
     )
 }
@@ -435,6 +507,7 @@ mod tests {
         assert!(existing_runtime().is_none());
         let mailbox = Arc::<Mailbox>::default();
         let report = Arc::new(Report {
+            channel: Channel::Report,
             func: never,
             arg: std::ptr::null_mut(),
             holds: Some(RawStream(7)),

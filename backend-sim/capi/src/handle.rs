@@ -85,6 +85,11 @@ impl<T: Copy> CTable<T> {
         t.insert(v).ok().expect("room") as usize
     }
 
+    /// Changes a live handle's value in place (`None`: not live).
+    pub(crate) fn update<R>(&self, handle: usize, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        self.write().get_mut(handle as u64).map(f)
+    }
+
     /// Removes a live handle and returns its value; the handle is dead from now on.
     pub(crate) fn remove(&self, handle: usize) -> Option<T> {
         self.write().remove(handle as u64)

@@ -33,10 +33,13 @@ compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
 mod callback;
 mod config;
+mod databuffer;
+mod dtype;
 mod errmsg;
 pub mod ffi;
 pub mod ffi_event;
 mod handle;
+mod host_func;
 mod inflight;
 pub mod ipc_memory;
 pub mod memory;

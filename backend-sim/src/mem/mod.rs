@@ -739,6 +739,28 @@ impl Sim {
         kind: MemcpyKind,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.memcpy_async_through(dst, dest_max, src, count, kind, stream, [None, None]) }
+    }
+
+    /// [`memcpy_async`](Self::memcpy_async) of sides reached through the mappings `marks`
+    /// (destination, source) of reserved ranges, if any: the task fails if one was unmapped
+    /// before it ran ([`vmm`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`memcpy_async`](Self::memcpy_async).
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn memcpy_async_through(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+        stream: RawStream,
+        marks: [Option<Arc<reserved::MapMark>>; 2],
+    ) -> Result<(), SimError> {
         self.mem_checked(|| {
             if count == 0 {
                 return Ok(());
@@ -753,9 +775,10 @@ impl Sim {
             // Both sides are mostly in one file: kept once.
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             let fs = fs.filter(|s| !fd.is_some_and(|d| std::ptr::eq(d, *s)));
+            let [md, ms] = marks;
             let (d, s) = (
-                QueuedSide::new(&d, &self.mem().host),
-                QueuedSide::new(&s, &self.mem().host),
+                QueuedSide::new(&d, &self.mem().host).through(md),
+                QueuedSide::new(&s, &self.mem().host).through(ms),
             );
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
@@ -800,6 +823,20 @@ impl Sim {
         count: usize,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        self.memset_async_through(dst, max, value, count, stream, None)
+    }
+
+    /// [`memset_async`](Self::memset_async) of a range reached through the mapping `mark`
+    /// of a reserved range, if any (see [`memcpy_async_through`](Self::memcpy_async_through)).
+    fn memset_async_through(
+        &self,
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+        stream: RawStream,
+        mark: Option<Arc<reserved::MapMark>>,
+    ) -> Result<(), SimError> {
         self.mem_checked(|| {
             if count == 0 {
                 return Ok(());
@@ -812,7 +849,7 @@ impl Sim {
             }
             let r = self.set_side(dst, max, count)?;
             let file = queued::file_of(&r);
-            let q = QueuedSide::new(&r, &self.mem().host);
+            let q = QueuedSide::new(&r, &self.mem().host).through(mark);
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
                 crate::placement::beside_enqueuer(cpu, || ctx.note_moved());

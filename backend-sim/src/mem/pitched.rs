@@ -18,6 +18,7 @@
 use acl_notify_core::{Error, RawStream};
 
 use super::queued::{self, QueuedSide};
+use super::vmm::Piece;
 use super::{MemcpyKind, Side};
 use crate::Sim;
 use crate::error::SimError;
@@ -158,9 +159,10 @@ fn wrong_direction(call: &str, kind: MemcpyKind, found: MemcpyKind, takes: &str)
 }
 
 impl Sim {
-    /// The sides' addresses once a side in one mapping of a reserved range (`aclrtMapMem`) is
-    /// translated to the physical memory mapped there ([`super::vmm`]); `None` when a side
-    /// spans several mappings (then each row is a copy of its own: `vmm_rows`).
+    /// The sides (destination, source) once a side in one mapping of a reserved range
+    /// (`aclrtMapMem`) is translated to the physical memory mapped there ([`super::vmm`]),
+    /// with the mapping's mark; `None` when a side spans several mappings (then each row is
+    /// a copy of its own: `vmm_rows`).
     ///
     /// Errors: 107000 a part of a reserved range where nothing is mapped.
     fn mapped_sides(
@@ -169,11 +171,15 @@ impl Sim {
         dspan: usize,
         src: usize,
         sspan: usize,
-    ) -> Result<Option<(usize, usize)>, SimError> {
-        let one = |addr: usize, len: usize, what: &str| -> Result<Option<usize>, SimError> {
-            match self.vmm_pieces(addr, len, what)?.as_deref() {
-                None => Ok(Some(addr)),
-                Some(&[(at, _)]) => Ok(Some(at)),
+    ) -> Result<Option<(Piece, Piece)>, SimError> {
+        let one = |addr: usize, len: usize, what: &str| -> Result<Option<Piece>, SimError> {
+            match self.vmm_pieces(addr, len, what)? {
+                None => Ok(Some(Piece {
+                    at: addr,
+                    len,
+                    mark: None,
+                })),
+                Some(mut p) if p.len() == 1 => Ok(p.pop()),
                 Some(_) => Ok(None),
             }
         };
@@ -240,10 +246,11 @@ impl Sim {
                     ),
                 ));
             }
-            let Some((dst, src)) = self.mapped_sides(dst, dspan, src, sspan)? else {
+            let Some((d, s)) = self.mapped_sides(dst, dspan, src, sspan)? else {
                 // SAFETY: the caller's contract, passed on.
                 return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, None) };
             };
+            let (dst, src) = (d.at, s.at);
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
             let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
             takes(true, kind, direction(is_dev(&d), is_dev(&s)))?;
@@ -282,18 +289,20 @@ impl Sim {
             if let Some(r) = self.remote_memcpy2d(dst, dspan, src, sspan, shape, kind, stream) {
                 return r;
             }
-            let Some((dst, src)) = self.mapped_sides(dst, dspan, src, sspan)? else {
+            let Some((md, ms)) = self.mapped_sides(dst, dspan, src, sspan)? else {
                 let st = Some(stream);
                 // SAFETY: the caller's contract, passed on.
                 return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, st) };
             };
+            let (dst, src) = (md.at, ms.at);
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
             let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
             takes(false, kind, direction(is_dev(&d), is_dev(&s)))?;
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
+            // Through a mapping, the task fails if it is unmapped before it runs.
             let (qd, qs) = (
-                QueuedSide::new(&d, &self.mem().host),
-                QueuedSide::new(&s, &self.mem().host),
+                QueuedSide::new(&d, &self.mem().host).through(md.mark),
+                QueuedSide::new(&s, &self.mem().host).through(ms.mark),
             );
             let task = Box::new(move |_: &TaskCtx| {
                 let run = || {

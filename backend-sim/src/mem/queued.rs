@@ -25,6 +25,7 @@ use acl_notify_core::Error;
 
 use super::file::MemFile;
 use super::host::{HostBlock, HostTable};
+use super::reserved::MapMark;
 use super::state::AllocOf;
 use super::{Alloc, Side};
 use crate::error::SimError;
@@ -57,6 +58,10 @@ pub(super) enum QueuedSide {
         alloc: AllocOf<KeptFile>,
         base: usize,
     },
+    /// A side reached through a mapping of a reserved range (`aclrtMapMem`): the side in the
+    /// physical allocation, and the mapping's mark, checked first (boxed: rare, and the
+    /// task stays small).
+    Mapped(Box<(QueuedSide, Arc<MapMark>)>),
 }
 
 // Two sides and the task's four words fit the allocator's fast path (see the module docs).
@@ -76,10 +81,22 @@ impl QueuedSide {
         }
     }
 
+    /// This side reached through the mapping `mark` stands for, if any.
+    pub(super) fn through(self, mark: Option<Arc<MapMark>>) -> QueuedSide {
+        match mark {
+            Some(m) => QueuedSide::Mapped(Box::new((self, m))),
+            None => self,
+        }
+    }
+
     /// At run time: is the range `[addr, addr + len)` still in the same allocation (or
-    /// `aclrtMallocHost` block)?
+    /// `aclrtMallocHost` block), and still mapped where it was reached through a mapping?
     pub(super) fn still(&self, addr: usize, len: usize, what: &str) -> Result<(), SimError> {
         match self {
+            QueuedSide::Mapped(m) => {
+                m.1.still(addr, len, what)?;
+                m.0.still(addr, len, what)
+            }
             QueuedSide::Host(_, Some(block)) => block.still(addr, len, what),
             QueuedSide::Device { alloc: a, base }
                 if !Alloc::is_current(a.file.get(), a.id, a.generation, a.imported) =>
@@ -100,6 +117,7 @@ impl QueuedSide {
     /// The bytes of `[addr, addr + len)`, for the copy (checked when queued).
     pub(super) fn ptr(&self, addr: usize, len: usize) -> Result<*mut u8, SimError> {
         match self {
+            QueuedSide::Mapped(m) => m.0.ptr(addr, len),
             QueuedSide::Host(a, _) => Ok(std::ptr::with_exposed_provenance_mut(*a)),
             QueuedSide::Device { alloc, .. } => {
                 let file = alloc.file.get();
@@ -115,6 +133,7 @@ impl QueuedSide {
     /// or came from a private zero page; see [`crate::lost`]).
     pub(super) fn intact(&self) -> Result<(), SimError> {
         match self {
+            QueuedSide::Mapped(m) => m.0.intact(),
             QueuedSide::Host(..) => Ok(()),
             QueuedSide::Device { alloc, .. } => alloc.file.get().intact(),
         }

@@ -3,11 +3,13 @@
 //! Plain data under one lock; the rules are [`super::vmm`]'s.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
+use acl_notify_core::Error;
 use acl_notify_core::key::ExportKey;
 
+use crate::error::SimError;
 use crate::locks::lock;
 
 /// A physical allocation of this `Sim` (`aclrtDrvMemHandle`): an id, never reused.
@@ -18,7 +20,8 @@ pub struct PhysMem(pub u64);
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u32)]
 pub enum PageSize {
-    /// The device's normal page: 4 KiB.
+    /// The device's normal page: 4 KiB (hicann/runtime's FAQ on IPC page alignment,
+    /// `docs/zh/FAQ/`: normal pages 4K, huge pages 2M or 1G; no figure per SoC found).
     Normal,
     /// A huge page: 2 MiB (CANN documents ACL_MEM_HUGE and ACL_MEM_P2P_HUGE as 2 MiB
     /// granular, and ACL_HBM_MEM_NORMAL as allocated as huge pages).
@@ -58,7 +61,7 @@ impl PageSize {
 pub(super) struct Physical {
     /// Its device address (in the file's reservation; private).
     pub(super) addr: usize,
-    /// The size asked for (mappings must be this size).
+    /// Its size: the size asked for rounded up to the granularity (mappings are this size).
     pub(super) size: u64,
     pub(super) device: u32,
     pub(super) page: PageSize,
@@ -136,6 +139,60 @@ pub(super) struct Mapping {
     pub(super) addr: usize,
     pub(super) len: usize,
     pub(super) access: BTreeMap<AccessLoc, Access>,
+    /// Held by the tasks queued through it, which find it unmapped when they run.
+    pub(super) mark: Arc<MapMark>,
+}
+
+/// What a queued copy or set that went through a mapping keeps of it (see
+/// [`super::queued`]): where the mapping was, and whether `aclrtUnmapMem` took it away since.
+/// The task was given the physical allocation's address when queued; without this it would
+/// write the physical memory after the unmap, where a device's copy engine faults on the
+/// unmapped address. The task fails with 107000, as one whose allocation was freed before it
+/// ran does ([`super::queued::freed_before_run`]).
+#[derive(Debug)]
+pub(super) struct MapMark {
+    /// The mapping's address and length, and the device address of what it maps.
+    va: usize,
+    len: usize,
+    phys: usize,
+    unmapped: AtomicBool,
+}
+
+impl MapMark {
+    pub(super) fn new(va: usize, len: usize, phys: usize) -> Arc<MapMark> {
+        Arc::new(MapMark {
+            va,
+            len,
+            phys,
+            unmapped: AtomicBool::new(false),
+        })
+    }
+
+    /// `aclrtUnmapMem` (or the session's end) took the mapping away.
+    pub(super) fn unmap(&self) {
+        self.unmapped.store(true, Ordering::Release);
+    }
+
+    /// At run time of a queued task on `[addr, addr + len)` (physical addresses, in this
+    /// mapping when queued): 107000 naming the range by its mapped address if the mapping
+    /// is gone.
+    pub(super) fn still(&self, addr: usize, len: usize, what: &str) -> Result<(), SimError> {
+        if !self.unmapped.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let at = self.va.wrapping_add(addr.wrapping_sub(self.phys));
+        Err(SimError::new(
+            Error::ParamInvalid,
+            format!(
+                "{what} [{at:#x}, {:#x}) was in the mapping at {:#x} ({} bytes), which was \
+                 unmapped (aclrtUnmapMem) before the queued task ran; the task touched nothing \
+                 (synchronize the stream before unmapping)",
+                at.wrapping_add(len),
+                self.va,
+                self.len
+            ),
+        ))
+    }
 }
 
 /// One reserved range and its mappings by address.
@@ -166,6 +223,9 @@ impl Vmm {
     pub(super) fn clear(&self) -> HashSet<usize> {
         let mut st = lock(&self.state);
         for (base, r) in std::mem::take(&mut st.reserves) {
+            for m in r.maps.values() {
+                m.mark.unmap();
+            }
             unreserve(base, r.size);
         }
         let own = st

@@ -73,7 +73,7 @@ impl Sim {
                  shareable handle",
             ));
         }
-        let size = p.size.next_multiple_of(p.page.bytes()) as usize;
+        let size = p.size as usize;
         let key = self.export_range(p.addr, size, open)?;
         let fields = key
             .fields()

@@ -17,6 +17,10 @@
 //!   their usual checks (`Sim::vmm_memcpy`, `Sim::vmm_memset`): a copy that spans two
 //!   mappings becomes one copy per piece, all pieces checked before any byte moves, and an
 //!   address of a reserved range that no mapping covers is 107000.
+//! - A queued copy or set is given the physical addresses when it is queued, and holds the
+//!   mark of each mapping it went through (`reserved::MapMark`): unmapped before the task
+//!   runs, the task fails (107000) and touches nothing, where a device would fault on the
+//!   unmapped address. Value tasks and reduces on a mapping do not hold it yet.
 //! - Sharing with other processes is [`super::shareable`]: IPC memory of the whole physical
 //!   allocation, by a 64-bit shareable handle.
 //!
@@ -32,13 +36,14 @@
 //!   refused (ours: 107000; CANN says to unmap first).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use acl_notify_core::{Error, RawStream, Soc};
 
 use super::file::Importers;
 pub use super::reserved::{Access, AccessLoc, PageSize, PhysMem};
-use super::reserved::{Mapping, Physical, Reservation, State, Vmm, unreserve};
+use super::reserved::{MapMark, Mapping, Physical, Reservation, State, Vmm, unreserve};
 use super::{MemcpyKind, Rounding, lock, within};
 use crate::Sim;
 use crate::error::SimError;
@@ -83,8 +88,14 @@ pub(super) fn not_live(h: PhysMem) -> SimError {
     )
 }
 
-/// One piece of a translated range: the address to use and its length.
-type Piece = (usize, usize);
+/// One piece of a translated range: the address to use, its length, and the mark of the
+/// mapping it was translated through (`None` for a side not in a reserved range).
+#[derive(Clone, Debug)]
+pub(super) struct Piece {
+    pub(super) at: usize,
+    pub(super) len: usize,
+    pub(super) mark: Option<Arc<MapMark>>,
+}
 
 impl Sim {
     pub(super) fn vmm(&self) -> &Vmm {
@@ -209,7 +220,11 @@ impl Sim {
     }
 
     /// `aclrtMallocPhysical`: `size` bytes of `device`'s memory with pages of `page`, not
-    /// mapped anywhere yet; its pages are reserved now (rounded up to the granularity).
+    /// mapped anywhere yet; its pages are reserved now. A size that is not a multiple of the
+    /// granularity is rounded up to one, and the allocation is that large (mapped, exported
+    /// and answered with that size): CANN documents the rounding (hicann/runtime
+    /// `docs/zh/api_ref/25-02_Enumerations.md`, aclrtMemAttr) and asks for aligned sizes only
+    /// to save memory (`11-04_virtual_memory_management.md`, aclrtMallocPhysical).
     /// `props` is answered back by [`vmm_properties`](Self::vmm_properties), here and to the
     /// processes that import it.
     ///
@@ -239,7 +254,7 @@ impl Sim {
         let addr = self.malloc_rounded(device, span, policy, Rounding::Align32)?;
         Ok(self.vmm_insert(Physical {
             addr,
-            size: size as u64,
+            size: span as u64,
             device,
             page,
             props: u32::from(props.0),
@@ -380,6 +395,7 @@ impl Sim {
             addr: p.addr,
             len: size,
             access: BTreeMap::from([(AccessLoc::Device(p.device), Access::ReadWrite)]),
+            mark: MapMark::new(va, size, p.addr),
         };
         if let Some(r) = st.reserves.get_mut(&base) {
             r.maps.insert(va, m);
@@ -466,7 +482,8 @@ impl Sim {
     }
 
     /// `aclrtUnmapMem`: removes the mapping that starts at `va`; a physical allocation freed
-    /// while mapped is freed at its last unmap.
+    /// while mapped is freed at its last unmap. A copy or set queued through the mapping that
+    /// has not run yet fails when it runs.
     ///
     /// Errors: 107000 `va` is not the start of a mapping.
     pub fn vmm_unmap(&self, va: usize) -> Result<(), SimError> {
@@ -495,6 +512,7 @@ impl Sim {
                 None => format!("nothing is mapped at {va:#x} (reserved range {base:#x})"),
             }));
         };
+        m.mark.unmap();
         let Some(p) = st.phys.get_mut(&m.phys) else {
             return Ok(());
         };
@@ -617,7 +635,11 @@ impl Sim {
                 )));
             };
             let n = (start + m.len - at).min(end - at);
-            pieces.push((m.addr + (at - start), n));
+            pieces.push(Piece {
+                at: m.addr + (at - start),
+                len: n,
+                mark: Some(Arc::clone(&m.mark)),
+            });
             at += n;
         }
         Ok(Some(pieces))
@@ -644,7 +666,7 @@ impl Sim {
     /// two mappings (ours: such a range is not one allocation's).
     pub(super) fn vmm_span(&self, addr: usize, len: usize, what: &str) -> Result<usize, SimError> {
         match self.vmm_pieces(addr, len, what)?.as_deref() {
-            Some(&[(at, _)]) => Ok(at),
+            Some([p]) => Ok(p.at),
             Some(p) => Err(invalid(format!(
                 "{what} [{addr:#x}, +{len}) spans {} mappings of a reserved range; it must lie \
                  in one",
@@ -685,8 +707,16 @@ impl Sim {
                 // ranges of it split into consecutive pieces.
                 unsafe {
                     match stream {
-                        None => self.memcpy(to, n, from, n, kind),
-                        Some(st) => self.memcpy_async(to, n, from, n, kind, st),
+                        None => self.memcpy(to.at, n, from.at, n, kind),
+                        Some(st) => self.memcpy_async_through(
+                            to.at,
+                            n,
+                            from.at,
+                            n,
+                            kind,
+                            st,
+                            [to.mark, from.mark],
+                        ),
                     }
                 }?;
             }
@@ -713,13 +743,13 @@ impl Sim {
                 return Ok(None);
             };
             within(count, max, "maxCount")?;
-            for &(at, n) in &pieces {
-                self.range_ref(at, n, "range")?;
+            for p in &pieces {
+                self.range_ref(p.at, p.len, "range")?;
             }
-            for (at, n) in pieces {
+            for Piece { at, len: n, mark } in pieces {
                 match stream {
                     None => self.memset(at, n, value, n),
-                    Some(st) => self.memset_async(at, n, value, n, st),
+                    Some(st) => self.memset_async_through(at, n, value, n, st, mark),
                 }?;
             }
             Ok(Some(()))
@@ -740,7 +770,11 @@ impl Sim {
     ) -> Result<Vec<Piece>, SimError> {
         let Some(pieces) = pieces else {
             self.side(addr, len, dev, what)?;
-            return Ok(vec![(addr, len)]);
+            return Ok(vec![Piece {
+                at: addr,
+                len,
+                mark: None,
+            }]);
         };
         if dev == Some(false) {
             return Err(invalid(format!(
@@ -749,8 +783,8 @@ impl Sim {
                  device on that side, or ACL_MEMCPY_DEFAULT"
             )));
         }
-        for &(at, n) in &pieces {
-            self.range_ref(at, n, what)?;
+        for p in &pieces {
+            self.range_ref(p.at, p.len, what)?;
         }
         Ok(pieces)
     }
@@ -790,21 +824,26 @@ pub(super) fn kind_sides(kind: MemcpyKind) -> (Option<bool>, Option<bool>) {
 }
 
 /// Two sides' pieces (of the same total length) cut where either's pieces end:
-/// (destination, source, length) triples.
-fn zip_pieces(d: &[Piece], s: &[Piece]) -> Vec<(usize, usize, usize)> {
+/// (destination, source, length) triples, each piece keeping its mapping's mark.
+fn zip_pieces(d: &[Piece], s: &[Piece]) -> Vec<(Piece, Piece, usize)> {
     let mut out = Vec::new();
     let (mut i, mut j) = (0, 0);
     let (mut di, mut sj) = (0, 0);
+    let cut = |p: &Piece, off: usize, n: usize| Piece {
+        at: p.at + off,
+        len: n,
+        mark: p.mark.clone(),
+    };
     while i < d.len() && j < s.len() {
-        let n = (d[i].1 - di).min(s[j].1 - sj);
-        out.push((d[i].0 + di, s[j].0 + sj, n));
+        let n = (d[i].len - di).min(s[j].len - sj);
+        out.push((cut(&d[i], di, n), cut(&s[j], sj, n), n));
         di += n;
         sj += n;
-        if di == d[i].1 {
+        if di == d[i].len {
             i += 1;
             di = 0;
         }
-        if sj == s[j].1 {
+        if sj == s[j].len {
             j += 1;
             sj = 0;
         }
@@ -1123,6 +1162,119 @@ mod tests {
         sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
             .unwrap();
         sim.vmm_unmap(va + g).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_release(va).unwrap();
+    }
+
+    /// A copy or a set queued into a mapping that is unmapped before it runs fails its task
+    /// (hardware would fault on the unmapped address) and leaves the physical memory alone.
+    #[test]
+    fn a_task_queued_into_a_mapping_unmapped_before_it_runs_fails_and_writes_nothing() {
+        let (sim, _ns) = open("unmapped");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g, PageSize::Normal, Props::default())
+            .unwrap();
+        sim.vmm_map(va, g, 0, a).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let (st, _) = sim.stream(s).unwrap();
+        let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let src = vec![9u8; g];
+        for how in ["copy", "set", "2-D copy"] {
+            let held = std::sync::Arc::clone(&gate);
+            st.enqueue(move |_: &crate::stream::TaskCtx| {
+                held.wait();
+                Ok(())
+            })
+            .unwrap();
+            let (h, k) = (src.as_ptr().addr(), MemcpyKind::HostToDevice);
+            let rows = crate::mem::pitched::Pitched {
+                dpitch: 64,
+                spitch: 64,
+                width: 64,
+                height: 1,
+            };
+            match how {
+                "set" => sim.memset_async(va + 16, 64, 7, 64, s),
+                // SAFETY: `src` lives until the stream is synchronized below.
+                "copy" => unsafe { sim.memcpy_async(va + 16, 64, h, 64, k, s) },
+                // SAFETY: as for the copy.
+                _ => unsafe { sim.memcpy2d_async(va + 16, h, rows, k, s) },
+            }
+            .unwrap();
+            sim.vmm_unmap(va).unwrap();
+            gate.wait();
+            let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
+            assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+            let want = format!(
+                "[{:#x}, {:#x}) was in the mapping at {va:#x} ({g} bytes), which was unmapped \
+                 (aclrtUnmapMem) before the queued task ran",
+                va + 16,
+                va + 80
+            );
+            assert!(e.message().contains(&want), "{}", e.message());
+            // Mapped again: the physical memory kept its zeros.
+            sim.vmm_map(va, g, 0, a).unwrap();
+            let mut out = vec![1u8; g];
+            copy(
+                &sim,
+                out.as_mut_ptr().addr(),
+                va,
+                g,
+                MemcpyKind::DeviceToHost,
+            )
+            .unwrap();
+            assert!(out.iter().all(|&b| b == 0), "{how}: the task wrote");
+        }
+        // A task queued while mapped and run while mapped still copies.
+        // SAFETY: `src` lives until the stream is synchronized.
+        unsafe { sim.memcpy_async(va, g, src.as_ptr().addr(), g, MemcpyKind::HostToDevice, s) }
+            .unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = vec![0u8; g];
+        copy(
+            &sim,
+            out.as_mut_ptr().addr(),
+            va,
+            g,
+            MemcpyKind::DeviceToHost,
+        )
+        .unwrap();
+        assert_eq!(out, src);
+        sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
+            .unwrap();
+        sim.vmm_unmap(va).unwrap();
+        sim.vmm_free_physical(a).unwrap();
+        sim.vmm_release(va).unwrap();
+    }
+
+    /// A size that is not a multiple of the granularity is rounded up to it, as CANN
+    /// documents (hicann/runtime `docs/zh/api_ref/25-02_Enumerations.md`, aclrtMemAttr: "not
+    /// a multiple of 2M, aligned up to 2M"; aclrtMallocPhysical asks for aligned sizes "to
+    /// save memory"): the allocation is that large, and it is mapped with that size.
+    #[test]
+    fn a_physical_size_off_the_granularity_is_rounded_up_and_mapped_whole() {
+        let (sim, _ns) = open("roundup");
+        let g = PageSize::Normal.bytes() as usize;
+        let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
+        let a = sim
+            .vmm_malloc_physical(0, g + 1, PageSize::Normal, Props::default())
+            .unwrap();
+        let e = sim.vmm_map(va, g + 1, 0, a).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+        sim.vmm_map(va, 2 * g, 0, a).unwrap();
+        assert_eq!(sim.vmm_address_range(va + g + 8).unwrap(), (va, 2 * g));
+        let data = vec![4u8; 2 * g];
+        copy(
+            &sim,
+            va,
+            data.as_ptr().addr(),
+            2 * g,
+            MemcpyKind::HostToDevice,
+        )
+        .unwrap();
+        sim.vmm_unmap(va).unwrap();
         sim.vmm_free_physical(a).unwrap();
         sim.vmm_release(va).unwrap();
     }

@@ -6,7 +6,8 @@
 //! arrays are read element by element as the checks reach them.
 //!
 //! This file holds the C types and the one panic firewall (`api`); the functions are in one
-//! module per chapter of the API: `device` (initialisation and devices), `stream`, `notify`
+//! module per chapter of the API: `device` (initialisation and devices), `devquery` (device
+//! queries: id mappings, UUIDs, peer access status, saturation mode), `stream`, `notify`
 //! (local and IPC), `cnt` (count notifies), `ext` (the `aclnsim*` extensions). Events and
 //! contexts are in [`crate::ffi_event`], device memory in [`crate::memory`] and IPC memory in
 //! [`crate::ipc_memory`].
@@ -118,6 +119,7 @@ pub(crate) fn to_ptr(h: usize) -> *mut c_void {
 
 mod cnt;
 mod device;
+mod devquery;
 mod ext;
 pub(crate) mod ipc_args;
 mod notify;
@@ -126,6 +128,7 @@ mod stream;
 
 pub use cnt::*;
 pub use device::*;
+pub use devquery::*;
 pub use ext::*;
 pub use notify::*;
 pub use reslimit::*;

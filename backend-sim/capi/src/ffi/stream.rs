@@ -4,7 +4,7 @@
 
 use std::ffi::{c_int, c_void};
 
-use acl_notify_core::{HostCall, StreamDestroy, StreamStatus, SyncWait};
+use acl_notify_core::{StreamDestroy, StreamStatus, SyncWait};
 
 use super::{aclError, aclrtHostFunc, aclrtStream, api, handle, to_ptr};
 use crate::errmsg::{null_arg, param};
@@ -106,7 +106,8 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: aclrtStream, status: *mut c_in
 }
 
 /// `aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args)`: `fn(args)`
-/// runs on a library thread when the stream reaches it.
+/// runs when the stream reaches it: on the thread subscribed to the stream's host functions
+/// (`aclrtSubscribeHostFunc`, see `host_func`), else on a library thread.
 ///
 /// Codes: 107000 `fn` NULL; 107017; 107002; 107003.
 ///
@@ -120,13 +121,9 @@ pub unsafe extern "C" fn aclrtLaunchHostFunc(
     func: aclrtHostFunc,
     args: *mut c_void,
 ) -> aclError {
-    api("aclrtLaunchHostFunc", || {
-        let Some(func) = func else {
-            return Err(param("`fn` is NULL"));
-        };
-        // SAFETY: the caller's contract is `HostCall::new`'s.
-        let call = unsafe { HostCall::new(func, args) };
-        runtime()?.launch_host_func(handle(stream), call)
+    // SAFETY: the caller's contract is `launch`'s.
+    api("aclrtLaunchHostFunc", || unsafe {
+        crate::host_func::launch(stream, func, args)
     })
 }
 

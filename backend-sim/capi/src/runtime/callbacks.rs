@@ -1,7 +1,15 @@
-//! The session's callback subscriptions (`aclrtSubscribeReport`): which thread serves which
-//! stream, and each thread's mailbox of callbacks waiting for its `aclrtProcessReport`. The
-//! calls themselves are `crate::callback`'s; the state lives with the session so that
-//! `aclFinalize` ends it and a forked child starts without it.
+//! The session's callback subscriptions (`aclrtSubscribeReport`, `aclrtSubscribeHostFunc`):
+//! which thread serves which stream on which [`Channel`], and each thread's mailbox of
+//! functions waiting for its `aclrtProcessReport` / `aclrtProcessHostFunc`. The calls
+//! themselves are `crate::callback`'s and `crate::host_func`'s; the state lives with the
+//! session so that `aclFinalize` ends it and a forked child starts without it.
+//!
+//! A stream has one subscription slot per channel (hicann/runtime
+//! `src/runtime_compact/feature/src/stream.c`: `threadId[SUBSCRIBE_CALLBACK]` and
+//! `threadId[SUBSCRIBE_HOSTFUNC]`), so its callbacks and its host functions may go to two
+//! threads; a thread has one mailbox (one subscription id per thread,
+//! `subscribe_manager_linux.c`), each function in it tagged with its channel, and each
+//! processing call takes the first function of its own channel.
 
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
@@ -48,10 +56,45 @@ impl Subscriptions {
     }
 }
 
+/// Which processing call runs a posted function.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum Channel {
+    /// `aclrtLaunchCallback` → `aclrtProcessReport`.
+    Report,
+    /// `aclrtLaunchHostFunc` on a subscribed stream → `aclrtProcessHostFunc`.
+    HostFunc,
+}
+
+impl Channel {
+    /// The subscribing call, for messages.
+    pub(crate) fn subscribe_call(self) -> &'static str {
+        match self {
+            Channel::Report => "aclrtSubscribeReport",
+            Channel::HostFunc => "aclrtSubscribeHostFunc",
+        }
+    }
+
+    /// The unsubscribing call, for messages.
+    pub(crate) fn unsubscribe_call(self) -> &'static str {
+        match self {
+            Channel::Report => "aclrtUnSubscribeReport",
+            Channel::HostFunc => "aclrtUnSubscribeHostFunc",
+        }
+    }
+
+    /// What it carries, for messages.
+    pub(crate) fn what(self) -> &'static str {
+        match self {
+            Channel::Report => "callback",
+            Channel::HostFunc => "host function",
+        }
+    }
+}
+
 #[derive(Default)]
 pub(crate) struct Inner {
-    /// Backend stream → the thread serving it.
-    pub(crate) streams: HashMap<u64, u64>,
+    /// (Backend stream, channel) → the thread serving it.
+    pub(crate) streams: HashMap<(u64, Channel), u64>,
     /// Thread id → what it serves.
     pub(crate) threads: HashMap<u64, Served>,
 }
@@ -65,7 +108,7 @@ impl Inner {
     /// subscription never applies to another one.
     pub(crate) fn forget_dead_streams(&mut self, live: impl Fn(u64) -> bool) {
         let Inner { streams, threads } = self;
-        streams.retain(|&s, t| {
+        streams.retain(|&(s, _), t| {
             let keep = live(s);
             if !keep && let Some(served) = threads.get_mut(t) {
                 served.streams -= 1;
@@ -82,7 +125,7 @@ pub(crate) struct Served {
     pub(crate) mailbox: Arc<Mailbox>,
 }
 
-/// The callbacks waiting for one thread's `aclrtProcessReport`.
+/// The functions waiting for one thread's `aclrtProcessReport` / `aclrtProcessHostFunc`.
 #[derive(Default)]
 pub(crate) struct Mailbox {
     pub(crate) queue: Mutex<VecDeque<Arc<Report>>>,
@@ -99,8 +142,15 @@ impl Mailbox {
     }
 }
 
+/// Takes the first function of `channel` out of `queue` (a thread's mailbox, locked).
+pub(crate) fn take(queue: &mut VecDeque<Arc<Report>>, channel: Channel) -> Option<Arc<Report>> {
+    let at = queue.iter().position(|r| r.channel == channel)?;
+    queue.remove(at)
+}
+
 /// One callback handed to a thread.
 pub(crate) struct Report {
+    pub(crate) channel: Channel,
     pub(crate) func: unsafe extern "C" fn(*mut c_void),
     pub(crate) arg: *mut c_void,
     /// The stream a blocking callback holds until it has run (`None`: `ACL_CALLBACK_NO_BLOCK`).
@@ -122,4 +172,43 @@ pub(crate) enum State {
     Done,
     /// Its blocking task gave up waiting (the session ended): never run it.
     Abandoned,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn nothing(_: *mut c_void) {}
+
+    fn posted(channel: Channel) -> Arc<Report> {
+        Arc::new(Report {
+            channel,
+            func: nothing,
+            arg: std::ptr::null_mut(),
+            holds: None,
+            state: Mutex::new(State::Queued),
+            done: Condvar::new(),
+        })
+    }
+
+    /// One mailbox per thread: each processing call takes the oldest function of its own
+    /// channel and leaves the other channel's where they were.
+    #[test]
+    fn each_channel_takes_its_own_functions_in_order() {
+        let (r1, h1, r2, h2) = (
+            posted(Channel::Report),
+            posted(Channel::HostFunc),
+            posted(Channel::Report),
+            posted(Channel::HostFunc),
+        );
+        let mut queue: VecDeque<_> = [&r1, &h1, &r2, &h2].into_iter().cloned().collect();
+        let got = take(&mut queue, Channel::HostFunc).expect("a host function");
+        assert!(Arc::ptr_eq(&got, &h1));
+        let got = take(&mut queue, Channel::HostFunc).expect("a host function");
+        assert!(Arc::ptr_eq(&got, &h2));
+        assert!(take(&mut queue, Channel::HostFunc).is_none());
+        assert_eq!(queue.len(), 2, "the callbacks were taken too");
+        let got = take(&mut queue, Channel::Report).expect("a callback");
+        assert!(Arc::ptr_eq(&got, &r1));
+    }
 }

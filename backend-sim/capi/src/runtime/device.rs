@@ -234,6 +234,14 @@ impl Runtime {
         }
     }
 
+    /// Whether an `aclrtSetDevice` of `device` (a device of the machine) is not yet reset: its
+    /// primary context is held.
+    pub(crate) fn device_is_set(&self, device: u32) -> bool {
+        lock(&self.device_refs)
+            .get(device as usize)
+            .is_some_and(|r| r.count > 0)
+    }
+
     /// `aclrtGetDevice`.
     pub(crate) fn get_device(&self) -> Result<i32, CallError> {
         self.current_device().map(|d| d as i32)

@@ -137,6 +137,8 @@ pub(crate) struct Runtime {
     pub(crate) phys: CTable<acl_notify_sim::mem::vmm::PhysMem>,
     /// Stream-ordered memory pools (`aclrtMemPoolCreate`, `crate::mempool`).
     pub(crate) pools: CTable<acl_notify_sim::mem::pool::PoolId>,
+    /// The process's floating-point saturation mode (`devquery`).
+    sat_mode: devquery::SatMode,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -206,6 +208,7 @@ impl Runtime {
             set_bound: device::set_bound(Some(drain::DEFAULT_RESET_TIMEOUT)),
             callbacks: Default::default(),
             stream_infos: Default::default(),
+            sat_mode: devquery::SatMode::new(soc),
         }
     }
 
@@ -317,6 +320,11 @@ impl Runtime {
             Feature::IpcEvent => "IPC events",
             Feature::PeerAccess => "peer access between devices",
             Feature::MemPool => "stream-ordered memory pools",
+            Feature::HostFuncThread => {
+                "host functions run by a thread of the program (aclrtSubscribeHostFunc, \
+                 aclrtProcessHostFunc, aclrtUnSubscribeHostFunc: IPV350 only, as CANN \
+                 documents them)"
+            }
         };
         Err(CallError::new(
             Error::FeatureNotSupport,
@@ -329,6 +337,7 @@ pub(crate) mod callbacks;
 mod cnt;
 mod context;
 pub(crate) mod device;
+pub(crate) mod devquery;
 pub(crate) mod drain;
 pub(crate) mod event;
 mod ext;
