@@ -925,6 +925,44 @@ impl<T: Send + Sync + 'static> Registry<T> {
     }
 }
 
+/// For tests of the layout version: the file at `path` as a live process of a build of
+/// layout `version` leaves it — that version in its header, and a mapping of it held (a
+/// page, read-only) until the guard is dropped, so that an opener keeps it and must refuse
+/// it rather than replace it.
+#[cfg(test)]
+pub(crate) fn held_at_version(path: &Path, version: u32) -> impl Drop {
+    use std::os::unix::fs::FileExt as _;
+    use std::os::unix::io::AsRawFd as _;
+    struct Held(*mut libc::c_void);
+    impl Drop for Held {
+        fn drop(&mut self) {
+            // SAFETY: the mapping made below, of that length, unmapped once.
+            unsafe { libc::munmap(self.0, PAGE) };
+        }
+    }
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .expect("the test's file");
+    f.write_all_at(&version.to_le_bytes(), 8)
+        .expect("the header's version");
+    // SAFETY: maps one page of a file of at least a page (a header), read-only, shared;
+    // unmapped by the guard.
+    let map = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            PAGE,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    assert_ne!(map, libc::MAP_FAILED);
+    Held(map)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -550,6 +550,23 @@ impl Soc {
         }
     }
 
+    /// Whether a synchronous copy between the memory of two devices needs peer access
+    /// enabled first (`aclrtDeviceEnablePeerAccess`, from the source's device to the
+    /// destination's): CANN's constraint of `aclrtMemcpy` names the 950 family, Atlas A2,
+    /// the training and the inference series (hicann/runtime
+    /// `docs/zh/api_ref/11-03_memory_copy_and_set.md`), not Atlas A3; Ascend310B and IPV350
+    /// have no peer access at all.
+    pub const fn copy_needs_peer_access(self) -> bool {
+        matches!(
+            self,
+            Soc::Ascend950PR
+                | Soc::Ascend950DT
+                | Soc::Ascend910B
+                | Soc::Ascend910
+                | Soc::Ascend310P
+        )
+    }
+
     /// `Ok(())` if the SoC has `feature`, else `FeatureNotSupport` (207000).
     pub const fn require(self, feature: Feature) -> Result<()> {
         if self.has(feature) {

@@ -70,6 +70,16 @@ int main(void) {
     CHECK(aclrtSetDevice(1));
     CHECK(aclrtMalloc(&b, N * sizeof(float), ACL_MEM_MALLOC_NORMAL_ONLY));
     CHECK(aclrtMemcpy(a, N * sizeof(float), h, N * sizeof(float), ACL_MEMCPY_HOST_TO_DEVICE));
+    /* From device 0's memory to device 1's: peer access from device 0 first (CANN's
+       aclrtMemcpy constraint on Ascend910B; one way, enabled with the source's device current). */
+    EXPECT_RC(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE),
+              ACL_ERROR_RT_NO_PERMISSION);
+    CHECK(aclrtDeviceEnablePeerAccess(0, 0));
+    EXPECT_RC(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE),
+              ACL_ERROR_RT_NO_PERMISSION);
+    CHECK(aclrtSetDevice(0));
+    CHECK(aclrtDeviceEnablePeerAccess(1, 0));
+    CHECK(aclrtSetDevice(1));
     CHECK(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE));
     CHECK(aclrtMemcpy(h2, N * sizeof(float), b, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_HOST));
     REQUIRE(memcmp(h, h2, N * sizeof(float)) == 0, "H2D, D2D, D2H round trip differs");

@@ -27,8 +27,10 @@ use crate::sys;
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNEVT\x01");
 /// Bumped whenever the layout changes (2: the slots are the core's shared `Slot` with the
 /// event as payload; 3: holders are the slot's bitmap of process-table indices, not a count in
-/// the payload, and the header keeps a high-water mark).
-pub const EVT_LAYOUT_VERSION: u32 = 3;
+/// the payload, and the header keeps a high-water mark; 4: a discarded record has a bit of its
+/// own in the latest-record word, `DROPPED` (bit 24), which a build of layout 3 would read as
+/// part of the issuer's pid and never set).
+pub const EVT_LAYOUT_VERSION: u32 = 4;
 /// IPC events per device and server (ours).
 pub const MAX_IPC_EVENTS: u32 = 1024;
 

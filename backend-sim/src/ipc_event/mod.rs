@@ -926,6 +926,25 @@ mod tests {
         assert_eq!(t.state(), Some(SlotState::Free));
     }
 
+    /// Layout 4 marks a discarded record with a bit of its own (`DROPPED`, bit 24 of the
+    /// latest-record word), which a build of layout 3 would read as part of the issuer's pid
+    /// and never set: a file of layout 3 that such a build still maps is refused.
+    #[test]
+    fn a_file_of_layout_3_which_knows_no_dropped_bit_is_refused() {
+        let ns = format!("evt-unit-v3-{}", std::process::id());
+        let path = evt_file_path(&ns, 0);
+        let f = EvtFile::open(&ns, 0, 1, EvtOpen::CreateOrOpen).unwrap();
+        let held = crate::mapfile::held_at_version(&path, 3);
+        drop(f);
+        let e = EvtFile::open(&ns, 0, 1, EvtOpen::CreateOrOpen)
+            .map(|_| ())
+            .unwrap_err();
+        let want = format!("layout version 3, this build reads version {EVT_LAYOUT_VERSION}");
+        assert!(e.to_string().contains(&want), "{e}");
+        drop(held);
+        crate::mapfile::remove_files(&ns, Some("evt")).unwrap();
+    }
+
     /// The event file of layout 1 (64-byte slots of its own) that an older build left, and
     /// no process maps, is replaced by the next open rather than refused.
     #[test]

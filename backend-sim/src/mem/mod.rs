@@ -675,12 +675,46 @@ impl Sim {
                 return r;
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
+            self.peer_copy_ok(&d, &s)?;
             // SAFETY: device sides are checked ranges of mapped allocations; host sides are the
             // caller's contract. `copy` allows overlap. Other processes may write the same device
             // bytes meanwhile, as on hardware: the bytes are plain data, never references.
             unsafe { std::ptr::copy(s.ptr(), d.ptr(), count) };
             Ok(())
         })
+    }
+
+    /// A synchronous copy from the memory of one device to another's: on the SoCs whose
+    /// `aclrtMemcpy` CANN documents as needing peer access first
+    /// ([`Soc::copy_needs_peer_access`](acl_notify_core::Soc::copy_needs_peer_access)), the
+    /// source's device must have enabled access to the destination's (CANN's access is
+    /// one-way, from the device that enabled it: `04_device_management.md`). An import onto
+    /// another device enabled it both ways, as CANN's driver does.
+    ///
+    /// Errors: 207006 access not enabled (CANN documents no code; the one an import without
+    /// peer access gets here).
+    fn peer_copy_ok(&self, d: &Side<'_>, s: &Side<'_>) -> Result<(), SimError> {
+        let (Side::Device(d), Side::Device(s)) = (d, s) else {
+            return Ok(());
+        };
+        let (to, from) = (d.alloc.file.device(), s.alloc.file.device());
+        if to == from || !self.inner.soc.copy_needs_peer_access() {
+            return Ok(());
+        }
+        if lock(&self.inner.peers)[from as usize] & (1u64 << to) != 0 {
+            return Ok(());
+        }
+        Err(SimError::new(
+            Error::NoPermission,
+            format!(
+                "a copy from device {from}'s memory ({:#x}) to device {to}'s ({:#x}) needs peer \
+                 access from device {from} to device {to} first on {}: \
+                 aclrtDeviceEnablePeerAccess({to}, 0) with device {from} current",
+                s.addr,
+                d.addr,
+                self.inner.soc.name()
+            ),
+        ))
     }
 
     /// `aclrtMemset`: sets `count` bytes at `dst` (`count <= max`) to `value`: device memory,

@@ -51,6 +51,8 @@ fn copies_and_sets_move_bytes_between_host_and_devices() {
     assert_eq!(a % ALLOC_ALIGN as usize, 0);
     let data: Vec<u8> = (0..1000u32).map(|i| (i * 7) as u8).collect();
     h2d(&sim, a, &data).unwrap();
+    // Between devices: peer access first, as CANN documents.
+    acl_notify_core::NotifyResources::enable_peer_access(&sim, 0, 1).unwrap();
     // SAFETY: device to device, no host side.
     unsafe { sim.memcpy(b, 1000, a, 1000, MemcpyKind::Default) }.unwrap();
     sim.memset(b, 1000, 0xab, 10).unwrap();
@@ -674,4 +676,59 @@ fn reduce_gives_exact_results_for_every_type() {
         run(ReduceType::I8, ReduceOp::Min, &[5, 0x80, 3], &[7, 1, 0xff]),
         [5, 0x80, 0xff]
     );
+}
+
+/// CANN's rule for `aclrtMemcpy` between two devices' memory (hicann/runtime
+/// `docs/zh/api_ref/11-03_memory_copy_and_set.md`: on the 950 family, Atlas A2, the training
+/// and the inference series, peer access is enabled first; `04_device_management.md`: access
+/// enabled on device 0 for device 1 is the direction device 0 to device 1 only): refused
+/// (207006) until the source's device enabled access to the destination's; Atlas A3 is not
+/// on the list.
+#[test]
+fn a_copy_between_two_devices_needs_peer_access_from_the_source_s_device() {
+    use acl_notify_core::NotifyResources as _;
+    let (sim, _ns) = open("peercopy", 64 << 20);
+    let (a, b) = (
+        sim.malloc(0, 4096, 0).unwrap(),
+        sim.malloc(1, 4096, 0).unwrap(),
+    );
+    h2d(&sim, a, &[6u8; 4096]).unwrap();
+    // SAFETY: device to device.
+    let d2d = |dst, src| unsafe { sim.memcpy(dst, 4096, src, 4096, MemcpyKind::DeviceToDevice) };
+    let e = d2d(b, a).unwrap_err();
+    assert_eq!(e.kind(), Error::NoPermission, "{}", e.message());
+    assert!(
+        e.message().contains("aclrtDeviceEnablePeerAccess"),
+        "{}",
+        e.message()
+    );
+    // Access the other way does not do.
+    sim.enable_peer_access(1, 0).unwrap();
+    assert_eq!(d2d(b, a).unwrap_err().kind(), Error::NoPermission);
+    sim.enable_peer_access(0, 1).unwrap();
+    d2d(b, a).unwrap();
+    let mut out = [0u8; 4096];
+    d2h(&sim, &mut out, b).unwrap();
+    assert!(out.iter().all(|&x| x == 6));
+    // Device 1 enabled access to device 0 above: its memory copies there.
+    d2d(a, b).unwrap();
+    // Within one device, and on Atlas A3, no access is needed.
+    let c = sim.malloc(0, 4096, 0).unwrap();
+    d2d(c, a).unwrap();
+    let ns = format!("unit-mem-peercopy93-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let _guard = Ns(ns.clone());
+    let a3 = Sim::builder()
+        .soc(acl_notify_core::Soc::Ascend910_93)
+        .devices(2)
+        .namespace(&ns)
+        .device_memory(64 << 20)
+        .open()
+        .unwrap();
+    let (x, y) = (
+        a3.malloc(0, 4096, 0).unwrap(),
+        a3.malloc(1, 4096, 0).unwrap(),
+    );
+    // SAFETY: device to device.
+    unsafe { a3.memcpy(y, 4096, x, 4096, MemcpyKind::DeviceToDevice) }.unwrap();
 }

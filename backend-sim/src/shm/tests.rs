@@ -100,6 +100,21 @@ fn each_socs_pool_is_the_one_the_soc_table_gives() {
     assert_eq!((l.max, l.pool_size), (0, 0));
 }
 
+/// Layout 9 gave the notify slot's reserved word a meaning (the pid of the owner that
+/// destroyed it, `Slot::destroyed_by`), which a build of layout 8 neither clears at a claim
+/// nor sets: a file of layout 8 that such a build still maps is refused, not shared.
+#[test]
+fn a_file_of_layout_8_which_knows_no_destroyed_by_word_is_refused() {
+    let (n, _ns) = fresh("layout8");
+    let path = create(&n, Soc::Ascend910B, 1).path().to_path_buf();
+    let held = crate::mapfile::held_at_version(&path, 8);
+    let e = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen).unwrap_err();
+    assert_eq!(e.kind(), acl_notify_core::Error::DrvInternalError, "{e}");
+    let want = format!("layout version 8, this build reads version {LAYOUT_VERSION}");
+    assert!(e.to_string().contains(&want), "{e}");
+    drop(held);
+}
+
 /// A notify file of another layout version (left by an older build) that no process maps
 /// is removed and created afresh by the next read-write open, instead of 507899 asking the
 /// user to remove it; while a process maps it, it is kept and refused as before.
