@@ -32,6 +32,7 @@
 compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
 mod callback;
+mod capability;
 mod config;
 mod databuffer;
 mod dtype;
@@ -44,6 +45,8 @@ mod inflight;
 pub mod ipc_memory;
 pub mod memory;
 pub mod mempool;
+pub mod memquery;
+pub mod memset_d32;
 mod runtime;
 mod session;
 mod stubs;

@@ -29,10 +29,12 @@
 mod backend;
 pub(crate) mod capacity;
 pub(crate) mod file;
+mod fill32;
 pub mod half;
 mod host;
 pub mod inspect;
 pub mod ipc;
+pub mod location;
 pub mod pitched;
 pub mod pool;
 mod pool_state;
@@ -906,14 +908,20 @@ impl Sim {
         })
     }
 
-    /// `aclrtGetMemInfo`: (free, total) bytes of `device`'s memory.
+    /// `aclrtGetMemInfo`: (free, total) bytes of `device`'s memory. What only dead processes
+    /// held is free (a device's driver frees a process's memory when it dies; here an
+    /// allocation that runs short would reclaim it): reclaimed before counting, as
+    /// `notifies_free` does with notify ids.
     pub fn mem_info(&self, device: u32) -> Result<(u64, u64), SimError> {
         self.mem_checked(|| {
             self.device_ok(device)?;
             let total = self.mem().capacity;
             let used = match self.mem_file(self.inner.server_id, device, false)? {
-                Some(f) => f.used(),
-                None => 0,
+                Some(f) if f.used() > 0 => {
+                    f.reclaim_dead(&f.lock()?);
+                    f.used()
+                }
+                _ => 0,
             };
             Ok((total - used.min(total), total))
         })

@@ -6,6 +6,7 @@ use acl_notify_core::{Error, RawStream};
 
 use super::DevRange;
 use super::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
+use super::vmm::Piece;
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;
@@ -162,10 +163,11 @@ impl Sim {
                 ));
             }
             let (st, device) = self.stream(stream)?;
-            let side = |addr: usize, what: &str| -> Result<DevRange, SimError> {
+            let side = |addr: usize, what: &str| -> Result<(DevRange, Piece), SimError> {
                 // A range in a mapping of a reserved range stands for its physical memory, as
-                // for the copies and value tasks.
-                let addr = self.vmm_span(addr, count, what)?;
+                // for the copies and value tasks, and the task holds the mapping's mark.
+                let piece = self.vmm_span(addr, count, what)?;
+                let addr = piece.at;
                 let r = self.device_range(addr, count, what)?.ok_or_else(|| {
                     SimError::new(
                         Error::ParamInvalid,
@@ -183,12 +185,17 @@ impl Sim {
                         ),
                     ));
                 }
-                Ok(r)
+                Ok((r, piece))
             };
-            let (d, s) = (side(dst, "destination")?, side(src, "source")?);
+            let ((d, dp), (s, sp)) = (side(dst, "destination")?, side(src, "source")?);
             let task = Box::new(move |_: &TaskCtx| {
                 let args = || serde_json::json!({"dst": dst, "src": src});
                 crate::trace::span("memory", "reduce", args, || {
+                    for (p, what) in [(&dp, "destination"), (&sp, "source")] {
+                        if let Some(m) = &p.mark {
+                            m.still(p.at, p.len, what)?;
+                        }
+                    }
                     d.still("destination")?;
                     s.still("source")?;
                     run(&d, &s, op, ty);

@@ -106,10 +106,11 @@ impl Sim {
     /// Codes: 107000 a range outside a live allocation; 107017 a bad stream.
     pub fn value_write(&self, addr: usize, value: u64, stream: RawStream) -> Result<(), SimError> {
         self.mem_checked(|| {
-            let addr = self.vmm_word(addr)?;
+            let word = self.vmm_word(addr)?;
+            let addr = word.at;
             let side = self.value_side(addr, "devAddr")?;
             let file = queued::file_of(&side);
-            let q = QueuedSide::new(&side, &self.mem().host);
+            let q = QueuedSide::new(&side, &self.mem().host).through(word.mark);
             let task = Box::new(move |_: &TaskCtx| {
                 let args = || serde_json::json!({"dst": addr, "value": value});
                 let done = crate::trace::span("memory", "value write", args, || {
@@ -145,14 +146,15 @@ impl Sim {
         stream: RawStream,
     ) -> Result<(), SimError> {
         self.mem_checked(|| {
-            let addr = self.vmm_word(addr)?;
+            let word = self.vmm_word(addr)?;
+            let addr = word.at;
             let side = self.value_side(addr, "devAddr")?;
             let device = match &side {
                 Side::Device(r) => r.alloc.file.device(),
                 Side::Host(_) => 0,
             };
             let file = queued::file_of(&side);
-            let q = QueuedSide::new(&side, &self.mem().host);
+            let q = QueuedSide::new(&side, &self.mem().host).through(word.mark);
             let task = Box::new(move |ctx: &TaskCtx| {
                 let args = || serde_json::json!({"addr": addr, "value": value});
                 let done = crate::trace::span("memory", "value wait", args, || {

@@ -20,7 +20,7 @@
 //! - A queued copy or set is given the physical addresses when it is queued, and holds the
 //!   mark of each mapping it went through (`reserved::MapMark`): unmapped before the task
 //!   runs, the task fails (107000) and touches nothing, where a device would fault on the
-//!   unmapped address. Value tasks and reduces on a mapping do not hold it yet.
+//!   unmapped address; so do value tasks and reduces.
 //! - Sharing with other processes is [`super::shareable`]: IPC memory of the whole physical
 //!   allocation, by a 64-bit shareable handle.
 //!
@@ -651,28 +651,37 @@ impl Sim {
     /// is (an unaligned one is refused by the value task's own check).
     ///
     /// Errors: 107000 a part of a reserved range that nothing is mapped at.
-    pub(super) fn vmm_word(&self, addr: usize) -> Result<usize, SimError> {
+    pub(super) fn vmm_word(&self, addr: usize) -> Result<Piece, SimError> {
         if !addr.is_multiple_of(8) {
-            return Ok(addr);
+            return Ok(Piece {
+                at: addr,
+                len: 8,
+                mark: None,
+            });
         }
         self.vmm_span(addr, 8, "devAddr")
     }
 
     /// The address a range that is used whole (`len` bytes at `addr`, `what` in messages: a
     /// value task's word, a reduce's range) stands for: in a reserved range, the address in
-    /// the physical allocation mapped there; any other address as it is.
+    /// the physical allocation mapped there, with the mapping's mark (for a queued task to
+    /// hold); any other address as it is.
     ///
     /// Errors: 107000 a part of a reserved range that nothing is mapped at, or a range over
     /// two mappings (ours: such a range is not one allocation's).
-    pub(super) fn vmm_span(&self, addr: usize, len: usize, what: &str) -> Result<usize, SimError> {
-        match self.vmm_pieces(addr, len, what)?.as_deref() {
-            Some([p]) => Ok(p.at),
+    pub(super) fn vmm_span(&self, addr: usize, len: usize, what: &str) -> Result<Piece, SimError> {
+        match self.vmm_pieces(addr, len, what)? {
+            Some(mut p) if p.len() == 1 => p.pop().ok_or_else(|| invalid("no piece")),
             Some(p) => Err(invalid(format!(
                 "{what} [{addr:#x}, +{len}) spans {} mappings of a reserved range; it must lie \
                  in one",
                 p.len()
             ))),
-            None => Ok(addr),
+            None => Ok(Piece {
+                at: addr,
+                len,
+                mark: None,
+            }),
         }
     }
 
@@ -1181,7 +1190,14 @@ mod tests {
         let (st, _) = sim.stream(s).unwrap();
         let gate = std::sync::Arc::new(std::sync::Barrier::new(2));
         let src = vec![9u8; g];
-        for how in ["copy", "set", "2-D copy"] {
+        for how in [
+            "copy",
+            "set",
+            "2-D copy",
+            "value write",
+            "value wait",
+            "reduce",
+        ] {
             let held = std::sync::Arc::clone(&gate);
             st.enqueue(move |_: &crate::stream::TaskCtx| {
                 held.wait();
@@ -1195,8 +1211,14 @@ mod tests {
                 width: 64,
                 height: 1,
             };
+            use crate::mem::reduce::{ReduceOp, ReduceType};
             match how {
                 "set" => sim.memset_async(va + 16, 64, 7, 64, s),
+                "value write" => sim.value_write(va + 16, 7, s),
+                "value wait" => sim.value_wait(va + 16, 7, ValueCondition::Equal, s),
+                "reduce" => {
+                    sim.reduce_async(va + 16, va + 1024, 64, ReduceOp::Sum, ReduceType::I32, s)
+                }
                 // SAFETY: `src` lives until the stream is synchronized below.
                 "copy" => unsafe { sim.memcpy_async(va + 16, 64, h, 64, k, s) },
                 // SAFETY: as for the copy.
@@ -1207,11 +1229,15 @@ mod tests {
             gate.wait();
             let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
             assert_eq!(e.kind(), Error::ParamInvalid, "{}", e.message());
+            let end = if how.starts_with("value") {
+                va + 24
+            } else {
+                va + 80
+            };
             let want = format!(
-                "[{:#x}, {:#x}) was in the mapping at {va:#x} ({g} bytes), which was unmapped \
+                "[{:#x}, {end:#x}) was in the mapping at {va:#x} ({g} bytes), which was unmapped \
                  (aclrtUnmapMem) before the queued task ran",
                 va + 16,
-                va + 80
             );
             assert!(e.message().contains(&want), "{}", e.message());
             // Mapped again: the physical memory kept its zeros.
