@@ -558,6 +558,27 @@ impl Soc {
         }
     }
 
+    /// Whether the chips' platform configuration says `support_inf_nan=1` and
+    /// `support_bf16=1` (hicann/runtime `src/platform/platform_config/*.ini`: the Ascend910B
+    /// chips, Ascend910_93 and the 950 family; no other chip of the table has the keys):
+    /// `aclGetCannAttribute`'s `INF_NAN` and `BF16`.
+    pub const fn supports_inf_nan_and_bf16(self) -> bool {
+        matches!(
+            self,
+            Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
+        )
+    }
+
+    /// Whether CANN's runtime has `RT_FEATURE_OVERFLOW_MODE` on the chip (hicann/runtime
+    /// `src/runtime/config/910_B_93`, `950`, `dev_info_reg.cc`), so that a process's
+    /// saturation mode starts as `ACL_RT_OVERFLOW_MODE_INFNAN` (`Runtime::Init`).
+    pub const fn starts_in_infnan_mode(self) -> bool {
+        matches!(
+            self,
+            Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
+        )
+    }
+
     /// Whether a synchronous copy between the memory of two devices needs peer access
     /// enabled first (`aclrtDeviceEnablePeerAccess`, from the source's device to the
     /// destination's): CANN's constraint of `aclrtMemcpy` names the 950 family, Atlas A2,

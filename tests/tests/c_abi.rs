@@ -30,6 +30,9 @@
 //!   the owner's timeout and busy-stream messages name it dead;
 //! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
 //!   CANN's callback sample uses them, with their misuse and teardown;
+//! - `lifecycle.c`: `aclInitCallbackRegister` / `aclFinalizeCallbackRegister`, their
+//!   `UnRegister`s and `aclFinalizeReference` around `aclInit` / `aclFinalize` (also under
+//!   valgrind's memcheck);
 //! - `host_func.c`: `aclrtSubscribeHostFunc` / `aclrtProcessHostFunc` /
 //!   `aclrtUnSubscribeHostFunc` with `aclrtLaunchHostFunc` between copies and callbacks, their
 //!   misuse and teardown (under valgrind's memcheck too);
@@ -76,6 +79,9 @@
 //! - `memset_d32.c`: `aclrtMemsetD32[Async]` into device, `aclrtMallocHost` and VMM memory
 //!   (bytes checked one by one; CANN's checks; success without a write where CANN's runtime
 //!   lacks it), `aclrtPointerGetAttributes` and `aclrtCheckMemType` on every kind of pointer
+//!   (also under valgrind's memcheck);
+//! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
+//!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
@@ -329,6 +335,7 @@ fn build_everything() -> Result<Prefix, String> {
         "teardown",
         "memory",
         "memset_d32",
+        "free_sync",
         "ring_allreduce",
         "halo",
         "acl_json",
@@ -354,6 +361,7 @@ fn build_everything() -> Result<Prefix, String> {
         "mem_pool",
         "collective",
         "host_func",
+        "lifecycle",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1178,6 +1186,19 @@ fn memset_d32_fills_words_and_pointers_say_where_they_are() {
     }
 }
 
+// ---- frees after a device sync, configured host memory (tests/c/free_sync.c) ----------------
+
+#[test]
+fn frees_with_device_sync_let_queued_copies_finish_first() {
+    let o = run_alone("free_sync", "freesync", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("free_sync", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    }
+}
+
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------
 
 #[test]
@@ -1296,6 +1317,30 @@ fn host_functions_run_on_the_subscribed_thread_in_stream_order() {
     ) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("host_func: ok"), "{}", report(&o));
+    }
+}
+
+// ---- init and finalize callbacks, aclFinalizeReference (tests/c/lifecycle.c) ----------------
+
+/// The callbacks other libraries register run in CANN's order with the configuration file at
+/// `aclInit` and at the last finalisation, their failures fail the call, which then has not
+/// happened; `aclFinalizeReference` counts `aclInit` calls.
+#[test]
+fn init_and_finalize_callbacks_run_in_order_and_references_count() {
+    let p = setup();
+    let s = Scratch::new("lifecycle");
+    let mut cmd = s.cmd(&p.bin.join("lifecycle"), "Ascend910B");
+    cmd.arg(&s.dir);
+    let o = run_all(
+        vec![spawn("lifecycle", &mut cmd).expect("start lifecycle")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("lifecycle: ok"), "{}", report(&o));
+    let dir = std::env::temp_dir();
+    if let Some(o) = memcheck("lifecycle", &[dir.to_str().expect("a UTF-8 temp dir")], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("lifecycle: ok"), "{}", report(&o));
     }
 }
 
