@@ -164,6 +164,11 @@ features! {
     /// chapter, hicann/runtime `docs/zh/api_ref/24_other_APIs.md`; only the compact runtime,
     /// `src/runtime_compact/feature/src/host_func.c`, implements them).
     HostFuncThread,
+    /// Streams made from a configuration object (`aclrtCreateStreamConfigHandle`,
+    /// `aclrtSetStreamConfigOpt`, `aclrtCreateStreamV2`): IPV350 only (hicann/runtime
+    /// `docs/zh/api_ref/24_other_APIs.md`, `25-03_Operation_APIs.md`; the compact runtime's
+    /// `src/acl/aclrt_c/runtime/stream.c` implements them).
+    StreamConfig,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -554,7 +559,7 @@ impl Soc {
             }
             Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
             Feature::MemPool => matches!(self, Soc::Ascend910B),
-            Feature::HostFuncThread => matches!(self, Soc::IPV350),
+            Feature::HostFuncThread | Feature::StreamConfig => matches!(self, Soc::IPV350),
         }
     }
 
@@ -857,11 +862,13 @@ mod tests {
         assert_eq!(Soc::IPV350.require(Notify), Err(Error::FeatureNotSupport));
     }
 
-    /// Only IPV350 lets a thread of the program run a stream's host functions.
+    /// Only IPV350 lets a thread of the program run a stream's host functions, and makes
+    /// streams from configuration objects.
     #[test]
     fn host_function_threads_are_ipv350_only() {
         for &s in Soc::ALL {
             assert_eq!(s.has(Feature::HostFuncThread), s == Soc::IPV350, "{s}");
+            assert_eq!(s.has(Feature::StreamConfig), s == Soc::IPV350, "{s}");
         }
     }
 

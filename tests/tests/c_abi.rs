@@ -30,6 +30,9 @@
 //!   the owner's timeout and busy-stream messages name it dead;
 //! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
 //!   CANN's callback sample uses them, with their misuse and teardown;
+//! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
+//!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
+//!   under valgrind's memcheck);
 //! - `lifecycle.c`: `aclInitCallbackRegister` / `aclFinalizeCallbackRegister`, their
 //!   `UnRegister`s and `aclFinalizeReference` around `aclInit` / `aclFinalize` (also under
 //!   valgrind's memcheck);
@@ -362,6 +365,7 @@ fn build_everything() -> Result<Prefix, String> {
         "collective",
         "host_func",
         "lifecycle",
+        "stream_v2",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1294,29 +1298,28 @@ fn callbacks_run_on_the_subscribed_thread_in_stream_order() {
 /// Only on IPV350, as CANN documents them: elsewhere the three calls answer 207000.
 #[test]
 fn host_functions_run_on_the_subscribed_thread_in_stream_order() {
+    on_each_soc_then_memcheck("host_func", &["IPV350", "Ascend910B"]);
+}
+
+/// `tests/c/<name> SOC` on each of `socs` (the program takes its SoC as argument), then under
+/// memcheck on the first; each run must print "<name>: ok".
+fn on_each_soc_then_memcheck(name: &str, socs: &[&str]) {
     let p = setup();
-    for soc in ["IPV350", "Ascend910B"] {
-        let s = Scratch::new(&format!("hostfunc-{soc}"));
-        let mut cmd = s.cmd(&p.bin.join("host_func"), soc);
+    let ok = format!("{name}: ok");
+    for &soc in socs {
+        let s = Scratch::new(&format!("{name}-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join(name), soc);
         cmd.arg(soc);
         let o = run_all(
-            vec![spawn("host_func", &mut cmd).expect("start host_func")],
+            vec![spawn(name, &mut cmd).unwrap_or_else(|e| panic!("start {name}: {e}"))],
             Duration::from_secs(60),
         );
         assert!(o[0].ok(), "{soc}: {}", report(&o));
-        assert!(
-            o[0].stdout.contains("host_func: ok"),
-            "{soc}: {}",
-            report(&o)
-        );
+        assert!(o[0].stdout.contains(&ok), "{soc}: {}", report(&o));
     }
-    if let Some(o) = memcheck(
-        "host_func",
-        &["IPV350"],
-        &[("ACL_NOTIFY_SIM_SOC", "IPV350")],
-    ) {
+    if let Some(o) = memcheck(name, &socs[..1], &[("ACL_NOTIFY_SIM_SOC", socs[0])]) {
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("host_func: ok"), "{}", report(&o));
+        assert!(o[0].stdout.contains(&ok), "{}", report(&o));
     }
 }
 
@@ -1342,6 +1345,15 @@ fn init_and_finalize_callbacks_run_in_order_and_references_count() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("lifecycle: ok"), "{}", report(&o));
     }
+}
+
+// ---- streams from a configuration object (tests/c/stream_v2.c) -------------------------------
+
+/// On IPV350 the configuration object carries a stream's priority and flag and refuses bad
+/// attributes; elsewhere the calls answer 207000, as CANN documents them.
+#[test]
+fn streams_are_made_from_configuration_objects_on_ipv350() {
+    on_each_soc_then_memcheck("stream_v2", &["IPV350", "Ascend910B"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------

@@ -53,6 +53,7 @@ pub mod memquery;
 pub mod memset_d32;
 mod runtime;
 mod session;
+mod stream_config;
 mod stubs;
 mod sysversion;
 pub mod value;

@@ -325,6 +325,11 @@ impl Runtime {
                  aclrtProcessHostFunc, aclrtUnSubscribeHostFunc: IPV350 only, as CANN \
                  documents them)"
             }
+            Feature::StreamConfig => {
+                "stream configuration objects (aclrtCreateStreamConfigHandle, \
+                 aclrtSetStreamConfigOpt, aclrtCreateStreamV2: IPV350 only, as CANN documents \
+                 them)"
+            }
         };
         Err(CallError::new(
             Error::FeatureNotSupport,
