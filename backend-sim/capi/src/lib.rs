@@ -48,6 +48,7 @@ pub mod ipc_memory;
 mod lifecycle;
 pub mod memcache;
 pub mod memory;
+pub mod mempool;
 pub mod memquery;
 pub mod memset_d32;
 mod runtime;

@@ -207,6 +207,7 @@ impl Sim {
                         format!("{ptr:#x} is not a device address of this process"),
                     )
                 })?;
+            self.refuse_pool_block(r.base, "an IPC export")?;
             if r.alloc.imported {
                 return Err(SimError::new(
                     Error::ParamInvalid,
