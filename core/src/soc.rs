@@ -54,7 +54,7 @@ pub enum MaxWaitTimeout {
     OpWaitTimeout,
 }
 
-/// A chip's compute cores, as CANN's platform configuration of the chip counts them
+/// A chip's compute cores and L2 cache, as CANN's platform configuration of the chip counts them
 /// (`[SoCInfo]` of hicann/runtime `src/platform/platform_config/cann/<chip>.ini` and
 /// `cann-dev/<chip>.ini`, as of 2026-08-22; Ascend950PR_957b and _957bx had 7 AI CPUs before
 /// that). What `aclrtGetDeviceInfo` answers for the core attributes and what a device's core
@@ -75,26 +75,34 @@ pub struct Cores {
     pub vector_core: u32,
     /// AI CPUs (`ai_cpu_cnt`): `ACL_DEV_ATTR_AICPU_CORE_NUM`.
     pub ai_cpu: u32,
+    /// The L2 cache's size in bytes (`l2_size`): `ACL_DEVICE_INFO_L2_SIZE` of
+    /// `aclGetDeviceCapability`.
+    pub l2_size: u64,
 }
+
+/// A mebibyte, for [`Cores::l2_size`].
+const MIB: u64 = 1 << 20;
 
 impl Cores {
     /// A chip whose AI Cores are split into a Cube Core each and Vector Cores.
-    const fn split(cube: u32, vector: u32, ai_cpu: u32) -> Option<Cores> {
+    const fn split(cube: u32, vector: u32, ai_cpu: u32, l2_size: u64) -> Option<Cores> {
         Some(Cores {
             ai_core: cube,
             cube_core: Some(cube),
             vector_core: vector,
             ai_cpu,
+            l2_size,
         })
     }
 
     /// A chip whose AI Cores are not split (no Cube Core count).
-    const fn unsplit(ai_core: u32, vector: u32, ai_cpu: u32) -> Option<Cores> {
+    const fn unsplit(ai_core: u32, vector: u32, ai_cpu: u32, l2_size: u64) -> Option<Cores> {
         Some(Cores {
             ai_core,
             cube_core: None,
             vector_core: vector,
             ai_cpu,
+            l2_size,
         })
     }
 }
@@ -148,11 +156,19 @@ features! {
     /// `aclrtDeviceDisablePeerAccess`): every SoC but Ascend310B and IPV350 (CANN's device
     /// chapter, hicann/runtime `docs/zh/api_ref/04_device_management.md`).
     PeerAccess,
+    /// Stream-ordered memory pools (`aclrtMemPool*`): Atlas A2 (Ascend910B) only (CANN's
+    /// chapter on them, hicann/runtime `docs/zh/api_ref/11-10_ordered_stream_memory_allocation.md`).
+    MemPool,
     /// Host functions run by a thread of the program (`aclrtSubscribeHostFunc`,
     /// `aclrtProcessHostFunc`, `aclrtUnSubscribeHostFunc`): IPV350 only (CANN's "other APIs"
     /// chapter, hicann/runtime `docs/zh/api_ref/24_other_APIs.md`; only the compact runtime,
     /// `src/runtime_compact/feature/src/host_func.c`, implements them).
     HostFuncThread,
+    /// Streams made from a configuration object (`aclrtCreateStreamConfigHandle`,
+    /// `aclrtSetStreamConfigOpt`, `aclrtCreateStreamV2`): IPV350 only (hicann/runtime
+    /// `docs/zh/api_ref/24_other_APIs.md`, `25-03_Operation_APIs.md`; the compact runtime's
+    /// `src/acl/aclrt_c/runtime/stream.c` implements them).
+    StreamConfig,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -361,101 +377,101 @@ soc_table! {
         notify: yes, ipc: yes, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: yes,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
         chips: [
-            "Ascend950PR_9599" => Cores::split(36, 72, 6),
-            "Ascend950PR_9589" => Cores::split(32, 64, 6),
-            "Ascend950PR_9579" => Cores::split(28, 56, 7),
-            "Ascend950PR_958b" => Cores::split(32, 64, 7),
-            "Ascend950PR_957b" => Cores::split(28, 56, 5),
-            "Ascend950PR_957bx" => Cores::split(28, 56, 5),
-            "Ascend950PR_957c" => Cores::split(28, 56, 5),
-            "Ascend950PR_957d" => Cores::split(28, 56, 5),
-            "Ascend950PR_950z" => Cores::split(4, 8, 5),
+            "Ascend950PR_9599" => Cores::split(36, 72, 6, 128 * MIB),
+            "Ascend950PR_9589" => Cores::split(32, 64, 6, 128 * MIB),
+            "Ascend950PR_9579" => Cores::split(28, 56, 7, 128 * MIB),
+            "Ascend950PR_958b" => Cores::split(32, 64, 7, 112 * MIB),
+            "Ascend950PR_957b" => Cores::split(28, 56, 5, 112 * MIB),
+            "Ascend950PR_957bx" => Cores::split(28, 56, 5, 112 * MIB),
+            "Ascend950PR_957c" => Cores::split(28, 56, 5, 112 * MIB),
+            "Ascend950PR_957d" => Cores::split(28, 56, 5, 96 * MIB),
+            "Ascend950PR_950z" => Cores::split(4, 8, 5, 16 * MIB),
         ];
     /// Ascend 950DT (no IPC).
     Ascend950DT = "Ascend950DT", "Ascend 950DT", max: 65535,
         notify: yes, ipc: no, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: yes,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
         chips: [
-            "Ascend950DT_9591" => Cores::split(36, 72, 6),
-            "Ascend950DT_9592" => Cores::split(36, 72, 6),
-            "Ascend950DT_9595" => Cores::split(36, 72, 6),
-            "Ascend950DT_9596" => Cores::split(36, 72, 6),
-            "Ascend950DT_9581" => Cores::split(32, 64, 6),
-            "Ascend950DT_9582" => Cores::split(32, 64, 6),
-            "Ascend950DT_9582x" => Cores::split(32, 64, 6),
-            "Ascend950DT_9583" => Cores::split(32, 64, 7),
-            "Ascend950DT_9584" => Cores::split(32, 64, 7),
-            "Ascend950DT_9585" => Cores::split(32, 64, 6),
-            "Ascend950DT_9586" => Cores::split(32, 64, 6),
-            "Ascend950DT_9587" => Cores::split(32, 64, 7),
-            "Ascend950DT_9588" => Cores::split(32, 64, 7),
-            "Ascend950DT_9571" => Cores::split(28, 56, 7),
-            "Ascend950DT_9572" => Cores::split(28, 56, 7),
-            "Ascend950DT_9573" => Cores::split(28, 56, 5),
-            "Ascend950DT_9574" => Cores::split(28, 56, 5),
-            "Ascend950DT_9575" => Cores::split(28, 56, 7),
-            "Ascend950DT_9576" => Cores::split(28, 56, 7),
-            "Ascend950DT_9577" => Cores::split(28, 56, 5),
-            "Ascend950DT_9578" => Cores::split(28, 56, 5),
-            "Ascend950DT_95A1" => Cores::split(36, 72, 6),
-            "Ascend950DT_95A2" => Cores::split(36, 72, 6),
-            "Ascend950DT_950x" => Cores::split(8, 16, 5),
-            "Ascend950DT_950y" => Cores::split(8, 16, 5),
+            "Ascend950DT_9591" => Cores::split(36, 72, 6, 128 * MIB),
+            "Ascend950DT_9592" => Cores::split(36, 72, 6, 128 * MIB),
+            "Ascend950DT_9595" => Cores::split(36, 72, 6, 128 * MIB),
+            "Ascend950DT_9596" => Cores::split(36, 72, 6, 128 * MIB),
+            "Ascend950DT_9581" => Cores::split(32, 64, 6, 128 * MIB),
+            "Ascend950DT_9582" => Cores::split(32, 64, 6, 128 * MIB),
+            "Ascend950DT_9582x" => Cores::split(32, 64, 6, 128 * MIB),
+            "Ascend950DT_9583" => Cores::split(32, 64, 7, 112 * MIB),
+            "Ascend950DT_9584" => Cores::split(32, 64, 7, 112 * MIB),
+            "Ascend950DT_9585" => Cores::split(32, 64, 6, 128 * MIB),
+            "Ascend950DT_9586" => Cores::split(32, 64, 6, 128 * MIB),
+            "Ascend950DT_9587" => Cores::split(32, 64, 7, 112 * MIB),
+            "Ascend950DT_9588" => Cores::split(32, 64, 7, 112 * MIB),
+            "Ascend950DT_9571" => Cores::split(28, 56, 7, 128 * MIB),
+            "Ascend950DT_9572" => Cores::split(28, 56, 7, 128 * MIB),
+            "Ascend950DT_9573" => Cores::split(28, 56, 5, 112 * MIB),
+            "Ascend950DT_9574" => Cores::split(28, 56, 5, 112 * MIB),
+            "Ascend950DT_9575" => Cores::split(28, 56, 7, 128 * MIB),
+            "Ascend950DT_9576" => Cores::split(28, 56, 7, 128 * MIB),
+            "Ascend950DT_9577" => Cores::split(28, 56, 5, 112 * MIB),
+            "Ascend950DT_9578" => Cores::split(28, 56, 5, 112 * MIB),
+            "Ascend950DT_95A1" => Cores::split(36, 72, 6, 128 * MIB),
+            "Ascend950DT_95A2" => Cores::split(36, 72, 6, 128 * MIB),
+            "Ascend950DT_950x" => Cores::split(8, 16, 5, 32 * MIB),
+            "Ascend950DT_950y" => Cores::split(8, 16, 5, 32 * MIB),
         ];
     /// Atlas A3 training/inference (SuperPod: inter-server whitelists).
     Ascend910_93 = "Ascend910_93", "Atlas A3 training/inference", max: 8192,
         notify: yes, ipc: yes, batch_reset: yes, inter_server: yes, device_only: yes, cnt_notify: no,
         ipc_batch_reset: Reset, wait_max_timeout: Forever,
         chips: [
-            "Ascend910_9391" => Cores::split(24, 48, 6),
-            "Ascend910_9392" => Cores::split(24, 48, 6),
-            "Ascend910_9381" => Cores::split(24, 48, 6),
-            "Ascend910_9382" => Cores::split(24, 48, 6),
-            "Ascend910_9372" => Cores::split(20, 40, 6),
-            "Ascend910_9362" => Cores::split(20, 40, 6),
-            "Ascend910_9363" => Cores::split(20, 40, 6),
+            "Ascend910_9391" => Cores::split(24, 48, 6, 192 * MIB),
+            "Ascend910_9392" => Cores::split(24, 48, 6, 192 * MIB),
+            "Ascend910_9381" => Cores::split(24, 48, 6, 192 * MIB),
+            "Ascend910_9382" => Cores::split(24, 48, 6, 192 * MIB),
+            "Ascend910_9372" => Cores::split(20, 40, 6, 192 * MIB),
+            "Ascend910_9362" => Cores::split(20, 40, 6, 168 * MIB),
+            "Ascend910_9363" => Cores::split(20, 40, 6, 168 * MIB),
         ];
     /// Atlas A2 training/inference (B1–B4).
     Ascend910B = "Ascend910B", "Atlas A2 training/inference", max: 8192,
         notify: yes, ipc: yes, batch_reset: yes, inter_server: no, device_only: yes, cnt_notify: no,
         ipc_batch_reset: Reset, wait_max_timeout: Forever,
         chips: [
-            "Ascend910B1" => Cores::split(24, 48, 6),
-            "Ascend910B2" => Cores::split(24, 48, 6),
-            "Ascend910B2C" => Cores::split(24, 48, 6),
-            "Ascend910B3" => Cores::split(20, 40, 6),
-            "Ascend910B4" => Cores::split(20, 40, 6),
-            "Ascend910B4-1" => Cores::split(20, 40, 6),
+            "Ascend910B1" => Cores::split(24, 48, 6, 192 * MIB),
+            "Ascend910B2" => Cores::split(24, 48, 6, 192 * MIB),
+            "Ascend910B2C" => Cores::split(24, 48, 6, 192 * MIB),
+            "Ascend910B3" => Cores::split(20, 40, 6, 192 * MIB),
+            "Ascend910B4" => Cores::split(20, 40, 6, 96 * MIB),
+            "Ascend910B4-1" => Cores::split(20, 40, 6, 168 * MIB),
         ];
     /// Atlas 200I/500 A2 inference.
     Ascend310B = "Ascend310B", "Atlas 200I/500 A2 inference", max: 2048,
         notify: yes, ipc: no, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
         chips: [
-            "Ascend310B1" => Cores::split(1, 1, 4),
-            "Ascend310B2" => Cores::split(1, 1, 4),
-            "Ascend310B3" => Cores::split(1, 1, 4),
-            "Ascend310B4" => Cores::split(1, 1, 4),
+            "Ascend310B1" => Cores::split(1, 1, 4, 4 * MIB),
+            "Ascend310B2" => Cores::split(1, 1, 4, 4 * MIB),
+            "Ascend310B3" => Cores::split(1, 1, 4, 4 * MIB),
+            "Ascend310B4" => Cores::split(1, 1, 4, 4 * MIB),
         ];
     /// Atlas inference series.
     Ascend310P = "Ascend310P", "Atlas inference series", max: 1024,
         notify: yes, ipc: yes, batch_reset: no, inter_server: no, device_only: yes, cnt_notify: no,
         ipc_batch_reset: Refused, wait_max_timeout: OpWaitTimeout,
         chips: [
-            "Ascend310P3" => Cores::unsplit(8, 7, 7),
-            "Ascend310P1" => Cores::unsplit(10, 8, 8),
-            "Ascend310P5" => Cores::unsplit(8, 7, 8),
-            "Ascend310P7" => Cores::unsplit(8, 7, 8),
+            "Ascend310P3" => Cores::unsplit(8, 7, 7, 16 * MIB),
+            "Ascend310P1" => Cores::unsplit(10, 8, 8, 16 * MIB),
+            "Ascend310P5" => Cores::unsplit(8, 7, 8, 16 * MIB),
+            "Ascend310P7" => Cores::unsplit(8, 7, 8, 16 * MIB),
         ];
     /// Atlas training series.
     Ascend910 = "Ascend910", "Atlas training series", max: 1024,
         notify: yes, ipc: yes, batch_reset: no, inter_server: no, device_only: no, cnt_notify: no,
         ipc_batch_reset: Refused, wait_max_timeout: Forever,
         chips: [
-            "Ascend910A" => Cores::unsplit(32, 0, 4),
-            "Ascend910ProA" => Cores::unsplit(32, 0, 4),
-            "Ascend910PremiumA" => Cores::unsplit(32, 0, 4),
-            "Ascend910ProB" => Cores::unsplit(30, 0, 4),
+            "Ascend910A" => Cores::unsplit(32, 0, 4, 32 * MIB),
+            "Ascend910ProA" => Cores::unsplit(32, 0, 4, 32 * MIB),
+            "Ascend910PremiumA" => Cores::unsplit(32, 0, 4, 32 * MIB),
+            "Ascend910ProB" => Cores::unsplit(30, 0, 4, 32 * MIB),
         ];
     /// IPV350: every notify call is `FeatureNotSupport`.
     IPV350 = "IPV350", "IPV350", max: 0,
@@ -542,8 +558,30 @@ impl Soc {
                 matches!(self, Soc::Ascend950PR | Soc::Ascend910_93 | Soc::Ascend910B)
             }
             Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
-            Feature::HostFuncThread => matches!(self, Soc::IPV350),
+            Feature::MemPool => matches!(self, Soc::Ascend910B),
+            Feature::HostFuncThread | Feature::StreamConfig => matches!(self, Soc::IPV350),
         }
+    }
+
+    /// Whether the chips' platform configuration says `support_inf_nan=1` and
+    /// `support_bf16=1` (hicann/runtime `src/platform/platform_config/*.ini`: the Ascend910B
+    /// chips, Ascend910_93 and the 950 family; no other chip of the table has the keys):
+    /// `aclGetCannAttribute`'s `INF_NAN` and `BF16`.
+    pub const fn supports_inf_nan_and_bf16(self) -> bool {
+        matches!(
+            self,
+            Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
+        )
+    }
+
+    /// Whether CANN's runtime has `RT_FEATURE_OVERFLOW_MODE` on the chip (hicann/runtime
+    /// `src/runtime/config/910_B_93`, `950`, `dev_info_reg.cc`), so that a process's
+    /// saturation mode starts as `ACL_RT_OVERFLOW_MODE_INFNAN` (`Runtime::Init`).
+    pub const fn starts_in_infnan_mode(self) -> bool {
+        matches!(
+            self,
+            Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
+        )
     }
 
     /// Whether a synchronous copy between the memory of two devices needs peer access
@@ -692,20 +730,22 @@ mod tests {
     #[test]
     fn chips_carry_their_configured_cores() {
         let cores = |name| Chip::from_name(name).unwrap().cores();
-        let split = |cube, vector, ai_cpu| {
+        let split = |cube, vector, ai_cpu, l2_mib: u64| {
             Some(Cores {
                 ai_core: cube,
                 cube_core: Some(cube),
                 vector_core: vector,
                 ai_cpu,
+                l2_size: l2_mib << 20,
             })
         };
-        assert_eq!(cores("Ascend910B1"), split(24, 48, 6));
-        assert_eq!(cores("Ascend910B3"), split(20, 40, 6));
-        assert_eq!(cores("Ascend910_9362"), split(20, 40, 6));
-        assert_eq!(cores("Ascend310B4"), split(1, 1, 4));
-        assert_eq!(cores("Ascend950PR_950z"), split(4, 8, 5));
-        assert_eq!(cores("Ascend950DT_95A2"), split(36, 72, 6));
+        assert_eq!(cores("Ascend910B1"), split(24, 48, 6, 192));
+        assert_eq!(cores("Ascend910B3"), split(20, 40, 6, 192));
+        assert_eq!(cores("Ascend910B4"), split(20, 40, 6, 96));
+        assert_eq!(cores("Ascend910_9362"), split(20, 40, 6, 168));
+        assert_eq!(cores("Ascend310B4"), split(1, 1, 4, 4));
+        assert_eq!(cores("Ascend950PR_950z"), split(4, 8, 5, 16));
+        assert_eq!(cores("Ascend950DT_95A2"), split(36, 72, 6, 128));
         let p1 = cores("Ascend310P1").unwrap();
         assert_eq!(
             (p1.ai_core, p1.cube_core, p1.vector_core, p1.ai_cpu),
@@ -716,6 +756,7 @@ mod tests {
             (a.ai_core, a.cube_core, a.vector_core, a.ai_cpu),
             (32, None, 0, 4)
         );
+        assert_eq!((p1.l2_size, a.l2_size), (16 << 20, 32 << 20));
         assert_eq!(cores("IPV350"), None);
         for &soc in Soc::ALL {
             assert_eq!(soc.chip_cores().len(), soc.chip_names().len(), "{soc}");
@@ -821,11 +862,13 @@ mod tests {
         assert_eq!(Soc::IPV350.require(Notify), Err(Error::FeatureNotSupport));
     }
 
-    /// Only IPV350 lets a thread of the program run a stream's host functions.
+    /// Only IPV350 lets a thread of the program run a stream's host functions, and makes
+    /// streams from configuration objects.
     #[test]
     fn host_function_threads_are_ipv350_only() {
         for &s in Soc::ALL {
             assert_eq!(s.has(Feature::HostFuncThread), s == Soc::IPV350, "{s}");
+            assert_eq!(s.has(Feature::StreamConfig), s == Soc::IPV350, "{s}");
         }
     }
 

@@ -7,7 +7,12 @@
  * - aclFloat16ToFloat / aclFloatToFloat16: every one of the 65,536 halves converted to float
  *   and checked against its value computed here from its bits, then converted back (identity
  *   for the finite ones; CANN's saturation to +-65504 for the all-ones exponent, which CANN
- *   reads as 2^16), ties to even, subnormals, and CANN's saturation of Inf / NaN / overflow.
+ *   reads as 2^16), ties to even, subnormals, and CANN's saturation of Inf / NaN / overflow;
+ * - aclGetCannAttributeList / aclGetCannAttribute / aclGetDeviceCapability (src/acl/aclrt_impl/
+ *   acl.cpp, src/acl/utils/cann_info_utils.cpp, src/platform/platform_config/<chip>.ini): on
+ *   argv[1]'s chip family (Ascend910B: its first chip Ascend910B1; Ascend310P: Ascend310P3),
+ *   INF_NAN and BF16 only where the chip's configuration has them, JIT_COMPILE everywhere; the
+ *   chip's AI Cores, Vector Cores and L2 size; 100000 for bad devices, enums and NULL.
  * Exit 0 and "base_types: ok". */
 #include "common.h"
 
@@ -138,13 +143,58 @@ static void float16(void) {
     REQUIRE(aclFloat16ToFloat(0x7E00) == 98304.0f, "NaN half");
 }
 
-int main(void) {
+static void cann_attributes(const char *chip) {
+    int b910 = strcmp(chip, "Ascend910B") == 0;
+    const aclCannAttr *list = NULL;
+    size_t n = 99;
+    CHECK(aclGetCannAttributeList(&list, &n));
+    if (b910) {
+        REQUIRE(n == 3 && list[0] == ACL_CANN_ATTR_INF_NAN && list[1] == ACL_CANN_ATTR_BF16 &&
+                    list[2] == ACL_CANN_ATTR_JIT_COMPILE,
+                "%s: %zu attributes", chip, n);
+    } else {
+        REQUIRE(n == 1 && list[0] == ACL_CANN_ATTR_JIT_COMPILE, "%s: %zu attributes", chip, n);
+    }
+    int32_t v = -1;
+    CHECK(aclGetCannAttribute(ACL_CANN_ATTR_BF16, &v));
+    REQUIRE(v == b910, "%s: BF16 %d", chip, v);
+    CHECK(aclGetCannAttribute(ACL_CANN_ATTR_INF_NAN, &v));
+    REQUIRE(v == b910, "%s: INF_NAN %d", chip, v);
+    CHECK(aclGetCannAttribute(ACL_CANN_ATTR_JIT_COMPILE, &v));
+    REQUIRE(v == 1, "%s: JIT_COMPILE %d", chip, v);
+    EXPECT_RC(aclGetCannAttribute(ACL_CANN_ATTR_UNDEFINED, &v), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclGetCannAttribute(ACL_CANN_ATTR_BF16, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclGetCannAttributeList(NULL, &n), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclGetCannAttributeList(&list, NULL), ACL_ERROR_INVALID_PARAM);
+
+    /* Ascend910B1: 24 AI Cores, 48 Vector Cores, 192 MiB of L2; Ascend310P3: 8, 7, 16 MiB. */
+    int64_t ai = -1, vec = -1, l2 = -1;
+    CHECK(aclGetDeviceCapability(3, ACL_DEVICE_INFO_AI_CORE_NUM, &ai));
+    CHECK(aclGetDeviceCapability(3, ACL_DEVICE_INFO_VECTOR_CORE_NUM, &vec));
+    CHECK(aclGetDeviceCapability(0, ACL_DEVICE_INFO_L2_SIZE, &l2));
+    if (b910) {
+        REQUIRE(ai == 24 && vec == 48 && l2 == 192LL << 20, "%s: %lld %lld %lld", chip,
+                (long long)ai, (long long)vec, (long long)l2);
+    } else {
+        REQUIRE(ai == 8 && vec == 7 && l2 == 16LL << 20, "%s: %lld %lld %lld", chip,
+                (long long)ai, (long long)vec, (long long)l2);
+    }
+    EXPECT_RC(aclGetDeviceCapability(4, ACL_DEVICE_INFO_AI_CORE_NUM, &ai), ACL_ERROR_INVALID_PARAM);
+    expect_msg("aclGetDeviceCapability", "deviceId 4", NULL);
+    EXPECT_RC(aclGetDeviceCapability(0, ACL_DEVICE_INFO_UNDEFINED, &ai), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclGetDeviceCapability(0, ACL_DEVICE_INFO_L2_SIZE, NULL), ACL_ERROR_INVALID_PARAM);
+}
+
+int main(int argc, char **argv) {
     g_role = "base_types";
+    const char *chip = argc > 1 ? argv[1] : "Ascend910B";
     data_buffers("before aclInit");
     data_type_sizes();
     float16();
+    cann_attributes(chip); /* before aclInit: the attributes need no session */
     CHECK(aclInit(NULL));
     data_buffers("in a session");
+    cann_attributes(chip);
     CHECK(aclFinalize());
     data_buffers("after aclFinalize");
     printf("base_types: ok\n");

@@ -32,19 +32,28 @@
 compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
 mod callback;
+mod capability;
 mod config;
 mod databuffer;
+pub mod devsync_free;
 mod dtype;
 mod errmsg;
 pub mod ffi;
 pub mod ffi_event;
 mod handle;
 mod host_func;
+pub mod hostalloc;
 mod inflight;
 pub mod ipc_memory;
+mod lifecycle;
+pub mod memcache;
 pub mod memory;
+pub mod mempool;
+pub mod memquery;
+pub mod memset_d32;
 mod runtime;
 mod session;
+mod stream_config;
 mod stubs;
 mod sysversion;
 pub mod value;

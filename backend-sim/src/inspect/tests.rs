@@ -221,39 +221,18 @@ fn a_namespace_is_removed_only_once_no_process_of_it_is_alive() {
 /// leftovers were refused for good, "nothing removed", and only Rust code could delete them).
 #[test]
 fn a_namespace_of_another_layout_version_is_removed_once_nobody_maps_it() {
-    use std::os::unix::fs::FileExt as _;
-    use std::os::unix::io::AsRawFd as _;
     let ns = Ns(format!("unit-inspect-rm-old-{}", std::process::id()));
     drop(Sim::builder().devices(1).namespace(&ns.0).open().unwrap());
     let path = notify_file_path(&ns.0, 0);
-    let old = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    old.write_all_at(&(crate::shm::LAYOUT_VERSION - 1).to_le_bytes(), 8)
-        .unwrap();
-    // A live process of that build maps it (here: this one, by hand): refused.
-    // SAFETY: maps one page of a file of at least a page, read-only; unmapped below.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            PAGE,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            old.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(map, libc::MAP_FAILED);
+    // A live process of the previous build maps it (here: this one, by hand): refused.
+    let held = crate::mapfile::held_at_version(&path, crate::shm::LAYOUT_VERSION - 1);
     let e = remove_unused(&ns.0).unwrap_err();
     assert!(
         e.contains("layout version") && e.contains("nothing removed"),
         "{e}"
     );
     assert!(path.exists(), "a mapped file was removed");
-    // SAFETY: the mapping made above, unused since.
-    assert_eq!(unsafe { libc::munmap(map, PAGE) }, 0);
+    drop(held);
     let n = remove_unused(&ns.0).unwrap();
     assert!(n >= 1, "removed {n} files");
     assert!(!path.exists());

@@ -121,7 +121,6 @@ fn a_file_of_layout_8_which_knows_no_destroyed_by_word_is_refused() {
 #[test]
 fn a_file_of_another_layout_version_is_replaced_once_nobody_maps_it() {
     use std::os::unix::fs::{FileExt as _, MetadataExt as _};
-    use std::os::unix::io::AsRawFd as _;
     let (n, _ns) = fresh("oldversion");
     let path = create(&n, Soc::Ascend910B, 1).path().to_path_buf();
     let version = |p: &Path| {
@@ -133,37 +132,18 @@ fn a_file_of_another_layout_version_is_replaced_once_nobody_maps_it() {
         u32::from_le_bytes(b)
     };
     assert_eq!(version(&path), LAYOUT_VERSION);
-    // What a build of the previous layout would have left: its version in the header.
-    let old = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
-    old.write_all_at(&(LAYOUT_VERSION - 1).to_le_bytes(), 8)
-        .unwrap();
-    let st = old.metadata().unwrap();
+    let st = std::fs::metadata(&path).unwrap();
     assert_eq!(sys::file_mapped(st.dev(), st.ino()), Some(false));
-    // A live process of that build maps it (here: this one, by hand): kept and refused.
-    // SAFETY: maps one page of a file of at least a page, read-only; unmapped below.
-    let map = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            crate::mapfile::PAGE,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            old.as_raw_fd(),
-            0,
-        )
-    };
-    assert_ne!(map, libc::MAP_FAILED);
+    // What a live process of the previous layout's build leaves: its version in the header,
+    // and a mapping of the file (here: this one, by hand): kept and refused.
+    let held = crate::mapfile::held_at_version(&path, LAYOUT_VERSION - 1);
     assert_eq!(sys::file_mapped(st.dev(), st.ino()), Some(true));
     let e = open_shared(&n, 0, Soc::Ascend910B, 1, OpenMode::CreateOrOpen).unwrap_err();
     let want = format!("layout version {}, this build reads", LAYOUT_VERSION - 1);
     assert!(e.to_string().contains(&want), "{e}");
     assert_eq!(version(&path), LAYOUT_VERSION - 1, "kept");
     // Nobody maps it any more: replaced by a file of this build's layout.
-    // SAFETY: the mapping made above, of that length.
-    assert_eq!(unsafe { libc::munmap(map, crate::mapfile::PAGE) }, 0);
+    drop(held);
     assert_eq!(sys::file_mapped(st.dev(), st.ino()), Some(false));
     let f = create(&n, Soc::Ascend910B, 1);
     assert_eq!(version(&path), LAYOUT_VERSION);
