@@ -30,6 +30,9 @@
 //!   the owner's timeout and busy-stream messages name it dead;
 //! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
 //!   CANN's callback sample uses them, with their misuse and teardown;
+//! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
+//!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
+//!   under valgrind's memcheck);
 //! - `lifecycle.c`: `aclInitCallbackRegister` / `aclFinalizeCallbackRegister`, their
 //!   `UnRegister`s and `aclFinalizeReference` around `aclInit` / `aclFinalize` (also under
 //!   valgrind's memcheck);
@@ -68,6 +71,10 @@
 //!   allocations mapped back to back in one reserved range, every byte copied in and back),
 //!   its error cases, and a second process importing a shareable handle once whitelisted; on
 //!   three SoCs, and under valgrind's memcheck;
+//! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
+//!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
+//!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
+//!   under valgrind's memcheck;
 //! - `vmm_share.c`: physical memory shared by shareable handle outlives its exporter's free and
 //!   its exporter's death (and the reclaim after it) for as long as an importer maps it;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
@@ -357,9 +364,11 @@ fn build_everything() -> Result<Prefix, String> {
         "ring_kill",
         "memcpy2d",
         "vmm_share",
+        "mem_pool",
         "collective",
         "host_func",
         "lifecycle",
+        "stream_v2",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1035,6 +1044,41 @@ fn shared_physical_memory_outlives_its_exporter_s_free_and_death() {
     assert!(o[0].stdout.contains("vmm_share: ok"), "{}", report(&o));
 }
 
+// ---- stream-ordered memory pools (tests/c/mem_pool.c) ------------------------------------------
+
+#[test]
+fn memory_pools_hand_out_blocks_in_stream_order_and_keep_freed_memory() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend910_93", "Ascend310P"] {
+        let s = Scratch::new(&format!("mempool-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("mem_pool"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M").arg(soc);
+        let o = run_all(
+            vec![spawn("mem_pool", &mut cmd).expect("start mem_pool")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("mem_pool {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // Blocks kept by a pool at aclFinalize, the stream tasks of frees: freed, no leaks.
+    if let Some(o) = memcheck(
+        "mem_pool",
+        &["Ascend910B"],
+        &[("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")],
+    ) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("mem_pool Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
 // ---- threads with contexts of their own (tests/c/context_threads.c) --------------------------
 
 #[test]
@@ -1283,29 +1327,28 @@ fn callbacks_run_on_the_subscribed_thread_in_stream_order() {
 /// Only on IPV350, as CANN documents them: elsewhere the three calls answer 207000.
 #[test]
 fn host_functions_run_on_the_subscribed_thread_in_stream_order() {
+    on_each_soc_then_memcheck("host_func", &["IPV350", "Ascend910B"]);
+}
+
+/// `tests/c/<name> SOC` on each of `socs` (the program takes its SoC as argument), then under
+/// memcheck on the first; each run must print "<name>: ok".
+fn on_each_soc_then_memcheck(name: &str, socs: &[&str]) {
     let p = setup();
-    for soc in ["IPV350", "Ascend910B"] {
-        let s = Scratch::new(&format!("hostfunc-{soc}"));
-        let mut cmd = s.cmd(&p.bin.join("host_func"), soc);
+    let ok = format!("{name}: ok");
+    for &soc in socs {
+        let s = Scratch::new(&format!("{name}-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join(name), soc);
         cmd.arg(soc);
         let o = run_all(
-            vec![spawn("host_func", &mut cmd).expect("start host_func")],
+            vec![spawn(name, &mut cmd).unwrap_or_else(|e| panic!("start {name}: {e}"))],
             Duration::from_secs(60),
         );
         assert!(o[0].ok(), "{soc}: {}", report(&o));
-        assert!(
-            o[0].stdout.contains("host_func: ok"),
-            "{soc}: {}",
-            report(&o)
-        );
+        assert!(o[0].stdout.contains(&ok), "{soc}: {}", report(&o));
     }
-    if let Some(o) = memcheck(
-        "host_func",
-        &["IPV350"],
-        &[("ACL_NOTIFY_SIM_SOC", "IPV350")],
-    ) {
+    if let Some(o) = memcheck(name, &socs[..1], &[("ACL_NOTIFY_SIM_SOC", socs[0])]) {
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("host_func: ok"), "{}", report(&o));
+        assert!(o[0].stdout.contains(&ok), "{}", report(&o));
     }
 }
 
@@ -1331,6 +1374,15 @@ fn init_and_finalize_callbacks_run_in_order_and_references_count() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("lifecycle: ok"), "{}", report(&o));
     }
+}
+
+// ---- streams from a configuration object (tests/c/stream_v2.c) -------------------------------
+
+/// On IPV350 the configuration object carries a stream's priority and flag and refuses bad
+/// attributes; elsewhere the calls answer 207000, as CANN documents them.
+#[test]
+fn streams_are_made_from_configuration_objects_on_ipv350() {
+    on_each_soc_then_memcheck("stream_v2", &["IPV350", "Ascend910B"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------
