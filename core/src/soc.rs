@@ -156,6 +156,9 @@ features! {
     /// `aclrtDeviceDisablePeerAccess`): every SoC but Ascend310B and IPV350 (CANN's device
     /// chapter, hicann/runtime `docs/zh/api_ref/04_device_management.md`).
     PeerAccess,
+    /// Stream-ordered memory pools (`aclrtMemPool*`): Atlas A2 (Ascend910B) only (CANN's
+    /// chapter on them, hicann/runtime `docs/zh/api_ref/11-10_ordered_stream_memory_allocation.md`).
+    MemPool,
     /// Host functions run by a thread of the program (`aclrtSubscribeHostFunc`,
     /// `aclrtProcessHostFunc`, `aclrtUnSubscribeHostFunc`): IPV350 only (CANN's "other APIs"
     /// chapter, hicann/runtime `docs/zh/api_ref/24_other_APIs.md`; only the compact runtime,
@@ -559,6 +562,7 @@ impl Soc {
                 matches!(self, Soc::Ascend950PR | Soc::Ascend910_93 | Soc::Ascend910B)
             }
             Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
+            Feature::MemPool => matches!(self, Soc::Ascend910B),
             Feature::HostFuncThread | Feature::StreamConfig => matches!(self, Soc::IPV350),
             Feature::DeviceTaskAbort => matches!(
                 self,

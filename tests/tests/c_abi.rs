@@ -73,6 +73,10 @@
 //!   allocations mapped back to back in one reserved range, every byte copied in and back),
 //!   its error cases, and a second process importing a shareable handle once whitelisted; on
 //!   three SoCs, and under valgrind's memcheck;
+//! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
+//!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
+//!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
+//!   under valgrind's memcheck;
 //! - `vmm_share.c`: physical memory shared by shareable handle outlives its exporter's free and
 //!   its exporter's death (and the reclaim after it) for as long as an importer maps it;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
@@ -84,6 +88,8 @@
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
+//! - `memcpy_batch.c`: `aclrtMemcpyBatch[Async][V2]` (attributes per copy, CANN's checks, the
+//!   failing copy's index, bytes checked; also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -337,6 +343,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memory",
         "memset_d32",
         "free_sync",
+        "memcpy_batch",
         "ring_allreduce",
         "halo",
         "acl_json",
@@ -359,6 +366,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ring_kill",
         "memcpy2d",
         "vmm_share",
+        "mem_pool",
         "collective",
         "host_func",
         "lifecycle",
@@ -1039,6 +1047,41 @@ fn shared_physical_memory_outlives_its_exporter_s_free_and_death() {
     assert!(o[0].stdout.contains("vmm_share: ok"), "{}", report(&o));
 }
 
+// ---- stream-ordered memory pools (tests/c/mem_pool.c) ------------------------------------------
+
+#[test]
+fn memory_pools_hand_out_blocks_in_stream_order_and_keep_freed_memory() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend910_93", "Ascend310P"] {
+        let s = Scratch::new(&format!("mempool-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("mem_pool"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M").arg(soc);
+        let o = run_all(
+            vec![spawn("mem_pool", &mut cmd).expect("start mem_pool")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("mem_pool {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // Blocks kept by a pool at aclFinalize, the stream tasks of frees: freed, no leaks.
+    if let Some(o) = memcheck(
+        "mem_pool",
+        &["Ascend910B"],
+        &[("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")],
+    ) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("mem_pool Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
 // ---- threads with contexts of their own (tests/c/context_threads.c) --------------------------
 
 #[test]
@@ -1163,6 +1206,32 @@ fn frees_with_device_sync_let_queued_copies_finish_first() {
     if let Some(o) = memcheck("free_sync", &[], &[]) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    }
+}
+
+// ---- batch copies (tests/c/memcpy_batch.c) ----------------------------------------------------
+
+#[test]
+fn batch_copies_follow_their_attributes_and_name_the_failing_copy() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("batch-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memcpy_batch"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("memcpy_batch", &mut cmd).expect("start memcpy_batch")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(o[0].stdout.contains("memcpy_batch"), "{}", report(&o));
+    }
+    if let Some(o) = memcheck("memcpy_batch", &["Ascend910B"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("memcpy_batch Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 

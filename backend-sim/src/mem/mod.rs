@@ -36,6 +36,8 @@ pub mod inspect;
 pub mod ipc;
 pub mod location;
 pub mod pitched;
+pub mod pool;
+mod pool_state;
 mod queued;
 mod recent;
 pub mod reduce;
@@ -273,39 +275,49 @@ impl Sim {
                         ),
                     )
                 })?;
-            let f = self
-                .mem_file(self.inner.server_id, device, true)?
-                .ok_or_else(|| {
-                    SimError::new(Error::DrvInternalError, "device-memory file vanished")
-                })?;
-            let me = self.mem_identity();
-            let l = f.lock()?;
-            let placed = match f.allocate(&l, size, span, policy, me) {
-                Ok(p) => p,
-                Err(e) if e.kind() == Error::MemoryAllocation => {
-                    // Memory of dead processes first, then once more.
-                    if f.reclaim_dead(&l) == 0 {
-                        return Err(e);
-                    }
-                    f.allocate(&l, size, span, policy, me)?
-                }
-                Err(e) => return Err(e),
-            };
-            drop(l);
-            let addr = f.addr(placed.off);
-            self.mem().insert(
-                addr,
-                Alloc {
-                    file: f,
-                    id: placed.id,
-                    generation: placed.generation,
-                    size,
-                    imported: false,
-                    used_on: device,
-                },
-            );
-            Ok(addr)
+            Ok(self.place(device, size, span, policy)?.0)
         })
+    }
+
+    /// Places an allocation of `size` bytes taking `span` bytes of `device`'s memory, owned by
+    /// this process, and enters it in the process's allocations: its device address and
+    /// entry (`aclrtMalloc`'s and a memory pool's blocks, [`pool`]). 207001 when the device
+    /// has no room.
+    pub(super) fn place(
+        &self,
+        device: u32,
+        size: u64,
+        span: u64,
+        policy: u32,
+    ) -> Result<(usize, Alloc), SimError> {
+        let f = self
+            .mem_file(self.inner.server_id, device, true)?
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "device-memory file vanished"))?;
+        let me = self.mem_identity();
+        let l = f.lock()?;
+        let placed = match f.allocate(&l, size, span, policy, me) {
+            Ok(p) => p,
+            Err(e) if e.kind() == Error::MemoryAllocation => {
+                // Memory of dead processes first, then once more.
+                if f.reclaim_dead(&l) == 0 {
+                    return Err(e);
+                }
+                f.allocate(&l, size, span, policy, me)?
+            }
+            Err(e) => return Err(e),
+        };
+        drop(l);
+        let addr = f.addr(placed.off);
+        let alloc = Alloc {
+            file: f,
+            id: placed.id,
+            generation: placed.generation,
+            size,
+            imported: false,
+            used_on: device,
+        };
+        self.mem().insert(addr, alloc.clone());
+        Ok((addr, alloc))
     }
 
     /// `aclrtFree`: frees an allocation of this process by its device pointer. Processes that
@@ -321,6 +333,7 @@ impl Sim {
     /// `importers` says (also the free of a physical allocation, [`vmm`]).
     pub(super) fn free_as(&self, ptr: usize, importers: Importers) -> Result<(), SimError> {
         self.mem_checked(|| {
+            self.refuse_pool_block(ptr, "aclrtFree")?;
             let a = self.mem().remove_if(ptr, |a| {
                 if !a.imported {
                     return Ok(());
