@@ -60,7 +60,7 @@
 //!   too);
 //! - `device_query.c`: the device queries (stream priority range, device id mappings, primary
 //!   context state, status, UUIDs stable across processes of one machine, peer access status,
-//!   saturation mode) on two chips;
+//!   saturation mode, system parameters) on two chips;
 //! - `vmm.c`: virtual memory management as CANN's VMM samples use it (two physical
 //!   allocations mapped back to back in one reserved range, every byte copied in and back),
 //!   its error cases, and a second process importing a shareable handle once whitelisted; on
