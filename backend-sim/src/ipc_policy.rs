@@ -165,11 +165,31 @@ impl Sim {
         if wl.matches(me_srv, me_pid, me_id) {
             return None;
         }
+        // An owner that could not open pidfds (under valgrind) recorded this process by its
+        // start time (`sys::process_identity`): the same check, of the kind it could make.
+        if me_id & sys::IDENTITY_PIDFS != 0
+            && sys::start_identity(me_pid).is_some_and(|start| wl.matches(me_srv, me_pid, start))
+        {
+            return None;
+        }
         let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
         Some(if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
             format!(
                 "pid {me_pid} is whitelisted, but no process had that PID when it was \
                  whitelisted, so the entry admits nobody (this process got the PID later)"
+            )
+        } else if let Some(e) = entry.filter(|e| {
+            e.start_time & sys::IDENTITY_PIDFS != 0
+                && me_id & sys::IDENTITY_PIDFS == 0
+                && sys::pidfds_refused()
+        }) {
+            format!(
+                "pid {me_pid} is whitelisted as {}, which this process cannot check: \
+                 pidfd_open fails in it (under valgrind, whose memcheck does not know \
+                 pidfd_open, or a seccomp filter), so it knows itself only by its start time; \
+                 run the processes that share notifies alike (all under valgrind, or none), or \
+                 export without PID validation",
+                sys::describe_identity(e.start_time)
             )
         } else if entry.is_some() {
             format!(

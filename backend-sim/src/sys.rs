@@ -290,7 +290,10 @@ const PID_FS_MAGIC: i64 = 0x5049_4446;
 /// process given the same PID has another number, however soon it comes. Elsewhere it is the
 /// start time in clock ticks ([`proc_start_time`]): a PID recycled within the same tick
 /// (10 ms at the usual 100 Hz) has the same one. Every process of one server shares a kernel,
-/// so an owner and an importer always compute the same kind.
+/// but not every process may open pidfds: under valgrind (whose memcheck does not know
+/// `pidfd_open`) or a seccomp filter refusing it, a process records and knows itself by start
+/// time on a pidfs kernel. Comparisons therefore go by the recorded kind
+/// ([`identity_alive`], [`start_identity`]).
 pub fn process_identity(pid: i32) -> Option<u64> {
     if pid <= 0 {
         return None;
@@ -341,15 +344,48 @@ pub fn describe_identity(identity: u64) -> String {
     }
 }
 
+/// The identity of kind start time of process `pid` (what a process that cannot open pidfds
+/// records for it, see [`process_identity`]), or `None` if it is not running.
+pub fn start_identity(pid: i32) -> Option<u64> {
+    proc_start_time(pid).filter(|s| s & IDENTITY_PIDFS == 0)
+}
+
+/// Whether `pidfd_open` fails here for a running process (this one): under valgrind, or a
+/// seccomp filter refusing it. Then this process knows others and itself by start time only.
+pub fn pidfds_refused() -> bool {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, getpid(), 0) };
+    if fd >= 0 {
+        // SAFETY: the descriptor just opened, ours to close.
+        unsafe { libc::close(fd as libc::c_int) };
+        return false;
+    }
+    true
+}
+
 /// Whether the process a whitelist entry recorded as `identity` (see [`process_identity`]; 0
-/// unknown: any process with that PID) is still running under `pid`.
+/// unknown: any process with that PID) is still running under `pid`. An identity is compared
+/// with the same kind taken now: a start time (recorded by a process that could not open
+/// pidfds) with the start time, a pidfs number with the pidfs number; a process that cannot
+/// open pidfds itself cannot check a pidfs number and answers by the PID alone.
 pub fn identity_alive(pid: i32, identity: u64) -> bool {
     if identity == acl_notify_core::whitelist::NOT_RUNNING {
         return false;
     }
-    match process_identity(pid) {
-        None => false,
-        Some(now) => identity == 0 || identity == now,
+    // Not running, a zombie included.
+    let Some(start) = proc_start_time(pid) else {
+        return false;
+    };
+    if identity == 0 {
+        return true;
+    }
+    if identity & IDENTITY_PIDFS == 0 {
+        return start == identity;
+    }
+    match pidfs_inode(pid) {
+        Ok(Some(ino)) => IDENTITY_PIDFS | ino == identity,
+        Ok(None) => true,
+        Err(()) => false,
     }
 }
 

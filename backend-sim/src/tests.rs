@@ -1399,6 +1399,18 @@ fn export_whitelist_import_in_one_process() {
         .unwrap_err();
     assert_eq!(e.kind(), Error::NoPermission);
     assert!(e.to_string().contains("recycled"), "{e}");
+    // An owner that could not open pidfds (under valgrind) records this process by its start
+    // time: that entry admits it.
+    let n3 = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let k3 = sim.export_key(n3, ExportFlags::empty()).unwrap();
+    let start = crate::sys::start_identity(sim.bare_tgid()).unwrap();
+    sim.set_import_pid_with_start_time(n3, sim.bare_tgid(), start)
+        .unwrap();
+    let i3 = sim
+        .import_by_key(0, k3.as_str(), ImportFlags::empty())
+        .unwrap();
+    sim.destroy_notify(i3).unwrap();
+    sim.destroy_notify(n3).unwrap();
     // Destroyed by every holder (and no task of ours still uses it): the key is stale.
     sim.synchronize(s1, SyncWait::Forever).unwrap();
     sim.destroy_notify(n).unwrap();

@@ -62,6 +62,10 @@ fn main() {
             a_server_id_belongs_to_one_host,
         ),
         (
+            "the_last_process_of_a_host_releases_its_server_id_at_once",
+            the_last_process_of_a_host_releases_its_server_id_at_once,
+        ),
+        (
             "ring_across_2_hosts_x_4_ranks",
             ring_across_2_hosts_x_4_ranks,
         ),
@@ -739,6 +743,31 @@ fn a_server_id_belongs_to_one_host(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
         r.as_ref().is_err_and(|e| e.kind() == Error::ParamInvalid),
         || format!("builder claim: {:?}", r.map(|_| ())),
     )?;
+    Ok(())
+}
+
+/// The last process of a host to leave (its `Sim` dropped, as `aclFinalize` does) releases
+/// the host's server id at once: another host claims it right away, not after the lease's TTL
+/// (30 s here). While one of the host's processes remains, the id stays the host's.
+fn the_last_process_of_a_host_releases_its_server_id_at_once(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    let url = c.url(&pod("release"));
+    let (a, b) = (Host::new(&url, "a", 2), Host::new(&url, "b", 2));
+    let mut first = a.spawn()?;
+    let mut second = a.spawn()?;
+    first.try_ok("dropsim")?;
+    check(b.try_spawn().is_err(), || {
+        "host B claimed server 2 while a process of host A remained".to_owned()
+    })?;
+    second.try_ok("dropsim")?;
+    let r = b.try_spawn();
+    check(r.is_ok(), || {
+        format!(
+            "host B, once host A's processes left: {:?}",
+            r.as_ref().err()
+        )
+    })?;
     Ok(())
 }
 

@@ -61,6 +61,9 @@ pub enum Error {
     /// `ACL_ERROR_INTERNAL_ERROR` — the ACL layer itself failed (e.g. a package version
     /// file whose version it cannot parse, `aclsysGetVersionNum`).
     AclInternalError = 500000,
+    /// `ACL_ERROR_FAILURE` — a failure without a more precise code (what an init or finalize
+    /// callback of another library may return, `aclInitCallbackRegister`).
+    Failure = 500001,
     /// `ACL_ERROR_RT_MEMORY_ALLOCATION` — out of memory.
     MemoryAllocation = 207001,
     /// `ACL_ERROR_RT_NO_DEVICE` — no device is present.
@@ -141,6 +144,7 @@ impl Error {
         Error::OverLimit,
         Error::LinkTypeNotSupported,
         Error::AclInternalError,
+        Error::Failure,
         Error::InternalError,
         Error::StreamTaskFull,
         Error::EventNotComplete,
@@ -167,6 +171,7 @@ impl Error {
             Error::RepeatInitialize => "ACL_ERROR_REPEAT_INITIALIZE",
             Error::InvalidFile => "ACL_ERROR_INVALID_FILE",
             Error::AclInternalError => "ACL_ERROR_INTERNAL_ERROR",
+            Error::Failure => "ACL_ERROR_FAILURE",
             Error::ParseFile => "ACL_ERROR_PARSE_FILE",
             Error::RepeatFinalize => "ACL_ERROR_REPEAT_FINALIZE",
             Error::ParamInvalid => "ACL_ERROR_RT_PARAM_INVALID",

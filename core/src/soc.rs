@@ -156,11 +156,19 @@ features! {
     /// `aclrtDeviceDisablePeerAccess`): every SoC but Ascend310B and IPV350 (CANN's device
     /// chapter, hicann/runtime `docs/zh/api_ref/04_device_management.md`).
     PeerAccess,
+    /// Stream-ordered memory pools (`aclrtMemPool*`): Atlas A2 (Ascend910B) only (CANN's
+    /// chapter on them, hicann/runtime `docs/zh/api_ref/11-10_ordered_stream_memory_allocation.md`).
+    MemPool,
     /// Host functions run by a thread of the program (`aclrtSubscribeHostFunc`,
     /// `aclrtProcessHostFunc`, `aclrtUnSubscribeHostFunc`): IPV350 only (CANN's "other APIs"
     /// chapter, hicann/runtime `docs/zh/api_ref/24_other_APIs.md`; only the compact runtime,
     /// `src/runtime_compact/feature/src/host_func.c`, implements them).
     HostFuncThread,
+    /// Streams made from a configuration object (`aclrtCreateStreamConfigHandle`,
+    /// `aclrtSetStreamConfigOpt`, `aclrtCreateStreamV2`): IPV350 only (hicann/runtime
+    /// `docs/zh/api_ref/24_other_APIs.md`, `25-03_Operation_APIs.md`; the compact runtime's
+    /// `src/acl/aclrt_c/runtime/stream.c` implements them).
+    StreamConfig,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -550,8 +558,30 @@ impl Soc {
                 matches!(self, Soc::Ascend950PR | Soc::Ascend910_93 | Soc::Ascend910B)
             }
             Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
-            Feature::HostFuncThread => matches!(self, Soc::IPV350),
+            Feature::MemPool => matches!(self, Soc::Ascend910B),
+            Feature::HostFuncThread | Feature::StreamConfig => matches!(self, Soc::IPV350),
         }
+    }
+
+    /// Whether the chips' platform configuration says `support_inf_nan=1` and
+    /// `support_bf16=1` (hicann/runtime `src/platform/platform_config/*.ini`: the Ascend910B
+    /// chips, Ascend910_93 and the 950 family; no other chip of the table has the keys):
+    /// `aclGetCannAttribute`'s `INF_NAN` and `BF16`.
+    pub const fn supports_inf_nan_and_bf16(self) -> bool {
+        matches!(
+            self,
+            Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
+        )
+    }
+
+    /// Whether CANN's runtime has `RT_FEATURE_OVERFLOW_MODE` on the chip (hicann/runtime
+    /// `src/runtime/config/910_B_93`, `950`, `dev_info_reg.cc`), so that a process's
+    /// saturation mode starts as `ACL_RT_OVERFLOW_MODE_INFNAN` (`Runtime::Init`).
+    pub const fn starts_in_infnan_mode(self) -> bool {
+        matches!(
+            self,
+            Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
+        )
     }
 
     /// Whether a synchronous copy between the memory of two devices needs peer access
@@ -832,11 +862,13 @@ mod tests {
         assert_eq!(Soc::IPV350.require(Notify), Err(Error::FeatureNotSupport));
     }
 
-    /// Only IPV350 lets a thread of the program run a stream's host functions.
+    /// Only IPV350 lets a thread of the program run a stream's host functions, and makes
+    /// streams from configuration objects.
     #[test]
     fn host_function_threads_are_ipv350_only() {
         for &s in Soc::ALL {
             assert_eq!(s.has(Feature::HostFuncThread), s == Soc::IPV350, "{s}");
+            assert_eq!(s.has(Feature::StreamConfig), s == Soc::IPV350, "{s}");
         }
     }
 

@@ -54,6 +54,8 @@ pub enum Kind {
     Event = 0xE7,
     /// A physical memory allocation (`aclrtDrvMemHandle`).
     PhysMem = 0x96,
+    /// A stream-ordered memory pool (`aclrtMemPool`).
+    MemPool = 0x69,
     /// A data buffer (`aclDataBuffer *`).
     DataBuffer = 0xDB,
 }
@@ -376,6 +378,7 @@ mod tests {
             Kind::Context,
             Kind::Event,
             Kind::PhysMem,
+            Kind::MemPool,
             Kind::DataBuffer,
         ] {
             let mut t = Slab::new(kind, random_seed());

@@ -30,6 +30,12 @@
 //!   the owner's timeout and busy-stream messages name it dead;
 //! - `callback.c`: `aclrtSubscribeReport` / `aclrtLaunchCallback` / `aclrtProcessReport` as
 //!   CANN's callback sample uses them, with their misuse and teardown;
+//! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
+//!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
+//!   under valgrind's memcheck);
+//! - `lifecycle.c`: `aclInitCallbackRegister` / `aclFinalizeCallbackRegister`, their
+//!   `UnRegister`s and `aclFinalizeReference` around `aclInit` / `aclFinalize` (also under
+//!   valgrind's memcheck);
 //! - `host_func.c`: `aclrtSubscribeHostFunc` / `aclrtProcessHostFunc` /
 //!   `aclrtUnSubscribeHostFunc` with `aclrtLaunchHostFunc` between copies and callbacks, their
 //!   misuse and teardown (under valgrind's memcheck too);
@@ -65,10 +71,23 @@
 //!   allocations mapped back to back in one reserved range, every byte copied in and back),
 //!   its error cases, and a second process importing a shareable handle once whitelisted; on
 //!   three SoCs, and under valgrind's memcheck;
+//! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
+//!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
+//!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
+//!   under valgrind's memcheck;
 //! - `vmm_share.c`: physical memory shared by shareable handle outlives its exporter's free and
 //!   its exporter's death (and the reclaim after it) for as long as an importer maps it;
 //! - `dead_owner.c`: an owner SIGKILLed while another process imports its notify and memory:
 //!   what the importer holds stays usable, and once it lets go neither key imports again;
+//! - `memset_d32.c`: `aclrtMemsetD32[Async]` into device, `aclrtMallocHost` and VMM memory
+//!   (bytes checked one by one; CANN's checks; success without a write where CANN's runtime
+//!   lacks it), `aclrtPointerGetAttributes` and `aclrtCheckMemType` on every kind of pointer
+//!   (also under valgrind's memcheck);
+//! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
+//!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
+//!   (also under valgrind's memcheck);
+//! - `memcpy_batch.c`: `aclrtMemcpyBatch[Async][V2]` (attributes per copy, CANN's checks, the
+//!   failing copy's index, bytes checked; also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -90,6 +109,12 @@
 //!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
 //! - `ring_kill.c`: 16 processes pass a token around a ring of IPC notifies and IPC memory; one
 //!   is SIGKILLed holding it: the survivors' waits time out naming it dead, and they tear down.
+//! - `collective.c`: one rank (a process) of an HCCL-style ring all-reduce, each rank exporting
+//!   its memory and a pair of notifies with PID whitelists: 8 and 16 ranks on one host and split
+//!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
+//!   each, the namespace's files not growing), a rank SIGKILLed mid-collective (the survivors
+//!   fail within their wait timeout naming it dead; its memory free for the next job; its etcd
+//!   keys gone), a rank starting late.
 //!
 //! Every program runs under a deadline; on failure or timeout the others of its group are
 //! killed, and the failure shows each program's output.
@@ -314,6 +339,9 @@ fn build_everything() -> Result<Prefix, String> {
         "fork_busy",
         "teardown",
         "memory",
+        "memset_d32",
+        "free_sync",
+        "memcpy_batch",
         "ring_allreduce",
         "halo",
         "acl_json",
@@ -336,7 +364,11 @@ fn build_everything() -> Result<Prefix, String> {
         "ring_kill",
         "memcpy2d",
         "vmm_share",
+        "mem_pool",
+        "collective",
         "host_func",
+        "lifecycle",
+        "stream_v2",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -434,12 +466,19 @@ fn spawn(name: &str, cmd: &mut Command) -> std::io::Result<Proc> {
 }
 
 /// Waits for every program; as soon as one fails, or at the deadline, kills the rest.
-fn run_all(mut procs: Vec<Proc>, limit: Duration) -> Vec<Outcome> {
+fn run_all(procs: Vec<Proc>, limit: Duration) -> Vec<Outcome> {
+    run_all_but(procs, limit, None)
+}
+
+/// [`run_all`], where program `victim` (an index into `procs`) is meant to die of SIGKILL:
+/// that death is no failure of the group.
+fn run_all_but(mut procs: Vec<Proc>, limit: Duration, victim: Option<usize>) -> Vec<Outcome> {
+    use std::os::unix::process::ExitStatusExt as _;
     let deadline = Instant::now() + limit;
     loop {
         let mut running = false;
         let mut failed = false;
-        for p in procs.iter_mut() {
+        for (i, p) in procs.iter_mut().enumerate() {
             if p.status.is_none() {
                 match p.child.try_wait() {
                     Ok(Some(st)) => p.status = Some(st),
@@ -447,7 +486,8 @@ fn run_all(mut procs: Vec<Proc>, limit: Duration) -> Vec<Outcome> {
                     Err(_) => failed = true,
                 }
             }
-            failed |= p.status.is_some_and(|s| !s.success());
+            let meant = |s: &ExitStatus| victim == Some(i) && s.signal() == Some(libc::SIGKILL);
+            failed |= p.status.is_some_and(|s| !s.success() && !meant(&s));
         }
         if !running || failed || Instant::now() >= deadline {
             break;
@@ -1004,6 +1044,41 @@ fn shared_physical_memory_outlives_its_exporter_s_free_and_death() {
     assert!(o[0].stdout.contains("vmm_share: ok"), "{}", report(&o));
 }
 
+// ---- stream-ordered memory pools (tests/c/mem_pool.c) ------------------------------------------
+
+#[test]
+fn memory_pools_hand_out_blocks_in_stream_order_and_keep_freed_memory() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend910_93", "Ascend310P"] {
+        let s = Scratch::new(&format!("mempool-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("mem_pool"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M").arg(soc);
+        let o = run_all(
+            vec![spawn("mem_pool", &mut cmd).expect("start mem_pool")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("mem_pool {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // Blocks kept by a pool at aclFinalize, the stream tasks of frees: freed, no leaks.
+    if let Some(o) = memcheck(
+        "mem_pool",
+        &["Ascend910B"],
+        &[("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")],
+    ) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("mem_pool Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
 // ---- threads with contexts of their own (tests/c/context_threads.c) --------------------------
 
 #[test]
@@ -1093,6 +1168,68 @@ fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
     let o = run_alone("memcpy2d", "memcpy2d", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
+}
+
+// ---- 32-bit sets and pointer queries (tests/c/memset_d32.c) ----------------------------------
+
+#[test]
+fn memset_d32_fills_words_and_pointers_say_where_they_are() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P", "IPV350"] {
+        let s = Scratch::new(&format!("d32-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memset_d32"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("memset_d32", &mut cmd).expect("start memset_d32")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(o[0].stdout.contains("memset_d32"), "{}", report(&o));
+    }
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
+}
+
+// ---- frees after a device sync, configured host memory (tests/c/free_sync.c) ----------------
+
+#[test]
+fn frees_with_device_sync_let_queued_copies_finish_first() {
+    let o = run_alone("free_sync", "freesync", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("free_sync", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    }
+}
+
+// ---- batch copies (tests/c/memcpy_batch.c) ----------------------------------------------------
+
+#[test]
+fn batch_copies_follow_their_attributes_and_name_the_failing_copy() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("batch-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memcpy_batch"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("memcpy_batch", &mut cmd).expect("start memcpy_batch")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(o[0].stdout.contains("memcpy_batch"), "{}", report(&o));
+    }
+    if let Some(o) = memcheck("memcpy_batch", &["Ascend910B"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("memcpy_batch Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
 }
 
 // ---- device memory (tests/c/memory.c) ----------------------------------------------------------
@@ -1190,30 +1327,62 @@ fn callbacks_run_on_the_subscribed_thread_in_stream_order() {
 /// Only on IPV350, as CANN documents them: elsewhere the three calls answer 207000.
 #[test]
 fn host_functions_run_on_the_subscribed_thread_in_stream_order() {
+    on_each_soc_then_memcheck("host_func", &["IPV350", "Ascend910B"]);
+}
+
+/// `tests/c/<name> SOC` on each of `socs` (the program takes its SoC as argument), then under
+/// memcheck on the first; each run must print "<name>: ok".
+fn on_each_soc_then_memcheck(name: &str, socs: &[&str]) {
     let p = setup();
-    for soc in ["IPV350", "Ascend910B"] {
-        let s = Scratch::new(&format!("hostfunc-{soc}"));
-        let mut cmd = s.cmd(&p.bin.join("host_func"), soc);
+    let ok = format!("{name}: ok");
+    for &soc in socs {
+        let s = Scratch::new(&format!("{name}-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join(name), soc);
         cmd.arg(soc);
         let o = run_all(
-            vec![spawn("host_func", &mut cmd).expect("start host_func")],
+            vec![spawn(name, &mut cmd).unwrap_or_else(|e| panic!("start {name}: {e}"))],
             Duration::from_secs(60),
         );
         assert!(o[0].ok(), "{soc}: {}", report(&o));
-        assert!(
-            o[0].stdout.contains("host_func: ok"),
-            "{soc}: {}",
-            report(&o)
-        );
+        assert!(o[0].stdout.contains(&ok), "{soc}: {}", report(&o));
     }
-    if let Some(o) = memcheck(
-        "host_func",
-        &["IPV350"],
-        &[("ACL_NOTIFY_SIM_SOC", "IPV350")],
-    ) {
+    if let Some(o) = memcheck(name, &socs[..1], &[("ACL_NOTIFY_SIM_SOC", socs[0])]) {
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("host_func: ok"), "{}", report(&o));
+        assert!(o[0].stdout.contains(&ok), "{}", report(&o));
     }
+}
+
+// ---- init and finalize callbacks, aclFinalizeReference (tests/c/lifecycle.c) ----------------
+
+/// The callbacks other libraries register run in CANN's order with the configuration file at
+/// `aclInit` and at the last finalisation, their failures fail the call, which then has not
+/// happened; `aclFinalizeReference` counts `aclInit` calls.
+#[test]
+fn init_and_finalize_callbacks_run_in_order_and_references_count() {
+    let p = setup();
+    let s = Scratch::new("lifecycle");
+    let mut cmd = s.cmd(&p.bin.join("lifecycle"), "Ascend910B");
+    cmd.arg(&s.dir);
+    let o = run_all(
+        vec![spawn("lifecycle", &mut cmd).expect("start lifecycle")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("lifecycle: ok"), "{}", report(&o));
+    let dir = std::env::temp_dir();
+    if let Some(o) = memcheck("lifecycle", &[dir.to_str().expect("a UTF-8 temp dir")], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("lifecycle: ok"), "{}", report(&o));
+    }
+}
+
+// ---- streams from a configuration object (tests/c/stream_v2.c) -------------------------------
+
+/// On IPV350 the configuration object carries a stream's priority and flag and refuses bad
+/// attributes; elsewhere the calls answer 207000, as CANN documents them.
+#[test]
+fn streams_are_made_from_configuration_objects_on_ipv350() {
+    on_each_soc_then_memcheck("stream_v2", &["IPV350", "Ascend910B"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------
@@ -2124,4 +2293,284 @@ per_soc! {
     error_paths_ascend310p => Ascend310P,
     error_paths_ascend910 => Ascend910,
     error_paths_ipv350 => IPV350,
+}
+
+// ---- an HCCL-style collective job, one process per rank (tests/c/collective.c) --------------
+
+/// Where rank `r` of a job of `n` ranks runs: host `r * hosts / n` (its namespace and server).
+fn host_of(r: usize, n: usize, hosts: usize) -> usize {
+    r * hosts / n
+}
+
+/// Runs one job of `n` ranks of `collective` over `hosts` (one namespace each; more than one:
+/// servers 0.. of a SuperPod joined through `cluster`), exchanging through the fresh folder
+/// `x` of `hosts[0]`. Every rank gets `args`, then `extra(r)`; `env` goes to every rank;
+/// `victim` is the rank meant to SIGKILL itself.
+#[allow(clippy::too_many_arguments)]
+fn collective_job(
+    hosts: &[&Scratch],
+    cluster: Option<&str>,
+    x: &str,
+    n: usize,
+    args: &[&str],
+    extra: impl Fn(usize) -> Vec<String>,
+    env: &[(&str, &str)],
+    victim: Option<usize>,
+) -> Vec<Outcome> {
+    let p = setup();
+    let dir = hosts[0].dir.join(x);
+    std::fs::create_dir_all(&dir).expect("exchange folder");
+    let procs = (0..n)
+        .map(|r| {
+            let h = host_of(r, n, hosts.len());
+            let soc = if cluster.is_some() {
+                "Ascend910_93"
+            } else {
+                "Ascend910B"
+            };
+            let mut cmd = hosts[h].cmd(&p.bin.join("collective"), soc);
+            if let Some(url) = cluster {
+                cmd.env("ACL_NOTIFY_SIM_SERVER_ID", h.to_string())
+                    .env("ACL_NOTIFY_SIM_CLUSTER", url);
+            }
+            cmd.envs(env.iter().copied())
+                .arg(&dir)
+                .arg(r.to_string())
+                .arg(n.to_string())
+                .args(args)
+                .args(extra(r));
+            spawn(&format!("rank {r}"), &mut cmd).expect("start collective")
+        })
+        .collect();
+    run_all_but(procs, Duration::from_secs(90), victim)
+}
+
+/// Every rank passed `jobs` jobs, each checking the whole sum and, after every rank freed,
+/// its device's memory all free.
+fn collective_ok(o: &[Outcome], jobs: usize) {
+    for (r, out) in o.iter().enumerate() {
+        assert!(out.ok(), "{}", report(o));
+        for j in 0..jobs {
+            assert!(
+                out.stdout.contains(&format!("RANK {r} job {j} ok ")),
+                "{}",
+                report(o)
+            );
+        }
+        assert!(
+            out.stdout.contains(&format!("collective rank {r}: ok")),
+            "{}",
+            report(o)
+        );
+    }
+}
+
+/// The names of the namespace's files in /dev/shm.
+fn shm_files(ns: &str) -> Vec<String> {
+    let prefix = format!("acl-notify-sim.{ns}.");
+    let mut v: Vec<String> = std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// 8 ranks on 4 devices (4 processes a CPU here), three jobs in each process, then the same
+/// again in new processes of the same namespace: every sum exact, every device's memory all
+/// free after each job, and the second run leaves the namespace's files as the first did.
+#[test]
+fn a_collective_of_8_ranks_repeated_in_one_namespace_leaks_nothing() {
+    let s = Scratch::new("coll8");
+    let o = collective_job(&[&s], None, "x1", 8, &["jobs=3"], |_| vec![], &[], None);
+    collective_ok(&o, 3);
+    let files = shm_files(&s.ns);
+    assert!(!files.is_empty(), "no namespace files for {}", s.ns);
+    let o = collective_job(&[&s], None, "x2", 8, &["jobs=3"], |_| vec![], &[], None);
+    collective_ok(&o, 3);
+    assert_eq!(shm_files(&s.ns), files, "the second run's files");
+    assert_eq!(s.remove_namespace(), files.len());
+    assert!(shm_files(&s.ns).is_empty(), "left after removal");
+}
+
+/// 16 ranks on 4 devices: 8 processes a CPU, two jobs each.
+#[test]
+fn a_collective_of_16_ranks_on_a_2_cpu_machine() {
+    let s = Scratch::new("coll16");
+    let o = collective_job(&[&s], None, "x", 16, &["jobs=2"], |_| vec![], &[], None);
+    collective_ok(&o, 2);
+}
+
+/// The pod's keys left in etcd (every process's liveness, exports, holds, records).
+fn pod_keys(etcd: &acl_notify_sim::cluster::harness::EtcdCluster, pod: &str) -> Vec<String> {
+    use acl_notify_sim::cluster::etcd::Etcd;
+    let client = Etcd::new(etcd.client_addrs(), Duration::from_secs(3));
+    let prefix = format!("/acl-notify/{pod}/");
+    let (kvs, _) = client.get_prefix(prefix.as_bytes()).expect("etcd range");
+    kvs.iter()
+        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+        .collect()
+}
+
+/// 16 ranks split over two hosts (namespaces, servers 0 and 1) joined through etcd: two of the
+/// ring's links cross hosts (copies and records through etcd); two jobs; every process's keys
+/// gone from etcd once the job ends.
+#[test]
+fn a_collective_of_16_ranks_over_two_hosts() {
+    let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    let pod = format!("capi-coll-{}", std::process::id());
+    let url = etcd.url(&pod);
+    let (h0, h1) = (Scratch::new("collh0"), Scratch::new("collh1"));
+    let o = collective_job(
+        &[&h0, &h1],
+        Some(&url),
+        "x",
+        16,
+        &["jobs=2"],
+        |_| vec![],
+        &[],
+        None,
+    );
+    collective_ok(&o, 2);
+    assert_eq!(
+        pod_keys(&etcd, &pod),
+        Vec::<String>::new(),
+        "keys left in etcd"
+    );
+}
+
+/// Rank 5 of 8 SIGKILLs itself mid-collective (after 3 of its 14 steps): every survivor's
+/// stream fails with 107020 within its 5 s wait timeout (none hangs), rank 6's message names
+/// rank 5 dead, every survivor tears down with 0; the next job in the namespace finds every
+/// device's memory free again (the dead rank's included) and leaves no more files.
+#[test]
+fn a_collective_survives_a_rank_killed_mid_job_and_the_next_job_runs_clean() {
+    let s = Scratch::new("collkill");
+    let extra = |r: usize| {
+        if r == 5 {
+            vec!["kill=3".to_owned()]
+        } else {
+            vec!["victim=5".to_owned(), "wait=5".to_owned()]
+        }
+    };
+    let o = collective_job(&[&s], None, "x1", 8, &[], extra, &[], Some(5));
+    for (r, out) in o.iter().enumerate() {
+        if r == 5 {
+            assert!(out.status.is_some() && !out.ok(), "{}", report(&o));
+            assert!(out.stdout.contains("killing itself"), "{}", report(&o));
+        } else {
+            assert!(out.ok(), "{}", report(&o));
+            assert!(
+                out.stdout
+                    .contains(&format!("RANK {r} job 0 failed as expected")),
+                "{}",
+                report(&o)
+            );
+        }
+    }
+    assert!(o[6].stdout.contains("(dead"), "{}", report(&o));
+    let files = shm_files(&s.ns);
+    let o = collective_job(&[&s], None, "x2", 8, &[], |_| vec![], &[], None);
+    collective_ok(&o, 1);
+    assert_eq!(shm_files(&s.ns), files, "the next job's files");
+}
+
+/// The same across two hosts: rank 3 (whose right neighbour is on the other host) dies; rank
+/// 4's timeout says its cluster lease expired; every key of the job leaves etcd.
+#[test]
+fn a_collective_over_two_hosts_survives_a_killed_rank_and_leaves_etcd_clean() {
+    let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    let pod = format!("capi-collkill-{}", std::process::id());
+    let url = etcd.url(&pod);
+    let (h0, h1) = (Scratch::new("collkh0"), Scratch::new("collkh1"));
+    let extra = |r: usize| {
+        if r == 3 {
+            vec!["kill=3".to_owned()]
+        } else {
+            vec!["victim=3".to_owned(), "wait=5".to_owned()]
+        }
+    };
+    let ttl = [("ACL_NOTIFY_SIM_CLUSTER_TTL", "2")];
+    let o = collective_job(&[&h0, &h1], Some(&url), "x", 8, &[], extra, &ttl, Some(3));
+    for (r, out) in o.iter().enumerate() {
+        assert!(r == 3 || out.ok(), "{}", report(&o));
+    }
+    assert!(o[4].stdout.contains("lease expired"), "{}", report(&o));
+    // The dead rank's lease expires within its TTL; the survivors revoked theirs.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut left = pod_keys(&etcd, &pod);
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(200));
+        left = pod_keys(&etcd, &pod);
+    }
+    assert!(left.is_empty(), "keys left in etcd: {left:?}");
+}
+
+/// Rank 5 of 8 starts 2 s late: the others' streams wait for it (10 s timeouts) and the job
+/// completes with every sum exact.
+#[test]
+fn a_collective_waits_for_a_rank_that_starts_late() {
+    let s = Scratch::new("colllate");
+    let extra = |r: usize| {
+        if r == 5 {
+            vec!["late=2000".to_owned()]
+        } else {
+            vec![]
+        }
+    };
+    let o = collective_job(&[&s], None, "x", 8, &["wait=10"], extra, &[], None);
+    collective_ok(&o, 1);
+    // Rank 0 queued its steps long before rank 5 came: its stream waited for it.
+    let took: u64 = o[0]
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("RANK 0 job 0 ok "))
+        .and_then(|t| t.trim().parse().ok())
+        .expect("rank 0's time");
+    assert!(took > 1_000_000_000, "rank 0's job took {took} ns");
+}
+
+/// Memcheck over a whole job of 2 ranks (each under valgrind, devices small enough for its
+/// address space), two jobs: no invalid access, no definite leak. (One rank alone under
+/// valgrind cannot import what native ranks whitelisted for it: it cannot open pidfds to
+/// show it is the process they named, and says so.)
+#[test]
+fn a_collective_under_valgrind_memcheck() {
+    let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
+    assert!(
+        installed("valgrind") || !required,
+        "valgrind is not installed although `cargo xtask test` installs it"
+    );
+    if !installed("valgrind") {
+        return;
+    }
+    let p = setup();
+    let s = Scratch::new("collvg");
+    let dir = s.dir.join("x");
+    std::fs::create_dir_all(&dir).expect("exchange folder");
+    let procs = (0..2)
+        .map(|r| {
+            let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+            cmd.env("ACL_NOTIFY_SIM_DEVICES", "2")
+                .env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")
+                .args([
+                    "--error-exitcode=99",
+                    "--leak-check=full",
+                    "--errors-for-leak-kinds=definite",
+                    "--quiet",
+                    "--fair-sched=yes",
+                ])
+                .arg(p.bin.join("collective"))
+                .arg(&dir)
+                .arg(r.to_string())
+                .args(["2", "jobs=2"]);
+            spawn(&format!("rank {r}"), &mut cmd).expect("start valgrind")
+        })
+        .collect();
+    let o = run_all(procs, Duration::from_secs(120));
+    collective_ok(&o, 2);
 }

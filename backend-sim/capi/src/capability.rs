@@ -22,7 +22,7 @@
 //! The chip is the session's, or before there is one the chip `ACL_NOTIFY_SIM_SOC` names, as
 //! for `aclrtGetSocName`: the CANN attributes need no session.
 
-use acl_notify_core::{Backend as _, Chip, Error, Soc};
+use acl_notify_core::{Backend as _, Chip, Error};
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::{aclError, api};
@@ -50,18 +50,9 @@ fn chip() -> Result<Chip, CallError> {
     }
 }
 
-/// Whether `chip`'s platform configuration has `support_inf_nan=1` and `support_bf16=1`
-/// (they go together in every configuration that has them).
-fn has_inf_nan_and_bf16(chip: Chip) -> bool {
-    matches!(
-        chip.soc(),
-        Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
-    )
-}
-
 /// The available attributes on `chip`.
 fn available(chip: Chip) -> &'static [i32] {
-    if has_inf_nan_and_bf16(chip) {
+    if chip.soc().supports_inf_nan_and_bf16() {
         &ALL_ATTRS
     } else {
         &JIT_ONLY

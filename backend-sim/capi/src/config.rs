@@ -30,7 +30,8 @@ pub(crate) struct AclConfig {
     pub(crate) default_device: Option<u32>,
 }
 
-/// Reads the configuration at `path` (NULL or "": none).
+/// Reads the configuration at `path` (NULL or "": none), with the file's bytes (empty without
+/// a file): what CANN hands to the init callbacks (`aclInitCallbackRegister`).
 ///
 /// Codes: 100003 the file cannot be found or read; 100006 not JSON, nested too deep, or
 /// `defaultDevice` not an object of strings (**[ours]**: CANN answers a wrongly typed value
@@ -39,14 +40,14 @@ pub(crate) struct AclConfig {
 /// # Safety
 ///
 /// `path` is NULL or NUL-terminated.
-pub(crate) unsafe fn read(path: *const c_char) -> Result<AclConfig, CallError> {
+pub(crate) unsafe fn read(path: *const c_char) -> Result<(AclConfig, Vec<u8>), CallError> {
     if path.is_null() {
-        return Ok(AclConfig::default());
+        return Ok((AclConfig::default(), Vec::new()));
     }
     // SAFETY: non-NULL and NUL-terminated (the caller's contract).
     let bytes = unsafe { CStr::from_ptr(path) }.to_bytes();
     if bytes.is_empty() {
-        return Ok(AclConfig::default());
+        return Ok((AclConfig::default(), Vec::new()));
     }
     let path = std::path::Path::new(std::ffi::OsStr::from_bytes(bytes));
     let text = std::fs::read(path).map_err(|e| {
@@ -58,12 +59,13 @@ pub(crate) unsafe fn read(path: *const c_char) -> Result<AclConfig, CallError> {
             ),
         )
     })?;
-    parse(&text).map_err(|(code, why)| {
+    let config = parse(&text).map_err(|(code, why)| {
         CallError::new(
             code,
             format!("aclInit's configuration file {}: {why}", path.display()),
         )
-    })
+    })?;
+    Ok((config, text))
 }
 
 /// The configuration in `text` (the file's bytes), or the code and what is wrong.

@@ -196,17 +196,17 @@ pub unsafe extern "C" fn aclrtMallocCached(
 /// `uint32_t deviceId`, `uint32_t vaFlag` and `uint8_t rsv[8]` (4-byte aligned).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-struct MallocAttribute {
-    attr: u32,
-    value: [u32; 2],
+pub(crate) struct MallocAttribute {
+    pub(crate) attr: u32,
+    pub(crate) value: [u32; 2],
 }
 
 /// `aclrtMallocConfig` (`acl_rt.h`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug)]
-struct MallocConfig {
-    attrs: *const MallocAttribute,
-    num_attrs: usize,
+pub(crate) struct MallocConfig {
+    pub(crate) attrs: *const MallocAttribute,
+    pub(crate) num_attrs: usize,
 }
 
 #[cfg(target_pointer_width = "64")]

@@ -12,6 +12,7 @@
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use acl_notify_core::Error;
 
@@ -39,8 +40,10 @@ enum State {
 /// How a session started: it decides what a later `aclInit` answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Start {
-    /// By `aclInit`: another `aclInit` is `ACL_ERROR_REPEAT_INITIALIZE`.
-    AclInit,
+    /// By `aclInit`: another `aclInit` is `ACL_ERROR_REPEAT_INITIALIZE`, and counts one more
+    /// reference, which `aclFinalizeReference` gives back (hicann/runtime
+    /// `src/acl/aclrt_impl/acl.cpp`, `aclInitRefCount`).
+    AclInit { refs: u64 },
     /// By a runtime call before `aclInit`: `aclInit` then succeeds (and changes nothing else).
     Implicit,
 }
@@ -168,10 +171,52 @@ fn register_fork_handler() -> Result<(), CallError> {
 /// Stores to atomics only (no allocation: also a fork from a signal handler gets here).
 extern "C" fn in_forked_child() {
     SESSION.forget();
+    TURN.store(0, Ordering::Relaxed);
     inflight::forget_in_child();
     HOOKED.store(true, Ordering::Relaxed);
     AT_FORK.store(SUMMARY.load(Ordering::Relaxed), Ordering::Relaxed);
     STATE.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+// ---- aclInit / aclFinalize take turns (`lifecycle`) ------------------------------------------
+
+/// The thread inside `aclInit`, `aclFinalize` or `aclFinalizeReference` (0: none): one at a
+/// time, as CANN's init mutex makes them. An atomic, not a lock, so that a child forked
+/// meanwhile starts free ([`in_forked_child`] frees it).
+static TURN: AtomicU64 = AtomicU64::new(0);
+
+/// Holds [`TURN`] for the calling thread until dropped.
+pub(crate) struct Turn;
+
+impl Turn {
+    /// Waits for the turn; 100000 if the calling thread has it already (`call` made from an
+    /// init or finalize callback).
+    pub(crate) fn take(call: &str) -> Result<Turn, CallError> {
+        // SAFETY: no preconditions.
+        let me = (unsafe { libc::pthread_self() } as u64).max(1);
+        loop {
+            match TURN.compare_exchange(0, me, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(_) => return Ok(Turn),
+                Err(owner) if owner == me => {
+                    return Err(CallError::new(
+                        Error::InvalidParam,
+                        format!(
+                            "{call} was called from an init or finalize callback, which runs \
+                             inside aclInit, aclFinalize or aclFinalizeReference"
+                        ),
+                    ));
+                }
+                // Another thread initialises or finalises: its turn ends when it returns.
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        TURN.store(0, Ordering::Release);
+    }
 }
 
 /// The current session, started now if there is none (see the module's documentation). The
@@ -274,13 +319,19 @@ fn seed() -> u64 {
 pub(crate) fn init(config: impl FnOnce() -> Result<AclConfig, CallError>) -> Result<(), CallError> {
     let mut state = lock()?.write().unwrap_or_else(PoisonError::into_inner);
     match &mut *state {
-        State::Ready(_, Start::AclInit) => Err(CallError::new(
-            Error::RepeatInitialize,
-            "aclInit was already called in this process",
-        )),
+        State::Ready(_, Start::AclInit { refs }) => {
+            *refs += 1;
+            Err(CallError::new(
+                Error::RepeatInitialize,
+                format!(
+                    "aclInit was already called in this process (it now counts {refs} \
+                     references for aclFinalizeReference)"
+                ),
+            ))
+        }
         State::Ready(rt, start) => {
             rt.configure(config()?)?;
-            *start = Start::AclInit;
+            *start = Start::AclInit { refs: 1 };
             Ok(())
         }
         _ => {
@@ -288,9 +339,54 @@ pub(crate) fn init(config: impl FnOnce() -> Result<AclConfig, CallError>) -> Res
             let rt = Arc::new(open_session()?);
             rt.configure(config)?;
             SESSION.publish(&rt);
-            *state = State::Ready(rt, Start::AclInit);
+            *state = State::Ready(rt, Start::AclInit { refs: 1 });
             Ok(())
         }
+    }
+}
+
+/// How many `aclInit` calls the session counts (0: none since the last finalize, or a session
+/// started by a runtime call).
+pub(crate) fn init_refs() -> u64 {
+    let Some(lock) = current() else { return 0 };
+    match &*lock.read().unwrap_or_else(PoisonError::into_inner) {
+        State::Ready(_, Start::AclInit { refs }) => *refs,
+        _ => 0,
+    }
+}
+
+/// Gives back one of several `aclInit` references (`aclFinalizeReference` with more than one):
+/// the count left, or `None` if there were not two or more (nothing changed).
+pub(crate) fn release_ref() -> Option<u64> {
+    let lock = current()?;
+    match &mut *lock.write().unwrap_or_else(PoisonError::into_inner) {
+        State::Ready(_, Start::AclInit { refs }) if *refs > 1 => {
+            *refs -= 1;
+            Some(*refs)
+        }
+        _ => None,
+    }
+}
+
+/// Undoes a successful `aclInit` whose init callbacks then failed: the session stays, as one a
+/// runtime call started (CANN marks the process initialised only once they all succeeded), so
+/// the next `aclInit` runs them again.
+pub(crate) fn demote() {
+    if let Some(lock) = current()
+        && let State::Ready(_, start) = &mut *lock.write().unwrap_or_else(PoisonError::into_inner)
+    {
+        *start = Start::Implicit;
+    }
+}
+
+/// Whether `aclFinalize` already ran (and nothing started a session since).
+pub(crate) fn is_finalized() -> bool {
+    match current() {
+        Some(lock) => matches!(
+            &*lock.read().unwrap_or_else(PoisonError::into_inner),
+            State::Finalized
+        ),
+        None => AT_FORK.load(Ordering::Relaxed) == FINALIZED,
     }
 }
 

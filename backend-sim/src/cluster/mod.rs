@@ -310,6 +310,19 @@ impl Shared {
         }
     }
 
+    /// Releases the host's claim of its server id when no process of the server is left in
+    /// the cluster (this one's lease just revoked): the next job may give the id to another
+    /// host at once, not a TTL later. A process of this host joining meanwhile registered
+    /// before it claims (see [`Cluster::join`]), so it keeps the claim; one registering after
+    /// this look claims anew (or its keeper does, finding the lease revoked).
+    fn release_server_if_last(&self) {
+        let prefix = self.key(&format!("proc/{}/", self.server));
+        let end = etcd::prefix_end(&prefix);
+        if self.etcd.keys_in(&prefix, &end).is_ok_and(|k| k.is_empty()) {
+            let _ = self.etcd.lease_revoke(*lock(&self.server_lease));
+        }
+    }
+
     /// Claims this process's server id for its host (see the module doc); the lease that
     /// holds the claim.
     fn claim_server(&self) -> Result<i64, SimError> {
@@ -883,7 +896,9 @@ impl Drop for Cluster {
         let revoke = std::thread::Builder::new()
             .name("acl-sim-leave".into())
             .spawn(move || {
-                let _ = s.etcd.lease_revoke(lease);
+                if s.etcd.lease_revoke(lease).is_ok() {
+                    s.release_server_if_last();
+                }
             });
         for t in [lock(&self.watcher).take(), lock(&self.keeper).take()]
             .into_iter()

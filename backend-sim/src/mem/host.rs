@@ -122,6 +122,13 @@ impl HostTable {
         true
     }
 
+    /// Takes the block at `addr` out of the table without marking it freed: a buffer of the
+    /// runtime's own (`aclrtMemsetD32`'s) that the queued copies holding it still use; its
+    /// memory goes back when the last of them has run.
+    pub(crate) fn release(&self, addr: usize) {
+        drop(lock(&self.0).remove(&addr));
+    }
+
     /// `Ok` when `[addr, addr + len)` lies within one block; 107000 naming it when the range
     /// leaves it, or when none holds `addr`.
     pub(crate) fn range(&self, addr: usize, len: usize) -> Result<(), SimError> {
@@ -175,6 +182,21 @@ mod tests {
                 .contains("freed (aclrtFreeHost) before the queued task ran")
         );
         // Dropping the last holder gives the memory back (under Miri / valgrind: no leak).
+        drop(held);
+    }
+
+    #[test]
+    fn a_released_block_stays_usable_by_its_holders_and_is_gone_from_the_table() {
+        let t = HostTable::default();
+        let addr = t.alloc(64).unwrap();
+        let held = t.block_at(addr).unwrap();
+        t.release(addr);
+        assert!(t.block_at(addr).is_none());
+        assert!(
+            !t.free(addr),
+            "released blocks are not the program's to free"
+        );
+        held.still(addr, 64, "source").unwrap();
         drop(held);
     }
 }

@@ -29,11 +29,15 @@
 mod backend;
 pub(crate) mod capacity;
 pub(crate) mod file;
+mod fill32;
 pub mod half;
 mod host;
 pub mod inspect;
 pub mod ipc;
+pub mod location;
 pub mod pitched;
+pub mod pool;
+mod pool_state;
 mod queued;
 mod recent;
 pub mod reduce;
@@ -271,39 +275,49 @@ impl Sim {
                         ),
                     )
                 })?;
-            let f = self
-                .mem_file(self.inner.server_id, device, true)?
-                .ok_or_else(|| {
-                    SimError::new(Error::DrvInternalError, "device-memory file vanished")
-                })?;
-            let me = self.mem_identity();
-            let l = f.lock()?;
-            let placed = match f.allocate(&l, size, span, policy, me) {
-                Ok(p) => p,
-                Err(e) if e.kind() == Error::MemoryAllocation => {
-                    // Memory of dead processes first, then once more.
-                    if f.reclaim_dead(&l) == 0 {
-                        return Err(e);
-                    }
-                    f.allocate(&l, size, span, policy, me)?
-                }
-                Err(e) => return Err(e),
-            };
-            drop(l);
-            let addr = f.addr(placed.off);
-            self.mem().insert(
-                addr,
-                Alloc {
-                    file: f,
-                    id: placed.id,
-                    generation: placed.generation,
-                    size,
-                    imported: false,
-                    used_on: device,
-                },
-            );
-            Ok(addr)
+            Ok(self.place(device, size, span, policy)?.0)
         })
+    }
+
+    /// Places an allocation of `size` bytes taking `span` bytes of `device`'s memory, owned by
+    /// this process, and enters it in the process's allocations: its device address and
+    /// entry (`aclrtMalloc`'s and a memory pool's blocks, [`pool`]). 207001 when the device
+    /// has no room.
+    pub(super) fn place(
+        &self,
+        device: u32,
+        size: u64,
+        span: u64,
+        policy: u32,
+    ) -> Result<(usize, Alloc), SimError> {
+        let f = self
+            .mem_file(self.inner.server_id, device, true)?
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "device-memory file vanished"))?;
+        let me = self.mem_identity();
+        let l = f.lock()?;
+        let placed = match f.allocate(&l, size, span, policy, me) {
+            Ok(p) => p,
+            Err(e) if e.kind() == Error::MemoryAllocation => {
+                // Memory of dead processes first, then once more.
+                if f.reclaim_dead(&l) == 0 {
+                    return Err(e);
+                }
+                f.allocate(&l, size, span, policy, me)?
+            }
+            Err(e) => return Err(e),
+        };
+        drop(l);
+        let addr = f.addr(placed.off);
+        let alloc = Alloc {
+            file: f,
+            id: placed.id,
+            generation: placed.generation,
+            size,
+            imported: false,
+            used_on: device,
+        };
+        self.mem().insert(addr, alloc.clone());
+        Ok((addr, alloc))
     }
 
     /// `aclrtFree`: frees an allocation of this process by its device pointer. Processes that
@@ -319,6 +333,7 @@ impl Sim {
     /// `importers` says (also the free of a physical allocation, [`vmm`]).
     pub(super) fn free_as(&self, ptr: usize, importers: Importers) -> Result<(), SimError> {
         self.mem_checked(|| {
+            self.refuse_pool_block(ptr, "aclrtFree")?;
             let a = self.mem().remove_if(ptr, |a| {
                 if !a.imported {
                     return Ok(());
@@ -893,14 +908,20 @@ impl Sim {
         })
     }
 
-    /// `aclrtGetMemInfo`: (free, total) bytes of `device`'s memory.
+    /// `aclrtGetMemInfo`: (free, total) bytes of `device`'s memory. What only dead processes
+    /// held is free (a device's driver frees a process's memory when it dies; here an
+    /// allocation that runs short would reclaim it): reclaimed before counting, as
+    /// `notifies_free` does with notify ids.
     pub fn mem_info(&self, device: u32) -> Result<(u64, u64), SimError> {
         self.mem_checked(|| {
             self.device_ok(device)?;
             let total = self.mem().capacity;
             let used = match self.mem_file(self.inner.server_id, device, false)? {
-                Some(f) => f.used(),
-                None => 0,
+                Some(f) if f.used() > 0 => {
+                    f.reclaim_dead(&f.lock()?);
+                    f.used()
+                }
+                _ => 0,
             };
             Ok((total - used.min(total), total))
         })

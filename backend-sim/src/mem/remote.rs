@@ -537,6 +537,13 @@ impl Sim {
         Some(c.mem_import_at(addr, "address").ok()??.describe())
     }
 
+    /// The device of another host's memory imported at `addr`, if it is one
+    /// ([`super::location`]).
+    pub(super) fn remote_device_at(&self, addr: usize) -> Option<u32> {
+        let c = self.inner.cluster.as_ref()?;
+        Some(c.mem_import_at(addr, "address").ok()??.device)
+    }
+
     /// `aclrtIpcMemClose` of `key` by an importer of another host's memory: whether it was
     /// one.
     pub(super) fn mem_close_remote(&self, key: &ExportKey) -> bool {

@@ -54,6 +54,15 @@ impl Alloc {
     pub(super) fn view(&self) -> AllocRef<'_> {
         self.with_file(&*self.file)
     }
+
+    /// The owner's free of this allocation in its file (`MemFile::free_owned`), whatever is
+    /// no longer in this process's table (a memory pool's kept blocks).
+    pub(super) fn release_owned(&self, importers: Importers) {
+        if let Ok(l) = self.file.lock() {
+            self.file
+                .free_owned(&l, self.id, self.generation, importers);
+        }
+    }
 }
 
 /// An allocation as the copy paths see it ([`Alloc`] with its file borrowed): found in the
@@ -130,6 +139,8 @@ pub(crate) struct MemState {
     pub(super) imports: Mutex<HashMap<ExportKey, usize>>,
     /// Reserved ranges and physical allocations (`vmm`).
     pub(super) vmm: super::reserved::Vmm,
+    /// Stream-ordered memory pools (`pool`).
+    pub(super) pools: super::pool_state::Pools<Alloc>,
 }
 
 impl MemState {
@@ -145,6 +156,7 @@ impl MemState {
             host: Default::default(),
             imports: Mutex::new(HashMap::new()),
             vmm: Default::default(),
+            pools: Default::default(),
         }
     }
 
@@ -235,6 +247,9 @@ impl MemState {
             return;
         }
         lock(&self.imports).clear();
+        // Kept pool blocks are in no table entry; blocks in use are freed with the rest.
+        self.pools
+            .clear(&|a: &Alloc| a.release_owned(Importers::Refused));
         // Physical memory it shared by shareable handle stays with its importers.
         let physical = self.vmm.clear();
         let allocs =

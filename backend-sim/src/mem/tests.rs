@@ -512,6 +512,55 @@ fn an_importer_that_dies_counts_as_closed() {
     assert_eq!(sim.mem_info(0).unwrap().0, 64 << 20);
 }
 
+/// Memory of a process that died without freeing it counts as free in `aclrtGetMemInfo` (a
+/// device's driver frees it at the death), also when the process that asks never allocated:
+/// the next job in a namespace sees its devices whole.
+#[test]
+fn memory_of_a_dead_process_counts_as_free() {
+    let (sim, ns) = open("deadinfo", 64 << 20);
+    let name = ns.0.clone();
+    crate::fork::run_in_child(move || {
+        let Ok(child) = Sim::builder()
+            .devices(2)
+            .namespace(&name)
+            .device_memory(64 << 20)
+            .open()
+        else {
+            return false;
+        };
+        let ok = child.malloc(1, 1 << 20, 0).is_ok() && child.malloc(1, 4096, 0).is_ok();
+        std::mem::forget(child);
+        ok
+    })
+    .unwrap();
+    assert_eq!(sim.mem_info(1).unwrap(), (64 << 20, 64 << 20));
+    assert_eq!(sim.mem_info(0).unwrap(), (64 << 20, 64 << 20));
+}
+
+/// `Sim::gc` (what `acl-notify-inspect gc` runs) releases the device memory of dead processes
+/// on devices this process never touched.
+#[test]
+fn gc_releases_the_memory_of_dead_processes_on_every_device() {
+    let (sim, ns) = open("deadgc", 64 << 20);
+    let name = ns.0.clone();
+    crate::fork::run_in_child(move || {
+        let Ok(child) = Sim::builder()
+            .devices(2)
+            .namespace(&name)
+            .device_memory(64 << 20)
+            .open()
+        else {
+            return false;
+        };
+        let ok = child.malloc(0, 4096, 0).is_ok() && child.malloc(1, 4096, 0).is_ok();
+        std::mem::forget(child);
+        ok
+    })
+    .unwrap();
+    assert_eq!(sim.gc().unwrap().mem_freed, 2);
+    assert_eq!(sim.gc().unwrap().mem_freed, 0, "nothing left");
+}
+
 #[test]
 fn ipc_memory_is_207000_where_cann_has_none() {
     let ns = format!("unit-mem-310b-{}", std::process::id());

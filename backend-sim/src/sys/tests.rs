@@ -27,6 +27,17 @@ fn an_identity_is_the_process_s_and_a_dead_pid_has_none() {
     }
 }
 
+/// An identity recorded by start time (what a process that cannot open pidfds, such as one
+/// under valgrind, records) is alive while that process runs, whatever kind this process
+/// would record; another start time is not.
+#[test]
+fn a_start_time_identity_is_checked_by_start_time() {
+    let start = start_identity(getpid()).expect("own start time");
+    assert!(identity_alive(getpid(), start));
+    assert!(!identity_alive(getpid(), start + 1));
+    assert!(!pidfds_refused() || process_identity(getpid()) == Some(start));
+}
+
 /// A child that has exited but is not reaped yet (a zombie) is not running: whitelisting
 /// it gives an entry that admits nobody, and an identity taken while it ran is not alive.
 #[test]

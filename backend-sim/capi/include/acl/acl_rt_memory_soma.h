@@ -1,8 +1,8 @@
 /*
  * acl/acl_rt_memory_soma.h — device memory pools (aclrtMemPool*), declared as the header of the
  * same path in CANN 9.1.0 (names, types and prototypes are CANN's; the comments are
- * acl-notify's). The simulator implements none of these functions: each returns
- * ACL_ERROR_RT_FEATURE_NOT_SUPPORT with a message naming itself.
+ * acl-notify's). The simulator implements them on Ascend910B (the SoC CANN documents them
+ * for; ACL_ERROR_RT_FEATURE_NOT_SUPPORT elsewhere): see README's "Stream-ordered memory pools".
  */
 #ifndef INC_EXTERNAL_ACL_RT_MEMORY_H_
 #define INC_EXTERNAL_ACL_RT_MEMORY_H_

@@ -26,7 +26,7 @@ use crate::session::{self, runtime, with_runtime};
 pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
     api("aclInit", || {
         // SAFETY: the caller's contract.
-        session::init(|| unsafe { crate::config::read(config_path) })
+        unsafe { crate::lifecycle::init(config_path) }
     })
 }
 
@@ -35,7 +35,7 @@ pub unsafe extern "C" fn aclInit(config_path: *const c_char) -> aclError {
 /// Codes: 100037 already finalised.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclFinalize() -> aclError {
-    api("aclFinalize", session::finalize)
+    api("aclFinalize", crate::lifecycle::finalize)
 }
 
 /// `const char *aclGetRecentErrMsg(void)`: this thread's messages since the last call, newest

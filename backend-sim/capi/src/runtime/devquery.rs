@@ -54,10 +54,7 @@ pub(crate) struct SatMode(AtomicU32);
 impl SatMode {
     /// The mode a process on `soc` starts with.
     pub(crate) fn new(soc: Soc) -> Self {
-        let infnan = matches!(
-            soc,
-            Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
-        );
+        let infnan = soc.starts_in_infnan_mode();
         SatMode(AtomicU32::new(if infnan { INFNAN } else { SATURATION }))
     }
 }

@@ -135,6 +135,8 @@ pub(crate) struct Runtime {
     pub(crate) stream_infos: streaminfo::StreamInfos,
     /// Physical memory handles (`aclrtMallocPhysical`, `crate::vmm`).
     pub(crate) phys: CTable<acl_notify_sim::mem::vmm::PhysMem>,
+    /// Stream-ordered memory pools (`aclrtMemPoolCreate`, `crate::mempool`).
+    pub(crate) pools: CTable<acl_notify_sim::mem::pool::PoolId>,
     /// The process's floating-point saturation mode (`devquery`).
     sat_mode: devquery::SatMode,
 }
@@ -195,6 +197,7 @@ impl Runtime {
                 "physical memory handles",
                 seed.rotate_left(53),
             ),
+            pools: CTable::new(Kind::MemPool, "memory pools", seed.rotate_left(59)),
             device_refs: Mutex::new(vec![device::DeviceRefs::default(); devices]),
             device_released: std::sync::Condvar::new(),
             res_limits: reslimit::ResLimits::default(),
@@ -316,10 +319,16 @@ impl Runtime {
             Feature::Event => "events",
             Feature::IpcEvent => "IPC events",
             Feature::PeerAccess => "peer access between devices",
+            Feature::MemPool => "stream-ordered memory pools",
             Feature::HostFuncThread => {
                 "host functions run by a thread of the program (aclrtSubscribeHostFunc, \
                  aclrtProcessHostFunc, aclrtUnSubscribeHostFunc: IPV350 only, as CANN \
                  documents them)"
+            }
+            Feature::StreamConfig => {
+                "stream configuration objects (aclrtCreateStreamConfigHandle, \
+                 aclrtSetStreamConfigOpt, aclrtCreateStreamV2: IPV350 only, as CANN documents \
+                 them)"
             }
         };
         Err(CallError::new(
