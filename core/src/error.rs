@@ -114,7 +114,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 40] = [
+    pub const ALL: [Error; 41] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
