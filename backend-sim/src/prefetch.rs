@@ -2,7 +2,8 @@
 //! x86-64 where the CPU has it, `prefetcht0` otherwise; `prfm pstl1keep` on AArch64). Used where
 //! a line will be written soon that another CPU has most likely touched last: a notify's flag
 //! before the task that records or waits on it (`job`), the slot a stream's queue will hand a
-//! producer a few tasks later (`ring`).
+//! producer a few tasks later (`ring`). And its counterpart for a line that will be read
+//! ([`prefetch_for_read`]: the slots a stream's worker takes next, `ring`).
 
 use std::sync::atomic::Ordering;
 
@@ -11,6 +12,31 @@ use std::sync::atomic::Ordering;
 #[inline(always)]
 pub(crate) fn prefetch_for_write(p: *const u8) {
     prefetch_with(hint(), p);
+}
+
+/// Hints the CPU to bring `p`'s cache line in, shared (for a read: another CPU that writes the
+/// line keeps it without a transfer back): `prefetcht0` on x86-64, `prfm pldl1keep` on
+/// AArch64. A hint only, as [`prefetch_for_write`]. Not in the loom models (the ring there
+/// does not prefetch).
+#[cfg(not(sim_loom))]
+#[inline(always)]
+pub(crate) fn prefetch_for_read(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of x86_64; `prefetcht0` is a hint (see above).
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast());
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: `prfm` is a hint (see above).
+    unsafe {
+        core::arch::asm!(
+            "prfm pldl1keep, [{0}]",
+            in(reg) p,
+            options(nostack, preserves_flags, readonly)
+        );
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    let _ = p;
 }
 
 /// Which instruction [`prefetch_for_write`] uses on this CPU: for a hot caller that asks once

@@ -122,6 +122,15 @@ impl<T> Cell<T> {
     }
 }
 
+/// A task's place in the ring. Aligned to 32 bytes: a simulator stream's slot (the sequence
+/// and a 24-byte job) then fills half a cache line and never spans two, and a slot of a
+/// smaller job (the stream engine's tests and bench) shares its line with one other at most.
+/// The slots' array comes from `malloc`, 16-byte aligned: before, every other 32-byte slot
+/// could have its sequence on one line and its job on the next (two lines to move between
+/// the host's CPU and the worker's for one task), and 8-byte slots of the bench's no-op job
+/// sat eight to a line, the worker reading a line the host was still writing (its enqueue
+/// row 41.6 → 21.0 ns, 2026-12-05 `pipe12` in `bench/README.md`).
+#[repr(align(32))]
 struct Slot<T> {
     /// Which ticket may write the slot (`t`), holds it (`t + 1`), or, once taken, `t + len`.
     seq: AtomicU64,
@@ -250,13 +259,15 @@ impl<T> Ring<T> {
         }
     }
 
-    /// Whether a push prefetches ([`prefetch_ahead`](Self::prefetch_ahead)): only for slots
-    /// of 32 bytes or more (the simulator's tasks: two to a cache line). Eight or more to a
-    /// line, a line comes back from the consumer once per eight pushes, and the prefetch cost
-    /// more than it saved: the bench's engine row (a no-op job, 8-byte slots) read 16.3–19.5 ns
-    /// an enqueue with it, 12.5–15.0 ns without, four runs of each in turns.
+    /// Whether a push prefetches ([`prefetch_ahead`](Self::prefetch_ahead)), and the worker
+    /// the slots of its next batch ([`Taker::take_batch`]): only for tasks of more than 16
+    /// bytes (the simulator's: a 32-byte slot, two to a cache line). With small tasks (eight
+    /// 8-byte slots to a line, before slots were aligned to 32 bytes) a line came back from
+    /// the consumer once per eight pushes, and the prefetch cost more than it saved: the
+    /// bench's engine row (a no-op job) read 16.3–19.5 ns an enqueue with it, 12.5–15.0 ns
+    /// without, four runs of each in turns.
     #[cfg(not(sim_loom))]
-    const PREFETCHES: bool = std::mem::size_of::<Slot<T>>() >= 32;
+    const PREFETCHES: bool = std::mem::size_of::<T>() > 16;
 
     /// How a ring of `len` slots prefetches (see [`prefetch_ahead`](Self::prefetch_ahead)).
     #[cfg(not(sim_loom))]
@@ -628,7 +639,31 @@ impl<T> Taker<'_, T> {
             n += 1;
         }
         self.c.head = start + n as u64;
+        if n == out.len() {
+            self.prefetch_next(self.c.head, n);
+        }
         n
+    }
+
+    /// After a full batch (more tasks are likely published behind it), starts bringing in the
+    /// lines of the next `n` slots from `head`, for reading: a producer on another CPU wrote
+    /// them, and the worker reaches them only after it has run this batch, each slot's line
+    /// then a miss it waits for (`Shared::next`'s loads were 6–11 % of the pipeline bench's
+    /// samples, 2026-12-05 `pipe11`). A read hint leaves the producer's copy in place; a slot
+    /// not yet written costs the producer an invalidation at its write, as the worker's own
+    /// load would. Rings that do not prefetch ([`Ring::PREFETCHES`]) skip it.
+    #[inline(always)]
+    fn prefetch_next(&self, head: u64, n: usize) {
+        #[cfg(not(sim_loom))]
+        if self.ring.prefetch != crate::prefetch::Hint::Off {
+            // Two slots to a line (`Slot`: 32 bytes, aligned).
+            for k in (0..n as u64).step_by(2) {
+                let slot = self.ring.slot(head + k);
+                crate::prefetch::prefetch_for_read(std::ptr::from_ref(slot).cast());
+            }
+        }
+        #[cfg(sim_loom)]
+        let _ = (head, n);
     }
 
     /// Takes every task up to ticket `end` (a closed ring's [`Ring::close`]), waiting for
@@ -761,6 +796,29 @@ mod tests {
         assert!(matches!(r.push(4), Push::Full(4)));
         assert_eq!(r.taker().take(), Some(3));
         assert_eq!(r.taker().take(), None);
+    }
+
+    /// A simulator stream's slot fills half a cache line and never spans two (`Slot`): the
+    /// slots' array is 32-byte aligned however `malloc` placed it. Before the alignment the
+    /// slot was 8-aligned (and an array of them 16-aligned from `malloc`). `Job24` stands for
+    /// the simulator's job (24 bytes at most, 8-aligned: `job.rs` asserts its size; this
+    /// module does not import it, see `tests/module_graph.rs`).
+    #[test]
+    fn a_simulator_slot_is_half_a_cache_line_and_never_spans_two() {
+        type Job24 = [u64; 3];
+        assert_eq!(std::mem::size_of::<Slot<Job24>>(), 32);
+        assert_eq!(std::mem::align_of::<Slot<Job24>>(), 32);
+        for capacity in [2usize, 64, 1024] {
+            let r: Ring<Job24> = Ring::new(capacity);
+            for s in r.slots.iter() {
+                let at = std::ptr::from_ref(s) as usize;
+                assert_eq!(at / 64, (at + 31) / 64, "slot at {at:#x} spans two lines");
+            }
+        }
+        // A smaller job's slot shares its line with one other at most.
+        assert_eq!(std::mem::size_of::<Slot<()>>(), 32);
+        // Only rings of jobs of the simulator's size prefetch (`Ring::PREFETCHES`).
+        const { assert!(Ring::<Job24>::PREFETCHES && !Ring::<u64>::PREFETCHES) };
     }
 
     #[test]

@@ -213,15 +213,18 @@ impl Sim {
     /// Reclaims what dead processes held, in every server file this process has open: their
     /// queued waits are cancelled, their references dropped (IPC events included), ids and IPC
     /// events nobody holds any more freed, and their process-table entries released; and the count notifies of dead owners (if
-    /// this process has opened the count-notify file). Ids leaked by a process that died
+    /// this process has opened the count-notify file), and the device memory of this server
+    /// that only dead processes held ([`Sim::mem_gc`]). Ids leaked by a process that died
     /// half-way through a create or destroy are freed once they stayed so for 10 s. Runs on
-    /// open and before a create answers 207009, too.
+    /// open and before a create answers 207009, too (device memory: before an allocation
+    /// runs short, and in `aclrtGetMemInfo`).
     pub fn gc(&self) -> Result<GcReport, SimError> {
         let mut r = self.inner.file.gc();
         for f in lock(&self.inner.remote).values() {
             r += f.gc();
         }
         r.cnt_freed = self.cnt_gc();
+        r.mem_freed = self.mem_gc();
         Ok(r)
     }
 

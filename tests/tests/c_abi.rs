@@ -88,6 +88,8 @@
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
+//! - `memcpy_batch.c`: `aclrtMemcpyBatch[Async][V2]` (attributes per copy, CANN's checks, the
+//!   failing copy's index, bytes checked; also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
 //!   ranges, out of memory);
 //! - `superpod_ring.c`: a ring of notifies over 2 simulated hosts x 4 ranks in cluster mode
@@ -341,6 +343,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memory",
         "memset_d32",
         "free_sync",
+        "memcpy_batch",
         "ring_allreduce",
         "halo",
         "acl_json",
@@ -1216,6 +1219,32 @@ fn frees_with_device_sync_let_queued_copies_finish_first() {
     if let Some(o) = memcheck("free_sync", &[], &[]) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    }
+}
+
+// ---- batch copies (tests/c/memcpy_batch.c) ----------------------------------------------------
+
+#[test]
+fn batch_copies_follow_their_attributes_and_name_the_failing_copy() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("batch-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memcpy_batch"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("memcpy_batch", &mut cmd).expect("start memcpy_batch")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(o[0].stdout.contains("memcpy_batch"), "{}", report(&o));
+    }
+    if let Some(o) = memcheck("memcpy_batch", &["Ascend910B"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("memcpy_batch Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 

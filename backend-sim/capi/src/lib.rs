@@ -48,6 +48,7 @@ mod inflight;
 pub mod ipc_memory;
 mod lifecycle;
 pub mod memcache;
+pub mod memcpy_batch;
 pub mod memory;
 pub mod mempool;
 pub mod memquery;

@@ -35,7 +35,7 @@ const USAGE: &str =
   show   (default) print the machine read-only: processes, id budgets, live notifies and
          count notifies with owner, holders, whitelist, waiting stream threads, last recorder
   gc     reclaim what dead processes left (references, queued waits, ids, IPC events,
-         count notifies)
+         count notifies, device memory)
   list   list the namespaces found under /dev/shm
   rm     delete the namespace's files under /dev/shm (every server's) once none of its
          processes is alive; refused, naming them, while one is
@@ -187,6 +187,7 @@ fn gc(a: &Args) -> Result<(), String> {
     // Opening already reclaims; these passes catch anything that died meanwhile.
     let report = sim.gc().map_err(|e| e.to_string())?;
     let cnt_freed = report.cnt_freed;
+    let mem_freed = report.mem_freed;
     // What is not in the snapshots (IPC events, cancelled waits) comes from the reports of
     // both: the open's and this pass's.
     let mut total = sim.reclaimed_at_open();
@@ -215,13 +216,15 @@ fn gc(a: &Args) -> Result<(), String> {
             "cnt_notifies_freed": cnt,
             "ipc_events_freed": ipc_events,
             "waits_cancelled": total.waits_cancelled,
+            "mem_allocations_freed": mem_freed,
             "still_dead_pids": still_dead,
         });
         println!("{doc}");
     } else {
         println!(
             "namespace {} server {}: reclaimed {} dead process(es) {reclaimed:?}; freed {freed} \
-             notify id(s), {cnt} count-notify id(s) and {ipc_events} IPC event(s){}",
+             notify id(s), {cnt} count-notify id(s), {mem_freed} device-memory \
+             allocation(s) and {ipc_events} IPC event(s){}",
             a.namespace,
             a.server,
             reclaimed.len(),

@@ -635,10 +635,15 @@ impl Sim {
         Ok(())
     }
 
-    /// Reclaims the device memory of dead processes on every device this process has mapped:
-    /// frees what they owned (kept for live importers) and closes what they imported. Returns
-    /// how many allocations were released.
+    /// Reclaims the device memory of dead processes on every device of this server (the
+    /// files that exist, mapped here or not: the inspector's gc has mapped none): frees what
+    /// they owned (kept for live importers) and closes what they imported. Returns how many
+    /// allocations were released.
     pub fn mem_gc(&self) -> u32 {
+        for device in 0..self.inner.devices {
+            // A file that cannot be mapped here (a limited address space) is left as it is.
+            let _ = self.mem_file(self.inner.server_id, device, false);
+        }
         let files: Vec<Arc<MemFile>> = lock(&self.mem().files).values().cloned().collect();
         files
             .iter()

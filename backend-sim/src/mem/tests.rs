@@ -537,6 +537,30 @@ fn memory_of_a_dead_process_counts_as_free() {
     assert_eq!(sim.mem_info(0).unwrap(), (64 << 20, 64 << 20));
 }
 
+/// `Sim::gc` (what `acl-notify-inspect gc` runs) releases the device memory of dead processes
+/// on devices this process never touched.
+#[test]
+fn gc_releases_the_memory_of_dead_processes_on_every_device() {
+    let (sim, ns) = open("deadgc", 64 << 20);
+    let name = ns.0.clone();
+    crate::fork::run_in_child(move || {
+        let Ok(child) = Sim::builder()
+            .devices(2)
+            .namespace(&name)
+            .device_memory(64 << 20)
+            .open()
+        else {
+            return false;
+        };
+        let ok = child.malloc(0, 4096, 0).is_ok() && child.malloc(1, 4096, 0).is_ok();
+        std::mem::forget(child);
+        ok
+    })
+    .unwrap();
+    assert_eq!(sim.gc().unwrap().mem_freed, 2);
+    assert_eq!(sim.gc().unwrap().mem_freed, 0, "nothing left");
+}
+
 #[test]
 fn ipc_memory_is_207000_where_cann_has_none() {
     let ns = format!("unit-mem-310b-{}", std::process::id());

@@ -104,6 +104,9 @@ pub struct GcReport {
     /// Count-notify ids freed because their owner was dead (or leaked by a process that died
     /// half-way through a create or destroy). Filled in by `Sim::gc`.
     pub cnt_freed: u32,
+    /// Device-memory allocations released because only dead processes held them (their
+    /// owners' and importers'). Filled in by `Sim::gc`.
+    pub mem_freed: u32,
 }
 
 impl std::ops::AddAssign for GcReport {
@@ -113,6 +116,7 @@ impl std::ops::AddAssign for GcReport {
         self.waits_cancelled += o.waits_cancelled;
         self.ipc_events_freed += o.ipc_events_freed;
         self.cnt_freed += o.cnt_freed;
+        self.mem_freed += o.mem_freed;
     }
 }
 
