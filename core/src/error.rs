@@ -51,6 +51,9 @@ pub enum Error {
     WaitTimeout = 107019,
     /// `ACL_ERROR_RT_TASK_TIMEOUT` — a task on a stream (a wait) ran out of time.
     TaskTimeout = 107020,
+    /// `ACL_ERROR_RT_SYSPARAMOPT_NOT_SET` — a system parameter was never set in the current
+    /// context (`aclrtCtxGetSysParamOpt`).
+    SysParamOptNotSet = 107021,
     /// `ACL_ERROR_RT_STREAM_ABORT` — the stream's tasks were aborted (`aclrtStreamAbort`).
     StreamAbort = 107023,
     /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` — this SoC does not have the feature.
@@ -111,7 +114,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 40] = [
+    pub const ALL: [Error; 41] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -128,6 +131,7 @@ impl Error {
         Error::InvalidHandle,
         Error::WaitTimeout,
         Error::TaskTimeout,
+        Error::SysParamOptNotSet,
         Error::StreamAbort,
         Error::FeatureUnsupported,
         Error::FeatureNotSupport,
@@ -180,6 +184,7 @@ impl Error {
             Error::InvalidHandle => "ACL_ERROR_RT_INVALID_HANDLE",
             Error::WaitTimeout => "ACL_ERROR_RT_WAIT_TIMEOUT",
             Error::TaskTimeout => "ACL_ERROR_RT_TASK_TIMEOUT",
+            Error::SysParamOptNotSet => "ACL_ERROR_RT_SYSPARAMOPT_NOT_SET",
             Error::StreamAbort => "ACL_ERROR_RT_STREAM_ABORT",
             Error::FeatureUnsupported => "ACL_ERROR_FEATURE_UNSUPPORTED",
             Error::FeatureNotSupport => "ACL_ERROR_RT_FEATURE_NOT_SUPPORT",

@@ -58,6 +58,8 @@ pub enum Kind {
     MemPool = 0x69,
     /// A data buffer (`aclDataBuffer *`).
     DataBuffer = 0xDB,
+    /// An allocator descriptor (`aclrtAllocatorDesc`).
+    AllocatorDesc = 0xAD,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -380,6 +382,7 @@ mod tests {
             Kind::PhysMem,
             Kind::MemPool,
             Kind::DataBuffer,
+            Kind::AllocatorDesc,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

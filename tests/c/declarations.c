@@ -61,8 +61,8 @@ int main(int argc, char **argv) {
     aclError ret = aclrtSetGroup(0);
     REQUIRE(ret == ACL_ERROR_RT_FEATURE_NOT_SUPPORT, "aclrtSetGroup returned %d", (int)ret);
     require_named("aclrtSetGroup");
-    REQUIRE(aclrtAllocatorCreateDesc() == NULL, "aclrtAllocatorCreateDesc returned a handle");
-    require_named("aclrtAllocatorCreateDesc");
+    REQUIRE(aclrtCreateGroupInfo() == NULL, "aclrtCreateGroupInfo returned a pointer");
+    require_named("aclrtCreateGroupInfo");
     aclAppLog(ACL_INFO, __func__, __FILE__, __LINE__, "%s %d %f", "variadic", 7, 1.5);
     require_named("aclAppLog");
 #ifdef __cplusplus

@@ -10,7 +10,10 @@
  *   test compares two runs in one namespace and a run in another);
  * - aclrtDevicePeerAccessStatus: follows aclrtDeviceEnablePeerAccess / Disable, one way;
  * - aclrtGetDeviceSatMode / aclrtSetDeviceSatMode: INFNAN from the start on Ascend910B,
- *   SATURATION on Ascend310P (argv[1] names the chip), 107000 for an unknown mode.
+ *   SATURATION on Ascend310P (argv[1] names the chip), 107000 for an unknown mode;
+ * - the system parameters (context.cpp, api_c.cc): the process's 0 until set; a context's
+ *   107021 until set in it, its own per context, a context set setting the process's too;
+ *   100000 for an unknown option, 107000 for a value out of its range.
  * Exit 0 and "device_query: ok". */
 #include "common.h"
 
@@ -138,6 +141,37 @@ static void sat_mode(const char *chip) {
     REQUIRE(m == ACL_RT_OVERFLOW_MODE_INFNAN, "a refused set changed the mode to %d", (int)m);
 }
 
+static void sys_params(void) {
+    int64_t v = -1;
+    CHECK(aclrtGetSysParamOpt(ACL_OPT_ENABLE_DEBUG_KERNEL, &v));
+    REQUIRE(v == 0, "the process's value starts at 0, not %lld", (long long)v);
+    CHECK(aclrtSetDevice(1));
+    EXPECT_RC(aclrtCtxGetSysParamOpt(ACL_OPT_DETERMINISTIC, &v), ACL_ERROR_RT_SYSPARAMOPT_NOT_SET);
+    expect_msg("aclrtCtxGetSysParamOpt", "never set", NULL);
+    CHECK(aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 3));
+    CHECK(aclrtCtxGetSysParamOpt(ACL_OPT_DETERMINISTIC, &v));
+    REQUIRE(v == 3, "context value %lld", (long long)v);
+    CHECK(aclrtGetSysParamOpt(ACL_OPT_DETERMINISTIC, &v));
+    REQUIRE(v == 3, "a context set sets the process's value too: %lld", (long long)v);
+    aclrtContext other = NULL;
+    CHECK(aclrtCreateContext(&other, 1));
+    EXPECT_RC(aclrtCtxGetSysParamOpt(ACL_OPT_DETERMINISTIC, &v), ACL_ERROR_RT_SYSPARAMOPT_NOT_SET);
+    CHECK(aclrtDestroyContext(other));
+    CHECK(aclrtSetDevice(1));
+    CHECK(aclrtCtxGetSysParamOpt(ACL_OPT_DETERMINISTIC, &v));
+    REQUIRE(v == 3, "the primary context kept its value: %lld", (long long)v);
+    CHECK(aclrtSetSysParamOpt(ACL_OPT_STRONG_CONSISTENCY, 1));
+    CHECK(aclrtGetSysParamOpt(ACL_OPT_STRONG_CONSISTENCY, &v));
+    REQUIRE(v == 1, "process value %lld", (long long)v);
+    EXPECT_RC(aclrtSetSysParamOpt(ACL_OPT_STRONG_CONSISTENCY, 2), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtCtxSetSysParamOpt(ACL_OPT_DETERMINISTIC, 4), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclrtSetSysParamOpt((aclSysParamOpt)7, 0), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtCtxGetSysParamOpt((aclSysParamOpt)-1, &v), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtGetSysParamOpt(ACL_OPT_DETERMINISTIC, NULL), ACL_ERROR_INVALID_PARAM);
+    CHECK(aclrtResetDevice(1));
+    CHECK(aclrtResetDevice(1));
+}
+
 int main(int argc, char **argv) {
     g_role = "device_query";
     const char *chip = argc > 1 ? argv[1] : "Ascend910B";
@@ -148,6 +182,7 @@ int main(int argc, char **argv) {
     status_and_uuid();
     if (strcmp(chip, "Ascend910B") == 0) peer_access();
     sat_mode(chip);
+    sys_params();
     CHECK(aclFinalize());
     printf("device_query: ok\n");
     return 0;

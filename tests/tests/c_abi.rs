@@ -68,11 +68,13 @@
 //!   too);
 //! - `device_query.c`: the device queries (stream priority range, device id mappings, primary
 //!   context state, status, UUIDs stable across processes of one machine, peer access status,
-//!   saturation mode) on two chips;
+//!   saturation mode, system parameters) on two chips;
 //! - `vmm.c`: virtual memory management as CANN's VMM samples use it (two physical
 //!   allocations mapped back to back in one reserved range, every byte copied in and back),
 //!   its error cases, and a second process importing a shareable handle once whitelisted; on
 //!   three SoCs, and under valgrind's memcheck;
+//! - `allocator.c`: allocator registration per stream (CANN's NULL checks, copies, replacement,
+//!   unregistering; the simulator never calls the callbacks), also under valgrind's memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -367,6 +369,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memcpy2d",
         "vmm_share",
         "mem_pool",
+        "allocator",
         "collective",
         "host_func",
         "lifecycle",
@@ -1079,6 +1082,19 @@ fn memory_pools_hand_out_blocks_in_stream_order_and_keep_freed_memory() {
             "{}",
             report(&o)
         );
+    }
+}
+
+// ---- allocator registration (tests/c/allocator.c) ----------------------------------------------
+
+#[test]
+fn allocators_register_per_stream_as_copies_and_are_never_called() {
+    let o = run_alone("allocator", "allocator", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("allocator: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("allocator", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("allocator: ok"), "{}", report(&o));
     }
 }
 

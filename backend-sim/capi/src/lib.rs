@@ -31,6 +31,7 @@
 #[cfg(not(target_pointer_width = "64"))]
 compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
+pub mod allocator;
 mod callback;
 mod capability;
 mod config;

@@ -42,6 +42,8 @@
 //! calls answer an unknown pool with 107000 (`soma.cc`).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::{Arc, Mutex};
 
 use acl_notify_core::{Error, Feature, RawStream};
@@ -379,17 +381,21 @@ impl Sim {
             });
             t
         };
-        let kept = Arc::clone(&pool);
+        let queued = Arc::new(AtomicBool::new(false));
+        let done = FreeTicket {
+            pool: Arc::clone(&pool),
+            ticket,
+            queued: Arc::clone(&queued),
+        };
         let task = Box::new(move |_: &TaskCtx| {
-            let mut g = lock(&kept);
-            if let Some(k) = g.kept.iter_mut().find(|k| k.ticket == ticket) {
-                k.state = Kept::Ready;
-            }
+            let mut g = lock(&done.pool);
+            done.ready(&mut g);
             let keep = g.threshold;
             g.release_down_to(keep, &release);
             Ok(())
         });
         self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(()))
+            .inspect(|()| queued.store(true, Release))
             .inspect_err(|_| {
                 // Not queued: the block is in use again, as before the call.
                 let mut g = lock(&pool);
@@ -556,6 +562,36 @@ impl Sim {
     }
 }
 
+/// The block of a queued `aclrtMemPoolFreeAsync`, made reusable once its task is done with
+/// it: run (the task marks it, then gives kept memory above the threshold back), or dropped
+/// unrun once queued — its stream destroyed with its tasks discarded or aborted — when this
+/// marks it, since nothing of that stream touches the block any more (a task that was never
+/// queued leaves it to the caller, who puts the block back in use). Before, a discarded free
+/// left its block queued for ever: never reused, and `aclrtMemPoolDestroy` refusing the pool.
+struct FreeTicket {
+    pool: Arc<Mutex<Pool<Alloc>>>,
+    ticket: u64,
+    /// Set once the task is on its stream.
+    queued: Arc<AtomicBool>,
+}
+
+impl FreeTicket {
+    fn ready(&self, g: &mut Pool<Alloc>) {
+        if let Some(k) = g.kept.iter_mut().find(|k| k.ticket == self.ticket) {
+            k.state = Kept::Ready;
+        }
+    }
+}
+
+impl Drop for FreeTicket {
+    fn drop(&mut self) {
+        if self.queued.load(Acquire) {
+            let mut g = lock(&self.pool);
+            self.ready(&mut g);
+        }
+    }
+}
+
 /// 107000 for an attribute call on a pool this `Sim` does not have (`soma.cc`).
 fn attr_no_pool(p: PoolId) -> SimError {
     SimError::new(
@@ -698,6 +734,26 @@ mod tests {
         assert!(sim.mem_pool_malloc_async(p, 64, s).is_err());
         assert_eq!(sim.mem_pool_attr(p, PoolAttr::UsedMemCurrent).unwrap(), 0);
         sim.mem_pool_destroy(p).unwrap();
+    }
+
+    /// A free whose stream is destroyed with its tasks discarded before it ran still makes its
+    /// block reusable: the pool is destroyed and its memory is the device's again.
+    #[test]
+    fn a_discarded_free_gives_its_block_back_to_the_pool() {
+        let (sim, _ns) = open("discard", Soc::Ascend910B);
+        let p = sim.mem_pool_create(0, 8 * MIB).unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let word = sim.malloc(0, 4096, 0).unwrap();
+        let a = sim.mem_pool_malloc_async(p, 4096, s).unwrap();
+        // Holds the stream until it is destroyed: the word stays 0.
+        sim.value_wait(word, 1, crate::mem::ValueCondition::Equal, s)
+            .unwrap();
+        sim.mem_pool_free_async(a, s).unwrap();
+        sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
+        assert_eq!(sim.mem_pool_attr(p, PoolAttr::UsedMemCurrent).unwrap(), 0);
+        sim.mem_pool_destroy(p).unwrap();
+        sim.free(word).unwrap();
+        assert_eq!(sim.mem_info(0).unwrap().0, 64 * MIB);
     }
 
     /// Only Atlas A2 has pools (CANN's chapter on them).

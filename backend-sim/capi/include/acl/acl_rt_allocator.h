@@ -1,9 +1,9 @@
 /*
  * acl/acl_rt_allocator.h — registration of an application's own memory allocator with the
  * runtime, declared as the header of the same path in CANN 9.1.0 (names, types and
- * prototypes are CANN's; the comments are acl-notify's). The simulator implements none of
- * these functions: each returns ACL_ERROR_RT_FEATURE_NOT_SUPPORT (aclrtAllocatorCreateDesc:
- * NULL) with a message naming itself.
+ * prototypes are CANN's; the comments are acl-notify's). The simulator keeps descriptors and
+ * per-stream registrations as CANN's ACL layer does, and never calls the callbacks (it
+ * launches no operators needing workspace memory): see README's "Allocator registration".
  */
 #ifndef INC_EXTERNAL_ACL_ACL_RT_ALLOCATOR_H_
 #define INC_EXTERNAL_ACL_ACL_RT_ALLOCATOR_H_

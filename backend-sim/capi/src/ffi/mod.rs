@@ -7,7 +7,8 @@
 //!
 //! This file holds the C types and the one panic firewall (`api`); the functions are in one
 //! module per chapter of the API: `device` (initialisation and devices), `devquery` (device
-//! queries: id mappings, UUIDs, peer access status, saturation mode), `stream`, `notify`
+//! queries: id mappings, UUIDs, peer access status, saturation mode), `sysparam` (system
+//! parameters), `stream`, `notify`
 //! (local and IPC), `cnt` (count notifies), `ext` (the `aclnsim*` extensions). Events and
 //! contexts are in [`crate::ffi_event`], device memory in [`crate::memory`] and IPC memory in
 //! [`crate::ipc_memory`].
@@ -125,6 +126,7 @@ pub(crate) mod ipc_args;
 mod notify;
 mod reslimit;
 mod stream;
+mod sysparam;
 
 pub use cnt::*;
 pub use device::*;
@@ -133,6 +135,7 @@ pub use ext::*;
 pub use notify::*;
 pub use reslimit::*;
 pub use stream::*;
+pub use sysparam::*;
 
 #[cfg(test)]
 mod tests;

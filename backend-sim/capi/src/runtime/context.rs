@@ -29,6 +29,8 @@ pub(crate) struct CtxEntry {
     /// The backend stream a NULL stream means here: `None` for a primary context (the
     /// backend's default stream of the device), a stream of its own for a created one.
     default: Option<RawStream>,
+    /// Its system parameters (`sysparam`).
+    pub(super) sys_params: super::sysparam::CtxParams,
 }
 
 /// The session's contexts.
@@ -111,6 +113,7 @@ impl Runtime {
         let ctx = self.contexts.table.insert(CtxEntry {
             device,
             default: None,
+            sys_params: Default::default(),
         })?;
         if let Some(slot) = p.get_mut(device as usize) {
             *slot = Some(ctx);
@@ -153,6 +156,7 @@ impl Runtime {
             .insert(CtxEntry {
                 device: d,
                 default: Some(raw),
+                sys_params: Default::default(),
             })
             .inspect_err(|_| {
                 let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);

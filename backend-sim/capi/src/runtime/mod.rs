@@ -356,6 +356,7 @@ mod stream;
 mod streamattr;
 pub(crate) use streamattr::AttrValue;
 mod streaminfo;
+pub(crate) mod sysparam;
 
 #[cfg(test)]
 mod tests;

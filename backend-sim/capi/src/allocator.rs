@@ -1,0 +1,315 @@
+//! Registration of a program's own memory allocator with a stream (`acl/acl_rt_allocator.h`:
+//! `aclrtAllocator*`), kept as CANN's ACL layer keeps it (hicann/runtime
+//! `src/acl/aclrt_impl/allocator.cpp`): a descriptor holds the allocator object and its four
+//! callbacks, each set once non-NULL (100000 for a NULL descriptor or function); a
+//! registration copies the descriptor under the stream (the object, alloc, free and
+//! get-address callbacks must be set; the advise callback may not be), replacing an earlier
+//! one, and `aclrtAllocatorGetByStream` answers the descriptor and the copy (100000 for a
+//! stream with none). Like CANN's, the registrations are keyed by the stream's value and
+//! checked no further, and no session is needed.
+//!
+//! The simulator never calls the callbacks: CANN's runtime calls them for the workspace memory
+//! of the operators it launches on the stream, and the simulator launches no operators, so it
+//! has no allocation of its own to make with them.
+//!
+//! CANN hands out a pointer to its descriptor, so a destroyed or forged one is undefined
+//! behaviour there; here an `aclrtAllocatorDesc` is a handle of the crate's handle slab (one
+//! process-wide table, `crate::handle`), answered as a NULL one (100000) with a message.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{LazyLock, Mutex, PoisonError};
+
+use acl_notify_core::Error;
+
+use crate::errmsg::{self, CallError, null_arg};
+use crate::ffi::{aclError, aclrtStream, api};
+use crate::handle::{CTable, Kind};
+
+/// `aclrtAllocatorAllocFunc` and its neighbours, as C function pointers.
+type AllocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
+type FreeFn = unsafe extern "C" fn(*mut c_void, *mut c_void);
+type AdviseFn = unsafe extern "C" fn(*mut c_void, usize, *mut c_void) -> *mut c_void;
+type AddrFn = unsafe extern "C" fn(*mut c_void) -> *mut c_void;
+
+/// What a descriptor holds: the caller's object and functions, kept as numbers (they are only
+/// handed back; 0 for not set).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Desc {
+    obj: usize,
+    alloc: usize,
+    free: usize,
+    advise: usize,
+    addr: usize,
+}
+
+/// The process's descriptors.
+static DESCS: LazyLock<CTable<Desc>> = LazyLock::new(|| {
+    CTable::new(
+        Kind::AllocatorDesc,
+        "allocator descriptors",
+        acl_notify_handles::random_seed(),
+    )
+});
+
+/// The registrations: stream value → (the descriptor's handle, the copy registered).
+static REGISTERED: LazyLock<Mutex<HashMap<usize, (usize, Desc)>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+fn registered() -> std::sync::MutexGuard<'static, HashMap<usize, (usize, Desc)>> {
+    REGISTERED.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// 100000 for a descriptor that is not a live one of this process.
+fn not_live(handle: usize) -> CallError {
+    CallError::new(
+        Error::InvalidParam,
+        format!(
+            "allocatorDesc {handle:#x} is not a live aclrtAllocatorDesc of this process \
+             (destroyed, or not made by aclrtAllocatorCreateDesc)"
+        ),
+    )
+}
+
+/// The live descriptor `desc`; 100000 for NULL or anything else.
+fn desc_of(desc: *mut c_void) -> Result<Desc, CallError> {
+    if desc.is_null() {
+        return Err(null_arg("allocatorDesc"));
+    }
+    DESCS.get(desc.addr()).ok_or_else(|| not_live(desc.addr()))
+}
+
+/// Sets one field of descriptor `desc` to `value` (100000 for a NULL descriptor, a dead one
+/// or a NULL value, named `what`).
+fn set(
+    name: &str,
+    desc: *mut c_void,
+    value: usize,
+    what: &str,
+    field: fn(&mut Desc) -> &mut usize,
+) -> aclError {
+    api(name, || {
+        if desc.is_null() {
+            return Err(null_arg("allocatorDesc"));
+        }
+        if value == 0 {
+            return Err(null_arg(what));
+        }
+        DESCS
+            .update(desc.addr(), |d| *field(d) = value)
+            .ok_or_else(|| not_live(desc.addr()))
+    })
+}
+
+/// `aclrtAllocatorDesc aclrtAllocatorCreateDesc()`: an empty descriptor; NULL only when the
+/// process holds `MAX_HANDLES` of them (the message says so, 207001).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorCreateDesc() -> *mut c_void {
+    match DESCS.insert(Desc::default()) {
+        Ok(h) => std::ptr::without_provenance_mut(h),
+        Err(e) => {
+            errmsg::record("aclrtAllocatorCreateDesc", &e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `aclError aclrtAllocatorDestroyDesc(aclrtAllocatorDesc allocatorDesc)`: ends the
+/// descriptor (a registration keeps its copy, and answers the dead handle, as CANN's keeps
+/// the dangling pointer). Codes: 100000 NULL or not a live descriptor.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorDestroyDesc(allocator_desc: *mut c_void) -> aclError {
+    api("aclrtAllocatorDestroyDesc", || {
+        if allocator_desc.is_null() {
+            return Err(null_arg("allocatorDesc"));
+        }
+        DESCS
+            .remove(allocator_desc.addr())
+            .map(|_| ())
+            .ok_or_else(|| not_live(allocator_desc.addr()))
+    })
+}
+
+/// `aclError aclrtAllocatorSetObjToDesc(aclrtAllocatorDesc allocatorDesc, aclrtAllocator
+/// allocator)`. Codes: 100000 either NULL, or not a live descriptor.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorSetObjToDesc(
+    allocator_desc: *mut c_void,
+    allocator: *mut c_void,
+) -> aclError {
+    set(
+        "aclrtAllocatorSetObjToDesc",
+        allocator_desc,
+        allocator.addr(),
+        "allocator",
+        |d| &mut d.obj,
+    )
+}
+
+/// `aclError aclrtAllocatorSetAllocFuncToDesc(aclrtAllocatorDesc, aclrtAllocatorAllocFunc)`.
+/// Codes: 100000 either NULL, or not a live descriptor.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorSetAllocFuncToDesc(
+    allocator_desc: *mut c_void,
+    func: Option<AllocFn>,
+) -> aclError {
+    let f = func.map_or(0, |f| f as usize);
+    set(
+        "aclrtAllocatorSetAllocFuncToDesc",
+        allocator_desc,
+        f,
+        "func",
+        |d| &mut d.alloc,
+    )
+}
+
+/// `aclError aclrtAllocatorSetFreeFuncToDesc(aclrtAllocatorDesc, aclrtAllocatorFreeFunc)`.
+/// Codes: 100000 either NULL, or not a live descriptor.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorSetFreeFuncToDesc(
+    allocator_desc: *mut c_void,
+    func: Option<FreeFn>,
+) -> aclError {
+    let f = func.map_or(0, |f| f as usize);
+    set(
+        "aclrtAllocatorSetFreeFuncToDesc",
+        allocator_desc,
+        f,
+        "func",
+        |d| &mut d.free,
+    )
+}
+
+/// `aclError aclrtAllocatorSetAllocAdviseFuncToDesc(aclrtAllocatorDesc,
+/// aclrtAllocatorAllocAdviseFunc)`. Codes: 100000 either NULL, or not a live descriptor.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorSetAllocAdviseFuncToDesc(
+    allocator_desc: *mut c_void,
+    func: Option<AdviseFn>,
+) -> aclError {
+    let f = func.map_or(0, |f| f as usize);
+    set(
+        "aclrtAllocatorSetAllocAdviseFuncToDesc",
+        allocator_desc,
+        f,
+        "func",
+        |d| &mut d.advise,
+    )
+}
+
+/// `aclError aclrtAllocatorSetGetAddrFromBlockFuncToDesc(aclrtAllocatorDesc,
+/// aclrtAllocatorGetAddrFromBlockFunc)`. Codes: 100000 either NULL, or not a live descriptor.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorSetGetAddrFromBlockFuncToDesc(
+    allocator_desc: *mut c_void,
+    func: Option<AddrFn>,
+) -> aclError {
+    let f = func.map_or(0, |f| f as usize);
+    set(
+        "aclrtAllocatorSetGetAddrFromBlockFuncToDesc",
+        allocator_desc,
+        f,
+        "func",
+        |d| &mut d.addr,
+    )
+}
+
+/// `aclError aclrtAllocatorRegister(aclrtStream stream, aclrtAllocatorDesc allocatorDesc)`:
+/// registers a copy of the descriptor under `stream`, replacing an earlier registration.
+/// Codes: 100000 stream or allocatorDesc NULL, not a live descriptor, or one without the
+/// object, the alloc, free or get-address function.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorRegister(
+    stream: aclrtStream,
+    allocator_desc: *mut c_void,
+) -> aclError {
+    api("aclrtAllocatorRegister", || {
+        if stream.is_null() {
+            return Err(null_arg("stream"));
+        }
+        let d = desc_of(allocator_desc)?;
+        for (v, what) in [
+            (d.obj, "allocatorDesc->obj"),
+            (d.alloc, "allocatorDesc->allocFunc"),
+            (d.free, "allocatorDesc->freeFunc"),
+            (d.addr, "allocatorDesc->getAddrFromBlockFunc"),
+        ] {
+            if v == 0 {
+                return Err(CallError::new(
+                    Error::InvalidParam,
+                    format!("`{what}` is NULL: set it before registering"),
+                ));
+            }
+        }
+        registered().insert(stream.addr(), (allocator_desc.addr(), d));
+        Ok(())
+    })
+}
+
+/// `aclError aclrtAllocatorGetByStream(aclrtStream stream, aclrtAllocatorDesc
+/// *allocatorDesc, aclrtAllocator *allocator, aclrtAllocatorAllocFunc *allocFunc,
+/// aclrtAllocatorFreeFunc *freeFunc, aclrtAllocatorAllocAdviseFunc *allocAdviseFunc,
+/// aclrtAllocatorGetAddrFromBlockFunc *getAddrFromBlockFunc)`: what `stream` registered (the
+/// outputs after `allocatorDesc` may each be NULL). Codes: 100000 allocatorDesc or stream
+/// NULL, a stream with no registration.
+///
+/// # Safety
+///
+/// Each output is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtAllocatorGetByStream(
+    stream: aclrtStream,
+    allocator_desc: *mut *mut c_void,
+    allocator: *mut *mut c_void,
+    alloc_func: *mut usize,
+    free_func: *mut usize,
+    alloc_advise_func: *mut usize,
+    get_addr_from_block_func: *mut usize,
+) -> aclError {
+    api("aclrtAllocatorGetByStream", || {
+        if allocator_desc.is_null() {
+            return Err(null_arg("allocatorDesc"));
+        }
+        if stream.is_null() {
+            return Err(null_arg("stream"));
+        }
+        let Some((h, d)) = registered().get(&stream.addr()).copied() else {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!("stream {stream:p} is not registered with any allocator"),
+            ));
+        };
+        // SAFETY: each non-NULL output is writable by the caller's contract; a function
+        // pointer output holds a pointer-sized value (0 is NULL).
+        unsafe {
+            allocator_desc.write_unaligned(std::ptr::without_provenance_mut(h));
+            if !allocator.is_null() {
+                allocator.write_unaligned(std::ptr::with_exposed_provenance_mut(d.obj));
+            }
+            for (out, v) in [
+                (alloc_func, d.alloc),
+                (free_func, d.free),
+                (alloc_advise_func, d.advise),
+                (get_addr_from_block_func, d.addr),
+            ] {
+                if !out.is_null() {
+                    out.write_unaligned(v);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `aclError aclrtAllocatorUnregister(aclrtStream stream)`: forgets `stream`'s registration
+/// (none is no error). Codes: 100000 NULL.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtAllocatorUnregister(stream: aclrtStream) -> aclError {
+    api("aclrtAllocatorUnregister", || {
+        if stream.is_null() {
+            return Err(null_arg("stream"));
+        }
+        registered().remove(&stream.addr());
+        Ok(())
+    })
+}
