@@ -48,7 +48,7 @@ use crate::sys;
 
 /// The fork handler ([`sys::fork_hook`]) is in place, or 207001 saying that a forked child
 /// could not be made safe. A process that uses a [`PerProcess`] lock must have it.
-pub(crate) fn required() -> Result<(), SimError> {
+pub fn required() -> Result<(), SimError> {
     if sys::fork_hook() {
         return Ok(());
     }
@@ -112,7 +112,7 @@ mod stdio {
 ///
 /// Costs two atomic loads and a compare more than a `static Mutex<T>` on each
 /// [`get`](Self::get).
-pub(crate) struct PerProcess<T> {
+pub struct PerProcess<T> {
     /// The lock of the latest process that used it: null before the first use, else a leaked
     /// `Box`. In a forked child, until its first use, the parent's.
     current: AtomicPtr<Made<T>>,
@@ -127,7 +127,7 @@ struct Made<T> {
 
 impl<T: Send> PerProcess<T> {
     /// A lock made on first use with `new()` inside.
-    pub(crate) const fn new(new: fn() -> T) -> Self {
+    pub const fn new(new: fn() -> T) -> Self {
         PerProcess {
             current: AtomicPtr::new(std::ptr::null_mut()),
             new,
@@ -137,7 +137,7 @@ impl<T: Send> PerProcess<T> {
     /// This process's lock. Call [`required`] first, once, so that a child forked while the
     /// lock is held gets its own.
     #[inline]
-    pub(crate) fn get(&self) -> &Mutex<T> {
+    pub fn get(&self) -> &Mutex<T> {
         let p = self.current.load(Acquire);
         // SAFETY: a non-null `current` is a pointer from `Box::into_raw` published by `make`,
         // never freed.

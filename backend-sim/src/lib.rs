@@ -77,7 +77,9 @@ mod enqueue;
 mod entries;
 mod error;
 mod event;
-mod fork;
+/// Public for the C library's process-wide locks (`PerProcess`), not an API of the crate.
+#[doc(hidden)]
+pub mod fork;
 pub mod inspect;
 mod ipc_event;
 mod ipc_policy;
