@@ -36,7 +36,7 @@
 //! `aclrtMemPoolFreeAsync` of `aclrtMalloc` memory frees it when the stream reaches the free,
 //! as CANN's host-function path does (`MemPoolFreeAsyncCallback`). A free whose task is
 //! dropped unrun (its stream destroyed with its tasks discarded, or aborted) still happens:
-//! the block is made reusable, the plain memory given back ([`super::run_or_drop`]).
+//! the block is made reusable, the plain memory given back (`mem::run_or_drop`).
 //!
 //! Codes: CANN's runtime answers a pool it does not know, a pool refusal and a failed block
 //! allocation with its `RT_ERROR_MEM_POOL_*` / `RT_ERROR_POOL_*` codes, which
