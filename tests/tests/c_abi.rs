@@ -122,6 +122,11 @@
 //!   recorded anew each round on one thread's stream, waited on by another's; copy chains;
 //!   callbacks on one report thread per device checking every word), then the devices' free
 //!   memory back where it started (also under valgrind's memcheck);
+//! - `killed_importers.c`: children forked after `aclInit` start sessions of their own and
+//!   import the parent's memory by key; half of them are SIGKILLed holding the import (one with
+//!   a copy out of it queued behind a wait that never ends); the parent frees the memory, the
+//!   devices' free memory comes back, the key imports nothing afterwards, and the namespace's
+//!   files stay the same round after round;
 //! - `collective.c`: one rank (a process) of an HCCL-style ring all-reduce, each rank exporting
 //!   its memory and a pair of notifies with PID whitelists: 8 and 16 ranks on one host and split
 //!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
@@ -386,6 +391,7 @@ fn build_everything() -> Result<Prefix, String> {
         "task_abort",
         "capture",
         "app_threads",
+        "killed_importers",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1189,6 +1195,27 @@ fn threads_trade_pool_blocks_across_devices_with_events_and_callbacks() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("app_threads: ok"), "{}", report(&o));
     }
+}
+
+// ---- importers forked after aclInit, some killed holding the import (tests/c/killed_importers.c)
+
+/// Not under valgrind: a child forked after `aclInit` keeps the parent's state unreachable in
+/// its memory (the simulator's per-process locks, the session, the parent's worker threads'
+/// closures), which memcheck counts as definitely lost in every child.
+#[test]
+fn importers_forked_after_init_and_killed_holding_the_import_leave_nothing_behind() {
+    let o = run_alone(
+        "killed_importers",
+        "killedimp",
+        &[("ACL_NOTIFY_SIM_DEVICES", "2")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("killed_importers: ok"),
+        "{}",
+        report(&o)
+    );
 }
 
 // ---- a rank of a 16-process ring killed mid-job (tests/c/ring_kill.c) -------------------------
