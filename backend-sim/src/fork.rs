@@ -46,7 +46,7 @@ use acl_notify_core::Error;
 use crate::error::SimError;
 use crate::sys;
 
-/// The fork handler ([`sys::fork_hook`]) is in place, or 207001 saying that a forked child
+/// The fork handler (`sys::fork_hook`) is in place, or 207001 saying that a forked child
 /// could not be made safe. A process that uses a [`PerProcess`] lock must have it.
 pub fn required() -> Result<(), SimError> {
     if sys::fork_hook() {
@@ -117,6 +117,13 @@ pub struct PerProcess<T> {
     /// `Box`. In a forked child, until its first use, the parent's.
     current: AtomicPtr<Made<T>>,
     new: fn() -> T,
+}
+
+impl<T> std::fmt::Debug for PerProcess<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The lock may be another process's (a forked child's inherited one): not looked at.
+        f.debug_struct("PerProcess").finish_non_exhaustive()
+    }
 }
 
 /// A lock and the fork generation of the process that made it.

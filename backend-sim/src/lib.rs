@@ -77,9 +77,10 @@ mod enqueue;
 mod entries;
 mod error;
 mod event;
-/// Public for the C library's process-wide locks (`PerProcess`), not an API of the crate.
+mod fork;
+/// For the C library's process-wide locks, not an API of the crate.
 #[doc(hidden)]
-pub mod fork;
+pub use fork::{PerProcess, required as fork_required};
 pub mod inspect;
 mod ipc_event;
 mod ipc_policy;

@@ -27,7 +27,7 @@ use std::ffi::c_void;
 use std::sync::{MutexGuard, PoisonError};
 
 use acl_notify_core::{Error, Feature};
-use acl_notify_sim::fork::PerProcess;
+use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{self, CallError, null_arg};
 use crate::ffi::{aclError, aclrtStream, api, to_ptr};
@@ -48,7 +48,7 @@ static LIVE: PerProcess<HashSet<usize>> = PerProcess::new(HashSet::new);
 
 /// This process's set of live objects (the fork handler in place first, see [`PerProcess`]).
 fn live() -> Result<MutexGuard<'static, HashSet<usize>>, CallError> {
-    acl_notify_sim::fork::required().map_err(CallError::backend)?;
+    acl_notify_sim::fork_required().map_err(CallError::backend)?;
     Ok(LIVE.get().lock().unwrap_or_else(PoisonError::into_inner))
 }
 
