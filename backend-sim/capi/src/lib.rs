@@ -32,6 +32,7 @@
 compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
 pub mod allocator;
+mod applog;
 mod callback;
 mod capability;
 mod config;
@@ -55,6 +56,7 @@ pub mod memquery;
 pub mod memset_d32;
 mod runtime;
 mod session;
+pub mod state_callback;
 mod stream_config;
 mod stubs;
 mod sysversion;
