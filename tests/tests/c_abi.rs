@@ -118,6 +118,11 @@
 //!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
 //! - `ring_kill.c`: 16 processes pass a token around a ring of IPC notifies and IPC memory; one
 //!   is SIGKILLed holding it: the survivors' waits time out naming it dead, and they tear down.
+//! - `app_threads.c`: one process as a CANN application writes it: six threads, each with a
+//!   context on each of two devices, trading memory-pool blocks round after round (events
+//!   recorded anew each round on one thread's stream, waited on by another's; copy chains;
+//!   callbacks on one report thread per device checking every word), then the devices' free
+//!   memory back where it started (also under valgrind's memcheck);
 //! - `collective.c`: one rank (a process) of an HCCL-style ring all-reduce, each rank exporting
 //!   its memory and a pair of notifies with PID whitelists: 8 and 16 ranks on one host and split
 //!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
@@ -382,6 +387,7 @@ fn build_everything() -> Result<Prefix, String> {
         "task_abort",
         "state_callbacks",
         "app_log",
+        "app_threads",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1150,6 +1156,27 @@ fn threads_with_contexts_on_several_devices_time_copy_and_wait_across_contexts()
             "{}",
             report(&o)
         );
+    }
+}
+
+// ---- one process, six threads in contexts on two devices (tests/c/app_threads.c) ----------
+
+/// Producer and consumer threads trading pool blocks across devices round after round, each
+/// round's events recorded anew on one thread's stream and waited on by another's. An
+/// `aclrtCreateEvent` event's wait passed on an earlier round's record: the consumer read an
+/// earlier round's words and the pool block was freed before it read it.
+#[test]
+fn threads_trade_pool_blocks_across_devices_with_events_and_callbacks() {
+    let o = run_alone("app_threads", "appthreads", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("app_threads: ok"), "{}", report(&o));
+    if let Some(o) = memcheck(
+        "app_threads",
+        &["20"],
+        &[("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")],
+    ) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("app_threads: ok"), "{}", report(&o));
     }
 }
 
