@@ -75,6 +75,10 @@
 //!   three SoCs, and under valgrind's memcheck;
 //! - `allocator.c`: allocator registration per stream (CANN's NULL checks, copies, replacement,
 //!   unregistering; the simulator never calls the callbacks), also under valgrind's memcheck;
+//! - `capture.c`: stream capture into a model runtime instance (`aclmdlRI*`): a copy, notify
+//!   and event chain over two streams replayed 100 times with new input, the refusals during a
+//!   capture, captures that fail part-way, a destroy while a replay is queued; also under
+//!   valgrind's memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -389,6 +393,7 @@ fn build_everything() -> Result<Prefix, String> {
         "lifecycle",
         "stream_v2",
         "task_abort",
+        "capture",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -1099,6 +1104,19 @@ fn memory_pools_hand_out_blocks_in_stream_order_and_keep_freed_memory() {
             "{}",
             report(&o)
         );
+    }
+}
+
+// ---- stream capture and model runtime instances (tests/c/capture.c) ----------------------------
+
+#[test]
+fn a_captured_chain_over_two_streams_replays_with_new_input_every_time() {
+    let o = run_alone("capture", "capture", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("capture: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("capture", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("capture: ok"), "{}", report(&o));
     }
 }
 
