@@ -107,6 +107,11 @@ pub enum Error {
     EventSyncTimeout = 507047,
     /// `ACL_ERROR_RT_DRV_INTERNAL_ERROR` — the driver (or simulated device) failed.
     DrvInternalError = 507899,
+    /// `ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED` — a host range overlapping one registered
+    /// already (`aclrtHostRegister[V2]`).
+    HostMemoryAlreadyRegistered = 507910,
+    /// `ACL_ERROR_HOST_MEMORY_NOT_REGISTERED` — `aclrtHostUnregister` of memory not registered.
+    HostMemoryNotRegistered = 507911,
 }
 
 /// `Result` with the CANN [`Error`].
@@ -114,7 +119,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 41] = [
+    pub const ALL: [Error; 43] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -156,6 +161,8 @@ impl Error {
         Error::StreamSyncTimeout,
         Error::EventSyncTimeout,
         Error::DrvInternalError,
+        Error::HostMemoryAlreadyRegistered,
+        Error::HostMemoryNotRegistered,
     ];
 
     /// The numeric CANN code (`aclError`).
@@ -207,6 +214,8 @@ impl Error {
             Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
             Error::EventSyncTimeout => "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
             Error::DrvInternalError => "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
+            Error::HostMemoryAlreadyRegistered => "ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+            Error::HostMemoryNotRegistered => "ACL_ERROR_HOST_MEMORY_NOT_REGISTERED",
         }
     }
 

@@ -862,7 +862,7 @@ fn zip_pieces(d: &[Piece], s: &[Piece]) -> Vec<(Piece, Piece, usize)> {
 
 /// Reserves `len` bytes aligned to `align` (a power of two): `len + align` reserved, the
 /// ends cut off.
-fn reserve_aligned(len: usize, align: usize) -> Result<usize, SimError> {
+pub(super) fn reserve_aligned(len: usize, align: usize) -> Result<usize, SimError> {
     let total = len
         .checked_add(align)
         .ok_or_else(|| invalid("size too large"))?;
