@@ -231,7 +231,7 @@ impl HostTable {
         }
         let alias = if mapped {
             let len = size.next_multiple_of(HOST_ALIGN);
-            let at = super::vmm::reserve_aligned(len, HOST_ALIGN)?;
+            let at = super::reserved::reserve_aligned(len, HOST_ALIGN)?;
             Some(Alias { addr: at, len })
         } else {
             None

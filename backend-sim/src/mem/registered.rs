@@ -2,7 +2,7 @@
 //! `aclrtHostGetDevicePointer`): the caller's page-aligned range becomes host memory the
 //! runtime knows, as `aclrtMallocHost`'s is — `aclrtPointerGetAttributes` says host, a queued
 //! copy or set holds it and fails instead of writing if it is unregistered before the task
-//! runs (the table and the holding are [`super::host`]'s) — and, registered
+//! runs (the table and the holding are `mem::host`'s) — and, registered
 //! `ACL_HOST_REG_MAPPED`, gets a device address.
 //!
 //! CANN documents the device address for the device's own use only (a kernel's argument):
