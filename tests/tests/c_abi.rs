@@ -127,6 +127,10 @@
 //!   a copy out of it queued behind a wait that never ends); the parent frees the memory, the
 //!   devices' free memory comes back, the key imports nothing afterwards, and the namespace's
 //!   files stay the same round after round;
+//! - `ipc_event_chain.c`: a chain of processes (more than the machine's CPUs) moving 10,000
+//!   items through rings of IPC memory, each slot ordered by two IPC events re-recorded item
+//!   after item and a pipe saying "recorded" as CANN's ipcevent sample does, back-pressure on
+//!   the device and the host, every word checked by the last process;
 //! - `collective.c`: one rank (a process) of an HCCL-style ring all-reduce, each rank exporting
 //!   its memory and a pair of notifies with PID whitelists: 8 and 16 ranks on one host and split
 //!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
@@ -392,6 +396,7 @@ fn build_everything() -> Result<Prefix, String> {
         "capture",
         "app_threads",
         "killed_importers",
+        "ipc_event_chain",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1216,6 +1221,35 @@ fn importers_forked_after_init_and_killed_holding_the_import_leave_nothing_behin
         "{}",
         report(&o)
     );
+}
+
+// ---- a producer/consumer chain ordered by IPC events (tests/c/ipc_event_chain.c) -----------
+
+/// Five processes (more than the machine's CPUs) move 10,000 items through rings of IPC
+/// memory, each slot's two IPC events re-recorded item after item; the consumer checks every
+/// word. On the other SoCs with IPC events, 2,000 items.
+#[test]
+fn a_chain_of_processes_moves_items_through_ipc_memory_ordered_by_ipc_events() {
+    let p = setup();
+    for (soc, items) in [
+        (Soc::Ascend910B, "10000"),
+        (Soc::Ascend910_93, "2000"),
+        (Soc::Ascend950PR, "2000"),
+    ] {
+        let s = Scratch::new(&format!("evchain-{}", soc.name()));
+        let mut cmd = s.cmd(&p.bin.join("ipc_event_chain"), soc.name());
+        cmd.args(["5", items]);
+        let o = run_all(
+            vec![spawn("ipc_event_chain", &mut cmd).expect("start ipc_event_chain")],
+            Duration::from_secs(90),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("ipc_event_chain N=5: ok"),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
 }
 
 // ---- a rank of a 16-process ring killed mid-job (tests/c/ring_kill.c) -------------------------
