@@ -1116,12 +1116,26 @@ fn memory_pools_hand_out_blocks_in_stream_order_and_keep_freed_memory() {
 
 #[test]
 fn a_captured_chain_over_two_streams_replays_with_new_input_every_time() {
-    let o = run_alone("capture", "capture", &[], Duration::from_secs(60));
-    assert!(o[0].ok(), "{}", report(&o));
-    assert!(o[0].stdout.contains("capture: ok"), "{}", report(&o));
-    if let Some(o) = memcheck("capture", &[], &[]) {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P", "Ascend310B"] {
+        let s = Scratch::new(&format!("capture-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("capture"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("capture", &mut cmd).expect("start capture")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        let ok = format!("capture {soc}: ok");
+        assert!(o[0].stdout.contains(&ok), "{soc}: {}", report(&o));
+    }
+    if let Some(o) = memcheck("capture", &["Ascend910B"], &[]) {
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("capture: ok"), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("capture Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 
