@@ -11,7 +11,12 @@
 //!   task sets it (and stamps the time, with `ACL_EVENT_TIME_LINE`), a reset task clears it, and a
 //!   wait task stalls its stream until the flag is set; a wait does not clear it, so one record
 //!   releases every wait until a reset. A wait on an event that was never recorded is refused
-//!   when it is enqueued (107000).
+//!   when it is enqueued (107000). Which flag: an event with a flag word of its own
+//!   ([`EventSpec::id_at_create`]) keeps one id, so one flag, for life; an `aclrtCreateEvent`
+//!   event (the default word) takes a fresh id at each record, and a wait, or a reset, acts on
+//!   the id of the latest record enqueued before it (`Event::Record`, `RefreshEventId`,
+//!   `WaitSendCheck`): a wait enqueued after a record waits for that record, even when an
+//!   earlier one has run, as a program that reuses an event round after round relies on.
 //! - **Ex** (`aclrtCreateEventExWithFlag`): each record captures the work queued on its stream so
 //!   far; a wait captures the *latest* record at the moment it is enqueued and stalls until that
 //!   record has run (later records do not affect it); a wait on a never-recorded event is a

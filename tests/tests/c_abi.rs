@@ -117,6 +117,16 @@
 //!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
 //! - `ring_kill.c`: 16 processes pass a token around a ring of IPC notifies and IPC memory; one
 //!   is SIGKILLed holding it: the survivors' waits time out naming it dead, and they tear down.
+//! - `app_threads.c`: one process as a CANN application writes it: six threads, each with a
+//!   context on each of two devices, trading memory-pool blocks round after round (events
+//!   recorded anew each round on one thread's stream, waited on by another's; copy chains;
+//!   callbacks on one report thread per device checking every word), then the devices' free
+//!   memory back where it started (also under valgrind's memcheck);
+//! - `killed_importers.c`: children forked after `aclInit` start sessions of their own and
+//!   import the parent's memory by key; half of them are SIGKILLed holding the import (one with
+//!   a copy out of it queued behind a wait that never ends); the parent frees the memory, the
+//!   devices' free memory comes back, the key imports nothing afterwards, and the namespace's
+//!   files stay the same round after round;
 //! - `collective.c`: one rank (a process) of an HCCL-style ring all-reduce, each rank exporting
 //!   its memory and a pair of notifies with PID whitelists: 8 and 16 ranks on one host and split
 //!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
@@ -380,6 +390,8 @@ fn build_everything() -> Result<Prefix, String> {
         "lifecycle",
         "stream_v2",
         "task_abort",
+        "app_threads",
+        "killed_importers",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1149,6 +1161,48 @@ fn threads_with_contexts_on_several_devices_time_copy_and_wait_across_contexts()
             report(&o)
         );
     }
+}
+
+// ---- one process, six threads in contexts on two devices (tests/c/app_threads.c) ----------
+
+/// Producer and consumer threads trading pool blocks across devices round after round, each
+/// round's events recorded anew on one thread's stream and waited on by another's. An
+/// `aclrtCreateEvent` event's wait passed on an earlier round's record: the consumer read an
+/// earlier round's words and the pool block was freed before it read it.
+#[test]
+fn threads_trade_pool_blocks_across_devices_with_events_and_callbacks() {
+    let o = run_alone("app_threads", "appthreads", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("app_threads: ok"), "{}", report(&o));
+    if let Some(o) = memcheck(
+        "app_threads",
+        &["20"],
+        &[("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")],
+    ) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("app_threads: ok"), "{}", report(&o));
+    }
+}
+
+// ---- importers forked after aclInit, some killed holding the import (tests/c/killed_importers.c)
+
+/// Not under valgrind: a child forked after `aclInit` keeps the parent's state unreachable in
+/// its memory (the simulator's per-process locks, the session, the parent's worker threads'
+/// closures), which memcheck counts as definitely lost in every child.
+#[test]
+fn importers_forked_after_init_and_killed_holding_the_import_leave_nothing_behind() {
+    let o = run_alone(
+        "killed_importers",
+        "killedimp",
+        &[("ACL_NOTIFY_SIM_DEVICES", "2")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("killed_importers: ok"),
+        "{}",
+        report(&o)
+    );
 }
 
 // ---- a rank of a 16-process ring killed mid-job (tests/c/ring_kill.c) -------------------------

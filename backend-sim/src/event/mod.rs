@@ -5,7 +5,9 @@
 //! # State of one event
 //!
 //! - `flag` — the classic event's device flag: set by a record task, cleared by a reset task;
-//!   a classic wait stalls until it is set.
+//!   a classic wait stalls until it is set. An `aclrtCreateEvent` event's records each take an
+//!   id of their own ([`EventSpec::id_at_create`] is false): its waits and resets act on the
+//!   flag of the record latest when they were enqueued ([`Mark::flag`]), not on `flag`.
 //! - `latest` — the latest record enqueued (a [`Mark`], shared with its task). Queries,
 //!   synchronize and the timestamp look at it; an Ex wait captures it when it is enqueued and
 //!   stalls until that record has run.
@@ -55,6 +57,10 @@ struct Mark {
     /// its device reset or the session finalized): it never runs. Written under the event's
     /// lock.
     discarded: AtomicBool,
+    /// A reset task enqueued while this was the latest record has run: the flag of this
+    /// record's id is clear again (an `aclrtCreateEvent` event, whose records each take an id
+    /// of their own). Written under the event's lock.
+    cleared: AtomicBool,
 }
 
 impl Mark {
@@ -64,6 +70,11 @@ impl Mark {
 
     fn discarded(&self) -> bool {
         self.discarded.load(Ordering::Relaxed)
+    }
+
+    /// The flag of this record's id: set once it ran, until a reset of it ran.
+    fn flag(&self) -> bool {
+        self.ran() && !self.cleared.load(Ordering::Relaxed)
     }
 }
 

@@ -257,10 +257,22 @@ impl EventOps for Sim {
             ));
         }
         let (s, _) = self.stream(stream)?;
+        // An `aclrtCreateEvent` event: the reset clears the id of the record latest now
+        // (hicann/runtime `Event::Reset` sends the current `eventId_`).
+        let target = if ev.spec.id_at_create() {
+            None
+        } else {
+            lock(&ev.st).latest.clone()
+        };
         self.enqueue(&s, stream, move |_| {
             let args = || serde_json::json!({"event": event.0});
             crate::trace::span("event", "event reset", args, || {
-                lock(&ev.st).flag = false;
+                let mut st = lock(&ev.st);
+                st.flag = false;
+                if let Some(m) = &target {
+                    m.cleared.store(true, Ordering::Relaxed);
+                }
+                drop(st);
                 Ok(())
             })
         })
@@ -303,6 +315,10 @@ impl EventOps for Sim {
             });
         }
         let kind = ev.spec.kind();
+        // An `aclrtCreateEvent` event takes a fresh id at each record, and a wait waits on the
+        // id of the latest record (hicann/runtime `Event::Record`, `RefreshEventId`,
+        // `WaitSendCheck`): not on a flag an earlier record set.
+        let own_ids = kind == EventKind::Classic && !ev.spec.id_at_create();
         let captured = {
             let mut st = lock(&ev.st);
             match kind {
@@ -327,15 +343,19 @@ impl EventOps for Sim {
             let args = || serde_json::json!({"event": event.0});
             let out = crate::trace::span("event", "event wait", args, || {
                 wait_until(&task_ev, ctx, t, |st| match kind {
+                    EventKind::Classic if own_ids => {
+                        captured.as_ref().is_none_or(|m| m.flag() || m.discarded())
+                    }
                     EventKind::Classic => st.flag,
                     // The record captured when the wait was enqueued has run, or never will.
                     EventKind::Ex => captured.as_ref().is_none_or(|m| m.ran() || m.discarded()),
                 })?;
                 match &captured {
-                    // An Ex wait waits for that record: it never ran. A classic wait waits
-                    // for the flag, which an earlier record may have set: that record is
-                    // not this wait's (it waits for any record, not the latest).
-                    Some(m) if kind == EventKind::Ex && !m.ran() => {
+                    // An Ex wait, or an `aclrtCreateEvent` event's, waits for that record: it
+                    // never ran. Another classic wait waits for the flag, which an earlier
+                    // record may have set: that record is not this wait's (it waits for any
+                    // record, not the latest).
+                    Some(m) if (kind == EventKind::Ex || own_ids) && !m.ran() => {
                         Err(discarded_error(task_ev.device))
                     }
                     _ => Ok(()),

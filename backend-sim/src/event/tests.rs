@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use acl_notify_core::event::{EventOps, EventSpec};
+use acl_notify_core::event::{EventFlags, EventOps, EventSpec};
 use acl_notify_core::{HostCall, Soc, StreamOps, SyncWait, Timeout};
 
 use crate::{NamespaceGuard, Sim};
@@ -93,17 +93,19 @@ fn a_record_wakes_the_sleepers_it_finds() {
     }
 }
 
-/// A classic wait waits for the event's flag, set by any record: one that an earlier record
-/// set lets it through even while a later record is still queued (its stream held). It
-/// failed with 107023 "the event's record was discarded unrun", as if it had waited for the
-/// latest record as an Ex wait does.
+/// A classic wait on an event with a flag word of its own (one id for life) waits for the
+/// event's flag, set by any record: one that an earlier record set lets it through even while
+/// a later record is still queued (its stream held). It failed with 107023 "the event's
+/// record was discarded unrun", as if it had waited for the latest record as an Ex wait does.
 #[test]
 fn a_classic_wait_passes_on_an_earlier_records_flag() {
     static GATE: AtomicU32 = AtomicU32::new(0);
     let (sim, _ns) = open("classic");
     let recorder = sim.create_stream(0).unwrap();
     let waiter = sim.create_stream(0).unwrap();
-    let ev = sim.event_create(0, EventSpec::classic()).unwrap();
+    let spec = EventSpec::with_flag(EventFlags::SYNC.bits(), Soc::Ascend910B).unwrap();
+    assert!(spec.id_at_create());
+    let ev = sim.event_create(0, spec).unwrap();
     sim.event_record(ev, recorder).unwrap();
     sim.synchronize(recorder, SyncWait::AtMost(Duration::from_secs(5)))
         .unwrap();
@@ -115,6 +117,52 @@ fn a_classic_wait_passes_on_an_earlier_records_flag() {
     sim.synchronize(recorder, SyncWait::AtMost(Duration::from_secs(25)))
         .unwrap();
     r.unwrap();
+}
+
+/// An `aclrtCreateEvent` event takes a fresh id at each record (hicann/runtime
+/// `Event::Record`): a wait enqueued after a second record waits for that record, though the
+/// first one ran; a reset clears the latest record's id only, and the next record's wait
+/// passes once it ran. The wait passed at once on the first record's flag, so a program
+/// reusing one event round after round read the data of an earlier round
+/// (`tests/c/app_threads.c`).
+#[test]
+fn a_default_event_wait_waits_for_the_latest_record() {
+    static GATE: AtomicU32 = AtomicU32::new(0);
+    let (sim, _ns) = open("default");
+    let recorder = sim.create_stream(0).unwrap();
+    let waiter = sim.create_stream(0).unwrap();
+    let ev = sim.event_create(0, EventSpec::classic()).unwrap();
+    let quick = SyncWait::AtMost(Duration::from_millis(200));
+    let long = SyncWait::AtMost(Duration::from_secs(25));
+    sim.event_record(ev, recorder).unwrap();
+    sim.synchronize(recorder, long).unwrap();
+    sim.launch_host_func(recorder, held(&GATE)).unwrap();
+    sim.event_record(ev, recorder).unwrap();
+    sim.stream_wait_event(waiter, ev, Timeout::Forever).unwrap();
+    let early = sim.synchronize(waiter, quick);
+    GATE.store(0, Ordering::SeqCst);
+    sim.synchronize(recorder, long).unwrap();
+    sim.synchronize(waiter, long).unwrap();
+    assert!(
+        early.is_err(),
+        "the wait passed before the record enqueued before it ran"
+    );
+    // A reset of the latest record: a wait times out; a new record releases the next wait.
+    sim.event_reset(ev, recorder).unwrap();
+    sim.synchronize(recorder, long).unwrap();
+    sim.stream_wait_event(waiter, ev, Timeout::from_c(1))
+        .unwrap();
+    let e = sim
+        .synchronize(waiter, long)
+        .expect_err("a wait on a reset record");
+    assert_eq!(
+        acl_notify_core::BackendError::kind(&e),
+        acl_notify_core::Error::TaskTimeout,
+        "{e}"
+    );
+    sim.event_record(ev, recorder).unwrap();
+    sim.stream_wait_event(waiter, ev, Timeout::Forever).unwrap();
+    sim.synchronize(waiter, long).unwrap();
 }
 
 /// A stream's failure mode goes from continue to stop-on-failure, and the same mode may be set

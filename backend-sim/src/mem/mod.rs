@@ -43,6 +43,7 @@ mod recent;
 pub mod reduce;
 pub(crate) mod remote;
 mod reserved;
+mod run_or_drop;
 pub mod shareable;
 pub(crate) mod state;
 mod value;

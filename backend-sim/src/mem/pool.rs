@@ -34,7 +34,9 @@
 //!
 //! A pool block is not `aclrtMalloc` memory: `aclrtFree` and IPC export refuse it (107000).
 //! `aclrtMemPoolFreeAsync` of `aclrtMalloc` memory frees it when the stream reaches the free,
-//! as CANN's host-function path does (`MemPoolFreeAsyncCallback`).
+//! as CANN's host-function path does (`MemPoolFreeAsyncCallback`). A free whose task is
+//! dropped unrun (its stream destroyed with its tasks discarded, or aborted) still happens:
+//! the block is made reusable, the plain memory given back (`mem::run_or_drop`).
 //!
 //! Codes: CANN's runtime answers a pool it does not know, a pool refusal and a failed block
 //! allocation with its `RT_ERROR_MEM_POOL_*` / `RT_ERROR_POOL_*` codes, which
@@ -42,8 +44,6 @@
 //! calls answer an unknown pool with 107000 (`soma.cc`).
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::Ordering::{Acquire, Release};
 use std::sync::{Arc, Mutex};
 
 use acl_notify_core::{Error, Feature, RawStream};
@@ -52,6 +52,7 @@ use super::ALLOC_ALIGN;
 use super::file::Importers;
 pub use super::pool_state::PoolId;
 use super::pool_state::{Block, Kept, KeptBlock, Pool};
+use super::run_or_drop::run_or_drop;
 use super::state::Alloc;
 use crate::Sim;
 use crate::error::SimError;
@@ -381,31 +382,42 @@ impl Sim {
             });
             t
         };
-        let queued = Arc::new(AtomicBool::new(false));
-        let done = FreeTicket {
-            pool: Arc::clone(&pool),
-            ticket,
-            queued: Arc::clone(&queued),
-        };
+        // The block is made reusable when the task runs, or when it is dropped unrun once
+        // queued (its stream destroyed with its tasks discarded, or aborted): nothing of that
+        // stream touches the block any more. Before, a discarded free left its block queued for
+        // ever: never reused, and `aclrtMemPoolDestroy` refusing the pool.
+        let (ready, pending) = run_or_drop({
+            let pool = Arc::clone(&pool);
+            move || {
+                let mut g = lock(&pool);
+                if let Some(k) = g.kept.iter_mut().find(|k| k.ticket == ticket) {
+                    k.state = Kept::Ready;
+                }
+            }
+        });
+        let kept = Arc::clone(&pool);
         let task = Box::new(move |_: &TaskCtx| {
-            let mut g = lock(&done.pool);
-            done.ready(&mut g);
+            ready.run();
+            let mut g = lock(&kept);
             let keep = g.threshold;
             g.release_down_to(keep, &release);
             Ok(())
         });
-        self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(()))
-            .inspect(|()| queued.store(true, Release))
-            .inspect_err(|_| {
-                // Not queued: the block is in use again, as before the call.
-                let mut g = lock(&pool);
-                if let Some(i) = g.kept.iter().position(|k| k.ticket == ticket) {
-                    let k = g.kept.swap_remove(i);
-                    g.used += k.block.span;
-                    self.mem().insert(ptr, k.block.alloc.clone());
-                    g.busy.insert(ptr, k.block);
-                }
-            })
+        let queued = self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(()));
+        if queued.is_ok() {
+            pending.queued();
+        } else {
+            pending.refused();
+            // Not queued: the block is in use again, as before the call.
+            let mut g = lock(&pool);
+            if let Some(i) = g.kept.iter().position(|k| k.ticket == ticket) {
+                let k = g.kept.swap_remove(i);
+                g.used += k.block.span;
+                self.mem().insert(ptr, k.block.alloc.clone());
+                g.busy.insert(ptr, k.block);
+            }
+        }
+        queued
     }
 
     /// `aclrtMemPoolFreeAsync` of this process's `aclrtMalloc` memory at `ptr`: out of the
@@ -433,19 +445,26 @@ impl Sim {
                 format!("{ptr:#x} was freed meanwhile by another thread"),
             ));
         };
-        let (file, id, generation, size) = (Arc::clone(&a.file), a.id, a.generation, a.size);
+        // Freed in its file when the task runs, or when it is dropped unrun (its stream
+        // destroyed with its tasks discarded, or aborted): before, a discarded free left the
+        // memory allocated until the process died.
+        let (free, pending) = run_or_drop({
+            let a = a.clone();
+            move || release(&a)
+        });
         let task = Box::new(move |_: &TaskCtx| {
-            let l = file.lock()?;
-            file.free_owned(&l, id, generation, Importers::Refused);
+            free.run();
             Ok(())
         });
         match self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(())) {
             Ok(()) => {
-                self.mem_withdraw(&a.file, id, generation);
-                self.note_freed(ptr, size, a.file.device());
+                pending.queued();
+                self.mem_withdraw(&a.file, a.id, a.generation);
+                self.note_freed(ptr, a.size, a.file.device());
                 Ok(())
             }
             Err(e) => {
+                pending.refused();
                 self.mem().insert(ptr, a);
                 Err(e)
             }
@@ -558,36 +577,6 @@ impl Sim {
                      aclrtMalloc memory; give the block back with aclrtMemPoolFreeAsync"
                 ),
             )),
-        }
-    }
-}
-
-/// The block of a queued `aclrtMemPoolFreeAsync`, made reusable once its task is done with
-/// it: run (the task marks it, then gives kept memory above the threshold back), or dropped
-/// unrun once queued — its stream destroyed with its tasks discarded or aborted — when this
-/// marks it, since nothing of that stream touches the block any more (a task that was never
-/// queued leaves it to the caller, who puts the block back in use). Before, a discarded free
-/// left its block queued for ever: never reused, and `aclrtMemPoolDestroy` refusing the pool.
-struct FreeTicket {
-    pool: Arc<Mutex<Pool<Alloc>>>,
-    ticket: u64,
-    /// Set once the task is on its stream.
-    queued: Arc<AtomicBool>,
-}
-
-impl FreeTicket {
-    fn ready(&self, g: &mut Pool<Alloc>) {
-        if let Some(k) = g.kept.iter_mut().find(|k| k.ticket == self.ticket) {
-            k.state = Kept::Ready;
-        }
-    }
-}
-
-impl Drop for FreeTicket {
-    fn drop(&mut self) {
-        if self.queued.load(Acquire) {
-            let mut g = lock(&self.pool);
-            self.ready(&mut g);
         }
     }
 }
@@ -754,6 +743,31 @@ mod tests {
         sim.mem_pool_destroy(p).unwrap();
         sim.free(word).unwrap();
         assert_eq!(sim.mem_info(0).unwrap().0, 64 * MIB);
+    }
+
+    /// `aclrtMemPoolFreeAsync` of `aclrtMalloc` memory whose stream is destroyed with its
+    /// tasks discarded (or aborted) before the free ran still gives the memory back: before,
+    /// it stayed allocated until the process died.
+    #[test]
+    fn a_discarded_free_of_plain_memory_gives_it_back_to_the_device() {
+        for abort in [false, true] {
+            let (sim, _ns) = open(if abort { "plain-abort" } else { "plain" }, Soc::Ascend910B);
+            let s = sim.create_stream(0).unwrap();
+            let word = sim.malloc(0, 4096, 0).unwrap();
+            let a = sim.malloc(0, 4 << 20, 0).unwrap();
+            // Holds the stream until it is destroyed or aborted: the word stays 0.
+            sim.value_wait(word, 1, crate::mem::ValueCondition::Equal, s)
+                .unwrap();
+            sim.mem_pool_free_async(a, s).unwrap();
+            if abort {
+                assert_eq!(sim.abort_streams_where(|d| d == 0), 1);
+                let _ = sim.synchronize(s, SyncWait::Forever);
+            } else {
+                sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
+            }
+            sim.free(word).unwrap();
+            assert_eq!(sim.mem_info(0).unwrap().0, 64 * MIB, "abort: {abort}");
+        }
     }
 
     /// Only Atlas A2 has pools (CANN's chapter on them).
