@@ -56,6 +56,35 @@ pub enum Error {
     SysParamOptNotSet = 107021,
     /// `ACL_ERROR_RT_STREAM_ABORT` — the stream's tasks were aborted (`aclrtStreamAbort`).
     StreamAbort = 107023,
+    /// `ACL_ERROR_RT_CAPTURE_DEPENDENCY` — a capturing stream waits on an event recorded
+    /// outside the capture (hicann/runtime `ApiImpl::StreamWaitEvent`).
+    CaptureDependency = 107024,
+    /// `ACL_ERROR_RT_STREAM_UNJOINED` — a stream that joined a capture was not joined back to
+    /// the capture's origin stream by an event before `aclmdlRICaptureEnd`.
+    StreamUnjoined = 107025,
+    /// `ACL_ERROR_RT_MODEL_CAPTURED` — the model runtime instance is still being captured
+    /// (executed or destroyed before its `aclmdlRICaptureEnd`).
+    ModelCaptured = 107026,
+    /// `ACL_ERROR_RT_STREAM_CAPTURED` — the stream is capturing: begun twice, or a
+    /// synchronize, query, destroy or uncapturable task on it.
+    StreamCaptured = 107027,
+    /// `ACL_ERROR_RT_EVENT_CAPTURED` — the event is recorded in a capture (synchronized or
+    /// queried during it).
+    EventCaptured = 107028,
+    /// `ACL_ERROR_RT_STREAM_NOT_CAPTURED` — `aclmdlRICaptureEnd` on a stream not capturing.
+    StreamNotCaptured = 107029,
+    /// `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT` — a synchronous call that a capture's mode
+    /// forbids while it runs (`aclrtMemcpy` under `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL`).
+    CaptureModeNotSupport = 107030,
+    /// `ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED` — `aclmdlRICaptureEnd` on a stream that joined
+    /// a capture begun on another stream.
+    StreamCaptureUnmatched = 107036,
+    /// `ACL_ERROR_RT_MODEL_RUNNING` — a model runtime instance whose executions did not
+    /// finish in time to destroy it.
+    ModelRunning = 107037,
+    /// `ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD` — a capture of mode
+    /// `ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL` ended by another thread.
+    StreamCaptureWrongThread = 107038,
     /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` — this SoC does not have the feature.
     FeatureNotSupport = 207000,
     /// `ACL_ERROR_INTERNAL_ERROR` — the ACL layer itself failed (e.g. a package version
@@ -107,6 +136,9 @@ pub enum Error {
     EventSyncTimeout = 507047,
     /// `ACL_ERROR_RT_DRV_INTERNAL_ERROR` — the driver (or simulated device) failed.
     DrvInternalError = 507899,
+    /// `ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED` — the capture failed part-way (a task it
+    /// could not take): `aclmdlRICaptureEnd` ends it without a model.
+    StreamCaptureInvalidated = 507903,
 }
 
 /// `Result` with the CANN [`Error`].
@@ -114,7 +146,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 41] = [
+    pub const ALL: [Error; 52] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -133,6 +165,16 @@ impl Error {
         Error::TaskTimeout,
         Error::SysParamOptNotSet,
         Error::StreamAbort,
+        Error::CaptureDependency,
+        Error::StreamUnjoined,
+        Error::ModelCaptured,
+        Error::StreamCaptured,
+        Error::EventCaptured,
+        Error::StreamNotCaptured,
+        Error::CaptureModeNotSupport,
+        Error::StreamCaptureUnmatched,
+        Error::ModelRunning,
+        Error::StreamCaptureWrongThread,
         Error::FeatureUnsupported,
         Error::FeatureNotSupport,
         Error::MemoryAllocation,
@@ -156,6 +198,7 @@ impl Error {
         Error::StreamSyncTimeout,
         Error::EventSyncTimeout,
         Error::DrvInternalError,
+        Error::StreamCaptureInvalidated,
     ];
 
     /// The numeric CANN code (`aclError`).
@@ -186,6 +229,17 @@ impl Error {
             Error::TaskTimeout => "ACL_ERROR_RT_TASK_TIMEOUT",
             Error::SysParamOptNotSet => "ACL_ERROR_RT_SYSPARAMOPT_NOT_SET",
             Error::StreamAbort => "ACL_ERROR_RT_STREAM_ABORT",
+            Error::CaptureDependency => "ACL_ERROR_RT_CAPTURE_DEPENDENCY",
+            Error::StreamUnjoined => "ACL_ERROR_RT_STREAM_UNJOINED",
+            Error::ModelCaptured => "ACL_ERROR_RT_MODEL_CAPTURED",
+            Error::StreamCaptured => "ACL_ERROR_RT_STREAM_CAPTURED",
+            Error::EventCaptured => "ACL_ERROR_RT_EVENT_CAPTURED",
+            Error::StreamNotCaptured => "ACL_ERROR_RT_STREAM_NOT_CAPTURED",
+            Error::CaptureModeNotSupport => "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT",
+            Error::StreamCaptureUnmatched => "ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED",
+            Error::ModelRunning => "ACL_ERROR_RT_MODEL_RUNNING",
+            Error::StreamCaptureWrongThread => "ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD",
+            Error::StreamCaptureInvalidated => "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
             Error::FeatureUnsupported => "ACL_ERROR_FEATURE_UNSUPPORTED",
             Error::FeatureNotSupport => "ACL_ERROR_RT_FEATURE_NOT_SUPPORT",
             Error::MemoryAllocation => "ACL_ERROR_RT_MEMORY_ALLOCATION",

@@ -60,6 +60,8 @@ pub enum Kind {
     DataBuffer = 0xDB,
     /// An allocator descriptor (`aclrtAllocatorDesc`).
     AllocatorDesc = 0xAD,
+    /// A model runtime instance (`aclmdlRI`).
+    ModelRI = 0x4D,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -383,6 +385,7 @@ mod tests {
             Kind::MemPool,
             Kind::DataBuffer,
             Kind::AllocatorDesc,
+            Kind::ModelRI,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

@@ -79,6 +79,10 @@
 //!   three SoCs, and under valgrind's memcheck;
 //! - `allocator.c`: allocator registration per stream (CANN's NULL checks, copies, replacement,
 //!   unregistering; the simulator never calls the callbacks), also under valgrind's memcheck;
+//! - `capture.c`: stream capture into a model runtime instance (`aclmdlRI*`): a copy, notify
+//!   and event chain over two streams replayed 100 times with new input, the refusals during a
+//!   capture, captures that fail part-way, a destroy while a replay is queued; also under
+//!   valgrind's memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -127,6 +131,10 @@
 //!   a copy out of it queued behind a wait that never ends); the parent frees the memory, the
 //!   devices' free memory comes back, the key imports nothing afterwards, and the namespace's
 //!   files stay the same round after round;
+//! - `ipc_event_chain.c`: a chain of processes (more than the machine's CPUs) moving 10,000
+//!   items through rings of IPC memory, each slot ordered by two IPC events re-recorded item
+//!   after item and a pipe saying "recorded" as CANN's ipcevent sample does, back-pressure on
+//!   the device and the host, every word checked by the last process;
 //! - `collective.c`: one rank (a process) of an HCCL-style ring all-reduce, each rank exporting
 //!   its memory and a pair of notifies with PID whitelists: 8 and 16 ranks on one host and split
 //!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
@@ -390,8 +398,10 @@ fn build_everything() -> Result<Prefix, String> {
         "lifecycle",
         "stream_v2",
         "task_abort",
+        "capture",
         "app_threads",
         "killed_importers",
+        "ipc_event_chain",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1102,6 +1112,19 @@ fn memory_pools_hand_out_blocks_in_stream_order_and_keep_freed_memory() {
     }
 }
 
+// ---- stream capture and model runtime instances (tests/c/capture.c) ----------------------------
+
+#[test]
+fn a_captured_chain_over_two_streams_replays_with_new_input_every_time() {
+    let o = run_alone("capture", "capture", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("capture: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("capture", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("capture: ok"), "{}", report(&o));
+    }
+}
+
 // ---- allocator registration (tests/c/allocator.c) ----------------------------------------------
 
 #[test]
@@ -1203,6 +1226,35 @@ fn importers_forked_after_init_and_killed_holding_the_import_leave_nothing_behin
         "{}",
         report(&o)
     );
+}
+
+// ---- a producer/consumer chain ordered by IPC events (tests/c/ipc_event_chain.c) -----------
+
+/// Five processes (more than the machine's CPUs) move 10,000 items through rings of IPC
+/// memory, each slot's two IPC events re-recorded item after item; the consumer checks every
+/// word. On the other SoCs with IPC events, 2,000 items.
+#[test]
+fn a_chain_of_processes_moves_items_through_ipc_memory_ordered_by_ipc_events() {
+    let p = setup();
+    for (soc, items) in [
+        (Soc::Ascend910B, "10000"),
+        (Soc::Ascend910_93, "2000"),
+        (Soc::Ascend950PR, "2000"),
+    ] {
+        let s = Scratch::new(&format!("evchain-{}", soc.name()));
+        let mut cmd = s.cmd(&p.bin.join("ipc_event_chain"), soc.name());
+        cmd.args(["5", items]);
+        let o = run_all(
+            vec![spawn("ipc_event_chain", &mut cmd).expect("start ipc_event_chain")],
+            Duration::from_secs(90),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("ipc_event_chain N=5: ok"),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
 }
 
 // ---- a rank of a 16-process ring killed mid-job (tests/c/ring_kill.c) -------------------------

@@ -53,6 +53,7 @@ pub mod memory;
 pub mod mempool;
 pub mod memquery;
 pub mod memset_d32;
+pub mod model_ri;
 mod runtime;
 mod session;
 mod stream_config;

@@ -17,6 +17,7 @@ use acl_notify_sim::mem::{MemcpyKind, Rounding};
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{aclError, aclrtStream, api};
+use crate::runtime::capture::Captured;
 use crate::session::runtime;
 
 /// `aclrtMemcpyKind` → the simulator's kind; `None` for the kinds `aclrtMemcpy` refuses.
@@ -374,6 +375,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
             return Ok(());
         };
         let rt = runtime()?;
+        rt.capture_mode_allows("aclrtMemcpy")?;
         rt.current_device()?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
         unsafe {
@@ -402,6 +404,7 @@ pub extern "C" fn aclrtMemset(
             return Ok(());
         }
         let rt = runtime()?;
+        rt.capture_mode_allows("aclrtMemset")?;
         rt.current_device()?;
         rt.backend()
             .memset(dev_ptr.addr(), max_count, value as u8, count)
@@ -433,6 +436,16 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
             return Ok(());
         };
         let rt = runtime()?;
+        let task = Captured::Memcpy {
+            dst: dst.addr(),
+            dest_max,
+            src: src.addr(),
+            count,
+            kind: k,
+        };
+        if rt.capture(stream.addr(), task)? {
+            return Ok(());
+        }
         let s = rt.resolve_stream(stream.addr())?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
         unsafe {
@@ -460,6 +473,15 @@ pub extern "C" fn aclrtMemsetAsync(
             return Ok(());
         }
         let rt = runtime()?;
+        let task = Captured::Memset {
+            dst: dev_ptr.addr(),
+            max: max_count,
+            value: value as u8,
+            count,
+        };
+        if rt.capture(stream.addr(), task)? {
+            return Ok(());
+        }
         let s = rt.resolve_stream(stream.addr())?;
         rt.backend()
             .memset_async(dev_ptr.addr(), max_count, value as u8, count, s)
@@ -550,6 +572,7 @@ pub unsafe extern "C" fn aclrtMemcpy2d(
             return Ok(());
         };
         let rt = runtime()?;
+        rt.capture_mode_allows("aclrtMemcpy2d")?;
         rt.current_device()?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
         unsafe { rt.backend().memcpy2d(dst.addr(), src.addr(), shape, k) }

@@ -16,6 +16,7 @@ use acl_notify_sim::mem::ValueCondition;
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{aclError, aclrtStream, api};
+use crate::runtime::capture::Captured;
 use crate::session::runtime;
 
 /// 207000 off the SoCs that have value tasks.
@@ -53,6 +54,13 @@ pub extern "C" fn aclrtValueWrite(
         }
         let rt = runtime()?;
         require_value_tasks(rt.backend().soc(), "aclrtValueWrite")?;
+        let task = Captured::ValueWrite {
+            addr: dev_addr.addr(),
+            value,
+        };
+        if rt.capture(stream.addr(), task)? {
+            return Ok(());
+        }
         let s = rt.resolve_stream(stream.addr())?;
         rt.backend()
             .value_write(dev_addr.addr(), value, s)
@@ -82,6 +90,14 @@ pub extern "C" fn aclrtValueWait(
         };
         let rt = runtime()?;
         require_value_tasks(rt.backend().soc(), "aclrtValueWait")?;
+        let task = Captured::ValueWait {
+            addr: dev_addr.addr(),
+            value,
+            cond,
+        };
+        if rt.capture(stream.addr(), task)? {
+            return Ok(());
+        }
         let s = rt.resolve_stream(stream.addr())?;
         rt.backend()
             .value_wait(dev_addr.addr(), value, cond, s)

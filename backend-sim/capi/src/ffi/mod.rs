@@ -82,6 +82,9 @@ pub(crate) fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclE
 #[cold]
 #[inline(never)]
 fn failed(name: &str, e: CallError) -> aclError {
+    if e.code() == Error::StreamCaptured {
+        crate::runtime::capture::after_refusal(name, &e);
+    }
     errmsg::record(name, &e);
     e.code().code()
 }

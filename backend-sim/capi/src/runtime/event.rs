@@ -9,6 +9,7 @@ use acl_notify_core::{
 
 use super::Runtime;
 use crate::errmsg::{CallError, param};
+use crate::runtime::capture::Captured;
 
 /// What an event handle stands for.
 #[derive(Clone, Copy, Debug)]
@@ -106,6 +107,9 @@ impl Runtime {
     /// `aclrtRecordEvent`.
     pub(crate) fn record_event(&self, event: usize, stream: usize) -> Result<(), CallError> {
         let e = self.event(event)?;
+        if self.capture(stream, Captured::EventRecord(event))? {
+            return Ok(());
+        }
         let s = self.resolve_stream(stream)?;
         self.backend()
             .event_record(e.raw, s)
@@ -115,6 +119,9 @@ impl Runtime {
     /// `aclrtResetEvent`.
     pub(crate) fn reset_event(&self, event: usize, stream: usize) -> Result<(), CallError> {
         let e = self.event(event)?;
+        if self.capture(stream, Captured::EventReset(event))? {
+            return Ok(());
+        }
         let s = self.resolve_stream(stream)?;
         self.backend()
             .event_reset(e.raw, s)
@@ -129,6 +136,9 @@ impl Runtime {
         timeout: Timeout,
     ) -> Result<(), CallError> {
         let e = self.event(event)?;
+        if self.capture(stream, Captured::EventWait(event, timeout))? {
+            return Ok(());
+        }
         let s = self.resolve_stream(stream)?;
         self.backend()
             .stream_wait_event(s, e.raw, timeout)
@@ -153,6 +163,7 @@ impl Runtime {
 
     /// `aclrtQueryEvent` (deprecated): whether the latest record has run.
     pub(crate) fn query_event(&self, event: usize) -> Result<LegacyStatus, CallError> {
+        self.refuse_capture_event(event, "aclrtQueryEvent")?;
         let e = self.event(event)?;
         if e.spec.kind() == EventKind::Ex {
             return Err(unsupported(
@@ -179,6 +190,7 @@ impl Runtime {
         &self,
         event: usize,
     ) -> Result<EventRecordedStatus, CallError> {
+        self.refuse_capture_event(event, "aclrtQueryEventStatus")?;
         let e = self.event(event)?;
         if e.spec.external() {
             return Err(unsupported(
@@ -199,6 +211,7 @@ impl Runtime {
         &self,
         event: usize,
     ) -> Result<EventWaitStatus, CallError> {
+        self.refuse_capture_event(event, "aclrtQueryEventWaitStatus")?;
         let e = self.event(event)?;
         if e.spec.kind() == EventKind::Ex {
             return Err(unsupported(
@@ -219,6 +232,7 @@ impl Runtime {
 
     /// `aclrtSynchronizeEvent[WithTimeout]` (`wait` already checked: −1 forever, > 0 ms).
     pub(crate) fn synchronize_event(&self, event: usize, wait: SyncWait) -> Result<(), CallError> {
+        self.refuse_capture_event(event, "aclrtSynchronizeEvent")?;
         let e = self.event(event)?;
         if e.spec.external() {
             return Err(unsupported(

@@ -139,6 +139,8 @@ pub(crate) struct Runtime {
     pub(crate) pools: CTable<acl_notify_sim::mem::pool::PoolId>,
     /// The process's floating-point saturation mode (`devquery`).
     sat_mode: devquery::SatMode,
+    /// Stream captures and model runtime instances (`capture`).
+    captures: capture::Captures,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -209,6 +211,7 @@ impl Runtime {
             callbacks: Default::default(),
             stream_infos: Default::default(),
             sat_mode: devquery::SatMode::new(soc),
+            captures: capture::Captures::new(seed.rotate_left(61)),
         }
     }
 
@@ -342,6 +345,7 @@ impl Runtime {
 }
 
 pub(crate) mod callbacks;
+pub(crate) mod capture;
 mod cnt;
 mod context;
 pub(crate) mod device;

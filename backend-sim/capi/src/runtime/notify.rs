@@ -8,6 +8,7 @@ use acl_notify_core::{
 use acl_notify_sim::SimError;
 
 use crate::errmsg::{CallError, param};
+use crate::runtime::capture::Captured;
 
 use super::{Runtime, bad_notify, bad_stream};
 
@@ -40,6 +41,9 @@ impl Runtime {
     /// `aclrtRecordNotify`.
     pub(crate) fn record(&self, notify: usize, stream: usize) -> Result<(), CallError> {
         let n = self.decode_notify(notify)?;
+        if self.capture_notify(n, notify, stream, Captured::NotifyRecord(n))? {
+            return Ok(());
+        }
         let s = self
             .resolve_stream(stream)
             .map_err(|e| self.notify_first(n, notify, e))?;
@@ -56,12 +60,35 @@ impl Runtime {
         timeout: u32,
     ) -> Result<(), CallError> {
         let n = self.decode_notify(notify)?;
+        let task = Captured::NotifyWait(n, Timeout::from_c(timeout));
+        if self.capture_notify(n, notify, stream, task)? {
+            return Ok(());
+        }
         let s = self
             .resolve_stream(stream)
             .map_err(|e| self.notify_first(n, notify, e))?;
         self.backend
             .wait_and_reset(n, s, Timeout::from_c(timeout))
             .map_err(|e| self.task_error(n, notify, stream, e))
+    }
+
+    /// [`Runtime::capture`] of a notify task: while a capture runs, a notify that is not
+    /// live is refused (107017) first, as the uncaptured call refuses it.
+    #[inline]
+    fn capture_notify(
+        &self,
+        n: RawNotify,
+        notify: usize,
+        stream: usize,
+        task: Captured,
+    ) -> Result<bool, CallError> {
+        if !self.any_capture() {
+            return Ok(false);
+        }
+        if !self.backend.notify_is_live(n) {
+            return Err(bad_notify(notify));
+        }
+        self.capture(stream, task)
     }
 
     /// For the stream calls, which leave the notify's liveness to the backend (one table

@@ -12,8 +12,17 @@ use super::{Runtime, StreamEntry, bad_stream, stream_error, stream_name};
 impl Runtime {
     /// The backend stream a C stream argument means on the calling thread: a live stream of
     /// the current device, or that device's default stream for NULL. Checks: 107017 bad
-    /// handle; 107002 no current device; 107003 a stream of another device.
+    /// handle; 107002 no current device; 107003 a stream of another device; 107027 a stream
+    /// that is capturing (`capture`: only the calls it captures may name it).
+    #[inline]
     pub(crate) fn resolve_stream(&self, stream: usize) -> Result<RawStream, CallError> {
+        self.refuse_capturing(stream)?;
+        self.resolve_stream_any(stream)
+    }
+
+    /// [`resolve_stream`](Self::resolve_stream) for a call that reads about the stream, which
+    /// a capture does not refuse.
+    pub(crate) fn resolve_stream_any(&self, stream: usize) -> Result<RawStream, CallError> {
         let entry = match stream {
             0 => None,
             h => Some(self.stream(h)?),

@@ -261,7 +261,7 @@ impl Runtime {
         &self,
         stream: usize,
     ) -> Result<(RawStream, StreamInfo), CallError> {
-        let raw = self.resolve_stream(stream)?;
+        let raw = self.resolve_stream_any(stream)?;
         let default = stream == 0 || self.stream(stream).is_ok_and(|e| e.default);
         if default {
             let (device, _) = self.current()?;

@@ -1,0 +1,275 @@
+//! Model runtime instances in the C ABI (`aclmdlRI*`): stream capture, execution, destroy,
+//! names and ids. The NULL checks are CANN's ACL layer's (hicann/runtime
+//! `src/acl/aclrt_impl/model_ri.cpp`: 100000), the rest the runtime's (`runtime::capture`
+//! says which source files it follows). An `aclmdlRI` is a handle of the crate's handle slab:
+//! a destroyed or forged one is answered with 107017.
+
+use std::ffi::{CStr, c_char, c_void};
+
+use crate::callback::aclrtCallback;
+use crate::errmsg::{CallError, null_arg, param};
+use crate::ffi::{aclError, aclrtStream, api};
+use crate::runtime::capture::{Mode, exchange_mode};
+use crate::session::runtime;
+
+/// `aclmdlRI`.
+#[allow(non_camel_case_types)]
+pub type aclmdlRI = *mut c_void;
+
+fn model(m: aclmdlRI) -> Result<usize, CallError> {
+    if m.is_null() {
+        return Err(null_arg("modelRI"));
+    }
+    Ok(m.addr())
+}
+
+fn stream_arg(s: aclrtStream) -> Result<usize, CallError> {
+    if s.is_null() {
+        return Err(null_arg("stream"));
+    }
+    Ok(s.addr())
+}
+
+/// `aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)`: the tasks
+/// later queued on `stream` (and on the streams that join it through an event) are captured
+/// into a new model instead of run.
+///
+/// Codes: 100000 NULL stream; 107000 a mode other than 0–2; 107017 bad stream; 107003 a stream
+/// of another context; 107027 already capturing; 207000 a default stream.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRICaptureBegin(stream: aclrtStream, mode: u32) -> aclError {
+    api("aclmdlRICaptureBegin", || {
+        let s = stream_arg(stream)?;
+        let mode = Mode::from_c(mode)?;
+        runtime()?.capture_begin(s, mode)
+    })
+}
+
+/// `aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status,
+/// aclmdlRI *modelRI)`: whether `stream` captures (`NONE`, `ACTIVE`, `INVALIDATED`) and into
+/// which model (NULL when none). Either out-pointer may be NULL, not both.
+///
+/// # Safety
+///
+/// Non-NULL `status` and `modelRI` point to writable values of their types.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRICaptureGetInfo(
+    stream: aclrtStream,
+    status: *mut u32,
+    model_ri: *mut aclmdlRI,
+) -> aclError {
+    api("aclmdlRICaptureGetInfo", || {
+        let s = stream_arg(stream)?;
+        if status.is_null() && model_ri.is_null() {
+            return Err(null_arg("status and modelRI (both)"));
+        }
+        let (st, m) = runtime()?.capture_info(s)?;
+        if !status.is_null() {
+            // SAFETY: the caller's contract.
+            unsafe { status.write(st as u32) };
+        }
+        if !model_ri.is_null() {
+            // SAFETY: the caller's contract.
+            unsafe { model_ri.write(crate::ffi::to_ptr(m)) };
+        }
+        Ok(())
+    })
+}
+
+/// `aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI)`: ends the capture
+/// begun on `stream` and hands out its model.
+///
+/// Codes: 100000 NULL stream; 107000 NULL `modelRI` (the capture goes on); 107029 not
+/// capturing; 107036 a stream that joined another's capture; 107038 another thread's capture
+/// (not relaxed); 107025 a joined stream not joined back; 507903 invalidated (the last three
+/// drop the capture).
+///
+/// # Safety
+///
+/// `modelRI` points to a writable `aclmdlRI`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRICaptureEnd(
+    stream: aclrtStream,
+    model_ri: *mut aclmdlRI,
+) -> aclError {
+    api("aclmdlRICaptureEnd", || {
+        let s = stream_arg(stream)?;
+        if model_ri.is_null() {
+            // `ApiImpl::StreamEndCapture`: RT_ERROR_INVALID_VALUE before anything ends.
+            return Err(param("modelRI is NULL"));
+        }
+        let m = runtime()?.capture_end(s)?;
+        // SAFETY: the caller's contract.
+        unsafe { model_ri.write(crate::ffi::to_ptr(m)) };
+        Ok(())
+    })
+}
+
+/// `aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode)`: sets the calling
+/// thread's capture mode to `*mode` and writes the previous one there.
+///
+/// Codes: 100000 NULL; 107000 a mode other than 0–2.
+///
+/// # Safety
+///
+/// `mode` points to a readable and writable `aclmdlRICaptureMode`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> aclError {
+    api("aclmdlRICaptureThreadExchangeMode", || {
+        if mode.is_null() {
+            return Err(null_arg("mode"));
+        }
+        // SAFETY: the caller's contract.
+        let new = Mode::from_c(unsafe { mode.read() })?;
+        let old = exchange_mode(new);
+        // SAFETY: the caller's contract.
+        unsafe { mode.write(old as u32) };
+        Ok(())
+    })
+}
+
+/// `aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)`: queues one run of
+/// the model's captured tasks on `stream` (NULL: the default stream), after what `stream`
+/// already has.
+///
+/// Codes: 100000 NULL model; 107017 bad model or stream; 107026 model still capturing; 107027
+/// `stream` capturing; a task's own code if its replay is refused (the tasks before it stay
+/// queued).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIExecuteAsync(model_ri: aclmdlRI, stream: aclrtStream) -> aclError {
+    api("aclmdlRIExecuteAsync", || {
+        let m = model(model_ri)?;
+        runtime()?.execute_async(m, stream.addr())
+    })
+}
+
+/// `aclError aclmdlRIExecute(aclmdlRI modelRI, int32_t timeout)`: runs the model once on a
+/// stream of its own and waits for it, at most `timeout` ms (-1: no limit).
+///
+/// Codes: as `aclmdlRIExecuteAsync`; 107000 a timeout of 0 or below -1; 507046 timed out;
+/// a task's failure.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIExecute(model_ri: aclmdlRI, timeout: i32) -> aclError {
+    api("aclmdlRIExecute", || {
+        let m = model(model_ri)?;
+        runtime()?.execute(m, timeout)
+    })
+}
+
+/// `aclError aclmdlRIDestroy(aclmdlRI modelRI)`: waits (at most 10 s) for the model's queued
+/// runs, calls its destroy callbacks, frees it.
+///
+/// Codes: 100000 NULL; 107017 bad model; 107026 still capturing; 107037 runs still queued
+/// after 10 s (the model stays).
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIDestroy(model_ri: aclmdlRI) -> aclError {
+    api("aclmdlRIDestroy", || {
+        let m = model(model_ri)?;
+        runtime()?.destroy_model(m)
+    })
+}
+
+/// `aclError aclmdlRISetName(aclmdlRI modelRI, const char *name)`.
+///
+/// # Safety
+///
+/// `name` is NULL or a NUL-terminated string.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRISetName(model_ri: aclmdlRI, name: *const c_char) -> aclError {
+    api("aclmdlRISetName", || {
+        let m = model(model_ri)?;
+        if name.is_null() {
+            return Err(null_arg("name"));
+        }
+        // SAFETY: the caller's contract.
+        let name = unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned();
+        runtime()?.model_set_name(m, name)
+    })
+}
+
+/// `aclError aclmdlRIGetName(aclmdlRI modelRI, uint32_t maxLen, char *name)`: the name with
+/// its NUL; 107000 if `maxLen` bytes cannot hold it.
+///
+/// # Safety
+///
+/// `name` is NULL or writable for `maxLen` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRIGetName(
+    model_ri: aclmdlRI,
+    max_len: u32,
+    name: *mut c_char,
+) -> aclError {
+    api("aclmdlRIGetName", || {
+        let m = model(model_ri)?;
+        if name.is_null() {
+            return Err(null_arg("name"));
+        }
+        let n = runtime()?.model_name(m)?;
+        if n.len() + 1 > max_len as usize {
+            return Err(param(format!(
+                "maxLen {max_len} cannot hold the name ({} bytes and its NUL)",
+                n.len()
+            )));
+        }
+        // SAFETY: the caller's contract; `n.len() + 1 <= maxLen`.
+        unsafe {
+            std::ptr::copy_nonoverlapping(n.as_ptr().cast::<c_char>(), name, n.len());
+            name.add(n.len()).write(0);
+        }
+        Ok(())
+    })
+}
+
+/// `aclError aclmdlRIGetId(aclmdlRI modelRI, uint32_t *modelRIId)`: the model's number
+/// (unique among the session's models).
+///
+/// # Safety
+///
+/// `modelRIId` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRIGetId(model_ri: aclmdlRI, id: *mut u32) -> aclError {
+    api("aclmdlRIGetId", || {
+        let m = model(model_ri)?;
+        if id.is_null() {
+            return Err(null_arg("modelRIId"));
+        }
+        let n = runtime()?.model_number(m)?;
+        // SAFETY: the caller's contract.
+        unsafe { id.write(n) };
+        Ok(())
+    })
+}
+
+/// `aclError aclmdlRIDestroyRegisterCallback(aclmdlRI modelRI, aclrtCallback func, void
+/// *userData)`: `func(userData)` runs when the model is destroyed, in registration order.
+///
+/// Codes: 100000 NULL model or function; 107017 bad model.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIDestroyRegisterCallback(
+    model_ri: aclmdlRI,
+    func: aclrtCallback,
+    user_data: *mut c_void,
+) -> aclError {
+    api("aclmdlRIDestroyRegisterCallback", || {
+        let m = model(model_ri)?;
+        let f = func.ok_or_else(|| null_arg("func"))?;
+        runtime()?.model_on_destroy(m, f, user_data.addr())
+    })
+}
+
+/// `aclError aclmdlRIDestroyUnregisterCallback(aclmdlRI modelRI, aclrtCallback func)`.
+///
+/// Codes: 100000 NULL model or function; 107017 bad model; 107000 `func` not registered.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclmdlRIDestroyUnregisterCallback(
+    model_ri: aclmdlRI,
+    func: aclrtCallback,
+) -> aclError {
+    api("aclmdlRIDestroyUnregisterCallback", || {
+        let m = model(model_ri)?;
+        let f = func.ok_or_else(|| null_arg("func"))?;
+        runtime()?.model_forget_on_destroy(m, f)
+    })
+}

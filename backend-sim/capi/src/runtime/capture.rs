@@ -1,0 +1,1206 @@
+//! Stream capture into model runtime instances (`aclmdlRICaptureBegin` … `aclmdlRICaptureEnd`,
+//! `aclmdlRIExecute[Async]`, `aclmdlRIDestroy`): a layer in front of the enqueue. Between a
+//! stream's capture begin and end, the calls that would queue a task on it store the call
+//! instead ([`Captured`]: its arguments); an execution replays the stored calls, in the order
+//! they were made, through the same backend calls an uncaptured call makes, so each replay
+//! copies, sets, records and waits again.
+//!
+//! CANN's rules followed (hicann/runtime `docs/zh/dev_guide/04-01_single_stream_capture.md`,
+//! `04-02_cross_stream_capture.md`, `src/runtime/feature/aclgraph/context_aclgraph.cc`,
+//! `api_error_aclgraph.cc`, `src/runtime/api/impl/api_error.cc`, `api_impl.cc`):
+//!
+//! - Begin on a stream already capturing: 107027; on the default stream: 207000. End on a
+//!   stream not capturing: 107029; on a stream that joined another's capture: 107036; from
+//!   another thread than the one that began it, unless the mode is relaxed: 107038 (the
+//!   capture is dropped); after the capture was invalidated: 507903 (dropped).
+//! - A second stream joins the capture by waiting on an event recorded in it
+//!   (`aclrtStreamWaitEvent`); at the end every joined stream's last task must be an event
+//!   record that the origin stream (directly or through other joined streams) waited on, or
+//!   the end fails with 107025 and the capture is dropped. A capturing stream waiting on an
+//!   event recorded outside the capture: 107024.
+//! - Synchronize, query or destroy a capturing stream: 107027; synchronize or query an event
+//!   recorded in a running capture: 107028; execute a model still capturing, or on a
+//!   capturing stream: 107026 / 107027; destroy a model still capturing: 107026.
+//! - `aclrtMemcpy`, `aclrtMemset`, `aclrtMemcpy2d` while a capture runs: refused with 107030
+//!   by the mode rules of `Context::IsCaptureModeSupport` (a global capture of the context
+//!   refuses them on every thread; a thread-local one on the thread that began it; relaxed
+//!   never; `aclmdlRICaptureThreadExchangeMode` sets the calling thread's own view).
+//! - Destroying a model waits for its executions to finish, at most 10 s, then 107037
+//!   (`Context::ModelDestroy`).
+//!
+//! What the simulator captures: `aclrtMemcpyAsync`, `aclrtMemsetAsync`, `aclrtRecordNotify`,
+//! `aclrtWaitAndResetNotify`, `aclrtRecordEvent`, `aclrtStreamWaitEvent[WithTimeout]`,
+//! `aclrtResetEvent`, `aclrtValueWrite`, `aclrtValueWait`. Any other call that queues a task
+//! on a capturing stream is refused (107027, the capture invalidated: CANN captures it, the
+//! simulator cannot replay it), as are the synchronize, query and destroy calls CANN refuses.
+//!
+//! A model's streams: the origin stream's tasks replay on the stream an execution names; each
+//! joined stream's on a stream of the model's own, created at the end of the capture. Events
+//! recorded in the capture are replaced by events of the model's own (so a replay's records
+//! and waits pair with each other, not with the caller's use of the event between replays).
+//! Notifies and memory are the caller's: each replay records and waits the same notifies and
+//! copies between the same addresses, whose ranges are checked again at each replay's enqueue.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use acl_notify_core::event::EventSpec;
+use acl_notify_core::{
+    Backend as _, Error, EventOps, HostCall, RawEvent, RawNotify, RawStream, StreamDestroy,
+    StreamOps, SyncWait, Timeout,
+};
+use acl_notify_sim::mem::{MemcpyKind, ValueCondition};
+
+use super::Runtime;
+use crate::errmsg::{CallError, param};
+use crate::handle::{CTable, Kind};
+
+/// How long a destroy waits for a model's executions to finish (`Context::ModelDestroy`:
+/// 10,000 checks 1 ms apart).
+const DESTROY_WAIT: Duration = Duration::from_secs(10);
+
+/// `aclmdlRICaptureMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Mode {
+    /// `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL`.
+    Global = 0,
+    /// `ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL`.
+    ThreadLocal = 1,
+    /// `ACL_MODEL_RI_CAPTURE_MODE_RELAXED`.
+    Relaxed = 2,
+}
+
+impl Mode {
+    /// The mode a C value names; 107000 for another (`ApiErrorDecorator::StreamBeginCapture`).
+    pub(crate) fn from_c(mode: u32) -> Result<Mode, CallError> {
+        match mode {
+            0 => Ok(Mode::Global),
+            1 => Ok(Mode::ThreadLocal),
+            2 => Ok(Mode::Relaxed),
+            m => Err(param(format!(
+                "mode {m}: ACL_MODEL_RI_CAPTURE_MODE_GLOBAL (0), _THREAD_LOCAL (1) or _RELAXED (2)"
+            ))),
+        }
+    }
+}
+
+/// `aclmdlRICaptureStatus`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// `ACL_MODEL_RI_CAPTURE_STATUS_NONE`.
+    None = 0,
+    /// `ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE`.
+    Active = 1,
+    /// `ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED`.
+    Invalidated = 2,
+}
+
+thread_local! {
+    /// Per mode, the captures this thread began and has not ended (CANN's thread capture
+    /// mode is the strictest of them).
+    static THREAD_CAPTURES: Cell<[u32; 3]> = const { Cell::new([0; 3]) };
+    /// This thread's exchanged mode (`aclmdlRICaptureThreadExchangeMode`; global at first).
+    static EXCHANGED: Cell<Mode> = const { Cell::new(Mode::Global) };
+    /// The capturing stream this thread's call was last refused for (0: none).
+    static REFUSED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The calls refused on a capturing stream that queue no task, so leave its capture valid.
+const NOT_TASKS: [&str; 7] = [
+    "aclmdlRICaptureBegin",
+    "aclrtSynchronizeStream",
+    "aclrtSynchronizeStreamWithTimeout",
+    "aclrtStreamQuery",
+    "aclrtDestroyStream",
+    "aclrtDestroyStreamForce",
+    "aclmdlRIExecuteAsync",
+];
+
+/// For the C layer's failure path: a call `call` refused with 107027 because it named a
+/// capturing stream invalidates that capture unless it queues no task
+/// (`Stream::SingleStreamTerminateCapture`: CANN would have captured it; the simulator cannot
+/// replay it, so no model may come of the capture).
+pub(crate) fn after_refusal(call: &str, e: &CallError) {
+    let stream = REFUSED.with(|r| r.replace(0));
+    if stream == 0 || NOT_TASKS.contains(&call) {
+        return;
+    }
+    if let Some(rt) = crate::session::existing_runtime() {
+        rt.invalidate_capture(stream, call, e);
+    }
+}
+
+fn thread_captures(mode: Mode, up: bool) {
+    THREAD_CAPTURES.with(|c| {
+        let mut v = c.get();
+        let n = &mut v[mode as usize];
+        *n = if up { *n + 1 } else { n.saturating_sub(1) };
+        c.set(v);
+    });
+}
+
+/// `aclmdlRICaptureThreadExchangeMode`: sets the calling thread's mode, returns the old one.
+pub(crate) fn exchange_mode(mode: Mode) -> Mode {
+    EXCHANGED.with(|m| m.replace(mode))
+}
+
+/// A call as captured: its arguments, the stream it names aside. Replayed by
+/// [`Runtime::issue`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Captured {
+    /// `aclrtMemcpyAsync`.
+    Memcpy {
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+    },
+    /// `aclrtMemsetAsync`.
+    Memset {
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+    },
+    /// `aclrtRecordNotify`.
+    NotifyRecord(RawNotify),
+    /// `aclrtWaitAndResetNotify`.
+    NotifyWait(RawNotify, Timeout),
+    /// `aclrtRecordEvent` (the caller's event handle).
+    EventRecord(usize),
+    /// `aclrtStreamWaitEvent[WithTimeout]`.
+    EventWait(usize, Timeout),
+    /// `aclrtResetEvent`.
+    EventReset(usize),
+    /// `aclrtValueWrite`.
+    ValueWrite { addr: usize, value: u64 },
+    /// `aclrtValueWait`.
+    ValueWait {
+        addr: usize,
+        value: u64,
+        cond: ValueCondition,
+    },
+}
+
+impl Captured {
+    /// The call's name, for messages.
+    fn name(&self) -> &'static str {
+        match self {
+            Captured::Memcpy { .. } => "aclrtMemcpyAsync",
+            Captured::Memset { .. } => "aclrtMemsetAsync",
+            Captured::NotifyRecord(_) => "aclrtRecordNotify",
+            Captured::NotifyWait(..) => "aclrtWaitAndResetNotify",
+            Captured::EventRecord(_) => "aclrtRecordEvent",
+            Captured::EventWait(..) => "aclrtStreamWaitEvent",
+            Captured::EventReset(_) => "aclrtResetEvent",
+            Captured::ValueWrite { .. } => "aclrtValueWrite",
+            Captured::ValueWait { .. } => "aclrtValueWait",
+        }
+    }
+}
+
+/// A stream in a capture.
+#[derive(Clone, Copy, Debug)]
+struct InCapture {
+    model: u32,
+    /// Its index among the model's streams (0: the origin).
+    index: usize,
+}
+
+/// Where a model is in its life.
+#[derive(Debug)]
+enum Phase {
+    /// Being captured: begun on `origin` by `thread` in `mode`, in context `ctx`.
+    Capturing {
+        mode: Mode,
+        thread: ThreadId,
+        ctx: usize,
+        invalid: Option<String>,
+    },
+    /// Captured: executable.
+    Ready(Arc<Replay>),
+}
+
+/// What an execution needs of a captured model, shared with executions in flight.
+#[derive(Debug)]
+struct Replay {
+    tasks: Vec<(usize, Captured)>,
+    /// The model's own streams for the joined streams (C handles; index `i` plays stream
+    /// `i + 1`).
+    streams: Vec<usize>,
+    /// The caller's events recorded in the capture and the model's own that stand for them.
+    events: Vec<(usize, RawEvent)>,
+    /// Executions queued and not yet finished.
+    running: Arc<AtomicU32>,
+}
+
+/// A model runtime instance.
+#[derive(Debug)]
+struct Model {
+    id: u32,
+    /// Its `aclmdlRI` handle (given at the capture's begin, as CANN's
+    /// `aclmdlRICaptureGetInfo` names the model during the capture).
+    handle: usize,
+    device: u32,
+    name: String,
+    /// The captured streams (C handles), the origin first.
+    streams: Vec<usize>,
+    tasks: Vec<(usize, Captured)>,
+    phase: Phase,
+    /// `aclmdlRIDestroyRegisterCallback`'s, in registration order.
+    on_destroy: Vec<(unsafe extern "C" fn(*mut c_void), usize)>,
+    /// The stream of `aclmdlRIExecute` (made at its first call).
+    exec_stream: Option<usize>,
+    /// A destroy is waiting for its executions: no new one starts.
+    destroying: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    next_id: u32,
+    models: HashMap<u32, Model>,
+    /// C stream handle → its capture.
+    streams: HashMap<usize, InCapture>,
+    /// C event handle recorded in a running capture → the model.
+    events: HashMap<usize, u32>,
+}
+
+/// The session's captures and models.
+pub(crate) struct Captures {
+    /// Streams capturing now: while 0, no call looks at the state (one load).
+    active: AtomicUsize,
+    state: Mutex<State>,
+    /// `aclmdlRI` handles → model ids.
+    handles: CTable<u32>,
+}
+
+impl Captures {
+    pub(crate) fn new(seed: u64) -> Self {
+        Captures {
+            active: AtomicUsize::new(0),
+            state: Mutex::default(),
+            handles: CTable::new(Kind::ModelRI, "model runtime instances", seed),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+fn bad_model(handle: usize) -> CallError {
+    crate::handle::not_live("modelRI", "a model runtime instance", handle)
+}
+
+/// Whether a capture's mode refuses a synchronous call on this thread
+/// (`Context::IsCaptureModeSupport`): `ctx_mode` the strictest mode of the context's running
+/// captures.
+fn mode_refuses(ctx_mode: Mode) -> bool {
+    let thread = THREAD_CAPTURES.with(Cell::get);
+    let thread_mode = [Mode::Global, Mode::ThreadLocal, Mode::Relaxed]
+        .into_iter()
+        .find(|m| thread[*m as usize] > 0);
+    match EXCHANGED.with(Cell::get) {
+        Mode::Relaxed => false,
+        Mode::Global => ctx_mode == Mode::Global || thread_mode == Some(Mode::ThreadLocal),
+        Mode::ThreadLocal => matches!(thread_mode, Some(Mode::Global | Mode::ThreadLocal)),
+    }
+}
+
+/// Decrements an execution count when the execution's last task has run or was discarded.
+///
+/// # Safety
+///
+/// `arg` is an `Arc<AtomicU32>` made by `Arc::into_raw`, used once.
+unsafe extern "C" fn finished(arg: *mut c_void) {
+    // SAFETY: the caller's contract.
+    let running = unsafe { Arc::from_raw(arg.cast_const().cast::<AtomicU32>()) };
+    running.fetch_sub(1, Ordering::AcqRel);
+}
+
+/// [`finished`] as a discard function.
+///
+/// # Safety
+///
+/// As [`finished`].
+unsafe fn finished_unrun(arg: *mut c_void) {
+    // SAFETY: passed on.
+    unsafe { finished(arg) }
+}
+
+impl Runtime {
+    fn model_id(&self, handle: usize) -> Result<u32, CallError> {
+        self.captures
+            .handles
+            .get(handle)
+            .ok_or_else(|| bad_model(handle))
+    }
+
+    /// Whether any stream captures now (one load).
+    #[inline]
+    pub(crate) fn any_capture(&self) -> bool {
+        self.captures.active.load(Ordering::Acquire) != 0
+    }
+
+    /// The capture stream `stream` (a C handle) takes part in, if any: `None` at the cost of
+    /// one load while no stream captures.
+    #[inline]
+    fn in_capture(&self, stream: usize) -> Option<InCapture> {
+        if self.captures.active.load(Ordering::Acquire) == 0 || stream == 0 {
+            return None;
+        }
+        self.captures.lock().streams.get(&stream).copied()
+    }
+
+    /// For [`resolve_stream`](Runtime::resolve_stream): 107027 for a capturing stream, whose
+    /// tasks only the capturable calls may add and which may not be synchronized, queried or
+    /// destroyed until its capture ends. A call that would have queued a task invalidates
+    /// the capture: the simulator cannot replay it.
+    pub(super) fn refuse_capturing(&self, stream: usize) -> Result<(), CallError> {
+        let Some(c) = self.in_capture(stream) else {
+            return Ok(());
+        };
+        let why = format!(
+            "stream {stream:#x} is capturing (aclmdlRICaptureBegin of model {}): it cannot be \
+             synchronized, queried or destroyed before aclmdlRICaptureEnd, and the simulator \
+             captures only aclrtMemcpyAsync, aclrtMemsetAsync, aclrtRecordNotify, \
+             aclrtWaitAndResetNotify, aclrtRecordEvent, aclrtStreamWaitEvent, aclrtResetEvent, \
+             aclrtValueWrite and aclrtValueWait",
+            c.model
+        );
+        REFUSED.with(|r| r.set(stream));
+        Err(CallError::new(Error::StreamCaptured, why))
+    }
+
+    /// Invalidates the capture of the stream `stream` takes part in, for a task call it could
+    /// not capture (`Stream::SingleStreamTerminateCapture`); `call` names it.
+    pub(crate) fn invalidate_capture(&self, stream: usize, call: &str, e: &CallError) {
+        if self.captures.active.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut st = self.captures.lock();
+        let Some(c) = st.streams.get(&stream).copied() else {
+            return;
+        };
+        if let Some(m) = st.models.get_mut(&c.model)
+            && let Phase::Capturing { invalid, .. } = &mut m.phase
+            && invalid.is_none()
+        {
+            *invalid = Some(format!(
+                "{call} on stream {stream:#x} was refused ({}): the simulator cannot capture it",
+                e.code()
+            ));
+        }
+    }
+
+    /// 107030 if a running capture's mode refuses synchronous `call` on this thread.
+    pub(crate) fn capture_mode_allows(&self, call: &str) -> Result<(), CallError> {
+        if self.captures.active.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        let (_, ctx) = self.current()?;
+        let st = self.captures.lock();
+        let ctx_mode = st
+            .models
+            .values()
+            .filter_map(|m| match m.phase {
+                Phase::Capturing { mode, ctx: c, .. } if c == ctx => Some(mode),
+                _ => None,
+            })
+            .min();
+        match ctx_mode {
+            Some(mode) if mode_refuses(mode) => Err(CallError::new(
+                Error::CaptureModeNotSupport,
+                format!(
+                    "{call} is not allowed while a stream of this context captures in mode \
+                     {mode:?} (call aclmdlRICaptureThreadExchangeMode with \
+                     ACL_MODEL_RI_CAPTURE_MODE_RELAXED on this thread to allow it)"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Stores `task` if `stream` captures (`Ok(true)`); `Ok(false)`: it does not, queue the
+    /// task. An event wait may make the stream join a capture, or be refused.
+    pub(crate) fn capture(&self, stream: usize, task: Captured) -> Result<bool, CallError> {
+        let joining = match task {
+            Captured::EventWait(e, _) => {
+                self.captures.active.load(Ordering::Acquire) != 0
+                    && self.captures.lock().events.contains_key(&e)
+            }
+            _ => false,
+        };
+        let Some(c) = self.in_capture(stream) else {
+            if !joining {
+                return Ok(false);
+            }
+            return self.join(stream, task).map(|()| true);
+        };
+        let mut st = self.captures.lock();
+        // Checked again under the lock: the capture may have ended meanwhile.
+        if !st.streams.contains_key(&stream) {
+            return Ok(false);
+        }
+        match task {
+            Captured::EventWait(e, _) => match st.events.get(&e) {
+                Some(&m) if m != c.model => {
+                    return Err(CallError::new(
+                        Error::FeatureNotSupport,
+                        format!(
+                            "event {e:#x} was recorded in the capture of model {m}, and stream \
+                             {stream:#x} captures model {}: the simulator does not merge two \
+                             captures",
+                            c.model
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None if self.event_recorded(e) => {
+                    // `ApiImpl::StreamWaitEvent`: STREAM_CAPTURE_ISOLATION.
+                    return Err(CallError::new(
+                        Error::CaptureDependency,
+                        format!(
+                            "stream {stream:#x} is capturing and event {e:#x} was recorded \
+                             outside the capture: a captured wait must pair with a record in \
+                             the same capture"
+                        ),
+                    ));
+                }
+                // Never recorded: nothing to wait for, no task.
+                None => return Ok(true),
+            },
+            Captured::EventRecord(e) => {
+                st.events.insert(e, c.model);
+            }
+            Captured::EventReset(e) if !st.events.contains_key(&e) => {
+                return Err(CallError::new(
+                    Error::FeatureNotSupport,
+                    format!(
+                        "aclrtResetEvent of event {e:#x} on capturing stream {stream:#x}: the \
+                         event is not recorded in this capture (the simulator resets only \
+                         events of the capture inside it)"
+                    ),
+                ));
+            }
+            _ => {}
+        }
+        let m = st.models.get_mut(&c.model).ok_or_else(|| {
+            CallError::new(
+                Error::InternalError,
+                "internal error: capture without model",
+            )
+        })?;
+        m.tasks.push((c.index, task));
+        Ok(true)
+    }
+
+    /// Whether the caller's event `e` has a record (outside any capture).
+    fn event_recorded(&self, e: usize) -> bool {
+        self.events.get(e).is_some_and(|entry| {
+            !matches!(
+                self.backend.event_latest(entry.raw),
+                Ok(acl_notify_core::event::LatestRecord::None)
+            )
+        })
+    }
+
+    /// `stream` joins the capture event wait `task` names (`GetCaptureStream`, cross-stream
+    /// capture).
+    fn join(&self, stream: usize, task: Captured) -> Result<(), CallError> {
+        let Captured::EventWait(e, _) = task else {
+            return Ok(());
+        };
+        let entry = self.stream(stream)?;
+        if entry.default {
+            return Err(CallError::new(
+                Error::FeatureNotSupport,
+                "a context's default stream cannot join a capture",
+            ));
+        }
+        let mut st = self.captures.lock();
+        let Some(&model) = st.events.get(&e) else {
+            return Err(CallError::new(
+                Error::StreamNotCaptured,
+                format!("the capture event {e:#x} was recorded in ended while this call ran"),
+            ));
+        };
+        let m = st
+            .models
+            .get_mut(&model)
+            .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no model"))?;
+        if entry.device != m.device {
+            return Err(CallError::new(
+                Error::StreamContext,
+                format!(
+                    "stream {stream:#x} is of device {}, the capture of device {}",
+                    entry.device, m.device
+                ),
+            ));
+        }
+        let index = m.streams.len();
+        m.streams.push(stream);
+        m.tasks.push((index, task));
+        st.streams.insert(stream, InCapture { model, index });
+        self.captures.active.fetch_add(1, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// `aclmdlRICaptureBegin`.
+    pub(crate) fn capture_begin(&self, stream: usize, mode: Mode) -> Result<(), CallError> {
+        let entry = self.stream(stream)?;
+        let (device, ctx) = self.current()?;
+        self.resolve_stream_any(stream)?;
+        if entry.default {
+            return Err(CallError::new(
+                Error::FeatureNotSupport,
+                format!("stream {stream:#x} is a context's default stream: it cannot be captured"),
+            ));
+        }
+        let mut st = self.captures.lock();
+        if let Some(c) = st.streams.get(&stream) {
+            return Err(CallError::new(
+                Error::StreamCaptured,
+                format!(
+                    "stream {stream:#x} is already capturing (model {}): end that capture first",
+                    c.model
+                ),
+            ));
+        }
+        st.next_id = st.next_id.wrapping_add(1);
+        let id = st.next_id;
+        let handle = self.captures.handles.insert(id)?;
+        st.models.insert(
+            id,
+            Model {
+                id,
+                handle,
+                device,
+                name: String::new(),
+                streams: vec![stream],
+                tasks: Vec::new(),
+                phase: Phase::Capturing {
+                    mode,
+                    thread: std::thread::current().id(),
+                    ctx,
+                    invalid: None,
+                },
+                on_destroy: Vec::new(),
+                exec_stream: None,
+                destroying: false,
+            },
+        );
+        st.streams.insert(
+            stream,
+            InCapture {
+                model: id,
+                index: 0,
+            },
+        );
+        self.captures.active.fetch_add(1, Ordering::AcqRel);
+        thread_captures(mode, true);
+        Ok(())
+    }
+
+    /// `aclmdlRICaptureGetInfo`: the stream's status and the model it captures into (0 when
+    /// none), as C handles.
+    pub(crate) fn capture_info(&self, stream: usize) -> Result<(Status, usize), CallError> {
+        self.stream(stream)?;
+        let st = self.captures.lock();
+        let Some(c) = st.streams.get(&stream) else {
+            return Ok((Status::None, 0));
+        };
+        let Some(m) = st.models.get(&c.model) else {
+            return Ok((Status::None, 0));
+        };
+        let status = match &m.phase {
+            Phase::Capturing { invalid: None, .. } => Status::Active,
+            _ => Status::Invalidated,
+        };
+        Ok((status, m.handle))
+    }
+
+    /// Ends every stream's part in capture `model` (the state's and the counter's).
+    fn release_streams(&self, st: &mut State, model: u32) {
+        let before = st.streams.len();
+        st.streams.retain(|_, c| c.model != model);
+        st.events.retain(|_, m| *m != model);
+        self.captures
+            .active
+            .fetch_sub(before - st.streams.len(), Ordering::AcqRel);
+    }
+
+    /// `aclmdlRICaptureEnd`: the model's handle.
+    pub(crate) fn capture_end(&self, stream: usize) -> Result<usize, CallError> {
+        self.stream(stream)?;
+        let mut st = self.captures.lock();
+        let Some(c) = st.streams.get(&stream).copied() else {
+            return Err(CallError::new(
+                Error::StreamNotCaptured,
+                format!("stream {stream:#x} is not capturing: call aclmdlRICaptureBegin first"),
+            ));
+        };
+        if c.index != 0 {
+            return Err(CallError::new(
+                Error::StreamCaptureUnmatched,
+                format!(
+                    "stream {stream:#x} joined the capture of model {} through an event: end \
+                     it on the stream it was begun on",
+                    c.model
+                ),
+            ));
+        }
+        let mut model = st
+            .models
+            .remove(&c.model)
+            .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no model"))?;
+        self.release_streams(&mut st, c.model);
+        drop(st);
+        let ended = self
+            .end_checks(stream, &model)
+            .and_then(|()| self.build(&model));
+        match ended {
+            Ok(replay) => {
+                model.phase = Phase::Ready(Arc::new(replay));
+                let h = model.handle;
+                self.captures.lock().models.insert(model.id, model);
+                Ok(h)
+            }
+            Err(e) => {
+                // The capture is dropped (`ClearCaptureModel`): so is its handle.
+                self.captures.handles.remove(model.handle);
+                Err(e)
+            }
+        }
+    }
+
+    /// `aclmdlRICaptureEnd`'s checks of a capture whose streams were released.
+    fn end_checks(&self, stream: usize, model: &Model) -> Result<(), CallError> {
+        let Phase::Capturing {
+            mode,
+            thread,
+            invalid,
+            ..
+        } = &model.phase
+        else {
+            return Err(CallError::new(
+                Error::InternalError,
+                "internal error: not capturing",
+            ));
+        };
+        if *thread == std::thread::current().id() {
+            thread_captures(*mode, false);
+        } else if *mode != Mode::Relaxed {
+            return Err(CallError::new(
+                Error::StreamCaptureWrongThread,
+                format!(
+                    "the capture on stream {stream:#x} was begun by another thread in mode \
+                     {mode:?}: only that thread may end it (the capture is dropped)"
+                ),
+            ));
+        }
+        if let Some(why) = invalid {
+            return Err(CallError::new(
+                Error::StreamCaptureInvalidated,
+                format!("the capture on stream {stream:#x} was invalidated: {why}"),
+            ));
+        }
+        check_joined(model)
+    }
+
+    /// The model's own streams and events, for [`Phase::Ready`].
+    fn build(&self, model: &Model) -> Result<Replay, CallError> {
+        let mut replay = Replay {
+            tasks: model.tasks.clone(),
+            streams: Vec::new(),
+            events: Vec::new(),
+            running: Arc::new(AtomicU32::new(0)),
+        };
+        let made = (|| {
+            for _ in 1..model.streams.len() {
+                replay.streams.push(self.create_stream()?);
+            }
+            let spec = EventSpec::ex_with_flag(1, self.backend.soc())
+                .or_else(|_| EventSpec::with_flag(1, self.backend.soc()))
+                .map_err(|e| CallError::new(e, "no event kind with ACL_EVENT_SYNC"))?;
+            for (_, t) in &model.tasks {
+                if let Captured::EventRecord(e) = *t
+                    && !replay.events.iter().any(|(u, _)| *u == e)
+                {
+                    let raw = self
+                        .backend
+                        .event_create(model.device, spec)
+                        .map_err(CallError::backend)?;
+                    replay.events.push((e, raw));
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = made {
+            self.drop_replay(&replay);
+            return Err(e);
+        }
+        Ok(replay)
+    }
+
+    fn drop_replay(&self, replay: &Replay) {
+        for &s in &replay.streams {
+            let _ = self.destroy_stream(s, StreamDestroy::Discard);
+        }
+        for &(_, raw) in &replay.events {
+            let _ = self.backend.event_destroy(raw);
+        }
+    }
+
+    fn tear_down(&self, model: &Model) {
+        if let Phase::Ready(r) = &model.phase {
+            self.drop_replay(r);
+        }
+        if let Some(s) = model.exec_stream {
+            let _ = self.destroy_stream(s, StreamDestroy::Discard);
+        }
+    }
+
+    /// `aclmdlRIExecuteAsync`: queues one replay on `stream`.
+    pub(crate) fn execute_async(&self, handle: usize, stream: usize) -> Result<(), CallError> {
+        let id = self.model_id(handle)?;
+        let exec = self.resolve_stream(stream)?;
+        let replay = {
+            let st = self.captures.lock();
+            let m = st.models.get(&id).ok_or_else(|| bad_model(handle))?;
+            if m.destroying {
+                return Err(bad_model(handle));
+            }
+            match &m.phase {
+                Phase::Ready(r) => {
+                    if r.streams.contains(&stream) {
+                        return Err(param(format!(
+                            "stream {stream:#x} is a stream of model {handle:#x} itself"
+                        )));
+                    }
+                    r.running.fetch_add(1, Ordering::AcqRel);
+                    Arc::clone(r)
+                }
+                Phase::Capturing { .. } => {
+                    return Err(CallError::new(
+                        Error::ModelCaptured,
+                        format!("model {handle:#x} is still being captured"),
+                    ));
+                }
+            }
+        };
+        let arg = Arc::into_raw(Arc::clone(&replay.running))
+            .cast_mut()
+            .cast::<c_void>();
+        // SAFETY: `finished` takes the reference `arg` holds, once, from any thread.
+        let done = unsafe { HostCall::with_discard(finished, arg, finished_unrun) };
+        let issued = self.issue(&replay, exec);
+        // Counted as running until the stream has run (or dropped) what was queued.
+        match self.backend.launch_host_func(exec, done) {
+            Ok(()) => issued,
+            Err(e) => issued.and(Err(CallError::backend(e))),
+        }
+    }
+
+    /// Queues `replay`'s tasks, the origin's on `exec`.
+    fn issue(&self, replay: &Replay, exec: RawStream) -> Result<(), CallError> {
+        let mut raws = vec![exec];
+        for &s in &replay.streams {
+            raws.push(self.stream(s)?.raw);
+        }
+        let event = |e: usize| {
+            replay
+                .events
+                .iter()
+                .find(|(u, _)| *u == e)
+                .map(|&(_, raw)| raw)
+                .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no event"))
+        };
+        let b = &self.backend;
+        for &(i, t) in &replay.tasks {
+            let s = raws[i];
+            let r = match t {
+                Captured::Memcpy {
+                    dst,
+                    dest_max,
+                    src,
+                    count,
+                    kind,
+                } => {
+                    // SAFETY: the capture's caller keeps the host sides valid for the model's
+                    // life (CANN's rule 7 of capture: resources stay valid until the model is
+                    // destroyed).
+                    unsafe { b.memcpy_async(dst, dest_max, src, count, kind, s) }
+                        .map_err(CallError::backend)
+                }
+                Captured::Memset {
+                    dst,
+                    max,
+                    value,
+                    count,
+                } => b
+                    .memset_async(dst, max, value, count, s)
+                    .map_err(CallError::backend),
+                Captured::NotifyRecord(n) => b.record(n, s).map_err(CallError::backend),
+                Captured::NotifyWait(n, t) => b.wait_and_reset(n, s, t).map_err(CallError::backend),
+                Captured::EventRecord(e) => {
+                    b.event_record(event(e)?, s).map_err(CallError::backend)
+                }
+                Captured::EventWait(e, t) => b
+                    .stream_wait_event(s, event(e)?, t)
+                    .map_err(CallError::backend),
+                Captured::EventReset(e) => b.event_reset(event(e)?, s).map_err(CallError::backend),
+                Captured::ValueWrite { addr, value } => {
+                    b.value_write(addr, value, s).map_err(CallError::backend)
+                }
+                Captured::ValueWait { addr, value, cond } => b
+                    .value_wait(addr, value, cond, s)
+                    .map_err(CallError::backend),
+            };
+            r.map_err(|e| e.in_context(&format!("replaying {}", t.name())))?;
+        }
+        Ok(())
+    }
+
+    /// `aclmdlRIExecute`: one replay on the model's own stream, waited for at most `timeout`
+    /// ms (-1: for ever; 0 and below -1: 107000, `ApiErrorDecorator::ModelExecute`).
+    pub(crate) fn execute(&self, handle: usize, timeout: i32) -> Result<(), CallError> {
+        let wait = match timeout {
+            -1 => SyncWait::Forever,
+            t if t > 0 => SyncWait::AtMost(Duration::from_millis(t as u64)),
+            t => {
+                return Err(param(format!(
+                    "timeout {t}: -1 (no limit) or a number of milliseconds above 0"
+                )));
+            }
+        };
+        let id = self.model_id(handle)?;
+        let existing = self
+            .captures
+            .lock()
+            .models
+            .get(&id)
+            .and_then(|m| m.exec_stream);
+        let stream = match existing {
+            Some(s) => s,
+            None => {
+                let s = self.create_stream()?;
+                let mut st = self.captures.lock();
+                match st.models.get_mut(&id) {
+                    Some(m) if m.exec_stream.is_none() => {
+                        m.exec_stream = Some(s);
+                        s
+                    }
+                    Some(m) => {
+                        let other = m.exec_stream.unwrap_or(s);
+                        drop(st);
+                        let _ = self.destroy_stream(s, StreamDestroy::Discard);
+                        other
+                    }
+                    None => {
+                        drop(st);
+                        let _ = self.destroy_stream(s, StreamDestroy::Discard);
+                        return Err(bad_model(handle));
+                    }
+                }
+            }
+        };
+        self.execute_async(handle, stream)?;
+        self.synchronize(stream, wait)
+    }
+
+    /// `aclmdlRIDestroy`: waits (at most 10 s) for the model's executions, runs its destroy
+    /// callbacks, releases its streams and events.
+    pub(crate) fn destroy_model(&self, handle: usize) -> Result<(), CallError> {
+        let id = self.model_id(handle)?;
+        let running = {
+            let mut st = self.captures.lock();
+            let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
+            if m.destroying {
+                return Err(bad_model(handle));
+            }
+            let Phase::Ready(r) = &m.phase else {
+                return Err(CallError::new(
+                    Error::ModelCaptured,
+                    format!("model {handle:#x} is still being captured"),
+                ));
+            };
+            m.destroying = true;
+            Arc::clone(&r.running)
+        };
+        let deadline = Instant::now() + DESTROY_WAIT;
+        while running.load(Ordering::Acquire) != 0 {
+            if Instant::now() >= deadline {
+                if let Some(m) = self.captures.lock().models.get_mut(&id) {
+                    m.destroying = false;
+                }
+                return Err(CallError::new(
+                    Error::ModelRunning,
+                    format!(
+                        "model {handle:#x} still has {} executions queued after {DESTROY_WAIT:?}",
+                        running.load(Ordering::Acquire)
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        self.captures.handles.remove(handle);
+        let model = self.captures.lock().models.remove(&id);
+        if let Some(m) = model {
+            self.tear_down(&m);
+            for &(f, data) in &m.on_destroy {
+                // SAFETY: the caller registered `f` to be called with `data` at the destroy.
+                unsafe { f(data as *mut c_void) };
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `f` on live model `handle`.
+    fn with_model<R>(
+        &self,
+        handle: usize,
+        f: impl FnOnce(&mut Model) -> Result<R, CallError>,
+    ) -> Result<R, CallError> {
+        let id = self.model_id(handle)?;
+        let mut st = self.captures.lock();
+        let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
+        f(m)
+    }
+
+    /// `aclmdlRISetName`.
+    pub(crate) fn model_set_name(&self, handle: usize, name: String) -> Result<(), CallError> {
+        self.with_model(handle, |m| {
+            m.name = name;
+            Ok(())
+        })
+    }
+
+    /// `aclmdlRIGetName`.
+    pub(crate) fn model_name(&self, handle: usize) -> Result<String, CallError> {
+        self.with_model(handle, |m| Ok(m.name.clone()))
+    }
+
+    /// `aclmdlRIGetId`.
+    pub(crate) fn model_number(&self, handle: usize) -> Result<u32, CallError> {
+        self.with_model(handle, |m| Ok(m.id))
+    }
+
+    /// `aclmdlRIDestroyRegisterCallback`.
+    pub(crate) fn model_on_destroy(
+        &self,
+        handle: usize,
+        f: unsafe extern "C" fn(*mut c_void),
+        data: usize,
+    ) -> Result<(), CallError> {
+        self.with_model(handle, |m| {
+            m.on_destroy.push((f, data));
+            Ok(())
+        })
+    }
+
+    /// `aclmdlRIDestroyUnregisterCallback`: 107000 if `f` is not registered.
+    pub(crate) fn model_forget_on_destroy(
+        &self,
+        handle: usize,
+        f: unsafe extern "C" fn(*mut c_void),
+    ) -> Result<(), CallError> {
+        self.with_model(handle, |m| {
+            let before = m.on_destroy.len();
+            m.on_destroy.retain(|&(g, _)| !std::ptr::fn_addr_eq(g, f));
+            if m.on_destroy.len() == before {
+                return Err(param(format!(
+                    "the function was not registered for model {handle:#x}'s destroy"
+                )));
+            }
+            Ok(())
+        })
+    }
+
+    /// Whether the caller's event `event` is recorded in a running capture: 107028 for the
+    /// event calls CANN refuses then (`ApiErrorDecorator::EventSynchronize`, `EventQuery`).
+    pub(crate) fn refuse_capture_event(&self, event: usize, call: &str) -> Result<(), CallError> {
+        if self.captures.active.load(Ordering::Acquire) == 0 {
+            return Ok(());
+        }
+        match self.captures.lock().events.get(&event) {
+            Some(m) => Err(CallError::new(
+                Error::EventCaptured,
+                format!("{call}: event {event:#x} is recorded in the running capture of model {m}"),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// CANN's `CheckCaptureModelValidity`: each joined stream's last task is a record of an event
+/// that some stream waits on afterwards, and the origin waits on at least one of them.
+fn check_joined(model: &Model) -> Result<(), CallError> {
+    let mut origin_waits = false;
+    for index in 1..model.streams.len() {
+        let last = model.tasks.iter().rposition(|(i, _)| *i == index);
+        let unjoined = |why: &str| {
+            Err(CallError::new(
+                Error::StreamUnjoined,
+                format!(
+                    "stream {:#x} joined the capture but {why}: record an event on it last and \
+                     make the origin stream wait on it (the capture is dropped)",
+                    model.streams[index]
+                ),
+            ))
+        };
+        let Some(at) = last else {
+            return unjoined("has no task");
+        };
+        let Captured::EventRecord(e) = model.tasks[at].1 else {
+            return unjoined("its last task is not an event record");
+        };
+        let waiters: Vec<usize> = model.tasks[at + 1..]
+            .iter()
+            .filter(|(_, t)| matches!(t, Captured::EventWait(w, _) if *w == e))
+            .map(|(i, _)| *i)
+            .collect();
+        if waiters.is_empty() {
+            return unjoined("no stream waits on its last event record");
+        }
+        origin_waits |= waiters.contains(&0);
+    }
+    if model.streams.len() > 1 && !origin_waits {
+        return Err(CallError::new(
+            Error::StreamUnjoined,
+            "the origin stream waits on none of the joined streams' last records: join them \
+             back to it with aclrtStreamWaitEvent (the capture is dropped)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model(streams: usize, tasks: Vec<(usize, Captured)>) -> Model {
+        Model {
+            id: 1,
+            handle: 0,
+            device: 0,
+            name: String::new(),
+            streams: (0..streams).map(|i| 0x100 + i).collect(),
+            tasks,
+            phase: Phase::Capturing {
+                mode: Mode::Global,
+                thread: std::thread::current().id(),
+                ctx: 0,
+                invalid: None,
+            },
+            on_destroy: Vec::new(),
+            exec_stream: None,
+            destroying: false,
+        }
+    }
+
+    fn code(r: Result<(), CallError>) -> Option<Error> {
+        r.err().map(|e| e.code())
+    }
+
+    const E1: usize = 0xE1;
+    const E2: usize = 0xE2;
+    const T: Timeout = Timeout::Forever;
+
+    #[test]
+    fn a_joined_stream_must_end_with_a_record_the_origin_waits_on() {
+        use Captured::{EventRecord as R, EventWait as W};
+        let n = RawNotify(7);
+        // Origin only: nothing to check.
+        assert_eq!(code(check_joined(&model(1, vec![(0, R(E1))]))), None);
+        // Joined and joined back: s1 records e2 last, the origin waits on it.
+        let good = vec![(0, R(E1)), (1, W(E1, T)), (1, R(E2)), (0, W(E2, T))];
+        assert_eq!(code(check_joined(&model(2, good))), None);
+        // Its last task is not a record.
+        let t = vec![
+            (0, R(E1)),
+            (1, W(E1, T)),
+            (1, R(E2)),
+            (1, Captured::NotifyRecord(n)),
+        ];
+        assert_eq!(
+            code(check_joined(&model(2, t))),
+            Some(Error::StreamUnjoined)
+        );
+        // Nobody waits on its last record.
+        let t = vec![(0, R(E1)), (1, W(E1, T)), (1, R(E2))];
+        assert_eq!(
+            code(check_joined(&model(2, t))),
+            Some(Error::StreamUnjoined)
+        );
+        // A wait before the record does not count.
+        let t = vec![(0, R(E1)), (1, W(E1, T)), (0, W(E2, T)), (1, R(E2))];
+        assert_eq!(
+            code(check_joined(&model(2, t))),
+            Some(Error::StreamUnjoined)
+        );
+        // Stream 2 back through stream 1, stream 1 back to the origin.
+        let t = vec![
+            (0, R(E1)),
+            (1, W(E1, T)),
+            (2, W(E1, T)),
+            (2, R(E2)),
+            (1, W(E2, T)),
+            (1, R(E1)),
+            (0, W(E1, T)),
+        ];
+        assert_eq!(code(check_joined(&model(3, t))), None);
+    }
+
+    /// `Context::IsCaptureModeSupport`, row by row: the thread's exchanged mode × the
+    /// context's strictest capture × the modes of the captures this thread began.
+    #[test]
+    fn synchronous_calls_follow_the_capture_mode_rules() {
+        use Mode::{Global as G, Relaxed as R, ThreadLocal as L};
+        let rows: [(Mode, Mode, Option<Mode>, bool); 12] = [
+            // exchanged, context, this thread's own capture, refused
+            (G, G, None, true),
+            (G, L, None, false),
+            (G, L, Some(L), true),
+            (G, R, None, false),
+            (G, R, Some(R), false),
+            (L, G, None, false),
+            (L, G, Some(G), true),
+            (L, L, Some(L), true),
+            (L, R, Some(R), false),
+            (R, G, None, false),
+            (R, G, Some(G), false),
+            (R, L, Some(L), false),
+        ];
+        for (exchanged, ctx, own, refused) in rows {
+            let old = exchange_mode(exchanged);
+            if let Some(m) = own {
+                thread_captures(m, true);
+            }
+            assert_eq!(
+                mode_refuses(ctx),
+                refused,
+                "exchanged {exchanged:?}, context {ctx:?}, own {own:?}"
+            );
+            if let Some(m) = own {
+                thread_captures(m, false);
+            }
+            exchange_mode(old);
+        }
+    }
+
+    #[test]
+    fn modes_outside_the_three_are_refused() {
+        assert_eq!(Mode::from_c(2).ok(), Some(Mode::Relaxed));
+        assert_eq!(
+            Mode::from_c(3).err().map(|e| e.code()),
+            Some(Error::ParamInvalid)
+        );
+    }
+}

@@ -1,0 +1,192 @@
+/* capture.c — stream capture into a model runtime instance (aclmdlRI*) through the C ABI:
+ * a chain over two streams (copy in → record notify → wait notify → copy → copy out, the
+ * second stream joined to the capture by an event and back by another) captured once and
+ * replayed 100 times with new input each time, the output checked every time; nothing runs
+ * during the capture; the refusals during a capture (begin twice, synchronize, aclrtMemcpy in
+ * global mode unless the thread exchanged to relaxed, end on the joined stream, execute or
+ * destroy the model being captured); a capture that fails part-way (an uncapturable task
+ * invalidates it, its end answers ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED and gives no model;
+ * a joined stream not joined back: ACL_ERROR_RT_STREAM_UNJOINED); aclmdlRIExecute; names,
+ * ids and destroy callbacks; a destroy while a replay is still queued waits for it.
+ * Exit 0 and "capture: ok". */
+#include "common.h"
+
+enum { N = 256 };
+
+static int g_destroyed;
+static void on_destroy(void *arg) { __atomic_add_fetch((int *)arg, 1, __ATOMIC_ACQ_REL); }
+static void slow(void *arg) {
+    (void)arg;
+    sleep_ms(300);
+}
+
+int main(void) {
+    g_role = "capture";
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtStream s1, s2, s3;
+    CHECK(aclrtCreateStream(&s1));
+    CHECK(aclrtCreateStream(&s2));
+    CHECK(aclrtCreateStream(&s3));
+    aclrtEvent e1, e2;
+    CHECK(aclrtCreateEventExWithFlag(&e1, ACL_EVENT_SYNC));
+    CHECK(aclrtCreateEventExWithFlag(&e2, ACL_EVENT_SYNC));
+    aclrtNotify n;
+    CHECK(aclrtCreateNotify(&n, ACL_NOTIFY_DEFAULT));
+    int32_t *in, *out;
+    CHECK(aclrtMallocHost((void **)&in, N * sizeof(int32_t)));
+    CHECK(aclrtMallocHost((void **)&out, N * sizeof(int32_t)));
+    void *a, *b, *c;
+    CHECK(aclrtMalloc(&a, N * sizeof(int32_t), ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMalloc(&b, N * sizeof(int32_t), ACL_MEM_MALLOC_HUGE_FIRST));
+    CHECK(aclrtMalloc(&c, N * sizeof(int32_t), ACL_MEM_MALLOC_HUGE_FIRST));
+    const size_t bytes = N * sizeof(int32_t);
+
+    /* Argument checks. */
+    aclmdlRI m = NULL;
+    aclmdlRICaptureStatus st;
+    EXPECT_RC(aclmdlRICaptureBegin(NULL, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclmdlRICaptureBegin(s1, (aclmdlRICaptureMode)7), ACL_ERROR_RT_PARAM_INVALID);
+    EXPECT_RC(aclmdlRICaptureEnd(s1, &m), ACL_ERROR_RT_STREAM_NOT_CAPTURED);
+    EXPECT_RC(aclmdlRICaptureGetInfo(s1, NULL, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclmdlRIExecuteAsync(NULL, s1), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclmdlRIDestroy(NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclmdlRIDestroy((aclmdlRI)0x4d00123400005678ULL), ACL_ERROR_RT_INVALID_HANDLE);
+    CHECK(aclmdlRICaptureGetInfo(s1, &st, &m));
+    REQUIRE(st == ACL_MODEL_RI_CAPTURE_STATUS_NONE && m == NULL, "status %d before a capture", st);
+
+    /* The capture. */
+    for (int i = 0; i < N; i++) out[i] = -1;
+    CHECK(aclmdlRICaptureBegin(s1, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL));
+    CHECK(aclmdlRICaptureGetInfo(s1, &st, &m));
+    REQUIRE(st == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE && m != NULL, "status %d during it", st);
+    aclmdlRI capturing = m;
+    EXPECT_RC(aclmdlRICaptureBegin(s1, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL), ACL_ERROR_RT_STREAM_CAPTURED);
+    EXPECT_RC(aclrtSynchronizeStream(s1), ACL_ERROR_RT_STREAM_CAPTURED);
+    EXPECT_RC(aclmdlRIExecuteAsync(capturing, s3), ACL_ERROR_RT_MODEL_CAPTURED);
+    EXPECT_RC(aclmdlRIDestroy(capturing), ACL_ERROR_RT_MODEL_CAPTURED);
+    /* Synchronous copies: refused in global mode, allowed once the thread is relaxed. */
+    EXPECT_RC(aclrtMemcpy(c, bytes, in, bytes, ACL_MEMCPY_HOST_TO_DEVICE),
+              ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT);
+    aclmdlRICaptureMode mode = ACL_MODEL_RI_CAPTURE_MODE_RELAXED;
+    CHECK(aclmdlRICaptureThreadExchangeMode(&mode));
+    REQUIRE(mode == ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, "old mode %d", mode);
+    CHECK(aclrtMemcpy(c, bytes, in, bytes, ACL_MEMCPY_HOST_TO_DEVICE));
+    CHECK(aclmdlRICaptureThreadExchangeMode(&mode));
+    REQUIRE(mode == ACL_MODEL_RI_CAPTURE_MODE_RELAXED, "old mode %d", mode);
+
+    CHECK(aclrtMemcpyAsync(a, bytes, in, bytes, ACL_MEMCPY_HOST_TO_DEVICE, s1));
+    CHECK(aclrtRecordEvent(e1, s1));
+    CHECK(aclrtStreamWaitEvent(s2, e1)); /* s2 joins */
+    CHECK(aclmdlRICaptureGetInfo(s2, &st, NULL));
+    REQUIRE(st == ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, "s2 did not join: %d", st);
+    EXPECT_RC(aclrtSynchronizeEvent(e1), ACL_ERROR_RT_EVENT_CAPTURED);
+    CHECK(aclrtMemcpyAsync(b, bytes, a, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, s1));
+    CHECK(aclrtRecordNotify(n, s1));
+    CHECK(aclrtWaitAndResetNotify(n, s2, 0));
+    CHECK(aclrtMemcpyAsync(c, bytes, b, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, s2));
+    CHECK(aclrtRecordEvent(e2, s2));
+    CHECK(aclrtStreamWaitEvent(s1, e2)); /* s2 joins back */
+    CHECK(aclrtMemcpyAsync(out, bytes, c, bytes, ACL_MEMCPY_DEVICE_TO_HOST, s1));
+    EXPECT_RC(aclmdlRICaptureEnd(s2, &m), ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED);
+    EXPECT_RC(aclmdlRICaptureEnd(s1, NULL), ACL_ERROR_RT_PARAM_INVALID);
+    m = NULL;
+    CHECK(aclmdlRICaptureEnd(s1, &m));
+    REQUIRE(m == capturing, "the model %p is not the one named during the capture %p", m, capturing);
+    CHECK(aclmdlRICaptureGetInfo(s1, &st, NULL));
+    REQUIRE(st == ACL_MODEL_RI_CAPTURE_STATUS_NONE, "s1 still %d", st);
+    CHECK(aclmdlRICaptureGetInfo(s2, &st, NULL));
+    REQUIRE(st == ACL_MODEL_RI_CAPTURE_STATUS_NONE, "s2 still %d", st);
+    /* Nothing ran during the capture. */
+    CHECK(aclrtSynchronizeStream(s1));
+    CHECK(aclrtSynchronizeStream(s2));
+    for (int i = 0; i < N; i++) REQUIRE(out[i] == -1, "out[%d] = %d: a captured task ran", i, out[i]);
+
+    /* 100 replays, new input each time, output checked each time. */
+    for (int r = 0; r < 100; r++) {
+        for (int i = 0; i < N; i++) in[i] = r * 1000 + i;
+        aclrtStream on = (r % 3 == 2) ? s3 : s1;
+        CHECK(aclmdlRIExecuteAsync(m, on));
+        CHECK(aclrtSynchronizeStream(on));
+        for (int i = 0; i < N; i++)
+            REQUIRE(out[i] == r * 1000 + i, "replay %d: out[%d] = %d", r, i, out[i]);
+    }
+    /* aclmdlRIExecute: on a stream of the model's own, waited for. */
+    for (int i = 0; i < N; i++) in[i] = -7 * i;
+    EXPECT_RC(aclmdlRIExecute(m, 0), ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclmdlRIExecute(m, 10000));
+    for (int i = 0; i < N; i++) REQUIRE(out[i] == -7 * i, "execute: out[%d] = %d", i, out[i]);
+
+    /* Name, id, destroy callbacks. */
+    char name[32];
+    uint32_t id = 0;
+    CHECK(aclmdlRISetName(m, "chain"));
+    EXPECT_RC(aclmdlRIGetName(m, 5, name), ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclmdlRIGetName(m, sizeof name, name));
+    REQUIRE(strcmp(name, "chain") == 0, "name %s", name);
+    CHECK(aclmdlRIGetId(m, &id));
+    CHECK(aclmdlRIDestroyRegisterCallback(m, on_destroy, &g_destroyed));
+    CHECK(aclmdlRIDestroyRegisterCallback(m, on_destroy, &g_destroyed));
+    CHECK(aclmdlRIDestroyUnregisterCallback(m, on_destroy));
+    EXPECT_RC(aclmdlRIDestroyUnregisterCallback(m, on_destroy), ACL_ERROR_RT_PARAM_INVALID);
+    CHECK(aclmdlRIDestroyRegisterCallback(m, on_destroy, &g_destroyed));
+
+    /* Destroy while a replay is queued behind a slow host function: the destroy waits for it. */
+    for (int i = 0; i < N; i++) in[i] = 5 * i + 3;
+    for (int i = 0; i < N; i++) out[i] = -1;
+    CHECK(aclrtLaunchHostFunc(s1, slow, NULL));
+    CHECK(aclmdlRIExecuteAsync(m, s1));
+    int64_t t0 = now_ns();
+    CHECK(aclmdlRIDestroy(m));
+    int64_t waited_ms = (now_ns() - t0) / 1000000;
+    REQUIRE(waited_ms >= 150, "the destroy returned after %lld ms, before the replay ran",
+            (long long)waited_ms);
+    for (int i = 0; i < N; i++) REQUIRE(out[i] == 5 * i + 3, "queued replay: out[%d] = %d", i, out[i]);
+    REQUIRE(__atomic_load_n(&g_destroyed, __ATOMIC_ACQUIRE) == 1, "destroy callbacks ran %d times",
+            g_destroyed);
+    EXPECT_RC(aclmdlRIExecuteAsync(m, s1), ACL_ERROR_RT_INVALID_HANDLE);
+    EXPECT_RC(aclmdlRIDestroy(m), ACL_ERROR_RT_INVALID_HANDLE);
+    CHECK(aclrtSynchronizeStream(s1));
+
+    /* A capture that fails part-way: an uncapturable task invalidates it. */
+    CHECK(aclmdlRICaptureBegin(s1, ACL_MODEL_RI_CAPTURE_MODE_RELAXED));
+    CHECK(aclrtMemcpyAsync(a, bytes, in, bytes, ACL_MEMCPY_HOST_TO_DEVICE, s1));
+    EXPECT_RC(aclrtLaunchHostFunc(s1, slow, NULL), ACL_ERROR_RT_STREAM_CAPTURED);
+    CHECK(aclmdlRICaptureGetInfo(s1, &st, NULL));
+    REQUIRE(st == ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED, "status %d after a refused task", st);
+    m = (aclmdlRI)0x1;
+    EXPECT_RC(aclmdlRICaptureEnd(s1, &m), ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED);
+    expect_msg("invalidated", "aclrtLaunchHostFunc", NULL);
+    REQUIRE(m == (aclmdlRI)0x1, "a failed end wrote %p", m);
+    /* The stream works as before. */
+    for (int i = 0; i < N; i++) in[i] = 11 * i;
+    CHECK(aclrtMemcpyAsync(out, bytes, in, bytes, ACL_MEMCPY_HOST_TO_HOST, s1));
+    CHECK(aclrtSynchronizeStream(s1));
+    for (int i = 0; i < N; i++) REQUIRE(out[i] == 11 * i, "after: out[%d] = %d", i, out[i]);
+
+    /* A joined stream not joined back: no model. */
+    CHECK(aclmdlRICaptureBegin(s1, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL));
+    CHECK(aclrtRecordEvent(e1, s1));
+    CHECK(aclrtStreamWaitEvent(s2, e1));
+    CHECK(aclrtMemcpyAsync(c, bytes, a, bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, s2));
+    EXPECT_RC(aclmdlRICaptureEnd(s1, &m), ACL_ERROR_RT_STREAM_UNJOINED);
+    CHECK(aclmdlRICaptureGetInfo(s2, &st, NULL));
+    REQUIRE(st == ACL_MODEL_RI_CAPTURE_STATUS_NONE, "s2 still %d", st);
+    CHECK(aclrtSynchronizeStream(s2));
+
+    CHECK(aclrtFree(a));
+    CHECK(aclrtFree(b));
+    CHECK(aclrtFree(c));
+    CHECK(aclrtFreeHost(in));
+    CHECK(aclrtFreeHost(out));
+    CHECK(aclrtDestroyNotify(n));
+    CHECK(aclrtDestroyEvent(e1));
+    CHECK(aclrtDestroyEvent(e2));
+    CHECK(aclrtDestroyStream(s1));
+    CHECK(aclrtDestroyStream(s2));
+    CHECK(aclrtDestroyStream(s3));
+    CHECK(aclrtResetDevice(0));
+    CHECK(aclFinalize());
+    printf("capture: ok\n");
+    return 0;
+}
