@@ -39,6 +39,11 @@
 //!   under valgrind's memcheck);
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
+//! - `state_callbacks.c`: `aclrtRegStreamStateCallback` / `aclrtRegDeviceStateCallback`
+//!   around sets, resets, stream creates and destroys, with callbacks calling the runtime (also
+//!   under valgrind's memcheck);
+//! - `app_log.c`: `aclAppLog` / `ACL_APP_LOG` at each level, with NULL arguments, an unknown
+//!   level and a message too long, read back from stderr at three `ASCEND_GLOBAL_LOG_LEVEL`s;
 //! - `lifecycle.c`: `aclInitCallbackRegister` / `aclFinalizeCallbackRegister`, their
 //!   `UnRegister`s and `aclFinalizeReference` around `aclInit` / `aclFinalize` (also under
 //!   valgrind's memcheck);
@@ -139,6 +144,10 @@
 //!   items through rings of IPC memory, each slot ordered by two IPC events re-recorded item
 //!   after item and a pipe saying "recorded" as CANN's ipcevent sample does, back-pressure on
 //!   the device and the host, every word checked by the last process;
+//! - `teardown_busy.c`: `aclFinalize`, or `aclrtResetDeviceForce` of both devices, while six
+//!   threads copy, queue callbacks for a report thread and synchronize: prompt, and every
+//!   thread's next call fails with 107017 naming its stream (the finalize also under
+//!   valgrind's memcheck);
 //! - `collective.c`: one rank (a process) of an HCCL-style ring all-reduce, each rank exporting
 //!   its memory and a pair of notifies with PID whitelists: 8 and 16 ranks on one host and split
 //!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
@@ -403,10 +412,13 @@ fn build_everything() -> Result<Prefix, String> {
         "lifecycle",
         "stream_v2",
         "task_abort",
+        "state_callbacks",
+        "app_log",
         "capture",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
+        "teardown_busy",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1276,6 +1288,41 @@ fn a_chain_of_processes_moves_items_through_ipc_memory_ordered_by_ipc_events() {
     }
 }
 
+// ---- the session ended under busy threads (tests/c/teardown_busy.c) --------------------------
+
+/// `aclFinalize`, and `aclrtResetDeviceForce` of both devices, while six threads copy, queue
+/// callbacks for a report thread and synchronize: each returns within 5 s, every thread's next
+/// call is 107017 naming its stream; after the resets the devices work again and their memory
+/// comes back once freed. The finalize also under valgrind's memcheck (30 s limit there).
+#[test]
+fn finalize_and_device_resets_end_busy_threads_with_clear_codes() {
+    for mode in ["finalize", "reset"] {
+        let p = setup();
+        let s = Scratch::new(&format!("tdbusy-{mode}"));
+        let mut cmd = s.cmd(&p.bin.join("teardown_busy"), "Ascend910B");
+        cmd.env("ACL_NOTIFY_SIM_DEVICES", "2").arg(mode);
+        let o = run_all(
+            vec![spawn("teardown_busy", &mut cmd).expect("start teardown_busy")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{mode}: {}", report(&o));
+        let done = format!("teardown_busy {mode}: ok");
+        assert!(o[0].stdout.contains(&done), "{}", report(&o));
+    }
+    let env = [
+        ("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M"),
+        ("ACL_NOTIFY_SIM_DEVICES", "2"),
+    ];
+    if let Some(o) = memcheck("teardown_busy", &["finalize", "30000"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("teardown_busy finalize: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
 // ---- a rank of a 16-process ring killed mid-job (tests/c/ring_kill.c) -------------------------
 
 #[test]
@@ -1528,6 +1575,88 @@ fn on_each_soc_then_memcheck(name: &str, socs: &[&str]) {
     if let Some(o) = memcheck(name, &socs[..1], &[("ACL_NOTIFY_SIM_SOC", socs[0])]) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains(&ok), "{}", report(&o));
+    }
+}
+
+// ---- stream and device state callbacks (tests/c/state_callbacks.c) --------------------------
+
+/// The state callbacks run around sets, resets, stream creates and destroys, in CANN's order,
+/// and may call back into the runtime without deadlock.
+#[test]
+fn state_callbacks_report_streams_and_devices() {
+    on_each_soc_then_memcheck("state_callbacks", &["Ascend910B", "Ascend310P"]);
+}
+
+// ---- aclAppLog (tests/c/app_log.c) ------------------------------------------------------------
+
+/// `aclAppLog` formats its message in C and writes one line to stderr for each level at least
+/// `ASCEND_GLOBAL_LOG_LEVEL`'s (ERROR when unset), nothing for NULL arguments or unknown
+/// levels, and cuts long messages with a mark.
+#[test]
+fn app_log_writes_formatted_lines_at_the_level_asked() {
+    let p = setup();
+    for (level, want) in [
+        (None, &["before aclInit 1", "error 100%"][..]),
+        (Some("4"), &[][..]),
+        (
+            Some("1"),
+            &[
+                "before aclInit 1",
+                "info 42 2.50 x",
+                "warning 7",
+                "error 100%",
+            ][..],
+        ),
+    ] {
+        let s = Scratch::new("app_log");
+        let mut cmd = s.cmd(&p.bin.join("app_log"), "Ascend910B");
+        match level {
+            Some(l) => cmd.env("ASCEND_GLOBAL_LOG_LEVEL", l),
+            None => cmd.env_remove("ASCEND_GLOBAL_LOG_LEVEL"),
+        };
+        let o = run_all(
+            vec![spawn("app_log", &mut cmd).expect("start app_log")],
+            Duration::from_secs(30),
+        );
+        assert!(
+            o[0].ok() && o[0].stdout.contains("app_log: ok"),
+            "{}",
+            report(&o)
+        );
+        let lines: Vec<&str> = o[0]
+            .stderr
+            .lines()
+            .filter(|l| l.contains("] APP("))
+            .collect();
+        let bodies: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.split(": \"").nth(1)?.strip_suffix('"'))
+            .collect();
+        let long = lines
+            .iter()
+            .filter(|l| l.ends_with("...[truncated]"))
+            .count();
+        let expect_long = usize::from(level != Some("4"));
+        assert_eq!(bodies, want, "{level:?}: {}", o[0].stderr);
+        assert_eq!(long, expect_long, "{level:?}: {}", o[0].stderr);
+        assert_eq!(lines.len(), want.len() + expect_long, "{}", o[0].stderr);
+        if level == Some("1") {
+            assert!(
+                lines[3].starts_with("[ERROR] APP(") && lines[3].contains(" func:file.c:99: "),
+                "{}",
+                lines[3]
+            );
+            assert!(lines[1].starts_with("[INFO] APP("), "{}", lines[1]);
+        }
+        let cut = lines.iter().find(|l| l.ends_with("...[truncated]"));
+        if let Some(cut) = cut {
+            let at = cut.find("): ").expect("prefix") + 3;
+            assert_eq!(
+                cut.len() - at,
+                1023,
+                "the line is cut to 1,023 bytes: {cut}"
+            );
+        }
     }
 }
 
