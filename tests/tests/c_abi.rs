@@ -61,8 +61,8 @@
 //!   under valgrind's memcheck;
 //! - `acl_json.c`: `aclInit`'s configuration file: refused files and their codes, and the
 //!   default device it configures; `aclrtGetRunMode` and `aclrtGetVersion`;
-//! - `system_info.c`: `aclsysGetVersionStr` / `aclsysGetVersionNum` reading packages'
-//!   `version.info` files under a scratch `ASCEND_HOME_PATH`; `aclrtGetErrorVerbose`;
+//! - `system_info.c`: `aclsysGetVersionStr` / `aclsysGetVersionNum` / `aclsysGetCANNVersion`
+//!   reading packages' `version.info` files under a scratch `ASCEND_HOME_PATH`; `aclrtGetErrorVerbose`;
 //! - `reslimit.c`: the chip's cores (`aclrtGetDeviceInfo`) and the core resource limits of a
 //!   device, a stream and a thread, on three chips;
 //! - `stream_info.c`: `aclrtStreamGetId` / `aclrtStreamGetPriority` / `aclrtStreamGetFlags`
