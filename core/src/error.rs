@@ -142,6 +142,11 @@ pub enum Error {
     /// `ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED` — the capture failed part-way (a task it
     /// could not take): `aclmdlRICaptureEnd` ends it without a model.
     StreamCaptureInvalidated = 507903,
+    /// `ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED` — a host range overlapping one registered
+    /// already (`aclrtHostRegister[V2]`).
+    HostMemoryAlreadyRegistered = 507910,
+    /// `ACL_ERROR_HOST_MEMORY_NOT_REGISTERED` — `aclrtHostUnregister` of memory not registered.
+    HostMemoryNotRegistered = 507911,
 }
 
 /// `Result` with the CANN [`Error`].
@@ -149,7 +154,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 53] = [
+    pub const ALL: [Error; 55] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -203,6 +208,8 @@ impl Error {
         Error::EventSyncTimeout,
         Error::DrvInternalError,
         Error::StreamCaptureInvalidated,
+        Error::HostMemoryAlreadyRegistered,
+        Error::HostMemoryNotRegistered,
     ];
 
     /// The numeric CANN code (`aclError`).
@@ -266,6 +273,8 @@ impl Error {
             Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
             Error::EventSyncTimeout => "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
             Error::DrvInternalError => "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
+            Error::HostMemoryAlreadyRegistered => "ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+            Error::HostMemoryNotRegistered => "ACL_ERROR_HOST_MEMORY_NOT_REGISTERED",
         }
     }
 

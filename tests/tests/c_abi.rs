@@ -94,6 +94,10 @@
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
+//! - `host_register.c`: `aclrtHostRegister[V2]` / `aclrtHostUnregister` /
+//!   `aclrtHostGetDevicePointer` / `aclrtHostMemMapCapabilities` (CANN's codes, registered
+//!   memory in copies byte by byte, the device address refused by copies, unregistering with
+//!   a copy queued; also under valgrind's memcheck);
 //! - `memcpy_batch.c`: `aclrtMemcpyBatch[Async][V2]` (attributes per copy, CANN's checks, the
 //!   failing copy's index, bytes checked; also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -131,6 +135,10 @@
 //!   items through rings of IPC memory, each slot ordered by two IPC events re-recorded item
 //!   after item and a pipe saying "recorded" as CANN's ipcevent sample does, back-pressure on
 //!   the device and the host, every word checked by the last process;
+//! - `teardown_busy.c`: `aclFinalize`, or `aclrtResetDeviceForce` of both devices, while six
+//!   threads copy, queue callbacks for a report thread and synchronize: prompt, and every
+//!   thread's next call fails with 107017 naming its stream (the finalize also under
+//!   valgrind's memcheck);
 //! - `collective.c`: one rank (a process) of an HCCL-style ring all-reduce, each rank exporting
 //!   its memory and a pair of notifies with PID whitelists: 8 and 16 ranks on one host and split
 //!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
@@ -362,6 +370,7 @@ fn build_everything() -> Result<Prefix, String> {
         "teardown",
         "memory",
         "memset_d32",
+        "host_register",
         "free_sync",
         "memcpy_batch",
         "ring_allreduce",
@@ -397,6 +406,7 @@ fn build_everything() -> Result<Prefix, String> {
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
+        "teardown_busy",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1266,6 +1276,41 @@ fn a_chain_of_processes_moves_items_through_ipc_memory_ordered_by_ipc_events() {
     }
 }
 
+// ---- the session ended under busy threads (tests/c/teardown_busy.c) --------------------------
+
+/// `aclFinalize`, and `aclrtResetDeviceForce` of both devices, while six threads copy, queue
+/// callbacks for a report thread and synchronize: each returns within 5 s, every thread's next
+/// call is 107017 naming its stream; after the resets the devices work again and their memory
+/// comes back once freed. The finalize also under valgrind's memcheck (30 s limit there).
+#[test]
+fn finalize_and_device_resets_end_busy_threads_with_clear_codes() {
+    for mode in ["finalize", "reset"] {
+        let p = setup();
+        let s = Scratch::new(&format!("tdbusy-{mode}"));
+        let mut cmd = s.cmd(&p.bin.join("teardown_busy"), "Ascend910B");
+        cmd.env("ACL_NOTIFY_SIM_DEVICES", "2").arg(mode);
+        let o = run_all(
+            vec![spawn("teardown_busy", &mut cmd).expect("start teardown_busy")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{mode}: {}", report(&o));
+        let done = format!("teardown_busy {mode}: ok");
+        assert!(o[0].stdout.contains(&done), "{}", report(&o));
+    }
+    let env = [
+        ("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M"),
+        ("ACL_NOTIFY_SIM_DEVICES", "2"),
+    ];
+    if let Some(o) = memcheck("teardown_busy", &["finalize", "30000"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("teardown_busy finalize: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
 // ---- a rank of a 16-process ring killed mid-job (tests/c/ring_kill.c) -------------------------
 
 #[test]
@@ -1342,6 +1387,36 @@ fn frees_with_device_sync_let_queued_copies_finish_first() {
     if let Some(o) = memcheck("free_sync", &[], &[]) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    }
+}
+
+// ---- registered host memory (tests/c/host_register.c) -----------------------------------------
+
+#[test]
+fn registered_host_memory_is_copied_and_unregistering_fails_queued_copies() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("hostreg-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("host_register"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("host_register", &mut cmd).expect("start host_register")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("host_register {soc}: ok")),
+            "{}",
+            report(&o)
+        );
+    }
+    if let Some(o) = memcheck("host_register", &["Ascend910B"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("host_register Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 
