@@ -1403,7 +1403,9 @@ fn export_whitelist_import_in_one_process() {
     // time: that entry admits it.
     let n3 = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let k3 = sim.export_key(n3, ExportFlags::empty()).unwrap();
-    let start = crate::sys::start_identity(sim.bare_tgid()).unwrap();
+    let start = crate::sys::process_identity(sim.bare_tgid())
+        .unwrap()
+        .start_time;
     sim.set_import_pid_with_start_time(n3, sim.bare_tgid(), start)
         .unwrap();
     let i3 = sim

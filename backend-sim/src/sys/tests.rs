@@ -10,32 +10,38 @@ use std::time::Instant;
 fn an_identity_is_the_process_s_and_a_dead_pid_has_none() {
     let me = process_identity(getpid()).expect("own identity");
     assert_eq!(process_identity(getpid()), Some(me), "stable");
-    assert!(identity_alive(getpid(), me));
+    assert!(identity_alive(getpid(), me.start_time, me.pidfs));
     let mut kid = std::process::Command::new("true").spawn().unwrap();
     let pid = kid.id() as i32;
     let theirs = process_identity(pid);
     kid.wait().unwrap();
     assert_eq!(process_identity(pid), None, "reaped: not running");
-    assert!(!identity_alive(pid, theirs.unwrap_or(1)));
+    let (start, pidfs) = theirs.map_or((1, 0), |t| (t.start_time, t.pidfs));
+    assert!(!identity_alive(pid, start, pidfs));
     assert!(!identity_alive(
         getpid(),
-        acl_notify_core::whitelist::NOT_RUNNING
+        acl_notify_core::whitelist::NOT_RUNNING,
+        me.pidfs
     ));
     // Linux 6.9 and later: a pidfs number, distinct per process.
-    if me & IDENTITY_PIDFS != 0 {
-        assert_ne!(theirs, Some(me));
+    if me.pidfs != 0 {
+        assert_ne!(theirs.map(|t| t.pidfs), Some(me.pidfs));
     }
 }
 
-/// An identity recorded by start time (what a process that cannot open pidfds, such as one
+/// An entry recorded by start time only (what a process that cannot open pidfds, such as one
 /// under valgrind, records) is alive while that process runs, whatever kind this process
-/// would record; another start time is not.
+/// could take; another start time is not. An entry with both kinds is checked by the pidfs
+/// number where this process has one: another number is not alive though the start time
+/// agrees (a PID recycled within the tick).
 #[test]
 fn a_start_time_identity_is_checked_by_start_time() {
-    let start = start_identity(getpid()).expect("own start time");
-    assert!(identity_alive(getpid(), start));
-    assert!(!identity_alive(getpid(), start + 1));
-    assert!(!pidfds_refused() || process_identity(getpid()) == Some(start));
+    let me = process_identity(getpid()).expect("own identity");
+    assert!(identity_alive(getpid(), me.start_time, 0));
+    assert!(!identity_alive(getpid(), me.start_time + 1, 0));
+    if me.pidfs != 0 {
+        assert!(!identity_alive(getpid(), me.start_time, me.pidfs + 1));
+    }
 }
 
 /// A child that has exited but is not reaped yet (a zombie) is not running: whitelisting
@@ -59,7 +65,10 @@ fn a_zombie_has_no_identity_and_is_not_alive() {
     assert_eq!(rc, 0, "waitid: {}", std::io::Error::last_os_error());
     assert_eq!(process_identity(pid), None, "a zombie is not running");
     if let Some(id) = running {
-        assert!(!identity_alive(pid, id), "a zombie is not alive");
+        assert!(
+            !identity_alive(pid, id.start_time, id.pidfs),
+            "a zombie is not alive"
+        );
     }
     kid.wait().unwrap();
 }
