@@ -986,9 +986,15 @@ fn memcheck(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Vec<Outco
         .args(args);
     Some(run_all(
         vec![spawn(&format!("{name} (valgrind)"), &mut cmd).expect("start valgrind")],
-        Duration::from_secs(240),
+        MEMCHECK_LIMIT,
     ))
 }
+
+/// How long a program under [`memcheck`] may take: a bound for a hang, not a speed check, so
+/// generous — memcheck runs a program some 50 times slower, and slower still when the
+/// machine is loaded (`mem_pool`: 22 s on a quiet machine, 96–186 s at a load of about 13
+/// on 2 CPUs, against the 240 s this was).
+const MEMCHECK_LIMIT: Duration = Duration::from_secs(600);
 
 // ---- acl_base_rt.h's base types (tests/c/base_types.c) ------------------------------------
 

@@ -160,28 +160,47 @@ fn nonces_are_never_repeated_and_a_forked_child_draws_its_own() {
     assert!(!seen.contains(&theirs));
 }
 
+/// A futex wait ends by its timeout (not before it), at once on a value that is not the
+/// expected one, and by a wake. Each is told by the wait's outcome (its errno, the count
+/// the wake returns), not by how long it took, so a loaded machine, or a process paused
+/// meanwhile, changes nothing; the only time bound is a lower one.
 #[test]
 fn futex_wait_times_out_and_wakes() {
+    let errno = || std::io::Error::last_os_error().raw_os_error();
     let w = Arc::new(AtomicU32::new(0));
     let t0 = Instant::now();
-    futex_wait(&w, 0, Some(Duration::from_millis(20)));
+    assert!(!futex_wait(&w, 0, Some(Duration::from_millis(20))));
+    assert_eq!(errno(), Some(libc::ETIMEDOUT));
     assert!(t0.elapsed() >= Duration::from_millis(15));
-    // Value mismatch returns at once.
-    let t0 = Instant::now();
-    futex_wait(&w, 1, Some(Duration::from_secs(5)));
-    assert!(t0.elapsed() < Duration::from_secs(4));
+    // Value mismatch: returns because of it (EAGAIN), not at the end of its timeout.
+    assert!(!futex_wait(&w, 1, Some(Duration::from_secs(60))));
+    assert_eq!(errno(), Some(libc::EAGAIN));
+    // A wake: the waiter counts the waits a wake ended (in 1 s waits, which a long pause
+    // only turns into more of them).
     let w2 = w.clone();
     let h = std::thread::spawn(move || {
-        let t0 = Instant::now();
+        let mut woken = 0;
         while w2.load(Ordering::SeqCst) == 0 {
-            futex_wait(&w2, 0, Some(Duration::from_secs(10)));
+            woken += u32::from(futex_wait(&w2, 0, Some(Duration::from_secs(1))));
         }
-        t0.elapsed()
+        woken
     });
-    std::thread::sleep(Duration::from_millis(20));
+    // Wake (without changing the word) until the wake finds the waiter asleep: the kernel
+    // says it woke one. Bounded, generously.
+    let t0 = Instant::now();
+    while futex_wake(&w, u32::MAX) != 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no waiter was ever woken"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     w.store(1, Ordering::SeqCst);
     futex_wake(&w, u32::MAX);
-    assert!(h.join().unwrap() < Duration::from_secs(5));
+    assert!(
+        h.join().unwrap() >= 1,
+        "the waiter saw no wait ended by a wake"
+    );
 }
 
 #[test]
