@@ -59,20 +59,24 @@ static void sample(void) {
     CHECK(aclrtCreateStream(&s));
     CHECK(aclrtMemcpyAsync((char *)va + g - 64, 128, va, 128, ACL_MEMCPY_DEVICE_TO_DEVICE, s));
     CHECK(aclrtMemsetAsync((char *)va + 2 * g - 16, 16, 0x5a, 16, s));
-    /* A reduce in the mappings: the set bytes (in b) plus bytes 16..31 (in a). A range over the
-     * seam of two mappings is not one allocation's. */
+    /* A reduce in the mappings: the set bytes (in b) plus bytes 16..31 (in a), as int16 (a type
+     * both Ascend910B and Ascend310P reduce). A range over the seam of two mappings is not one
+     * allocation's. */
     CHECK(aclrtReduceAsync((char *)va + 2 * g - 16, (char *)va + 16, 16,
-                           ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, ACL_UINT8, s, NULL));
+                           ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, ACL_INT16, s, NULL));
     EXPECT_RC(aclrtReduceAsync((char *)va + g - 8, va, 16, ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM,
-                               ACL_UINT8, s, NULL),
+                               ACL_INT16, s, NULL),
               ACL_ERROR_RT_PARAM_INVALID);
     CHECK(aclrtSynchronizeStream(s));
     CHECK(aclrtDestroyStream(s));
     CHECK(aclrtMemcpy(out, 2 * g, va, 2 * g, ACL_MEMCPY_DEVICE_TO_HOST));
     check_bytes(out + g - 64, 128, 5, "across the seam");
-    for (int i = 0; i < 16; i++)
-        REQUIRE(out[2 * g - 16 + i] == (unsigned char)(0x5a + in[16 + i]),
-                "set and reduced byte %d is %d", i, out[2 * g - 16 + i]);
+    for (int i = 0; i < 16; i += 2) {
+        const unsigned char *r = out + 2 * g - 16 + i;
+        uint16_t want = (uint16_t)(0x5a5a + (in[16 + i] | in[17 + i] << 8));
+        REQUIRE((uint16_t)(r[0] | r[1] << 8) == want, "set and reduced int16 %d is %#x, not %#x",
+                i / 2, r[0] | r[1] << 8, want);
+    }
     size_t used = 0;
     CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &used, &total));
     REQUIRE(free0 - used == 2 * g, "two allocations take %zu bytes", free0 - used);
