@@ -60,7 +60,8 @@ use crate::sys;
 pub const SHM_DIR: &str = "/dev/shm";
 /// The start of every shared file's name: `acl-notify-sim.<namespace>.<kind><n>`, where `kind`
 /// is the file kind's tag (`srv`, `cnt`, `evt`, `mem`, `wfg`) and `n` the server, or
-/// `<server>d<device>` for a per-device kind.
+/// `<server>d<device>` for a per-device kind; a kind with one file per namespace numbers it 0
+/// whatever the servers (`wfg0`, the wait-for graph: a namespace of server 1 only has one too).
 pub const FILE_PREFIX: &str = "acl-notify-sim.";
 
 /// The path of `namespace`'s file of kind `kind` (lowercase ASCII letters, a tag of its own),
