@@ -139,6 +139,11 @@ pub enum Error {
     /// `ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED` — the capture failed part-way (a task it
     /// could not take): `aclmdlRICaptureEnd` ends it without a model.
     StreamCaptureInvalidated = 507903,
+    /// `ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED` — a host range overlapping one registered
+    /// already (`aclrtHostRegister[V2]`).
+    HostMemoryAlreadyRegistered = 507910,
+    /// `ACL_ERROR_HOST_MEMORY_NOT_REGISTERED` — `aclrtHostUnregister` of memory not registered.
+    HostMemoryNotRegistered = 507911,
 }
 
 /// `Result` with the CANN [`Error`].
@@ -146,7 +151,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 52] = [
+    pub const ALL: [Error; 54] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -199,6 +204,8 @@ impl Error {
         Error::EventSyncTimeout,
         Error::DrvInternalError,
         Error::StreamCaptureInvalidated,
+        Error::HostMemoryAlreadyRegistered,
+        Error::HostMemoryNotRegistered,
     ];
 
     /// The numeric CANN code (`aclError`).
@@ -261,6 +268,8 @@ impl Error {
             Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
             Error::EventSyncTimeout => "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
             Error::DrvInternalError => "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
+            Error::HostMemoryAlreadyRegistered => "ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
+            Error::HostMemoryNotRegistered => "ACL_ERROR_HOST_MEMORY_NOT_REGISTERED",
         }
     }
 

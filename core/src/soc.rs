@@ -173,6 +173,12 @@ features! {
     /// Ascend 950PR/DT, Atlas A3 and A2 only (hicann/runtime `src/runtime/config/*/
     /// dev_info_reg.cc`, `api_error.cc` `DeviceTaskAbort`).
     DeviceTaskAbort,
+    /// Stream capture into model runtime instances (`aclmdlRICaptureBegin`, …): Ascend
+    /// 950PR/DT, Atlas A3, A2 and inference products (Ascend310P); not Atlas 200I/500 A2
+    /// (Ascend310B), Atlas training products (Ascend910) or IPV350 (CANN's
+    /// `aclmdlRICaptureBegin` page, product support table; hicann/runtime
+    /// `docs/zh/dev_guide/04-01_single_stream_capture.md`).
+    ModelCapture,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -568,6 +574,14 @@ impl Soc {
                 self,
                 Soc::Ascend950PR | Soc::Ascend950DT | Soc::Ascend910_93 | Soc::Ascend910B
             ),
+            Feature::ModelCapture => matches!(
+                self,
+                Soc::Ascend950PR
+                    | Soc::Ascend950DT
+                    | Soc::Ascend910_93
+                    | Soc::Ascend910B
+                    | Soc::Ascend310P
+            ),
         }
     }
 
@@ -877,6 +891,21 @@ mod tests {
         for &s in Soc::ALL {
             assert_eq!(s.has(Feature::HostFuncThread), s == Soc::IPV350, "{s}");
             assert_eq!(s.has(Feature::StreamConfig), s == Soc::IPV350, "{s}");
+        }
+    }
+
+    /// CANN's product table of `aclmdlRICaptureBegin`, written out: Atlas 350 (950PR/DT), A3,
+    /// A2 and inference products capture; 200I/500 A2 (310B), training products (910) and
+    /// IPV350 do not.
+    #[test]
+    fn stream_capture_is_on_the_socs_cann_lists() {
+        for &s in Soc::ALL {
+            let listed = match s.name() {
+                "Ascend950PR" | "Ascend950DT" | "Ascend910_93" | "Ascend310P" => true,
+                n if n.starts_with("Ascend910B") => true,
+                _ => false,
+            };
+            assert_eq!(s.has(Feature::ModelCapture), listed, "{s}");
         }
     }
 

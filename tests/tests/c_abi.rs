@@ -94,6 +94,10 @@
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
+//! - `host_register.c`: `aclrtHostRegister[V2]` / `aclrtHostUnregister` /
+//!   `aclrtHostGetDevicePointer` / `aclrtHostMemMapCapabilities` (CANN's codes, registered
+//!   memory in copies byte by byte, the device address refused by copies, unregistering with
+//!   a copy queued; also under valgrind's memcheck);
 //! - `memcpy_batch.c`: `aclrtMemcpyBatch[Async][V2]` (attributes per copy, CANN's checks, the
 //!   failing copy's index, bytes checked; also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -362,6 +366,7 @@ fn build_everything() -> Result<Prefix, String> {
         "teardown",
         "memory",
         "memset_d32",
+        "host_register",
         "free_sync",
         "memcpy_batch",
         "ring_allreduce",
@@ -1111,12 +1116,26 @@ fn memory_pools_hand_out_blocks_in_stream_order_and_keep_freed_memory() {
 
 #[test]
 fn a_captured_chain_over_two_streams_replays_with_new_input_every_time() {
-    let o = run_alone("capture", "capture", &[], Duration::from_secs(60));
-    assert!(o[0].ok(), "{}", report(&o));
-    assert!(o[0].stdout.contains("capture: ok"), "{}", report(&o));
-    if let Some(o) = memcheck("capture", &[], &[]) {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P", "Ascend310B"] {
+        let s = Scratch::new(&format!("capture-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("capture"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("capture", &mut cmd).expect("start capture")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        let ok = format!("capture {soc}: ok");
+        assert!(o[0].stdout.contains(&ok), "{soc}: {}", report(&o));
+    }
+    if let Some(o) = memcheck("capture", &["Ascend910B"], &[]) {
         assert!(o[0].ok(), "{}", report(&o));
-        assert!(o[0].stdout.contains("capture: ok"), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("capture Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 
@@ -1328,6 +1347,36 @@ fn frees_with_device_sync_let_queued_copies_finish_first() {
     if let Some(o) = memcheck("free_sync", &[], &[]) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("free_sync: ok"), "{}", report(&o));
+    }
+}
+
+// ---- registered host memory (tests/c/host_register.c) -----------------------------------------
+
+#[test]
+fn registered_host_memory_is_copied_and_unregistering_fails_queued_copies() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("hostreg-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("host_register"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("host_register", &mut cmd).expect("start host_register")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("host_register {soc}: ok")),
+            "{}",
+            report(&o)
+        );
+    }
+    if let Some(o) = memcheck("host_register", &["Ascend910B"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("host_register Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 

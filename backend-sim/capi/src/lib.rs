@@ -43,6 +43,7 @@ pub mod ffi;
 pub mod ffi_event;
 mod handle;
 mod host_func;
+pub mod host_register;
 pub mod hostalloc;
 mod inflight;
 pub mod ipc_memory;

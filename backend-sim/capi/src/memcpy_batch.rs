@@ -326,6 +326,60 @@ fn run_batch(
     Ok(())
 }
 
+/// `*failIndex` of the forms that report it, or none (the V2 forms).
+#[derive(Clone, Copy)]
+enum Report {
+    FailIndex(*mut usize),
+    Nothing,
+}
+
+/// Every form: `failIndex` checked where the form has it, [`batch_args`], then [`run_batch`]
+/// (`stream` is the async forms').
+///
+/// # Safety
+///
+/// As for `aclrtMemcpyBatch` (and `aclrtMemcpyBatchAsync` with a stream).
+#[allow(clippy::too_many_arguments)]
+unsafe fn batch(
+    call: &str,
+    dsts: *const *mut c_void,
+    dest_maxs: *const usize,
+    srcs: *const *mut c_void,
+    sizes: *const usize,
+    num_batches: usize,
+    attrs: *const c_void,
+    attrs_indexes: *const usize,
+    num_attrs: usize,
+    report: Report,
+    stream: Option<aclrtStream>,
+) -> aclError {
+    api(call, || {
+        let fail = match report {
+            Report::FailIndex(p) if p.is_null() => return Err(null_arg("failIndex")),
+            Report::FailIndex(p) => FailIndex(p),
+            Report::Nothing => FailIndex(std::ptr::null_mut()),
+        };
+        // SAFETY: the caller's contract.
+        let Some(b) = (unsafe {
+            batch_args(
+                dsts,
+                dest_maxs,
+                srcs,
+                sizes,
+                num_batches,
+                attrs.cast(),
+                attrs_indexes,
+                num_attrs,
+                fail,
+            )
+        })?
+        else {
+            return Ok(());
+        };
+        run_batch(call, &b, fail, stream)
+    })
+}
+
 /// `aclError aclrtMemcpyBatch(void **dsts, size_t *destMaxs, void **srcs, size_t *sizes,
 /// size_t numBatches, aclrtMemcpyBatchAttr *attrs, size_t *attrsIndexes, size_t numAttrs,
 /// size_t *failIndex)`: `numBatches` copies, each host to device or device to host as its
@@ -348,30 +402,22 @@ pub unsafe extern "C" fn aclrtMemcpyBatch(
     num_attrs: usize,
     fail_index: *mut usize,
 ) -> aclError {
-    api("aclrtMemcpyBatch", || {
-        if fail_index.is_null() {
-            return Err(null_arg("failIndex"));
-        }
-        let fail = FailIndex(fail_index);
-        // SAFETY: the caller's contract.
-        let Some(b) = (unsafe {
-            batch_args(
-                dsts,
-                dest_maxs,
-                srcs,
-                sizes,
-                num_batches,
-                attrs.cast(),
-                attrs_indexes,
-                num_attrs,
-                fail,
-            )
-        })?
-        else {
-            return Ok(());
-        };
-        run_batch("aclrtMemcpyBatch", &b, fail, None)
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        batch(
+            "aclrtMemcpyBatch",
+            dsts,
+            dest_maxs,
+            srcs,
+            sizes,
+            num_batches,
+            attrs,
+            attrs_indexes,
+            num_attrs,
+            Report::FailIndex(fail_index),
+            None,
+        )
+    }
 }
 
 /// `aclError aclrtMemcpyBatchV2(...)`: [`aclrtMemcpyBatch`] without `failIndex`.
@@ -390,27 +436,22 @@ pub unsafe extern "C" fn aclrtMemcpyBatchV2(
     attrs_indexes: *const usize,
     num_attrs: usize,
 ) -> aclError {
-    api("aclrtMemcpyBatchV2", || {
-        let fail = FailIndex(std::ptr::null_mut());
-        // SAFETY: the caller's contract.
-        let Some(b) = (unsafe {
-            batch_args(
-                dsts,
-                dest_maxs,
-                srcs,
-                sizes,
-                num_batches,
-                attrs.cast(),
-                attrs_indexes,
-                num_attrs,
-                fail,
-            )
-        })?
-        else {
-            return Ok(());
-        };
-        run_batch("aclrtMemcpyBatchV2", &b, fail, None)
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        batch(
+            "aclrtMemcpyBatchV2",
+            dsts,
+            dest_maxs,
+            srcs,
+            sizes,
+            num_batches,
+            attrs,
+            attrs_indexes,
+            num_attrs,
+            Report::Nothing,
+            None,
+        )
+    }
 }
 
 /// `aclError aclrtMemcpyBatchAsync(..., size_t *failIndex, aclrtStream stream)`: the copies of
@@ -434,30 +475,22 @@ pub unsafe extern "C" fn aclrtMemcpyBatchAsync(
     fail_index: *mut usize,
     stream: aclrtStream,
 ) -> aclError {
-    api("aclrtMemcpyBatchAsync", || {
-        if fail_index.is_null() {
-            return Err(null_arg("failIndex"));
-        }
-        let fail = FailIndex(fail_index);
-        // SAFETY: the caller's contract.
-        let Some(b) = (unsafe {
-            batch_args(
-                dsts,
-                dest_maxs,
-                srcs,
-                sizes,
-                num_batches,
-                attrs.cast(),
-                attrs_indexes,
-                num_attrs,
-                fail,
-            )
-        })?
-        else {
-            return Ok(());
-        };
-        run_batch("aclrtMemcpyBatchAsync", &b, fail, Some(stream))
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        batch(
+            "aclrtMemcpyBatchAsync",
+            dsts,
+            dest_maxs,
+            srcs,
+            sizes,
+            num_batches,
+            attrs,
+            attrs_indexes,
+            num_attrs,
+            Report::FailIndex(fail_index),
+            Some(stream),
+        )
+    }
 }
 
 /// `aclError aclrtMemcpyBatchAsyncV2(..., aclrtStream stream)`: [`aclrtMemcpyBatchAsync`]
@@ -478,27 +511,22 @@ pub unsafe extern "C" fn aclrtMemcpyBatchAsyncV2(
     num_attrs: usize,
     stream: aclrtStream,
 ) -> aclError {
-    api("aclrtMemcpyBatchAsyncV2", || {
-        let fail = FailIndex(std::ptr::null_mut());
-        // SAFETY: the caller's contract.
-        let Some(b) = (unsafe {
-            batch_args(
-                dsts,
-                dest_maxs,
-                srcs,
-                sizes,
-                num_batches,
-                attrs.cast(),
-                attrs_indexes,
-                num_attrs,
-                fail,
-            )
-        })?
-        else {
-            return Ok(());
-        };
-        run_batch("aclrtMemcpyBatchAsyncV2", &b, fail, Some(stream))
-    })
+    // SAFETY: the caller's contract.
+    unsafe {
+        batch(
+            "aclrtMemcpyBatchAsyncV2",
+            dsts,
+            dest_maxs,
+            srcs,
+            sizes,
+            num_batches,
+            attrs,
+            attrs_indexes,
+            num_attrs,
+            Report::Nothing,
+            Some(stream),
+        )
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! Host memory of `aclrtMallocHost` (CANN's pinned host memory): the process's table of its
-//! blocks, and what a queued copy or set keeps of the block it touches.
+//! Host memory the runtime knows: `aclrtMallocHost`'s blocks (CANN's pinned host memory) and
+//! the caller's ranges registered with `aclrtHostRegister[V2]` ([`super::registered`]); the
+//! process's table of them, and what a queued copy or set keeps of the block it touches.
 //!
 //! A queued task's host side is read or written when the task runs, on the stream's worker.
 //! If the program frees the block with `aclrtFreeHost` before that, the task must not touch
@@ -10,11 +11,18 @@
 //! of writing, and the memory goes back to the allocator when the last holder lets go. CANN
 //! leaves a free with work pending undefined (its `aclrtFreeHostWithDevSync` is the one that
 //! waits); here it is a failed task, never a crash or a write into freed memory.
+//!
+//! A registered range is held the same way: `aclrtHostUnregister` marks it, and a task queued
+//! on it before fails instead of writing (the caller may free the memory right after). Its
+//! bytes stay the caller's: dropping the last holder gives nothing back. A registration with a
+//! device address (`ACL_HOST_REG_MAPPED`) owns a `PROT_NONE` reservation of the same length
+//! for it, so that host code dereferencing the device address faults at once, as with device
+//! memory, and a copy naming it is refused (CANN documents the address for device use only).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use acl_notify_core::Error;
 
@@ -24,13 +32,25 @@ use crate::locks::lock;
 /// Alignment of `aclrtMallocHost` memory (a page, like the pinned memory CANN returns).
 pub(crate) const HOST_ALIGN: usize = 4096;
 
-/// One block of `aclrtMallocHost` memory; given back to the allocator when dropped.
+/// One block of `aclrtMallocHost` memory, given back to the allocator when dropped; or one
+/// registered range of the caller's memory.
 #[derive(Debug)]
 pub(crate) struct HostBlock {
     addr: usize,
     size: usize,
-    /// Taken out of the table by `aclrtFreeHost` (or the session's end).
+    /// Taken out of the table by `aclrtFreeHost` or `aclrtHostUnregister` (or the session's
+    /// end).
     freed: AtomicBool,
+    backing: Backing,
+}
+
+/// Whose the bytes of a [`HostBlock`] are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backing {
+    /// `aclrtMallocHost`'s: the block gives them back to the allocator.
+    Allocated,
+    /// The caller's, registered: nothing to give back.
+    Caller,
 }
 
 impl HostBlock {
@@ -45,12 +65,16 @@ impl HostBlock {
         if !self.freed.load(Ordering::Acquire) {
             return Ok(());
         }
+        let (kind, how) = match self.backing {
+            Backing::Allocated => ("of aclrtMallocHost", "freed (aclrtFreeHost)"),
+            Backing::Caller => ("registered", "unregistered (aclrtHostUnregister)"),
+        };
         Err(SimError::new(
             Error::ParamInvalid,
             format!(
-                "{what} [{addr:#x}, {:#x}) is in host memory {:#x} ({} bytes of \
-                 aclrtMallocHost), which was freed (aclrtFreeHost) before the queued task ran; \
-                 nothing was written (synchronize the stream before freeing it)",
+                "{what} [{addr:#x}, {:#x}) is in host memory {:#x} ({} bytes {kind}), which was \
+                 {how} before the queued task ran; nothing was written (synchronize the stream \
+                 first)",
                 addr.wrapping_add(len),
                 self.addr,
                 self.size
@@ -61,6 +85,9 @@ impl HostBlock {
 
 impl Drop for HostBlock {
     fn drop(&mut self) {
+        if self.backing == Backing::Caller {
+            return;
+        }
         if let Ok(layout) = std::alloc::Layout::from_size_align(self.size, HOST_ALIGN) {
             // SAFETY: allocated by `Sim::malloc_host` with this layout; a block is dropped
             // once, when its table entry and every queued task holding it are gone.
@@ -71,24 +98,244 @@ impl Drop for HostBlock {
     }
 }
 
-/// The process's `aclrtMallocHost` blocks, by address.
+/// The process's `aclrtMallocHost` blocks and registered ranges, by address.
 #[derive(Debug, Default)]
-pub(crate) struct HostTable(Mutex<BTreeMap<usize, Arc<HostBlock>>>);
+pub(crate) struct HostTable {
+    blocks: Mutex<BTreeMap<usize, Arc<HostBlock>>>,
+    registered: Mutex<BTreeMap<usize, Registration>>,
+    /// How many registrations have a device address: while none has, a copy's host side is
+    /// not looked up ([`HostTable::alias_refused`]).
+    aliases: AtomicUsize,
+}
+
+/// What a registration asks for: `ACL_HOST_REG_MAPPED` (a device address), `ACL_HOST_REG_PINNED`
+/// (page-locked), or both (`acl_rt.h`'s values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HostReg(u32);
+
+impl HostReg {
+    /// `ACL_HOST_REG_MAPPED`.
+    pub const MAPPED: HostReg = HostReg(0x2);
+    /// `ACL_HOST_REG_PINNED`.
+    pub const PINNED: HostReg = HostReg(0x1000_0000);
+    /// Both.
+    pub const MAPPED_PINNED: HostReg = HostReg(0x1000_0002);
+
+    fn has(self, f: HostReg) -> bool {
+        self.0 & f.0 != 0
+    }
+}
+
+/// A range registered with `aclrtHostRegister[V2]`.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    block: Arc<HostBlock>,
+    /// Its device address (`ACL_HOST_REG_MAPPED`).
+    alias: Option<Alias>,
+    /// Registered as pinned (`ACL_HOST_REG_PINNED`).
+    pinned: bool,
+}
+
+/// The `PROT_NONE` reservation behind a registration's device address; released when dropped.
+#[derive(Debug)]
+struct Alias {
+    addr: usize,
+    len: usize,
+}
+
+impl Drop for Alias {
+    fn drop(&mut self) {
+        super::reserved::unreserve(self.addr, self.len);
+    }
+}
+
+/// Which registrations cover `[addr, addr + len)`, in `t` (the first one).
+fn overlapping<V>(
+    t: &BTreeMap<usize, V>,
+    addr: usize,
+    len: usize,
+    size: impl Fn(&V) -> usize,
+) -> Option<(usize, usize)> {
+    let end = addr.saturating_add(len);
+    if let Some((b, v)) = t.range(..=addr).next_back()
+        && addr - b < size(v)
+    {
+        return Some((*b, size(v)));
+    }
+    t.range(addr..end).next().map(|(b, v)| (*b, size(v)))
+}
 
 impl HostTable {
-    /// The block holding `addr`, if any.
+    /// The block holding `addr`, if any: an `aclrtMallocHost` block, else a registered range.
     pub(crate) fn block_at(&self, addr: usize) -> Option<Arc<HostBlock>> {
-        let t = lock(&self.0);
-        let (_, b) = t.range(..=addr).next_back()?;
-        (addr - b.addr < b.size).then(|| Arc::clone(b))
+        {
+            let t = lock(&self.blocks);
+            if let Some((_, b)) = t.range(..=addr).next_back()
+                && addr - b.addr < b.size
+            {
+                return Some(Arc::clone(b));
+            }
+        }
+        let t = lock(&self.registered);
+        let (_, r) = t.range(..=addr).next_back()?;
+        (addr - r.block.addr < r.block.size).then(|| Arc::clone(&r.block))
     }
 
-    /// Takes every block out (the session's end): each is freed once no task holds it.
+    /// Takes every block and registration out (the session's end): each block is freed once no
+    /// task holds it.
     pub(crate) fn clear(&self) {
-        let blocks = std::mem::take(&mut *lock(&self.0));
+        let blocks = std::mem::take(&mut *lock(&self.blocks));
         for b in blocks.into_values() {
             b.freed.store(true, Ordering::Release);
         }
+        let registered = std::mem::take(&mut *lock(&self.registered));
+        self.aliases.store(0, Ordering::Relaxed);
+        for r in registered.into_values() {
+            r.block.freed.store(true, Ordering::Release);
+        }
+    }
+
+    /// `aclrtHostRegister[V2]` of `[addr, addr + size)` (`size` > 0): a device address for it
+    /// when `how` has `MAPPED` (what [`device_address`](Self::device_address) answers).
+    ///
+    /// Errors: 507910 a range overlapping one registered already (CANN's
+    /// `CheckMemoryRangeRegistered`, hicann/runtime `src/runtime/core/src/common/
+    /// register_memory.cc`); 107000 `pinned` over `aclrtMallocHost` memory (pinned already:
+    /// CANN's doc of `ACL_HOST_REG_PINNED`); 207001 no address space for the device address.
+    pub(crate) fn register(
+        &self,
+        addr: usize,
+        size: usize,
+        how: HostReg,
+    ) -> Result<Option<usize>, SimError> {
+        let (mapped, pinned) = (how.has(HostReg::MAPPED), how.has(HostReg::PINNED));
+        let mut t = lock(&self.registered);
+        if let Some((b, n)) = overlapping(&t, addr, size, |r| r.block.size) {
+            return Err(SimError::new(
+                Error::HostMemoryAlreadyRegistered,
+                format!(
+                    "[{addr:#x}, +{size}) overlaps host memory registered already at {b:#x} \
+                     ({n} bytes); unregister it first (aclrtHostUnregister)"
+                ),
+            ));
+        }
+        if pinned && let Some((b, n)) = overlapping(&lock(&self.blocks), addr, size, |b| b.size) {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "ACL_HOST_REG_PINNED: [{addr:#x}, +{size}) is in aclrtMallocHost memory \
+                     {b:#x} ({n} bytes), which is pinned already (CANN accepts only memory from \
+                     malloc, new or mmap)"
+                ),
+            ));
+        }
+        let alias = if mapped {
+            let len = size.next_multiple_of(HOST_ALIGN);
+            let at = super::reserved::reserve_aligned(len, HOST_ALIGN)?;
+            Some(Alias { addr: at, len })
+        } else {
+            None
+        };
+        let dev = alias.as_ref().map(|a| a.addr);
+        if dev.is_some() {
+            self.aliases.fetch_add(1, Ordering::Relaxed);
+        }
+        let block = Arc::new(HostBlock {
+            addr,
+            size,
+            freed: AtomicBool::new(false),
+            backing: Backing::Caller,
+        });
+        t.insert(
+            addr,
+            Registration {
+                block,
+                alias,
+                pinned,
+            },
+        );
+        Ok(dev)
+    }
+
+    /// `aclrtHostUnregister` of the registration starting at `addr`: taken out and marked (a
+    /// task queued on it fails instead of writing); its device address released.
+    ///
+    /// Errors: 507911 no registration starts at `addr` (CANN's map is keyed by the start,
+    /// `IsMappedMemoryBase`).
+    pub(crate) fn unregister(&self, addr: usize) -> Result<(), SimError> {
+        let Some(r) = lock(&self.registered).remove(&addr) else {
+            let inside = lock(&self.registered)
+                .range(..addr)
+                .next_back()
+                .filter(|(b, r)| addr - **b < r.block.size)
+                .map(|(b, _)| {
+                    format!(" (it is inside the range registered at {b:#x}: unregister that)")
+                })
+                .unwrap_or_default();
+            return Err(SimError::new(
+                Error::HostMemoryNotRegistered,
+                format!("{addr:#x} is not the start of registered host memory{inside}"),
+            ));
+        };
+        r.block.freed.store(true, Ordering::Release);
+        if r.alias.is_some() {
+            self.aliases.fetch_sub(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The device address of the registration starting at `addr` (`aclrtHostGetDevicePointer`;
+    /// CANN looks the start up, `GetMappedDevicePointer` in `register_memory.cc`).
+    ///
+    /// Errors: 107000 no registration starts there, or it has no device address (registered
+    /// `ACL_HOST_REG_PINNED` only).
+    pub(crate) fn device_address(&self, addr: usize) -> Result<usize, SimError> {
+        let t = lock(&self.registered);
+        let why = match t.get(&addr) {
+            Some(Registration { alias: Some(a), .. }) => return Ok(a.addr),
+            Some(Registration { pinned: true, .. }) => {
+                "was registered ACL_HOST_REG_PINNED only, without ACL_HOST_REG_MAPPED"
+            }
+            Some(_) => "has no device address",
+            None => "is not the start of host memory registered for device address mapping",
+        };
+        Err(SimError::new(
+            Error::ParamInvalid,
+            format!("{addr:#x} {why}"),
+        ))
+    }
+
+    /// A copy's host side at `addr`: 107000 if it is in a registration's device address,
+    /// which CANN documents for use on the device only ("not for memory operations such as
+    /// copies", `docs/zh/api_ref/11-02_host_memory_management.md`). One relaxed load while
+    /// nothing registered has a device address.
+    #[inline(always)]
+    pub(crate) fn alias_refused(&self, addr: usize, what: &str) -> Result<(), SimError> {
+        if self.aliases.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        self.alias_refused_slow(addr, what)
+    }
+
+    #[cold]
+    fn alias_refused_slow(&self, addr: usize, what: &str) -> Result<(), SimError> {
+        let t = lock(&self.registered);
+        for r in t.values() {
+            if let Some(a) = &r.alias
+                && addr.wrapping_sub(a.addr) < a.len
+            {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "the {what} {addr:#x} is the device address of host memory {:#x} \
+                         registered with aclrtHostRegister: CANN documents it for use on the \
+                         device only, not by copies; use the host address",
+                        r.block.addr + (addr - a.addr)
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -107,18 +354,28 @@ impl HostTable {
             addr,
             size,
             freed: AtomicBool::new(false),
+            backing: Backing::Allocated,
         };
-        lock(&self.0).insert(addr, Arc::new(block));
+        lock(&self.blocks).insert(addr, Arc::new(block));
         Some(addr)
     }
 
     /// `aclrtFreeHost` of the block at `addr`: taken out of the table and marked freed (its
-    /// memory goes back once no queued task holds it); `false` when no block starts there.
+    /// memory goes back once no queued task holds it), with any registration inside it (a
+    /// task holding one must not write into the freed block either); `false` when no block
+    /// starts there.
     pub(crate) fn free(&self, addr: usize) -> bool {
-        let Some(block) = lock(&self.0).remove(&addr) else {
+        let Some(block) = lock(&self.blocks).remove(&addr) else {
             return false;
         };
         block.freed.store(true, Ordering::Release);
+        let inside: Vec<usize> = lock(&self.registered)
+            .range(addr..addr + block.size)
+            .map(|(b, _)| *b)
+            .collect();
+        for b in inside {
+            let _ = self.unregister(b);
+        }
         true
     }
 
@@ -126,7 +383,7 @@ impl HostTable {
     /// runtime's own (`aclrtMemsetD32`'s) that the queued copies holding it still use; its
     /// memory goes back when the last of them has run.
     pub(crate) fn release(&self, addr: usize) {
-        drop(lock(&self.0).remove(&addr));
+        drop(lock(&self.blocks).remove(&addr));
     }
 
     /// `Ok` when `[addr, addr + len)` lies within one block; 107000 naming it when the range

@@ -41,6 +41,7 @@ mod pool_state;
 mod queued;
 mod recent;
 pub mod reduce;
+pub mod registered;
 pub(crate) mod remote;
 mod reserved;
 mod run_or_drop;
@@ -571,7 +572,10 @@ impl Sim {
     ) -> Result<Side<'_>, SimError> {
         match (self.range_ref(addr, len, what)?, dev) {
             (Some(r), Some(true) | None) => Ok(Side::Device(r)),
-            (None, Some(false) | None) => Ok(Side::Host(addr)),
+            (None, Some(false) | None) => {
+                self.mem().host.alias_refused(addr, what)?;
+                Ok(Side::Host(addr))
+            }
             (Some(r), Some(false)) => Err(SimError::new(
                 Error::ParamInvalid,
                 format!(

@@ -239,6 +239,51 @@ impl Vmm {
     }
 }
 
+/// Reserves `len` bytes aligned to `align` (a power of two): `len + align` reserved, the
+/// ends cut off.
+pub(super) fn reserve_aligned(len: usize, align: usize) -> Result<usize, SimError> {
+    let total = len
+        .checked_add(align)
+        .ok_or_else(|| SimError::new(Error::ParamInvalid, "size too large"))?;
+    let p = mmap_none(std::ptr::null_mut(), total, 0)?;
+    let start = p.next_multiple_of(align);
+    if start > p {
+        unreserve(p, start - p);
+    }
+    let tail = p + total - (start + len);
+    if tail > 0 {
+        unreserve(start + len, tail);
+    }
+    Ok(start)
+}
+
+/// A `PROT_NONE` reservation of `len` bytes (at `hint` with `flags`).
+pub(super) fn mmap_none(
+    hint: *mut libc::c_void,
+    len: usize,
+    flags: libc::c_int,
+) -> Result<usize, SimError> {
+    // SAFETY: a private anonymous reservation; MAP_FIXED_NOREPLACE never replaces a mapping.
+    let p = unsafe {
+        libc::mmap(
+            hint,
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
+            -1,
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        let e = std::io::Error::last_os_error();
+        return Err(SimError::new(
+            Error::MemoryAllocation,
+            format!("cannot reserve {len} bytes of device addresses: {e}"),
+        ));
+    }
+    Ok(p.expose_provenance())
+}
+
 /// Gives reserved range `[base, base + size)` back.
 pub(super) fn unreserve(base: usize, size: usize) {
     // SAFETY: a range `vmm` reserved with `mmap` and removed from the table (so

@@ -43,7 +43,9 @@ use acl_notify_core::{Error, RawStream, Soc};
 
 use super::file::Importers;
 pub use super::reserved::{Access, AccessLoc, PageSize, PhysMem};
-use super::reserved::{MapMark, Mapping, Physical, Reservation, State, Vmm, unreserve};
+use super::reserved::{
+    MapMark, Mapping, Physical, Reservation, State, Vmm, mmap_none, reserve_aligned, unreserve,
+};
 use super::{MemcpyKind, Rounding, lock, within};
 use crate::Sim;
 use crate::error::SimError;
@@ -860,24 +862,6 @@ fn zip_pieces(d: &[Piece], s: &[Piece]) -> Vec<(Piece, Piece, usize)> {
     out
 }
 
-/// Reserves `len` bytes aligned to `align` (a power of two): `len + align` reserved, the
-/// ends cut off.
-fn reserve_aligned(len: usize, align: usize) -> Result<usize, SimError> {
-    let total = len
-        .checked_add(align)
-        .ok_or_else(|| invalid("size too large"))?;
-    let p = mmap_none(std::ptr::null_mut(), total, 0)?;
-    let start = p.next_multiple_of(align);
-    if start > p {
-        unreserve(p, start - p);
-    }
-    let tail = p + total - (start + len);
-    if tail > 0 {
-        unreserve(start + len, tail);
-    }
-    Ok(start)
-}
-
 /// Reserves `len` bytes at `at` exactly; 107000 if any of it is in use.
 fn reserve_at(at: usize, len: usize) -> Result<usize, SimError> {
     let p = mmap_none(
@@ -897,29 +881,6 @@ fn reserve_at(at: usize, len: usize) -> Result<usize, SimError> {
         return Err(invalid(format!("expectPtr {at:#x}: the range is in use")));
     }
     Ok(p)
-}
-
-/// A `PROT_NONE` reservation of `len` bytes (at `hint` with `flags`).
-fn mmap_none(hint: *mut libc::c_void, len: usize, flags: libc::c_int) -> Result<usize, SimError> {
-    // SAFETY: a private anonymous reservation; MAP_FIXED_NOREPLACE never replaces a mapping.
-    let p = unsafe {
-        libc::mmap(
-            hint,
-            len,
-            libc::PROT_NONE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | flags,
-            -1,
-            0,
-        )
-    };
-    if p == libc::MAP_FAILED {
-        let e = std::io::Error::last_os_error();
-        return Err(SimError::new(
-            Error::MemoryAllocation,
-            format!("cannot reserve {len} bytes of device addresses: {e}"),
-        ));
-    }
-    Ok(p.expose_provenance())
 }
 
 #[cfg(test)]

@@ -238,6 +238,10 @@ struct Replay {
     events: Vec<(usize, RawEvent)>,
     /// Executions queued and not yet finished.
     running: Arc<AtomicU32>,
+    /// Held while an execution queues its tasks: two executions at once on two streams
+    /// queue one after the other, so that each wait on a model event pairs with its own
+    /// execution's record.
+    issuing: Mutex<()>,
 }
 
 /// A model runtime instance.
@@ -554,6 +558,7 @@ impl Runtime {
 
     /// `aclmdlRICaptureBegin`.
     pub(crate) fn capture_begin(&self, stream: usize, mode: Mode) -> Result<(), CallError> {
+        self.require(acl_notify_core::Feature::ModelCapture)?;
         let entry = self.stream(stream)?;
         let (device, ctx) = self.current()?;
         self.resolve_stream_any(stream)?;
@@ -721,14 +726,17 @@ impl Runtime {
             streams: Vec::new(),
             events: Vec::new(),
             running: Arc::new(AtomicU32::new(0)),
+            issuing: Mutex::new(()),
         };
         let made = (|| {
             for _ in 1..model.streams.len() {
                 replay.streams.push(self.create_stream()?);
             }
-            let spec = EventSpec::ex_with_flag(1, self.backend.soc())
-                .or_else(|_| EventSpec::with_flag(1, self.backend.soc()))
-                .map_err(|e| CallError::new(e, "no event kind with ACL_EVENT_SYNC"))?;
+            // An Ex event's wait waits for the record latest when it was queued: each
+            // replay's waits pair with that replay's records (`ACL_EVENT_SYNC`: it has waits).
+            let spec = EventSpec::ex_with_flag(1, self.backend.soc()).map_err(|e| {
+                CallError::new(e, "internal error: no Ex event with ACL_EVENT_SYNC")
+            })?;
             for (_, t) in &model.tasks {
                 if let Captured::EventRecord(e) = *t
                     && !replay.events.iter().any(|(u, _)| *u == e)
@@ -810,6 +818,10 @@ impl Runtime {
 
     /// Queues `replay`'s tasks, the origin's on `exec`.
     fn issue(&self, replay: &Replay, exec: RawStream) -> Result<(), CallError> {
+        let _one_at_a_time = replay
+            .issuing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         let mut raws = vec![exec];
         for &s in &replay.streams {
             raws.push(self.stream(s)?.raw);

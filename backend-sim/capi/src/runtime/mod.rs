@@ -331,6 +331,10 @@ impl Runtime {
             Feature::DeviceTaskAbort => {
                 "aclrtDeviceTaskAbort (Ascend950PR/DT, Atlas A3 and A2 only)"
             }
+            Feature::ModelCapture => {
+                "stream capture into model runtime instances (aclmdlRICaptureBegin: Ascend \
+                 950PR/DT, Atlas A3, A2 and inference products only, as CANN documents it)"
+            }
             Feature::StreamConfig => {
                 "stream configuration objects (aclrtCreateStreamConfigHandle, \
                  aclrtSetStreamConfigOpt, aclrtCreateStreamV2: IPV350 only, as CANN documents \
