@@ -1,6 +1,7 @@
 //! The stub generator: reads the function declarations out of the C headers
 //! (`include/acl/*.h`), finds which of them the Rust sources of this crate implement (an
-//! `extern "C" fn` of that name anywhere under `src/`), and writes the rest as stubs that
+//! `extern "C" fn` of that name anywhere under `src/`, or a C function defined in a `.c` file
+//! there), and writes the rest as stubs that
 //! answer `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`.
 //!
 //! One file, used three ways so they cannot disagree: the crate's build script (`build.rs`)
@@ -172,6 +173,37 @@ pub fn implemented(rust_src: &str) -> Vec<String> {
     out
 }
 
+/// The names of the functions a C source defines: a line at the start of the line (not a
+/// comment, preprocessor line or declaration) holding `<name>(` and not ending in `;`. Enough
+/// for this crate's own C sources, which define their functions in that one style.
+pub fn defined_in_c(c_src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in c_src.lines() {
+        let t = line.trim_end();
+        let first = t.chars().next();
+        if first.is_none_or(|c| c.is_whitespace() || matches!(c, '#' | '/' | '*' | '}' | '{'))
+            || t.ends_with(';')
+            || t.starts_with("extern ")
+            || t.starts_with("static ")
+        {
+            continue;
+        }
+        let Some(open) = t.find('(') else { continue };
+        let name: String = t[..open]
+            .chars()
+            .rev()
+            .take_while(|c| is_ident(*c))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        if !name.is_empty() {
+            out.push(name);
+        }
+    }
+    out
+}
+
 /// What a stub returns, decided by the C return type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ret {
@@ -257,6 +289,11 @@ pub fn unimplemented(include: &Path, src: &Path) -> Result<Vec<(Decl, Ret)>, Str
     let mut done = BTreeSet::new();
     for s in &sources {
         done.extend(implemented(&read(s)?));
+    }
+    let mut c_sources = Vec::new();
+    files(src, "c", &mut c_sources)?;
+    for s in &c_sources {
+        done.extend(defined_in_c(&read(s)?));
     }
     decls
         .into_iter()

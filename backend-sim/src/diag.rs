@@ -53,7 +53,7 @@ fn server_pids_alive(namespace: &str, procs: &[(u32, i32, u64)]) -> Vec<&'static
     let Some(m) = membership else {
         return procs
             .iter()
-            .map(|&(_, pid, start)| identity_alive(pid, start))
+            .map(|&(_, pid, start)| identity_alive(pid, start, 0))
             .collect();
     };
     if procs.is_empty() {
@@ -75,9 +75,10 @@ fn server_pids_alive(namespace: &str, procs: &[(u32, i32, u64)]) -> Vec<&'static
     }
 }
 
-/// `"alive"` or `"dead"` for process `pid` of `start_time` (0 if not known) of this machine.
-fn identity_alive(pid: i32, start_time: u64) -> &'static str {
-    if sys::identity_alive(pid, start_time) {
+/// `"alive"` or `"dead"` for the process a whitelist entry names as `pid`, `start_time` and
+/// `identity` (0 if not known) on this machine.
+fn identity_alive(pid: i32, start_time: u64, identity: u64) -> &'static str {
+    if sys::identity_alive(pid, start_time, identity) {
         "alive"
     } else {
         "dead"
@@ -137,7 +138,7 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
                 for (i, e) in wl.iter().enumerate() {
                     let sep = if i == 0 { " " } else { ", " };
                     if e.sdid == file.server() {
-                        let live = identity_alive(e.pid, e.start_time);
+                        let live = identity_alive(e.pid, e.start_time, e.identity);
                         let _ = write!(s, "{sep}{}", who(e.pid, live));
                     } else {
                         let live = remote.next().unwrap_or("liveness unknown");

@@ -46,9 +46,9 @@ use acl_notify_core::Error;
 use crate::error::SimError;
 use crate::sys;
 
-/// The fork handler ([`sys::fork_hook`]) is in place, or 207001 saying that a forked child
+/// The fork handler (`sys::fork_hook`) is in place, or 207001 saying that a forked child
 /// could not be made safe. A process that uses a [`PerProcess`] lock must have it.
-pub(crate) fn required() -> Result<(), SimError> {
+pub fn required() -> Result<(), SimError> {
     if sys::fork_hook() {
         return Ok(());
     }
@@ -112,11 +112,18 @@ mod stdio {
 ///
 /// Costs two atomic loads and a compare more than a `static Mutex<T>` on each
 /// [`get`](Self::get).
-pub(crate) struct PerProcess<T> {
+pub struct PerProcess<T> {
     /// The lock of the latest process that used it: null before the first use, else a leaked
     /// `Box`. In a forked child, until its first use, the parent's.
     current: AtomicPtr<Made<T>>,
     new: fn() -> T,
+}
+
+impl<T> std::fmt::Debug for PerProcess<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The lock may be another process's (a forked child's inherited one): not looked at.
+        f.debug_struct("PerProcess").finish_non_exhaustive()
+    }
 }
 
 /// A lock and the fork generation of the process that made it.
@@ -127,7 +134,7 @@ struct Made<T> {
 
 impl<T: Send> PerProcess<T> {
     /// A lock made on first use with `new()` inside.
-    pub(crate) const fn new(new: fn() -> T) -> Self {
+    pub const fn new(new: fn() -> T) -> Self {
         PerProcess {
             current: AtomicPtr::new(std::ptr::null_mut()),
             new,
@@ -137,7 +144,7 @@ impl<T: Send> PerProcess<T> {
     /// This process's lock. Call [`required`] first, once, so that a child forked while the
     /// lock is held gets its own.
     #[inline]
-    pub(crate) fn get(&self) -> &Mutex<T> {
+    pub fn get(&self) -> &Mutex<T> {
         let p = self.current.load(Acquire);
         // SAFETY: a non-null `current` is a pointer from `Box::into_raw` published by `make`,
         // never freed.

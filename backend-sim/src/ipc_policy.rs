@@ -18,8 +18,9 @@ use crate::sim::Sim;
 use crate::{diag, shm, sys};
 
 impl Sim {
-    /// Test hook: adds a whitelist entry for `pid` on this server with an explicit identity
-    /// (see `sys::process_identity`; to simulate a recycled PID). Same checks as
+    /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
+    /// and no pidfs identity (see `sys::ProcessIdentity`; to simulate a recycled PID, or the
+    /// entry of an owner that cannot open pidfds). Same checks as
     /// [`set_import_pids`](NotifyResources::set_import_pids).
     #[doc(hidden)]
     pub fn set_import_pid_with_start_time(
@@ -146,30 +147,26 @@ impl Sim {
     }
 
     pub(crate) fn whitelist_entry(&self, sdid: u32, pid: i32) -> WhitelistEntry {
-        // A process on this server: remember its identity (a pidfs inode number, else its
-        // start time), so a later process with the same PID is not let in; a PID no process
-        // has now gets an entry that matches nobody, ever. On another server (another PID
-        // namespace, another kernel) the identity is unknown: any process with that PID there.
-        let identity = if sdid == self.inner.server_id {
-            sys::process_identity(pid).unwrap_or(NOT_RUNNING)
-        } else {
-            0
-        };
-        WhitelistEntry::with_start_time(sdid, pid, identity)
+        // A process on this server: remember both kinds of its identity this process can take
+        // (its start time, and a pidfs inode number where pidfds can be opened), so a later
+        // process with the same PID is not let in, and an importer that can take only one kind
+        // (under valgrind) is still checked by that one; a PID no process has now gets an entry
+        // that matches nobody, ever. On another server (another PID namespace, another kernel)
+        // the identity is unknown: any process with that PID there.
+        if sdid != self.inner.server_id {
+            return WhitelistEntry::new(sdid, pid);
+        }
+        match sys::process_identity(pid) {
+            Some(id) => WhitelistEntry::with_identity(sdid, pid, id.start_time, id.pidfs),
+            None => WhitelistEntry::with_start_time(sdid, pid, NOT_RUNNING),
+        }
     }
 
     /// Why this process may not import what a process of `server` exported with whitelist
     /// `wl`; `None` if it may. Shared by notify and memory imports.
     pub(crate) fn not_admitted(&self, wl: &Whitelist, server: u32) -> Option<String> {
-        let (me_srv, me_pid, me_id) = (self.inner.server_id, self.inner.pid, self.inner.identity);
-        if wl.matches(me_srv, me_pid, me_id) {
-            return None;
-        }
-        // An owner that could not open pidfds (under valgrind) recorded this process by its
-        // start time (`sys::process_identity`): the same check, of the kind it could make.
-        if me_id & sys::IDENTITY_PIDFS != 0
-            && sys::start_identity(me_pid).is_some_and(|start| wl.matches(me_srv, me_pid, start))
-        {
+        let (me_srv, me_pid, me) = (self.inner.server_id, self.inner.pid, self.inner.identity);
+        if wl.matches(me_srv, me_pid, me.start_time, me.pidfs) {
             return None;
         }
         let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
@@ -178,24 +175,19 @@ impl Sim {
                 "pid {me_pid} is whitelisted, but no process had that PID when it was \
                  whitelisted, so the entry admits nobody (this process got the PID later)"
             )
-        } else if let Some(e) = entry.filter(|e| {
-            e.start_time & sys::IDENTITY_PIDFS != 0
-                && me_id & sys::IDENTITY_PIDFS == 0
-                && sys::pidfds_refused()
-        }) {
+        } else if let Some(e) = entry.filter(|e| e.start_time == 0 && me.pidfs == 0) {
             format!(
-                "pid {me_pid} is whitelisted as {}, which this process cannot check: \
-                 pidfd_open fails in it (under valgrind, whose memcheck does not know \
-                 pidfd_open, or a seccomp filter), so it knows itself only by its start time; \
-                 run the processes that share notifies alike (all under valgrind, or none), or \
-                 export without PID validation",
-                sys::describe_identity(e.start_time)
+                "pid {me_pid} is whitelisted as {}, which this process cannot check: it \
+                 cannot open pidfds (under valgrind, whose memcheck does not know pidfd_open, \
+                 or a seccomp filter) and the entry holds no start time",
+                sys::describe_identity(e.start_time, e.identity)
             )
-        } else if entry.is_some() {
+        } else if let Some(e) = entry {
             format!(
                 "pid {me_pid} is whitelisted, but for another process (the PID was recycled): \
-                 this process ({}) may not import",
-                sys::describe_identity(me_id)
+                 the entry names {}, this process is {}, so it may not import",
+                sys::describe_identity(e.start_time, e.identity),
+                sys::describe_identity(me.start_time, me.pidfs)
             )
         } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server) {
             format!(

@@ -78,6 +78,9 @@ mod entries;
 mod error;
 mod event;
 mod fork;
+/// For the C library's process-wide locks, not an API of the crate.
+#[doc(hidden)]
+pub use fork::{PerProcess, required as fork_required};
 pub mod inspect;
 mod ipc_event;
 mod ipc_policy;

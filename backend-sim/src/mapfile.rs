@@ -20,12 +20,20 @@
 //! [`INIT_WAIT`]. Free: nobody is initialising the file (its creator died, or something else
 //! made an empty file there); looked at again under the lock, a file still unpublished is
 //! abandoned, and a read-write opener removes it at once (if the path still names that file)
-//! and creates it afresh. A lock is released by the kernel when its holder dies, so a dead
-//! creator costs no wait. A creator that has not taken its lock yet when an opener finds the
-//! file may see it removed: the check after its lock sends it back to the start, so nobody
-//! initialises or attaches to a file that is no longer at the path (an opener attaches only to
-//! a published file, and a published file is never removed this way). A size that is neither
-//! 0 nor at least a page cannot come from a creator and is reported at once.
+//! and creates it afresh — the look and the removal under one hold of the lock, kept until
+//! the opener closes the file, so that no creator can publish in between. A lock is released
+//! by the kernel when its holder dies, so a dead creator costs no wait. A creator that has not
+//! taken its lock yet when an opener finds the file may see it removed: the check after its
+//! lock sends it back to the start (again and again while within [`INIT_WAIT`], as when many
+//! processes start at once), so nobody initialises or attaches to a file that is no longer at
+//! the path (an opener attaches only to a published file, and a published file is never
+//! removed this way). A size that is neither 0 nor at least a page cannot come from a creator
+//! and is reported at once. An opener judges each read of the ready word as read (0: wait;
+//! [`READY`]: published; anything else: corrupt), never a second read of a word the creator
+//! may be storing meanwhile.
+//!
+//! The tests make each interleaving of two processes that matters happen, through a hook
+//! that runs at the protocol's [`Step`]s.
 //!
 //! A published file of the same kind but of another layout version (a build of another
 //! version left it) is replaced the same way by a read-write opener when no live process maps
@@ -52,7 +60,8 @@ use crate::sys;
 pub const SHM_DIR: &str = "/dev/shm";
 /// The start of every shared file's name: `acl-notify-sim.<namespace>.<kind><n>`, where `kind`
 /// is the file kind's tag (`srv`, `cnt`, `evt`, `mem`, `wfg`) and `n` the server, or
-/// `<server>d<device>` for a per-device kind.
+/// `<server>d<device>` for a per-device kind; a kind with one file per namespace numbers it 0
+/// whatever the servers (`wfg0`, the wait-for graph: a namespace of server 1 only has one too).
 pub const FILE_PREFIX: &str = "acl-notify-sim.";
 
 /// The path of `namespace`'s file of kind `kind` (lowercase ASCII letters, a tag of its own),
@@ -169,6 +178,53 @@ fn out_of_span(off: usize, size: usize, len: usize) -> ! {
     panic!(
         "shared-memory access of {size} bytes at {off:#x} outside the {len}-byte mapping or misaligned"
     )
+}
+
+/// A point of the creation protocol at which, in a test, the thread's [`on_step`] hook runs:
+/// where another process's step (a creator publishing, say) can fall in between two of an
+/// opener's, so that a test makes that interleaving happen rather than hope for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// A creator has created the file (empty) and not yet taken its init lock.
+    Created,
+    /// An opener waiting for a sized file's header has read its ready word once.
+    ReadyRead,
+    /// An opener has found the file abandoned (never published, its init lock free) and is
+    /// about to remove it.
+    FoundAbandoned,
+}
+
+#[cfg(test)]
+type StepHook = Option<Box<dyn FnMut(Step)>>;
+
+#[cfg(test)]
+thread_local! {
+    static STEP_HOOK: std::cell::RefCell<StepHook> = const { std::cell::RefCell::new(None) };
+}
+
+/// For tests: runs `hook` at every [`Step`] this thread's opens pass, until the guard is
+/// dropped.
+#[cfg(test)]
+pub(crate) fn on_step(hook: impl FnMut(Step) + 'static) -> impl Drop {
+    struct Unhook;
+    impl Drop for Unhook {
+        fn drop(&mut self) {
+            STEP_HOOK.with(|h| h.borrow_mut().take());
+        }
+    }
+    STEP_HOOK.with(|h| *h.borrow_mut() = Some(Box::new(hook)));
+    Unhook
+}
+
+/// Marks a [`Step`]: nothing outside tests.
+#[inline(always)]
+fn step(_s: Step) {
+    #[cfg(test)]
+    STEP_HOOK.with(|h| {
+        if let Some(f) = h.borrow_mut().as_mut() {
+            f(_s)
+        }
+    });
 }
 
 /// How long an opener waits for a creator to size the file and publish its header.
@@ -592,8 +648,11 @@ impl Open<'_> {
     /// `validate` checks a published header of this kind and version (checked before it)
     /// against what this process expects, given the file's size.
     /// `Ok(None)` only when the file does not exist and `create` is off. A file abandoned
-    /// uninitialised by a dead creator is re-created (once) when `create` is on, else it is an
-    /// error.
+    /// uninitialised by a dead creator is re-created when `create` is on, else it is an
+    /// error. A file removed under this process (taken for abandoned by another opener
+    /// before its creator locked it) sends it back to the start: once, and again while
+    /// within [`init_wait`](Self::init_wait) of the first try — each removal is another
+    /// process's step forwards, as when many start at once.
     pub(crate) fn open<H: FileHeader>(
         &self,
         fill: impl Fn(&H),
@@ -602,7 +661,12 @@ impl Open<'_> {
         let (path, kind) = (self.path, self.kind);
         let cpath = CString::new(path.as_os_str().as_bytes())
             .map_err(|_| kind.bad_file(path, "its path contains NUL"))?;
-        let mut recreated = false;
+        let start = Instant::now();
+        let mut tries = 0u32;
+        let mut again = || {
+            tries += 1;
+            tries == 1 || start.elapsed() <= self.init_wait
+        };
         loop {
             if self.create {
                 // SAFETY: `cpath` is a valid C string; flags and mode are plain integers.
@@ -619,18 +683,21 @@ impl Open<'_> {
                 };
                 if fd >= 0 {
                     let fd = Fd(fd);
+                    step(Step::Created);
                     // SAFETY: flock on a descriptor we own; blocks only while an opener that
                     // found the file first holds it for its look (microseconds).
                     unsafe { libc::flock(fd.0, libc::LOCK_EX) };
                     if !names(path, &fd) {
                         // Taken for abandoned and removed before we locked it: start again.
-                        if recreated {
+                        if !again() {
                             return Err(kind.bad_file(
                                 path,
-                                "it was removed twice while this process created it",
+                                format_args!(
+                                    "it was removed {tries} times while this process created \
+                                     it"
+                                ),
                             ));
                         }
-                        recreated = true;
                         continue;
                     }
                     let m = self.initialise(&fd, fill);
@@ -658,10 +725,7 @@ impl Open<'_> {
                 match e.raw_os_error() {
                     Some(libc::ENOENT) if !self.create => return Ok(None),
                     // Removed between our create attempt and this open: try again.
-                    Some(libc::ENOENT) if !recreated => {
-                        recreated = true;
-                        continue;
-                    }
+                    Some(libc::ENOENT) if again() => continue,
                     _ => return Err(kind.os_err(path, "open", e)),
                 }
             }
@@ -669,8 +733,8 @@ impl Open<'_> {
             match self.attach(&fd, &validate)? {
                 Some(m) => return Ok(Some(self.keep(m, fd))),
                 // Abandoned by a creator that died before initialising it, and removed by
-                // `attach`: create afresh (once).
-                None if self.create && !recreated => recreated = true,
+                // `attach`: create afresh.
+                None if self.create && again() => {}
                 None => {
                     return Err(kind.bad_file(
                         path,
@@ -748,8 +812,9 @@ impl Open<'_> {
         // A creator sizes the file in one step: only 0 (not sized yet) is worth waiting for,
         // and only while a creator holds the init lock.
         while size == 0 {
-            if self.abandoned(fd, |size| size == 0)? || start.elapsed() > self.init_wait {
-                return self.give_up(fd);
+            if self.give_up_if_abandoned(fd, |size| size == 0)? || start.elapsed() > self.init_wait
+            {
+                return Ok(None);
             }
             std::thread::sleep(Duration::from_millis(1));
             size = fstat(fd, path, kind)?.st_size as u64;
@@ -759,18 +824,33 @@ impl Open<'_> {
         }
         let mut head = Map::new(fd, PAGE, false, path, kind)?;
         let mut h = head.header::<H>();
-        while h.ready().load(SeqCst) != READY {
-            if h.ready().load(SeqCst) != 0 {
-                return Err(kind.bad_file(path, "corrupt header (bad ready word)"));
+        loop {
+            // One read, judged as read: the creator may publish at any moment, so a second
+            // read could see READY where the first saw 0 (a header just published taken for
+            // a corrupt one).
+            let ready = h.ready().load(SeqCst);
+            step(Step::ReadyRead);
+            match ready {
+                READY => break,
+                0 => {}
+                _ => {
+                    return Err(kind.bad_file(
+                        path,
+                        format_args!("corrupt header (bad ready word {ready:#010x})"),
+                    ));
+                }
             }
             let unpublished = |_| h.ready().load(SeqCst) != READY;
-            if self.abandoned(fd, unpublished)? {
-                return self.give_up(fd);
+            if self.give_up_if_abandoned(fd, unpublished)? {
+                return Ok(None);
             }
             if start.elapsed() > self.init_wait {
                 let creator = h.creator_pid().load(SeqCst);
-                if creator > 0 && !sys::pid_alive(creator, 0) {
-                    return self.give_up(fd);
+                if creator > 0
+                    && !sys::pid_alive(creator, 0)
+                    && self.give_up_if_abandoned(fd, unpublished)?
+                {
+                    return Ok(None);
                 }
                 return Err(kind.bad_file(
                     path,
@@ -791,7 +871,8 @@ impl Open<'_> {
             // This look at its header must not count as a mapping.
             drop(head);
             if sys::file_mapped(st.st_dev, st.st_ino) == Some(false) {
-                return self.give_up(fd);
+                self.give_up_if_abandoned(fd, |_| true)?;
+                return Ok(None);
             }
             head = Map::new(fd, PAGE, false, path, kind)?;
             h = head.header::<H>();
@@ -808,34 +889,35 @@ impl Open<'_> {
 }
 
 impl Open<'_> {
-    /// Whether the file behind `fd` is abandoned: nobody holds its init lock and, looked at
-    /// again while this process holds it, `unfinished(size)` still says it was never
-    /// published. The lock is released again before returning.
-    fn abandoned(&self, fd: &Fd, unfinished: impl Fn(u64) -> bool) -> Result<bool, SimError> {
+    /// Whether the file behind `fd` is abandoned — nobody holds its init lock and, looked at
+    /// while this process holds it, `unfinished(size)` says it is not published — and if so,
+    /// gives it up: a read-write opener removes it (if the path still names it: another
+    /// opener may have replaced it already), so that it can be created afresh. The look and
+    /// the removal are made under one hold of the lock, which is kept until `fd` is closed:
+    /// a creator cannot lock and publish the file in between (it would go on with a file
+    /// removed under it while the others made another), and one that locks it afterwards
+    /// finds the path no longer names it and starts again. Not abandoned: the lock is
+    /// released at once.
+    fn give_up_if_abandoned(
+        &self,
+        fd: &Fd,
+        unfinished: impl Fn(u64) -> bool,
+    ) -> Result<bool, SimError> {
         // SAFETY: flock on a descriptor we own, without blocking.
         if unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) } != 0 {
             return Ok(false); // a creator is at work (or another opener is looking)
         }
-        let size = fstat(fd, self.path, self.kind).map(|st| st.st_size as u64);
-        let gone = size.map(&unfinished);
-        // SAFETY: as above; releases the lock taken just now.
-        unsafe { libc::flock(fd.0, libc::LOCK_UN) };
-        gone
-    }
-
-    /// Gives up on an abandoned file: a read-write opener removes it, under its init lock and
-    /// only if the path still names it (another opener may have replaced it already), so
-    /// that it can be created afresh. `Ok(None)` either way (see [`Open::open`]).
-    fn give_up(&self, fd: &Fd) -> Result<Option<Map>, SimError> {
-        if self.create {
-            // SAFETY: flock on a descriptor we own; released when `fd` is closed.
-            if unsafe { libc::flock(fd.0, libc::LOCK_EX | libc::LOCK_NB) } == 0
-                && names(self.path, fd)
-            {
-                let _ = std::fs::remove_file(self.path);
-            }
+        let abandoned = fstat(fd, self.path, self.kind).map(|st| unfinished(st.st_size as u64));
+        if abandoned != Ok(true) {
+            // SAFETY: as above; releases the lock taken just now.
+            unsafe { libc::flock(fd.0, libc::LOCK_UN) };
+            return abandoned;
         }
-        Ok(None)
+        step(Step::FoundAbandoned);
+        if self.create && names(self.path, fd) {
+            let _ = std::fs::remove_file(self.path);
+        }
+        Ok(true)
     }
 }
 
@@ -1245,6 +1327,125 @@ mod tests {
             }
         };
         assert_eq!(m.header::<TestHeader>().value.load(SeqCst), 42);
+    }
+
+    /// What a creator writes into a sized file to publish it (a [`TestHeader`] that `check`
+    /// accepts, its ready word last), through `f`'s descriptor.
+    fn publish_as_creator(f: &std::fs::File) {
+        use std::os::unix::fs::FileExt as _;
+        f.write_all_at(&sys::getpid().to_ne_bytes(), 4).unwrap();
+        f.write_all_at(&42u64.to_ne_bytes(), 8).unwrap();
+        f.write_all_at(&READY.to_ne_bytes(), 0).unwrap();
+    }
+
+    fn flock(f: &std::fs::File, how: libc::c_int) -> bool {
+        use std::os::fd::AsRawFd as _;
+        // SAFETY: flock on a descriptor `f` owns.
+        unsafe { libc::flock(f.as_raw_fd(), how) == 0 }
+    }
+
+    /// The creator publishes its header just after an opener that waits for it read the
+    /// ready word as 0: the opener attaches (it judges the word it read, not a second read
+    /// of a word that may have changed meanwhile — which once took a just-published header
+    /// for a corrupt one, "bad ready word", when two processes started at once).
+    #[test]
+    fn a_header_published_just_after_its_ready_word_was_read_is_attached() {
+        let p = TempPath::new("ready-race");
+        p.plant(&vec![0u8; 2 * PAGE]);
+        // The creator at work: sized, not published, its init lock held.
+        let creator = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&p.0)
+            .unwrap();
+        assert!(flock(&creator, libc::LOCK_EX));
+        let creator = std::rc::Rc::new(creator);
+        let steps = std::rc::Rc::new(std::cell::Cell::new(0));
+        let _hook = on_step({
+            let (creator, steps) = (creator.clone(), steps.clone());
+            move |s| {
+                if s == Step::ReadyRead && steps.replace(steps.get() + 1) == 0 {
+                    publish_as_creator(&creator);
+                    assert!(flock(&creator, libc::LOCK_UN));
+                }
+            }
+        });
+        let m = p.open(true, true).open(fill, check).unwrap().unwrap();
+        assert!(steps.get() >= 1, "the opener never waited for the header");
+        let h = m.header::<TestHeader>();
+        assert_eq!((h.ready.load(SeqCst), h.value.load(SeqCst)), (READY, 42));
+    }
+
+    /// An opener finds a file unpublished and its init lock free (its creator made it and
+    /// has not locked it yet); before the opener removes it, the creator locks it and
+    /// publishes: it must not be able to, for the opener would then remove a published file,
+    /// and the two processes would go on with two different files of one namespace. The
+    /// opener decides and removes under one hold of the lock, so the creator is shut out
+    /// (and, in the protocol, finds its file gone and starts again).
+    #[test]
+    fn a_creator_cannot_publish_between_an_opener_s_look_and_its_removal() {
+        use std::os::unix::fs::MetadataExt as _;
+        let p = TempPath::new("abandon-race");
+        p.plant(&[]);
+        let planted = std::fs::metadata(&p.0).unwrap().ino();
+        // None: the hook did not run; Some(true): the creator published in between.
+        let outcome = std::rc::Rc::new(std::cell::Cell::new(None));
+        let _hook = on_step({
+            let (path, outcome) = (p.0.clone(), outcome.clone());
+            move |s| {
+                if s != Step::FoundAbandoned || outcome.get().is_some() {
+                    return;
+                }
+                let creator = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&path)
+                    .unwrap();
+                let locked = flock(&creator, libc::LOCK_EX | libc::LOCK_NB);
+                if locked {
+                    creator.set_len(2 * PAGE as u64).unwrap();
+                    publish_as_creator(&creator);
+                }
+                outcome.set(Some(locked));
+            }
+        });
+        let m = p.open(true, true).open(fill, check).unwrap().unwrap();
+        assert_eq!(m.header::<TestHeader>().value.load(SeqCst), 42);
+        let now = std::fs::metadata(&p.0).unwrap().ino();
+        assert_eq!(
+            outcome.get(),
+            Some(false),
+            "published meanwhile: {}",
+            if now == planted {
+                "kept"
+            } else {
+                "and removed"
+            }
+        );
+        assert_ne!(now, planted, "the abandoned file was not replaced");
+    }
+
+    /// Processes starting at once: each creator's new file, empty and not yet locked, is
+    /// taken for abandoned and removed by another process before its creator locks it, three
+    /// times over. The creator starts again each time (within the creator wait) and gets a
+    /// published file, rather than failing for a race it did not lose for good.
+    #[test]
+    fn a_creator_whose_file_is_removed_before_it_locks_it_starts_again() {
+        let p = TempPath::new("created-race");
+        let removed = std::rc::Rc::new(std::cell::Cell::new(0));
+        let _hook = on_step({
+            let (path, removed) = (p.0.clone(), removed.clone());
+            move |s| {
+                if s == Step::Created && removed.get() < 3 {
+                    std::fs::remove_file(&path).unwrap();
+                    removed.set(removed.get() + 1);
+                }
+            }
+        });
+        let m = p.open(true, true).open(fill, check).unwrap().unwrap();
+        assert_eq!(removed.get(), 3);
+        assert_eq!(m.header::<TestHeader>().ready.load(SeqCst), READY);
+        assert!(p.0.exists());
     }
 
     /// An empty file (a creator that died before sizing it) is re-created by a read-write

@@ -95,7 +95,10 @@ impl SimBuilder {
         let namespace_for_graph = namespace.clone();
         let pid = sys::getpid();
         // What a whitelist entry for this process holds (see `sys::process_identity`).
-        let identity = sys::process_identity(pid).unwrap_or(0);
+        let identity = sys::process_identity(pid).unwrap_or(sys::ProcessIdentity {
+            start_time: 0,
+            pidfs: 0,
+        });
         // `Spread` starts at this process's place in the namespace, so that the first streams
         // of processes sharing a machine land on different CPUs.
         let first_cpu = match self.stream_cpus {

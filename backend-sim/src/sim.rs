@@ -40,8 +40,9 @@ pub(crate) struct Inner {
     pub(crate) server_id: u32,
     pub(crate) namespace: String,
     pub(crate) pid: i32,
-    /// What a whitelist entry naming this process holds ([`crate::sys::process_identity`]).
-    pub(crate) identity: u64,
+    /// What a whitelist entry naming this process holds, as this process can take it
+    /// ([`crate::sys::process_identity`]).
+    pub(crate) identity: crate::sys::ProcessIdentity,
     /// This process's server.
     pub(crate) file: Arc<ShmFile>,
     /// Other servers' files, opened by cross-server imports.

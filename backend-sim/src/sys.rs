@@ -274,42 +274,51 @@ pub fn pid_alive(pid: i32, start_time: u64) -> bool {
     }
 }
 
-/// Tag of a process identity that is a pidfs inode number (see [`process_identity`]); an
-/// identity without it is a start time in clock ticks.
+/// Tag of a process identity that is a pidfs inode number (see [`process_identity`]), so that
+/// the identity is never 0 (none).
 pub const IDENTITY_PIDFS: u64 = 1 << 63;
 
 /// `PID_FS_MAGIC` (linux/magic.h): the file system of pidfds since Linux 6.9.
 const PID_FS_MAGIC: i64 = 0x5049_4446;
 
-/// The identity a whitelist entry records for process `pid` of this machine, or `None` if no
-/// such process is running, a zombie included (the entry then matches nobody).
-///
-/// Where pidfds live on pidfs (Linux 6.9 and later), the identity is the inode number of a
-/// pidfd of the process, tagged with [`IDENTITY_PIDFS`]: the kernel numbers each process's
-/// `struct pid` from a 64-bit counter it never reuses while the machine runs, so a later
-/// process given the same PID has another number, however soon it comes. Elsewhere it is the
-/// start time in clock ticks ([`proc_start_time`]): a PID recycled within the same tick
-/// (10 ms at the usual 100 Hz) has the same one. Every process of one server shares a kernel,
-/// but not every process may open pidfds: under valgrind (whose memcheck does not know
-/// `pidfd_open`) or a seccomp filter refusing it, a process records and knows itself by start
-/// time on a pidfs kernel. Comparisons therefore go by the recorded kind
-/// ([`identity_alive`], [`start_identity`]).
-pub fn process_identity(pid: i32) -> Option<u64> {
+/// What a whitelist entry records for a process of this machine (the words of
+/// `acl_notify_core::whitelist::WhitelistEntry`), and what an importer presents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessIdentity {
+    /// The start time in clock ticks ([`proc_start_time`]): a PID recycled within the same
+    /// tick (10 ms at the usual 100 Hz) has the same one.
+    pub start_time: u64,
+    /// Where pidfds live on pidfs (Linux 6.9 and later) and this process may open them, the
+    /// inode number of a pidfd of the process tagged with [`IDENTITY_PIDFS`]: the kernel
+    /// numbers each process's `struct pid` from a 64-bit counter it never reuses while the
+    /// machine runs, so a later process given the same PID has another number, however soon
+    /// it comes. 0 elsewhere: on older kernels, and in a process that cannot open pidfds
+    /// (under valgrind, whose memcheck does not know `pidfd_open`, or a seccomp filter).
+    pub pidfs: u64,
+}
+
+/// The identity of process `pid` of this machine (see [`ProcessIdentity`]), or `None` if no
+/// such process is running, a zombie included (a whitelist entry then matches nobody).
+/// Every process records both kinds it can take, so that processes of either ability share
+/// notifies: the whitelist compares the strongest kind both sides know.
+pub fn process_identity(pid: i32) -> Option<ProcessIdentity> {
     if pid <= 0 {
         return None;
     }
-    match pidfs_inode(pid) {
-        // A zombie keeps its pidfs inode until it is reaped, but it has exited: it is not
-        // running (its `/proc` state is Z or X, for which `proc_start_time` answers `None`).
-        Ok(Some(ino)) => proc_start_time(pid).map(|_| IDENTITY_PIDFS | ino),
-        Ok(None) => proc_start_time(pid),
-        Err(()) => None,
-    }
+    let pidfs = match pidfs_inode(pid) {
+        Ok(ino) => ino.map_or(0, |ino| IDENTITY_PIDFS | ino),
+        Err(()) => return None,
+    };
+    // A zombie keeps its pidfs inode until it is reaped, but it has exited: it is not running
+    // (its `/proc` state is Z or X, for which `proc_start_time` answers `None`).
+    let start_time = proc_start_time(pid)?;
+    Some(ProcessIdentity { start_time, pidfs })
 }
 
-/// The pidfs inode number of `pid`: `Ok(None)` if pidfds are not on pidfs here (or `pid` is
-/// not a thread-group leader), `Err` if there is no such process. A zombie still has its
-/// number: it keeps its `struct pid` until it is reaped, and a later process never gets it.
+/// The pidfs inode number of `pid`: `Ok(None)` if pidfds are not on pidfs here, this process
+/// cannot open them, or `pid` is not a thread-group leader; `Err` if there is no such
+/// process. A zombie still has its number: it keeps its `struct pid` until it is reaped, and
+/// a later process never gets it.
 fn pidfs_inode(pid: i32) -> Result<Option<u64>, ()> {
     // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
@@ -334,59 +343,39 @@ fn pidfs_inode(pid: i32) -> Result<Option<u64>, ()> {
     Ok(pidfs.then_some(st.st_ino & !IDENTITY_PIDFS))
 }
 
-/// An identity in words, for messages: `pidfs inode N`, `started at tick N`, `unknown`.
-pub fn describe_identity(identity: u64) -> String {
-    match identity {
-        0 => "identity unknown".to_string(),
-        i if i == acl_notify_core::whitelist::NOT_RUNNING => "not running".to_string(),
+/// A whitelist entry's identity in words, for messages: `pidfs inode N, started at tick M`,
+/// `started at tick M`, `identity unknown`, `not running`.
+pub fn describe_identity(start_time: u64, identity: u64) -> String {
+    let start = match start_time {
+        0 => None,
+        t if t == acl_notify_core::whitelist::NOT_RUNNING => return "not running".to_string(),
+        t => Some(format!("started at tick {t}")),
+    };
+    let strong = (identity != 0).then(|| match identity {
         i if i & IDENTITY_PIDFS != 0 => format!("pidfs inode {}", i & !IDENTITY_PIDFS),
-        i => format!("started at tick {i}"),
+        i => format!("identity {i}"),
+    });
+    match (strong, start) {
+        (Some(i), Some(s)) => format!("{i}, {s}"),
+        (Some(x), None) | (None, Some(x)) => x,
+        (None, None) => "identity unknown".to_string(),
     }
 }
 
-/// The identity of kind start time of process `pid` (what a process that cannot open pidfds
-/// records for it, see [`process_identity`]), or `None` if it is not running.
-pub fn start_identity(pid: i32) -> Option<u64> {
-    proc_start_time(pid).filter(|s| s & IDENTITY_PIDFS == 0)
-}
-
-/// Whether `pidfd_open` fails here for a running process (this one): under valgrind, or a
-/// seccomp filter refusing it. Then this process knows others and itself by start time only.
-pub fn pidfds_refused() -> bool {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, getpid(), 0) };
-    if fd >= 0 {
-        // SAFETY: the descriptor just opened, ours to close.
-        unsafe { libc::close(fd as libc::c_int) };
-        return false;
-    }
-    true
-}
-
-/// Whether the process a whitelist entry recorded as `identity` (see [`process_identity`]; 0
-/// unknown: any process with that PID) is still running under `pid`. An identity is compared
-/// with the same kind taken now: a start time (recorded by a process that could not open
-/// pidfds) with the start time, a pidfs number with the pidfs number; a process that cannot
-/// open pidfds itself cannot check a pidfs number and answers by the PID alone.
-pub fn identity_alive(pid: i32, identity: u64) -> bool {
-    if identity == acl_notify_core::whitelist::NOT_RUNNING {
-        return false;
-    }
-    // Not running, a zombie included.
-    let Some(start) = proc_start_time(pid) else {
+/// Whether the process a whitelist entry recorded as `start_time` and `identity` (see
+/// [`ProcessIdentity`]; both 0: any process with that PID) is still running under `pid`: the
+/// entry's own rule (`WhitelistEntry::matches`) applied to what this process can take of it
+/// now — the pidfs number where both have one, else the start time.
+pub fn identity_alive(pid: i32, start_time: u64, identity: u64) -> bool {
+    let Some(now) = process_identity(pid) else {
         return false;
     };
-    if identity == 0 {
-        return true;
-    }
-    if identity & IDENTITY_PIDFS == 0 {
-        return start == identity;
-    }
-    match pidfs_inode(pid) {
-        Ok(Some(ino)) => IDENTITY_PIDFS | ino == identity,
-        Ok(None) => true,
-        Err(()) => false,
-    }
+    acl_notify_core::whitelist::WhitelistEntry::with_identity(0, pid, start_time, identity).matches(
+        0,
+        pid,
+        now.start_time,
+        now.pidfs,
+    )
 }
 
 /// Whether some process maps the file of device `dev` and inode `ino`, read from the

@@ -6,7 +6,9 @@
 //! # File
 //!
 //! `/dev/shm/acl-notify-sim.<namespace>.wfg0`: one per namespace (every server's streams, so a
-//! cycle across SuperPod servers is seen too), created and attached through
+//! cycle across SuperPod servers is seen too; the 0 is no server number: a namespace whose
+//! processes are all on server 1, such as a host of a cluster, has its `wfg0` as well, holding
+//! that machine's streams, since hosts share no file), created and attached through
 //! `crate::mapfile`: a header page, [`PROCS`] process records of 64 bytes (pid, start time,
 //! label, and whether it exited normally), then [`ENTRIES`] stream entries of 256 bytes
 //! (sparse: a page is touched only once an entry on it is used).

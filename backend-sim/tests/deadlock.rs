@@ -419,7 +419,7 @@ fn labels_and_a_normal_exit_are_shown() -> Result<(), Failed> {
 /// and reset, so that a wait waits): the first wait to time out says deadlock and names the
 /// events.
 fn an_event_cycle_in_one_process() -> Result<(), Failed> {
-    use acl_notify_core::event::{EventOps, EventSpec};
+    use acl_notify_core::event::{EventFlags, EventOps, EventSpec};
     let ns = Ns::new("dl", "evt");
     let sim = Sim::builder()
         .devices(1)
@@ -431,12 +431,13 @@ fn an_event_cycle_in_one_process() -> Result<(), Failed> {
         sim.create_stream(0).map_err(|e| e.to_string())?,
         sim.create_stream(0).map_err(|e| e.to_string())?,
     );
-    let e1 = sim
-        .event_create(0, EventSpec::classic())
-        .map_err(|e| e.to_string())?;
-    let e2 = sim
-        .event_create(0, EventSpec::classic())
-        .map_err(|e| e.to_string())?;
+    // Events of one id for life (ACL_EVENT_SYNC), whose later record releases a wait enqueued
+    // before it: an aclrtCreateEvent event's wait waits for the record latest when it was
+    // enqueued (here the reset one), which no later record releases, so there is no cycle.
+    let spec = EventSpec::with_flag(EventFlags::SYNC.bits(), acl_notify_core::Soc::Ascend910B)
+        .map_err(|e| format!("{e:?}"))?;
+    let e1 = sim.event_create(0, spec).map_err(|e| e.to_string())?;
+    let e2 = sim.event_create(0, spec).map_err(|e| e.to_string())?;
     for e in [e1, e2] {
         sim.event_record(e, s0).map_err(|e| e.to_string())?;
         sim.event_reset(e, s0).map_err(|e| e.to_string())?;

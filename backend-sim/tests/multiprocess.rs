@@ -62,6 +62,10 @@ fn main() {
         ),
         ("recycled_pid_is_refused", recycled_pid_is_refused),
         (
+            "a_process_that_cannot_open_pidfds_is_checked_by_start_time",
+            a_process_that_cannot_open_pidfds_is_checked_by_start_time,
+        ),
+        (
             "inter_server_whitelist_on_superpod",
             inter_server_whitelist_on_superpod,
         ),
@@ -435,6 +439,17 @@ fn non_whitelisted_process_gets_207006() -> Result<(), Failed> {
     Ok(())
 }
 
+/// The start time of process `pid` (field 22 of `/proc/<pid>/stat`, clock ticks).
+fn start_time_of(pid: i32) -> Result<u64, Failed> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    Ok(stat
+        .rsplit(')')
+        .next()
+        .and_then(|r| r.split_whitespace().nth(19))
+        .and_then(|s| s.parse().ok())
+        .ok_or("cannot read the agent's start time")?)
+}
+
 fn recycled_pid_is_refused() -> Result<(), Failed> {
     let ns = Ns::new("mp", "recycle");
     let sim = open(&ns, Soc::Ascend910B);
@@ -443,13 +458,7 @@ fn recycled_pid_is_refused() -> Result<(), Failed> {
     let mut b = spawn(&ns.0, Soc::Ascend910B, 0);
     // The whitelist names b's PID but a process that started at another time: what the owner
     // would have recorded for an earlier process whose PID b now reuses.
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", b.pid))?;
-    let start: u64 = stat
-        .rsplit(')')
-        .next()
-        .and_then(|r| r.split_whitespace().nth(19))
-        .and_then(|s| s.parse().ok())
-        .ok_or("cannot read the agent's start time")?;
+    let start = start_time_of(b.pid)?;
     sim.set_import_pid_with_start_time(n, b.pid, start + 1)?;
     let e = b.cmd(&format!("import 0 {key}"));
     match &e {
@@ -459,6 +468,91 @@ fn recycled_pid_is_refused() -> Result<(), Failed> {
     // With the right start time (what set_import_pids records) it is let in.
     sim.set_import_pids(n, &[b.pid])?;
     b.ok(&format!("import 0 {key}"));
+    b.ok("exit");
+    Ok(())
+}
+
+/// An agent whose `pidfd_open` fails with ENOSYS, as it does under valgrind (memcheck does
+/// not know the call): a seccomp filter installed before the agent runs, kept across exec.
+fn spawn_without_pidfds(ns: &str, soc: Soc, server: u32) -> Agent {
+    use std::os::unix::process::CommandExt as _;
+    let mut cmd = Agent::command(AGENT);
+    cmd.env(acl_notify_sim::ENV_NAMESPACE, ns)
+        .env(acl_notify_sim::ENV_SOC, soc.name())
+        .env(acl_notify_sim::ENV_DEVICES, "2")
+        .env(acl_notify_sim::ENV_SERVER_ID, server.to_string());
+    // Load the syscall number; pidfd_open → ENOSYS; anything else allowed.
+    let filter = [
+        libc::sock_filter {
+            code: (libc::BPF_LD | libc::BPF_W | libc::BPF_ABS) as u16,
+            jt: 0,
+            jf: 0,
+            k: 0, // offsetof(struct seccomp_data, nr)
+        },
+        libc::sock_filter {
+            code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 1,
+            k: libc::SYS_pidfd_open as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ERRNO | libc::ENOSYS as u32,
+        },
+        libc::sock_filter {
+            code: (libc::BPF_RET | libc::BPF_K) as u16,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        },
+    ];
+    // SAFETY: the closure runs in the forked child before exec and calls only prctl, which is
+    // async-signal-safe; `filter` outlives the call (the closure owns a copy), and the kernel
+    // copies the program at PR_SET_SECCOMP.
+    unsafe {
+        cmd.pre_exec(move || {
+            let prog = libc::sock_fprog {
+                len: filter.len() as u16,
+                filter: filter.as_ptr().cast_mut(),
+            };
+            if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                || libc::prctl(
+                    libc::PR_SET_SECCOMP,
+                    libc::SECCOMP_MODE_FILTER,
+                    &prog as *const libc::sock_fprog,
+                ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Agent::spawn(cmd, "", ANSWER)
+}
+
+/// A process that cannot open pidfds (under valgrind) among native ones: the native owner's
+/// entry for it holds its start time beside the pidfs number, so it is let in, by the start
+/// time, and refused when the start time is another process's (a recycled PID). Before, the
+/// entry held only the pidfs number, and the process was refused though rightly whitelisted.
+fn a_process_that_cannot_open_pidfds_is_checked_by_start_time() -> Result<(), Failed> {
+    let ns = Ns::new("mp", "nopidfd");
+    let sim = open(&ns, Soc::Ascend910B);
+    let mut b = spawn_without_pidfds(&ns.0, Soc::Ascend910B, 0);
+    let n = sim.create_notify(0, CreateFlags::empty())?;
+    let key = sim.export_key(n, ExportFlags::empty())?;
+    let start = start_time_of(b.pid)?;
+    sim.set_import_pid_with_start_time(n, b.pid, start + 1)?;
+    let e = b.cmd(&format!("import 0 {key}"));
+    match &e {
+        Err((207006, msg)) => check(msg.contains("recycled"), || msg.clone())?,
+        other => return Err(format!("recycled-PID import gave {other:?}").into()),
+    }
+    sim.set_import_pids(n, &[b.pid])?;
+    let h = b.ok(&format!("import 0 {key}"));
+    b.ok(&format!("record {h} 0"));
+    sim.host_wait(n, Duration::from_secs(20))?;
     b.ok("exit");
     Ok(())
 }

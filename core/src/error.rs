@@ -85,6 +85,9 @@ pub enum Error {
     /// `ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD` — a capture of mode
     /// `ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL` ended by another thread.
     StreamCaptureWrongThread = 107038,
+    /// `ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY` — the caller's array is shorter than the list
+    /// it asked for (`aclmdlRIGetStreams`: the elements that fit are written).
+    InsufficientInputArray = 107039,
     /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` — this SoC does not have the feature.
     FeatureNotSupport = 207000,
     /// `ACL_ERROR_INTERNAL_ERROR` — the ACL layer itself failed (e.g. a package version
@@ -151,7 +154,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 54] = [
+    pub const ALL: [Error; 55] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -180,6 +183,7 @@ impl Error {
         Error::StreamCaptureUnmatched,
         Error::ModelRunning,
         Error::StreamCaptureWrongThread,
+        Error::InsufficientInputArray,
         Error::FeatureUnsupported,
         Error::FeatureNotSupport,
         Error::MemoryAllocation,
@@ -246,6 +250,7 @@ impl Error {
             Error::StreamCaptureUnmatched => "ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED",
             Error::ModelRunning => "ACL_ERROR_RT_MODEL_RUNNING",
             Error::StreamCaptureWrongThread => "ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD",
+            Error::InsufficientInputArray => "ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY",
             Error::StreamCaptureInvalidated => "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
             Error::FeatureUnsupported => "ACL_ERROR_FEATURE_UNSUPPORTED",
             Error::FeatureNotSupport => "ACL_ERROR_RT_FEATURE_NOT_SUPPORT",

@@ -1,15 +1,18 @@
 //! Import whitelists: up to [`MAX_ENTRIES`] (64) processes allowed to import one exported
-//! notify, each named by SuperPod server, PID and process start time.
+//! notify, each named by SuperPod server, PID, process start time and an optional stronger
+//! identity.
 //!
 //! A [`Whitelist`] is `#[repr(C)]`, fixed-size and pointer-free, and all-zero bytes are an
 //! empty list, so it can sit in shared memory next to the notify it guards. Because such memory
 //! may be written by other processes, every reader clamps the stored length to the capacity.
 //!
-//! The identity word (`start_time`) defends against PID reuse: the backend records something
-//! that tells this process apart from a later one with the same PID (the simulator: a pidfs
-//! inode number where the kernel has one, else the start time), 0 if it cannot tell, and
-//! [`NOT_RUNNING`] if no process had the PID when it was whitelisted; an importer matches only
-//! if its own identity agrees.
+//! Two words defend against PID reuse. `start_time` is the process's start time (clock ticks;
+//! a PID recycled within the same tick has the same one), 0 if unknown, [`NOT_RUNNING`] if no
+//! process had the PID when it was whitelisted. `identity` is a stronger, backend-defined
+//! number a recycled PID never shares (the simulator: a pidfs inode number), 0 if the recorder
+//! could not take one. Not every process can take the stronger kind (one under valgrind cannot
+//! open pidfds), so an importer presents both, and the strongest kind both sides know decides
+//! ([`WhitelistEntry::matches`]).
 
 use crate::backend::ServerPid;
 use crate::error::{Error, Result};
@@ -30,41 +33,54 @@ pub struct WhitelistEntry {
     pub sdid: u32,
     /// Process id on that server (`aclrtDeviceGetBareTgid`).
     pub pid: i32,
-    /// The process's identity as the backend recorded it (backend-defined: a start time in
-    /// clock ticks, or another number a recycled PID does not share); 0 = unknown, which
-    /// matches any identity; [`NOT_RUNNING`] matches none.
+    /// The process's start time in clock ticks as the backend recorded it; 0 = unknown;
+    /// [`NOT_RUNNING`] matches no importer.
     pub start_time: u64,
+    /// A stronger identity the backend recorded (backend-defined: a number a recycled PID
+    /// never shares, however soon it comes); 0 = none recorded.
+    pub identity: u64,
 }
 
 impl WhitelistEntry {
-    /// An entry with an unknown start time.
+    /// An entry with an unknown start time and identity.
     pub const fn new(sdid: u32, pid: i32) -> Self {
-        WhitelistEntry {
-            sdid,
-            pid,
-            start_time: 0,
-        }
+        WhitelistEntry::with_identity(sdid, pid, 0, 0)
     }
 
-    /// An entry with a recorded start time.
+    /// An entry with a recorded start time and no stronger identity.
     pub const fn with_start_time(sdid: u32, pid: i32, start_time: u64) -> Self {
+        WhitelistEntry::with_identity(sdid, pid, start_time, 0)
+    }
+
+    /// An entry with a recorded start time and stronger identity (either 0 if unknown).
+    pub const fn with_identity(sdid: u32, pid: i32, start_time: u64, identity: u64) -> Self {
         WhitelistEntry {
             sdid,
             pid,
             start_time,
+            identity,
         }
     }
 
-    /// Whether the process (`sdid`, `pid`, started at `start_time`) is the one this entry
-    /// names: same server and PID, and the identities agree — equal, or this entry's is 0
-    /// (unknown). An importer whose identity is unknown (0) matches only an entry whose
-    /// identity is unknown too: a recorded identity is never waived. An entry recorded as
+    /// Whether the process (`sdid`, `pid`, started at `start_time`, of stronger `identity`,
+    /// each 0 if that process cannot tell) is the one this entry names: same server and PID,
+    /// and the strongest kind both know agrees — the identities if both have one (then the
+    /// start times are not consulted: a PID recycled within one tick shares the start time),
+    /// else the start times if the entry recorded one. A recorded start time or identity is
+    /// never waived: an importer that cannot present the kind the entry holds does not match.
+    /// An entry that recorded neither matches any process with that PID; one recorded as
     /// [`NOT_RUNNING`] matches nobody.
-    pub const fn matches(&self, sdid: u32, pid: i32, start_time: u64) -> bool {
-        self.sdid == sdid
-            && self.pid == pid
-            && self.start_time != NOT_RUNNING
-            && (self.start_time == 0 || self.start_time == start_time)
+    pub const fn matches(&self, sdid: u32, pid: i32, start_time: u64, identity: u64) -> bool {
+        if self.sdid != sdid || self.pid != pid || self.start_time == NOT_RUNNING {
+            return false;
+        }
+        if self.identity != 0 && identity != 0 {
+            return self.identity == identity;
+        }
+        if self.start_time != 0 {
+            return self.start_time == start_time;
+        }
+        self.identity == 0
     }
 }
 
@@ -78,7 +94,7 @@ impl From<ServerPid> for WhitelistEntry {
 ///
 /// All-zero bytes are an empty whitelist. Adding is all-or-nothing per call: if the new
 /// distinct entries would push the total past 64, nothing is added and the answer is
-/// `OverLimit` (207012). Re-adding an identical entry (same server, PID and start time) is a
+/// `OverLimit` (207012). Re-adding an identical entry (same server, PID and both identities) is a
 /// no-op that does not count again.
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
@@ -126,15 +142,16 @@ impl Whitelist {
         self.as_slice().iter()
     }
 
-    /// Whether this exact entry (server, PID and start time) is present.
+    /// Whether this exact entry (server, PID, start time and identity) is present.
     pub fn contains(&self, entry: &WhitelistEntry) -> bool {
         self.as_slice().contains(entry)
     }
 
-    /// Whether the process (`sdid`, `pid`, started at `start_time`) may import: some entry
+    /// Whether the process (`sdid`, `pid`, `start_time`, `identity`) may import: some entry
     /// [`matches`](WhitelistEntry::matches) it.
-    pub fn matches(&self, sdid: u32, pid: i32, start_time: u64) -> bool {
-        self.iter().any(|e| e.matches(sdid, pid, start_time))
+    pub fn matches(&self, sdid: u32, pid: i32, start_time: u64, identity: u64) -> bool {
+        self.iter()
+            .any(|e| e.matches(sdid, pid, start_time, identity))
     }
 
     /// Adds entries, all or nothing.
@@ -257,7 +274,7 @@ mod tests {
         assert_eq!(w.add_pids(0, &[999]), Err(Error::OverLimit));
         assert_eq!(w.add(WhitelistEntry::new(1, 100)), Err(Error::OverLimit));
         assert_eq!(w.len(), 64);
-        assert!(!w.matches(0, 999, 0));
+        assert!(!w.matches(0, 999, 0, 0));
         // Re-adding present entries when full is fine: they do not count twice.
         assert_eq!(w.add_pids(0, &[100, 163]), Ok(()));
         assert_eq!(w.len(), 64);
@@ -273,7 +290,7 @@ mod tests {
             Err(Error::OverLimit)
         );
         assert_eq!(w.len(), 60);
-        assert!(!w.matches(0, 1000, 0));
+        assert!(!w.matches(0, 1000, 0, 0));
         // Exactly 4 new ones fit.
         assert_eq!(w.add_pids(0, &[0, 1000, 1001, 1002, 1003]), Ok(()));
         assert_eq!(w.len(), 64);
@@ -318,14 +335,20 @@ mod tests {
         ])
         .unwrap();
         // Server 1, PID 500: only the process started at 12345.
-        assert!(w.matches(1, 500, 12345));
-        assert!(!w.matches(1, 500, 99999), "PID reused by a later process");
-        assert!(!w.matches(1, 500, 0), "a recorded start time is not waived");
+        assert!(w.matches(1, 500, 12345, 0));
+        assert!(
+            !w.matches(1, 500, 99999, 0),
+            "PID reused by a later process"
+        );
+        assert!(
+            !w.matches(1, 500, 0, 0),
+            "a recorded start time is not waived"
+        );
         // Server 2, PID 500: start time unknown, any process with that PID.
-        assert!(w.matches(2, 500, 0));
-        assert!(w.matches(2, 500, 777));
+        assert!(w.matches(2, 500, 0, 0));
+        assert!(w.matches(2, 500, 777, 0));
         // Same PID on another server is someone else.
-        assert!(!w.matches(3, 500, 0));
+        assert!(!w.matches(3, 500, 0, 0));
         assert!(w.contains(&WhitelistEntry::with_start_time(1, 500, 12345)));
         assert!(!w.contains(&WhitelistEntry::new(1, 500)));
         // Same (sdid, pid) with another start time is a distinct entry.
@@ -334,13 +357,39 @@ mod tests {
         assert_eq!(w.len(), 3);
     }
 
+    /// The strongest kind both sides know decides: identities when both have one (a PID
+    /// recycled within one tick shares the start time but not the identity), else start
+    /// times; a kind the entry recorded and the importer cannot present is not waived.
+    #[test]
+    fn the_strongest_identity_both_know_decides() {
+        let e = WhitelistEntry::with_identity(0, 7, 500, 9000);
+        assert!(e.matches(0, 7, 500, 9000));
+        assert!(!e.matches(0, 7, 500, 9001), "same tick, another process");
+        assert!(!e.matches(0, 7, 600, 9001));
+        // An importer that cannot take the stronger identity (under valgrind): start time.
+        assert!(e.matches(0, 7, 500, 0));
+        assert!(!e.matches(0, 7, 501, 0), "recycled PID");
+        assert!(!e.matches(0, 7, 0, 0), "neither kind presented");
+        // A recorder that could take only the start time: the importer's start time decides.
+        let s = WhitelistEntry::with_start_time(0, 7, 500);
+        assert!(s.matches(0, 7, 500, 9000));
+        assert!(!s.matches(0, 7, 501, 9000));
+        // An identity only (no start time recorded) is never waived.
+        let i = WhitelistEntry::with_identity(0, 7, 0, 9000);
+        assert!(i.matches(0, 7, 500, 9000));
+        assert!(!i.matches(0, 7, 500, 0));
+        // Neither recorded: any process with the PID.
+        assert!(WhitelistEntry::new(0, 7).matches(0, 7, 123, 456));
+        assert!(!WhitelistEntry::with_identity(0, 7, NOT_RUNNING, 9000).matches(0, 7, 500, 9000));
+    }
+
     #[test]
     fn an_entry_for_a_pid_not_running_matches_nobody() {
         let mut w = Whitelist::new();
         w.add(WhitelistEntry::with_start_time(0, 42, NOT_RUNNING))
             .unwrap();
         for identity in [0, 1, 12345, NOT_RUNNING - 1, NOT_RUNNING] {
-            assert!(!w.matches(0, 42, identity), "identity {identity}");
+            assert!(!w.matches(0, 42, identity, 0), "identity {identity}");
         }
     }
 
@@ -349,9 +398,9 @@ mod tests {
         let mut w = Whitelist::new();
         w.add_pids_with(0, &[10, 11], |pid| 1000 + pid as u64)
             .unwrap();
-        assert!(w.matches(0, 10, 1010));
-        assert!(!w.matches(0, 10, 1011));
-        assert!(w.matches(0, 11, 1011));
+        assert!(w.matches(0, 10, 1010, 0));
+        assert!(!w.matches(0, 10, 1011, 0));
+        assert!(w.matches(0, 11, 1011, 0));
     }
 
     #[test]
@@ -377,8 +426,8 @@ mod tests {
 
     #[test]
     fn layout_is_fixed() {
-        assert_eq!(core::mem::size_of::<WhitelistEntry>(), 16);
-        assert_eq!(core::mem::size_of::<Whitelist>(), 8 + 64 * 16);
+        assert_eq!(core::mem::size_of::<WhitelistEntry>(), 24);
+        assert_eq!(core::mem::size_of::<Whitelist>(), 8 + 64 * 24);
         assert_eq!(core::mem::align_of::<Whitelist>(), 8);
     }
 }

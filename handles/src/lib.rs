@@ -266,6 +266,14 @@ impl<T> Slab<T> {
         self.slots.iter().filter_map(|s| s.value.as_ref())
     }
 
+    /// Every live handle with its value.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(at, s)| {
+            let v = s.value.as_ref()?;
+            Some((self.encode(self.first + at, s.generation), v))
+        })
+    }
+
     /// Number of live handles.
     pub fn len(&self) -> usize {
         self.slots.len() - self.free.len()
@@ -311,6 +319,8 @@ mod tests {
         assert_eq!(t.get(c), Some(&30));
         assert_eq!(t.len(), 2);
         assert_eq!(t.values().copied().collect::<Vec<_>>(), vec![30, 21]);
+        let iter: Vec<(u64, u32)> = t.iter().map(|(h, v)| (h, *v)).collect();
+        assert_eq!(iter, vec![(c, 30), (b, 21)], "iter names each live handle");
         let mut all = t.drain();
         all.sort();
         assert_eq!(all, vec![21, 30]);

@@ -129,6 +129,23 @@ int main(int argc, char **argv) {
     CHECK(aclmdlRIExecute(m, 10000));
     for (int i = 0; i < N; i++) REQUIRE(out[i] == -7 * i, "execute: out[%d] = %d", i, out[i]);
 
+    /* The model's streams: one for each captured stream, its own (not s1, s2). */
+    uint32_t ns = 0;
+    CHECK(aclmdlRIGetStreams(m, NULL, &ns));
+    REQUIRE(ns == 2, "%u streams", ns);
+    aclrtStream ms[3] = {s1, s1, s1};
+    ns = 3;
+    CHECK(aclmdlRIGetStreams(m, ms, &ns));
+    REQUIRE(ns == 2 && ms[0] != NULL && ms[1] != NULL && ms[2] == NULL, "streams %u", ns);
+    REQUIRE(ms[0] != s1 && ms[0] != s2 && ms[1] != s1 && ms[1] != s2 && ms[0] != ms[1],
+            "the model's streams are the captured ones");
+    ns = 1;
+    EXPECT_RC(aclmdlRIGetStreams(m, ms, &ns), ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY);
+    REQUIRE(ns == 1, "written %u", ns);
+    EXPECT_RC(aclmdlRIGetStreams(m, ms, NULL), ACL_ERROR_RT_PARAM_INVALID);
+    /* Executing a model on a stream of its own is refused. */
+    EXPECT_RC(aclmdlRIExecuteAsync(m, ms[1]), ACL_ERROR_RT_PARAM_INVALID);
+
     /* Name, id, destroy callbacks. */
     char name[32];
     uint32_t id = 0;

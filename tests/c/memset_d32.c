@@ -196,6 +196,12 @@ int main(int argc, char **argv) {
     void *devs[] = {d, on1, (char *)small + 8};
     CHECK(aclrtCheckMemType(devs, 3, ACL_RT_MEM_TYPE_DEV, &res, 0));
     REQUIRE(res == 1, "device memory is ACL_RT_MEM_TYPE_DEV: %u", res);
+    /* The same list at an address not aligned for pointers: read as it is. */
+    unsigned char packed[sizeof devs + 1];
+    memcpy(packed + 1, devs, sizeof devs);
+    res = 7;
+    CHECK(aclrtCheckMemType((void **)(void *)(packed + 1), 3, ACL_RT_MEM_TYPE_DEV, &res, 0));
+    REQUIRE(res == 1, "a misaligned list of device memory is ACL_RT_MEM_TYPE_DEV: %u", res);
     void *mixed[] = {d, pinned};
     CHECK(aclrtCheckMemType(mixed, 2, ACL_RT_MEM_TYPE_DEV | ACL_RT_MEM_TYPE_DVPP, &res, 0));
     REQUIRE(res == 0, "host memory is no device type: %u", res);

@@ -211,8 +211,10 @@ static int run_stage(int r) {
         } else {
             CHECK(aclrtWaitAndResetNotify(full[s], in, 30));
         }
+        /* ACL_INT32: Atlas A3 does not reduce uint32 (CANN documents it on the 950 family
+         * only); a wrapping int32 sum has the same bits. */
         CHECK(aclrtReduceAsync(buf[s], add, (uint64_t)bytes, ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM,
-                               ACL_UINT32, in, NULL));
+                               ACL_INT32, in, NULL));
         CHECK(aclrtRecordEvent(done[s], in));
         CHECK(aclrtStreamWaitEvent(out, done[s]));
         if (!last) {

@@ -5,7 +5,8 @@
  * aclsysGetVersionStr / aclsysGetVersionNum as CANN answers them (hicann/runtime
  * src/acl/aclrt_impl/acl.cpp: the package's $ASCEND_HOME_PATH/share/info/<pkg>/version.info,
  * its "Version=" line, the '-'/'_' alternative spelling, and CalculateVersionNum's arithmetic),
- * as hicann/runtime's sample 0_quickstart/2_system_info calls them after aclInit.
+ * as hicann/runtime's sample 0_quickstart/2_system_info calls them after aclInit; the deprecated
+ * aclsysGetCANNVersion (acl.cpp: the same files, ConvertVersion and FillinPackageVersion's parts).
  * usage: system_info <scratch dir>. Exit 0 and "system_info: ok". */
 #include "common.h"
 
@@ -78,6 +79,30 @@ int main(int argc, char **argv) {
     longv[strlen("Version=1.2.3") + 200] = '\0';
     install("long", longv);
     EXPECT_RC(aclsysGetVersionStr((char *)"long", ver), ACL_ERROR_INTERNAL_ERROR);
+    /* The deprecated aclsysGetCANNVersion: the same files, the version split into parts. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    aclCANNPackageVersion pv;
+    EXPECT_RC(aclsysGetCANNVersion(ACL_PKG_NAME_CANN, NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclsysGetCANNVersion((aclCANNPackageName)99, &pv), ACL_ERROR_INVALID_PARAM);
+    memset(&pv, 'x', sizeof pv);
+    CHECK(aclsysGetCANNVersion(ACL_PKG_NAME_CANN, &pv));
+    REQUIRE(strcmp(pv.version, "8.5.0") == 0 && strcmp(pv.majorVersion, "8") == 0 &&
+                strcmp(pv.minorVersion, "5") == 0 && strcmp(pv.releaseVersion, "0") == 0 &&
+                strcmp(pv.patchVersion, "0") == 0 && pv.reserved[0] == 0,
+            "runtime parts \"%.20s\" \"%.8s\" \"%.8s\" \"%.8s\" \"%.8s\"", pv.version,
+            pv.majorVersion, pv.minorVersion, pv.releaseVersion, pv.patchVersion);
+    install("hccl", "Version=8.0.RC1-beta.1\n");
+    CHECK(aclsysGetCANNVersion(ACL_PKG_NAME_HCCL, &pv));
+    REQUIRE(strcmp(pv.version, "8.0.RC1.beta1") == 0 && strcmp(pv.releaseVersion, "RC1") == 0 &&
+                strcmp(pv.patchVersion, "beta1") == 0,
+            "hccl parts \"%.20s\" \"%.8s\" \"%.8s\"", pv.version, pv.releaseVersion,
+            pv.patchVersion);
+    install("ops_legacy", "Version=7\n"); /* found under the '_' spelling; one part only */
+    EXPECT_RC(aclsysGetCANNVersion(ACL_PKG_NAME_OPP_KERNEL, &pv), ACL_ERROR_INVALID_FILE);
+    EXPECT_RC(aclsysGetCANNVersion(ACL_PKG_NAME_TOOLKIT, &pv), ACL_ERROR_INVALID_FILE);
+#pragma GCC diagnostic pop
+
     /* These are the ACL layer's failures: the runtime's last error stays clear. */
     EXPECT_RC(aclrtPeekAtLastError(ACL_RT_THREAD_LEVEL), ACL_SUCCESS);
 

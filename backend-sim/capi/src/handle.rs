@@ -104,4 +104,13 @@ impl<T: Copy> CTable<T> {
     pub(crate) fn values_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<T> {
         self.read().values().filter(|v| pred(v)).copied().collect()
     }
+
+    /// Every live handle whose value satisfies `pred`.
+    pub(crate) fn handles_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<usize> {
+        self.read()
+            .iter()
+            .filter(|(_, v)| pred(v))
+            .map(|(h, _)| h as usize)
+            .collect()
+    }
 }

@@ -15,8 +15,9 @@
 //! every other chip "不支持"; its full runtime has no `rtSubscribeHostFunc`): elsewhere the
 //! three answer 207000 and `aclrtLaunchHostFunc` always runs on a library thread.
 //!
-//! Codes: 207000 a SoC other than IPV350; 107000 a NULL stream to (un)subscribe (the documentation says NULL is refused), a
-//! timeout that is neither −1 nor positive, `fn` NULL; 107011 a second thread for a stream's
+//! Codes: 207000 a SoC other than IPV350; 107000 a NULL stream to (un)subscribe (the
+//! documentation says NULL is refused), a timeout that is neither −1 nor positive, `fn` NULL;
+//! 107011 a second thread for a stream's
 //! host functions, an unsubscription by a thread that does not serve them; 107012 a thread
 //! serving another device's streams, or processing while subscribed to no stream; 507012 no
 //! host function within the timeout; the stream checks (107017, 107002, 107003).

@@ -32,6 +32,7 @@
 compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
 pub mod allocator;
+mod applog;
 mod callback;
 mod capability;
 mod config;
@@ -57,6 +58,7 @@ pub mod memset_d32;
 pub mod model_ri;
 mod runtime;
 mod session;
+pub mod state_callback;
 mod stream_config;
 mod stubs;
 mod sysversion;

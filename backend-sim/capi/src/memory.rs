@@ -697,7 +697,8 @@ pub unsafe extern "C" fn aclrtReduceAsync(
             ));
         }
         // CANN's reduce types (kMapDataType): fp32, fp16, int16, int4, int8, int32, bf16,
-        // uint8, uint16, uint32.
+        // uint8, uint16, uint32. Of these each SoC reduces those its product's documentation
+        // lists (`acl_notify_sim::mem::reduce::reduces`): uint8, uint16 and int4 none.
         let ty = match type_ {
             0 => Some(ReduceType::F32),
             3 => Some(ReduceType::I32),
@@ -706,9 +707,7 @@ pub unsafe extern "C" fn aclrtReduceAsync(
             2 => Some(ReduceType::I8),
             1 => Some(ReduceType::F16),
             27 => Some(ReduceType::BF16),
-            4 => Some(ReduceType::U8),
-            7 => Some(ReduceType::U16),
-            29 => None,
+            4 | 7 | 29 => None,
             t => {
                 return Err(CallError::new(
                     Error::InvalidParam,
@@ -739,16 +738,25 @@ pub unsafe extern "C" fn aclrtReduceAsync(
                 )));
             }
         };
-        // ACL_INT4 passes CANN's ACL layer (kMapDataType) and is then up to the device's
-        // capability bits (`sdma_reduce_support`, hicann/runtime
+        // ACL_UINT8, ACL_UINT16 and ACL_INT4 pass CANN's ACL layer (kMapDataType) and are
+        // then up to the device's capability bits (`sdma_reduce_support`, hicann/runtime
         // src/runtime/core/src/launch/memory_starsv2.cc); the documentation of
-        // aclrtReduceAsync (docs/zh/api_ref/12_execution_control.md) lists int4 for no SoC,
-        // and documents no packing or sign for it. So 207000, as a device without it answers.
+        // aclrtReduceAsync (docs/zh/api_ref/12_execution_control.md) lists them for no
+        // product. So 207000, as a device without them answers.
         let ty = ty.ok_or_else(|| {
             unsupported(format!(
-                "aclDataType {type_} (ACL_INT4): CANN documents aclrtReduceAsync's int4 on no \
-                 SoC (nor how two 4-bit values share a byte), so the simulator does not reduce \
-                 it; every other reduce type of CANN's list it does"
+                "aclDataType {type_} ({}): CANN documents aclrtReduceAsync's {} on no product, \
+                 so the simulator reduces it on no SoC",
+                match type_ {
+                    4 => "ACL_UINT8",
+                    7 => "ACL_UINT16",
+                    _ => "ACL_INT4",
+                },
+                match type_ {
+                    4 => "uint8",
+                    7 => "uint16",
+                    _ => "int4",
+                }
             ))
         })?;
         let count = usize::try_from(count).map_err(|_| param("count is too large"))?;

@@ -154,8 +154,8 @@ fn type_of(where_: MemLocation) -> u32 {
 ///
 /// # Safety
 ///
-/// `addr_list` is NULL or valid for reading `size` pointers; `check_result` NULL or valid for
-/// writing a `uint32_t`.
+/// `addr_list` is NULL or valid for reading `size` pointers (at any alignment: they are read
+/// unaligned); `check_result` NULL or valid for writing a `uint32_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCheckMemType(
     addr_list: *const *const c_void,
@@ -189,11 +189,13 @@ pub unsafe extern "C" fn aclrtCheckMemType(
         let rt = runtime()?;
         require_queries(rt.backend().soc(), "aclrtCheckMemType")?;
         rt.current_device()?;
-        // SAFETY: non-NULL, `size` readable pointers by the caller's contract.
-        let addrs = unsafe { std::slice::from_raw_parts(addr_list, size as usize) };
-        let all = addrs
-            .iter()
-            .all(|a| type_of(rt.backend().mem_location(a.addr())) & mem_type != 0);
+        // Read one by one, unaligned: a list at an address not aligned for pointers is the
+        // caller's to give (CANN's runtime reads it as it is), not a slice Rust may assume.
+        let all = (0..size as usize).all(|i| {
+            // SAFETY: non-NULL, `size` readable pointers by the caller's contract; i < size.
+            let a = unsafe { addr_list.add(i).read_unaligned() };
+            type_of(rt.backend().mem_location(a.addr())) & mem_type != 0
+        });
         // SAFETY: as above.
         unsafe { check_result.write_unaligned(u32::from(all)) };
         Ok(())

@@ -273,3 +273,56 @@ pub extern "C" fn aclmdlRIDestroyUnregisterCallback(
         runtime()?.model_forget_on_destroy(m, f)
     })
 }
+
+/// `aclError aclmdlRIGetStreams(aclmdlRI modelRI, aclrtStream *streams, uint32_t
+/// *numStreams)`: the model's streams, the origin's first (`Model::ModelGetStreams`): with
+/// `streams` NULL, their number in `*numStreams`; else up to `*numStreams` of them, NULL in
+/// the rest of the array, and `*numStreams` set to the number written.
+///
+/// Codes: 107000 NULL model or `numStreams` (CANN's ACL layer passes them on; the runtime
+/// refuses them); 107017 bad model; 107039 the array is shorter than the list (the streams
+/// that fit are written).
+///
+/// # Safety
+///
+/// `numStreams` is NULL or readable and writable; a non-NULL `streams` is writable for
+/// `*numStreams` elements.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclmdlRIGetStreams(
+    model_ri: aclmdlRI,
+    streams: *mut aclrtStream,
+    num_streams: *mut u32,
+) -> aclError {
+    api("aclmdlRIGetStreams", || {
+        if model_ri.is_null() {
+            return Err(param("modelRI is NULL"));
+        }
+        if num_streams.is_null() {
+            return Err(param("numStreams is NULL"));
+        }
+        let all = runtime()?.model_streams(model_ri.addr())?;
+        let total = u32::try_from(all.len()).unwrap_or(u32::MAX);
+        if streams.is_null() {
+            // SAFETY: the caller's contract.
+            unsafe { num_streams.write(total) };
+            return Ok(());
+        }
+        // SAFETY: the caller's contract.
+        let room = unsafe { num_streams.read() };
+        let n = room.min(total);
+        for i in 0..room as usize {
+            let s = all.get(i).filter(|_| i < n as usize).copied().unwrap_or(0);
+            // SAFETY: the caller's contract: `i < *numStreams`.
+            unsafe { streams.add(i).write(crate::ffi::to_ptr(s)) };
+        }
+        // SAFETY: the caller's contract.
+        unsafe { num_streams.write(n) };
+        if n < total {
+            return Err(CallError::new(
+                acl_notify_core::Error::InsufficientInputArray,
+                format!("numStreams {room}: the model has {total} streams"),
+            ));
+        }
+        Ok(())
+    })
+}

@@ -12,16 +12,22 @@
 //! stream means nothing to the simulator: it is kept in the object and not used.
 //!
 //! Ours: the objects this library made are remembered, so that one it did not make, or one
-//! destroyed already, is 100000 instead of memory corruption; the flag goes to the stream as
+//! destroyed already, is 100000 instead of memory corruption. The record is a set of their
+//! addresses, not the handle slab (`handle`): the caller holds the header's struct itself, so
+//! the handle must be its address. The set's lock is a [`PerProcess`] one: a child forked
+//! while another thread of the parent held it gets a fresh, empty set instead of waiting for
+//! ever (the parent's objects are then unknown in the child: 100000). The flag goes to the
+//! stream as
 //! `aclrtCreateStreamWithConfig`'s does (unknown `ACL_STREAM_*` bits 107000; CANN's compact
 //! runtime drops it).
 #![allow(non_camel_case_types)]
 
 use std::collections::HashSet;
 use std::ffi::c_void;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{MutexGuard, PoisonError};
 
 use acl_notify_core::{Error, Feature};
+use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{self, CallError, null_arg};
 use crate::ffi::{aclError, aclrtStream, api, to_ptr};
@@ -37,11 +43,13 @@ pub struct aclrtStreamConfigHandle {
     pub priority: u32,
 }
 
-/// The objects made and not destroyed (their addresses).
-static LIVE: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+/// The objects made and not destroyed in this process (their addresses).
+static LIVE: PerProcess<HashSet<usize>> = PerProcess::new(HashSet::new);
 
-fn live() -> MutexGuard<'static, Option<HashSet<usize>>> {
-    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+/// This process's set of live objects (the fork handler in place first, see [`PerProcess`]).
+fn live() -> Result<MutexGuard<'static, HashSet<usize>>, CallError> {
+    acl_notify_sim::fork_required().map_err(CallError::backend)?;
+    Ok(LIVE.get().lock().unwrap_or_else(PoisonError::into_inner))
 }
 
 /// 100000 unless `handle` is an object this library made and has not destroyed.
@@ -49,7 +57,7 @@ fn check_live(handle: *const aclrtStreamConfigHandle) -> Result<(), CallError> {
     if handle.is_null() {
         return Err(null_arg("handle"));
     }
-    if live().as_ref().is_some_and(|s| s.contains(&handle.addr())) {
+    if live()?.contains(&handle.addr()) {
         return Ok(());
     }
     Err(CallError::new(
@@ -74,13 +82,14 @@ pub extern "C" fn aclrtCreateStreamConfigHandle() -> *mut aclrtStreamConfigHandl
     let mut out = std::ptr::null_mut();
     api("aclrtCreateStreamConfigHandle", || {
         require()?;
+        let mut set = live()?;
         let h = Box::into_raw(Box::new(aclrtStreamConfigHandle {
             workptr: std::ptr::null_mut(),
             work_size: 0,
             flag: 0,
             priority: 0,
         }));
-        live().get_or_insert_default().insert(h.addr());
+        set.insert(h.addr());
         out = h;
         Ok(())
     });
@@ -96,7 +105,7 @@ pub extern "C" fn aclrtDestroyStreamConfigHandle(handle: *mut aclrtStreamConfigH
         require()?;
         check_live(handle)?;
         // Taken out first: a racing destroy of the same object is told it is not live.
-        if !live().as_mut().is_some_and(|s| s.remove(&handle.addr())) {
+        if !live()?.remove(&handle.addr()) {
             return check_live(handle);
         }
         // SAFETY: made by `Box::into_raw` in `aclrtCreateStreamConfigHandle`, and taken out of
@@ -208,4 +217,59 @@ pub unsafe extern "C" fn aclrtCreateStreamV2(
         unsafe { stream.write_unaligned(to_ptr(h)) };
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A child forked while another thread of the parent holds the set's lock gets a set of
+    /// its own: its check answers (100000: it knows no object) instead of waiting for ever
+    /// for a lock no thread of the child will give back.
+    #[test]
+    fn a_child_forked_while_the_set_is_locked_does_not_wait_for_it() {
+        let (locked, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
+        let holder = std::thread::spawn(move || {
+            let _held = live().unwrap();
+            locked.0.send(()).unwrap();
+            let _ = release.1.recv();
+        });
+        locked.1.recv().unwrap();
+        // SAFETY: the child runs the check (no lock another thread holds, with the fix) and
+        // `_exit`s; the parent only waits for it.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let forged = std::ptr::dangling::<aclrtStreamConfigHandle>();
+            let ok = check_live(forged).is_err_and(|e| e.code() == Error::InvalidParam);
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut status = 0;
+        let done = loop {
+            // SAFETY: polls the child forked above.
+            let r = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
+            if r == child {
+                break true;
+            }
+            if Instant::now() > deadline {
+                // SAFETY: our own child, killed and reaped.
+                unsafe {
+                    libc::kill(child, libc::SIGKILL);
+                    libc::waitpid(child, &mut status, 0);
+                }
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        release.0.send(()).unwrap();
+        holder.join().unwrap();
+        assert!(done, "the child waited 20 s for its parent's lock");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "status {status:#x}"
+        );
+    }
 }

@@ -1,4 +1,5 @@
-//! `aclsysGetVersionStr` / `aclsysGetVersionNum`: the version of an installed CANN package,
+//! `aclsysGetVersionStr` / `aclsysGetVersionNum` (and the deprecated `aclsysGetCANNVersion`,
+//! which splits it into parts): the version of an installed CANN package,
 //! read from its `version.info` file exactly where CANN reads it (hicann/runtime
 //! `src/acl/aclrt_impl/acl.cpp`, `GetPkgVersionContent` and `CalculateVersionNum`):
 //!
@@ -244,9 +245,150 @@ pub unsafe extern "C" fn aclsysGetVersionNum(
     })
 }
 
+/// `aclCANNPackageVersion`: the version and its four parts, each NUL-terminated.
+#[repr(C)]
+pub struct aclCANNPackageVersion {
+    version: [c_char; VERSION_MAX],
+    major: [c_char; PART_MAX],
+    minor: [c_char; PART_MAX],
+    release: [c_char; PART_MAX],
+    patch: [c_char; PART_MAX],
+    reserved: [c_char; VERSION_MAX],
+}
+
+/// `ACL_PKG_VERSION_PARTS_MAX_SIZE`.
+const PART_MAX: usize = 64;
+
+/// The package `aclsysGetCANNVersion` reads for each `aclCANNPackageName` (hicann/runtime
+/// `src/acl/aclrt_impl/acl.cpp`, `kMapToPkgName`).
+fn cann_package(name: i32) -> Option<&'static str> {
+    Some(match name {
+        0 | 1 => "runtime",
+        2 => "bisheng-compiler",
+        3 => "hccl",
+        4 => "oam-tools",
+        5 | 6 => "ops-legacy",
+        7 => "driver",
+        _ => return None,
+    })
+}
+
+/// CANN's `ConvertVersion` and `FillinPackageVersion`: `8.0.RC1-beta.1` becomes `8.0.RC1.beta1`
+/// (the first `-` a `.`, the dots after it dropped), split at each `.` into at least two
+/// non-empty parts (missing ones `0`), each cut to its buffer; `None` if it has fewer parts or
+/// an empty one.
+fn package_parts(v: &str) -> Option<(String, [String; 4])> {
+    let v = match v.split_once('-') {
+        Some((a, b)) => format!("{a}.{}", b.replace('.', "")),
+        None => v.to_owned(),
+    };
+    let mut parts: Vec<String> = v.split('.').map(str::to_owned).collect();
+    if parts.len() < 2 {
+        return None;
+    }
+    while parts.len() < 4 {
+        parts.push("0".into());
+    }
+    if v.is_empty() || parts[..4].iter().any(String::is_empty) {
+        return None;
+    }
+    let [a, b, c, d] = [&parts[0], &parts[1], &parts[2], &parts[3]].map(|p| p.clone());
+    Some((v, [a, b, c, d]))
+}
+
+/// Copies `s`, cut to `N - 1` bytes, into `buf`, NUL-terminated.
+fn put<const N: usize>(buf: &mut [c_char; N], s: &str) {
+    for (d, b) in buf.iter_mut().zip(s.bytes().take(N - 1)) {
+        *d = b as c_char;
+    }
+}
+
+/// `aclError aclsysGetCANNVersion(aclCANNPackageName name, aclCANNPackageVersion *version)`
+/// (deprecated in CANN for `aclsysGetVersionStr`): package `name`'s version, read as
+/// `aclsysGetVersionStr` reads it (`runtime` for `ACL_PKG_NAME_CANN` and `…_RUNTIME`,
+/// `bisheng-compiler`, `hccl`, `oam-tools`, `ops-legacy` for `…_OPP` and `…_OPP_KERNEL`, and
+/// the driver), then split as [`package_parts`] says; `*version` is zeroed first.
+///
+/// Codes: 100000 `version` NULL, or a name `aclCANNPackageName` lacks; 100003 no such file,
+/// no `ASCEND_HOME_PATH`, no version, or one with fewer than two parts or an empty one.
+///
+/// # Safety
+///
+/// `version` is NULL or valid for writing an `aclCANNPackageVersion`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclsysGetCANNVersion(
+    name: i32,
+    version: *mut aclCANNPackageVersion,
+) -> aclError {
+    api("aclsysGetCANNVersion", || {
+        if version.is_null() {
+            return Err(null_arg("version"));
+        }
+        let pkg = cann_package(name).ok_or_else(|| {
+            CallError::new(
+                Error::InvalidParam,
+                format!("name {name} is not an aclCANNPackageName (0 to 7)"),
+            )
+        })?;
+        let v = package_version(pkg)?;
+        let (whole, parts) = package_parts(&v).ok_or_else(|| {
+            invalid_file(format!(
+                "version `{v}` of package {pkg} is not at least two non-empty parts separated by                  dots"
+            ))
+        })?;
+        // SAFETY: the caller guarantees `version` is writable; every field is plain bytes.
+        let out = unsafe {
+            version.write_bytes(0, 1);
+            &mut *version
+        };
+        put(&mut out.version, &whole);
+        for (buf, p) in [
+            &mut out.major,
+            &mut out.minor,
+            &mut out.release,
+            &mut out.patch,
+        ]
+        .into_iter()
+        .zip(&parts)
+        {
+            put(buf, p);
+        }
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::version_number;
+    use super::{package_parts, version_number};
+
+    #[test]
+    fn package_parts_as_cann_splits_them() {
+        let p = |v: &str| package_parts(v).map(|(w, p)| (w, p.to_vec()));
+        assert_eq!(
+            p("8.0.RC1-beta.1"),
+            Some((
+                "8.0.RC1.beta1".into(),
+                vec!["8", "0", "RC1", "beta1"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect()
+            ))
+        );
+        assert_eq!(
+            p("9.1"),
+            Some((
+                "9.1".into(),
+                vec!["9", "1", "0", "0"]
+                    .into_iter()
+                    .map(String::from)
+                    .collect()
+            ))
+        );
+        assert_eq!(p("9.1.0.5.7").map(|x| x.1.len()), Some(4));
+        for bad in ["", "9", "9..1", ".1", "9.", "-1"] {
+            assert_eq!(p(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn numbers_as_cann_computes_them() {

@@ -27,9 +27,10 @@ impl Liveness {
         }
     }
 
-    /// A whitelist entry's process (`identity` as `sys::process_identity` made it).
-    pub(super) fn of_entry(pid: i32, identity: u64) -> Liveness {
-        if sys::identity_alive(pid, identity) {
+    /// A whitelist entry's process (`start_time` and `identity` as `sys::process_identity`
+    /// made them).
+    pub(super) fn of_entry(pid: i32, start_time: u64, identity: u64) -> Liveness {
+        if sys::identity_alive(pid, start_time, identity) {
             Liveness::Alive
         } else {
             Liveness::Dead

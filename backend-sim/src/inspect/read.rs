@@ -201,7 +201,7 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
                     Some(wl) => {
                         for e in wl.iter() {
                             let alive = if e.sdid == server {
-                                Liveness::of_entry(e.pid, e.start_time)
+                                Liveness::of_entry(e.pid, e.start_time, e.identity)
                             } else {
                                 Liveness::Unknown
                             };

@@ -142,7 +142,7 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
                             pid: e.pid,
                             alive: if e.sdid != server {
                                 Liveness::Unknown
-                            } else if sys::identity_alive(e.pid, e.start_time) {
+                            } else if sys::identity_alive(e.pid, e.start_time, e.identity) {
                                 Liveness::Alive
                             } else {
                                 Liveness::Dead

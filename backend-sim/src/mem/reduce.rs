@@ -1,8 +1,11 @@
 //! `aclrtReduceAsync` on the simulated device: `dst[i] = op(dst[i], src[i])` over device
 //! memory, in stream order — what a collective's reduce step runs on the device's DMA engine
-//! (hicann/runtime `docs/zh/api_ref/12_execution_control.md`).
+//! (hicann/runtime `docs/zh/api_ref/12_execution_control.md`). Each SoC reduces the types
+//! that documentation lists for its product ([`reduces`]); CANN's runtime refuses the others
+//! by the device's capability bits with `RT_ERROR_FEATURE_NOT_SUPPORT`, 207000
+//! (`src/runtime/core/src/launch/memory_stars.cc`).
 
-use acl_notify_core::{Error, RawStream};
+use acl_notify_core::{Error, RawStream, Soc};
 
 use super::DevRange;
 use super::half::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16};
@@ -40,19 +43,34 @@ pub enum ReduceType {
     F16,
     /// `ACL_BF16` (bfloat16).
     BF16,
-    /// `ACL_UINT16`.
-    U16,
-    /// `ACL_UINT8`.
-    U8,
 }
 
 impl ReduceType {
     fn size(self) -> usize {
         match self {
             ReduceType::F32 | ReduceType::I32 | ReduceType::U32 => 4,
-            ReduceType::I16 | ReduceType::F16 | ReduceType::BF16 | ReduceType::U16 => 2,
-            ReduceType::I8 | ReduceType::U8 => 1,
+            ReduceType::I16 | ReduceType::F16 | ReduceType::BF16 => 2,
+            ReduceType::I8 => 1,
         }
+    }
+}
+
+/// Whether `soc` reduces `ty`: the types hicann/runtime's documentation of `aclrtReduceAsync`
+/// (`docs/zh/api_ref/12_execution_control.md`, 约束说明) lists for the product — the 950
+/// family int8, int16, int32, uint32, fp16, fp32, bf16; Atlas A3 and A2 the same without
+/// uint32; Atlas 200I/500 A2 without bf16 too; the inference series fp32, fp16, int16; the
+/// training series fp32 only; IPV350 none (it has no `aclrtReduceAsync`). CANN's ACL layer
+/// also passes uint8, uint16 and int4, which no product lists (so no [`ReduceType`] is made
+/// for them).
+pub fn reduces(soc: Soc, ty: ReduceType) -> bool {
+    use ReduceType::*;
+    match soc {
+        Soc::Ascend950PR | Soc::Ascend950DT => true,
+        Soc::Ascend910_93 | Soc::Ascend910B => ty != U32,
+        Soc::Ascend310B => !matches!(ty, U32 | BF16),
+        Soc::Ascend310P => matches!(ty, F32 | F16 | I16),
+        Soc::Ascend910 => ty == F32,
+        Soc::IPV350 => false,
     }
 }
 
@@ -122,8 +140,6 @@ fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
         ReduceType::U32 => go!(u32, u32::wrapping_add),
         ReduceType::I16 => go!(i16, i16::wrapping_add),
         ReduceType::I8 => go!(i8, i8::wrapping_add),
-        ReduceType::U16 => go!(u16, u16::wrapping_add),
-        ReduceType::U8 => go!(u8, u8::wrapping_add),
         ReduceType::F16 => narrow!(f16_to_f32, f32_to_f16),
         ReduceType::BF16 => narrow!(bf16_to_f32, f32_to_bf16),
     }
@@ -137,9 +153,10 @@ impl Sim {
     /// A range in a mapping of a reserved range (`aclrtMapMem`) is the physical memory mapped
     /// there.
     ///
-    /// Errors: 107000 a count that is not a whole number of elements, a range outside the live
-    /// allocations, host memory, memory of another device than the stream's, a range of a
-    /// reserved range where nothing is mapped or over two mappings; 107017 bad stream; 507002.
+    /// Errors: 207000 a type the SoC does not reduce ([`reduces`]); 107000 a count that is not
+    /// a whole number of elements, a range outside the live allocations, host memory, memory
+    /// of another device than the stream's, a range of a reserved range where nothing is
+    /// mapped or over two mappings; 107017 bad stream; 507002.
     pub fn reduce_async(
         &self,
         dst: usize,
@@ -150,6 +167,18 @@ impl Sim {
         stream: RawStream,
     ) -> Result<(), SimError> {
         self.mem_checked(|| {
+            let soc = self.inner.soc;
+            if !reduces(soc, ty) {
+                return Err(SimError::new(
+                    Error::FeatureNotSupport,
+                    format!(
+                        "the {} ({}) does not reduce {ty:?} (CANN documents aclrtReduceAsync's \
+                         types per product)",
+                        soc.product(),
+                        soc.name()
+                    ),
+                ));
+            }
             if count == 0 {
                 return Ok(());
             }

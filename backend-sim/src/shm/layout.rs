@@ -29,8 +29,10 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// state 3, a lone place (`acl_notify_core::table`'s queue), which a build of layout 7 would
 /// take for corruption and whose `try_consume` would take the lone place's record; 9: the
 /// notify slot's reserved word is the pid of the owner that destroyed it
-/// (`Slot::destroyed_by`), which a build of layout 8 would neither clear at a claim nor set).
-pub const LAYOUT_VERSION: u32 = 9;
+/// (`Slot::destroyed_by`), which a build of layout 8 would neither clear at a claim nor set;
+/// 10: a whitelist entry holds both a start time and a pidfs identity (24 bytes, was 16), so
+/// that a process that cannot open pidfds is checked by its start time).
+pub const LAYOUT_VERSION: u32 = 10;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;

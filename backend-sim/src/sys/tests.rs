@@ -10,32 +10,38 @@ use std::time::Instant;
 fn an_identity_is_the_process_s_and_a_dead_pid_has_none() {
     let me = process_identity(getpid()).expect("own identity");
     assert_eq!(process_identity(getpid()), Some(me), "stable");
-    assert!(identity_alive(getpid(), me));
+    assert!(identity_alive(getpid(), me.start_time, me.pidfs));
     let mut kid = std::process::Command::new("true").spawn().unwrap();
     let pid = kid.id() as i32;
     let theirs = process_identity(pid);
     kid.wait().unwrap();
     assert_eq!(process_identity(pid), None, "reaped: not running");
-    assert!(!identity_alive(pid, theirs.unwrap_or(1)));
+    let (start, pidfs) = theirs.map_or((1, 0), |t| (t.start_time, t.pidfs));
+    assert!(!identity_alive(pid, start, pidfs));
     assert!(!identity_alive(
         getpid(),
-        acl_notify_core::whitelist::NOT_RUNNING
+        acl_notify_core::whitelist::NOT_RUNNING,
+        me.pidfs
     ));
     // Linux 6.9 and later: a pidfs number, distinct per process.
-    if me & IDENTITY_PIDFS != 0 {
-        assert_ne!(theirs, Some(me));
+    if me.pidfs != 0 {
+        assert_ne!(theirs.map(|t| t.pidfs), Some(me.pidfs));
     }
 }
 
-/// An identity recorded by start time (what a process that cannot open pidfds, such as one
+/// An entry recorded by start time only (what a process that cannot open pidfds, such as one
 /// under valgrind, records) is alive while that process runs, whatever kind this process
-/// would record; another start time is not.
+/// could take; another start time is not. An entry with both kinds is checked by the pidfs
+/// number where this process has one: another number is not alive though the start time
+/// agrees (a PID recycled within the tick).
 #[test]
 fn a_start_time_identity_is_checked_by_start_time() {
-    let start = start_identity(getpid()).expect("own start time");
-    assert!(identity_alive(getpid(), start));
-    assert!(!identity_alive(getpid(), start + 1));
-    assert!(!pidfds_refused() || process_identity(getpid()) == Some(start));
+    let me = process_identity(getpid()).expect("own identity");
+    assert!(identity_alive(getpid(), me.start_time, 0));
+    assert!(!identity_alive(getpid(), me.start_time + 1, 0));
+    if me.pidfs != 0 {
+        assert!(!identity_alive(getpid(), me.start_time, me.pidfs + 1));
+    }
 }
 
 /// A child that has exited but is not reaped yet (a zombie) is not running: whitelisting
@@ -59,7 +65,10 @@ fn a_zombie_has_no_identity_and_is_not_alive() {
     assert_eq!(rc, 0, "waitid: {}", std::io::Error::last_os_error());
     assert_eq!(process_identity(pid), None, "a zombie is not running");
     if let Some(id) = running {
-        assert!(!identity_alive(pid, id), "a zombie is not alive");
+        assert!(
+            !identity_alive(pid, id.start_time, id.pidfs),
+            "a zombie is not alive"
+        );
     }
     kid.wait().unwrap();
 }
@@ -151,28 +160,47 @@ fn nonces_are_never_repeated_and_a_forked_child_draws_its_own() {
     assert!(!seen.contains(&theirs));
 }
 
+/// A futex wait ends by its timeout (not before it), at once on a value that is not the
+/// expected one, and by a wake. Each is told by the wait's outcome (its errno, the count
+/// the wake returns), not by how long it took, so a loaded machine, or a process paused
+/// meanwhile, changes nothing; the only time bound is a lower one.
 #[test]
 fn futex_wait_times_out_and_wakes() {
+    let errno = || std::io::Error::last_os_error().raw_os_error();
     let w = Arc::new(AtomicU32::new(0));
     let t0 = Instant::now();
-    futex_wait(&w, 0, Some(Duration::from_millis(20)));
+    assert!(!futex_wait(&w, 0, Some(Duration::from_millis(20))));
+    assert_eq!(errno(), Some(libc::ETIMEDOUT));
     assert!(t0.elapsed() >= Duration::from_millis(15));
-    // Value mismatch returns at once.
-    let t0 = Instant::now();
-    futex_wait(&w, 1, Some(Duration::from_secs(5)));
-    assert!(t0.elapsed() < Duration::from_secs(4));
+    // Value mismatch: returns because of it (EAGAIN), not at the end of its timeout.
+    assert!(!futex_wait(&w, 1, Some(Duration::from_secs(60))));
+    assert_eq!(errno(), Some(libc::EAGAIN));
+    // A wake: the waiter counts the waits a wake ended (in 1 s waits, which a long pause
+    // only turns into more of them).
     let w2 = w.clone();
     let h = std::thread::spawn(move || {
-        let t0 = Instant::now();
+        let mut woken = 0;
         while w2.load(Ordering::SeqCst) == 0 {
-            futex_wait(&w2, 0, Some(Duration::from_secs(10)));
+            woken += u32::from(futex_wait(&w2, 0, Some(Duration::from_secs(1))));
         }
-        t0.elapsed()
+        woken
     });
-    std::thread::sleep(Duration::from_millis(20));
+    // Wake (without changing the word) until the wake finds the waiter asleep: the kernel
+    // says it woke one. Bounded, generously.
+    let t0 = Instant::now();
+    while futex_wake(&w, u32::MAX) != 1 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "no waiter was ever woken"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
     w.store(1, Ordering::SeqCst);
     futex_wake(&w, u32::MAX);
-    assert!(h.join().unwrap() < Duration::from_secs(5));
+    assert!(
+        h.join().unwrap() >= 1,
+        "the waiter saw no wait ended by a wake"
+    );
 }
 
 #[test]

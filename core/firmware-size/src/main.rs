@@ -365,7 +365,7 @@ impl NotifyResources for Fw {
                 let ok = (slot.whitelist_index() as usize)
                     .checked_sub(1)
                     .and_then(|i| lists.get(i))
-                    .is_some_and(|l| l.matches(0, FW_PID, 0));
+                    .is_some_and(|l| l.matches(0, FW_PID, 0, 0));
                 if !ok {
                     return Err(Error::NoPermission);
                 }
@@ -561,7 +561,7 @@ fn whitelist() -> u32 {
     let mut acc = code(w.add_pids(black_box(0), black_box(&[10, 11, 12])));
     acc ^= code(w.add(WhitelistEntry::with_start_time(1, 13, black_box(99))));
     acc ^= code(w.add_pids_with(2, black_box(&[14]), |pid| pid as u64 * 3));
-    acc ^= u32::from(w.matches(black_box(1), 13, 99))
+    acc ^= u32::from(w.matches(black_box(1), 13, 99, 0))
         ^ u32::from(w.contains(&WhitelistEntry::new(0, 10)));
     acc ^= w.iter().map(|e| e.pid as u32).sum::<u32>() ^ w.len() as u32;
     w.clear();

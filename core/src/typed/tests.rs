@@ -266,7 +266,8 @@ impl NotifyResources for Mock {
         if s.key != Some(key) {
             return Err(Error::InvalidHandle);
         }
-        if s.validation == PidValidation::Enforced && !s.whitelist.matches(0, self.pid.get(), 0) {
+        if s.validation == PidValidation::Enforced && !s.whitelist.matches(0, self.pid.get(), 0, 0)
+        {
             return Err(Error::NoPermission);
         }
         s.refs += 1;

@@ -248,8 +248,9 @@ ACL_FUNC_VISIBILITY size_t aclGetDataBufferSizeV2(const aclDataBuffer *dataBuffe
 ACL_FUNC_VISIBILITY size_t aclDataTypeSize(aclDataType dataType);
 
 /*
- * Variadic in C; the simulator writes nothing and records a message naming the call
- * (see aclGetRecentErrMsg), like every function it does not implement.
+ * Formats the message (printf's format) and writes it as one line to stderr when logLevel is at
+ * least ASCEND_GLOBAL_LOG_LEVEL's level (0 debug to 3 error, 4 none; ERROR when unset). CANN
+ * writes it to its log files instead.
  */
 ACL_FUNC_VISIBILITY void aclAppLog(aclLogLevel logLevel, const char *func, const char *file, uint32_t line,
                                    const char *fmt, ...);

@@ -34,10 +34,15 @@
 //! on a capturing stream is refused (107027, the capture invalidated: CANN captures it, the
 //! simulator cannot replay it), as are the synchronize, query and destroy calls CANN refuses.
 //!
-//! A model's streams: the origin stream's tasks replay on the stream an execution names; each
-//! joined stream's on a stream of the model's own, created at the end of the capture. Events
-//! recorded in the capture are replaced by events of the model's own (so a replay's records
-//! and waits pair with each other, not with the caller's use of the event between replays).
+//! A model's streams: each captured stream's tasks replay on a stream of the model's own,
+//! created at the end of the capture (`aclmdlRIGetStreams` lists them, the origin's first).
+//! An execution queues on the stream it names a record of the model's start event, which the
+//! origin's model stream waits on first, and a wait on the model's done event, which that
+//! stream records last (the joined streams are joined back to it before): so the run is
+//! ordered with the stream's other work, as `CaptureModel::SetNotifyBeforeExecute` /
+//! `SetNotifyAfterExecute` order it in CANN. Events recorded in the capture are replaced by
+//! events of the model's own (so a replay's records and waits pair with each other, not with
+//! the caller's use of the event between replays).
 //! Notifies and memory are the caller's: each replay records and waits the same notifies and
 //! copies between the same addresses, whose ranges are checked again at each replay's enqueue.
 
@@ -231,9 +236,12 @@ enum Phase {
 #[derive(Debug)]
 struct Replay {
     tasks: Vec<(usize, Captured)>,
-    /// The model's own streams for the joined streams (C handles; index `i` plays stream
-    /// `i + 1`).
+    /// The model's own streams (C handles), one for each captured stream, the origin's first.
     streams: Vec<usize>,
+    /// Recorded by an execution on its stream before the run, waited on by the origin's model
+    /// stream; and recorded by that stream after the run, waited on by the execution's.
+    start: RawEvent,
+    done: RawEvent,
     /// The caller's events recorded in the capture and the model's own that stand for them.
     events: Vec<(usize, RawEvent)>,
     /// Executions queued and not yet finished.
@@ -721,31 +729,37 @@ impl Runtime {
 
     /// The model's own streams and events, for [`Phase::Ready`].
     fn build(&self, model: &Model) -> Result<Replay, CallError> {
+        // An Ex event's wait waits for the record latest when it was queued: each replay's
+        // waits pair with that replay's records (`ACL_EVENT_SYNC`: it has waits).
+        let spec = EventSpec::ex_with_flag(1, self.backend.soc())
+            .map_err(|e| CallError::new(e, "internal error: no Ex event with ACL_EVENT_SYNC"))?;
+        let event = || {
+            self.backend
+                .event_create(model.device, spec)
+                .map_err(CallError::backend)
+        };
+        let start = event()?;
+        let done = event().inspect_err(|_| {
+            let _ = self.backend.event_destroy(start);
+        })?;
         let mut replay = Replay {
             tasks: model.tasks.clone(),
             streams: Vec::new(),
+            start,
+            done,
             events: Vec::new(),
             running: Arc::new(AtomicU32::new(0)),
             issuing: Mutex::new(()),
         };
         let made = (|| {
-            for _ in 1..model.streams.len() {
+            for _ in 0..model.streams.len() {
                 replay.streams.push(self.create_stream()?);
             }
-            // An Ex event's wait waits for the record latest when it was queued: each
-            // replay's waits pair with that replay's records (`ACL_EVENT_SYNC`: it has waits).
-            let spec = EventSpec::ex_with_flag(1, self.backend.soc()).map_err(|e| {
-                CallError::new(e, "internal error: no Ex event with ACL_EVENT_SYNC")
-            })?;
             for (_, t) in &model.tasks {
                 if let Captured::EventRecord(e) = *t
                     && !replay.events.iter().any(|(u, _)| *u == e)
                 {
-                    let raw = self
-                        .backend
-                        .event_create(model.device, spec)
-                        .map_err(CallError::backend)?;
-                    replay.events.push((e, raw));
+                    replay.events.push((e, event()?));
                 }
             }
             Ok(())
@@ -764,6 +778,8 @@ impl Runtime {
         for &(_, raw) in &replay.events {
             let _ = self.backend.event_destroy(raw);
         }
+        let _ = self.backend.event_destroy(replay.start);
+        let _ = self.backend.event_destroy(replay.done);
     }
 
     fn tear_down(&self, model: &Model) {
@@ -822,10 +838,11 @@ impl Runtime {
             .issuing
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let mut raws = vec![exec];
+        let mut raws = Vec::with_capacity(replay.streams.len());
         for &s in &replay.streams {
             raws.push(self.stream(s)?.raw);
         }
+        let origin = raws[0];
         let event = |e: usize| {
             replay
                 .events
@@ -835,6 +852,12 @@ impl Runtime {
                 .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no event"))
         };
         let b = &self.backend;
+        let gate = |from: RawStream, to: RawStream, e: RawEvent| {
+            b.event_record(e, from)
+                .and_then(|()| b.stream_wait_event(to, e, Timeout::Forever))
+                .map_err(CallError::backend)
+        };
+        gate(exec, origin, replay.start)?;
         for &(i, t) in &replay.tasks {
             let s = raws[i];
             let r = match t {
@@ -877,7 +900,7 @@ impl Runtime {
             };
             r.map_err(|e| e.in_context(&format!("replaying {}", t.name())))?;
         }
-        Ok(())
+        gate(origin, exec, replay.done)
     }
 
     /// `aclmdlRIExecute`: one replay on the model's own stream, waited for at most `timeout`
@@ -1002,6 +1025,16 @@ impl Runtime {
     /// `aclmdlRIGetId`.
     pub(crate) fn model_number(&self, handle: usize) -> Result<u32, CallError> {
         self.with_model(handle, |m| Ok(m.id))
+    }
+
+    /// `aclmdlRIGetStreams`: the model's streams, the origin's first (none while it is being
+    /// captured: CANN's model has its capture streams then, which the simulator does not
+    /// make before the end).
+    pub(crate) fn model_streams(&self, handle: usize) -> Result<Vec<usize>, CallError> {
+        self.with_model(handle, |m| match &m.phase {
+            Phase::Ready(r) => Ok(r.streams.clone()),
+            Phase::Capturing { .. } => Ok(Vec::new()),
+        })
     }
 
     /// `aclmdlRIDestroyRegisterCallback`.

@@ -14,6 +14,7 @@ use acl_notify_core::{
     BackendError, Error, FailureMode, RawStream, StreamControl, StreamDestroy, StreamOps, SyncWait,
 };
 
+use super::statecb::{self, StreamState};
 use super::{Runtime, StreamEntry};
 use crate::errmsg::{CallError, param};
 use crate::handle::{CTable, Kind};
@@ -175,6 +176,9 @@ impl Runtime {
                 entry.device
             )));
         };
+        for h in self.streams.handles_where(|s| s.ctx == ctx && !s.default) {
+            statecb::stream_state(h, StreamState::DestroyPre);
+        }
         if self.contexts.table.remove(ctx).is_none() {
             return Err(bad_context(ctx));
         }

@@ -11,6 +11,7 @@ use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
 use crate::errmsg::CallError;
 
 use super::drain::{DEFAULT_RESET_TIMEOUT, Drain, ENV_RESET_TIMEOUT};
+use super::statecb::{self, DeviceState, StreamState};
 use super::{CURRENT, NO_DEFAULT_DEVICE, Runtime, lock};
 
 impl Runtime {
@@ -80,14 +81,28 @@ impl Runtime {
         let d = self.device_id(device)?;
         // The count and the primary context are taken together, never while another thread's
         // reset releases what its count reaching 0 released: that would release this set's
-        // context and what this thread makes in it.
-        let mut refs = self.unreleased(d, by)?;
+        // context and what this thread makes in it. A set of a device not set calls the
+        // `SET_PRE` callbacks first, without the lock, then takes it again.
+        let mut pre_called = false;
+        let mut refs = loop {
+            let refs = self.unreleased(d, by)?;
+            let unset = refs.get(d as usize).is_some_and(|r| r.count == 0);
+            if pre_called || !unset {
+                break refs;
+            }
+            drop(refs);
+            statecb::device_state(d, DeviceState::SetPre);
+            pre_called = true;
+        };
         let ctx = self.primary_context(d)?;
         if let Some(r) = refs.get_mut(d as usize) {
             r.count = r.count.saturating_add(1);
         }
         drop(refs);
         CURRENT.with(|c| c.set(Some((self.epoch, d, ctx))));
+        if matches!(by, SetBy::SetDevice) {
+            statecb::device_state(d, DeviceState::SetPost);
+        }
         Ok(())
     }
 
@@ -110,6 +125,15 @@ impl Runtime {
         let mut refs = lock(&self.device_refs);
         if !releasing(&refs) {
             return Ok(refs);
+        }
+        if RESETTING.with(Cell::get) == Some(device) {
+            return Err(being_reset(
+                device,
+                by,
+                "this thread is resetting it (a device state callback, or a stream state \
+                 callback of that reset, does not wait for its own reset); set the device \
+                 after the reset returns",
+            ));
         }
         if acl_notify_sim::host_function_device() == Some(device) {
             return Err(being_reset(
@@ -188,28 +212,48 @@ impl Runtime {
                 _ => return Err(already_reset(d, force)),
             }
         };
-        CURRENT.with(|c| {
-            if matches!(c.get(), Some((e, dev, _)) if e == self.epoch && dev == d) {
-                c.set(None);
-            }
-        });
+        let forget_current = || {
+            CURRENT.with(|c| {
+                if matches!(c.get(), Some((e, dev, _)) if e == self.epoch && dev == d) {
+                    c.set(None);
+                }
+            });
+        };
         if !release {
+            forget_current();
             return Ok(());
         }
-        // Sets of the device wait from the count's drop to 0 until the release is done (see
-        // `unreleased`), even if this thread unwinds.
-        let _released = Released {
-            rt: self,
-            device: d,
+        let drained = {
+            // Sets of the device wait from the count's drop to 0 until the release is done
+            // (see `unreleased`), even if this thread unwinds; this thread's own fail at once.
+            let _released = Released {
+                rt: self,
+                device: d,
+                resetting: RESETTING.with(|r| r.replace(Some(d))),
+            };
+            statecb::device_state(d, DeviceState::ResetPre);
+            // Each stream's callbacks run with its context current, as CANN's run in the
+            // context being torn down: they may still use the stream.
+            let before = CURRENT.with(Cell::get);
+            for h in self.streams.handles_where(|s| s.device == d && !s.default) {
+                if let Ok(s) = self.stream(h) {
+                    self.make_current(d, s.ctx);
+                }
+                statecb::stream_state(h, StreamState::DestroyPre);
+            }
+            CURRENT.with(|c| c.set(before));
+            forget_current();
+            // A host function cannot wait for its own stream, which the drain would do; a
+            // host function of another device's stream drains `d` as any caller does.
+            let drained = if acl_notify_sim::host_function_device() == Some(d) {
+                Ok(())
+            } else {
+                self.drain(Drain::Reset(d))
+            };
+            self.release(|dev| dev == d);
+            drained
         };
-        // A host function cannot wait for its own stream, which the drain would do; a host
-        // function of another device's stream drains `d` as any caller does.
-        let drained = if acl_notify_sim::host_function_device() == Some(d) {
-            Ok(())
-        } else {
-            self.drain(Drain::Reset(d))
-        };
-        self.release(|dev| dev == d);
+        statecb::device_state(d, DeviceState::ResetPost);
         drained
     }
 
@@ -314,15 +358,23 @@ pub(crate) struct DeviceRefs {
 struct Released<'a> {
     rt: &'a Runtime,
     device: u32,
+    /// What [`RESETTING`] held before this reset (a reset within a callback of another's).
+    resetting: Option<u32>,
 }
 
 impl Drop for Released<'_> {
     fn drop(&mut self) {
+        RESETTING.with(|r| r.set(self.resetting));
         if let Some(r) = lock(&self.rt.device_refs).get_mut(self.device as usize) {
             r.releasing = false;
         }
         self.rt.device_released.notify_all();
     }
+}
+
+thread_local! {
+    /// The device this thread's reset is releasing (its state callbacks run meanwhile).
+    static RESETTING: Cell<Option<u32>> = const { Cell::new(None) };
 }
 
 /// Who sets a device: the caller's `aclrtSetDevice`, or a call of a thread without a current

@@ -360,6 +360,7 @@ mod ext;
 mod ipc;
 mod notify;
 mod reslimit;
+pub(crate) mod statecb;
 mod stream;
 mod streamattr;
 pub(crate) use streamattr::AttrValue;

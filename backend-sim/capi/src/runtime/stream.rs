@@ -7,6 +7,7 @@ use acl_notify_core::{
 
 use crate::errmsg::{CallError, param};
 
+use super::statecb::{self, StreamState};
 use super::{Runtime, StreamEntry, bad_stream, stream_error, stream_name};
 
 impl Runtime {
@@ -80,6 +81,7 @@ impl Runtime {
         // Deadlock reports and the inspector name the stream as the C caller sees it. The
         // stream was created a moment ago by this thread: it is live.
         let _ = self.backend.set_stream_alias(raw, h as u64);
+        statecb::stream_state(h, StreamState::CreatePost);
         Ok(h)
     }
 
@@ -95,6 +97,7 @@ impl Runtime {
                 "stream {stream:#x} is a context's default stream: it goes with its context"
             )));
         }
+        statecb::stream_state(stream, StreamState::DestroyPre);
         // Dead for every other caller from now on, even while a drain is still running. Only
         // the caller that removes it destroys it: a racing destroy is told the handle is dead.
         if self.streams.remove(stream).is_none() {
