@@ -37,9 +37,9 @@
 //! threads that are gone. Not even drop them: `std::mem::forget` an inherited `Sim` (or leave
 //! it alone and exit).
 
-use std::sync::Mutex;
 use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
+use std::sync::{Mutex, TryLockError};
 
 use acl_notify_core::Error;
 
@@ -117,6 +117,9 @@ pub struct PerProcess<T> {
     /// `Box`. In a forked child, until its first use, the parent's.
     current: AtomicPtr<Made<T>>,
     new: fn() -> T,
+    /// How a child's lock takes its value from the parent's, when that one was free at the
+    /// fork ([`inheriting`](Self::inheriting)); `None`: a child starts from `new()`.
+    inherit: Option<fn(&T) -> T>,
 }
 
 impl<T> std::fmt::Debug for PerProcess<T> {
@@ -138,6 +141,19 @@ impl<T: Send> PerProcess<T> {
         PerProcess {
             current: AtomicPtr::new(std::ptr::null_mut()),
             new,
+            inherit: None,
+        }
+    }
+
+    /// A lock made on first use with `new()` inside, of which a forked child's takes
+    /// `inherit(parent's value)` when the parent's lock was free at the fork (its value whole:
+    /// it is changed only under the lock), else `new()` (a thread of the parent held it, so
+    /// its value may be half-changed).
+    pub const fn inheriting(new: fn() -> T, inherit: fn(&T) -> T) -> Self {
+        PerProcess {
+            current: AtomicPtr::new(std::ptr::null_mut()),
+            new,
+            inherit: Some(inherit),
         }
     }
 
@@ -161,9 +177,20 @@ impl<T: Send> PerProcess<T> {
     #[cold]
     fn make(&self, mut seen: *mut Made<T>) -> &Mutex<T> {
         let generation = sys::fork_generation();
+        // SAFETY: as in `get`: a published pointer is never freed.
+        let value = match (self.inherit, unsafe { seen.as_ref() }) {
+            // The parent's lock (no thread of this process uses it): free at the fork, its
+            // value is whole; held, it never will be free here.
+            (Some(inherit), Some(parent)) => match parent.lock.try_lock() {
+                Ok(v) => inherit(&v),
+                Err(TryLockError::Poisoned(p)) => inherit(&p.into_inner()),
+                Err(TryLockError::WouldBlock) => (self.new)(),
+            },
+            _ => (self.new)(),
+        };
         let fresh = Box::into_raw(Box::new(Made {
             generation,
-            lock: Mutex::new((self.new)()),
+            lock: Mutex::new(value),
         }));
         loop {
             match self.current.compare_exchange(seen, fresh, AcqRel, Acquire) {

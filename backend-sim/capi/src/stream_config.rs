@@ -14,10 +14,10 @@
 //! Ours: the objects this library made are remembered, so that one it did not make, or one
 //! destroyed already, is 100000 instead of memory corruption. The record is a set of their
 //! addresses, not the handle slab (`handle`): the caller holds the header's struct itself, so
-//! the handle must be its address. The set's lock is a [`PerProcess`] one: a child forked
-//! while another thread of the parent held it gets a fresh, empty set instead of waiting for
-//! ever (the parent's objects are then unknown in the child: 100000). The flag goes to the
-//! stream as
+//! the handle must be its address. The set's lock is a [`PerProcess`] one: a forked child
+//! keeps the parent's objects (memory it has, as CANN's would be), unless another thread of
+//! the parent held the lock at the fork; then the child gets an empty set instead of waiting
+//! for ever (the parent's objects are 100000 there). The flag goes to the stream as
 //! `aclrtCreateStreamWithConfig`'s does (unknown `ACL_STREAM_*` bits 107000; CANN's compact
 //! runtime drops it).
 #![allow(non_camel_case_types)]
@@ -44,7 +44,7 @@ pub struct aclrtStreamConfigHandle {
 }
 
 /// The objects made and not destroyed in this process (their addresses).
-static LIVE: PerProcess<HashSet<usize>> = PerProcess::new(HashSet::new);
+static LIVE: PerProcess<HashSet<usize>> = PerProcess::inheriting(HashSet::new, HashSet::clone);
 
 /// This process's set of live objects (the fork handler in place first, see [`PerProcess`]).
 fn live() -> Result<MutexGuard<'static, HashSet<usize>>, CallError> {
@@ -224,11 +224,64 @@ mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
+    /// The two tests fork while this process's set is free or held: one at a time.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    /// Runs `body` in a child forked from this process: whether it returned true, or `None`
+    /// if it had not ended after 20 s (killed then).
+    fn in_child(body: impl FnOnce() -> bool) -> Option<bool> {
+        // SAFETY: the child runs `body` and `_exit`s; the parent only waits for it.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let ok = body();
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut status = 0;
+        loop {
+            // SAFETY: polls the child forked above.
+            if unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) } == child {
+                return Some(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+            }
+            if Instant::now() > deadline {
+                // SAFETY: our own child, killed and reaped.
+                unsafe {
+                    libc::kill(child, libc::SIGKILL);
+                    libc::waitpid(child, &mut status, 0);
+                }
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// A child forked while the set's lock is free keeps the parent's objects: they are
+    /// memory it has, and CANN's would be valid there.
+    #[test]
+    fn a_child_keeps_the_parent_s_objects() {
+        let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+        let h = Box::into_raw(Box::new(aclrtStreamConfigHandle {
+            workptr: std::ptr::null_mut(),
+            work_size: 0,
+            flag: 0,
+            priority: 0,
+        }));
+        live().unwrap().insert(h.addr());
+        let kept = in_child(|| check_live(h).is_ok());
+        live().unwrap().remove(&h.addr());
+        // SAFETY: made above by `Box::into_raw`, out of the set again.
+        drop(unsafe { Box::from_raw(h) });
+        assert_eq!(kept, Some(true), "the child lost the parent's object");
+    }
+
     /// A child forked while another thread of the parent holds the set's lock gets a set of
     /// its own: its check answers (100000: it knows no object) instead of waiting for ever
     /// for a lock no thread of the child will give back.
     #[test]
     fn a_child_forked_while_the_set_is_locked_does_not_wait_for_it() {
+        let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
         let (locked, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
         let holder = std::thread::spawn(move || {
             let _held = live().unwrap();
