@@ -67,7 +67,12 @@ thread_local! {
     static SPARE: Cell<Option<Box<MaybeUninit<Held>>>> = const { Cell::new(None) };
 }
 
-/// `v` in a box, `spare`'s if it holds one.
+/// `v` in a box, `spare`'s if it holds one. Inlined, so that the caller's value is built in
+/// the box's memory: as a call, the value was built on the caller's stack with 8-byte stores
+/// and copied here with 16-byte loads, which this VM's CPUs cannot forward from the stores
+/// (`perf`: most of `boxed`'s samples on those loads, 5 % of the runner's in the pipeline
+/// bench, 2026-12-06).
+#[inline(always)]
 fn boxed<T>(spare: &'static Spare<T>, v: T) -> Box<T> {
     match spare.try_with(Cell::take).ok().flatten() {
         Some(mut b) => {

@@ -42,6 +42,8 @@
 //! - `state_callbacks.c`: `aclrtRegStreamStateCallback` / `aclrtRegDeviceStateCallback`
 //!   around sets, resets, stream creates and destroys, with callbacks calling the runtime (also
 //!   under valgrind's memcheck);
+//! - `ts_device.c`: `aclrtSetTsDevice`'s id check, and a device still working after it (also
+//!   under valgrind's memcheck);
 //! - `app_log.c`: `aclAppLog` / `ACL_APP_LOG` at each level, with NULL arguments, an unknown
 //!   level and a message too long, read back from stderr at three `ASCEND_GLOBAL_LOG_LEVEL`s;
 //! - `lifecycle.c`: `aclInitCallbackRegister` / `aclFinalizeCallbackRegister`, their
@@ -414,6 +416,7 @@ fn build_everything() -> Result<Prefix, String> {
         "task_abort",
         "state_callbacks",
         "app_log",
+        "ts_device",
         "capture",
         "app_threads",
         "killed_importers",
@@ -1591,6 +1594,15 @@ fn on_each_soc_then_memcheck(name: &str, socs: &[&str]) {
 #[test]
 fn state_callbacks_report_streams_and_devices() {
     on_each_soc_then_memcheck("state_callbacks", &["Ascend910B", "Ascend310P"]);
+}
+
+// ---- aclrtSetTsDevice (tests/c/ts_device.c) -------------------------------------------------
+
+/// `aclrtSetTsDevice` checks the id and, the simulated chips having one task scheduler,
+/// changes nothing: the device still runs its streams' tasks.
+#[test]
+fn set_ts_device_checks_its_id() {
+    on_each_soc_then_memcheck("ts_device", &["Ascend910B", "Ascend950PR"]);
 }
 
 // ---- aclAppLog (tests/c/app_log.c) ------------------------------------------------------------

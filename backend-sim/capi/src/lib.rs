@@ -63,6 +63,7 @@ mod stream_config;
 mod stubs;
 mod sysversion;
 mod task_abort;
+mod ts_device;
 pub mod value;
 pub mod vmm;
 

@@ -33,8 +33,11 @@ use crate::fork::PerProcess;
 pub(super) trait Borrow: Send + Sync {
     fn can_go_on(&self) -> bool;
     /// Runs the stream's turn on the runner; true if it parked again (the runner keeps it
-    /// on its own list), false if it went home.
-    fn run_borrowed(&self) -> bool;
+    /// on its own list), false if it went home. `stamp`: the runner's reading of the coarse
+    /// clock (`sys::coarse_now_ns`, 0: none), the time stamp of the turn's first batch of
+    /// tasks (`TaskCtx::coarse_now_ns`) instead of a clock read of its own; set to 0 if
+    /// the turn ran more than one batch (its reading may then be old).
+    fn run_borrowed(&self, stamp: &mut u64) -> bool;
     fn hand_home(&self);
     fn is_home_with_work(&self) -> bool;
     /// The runner's own stream, home with work, is taken away from its thread (the runner
@@ -220,8 +223,18 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
     // (see below).
     let mut next = 0usize;
     let mut tick_at = Instant::now();
+    // The coarse clock's reading for the turns' time stamps (`Borrow::run_borrowed`), read
+    // again every 64 looks, after a yield and after a turn that ran more than one batch
+    // (its age bounded by 64 looks' worth of quick turns, as a batch's own reading is by
+    // its 16 tasks): one clock read a
+    // turn was 2 % of the runner's time in the pipeline bench (`perf`, 2026-12-06), for a
+    // clock that ticks every few milliseconds.
+    let mut stamp = 0u64;
     loop {
         picks = picks.wrapping_add(1);
+        if picks.is_multiple_of(64) {
+            stamp = 0;
+        }
         if picks.is_multiple_of(64) && tick_at.elapsed() >= HOME_AFTER {
             tick_at = Instant::now();
             tick = send_home_long_parked(&mut mine.parked);
@@ -239,7 +252,7 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             // (going back to the worker's loop would hand every parked stream home).
             mine.me_running = true;
             me.take_away();
-            let again = me.run_borrowed();
+            let again = me.run_borrowed(fresh_stamp(&mut stamp));
             mine.me_running = false;
             if again {
                 mine.parked.push((Arc::clone(me), tick));
@@ -267,7 +280,7 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             .map(|j| (next + j) % n)
             .find(|&k| mine.parked[k].0.can_go_on())
         {
-            if mine.parked[k].0.run_borrowed() {
+            if mine.parked[k].0.run_borrowed(fresh_stamp(&mut stamp)) {
                 mine.parked[k].1 = tick;
                 next = k + 1;
             } else {
@@ -286,10 +299,21 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             }
             if t.elapsed() >= Duration::from_micros(2) {
                 std::thread::yield_now();
+                // Another thread may have had the CPU for a while.
+                stamp = 0;
             }
         }
     }
     give_up(std::mem::take(&mut mine.parked));
+}
+
+/// `stamp`, read from the coarse clock if it holds none (see `run`).
+#[inline(always)]
+fn fresh_stamp(stamp: &mut u64) -> &mut u64 {
+    if *stamp == 0 {
+        *stamp = crate::sys::coarse_now_ns().max(1);
+    }
+    stamp
 }
 
 /// A tick has passed: the streams parked two ticks ago or earlier go home (see
@@ -383,7 +407,7 @@ mod tests {
         fn can_go_on(&self) -> bool {
             self.ready.load(SeqCst)
         }
-        fn run_borrowed(&self) -> bool {
+        fn run_borrowed(&self, _: &mut u64) -> bool {
             self.runs.fetch_add(1, SeqCst);
             self.ran.store(true, SeqCst);
             if let Some((name, log)) = &self.log {

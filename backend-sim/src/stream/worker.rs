@@ -303,6 +303,10 @@ pub(super) struct Flow {
     parked: bool,
     /// The turn stopped with a job on top that only the home thread may run.
     home_needed: bool,
+    /// A reading of the coarse clock for the next batch's time stamp (0: none, the batch
+    /// reads the clock if it needs a stamp): the runner's, for a borrowed turn's first batch
+    /// (`runner::Borrow::run_borrowed`).
+    stamp: u64,
 }
 
 impl<E, J: Job<E>> Turn<E, J> {
@@ -334,8 +338,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Share
     fn can_go_on(&self) -> bool {
         self.parked_can_go_on()
     }
-    fn run_borrowed(&self) -> bool {
-        Shared::run_borrowed(self)
+    fn run_borrowed(&self, stamp: &mut u64) -> bool {
+        Shared::run_borrowed(self, stamp)
     }
     fn hand_home(&self) {
         self.come_home(HANDED);
@@ -459,7 +463,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
     ) {
-        ctx.forget_time();
+        // A fresh stamp, or none (`forget_time`).
+        ctx.stamp.set(std::mem::take(&mut flow.stamp));
         while let Err(payload) =
             panic::catch_unwind(AssertUnwindSafe(|| self.run_tasks(local, ctx, done, flow)))
         {
@@ -654,9 +659,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// The runner runs the stream's turn (borrowed: `Flow::borrowed`): records and
     /// waits, until a wait parks it again (true: the runner keeps it on its list), a job only
     /// its thread may run is on top, the queue runs dry (the turn goes home asleep:
-    /// `Ring::sleep_away`) or the stream exits.
-    pub(super) fn run_borrowed(&self) -> bool {
+    /// `Ring::sleep_away`) or the stream exits. `stamp`: see `runner::Borrow::run_borrowed`.
+    pub(super) fn run_borrowed(&self, stamp: &mut u64) -> bool {
         let mut turn = self.turn.hold();
+        // The runner's clock reading, for the first batch only.
+        let mut first = *stamp;
         loop {
             let Turn {
                 local,
@@ -667,6 +674,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             } = &mut *turn;
             flow.borrowed = true;
             if !local.is_empty() {
+                flow.stamp = std::mem::take(&mut first);
                 self.run_local(local, ctx, done, flow);
                 if flow.parked {
                     flow.parked = false;
@@ -685,7 +693,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             }
             let (next, popped) = self.next(local);
             match next {
-                Next::Run => done.taken = popped,
+                Next::Run => {
+                    done.taken = popped;
+                    // A second batch: this turn may have run for a while.
+                    *stamp = 0;
+                }
                 Next::Empty => {
                     self.flush(done);
                     // The turn goes home asleep in one step of the ring's tail word: the next
