@@ -42,6 +42,8 @@ mod dtype;
 mod errmsg;
 pub mod ffi;
 pub mod ffi_event;
+#[cfg(test)]
+mod forked;
 mod handle;
 mod host_func;
 pub mod host_register;

@@ -31,9 +31,10 @@
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{MutexGuard, PoisonError};
 
 use acl_notify_core::Error;
+use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::{aclError, api};
@@ -53,28 +54,34 @@ const ACL_REG_TYPE_ACL_DVPP: i32 = 6;
 const ACL_REG_TYPE_ACL_RETR: i32 = 7;
 const ACL_REG_TYPE_OTHER: i32 = 0xFFFF;
 
+/// A registry's callbacks: type, function and user data (as an address).
+type Entries<F> = Vec<(i32, F, usize)>;
+
 /// One kind of callback (init or finalize): the functions registered, in registration order.
-struct Registry<F> {
-    entries: Mutex<Vec<(i32, F, usize)>>,
+/// Its lock is a [`PerProcess`] one: `aclInit` and `aclFinalize` take it each time, and a child
+/// forked while another thread held it would otherwise wait for it for ever in its own
+/// `aclInit` (a child forked while it was free keeps the parent's callbacks).
+struct Registry<F: 'static> {
+    entries: PerProcess<Entries<F>>,
     /// "init" or "finalize", for messages.
     what: &'static str,
 }
 
-impl<F: Copy + PartialEq> Registry<F> {
+impl<F: Copy + PartialEq + Send + 'static> Registry<F> {
     const fn new(what: &'static str) -> Self {
         Registry {
-            entries: Mutex::new(Vec::new()),
+            entries: PerProcess::inheriting(Vec::new, Vec::clone),
             what,
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<(i32, F, usize)>> {
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> Result<MutexGuard<'_, Entries<F>>, CallError> {
+        locked(&self.entries)
     }
 
     fn register(&self, kind: i32, func: F, user_data: *mut c_void) -> Result<(), CallError> {
         check_type(kind)?;
-        let mut entries = self.lock();
+        let mut entries = self.lock()?;
         if kind != ACL_REG_TYPE_OTHER && entries.iter().any(|e| e.0 == kind) {
             return Err(CallError::new(
                 Error::AclInternalError,
@@ -91,7 +98,7 @@ impl<F: Copy + PartialEq> Registry<F> {
 
     fn unregister(&self, kind: i32, func: F) -> Result<(), CallError> {
         check_type(kind)?;
-        let mut entries = self.lock();
+        let mut entries = self.lock()?;
         let Some(at) = entries.iter().position(|e| e.0 == kind && e.1 == func) else {
             return Err(CallError::new(
                 Error::AclInternalError,
@@ -106,12 +113,13 @@ impl<F: Copy + PartialEq> Registry<F> {
     }
 
     /// The callbacks of `kind`, copied (they run without the lock: one may register another).
-    fn of(&self, kind: i32) -> Vec<(F, *mut c_void)> {
-        self.lock()
+    fn of(&self, kind: i32) -> Result<Vec<(F, *mut c_void)>, CallError> {
+        Ok(self
+            .lock()?
             .iter()
             .filter(|e| e.0 == kind)
             .map(|e| (e.1, std::ptr::with_exposed_provenance_mut(e.2)))
-            .collect()
+            .collect())
     }
 }
 
@@ -122,8 +130,14 @@ static INIT: Registry<InitFn> = Registry::new("init");
 static FINALIZE: Registry<FinalizeFn> = Registry::new("finalize");
 
 /// The configuration file's contents of the `aclInit` that initialised the process, for init
-/// callbacks registered afterwards.
-static CONFIG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+/// callbacks registered afterwards (a [`PerProcess`] lock, as the registries').
+static CONFIG: PerProcess<Vec<u8>> = PerProcess::inheriting(Vec::new, Vec::clone);
+
+/// This process's value of `lock` (the fork handler in place first, see [`PerProcess`]).
+fn locked<T: Send>(lock: &PerProcess<T>) -> Result<MutexGuard<'_, T>, CallError> {
+    acl_notify_sim::fork_required().map_err(CallError::backend)?;
+    Ok(lock.get().lock().unwrap_or_else(PoisonError::into_inner))
+}
 
 /// 100000 for a type `aclRegisterCallbackType` does not have.
 fn check_type(kind: i32) -> Result<(), CallError> {
@@ -175,7 +189,7 @@ pub(crate) unsafe fn init(path: *const c_char) -> Result<(), CallError> {
     }
     kinds.extend([ACL_REG_TYPE_ACL_DVPP, ACL_REG_TYPE_OTHER]);
     for kind in kinds {
-        for (func, user_data) in INIT.of(kind) {
+        for (func, user_data) in INIT.of(kind)? {
             // SAFETY: `aclInitCallbackRegister`'s contract; `text` outlives the call.
             let code = unsafe { func(text.as_ptr().cast(), text.len(), user_data) };
             if code != 0 {
@@ -187,7 +201,7 @@ pub(crate) unsafe fn init(path: *const c_char) -> Result<(), CallError> {
             }
         }
     }
-    *CONFIG.lock().unwrap_or_else(PoisonError::into_inner) = text;
+    *locked(&CONFIG)? = text;
     Ok(())
 }
 
@@ -200,7 +214,7 @@ fn finalize_turned() -> Result<(), CallError> {
             ACL_REG_TYPE_ACL_DVPP,
             ACL_REG_TYPE_OTHER,
         ] {
-            for (func, user_data) in FINALIZE.of(kind) {
+            for (func, user_data) in FINALIZE.of(kind)? {
                 // SAFETY: `aclFinalizeCallbackRegister`'s contract.
                 let code = unsafe { func(user_data) };
                 if code != 0 {
@@ -279,10 +293,7 @@ pub unsafe extern "C" fn aclInitCallbackRegister(
         let func = func.ok_or_else(|| null_arg("cbFunc"))?;
         INIT.register(kind, func, user_data)?;
         if session::init_refs() > 0 {
-            let text = CONFIG
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone();
+            let text = locked(&CONFIG)?.clone();
             // SAFETY: the caller's contract. Its code is not looked at, as in CANN.
             let _ = unsafe { func(text.as_ptr().cast(), text.len(), user_data) };
         }
@@ -345,6 +356,26 @@ mod tests {
         0
     }
 
+    /// A child forked while another thread of the parent holds a registry's lock (an
+    /// `aclInit` or `aclFinalize` copying its callbacks, as `fork_busy cycle` forks) registers
+    /// its own callback instead of waiting for ever for a lock no thread of it will give back.
+    #[test]
+    fn a_child_forked_while_a_registry_is_locked_does_not_wait_for_it() {
+        static R: Registry<FinalizeFn> = Registry::new("finalize");
+        let registered = crate::forked::in_child_while_held(
+            || R.lock(),
+            || {
+                R.register(ACL_REG_TYPE_OTHER, one, std::ptr::null_mut())
+                    .is_ok()
+            },
+        );
+        assert_eq!(
+            registered,
+            Some(true),
+            "the child waited 20 s for its parent's lock"
+        );
+    }
+
     /// One callback per type but `ACL_REG_TYPE_OTHER`, which keeps each in order; unregistering
     /// takes out only the function named, of the type named.
     #[test]
@@ -356,13 +387,18 @@ mod tests {
         assert_eq!(again.code(), Error::AclInternalError);
         r.register(ACL_REG_TYPE_OTHER, two, null).unwrap();
         r.register(ACL_REG_TYPE_OTHER, one, null).unwrap();
-        let others: Vec<FinalizeFn> = r.of(ACL_REG_TYPE_OTHER).into_iter().map(|e| e.0).collect();
+        let others: Vec<FinalizeFn> = r
+            .of(ACL_REG_TYPE_OTHER)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.0)
+            .collect();
         assert!(others == [two as FinalizeFn, one as FinalizeFn]);
         let wrong = r.unregister(ACL_REG_TYPE_ACL_DVPP, two).unwrap_err();
         assert_eq!(wrong.code(), Error::AclInternalError);
         r.unregister(ACL_REG_TYPE_OTHER, two).unwrap();
-        assert_eq!(r.of(ACL_REG_TYPE_OTHER).len(), 1);
-        assert_eq!(r.of(ACL_REG_TYPE_ACL_DVPP).len(), 1);
+        assert_eq!(r.of(ACL_REG_TYPE_OTHER).unwrap().len(), 1);
+        assert_eq!(r.of(ACL_REG_TYPE_ACL_DVPP).unwrap().len(), 1);
         let bad = r.register(8, one, null).unwrap_err();
         assert_eq!(bad.code(), Error::InvalidParam);
     }

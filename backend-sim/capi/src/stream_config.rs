@@ -222,46 +222,12 @@ pub unsafe extern "C" fn aclrtCreateStreamV2(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
-
-    /// The two tests fork while this process's set is free or held: one at a time.
-    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-    /// Runs `body` in a child forked from this process: whether it returned true, or `None`
-    /// if it had not ended after 20 s (killed then).
-    fn in_child(body: impl FnOnce() -> bool) -> Option<bool> {
-        // SAFETY: the child runs `body` and `_exit`s; the parent only waits for it.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
-            let ok = body();
-            // SAFETY: ends the child without running the parent's destructors.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut status = 0;
-        loop {
-            // SAFETY: polls the child forked above.
-            if unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) } == child {
-                return Some(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-            }
-            if Instant::now() > deadline {
-                // SAFETY: our own child, killed and reaped.
-                unsafe {
-                    libc::kill(child, libc::SIGKILL);
-                    libc::waitpid(child, &mut status, 0);
-                }
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
+    use crate::forked::{in_child, in_child_while_held};
 
     /// A child forked while the set's lock is free keeps the parent's objects: they are
     /// memory it has, and CANN's would be valid there.
     #[test]
     fn a_child_keeps_the_parent_s_objects() {
-        let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
         let h = Box::into_raw(Box::new(aclrtStreamConfigHandle {
             workptr: std::ptr::null_mut(),
             work_size: 0,
@@ -281,48 +247,17 @@ mod tests {
     /// for a lock no thread of the child will give back.
     #[test]
     fn a_child_forked_while_the_set_is_locked_does_not_wait_for_it() {
-        let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
-        let (locked, release) = (std::sync::mpsc::channel(), std::sync::mpsc::channel::<()>());
-        let holder = std::thread::spawn(move || {
-            let _held = live().unwrap();
-            locked.0.send(()).unwrap();
-            let _ = release.1.recv();
-        });
-        locked.1.recv().unwrap();
-        // SAFETY: the child runs the check (no lock another thread holds, with the fix) and
-        // `_exit`s; the parent only waits for it.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
-            let forged = std::ptr::dangling::<aclrtStreamConfigHandle>();
-            let ok = check_live(forged).is_err_and(|e| e.code() == Error::InvalidParam);
-            // SAFETY: ends the child without running the parent's destructors.
-            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut status = 0;
-        let done = loop {
-            // SAFETY: polls the child forked above.
-            let r = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
-            if r == child {
-                break true;
-            }
-            if Instant::now() > deadline {
-                // SAFETY: our own child, killed and reaped.
-                unsafe {
-                    libc::kill(child, libc::SIGKILL);
-                    libc::waitpid(child, &mut status, 0);
-                }
-                break false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        release.0.send(()).unwrap();
-        holder.join().unwrap();
-        assert!(done, "the child waited 20 s for its parent's lock");
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
-            "status {status:#x}"
+        let answered = in_child_while_held(
+            || live().unwrap(),
+            || {
+                let forged = std::ptr::dangling::<aclrtStreamConfigHandle>();
+                check_live(forged).is_err_and(|e| e.code() == Error::InvalidParam)
+            },
+        );
+        assert_eq!(
+            answered,
+            Some(true),
+            "the child waited 20 s for its parent's lock"
         );
     }
 }

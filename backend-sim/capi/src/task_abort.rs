@@ -16,9 +16,7 @@
 //! What the aborted tasks answer is `aclrtStreamAbort`'s: they never run, a synchronize of
 //! their stream then succeeds, and what waited for an event record among them fails with 107023.
 
-use std::collections::BTreeMap;
-use std::ffi::{CStr, c_char, c_void};
-use std::sync::{Mutex, PoisonError};
+use std::ffi::{c_char, c_void};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{Error, Feature};
@@ -26,6 +24,7 @@ use acl_notify_core::{Error, Feature};
 use crate::errmsg::{CallError, param};
 use crate::ffi::{aclError, api};
 use crate::lifecycle::callback_failed;
+use crate::runtime::statecb::Registry;
 use crate::session::runtime;
 
 /// `aclrtDeviceTaskAbortCallback`.
@@ -37,7 +36,7 @@ type AbortFn = unsafe extern "C" fn(i32, i32, u32, *mut c_void) -> i32;
 const MAX_TIMEOUT_MS: u32 = 36 * 60 * 1000;
 
 /// The callbacks by name (CANN keeps them in a `std::map`: they run in name order).
-static CALLBACKS: Mutex<BTreeMap<Vec<u8>, (AbortFn, usize)>> = Mutex::new(BTreeMap::new());
+static CALLBACKS: Registry<AbortFn> = Registry::new("task abort");
 
 /// `aclError aclrtSetDeviceTaskAbortCallback(const char *regName, aclrtDeviceTaskAbortCallback
 /// callback, void *args)`: registers `callback(deviceId, stage, timeout, args)` under
@@ -56,25 +55,8 @@ pub unsafe extern "C" fn aclrtSetDeviceTaskAbortCallback(
     args: *mut c_void,
 ) -> aclError {
     api("aclrtSetDeviceTaskAbortCallback", || {
-        if name.is_null() {
-            return Err(param("`regName` is NULL"));
-        }
-        // SAFETY: non-NULL and NUL-terminated (the caller's contract).
-        let key = unsafe { CStr::from_ptr(name) }.to_bytes().to_vec();
-        let mut all = CALLBACKS.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(callback) = callback else {
-            all.remove(&key);
-            return Ok(());
-        };
-        if all.contains_key(&key) {
-            return Err(param(format!(
-                "a task abort callback is registered as \"{}\" already (a NULL callback \
-                 unregisters it)",
-                String::from_utf8_lossy(&key)
-            )));
-        }
-        all.insert(key, (callback, args.addr()));
-        Ok(())
+        // SAFETY: the caller's contract.
+        unsafe { CALLBACKS.register(name, callback, args) }
     })
 }
 
@@ -109,24 +91,12 @@ pub extern "C" fn aclrtDeviceTaskAbort(device: i32, timeout: u32) -> aclError {
             }
             Ok((total - spent).as_millis() as u32)
         };
-        let callbacks: Vec<(String, AbortFn, usize)> = CALLBACKS
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(k, &(f, a))| (String::from_utf8_lossy(k).into_owned(), f, a))
-            .collect();
+        let callbacks = CALLBACKS.named();
         let notify = |stage: i32, what: &str| -> Result<(), CallError> {
             for (name, f, args) in &callbacks {
                 let t = left(&format!("the {what} call of callback \"{name}\""))?;
                 // SAFETY: `aclrtSetDeviceTaskAbortCallback`'s contract.
-                let code = unsafe {
-                    f(
-                        device,
-                        stage,
-                        t,
-                        std::ptr::with_exposed_provenance_mut(*args),
-                    )
-                };
+                let code = unsafe { f(device, stage, t, *args) };
                 if code != 0 {
                     return Err(callback_failed(
                         &format!("task abort callback \"{name}\" ({what})"),

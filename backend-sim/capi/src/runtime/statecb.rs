@@ -1,11 +1,19 @@
-//! The registries of the stream and device state callbacks (`state_callback` exports their
-//! registration) and the calls of them the runtime makes when a stream or device changes
-//! state; what is called when is described in `state_callback`.
+//! The registries of callbacks registered by name (the stream and device state callbacks,
+//! which `state_callback` exports, and `task_abort`'s) and the calls of the state callbacks the
+//! runtime makes when a stream or device changes state; what is called when is described in
+//! `state_callback`.
+//!
+//! A registry's lock is a [`PerProcess`] one: a child forked while another thread of the
+//! parent held it (registering, or copying the list to call it) gets an empty registry of its
+//! own instead of waiting for ever for a lock no thread of the child will give back; forked
+//! while it was free, the child keeps the parent's callbacks (its memory has them).
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_void};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{MutexGuard, PoisonError};
+
+use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{CallError, param};
 
@@ -27,25 +35,36 @@ pub(crate) enum DeviceState {
     ResetPost = 3,
 }
 
-/// One kind of state callback, by name: the function and its `args` (as an address).
-pub(crate) struct Registry<F> {
-    entries: Mutex<BTreeMap<Vec<u8>, (F, usize)>>,
+/// A registry's callbacks: name, function and `args` (as an address).
+type Entries<F> = BTreeMap<Vec<u8>, (F, usize)>;
+
+/// One kind of callback, by name: the function and its `args` (as an address).
+pub(crate) struct Registry<F: 'static> {
+    entries: PerProcess<Entries<F>>,
     /// How many entries there are, kept under the lock and read without it: with none, a
-    /// state change does not take the lock. Most programs register none, and a child forked
-    /// while another thread held the lock would otherwise wait for it for ever in its first
-    /// stream create or device set (the fork copies the lock, held, without its holder).
+    /// state change does not take the lock (most programs register none).
     len: AtomicUsize,
-    /// "stream" or "device", for messages.
+    /// "stream state", "device state" or "task abort", for messages.
     what: &'static str,
 }
 
-impl<F: Copy> Registry<F> {
-    const fn new(what: &'static str) -> Self {
+impl<F: Copy + Send + 'static> Registry<F> {
+    pub(crate) const fn new(what: &'static str) -> Self {
         Registry {
-            entries: Mutex::new(BTreeMap::new()),
+            entries: PerProcess::inheriting(BTreeMap::new, BTreeMap::clone),
             len: AtomicUsize::new(0),
             what,
         }
+    }
+
+    /// This process's entries (the fork handler in place first, see [`PerProcess`]).
+    fn lock(&self) -> Result<MutexGuard<'_, Entries<F>>, CallError> {
+        acl_notify_sim::fork_required().map_err(CallError::backend)?;
+        Ok(self
+            .entries
+            .get()
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Registers `func` under `name`, or (`None`) unregisters the name.
@@ -64,7 +83,7 @@ impl<F: Copy> Registry<F> {
         }
         // SAFETY: non-NULL and NUL-terminated (the caller's contract).
         let key = unsafe { CStr::from_ptr(name) }.to_bytes().to_vec();
-        let mut all = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut all = self.lock()?;
         let Some(func) = func else {
             all.remove(&key);
             self.len.store(all.len(), Ordering::Release);
@@ -72,7 +91,7 @@ impl<F: Copy> Registry<F> {
         };
         if all.contains_key(&key) {
             return Err(param(format!(
-                "a {} state callback is registered as \"{}\" already (a NULL callback \
+                "a {} callback is registered as \"{}\" already (a NULL callback \
                  unregisters it)",
                 self.what,
                 String::from_utf8_lossy(&key)
@@ -83,25 +102,35 @@ impl<F: Copy> Registry<F> {
         Ok(())
     }
 
-    /// The callbacks, copied: they are called without the lock (one may register another).
-    fn all(&self) -> Vec<(F, *mut c_void)> {
+    /// The callbacks in name order with their names, copied: they are called without the
+    /// lock (one may register another). None when the fork handler is missing (then nothing
+    /// can have been registered either).
+    pub(crate) fn named(&self) -> Vec<(String, F, *mut c_void)> {
         if self.len.load(Ordering::Acquire) == 0 {
             return Vec::new();
         }
-        self.entries
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .values()
-            .map(|&(f, a)| (f, std::ptr::with_exposed_provenance_mut(a)))
+        let Ok(all) = self.lock() else {
+            return Vec::new();
+        };
+        all.iter()
+            .map(|(k, &(f, a))| {
+                let name = String::from_utf8_lossy(k).into_owned();
+                (name, f, std::ptr::with_exposed_provenance_mut(a))
+            })
             .collect()
+    }
+
+    /// The callbacks in name order, as [`named`](Self::named) without the names.
+    fn all(&self) -> Vec<(F, *mut c_void)> {
+        self.named().into_iter().map(|(_, f, a)| (f, a)).collect()
     }
 }
 
 pub(crate) type StreamFn = unsafe extern "C" fn(*mut c_void, i32, *mut c_void);
 pub(crate) type DeviceFn = unsafe extern "C" fn(i32, i32, *mut c_void);
 
-pub(crate) static STREAMS: Registry<StreamFn> = Registry::new("stream");
-pub(crate) static DEVICES: Registry<DeviceFn> = Registry::new("device");
+pub(crate) static STREAMS: Registry<StreamFn> = Registry::new("stream state");
+pub(crate) static DEVICES: Registry<DeviceFn> = Registry::new("device state");
 
 /// Calls every stream state callback with C stream handle `stream` and `state`. The caller
 /// holds no lock.
@@ -152,5 +181,22 @@ mod tests {
             r.register(c"never".as_ptr(), None, null).unwrap();
             assert_eq!(r.all().len(), 1);
         }
+    }
+
+    /// A child forked while another thread of the parent holds a registry's lock (a stream
+    /// create copying its callbacks) registers its own callback instead of waiting for ever.
+    #[test]
+    fn a_child_forked_while_a_registry_is_locked_does_not_wait_for_it() {
+        static R: Registry<DeviceFn> = Registry::new("device state");
+        let registered = crate::forked::in_child_while_held(
+            || R.lock(),
+            // SAFETY: a NUL-terminated name.
+            || unsafe { R.register(c"one".as_ptr(), Some(one), std::ptr::null_mut()) }.is_ok(),
+        );
+        assert_eq!(
+            registered,
+            Some(true),
+            "the child waited 20 s for its parent's lock"
+        );
     }
 }
