@@ -39,7 +39,7 @@
 
 use std::sync::atomic::AtomicPtr;
 use std::sync::atomic::Ordering::{AcqRel, Acquire};
-use std::sync::{Mutex, TryLockError};
+use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
 use acl_notify_core::Error;
 
@@ -157,8 +157,9 @@ impl<T: Send> PerProcess<T> {
         }
     }
 
-    /// This process's lock. Call [`required`] first, once, so that a child forked while the
-    /// lock is held gets its own.
+    /// This process's lock, unlocked. [`lock`](Self::lock) is what users call; this one
+    /// assumes [`required`] was called once, so that a child forked while the lock is held
+    /// gets its own.
     #[inline]
     pub fn get(&self) -> &Mutex<T> {
         let p = self.current.load(Acquire);
@@ -170,6 +171,14 @@ impl<T: Send> PerProcess<T> {
             return &m.lock;
         }
         self.make(p)
+    }
+
+    /// This process's lock, locked: the fork handler checked to be in place first ([`required`]:
+    /// 207001 without it), a poisoned lock used as it is (each user changes its value in one
+    /// step). What every user of a `PerProcess` lock calls, rather than [`get`](Self::get).
+    pub fn lock(&self) -> Result<MutexGuard<'_, T>, SimError> {
+        required()?;
+        Ok(self.get().lock().unwrap_or_else(PoisonError::into_inner))
     }
 
     /// Makes and publishes this process's lock, `seen` being what `current` held (null, or

@@ -46,7 +46,7 @@ use std::fmt;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering::SeqCst};
-use std::sync::{Arc, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{Error, Soc};
@@ -978,8 +978,7 @@ impl<T: Send + Sync + 'static> Registry<T> {
         usable: impl Fn(&T) -> bool,
         open: impl FnOnce() -> Result<Option<T>, SimError>,
     ) -> Result<Option<Arc<T>>, SimError> {
-        crate::fork::required()?;
-        let mut reg = self.0.get().lock().unwrap_or_else(PoisonError::into_inner);
+        let mut reg = self.0.lock()?;
         if let Some(f) = reg.get(path).and_then(Weak::upgrade).filter(|f| usable(f)) {
             return Ok(Some(f));
         }
@@ -995,8 +994,7 @@ impl<T: Send + Sync + 'static> Registry<T> {
     /// This process's mapping of `path` if it has one that `usable` accepts; never opens
     /// the file.
     pub(crate) fn find(&self, path: &Path, usable: impl Fn(&T) -> bool) -> Option<Arc<T>> {
-        crate::fork::required().ok()?;
-        let reg = self.0.get().lock().unwrap_or_else(PoisonError::into_inner);
+        let reg = self.0.lock().ok()?;
         reg.get(path).and_then(Weak::upgrade).filter(|f| usable(f))
     }
 

@@ -31,7 +31,7 @@
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_void};
-use std::sync::{MutexGuard, PoisonError};
+use std::sync::MutexGuard;
 
 use acl_notify_core::Error;
 use acl_notify_sim::PerProcess;
@@ -133,10 +133,9 @@ static FINALIZE: Registry<FinalizeFn> = Registry::new("finalize");
 /// callbacks registered afterwards (a [`PerProcess`] lock, as the registries').
 static CONFIG: PerProcess<Vec<u8>> = PerProcess::inheriting(Vec::new, Vec::clone);
 
-/// This process's value of `lock` (the fork handler in place first, see [`PerProcess`]).
+/// This process's value of `lock` (see [`PerProcess::lock`]).
 fn locked<T: Send>(lock: &PerProcess<T>) -> Result<MutexGuard<'_, T>, CallError> {
-    acl_notify_sim::fork_required().map_err(CallError::backend)?;
-    Ok(lock.get().lock().unwrap_or_else(PoisonError::into_inner))
+    lock.lock().map_err(CallError::backend)
 }
 
 /// 100000 for a type `aclRegisterCallbackType` does not have.

@@ -24,7 +24,7 @@
 
 use std::collections::HashSet;
 use std::ffi::c_void;
-use std::sync::{MutexGuard, PoisonError};
+use std::sync::MutexGuard;
 
 use acl_notify_core::{Error, Feature};
 use acl_notify_sim::PerProcess;
@@ -48,8 +48,7 @@ static LIVE: PerProcess<HashSet<usize>> = PerProcess::inheriting(HashSet::new, H
 
 /// This process's set of live objects (the fork handler in place first, see [`PerProcess`]).
 fn live() -> Result<MutexGuard<'static, HashSet<usize>>, CallError> {
-    acl_notify_sim::fork_required().map_err(CallError::backend)?;
-    Ok(LIVE.get().lock().unwrap_or_else(PoisonError::into_inner))
+    LIVE.lock().map_err(CallError::backend)
 }
 
 /// 100000 unless `handle` is an object this library made and has not destroyed.

@@ -10,8 +10,8 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{CStr, c_char, c_void};
+use std::sync::MutexGuard;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{MutexGuard, PoisonError};
 
 use acl_notify_sim::PerProcess;
 
@@ -59,12 +59,7 @@ impl<F: Copy + Send + 'static> Registry<F> {
 
     /// This process's entries (the fork handler in place first, see [`PerProcess`]).
     fn lock(&self) -> Result<MutexGuard<'_, Entries<F>>, CallError> {
-        acl_notify_sim::fork_required().map_err(CallError::backend)?;
-        Ok(self
-            .entries
-            .get()
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner))
+        self.entries.lock().map_err(CallError::backend)
     }
 
     /// Registers `func` under `name`, or (`None`) unregisters the name.
@@ -120,9 +115,17 @@ impl<F: Copy + Send + 'static> Registry<F> {
             .collect()
     }
 
-    /// The callbacks in name order, as [`named`](Self::named) without the names.
+    /// The callbacks in name order, as [`named`](Self::named) without the names (none made).
     fn all(&self) -> Vec<(F, *mut c_void)> {
-        self.named().into_iter().map(|(_, f, a)| (f, a)).collect()
+        if self.len.load(Ordering::Acquire) == 0 {
+            return Vec::new();
+        }
+        let Ok(all) = self.lock() else {
+            return Vec::new();
+        };
+        all.values()
+            .map(|&(f, a)| (f, std::ptr::with_exposed_provenance_mut(a)))
+            .collect()
     }
 }
 
