@@ -429,7 +429,7 @@ impl Sim {
         }
         // Before any task can be queued (the handle is not out yet); a new stream has no hook
         // yet, so it cannot be refused.
-        let _ = hooked.on_failure(self.inner.failures.hook(device, h));
+        let _ = hooked.on_failure(self.inner.failures.hook(device, h, default));
         if trace::on() {
             self.name_track(h);
         }

@@ -20,6 +20,8 @@ pub struct TaskFailure {
     pub device: u32,
     /// Its stream.
     pub stream: RawStream,
+    /// Whether that is a device's default stream.
+    pub default: bool,
     /// Its number on the stream (counted from 0), as CANN's 32-bit task id.
     pub task: u32,
     /// The kernel thread id of the thread that queued on the stream last (`crate::submitted`).
@@ -36,8 +38,13 @@ pub type FailureListener = Arc<dyn Fn(&TaskFailure) + Send + Sync>;
 pub(crate) struct Failures(RwLock<Option<FailureListener>>);
 
 impl Failures {
-    /// The hook of stream `h` on `device`, telling the `Sim`'s listener.
-    pub(crate) fn hook(self: &Arc<Self>, device: u32, h: RawStream) -> FailureHook<SimError> {
+    /// The hook of stream `h` on `device` (a default stream or not), telling the `Sim`'s listener.
+    pub(crate) fn hook(
+        self: &Arc<Self>,
+        device: u32,
+        h: RawStream,
+        default: bool,
+    ) -> FailureHook<SimError> {
         let failures = Arc::clone(self);
         Box::new(move |f| {
             let listener = failures
@@ -49,6 +56,7 @@ impl Failures {
                 listener(&TaskFailure {
                     device,
                     stream: h,
+                    default,
                     task: f.task as u32,
                     thread: f.thread as u32,
                     error: f.error.kind(),
@@ -111,6 +119,7 @@ mod tests {
             [TaskFailure {
                 device: 1,
                 stream: s,
+                default: false,
                 task: 2,
                 thread: me,
                 error: Error::TaskTimeout,

@@ -37,6 +37,7 @@
 //! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
 //!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
 //!   under valgrind's memcheck);
+//! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
 //! - `state_callbacks.c`: `aclrtRegStreamStateCallback` / `aclrtRegDeviceStateCallback`
@@ -422,6 +423,7 @@ fn build_everything() -> Result<Prefix, String> {
         "killed_importers",
         "ipc_event_chain",
         "teardown_busy",
+        "exception_info",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1718,6 +1720,15 @@ fn streams_are_made_from_configuration_objects_on_ipv350() {
 #[test]
 fn a_device_task_abort_drops_the_devices_queued_tasks() {
     on_each_soc_then_memcheck("task_abort", &["Ascend910B", "Ascend310P"]);
+}
+
+// ---- a failed task's exception record (tests/c/exception_info.c) -----------------------------
+
+/// A notify wait that times out calls `aclrtSetExceptionInfoCallback`'s callback once with the
+/// task, stream, thread, device and code; `aclrtGetThreadLastTaskId` counts the thread's tasks.
+#[test]
+fn a_failed_task_calls_the_exception_callback_with_its_record() {
+    on_each_soc_then_memcheck("exception_info", &["Ascend910B"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------
