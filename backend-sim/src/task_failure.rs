@@ -13,7 +13,7 @@ use acl_notify_core::{BackendError, Error, RawStream};
 use crate::error::SimError;
 use crate::stream::FailureHook;
 
-/// A failed task ([`Sim::on_task_failure`]).
+/// A failed task ([`Sim::on_task_failure`](crate::Sim::on_task_failure)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskFailure {
     /// The device of its stream.
