@@ -91,6 +91,9 @@
 //!   and event chain over two streams replayed 100 times with new input, the refusals during a
 //!   capture, captures that fail part-way, a destroy while a replay is queued; also under
 //!   valgrind's memcheck;
+//! - `capture_gaps.c`: a captured copy's, set's and value write's ranges checked at capture,
+//!   model names as bytes, the exchange mode needing a context, a device reset while a
+//!   stream captures (its models gone, their destroy callbacks run); also under memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -103,6 +106,9 @@
 //!   (bytes checked one by one; CANN's checks; success without a write where CANN's runtime
 //!   lacks it), `aclrtPointerGetAttributes` and `aclrtCheckMemType` on every kind of pointer
 //!   (also under valgrind's memcheck);
+//! - `mbuf.c`: shared buffers (`aclrtAllocBuf` … `aclrtGetBufFromChain`): CANN's checks, the
+//!   data region as device memory (bytes through it, `aclrtGetMemInfo`), references keeping it
+//!   alive, private data, chains, dead and forged handles (also under valgrind's memcheck);
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -419,11 +425,13 @@ fn build_everything() -> Result<Prefix, String> {
         "app_log",
         "ts_device",
         "capture",
+        "capture_gaps",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
         "teardown_busy",
         "exception_info",
+        "mbuf",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1167,6 +1175,17 @@ fn a_captured_chain_over_two_streams_replays_with_new_input_every_time() {
     }
 }
 
+#[test]
+fn capture_checks_ranges_at_capture_and_a_device_reset_ends_its_captures() {
+    let o = run_alone("capture_gaps", "capture-gaps", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("capture_gaps: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("capture_gaps", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("capture_gaps: ok"), "{}", report(&o));
+    }
+}
+
 // ---- allocator registration (tests/c/allocator.c) ----------------------------------------------
 
 #[test]
@@ -1397,6 +1416,21 @@ fn memset_d32_fills_words_and_pointers_say_where_they_are() {
     if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
+}
+
+// ---- shared buffers (tests/c/mbuf.c) -----------------------------------------------------------
+
+#[test]
+fn shared_buffers_hold_device_memory_until_their_last_reference_is_freed() {
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    let o = run_alone("mbuf", "mbuf", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("mbuf: ok"), "{}", report(&o));
+    // Buffers, references and chains left at aclFinalize: no leaks.
+    if let Some(o) = memcheck("mbuf", &[], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("mbuf: ok"), "{}", report(&o));
     }
 }
 

@@ -141,6 +141,8 @@ pub(crate) struct Runtime {
     sat_mode: devquery::SatMode,
     /// Stream captures and model runtime instances (`capture`).
     captures: capture::Captures,
+    /// Shared buffers (`aclrtAllocBuf`, `crate::mbuf`).
+    pub(crate) mbufs: mbufs::Mbufs,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -224,6 +226,7 @@ impl Runtime {
             stream_infos,
             sat_mode: devquery::SatMode::new(soc),
             captures: capture::Captures::new(seed.rotate_left(61)),
+            mbufs: mbufs::Mbufs::new(seed.rotate_left(37)),
         }
     }
 
@@ -370,6 +373,7 @@ pub(crate) mod drain;
 pub(crate) mod event;
 mod ext;
 mod ipc;
+pub(crate) mod mbufs;
 mod notify;
 mod reslimit;
 pub(crate) mod statecb;
