@@ -62,6 +62,8 @@ pub enum Kind {
     AllocatorDesc = 0xAD,
     /// A model runtime instance (`aclmdlRI`).
     ModelRI = 0x4D,
+    /// A shared buffer (`aclrtMbuf`).
+    Mbuf = 0xB5,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -397,6 +399,7 @@ mod tests {
             Kind::DataBuffer,
             Kind::AllocatorDesc,
             Kind::ModelRI,
+            Kind::Mbuf,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

@@ -103,6 +103,9 @@
 //!   (bytes checked one by one; CANN's checks; success without a write where CANN's runtime
 //!   lacks it), `aclrtPointerGetAttributes` and `aclrtCheckMemType` on every kind of pointer
 //!   (also under valgrind's memcheck);
+//! - `mbuf.c`: shared buffers (`aclrtAllocBuf` … `aclrtGetBufFromChain`): CANN's checks, the
+//!   data region as device memory (bytes through it, `aclrtGetMemInfo`), references keeping it
+//!   alive, private data, chains, dead and forged handles (also under valgrind's memcheck);
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -423,6 +426,7 @@ fn build_everything() -> Result<Prefix, String> {
         "killed_importers",
         "ipc_event_chain",
         "teardown_busy",
+        "mbuf",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1396,6 +1400,21 @@ fn memset_d32_fills_words_and_pointers_say_where_they_are() {
     if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
+}
+
+// ---- shared buffers (tests/c/mbuf.c) -----------------------------------------------------------
+
+#[test]
+fn shared_buffers_hold_device_memory_until_their_last_reference_is_freed() {
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    let o = run_alone("mbuf", "mbuf", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("mbuf: ok"), "{}", report(&o));
+    // Buffers, references and chains left at aclFinalize: no leaks.
+    if let Some(o) = memcheck("mbuf", &[], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("mbuf: ok"), "{}", report(&o));
     }
 }
 

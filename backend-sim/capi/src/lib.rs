@@ -51,6 +51,7 @@ pub mod hostalloc;
 mod inflight;
 pub mod ipc_memory;
 mod lifecycle;
+mod mbuf;
 pub mod memcache;
 pub mod memcpy_batch;
 pub mod memory;

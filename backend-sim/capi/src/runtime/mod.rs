@@ -141,6 +141,8 @@ pub(crate) struct Runtime {
     sat_mode: devquery::SatMode,
     /// Stream captures and model runtime instances (`capture`).
     captures: capture::Captures,
+    /// Shared buffers (`aclrtAllocBuf`, `crate::mbuf`).
+    pub(crate) mbufs: mbufs::Mbufs,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -212,6 +214,7 @@ impl Runtime {
             stream_infos: Default::default(),
             sat_mode: devquery::SatMode::new(soc),
             captures: capture::Captures::new(seed.rotate_left(61)),
+            mbufs: mbufs::Mbufs::new(seed.rotate_left(37)),
         }
     }
 
@@ -358,6 +361,7 @@ pub(crate) mod drain;
 pub(crate) mod event;
 mod ext;
 mod ipc;
+pub(crate) mod mbufs;
 mod notify;
 mod reslimit;
 pub(crate) mod statecb;
