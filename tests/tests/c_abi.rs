@@ -91,6 +91,9 @@
 //!   and event chain over two streams replayed 100 times with new input, the refusals during a
 //!   capture, captures that fail part-way, a destroy while a replay is queued; also under
 //!   valgrind's memcheck;
+//! - `capture_gaps.c`: a captured copy's, set's and value write's ranges checked at capture,
+//!   model names as bytes, the exchange mode needing a context, a device reset while a
+//!   stream captures (its models gone, their destroy callbacks run); also under memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -422,6 +425,7 @@ fn build_everything() -> Result<Prefix, String> {
         "app_log",
         "ts_device",
         "capture",
+        "capture_gaps",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -1167,6 +1171,17 @@ fn a_captured_chain_over_two_streams_replays_with_new_input_every_time() {
             "{}",
             report(&o)
         );
+    }
+}
+
+#[test]
+fn capture_checks_ranges_at_capture_and_a_device_reset_ends_its_captures() {
+    let o = run_alone("capture_gaps", "capture-gaps", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("capture_gaps: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("capture_gaps", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("capture_gaps: ok"), "{}", report(&o));
     }
 }
 
