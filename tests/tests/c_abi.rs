@@ -21,8 +21,9 @@
 //!   (the startup race of the shared-file layer, `mapfile`);
 //! - `fork_busy.c`: children forked (200 times per scenario) while other threads of the
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
-//!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
-//!   stream's worker: each starts a session of its own, never hangs;
+//!   the process's first `aclInit` and in that `aclInit`, in calls that need no session
+//!   (data buffers, allocator descriptors), or from a host function on a stream's worker:
+//!   each starts a session of its own, never hangs;
 //! - `ipc_notify_memory.c`: CANN's documented IPC notify flow with the memory it guards (a
 //!   host function standing in for each kernel), with and without a PID whitelist;
 //! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
@@ -2168,6 +2169,14 @@ fn a_child_forked_by_a_host_function_starts_its_own_session() {
 #[test]
 fn a_child_forked_before_and_during_the_first_acl_init_starts_its_own_session() {
     fork_busy("preinit", "Ascend910B");
+}
+
+/// Data buffers and allocator descriptors need no session; their tables were plain
+/// process-wide locks, which a child forked while another thread was inside one of their calls
+/// waited for ever for.
+#[test]
+fn a_child_forked_during_session_less_calls_of_other_threads_does_not_wait_for_them() {
+    fork_busy("nosession", "Ascend910B");
 }
 
 // ---- CANN's two library names (tests/c/link_names.c) -------------------------------------------
