@@ -21,8 +21,9 @@
 //!   (the startup race of the shared-file layer, `mapfile`);
 //! - `fork_busy.c`: children forked (200 times per scenario) while other threads of the
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
-//!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
-//!   stream's worker: each starts a session of its own, never hangs;
+//!   the process's first `aclInit` and in that `aclInit`, in calls that need no session
+//!   (data buffers, allocator descriptors), or from a host function on a stream's worker:
+//!   each starts a session of its own, never hangs;
 //! - `ipc_notify_memory.c`: CANN's documented IPC notify flow with the memory it guards (a
 //!   host function standing in for each kernel), with and without a PID whitelist;
 //! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
@@ -37,6 +38,7 @@
 //! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
 //!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
 //!   under valgrind's memcheck);
+//! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
 //! - `state_callbacks.c`: `aclrtRegStreamStateCallback` / `aclrtRegDeviceStateCallback`
@@ -433,6 +435,7 @@ fn build_everything() -> Result<Prefix, String> {
         "killed_importers",
         "ipc_event_chain",
         "teardown_busy",
+        "exception_info",
         "mbuf",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
@@ -1785,6 +1788,15 @@ fn a_device_task_abort_drops_the_devices_queued_tasks() {
     on_each_soc_then_memcheck("task_abort", &["Ascend910B", "Ascend310P"]);
 }
 
+// ---- a failed task's exception record (tests/c/exception_info.c) -----------------------------
+
+/// A notify wait that times out calls `aclrtSetExceptionInfoCallback`'s callback once with the
+/// task, stream, thread, device and code; `aclrtGetThreadLastTaskId` counts the thread's tasks.
+#[test]
+fn a_failed_task_calls_the_exception_callback_with_its_record() {
+    on_each_soc_then_memcheck("exception_info", &["Ascend910B"]);
+}
+
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------
 
 /// 12 processes (more than the machine's CPUs) on 4 devices pass 200 batches down a
@@ -2188,6 +2200,14 @@ fn a_child_forked_by_a_host_function_starts_its_own_session() {
 #[test]
 fn a_child_forked_before_and_during_the_first_acl_init_starts_its_own_session() {
     fork_busy("preinit", "Ascend910B");
+}
+
+/// Data buffers and allocator descriptors need no session; their tables were plain
+/// process-wide locks, which a child forked while another thread was inside one of their calls
+/// waited for ever for.
+#[test]
+fn a_child_forked_during_session_less_calls_of_other_threads_does_not_wait_for_them() {
+    fork_busy("nosession", "Ascend910B");
 }
 
 // ---- CANN's two library names (tests/c/link_names.c) -------------------------------------------
