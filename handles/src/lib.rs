@@ -117,14 +117,15 @@ impl Stamp {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Slot<T> {
     generation: u64,
     value: Option<T>,
 }
 
-/// One table of handles of one [`Kind`], addressing `T`s.
-#[derive(Debug)]
+/// One table of handles of one [`Kind`], addressing `T`s. A clone hands out the same handles
+/// for the same values (a forked child's copy of a process-wide table).
+#[derive(Clone, Debug)]
 pub struct Slab<T> {
     /// Kind and salt, in place.
     prefix: u64,

@@ -40,6 +40,8 @@ mod databuffer;
 pub mod devsync_free;
 mod dtype;
 mod errmsg;
+pub mod exception_info;
+mod exception_record;
 pub mod ffi;
 pub mod ffi_event;
 #[cfg(test)]

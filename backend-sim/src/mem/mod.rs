@@ -39,6 +39,7 @@ pub mod location;
 pub mod pitched;
 pub mod pool;
 mod pool_state;
+mod precheck;
 mod queued;
 mod recent;
 pub mod reduce;
