@@ -113,6 +113,10 @@
 //! - `mbuf.c`: shared buffers (`aclrtAllocBuf` … `aclrtGetBufFromChain`): CANN's checks, the
 //!   data region as device memory (bytes through it, `aclrtGetMemInfo`), references keeping it
 //!   alive, private data, chains, dead and forged handles (also under valgrind's memcheck);
+//! - `memcpy_variants.c`: `aclrtMemcpyAsyncWithCondition` (waiting for the copy with
+//!   malloc'd host memory only), `aclrtMemcpyAsyncWithOffset` and the descriptor copies
+//!   (`aclrtGetMemcpyDescSize`, `aclrtSetMemcpyDesc`, `aclrtMemcpyAsyncWithDesc`) reading their
+//!   addresses from device memory when they run; bytes checked, CANN's codes, on two SoCs;
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -437,6 +441,7 @@ fn build_everything() -> Result<Prefix, String> {
         "teardown_busy",
         "exception_info",
         "mbuf",
+        "memcpy_variants",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1448,6 +1453,38 @@ fn memset_d32_fills_words_and_pointers_say_where_they_are() {
     if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
+}
+
+// ---- copy variants (tests/c/memcpy_variants.c) -----------------------------------------------
+
+#[test]
+fn copy_variants_read_their_addresses_when_they_run() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("memcpy-variants-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memcpy_variants"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("memcpy_variants", &mut cmd).expect("start memcpy_variants")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("memcpy_variants {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // The tasks keep the allocation table they resolve addresses in: no leaks.
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    if let Some(o) = memcheck("memcpy_variants", &["Ascend910B"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("memcpy_variants Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 

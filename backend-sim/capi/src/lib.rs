@@ -56,6 +56,7 @@ mod lifecycle;
 mod mbuf;
 pub mod memcache;
 pub mod memcpy_batch;
+mod memcpy_variants;
 pub mod memory;
 pub mod mempool;
 pub mod memquery;
