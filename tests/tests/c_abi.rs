@@ -114,6 +114,9 @@
 //!   malloc'd host memory only), `aclrtMemcpyAsyncWithOffset` and the descriptor copies
 //!   (`aclrtGetMemcpyDescSize`, `aclrtSetMemcpyDesc`, `aclrtMemcpyAsyncWithDesc`) reading their
 //!   addresses from device memory when they run; bytes checked, CANN's codes, on two SoCs;
+//! - `cmo.c`: the cache maintenance calls as stream tasks whose ranges (and descriptors) are
+//!   checked when they run, and barriers ordering one stream after another's invalidation
+//!   (Ascend310B), CANN's codes on three SoCs;
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -438,6 +441,7 @@ fn build_everything() -> Result<Prefix, String> {
         "exception_info",
         "mbuf",
         "memcpy_variants",
+        "cmo",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1452,6 +1456,28 @@ fn copy_variants_read_their_addresses_when_they_run() {
         assert!(
             o[0].stdout.contains("memcpy_variants Ascend910B: ok"),
             "{}",
+            report(&o)
+        );
+    }
+}
+
+// ---- cache maintenance (tests/c/cmo.c) ------------------------------------------------------
+
+#[test]
+fn cache_operations_are_ordered_checked_stream_tasks_and_barriers_order() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310B", "Ascend310P"] {
+        let s = Scratch::new(&format!("cmo-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("cmo"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("cmo", &mut cmd).expect("start cmo")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("cmo {soc}: ok")),
+            "{soc}: {}",
             report(&o)
         );
     }
