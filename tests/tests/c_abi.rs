@@ -38,6 +38,7 @@
 //! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
 //!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
 //!   under valgrind's memcheck);
+//! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
 //! - `state_callbacks.c`: `aclrtRegStreamStateCallback` / `aclrtRegDeviceStateCallback`
@@ -109,6 +110,10 @@
 //! - `mbuf.c`: shared buffers (`aclrtAllocBuf` … `aclrtGetBufFromChain`): CANN's checks, the
 //!   data region as device memory (bytes through it, `aclrtGetMemInfo`), references keeping it
 //!   alive, private data, chains, dead and forged handles (also under valgrind's memcheck);
+//! - `memcpy_variants.c`: `aclrtMemcpyAsyncWithCondition` (waiting for the copy with
+//!   malloc'd host memory only), `aclrtMemcpyAsyncWithOffset` and the descriptor copies
+//!   (`aclrtGetMemcpyDescSize`, `aclrtSetMemcpyDesc`, `aclrtMemcpyAsyncWithDesc`) reading their
+//!   addresses from device memory when they run; bytes checked, CANN's codes, on two SoCs;
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -430,7 +435,9 @@ fn build_everything() -> Result<Prefix, String> {
         "killed_importers",
         "ipc_event_chain",
         "teardown_busy",
+        "exception_info",
         "mbuf",
+        "memcpy_variants",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1449,6 +1456,38 @@ fn memset_d32_fills_words_and_pointers_say_where_they_are() {
     }
 }
 
+// ---- copy variants (tests/c/memcpy_variants.c) -----------------------------------------------
+
+#[test]
+fn copy_variants_read_their_addresses_when_they_run() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("memcpy-variants-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memcpy_variants"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("memcpy_variants", &mut cmd).expect("start memcpy_variants")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("memcpy_variants {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // The tasks keep the allocation table they resolve addresses in: no leaks.
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    if let Some(o) = memcheck("memcpy_variants", &["Ascend910B"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("memcpy_variants Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
 // ---- shared buffers (tests/c/mbuf.c) -----------------------------------------------------------
 
 #[test]
@@ -1784,6 +1823,15 @@ fn streams_are_made_from_configuration_objects_on_ipv350() {
 #[test]
 fn a_device_task_abort_drops_the_devices_queued_tasks() {
     on_each_soc_then_memcheck("task_abort", &["Ascend910B", "Ascend310P"]);
+}
+
+// ---- a failed task's exception record (tests/c/exception_info.c) -----------------------------
+
+/// A notify wait that times out calls `aclrtSetExceptionInfoCallback`'s callback once with the
+/// task, stream, thread, device and code; `aclrtGetThreadLastTaskId` counts the thread's tasks.
+#[test]
+fn a_failed_task_calls_the_exception_callback_with_its_record() {
+    on_each_soc_then_memcheck("exception_info", &["Ascend910B"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------

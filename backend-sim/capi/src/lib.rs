@@ -40,6 +40,8 @@ mod databuffer;
 pub mod devsync_free;
 mod dtype;
 mod errmsg;
+pub mod exception_info;
+mod exception_record;
 pub mod ffi;
 pub mod ffi_event;
 #[cfg(test)]
@@ -54,6 +56,7 @@ mod lifecycle;
 mod mbuf;
 pub mod memcache;
 pub mod memcpy_batch;
+mod memcpy_variants;
 pub mod memory;
 pub mod mempool;
 pub mod memquery;
