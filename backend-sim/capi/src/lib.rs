@@ -35,6 +35,7 @@ pub mod allocator;
 mod applog;
 mod callback;
 mod capability;
+mod cmo;
 mod config;
 mod databuffer;
 pub mod devsync_free;
