@@ -1723,18 +1723,16 @@ extern "C" fn stall(_: libc::c_int) {
 /// fails on time and the test passes either way; alone, as nextest runs it, it does not.)
 #[test]
 fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
+    let _one = STALL_TESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let (sim, _ns) = open("sync-overdue", Soc::Ascend910B);
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
-    // SAFETY: installs a handler that only sleeps; SIGUSR2 is this test's alone.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = stall as extern "C" fn(libc::c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
-    }
+    install_stall();
     STALL_MS.store(1500, SeqCst);
     let tid = sim.stream(s).unwrap().0.worker_tid();
+    let (begun, ended) = (STALLS_BEGUN.load(SeqCst), STALLS_ENDED.load(SeqCst));
     let t0 = Instant::now();
     sim.wait_and_reset(n, s, Timeout::Seconds(1.try_into().unwrap()))
         .unwrap();
@@ -1748,14 +1746,14 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
         std::thread::sleep(Duration::from_millis(1100));
         // Held at the poll? On a loaded machine this thread may come back after the stall
         // ended, when the wait has rightly failed: then the poll proves nothing.
-        let held = STALLS_BEGUN.load(SeqCst) == 1 && STALLS_ENDED.load(SeqCst) == 0;
+        let held = STALLS_BEGUN.load(SeqCst) == begun + 1 && STALLS_ENDED.load(SeqCst) == ended;
         let looks = crate::enqueue::overdue_looks();
         let polled = poller.synchronize(s, SyncWait::AtMost(Duration::ZERO));
         let looks = crate::enqueue::overdue_looks() - looks;
         // Back while the thread is still held: the poll did not wait for it (an order, not
         // a time: this thread may be slow to come back on a loaded machine, and then the
         // order proves nothing either way).
-        let back_while_held = STALLS_ENDED.load(SeqCst) == 0;
+        let back_while_held = STALLS_ENDED.load(SeqCst) == ended;
         held.then_some((polled, looks, back_while_held))
     });
     let looks = crate::enqueue::overdue_looks();
@@ -1786,6 +1784,76 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
         if !back_while_held {
             println!("the poll came back after the stall ended: its order proves nothing");
         }
+    }
+}
+
+/// As [`a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first`], with the
+/// whole process paused (SIGSTOP, by a child) inside the synchronize's grace until after the
+/// grace and the thread's stall have ended: both threads come back due at once, and the
+/// synchronize answers by what the thread then does (fails the wait: 107020), not by the wall
+/// time the pause took. Until 2026-12-06 it answered 507046 (the grace had ended during the
+/// pause).
+#[test]
+fn a_synchronize_paused_in_its_grace_answers_the_overdue_wait_s_failure() {
+    let _one = STALL_TESTS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let (sim, _ns) = open("sync-paused", Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    install_stall();
+    STALL_MS.store(1500, SeqCst);
+    let tid = sim.stream(s).unwrap().0.worker_tid();
+    sim.wait_and_reset(n, s, Timeout::Seconds(1.try_into().unwrap()))
+        .unwrap();
+    // The pause: from 1.45 s (in the grace, 1.2 to 2.2 s) for 3 s (past the grace's end and
+    // the stall's, 1.8 s). The child only sleeps and signals (async-signal-safe).
+    // SAFETY: see above; it ends with `_exit`.
+    let pauser = unsafe { libc::fork() };
+    assert!(pauser >= 0);
+    if pauser == 0 {
+        let nap = |ms: i64| {
+            let t = libc::timespec {
+                tv_sec: (ms / 1000) as libc::time_t,
+                tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+            };
+            // SAFETY: a valid timespec.
+            unsafe { libc::nanosleep(&t, std::ptr::null_mut()) };
+        };
+        // SAFETY: signals the parent, then ends.
+        unsafe {
+            nap(1450);
+            libc::kill(libc::getppid(), libc::SIGSTOP);
+            nap(3000);
+            libc::kill(libc::getppid(), libc::SIGCONT);
+            libc::_exit(0);
+        }
+    }
+    let staller = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        // SAFETY: signals this process's stream worker thread `tid`.
+        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR2) };
+    });
+    let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(1200)));
+    staller.join().unwrap();
+    let mut status = 0;
+    // SAFETY: reaps the pauser.
+    assert_eq!(unsafe { libc::waitpid(pauser, &mut status, 0) }, pauser);
+    let e = r.expect_err("the wait had no record");
+    assert_eq!(e.kind(), Error::TaskTimeout, "{e}");
+}
+
+/// Tests that stall a stream's thread ([`stall`]) take turns: its settings are process-wide.
+static STALL_TESTS: Mutex<()> = Mutex::new(());
+
+/// Installs [`stall`] as the `SIGUSR2` handler.
+fn install_stall() {
+    // SAFETY: installs a handler that only sleeps; SIGUSR2 is the stall tests' alone.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = stall as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
     }
 }
 
