@@ -1723,16 +1723,12 @@ extern "C" fn stall(_: libc::c_int) {
 /// fails on time and the test passes either way; alone, as nextest runs it, it does not.)
 #[test]
 fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
-    let _one = STALL_TESTS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let (sim, _ns) = open("sync-overdue", Soc::Ascend910B);
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
     install_stall();
     STALL_MS.store(1500, SeqCst);
     let tid = sim.stream(s).unwrap().0.worker_tid();
-    let (begun, ended) = (STALLS_BEGUN.load(SeqCst), STALLS_ENDED.load(SeqCst));
     let t0 = Instant::now();
     sim.wait_and_reset(n, s, Timeout::Seconds(1.try_into().unwrap()))
         .unwrap();
@@ -1746,14 +1742,14 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
         std::thread::sleep(Duration::from_millis(1100));
         // Held at the poll? On a loaded machine this thread may come back after the stall
         // ended, when the wait has rightly failed: then the poll proves nothing.
-        let held = STALLS_BEGUN.load(SeqCst) == begun + 1 && STALLS_ENDED.load(SeqCst) == ended;
+        let held = STALLS_BEGUN.load(SeqCst) == 1 && STALLS_ENDED.load(SeqCst) == 0;
         let looks = crate::enqueue::overdue_looks();
         let polled = poller.synchronize(s, SyncWait::AtMost(Duration::ZERO));
         let looks = crate::enqueue::overdue_looks() - looks;
         // Back while the thread is still held: the poll did not wait for it (an order, not
         // a time: this thread may be slow to come back on a loaded machine, and then the
         // order proves nothing either way).
-        let back_while_held = STALLS_ENDED.load(SeqCst) == ended;
+        let back_while_held = STALLS_ENDED.load(SeqCst) == 0;
         held.then_some((polled, looks, back_while_held))
     });
     let looks = crate::enqueue::overdue_looks();
@@ -1788,63 +1784,80 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
 }
 
 /// As [`a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first`], with the
-/// whole process paused (SIGSTOP, by a child) inside the synchronize's grace until after the
-/// grace and the thread's stall have ended: both threads come back due at once, and the
-/// synchronize answers by what the thread then does (fails the wait: 107020), not by the wall
-/// time the pause took. Until 2026-12-06 it answered 507046 (the grace had ended during the
-/// pause).
+/// whole process paused (SIGSTOP) inside the synchronize's grace until after the grace and the
+/// thread's stall have ended: both threads come back due at once, and the synchronize answers
+/// by what the thread then does (fails the wait: 107020), not by the wall time the pause took.
+/// Until 2026-12-06 it answered 507046 (the grace had ended during the pause). Run in a child
+/// (a `Sim` of its own on this test's namespace), which its own child pauses, so that the
+/// pause holds up no other test of this binary.
 #[test]
 fn a_synchronize_paused_in_its_grace_answers_the_overdue_wait_s_failure() {
-    let _one = STALL_TESTS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let (sim, _ns) = open("sync-paused", Soc::Ascend910B);
-    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
-    let s = sim.create_stream(0).unwrap();
-    install_stall();
-    STALL_MS.store(1500, SeqCst);
-    let tid = sim.stream(s).unwrap().0.worker_tid();
-    sim.wait_and_reset(n, s, Timeout::Seconds(1.try_into().unwrap()))
-        .unwrap();
-    // The pause: from 1.45 s (in the grace, 1.2 to 2.2 s) for 3 s (past the grace's end and
-    // the stall's, 1.8 s). The child only sleeps and signals (async-signal-safe).
-    // SAFETY: see above; it ends with `_exit`.
-    let pauser = unsafe { libc::fork() };
-    assert!(pauser >= 0);
-    if pauser == 0 {
-        let nap = |ms: i64| {
-            let t = libc::timespec {
-                tv_sec: (ms / 1000) as libc::time_t,
-                tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
-            };
-            // SAFETY: a valid timespec.
-            unsafe { libc::nanosleep(&t, std::ptr::null_mut()) };
+    let ns = format!("unit-lib-sync-paused-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let _guard = Ns(ns.clone());
+    let answered = crate::fork::run_in_child(|| {
+        let Ok(sim) = Sim::builder().soc(Soc::Ascend910B).namespace(&ns).open() else {
+            return false;
         };
-        // SAFETY: signals the parent, then ends.
-        unsafe {
-            nap(1450);
-            libc::kill(libc::getppid(), libc::SIGSTOP);
-            nap(3000);
-            libc::kill(libc::getppid(), libc::SIGCONT);
-            libc::_exit(0);
+        let (Ok(n), Ok(s)) = (
+            sim.create_notify(0, CreateFlags::empty()),
+            sim.create_stream(0),
+        ) else {
+            return false;
+        };
+        install_stall();
+        STALL_MS.store(1500, SeqCst);
+        let Ok(tid) = sim.stream(s).map(|st| st.0.worker_tid()) else {
+            return false;
+        };
+        if sim
+            .wait_and_reset(n, s, Timeout::Seconds(1.try_into().unwrap()))
+            .is_err()
+        {
+            return false;
         }
-    }
-    let staller = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        // SAFETY: signals this process's stream worker thread `tid`.
-        unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR2) };
+        // The pause: from 1.45 s (in the grace, 1.2 to 2.2 s) for 3 s (past the grace's end
+        // and the stall's, 1.8 s). The pauser only sleeps and signals (async-signal-safe).
+        // SAFETY: see above; it ends with `_exit`.
+        let pauser = unsafe { libc::fork() };
+        if pauser == 0 {
+            // SAFETY: signals its parent (this test's child), then ends.
+            unsafe {
+                nap_ms(1450);
+                libc::kill(libc::getppid(), libc::SIGSTOP);
+                nap_ms(3000);
+                libc::kill(libc::getppid(), libc::SIGCONT);
+                libc::_exit(0);
+            }
+        }
+        let staller = std::thread::spawn(move || {
+            nap_ms(300);
+            // SAFETY: signals this process's stream worker thread `tid`.
+            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR2) };
+        });
+        let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(1200)));
+        let mut status = 0;
+        // SAFETY: reaps the pauser (if there was one).
+        let reaped = pauser > 0 && unsafe { libc::waitpid(pauser, &mut status, 0) } == pauser;
+        staller.join().is_ok() && reaped && r.is_err_and(|e| e.kind() == Error::TaskTimeout)
     });
-    let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(1200)));
-    staller.join().unwrap();
-    let mut status = 0;
-    // SAFETY: reaps the pauser.
-    assert_eq!(unsafe { libc::waitpid(pauser, &mut status, 0) }, pauser);
-    let e = r.expect_err("the wait had no record");
-    assert_eq!(e.kind(), Error::TaskTimeout, "{e}");
+    assert_eq!(
+        answered,
+        Ok(()),
+        "the paused synchronize did not answer the wait's 107020 (507046: it judged by the \
+         wall time of the pause)"
+    );
 }
 
-/// Tests that stall a stream's thread ([`stall`]) take turns: its settings are process-wide.
-static STALL_TESTS: Mutex<()> = Mutex::new(());
+/// Sleeps the calling thread `ms` milliseconds (`nanosleep`: async-signal-safe).
+fn nap_ms(ms: i64) {
+    let t = libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    // SAFETY: a valid timespec.
+    unsafe { libc::nanosleep(&t, std::ptr::null_mut()) };
+}
 
 /// Installs [`stall`] as the `SIGUSR2` handler.
 fn install_stall() {
