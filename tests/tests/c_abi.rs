@@ -95,6 +95,9 @@
 //! - `capture_gaps.c`: a captured copy's, set's and value write's ranges checked at capture,
 //!   model names as bytes, the exchange mode needing a context, a device reset while a
 //!   stream captures (its models gone, their destroy callbacks run); also under memcheck;
+//! - `model_build.c`: a model built on two bound streams (`aclmdlRIBuildBegin` … `BuildEnd`)
+//!   executed 50 times with new input, the build API's refusals, unbinding; three SoCs and
+//!   under memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -436,6 +439,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ts_device",
         "capture",
         "capture_gaps",
+        "model_build",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -1207,6 +1211,33 @@ fn capture_checks_ranges_at_capture_and_a_device_reset_ends_its_captures() {
     if let Some(o) = memcheck("capture_gaps", &[], &[]) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("capture_gaps: ok"), "{}", report(&o));
+    }
+}
+
+// ---- models built on bound streams (tests/c/model_build.c) ------------------------------------
+
+#[test]
+fn a_model_built_on_two_bound_streams_replays_with_new_input_every_time() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend950PR", "Ascend310B"] {
+        let s = Scratch::new(&format!("model-build-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("model_build"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("model_build", &mut cmd).expect("start model_build")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        let ok = format!("model_build {soc}: ok");
+        assert!(o[0].stdout.contains(&ok), "{soc}: {}", report(&o));
+    }
+    if let Some(o) = memcheck("model_build", &["Ascend910B"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("model_build Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
     }
 }
 
