@@ -279,7 +279,7 @@ pub(super) struct Model {
     pub(super) handle: usize,
     pub(super) device: u32,
     /// `aclmdlRISetName`'s bytes as the caller gave them (no NUL).
-    name: Vec<u8>,
+    pub(super) name: Vec<u8>,
     /// The captured or bound streams (C handles), the origin first (0: a bound stream since
     /// unbound).
     pub(super) streams: Vec<usize>,
@@ -291,7 +291,7 @@ pub(super) struct Model {
     pub(super) updating: bool,
     pub(super) phase: Phase,
     /// `aclmdlRIDestroyRegisterCallback`'s, in registration order.
-    on_destroy: Vec<(unsafe extern "C" fn(*mut c_void), usize)>,
+    pub(super) on_destroy: Vec<(unsafe extern "C" fn(*mut c_void), usize)>,
     /// The stream of `aclmdlRIExecute` (made at its first call).
     exec_stream: Option<usize>,
     /// A destroy is waiting for its executions: no new one starts.
@@ -1202,67 +1202,6 @@ impl Runtime {
         let mut st = self.captures.lock();
         let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
         f(m)
-    }
-
-    /// `aclmdlRISetName`.
-    pub(crate) fn model_set_name(&self, handle: usize, name: Vec<u8>) -> Result<(), CallError> {
-        self.with_model(handle, |m| {
-            m.name = name;
-            Ok(())
-        })
-    }
-
-    /// `aclmdlRIGetName`.
-    pub(crate) fn model_name(&self, handle: usize) -> Result<Vec<u8>, CallError> {
-        self.with_model(handle, |m| Ok(m.name.clone()))
-    }
-
-    /// `aclmdlRIGetId`.
-    pub(crate) fn model_number(&self, handle: usize) -> Result<u32, CallError> {
-        self.with_model(handle, |m| Ok(m.id))
-    }
-
-    /// `aclmdlRIGetStreams`: the model's streams, the origin's first (none while it is being
-    /// captured: CANN's model has its capture streams then, which the simulator does not
-    /// make before the end).
-    pub(crate) fn model_streams(&self, handle: usize) -> Result<Vec<usize>, CallError> {
-        // (A built model's are its bound streams, as `Model::ModelGetStreams` lists them.)
-        self.with_model(handle, |m| match &m.phase {
-            Phase::Ready(r) => Ok(r.streams.iter().copied().filter(|&s| s != 0).collect()),
-            Phase::Building { .. } => Ok(m.streams.iter().copied().filter(|&s| s != 0).collect()),
-            Phase::Capturing { .. } => Ok(Vec::new()),
-        })
-    }
-
-    /// `aclmdlRIDestroyRegisterCallback`.
-    pub(crate) fn model_on_destroy(
-        &self,
-        handle: usize,
-        f: unsafe extern "C" fn(*mut c_void),
-        data: usize,
-    ) -> Result<(), CallError> {
-        self.with_model(handle, |m| {
-            m.on_destroy.push((f, data));
-            Ok(())
-        })
-    }
-
-    /// `aclmdlRIDestroyUnregisterCallback`: 107000 if `f` is not registered.
-    pub(crate) fn model_forget_on_destroy(
-        &self,
-        handle: usize,
-        f: unsafe extern "C" fn(*mut c_void),
-    ) -> Result<(), CallError> {
-        self.with_model(handle, |m| {
-            let before = m.on_destroy.len();
-            m.on_destroy.retain(|&(g, _)| !std::ptr::fn_addr_eq(g, f));
-            if m.on_destroy.len() == before {
-                return Err(param(format!(
-                    "the function was not registered for model {handle:#x}'s destroy"
-                )));
-            }
-            Ok(())
-        })
     }
 
     /// Whether the caller's event `event` is recorded in a running capture: 107028 for the

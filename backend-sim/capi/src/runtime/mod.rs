@@ -384,6 +384,7 @@ mod ext;
 mod ipc;
 pub(crate) mod mbufs;
 mod model_build;
+mod model_info;
 pub(crate) mod model_tasks;
 mod notify;
 mod reslimit;
