@@ -63,6 +63,7 @@ pub mod mempool;
 pub mod memquery;
 pub mod memset_d32;
 pub mod model_ri;
+mod random;
 mod runtime;
 mod session;
 pub mod state_callback;
