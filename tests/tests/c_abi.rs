@@ -3111,6 +3111,58 @@ fn a_collective_over_two_hosts_survives_a_killed_rank_and_leaves_etcd_clean() {
     assert!(left.is_empty(), "keys left in etcd: {left:?}");
 }
 
+/// The pod's only etcd member is SIGKILLed mid-collective (8 ranks over two hosts, 12 jobs) and
+/// started again on its data a second later, twice: the calls in flight (remote records, copies
+/// through etcd, lease renewals) wait for it within their 3 s bound instead of failing, and no
+/// request its death made the client send twice is applied twice. Every rank passes all 12
+/// jobs with every sum exact, and the pod's keys leave etcd. Before, a rank's stream failed with
+/// 507022 ("etcd refused the request: ... transport is closing", or "unreachable" at once) when
+/// the outage caught a call; a client that only tried again (without the owner's replay check)
+/// gave wrong sums once.
+#[test]
+fn a_collective_over_two_hosts_survives_etcd_restarted_mid_job() {
+    let mut etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    let pod = format!("capi-collrestart-{}", std::process::id());
+    let url = etcd.url(&pod);
+    let (h0, h1) = (Scratch::new("collrh0"), Scratch::new("collrh1"));
+    let x = h0.dir.join("x");
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let p = pod.clone();
+    // The member dies with the thread that started it (the harness's PR_SET_PDEATHSIG): this
+    // thread restarts it, so it lives until the job is over and the keys are read.
+    let restarter = std::thread::spawn(move || {
+        // Twice mid-job: once jobs 3 and 7 were checked by rank 0 (or after 30 s).
+        for job in [3, 7] {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mark = x.join(format!("checked.{job}.0"));
+            while !mark.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            etcd.kill_member(0);
+            std::thread::sleep(Duration::from_secs(1));
+            etcd.restart_member(0).expect("restart etcd");
+        }
+        let _ = finished.recv();
+        etcd.wait_for_quorum(Duration::from_secs(10))
+            .expect("etcd back");
+        pod_keys(&etcd, &p)
+    });
+    let o = collective_job(
+        &[&h0, &h1],
+        Some(&url),
+        "x",
+        8,
+        &["jobs=12"],
+        |_| vec![],
+        &[],
+        None,
+    );
+    let _ = done.send(());
+    let left = restarter.join().expect("restarter");
+    collective_ok(&o, 12);
+    assert_eq!(left, Vec::<String>::new(), "keys left in etcd");
+}
+
 /// Rank 5 of 8 starts 2 s late: the others' streams wait for it (10 s timeouts) and the job
 /// completes with every sum exact.
 #[test]
