@@ -125,6 +125,8 @@
 //!   (Ascend310B), CANN's codes on three SoCs;
 //! - `ts_memory.c`: `aclrtMallocForTaskScheduler` (device memory as `aclrtMallocWithCfg`
 //!   gives it; 207000 on IPV350);
+//! - `random.c`: `aclrtRandomNumAsync`'s distributions checked by their moments, seeds and
+//!   counters, operands read from device memory when the task runs, CANN's codes;
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -454,6 +456,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memcpy_variants",
         "cmo",
         "ts_memory",
+        "random",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1580,6 +1583,28 @@ fn task_scheduler_memory_is_device_memory_as_malloc_with_cfg_gives_it() {
         assert!(o[0].ok(), "{soc}: {}", report(&o));
         assert!(
             o[0].stdout.contains(&format!("ts_memory {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+}
+
+// ---- random numbers (tests/c/random.c) ------------------------------------------------------
+
+#[test]
+fn random_numbers_have_the_moments_of_their_distribution() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("random-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("random"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("random", &mut cmd).expect("start random")],
+            Duration::from_secs(120),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("random {soc}: ok")),
             "{soc}: {}",
             report(&o)
         );

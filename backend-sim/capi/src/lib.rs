@@ -65,6 +65,7 @@ pub mod memset_d32;
 pub mod model_build;
 pub mod model_ri;
 pub mod model_tasks;
+mod random;
 mod runtime;
 mod session;
 pub mod state_callback;
