@@ -38,6 +38,7 @@
 //! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
 //!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
 //!   under valgrind's memcheck);
+//! - `overflow_status.c`: the device's overflow status, set by a float reduce that overflows.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -432,6 +433,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ipc_event_chain",
         "teardown_busy",
         "exception_info",
+        "overflow_status",
         "mbuf",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
@@ -1764,6 +1766,15 @@ fn a_device_task_abort_drops_the_devices_queued_tasks() {
 #[test]
 fn a_failed_task_calls_the_exception_callback_with_its_record() {
     on_each_soc_then_memcheck("exception_info", &["Ascend910B"]);
+}
+
+// ---- the device's overflow status (tests/c/overflow_status.c) --------------------------------
+
+/// A float reduce that overflows sets the overflow status every query reads; the resets clear
+/// it; CANN's argument codes.
+#[test]
+fn a_float_reduce_that_overflows_shows_in_the_overflow_status() {
+    on_each_soc_then_memcheck("overflow_status", &["Ascend910B"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------

@@ -61,6 +61,7 @@ pub mod mempool;
 pub mod memquery;
 pub mod memset_d32;
 pub mod model_ri;
+pub mod overflow_status;
 mod runtime;
 mod session;
 pub mod state_callback;

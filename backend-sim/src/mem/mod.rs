@@ -35,6 +35,7 @@ mod host;
 pub mod inspect;
 pub mod ipc;
 pub mod location;
+pub mod overflow;
 pub mod pitched;
 pub mod pool;
 mod pool_state;
