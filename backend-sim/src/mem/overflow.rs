@@ -15,9 +15,6 @@
 //! otherwise. The status is per process and device, as CANN documents it for Atlas A2/A3 and
 //! the 950 family.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-
 use acl_notify_core::Error;
 
 use super::DevRange;
@@ -30,10 +27,6 @@ pub const AREA: usize = 512;
 /// What a query copies (`OVERFLOW_OUTPUT_SIZE`): the only size the queries take.
 pub const STATUS: usize = 64;
 
-/// Each device's status area, by device.
-#[derive(Debug, Default)]
-pub(crate) struct Areas(Mutex<HashMap<u32, usize>>);
-
 impl Sim {
     /// The device address of `device`'s overflow status area (`aclrtCtxGetFloatOverflowAddr`),
     /// allocated (zeroed) on first use, and again if it was freed meanwhile.
@@ -45,7 +38,7 @@ impl Sim {
 
     /// [`overflow_addr`](Self::overflow_addr) as a range a task can hold.
     pub(crate) fn overflow_range(&self, device: u32) -> Result<DevRange, SimError> {
-        let mut areas = lock(&self.mem().overflow.0);
+        let mut areas = lock(&self.mem().overflow);
         if let Some(&addr) = areas.get(&device)
             && let Ok(Some(r)) = self.device_range(addr, AREA, "overflow status")
             && r.still("overflow status").is_ok()

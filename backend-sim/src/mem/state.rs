@@ -141,8 +141,8 @@ pub(crate) struct MemState {
     pub(super) vmm: super::reserved::Vmm,
     /// Stream-ordered memory pools (`pool`).
     pub(super) pools: super::pool_state::Pools<Alloc>,
-    /// Each device's overflow status area (`overflow`).
-    pub(super) overflow: super::overflow::Areas,
+    /// Each device's overflow status area (`overflow`), by device.
+    pub(super) overflow: Mutex<HashMap<u32, usize>>,
 }
 
 impl MemState {

@@ -876,7 +876,7 @@ fn a_float_reduce_that_overflows_sets_the_devices_overflow_status() {
     reduce(
         ReduceType::F32,
         &f32s(&[1.0, 3.0e38]),
-        &f32s(&[2.0, 3.0e38 * -1.0]),
+        &f32s(&[2.0, -3.0e38]),
     );
     reduce(
         ReduceType::I32,
