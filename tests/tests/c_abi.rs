@@ -112,6 +112,15 @@
 //! - `mbuf.c`: shared buffers (`aclrtAllocBuf` … `aclrtGetBufFromChain`): CANN's checks, the
 //!   data region as device memory (bytes through it, `aclrtGetMemInfo`), references keeping it
 //!   alive, private data, chains, dead and forged handles (also under valgrind's memcheck);
+//! - `memcpy_variants.c`: `aclrtMemcpyAsyncWithCondition` (waiting for the copy with
+//!   malloc'd host memory only), `aclrtMemcpyAsyncWithOffset` and the descriptor copies
+//!   (`aclrtGetMemcpyDescSize`, `aclrtSetMemcpyDesc`, `aclrtMemcpyAsyncWithDesc`) reading their
+//!   addresses from device memory when they run; bytes checked, CANN's codes, on two SoCs;
+//! - `cmo.c`: the cache maintenance calls as stream tasks whose ranges (and descriptors) are
+//!   checked when they run, and barriers ordering one stream after another's invalidation
+//!   (Ascend310B), CANN's codes on three SoCs;
+//! - `ts_memory.c`: `aclrtMallocForTaskScheduler` (device memory as `aclrtMallocWithCfg`
+//!   gives it; 207000 on IPV350);
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -437,6 +446,9 @@ fn build_everything() -> Result<Prefix, String> {
         "overflow_status",
         "fault_repair",
         "mbuf",
+        "memcpy_variants",
+        "cmo",
+        "ts_memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1421,6 +1433,82 @@ fn memset_d32_fills_words_and_pointers_say_where_they_are() {
     if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
+}
+
+// ---- copy variants (tests/c/memcpy_variants.c) -----------------------------------------------
+
+#[test]
+fn copy_variants_read_their_addresses_when_they_run() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("memcpy-variants-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memcpy_variants"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("memcpy_variants", &mut cmd).expect("start memcpy_variants")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("memcpy_variants {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // The tasks keep the allocation table they resolve addresses in: no leaks.
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    if let Some(o) = memcheck("memcpy_variants", &["Ascend910B"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("memcpy_variants Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
+// ---- cache maintenance (tests/c/cmo.c) ------------------------------------------------------
+
+#[test]
+fn cache_operations_are_ordered_checked_stream_tasks_and_barriers_order() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310B", "Ascend310P"] {
+        let s = Scratch::new(&format!("cmo-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("cmo"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("cmo", &mut cmd).expect("start cmo")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("cmo {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+}
+
+// ---- task scheduler memory (tests/c/ts_memory.c) --------------------------------------------
+
+#[test]
+fn task_scheduler_memory_is_device_memory_as_malloc_with_cfg_gives_it() {
+    let p = setup();
+    for soc in ["Ascend910B", "IPV350"] {
+        let s = Scratch::new(&format!("ts-memory-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("ts_memory"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("ts_memory", &mut cmd).expect("start ts_memory")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("ts_memory {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
     }
 }
 

@@ -32,6 +32,7 @@ pub(crate) mod file;
 mod fill32;
 pub mod half;
 mod host;
+pub mod indirect;
 pub mod inspect;
 pub mod ipc;
 pub mod location;
