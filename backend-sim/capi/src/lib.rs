@@ -63,6 +63,7 @@ pub mod memory;
 pub mod mempool;
 pub mod memquery;
 pub mod memset_d32;
+pub mod model_build;
 pub mod model_ri;
 pub mod overflow_status;
 mod runtime;

@@ -355,6 +355,10 @@ impl Runtime {
                 "stream capture into model runtime instances (aclmdlRICaptureBegin: Ascend \
                  950PR/DT, Atlas A3, A2 and inference products only, as CANN documents it)"
             }
+            Feature::ModelBuild => {
+                "models built on bound streams (aclmdlRIBuildBegin: every SoC but IPV350, as \
+                 CANN documents it)"
+            }
             Feature::StreamConfig => {
                 "stream configuration objects (aclrtCreateStreamConfigHandle, \
                  aclrtSetStreamConfigOpt, aclrtCreateStreamV2: IPV350 only, as CANN documents \
@@ -379,6 +383,7 @@ pub(crate) mod event;
 mod ext;
 mod ipc;
 pub(crate) mod mbufs;
+mod model_build;
 mod notify;
 mod reslimit;
 pub(crate) mod statecb;
