@@ -100,6 +100,9 @@
 //! - `model_build.c`: a model built on two bound streams (`aclmdlRIBuildBegin` … `BuildEnd`)
 //!   executed 50 times with new input, the build API's refusals, unbinding; three SoCs and
 //!   under memcheck;
+//! - `model_tasks.c`: a captured model's tasks listed with their types, sequence ids and
+//!   parameters, a value write's value changed before each of 100 executions (in effect at
+//!   `aclmdlRIUpdate`), a disabled task; also under memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -442,6 +445,7 @@ fn build_everything() -> Result<Prefix, String> {
         "capture",
         "capture_gaps",
         "model_build",
+        "model_tasks",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -1242,6 +1246,17 @@ fn a_model_built_on_two_bound_streams_replays_with_new_input_every_time() {
             "{}",
             report(&o)
         );
+    }
+}
+
+#[test]
+fn a_captured_model_s_tasks_are_listed_changed_and_disabled_between_executions() {
+    let o = run_alone("model_tasks", "model-tasks", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("model_tasks: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("model_tasks", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("model_tasks: ok"), "{}", report(&o));
     }
 }
 

@@ -65,6 +65,7 @@ pub mod memquery;
 pub mod memset_d32;
 pub mod model_build;
 pub mod model_ri;
+pub mod model_tasks;
 pub mod overflow_status;
 mod runtime;
 mod session;
