@@ -67,6 +67,7 @@ pub mod model_build;
 pub mod model_ri;
 pub mod model_tasks;
 pub mod overflow_status;
+mod random;
 mod runtime;
 mod session;
 pub mod state_callback;
