@@ -38,6 +38,8 @@
 //! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
 //!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
 //!   under valgrind's memcheck);
+//! - `fault_repair.c`: `aclrtGetMemUceInfo` and `aclrtRepairError` on devices without faults.
+//! - `overflow_status.c`: the device's overflow status, set by a float reduce that overflows.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -452,6 +454,8 @@ fn build_everything() -> Result<Prefix, String> {
         "teardown_busy",
         "all_to_all",
         "exception_info",
+        "overflow_status",
+        "fault_repair",
         "mbuf",
         "memcpy_variants",
         "cmo",
@@ -1955,6 +1959,24 @@ fn a_device_task_abort_drops_the_devices_queued_tasks() {
 #[test]
 fn a_failed_task_calls_the_exception_callback_with_its_record() {
     on_each_soc_then_memcheck("exception_info", &["Ascend910B"]);
+}
+
+// ---- the device's overflow status (tests/c/overflow_status.c) --------------------------------
+
+/// A float reduce that overflows sets the overflow status every query reads; the resets clear
+/// it; CANN's argument codes.
+#[test]
+fn a_float_reduce_that_overflows_shows_in_the_overflow_status() {
+    on_each_soc_then_memcheck("overflow_status", &["Ascend910B"]);
+}
+
+// ---- device faults to repair (tests/c/fault_repair.c) ---------------------------------------
+
+/// A simulated device has no UCE ranges and its "no error" repairs with success; CANN's codes
+/// for the rest; 207000 for the UCE list without fast recovery.
+#[test]
+fn a_simulated_device_has_no_faults_to_repair() {
+    on_each_soc_then_memcheck("fault_repair", &["Ascend910B", "Ascend310P"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------
