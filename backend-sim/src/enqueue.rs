@@ -412,9 +412,11 @@ impl Sim {
             stream.force_parking();
         }
         let graph = self.publish_stream(&stream, device);
+        let stream = Arc::new(stream);
+        let hooked = Arc::clone(&stream);
         let h = write(&self.inner.streams)
             .insert(StreamEntry {
-                stream: Arc::new(stream),
+                stream,
                 device,
                 default,
                 graph: graph.clone(),
@@ -425,6 +427,9 @@ impl Sim {
         if let Some(g) = graph {
             g.set_handle(h.0);
         }
+        // Before any task can be queued (the handle is not out yet); a new stream has no hook
+        // yet, so it cannot be refused.
+        let _ = hooked.on_failure(self.inner.failures.hook(device, h, default));
         if trace::on() {
             self.name_track(h);
         }

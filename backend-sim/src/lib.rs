@@ -103,8 +103,10 @@ mod sigbus;
 mod sim;
 mod spin;
 pub mod stream;
+mod submitted;
 mod sys;
 mod tagged_cache;
+mod task_failure;
 #[cfg(test)]
 mod tests;
 pub mod trace;
@@ -120,6 +122,8 @@ pub use job::{
     host_function_waits, in_host_function,
 };
 pub use shm::GcReport;
+pub use submitted::{NO_TASK, last_task as thread_last_task};
+pub use task_failure::{FailureListener, TaskFailure};
 
 pub use config::{
     DEFAULT_ENQUEUE_TIMEOUT, ENV_DEVICE_MEMORY, ENV_DEVICES, ENV_ENQUEUE_TIMEOUT, ENV_NAMESPACE,

@@ -143,6 +143,7 @@ impl SimBuilder {
                 adaptive_cpus: self.stream_cpus == StreamCpus::Adaptive,
                 cpus,
                 enqueue_timeout: self.enqueue_timeout,
+                failures: Default::default(),
                 cnt: cnt::CntState::new(seed),
                 mem: mem::MemState::new(self.device_memory),
                 events: event::EventState::new(seed, self.devices, self.soc.max_events()),

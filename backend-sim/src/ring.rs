@@ -210,6 +210,9 @@ pub(crate) struct Ring<T> {
     /// takes, and producers read `slots`, `len` and `capacity` on every push — on one line
     /// they made each push wait for that line to come back from the worker's CPU.
     consumer: Padded<Mutex<Consumer<T>>>,
+    /// The thread that claimed a ticket last (`crate::submitted`): written by a claim only
+    /// when the thread changes.
+    submitter: crate::submitted::Submitter,
 }
 
 // SAFETY: a value moves from the producer that writes its slot to the consumer that reads it,
@@ -256,7 +259,13 @@ impl<T> Ring<T> {
                 head: 0,
                 spill: VecDeque::new(),
             })),
+            submitter: crate::submitted::Submitter::default(),
         }
+    }
+
+    /// The kernel thread id of the thread that claimed a ticket last (0: none yet).
+    pub(crate) fn submitter(&self) -> i32 {
+        self.submitter.get()
     }
 
     /// Whether a push prefetches ([`prefetch_ahead`](Self::prefetch_ahead)), and the worker
@@ -341,6 +350,7 @@ impl<T> Ring<T> {
                     continue;
                 }
                 let wake = word & SLEEPING != 0;
+                crate::submitted::note(&self.submitter, tail);
                 let v = on_claim(v);
                 if !free {
                     // Only the consumer's own thread overflows: it is awake.
@@ -391,6 +401,7 @@ impl<T> Ring<T> {
                 Ordering::Relaxed,
             )
             .ok()?;
+        crate::submitted::note(&self.submitter, tail);
         Some(Claimed {
             ring: self,
             slot,

@@ -76,6 +76,8 @@ pub(crate) struct Inner {
     pub(crate) adaptive_cpus: bool,
     /// Bound on waiting for room in a full stream queue (`None`: for ever).
     pub(crate) enqueue_timeout: Option<Duration>,
+    /// What is told of the streams' failed tasks ([`Sim::on_task_failure`]).
+    pub(crate) failures: Arc<crate::task_failure::Failures>,
     /// Count notifies (SPEC §6): the shared file, opened on first use, and this process's
     /// handles.
     pub(crate) cnt: cnt::CntState,
@@ -169,6 +171,15 @@ impl Drop for NamespaceGuard {
 }
 
 impl Sim {
+    /// Sets (`Some`) or removes (`None`) what is told of each task of this `Sim`'s streams
+    /// that fails (`task_failure`), on the thread running the stream's tasks, before the task
+    /// retires (so a synchronize that reports the failure returns after the listener was
+    /// told). The listener must not wait for the stream (it would wait for itself). Tasks
+    /// discarded or aborted have not failed.
+    pub fn on_task_failure(&self, listener: Option<crate::task_failure::FailureListener>) {
+        self.inner.failures.set(listener);
+    }
+
     /// Tests: every stream this `Sim` makes from now on parks each wait that would block,
     /// and the runner keeps it parked (`Stream::force_parking`). Only this `Sim`'s streams:
     /// the unit tests share a process, and other tests' waits must not park for this.

@@ -354,6 +354,7 @@ const LAYER: &[&str] = &[
     "sigbus",
     "spin",
     "stream",
+    "submitted",
     "sys",
     "waitgraph",
 ];

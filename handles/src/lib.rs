@@ -62,6 +62,8 @@ pub enum Kind {
     AllocatorDesc = 0xAD,
     /// A model runtime instance (`aclmdlRI`).
     ModelRI = 0x4D,
+    /// A shared buffer (`aclrtMbuf`).
+    Mbuf = 0xB5,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -115,14 +117,15 @@ impl Stamp {
     }
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Slot<T> {
     generation: u64,
     value: Option<T>,
 }
 
-/// One table of handles of one [`Kind`], addressing `T`s.
-#[derive(Debug)]
+/// One table of handles of one [`Kind`], addressing `T`s. A clone hands out the same handles
+/// for the same values (a forked child's copy of a process-wide table).
+#[derive(Clone, Debug)]
 pub struct Slab<T> {
     /// Kind and salt, in place.
     prefix: u64,
@@ -396,6 +399,7 @@ mod tests {
             Kind::DataBuffer,
             Kind::AllocatorDesc,
             Kind::ModelRI,
+            Kind::Mbuf,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

@@ -15,7 +15,13 @@
  *                       calls (the first of which starts the session implicitly) while the main
  *                       thread forks, and halfway another thread calls aclInit (then joins the
  *                       control plane): what the library holds before and during the process's
- *                       first session start must not be left held in a child either.
+ *                       first session start must not be left held in a child either;
+ *   fork_busy nosession the parent has no session; two threads loop in the calls that need
+ *                       none (data buffers, allocator descriptors and their registration with
+ *                       a stream value), whose process-wide tables a child must not find held.
+ *
+ * Every child first uses data buffers and an allocator descriptor (no session needed), then
+ * checks that it still reads a data buffer the parent made before the threads started.
  *
  * Optional second argument: the number of forks (default 200). Prints
  * "fork_busy <scenario>: <n> forks, <h> hung, <f> failed" and, when all passed, "... ok".
@@ -63,6 +69,57 @@ static void *control_loop(void *arg) {
     return NULL;
 }
 
+/* An allocator callback: never called (the simulator launches no operators). */
+static void *no_alloc(aclrtAllocator a, size_t size) {
+    (void)a;
+    (void)size;
+    return NULL;
+}
+static void no_free(aclrtAllocator a, aclrtAllocatorBlock b) {
+    (void)a;
+    (void)b;
+}
+static void *no_addr(aclrtAllocatorBlock b) {
+    (void)b;
+    return NULL;
+}
+
+/* One round of the calls that need no session: a data buffer made, read, changed, destroyed;
+ * an allocator descriptor made, filled, registered under stream value `stream`, read back,
+ * unregistered, destroyed. 1 if every answer was right. */
+static int sessionless_round(uintptr_t stream) {
+    static int obj;
+    aclDataBuffer *b = aclCreateDataBuffer(&obj, 64);
+    int ok = b != NULL && aclGetDataBufferSizeV2(b) == 64 &&
+             aclUpdateDataBuffer(b, &obj, 8) == ACL_SUCCESS && aclGetDataBufferAddr(b) == &obj &&
+             aclDestroyDataBuffer(b) == ACL_SUCCESS;
+    aclrtAllocatorDesc d = aclrtAllocatorCreateDesc();
+    aclrtStream s = (aclrtStream)stream;
+    aclrtAllocatorDesc got = NULL;
+    ok = ok && d != NULL && aclrtAllocatorSetObjToDesc(d, &obj) == ACL_SUCCESS &&
+         aclrtAllocatorSetAllocFuncToDesc(d, no_alloc) == ACL_SUCCESS &&
+         aclrtAllocatorSetFreeFuncToDesc(d, no_free) == ACL_SUCCESS &&
+         aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, no_addr) == ACL_SUCCESS &&
+         aclrtAllocatorRegister(s, d) == ACL_SUCCESS &&
+         aclrtAllocatorGetByStream(s, &got, NULL, NULL, NULL, NULL, NULL) == ACL_SUCCESS &&
+         got == d && aclrtAllocatorUnregister(s) == ACL_SUCCESS &&
+         aclrtAllocatorDestroyDesc(d) == ACL_SUCCESS;
+    return ok;
+}
+
+/* Session-less calls until told to stop (each thread its own stream value). */
+static void *sessionless_loop(void *arg) {
+    uintptr_t stream = (uintptr_t)arg;
+    while (!atomic_load(&g_stop)) {
+        REQUIRE(sessionless_round(stream), "a session-less call failed: %s", recent_msg());
+        atomic_fetch_add(&g_calls, 1);
+    }
+    return NULL;
+}
+
+/* A data buffer the parent made before its threads started: a child reads it as its own. */
+static aclDataBuffer *g_parents_buffer;
+
 /* aclInit/aclFinalize cycles until told to stop. */
 static void *cycle_loop(void *arg) {
     (void)arg;
@@ -94,6 +151,11 @@ static void *late_init(void *arg) {
 static void child_body(void) {
     g_role = "fork_busy child";
     alarm(CHILD_ALARM_S); /* a hang is a failure, not a stuck test */
+    REQUIRE(sessionless_round(0x5e55), "the child's session-less calls failed: %s", recent_msg());
+    /* The parent's buffer: the child's copy of the table, unless a thread of the parent was
+     * changing it at the fork (then the child starts with none, and the buffer is dead). */
+    size_t size = aclGetDataBufferSizeV2(g_parents_buffer);
+    REQUIRE(size == 1024 || size == 0, "the parent's data buffer reads %zu bytes", size);
     aclrtNotify n = NULL;
     aclError e = aclrtCreateNotify(&n, 0);
     REQUIRE(e == ACL_ERROR_RT_CONTEXT_NULL, "the child's first call returned %d: %s", (int)e,
@@ -157,8 +219,12 @@ int main(int argc, char **argv) {
     int forks = argc > 2 ? atoi(argv[2]) : 200;
     g_role = "fork_busy";
     int control = strcmp(scenario, "control") == 0, cycle = strcmp(scenario, "cycle") == 0,
-        hostfn = strcmp(scenario, "hostfn") == 0, preinit = strcmp(scenario, "preinit") == 0;
-    REQUIRE(control || cycle || hostfn || preinit, "unknown scenario %s", scenario);
+        hostfn = strcmp(scenario, "hostfn") == 0, preinit = strcmp(scenario, "preinit") == 0,
+        nosession = strcmp(scenario, "nosession") == 0;
+    REQUIRE(control || cycle || hostfn || preinit || nosession, "unknown scenario %s", scenario);
+    static char parents[1024];
+    g_parents_buffer = aclCreateDataBuffer(parents, sizeof parents);
+    REQUIRE(g_parents_buffer != NULL, "aclCreateDataBuffer: %s", recent_msg());
     atomic_store(&g_forks_wanted, forks);
 
     aclrtStream s = NULL;
@@ -168,9 +234,10 @@ int main(int argc, char **argv) {
         CHECK(aclrtCreateStream(&s));
     }
     pthread_t t[2];
-    REQUIRE(pthread_create(&t[0], NULL, cycle ? cycle_loop : control_loop, NULL) == 0,
-            "pthread_create");
-    REQUIRE(pthread_create(&t[1], NULL, preinit ? late_init : control_loop, NULL) == 0,
+    void *(*first)(void *) = nosession ? sessionless_loop : cycle ? cycle_loop : control_loop;
+    void *(*second)(void *) = nosession ? sessionless_loop : preinit ? late_init : control_loop;
+    REQUIRE(pthread_create(&t[0], NULL, first, (void *)(uintptr_t)0x5e51) == 0, "pthread_create");
+    REQUIRE(pthread_create(&t[1], NULL, second, (void *)(uintptr_t)0x5e52) == 0,
             "pthread_create");
     /* Let the threads get going before the first fork. */
     int64_t deadline = now_ns() + 10000000000LL;
@@ -197,7 +264,8 @@ int main(int argc, char **argv) {
     if (control || hostfn) {
         CHECK(aclrtDestroyStream(s));
     }
-    if (!cycle) {
+    CHECK(aclDestroyDataBuffer(g_parents_buffer));
+    if (!cycle && !nosession) {
         CHECK(aclFinalize());
     }
     REQUIRE(g_hung == 0 && g_failed == 0, "%d of %d children hung and %d failed", g_hung,

@@ -21,8 +21,9 @@
 //!   (the startup race of the shared-file layer, `mapfile`);
 //! - `fork_busy.c`: children forked (200 times per scenario) while other threads of the
 //!   parent are in control-plane calls, in `aclInit`/`aclFinalize` cycles, in calls before
-//!   the process's first `aclInit` and in that `aclInit`, or from a host function on a
-//!   stream's worker: each starts a session of its own, never hangs;
+//!   the process's first `aclInit` and in that `aclInit`, in calls that need no session
+//!   (data buffers, allocator descriptors), or from a host function on a stream's worker:
+//!   each starts a session of its own, never hangs;
 //! - `ipc_notify_memory.c`: CANN's documented IPC notify flow with the memory it guards (a
 //!   host function standing in for each kernel), with and without a PID whitelist;
 //! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
@@ -37,6 +38,7 @@
 //! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
 //!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
 //!   under valgrind's memcheck);
+//! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
 //! - `state_callbacks.c`: `aclrtRegStreamStateCallback` / `aclrtRegDeviceStateCallback`
@@ -90,6 +92,9 @@
 //!   and event chain over two streams replayed 100 times with new input, the refusals during a
 //!   capture, captures that fail part-way, a destroy while a replay is queued; also under
 //!   valgrind's memcheck;
+//! - `capture_gaps.c`: a captured copy's, set's and value write's ranges checked at capture,
+//!   model names as bytes, the exchange mode needing a context, a device reset while a
+//!   stream captures (its models gone, their destroy callbacks run); also under memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -102,6 +107,13 @@
 //!   (bytes checked one by one; CANN's checks; success without a write where CANN's runtime
 //!   lacks it), `aclrtPointerGetAttributes` and `aclrtCheckMemType` on every kind of pointer
 //!   (also under valgrind's memcheck);
+//! - `mbuf.c`: shared buffers (`aclrtAllocBuf` … `aclrtGetBufFromChain`): CANN's checks, the
+//!   data region as device memory (bytes through it, `aclrtGetMemInfo`), references keeping it
+//!   alive, private data, chains, dead and forged handles (also under valgrind's memcheck);
+//! - `memcpy_variants.c`: `aclrtMemcpyAsyncWithCondition` (waiting for the copy with
+//!   malloc'd host memory only), `aclrtMemcpyAsyncWithOffset` and the descriptor copies
+//!   (`aclrtGetMemcpyDescSize`, `aclrtSetMemcpyDesc`, `aclrtMemcpyAsyncWithDesc`) reading their
+//!   addresses from device memory when they run; bytes checked, CANN's codes, on two SoCs;
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -418,10 +430,14 @@ fn build_everything() -> Result<Prefix, String> {
         "app_log",
         "ts_device",
         "capture",
+        "capture_gaps",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
         "teardown_busy",
+        "exception_info",
+        "mbuf",
+        "memcpy_variants",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1165,6 +1181,17 @@ fn a_captured_chain_over_two_streams_replays_with_new_input_every_time() {
     }
 }
 
+#[test]
+fn capture_checks_ranges_at_capture_and_a_device_reset_ends_its_captures() {
+    let o = run_alone("capture_gaps", "capture-gaps", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("capture_gaps: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("capture_gaps", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("capture_gaps: ok"), "{}", report(&o));
+    }
+}
+
 // ---- allocator registration (tests/c/allocator.c) ----------------------------------------------
 
 #[test]
@@ -1395,6 +1422,53 @@ fn memset_d32_fills_words_and_pointers_say_where_they_are() {
     if let Some(o) = memcheck("memset_d32", &["Ascend910B"], &env) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("memset_d32: ok"), "{}", report(&o));
+    }
+}
+
+// ---- copy variants (tests/c/memcpy_variants.c) -----------------------------------------------
+
+#[test]
+fn copy_variants_read_their_addresses_when_they_run() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("memcpy-variants-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("memcpy_variants"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("memcpy_variants", &mut cmd).expect("start memcpy_variants")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("memcpy_variants {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // The tasks keep the allocation table they resolve addresses in: no leaks.
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    if let Some(o) = memcheck("memcpy_variants", &["Ascend910B"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("memcpy_variants Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
+// ---- shared buffers (tests/c/mbuf.c) -----------------------------------------------------------
+
+#[test]
+fn shared_buffers_hold_device_memory_until_their_last_reference_is_freed() {
+    let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M")];
+    let o = run_alone("mbuf", "mbuf", &env, Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("mbuf: ok"), "{}", report(&o));
+    // Buffers, references and chains left at aclFinalize: no leaks.
+    if let Some(o) = memcheck("mbuf", &[], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("mbuf: ok"), "{}", report(&o));
     }
 }
 
@@ -1718,6 +1792,15 @@ fn streams_are_made_from_configuration_objects_on_ipv350() {
 #[test]
 fn a_device_task_abort_drops_the_devices_queued_tasks() {
     on_each_soc_then_memcheck("task_abort", &["Ascend910B", "Ascend310P"]);
+}
+
+// ---- a failed task's exception record (tests/c/exception_info.c) -----------------------------
+
+/// A notify wait that times out calls `aclrtSetExceptionInfoCallback`'s callback once with the
+/// task, stream, thread, device and code; `aclrtGetThreadLastTaskId` counts the thread's tasks.
+#[test]
+fn a_failed_task_calls_the_exception_callback_with_its_record() {
+    on_each_soc_then_memcheck("exception_info", &["Ascend910B"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------
@@ -2123,6 +2206,14 @@ fn a_child_forked_by_a_host_function_starts_its_own_session() {
 #[test]
 fn a_child_forked_before_and_during_the_first_acl_init_starts_its_own_session() {
     fork_busy("preinit", "Ascend910B");
+}
+
+/// Data buffers and allocator descriptors need no session; their tables were plain
+/// process-wide locks, which a child forked while another thread was inside one of their calls
+/// waited for ever for.
+#[test]
+fn a_child_forked_during_session_less_calls_of_other_threads_does_not_wait_for_them() {
+    fork_busy("nosession", "Ascend910B");
 }
 
 // ---- CANN's two library names (tests/c/link_names.c) -------------------------------------------

@@ -16,15 +16,15 @@
 //! behaviour there; here an `aclrtAllocatorDesc` is a handle of the crate's handle slab (one
 //! process-wide table, `crate::handle`), answered as a NULL one (100000) with a message.
 
+use acl_notify_core::Error;
+use acl_notify_handles::Slab;
+use acl_notify_sim::PerProcess;
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{LazyLock, Mutex, PoisonError};
-
-use acl_notify_core::Error;
 
 use crate::errmsg::{self, CallError, null_arg};
 use crate::ffi::{aclError, aclrtStream, api};
-use crate::handle::{CTable, Kind};
+use crate::handle::{Kind, ProcessTable};
 
 /// `aclrtAllocatorAllocFunc` and its neighbours, as C function pointers.
 type AllocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
@@ -43,21 +43,26 @@ struct Desc {
     addr: usize,
 }
 
-/// The process's descriptors.
-static DESCS: LazyLock<CTable<Desc>> = LazyLock::new(|| {
-    CTable::new(
-        Kind::AllocatorDesc,
-        "allocator descriptors",
-        acl_notify_handles::random_seed(),
-    )
-});
+/// The process's descriptors (a forked child's are its parent's, copied at its first call;
+/// see [`ProcessTable`]).
+static DESCS: ProcessTable<Desc> = ProcessTable::process_wide(
+    PerProcess::inheriting(
+        || Slab::new(Kind::AllocatorDesc, acl_notify_handles::random_seed()),
+        Slab::clone,
+    ),
+    "allocator descriptors",
+);
 
-/// The registrations: stream value → (the descriptor's handle, the copy registered).
-static REGISTERED: LazyLock<Mutex<HashMap<usize, (usize, Desc)>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// Stream value → (the descriptor's handle, the copy registered).
+type Registrations = HashMap<usize, (usize, Desc)>;
 
-fn registered() -> std::sync::MutexGuard<'static, HashMap<usize, (usize, Desc)>> {
-    REGISTERED.lock().unwrap_or_else(PoisonError::into_inner)
+/// The registrations. A forked child's are its parent's, copied, unless a thread of the
+/// parent was changing them at the fork (then none).
+static REGISTERED: PerProcess<Registrations> = PerProcess::inheriting(HashMap::new, HashMap::clone);
+
+/// The registrations, locked; 207001 without the fork handler.
+fn registered() -> Result<std::sync::MutexGuard<'static, Registrations>, CallError> {
+    REGISTERED.lock().map_err(CallError::backend)
 }
 
 /// 100000 for a descriptor that is not a live one of this process.
@@ -241,7 +246,7 @@ pub extern "C" fn aclrtAllocatorRegister(
                 ));
             }
         }
-        registered().insert(stream.addr(), (allocator_desc.addr(), d));
+        registered()?.insert(stream.addr(), (allocator_desc.addr(), d));
         Ok(())
     })
 }
@@ -273,7 +278,7 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
         if stream.is_null() {
             return Err(null_arg("stream"));
         }
-        let Some((h, d)) = registered().get(&stream.addr()).copied() else {
+        let Some((h, d)) = registered()?.get(&stream.addr()).copied() else {
             return Err(CallError::new(
                 Error::InvalidParam,
                 format!("stream {stream:p} is not registered with any allocator"),
@@ -309,7 +314,93 @@ pub extern "C" fn aclrtAllocatorUnregister(stream: aclrtStream) -> aclError {
         if stream.is_null() {
             return Err(null_arg("stream"));
         }
-        registered().remove(&stream.addr());
+        registered()?.remove(&stream.addr());
         Ok(())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn alloc(_: *mut c_void, _: usize) -> *mut c_void {
+        std::ptr::null_mut()
+    }
+    unsafe extern "C" fn free(_: *mut c_void, _: *mut c_void) {}
+    unsafe extern "C" fn addr(_: *mut c_void) -> *mut c_void {
+        std::ptr::null_mut()
+    }
+
+    /// A descriptor with everything a registration needs set, or NULL.
+    fn full_desc() -> *mut c_void {
+        let d = aclrtAllocatorCreateDesc();
+        let set = !d.is_null()
+            && aclrtAllocatorSetObjToDesc(d, std::ptr::without_provenance_mut(8)) == 0
+            && aclrtAllocatorSetAllocFuncToDesc(d, Some(alloc)) == 0
+            && aclrtAllocatorSetFreeFuncToDesc(d, Some(free)) == 0
+            && aclrtAllocatorSetGetAddrFromBlockFuncToDesc(d, Some(addr)) == 0;
+        if set { d } else { std::ptr::null_mut() }
+    }
+
+    /// Registers a full descriptor under stream value `stream` and reads it back: whether
+    /// both worked and answered that descriptor.
+    fn register_and_read_back(stream: usize) -> bool {
+        let d = full_desc();
+        let s = std::ptr::without_provenance_mut(stream);
+        let mut got = std::ptr::null_mut();
+        let none = std::ptr::null_mut::<usize>();
+        let ok = !d.is_null()
+            && aclrtAllocatorRegister(s, d) == 0
+            // SAFETY: `got` is writable; the other outputs are NULL.
+            && unsafe { aclrtAllocatorGetByStream(s, &mut got, std::ptr::null_mut(), none, none, none, none) }
+                == 0
+            && got == d
+            && aclrtAllocatorUnregister(s) == 0;
+        ok && aclrtAllocatorDestroyDesc(d) == 0
+    }
+
+    /// A child forked while another thread of the parent is inside a descriptor call (holds
+    /// the descriptors' lock) makes, registers and reads its own instead of waiting for ever
+    /// for the parent's lock (it did: a plain process-wide table).
+    #[test]
+    fn a_child_forked_while_the_descriptors_are_locked_does_not_wait_for_them() {
+        let ok =
+            crate::forked::in_child_while_held(|| DESCS.held(), || register_and_read_back(0x51));
+        assert_eq!(
+            ok,
+            Some(true),
+            "the child waited 20 s for its parent's lock"
+        );
+    }
+
+    /// The same for the registrations' lock (a thread inside `aclrtAllocatorRegister`); a
+    /// child forked while both are free keeps its parent's registration.
+    #[test]
+    fn a_child_forked_while_the_registrations_are_locked_does_not_wait_for_them() {
+        let ok = crate::forked::in_child_while_held(registered, || register_and_read_back(0x52));
+        assert_eq!(
+            ok,
+            Some(true),
+            "the child waited 20 s for its parent's lock"
+        );
+        let d = full_desc();
+        let s = std::ptr::without_provenance_mut(0x53);
+        assert_eq!(aclrtAllocatorRegister(s, d), 0);
+        let inherited = crate::forked::in_child(|| {
+            let mut got = std::ptr::null_mut();
+            let none = std::ptr::null_mut::<usize>();
+            // SAFETY: `got` is writable; the other outputs are NULL.
+            let r = unsafe {
+                aclrtAllocatorGetByStream(s, &mut got, std::ptr::null_mut(), none, none, none, none)
+            };
+            r == 0 && got == d
+        });
+        assert_eq!(
+            inherited,
+            Some(true),
+            "the child lost its parent's registration"
+        );
+        assert_eq!(aclrtAllocatorUnregister(s), 0);
+        assert_eq!(aclrtAllocatorDestroyDesc(d), 0);
+    }
 }

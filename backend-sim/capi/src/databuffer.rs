@@ -11,13 +11,13 @@
 //! process-wide table, [`crate::handle`]), so such a pointer is answered as a NULL one is,
 //! with a message naming it, and a caller who dereferences one faults at once.
 
-use std::sync::LazyLock;
-
 use acl_notify_core::Error;
+use acl_notify_handles::Slab;
+use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{self, CallError, null_arg};
 use crate::ffi::{aclError, api};
-use crate::handle::{CTable, Kind};
+use crate::handle::{Kind, ProcessTable};
 
 /// What a data buffer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,14 +27,15 @@ struct DataBuffer {
     size: usize,
 }
 
-/// The process's data buffers.
-static BUFFERS: LazyLock<CTable<DataBuffer>> = LazyLock::new(|| {
-    CTable::new(
-        Kind::DataBuffer,
-        "data buffers",
-        acl_notify_handles::random_seed(),
-    )
-});
+/// The process's data buffers (a forked child's are its parent's, copied at its first call;
+/// see [`ProcessTable`]).
+static BUFFERS: ProcessTable<DataBuffer> = ProcessTable::process_wide(
+    PerProcess::inheriting(
+        || Slab::new(Kind::DataBuffer, acl_notify_handles::random_seed()),
+        Slab::clone,
+    ),
+    "data buffers",
+);
 
 /// 100000 for a pointer that is not a live data buffer of this process.
 fn not_live(handle: usize) -> CallError {
@@ -210,5 +211,34 @@ mod tests {
         assert!(msg.contains("aclGetDataBufferSizeV2 failed"), "{msg}");
         assert!(msg.contains("not a live aclDataBuffer"), "{msg}");
         assert!(msg.contains("`dataBuffer` is NULL"), "{msg}");
+    }
+
+    /// A child forked while another thread of the parent is inside a data buffer call (holds
+    /// the table's lock) makes and reads buffers of its own instead of waiting for ever for
+    /// the parent's lock (it did: a plain process-wide table); a child forked while the table
+    /// is free still finds the parent's buffers.
+    #[test]
+    fn a_child_forked_while_the_table_is_locked_does_not_wait_for_it() {
+        let mine = aclCreateDataBuffer(ptr(0x1000), 16);
+        assert!(!mine.is_null());
+        let ok = crate::forked::in_child_while_held(
+            || BUFFERS.held(),
+            || {
+                let b = aclCreateDataBuffer(ptr(0x2000), 32);
+                !b.is_null() && aclGetDataBufferSizeV2(b) == 32 && aclDestroyDataBuffer(b) == 0
+            },
+        );
+        assert_eq!(
+            ok,
+            Some(true),
+            "the child waited 20 s for its parent's lock"
+        );
+        let inherited = crate::forked::in_child(|| aclGetDataBufferSizeV2(mine) == 16);
+        assert_eq!(
+            inherited,
+            Some(true),
+            "the child lost its parent's data buffer"
+        );
+        assert_eq!(aclDestroyDataBuffer(mine), 0);
     }
 }

@@ -2,17 +2,19 @@
 //! thread of the parent holds a lock (what a process-wide lock must survive: see
 //! `acl_notify_sim::PerProcess`).
 
-use std::sync::{Mutex, PoisonError, mpsc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Tests that fork take turns (a child copies whatever the other forking tests hold).
-static SERIAL: Mutex<()> = Mutex::new(());
+/// Tests that fork take turns (a child copies whatever the other forking tests hold). A
+/// `PerProcess` like every process-wide lock of the crates (`acl_notify_sim`'s `fork` tests
+/// check the source for plain ones).
+static SERIAL: acl_notify_sim::PerProcess<()> = acl_notify_sim::PerProcess::new(|| ());
 
 /// Runs `body` in a child forked from this process: whether it returned true, or `None` if
 /// it had not ended after 20 s (killed then). `body` must not need a lock another thread of
 /// the test process may hold but the one under test.
 pub(crate) fn in_child(body: impl FnOnce() -> bool) -> Option<bool> {
-    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let _one = SERIAL.lock().expect("the fork handler");
     fork_and_wait(body)
 }
 
@@ -22,7 +24,7 @@ pub(crate) fn in_child_while_held<G>(
     hold: impl FnOnce() -> G + Send + 'static,
     body: impl FnOnce() -> bool,
 ) -> Option<bool> {
-    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    let _one = SERIAL.lock().expect("the fork handler");
     let (locked, release) = (mpsc::channel(), mpsc::channel::<()>());
     let holder = std::thread::spawn(move || {
         let _held = hold();

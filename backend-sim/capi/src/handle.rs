@@ -11,8 +11,16 @@
 //!   process's handle before any other check, as SPEC §3 orders.
 //! - Streams, count notifies, contexts and events have a [`CTable`] here, because the C layer
 //!   keeps more about them than the simulator does (the context of a stream, the device).
+//! - Handles that live without a session (data buffers, allocator descriptors) are a
+//!   [`ProcessTable`]: a `static` [`CTable`] whose slab is a [`PerProcess`] lock, so that a
+//!   child forked while another thread was inside one of its calls gets a table of its own
+//!   instead of waiting for ever for its parent's lock (`acl_notify_sim`'s `fork` module).
 
-use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::{PoisonError, RwLock};
+
+use acl_notify_sim::PerProcess;
 
 use acl_notify_core::Error;
 use acl_notify_handles::Slab;
@@ -32,14 +40,61 @@ pub(crate) fn not_live(noun: &str, a_noun: &str, handle: usize) -> CallError {
     )
 }
 
-/// One table of C handles of one [`Kind`]: the shared [`Slab`] behind its own lock, with its
-/// handles typed as what a `void *` holds (`usize`; the library is LP64 only, so no bit is
-/// lost). A panic while the lock is held leaves the slab consistent (each change is one step
-/// of it), so a poisoned lock is used as it is.
-pub(crate) struct CTable<T> {
-    slab: RwLock<Slab<T>>,
+/// One table of C handles of one [`Kind`]: the shared [`Slab`] behind a lock `L` (a session's
+/// own [`RwLock`], or a process-wide [`PerProcess`] one: [`ProcessTable`]), with its handles
+/// typed as what a `void *` holds (`usize`; the library is LP64 only, so no bit is lost). A
+/// panic while the lock is held leaves the slab consistent (each change is one step of it), so
+/// a poisoned lock is used as it is.
+pub(crate) struct CTable<T, L = RwLock<Slab<T>>> {
+    slab: L,
     /// What the handles are, plural, for the message of a full table ("streams").
     what: &'static str,
+    values: PhantomData<fn() -> T>,
+}
+
+/// A process-wide table of handles that need no session: a forked child gets its parent's
+/// table copied if no thread of the parent was changing it at the fork, else an empty one
+/// (the parent's handles are then dead in the child: answered as such, never waited for).
+pub(crate) type ProcessTable<T> = CTable<T, PerProcess<Slab<T>>>;
+
+/// The lock a [`CTable`] keeps its slab behind.
+pub(crate) trait SlabLock<T> {
+    /// 207001 if the lock cannot be used safely (the fork handler could not be registered).
+    fn usable(&self) -> Result<(), CallError> {
+        Ok(())
+    }
+    fn read(&self) -> impl Deref<Target = Slab<T>> + '_;
+    fn write(&self) -> impl DerefMut<Target = Slab<T>> + '_;
+}
+
+impl<T> SlabLock<T> for RwLock<Slab<T>> {
+    fn read(&self) -> impl Deref<Target = Slab<T>> + '_ {
+        RwLock::read(self).unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> impl DerefMut<Target = Slab<T>> + '_ {
+        RwLock::write(self).unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A [`PerProcess`] slab. Each use registers the fork handler first if it is not yet (a child
+/// forked while a thread holds the lock must find it replaced, also when that thread is
+/// looking up a handle in a table no one has inserted into); if it cannot be registered
+/// (`pthread_atfork` out of memory) the lock is used as a plain one, and
+/// [`usable`](SlabLock::usable) makes `insert`, where every handle comes from, answer 207001.
+impl<T: Send> SlabLock<T> for PerProcess<Slab<T>> {
+    fn usable(&self) -> Result<(), CallError> {
+        acl_notify_sim::fork_required().map_err(CallError::backend)
+    }
+
+    fn read(&self) -> impl Deref<Target = Slab<T>> + '_ {
+        self.write()
+    }
+
+    fn write(&self) -> impl DerefMut<Target = Slab<T>> + '_ {
+        self.lock()
+            .unwrap_or_else(|_| self.get().lock().unwrap_or_else(PoisonError::into_inner))
+    }
 }
 
 impl<T: Copy> CTable<T> {
@@ -49,19 +104,41 @@ impl<T: Copy> CTable<T> {
         CTable {
             slab: RwLock::new(Slab::new(kind, seed)),
             what,
+            values: PhantomData,
         }
     }
+}
 
-    fn read(&self) -> RwLockReadGuard<'_, Slab<T>> {
-        self.slab.read().unwrap_or_else(PoisonError::into_inner)
+impl<T: Copy + Send> ProcessTable<T> {
+    /// A process-wide table of `what` (plural, for messages): `slab` is
+    /// `PerProcess::inheriting(<a new slab, randomly seeded>, Slab::clone)`.
+    pub(crate) const fn process_wide(slab: PerProcess<Slab<T>>, what: &'static str) -> Self {
+        CTable {
+            slab,
+            what,
+            values: PhantomData,
+        }
+    }
+}
+
+impl<T: Copy, L: SlabLock<T>> CTable<T, L> {
+    fn read(&self) -> impl Deref<Target = Slab<T>> + '_ {
+        self.slab.read()
     }
 
-    fn write(&self) -> RwLockWriteGuard<'_, Slab<T>> {
-        self.slab.write().unwrap_or_else(PoisonError::into_inner)
+    fn write(&self) -> impl DerefMut<Target = Slab<T>> + '_ {
+        self.slab.write()
+    }
+
+    /// Tests: the table's lock, held (for a fork while another thread holds it).
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> impl Deref<Target = Slab<T>> + '_ {
+        self.write()
     }
 
     /// Stores `value` and returns its handle; 207001 if [`MAX_HANDLES`] are live.
     pub(crate) fn insert(&self, value: T) -> Result<usize, CallError> {
+        self.slab.usable()?;
         let h = self.write().insert(value);
         h.map(|h| h as usize).map_err(|_| {
             CallError::new(

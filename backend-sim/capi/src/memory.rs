@@ -47,7 +47,7 @@ fn bad_kind(k: u32) -> CallError {
 
 /// The checks of `aclrtMemcpy` and `aclrtMemcpyAsync` before the runtime's: a copy of 0
 /// bytes succeeds (`None`), then NULL pointers and the kind (100000).
-fn copy_args(
+pub(crate) fn copy_args(
     dst: *mut c_void,
     src: *const c_void,
     count: usize,

@@ -108,7 +108,8 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(
 /// `aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode)`: sets the calling
 /// thread's capture mode to `*mode` and writes the previous one there.
 ///
-/// Codes: 100000 NULL; 107000 a mode other than 0–2.
+/// Codes: 100000 NULL; 107000 a mode other than 0–2; 107002 no current context (hicann/runtime
+/// `api_impl_aclgraph.cc`). The mode is the thread's for its life, across sessions.
 ///
 /// # Safety
 ///
@@ -121,6 +122,8 @@ pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> ac
         }
         // SAFETY: the caller's contract.
         let new = Mode::from_c(unsafe { mode.read() })?;
+        // `ApiImpl::ThreadExchangeCaptureMode`: a thread without a current context is refused.
+        runtime()?.current()?;
         let old = exchange_mode(new);
         // SAFETY: the caller's contract.
         unsafe { mode.write(old as u32) };
@@ -181,10 +184,9 @@ pub unsafe extern "C" fn aclmdlRISetName(model_ri: aclmdlRI, name: *const c_char
         if name.is_null() {
             return Err(null_arg("name"));
         }
-        // SAFETY: the caller's contract.
-        let name = unsafe { CStr::from_ptr(name) }
-            .to_string_lossy()
-            .into_owned();
+        // SAFETY: the caller's contract. The bytes are kept as they are (a name need not be
+        // UTF-8: `aclmdlRIGetName` gives back what was set).
+        let name = unsafe { CStr::from_ptr(name) }.to_bytes().to_vec();
         runtime()?.model_set_name(m, name)
     })
 }

@@ -69,7 +69,7 @@ impl Sim {
     /// (CANN's `aclrtValueWrite` requires it; the simulator reads and writes them as one atomic
     /// word for both calls) and lie in a live allocation of this process (its own or
     /// imported); 107000 naming it otherwise.
-    fn value_side(&self, addr: usize, what: &str) -> Result<Side<'_>, SimError> {
+    pub(super) fn value_side(&self, addr: usize, what: &str) -> Result<Side<'_>, SimError> {
         if !addr.is_multiple_of(8) {
             return Err(SimError::new(
                 Error::ParamInvalid,

@@ -90,6 +90,7 @@
 mod batch;
 mod baton;
 mod cancel;
+mod failure;
 mod job;
 mod keeper;
 mod queue;
@@ -118,6 +119,7 @@ use crate::ring::Ring;
 
 pub use crate::placement::{allowed_cpus, pin_current_thread};
 pub(crate) use cancel::BlockedNote;
+pub use failure::{FailureHook, TaskFailure};
 
 /// Whether the stream whose [`Stream::key`] is `key` is cancelled or aborting
 /// ([`TaskCtx::is_cancelled`]), for code inside one of its tasks that has no [`TaskCtx`] (a
@@ -400,6 +402,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             wakeups: AtomicU64::new(0),
             worker: WorkerCounters::default(),
             last_panic: Mutex::new(None),
+            on_failure: failure::OnFailure::new(),
             control,
             exited: Mutex::new(false),
             exited_cv: Condvar::new(),
@@ -876,6 +879,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// The CPU the worker is restricted to ([`StreamConfig::cpu`]), or `None`.
     pub fn cpu(&self) -> Option<usize> {
         self.cpu
+    }
+
+    /// Sets the hook told of each task of this stream that fails (`failure`): once; a second
+    /// hook is handed back.
+    ///
+    /// # Errors
+    ///
+    /// `hook` itself, if the stream has a hook already.
+    pub fn on_failure(&self, hook: FailureHook<E>) -> Result<(), FailureHook<E>> {
+        self.shared.on_failure.set(hook)
     }
 
     /// The message of the most recent task panic, if any task panicked.

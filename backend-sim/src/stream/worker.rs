@@ -183,6 +183,8 @@ pub(super) struct Shared<E, J: Job<E>> {
     pub(super) wakeups: AtomicU64,
     pub(super) worker: WorkerCounters,
     pub(super) last_panic: Mutex<Option<String>>,
+    /// Told of each task that fails (`super::failure`).
+    pub(super) on_failure: super::failure::OnFailure<E>,
     pub(super) control: Arc<Control>,
     /// Set by the worker as it exits (also when it unwinds), for a destroy that cannot join
     /// it because another one does.
@@ -564,7 +566,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 Err(_) if seq < self.abort_below.load(Ordering::Acquire) => {}
                 Err(e) => {
                     bump(&self.worker.failed);
-                    self.store_error(e);
+                    self.task_failed(seq, e);
                 }
                 Ok(()) => {
                     if let Some(quick) = local.pop_if(|j| j.chains() && !ctx.is_cancelled()) {
@@ -577,7 +579,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                         done.keep(quick_rest);
                         if let Err(e) = result {
                             bump(&self.worker.failed);
-                            self.store_error(e);
+                            self.task_failed(seq + 1, e);
                         }
                     }
                 }
@@ -761,7 +763,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             .unwrap_or_else(|| "a task panicked (non-string payload)".to_owned());
         *lock(&self.last_panic) = Some(msg);
         drop_quietly(payload);
-        self.store_error(E::from(Error::DrvInternalError));
+        self.task_failed(ctx.seq.get(), E::from(Error::DrvInternalError));
         done.unretired += 1;
     }
 
@@ -816,6 +818,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             || self.wake_at.load(Ordering::SeqCst) != u64::MAX
             || self.keeping.load(Ordering::SeqCst) != 0
             || self.release_at.load(Ordering::SeqCst) != u64::MAX
+    }
+
+    /// Task `seq` failed with `e`: the failure hook is told, then `e` is stored.
+    #[cold]
+    #[inline(never)]
+    fn task_failed(&self, seq: u64, e: E) {
+        self.on_failure.report(seq, self.ring.submitter(), &e);
+        self.store_error(e);
     }
 
     fn store_error(&self, e: E) {

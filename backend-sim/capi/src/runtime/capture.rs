@@ -44,7 +44,9 @@
 //! events of the model's own (so a replay's records and waits pair with each other, not with
 //! the caller's use of the event between replays).
 //! Notifies and memory are the caller's: each replay records and waits the same notifies and
-//! copies between the same addresses, whose ranges are checked again at each replay's enqueue.
+//! copies between the same addresses. A copy's, set's or value task's ranges are checked when
+//! it is captured (its call fails as the uncaptured one would; the capture goes on) and again
+//! at each replay's enqueue.
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -106,10 +108,9 @@ pub(crate) enum Status {
 }
 
 thread_local! {
-    /// Per mode, the captures this thread began and has not ended (CANN's thread capture
-    /// mode is the strictest of them).
-    static THREAD_CAPTURES: Cell<[u32; 3]> = const { Cell::new([0; 3]) };
-    /// This thread's exchanged mode (`aclmdlRICaptureThreadExchangeMode`; global at first).
+    /// This thread's exchanged mode (`aclmdlRICaptureThreadExchangeMode`; global at first),
+    /// kept for the thread's life as CANN keeps it (hicann/runtime `inner_thread_local.cpp`,
+    /// `exchangeCaptureMode_`).
     static EXCHANGED: Cell<Mode> = const { Cell::new(Mode::Global) };
     /// The capturing stream this thread's call was last refused for (0: none).
     static REFUSED: Cell<usize> = const { Cell::new(0) };
@@ -138,15 +139,6 @@ pub(crate) fn after_refusal(call: &str, e: &CallError) {
     if let Some(rt) = crate::session::existing_runtime() {
         rt.invalidate_capture(stream, call, e);
     }
-}
-
-fn thread_captures(mode: Mode, up: bool) {
-    THREAD_CAPTURES.with(|c| {
-        let mut v = c.get();
-        let n = &mut v[mode as usize];
-        *n = if up { *n + 1 } else { n.saturating_sub(1) };
-        c.set(v);
-    });
 }
 
 /// `aclmdlRICaptureThreadExchangeMode`: sets the calling thread's mode, returns the old one.
@@ -260,7 +252,8 @@ struct Model {
     /// `aclmdlRICaptureGetInfo` names the model during the capture).
     handle: usize,
     device: u32,
-    name: String,
+    /// `aclmdlRISetName`'s bytes as the caller gave them (no NUL).
+    name: Vec<u8>,
     /// The captured streams (C handles), the origin first.
     streams: Vec<usize>,
     tasks: Vec<(usize, Captured)>,
@@ -312,12 +305,11 @@ fn bad_model(handle: usize) -> CallError {
 
 /// Whether a capture's mode refuses a synchronous call on this thread
 /// (`Context::IsCaptureModeSupport`): `ctx_mode` the strictest mode of the context's running
-/// captures.
-fn mode_refuses(ctx_mode: Mode) -> bool {
-    let thread = THREAD_CAPTURES.with(Cell::get);
-    let thread_mode = [Mode::Global, Mode::ThreadLocal, Mode::Relaxed]
-        .into_iter()
-        .find(|m| thread[*m as usize] > 0);
+/// captures, `thread_mode` the strictest of those this thread began (CANN counts them per
+/// thread, `InnerThreadLocalContainer::ThreadCaptureModeEnter`/`Exit`; here they are read
+/// from the session's captures, so a capture that ends without `aclmdlRICaptureEnd` — its
+/// device reset, `aclFinalize` — stops counting with it).
+fn mode_refuses(ctx_mode: Mode, thread_mode: Option<Mode>) -> bool {
     match EXCHANGED.with(Cell::get) {
         Mode::Relaxed => false,
         Mode::Global => ctx_mode == Mode::Global || thread_mode == Some(Mode::ThreadLocal),
@@ -417,17 +409,23 @@ impl Runtime {
             return Ok(());
         }
         let (_, ctx) = self.current()?;
+        let me = std::thread::current().id();
         let st = self.captures.lock();
-        let ctx_mode = st
-            .models
-            .values()
-            .filter_map(|m| match m.phase {
-                Phase::Capturing { mode, ctx: c, .. } if c == ctx => Some(mode),
-                _ => None,
+        let capturing = || {
+            st.models.values().filter_map(|m| match m.phase {
+                Phase::Capturing {
+                    mode,
+                    ctx: c,
+                    thread,
+                    ..
+                } => Some((mode, c, thread)),
+                Phase::Ready(_) => None,
             })
-            .min();
+        };
+        let ctx_mode = capturing().filter(|c| c.1 == ctx).map(|c| c.0).min();
+        let thread_mode = capturing().filter(|c| c.2 == me).map(|c| c.0).min();
         match ctx_mode {
-            Some(mode) if mode_refuses(mode) => Err(CallError::new(
+            Some(mode) if mode_refuses(mode, thread_mode) => Err(CallError::new(
                 Error::CaptureModeNotSupport,
                 format!(
                     "{call} is not allowed while a stream of this context captures in mode \
@@ -455,6 +453,7 @@ impl Runtime {
             }
             return self.join(stream, task).map(|()| true);
         };
+        self.precheck(task)?;
         let mut st = self.captures.lock();
         // Checked again under the lock: the capture may have ended meanwhile.
         if !st.streams.contains_key(&stream) {
@@ -511,6 +510,33 @@ impl Runtime {
         })?;
         m.tasks.push((c.index, task));
         Ok(true)
+    }
+
+    /// A captured copy's, set's or value task's arguments checked as its uncaptured call
+    /// checks them when it queues it: CANN checks a task's arguments before it decides to
+    /// queue or capture it (hicann/runtime `api_error.cc`, `ApiErrorDecorator::MemcpyAsync`:
+    /// count, kind and `MemcpyAsyncCheckLocation`, then `ApiImpl`), so a bad range is the
+    /// capturing call's error (the capture stays valid);
+    /// each replay checks again (memory freed since is the replay's error).
+    fn precheck(&self, task: Captured) -> Result<(), CallError> {
+        let b = &self.backend;
+        match task {
+            Captured::Memcpy {
+                dst,
+                dest_max,
+                src,
+                count,
+                kind,
+            } => b.memcpy_check(dst, dest_max, src, count, kind),
+            Captured::Memset {
+                dst, max, count, ..
+            } => b.memset_check(dst, max, count),
+            Captured::ValueWrite { addr, .. } | Captured::ValueWait { addr, .. } => {
+                b.value_check(addr)
+            }
+            _ => Ok(()),
+        }
+        .map_err(CallError::backend)
     }
 
     /// Whether the caller's event `e` has a record (outside any capture).
@@ -595,7 +621,7 @@ impl Runtime {
                 id,
                 handle,
                 device,
-                name: String::new(),
+                name: Vec::new(),
                 streams: vec![stream],
                 tasks: Vec::new(),
                 phase: Phase::Capturing {
@@ -617,7 +643,6 @@ impl Runtime {
             },
         );
         self.captures.active.fetch_add(1, Ordering::AcqRel);
-        thread_captures(mode, true);
         Ok(())
     }
 
@@ -707,9 +732,7 @@ impl Runtime {
                 "internal error: not capturing",
             ));
         };
-        if *thread == std::thread::current().id() {
-            thread_captures(*mode, false);
-        } else if *mode != Mode::Relaxed {
+        if *thread != std::thread::current().id() && *mode != Mode::Relaxed {
             return Err(CallError::new(
                 Error::StreamCaptureWrongThread,
                 format!(
@@ -788,6 +811,44 @@ impl Runtime {
         }
         if let Some(s) = model.exec_stream {
             let _ = self.destroy_stream(s, StreamDestroy::Discard);
+        }
+    }
+
+    /// At the release of the devices `which` names (a device reset, `aclFinalize`): their
+    /// models go, captures running or not, as a context's teardown destroys its models in
+    /// CANN (hicann/runtime `model.cc`, `Model::TearDown`, which runs the destroy callbacks).
+    /// Their streams are the release's to discard (it already removed their handles); their
+    /// handles are dead from now on (107017), and a stream that was capturing captures no
+    /// more (the capture counter drops with it).
+    pub(crate) fn drop_models_where(&self, which: &impl Fn(u32) -> bool) {
+        let gone: Vec<Model> = {
+            let mut st = self.captures.lock();
+            let ids: Vec<u32> = st
+                .models
+                .values()
+                .filter(|m| which(m.device))
+                .map(|m| m.id)
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| {
+                    self.release_streams(&mut st, id);
+                    st.models.remove(&id)
+                })
+                .collect()
+        };
+        for m in gone {
+            self.captures.handles.remove(m.handle);
+            if let Phase::Ready(r) = &m.phase {
+                for &(_, raw) in &r.events {
+                    let _ = self.backend.event_destroy(raw);
+                }
+                let _ = self.backend.event_destroy(r.start);
+                let _ = self.backend.event_destroy(r.done);
+            }
+            for &(f, data) in &m.on_destroy {
+                // SAFETY: the caller registered `f` to be called with `data` at the destroy.
+                unsafe { f(data as *mut c_void) };
+            }
         }
     }
 
@@ -1010,7 +1071,7 @@ impl Runtime {
     }
 
     /// `aclmdlRISetName`.
-    pub(crate) fn model_set_name(&self, handle: usize, name: String) -> Result<(), CallError> {
+    pub(crate) fn model_set_name(&self, handle: usize, name: Vec<u8>) -> Result<(), CallError> {
         self.with_model(handle, |m| {
             m.name = name;
             Ok(())
@@ -1018,7 +1079,7 @@ impl Runtime {
     }
 
     /// `aclmdlRIGetName`.
-    pub(crate) fn model_name(&self, handle: usize) -> Result<String, CallError> {
+    pub(crate) fn model_name(&self, handle: usize) -> Result<Vec<u8>, CallError> {
         self.with_model(handle, |m| Ok(m.name.clone()))
     }
 
@@ -1135,7 +1196,7 @@ mod tests {
             id: 1,
             handle: 0,
             device: 0,
-            name: String::new(),
+            name: Vec::new(),
             streams: (0..streams).map(|i| 0x100 + i).collect(),
             tasks,
             phase: Phase::Capturing {
@@ -1225,17 +1286,11 @@ mod tests {
         ];
         for (exchanged, ctx, own, refused) in rows {
             let old = exchange_mode(exchanged);
-            if let Some(m) = own {
-                thread_captures(m, true);
-            }
             assert_eq!(
-                mode_refuses(ctx),
+                mode_refuses(ctx, own),
                 refused,
                 "exchanged {exchanged:?}, context {ctx:?}, own {own:?}"
             );
-            if let Some(m) = own {
-                thread_captures(m, false);
-            }
             exchange_mode(old);
         }
     }

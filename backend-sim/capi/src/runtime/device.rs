@@ -263,6 +263,7 @@ impl Runtime {
     /// for (a host function on one may be synchronizing another).
     pub(crate) fn release(&self, which: impl Fn(u32) -> bool) {
         self.streams.remove_where(|s| which(s.device));
+        self.drop_models_where(&which);
         self.backend.discard_streams_where(&which);
         self.backend.destroy_notifies_where(&which);
         let cnts = self.cnts.remove_where(|c| which(c.device));

@@ -11,7 +11,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use acl_notify_core::{
     Backend, BackendError, Error, Feature, NotifyResources, RawNotify, RawStream,
@@ -132,7 +132,7 @@ pub(crate) struct Runtime {
     /// [`callbacks`]).
     callbacks: callbacks::Subscriptions,
     /// Each stream's id, priority and flags (`streaminfo`).
-    pub(crate) stream_infos: streaminfo::StreamInfos,
+    pub(crate) stream_infos: Arc<streaminfo::StreamInfos>,
     /// Physical memory handles (`aclrtMallocPhysical`, `crate::vmm`).
     pub(crate) phys: CTable<acl_notify_sim::mem::vmm::PhysMem>,
     /// Stream-ordered memory pools (`aclrtMemPoolCreate`, `crate::mempool`).
@@ -141,6 +141,8 @@ pub(crate) struct Runtime {
     sat_mode: devquery::SatMode,
     /// Stream captures and model runtime instances (`capture`).
     captures: capture::Captures,
+    /// Shared buffers (`aclrtAllocBuf`, `crate::mbuf`).
+    pub(crate) mbufs: mbufs::Mbufs,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -182,6 +184,18 @@ impl Runtime {
             .into_iter()
             .filter(|&f| soc.has(f))
             .fold(0, |bits, f| bits | feature_bit(f));
+        let stream_infos = Arc::<streaminfo::StreamInfos>::default();
+        let ids = Arc::clone(&stream_infos);
+        // A failed task's exception record (`exception_record`) names its stream by id: a
+        // default stream gets its id here if it has none yet (as `aclrtStreamGetId` would).
+        backend.on_task_failure(Some(Arc::new(move |f: &acl_notify_sim::TaskFailure| {
+            let id = if f.default {
+                Some(ids.register(f.stream, f.device, 0, 0).id)
+            } else {
+                ids.get(f.stream).map(|i| i.id)
+            };
+            crate::exception_record::tell(f, id);
+        })));
         Runtime {
             backend,
             epoch,
@@ -209,9 +223,10 @@ impl Runtime {
             reset_timeout: Some(drain::DEFAULT_RESET_TIMEOUT),
             set_bound: device::set_bound(Some(drain::DEFAULT_RESET_TIMEOUT)),
             callbacks: Default::default(),
-            stream_infos: Default::default(),
+            stream_infos,
             sat_mode: devquery::SatMode::new(soc),
             captures: capture::Captures::new(seed.rotate_left(61)),
+            mbufs: mbufs::Mbufs::new(seed.rotate_left(37)),
         }
     }
 
@@ -358,6 +373,7 @@ pub(crate) mod drain;
 pub(crate) mod event;
 mod ext;
 mod ipc;
+pub(crate) mod mbufs;
 mod notify;
 mod reslimit;
 pub(crate) mod statecb;

@@ -1,0 +1,304 @@
+//! Device-to-device copies on a stream whose addresses, and count, may be read from device
+//! memory when the task runs: CANN's "two-level pointer" copies (hicann/runtime
+//! `docs/zh/api_ref/11-03_memory_copy_and_set.md`: `aclrtMemcpyAsyncWithOffset`, whose `dst`
+//! and `src` point at device words holding the base addresses, and `aclrtMemcpyAsyncWithDesc`,
+//! whose descriptor in device memory holds source, destination and count;
+//! `src/runtime/api/api_c_standard_soc.cc` `rtMemcpyD2DAddrAsync`, the `ADDR_DEVICE_TO_DEVICE`
+//! kind). A task queued before this one may write those words, so they are read when the copy
+//! runs, in stream order, as on the device.
+//!
+//! The words and the ranges they name are checked as every queued copy's are (a live
+//! allocation, the range inside it, the slot still the same incarnation when the task runs),
+//! against the allocations this process held when the copy was queued: the task keeps that
+//! table (its files, not the `Sim`, which a task must not hold). A range in memory allocated
+//! after the copy was queued fails the task with 107000, saying so.
+
+use acl_notify_core::{Error, RawStream};
+
+use super::state::Alloc;
+use super::within;
+use crate::Sim;
+use crate::error::SimError;
+use crate::job::SimJob;
+use crate::stream::TaskCtx;
+
+/// One operand of an indirect copy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Word {
+    /// This value, as given.
+    Given(u64),
+    /// The little-endian 64-bit word at this device address, read when the task runs, plus
+    /// an offset.
+    At(usize, u64),
+}
+
+/// The most bytes one such copy moves (`MAX_MEMCPY_SIZE_OF_D2D`, hicann/runtime
+/// `src/runtime/core/inc/spec/base_info.hpp`).
+pub const INDIRECT_MAX: u64 = 4 << 30;
+
+/// The process's device allocations when the copy was queued, by device address.
+struct Table(Vec<(usize, Alloc)>);
+
+impl Table {
+    /// The file and offset of the device range `[addr, addr + len)`, checked.
+    fn range(&self, addr: usize, len: u64, what: &str) -> Result<(&Alloc, u64), SimError> {
+        let i = self.0.partition_point(|(b, _)| *b <= addr);
+        let found = i.checked_sub(1).map(|i| &self.0[i]);
+        let Some((base, a)) = found.filter(|(b, a)| ((addr - b) as u64) < a.size) else {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{what} {addr:#x} is in no device allocation this process held when the copy \
+                     was queued"
+                ),
+            ));
+        };
+        let offset = (addr - base) as u64;
+        if len > a.size - offset {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{what} [{addr:#x}, {:#x}) ({len} bytes) leaves its allocation {base:#x} \
+                     ({} bytes) at offset {offset}",
+                    addr as u64 + len,
+                    a.size
+                ),
+            ));
+        }
+        if !Alloc::is_current(&a.file, a.id, a.generation, a.imported) {
+            return Err(SimError::new(
+                Error::ParamInvalid,
+                format!(
+                    "{what} [{addr:#x}, {:#x}) is in allocation {base:#x} ({} bytes), freed \
+                     before the copy ran",
+                    addr as u64 + len,
+                    a.size
+                ),
+            ));
+        }
+        let off = a
+            .file
+            .offset_of(addr)
+            .ok_or_else(|| SimError::new(Error::DrvInternalError, "device address lost"))?;
+        Ok((a, off))
+    }
+
+    /// An operand's value now.
+    fn read(&self, w: Word, what: &str) -> Result<u64, SimError> {
+        match w {
+            Word::Given(v) => Ok(v),
+            Word::At(at, plus) => {
+                let (a, off) = self.range(at, 8, what)?;
+                // SAFETY: 8 bytes of a checked range of a mapped allocation; read unaligned.
+                let v = unsafe { a.file.bytes(off, 8).cast::<u64>().read_unaligned() };
+                a.file.intact()?;
+                v.checked_add(plus).ok_or_else(|| {
+                    SimError::new(
+                        Error::ParamInvalid,
+                        format!("{what} {v:#x} at {at:#x} plus the offset {plus} overflows"),
+                    )
+                })
+            }
+        }
+    }
+}
+
+impl Sim {
+    /// Queues on `stream` a device-to-device copy of `count` bytes from `src` to `dst`, each
+    /// operand given or read from device memory when the task runs ([`Word`]); `dest_max`
+    /// bounds the count (`None`: no bound but [`INDIRECT_MAX`]). Words at device addresses are
+    /// checked now (8 bytes of a live allocation); what they hold, when the task runs.
+    ///
+    /// Errors: 107000 a word not in a live allocation, a given count above `dest_max` or
+    /// [`INDIRECT_MAX`]; the stream's (107017, 107003, 507002). The task fails with 107000
+    /// for a range outside the allocations held when it was queued, or freed since, or a
+    /// count read above the bounds.
+    pub fn memcpy_indirect_async(
+        &self,
+        dst: Word,
+        dest_max: Option<usize>,
+        src: Word,
+        count: Word,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
+        self.mem_checked(|| {
+            let bound = move |c: u64| -> Result<usize, SimError> {
+                if c > INDIRECT_MAX {
+                    return Err(SimError::new(
+                        Error::ParamInvalid,
+                        format!("count {c} is above {INDIRECT_MAX}, the most one copy moves"),
+                    ));
+                }
+                let c = c as usize;
+                if let Some(m) = dest_max {
+                    within(c, m, "destMax")?;
+                }
+                Ok(c)
+            };
+            if let Word::Given(c) = count {
+                bound(c)?;
+            }
+            for (w, what) in [
+                (dst, "destination word"),
+                (src, "source word"),
+                (count, "count word"),
+            ] {
+                if let Word::At(at, _) = w {
+                    self.range_ref(at, 8, what)?.ok_or_else(|| {
+                        SimError::new(
+                            Error::ParamInvalid,
+                            format!("the {what} {at:#x} is not device memory"),
+                        )
+                    })?;
+                }
+            }
+            let table = Table(
+                self.mem()
+                    .allocs
+                    .read()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .iter()
+                    .map(|(b, a)| (*b, a.clone()))
+                    .collect(),
+            );
+            let task = Box::new(move |_: &TaskCtx| {
+                let count = bound(table.read(count, "count")?)?;
+                let d = table.read(dst, "destination address")? as usize;
+                let s = table.read(src, "source address")? as usize;
+                if count == 0 {
+                    return Ok(());
+                }
+                let (da, doff) = table.range(d, count as u64, "destination")?;
+                let (sa, soff) = table.range(s, count as u64, "source")?;
+                let args = || serde_json::json!({"dst": d, "src": s, "bytes": count});
+                crate::trace::span("memory", "memcpy", args, || {
+                    // SAFETY: checked ranges of mapped allocations (kept by the table's
+                    // files); `copy` allows overlap, as `memcpy` does.
+                    unsafe {
+                        std::ptr::copy(
+                            sa.file.bytes(soff, count),
+                            da.file.bytes(doff, count),
+                            count,
+                        )
+                    };
+                    Ok::<(), SimError>(())
+                })?;
+                da.file.intact()?;
+                sa.file.intact()
+            });
+            self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mem::MemcpyKind;
+    use acl_notify_core::{BackendError as _, StreamOps, SyncWait};
+
+    #[test]
+    fn the_words_are_read_when_the_copy_runs_in_stream_order() {
+        let ns = format!("unit-indirect-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let _guard = crate::NamespaceGuard(ns.clone());
+        let sim = Sim::builder()
+            .devices(1)
+            .namespace(&ns)
+            .device_memory(16 << 20)
+            .open()
+            .unwrap();
+        let s = sim.create_stream(0).unwrap();
+        let (a, b, words) = (
+            sim.malloc(0, 256, 0).unwrap(),
+            sim.malloc(0, 256, 0).unwrap(),
+            sim.malloc(0, 16, 0).unwrap(),
+        );
+        let data: Vec<u8> = (0..=255u8).collect();
+        let zeros = [0u8; 16];
+        // SAFETY: host slices that outlive the synchronizes below.
+        unsafe {
+            sim.memcpy(a, 256, data.as_ptr().addr(), 256, MemcpyKind::HostToDevice)
+                .unwrap();
+            sim.memcpy(
+                words,
+                16,
+                zeros.as_ptr().addr(),
+                16,
+                MemcpyKind::HostToDevice,
+            )
+            .unwrap();
+        }
+        // The words are 0 now; a copy queued before the indirect one writes them.
+        let ptrs = [a as u64, b as u64];
+        // SAFETY: `ptrs` outlives the synchronize.
+        unsafe {
+            sim.memcpy_async(
+                words,
+                16,
+                ptrs.as_ptr().addr(),
+                16,
+                MemcpyKind::HostToDevice,
+                s,
+            )
+            .unwrap();
+        }
+        sim.memcpy_indirect_async(
+            Word::At(words + 8, 100),
+            Some(28),
+            Word::At(words, 10),
+            Word::Given(28),
+            s,
+        )
+        .unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = [0u8; 256];
+        // SAFETY: `out` is a live slice.
+        unsafe {
+            sim.memcpy(
+                out.as_mut_ptr().addr(),
+                256,
+                b,
+                256,
+                MemcpyKind::DeviceToHost,
+            )
+        }
+        .unwrap();
+        assert_eq!(&out[100..128], &data[10..38]);
+        assert!(out[..100].iter().chain(&out[128..]).all(|&x| x == 0));
+        // A count above destMax is refused at the call; a range read past its allocation
+        // fails the task.
+        let e = sim
+            .memcpy_indirect_async(
+                Word::At(words + 8, 0),
+                Some(8),
+                Word::At(words, 0),
+                Word::Given(9),
+                s,
+            )
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid);
+        sim.memcpy_indirect_async(
+            Word::At(words + 8, 250),
+            None,
+            Word::At(words, 0),
+            Word::Given(8),
+            s,
+        )
+        .unwrap();
+        let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
+        assert!(e.to_string().contains("leaves its allocation"), "{e}");
+        // A word outside device memory is refused at the call.
+        let host = [0u64; 1];
+        let e = sim
+            .memcpy_indirect_async(
+                Word::At(host.as_ptr().addr(), 0),
+                None,
+                Word::At(words, 0),
+                Word::Given(8),
+                s,
+            )
+            .unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid);
+    }
+}
