@@ -8,7 +8,8 @@
 //! - every process-wide lock is a [`PerProcess`], which remembers the fork generation
 //!   ([`sys::fork_generation`]) that made it: a child (one generation on) finds the parent's
 //!   and makes a fresh one on its first use. The parent's lock, and whatever it guards, is
-//!   left as it is in the child's memory, unused and never freed. So a module that keeps
+//!   left as it is in the child's memory, unused and never freed (but reachable from the
+//!   child's, so that a leak checker does not blame the child for it). So a module that keeps
 //!   process-wide state (a file kind's registry of mappings, say) declares a `PerProcess`
 //!   and nothing else: no fork handler names it;
 //! - nothing lazily initialised blocks: no `Once` or `OnceLock` that a child could find
@@ -133,6 +134,10 @@ impl<T> std::fmt::Debug for PerProcess<T> {
 struct Made<T> {
     generation: u64,
     lock: Mutex<T>,
+    /// The lock this one replaced (an ancestor process's; null for none): never used nor
+    /// freed, but kept reachable, so that a leak checker in a forked child (valgrind's
+    /// memcheck) does not count the parent's state as lost by the child.
+    _parent: *mut Made<T>,
 }
 
 impl<T: Send> PerProcess<T> {
@@ -200,8 +205,11 @@ impl<T: Send> PerProcess<T> {
         let fresh = Box::into_raw(Box::new(Made {
             generation,
             lock: Mutex::new(value),
+            _parent: seen,
         }));
         loop {
+            // SAFETY: `fresh` is not published yet: this thread's alone.
+            unsafe { (*fresh)._parent = seen };
             match self.current.compare_exchange(seen, fresh, AcqRel, Acquire) {
                 // SAFETY: just published; never freed from now on. (The lock it replaced, if
                 // any, was another process's: left as it is, never freed.)

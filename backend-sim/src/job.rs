@@ -14,7 +14,7 @@ use crate::error::SimError;
 use crate::parked::Went;
 use crate::pin::PinRef;
 use crate::prefetch::prefetch_for_write;
-use crate::stream::{Job, Parking, Probe, Stream, Task, TaskCtx};
+use crate::stream::{Job, Parking, Probe, Stopped, Stream, Task, TaskCtx};
 use crate::waiters::{StampedWaiter, wait_slow};
 
 /// The most cache lines of a boxed task's captured state that [`Job::prefetch`] pulls in.
@@ -312,9 +312,9 @@ impl Job<SimError> for SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
         parking: Parking,
-        stopped: &mut Option<(Self, bool)>,
+        stopped: &mut Stopped<'_, Self>,
     ) -> Option<(Result<(), SimError>, ())> {
-        self.run_with(ctx, before_block, parking, stopped)
+        self.run_with(ctx, before_block, parking, Some(stopped))
             .map(|out| (out, ()))
     }
 
@@ -380,14 +380,22 @@ fn prefetch_task(task: &Task<SimError>) {
     }
 }
 
-impl crate::parked::Stop {
-    /// The job as it goes back on its stream's queue, and whether it parked.
-    pub(crate) fn into_job(self, pin: PinRef, timeout: Option<Duration>) -> (SimJob, bool) {
-        match self {
-            crate::parked::Stop::Parked(w) => (SimJob::Parked(w), true),
-            crate::parked::Stop::Home(Some(w)) => (SimJob::Parked(w), false),
-            crate::parked::Stop::Home(None) => (SimJob::Wait { pin, timeout }, false),
-        }
+/// Gives the wait that stopped (`stop`; `pin` and `timeout` its own) to `stopped` as the job
+/// it now is (a worker's turn always passes one; a job run with [`Parking::Never`] never
+/// stops). Each job is built where it is put, so that it is stored into the worker's batch
+/// straight from registers (see `Stopped`).
+#[inline(always)]
+fn put(
+    stopped: Option<&mut Stopped<'_, SimJob>>,
+    stop: crate::parked::Stop,
+    pin: PinRef,
+    timeout: Option<Duration>,
+) {
+    let Some(s) = stopped else { return };
+    match stop {
+        crate::parked::Stop::Parked(w) => s.put_with(true, || SimJob::Parked(w)),
+        crate::parked::Stop::Home(Some(w)) => s.put_with(false, || SimJob::Parked(w)),
+        crate::parked::Stop::Home(None) => s.put_with(false, || SimJob::Wait { pin, timeout }),
     }
 }
 
@@ -408,13 +416,13 @@ impl SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
     ) -> (Result<(), SimError>, ()) {
-        match self.run_with(ctx, before_block, Parking::Never, &mut None) {
+        match self.run_with(ctx, before_block, Parking::Never, None) {
             Some(out) => (out, ()),
             None => unreachable!("a job that may not park does not stop"),
         }
     }
 
-    /// Runs the job, or stops before it ends (`None`, the job back in `stopped`: see
+    /// Runs the job, or stops before it ends (`None`, the job given to `stopped`: see
     /// [`Job::run_or_park`]). Out-of-band so that what the worker gets back for a job that
     /// ran stays in two registers.
     #[inline(always)]
@@ -423,7 +431,7 @@ impl SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
         parking: Parking,
-        stopped: &mut Option<(SimJob, bool)>,
+        stopped: Option<&mut Stopped<'_, SimJob>>,
     ) -> Option<Result<(), SimError>> {
         Some(match self {
             SimJob::Record { pin, pid } => {
@@ -464,7 +472,7 @@ impl SimJob {
                     wait_slow(p, timeout, ctx, before_block, None)
                 } else {
                     // The job goes back to the queue from inside the call (`Went`).
-                    let stop = |s: crate::parked::Stop| *stopped = Some(s.into_job(pin, timeout));
+                    let stop = |s: crate::parked::Stop| put(stopped, s, pin, timeout);
                     let went = match timeout {
                         None => crate::parked::park_or_wait(pin, ctx, before_block, parking, stop),
                         Some(t) => crate::parked::park_or_wait_timed(
@@ -487,7 +495,7 @@ impl SimJob {
             SimJob::Parked(w) => {
                 let pin = w.pin();
                 // A parked wait always comes back as one (`Stop::Home(Some(_))`).
-                let stop = |s: crate::parked::Stop| *stopped = Some(s.into_job(pin, None));
+                let stop = |s: crate::parked::Stop| put(stopped, s, pin, None);
                 match crate::parked::run_parked(w, ctx, before_block, parking, stop) {
                     Went::Done => Ok(()),
                     Went::Stopped => return None,

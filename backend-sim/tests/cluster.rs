@@ -17,6 +17,7 @@ use acl_notify_core::{
     RawNotify, RawStream, ServerPid, Soc, StreamOps, SyncWait, Timeout,
 };
 use acl_notify_sim::Sim;
+use acl_notify_sim::cluster::etcd::Etcd;
 use acl_notify_sim::cluster::harness::EtcdCluster;
 use acl_notify_sim::cluster::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TTL};
 use acl_notify_sim::mem::MemcpyKind;
@@ -128,6 +129,10 @@ fn main() {
         (
             "memory_of_a_freed_or_dead_owner_fails_clearly",
             memory_of_a_freed_or_dead_owner_fails_clearly,
+        ),
+        (
+            "a_request_committed_twice_is_applied_once",
+            a_request_committed_twice_is_applied_once,
         ),
     ];
     let args = Arguments::from_args();
@@ -1488,5 +1493,85 @@ fn a_batch_reset_crosses_hosts_in_order_with_records(c: &Arc<EtcdCluster>) -> Re
     importer.try_ok(&format!("record {ih2} 3"))?;
     owner.try_ok(&format!("hwait {h2} 10000"))?;
     owner.try_ok(&format!("hwait {h} 200"))?;
+    Ok(())
+}
+
+/// The key under the owner's record prefix of `pod` (server 0, `owner` pid) whose path after
+/// it passes `pick`, and its value and lease, read from etcd.
+fn rec_key(
+    c: &EtcdCluster,
+    pod: &str,
+    owner: i32,
+    pick: impl Fn(&str) -> bool,
+) -> Result<(Vec<u8>, Vec<u8>, i64), Failed> {
+    let client = Etcd::new(c.client_addrs(), Duration::from_secs(3));
+    let prefix = format!("/acl-notify/{pod}/rec/0/{owner}/");
+    let (kvs, _) = client
+        .get_prefix(prefix.as_bytes())
+        .map_err(|e| format!("etcd range: {e}"))?;
+    kvs.into_iter()
+        .find(|kv| pick(&String::from_utf8_lossy(&kv.key[prefix.len()..])))
+        .map(|kv| (kv.key, kv.value, kv.lease))
+        .ok_or_else(|| format!("no such key under {prefix}").into())
+}
+
+/// A transaction committed twice — the etcd client tries a call again when its member, shutting
+/// down, answered "transport is closing" after committing it — is applied once: a record
+/// replayed after its wait consumed it does not set the flag again (the next wait would pass
+/// before its own record, reading the previous round's data: a collective over two hosts gave
+/// wrong sums after an etcd restart), and a write replayed after a later one does not land
+/// over it. The replay is the same put (same key, value and lease) made here by hand.
+fn a_request_committed_twice_is_applied_once(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    let pod = pod("replay");
+    let url = c.url(&pod);
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    let client = Etcd::new(c.client_addrs(), Duration::from_secs(3));
+    importer.try_ok(&format!("record {ih} 3"))?;
+    poll_until("the record applied", Duration::from_secs(10), || {
+        owner.ask("applied").as_deref() == Ok("1")
+    })?;
+    owner.try_ok(&format!("hwait {h} 10000"))?;
+    let (key, value, lease) = rec_key(c, &pod, owner.pid, |k| k.split('/').count() == 2)?;
+    client
+        .put(&key, &value, lease)
+        .map_err(|e| format!("replay: {e}"))?;
+    importer.try_ok(&format!("record {ih} 3"))?;
+    poll_until("the second record applied", Duration::from_secs(10), || {
+        owner
+            .ask("applied")
+            .is_ok_and(|n| n.parse::<u64>().is_ok_and(|n| n >= 2))
+    })?;
+    std::thread::sleep(Duration::from_millis(300));
+    let n = owner.try_ok("applied")?;
+    check(n == "2", || {
+        format!("{n} records applied for 2 made: the replayed one was applied again")
+    })?;
+    owner.try_ok(&format!("hwait {h} 10000"))?;
+    // Memory: write A, then B; A's transaction replayed after B's.
+    const N: usize = 4096;
+    let pa: usize = owner.try_ok(&format!("malloc 2 {N}"))?.parse()?;
+    let mkey = owner.try_ok(&format!("mexport {pa} {N}"))?;
+    owner.try_ok(&format!("mallow {mkey} 1 {}", importer.pid))?;
+    let ra: usize = importer.try_ok(&format!("memimport 3 {mkey}"))?.parse()?;
+    let qb: usize = importer.try_ok(&format!("malloc 3 {N}"))?.parse()?;
+    importer.try_ok(&format!("fill {qb} {N} 1"))?;
+    importer.try_ok(&format!("copy {ra} {qb} {N}"))?;
+    let (wkey, wa, wlease) = rec_key(c, &pod, owner.pid, |k| k.starts_with("m/"))?;
+    importer.try_ok(&format!("fill {qb} {N} 2"))?;
+    importer.try_ok(&format!("copy {ra} {qb} {N}"))?;
+    client
+        .put(&wkey, &wa, wlease)
+        .map_err(|e| format!("replay: {e}"))?;
+    importer.try_ok(&format!("record {ih} 3"))?;
+    owner.try_ok(&format!("hwait {h} 10000"))?;
+    let got = owner.try_ok(&format!("sum {pa} {N}"))?;
+    check(got == hash(&pattern(N, 2)).to_string(), || {
+        if got == hash(&pattern(N, 1)).to_string() {
+            "the replayed first write landed over the second".into()
+        } else {
+            "the owner's memory holds neither write".into()
+        }
+    })?;
     Ok(())
 }

@@ -34,6 +34,9 @@ pub enum Error {
     ContextNull = 107002,
     /// `ACL_ERROR_RT_STREAM_CONTEXT` — the stream belongs to another device/context.
     StreamContext = 107003,
+    /// `ACL_ERROR_RT_STREAM_MODEL` — the stream is not bound to that model, or bound to
+    /// another.
+    StreamModel = 107005,
     /// `ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID` — an event has no valid timestamp (created
     /// without `ACL_EVENT_TIME_LINE`, or its latest record has not run).
     EventTimestampInvalid = 107006,
@@ -154,7 +157,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 55] = [
+    pub const ALL: [Error; 56] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -165,6 +168,7 @@ impl Error {
         Error::InvalidDeviceId,
         Error::ContextNull,
         Error::StreamContext,
+        Error::StreamModel,
         Error::EventTimestampInvalid,
         Error::StreamSubscribe,
         Error::ThreadSubscribe,
@@ -232,6 +236,7 @@ impl Error {
             Error::InvalidDeviceId => "ACL_ERROR_RT_INVALID_DEVICEID",
             Error::ContextNull => "ACL_ERROR_RT_CONTEXT_NULL",
             Error::StreamContext => "ACL_ERROR_RT_STREAM_CONTEXT",
+            Error::StreamModel => "ACL_ERROR_RT_STREAM_MODEL",
             Error::EventTimestampInvalid => "ACL_ERROR_RT_EVENT_TIMESTAMP_INVALID",
             Error::StreamSubscribe => "ACL_ERROR_RT_STREAM_SUBSCRIBE",
             Error::ThreadSubscribe => "ACL_ERROR_RT_THREAD_SUBSCRIBE",

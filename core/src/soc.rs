@@ -179,6 +179,11 @@ features! {
     /// `aclmdlRICaptureBegin` page, product support table; hicann/runtime
     /// `docs/zh/dev_guide/04-01_single_stream_capture.md`).
     ModelCapture,
+    /// Models built on bound streams (`aclmdlRIBuildBegin`, `aclmdlRIBindStream`,
+    /// `aclmdlRIEndTask`, `aclmdlRIBuildEnd`, `aclmdlRIUnbindStream`): every SoC but IPV350
+    /// (hicann/runtime `docs/zh/api_ref/15_model_running_instance__management.md`, those
+    /// pages' product support tables).
+    ModelBuild,
 }
 
 /// Compile-time view of one SoC family. Implemented only by the zero-sized types in this
@@ -574,6 +579,7 @@ impl Soc {
                 self,
                 Soc::Ascend950PR | Soc::Ascend950DT | Soc::Ascend910_93 | Soc::Ascend910B
             ),
+            Feature::ModelBuild => !matches!(self, Soc::IPV350),
             Feature::ModelCapture => matches!(
                 self,
                 Soc::Ascend950PR

@@ -95,6 +95,9 @@
 //! - `capture_gaps.c`: a captured copy's, set's and value write's ranges checked at capture,
 //!   model names as bytes, the exchange mode needing a context, a device reset while a
 //!   stream captures (its models gone, their destroy callbacks run); also under memcheck;
+//! - `model_build.c`: a model built on two bound streams (`aclmdlRIBuildBegin` … `BuildEnd`)
+//!   executed 50 times with new input, the build API's refusals, unbinding; three SoCs and
+//!   under memcheck;
 //! - `mem_pool.c`: stream-ordered memory pools (blocks across two streams ordered by an event,
 //!   the pool's figures before and after a free runs, reuse under a release threshold, trim,
 //!   refused use after free, a full pool, destroy with a block in use), on three SoCs and
@@ -114,6 +117,11 @@
 //!   malloc'd host memory only), `aclrtMemcpyAsyncWithOffset` and the descriptor copies
 //!   (`aclrtGetMemcpyDescSize`, `aclrtSetMemcpyDesc`, `aclrtMemcpyAsyncWithDesc`) reading their
 //!   addresses from device memory when they run; bytes checked, CANN's codes, on two SoCs;
+//! - `cmo.c`: the cache maintenance calls as stream tasks whose ranges (and descriptors) are
+//!   checked when they run, and barriers ordering one stream after another's invalidation
+//!   (Ascend310B), CANN's codes on three SoCs;
+//! - `ts_memory.c`: `aclrtMallocForTaskScheduler` (device memory as `aclrtMallocWithCfg`
+//!   gives it; 207000 on IPV350);
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -153,7 +161,7 @@
 //!   import the parent's memory by key; half of them are SIGKILLed holding the import (one with
 //!   a copy out of it queued behind a wait that never ends); the parent frees the memory, the
 //!   devices' free memory comes back, the key imports nothing afterwards, and the namespace's
-//!   files stay the same round after round;
+//!   files stay the same round after round (also under valgrind's memcheck, children included);
 //! - `ipc_event_chain.c`: a chain of processes (more than the machine's CPUs) moving 10,000
 //!   items through rings of IPC memory, each slot ordered by two IPC events re-recorded item
 //!   after item and a pipe saying "recorded" as CANN's ipcevent sample does, back-pressure on
@@ -431,6 +439,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ts_device",
         "capture",
         "capture_gaps",
+        "model_build",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -438,6 +447,8 @@ fn build_everything() -> Result<Prefix, String> {
         "exception_info",
         "mbuf",
         "memcpy_variants",
+        "cmo",
+        "ts_memory",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -980,6 +991,16 @@ fn streams_answer_their_id_priority_and_flags() {
 /// are errors; forked children are checked too); `None` when valgrind is not installed,
 /// which `ACL_NOTIFY_REQUIRE_TOOLS` (set by `cargo xtask test`) forbids.
 fn memcheck(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Vec<Outcome>> {
+    memcheck_with(&[], name, args, env)
+}
+
+/// As [`memcheck`], valgrind given `options` too.
+fn memcheck_with(
+    options: &[&str],
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<Vec<Outcome>> {
     let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
     assert!(
         installed("valgrind") || !required,
@@ -1001,6 +1022,7 @@ fn memcheck(name: &str, args: &[&str], env: &[(&str, &str)]) -> Option<Vec<Outco
             "--errors-for-leak-kinds=definite",
             "--show-leak-kinds=definite",
         ])
+        .args(options)
         .arg(p.bin.join(name))
         .args(args);
     Some(run_all(
@@ -1192,6 +1214,33 @@ fn capture_checks_ranges_at_capture_and_a_device_reset_ends_its_captures() {
     }
 }
 
+// ---- models built on bound streams (tests/c/model_build.c) ------------------------------------
+
+#[test]
+fn a_model_built_on_two_bound_streams_replays_with_new_input_every_time() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend950PR", "Ascend310B"] {
+        let s = Scratch::new(&format!("model-build-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("model_build"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("model_build", &mut cmd).expect("start model_build")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        let ok = format!("model_build {soc}: ok");
+        assert!(o[0].stdout.contains(&ok), "{soc}: {}", report(&o));
+    }
+    if let Some(o) = memcheck("model_build", &["Ascend910B"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("model_build Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
 // ---- allocator registration (tests/c/allocator.c) ----------------------------------------------
 
 #[test]
@@ -1276,9 +1325,11 @@ fn threads_trade_pool_blocks_across_devices_with_events_and_callbacks() {
 
 // ---- importers forked after aclInit, some killed holding the import (tests/c/killed_importers.c)
 
-/// Not under valgrind: a child forked after `aclInit` keeps the parent's state unreachable in
-/// its memory (the simulator's per-process locks, the session, the parent's worker threads'
-/// closures), which memcheck counts as definitely lost in every child.
+/// Also under valgrind's memcheck, children included: a child forked after `aclInit` keeps
+/// its parent's session and process-wide locks reachable (until 2026-12-06 it did not, and
+/// memcheck counted ~42 KB of them definitely lost in every child); what the parent's other
+/// threads owned (their start closures and thread-local values: the child has no such
+/// threads) is suppressed by `tests/c/forked_child.supp`.
 #[test]
 fn importers_forked_after_init_and_killed_holding_the_import_leave_nothing_behind() {
     let o = run_alone(
@@ -1293,6 +1344,24 @@ fn importers_forked_after_init_and_killed_holding_the_import_leave_nothing_behin
         "{}",
         report(&o)
     );
+    let supp = Path::new(env!("CARGO_MANIFEST_DIR")).join("c/forked_child.supp");
+    let supp = format!("--suppressions={}", supp.display());
+    if let Some(o) = memcheck_with(
+        &[supp.as_str()],
+        "killed_importers",
+        &["2"],
+        &[
+            ("ACL_NOTIFY_SIM_DEVICES", "2"),
+            ("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M"),
+        ],
+    ) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("killed_importers: ok"),
+            "{}",
+            report(&o)
+        );
+    }
 }
 
 // ---- a producer/consumer chain ordered by IPC events (tests/c/ipc_event_chain.c) -----------
@@ -1452,6 +1521,50 @@ fn copy_variants_read_their_addresses_when_they_run() {
         assert!(
             o[0].stdout.contains("memcpy_variants Ascend910B: ok"),
             "{}",
+            report(&o)
+        );
+    }
+}
+
+// ---- cache maintenance (tests/c/cmo.c) ------------------------------------------------------
+
+#[test]
+fn cache_operations_are_ordered_checked_stream_tasks_and_barriers_order() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310B", "Ascend310P"] {
+        let s = Scratch::new(&format!("cmo-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("cmo"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("cmo", &mut cmd).expect("start cmo")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("cmo {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+}
+
+// ---- task scheduler memory (tests/c/ts_memory.c) --------------------------------------------
+
+#[test]
+fn task_scheduler_memory_is_device_memory_as_malloc_with_cfg_gives_it() {
+    let p = setup();
+    for soc in ["Ascend910B", "IPV350"] {
+        let s = Scratch::new(&format!("ts-memory-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("ts_memory"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("ts_memory", &mut cmd).expect("start ts_memory")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("ts_memory {soc}: ok")),
+            "{soc}: {}",
             report(&o)
         );
     }
@@ -2971,6 +3084,58 @@ fn a_collective_over_two_hosts_survives_a_killed_rank_and_leaves_etcd_clean() {
         left = pod_keys(&etcd, &pod);
     }
     assert!(left.is_empty(), "keys left in etcd: {left:?}");
+}
+
+/// The pod's only etcd member is SIGKILLed mid-collective (8 ranks over two hosts, 12 jobs) and
+/// started again on its data a second later, twice: the calls in flight (remote records, copies
+/// through etcd, lease renewals) wait for it within their 3 s bound instead of failing, and no
+/// request its death made the client send twice is applied twice. Every rank passes all 12
+/// jobs with every sum exact, and the pod's keys leave etcd. Before, a rank's stream failed with
+/// 507022 ("etcd refused the request: ... transport is closing", or "unreachable" at once) when
+/// the outage caught a call; a client that only tried again (without the owner's replay check)
+/// gave wrong sums once.
+#[test]
+fn a_collective_over_two_hosts_survives_etcd_restarted_mid_job() {
+    let mut etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    let pod = format!("capi-collrestart-{}", std::process::id());
+    let url = etcd.url(&pod);
+    let (h0, h1) = (Scratch::new("collrh0"), Scratch::new("collrh1"));
+    let x = h0.dir.join("x");
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let p = pod.clone();
+    // The member dies with the thread that started it (the harness's PR_SET_PDEATHSIG): this
+    // thread restarts it, so it lives until the job is over and the keys are read.
+    let restarter = std::thread::spawn(move || {
+        // Twice mid-job: once jobs 3 and 7 were checked by rank 0 (or after 30 s).
+        for job in [3, 7] {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let mark = x.join(format!("checked.{job}.0"));
+            while !mark.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            etcd.kill_member(0);
+            std::thread::sleep(Duration::from_secs(1));
+            etcd.restart_member(0).expect("restart etcd");
+        }
+        let _ = finished.recv();
+        etcd.wait_for_quorum(Duration::from_secs(10))
+            .expect("etcd back");
+        pod_keys(&etcd, &p)
+    });
+    let o = collective_job(
+        &[&h0, &h1],
+        Some(&url),
+        "x",
+        8,
+        &["jobs=12"],
+        |_| vec![],
+        &[],
+        None,
+    );
+    let _ = done.send(());
+    let left = restarter.join().expect("restarter");
+    collective_ok(&o, 12);
+    assert_eq!(left, Vec::<String>::new(), "keys left in etcd");
 }
 
 /// Rank 5 of 8 starts 2 s late: the others' streams wait for it (10 s timeouts) and the job

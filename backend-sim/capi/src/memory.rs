@@ -243,57 +243,107 @@ pub unsafe extern "C" fn aclrtMallocWithCfg(
     policy: u32,
     cfg: *const c_void,
 ) -> aclError {
-    api("aclrtMallocWithCfg", || {
+    // SAFETY: the caller's contract, passed on.
+    api("aclrtMallocWithCfg", || unsafe {
+        malloc_with_cfg(dev_ptr, size, policy, cfg)
+    })
+}
+
+/// `aclrtMallocWithCfg`'s work, shared with `aclrtMallocForTaskScheduler` (both
+/// `aclrtMallocInnerWithCfg` in hicann/runtime `src/acl/aclrt_impl/memory.cpp`).
+///
+/// # Safety
+///
+/// As `aclrtMallocWithCfg`.
+unsafe fn malloc_with_cfg(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: u32,
+    cfg: *const c_void,
+) -> Result<(), CallError> {
+    if dev_ptr.is_null() {
+        return Err(null_arg("devPtr"));
+    }
+    // SAFETY: NULL or readable by the caller's contract.
+    let cfg = unsafe { cfg.cast::<MallocConfig>().as_ref() }.copied();
+    if let Some(c) = cfg
+        && c.num_attrs != 0
+        && c.attrs.is_null()
+    {
+        return Err(CallError::new(
+            Error::InvalidParam,
+            format!(
+                "cfg->attrs is NULL but cfg->numAttrs is {}: attrs must not be NULL when \
+                 numAttrs is not 0",
+                c.num_attrs
+            ),
+        ));
+    }
+    positive(size)?;
+    let rt = runtime()?;
+    let current = rt.current_device()?;
+    let attrs: &[MallocAttribute] = match cfg {
+        // SAFETY: non-NULL (checked above when num_attrs > 0), and the caller guarantees
+        // `num_attrs` readable attributes.
+        Some(c) if c.num_attrs > 0 => unsafe { std::slice::from_raw_parts(c.attrs, c.num_attrs) },
+        _ => &[],
+    };
+    let mut device = current;
+    for (i, a) in attrs.iter().enumerate() {
+        match a.attr {
+            0 | 1 => {}
+            MEM_ATTR_DEVICE_ID => device = a.value[0],
+            t => {
+                return Err(param(format!(
+                    "cfg->attrs[{i}].attr is {t}: expected ACL_RT_MEM_ATTR_RSV (0), \
+                     _MODULE_ID (1) or _DEVICE_ID (2)"
+                )));
+            }
+        }
+    }
+    if device != current {
+        return Err(param(format!(
+            "the config's ACL_RT_MEM_ATTR_DEVICE_ID is {device}, but the current device is \
+             {current}: memory is allocated on the current device only"
+        )));
+    }
+    // SAFETY: non-NULL (checked), writable by the caller's contract.
+    unsafe { malloc_into(dev_ptr, size, policy, Rounding::Align32) }
+}
+
+/// `aclError aclrtMallocForTaskScheduler(void **devPtr, size_t size, aclrtMemMallocPolicy
+/// policy, aclrtMallocConfig *cfg)`: memory the device's task scheduler can use
+/// (`aclrtMallocForTaskSchedulerImpl` is `aclrtMallocWithCfg` with the `RT_MEM_ADVISE_TS`
+/// advice, which `ApiImpl::DevMalloc`, `src/runtime/api/impl/api_impl.cc`, turns into memory
+/// below 4 GiB of the device's address space): the simulator has one kind of device memory,
+/// so it is [`aclrtMallocWithCfg`]'s. Not on IPV350 (CANN's documentation,
+/// `docs/zh/api_ref/11-01_device_memory_malloc_and_free.md`).
+///
+/// Codes: as `aclrtMallocWithCfg`; 207000 IPV350 (after devPtr NULL).
+///
+/// # Safety
+///
+/// As `aclrtMallocWithCfg`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMallocForTaskScheduler(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    policy: u32,
+    cfg: *const c_void,
+) -> aclError {
+    api("aclrtMallocForTaskScheduler", || {
         if dev_ptr.is_null() {
             return Err(null_arg("devPtr"));
         }
-        // SAFETY: NULL or readable by the caller's contract.
-        let cfg = unsafe { cfg.cast::<MallocConfig>().as_ref() }.copied();
-        if let Some(c) = cfg
-            && c.num_attrs != 0
-            && c.attrs.is_null()
-        {
+        let soc = runtime()?.backend().soc();
+        if soc == acl_notify_core::Soc::IPV350 {
             return Err(CallError::new(
-                Error::InvalidParam,
-                format!(
-                    "cfg->attrs is NULL but cfg->numAttrs is {}: attrs must not be NULL when \
-                     numAttrs is not 0",
-                    c.num_attrs
-                ),
+                Error::FeatureNotSupport,
+                "aclrtMallocForTaskScheduler is not supported on IPV350",
             ));
         }
-        positive(size)?;
-        let rt = runtime()?;
-        let current = rt.current_device()?;
-        let attrs: &[MallocAttribute] = match cfg {
-            // SAFETY: non-NULL (checked above when num_attrs > 0), and the caller guarantees
-            // `num_attrs` readable attributes.
-            Some(c) if c.num_attrs > 0 => unsafe {
-                std::slice::from_raw_parts(c.attrs, c.num_attrs)
-            },
-            _ => &[],
-        };
-        let mut device = current;
-        for (i, a) in attrs.iter().enumerate() {
-            match a.attr {
-                0 | 1 => {}
-                MEM_ATTR_DEVICE_ID => device = a.value[0],
-                t => {
-                    return Err(param(format!(
-                        "cfg->attrs[{i}].attr is {t}: expected ACL_RT_MEM_ATTR_RSV (0), \
-                         _MODULE_ID (1) or _DEVICE_ID (2)"
-                    )));
-                }
-            }
-        }
-        if device != current {
-            return Err(param(format!(
-                "the config's ACL_RT_MEM_ATTR_DEVICE_ID is {device}, but the current device is \
-                 {current}: memory is allocated on the current device only"
-            )));
-        }
-        // SAFETY: non-NULL (checked), writable by the caller's contract.
-        unsafe { malloc_into(dev_ptr, size, policy, Rounding::Align32) }
+        // SAFETY: the caller's contract, passed on.
+        unsafe { malloc_with_cfg(dev_ptr, size, policy, cfg) }
     })
 }
 

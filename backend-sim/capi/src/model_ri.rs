@@ -16,14 +16,14 @@ use crate::session::runtime;
 #[allow(non_camel_case_types)]
 pub type aclmdlRI = *mut c_void;
 
-fn model(m: aclmdlRI) -> Result<usize, CallError> {
+pub(crate) fn model(m: aclmdlRI) -> Result<usize, CallError> {
     if m.is_null() {
         return Err(null_arg("modelRI"));
     }
     Ok(m.addr())
 }
 
-fn stream_arg(s: aclrtStream) -> Result<usize, CallError> {
+pub(crate) fn stream_arg(s: aclrtStream) -> Result<usize, CallError> {
     if s.is_null() {
         return Err(null_arg("stream"));
     }

@@ -57,7 +57,8 @@ enum Start {
 // `fork()` returns there, makes the child forget it: the child gets a lock of its own, holding
 // a state of its own (`Inherited`, `Uninit` or `Finalized`, never `Ready`), and the parent's
 // lock, and the session in it, stay untouched and never freed (running the session's teardown
-// would join worker threads the child does not have and release what is the parent's). The
+// would join worker threads the child does not have and release what is the parent's; the
+// child's own lock keeps a pointer to it, so that a leak checker does not count it lost). The
 // simulator does the same with its own process-wide locks (`acl_notify_sim`'s `fork` module).
 //
 // No `prepare` handler takes the lock before the fork: the parent never waits at a fork (not
@@ -78,7 +79,21 @@ enum Start {
 /// This process's session lock: null until the first session start or `aclFinalize` makes it
 /// (the fork handler is registered first), and again in a forked child until its first; else a
 /// leaked `Box`, never freed (a child forgets its parent's, which stays in its memory unused).
-static STATE: AtomicPtr<RwLock<State>> = AtomicPtr::new(std::ptr::null_mut());
+static STATE: AtomicPtr<SessionLock> = AtomicPtr::new(std::ptr::null_mut());
+
+/// A process's session lock, and the one it replaced.
+struct SessionLock {
+    state: RwLock<State>,
+    /// The lock of the parent this process was forked from (or of an earlier ancestor, if the
+    /// parent had none; null for none): never used nor freed, but kept reachable, so that a
+    /// leak checker in a forked child (valgrind's memcheck) does not count the parent's
+    /// session, which the child cannot free, as lost by the child.
+    _parent: *mut SessionLock,
+}
+
+/// The lock [`in_forked_child`] made this process forget (the parent's), until this
+/// process makes its own ([`lock`]), which keeps it.
+static FORGOTTEN: AtomicPtr<SessionLock> = AtomicPtr::new(std::ptr::null_mut());
 
 /// What a forked child needs of its parent's state, readable without the lock (another thread
 /// may hold it at the fork): the pid that started a session, 0 before any, [`FINALIZED`] after
@@ -115,7 +130,7 @@ fn summarized(summary: i32) -> State {
 #[inline]
 fn current() -> Option<&'static RwLock<State>> {
     // SAFETY: a non-null `STATE` is a `Box` leaked by `lock`, never freed.
-    unsafe { STATE.load(Ordering::Acquire).as_ref() }
+    unsafe { STATE.load(Ordering::Acquire).as_ref() }.map(|l| &l.state)
 }
 
 /// This process's session lock, made if there is none yet, after the fork handler is
@@ -126,9 +141,10 @@ fn lock() -> Result<&'static RwLock<State>, CallError> {
         return Ok(l);
     }
     register_fork_handler()?;
-    let fresh = Box::into_raw(Box::new(RwLock::new(summarized(
-        AT_FORK.load(Ordering::Relaxed),
-    ))));
+    let fresh = Box::into_raw(Box::new(SessionLock {
+        state: RwLock::new(summarized(AT_FORK.load(Ordering::Relaxed))),
+        _parent: FORGOTTEN.load(Ordering::Relaxed),
+    }));
     match STATE.compare_exchange(
         std::ptr::null_mut(),
         fresh,
@@ -136,12 +152,12 @@ fn lock() -> Result<&'static RwLock<State>, CallError> {
         Ordering::Acquire,
     ) {
         // SAFETY: just published; never freed from now on.
-        Ok(_) => Ok(unsafe { &*fresh }),
+        Ok(_) => Ok(unsafe { &(*fresh).state }),
         // SAFETY: `fresh` lost the race, so no one else has seen it: ours to free. `won` is
         // another thread's published lock, never freed.
         Err(won) => unsafe {
             drop(Box::from_raw(fresh));
-            Ok(&*won)
+            Ok(&(*won).state)
         },
     }
 }
@@ -175,7 +191,10 @@ extern "C" fn in_forked_child() {
     inflight::forget_in_child();
     HOOKED.store(true, Ordering::Relaxed);
     AT_FORK.store(SUMMARY.load(Ordering::Relaxed), Ordering::Relaxed);
-    STATE.store(std::ptr::null_mut(), Ordering::Release);
+    let parents = STATE.swap(std::ptr::null_mut(), Ordering::AcqRel);
+    if !parents.is_null() {
+        FORGOTTEN.store(parents, Ordering::Relaxed);
+    }
 }
 
 // ---- aclInit / aclFinalize take turns (`lifecycle`) ------------------------------------------

@@ -148,17 +148,29 @@ impl Etcd {
     /// Sends `body` to `path` on the first endpoint that answers, within the call's deadline.
     /// An endpoint that times out or refuses the connection is skipped for the next; an
     /// endpoint that answers with an error status is believed (another would say the same),
-    /// except for the errors a member without a leader gives, which the next may not.
+    /// except for the errors a member without a leader (or one shutting down) gives, which the
+    /// next may not. When every endpoint failed so, the endpoints are tried again after a
+    /// pause (50 ms, doubling up to 400 ms) until the deadline: a member restarted, or a
+    /// leader elected, within the call's bound is a delay, not a failure.
     fn call(&self, path: &str, body: &Value) -> Result<Value, EtcdError> {
         let deadline = Instant::now() + self.timeout;
         let bytes = body.to_string().into_bytes();
         let n = self.endpoints.len();
         let first = self.preferred.load(Ordering::Relaxed);
         let mut why = Vec::new();
+        let mut pause = Duration::from_millis(50);
         // Each endpoint gets a fair share of what is left, so a silent first member cannot eat
-        // the whole deadline; a second round gives a member that was electing a leader another
-        // chance.
-        for round in 0..2 {
+        // the whole deadline; later rounds give members that were down or electing a leader
+        // another chance.
+        for round in 0.. {
+            if round > 0 {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    break;
+                }
+                std::thread::sleep(pause.min(left));
+                pause = (pause * 2).min(Duration::from_millis(400));
+            }
             for k in 0..n {
                 let i = (first + k) % n;
                 let now = Instant::now();
@@ -188,13 +200,14 @@ impl Etcd {
                         )));
                     }
                     Err(Failure::Status(s, b)) => {
-                        why.push(format!("{addr}: HTTP {s}: {}", message_of(&b)))
+                        note(&mut why, format!("{addr}: HTTP {s}: {}", message_of(&b)))
                     }
-                    Err(Failure::Transport(e)) => why.push(format!("{addr}: {}", describe(&e))),
+                    Err(Failure::Transport(e)) => {
+                        note(&mut why, format!("{addr}: {}", describe(&e)))
+                    }
                 }
             }
         }
-        why.dedup();
         Err(EtcdError::Unreachable(format!(
             "{path}: no endpoint answered within {:.1} s ({})",
             self.timeout.as_secs_f64(),
@@ -510,10 +523,27 @@ fn is_timeout(e: &std::io::Error) -> bool {
 /// What etcd answers (gRPC code 5, HTTP 404) to a request bound to a lease it no longer has.
 const LEASE_NOT_FOUND: &str = "requested lease not found";
 
+/// Adds `what` to the reasons a call failed, once (rounds repeat them).
+fn note(why: &mut Vec<String>, what: String) {
+    if !why.contains(&what) {
+        why.push(what);
+    }
+}
+
+/// An error status of a member that cannot serve the request now but may soon (no leader, an
+/// election, a gateway whose connection to its member is closing as the member shuts down:
+/// "the client connection is closing", 408, or "transport is closing", 503): another member,
+/// or the same one a moment later, may answer.
 fn leaderless(body: &str) -> bool {
-    ["no leader", "leader changed", "timed out", "unavailable"]
-        .iter()
-        .any(|m| body.contains(m))
+    [
+        "no leader",
+        "leader changed",
+        "timed out",
+        "unavailable",
+        "is closing",
+    ]
+    .iter()
+    .any(|m| body.contains(m))
 }
 
 fn message_of(body: &str) -> String {
@@ -688,6 +718,62 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A single member restarted during a call (its port refuses connections for 300 ms, then
+    /// it answers): the call waits for it within its bound instead of failing at once.
+    #[test]
+    fn a_member_back_within_the_bound_answers_the_call() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let up = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            let l = std::net::TcpListener::bind(addr).unwrap();
+            let (mut s, _) = l.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf);
+            use std::io::Write;
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 27\r\nConnection: close\r\n\r\n{\"header\":{\"revision\":\"9\"}}")
+                .unwrap();
+        });
+        let e = Etcd::new(vec![addr], Duration::from_secs(3));
+        let t = Instant::now();
+        assert_eq!(e.put(b"k", b"v", 0).unwrap(), 9);
+        assert!(
+            t.elapsed() >= Duration::from_millis(250),
+            "{:?}",
+            t.elapsed()
+        );
+        up.join().unwrap();
+    }
+
+    /// A gateway whose connection to its member is closing (the member shutting down) answers
+    /// 408: the request was not served, so it is tried again, and at the deadline the call is
+    /// unreachable, not refused.
+    #[test]
+    fn a_gateway_closing_its_connection_is_no_refusal() {
+        let body = b"{\"error\":\"grpc: the client connection is closing\",\"code\":1,\"message\":\"grpc: the client connection is closing\"}\n";
+        let head = format!(
+            "HTTP/1.1 408 Request Timeout\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let head: &'static [u8] = Box::leak(head.into_bytes().into_boxed_slice());
+        let a = serve(vec![head, body], Duration::ZERO, Duration::ZERO);
+        let t = Instant::now();
+        match Etcd::new(vec![a], Duration::from_millis(600)).put(b"k", b"v", 0) {
+            Err(EtcdError::Unreachable(m)) => {
+                assert!(m.contains("connection is closing"), "{m}");
+                // Said once, though every round heard it.
+                assert_eq!(m.matches("connection is closing").count(), 1, "{m}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            t.elapsed() >= Duration::from_millis(500),
+            "{:?}",
+            t.elapsed()
+        );
     }
 
     #[test]

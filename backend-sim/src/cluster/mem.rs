@@ -139,7 +139,8 @@ impl Shared {
     /// One request of this importer to the owner of `m` (`header`, then `data`), if the
     /// allocation is still the incarnation imported. Codes: 107000 freed by its owner, or its
     /// owner dead; 507022 unreachable.
-    fn mem_request(&self, m: &RemoteMem, header: Value, data: &[u8]) -> Result<(), SimError> {
+    fn mem_request(&self, m: &RemoteMem, mut header: Value, data: &[u8]) -> Result<(), SimError> {
+        header["tok"] = json!(self.token());
         let mkey = self.mem_key(m.server, m.device, m.id);
         let key = self.key(&format!(
             "rec/{}/{}/m/{}/{}/{}/{}",
@@ -212,6 +213,17 @@ impl Shared {
                 .filter(|p| Some(u64::from(p.generation)) == h["gen"].as_u64())
                 .map(|p| p.range.clone())
         };
+        // A second try of a write or set already applied (a read's second answer finds no
+        // one waiting for it).
+        let (Ok(isid), Ok(ipid)) = (u32::try_from(isid), i32::try_from(ipid)) else {
+            return;
+        };
+        if h["op"].as_str() != Some("r")
+            && let Some(tok) = h["tok"].as_u64()
+            && !self.first_time((isid, ipid), tok)
+        {
+            return;
+        }
         let at = h["off"].as_u64().unwrap_or(u64::MAX);
         let n = h["len"].as_u64().unwrap_or(u64::MAX);
         let gone = || "its owner freed it".to_owned();

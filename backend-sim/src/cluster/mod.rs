@@ -37,6 +37,10 @@
 //!   revision order as its records, reads answered through the importer's watch (see the
 //!   `mem` submodule).
 //!
+//! Every request an importer puts (a record, a batch reset, a copy) carries a number of its
+//! process; the owner applies each number once (see the `replay` submodule), since the client
+//! sends a call again when its member could not serve it, which may commit it twice.
+//!
 //! Waits stay local: the owner's streams wait on the flag in its host's shared memory at
 //! local speed. Calls that need etcd are bounded by the client's deadline
 //! ([`etcd::DEFAULT_TIMEOUT`]) and fail with 507022 (`ACL_ERROR_RT_IPC_ERROR`) saying the
@@ -47,6 +51,7 @@ pub mod harness;
 
 mod export;
 mod mem;
+mod replay;
 mod sim;
 
 pub use mem::MEM_CHUNK;
@@ -234,6 +239,11 @@ struct Shared {
     held: Mutex<HashMap<u64, Vec<u8>>>,
     /// Remote records applied here (each one watch event).
     applied: std::sync::atomic::AtomicU64,
+    /// The number of this process's next request to an owner on another host (a record, a
+    /// batch reset, a copy): the owner applies each number once (see [`replay`]).
+    tokens: std::sync::atomic::AtomicU64,
+    /// The request numbers of other hosts' importers applied here lately.
+    replays: Mutex<replay::Replays>,
     /// The memory this process published (see [`mem`]).
     published_mem: mem::PublishedMap,
     /// This process's reads of other hosts' memory awaiting their answers.
@@ -518,6 +528,15 @@ impl Shared {
                 _ => None,
             }
         };
+        let from = (
+            v["server"].as_u64().and_then(|x| u32::try_from(x).ok()),
+            v["pid"].as_i64().and_then(|x| i32::try_from(x).ok()),
+        );
+        if let (Some(server), Some(pid), Some(tok)) = (from.0, from.1, v["tok"].as_u64())
+            && !self.first_time((server, pid), tok)
+        {
+            return;
+        }
         if let Some(r) = r
             && r.live().is_ok()
         {
@@ -532,6 +551,16 @@ impl Shared {
         }
     }
 
+    /// The number of this process's next request to another host's owner.
+    fn token(&self) -> u64 {
+        self.tokens.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// `true` the first time the owner sees request `tok` of `from` (see [`replay`]).
+    fn first_time(&self, from: replay::Sender, tok: u64) -> bool {
+        lock(&self.replays).first(from, tok)
+    }
+
     /// Delivers one record (or, with `reset`, a batch reset) to remote notify `n`'s owner
     /// (see the module doc): both go the same way, so the owner applies them in the order this
     /// process made them. Codes: 107017 the owner is dead (its lease expired) or withdrew the
@@ -543,7 +572,12 @@ impl Shared {
             "rec/{}/{}/{}/{}",
             n.server, n.owner_pid, n.device, n.id
         ));
-        let mut value = json!({ "gen": n.generation, "server": s.server, "pid": s.pid });
+        let mut value = json!({
+            "gen": n.generation,
+            "server": s.server,
+            "pid": s.pid,
+            "tok": s.token(),
+        });
         if reset {
             value["reset"] = json!(true);
         }
@@ -617,6 +651,8 @@ impl Cluster {
             published: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
             applied: std::sync::atomic::AtomicU64::new(0),
+            tokens: std::sync::atomic::AtomicU64::new(1),
+            replays: Mutex::new(replay::Replays::default()),
             published_mem: Mutex::new(HashMap::new()),
             pending: Mutex::new(mem::Pending::default()),
         });

@@ -1,11 +1,14 @@
-//! Device-to-device copies on a stream whose addresses, and count, may be read from device
-//! memory when the task runs: CANN's "two-level pointer" copies (hicann/runtime
+//! Device-to-device copies, and cache maintenance operations, on a stream whose addresses and
+//! sizes may be read from device memory when the task runs: CANN's "two-level pointer" copies (hicann/runtime
 //! `docs/zh/api_ref/11-03_memory_copy_and_set.md`: `aclrtMemcpyAsyncWithOffset`, whose `dst`
 //! and `src` point at device words holding the base addresses, and `aclrtMemcpyAsyncWithDesc`,
 //! whose descriptor in device memory holds source, destination and count;
 //! `src/runtime/api/api_c_standard_soc.cc` `rtMemcpyD2DAddrAsync`, the `ADDR_DEVICE_TO_DEVICE`
-//! kind). A task queued before this one may write those words, so they are read when the copy
-//! runs, in stream order, as on the device.
+//! kind); and `aclrtCmoAsyncWithDesc`, whose descriptor holds the range of a cache operation
+//! (`docs/zh/api_ref/11-06_CMO_memory_operation.md`). A task queued before this one may write
+//! those words, so they are read when the task runs, in stream order, as on the device. The
+//! simulator's memory is coherent: a cache operation moves nothing, but its range is checked
+//! when it runs like a copy's.
 //!
 //! The words and the ranges they name are checked as every queued copy's are (a live
 //! allocation, the range inside it, the slot still the same incarnation when the task runs),
@@ -30,6 +33,8 @@ pub enum Word {
     /// The little-endian 64-bit word at this device address, read when the task runs, plus
     /// an offset.
     At(usize, u64),
+    /// The little-endian 32-bit word at this device address, read when the task runs.
+    At32(usize),
 }
 
 /// The most bytes one such copy moves (`MAX_MEMCPY_SIZE_OF_D2D`, hicann/runtime
@@ -70,7 +75,7 @@ impl Table {
                 Error::ParamInvalid,
                 format!(
                     "{what} [{addr:#x}, {:#x}) is in allocation {base:#x} ({} bytes), freed \
-                     before the copy ran",
+                     before the task ran",
                     addr as u64 + len,
                     a.size
                 ),
@@ -87,6 +92,13 @@ impl Table {
     fn read(&self, w: Word, what: &str) -> Result<u64, SimError> {
         match w {
             Word::Given(v) => Ok(v),
+            Word::At32(at) => {
+                let (a, off) = self.range(at, 4, what)?;
+                // SAFETY: 4 bytes of a checked range of a mapped allocation; read unaligned.
+                let v = unsafe { a.file.bytes(off, 4).cast::<u32>().read_unaligned() };
+                a.file.intact()?;
+                Ok(u64::from(v))
+            }
             Word::At(at, plus) => {
                 let (a, off) = self.range(at, 8, what)?;
                 // SAFETY: 8 bytes of a checked range of a mapped allocation; read unaligned.
@@ -104,6 +116,67 @@ impl Table {
 }
 
 impl Sim {
+    /// 107000 unless every word read from device memory is in a live allocation now.
+    fn words_ok(&self, words: &[(Word, &str)]) -> Result<(), SimError> {
+        for &(w, what) in words {
+            let (at, len) = match w {
+                Word::Given(_) => continue,
+                Word::At(at, _) => (at, 8),
+                Word::At32(at) => (at, 4),
+            };
+            self.range_ref(at, len, what)?.ok_or_else(|| {
+                SimError::new(
+                    Error::ParamInvalid,
+                    format!("the {what} {at:#x} is not device memory"),
+                )
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The process's device allocations now, for a task to resolve addresses in.
+    fn table(&self) -> Table {
+        Table(
+            self.mem()
+                .allocs
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .iter()
+                .map(|(b, a)| (*b, a.clone()))
+                .collect(),
+        )
+    }
+
+    /// Queues on `stream` a cache maintenance operation on the device range of `len` bytes
+    /// at `src` (each given or read when the task runs, [`Word`]): nothing to do in coherent
+    /// memory but to check, in stream order, that the range is in a live allocation. A given
+    /// range is checked now too.
+    ///
+    /// Errors: 107000 a given range or a word outside live device memory; the stream's. The
+    /// task fails with 107000 for a range outside the allocations held when it was queued, or
+    /// freed since.
+    pub fn cmo_async(&self, src: Word, len: Word, stream: RawStream) -> Result<(), SimError> {
+        self.mem_checked(|| {
+            self.words_ok(&[(src, "address word"), (len, "size word")])?;
+            if let (Word::Given(a), Word::Given(l)) = (src, len) {
+                self.range_ref(a as usize, l as usize, "range")?.ok_or_else(|| {
+                    SimError::new(
+                        Error::ParamInvalid,
+                        format!("{a:#x} is not device memory (a cache operation takes device memory)"),
+                    )
+                })?;
+            }
+            let table = self.table();
+            let task = Box::new(move |_: &TaskCtx| {
+                let a = table.read(src, "address")? as usize;
+                let l = table.read(len, "size")?;
+                let args = || serde_json::json!({"addr": a, "bytes": l});
+                crate::trace::span("memory", "cmo", args, || table.range(a, l, "range").map(drop))
+            });
+            self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(()))
+        })
+    }
+
     /// Queues on `stream` a device-to-device copy of `count` bytes from `src` to `dst`, each
     /// operand given or read from device memory when the task runs ([`Word`]); `dest_max`
     /// bounds the count (`None`: no bound but [`INDIRECT_MAX`]). Words at device addresses are

@@ -87,12 +87,26 @@ impl<J> Batch<J> {
     /// it). Panics if nothing was popped from this batch (no room in front).
     #[inline]
     pub(super) fn put_back(&mut self, task: J) {
+        self.put_back_with(|| task);
+    }
+
+    /// [`put_back`](Self::put_back) of the task `make` builds, built after the check and
+    /// written straight into its place: nothing can panic between the two, so the compiler
+    /// need not keep the task in memory of its own to drop it while unwinding (a task
+    /// built on the stack with narrow stores and copied here with wider loads stalls this
+    /// VM's CPUs: see `super::job::Stopped`).
+    #[inline(always)]
+    pub(super) fn put_back_with(&mut self, make: impl FnOnce() -> J) {
         assert!(
             self.head > 0,
             "a task put back on a batch it was not taken from"
         );
-        self.head -= 1;
-        self.tasks[self.head].write(task);
+        let i = self.head - 1;
+        // SAFETY: `i < head <= end <= TAKE`, in bounds; `tasks[i]` was read out (`pop`: `i`
+        // is before `head`), so writing it overwrites nothing. `head` moves back over it
+        // only once it is written.
+        unsafe { self.tasks.get_unchecked_mut(i) }.write(make());
+        self.head = i;
     }
 
     /// Moves the tasks not yet run to `to`, in order.

@@ -2,6 +2,7 @@
 //! closure that is its default implementation.
 
 use super::TaskCtx;
+use super::batch::Batch;
 
 /// A unit of work on a stream: runs once on the stream's worker, in enqueue order.
 pub type Task<E> = Box<dyn FnOnce(&TaskCtx) -> Result<(), E> + Send + 'static>;
@@ -64,18 +65,18 @@ pub trait Job<E>: Send + 'static {
 
     /// Runs the job as [`run`](Self::run) does, unless it is a wait that would block and
     /// `parking` lets it park its stream instead (issue #25, stage 2: a wait parks its
-    /// stream, not its thread): then `None`, and `stopped` holds the job and `true`, the
+    /// stream, not its thread): then `None`, the job given to `stopped` with `true`, the
     /// job now holding its place in the notify's queue ([`park_probe`](Self::park_probe)
     /// says when it can go on); or, on a turn that may not block ([`Parking::Always`]) and
-    /// a job that cannot park, `None` with the job unrun and `false`: only the stream's own
-    /// thread may run it. The default runs every job.
+    /// a job that cannot park, `None` with the job given to `stopped` unrun and `false`:
+    /// only the stream's own thread may run it. The default runs every job.
     #[inline(always)]
     fn run_or_park(
         self,
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
         parking: Parking,
-        stopped: &mut Option<(Self, bool)>,
+        stopped: &mut Stopped<'_, Self>,
     ) -> Option<(Result<(), E>, Self::Remains)>
     where
         Self: Sized,
@@ -103,6 +104,52 @@ pub trait Job<E>: Send + 'static {
     where
         Self: Sized,
     {
+    }
+}
+
+/// Where a job that stops before its end ([`Job::run_or_park`]) goes: back in front of the
+/// worker's batch, to run next, written there by the call that stopped it. Until 2026-12-06
+/// the call wrote it into an `Option` of the worker's, which then moved it to the batch: the
+/// move read the job (24 bytes, and the flag beside it) with wider loads than the stores
+/// that had just written it, which this VM's CPUs cannot forward (`perf`: four fifths of
+/// the turn's stop's samples on those two loads, 6.7 % of the pipeline bench's).
+pub struct Stopped<'a, J> {
+    batch: &'a mut Batch<J>,
+    /// Whether the job parked (`Some(true)`), or went back unrun for the stream's own thread
+    /// (`Some(false)`); `None`: nothing stopped.
+    parked: Option<bool>,
+}
+
+impl<J> std::fmt::Debug for Stopped<'_, J> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stopped")
+            .field("parked", &self.parked)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, J> Stopped<'a, J> {
+    /// Puts a job that stops into `batch`, which it was just taken from.
+    #[inline(always)]
+    pub(super) fn new(batch: &'a mut Batch<J>) -> Self {
+        Stopped {
+            batch,
+            parked: None,
+        }
+    }
+
+    /// The job `make` builds stopped: it parked (`parked`), or only the stream's own thread
+    /// may run it. Built in its place in the batch (`Batch::put_back_with`).
+    #[inline(always)]
+    pub fn put_with(&mut self, parked: bool, make: impl FnOnce() -> J) {
+        self.batch.put_back_with(make);
+        self.parked = Some(parked);
+    }
+
+    /// What stopped (see the field).
+    #[inline(always)]
+    pub(super) fn parked(&self) -> Option<bool> {
+        self.parked
     }
 }
 

@@ -14,7 +14,8 @@ use acl_notify_core::Error;
 use super::batch::{Batch, TAKE};
 use super::cancel::{Control, TaskCtx};
 use super::{
-    DISCARDING, Job, OPEN, Padded, Parking, WorkerPolicy, bump, drop_all, drop_quietly, lock,
+    DISCARDING, Job, OPEN, Padded, Parking, Stopped, WorkerPolicy, bump, drop_all, drop_quietly,
+    lock,
 };
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
@@ -496,7 +497,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         } else {
             Parking::IfCrowded
         };
-        let mut stopped = None;
         while let Some(task) = local.pop() {
             let seq = done.taken - local.len() as u64 - 1;
             // The flag first: `abort` stores the bound before it raises the flag, so a raised
@@ -535,6 +535,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 next.prefetch();
             }
             ctx.seq.set(seq);
+            let mut stopped = Stopped::new(local);
             let ran = task.run_or_park(
                 ctx,
                 &mut || {
@@ -545,11 +546,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 &mut stopped,
             );
             let Some((result, rest)) = ran else {
+                let parked = stopped.parked();
                 ctx.disarm();
-                // By reference: the job was just written there (inside the call that
-                // stopped), and a copy of it here stalled on that store (`perf`).
-                if stopped.is_some() {
-                    self.stop_turn(&mut stopped, local, done, flow);
+                // The job is back in front of `local` (`Stopped`).
+                if let Some(parked) = parked {
+                    self.stop_turn(parked, local, done, flow);
                 }
                 return;
             };
@@ -591,13 +592,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
     }
 
-    /// The turn stops before the job in `stopped` (put back in front of `local`): it parked
-    /// (its probe is published for the runner) or only the stream's own thread may run it.
+    /// The turn stops before the job in front of `local` (put back there by the call that
+    /// stopped it, `Stopped`): it parked (its probe is published for the runner) or only
+    /// the stream's own thread may run it.
     #[cold]
     #[inline(never)]
     fn stop_turn(
         &self,
-        stopped: &mut Option<(J, bool)>,
+        parked: bool,
         local: &mut Batch<J>,
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
@@ -610,15 +612,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         // before it, the parked wait among them, so they wait for the wait anyway; once it
         // has run, the turn flushes as usual (`retire_wanted` at the next park, the queue run
         // dry, FLUSH_AT), and a stream sent home flushes there before its wait blocks.
-        let Some((task, parked)) = stopped.as_ref() else {
-            return;
-        };
-        let parked = *parked;
         if !parked || done.kept() >= FLUSH_AT || self.retire_wanted() {
             self.flush(done);
         }
         if parked {
-            let probe = task.park_probe();
+            let probe = local.peek().and_then(J::park_probe);
             let (f, data, arg) = match probe {
                 Some(p) => (p.f as *mut (), p.data.cast_mut(), p.arg),
                 None => (std::ptr::null_mut(), std::ptr::null_mut(), 0),
@@ -632,9 +630,6 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             flow.parked = true;
         } else {
             flow.home_needed = true;
-        }
-        if let Some((task, _)) = stopped.take() {
-            local.put_back(task);
         }
     }
 

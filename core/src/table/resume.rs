@@ -21,45 +21,57 @@ use super::queue::{ST_TAKEN, entry, round16};
 use super::{FLAG_SET, MAX_PROCS, NotifySync, RING};
 use crate::waiter::{Clock, TableError, WaitArgs, WaitOutcome, Waiter};
 
-/// A resumable wait's place in a notify's queue ([`NotifySync::wait_begin`]).
+/// A resumable wait's place in a notify's queue ([`NotifySync::wait_begin`]): the ticket
+/// number, the process-table slot and whether it is a lone place, packed in one word (the
+/// one [`into_raw`](Ticket::into_raw) gives). One word, so that `wait_begin`'s answer comes
+/// back in registers: as three fields it came back through memory, its two `u32`s stored
+/// apart and read back as one word by `into_raw`, a load this VM's CPUs cannot forward from
+/// the two stores (`perf`: two fifths of the simulator's park's samples on that load in the
+/// pipeline bench, 2026-12-06).
 #[must_use = "a ticket must be polled to the end, abandoned or resumed (see the module docs)"]
 #[derive(Debug, PartialEq, Eq)]
-pub struct Ticket {
-    t: u32,
-    proc: u32,
-    /// A lone place (`queue`'s module docs): taken with `tail` left at it.
-    solo: bool,
-}
+pub struct Ticket(u64);
 
-/// [`Ticket::into_raw`]'s bit for a lone place.
+/// [`Ticket`]'s bit for a lone place (`queue`'s module docs: taken with `tail` left at it).
 const RAW_SOLO: u64 = 1 << 62;
 
 impl Ticket {
+    #[inline(always)]
+    fn new(t: u32, proc: u32, solo: bool) -> Ticket {
+        Ticket((u64::from(proc) << 32) | u64::from(t) | if solo { RAW_SOLO } else { 0 })
+    }
+
+    /// The ticket number.
+    #[inline(always)]
+    fn t(&self) -> u32 {
+        self.0 as u32
+    }
+
     /// The process-table slot the ticket was taken for.
+    #[inline(always)]
     pub fn proc(&self) -> u32 {
-        self.proc
+        ((self.0 & !RAW_SOLO) >> 32) as u32
     }
 
     /// The ticket as one word, for a caller that keeps it in a packed value (the
     /// simulator's 24-byte stream job). Never `u64::MAX` (process slots are below
     /// [`MAX_PROCS`]), so that value is free to mean "no ticket".
+    #[inline(always)]
     pub fn into_raw(self) -> u64 {
-        (u64::from(self.proc) << 32) | u64::from(self.t) | if self.solo { RAW_SOLO } else { 0 }
+        self.0
     }
 
     /// The ticket [`into_raw`](Self::into_raw) gave. The caller must pass each such word
     /// back at most once (a ticket is one place in one notify's queue).
+    #[inline(always)]
     pub fn from_raw(raw: u64) -> Ticket {
-        Ticket {
-            t: raw as u32,
-            proc: ((raw & !RAW_SOLO) >> 32) as u32,
-            solo: raw & RAW_SOLO != 0,
-        }
+        Ticket(raw)
     }
 
-    /// Whether the place is a lone one (see `NotifySync::wait_begin`): for tests.
+    /// Whether the place is a lone one (see `NotifySync::wait_begin`).
+    #[inline(always)]
     pub fn is_solo(&self) -> bool {
-        self.solo
+        self.0 & RAW_SOLO != 0
     }
 }
 
@@ -96,20 +108,12 @@ impl NotifySync {
         // compare-and-swap now and one when it ends, where an ordinary ticket costs two each
         // (`queue`'s module docs).
         if let Some(t) = self.take_solo(proc) {
-            return Ok(Begin::Queued(Ticket {
-                t,
-                proc,
-                solo: true,
-            }));
+            return Ok(Begin::Queued(Ticket::new(t, proc, true)));
         }
         // `Cancelled` stands for "full" here: the closure's only outcome.
         Ok(
             match self.acquire_with(proc, |_| Ok(Some(WaitOutcome::Cancelled)), w)? {
-                Ok(t) => Begin::Queued(Ticket {
-                    t,
-                    proc,
-                    solo: false,
-                }),
+                Ok(t) => Begin::Queued(Ticket::new(t, proc, false)),
                 Err(_) => Begin::Full,
             },
         )
@@ -127,26 +131,26 @@ impl NotifySync {
         ticket: Ticket,
     ) -> Result<Result<(), Ticket>, TableError> {
         let h = self.head.load(SeqCst);
-        if h != ticket.t {
-            return if ticket.t.wrapping_sub(h) > RING as u32 {
+        if h != ticket.t() {
+            return if ticket.t().wrapping_sub(h) > RING as u32 {
                 Err(TableError::Corrupt)
             } else {
                 Ok(Err(ticket))
             };
         }
         if self.flag.load(SeqCst) == FLAG_SET {
-            if ticket.solo {
+            if ticket.is_solo() {
                 // A lone place keeps the head where it is, so a head that did not move says
                 // nothing: the entry says whether the place is still ours.
-                if !self.solo_is_ours(ticket.t, ticket.proc) {
+                if !self.solo_is_ours(ticket.t(), ticket.proc()) {
                     return Err(TableError::Corrupt);
                 }
                 if self.consume() {
-                    self.end_solo(w, ticket.t, ticket.proc);
+                    self.end_solo(w, ticket.t(), ticket.proc());
                     return Ok(Ok(()));
                 }
             } else if self.consume() {
-                self.finish(w, ticket.t, ticket.proc);
+                self.finish(w, ticket.t(), ticket.proc());
                 return Ok(Ok(()));
             }
         }
@@ -159,17 +163,21 @@ impl NotifySync {
     #[inline]
     pub fn wait_ready(&self, ticket: &Ticket) -> bool {
         let h = self.head.load(SeqCst);
-        h != ticket.t || self.flag.load(SeqCst) == FLAG_SET
+        h != ticket.t() || self.flag.load(SeqCst) == FLAG_SET
     }
 
     /// Gives the wait's place up, consuming nothing: a record that is there stays for the
     /// next waiter (or the next wait), as when a blocking wait times out without a record.
     pub fn wait_abandon<W: Waiter>(&self, w: &W, ticket: Ticket) {
         // `false`: someone already cancelled it on our behalf (and moved the head).
-        let _ = if ticket.solo {
-            self.give_up_solo(w, ticket.t, ticket.proc)
+        let _ = if ticket.is_solo() {
+            self.give_up_solo(w, ticket.t(), ticket.proc())
         } else {
-            self.cancel_ticket(w, ticket.t, entry(round16(ticket.t), ST_TAKEN, ticket.proc))
+            self.cancel_ticket(
+                w,
+                ticket.t(),
+                entry(round16(ticket.t()), ST_TAKEN, ticket.proc()),
+            )
         };
     }
 
@@ -182,16 +190,16 @@ impl NotifySync {
         ticket: Ticket,
         args: WaitArgs<'_>,
     ) -> Result<WaitOutcome, TableError> {
-        if args.proc != ticket.proc {
+        if args.proc != ticket.proc() {
             self.wait_abandon(w, ticket);
             return Err(TableError::BadProc);
         }
         // The blocking rest sleeps on the head and hands it on: an ordinary ticket.
-        if ticket.solo && !self.solo_to_ticket(ticket.t, ticket.proc) {
+        if ticket.is_solo() && !self.solo_to_ticket(ticket.t(), ticket.proc()) {
             // Given up on our behalf, as a head that passed an ordinary ticket.
             return Err(TableError::Corrupt);
         }
         let clock = Clock::start(w, args.timeout);
-        self.wait_held(w, &clock, &args, ticket.t)
+        self.wait_held(w, &clock, &args, ticket.t())
     }
 }

@@ -202,17 +202,17 @@ impl Captured {
     }
 }
 
-/// A stream in a capture.
+/// A stream in a capture, or bound to a model being built (`model_build`).
 #[derive(Clone, Copy, Debug)]
-struct InCapture {
-    model: u32,
+pub(super) struct InCapture {
+    pub(super) model: u32,
     /// Its index among the model's streams (0: the origin).
-    index: usize,
+    pub(super) index: usize,
 }
 
 /// Where a model is in its life.
 #[derive(Debug)]
-enum Phase {
+pub(super) enum Phase {
     /// Being captured: begun on `origin` by `thread` in `mode`, in context `ctx`.
     Capturing {
         mode: Mode,
@@ -220,16 +220,25 @@ enum Phase {
         ctx: usize,
         invalid: Option<String>,
     },
-    /// Captured: executable.
+    /// Being built (`aclmdlRIBuildBegin` … `aclmdlRIBuildEnd`, `model_build`): the tasks
+    /// queued on its bound streams are stored; `ended[i]`: `aclmdlRIEndTask` closed stream `i`.
+    Building { ended: Vec<bool> },
+    /// Captured or built: executable.
     Ready(Arc<Replay>),
 }
 
 /// What an execution needs of a captured model, shared with executions in flight.
 #[derive(Debug)]
-struct Replay {
+pub(super) struct Replay {
     tasks: Vec<(usize, Captured)>,
-    /// The model's own streams (C handles), one for each captured stream, the origin's first.
-    streams: Vec<usize>,
+    /// The model's streams (C handles), the origin's first: its own, one for each captured
+    /// stream, or a built model's bound streams.
+    pub(super) streams: Vec<usize>,
+    /// Whether the model made `streams` (a capture) and destroys them with itself.
+    owned: bool,
+    /// A built model's: recorded by stream `i + 1` after its tasks, waited on by stream 0
+    /// (every bound stream runs at each execution; the origin finishes last).
+    joins: Vec<RawEvent>,
     /// Recorded by an execution on its stream before the run, waited on by the origin's model
     /// stream; and recorded by that stream after the run, waited on by the execution's.
     start: RawEvent,
@@ -244,20 +253,28 @@ struct Replay {
     issuing: Mutex<()>,
 }
 
+impl Replay {
+    /// Whether it replays on streams of its own (a captured model).
+    pub(super) fn owned(&self) -> bool {
+        self.owned
+    }
+}
+
 /// A model runtime instance.
 #[derive(Debug)]
-struct Model {
-    id: u32,
+pub(super) struct Model {
+    pub(super) id: u32,
     /// Its `aclmdlRI` handle (given at the capture's begin, as CANN's
     /// `aclmdlRICaptureGetInfo` names the model during the capture).
-    handle: usize,
-    device: u32,
+    pub(super) handle: usize,
+    pub(super) device: u32,
     /// `aclmdlRISetName`'s bytes as the caller gave them (no NUL).
     name: Vec<u8>,
-    /// The captured streams (C handles), the origin first.
-    streams: Vec<usize>,
-    tasks: Vec<(usize, Captured)>,
-    phase: Phase,
+    /// The captured or bound streams (C handles), the origin first (0: a bound stream since
+    /// unbound).
+    pub(super) streams: Vec<usize>,
+    pub(super) tasks: Vec<(usize, Captured)>,
+    pub(super) phase: Phase,
     /// `aclmdlRIDestroyRegisterCallback`'s, in registration order.
     on_destroy: Vec<(unsafe extern "C" fn(*mut c_void), usize)>,
     /// The stream of `aclmdlRIExecute` (made at its first call).
@@ -266,23 +283,48 @@ struct Model {
     destroying: bool,
 }
 
+impl Model {
+    /// A new model of `device` in `phase`, its streams `streams`.
+    pub(super) fn new(
+        id: u32,
+        handle: usize,
+        device: u32,
+        streams: Vec<usize>,
+        phase: Phase,
+    ) -> Self {
+        Model {
+            id,
+            handle,
+            device,
+            name: Vec::new(),
+            streams,
+            tasks: Vec::new(),
+            phase,
+            on_destroy: Vec::new(),
+            exec_stream: None,
+            destroying: false,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
-struct State {
-    next_id: u32,
-    models: HashMap<u32, Model>,
-    /// C stream handle → its capture.
-    streams: HashMap<usize, InCapture>,
+pub(super) struct State {
+    pub(super) next_id: u32,
+    pub(super) models: HashMap<u32, Model>,
+    /// C stream handle → its capture (or the model it is bound to while that is built).
+    pub(super) streams: HashMap<usize, InCapture>,
     /// C event handle recorded in a running capture → the model.
     events: HashMap<usize, u32>,
 }
 
 /// The session's captures and models.
 pub(crate) struct Captures {
-    /// Streams capturing now: while 0, no call looks at the state (one load).
-    active: AtomicUsize,
+    /// Streams capturing (or bound to a model being built) now: while 0, no call looks at
+    /// the state (one load).
+    pub(super) active: AtomicUsize,
     state: Mutex<State>,
     /// `aclmdlRI` handles → model ids.
-    handles: CTable<u32>,
+    pub(super) handles: CTable<u32>,
 }
 
 impl Captures {
@@ -294,12 +336,12 @@ impl Captures {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-fn bad_model(handle: usize) -> CallError {
+pub(super) fn bad_model(handle: usize) -> CallError {
     crate::handle::not_live("modelRI", "a model runtime instance", handle)
 }
 
@@ -339,7 +381,7 @@ unsafe fn finished_unrun(arg: *mut c_void) {
 }
 
 impl Runtime {
-    fn model_id(&self, handle: usize) -> Result<u32, CallError> {
+    pub(super) fn model_id(&self, handle: usize) -> Result<u32, CallError> {
         self.captures
             .handles
             .get(handle)
@@ -370,6 +412,9 @@ impl Runtime {
         let Some(c) = self.in_capture(stream) else {
             return Ok(());
         };
+        if self.building(c.model) {
+            return Err(self.bound_refusal(stream, c.model));
+        }
         let why = format!(
             "stream {stream:#x} is capturing (aclmdlRICaptureBegin of model {}): it cannot be \
              synchronized, queried or destroyed before aclmdlRICaptureEnd, and the simulator \
@@ -419,7 +464,7 @@ impl Runtime {
                     thread,
                     ..
                 } => Some((mode, c, thread)),
-                Phase::Ready(_) => None,
+                Phase::Building { .. } | Phase::Ready(_) => None,
             })
         };
         let ctx_mode = capturing().filter(|c| c.1 == ctx).map(|c| c.0).min();
@@ -451,13 +496,23 @@ impl Runtime {
             if !joining {
                 return Ok(false);
             }
-            return self.join(stream, task).map(|()| true);
+            return self.join(stream, task);
         };
         self.precheck(task)?;
         let mut st = self.captures.lock();
         // Checked again under the lock: the capture may have ended meanwhile.
         if !st.streams.contains_key(&stream) {
             return Ok(false);
+        }
+        if let Some(Phase::Building { ended }) = st.models.get(&c.model).map(|m| &m.phase)
+            && ended.get(c.index).copied().unwrap_or(false)
+        {
+            return Err(param(format!(
+                "{} on stream {stream:#x}: aclmdlRIEndTask ended the stream's part of model {} \
+                 (a task after it would not run in the model)",
+                task.name(),
+                c.model
+            )));
         }
         match task {
             Captured::EventWait(e, _) => match st.events.get(&e) {
@@ -551,9 +606,9 @@ impl Runtime {
 
     /// `stream` joins the capture event wait `task` names (`GetCaptureStream`, cross-stream
     /// capture).
-    fn join(&self, stream: usize, task: Captured) -> Result<(), CallError> {
+    fn join(&self, stream: usize, task: Captured) -> Result<bool, CallError> {
         let Captured::EventWait(e, _) = task else {
-            return Ok(());
+            return Ok(false);
         };
         let entry = self.stream(stream)?;
         if entry.default {
@@ -573,6 +628,11 @@ impl Runtime {
             .models
             .get_mut(&model)
             .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no model"))?;
+        if matches!(m.phase, Phase::Building { .. }) {
+            // A model being built takes no stream by an event: the wait is the caller's own
+            // (on an event the model's record has not recorded: nothing to wait for).
+            return Ok(false);
+        }
         if entry.device != m.device {
             return Err(CallError::new(
                 Error::StreamContext,
@@ -587,7 +647,7 @@ impl Runtime {
         m.tasks.push((index, task));
         st.streams.insert(stream, InCapture { model, index });
         self.captures.active.fetch_add(1, Ordering::AcqRel);
-        Ok(())
+        Ok(true)
     }
 
     /// `aclmdlRICaptureBegin`.
@@ -615,26 +675,14 @@ impl Runtime {
         st.next_id = st.next_id.wrapping_add(1);
         let id = st.next_id;
         let handle = self.captures.handles.insert(id)?;
-        st.models.insert(
-            id,
-            Model {
-                id,
-                handle,
-                device,
-                name: Vec::new(),
-                streams: vec![stream],
-                tasks: Vec::new(),
-                phase: Phase::Capturing {
-                    mode,
-                    thread: std::thread::current().id(),
-                    ctx,
-                    invalid: None,
-                },
-                on_destroy: Vec::new(),
-                exec_stream: None,
-                destroying: false,
-            },
-        );
+        let phase = Phase::Capturing {
+            mode,
+            thread: std::thread::current().id(),
+            ctx,
+            invalid: None,
+        };
+        st.models
+            .insert(id, Model::new(id, handle, device, vec![stream], phase));
         st.streams.insert(
             stream,
             InCapture {
@@ -658,6 +706,8 @@ impl Runtime {
             return Ok((Status::None, 0));
         };
         let status = match &m.phase {
+            // Bound to a model being built: not capturing.
+            Phase::Building { .. } => return Ok((Status::None, 0)),
             Phase::Capturing { invalid: None, .. } => Status::Active,
             _ => Status::Invalidated,
         };
@@ -665,7 +715,7 @@ impl Runtime {
     }
 
     /// Ends every stream's part in capture `model` (the state's and the counter's).
-    fn release_streams(&self, st: &mut State, model: u32) {
+    pub(super) fn release_streams(&self, st: &mut State, model: u32) {
         let before = st.streams.len();
         st.streams.retain(|_, c| c.model != model);
         st.events.retain(|_, m| *m != model);
@@ -684,6 +734,16 @@ impl Runtime {
                 format!("stream {stream:#x} is not capturing: call aclmdlRICaptureBegin first"),
             ));
         };
+        if self.building_in(&st, c.model) {
+            return Err(CallError::new(
+                Error::StreamNotCaptured,
+                format!(
+                    "stream {stream:#x} is bound to model {} being built, not capturing: end \
+                     the build with aclmdlRIBuildEnd",
+                    c.model
+                ),
+            ));
+        }
         if c.index != 0 {
             return Err(CallError::new(
                 Error::StreamCaptureUnmatched,
@@ -702,7 +762,7 @@ impl Runtime {
         drop(st);
         let ended = self
             .end_checks(stream, &model)
-            .and_then(|()| self.build(&model));
+            .and_then(|()| self.build(&model, true));
         match ended {
             Ok(replay) => {
                 model.phase = Phase::Ready(Arc::new(replay));
@@ -750,8 +810,9 @@ impl Runtime {
         check_joined(model)
     }
 
-    /// The model's own streams and events, for [`Phase::Ready`].
-    fn build(&self, model: &Model) -> Result<Replay, CallError> {
+    /// The model's own streams and events, for [`Phase::Ready`]: a capture's streams are made
+    /// now (`owned`), a built model's are its bound streams.
+    pub(super) fn build(&self, model: &Model, owned: bool) -> Result<Replay, CallError> {
         // An Ex event's wait waits for the record latest when it was queued: each replay's
         // waits pair with that replay's records (`ACL_EVENT_SYNC`: it has waits).
         let spec = EventSpec::ex_with_flag(1, self.backend.soc())
@@ -767,7 +828,13 @@ impl Runtime {
         })?;
         let mut replay = Replay {
             tasks: model.tasks.clone(),
-            streams: Vec::new(),
+            streams: if owned {
+                Vec::new()
+            } else {
+                model.streams.clone()
+            },
+            owned,
+            joins: Vec::new(),
             start,
             done,
             events: Vec::new(),
@@ -775,8 +842,14 @@ impl Runtime {
             issuing: Mutex::new(()),
         };
         let made = (|| {
-            for _ in 0..model.streams.len() {
-                replay.streams.push(self.create_stream()?);
+            if owned {
+                for _ in 0..model.streams.len() {
+                    replay.streams.push(self.create_stream()?);
+                }
+            } else {
+                for _ in 1..model.streams.len() {
+                    replay.joins.push(event()?);
+                }
             }
             for (_, t) in &model.tasks {
                 if let Captured::EventRecord(e) = *t
@@ -795,10 +868,18 @@ impl Runtime {
     }
 
     fn drop_replay(&self, replay: &Replay) {
-        for &s in &replay.streams {
-            let _ = self.destroy_stream(s, StreamDestroy::Discard);
+        if replay.owned {
+            for &s in &replay.streams {
+                let _ = self.destroy_stream(s, StreamDestroy::Discard);
+            }
         }
-        for &(_, raw) in &replay.events {
+        self.drop_replay_events(replay);
+    }
+
+    /// Destroys the model's own events.
+    fn drop_replay_events(&self, replay: &Replay) {
+        let raws = replay.events.iter().map(|&(_, raw)| raw);
+        for raw in raws.chain(replay.joins.iter().copied()) {
             let _ = self.backend.event_destroy(raw);
         }
         let _ = self.backend.event_destroy(replay.start);
@@ -839,11 +920,7 @@ impl Runtime {
         for m in gone {
             self.captures.handles.remove(m.handle);
             if let Phase::Ready(r) = &m.phase {
-                for &(_, raw) in &r.events {
-                    let _ = self.backend.event_destroy(raw);
-                }
-                let _ = self.backend.event_destroy(r.start);
-                let _ = self.backend.event_destroy(r.done);
+                self.drop_replay_events(r);
             }
             for &(f, data) in &m.on_destroy {
                 // SAFETY: the caller registered `f` to be called with `data` at the destroy.
@@ -864,6 +941,7 @@ impl Runtime {
             }
             match &m.phase {
                 Phase::Ready(r) => {
+                    Self::all_bound(m, handle)?;
                     if r.streams.contains(&stream) {
                         return Err(param(format!(
                             "stream {stream:#x} is a stream of model {handle:#x} itself"
@@ -877,6 +955,12 @@ impl Runtime {
                         Error::ModelCaptured,
                         format!("model {handle:#x} is still being captured"),
                     ));
+                }
+                Phase::Building { .. } => {
+                    return Err(param(format!(
+                        "model {handle:#x} is being built: end the build with aclmdlRIBuildEnd \
+                         first"
+                    )));
                 }
             }
         };
@@ -918,7 +1002,17 @@ impl Runtime {
                 .and_then(|()| b.stream_wait_event(to, e, Timeout::Forever))
                 .map_err(CallError::backend)
         };
-        gate(exec, origin, replay.start)?;
+        if replay.joins.is_empty() {
+            gate(exec, origin, replay.start)?;
+        } else {
+            // A built model: every bound stream starts with the execution.
+            b.event_record(replay.start, exec)
+                .map_err(CallError::backend)?;
+            for &s in &raws {
+                b.stream_wait_event(s, replay.start, Timeout::Forever)
+                    .map_err(CallError::backend)?;
+            }
+        }
         for &(i, t) in &replay.tasks {
             let s = raws[i];
             let r = match t {
@@ -960,6 +1054,9 @@ impl Runtime {
                     .map_err(CallError::backend),
             };
             r.map_err(|e| e.in_context(&format!("replaying {}", t.name())))?;
+        }
+        for (&s, &e) in raws[1..].iter().zip(&replay.joins) {
+            gate(s, origin, e)?;
         }
         gate(origin, exec, replay.done)
     }
@@ -1021,14 +1118,22 @@ impl Runtime {
             if m.destroying {
                 return Err(bad_model(handle));
             }
-            let Phase::Ready(r) = &m.phase else {
-                return Err(CallError::new(
-                    Error::ModelCaptured,
-                    format!("model {handle:#x} is still being captured"),
-                ));
+            let running = match &m.phase {
+                Phase::Ready(r) => Arc::clone(&r.running),
+                // Its bound streams are the caller's again (CANN unbinds them at the destroy).
+                Phase::Building { .. } => Arc::new(AtomicU32::new(0)),
+                Phase::Capturing { .. } => {
+                    return Err(CallError::new(
+                        Error::ModelCaptured,
+                        format!("model {handle:#x} is still being captured"),
+                    ));
+                }
             };
             m.destroying = true;
-            Arc::clone(&r.running)
+            if matches!(m.phase, Phase::Building { .. }) {
+                self.release_streams(&mut st, id);
+            }
+            running
         };
         let deadline = Instant::now() + DESTROY_WAIT;
         while running.load(Ordering::Acquire) != 0 {
@@ -1059,7 +1164,7 @@ impl Runtime {
     }
 
     /// Runs `f` on live model `handle`.
-    fn with_model<R>(
+    pub(super) fn with_model<R>(
         &self,
         handle: usize,
         f: impl FnOnce(&mut Model) -> Result<R, CallError>,
@@ -1092,8 +1197,10 @@ impl Runtime {
     /// captured: CANN's model has its capture streams then, which the simulator does not
     /// make before the end).
     pub(crate) fn model_streams(&self, handle: usize) -> Result<Vec<usize>, CallError> {
+        // (A built model's are its bound streams, as `Model::ModelGetStreams` lists them.)
         self.with_model(handle, |m| match &m.phase {
-            Phase::Ready(r) => Ok(r.streams.clone()),
+            Phase::Ready(r) => Ok(r.streams.iter().copied().filter(|&s| s != 0).collect()),
+            Phase::Building { .. } => Ok(m.streams.iter().copied().filter(|&s| s != 0).collect()),
             Phase::Capturing { .. } => Ok(Vec::new()),
         })
     }
@@ -1192,23 +1299,15 @@ mod tests {
     use super::*;
 
     fn model(streams: usize, tasks: Vec<(usize, Captured)>) -> Model {
-        Model {
-            id: 1,
-            handle: 0,
-            device: 0,
-            name: Vec::new(),
-            streams: (0..streams).map(|i| 0x100 + i).collect(),
-            tasks,
-            phase: Phase::Capturing {
-                mode: Mode::Global,
-                thread: std::thread::current().id(),
-                ctx: 0,
-                invalid: None,
-            },
-            on_destroy: Vec::new(),
-            exec_stream: None,
-            destroying: false,
-        }
+        let phase = Phase::Capturing {
+            mode: Mode::Global,
+            thread: std::thread::current().id(),
+            ctx: 0,
+            invalid: None,
+        };
+        let mut m = Model::new(1, 0, 0, (0..streams).map(|i| 0x100 + i).collect(), phase);
+        m.tasks = tasks;
+        m
     }
 
     fn code(r: Result<(), CallError>) -> Option<Error> {

@@ -143,6 +143,10 @@ pub(crate) struct Runtime {
     captures: capture::Captures,
     /// Shared buffers (`aclrtAllocBuf`, `crate::mbuf`).
     pub(crate) mbufs: mbufs::Mbufs,
+    /// The simulator event each (device, barrier id) of `aclrtCmoAsyncWithBarrier` records
+    /// (`crate::cmo`).
+    pub(crate) cmo_barriers:
+        Mutex<std::collections::HashMap<(u32, u32), acl_notify_core::RawEvent>>,
 }
 
 /// [`Runtime::default_device`] when the configuration names none.
@@ -227,6 +231,7 @@ impl Runtime {
             sat_mode: devquery::SatMode::new(soc),
             captures: capture::Captures::new(seed.rotate_left(61)),
             mbufs: mbufs::Mbufs::new(seed.rotate_left(37)),
+            cmo_barriers: Default::default(),
         }
     }
 
@@ -350,6 +355,10 @@ impl Runtime {
                 "stream capture into model runtime instances (aclmdlRICaptureBegin: Ascend \
                  950PR/DT, Atlas A3, A2 and inference products only, as CANN documents it)"
             }
+            Feature::ModelBuild => {
+                "models built on bound streams (aclmdlRIBuildBegin: every SoC but IPV350, as \
+                 CANN documents it)"
+            }
             Feature::StreamConfig => {
                 "stream configuration objects (aclrtCreateStreamConfigHandle, \
                  aclrtSetStreamConfigOpt, aclrtCreateStreamV2: IPV350 only, as CANN documents \
@@ -374,6 +383,7 @@ pub(crate) mod event;
 mod ext;
 mod ipc;
 pub(crate) mod mbufs;
+mod model_build;
 mod notify;
 mod reslimit;
 pub(crate) mod statecb;
