@@ -528,7 +528,10 @@ impl Sim {
     /// the synchronize gives the thread up to its own `limit` again, at most
     /// [`OVERDUE_GRACE`], to fail it and go on, and answers what the stream then says (the
     /// wait's code once every task has run); a poll (`limit` 0) does not wait. `None` when
-    /// the head is no such wait, or still is one after the grace: the caller's 507046 stands.
+    /// the head is no such wait, or still is one after the grace and a last look of at most
+    /// [`OVERDUE_AFTER`] begun once the grace has ended (a process paused through the grace's
+    /// end is judged by what its stream's thread does when both run again): the caller's
+    /// 507046 stands.
     #[cold]
     pub(crate) fn sync_past_overdue_waits(
         &self,
@@ -546,10 +549,21 @@ impl Sim {
         let mut granted = false;
         // The overdue wait's task once it has retired.
         let mut retired = None;
+        // Whether the grace's last look (below) has begun.
+        let mut last_look = false;
         loop {
             let now = std::time::Instant::now();
             if now >= grace_end {
-                return None;
+                // The grace is wall time, and this process may have been paused (SIGSTOP, a
+                // debugger, a starved VM) through its end: then this thread and the stream's
+                // come back due at once, and the answer is what the stream's thread does once
+                // it runs again, not how long the pause took. One last look, of at most
+                // OVERDUE_AFTER from now, in which the thread may fail the wait and go on.
+                if last_look || !granted {
+                    return None;
+                }
+                last_look = true;
+                grace_end = now + OVERDUE_AFTER;
             }
             #[cfg(test)]
             OVERDUE_LOOKS.with(|n| n.set(n.get() + 1));

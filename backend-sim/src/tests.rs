@@ -1726,13 +1726,7 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
     let (sim, _ns) = open("sync-overdue", Soc::Ascend910B);
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let s = sim.create_stream(0).unwrap();
-    // SAFETY: installs a handler that only sleeps; SIGUSR2 is this test's alone.
-    unsafe {
-        let mut sa: libc::sigaction = std::mem::zeroed();
-        sa.sa_sigaction = stall as extern "C" fn(libc::c_int) as usize;
-        libc::sigemptyset(&mut sa.sa_mask);
-        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
-    }
+    install_stall();
     STALL_MS.store(1500, SeqCst);
     let tid = sim.stream(s).unwrap().0.worker_tid();
     let t0 = Instant::now();
@@ -1786,6 +1780,93 @@ fn a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first() {
         if !back_while_held {
             println!("the poll came back after the stall ended: its order proves nothing");
         }
+    }
+}
+
+/// As [`a_synchronize_at_its_limit_reports_a_head_wait_whose_timeout_came_first`], with the
+/// whole process paused (SIGSTOP) inside the synchronize's grace until after the grace and the
+/// thread's stall have ended: both threads come back due at once, and the synchronize answers
+/// by what the thread then does (fails the wait: 107020), not by the wall time the pause took.
+/// Until 2026-12-06 it answered 507046 (the grace had ended during the pause). Run in a child
+/// (a `Sim` of its own on this test's namespace), which its own child pauses, so that the
+/// pause holds up no other test of this binary.
+#[test]
+fn a_synchronize_paused_in_its_grace_answers_the_overdue_wait_s_failure() {
+    let ns = format!("unit-lib-sync-paused-{}", std::process::id());
+    let _ = Sim::remove_namespace(&ns);
+    let _guard = Ns(ns.clone());
+    let answered = crate::fork::run_in_child(|| {
+        let Ok(sim) = Sim::builder().soc(Soc::Ascend910B).namespace(&ns).open() else {
+            return false;
+        };
+        let (Ok(n), Ok(s)) = (
+            sim.create_notify(0, CreateFlags::empty()),
+            sim.create_stream(0),
+        ) else {
+            return false;
+        };
+        install_stall();
+        STALL_MS.store(1500, SeqCst);
+        let Ok(tid) = sim.stream(s).map(|st| st.0.worker_tid()) else {
+            return false;
+        };
+        if sim
+            .wait_and_reset(n, s, Timeout::Seconds(1.try_into().unwrap()))
+            .is_err()
+        {
+            return false;
+        }
+        // The pause: from 1.45 s (in the grace, 1.2 to 2.2 s) for 3 s (past the grace's end
+        // and the stall's, 1.8 s). The pauser only sleeps and signals (async-signal-safe).
+        // SAFETY: see above; it ends with `_exit`.
+        let pauser = unsafe { libc::fork() };
+        if pauser == 0 {
+            // SAFETY: signals its parent (this test's child), then ends.
+            unsafe {
+                nap_ms(1450);
+                libc::kill(libc::getppid(), libc::SIGSTOP);
+                nap_ms(3000);
+                libc::kill(libc::getppid(), libc::SIGCONT);
+                libc::_exit(0);
+            }
+        }
+        let staller = std::thread::spawn(move || {
+            nap_ms(300);
+            // SAFETY: signals this process's stream worker thread `tid`.
+            unsafe { libc::syscall(libc::SYS_tgkill, libc::getpid(), tid, libc::SIGUSR2) };
+        });
+        let r = sim.synchronize(s, SyncWait::AtMost(Duration::from_millis(1200)));
+        let mut status = 0;
+        // SAFETY: reaps the pauser (if there was one).
+        let reaped = pauser > 0 && unsafe { libc::waitpid(pauser, &mut status, 0) } == pauser;
+        staller.join().is_ok() && reaped && r.is_err_and(|e| e.kind() == Error::TaskTimeout)
+    });
+    assert_eq!(
+        answered,
+        Ok(()),
+        "the paused synchronize did not answer the wait's 107020 (507046: it judged by the \
+         wall time of the pause)"
+    );
+}
+
+/// Sleeps the calling thread `ms` milliseconds (`nanosleep`: async-signal-safe).
+fn nap_ms(ms: i64) {
+    let t = libc::timespec {
+        tv_sec: (ms / 1000) as libc::time_t,
+        tv_nsec: ((ms % 1000) * 1_000_000) as libc::c_long,
+    };
+    // SAFETY: a valid timespec.
+    unsafe { libc::nanosleep(&t, std::ptr::null_mut()) };
+}
+
+/// Installs [`stall`] as the `SIGUSR2` handler.
+fn install_stall() {
+    // SAFETY: installs a handler that only sleeps; SIGUSR2 is the stall tests' alone.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = stall as extern "C" fn(libc::c_int) as usize;
+        libc::sigemptyset(&mut sa.sa_mask);
+        assert_eq!(libc::sigaction(libc::SIGUSR2, &sa, std::ptr::null_mut()), 0);
     }
 }
 

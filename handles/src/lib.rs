@@ -64,6 +64,8 @@ pub enum Kind {
     ModelRI = 0x4D,
     /// A shared buffer (`aclrtMbuf`).
     Mbuf = 0xB5,
+    /// A task of a model runtime instance (`aclmdlRITask`).
+    ModelTask = 0x7A,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -400,6 +402,7 @@ mod tests {
             Kind::AllocatorDesc,
             Kind::ModelRI,
             Kind::Mbuf,
+            Kind::ModelTask,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

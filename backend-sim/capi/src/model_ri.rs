@@ -303,28 +303,47 @@ pub unsafe extern "C" fn aclmdlRIGetStreams(
             return Err(param("numStreams is NULL"));
         }
         let all = runtime()?.model_streams(model_ri.addr())?;
-        let total = u32::try_from(all.len()).unwrap_or(u32::MAX);
-        if streams.is_null() {
-            // SAFETY: the caller's contract.
-            unsafe { num_streams.write(total) };
-            return Ok(());
-        }
         // SAFETY: the caller's contract.
-        let room = unsafe { num_streams.read() };
-        let n = room.min(total);
-        for i in 0..room as usize {
-            let s = all.get(i).filter(|_| i < n as usize).copied().unwrap_or(0);
-            // SAFETY: the caller's contract: `i < *numStreams`.
-            unsafe { streams.add(i).write(crate::ffi::to_ptr(s)) };
-        }
-        // SAFETY: the caller's contract.
-        unsafe { num_streams.write(n) };
-        if n < total {
-            return Err(CallError::new(
-                acl_notify_core::Error::InsufficientInputArray,
-                format!("numStreams {room}: the model has {total} streams"),
-            ));
-        }
-        Ok(())
+        unsafe { fill_handles(&all, streams, num_streams, "numStreams", "streams") }
     })
+}
+
+/// Writes the C handles `all` as `aclmdlRIGetStreams` and `aclmdlRIGetTasksByStream` do
+/// (`Model::ModelGetStreams`, `Stream::StreamGetTasks`): with `out` NULL, their number in
+/// `*num`; else up to `*num` of them, NULL in the rest of the array, `*num` the number
+/// written, and 107039 if that is not all (`num_name`, `what` name them in the message).
+///
+/// # Safety
+///
+/// `num` is readable and writable; a non-NULL `out` is writable for `*num` elements.
+pub(crate) unsafe fn fill_handles(
+    all: &[usize],
+    out: *mut *mut c_void,
+    num: *mut u32,
+    num_name: &str,
+    what: &str,
+) -> Result<(), CallError> {
+    let total = u32::try_from(all.len()).unwrap_or(u32::MAX);
+    if out.is_null() {
+        // SAFETY: the caller's contract.
+        unsafe { num.write(total) };
+        return Ok(());
+    }
+    // SAFETY: the caller's contract.
+    let room = unsafe { num.read() };
+    let n = room.min(total);
+    for i in 0..room as usize {
+        let h = all.get(i).filter(|_| i < n as usize).copied().unwrap_or(0);
+        // SAFETY: the caller's contract: `i < *num`.
+        unsafe { out.add(i).write(crate::ffi::to_ptr(h)) };
+    }
+    // SAFETY: the caller's contract.
+    unsafe { num.write(n) };
+    if n < total {
+        return Err(CallError::new(
+            acl_notify_core::Error::InsufficientInputArray,
+            format!("{num_name} {room}: there are {total} {what}"),
+        ));
+    }
+    Ok(())
 }

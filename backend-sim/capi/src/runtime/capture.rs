@@ -187,7 +187,7 @@ pub(crate) enum Captured {
 
 impl Captured {
     /// The call's name, for messages.
-    fn name(&self) -> &'static str {
+    pub(super) fn name(&self) -> &'static str {
         match self {
             Captured::Memcpy { .. } => "aclrtMemcpyAsync",
             Captured::Memset { .. } => "aclrtMemsetAsync",
@@ -230,7 +230,8 @@ pub(super) enum Phase {
 /// What an execution needs of a captured model, shared with executions in flight.
 #[derive(Debug)]
 pub(super) struct Replay {
-    tasks: Vec<(usize, Captured)>,
+    /// What each execution queues (`aclmdlRIUpdate` replaces it: `model_tasks`).
+    pub(super) tasks: Mutex<Arc<[(usize, Captured)]>>,
     /// The model's streams (C handles), the origin's first: its own, one for each captured
     /// stream, or a built model's bound streams.
     pub(super) streams: Vec<usize>,
@@ -260,6 +261,15 @@ impl Replay {
     }
 }
 
+/// What `model_tasks` keeps per stored task of a model.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct TaskMeta {
+    /// Its `aclmdlRITask` handle (0: none made yet).
+    pub(super) handle: usize,
+    /// `aclmdlRITaskDisable`d.
+    pub(super) disabled: bool,
+}
+
 /// A model runtime instance.
 #[derive(Debug)]
 pub(super) struct Model {
@@ -274,6 +284,11 @@ pub(super) struct Model {
     /// unbound).
     pub(super) streams: Vec<usize>,
     pub(super) tasks: Vec<(usize, Captured)>,
+    /// Per task of `tasks`: its `aclmdlRITask` handle (0: none asked for yet) and whether
+    /// `aclmdlRITaskDisable` disabled it (`model_tasks`).
+    pub(super) task_meta: Vec<TaskMeta>,
+    /// A task was changed or disabled since the last `aclmdlRIUpdate`.
+    pub(super) updating: bool,
     pub(super) phase: Phase,
     /// `aclmdlRIDestroyRegisterCallback`'s, in registration order.
     on_destroy: Vec<(unsafe extern "C" fn(*mut c_void), usize)>,
@@ -299,6 +314,8 @@ impl Model {
             name: Vec::new(),
             streams,
             tasks: Vec::new(),
+            task_meta: Vec::new(),
+            updating: false,
             phase,
             on_destroy: Vec::new(),
             exec_stream: None,
@@ -325,6 +342,8 @@ pub(crate) struct Captures {
     state: Mutex<State>,
     /// `aclmdlRI` handles → model ids.
     pub(super) handles: CTable<u32>,
+    /// `aclmdlRITask` handles → (model id, index among its tasks) (`model_tasks`).
+    pub(super) tasks: CTable<(u32, usize)>,
 }
 
 impl Captures {
@@ -333,6 +352,7 @@ impl Captures {
             active: AtomicUsize::new(0),
             state: Mutex::default(),
             handles: CTable::new(Kind::ModelRI, "model runtime instances", seed),
+            tasks: CTable::new(Kind::ModelTask, "model tasks", seed),
         }
     }
 
@@ -827,7 +847,7 @@ impl Runtime {
             let _ = self.backend.event_destroy(start);
         })?;
         let mut replay = Replay {
-            tasks: model.tasks.clone(),
+            tasks: Mutex::new(model.tasks.clone().into()),
             streams: if owned {
                 Vec::new()
             } else {
@@ -919,6 +939,7 @@ impl Runtime {
         };
         for m in gone {
             self.captures.handles.remove(m.handle);
+            self.forget_task_handles(&m);
             if let Phase::Ready(r) = &m.phase {
                 self.drop_replay_events(r);
             }
@@ -1013,7 +1034,8 @@ impl Runtime {
                     .map_err(CallError::backend)?;
             }
         }
-        for &(i, t) in &replay.tasks {
+        let tasks = Arc::clone(&replay.tasks.lock().unwrap_or_else(PoisonError::into_inner));
+        for &(i, t) in tasks.iter() {
             let s = raws[i];
             let r = match t {
                 Captured::Memcpy {
@@ -1045,7 +1067,13 @@ impl Runtime {
                 Captured::EventWait(e, t) => b
                     .stream_wait_event(s, event(e)?, t)
                     .map_err(CallError::backend),
-                Captured::EventReset(e) => b.event_reset(event(e)?, s).map_err(CallError::backend),
+                // The model's events are Ex events, which have no reset (the replay failed with
+                // 207000 here before): each wait pairs with the latest record queued before it,
+                // so the flag a reset clears for the next round (CANN's captured reset writes
+                // it to 0, `GetCaptureResetTaskParams`) is never read. A wait after a reset and
+                // before any new record would wait for ever in CANN; here it pairs with the
+                // record before the reset.
+                Captured::EventReset(e) => event(e).map(|_| ()),
                 Captured::ValueWrite { addr, value } => {
                     b.value_write(addr, value, s).map_err(CallError::backend)
                 }
@@ -1154,6 +1182,7 @@ impl Runtime {
         self.captures.handles.remove(handle);
         let model = self.captures.lock().models.remove(&id);
         if let Some(m) = model {
+            self.forget_task_handles(&m);
             self.tear_down(&m);
             for &(f, data) in &m.on_destroy {
                 // SAFETY: the caller registered `f` to be called with `data` at the destroy.

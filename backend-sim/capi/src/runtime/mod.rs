@@ -384,6 +384,7 @@ mod ext;
 mod ipc;
 pub(crate) mod mbufs;
 mod model_build;
+pub(crate) mod model_tasks;
 mod notify;
 mod reslimit;
 pub(crate) mod statecb;
