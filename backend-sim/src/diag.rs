@@ -32,9 +32,11 @@ static REMOTE: PerProcess<Vec<(String, Weak<dyn RemoteLiveness>)>> = PerProcess:
 /// Lists `membership` as what the files of `namespace` ask about other hosts' processes (and
 /// forgets memberships that ended).
 pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn RemoteLiveness>) {
-    let mut r = REMOTE.get().lock().unwrap_or_else(PoisonError::into_inner);
-    r.retain(|(_, w)| w.strong_count() > 0);
-    r.push((namespace.to_owned(), membership));
+    // Fails only without the fork handler, which opening the `Sim` checked.
+    if let Ok(mut r) = REMOTE.lock() {
+        r.retain(|(_, w)| w.strong_count() > 0);
+        r.push((namespace.to_owned(), membership));
+    }
 }
 
 /// Processes `(server, pid, start_time)` (`start_time` 0 if not known) of other servers as

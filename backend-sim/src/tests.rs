@@ -542,6 +542,58 @@ fn a_full_queue_behind_a_host_function_names_it() {
         .unwrap();
 }
 
+/// A host function's box, emptied, stays with its worker until the worker's queue runs dry
+/// (`job::run_host_call`), not freed on the way to the next task: a host function queued
+/// right behind another finds the first one's box kept; one queued after the worker parked
+/// finds none.
+#[test]
+fn a_host_functions_box_is_freed_once_the_queue_runs_dry() {
+    let (sim, _ns) = open("spentcall", Soc::Ascend910B);
+    let s = sim.create_stream(0).unwrap();
+    static GATE: AtomicU32 = AtomicU32::new(0);
+    /// 1: the looking host function found a box kept, 2: it found none.
+    static KEPT: AtomicU32 = AtomicU32::new(0);
+    unsafe extern "C" fn gate(_: *mut std::ffi::c_void) {
+        let end = Instant::now() + Duration::from_secs(20);
+        while GATE.load(Ordering::SeqCst) == 0 && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    unsafe extern "C" fn look(_: *mut std::ffi::c_void) {
+        let kept = crate::job::spent_call_kept();
+        KEPT.store(if kept { 1 } else { 2 }, Ordering::SeqCst);
+    }
+    // SAFETY: both functions ignore their argument and do not unwind.
+    let (first, second) = unsafe {
+        (
+            HostCall::new(gate, std::ptr::null_mut()),
+            HostCall::new(look, std::ptr::null_mut()),
+        )
+    };
+    let stream = sim.stream(s).unwrap().0;
+    // The new stream's worker parks first (nothing queued yet).
+    until("the worker parked", || stream.stats().sleeps >= 1);
+    let parks = stream.stats().sleeps;
+    sim.launch_host_func(s, first).unwrap();
+    sim.launch_host_func(s, second).unwrap();
+    GATE.store(1, Ordering::SeqCst);
+    sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(20)))
+        .unwrap();
+    assert_eq!(KEPT.load(Ordering::SeqCst), 1, "the first call's box, kept");
+    // It woke up for the two calls; its next park comes after its queue ran dry.
+    until("the worker parked again", || stream.stats().sleeps > parks);
+    // SAFETY: as above.
+    sim.launch_host_func(s, unsafe { HostCall::new(look, std::ptr::null_mut()) })
+        .unwrap();
+    sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(20)))
+        .unwrap();
+    assert_eq!(
+        KEPT.load(Ordering::SeqCst),
+        2,
+        "freed when the queue ran dry"
+    );
+}
+
 /// Polls `done` every millisecond until it holds; panics naming `what` if it does not within
 /// 20 s (a test fails, it does not hang).
 fn until(what: &str, mut done: impl FnMut() -> bool) {

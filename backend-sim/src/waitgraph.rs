@@ -433,9 +433,11 @@ impl WaitGraph {
     /// Shares `self` and makes its process records available to [`label_of`].
     pub fn shared(self) -> Arc<WaitGraph> {
         let g = Arc::new(self);
-        let mut open = OPEN.get().lock().unwrap_or_else(PoisonError::into_inner);
-        open.retain(|w| w.strong_count() > 0);
-        open.push(Arc::downgrade(&g));
+        // Fails only without the fork handler, which opening the `Sim` checked.
+        if let Ok(mut open) = OPEN.lock() {
+            open.retain(|w| w.strong_count() > 0);
+            open.push(Arc::downgrade(&g));
+        }
         g
     }
 
@@ -767,9 +769,11 @@ impl StreamSlot {
 
     /// Makes the stream's worker thread `tid` publish for this entry.
     pub(crate) fn bind_worker(self: &Arc<Self>, tid: i32) {
-        let mut w = WORKERS.get().lock().unwrap_or_else(PoisonError::into_inner);
-        w.retain(|(t, s)| *t != tid && s.strong_count() > 0);
-        w.push((tid, Arc::downgrade(self)));
+        // Fails only without the fork handler, which opening the `Sim` checked.
+        if let Ok(mut w) = WORKERS.lock() {
+            w.retain(|(t, s)| *t != tid && s.strong_count() > 0);
+            w.push((tid, Arc::downgrade(self)));
+        }
     }
 
     /// The handle shown for the stream (the C library's, once it has one).

@@ -38,6 +38,8 @@
 //! - `stream_v2.c`: `aclrtCreateStreamConfigHandle` / `aclrtSetStreamConfigOpt` /
 //!   `aclrtCreateStreamV2` / `aclrtDestroyStreamConfigHandle` on IPV350 and elsewhere (also
 //!   under valgrind's memcheck);
+//! - `fault_repair.c`: `aclrtGetMemUceInfo` and `aclrtRepairError` on devices without faults.
+//! - `overflow_status.c`: the device's overflow status, set by a float reduce that overflows.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -125,6 +127,8 @@
 //!   (Ascend310B), CANN's codes on three SoCs;
 //! - `ts_memory.c`: `aclrtMallocForTaskScheduler` (device memory as `aclrtMallocWithCfg`
 //!   gives it; 207000 on IPV350);
+//! - `random.c`: `aclrtRandomNumAsync`'s distributions checked by their moments, seeds and
+//!   counters, operands read from device memory when the task runs, CANN's codes;
 //! - `free_sync.c`: `aclrtFreeWithDevSync` / `aclrtFreeHostWithDevSync` after queued copies
 //!   (their bytes checked), `aclrtMallocHostWithCfg`, `aclrtMemFlush` / `aclrtMemInvalidate`
 //!   (also under valgrind's memcheck);
@@ -448,11 +452,15 @@ fn build_everything() -> Result<Prefix, String> {
         "killed_importers",
         "ipc_event_chain",
         "teardown_busy",
+        "all_to_all",
         "exception_info",
+        "overflow_status",
+        "fault_repair",
         "mbuf",
         "memcpy_variants",
         "cmo",
         "ts_memory",
+        "random",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1585,6 +1593,28 @@ fn task_scheduler_memory_is_device_memory_as_malloc_with_cfg_gives_it() {
     }
 }
 
+// ---- random numbers (tests/c/random.c) ------------------------------------------------------
+
+#[test]
+fn random_numbers_have_the_moments_of_their_distribution() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("random-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("random"), soc);
+        cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "16M").arg(soc);
+        let o = run_all(
+            vec![spawn("random", &mut cmd).expect("start random")],
+            Duration::from_secs(120),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("random {soc}: ok")),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+}
+
 // ---- shared buffers (tests/c/mbuf.c) -----------------------------------------------------------
 
 #[test]
@@ -1929,6 +1959,24 @@ fn a_device_task_abort_drops_the_devices_queued_tasks() {
 #[test]
 fn a_failed_task_calls_the_exception_callback_with_its_record() {
     on_each_soc_then_memcheck("exception_info", &["Ascend910B"]);
+}
+
+// ---- the device's overflow status (tests/c/overflow_status.c) --------------------------------
+
+/// A float reduce that overflows sets the overflow status every query reads; the resets clear
+/// it; CANN's argument codes.
+#[test]
+fn a_float_reduce_that_overflows_shows_in_the_overflow_status() {
+    on_each_soc_then_memcheck("overflow_status", &["Ascend910B"]);
+}
+
+// ---- device faults to repair (tests/c/fault_repair.c) ---------------------------------------
+
+/// A simulated device has no UCE ranges and its "no error" repairs with success; CANN's codes
+/// for the rest; 207000 for the UCE list without fast recovery.
+#[test]
+fn a_simulated_device_has_no_faults_to_repair() {
+    on_each_soc_then_memcheck("fault_repair", &["Ascend910B", "Ascend310P"]);
 }
 
 // ---- a double-buffered pipeline of processes (tests/c/pipeline.c) ----------------------------
@@ -2984,6 +3032,54 @@ fn a_collective_of_8_ranks_repeated_in_one_namespace_leaks_nothing() {
     let o = collective_job(&[&s], None, "x2", 8, &["jobs=3"], |_| vec![], &[], None);
     collective_ok(&o, 3);
     assert_eq!(shm_files(&s.ns), files, "the second run's files");
+    assert_eq!(s.remove_namespace(), files.len());
+    assert!(shm_files(&s.ns).is_empty(), "left after removal");
+}
+
+/// Runs `n` ranks of `all_to_all` in `s`'s namespace, exchanging through its fresh folder `x`;
+/// every rank passes `rounds` rounds.
+fn all_to_all_job(s: &Scratch, x: &str, n: usize, rounds: usize) {
+    let p = setup();
+    let dir = s.dir.join(x);
+    std::fs::create_dir_all(&dir).expect("exchange folder");
+    let procs = (0..n)
+        .map(|r| {
+            let mut cmd = s.cmd(&p.bin.join("all_to_all"), "Ascend910B");
+            cmd.arg(&dir)
+                .arg(r.to_string())
+                .arg(n.to_string())
+                .arg(format!("rounds={rounds}"))
+                .arg("wait=20");
+            spawn(&format!("rank {r}"), &mut cmd).expect("start all_to_all")
+        })
+        .collect();
+    let o = run_all_but(procs, Duration::from_secs(120), None);
+    for (r, out) in o.iter().enumerate() {
+        assert!(out.ok(), "{}", report(&o));
+        assert!(
+            out.stdout
+                .contains(&format!("all_to_all rank {r}: ok {rounds} rounds")),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
+/// An all-to-all of 32 processes on this 2-CPU machine (16 a CPU, default settings): each rank
+/// imports the other 31 ranks' buffers and 62 of their notifies, and in each of 20 rounds
+/// copies a chunk into every other rank's buffer and records its notify, host enqueuing while
+/// the streams run; every element checked every round, every device's memory all free at the
+/// end, and a second job in the same namespace leaves its files as the first did. Before, the
+/// 25th importer of a buffer got 207005 ("already imported by 24 processes"), a limit CANN does
+/// not document.
+#[test]
+fn an_all_to_all_of_32_processes_on_a_2_cpu_machine() {
+    let s = Scratch::new("a2a32");
+    all_to_all_job(&s, "x1", 32, 20);
+    let files = shm_files(&s.ns);
+    assert!(!files.is_empty(), "no namespace files for {}", s.ns);
+    all_to_all_job(&s, "x2", 32, 20);
+    assert_eq!(shm_files(&s.ns), files, "the second job's files");
     assert_eq!(s.remove_namespace(), files.len());
     assert!(shm_files(&s.ns).is_empty(), "left after removal");
 }

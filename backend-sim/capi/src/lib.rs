@@ -43,6 +43,7 @@ mod dtype;
 mod errmsg;
 pub mod exception_info;
 mod exception_record;
+pub mod fault_repair;
 pub mod ffi;
 pub mod ffi_event;
 #[cfg(test)]
@@ -65,6 +66,8 @@ pub mod memset_d32;
 pub mod model_build;
 pub mod model_ri;
 pub mod model_tasks;
+pub mod overflow_status;
+mod random;
 mod runtime;
 mod session;
 pub mod state_callback;

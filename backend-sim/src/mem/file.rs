@@ -48,12 +48,14 @@ use crate::sys;
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNMEM\x01");
 /// Bumped whenever the device-memory file layout changes (2: the slots are the core's shared
 /// `Slot` with the allocation as payload; 4: a whitelist entry holds both a start time and a
-/// pidfs identity, 24 bytes, as the notify file's layout 10).
-pub const MEM_LAYOUT_VERSION: u32 = 4;
+/// pidfs identity, 24 bytes, as the notify file's layout 10; 5: 64 importers a slot).
+pub const MEM_LAYOUT_VERSION: u32 = 5;
 /// Allocations (live, or freed but still imported) per device at once.
 pub const MAX_ALLOCS: u32 = 16384;
-/// Processes that can have one allocation imported at once.
-pub const MAX_IMPORTERS: usize = 24;
+/// Processes that can have one allocation imported at once: as many as a namespace has (its
+/// registry's 64), since CANN documents no such limit. At 24, an all-to-all of 32 processes,
+/// each importing every other's buffer, failed with 207005 (`tests/c/all_to_all.c`).
+pub const MAX_IMPORTERS: usize = 64;
 /// Where allocations start: every device pointer is a multiple of this (CANN documents at
 /// least 32-byte alignment; the driver hands out larger, page-like alignment).
 pub const ALLOC_ALIGN: u64 = 512;
@@ -175,7 +177,7 @@ pub(crate) enum Importers {
 pub(crate) type MemSlot = Slot<MemPayload>;
 
 const SLOT_BYTES: usize = std::mem::size_of::<MemSlot>();
-const _: () = assert!(SLOT_BYTES == 512);
+const _: () = assert!(SLOT_BYTES == 1152);
 
 // SAFETY: atomics only (the core's slot and the payload above).
 unsafe impl Shared for MemSlot {}

@@ -37,6 +37,9 @@ pub enum Word {
     At32(usize),
 }
 
+/// What [`Sim::produce_async`] runs: the words' values in, the bytes to write out.
+pub type Produce = Box<dyn FnOnce(&[u64]) -> Result<Vec<u8>, SimError> + Send>;
+
 /// The most bytes one such copy moves (`MAX_MEMCPY_SIZE_OF_D2D`, hicann/runtime
 /// `src/runtime/core/inc/spec/base_info.hpp`).
 pub const INDIRECT_MAX: u64 = 4 << 30;
@@ -172,6 +175,59 @@ impl Sim {
                 let l = table.read(len, "size")?;
                 let args = || serde_json::json!({"addr": a, "bytes": l});
                 crate::trace::span("memory", "cmo", args, || table.range(a, l, "range").map(drop))
+            });
+            self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(()))
+        })
+    }
+
+    /// Queues on `stream` a task that, when it runs, reads `words` ([`Word`]), hands their
+    /// values to `make`, and writes the bytes it returns to device memory at `dst` (checked
+    /// then: a live allocation holding them all). For device work whose result is computed
+    /// from operands that earlier tasks of the stream may write (`aclrtRandomNumAsync`).
+    ///
+    /// Errors: 107000 `dst` or a word not in live device memory now; the stream's. The task
+    /// fails with `make`'s error, or 107000 for a range outside the allocations held when it
+    /// was queued, or freed since.
+    pub fn produce_async(
+        &self,
+        dst: usize,
+        words: Vec<(Word, &'static str)>,
+        make: Produce,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
+        self.mem_checked(|| {
+            self.range_ref(dst, 1, "destination")?.ok_or_else(|| {
+                SimError::new(
+                    Error::ParamInvalid,
+                    format!("the destination {dst:#x} is not device memory"),
+                )
+            })?;
+            self.words_ok(&words)?;
+            let table = self.table();
+            let task = Box::new(move |_: &TaskCtx| {
+                let values = words
+                    .iter()
+                    .map(|&(w, what)| table.read(w, what))
+                    .collect::<Result<Vec<u64>, SimError>>()?;
+                let bytes = make(&values)?;
+                if bytes.is_empty() {
+                    return Ok(());
+                }
+                let (a, off) = table.range(dst, bytes.len() as u64, "destination")?;
+                let args = || serde_json::json!({"dst": dst, "bytes": bytes.len()});
+                crate::trace::span("memory", "produce", args, || {
+                    // SAFETY: a checked range of a mapped allocation (kept by the table's
+                    // files), `bytes.len()` long.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            bytes.as_ptr(),
+                            a.file.bytes(off, bytes.len()),
+                            bytes.len(),
+                        )
+                    };
+                    Ok::<(), SimError>(())
+                })?;
+                a.file.intact()
             });
             self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(()))
         })

@@ -405,7 +405,7 @@ impl Sim {
     ///
     /// Errors: 207000; 107000 a key that names no live export, or one this process already
     /// imported; 207006 not whitelisted, or no peer access between the devices; 207005 the
-    /// allocation has 24 importers already.
+    /// allocation has 64 importers already.
     pub fn ipc_mem_import(
         &self,
         device: u32,

@@ -36,6 +36,7 @@ pub mod indirect;
 pub mod inspect;
 pub mod ipc;
 pub mod location;
+pub mod overflow;
 pub mod pitched;
 pub mod pool;
 mod pool_state;

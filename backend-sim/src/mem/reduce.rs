@@ -77,22 +77,43 @@ pub fn reduces(soc: Soc, ty: ReduceType) -> bool {
 /// `dst[i] = op(dst[i], src[i])` for `n` elements of `T`. Integers wrap on overflow (as the
 /// hardware's adders do); floats follow IEEE (fp16 and bf16: computed in `f32` and rounded
 /// once to nearest even, which is their correctly rounded result; see [`super::half`]).
+/// Whether some element overflowed: `over(a, b, result)` said so (the floats: an infinite or
+/// NaN result of finite operands, `overflow`).
 ///
 /// # Safety
 ///
 /// `dst` and `src` are valid for `n` elements (unaligned allowed).
-unsafe fn apply<T: Copy>(dst: *mut u8, src: *const u8, n: usize, f: impl Fn(T, T) -> T) {
+unsafe fn apply<T: Copy>(
+    dst: *mut u8,
+    src: *const u8,
+    n: usize,
+    f: impl Fn(T, T) -> T,
+    over: impl Fn(T, T, T) -> bool,
+) -> bool {
     let (d, s) = (dst.cast::<T>(), src.cast::<T>());
+    let mut overflowed = false;
     for i in 0..n {
         // SAFETY: i < n, in the ranges the caller vouches for.
         unsafe {
-            let v = f(d.add(i).read_unaligned(), s.add(i).read_unaligned());
+            let (a, b) = (d.add(i).read_unaligned(), s.add(i).read_unaligned());
+            let v = f(a, b);
+            overflowed |= over(a, b, v);
             d.add(i).write_unaligned(v);
         }
     }
+    overflowed
 }
 
-/// `op(a, b)`, with `sum` the type's addition.
+/// The integers: they wrap, no overflow is noted.
+fn never<T>(_: T, _: T, _: T) -> bool {
+    false
+}
+
+/// A float overflow: finite operands, a result that is not.
+fn float_over(a: f32, b: f32, r: f32) -> bool {
+    a.is_finite() && b.is_finite() && !r.is_finite()
+}
+
 fn combine<T: PartialOrd>(op: ReduceOp, a: T, b: T, sum: impl Fn(T, T) -> T) -> T {
     match op {
         ReduceOp::Sum => sum(a, b),
@@ -113,33 +134,36 @@ fn combine<T: PartialOrd>(op: ReduceOp, a: T, b: T, sum: impl Fn(T, T) -> T) -> 
     }
 }
 
-fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) {
+/// Reduces; whether a float element overflowed (`apply`).
+fn run(dst: &DevRange, src: &DevRange, op: ReduceOp, ty: ReduceType) -> bool {
     let n = dst.len / ty.size();
     let (d, s) = (dst.ptr(), src.ptr().cast_const());
     macro_rules! go {
-        ($t:ty, $sum:expr) => {
-            // SAFETY: both are checked ranges of `n * size_of::<$t>()` bytes of mapped
-            // allocations (checked again just before this runs).
-            unsafe { apply::<$t>(d, s, n, |a, b| combine(op, a, b, $sum)) }
+        ($t:ty, $sum:expr, $over:expr) => {
+            // SAFETY: both ranges are `dst.len` bytes of live device memory (checked).
+            unsafe { apply::<$t>(d, s, n, |a, b| combine(op, a, b, $sum), $over) }
         };
     }
-    // The 16-bit float types: widened to `f32`, combined, narrowed.
     macro_rules! narrow {
         ($wide:expr, $back:expr) => {
-            // SAFETY: as above, `n` 2-byte elements.
+            // SAFETY: as `go`.
             unsafe {
-                apply::<u16>(d, s, n, |a, b| {
-                    $back(combine(op, $wide(a), $wide(b), |x: f32, y| x + y))
-                })
+                apply::<u16>(
+                    d,
+                    s,
+                    n,
+                    |a, b| $back(combine(op, $wide(a), $wide(b), |x: f32, y| x + y)),
+                    |a, b, r| float_over($wide(a), $wide(b), $wide(r)),
+                )
             }
         };
     }
     match ty {
-        ReduceType::F32 => go!(f32, |a, b| a + b),
-        ReduceType::I32 => go!(i32, i32::wrapping_add),
-        ReduceType::U32 => go!(u32, u32::wrapping_add),
-        ReduceType::I16 => go!(i16, i16::wrapping_add),
-        ReduceType::I8 => go!(i8, i8::wrapping_add),
+        ReduceType::F32 => go!(f32, |a, b| a + b, float_over),
+        ReduceType::I32 => go!(i32, i32::wrapping_add, never),
+        ReduceType::U32 => go!(u32, u32::wrapping_add, never),
+        ReduceType::I16 => go!(i16, i16::wrapping_add, never),
+        ReduceType::I8 => go!(i8, i8::wrapping_add, never),
         ReduceType::F16 => narrow!(f16_to_f32, f32_to_f16),
         ReduceType::BF16 => narrow!(bf16_to_f32, f32_to_bf16),
     }
@@ -217,6 +241,13 @@ impl Sim {
                 Ok((r, piece))
             };
             let ((d, dp), (s, sp)) = (side(dst, "destination")?, side(src, "source")?);
+            // Where an overflow is noted (`overflow`): for the float types only.
+            let status = match ty {
+                ReduceType::F32 | ReduceType::F16 | ReduceType::BF16 => {
+                    Some(self.overflow_range(device)?)
+                }
+                _ => None,
+            };
             let task = Box::new(move |_: &TaskCtx| {
                 let args = || serde_json::json!({"dst": dst, "src": src});
                 crate::trace::span("memory", "reduce", args, || {
@@ -227,7 +258,11 @@ impl Sim {
                     }
                     d.still("destination")?;
                     s.still("source")?;
-                    run(&d, &s, op, ty);
+                    if run(&d, &s, op, ty)
+                        && let Some(status) = &status
+                    {
+                        status.note_overflow();
+                    }
                     Ok(())
                 })
             });

@@ -141,7 +141,7 @@ impl Sim {
     /// as `handle`, for use on `device` (peer access enabled if it is another device).
     ///
     /// Errors: 207000; 107001 no such device; 107000 a handle that names no live export, this
-    /// process's own export, or one imported already; 207006 not whitelisted; 207005 24
+    /// process's own export, or one imported already; 207006 not whitelisted; 207005 64
     /// importers already.
     pub fn vmm_import(&self, handle: u64, device: u32) -> Result<PhysMem, SimError> {
         self.require_vmm("importing physical memory")?;

@@ -141,6 +141,8 @@ pub(crate) struct MemState {
     pub(super) vmm: super::reserved::Vmm,
     /// Stream-ordered memory pools (`pool`).
     pub(super) pools: super::pool_state::Pools<Alloc>,
+    /// Each device's overflow status area (`overflow`), by device.
+    pub(super) overflow: Mutex<HashMap<u32, usize>>,
 }
 
 impl MemState {
@@ -157,6 +159,7 @@ impl MemState {
             imports: Mutex::new(HashMap::new()),
             vmm: Default::default(),
             pools: Default::default(),
+            overflow: Default::default(),
         }
     }
 

@@ -842,3 +842,67 @@ fn a_copy_between_two_devices_needs_peer_access_from_the_source_s_device() {
     // SAFETY: device to device.
     unsafe { a3.memcpy(y, 4096, x, 4096, MemcpyKind::DeviceToDevice) }.unwrap();
 }
+
+/// A float reduce whose result is infinite or NaN from finite operands notes an overflow in
+/// the device's status area (first word 1); integer wraps, finite results and non-finite
+/// operands do not; a reset (a set of the area to 0) clears it (`overflow`).
+#[test]
+fn a_float_reduce_that_overflows_sets_the_devices_overflow_status() {
+    use super::reduce::{ReduceOp, ReduceType};
+    let (sim, _ns) = open("overflow", 64 << 20);
+    let s = sim.create_stream(1).unwrap();
+    let status = |sim: &Sim| -> u32 {
+        let a = sim.overflow_addr(1).unwrap();
+        let mut out = [0u8; overflow::STATUS];
+        d2h(sim, &mut out, a).unwrap();
+        assert!(out[4..].iter().all(|&b| b == 0), "{out:?}");
+        u32::from_le_bytes(out[..4].try_into().unwrap())
+    };
+    let reduce = |ty: ReduceType, dst: &[u8], src: &[u8]| {
+        let (d, x) = (
+            sim.malloc(1, dst.len(), 0).unwrap(),
+            sim.malloc(1, src.len(), 0).unwrap(),
+        );
+        h2d(&sim, d, dst).unwrap();
+        h2d(&sim, x, src).unwrap();
+        sim.reduce_async(d, x, dst.len(), ReduceOp::Sum, ty, s)
+            .unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        sim.free(d).unwrap();
+        sim.free(x).unwrap();
+    };
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    assert_eq!(status(&sim), 0, "a new status");
+    reduce(
+        ReduceType::F32,
+        &f32s(&[1.0, 3.0e38]),
+        &f32s(&[2.0, -3.0e38]),
+    );
+    reduce(
+        ReduceType::I32,
+        &i32::MAX.to_le_bytes(),
+        &1i32.to_le_bytes(),
+    );
+    reduce(ReduceType::F32, &f32s(&[f32::INFINITY]), &f32s(&[1.0]));
+    assert_eq!(status(&sim), 0, "no overflow, yet the status is set");
+    reduce(
+        ReduceType::F32,
+        &f32s(&[1.0, 3.0e38]),
+        &f32s(&[2.0, 3.0e38]),
+    );
+    assert_eq!(status(&sim), 1, "3e38 + 3e38 overflowed");
+    let a = sim.overflow_addr(1).unwrap();
+    sim.memset_async(a, overflow::AREA, 0, overflow::AREA, s)
+        .unwrap();
+    sim.synchronize(s, SyncWait::Forever).unwrap();
+    assert_eq!(status(&sim), 0, "the reset");
+    // fp16: 65504 + 65504 is infinite.
+    reduce(
+        ReduceType::F16,
+        &0x7bffu16.to_le_bytes(),
+        &0x7bffu16.to_le_bytes(),
+    );
+    assert_eq!(status(&sim), 1, "fp16 65504 + 65504 overflowed");
+    assert_eq!(sim.overflow_addr(1).unwrap(), a, "one area per device");
+    assert_ne!(sim.overflow_addr(0).unwrap(), a, "device 0 has its own");
+}

@@ -95,6 +95,16 @@ pub trait Job<E>: Send + 'static {
     fn portable(&self) -> bool {
         false
     }
+
+    /// The calling worker thread's queue ran dry: it is about to spin for more work, then
+    /// park. A job type frees here what its jobs left for a moment when nobody waits for
+    /// the thread (`SimJob`: the emptied box of its last host function). The default does
+    /// nothing.
+    fn worker_idle()
+    where
+        Self: Sized,
+    {
+    }
 }
 
 /// Where a job that stops before its end ([`Job::run_or_park`]) goes: back in front of the

@@ -436,6 +436,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// bench's `memcpy` baseline beside a copy stream's idle worker), and the wake-up that
     /// ends the park is a fresh start.
     fn idle(&self, popped: u64) {
+        J::worker_idle();
         if spin_until_with(self.spin, || self.has_work(popped), crate::spin::offer_cpu) {
             bump(&self.worker.spin_hits);
             return;
