@@ -281,15 +281,7 @@ impl Sim {
                     })?;
                 }
             }
-            let table = Table(
-                self.mem()
-                    .allocs
-                    .read()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .iter()
-                    .map(|(b, a)| (*b, a.clone()))
-                    .collect(),
-            );
+            let table = self.table();
             let task = Box::new(move |_: &TaskCtx| {
                 let count = bound(table.read(count, "count")?)?;
                 let d = table.read(dst, "destination address")? as usize;
