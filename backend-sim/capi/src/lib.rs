@@ -43,6 +43,7 @@ mod dtype;
 mod errmsg;
 pub mod exception_info;
 mod exception_record;
+pub mod fabric;
 pub mod fault_repair;
 pub mod ffi;
 pub mod ffi_event;
