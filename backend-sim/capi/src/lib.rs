@@ -41,6 +41,7 @@ mod databuffer;
 pub mod devsync_free;
 mod dtype;
 mod errmsg;
+pub mod event_flag;
 pub mod exception_info;
 mod exception_record;
 pub mod fault_repair;

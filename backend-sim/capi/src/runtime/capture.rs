@@ -175,6 +175,13 @@ pub(crate) enum Captured {
     EventWait(usize, Timeout),
     /// `aclrtResetEvent`.
     EventReset(usize),
+    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)`: each replay records the
+    /// caller's event itself, for waits outside the model (hicann/runtime `api_impl.cc`,
+    /// `CaptureExternalEventRecord`).
+    ExternalRecord(usize),
+    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`: each replay waits for the
+    /// caller's event's latest record, made outside the model (`CaptureExternalEventWait`).
+    ExternalWait(usize),
     /// `aclrtValueWrite`.
     ValueWrite { addr: usize, value: u64 },
     /// `aclrtValueWait`.
@@ -196,6 +203,8 @@ impl Captured {
             Captured::EventRecord(_) => "aclrtRecordEvent",
             Captured::EventWait(..) => "aclrtStreamWaitEvent",
             Captured::EventReset(_) => "aclrtResetEvent",
+            Captured::ExternalRecord(_) => "aclrtRecordEventWithFlag",
+            Captured::ExternalWait(_) => "aclrtStreamWaitEventWithFlag",
             Captured::ValueWrite { .. } => "aclrtValueWrite",
             Captured::ValueWait { .. } => "aclrtValueWait",
         }
@@ -1074,6 +1083,13 @@ impl Runtime {
                 // before any new record would wait for ever in CANN; here it pairs with the
                 // record before the reset.
                 Captured::EventReset(e) => event(e).map(|_| ()),
+                Captured::ExternalRecord(e) => self
+                    .event(e)
+                    .and_then(|x| b.event_record(x.raw, s).map_err(CallError::backend)),
+                Captured::ExternalWait(e) => self.event(e).and_then(|x| {
+                    b.stream_wait_event(s, x.raw, Timeout::Forever)
+                        .map_err(CallError::backend)
+                }),
                 Captured::ValueWrite { addr, value } => {
                     b.value_write(addr, value, s).map_err(CallError::backend)
                 }

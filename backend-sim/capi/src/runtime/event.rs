@@ -39,7 +39,7 @@ pub(crate) enum LegacyStatus {
 }
 
 impl Runtime {
-    fn event(&self, event: usize) -> Result<EventEntry, CallError> {
+    pub(super) fn event(&self, event: usize) -> Result<EventEntry, CallError> {
         self.events.get(event).ok_or_else(|| bad_event(event))
     }
 
@@ -114,6 +114,35 @@ impl Runtime {
         self.backend()
             .event_record(e.raw, s)
             .map_err(CallError::backend)
+    }
+
+    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)` and
+    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`: a record or wait of the
+    /// caller's own event, captured into the model `stream` captures; 107029 (stream not
+    /// captured) when it captures none (hicann/runtime `api_impl.cc`, `EventRecord` and
+    /// `StreamWaitEvent` with the external flag).
+    pub(crate) fn external_event_task(
+        &self,
+        event: usize,
+        stream: usize,
+        record: bool,
+    ) -> Result<(), CallError> {
+        self.event(event)?;
+        let (task, call) = if record {
+            (Captured::ExternalRecord(event), "aclrtRecordEventWithFlag")
+        } else {
+            (Captured::ExternalWait(event), "aclrtStreamWaitEventWithFlag")
+        };
+        if self.capture(stream, task)? {
+            return Ok(());
+        }
+        Err(CallError::new(
+            Error::StreamNotCaptured,
+            format!(
+                "{call} with the external flag on stream {stream:#x}, which is not capturing: \
+                 the flag is for a record or wait inside a capture (aclmdlRICaptureBegin)"
+            ),
+        ))
     }
 
     /// `aclrtResetEvent`.
