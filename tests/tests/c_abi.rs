@@ -42,6 +42,7 @@
 //! - `overflow_status.c`: the device's overflow status, set by a float reduce that overflows.
 //! - `event_flag.c`: records and waits with an operation flag, inside and outside a capture.
 //! - `exception_register.c`: several exception callbacks registered beside the set one.
+//! - `device_limits.c`: device limits, the devices' PCI bus ids, the L2 cache flush.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -465,6 +466,7 @@ fn build_everything() -> Result<Prefix, String> {
         "random",
         "event_flag",
         "exception_register",
+        "device_limits",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3342,4 +3344,12 @@ fn events_with_a_flag_record_and_wait_inside_and_outside_captures() {
 #[test]
 fn registered_exception_callbacks_are_each_told_of_a_failure_once() {
     on_each_soc_then_memcheck("exception_register", &["Ascend910B"]);
+}
+
+/// `aclrtDeviceSetLimit`/`GetLimit` keep CANN's sizes and rounding and refuse its bad values;
+/// each device's PCI bus id round-trips and is the same in another process; the L2 flush checks
+/// its reserved argument.
+#[test]
+fn device_limits_pci_bus_ids_and_the_l2_flush_follow_cann() {
+    on_each_soc_then_memcheck("device_limits", &["Ascend910B"]);
 }
