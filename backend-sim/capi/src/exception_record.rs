@@ -11,8 +11,8 @@
 //! is then none of AI Core / AI CPU / fusion, which the args and function-handle getters refuse.
 //! Leaf module: the session (`runtime`) installs [`tell`] as its `Sim`'s failure listener.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use acl_notify_sim::{PerProcess, SimError};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use acl_notify_sim::TaskFailure;
 

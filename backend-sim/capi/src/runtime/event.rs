@@ -131,7 +131,10 @@ impl Runtime {
         let (task, call) = if record {
             (Captured::ExternalRecord(event), "aclrtRecordEventWithFlag")
         } else {
-            (Captured::ExternalWait(event), "aclrtStreamWaitEventWithFlag")
+            (
+                Captured::ExternalWait(event),
+                "aclrtStreamWaitEventWithFlag",
+            )
         };
         if self.capture(stream, task)? {
             return Ok(());

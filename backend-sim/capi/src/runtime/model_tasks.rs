@@ -187,9 +187,7 @@ impl Runtime {
                 | Captured::EventWait(e, _)
                 | Captured::EventReset(e)
                 | Captured::ExternalRecord(e)
-                | Captured::ExternalWait(e) => {
-                    TaskParams::Event { kind, event: e }
-                }
+                | Captured::ExternalWait(e) => TaskParams::Event { kind, event: e },
                 Captured::ValueWrite { addr, value } => TaskParams::ValueWrite { addr, value },
                 Captured::ValueWait { addr, value, cond } => TaskParams::ValueWait {
                     addr,
