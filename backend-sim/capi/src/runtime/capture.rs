@@ -175,12 +175,9 @@ pub(crate) enum Captured {
     EventWait(usize, Timeout),
     /// `aclrtResetEvent`.
     EventReset(usize),
-    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)`: each replay records the
-    /// caller's event itself, for waits outside the model (hicann/runtime `api_impl.cc`,
-    /// `CaptureExternalEventRecord`).
+    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)` (`runtime::event`).
     ExternalRecord(usize),
-    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`: each replay waits for the
-    /// caller's event's latest record, made outside the model (`CaptureExternalEventWait`).
+    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`.
     ExternalWait(usize),
     /// `aclrtValueWrite`.
     ValueWrite { addr: usize, value: u64 },
@@ -1083,13 +1080,7 @@ impl Runtime {
                 // before any new record would wait for ever in CANN; here it pairs with the
                 // record before the reset.
                 Captured::EventReset(e) => event(e).map(|_| ()),
-                Captured::ExternalRecord(e) => self
-                    .event(e)
-                    .and_then(|x| b.event_record(x.raw, s).map_err(CallError::backend)),
-                Captured::ExternalWait(e) => self.event(e).and_then(|x| {
-                    b.stream_wait_event(s, x.raw, Timeout::Forever)
-                        .map_err(CallError::backend)
-                }),
+                Captured::ExternalRecord(_) | Captured::ExternalWait(_) => self.external(t, s),
                 Captured::ValueWrite { addr, value } => {
                     b.value_write(addr, value, s).map_err(CallError::backend)
                 }

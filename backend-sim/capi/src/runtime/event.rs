@@ -4,7 +4,8 @@
 
 use acl_notify_core::event::{EventKind, EventSpec, IpcEventHandle, LatestRecord, elapsed_ms};
 use acl_notify_core::{
-    Backend, Error, EventOps, EventRecordedStatus, EventWaitStatus, RawEvent, SyncWait, Timeout,
+    Backend, Error, EventOps, EventRecordedStatus, EventWaitStatus, RawEvent, RawStream, SyncWait,
+    Timeout,
 };
 
 use super::Runtime;
@@ -146,6 +147,22 @@ impl Runtime {
                  the flag is for a record or wait inside a capture (aclmdlRICaptureBegin)"
             ),
         ))
+    }
+
+    /// A replay's external record or wait (`Captured::ExternalRecord` / `ExternalWait`) on
+    /// `stream`: each replay records the caller's event itself, for waits outside the model, or
+    /// waits for its latest record, made outside the model (hicann/runtime `api_impl.cc`,
+    /// `CaptureExternalEventRecord` / `CaptureExternalEventWait`).
+    pub(super) fn external(&self, task: Captured, stream: RawStream) -> Result<(), CallError> {
+        let b = self.backend();
+        match task {
+            Captured::ExternalRecord(e) => b.event_record(self.event(e)?.raw, stream),
+            Captured::ExternalWait(e) => {
+                b.stream_wait_event(stream, self.event(e)?.raw, Timeout::Forever)
+            }
+            _ => return Err(CallError::new(Error::InternalError, "not an external task")),
+        }
+        .map_err(CallError::backend)
     }
 
     /// `aclrtResetEvent`.
