@@ -175,6 +175,10 @@ pub(crate) enum Captured {
     EventWait(usize, Timeout),
     /// `aclrtResetEvent`.
     EventReset(usize),
+    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)` (`runtime::event`).
+    ExternalRecord(usize),
+    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`.
+    ExternalWait(usize),
     /// `aclrtValueWrite`.
     ValueWrite { addr: usize, value: u64 },
     /// `aclrtValueWait`.
@@ -196,6 +200,8 @@ impl Captured {
             Captured::EventRecord(_) => "aclrtRecordEvent",
             Captured::EventWait(..) => "aclrtStreamWaitEvent",
             Captured::EventReset(_) => "aclrtResetEvent",
+            Captured::ExternalRecord(_) => "aclrtRecordEventWithFlag",
+            Captured::ExternalWait(_) => "aclrtStreamWaitEventWithFlag",
             Captured::ValueWrite { .. } => "aclrtValueWrite",
             Captured::ValueWait { .. } => "aclrtValueWait",
         }
@@ -1074,6 +1080,7 @@ impl Runtime {
                 // before any new record would wait for ever in CANN; here it pairs with the
                 // record before the reset.
                 Captured::EventReset(e) => event(e).map(|_| ()),
+                Captured::ExternalRecord(_) | Captured::ExternalWait(_) => self.external(t, s),
                 Captured::ValueWrite { addr, value } => {
                     b.value_write(addr, value, s).map_err(CallError::backend)
                 }
