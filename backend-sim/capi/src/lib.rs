@@ -81,6 +81,7 @@ mod task_abort;
 mod ts_device;
 pub mod value;
 pub mod vmm;
+pub mod vmm_map_options;
 
 #[cfg(test)]
 #[path = "../stubgen.rs"]

@@ -192,7 +192,7 @@ unsafe fn prop_at(prop: *const PhysicalMemProp) -> PhysicalMemProp {
 }
 
 /// The physical allocation C handle `handle` stands for; 107017 if it is not a live one.
-fn phys(rt: &Runtime, handle: *mut c_void) -> Result<PhysMem, CallError> {
+pub(crate) fn phys(rt: &Runtime, handle: *mut c_void) -> Result<PhysMem, CallError> {
     rt.phys
         .get(handle.addr())
         .ok_or_else(|| phys_not_live(handle))
