@@ -44,6 +44,7 @@
 //! - `exception_register.c`: several exception callbacks registered beside the set one.
 //! - `device_limits.c`: device limits, the devices' PCI bus ids, the L2 cache flush.
 //! - `vmm_map_options.c`: mapping with no access, link advice.
+//! - `device_capability.c`: aclrtGetDeviceCapability.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -469,6 +470,7 @@ fn build_everything() -> Result<Prefix, String> {
         "exception_register",
         "device_limits",
         "vmm_map_options",
+        "device_capability",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3361,4 +3363,10 @@ fn device_limits_pci_bus_ids_and_the_l2_flush_follow_cann() {
 #[test]
 fn mappings_without_access_and_link_advice_follow_cann() {
     on_each_soc_then_memcheck("vmm_map_options", &["Ascend910B", "IPV350"]);
+}
+
+/// `aclrtGetDeviceCapability` answers its two features (0 in the simulator) and CANN's codes.
+#[test]
+fn device_capabilities_answer_cann_s_features() {
+    on_each_soc_then_memcheck("device_capability", &["Ascend910B"]);
 }

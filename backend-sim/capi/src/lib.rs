@@ -38,6 +38,7 @@ mod capability;
 mod cmo;
 mod config;
 mod databuffer;
+pub mod device_capability;
 pub mod device_limit;
 pub mod device_pci;
 pub mod devsync_free;
