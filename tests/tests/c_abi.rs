@@ -40,6 +40,9 @@
 //!   under valgrind's memcheck);
 //! - `fault_repair.c`: `aclrtGetMemUceInfo` and `aclrtRepairError` on devices without faults.
 //! - `overflow_status.c`: the device's overflow status, set by a float reduce that overflows.
+//! - `event_flag.c`: records and waits with an operation flag, inside and outside a capture.
+//! - `exception_register.c`: several exception callbacks registered beside the set one.
+//! - `device_limits.c`: device limits, the devices' PCI bus ids, the L2 cache flush.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -466,6 +469,9 @@ fn build_everything() -> Result<Prefix, String> {
         "cmo",
         "ts_memory",
         "random",
+        "event_flag",
+        "exception_register",
+        "device_limits",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3339,4 +3345,29 @@ fn a_collective_under_valgrind_memcheck() {
         .collect();
     let o = run_all(procs, Duration::from_secs(150));
     collective_ok(&o, 2);
+}
+
+// ---- hdr15: the functions of CANN's current headers (tests/c/event_flag.c, ...) --------------
+
+/// `aclrtRecordEventWithFlag` / `aclrtStreamWaitEventWithFlag`: CANN's argument checks, the
+/// DEFAULT flag as a plain record and wait, the EXTERNAL flag as a captured record or wait of
+/// the caller's event (and 107029 outside a capture).
+#[test]
+fn events_with_a_flag_record_and_wait_inside_and_outside_captures() {
+    on_each_soc_then_memcheck("event_flag", &["Ascend910B"]);
+}
+
+/// `aclrtExceptionInfoCallbackRegister` / `Unregister`: each registered callback (once however
+/// often registered) and the set one are told of a failure; unregistered ones are not.
+#[test]
+fn registered_exception_callbacks_are_each_told_of_a_failure_once() {
+    on_each_soc_then_memcheck("exception_register", &["Ascend910B"]);
+}
+
+/// `aclrtDeviceSetLimit`/`GetLimit` keep CANN's sizes and rounding and refuse its bad values;
+/// each device's PCI bus id round-trips and is the same in another process; the L2 flush checks
+/// its reserved argument.
+#[test]
+fn device_limits_pci_bus_ids_and_the_l2_flush_follow_cann() {
+    on_each_soc_then_memcheck("device_limits", &["Ascend910B"]);
 }

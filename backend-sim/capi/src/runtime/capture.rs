@@ -177,6 +177,10 @@ pub(crate) enum Captured {
     EventWait(usize, Timeout),
     /// `aclrtResetEvent`.
     EventReset(usize),
+    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)` (`runtime::event`).
+    ExternalRecord(usize),
+    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`.
+    ExternalWait(usize),
     /// `aclrtValueWrite`.
     ValueWrite { addr: usize, value: u64 },
     /// `aclrtValueWait`.
@@ -200,6 +204,8 @@ impl Captured {
             Captured::EventRecord(_) => "aclrtRecordEvent",
             Captured::EventWait(..) => "aclrtStreamWaitEvent",
             Captured::EventReset(_) => "aclrtResetEvent",
+            Captured::ExternalRecord(_) => "aclrtRecordEventWithFlag",
+            Captured::ExternalWait(_) => "aclrtStreamWaitEventWithFlag",
             Captured::ValueWrite { .. } => "aclrtValueWrite",
             Captured::ValueWait { .. } => "aclrtValueWait",
             Captured::Control(c) => c.name(),

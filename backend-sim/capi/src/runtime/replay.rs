@@ -101,6 +101,7 @@ impl Runtime {
             // before any new record would wait for ever in CANN; here it pairs with the
             // record before the reset.
             Captured::EventReset(e) => event(e).map(|_| ()),
+            Captured::ExternalRecord(_) | Captured::ExternalWait(_) => self.external(t, s),
             Captured::ValueWrite { addr, value } => {
                 b.value_write(addr, value, s).map_err(CallError::backend)
             }
