@@ -23,9 +23,10 @@ use crate::ffi::{aclError, api};
 pub const INVALID_EXCEPTION_INFO: u32 = 0xFFFF_FFFF;
 
 /// `aclError aclrtSetExceptionInfoCallback(aclrtExceptionInfoCallback callback)`: `callback`
-/// is called with the exception record of each task of this process's streams that fails
-/// (on the thread running that stream's tasks: it must not synchronize that stream); NULL
-/// removes it.
+/// is called with the exception record of each task of this process's streams that fails,
+/// in the order they fail, on the library's reporting thread (never a stream's: it may
+/// synchronize any stream, the failed one too, once it made the stream's context current);
+/// the synchronize that reports the failure returns after it. NULL removes it.
 ///
 /// Codes: none (0).
 ///

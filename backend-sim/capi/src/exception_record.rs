@@ -1,6 +1,7 @@
 //! The exception record a failed simulator task makes (`aclrtExceptionInfo`, CANN's
 //! `rtExceptionInfo`) and the callback `aclrtSetExceptionInfoCallback` sets, which is handed
-//! a pointer to it on the thread running the failed task's stream, before the task retires.
+//! a pointer to it on the simulator's reporting thread (`acl_notify_sim`'s `task_failure`),
+//! before the synchronize that reports the failure returns.
 //! The record is ours: C sees it only through the `aclrtGet…FromExceptionInfo` getters
 //! (`exception_info`), and it is valid only while the callback runs.
 //!
