@@ -139,6 +139,9 @@
 //!   `aclrtHostGetDevicePointer` / `aclrtHostMemMapCapabilities` (CANN's codes, registered
 //!   memory in copies byte by byte, the device address refused by copies, unregistering with
 //!   a copy queued; also under valgrind's memcheck);
+//! - `managed.c`: managed memory (`aclrtMemAllocManaged`, advice, attributes, prefetches in
+//!   stream order, host and stream tasks on the same bytes, CANN's codes; also under
+//!   valgrind's memcheck);
 //! - `memcpy_batch.c`: `aclrtMemcpyBatch[Async][V2]` (attributes per copy, CANN's checks, the
 //!   failing copy's index, bytes checked; also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -413,6 +416,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memory",
         "memset_d32",
         "host_register",
+        "managed",
         "free_sync",
         "memcpy_batch",
         "ring_allreduce",
@@ -1673,6 +1677,36 @@ fn registered_host_memory_is_copied_and_unregistering_fails_queued_copies() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(
             o[0].stdout.contains("host_register Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
+// ---- managed memory (tests/c/managed.c) --------------------------------------------------------
+
+#[test]
+fn managed_memory_is_shared_by_host_and_stream_tasks_and_its_advice_reads_back() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("managed-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("managed"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("managed", &mut cmd).expect("start managed")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("managed {soc}: ok")),
+            "{}",
+            report(&o)
+        );
+    }
+    if let Some(o) = memcheck("managed", &["Ascend910B"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("managed Ascend910B: ok"),
             "{}",
             report(&o)
         );

@@ -58,6 +58,7 @@ pub mod hostalloc;
 mod inflight;
 pub mod ipc_memory;
 mod lifecycle;
+pub mod managed;
 mod mbuf;
 pub mod memcache;
 pub mod memcpy_batch;

@@ -144,6 +144,8 @@ pub(crate) struct MemState {
     pub(super) pools: super::pool_state::Pools<Alloc>,
     /// Each device's overflow status area (`overflow`), by device.
     pub(super) overflow: Mutex<HashMap<u32, usize>>,
+    /// The advice of this process's managed allocations (`managed`).
+    pub(super) managed: super::managed_table::ManagedTable,
 }
 
 impl MemState {
@@ -161,6 +163,7 @@ impl MemState {
             vmm: Default::default(),
             pools: Default::default(),
             overflow: Default::default(),
+            managed: Default::default(),
         }
     }
 
@@ -261,6 +264,7 @@ impl MemState {
         self.removed();
         let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
         for (addr, a) in allocs {
+            super::managed_table::forget(&self.managed, addr, &a.file);
             if let Ok(l) = a.file.lock() {
                 if a.imported {
                     a.file.leave(&l, a.id, a.generation, me);
