@@ -46,6 +46,7 @@ mod errmsg;
 pub mod event_flag;
 pub mod exception_info;
 mod exception_record;
+pub mod fabric;
 pub mod fault_repair;
 pub mod ffi;
 pub mod ffi_event;

@@ -28,6 +28,7 @@
 
 mod backend;
 pub(crate) mod capacity;
+pub mod fabric;
 pub(crate) mod file;
 mod fill32;
 pub mod half;

@@ -299,6 +299,9 @@ impl Sim {
 
     fn vmm_release_physical(&self, p: &Physical) -> Result<(), SimError> {
         match &p.imported {
+            // Another host's memory (a FABRIC handle's import, in cluster mode) is closed
+            // in the cluster's table, the rest in this process's.
+            Some(key) if self.mem_close_remote(key) => Ok(()),
             Some(key) => self.close_import(key).map(|_| ()),
             // Importers keep it: CANN frees shared physical memory once every process
             // sharing it has freed its handle.
