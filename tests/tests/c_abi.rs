@@ -43,6 +43,8 @@
 //! - `event_flag.c`: records and waits with an operation flag, inside and outside a capture.
 //! - `exception_register.c`: several exception callbacks registered beside the set one.
 //! - `device_limits.c`: device limits, the devices' PCI bus ids, the L2 cache flush.
+//! - `vmm_map_options.c`: mapping with no access, link advice.
+//! - `device_capability.c`: aclrtGetDeviceCapability.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -478,6 +480,8 @@ fn build_everything() -> Result<Prefix, String> {
         "event_flag",
         "exception_register",
         "device_limits",
+        "vmm_map_options",
+        "device_capability",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3601,4 +3605,17 @@ fn registered_exception_callbacks_are_each_told_of_a_failure_once() {
 #[test]
 fn device_limits_pci_bus_ids_and_the_l2_flush_follow_cann() {
     on_each_soc_then_memcheck("device_limits", &["Ascend910B"]);
+}
+
+/// `aclrtMemMapNoAccess` maps with no access until `aclrtMemSetAccess`; `aclrtMemMapSetLink`
+/// checks its handle and link; CANN's codes, and 207000 without VMM.
+#[test]
+fn mappings_without_access_and_link_advice_follow_cann() {
+    on_each_soc_then_memcheck("vmm_map_options", &["Ascend910B", "IPV350"]);
+}
+
+/// `aclrtGetDeviceCapability` answers its two features (0 in the simulator) and CANN's codes.
+#[test]
+fn device_capabilities_answer_cann_s_features() {
+    on_each_soc_then_memcheck("device_capability", &["Ascend910B"]);
 }

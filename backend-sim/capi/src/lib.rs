@@ -38,6 +38,7 @@ mod capability;
 mod cmo;
 mod config;
 mod databuffer;
+pub mod device_capability;
 pub mod device_limit;
 pub mod device_pci;
 pub mod devsync_free;
@@ -83,6 +84,7 @@ mod task_abort;
 mod ts_device;
 pub mod value;
 pub mod vmm;
+pub mod vmm_map_options;
 
 #[cfg(test)]
 #[path = "../stubgen.rs"]

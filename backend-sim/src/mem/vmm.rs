@@ -411,6 +411,24 @@ impl Sim {
         Ok(())
     }
 
+    /// `aclrtMemMapNoAccess`: as [`vmm_map`](Self::vmm_map), but no location, the owner
+    /// included, has access to the mapping until `aclrtMemSetAccess` gives it (hicann/runtime
+    /// `include/external/acl/acl_rt.h`: the mapping's access is set afterwards, and
+    /// `src/runtime/api/impl/api_impl.cc`, `MemMapNoAccess`, passes it to the driver as is).
+    pub fn vmm_map_no_access(
+        &self,
+        va: usize,
+        size: usize,
+        offset: usize,
+        h: PhysMem,
+    ) -> Result<(), SimError> {
+        self.vmm_map(va, size, offset, h)?;
+        if let Some((_, m)) = mapping_mut(&mut lock(&self.vmm().state), va) {
+            m.access.clear();
+        }
+        Ok(())
+    }
+
     /// `aclrtMemSetAccess`: gives each location of `descs` its access to the mapping that is
     /// exactly `[va, va + size)`; all are checked before any is kept. A location keeps the
     /// access it was given first (its owner device: read-write from the mapping on); the same
