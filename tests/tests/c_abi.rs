@@ -3551,13 +3551,16 @@ fn fabric_memory_survives_etcd_restarted_mid_copy() {
     let hosts = [Scratch::new("fabr0"), Scratch::new("fabr1")];
     let dir = hosts[0].dir.join("x");
     let marks = dir.clone();
+    // The C programs are built first (the first test of the binary to ask builds them, which
+    // took longer than the restarter's wait at load 30).
+    setup();
     let (done, finished) = std::sync::mpsc::channel::<()>();
     // The member dies with the thread that started it (the harness's PR_SET_PDEATHSIG): this
     // thread restarts it, so it lives until the job is over.
     let restarter = std::thread::spawn(move || {
         let mut restarts = Vec::new();
         for round in [10, 25] {
-            let deadline = Instant::now() + Duration::from_secs(60);
+            let deadline = Instant::now() + Duration::from_secs(120);
             let mark = marks.join(format!("ack.{round}"));
             while !mark.exists() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
