@@ -172,10 +172,10 @@ impl Drop for NamespaceGuard {
 
 impl Sim {
     /// Sets (`Some`) or removes (`None`) what is told of each task of this `Sim`'s streams
-    /// that fails (`task_failure`), on the thread running the stream's tasks, before the task
-    /// retires (so a synchronize that reports the failure returns after the listener was
-    /// told). The listener must not wait for the stream (it would wait for itself). Tasks
-    /// discarded or aborted have not failed.
+    /// that fails (`task_failure`), in the order they fail, on this `Sim`'s reporting thread
+    /// (never a stream's, so the listener may synchronize any stream, the failed one too). A
+    /// synchronize that reports a failure returns after the listener was told of it (unless
+    /// called from the listener or a host function). Tasks discarded or aborted have not failed.
     pub fn on_task_failure(&self, listener: Option<crate::task_failure::FailureListener>) {
         self.inner.failures.set(listener);
     }

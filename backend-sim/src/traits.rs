@@ -385,6 +385,13 @@ impl StreamOps for Sim {
                     .sync_past_overdue_waits(&s, stream, deadline.0, deadline.1)
                     .unwrap_or(r);
             }
+            // A task's failure: its listener is told, on the reporting thread, before this
+            // returns (`task_failure`).
+            if let Err(e) = &r
+                && !matches!(e.kind(), Error::StreamSyncTimeout | Error::InternalError)
+            {
+                self.inner.failures.settle(deadline.map(|d| d.0));
+            }
             r.map_err(|e| {
                 if e.kind() == Error::InvalidHandle && e.message().is_empty() {
                     bad_stream(stream)

@@ -8,7 +8,9 @@
  * task's id, the stream's id (aclrtStreamGetId's), this thread's id, the device and the code
  * the synchronize returns (107020); the args getter answers 0xFFFFFFFF and the function-handle
  * getter 107000 for such a (non-kernel) task; the same on the default stream of device 1; tasks
- * that succeed call nothing; a NULL callback removes it.
+ * that succeed call nothing; a NULL callback removes it. The callback runs off the stream's
+ * thread (CANN's reporting thread): one that synchronizes the failed stream gets the stream's
+ * answer (0 or 107020) instead of 507000 or a hang.
  *
  * usage: exception_info SOC. Exit 0 and "exception_info: ok". */
 #include "common.h"
@@ -32,6 +34,19 @@ static void on_exception(aclrtExceptionInfo *info) {
     aclrtFuncHandle f = (aclrtFuncHandle)1;
     g_func_rc = aclrtGetFuncHandleFromExceptionInfo(info, &f);
     atomic_fetch_add(&g_calls, 1);
+}
+
+/* The callback that synchronizes the failed stream. */
+static aclrtStream g_sync_stream;
+static aclrtContext g_sync_ctx;
+static atomic_int g_sync_rc = -1;
+
+static void on_exception_sync(aclrtExceptionInfo *info) {
+    (void)info;
+    aclError rc = aclrtSetCurrentContext(g_sync_ctx); /* the reporting thread has none */
+    if (rc == ACL_SUCCESS)
+        rc = aclrtSynchronizeStream(g_sync_stream);
+    atomic_store(&g_sync_rc, (int)rc);
 }
 
 /* Queues a wait of 1 s that times out on `s` (task id `want_task`), synchronizes, and checks the
@@ -104,6 +119,22 @@ int main(int argc, char **argv) {
     CHECK(aclrtWaitAndResetNotify(n, s, 1));
     EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_TASK_TIMEOUT);
     REQUIRE(atomic_load(&g_calls) == before, "a removed callback ran");
+
+    /* A callback that synchronizes the failed stream returns (bounded: 60 s). */
+    g_sync_stream = s;
+    CHECK(aclrtGetCurrentContext(&g_sync_ctx));
+    CHECK(aclrtSetExceptionInfoCallback(on_exception_sync));
+    CHECK(aclrtWaitAndResetNotify(n, s, 1));
+    aclError main_rc = aclrtSynchronizeStream(s);
+    for (int i = 0; i < 6000 && atomic_load(&g_sync_rc) == -1; i++)
+        usleep(10000);
+    int cb_rc = atomic_load(&g_sync_rc);
+    REQUIRE(cb_rc == 0 || cb_rc == ACL_ERROR_RT_TASK_TIMEOUT,
+            "the callback's synchronize of the failed stream returned %d", cb_rc);
+    /* The failure is reported once: to one of the two synchronizes. */
+    REQUIRE((cb_rc == 0) != (main_rc == 0), "synchronize %d in the callback, %d outside", cb_rc,
+            (int)main_rc);
+    CHECK(aclrtSetExceptionInfoCallback(NULL));
 
     CHECK(aclrtDestroyNotify(n));
     CHECK(aclrtDestroyStream(s));

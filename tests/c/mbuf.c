@@ -10,7 +10,9 @@
  *   data, copied to the reference;
  * - chains: the head counts, index 0 is the head, past the end is refused, a member is in no
  *   second chain and is freed with its head only;
- * - a freed, forged or other-kind handle → ACL_ERROR_RT_INVALID_HANDLE, never a crash.
+ * - a freed, forged or other-kind handle → ACL_ERROR_RT_INVALID_HANDLE, never a crash;
+ * - aclrtFree / aclrtFreeWithDevSync of a data region → ACL_ERROR_RT_PARAM_INVALID, as of any
+ *   address aclrtMalloc did not give (the driver's buffers are not devmm allocations).
  * Exit 0 and "mbuf: ok" when every check holds. */
 #include "common.h"
 
@@ -80,6 +82,17 @@ int main(void) {
     REQUIRE(memcmp(out, user + 3, 10) == 0, "user data at 3");
     CHECK(aclrtGetBufUserData(b, out, 4, 92));
     REQUIRE(memcmp(out, "abcd", 4) == 0, "user data at 92");
+
+    /* The data region is the buffer's: aclrtFree (and aclrtFreeWithDevSync) of it is refused
+     * as of any address aclrtMalloc did not give, and the bytes stay. */
+    EXPECT_RC(aclrtFree(data), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("data region", "aclrtFreeBuf", NULL);
+    EXPECT_RC(aclrtFreeWithDevSync(data), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("data region", "aclrtFreeBuf", NULL);
+    REQUIRE(free_mem() == during, "aclrtFree of the data region gave memory back");
+    memset(back, 0, size);
+    CHECK(aclrtMemcpy(back, size, data, size, ACL_MEMCPY_DEVICE_TO_HOST));
+    REQUIRE(memcmp(back, host, size) == 0, "the data region's bytes after a refused aclrtFree");
 
     /* A reference: the same bytes, alive after the original is freed. */
     aclrtMbuf r = NULL;

@@ -9,7 +9,11 @@
  * stream the reset takes away, then RESET_POST, only for the reset that releases the device;
  * DESTROY_PRE for a stream of a destroyed context. Callbacks call back into the runtime
  * without deadlock: a stream callback queries and synchronizes its stream; a RESET_PRE's set of
- * the device being reset is 507033 at once; a RESET_POST sets the device again.
+ * the device being reset is 507033 at once; a RESET_POST sets the device again. A context's
+ * default stream is reported as CANN reports it (Stream::Setup, PrimaryContextCallBack,
+ * ContextDestroy): CREATE_POST when the context is made, DESTROY_PRE before a releasing reset's
+ * RESET_PRE or first in aclrtDestroyContext, with the handle aclrtCtxGetCurrentDefaultStream
+ * answers.
  *
  * usage: state_callbacks SOC. Exit 0 and "state_callbacks: ok". */
 #include "common.h"
@@ -90,36 +94,51 @@ int main(int argc, char **argv) {
 
     CHECK(aclInit(NULL));
     REQUIRE(g_n == 0, "%d callbacks ran in aclInit", g_n);
+    /* The first set makes the primary context and its default stream: CREATE_POST with the
+     * handle aclrtCtxGetCurrentDefaultStream answers, between SET_PRE and SET_POST. */
     CHECK(aclrtSetDevice(0));
+    aclrtStream d0 = NULL;
+    CHECK(aclrtCtxGetCurrentDefaultStream(&d0));
     expect_at(0, 'd', ACL_RT_DEVICE_STATE_SET_PRE, 0);
-    expect_at(1, 'd', ACL_RT_DEVICE_STATE_SET_POST, 0);
-    CHECK(aclrtSetDevice(0)); /* set already: no SET_PRE */
-    expect_at(2, 'd', ACL_RT_DEVICE_STATE_SET_POST, 0);
-    REQUIRE(g_n == 3, "%d callbacks", g_n);
+    expect_at(1, 'a', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)d0);
+    expect_at(2, 'b', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)d0);
+    expect_at(3, 'd', ACL_RT_DEVICE_STATE_SET_POST, 0);
+    CHECK(aclrtSetDevice(0)); /* set already: no SET_PRE, no stream made */
+    expect_at(4, 'd', ACL_RT_DEVICE_STATE_SET_POST, 0);
+    REQUIRE(g_n == 5, "%d callbacks", g_n);
 
     aclrtStream s1 = NULL, s2 = NULL, s3 = NULL;
     CHECK(aclrtCreateStream(&s1));
-    expect_at(3, 'a', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)s1);
-    expect_at(4, 'b', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)s1);
+    expect_at(5, 'a', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)s1);
+    expect_at(6, 'b', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)s1);
     CHECK(aclrtDestroyStream(s1));
-    expect_at(5, 'a', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s1);
-    expect_at(6, 'b', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s1);
+    expect_at(7, 'a', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s1);
+    expect_at(8, 'b', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s1);
     EXPECT_RC(aclrtDestroyStream(s1), ACL_ERROR_RT_INVALID_HANDLE);
-    REQUIRE(g_n == 7, "a refused destroy ran callbacks (%d)", g_n);
+    REQUIRE(g_n == 9, "a refused destroy ran callbacks (%d)", g_n);
 
-    /* A created context's stream goes with the context. */
+    /* A created context's default stream is reported when it is made, and first when the
+     * context goes (api_impl.cc ContextDestroy), then the context's other streams. */
     aclrtContext ctx = NULL;
     CHECK(aclrtCreateContext(&ctx, 0));
+    aclrtStream dc = NULL;
+    CHECK(aclrtCtxGetCurrentDefaultStream(&dc));
+    REQUIRE(dc != d0, "the new context's default stream is the primary context's");
+    expect_at(9, 'a', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)dc);
+    expect_at(10, 'b', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)dc);
     CHECK(aclrtCreateStreamWithConfig(&s2, 0, 0));
-    expect_at(7, 'a', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)s2);
-    expect_at(8, 'b', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)s2);
+    expect_at(11, 'a', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)s2);
+    expect_at(12, 'b', ACL_RT_STREAM_STATE_CREATE_POST, (uintptr_t)s2);
     CHECK(aclrtDestroyContext(ctx));
-    expect_at(9, 'a', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s2);
-    expect_at(10, 'b', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s2);
+    expect_at(13, 'a', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)dc);
+    expect_at(14, 'b', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)dc);
+    expect_at(15, 'a', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s2);
+    expect_at(16, 'b', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s2);
     CHECK(aclrtSetDevice(0));
-    expect_at(11, 'd', ACL_RT_DEVICE_STATE_SET_POST, 0);
+    expect_at(17, 'd', ACL_RT_DEVICE_STATE_SET_POST, 0);
 
-    /* Only the reset that releases the device reports it; its streams go before. */
+    /* Only the reset that releases the device reports it: the default stream first
+     * (runtime.cc PrimaryContextCallBack), then RESET_PRE, its streams, RESET_POST. */
     CHECK(aclrtCreateStream(&s3));
     g_n = 0;
     CHECK(aclrtResetDevice(0));
@@ -127,14 +146,23 @@ int main(int argc, char **argv) {
     REQUIRE(g_n == 0, "a reset that left the device set ran %d callbacks", g_n);
     g_set_again = 1;
     CHECK(aclrtResetDevice(0));
-    expect_at(0, 'd', ACL_RT_DEVICE_STATE_RESET_PRE, 0);
-    expect_at(1, 'a', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s3);
-    expect_at(2, 'b', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s3);
-    expect_at(3, 'd', ACL_RT_DEVICE_STATE_RESET_POST, 0);
-    /* RESET_POST's own set of device 0, reported in it. */
-    expect_at(4, 'd', ACL_RT_DEVICE_STATE_SET_PRE, 0);
-    expect_at(5, 'd', ACL_RT_DEVICE_STATE_SET_POST, 0);
-    REQUIRE(g_n == 6, "%d callbacks in the releasing reset", g_n);
+    expect_at(0, 'a', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)d0);
+    expect_at(1, 'b', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)d0);
+    expect_at(2, 'd', ACL_RT_DEVICE_STATE_RESET_PRE, 0);
+    expect_at(3, 'a', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s3);
+    expect_at(4, 'b', ACL_RT_STREAM_STATE_DESTROY_PRE, (uintptr_t)s3);
+    expect_at(5, 'd', ACL_RT_DEVICE_STATE_RESET_POST, 0);
+    /* RESET_POST's own set of device 0, reported in it, with a new default stream. */
+    expect_at(6, 'd', ACL_RT_DEVICE_STATE_SET_PRE, 0);
+    REQUIRE(g_n > 8, "%d callbacks in the releasing reset", g_n);
+    uintptr_t again = g_log[7].what;
+    expect_at(7, 'a', ACL_RT_STREAM_STATE_CREATE_POST, again);
+    expect_at(8, 'b', ACL_RT_STREAM_STATE_CREATE_POST, again);
+    expect_at(9, 'd', ACL_RT_DEVICE_STATE_SET_POST, 0);
+    REQUIRE(g_n == 10, "%d callbacks in the releasing reset", g_n);
+    CHECK(aclrtCtxGetCurrentDefaultStream(&d0));
+    REQUIRE((uintptr_t)d0 == again, "the new default stream %p, reported %#lx", d0,
+            (unsigned long)again);
     REQUIRE(g_reset_pre_set == ACL_ERROR_RT_DEV_SETUP_ERROR,
             "RESET_PRE's set of the device being reset returned %d, not 507033",
             (int)g_reset_pre_set);

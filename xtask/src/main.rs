@@ -6,6 +6,9 @@
 mod bench;
 mod build;
 mod fuzz;
+#[path = "../../backend-sim/capi/headerfacts.rs"]
+mod headerfacts;
+mod headers;
 mod inspect;
 mod longci;
 mod nostd;
@@ -46,6 +49,7 @@ enum Cmd {
     Stress(stress::StressArgs),
     CiLong(longci::CiLongArgs),
     Stubs(stubs::StubsArgs),
+    Headers(headers::HeadersArgs),
 }
 
 /// Which backend a command runs against.
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
         Cmd::Stress(a) => stress::stress(&a),
         Cmd::CiLong(a) => longci::ci_long(&a),
         Cmd::Stubs(a) => stubs::stubs(&a),
+        Cmd::Headers(a) => headers::headers(&a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

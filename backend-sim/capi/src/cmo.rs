@@ -1,6 +1,6 @@
 //! The exported cache maintenance operations (`acl_rt.h`: `aclrtCmoAsync`,
 //! `aclrtCmoAsyncWithBarrier`, `aclrtCmoWaitBarrier`, `aclrtCmoGetDescSize`, `aclrtCmoSetDesc`,
-//! `aclrtCmoAsyncWithDesc`). The simulator's device memory is coherent, so an operation moves
+//! `aclrtCmoAsyncWithDesc`; `aclrtDeviceL2CacheFlush`). The simulator's device memory is coherent, so an operation moves
 //! nothing: it is a task of its stream, ordered like any other, whose range is checked when it
 //! runs ([`acl_notify_sim::mem::indirect`], `Sim::cmo_async`; a descriptor's range is read from
 //! device memory then). A barrier really orders: each (device, barrier id) has a simulator
@@ -350,6 +350,26 @@ pub extern "C" fn aclrtCmoAsyncWithDesc(
         let d = cmo_desc.addr();
         sim.cmo_async(Word::At(d + addr_at, 0), Word::At32(d + len_at), s)
             .map_err(CallError::backend)
+    })
+}
+
+/// `aclError aclrtDeviceL2CacheFlush(void *rsv)`: writes back and drops the current device's
+/// L2 cache. The simulator's device memory has no cache, so after the checks there is nothing
+/// to do; not a stream task (CANN asks the driver at once: hicann/runtime
+/// `src/acl/aclrt_impl/device.cpp`, then `src/runtime/api/impl/api_impl_standard_soc.cc`,
+/// `ApiImpl::DeviceL2CacheFlush`, which needs a current context).
+///
+/// Codes: 100000 a non-NULL `rsv`; 107002 no current device.
+#[unsafe(no_mangle)]
+pub extern "C" fn aclrtDeviceL2CacheFlush(rsv: *mut c_void) -> aclError {
+    api("aclrtDeviceL2CacheFlush", || {
+        if !rsv.is_null() {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                "`rsv` is not NULL: it is reserved and must be NULL",
+            ));
+        }
+        runtime()?.current_device().map(|_| ())
     })
 }
 

@@ -24,9 +24,7 @@ pub extern "C" fn aclrtFreeWithDevSync(dev_ptr: *mut c_void) -> aclError {
         }
         let rt = runtime()?;
         rt.synchronize_device(SyncWait::Forever)?;
-        rt.backend()
-            .free(dev_ptr.addr())
-            .map_err(CallError::backend)
+        crate::memory::free_device(&rt, dev_ptr.addr())
     })
 }
 

@@ -1,4 +1,5 @@
-//! What a program asks when a task failed: `aclrtSetExceptionInfoCallback`, the getters of the
+//! What a program asks when a task failed: `aclrtSetExceptionInfoCallback`,
+//! `aclrtExceptionInfoCallbackRegister`/`Unregister`, the getters of the
 //! exception record it is handed (`aclrtGet…FromExceptionInfo`, `exception_record`) and
 //! `aclrtGetThreadLastTaskId`.
 //!
@@ -14,7 +15,7 @@
 
 use std::ffi::c_void;
 
-use crate::errmsg::{self, null_arg, param};
+use crate::errmsg::{self, CallError, null_arg, param};
 use crate::exception_record::{self, ExceptionCallback, ExceptionInfo};
 use crate::ffi::{aclError, api};
 
@@ -22,9 +23,10 @@ use crate::ffi::{aclError, api};
 pub const INVALID_EXCEPTION_INFO: u32 = 0xFFFF_FFFF;
 
 /// `aclError aclrtSetExceptionInfoCallback(aclrtExceptionInfoCallback callback)`: `callback`
-/// is called with the exception record of each task of this process's streams that fails
-/// (on the thread running that stream's tasks: it must not synchronize that stream); NULL
-/// removes it.
+/// is called with the exception record of each task of this process's streams that fails,
+/// in the order they fail, on the library's reporting thread (never a stream's: it may
+/// synchronize any stream, the failed one too, once it made the stream's context current);
+/// the synchronize that reports the failure returns after it. NULL removes it.
 ///
 /// Codes: none (0).
 ///
@@ -36,6 +38,45 @@ pub unsafe extern "C" fn aclrtSetExceptionInfoCallback(callback: ExceptionCallba
     api("aclrtSetExceptionInfoCallback", || {
         exception_record::set(callback);
         Ok(())
+    })
+}
+
+/// `aclError aclrtExceptionInfoCallbackRegister(aclrtExceptionInfoCallback callback)`: adds
+/// `callback` to those called with each failed task's record, beside the one
+/// `aclrtSetExceptionInfoCallback` sets and any other registered; registering it again keeps
+/// one registration (hicann/runtime `callback.cpp`: one name per callback address).
+///
+/// Codes: 107000 NULL callback.
+///
+/// # Safety
+///
+/// As [`aclrtSetExceptionInfoCallback`], until it is unregistered.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtExceptionInfoCallbackRegister(
+    callback: ExceptionCallback,
+) -> aclError {
+    api("aclrtExceptionInfoCallbackRegister", || {
+        exception_record::register(callback.ok_or_else(|| param("`callback` is NULL"))?)
+            .map_err(CallError::backend)
+    })
+}
+
+/// `aclError aclrtExceptionInfoCallbackUnregister(aclrtExceptionInfoCallback callback)`:
+/// `callback` is no longer called; success also when it was not registered (CANN erases
+/// its name from the table).
+///
+/// Codes: 107000 NULL callback.
+///
+/// # Safety
+///
+/// None beyond passing a function or NULL.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtExceptionInfoCallbackUnregister(
+    callback: ExceptionCallback,
+) -> aclError {
+    api("aclrtExceptionInfoCallbackUnregister", || {
+        exception_record::unregister(callback.ok_or_else(|| param("`callback` is NULL"))?)
+            .map_err(CallError::backend)
     })
 }
 

@@ -75,8 +75,9 @@ pub unsafe extern "C" fn aclrtAllocBuf(buf: *mut *mut c_void, size: usize) -> ac
     })
 }
 
-/// Frees data regions no buffer names any more; a region the caller freed with `aclrtFree`
-/// behind the buffer's back is reported, not fatal (the buffer is gone either way).
+/// Frees data regions no buffer names any more; a region that cannot be freed (`aclrtFree`
+/// refuses a region, but a device reset may have taken it) is reported, not fatal (the
+/// buffer is gone either way).
 fn free_regions(call: &str, sim: &acl_notify_sim::Sim, regions: Vec<usize>) {
     for d in regions {
         if let Err(e) = sim.free(d) {

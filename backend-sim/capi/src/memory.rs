@@ -17,6 +17,7 @@ use acl_notify_sim::mem::{MemcpyKind, Rounding};
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{aclError, aclrtStream, api};
+use crate::runtime::Runtime;
 use crate::runtime::capture::Captured;
 use crate::session::runtime;
 
@@ -349,18 +350,22 @@ pub unsafe extern "C" fn aclrtMallocForTaskScheduler(
 
 /// `aclError aclrtFree(void *devPtr)`.
 ///
-/// Codes: 100000 NULL; 107000 not a live allocation of this process.
+/// Codes: 100000 NULL; 107000 not a live allocation of this process (a buffer's data region,
+/// `aclrtAllocBuf`'s, included).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> aclError {
     api("aclrtFree", || {
         if dev_ptr.is_null() {
             return Err(null_arg("devPtr"));
         }
-        runtime()?
-            .backend()
-            .free(dev_ptr.addr())
-            .map_err(CallError::backend)
+        free_device(&*runtime()?, dev_ptr.addr())
     })
+}
+
+/// What `aclrtFree` does with a non-NULL `ptr` (also `aclrtFreeWithDevSync`'s free).
+pub(crate) fn free_device(rt: &Runtime, ptr: usize) -> Result<(), CallError> {
+    rt.mbufs.refuse_region(ptr)?;
+    rt.backend().free(ptr).map_err(CallError::backend)
 }
 
 /// `aclError aclrtMallocHost(void **hostPtr, size_t size)`: page-aligned host memory.

@@ -36,6 +36,8 @@ const _: () = {
 pub(crate) const LOC_HOST: u32 = 0;
 pub(crate) const LOC_DEVICE: u32 = 1;
 pub(crate) const LOC_UNREGISTERED: u32 = 2;
+/// `ACL_MEM_LOCATION_TYPE_MANAGED`: managed memory (`aclrtMemAllocManaged`), with its device.
+pub(crate) const LOC_MANAGED: u32 = 3;
 
 /// The page size CANN's driver gives memory it does not know (ours: the host's page).
 const UNKNOWN_PAGE: u32 = 4096;
@@ -47,11 +49,14 @@ const UNKNOWN_PAGE: u32 = 4096;
 pub(crate) fn location_of(where_: MemLocation) -> (Location, u32) {
     match where_ {
         MemLocation::Device {
-            device, page_size, ..
+            device,
+            page_size,
+            managed,
+            ..
         } => (
             Location {
                 id: device,
-                kind: LOC_DEVICE,
+                kind: if managed { LOC_MANAGED } else { LOC_DEVICE },
             },
             page_size,
         ),
@@ -137,6 +142,8 @@ const TYPE_RSVD: u32 = 0x20;
 fn type_of(where_: MemLocation) -> u32 {
     match where_ {
         MemLocation::Device { reserved: true, .. } | MemLocation::Unmapped => TYPE_RSVD,
+        // Managed memory is none of the driver's device kinds.
+        MemLocation::Device { managed: true, .. } => 0,
         MemLocation::Device { .. } => TYPE_DEV,
         MemLocation::Host { .. } | MemLocation::Unregistered => 0,
     }
@@ -212,6 +219,7 @@ mod tests {
             device: 1,
             page_size: 4096,
             reserved,
+            managed: false,
         };
         assert_eq!(type_of(dev(false)), TYPE_DEV);
         assert_eq!(type_of(dev(true)), TYPE_RSVD);

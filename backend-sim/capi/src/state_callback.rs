@@ -19,16 +19,19 @@
 //!   `aclrtDestroyStream[Force]` destroys it, and for each stream a reset of its device or an
 //!   `aclrtDestroyContext` of its context takes away, before they go (with the stream's context
 //!   current, as CANN runs them in the context being torn down);
+//! - a context's default stream is reported as any stream, under the handle
+//!   `aclrtCtxGetCurrentDefaultStream` answers in the context: `CREATE_POST` when the context
+//!   is made (a primary one by the set that makes it, between `SET_PRE` and `SET_POST`; CANN's
+//!   `Stream::Setup`), `DESTROY_PRE` before `RESET_PRE` of the reset that releases the device
+//!   (`PrimaryContextCallBack`) and first in `aclrtDestroyContext` (`ApiImpl::ContextDestroy`);
 //! - `ACL_RT_DEVICE_STATE_SET_PRE` before a set (explicit or implicit) of a device not set in
 //!   the process, `…_SET_POST` after each `aclrtSetDevice`; `…_RESET_PRE` before the reset
 //!   that releases the device (its count of sets reaching 0), `…_RESET_POST` once it is
 //!   released.
 //!
-//! **Ours**: a context's *default* stream is not reported (CANN reports it with its inner
-//! handle; here it has a C handle only once `aclrtCtxGetCurrentDefaultStream` asks). A callback
-//! runs with no simulator lock held, so it may call the runtime: within `…_RESET_PRE` or a
-//! `DESTROY_PRE` of that reset, a set of the device being reset is 507033 at once (CANN's would
-//! wait on the device being released, for ever); `SET_PRE` is decided before the set takes
+//! **Ours**: a callback runs with no simulator lock held, so it may call the runtime: within
+//! `…_RESET_PRE` or a `DESTROY_PRE` of that reset, a set of the device being reset is 507033
+//! at once (CANN's would wait on the device being released, for ever); `SET_PRE` is decided before the set takes
 //! the device's count, so two threads setting an unset device at once may both report it.
 //! Callbacks are not called at `aclFinalize` (CANN does not call them while the process exits).
 

@@ -506,15 +506,16 @@ impl MemFile {
         })
     }
 
-    /// Places a new allocation of `size` bytes (`span` reserved) owned by this process, and
-    /// backs its pages. Under the lock. 207001 when no range or slot is free, or the machine
-    /// has no memory left for it.
+    /// Places a new allocation of `size` bytes (`span` reserved) owned by this process at an
+    /// arena offset that is a multiple of `align` (a multiple of [`ALLOC_ALIGN`]), and backs
+    /// its pages. Under the lock. 207001 when no range or slot is free, or the machine has no
+    /// memory left for it.
     pub(crate) fn allocate(
         &self,
         _l: &Locked<'_>,
         size: u64,
         span: u64,
-        policy: u32,
+        (policy, align): (u32, u64),
         owner: (i32, u64),
     ) -> Result<Placed, SimError> {
         let mut live: Vec<(u64, u64)> = Vec::new();
@@ -546,8 +547,9 @@ impl MemFile {
         let mut at = 0u64;
         let mut found = None;
         for (off, len) in live.iter().copied().chain([(self.layout.capacity, 0)]) {
-            if off >= at && off - at >= span {
-                found = Some(at);
+            let start = at.next_multiple_of(align);
+            if off >= start && off - start >= span {
+                found = Some(start);
                 break;
             }
             at = at.max(off.saturating_add(len).next_multiple_of(ALLOC_ALIGN));
@@ -626,6 +628,61 @@ impl MemFile {
         let r = unsafe { libc::fallocate(fd.raw(), 0, start, len as libc::off_t) };
         if r != 0 {
             return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Maps arena `[off, off + len)` (page-aligned) readable and writable at this process's
+    /// device addresses of it, over their `PROT_NONE` reservation, sharing the file's pages:
+    /// memory the host addresses as well as the device (managed memory, [`super::managed`]).
+    pub(crate) fn open_to_host(&self, off: u64, len: u64) -> std::io::Result<()> {
+        let fd = self.map.fd().ok_or(std::io::ErrorKind::NotFound)?;
+        self.host_range(off, len)?;
+        // SAFETY: `[addr, addr + len)` lies in this file's reservation (checked by
+        // `host_range`), which nothing else maps: replacing it affects no other mapping.
+        let r = unsafe {
+            libc::mmap(
+                std::ptr::with_exposed_provenance_mut(self.addr(off)),
+                len as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                fd.raw(),
+                (self.layout.data_off as u64 + off) as libc::off_t,
+            )
+        };
+        if r == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+
+    /// Makes arena `[off, off + len)` a `PROT_NONE` reservation again (undoes
+    /// [`open_to_host`](Self::open_to_host)).
+    pub(crate) fn close_to_host(&self, off: u64, len: u64) {
+        if self.host_range(off, len).is_err() {
+            return;
+        }
+        // SAFETY: as in `open_to_host`; the same reservation as `open_file` makes.
+        unsafe {
+            libc::mmap(
+                std::ptr::with_exposed_provenance_mut(self.addr(off)),
+                len as usize,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
+                -1,
+                0,
+            )
+        };
+    }
+
+    /// `Ok` if arena `[off, off + len)` is whole pages inside the arena.
+    fn host_range(&self, off: u64, len: u64) -> std::io::Result<()> {
+        let page = PAGE as u64;
+        let inside = off
+            .checked_add(len)
+            .is_some_and(|e| e <= self.layout.capacity);
+        if !inside || !off.is_multiple_of(page) || !len.is_multiple_of(page) || len == 0 {
+            return Err(std::io::ErrorKind::InvalidInput.into());
         }
         Ok(())
     }

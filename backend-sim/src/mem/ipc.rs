@@ -208,6 +208,16 @@ impl Sim {
                     )
                 })?;
             self.refuse_pool_block(r.base, "an IPC export")?;
+            if Self::is_managed(&r.alloc.view()) {
+                return Err(SimError::new(
+                    Error::ParamInvalid,
+                    format!(
+                        "{ptr:#x} is managed memory (aclrtMemAllocManaged, allocation {:#x}): \
+                         IPC shares device memory, which managed memory is not",
+                        r.base
+                    ),
+                ));
+            }
             if r.alloc.imported {
                 return Err(SimError::new(
                     Error::ParamInvalid,

@@ -15,11 +15,14 @@ use crate::mem::vmm::PageSize;
 pub enum MemLocation {
     /// In live device memory this process may use (its allocation, an import, a mapping of
     /// a reserved range, another host's memory it imported): the memory's device and page
-    /// size. `reserved`: the address is in a reserved range (`aclrtReserveMemAddress`).
+    /// size. `reserved`: the address is in a reserved range (`aclrtReserveMemAddress`);
+    /// `managed`: managed memory (`aclrtMemAllocManaged`, [`super::managed`]), which host code
+    /// addresses too.
     Device {
         device: u32,
         page_size: u32,
         reserved: bool,
+        managed: bool,
     },
     /// Host memory the runtime knows: `aclrtMallocHost` memory.
     Host { page_size: u32 },
@@ -70,6 +73,7 @@ impl Sim {
                     device: a.file.device(),
                     page_size: page_of(policy),
                     reserved,
+                    managed: policy & super::managed::MANAGED_MARK != 0,
                 };
             }
             At::Alloc(..) | At::Unallocated => {
@@ -78,6 +82,7 @@ impl Sim {
                         device,
                         page_size: page_of(0),
                         reserved,
+                        managed: false,
                     };
                 }
                 return MemLocation::Unregistered;

@@ -28,6 +28,7 @@
 
 mod backend;
 pub(crate) mod capacity;
+pub mod fabric;
 pub(crate) mod file;
 mod fill32;
 pub mod half;
@@ -36,6 +37,8 @@ pub mod indirect;
 pub mod inspect;
 pub mod ipc;
 pub mod location;
+pub mod managed;
+mod managed_table;
 pub mod overflow;
 pub mod pitched;
 pub mod pool;
@@ -295,6 +298,18 @@ impl Sim {
         span: u64,
         policy: u32,
     ) -> Result<(usize, Alloc), SimError> {
+        self.place_aligned(device, size, span, (policy, ALLOC_ALIGN))
+    }
+
+    /// [`place`](Self::place) at an arena offset that is a multiple of `align` (managed
+    /// memory's 2 MiB pages, [`managed`]).
+    pub(super) fn place_aligned(
+        &self,
+        device: u32,
+        size: u64,
+        span: u64,
+        policy: (u32, u64),
+    ) -> Result<(usize, Alloc), SimError> {
         let f = self
             .mem_file(self.inner.server_id, device, true)?
             .ok_or_else(|| SimError::new(Error::DrvInternalError, "device-memory file vanished"))?;
@@ -363,6 +378,7 @@ impl Sim {
                 }
                 return Err(SimError::new(Error::ParamInvalid, msg));
             };
+            self.forget_managed(ptr, &a);
             let l = a.file.lock()?;
             a.file.free_owned(&l, a.id, a.generation, importers);
             drop(l);
@@ -575,6 +591,8 @@ impl Sim {
     ) -> Result<Side<'_>, SimError> {
         match (self.range_ref(addr, len, what)?, dev) {
             (Some(r), Some(true) | None) => Ok(Side::Device(r)),
+            // Managed memory is host memory too: CANN copies it whatever the kind says.
+            (Some(r), Some(false)) if Self::is_managed(&r.alloc) => Ok(Side::Device(r)),
             (None, Some(false) | None) => {
                 self.mem().host.alias_refused(addr, what)?;
                 Ok(Side::Host(addr))

@@ -122,7 +122,8 @@ pub(crate) struct MemState {
     /// which every use checks). Entries are removed only by [`remove_if`](Self::remove_if),
     /// [`remove`](Self::remove) and [`clear`](Self::clear), which bump
     /// [`epoch`](Self::epoch).
-    pub(super) allocs: RwLock<BTreeMap<usize, Alloc>>,
+    /// Shared with the queued tasks that resolve device addresses when they run (`indirect`).
+    pub(super) allocs: Arc<RwLock<BTreeMap<usize, Alloc>>>,
     /// Bumped after every removal from `allocs`, so that the threads' caches of recent
     /// allocations ([`super::recent`]) made before it miss from then on.
     epoch: AtomicU64,
@@ -143,6 +144,8 @@ pub(crate) struct MemState {
     pub(super) pools: super::pool_state::Pools<Alloc>,
     /// Each device's overflow status area (`overflow`), by device.
     pub(super) overflow: Mutex<HashMap<u32, usize>>,
+    /// The advice of this process's managed allocations (`managed`).
+    pub(super) managed: super::managed_table::ManagedTable,
 }
 
 impl MemState {
@@ -150,7 +153,7 @@ impl MemState {
         MemState {
             capacity,
             files: Mutex::new(HashMap::new()),
-            allocs: RwLock::new(BTreeMap::new()),
+            allocs: Arc::new(RwLock::new(BTreeMap::new())),
             epoch: AtomicU64::new(0),
             reserves: [const { AtomicUsize::new(0) }; RESERVES_FAST],
             reserves_n: AtomicUsize::new(0),
@@ -160,6 +163,7 @@ impl MemState {
             vmm: Default::default(),
             pools: Default::default(),
             overflow: Default::default(),
+            managed: Default::default(),
         }
     }
 
@@ -260,6 +264,7 @@ impl MemState {
         self.removed();
         let me = (pid, sys::proc_start_time(pid).unwrap_or(0));
         for (addr, a) in allocs {
+            super::managed_table::forget(&self.managed, addr, &a.file);
             if let Ok(l) = a.file.lock() {
                 if a.imported {
                     a.file.leave(&l, a.id, a.generation, me);

@@ -211,7 +211,8 @@ typedef enum {
 typedef enum {
   ACL_OPT_DETERMINISTIC = 0,
   ACL_OPT_ENABLE_DEBUG_KERNEL = 1,
-  ACL_OPT_STRONG_CONSISTENCY = 2
+  ACL_OPT_STRONG_CONSISTENCY = 2,
+  ACL_OPT_ENABLE_KERNEL_EARLY_START = 3
 } aclSysParamOpt;
 
 typedef enum {

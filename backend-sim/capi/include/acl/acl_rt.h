@@ -499,6 +499,23 @@ typedef enum {
     ACL_RT_ENGINE_TYPE_AIV,
 } aclrtEngineType;
 
+/* A SIMT kernel's grid or block size (aclrtLaunchSIMTKernel*); C++ gets constructors
+   defaulting each dimension to 1. */
+#ifndef __BISHENG_CCEC__
+typedef struct dim3 {
+    uint32_t x;
+    uint32_t y;
+    uint32_t z;
+#ifdef __cplusplus
+#if __cplusplus >= 201103L
+    constexpr dim3(uint32_t vx = 1, uint32_t vy = 1, uint32_t vz = 1) : x(vx), y(vy), z(vz) {}
+#else
+    dim3(uint32_t vx = 1, uint32_t vy = 1, uint32_t vz = 1) : x(vx), y(vy), z(vz) {}
+#endif
+#endif
+} dim3;
+#endif
+
 typedef enum aclrtLaunchKernelAttrId {
     ACL_RT_LAUNCH_KERNEL_ATTR_SCHEM_MODE = 1,
     ACL_RT_LAUNCH_KERNEL_ATTR_LOCAL_MEMORY_SIZE
@@ -511,6 +528,7 @@ typedef enum aclrtLaunchKernelAttrId {
     ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT = 7,
 
     ACL_RT_LAUNCH_KERNEL_ATTR_TIMEOUT_US = 8,
+    ACL_RT_LAUNCH_KERNEL_ATTR_ENABLE_PROFILING = 9,
 } aclrtLaunchKernelAttrId;
 
 typedef struct {
@@ -529,6 +547,7 @@ typedef union aclrtLaunchKernelAttrValue {
     uint8_t isDataDump;
     uint16_t timeout;
     aclrtTimeoutUs timeoutUs;
+    uint8_t enableProfiling; /* 1: profile the launch */
     uint32_t rsv[4];
 } aclrtLaunchKernelAttrValue;
 
@@ -660,11 +679,18 @@ typedef enum {
     ACL_DEV_ATTR_CUST_OP_PRIVILEGE = 406U,
     ACL_DEV_ATTR_MAINBOARD_ID = 407U,
     ACL_DEV_ATTR_HD_CONNECT_TYPE = 408U,
+    ACL_DEV_ATTR_DEVICE_FORM_FACTOR = 409U,
 
     ACL_DEV_ATTR_IS_VIRTUAL = 501U,
 
     ACL_DEV_ATTR_NPU_ARCH = 601U,
 } aclrtDevAttr;
+
+/* aclrtGetDeviceInfo(ACL_DEV_ATTR_DEVICE_FORM_FACTOR) answers one of these. */
+#define ACL_DEVICE_FORM_FACTOR_POD 0
+#define ACL_DEVICE_FORM_FACTOR_A_K 1
+#define ACL_DEVICE_FORM_FACTOR_A_X 2
+#define ACL_DEVICE_FORM_FACTOR_PCIE_CARD 3
 
 typedef enum {
     ACL_FEATURE_TSCPU_TASK_UPDATE_SUPPORT_AIC_AIV = 1,
@@ -952,6 +978,14 @@ typedef enum {
     ACL_RT_HOST_MEM_MAP_SUPPORTED
 } aclrtHostMemMapCapability;
 
+/* The link aclrtMemMapSetLink advises for a handle's mappings. */
+typedef enum {
+    ACL_RT_MEM_ACCESS_LINK_SIO = 0,
+    ACL_RT_MEM_ACCESS_LINK_HCCS = 1,
+    ACL_RT_MEM_ACCESS_UB_ONE_PORT_PATH = 2,
+    ACL_RT_MEM_ACCESS_UB_MULTI_PORT_PATH = 3,
+} aclrtMemLinkType;
+
 typedef struct aclrtIpcEventHandle {
     char reserved[ACL_IPC_EVENT_HANDLE_SIZE];
 } aclrtIpcEventHandle;
@@ -966,7 +1000,8 @@ struct MemAttrMapping {
 typedef enum aclrtAtomicOperationCapability {
     ACL_RT_ATOMIC_CAPABILITY_SIGNED = 1U << 0,
     ACL_RT_ATOMIC_CAPABILITY_UNSIGNED = 1U << 1,
-    ACL_RT_ATOMIC_CAPABILITY_REDUCATION = 1U << 2,
+    ACL_RT_ATOMIC_CAPABILITY_REDUCATION = 1U << 2, /* the old spelling of ..._REDUCTION */
+    ACL_RT_ATOMIC_CAPABILITY_REDUCTION = 1U << 2,
     ACL_RT_ATOMIC_CAPABILITY_SCALAR8 = 1U << 3,
     ACL_RT_ATOMIC_CAPABILITY_SCALAR16 = 1U << 4,
     ACL_RT_ATOMIC_CAPABILITY_SCALAR32 = 1U << 5,
@@ -1056,6 +1091,10 @@ ACL_FUNC_VISIBILITY aclError aclrtGetLastError(aclrtLastErrLevel level);
 
 ACL_FUNC_VISIBILITY aclError aclrtSetExceptionInfoCallback(aclrtExceptionInfoCallback callback);
 
+ACL_FUNC_VISIBILITY aclError aclrtExceptionInfoCallbackRegister(aclrtExceptionInfoCallback callback);
+
+ACL_FUNC_VISIBILITY aclError aclrtExceptionInfoCallbackUnregister(aclrtExceptionInfoCallback callback);
+
 ACL_FUNC_VISIBILITY uint32_t aclrtGetTaskIdFromExceptionInfo(const aclrtExceptionInfo *info);
 
 ACL_FUNC_VISIBILITY uint32_t aclrtGetStreamIdFromExceptionInfo(const aclrtExceptionInfo *info);
@@ -1129,6 +1168,8 @@ ACL_FUNC_VISIBILITY aclError aclrtCreateEventExWithFlag(aclrtEvent *event, uint3
 ACL_FUNC_VISIBILITY aclError aclrtDestroyEvent(aclrtEvent event);
 
 ACL_FUNC_VISIBILITY aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream);
+
+ACL_FUNC_VISIBILITY aclError aclrtRecordEventWithFlag(aclrtEvent event, aclrtStream stream, uint32_t flag);
 
 ACL_FUNC_VISIBILITY aclError aclrtResetEvent(aclrtEvent event, aclrtStream stream);
 
@@ -1351,6 +1392,9 @@ ACL_FUNC_VISIBILITY aclError aclrtStreamGetFlags(aclrtStream stream, uint32_t *f
 ACL_FUNC_VISIBILITY aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event);
 
 ACL_FUNC_VISIBILITY aclError aclrtStreamWaitEventWithTimeout(aclrtStream stream, aclrtEvent event, int32_t timeout);
+
+ACL_FUNC_VISIBILITY aclError aclrtStreamWaitEventWithFlag(aclrtStream stream, aclrtEvent event, uint32_t timeout,
+                                                          uint32_t flag);
 
 ACL_FUNC_VISIBILITY aclError aclrtSetGroup(int32_t groupId);
 
@@ -1588,6 +1632,23 @@ ACL_FUNC_VISIBILITY aclError aclrtGetDeviceCapability(int32_t deviceId, aclrtDev
 
 ACL_FUNC_VISIBILITY aclError aclrtDeviceGetUuid(int32_t deviceId, aclrtUuid *uuid);
 
+/* What aclrtDeviceSetLimit / aclrtDeviceGetLimit size (bytes). */
+typedef enum aclrtDeviceLimit {
+    ACL_RT_DEV_LIMIT_SIMT_STACK_SIZE = 0,
+    ACL_RT_DEV_LIMIT_SIMT_DVG_WARP_STACK_SIZE = 1,
+    ACL_RT_DEV_LIMIT_SIMD_STACK_SIZE = 2,
+    ACL_RT_DEV_LIMIT_SIMD_PRINTF_FIFO_SIZE_PER_CORE = 3,
+    ACL_RT_DEV_LIMIT_SIMT_PRINTF_FIFO_SIZE = 4,
+} aclrtDeviceLimit;
+
+ACL_FUNC_VISIBILITY aclError aclrtDeviceSetLimit(aclrtDeviceLimit limit, size_t value);
+
+ACL_FUNC_VISIBILITY aclError aclrtDeviceGetLimit(aclrtDeviceLimit limit, size_t *value);
+
+ACL_FUNC_VISIBILITY aclError aclrtDeviceGetPCIBusId(int32_t deviceId, char *pciBusId, int32_t len);
+
+ACL_FUNC_VISIBILITY aclError aclrtDeviceGetByPCIBusId(const char *pciBusId, int32_t *deviceId);
+
 ACL_FUNC_VISIBILITY aclError aclrtDeviceGetHostAtomicCapabilities(
     uint32_t* capabilities, const aclrtAtomicOperation* operations, const uint32_t count, int32_t deviceId);
 
@@ -1820,6 +1881,17 @@ ACL_FUNC_VISIBILITY aclError aclrtLaunchKernelV2(aclrtFuncHandle funcHandle, uin
                                                  const void *argsData, size_t argsSize,
                                                  aclrtLaunchKernelCfg *cfg, aclrtStream stream);
 
+ACL_FUNC_VISIBILITY aclError aclrtLaunchSIMTKernelWithArgsArray(void *func, dim3 gridDim, dim3 blockDim,
+                                                                size_t dynUbufSize, aclrtStream stream,
+                                                                aclrtLaunchKernelCfg *cfg, void **args);
+
+ACL_FUNC_VISIBILITY aclError aclrtLaunchSIMTKernelWithHostArgs(void *func, dim3 gridDim, dim3 blockDim,
+                                                               size_t dynUbufSize, aclrtStream stream,
+                                                               aclrtLaunchKernelCfg *cfg, void *hostArgs,
+                                                               size_t argsSize,
+                                                               aclrtPlaceHolderInfo *placeHolderArray,
+                                                               size_t placeHolderNum);
+
 ACL_FUNC_VISIBILITY aclError aclrtLaunchKernelWithHostArgs(aclrtFuncHandle funcHandle, uint32_t numBlocks,
                                                            aclrtStream stream, aclrtLaunchKernelCfg *cfg,
                                                            void *hostArgs, size_t argsSize,
@@ -1958,6 +2030,13 @@ ACL_FUNC_VISIBILITY aclError aclrtMemManagedPrefetchBatchAsync(const void** ptrs
     aclrtStream stream);
 
 ACL_FUNC_VISIBILITY aclError aclrtMemMapSelectedLink(void *virPtrDst, size_t size, void *virPtrSrc, uint32_t linkIdx);
+
+ACL_FUNC_VISIBILITY aclError aclrtMemMapNoAccess(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle,
+                                                 uint64_t flags);
+
+ACL_FUNC_VISIBILITY aclError aclrtMemMapSetLink(aclrtDrvMemHandle handle, aclrtMemLinkType adviceLink);
+
+ACL_FUNC_VISIBILITY aclError aclrtDeviceL2CacheFlush(void *rsv);
 #ifdef __cplusplus
 }
 #endif

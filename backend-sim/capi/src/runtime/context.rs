@@ -23,6 +23,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Whether [`Runtime::primary_context`] made the context or found it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Made {
+    Now,
+    Before,
+}
+
 /// What a context handle stands for.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CtxEntry {
@@ -106,10 +113,10 @@ const STREAM_FLAGS: u32 = 0x3f;
 
 impl Runtime {
     /// The primary context of `device`, made on first use.
-    pub(crate) fn primary_context(&self, device: u32) -> Result<usize, CallError> {
+    pub(crate) fn primary_context(&self, device: u32) -> Result<(usize, Made), CallError> {
         let mut p = lock(&self.contexts.primaries);
         if let Some(Some(ctx)) = p.get(device as usize) {
-            return Ok(*ctx);
+            return Ok((*ctx, Made::Before));
         }
         let ctx = self.contexts.table.insert(CtxEntry {
             device,
@@ -119,7 +126,15 @@ impl Runtime {
         if let Some(slot) = p.get_mut(device as usize) {
             *slot = Some(ctx);
         }
-        Ok(ctx)
+        Ok((ctx, Made::Now))
+    }
+
+    /// Device `device`'s primary context, if it has one now.
+    pub(crate) fn primary_of(&self, device: u32) -> Option<usize> {
+        lock(&self.contexts.primaries)
+            .get(device as usize)
+            .copied()
+            .flatten()
     }
 
     /// The backend stream a NULL stream means in context `ctx` of `device`.
@@ -163,6 +178,7 @@ impl Runtime {
                 let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
             })?;
         self.make_current(d, ctx);
+        self.default_stream_state(d, ctx, StreamState::CreatePost);
         Ok(ctx)
     }
 
@@ -176,6 +192,7 @@ impl Runtime {
                 entry.device
             )));
         };
+        self.default_stream_state(entry.device, ctx, StreamState::DestroyPre);
         for h in self.streams.handles_where(|s| s.ctx == ctx && !s.default) {
             statecb::stream_state(h, StreamState::DestroyPre);
         }
@@ -222,6 +239,32 @@ impl Runtime {
     /// (the same handle every time).
     pub(crate) fn current_default_stream(&self) -> Result<usize, CallError> {
         let (device, ctx) = self.current()?;
+        self.default_stream_handle(device, ctx)
+    }
+
+    /// Tells the stream state callbacks, if any are registered, that context `ctx`'s default
+    /// stream was made (`CreatePost`) or is about to go (`DestroyPre`), with `ctx` current on
+    /// the calling thread meanwhile, under the C handle `aclrtCtxGetCurrentDefaultStream`
+    /// answers there (made now if none was asked for yet). CANN reports a context's default
+    /// stream as any stream: from `Stream::Setup` when the context is made, and before it goes
+    /// from `Runtime::PrimaryContextCallBack` (a primary context's, before `RESET_PRE`) and
+    /// `ApiImpl::ContextDestroy` (first), hicann/runtime `src/runtime/core/src/stream/stream.cc`,
+    /// `src/runtime/core/src/runtime.cc`, `src/runtime/api/impl/api_impl.cc`.
+    pub(crate) fn default_stream_state(&self, device: u32, ctx: usize, state: StreamState) {
+        if statecb::STREAMS.is_empty() {
+            return;
+        }
+        let before = super::CURRENT.with(std::cell::Cell::get);
+        self.make_current(device, ctx);
+        if let Ok(h) = self.default_stream_handle(device, ctx) {
+            statecb::stream_state(h, state);
+        }
+        super::CURRENT.with(|c| c.set(before));
+    }
+
+    /// The C handle of context `ctx`'s default stream, made on first use (see
+    /// [`current_default_stream`](Self::current_default_stream)).
+    fn default_stream_handle(&self, device: u32, ctx: usize) -> Result<usize, CallError> {
         let raw = self.context_default_stream(device, ctx)?;
         let mut handles = lock(&self.contexts.default_handles);
         // Asked again under the lock: `destroy_context` removes the context, then its entry

@@ -10,6 +10,7 @@ use acl_notify_core::{Backend, CntNotifyOps, Error, EventOps, NotifyResources};
 
 use crate::errmsg::CallError;
 
+use super::context::Made;
 use super::drain::{DEFAULT_RESET_TIMEOUT, Drain, ENV_RESET_TIMEOUT};
 use super::statecb::{self, DeviceState, StreamState};
 use super::{CURRENT, NO_DEFAULT_DEVICE, Runtime, lock};
@@ -94,12 +95,15 @@ impl Runtime {
             statecb::device_state(d, DeviceState::SetPre);
             pre_called = true;
         };
-        let ctx = self.primary_context(d)?;
+        let (ctx, made) = self.primary_context(d)?;
         if let Some(r) = refs.get_mut(d as usize) {
             r.count = r.count.saturating_add(1);
         }
         drop(refs);
         CURRENT.with(|c| c.set(Some((self.epoch, d, ctx))));
+        if made == Made::Now {
+            self.default_stream_state(d, ctx, StreamState::CreatePost);
+        }
         if matches!(by, SetBy::SetDevice) {
             statecb::device_state(d, DeviceState::SetPost);
         }
@@ -231,6 +235,10 @@ impl Runtime {
                 device: d,
                 resetting: RESETTING.with(|r| r.replace(Some(d))),
             };
+            // The default stream first, as CANN's `PrimaryContextCallBack` reports it.
+            if let Some(ctx) = self.primary_of(d) {
+                self.default_stream_state(d, ctx, StreamState::DestroyPre);
+            }
             statecb::device_state(d, DeviceState::ResetPre);
             // Each stream's callbacks run with its context current, as CANN's run in the
             // context being torn down: they may still use the stream.

@@ -4,7 +4,8 @@
 
 use acl_notify_core::event::{EventKind, EventSpec, IpcEventHandle, LatestRecord, elapsed_ms};
 use acl_notify_core::{
-    Backend, Error, EventOps, EventRecordedStatus, EventWaitStatus, RawEvent, SyncWait, Timeout,
+    Backend, Error, EventOps, EventRecordedStatus, EventWaitStatus, RawEvent, RawStream, SyncWait,
+    Timeout,
 };
 
 use super::Runtime;
@@ -39,7 +40,7 @@ pub(crate) enum LegacyStatus {
 }
 
 impl Runtime {
-    fn event(&self, event: usize) -> Result<EventEntry, CallError> {
+    pub(super) fn event(&self, event: usize) -> Result<EventEntry, CallError> {
         self.events.get(event).ok_or_else(|| bad_event(event))
     }
 
@@ -114,6 +115,54 @@ impl Runtime {
         self.backend()
             .event_record(e.raw, s)
             .map_err(CallError::backend)
+    }
+
+    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)` and
+    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`: a record or wait of the
+    /// caller's own event, captured into the model `stream` captures; 107029 (stream not
+    /// captured) when it captures none (hicann/runtime `api_impl.cc`, `EventRecord` and
+    /// `StreamWaitEvent` with the external flag).
+    pub(crate) fn external_event_task(
+        &self,
+        event: usize,
+        stream: usize,
+        record: bool,
+    ) -> Result<(), CallError> {
+        self.event(event)?;
+        let (task, call) = if record {
+            (Captured::ExternalRecord(event), "aclrtRecordEventWithFlag")
+        } else {
+            (
+                Captured::ExternalWait(event),
+                "aclrtStreamWaitEventWithFlag",
+            )
+        };
+        if self.capture(stream, task)? {
+            return Ok(());
+        }
+        Err(CallError::new(
+            Error::StreamNotCaptured,
+            format!(
+                "{call} with the external flag on stream {stream:#x}, which is not capturing: \
+                 the flag is for a record or wait inside a capture (aclmdlRICaptureBegin)"
+            ),
+        ))
+    }
+
+    /// A replay's external record or wait (`Captured::ExternalRecord` / `ExternalWait`) on
+    /// `stream`: each replay records the caller's event itself, for waits outside the model, or
+    /// waits for its latest record, made outside the model (hicann/runtime `api_impl.cc`,
+    /// `CaptureExternalEventRecord` / `CaptureExternalEventWait`).
+    pub(super) fn external(&self, task: Captured, stream: RawStream) -> Result<(), CallError> {
+        let b = self.backend();
+        match task {
+            Captured::ExternalRecord(e) => b.event_record(self.event(e)?.raw, stream),
+            Captured::ExternalWait(e) => {
+                b.stream_wait_event(stream, self.event(e)?.raw, Timeout::Forever)
+            }
+            _ => return Err(CallError::new(Error::InternalError, "not an external task")),
+        }
+        .map_err(CallError::backend)
     }
 
     /// `aclrtResetEvent`.

@@ -122,6 +122,23 @@ impl Mbufs {
         }
     }
 
+    /// 107000 if `ptr` is a buffer's data region (what `aclrtFree` answers for it): the
+    /// region is the buffers', freed with the last one naming it. CANN's regions come from
+    /// the driver's buffer pool (`halMbufAlloc`), not from `aclrtMalloc`, so its `aclrtFree`
+    /// refuses them as any address it did not give (the code is the simulator's 107000 for
+    /// those; the driver's own check is closed source).
+    pub(crate) fn refuse_region(&self, ptr: usize) -> Result<(), CallError> {
+        let s = self.lock();
+        match s.regions.get(&ptr) {
+            None => Ok(()),
+            Some(n) => Err(param(format!(
+                "{ptr:#x} is the data region of {n} aclrtMbuf{}: it is not aclrtMalloc memory; \
+                 aclrtFreeBuf frees it with the last buffer naming it",
+                if *n == 1 { "" } else { "s" }
+            ))),
+        }
+    }
+
     /// `aclrtCopyBufRef`: a new handle on `handle`'s data region, with its private data and
     /// data length, on its own (in no chain).
     pub(crate) fn copy_ref(&self, handle: u64) -> Result<u64, CallError> {

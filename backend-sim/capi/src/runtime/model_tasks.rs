@@ -50,15 +50,16 @@ pub(crate) enum TaskType {
 impl TaskType {
     fn of(t: &Captured) -> TaskType {
         match t {
-            Captured::EventRecord(_) => TaskType::EventRecord,
-            Captured::EventWait(..) => TaskType::EventWait,
+            Captured::EventRecord(_) | Captured::ExternalRecord(_) => TaskType::EventRecord,
+            Captured::EventWait(..) | Captured::ExternalWait(_) => TaskType::EventWait,
             Captured::EventReset(_) => TaskType::EventReset,
             Captured::ValueWrite { .. } => TaskType::ValueWrite,
             Captured::ValueWait { .. } => TaskType::ValueWait,
             Captured::Memcpy { .. }
             | Captured::Memset { .. }
             | Captured::NotifyRecord(_)
-            | Captured::NotifyWait(..) => TaskType::Default,
+            | Captured::NotifyWait(..)
+            | Captured::Control(_) => TaskType::Default,
         }
     }
 }
@@ -183,9 +184,11 @@ impl Runtime {
             let t = m.tasks[n].1;
             let kind = TaskType::of(&t);
             Ok(match t {
-                Captured::EventRecord(e) | Captured::EventWait(e, _) | Captured::EventReset(e) => {
-                    TaskParams::Event { kind, event: e }
-                }
+                Captured::EventRecord(e)
+                | Captured::EventWait(e, _)
+                | Captured::EventReset(e)
+                | Captured::ExternalRecord(e)
+                | Captured::ExternalWait(e) => TaskParams::Event { kind, event: e },
                 Captured::ValueWrite { addr, value } => TaskParams::ValueWrite { addr, value },
                 Captured::ValueWait { addr, value, cond } => TaskParams::ValueWait {
                     addr,

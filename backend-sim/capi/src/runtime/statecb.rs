@@ -97,6 +97,11 @@ impl<F: Copy + Send + 'static> Registry<F> {
         Ok(())
     }
 
+    /// Whether none is registered (read without the lock).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len.load(Ordering::Acquire) == 0
+    }
+
     /// The callbacks in name order with their names, copied: they are called without the
     /// lock (one may register another). None when the fork handler is missing (then nothing
     /// can have been registered either).
