@@ -72,6 +72,7 @@ pub mod memset_d32;
 pub mod model_build;
 pub mod model_ri;
 pub mod model_tasks;
+pub mod op_timeout;
 pub mod overflow_status;
 mod random;
 mod runtime;
