@@ -106,6 +106,10 @@
 //! - `model_build.c`: a model built on two bound streams (`aclmdlRIBuildBegin` … `BuildEnd`)
 //!   executed 50 times with new input, the build API's refusals, unbinding; three SoCs and
 //!   under memcheck;
+//! - `model_flow.c`: a built model's run-time control flow — a loop of labels whose trip count
+//!   is read from device memory when its tasks run (60 executions, new counts), a switch
+//!   between streams and a stream activation (40 executions), `aclmdlRIAbort` of an endless
+//!   loop then a clean execution, the refusals; also under memcheck;
 //! - `model_tasks.c`: a captured model's tasks listed with their types, sequence ids and
 //!   parameters, a value write's value changed before each of 100 executions (in effect at
 //!   `aclmdlRIUpdate`), a disabled task; also under memcheck;
@@ -464,6 +468,7 @@ fn build_everything() -> Result<Prefix, String> {
         "capture_gaps",
         "model_build",
         "model_tasks",
+        "model_flow",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -1273,6 +1278,19 @@ fn a_model_built_on_two_bound_streams_replays_with_new_input_every_time() {
             "{}",
             report(&o)
         );
+    }
+}
+
+// ---- run-time control flow in built models (tests/c/model_flow.c) -----------------------------
+
+#[test]
+fn a_built_model_loops_switches_and_aborts_on_values_read_when_its_tasks_run() {
+    let o = run_alone("model_flow", "model-flow", &[], Duration::from_secs(90));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("model_flow: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("model_flow", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("model_flow: ok"), "{}", report(&o));
     }
 }
 
