@@ -71,6 +71,7 @@ pub mod model_build;
 pub mod model_ri;
 pub mod model_tasks;
 pub mod overflow_status;
+pub mod peer_map;
 mod random;
 mod runtime;
 mod session;
