@@ -145,6 +145,9 @@
 //! - `peer_map.c`: `aclrtMemP2PMap` (CANN's codes, peer access required) and
 //!   `aclrtMemMapSelectedLink` (a reserved range mapped onto another's physical memory block
 //!   by block, bytes checked both ways; Atlas A3 only);
+//! - `snapshot.c`: process snapshots (the state machine's codes, stage callbacks per device in
+//!   order, a backup after the streams' queued work, calls waiting under the lock, managed
+//!   memory scribbled and restored);
 //! - `memcpy_batch.c`: `aclrtMemcpyBatch[Async][V2]` (attributes per copy, CANN's checks, the
 //!   failing copy's index, bytes checked; also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -421,6 +424,7 @@ fn build_everything() -> Result<Prefix, String> {
         "host_register",
         "managed",
         "peer_map",
+        "snapshot",
         "free_sync",
         "memcpy_batch",
         "ring_allreduce",
@@ -1733,6 +1737,28 @@ fn p2p_maps_need_peer_access_and_a_selected_link_maps_another_range_s_memory() {
         assert!(o[0].ok(), "{soc}: {}", report(&o));
         assert!(
             o[0].stdout.contains(&format!("peer_map {soc}: ok")),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
+// ---- process snapshots (tests/c/snapshot.c) ---------------------------------------------------
+
+#[test]
+fn a_snapshot_restores_memory_scribbled_under_the_lock_and_calls_wait_for_the_unlock() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("snapshot-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("snapshot"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("snapshot", &mut cmd).expect("start snapshot")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("snapshot {soc}: ok")),
             "{}",
             report(&o)
         );

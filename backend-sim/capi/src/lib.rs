@@ -75,6 +75,8 @@ pub mod peer_map;
 mod random;
 mod runtime;
 mod session;
+pub mod snapshot;
+mod snapshot_lock;
 pub mod state_callback;
 mod stream_config;
 mod stubs;

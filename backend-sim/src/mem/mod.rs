@@ -27,6 +27,7 @@
 //! caller's contract says.
 
 mod backend;
+pub mod backup;
 pub(crate) mod capacity;
 pub(crate) mod file;
 mod fill32;
