@@ -17,6 +17,11 @@ use crate::shm::{OpenMode, ShmFile, SlotRef};
 use crate::sim::Sim;
 use crate::{diag, shm, sys};
 
+/// The server of a whitelist entry that admits its PID on any server of the SuperPod: the
+/// PIDs a FABRIC handle's whitelist names (`aclrtMemSetPidToShareableHandleV2` names no
+/// server; [`crate::mem::fabric`]). Server ids are 0–65535, so no real server has it.
+pub(crate) const ANY_SERVER: u32 = u32::MAX;
+
 impl Sim {
     /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
     /// and no pidfs identity (see `sys::ProcessIdentity`; to simulate a recycled PID, or the
@@ -166,7 +171,9 @@ impl Sim {
     /// `wl`; `None` if it may. Shared by notify and memory imports.
     pub(crate) fn not_admitted(&self, wl: &Whitelist, server: u32) -> Option<String> {
         let (me_srv, me_pid, me) = (self.inner.server_id, self.inner.pid, self.inner.identity);
-        if wl.matches(me_srv, me_pid, me.start_time, me.pidfs) {
+        if wl.matches(me_srv, me_pid, me.start_time, me.pidfs)
+            || wl.matches(ANY_SERVER, me_pid, me.start_time, me.pidfs)
+        {
             return None;
         }
         let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);

@@ -71,6 +71,7 @@
 mod blocked;
 pub mod cluster;
 pub mod cnt;
+mod composed;
 mod config;
 mod diag;
 mod enqueue;

@@ -133,6 +133,10 @@ pub enum Error {
     ReportTimeout = 507012,
     /// `ACL_ERROR_RT_IPC_ERROR` — inter-process communication failed.
     IpcError = 507022,
+    /// `ACL_ERROR_RT_MODEL_ABORT_NORMAL` — a model execution was stopped by `aclmdlRIAbort`.
+    ModelAbortNormal = 507023,
+    /// `ACL_ERROR_RT_LABEL_CONTEXT` — the label is not of the stream's context (device).
+    LabelContext = 507031,
     /// `ACL_ERROR_RT_DEV_SETUP_ERROR` — the device is not set up in this process (no
     /// `aclrtSetDevice` or context on it: `aclrtSetDeviceResLimit` and its neighbours).
     DevSetupError = 507033,
@@ -172,7 +176,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 62] = [
+    pub const ALL: [Error; 64] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -222,6 +226,8 @@ impl Error {
         Error::TaskTypeNotSupport,
         Error::ReportTimeout,
         Error::IpcError,
+        Error::ModelAbortNormal,
+        Error::LabelContext,
         Error::DevSetupError,
         Error::StreamSyncTimeout,
         Error::EventSyncTimeout,
@@ -295,6 +301,8 @@ impl Error {
             Error::TaskTypeNotSupport => "ACL_ERROR_RT_TASK_TYPE_NOT_SUPPORT",
             Error::ReportTimeout => "ACL_ERROR_RT_REPORT_TIMEOUT",
             Error::IpcError => "ACL_ERROR_RT_IPC_ERROR",
+            Error::ModelAbortNormal => "ACL_ERROR_RT_MODEL_ABORT_NORMAL",
+            Error::LabelContext => "ACL_ERROR_RT_LABEL_CONTEXT",
             Error::DevSetupError => "ACL_ERROR_RT_DEV_SETUP_ERROR",
             Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
             Error::EventSyncTimeout => "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",

@@ -66,6 +66,10 @@ pub enum Kind {
     Mbuf = 0xB5,
     /// A task of a model runtime instance (`aclmdlRITask`).
     ModelTask = 0x7A,
+    /// A label of a model stream (`aclrtLabel`).
+    Label = 0x1A,
+    /// A list of labels (`aclrtLabelList`).
+    LabelList = 0x2B,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -403,6 +407,8 @@ mod tests {
             Kind::ModelRI,
             Kind::Mbuf,
             Kind::ModelTask,
+            Kind::Label,
+            Kind::LabelList,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

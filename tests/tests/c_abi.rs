@@ -43,6 +43,8 @@
 //! - `event_flag.c`: records and waits with an operation flag, inside and outside a capture.
 //! - `exception_register.c`: several exception callbacks registered beside the set one.
 //! - `device_limits.c`: device limits, the devices' PCI bus ids, the L2 cache flush.
+//! - `vmm_map_options.c`: mapping with no access, link advice.
+//! - `device_capability.c`: aclrtGetDeviceCapability.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -103,6 +105,10 @@
 //! - `model_build.c`: a model built on two bound streams (`aclmdlRIBuildBegin` … `BuildEnd`)
 //!   executed 50 times with new input, the build API's refusals, unbinding; three SoCs and
 //!   under memcheck;
+//! - `model_flow.c`: a built model's run-time control flow — a loop of labels whose trip count
+//!   is read from device memory when its tasks run (60 executions, new counts), a switch
+//!   between streams and a stream activation (40 executions), `aclmdlRIAbort` of an endless
+//!   loop then a clean execution, the refusals; also under memcheck;
 //! - `model_tasks.c`: a captured model's tasks listed with their types, sequence ids and
 //!   parameters, a value write's value changed before each of 100 executions (in effect at
 //!   `aclmdlRIUpdate`), a disabled task; also under memcheck;
@@ -194,7 +200,13 @@
 //!   over two hosts through etcd, jobs repeated in one namespace (device memory all free after
 //!   each, the namespace's files not growing), a rank SIGKILLed mid-collective (the survivors
 //!   fail within their wait timeout naming it dead; its memory free for the next job; its etcd
-//!   keys gone), a rank starting late.
+//!   keys gone), a rank starting late;
+//! - `fabric_memory.c`: physical memory shared across two hosts (servers 0 and 1, one etcd) by
+//!   a FABRIC handle: an import refused before the whitelist (207006), the owner's bytes read
+//!   through the importer's mapping, rounds of remote writes each followed by a notify record,
+//!   the owner's wait then seeing that round's bytes exactly (also across an etcd restart), a
+//!   set; the owner freeing its memory or SIGKILLed while imported (clear errors, bounded), and
+//!   an earlier job's handle refused (107000).
 //!
 //! Every program runs under a deadline; on failure or timeout the others of its group are
 //! killed, and the failure shows each program's output.
@@ -463,6 +475,7 @@ fn build_everything() -> Result<Prefix, String> {
         "capture_gaps",
         "model_build",
         "model_tasks",
+        "model_flow",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -476,9 +489,12 @@ fn build_everything() -> Result<Prefix, String> {
         "cmo",
         "ts_memory",
         "random",
+        "fabric_memory",
         "event_flag",
         "exception_register",
         "device_limits",
+        "vmm_map_options",
+        "device_capability",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -1268,6 +1284,19 @@ fn a_model_built_on_two_bound_streams_replays_with_new_input_every_time() {
             "{}",
             report(&o)
         );
+    }
+}
+
+// ---- run-time control flow in built models (tests/c/model_flow.c) -----------------------------
+
+#[test]
+fn a_built_model_loops_switches_and_aborts_on_values_read_when_its_tasks_run() {
+    let o = run_alone("model_flow", "model-flow", &[], Duration::from_secs(90));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("model_flow: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("model_flow", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("model_flow: ok"), "{}", report(&o));
     }
 }
 
@@ -3415,6 +3444,214 @@ fn a_collective_under_valgrind_memcheck() {
     collective_ok(&o, 2);
 }
 
+// ---- physical memory shared across two hosts by a FABRIC handle (tests/c/fabric_memory.c) ----
+
+/// One job of `fabric_memory` in exchange folder `dir`: the owner on host 0 (server 0), the
+/// importer on host 1 (server 1), both in the SuperPod `url` with 2 s leases.
+fn fabric_job(
+    hosts: &[Scratch; 2],
+    url: &str,
+    dir: &Path,
+    owner: &[&str],
+    importer: &[&str],
+    victim: Option<usize>,
+) -> Vec<Outcome> {
+    let p = setup();
+    std::fs::create_dir_all(dir).expect("exchange folder");
+    let procs = [("owner", owner), ("importer", importer)]
+        .iter()
+        .enumerate()
+        .map(|(h, (role, args))| {
+            let mut cmd = hosts[h].cmd(&p.bin.join("fabric_memory"), "Ascend910_93");
+            cmd.env("ACL_NOTIFY_SIM_SERVER_ID", h.to_string())
+                .env("ACL_NOTIFY_SIM_CLUSTER", url)
+                .env("ACL_NOTIFY_SIM_CLUSTER_TTL", "2")
+                .arg(dir)
+                .arg(role)
+                .args(*args);
+            spawn(role, &mut cmd).expect("start fabric_memory")
+        })
+        .collect();
+    run_all_but(procs, Duration::from_secs(120), victim)
+}
+
+/// Sample 12 of hicann/runtime's `example/` (memory shared across servers by a FABRIC handle)
+/// on two simulated hosts: the importer is refused before the owner whitelists it (207006),
+/// reads the owner's bytes through its mapping, then writes 20 rounds, each followed by a
+/// record of the owner's notify, the owner's wait then finding that round's bytes exactly;
+/// a second job's importer is refused the first job's handle (107000); each host mapped only
+/// its own server's files, and the pod's keys leave etcd.
+#[test]
+fn physical_memory_shared_across_two_hosts_by_a_fabric_handle() {
+    let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    let pod = format!("capi-fabric-{}", std::process::id());
+    let url = etcd.url(&pod);
+    let hosts = [Scratch::new("fab0"), Scratch::new("fab1")];
+    let keep = hosts[0].dir.display().to_string();
+    let o = fabric_job(
+        &hosts,
+        &url,
+        &hosts[0].dir.join("job1"),
+        &["rounds=20"],
+        &["rounds=20", &format!("save={keep}")],
+        None,
+    );
+    assert!(o.iter().all(Outcome::ok), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("FABRIC owner OK 20 rounds checked"),
+        "{}",
+        report(&o)
+    );
+    assert!(
+        o[1].stdout.contains("import before the whitelist refused")
+            && o[1].stdout.contains("207006"),
+        "{}",
+        report(&o)
+    );
+    let o = fabric_job(
+        &hosts,
+        &url,
+        &hosts[0].dir.join("job2"),
+        &["rounds=2"],
+        &["rounds=2", &format!("stale={keep}")],
+        None,
+    );
+    assert!(o.iter().all(Outcome::ok), "{}", report(&o));
+    assert!(
+        o[1].stdout.contains("FABRIC stale handle refused") && o[1].stdout.contains("107000"),
+        "{}",
+        report(&o)
+    );
+    for (h, s) in hosts.iter().enumerate() {
+        let path = format!("/dev/shm/acl-notify-sim.{}.srv{}", s.ns, 1 - h);
+        assert!(!Path::new(&path).exists(), "host {h} mapped {path}");
+    }
+    assert_eq!(
+        pod_keys(&etcd, &pod),
+        Vec::<String>::new(),
+        "keys left in etcd"
+    );
+}
+
+/// The owner frees its memory while the importer maps it: the importer's next write fails
+/// with 107000 saying its owner freed it (the bytes lived in the owner's process), and the
+/// importer unmaps and frees its handle cleanly. Then the owner is SIGKILLed: a read fails
+/// within the client's 3 s bound (507022, no answer) and, once the owner's 2 s lease has
+/// expired, a write fails with 107000 saying the owner is dead; nothing hangs.
+#[test]
+fn a_fabric_import_fails_clearly_when_its_owner_frees_it_or_dies() {
+    let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    let url = etcd.url(&format!("capi-fabricend-{}", std::process::id()));
+    let hosts = [Scratch::new("fabe0"), Scratch::new("fabe1")];
+    let o = fabric_job(
+        &hosts,
+        &url,
+        &hosts[0].dir.join("free"),
+        &["rounds=3", "end=free"],
+        &["rounds=3", "end=free"],
+        None,
+    );
+    assert!(o.iter().all(Outcome::ok), "{}", report(&o));
+    assert!(
+        o[1].stdout.contains("write after the owner's free")
+            && o[1].stdout.contains("its owner freed it"),
+        "{}",
+        report(&o)
+    );
+    let o = fabric_job(
+        &hosts,
+        &url,
+        &hosts[0].dir.join("kill"),
+        &["rounds=3", "end=kill"],
+        &["rounds=3", "end=kill"],
+        Some(0),
+    );
+    assert!(o[1].ok(), "{}", report(&o));
+    let secs = |what: &str| -> f64 {
+        o[1].stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(what))
+            .and_then(|l| l.split(" after ").nth(1))
+            .and_then(|t| t.split(' ').next())
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no \"{what}\" line: {}", report(&o)))
+    };
+    assert!(
+        secs("FABRIC read after the owner died: ") < 10.0,
+        "{}",
+        report(&o)
+    );
+    assert!(
+        secs("FABRIC write after the owner died: ") < 20.0,
+        "{}",
+        report(&o)
+    );
+}
+
+/// 40 rounds of remote writes and records while the only etcd member is SIGKILLed and
+/// restarted twice (after rounds 10 and 25 were acknowledged): every round's bytes are in place
+/// exactly when the owner's wait returns — none lost, none applied twice (an older round's
+/// bytes landing after a newer round's, or a record counted twice, fails the owner's check).
+/// A restart slower than the client's 3 s bound (seen at load 12: 6 s) fails that round's
+/// copy with 507022; the importer's stream stops on failure (its record is not sent) and the
+/// importer writes the round again (at most 5 times in all).
+#[test]
+fn fabric_memory_survives_etcd_restarted_mid_copy() {
+    let mut etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    let url = etcd.url(&format!("capi-fabricetcd-{}", std::process::id()));
+    let hosts = [Scratch::new("fabr0"), Scratch::new("fabr1")];
+    let dir = hosts[0].dir.join("x");
+    let marks = dir.clone();
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    // The member dies with the thread that started it (the harness's PR_SET_PDEATHSIG): this
+    // thread restarts it, so it lives until the job is over.
+    let restarter = std::thread::spawn(move || {
+        let mut restarts = Vec::new();
+        for round in [10, 25] {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mark = marks.join(format!("ack.{round}"));
+            while !mark.exists() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            if !mark.exists() {
+                break;
+            }
+            // Down for as short as a restart allows: a member takes 1.5-2 s to serve again
+            // here, and a call gives up after 3 s (README: an etcd back within that bound is
+            // a delay, not a failure).
+            let t = Instant::now();
+            etcd.kill_member(0);
+            std::thread::sleep(Duration::from_millis(100));
+            etcd.restart_member(0).expect("restart etcd");
+            let _ = etcd.wait_for_quorum(Duration::from_secs(20));
+            restarts.push(t.elapsed());
+        }
+        let _ = finished.recv();
+        restarts
+    });
+    let o = fabric_job(
+        &hosts,
+        &url,
+        &dir,
+        &["rounds=40"],
+        &["rounds=40", "retry=1"],
+        None,
+    );
+    let _ = done.send(());
+    let restarts = restarter.join().expect("restarter");
+    assert!(
+        o.iter().all(Outcome::ok),
+        "etcd down for {restarts:?}\n{}",
+        report(&o)
+    );
+    assert!(
+        o[0].stdout.contains("FABRIC owner OK 40 rounds checked"),
+        "{}",
+        report(&o)
+    );
+    assert_eq!(restarts.len(), 2, "{}", report(&o));
+}
+
 // ---- hdr15: the functions of CANN's current headers (tests/c/event_flag.c, ...) --------------
 
 /// `aclrtRecordEventWithFlag` / `aclrtStreamWaitEventWithFlag`: CANN's argument checks, the
@@ -3438,4 +3675,17 @@ fn registered_exception_callbacks_are_each_told_of_a_failure_once() {
 #[test]
 fn device_limits_pci_bus_ids_and_the_l2_flush_follow_cann() {
     on_each_soc_then_memcheck("device_limits", &["Ascend910B"]);
+}
+
+/// `aclrtMemMapNoAccess` maps with no access until `aclrtMemSetAccess`; `aclrtMemMapSetLink`
+/// checks its handle and link; CANN's codes, and 207000 without VMM.
+#[test]
+fn mappings_without_access_and_link_advice_follow_cann() {
+    on_each_soc_then_memcheck("vmm_map_options", &["Ascend910B", "IPV350"]);
+}
+
+/// `aclrtGetDeviceCapability` answers its two features (0 in the simulator) and CANN's codes.
+#[test]
+fn device_capabilities_answer_cann_s_features() {
+    on_each_soc_then_memcheck("device_capability", &["Ascend910B"]);
 }

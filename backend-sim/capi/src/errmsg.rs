@@ -55,6 +55,14 @@ impl CallError {
         self
     }
 
+    /// The same failure as a task's error, for a task the C layer composes (its code and
+    /// explanation).
+    pub(crate) fn into_sim(self) -> acl_notify_sim::SimError {
+        let prefix = format!("{}: ", self.0.code);
+        let text = self.0.text.strip_prefix(&prefix).unwrap_or(&self.0.text);
+        acl_notify_sim::SimError::new(self.0.code, text)
+    }
+
     /// The code the C function returns.
     pub(crate) fn code(&self) -> Error {
         self.0.code

@@ -38,6 +38,7 @@ mod capability;
 mod cmo;
 mod config;
 mod databuffer;
+pub mod device_capability;
 pub mod device_limit;
 pub mod device_pci;
 pub mod devsync_free;
@@ -46,6 +47,7 @@ mod errmsg;
 pub mod event_flag;
 pub mod exception_info;
 mod exception_record;
+pub mod fabric;
 pub mod fault_repair;
 pub mod ffi;
 pub mod ffi_event;
@@ -68,6 +70,7 @@ pub mod mempool;
 pub mod memquery;
 pub mod memset_d32;
 pub mod model_build;
+pub mod model_flow;
 pub mod model_ri;
 pub mod model_tasks;
 pub mod overflow_status;
@@ -85,6 +88,7 @@ mod task_abort;
 mod ts_device;
 pub mod value;
 pub mod vmm;
+pub mod vmm_map_options;
 
 #[cfg(test)]
 #[path = "../stubgen.rs"]

@@ -34,9 +34,9 @@ pub unsafe extern "C" fn aclmdlRIBuildBegin(model_ri: *mut aclmdlRI, flag: u32) 
 /// `aclError aclmdlRIBindStream(aclmdlRI modelRI, aclrtStream stream, uint32_t flag)`.
 ///
 /// Codes: 100000 NULL model; 107017 bad model or stream; 107000 a captured model or a
-/// finished build; 107005 the stream bound already; 107027 a capturing stream; 107003 a
-/// stream of another device; 207000 the default stream, or a flag other than
-/// `ACL_MODEL_STREAM_FLAG_HEAD`.
+/// finished build, a flag neither `ACL_MODEL_STREAM_FLAG_HEAD` nor `_DEFAULT`; 107005 the
+/// stream bound already; 107027 a capturing stream; 107003 a stream of another device; 207000
+/// the default stream.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclmdlRIBindStream(
     model_ri: aclmdlRI,

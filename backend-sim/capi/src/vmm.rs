@@ -12,6 +12,7 @@
 use std::ffi::c_void;
 
 use acl_notify_core::{Backend as _, Error};
+use acl_notify_sim::Sim;
 use acl_notify_sim::mem::vmm::{Access, AccessLoc, PageSize, PhysMem, Props, has_huge1g};
 
 use crate::errmsg::{CallError, null_arg};
@@ -46,10 +47,6 @@ const LOCATION_DEVICE: u32 = 1;
 const LOCATION_UNREGISTERED: u32 = 2;
 const LOCATION_MANAGED: u32 = 3;
 const LOCATION_HOST_NUMA: u32 = 4;
-
-/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT` and `_FABRIC`.
-const SHARE_DEFAULT: u32 = 1;
-const SHARE_FABRIC: u32 = 2;
 
 /// A device `aclrtMemAttr` as the ACL layer reads it (`memAttrHandlers`, hicann/runtime
 /// `src/acl/aclrt_impl/memory.cpp`): CANN's page type and whether the memory type is P2P,
@@ -192,7 +189,7 @@ unsafe fn prop_at(prop: *const PhysicalMemProp) -> PhysicalMemProp {
 }
 
 /// The physical allocation C handle `handle` stands for; 107017 if it is not a live one.
-fn phys(rt: &Runtime, handle: *mut c_void) -> Result<PhysMem, CallError> {
+pub(crate) fn phys(rt: &Runtime, handle: *mut c_void) -> Result<PhysMem, CallError> {
     rt.phys
         .get(handle.addr())
         .ok_or_else(|| phys_not_live(handle))
@@ -207,7 +204,7 @@ fn phys_not_live(handle: *mut c_void) -> CallError {
     )
 }
 
-fn backend(e: acl_notify_sim::SimError) -> CallError {
+pub(crate) fn backend(e: acl_notify_sim::SimError) -> CallError {
     CallError::backend(e)
 }
 
@@ -349,7 +346,11 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
 /// # Safety
 ///
 /// `out` is non-NULL and writable.
-unsafe fn hand_out(rt: &Runtime, h: PhysMem, out: *mut *mut c_void) -> Result<(), CallError> {
+pub(crate) unsafe fn hand_out(
+    rt: &Runtime,
+    h: PhysMem,
+    out: *mut *mut c_void,
+) -> Result<(), CallError> {
     let c = match rt.phys.insert(h) {
         Ok(c) => c,
         Err(e) => {
@@ -552,8 +553,12 @@ pub extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> aclError {
 }
 
 /// The export shared by `aclrtMemExportToShareableHandle` and its V2: flags checked by the
-/// runtime (107000 above 1), then the handle.
-fn export(handle: *mut c_void, flags: u64) -> Result<u64, CallError> {
+/// runtime (107000 above 1), then the handle, then `how` exports it (open: flags 1).
+pub(crate) fn export<T>(
+    handle: *mut c_void,
+    flags: u64,
+    how: impl FnOnce(&Sim, PhysMem, bool) -> Result<T, acl_notify_sim::SimError>,
+) -> Result<T, CallError> {
     let rt = runtime()?;
     if flags > 1 {
         return Err(CallError::new(
@@ -565,7 +570,7 @@ fn export(handle: *mut c_void, flags: u64) -> Result<u64, CallError> {
         ));
     }
     let h = phys(&rt, handle)?;
-    rt.backend().vmm_export(h, flags == 1).map_err(backend)
+    how(rt.backend(), h, flags == 1).map_err(backend)
 }
 
 /// `aclError aclrtMemExportToShareableHandle(aclrtDrvMemHandle handle, aclrtMemHandleType
@@ -599,77 +604,28 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
         if shareable_handle.is_null() {
             return Err(null_arg("shareableHandle"));
         }
-        let s = export(handle, flags)?;
+        let s = export(handle, flags, Sim::vmm_export)?;
         // SAFETY: non-NULL, writable by the caller's contract.
         unsafe { shareable_handle.write_unaligned(s) };
         Ok(())
     })
 }
 
-/// The runtime's check of a V2 share type (107000), then ours: the fabric handle (sharing
-/// across servers) is not simulated (207000).
-fn share_type(t: u32) -> Result<(), CallError> {
-    match t {
-        SHARE_DEFAULT => Ok(()),
-        SHARE_FABRIC => Err(CallError::new(
-            Error::FeatureNotSupport,
-            "ACL_MEM_SHARE_HANDLE_TYPE_FABRIC (sharing physical memory across servers) is not \
-             simulated; ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT is",
-        )),
-        t => Err(CallError::new(
-            Error::ParamInvalid,
-            format!("shareType {t}: expected ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT (1) or _FABRIC (2)"),
-        )),
-    }
-}
-
-/// `aclError aclrtMemExportToShareableHandleV2(aclrtDrvMemHandle handle, uint64_t flags,
-/// aclrtMemSharedHandleType shareType, void *shareableHandle)`: with
-/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemExportToShareableHandle` writing the
-/// `uint64_t` at `shareableHandle`.
-///
-/// Codes: 100000 handle or shareableHandle NULL; 107000 a share type that is neither, flags
-/// above 1; 207000 `_FABRIC`; then as `aclrtMemExportToShareableHandle`.
-///
-/// # Safety
-///
-/// `shareable_handle` is NULL or writable for a `uint64_t`.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtMemExportToShareableHandleV2(
-    handle: *mut c_void,
-    flags: u64,
-    share: u32,
-    shareable_handle: *mut c_void,
-) -> aclError {
-    api("aclrtMemExportToShareableHandleV2", || {
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
-        if shareable_handle.is_null() {
-            return Err(null_arg("shareableHandle"));
-        }
-        runtime()?;
-        share_type(share)?;
-        let s = export(handle, flags)?;
-        // SAFETY: non-NULL, writable for a `uint64_t` by the caller's contract.
-        unsafe { shareable_handle.cast::<u64>().write_unaligned(s) };
-        Ok(())
-    })
-}
-
 /// The whitelisting of `aclrtMemSetPidToShareableHandle` and its V2, once the ACL layer's
-/// checks passed.
+/// checks passed: `how` whitelists the PIDs read.
 ///
 /// # Safety
 ///
 /// `pid` is non-NULL and valid for reading `num` `int32_t`s.
-unsafe fn set_pids(shareable: u64, pid: *const i32, num: usize) -> Result<(), CallError> {
+pub(crate) unsafe fn set_pids(
+    pid: *const i32,
+    num: usize,
+    how: impl FnOnce(&Sim, &[i32]) -> Result<(), acl_notify_sim::SimError>,
+) -> Result<(), CallError> {
     let rt = runtime()?;
     // SAFETY: the caller's contract.
     let pids = unsafe { whitelist_pids(pid, num) }?;
-    rt.backend()
-        .vmm_share_pids(shareable, pids)
-        .map_err(backend)
+    how(rt.backend(), pids).map_err(backend)
 }
 
 /// `aclError aclrtMemSetPidToShareableHandle(uint64_t shareableHandle, int32_t *pid, size_t
@@ -695,63 +651,27 @@ pub unsafe extern "C" fn aclrtMemSetPidToShareableHandle(
             return Err(CallError::new(Error::InvalidParam, "pidNum is 0"));
         }
         // SAFETY: non-NULL, `pid_num` readable by the caller's contract.
-        unsafe { set_pids(shareable_handle, pid, pid_num) }
+        unsafe {
+            set_pids(pid, pid_num, |sim, p| {
+                sim.vmm_share_pids(shareable_handle, p)
+            })
+        }
     })
 }
 
-/// `aclError aclrtMemSetPidToShareableHandleV2(void *shareableHandle,
-/// aclrtMemSharedHandleType shareType, int32_t *pid, size_t pidNum)`: with
-/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemSetPidToShareableHandle` of the `uint64_t`
-/// at `shareableHandle`.
-///
-/// Codes: 100000 shareableHandle or pid NULL, pidNum 0; 107000 an unknown share type;
-/// 207000 `_FABRIC`; then as `aclrtMemSetPidToShareableHandle`.
-///
-/// # Safety
-///
-/// `shareable_handle` is NULL or readable for a `uint64_t`; `pid` as in the V1.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtMemSetPidToShareableHandleV2(
-    shareable_handle: *mut c_void,
-    share: u32,
-    pid: *mut i32,
-    pid_num: usize,
-) -> aclError {
-    api("aclrtMemSetPidToShareableHandleV2", || {
-        if shareable_handle.is_null() {
-            return Err(null_arg("shareableHandle"));
-        }
-        if pid.is_null() {
-            return Err(null_arg("pid"));
-        }
-        if pid_num == 0 {
-            return Err(CallError::new(Error::InvalidParam, "pidNum is 0"));
-        }
-        runtime()?;
-        share_type(share)?;
-        // SAFETY: non-NULL, readable for a `uint64_t` by the caller's contract.
-        let s = unsafe { shareable_handle.cast::<u64>().read_unaligned() };
-        // SAFETY: non-NULL, `pid_num` readable by the caller's contract.
-        unsafe { set_pids(s, pid, pid_num) }
-    })
-}
-
-/// The import of `aclrtMemImportFromShareableHandle` and its V2 onto `device`, written to
-/// `*handle`.
+/// The import of `aclrtMemImportFromShareableHandle` and its V2 onto `device` (`how`
+/// imports), written to `*handle`.
 ///
 /// # Safety
 ///
 /// `handle` is non-NULL and writable.
-unsafe fn import(
+pub(crate) unsafe fn import(
     rt: &Runtime,
-    shareable: u64,
     device: u32,
     handle: *mut *mut c_void,
+    how: impl FnOnce(&Sim, u32) -> Result<PhysMem, acl_notify_sim::SimError>,
 ) -> Result<(), CallError> {
-    let h = rt
-        .backend()
-        .vmm_import(shareable, device)
-        .map_err(backend)?;
+    let h = how(rt.backend(), device).map_err(backend)?;
     // SAFETY: by the caller's contract.
     unsafe { hand_out(rt, h, handle) }
 }
@@ -782,48 +702,11 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandle(
         let device = rt.device_id(device_id)?;
         rt.current()?;
         // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { import(&rt, shareable_handle, device, handle) }
-    })
-}
-
-/// `aclError aclrtMemImportFromShareableHandleV2(void *shareableHandle,
-/// aclrtMemSharedHandleType shareType, uint64_t flags, aclrtDrvMemHandle *handle)`: with
-/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemImportFromShareableHandle` of the `uint64_t`
-/// at `shareableHandle` onto the current device.
-///
-/// Codes: 100000 shareableHandle or handle NULL, flags not 0; 107002 no current device;
-/// 107000 an unknown share type; 207000 `_FABRIC`; then as the V1.
-///
-/// # Safety
-///
-/// `shareable_handle` is NULL or readable for a `uint64_t`; `handle` is NULL or writable.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtMemImportFromShareableHandleV2(
-    shareable_handle: *mut c_void,
-    share: u32,
-    flags: u64,
-    handle: *mut *mut c_void,
-) -> aclError {
-    api("aclrtMemImportFromShareableHandleV2", || {
-        if shareable_handle.is_null() {
-            return Err(null_arg("shareableHandle"));
+        unsafe {
+            import(&rt, device, handle, |sim, d| {
+                sim.vmm_import(shareable_handle, d)
+            })
         }
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
-        if flags != 0 {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!("flags {flags:#x}: reserved, only 0"),
-            ));
-        }
-        let rt = runtime()?;
-        let device = rt.current_device()?;
-        share_type(share)?;
-        // SAFETY: non-NULL, readable for a `uint64_t` by the caller's contract.
-        let s = unsafe { shareable_handle.cast::<u64>().read_unaligned() };
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { import(&rt, s, device, handle) }
     })
 }
 

@@ -170,8 +170,9 @@ impl Shared {
                  lived in its process"
             }
             (None, Some(_)) => {
-                "its owner freed it (an importer may not use memory after the owner's aclrtFree; \
-                 close the mapping with aclrtIpcMemClose)"
+                "its owner freed it (an importer may not use memory after the owner's aclrtFree \
+                 or aclrtFreePhysical; close the mapping with aclrtIpcMemClose, or unmap it and \
+                 aclrtFreePhysical an imported physical allocation)"
             }
             (Some(_), Some(_)) => {
                 "its registry entry is a new one (its owner freed it and allocated the id \

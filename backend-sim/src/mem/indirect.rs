@@ -40,6 +40,9 @@ pub enum Word {
 /// What [`Sim::produce_async`] runs: the words' values in, the bytes to write out.
 pub type Produce = Box<dyn FnOnce(&[u64]) -> Result<Vec<u8>, SimError> + Send>;
 
+/// What [`Sim::read_async`] hands the words' values to when its task runs.
+pub type Reader = Box<dyn FnOnce(Result<&[u64], &SimError>) + Send>;
+
 /// The most bytes one such copy moves (`MAX_MEMCPY_SIZE_OF_D2D`, hicann/runtime
 /// `src/runtime/core/inc/spec/base_info.hpp`).
 pub const INDIRECT_MAX: u64 = 4 << 30;
@@ -230,6 +233,43 @@ impl Sim {
                 a.file.intact()
             });
             self.enqueue_checked(stream, SimJob::Bulk(task), |_, _| Ok(()))
+        })
+    }
+
+    /// Queues on `stream` a task that, when it runs, reads `words` ([`Word`]) and hands their
+    /// values (or the error reading them) to `then`: for a decision the C layer takes in
+    /// stream order from device memory earlier tasks may write (a model's run-time control
+    /// flow, `aclrtSwitchStream`, `aclrtSwitchLabelByIndex`). `then` must not block.
+    ///
+    /// Errors: 107000 a word not in live device memory now; the stream's. The task fails with
+    /// the read's error (107000: a word outside the allocations held when it was queued, or
+    /// freed since); a task dropped unrun drops `then` uncalled.
+    pub fn read_async(
+        &self,
+        words: Vec<(Word, &'static str)>,
+        then: Reader,
+        stream: RawStream,
+    ) -> Result<(), SimError> {
+        self.mem_checked(|| {
+            self.words_ok(&words)?;
+            let table = self.table();
+            let task = Box::new(move |_: &TaskCtx| {
+                let values = words
+                    .iter()
+                    .map(|&(w, what)| table.read(w, what))
+                    .collect::<Result<Vec<u64>, SimError>>();
+                match values {
+                    Ok(v) => {
+                        then(Ok(&v));
+                        Ok(())
+                    }
+                    Err(e) => {
+                        then(Err(&e));
+                        Err(e)
+                    }
+                }
+            });
+            self.enqueue_checked(stream, SimJob::Other(task), |_, _| Ok(()))
         })
     }
 

@@ -29,6 +29,7 @@
 mod backend;
 pub mod backup;
 pub(crate) mod capacity;
+pub mod fabric;
 pub(crate) mod file;
 mod fill32;
 pub mod half;

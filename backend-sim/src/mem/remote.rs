@@ -537,6 +537,13 @@ impl Sim {
         Some(c.mem_import_at(addr, "address").ok()??.describe())
     }
 
+    /// The exported length of another host's memory imported at `addr` (its first
+    /// address), if it is one (an import of a FABRIC handle, [`super::fabric`]).
+    pub(super) fn remote_len_at(&self, addr: usize) -> Option<u64> {
+        let c = self.inner.cluster.as_ref()?;
+        Some(c.mem_import_at(addr, "address").ok()??.len)
+    }
+
     /// The device of another host's memory imported at `addr`, if it is one
     /// ([`super::location`]).
     pub(super) fn remote_device_at(&self, addr: usize) -> Option<u32> {

@@ -147,17 +147,34 @@ impl Sim {
         self.require_vmm("importing physical memory")?;
         self.device_ok(device)?;
         let key = self.vmm_key(handle)?;
-        let addr = self.import_key(device, &key, true)?;
-        let (size, policy) = self
-            .mem()
-            .allocs
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(&addr)
-            .map_or((0, 0), |a| {
-                let policy = a.file.slot(a.id).map_or(0, |s| s.flag_bits());
-                (a.size, policy)
-            });
+        self.vmm_import_key(&key, device, None)
+    }
+
+    /// The import of the export `key` of a physical allocation onto `device` (of a
+    /// shareable handle, or of a FABRIC handle, [`super::fabric`]): an IPC import of the
+    /// whole allocation (of another host's, in cluster mode, a remote mapping,
+    /// [`super::remote`]), kept as a physical allocation of this process. `policy` is the
+    /// exporter's policy word when the slot cannot be read here (another host's memory).
+    pub(super) fn vmm_import_key(
+        &self,
+        key: &ExportKey,
+        device: u32,
+        policy: Option<u32>,
+    ) -> Result<PhysMem, SimError> {
+        let addr = self.import_key(device, key, true)?;
+        let (size, policy) = match self.remote_len_at(addr) {
+            Some(len) => (len, policy.unwrap_or(0)),
+            None => self
+                .mem()
+                .allocs
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&addr)
+                .map_or((0, 0), |a| {
+                    let policy = a.file.slot(a.id).map_or(0, |s| s.flag_bits());
+                    (a.size, policy)
+                }),
+        };
         // The exporter's page size and properties, from its slot (another process's shared
         // memory: a value that is not ours reads as normal pages, no properties).
         let (page, props) = match policy & PHYS_MARK {
@@ -176,7 +193,7 @@ impl Sim {
             maps: 0,
             handles: 1,
             export: None,
-            imported: Some(key),
+            imported: Some(*key),
         }))
     }
 }

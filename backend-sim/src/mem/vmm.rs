@@ -299,6 +299,9 @@ impl Sim {
 
     fn vmm_release_physical(&self, p: &Physical) -> Result<(), SimError> {
         match &p.imported {
+            // Another host's memory (a FABRIC handle's import, in cluster mode) is closed
+            // in the cluster's table, the rest in this process's.
+            Some(key) if self.mem_close_remote(key) => Ok(()),
             Some(key) => self.close_import(key).map(|_| ()),
             // Importers keep it: CANN frees shared physical memory once every process
             // sharing it has freed its handle.
@@ -404,6 +407,24 @@ impl Sim {
         }
         if let Some(p) = st.phys.get_mut(&h) {
             p.maps += 1;
+        }
+        Ok(())
+    }
+
+    /// `aclrtMemMapNoAccess`: as [`vmm_map`](Self::vmm_map), but no location, the owner
+    /// included, has access to the mapping until `aclrtMemSetAccess` gives it (hicann/runtime
+    /// `include/external/acl/acl_rt.h`: the mapping's access is set afterwards, and
+    /// `src/runtime/api/impl/api_impl.cc`, `MemMapNoAccess`, passes it to the driver as is).
+    pub fn vmm_map_no_access(
+        &self,
+        va: usize,
+        size: usize,
+        offset: usize,
+        h: PhysMem,
+    ) -> Result<(), SimError> {
+        self.vmm_map(va, size, offset, h)?;
+        if let Some((_, m)) = mapping_mut(&mut lock(&self.vmm().state), va) {
+            m.access.clear();
         }
         Ok(())
     }

@@ -58,12 +58,14 @@ use std::time::{Duration, Instant};
 
 use acl_notify_core::event::EventSpec;
 use acl_notify_core::{
-    Backend as _, Error, EventOps, HostCall, RawEvent, RawNotify, RawStream, StreamDestroy,
-    StreamOps, SyncWait, Timeout,
+    Backend as _, Error, EventOps, HostCall, RawEvent, RawNotify, StreamDestroy, StreamOps,
+    SyncWait, Timeout,
 };
 use acl_notify_sim::mem::{MemcpyKind, ValueCondition};
 
 use super::Runtime;
+use super::flow::{Control, Runs};
+use super::labels::LabelSlot;
 use crate::errmsg::{CallError, param};
 use crate::handle::{CTable, Kind};
 
@@ -187,6 +189,8 @@ pub(crate) enum Captured {
         value: u64,
         cond: ValueCondition,
     },
+    /// A control task of a built model (`flow`).
+    Control(Control),
 }
 
 impl Captured {
@@ -204,6 +208,7 @@ impl Captured {
             Captured::ExternalWait(_) => "aclrtStreamWaitEventWithFlag",
             Captured::ValueWrite { .. } => "aclrtValueWrite",
             Captured::ValueWait { .. } => "aclrtValueWait",
+            Captured::Control(c) => c.name(),
         }
     }
 }
@@ -245,25 +250,43 @@ pub(super) struct Replay {
     owned: bool,
     /// A built model's: recorded by stream `i + 1` after its tasks, waited on by stream 0
     /// (every bound stream runs at each execution; the origin finishes last).
-    joins: Vec<RawEvent>,
+    pub(super) joins: Vec<RawEvent>,
     /// Recorded by an execution on its stream before the run, waited on by the origin's model
     /// stream; and recorded by that stream after the run, waited on by the execution's.
-    start: RawEvent,
-    done: RawEvent,
+    pub(super) start: RawEvent,
+    pub(super) done: RawEvent,
     /// The caller's events recorded in the capture and the model's own that stand for them.
-    events: Vec<(usize, RawEvent)>,
+    pub(super) events: Vec<(usize, RawEvent)>,
     /// Executions queued and not yet finished.
     running: Arc<AtomicU32>,
+    /// Per stream: it starts with each execution (a built model's
+    /// `ACL_MODEL_STREAM_FLAG_HEAD` streams; every captured one).
+    pub(super) heads: Vec<bool>,
+    /// The label lists of its `aclrtSwitchLabelByIndex` tasks (`Control::SwitchIndex::list`).
+    pub(super) lists: Vec<Vec<usize>>,
+    /// Its tasks branch (`flow`): each execution interprets them, one at a time.
+    pub(super) branches: bool,
+    pub(super) runs: Runs,
     /// Held while an execution queues its tasks: two executions at once on two streams
     /// queue one after the other, so that each wait on a model event pairs with its own
     /// execution's record.
-    issuing: Mutex<()>,
+    pub(super) issuing: Mutex<()>,
 }
 
 impl Replay {
     /// Whether it replays on streams of its own (a captured model).
     pub(super) fn owned(&self) -> bool {
         self.owned
+    }
+
+    /// Whether an execution is queued and not finished.
+    pub(super) fn in_flight(&self) -> bool {
+        self.running.load(Ordering::Acquire) != 0
+    }
+
+    /// The tasks an execution queues now.
+    pub(super) fn tasks(&self) -> Arc<[(usize, Captured)]> {
+        Arc::clone(&self.tasks.lock().unwrap_or_else(PoisonError::into_inner))
     }
 }
 
@@ -296,6 +319,10 @@ pub(super) struct Model {
     /// A task was changed or disabled since the last `aclmdlRIUpdate`.
     pub(super) updating: bool,
     pub(super) phase: Phase,
+    /// Per stream: it starts with each execution (`Replay::heads`).
+    pub(super) heads: Vec<bool>,
+    /// The label lists of its switch tasks, as they were when each was stored.
+    pub(super) lists: Vec<Vec<usize>>,
     /// `aclmdlRIDestroyRegisterCallback`'s, in registration order.
     pub(super) on_destroy: Vec<(unsafe extern "C" fn(*mut c_void), usize)>,
     /// The stream of `aclmdlRIExecute` (made at its first call).
@@ -318,6 +345,8 @@ impl Model {
             handle,
             device,
             name: Vec::new(),
+            heads: vec![true; streams.len()],
+            lists: Vec::new(),
             streams,
             tasks: Vec::new(),
             task_meta: Vec::new(),
@@ -338,6 +367,9 @@ pub(super) struct State {
     pub(super) streams: HashMap<usize, InCapture>,
     /// C event handle recorded in a running capture → the model.
     events: HashMap<usize, u32>,
+    /// Label list id (`Captures::lists`) → its labels' handles.
+    pub(super) lists: HashMap<u32, Vec<usize>>,
+    pub(super) next_list: u32,
 }
 
 /// The session's captures and models.
@@ -350,6 +382,10 @@ pub(crate) struct Captures {
     pub(super) handles: CTable<u32>,
     /// `aclmdlRITask` handles → (model id, index among its tasks) (`model_tasks`).
     pub(super) tasks: CTable<(u32, usize)>,
+    /// `aclrtLabel` handles → the label (`labels`).
+    pub(super) labels: CTable<LabelSlot>,
+    /// `aclrtLabelList` handles → list ids (`State::lists`).
+    pub(super) lists: CTable<u32>,
 }
 
 impl Captures {
@@ -359,6 +395,8 @@ impl Captures {
             state: Mutex::default(),
             handles: CTable::new(Kind::ModelRI, "model runtime instances", seed),
             tasks: CTable::new(Kind::ModelTask, "model tasks", seed),
+            labels: CTable::new(Kind::Label, "labels", seed),
+            lists: CTable::new(Kind::LabelList, "label lists", seed),
         }
     }
 
@@ -670,6 +708,7 @@ impl Runtime {
         }
         let index = m.streams.len();
         m.streams.push(stream);
+        m.heads.push(true);
         m.tasks.push((index, task));
         st.streams.insert(stream, InCapture { model, index });
         self.captures.active.fetch_add(1, Ordering::AcqRel);
@@ -848,6 +887,7 @@ impl Runtime {
                 .event_create(model.device, spec)
                 .map_err(CallError::backend)
         };
+        let branches = self.program_of(model)?.branches();
         let start = event()?;
         let done = event().inspect_err(|_| {
             let _ = self.backend.event_destroy(start);
@@ -866,6 +906,10 @@ impl Runtime {
             events: Vec::new(),
             running: Arc::new(AtomicU32::new(0)),
             issuing: Mutex::new(()),
+            heads: model.heads.clone(),
+            lists: model.lists.clone(),
+            branches,
+            runs: Runs::default(),
         };
         let made = (|| {
             if owned {
@@ -996,104 +1040,16 @@ impl Runtime {
             .cast::<c_void>();
         // SAFETY: `finished` takes the reference `arg` holds, once, from any thread.
         let done = unsafe { HostCall::with_discard(finished, arg, finished_unrun) };
-        let issued = self.issue(&replay, exec);
+        let issued = if replay.branches {
+            self.execute_flow(&replay, exec)
+        } else {
+            self.issue(&replay, exec)
+        };
         // Counted as running until the stream has run (or dropped) what was queued.
         match self.backend.launch_host_func(exec, done) {
             Ok(()) => issued,
             Err(e) => issued.and(Err(CallError::backend(e))),
         }
-    }
-
-    /// Queues `replay`'s tasks, the origin's on `exec`.
-    fn issue(&self, replay: &Replay, exec: RawStream) -> Result<(), CallError> {
-        let _one_at_a_time = replay
-            .issuing
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut raws = Vec::with_capacity(replay.streams.len());
-        for &s in &replay.streams {
-            raws.push(self.stream(s)?.raw);
-        }
-        let origin = raws[0];
-        let event = |e: usize| {
-            replay
-                .events
-                .iter()
-                .find(|(u, _)| *u == e)
-                .map(|&(_, raw)| raw)
-                .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no event"))
-        };
-        let b = &self.backend;
-        let gate = |from: RawStream, to: RawStream, e: RawEvent| {
-            b.event_record(e, from)
-                .and_then(|()| b.stream_wait_event(to, e, Timeout::Forever))
-                .map_err(CallError::backend)
-        };
-        if replay.joins.is_empty() {
-            gate(exec, origin, replay.start)?;
-        } else {
-            // A built model: every bound stream starts with the execution.
-            b.event_record(replay.start, exec)
-                .map_err(CallError::backend)?;
-            for &s in &raws {
-                b.stream_wait_event(s, replay.start, Timeout::Forever)
-                    .map_err(CallError::backend)?;
-            }
-        }
-        let tasks = Arc::clone(&replay.tasks.lock().unwrap_or_else(PoisonError::into_inner));
-        for &(i, t) in tasks.iter() {
-            let s = raws[i];
-            let r = match t {
-                Captured::Memcpy {
-                    dst,
-                    dest_max,
-                    src,
-                    count,
-                    kind,
-                } => {
-                    // SAFETY: the capture's caller keeps the host sides valid for the model's
-                    // life (CANN's rule 7 of capture: resources stay valid until the model is
-                    // destroyed).
-                    unsafe { b.memcpy_async(dst, dest_max, src, count, kind, s) }
-                        .map_err(CallError::backend)
-                }
-                Captured::Memset {
-                    dst,
-                    max,
-                    value,
-                    count,
-                } => b
-                    .memset_async(dst, max, value, count, s)
-                    .map_err(CallError::backend),
-                Captured::NotifyRecord(n) => b.record(n, s).map_err(CallError::backend),
-                Captured::NotifyWait(n, t) => b.wait_and_reset(n, s, t).map_err(CallError::backend),
-                Captured::EventRecord(e) => {
-                    b.event_record(event(e)?, s).map_err(CallError::backend)
-                }
-                Captured::EventWait(e, t) => b
-                    .stream_wait_event(s, event(e)?, t)
-                    .map_err(CallError::backend),
-                // The model's events are Ex events, which have no reset (the replay failed with
-                // 207000 here before): each wait pairs with the latest record queued before it,
-                // so the flag a reset clears for the next round (CANN's captured reset writes
-                // it to 0, `GetCaptureResetTaskParams`) is never read. A wait after a reset and
-                // before any new record would wait for ever in CANN; here it pairs with the
-                // record before the reset.
-                Captured::EventReset(e) => event(e).map(|_| ()),
-                Captured::ExternalRecord(_) | Captured::ExternalWait(_) => self.external(t, s),
-                Captured::ValueWrite { addr, value } => {
-                    b.value_write(addr, value, s).map_err(CallError::backend)
-                }
-                Captured::ValueWait { addr, value, cond } => b
-                    .value_wait(addr, value, cond, s)
-                    .map_err(CallError::backend),
-            };
-            r.map_err(|e| e.in_context(&format!("replaying {}", t.name())))?;
-        }
-        for (&s, &e) in raws[1..].iter().zip(&replay.joins) {
-            gate(s, origin, e)?;
-        }
-        gate(origin, exec, replay.done)
     }
 
     /// `aclmdlRIExecute`: one replay on the model's own stream, waited for at most `timeout`

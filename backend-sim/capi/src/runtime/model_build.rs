@@ -16,15 +16,15 @@
 //! - a stream bound to a model already is not bound again: 107005 (`ACL_ERROR_RT_STREAM_MODEL`);
 //!   unbinding or ending a stream not bound to that model: 107005;
 //! - the build's flag is unused (`ApiImpl::ModelCreate`); the bind's `ACL_MODEL_STREAM_FLAG_HEAD`
-//!   (0) makes the stream one that starts with each execution; on the Ascend 950 chips only a
+//!   (0) makes the stream one that starts with each execution, `ACL_MODEL_STREAM_FLAG_DEFAULT`
+//!   one that a task of the model starts (`model_flow`); on the Ascend 950 chips only a
 //!   stream made with `ACL_STREAM_PERSISTENT` is bound (107000), as the API page asks of
 //!   every stream.
 //!
 //! The simulator's own choices (CANN's model streams run on its task scheduler, whose rules
-//! are not public source): a stream bound with another flag (a stream an
-//! `aclrtActiveStream` task would start) is refused with 207000, as the simulator has no
-//! stream activation; every bound stream starts with each execution and the execution ends
-//! when all of them have run (joined back to the first bound); a task queued on a stream after
+//! are not public source): a bind flag other than those two is refused with 107000; without
+//! control tasks every head stream starts with each execution and the execution ends when
+//! all of them have run (joined back to the first bound); a task queued on a stream after
 //! its `aclmdlRIEndTask` is refused (107000: it would not run in the model); a bound stream is
 //! not synchronized, queried or destroyed while the model is built (107005); the build's end
 //! needs a bound stream (107000). After the build's end the bound streams stay the model's
@@ -39,6 +39,8 @@ use crate::errmsg::{CallError, param};
 
 /// `ACL_MODEL_STREAM_FLAG_HEAD`.
 const HEAD: u32 = 0;
+/// `ACL_MODEL_STREAM_FLAG_DEFAULT`: a stream a task of the model starts (`model_flow`).
+const STARTED: u32 = 0x7FFF_FFFF;
 /// `ACL_STREAM_PERSISTENT`.
 const PERSISTENT: u32 = 0x4;
 
@@ -153,15 +155,11 @@ impl Runtime {
                 ),
             ));
         }
-        if flag != HEAD {
-            return Err(CallError::new(
-                Error::FeatureNotSupport,
-                format!(
-                    "flag {flag:#x}: the simulator binds only streams that start with each \
-                     execution (ACL_MODEL_STREAM_FLAG_HEAD, 0); a stream that another task \
-                     starts (aclrtActiveStream) is not simulated"
-                ),
-            ));
+        if flag != HEAD && flag != STARTED {
+            return Err(param(format!(
+                "flag {flag:#x}: ACL_MODEL_STREAM_FLAG_HEAD (0, starts with each execution) or \
+                 ACL_MODEL_STREAM_FLAG_DEFAULT ({STARTED:#x}, started by a task of the model)"
+            )));
         }
         // `ApiErrorDecorator::ModelBindStream`: where the chip has `RT_FEATURE_MODEL_STREAM_DOT_SYNC`
         // (hicann/runtime `config/950/dev_info_reg.cc`), only a persistent stream is bound.
@@ -188,6 +186,7 @@ impl Runtime {
         }
         let index = m.streams.len();
         m.streams.push(stream);
+        m.heads.push(flag == HEAD);
         if let Phase::Building { ended } = &mut m.phase {
             ended.push(false);
         }
@@ -247,6 +246,12 @@ impl Runtime {
             .tasks
             .iter()
             .filter_map(|&(i, t)| renumber[i].map(|j| (j, t)))
+            .collect();
+        m.heads = m
+            .heads
+            .iter()
+            .zip(&renumber)
+            .filter_map(|(&h, r)| r.map(|_| h))
             .collect();
         m.streams = keep;
         self.release_streams(&mut st, id);

@@ -58,7 +58,8 @@ impl TaskType {
             Captured::Memcpy { .. }
             | Captured::Memset { .. }
             | Captured::NotifyRecord(_)
-            | Captured::NotifyWait(..) => TaskType::Default,
+            | Captured::NotifyWait(..)
+            | Captured::Control(_) => TaskType::Default,
         }
     }
 }

@@ -1,0 +1,207 @@
+//! The V2 shareable-handle functions (`acl/acl_rt.h`): `aclrtMemExportToShareableHandleV2`,
+//! `aclrtMemSetPidToShareableHandleV2` and `aclrtMemImportFromShareableHandleV2`, whose
+//! `shareType` picks the handle: `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, the 64-bit handle of
+//! the V1 functions (this server, [`crate::vmm`]), or `ACL_MEM_SHARE_HANDLE_TYPE_FABRIC`, a
+//! 128-byte `aclrtMemFabricHandle` for processes of any server of the SuperPod
+//! ([`acl_notify_sim::mem::fabric`]).
+//!
+//! Check order as in CANN: the ACL layer's NULL checks (100000), the runtime's share type
+//! (107000 unknown: hicann/runtime `src/runtime/api/impl/api_error.cc`), then the FABRIC
+//! handle's server support (`ApiImpl::ExportToShareableHandleV2`/`ImportFromShareableHandleV2`,
+//! `src/runtime/api/impl/api_impl.cc`: 207000 off Atlas A3), then the driver's checks.
+
+use std::ffi::c_void;
+
+use acl_notify_core::Error;
+use acl_notify_sim::mem::fabric::{FABRIC_HANDLE_LEN, FabricHandle};
+
+use crate::errmsg::{CallError, null_arg};
+use crate::ffi::{aclError, api};
+use crate::session::runtime;
+use crate::vmm::{backend, export, import, set_pids};
+
+/// `aclrtMemSharedHandleType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Share {
+    /// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT` (1): a `uint64_t`.
+    Default,
+    /// `ACL_MEM_SHARE_HANDLE_TYPE_FABRIC` (2): an `aclrtMemFabricHandle`.
+    Fabric,
+}
+
+/// The runtime's check of a V2 share type: 107000 for any other value.
+fn share_type(t: u32) -> Result<Share, CallError> {
+    match t {
+        1 => Ok(Share::Default),
+        2 => Ok(Share::Fabric),
+        t => Err(CallError::new(
+            Error::ParamInvalid,
+            format!("shareType {t}: expected ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT (1) or _FABRIC (2)"),
+        )),
+    }
+}
+
+/// The FABRIC handle at `p`, checked.
+///
+/// # Safety
+///
+/// `p` is non-NULL and readable for 128 bytes.
+unsafe fn fabric_at(p: *const c_void) -> Result<FabricHandle, CallError> {
+    // SAFETY: by the caller's contract.
+    let b = unsafe { p.cast::<[u8; FABRIC_HANDLE_LEN]>().read_unaligned() };
+    FabricHandle::from_bytes(&b).map_err(backend)
+}
+
+/// `aclError aclrtMemExportToShareableHandleV2(aclrtDrvMemHandle handle, uint64_t flags,
+/// aclrtMemSharedHandleType shareType, void *shareableHandle)`: with
+/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemExportToShareableHandle` writing the
+/// `uint64_t` at `shareableHandle`; with `_FABRIC`, the export for processes of any server,
+/// an `aclrtMemFabricHandle` written there.
+///
+/// Codes: 100000 handle or shareableHandle NULL; 107000 a share type that is neither, flags
+/// above 1; 207000 `_FABRIC` off Ascend910_93; then as `aclrtMemExportToShareableHandle`
+/// (507022 the cluster unreachable, for `_FABRIC`).
+///
+/// # Safety
+///
+/// `shareable_handle` is NULL or writable for a `uint64_t` (DEFAULT) or an
+/// `aclrtMemFabricHandle` (FABRIC).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemExportToShareableHandleV2(
+    handle: *mut c_void,
+    flags: u64,
+    share: u32,
+    shareable_handle: *mut c_void,
+) -> aclError {
+    api("aclrtMemExportToShareableHandleV2", || {
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        if shareable_handle.is_null() {
+            return Err(null_arg("shareableHandle"));
+        }
+        runtime()?;
+        match share_type(share)? {
+            Share::Default => {
+                let s = export(handle, flags, acl_notify_sim::Sim::vmm_export)?;
+                // SAFETY: non-NULL, writable for a `uint64_t` by the caller's contract.
+                unsafe { shareable_handle.cast::<u64>().write_unaligned(s) };
+            }
+            Share::Fabric => {
+                let f = export(handle, flags, acl_notify_sim::Sim::vmm_export_fabric)?;
+                // SAFETY: non-NULL, writable for an `aclrtMemFabricHandle` by the caller's
+                // contract.
+                unsafe {
+                    shareable_handle
+                        .cast::<[u8; FABRIC_HANDLE_LEN]>()
+                        .write_unaligned(f.to_bytes());
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// `aclError aclrtMemSetPidToShareableHandleV2(void *shareableHandle,
+/// aclrtMemSharedHandleType shareType, int32_t *pid, size_t pidNum)`: with
+/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemSetPidToShareableHandle` of the `uint64_t`
+/// at `shareableHandle`; with `_FABRIC`, the PIDs may import the export from any server.
+///
+/// Codes: 100000 shareableHandle or pid NULL, pidNum 0; 107000 an unknown share type, a
+/// FABRIC handle that is not one or names no live export; 207006 another server's handle,
+/// not the exporter, exported without PID validation; 207000 `_FABRIC` off Ascend910_93;
+/// then as `aclrtMemSetPidToShareableHandle`.
+///
+/// # Safety
+///
+/// `shareable_handle` is NULL or readable for a `uint64_t` (DEFAULT) or an
+/// `aclrtMemFabricHandle` (FABRIC); `pid` as in the V1.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemSetPidToShareableHandleV2(
+    shareable_handle: *mut c_void,
+    share: u32,
+    pid: *mut i32,
+    pid_num: usize,
+) -> aclError {
+    api("aclrtMemSetPidToShareableHandleV2", || {
+        if shareable_handle.is_null() {
+            return Err(null_arg("shareableHandle"));
+        }
+        if pid.is_null() {
+            return Err(null_arg("pid"));
+        }
+        if pid_num == 0 {
+            return Err(CallError::new(Error::InvalidParam, "pidNum is 0"));
+        }
+        runtime()?;
+        match share_type(share)? {
+            Share::Default => {
+                // SAFETY: non-NULL, readable for a `uint64_t` by the caller's contract.
+                let s = unsafe { shareable_handle.cast::<u64>().read_unaligned() };
+                // SAFETY: non-NULL, `pid_num` readable by the caller's contract.
+                unsafe { set_pids(pid, pid_num, |sim, p| sim.vmm_share_pids(s, p)) }
+            }
+            Share::Fabric => {
+                // SAFETY: non-NULL, readable for an `aclrtMemFabricHandle`.
+                let f = unsafe { fabric_at(shareable_handle) }?;
+                // SAFETY: as above.
+                unsafe { set_pids(pid, pid_num, |sim, p| sim.vmm_share_pids_fabric(&f, p)) }
+            }
+        }
+    })
+}
+
+/// `aclError aclrtMemImportFromShareableHandleV2(void *shareableHandle,
+/// aclrtMemSharedHandleType shareType, uint64_t flags, aclrtDrvMemHandle *handle)`: with
+/// `ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT`, `aclrtMemImportFromShareableHandle` of the `uint64_t`
+/// at `shareableHandle` onto the current device; with `_FABRIC`, the physical allocation a
+/// process of any server exported (of another host in cluster mode: a remote mapping, whose
+/// copies go to its owner through the cluster).
+///
+/// Codes: 100000 shareableHandle or handle NULL, flags not 0; 107002 no current device;
+/// 107000 an unknown share type, a FABRIC handle that is not one, names no live export (freed,
+/// its owner dead, an earlier job's) or this process's own; 207006 not whitelisted; 207000
+/// `_FABRIC` off Ascend910_93; 507022 the cluster unreachable; then as the V1.
+///
+/// # Safety
+///
+/// `shareable_handle` is NULL or readable for a `uint64_t` (DEFAULT) or an
+/// `aclrtMemFabricHandle` (FABRIC); `handle` is NULL or writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtMemImportFromShareableHandleV2(
+    shareable_handle: *mut c_void,
+    share: u32,
+    flags: u64,
+    handle: *mut *mut c_void,
+) -> aclError {
+    api("aclrtMemImportFromShareableHandleV2", || {
+        if shareable_handle.is_null() {
+            return Err(null_arg("shareableHandle"));
+        }
+        if handle.is_null() {
+            return Err(null_arg("handle"));
+        }
+        if flags != 0 {
+            return Err(CallError::new(
+                Error::InvalidParam,
+                format!("flags {flags:#x}: reserved, only 0"),
+            ));
+        }
+        let rt = runtime()?;
+        let device = rt.current_device()?;
+        match share_type(share)? {
+            Share::Default => {
+                // SAFETY: non-NULL, readable for a `uint64_t` by the caller's contract.
+                let s = unsafe { shareable_handle.cast::<u64>().read_unaligned() };
+                // SAFETY: non-NULL, writable by the caller's contract.
+                unsafe { import(&rt, device, handle, |sim, d| sim.vmm_import(s, d)) }
+            }
+            Share::Fabric => {
+                // SAFETY: non-NULL, readable for an `aclrtMemFabricHandle`.
+                let f = unsafe { fabric_at(shareable_handle) }?;
+                // SAFETY: as above.
+                unsafe { import(&rt, device, handle, |sim, d| sim.vmm_import_fabric(&f, d)) }
+            }
+        }
+    })
+}
