@@ -95,6 +95,22 @@ static inline void sleep_ms(long ms) {
     }
 }
 
+/* A gate that a stream's host function (gate_hold) holds its stream at until the program
+ * opens it (gate_open): what the program does meanwhile comes before the stream's next tasks
+ * whatever the load, a matter of order and not of a timed hold (a 150 ms sleep was overtaken
+ * under valgrind). Bounded: a gate left shut lets the stream go after 60 s, so a test that
+ * forgets to open it fails on what it checks rather than hanging. */
+typedef struct {
+    int open; /* GCC's __atomic builtins: common.h is compiled as C++ too */
+} gate_t;
+
+static inline void gate_hold(void *arg) {
+    gate_t *g = (gate_t *)arg;
+    for (int i = 0; i < 60000 && !__atomic_load_n(&g->open, __ATOMIC_ACQUIRE); i++) sleep_ms(1);
+}
+
+static inline void gate_open(gate_t *g) { __atomic_store_n(&g->open, 1, __ATOMIC_RELEASE); }
+
 /* One timeline line on stdout:
  *   EVENT <role> <pid> <device> <step> <monotonic ns> <detail...>
  * read by tests/tests/c_abi.rs and by `cargo xtask demo`. */

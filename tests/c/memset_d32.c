@@ -14,8 +14,6 @@
  * holds. */
 #include "common.h"
 
-/* A host function holding its stream for *(int *)arg ms. */
-static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
 
 /* Requires that bytes [from, to) of buf are `word` as little-endian 32-bit words (starting
  * with its lowest byte at `from`), and every other byte of [0, len) is `fill`. */
@@ -110,8 +108,8 @@ int main(int argc, char **argv) {
     /* In stream order: queued behind a held stream, written when it runs. */
     aclrtStream s = NULL;
     CHECK(aclrtCreateStream(&s));
-    int hold = 150;
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t held = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &held));
     CHECK(aclrtMemsetD32Async(small, 64, 0x01020304u, 16, s));
     /* The same stream's copy after it sees the words. */
     unsigned char *pinned = NULL;
@@ -121,6 +119,9 @@ int main(int argc, char **argv) {
     /* Host memory is written at once by the async form, as CANN's runtime does. */
     CHECK(aclrtMemsetD32Async(pinned + 64, 4096 - 64, 0xA1B2C3D4u, 8, s));
     expect_words(pinned + 64, 64, 0, 32, 0xA1B2C3D4u, 0x44);
+    /* The queued copy has not run: the pinned bytes are still the fill. */
+    expect_words(pinned, 64, 0, 0, 0, 0x44);
+    gate_open(&held);
     CHECK(aclrtSynchronizeStream(s));
     expect_words(pinned, 64, 0, 64, 0x01020304u, 0);
     /* aclrtMallocHost memory, synchronously; its end checked. */
@@ -131,9 +132,11 @@ int main(int argc, char **argv) {
     /* Freed before the queued set ran: the task fails, nothing is written anywhere. */
     void *gone = NULL;
     CHECK(aclrtMalloc(&gone, 256, ACL_MEM_MALLOC_HUGE_FIRST));
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t held2 = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &held2));
     CHECK(aclrtMemsetD32Async(gone, 256, 9, 64, s));
     CHECK(aclrtFree(gone));
+    gate_open(&held2);
     EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_PARAM_INVALID);
     expect_msg("freed before the queued task ran", NULL);
     aclrtPtrAttributes at = attrs_of(gone);

@@ -108,7 +108,8 @@
 //! - `model_flow.c`: a built model's run-time control flow — a loop of labels whose trip count
 //!   is read from device memory when its tasks run (60 executions, new counts), a switch
 //!   between streams and a stream activation (40 executions), `aclmdlRIAbort` of an endless
-//!   loop then a clean execution, the refusals; also under memcheck;
+//!   loop then a clean execution, the refusals, the models' debug printing; also under
+//!   memcheck;
 //! - `model_tasks.c`: a captured model's tasks listed with their types, sequence ids and
 //!   parameters, a value write's value changed before each of 100 executions (in effect at
 //!   `aclmdlRIUpdate`), a disabled task; also under memcheck;

@@ -70,6 +70,7 @@ pub mod mempool;
 pub mod memquery;
 pub mod memset_d32;
 pub mod model_build;
+pub mod model_debug;
 pub mod model_flow;
 pub mod model_ri;
 pub mod model_tasks;

@@ -11,10 +11,14 @@
 //! when it runs like a copy's.
 //!
 //! The words and the ranges they name are checked as every queued copy's are (a live
-//! allocation, the range inside it, the slot still the same incarnation when the task runs),
-//! against the allocations this process held when the copy was queued: the task keeps that
-//! table (its files, not the `Sim`, which a task must not hold). A range in memory allocated
-//! after the copy was queued fails the task with 107000, saying so.
+//! allocation, the range inside it, the slot still the same incarnation), against the
+//! allocations this process holds when the task runs, as the device resolves them then: the
+//! task shares the `Sim`'s table of allocations (not the `Sim`, which a task must not hold),
+//! so memory allocated after the copy was queued is reached, and memory freed before it runs
+//! fails the task with 107000.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, PoisonError, RwLock};
 
 use acl_notify_core::{Error, RawStream};
 
@@ -47,23 +51,29 @@ pub type Reader = Box<dyn FnOnce(Result<&[u64], &SimError>) + Send>;
 /// `src/runtime/core/inc/spec/base_info.hpp`).
 pub const INDIRECT_MAX: u64 = 4 << 30;
 
-/// The process's device allocations when the copy was queued, by device address.
-struct Table(Vec<(usize, Alloc)>);
+/// The process's device allocations by device address: the `Sim`'s table, looked up when
+/// the task runs.
+struct Table(Arc<RwLock<BTreeMap<usize, Alloc>>>);
 
 impl Table {
-    /// The file and offset of the device range `[addr, addr + len)`, checked.
-    fn range(&self, addr: usize, len: u64, what: &str) -> Result<(&Alloc, u64), SimError> {
-        let i = self.0.partition_point(|(b, _)| *b <= addr);
-        let found = i.checked_sub(1).map(|i| &self.0[i]);
-        let Some((base, a)) = found.filter(|(b, a)| ((addr - b) as u64) < a.size) else {
+    /// The allocation and offset of the device range `[addr, addr + len)`, checked.
+    fn range(&self, addr: usize, len: u64, what: &str) -> Result<(Alloc, u64), SimError> {
+        let allocs = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        let Some((&base, a)) = allocs
+            .range(..=addr)
+            .next_back()
+            .filter(|(b, a)| ((addr - *b) as u64) < a.size)
+        else {
             return Err(SimError::new(
                 Error::ParamInvalid,
                 format!(
-                    "{what} {addr:#x} is in no device allocation this process held when the copy \
-                     was queued"
+                    "{what} {addr:#x} is in no device allocation of this process when the task \
+                     runs (freed before it ran, or never device memory)"
                 ),
             ));
         };
+        let a = a.clone();
+        drop(allocs);
         let offset = (addr - base) as u64;
         if len > a.size - offset {
             return Err(SimError::new(
@@ -81,7 +91,7 @@ impl Table {
                 Error::ParamInvalid,
                 format!(
                     "{what} [{addr:#x}, {:#x}) is in allocation {base:#x} ({} bytes), freed \
-                     before the task ran",
+                     as the task ran",
                     addr as u64 + len,
                     a.size
                 ),
@@ -140,17 +150,9 @@ impl Sim {
         Ok(())
     }
 
-    /// The process's device allocations now, for a task to resolve addresses in.
+    /// The process's device allocations, for a task to resolve addresses in when it runs.
     fn table(&self) -> Table {
-        Table(
-            self.mem()
-                .allocs
-                .read()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .iter()
-                .map(|(b, a)| (*b, a.clone()))
-                .collect(),
-        )
+        Table(Arc::clone(&self.mem().allocs))
     }
 
     /// Queues on `stream` a cache maintenance operation on the device range of `len` bytes
@@ -159,8 +161,7 @@ impl Sim {
     /// range is checked now too.
     ///
     /// Errors: 107000 a given range or a word outside live device memory; the stream's. The
-    /// task fails with 107000 for a range outside the allocations held when it was queued, or
-    /// freed since.
+    /// task fails with 107000 for a range outside the allocations held when it runs.
     pub fn cmo_async(&self, src: Word, len: Word, stream: RawStream) -> Result<(), SimError> {
         self.mem_checked(|| {
             self.words_ok(&[(src, "address word"), (len, "size word")])?;
@@ -190,7 +191,7 @@ impl Sim {
     ///
     /// Errors: 107000 `dst` or a word not in live device memory now; the stream's. The task
     /// fails with `make`'s error, or 107000 for a range outside the allocations held when it
-    /// was queued, or freed since.
+    /// runs.
     pub fn produce_async(
         &self,
         dst: usize,
@@ -280,7 +281,7 @@ impl Sim {
     ///
     /// Errors: 107000 a word not in a live allocation, a given count above `dest_max` or
     /// [`INDIRECT_MAX`]; the stream's (107017, 107003, 507002). The task fails with 107000
-    /// for a range outside the allocations held when it was queued, or freed since, or a
+    /// for a range outside the allocations held when it runs, or a
     /// count read above the bounds.
     pub fn memcpy_indirect_async(
         &self,
@@ -461,5 +462,81 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(e.kind(), Error::ParamInvalid);
+    }
+
+    /// The addresses a copy reads are resolved among the allocations live when it runs, as the
+    /// device resolves them: memory allocated after the copy was queued, whose address an
+    /// earlier step wrote into the words, is reached (107000 "held when the copy was queued"
+    /// until 2026-12-06); memory freed before it runs is refused.
+    #[test]
+    fn the_words_may_name_memory_allocated_after_the_copy_was_queued() {
+        use acl_notify_core::{CreateFlags, NotifyResources as _, Timeout};
+        let ns = format!("unit-indirect-late-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns);
+        let _guard = crate::NamespaceGuard(ns.clone());
+        let sim = Sim::builder()
+            .devices(1)
+            .namespace(&ns)
+            .device_memory(16 << 20)
+            .open()
+            .unwrap();
+        let (s, gate) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
+        let go = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let (a, words) = (sim.malloc(0, 64, 0).unwrap(), sim.malloc(0, 16, 0).unwrap());
+        let data: Vec<u8> = (1..=64u8).collect();
+        // SAFETY: a host slice that outlives the call.
+        unsafe { sim.memcpy(a, 64, data.as_ptr().addr(), 64, MemcpyKind::HostToDevice) }.unwrap();
+        sim.wait_and_reset(go, s, Timeout::Forever).unwrap();
+        sim.memcpy_indirect_async(
+            Word::At(words + 8, 0),
+            None,
+            Word::At(words, 0),
+            Word::Given(64),
+            s,
+        )
+        .unwrap();
+        // Allocated after the copy was queued, named by the words before it runs.
+        let late = sim.malloc(0, 64, 0).unwrap();
+        let ptrs = [a as u64, late as u64];
+        // SAFETY: a host slice that outlives the call.
+        unsafe {
+            sim.memcpy(
+                words,
+                16,
+                ptrs.as_ptr().addr(),
+                16,
+                MemcpyKind::HostToDevice,
+            )
+        }
+        .unwrap();
+        sim.record(go, gate).unwrap();
+        sim.synchronize(s, SyncWait::Forever).unwrap();
+        let mut out = [0u8; 64];
+        // SAFETY: `out` is a live slice.
+        unsafe {
+            sim.memcpy(
+                out.as_mut_ptr().addr(),
+                64,
+                late,
+                64,
+                MemcpyKind::DeviceToHost,
+            )
+        }
+        .unwrap();
+        assert_eq!(&out[..], &data[..]);
+        // Freed after the copy was queued, before it ran: refused when it runs.
+        sim.wait_and_reset(go, s, Timeout::Forever).unwrap();
+        sim.memcpy_indirect_async(
+            Word::At(words + 8, 0),
+            None,
+            Word::At(words, 0),
+            Word::Given(64),
+            s,
+        )
+        .unwrap();
+        sim.free(late).unwrap();
+        sim.record(go, gate).unwrap();
+        let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{e}");
     }
 }

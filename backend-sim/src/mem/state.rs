@@ -122,7 +122,8 @@ pub(crate) struct MemState {
     /// which every use checks). Entries are removed only by [`remove_if`](Self::remove_if),
     /// [`remove`](Self::remove) and [`clear`](Self::clear), which bump
     /// [`epoch`](Self::epoch).
-    pub(super) allocs: RwLock<BTreeMap<usize, Alloc>>,
+    /// Shared with the queued tasks that resolve device addresses when they run (`indirect`).
+    pub(super) allocs: Arc<RwLock<BTreeMap<usize, Alloc>>>,
     /// Bumped after every removal from `allocs`, so that the threads' caches of recent
     /// allocations ([`super::recent`]) made before it miss from then on.
     epoch: AtomicU64,
@@ -152,7 +153,7 @@ impl MemState {
         MemState {
             capacity,
             files: Mutex::new(HashMap::new()),
-            allocs: RwLock::new(BTreeMap::new()),
+            allocs: Arc::new(RwLock::new(BTreeMap::new())),
             epoch: AtomicU64::new(0),
             reserves: [const { AtomicUsize::new(0) }; RESERVES_FAST],
             reserves_n: AtomicUsize::new(0),
