@@ -287,15 +287,13 @@ mod tests {
     use crate::mem::location::MemLocation;
 
     fn open(tag: &str) -> (Sim, NamespaceGuard) {
-        let ns = format!("unit-managed-{tag}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .devices(2)
-            .namespace(&ns)
-            .device_memory(64 << 20)
-            .open()
-            .unwrap();
-        (sim, NamespaceGuard(ns))
+        crate::mem::tests::test_sim(
+            "managed",
+            tag,
+            acl_notify_core::Soc::Ascend910B,
+            2,
+            64 << 20,
+        )
     }
 
     fn host<'a>(addr: usize, len: usize) -> &'a mut [u8] {
