@@ -84,10 +84,15 @@ impl Sim {
                 })?;
             debug_assert!(MANAGED_PAGE.is_multiple_of(ALLOC_ALIGN));
             let (addr, a) = self.place_aligned(device, span, span, (MANAGED_MARK, MANAGED_PAGE))?;
-            let off = a
-                .file
-                .offset_of(addr)
-                .expect("a placed allocation's address");
+            // A placed allocation's address is in its file; were it not, an error and the
+            // allocation freed, not a panic.
+            let Some(off) = a.file.offset_of(addr) else {
+                let _ = self.free(addr);
+                return Err(SimError::new(
+                    Error::DrvInternalError,
+                    format!("managed memory at {addr:#x} is in no device file (address lost)"),
+                ));
+            };
             if let Err(e) = a.file.open_to_host(off, span) {
                 let _ = self.free(addr);
                 return Err(SimError::new(
