@@ -16,10 +16,15 @@
  * - refusals: non-model streams (107005), a label set twice, in another model or in no list
  *   (507000), maxValue 0 or past the list (107000), a bad condition or data type (107000), a
  *   non-NULL falseStream (107000), a destroyed label (107017), NULLs (100000), a list label
- *   set nowhere at aclmdlRIBuildEnd (507000), a capturing stream (107005).
+ *   set nowhere at aclmdlRIBuildEnd (507000), a capturing stream (107005);
+ * - aclmdlRIDebugPrint (text on standard error) and aclmdlRIDebugJsonPrint (a trace-event
+ *   array in a file) list the models' streams and tasks.
  * Exit 0 and "model_flow: ok". */
 #include "common.h"
+/* aclmdlRIDebugPrint is deprecated in CANN's header; it is still checked here. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
 #include <pthread.h>
+#include <unistd.h>
 
 enum { K = 64, LOOPS = 60, SWITCHES = 40 };
 #define FLAG_HEAD 0x00000000U
@@ -278,6 +283,41 @@ int main(void) {
     memset(out, 0xEE, K * 4);
     CHECK(aclmdlRIExecute(loop, 30000));
     check_loop(out, 13, -3);
+
+    /* 5. The models described: text on standard error, JSON to a file. */
+    fflush(stderr);
+    const int saved = dup(2);
+    FILE *log = tmpfile();
+    REQUIRE(saved >= 0 && log != NULL, "no stderr copy");
+    REQUIRE(dup2(fileno(log), 2) == 2, "dup2");
+    const aclError printed = aclmdlRIDebugPrint(sw);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    CHECK(printed);
+    char text[4096] = {0};
+    rewind(log);
+    const size_t got_text = fread(text, 1, sizeof text - 1, log);
+    fclose(log);
+    REQUIRE(got_text > 0 && strstr(text, "streams 3 tasks 6") && strstr(text, "stream 1 ") &&
+                strstr(text, " started tasks 1") && strstr(text, "task 1 aclrtSwitchStream") &&
+                strstr(text, "task 2 aclrtActiveStream"),
+            "aclmdlRIDebugPrint wrote: %s", text);
+    CHECK(aclmdlRIDebugJsonPrint(loop, "model_flow.json", 0));
+    FILE *js = fopen("model_flow.json", "r");
+    REQUIRE(js != NULL, "no JSON file");
+    char json[8192] = {0};
+    const size_t got_json = fread(json, 1, sizeof json - 1, js);
+    fclose(js);
+    remove("model_flow.json");
+    REQUIRE(got_json > 0 && json[0] == '[' && strstr(json, "\"name\":\"aclrtSetLabel\"") &&
+                strstr(json, "\"name\":\"aclrtSwitchLabelByIndex\"") &&
+                strstr(json, "\"ph\":\"X\""),
+            "aclmdlRIDebugJsonPrint wrote: %s", json);
+    EXPECT_RC(aclmdlRIDebugJsonPrint(loop, NULL, 0), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclmdlRIDebugPrint(NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclmdlRIDebugJsonPrint(loop, "/nonexistent-dir/x.json", 0),
+              ACL_ERROR_RT_PARAM_INVALID);
 
     CHECK(aclmdlRIDestroy(loop));
     CHECK(aclmdlRIDestroy(sw));

@@ -386,6 +386,7 @@ mod ipc;
 pub(crate) mod labels;
 pub(crate) mod mbufs;
 mod model_build;
+mod model_debug;
 mod model_flow;
 mod model_info;
 pub(crate) mod model_tasks;
