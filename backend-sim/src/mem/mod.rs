@@ -27,6 +27,7 @@
 //! caller's contract says.
 
 mod backend;
+pub mod backup;
 pub(crate) mod capacity;
 pub mod fabric;
 pub(crate) mod file;
