@@ -1,4 +1,4 @@
-//! Thin, checked wrappers over the Linux calls the simulator needs: shared futexes, the
+//! Thin, checked wrappers over the Linux calls the simulator needs: futexes (shared and private), the
 //! monotonic clock, OS randomness, and process identity (PID + start time from `/proc`),
 //! with the one `pthread_atfork` child handler that keeps the last two right in a forked
 //! child ([`fork_generation`]). Depends on nothing else of the crate.
@@ -13,6 +13,27 @@ use std::time::Duration;
 /// returned 0: the kernel also returns 0 on the rare spurious wake-up), `false` if it did not
 /// sleep (value mismatch), timed out or was interrupted.
 pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+    futex_wait_op(word, expected, timeout, libc::FUTEX_WAIT)
+}
+
+/// [`futex_wait`] with `FUTEX_PRIVATE_FLAG`: only [`futex_wake_private`] from a thread of this
+/// process wakes it (the kernel keys the sleep on this process's address space, skipping the
+/// lookup of the shared mapping's page).
+pub fn futex_wait_private(word: &AtomicU32, expected: u32, timeout: Option<Duration>) -> bool {
+    futex_wait_op(
+        word,
+        expected,
+        timeout,
+        libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+    )
+}
+
+fn futex_wait_op(
+    word: &AtomicU32,
+    expected: u32,
+    timeout: Option<Duration>,
+    op: libc::c_int,
+) -> bool {
     let ts = timeout.map(|d| libc::timespec {
         tv_sec: d.as_secs().min(i64::MAX as u64) as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
@@ -27,7 +48,7 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) ->
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
-            libc::FUTEX_WAIT,
+            op,
             expected,
             ts_ptr,
             std::ptr::null::<u32>(),
@@ -39,13 +60,23 @@ pub fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) ->
 
 /// `FUTEX_WAKE` (shared): wakes up to `n` waiters on `word` in any process.
 pub fn futex_wake(word: &AtomicU32, n: u32) -> usize {
+    futex_wake_op(word, n, libc::FUTEX_WAKE)
+}
+
+/// `FUTEX_WAKE` with `FUTEX_PRIVATE_FLAG`: wakes up to `n` of this process's threads asleep
+/// in [`futex_wait_private`] on `word`.
+pub fn futex_wake_private(word: &AtomicU32, n: u32) -> usize {
+    futex_wake_op(word, n, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG)
+}
+
+fn futex_wake_op(word: &AtomicU32, n: u32, op: libc::c_int) -> usize {
     let n = n.min(i32::MAX as u32) as i32;
     // SAFETY: `word` is a valid, aligned atomic; FUTEX_WAKE only uses its address as a key.
     let woken = unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
-            libc::FUTEX_WAKE,
+            op,
             n,
             std::ptr::null::<libc::timespec>(),
             std::ptr::null::<u32>(),

@@ -167,10 +167,14 @@ impl NotifyResources for Sim {
             // Only the call that wins the export empties the whitelist (the slab entry may hold a
             // previous use's, or one a dead writer left half-written), and before it publishes:
             // a losing concurrent export must not wipe entries the winner's caller adds meanwhile.
-            let won = v.r.slot().export_with(nonce, how, || match how {
-                ExportState::Enforced => file.reset_whitelist(v.r.device(), v.r.id()),
-                _ => Ok(()),
-            })?;
+            // The winner also moves the notify's waits to the shared futex before the key is
+            // out (`export_notify`): its importers' records must wake them.
+            let won =
+                v.r.slot()
+                    .export_notify(&file.waiter(), nonce, how, || match how {
+                        ExportState::Enforced => file.reset_whitelist(v.r.device(), v.r.id()),
+                        _ => Ok(()),
+                    })?;
             if !won {
                 return Err(err(
                     Error::InternalError,

@@ -130,6 +130,14 @@ impl<'a> AdaptiveWaiter<'a> {
         }
     }
 
+    /// Notes the wait's first sleep and stops counting it as spinning.
+    fn going_to_sleep(&self) {
+        if self.slept_at.get() == 0 {
+            self.slept_at.set(self.inner.now_ns().max(1));
+        }
+        self.spinner.stop();
+    }
+
     /// The spin for the stream's next wait, after this one (nanoseconds).
     pub(crate) fn next_spin(&self) -> u64 {
         let slept_for = match self.slept_at.get() {
@@ -160,14 +168,18 @@ pub(crate) fn next_spin(spun: u64, slept_for: Option<u64>) -> u64 {
 
 impl Waiter for AdaptiveWaiter<'_> {
     fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-        if self.slept_at.get() == 0 {
-            self.slept_at.set(self.inner.now_ns().max(1));
-        }
-        self.spinner.stop();
+        self.going_to_sleep();
         self.inner.wait(word, expected, timeout);
+    }
+    fn wait_private(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        self.going_to_sleep();
+        self.inner.wait_private(word, expected, timeout);
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
         self.inner.wake(word, n);
+    }
+    fn wake_private(&self, word: &AtomicU32, n: u32) {
+        self.inner.wake_private(word, n);
     }
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()
@@ -208,6 +220,12 @@ impl Waiter for StampedWaiter<'_> {
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
         self.inner.wake(word, n);
+    }
+    fn wait_private(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        self.inner.wait_private(word, expected, timeout);
+    }
+    fn wake_private(&self, word: &AtomicU32, n: u32) {
+        self.inner.wake_private(word, n);
     }
     fn now_ns(&self) -> u64 {
         self.inner.now_ns()

@@ -152,11 +152,26 @@ pub enum Error {
     /// `ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED` — the capture failed part-way (a task it
     /// could not take): `aclmdlRICaptureEnd` ends it without a model.
     StreamCaptureInvalidated = 507903,
+    /// `ACL_ERROR_SNAPSHOT_LOCK_FAILED` — `aclrtSnapShotProcessLock` of a process that is not
+    /// running (locked already).
+    SnapshotLockFailed = 507906,
+    /// `ACL_ERROR_SNAPSHOT_UNLOCK_FAILED` — `aclrtSnapShotProcessUnlock` of a process not locked.
+    SnapshotUnlockFailed = 507907,
+    /// `ACL_ERROR_SNAPSHOT_BACKUP_FAILED` — `aclrtSnapShotProcessBackup` of a process not in
+    /// the locked state.
+    SnapshotBackupFailed = 507908,
+    /// `ACL_ERROR_SNAPSHOT_RESTORE_FAILED` — `aclrtSnapShotProcessRestore` with no backup to
+    /// restore (the process not backed up), or memory gone since the backup.
+    SnapshotRestoreFailed = 507909,
     /// `ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED` — a host range overlapping one registered
     /// already (`aclrtHostRegister[V2]`).
     HostMemoryAlreadyRegistered = 507910,
     /// `ACL_ERROR_HOST_MEMORY_NOT_REGISTERED` — `aclrtHostUnregister` of memory not registered.
     HostMemoryNotRegistered = 507911,
+    /// `ACL_ERROR_SNAPSHOT_CALLBACK_FAILED` — a snapshot stage's callback returned non-zero.
+    SnapshotCallbackFailed = 507912,
+    /// `ACL_ERROR_SNAPSHOT_REGISTER_CALLBACK_FAILED` — a callback registered twice for a stage.
+    SnapshotRegisterCallbackFailed = 507913,
 }
 
 /// `Result` with the CANN [`Error`].
@@ -164,7 +179,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 59] = [
+    pub const ALL: [Error; 65] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -190,8 +205,8 @@ impl Error {
         Error::StreamCaptured,
         Error::EventCaptured,
         Error::StreamNotCaptured,
-        Error::StreamTaskGroupStatus,
         Error::CaptureModeNotSupport,
+        Error::StreamTaskGroupStatus,
         Error::StreamCaptureUnmatched,
         Error::ModelRunning,
         Error::StreamCaptureWrongThread,
@@ -222,8 +237,14 @@ impl Error {
         Error::EventSyncTimeout,
         Error::DrvInternalError,
         Error::StreamCaptureInvalidated,
+        Error::SnapshotLockFailed,
+        Error::SnapshotUnlockFailed,
+        Error::SnapshotBackupFailed,
+        Error::SnapshotRestoreFailed,
         Error::HostMemoryAlreadyRegistered,
         Error::HostMemoryNotRegistered,
+        Error::SnapshotCallbackFailed,
+        Error::SnapshotRegisterCallbackFailed,
     ];
 
     /// The numeric CANN code (`aclError`).
@@ -291,8 +312,14 @@ impl Error {
             Error::StreamSyncTimeout => "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT",
             Error::EventSyncTimeout => "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
             Error::DrvInternalError => "ACL_ERROR_RT_DRV_INTERNAL_ERROR",
+            Error::SnapshotLockFailed => "ACL_ERROR_SNAPSHOT_LOCK_FAILED",
+            Error::SnapshotUnlockFailed => "ACL_ERROR_SNAPSHOT_UNLOCK_FAILED",
+            Error::SnapshotBackupFailed => "ACL_ERROR_SNAPSHOT_BACKUP_FAILED",
+            Error::SnapshotRestoreFailed => "ACL_ERROR_SNAPSHOT_RESTORE_FAILED",
             Error::HostMemoryAlreadyRegistered => "ACL_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
             Error::HostMemoryNotRegistered => "ACL_ERROR_HOST_MEMORY_NOT_REGISTERED",
+            Error::SnapshotCallbackFailed => "ACL_ERROR_SNAPSHOT_CALLBACK_FAILED",
+            Error::SnapshotRegisterCallbackFailed => "ACL_ERROR_SNAPSHOT_REGISTER_CALLBACK_FAILED",
         }
     }
 

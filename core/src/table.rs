@@ -57,6 +57,8 @@ use crate::waiter::{Clock, Look, wait_loop};
 mod queue;
 mod resume;
 #[cfg(test)]
+mod share_tests;
+#[cfg(test)]
 pub(crate) mod tests;
 
 use queue::{ST_TAKEN, entry, entry_proc, round16};
@@ -85,10 +87,13 @@ const SPIN_CHECK: u32 = if crate::sync::MODEL { 2 } else { 32 };
 const PRE_SPIN: u32 = if crate::sync::MODEL { 1 } else { 48 };
 
 /// Flag values. `FLAG_CLEAR_SLEEPING` is "clear, and the head waiter sleeps on the word", so a
-/// record only issues a wake-up system call when someone sleeps.
+/// record only issues a wake-up system call when someone sleeps; `FLAG_CLEAR_SLEEPING_PRIVATE`
+/// the same with the sleeper in [`Waiter::wait_private`] (the notify not shared: see
+/// [`NotifySync::share`]), so the record wakes it with [`Waiter::wake_private`].
 const FLAG_CLEAR: u32 = 0;
 const FLAG_SET: u32 = 1;
 const FLAG_CLEAR_SLEEPING: u32 = 2;
+const FLAG_CLEAR_SLEEPING_PRIVATE: u32 = 3;
 /// A notify's payload: the flag and the FIFO of waiters (on the first cache line, with the
 /// incarnation a record or wait checks), then the record diagnostics. All-zero bytes are an
 /// idle notify with the flag clear.
@@ -118,13 +123,19 @@ pub struct NotifySync {
     trace_seq: AtomicU32,
     /// When the last merge happened ([`Waiter::stamp_ns`] clock).
     last_merge_ns: AtomicU64,
+    /// 0 while no other process can reach this incarnation (it was never exported: only its
+    /// owner's process holds it), so the head waiter sleeps privately; 1 from the export on
+    /// ([`share`](Self::share)). Read only by a waiter about to sleep, so it lies after the
+    /// diagnostics, in what was the slot's padding: the flag, queue and ring entries keep
+    /// their places on the first line.
+    shared: AtomicU32,
 }
 
 /// One notify: a [`Slot`] whose payload is the flag and waiter queue.
 ///
-/// Size: 192 bytes, aligned to a 64-byte cache line (checked by a test): 184 bytes of fields
-/// padded so that no two notifies share a line — otherwise a record of one notify would pull
-/// the line holding its neighbour's flag away from that neighbour's waiter. A table of 65535
+/// Size: 192 bytes, aligned to a 64-byte cache line (checked by a test): 188 bytes of fields
+/// and 4 of alignment, so that no two notifies share a line — otherwise a record of one notify
+/// would pull the line holding its neighbour's flag away from that neighbour's waiter. A table of 65535
 /// notifies on 8 devices is 96 MiB of address space, of which only the pages of used ids are
 /// ever touched.
 pub type NotifySlot = Slot<NotifySync>;
@@ -146,6 +157,7 @@ impl NotifySync {
             merged_total: AtomicU32::new(0),
             trace_seq: AtomicU32::new(0),
             last_merge_ns: AtomicU64::new(0),
+            shared: AtomicU32::new(0),
         }
     }
 
@@ -199,8 +211,48 @@ impl NotifySync {
                 w.wake(&self.flag, u32::MAX);
                 false
             }
+            // Only a thread of the owner's process marks a private sleep, and only while no
+            // other process can record (see `share`): this recorder is of that process.
+            FLAG_CLEAR_SLEEPING_PRIVATE => {
+                w.wake_private(&self.flag, u32::MAX);
+                false
+            }
             prev => prev == FLAG_SET,
         }
+    }
+
+    /// Makes the notify reachable from other processes' wakes: called by its owner's process
+    /// before its export is published (so before any other process can import, and so
+    /// record). From then on the head waiter sleeps on the shared futex; one asleep privately
+    /// now is moved: the flag is re-marked shared and the owner's private sleepers woken (they
+    /// look again and sleep shared). Sticky for the incarnation (an importer may hold it long
+    /// after the export is withdrawn).
+    ///
+    /// Against a waiter arming a private sleep at the same time: the waiter marks the flag,
+    /// then reads `shared` with a read-modify-write; this swaps `shared`, then tries to move
+    /// the mark. The two read-modify-writes of `shared` are ordered: if the waiter's comes
+    /// first, this one reads from it and so sees the waiter's mark (release/acquire is
+    /// enough, no store-load ordering of two words needed: loom checks it so); if this one
+    /// comes first, the waiter sees `shared` and does not sleep privately.
+    pub fn share<W: Waiter>(&self, w: &W) {
+        self.shared.swap(1, SeqCst);
+        if self
+            .flag
+            .compare_exchange(
+                FLAG_CLEAR_SLEEPING_PRIVATE,
+                FLAG_CLEAR_SLEEPING,
+                SeqCst,
+                SeqCst,
+            )
+            .is_ok()
+        {
+            w.wake_private(&self.flag, u32::MAX);
+        }
+    }
+
+    /// Whether [`share`](Self::share) was called on this incarnation.
+    pub fn is_shared(&self) -> bool {
+        self.shared.load(SeqCst) != 0
     }
 
     /// Resets a pending record (batch reset); a no-op when clear.
@@ -228,6 +280,7 @@ impl NotifySync {
     /// condition); used to cancel waits promptly.
     pub fn wake_all<W: Waiter>(&self, w: &W) {
         w.wake(&self.flag, u32::MAX);
+        w.wake_private(&self.flag, u32::MAX);
         w.wake(&self.head, u32::MAX);
     }
 
@@ -356,7 +409,11 @@ impl NotifySync {
             args.cancel,
             || {
                 if self.flag.load(SeqCst) != FLAG_SET {
-                    Look::Sleep(&self.flag, FLAG_CLEAR_SLEEPING)
+                    if self.is_shared() {
+                        Look::Sleep(&self.flag, FLAG_CLEAR_SLEEPING)
+                    } else {
+                        Look::SleepPrivate(&self.flag, FLAG_CLEAR_SLEEPING_PRIVATE)
+                    }
                 } else if self.consume() {
                     self.finish(w, t, args.proc);
                     Look::Done(WaitOutcome::Consumed)
@@ -375,14 +432,24 @@ impl NotifySync {
                 self.finish(w, t, args.proc);
                 outcome
             },
-            |_| match self.flag.load(SeqCst) {
-                FLAG_CLEAR_SLEEPING => Ok(()),
-                FLAG_SET => Err(None),
-                v => self
-                    .flag
-                    .compare_exchange(v, FLAG_CLEAR_SLEEPING, SeqCst, SeqCst)
-                    .map(|_| ())
-                    .map_err(|_| None),
+            |mark| {
+                match self.flag.load(SeqCst) {
+                    v if v == mark => {}
+                    FLAG_SET => return Err(None),
+                    v => {
+                        self.flag
+                            .compare_exchange(v, mark, SeqCst, SeqCst)
+                            .map_err(|_| None)?;
+                    }
+                }
+                // Marked private: if the notify became shared meanwhile (`share` may have
+                // missed the mark), look again and sleep shared. A read-modify-write (of
+                // nothing), so that it and `share`'s are ordered on this word alone: the
+                // later of the two sees the other's (see `share`).
+                if mark == FLAG_CLEAR_SLEEPING_PRIVATE && self.shared.fetch_or(0, SeqCst) != 0 {
+                    return Err(None);
+                }
+                Ok(())
             },
         ))
     }
@@ -402,6 +469,7 @@ impl crate::slot::Payload for NotifySync {
     /// notify has no waiters).
     fn claimed(&self, generation: u32) {
         self.flag.store(FLAG_CLEAR, SeqCst);
+        self.shared.store(0, SeqCst);
         self.last_record_pid.store(0, SeqCst);
         self.last_record_ns.store(0, SeqCst);
         self.merged_run.store(0, SeqCst);
@@ -434,6 +502,7 @@ impl core::fmt::Debug for NotifySync {
             .field("flag", &self.flag.load(SeqCst))
             .field("head", &self.head.load(SeqCst))
             .field("tail", &self.tail.load(SeqCst))
+            .field("shared", &self.shared.load(SeqCst))
             .finish_non_exhaustive()
     }
 }
@@ -536,6 +605,24 @@ impl Slot<NotifySync> {
     /// slot is left untouched then.
     pub fn claim(&self, owner: Owner, flags: CreateFlags) -> Result<u32, TableError> {
         self.claim_raw(owner, flags.bits() as u32, |_| {})
+    }
+
+    /// The export of a notify: [`export_with`](Self::export_with), whose winning call first
+    /// makes the notify's waits wakeable from other processes ([`NotifySync::share`]) and
+    /// then runs `prepare` — all before the key is published, so no importer can record
+    /// before. Only the owner's process exports (it is the one whose waiters may sleep
+    /// privately).
+    pub fn export_notify<W: Waiter, E>(
+        &self,
+        w: &W,
+        nonce: [u8; 16],
+        how: ExportState,
+        prepare: impl FnOnce() -> Result<(), E>,
+    ) -> Result<bool, E> {
+        self.export_with(nonce, how, || {
+            self.sync.share(w);
+            prepare()
+        })
     }
 
     /// Reclaims what dead process `proc` held here: cancels its tickets, then drops its

@@ -76,6 +76,7 @@ fn never() -> bool {
 /// causality violation of the harness rather than of the code under test.
 fn materialize(s: &NotifySync, w: &ModelFutex) {
     let _ = s.is_set();
+    let _ = s.is_shared();
     let _ = s.waiters();
     // Reads every ring entry (and changes nothing: process 63 holds no ticket).
     assert_eq!(s.cancel_proc_tickets(w, 63), 0);
@@ -660,6 +661,89 @@ fn export_import_and_destroy_of_one_notify() {
         assert_eq!(slot.state(), Some(SlotState::Free));
         assert_eq!(slot.generation(), g.wrapping_add(1));
         assert_eq!(slot.export_state(), Some(ExportState::None));
+    });
+}
+
+/// One process's futexes in the model: the shared ones are `shared` (common to every process
+/// of a model), the private ones a lock and condition variable of its own, so that a private
+/// wake-up of one process never reaches another's private sleeper (as on Linux, where a
+/// private futex is keyed on the process's address space). No timeouts: a sleeper nobody
+/// wakes is a deadlock loom reports.
+struct ProcFutex {
+    shared: Arc<ModelFutex>,
+    lock: Mutex<()>,
+    cv: Condvar,
+}
+
+impl ProcFutex {
+    fn new(shared: &Arc<ModelFutex>) -> Arc<Self> {
+        Arc::new(ProcFutex {
+            shared: shared.clone(),
+            lock: Mutex::new(()),
+            cv: Condvar::new(),
+        })
+    }
+}
+
+impl Waiter for ProcFutex {
+    fn wait(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        self.shared.wait(word, expected, timeout);
+    }
+    fn wake(&self, word: &AtomicU32, n: u32) {
+        self.shared.wake(word, n);
+    }
+    fn wait_private(&self, word: &AtomicU32, expected: u32, _timeout: Option<Duration>) {
+        let g = self.lock.lock().unwrap();
+        if word.load(SeqCst) == expected {
+            drop(self.cv.wait(g).unwrap());
+        }
+    }
+    fn wake_private(&self, _word: &AtomicU32, _n: u32) {
+        let _g = self.lock.lock().unwrap();
+        self.cv.notify_all();
+    }
+    fn now_ns(&self) -> u64 {
+        self.shared.now_ns()
+    }
+}
+
+/// A notify's waits sleep privately until its export: its owner's process (0) waits while it
+/// exports, and process 1 records once the export is out (an import needs the key). Whatever
+/// the interleaving — the waiter arming its private sleep before, during or after the export
+/// moves sleepers to the shared futex — the record reaches the waiter and is consumed once.
+#[test]
+fn a_private_sleeper_is_woken_by_a_record_from_the_process_that_imports() {
+    model(|| {
+        let (s, shared) = notify();
+        let owner_futex = ProcFutex::new(&shared);
+        let importer_futex = ProcFutex::new(&shared);
+        let exported = Arc::new(AtomicBool::new(false));
+        let waiter = spawn_waiter(&s, &owner_futex, 0, None);
+        let (s2, f2, e2) = (s.clone(), owner_futex.clone(), exported.clone());
+        let exporter = thread::spawn(move || {
+            s2.share(&*f2);
+            e2.store(true, SeqCst);
+        });
+        until(|| exported.load(SeqCst));
+        s.record(&*importer_futex);
+        assert_eq!(waiter.join().unwrap(), Ok(WaitOutcome::Consumed));
+        exporter.join().unwrap();
+        assert!(!s.is_set(), "the record was consumed");
+        assert!(s.is_shared());
+    });
+}
+
+/// In one process, with the notify never exported: a wait sleeps privately and the record of
+/// another thread of the process wakes it (nothing goes through the shared futex).
+#[test]
+fn a_private_sleeper_is_woken_by_a_record_of_its_own_process() {
+    model(|| {
+        let (s, shared) = notify();
+        let owner_futex = ProcFutex::new(&shared);
+        let waiter = spawn_waiter(&s, &owner_futex, 0, None);
+        s.record(&*owner_futex);
+        assert_eq!(waiter.join().unwrap(), Ok(WaitOutcome::Consumed));
+        assert!(!s.is_set() && !s.is_shared());
     });
 }
 

@@ -152,6 +152,12 @@
 //! - `managed.c`: managed memory (`aclrtMemAllocManaged`, advice, attributes, prefetches in
 //!   stream order, host and stream tasks on the same bytes, CANN's codes; also under
 //!   valgrind's memcheck);
+//! - `peer_map.c`: `aclrtMemP2PMap` (CANN's codes, peer access required) and
+//!   `aclrtMemMapSelectedLink` (a reserved range mapped onto another's physical memory block
+//!   by block, bytes checked both ways; Atlas A3 only);
+//! - `snapshot.c`: process snapshots (the state machine's codes, stage callbacks per device in
+//!   order, a backup after the streams' queued work, calls waiting under the lock, managed
+//!   memory scribbled and restored);
 //! - `memcpy_batch.c`: `aclrtMemcpyBatch[Async][V2]` (attributes per copy, CANN's checks, the
 //!   failing copy's index, bytes checked; also under valgrind's memcheck);
 //! - `memory.c`: device memory (allocation, copies of every kind, sets, stream order, checked
@@ -433,6 +439,8 @@ fn build_everything() -> Result<Prefix, String> {
         "memset_d32",
         "host_register",
         "managed",
+        "peer_map",
+        "snapshot",
         "free_sync",
         "memcpy_batch",
         "ring_allreduce",
@@ -1752,6 +1760,50 @@ fn managed_memory_is_shared_by_host_and_stream_tasks_and_its_advice_reads_back()
         assert!(o[0].ok(), "{}", report(&o));
         assert!(
             o[0].stdout.contains("managed Ascend910B: ok"),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
+// ---- P2P maps and selected links (tests/c/peer_map.c) -----------------------------------------
+
+#[test]
+fn p2p_maps_need_peer_access_and_a_selected_link_maps_another_range_s_memory() {
+    let p = setup();
+    for soc in ["Ascend910_93", "Ascend910B", "Ascend310B"] {
+        let s = Scratch::new(&format!("peermap-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("peer_map"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("peer_map", &mut cmd).expect("start peer_map")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("peer_map {soc}: ok")),
+            "{}",
+            report(&o)
+        );
+    }
+}
+
+// ---- process snapshots (tests/c/snapshot.c) ---------------------------------------------------
+
+#[test]
+fn a_snapshot_restores_memory_scribbled_under_the_lock_and_calls_wait_for_the_unlock() {
+    let p = setup();
+    for soc in ["Ascend910B", "Ascend310P"] {
+        let s = Scratch::new(&format!("snapshot-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("snapshot"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("snapshot", &mut cmd).expect("start snapshot")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains(&format!("snapshot {soc}: ok")),
             "{}",
             report(&o)
         );

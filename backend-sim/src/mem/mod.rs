@@ -27,6 +27,7 @@
 //! caller's contract says.
 
 mod backend;
+pub mod backup;
 pub(crate) mod capacity;
 pub mod fabric;
 pub(crate) mod file;
@@ -41,6 +42,7 @@ pub mod managed;
 mod managed_table;
 pub mod overflow;
 pub mod pitched;
+mod plain_host;
 pub mod pool;
 mod pool_state;
 mod precheck;
@@ -762,7 +764,24 @@ impl Sim {
             if let Some(r) = self.vmm_memset(dst, max, value, count, None) {
                 return r;
             }
-            let r = self.set_side(dst, max, count)?;
+            let r = match self.set_side(dst, max, count) {
+                Ok(r) => r,
+                // Not device memory nor `aclrtMallocHost`'s, yet writable here (CANN's own
+                // sample clears a stack variable so): set at once, as hardware does.
+                Err(e)
+                    if e.kind() == Error::ParamInvalid
+                        && count <= max
+                        && !self.mem().may_be_device(dst)
+                        && self.mem().host.block_at(dst).is_none()
+                        && plain_host::writable(dst, count) =>
+                {
+                    // SAFETY: `[dst, dst + count)` lies in writable mappings of this process
+                    // (checked just now); what the bytes are for is the caller's business.
+                    unsafe { std::ptr::write_bytes(dst as *mut u8, value, count) };
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            };
             // SAFETY: a checked range of a mapped allocation, or of an `aclrtMallocHost`
             // allocation of this process (its table's lock is not held: freeing host memory
             // while setting it is the caller's race, as with `memset`).

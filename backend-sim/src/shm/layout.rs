@@ -31,8 +31,10 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// notify slot's reserved word is the pid of the owner that destroyed it
 /// (`Slot::destroyed_by`), which a build of layout 8 would neither clear at a claim nor set;
 /// 10: a whitelist entry holds both a start time and a pidfs identity (24 bytes, was 16), so
-/// that a process that cannot open pidfds is checked by its start time).
-pub const LAYOUT_VERSION: u32 = 10;
+/// that a process that cannot open pidfds is checked by its start time); 11: a notify's
+/// `shared` word after its diagnostics (in the slot's former padding) and its flag's value 3, a head waiter asleep on a private futex, which a build of layout 10 would not
+/// wake).
+pub const LAYOUT_VERSION: u32 = 11;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;

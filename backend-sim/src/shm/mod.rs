@@ -453,8 +453,8 @@ impl Drop for ShmFile {
     }
 }
 
-/// The [`Waiter`] of a mapped file: shared futexes, `CLOCK_MONOTONIC`, and liveness from the
-/// process table.
+/// The [`Waiter`] of a mapped file: futexes (shared, and private for a notify no other process
+/// reaches), `CLOCK_MONOTONIC`, and liveness from the process table.
 #[derive(Clone, Copy, Debug)]
 pub struct SimWaiter<'a> {
     file: &'a ShmFile,
@@ -471,6 +471,18 @@ impl<'a> SimWaiter<'a> {
     pub(crate) fn busy(&self) -> &'a AtomicU32 {
         self.file.busy()
     }
+
+    /// After a wake-up call that woke `woken` threads. Linux often puts a thread it wakes on
+    /// the waker's CPU, where it waits until the waker sleeps or yields — and a stream worker
+    /// goes on to spin for its next task. Yield once when someone was woken (a sleeper's
+    /// wake-up costs microseconds anyway), so that the woken thread runs now if it landed
+    /// here; with nothing else runnable here the yield returns at once.
+    fn woke(&self, woken: usize) {
+        if woken > 0 {
+            busy::woke(self.file, woken);
+            std::thread::yield_now();
+        }
+    }
 }
 
 impl Waiter for SimWaiter<'_> {
@@ -478,16 +490,15 @@ impl Waiter for SimWaiter<'_> {
         busy::sleep(self.file, || sys::futex_wait(word, expected, timeout));
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
-        // Linux often puts a thread it wakes on the waker's CPU, where it waits until the waker
-        // sleeps or yields — and a stream worker goes on to spin for its next task. Yield once
-        // when someone was woken (a sleeper's wake-up costs microseconds anyway), so that the
-        // woken thread runs now if it landed here; with nothing else runnable here the yield
-        // returns at once.
-        let woken = sys::futex_wake(word, n);
-        if woken > 0 {
-            busy::woke(self.file, woken);
-            std::thread::yield_now();
-        }
+        self.woke(sys::futex_wake(word, n));
+    }
+    fn wait_private(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
+        busy::sleep(self.file, || {
+            sys::futex_wait_private(word, expected, timeout)
+        });
+    }
+    fn wake_private(&self, word: &AtomicU32, n: u32) {
+        self.woke(sys::futex_wake_private(word, n));
     }
     fn now_ns(&self) -> u64 {
         sys::now_ns()

@@ -134,8 +134,8 @@ fn poll_until(what: &str, f: impl Fn() -> bool) {
 
 #[test]
 fn layout() {
-    // The flag, queue and incarnation (80 bytes), then the record diagnostics.
-    assert_eq!(core::mem::size_of::<NotifySync>(), 112);
+    // The flag, queue and incarnation (80 bytes), then the record diagnostics and `shared`.
+    assert_eq!(core::mem::size_of::<NotifySync>(), 120);
     assert_eq!(core::mem::size_of::<NotifySlot>(), 192);
     assert_eq!(core::mem::align_of::<NotifySlot>(), 64);
 }

@@ -71,6 +71,8 @@ fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// registers rather than through a closure of references; the failure paths stay out of line.
 #[inline(always)]
 pub(crate) fn api(name: &str, f: impl FnOnce() -> Result<(), CallError>) -> aclError {
+    // A locked process's calls that change device resources wait (`snapshot`).
+    crate::snapshot_lock::gate(name);
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(())) => 0,
         Ok(Err(e)) => failed(name, e),
