@@ -234,19 +234,12 @@ mod tests {
     };
 
     use super::TaskFailure;
-    use crate::{NamespaceGuard, Sim};
+    use crate::NamespaceGuard;
 
     #[test]
     fn a_wait_that_times_out_is_told_with_its_stream_task_thread_and_code() {
-        let ns = format!("unit-taskfail-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .soc(Soc::Ascend910B)
-            .devices(2)
-            .namespace(&ns)
-            .open()
-            .unwrap();
-        let _ns = NamespaceGuard(ns);
+        let name = format!("unit-taskfail-{}", std::process::id());
+        let (sim, _ns) = NamespaceGuard::open_sim(name, Soc::Ascend910B, 2).unwrap();
         let seen: Arc<Mutex<Vec<TaskFailure>>> = Arc::default();
         let into = Arc::clone(&seen);
         sim.on_task_failure(Some(Arc::new(move |f: &TaskFailure| {
@@ -292,15 +285,8 @@ mod tests {
     /// stream's thread, until 2026-12-06); the failures are told in the order they happened.
     #[test]
     fn a_listener_may_synchronize_the_failed_stream_and_the_streams_behind_it() {
-        let ns = format!("unit-taskfail-sync-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .soc(Soc::Ascend910B)
-            .devices(1)
-            .namespace(&ns)
-            .open()
-            .unwrap();
-        let _ns = NamespaceGuard(ns);
+        let name = format!("unit-taskfail-sync-{}", std::process::id());
+        let (sim, _ns) = NamespaceGuard::open_sim(name, Soc::Ascend910B, 1).unwrap();
         let (a, b) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
         let (never, go) = (
             sim.create_notify(0, CreateFlags::empty()).unwrap(),

@@ -515,27 +515,43 @@ pub extern "C" fn aclrtMapMem(
     flags: u64,
 ) -> aclError {
     api("aclrtMapMem", || {
-        if vir_ptr.is_null() {
-            return Err(null_arg("virPtr"));
-        }
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
-        if size == 0 {
-            return Err(CallError::new(Error::InvalidParam, "size is 0"));
-        }
-        if flags != 0 {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!("flags {flags:#x}: reserved, only 0"),
-            ));
-        }
-        let rt = runtime()?;
-        let h = phys(&rt, handle)?;
-        rt.backend()
-            .vmm_map(vir_ptr.addr(), size, offset, h)
-            .map_err(backend)
+        map_checked(vir_ptr, size, offset, handle, flags, Sim::vmm_map)
     })
+}
+
+/// A backend's mapping of a whole physical allocation (`Sim::vmm_map` and its variants).
+pub(crate) type MapFn =
+    fn(&Sim, usize, usize, usize, PhysMem) -> Result<(), acl_notify_sim::SimError>;
+
+/// `aclrtMapMem`'s checks, in CANN's order (hicann/runtime `src/acl/aclrt_impl/memory.cpp`:
+/// NULL `virPtr`, NULL `handle`, zero `size`, non-zero `flags`, each 100000; then the handle,
+/// 107017 if not live), then `map` (also `aclrtMemMapNoAccess`'s, `vmm_map_options`).
+pub(crate) fn map_checked(
+    vir_ptr: *mut c_void,
+    size: usize,
+    offset: usize,
+    handle: *mut c_void,
+    flags: u64,
+    map: MapFn,
+) -> Result<(), CallError> {
+    if vir_ptr.is_null() {
+        return Err(null_arg("virPtr"));
+    }
+    if handle.is_null() {
+        return Err(null_arg("handle"));
+    }
+    if size == 0 {
+        return Err(CallError::new(Error::InvalidParam, "size is 0"));
+    }
+    if flags != 0 {
+        return Err(CallError::new(
+            Error::InvalidParam,
+            format!("flags {flags:#x}: reserved, only 0"),
+        ));
+    }
+    let rt = runtime()?;
+    let h = phys(&rt, handle)?;
+    map(rt.backend(), vir_ptr.addr(), size, offset, h).map_err(backend)
 }
 
 /// `aclError aclrtUnmapMem(void *virPtr)`: removes the mapping that starts at `virPtr`.

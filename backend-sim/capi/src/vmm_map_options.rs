@@ -11,12 +11,10 @@
 
 use std::ffi::c_void;
 
-use acl_notify_core::Error;
-
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{aclError, api};
 use crate::session::runtime;
-use crate::vmm::phys;
+use crate::vmm::{map_checked, phys};
 
 /// `ACL_RT_MEM_ACCESS_UB_MULTI_PORT_PATH`, the last `aclrtMemLinkType`.
 const LAST_LINK: u32 = 3;
@@ -37,26 +35,14 @@ pub extern "C" fn aclrtMemMapNoAccess(
     flags: u64,
 ) -> aclError {
     api("aclrtMemMapNoAccess", || {
-        if vir_ptr.is_null() {
-            return Err(null_arg("virPtr"));
-        }
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
-        if size == 0 {
-            return Err(CallError::new(Error::InvalidParam, "size is 0"));
-        }
-        if flags != 0 {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!("flags {flags:#x}: reserved, only 0"),
-            ));
-        }
-        let rt = runtime()?;
-        let h = phys(&rt, handle)?;
-        rt.backend()
-            .vmm_map_no_access(vir_ptr.addr(), size, offset, h)
-            .map_err(CallError::backend)
+        map_checked(
+            vir_ptr,
+            size,
+            offset,
+            handle,
+            flags,
+            acl_notify_sim::Sim::vmm_map_no_access,
+        )
     })
 }
 

@@ -361,15 +361,13 @@ mod tests {
 
     #[test]
     fn the_words_are_read_when_the_copy_runs_in_stream_order() {
-        let ns = format!("unit-indirect-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let _guard = crate::NamespaceGuard(ns.clone());
-        let sim = Sim::builder()
-            .devices(1)
-            .namespace(&ns)
-            .device_memory(16 << 20)
-            .open()
-            .unwrap();
+        let (sim, _guard) = crate::mem::tests::test_sim(
+            "indirect",
+            "order",
+            acl_notify_core::Soc::Ascend910B,
+            1,
+            16 << 20,
+        );
         let s = sim.create_stream(0).unwrap();
         let (a, b, words) = (
             sim.malloc(0, 256, 0).unwrap(),
@@ -471,15 +469,13 @@ mod tests {
     #[test]
     fn the_words_may_name_memory_allocated_after_the_copy_was_queued() {
         use acl_notify_core::{CreateFlags, NotifyResources as _, Timeout};
-        let ns = format!("unit-indirect-late-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let _guard = crate::NamespaceGuard(ns.clone());
-        let sim = Sim::builder()
-            .devices(1)
-            .namespace(&ns)
-            .device_memory(16 << 20)
-            .open()
-            .unwrap();
+        let (sim, _guard) = crate::mem::tests::test_sim(
+            "indirect",
+            "late",
+            acl_notify_core::Soc::Ascend910B,
+            1,
+            16 << 20,
+        );
         let (s, gate) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
         let go = sim.create_notify(0, CreateFlags::empty()).unwrap();
         let (a, words) = (sim.malloc(0, 64, 0).unwrap(), sim.malloc(0, 16, 0).unwrap());

@@ -84,10 +84,15 @@ impl Sim {
                 })?;
             debug_assert!(MANAGED_PAGE.is_multiple_of(ALLOC_ALIGN));
             let (addr, a) = self.place_aligned(device, span, span, (MANAGED_MARK, MANAGED_PAGE))?;
-            let off = a
-                .file
-                .offset_of(addr)
-                .expect("a placed allocation's address");
+            // A placed allocation's address is in its file; were it not, an error and the
+            // allocation freed, not a panic.
+            let Some(off) = a.file.offset_of(addr) else {
+                let _ = self.free(addr);
+                return Err(SimError::new(
+                    Error::DrvInternalError,
+                    format!("managed memory at {addr:#x} is in no device file (address lost)"),
+                ));
+            };
             if let Err(e) = a.file.open_to_host(off, span) {
                 let _ = self.free(addr);
                 return Err(SimError::new(
@@ -287,15 +292,13 @@ mod tests {
     use crate::mem::location::MemLocation;
 
     fn open(tag: &str) -> (Sim, NamespaceGuard) {
-        let ns = format!("unit-managed-{tag}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .devices(2)
-            .namespace(&ns)
-            .device_memory(64 << 20)
-            .open()
-            .unwrap();
-        (sim, NamespaceGuard(ns))
+        crate::mem::tests::test_sim(
+            "managed",
+            tag,
+            acl_notify_core::Soc::Ascend910B,
+            2,
+            64 << 20,
+        )
     }
 
     fn host<'a>(addr: usize, len: usize) -> &'a mut [u8] {

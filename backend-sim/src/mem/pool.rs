@@ -623,16 +623,7 @@ mod tests {
     }
 
     fn open(tag: &str, soc: Soc) -> (Sim, NamespaceGuard) {
-        let ns = format!("unit-pool-{tag}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .soc(soc)
-            .devices(1)
-            .namespace(&ns)
-            .device_memory(64 << 20)
-            .open()
-            .unwrap();
-        (sim, NamespaceGuard(ns))
+        crate::mem::tests::test_sim("pool", tag, soc, 1, 64 << 20)
     }
 
     const MIB: u64 = 1 << 20;

@@ -100,15 +100,13 @@ mod tests {
     use acl_notify_core::{BackendError as _, Error};
 
     fn open(tag: &str) -> (Sim, Ns) {
-        let ns = format!("unit-precheck-{tag}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .devices(1)
-            .namespace(&ns)
-            .device_memory(1 << 20)
-            .open()
-            .unwrap();
-        (sim, Ns(ns))
+        crate::mem::tests::test_sim(
+            "precheck",
+            tag,
+            acl_notify_core::Soc::Ascend910B,
+            1,
+            1 << 20,
+        )
     }
 
     fn code(r: Result<(), SimError>) -> Option<Error> {

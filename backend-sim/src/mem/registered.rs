@@ -90,15 +90,13 @@ mod tests {
     use crate::mem::location::MemLocation;
 
     fn open(tag: &str) -> (Sim, NamespaceGuard) {
-        let ns = format!("unit-hostreg-{tag}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .devices(1)
-            .namespace(&ns)
-            .device_memory(64 << 20)
-            .open()
-            .unwrap();
-        (sim, NamespaceGuard(ns))
+        crate::mem::tests::test_sim(
+            "hostreg",
+            tag,
+            acl_notify_core::Soc::Ascend910B,
+            1,
+            64 << 20,
+        )
     }
 
     /// Page-aligned memory of the test's own (a `Vec` of pages).

@@ -5,16 +5,30 @@ use acl_notify_core::{StreamOps, SyncWait};
 
 use crate::NamespaceGuard as Ns;
 
-fn open(tag: &str, capacity: u64) -> (Sim, Ns) {
-    let ns = format!("unit-mem-{tag}-{}", std::process::id());
+/// The memory tests' `Sim` (each module's tests call it): `devices` devices of `capacity`
+/// bytes on `soc`, in a namespace of its own, `unit-{module}-{tag}-{pid}` (emptied first,
+/// removed when the guard drops).
+pub(in crate::mem) fn test_sim(
+    module: &str,
+    tag: &str,
+    soc: acl_notify_core::Soc,
+    devices: u32,
+    capacity: u64,
+) -> (Sim, Ns) {
+    let ns = format!("unit-{module}-{tag}-{}", std::process::id());
     let _ = Sim::remove_namespace(&ns);
     let sim = Sim::builder()
-        .devices(2)
+        .soc(soc)
+        .devices(devices)
         .namespace(&ns)
         .device_memory(capacity)
         .open()
         .unwrap();
     (sim, Ns(ns))
+}
+
+fn open(tag: &str, capacity: u64) -> (Sim, Ns) {
+    test_sim("mem", tag, acl_notify_core::Soc::Ascend910B, 2, capacity)
 }
 
 fn h2d(sim: &Sim, dst: usize, src: &[u8]) -> Result<(), SimError> {

@@ -914,15 +914,7 @@ mod tests {
     const MB2: usize = 2 << 20;
 
     fn open(tag: &str) -> (Sim, Ns) {
-        let ns = format!("unit-vmm-{tag}-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .devices(2)
-            .namespace(&ns)
-            .device_memory(64 << 20)
-            .open()
-            .unwrap();
-        (sim, Ns(ns))
+        crate::mem::tests::test_sim("vmm", tag, Soc::Ascend910B, 2, 64 << 20)
     }
 
     fn copy(sim: &Sim, dst: usize, src: usize, n: usize, kind: MemcpyKind) -> Result<(), SimError> {
