@@ -45,6 +45,7 @@
 //! - `device_limits.c`: device limits, the devices' PCI bus ids, the L2 cache flush.
 //! - `vmm_map_options.c`: mapping with no access, link advice.
 //! - `device_capability.c`: aclrtGetDeviceCapability.
+//! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -496,6 +497,7 @@ fn build_everything() -> Result<Prefix, String> {
         "device_limits",
         "vmm_map_options",
         "device_capability",
+        "op_timeout",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3689,4 +3691,11 @@ fn mappings_without_access_and_link_advice_follow_cann() {
 #[test]
 fn device_capabilities_answer_cann_s_features() {
     on_each_soc_then_memcheck("device_capability", &["Ascend910B"]);
+}
+
+/// The operator execution timeouts are kept in CANN's units, rounded to the scheduler's credits
+/// and read back; the interval and V2 need a device.
+#[test]
+fn op_execute_timeouts_are_kept_in_cann_s_units_and_credits() {
+    on_each_soc_then_memcheck("op_timeout", &["Ascend910B"]);
 }

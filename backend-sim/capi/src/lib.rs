@@ -74,6 +74,7 @@ pub mod model_debug;
 pub mod model_flow;
 pub mod model_ri;
 pub mod model_tasks;
+pub mod op_timeout;
 pub mod overflow_status;
 pub mod peer_map;
 mod random;
