@@ -17,10 +17,10 @@
 //! from a host function, which would then wait for itself).
 
 use std::cell::Cell;
-use std::sync::mpsc::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Condvar, Mutex, PoisonError, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use acl_notify_core::{BackendError, Error, RawStream};
 
@@ -55,12 +55,18 @@ thread_local! {
     static REPORTING_FOR: Cell<usize> = const { Cell::new(0) };
 }
 
-/// How many failures were handed to the reporting thread, and how many it has told.
+/// How many failures were handed to the reporting thread, and how many it has told; and the
+/// thread, while there is one.
 #[derive(Default)]
 struct Told {
     counts: Mutex<(u64, u64)>,
     changed: Condvar,
+    reporter: Mutex<Option<Reporter>>,
 }
+
+/// How long the reporting thread waits for another failure before it ends (the next failure
+/// makes a new one): a `Sim` with nothing failing keeps no thread of its own.
+const IDLE: Duration = Duration::from_millis(100);
 
 /// The reporting thread: where failures are sent, and the thread to join.
 struct Reporter {
@@ -72,7 +78,6 @@ struct Reporter {
 #[derive(Default)]
 pub(crate) struct Failures {
     listener: RwLock<Option<FailureListener>>,
-    reporter: Mutex<Option<Reporter>>,
     told: Arc<Told>,
 }
 
@@ -112,7 +117,11 @@ impl Failures {
     /// can be made, the listener is told here, on the stream's thread, rather than never.
     #[cold]
     fn hand_over(&self, listener: FailureListener, failure: TaskFailure) {
-        let mut reporter = self.reporter.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut reporter = self
+            .told
+            .reporter
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         if reporter.is_none() {
             let (send, receive) = std::sync::mpsc::channel();
             let told = Arc::clone(&self.told);
@@ -196,10 +205,28 @@ impl Told {
     }
 }
 
-/// The reporting thread's loop: tells each failure, in the order sent, until the `Sim` is gone.
+/// The reporting thread's loop: tells each failure, in the order sent, until the `Sim` is gone
+/// or none came for [`IDLE`]. It ends holding the lock the senders send under, after a last
+/// look at the channel, so that no failure is sent to a thread that is ending.
 fn report(told: &Arc<Told>, receive: &Receiver<Report>) {
     REPORTING_FOR.with(|r| r.set(Arc::as_ptr(told) as usize));
-    for (listener, failure) in receive {
+    loop {
+        let next = match receive.recv_timeout(IDLE) {
+            Ok(r) => r,
+            Err(RecvTimeoutError::Disconnected) => return,
+            Err(RecvTimeoutError::Timeout) => {
+                let mut slot = told.reporter.lock().unwrap_or_else(PoisonError::into_inner);
+                match receive.try_recv() {
+                    Ok(r) => r,
+                    Err(_) => {
+                        // Its own handle is dropped here: the thread detaches and ends.
+                        *slot = None;
+                        return;
+                    }
+                }
+            }
+        };
+        let (listener, failure) = next;
         // A listener that panics does not end the reporting of the next failures.
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| listener(&failure)));
         told.tell_one();
@@ -211,8 +238,9 @@ impl Drop for Failures {
     /// listener that dropped the last reference to its `Sim`).
     fn drop(&mut self) {
         let reporter = self
+            .told
             .reporter
-            .get_mut()
+            .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some(Reporter { send, thread }) = reporter {
@@ -326,5 +354,12 @@ mod tests {
             );
         }
         assert!(told.iter().all(|t| t.2.is_ok()), "stream b: {told:?}");
+        // With nothing failing, the reporting thread ends (a device reset or aclFinalize
+        // that counts the process's threads finds none left over).
+        let ended = (0..500).any(|_| {
+            std::thread::sleep(Duration::from_millis(10));
+            sim.inner.failures.told.reporter.lock().unwrap().is_none()
+        });
+        assert!(ended, "the reporting thread is still there after 5 s idle");
     }
 }

@@ -76,6 +76,9 @@ pub enum Error {
     EventCaptured = 107028,
     /// `ACL_ERROR_RT_STREAM_NOT_CAPTURED` — `aclmdlRICaptureEnd` on a stream not capturing.
     StreamNotCaptured = 107029,
+    /// `ACL_ERROR_STREAM_TASK_GROUP_STATUS` — a task group begun twice, ended or updated out
+    /// of turn.
+    StreamTaskGroupStatus = 107033,
     /// `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT` — a synchronous call that a capture's mode
     /// forbids while it runs (`aclrtMemcpy` under `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL`).
     CaptureModeNotSupport = 107030,
@@ -176,7 +179,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 64] = [
+    pub const ALL: [Error; 65] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -203,6 +206,7 @@ impl Error {
         Error::EventCaptured,
         Error::StreamNotCaptured,
         Error::CaptureModeNotSupport,
+        Error::StreamTaskGroupStatus,
         Error::StreamCaptureUnmatched,
         Error::ModelRunning,
         Error::StreamCaptureWrongThread,
@@ -277,6 +281,7 @@ impl Error {
             Error::ModelCaptured => "ACL_ERROR_RT_MODEL_CAPTURED",
             Error::StreamCaptured => "ACL_ERROR_RT_STREAM_CAPTURED",
             Error::EventCaptured => "ACL_ERROR_RT_EVENT_CAPTURED",
+            Error::StreamTaskGroupStatus => "ACL_ERROR_STREAM_TASK_GROUP_STATUS",
             Error::StreamNotCaptured => "ACL_ERROR_RT_STREAM_NOT_CAPTURED",
             Error::CaptureModeNotSupport => "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT",
             Error::StreamCaptureUnmatched => "ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED",

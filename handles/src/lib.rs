@@ -70,6 +70,8 @@ pub enum Kind {
     Label = 0x1A,
     /// A list of labels (`aclrtLabelList`).
     LabelList = 0x2B,
+    /// A task group of a captured model (`aclrtTaskGrp`).
+    TaskGroup = 0x6B,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -409,6 +411,7 @@ mod tests {
             Kind::ModelTask,
             Kind::Label,
             Kind::LabelList,
+            Kind::TaskGroup,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

@@ -111,6 +111,9 @@
 //!   between streams and a stream activation (40 executions), `aclmdlRIAbort` of an endless
 //!   loop then a clean execution, the refusals, the models' debug printing; also under
 //!   memcheck;
+//! - `task_group.c`: a captured task group's value write and set replaced before each of 30
+//!   executions (`aclmdlRICaptureTaskUpdateBegin`/`End`), the output checked each time, the
+//!   refusals; also under memcheck;
 //! - `model_tasks.c`: a captured model's tasks listed with their types, sequence ids and
 //!   parameters, a value write's value changed before each of 100 executions (in effect at
 //!   `aclmdlRIUpdate`), a disabled task; also under memcheck;
@@ -478,6 +481,7 @@ fn build_everything() -> Result<Prefix, String> {
         "model_build",
         "model_tasks",
         "model_flow",
+        "task_group",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -1300,6 +1304,17 @@ fn a_built_model_loops_switches_and_aborts_on_values_read_when_its_tasks_run() {
     if let Some(o) = memcheck("model_flow", &[], &[]) {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("model_flow: ok"), "{}", report(&o));
+    }
+}
+
+#[test]
+fn a_captured_task_group_is_updated_between_executions() {
+    let o = run_alone("task_group", "task-group", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("task_group: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("task_group", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("task_group: ok"), "{}", report(&o));
     }
 }
 

@@ -247,14 +247,16 @@ mod tests {
     #[test]
     fn only_the_runtime_codes_are_kept_as_the_last_error() {
         for e in Error::ALL {
-            // The runtime maps its host-registration and snapshot failures to codes named
-            // without `_RT_` (hicann/runtime `errcode_manage.cc`); they are its codes all the
-            // same.
+            // The runtime maps its host-registration, snapshot and task-group failures to codes
+            // named without `_RT_` (hicann/runtime `errcode_manage.cc`); they are its codes all
+            // the same.
             let rt = e.name().starts_with("ACL_ERROR_RT_")
                 || e.name().starts_with("ACL_ERROR_SNAPSHOT_")
                 || matches!(
                     e,
-                    Error::HostMemoryAlreadyRegistered | Error::HostMemoryNotRegistered
+                    Error::HostMemoryAlreadyRegistered
+                        | Error::HostMemoryNotRegistered
+                        | Error::StreamTaskGroupStatus
                 );
             assert_eq!(is_runtime_code(e.code()), rt, "{e}");
         }

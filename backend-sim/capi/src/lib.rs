@@ -87,6 +87,7 @@ mod stream_config;
 mod stubs;
 mod sysversion;
 mod task_abort;
+pub mod task_group;
 mod ts_device;
 pub mod value;
 pub mod vmm;

@@ -323,6 +323,8 @@ pub(super) struct Model {
     pub(super) heads: Vec<bool>,
     /// The label lists of its switch tasks, as they were when each was stored.
     pub(super) lists: Vec<Vec<usize>>,
+    /// Its task groups: the indices of their tasks (`task_group`).
+    pub(super) groups: Vec<Vec<usize>>,
     /// `aclmdlRIDestroyRegisterCallback`'s, in registration order.
     pub(super) on_destroy: Vec<(unsafe extern "C" fn(*mut c_void), usize)>,
     /// The stream of `aclmdlRIExecute` (made at its first call).
@@ -347,6 +349,7 @@ impl Model {
             name: Vec::new(),
             heads: vec![true; streams.len()],
             lists: Vec::new(),
+            groups: Vec::new(),
             streams,
             tasks: Vec::new(),
             task_meta: Vec::new(),
@@ -370,6 +373,12 @@ pub(super) struct State {
     /// Label list id (`Captures::lists`) → its labels' handles.
     pub(super) lists: HashMap<u32, Vec<usize>>,
     pub(super) next_list: u32,
+    /// Capturing stream → (its model, the indices of the tasks stored since its
+    /// `aclmdlRICaptureTaskGrpBegin`) (`task_group`).
+    pub(super) grouping: HashMap<usize, (u32, Vec<usize>)>,
+    /// Stream between `aclmdlRICaptureTaskUpdateBegin` and `End` → (the group's handle, the
+    /// tasks queued on it since) (`task_group`).
+    pub(super) updating: HashMap<usize, (usize, Vec<Captured>)>,
 }
 
 /// The session's captures and models.
@@ -386,6 +395,8 @@ pub(crate) struct Captures {
     pub(super) labels: CTable<LabelSlot>,
     /// `aclrtLabelList` handles → list ids (`State::lists`).
     pub(super) lists: CTable<u32>,
+    /// `aclrtTaskGrp` handles → (model id, index among its groups) (`task_group`).
+    pub(super) groups: CTable<(u32, u32)>,
 }
 
 impl Captures {
@@ -397,6 +408,7 @@ impl Captures {
             tasks: CTable::new(Kind::ModelTask, "model tasks", seed),
             labels: CTable::new(Kind::Label, "labels", seed),
             lists: CTable::new(Kind::LabelList, "label lists", seed),
+            groups: CTable::new(Kind::TaskGroup, "task groups", seed),
         }
     }
 
@@ -549,6 +561,9 @@ impl Runtime {
     /// Stores `task` if `stream` captures (`Ok(true)`); `Ok(false)`: it does not, queue the
     /// task. An event wait may make the stream join a capture, or be refused.
     pub(crate) fn capture(&self, stream: usize, task: Captured) -> Result<bool, CallError> {
+        if self.task_update(stream, task)? {
+            return Ok(true);
+        }
         let joining = match task {
             Captured::EventWait(e, _) => {
                 self.captures.active.load(Ordering::Acquire) != 0
@@ -628,6 +643,10 @@ impl Runtime {
             )
         })?;
         m.tasks.push((c.index, task));
+        let n = m.tasks.len() - 1;
+        if let Some((_, g)) = st.grouping.get_mut(&stream) {
+            g.push(n);
+        }
         Ok(true)
     }
 
@@ -637,7 +656,7 @@ impl Runtime {
     /// count, kind and `MemcpyAsyncCheckLocation`, then `ApiImpl`), so a bad range is the
     /// capturing call's error (the capture stays valid);
     /// each replay checks again (memory freed since is the replay's error).
-    fn precheck(&self, task: Captured) -> Result<(), CallError> {
+    pub(super) fn precheck(&self, task: Captured) -> Result<(), CallError> {
         let b = &self.backend;
         match task {
             Captured::Memcpy {
@@ -784,6 +803,7 @@ impl Runtime {
         let before = st.streams.len();
         st.streams.retain(|_, c| c.model != model);
         st.events.retain(|_, m| *m != model);
+        st.grouping.retain(|_, (m, _)| *m != model);
         self.captures
             .active
             .fetch_sub(before - st.streams.len(), Ordering::AcqRel);

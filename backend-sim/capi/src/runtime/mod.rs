@@ -396,6 +396,7 @@ mod reslimit;
 pub(crate) mod statecb;
 mod stream;
 mod streamattr;
+mod task_group;
 pub(crate) use streamattr::AttrValue;
 mod streaminfo;
 pub(crate) mod sysparam;

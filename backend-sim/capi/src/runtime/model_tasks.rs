@@ -115,6 +115,9 @@ impl Runtime {
                 self.captures.tasks.remove(t.handle);
             }
         }
+        // Its task groups (`task_group`) die with it.
+        let id = m.id;
+        self.captures.groups.remove_where(|&(model, _)| model == id);
     }
 
     /// `aclmdlRIGetTasksByStream`: the handles of the tasks stream `stream` of a model runs,
