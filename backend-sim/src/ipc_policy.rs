@@ -22,6 +22,24 @@ use crate::{diag, shm, sys};
 /// server; [`crate::mem::fabric`]). Server ids are 0–65535, so no real server has it.
 pub(crate) const ANY_SERVER: u32 = u32::MAX;
 
+/// Refuses (107000) an inter-server whitelist entry a caller gives with [`ANY_SERVER`]'s id:
+/// written as it came, that entry would admit its PID on every server of the SuperPod, not
+/// the one the caller named (the notify's and the device memory's inter-server whitelists
+/// both check through here, before any entry is added).
+pub(crate) fn no_reserved_server(entries: &[acl_notify_core::ServerPid]) -> Result<(), SimError> {
+    match entries.iter().position(|e| e.sdid == ANY_SERVER) {
+        Some(i) => Err(err(
+            Error::ParamInvalid,
+            format!(
+                "serverPids entry {i} names server {ANY_SERVER:#x} (pid {}): no server of a \
+                 SuperPod has that id (the simulator keeps it to mean \"any server\")",
+                entries[i].pid
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 impl Sim {
     /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
     /// and no pidfs identity (see `sys::ProcessIdentity`; to simulate a recycled PID, or the
@@ -312,5 +330,47 @@ impl Sim {
         let r = SlotRef::join(&file, odev, id, k.generation)
             .ok_or_else(|| stale("the notify was destroyed during the import"))?;
         self.insert_notify(NotifyEntry::new(r, Lifecycle::Imported, device))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use acl_notify_core::{
+        BackendError, CreateFlags, ExportFlags, NotifyResources, ServerPid, Soc,
+    };
+
+    use super::ANY_SERVER;
+    use crate::NamespaceGuard;
+
+    /// A caller's inter-server entry with the reserved server id is refused before anything is
+    /// whitelisted, for notifies and device memory alike (it was written as given, and then
+    /// admitted its PID on every server).
+    #[test]
+    fn an_inter_server_entry_with_the_reserved_server_id_is_refused() {
+        let (sim, _ns) = NamespaceGuard::open_sim(
+            format!("unit-ipc-policy-{}", std::process::id()),
+            Soc::Ascend910_93,
+            1,
+        )
+        .expect("opening a test Sim");
+        let entries = [
+            ServerPid { sdid: 1, pid: 4242 },
+            ServerPid {
+                sdid: ANY_SERVER,
+                pid: 4343,
+            },
+        ];
+        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        sim.export_key(h, ExportFlags::empty()).unwrap();
+        let e = sim.set_import_server_pids(h, &entries).unwrap_err();
+        assert_eq!(e.kind(), acl_notify_core::Error::ParamInvalid, "{e}");
+        assert!(e.to_string().contains("serverPids entry 1"), "{e}");
+        // Nothing of the call was added: entry 0 alone is still accepted.
+        sim.set_import_server_pids(h, &entries[..1]).unwrap();
+        let a = sim.malloc(0, 4096, 0).unwrap();
+        let k = sim.ipc_mem_export(a, 4096, false).unwrap();
+        let e = sim.ipc_mem_set_server_pids(&k, &entries).unwrap_err();
+        assert_eq!(e.kind(), acl_notify_core::Error::ParamInvalid, "{e}");
+        sim.ipc_mem_set_server_pids(&k, &entries[..1]).unwrap();
     }
 }

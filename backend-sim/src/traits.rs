@@ -220,6 +220,7 @@ impl NotifyResources for Sim {
                 self.remote_owner_only(notify, Op::SetImportPid)
                     .unwrap_or(e)
             })?;
+            crate::ipc_policy::no_reserved_server(entries)?;
             for sp in entries {
                 self.require(Feature::InterServer, "inter-server whitelisting")?;
                 self.require(Feature::Ipc, "whitelisting importers (IPC)")?;

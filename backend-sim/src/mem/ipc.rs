@@ -330,6 +330,7 @@ impl Sim {
     ) -> Result<(), SimError> {
         self.mem_checked(|| {
             self.require_ipc_memory_inter_server("inter-server whitelisting of device memory")?;
+            crate::ipc_policy::no_reserved_server(entries)?;
             self.add_mem_whitelist(key, entries.len(), || {
                 entries
                     .iter()
