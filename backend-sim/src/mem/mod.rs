@@ -792,8 +792,10 @@ impl Sim {
 
     /// What an `aclrtMemset[Async]` of `count` bytes at `dst` sets. CANN tells host from
     /// device memory by the address, and takes host memory of `aclrtMallocHost` (other host
-    /// memory is undefined behaviour there; here it is refused): hicann/runtime
-    /// `docs/zh/api_ref/11-03_memory_copy_and_set.md`, aclrtMemset and aclrtMemsetAsync.
+    /// memory is undefined behaviour there; here it is refused, and a synchronous
+    /// [`memset`](Self::memset) then sets it only where this process has it mapped writable:
+    /// [`plain_host`]): hicann/runtime `docs/zh/api_ref/11-03_memory_copy_and_set.md`,
+    /// aclrtMemset and aclrtMemsetAsync.
     fn set_side(&self, dst: usize, max: usize, count: usize) -> Result<Side<'_>, SimError> {
         within(count, max, "maxCount")?;
         if let Some(r) = self.range_ref(dst, count, "range")? {
