@@ -52,6 +52,24 @@ static void *late_set(void *arg) {
     return NULL;
 }
 
+static volatile int g_export_ready = 0, g_export_go = 0, g_export_done = 0;
+static char g_key[65];
+
+/* An export is no query though its name says "Get": it waits for the unlock too. The thread
+ * sets its device before the lock (aclrtSetDevice would wait), then exports when told. */
+static void *late_export(void *arg) {
+    (void)arg;
+    CHECK(aclrtSetDevice(0));
+    g_export_ready = 1;
+    for (int i = 0; !g_export_go; i++) {
+        REQUIRE(i < 10000, "never told to export");
+        sleep_ms(1);
+    }
+    CHECK(aclrtIpcMemGetExportKey(d_global, 4096, g_key, sizeof g_key, 0));
+    g_export_done = 1;
+    return NULL;
+}
+
 static void expect_log(const int *stages, int n) {
     REQUIRE(g_logged == 2 * n, "%d callbacks, expected %d", g_logged, 2 * n);
     for (int i = 0; i < n; i++) {
@@ -129,6 +147,13 @@ int main(int argc, char **argv) {
     CHECK(aclrtLaunchHostFunc(s, slow, NULL));
     CHECK(aclrtMemsetAsync(d2, 4096, 0x77, 4096, s));
 
+    pthread_t tx;
+    REQUIRE(pthread_create(&tx, NULL, late_export, NULL) == 0, "pthread_create");
+    for (int i = 0; !g_export_ready; i++) {
+        REQUIRE(i < 10000, "the exporting thread never set its device");
+        sleep_ms(1);
+    }
+
     CHECK(aclrtSnapShotProcessLock(pid, NULL));
     EXPECT_RC(aclrtSnapShotProcessLock(pid, NULL), ACL_ERROR_SNAPSHOT_LOCK_FAILED);
     EXPECT_RC(aclrtSnapShotProcessRestore(pid, NULL), ACL_ERROR_SNAPSHOT_RESTORE_FAILED);
@@ -142,8 +167,10 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < PAGE; i++) m[i] = 0x55;
     pthread_t t;
     REQUIRE(pthread_create(&t, NULL, late_set, NULL) == 0, "pthread_create");
+    g_export_go = 1;
     sleep_ms(150);
     REQUIRE(!g_set_done, "aclrtMemset ran while the process was locked");
+    REQUIRE(!g_export_done, "aclrtIpcMemGetExportKey ran while the process was locked");
     CHECK(aclrtSnapShotProcessRestore(pid, NULL));
     {
         int want[] = {ACL_RT_SNAPSHOT_RESTORE_PRE, ACL_RT_SNAPSHOT_RESTORE_POST};
@@ -163,6 +190,9 @@ int main(int argc, char **argv) {
     }
     REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
     REQUIRE(g_set_done, "the waiting set did not run after the unlock");
+    REQUIRE(pthread_join(tx, NULL) == 0, "pthread_join");
+    REQUIRE(g_export_done, "the waiting export did not run after the unlock");
+    CHECK(aclrtIpcMemClose(g_key));
 
     unsigned char back[4096];
     CHECK(aclrtMemcpy(back, 4096, d, 4096, ACL_MEMCPY_DEVICE_TO_HOST));

@@ -71,16 +71,22 @@ pub(crate) fn gate(name: &str) {
 #[cold]
 #[inline(never)]
 fn held(name: &str) {
-    if [
-        "Get",
-        "Query",
-        "Synchronize",
-        "Peek",
-        "ErrMsg",
-        "aclrtSnapShot",
-    ]
-    .iter()
-    .any(|w| name.contains(w))
+    // A "Get" that exports (a notify's or memory's export key, an event's IPC handle) or sets
+    // (`aclrtAllocatorSetGetAddrFromBlockFuncToDesc`) changes resources: it waits too.
+    let changes = ["Set", "ExportKey", "IpcGetEventHandle"]
+        .iter()
+        .any(|w| name.contains(w));
+    if !changes
+        && [
+            "Get",
+            "Query",
+            "Synchronize",
+            "Peek",
+            "ErrMsg",
+            "aclrtSnapShot",
+        ]
+        .iter()
+        .any(|w| name.contains(w))
     {
         return;
     }
