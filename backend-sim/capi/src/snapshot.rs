@@ -14,7 +14,7 @@
 //! - while locked, the calls that change device resources or queue work wait, on every thread,
 //!   until the unlock (`GLOBAL_STATE_WAIT_IF_LOCKED`); queries and synchronizations do not.
 //!   Here every C ABI call waits but the read-only ones on one explicit list
-//!   ([`crate::snapshot_lock`]'s `READ_ONLY`: queries, getters, synchronizations, the
+//!   (`snapshot_lock::READ_ONLY`: queries, getters, synchronizations, the
 //!   thread's error state, the snapshot calls), so a new function waits by default;
 //!   a waiting thread polls the state every millisecond (a condition variable would be a
 //!   process-wide lock a forked child could find held). `aclFinalize` does not wait: it
