@@ -66,7 +66,7 @@ pub(crate) fn lock() -> Result<MutexGuard<'static, Lock>, SimError> {
 /// hicann/runtime `src/runtime/api/api_c*.cc`; it gates `rtHostGetDevicePointer` and
 /// `rtMemPoolGetAttr` though their names say Get, and not `rtGetDeviceSatStatus`). Sorted: the
 /// gate searches it by halves.
-const READ_ONLY: [&str; 111] = [
+const READ_ONLY: [&str; 115] = [
     "aclGetCannAttribute",
     "aclGetCannAttributeList",
     "aclGetDataBufferAddr",
@@ -87,6 +87,7 @@ const READ_ONLY: [&str; 111] = [
     "aclnsimGetServerId",
     "aclnsimNotifyGetMergedRecords",
     "aclrtAllocatorGetByStream",
+    "aclrtCheckArchCompatibility",
     "aclrtCmoGetDescSize",
     "aclrtCntNotifyGetId",
     "aclrtCtxGetCurrentDefaultStream",
@@ -94,7 +95,9 @@ const READ_ONLY: [&str; 111] = [
     "aclrtCtxGetSysParamOpt",
     "aclrtDeviceGetBareTgid",
     "aclrtDeviceGetByPCIBusId",
+    "aclrtDeviceGetHostAtomicCapabilities",
     "aclrtDeviceGetLimit",
+    "aclrtDeviceGetP2PAtomicCapabilities",
     "aclrtDeviceGetPCIBusId",
     "aclrtDeviceGetStreamPriorityRange",
     "aclrtDeviceGetUuid",
@@ -113,6 +116,7 @@ const READ_ONLY: [&str; 111] = [
     "aclrtGetDeviceInfo",
     "aclrtGetDeviceResLimit",
     "aclrtGetDeviceSatMode",
+    "aclrtGetDevicesTopo",
     "aclrtGetErrorCodeFromExceptionInfo",
     "aclrtGetErrorVerbose",
     "aclrtGetEventAvailNum",
