@@ -397,10 +397,7 @@ impl Sim {
                 return Err(SimError::new(Error::ParamInvalid, msg));
             };
             self.forget_managed(ptr, &a);
-            let l = a.file.lock()?;
-            a.free_owned(&l, importers);
-            drop(l);
-            self.mem_withdraw(&a.file, a.id, a.generation);
+            self.free_owned_shared(&a, importers)?;
             self.note_freed(ptr, a.size, a.file.device());
             Ok(())
         })
