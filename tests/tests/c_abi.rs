@@ -45,6 +45,8 @@
 //! - `device_limits.c`: device limits, the devices' PCI bus ids, the L2 cache flush.
 //! - `vmm_map_options.c`: mapping with no access, link advice.
 //! - `device_capability.c`: aclrtGetDeviceCapability.
+//! - `device_topology.c`: links between devices, the atomics crossing them, NPU architecture
+//!   compatibility, the platform attributes of `aclrtGetDeviceInfo`.
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
@@ -502,6 +504,7 @@ fn build_everything() -> Result<Prefix, String> {
         "vmm_map_options",
         "device_capability",
         "op_timeout",
+        "device_topology",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3551,13 +3554,17 @@ fn physical_memory_shared_across_two_hosts_by_a_fabric_handle() {
     );
 }
 
-/// The owner frees its memory while the importer maps it: the importer's next write fails
-/// with 107000 saying its owner freed it (the bytes lived in the owner's process), and the
-/// importer unmaps and frees its handle cleanly. Then the owner is SIGKILLed: a read fails
-/// within the client's 3 s bound (507022, no answer) and, once the owner's 2 s lease has
-/// expired, a write fails with 107000 saying the owner is dead; nothing hangs.
+/// The owner unmaps and frees its memory while the importer maps it: as CANN (shared
+/// physical memory is freed once every sharer has freed it) the owner's device memory stays
+/// taken, the importer writes and reads back a new pattern through its mapping, and once the
+/// importer has unmapped and freed its handle the owner's free bytes grow by the granule.
+/// Again with an importer SIGKILLed while it holds the mapping: the owner's memory is released
+/// once the importer's 2 s lease has expired (nothing pins it for ever). Then the owner is
+/// SIGKILLed (the bytes lived in its process): a read fails within the client's 3 s bound
+/// (507022, no answer) and, once the owner's 2 s lease has expired, a write fails with 107000
+/// saying the owner is dead; nothing hangs.
 #[test]
-fn a_fabric_import_fails_clearly_when_its_owner_frees_it_or_dies() {
+fn a_fabric_import_keeps_memory_its_owner_frees_and_fails_clearly_when_the_owner_dies() {
     let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
     let url = etcd.url(&format!("capi-fabricend-{}", std::process::id()));
     let hosts = [Scratch::new("fabe0"), Scratch::new("fabe1")];
@@ -3571,8 +3578,22 @@ fn a_fabric_import_fails_clearly_when_its_owner_frees_it_or_dies() {
     );
     assert!(o.iter().all(Outcome::ok), "{}", report(&o));
     assert!(
-        o[1].stdout.contains("write after the owner's free")
-            && o[1].stdout.contains("its owner freed it"),
+        o[1].stdout
+            .contains("FABRIC write and read after the owner's free: ok")
+            && o[0].stdout.contains("FABRIC kept memory released"),
+        "{}",
+        report(&o)
+    );
+    let o = fabric_job(
+        &hosts,
+        &url,
+        &hosts[0].dir.join("ikill"),
+        &["rounds=2", "end=ikill"],
+        &["rounds=2", "end=ikill"],
+        Some(1),
+    );
+    assert!(
+        o[0].ok() && o[0].stdout.contains("FABRIC kept memory released"),
         "{}",
         report(&o)
     );
@@ -3716,4 +3737,36 @@ fn device_capabilities_answer_cann_s_features() {
 #[test]
 fn op_execute_timeouts_are_kept_in_cann_s_units_and_credits() {
     on_each_soc_then_memcheck("op_timeout", &["Ascend910B"]);
+}
+
+/// Devices are linked as each family's server is (and a SuperPod's server 1 as its server 0),
+/// the atomics follow CANN's per-chip tables over the links that carry them, and the NPU
+/// architectures decide compatibility; IPV350 has none of it.
+#[test]
+fn device_links_atomics_and_architectures_answer_cann_s_tables() {
+    on_each_soc_then_memcheck(
+        "device_topology",
+        &[
+            "Ascend910B",
+            "Ascend910_93",
+            "Ascend950PR",
+            "Ascend310P",
+            "IPV350",
+        ],
+    );
+    // Server 1 of a SuperPod sees its devices linked as server 0 does.
+    let p = setup();
+    let s = Scratch::new("device_topology-server1");
+    let mut cmd = s.cmd(&p.bin.join("device_topology"), "Ascend910_93");
+    cmd.arg("Ascend910_93").env("ACL_NOTIFY_SIM_SERVER_ID", "1");
+    let o = run_all(
+        vec![spawn("device_topology", &mut cmd).expect("start device_topology")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "server 1: {}", report(&o));
+    assert!(
+        o[0].stdout.contains("device_topology: ok"),
+        "{}",
+        report(&o)
+    );
 }
