@@ -36,6 +36,7 @@ mod applog;
 mod callback;
 mod capability;
 mod cmo;
+pub mod cond_model;
 mod config;
 mod databuffer;
 pub mod device_capability;
