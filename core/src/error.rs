@@ -48,6 +48,11 @@ pub enum Error {
     /// call: it processes another device's callbacks, or is subscribed to no stream
     /// (`aclrtProcessReport`).
     ThreadSubscribe = 107012,
+    /// `ACL_ERROR_RT_GROUP_NOT_SET` — no device group was set.
+    GroupNotSet = 107013,
+    /// `ACL_ERROR_RT_GROUP_NOT_CREATE` — the device has no such group (or none at all:
+    /// `aclrtSetGroup`, `aclrtGetAllGroupInfo`).
+    GroupNotCreate = 107014,
     /// `ACL_ERROR_RT_INVALID_HANDLE` — a stale, destroyed, foreign or garbage handle.
     InvalidHandle = 107017,
     /// `ACL_ERROR_RT_WAIT_TIMEOUT` — a host-side wait ran out of time.
@@ -115,6 +120,9 @@ pub enum Error {
     NoPermission = 207006,
     /// `ACL_ERROR_RT_NO_EVENT_RESOURCE` — the device is out of event ids.
     NoEventResource = 207007,
+    /// `ACL_ERROR_RT_NO_STREAM_RESOURCE` — the device has no stream left (`aclrtCreateStream`
+    /// beyond the chip's streams, `Soc::max_streams`).
+    NoStreamResource = 207008,
     /// `ACL_ERROR_RT_NO_NOTIFY_RESOURCE` — the device is out of notify ids.
     NoNotifyResource = 207009,
     /// `ACL_ERROR_RT_OVER_LIMIT` — a fixed limit (64 whitelisted PIDs) would be exceeded.
@@ -182,7 +190,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 66] = [
+    pub const ALL: [Error; 69] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -197,6 +205,8 @@ impl Error {
         Error::EventTimestampInvalid,
         Error::StreamSubscribe,
         Error::ThreadSubscribe,
+        Error::GroupNotSet,
+        Error::GroupNotCreate,
         Error::InvalidHandle,
         Error::WaitTimeout,
         Error::TaskTimeout,
@@ -222,6 +232,7 @@ impl Error {
         Error::ResourceAllocFail,
         Error::NoPermission,
         Error::NoEventResource,
+        Error::NoStreamResource,
         Error::NoNotifyResource,
         Error::OverLimit,
         Error::LinkTypeNotSupported,
@@ -301,6 +312,9 @@ impl Error {
             Error::ResourceAllocFail => "ACL_ERROR_RT_RESOURCE_ALLOC_FAIL",
             Error::NoPermission => "ACL_ERROR_RT_NO_PERMISSION",
             Error::NoEventResource => "ACL_ERROR_RT_NO_EVENT_RESOURCE",
+            Error::NoStreamResource => "ACL_ERROR_RT_NO_STREAM_RESOURCE",
+            Error::GroupNotSet => "ACL_ERROR_RT_GROUP_NOT_SET",
+            Error::GroupNotCreate => "ACL_ERROR_RT_GROUP_NOT_CREATE",
             Error::NoNotifyResource => "ACL_ERROR_RT_NO_NOTIFY_RESOURCE",
             Error::OverLimit => "ACL_ERROR_RT_OVER_LIMIT",
             Error::LinkTypeNotSupported => "ACL_ERROR_RT_LINK_TYPE_NOT_SUPPORTED",

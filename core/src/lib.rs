@@ -19,6 +19,7 @@ mod fmt;
 
 pub mod backend;
 pub mod cnt;
+pub mod devprops;
 pub mod error;
 pub mod event;
 pub mod flags;
@@ -43,6 +44,7 @@ pub use backend::{
     ServerPid, StreamDestroy, StreamOps, StreamStatus,
 };
 pub use cnt::{CntRecord, CntRecordMode, CntWait, CntWaitMode, OnSatisfied};
+pub use devprops::{HostLink, Topology};
 pub use error::{BackendError, Error, Result};
 pub use event::{
     EventFlags, EventKind, EventOps, EventRecordedStatus, EventSpec, EventWaitStatus, FailureMode,

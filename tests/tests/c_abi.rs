@@ -45,6 +45,8 @@
 //! - `device_limits.c`: device limits, the devices' PCI bus ids, the L2 cache flush.
 //! - `vmm_map_options.c`: mapping with no access, link advice.
 //! - `device_capability.c`: aclrtGetDeviceCapability.
+//! - `device_topology.c`: links between devices, the atomics crossing them, NPU architecture
+//!   compatibility, the platform attributes of `aclrtGetDeviceInfo`.
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
@@ -507,6 +509,7 @@ fn build_everything() -> Result<Prefix, String> {
         "vmm_map_options",
         "device_capability",
         "op_timeout",
+        "device_topology",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3734,4 +3737,36 @@ fn device_capabilities_answer_cann_s_features() {
 #[test]
 fn op_execute_timeouts_are_kept_in_cann_s_units_and_credits() {
     on_each_soc_then_memcheck("op_timeout", &["Ascend910B"]);
+}
+
+/// Devices are linked as each family's server is (and a SuperPod's server 1 as its server 0),
+/// the atomics follow CANN's per-chip tables over the links that carry them, and the NPU
+/// architectures decide compatibility; IPV350 has none of it.
+#[test]
+fn device_links_atomics_and_architectures_answer_cann_s_tables() {
+    on_each_soc_then_memcheck(
+        "device_topology",
+        &[
+            "Ascend910B",
+            "Ascend910_93",
+            "Ascend950PR",
+            "Ascend310P",
+            "IPV350",
+        ],
+    );
+    // Server 1 of a SuperPod sees its devices linked as server 0 does.
+    let p = setup();
+    let s = Scratch::new("device_topology-server1");
+    let mut cmd = s.cmd(&p.bin.join("device_topology"), "Ascend910_93");
+    cmd.arg("Ascend910_93").env("ACL_NOTIFY_SIM_SERVER_ID", "1");
+    let o = run_all(
+        vec![spawn("device_topology", &mut cmd).expect("start device_topology")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "server 1: {}", report(&o));
+    assert!(
+        o[0].stdout.contains("device_topology: ok"),
+        "{}",
+        report(&o)
+    );
 }

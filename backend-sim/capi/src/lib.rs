@@ -33,6 +33,7 @@ compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 
 pub mod allocator;
 mod applog;
+pub mod arch_compat;
 mod callback;
 mod capability;
 mod cmo;
@@ -42,6 +43,8 @@ mod databuffer;
 pub mod device_capability;
 pub mod device_limit;
 pub mod device_pci;
+mod device_platform;
+pub mod device_topology;
 pub mod devsync_free;
 mod dtype;
 mod errmsg;

@@ -8,6 +8,9 @@ use std::panic::catch_unwind;
 use acl_notify_core::{Backend, Error};
 
 use super::{aclError, api, api_ptr};
+use crate::device_platform::{
+    ATTR_DEVICE_FORM_FACTOR, ATTR_HD_CONNECT_TYPE, ATTR_NPU_ARCH, platform_attr,
+};
 use crate::errmsg::{self, CallError, null_arg};
 use crate::session::{self, runtime, with_runtime};
 
@@ -140,7 +143,8 @@ const ATTR_SUPER_POD_ID: i32 = 405;
 /// process's SuperPOD Device ID is what an owner puts in `aclrtServerPid::sdid` to whitelist
 /// it, and the simulator keys inter-server whitelists by the server
 /// (`ACL_NOTIFY_SIM_SERVER_ID`), so both 403 and 404 answer that; 402 answers the device id
-/// and 405 (the SuperPOD's own id) 0.
+/// and 405 (the SuperPOD's own id) 0. The host link (408), form factor (409) and NPU
+/// architecture (601) are `device_platform`'s.
 ///
 /// Codes: 100000 value NULL; 107001 no such device; 107000 Cube Cores of a chip without
 /// them; 207000 an attribute the simulator does not model, or the cores of IPV350.
@@ -168,13 +172,17 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
                     i64::from(rt.backend().server_id())
                 }
                 ATTR_SUPER_POD_ID => 0,
+                ATTR_HD_CONNECT_TYPE | ATTR_DEVICE_FORM_FACTOR | ATTR_NPU_ARCH => {
+                    platform_attr(rt.backend().chip(), attr)?
+                }
                 other => {
                     return Err(CallError::new(
                         Error::FeatureNotSupport,
                         format!(
                             "device attribute {other} is not modelled by the simulator (it \
-                             answers 1, 101, 102 and 201: the cores, and 402, 403, 404 and \
-                             405: chip id, SuperPOD device id, server id, SuperPOD id)"
+                             answers 1, 101, 102 and 201: the cores; 402, 403, 404 and 405: \
+                             chip id, SuperPOD device id, server id, SuperPOD id; 408, 409 and \
+                             601: host link, form factor, NPU architecture)"
                         ),
                     ));
                 }
