@@ -3572,13 +3572,17 @@ fn physical_memory_shared_across_two_hosts_by_a_fabric_handle() {
     );
 }
 
-/// The owner frees its memory while the importer maps it: the importer's next write fails
-/// with 107000 saying its owner freed it (the bytes lived in the owner's process), and the
-/// importer unmaps and frees its handle cleanly. Then the owner is SIGKILLed: a read fails
-/// within the client's 3 s bound (507022, no answer) and, once the owner's 2 s lease has
-/// expired, a write fails with 107000 saying the owner is dead; nothing hangs.
+/// The owner unmaps and frees its memory while the importer maps it: as CANN (shared
+/// physical memory is freed once every sharer has freed it) the owner's device memory stays
+/// taken, the importer writes and reads back a new pattern through its mapping, and once the
+/// importer has unmapped and freed its handle the owner's free bytes grow by the granule.
+/// Again with an importer SIGKILLed while it holds the mapping: the owner's memory is released
+/// once the importer's 2 s lease has expired (nothing pins it for ever). Then the owner is
+/// SIGKILLed (the bytes lived in its process): a read fails within the client's 3 s bound
+/// (507022, no answer) and, once the owner's 2 s lease has expired, a write fails with 107000
+/// saying the owner is dead; nothing hangs.
 #[test]
-fn a_fabric_import_fails_clearly_when_its_owner_frees_it_or_dies() {
+fn a_fabric_import_keeps_memory_its_owner_frees_and_fails_clearly_when_the_owner_dies() {
     let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
     let url = etcd.url(&format!("capi-fabricend-{}", std::process::id()));
     let hosts = [Scratch::new("fabe0"), Scratch::new("fabe1")];
@@ -3592,8 +3596,22 @@ fn a_fabric_import_fails_clearly_when_its_owner_frees_it_or_dies() {
     );
     assert!(o.iter().all(Outcome::ok), "{}", report(&o));
     assert!(
-        o[1].stdout.contains("write after the owner's free")
-            && o[1].stdout.contains("its owner freed it"),
+        o[1].stdout
+            .contains("FABRIC write and read after the owner's free: ok")
+            && o[0].stdout.contains("FABRIC kept memory released"),
+        "{}",
+        report(&o)
+    );
+    let o = fabric_job(
+        &hosts,
+        &url,
+        &hosts[0].dir.join("ikill"),
+        &["rounds=2", "end=ikill"],
+        &["rounds=2", "end=ikill"],
+        Some(1),
+    );
+    assert!(
+        o[0].ok() && o[0].stdout.contains("FABRIC kept memory released"),
         "{}",
         report(&o)
     );
