@@ -74,6 +74,8 @@ pub enum Kind {
     TaskGroup = 0x6B,
     /// A condition handle of a captured model (`aclmdlRICondHandle`).
     CondHandle = 0xCD,
+    /// The groups' information of a device (`aclrtGroupInfo *`).
+    GroupInfo = 0x9C,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -415,6 +417,7 @@ mod tests {
             Kind::LabelList,
             Kind::TaskGroup,
             Kind::CondHandle,
+            Kind::GroupInfo,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {
