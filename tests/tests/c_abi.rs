@@ -47,6 +47,7 @@
 //! - `device_capability.c`: aclrtGetDeviceCapability.
 //! - `device_topology.c`: links between devices, the atomics crossing them, NPU architecture
 //!   compatibility, the platform attributes of `aclrtGetDeviceInfo`.
+//! - `stream_quota.c`: `aclrtGetStreamAvailableNum` and `aclrtCreateStream` refusing at 0.
 //! - `device_group.c`: device groups on a chip without them, and on Ascend310P without and with
 //!   configured groups (also under valgrind's memcheck).
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
@@ -513,6 +514,7 @@ fn build_everything() -> Result<Prefix, String> {
         "op_timeout",
         "device_topology",
         "device_group",
+        "stream_quota",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3829,4 +3831,11 @@ fn device_groups_report_the_configured_groups_as_cann_does() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("device_group: ok"), "{}", report(&o));
     }
+}
+
+/// `aclrtGetStreamAvailableNum` counts down from the chip's streams per device, one per
+/// created stream, and `aclrtCreateStream` refuses (207008) when it reads 0.
+#[test]
+fn available_streams_fall_per_created_stream_and_creation_stops_at_zero() {
+    on_each_soc_then_memcheck("stream_quota", &["Ascend910B", "Ascend310B", "IPV350"]);
 }

@@ -89,6 +89,7 @@ pub mod snapshot;
 mod snapshot_lock;
 pub mod state_callback;
 mod stream_config;
+pub mod stream_quota;
 mod stubs;
 mod sysversion;
 mod task_abort;
