@@ -77,6 +77,7 @@ pub mod memquery;
 pub mod memset_d32;
 pub mod model_build;
 pub mod model_debug;
+pub mod model_dump;
 pub mod model_flow;
 pub mod model_ri;
 pub mod model_tasks;
