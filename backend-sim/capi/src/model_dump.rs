@@ -11,7 +11,7 @@
 //! `ACL_ERROR_INVALID_DUMP_CONFIG` (100009).
 //!
 //! The dump library (adump) that checks the configuration's fields is not part of
-//! hicann/runtime; **[ours]**: the simulator refuses (100009) what contradicts the fields CANN
+//! hicann/runtime; **\[ours\]**: the simulator refuses (100009) what contradicts the fields CANN
 //! documents (`docs/zh/api_ref/18_dump_configuration.md`): a top level that is not an object,
 //! a `dump` that is not an object, a `dump_path` that is not a string, a `dump_list` that is not
 //! an array, a `dump_mode` other than `input`/`output`/`all`, a `dump_op_switch` or `dump_debug`
