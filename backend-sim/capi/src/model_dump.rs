@@ -23,11 +23,10 @@
 //! configuration is checked and kept (the latest one set, as CANN's overwriting), and cleared
 //! by `aclmdlFinalizeDump`.
 
+use acl_notify_core::Error;
+use acl_notify_sim::PerProcess;
 use std::ffi::{CStr, OsStr, c_char};
 use std::os::unix::ffi::OsStrExt;
-use std::sync::Mutex;
-
-use acl_notify_core::Error;
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::{aclError, api};
@@ -41,7 +40,9 @@ struct DumpState {
     config: Option<serde_json::Value>,
 }
 
-static DUMP: Mutex<DumpState> = Mutex::new(DumpState {
+/// The process's dump state (a forked child starts without one: a lock the parent held at the
+/// fork must not be the child's).
+static DUMP: PerProcess<DumpState> = PerProcess::new(|| DumpState {
     initialized: false,
     config: None,
 });
@@ -58,9 +59,8 @@ fn require_acl_init(call: &str) -> Result<(), CallError> {
 }
 
 /// The dump state, locked (a poisoned lock is taken over: the state is two plain fields).
-fn state() -> std::sync::MutexGuard<'static, DumpState> {
-    DUMP.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+fn state() -> Result<std::sync::MutexGuard<'static, DumpState>, CallError> {
+    DUMP.lock().map_err(CallError::backend)
 }
 
 /// 100045 unless `aclmdlInitDump` ran.
@@ -81,7 +81,7 @@ fn require_init_dump(st: &DumpState, call: &str) -> Result<(), CallError> {
 pub extern "C" fn aclmdlInitDump() -> aclError {
     api("aclmdlInitDump", || {
         require_acl_init("aclmdlInitDump")?;
-        let mut st = state();
+        let mut st = state()?;
         if st.initialized {
             return Err(CallError::new(
                 Error::RepeatInitialize,
@@ -107,7 +107,7 @@ pub extern "C" fn aclmdlInitDump() -> aclError {
 pub unsafe extern "C" fn aclmdlSetDump(dump_cfg_path: *const c_char) -> aclError {
     api("aclmdlSetDump", || {
         require_acl_init("aclmdlSetDump")?;
-        let mut st = state();
+        let mut st = state()?;
         require_init_dump(&st, "aclmdlSetDump")?;
         if dump_cfg_path.is_null() {
             return Err(null_arg("dumpCfgPath"));
@@ -143,7 +143,7 @@ pub unsafe extern "C" fn aclmdlSetDump(dump_cfg_path: *const c_char) -> aclError
 pub extern "C" fn aclmdlFinalizeDump() -> aclError {
     api("aclmdlFinalizeDump", || {
         require_acl_init("aclmdlFinalizeDump")?;
-        let mut st = state();
+        let mut st = state()?;
         require_init_dump(&st, "aclmdlFinalizeDump")?;
         st.initialized = false;
         st.config = None;
