@@ -47,6 +47,9 @@
 //! - `device_capability.c`: aclrtGetDeviceCapability.
 //! - `device_topology.c`: links between devices, the atomics crossing them, NPU architecture
 //!   compatibility, the platform attributes of `aclrtGetDeviceInfo`.
+//! - `stream_quota.c`: `aclrtGetStreamAvailableNum` and `aclrtCreateStream` refusing at 0.
+//! - `device_group.c`: device groups on a chip without them, and on Ascend310P without and with
+//!   configured groups (also under valgrind's memcheck).
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
@@ -505,6 +508,8 @@ fn build_everything() -> Result<Prefix, String> {
         "device_capability",
         "op_timeout",
         "device_topology",
+        "device_group",
+        "stream_quota",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3769,4 +3774,50 @@ fn device_links_atomics_and_architectures_answer_cann_s_tables() {
         "{}",
         report(&o)
     );
+}
+
+/// Device groups: 207000 on a chip without them; on Ascend310P, what CANN reports without
+/// configured groups (count 0, no group info, 107014) and with them (`ACL_NOTIFY_SIM_GROUPS`:
+/// each group's attributes in id order, set by id), with CANN's codes for bad input.
+#[test]
+fn device_groups_report_the_configured_groups_as_cann_does() {
+    const GROUPS: &str = "2:3:2:1:1:16,0*:4:4:2:2:8";
+    let p = setup();
+    for (soc, mode, groups) in [
+        ("Ascend910B", "unsupported", None),
+        ("Ascend310P", "none", None),
+        ("Ascend310P", "groups", Some(GROUPS)),
+    ] {
+        let s = Scratch::new(&format!("device_group-{mode}"));
+        let mut cmd = s.cmd(&p.bin.join("device_group"), soc);
+        cmd.arg(mode);
+        if let Some(g) = groups {
+            cmd.env("ACL_NOTIFY_SIM_GROUPS", g);
+        }
+        let o = run_all(
+            vec![spawn("device_group", &mut cmd).expect("start device_group")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{mode}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("device_group: ok"),
+            "{mode}: {}",
+            report(&o)
+        );
+    }
+    let env = [
+        ("ACL_NOTIFY_SIM_SOC", "Ascend310P"),
+        ("ACL_NOTIFY_SIM_GROUPS", GROUPS),
+    ];
+    if let Some(o) = memcheck("device_group", &["groups"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("device_group: ok"), "{}", report(&o));
+    }
+}
+
+/// `aclrtGetStreamAvailableNum` counts down from the chip's streams per device, one per
+/// created stream, and `aclrtCreateStream` refuses (207008) when it reads 0.
+#[test]
+fn available_streams_fall_per_created_stream_and_creation_stops_at_zero() {
+    on_each_soc_then_memcheck("stream_quota", &["Ascend910B", "Ascend310B", "IPV350"]);
 }

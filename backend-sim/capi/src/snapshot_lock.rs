@@ -66,7 +66,7 @@ pub(crate) fn lock() -> Result<MutexGuard<'static, Lock>, SimError> {
 /// hicann/runtime `src/runtime/api/api_c*.cc`; it gates `rtHostGetDevicePointer` and
 /// `rtMemPoolGetAttr` though their names say Get, and not `rtGetDeviceSatStatus`). Sorted: the
 /// gate searches it by halves.
-const READ_ONLY: [&str; 115] = [
+const READ_ONLY: [&str; 118] = [
     "aclGetCannAttribute",
     "aclGetCannAttributeList",
     "aclGetDataBufferAddr",
@@ -102,6 +102,7 @@ const READ_ONLY: [&str; 115] = [
     "aclrtDeviceGetStreamPriorityRange",
     "aclrtDeviceGetUuid",
     "aclrtEventGetTimestamp",
+    "aclrtGetAllGroupInfo",
     "aclrtGetArgsFromExceptionInfo",
     "aclrtGetBufChainNum",
     "aclrtGetBufData",
@@ -123,6 +124,8 @@ const READ_ONLY: [&str; 115] = [
     "aclrtGetEventId",
     "aclrtGetFloatOverflowStatus",
     "aclrtGetFuncHandleFromExceptionInfo",
+    "aclrtGetGroupCount",
+    "aclrtGetGroupInfoDetail",
     "aclrtGetLastError",
     "aclrtGetLogicDevIdByPhyDevId",
     "aclrtGetLogicDevIdByUserDevId",
