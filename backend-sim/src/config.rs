@@ -147,6 +147,8 @@ pub struct SimBuilder {
     pub(crate) enqueue_timeout: Option<Duration>,
     pub(crate) device_memory: u64,
     pub(crate) cluster: Option<cluster::ClusterConfig>,
+    /// Every device's groups ([`crate::groups`]).
+    pub(crate) groups: Vec<crate::groups::DeviceGroup>,
 }
 
 impl SimBuilder {
@@ -206,6 +208,13 @@ impl SimBuilder {
         self
     }
 
+    /// Every device's groups (default none; see [`crate::groups`]), as given:
+    /// [`groups::parse`](crate::groups::parse) checks a configuration against the chip.
+    pub fn groups(mut self, groups: Vec<crate::groups::DeviceGroup>) -> Self {
+        self.groups = groups;
+        self
+    }
+
     /// This process's SuperPod server id (default 0); non-zero only on `Ascend910_93`.
     pub fn server_id(mut self, server_id: u32) -> Self {
         self.server_id = server_id;
@@ -225,6 +234,7 @@ impl Default for SimBuilder {
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
             device_memory: DEFAULT_DEVICE_MEMORY,
             cluster: None,
+            groups: Vec::new(),
         }
     }
 }

@@ -79,6 +79,7 @@ mod entries;
 mod error;
 mod event;
 mod fork;
+pub mod groups;
 /// For the C library's process-wide locks, not an API of the crate.
 #[doc(hidden)]
 pub use fork::{PerProcess, required as fork_required};

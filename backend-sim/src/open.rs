@@ -14,7 +14,7 @@ use crate::config::*;
 use crate::error::{SimError, err};
 use crate::shm::OpenMode;
 use crate::sim::{Inner, Sim};
-use crate::{cluster, cnt, event, mem, shm, spin, stream, sys, trace, waitgraph};
+use crate::{cluster, cnt, event, groups, mem, shm, spin, stream, sys, trace, waitgraph};
 
 impl SimBuilder {
     /// Opens (creating if needed) the namespace's shared state for this process's server.
@@ -125,6 +125,7 @@ impl SimBuilder {
                 chip: self.chip,
                 devices: self.devices,
                 server_id: self.server_id,
+                groups: self.groups.clone(),
                 namespace,
                 pid,
                 identity,
@@ -204,8 +205,9 @@ impl Sim {
     /// see [`StreamCpus`]), `ACL_NOTIFY_SIM_ENQUEUE_TIMEOUT` (seconds, default 60, `0` for
     /// ever; see [`SimBuilder::enqueue_timeout`]), `ACL_NOTIFY_SIM_SPIN_BUDGET` (waiters that
     /// may spin at once, default the CPUs this process may use, `0` never; see
-    /// [`ENV_SPIN_BUDGET`]). A variable that is set but invalid is an error (107000) naming
-    /// it, never a silent default.
+    /// [`ENV_SPIN_BUDGET`]), `ACL_NOTIFY_SIM_GROUPS` (the devices' groups, default none; see
+    /// [`groups`](crate::groups)). A variable that is set but invalid is an error (107000)
+    /// naming it, never a silent default.
     pub fn from_env() -> Result<Sim, SimError> {
         let var = |name: &str| -> Result<Option<String>, SimError> {
             match std::env::var(name) {
@@ -283,6 +285,15 @@ impl Sim {
                 )
             })?;
             b = b.server_id(n);
+        }
+        if let Some(v) = var(groups::ENV_GROUPS)? {
+            let g = groups::parse(&v, b.chip).map_err(|why| {
+                err(
+                    Error::ParamInvalid,
+                    format!("{}={v:?}: {why}", groups::ENV_GROUPS),
+                )
+            })?;
+            b = b.groups(g);
         }
         b = b.cluster(
             cluster::ClusterConfig::from_env().map_err(|why| err(Error::ParamInvalid, why))?,

@@ -38,6 +38,8 @@ pub(crate) struct Inner {
     pub(crate) chip: Chip,
     pub(crate) devices: u32,
     pub(crate) server_id: u32,
+    /// Every device's groups ([`Sim::device_groups`]).
+    pub(crate) groups: Vec<crate::groups::DeviceGroup>,
     pub(crate) namespace: String,
     pub(crate) pid: i32,
     /// What a whitelist entry naming this process holds, as this process can take it
@@ -193,6 +195,11 @@ impl Sim {
     /// The exact chip this process was configured with (`aclrtGetSocName`).
     pub fn chip(&self) -> Chip {
         self.inner.chip
+    }
+
+    /// The groups every device of the machine has (`ACL_NOTIFY_SIM_GROUPS`; none by default).
+    pub fn device_groups(&self) -> &[crate::groups::DeviceGroup] {
+        &self.inner.groups
     }
 
     /// Deletes a namespace's shared files (every server's). Processes that still have them

@@ -72,6 +72,8 @@ pub enum Kind {
     LabelList = 0x2B,
     /// A task group of a captured model (`aclrtTaskGrp`).
     TaskGroup = 0x6B,
+    /// The groups' information of a device (`aclrtGroupInfo *`).
+    GroupInfo = 0x9C,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -412,6 +414,7 @@ mod tests {
             Kind::Label,
             Kind::LabelList,
             Kind::TaskGroup,
+            Kind::GroupInfo,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

@@ -17,17 +17,22 @@
  *    wait returns fails it — and acknowledges by a file (ack.r) before the next round. Then a
  *    set (aclrtMemsetAsync + record), checked the same way.
  *
- * end= what happens after the rounds: "clean" (both unmap and free), "free" (the owner frees
- * its memory while the importer still holds it mapped: the importer's next copy fails with
- * 107000 saying the owner freed it), "kill" (the owner SIGKILLs itself: the importer's copies
- * fail with 107000 or 507022 within bounded time, no hang).
+ * end= what happens after the rounds: "clean" (both unmap and free), "free" (the owner unmaps
+ * and frees its memory while the importer still holds it mapped: CANN frees shared physical
+ * memory once every sharer has freed it, so the owner's device memory stays taken — its free
+ * bytes (aclrtGetMemInfo) unchanged — and the importer writes and reads back a new pattern
+ * through its mapping; once the importer has unmapped and freed its handle, the owner's free
+ * bytes grow by the granule within 30 s), "ikill" (as "free", but the importer SIGKILLs
+ * itself still holding the mapping: the owner's memory is released once the importer's 2 s
+ * lease has expired, within 30 s), "kill" (the owner SIGKILLs itself: the bytes lived in its
+ * process, so the importer's copies fail with 107000 or 507022 within bounded time, no hang).
  * retry=1: the importer writes a round again whose copy failed with 507022 (etcd unreachable
  * past the client's 3 s bound); its stream stops on failure, so the record after a failed copy
  * is not sent.
  * save=<dir>: the importer keeps the handle in <dir>/prev.handle; stale=<dir>: the importer
  * first imports the handle an earlier job saved there (107000: it names no live export).
  *
- * usage: fabric_memory <exchange dir> owner|importer rounds=N [end=clean|free|kill]
+ * usage: fabric_memory <exchange dir> owner|importer rounds=N [end=clean|free|ikill|kill]
  *        [retry=1] [save=<dir>] [stale=<dir>]
  * Prints "FABRIC <role> OK <rounds>" and what each end saw. Exit 0 on success. */
 #include "common.h"
@@ -133,12 +138,27 @@ static int owner(const char *dir, int rounds, const char *end) {
         put_file(dir, "dying", "1", 1);
         kill(getpid(), SIGKILL);
     }
-    if (strcmp(end, "free") == 0) {
-        /* Freed while the importer still maps it. */
+    if (strcmp(end, "free") == 0 || strcmp(end, "ikill") == 0) {
+        /* Freed while the importer still maps it: kept (its bytes still taken) until the
+         * importer lets go — by closing it, or by dying (its lease expires). */
+        size_t free0 = 0, free1 = 0, total = 0;
+        CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free0, &total));
         CHECK(aclrtUnmapMem(va));
         CHECK(aclrtFreePhysical(h));
+        CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free1, &total));
+        REQUIRE(free1 == free0, "the owner's free released memory the importer holds (%zu -> %zu)",
+                free0, free1);
         put_file(dir, "freed", "1", 1);
-        get_file(dir, "closed", buf, sizeof buf, 60000);
+        if (strcmp(end, "free") == 0) get_file(dir, "closed", buf, sizeof buf, 60000);
+        int64_t t0 = now_ns();
+        while (free1 < free0 + g && now_ns() - t0 < 30000000000LL) {
+            sleep_ms(50);
+            CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free1, &total));
+        }
+        REQUIRE(free1 == free0 + g, "the kept memory was not released once the importer let go "
+                "(%zu free bytes, %zu before the free, granule %zu)", free1, free0, g);
+        printf("FABRIC kept memory released %.1f s after the importer let go\n",
+               (double)(now_ns() - t0) / 1e9);
         CHECK(aclrtReleaseMemAddress(va));
     } else {
         get_file(dir, "closed", buf, sizeof buf, 60000);
@@ -247,11 +267,20 @@ static int importer(const char *dir, int rounds, const char *end, const char *sa
     printf("FABRIC importer OK %d rounds written\n", rounds);
     fflush(stdout);
 
-    if (strcmp(end, "free") == 0) {
+    if (strcmp(end, "free") == 0 || strcmp(end, "ikill") == 0) {
+        /* The owner freed its handle: the memory is still the importer's to use. */
         get_file(dir, "freed", buf, sizeof buf, 60000);
-        EXPECT_RC(aclrtMemcpy(va, SPAN, local, SPAN, ACL_MEMCPY_DEVICE_TO_DEVICE),
-                  ACL_ERROR_RT_PARAM_INVALID);
-        printf("FABRIC write after the owner's free: %s\n", recent_msg());
+        fill(host, rounds + 2);
+        CHECK(aclrtMemcpy(local, SPAN, host, SPAN, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(aclrtMemcpy(va, SPAN, local, SPAN, ACL_MEMCPY_DEVICE_TO_DEVICE));
+        CHECK(aclrtMemset(local, SPAN, 0, SPAN));
+        CHECK(aclrtMemcpy(local, SPAN, va, SPAN, ACL_MEMCPY_DEVICE_TO_DEVICE));
+        memset(host, 0, SPAN);
+        CHECK(aclrtMemcpy(host, SPAN, local, SPAN, ACL_MEMCPY_DEVICE_TO_HOST));
+        check_round(host, rounds + 2);
+        printf("FABRIC write and read after the owner's free: ok\n");
+        fflush(stdout);
+        if (strcmp(end, "ikill") == 0) kill(getpid(), SIGKILL);
     }
     if (strcmp(end, "kill") == 0) {
         get_file(dir, "dying", buf, sizeof buf, 60000);

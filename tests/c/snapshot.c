@@ -9,7 +9,9 @@
  *   device memory and managed memory; the host scribbles the managed memory under the lock; a
  *   second thread's aclrtMemset waits while the process is locked (it has not run 150 ms
  *   later); the restore puts the managed bytes back; after the unlock the waiting set runs and
- *   every byte is what it must be.
+ *   every byte is what it must be. Under the lock an export (aclrtIpcMemGetExportKey) and a
+ *   getter CANN holds back (aclrtHostGetDevicePointer) wait for the unlock; queries and a
+ *   synchronize on another thread finish.
  * - Ascend310P: no snapshots (207000).
  * Exit 0 and "snapshot <soc>: ok" when every check holds. */
 #include <pthread.h>
@@ -67,6 +69,48 @@ static void *late_export(void *arg) {
     }
     CHECK(aclrtIpcMemGetExportKey(d_global, 4096, g_key, sizeof g_key, 0));
     g_export_done = 1;
+    return NULL;
+}
+
+/* A getter CANN holds back (rtHostGetDevicePointer waits under the lock): not on the
+ * read-only list, so it waits like every call not on it. Its code does not matter here. */
+static volatile int g_getptr_done = 0;
+static char g_host_buf[64];
+
+static void *late_getptr(void *arg) {
+    (void)arg;
+    CHECK(aclrtSetDevice(0));
+    for (int i = 0; !g_export_go; i++) {
+        REQUIRE(i < 10000, "never told to get the pointer");
+        sleep_ms(1);
+    }
+    void *dev = NULL;
+    (void)aclrtHostGetDevicePointer(g_host_buf, &dev, 0);
+    g_getptr_done = 1;
+    return NULL;
+}
+
+/* Read-only calls run under the lock, on another thread too: queries, a synchronize. */
+static aclrtStream g_query_stream;
+static volatile int g_queries_ready = 0, g_queries_go = 0, g_queries_done = 0;
+
+static void *locked_queries(void *arg) {
+    (void)arg;
+    int32_t dev = -1;
+    uint32_t count = 0;
+    aclrtStreamStatus st;
+    CHECK(aclrtSetDevice(0));
+    g_queries_ready = 1;
+    for (int i = 0; !g_queries_go; i++) {
+        REQUIRE(i < 10000, "never told to query");
+        sleep_ms(1);
+    }
+    CHECK(aclrtGetDevice(&dev));
+    CHECK(aclrtGetDeviceCount(&count));
+    CHECK(aclrtStreamQuery(g_query_stream, &st));
+    CHECK(aclrtSynchronizeStream(g_query_stream));
+    REQUIRE(dev == 0 && count >= 2, "device %d of %u", dev, count);
+    g_queries_done = 1;
     return NULL;
 }
 
@@ -147,8 +191,16 @@ int main(int argc, char **argv) {
     CHECK(aclrtLaunchHostFunc(s, slow, NULL));
     CHECK(aclrtMemsetAsync(d2, 4096, 0x77, 4096, s));
 
-    pthread_t tx;
+    pthread_t tx, tp;
     REQUIRE(pthread_create(&tx, NULL, late_export, NULL) == 0, "pthread_create");
+    REQUIRE(pthread_create(&tp, NULL, late_getptr, NULL) == 0, "pthread_create");
+    pthread_t tq;
+    g_query_stream = s;
+    REQUIRE(pthread_create(&tq, NULL, locked_queries, NULL) == 0, "pthread_create");
+    for (int i = 0; !g_queries_ready; i++) {
+        REQUIRE(i < 10000, "the querying thread never set its device");
+        sleep_ms(1);
+    }
     for (int i = 0; !g_export_ready; i++) {
         REQUIRE(i < 10000, "the exporting thread never set its device");
         sleep_ms(1);
@@ -171,6 +223,14 @@ int main(int argc, char **argv) {
     sleep_ms(150);
     REQUIRE(!g_set_done, "aclrtMemset ran while the process was locked");
     REQUIRE(!g_export_done, "aclrtIpcMemGetExportKey ran while the process was locked");
+    REQUIRE(!g_getptr_done, "aclrtHostGetDevicePointer ran while the process was locked");
+    /* Queries and a synchronize of an idle stream finish while the process is locked. */
+    g_queries_go = 1;
+    for (int i = 0; !g_queries_done; i++) {
+        REQUIRE(i < 30000, "read-only calls did not run under the lock in 30 s");
+        sleep_ms(1);
+    }
+    REQUIRE(pthread_join(tq, NULL) == 0, "pthread_join");
     CHECK(aclrtSnapShotProcessRestore(pid, NULL));
     {
         int want[] = {ACL_RT_SNAPSHOT_RESTORE_PRE, ACL_RT_SNAPSHOT_RESTORE_POST};
@@ -192,6 +252,8 @@ int main(int argc, char **argv) {
     REQUIRE(g_set_done, "the waiting set did not run after the unlock");
     REQUIRE(pthread_join(tx, NULL) == 0, "pthread_join");
     REQUIRE(g_export_done, "the waiting export did not run after the unlock");
+    REQUIRE(pthread_join(tp, NULL) == 0, "pthread_join");
+    REQUIRE(g_getptr_done, "the waiting aclrtHostGetDevicePointer did not run after the unlock");
     CHECK(aclrtIpcMemClose(g_key));
 
     unsigned char back[4096];

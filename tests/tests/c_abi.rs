@@ -47,6 +47,8 @@
 //! - `device_capability.c`: aclrtGetDeviceCapability.
 //! - `device_topology.c`: links between devices, the atomics crossing them, NPU architecture
 //!   compatibility, the platform attributes of `aclrtGetDeviceInfo`.
+//! - `device_group.c`: device groups on a chip without them, and on Ascend310P without and with
+//!   configured groups (also under valgrind's memcheck).
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
@@ -505,6 +507,7 @@ fn build_everything() -> Result<Prefix, String> {
         "device_capability",
         "op_timeout",
         "device_topology",
+        "device_group",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3554,13 +3557,17 @@ fn physical_memory_shared_across_two_hosts_by_a_fabric_handle() {
     );
 }
 
-/// The owner frees its memory while the importer maps it: the importer's next write fails
-/// with 107000 saying its owner freed it (the bytes lived in the owner's process), and the
-/// importer unmaps and frees its handle cleanly. Then the owner is SIGKILLed: a read fails
-/// within the client's 3 s bound (507022, no answer) and, once the owner's 2 s lease has
-/// expired, a write fails with 107000 saying the owner is dead; nothing hangs.
+/// The owner unmaps and frees its memory while the importer maps it: as CANN (shared
+/// physical memory is freed once every sharer has freed it) the owner's device memory stays
+/// taken, the importer writes and reads back a new pattern through its mapping, and once the
+/// importer has unmapped and freed its handle the owner's free bytes grow by the granule.
+/// Again with an importer SIGKILLed while it holds the mapping: the owner's memory is released
+/// once the importer's 2 s lease has expired (nothing pins it for ever). Then the owner is
+/// SIGKILLed (the bytes lived in its process): a read fails within the client's 3 s bound
+/// (507022, no answer) and, once the owner's 2 s lease has expired, a write fails with 107000
+/// saying the owner is dead; nothing hangs.
 #[test]
-fn a_fabric_import_fails_clearly_when_its_owner_frees_it_or_dies() {
+fn a_fabric_import_keeps_memory_its_owner_frees_and_fails_clearly_when_the_owner_dies() {
     let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
     let url = etcd.url(&format!("capi-fabricend-{}", std::process::id()));
     let hosts = [Scratch::new("fabe0"), Scratch::new("fabe1")];
@@ -3574,8 +3581,22 @@ fn a_fabric_import_fails_clearly_when_its_owner_frees_it_or_dies() {
     );
     assert!(o.iter().all(Outcome::ok), "{}", report(&o));
     assert!(
-        o[1].stdout.contains("write after the owner's free")
-            && o[1].stdout.contains("its owner freed it"),
+        o[1].stdout
+            .contains("FABRIC write and read after the owner's free: ok")
+            && o[0].stdout.contains("FABRIC kept memory released"),
+        "{}",
+        report(&o)
+    );
+    let o = fabric_job(
+        &hosts,
+        &url,
+        &hosts[0].dir.join("ikill"),
+        &["rounds=2", "end=ikill"],
+        &["rounds=2", "end=ikill"],
+        Some(1),
+    );
+    assert!(
+        o[0].ok() && o[0].stdout.contains("FABRIC kept memory released"),
         "{}",
         report(&o)
     );
@@ -3751,4 +3772,43 @@ fn device_links_atomics_and_architectures_answer_cann_s_tables() {
         "{}",
         report(&o)
     );
+}
+
+/// Device groups: 207000 on a chip without them; on Ascend310P, what CANN reports without
+/// configured groups (count 0, no group info, 107014) and with them (`ACL_NOTIFY_SIM_GROUPS`:
+/// each group's attributes in id order, set by id), with CANN's codes for bad input.
+#[test]
+fn device_groups_report_the_configured_groups_as_cann_does() {
+    const GROUPS: &str = "2:3:2:1:1:16,0*:4:4:2:2:8";
+    let p = setup();
+    for (soc, mode, groups) in [
+        ("Ascend910B", "unsupported", None),
+        ("Ascend310P", "none", None),
+        ("Ascend310P", "groups", Some(GROUPS)),
+    ] {
+        let s = Scratch::new(&format!("device_group-{mode}"));
+        let mut cmd = s.cmd(&p.bin.join("device_group"), soc);
+        cmd.arg(mode);
+        if let Some(g) = groups {
+            cmd.env("ACL_NOTIFY_SIM_GROUPS", g);
+        }
+        let o = run_all(
+            vec![spawn("device_group", &mut cmd).expect("start device_group")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{mode}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("device_group: ok"),
+            "{mode}: {}",
+            report(&o)
+        );
+    }
+    let env = [
+        ("ACL_NOTIFY_SIM_SOC", "Ascend310P"),
+        ("ACL_NOTIFY_SIM_GROUPS", GROUPS),
+    ];
+    if let Some(o) = memcheck("device_group", &["groups"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("device_group: ok"), "{}", report(&o));
+    }
 }

@@ -5,10 +5,15 @@
 //! 128-byte `aclrtMemFabricHandle` for processes of any server of the SuperPod
 //! ([`acl_notify_sim::mem::fabric`]).
 //!
-//! Check order as in CANN: the ACL layer's NULL checks (100000), the runtime's share type
-//! (107000 unknown: hicann/runtime `src/runtime/api/impl/api_error.cc`), then the FABRIC
-//! handle's server support (`ApiImpl::ExportToShareableHandleV2`/`ImportFromShareableHandleV2`,
-//! `src/runtime/api/impl/api_impl.cc`: 207000 off Atlas A3), then the driver's checks.
+//! Check order as in CANN (hicann/runtime `src/acl/aclrt_impl/memory.cpp`
+//! `aclrtMem*ShareableHandleV2Impl`, `src/runtime/api/impl/api_error.cc` and `api_impl.cc`
+//! `ExportToShareableHandleV2` / `ImportFromShareableHandleV2` / `SetPidToShareableHandleV2`):
+//! the ACL layer's NULL checks, `pidNum` 0 and an import's non-zero flags (100000), an
+//! import's current device (107002); the runtime's share type (107000 unknown) and an
+//! export's flags above 1 (107000); for FABRIC, an export's current context (107002), then
+//! the server's support for an export or an import (207000 off Atlas A3) before the handle
+//! is read; then the driver's checks of the handle (107000 not one, 107017 not live, ...).
+//! `aclrtMemSetPidToShareableHandleV2` reads the handle without asking the server id.
 
 use std::ffi::c_void;
 
@@ -17,6 +22,7 @@ use acl_notify_sim::mem::fabric::{FABRIC_HANDLE_LEN, FabricHandle};
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::{aclError, api};
+use crate::runtime::Runtime;
 use crate::session::runtime;
 use crate::vmm::{backend, export, import, set_pids};
 
@@ -39,6 +45,16 @@ fn share_type(t: u32) -> Result<Share, CallError> {
             format!("shareType {t}: expected ACL_MEM_SHARE_HANDLE_TYPE_DEFAULT (1) or _FABRIC (2)"),
         )),
     }
+}
+
+/// 207000 off Atlas A3, before a FABRIC export or import looks at its handle: CANN's runtime
+/// asks the device's server id first (hicann/runtime `src/runtime/api/impl/api_impl.cc`,
+/// `ApiImpl::ExportToShareableHandleV2` after its current-context check,
+/// `ImportFromShareableHandleV2`), its driver reads the handle after.
+fn fabric_supported(rt: &Runtime, what: &str) -> Result<(), CallError> {
+    rt.backend()
+        .require_ipc_memory_inter_server(&format!("{what} (ACL_MEM_SHARE_HANDLE_TYPE_FABRIC)"))
+        .map_err(backend)
 }
 
 /// The FABRIC handle at `p`, checked.
@@ -83,12 +99,23 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandleV2(
         runtime()?;
         match share_type(share)? {
             Share::Default => {
-                let s = export(handle, flags, acl_notify_sim::Sim::vmm_export)?;
+                let s = export(handle, flags, |_| Ok(()), acl_notify_sim::Sim::vmm_export)?;
                 // SAFETY: non-NULL, writable for a `uint64_t` by the caller's contract.
                 unsafe { shareable_handle.cast::<u64>().write_unaligned(s) };
             }
             Share::Fabric => {
-                let f = export(handle, flags, acl_notify_sim::Sim::vmm_export_fabric)?;
+                // The runtime's FABRIC checks come before the handle's: a current context,
+                // then the server's support.
+                let fabric_first = |rt: &Runtime| {
+                    rt.current_device()?;
+                    fabric_supported(rt, "exporting physical memory across servers")
+                };
+                let f = export(
+                    handle,
+                    flags,
+                    fabric_first,
+                    acl_notify_sim::Sim::vmm_export_fabric,
+                )?;
                 // SAFETY: non-NULL, writable for an `aclrtMemFabricHandle` by the caller's
                 // contract.
                 unsafe {
@@ -197,6 +224,7 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandleV2(
                 unsafe { import(&rt, device, handle, |sim, d| sim.vmm_import(s, d)) }
             }
             Share::Fabric => {
+                fabric_supported(&rt, "importing physical memory of another server")?;
                 // SAFETY: non-NULL, readable for an `aclrtMemFabricHandle`.
                 let f = unsafe { fabric_at(shareable_handle) }?;
                 // SAFETY: as above.

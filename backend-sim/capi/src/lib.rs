@@ -40,6 +40,7 @@ mod cmo;
 mod config;
 mod databuffer;
 pub mod device_capability;
+pub mod device_group;
 pub mod device_limit;
 pub mod device_pci;
 mod device_platform;

@@ -13,9 +13,9 @@
 //! - `pid` must be the caller's own process and `reserve`/`args` NULL (100000, the ACL layer);
 //! - while locked, the calls that change device resources or queue work wait, on every thread,
 //!   until the unlock (`GLOBAL_STATE_WAIT_IF_LOCKED`); queries and synchronizations do not.
-//!   Here every C ABI call waits but those whose names say they query, get or synchronize
-//!   (`Get`, `Query`, `Synchronize`, `Peek`, `ErrMsg` in the name; not those that export or
-//!   set: `ExportKey`, `IpcGetEventHandle`, `Set` in the name) and the snapshot calls;
+//!   Here every C ABI call waits but the read-only ones on one explicit list
+//!   (`snapshot_lock::READ_ONLY`: queries, getters, synchronizations, the
+//!   thread's error state, the snapshot calls), so a new function waits by default;
 //!   a waiting thread polls the state every millisecond (a condition variable would be a
 //!   process-wide lock a forked child could find held). `aclFinalize` does not wait: it
 //!   unlocks the process, as CANN's exit handler does (`ForceUnlocked`). The thread that locked

@@ -569,10 +569,12 @@ pub extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> aclError {
 }
 
 /// The export shared by `aclrtMemExportToShareableHandle` and its V2: flags checked by the
-/// runtime (107000 above 1), then the handle, then `how` exports it (open: flags 1).
+/// runtime (107000 above 1), then `before` (the FABRIC export's own checks), then the
+/// handle, then `how` exports it (open: flags 1).
 pub(crate) fn export<T>(
     handle: *mut c_void,
     flags: u64,
+    before: impl FnOnce(&Runtime) -> Result<(), CallError>,
     how: impl FnOnce(&Sim, PhysMem, bool) -> Result<T, acl_notify_sim::SimError>,
 ) -> Result<T, CallError> {
     let rt = runtime()?;
@@ -585,6 +587,7 @@ pub(crate) fn export<T>(
             ),
         ));
     }
+    before(&rt)?;
     let h = phys(&rt, handle)?;
     how(rt.backend(), h, flags == 1).map_err(backend)
 }
@@ -620,7 +623,7 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
         if shareable_handle.is_null() {
             return Err(null_arg("shareableHandle"));
         }
-        let s = export(handle, flags, Sim::vmm_export)?;
+        let s = export(handle, flags, |_| Ok(()), Sim::vmm_export)?;
         // SAFETY: non-NULL, writable by the caller's contract.
         unsafe { shareable_handle.write_unaligned(s) };
         Ok(())

@@ -49,10 +49,13 @@ const CLOSED_KEPT: usize = 64;
 
 /// An allocation this process published, by (device, id).
 pub(super) struct PublishedMem {
-    generation: u32,
-    range: SharedRange,
+    pub(super) generation: u32,
+    pub(super) range: SharedRange,
     /// Its registry value (put again under a new lease).
     pub(super) value: Vec<u8>,
+    /// Set when the owner freed it while it may have importers on other hosts: kept (the
+    /// slot orphaned, the owner's hold in it) until their last hold goes (`mem_hold`).
+    pub(super) kept: bool,
 }
 
 /// An import of another host's memory.
@@ -65,10 +68,10 @@ pub(crate) struct RemoteMem {
     /// The exported range's length.
     pub len: u64,
     /// The registry key's create revision at import: copies reach that incarnation only.
-    create_rev: i64,
+    pub(super) create_rev: i64,
     /// The importer's device.
     pub local_device: u32,
-    key: ExportKey,
+    pub(super) key: ExportKey,
     /// Its device addresses in this process (`None` in a lookup's answer, before the import).
     reservation: Option<Reservation>,
 }
@@ -132,7 +135,7 @@ fn with_data(header: Value, data: &[u8]) -> Vec<u8> {
 }
 
 impl Shared {
-    fn mem_key(&self, server: u32, dev: u32, id: u32) -> Vec<u8> {
+    pub(super) fn mem_key(&self, server: u32, dev: u32, id: u32) -> Vec<u8> {
         self.key(&format!("mem/{server}/{dev}/{id}"))
     }
 
@@ -414,6 +417,7 @@ impl Cluster {
                 generation,
                 range,
                 value,
+                kept: false,
             },
         );
         Ok(())
@@ -554,8 +558,17 @@ impl Cluster {
                 ),
             ));
         }
+        let m = Arc::new(m);
         t.by_key.insert(key, addr);
-        t.by_addr.insert(addr, Arc::new(m));
+        t.by_addr.insert(addr, Arc::clone(&m));
+        drop(t);
+        // The owner keeps physical memory it frees while this hold lasts (`mem_hold`).
+        if let Err(e) = self.mem_hold(&m) {
+            let mut t = write(&self.mem_imports);
+            t.by_key.remove(&key);
+            t.by_addr.remove(&addr);
+            return Err(e);
+        }
         Ok(addr)
     }
 
@@ -587,7 +600,7 @@ impl Cluster {
         Ok(None)
     }
 
-    /// Closes this process's import of `key`; whether it had one.
+    /// Closes this process's import of `key`, and drops its hold; whether it had one.
     pub(crate) fn mem_close(&self, key: &ExportKey) -> bool {
         let mut t = write(&self.mem_imports);
         let Some(addr) = t.by_key.remove(key) else {
@@ -599,6 +612,8 @@ impl Cluster {
             }
             t.closed.push_back(m);
         }
+        drop(t);
+        self.mem_unhold(key);
         true
     }
 }

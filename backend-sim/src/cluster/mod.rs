@@ -35,7 +35,8 @@
 //! - `mem/<sid>/<dev>/<id>` and `rec/…/m/…`, `rec/…/a/…`: IPC memory across hosts, an
 //!   importer's copies and sets as transactions the owner's record watch applies in the same
 //!   revision order as its records, reads answered through the importer's watch (see the
-//!   `mem` submodule).
+//!   `mem` submodule); `rec/…/mh/…`: importers' holds on that memory, which keep physical
+//!   memory its owner freed until the last goes (the `mem_hold` submodule).
 //!
 //! Every request an importer puts (a record, a batch reset, a copy) carries a number of its
 //! process; the owner applies each number once (see the `replay` submodule), since the client
@@ -51,6 +52,7 @@ pub mod harness;
 
 mod export;
 mod mem;
+mod mem_hold;
 mod replay;
 mod sim;
 
@@ -211,6 +213,15 @@ pub(crate) struct RemoteNotify {
     pub local_device: u32,
 }
 
+/// What a hold of this process on another host's resource is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Held {
+    /// A remote notify's import handle.
+    Notify(u64),
+    /// An import of another host's memory, by its key.
+    Mem(acl_notify_core::key::ExportKey),
+}
+
 /// A notify this process published, by (device, id).
 struct Published {
     generation: u32,
@@ -234,9 +245,9 @@ struct Shared {
     server_lease: Mutex<i64>,
     stop: AtomicBool,
     published: Mutex<HashMap<(u32, u32), Published>>,
-    /// This process's holds on remote notifies: import handle → its holder key (see
-    /// [`Shared::holder_prefix`]).
-    held: Mutex<HashMap<u64, Vec<u8>>>,
+    /// This process's holds on other hosts' notifies and memory: what it holds → its holder
+    /// key (see [`Shared::holder_prefix`], `mem_hold`).
+    held: Mutex<HashMap<Held, Vec<u8>>>,
     /// Remote records applied here (each one watch event).
     applied: std::sync::atomic::AtomicU64,
     /// The number of this process's next request to an owner on another host (a record, a
@@ -496,6 +507,9 @@ impl Shared {
         // (`a/…`): see [`mem`].
         if let Some(m) = rest.strip_prefix("m/") {
             return self.apply_mem(m, &ev);
+        }
+        if let Some(h) = rest.strip_prefix("mh/") {
+            return self.apply_mem_hold(h, &ev);
         }
         if rest.starts_with("a/") {
             return self.apply_answer(&ev);
@@ -790,7 +804,7 @@ impl Cluster {
                 ),
             ));
         }
-        lock(&s.held).insert(h, key);
+        lock(&s.held).insert(Held::Notify(h), key);
         Ok(())
     }
 
@@ -858,7 +872,7 @@ impl Cluster {
     /// hold stays until this process's lease goes); whether it was a remote import.
     pub fn remove(&self, h: u64) -> bool {
         let was = write(&self.remote).remove(h).is_some();
-        let key = lock(&self.shared.held).remove(&h);
+        let key = lock(&self.shared.held).remove(&Held::Notify(h));
         if let Some(k) = key {
             let _ = self.shared.etcd.delete(&k);
         }

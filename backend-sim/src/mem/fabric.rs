@@ -21,9 +21,10 @@
 //! owner keeps the bytes, and every copy or set through the importer's mapping is a request
 //! of the cluster's own request path (etcd transactions the owner's record watch applies in
 //! order with that importer's records; reads answered by the owner), so a write followed by a
-//! notify record is in place when the owner's wait returns. Its limits are the remote
-//! mapping's: copies device to device, memory gone with its owner's free or death (107000
-//! naming which: the owner process held the bytes).
+//! notify record is in place when the owner's wait returns. The owner's free of memory such an
+//! importer holds keeps the bytes until the importer lets go (`cluster::mem_hold`: closes it,
+//! dies, or leaves the cluster). Its limits are the remote mapping's: copies device to device,
+//! memory gone with its owner's death (107000 saying so: the owner process held the bytes).
 //!
 //! The PIDs of a FABRIC whitelist name no server (CANN's V2 takes bare PIDs): each admits
 //! that PID on any server of the SuperPod (an entry of server `ANY_SERVER`), without the

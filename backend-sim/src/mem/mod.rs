@@ -381,10 +381,7 @@ impl Sim {
                 return Err(SimError::new(Error::ParamInvalid, msg));
             };
             self.forget_managed(ptr, &a);
-            let l = a.file.lock()?;
-            a.file.free_owned(&l, a.id, a.generation, importers);
-            drop(l);
-            self.mem_withdraw(&a.file, a.id, a.generation);
+            self.free_owned_shared(&a, importers)?;
             self.note_freed(ptr, a.size, a.file.device());
             Ok(())
         })

@@ -17,8 +17,9 @@
 //! naming the import, the offset and the overrun); memory of another device takes only
 //! device-to-device copies with an explicit kind (CANN's rule for memory imported onto another
 //! device: hicann/runtime `docs/zh/api_ref/11-07_IPC_memory_sharing.md`); an importer's use
-//! after the owner's free is 107000. Unlike a local import, memory whose owner died cannot be
-//! used any more: its bytes lived in the owner's process.
+//! after the owner's `aclrtFree` is 107000, while physical memory the owner frees stays for
+//! the importers that hold it (`cluster::mem_hold`). Unlike a local import, memory whose owner
+//! died cannot be used any more: its bytes lived in the owner's process.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
@@ -26,7 +27,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use acl_notify_core::key::{ExportKey, KeyFields};
 use acl_notify_core::{Error, RawStream};
 
-use super::file::MemFile;
+use super::file::{Importers, MemFile};
 use super::{DevRange, MemcpyKind, within};
 use crate::Sim;
 use crate::cluster::{Cluster, MemLink, RemoteMem};
@@ -105,6 +106,9 @@ pub(crate) struct SharedRange {
     /// The range's arena offset and length.
     off: u64,
     len: u64,
+    /// The owner's identity, as its hold in the slot while the allocation is kept for
+    /// importers on other hosts after its free (`cluster::mem_hold`).
+    holder: (i32, u64),
 }
 
 impl SharedRange {
@@ -113,8 +117,17 @@ impl SharedRange {
         self.len
     }
 
+    /// Drops the owner's hold on the allocation, kept after its free while importers on other
+    /// hosts held it: the last hold going releases it.
+    pub(crate) fn let_go(&self) {
+        if let Ok(l) = self.file.lock() {
+            self.file.leave(&l, self.id, self.generation, self.holder);
+        }
+    }
+
     /// The arena offset of `[at, at + n)` of the range, if the range holds it and the
-    /// allocation is still live; else why not.
+    /// allocation is still live (or kept for its importers after the owner's free of physical
+    /// memory); else why not.
     fn at(&self, at: u64, n: u64) -> Result<u64, String> {
         if at.checked_add(n).is_none_or(|end| end > self.len) {
             return Err(format!(
@@ -125,7 +138,7 @@ impl SharedRange {
         let live = self
             .file
             .slot(self.id)
-            .is_some_and(|s| s.is_live(self.generation) && s.sync.owner_freed.load(SeqCst) == 0);
+            .is_some_and(|s| s.holds(self.generation) && s.sync.owner_freed.load(SeqCst) == 0);
         if !live {
             return Err("its owner freed it".into());
         }
@@ -503,6 +516,7 @@ impl Sim {
             generation,
             off: slot.sync.off.load(SeqCst) + slot.sync.export_off.load(SeqCst),
             len: slot.sync.export_len.load(SeqCst),
+            holder: self.mem_identity(),
         };
         c.mem_publish(
             file.device(),
@@ -521,6 +535,34 @@ impl Sim {
         if let Some(c) = &self.inner.cluster {
             c.mem_unexport(file.device(), id, generation);
         }
+    }
+
+    /// The owner's free of its allocation `a`, leaving its importers what `importers` says.
+    /// Physical memory it shared (`Importers::Served`) and published stays for importers on
+    /// other hosts while they hold it (`cluster::mem_hold`): the owner's own hold in the slot
+    /// keeps it orphaned rather than released, until the cluster drops that hold. Anything
+    /// else published is withdrawn (other hosts' copies fail from now on).
+    pub(super) fn free_owned_shared(
+        &self,
+        a: &super::Alloc,
+        importers: Importers,
+    ) -> Result<(), SimError> {
+        let dev = a.file.device();
+        let kept = importers == Importers::Served
+            && self
+                .inner
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.mem_keep(dev, a.id, a.generation));
+        let l = a.file.lock()?;
+        let held = kept && a.file.join(&l, a.id, self.mem_identity()).is_ok();
+        a.file.free_owned(&l, a.id, a.generation, importers);
+        drop(l);
+        match &self.inner.cluster {
+            Some(c) if held => c.mem_kept(dev, a.id),
+            _ => self.mem_withdraw(&a.file, a.id, a.generation),
+        }
+        Ok(())
     }
 
     /// The owner freed allocation `id` (generation `generation`) of `file`: other hosts'
