@@ -2,7 +2,8 @@
 //! query, host functions.
 
 use acl_notify_core::{
-    BackendError, Error, HostCall, RawStream, StreamDestroy, StreamOps, StreamStatus, SyncWait,
+    Backend, BackendError, Error, HostCall, RawStream, StreamDestroy, StreamOps, StreamStatus,
+    SyncWait,
 };
 
 use crate::errmsg::{CallError, param};
@@ -63,8 +64,24 @@ impl Runtime {
             .backend
             .create_stream(device)
             .map_err(CallError::backend)?;
-        // Recorded before its handle exists, so every holder of the handle finds the record.
-        self.stream_infos.register(raw, device, priority, flags);
+        // Recorded before its handle exists, so every holder of the handle finds the record;
+        // counted against the chip's streams per device (`Soc::max_streams`), which the
+        // record's lock makes one step with the check.
+        let max = self.backend.soc().max_streams().unwrap_or(u32::MAX);
+        if self
+            .stream_infos
+            .register_created(raw, device, priority, flags, max)
+            .is_none()
+        {
+            let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
+            return Err(CallError::new(
+                Error::NoStreamResource,
+                format!(
+                    "device {device} has no stream left: the program holds the {max} streams a                      {} device has (destroy one first)",
+                    self.backend.soc()
+                ),
+            ));
+        }
         let h = self
             .streams
             .insert(StreamEntry {

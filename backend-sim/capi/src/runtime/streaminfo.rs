@@ -71,11 +71,14 @@ pub(crate) fn answers_overflow_switch(soc: Soc) -> bool {
     keeps_overflow_switch(soc) || soc == Soc::Ascend310B
 }
 
-/// The ids of one device: the next never used, and the freed ones (lowest first).
+/// The ids of one device: the next never used, and the freed ones (lowest first); and how
+/// many of the device's streams the program created hold one (the stream accounting
+/// `aclrtCreateStream` refuses by and `aclrtGetStreamAvailableNum` answers from).
 #[derive(Default)]
 struct IdPool {
     next: i32,
     free: BinaryHeap<Reverse<i32>>,
+    created: u32,
 }
 
 impl IdPool {
@@ -100,6 +103,9 @@ struct Inner {
     streams: HashMap<RawStream, (u32, StreamInfo)>,
     /// Per device, its pool and the pool's number (a reset starts a new pool).
     ids: HashMap<u32, (u64, IdPool)>,
+    /// The created streams ([`StreamInfos::register_created`]) and their devices: counted in
+    /// their pool's `created` until their id is freed.
+    counted: HashMap<RawStream, u32>,
     /// The number of the next pool.
     pools: u64,
 }
@@ -121,6 +127,8 @@ pub(crate) struct HeldId {
     device: u32,
     pool: u64,
     id: i32,
+    /// A created stream's: its pool's `created` count goes down with the id.
+    counted: bool,
 }
 
 /// The session's stream records. An entry is made when its stream is (or, for a default
@@ -166,6 +174,34 @@ impl StreamInfos {
         info
     }
 
+    /// Records stream `raw` that the program created on `device` (`aclrtCreateStream` and
+    /// its neighbours), counted against the device's `max` streams: `None` when `max` of its
+    /// created streams still hold their ids (the stream is not recorded).
+    pub(crate) fn register_created(
+        &self,
+        raw: RawStream,
+        device: u32,
+        priority: u32,
+        flags: u32,
+        max: u32,
+    ) -> Option<StreamInfo> {
+        {
+            let mut g = lock(&self.inner);
+            let pool = &mut g.pool(device).1;
+            if pool.created >= max {
+                return None;
+            }
+            pool.created += 1;
+            g.counted.insert(raw, device);
+        }
+        Some(self.register(raw, device, priority, flags))
+    }
+
+    /// How many more streams the program may create on `device` of its `max`.
+    pub(crate) fn available(&self, device: u32, max: u32) -> u32 {
+        max.saturating_sub(lock(&self.inner).pool(device).1.created)
+    }
+
     /// The record of stream `raw`, if it has one.
     pub(crate) fn get(&self, raw: RawStream) -> Option<StreamInfo> {
         lock(&self.inner).streams.get(&raw).map(|(_, i)| *i)
@@ -188,11 +224,13 @@ impl StreamInfos {
     pub(crate) fn forget_stream(&self, raw: RawStream) -> Option<HeldId> {
         let mut g = lock(&self.inner);
         let (device, info) = g.streams.remove(&raw)?;
+        let counted = g.counted.remove(&raw).is_some();
         let pool = g.pool(device).0;
         Some(HeldId {
             device,
             pool,
             id: info.id,
+            counted,
         })
     }
 
@@ -206,6 +244,9 @@ impl StreamInfos {
             && *pool == h.pool
         {
             ids.give_back(h.id);
+            if h.counted {
+                ids.created = ids.created.saturating_sub(1);
+            }
         }
     }
 
@@ -214,6 +255,7 @@ impl StreamInfos {
         let mut g = lock(&self.inner);
         g.streams.retain(|_, (d, _)| !which(*d));
         g.ids.retain(|d, _| !which(*d));
+        g.counted.retain(|_, d| !which(*d));
     }
 
     /// The number of records (tests: none outlives its stream).
@@ -224,6 +266,17 @@ impl StreamInfos {
 }
 
 impl Runtime {
+    /// `aclrtGetStreamAvailableNum`: how many more streams the program may create on the
+    /// current device (107002 without a current context; `None` on a chip without a stream
+    /// count, IPV350).
+    pub(crate) fn streams_available(&self) -> Result<Option<u32>, CallError> {
+        let Some(max) = self.backend.soc().max_streams() else {
+            return Ok(None);
+        };
+        let (device, _) = self.current()?;
+        Ok(Some(self.stream_infos.available(device, max)))
+    }
+
     /// What C stream `stream` answers (NULL: the current context's default stream). Checks:
     /// 107017 a handle that is not a live stream; 107002 no current context when `stream` is
     /// NULL or `need_context`.
