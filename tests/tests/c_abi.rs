@@ -116,6 +116,10 @@
 //!   between streams and a stream activation (40 executions), `aclmdlRIAbort` of an endless
 //!   loop then a clean execution, the refusals, the models' debug printing; also under
 //!   memcheck;
+//! - `cond_model.c`: conditional tasks of captured models — a while whose trip count is read
+//!   from device memory when it runs (50 executions, 10 written after queueing), an if and a
+//!   switch (with a nested if) picking sub-models by a device selector, the default word, the
+//!   refusals; also under memcheck;
 //! - `task_group.c`: a captured task group's value write and set replaced before each of 30
 //!   executions (`aclmdlRICaptureTaskUpdateBegin`/`End`), the output checked each time, the
 //!   refusals; also under memcheck;
@@ -487,6 +491,7 @@ fn build_everything() -> Result<Prefix, String> {
         "model_tasks",
         "model_flow",
         "task_group",
+        "cond_model",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -1299,6 +1304,19 @@ fn a_model_built_on_two_bound_streams_replays_with_new_input_every_time() {
             "{}",
             report(&o)
         );
+    }
+}
+
+// ---- conditional tasks of captured models (tests/c/cond_model.c) -------------------------------
+
+#[test]
+fn conditional_tasks_pick_sub_models_by_words_read_when_they_run() {
+    let o = run_alone("cond_model", "cond-model", &[], Duration::from_secs(90));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("cond_model: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("cond_model", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("cond_model: ok"), "{}", report(&o));
     }
 }
 

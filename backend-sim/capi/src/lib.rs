@@ -37,6 +37,7 @@ pub mod arch_compat;
 mod callback;
 mod capability;
 mod cmo;
+pub mod cond_model;
 mod config;
 mod databuffer;
 pub mod device_capability;
