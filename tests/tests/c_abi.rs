@@ -51,6 +51,7 @@
 //! - `device_group.c`: device groups on a chip without them, and on Ascend310P without and with
 //!   configured groups (also under valgrind's memcheck).
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
+//! - `mem_usage.c`: `aclrtGetMemUsageInfo`'s components moving by the bytes allocated and freed.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -512,6 +513,7 @@ fn build_everything() -> Result<Prefix, String> {
         "vmm_map_options",
         "device_capability",
         "op_timeout",
+        "mem_usage",
         "device_topology",
         "device_group",
         "stream_quota",
@@ -3760,6 +3762,15 @@ fn device_capabilities_answer_cann_s_features() {
 #[test]
 fn op_execute_timeouts_are_kept_in_cann_s_units_and_credits() {
     on_each_soc_then_memcheck("op_timeout", &["Ascend910B"]);
+}
+
+// ---- memory usage by component (tests/c/mem_usage.c) --------------------------------------------
+
+/// `aclrtGetMemUsageInfo`: each kind of allocation's current and peak figures move by the bytes
+/// allocated and freed and add up to what `aclrtGetMemInfo` counts as used; CANN's codes.
+#[test]
+fn memory_usage_components_move_by_the_allocated_sizes() {
+    on_each_soc_then_memcheck("mem_usage", &["Ascend910B"]);
 }
 
 /// Devices are linked as each family's server is (and a SuperPod's server 1 as its server 0),

@@ -67,6 +67,7 @@ pub mod ipc_memory;
 mod lifecycle;
 pub mod managed;
 mod mbuf;
+pub mod mem_usage;
 pub mod memcache;
 pub mod memcpy_batch;
 mod memcpy_variants;
