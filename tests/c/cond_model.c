@@ -20,7 +20,9 @@
  *   twice (107026); a capture ended with a sub-model not captured (107045, the capture
  *   dropped); a condition of a destroyed model (107017);
  * - aclmdlRIAbort of a while looping for ever (507023), then a clean execution; an execution
- *   whose stream is destroyed while its model waits for ever ends, the next one runs.
+ *   whose stream is destroyed while its model waits for ever ends, the next one runs;
+ *   aclmdlRIAbort of a model without control tasks drops its queued tasks (107023 on the
+ *   execution's stream), the next execution runs.
  * Exit 0 and "cond_model: ok". */
 #include "common.h"
 
@@ -28,6 +30,7 @@ enum { K = 48, WHILES = 50, IFS = 40 };
 #define ACL_ERROR_RT_SUB_ACLGRAPH_IS_CAPTURING_ 107045
 #define ACL_ERROR_RT_MODEL_CAPTURED_ 107026
 #define ACL_ERROR_RT_MODEL_ABORT_NORMAL_ 507023
+#define ACL_ERROR_RT_STREAM_ABORT_ 107023
 #define ACL_ERROR_RT_FEATURE_NOT_SUPPORT_ 207000
 #define MODE ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT
 
@@ -329,6 +332,31 @@ int main(void) {
     REQUIRE(mark == 0xA0, "the execution after the destroyed one did not run its branch");
     CHECK(aclmdlRIDestroy(bm));
     CHECK(aclrtDestroyNotify(never));
+
+    /* 5b. aclmdlRIAbort of a model without control tasks whose execution waits for ever: its
+     * tasks are dropped (the execution's stream fails with 107023), the next one runs. */
+    aclrtNotify never2;
+    CHECK(aclrtCreateNotify(&never2, 0));
+    aclmdlRI pm = NULL;
+    CHECK(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_RELAXED));
+    CHECK(aclrtWaitAndResetNotify(never2, s, 0));
+    CHECK(aclrtMemsetAsync(outs[1], 1, 0xA1, 1, s));
+    CHECK(aclmdlRICaptureEnd(s, &pm));
+    CHECK(aclrtMemset(outs[1], 1, 0, 1));
+    CHECK(aclmdlRIExecuteAsync(pm, exec));
+    sleep_ms(50);
+    CHECK(aclmdlRIAbort(pm));
+    EXPECT_RC(aclrtSynchronizeStreamWithTimeout(exec, 10000), ACL_ERROR_RT_STREAM_ABORT_);
+    CHECK(aclrtMemcpy(&mark, 1, outs[1], 1, ACL_MEMCPY_DEVICE_TO_HOST));
+    REQUIRE(mark == 0, "an aborted execution's task ran");
+    CHECK(aclrtRecordNotify(never2, plain));
+    CHECK(aclmdlRIExecuteAsync(pm, exec));
+    CHECK(aclrtSynchronizeStreamWithTimeout(exec, 20000));
+    CHECK(aclrtMemcpy(&mark, 1, outs[1], 1, ACL_MEMCPY_DEVICE_TO_HOST));
+    REQUIRE(mark == 0xA1, "the execution after the abort did not run");
+    CHECK(aclmdlRIAbort(pm)); /* none in flight: nothing to do */
+    CHECK(aclmdlRIDestroy(pm));
+    CHECK(aclrtDestroyNotify(never2));
 
     /* 6. Refusals. */
     aclmdlRICondHandle h = NULL;

@@ -23,10 +23,20 @@
 //!   others only when a task starts them.
 //!
 //! The simulator's own choices: a stream started while it still runs queues its new run after
-//! the current one; an event wait in such a model pairs with the record latest queued when
-//! its block is queued; executions of one model run one at a time (a second waits, on its
-//! own stream, for the first to end). A failed read stops the stream that read (its error is
-//! the execution's).
+//! the current one; executions of one model run one at a time (a second waits, on its own
+//! stream, for the first to end). A failed read stops the stream that read (its error is the
+//! execution's). A destroyed execution stream drops the model streams' queued tasks and the
+//! driver gives up on them after [`STOP_WAIT`].
+//!
+//! An event wait in such a model pairs with the record latest queued when its block is
+//! queued (the model's events are Ex events, `capture`). CANN differs: a captured record
+//! writes 1 to the event's word and a captured wait waits until the word is 1
+//! (hicann/runtime `src/runtime/feature/aclgraph/event_capture.cc`, `RecordSoftwareEvent`,
+//! `CaptureWaitProcess`), so there a wait whose record is in a block queued later (a stream
+//! started after the waiting one) waits for it, where here it pairs with an earlier record
+//! (or none, and does not wait). Blocks started together are queued in the model's task
+//! order, so a wait stored after its record pairs as in CANN; the difference shows only for
+//! a wait on a record of a stream the control flow starts later: not supported, documented.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -359,32 +359,55 @@ impl Runtime {
         first.map_or(Ok(()), Err)
     }
 
-    /// `aclmdlRIAbort`: the model's execution running (or queued) now stops at its streams'
-    /// next control task or end (the blocks already queued run); its stream's error is 507023
-    /// (`ACL_ERROR_RT_MODEL_ABORT_NORMAL`). A model with no execution queued: nothing to do.
-    /// A model whose tasks do not branch queued them all when it was executed: they run.
-    /// A sub-model of a conditional task: 207000 (`ApiErrorDecorator::ModelAbort`).
+    /// `aclmdlRIAbort`: the model's executions stop. One whose tasks branch stops at its
+    /// streams' next control task or end (the blocks already queued run); its stream's error
+    /// is 507023 (`ACL_ERROR_RT_MODEL_ABORT_NORMAL`). A model whose tasks do not branch queued
+    /// them all when it was executed: its streams' queued tasks are dropped and the running
+    /// ones cancelled (CANN's `Context::ModelAbortById` aborts the model's tasks on the device,
+    /// `OP_ABORT_MODEL`, whatever they are), so each execution queued and not finished fails
+    /// on its stream with 107023 (`ACL_ERROR_RT_STREAM_ABORT`: its done record was dropped);
+    /// the executions queued after the call run. A model with no execution queued: nothing to
+    /// do. A sub-model of a conditional task: 207000 (`ApiErrorDecorator::ModelAbort`).
     pub(crate) fn abort_model(&self, handle: usize) -> Result<(), CallError> {
         let id = self.model_id(handle)?;
-        let st = self.captures.lock();
-        let m = st
-            .models
-            .get(&id)
-            .ok_or_else(|| super::capture::bad_model(handle))?;
-        super::cond::refuse_sub(m, "aclmdlRIAbort")?;
-        match &m.phase {
-            Phase::Ready(r) => {
-                if r.in_flight() {
-                    r.runs
-                        .abort
-                        .store(true, std::sync::atomic::Ordering::Release);
+        let replay = {
+            let st = self.captures.lock();
+            let m = st
+                .models
+                .get(&id)
+                .ok_or_else(|| super::capture::bad_model(handle))?;
+            super::cond::refuse_sub(m, "aclmdlRIAbort")?;
+            match &m.phase {
+                Phase::Ready(r) => Arc::clone(r),
+                _ => {
+                    return Err(param(format!(
+                        "model {handle:#x} is not ready to run (its capture or build has not \
+                         ended)"
+                    )));
                 }
-                Ok(())
             }
-            _ => Err(param(format!(
-                "model {handle:#x} is not ready to run (its capture or build has not ended)"
-            ))),
+        };
+        if !replay.in_flight() {
+            return Ok(());
         }
+        if replay.branches {
+            replay
+                .runs
+                .abort
+                .store(true, std::sync::atomic::Ordering::Release);
+            return Ok(());
+        }
+        // One execution's queueing at a time (`issue`): none is half queued when this runs.
+        let _queueing = replay
+            .issuing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for &s in &replay.streams {
+            if let Ok(e) = self.stream(s) {
+                let _ = self.backend.abort(e.raw);
+            }
+        }
+        Ok(())
     }
 }
 
