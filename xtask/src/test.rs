@@ -191,7 +191,7 @@ fn list_tests() -> Result<(), String> {
 
 /// The workspace step's packages (every one but the xtask and the fuzz targets), the fuzz
 /// step's, and the xtask's own (`cargo xtask` builds it with `-p xtask`): together, every
-/// package of the workspace ([`tests::the_listing_covers_every_workspace_member`]).
+/// package of the workspace (the unit test `the_listing_covers_every_workspace_member`).
 const LIST_SETS: [&[&str]; 3] = [
     WORKSPACE_STEP,
     &["-p", "acl-notify-fuzz-targets"],
