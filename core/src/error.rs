@@ -99,6 +99,9 @@ pub enum Error {
     /// `ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY` — the caller's array is shorter than the list
     /// it asked for (`aclmdlRIGetStreams`: the elements that fit are written).
     InsufficientInputArray = 107039,
+    /// `ACL_ERROR_RT_SUB_ACLGRAPH_IS_CAPTURING` — `aclmdlRICaptureEnd` of a model one of
+    /// whose conditional tasks' sub-models is not captured yet (or still capturing).
+    SubAclgraphIsCapturing = 107045,
     /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` — this SoC does not have the feature.
     FeatureNotSupport = 207000,
     /// `ACL_ERROR_INTERNAL_ERROR` — the ACL layer itself failed (e.g. a package version
@@ -187,7 +190,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 68] = [
+    pub const ALL: [Error; 69] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -221,6 +224,7 @@ impl Error {
         Error::ModelRunning,
         Error::StreamCaptureWrongThread,
         Error::InsufficientInputArray,
+        Error::SubAclgraphIsCapturing,
         Error::FeatureUnsupported,
         Error::FeatureNotSupport,
         Error::MemoryAllocation,
@@ -299,6 +303,7 @@ impl Error {
             Error::ModelRunning => "ACL_ERROR_RT_MODEL_RUNNING",
             Error::StreamCaptureWrongThread => "ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD",
             Error::InsufficientInputArray => "ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY",
+            Error::SubAclgraphIsCapturing => "ACL_ERROR_RT_SUB_ACLGRAPH_IS_CAPTURING",
             Error::StreamCaptureInvalidated => "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
             Error::FeatureUnsupported => "ACL_ERROR_FEATURE_UNSUPPORTED",
             Error::FeatureNotSupport => "ACL_ERROR_RT_FEATURE_NOT_SUPPORT",

@@ -72,6 +72,8 @@ pub enum Kind {
     LabelList = 0x2B,
     /// A task group of a captured model (`aclrtTaskGrp`).
     TaskGroup = 0x6B,
+    /// A condition handle of a captured model (`aclmdlRICondHandle`).
+    CondHandle = 0xCD,
     /// The groups' information of a device (`aclrtGroupInfo *`).
     GroupInfo = 0x9C,
 }
@@ -414,6 +416,7 @@ mod tests {
             Kind::Label,
             Kind::LabelList,
             Kind::TaskGroup,
+            Kind::CondHandle,
             Kind::GroupInfo,
         ] {
             let mut t = Slab::new(kind, random_seed());

@@ -266,7 +266,9 @@ int main(void) {
     aclmdlRI captured = NULL;
     CHECK(aclrtMemsetAsync(tmp, 4, 0, 4, plain));
     CHECK(aclmdlRICaptureEnd(plain, &captured));
-    EXPECT_RC(aclmdlRIAbort(captured), ACL_ERROR_RT_PARAM_INVALID);
+    /* A captured model is aborted as a built one is (`ApiImpl::ModelAbort`; cond_model.c
+     * aborts a captured loop): none in flight, nothing to do. */
+    CHECK(aclmdlRIAbort(captured));
     CHECK(aclmdlRIDestroy(captured));
     /* Destroyed handles. */
     CHECK(aclrtDestroyLabelList(nowhere_list));

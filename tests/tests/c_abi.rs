@@ -53,6 +53,7 @@
 //! - `device_group.c`: device groups on a chip without them, and on Ascend310P without and with
 //!   configured groups (also under valgrind's memcheck).
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
+//! - `mem_usage.c`: `aclrtGetMemUsageInfo`'s components moving by the bytes allocated and freed.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -118,6 +119,10 @@
 //!   between streams and a stream activation (40 executions), `aclmdlRIAbort` of an endless
 //!   loop then a clean execution, the refusals, the models' debug printing; also under
 //!   memcheck;
+//! - `cond_model.c`: conditional tasks of captured models — a while whose trip count is read
+//!   from device memory when it runs (50 executions, 10 written after queueing), an if and a
+//!   switch (with a nested if) picking sub-models by a device selector, the default word, the
+//!   refusals; also under memcheck;
 //! - `task_group.c`: a captured task group's value write and set replaced before each of 30
 //!   executions (`aclmdlRICaptureTaskUpdateBegin`/`End`), the output checked each time, the
 //!   refusals; also under memcheck;
@@ -489,6 +494,7 @@ fn build_everything() -> Result<Prefix, String> {
         "model_tasks",
         "model_flow",
         "task_group",
+        "cond_model",
         "app_threads",
         "killed_importers",
         "ipc_event_chain",
@@ -509,6 +515,7 @@ fn build_everything() -> Result<Prefix, String> {
         "vmm_map_options",
         "device_capability",
         "op_timeout",
+        "mem_usage",
         "device_topology",
         "device_group",
         "stream_quota",
@@ -1302,6 +1309,19 @@ fn a_model_built_on_two_bound_streams_replays_with_new_input_every_time() {
             "{}",
             report(&o)
         );
+    }
+}
+
+// ---- conditional tasks of captured models (tests/c/cond_model.c) -------------------------------
+
+#[test]
+fn conditional_tasks_pick_sub_models_by_words_read_when_they_run() {
+    let o = run_alone("cond_model", "cond-model", &[], Duration::from_secs(90));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("cond_model: ok"), "{}", report(&o));
+    if let Some(o) = memcheck("cond_model", &[], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("cond_model: ok"), "{}", report(&o));
     }
 }
 
@@ -3745,6 +3765,15 @@ fn device_capabilities_answer_cann_s_features() {
 #[test]
 fn op_execute_timeouts_are_kept_in_cann_s_units_and_credits() {
     on_each_soc_then_memcheck("op_timeout", &["Ascend910B"]);
+}
+
+// ---- memory usage by component (tests/c/mem_usage.c) --------------------------------------------
+
+/// `aclrtGetMemUsageInfo`: each kind of allocation's current and peak figures move by the bytes
+/// allocated and freed and add up to what `aclrtGetMemInfo` counts as used; CANN's codes.
+#[test]
+fn memory_usage_components_move_by_the_allocated_sizes() {
+    on_each_soc_then_memcheck("mem_usage", &["Ascend910B"]);
 }
 
 /// Devices are linked as each family's server is (and a SuperPod's server 1 as its server 0),

@@ -41,7 +41,7 @@ pub extern "C" fn aclmdlRICaptureBegin(stream: aclrtStream, mode: u32) -> aclErr
     api("aclmdlRICaptureBegin", || {
         let s = stream_arg(stream)?;
         let mode = Mode::from_c(mode)?;
-        runtime()?.capture_begin(s, mode)
+        runtime()?.capture_begin(s, mode, None)
     })
 }
 

@@ -36,6 +36,7 @@ use acl_notify_core::Error;
 use acl_notify_core::slot::{Owner, Payload, Slot, SlotState};
 use acl_notify_core::waiter::Waiter;
 
+use super::components::Component;
 use crate::error::SimError;
 use crate::mapfile::SHM_DIR;
 use crate::mapfile::{
@@ -262,6 +263,8 @@ pub(crate) struct MemFile {
     /// Serialises this process's threads on the file lock (`flock` excludes other processes
     /// only).
     lock: Mutex<()>,
+    /// What this process's own allocations in the file take, by kind ([`super::usage`]).
+    usage: super::components::Usage,
 }
 
 // SAFETY: the mappings are owned by this value until drop; the shared part is accessed through
@@ -376,7 +379,13 @@ impl MemFile {
             reserve: reserve.addr(),
             pid: sys::getpid(),
             lock: Mutex::new(()),
+            usage: Default::default(),
         }))
+    }
+
+    /// What this process's own allocations in the file take ([`super::usage`]).
+    pub(super) fn usage(&self) -> &super::components::Usage {
+        &self.usage
     }
 
     /// The device.
@@ -591,6 +600,7 @@ impl MemFile {
                 p.span.store(span, SeqCst);
                 self.header().used.fetch_add(span, SeqCst);
             })
+            .inspect(|_| self.usage.add(Component::of_policy(policy), span))
             .map_err(|_| {
                 SimError::new(
                     Error::DrvInternalError,

@@ -517,17 +517,16 @@ impl Sim {
             );
             drop(l);
             let addr = n.file.addr(off);
-            self.mem().insert(
-                addr,
-                Alloc {
-                    file: Arc::clone(&n.file),
-                    id: n.id,
-                    generation: n.generation,
-                    size: len,
-                    imported: true,
-                    used_on: device,
-                },
-            );
+            let a = Alloc {
+                file: Arc::clone(&n.file),
+                id: n.id,
+                generation: n.generation,
+                size: len,
+                imported: true,
+                used_on: device,
+            };
+            self.mem().count_import(&a, true);
+            self.mem().insert(addr, a);
             lock(&self.mem().imports).insert(*key, addr);
             Ok(addr)
         })
@@ -574,6 +573,7 @@ impl Sim {
             return Ok(false);
         };
         if let Some(a) = self.mem().remove(addr) {
+            self.mem().count_import(&a, false);
             let l = a.file.lock()?;
             a.file.leave(&l, a.id, a.generation, self.mem_identity());
             drop(l);

@@ -44,9 +44,7 @@ use crate::error::SimError;
 use crate::job::SimJob;
 use crate::locks::lock;
 
-/// The slot policy bit of a managed allocation (the low bits are `aclrtMalloc`'s policies,
-/// bit 31 a physical allocation's mark, `vmm::PHYS_MARK`).
-pub(super) const MANAGED_MARK: u32 = 1 << 30;
+pub(super) use super::components::MANAGED_MARK;
 
 /// 107000 with `msg`.
 fn invalid(msg: String) -> SimError {

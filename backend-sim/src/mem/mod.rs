@@ -29,6 +29,7 @@
 mod backend;
 pub mod backup;
 pub(crate) mod capacity;
+pub mod components;
 pub mod fabric;
 pub(crate) mod file;
 mod fill32;
@@ -55,6 +56,7 @@ mod reserved;
 mod run_or_drop;
 pub mod shareable;
 pub(crate) mod state;
+pub mod usage;
 mod value;
 pub mod vmm;
 
@@ -258,8 +260,22 @@ impl Sim {
     }
 
     /// [`malloc`](Self::malloc) with the size rounded as `rounding` says (the variants of
-    /// `aclrtMalloc`).
+    /// `aclrtMalloc`). The bits of `policy` the simulator uses to mark its own kinds of
+    /// allocation in the slot (physical, managed, pool) are dropped.
     pub fn malloc_rounded(
+        &self,
+        device: u32,
+        size: usize,
+        policy: u32,
+        rounding: Rounding,
+    ) -> Result<usize, SimError> {
+        let marks = components::PHYS_MARK | components::MANAGED_MARK | components::POOL_MARK;
+        self.malloc_marked(device, size, policy & !marks, rounding)
+    }
+
+    /// [`malloc_rounded`](Self::malloc_rounded) with `policy` kept as given (a physical
+    /// allocation's mark, [`vmm`]).
+    pub(super) fn malloc_marked(
         &self,
         device: u32,
         size: usize,

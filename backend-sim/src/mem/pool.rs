@@ -49,6 +49,7 @@ use std::sync::{Arc, Mutex};
 use acl_notify_core::{Error, Feature, RawStream};
 
 use super::ALLOC_ALIGN;
+use super::components::POOL_MARK;
 use super::file::Importers;
 pub use super::pool_state::PoolId;
 use super::pool_state::{Block, Kept, KeptBlock, Pool};
@@ -321,7 +322,7 @@ impl Sim {
                         ),
                     ));
                 }
-                let (addr, alloc) = self.place(g.device, size, span, 0)?;
+                let (addr, alloc) = self.place(g.device, size, span, POOL_MARK)?;
                 g.reserved += span;
                 g.reserved_high = g.reserved_high.max(g.reserved);
                 (addr, Block { alloc, size, span })

@@ -556,7 +556,7 @@ impl Sim {
                 .is_some_and(|c| c.mem_keep(dev, a.id, a.generation));
         let l = a.file.lock()?;
         let held = kept && a.file.join(&l, a.id, self.mem_identity()).is_ok();
-        a.file.free_owned(&l, a.id, a.generation, importers);
+        a.free_owned(&l, importers);
         drop(l);
         match &self.inner.cluster {
             Some(c) if held => c.mem_kept(dev, a.id),

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
 use acl_notify_core::key::ExportKey;
 
-use super::file::{Importers, MemFile};
+use super::file::{Importers, Locked, MemFile};
 use crate::error::SimError;
 use crate::locks::lock;
 use crate::sys;
@@ -59,9 +59,22 @@ impl Alloc {
     /// no longer in this process's table (a memory pool's kept blocks).
     pub(super) fn release_owned(&self, importers: Importers) {
         if let Ok(l) = self.file.lock() {
-            self.file
-                .free_owned(&l, self.id, self.generation, importers);
+            self.free_owned(&l, importers);
         }
+    }
+
+    /// The owner's free of this allocation in its file (`MemFile::free_owned`, under its lock
+    /// `l`), its span no longer counted for its kind ([`super::usage`]).
+    pub(super) fn free_owned(&self, l: &Locked<'_>, importers: Importers) -> bool {
+        if let Some(s) = self
+            .file
+            .slot(self.id)
+            .filter(|s| s.is_live(self.generation))
+        {
+            let kind = super::components::Component::of_policy(s.flag_bits());
+            self.file.usage().sub(kind, s.sync.span.load(SeqCst));
+        }
+        self.file.free_owned(l, self.id, self.generation, importers)
     }
 }
 
@@ -146,6 +159,8 @@ pub(crate) struct MemState {
     pub(super) overflow: Mutex<HashMap<u32, usize>>,
     /// The advice of this process's managed allocations (`managed`).
     pub(super) managed: super::managed_table::ManagedTable,
+    /// What this process imported takes, by the device it is imported onto (`usage`).
+    pub(super) import_usage: Mutex<HashMap<u32, super::components::Usage>>,
 }
 
 impl MemState {
@@ -164,6 +179,18 @@ impl MemState {
             pools: Default::default(),
             overflow: Default::default(),
             managed: Default::default(),
+            import_usage: Default::default(),
+        }
+    }
+
+    /// Counts import `a` (`held`: just made; else closed) on the device it is imported onto.
+    pub(super) fn count_import(&self, a: &Alloc, held: bool) {
+        let mut u = lock(&self.import_usage);
+        let u = u.entry(a.used_on).or_default();
+        if held {
+            u.add(super::components::Component::Import, a.size);
+        } else {
+            u.sub(super::components::Component::Import, a.size);
         }
     }
 
@@ -267,12 +294,12 @@ impl MemState {
             super::managed_table::forget(&self.managed, addr, &a.file);
             if let Ok(l) = a.file.lock() {
                 if a.imported {
+                    self.count_import(&a, false);
                     a.file.leave(&l, a.id, a.generation, me);
                 } else if physical.contains(&addr) {
-                    a.file.free_owned(&l, a.id, a.generation, Importers::Served);
+                    a.free_owned(&l, Importers::Served);
                 } else {
-                    a.file
-                        .free_owned(&l, a.id, a.generation, Importers::Refused);
+                    a.free_owned(&l, Importers::Refused);
                 }
             }
         }

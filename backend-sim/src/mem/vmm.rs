@@ -55,9 +55,7 @@ use crate::error::SimError;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Props(pub u8);
 
-/// Marks the policy word of a physical allocation's slot: page code in bits 8–15, [`Props`]
-/// in bits 0–7.
-pub(super) const PHYS_MARK: u32 = 1 << 31;
+pub(super) use super::components::PHYS_MARK;
 
 /// Whether `soc` has virtual memory management (every SoC but IPV350, per CANN's
 /// documentation of each function).
@@ -253,7 +251,7 @@ impl Sim {
                 )
             })?;
         let policy = PHYS_MARK | page.code() << 8 | u32::from(props.0);
-        let addr = self.malloc_rounded(device, span, policy, Rounding::Align32)?;
+        let addr = self.malloc_marked(device, span, policy, Rounding::Align32)?;
         Ok(self.vmm_insert(Physical {
             addr,
             size: span as u64,

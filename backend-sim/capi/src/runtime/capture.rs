@@ -54,24 +54,16 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::ThreadId;
-use std::time::{Duration, Instant};
 
 use acl_notify_core::event::EventSpec;
-use acl_notify_core::{
-    Backend as _, Error, EventOps, HostCall, RawEvent, RawNotify, StreamDestroy, StreamOps,
-    SyncWait, Timeout,
-};
+use acl_notify_core::{Backend as _, Error, EventOps, RawEvent, RawNotify, Timeout};
 use acl_notify_sim::mem::{MemcpyKind, ValueCondition};
 
 use super::Runtime;
-use super::flow::{Control, Runs};
+use super::flow::{CondKind, Control, Runs};
 use super::labels::LabelSlot;
 use crate::errmsg::{CallError, param};
 use crate::handle::{CTable, Kind};
-
-/// How long a destroy waits for a model's executions to finish (`Context::ModelDestroy`:
-/// 10,000 checks 1 ms apart).
-const DESTROY_WAIT: Duration = Duration::from_secs(10);
 
 /// `aclmdlRICaptureMode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -236,6 +228,9 @@ pub(super) enum Phase {
     Building { ended: Vec<bool> },
     /// Captured or built: executable.
     Ready(Arc<Replay>),
+    /// A sub-model `aclmdlRIAddCondTask` made, not captured yet (CANN's capture status
+    /// `NONE`): `aclmdlRICaptureToModelRIBegin` captures into it (`cond`).
+    Empty,
 }
 
 /// What an execution needs of a captured model, shared with executions in flight.
@@ -258,7 +253,7 @@ pub(super) struct Replay {
     /// The caller's events recorded in the capture and the model's own that stand for them.
     pub(super) events: Vec<(usize, RawEvent)>,
     /// Executions queued and not yet finished.
-    running: Arc<AtomicU32>,
+    pub(super) running: Arc<AtomicU32>,
     /// Per stream: it starts with each execution (a built model's
     /// `ACL_MODEL_STREAM_FLAG_HEAD` streams; every captured one).
     pub(super) heads: Vec<bool>,
@@ -299,6 +294,21 @@ pub(super) struct TaskMeta {
     pub(super) disabled: bool,
 }
 
+/// A condition (`aclmdlRICondHandle`) (`cond`).
+#[derive(Debug)]
+pub(super) struct CondEntry {
+    /// Its handle.
+    pub(super) handle: usize,
+    /// The model it was made in.
+    pub(super) model: u32,
+    /// Its word (device memory the runtime allocated).
+    pub(super) addr: usize,
+    /// `ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT`: the value each execution starts with.
+    pub(super) default: Option<u64>,
+    /// Its task's type and sub-models, once `aclmdlRIAddCondTask` used it.
+    pub(super) task: Option<(CondKind, Vec<u32>)>,
+}
+
 /// A model runtime instance.
 #[derive(Debug)]
 pub(super) struct Model {
@@ -328,9 +338,11 @@ pub(super) struct Model {
     /// `aclmdlRIDestroyRegisterCallback`'s, in registration order.
     pub(super) on_destroy: Vec<(unsafe extern "C" fn(*mut c_void), usize)>,
     /// The stream of `aclmdlRIExecute` (made at its first call).
-    exec_stream: Option<usize>,
+    pub(super) exec_stream: Option<usize>,
     /// A destroy is waiting for its executions: no new one starts.
-    destroying: bool,
+    pub(super) destroying: bool,
+    /// A sub-model of a conditional task (`cond`): it runs only in its parent's executions.
+    pub(super) sub: bool,
 }
 
 impl Model {
@@ -358,6 +370,7 @@ impl Model {
             on_destroy: Vec::new(),
             exec_stream: None,
             destroying: false,
+            sub: false,
         }
     }
 }
@@ -379,6 +392,9 @@ pub(super) struct State {
     /// Stream between `aclmdlRICaptureTaskUpdateBegin` and `End` → (the group's handle, the
     /// tasks queued on it since) (`task_group`).
     pub(super) updating: HashMap<usize, (usize, Vec<Captured>)>,
+    /// Condition id (`Captures::conds`) → its condition (`cond`).
+    pub(super) conds: HashMap<u32, CondEntry>,
+    pub(super) next_cond: u32,
 }
 
 /// The session's captures and models.
@@ -397,6 +413,8 @@ pub(crate) struct Captures {
     pub(super) lists: CTable<u32>,
     /// `aclrtTaskGrp` handles → (model id, index among its groups) (`task_group`).
     pub(super) groups: CTable<(u32, u32)>,
+    /// `aclmdlRICondHandle` handles → condition ids (`State::conds`).
+    pub(super) conds: CTable<u32>,
 }
 
 impl Captures {
@@ -409,6 +427,7 @@ impl Captures {
             labels: CTable::new(Kind::Label, "labels", seed),
             lists: CTable::new(Kind::LabelList, "label lists", seed),
             groups: CTable::new(Kind::TaskGroup, "task groups", seed),
+            conds: CTable::new(Kind::CondHandle, "condition handles", seed),
         }
     }
 
@@ -433,27 +452,6 @@ fn mode_refuses(ctx_mode: Mode, thread_mode: Option<Mode>) -> bool {
         Mode::Global => ctx_mode == Mode::Global || thread_mode == Some(Mode::ThreadLocal),
         Mode::ThreadLocal => matches!(thread_mode, Some(Mode::Global | Mode::ThreadLocal)),
     }
-}
-
-/// Decrements an execution count when the execution's last task has run or was discarded.
-///
-/// # Safety
-///
-/// `arg` is an `Arc<AtomicU32>` made by `Arc::into_raw`, used once.
-unsafe extern "C" fn finished(arg: *mut c_void) {
-    // SAFETY: the caller's contract.
-    let running = unsafe { Arc::from_raw(arg.cast_const().cast::<AtomicU32>()) };
-    running.fetch_sub(1, Ordering::AcqRel);
-}
-
-/// [`finished`] as a discard function.
-///
-/// # Safety
-///
-/// As [`finished`].
-unsafe fn finished_unrun(arg: *mut c_void) {
-    // SAFETY: passed on.
-    unsafe { finished(arg) }
 }
 
 impl Runtime {
@@ -540,7 +538,7 @@ impl Runtime {
                     thread,
                     ..
                 } => Some((mode, c, thread)),
-                Phase::Building { .. } | Phase::Ready(_) => None,
+                Phase::Building { .. } | Phase::Ready(_) | Phase::Empty => None,
             })
         };
         let ctx_mode = capturing().filter(|c| c.1 == ctx).map(|c| c.0).min();
@@ -734,9 +732,18 @@ impl Runtime {
         Ok(true)
     }
 
-    /// `aclmdlRICaptureBegin`.
-    pub(crate) fn capture_begin(&self, stream: usize, mode: Mode) -> Result<(), CallError> {
+    /// `aclmdlRICaptureBegin` (`into` `None`), or `aclmdlRICaptureToModelRIBegin` into the
+    /// sub-model `into` (a C handle) of a conditional task (`cond`: its checks).
+    pub(crate) fn capture_begin(
+        &self,
+        stream: usize,
+        mode: Mode,
+        into: Option<usize>,
+    ) -> Result<(), CallError> {
         self.require(acl_notify_core::Feature::ModelCapture)?;
+        let into = into
+            .map(|h| self.model_id(h).map(|id| (h, id)))
+            .transpose()?;
         let entry = self.stream(stream)?;
         let (device, ctx) = self.current()?;
         self.resolve_stream_any(stream)?;
@@ -747,6 +754,9 @@ impl Runtime {
             ));
         }
         let mut st = self.captures.lock();
+        if let Some((h, id)) = into {
+            Self::capturable_sub(&st, h, id, device)?;
+        }
         if let Some(c) = st.streams.get(&stream) {
             return Err(CallError::new(
                 Error::StreamCaptured,
@@ -756,17 +766,32 @@ impl Runtime {
                 ),
             ));
         }
-        st.next_id = st.next_id.wrapping_add(1);
-        let id = st.next_id;
-        let handle = self.captures.handles.insert(id)?;
         let phase = Phase::Capturing {
             mode,
             thread: std::thread::current().id(),
             ctx,
             invalid: None,
         };
-        st.models
-            .insert(id, Model::new(id, handle, device, vec![stream], phase));
+        let id = match into {
+            Some((_, id)) => {
+                let m = st
+                    .models
+                    .get_mut(&id)
+                    .ok_or_else(|| bad_model(id as usize))?;
+                m.phase = phase;
+                m.streams = vec![stream];
+                m.heads = vec![true];
+                id
+            }
+            None => {
+                st.next_id = st.next_id.wrapping_add(1);
+                let id = st.next_id;
+                let handle = self.captures.handles.insert(id)?;
+                st.models
+                    .insert(id, Model::new(id, handle, device, vec![stream], phase));
+                id
+            }
+        };
         st.streams.insert(
             stream,
             InCapture {
@@ -839,6 +864,7 @@ impl Runtime {
                 ),
             ));
         }
+        let subs = Self::subs_ended(&st, c.model);
         let mut model = st
             .models
             .remove(&c.model)
@@ -846,7 +872,7 @@ impl Runtime {
         self.release_streams(&mut st, c.model);
         drop(st);
         let ended = self
-            .end_checks(stream, &model)
+            .end_checks(stream, &model, subs)
             .and_then(|()| self.build(&model, true));
         match ended {
             Ok(replay) => {
@@ -856,15 +882,22 @@ impl Runtime {
                 Ok(h)
             }
             Err(e) => {
-                // The capture is dropped (`ClearCaptureModel`): so is its handle.
+                // The capture is dropped (`ClearCaptureModel`): so are its handle and its
+                // conditions' sub-models.
                 self.captures.handles.remove(model.handle);
+                self.forget_conds(model.id);
                 Err(e)
             }
         }
     }
 
     /// `aclmdlRICaptureEnd`'s checks of a capture whose streams were released.
-    fn end_checks(&self, stream: usize, model: &Model) -> Result<(), CallError> {
+    fn end_checks(
+        &self,
+        stream: usize,
+        model: &Model,
+        subs: Result<(), CallError>,
+    ) -> Result<(), CallError> {
         let Phase::Capturing {
             mode,
             thread,
@@ -892,6 +925,8 @@ impl Runtime {
                 format!("the capture on stream {stream:#x} was invalidated: {why}"),
             ));
         }
+        // `Context::StreamEndCapture`: the sub-models' captures, then the joined streams.
+        subs?;
         check_joined(model)
     }
 
@@ -955,224 +990,6 @@ impl Runtime {
             return Err(e);
         }
         Ok(replay)
-    }
-
-    fn drop_replay(&self, replay: &Replay) {
-        if replay.owned {
-            for &s in &replay.streams {
-                let _ = self.destroy_stream(s, StreamDestroy::Discard);
-            }
-        }
-        self.drop_replay_events(replay);
-    }
-
-    /// Destroys the model's own events.
-    fn drop_replay_events(&self, replay: &Replay) {
-        let raws = replay.events.iter().map(|&(_, raw)| raw);
-        for raw in raws.chain(replay.joins.iter().copied()) {
-            let _ = self.backend.event_destroy(raw);
-        }
-        let _ = self.backend.event_destroy(replay.start);
-        let _ = self.backend.event_destroy(replay.done);
-    }
-
-    fn tear_down(&self, model: &Model) {
-        if let Phase::Ready(r) = &model.phase {
-            self.drop_replay(r);
-        }
-        if let Some(s) = model.exec_stream {
-            let _ = self.destroy_stream(s, StreamDestroy::Discard);
-        }
-    }
-
-    /// At the release of the devices `which` names (a device reset, `aclFinalize`): their
-    /// models go, captures running or not, as a context's teardown destroys its models in
-    /// CANN (hicann/runtime `model.cc`, `Model::TearDown`, which runs the destroy callbacks).
-    /// Their streams are the release's to discard (it already removed their handles); their
-    /// handles are dead from now on (107017), and a stream that was capturing captures no
-    /// more (the capture counter drops with it).
-    pub(crate) fn drop_models_where(&self, which: &impl Fn(u32) -> bool) {
-        let gone: Vec<Model> = {
-            let mut st = self.captures.lock();
-            let ids: Vec<u32> = st
-                .models
-                .values()
-                .filter(|m| which(m.device))
-                .map(|m| m.id)
-                .collect();
-            ids.into_iter()
-                .filter_map(|id| {
-                    self.release_streams(&mut st, id);
-                    st.models.remove(&id)
-                })
-                .collect()
-        };
-        for m in gone {
-            self.captures.handles.remove(m.handle);
-            self.forget_task_handles(&m);
-            if let Phase::Ready(r) = &m.phase {
-                self.drop_replay_events(r);
-            }
-            for &(f, data) in &m.on_destroy {
-                // SAFETY: the caller registered `f` to be called with `data` at the destroy.
-                unsafe { f(data as *mut c_void) };
-            }
-        }
-    }
-
-    /// `aclmdlRIExecuteAsync`: queues one replay on `stream`.
-    pub(crate) fn execute_async(&self, handle: usize, stream: usize) -> Result<(), CallError> {
-        let id = self.model_id(handle)?;
-        let exec = self.resolve_stream(stream)?;
-        let replay = {
-            let st = self.captures.lock();
-            let m = st.models.get(&id).ok_or_else(|| bad_model(handle))?;
-            if m.destroying {
-                return Err(bad_model(handle));
-            }
-            match &m.phase {
-                Phase::Ready(r) => {
-                    Self::all_bound(m, handle)?;
-                    if r.streams.contains(&stream) {
-                        return Err(param(format!(
-                            "stream {stream:#x} is a stream of model {handle:#x} itself"
-                        )));
-                    }
-                    r.running.fetch_add(1, Ordering::AcqRel);
-                    Arc::clone(r)
-                }
-                Phase::Capturing { .. } => {
-                    return Err(CallError::new(
-                        Error::ModelCaptured,
-                        format!("model {handle:#x} is still being captured"),
-                    ));
-                }
-                Phase::Building { .. } => {
-                    return Err(param(format!(
-                        "model {handle:#x} is being built: end the build with aclmdlRIBuildEnd \
-                         first"
-                    )));
-                }
-            }
-        };
-        let arg = Arc::into_raw(Arc::clone(&replay.running))
-            .cast_mut()
-            .cast::<c_void>();
-        // SAFETY: `finished` takes the reference `arg` holds, once, from any thread.
-        let done = unsafe { HostCall::with_discard(finished, arg, finished_unrun) };
-        let issued = if replay.branches {
-            self.execute_flow(&replay, exec)
-        } else {
-            self.issue(&replay, exec)
-        };
-        // Counted as running until the stream has run (or dropped) what was queued.
-        match self.backend.launch_host_func(exec, done) {
-            Ok(()) => issued,
-            Err(e) => issued.and(Err(CallError::backend(e))),
-        }
-    }
-
-    /// `aclmdlRIExecute`: one replay on the model's own stream, waited for at most `timeout`
-    /// ms (-1: for ever; 0 and below -1: 107000, `ApiErrorDecorator::ModelExecute`).
-    pub(crate) fn execute(&self, handle: usize, timeout: i32) -> Result<(), CallError> {
-        let wait = match timeout {
-            -1 => SyncWait::Forever,
-            t if t > 0 => SyncWait::AtMost(Duration::from_millis(t as u64)),
-            t => {
-                return Err(param(format!(
-                    "timeout {t}: -1 (no limit) or a number of milliseconds above 0"
-                )));
-            }
-        };
-        let id = self.model_id(handle)?;
-        let existing = self
-            .captures
-            .lock()
-            .models
-            .get(&id)
-            .and_then(|m| m.exec_stream);
-        let stream = match existing {
-            Some(s) => s,
-            None => {
-                let s = self.create_stream()?;
-                let mut st = self.captures.lock();
-                match st.models.get_mut(&id) {
-                    Some(m) if m.exec_stream.is_none() => {
-                        m.exec_stream = Some(s);
-                        s
-                    }
-                    Some(m) => {
-                        let other = m.exec_stream.unwrap_or(s);
-                        drop(st);
-                        let _ = self.destroy_stream(s, StreamDestroy::Discard);
-                        other
-                    }
-                    None => {
-                        drop(st);
-                        let _ = self.destroy_stream(s, StreamDestroy::Discard);
-                        return Err(bad_model(handle));
-                    }
-                }
-            }
-        };
-        self.execute_async(handle, stream)?;
-        self.synchronize(stream, wait)
-    }
-
-    /// `aclmdlRIDestroy`: waits (at most 10 s) for the model's executions, runs its destroy
-    /// callbacks, releases its streams and events.
-    pub(crate) fn destroy_model(&self, handle: usize) -> Result<(), CallError> {
-        let id = self.model_id(handle)?;
-        let running = {
-            let mut st = self.captures.lock();
-            let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
-            if m.destroying {
-                return Err(bad_model(handle));
-            }
-            let running = match &m.phase {
-                Phase::Ready(r) => Arc::clone(&r.running),
-                // Its bound streams are the caller's again (CANN unbinds them at the destroy).
-                Phase::Building { .. } => Arc::new(AtomicU32::new(0)),
-                Phase::Capturing { .. } => {
-                    return Err(CallError::new(
-                        Error::ModelCaptured,
-                        format!("model {handle:#x} is still being captured"),
-                    ));
-                }
-            };
-            m.destroying = true;
-            if matches!(m.phase, Phase::Building { .. }) {
-                self.release_streams(&mut st, id);
-            }
-            running
-        };
-        let deadline = Instant::now() + DESTROY_WAIT;
-        while running.load(Ordering::Acquire) != 0 {
-            if Instant::now() >= deadline {
-                if let Some(m) = self.captures.lock().models.get_mut(&id) {
-                    m.destroying = false;
-                }
-                return Err(CallError::new(
-                    Error::ModelRunning,
-                    format!(
-                        "model {handle:#x} still has {} executions queued after {DESTROY_WAIT:?}",
-                        running.load(Ordering::Acquire)
-                    ),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        self.captures.handles.remove(handle);
-        let model = self.captures.lock().models.remove(&id);
-        if let Some(m) = model {
-            self.forget_task_handles(&m);
-            self.tear_down(&m);
-            for &(f, data) in &m.on_destroy {
-                // SAFETY: the caller registered `f` to be called with `data` at the destroy.
-                unsafe { f(data as *mut c_void) };
-            }
-        }
-        Ok(())
     }
 
     /// Runs `f` on live model `handle`.

@@ -23,15 +23,25 @@
 //!   others only when a task starts them.
 //!
 //! The simulator's own choices: a stream started while it still runs queues its new run after
-//! the current one; an event wait in such a model pairs with the record latest queued when
-//! its block is queued; executions of one model run one at a time (a second waits, on its
-//! own stream, for the first to end). A failed read stops the stream that read (its error is
-//! the execution's).
+//! the current one; executions of one model run one at a time (a second waits, on its own
+//! stream, for the first to end). A failed read stops the stream that read (its error is the
+//! execution's). A destroyed execution stream drops the model streams' queued tasks and the
+//! driver gives up on them after [`STOP_WAIT`].
+//!
+//! An event wait in such a model pairs with the record latest queued when its block is
+//! queued (the model's events are Ex events, `capture`). CANN differs: a captured record
+//! writes 1 to the event's word and a captured wait waits until the word is 1
+//! (hicann/runtime `src/runtime/feature/aclgraph/event_capture.cc`, `RecordSoftwareEvent`,
+//! `CaptureWaitProcess`), so there a wait whose record is in a block queued later (a stream
+//! started after the waiting one) waits for it, where here it pairs with an earlier record
+//! (or none, and does not wait). Blocks started together are queued in the model's task
+//! order, so a wait stored after its record pairs as in CANN; the difference shows only for
+//! a wait on a record of a stream the control flow starts later: not supported, documented.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use acl_notify_core::Error;
 use acl_notify_sim::SimError;
@@ -80,6 +90,77 @@ impl Cond {
     }
 }
 
+/// `aclrtSwitchStream`'s operands: the values at `left` and `right` compared by `cond`
+/// (`wide`: `ACL_RT_SWITCH_INT64`), and the stream started when it holds (a C handle in a
+/// [`Control`], the stream's index in an [`Op`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Switch {
+    pub(crate) left: usize,
+    pub(crate) right: usize,
+    pub(crate) cond: Cond,
+    pub(crate) wide: bool,
+    pub(crate) target: usize,
+}
+
+/// `aclmdlRICondTaskType`: how a conditional task picks among its sub-models from the
+/// 64-bit condition word it reads when it runs (hicann/runtime
+/// `src/runtime/core/src/task/stars_cond_isa_helper.cc`, `ConstructIfCondSetupBranch`,
+/// `ConstructWhileCondSetupBranch`, `ConstructSwitchCondSetupBranch`, and
+/// `ConstructCaptureConditionJumpBackFc` in `aclgraph_cond_task.cc`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CondKind {
+    /// Not 0: sub-model 0; 0: sub-model 1 if there is one, else none.
+    If,
+    /// Sub-model 0 while the word is not 0, read again after each run (0 at once: none).
+    While,
+    /// Sub-model `word` when it is below their number, else none.
+    Switch,
+}
+
+impl CondKind {
+    /// The type a C value names: 107000 for another (`ApiErrorDecorator::StreamAddCondTask`).
+    pub(crate) fn from_c(t: u32) -> Result<CondKind, CallError> {
+        Ok(match t {
+            0 => CondKind::If,
+            1 => CondKind::While,
+            2 => CondKind::Switch,
+            t => {
+                return Err(param(format!(
+                    "params.type {t}: ACL_MODEL_RI_COND_TYPE_IF (0), _WHILE (1) or _SWITCH (2)"
+                )));
+            }
+        })
+    }
+
+    /// `CheckCondTaskParamsSize` (`aclgraph_cond_task.cc`): an if has 1 or 2 sub-models, a
+    /// while 1, a switch at least 1; 107000 otherwise.
+    pub(crate) fn check_size(self, size: u32) -> Result<(), CallError> {
+        let (ok, want) = match self {
+            CondKind::If => (size == 1 || size == 2, "1 or 2"),
+            CondKind::While => (size == 1, "1"),
+            CondKind::Switch => (size > 0, "at least 1"),
+        };
+        if ok {
+            return Ok(());
+        }
+        Err(param(format!(
+            "params.size {size}: a {self:?} conditional task has {want} sub-models"
+        )))
+    }
+
+    /// The sub-model `word` selects among `n` (`None`: none runs).
+    fn pick(self, word: u64, n: usize) -> Option<usize> {
+        match self {
+            CondKind::If if word != 0 => Some(0),
+            CondKind::If => (n > 1).then_some(1),
+            CondKind::While => (word != 0).then_some(0),
+            // CANN compares with a signed branch (`BLT`); a word read as a negative number
+            // would index before the array: the simulator runs none for it.
+            CondKind::Switch => usize::try_from(word).ok().filter(|&i| i < n),
+        }
+    }
+}
+
 /// A control task as stored in a model (C handles; `list` indexes the model's label lists
 /// as they were when the switch was stored).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -88,16 +169,12 @@ pub(crate) enum Control {
     Label(usize),
     /// `aclrtSwitchLabelByIndex`.
     SwitchIndex { ptr: usize, max: u32, list: usize },
-    /// `aclrtSwitchStream` (`wide`: `ACL_RT_SWITCH_INT64`).
-    SwitchStream {
-        left: usize,
-        right: usize,
-        cond: Cond,
-        wide: bool,
-        target: usize,
-    },
+    /// `aclrtSwitchStream` (`target`: the true stream's handle).
+    SwitchStream(Switch),
     /// `aclrtActiveStream`: the stream started.
     Active(usize),
+    /// `aclmdlRIAddCondTask`: the condition handle (`cond`).
+    Cond(usize),
 }
 
 impl Control {
@@ -106,8 +183,9 @@ impl Control {
         match self {
             Control::Label(_) => "aclrtSetLabel",
             Control::SwitchIndex { .. } => "aclrtSwitchLabelByIndex",
-            Control::SwitchStream { .. } => "aclrtSwitchStream",
+            Control::SwitchStream(_) => "aclrtSwitchStream",
             Control::Active(_) => "aclrtActiveStream",
+            Control::Cond(_) => "aclmdlRIAddCondTask",
         }
     }
 }
@@ -115,51 +193,107 @@ impl Control {
 /// A step of a stream's program.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Op {
-    /// The model's task of this index.
+    /// The frame's task of this index.
     Task(usize),
     /// Go on at `targets[min(index, len - 1)]` (stream, step).
     Index {
         ptr: usize,
         targets: Vec<(usize, usize)>,
     },
-    Switch {
-        left: usize,
-        right: usize,
-        cond: Cond,
-        wide: bool,
-        target: usize,
-    },
+    /// `target`: a stream of the program.
+    Switch(Switch),
     Active(usize),
+    /// Run one of `frames` (or none) as the word at `addr` picks, then go on.
+    Cond {
+        addr: usize,
+        kind: CondKind,
+        frames: Vec<usize>,
+    },
 }
 
-/// A model's streams as a program: the steps of each, and which start with an execution.
+/// One model of an execution: the root model, or a sub-model a conditional task runs.
+#[derive(Debug, Default)]
+pub(super) struct Frame {
+    /// Its tasks: stream index, control task or `None` for a plain one.
+    pub(super) tasks: Vec<(usize, Option<Control>)>,
+    /// Per stream: it starts when the frame runs.
+    pub(super) heads: Vec<bool>,
+    /// The label handles of its switches' lists.
+    pub(super) lists: Vec<Vec<usize>>,
+    /// Its streams (C handles), for the control tasks that name one.
+    pub(super) streams: Vec<usize>,
+}
+
+/// What a conditional task needs when it runs: its word, its type, the frames of its
+/// sub-models (indices into the frames given to [`Program::new`]).
+#[derive(Debug)]
+pub(super) struct CondSpec {
+    pub(super) addr: usize,
+    pub(super) kind: CondKind,
+    pub(super) frames: Vec<usize>,
+}
+
+/// An execution's models as one program: the steps of each stream (the frames' streams one
+/// after the other), where each stream is, and the streams each frame starts with.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) struct Program {
     streams: Vec<Vec<Op>>,
-    heads: Vec<usize>,
+    /// Per stream: (frame, its index in the frame).
+    place: Vec<(usize, usize)>,
+    /// Per frame: the streams that start when it runs.
+    starts: Vec<Vec<usize>>,
 }
 
 impl Program {
-    /// The program of `tasks` (stream index, control task or `None` for a plain one) on
-    /// `heads.len()` streams (`heads[i]`: stream `i` starts with each execution), `lists`
-    /// the label handles of the switches' lists, `stream_of` a C stream handle's index.
-    /// 507000 (`ACL_ERROR_RT_INTERNAL_ERROR`, CANN's `RT_ERROR_LABEL_STREAM`/`_MODEL`, as its
-    /// `ApiImpl::LabelListCpy` checks) for a label of a list set on no stream of the model.
+    /// The program of `frames` (frame 0 the model executed), `cond_of` the conditional task
+    /// of a condition handle. 507000 (`ACL_ERROR_RT_INTERNAL_ERROR`, CANN's
+    /// `RT_ERROR_LABEL_STREAM`/`_MODEL`, as its `ApiImpl::LabelListCpy` checks) for a label of
+    /// a list set on no stream of its model.
     pub(super) fn new(
-        tasks: &[(usize, Option<Control>)],
-        heads: &[bool],
-        lists: &[Vec<usize>],
-        stream_of: impl Fn(usize) -> Option<usize>,
+        frames: &[Frame],
+        cond_of: &dyn Fn(usize) -> Result<CondSpec, CallError>,
     ) -> Result<Program, CallError> {
-        let mut streams: Vec<Vec<Op>> = vec![Vec::new(); heads.len()];
+        let mut p = Program {
+            streams: Vec::new(),
+            place: Vec::new(),
+            starts: Vec::new(),
+        };
+        for (f, frame) in frames.iter().enumerate() {
+            p.add(f, frame, cond_of)?;
+        }
+        Ok(p)
+    }
+
+    /// Appends frame `f`'s streams.
+    fn add(
+        &mut self,
+        f: usize,
+        frame: &Frame,
+        cond_of: &dyn Fn(usize) -> Result<CondSpec, CallError>,
+    ) -> Result<(), CallError> {
+        let base = self.streams.len();
+        let stream_of = |s: usize| {
+            frame
+                .streams
+                .iter()
+                .position(|&x| x == s)
+                .map(|i| base + i)
+                .ok_or_else(|| {
+                    CallError::new(
+                        Error::StreamModel,
+                        format!("stream {s:#x} is not a stream of the model"),
+                    )
+                })
+        };
+        let mut streams: Vec<Vec<Op>> = vec![Vec::new(); frame.heads.len()];
         let mut labels: Vec<(usize, (usize, usize))> = Vec::new();
         let mut switches = Vec::new();
-        for (n, &(i, c)) in tasks.iter().enumerate() {
+        for (n, &(i, c)) in frame.tasks.iter().enumerate() {
             let here = streams[i].len();
             let op = match c {
                 None => Op::Task(n),
                 Some(Control::Label(l)) => {
-                    labels.push((l, (i, here)));
+                    labels.push((l, (base + i, here)));
                     continue;
                 }
                 Some(Control::SwitchIndex { ptr, max, list }) => {
@@ -169,25 +303,24 @@ impl Program {
                         targets: Vec::new(),
                     }
                 }
-                Some(Control::SwitchStream {
-                    left,
-                    right,
-                    cond,
-                    wide,
-                    target,
-                }) => Op::Switch {
-                    left,
-                    right,
-                    cond,
-                    wide,
-                    target: index_of(&stream_of, target)?,
-                },
-                Some(Control::Active(t)) => Op::Active(index_of(&stream_of, t)?),
+                Some(Control::SwitchStream(s)) => Op::Switch(Switch {
+                    target: stream_of(s.target)?,
+                    ..s
+                }),
+                Some(Control::Active(t)) => Op::Active(stream_of(t)?),
+                Some(Control::Cond(h)) => {
+                    let c = cond_of(h)?;
+                    Op::Cond {
+                        addr: c.addr,
+                        kind: c.kind,
+                        frames: c.frames,
+                    }
+                }
             };
             streams[i].push(op);
         }
         for (i, at, max, list) in switches {
-            let handles = lists.get(list).map(Vec::as_slice).unwrap_or_default();
+            let handles = frame.lists.get(list).map(Vec::as_slice).unwrap_or_default();
             let take = handles.len().min(max as usize);
             let targets = handles[..take]
                 .iter()
@@ -212,13 +345,20 @@ impl Program {
                 *t = targets;
             }
         }
-        let heads = (0..heads.len()).filter(|&i| heads[i]).collect();
-        Ok(Program { streams, heads })
+        self.starts.push(
+            (0..frame.heads.len())
+                .filter(|&i| frame.heads[i])
+                .map(|i| base + i)
+                .collect(),
+        );
+        self.place.extend((0..streams.len()).map(|i| (f, i)));
+        self.streams.extend(streams);
+        Ok(())
     }
 
     /// Whether an execution must interpret it (else every task is queued up front).
     pub(super) fn branches(&self) -> bool {
-        self.heads.len() != self.streams.len()
+        self.starts.iter().map(Vec::len).sum::<usize>() != self.streams.len()
             || self
                 .streams
                 .iter()
@@ -227,25 +367,21 @@ impl Program {
     }
 }
 
-fn index_of(stream_of: &impl Fn(usize) -> Option<usize>, s: usize) -> Result<usize, CallError> {
-    stream_of(s).ok_or_else(|| {
-        CallError::new(
-            Error::StreamModel,
-            format!("stream {s:#x} is not a stream of the model"),
-        )
-    })
-}
-
-/// What the driver asks of the C layer: queue a model task, or a read of device words whose
-/// values come back to the driver (`Sim::read_async`), on a model stream (by index).
+/// What the driver asks of the C layer: queue a task of a frame, or a read of device words
+/// whose values come back to the driver (`Sim::read_async`), on a stream of a frame (by its
+/// index there); and stop every stream's queued tasks (the execution's stream was destroyed).
 pub(super) trait Env {
-    fn queue_task(&self, stream: usize, task: usize) -> Result<(), CallError>;
+    /// Before the execution's first task (the conditions' defaults).
+    fn begin(&self) -> Result<(), CallError>;
+    fn queue_task(&self, frame: usize, stream: usize, task: usize) -> Result<(), CallError>;
     fn queue_read(
         &self,
+        frame: usize,
         stream: usize,
         words: Vec<(Word, &'static str)>,
         then: Reader,
     ) -> Result<(), CallError>;
+    fn stop(&self);
 }
 
 /// A model's executions' shared state: one runs at a time; `abort` stops the one running.
@@ -305,6 +441,10 @@ impl Drop for Notice {
 /// How long the driver sleeps between looks at its cancellation.
 const SLICE: Duration = Duration::from_millis(2);
 
+/// How long a cancelled execution waits for its streams' queued tasks to be dropped before
+/// it gives up on them (a task that never ends: a wait nobody records).
+const STOP_WAIT: Duration = Duration::from_secs(2);
+
 /// Runs one execution of `program` through `env`: waits for the model's turn, starts the head
 /// streams, follows each stream's control tasks as their reads report, and returns when no
 /// stream runs (the first error seen, if any). `cancelled` is polled between waits.
@@ -328,7 +468,7 @@ pub(super) fn drive(
         }
         *busy = true;
     }
-    let r = interpret(program, runs, env, cancelled);
+    let r = Interp::new(program, env).run(runs, cancelled);
     // An abort stops the execution it finds running or queued: the next starts afresh.
     runs.abort.store(false, Ordering::Release);
     *runs.running.lock().unwrap_or_else(PoisonError::into_inner) = false;
@@ -343,47 +483,77 @@ fn stopped() -> CallError {
     )
 }
 
-fn interpret(
-    program: &Program,
-    runs: &Runs,
-    env: &dyn Env,
-    cancelled: &dyn Fn() -> bool,
-) -> Result<(), CallError> {
-    let inbox = Arc::new(Inbox::default());
-    let mut live = 0usize;
-    let mut first: Option<CallError> = None;
-    // Starts streams at steps: their blocks' tasks queued in the model's task order (so a
-    // wait on one stream is queued after the record on another it pairs with), then each
-    // stream's read of its control task's operands.
-    let start = |at: &[(usize, usize)], live: &mut usize| -> Result<(), CallError> {
-        let mut queue: Vec<(usize, usize)> = Vec::new();
+/// One execution's state.
+struct Interp<'a> {
+    program: &'a Program,
+    env: &'a dyn Env,
+    inbox: Arc<Inbox>,
+    /// Reads queued and not heard from.
+    live: usize,
+    /// Per frame: its streams running (a stream stopped at a conditional task counts).
+    running: Vec<usize>,
+    /// Per frame: the stream and step of the conditional task that runs it.
+    parked: Vec<Option<(usize, usize)>>,
+    first: Option<CallError>,
+}
+
+impl<'a> Interp<'a> {
+    fn new(program: &'a Program, env: &'a dyn Env) -> Self {
+        let frames = program.starts.len();
+        Interp {
+            program,
+            env,
+            inbox: Arc::new(Inbox::default()),
+            live: 0,
+            running: vec![0; frames],
+            parked: vec![None; frames],
+            first: None,
+        }
+    }
+
+    fn note(&mut self, r: Result<(), CallError>) {
+        if let Err(e) = r {
+            self.first.get_or_insert(e);
+        }
+    }
+
+    /// Starts streams at steps: their blocks' tasks queued in the model's task order (so a
+    /// wait on one stream is queued after the record on another it pairs with), then each
+    /// stream's read of its control task's operands.
+    fn start(&mut self, at: &[(usize, usize)]) -> Result<(), CallError> {
+        let p = self.program;
+        let mut queue: Vec<(usize, usize, usize)> = Vec::new();
         let mut ends = Vec::with_capacity(at.len());
         for &(s, from) in at {
-            let steps = &program.streams[s];
             let mut k = from;
-            while let Some(Op::Task(n)) = steps.get(k) {
-                queue.push((*n, s));
+            while let Some(Op::Task(n)) = p.streams[s].get(k) {
+                queue.push((p.place[s].0, *n, s));
                 k += 1;
             }
             ends.push((s, k));
         }
         queue.sort_unstable();
-        for (n, s) in queue {
-            env.queue_task(s, n)?;
+        for (f, n, s) in queue {
+            self.env.queue_task(f, p.place[s].1, n)?;
         }
         for (s, k) in ends {
-            let words = match program.streams[s].get(k) {
+            let words = match p.streams[s].get(k) {
                 Some(Op::Index { ptr, .. }) => vec![(Word::At32(*ptr), "label index")],
-                Some(Op::Switch {
-                    left, right, wide, ..
-                }) => {
-                    let w = |a: usize| if *wide { Word::At(a, 0) } else { Word::At32(a) };
-                    vec![(w(*left), "left value"), (w(*right), "right value")]
+                Some(Op::Switch(sw)) => {
+                    let w = |a: usize| {
+                        if sw.wide {
+                            Word::At(a, 0)
+                        } else {
+                            Word::At32(a)
+                        }
+                    };
+                    vec![(w(sw.left), "left value"), (w(sw.right), "right value")]
                 }
+                Some(Op::Cond { addr, .. }) => vec![(Word::At(*addr, 0), "condition value")],
                 _ => Vec::new(),
             };
             let notice = Notice {
-                inbox: Arc::clone(&inbox),
+                inbox: Arc::clone(&self.inbox),
                 at: (s, k),
                 sent: false,
             };
@@ -393,89 +563,176 @@ fn interpret(
                         .map_err(|e| CallError::backend(e.clone())),
                 );
             });
-            env.queue_read(s, words, then)?;
-            *live += 1;
+            let (f, local) = p.place[s];
+            self.env.queue_read(f, local, words, then)?;
+            self.live += 1;
+            self.running[f] += 1;
         }
         Ok(())
-    };
-    let note = |r: Result<(), CallError>, first: &mut Option<CallError>| {
-        if let Err(e) = r {
-            first.get_or_insert(e);
-        }
-    };
-    let heads: Vec<(usize, usize)> = program.heads.iter().map(|&h| (h, 0)).collect();
-    note(start(&heads, &mut live), &mut first);
-    while live > 0 {
-        let (s, at, r) = {
-            let mut q = inbox.lock();
-            loop {
-                if let Some(h) = q.pop_front() {
-                    break h;
-                }
-                if cancelled() {
-                    // The streams' discards drop the read tasks, whose notices arrive.
-                    runs.abort.store(true, Ordering::Release);
-                }
-                q = inbox
-                    .ready
-                    .wait_timeout(q, SLICE)
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .0;
+    }
+
+    /// Starts `at`, noting a failure.
+    fn go(&mut self, at: &[(usize, usize)]) {
+        let r = self.start(at);
+        self.note(r);
+    }
+
+    /// The next report, waiting for it; `None` when a cancelled execution gave up on its
+    /// streams.
+    fn next(&mut self, runs: &Runs, cancelled: &dyn Fn() -> bool) -> Option<Heard> {
+        let mut q = self.inbox.lock();
+        let mut given_up: Option<Instant> = None;
+        loop {
+            if let Some(h) = q.pop_front() {
+                return Some(h);
             }
-        };
-        live -= 1;
-        let values = match r {
-            Ok(v) => v,
-            Err(e) => {
-                note(Err(e), &mut first);
+            if given_up.is_none() && cancelled() {
+                // The streams' queued tasks are dropped: their reads' notices arrive.
+                runs.abort.store(true, Ordering::Release);
+                drop(q);
+                self.env.stop();
+                q = self.inbox.lock();
+                given_up = Some(Instant::now() + STOP_WAIT);
                 continue;
             }
-        };
-        if runs.abort.load(Ordering::Acquire) || first.is_some() {
-            continue;
-        }
-        let next: Vec<(usize, usize)> = match program.streams[s].get(at) {
-            None | Some(Op::Task(_)) => Vec::new(),
-            Some(Op::Index { targets, .. }) => {
-                let i = (values[0] as usize).min(targets.len().saturating_sub(1));
-                targets.get(i).copied().into_iter().collect()
+            if given_up.is_some_and(|t| Instant::now() >= t) {
+                return None;
             }
-            Some(Op::Switch {
-                cond, wide, target, ..
-            }) => {
-                let v = |x: u64| {
-                    if *wide {
-                        x as i64
+            q = self
+                .inbox
+                .ready
+                .wait_timeout(q, SLICE)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    fn run(mut self, runs: &Runs, cancelled: &dyn Fn() -> bool) -> Result<(), CallError> {
+        let p = self.program;
+        let heads: Vec<(usize, usize)> = p.starts[0].iter().map(|&h| (h, 0)).collect();
+        let begun = self.env.begin();
+        self.note(begun);
+        if self.first.is_none() {
+            self.go(&heads);
+        }
+        while self.live > 0 {
+            let Some((s, at, r)) = self.next(runs, cancelled) else {
+                return Err(CallError::new(
+                    Error::InternalError,
+                    format!(
+                        "the execution's stream was destroyed and {} of the model's streams \
+                         did not stop within {STOP_WAIT:?} (a task that never ends)",
+                        self.live
+                    ),
+                ));
+            };
+            self.live -= 1;
+            let f = p.place[s].0;
+            self.running[f] -= 1;
+            let values = match r {
+                Ok(v) => v,
+                Err(e) => {
+                    self.note(Err(e));
+                    continue;
+                }
+            };
+            if runs.abort.load(Ordering::Acquire) || self.first.is_some() {
+                continue;
+            }
+            match p.streams[s].get(at) {
+                None | Some(Op::Task(_)) => {}
+                Some(Op::Index { targets, .. }) => {
+                    let i = (values[0] as usize).min(targets.len().saturating_sub(1));
+                    let next: Vec<_> = targets.get(i).copied().into_iter().collect();
+                    self.go(&next);
+                }
+                Some(Op::Switch(sw)) => {
+                    let v = |x: u64| {
+                        if sw.wide {
+                            x as i64
+                        } else {
+                            i64::from(x as u32 as i32)
+                        }
+                    };
+                    if sw.cond.holds(v(values[0]), v(values[1])) {
+                        self.go(&[(sw.target, 0)]);
                     } else {
-                        i64::from(x as u32 as i32)
+                        self.go(&[(s, at + 1)]);
                     }
-                };
-                if cond.holds(v(values[0]), v(values[1])) {
-                    vec![(*target, 0)]
-                } else {
-                    vec![(s, at + 1)]
+                }
+                Some(Op::Active(t)) => self.go(&[(*t, 0), (s, at + 1)]),
+                Some(Op::Cond { kind, frames, .. }) => {
+                    match kind.pick(values[0], frames.len()).map(|i| frames[i]) {
+                        Some(g) => {
+                            // The stream stays running (parked) until the sub-model ends.
+                            self.running[f] += 1;
+                            self.parked[g] = Some((s, at));
+                            let heads: Vec<(usize, usize)> =
+                                p.starts[g].iter().map(|&h| (h, 0)).collect();
+                            self.go(&heads);
+                            self.resume(g);
+                        }
+                        None => self.go(&[(s, at + 1)]),
+                    }
                 }
             }
-            Some(Op::Active(t)) => vec![(*t, 0), (s, at + 1)],
-        };
-        note(start(&next, &mut live), &mut first);
+            self.resume(f);
+        }
+        if runs.abort.load(Ordering::Acquire) && self.first.is_none() {
+            return Err(CallError::new(
+                Error::ModelAbortNormal,
+                "the execution was aborted (aclmdlRIAbort) before its end",
+            ));
+        }
+        self.first.map_or(Ok(()), Err)
     }
-    if runs.abort.load(Ordering::Acquire) && first.is_none() {
-        return Err(CallError::new(
-            Error::ModelAbortNormal,
-            "the execution was aborted (aclmdlRIAbort) before its end",
-        ));
+
+    /// When frame `f` (a sub-model) has no stream running, the conditional task that ran it
+    /// goes on: a while reads its word again, the others go to the next step. A frame with
+    /// no stream to start ends at once, and so may the frames above it.
+    fn resume(&mut self, mut f: usize) {
+        while self.running[f] == 0 {
+            let Some((s, at)) = self.parked[f].take() else {
+                return;
+            };
+            let p = self.program;
+            let pf = p.place[s].0;
+            self.running[pf] -= 1;
+            let again = matches!(
+                p.streams[s].get(at),
+                Some(Op::Cond {
+                    kind: CondKind::While,
+                    ..
+                })
+            );
+            self.go(&[(s, if again { at } else { at + 1 })]);
+            f = pf;
+        }
     }
-    first.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+
     use super::*;
 
+    fn no_cond(h: usize) -> Result<CondSpec, CallError> {
+        Err(param(format!("no condition {h:#x}")))
+    }
+
+    fn frame(tasks: &[(usize, Option<Control>)], heads: &[bool]) -> Frame {
+        Frame {
+            tasks: tasks.to_vec(),
+            heads: heads.to_vec(),
+            lists: vec![vec![0xA1, 0xA2]],
+            streams: (0..heads.len()).map(|i| 0x100 + i).collect(),
+        }
+    }
+
     fn program(tasks: &[(usize, Option<Control>)], heads: &[bool]) -> Program {
-        let lists = vec![vec![0xA1, 0xA2]];
-        Program::new(tasks, heads, &lists, |s| Some(s - 0x100)).unwrap()
+        Program::new(&[frame(tasks, heads)], &no_cond).unwrap()
     }
 
     #[test]
@@ -498,7 +755,7 @@ mod tests {
             ],
             &[true, false],
         );
-        assert_eq!(p.heads, vec![0]);
+        assert_eq!(p.starts, vec![vec![0]]);
         assert_eq!(
             p.streams[0],
             vec![
@@ -517,7 +774,7 @@ mod tests {
 
     #[test]
     fn a_label_set_nowhere_is_refused() {
-        let e = Program::new(
+        let mut f = frame(
             &[(
                 0,
                 Some(Control::SwitchIndex {
@@ -527,10 +784,9 @@ mod tests {
                 }),
             )],
             &[true],
-            &[vec![0xA1]],
-            |_| Some(0),
-        )
-        .unwrap_err();
+        );
+        f.lists = vec![vec![0xA1]];
+        let e = Program::new(&[f], &no_cond).unwrap_err();
         assert_eq!(e.code(), Error::InternalError);
     }
 
@@ -540,5 +796,114 @@ mod tests {
         assert!(Cond::GreaterOrEqual.holds(3, 3));
         assert!(!Cond::NotEqual.holds(3, 3));
         assert!(Cond::from_c(6).is_err());
+    }
+
+    #[test]
+    fn conditional_tasks_pick_as_cann_s_branches_do() {
+        use CondKind::{If, Switch, While};
+        assert_eq!(If.pick(7, 2), Some(0));
+        assert_eq!(If.pick(0, 2), Some(1));
+        assert_eq!(If.pick(0, 1), None);
+        assert_eq!(While.pick(1, 1), Some(0));
+        assert_eq!(While.pick(0, 1), None);
+        assert_eq!(Switch.pick(2, 3), Some(2));
+        assert_eq!(Switch.pick(3, 3), None);
+        assert_eq!(Switch.pick(u64::MAX, 3), None);
+        assert!(If.check_size(3).is_err() && While.check_size(2).is_err());
+        assert!(Switch.check_size(0).is_err() && Switch.check_size(9).is_ok());
+        assert!(CondKind::from_c(3).is_err());
+    }
+
+    /// Runs tasks and reads at once, in queue order: a task of frame `f` numbered `n` adds
+    /// `(f, n)` to the log and, when it is frame 1's task 0, takes 1 from the word at 0x10.
+    struct Fake {
+        log: RefCell<Vec<(usize, usize)>>,
+        mem: RefCell<HashMap<usize, u64>>,
+    }
+
+    impl Env for Fake {
+        fn queue_task(&self, frame: usize, _: usize, task: usize) -> Result<(), CallError> {
+            self.log.borrow_mut().push((frame, task));
+            if (frame, task) == (1, 0) {
+                *self.mem.borrow_mut().entry(0x10).or_default() -= 1;
+            }
+            Ok(())
+        }
+
+        fn queue_read(
+            &self,
+            _: usize,
+            _: usize,
+            words: Vec<(Word, &'static str)>,
+            then: Reader,
+        ) -> Result<(), CallError> {
+            let v: Vec<u64> = words
+                .iter()
+                .map(|(w, _)| match *w {
+                    Word::At(a, _) | Word::At32(a) => self.mem.borrow()[&a],
+                    Word::Given(v) => v,
+                })
+                .collect();
+            then(Ok(&v));
+            Ok(())
+        }
+
+        fn stop(&self) {}
+
+        fn begin(&self) -> Result<(), CallError> {
+            Ok(())
+        }
+    }
+
+    /// Frame 0: task 0, a conditional task on the word at 0x10, task 2. Frame 1: task 0
+    /// (takes 1 from the word), task 1; frame 2: task 0.
+    fn run(kind: CondKind, word: u64) -> Vec<(usize, usize)> {
+        let subs = if kind == CondKind::If {
+            vec![1, 2]
+        } else {
+            vec![1]
+        };
+        let frames = [
+            frame(
+                &[(0, None), (0, Some(Control::Cond(0xC0))), (0, None)],
+                &[true],
+            ),
+            frame(&[(0, None), (0, None)], &[true]),
+            frame(&[(0, None)], &[true]),
+        ];
+        let cond_of = |_: usize| {
+            Ok(CondSpec {
+                addr: 0x10,
+                kind,
+                frames: subs.clone(),
+            })
+        };
+        let p = Program::new(&frames, &cond_of).unwrap();
+        assert!(p.branches());
+        let env = Fake {
+            log: RefCell::default(),
+            mem: RefCell::new(HashMap::from([(0x10, word)])),
+        };
+        drive(&p, &Runs::default(), &env, &|| false).unwrap();
+        env.log.into_inner()
+    }
+
+    #[test]
+    fn a_while_runs_its_body_until_the_word_it_reads_is_0() {
+        assert_eq!(run(CondKind::While, 0), vec![(0, 0), (0, 2)]);
+        let three = run(CondKind::While, 3);
+        assert_eq!(three.len(), 2 + 3 * 2);
+        assert_eq!(
+            three[1..7],
+            [(1, 0), (1, 1), (1, 0), (1, 1), (1, 0), (1, 1)]
+        );
+        assert_eq!(three[7], (0, 2));
+    }
+
+    #[test]
+    fn an_if_runs_one_branch_and_goes_on() {
+        assert_eq!(run(CondKind::If, 5), vec![(0, 0), (1, 0), (1, 1), (0, 2)]);
+        assert_eq!(run(CondKind::If, 0), vec![(0, 0), (2, 0), (0, 2)]);
+        assert_eq!(run(CondKind::Switch, 1), vec![(0, 0), (0, 2)]);
     }
 }

@@ -375,6 +375,7 @@ impl Runtime {
 pub(crate) mod callbacks;
 pub(crate) mod capture;
 mod cnt;
+mod cond;
 mod context;
 pub(crate) mod device;
 pub(crate) mod devquery;
@@ -387,6 +388,7 @@ pub(crate) mod labels;
 pub(crate) mod mbufs;
 mod model_build;
 mod model_debug;
+mod model_exec;
 mod model_flow;
 mod model_info;
 pub(crate) mod model_tasks;

@@ -115,6 +115,7 @@ impl Runtime {
             Phase::Building { .. } => Ok(m),
             Phase::Capturing { .. } => Err(graph_model(handle, what)),
             Phase::Ready(r) if r.owned() => Err(graph_model(handle, what)),
+            Phase::Empty => Err(graph_model(handle, what)),
             Phase::Ready(_) => Err(param(format!(
                 "{what}: the build of model {handle:#x} has ended (aclmdlRIBuildEnd)"
             ))),

@@ -71,6 +71,7 @@ fn phase(m: &Model) -> &'static str {
         Phase::Capturing { .. } => "capturing",
         Phase::Building { .. } => "building",
         Phase::Ready(_) => "ready",
+        Phase::Empty => "empty (a conditional task's sub-model not captured yet)",
     }
 }
 

@@ -26,7 +26,9 @@
 
 use std::sync::Arc;
 
-use acl_notify_core::{Backend as _, BackendError as _, Error, RawStream, StreamOps, SyncWait};
+use acl_notify_core::{
+    Backend as _, BackendError as _, Error, RawStream, StreamControl as _, StreamOps, SyncWait,
+};
 use acl_notify_sim::mem::indirect::{Reader, Word};
 
 use super::Runtime;
@@ -204,13 +206,13 @@ impl Runtime {
                 .memset_check(p, size, size)
                 .map_err(|e| CallError::backend(e).in_context(what))?;
         }
-        let c = Control::SwitchStream {
+        let c = Control::SwitchStream(flow::Switch {
             left,
             right,
             cond,
             wide,
             target,
-        };
+        });
         self.store_control(stream, c)
     }
 
@@ -248,9 +250,18 @@ impl Runtime {
         }
     }
 
-    /// Model `m`'s program (`capture`'s build checks it and asks whether it branches).
+    /// Model `m`'s program (`capture`'s build checks it and asks whether it branches): its
+    /// own frame, its conditional tasks' sub-models left out.
     pub(super) fn program_of(&self, m: &Model) -> Result<Program, CallError> {
-        program(&m.tasks, &m.heads, &m.lists, &m.streams)
+        let f = frame(&m.tasks, &m.heads, &m.lists, &m.streams);
+        // (Called under the captures' lock by a build's end: nothing is looked up.)
+        Program::new(&[f], &|_| {
+            Ok(flow::CondSpec {
+                addr: 0,
+                kind: flow::CondKind::If,
+                frames: Vec::new(),
+            })
+        })
     }
 
     /// `aclmdlRIExecuteAsync` of a model whose tasks branch: queues on `exec` the driver
@@ -276,24 +287,67 @@ impl Runtime {
     }
 
     /// One execution of `replay`, on the driver's thread.
-    fn drive(&self, replay: &Replay, cancelled: &dyn Fn() -> bool) -> Result<(), CallError> {
-        let mut raws = Vec::with_capacity(replay.streams.len());
-        for &s in &replay.streams {
-            raws.push(self.stream(s)?.raw);
-        }
-        let tasks = replay.tasks();
-        let program = program(&tasks, &replay.heads, &replay.lists, &replay.streams)?;
+    fn drive(&self, replay: &Arc<Replay>, cancelled: &dyn Fn() -> bool) -> Result<(), CallError> {
+        let mut runs: Vec<FrameRun> = Vec::new();
+        let mut frames: Vec<flow::Frame> = Vec::new();
+        let mut defaults = Vec::new();
+        let program = {
+            let st = self.captures.lock();
+            // Frame 0 the model, then the sub-models of its conditional tasks (and theirs),
+            // each added when a task names its condition.
+            let add = |r: &Arc<Replay>,
+                       runs: &mut Vec<FrameRun>,
+                       frames: &mut Vec<flow::Frame>|
+             -> Result<usize, CallError> {
+                let mut raws = Vec::with_capacity(r.streams.len());
+                for &s in &r.streams {
+                    raws.push(self.stream(s)?.raw);
+                }
+                let tasks = r.tasks();
+                frames.push(frame(&tasks, &r.heads, &r.lists, &r.streams));
+                runs.push(FrameRun {
+                    replay: Arc::clone(r),
+                    raws,
+                    tasks,
+                });
+                Ok(runs.len() - 1)
+            };
+            add(replay, &mut runs, &mut frames)?;
+            let mut at = 0;
+            let mut specs = std::collections::HashMap::new();
+            while at < frames.len() {
+                let conds: Vec<usize> = frames[at]
+                    .tasks
+                    .iter()
+                    .filter_map(|t| match t.1 {
+                        Some(Control::Cond(h)) => Some(h),
+                        _ => None,
+                    })
+                    .collect();
+                for h in conds {
+                    let spec = self.cond_spec(&st, h, &mut |r| add(r, &mut runs, &mut frames))?;
+                    specs.insert(h, spec);
+                    defaults.extend(self.cond_default(&st, h));
+                }
+                at += 1;
+            }
+            let specs = std::cell::RefCell::new(specs);
+            Program::new(&frames, &|h| {
+                specs.borrow_mut().remove(&h).ok_or_else(|| {
+                    internal(format!("condition {h:#x} named by two conditional tasks"))
+                })
+            })?
+        };
         let env = Queues {
             rt: self,
-            replay,
-            raws: &raws,
-            tasks: &tasks,
+            runs: &runs,
+            defaults: &defaults,
         };
         let run = flow::drive(&program, &replay.runs, &env, cancelled);
         // Every task queued has run (each block's read came after it): a task's failure is
         // stored on its model stream; it is the execution's.
         let mut first = run.err();
-        for &raw in &raws {
+        for &raw in runs.iter().flat_map(|r| &r.raws) {
             if let Err(e) = self
                 .backend
                 .synchronize(raw, SyncWait::AtMost(Default::default()))
@@ -305,75 +359,129 @@ impl Runtime {
         first.map_or(Ok(()), Err)
     }
 
-    /// `aclmdlRIAbort`: the model's execution running (or queued) now stops at its streams'
-    /// next control task or end (the blocks already queued run); its stream's error is 507023
-    /// (`ACL_ERROR_RT_MODEL_ABORT_NORMAL`). A model with no execution queued: nothing to do.
-    /// A model whose tasks do not branch queued them all when it was executed: they run.
+    /// `aclmdlRIAbort`: the model's executions stop. One whose tasks branch stops at its
+    /// streams' next control task or end (the blocks already queued run); its stream's error
+    /// is 507023 (`ACL_ERROR_RT_MODEL_ABORT_NORMAL`). A model whose tasks do not branch queued
+    /// them all when it was executed: its streams' queued tasks are dropped and the running
+    /// ones cancelled (CANN's `Context::ModelAbortById` aborts the model's tasks on the device,
+    /// `OP_ABORT_MODEL`, whatever they are), so each execution queued and not finished fails
+    /// on its stream with 107023 (`ACL_ERROR_RT_STREAM_ABORT`: its done record was dropped);
+    /// the executions queued after the call run. A model with no execution queued: nothing to
+    /// do. A sub-model of a conditional task: 207000 (`ApiErrorDecorator::ModelAbort`).
     pub(crate) fn abort_model(&self, handle: usize) -> Result<(), CallError> {
         let id = self.model_id(handle)?;
-        let st = self.captures.lock();
-        let m = st
-            .models
-            .get(&id)
-            .ok_or_else(|| super::capture::bad_model(handle))?;
-        match &m.phase {
-            Phase::Ready(r) if !r.owned() => {
-                if r.in_flight() {
-                    r.runs
-                        .abort
-                        .store(true, std::sync::atomic::Ordering::Release);
+        let replay = {
+            let st = self.captures.lock();
+            let m = st
+                .models
+                .get(&id)
+                .ok_or_else(|| super::capture::bad_model(handle))?;
+            super::cond::refuse_sub(m, "aclmdlRIAbort")?;
+            match &m.phase {
+                Phase::Ready(r) => Arc::clone(r),
+                _ => {
+                    return Err(param(format!(
+                        "model {handle:#x} is not ready to run (its capture or build has not \
+                         ended)"
+                    )));
                 }
-                Ok(())
             }
-            _ => Err(param(format!(
-                "model {handle:#x} is not a built model ready to run (aclmdlRIAbort stops a \
-                 model of aclmdlRIBuildBegin; ACL Graph mode is not supported)"
-            ))),
+        };
+        if !replay.in_flight() {
+            return Ok(());
         }
+        if replay.branches {
+            replay
+                .runs
+                .abort
+                .store(true, std::sync::atomic::Ordering::Release);
+            return Ok(());
+        }
+        // One execution's queueing at a time (`issue`): none is half queued when this runs.
+        let _queueing = replay
+            .issuing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for &s in &replay.streams {
+            if let Ok(e) = self.stream(s) {
+                let _ = self.backend.abort(e.raw);
+            }
+        }
+        Ok(())
     }
 }
 
-fn program(
+/// A model's tasks as a frame of a program.
+fn frame(
     tasks: &[(usize, Captured)],
     heads: &[bool],
     lists: &[Vec<usize>],
     streams: &[usize],
-) -> Result<Program, CallError> {
-    let tasks: Vec<(usize, Option<Control>)> = tasks
-        .iter()
-        .map(|&(i, t)| match t {
-            Captured::Control(c) => (i, Some(c)),
-            _ => (i, None),
-        })
-        .collect();
-    Program::new(&tasks, heads, lists, |s| {
-        streams.iter().position(|&x| x == s)
-    })
+) -> flow::Frame {
+    flow::Frame {
+        tasks: tasks
+            .iter()
+            .map(|&(i, t)| match t {
+                Captured::Control(c) => (i, Some(c)),
+                _ => (i, None),
+            })
+            .collect(),
+        heads: heads.to_vec(),
+        lists: lists.to_vec(),
+        streams: streams.to_vec(),
+    }
 }
 
-/// The driver's queues: the model's streams, its tasks as this execution runs them.
+/// What an execution runs of one model: its replay, its streams, its tasks now.
+struct FrameRun {
+    replay: Arc<Replay>,
+    raws: Vec<RawStream>,
+    tasks: Arc<[(usize, Captured)]>,
+}
+
+/// The driver's queues: the models' streams, their tasks as this execution runs them, the
+/// values its conditions start with (`cond`).
 struct Queues<'a> {
     rt: &'a Runtime,
-    replay: &'a Replay,
-    raws: &'a [RawStream],
-    tasks: &'a [(usize, Captured)],
+    runs: &'a [FrameRun],
+    defaults: &'a [(usize, u64)],
 }
 
 impl flow::Env for Queues<'_> {
-    fn queue_task(&self, stream: usize, task: usize) -> Result<(), CallError> {
+    fn begin(&self) -> Result<(), CallError> {
+        // On the model's first stream, before its tasks: a conditional task reads its word
+        // on the stream it was captured on, after the tasks before it.
+        for &(addr, value) in self.defaults {
+            self.rt
+                .backend
+                .value_write(addr, value, self.runs[0].raws[0])
+                .map_err(|e| CallError::backend(e).in_context("a condition's default value"))?;
+        }
+        Ok(())
+    }
+
+    fn queue_task(&self, frame: usize, stream: usize, task: usize) -> Result<(), CallError> {
+        let r = &self.runs[frame];
         self.rt
-            .issue_one(self.replay, self.raws[stream], self.tasks[task].1)
+            .issue_one(&r.replay, r.raws[stream], r.tasks[task].1)
     }
 
     fn queue_read(
         &self,
+        frame: usize,
         stream: usize,
         words: Vec<(Word, &'static str)>,
         then: Reader,
     ) -> Result<(), CallError> {
         self.rt
             .backend
-            .read_async(words, then, self.raws[stream])
+            .read_async(words, then, self.runs[frame].raws[stream])
             .map_err(CallError::backend)
+    }
+
+    fn stop(&self) {
+        for &raw in self.runs.iter().flat_map(|r| &r.raws) {
+            let _ = self.rt.backend.abort(raw);
+        }
     }
 }

@@ -37,7 +37,7 @@ impl Runtime {
         self.with_model(handle, |m| match &m.phase {
             Phase::Ready(r) => Ok(r.streams.iter().copied().filter(|&s| s != 0).collect()),
             Phase::Building { .. } => Ok(m.streams.iter().copied().filter(|&s| s != 0).collect()),
-            Phase::Capturing { .. } => Ok(Vec::new()),
+            Phase::Capturing { .. } | Phase::Empty => Ok(Vec::new()),
         })
     }
 
