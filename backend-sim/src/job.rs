@@ -463,7 +463,7 @@ impl SimJob {
                 // (the table's own fast path, which it would try first as well). The flag is
                 // read before the CAS, so a wait that must wait pays for no extra CAS. The
                 // stream's spin hint is left alone: a wait that did not spin says nothing
-                // about how long one should (see `waiters::SPIN_DECAY`).
+                // about how long one should (see `waiters::next_spin`).
                 if sync.is_set() && sync.try_consume() {
                     return Some(r.file().intact());
                 }

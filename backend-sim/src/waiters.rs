@@ -78,15 +78,14 @@ pub(crate) fn wait_outcome_error(
 }
 
 /// The waiter of a stream's wait: the file's [`SimWaiter`] with a spin that adapts, per
-/// stream, to how the stream's recent waits went.
+/// stream, to how the stream's last wait went: the longest spin ([`table::MAX_SPIN`]) unless
+/// that wait slept longer than it (nothing was coming), then the table's ([`table::SPIN`]).
 ///
 /// Why: on a machine where waking a sleeping thread takes longer than the table's spin
-/// ([`table::SPIN`]; KVM guests take 8–15 µs), two streams handing records back and forth can
-/// settle into putting each other to sleep: each one's record wakes the other, which by then
-/// has given up spinning, so every hand-off costs a wake-up, for good. A wait woken soon after
-/// it went to sleep shows the record was on its way, so the stream's next wait spins longer
-/// (up to [`table::MAX_SPIN`]); waits that finish without sleeping bring the spin back down
-/// slowly ([`SPIN_DECAY`]), and a long sleep (nothing was coming) at once.
+/// ([`table::SPIN`]; KVM guests take 8–15 µs, a halted vCPU on this project's VM 20–35 µs),
+/// two streams handing records back and forth can settle into putting each other to sleep:
+/// each one's record wakes the other, which by then has given up spinning, so every hand-off
+/// costs a wake-up. See [`next_spin`] for why the spin stays long.
 pub(crate) struct AdaptiveWaiter<'a> {
     pub(crate) inner: SimWaiter<'a>,
     /// Its place among the namespace's spinners ([`spin`]).
@@ -97,35 +96,20 @@ pub(crate) struct AdaptiveWaiter<'a> {
     pub(crate) slept_at: Cell<u64>,
 }
 
-/// A wait that had to wait and found its record while spinning lowers the stream's spin by
-/// this fraction of it (from [`MAX_SPIN_NS`] back to [`SPIN_NS`] in about 400 such waits); a
-/// wait that found its record at once (`SimJob::Wait`'s fast path) leaves it alone.
-///
-/// Why so slowly, and not at every wait: a spin limit costs CPU only in the waits that reach
-/// it, and a wait that finds its record sooner never does, however long the limit; lowering
-/// the limit after each of them only undoes what a near miss taught. Where a host thread
-/// feeds two streams in chunks (the bench's fed cases), most waits of a chunk find their
-/// record at once or within a microsecond, and once per chunk the host's burst of enqueues
-/// takes one worker's CPU for 10–35 µs while the other waits. With a decay of 1/16 at every
-/// wait, the spin a near miss had raised to 50 µs was back at the base within the next chunk
-/// (128 waits a handoff chunk), so that wait slept again, and its wake-up on the idle CPU cost
-/// 13–26 µs (`perf sched timehist`). The host-fed handoff (a probe, 64 items a chunk, builds
-/// alternating in one quiet window) slept 0.53–0.57 times a chunk with 1/16 at every wait,
-/// 0.28–0.32 with 1/256 at every wait, and 0.02–0.05 with 1/256 at waits that spun only.
-/// A long sleep (nothing was coming) still resets the spin at once.
-pub(crate) const SPIN_DECAY: u64 = 256;
-
 /// [`table::SPIN`] and [`table::MAX_SPIN`] in nanoseconds.
 pub(crate) const SPIN_NS: u64 = table::SPIN.as_nanos() as u64;
 pub(crate) const MAX_SPIN_NS: u64 = table::MAX_SPIN.as_nanos() as u64;
 
 impl<'a> AdaptiveWaiter<'a> {
-    /// `hint`: the stream's spin hint in nanoseconds (0: none yet).
+    /// `hint`: the stream's spin hint in nanoseconds (0: none yet, the longest spin).
     pub(crate) fn new(inner: SimWaiter<'a>, hint: u64) -> Self {
         AdaptiveWaiter {
             spinner: spin::Spinner::new(),
             inner,
-            spin: hint.clamp(SPIN_NS, MAX_SPIN_NS),
+            spin: match hint {
+                0 => MAX_SPIN_NS,
+                h => h.clamp(SPIN_NS, MAX_SPIN_NS),
+            },
             slept_at: Cell::new(0),
         }
     }
@@ -144,26 +128,34 @@ impl<'a> AdaptiveWaiter<'a> {
             0 => None,
             at => Some(self.inner.now_ns().saturating_sub(at)),
         };
-        next_spin(self.spin, slept_for)
+        next_spin(slept_for)
     }
 }
 
-/// The adaptation rule of [`AdaptiveWaiter`], in nanoseconds: `spun` is how long the last wait
-/// was allowed to spin, `slept_for` how long it slept (from its first sleep to its end), if it
-/// slept.
-pub(crate) fn next_spin(spun: u64, slept_for: Option<u64>) -> u64 {
-    let next = match slept_for {
-        // Done while spinning: drift back toward the base spin.
-        None => spun - spun / SPIN_DECAY,
-        // Woken soon after it gave up: cover that much next time, with a margin.
-        Some(d) if d <= MAX_SPIN_NS => {
-            let t = spun.saturating_add(d);
-            t.saturating_add(t / 4)
-        }
-        // A long sleep: spinning would not have helped.
-        Some(_) => SPIN_NS,
-    };
-    next.clamp(SPIN_NS, MAX_SPIN_NS)
+/// The adaptation rule of [`AdaptiveWaiter`], in nanoseconds: `slept_for` is how long the last
+/// wait slept (from its first sleep to its end), if it slept. A wait that found its record
+/// while spinning, or slept no longer than the longest spin (the record was on its way), is
+/// followed by the longest spin; one that slept longer (nothing was coming: spinning would
+/// not have helped, and would cost a CPU that long in every such wait) by the table's.
+///
+/// Why not come back down to the table's spin after waits that found their record spinning
+/// (until 2026-12-06 by 1/256 of the spin at each, from 50 µs to 10 µs in about 400 waits):
+/// a spin limit costs CPU only in the waits that reach it, and the spinning itself gives its
+/// CPU up to any thread that wants it ([`spin`]: the spinners' budget and the yields). Where
+/// two processes' hosts feed their streams in chunks (the bench's fed cross-process round
+/// trip), the host function that wakes a host now and then finds that host woken on its
+/// worker's CPU and preempting the worker for 28–32 µs (a probe: one involuntary switch in
+/// each such task); every 250–400 µs the peer's wait, its spin decayed back to 10–18 µs, went to
+/// sleep, its wake-up on its halted vCPU delayed its reply past the first worker's spin in
+/// turn, and that one slept too: slow samples of 650–1,000 ns a round trip carried 25–35 such
+/// sleeps a side, 2.1–2.5 ms of an 8,000-round-trip sample (bench/README.md History, xwake16).
+/// With the longest spin kept, alternated with the decaying one in two quiet windows, that
+/// case read 619 → 416 and 499 → 411 ns (medians of 55 samples each; faster in 9 of 10 runs).
+pub(crate) fn next_spin(slept_for: Option<u64>) -> u64 {
+    match slept_for {
+        Some(d) if d > MAX_SPIN_NS => SPIN_NS,
+        _ => MAX_SPIN_NS,
+    }
 }
 
 impl Waiter for AdaptiveWaiter<'_> {

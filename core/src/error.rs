@@ -21,8 +21,14 @@ pub enum Error {
     InvalidFile = 100003,
     /// `ACL_ERROR_PARSE_FILE` — `aclInit`'s configuration file is not the JSON it expects.
     ParseFile = 100006,
+    /// `ACL_ERROR_INVALID_DUMP_CONFIG` — a dump configuration that is not a dump
+    /// configuration (`aclmdlSetDump`).
+    InvalidDumpConfig = 100009,
     /// `ACL_ERROR_REPEAT_FINALIZE` — `aclFinalize` called twice.
     RepeatFinalize = 100037,
+    /// `ACL_ERROR_DUMP_NOT_RUN` — `aclmdlSetDump`/`aclmdlFinalizeDump` before
+    /// `aclmdlInitDump`.
+    DumpNotRun = 100045,
     /// `ACL_ERROR_FEATURE_UNSUPPORTED` — an ACL-layer refusal of a value the API reserves
     /// (`aclrtDeviceEnablePeerAccess` with flags ≠ 0).
     FeatureUnsupported = 200006,
@@ -190,13 +196,15 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 69] = [
+    pub const ALL: [Error; 71] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
         Error::InvalidFile,
         Error::ParseFile,
+        Error::InvalidDumpConfig,
         Error::RepeatFinalize,
+        Error::DumpNotRun,
         Error::ParamInvalid,
         Error::InvalidDeviceId,
         Error::ContextNull,
@@ -277,6 +285,8 @@ impl Error {
             Error::AclInternalError => "ACL_ERROR_INTERNAL_ERROR",
             Error::Failure => "ACL_ERROR_FAILURE",
             Error::ParseFile => "ACL_ERROR_PARSE_FILE",
+            Error::InvalidDumpConfig => "ACL_ERROR_INVALID_DUMP_CONFIG",
+            Error::DumpNotRun => "ACL_ERROR_DUMP_NOT_RUN",
             Error::RepeatFinalize => "ACL_ERROR_REPEAT_FINALIZE",
             Error::ParamInvalid => "ACL_ERROR_RT_PARAM_INVALID",
             Error::InvalidDeviceId => "ACL_ERROR_RT_INVALID_DEVICEID",

@@ -54,6 +54,8 @@
 //!   configured groups (also under valgrind's memcheck).
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
 //! - `mem_usage.c`: `aclrtGetMemUsageInfo`'s components moving by the bytes allocated and freed.
+//! - `model_dump.c`: the dump configuration's state machine and checks; nothing is dumped.
+//! - `trace_repair_attr.c`: profiling trace points, UCE repair, kernel task attributes.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -516,6 +518,8 @@ fn build_everything() -> Result<Prefix, String> {
         "device_capability",
         "op_timeout",
         "mem_usage",
+        "model_dump",
+        "trace_repair_attr",
         "device_topology",
         "device_group",
         "stream_quota",
@@ -3774,6 +3778,20 @@ fn op_execute_timeouts_are_kept_in_cann_s_units_and_credits() {
 #[test]
 fn memory_usage_components_move_by_the_allocated_sizes() {
     on_each_soc_then_memcheck("mem_usage", &["Ascend910B"]);
+}
+
+/// `aclmdlInitDump`/`SetDump`/`FinalizeDump`: CANN's state machine (the process's, across
+/// `aclFinalize`) and configuration checks; no dump file is written.
+#[test]
+fn model_dump_follows_cann_s_state_machine_and_writes_nothing() {
+    on_each_soc_then_memcheck("model_dump", &["Ascend910B"]);
+}
+
+/// `aclrtProfTrace` queues a trace point in stream order; `aclrtMemUceRepair` has nothing to
+/// repair; `aclmdlRIKernelTaskGetAttribute` finds no kernel task; CANN's checks in its order.
+#[test]
+fn trace_points_uce_repairs_and_kernel_task_attributes_follow_cann() {
+    on_each_soc_then_memcheck("trace_repair_attr", &["Ascend910B"]);
 }
 
 /// Devices are linked as each family's server is (and a SuperPod's server 1 as its server 0),

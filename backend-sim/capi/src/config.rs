@@ -70,20 +70,9 @@ pub(crate) unsafe fn read(path: *const c_char) -> Result<(AclConfig, Vec<u8>), C
 
 /// The configuration in `text` (the file's bytes), or the code and what is wrong.
 fn parse(text: &[u8]) -> Result<AclConfig, (Error, String)> {
-    if text.is_empty() {
+    let Some(js) = json(text)? else {
         return Ok(AclConfig::default());
-    }
-    let js: serde_json::Value = serde_json::from_slice(text)
-        .map_err(|e| (Error::ParseFile, format!("not valid JSON: {e}")))?;
-    let (objects, arrays) = depth(&js);
-    if objects > MAX_DEPTH || arrays > MAX_DEPTH {
-        return Err((
-            Error::ParseFile,
-            format!(
-                "objects nest {objects} deep and arrays {arrays} deep; at most {MAX_DEPTH} each"
-            ),
-        ));
-    }
+    };
     let Some(dd) = js.get("defaultDevice") else {
         return Ok(AclConfig::default());
     };
@@ -114,6 +103,27 @@ fn parse(text: &[u8]) -> Result<AclConfig, (Error, String)> {
             format!("\"default_device\" is \"{id}\": it must be 0 or a positive integer"),
         )),
     }
+}
+
+/// The JSON of a configuration file's bytes as CANN's `JsonParser` reads it (`None`: an empty
+/// file, no configuration), or the code and what is wrong: not JSON, or objects or arrays
+/// nested more than [`MAX_DEPTH`] deep (100006).
+pub(crate) fn json(text: &[u8]) -> Result<Option<serde_json::Value>, (Error, String)> {
+    if text.is_empty() {
+        return Ok(None);
+    }
+    let js: serde_json::Value = serde_json::from_slice(text)
+        .map_err(|e| (Error::ParseFile, format!("not valid JSON: {e}")))?;
+    let (objects, arrays) = depth(&js);
+    if objects > MAX_DEPTH || arrays > MAX_DEPTH {
+        return Err((
+            Error::ParseFile,
+            format!(
+                "objects nest {objects} deep and arrays {arrays} deep; at most {MAX_DEPTH} each"
+            ),
+        ));
+    }
+    Ok(Some(js))
 }
 
 /// How deep objects and arrays nest in `v` (a lone `{}` is one object deep).

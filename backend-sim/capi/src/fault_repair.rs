@@ -12,7 +12,7 @@
 //! succeeds with nothing to do, a memory error goes to the driver's repair, any other type is
 //! 107000). The driver's answer to a memory repair (`halMemCtl`, `npu_driver_res.cc`) is not
 //! public: with no UCE error to repair, the simulator refuses that one with 207000 and says
-//! why. `aclrtMemUceRepair` stays unimplemented for the same reason.
+//! why; `aclrtMemUceRepair` (`uce_repair`) likewise.
 
 use acl_notify_core::{Error, Feature};
 
@@ -26,7 +26,7 @@ const ERROR_MEMORY: i32 = 1;
 
 /// 107002 unless the calling thread's current context is on `device` (CANN's
 /// `CheckCurCtxValid`).
-fn current_on(rt: &crate::runtime::Runtime, device: u32) -> Result<(), CallError> {
+pub(crate) fn current_on(rt: &crate::runtime::Runtime, device: u32) -> Result<(), CallError> {
     let (current, _) = rt.current()?;
     if current != device {
         return Err(CallError::new(
