@@ -12,8 +12,6 @@
  * Exit 0 and "cmo <soc>: ok" when every check holds. */
 #include "common.h"
 
-/* A host function holding its stream for *(int *)arg ms. */
-static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
 
 static void plain_and_desc(aclrtStream s) {
     void *d = NULL;
@@ -32,10 +30,11 @@ static void plain_and_desc(aclrtStream s) {
     /* Memory freed before the queued operation ran fails the stream's task. */
     void *gone = NULL;
     CHECK(aclrtMalloc(&gone, 256, ACL_MEM_MALLOC_HUGE_FIRST));
-    int hold = 150;
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t g1 = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &g1));
     CHECK(aclrtCmoAsync(gone, 256, ACL_RT_CMO_TYPE_INVALID, s));
     CHECK(aclrtFree(gone));
+    gate_open(&g1);
     EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_PARAM_INVALID);
     expect_msg("freed before", NULL);
 
@@ -67,9 +66,11 @@ static void plain_and_desc(aclrtStream s) {
     CHECK(aclrtSynchronizeStream(s));
     /* The descriptor is read when the task runs: rewritten to a range past d's end after the
      * call, the task fails. */
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t g2 = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &g2));
     CHECK(aclrtCmoAsyncWithDesc(desc, ACL_RT_CMO_TYPE_PREFETCH, s, NULL));
     CHECK(aclrtCmoSetDesc(desc, (char *)d + 4000, 200));
+    gate_open(&g2);
     EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_PARAM_INVALID);
     expect_msg("leaves its allocation", NULL);
     /* ... and rewritten back, it passes again. */
@@ -115,13 +116,14 @@ static void barriers(void) {
 
     /* Stream a: held, then the copy that writes x, then the invalidation with barrier 5.
      * Stream b: waits for barrier 5, then copies x out. */
-    int hold = 300;
-    CHECK(aclrtLaunchHostFunc(a, hold_stream, &hold));
+    gate_t g = {0};
+    CHECK(aclrtLaunchHostFunc(a, gate_hold, &g));
     CHECK(aclrtMemcpyAsync(x, N, in, N, ACL_MEMCPY_HOST_TO_DEVICE, a));
     CHECK(aclrtCmoAsyncWithBarrier(x, N, ACL_RT_CMO_TYPE_INVALID, 5, a));
     CHECK(aclrtCmoWaitBarrier(&info, b, 0));
     memset(out, 0xEE, N);
     CHECK(aclrtMemcpyAsync(out, N, x, N, ACL_MEMCPY_DEVICE_TO_HOST, b));
+    gate_open(&g);
     CHECK(aclrtSynchronizeStream(b));
     REQUIRE(memcmp(out, in, N) == 0, "stream b copied before barrier 5's invalidation ran (byte 1 %u)",
             out[1]);

@@ -111,6 +111,12 @@ static inline void gate_hold(void *arg) {
 
 static inline void gate_open(gate_t *g) { __atomic_store_n(&g->open, 1, __ATOMIC_RELEASE); }
 
+/* A host function holding its stream for *(int *)arg ms: only for a call that itself
+ * synchronizes the stream (aclrtFreeWithDevSync, a copy to pageable memory), where a gate the
+ * same thread opens could not be opened. It gives the call queued work to wait for; a run
+ * that overtakes it still checks the call's outcome, so it cannot fail by timing. */
+static inline void hold_ms(void *arg) { sleep_ms(*(int *)arg); }
+
 /* One timeline line on stdout:
  *   EVENT <role> <pid> <device> <step> <monotonic ns> <detail...>
  * read by tests/tests/c_abi.rs and by `cargo xtask demo`. */

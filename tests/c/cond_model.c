@@ -405,6 +405,11 @@ int main(void) {
     p.type = ACL_MODEL_RI_COND_TYPE_SWITCH;
     p.size = 0;
     EXPECT_RC(aclmdlRIAddCondTask(p, s, 0), ACL_ERROR_RT_PARAM_INVALID);
+    /* A switch of more sub-models than the process can hold handles for: refused with a code
+     * (it allocated room for 2^32 of them first, and died). */
+    p.size = 0xFFFFFFFFu;
+    EXPECT_RC(aclmdlRIAddCondTask(p, s, 0), ACL_ERROR_RT_RESOURCE_ALLOC_FAIL);
+    expect_msg("sub-models", NULL);
     REQUIRE(subs[0] == NULL, "a refused task wrote a sub-model");
     /* The capture ends without a conditional task: nothing to capture into. */
     CHECK(aclmdlRICaptureEnd(other, &b));

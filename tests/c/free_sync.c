@@ -11,8 +11,6 @@
  * Exit 0 and "free_sync: ok" when every check holds. */
 #include "common.h"
 
-/* A host function holding its stream for *(int *)arg ms. */
-static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
 
 int main(void) {
     g_role = "free_sync";
@@ -63,7 +61,7 @@ int main(void) {
     void *d = NULL;
     CHECK(aclrtMalloc(&d, n, ACL_MEM_MALLOC_HUGE_FIRST));
     for (size_t i = 0; i < n; i++) pinned[i] = (unsigned char)(i * 7 + 3);
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    CHECK(aclrtLaunchHostFunc(s, hold_ms, &hold));
     CHECK(aclrtMemcpyAsync(d, n, pinned, n, ACL_MEMCPY_HOST_TO_DEVICE, s));
     CHECK(aclrtMemcpyAsync(other, n, d, n, ACL_MEMCPY_DEVICE_TO_HOST, s));
     CHECK(aclrtFreeWithDevSync(d));
@@ -74,7 +72,7 @@ int main(void) {
     /* aclrtFreeHostWithDevSync: a queued copy out of host memory runs before the free. */
     CHECK(aclrtMalloc(&d, n, ACL_MEM_MALLOC_HUGE_FIRST));
     CHECK(aclrtMemset(d, n, 0, n));
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    CHECK(aclrtLaunchHostFunc(s, hold_ms, &hold));
     CHECK(aclrtMemcpyAsync(d, n, pinned, n, ACL_MEMCPY_HOST_TO_DEVICE, s));
     CHECK(aclrtFreeHostWithDevSync(pinned));
     memset(other, 0, n);
@@ -86,9 +84,11 @@ int main(void) {
     /* A failed task makes the synchronize, and so the free, fail: nothing is freed. */
     void *gone = NULL;
     CHECK(aclrtMalloc(&gone, 64, ACL_MEM_MALLOC_HUGE_FIRST));
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t g = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &g));
     CHECK(aclrtMemsetAsync(gone, 64, 1, 64, s));
     CHECK(aclrtFree(gone));
+    gate_open(&g);
     EXPECT_RC(aclrtFreeWithDevSync(d), ACL_ERROR_RT_PARAM_INVALID);
     expect_msg("freed before the queued task ran", NULL);
     CHECK(aclrtMemset(d, n, 0x77, 16)); /* still allocated */

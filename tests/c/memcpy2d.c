@@ -22,7 +22,6 @@
 
 static unsigned char pattern(int row, int col) { return (unsigned char)(row * 7 + col * 3 + 1); }
 
-static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
 
 int main(void) {
     g_role = "memcpy2d";
@@ -73,14 +72,15 @@ int main(void) {
     /* On a stream, in order: set dev2, then a device-to-device 2-D copy of the tile's right
      * half (columns 64.. of dev) into dev2's left columns, behind a host function holding the
      * stream, then back to the host. One task: every row or none. */
-    int hold = 30;
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t g1 = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &g1));
     CHECK(aclrtMemsetAsync(dev2, ROWS * DPITCH, 0, ROWS * DPITCH, s));
     CHECK(aclrtMemcpy2dAsync(dev2, DPITCH, (char *)dev + 64, DPITCH, COLS - 64, ROWS,
                              ACL_MEMCPY_DEVICE_TO_DEVICE, s));
     memset(back, 0x77, ROWS * HPITCH);
     CHECK(aclrtMemcpy2dAsync(back, HPITCH, dev2, DPITCH, DPITCH, ROWS, ACL_MEMCPY_DEVICE_TO_HOST,
                              s));
+    gate_open(&g1);
     CHECK(aclrtSynchronizeStream(s));
     for (int r = 0; r < ROWS; r++)
         for (int c = 0; c < HPITCH; c++) {
@@ -160,11 +160,12 @@ int main(void) {
     /* Freed before the queued copy ran: the stream's task fails, nothing is written. */
     void *gone;
     CHECK(aclrtMalloc(&gone, ROWS * DPITCH, ACL_MEM_MALLOC_HUGE_FIRST));
-    hold = 100;
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t g2 = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &g2));
     CHECK(aclrtMemcpy2dAsync(dev, DPITCH, gone, DPITCH, COLS, ROWS, ACL_MEMCPY_DEVICE_TO_DEVICE,
                              s));
     CHECK(aclrtFree(gone));
+    gate_open(&g2);
     EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_PARAM_INVALID);
     expect_msg("freed before the queued task ran", NULL);
     CHECK(aclrtMemcpy(back, ROWS * DPITCH, dev, ROWS * DPITCH, ACL_MEMCPY_DEVICE_TO_HOST));

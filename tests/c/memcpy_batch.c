@@ -10,7 +10,6 @@
  * Exit 0 and "memcpy_batch: ok" when every check holds. */
 #include "common.h"
 
-static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
 
 static aclrtMemcpyBatchAttr attr(aclrtMemLocationType dst, uint32_t dst_id,
                                  aclrtMemLocationType src, uint32_t src_id) {
@@ -124,7 +123,8 @@ int main(int argc, char **argv) {
         int hold = 150;
         for (int i = 0; i < N; i++) pinned[i] = (unsigned char)(3 * i);
         memset(pinned + N, 0, N);
-        CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+        gate_t g = {0};
+        CHECK(aclrtLaunchHostFunc(s, gate_hold, &g));
         void *adst[2] = {d, pinned + N};
         void *asrc[2] = {pinned, d};
         aclrtMemcpyBatchAttr aattrs[2] = {attr(D, 0, H, 0), attr(H, 0, D, 0)};
@@ -132,13 +132,14 @@ int main(int argc, char **argv) {
         CHECK(aclrtMemcpyBatchAsync(adst, maxs, asrc, sizes, 2, aattrs, aidx, 2, &fail, s));
         REQUIRE(fail == SIZE_MAX, "failIndex %zu", fail);
         REQUIRE(pinned[N + 5] == 0, "not copied before the stream ran");
+        gate_open(&g);
         CHECK(aclrtSynchronizeStream(s));
         for (int i = 0; i < N; i++)
             REQUIRE(pinned[N + i] == (unsigned char)(3 * i), "byte %d: %#x", i, pinned[N + i]);
         /* Unregistered host memory: the stream is synchronized and the copy made at once. */
         memset(plain + N, 0, N);
         for (int i = 0; i < N; i++) pinned[i] = (unsigned char)(5 * i + 1);
-        CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+        CHECK(aclrtLaunchHostFunc(s, hold_ms, &hold));
         void *udst[2] = {d, plain + N};
         CHECK(aclrtMemcpyBatchAsyncV2(udst, maxs, asrc, sizes, 2, aattrs, aidx, 2, s));
         for (int i = 0; i < N; i++)

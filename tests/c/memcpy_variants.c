@@ -12,8 +12,6 @@
  * Exit 0 and "memcpy_variants <soc>: ok" when every check holds. */
 #include "common.h"
 
-/* A host function holding its stream for *(int *)arg ms. */
-static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
 
 static void fill(unsigned char *p, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 13 + seed);
@@ -36,7 +34,7 @@ static void with_condition(aclrtStream s) {
     /* Malloc'd destination: the call waits for the copy behind the held stream. */
     int hold = 200;
     memset(plain, 0, N);
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    CHECK(aclrtLaunchHostFunc(s, hold_ms, &hold));
     CHECK(aclrtMemcpyAsyncWithCondition(plain, N, d, N, ACL_MEMCPY_DEVICE_TO_HOST, s));
     REQUIRE(memcmp(plain, src, N) == 0, "malloc'd memory not yet written when the call returned");
 
@@ -44,9 +42,11 @@ static void with_condition(aclrtStream s) {
     unsigned char *pinned = NULL;
     CHECK(aclrtMallocHost((void **)&pinned, N));
     memset(pinned, 0, N);
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t g1 = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &g1));
     CHECK(aclrtMemcpyAsyncWithCondition(pinned, N, d, N, ACL_MEMCPY_DEVICE_TO_HOST, s));
     REQUIRE(pinned[1] == 0 && pinned[N - 1] == 0, "the page-locked copy ran before its stream got there");
+    gate_open(&g1);
     CHECK(aclrtSynchronizeStream(s));
     REQUIRE(memcmp(pinned, src, N) == 0, "page-locked copy's bytes");
     CHECK(aclrtFreeHost(pinned));
@@ -117,11 +117,12 @@ int main(int argc, char **argv) {
     EXPECT_RC(aclrtMemcpyAsyncWithOffset(dw, 100, 0, sw, 101, 0, ACL_MEMCPY_INNER_DEVICE_TO_DEVICE, s),
               ACL_ERROR_RT_PARAM_INVALID);
     /* The source word is rewritten (a queued copy) after the call, before the copy runs. */
-    int hold = 150;
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t g2 = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &g2));
     CHECK(aclrtMemcpyAsyncWithOffset(dw, 900, 100, sw, 200, 30, ACL_MEMCPY_INNER_DEVICE_TO_DEVICE, s));
     pw[1] = (uint64_t)(uintptr_t)c;
     CHECK(aclrtMemcpy(sw, 8, &pw[1], 8, ACL_MEMCPY_HOST_TO_DEVICE));
+    gate_open(&g2);
     CHECK(aclrtSynchronizeStream(s));
     CHECK(aclrtMemcpy(back, N, b, N, ACL_MEMCPY_DEVICE_TO_HOST));
     for (size_t i = 0; i < N; i++) {
@@ -163,9 +164,11 @@ int main(int argc, char **argv) {
     CHECK(aclrtMemcpy(back, N, b, N, ACL_MEMCPY_DEVICE_TO_HOST));
     REQUIRE(memcmp(back, ha, 500) == 0 && memcmp(back + 500, zero, N - 500) == 0, "WithDesc's bytes");
     /* The descriptor is read when the copy runs: rewritten after the call, before it ran. */
-    CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+    gate_t g3 = {0};
+    CHECK(aclrtLaunchHostFunc(s, gate_hold, &g3));
     CHECK(aclrtMemcpyAsyncWithDesc(desc, K, s));
     CHECK(aclrtSetMemcpyDesc(desc, K, c, b, 40, NULL));
+    gate_open(&g3);
     CHECK(aclrtSynchronizeStream(s));
     CHECK(aclrtMemcpy(back, N, b, N, ACL_MEMCPY_DEVICE_TO_HOST));
     REQUIRE(memcmp(back, hc, 40) == 0 && memcmp(back + 40, ha + 40, 460) == 0,

@@ -12,8 +12,6 @@
 
 static double fabs_(double x) { return x < 0 ? -x : x; }
 
-/* A host function holding its stream for *(int *)arg ms. */
-static void hold_stream(void *arg) { sleep_ms(*(int *)arg); }
 
 static aclrtRandomParaInfo value(const void *v, uint8_t size) {
     aclrtRandomParaInfo p;
@@ -189,11 +187,12 @@ int main(int argc, char **argv) {
         CHECK(aclrtMalloc(&mean_at, 4, ACL_MEM_MALLOC_HUGE_FIRST));
         float before = 100, after = -50;
         CHECK(aclrtMemcpy(mean_at, 4, &before, 4, ACL_MEMCPY_HOST_TO_DEVICE));
-        int hold = 150;
-        CHECK(aclrtLaunchHostFunc(s, hold_stream, &hold));
+        gate_t g = {0};
+        CHECK(aclrtLaunchHostFunc(s, gate_hold, &g));
         ti = task(ACL_FLOAT, ACL_RT_RANDOM_NUM_FUNC_TYPE_NORMAL_DIS, addr(mean_at), f32(1), 4, N);
         CHECK(aclrtRandomNumAsync(&ti, s, NULL));
         CHECK(aclrtMemcpy(mean_at, 4, &after, 4, ACL_MEMCPY_HOST_TO_DEVICE));
+        gate_open(&g);
         CHECK(aclrtSynchronizeStream(s));
         float got[N];
         CHECK(aclrtMemcpy(got, sizeof got, g_result, sizeof got, ACL_MEMCPY_DEVICE_TO_HOST));

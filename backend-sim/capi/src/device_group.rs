@@ -22,7 +22,6 @@
 
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Mutex, PoisonError};
 
 use acl_notify_core::{Backend, Error};
 use acl_notify_handles::Slab;
@@ -55,8 +54,9 @@ static INFOS: ProcessTable<GroupInfo> = ProcessTable::process_wide(
     "group infos",
 );
 
-/// The group `aclrtSetGroup` chose on each device of this process.
-static CHOSEN: Mutex<Option<HashMap<u32, i32>>> = Mutex::new(None);
+/// The group `aclrtSetGroup` chose on each device of this process (a forked child starts
+/// with none: a `PerProcess`, so that it never finds the parent's lock held).
+static CHOSEN: PerProcess<HashMap<u32, i32>> = PerProcess::new(HashMap::new);
 
 /// The groups of the current context's device: 207000 on a chip without device groups, the
 /// current context's errors (107002) after.
@@ -304,8 +304,7 @@ pub extern "C" fn aclrtSetGroup(group_id: i32) -> aclError {
         }
         CHOSEN
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert_with(HashMap::new)
+            .map_err(CallError::backend)?
             .insert(device, group_id);
         Ok(())
     })

@@ -66,7 +66,7 @@ pub(crate) fn lock() -> Result<MutexGuard<'static, Lock>, SimError> {
 /// hicann/runtime `src/runtime/api/api_c*.cc`; it gates `rtHostGetDevicePointer` and
 /// `rtMemPoolGetAttr` though their names say Get, and not `rtGetDeviceSatStatus`). Sorted: the
 /// gate searches it by halves.
-const READ_ONLY: [&str; 118] = [
+const READ_ONLY: [&str; 121] = [
     "aclGetCannAttribute",
     "aclGetCannAttributeList",
     "aclGetDataBufferAddr",
@@ -75,6 +75,7 @@ const READ_ONLY: [&str; 118] = [
     "aclGetDeviceCapability",
     "aclGetRecentErrMsg",
     "aclmdlRICaptureGetInfo",
+    "aclmdlRICondHandleGetCondPtr",
     "aclmdlRIGetId",
     "aclmdlRIGetName",
     "aclmdlRIGetStreams",
@@ -131,6 +132,7 @@ const READ_ONLY: [&str; 118] = [
     "aclrtGetLogicDevIdByUserDevId",
     "aclrtGetMemInfo",
     "aclrtGetMemUceInfo",
+    "aclrtGetMemUsageInfo",
     "aclrtGetMemcpyDescSize",
     "aclrtGetNotifyId",
     "aclrtGetOpExecuteTimeout",
@@ -143,6 +145,7 @@ const READ_ONLY: [&str; 118] = [
     "aclrtGetRunMode",
     "aclrtGetSocName",
     "aclrtGetStreamAttribute",
+    "aclrtGetStreamAvailableNum",
     "aclrtGetStreamIdFromExceptionInfo",
     "aclrtGetStreamOverflowSwitch",
     "aclrtGetStreamResLimit",

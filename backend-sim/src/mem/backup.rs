@@ -126,20 +126,17 @@ mod tests {
     use acl_notify_core::BackendError as _;
 
     use super::*;
-    use crate::NamespaceGuard;
-    use crate::mem::MemcpyKind;
+    use crate::mem::tests::{d2h, test_sim};
 
     #[test]
     fn saved_bytes_come_back_over_the_same_allocations() {
-        let ns = format!("unit-backup-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let sim = Sim::builder()
-            .devices(2)
-            .namespace(&ns)
-            .device_memory(64 << 20)
-            .open()
-            .unwrap();
-        let _g = NamespaceGuard(ns);
+        let (sim, _ns) = test_sim(
+            "backup",
+            "restore",
+            acl_notify_core::Soc::Ascend910B,
+            2,
+            64 << 20,
+        );
         let a = sim.malloc(0, 1000, 0).unwrap();
         let b = sim.malloc(1, 64, 0).unwrap();
         sim.memset(a, 1000, 0x11, 1000).unwrap();
@@ -150,46 +147,16 @@ mod tests {
         sim.memset(b, 64, 0xEE, 64).unwrap();
         sim.mem_restore(&saved).unwrap();
         let mut got = vec![0u8; 1000];
-        // SAFETY: `got` holds 1000 bytes; the device ranges are checked.
-        unsafe {
-            sim.memcpy(
-                got.as_mut_ptr().expose_provenance(),
-                1000,
-                a,
-                1000,
-                MemcpyKind::DeviceToHost,
-            )
-            .unwrap();
-        }
+        d2h(&sim, &mut got, a).unwrap();
         assert!(got.iter().all(|x| *x == 0x11));
-        // SAFETY: as above, 64 bytes.
-        unsafe {
-            sim.memcpy(
-                got.as_mut_ptr().expose_provenance(),
-                64,
-                b,
-                64,
-                MemcpyKind::DeviceToHost,
-            )
-            .unwrap();
-        }
+        d2h(&sim, &mut got[..64], b).unwrap();
         assert!(got[..64].iter().all(|x| *x == 0x22));
         // An allocation freed since: refused, nothing written.
         sim.memset(a, 1000, 0xEE, 1000).unwrap();
         sim.free(b).unwrap();
         let e = sim.mem_restore(&saved).unwrap_err();
         assert_eq!(e.kind(), Error::SnapshotRestoreFailed, "{e}");
-        // SAFETY: as above.
-        unsafe {
-            sim.memcpy(
-                got.as_mut_ptr().expose_provenance(),
-                1000,
-                a,
-                1000,
-                MemcpyKind::DeviceToHost,
-            )
-            .unwrap();
-        }
+        d2h(&sim, &mut got, a).unwrap();
         assert!(got.iter().all(|x| *x == 0xEE));
         sim.free(a).unwrap();
     }

@@ -44,7 +44,8 @@ fn h2d(sim: &Sim, dst: usize, src: &[u8]) -> Result<(), SimError> {
     }
 }
 
-fn d2h(sim: &Sim, dst: &mut [u8], src: usize) -> Result<(), SimError> {
+/// Copies `dst.len()` bytes of device memory at `src` to `dst` (each module's tests use it).
+pub(in crate::mem) fn d2h(sim: &Sim, dst: &mut [u8], src: usize) -> Result<(), SimError> {
     // SAFETY: `dst` is a live slice of `dst.len()` bytes.
     unsafe {
         sim.memcpy(

@@ -25,7 +25,8 @@
 //!   array: 107000; a condition used by a task already: 107000; a stream not capturing:
 //!   107029; a condition of another model than the stream's: 107000; a stream that joined
 //!   the capture through an event: 207000; an if with other than 1 or 2 sub-models, a while
-//!   with other than 1, a switch with none: 107000;
+//!   with other than 1, a switch with none: 107000 (the simulator's own: a switch of more
+//!   sub-models than the process can hold model handles for, 207005, before anything is made);
 //! - `aclmdlRICaptureToModelRIBegin`: a model that is not such a sub-model: 107000; one
 //!   captured already: 107026; a stream capturing already: 107027;
 //! - `aclmdlRICaptureEnd` of a model a sub-model of which is not captured (or still
@@ -42,6 +43,7 @@ use super::Runtime;
 use super::capture::{Captured, CondEntry, Model, Phase, Replay, State, bad_model};
 use super::flow::{CondKind, CondSpec, Control};
 use crate::errmsg::{CallError, param};
+use crate::handle::MAX_HANDLES;
 
 fn bad_cond(handle: usize) -> CallError {
     crate::handle::not_live("handle", "a condition handle", handle)
@@ -231,8 +233,19 @@ impl Runtime {
             .get(&capture.model)
             .map(|m| m.device)
             .ok_or_else(|| bad_model(handle))?;
-        let mut subs = Vec::with_capacity(size as usize);
-        let mut handles = Vec::with_capacity(size as usize);
+        // Each sub-model takes a model handle: more than the process can hold is refused
+        // before anything is made (a switch's size is any u32, CANN's check only refuses 0).
+        if size as usize > MAX_HANDLES {
+            return Err(CallError::new(
+                Error::ResourceAllocFail,
+                format!(
+                    "params.size {size}: a conditional task of more sub-models than the \
+                     process can hold model handles for ({MAX_HANDLES})"
+                ),
+            ));
+        }
+        let mut subs = Vec::new();
+        let mut handles = Vec::new();
         for _ in 0..size {
             st.next_id = st.next_id.wrapping_add(1);
             let id = st.next_id;
