@@ -69,6 +69,8 @@
 //!   are gone. `std::mem::forget` it, or exit without dropping it.
 
 mod blocked;
+mod busy;
+pub use busy::StreamBusy;
 pub mod cluster;
 pub mod cnt;
 mod composed;

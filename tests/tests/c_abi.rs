@@ -47,6 +47,8 @@
 //! - `device_capability.c`: aclrtGetDeviceCapability.
 //! - `device_topology.c`: links between devices, the atomics crossing them, NPU architecture
 //!   compatibility, the platform attributes of `aclrtGetDeviceInfo`.
+//! - `device_utilization.c`: `aclrtGetDeviceUtilizationRate` idle, running host functions and
+//!   copies for a known time, and its -1 figures.
 //! - `stream_quota.c`: `aclrtGetStreamAvailableNum` and `aclrtCreateStream` refusing at 0.
 //! - `device_group.c`: device groups on a chip without them, and on Ascend310P without and with
 //!   configured groups (also under valgrind's memcheck).
@@ -521,6 +523,7 @@ fn build_everything() -> Result<Prefix, String> {
         "device_topology",
         "device_group",
         "stream_quota",
+        "device_utilization",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3867,4 +3870,36 @@ fn device_groups_report_the_configured_groups_as_cann_does() {
 #[test]
 fn available_streams_fall_per_created_stream_and_creation_stops_at_zero() {
     on_each_soc_then_memcheck("stream_quota", &["Ascend910B", "Ascend310B", "IPV350"]);
+}
+
+/// `aclrtGetDeviceUtilizationRate` reads near 0 on an idle device and clearly above 0 while a
+/// stream ran host functions or copies for a known time; its -1 figures and codes are CANN's.
+#[test]
+fn device_utilization_follows_the_streams_busy_time() {
+    let p = setup();
+    for soc in ["Ascend910B", "IPV350"] {
+        let s = Scratch::new(&format!("device_utilization-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("device_utilization"), soc);
+        cmd.arg(soc);
+        let o = run_all(
+            vec![spawn("device_utilization", &mut cmd).expect("start device_utilization")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("device_utilization: ok"),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    // Under valgrind the figures are only checked to be percentages (threads run one at a
+    // time there, some 50 times slower).
+    if let Some(o) = memcheck("device_utilization", &["Ascend910B", "memcheck"], &[]) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(
+            o[0].stdout.contains("device_utilization: ok"),
+            "{}",
+            report(&o)
+        );
+    }
 }

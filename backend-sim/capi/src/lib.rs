@@ -46,6 +46,7 @@ pub mod device_limit;
 pub mod device_pci;
 mod device_platform;
 pub mod device_topology;
+pub mod device_utilization;
 pub mod devsync_free;
 mod dtype;
 mod errmsg;

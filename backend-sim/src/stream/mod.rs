@@ -781,6 +781,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         true
     }
 
+    /// How long the stream has been busy since it was made, up to `now` (`sys::now_ns`), in
+    /// nanoseconds: its age less the time its worker slept for lack of work (the utilization
+    /// hook, `worker::Idle`, which says what counts as busy).
+    pub fn busy_ns(&self, now: u64) -> u64 {
+        self.shared.worker.idle.busy_ns(now)
+    }
+
+    /// When the stream was made (`sys::now_ns`).
+    pub fn born_ns(&self) -> u64 {
+        self.shared.worker.idle.born()
+    }
+
     /// Counters for benchmarks and the inspector.
     pub fn stats(&self) -> StreamStats {
         let s = &*self.shared;

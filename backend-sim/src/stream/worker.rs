@@ -114,6 +114,78 @@ pub(super) struct WorkerCounters {
     pub(super) panicked: AtomicU64,
     pub(super) sleeps: AtomicU64,
     pub(super) spin_hits: AtomicU64,
+    /// The utilization hook ([`Idle`]): how long the worker slept for lack of work.
+    pub(super) idle: Idle,
+}
+
+impl Default for Idle {
+    fn default() -> Idle {
+        Idle::new()
+    }
+}
+
+/// The one hook behind a device's utilization (`Stream::idle_ns`): the time the worker spends
+/// asleep for lack of work, read on the worker's way into and out of that sleep only — a path
+/// that sleeps in the kernel anyway, so the two clock reads cost nothing a running stream
+/// pays (no clock read per task or per batch, and none when the spin for new work finds
+/// some). What is not asleep counts as busy: running tasks (a task that waits, for a record
+/// or in a host function, included) and the spin for new work (at most `StreamConfig::spin`,
+/// 10 µs, per time the queue runs dry).
+pub(super) struct Idle {
+    /// `now_ns` when the stream was made.
+    born: u64,
+    /// Nanoseconds slept in the sleeps that ended.
+    slept: AtomicU64,
+    /// `now_ns` when the sleep under way began (0: awake).
+    since: AtomicU64,
+}
+
+impl Idle {
+    /// A stream's, made now.
+    pub(super) fn new() -> Idle {
+        Idle {
+            born: crate::sys::now_ns(),
+            slept: AtomicU64::new(0),
+            since: AtomicU64::new(0),
+        }
+    }
+
+    /// When the stream was made (`now_ns`).
+    pub(super) fn born(&self) -> u64 {
+        self.born
+    }
+
+    /// Before the sleep; returns when it began.
+    fn falling_asleep(&self) -> u64 {
+        let t = crate::sys::now_ns();
+        self.since.store(t, Ordering::Relaxed);
+        t
+    }
+
+    /// After the sleep that began at `began`.
+    fn woke(&self, began: u64) {
+        let took = crate::sys::now_ns().saturating_sub(began);
+        // Only the worker writes: a plain load and store (as `bump`), `slept` first so that
+        // a reader who sees `since` cleared sees the sleep counted.
+        self.slept
+            .store(self.slept.load(Ordering::Relaxed) + took, Ordering::Release);
+        self.since.store(0, Ordering::Release);
+    }
+
+    /// Nanoseconds busy from the stream's making up to `now` (`now_ns`): its age less the
+    /// time slept, the sleep under way included. A reader racing a wake-up may miss or count
+    /// twice the part of that one sleep it straddles.
+    pub(super) fn busy_ns(&self, now: u64) -> u64 {
+        let since = self.since.load(Ordering::Acquire);
+        let slept = self.slept.load(Ordering::Acquire);
+        let asleep = slept
+            + if since == 0 {
+                0
+            } else {
+                now.saturating_sub(since)
+            };
+        now.saturating_sub(self.born).saturating_sub(asleep)
+    }
 }
 
 pub(super) struct Shared<E, J: Job<E>> {
@@ -451,7 +523,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             bump(&self.worker.sleeps);
             crate::shm::uncount_worker();
             crate::spin::forget_slices();
+            let began = self.worker.idle.falling_asleep();
             thread::park();
+            self.worker.idle.woke(began);
         }
         self.ring.awake();
     }
