@@ -20,10 +20,9 @@
 //! error (`aclrtGetLastError`), as CANN's runtime keeps the code of its failed query.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 
 use acl_notify_core::{Backend, Error};
-use acl_notify_sim::StreamBusy;
+use acl_notify_sim::{PerProcess, StreamBusy};
 
 use crate::errmsg::{self, CallError, null_arg};
 use crate::ffi::{aclError, api};
@@ -49,8 +48,10 @@ struct Reading {
     busy: HashMap<u64, u64>,
 }
 
-/// Per device, the reading of the previous query (the next one's window starts there).
-static LAST: Mutex<Option<HashMap<u32, Reading>>> = Mutex::new(None);
+/// Per device, the reading of the previous query (the next one's window starts there); a
+/// `PerProcess`, so that a forked child never finds the parent's lock held (and starts its
+/// windows afresh).
+static LAST: PerProcess<HashMap<u32, Reading>> = PerProcess::new(HashMap::new);
 
 /// The busy percentage of a device over the window since `last` (or, without one, the
 /// streams' lives), given its streams' reading `streams` at `now`; `last` becomes this one.
@@ -127,11 +128,11 @@ pub unsafe extern "C" fn aclrtGetDeviceUtilizationRate(
                 ));
             }
             let (now, streams) = rt.backend().streams_busy_ns(device);
-            let mut last = LAST.lock().unwrap_or_else(PoisonError::into_inner);
-            let mut entry = last.get_or_insert_with(HashMap::new).remove(&device);
+            let mut last = LAST.lock().map_err(CallError::backend)?;
+            let mut entry = last.remove(&device);
             let p = percent(&mut entry, now, &streams);
-            if let (Some(map), Some(r)) = (last.as_mut(), entry) {
-                map.insert(device, r);
+            if let Some(r) = entry {
+                last.insert(device, r);
             }
             Ok(p)
         })
