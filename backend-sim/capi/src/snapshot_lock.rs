@@ -66,7 +66,7 @@ pub(crate) fn lock() -> Result<MutexGuard<'static, Lock>, SimError> {
 /// hicann/runtime `src/runtime/api/api_c*.cc`; it gates `rtHostGetDevicePointer` and
 /// `rtMemPoolGetAttr` though their names say Get, and not `rtGetDeviceSatStatus`). Sorted: the
 /// gate searches it by halves.
-const READ_ONLY: [&str; 121] = [
+const READ_ONLY: [&str; 122] = [
     "aclGetCannAttribute",
     "aclGetCannAttributeList",
     "aclGetDataBufferAddr",
@@ -118,6 +118,7 @@ const READ_ONLY: [&str; 121] = [
     "aclrtGetDeviceInfo",
     "aclrtGetDeviceResLimit",
     "aclrtGetDeviceSatMode",
+    "aclrtGetDeviceUtilizationRate",
     "aclrtGetDevicesTopo",
     "aclrtGetErrorCodeFromExceptionInfo",
     "aclrtGetErrorVerbose",
