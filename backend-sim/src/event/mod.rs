@@ -159,10 +159,17 @@ struct EvState {
     id: Option<u32>,
     /// Classic: set by a record, cleared by a reset.
     flag: bool,
-    /// The latest record enqueued.
+    /// The latest record enqueued: published once its task is in its stream's queue, so that
+    /// a wait another thread queues on the same stream meanwhile is queued behind the record it
+    /// pairs with (published before, such a wait could sit ahead of its own record for ever).
     latest: Option<Arc<Mark>>,
     /// Records enqueued so far.
     records: u64,
+    /// Records begun (each takes the next number before its task is queued), and the number
+    /// of the one `latest` holds: of two records queued by two threads at once, the later
+    /// begun stays the latest, whichever publishes last.
+    begun: u64,
+    published: u64,
     waits: u64,
     waits_done: u64,
     /// Threads asleep on the event's condition variable (a synchronize, a stream's wait): a

@@ -204,11 +204,11 @@ impl EventOps for Sim {
             return queued;
         }
         let mark = Arc::new(Mark::default());
-        let (previous, id) = {
+        let (seq, id) = {
             let mut st = lock(&ev.st);
             self.give_id(&ev, &mut st)?;
-            st.records += 1;
-            (st.latest.replace(Arc::clone(&mark)), st.id)
+            st.begun += 1;
+            (st.begun, st.id)
         };
         let task = RecordTask {
             ev: Arc::clone(&ev),
@@ -225,16 +225,18 @@ impl EventOps for Sim {
                 Ok(())
             })
         });
+        // Published only now that the task is queued (`EvState::latest`); not queued, the
+        // record never happens and the one before stays the latest.
+        if queued.is_ok() {
+            let mut st = lock(&ev.st);
+            st.records += 1;
+            if seq > st.published {
+                st.published = seq;
+                st.latest = Some(mark);
+            }
+        }
         if let (Ok(()), Some(id)) = (&queued, id) {
             self.note_record_on(stream, event_target(ev.device, id));
-        }
-        if queued.is_err() {
-            // Not queued: the record never happens, so the one before stays the latest.
-            let mut st = lock(&ev.st);
-            if st.latest.as_ref().is_some_and(|l| Arc::ptr_eq(l, &mark)) {
-                st.latest = previous;
-                st.records -= 1;
-            }
         }
         queued
     }
