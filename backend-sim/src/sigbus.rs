@@ -142,18 +142,57 @@ impl Drop for Registration {
     }
 }
 
+/// Below this many free bytes, the file system holding a lost mapping's file is taken to be
+/// full: the likelier cause of the fault than a truncation.
+const FULL_BELOW: u64 = 1 << 20;
+
 #[cold]
 pub(crate) fn lost_error(path: &Path) -> SimError {
+    lost_error_with(path, free_bytes(path))
+}
+
+/// The error for a lost mapping of the file at `path`, `free` being the bytes its file system
+/// had free when asked (`None`: not known). A page of a `tmpfs` file (`/dev/shm`) gets its
+/// memory when it is first touched; with the file system full, that touch raises the same
+/// `SIGBUS` as a page past a truncated file's end, so the handler cannot tell the two apart and
+/// the free space decides what the message names.
+fn lost_error_with(path: &Path, free: Option<u64>) -> SimError {
+    let (cause, remedy) = match free {
+        Some(free) if free < FULL_BELOW => (
+            format!(
+                "a page of the shared file could not be given memory: the file system holding \
+                 it is full ({free} bytes free)"
+            ),
+            "Free space there (a namespace no process uses: acl-notify-inspect rm), then remove \
+             this namespace (Sim::remove_namespace, or delete the file) and start again",
+        ),
+        _ => (
+            "the shared file was truncated by another process while mapped here".to_string(),
+            "Remove the namespace (Sim::remove_namespace, or delete the file) and start again",
+        ),
+    };
     SimError::new(
         Error::DrvInternalError,
         format!(
-            "{}: the shared file was truncated by another process while mapped here; the \
-             simulated machine's state is lost (the cut-off pages read as zeros in this \
-             process). Remove the namespace (Sim::remove_namespace, or delete the file) and \
-             start again",
+            "{}: {cause}; the simulated machine's state is lost (the pages that faulted read as \
+             zeros in this process). {remedy}",
             path.display()
         ),
     )
+}
+
+/// The bytes free to this process on the file system holding `path` (`statvfs`).
+fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: a NUL-terminated path, and a structure `statvfs` fills when it returns 0.
+    if unsafe { libc::statvfs(name.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return None;
+    }
+    // SAFETY: `statvfs` returned 0, so it filled the structure.
+    let st = unsafe { st.assume_init() };
+    Some(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// Installs our handler unless it is, or another thread is installing it. A thread that
@@ -328,6 +367,25 @@ mod tests {
         // SAFETY: our mapping, no longer used.
         unsafe { libc::munmap(p, page) };
         let _ = std::fs::remove_file(&dir);
+    }
+
+    /// A lost mapping is put down to a full file system when its file system has (almost) no
+    /// space left, else to a truncation; and the free space is read from the real file system.
+    #[test]
+    fn a_lost_mapping_on_a_full_file_system_is_reported_as_full_not_truncated() {
+        let p = Path::new("/dev/shm/acl-notify-sim.sigbus-test.srv0");
+        let full = lost_error_with(p, Some(4096)).to_string();
+        assert!(
+            full.contains("is full (4096 bytes free)") && !full.contains("truncated"),
+            "{full}"
+        );
+        for free in [Some(1 << 30), None] {
+            let cut = lost_error_with(p, free).to_string();
+            assert!(cut.contains("truncated by another process"), "{cut}");
+        }
+        let dir = std::env::temp_dir();
+        assert!(free_bytes(&dir).is_some(), "statvfs of {}", dir.display());
+        assert_eq!(free_bytes(Path::new("/no/such/acl-notify/dir")), None);
     }
 
     /// The SIGBUS handler now in place.
