@@ -58,6 +58,7 @@
 //! - `trace_repair_attr.c`: profiling trace points, UCE repair, kernel task attributes.
 //! - `stream_stop.c`: `aclrtStreamStop`: host functions kept unrun, query, synchronize, abort
 //!   and destroy of a stopped stream, CANN's refusals (also under valgrind's memcheck).
+//! - `hardware_sync.c`: `aclrtGetHardwareSyncAddr`: one device area per device, its refusals.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -527,6 +528,7 @@ fn build_everything() -> Result<Prefix, String> {
         "stream_quota",
         "device_utilization",
         "stream_stop",
+        "hardware_sync",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -3807,6 +3809,35 @@ fn a_stopped_stream_keeps_its_tasks_unrun_until_aborted_or_destroyed() {
         "stream_stop",
         &["Ascend910B", "Ascend950PR", "Ascend910_93", "Ascend310P"],
     );
+}
+
+/// `aclrtGetHardwareSyncAddr` answers one zeroed device area per device on Ascend910B and
+/// Ascend910_93, the same at every call; 207000 elsewhere, 107000 for NULL.
+#[test]
+fn the_hardware_sync_address_is_one_device_area_per_device() {
+    let p = setup();
+    // Two devices' memory maps: small ones, which valgrind's address space holds.
+    let mem = ("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M");
+    for soc in ["Ascend910B", "Ascend910_93", "Ascend950PR"] {
+        let s = Scratch::new(&format!("hardware_sync-{soc}"));
+        let mut cmd = s.cmd(&p.bin.join("hardware_sync"), soc);
+        cmd.env(mem.0, mem.1).arg(soc);
+        let o = run_all(
+            vec![spawn("hardware_sync", &mut cmd).expect("start hardware_sync")],
+            Duration::from_secs(60),
+        );
+        assert!(o[0].ok(), "{soc}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("hardware_sync: ok"),
+            "{soc}: {}",
+            report(&o)
+        );
+    }
+    let env = [("ACL_NOTIFY_SIM_SOC", "Ascend910B"), mem];
+    if let Some(o) = memcheck("hardware_sync", &["Ascend910B"], &env) {
+        assert!(o[0].ok(), "{}", report(&o));
+        assert!(o[0].stdout.contains("hardware_sync: ok"), "{}", report(&o));
+    }
 }
 
 /// Devices are linked as each family's server is (and a SuperPod's server 1 as its server 0),

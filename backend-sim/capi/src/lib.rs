@@ -60,6 +60,7 @@ pub mod ffi_event;
 #[cfg(test)]
 mod forked;
 mod handle;
+pub mod hardware_sync;
 mod host_func;
 pub mod host_register;
 pub mod hostalloc;

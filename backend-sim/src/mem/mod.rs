@@ -30,6 +30,7 @@ mod backend;
 pub mod backup;
 pub(crate) mod capacity;
 pub mod components;
+pub mod device_area;
 pub mod fabric;
 pub(crate) mod file;
 mod fill32;

@@ -15,15 +15,13 @@
 //! otherwise. The status is per process and device, as CANN documents it for Atlas A2/A3 and
 //! the 950 family.
 
-use acl_notify_core::Error;
-
 use super::DevRange;
+use super::device_area::Area;
 use crate::Sim;
 use crate::error::SimError;
-use crate::locks::lock;
 
 /// The status area's size (`OVERFLOW_ADDR_MAX_SIZE`).
-pub const AREA: usize = 512;
+pub const AREA: usize = super::device_area::OVERFLOW;
 /// What a query copies (`OVERFLOW_OUTPUT_SIZE`): the only size the queries take.
 pub const STATUS: usize = 64;
 
@@ -38,23 +36,7 @@ impl Sim {
 
     /// [`overflow_addr`](Self::overflow_addr) as a range a task can hold.
     pub(crate) fn overflow_range(&self, device: u32) -> Result<DevRange, SimError> {
-        let mut areas = lock(&self.mem().overflow);
-        if let Some(&addr) = areas.get(&device)
-            && let Ok(Some(r)) = self.device_range(addr, AREA, "overflow status")
-            && r.still("overflow status").is_ok()
-        {
-            return Ok(r);
-        }
-        let addr = self.malloc(device, AREA, 0)?;
-        self.memset(addr, AREA, 0, AREA)?;
-        areas.insert(device, addr);
-        self.device_range(addr, AREA, "overflow status")?
-            .ok_or_else(|| {
-                SimError::new(
-                    Error::DrvInternalError,
-                    format!("device {device}'s new overflow status area {addr:#x} is not found"),
-                )
-            })
+        self.area_range(Area::Overflow, device)
     }
 }
 

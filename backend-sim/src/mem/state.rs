@@ -155,8 +155,8 @@ pub(crate) struct MemState {
     pub(super) vmm: super::reserved::Vmm,
     /// Stream-ordered memory pools (`pool`).
     pub(super) pools: super::pool_state::Pools<Alloc>,
-    /// Each device's overflow status area (`overflow`), by device.
-    pub(super) overflow: Mutex<HashMap<u32, usize>>,
+    /// Each device's runtime areas (`device_area`: the overflow status…), by kind and device.
+    pub(super) areas: Mutex<HashMap<(super::device_area::Area, u32), usize>>,
     /// The advice of this process's managed allocations (`managed`).
     pub(super) managed: super::managed_table::ManagedTable,
     /// What this process imported takes, by the device it is imported onto (`usage`).
@@ -177,7 +177,7 @@ impl MemState {
             imports: Mutex::new(HashMap::new()),
             vmm: Default::default(),
             pools: Default::default(),
-            overflow: Default::default(),
+            areas: Default::default(),
             managed: Default::default(),
             import_usage: Default::default(),
         }
