@@ -454,6 +454,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memset_d32",
         "host_register",
         "managed",
+        "unfinalized",
         "peer_map",
         "snapshot",
         "free_sync",
@@ -1076,6 +1077,23 @@ fn memcheck_with(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Option<Vec<Outcome>> {
+    memcheck_in(
+        &Scratch::new(&format!("{name}-vg")),
+        options,
+        name,
+        args,
+        env,
+    )
+}
+
+/// As [`memcheck_with`], in namespace `s` (kept by the caller, to look at its files).
+fn memcheck_in(
+    s: &Scratch,
+    options: &[&str],
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<Vec<Outcome>> {
     let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
     assert!(
         installed("valgrind") || !required,
@@ -1085,7 +1103,6 @@ fn memcheck_with(
         return None;
     }
     let p = setup();
-    let s = Scratch::new(&format!("{name}-vg"));
     let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
     cmd.envs(env.iter().copied())
         .args([
@@ -1801,6 +1818,39 @@ fn managed_memory_is_shared_by_host_and_stream_tasks_and_its_advice_reads_back()
             report(&o)
         );
     }
+}
+
+/// A program that ends without `aclFinalize` (as every failed check does) under memcheck:
+/// the leak check at its end read every word of the device file's arena mapping, and a read
+/// of a hole of a shared `/dev/shm` mapping gives it a page, so each such process filled
+/// `/dev/shm` with the whole arena (32 GiB by default: `/dev/shm` full, the machine's memory
+/// exhausted; sim `valgrind.rs`). Here the arena is 512 MiB and the program allocates 3 MiB
+/// (and forks a child that ends the same way): the file must stay far below the arena.
+#[test]
+fn a_program_ending_without_finalize_under_memcheck_backs_only_what_it_used() {
+    const ARENA: u64 = 512 << 20;
+    let s = Scratch::new("unfinalized-vg");
+    let arena = ARENA.to_string();
+    let Some(o) = memcheck_in(
+        &s,
+        &[],
+        "unfinalized",
+        &[],
+        &[(acl_notify_sim::ENV_DEVICE_MEMORY, arena.as_str())],
+    ) else {
+        return;
+    };
+    use std::os::unix::fs::MetadataExt as _;
+    let file = acl_notify_sim::mem::mem_file_path(&s.ns, 0, 0);
+    let backed = std::fs::metadata(&file).map_or(0, |m| m.blocks() * 512);
+    assert!(o[0].stdout.contains("unfinalized: ok"), "{}", report(&o));
+    assert!(
+        backed < ARENA / 4,
+        "{} has {backed} bytes backed after a program that allocated 3 MiB ended unfinalized \
+         under memcheck (arena {ARENA})\n{}",
+        file.display(),
+        report(&o)
+    );
 }
 
 // ---- P2P maps and selected links (tests/c/peer_map.c) -----------------------------------------
