@@ -12,6 +12,7 @@ use crate::locks::lock;
 
 /// What a device area is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
 pub(crate) enum Area {
     /// The overflow status (`overflow`, [`OVERFLOW`] bytes).
     Overflow,
@@ -54,7 +55,7 @@ impl Sim {
     pub(crate) fn area_range(&self, area: Area, device: u32) -> Result<DevRange, SimError> {
         let (size, what) = (area.size(), area.what());
         let mut areas = lock(&self.mem().areas);
-        if let Some(&addr) = areas.get(&(area, device))
+        if let Some(&addr) = areas.get(&(area as u8, device))
             && let Ok(Some(r)) = self.device_range(addr, size, what)
             && r.still(what).is_ok()
         {
@@ -62,7 +63,7 @@ impl Sim {
         }
         let addr = self.malloc(device, size, 0)?;
         self.memset(addr, size, 0, size)?;
-        areas.insert((area, device), addr);
+        areas.insert((area as u8, device), addr);
         self.device_range(addr, size, what)?.ok_or_else(|| {
             SimError::new(
                 Error::DrvInternalError,

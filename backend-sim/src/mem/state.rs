@@ -155,8 +155,9 @@ pub(crate) struct MemState {
     pub(super) vmm: super::reserved::Vmm,
     /// Stream-ordered memory pools (`pool`).
     pub(super) pools: super::pool_state::Pools<Alloc>,
-    /// Each device's runtime areas (`device_area`: the overflow status…), by kind and device.
-    pub(super) areas: Mutex<HashMap<(super::device_area::Area, u32), usize>>,
+    /// Each device's runtime areas (`device_area`: the overflow status…), by kind (an `Area`
+    /// as `u8`: this module names no module that names it back) and device.
+    pub(super) areas: Mutex<HashMap<(u8, u32), usize>>,
     /// The advice of this process's managed allocations (`managed`).
     pub(super) managed: super::managed_table::ManagedTable,
     /// What this process imported takes, by the device it is imported onto (`usage`).
