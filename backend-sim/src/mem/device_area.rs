@@ -25,11 +25,11 @@ pub(crate) enum Area {
     InterCoreSync,
 }
 
-/// The size of the [`Area::Overflow`] area (`OVERFLOW_ADDR_MAX_SIZE`, hicann/runtime
+/// The size of the `Area::Overflow` area (`OVERFLOW_ADDR_MAX_SIZE`, hicann/runtime
 /// `src/runtime/core/inc/context/context.hpp`).
 pub const OVERFLOW: usize = 512;
 
-/// The size of the [`Area::InterCoreSync`] area: one page.
+/// The size of the `Area::InterCoreSync` area: one page.
 pub const INTER_CORE_SYNC: usize = 4096;
 
 impl Area {
@@ -73,7 +73,7 @@ impl Sim {
     }
 
     /// The device address `aclrtGetHardwareSyncAddr` answers for `device` (see
-    /// [`Area::InterCoreSync`]): the same for every call while it is not freed.
+    /// `Area::InterCoreSync`): the same for every call while it is not freed.
     ///
     /// Errors: 107001 bad device; 207001 out of device memory.
     pub fn hardware_sync_addr(&self, device: u32) -> Result<usize, SimError> {
