@@ -56,6 +56,8 @@
 //! - `mem_usage.c`: `aclrtGetMemUsageInfo`'s components moving by the bytes allocated and freed.
 //! - `model_dump.c`: the dump configuration's state machine and checks; nothing is dumped.
 //! - `trace_repair_attr.c`: profiling trace points, UCE repair, kernel task attributes.
+//! - `stream_stop.c`: `aclrtStreamStop`: host functions kept unrun, query, synchronize, abort
+//!   and destroy of a stopped stream, CANN's refusals (also under valgrind's memcheck).
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -510,6 +512,7 @@ fn build_everything() -> Result<Prefix, String> {
         "device_group",
         "stream_quota",
         "device_utilization",
+        "stream_stop",
     ] {
         jobs.push(CJob {
             compiler: cc.clone(),
@@ -3855,6 +3858,18 @@ fn model_dump_follows_cann_s_state_machine_and_writes_nothing() {
 #[test]
 fn trace_points_uce_repairs_and_kernel_task_attributes_follow_cann() {
     on_each_soc_then_memcheck("trace_repair_attr", &["Ascend910B"]);
+}
+
+/// A stopped stream runs none of its host functions, those queued before the stop or after;
+/// other streams run; a synchronize waits until its timeout or the stream's abort, which lets
+/// the stream run again; a destroy of a stopped stream returns at once; CANN's refusals in
+/// its order (a chip without the feature: 207000).
+#[test]
+fn a_stopped_stream_keeps_its_tasks_unrun_until_aborted_or_destroyed() {
+    on_each_soc_then_memcheck(
+        "stream_stop",
+        &["Ascend910B", "Ascend950PR", "Ascend910_93", "Ascend310P"],
+    );
 }
 
 /// Devices are linked as each family's server is (and a SuperPod's server 1 as its server 0),
