@@ -123,13 +123,7 @@ pub(super) struct WorkerCounters {
     pub(super) idle: Idle,
 }
 
-impl Default for Idle {
-    fn default() -> Idle {
-        Idle::new()
-    }
-}
-
-/// The one hook behind a device's utilization (`Stream::idle_ns`): the time the worker spends
+/// The one hook behind a device's utilization (`Stream::busy_ns`): the time the worker spends
 /// asleep for lack of work, read on the worker's way into and out of that sleep only — a path
 /// that sleeps in the kernel anyway, so the two clock reads cost nothing a running stream
 /// pays (no clock read per task or per batch, and none when the spin for new work finds
@@ -190,6 +184,12 @@ impl Idle {
                 now.saturating_sub(since)
             };
         now.saturating_sub(self.born).saturating_sub(asleep)
+    }
+}
+
+impl Default for Idle {
+    fn default() -> Idle {
+        Idle::new()
     }
 }
 
