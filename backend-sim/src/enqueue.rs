@@ -488,7 +488,11 @@ impl Sim {
             });
         let stored = s.stored_error();
         let mut text = String::new();
-        if let Some(h) = head {
+        if s.is_stopped() {
+            text.push_str(
+                "it is stopped (aclrtStreamStop): its tasks do not run until aclrtStreamAbort                  drops them",
+            );
+        } else if let Some(h) = head {
             let _ = write!(text, "its head task is {h}");
         }
         if let Some(e) = stored {

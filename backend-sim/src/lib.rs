@@ -115,6 +115,7 @@ mod task_failure;
 mod tests;
 pub mod trace;
 mod traits;
+mod valgrind;
 mod waiters;
 pub mod waitgraph;
 

@@ -70,6 +70,22 @@ impl Sim {
         streams.iter().filter(|s| s.abort().is_ok()).count()
     }
 
+    /// Stops stream `stream` (`aclrtStreamStop`, [`crate::stream::Stream::stop`]): its
+    /// running task is cut short, its queued tasks and those queued later are kept unrun
+    /// until [`abort`](acl_notify_core::StreamControl::abort) drops them (the stream then
+    /// runs again) or a destroy discards them. Returns at once.
+    ///
+    /// Codes: 107017 not a live stream of this `Sim`, or being destroyed.
+    pub fn stop_stream(&self, stream: RawStream) -> Result<(), SimError> {
+        let (s, _) = self.stream(stream)?;
+        s.stop().map_err(|_| {
+            err(
+                Error::InvalidHandle,
+                format!("stream {:#x} is being destroyed", stream.0),
+            )
+        })
+    }
+
     /// Discards every stream whose device satisfies `which` — default streams included
     /// (the device's next default stream is a new one), and streams a draining destroy on
     /// another thread is still working through (that destroy then returns 107017) — as a

@@ -11,8 +11,9 @@
  *   executions, selectors 0, 1, 7, ...: exactly one branch's buffer written each time), a
  *   switch over three cases (a selector past the last runs none), one of whose cases holds an
  *   if of its own (nested sub-models);
- * - ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT: the word is set to the default at each
- *   execution's start whatever the host wrote before;
+ * - ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT: the word is set to the default by each
+ *   aclmdlRIExecute[Async] call whatever the host wrote before; a value the host writes after
+ *   the call, before the execution runs, is the one read;
  * - refusals: NULLs (100000), a flag above 1, a type above 2, flags not 0, a NULL array, a
  *   condition used twice or of another model, sizes a type does not take, a model not
  *   capturing, a model that is no sub-model (107000); a built model, a sub-model destroyed,
@@ -300,6 +301,26 @@ int main(void) {
         CHECK(aclrtMemcpy(&b[1], 1, outs[1], 1, ACL_MEMCPY_DEVICE_TO_HOST));
         REQUIRE(b[0] == 0xA0 && b[1] == 0, "default %d: branches %#x %#x", r, b[0], b[1]);
         REQUIRE(word_at(dword) == 1, "default %d: the word is not the default", r);
+    }
+    /* The default is written by aclmdlRIExecuteAsync itself, a synchronous copy at the call
+     * (CANN capture_model.cc PreModelExecute, cond_handle.cc InitCondTaskByDefValue), not when
+     * the execution starts: a value the host writes after the call and before the execution
+     * runs (its stream held) is the one the task reads. */
+    for (int r = 0; r < 3; r++) {
+        for (int i = 0; i < 2; i++) CHECK(aclrtMemset(outs[i], 1, 0, 1));
+        const uint64_t zero = 0;
+        CHECK(aclrtMemcpy(dword, 8, &zero, 8, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(aclrtWaitAndResetNotify(gate, exec, 0));
+        CHECK(aclmdlRIExecuteAsync(dm, exec));
+        REQUIRE(word_at(dword) == 1, "held default %d: the call did not write the default", r);
+        CHECK(aclrtMemcpy(dword, 8, &zero, 8, ACL_MEMCPY_HOST_TO_DEVICE));
+        CHECK(aclrtRecordNotify(gate, plain));
+        CHECK(aclrtSynchronizeStream(exec));
+        uint8_t b[2];
+        CHECK(aclrtMemcpy(&b[0], 1, outs[0], 1, ACL_MEMCPY_DEVICE_TO_HOST));
+        CHECK(aclrtMemcpy(&b[1], 1, outs[1], 1, ACL_MEMCPY_DEVICE_TO_HOST));
+        REQUIRE(b[0] == 0 && b[1] == 0xA1, "held default %d: branches %#x %#x (the host's 0 "
+                "written after the call must pick the second)", r, b[0], b[1]);
     }
 
     /* 5. An execution whose stream is destroyed while its model waits for a notify that

@@ -56,6 +56,8 @@
 //! - `mem_usage.c`: `aclrtGetMemUsageInfo`'s components moving by the bytes allocated and freed.
 //! - `model_dump.c`: the dump configuration's state machine and checks; nothing is dumped.
 //! - `trace_repair_attr.c`: profiling trace points, UCE repair, kernel task attributes.
+//! - `stream_stop.c`: `aclrtStreamStop`: host functions kept unrun, query, synchronize, abort
+//!   and destroy of a stopped stream, CANN's refusals (also under valgrind's memcheck).
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -454,6 +456,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memset_d32",
         "host_register",
         "managed",
+        "unfinalized",
         "peer_map",
         "snapshot",
         "free_sync",
@@ -524,6 +527,7 @@ fn build_everything() -> Result<Prefix, String> {
         "device_group",
         "stream_quota",
         "device_utilization",
+        "stream_stop",
     ] {
         compile(&cc, &["-std=c11"], &format!("{name}.c"), name)?;
     }
@@ -698,6 +702,10 @@ struct Scratch {
 
 impl Scratch {
     fn new(what: &str) -> Scratch {
+        static SWEPT: OnceLock<()> = OnceLock::new();
+        SWEPT.get_or_init(|| {
+            sweep_dead_runs();
+        });
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -723,6 +731,88 @@ impl Scratch {
     fn remove_namespace(&self) -> usize {
         Sim::remove_namespace(&self.ns).unwrap_or(0)
     }
+}
+
+/// Removes the namespaces of earlier runs of this test binary that were killed before their
+/// [`Scratch`] was dropped (nextest's tree killed at a deadline: no `Drop` runs, and the
+/// files, device memory included, stayed in `/dev/shm` for ever); returns them. One goes
+/// only when both the test process named in it (`capi-<what>-<pid>-<nanos>`) and every
+/// process registered in it are dead: a namespace of a live test, or one a program still
+/// uses, is never touched (`inspect::remove_unused` refuses while one of its processes
+/// lives).
+fn sweep_dead_runs() -> Vec<String> {
+    let Ok(all) = Sim::namespaces_with_files() else {
+        return Vec::new();
+    };
+    all.into_iter()
+        .filter(|ns| scratch_owner(ns).is_some_and(|pid| !alive(pid)))
+        .filter(|ns| acl_notify_sim::inspect::remove_unused(ns).is_ok())
+        .collect()
+}
+
+/// The test process that made namespace `ns`, if it is a [`Scratch`]'s.
+fn scratch_owner(ns: &str) -> Option<i32> {
+    let rest = ns.strip_prefix("capi-")?;
+    let mut fields = rest.rsplitn(3, '-');
+    let (_nanos, pid) = (fields.next()?.parse::<u128>().ok()?, fields.next()?);
+    fields.next()?;
+    pid.parse().ok().filter(|p| *p > 0)
+}
+
+/// Whether process `pid` exists (a zombie counts: it is not gone yet).
+fn alive(pid: i32) -> bool {
+    // SAFETY: signal 0 sends nothing; kill(2) only checks that the process exists.
+    let sent = unsafe { libc::kill(pid, 0) } == 0;
+    sent || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[test]
+fn namespaces_of_killed_runs_are_swept_and_live_ones_kept() {
+    // A pid that is gone: a child already reaped.
+    let mut child = Command::new("true").spawn().expect("start true");
+    let dead = i32::try_from(child.id()).expect("pid");
+    child.wait().expect("wait true");
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let open = |ns: &str| {
+        Sim::builder()
+            .soc(Soc::Ascend910B)
+            .devices(1)
+            .namespace(ns)
+            .open()
+            .expect("open the namespace")
+    };
+    // A killed run's namespace: its test process and its programs gone, the files left.
+    let left = format!("capi-sweep-left-{dead}-{nanos}");
+    let sim = open(&left);
+    let m = sim.malloc(0, 4096, 0).expect("device memory");
+    sim.free(m).expect("free");
+    drop(sim);
+    // A killed test's namespace that a program still uses (here: this process).
+    let used = format!("capi-sweep-used-{dead}-{nanos}");
+    let user = open(&used);
+    // A live test's namespace, nothing in it running.
+    let mine = format!("capi-sweep-mine-{}-{nanos}", std::process::id());
+    drop(open(&mine));
+    let swept = sweep_dead_runs();
+    let have = Sim::namespaces_with_files().expect("list namespaces");
+    let (left_gone, used_kept, mine_kept) = (
+        !have.contains(&left),
+        have.contains(&used),
+        have.contains(&mine),
+    );
+    drop(user);
+    for ns in [&left, &used, &mine] {
+        let _ = Sim::remove_namespace(ns);
+    }
+    // (Another test's first `Scratch` may have swept it first: gone is what counts.)
+    assert!(left_gone, "{left} was not swept: {swept:?}");
+    assert!(used_kept, "{used} was swept while a process uses it");
+    assert!(mine_kept, "{mine} (a live test's) was swept");
+    assert_eq!(scratch_owner("capi-a-b-12-34"), Some(12));
+    assert_eq!(scratch_owner("capi-12-34"), None);
+    assert_eq!(scratch_owner("unit-a-12-34"), None);
 }
 
 /// The file (in a scratch folder) to which the C library appends every message of the
@@ -1076,6 +1166,23 @@ fn memcheck_with(
     args: &[&str],
     env: &[(&str, &str)],
 ) -> Option<Vec<Outcome>> {
+    memcheck_in(
+        &Scratch::new(&format!("{name}-vg")),
+        options,
+        name,
+        args,
+        env,
+    )
+}
+
+/// As [`memcheck_with`], in namespace `s` (kept by the caller, to look at its files).
+fn memcheck_in(
+    s: &Scratch,
+    options: &[&str],
+    name: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<Vec<Outcome>> {
     let required = std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some();
     assert!(
         installed("valgrind") || !required,
@@ -1085,7 +1192,6 @@ fn memcheck_with(
         return None;
     }
     let p = setup();
-    let s = Scratch::new(&format!("{name}-vg"));
     let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
     cmd.envs(env.iter().copied())
         .args([
@@ -1801,6 +1907,39 @@ fn managed_memory_is_shared_by_host_and_stream_tasks_and_its_advice_reads_back()
             report(&o)
         );
     }
+}
+
+/// A program that ends without `aclFinalize` (as every failed check does) under memcheck:
+/// the leak check at its end read every word of the device file's arena mapping, and a read
+/// of a hole of a shared `/dev/shm` mapping gives it a page, so each such process filled
+/// `/dev/shm` with the whole arena (32 GiB by default: `/dev/shm` full, the machine's memory
+/// exhausted; sim `valgrind.rs`). Here the arena is 512 MiB and the program allocates 3 MiB
+/// (and forks a child that ends the same way): the file must stay far below the arena.
+#[test]
+fn a_program_ending_without_finalize_under_memcheck_backs_only_what_it_used() {
+    const ARENA: u64 = 512 << 20;
+    let s = Scratch::new("unfinalized-vg");
+    let arena = ARENA.to_string();
+    let Some(o) = memcheck_in(
+        &s,
+        &[],
+        "unfinalized",
+        &[],
+        &[(acl_notify_sim::ENV_DEVICE_MEMORY, arena.as_str())],
+    ) else {
+        return;
+    };
+    use std::os::unix::fs::MetadataExt as _;
+    let file = acl_notify_sim::mem::mem_file_path(&s.ns, 0, 0);
+    let backed = std::fs::metadata(&file).map_or(0, |m| m.blocks() * 512);
+    assert!(o[0].stdout.contains("unfinalized: ok"), "{}", report(&o));
+    assert!(
+        backed < ARENA / 4,
+        "{} has {backed} bytes backed after a program that allocated 3 MiB ended unfinalized \
+         under memcheck (arena {ARENA})\n{}",
+        file.display(),
+        report(&o)
+    );
 }
 
 // ---- P2P maps and selected links (tests/c/peer_map.c) -----------------------------------------
@@ -3792,6 +3931,18 @@ fn model_dump_follows_cann_s_state_machine_and_writes_nothing() {
 #[test]
 fn trace_points_uce_repairs_and_kernel_task_attributes_follow_cann() {
     on_each_soc_then_memcheck("trace_repair_attr", &["Ascend910B"]);
+}
+
+/// A stopped stream runs none of its host functions, those queued before the stop or after;
+/// other streams run; a synchronize waits until its timeout or the stream's abort, which lets
+/// the stream run again; a destroy of a stopped stream returns at once; CANN's refusals in
+/// its order (a chip without the feature: 207000).
+#[test]
+fn a_stopped_stream_keeps_its_tasks_unrun_until_aborted_or_destroyed() {
+    on_each_soc_then_memcheck(
+        "stream_stop",
+        &["Ascend910B", "Ascend950PR", "Ascend910_93", "Ascend310P"],
+    );
 }
 
 /// Devices are linked as each family's server is (and a SuperPod's server 1 as its server 0),

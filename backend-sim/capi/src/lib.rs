@@ -95,6 +95,7 @@ mod snapshot_lock;
 pub mod state_callback;
 mod stream_config;
 pub mod stream_quota;
+pub mod stream_stop;
 mod stubs;
 mod sysversion;
 mod task_abort;

@@ -66,7 +66,7 @@ pub(crate) fn lock() -> Result<MutexGuard<'static, Lock>, SimError> {
 /// hicann/runtime `src/runtime/api/api_c*.cc`; it gates `rtHostGetDevicePointer` and
 /// `rtMemPoolGetAttr` though their names say Get, and not `rtGetDeviceSatStatus`). Sorted: the
 /// gate searches it by halves.
-const READ_ONLY: [&str; 122] = [
+const READ_ONLY: &[&str] = &[
     "aclGetCannAttribute",
     "aclGetCannAttributeList",
     "aclGetDataBufferAddr",

@@ -370,6 +370,11 @@ impl MemFile {
             let e = KIND.os_err(path, &format!("reserving device addresses: {what}"), e);
             return Err(name_size_setting(e));
         }
+        // Under valgrind's memcheck, the leak check must not read the arena: reading its
+        // holes would back the whole sparse file in /dev/shm (`crate::valgrind`).
+        // SAFETY: data_off + capacity == total, the mapping's length (`Layout::new`).
+        let arena = unsafe { map.base().add(layout.data_off) };
+        crate::valgrind::hide_arena(arena.addr(), capacity as usize);
         Ok(Some(MemFile {
             path: path.to_owned(),
             map,
@@ -913,6 +918,8 @@ impl MemFileView {
 
 impl Drop for MemFile {
     fn drop(&mut self) {
+        // The arena is unmapped with `map` below: its addresses are checked again.
+        crate::valgrind::unhide_arena(self.bytes(0, 0).addr(), self.layout.capacity as usize);
         // SAFETY: the reservation made in `open_file`, unmapped only here.
         unsafe {
             libc::munmap(

@@ -95,6 +95,7 @@ mod job;
 mod keeper;
 mod queue;
 mod runner;
+mod stop;
 
 /// Whether a runner runs (see `runner`).
 pub(crate) fn runner_active() -> bool {
@@ -138,7 +139,7 @@ pub use job::{Job, Parking, Probe, Stopped, Task};
 pub use keeper::Keeper;
 
 use cancel::Control;
-use worker::{Shared, Turn, WorkerCounters};
+use worker::{HALT_FAILED, HALT_STOPPED, Shared, Turn, WorkerCounters};
 
 /// Default queue capacity: how many tasks may wait before `enqueue` waits for room.
 pub const DEFAULT_CAPACITY: usize = 1024;
@@ -395,7 +396,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             sync_cv: Condvar::new(),
             error: Mutex::new(None),
             stop_on_failure: AtomicBool::new(false),
-            halted: AtomicBool::new(false),
+            halted: AtomicU8::new(0),
             abort_below: AtomicU64::new(0),
             discard_pending: AtomicU64::new(0),
             discarded: AtomicU64::new(0),
@@ -532,7 +533,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         }
         let mut slot = lock(&s.error);
         // Reported: a stop-on-failure stream runs its later tasks again.
-        s.halted.store(false, Ordering::Relaxed);
+        s.halted.fetch_and(!HALT_FAILED, Ordering::Relaxed);
         match slot.take() {
             Some(e) => Err(e),
             None => Ok(()),
@@ -547,7 +548,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         let slot = lock(&s.error);
         s.stop_on_failure.store(stop, Ordering::Relaxed);
         // A failure already stored halts the stream from now on (and a switch back resumes).
-        s.halted.store(stop && slot.is_some(), Ordering::Relaxed);
+        if stop && slot.is_some() {
+            s.halted.fetch_or(HALT_FAILED, Ordering::Relaxed);
+        } else {
+            s.halted.fetch_and(!HALT_FAILED, Ordering::Relaxed);
+        }
     }
 
     /// Whether the stream stops on failure ([`set_stop_on_failure`](Self::set_stop_on_failure)).
@@ -558,6 +563,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Aborts the tasks enqueued so far (`aclrtStreamAbort`): those not started are dropped
     /// unrun and the running one is cancelled as a discard would (its failure is not stored);
     /// the stream stays open and runs the tasks enqueued after this call. Returns at once.
+    /// A stopped stream ([`stop`](Self::stop)) runs again: the tasks it kept are aborted.
     ///
     /// Codes: 107017 the stream is being or has been destroyed.
     pub fn abort(&self) -> Result<(), E> {
@@ -570,6 +576,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             }
             // Before the flag `interrupt` raises (the worker reads them the other way round).
             s.abort_below.store(s.ring.issued(), Ordering::SeqCst);
+            // A stopped stream runs again (`stop`): the tasks it kept are the aborted ones.
+            s.halted.fetch_and(!HALT_STOPPED, Ordering::SeqCst);
         }
         // A task enqueued while this runs may be taken before the flag is up and then be
         // interrupted with the aborted ones: it raced the abort.
@@ -667,7 +675,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Codes: 107017 (`InvalidHandle`) already destroyed (or being destroyed; a `Discard` of a
     /// draining stream excepted), or a drain overtaken by a discard.
     pub fn destroy(&self, mode: StreamDestroy) -> Result<(), E> {
-        self.begin_destroy(mode)?;
+        let mode = self.begin(mode, true)?;
         self.wait_destroyed();
         if mode == StreamDestroy::Drain && self.shared.state.load(Ordering::SeqCst) == DISCARDING {
             return Err(E::from(Error::InvalidHandle));
@@ -682,15 +690,17 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     ///
     /// Codes: as [`destroy`](Self::destroy) (apart from the overtaken drain).
     pub fn begin_destroy(&self, mode: StreamDestroy) -> Result<(), E> {
-        self.begin(mode, true)
+        self.begin(mode, true).map(drop)
     }
 
     /// [`begin_destroy`](Self::begin_destroy); `overtake` says whether a `Discard` may turn
-    /// a drain in progress into a discard.
-    fn begin(&self, mode: StreamDestroy, overtake: bool) -> Result<(), E> {
+    /// a drain in progress into a discard. Returns the destroy's mode: a `Drain` of a stopped
+    /// stream ([`stop`](Self::stop)) is a `Discard`, since its tasks will not run again.
+    fn begin(&self, mode: StreamDestroy, overtake: bool) -> Result<StreamDestroy, E> {
         let s = &*self.shared;
-        let dropped = {
+        let (mode, dropped) = {
             let mut k = s.ring.taker();
+            let mode = stop::destroy_mode(s, mode);
             let state = s.state.load(Ordering::Relaxed);
             let upgrade = overtake && state == DRAINING && mode == StreamDestroy::Discard;
             if state != OPEN && !upgrade {
@@ -699,7 +709,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             if upgrade && s.drained.load(Ordering::Relaxed) {
                 // The drain already ran everything: nothing to overtake, and the drain keeps
                 // its success (the worker is on its way out; waiting for it is the caller's).
-                return Ok(());
+                return Ok(mode);
             }
             // No task is accepted from here on; the ones with a ticket are in the ring.
             let end = s.ring.close();
@@ -722,7 +732,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                 let _g = lock(&s.room);
                 s.not_full.notify_all();
             }
-            dropped
+            (mode, dropped)
         };
         if mode == StreamDestroy::Discard {
             // Interrupt the running task first, then release what the others captured.
@@ -734,7 +744,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             }
         }
         s.control.unpark_worker();
-        Ok(())
+        Ok(mode)
     }
 
     /// Whether the worker thread has exited (the stream was destroyed and has finished).

@@ -20,6 +20,11 @@ use super::{
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
 
+/// [`Shared::halted`]: a failure in stop-on-failure mode.
+pub(super) const HALT_FAILED: u8 = 1;
+/// [`Shared::halted`]: the stream is stopped (`super::stop`).
+pub(super) const HALT_STOPPED: u8 = 2;
+
 /// Finished tasks whose remains the worker keeps before it drops them and retires the tasks,
 /// while tasks keep coming (see [`Finished`]).
 const FLUSH_AT: usize = TAKE;
@@ -118,13 +123,7 @@ pub(super) struct WorkerCounters {
     pub(super) idle: Idle,
 }
 
-impl Default for Idle {
-    fn default() -> Idle {
-        Idle::new()
-    }
-}
-
-/// The one hook behind a device's utilization (`Stream::idle_ns`): the time the worker spends
+/// The one hook behind a device's utilization (`Stream::busy_ns`): the time the worker spends
 /// asleep for lack of work, read on the worker's way into and out of that sleep only — a path
 /// that sleeps in the kernel anyway, so the two clock reads cost nothing a running stream
 /// pays (no clock read per task or per batch, and none when the spin for new work finds
@@ -188,6 +187,12 @@ impl Idle {
     }
 }
 
+impl Default for Idle {
+    fn default() -> Idle {
+        Idle::new()
+    }
+}
+
 pub(super) struct Shared<E, J: Job<E>> {
     /// The queue (lock-free for producers; see the `ring` module).
     pub(super) ring: Ring<J>,
@@ -244,8 +249,11 @@ pub(super) struct Shared<E, J: Job<E>> {
     /// `ACL_STOP_ON_FAILURE`: once a task fails, later ones are discarded until a synchronize
     /// reports the failure.
     pub(super) stop_on_failure: AtomicBool,
-    /// Set by a failure in stop-on-failure mode, cleared when a synchronize reports it.
-    pub(super) halted: AtomicBool,
+    /// Why the worker does not run the tasks it takes (0: it runs them): [`HALT_FAILED`], set
+    /// by a failure in stop-on-failure mode and cleared when a synchronize reports it (the
+    /// tasks are dropped unrun); [`HALT_STOPPED`], `aclrtStreamStop` (`super::stop`: the
+    /// tasks are kept, unrun, until an abort or a destroy). One load per task for both.
+    pub(super) halted: AtomicU8,
     /// Tasks numbered below this (in enqueue order, from 0) were aborted: the worker drops them
     /// unrun, and a running one's error is not stored.
     pub(super) abort_below: AtomicU64,
@@ -584,8 +592,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             }
             if self.control.cancelled.load(Ordering::Relaxed)
                 || aborted
-                || self.halted.load(Ordering::Relaxed)
+                || self.halted.load(Ordering::Relaxed) != 0
             {
+                if !aborted && self.keeps_stopped() {
+                    if self.keep_stopped(task, local, done, flow) {
+                        return;
+                    }
+                    continue;
+                }
                 // Taken before a discard, aborted, or behind a failure in stop-on-failure
                 // mode: drop it unrun.
                 self.flush(done);
@@ -637,8 +651,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             // (its remains are dropped by the unwinding).
             done.unretired += 1;
             match result {
-                // An aborted task's failure is the abort's doing, not the task's.
-                Err(_) if seq < self.abort_below.load(Ordering::Acquire) => {}
+                // An aborted or stopped task's failure is the abort's or the stop's doing,
+                // not the task's.
+                Err(_) if seq < self.abort_below.load(Ordering::Acquire) || self.is_stopped() => {}
                 Err(e) => {
                     bump(&self.worker.failed);
                     self.task_failed(seq, e);
@@ -664,6 +679,29 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 self.flush(done);
             }
         }
+    }
+
+    /// A stopped stream keeps `task`, unrun (`super::stop`): back in front of `local`, and
+    /// this thread waits while the stream stays stopped — or, on a runner's borrowed turn,
+    /// the stream goes home to wait there (true: the turn stops). Out of line: the task loop
+    /// pays only the `halted` load it had.
+    #[cold]
+    #[inline(never)]
+    fn keep_stopped(
+        &self,
+        task: J,
+        local: &mut Batch<J>,
+        done: &mut Finished<J::Remains>,
+        flow: &mut Flow,
+    ) -> bool {
+        local.put_back(task);
+        if flow.borrowed {
+            self.stop_turn(false, local, done, flow);
+            return true;
+        }
+        self.flush(done);
+        self.wait_while_stopped();
+        false
     }
 
     /// The turn stops before the job in front of `local` (put back there by the call that
@@ -903,7 +941,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             *slot = Some(e);
         }
         if self.stop_on_failure.load(Ordering::Relaxed) {
-            self.halted.store(true, Ordering::Relaxed);
+            self.halted.fetch_or(HALT_FAILED, Ordering::Relaxed);
         }
     }
 

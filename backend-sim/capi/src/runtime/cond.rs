@@ -19,7 +19,7 @@
 //! - the ACL layer's NULL checks: 100000; a flag above `ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT`
 //!   (1): 107000; a model that is no captured one (a built model): 207000; one not capturing:
 //!   107000; a SoC without conditional tasks (only Ascend 950, Atlas A3 and A2 have them):
-//!   207000. The word is 0 when made; with the flag, each execution starts by setting it to
+//!   207000. The word is 0 when made; with the flag, each execution's call sets it to
 //!   `defaultLaunchValue` (its own and its sub-models' conditions);
 //! - `aclmdlRIAddCondTask`: a type above 2 or `flags` not 0: 107000; a NULL handle or model
 //!   array: 107000; a condition used by a task already: 107000; a stream not capturing:
@@ -33,9 +33,10 @@
 //!   capturing): 107045, the capture dropped; destroying, executing, aborting or updating a
 //!   sub-model: 207000 (it goes with its model).
 //!
-//! The simulator's own: the default is written when the execution starts on its stream
-//! (CANN writes it with a synchronous copy when `aclmdlRIExecuteAsync` is called), so an
-//! execution queued earlier on the stream does not see the next one's default.
+//! The default is written by the `aclmdlRIExecute[Async]` call itself, a synchronous copy
+//! as CANN's (`Runtime::write_cond_defaults`): a value the host writes after the call is the
+//! one the execution reads, and an execution queued earlier that has not read its word yet
+//! reads the new default.
 
 use acl_notify_core::{Backend as _, Error, Soc};
 
@@ -376,10 +377,37 @@ impl Runtime {
         })
     }
 
-    /// The value condition `h` starts an execution with, if it has one: (word, value).
-    pub(super) fn cond_default(&self, st: &State, h: usize) -> Option<(usize, u64)> {
-        let c = st.conds.get(&self.captures.conds.get(h)?)?;
-        c.default.map(|v| (c.addr, v))
+    /// `aclmdlRIExecute[Async]` of model `model`: writes the default of each condition with
+    /// `ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT` whose task is in the model or in one of its
+    /// sub-models (and theirs), at the call, by a synchronous copy as CANN does
+    /// (hicann/runtime `capture_model.cc` `PreModelExecute` →
+    /// `InitAllSubCaptureModelCondTaskByDefValue`, `cond_handle.cc` `InitCondTaskByDefValue`:
+    /// a 64-bit host-to-device copy). A value written after the call, before the execution
+    /// runs, is the one its task reads; an execution queued earlier that has not read its
+    /// word yet reads the new default (as on CANN).
+    pub(super) fn write_cond_defaults(&self, st: &State, model: u32) -> Result<(), CallError> {
+        let mut owners = vec![model];
+        while let Some(owner) = owners.pop() {
+            for c in st.conds.values().filter(|c| c.model == owner) {
+                let Some((_, subs)) = &c.task else { continue };
+                owners.extend(subs);
+                let Some(value) = c.default else { continue };
+                let bytes = value.to_le_bytes();
+                // SAFETY: `bytes` is a live host array of 8 bytes; the device side (the
+                // condition's word, allocated with its handle) is checked by the copy.
+                unsafe {
+                    self.backend.memcpy(
+                        c.addr,
+                        8,
+                        bytes.as_ptr().addr(),
+                        8,
+                        acl_notify_sim::mem::MemcpyKind::HostToDevice,
+                    )
+                }
+                .map_err(|e| CallError::backend(e).in_context("a condition's default value"))?;
+            }
+        }
+        Ok(())
     }
 
     /// Releases model `model`'s conditions: their words, handles and sub-models (and theirs),

@@ -113,7 +113,11 @@ pub(crate) enum CondKind {
     If,
     /// Sub-model 0 while the word is not 0, read again after each run (0 at once: none).
     While,
-    /// Sub-model `word` when it is below their number, else none.
+    /// Sub-model `word` when it is below their number, else none. The word is read as
+    /// unsigned here: CANN's check is a signed branch (`BLT` in
+    /// `ConstructSwitchCondSetupBranch`), so a word that is negative as an `int64` passes it
+    /// and indexes before the sub-model array on the device (undefined there); the simulator
+    /// runs none for it, as for any index past the last.
     Switch,
 }
 
@@ -371,8 +375,6 @@ impl Program {
 /// whose values come back to the driver (`Sim::read_async`), on a stream of a frame (by its
 /// index there); and stop every stream's queued tasks (the execution's stream was destroyed).
 pub(super) trait Env {
-    /// Before the execution's first task (the conditions' defaults).
-    fn begin(&self) -> Result<(), CallError>;
     fn queue_task(&self, frame: usize, stream: usize, task: usize) -> Result<(), CallError>;
     fn queue_read(
         &self,
@@ -610,11 +612,7 @@ impl<'a> Interp<'a> {
     fn run(mut self, runs: &Runs, cancelled: &dyn Fn() -> bool) -> Result<(), CallError> {
         let p = self.program;
         let heads: Vec<(usize, usize)> = p.starts[0].iter().map(|&h| (h, 0)).collect();
-        let begun = self.env.begin();
-        self.note(begun);
-        if self.first.is_none() {
-            self.go(&heads);
-        }
+        self.go(&heads);
         while self.live > 0 {
             let Some((s, at, r)) = self.next(runs, cancelled) else {
                 return Err(CallError::new(
@@ -849,10 +847,6 @@ mod tests {
         }
 
         fn stop(&self) {}
-
-        fn begin(&self) -> Result<(), CallError> {
-            Ok(())
-        }
     }
 
     /// Frame 0: task 0, a conditional task on the word at 0x10, task 2. Frame 1: task 0

@@ -71,6 +71,20 @@ impl Runtime {
             .is_some_and(|m| matches!(m.phase, Phase::Building { .. }))
     }
 
+    /// The model of `aclmdlRIBuildBegin` that `stream` is bound to, being built or built
+    /// (CANN's stream bind flag, `Stream::GetBindFlag`), if any.
+    pub(crate) fn bound_model(&self, stream: usize) -> Option<u32> {
+        let st = self.captures.lock();
+        st.models
+            .values()
+            .find(|m| match &m.phase {
+                Phase::Building { .. } => m.streams.contains(&stream),
+                Phase::Ready(r) if !r.owned() => r.streams.contains(&stream),
+                _ => false,
+            })
+            .map(|m| m.id)
+    }
+
     /// The refusal of a call that names a stream bound to model `id` being built and that the
     /// model cannot store.
     pub(super) fn bound_refusal(&self, stream: usize, id: u32) -> CallError {

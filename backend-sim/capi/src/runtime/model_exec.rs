@@ -125,6 +125,9 @@ impl Runtime {
                             "stream {stream:#x} is a stream of model {handle:#x} itself"
                         )));
                     }
+                    if r.branches {
+                        self.write_cond_defaults(&st, id)?;
+                    }
                     r.running.fetch_add(1, Ordering::AcqRel);
                     Arc::clone(r)
                 }

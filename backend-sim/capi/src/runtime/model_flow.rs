@@ -290,7 +290,6 @@ impl Runtime {
     fn drive(&self, replay: &Arc<Replay>, cancelled: &dyn Fn() -> bool) -> Result<(), CallError> {
         let mut runs: Vec<FrameRun> = Vec::new();
         let mut frames: Vec<flow::Frame> = Vec::new();
-        let mut defaults = Vec::new();
         let program = {
             let st = self.captures.lock();
             // Frame 0 the model, then the sub-models of its conditional tasks (and theirs),
@@ -327,7 +326,6 @@ impl Runtime {
                 for h in conds {
                     let spec = self.cond_spec(&st, h, &mut |r| add(r, &mut runs, &mut frames))?;
                     specs.insert(h, spec);
-                    defaults.extend(self.cond_default(&st, h));
                 }
                 at += 1;
             }
@@ -341,7 +339,6 @@ impl Runtime {
         let env = Queues {
             rt: self,
             runs: &runs,
-            defaults: &defaults,
         };
         let run = flow::drive(&program, &replay.runs, &env, cancelled);
         // Every task queued has run (each block's read came after it): a task's failure is
@@ -439,27 +436,13 @@ struct FrameRun {
     tasks: Arc<[(usize, Captured)]>,
 }
 
-/// The driver's queues: the models' streams, their tasks as this execution runs them, the
-/// values its conditions start with (`cond`).
+/// The driver's queues: the models' streams, their tasks as this execution runs them.
 struct Queues<'a> {
     rt: &'a Runtime,
     runs: &'a [FrameRun],
-    defaults: &'a [(usize, u64)],
 }
 
 impl flow::Env for Queues<'_> {
-    fn begin(&self) -> Result<(), CallError> {
-        // On the model's first stream, before its tasks: a conditional task reads its word
-        // on the stream it was captured on, after the tasks before it.
-        for &(addr, value) in self.defaults {
-            self.rt
-                .backend
-                .value_write(addr, value, self.runs[0].raws[0])
-                .map_err(|e| CallError::backend(e).in_context("a condition's default value"))?;
-        }
-        Ok(())
-    }
-
     fn queue_task(&self, frame: usize, stream: usize, task: usize) -> Result<(), CallError> {
         let r = &self.runs[frame];
         self.rt
