@@ -490,7 +490,8 @@ impl Sim {
         let mut text = String::new();
         if s.is_stopped() {
             text.push_str(
-                "it is stopped (aclrtStreamStop): its tasks do not run until aclrtStreamAbort                  drops them",
+                "it is stopped (aclrtStreamStop): its tasks do not run until aclrtStreamAbort \
+                 drops them",
             );
         } else if let Some(h) = head {
             let _ = write!(text, "its head task is {h}");

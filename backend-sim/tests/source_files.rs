@@ -1,6 +1,7 @@
 //! House rules of the source files of the simulator, the C library, the core and the handle
-//! slab, checked on the files: each starts with a `//!` line saying what it is for, and none
-//! holds more than 1,000 lines of code (test modules, blank lines and comments not counted).
+//! slab, checked on the files: each starts with a `//!` line saying what it is for, none
+//! holds more than 1,000 lines of code (test modules, blank lines and comments not counted),
+//! and no string literal holds the indentation of a lost line continuation.
 
 use std::path::{Path, PathBuf};
 
@@ -82,4 +83,46 @@ fn the_counts_leave_out_tests_blanks_and_comments() {
     let text =
         "//! doc\n\nfn a() {}\n// note\n    let x = 1;\n#[cfg(test)]\nmod tests {\nfn t() {}\n}\n";
     assert_eq!(code_lines(text), 2);
+}
+
+/// The one-line string literals of `line` that hold a run of 8 or more spaces between two
+/// words: a literal whose line continuation (`\` at the end of a line) was lost when it was
+/// joined onto one line, so that a message reads "... until aclrtStreamAbort                  drops
+/// them". (Naive about escaped quotes: a literal holding `\"` is split there.)
+fn broken_continuations(line: &str) -> Vec<&str> {
+    if line.trim_start().starts_with("//") {
+        return Vec::new();
+    }
+    line.split('"')
+        .skip(1)
+        .step_by(2)
+        .filter(|lit| {
+            let t = lit.trim();
+            t.contains("        ") && !t.starts_with(' ')
+        })
+        .collect()
+}
+
+#[test]
+fn no_string_literal_lost_its_line_continuation() {
+    assert_eq!(
+        broken_continuations(r#"    "until aclrtStreamAbort                  drops them","#),
+        ["until aclrtStreamAbort                  drops them"]
+    );
+    assert!(broken_continuations(r#"    "until aclrtStreamAbort \"#).is_empty());
+    assert!(broken_continuations(r#"    // "a comment          with spaces""#).is_empty());
+    let mut found = Vec::new();
+    for p in all_files() {
+        let text = std::fs::read_to_string(&p).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            for lit in broken_continuations(line) {
+                found.push(format!("{}:{}: {lit:?}", p.display(), i + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "string literals with a run of spaces inside (a lost `\\` line continuation):\n  {}",
+        found.join("\n  ")
+    );
 }

@@ -21,6 +21,8 @@
 #include <unistd.h>
 
 #include "acl/acl.h"
+/* Memory pools (pool_props), declared apart from acl.h as CANN does. */
+#include "acl/acl_rt_memory_soma.h"
 
 /* Name of this program in messages ("owner", "importer", "errors", ...). */
 static const char *g_role = "test";
@@ -253,6 +255,19 @@ static inline aclrtPhysicalMemProp device_prop(aclrtMemAttr attr) {
     prop.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = 0;
     return prop;
+}
+
+/* The memory-pool properties CANN's pool samples pass to aclrtMemPoolCreate: pinned, no
+ * shareable handle type, on device `device`, at most `max_size` bytes. */
+static inline aclrtMemPoolProps pool_props(int device, size_t max_size) {
+    aclrtMemPoolProps p;
+    memset(&p, 0, sizeof p);
+    p.allocType = ACL_MEM_ALLOCATION_TYPE_PINNED;
+    p.handleType = ACL_MEM_HANDLE_TYPE_NONE;
+    p.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = device;
+    p.maxSize = max_size;
+    return p;
 }
 
 #endif /* ACL_NOTIFY_TESTS_COMMON_H_ */

@@ -9,10 +9,15 @@
  *   prefetch sends each range to its location; CANN's codes for bad input (NULL, flags, size
  *   0, unknown advice or attribute, device ids, location types, dataSize, index arrays) and
  *   107000 with a message for memory that is not managed, sizes not whole pages, and an IPC
- *   export of managed memory; aclrtFree gives the memory back.
+ *   export of managed memory; a forked child has no mapping of the managed range (it
+ *   cannot write the parent's bytes); aclrtFree gives the memory back.
  * - Ascend310P: no managed memory (207000).
  * Exit 0 and "managed <soc>: ok" when every check holds. */
 #include "common.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 
 #define PAGE (2u << 20)
 
@@ -220,6 +225,24 @@ int main(int argc, char **argv) {
     REQUIRE(attr1(ACL_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, m, PAGE) == -1, "batch host");
     REQUIRE(attr1(ACL_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID, m + PAGE, PAGE) == 0,
             "batch device");
+
+    /* A forked child does not inherit managed memory (CANN: a forked child is no AscendCL
+     * caller of its own; the memory is the parent's, and a child writing through its copy of
+     * the mapping reached the parent's bytes): the range is not mapped in the child. */
+    m[5] = 0x21;
+    pid_t child = fork();
+    REQUIRE(child >= 0, "fork");
+    if (child == 0) {
+        unsigned char vec = 0;
+        int rc = mincore(m, 4096, &vec);
+        if (rc == 0) m[5] = 0x7e; /* what a shared mapping let a child do */
+        _exit(rc == -1 && errno == ENOMEM ? 0 : 3);
+    }
+    int status = 0;
+    REQUIRE(waitpid(child, &status, 0) == child, "waitpid");
+    REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "the forked child has the managed range mapped (status %#x)", status);
+    REQUIRE(m[5] == 0x21, "the forked child wrote the parent's managed memory (%#x)", m[5]);
 
     CHECK(aclrtFree(m));
     CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free1, &total));

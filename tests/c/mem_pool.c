@@ -40,24 +40,13 @@ static size_t device_free(void) {
     return free_b;
 }
 
-static aclrtMemPoolProps props(size_t max_size) {
-    aclrtMemPoolProps p;
-    memset(&p, 0, sizeof p);
-    p.allocType = ACL_MEM_ALLOCATION_TYPE_PINNED;
-    p.handleType = ACL_MEM_HANDLE_TYPE_NONE;
-    p.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    p.maxSize = max_size;
-    return p;
-}
-
 int main(int argc, char **argv) {
     g_role = "mem_pool";
     const char *soc = argc > 1 ? argv[1] : "Ascend910B";
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
     aclrtMemPool pool = NULL;
-    aclrtMemPoolProps pp = props(16 * MIB);
+    aclrtMemPoolProps pp = pool_props(0, 16 * MIB);
     if (strcmp(soc, "Ascend910B") != 0) {
         EXPECT_RC(aclrtMemPoolCreate(&pool, &pp), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
         expect_msg("not supported", NULL);
@@ -241,7 +230,7 @@ int main(int argc, char **argv) {
 
     /* A pool left with kept memory at aclFinalize gives it back: a new session finds the
      * device's memory whole. */
-    aclrtMemPoolProps p2 = props(0);
+    aclrtMemPoolProps p2 = pool_props(0, 0);
     aclrtMemPool kept;
     CHECK(aclrtMemPoolCreate(&kept, &p2));
     thr = 64 * MIB;

@@ -81,17 +81,6 @@ static void expect_sum_is_used(void) {
             (unsigned long long)sum, (unsigned long long)used());
 }
 
-static aclrtMemPoolProps pool_props(size_t max_size) {
-    aclrtMemPoolProps p;
-    memset(&p, 0, sizeof p);
-    p.allocType = ACL_MEM_ALLOCATION_TYPE_PINNED;
-    p.handleType = ACL_MEM_HANDLE_TYPE_NONE;
-    p.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = 0;
-    p.maxSize = max_size;
-    return p;
-}
-
 int main(int argc, char **argv) {
     g_role = "mem_usage";
     REQUIRE(argc == 2, "usage: mem_usage SOC");
@@ -158,7 +147,7 @@ int main(int argc, char **argv) {
     /* A pool's blocks: counted from the block's placement; kept by the pool after the free
      * (below its release threshold), so still counted; its destruction frees them. */
     aclrtMemPool pool = NULL;
-    aclrtMemPoolProps pp = pool_props(16 * MIB);
+    aclrtMemPoolProps pp = pool_props(0, 16 * MIB);
     CHECK(aclrtMemPoolCreate(&pool, &pp));
     uint64_t thr = 8 * MIB;
     CHECK(aclrtMemPoolSetAttr(pool, ACL_RT_MEM_POOL_ATTR_RELEASE_THRESHOLD, &thr));

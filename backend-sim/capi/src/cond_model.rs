@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use acl_notify_core::Feature;
 
 use crate::errmsg::null_arg;
-use crate::ffi::{aclError, aclrtStream, api, to_ptr};
+use crate::ffi::{aclError, aclrtStream, api, handle_out, to_ptr};
 use crate::model_ri::{aclmdlRI, model, stream_arg};
 use crate::runtime::capture::Mode;
 use crate::session::runtime;
@@ -50,13 +50,14 @@ pub unsafe extern "C" fn aclmdlRICondHandleCreate(
 ) -> aclError {
     api("aclmdlRICondHandleCreate", || {
         let m = model(model_ri)?;
-        if handle.is_null() {
-            return Err(null_arg("handle"));
+        // SAFETY: the caller's contract.
+        unsafe {
+            handle_out(
+                handle,
+                || null_arg("handle"),
+                || runtime()?.cond_create(m, default_launch_value, flag),
+            )
         }
-        let h = runtime()?.cond_create(m, default_launch_value, flag)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { handle.write(to_ptr(h)) };
-        Ok(())
     })
 }
 

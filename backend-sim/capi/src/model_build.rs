@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{aclError, aclrtStream, api, handle_out};
 use crate::model_ri::{aclmdlRI, model, stream_arg};
 use crate::session::runtime;
 
@@ -21,13 +21,14 @@ use crate::session::runtime;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclmdlRIBuildBegin(model_ri: *mut aclmdlRI, flag: u32) -> aclError {
     api("aclmdlRIBuildBegin", || {
-        if model_ri.is_null() {
-            return Err(null_arg("modelRI"));
-        }
-        let h = runtime()?.build_begin(flag)?;
         // SAFETY: the caller's contract.
-        unsafe { model_ri.write(crate::ffi::to_ptr(h)) };
-        Ok(())
+        unsafe {
+            handle_out(
+                model_ri,
+                || null_arg("modelRI"),
+                || runtime()?.build_begin(flag),
+            )
+        }
     })
 }
 

@@ -10,7 +10,7 @@
 use std::ffi::c_void;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{aclError, aclrtStream, api, handle_out};
 use crate::model_ri::{aclmdlRI, model, stream_arg};
 use crate::session::runtime;
 
@@ -38,13 +38,8 @@ fn handle(p: *mut c_void, what: &str) -> Result<usize, CallError> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateLabel(label: *mut aclrtLabel) -> aclError {
     api("aclrtCreateLabel", || {
-        if label.is_null() {
-            return Err(null_arg("label"));
-        }
-        let h = runtime()?.create_label()?;
         // SAFETY: the caller's contract.
-        unsafe { label.write(crate::ffi::to_ptr(h)) };
-        Ok(())
+        unsafe { handle_out(label, || null_arg("label"), || runtime()?.create_label()) }
     })
 }
 
@@ -90,22 +85,20 @@ pub unsafe extern "C" fn aclrtCreateLabelList(
         if labels.is_null() {
             return Err(null_arg("labels"));
         }
-        if label_list.is_null() {
-            return Err(null_arg("labelList"));
-        }
-        if num == 0 || num > crate::runtime::labels::MAX_LABELS {
-            return Err(param(format!(
-                "num {num}: a label list holds 1 to {} labels",
-                crate::runtime::labels::MAX_LABELS
-            )));
-        }
-        // SAFETY: the caller's contract (`num` checked above).
-        let given = unsafe { std::slice::from_raw_parts(labels, num) };
-        let hs: Vec<usize> = given.iter().map(|p| p.addr()).collect();
-        let h = runtime()?.create_label_list(&hs)?;
+        let make = || {
+            if num == 0 || num > crate::runtime::labels::MAX_LABELS {
+                return Err(param(format!(
+                    "num {num}: a label list holds 1 to {} labels",
+                    crate::runtime::labels::MAX_LABELS
+                )));
+            }
+            // SAFETY: the caller's contract (`num` checked above).
+            let given = unsafe { std::slice::from_raw_parts(labels, num) };
+            let hs: Vec<usize> = given.iter().map(|p| p.addr()).collect();
+            runtime()?.create_label_list(&hs)
+        };
         // SAFETY: the caller's contract.
-        unsafe { label_list.write(crate::ffi::to_ptr(h)) };
-        Ok(())
+        unsafe { handle_out(label_list, || null_arg("labelList"), make) }
     })
 }
 

@@ -8,7 +8,7 @@ use std::ffi::{CStr, c_char, c_void};
 
 use crate::callback::aclrtCallback;
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{aclError, aclrtStream, api, handle_out};
 use crate::runtime::capture::{Mode, exchange_mode};
 use crate::session::runtime;
 
@@ -94,14 +94,15 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(
 ) -> aclError {
     api("aclmdlRICaptureEnd", || {
         let s = stream_arg(stream)?;
-        if model_ri.is_null() {
-            // `ApiImpl::StreamEndCapture`: RT_ERROR_INVALID_VALUE before anything ends.
-            return Err(param("modelRI is NULL"));
-        }
-        let m = runtime()?.capture_end(s)?;
         // SAFETY: the caller's contract.
-        unsafe { model_ri.write(crate::ffi::to_ptr(m)) };
-        Ok(())
+        unsafe {
+            handle_out(
+                model_ri,
+                // `ApiImpl::StreamEndCapture`: RT_ERROR_INVALID_VALUE before anything ends.
+                || param("modelRI is NULL"),
+                || runtime()?.capture_end(s),
+            )
+        }
     })
 }
 

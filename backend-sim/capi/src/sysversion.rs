@@ -333,7 +333,8 @@ pub unsafe extern "C" fn aclsysGetCANNVersion(
         let v = package_version(pkg)?;
         let (whole, parts) = package_parts(&v).ok_or_else(|| {
             invalid_file(format!(
-                "version `{v}` of package {pkg} is not at least two non-empty parts separated by                  dots"
+                "version `{v}` of package {pkg} is not at least two non-empty parts separated by \
+                 dots"
             ))
         })?;
         // SAFETY: the caller guarantees `version` is writable; every field is plain bytes.

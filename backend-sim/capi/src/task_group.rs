@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 use crate::errmsg::null_arg;
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{aclError, aclrtStream, api, handle_out};
 use crate::model_ri::stream_arg;
 use crate::session::runtime;
 
@@ -41,13 +41,14 @@ pub unsafe extern "C" fn aclmdlRICaptureTaskGrpEnd(
 ) -> aclError {
     api("aclmdlRICaptureTaskGrpEnd", || {
         let s = stream_arg(stream)?;
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
-        let h = runtime()?.task_group_end(s)?;
         // SAFETY: the caller's contract.
-        unsafe { handle.write(crate::ffi::to_ptr(h)) };
-        Ok(())
+        unsafe {
+            handle_out(
+                handle,
+                || null_arg("handle"),
+                || runtime()?.task_group_end(s),
+            )
+        }
     })
 }
 

@@ -21,9 +21,9 @@
 
 use serde_json::{Value, json};
 
-use super::etcd::{Cmp, Event, Op};
+use super::etcd::Event;
 use super::mem::RemoteMem;
-use super::{Cluster, Held, Shared, ipc};
+use super::{Cluster, Held, Shared};
 use crate::SimError;
 use crate::error::err;
 use crate::locks::lock;
@@ -67,16 +67,7 @@ impl Shared {
         let Some(generation) = p.get(&(dev, id)).filter(|e| e.kept).map(|e| e.generation) else {
             return;
         };
-        let holders = self.etcd.get_prefix(&self.mem_holder_prefix(
-            self.server,
-            self.pid,
-            dev,
-            id,
-            generation,
-        ));
-        if let Ok((kvs, _)) = holders
-            && kvs.is_empty()
-        {
+        if self.unheld(&self.mem_holder_prefix(self.server, self.pid, dev, id, generation)) {
             let gone = p.remove(&(dev, id));
             drop(p);
             let _ = self.etcd.delete(&self.mem_key(self.server, dev, id));
@@ -97,23 +88,14 @@ impl Cluster {
         let generation = m.key.fields().map_or(0, |k| k.generation);
         let mut key = s.mem_holder_prefix(m.server, m.owner_pid, m.device, m.id, generation);
         key.extend_from_slice(format!("{}/{}", s.server, s.pid).as_bytes());
-        let lease = *lock(&s.proc_lease);
-        let t = s
-            .etcd
-            .txn(
-                &[Cmp::CreatedAt(
-                    s.mem_key(m.server, m.device, m.id),
-                    m.create_rev,
-                )],
-                &[Op::Put {
-                    key: key.clone(),
-                    value: Vec::new(),
-                    lease,
-                }],
-                &[],
-            )
-            .map_err(|e| ipc(e, "importing memory of another host"))?;
-        if !t.succeeded {
+        let held = s.hold(
+            Held::Mem(m.key),
+            key,
+            s.mem_key(m.server, m.device, m.id),
+            m.create_rev,
+            "importing memory of another host",
+        )?;
+        if !held {
             return Err(err(
                 Error::ParamInvalid,
                 format!(
@@ -123,17 +105,13 @@ impl Cluster {
                 ),
             ));
         }
-        lock(&s.held).insert(Held::Mem(m.key), key);
         Ok(())
     }
 
     /// Drops this process's hold on the memory it imported by `key`, if it has one (if the
     /// cluster is unreachable the hold stays until this process's lease goes).
     pub(super) fn mem_unhold(&self, key: &ExportKey) {
-        let k = lock(&self.shared.held).remove(&Held::Mem(*key));
-        if let Some(k) = k {
-            let _ = self.shared.etcd.delete(&k);
-        }
+        self.shared.let_go(&Held::Mem(*key));
     }
 
     /// The owner is freeing allocation `id` (generation `generation`) of device `dev`, its

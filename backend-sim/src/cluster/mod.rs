@@ -309,6 +309,55 @@ impl Shared {
         self.key(&format!("rec/{server}/{owner_pid}/{dev}/{id}/h/"))
     }
 
+    /// Puts holder key `key` for `what` (bound to this process's lease: it goes with
+    /// [`let_go`](Self::let_go) or this process's death) in one transaction with a look at
+    /// the owner's `export` key: `false`, and nothing put, unless that key is still the one
+    /// created at revision `create_rev` (the owner withdrew it, or died, since the importer
+    /// looked it up). 507022 if etcd cannot be asked (`doing` says what for).
+    fn hold(
+        &self,
+        what: Held,
+        key: Vec<u8>,
+        export: Vec<u8>,
+        create_rev: i64,
+        doing: &str,
+    ) -> Result<bool, SimError> {
+        let lease = *lock(&self.proc_lease);
+        let t = self
+            .etcd
+            .txn(
+                &[Cmp::CreatedAt(export, create_rev)],
+                &[Op::Put {
+                    key: key.clone(),
+                    value: Vec::new(),
+                    lease,
+                }],
+                &[],
+            )
+            .map_err(|e| ipc(e, doing))?;
+        if t.succeeded {
+            lock(&self.held).insert(what, key);
+        }
+        Ok(t.succeeded)
+    }
+
+    /// Drops this process's hold on `what` ([`hold`](Self::hold)), if it has one (if the
+    /// cluster is unreachable the hold stays until this process's lease goes).
+    fn let_go(&self, what: &Held) {
+        let key = lock(&self.held).remove(what);
+        if let Some(k) = key {
+            let _ = self.etcd.delete(&k);
+        }
+    }
+
+    /// Whether no holder key is left under `prefix` (`false` if etcd cannot be asked: what is
+    /// held stays so until the watch, resuming, sees the holds that went meanwhile).
+    fn unheld(&self, prefix: &[u8]) -> bool {
+        self.etcd
+            .get_prefix(prefix)
+            .is_ok_and(|(kvs, _)| kvs.is_empty())
+    }
+
     /// Releases the owner's last reference to notify (`dev`, `id`) and its export if the owner
     /// destroyed it and no importer on another host holds it any more. Holding `published`
     /// across the range keeps a hold's release and the owner's destroy from missing each other.
@@ -317,12 +366,7 @@ impl Shared {
         if p.get(&(dev, id)).is_none_or(|e| e.keep.is_none()) {
             return;
         }
-        let holders = self
-            .etcd
-            .get_prefix(&self.holder_prefix(self.server, self.pid, dev, id));
-        if let Ok((kvs, _)) = holders
-            && kvs.is_empty()
-        {
+        if self.unheld(&self.holder_prefix(self.server, self.pid, dev, id)) {
             let gone = p.remove(&(dev, id));
             drop(p);
             let _ = self.etcd.delete(&self.export_key(self.server, dev, id));
@@ -778,23 +822,14 @@ impl Cluster {
         let s = &self.shared;
         let mut key = s.holder_prefix(n.server, n.owner_pid, n.device, n.id);
         key.extend_from_slice(format!("{}/{}/{h}", s.server, s.pid).as_bytes());
-        let lease = *lock(&s.proc_lease);
-        let t = s
-            .etcd
-            .txn(
-                &[Cmp::CreatedAt(
-                    s.export_key(n.server, n.device, n.id),
-                    n.create_rev,
-                )],
-                &[Op::Put {
-                    key: key.clone(),
-                    value: Vec::new(),
-                    lease,
-                }],
-                &[],
-            )
-            .map_err(|e| ipc(e, "importing a notify of another host"))?;
-        if !t.succeeded {
+        let held = s.hold(
+            Held::Notify(h),
+            key,
+            s.export_key(n.server, n.device, n.id),
+            n.create_rev,
+            "importing a notify of another host",
+        )?;
+        if !held {
             return Err(err(
                 Error::InvalidHandle,
                 format!(
@@ -804,7 +839,6 @@ impl Cluster {
                 ),
             ));
         }
-        lock(&s.held).insert(Held::Notify(h), key);
         Ok(())
     }
 
@@ -872,10 +906,7 @@ impl Cluster {
     /// hold stays until this process's lease goes); whether it was a remote import.
     pub fn remove(&self, h: u64) -> bool {
         let was = write(&self.remote).remove(h).is_some();
-        let key = lock(&self.shared.held).remove(&Held::Notify(h));
-        if let Some(k) = key {
-            let _ = self.shared.etcd.delete(&k);
-        }
+        self.shared.let_go(&Held::Notify(h));
         was
     }
 

@@ -650,6 +650,8 @@ impl MemFile {
     /// Maps arena `[off, off + len)` (page-aligned) readable and writable at this process's
     /// device addresses of it, over their `PROT_NONE` reservation, sharing the file's pages:
     /// memory the host addresses as well as the device (managed memory, [`super::managed`]).
+    /// A forked child does not inherit the mapping (`MADV_DONTFORK`): the range is unmapped
+    /// there.
     pub(crate) fn open_to_host(&self, off: u64, len: u64) -> std::io::Result<()> {
         let fd = self.map.fd().ok_or(std::io::ErrorKind::NotFound)?;
         self.host_range(off, len)?;
@@ -667,6 +669,15 @@ impl MemFile {
         };
         if r == libc::MAP_FAILED {
             return Err(std::io::Error::last_os_error());
+        }
+        // Not inherited by a forked child: the bytes are this process's managed memory, and a
+        // child writing through a copy of this shared mapping would change them (a forked
+        // child uses nothing it inherited: README, `fork()`).
+        // SAFETY: advice on the mapping just made; it changes what a fork copies, nothing here.
+        if unsafe { libc::madvise(r, len as usize, libc::MADV_DONTFORK) } != 0 {
+            let e = std::io::Error::last_os_error();
+            self.close_to_host(off, len);
+            return Err(e);
         }
         Ok(())
     }

@@ -14,7 +14,10 @@
 //! writable, so host code reads and writes the very bytes the stream tasks copy and set. Its
 //! slot carries `MANAGED_MARK` (so `aclrtPointerGetAttributes` says
 //! `ACL_MEM_LOCATION_TYPE_MANAGED`, and a copy whose kind calls it host memory is served). At
-//! free the range becomes `PROT_NONE` again before the slot is released.
+//! free the range becomes `PROT_NONE` again before the slot is released. A forked child does
+//! not inherit the range's mapping (`MADV_DONTFORK`, `MemFile::open_to_host`): the memory is
+//! the parent's, and through a copy of the shared mapping a child's writes would change the
+//! parent's bytes (a child uses nothing it inherited: README, `fork()`).
 //!
 //! The simulated device has one memory, so there is no migration: prefetching moves no byte
 //! and a preferred location places none. What a program can observe is kept truly: the advice

@@ -31,6 +31,34 @@ fn open(tag: &str, capacity: u64) -> (Sim, Ns) {
     test_sim("mem", tag, acl_notify_core::Soc::Ascend910B, 2, capacity)
 }
 
+/// Another process's `Sim` on namespace `ns`: two devices of 64 MiB, as the tests' [`open`]
+/// makes them (a forked child calls it).
+fn reopen(ns: &str) -> Result<Sim, SimError> {
+    Sim::builder()
+        .devices(2)
+        .namespace(ns)
+        .device_memory(64 << 20)
+        .open()
+}
+
+/// Runs `body` in a forked child with a `Sim` of its own on `ns` ([`reopen`]); `Err` unless
+/// it opened and `body` returned `true`. The child's `Sim` is forgotten, never dropped: what
+/// it holds is left as a process that dies leaves it.
+pub(in crate::mem) fn in_other_process(
+    ns: &Ns,
+    body: impl FnOnce(&Sim) -> bool,
+) -> Result<(), i32> {
+    let name = ns.0.clone();
+    crate::fork::run_in_child(move || {
+        let Ok(child) = reopen(&name) else {
+            return false;
+        };
+        let ok = body(&child);
+        std::mem::forget(child);
+        ok
+    })
+}
+
 fn h2d(sim: &Sim, dst: usize, src: &[u8]) -> Result<(), SimError> {
     // SAFETY: `src` is a live slice of `src.len()` bytes.
     unsafe {
@@ -396,12 +424,7 @@ fn ipc_memory_maps_the_same_bytes_for_whitelisted_importers() {
     assert!(child >= 0);
     if child == 0 {
         let step = |ok: bool| put(to_parent, u8::from(ok));
-        let Ok(c) = Sim::builder()
-            .devices(2)
-            .namespace(&name)
-            .device_memory(64 << 20)
-            .open()
-        else {
+        let Ok(c) = reopen(&name) else {
             step(false);
             // SAFETY: ends the child.
             unsafe { libc::_exit(1) };
@@ -497,23 +520,12 @@ fn an_importer_that_dies_counts_as_closed() {
     let (sim, ns) = open("ipcdie", 64 << 20);
     let a = sim.malloc(0, 4096, 0).unwrap();
     let key = sim.ipc_mem_export(a, 4096, true).unwrap();
-    let name = ns.0.clone();
-    crate::fork::run_in_child(move || {
-        let Ok(child) = Sim::builder()
-            .devices(2)
-            .namespace(&name)
-            .device_memory(64 << 20)
-            .open()
-        else {
-            return false;
-        };
+    in_other_process(&ns, |child| {
         // On the owner's device: host copies allowed.
         let Ok(p) = child.ipc_mem_import(0, &key, false) else {
             return false;
         };
-        let ok = h2d(&child, p, &[7u8; 4096]).is_ok();
-        std::mem::forget(child);
-        ok
+        h2d(child, p, &[7u8; 4096]).is_ok()
     })
     .unwrap();
     let mut out = [0u8; 4096];
@@ -538,19 +550,8 @@ fn an_importer_that_dies_counts_as_closed() {
 #[test]
 fn memory_of_a_dead_process_counts_as_free() {
     let (sim, ns) = open("deadinfo", 64 << 20);
-    let name = ns.0.clone();
-    crate::fork::run_in_child(move || {
-        let Ok(child) = Sim::builder()
-            .devices(2)
-            .namespace(&name)
-            .device_memory(64 << 20)
-            .open()
-        else {
-            return false;
-        };
-        let ok = child.malloc(1, 1 << 20, 0).is_ok() && child.malloc(1, 4096, 0).is_ok();
-        std::mem::forget(child);
-        ok
+    in_other_process(&ns, |child| {
+        child.malloc(1, 1 << 20, 0).is_ok() && child.malloc(1, 4096, 0).is_ok()
     })
     .unwrap();
     assert_eq!(sim.mem_info(1).unwrap(), (64 << 20, 64 << 20));
@@ -562,19 +563,8 @@ fn memory_of_a_dead_process_counts_as_free() {
 #[test]
 fn gc_releases_the_memory_of_dead_processes_on_every_device() {
     let (sim, ns) = open("deadgc", 64 << 20);
-    let name = ns.0.clone();
-    crate::fork::run_in_child(move || {
-        let Ok(child) = Sim::builder()
-            .devices(2)
-            .namespace(&name)
-            .device_memory(64 << 20)
-            .open()
-        else {
-            return false;
-        };
-        let ok = child.malloc(0, 4096, 0).is_ok() && child.malloc(1, 4096, 0).is_ok();
-        std::mem::forget(child);
-        ok
+    in_other_process(&ns, |child| {
+        child.malloc(0, 4096, 0).is_ok() && child.malloc(1, 4096, 0).is_ok()
     })
     .unwrap();
     assert_eq!(sim.gc().unwrap().mem_freed, 2);

@@ -58,7 +58,6 @@ mod tests {
     /// owner's allocation stays the owner's.
     #[test]
     fn an_import_counts_on_the_importing_device_until_it_is_closed() {
-        use crate::Sim;
         let (sim, ns) = super::super::tests::test_sim(
             "usage",
             "import",
@@ -71,16 +70,7 @@ mod tests {
         assert_eq!(owned.len(), 1);
         assert_eq!(owned[0].component, Component::Malloc);
         let key = sim.ipc_mem_export(a, 8192, true).unwrap();
-        let name = ns.0.clone();
-        crate::fork::run_in_child(move || {
-            let Ok(child) = Sim::builder()
-                .devices(2)
-                .namespace(&name)
-                .device_memory(64 << 20)
-                .open()
-            else {
-                return false;
-            };
+        super::super::tests::in_other_process(&ns, |child| {
             let import = |d: u32| {
                 child
                     .mem_usage(d)
@@ -89,14 +79,12 @@ mod tests {
                     .find(|u| u.component == Component::Import)
                     .map(|u| (u.current, u.peak))
             };
-            let ok = child.ipc_mem_import(0, &key, false).is_ok()
+            child.ipc_mem_import(0, &key, false).is_ok()
                 && import(0) == Some((8192, 8192))
                 && import(1).is_none()
                 && child.mem_usage(0).unwrap().len() == 1
                 && child.ipc_mem_close(&key).is_ok()
-                && import(0).is_none();
-            std::mem::forget(child);
-            ok
+                && import(0).is_none()
         })
         .unwrap();
         assert_eq!(

@@ -104,32 +104,12 @@ mod tests {
 
     use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
 
+    use crate::stream::tests::{count_on, eventually};
     use crate::stream::{Stream, StreamConfig};
 
     type S = Stream<Error>;
 
     const LONG: Duration = Duration::from_secs(20);
-
-    fn eventually(mut cond: impl FnMut() -> bool) -> bool {
-        let end = Instant::now() + LONG;
-        while Instant::now() < end {
-            if cond() {
-                return true;
-            }
-            thread::sleep(Duration::from_millis(1));
-        }
-        false
-    }
-
-    /// Queues a task that adds one to `ran`.
-    fn count_on(s: &S, ran: &Arc<AtomicUsize>) {
-        let r = Arc::clone(ran);
-        s.enqueue(move |_| {
-            r.fetch_add(1, Ordering::SeqCst);
-            Ok(())
-        })
-        .unwrap();
-    }
 
     /// Queues a task that says it started, then sleeps (cancellably) for [`LONG`] and fails
     /// if cut short: the failure a stop must not store.
@@ -148,7 +128,7 @@ mod tests {
     fn a_stopped_stream_keeps_its_tasks_unrun_until_an_abort_drops_them() {
         let s = S::spawn(StreamConfig::new("stop-keep")).unwrap();
         let started = sleeper(&s);
-        assert!(eventually(|| started.load(Ordering::SeqCst)));
+        assert!(eventually(LONG, || started.load(Ordering::SeqCst)));
         let ran = Arc::new(AtomicUsize::new(0));
         for _ in 0..3 {
             count_on(&s, &ran);
@@ -158,7 +138,7 @@ mod tests {
         assert!(s.is_stopped());
         // The sleeping task was cut short (it would sleep 20 s): the stream's completions
         // count it, and nothing after it ran.
-        assert!(eventually(|| s.stats().completed == 1));
+        assert!(eventually(LONG, || s.stats().completed == 1));
         assert!(t.elapsed() < LONG);
         for _ in 0..2 {
             count_on(&s, &ran);
@@ -202,7 +182,7 @@ mod tests {
             "a synchronize returned with a task kept"
         );
         s.abort().unwrap();
-        assert!(eventually(|| waiter.is_finished()));
+        assert!(eventually(LONG, || waiter.is_finished()));
         assert_eq!(waiter.join().unwrap(), Ok(()));
         assert_eq!(ran.load(Ordering::SeqCst), 0);
     }

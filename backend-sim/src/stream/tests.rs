@@ -11,8 +11,8 @@ const SYNC: SyncWait = SyncWait::AtMost(LONG);
 
 type S = Stream<Error>;
 
-/// Queues a task on `s` that adds one to `ran`.
-fn count_on(s: &S, ran: &Arc<AtomicUsize>) {
+/// Queues a task on `s` that adds one to `ran` (also `stop`'s tests).
+pub(super) fn count_on(s: &S, ran: &Arc<AtomicUsize>) {
     let r = Arc::clone(ran);
     s.enqueue(move |_| {
         r.fetch_add(1, Ordering::SeqCst);
@@ -70,8 +70,8 @@ fn within<T: Send + 'static>(d: Duration, f: impl FnOnce() -> T + Send + 'static
         .unwrap_or_else(|_| panic!("still running after {d:?}"))
 }
 
-/// Polls `cond` every millisecond for at most `d`.
-fn eventually(d: Duration, mut cond: impl FnMut() -> bool) -> bool {
+/// Polls `cond` every millisecond for at most `d` (also `stop`'s tests).
+pub(super) fn eventually(d: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let end = Instant::now() + d;
     while Instant::now() < end {
         if cond() {

@@ -123,6 +123,26 @@ pub(crate) fn to_ptr(h: usize) -> *mut c_void {
     std::ptr::without_provenance_mut(h)
 }
 
+/// The end of a call that hands out a new handle: `null()` if `out` is NULL, checked before
+/// `make` runs; else the handle `make` gives, written to `*out`.
+///
+/// # Safety
+///
+/// `out` is NULL or writable.
+pub(crate) unsafe fn handle_out(
+    out: *mut *mut c_void,
+    null: impl FnOnce() -> CallError,
+    make: impl FnOnce() -> Result<usize, CallError>,
+) -> Result<(), CallError> {
+    if out.is_null() {
+        return Err(null());
+    }
+    let h = make()?;
+    // SAFETY: not NULL, writable by the caller's contract.
+    unsafe { out.write(to_ptr(h)) };
+    Ok(())
+}
+
 mod cnt;
 mod device;
 mod devquery;

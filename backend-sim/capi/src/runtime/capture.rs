@@ -213,6 +213,24 @@ pub(super) struct InCapture {
     pub(super) index: usize,
 }
 
+impl InCapture {
+    /// `Ok` on the stream the capture was begun on; on a stream that joined it through an
+    /// event, `code`: `what` (the call's part) is done on the origin only.
+    pub(super) fn on_origin(self, stream: usize, code: Error, what: &str) -> Result<(), CallError> {
+        if self.index == 0 {
+            return Ok(());
+        }
+        Err(CallError::new(
+            code,
+            format!(
+                "stream {stream:#x} joined the capture of model {} through an event: {what} \
+                 on the stream the capture was begun on",
+                self.model
+            ),
+        ))
+    }
+}
+
 /// Where a model is in its life.
 #[derive(Debug)]
 pub(super) enum Phase {
@@ -834,36 +852,32 @@ impl Runtime {
             .fetch_sub(before - st.streams.len(), Ordering::AcqRel);
     }
 
-    /// `aclmdlRICaptureEnd`: the model's handle.
-    pub(crate) fn capture_end(&self, stream: usize) -> Result<usize, CallError> {
-        self.stream(stream)?;
-        let mut st = self.captures.lock();
-        let Some(c) = st.streams.get(&stream).copied() else {
-            return Err(CallError::new(
-                Error::StreamNotCaptured,
-                format!("stream {stream:#x} is not capturing: call aclmdlRICaptureBegin first"),
-            ));
-        };
-        if self.building_in(&st, c.model) {
-            return Err(CallError::new(
+    /// The capture `stream` takes part in (under the state's lock): 107029 if it is in none,
+    /// or is bound to a model being built rather than capturing.
+    pub(super) fn capturing(&self, st: &State, stream: usize) -> Result<InCapture, CallError> {
+        match st.streams.get(&stream).copied() {
+            Some(c) if !self.building_in(st, c.model) => Ok(c),
+            Some(c) => Err(CallError::new(
                 Error::StreamNotCaptured,
                 format!(
                     "stream {stream:#x} is bound to model {} being built, not capturing: end \
                      the build with aclmdlRIBuildEnd",
                     c.model
                 ),
-            ));
+            )),
+            None => Err(CallError::new(
+                Error::StreamNotCaptured,
+                format!("stream {stream:#x} is not capturing: call aclmdlRICaptureBegin first"),
+            )),
         }
-        if c.index != 0 {
-            return Err(CallError::new(
-                Error::StreamCaptureUnmatched,
-                format!(
-                    "stream {stream:#x} joined the capture of model {} through an event: end \
-                     it on the stream it was begun on",
-                    c.model
-                ),
-            ));
-        }
+    }
+
+    /// `aclmdlRICaptureEnd`: the model's handle.
+    pub(crate) fn capture_end(&self, stream: usize) -> Result<usize, CallError> {
+        self.stream(stream)?;
+        let mut st = self.captures.lock();
+        let c = self.capturing(&st, stream)?;
+        c.on_origin(stream, Error::StreamCaptureUnmatched, "a capture is ended")?;
         let subs = Self::subs_ended(&st, c.model);
         let mut model = st
             .models

@@ -197,19 +197,7 @@ impl Runtime {
             return Err(used(handle));
         }
         let cond_model = c.model;
-        let capture = st.streams.get(&stream).copied();
-        let capture = match capture {
-            Some(c) if !self.building_in(&st, c.model) => c,
-            _ => {
-                return Err(CallError::new(
-                    Error::StreamNotCaptured,
-                    format!(
-                        "stream {stream:#x} is not capturing: a conditional task is added to a \
-                         capture (aclmdlRICaptureBegin)"
-                    ),
-                ));
-            }
-        };
+        let capture = self.capturing(&st, stream)?;
         self.cond_supported("aclmdlRIAddCondTask")?;
         if capture.model != cond_model {
             return Err(param(format!(
@@ -218,16 +206,11 @@ impl Runtime {
                 capture.model
             )));
         }
-        if capture.index != 0 {
-            return Err(CallError::new(
-                Error::FeatureNotSupport,
-                format!(
-                    "stream {stream:#x} joined the capture of model {} through an event: a \
-                     conditional task is added on the stream the capture was begun on",
-                    capture.model
-                ),
-            ));
-        }
+        capture.on_origin(
+            stream,
+            Error::FeatureNotSupport,
+            "a conditional task is added",
+        )?;
         kind.check_size(size)?;
         let device = st
             .models

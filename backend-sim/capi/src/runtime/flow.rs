@@ -39,7 +39,7 @@
 //! a wait on a record of a stream the control flow starts later: not supported, documented.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -386,12 +386,40 @@ pub(super) trait Env {
     fn stop(&self);
 }
 
-/// A model's executions' shared state: one runs at a time; `abort` stops the one running.
+/// A model's executions' shared state: one runs at a time; an abort stops those queued
+/// before it (the one running included), by number.
 #[derive(Debug, Default)]
 pub(super) struct Runs {
     running: Mutex<bool>,
     turn: Condvar,
-    pub(super) abort: AtomicBool,
+    /// Executions numbered so far ([`number`](Self::number)).
+    queued: AtomicU64,
+    /// Executions numbered below this were aborted ([`abort`](Self::abort)).
+    abort_below: AtomicU64,
+}
+
+impl Runs {
+    /// The number of an execution being queued (0, 1, ...): what [`abort`](Self::abort) and
+    /// [`drive`] know it by.
+    pub(super) fn number(&self) -> u64 {
+        self.queued.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// `aclmdlRIAbort`: the executions numbered so far stop (the one running at its next
+    /// control task or end, the queued ones at their start); those numbered later run. By
+    /// number, not a flag the running one clears: a flag raised by an abort whose execution
+    /// had just ended stayed up and stopped the next execution, queued after the abort
+    /// returned (seen under memcheck: `tests/c/model_flow.c`'s clean execution after its
+    /// aborting thread was joined answered 507023).
+    pub(super) fn abort(&self) {
+        self.abort_below
+            .fetch_max(self.queued.load(Ordering::SeqCst), Ordering::SeqCst);
+    }
+
+    /// Whether execution `no` was aborted.
+    fn aborted(&self, no: u64) -> bool {
+        no < self.abort_below.load(Ordering::SeqCst)
+    }
 }
 
 /// What the read tasks tell the driver: the stream, the step it stopped at, the values.
@@ -453,6 +481,7 @@ const STOP_WAIT: Duration = Duration::from_secs(2);
 pub(super) fn drive(
     program: &Program,
     runs: &Runs,
+    no: u64,
     env: &dyn Env,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<(), CallError> {
@@ -470,9 +499,7 @@ pub(super) fn drive(
         }
         *busy = true;
     }
-    let r = Interp::new(program, env).run(runs, cancelled);
-    // An abort stops the execution it finds running or queued: the next starts afresh.
-    runs.abort.store(false, Ordering::Release);
+    let r = Interp::new(program, env, no).run(runs, cancelled);
     *runs.running.lock().unwrap_or_else(PoisonError::into_inner) = false;
     runs.turn.notify_all();
     r
@@ -497,10 +524,14 @@ struct Interp<'a> {
     /// Per frame: the stream and step of the conditional task that runs it.
     parked: Vec<Option<(usize, usize)>>,
     first: Option<CallError>,
+    /// This execution's number ([`Runs::number`]).
+    no: u64,
+    /// Stopped for the cancellation of the execution's stream.
+    stopping: bool,
 }
 
 impl<'a> Interp<'a> {
-    fn new(program: &'a Program, env: &'a dyn Env) -> Self {
+    fn new(program: &'a Program, env: &'a dyn Env, no: u64) -> Self {
         let frames = program.starts.len();
         Interp {
             program,
@@ -510,6 +541,8 @@ impl<'a> Interp<'a> {
             running: vec![0; frames],
             parked: vec![None; frames],
             first: None,
+            no,
+            stopping: false,
         }
     }
 
@@ -581,7 +614,7 @@ impl<'a> Interp<'a> {
 
     /// The next report, waiting for it; `None` when a cancelled execution gave up on its
     /// streams.
-    fn next(&mut self, runs: &Runs, cancelled: &dyn Fn() -> bool) -> Option<Heard> {
+    fn next(&mut self, cancelled: &dyn Fn() -> bool) -> Option<Heard> {
         let mut q = self.inbox.lock();
         let mut given_up: Option<Instant> = None;
         loop {
@@ -590,7 +623,7 @@ impl<'a> Interp<'a> {
             }
             if given_up.is_none() && cancelled() {
                 // The streams' queued tasks are dropped: their reads' notices arrive.
-                runs.abort.store(true, Ordering::Release);
+                self.stopping = true;
                 drop(q);
                 self.env.stop();
                 q = self.inbox.lock();
@@ -614,7 +647,7 @@ impl<'a> Interp<'a> {
         let heads: Vec<(usize, usize)> = p.starts[0].iter().map(|&h| (h, 0)).collect();
         self.go(&heads);
         while self.live > 0 {
-            let Some((s, at, r)) = self.next(runs, cancelled) else {
+            let Some((s, at, r)) = self.next(cancelled) else {
                 return Err(CallError::new(
                     Error::InternalError,
                     format!(
@@ -634,7 +667,7 @@ impl<'a> Interp<'a> {
                     continue;
                 }
             };
-            if runs.abort.load(Ordering::Acquire) || self.first.is_some() {
+            if self.stopping || runs.aborted(self.no) || self.first.is_some() {
                 continue;
             }
             match p.streams[s].get(at) {
@@ -676,7 +709,7 @@ impl<'a> Interp<'a> {
             }
             self.resume(f);
         }
-        if runs.abort.load(Ordering::Acquire) && self.first.is_none() {
+        if (self.stopping || runs.aborted(self.no)) && self.first.is_none() {
             return Err(CallError::new(
                 Error::ModelAbortNormal,
                 "the execution was aborted (aclmdlRIAbort) before its end",
@@ -878,7 +911,8 @@ mod tests {
             log: RefCell::default(),
             mem: RefCell::new(HashMap::from([(0x10, word)])),
         };
-        drive(&p, &Runs::default(), &env, &|| false).unwrap();
+        let runs = Runs::default();
+        drive(&p, &runs, runs.number(), &env, &|| false).unwrap();
         env.log.into_inner()
     }
 
@@ -892,6 +926,43 @@ mod tests {
             [(1, 0), (1, 1), (1, 0), (1, 1), (1, 0), (1, 1)]
         );
         assert_eq!(three[7], (0, 2));
+    }
+
+    /// `aclmdlRIAbort` stops the executions queued before it and none queued after: an abort
+    /// whose execution had already ended (the call raced the end: the model still counted
+    /// as running until its stream's last task) leaves the next execution alone. With a flag
+    /// the ended execution no longer cleared, the next one answered 507023
+    /// (`tests/c/model_flow.c` under memcheck).
+    #[test]
+    fn an_abort_stops_the_executions_queued_before_it_and_none_after() {
+        let frames = [
+            frame(&[(0, None), (0, Some(Control::Cond(0xC0)))], &[true]),
+            frame(&[(0, None)], &[true]),
+        ];
+        let cond_of = |_: usize| {
+            Ok(CondSpec {
+                addr: 0x10,
+                kind: CondKind::If,
+                frames: vec![1],
+            })
+        };
+        let p = Program::new(&frames, &cond_of).unwrap();
+        let env = || Fake {
+            log: RefCell::default(),
+            mem: RefCell::new(HashMap::from([(0x10, 1)])),
+        };
+        let runs = Runs::default();
+        let (a, b) = (runs.number(), runs.number());
+        drive(&p, &runs, a, &env(), &|| false).unwrap();
+        // Called while b is queued (and a's end not yet counted): both are stopped.
+        runs.abort();
+        let e = drive(&p, &runs, b, &env(), &|| false).unwrap_err();
+        assert_eq!(e.code(), Error::ModelAbortNormal, "{e:?}");
+        // Queued after the abort returned: runs to its end.
+        let c = runs.number();
+        let fake = env();
+        drive(&p, &runs, c, &fake, &|| false).unwrap();
+        assert_eq!(fake.log.into_inner(), vec![(0, 0), (1, 0)]);
     }
 
     #[test]

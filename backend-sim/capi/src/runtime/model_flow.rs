@@ -272,13 +272,14 @@ impl Runtime {
         exec: RawStream,
     ) -> Result<(), CallError> {
         let replay = Arc::clone(replay);
+        let no = replay.runs.number();
         let task = Box::new(move |ctx: &acl_notify_sim::stream::TaskCtx| {
             let Some(rt) = crate::session::existing_runtime() else {
                 return Err(
                     internal("the session ended before the execution ran".into()).into_sim(),
                 );
             };
-            rt.drive(&replay, &|| ctx.is_cancelled())
+            rt.drive(&replay, no, &|| ctx.is_cancelled())
                 .map_err(CallError::into_sim)
         });
         self.backend
@@ -287,7 +288,12 @@ impl Runtime {
     }
 
     /// One execution of `replay`, on the driver's thread.
-    fn drive(&self, replay: &Arc<Replay>, cancelled: &dyn Fn() -> bool) -> Result<(), CallError> {
+    fn drive(
+        &self,
+        replay: &Arc<Replay>,
+        no: u64,
+        cancelled: &dyn Fn() -> bool,
+    ) -> Result<(), CallError> {
         let mut runs: Vec<FrameRun> = Vec::new();
         let mut frames: Vec<flow::Frame> = Vec::new();
         let program = {
@@ -340,7 +346,7 @@ impl Runtime {
             rt: self,
             runs: &runs,
         };
-        let run = flow::drive(&program, &replay.runs, &env, cancelled);
+        let run = flow::drive(&program, &replay.runs, no, &env, cancelled);
         // Every task queued has run (each block's read came after it): a task's failure is
         // stored on its model stream; it is the execution's.
         let mut first = run.err();
@@ -388,10 +394,7 @@ impl Runtime {
             return Ok(());
         }
         if replay.branches {
-            replay
-                .runs
-                .abort
-                .store(true, std::sync::atomic::Ordering::Release);
+            replay.runs.abort();
             return Ok(());
         }
         // One execution's queueing at a time (`issue`): none is half queued when this runs.

@@ -77,7 +77,8 @@ impl Runtime {
             return Err(CallError::new(
                 Error::NoStreamResource,
                 format!(
-                    "device {device} has no stream left: the program holds the {max} streams a                      {} device has (destroy one first)",
+                    "device {device} has no stream left: the program holds the {max} streams a \
+                     {} device has (destroy one first)",
                     self.backend.soc()
                 ),
             ));

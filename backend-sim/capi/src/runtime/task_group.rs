@@ -60,21 +60,15 @@ impl Runtime {
     }
 
     /// The model stream `stream` captures into, for a group's begin or end (107029 if none).
-    fn group_capture(&self, stream: usize, call: &str) -> Result<u32, CallError> {
+    fn group_capture(&self, stream: usize) -> Result<u32, CallError> {
         self.stream(stream)?;
         let st = self.captures.lock();
-        match st.streams.get(&stream) {
-            Some(c) if !self.building_in(&st, c.model) => Ok(c.model),
-            _ => Err(CallError::new(
-                Error::StreamNotCaptured,
-                format!("{call}: stream {stream:#x} is not capturing (aclmdlRICaptureBegin)"),
-            )),
-        }
+        Ok(self.capturing(&st, stream)?.model)
     }
 
     /// `aclmdlRICaptureTaskGrpBegin`.
     pub(crate) fn task_group_begin(&self, stream: usize) -> Result<(), CallError> {
-        let model = self.group_capture(stream, "aclmdlRICaptureTaskGrpBegin")?;
+        let model = self.group_capture(stream)?;
         let mut st = self.captures.lock();
         if st.grouping.contains_key(&stream) {
             return Err(status(format!(
@@ -87,7 +81,7 @@ impl Runtime {
 
     /// `aclmdlRICaptureTaskGrpEnd`: the group's handle.
     pub(crate) fn task_group_end(&self, stream: usize) -> Result<usize, CallError> {
-        let model = self.group_capture(stream, "aclmdlRICaptureTaskGrpEnd")?;
+        let model = self.group_capture(stream)?;
         let mut st = self.captures.lock();
         let Some((_, tasks)) = st.grouping.remove(&stream) else {
             return Err(status(format!(
