@@ -59,6 +59,8 @@
 //! - `stream_stop.c`: `aclrtStreamStop`: host functions kept unrun, query, synchronize, abort
 //!   and destroy of a stopped stream, CANN's refusals (also under valgrind's memcheck).
 //! - `hardware_sync.c`: `aclrtGetHardwareSyncAddr`: one device area per device, its refusals.
+//! - `persistent_clean.c`: `aclrtPersistentTaskClean`: a built model's cleaned stream runs
+//!   none of its copies, the other stream all of them; CANN's refusals.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -516,6 +518,7 @@ fn build_everything() -> Result<Prefix, String> {
         "device_utilization",
         "stream_stop",
         "hardware_sync",
+        "persistent_clean",
     ] {
         jobs.push(CJob {
             compiler: cc.clone(),
@@ -4010,6 +4013,17 @@ fn trace_points_uce_repairs_and_kernel_task_attributes_follow_cann() {
 fn a_stopped_stream_keeps_its_tasks_unrun_until_aborted_or_destroyed() {
     on_each_soc_then_memcheck(
         "stream_stop",
+        &["Ascend910B", "Ascend950PR", "Ascend910_93", "Ascend310P"],
+    );
+}
+
+/// `aclrtPersistentTaskClean` drops the tasks a built model stored for one persistent stream:
+/// later executions run the other stream's copies only; CANN's refusals in its order (NULL
+/// 107000; a non-persistent, unbound or still-building stream 507000; another chip 207000).
+#[test]
+fn a_cleaned_persistent_stream_runs_none_of_its_model_tasks() {
+    on_each_soc_then_memcheck(
+        "persistent_clean",
         &["Ascend910B", "Ascend950PR", "Ascend910_93", "Ascend310P"],
     );
 }

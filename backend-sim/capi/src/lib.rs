@@ -87,6 +87,7 @@ pub mod model_tasks;
 pub mod op_timeout;
 pub mod overflow_status;
 pub mod peer_map;
+pub mod persistent_clean;
 pub mod prof_trace;
 mod random;
 mod runtime;

@@ -393,6 +393,7 @@ mod model_flow;
 mod model_info;
 pub(crate) mod model_tasks;
 mod notify;
+mod persistent_clean;
 mod replay;
 mod reslimit;
 pub(crate) mod statecb;
