@@ -18,6 +18,15 @@
 enum { N = 64, RUNS = 5 };
 #define FLAG_HEAD 0x00000000U
 
+/* Destroys the four streams, resets the device, finalizes; the success line. */
+static int finish(aclrtStream *streams) {
+    for (int i = 0; i < 4; i++) CHECK(aclrtDestroyStream(streams[i]));
+    CHECK(aclrtResetDevice(0));
+    CHECK(aclFinalize());
+    printf("persistent_clean: ok\n");
+    return 0;
+}
+
 int main(int argc, char **argv) {
     g_role = "persistent_clean";
     const char *soc = argc > 1 ? argv[1] : "Ascend910B";
@@ -30,20 +39,14 @@ int main(int argc, char **argv) {
     CHECK(aclrtCreateStreamWithConfig(&s2, 0, ACL_STREAM_PERSISTENT));
     CHECK(aclrtCreateStreamWithConfig(&lone, 0, ACL_STREAM_PERSISTENT));
     CHECK(aclrtCreateStream(&plain));
+    aclrtStream streams[4] = {s1, s2, lone, plain};
 
     EXPECT_RC(aclrtPersistentTaskClean(NULL), ACL_ERROR_RT_PARAM_INVALID);
     expect_msg("default stream", NULL);
     if (!cleans) {
         EXPECT_RC(aclrtPersistentTaskClean(lone), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
         expect_msg(soc, "does not clean", NULL);
-        CHECK(aclrtDestroyStream(s1));
-        CHECK(aclrtDestroyStream(s2));
-        CHECK(aclrtDestroyStream(lone));
-        CHECK(aclrtDestroyStream(plain));
-        CHECK(aclrtResetDevice(0));
-        CHECK(aclFinalize());
-        printf("persistent_clean: ok\n");
-        return 0;
+        return finish(streams);
     }
     EXPECT_RC(aclrtPersistentTaskClean(plain), ACL_ERROR_RT_INTERNAL_ERROR);
     expect_msg("not persistent", "ACL_STREAM_PERSISTENT", NULL);
@@ -111,12 +114,5 @@ int main(int argc, char **argv) {
     CHECK(aclrtFreeHost(in2));
     CHECK(aclrtFreeHost(out1));
     CHECK(aclrtFreeHost(out2));
-    CHECK(aclrtDestroyStream(s1));
-    CHECK(aclrtDestroyStream(s2));
-    CHECK(aclrtDestroyStream(lone));
-    CHECK(aclrtDestroyStream(plain));
-    CHECK(aclrtResetDevice(0));
-    CHECK(aclFinalize());
-    printf("persistent_clean: ok\n");
-    return 0;
+    return finish(streams);
 }

@@ -12,7 +12,7 @@
 
 use acl_notify_core::{Backend as _, Error, Soc};
 
-use crate::errmsg::{CallError, param};
+use crate::errmsg::CallError;
 use crate::ffi::{aclError, aclrtStream, api, handle};
 use crate::session::runtime;
 
@@ -36,17 +36,11 @@ pub extern "C" fn aclrtPersistentTaskClean(stream: aclrtStream) -> aclError {
     api("aclrtPersistentTaskClean", || {
         let stream = handle(stream);
         let rt = runtime()?;
-        let entry = match stream {
-            0 => None,
-            h => Some(rt.stream(h)?),
-        };
-        if entry.as_ref().is_none_or(|e| e.default) {
-            return Err(param(
-                "stream: NULL (the default stream) has no persistent tasks: \
-                 aclrtPersistentTaskClean takes a stream of aclrtCreateStreamWithConfig with \
-                 ACL_STREAM_PERSISTENT",
-            ));
-        }
+        rt.created_stream(
+            stream,
+            "the default stream has no persistent tasks (aclrtPersistentTaskClean takes a \
+             stream of aclrtCreateStreamWithConfig with ACL_STREAM_PERSISTENT)",
+        )?;
         let soc = rt.backend().soc();
         if !cleans_tasks(soc) {
             return Err(CallError::new(

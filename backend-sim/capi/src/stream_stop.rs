@@ -21,7 +21,7 @@
 
 use acl_notify_core::{Backend as _, Error, Soc};
 
-use crate::errmsg::{CallError, param};
+use crate::errmsg::CallError;
 use crate::ffi::{aclError, aclrtStream, api, handle};
 use crate::session::runtime;
 
@@ -44,16 +44,11 @@ pub extern "C" fn aclrtStreamStop(stream: aclrtStream) -> aclError {
     api("aclrtStreamStop", || {
         let stream = handle(stream);
         let rt = runtime()?;
-        let entry = match stream {
-            0 => None,
-            h => Some(rt.stream(h)?),
-        };
-        if entry.as_ref().is_none_or(|e| e.default) {
-            return Err(param(
-                "stream: the default stream (NULL) is not stopped (aclrtStreamStop takes a \
-                 stream of aclrtCreateStream)",
-            ));
-        }
+        rt.created_stream(
+            stream,
+            "the default stream is not stopped (aclrtStreamStop takes a stream of \
+             aclrtCreateStream)",
+        )?;
         rt.current()?;
         let soc = rt.backend().soc();
         if !stops_streams(soc) {

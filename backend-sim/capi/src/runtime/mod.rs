@@ -298,6 +298,26 @@ impl Runtime {
         self.streams.get(handle).ok_or_else(|| bad_stream(handle))
     }
 
+    /// The entry of `handle`, a stream of `aclrtCreateStream*`, for a call that takes no
+    /// default stream: NULL or a context's default stream is 107000 (`why` says what the call
+    /// takes), a dead handle 107017.
+    pub(crate) fn created_stream(
+        &self,
+        handle: usize,
+        why: &str,
+    ) -> Result<StreamEntry, CallError> {
+        let entry = match handle {
+            0 => None,
+            h => Some(self.stream(h)?),
+        };
+        match entry {
+            Some(e) if !e.default => Ok(e),
+            _ => Err(crate::errmsg::param(format!(
+                "stream: NULL or a default stream: {why}"
+            ))),
+        }
+    }
+
     /// The C handle of a notify the backend just made: the backend's own (its table bounds
     /// the number of live handles, `MAX_HANDLES`).
     #[inline]
