@@ -59,6 +59,8 @@
 //! - `stream_stop.c`: `aclrtStreamStop`: host functions kept unrun, query, synchronize, abort
 //!   and destroy of a stopped stream, CANN's refusals (also under valgrind's memcheck).
 //! - `hardware_sync.c`: `aclrtGetHardwareSyncAddr`: one device area per device, its refusals.
+//! - `task_info_cache.c`: `aclrtCacheLastTaskOpInfo` / `aclrtCacheLastTaskExtendInfo` on the
+//!   thread's last captured task, read back in `aclmdlRIDebugJsonPrint`, and CANN's refusals;
 //! - `persistent_clean.c`: `aclrtPersistentTaskClean`: a built model's cleaned stream runs
 //!   none of its copies, the other stream all of them; CANN's refusals.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
@@ -519,6 +521,7 @@ fn build_everything() -> Result<Prefix, String> {
         "stream_stop",
         "hardware_sync",
         "persistent_clean",
+        "task_info_cache",
     ] {
         jobs.push(CJob {
             compiler: cc.clone(),
@@ -4025,6 +4028,18 @@ fn a_cleaned_persistent_stream_runs_none_of_its_model_tasks() {
     on_each_soc_then_memcheck(
         "persistent_clean",
         &["Ascend910B", "Ascend950PR", "Ascend910_93", "Ascend310P"],
+    );
+}
+
+/// `aclrtCacheLastTaskOpInfo` / `aclrtCacheLastTaskExtendInfo` attach their bytes to the
+/// thread's last captured task (the extended information shown by `aclmdlRIDebugJsonPrint`
+/// with its task, a second call replacing the first, 4096 bytes kept); CANN's refusals in its
+/// order (a chip without ACL Graph: 207000).
+#[test]
+fn cached_task_info_stays_with_the_last_captured_task() {
+    on_each_soc_then_memcheck(
+        "task_info_cache",
+        &["Ascend910B", "Ascend950PR", "Ascend310P", "Ascend310B"],
     );
 }
 

@@ -102,6 +102,7 @@ mod stubs;
 mod sysversion;
 mod task_abort;
 pub mod task_group;
+mod task_info_cache;
 mod ts_device;
 pub mod uce_repair;
 pub mod value;

@@ -62,6 +62,7 @@ use acl_notify_sim::mem::{MemcpyKind, ValueCondition};
 use super::Runtime;
 use super::flow::{CondKind, Control, Runs};
 use super::labels::LabelSlot;
+use super::last_task::{self, Last, TaskInfo};
 use crate::errmsg::{CallError, param};
 use crate::handle::{CTable, Kind};
 
@@ -361,6 +362,8 @@ pub(super) struct Model {
     pub(super) destroying: bool,
     /// A sub-model of a conditional task (`cond`): it runs only in its parent's executions.
     pub(super) sub: bool,
+    /// Task index (of `tasks`) → the information callers attached to it (`task_info`).
+    pub(super) task_info: HashMap<usize, TaskInfo>,
 }
 
 impl Model {
@@ -389,6 +392,7 @@ impl Model {
             exec_stream: None,
             destroying: false,
             sub: false,
+            task_info: HashMap::new(),
         }
     }
 }
@@ -589,6 +593,7 @@ impl Runtime {
         };
         let Some(c) = self.in_capture(stream) else {
             if !joining {
+                last_task::note(Last::Queued { stream });
                 return Ok(false);
             }
             return self.join(stream, task);
@@ -597,6 +602,7 @@ impl Runtime {
         let mut st = self.captures.lock();
         // Checked again under the lock: the capture may have ended meanwhile.
         if !st.streams.contains_key(&stream) {
+            last_task::note(Last::Queued { stream });
             return Ok(false);
         }
         if let Some(Phase::Building { ended }) = st.models.get(&c.model).map(|m| &m.phase)
@@ -660,6 +666,11 @@ impl Runtime {
         })?;
         m.tasks.push((c.index, task));
         let n = m.tasks.len() - 1;
+        last_task::note(Last::Stored {
+            stream,
+            model: c.model,
+            seq: n,
+        });
         if let Some((_, g)) = st.grouping.get_mut(&stream) {
             g.push(n);
         }
@@ -730,6 +741,7 @@ impl Runtime {
         if matches!(m.phase, Phase::Building { .. }) {
             // A model being built takes no stream by an event: the wait is the caller's own
             // (on an event the model's record has not recorded: nothing to wait for).
+            last_task::note(Last::Queued { stream });
             return Ok(false);
         }
         if entry.device != m.device {
@@ -745,6 +757,11 @@ impl Runtime {
         m.streams.push(stream);
         m.heads.push(true);
         m.tasks.push((index, task));
+        last_task::note(Last::Stored {
+            stream,
+            model,
+            seq: m.tasks.len() - 1,
+        });
         st.streams.insert(stream, InCapture { model, index });
         self.captures.active.fetch_add(1, Ordering::AcqRel);
         Ok(true)

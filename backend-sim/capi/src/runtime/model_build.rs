@@ -299,7 +299,7 @@ impl Runtime {
         let i = Self::bound_index(m, stream, handle)?;
         m.streams[i] = 0;
         if let Phase::Building { .. } = m.phase {
-            m.tasks.retain(|&(j, _)| j != i);
+            super::task_info::drop_stream_tasks(m, i);
             if st.streams.remove(&stream).is_some() {
                 self.captures
                     .active

@@ -12,7 +12,9 @@
 //! - JSON (`aclmdlRIDebugJsonPrint`, to the file `path`): a Chrome trace-event array, one
 //!   complete event per task (`"ph": "X"`, `"pid"` the model id, `"tid"` the stream's index,
 //!   `"ts"` the task's place on its stream, `"dur"` 1, `"name"` the call, `"args"` with
-//!   `"seq"`, `"stream"` (its handle, hex) and `"task"` (the arguments)), so
+//!   `"seq"`, `"stream"` (its handle, hex), `"task"` (the arguments) and, once
+//!   `aclrtCacheLastTaskExtendInfo` gave the task some, `"extend_info"` (its bytes as text,
+//!   invalid UTF-8 replaced)), so
 //!   `chrome://tracing` shows each stream's tasks in order, as CANN's page suggests.
 //!
 //! CANN's checks (`src/acl/aclrt_impl/model_ri.cpp`: NULL model or path 100000;
@@ -113,10 +115,16 @@ fn json(m: &Model) -> String {
                 .into_iter()
                 .enumerate()
                 .map(move |(at, (seq, call, args))| {
-                    serde_json::json!({
+                    let mut event = serde_json::json!({
                         "name": call, "ph": "X", "pid": m.id, "tid": i, "ts": at, "dur": 1,
                         "args": {"seq": seq, "stream": stream, "task": args},
-                    })
+                    });
+                    // As CANN's trace adds "ExtendInfo" (`stream.cc`): the bytes as text.
+                    if let Some(extend) = m.task_info.get(&seq).and_then(|t| t.extend.as_ref()) {
+                        event["args"]["extend_info"] =
+                            String::from_utf8_lossy(extend).into_owned().into();
+                    }
+                    event
                 })
         })
         .collect();
