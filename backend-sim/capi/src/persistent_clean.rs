@@ -10,19 +10,11 @@
 //! them, and the API page of `docs/zh/api_ref/06_stream_management.md` lists Atlas A2, Atlas
 //! A3 and Ascend 950). A handle naming a context's default stream is refused as NULL is.
 
-use acl_notify_core::{Backend as _, Error, Soc};
+use acl_notify_core::{Backend as _, Error, Feature};
 
 use crate::errmsg::CallError;
 use crate::ffi::{aclError, aclrtStream, api, handle};
 use crate::session::runtime;
-
-/// Whether `soc` cleans persistent streams' tasks (fast recovery or process snapshot).
-fn cleans_tasks(soc: Soc) -> bool {
-    matches!(
-        soc,
-        Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
-    )
-}
 
 /// `aclError aclrtPersistentTaskClean(aclrtStream stream)`: the tasks the model `stream` is
 /// bound to stored for it no longer run in the model's executions.
@@ -42,7 +34,9 @@ pub extern "C" fn aclrtPersistentTaskClean(stream: aclrtStream) -> aclError {
              stream of aclrtCreateStreamWithConfig with ACL_STREAM_PERSISTENT)",
         )?;
         let soc = rt.backend().soc();
-        if !cleans_tasks(soc) {
+        // Fast recovery (`RT_FEATURE_DFX_FAST_RECOVER`) is the core table's `DeviceTaskAbort`;
+        // the chips with process snapshot are the same ones.
+        if !soc.has(Feature::DeviceTaskAbort) {
             return Err(CallError::new(
                 Error::FeatureNotSupport,
                 format!(
