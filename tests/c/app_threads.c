@@ -301,13 +301,7 @@ int main(int argc, char **argv) {
     for (int d = 0; d < DEVICES; d++) free0[d] = device_free(d);
     for (int d = 0; d < DEVICES; d++) {
         CHECK(aclrtSetDevice(d));
-        aclrtMemPoolProps p;
-        memset(&p, 0, sizeof p);
-        p.allocType = ACL_MEM_ALLOCATION_TYPE_PINNED;
-        p.handleType = ACL_MEM_HANDLE_TYPE_NONE;
-        p.location.type = ACL_MEM_LOCATION_TYPE_DEVICE;
-        p.location.id = d;
-        p.maxSize = 64u << 20;
+        aclrtMemPoolProps p = pool_props(d, 64u << 20);
         CHECK(aclrtMemPoolCreate(&g_pool[d], &p));
     }
     for (int w = 0; w < WORKERS; w++) {
