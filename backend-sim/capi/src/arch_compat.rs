@@ -19,7 +19,7 @@ use acl_notify_core::Error;
 use acl_notify_core::devprops::npu_arch_by_name;
 
 use crate::errmsg::{CallError, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session;
 
 /// `aclError aclrtCheckArchCompatibility(const char *socVersion, int32_t *canCompatible)`:
@@ -41,37 +41,38 @@ pub unsafe extern "C" fn aclrtCheckArchCompatibility(
         if soc_version.is_null() {
             return Err(param("`socVersion` is NULL"));
         }
-        if can_compatible.is_null() {
-            return Err(param("`canCompatible` is NULL"));
-        }
-        // SAFETY: non-NULL and NUL-terminated, the caller's contract.
-        let name = unsafe { CStr::from_ptr(soc_version) };
-        if name.is_empty() {
-            return Err(param("`socVersion` is an empty string"));
-        }
-        let name = name.to_string_lossy();
-        // This chip, as aclrtGetSocName names it (with or without a session).
-        let chip = match session::existing_runtime() {
-            Some(rt) => rt.backend().chip(),
-            None => acl_notify_sim::Sim::chip_from_env().map_err(CallError::backend)?,
-        };
-        let Some(ours) = chip.soc().npu_arch() else {
-            return Err(CallError::new(
-                Error::FeatureNotSupport,
-                format!(
-                    "{chip} has no NPU architecture in CANN's platform configuration (CANN lists \
-                     the call as unsupported on it)"
-                ),
-            ));
-        };
-        let theirs = npu_arch_by_name(&name).ok_or_else(|| {
-            param(format!(
-                "socVersion \"{name}\" is not a chip CANN's platform configuration knows (an \
-                 exact chip name such as aclrtGetSocName returns, e.g. {chip})"
-            ))
-        })?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { can_compatible.write_unaligned(i32::from(theirs == ours)) };
-        Ok(())
+        // SAFETY: `can_compatible` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(can_compatible) }.write(
+            || param("`canCompatible` is NULL"),
+            || {
+                // SAFETY: non-NULL and NUL-terminated, the caller's contract.
+                let name = unsafe { CStr::from_ptr(soc_version) };
+                if name.is_empty() {
+                    return Err(param("`socVersion` is an empty string"));
+                }
+                let name = name.to_string_lossy();
+                // This chip, as aclrtGetSocName names it (with or without a session).
+                let chip = match session::existing_runtime() {
+                    Some(rt) => rt.backend().chip(),
+                    None => acl_notify_sim::Sim::chip_from_env().map_err(CallError::backend)?,
+                };
+                let Some(ours) = chip.soc().npu_arch() else {
+                    return Err(CallError::new(
+                        Error::FeatureNotSupport,
+                        format!(
+                            "{chip} has no NPU architecture in CANN's platform configuration \
+                             (CANN lists the call as unsupported on it)"
+                        ),
+                    ));
+                };
+                let theirs = npu_arch_by_name(&name).ok_or_else(|| {
+                    param(format!(
+                        "socVersion \"{name}\" is not a chip CANN's platform configuration knows \
+                         (an exact chip name such as aclrtGetSocName returns, e.g. {chip})"
+                    ))
+                })?;
+                Ok(i32::from(theirs == ours))
+            },
+        )
     })
 }

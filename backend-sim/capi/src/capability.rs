@@ -25,7 +25,7 @@
 use acl_notify_core::{Backend as _, Chip, Error};
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session;
 
 /// `ACL_CANN_ATTR_INF_NAN`, `_BF16`, `_JIT_COMPILE`.
@@ -138,13 +138,14 @@ pub unsafe extern "C" fn aclGetCannAttributeList(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclGetCannAttribute(cann_attr: i32, value: *mut i32) -> aclError {
     api("aclGetCannAttribute", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        let yes = attribute(chip()?, cann_attr)?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { value.write_unaligned(i32::from(yes)) };
-        Ok(())
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(
+            || null_arg("value"),
+            || {
+                let yes = attribute(chip()?, cann_attr)?;
+                Ok(i32::from(yes))
+            },
+        )
     })
 }
 
@@ -164,22 +165,23 @@ pub unsafe extern "C" fn aclGetDeviceCapability(
     value: *mut i64,
 ) -> aclError {
     api("aclGetDeviceCapability", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        let v = session::with_runtime(|rt| {
-            let count = rt.backend().device_count();
-            if device_id >= count {
-                return Err(CallError::new(
-                    Error::InvalidParam,
-                    format!("deviceId {device_id}: this machine has {count} devices"),
-                ));
-            }
-            capability(rt.backend().chip(), device_info)
-        })?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { value.write_unaligned(v) };
-        Ok(())
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(
+            || null_arg("value"),
+            || {
+                let v = session::with_runtime(|rt| {
+                    let count = rt.backend().device_count();
+                    if device_id >= count {
+                        return Err(CallError::new(
+                            Error::InvalidParam,
+                            format!("deviceId {device_id}: this machine has {count} devices"),
+                        ));
+                    }
+                    capability(rt.backend().chip(), device_info)
+                })?;
+                Ok(v)
+            },
+        )
     })
 }
 

@@ -25,7 +25,7 @@ use acl_notify_sim::mem::MemcpyKind;
 use acl_notify_sim::mem::indirect::Word;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::session::runtime;
 
 /// `ACL_RT_CMO_TYPE_INVALID`.
@@ -260,12 +260,8 @@ pub unsafe extern "C" fn aclrtCmoGetDescSize(size: *mut usize) -> aclError {
     api("aclrtCmoGetDescSize", || {
         let soc = runtime()?.backend().soc();
         let (_, _, n) = desc_layout(soc).ok_or_else(|| unsupported("aclrtCmoGetDescSize", soc))?;
-        if size.is_null() {
-            return Err(param("`size` is NULL"));
-        }
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { size.write_unaligned(n) };
-        Ok(())
+        // SAFETY: `size` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(size) }.write(|| param("`size` is NULL"), || Ok(n))
     })
 }
 

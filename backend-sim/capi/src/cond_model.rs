@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use acl_notify_core::Feature;
 
 use crate::errmsg::null_arg;
-use crate::ffi::{aclError, aclrtStream, api, handle_out, to_ptr};
+use crate::ffi::{Out, aclError, aclrtStream, api, to_ptr};
 use crate::model_ri::{aclmdlRI, model, stream_arg};
 use crate::runtime::capture::Mode;
 use crate::session::runtime;
@@ -50,14 +50,11 @@ pub unsafe extern "C" fn aclmdlRICondHandleCreate(
 ) -> aclError {
     api("aclmdlRICondHandleCreate", || {
         let m = model(model_ri)?;
-        // SAFETY: the caller's contract.
-        unsafe {
-            handle_out(
-                handle,
-                || null_arg("handle"),
-                || runtime()?.cond_create(m, default_launch_value, flag),
-            )
-        }
+        // SAFETY: `handle` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(handle) }.handle(
+            || null_arg("handle"),
+            || runtime()?.cond_create(m, default_launch_value, flag),
+        )
     })
 }
 
@@ -78,13 +75,14 @@ pub unsafe extern "C" fn aclmdlRICondHandleGetCondPtr(
         if handle.is_null() {
             return Err(null_arg("handle"));
         }
-        if ptr.is_null() {
-            return Err(null_arg("ptr"));
-        }
-        let addr = runtime()?.cond_ptr(handle.addr())?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { ptr.write(std::ptr::with_exposed_provenance_mut(addr)) };
-        Ok(())
+        // SAFETY: `ptr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(ptr) }.write(
+            || null_arg("ptr"),
+            || {
+                let addr = runtime()?.cond_ptr(handle.addr())?;
+                Ok(std::ptr::with_exposed_provenance_mut(addr))
+            },
+        )
     })
 }
 

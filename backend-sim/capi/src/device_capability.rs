@@ -16,7 +16,7 @@
 use acl_notify_core::Error;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::with_runtime;
 
 /// `ACL_FEATURE_TSCPU_TASK_UPDATE_SUPPORT_AIC_AIV`.
@@ -45,35 +45,29 @@ pub unsafe extern "C" fn aclrtGetDeviceCapability(
     value: *mut i32,
 ) -> aclError {
     api("aclrtGetDeviceCapability", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        let v = match dev_feature_type {
-            TASK_UPDATE_AIC_AIV | MEMQ_EVENT_CROSS_DEV => {
-                with_runtime(|rt| rt.device_id(device_id))?;
-                0
-            }
-            AICPU_SCHEDULE_TYPE | TASKID_BIT_WIDTH => {
-                return Err(CallError::new(
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(
+            || null_arg("value"),
+            || match dev_feature_type {
+                TASK_UPDATE_AIC_AIV | MEMQ_EVENT_CROSS_DEV => {
+                    with_runtime(|rt| rt.device_id(device_id))?;
+                    Ok(0)
+                }
+                AICPU_SCHEDULE_TYPE | TASKID_BIT_WIDTH => Err(CallError::new(
                     Error::FeatureNotSupport,
                     format!(
-                        "devFeatureType {dev_feature_type}: a runtime feature the simulator does \
-                         not model"
+                        "devFeatureType {dev_feature_type}: a runtime feature the simulator \
+                         does not model"
                     ),
-                ));
-            }
-            f if !(0..FEATURE_MAX).contains(&f) => {
-                return Err(param(format!("devFeatureType {f}: [0, {FEATURE_MAX})")));
-            }
-            f => {
-                return Err(param(format!(
+                )),
+                f if !(0..FEATURE_MAX).contains(&f) => {
+                    Err(param(format!("devFeatureType {f}: [0, {FEATURE_MAX})")))
+                }
+                f => Err(param(format!(
                     "devFeatureType {f}: ACL_FEATURE_TSCPU_TASK_UPDATE_SUPPORT_AIC_AIV (1) or \
                      ACL_FEATURE_SYSTEM_MEMQ_EVENT_CROSS_DEV (21)"
-                )));
-            }
-        };
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { value.write_unaligned(v) };
-        Ok(())
+                ))),
+            },
+        )
     })
 }

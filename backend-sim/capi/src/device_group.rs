@@ -29,7 +29,7 @@ use acl_notify_sim::PerProcess;
 use acl_notify_sim::groups::{DeviceGroup, MAX_GROUP_ID};
 
 use crate::errmsg::{self, CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::handle::{Kind, ProcessTable};
 use crate::session::with_runtime;
 
@@ -100,13 +100,14 @@ fn not_live(handle: usize) -> CallError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetGroupCount(count: *mut u32) -> aclError {
     api("aclrtGetGroupCount", || {
-        if count.is_null() {
-            return Err(null_arg("count"));
-        }
-        let (_, groups) = device_groups("aclrtGetGroupCount")?;
-        // SAFETY: non-NULL; the caller's contract. At most 4 groups.
-        unsafe { count.write_unaligned(groups.len() as u32) };
-        Ok(())
+        // SAFETY: `count` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(count) }.write(
+            || null_arg("count"),
+            || {
+                let (_, groups) = device_groups("aclrtGetGroupCount")?;
+                Ok(groups.len() as u32)
+            },
+        )
     })
 }
 

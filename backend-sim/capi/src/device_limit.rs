@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use acl_notify_core::Error;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 
 /// `ACL_RT_DEV_LIMIT_SIMT_STACK_SIZE`.
 const SIMT_STACK: u32 = 0;
@@ -124,13 +124,14 @@ pub extern "C" fn aclrtDeviceSetLimit(limit: u32, value: usize) -> aclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDeviceGetLimit(limit: u32, value: *mut usize) -> aclError {
     api("aclrtDeviceGetLimit", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        check(limit)?;
-        let v = if limit == SIMD_STACK { &STACK } else { &FIFO };
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { value.write_unaligned(v.load(Ordering::Relaxed) as usize) };
-        Ok(())
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(
+            || null_arg("value"),
+            || {
+                check(limit)?;
+                let v = if limit == SIMD_STACK { &STACK } else { &FIFO };
+                Ok(v.load(Ordering::Relaxed) as usize)
+            },
+        )
     })
 }

@@ -17,7 +17,7 @@ use std::ffi::{CStr, c_char};
 use acl_notify_core::{Backend as _, Error};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::with_runtime;
 
 /// CANN's `RT_PCI_BUS_ID_MIN_LEN`: the 12 characters and the NUL.
@@ -89,25 +89,26 @@ pub unsafe extern "C" fn aclrtDeviceGetByPCIBusId(
         if pci_bus_id.is_null() {
             return Err(null_arg("pciBusId"));
         }
-        if device_id.is_null() {
-            return Err(null_arg("deviceId"));
-        }
-        // SAFETY: non-NULL and NUL-terminated (the caller's contract).
-        let want = unsafe { CStr::from_ptr(pci_bus_id) }.to_bytes();
-        let count = with_runtime(|rt| Ok(rt.backend().device_count()))?;
-        let d = (0..count)
-            .find(|&d| bus_id(d).as_bytes() == want)
-            .ok_or_else(|| {
-                param(format!(
-                    "no device has PCI bus id \"{}\" (this machine's {count} devices are \
+        // SAFETY: `device_id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(device_id) }.write(
+            || null_arg("deviceId"),
+            || {
+                // SAFETY: non-NULL and NUL-terminated (the caller's contract).
+                let want = unsafe { CStr::from_ptr(pci_bus_id) }.to_bytes();
+                let count = with_runtime(|rt| Ok(rt.backend().device_count()))?;
+                let d = (0..count)
+                    .find(|&d| bus_id(d).as_bytes() == want)
+                    .ok_or_else(|| {
+                        param(format!(
+                            "no device has PCI bus id \"{}\" (this machine's {count} devices are \
                      0000:01:00.0 to {})",
-                    String::from_utf8_lossy(want),
-                    bus_id(count.saturating_sub(1))
-                ))
-            })?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { device_id.write_unaligned(d as i32) };
-        Ok(())
+                            String::from_utf8_lossy(want),
+                            bus_id(count.saturating_sub(1))
+                        ))
+                    })?;
+                Ok(d as i32)
+            },
+        )
     })
 }
 

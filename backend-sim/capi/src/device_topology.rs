@@ -29,7 +29,7 @@
 use acl_notify_core::{Backend, Error, Soc};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::with_runtime;
 
 /// 207000 on a SoC without the query (IPV350).
@@ -55,20 +55,21 @@ pub unsafe extern "C" fn aclrtGetDevicesTopo(
     value: *mut u64,
 ) -> aclError {
     api("aclrtGetDevicesTopo", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        let v = with_runtime(|rt| {
-            let soc = rt.backend().soc();
-            let a = rt.device_id(device_id)?;
-            let b = rt.device_id(other_device_id)?;
-            soc.topology(a, b)
-                .map(|t| t.bit())
-                .ok_or_else(|| unsupported(soc, "device topology"))
-        })?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { value.write_unaligned(v) };
-        Ok(())
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(
+            || null_arg("value"),
+            || {
+                let v = with_runtime(|rt| {
+                    let soc = rt.backend().soc();
+                    let a = rt.device_id(device_id)?;
+                    let b = rt.device_id(other_device_id)?;
+                    soc.topology(a, b)
+                        .map(|t| t.bit())
+                        .ok_or_else(|| unsupported(soc, "device topology"))
+                })?;
+                Ok(v)
+            },
+        )
     })
 }
 

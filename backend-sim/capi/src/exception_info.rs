@@ -17,7 +17,7 @@ use std::ffi::c_void;
 
 use crate::errmsg::{self, CallError, null_arg, param};
 use crate::exception_record::{self, ExceptionCallback, ExceptionInfo};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 
 /// CANN's `ACL_ERROR_INVALID_EXCEPTION_INFO`.
 pub const INVALID_EXCEPTION_INFO: u32 = 0xFFFF_FFFF;
@@ -230,11 +230,10 @@ pub unsafe extern "C" fn aclrtGetFuncHandleFromExceptionInfo(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetThreadLastTaskId(task_id: *mut u32) -> aclError {
     api("aclrtGetThreadLastTaskId", || {
-        if task_id.is_null() {
-            return Err(null_arg("taskId"));
-        }
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { task_id.write_unaligned(acl_notify_sim::thread_last_task()) };
-        Ok(())
+        // SAFETY: `task_id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(task_id) }.write(
+            || null_arg("taskId"),
+            || Ok(acl_notify_sim::thread_last_task()),
+        )
     })
 }

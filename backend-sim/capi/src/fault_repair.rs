@@ -17,7 +17,7 @@
 use acl_notify_core::{Error, Feature};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::runtime;
 
 /// `aclrtErrorType`'s `ACL_RT_NO_ERROR` and `ACL_RT_ERROR_MEMORY`.
@@ -58,16 +58,17 @@ pub unsafe extern "C" fn aclrtGetMemUceInfo(
         if array.is_null() {
             return Err(null_arg("memUceInfoArray"));
         }
-        if ret_size.is_null() {
-            return Err(null_arg("retSize"));
-        }
-        let rt = runtime()?;
-        rt.require(Feature::DeviceTaskAbort)?;
-        let dev = rt.device_id(device)?;
-        current_on(&rt, dev)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { ret_size.write_unaligned(0) };
-        Ok(())
+        // SAFETY: `ret_size` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(ret_size) }.write(
+            || null_arg("retSize"),
+            || {
+                let rt = runtime()?;
+                rt.require(Feature::DeviceTaskAbort)?;
+                let dev = rt.device_id(device)?;
+                current_on(&rt, dev)?;
+                Ok(0)
+            },
+        )
     })
 }
 

@@ -10,7 +10,7 @@ use acl_notify_core::event::IpcEventHandle;
 use acl_notify_core::{Error, Timeout};
 
 use crate::errmsg::{self, CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api, handle, to_ptr};
+use crate::ffi::{Out, aclError, aclrtStream, api, handle};
 use crate::runtime::event::sync_timeout;
 use crate::session::runtime;
 
@@ -23,27 +23,13 @@ pub type aclrtIpcEventHandle = IpcEventHandle;
 
 const _: () = assert!(std::mem::size_of::<aclrtIpcEventHandle>() == 64);
 
-/// Writes `v` to a C out-parameter.
-///
-/// # Safety
-///
-/// `p` is non-NULL and valid for writing a `T`.
-unsafe fn put<T>(p: *mut T, v: T) {
-    // SAFETY: the caller's contract.
-    unsafe { p.write_unaligned(v) }
-}
-
 // ---- events ----------------------------------------------------------------------------------
 
 fn create(name: &str, event: *mut aclrtEvent, flag: Option<u32>, ex: bool) -> aclError {
     api(name, || {
-        if event.is_null() {
-            return Err(null_arg("event"));
-        }
-        let h = runtime()?.create_event(flag, ex)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(event, to_ptr(h)) };
-        Ok(())
+        // SAFETY: `event` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(event) }
+            .handle(|| null_arg("event"), || runtime()?.create_event(flag, ex))
     })
 }
 
@@ -138,13 +124,14 @@ pub unsafe extern "C" fn aclrtQueryEvent(event: aclrtEvent, status: *mut i32) ->
         if event.is_null() {
             return Err(null_arg("event"));
         }
-        if status.is_null() {
-            return Err(null_arg("status"));
-        }
-        let s = runtime()?.query_event(handle(event))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(status, s as i32) };
-        Ok(())
+        // SAFETY: `status` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(status) }.write(
+            || null_arg("status"),
+            || {
+                let s = runtime()?.query_event(handle(event))?;
+                Ok(s as i32)
+            },
+        )
     })
 }
 
@@ -161,13 +148,14 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: aclrtEvent, status: *mut i
         if event.is_null() {
             return Err(null_arg("event"));
         }
-        if status.is_null() {
-            return Err(null_arg("status"));
-        }
-        let s = runtime()?.query_event_status(handle(event))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(status, s as i32) };
-        Ok(())
+        // SAFETY: `status` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(status) }.write(
+            || null_arg("status"),
+            || {
+                let s = runtime()?.query_event_status(handle(event))?;
+                Ok(s as i32)
+            },
+        )
     })
 }
 
@@ -187,13 +175,14 @@ pub unsafe extern "C" fn aclrtQueryEventWaitStatus(
         if event.is_null() {
             return Err(null_arg("event"));
         }
-        if status.is_null() {
-            return Err(null_arg("status"));
-        }
-        let s = runtime()?.query_event_wait_status(handle(event))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(status, s as i32) };
-        Ok(())
+        // SAFETY: `status` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(status) }.write(
+            || null_arg("status"),
+            || {
+                let s = runtime()?.query_event_wait_status(handle(event))?;
+                Ok(s as i32)
+            },
+        )
     })
 }
 
@@ -247,19 +236,20 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(
     end_event: aclrtEvent,
 ) -> aclError {
     api("aclrtEventElapsedTime", || {
-        if ms.is_null() {
-            return Err(null_arg("ms"));
-        }
-        if start_event.is_null() {
-            return Err(null_arg("startEvent"));
-        }
-        if end_event.is_null() {
-            return Err(null_arg("endEvent"));
-        }
-        let v = runtime()?.elapsed_time(handle(start_event), handle(end_event))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(ms, v) };
-        Ok(())
+        // SAFETY: `ms` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(ms) }.write(
+            || null_arg("ms"),
+            || {
+                if start_event.is_null() {
+                    return Err(null_arg("startEvent"));
+                }
+                if end_event.is_null() {
+                    return Err(null_arg("endEvent"));
+                }
+                let v = runtime()?.elapsed_time(handle(start_event), handle(end_event))?;
+                Ok(v)
+            },
+        )
     })
 }
 
@@ -277,16 +267,17 @@ pub unsafe extern "C" fn aclrtEventGetTimestamp(
     timestamp: *mut u64,
 ) -> aclError {
     api("aclrtEventGetTimestamp", || {
-        if timestamp.is_null() {
-            return Err(null_arg("timestamp"));
-        }
-        if event.is_null() {
-            return Err(null_arg("event"));
-        }
-        let v = runtime()?.event_timestamp_us(handle(event))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(timestamp, v) };
-        Ok(())
+        // SAFETY: `timestamp` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(timestamp) }.write(
+            || null_arg("timestamp"),
+            || {
+                if event.is_null() {
+                    return Err(null_arg("event"));
+                }
+                let v = runtime()?.event_timestamp_us(handle(event))?;
+                Ok(v)
+            },
+        )
     })
 }
 
@@ -304,13 +295,11 @@ pub unsafe extern "C" fn aclrtGetEventId(event: aclrtEvent, event_id: *mut u32) 
         if event.is_null() {
             return Err(null_arg("event"));
         }
-        if event_id.is_null() {
-            return Err(null_arg("eventId"));
-        }
-        let v = runtime()?.event_id(handle(event))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(event_id, v) };
-        Ok(())
+        // SAFETY: `event_id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(event_id) }.write(
+            || null_arg("eventId"),
+            || runtime()?.event_id(handle(event)),
+        )
     })
 }
 
@@ -378,13 +367,9 @@ pub extern "C" fn aclrtStreamWaitEventWithTimeout(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetEventAvailNum(event_count: *mut u32) -> aclError {
     api("aclrtGetEventAvailNum", || {
-        if event_count.is_null() {
-            return Err(null_arg("eventCount"));
-        }
-        let n = runtime()?.events_free()?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(event_count, n) };
-        Ok(())
+        // SAFETY: `event_count` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(event_count) }
+            .write(|| null_arg("eventCount"), || runtime()?.events_free())
     })
 }
 
@@ -401,16 +386,17 @@ pub unsafe extern "C" fn aclrtIpcGetEventHandle(
     out: *mut aclrtIpcEventHandle,
 ) -> aclError {
     api("aclrtIpcGetEventHandle", || {
-        if out.is_null() {
-            return Err(null_arg("handle"));
-        }
-        if event.is_null() {
-            return Err(null_arg("event"));
-        }
-        let h = runtime()?.ipc_event_handle(handle(event))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(out, h) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(out) }.write(
+            || null_arg("handle"),
+            || {
+                if event.is_null() {
+                    return Err(null_arg("event"));
+                }
+                let h = runtime()?.ipc_event_handle(handle(event))?;
+                Ok(h)
+            },
+        )
     })
 }
 
@@ -428,13 +414,8 @@ pub unsafe extern "C" fn aclrtIpcOpenEventHandle(
     event: *mut aclrtEvent,
 ) -> aclError {
     api("aclrtIpcOpenEventHandle", || {
-        if event.is_null() {
-            return Err(null_arg("event"));
-        }
-        let h = runtime()?.ipc_open_event(&ipc)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(event, to_ptr(h)) };
-        Ok(())
+        // SAFETY: `event` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(event) }.handle(|| null_arg("event"), || runtime()?.ipc_open_event(&ipc))
     })
 }
 
@@ -454,13 +435,11 @@ pub unsafe extern "C" fn aclrtCreateContext(
     device_id: i32,
 ) -> aclError {
     api("aclrtCreateContext", || {
-        if context.is_null() {
-            return Err(null_arg("context"));
-        }
-        let h = runtime()?.create_context(device_id)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(context, to_ptr(h)) };
-        Ok(())
+        // SAFETY: `context` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(context) }.handle(
+            || null_arg("context"),
+            || runtime()?.create_context(device_id),
+        )
     })
 }
 
@@ -500,13 +479,8 @@ pub extern "C" fn aclrtSetCurrentContext(context: aclrtContext) -> aclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> aclError {
     api("aclrtGetCurrentContext", || {
-        if context.is_null() {
-            return Err(null_arg("context"));
-        }
-        let h = runtime()?.current_context()?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(context, to_ptr(h)) };
-        Ok(())
+        // SAFETY: `context` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(context) }.handle(|| null_arg("context"), || runtime()?.current_context())
     })
 }
 
@@ -521,13 +495,11 @@ pub unsafe extern "C" fn aclrtGetCurrentContext(context: *mut aclrtContext) -> a
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCtxGetCurrentDefaultStream(stream: *mut aclrtStream) -> aclError {
     api("aclrtCtxGetCurrentDefaultStream", || {
-        if stream.is_null() {
-            return Err(null_arg("stream"));
-        }
-        let h = runtime()?.current_default_stream()?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(stream, to_ptr(h)) };
-        Ok(())
+        // SAFETY: `stream` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(stream) }.handle(
+            || null_arg("stream"),
+            || runtime()?.current_default_stream(),
+        )
     })
 }
 
@@ -549,13 +521,11 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
     flag: u32,
 ) -> aclError {
     api("aclrtCreateStreamWithConfig", || {
-        if stream.is_null() {
-            return Err(null_arg("stream"));
-        }
-        let h = runtime()?.create_stream_with_config(priority, flag)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { put(stream, to_ptr(h)) };
-        Ok(())
+        // SAFETY: `stream` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(stream) }.handle(
+            || null_arg("stream"),
+            || runtime()?.create_stream_with_config(priority, flag),
+        )
     })
 }
 

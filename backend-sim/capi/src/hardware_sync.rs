@@ -15,7 +15,7 @@ use std::ffi::c_void;
 use acl_notify_core::{Backend as _, Error, Soc};
 
 use crate::errmsg::{CallError, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::runtime;
 
 /// `aclError aclrtGetHardwareSyncAddr(void **addr)`: the current device's inter-core
@@ -29,28 +29,29 @@ use crate::session::runtime;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetHardwareSyncAddr(addr: *mut *mut c_void) -> aclError {
     api("aclrtGetHardwareSyncAddr", || {
-        if addr.is_null() {
-            return Err(param("`addr` is NULL"));
-        }
-        let rt = runtime()?;
-        let soc = rt.backend().soc();
-        if !matches!(soc, Soc::Ascend910B | Soc::Ascend910_93) {
-            return Err(CallError::new(
-                Error::FeatureNotSupport,
-                format!(
-                    "{} has no inter-core synchronization address (Ascend910B and Ascend910_93 \
-                     have)",
-                    soc.name()
-                ),
-            ));
-        }
-        let (device, _) = rt.current()?;
-        let a = rt
-            .backend()
-            .hardware_sync_addr(device)
-            .map_err(CallError::backend)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { addr.write_unaligned(std::ptr::with_exposed_provenance_mut(a)) };
-        Ok(())
+        // SAFETY: `addr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(addr) }.write(
+            || param("`addr` is NULL"),
+            || {
+                let rt = runtime()?;
+                let soc = rt.backend().soc();
+                if !matches!(soc, Soc::Ascend910B | Soc::Ascend910_93) {
+                    return Err(CallError::new(
+                        Error::FeatureNotSupport,
+                        format!(
+                            "{} has no inter-core synchronization address (Ascend910B and \
+                             Ascend910_93 have)",
+                            soc.name()
+                        ),
+                    ));
+                }
+                let (device, _) = rt.current()?;
+                let a = rt
+                    .backend()
+                    .hardware_sync_addr(device)
+                    .map_err(CallError::backend)?;
+                Ok(std::ptr::with_exposed_provenance_mut(a))
+            },
+        )
     })
 }

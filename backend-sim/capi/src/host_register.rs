@@ -28,7 +28,7 @@ use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::registered::HostReg;
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::runtime::Runtime;
 use crate::session::runtime;
 
@@ -107,33 +107,35 @@ pub unsafe extern "C" fn aclrtHostRegister(
         if ptr.is_null() {
             return Err(null_arg("ptr"));
         }
-        if dev_ptr.is_null() {
-            return Err(null_arg("devPtr"));
-        }
-        if size == 0 {
-            return Err(CallError::new(Error::InvalidParam, "size is 0"));
-        }
-        if reg_type & !(REG_IOMEMORY | REG_READONLY) != 0 {
-            return Err(CallError::new(
-                Error::FeatureNotSupport,
-                format!(
-                    "type {reg_type:#x} is not an aclrtHostRegisterType (0, or a combination of \
-                     ACL_HOST_REGISTER_IOMEMORY and ACL_HOST_REGISTER_READONLY)"
-                ),
-            ));
-        }
-        reserved_flags("aclrtHostRegister", reg_type)?;
-        let rt = registering_runtime("aclrtHostRegister")?;
-        let size = usize::try_from(size)
-            .map_err(|_| CallError::new(Error::ParamInvalid, "size too large"))?;
-        let dev = rt
-            .backend()
-            .host_register(ptr.addr(), size, HostReg::MAPPED)
-            .map_err(CallError::backend)?
-            .ok_or_else(|| CallError::new(Error::DrvInternalError, "no device address"))?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { dev_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(dev)) };
-        Ok(())
+        // SAFETY: `dev_ptr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(dev_ptr) }.write(
+            || null_arg("devPtr"),
+            || {
+                if size == 0 {
+                    return Err(CallError::new(Error::InvalidParam, "size is 0"));
+                }
+                if reg_type & !(REG_IOMEMORY | REG_READONLY) != 0 {
+                    return Err(CallError::new(
+                        Error::FeatureNotSupport,
+                        format!(
+                            "type {reg_type:#x} is not an aclrtHostRegisterType (0, or a \
+                             combination of ACL_HOST_REGISTER_IOMEMORY and \
+                             ACL_HOST_REGISTER_READONLY)"
+                        ),
+                    ));
+                }
+                reserved_flags("aclrtHostRegister", reg_type)?;
+                let rt = registering_runtime("aclrtHostRegister")?;
+                let size = usize::try_from(size)
+                    .map_err(|_| CallError::new(Error::ParamInvalid, "size too large"))?;
+                let dev = rt
+                    .backend()
+                    .host_register(ptr.addr(), size, HostReg::MAPPED)
+                    .map_err(CallError::backend)?
+                    .ok_or_else(|| CallError::new(Error::DrvInternalError, "no device address"))?;
+                Ok(std::ptr::with_exposed_provenance_mut(dev))
+            },
+        )
     })
 }
 
@@ -204,23 +206,24 @@ pub unsafe extern "C" fn aclrtHostGetDevicePointer(
         if p_host.is_null() {
             return Err(null_arg("pHost"));
         }
-        if p_device.is_null() {
-            return Err(null_arg("pDevice"));
-        }
-        if flag != 0 {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!("flag is {flag}: it is reserved and must be 0"),
-            ));
-        }
-        let rt = registering_runtime("aclrtHostGetDevicePointer")?;
-        let dev = rt
-            .backend()
-            .host_device_pointer(p_host.addr())
-            .map_err(CallError::backend)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { p_device.write_unaligned(std::ptr::with_exposed_provenance_mut(dev)) };
-        Ok(())
+        // SAFETY: `p_device` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(p_device) }.write(
+            || null_arg("pDevice"),
+            || {
+                if flag != 0 {
+                    return Err(CallError::new(
+                        Error::InvalidParam,
+                        format!("flag is {flag}: it is reserved and must be 0"),
+                    ));
+                }
+                let rt = registering_runtime("aclrtHostGetDevicePointer")?;
+                let dev = rt
+                    .backend()
+                    .host_device_pointer(p_host.addr())
+                    .map_err(CallError::backend)?;
+                Ok(std::ptr::with_exposed_provenance_mut(dev))
+            },
+        )
     })
 }
 
@@ -259,32 +262,34 @@ pub unsafe extern "C" fn aclrtHostMemMapCapabilities(
     capabilities: *mut u32,
 ) -> aclError {
     api("aclrtHostMemMapCapabilities", || {
-        if capabilities.is_null() {
-            return Err(null_arg("capabilities"));
-        }
-        let rt = runtime()?;
-        rt.device_id(device_id)?;
-        if hac_type >= HAC_TYPES {
-            return Err(CallError::new(
-                Error::ParamInvalid,
-                format!("hacType {hac_type} is not in [0, {HAC_TYPES})"),
-            ));
-        }
-        rt.current_device()?;
-        let soc = rt.backend().soc();
-        if soc == Soc::IPV350 {
-            return Err(CallError::new(
-                Error::FeatureNotSupport,
-                "aclrtHostMemMapCapabilities is not supported on IPV350 (as CANN documents)",
-            ));
-        }
-        let answer = if registers(soc) {
-            MAP_SUPPORTED
-        } else {
-            MAP_NOT_SUPPORTED
-        };
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { capabilities.write_unaligned(answer) };
-        Ok(())
+        // SAFETY: `capabilities` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(capabilities) }.write(
+            || null_arg("capabilities"),
+            || {
+                let rt = runtime()?;
+                rt.device_id(device_id)?;
+                if hac_type >= HAC_TYPES {
+                    return Err(CallError::new(
+                        Error::ParamInvalid,
+                        format!("hacType {hac_type} is not in [0, {HAC_TYPES})"),
+                    ));
+                }
+                rt.current_device()?;
+                let soc = rt.backend().soc();
+                if soc == Soc::IPV350 {
+                    return Err(CallError::new(
+                        Error::FeatureNotSupport,
+                        "aclrtHostMemMapCapabilities is not supported on IPV350 (as CANN \
+                         documents)",
+                    ));
+                }
+                let answer = if registers(soc) {
+                    MAP_SUPPORTED
+                } else {
+                    MAP_NOT_SUPPORTED
+                };
+                Ok(answer)
+            },
+        )
     })
 }

@@ -6,7 +6,7 @@ use std::ffi::c_void;
 use acl_notify_core::Error;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::memory::{MallocAttribute, MallocConfig};
 use crate::session::runtime;
 
@@ -61,28 +61,29 @@ pub unsafe extern "C" fn aclrtMallocHostWithCfg(
     cfg: *const c_void,
 ) -> aclError {
     api("aclrtMallocHostWithCfg", || {
-        if ptr.is_null() {
-            return Err(null_arg("ptr"));
-        }
-        if size == 0 {
-            return Err(CallError::new(Error::InvalidParam, "size is 0"));
-        }
-        // SAFETY: NULL or readable by the caller's contract.
-        if let Some(c) = unsafe { cfg.cast::<MallocConfig>().as_ref() } {
-            // SAFETY: the caller's contract for `attrs`.
-            unsafe { check_cfg(c) }?;
-        }
-        let rt = runtime()?;
-        rt.current_device()?;
-        let size = usize::try_from(size).map_err(|_| {
-            CallError::new(
-                Error::MemoryAllocation,
-                format!("cannot allocate {size} bytes of host memory"),
-            )
-        })?;
-        let p = rt.backend().malloc_host(size).map_err(CallError::backend)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(p)) };
-        Ok(())
+        // SAFETY: `ptr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(ptr) }.write(
+            || null_arg("ptr"),
+            || {
+                if size == 0 {
+                    return Err(CallError::new(Error::InvalidParam, "size is 0"));
+                }
+                // SAFETY: NULL or readable by the caller's contract.
+                if let Some(c) = unsafe { cfg.cast::<MallocConfig>().as_ref() } {
+                    // SAFETY: the caller's contract for `attrs`.
+                    unsafe { check_cfg(c) }?;
+                }
+                let rt = runtime()?;
+                rt.current_device()?;
+                let size = usize::try_from(size).map_err(|_| {
+                    CallError::new(
+                        Error::MemoryAllocation,
+                        format!("cannot allocate {size} bytes of host memory"),
+                    )
+                })?;
+                let p = rt.backend().malloc_host(size).map_err(CallError::backend)?;
+                Ok(std::ptr::with_exposed_provenance_mut(p))
+            },
+        )
     })
 }

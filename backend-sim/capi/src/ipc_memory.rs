@@ -18,7 +18,7 @@ use acl_notify_core::{Error, ServerPid};
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::ipc_args::{ServerPids, key_text, whitelist_pids, write_key};
-use crate::ffi::{aclError, aclrtServerPid, api};
+use crate::ffi::{Out, aclError, aclrtServerPid, api};
 use crate::session::runtime;
 
 /// The key text at `key` (at most 65 bytes read), parsed.
@@ -209,31 +209,32 @@ pub unsafe extern "C" fn aclrtIpcMemImportByKey(
     flags: u64,
 ) -> aclError {
     api("aclrtIpcMemImportByKey", || {
-        if dev_ptr.is_null() {
-            return Err(null_arg("devPtr"));
-        }
-        if key.is_null() {
-            return Err(null_arg("key"));
-        }
-        let rt = runtime()?;
-        if flags > 1 {
-            return Err(param(format!(
-                "flags {flags:#x}: only ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT (0) and \
+        // SAFETY: `dev_ptr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(dev_ptr) }.write(
+            || null_arg("devPtr"),
+            || {
+                if key.is_null() {
+                    return Err(null_arg("key"));
+                }
+                let rt = runtime()?;
+                if flags > 1 {
+                    return Err(param(format!(
+                        "flags {flags:#x}: only ACL_RT_IPC_MEM_IMPORT_FLAG_DEFAULT (0) and \
                  _ENABLE_PEER_ACCESS (1) exist"
-            )));
-        }
-        let device = rt.current_device()?;
-        let sim = rt.backend();
-        sim.require_ipc_memory("importing device memory (IPC)")
-            .map_err(backend)?;
-        // SAFETY: non-NULL, NUL-terminated by the caller's contract.
-        let k = unsafe { key_at(key) }?;
-        let p = sim
-            .ipc_mem_import(device, &k, flags == 1)
-            .map_err(backend)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { dev_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(p)) };
-        Ok(())
+                    )));
+                }
+                let device = rt.current_device()?;
+                let sim = rt.backend();
+                sim.require_ipc_memory("importing device memory (IPC)")
+                    .map_err(backend)?;
+                // SAFETY: non-NULL, NUL-terminated by the caller's contract.
+                let k = unsafe { key_at(key) }?;
+                let p = sim
+                    .ipc_mem_import(device, &k, flags == 1)
+                    .map_err(backend)?;
+                Ok(std::ptr::with_exposed_provenance_mut(p))
+            },
+        )
     })
 }
 

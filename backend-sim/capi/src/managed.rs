@@ -21,7 +21,7 @@ use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::managed::{Advice, Place, RangeAttr};
 
 use crate::errmsg::{CallError, null_arg, param as rt_param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::runtime::Runtime;
 use crate::session::runtime;
 
@@ -115,27 +115,28 @@ pub unsafe extern "C" fn aclrtMemAllocManaged(
     flag: u32,
 ) -> aclError {
     api("aclrtMemAllocManaged", || {
-        if ptr.is_null() {
-            return Err(null_arg("ptr"));
-        }
-        if flag != ATTACH_GLOBAL {
-            return Err(acl_param(format!(
-                "flag {flag} is not ACL_RT_MEM_ATTACH_GLOBAL (1), the one flag CANN takes"
-            )));
-        }
-        if size == 0 {
-            return Err(rt_param("size is 0"));
-        }
-        let rt = runtime()?;
-        let device = rt.current_device()?;
-        require_uvm(&rt, "aclrtMemAllocManaged")?;
-        let m = rt
-            .backend()
-            .malloc_managed(device, size)
-            .map_err(CallError::backend)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(m)) };
-        Ok(())
+        // SAFETY: `ptr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(ptr) }.write(
+            || null_arg("ptr"),
+            || {
+                if flag != ATTACH_GLOBAL {
+                    return Err(acl_param(format!(
+                        "flag {flag} is not ACL_RT_MEM_ATTACH_GLOBAL (1), the one flag CANN takes"
+                    )));
+                }
+                if size == 0 {
+                    return Err(rt_param("size is 0"));
+                }
+                let rt = runtime()?;
+                let device = rt.current_device()?;
+                require_uvm(&rt, "aclrtMemAllocManaged")?;
+                let m = rt
+                    .backend()
+                    .malloc_managed(device, size)
+                    .map_err(CallError::backend)?;
+                Ok(std::ptr::with_exposed_provenance_mut(m))
+            },
+        )
     })
 }
 

@@ -18,7 +18,7 @@ use acl_notify_core::Error;
 use acl_notify_sim::mem::Rounding;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::runtime::mbufs::{DATA_MAX, PRIV_SIZE};
 use crate::session::runtime;
 
@@ -49,29 +49,30 @@ fn user_range(size: usize, offset: usize) -> Result<std::ops::Range<usize>, Call
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtAllocBuf(buf: *mut *mut c_void, size: usize) -> aclError {
     api("aclrtAllocBuf", || {
-        if buf.is_null() {
-            return Err(null_arg("buf"));
-        }
-        if size == 0 {
-            return Err(CallError::new(Error::InvalidParam, "size is 0"));
-        }
-        if size > DATA_MAX {
-            return Err(param(format!(
-                "size {size} is more than 4 GiB, the largest data region of a buffer"
-            )));
-        }
-        let rt = runtime()?;
-        let device = rt.current_device()?;
-        let sim = rt.backend();
-        let data = sim
-            .malloc_rounded(device, size, 0, Rounding::Align32)
-            .map_err(CallError::backend)?;
-        let h = rt.mbufs.insert(data, size, |d| {
-            let _ = sim.free(d);
-        })?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { buf.write_unaligned(std::ptr::without_provenance_mut(h as usize)) };
-        Ok(())
+        // SAFETY: `buf` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(buf) }.write(
+            || null_arg("buf"),
+            || {
+                if size == 0 {
+                    return Err(CallError::new(Error::InvalidParam, "size is 0"));
+                }
+                if size > DATA_MAX {
+                    return Err(param(format!(
+                        "size {size} is more than 4 GiB, the largest data region of a buffer"
+                    )));
+                }
+                let rt = runtime()?;
+                let device = rt.current_device()?;
+                let sim = rt.backend();
+                let data = sim
+                    .malloc_rounded(device, size, 0, Rounding::Align32)
+                    .map_err(CallError::backend)?;
+                let h = rt.mbufs.insert(data, size, |d| {
+                    let _ = sim.free(d);
+                })?;
+                Ok(std::ptr::without_provenance_mut(h as usize))
+            },
+        )
     })
 }
 
@@ -155,13 +156,11 @@ pub unsafe extern "C" fn aclrtGetBufDataLen(buf: *mut c_void, len: *mut usize) -
         if buf.is_null() {
             return Err(null_arg("buf"));
         }
-        if len.is_null() {
-            return Err(null_arg("len"));
-        }
-        let l = runtime()?.mbufs.len(buf.addr() as u64)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { len.write_unaligned(l) };
-        Ok(())
+        // SAFETY: `len` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(len) }.write(
+            || null_arg("len"),
+            || runtime()?.mbufs.len(buf.addr() as u64),
+        )
     })
 }
 
@@ -257,13 +256,14 @@ pub unsafe extern "C" fn aclrtCopyBufRef(buf: *mut c_void, new_buf: *mut *mut c_
         if buf.is_null() {
             return Err(null_arg("buf"));
         }
-        if new_buf.is_null() {
-            return Err(null_arg("newBuf"));
-        }
-        let h = runtime()?.mbufs.copy_ref(buf.addr() as u64)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { new_buf.write_unaligned(std::ptr::without_provenance_mut(h as usize)) };
-        Ok(())
+        // SAFETY: `new_buf` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(new_buf) }.write(
+            || null_arg("newBuf"),
+            || {
+                let h = runtime()?.mbufs.copy_ref(buf.addr() as u64)?;
+                Ok(std::ptr::without_provenance_mut(h as usize))
+            },
+        )
     })
 }
 
@@ -301,13 +301,11 @@ pub unsafe extern "C" fn aclrtGetBufChainNum(head_buf: *mut c_void, num: *mut u3
         if head_buf.is_null() {
             return Err(null_arg("headBuf"));
         }
-        if num.is_null() {
-            return Err(null_arg("num"));
-        }
-        let n = runtime()?.mbufs.chain_len(head_buf.addr() as u64)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { num.write_unaligned(n) };
-        Ok(())
+        // SAFETY: `num` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(num) }.write(
+            || null_arg("num"),
+            || runtime()?.mbufs.chain_len(head_buf.addr() as u64),
+        )
     })
 }
 
@@ -330,13 +328,14 @@ pub unsafe extern "C" fn aclrtGetBufFromChain(
         if head_buf.is_null() {
             return Err(null_arg("headBuf"));
         }
-        if buf.is_null() {
-            return Err(null_arg("buf"));
-        }
-        let h = runtime()?.mbufs.chain_get(head_buf.addr() as u64, index)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { buf.write_unaligned(std::ptr::without_provenance_mut(h as usize)) };
-        Ok(())
+        // SAFETY: `buf` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(buf) }.write(
+            || null_arg("buf"),
+            || {
+                let h = runtime()?.mbufs.chain_get(head_buf.addr() as u64, index)?;
+                Ok(std::ptr::without_provenance_mut(h as usize))
+            },
+        )
     })
 }
 

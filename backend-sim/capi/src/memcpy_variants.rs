@@ -31,7 +31,7 @@ use acl_notify_sim::mem::indirect::{INDIRECT_MAX, Word};
 use acl_notify_sim::mem::location::MemLocation;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::memory::copy_args;
 use crate::session::runtime;
 
@@ -200,16 +200,18 @@ pub extern "C" fn aclrtMemcpyAsyncWithOffset(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetMemcpyDescSize(kind: u32, desc_size_: *mut usize) -> aclError {
     api("aclrtGetMemcpyDescSize", || {
-        if desc_size_.is_null() {
-            return Err(null_arg("descSize"));
-        }
-        kind_below_max(kind)?;
-        let soc = runtime()?.backend().soc();
-        let size = desc_size(soc).ok_or_else(|| unsupported("aclrtGetMemcpyDescSize", soc))?;
-        inner_d2d(kind, Error::FeatureNotSupport)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { desc_size_.write_unaligned(size) };
-        Ok(())
+        // SAFETY: `desc_size_` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(desc_size_) }.write(
+            || null_arg("descSize"),
+            || {
+                kind_below_max(kind)?;
+                let soc = runtime()?.backend().soc();
+                let size =
+                    desc_size(soc).ok_or_else(|| unsupported("aclrtGetMemcpyDescSize", soc))?;
+                inner_d2d(kind, Error::FeatureNotSupport)?;
+                Ok(size)
+            },
+        )
     })
 }
 

@@ -16,7 +16,7 @@ use acl_notify_sim::mem::pitched::Pitched;
 use acl_notify_sim::mem::{MemcpyKind, Rounding};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::runtime::Runtime;
 use crate::runtime::capture::Captured;
 use crate::session::runtime;
@@ -378,17 +378,18 @@ pub(crate) fn free_device(rt: &Runtime, ptr: usize) -> Result<(), CallError> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> aclError {
     api("aclrtMallocHost", || {
-        if host_ptr.is_null() {
-            return Err(null_arg("hostPtr"));
-        }
-        positive(size)?;
-        let p = runtime()?
-            .backend()
-            .malloc_host(size)
-            .map_err(CallError::backend)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { host_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(p)) };
-        Ok(())
+        // SAFETY: `host_ptr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(host_ptr) }.write(
+            || null_arg("hostPtr"),
+            || {
+                positive(size)?;
+                let p = runtime()?
+                    .backend()
+                    .malloc_host(size)
+                    .map_err(CallError::backend)?;
+                Ok(std::ptr::with_exposed_provenance_mut(p))
+            },
+        )
     })
 }
 

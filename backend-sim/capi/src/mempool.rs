@@ -16,7 +16,7 @@ use acl_notify_core::Error;
 use acl_notify_sim::mem::pool::{PoolAttr, PoolId};
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::runtime::Runtime;
 use crate::session::runtime;
 
@@ -74,53 +74,54 @@ pub unsafe extern "C" fn aclrtMemPoolCreate(
     pool_props: *const MemPoolProps,
 ) -> aclError {
     api("aclrtMemPoolCreate", || {
-        if mem_pool.is_null() {
-            return Err(null_arg("memPool"));
-        }
-        if pool_props.is_null() {
-            return Err(null_arg("poolProps"));
-        }
-        // SAFETY: non-NULL, readable by the caller's contract.
-        let p = unsafe { pool_props.read_unaligned() };
-        if p.alloc_type != ALLOCATION_PINNED {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!(
-                    "poolProps->allocType {}: only ACL_MEM_ALLOCATION_TYPE_PINNED (0)",
-                    p.alloc_type
-                ),
-            ));
-        }
-        if p.location_type != LOCATION_DEVICE {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!(
-                    "poolProps->location.type {}: only ACL_MEM_LOCATION_TYPE_DEVICE (1)",
-                    p.location_type
-                ),
-            ));
-        }
-        if p.reserved.iter().any(|b| *b != 0) {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                "poolProps->reserved: reserved, must be all 0",
-            ));
-        }
-        let rt = runtime()?;
-        let id = rt
-            .backend()
-            .mem_pool_create(p.location_id, p.max_size as u64)
-            .map_err(CallError::backend)?;
-        let h = match rt.pools.insert(id) {
-            Ok(h) => h,
-            Err(e) => {
-                let _ = rt.backend().mem_pool_destroy(id);
-                return Err(e);
-            }
-        };
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { mem_pool.write_unaligned(std::ptr::without_provenance_mut(h)) };
-        Ok(())
+        // SAFETY: `mem_pool` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(mem_pool) }.write(
+            || null_arg("memPool"),
+            || {
+                if pool_props.is_null() {
+                    return Err(null_arg("poolProps"));
+                }
+                // SAFETY: non-NULL, readable by the caller's contract.
+                let p = unsafe { pool_props.read_unaligned() };
+                if p.alloc_type != ALLOCATION_PINNED {
+                    return Err(CallError::new(
+                        Error::InvalidParam,
+                        format!(
+                            "poolProps->allocType {}: only ACL_MEM_ALLOCATION_TYPE_PINNED (0)",
+                            p.alloc_type
+                        ),
+                    ));
+                }
+                if p.location_type != LOCATION_DEVICE {
+                    return Err(CallError::new(
+                        Error::InvalidParam,
+                        format!(
+                            "poolProps->location.type {}: only ACL_MEM_LOCATION_TYPE_DEVICE (1)",
+                            p.location_type
+                        ),
+                    ));
+                }
+                if p.reserved.iter().any(|b| *b != 0) {
+                    return Err(CallError::new(
+                        Error::InvalidParam,
+                        "poolProps->reserved: reserved, must be all 0",
+                    ));
+                }
+                let rt = runtime()?;
+                let id = rt
+                    .backend()
+                    .mem_pool_create(p.location_id, p.max_size as u64)
+                    .map_err(CallError::backend)?;
+                let h = match rt.pools.insert(id) {
+                    Ok(h) => h,
+                    Err(e) => {
+                        let _ = rt.backend().mem_pool_destroy(id);
+                        return Err(e);
+                    }
+                };
+                Ok(std::ptr::without_provenance_mut(h))
+            },
+        )
     })
 }
 

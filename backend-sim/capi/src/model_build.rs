@@ -6,7 +6,7 @@
 use std::ffi::c_void;
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, aclrtStream, api, handle_out};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::model_ri::{aclmdlRI, model, stream_arg};
 use crate::session::runtime;
 
@@ -21,14 +21,9 @@ use crate::session::runtime;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclmdlRIBuildBegin(model_ri: *mut aclmdlRI, flag: u32) -> aclError {
     api("aclmdlRIBuildBegin", || {
-        // SAFETY: the caller's contract.
-        unsafe {
-            handle_out(
-                model_ri,
-                || null_arg("modelRI"),
-                || runtime()?.build_begin(flag),
-            )
-        }
+        // SAFETY: `model_ri` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(model_ri) }
+            .handle(|| null_arg("modelRI"), || runtime()?.build_begin(flag))
     })
 }
 

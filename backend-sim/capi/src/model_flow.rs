@@ -10,7 +10,7 @@
 use std::ffi::c_void;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api, handle_out};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::model_ri::{aclmdlRI, model, stream_arg};
 use crate::session::runtime;
 
@@ -38,8 +38,8 @@ fn handle(p: *mut c_void, what: &str) -> Result<usize, CallError> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateLabel(label: *mut aclrtLabel) -> aclError {
     api("aclrtCreateLabel", || {
-        // SAFETY: the caller's contract.
-        unsafe { handle_out(label, || null_arg("label"), || runtime()?.create_label()) }
+        // SAFETY: `label` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(label) }.handle(|| null_arg("label"), || runtime()?.create_label())
     })
 }
 
@@ -97,8 +97,8 @@ pub unsafe extern "C" fn aclrtCreateLabelList(
             let hs: Vec<usize> = given.iter().map(|p| p.addr()).collect();
             runtime()?.create_label_list(&hs)
         };
-        // SAFETY: the caller's contract.
-        unsafe { handle_out(label_list, || null_arg("labelList"), make) }
+        // SAFETY: `label_list` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(label_list) }.handle(|| null_arg("labelList"), make)
     })
 }
 

@@ -8,7 +8,7 @@ use std::ffi::{CStr, c_char, c_void};
 
 use crate::callback::aclrtCallback;
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api, handle_out};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::runtime::capture::{Mode, exchange_mode};
 use crate::session::runtime;
 
@@ -94,15 +94,12 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(
 ) -> aclError {
     api("aclmdlRICaptureEnd", || {
         let s = stream_arg(stream)?;
-        // SAFETY: the caller's contract.
-        unsafe {
-            handle_out(
-                model_ri,
-                // `ApiImpl::StreamEndCapture`: RT_ERROR_INVALID_VALUE before anything ends.
-                || param("modelRI is NULL"),
-                || runtime()?.capture_end(s),
-            )
-        }
+        // SAFETY: `model_ri` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(model_ri) }.handle(
+            // `ApiImpl::StreamEndCapture`: RT_ERROR_INVALID_VALUE before anything ends.
+            || param("modelRI is NULL"),
+            || runtime()?.capture_end(s),
+        )
     })
 }
 
@@ -235,13 +232,8 @@ pub unsafe extern "C" fn aclmdlRIGetName(
 pub unsafe extern "C" fn aclmdlRIGetId(model_ri: aclmdlRI, id: *mut u32) -> aclError {
     api("aclmdlRIGetId", || {
         let m = model(model_ri)?;
-        if id.is_null() {
-            return Err(null_arg("modelRIId"));
-        }
-        let n = runtime()?.model_number(m)?;
-        // SAFETY: the caller's contract.
-        unsafe { id.write(n) };
-        Ok(())
+        // SAFETY: `id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(id) }.write(|| null_arg("modelRIId"), || runtime()?.model_number(m))
     })
 }
 

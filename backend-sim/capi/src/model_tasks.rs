@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 use crate::errmsg::{CallError, param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::model_ri::aclmdlRI;
 use crate::runtime::model_tasks::{TaskParams, TaskType};
 use crate::session::runtime;
@@ -86,13 +86,14 @@ pub unsafe extern "C" fn aclmdlRIGetTasksByStream(
 pub unsafe extern "C" fn aclmdlRITaskGetType(task: aclmdlRITask, kind: *mut u32) -> aclError {
     api("aclmdlRITaskGetType", || {
         let t = task_arg(task)?;
-        if kind.is_null() {
-            return Err(param("type is NULL"));
-        }
-        let k = runtime()?.task_type(t)?;
-        // SAFETY: the caller's contract.
-        unsafe { kind.write(k as u32) };
-        Ok(())
+        // SAFETY: `kind` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(kind) }.write(
+            || param("type is NULL"),
+            || {
+                let k = runtime()?.task_type(t)?;
+                Ok(k as u32)
+            },
+        )
     })
 }
 
@@ -108,13 +109,8 @@ pub unsafe extern "C" fn aclmdlRITaskGetType(task: aclmdlRITask, kind: *mut u32)
 pub unsafe extern "C" fn aclmdlRITaskGetSeqId(task: aclmdlRITask, id: *mut u32) -> aclError {
     api("aclmdlRITaskGetSeqId", || {
         let t = task_arg(task)?;
-        if id.is_null() {
-            return Err(param("id is NULL"));
-        }
-        let n = runtime()?.task_seq_id(t)?;
-        // SAFETY: the caller's contract.
-        unsafe { id.write(n) };
-        Ok(())
+        // SAFETY: `id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(id) }.write(|| param("id is NULL"), || runtime()?.task_seq_id(t))
     })
 }
 
@@ -133,30 +129,31 @@ pub unsafe extern "C" fn aclmdlRITaskGetParams(
 ) -> aclError {
     api("aclmdlRITaskGetParams", || {
         let t = task_arg(task)?;
-        if params.is_null() {
-            return Err(param("params is NULL"));
-        }
-        let p = runtime()?.task_params(t)?;
-        let mut u = [0u64; 16];
-        match p {
-            TaskParams::Event { event, .. } => u[0] = event as u64,
-            TaskParams::ValueWrite { addr, value } => (u[0], u[1]) = (addr as u64, value),
-            TaskParams::ValueWait { addr, value, flag } => {
-                (u[0], u[1], u[2]) = (addr as u64, value, u64::from(flag));
-            }
-        }
-        let out = aclmdlRITaskParams {
-            kind: p.kind() as u32,
-            rsv0: [0; 3],
-            task_grp: std::ptr::null_mut(),
-            op_info_ptr: std::ptr::null_mut(),
-            op_info_size: 0,
-            rsv1: [0; 32],
-            u,
-        };
-        // SAFETY: the caller's contract.
-        unsafe { params.write(out) };
-        Ok(())
+        // SAFETY: `params` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(params) }.write(
+            || param("params is NULL"),
+            || {
+                let p = runtime()?.task_params(t)?;
+                let mut u = [0u64; 16];
+                match p {
+                    TaskParams::Event { event, .. } => u[0] = event as u64,
+                    TaskParams::ValueWrite { addr, value } => (u[0], u[1]) = (addr as u64, value),
+                    TaskParams::ValueWait { addr, value, flag } => {
+                        (u[0], u[1], u[2]) = (addr as u64, value, u64::from(flag));
+                    }
+                }
+                let out = aclmdlRITaskParams {
+                    kind: p.kind() as u32,
+                    rsv0: [0; 3],
+                    task_grp: std::ptr::null_mut(),
+                    op_info_ptr: std::ptr::null_mut(),
+                    op_info_size: 0,
+                    rsv1: [0; 32],
+                    u,
+                };
+                Ok(out)
+            },
+        )
     })
 }
 

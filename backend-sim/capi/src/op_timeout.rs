@@ -24,7 +24,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::errmsg::null_arg;
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::runtime;
 
 /// One kernel credit of the simulated scheduler, in nanoseconds.
@@ -92,15 +92,16 @@ pub unsafe extern "C" fn aclrtSetOpExecuteTimeOutV2(
     actual_timeout: *mut u64,
 ) -> aclError {
     api("aclrtSetOpExecuteTimeOutV2", || {
-        if actual_timeout.is_null() {
-            return Err(null_arg("actualTimeout"));
-        }
-        runtime()?.current_device()?;
-        keep(timeout);
-        let actual = (credits(timeout) * CREDIT_NS / 1000) as u64;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { actual_timeout.write_unaligned(actual) };
-        Ok(())
+        // SAFETY: `actual_timeout` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(actual_timeout) }.write(
+            || null_arg("actualTimeout"),
+            || {
+                runtime()?.current_device()?;
+                keep(timeout);
+                let actual = (credits(timeout) * CREDIT_NS / 1000) as u64;
+                Ok(actual)
+            },
+        )
     })
 }
 
@@ -115,18 +116,19 @@ pub unsafe extern "C" fn aclrtSetOpExecuteTimeOutV2(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetOpExecuteTimeout(timeout_ms: *mut u32) -> aclError {
     api("aclrtGetOpExecuteTimeout", || {
-        if timeout_ms.is_null() {
-            return Err(null_arg("timeoutMs"));
-        }
-        let c = if SET.load(Ordering::Acquire) {
-            credits(TIMEOUT_US.load(Ordering::Relaxed))
-        } else {
-            MAX_CREDITS
-        };
-        let ms = (c * CREDIT_NS).div_ceil(1_000_000) as u32;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { timeout_ms.write_unaligned(ms) };
-        Ok(())
+        // SAFETY: `timeout_ms` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(timeout_ms) }.write(
+            || null_arg("timeoutMs"),
+            || {
+                let c = if SET.load(Ordering::Acquire) {
+                    credits(TIMEOUT_US.load(Ordering::Relaxed))
+                } else {
+                    MAX_CREDITS
+                };
+                let ms = (c * CREDIT_NS).div_ceil(1_000_000) as u32;
+                Ok(ms)
+            },
+        )
     })
 }
 
@@ -141,13 +143,14 @@ pub unsafe extern "C" fn aclrtGetOpExecuteTimeout(timeout_ms: *mut u32) -> aclEr
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetOpTimeOutInterval(interval: *mut u64) -> aclError {
     api("aclrtGetOpTimeOutInterval", || {
-        if interval.is_null() {
-            return Err(null_arg("interval"));
-        }
-        runtime()?.current_device()?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { interval.write_unaligned((CREDIT_NS / 1000) as u64) };
-        Ok(())
+        // SAFETY: `interval` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(interval) }.write(
+            || null_arg("interval"),
+            || {
+                runtime()?.current_device()?;
+                Ok((CREDIT_NS / 1000) as u64)
+            },
+        )
     })
 }
 

@@ -24,7 +24,7 @@ use acl_notify_sim::mem::MemcpyKind;
 use acl_notify_sim::mem::overflow::{AREA, STATUS};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::session::runtime;
 
 /// The runtime's checks of a query's output (107000 each).
@@ -158,17 +158,18 @@ pub extern "C" fn aclrtNpuClearFloatOverFlowStatus(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCtxGetFloatOverflowAddr(addr: *mut *mut c_void) -> aclError {
     api("aclrtCtxGetFloatOverflowAddr", || {
-        if addr.is_null() {
-            return Err(param("`overflowAddr` is NULL"));
-        }
-        let rt = runtime()?;
-        let (device, _) = rt.current()?;
-        let a = rt
-            .backend()
-            .overflow_addr(device)
-            .map_err(CallError::backend)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { addr.write_unaligned(std::ptr::with_exposed_provenance_mut(a)) };
-        Ok(())
+        // SAFETY: `addr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(addr) }.write(
+            || param("`overflowAddr` is NULL"),
+            || {
+                let rt = runtime()?;
+                let (device, _) = rt.current()?;
+                let a = rt
+                    .backend()
+                    .overflow_addr(device)
+                    .map_err(CallError::backend)?;
+                Ok(std::ptr::with_exposed_provenance_mut(a))
+            },
+        )
     })
 }

@@ -30,7 +30,7 @@ use acl_notify_core::{Error, Feature};
 use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{self, CallError, null_arg};
-use crate::ffi::{aclError, aclrtStream, api, to_ptr};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::session::runtime;
 
 /// `aclrtStreamConfigHandle` (the header's layout).
@@ -195,26 +195,27 @@ pub unsafe extern "C" fn aclrtCreateStreamV2(
 ) -> aclError {
     api("aclrtCreateStreamV2", || {
         require()?;
-        if stream.is_null() {
-            return Err(null_arg("stream"));
-        }
-        let (priority, flag) = if handle.is_null() {
-            (0, 0)
-        } else {
-            check_live(handle)?;
-            // SAFETY: a live object of ours (checked).
-            let h = unsafe { &*handle };
-            (h.priority, h.flag)
-        };
-        let flag = u32::try_from(flag).map_err(|_| {
-            errmsg::param(format!(
-                "flag {flag:#x} has bits no ACL_STREAM_* flag defines"
-            ))
-        })?;
-        let h = runtime()?.create_stream_with_config(priority, flag)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { stream.write_unaligned(to_ptr(h)) };
-        Ok(())
+        // SAFETY: `stream` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(stream) }.handle(
+            || null_arg("stream"),
+            || {
+                let (priority, flag) = if handle.is_null() {
+                    (0, 0)
+                } else {
+                    check_live(handle)?;
+                    // SAFETY: a live object of ours (checked).
+                    let h = unsafe { &*handle };
+                    (h.priority, h.flag)
+                };
+                let flag = u32::try_from(flag).map_err(|_| {
+                    errmsg::param(format!(
+                        "flag {flag:#x} has bits no ACL_STREAM_* flag defines"
+                    ))
+                })?;
+                let h = runtime()?.create_stream_with_config(priority, flag)?;
+                Ok(h)
+            },
+        )
     })
 }
 

@@ -18,7 +18,7 @@
 use acl_notify_core::{Backend, Error};
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::with_runtime;
 
 /// `aclError aclrtGetStreamAvailableNum(uint32_t *streamCount)`: how many more streams may be
@@ -32,23 +32,24 @@ use crate::session::with_runtime;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetStreamAvailableNum(stream_count: *mut u32) -> aclError {
     api("aclrtGetStreamAvailableNum", || {
-        if stream_count.is_null() {
-            return Err(null_arg("streamCount"));
-        }
-        let n = with_runtime(|rt| {
-            rt.streams_available()?.ok_or_else(|| {
-                CallError::new(
-                    Error::FeatureNotSupport,
-                    format!(
-                        "{} has no stream count (CANN's stream chapter lists \
+        // SAFETY: `stream_count` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(stream_count) }.write(
+            || null_arg("streamCount"),
+            || {
+                let n = with_runtime(|rt| {
+                    rt.streams_available()?.ok_or_else(|| {
+                        CallError::new(
+                            Error::FeatureNotSupport,
+                            format!(
+                                "{} has no stream count (CANN's stream chapter lists \
                          aclrtGetStreamAvailableNum as unsupported on it)",
-                        rt.backend().soc()
-                    ),
-                )
-            })
-        })?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { stream_count.write_unaligned(n) };
-        Ok(())
+                                rt.backend().soc()
+                            ),
+                        )
+                    })
+                })?;
+                Ok(n)
+            },
+        )
     })
 }

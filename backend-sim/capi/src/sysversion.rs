@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use acl_notify_core::Error;
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 
 /// `ACL_PKG_VERSION_MAX_SIZE`: the size of the caller's `versionStr` buffer, NUL included.
 const VERSION_MAX: usize = 128;
@@ -230,18 +230,19 @@ pub unsafe extern "C" fn aclsysGetVersionNum(
     version_num: *mut i32,
 ) -> aclError {
     api("aclsysGetVersionNum", || {
-        if version_num.is_null() {
-            return Err(null_arg("versionNum"));
-        }
-        if pkg_name.is_null() {
-            return Err(null_arg("pkgName"));
-        }
-        // SAFETY: non-NULL; the caller's contract.
-        let v = package_version(&unsafe { package_name(pkg_name) })?;
-        let n = version_number(&v)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { version_num.write_unaligned(n) };
-        Ok(())
+        // SAFETY: `version_num` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(version_num) }.write(
+            || null_arg("versionNum"),
+            || {
+                if pkg_name.is_null() {
+                    return Err(null_arg("pkgName"));
+                }
+                // SAFETY: non-NULL; the caller's contract.
+                let v = package_version(&unsafe { package_name(pkg_name) })?;
+                let n = version_number(&v)?;
+                Ok(n)
+            },
+        )
     })
 }
 

@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 use crate::errmsg::null_arg;
-use crate::ffi::{aclError, aclrtStream, api, handle_out};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::model_ri::stream_arg;
 use crate::session::runtime;
 
@@ -41,14 +41,8 @@ pub unsafe extern "C" fn aclmdlRICaptureTaskGrpEnd(
 ) -> aclError {
     api("aclmdlRICaptureTaskGrpEnd", || {
         let s = stream_arg(stream)?;
-        // SAFETY: the caller's contract.
-        unsafe {
-            handle_out(
-                handle,
-                || null_arg("handle"),
-                || runtime()?.task_group_end(s),
-            )
-        }
+        // SAFETY: `handle` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(handle) }.handle(|| null_arg("handle"), || runtime()?.task_group_end(s))
     })
 }
 

@@ -17,7 +17,7 @@ use acl_notify_sim::mem::vmm::{Access, AccessLoc, PageSize, PhysMem, Props, has_
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::ipc_args::whitelist_pids;
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::handle::not_live;
 use crate::runtime::Runtime;
 use crate::session::runtime;
@@ -231,33 +231,34 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
         if prop.is_null() {
             return Err(null_arg("prop"));
         }
-        if granularity.is_null() {
-            return Err(null_arg("granularity"));
-        }
-        // SAFETY: non-NULL, readable by the caller's contract.
-        let p = unsafe { prop_at(prop) };
-        let page = attr_checks(&p)?;
-        let rt = runtime()?;
-        rt.backend()
-            .require_vmm("querying the allocation granularity")
-            .map_err(backend)?;
-        let (device, page) = device_page(&rt, &p, page)?;
-        if option > 1 {
-            return Err(CallError::new(
-                Error::ParamInvalid,
-                format!(
-                    "option {option}: expected ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM (0) or \
+        // SAFETY: `granularity` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(granularity) }.write(
+            || null_arg("granularity"),
+            || {
+                // SAFETY: non-NULL, readable by the caller's contract.
+                let p = unsafe { prop_at(prop) };
+                let page = attr_checks(&p)?;
+                let rt = runtime()?;
+                rt.backend()
+                    .require_vmm("querying the allocation granularity")
+                    .map_err(backend)?;
+                let (device, page) = device_page(&rt, &p, page)?;
+                if option > 1 {
+                    return Err(CallError::new(
+                        Error::ParamInvalid,
+                        format!(
+                            "option {option}: expected ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM (0) or \
                      _RECOMMENDED (1)"
-                ),
-            ));
-        }
-        let g = rt
-            .backend()
-            .vmm_granularity(device, page.granule)
-            .map_err(backend)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { granularity.write_unaligned(g as usize) };
-        Ok(())
+                        ),
+                    ));
+                }
+                let g = rt
+                    .backend()
+                    .vmm_granularity(device, page.granule)
+                    .map_err(backend)?;
+                Ok(g as usize)
+            },
+        )
     })
 }
 
@@ -460,27 +461,28 @@ unsafe fn reserve(
     flags: u64,
 ) -> aclError {
     api(name, || {
-        if vir_ptr.is_null() {
-            return Err(null_arg("virPtr"));
-        }
-        if size == 0 {
-            return Err(CallError::new(Error::InvalidParam, "size is 0"));
-        }
-        if flags > 1 {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!("flags {flags:#x}: expected 0"),
-            ));
-        }
-        let rt = runtime()?;
-        let expect = (!expect_ptr.is_null()).then(|| expect_ptr.addr());
-        let va = rt
-            .backend()
-            .vmm_reserve(size, alignment, expect)
-            .map_err(backend)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { vir_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(va)) };
-        Ok(())
+        // SAFETY: `vir_ptr` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(vir_ptr) }.write(
+            || null_arg("virPtr"),
+            || {
+                if size == 0 {
+                    return Err(CallError::new(Error::InvalidParam, "size is 0"));
+                }
+                if flags > 1 {
+                    return Err(CallError::new(
+                        Error::InvalidParam,
+                        format!("flags {flags:#x}: expected 0"),
+                    ));
+                }
+                let rt = runtime()?;
+                let expect = (!expect_ptr.is_null()).then(|| expect_ptr.addr());
+                let va = rt
+                    .backend()
+                    .vmm_reserve(size, alignment, expect)
+                    .map_err(backend)?;
+                Ok(std::ptr::with_exposed_provenance_mut(va))
+            },
+        )
     })
 }
 
@@ -620,13 +622,11 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandle(
                 format!("handleType {handle_type}: only ACL_MEM_HANDLE_TYPE_NONE (0)"),
             ));
         }
-        if shareable_handle.is_null() {
-            return Err(null_arg("shareableHandle"));
-        }
-        let s = export(handle, flags, |_| Ok(()), Sim::vmm_export)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { shareable_handle.write_unaligned(s) };
-        Ok(())
+        // SAFETY: `shareable_handle` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(shareable_handle) }.write(
+            || null_arg("shareableHandle"),
+            || export(handle, flags, |_| Ok(()), Sim::vmm_export),
+        )
     })
 }
 
@@ -777,23 +777,24 @@ pub unsafe extern "C" fn aclrtMemGetAllocationPropertiesFromHandle(
         if handle.is_null() {
             return Err(null_arg("handle"));
         }
-        if prop.is_null() {
-            return Err(null_arg("prop"));
-        }
-        let rt = runtime()?;
-        let h = phys(&rt, handle)?;
-        let (device, _, props) = rt.backend().vmm_properties(h).map_err(backend)?;
-        let p = PhysicalMemProp {
-            handle_type: 0,
-            allocation_type: 0,
-            mem_attr: attr_back(props),
-            location_id: device,
-            location_type: LOCATION_DEVICE,
-            reserve: 0,
-        };
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { prop.write_unaligned(p) };
-        Ok(())
+        // SAFETY: `prop` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(prop) }.write(
+            || null_arg("prop"),
+            || {
+                let rt = runtime()?;
+                let h = phys(&rt, handle)?;
+                let (device, _, props) = rt.backend().vmm_properties(h).map_err(backend)?;
+                let p = PhysicalMemProp {
+                    handle_type: 0,
+                    allocation_type: 0,
+                    mem_attr: attr_back(props),
+                    location_id: device,
+                    location_type: LOCATION_DEVICE,
+                    reserve: 0,
+                };
+                Ok(p)
+            },
+        )
     })
 }
 
@@ -968,23 +969,24 @@ pub unsafe extern "C" fn aclrtMemGetAccess(
         if location_ptr.is_null() {
             return Err(null_arg("location"));
         }
-        if flag.is_null() {
-            return Err(null_arg("flag"));
-        }
-        let rt = runtime()?;
-        rt.backend()
-            .require_vmm("aclrtMemGetAccess")
-            .map_err(backend)?;
-        // SAFETY: non-NULL, readable by the caller's contract.
-        let loc = location(unsafe { location_ptr.read_unaligned() }, "location")?;
-        let got = rt
-            .backend()
-            .vmm_get_access(vir_ptr.addr(), loc)
-            .map_err(backend)?;
-        let v = got.map_or(NO_ACCESS_SET, |a| a as u64);
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { flag.write_unaligned(v) };
-        Ok(())
+        // SAFETY: `flag` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(flag) }.write(
+            || null_arg("flag"),
+            || {
+                let rt = runtime()?;
+                rt.backend()
+                    .require_vmm("aclrtMemGetAccess")
+                    .map_err(backend)?;
+                // SAFETY: non-NULL, readable by the caller's contract.
+                let loc = location(unsafe { location_ptr.read_unaligned() }, "location")?;
+                let got = rt
+                    .backend()
+                    .vmm_get_access(vir_ptr.addr(), loc)
+                    .map_err(backend)?;
+                let v = got.map_or(NO_ACCESS_SET, |a| a as u64);
+                Ok(v)
+            },
+        )
     })
 }
 

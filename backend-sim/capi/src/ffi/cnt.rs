@@ -3,8 +3,8 @@
 use acl_notify_core::{CntRecord, CntWait};
 
 use super::{
-    aclError, aclrtCntNotify, aclrtCntNotifyRecordInfo, aclrtCntNotifyWaitInfo, aclrtStream, api,
-    handle, to_ptr,
+    Out, aclError, aclrtCntNotify, aclrtCntNotifyRecordInfo, aclrtCntNotifyWaitInfo, aclrtStream,
+    api, handle,
 };
 use crate::errmsg::{CallError, null_arg, param};
 use crate::session::runtime;
@@ -33,16 +33,17 @@ pub unsafe extern "C" fn aclrtCntNotifyCreate(
     flag: u64,
 ) -> aclError {
     api("aclrtCntNotifyCreate", || {
-        if cnt_notify.is_null() {
-            return Err(cnt_null("cntNotify"));
-        }
-        if flag != 0 {
-            return Err(param(format!("flag {flag:#x} must be 0 (reserved)")));
-        }
-        let h = runtime()?.cnt_create()?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { cnt_notify.write_unaligned(to_ptr(h)) };
-        Ok(())
+        // SAFETY: `cnt_notify` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(cnt_notify) }.handle(
+            || cnt_null("cntNotify"),
+            || {
+                if flag != 0 {
+                    return Err(param(format!("flag {flag:#x} must be 0 (reserved)")));
+                }
+                let h = runtime()?.cnt_create()?;
+                Ok(h)
+            },
+        )
     })
 }
 
@@ -170,12 +171,10 @@ pub unsafe extern "C" fn aclrtCntNotifyGetId(
         if cnt_notify.is_null() {
             return Err(cnt_null("cntNotify"));
         }
-        if notify_id.is_null() {
-            return Err(cnt_null("notifyId"));
-        }
-        let id = runtime()?.cnt_id(handle(cnt_notify))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { notify_id.write_unaligned(id) };
-        Ok(())
+        // SAFETY: `notify_id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(notify_id) }.write(
+            || cnt_null("notifyId"),
+            || runtime()?.cnt_id(handle(cnt_notify)),
+        )
     })
 }

@@ -7,7 +7,7 @@ use std::panic::catch_unwind;
 
 use acl_notify_core::{Backend, Error};
 
-use super::{aclError, api, api_ptr};
+use super::{Out, aclError, api, api_ptr};
 use crate::device_platform::{
     ATTR_DEVICE_FORM_FACTOR, ATTR_HD_CONNECT_TYPE, ATTR_NPU_ARCH, platform_attr,
 };
@@ -69,13 +69,8 @@ pub extern "C" fn aclrtSetDevice(device_id: i32) -> aclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetDevice(device_id: *mut i32) -> aclError {
     api("aclrtGetDevice", || {
-        if device_id.is_null() {
-            return Err(null_arg("deviceId"));
-        }
-        let d = runtime()?.get_device()?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { device_id.write_unaligned(d) };
-        Ok(())
+        // SAFETY: `device_id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(device_id) }.write(|| null_arg("deviceId"), || runtime()?.get_device())
     })
 }
 
@@ -111,13 +106,14 @@ pub extern "C" fn aclrtResetDeviceForce(device_id: i32) -> aclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
     api("aclrtGetDeviceCount", || {
-        if count.is_null() {
-            return Err(null_arg("count"));
-        }
-        let n = runtime()?.backend().device_count();
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { count.write_unaligned(n) };
-        Ok(())
+        // SAFETY: `count` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(count) }.write(
+            || null_arg("count"),
+            || {
+                let n = runtime()?.backend().device_count();
+                Ok(n)
+            },
+        )
     })
 }
 
@@ -159,38 +155,39 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
     value: *mut i64,
 ) -> aclError {
     api("aclrtGetDeviceInfo", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        let v = with_runtime(|rt| {
-            let dev = rt.device_id(device_id)?;
-            Ok(match attr {
-                ATTR_AICPU_CORE_NUM | ATTR_AICORE_CORE_NUM | ATTR_CUBE_CORE_NUM
-                | ATTR_VECTOR_CORE_NUM => i64::from(core_count(rt.backend().chip(), attr)?),
-                ATTR_PHY_CHIP_ID => i64::from(dev),
-                ATTR_SUPER_POD_DEVICE_ID | ATTR_SUPER_POD_SERVER_ID => {
-                    i64::from(rt.backend().server_id())
-                }
-                ATTR_SUPER_POD_ID => 0,
-                ATTR_HD_CONNECT_TYPE | ATTR_DEVICE_FORM_FACTOR | ATTR_NPU_ARCH => {
-                    platform_attr(rt.backend().chip(), attr)?
-                }
-                other => {
-                    return Err(CallError::new(
-                        Error::FeatureNotSupport,
-                        format!(
-                            "device attribute {other} is not modelled by the simulator (it \
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(
+            || null_arg("value"),
+            || {
+                let v = with_runtime(|rt| {
+                    let dev = rt.device_id(device_id)?;
+                    Ok(match attr {
+                        ATTR_AICPU_CORE_NUM | ATTR_AICORE_CORE_NUM | ATTR_CUBE_CORE_NUM
+                        | ATTR_VECTOR_CORE_NUM => i64::from(core_count(rt.backend().chip(), attr)?),
+                        ATTR_PHY_CHIP_ID => i64::from(dev),
+                        ATTR_SUPER_POD_DEVICE_ID | ATTR_SUPER_POD_SERVER_ID => {
+                            i64::from(rt.backend().server_id())
+                        }
+                        ATTR_SUPER_POD_ID => 0,
+                        ATTR_HD_CONNECT_TYPE | ATTR_DEVICE_FORM_FACTOR | ATTR_NPU_ARCH => {
+                            platform_attr(rt.backend().chip(), attr)?
+                        }
+                        other => {
+                            return Err(CallError::new(
+                                Error::FeatureNotSupport,
+                                format!(
+                                    "device attribute {other} is not modelled by the simulator (it \
                              answers 1, 101, 102 and 201: the cores; 402, 403, 404 and 405: \
                              chip id, SuperPOD device id, server id, SuperPOD id; 408, 409 and \
                              601: host link, form factor, NPU architecture)"
-                        ),
-                    ));
-                }
-            })
-        })?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { value.write_unaligned(v) };
-        Ok(())
+                                ),
+                            ));
+                        }
+                    })
+                })?;
+                Ok(v)
+            },
+        )
     })
 }
 
@@ -251,13 +248,14 @@ pub unsafe extern "C" fn aclrtDeviceCanAccessPeer(
     peer_device_id: i32,
 ) -> aclError {
     api("aclrtDeviceCanAccessPeer", || {
-        if can_access_peer.is_null() {
-            return Err(null_arg("canAccessPeer"));
-        }
-        let yes = runtime()?.can_access_peer(device_id, peer_device_id)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { can_access_peer.write_unaligned(i32::from(yes)) };
-        Ok(())
+        // SAFETY: `can_access_peer` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(can_access_peer) }.write(
+            || null_arg("canAccessPeer"),
+            || {
+                let yes = runtime()?.can_access_peer(device_id, peer_device_id)?;
+                Ok(i32::from(yes))
+            },
+        )
     })
 }
 
@@ -300,16 +298,17 @@ pub extern "C" fn aclrtDeviceDisablePeerAccess(peer_device_id: i32) -> aclError 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDeviceGetBareTgid(pid: *mut i32) -> aclError {
     api("aclrtDeviceGetBareTgid", || {
-        if pid.is_null() {
-            return Err(null_arg("pid"));
-        }
-        let me = match session::existing_runtime() {
-            Some(rt) => rt.backend().bare_tgid(),
-            None => std::process::id() as i32,
-        };
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { pid.write_unaligned(me) };
-        Ok(())
+        // SAFETY: `pid` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(pid) }.write(
+            || null_arg("pid"),
+            || {
+                let me = match session::existing_runtime() {
+                    Some(rt) => rt.backend().bare_tgid(),
+                    None => std::process::id() as i32,
+                };
+                Ok(me)
+            },
+        )
     })
 }
 
@@ -328,12 +327,8 @@ const ACL_HOST: u32 = 1;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetRunMode(run_mode: *mut u32) -> aclError {
     api("aclrtGetRunMode", || {
-        if run_mode.is_null() {
-            return Err(null_arg("runMode"));
-        }
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { run_mode.write_unaligned(ACL_HOST) };
-        Ok(())
+        // SAFETY: `run_mode` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(run_mode) }.write(|| null_arg("runMode"), || Ok(ACL_HOST))
     })
 }
 

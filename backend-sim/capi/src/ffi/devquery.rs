@@ -3,7 +3,7 @@
 //! `aclrtDeviceGetUuid`, `aclrtDevicePeerAccessStatus` and the saturation mode. Each checks
 //! its output pointers first (100000), as CANN's ACL layer does.
 
-use super::{aclError, api};
+use super::{Out, aclError, api};
 use crate::errmsg::{CallError, null_arg};
 use crate::runtime::devquery::IdKind;
 use crate::session::with_runtime;
@@ -50,13 +50,11 @@ pub unsafe extern "C" fn aclrtDeviceGetStreamPriorityRange(
 /// `out` is NULL or valid for writing an `int32_t`.
 unsafe fn map_id(call: &str, id: i32, from: IdKind, out: *mut i32, out_name: &str) -> aclError {
     api(call, || {
-        if out.is_null() {
-            return Err(null_arg(out_name));
-        }
-        let v = with_runtime(|rt| rt.map_device_id(id, from))?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { put(out, v) };
-        Ok(())
+        // SAFETY: `out` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(out) }.write(
+            || null_arg(out_name),
+            || with_runtime(|rt| rt.map_device_id(id, from)),
+        )
     })
 }
 
@@ -215,19 +213,20 @@ pub unsafe extern "C" fn aclrtGetPrimaryCtxState(
     active: *mut i32,
 ) -> aclError {
     api("aclrtGetPrimaryCtxState", || {
-        if active.is_null() {
-            return Err(null_arg("active"));
-        }
-        if !flags.is_null() {
-            return Err(CallError::new(
-                acl_notify_core::Error::InvalidParam,
-                "`flags` is reserved and must be NULL",
-            ));
-        }
-        let on = with_runtime(|rt| rt.primary_ctx_active(device_id))?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { put(active, i32::from(on)) };
-        Ok(())
+        // SAFETY: `active` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(active) }.write(
+            || null_arg("active"),
+            || {
+                if !flags.is_null() {
+                    return Err(CallError::new(
+                        acl_notify_core::Error::InvalidParam,
+                        "`flags` is reserved and must be NULL",
+                    ));
+                }
+                let on = with_runtime(|rt| rt.primary_ctx_active(device_id))?;
+                Ok(i32::from(on))
+            },
+        )
     })
 }
 
@@ -245,13 +244,11 @@ pub unsafe extern "C" fn aclrtQueryDeviceStatus(
     device_status: *mut i32,
 ) -> aclError {
     api("aclrtQueryDeviceStatus", || {
-        if device_status.is_null() {
-            return Err(null_arg("deviceStatus"));
-        }
-        let s = with_runtime(|rt| rt.device_status(device_id))?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { put(device_status, s) };
-        Ok(())
+        // SAFETY: `device_status` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(device_status) }.write(
+            || null_arg("deviceStatus"),
+            || with_runtime(|rt| rt.device_status(device_id)),
+        )
     })
 }
 
@@ -266,13 +263,11 @@ pub unsafe extern "C" fn aclrtQueryDeviceStatus(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDeviceGetUuid(device_id: i32, uuid: *mut [u8; 16]) -> aclError {
     api("aclrtDeviceGetUuid", || {
-        if uuid.is_null() {
-            return Err(null_arg("uuid"));
-        }
-        let u = with_runtime(|rt| rt.device_uuid(device_id))?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { put(uuid, u) };
-        Ok(())
+        // SAFETY: `uuid` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(uuid) }.write(
+            || null_arg("uuid"),
+            || with_runtime(|rt| rt.device_uuid(device_id)),
+        )
     })
 }
 
@@ -291,13 +286,14 @@ pub unsafe extern "C" fn aclrtDevicePeerAccessStatus(
     status: *mut i32,
 ) -> aclError {
     api("aclrtDevicePeerAccessStatus", || {
-        if status.is_null() {
-            return Err(null_arg("status"));
-        }
-        let on = with_runtime(|rt| rt.peer_access_status(device_id, peer_device_id))?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { put(status, i32::from(on)) };
-        Ok(())
+        // SAFETY: `status` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(status) }.write(
+            || null_arg("status"),
+            || {
+                let on = with_runtime(|rt| rt.peer_access_status(device_id, peer_device_id))?;
+                Ok(i32::from(on))
+            },
+        )
     })
 }
 
@@ -311,13 +307,14 @@ pub unsafe extern "C" fn aclrtDevicePeerAccessStatus(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetDeviceSatMode(mode: *mut i32) -> aclError {
     api("aclrtGetDeviceSatMode", || {
-        if mode.is_null() {
-            return Err(null_arg("mode"));
-        }
-        let m = with_runtime(|rt| Ok(rt.sat_mode()))?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { put(mode, m as i32) };
-        Ok(())
+        // SAFETY: `mode` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(mode) }.write(
+            || null_arg("mode"),
+            || {
+                let m = with_runtime(|rt| Ok(rt.sat_mode()))?;
+                Ok(m as i32)
+            },
+        )
     })
 }
 

@@ -3,7 +3,7 @@
 
 use acl_notify_core::Backend;
 
-use super::{aclError, aclrtNotify, api, handle};
+use super::{Out, aclError, aclrtNotify, api, handle};
 use crate::errmsg::null_arg;
 use crate::session::runtime;
 
@@ -41,13 +41,14 @@ pub unsafe extern "C" fn aclnsimNotifyTryConsume(
         if notify.is_null() {
             return Err(null_arg("notify"));
         }
-        if consumed.is_null() {
-            return Err(null_arg("consumed"));
-        }
-        let yes = runtime()?.try_consume(handle(notify))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { consumed.write_unaligned(i32::from(yes)) };
-        Ok(())
+        // SAFETY: `consumed` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(consumed) }.write(
+            || null_arg("consumed"),
+            || {
+                let yes = runtime()?.try_consume(handle(notify))?;
+                Ok(i32::from(yes))
+            },
+        )
     })
 }
 
@@ -98,13 +99,9 @@ pub unsafe extern "C" fn aclnsimNotifyGetMergedRecords(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclnsimGetNotifyFreeCount(device_id: i32, count: *mut u32) -> aclError {
     api("aclnsimGetNotifyFreeCount", || {
-        if count.is_null() {
-            return Err(null_arg("count"));
-        }
-        let n = runtime()?.notifies_free(device_id)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { count.write_unaligned(n) };
-        Ok(())
+        // SAFETY: `count` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(count) }
+            .write(|| null_arg("count"), || runtime()?.notifies_free(device_id))
     })
 }
 
@@ -119,13 +116,11 @@ pub unsafe extern "C" fn aclnsimGetNotifyFreeCount(device_id: i32, count: *mut u
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclnsimGetCntNotifyFreeCount(device_id: i32, count: *mut u32) -> aclError {
     api("aclnsimGetCntNotifyFreeCount", || {
-        if count.is_null() {
-            return Err(null_arg("count"));
-        }
-        let n = runtime()?.cnt_notifies_free(device_id)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { count.write_unaligned(n) };
-        Ok(())
+        // SAFETY: `count` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(count) }.write(
+            || null_arg("count"),
+            || runtime()?.cnt_notifies_free(device_id),
+        )
     })
 }
 
@@ -140,12 +135,13 @@ pub unsafe extern "C" fn aclnsimGetCntNotifyFreeCount(device_id: i32, count: *mu
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclnsimGetServerId(server_id: *mut u32) -> aclError {
     api("aclnsimGetServerId", || {
-        if server_id.is_null() {
-            return Err(null_arg("serverId"));
-        }
-        let id = runtime()?.backend().server_id();
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { server_id.write_unaligned(id) };
-        Ok(())
+        // SAFETY: `server_id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(server_id) }.write(
+            || null_arg("serverId"),
+            || {
+                let id = runtime()?.backend().server_id();
+                Ok(id)
+            },
+        )
     })
 }

@@ -123,24 +123,51 @@ pub(crate) fn to_ptr(h: usize) -> *mut c_void {
     std::ptr::without_provenance_mut(h)
 }
 
-/// The end of a call that hands out a new handle: `null()` if `out` is NULL, checked before
-/// `make` runs; else the handle `make` gives, written to `*out`.
-///
-/// # Safety
-///
-/// `out` is NULL or writable.
-pub(crate) unsafe fn handle_out(
-    out: *mut *mut c_void,
-    null: impl FnOnce() -> CallError,
-    make: impl FnOnce() -> Result<usize, CallError>,
-) -> Result<(), CallError> {
-    if out.is_null() {
-        return Err(null());
+/// A C out-parameter: a pointer the caller promised to be NULL or writable. The promise is
+/// made once, unsafely, by [`Out::new`]; [`Out::write`] then checks and writes it, so that a
+/// call's own checks and work (in `make`) stay outside the `unsafe` block.
+pub(crate) struct Out<T>(*mut T);
+
+impl<T> Out<T> {
+    /// # Safety
+    ///
+    /// `p` is NULL or valid for writing a `T` until the call returns.
+    #[inline(always)]
+    pub(crate) unsafe fn new(p: *mut T) -> Out<T> {
+        Out(p)
     }
-    let h = make()?;
-    // SAFETY: not NULL, writable by the caller's contract.
-    unsafe { out.write(to_ptr(h)) };
-    Ok(())
+
+    /// The end of a call that writes this out-parameter: `null()` if it is NULL, checked
+    /// before `make` runs (the call's checks before this one come first, those in `make`
+    /// after it: each call keeps CANN's order); else the value `make` gives, written
+    /// (unaligned: C memory). Nothing is written if `make` fails.
+    #[inline(always)]
+    pub(crate) fn write(
+        self,
+        null: impl FnOnce() -> CallError,
+        make: impl FnOnce() -> Result<T, CallError>,
+    ) -> Result<(), CallError> {
+        if self.0.is_null() {
+            return Err(null());
+        }
+        let v = make()?;
+        // SAFETY: not NULL, and writable by `new`'s contract.
+        unsafe { self.0.write_unaligned(v) };
+        Ok(())
+    }
+}
+
+impl Out<*mut c_void> {
+    /// [`write`](Self::write) for a call that hands out a new handle: the handle `make`
+    /// gives, as a pointer.
+    #[inline(always)]
+    pub(crate) fn handle(
+        self,
+        null: impl FnOnce() -> CallError,
+        make: impl FnOnce() -> Result<usize, CallError>,
+    ) -> Result<(), CallError> {
+        self.write(null, || make().map(to_ptr))
+    }
 }
 
 mod cnt;

@@ -6,7 +6,7 @@ use std::ffi::c_char;
 use acl_notify_core::{CreateFlags, ServerPid};
 
 use super::ipc_args::{ServerPids, key_text, pids_at, write_key};
-use super::{aclError, aclrtNotify, aclrtServerPid, aclrtStream, api, handle, to_ptr};
+use super::{Out, aclError, aclrtNotify, aclrtServerPid, aclrtStream, api, handle};
 use crate::errmsg::{CallError, null_arg, param};
 use crate::session::{runtime, with_runtime};
 
@@ -20,10 +20,11 @@ use crate::session::{runtime, with_runtime};
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateNotify(notify: *mut aclrtNotify, flag: u64) -> aclError {
     api("aclrtCreateNotify", || {
-        if notify.is_null() {
-            return Err(null_arg("notify"));
-        }
-        let flags = CreateFlags::from_raw(flag).map_err(|e| {
+        // SAFETY: `notify` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(notify) }.handle(
+            || null_arg("notify"),
+            || {
+                let flags = CreateFlags::from_raw(flag).map_err(|e| {
             CallError::new(
                 e,
                 format!(
@@ -31,10 +32,10 @@ pub unsafe extern "C" fn aclrtCreateNotify(notify: *mut aclrtNotify, flag: u64) 
                 ),
             )
         })?;
-        let h = with_runtime(|rt| rt.create_notify(flags))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { notify.write_unaligned(to_ptr(h)) };
-        Ok(())
+                let h = with_runtime(|rt| rt.create_notify(flags))?;
+                Ok(h)
+            },
+        )
     })
 }
 
@@ -94,13 +95,11 @@ pub unsafe extern "C" fn aclrtGetNotifyId(notify: aclrtNotify, notify_id: *mut u
         if notify.is_null() {
             return Err(null_arg("notify"));
         }
-        if notify_id.is_null() {
-            return Err(null_arg("notifyId"));
-        }
-        let id = with_runtime(|rt| rt.notify_id(handle(notify)))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { notify_id.write_unaligned(id) };
-        Ok(())
+        // SAFETY: `notify_id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(notify_id) }.write(
+            || null_arg("notifyId"),
+            || with_runtime(|rt| rt.notify_id(handle(notify))),
+        )
     })
 }
 
@@ -239,17 +238,18 @@ pub unsafe extern "C" fn aclrtNotifyImportByKey(
     flags: u64,
 ) -> aclError {
     api("aclrtNotifyImportByKey", || {
-        if notify.is_null() {
-            return Err(null_arg("notify"));
-        }
-        if key.is_null() {
-            return Err(null_arg("key"));
-        }
-        // SAFETY: non-NULL, and the caller guarantees a NUL-terminated string.
-        let text = unsafe { key_text(key) };
-        let h = with_runtime(|rt| rt.import_by_key(text, flags))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { notify.write_unaligned(to_ptr(h)) };
-        Ok(())
+        // SAFETY: `notify` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(notify) }.handle(
+            || null_arg("notify"),
+            || {
+                if key.is_null() {
+                    return Err(null_arg("key"));
+                }
+                // SAFETY: non-NULL, and the caller guarantees a NUL-terminated string.
+                let text = unsafe { key_text(key) };
+                let h = with_runtime(|rt| rt.import_by_key(text, flags))?;
+                Ok(h)
+            },
+        )
     })
 }

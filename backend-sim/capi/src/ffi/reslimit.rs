@@ -5,7 +5,7 @@
 
 use std::ffi::c_int;
 
-use super::{aclError, aclrtStream, api, handle};
+use super::{Out, aclError, aclrtStream, api, handle};
 use crate::errmsg::{CallError, null_arg};
 use crate::session::runtime;
 
@@ -20,13 +20,8 @@ unsafe fn answer(
     get: impl FnOnce() -> Result<u32, CallError>,
 ) -> aclError {
     api(name, || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        let v = get()?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { value.write_unaligned(v) };
-        Ok(())
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(|| null_arg("value"), get)
     })
 }
 

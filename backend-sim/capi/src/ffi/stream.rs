@@ -6,7 +6,7 @@ use std::ffi::{c_int, c_void};
 
 use acl_notify_core::{StreamDestroy, StreamStatus, SyncWait};
 
-use super::{aclError, aclrtHostFunc, aclrtStream, api, handle, to_ptr};
+use super::{Out, aclError, aclrtHostFunc, aclrtStream, api, handle};
 use crate::errmsg::{null_arg, param};
 use crate::runtime::AttrValue;
 use crate::session::runtime;
@@ -21,13 +21,8 @@ use crate::session::runtime;
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError {
     api("aclrtCreateStream", || {
-        if stream.is_null() {
-            return Err(null_arg("stream"));
-        }
-        let h = runtime()?.create_stream()?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { stream.write_unaligned(to_ptr(h)) };
-        Ok(())
+        // SAFETY: `stream` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(stream) }.handle(|| null_arg("stream"), || runtime()?.create_stream())
     })
 }
 
@@ -91,17 +86,18 @@ pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: aclrtStream, timeout
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamQuery(stream: aclrtStream, status: *mut c_int) -> aclError {
     api("aclrtStreamQuery", || {
-        if status.is_null() {
-            return Err(null_arg("status"));
-        }
-        let s = runtime()?.query(handle(stream))?;
-        let v = match s {
-            StreamStatus::Complete => 0,
-            StreamStatus::NotReady => 1,
-        };
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { status.write_unaligned(v) };
-        Ok(())
+        // SAFETY: `status` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(status) }.write(
+            || null_arg("status"),
+            || {
+                let s = runtime()?.query(handle(stream))?;
+                let v = match s {
+                    StreamStatus::Complete => 0,
+                    StreamStatus::NotReady => 1,
+                };
+                Ok(v)
+            },
+        )
     })
 }
 
@@ -149,13 +145,14 @@ pub extern "C" fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamGetId(stream: aclrtStream, stream_id: *mut i32) -> aclError {
     api("aclrtStreamGetId", || {
-        if stream_id.is_null() {
-            return Err(null_arg("streamId"));
-        }
-        let info = runtime()?.stream_info(handle(stream), false)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { stream_id.write_unaligned(info.id) };
-        Ok(())
+        // SAFETY: `stream_id` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(stream_id) }.write(
+            || null_arg("streamId"),
+            || {
+                let info = runtime()?.stream_info(handle(stream), false)?;
+                Ok(info.id)
+            },
+        )
     })
 }
 
@@ -174,13 +171,14 @@ pub unsafe extern "C" fn aclrtStreamGetPriority(
     priority: *mut u32,
 ) -> aclError {
     api("aclrtStreamGetPriority", || {
-        if priority.is_null() {
-            return Err(null_arg("priority"));
-        }
-        let info = runtime()?.stream_info(handle(stream), true)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { priority.write_unaligned(info.priority) };
-        Ok(())
+        // SAFETY: `priority` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(priority) }.write(
+            || null_arg("priority"),
+            || {
+                let info = runtime()?.stream_info(handle(stream), true)?;
+                Ok(info.priority)
+            },
+        )
     })
 }
 
@@ -195,13 +193,14 @@ pub unsafe extern "C" fn aclrtStreamGetPriority(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamGetFlags(stream: aclrtStream, flags: *mut u32) -> aclError {
     api("aclrtStreamGetFlags", || {
-        if flags.is_null() {
-            return Err(null_arg("flags"));
-        }
-        let info = runtime()?.stream_info(handle(stream), true)?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { flags.write_unaligned(info.flags) };
-        Ok(())
+        // SAFETY: `flags` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(flags) }.write(
+            || null_arg("flags"),
+            || {
+                let info = runtime()?.stream_info(handle(stream), true)?;
+                Ok(info.flags)
+            },
+        )
     })
 }
 
@@ -237,13 +236,11 @@ pub unsafe extern "C" fn aclrtGetStreamOverflowSwitch(
     flag: *mut u32,
 ) -> aclError {
     api("aclrtGetStreamOverflowSwitch", || {
-        if flag.is_null() {
-            return Err(null_arg("flag"));
-        }
-        let v = runtime()?.overflow_switch(handle(stream))?;
-        // SAFETY: non-NULL, and the caller guarantees it is writable.
-        unsafe { flag.write_unaligned(v) };
-        Ok(())
+        // SAFETY: `flag` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(flag) }.write(
+            || null_arg("flag"),
+            || runtime()?.overflow_switch(handle(stream)),
+        )
     })
 }
 

@@ -2,7 +2,7 @@
 //! `aclrtSetSysParamOpt`, `aclrtGetSysParamOpt`, `aclrtCtxSetSysParamOpt`,
 //! `aclrtCtxGetSysParamOpt`.
 
-use super::{aclError, api};
+use super::{Out, aclError, api};
 use crate::errmsg::null_arg;
 use crate::runtime::sysparam;
 use crate::session::with_runtime;
@@ -26,13 +26,8 @@ pub extern "C" fn aclrtSetSysParamOpt(opt: i32, value: i64) -> aclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetSysParamOpt(opt: i32, value: *mut i64) -> aclError {
     api("aclrtGetSysParamOpt", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        let v = sysparam::get_process(opt)?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { value.write_unaligned(v) };
-        Ok(())
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(|| null_arg("value"), || sysparam::get_process(opt))
     })
 }
 
@@ -60,12 +55,10 @@ pub extern "C" fn aclrtCtxSetSysParamOpt(opt: i32, value: i64) -> aclError {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCtxGetSysParamOpt(opt: i32, value: *mut i64) -> aclError {
     api("aclrtCtxGetSysParamOpt", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
-        let v = with_runtime(|rt| rt.ctx_sys_param(opt))?;
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { value.write_unaligned(v) };
-        Ok(())
+        // SAFETY: `value` is NULL or writable, by the caller's contract.
+        unsafe { Out::new(value) }.write(
+            || null_arg("value"),
+            || with_runtime(|rt| rt.ctx_sys_param(opt)),
+        )
     })
 }
