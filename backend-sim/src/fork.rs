@@ -18,9 +18,11 @@
 //! - the cached pid is cleared, so the child reads its own.
 //!
 //! The one `pthread_atfork` child handler lives in [`sys`] (it clears the pid cache and bumps
-//! the generation). There is no `prepare` handler: the parent never waits for a lock at a
-//! fork, so a fork from any thread (a host function on a stream's worker, a thread inside a
-//! call) cannot deadlock here, and a fork costs the parent nothing.
+//! the generation). A library built on the simulator whose process-wide state a child must
+//! forget too adds to that handler ([`also_in_child`]: the C library's session) rather than
+//! registering one of its own. There is no `prepare` handler: the parent never waits for a
+//! lock at a fork, so a fork from any thread (a host function on a stream's worker, a thread
+//! inside a call) cannot deadlock here, and a fork costs the parent nothing.
 //!
 //! A host function that forks and returns in the child (`aclrtLaunchHostFunc`'s callback:
 //! the child is a copy of the stream's worker, with nothing of its own to return to) ends the
@@ -57,6 +59,22 @@ pub fn required() -> Result<(), SimError> {
         Error::MemoryAllocation,
         "pthread_atfork failed (out of memory): without its fork handler a child forked from \
          this process could hang in the simulator",
+    ))
+}
+
+/// Has the one child handler (`sys`'s) also run `hook` in every child forked from now on, after
+/// the simulator's own work; or 207001 saying that a forked child could not be made safe.
+/// Adding a hook again changes nothing. `hook` must only store to atomics (it runs in the
+/// child before `fork()` returns there, while any lock may be held for ever by a thread the
+/// child does not have, and maybe after a fork from a signal handler).
+pub fn also_in_child(hook: fn()) -> Result<(), SimError> {
+    if sys::on_fork_child(hook) {
+        return Ok(());
+    }
+    Err(SimError::new(
+        Error::MemoryAllocation,
+        "pthread_atfork failed (out of memory), or the fork handler has no room for another \
+         hook: without it a child forked from this process could hang",
     ))
 }
 
@@ -261,6 +279,26 @@ mod tests {
     use acl_notify_core::{
         CreateFlags, HostCall, HostOps, NotifyResources, Soc, StreamOps, SyncWait, Timeout,
     };
+
+    /// How often [`counts`] ran in this process.
+    static HOOK_RAN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+    fn counts() {
+        HOOK_RAN.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// A hook added to the one child handler runs in a forked child, once however often it
+    /// was added, and never in the parent.
+    #[test]
+    fn a_hook_added_to_the_child_handler_runs_once_in_a_forked_child() {
+        also_in_child(counts).unwrap();
+        also_in_child(counts).unwrap();
+        let child = run_in_child(|| HOOK_RAN.load(std::sync::atomic::Ordering::SeqCst) == 1);
+        if let Err(status) = child {
+            panic!("the child did not run the hook once (status {status:#x})");
+        }
+        assert_eq!(HOOK_RAN.load(std::sync::atomic::Ordering::SeqCst), 0);
+    }
 
     /// The registries' locks held by another thread at the fork: the child gets fresh, free
     /// ones (the parent's would never be released there), and the parent keeps its own.

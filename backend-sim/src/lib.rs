@@ -84,7 +84,7 @@ mod fork;
 pub mod groups;
 /// For the C library's process-wide locks, not an API of the crate.
 #[doc(hidden)]
-pub use fork::{PerProcess, required as fork_required};
+pub use fork::{PerProcess, also_in_child as fork_also_in_child, required as fork_required};
 pub mod inspect;
 mod ipc_event;
 mod ipc_policy;

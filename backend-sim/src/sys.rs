@@ -1,10 +1,11 @@
 //! Thin, checked wrappers over the Linux calls the simulator needs: futexes (shared and private), the
 //! monotonic clock, OS randomness, and process identity (PID + start time from `/proc`),
 //! with the one `pthread_atfork` child handler that keeps the last two right in a forked
-//! child ([`fork_generation`]). Depends on nothing else of the crate.
+//! child ([`fork_generation`]) and runs what the libraries built on the simulator add to it
+//! ([`on_fork_child`]). Depends on nothing else of the crate.
 
-use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64};
+use std::sync::atomic::Ordering::{AcqRel, Acquire, Relaxed, Release};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicU64};
 use std::time::Duration;
 
 /// `FUTEX_WAIT` on a word that may live in a `MAP_SHARED` mapping (no `FUTEX_PRIVATE_FLAG`):
@@ -242,13 +243,53 @@ fn register_fork_hook() -> bool {
     ok
 }
 
+/// What the child handler runs after its own work, in the order added ([`on_fork_child`]):
+/// filled from the front, never emptied (null: free, and so are the slots after it).
+static CHILD_HOOKS: [AtomicPtr<()>; 4] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 4];
+
+/// Has the child handler also run `hook` in every child forked from now on, after its own
+/// work: for a library built on the simulator that keeps process-wide state of its own (the C
+/// library's session), so that a process has one fork handler. Adding a hook again changes
+/// nothing. `false` if the handler cannot be registered (ENOMEM) or [`CHILD_HOOKS`] is full.
+///
+/// `hook` runs where the handler does (in the child, before `fork()` returns there, maybe
+/// after a fork from a signal handler, or while threads of the parent held any lock): it must
+/// only store to atomics.
+pub(crate) fn on_fork_child(hook: fn()) -> bool {
+    if !fork_hook() {
+        return false;
+    }
+    let p = hook as *mut ();
+    // Every caller tries the slots from the front: a hook two threads add at once is taken
+    // once, by the first free slot.
+    for slot in &CHILD_HOOKS {
+        match slot.compare_exchange(std::ptr::null_mut(), p, AcqRel, Acquire) {
+            Ok(_) => return true,
+            Err(q) if q == p => return true,
+            Err(_) => {}
+        }
+    }
+    false
+}
+
 /// The child handler: run by the forking thread, in the child, before `fork()` returns there
-/// (no other thread exists yet). Stores to atomics only. This is the only fork handler of the
-/// crate: everything else that a child must not inherit compares [`fork_generation`].
+/// (no other thread exists yet). Stores to atomics only, and runs the hooks added with
+/// [`on_fork_child`], which do the same. This is the only fork handler of the process:
+/// everything else of the simulator that a child must not inherit compares
+/// [`fork_generation`].
 extern "C" fn in_forked_child() {
     HOOKED.store(true, Release);
     PID.store(0, Relaxed);
     FORK_GENERATION.fetch_add(1, Release);
+    for slot in &CHILD_HOOKS {
+        let p = slot.load(Acquire);
+        if p.is_null() {
+            break;
+        }
+        // SAFETY: a slot that is not null holds a `fn()`, stored by `on_fork_child`.
+        let hook = unsafe { std::mem::transmute::<*mut (), fn()>(p) };
+        hook();
+    }
 }
 
 /// For tests: what a fork does to this process's state, without forking (run in a forked

@@ -10,7 +10,7 @@
 //! the process's own.
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -53,31 +53,36 @@ enum Start {
 // `fork()` copies the calling thread only. A thread of the parent that was inside a call at
 // that moment held the session lock (for reading, or for writing in `aclInit`/`aclFinalize`),
 // and in the child it never lets go: an `aclInit` there would wait for ever. So a child never
-// uses its parent's lock. The `pthread_atfork` child handler, which runs in the child before
-// `fork()` returns there, makes the child forget it: the child gets a lock of its own, holding
-// a state of its own (`Inherited`, `Uninit` or `Finalized`, never `Ready`), and the parent's
-// lock, and the session in it, stay untouched and never freed (running the session's teardown
-// would join worker threads the child does not have and release what is the parent's; the
-// child's own lock keeps a pointer to it, so that a leak checker does not count it lost). The
-// simulator does the same with its own process-wide locks (`acl_notify_sim`'s `fork` module).
+// uses its parent's lock. The fork hook [`in_forked_child`], which the simulator's one
+// `pthread_atfork` child handler runs in the child before `fork()` returns there
+// (`acl_notify_sim::fork_also_in_child`), makes the child forget it: the child gets a lock of
+// its own, holding a state of its own (`Inherited`, `Uninit` or `Finalized`, never `Ready`),
+// and the parent's lock, and the session in it, stay untouched and never freed (running the
+// session's teardown would join worker threads the child does not have and release what is
+// the parent's; the child's own lock keeps a pointer to it, so that a leak checker does not
+// count it lost). The simulator does the same with its own process-wide locks
+// (`acl_notify_sim`'s `fork` module).
 //
 // No `prepare` handler takes the lock before the fork: the parent never waits at a fork (not
 // for calls in flight, nor for an `aclInit` opening the machine), and a fork from inside the
 // library (a host function on a stream's worker) cannot deadlock on it.
 //
-// The handler must be registered before the lock can be held: a child forked without it keeps
+// The hook must be in the handler before the lock can be held: a child forked without it keeps
 // the parent's lock, held for ever by a thread it does not have (a call starting the session
 // before `aclInit`, or that `aclInit` itself). So there is no lock until the first session start
-// or `aclFinalize` makes one, after registering the handler ([`lock`]); until then the state is
-// answered without one. The handler itself only stores to atomics: the child makes its own
+// or `aclFinalize` makes one, after adding the hook ([`lock`]); until then the state is
+// answered without one. The hook itself only stores to atomics: the child makes its own
 // lock the same way, on first use. A forked child's first runtime call therefore never waits
 // for its parent's threads: it makes the child's lock and starts the child's own session.
 //
-// A `Ready` state exists only in a process where the handler is registered (`aclInit` fails if
-// it cannot be), so a session's calls need no "is this my parent's session?" check.
+// A `Ready` state exists only in a process where the hook is in the handler (`aclInit` fails if
+// it cannot be), so a session's calls need no "is this my parent's session?" check. (A hook,
+// not a lazy check of the simulator's fork generation as its `PerProcess` locks make: the
+// published session, [`TURN`] and the calls in flight would each need that check, the first
+// on the fast path of every notify call.)
 
 /// This process's session lock: null until the first session start or `aclFinalize` makes it
-/// (the fork handler is registered first), and again in a forked child until its first; else a
+/// (the fork hook is added first), and again in a forked child until its first; else a
 /// leaked `Box`, never freed (a child forgets its parent's, which stays in its memory unused).
 static STATE: AtomicPtr<SessionLock> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -103,7 +108,7 @@ const FINALIZED: i32 = -1;
 
 /// The state while [`STATE`] is null (no lock yet), as a [`SUMMARY`]: 0 in a process that
 /// was not forked, the parent's `SUMMARY` at the fork in a child. Written only by the fork
-/// handler, when the child has no other thread.
+/// hook, when the child has no other thread.
 static AT_FORK: AtomicI32 = AtomicI32::new(0);
 
 /// Session numbers (a thread's current device belongs to one session).
@@ -112,9 +117,6 @@ static EPOCH: AtomicU64 = AtomicU64::new(1);
 /// The session's `Runtime` for calls without the lock (`with_runtime`): published while the
 /// state is `Ready`, withdrawn by `aclFinalize` before it frees the session.
 static SESSION: Published<Runtime> = Published::new();
-
-/// Whether [`in_forked_child`] is registered with `pthread_atfork`.
-static HOOKED: AtomicBool = AtomicBool::new(false);
 
 /// The state a [`SUMMARY`] stands for (never `Ready`).
 fn summarized(summary: i32) -> State {
@@ -133,14 +135,14 @@ fn current() -> Option<&'static RwLock<State>> {
     unsafe { STATE.load(Ordering::Acquire).as_ref() }.map(|l| &l.state)
 }
 
-/// This process's session lock, made if there is none yet, after the fork handler is
-/// registered (so that every fork from now on runs it: glibc registers and forks under one
-/// lock). Threads racing here each make one; the first to publish it wins.
+/// This process's session lock, made if there is none yet, after the fork hook is added (so
+/// that every fork from now on runs it). Threads racing here each make one; the first to
+/// publish it wins.
 fn lock() -> Result<&'static RwLock<State>, CallError> {
     if let Some(l) = current() {
         return Ok(l);
     }
-    register_fork_handler()?;
+    add_fork_hook()?;
     let fresh = Box::into_raw(Box::new(SessionLock {
         state: RwLock::new(summarized(AT_FORK.load(Ordering::Relaxed))),
         _parent: FORGOTTEN.load(Ordering::Relaxed),
@@ -162,34 +164,27 @@ fn lock() -> Result<&'static RwLock<State>, CallError> {
     }
 }
 
-/// Registers [`in_forked_child`] once per process. Not with a `Once` (a child forked while
-/// another thread ran it would wait for ever): threads racing on first use may each register
-/// it, and a child then runs it more than once, which does no harm.
-fn register_fork_handler() -> Result<(), CallError> {
-    if HOOKED.load(Ordering::Acquire) {
-        return Ok(());
-    }
-    // SAFETY: registers a child handler that only stores to atomics.
-    if unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) } != 0 {
-        return Err(CallError::new(
+/// Has the simulator's fork child handler run [`in_forked_child`] (adding it again changes
+/// nothing).
+fn add_fork_hook() -> Result<(), CallError> {
+    acl_notify_sim::fork_also_in_child(in_forked_child).map_err(|_| {
+        CallError::new(
             Error::MemoryAllocation,
             "pthread_atfork failed (out of memory): without its fork handler a child forked \
              from this process could hang in the library",
-        ));
-    }
-    HOOKED.store(true, Ordering::Release);
-    Ok(())
+        )
+    })
 }
 
-/// The fork handler: runs in the child, in the forking thread, before `fork()` returns there
-/// (no other thread exists yet). Forgets the parent's lock; the child's first `aclInit` or
-/// `aclFinalize` makes its own, holding the state the parent's summary stands for (see above).
-/// Stores to atomics only (no allocation: also a fork from a signal handler gets here).
-extern "C" fn in_forked_child() {
+/// The fork hook: runs in the child, in the forking thread, before `fork()` returns there
+/// (no other thread exists yet), after the simulator's own part of the handler. Forgets the
+/// parent's lock; the child's first `aclInit` or `aclFinalize` makes its own, holding the
+/// state the parent's summary stands for (see above). Stores to atomics only (no allocation:
+/// also a fork from a signal handler gets here).
+fn in_forked_child() {
     SESSION.forget();
     TURN.store(0, Ordering::Relaxed);
     inflight::forget_in_child();
-    HOOKED.store(true, Ordering::Relaxed);
     AT_FORK.store(SUMMARY.load(Ordering::Relaxed), Ordering::Relaxed);
     let parents = STATE.swap(std::ptr::null_mut(), Ordering::AcqRel);
     if !parents.is_null() {
