@@ -64,9 +64,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    static char role[16];
-    snprintf(role, sizeof role, "rank%d", g_rank);
-    g_role = role;
+    set_rank_role(g_rank);
     const int n = g_n, r = g_rank;
     REQUIRE(n >= 2 && n <= MAX_RANKS && r >= 0 && r < n && g_rounds >= 1 && g_chunk >= 1
             && g_wait >= 1, "bad arguments");

@@ -284,12 +284,6 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static size_t device_free(int dev) {
-    size_t free_b = 0, total = 0;
-    CHECK(aclrtSetDevice(dev));
-    CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free_b, &total));
-    return free_b;
-}
 
 int main(int argc, char **argv) {
     g_role = "app_threads";
@@ -298,7 +292,7 @@ int main(int argc, char **argv) {
     const int64_t t0 = now_ns();
     CHECK(aclInit(NULL));
     size_t free0[DEVICES];
-    for (int d = 0; d < DEVICES; d++) free0[d] = device_free(d);
+    for (int d = 0; d < DEVICES; d++) free0[d] = free_bytes_on(d);
     for (int d = 0; d < DEVICES; d++) {
         CHECK(aclrtSetDevice(d));
         aclrtMemPoolProps p = pool_props(d, 64u << 20);
@@ -315,10 +309,8 @@ int main(int argc, char **argv) {
     }
     REQUIRE(pthread_barrier_init(&g_start, NULL, WORKERS) == 0, "pthread_barrier_init");
     pthread_t t[WORKERS];
-    for (int w = 0; w < WORKERS; w++) {
-        REQUIRE(pthread_create(&t[w], NULL, worker, (void *)(intptr_t)w) == 0, "pthread_create");
-    }
-    for (int w = 0; w < WORKERS; w++) join_within(t[w], 60000, "a worker thread");
+    start_threads(t, WORKERS, worker);
+    join_all_within(t, WORKERS, 60000, "a worker thread");
     atomic_store(&g_stop, 1);
     for (int d = 0; d < DEVICES; d++) join_within(g_reporter[d], 5000, "a report thread");
     REQUIRE(atomic_load(&g_report_errors) == 0, "aclrtProcessReport failed (above)");
@@ -334,7 +326,7 @@ int main(int argc, char **argv) {
         CHECK(aclrtMemPoolDestroy(g_pool[d]));
     }
     for (int d = 0; d < DEVICES; d++) {
-        size_t f = device_free(d);
+        size_t f = free_bytes_on(d);
         REQUIRE(f == free0[d], "device %d: %zu bytes free at the end, %zu at the start", d, f,
                 free0[d]);
         CHECK(aclrtResetDevice(d));

@@ -158,8 +158,13 @@ static void run_job(int job, long long server, int32_t me) {
     CHECK(aclrtSetStreamFailureMode(s, ACL_STOP_ON_FAILURE));
     const int64_t t0 = now_ns();
     const int killing = job == 0 && g_kill_step >= 0;
+    const ring_t ring = {.n = n, .rank = r, .chunk_bytes = chunk_bytes, .data = data,
+                         .recv = recv, .right_data = right_data, .right_recv = right_recv,
+                         .data_n = data_n, .ack_n = ack_n, .right_data_n = right_data_n,
+                         .left_ack_n = left_ack_n, .wait_s = (uint32_t)g_wait,
+                         .type = ACL_INT32};
     CHECK(aclrtRecordNotify(left_ack_n, s)); /* the left neighbour may write into us */
-    for (int step = 0; step < 2 * (n - 1); step++) {
+    for (int step = 0; step < ring_steps(&ring); step++) {
         if (killing && step == g_kill_step) {
             /* Mid-collective: the steps so far done (or failed, on a loaded machine whose
              * neighbours timed out first), the neighbours waiting on us. */
@@ -168,21 +173,7 @@ static void run_job(int job, long long server, int32_t me) {
             fflush(stdout);
             raise(SIGKILL);
         }
-        const int rs = step < n - 1, t = rs ? step : step - (n - 1);
-        const int send = rs ? (r - t + n) % n : (r + 1 - t + n) % n;
-        char *dst = (char *)(rs ? right_recv : right_data) + (size_t)send * chunk_bytes;
-        CHECK(aclrtWaitAndResetNotify(ack_n, s, (uint32_t)g_wait));
-        CHECK(aclrtMemcpyAsync(dst, chunk_bytes, (char *)data + (size_t)send * chunk_bytes,
-                               chunk_bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, s));
-        CHECK(aclrtRecordNotify(right_data_n, s));
-        CHECK(aclrtWaitAndResetNotify(data_n, s, (uint32_t)g_wait));
-        if (rs) {
-            const int got = (r - t - 1 + 2 * n) % n;
-            CHECK(aclrtReduceAsync((char *)data + (size_t)got * chunk_bytes,
-                                   (char *)recv + (size_t)got * chunk_bytes, chunk_bytes,
-                                   ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, ACL_INT32, s, NULL));
-        }
-        CHECK(aclrtRecordNotify(left_ack_n, s));
+        ring_step(&ring, step, s);
     }
     const aclError ended = aclrtSynchronizeStream(s);
     const int64_t took = now_ns() - t0;
@@ -259,9 +250,7 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    static char role[16];
-    snprintf(role, sizeof role, "rank%d", g_rank);
-    g_role = role;
+    set_rank_role(g_rank);
     REQUIRE(g_n >= 2 && g_n <= 64 && g_rank >= 0 && g_rank < g_n && jobs >= 1 && g_chunk >= 1
             && g_wait >= 1 && late >= 0 && g_victim < g_n && g_kill_step < 2 * (g_n - 1),
             "bad arguments");

@@ -83,6 +83,13 @@ static inline void expect_msg(const char *first, ...) {
     va_end(ap);
 }
 
+/* Names this program "rank<r>" in messages: one rank of a job of several processes. */
+static inline void set_rank_role(int rank) {
+    static char role[16];
+    snprintf(role, sizeof role, "rank%d", rank);
+    g_role = role;
+}
+
 /* CLOCK_MONOTONIC in ns: one clock for every process of the machine, so timestamps taken in
  * different processes can be compared. */
 static inline int64_t now_ns(void) {
@@ -268,6 +275,65 @@ static inline aclrtMemPoolProps pool_props(int device, size_t max_size) {
     p.location.id = device;
     p.maxSize = max_size;
     return p;
+}
+
+/* Makes `device` current; its free device memory in bytes (aclrtGetMemInfo). */
+static inline size_t free_bytes_on(int device) {
+    size_t free_b = 0, total = 0;
+    CHECK(aclrtSetDevice(device));
+    CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free_b, &total));
+    return free_b;
+}
+
+/* One rank's part of a ring all-reduce over `n` ranks, as a collective library runs it: its
+ * buffers and notifies, and the halves of its neighbours' it imported. Each buffer holds n
+ * chunks of `chunk_bytes`. */
+typedef struct {
+    int n, rank;
+    size_t chunk_bytes;
+    /* Ours: the data, and where the left neighbour puts its partial sums. */
+    void *data, *recv;
+    /* The right neighbour's two buffers, imported. */
+    void *right_data, *right_recv;
+    /* Ours: data ("the left neighbour wrote into us"), ack ("the right neighbour is done with
+     * its previous step: we may write into it"). */
+    aclrtNotify data_n, ack_n;
+    /* The neighbours', imported: the right one's data notify, the left one's ack. */
+    aclrtNotify right_data_n, left_ack_n;
+    /* Each notify wait's timeout, in seconds. */
+    uint32_t wait_s;
+    /* The element type aclrtReduceAsync adds. */
+    aclDataType type;
+} ring_t;
+
+/* The steps of a ring all-reduce: n - 1 of reduce-scatter, then n - 1 of all-gather. */
+static inline int ring_steps(const ring_t *g) { return 2 * (g->n - 1); }
+
+/* Queues step `step` of the ring on stream `s`:
+ *
+ *     wait ack; copy a chunk into the right neighbour's memory; record its data notify;
+ *     wait data; (reduce-scatter: add the chunk received into our own); record the left
+ *     neighbour's ack
+ *
+ * Before step 0 the rank records the left neighbour's ack once (it may write into us). */
+static inline void ring_step(const ring_t *g, int step, aclrtStream s) {
+    const int n = g->n, r = g->rank;
+    const size_t cb = g->chunk_bytes;
+    const int rs = step < n - 1, t = rs ? step : step - (n - 1);
+    const int send = rs ? (r - t + n) % n : (r + 1 - t + n) % n;
+    char *dst = (char *)(rs ? g->right_recv : g->right_data) + (size_t)send * cb;
+    CHECK(aclrtWaitAndResetNotify(g->ack_n, s, g->wait_s));
+    CHECK(aclrtMemcpyAsync(dst, cb, (char *)g->data + (size_t)send * cb, cb,
+                           ACL_MEMCPY_DEVICE_TO_DEVICE, s));
+    CHECK(aclrtRecordNotify(g->right_data_n, s));
+    CHECK(aclrtWaitAndResetNotify(g->data_n, s, g->wait_s));
+    if (rs) {
+        const int got = (r - t - 1 + 2 * n) % n;
+        CHECK(aclrtReduceAsync((char *)g->data + (size_t)got * cb,
+                               (char *)g->recv + (size_t)got * cb, cb,
+                               ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, g->type, s, NULL));
+    }
+    CHECK(aclrtRecordNotify(g->left_ack_n, s));
 }
 
 #endif /* ACL_NOTIFY_TESTS_COMMON_H_ */

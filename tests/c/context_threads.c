@@ -10,6 +10,7 @@
  *
  * usage: context_threads; exit 0 and "context_threads: ok" when every check holds. */
 #include "common.h"
+#include "join.h"
 
 #include <pthread.h>
 
@@ -126,10 +127,7 @@ int main(void) {
     CHECK(aclInit(NULL));
     REQUIRE(pthread_barrier_init(&g_barrier, NULL, THREADS) == 0, "pthread_barrier_init");
     pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        REQUIRE(pthread_create(&t[i], NULL, run_thread, (void *)(intptr_t)i) == 0,
-                "pthread_create");
-    }
+    start_threads(t, THREADS, run_thread);
     for (int i = 0; i < THREADS; i++) pthread_join(t[i], NULL);
     CHECK(aclFinalize());
     printf("context_threads: ok\n");

@@ -6,6 +6,7 @@
  *
  *   export_race export     the rounds above; prints "export_race export: ok" when all passed. */
 #include "common.h"
+#include "join.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -43,9 +44,7 @@ int main(int argc, char **argv) {
     pthread_barrier_init(&g_start, NULL, THREADS + 1);
     pthread_barrier_init(&g_done, NULL, THREADS + 1);
     pthread_t t[THREADS];
-    for (int i = 0; i < THREADS; i++) {
-        REQUIRE(pthread_create(&t[i], NULL, exporter, (void *)(intptr_t)i) == 0, "thread");
-    }
+    start_threads(t, THREADS, exporter);
     for (int round = 0; round < ROUNDS; round++) {
         CHECK(aclrtCreateNotify(&g_notify, 0));
         pthread_barrier_wait(&g_start);

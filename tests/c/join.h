@@ -22,4 +22,16 @@ static inline void join_within(pthread_t t, long ms, const char *what) {
     REQUIRE(r == 0, "%s still blocked after %ld ms", what, ms);
 }
 
+/* Starts `n` threads running `fn`, thread i given (void *)(intptr_t)i: its index. */
+static inline void start_threads(pthread_t *t, int n, void *(*fn)(void *)) {
+    for (int i = 0; i < n; i++) {
+        REQUIRE(pthread_create(&t[i], NULL, fn, (void *)(intptr_t)i) == 0, "pthread_create");
+    }
+}
+
+/* Joins the `n` threads of `t`, each within `ms` milliseconds, or fails naming `what`. */
+static inline void join_all_within(const pthread_t *t, int n, long ms, const char *what) {
+    for (int i = 0; i < n; i++) join_within(t[i], ms, what);
+}
+
 #endif /* ACL_NOTIFY_TESTS_JOIN_H_ */

@@ -59,9 +59,7 @@ static void wait_all(const char *what) {
 }
 
 static int run_rank(int r) {
-    static char role[16];
-    snprintf(role, sizeof role, "rank%d", r);
-    g_role = role;
+    set_rank_role(r);
     const int n = g_n, c = g_chunk, left = (r + n - 1) % n, right = (r + 1) % n;
     const size_t chunk_bytes = (size_t)c * sizeof(float), total = chunk_bytes * (size_t)n;
 
@@ -121,24 +119,12 @@ static int run_rank(int r) {
     /* The whole ring, queued at once. */
     aclrtStream s;
     CHECK(aclrtCreateStream(&s));
+    const ring_t ring = {.n = n, .rank = r, .chunk_bytes = chunk_bytes, .data = data,
+                         .recv = recv, .right_data = right_data, .right_recv = right_recv,
+                         .data_n = data_n, .ack_n = ack_n, .right_data_n = right_data_n,
+                         .left_ack_n = left_ack_n, .wait_s = 60, .type = ACL_FLOAT};
     CHECK(aclrtRecordNotify(left_ack_n, s)); /* the left neighbour may write into us */
-    for (int step = 0; step < 2 * (n - 1); step++) {
-        const int rs = step < n - 1, t = rs ? step : step - (n - 1);
-        const int send = rs ? (r - t + n) % n : (r + 1 - t + n) % n;
-        char *dst = (char *)(rs ? right_recv : right_data) + (size_t)send * chunk_bytes;
-        CHECK(aclrtWaitAndResetNotify(ack_n, s, 60));
-        CHECK(aclrtMemcpyAsync(dst, chunk_bytes, (char *)data + (size_t)send * chunk_bytes,
-                               chunk_bytes, ACL_MEMCPY_DEVICE_TO_DEVICE, s));
-        CHECK(aclrtRecordNotify(right_data_n, s));
-        CHECK(aclrtWaitAndResetNotify(data_n, s, 60));
-        if (rs) {
-            const int got = (r - t - 1 + 2 * n) % n;
-            CHECK(aclrtReduceAsync((char *)data + (size_t)got * chunk_bytes,
-                                   (char *)recv + (size_t)got * chunk_bytes, chunk_bytes,
-                                   ACL_RT_MEMCPY_SDMA_AUTOMATIC_SUM, ACL_FLOAT, s, NULL));
-        }
-        CHECK(aclrtRecordNotify(left_ack_n, s));
-    }
+    for (int step = 0; step < ring_steps(&ring); step++) ring_step(&ring, step, s);
     CHECK(aclrtSynchronizeStream(s));
 
     CHECK(aclrtMemcpy(host, total, data, total, ACL_MEMCPY_DEVICE_TO_HOST));

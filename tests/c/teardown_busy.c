@@ -87,12 +87,6 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-static size_t device_free(int dev) {
-    size_t f = 0, t = 0;
-    CHECK(aclrtSetDevice(dev));
-    CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &f, &t));
-    return f;
-}
 
 int main(int argc, char **argv) {
     g_role = "teardown_busy";
@@ -102,13 +96,11 @@ int main(int argc, char **argv) {
     const double limit_ms = argc > 2 ? atof(argv[2]) : 5000;
     CHECK(aclInit(NULL));
     size_t free0[DEVICES];
-    for (int d = 0; d < DEVICES; d++) free0[d] = device_free(d);
+    for (int d = 0; d < DEVICES; d++) free0[d] = free_bytes_on(d);
     REQUIRE(pthread_barrier_init(&g_started, NULL, WORKERS + 1) == 0, "pthread_barrier_init");
     REQUIRE(pthread_create(&g_reporter, NULL, reporter, NULL) == 0, "pthread_create");
     pthread_t t[WORKERS];
-    for (int i = 0; i < WORKERS; i++) {
-        REQUIRE(pthread_create(&t[i], NULL, worker, (void *)(intptr_t)i) == 0, "pthread_create");
-    }
+    start_threads(t, WORKERS, worker);
     pthread_barrier_wait(&g_started);
     sleep_ms(300);
     /* The teardown comes after a callback has run (an order, not a time: a loaded machine or
@@ -131,7 +123,7 @@ int main(int argc, char **argv) {
     const double took_ms = (double)(now_ns() - t0) / 1e6;
     REQUIRE(took_ms < limit_ms, "%s took %.0f ms with busy threads (limit %.0f ms)", mode, took_ms,
             limit_ms);
-    for (int i = 0; i < WORKERS; i++) join_within(t[i], 10000, "a busy worker");
+    join_all_within(t, WORKERS, 10000, "a busy worker");
     atomic_store(&g_stop, 1);
     join_within(g_reporter, 10000, "the report thread");
     REQUIRE(atomic_load(&g_report_errors) == 0, "the report thread could not start");
@@ -147,7 +139,7 @@ int main(int argc, char **argv) {
             CHECK(aclrtFree(g_buf[i]));
         }
         for (int d = 0; d < DEVICES; d++) {
-            size_t f = device_free(d);
+            size_t f = free_bytes_on(d);
             REQUIRE(f == free0[d], "device %d: %zu bytes free after the reset, %zu before", d, f,
                     free0[d]);
             void *p;
