@@ -1016,8 +1016,8 @@ fn a_short_loss_of_quorum_delays_records_without_failing_them(
     check(!outages.is_empty(), || {
         "the ring ended before the first outage".into()
     })?;
-    for r in 0..2 {
-        let n = ranks[r].try_ok("applied")?;
+    for (r, a) in ranks.iter_mut().enumerate() {
+        let n = a.try_ok("applied")?;
         check(n == ROUNDS.to_string(), || {
             format!("rank {r} applied {n} remote records, expected {ROUNDS}")
         })?;
