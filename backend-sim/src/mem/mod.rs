@@ -87,6 +87,17 @@ pub use value::ValueCondition;
 /// allocated" about a stale pointer.
 const FREED_KEPT: usize = 256;
 
+/// How a range of [`state`]'s recently freed list went away, for the message about a stale
+/// pointer into it: the importer that closed its import did not free the memory (its owner may
+/// still use it), and a message saying "freed" sent the user after the owner.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Gone {
+    /// `aclrtFree` (or a pool's free) of this process.
+    Freed,
+    /// `aclrtIpcMemClose` of this process's import.
+    Closed,
+}
+
 /// How CANN rounds an allocation's size (`GetAlignedAndPaddingSize` and `DevMalloc` in
 /// hicann/runtime `src/acl/aclrt_impl/memory.cpp` and `src/runtime/api/impl/api_impl.cc`).
 /// The simulator then rounds to [`ALLOC_ALIGN`] so that allocations start aligned. The
@@ -399,18 +410,18 @@ impl Sim {
             };
             self.forget_managed(ptr, &a);
             self.free_owned_shared(&a, importers)?;
-            self.note_freed(ptr, a.size, a.file.device());
+            self.note_freed(ptr, a.size, a.file.device(), Gone::Freed);
             Ok(())
         })
     }
 
     /// Remembers a freed (or closed) range, for messages about stale pointers.
-    fn note_freed(&self, addr: usize, size: u64, device: u32) {
+    fn note_freed(&self, addr: usize, size: u64, device: u32, how: Gone) {
         let mut freed = lock(&self.mem().freed);
         if freed.len() == FREED_KEPT {
             freed.pop_front();
         }
-        freed.push_back((addr, size, device));
+        freed.push_back((addr, size, device, how));
     }
 
     /// Adds to `msg` what `addr` is: inside or near an allocation, freed, or no device address.
@@ -434,15 +445,19 @@ impl Sim {
         }
         drop(allocs);
         let freed = lock(&self.mem().freed);
-        if let Some((base, size, dev)) = freed
+        if let Some((base, size, dev, how)) = freed
             .iter()
             .rev()
-            .find(|(b, s, _)| addr >= *b && addr - b < *s as usize)
+            .find(|(b, s, _, _)| addr >= *b && addr - b < *s as usize)
         {
+            let how = match how {
+                Gone::Freed => "was freed",
+                Gone::Closed => "this process closed (aclrtIpcMemClose ended its import)",
+            };
             let _ = write!(
                 msg,
                 ": it is offset {} in allocation {base:#x} ({size} bytes, device {dev}), which \
-                 was freed",
+                 {how}",
                 addr - base
             );
             return;

@@ -145,8 +145,8 @@ pub(crate) struct MemState {
     /// host side is told from device memory without a lock ([`may_be_device`](Self::may_be_device)).
     reserves: [AtomicUsize; RESERVES_FAST],
     reserves_n: AtomicUsize,
-    /// Recently freed (address, size, device), newest last.
-    pub(super) freed: Mutex<VecDeque<(usize, u64, u32)>>,
+    /// Recently freed or closed (address, size, device, how), newest last.
+    pub(super) freed: Mutex<VecDeque<(usize, u64, u32, super::Gone)>>,
     /// `aclrtMallocHost` allocations.
     pub(super) host: super::host::HostTable,
     /// IPC imports of this process: key → device address.
