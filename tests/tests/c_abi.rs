@@ -4033,8 +4033,9 @@ fn a_cleaned_persistent_stream_runs_none_of_its_model_tasks() {
 
 /// `aclrtCacheLastTaskOpInfo` / `aclrtCacheLastTaskExtendInfo` attach their bytes to the
 /// thread's last captured task (the extended information shown by `aclmdlRIDebugJsonPrint`
-/// with its task, a second call replacing the first, 4096 bytes kept); CANN's refusals in its
-/// order (a chip without ACL Graph: 207000).
+/// with its task, a second call replacing the first, 4096 bytes kept); a task the capture does
+/// not store, queued after it on another stream, is the thread's last task (refused, 507000);
+/// CANN's refusals in its order (a chip without ACL Graph: 207000).
 #[test]
 fn cached_task_info_stays_with_the_last_captured_task() {
     on_each_soc_then_memcheck(
