@@ -37,7 +37,8 @@ use acl_notify_core::whitelist::MAX_ENTRIES as MAX_WHITELIST;
 use acl_notify_core::{Error, ServerPid, Soc};
 
 use super::file::{MemFile, owner_of};
-use super::{Alloc, Gone, lock};
+use super::state::Gone;
+use super::{Alloc, lock};
 use crate::error::SimError;
 use crate::{Sim, sys};
 use acl_notify_core::slot::ExportState;

@@ -75,6 +75,7 @@ use crate::stream::TaskCtx;
 use crate::tagged_cache::Tag;
 use file::{Importers, MemFile};
 use queued::QueuedSide;
+use state::Gone;
 
 pub(crate) use capacity::check_capacity;
 pub use capacity::{DEFAULT_DEVICE_MEMORY, parse_size};
@@ -86,17 +87,6 @@ pub use value::ValueCondition;
 /// How many of this process's frees are remembered, to say "freed" rather than "never
 /// allocated" about a stale pointer.
 const FREED_KEPT: usize = 256;
-
-/// How a range of [`state`]'s recently freed list went away, for the message about a stale
-/// pointer into it: the importer that closed its import did not free the memory (its owner may
-/// still use it), and a message saying "freed" sent the user after the owner.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Gone {
-    /// `aclrtFree` (or a pool's free) of this process.
-    Freed,
-    /// `aclrtIpcMemClose` of this process's import.
-    Closed,
-}
 
 /// How CANN rounds an allocation's size (`GetAlignedAndPaddingSize` and `DevMalloc` in
 /// hicann/runtime `src/acl/aclrt_impl/memory.cpp` and `src/runtime/api/impl/api_impl.cc`).

@@ -48,13 +48,13 @@ use std::sync::{Arc, Mutex};
 
 use acl_notify_core::{Error, Feature, RawStream};
 
+use super::ALLOC_ALIGN;
 use super::components::POOL_MARK;
 use super::file::Importers;
 pub use super::pool_state::PoolId;
 use super::pool_state::{Block, Kept, KeptBlock, Pool};
 use super::run_or_drop::run_or_drop;
-use super::state::Alloc;
-use super::{ALLOC_ALIGN, Gone};
+use super::state::{Alloc, Gone};
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;
