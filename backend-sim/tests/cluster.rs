@@ -75,6 +75,14 @@ fn main() {
             a_killed_etcd_member_leaves_a_working_majority,
         ),
         (
+            "a_short_loss_of_quorum_delays_records_without_failing_them",
+            a_short_loss_of_quorum_delays_records_without_failing_them,
+        ),
+        (
+            "hand_written_values_in_the_pod_s_keys_are_refused",
+            hand_written_values_in_the_pod_s_keys_are_refused,
+        ),
+        (
             "sigkilled_processes_are_dead_within_the_ttl",
             sigkilled_processes_are_dead_within_the_ttl,
         ),
@@ -906,6 +914,277 @@ fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Resul
     check(t.elapsed() < Duration::from_secs(10), || {
         format!("a record without quorum took {:?}", t.elapsed())
     })?;
+    Ok(())
+}
+
+/// Two ranks on two hosts pass a token around a ring of notifies (every record crosses
+/// hosts) on three members run with etcd's own election timing, as the README runs them.
+/// Three times mid-ring, two members are killed at once and started again a second later
+/// (the first time the leader and a follower; later the survivor may lead, and lose its
+/// quorum). The surviving follower, the endpoint the agents name first, forwards the
+/// records made at that moment to the dead leader, and they are lost with it (the survivor
+/// holds each unanswered until its own request timeout, past the client's 3 s bound). Each is
+/// a delay, not a failure: the client sends it again within its bound, once the members are
+/// back and have a leader, and the owner applies it once — every round of the ring completes,
+/// each rank applied exactly one record a round. Before, such a record waited on the survivor
+/// for the rest of the bound and failed with 507022 ("127.0.0.1:…: timed out (global)"), and
+/// the other rank's wait timed out.
+fn a_short_loss_of_quorum_delays_records_without_failing_them(
+    _: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    const ROUNDS: u32 = 4000;
+    let mut c = EtcdCluster::start_with_etcd_timing(3)?;
+    let url = pod("quorum");
+    let mut leader = None;
+    poll_until("a leader", Duration::from_secs(20), || {
+        leader = c.leader();
+        leader.is_some()
+    })?;
+    let l = leader.ok_or("no leader")?;
+    let (f, m) = ((l + 1) % 3, (l + 2) % 3);
+    let url = c.url_in_order(&[f, l, m], &url);
+    let hosts = [Host::new(&url, "a", 0), Host::new(&url, "b", 1)];
+    let mut ranks = [hosts[0].spawn()?, hosts[1].spawn()?];
+    let mut own = Vec::new();
+    let mut keys = Vec::new();
+    for a in ranks.iter_mut() {
+        let h = a.try_ok("create 0")?;
+        keys.push(a.try_ok(&format!("export {h}"))?);
+        own.push(h);
+    }
+    for r in 0..2 {
+        let (server, pid) = (hosts[1 - r].server, ranks[1 - r].pid);
+        ranks[r].try_ok(&format!("allow {} {server} {pid}", own[r]))?;
+    }
+    let next: Vec<String> = (0..2)
+        .map(|r| ranks[r].try_ok(&format!("import 0 {}", keys[1 - r])))
+        .collect::<Result<_, _>>()?;
+    let (answers, outages) = std::thread::scope(|s| {
+        let handles: Vec<_> = ranks
+            .iter_mut()
+            .enumerate()
+            .map(|(r, a)| {
+                let cmd = format!(
+                    "ring {} {} 0 {ROUNDS} {}",
+                    own[r],
+                    next[r],
+                    u32::from(r == 0)
+                );
+                s.spawn(move || a.ask(&cmd))
+            })
+            .collect();
+        // The members restart from this thread (they die with the thread that started them).
+        // After the first outage the survivor may lead: then it is a leader losing its quorum.
+        let mut outages = Vec::new();
+        for _ in 0..3 {
+            std::thread::sleep(Duration::from_secs(1));
+            if handles.iter().any(|h| h.is_finished()) {
+                break;
+            }
+            c.kill_member(l);
+            c.kill_member(m);
+            std::thread::sleep(Duration::from_secs(1));
+            let up = c.restart_member(l).and_then(|()| c.restart_member(m));
+            let back = up.and_then(|()| c.wait_for_quorum(Duration::from_secs(20)));
+            let failed = back.is_err();
+            outages.push(back);
+            if failed {
+                break;
+            }
+        }
+        let answers: Vec<Result<String, String>> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+            .collect();
+        (answers, outages)
+    });
+    for (r, a) in answers.iter().enumerate() {
+        check(a.is_ok(), || {
+            format!(
+                "rank {r}, through {} losses of quorum: {a:?}",
+                outages.len()
+            )
+        })?;
+    }
+    for o in &outages {
+        o.as_ref().map_err(|e| format!("members restarted: {e}"))?;
+    }
+    eprintln!(
+        "{ROUNDS} rounds of a ring across 2 hosts through {} losses of quorum",
+        outages.len()
+    );
+    check(!outages.is_empty(), || {
+        "the ring ended before the first outage".into()
+    })?;
+    for (r, a) in ranks.iter_mut().enumerate() {
+        let n = a.try_ok("applied")?;
+        check(n == ROUNDS.to_string(), || {
+            format!("rank {r} applied {n} remote records, expected {ROUNDS}")
+        })?;
+    }
+    Ok(())
+}
+
+/// Values written into the pod's keys by hand, as anyone who can reach the etcd cluster
+/// can: a memory registry entry giving a length no allocation has (the import is refused,
+/// 107000 naming it, before addresses are reserved for it) or that is no JSON (107000), a
+/// notify's entry that is no JSON (107017), and garbage under the owner's record keys (records
+/// and memory requests of no known form, offsets and lengths past everything, an answer
+/// nobody asked for): the owner applies none of it and keeps its bytes, and real imports,
+/// records and copies go on. Before, the 2 TiB length was taken: the import reserved 2 TiB of
+/// addresses, and a write past the owner's 4 KiB passed the importer's check, to be dropped
+/// by the owner without a word.
+fn hand_written_values_in_the_pod_s_keys_are_refused(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    const N: usize = 4096;
+    let p = pod("hostile");
+    let url = c.url(&p);
+    let etcd = Etcd::new(c.client_addrs(), Duration::from_secs(3));
+    let prefix = format!("/acl-notify/{p}/");
+    // The newest key under `under`, with its value and lease.
+    let newest = |under: &str| -> Result<acl_notify_sim::cluster::etcd::Kv, Failed> {
+        let (kvs, _) = etcd
+            .get_prefix(format!("{prefix}{under}").as_bytes())
+            .map_err(|e| e.to_string())?;
+        kvs.into_iter()
+            .max_by_key(|kv| kv.mod_revision)
+            .ok_or_else(|| format!("no key under {under}").into())
+    };
+    let put = |key: &[u8], value: &[u8], lease: i64| -> Result<(), Failed> {
+        etcd.put(key, value, lease).map_err(|e| e.to_string())?;
+        Ok(())
+    };
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    let (opid, ipid) = (owner.pid, importer.pid);
+    let notify = newest("export/0/2/")?;
+    let nid = String::from_utf8_lossy(&notify.key)
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let pa: usize = owner.try_ok(&format!("malloc 2 {N}"))?.parse()?;
+    owner.try_ok(&format!("fill {pa} {N} 7"))?;
+    let mkey = owner.try_ok(&format!("mexport {pa} {N}"))?;
+    owner.try_ok(&format!("mallow {mkey} 1 {ipid}"))?;
+    let mem = newest("mem/0/2/")?;
+    let mid = String::from_utf8_lossy(&mem.key)
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    // A length past any device's memory, then no JSON at all.
+    let mut entry: serde_json::Value = serde_json::from_slice(&mem.value)?;
+    entry["len"] = serde_json::json!(2u64 << 40);
+    put(&mem.key, entry.to_string().as_bytes(), mem.lease)?;
+    let r = importer.ask(&format!("memimport 3 {mkey}"));
+    check(
+        code_of(&r) == Some(107000)
+            && r.as_ref()
+                .is_err_and(|e| e.contains("2199023255552, which no allocation has")),
+        || format!("import of memory whose entry gives 2 TiB: {r:?}"),
+    )?;
+    put(&mem.key, b"\0\xffno json", mem.lease)?;
+    let r = importer.ask(&format!("memimport 3 {mkey}"));
+    check(
+        code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("unreadable")),
+        || format!("import of memory whose entry is no JSON: {r:?}"),
+    )?;
+    put(&mem.key, &mem.value, mem.lease)?;
+    let ra: usize = importer.try_ok(&format!("memimport 3 {mkey}"))?.parse()?;
+    // A notify's entry that is no JSON.
+    let h2 = owner.try_ok("create 2")?;
+    let key2 = owner.try_ok(&format!("export {h2}"))?;
+    owner.try_ok(&format!("allow {h2} 1 {ipid}"))?;
+    let n2 = newest("export/0/2/")?;
+    put(&n2.key, b"{\"gen\":", n2.lease)?;
+    let r = importer.ask(&format!("import 3 {key2}"));
+    check(
+        code_of(&r) == Some(107017) && r.as_ref().is_err_and(|e| e.contains("unreadable")),
+        || format!("import of a notify whose entry is no JSON: {r:?}"),
+    )?;
+    put(&n2.key, &n2.value, n2.lease)?;
+    importer.try_ok(&format!("import 3 {key2}"))?;
+    // Garbage under the owner's record keys, and an answer the importer never asked for.
+    let rec = format!("{prefix}rec/0/{opid}/");
+    let garbage: Vec<(String, Vec<u8>)> = vec![
+        (format!("{rec}2/{nid}"), b"garbage".to_vec()),
+        (format!("{rec}2/{nid}"), br#"{"gen":"x","tok":-1}"#.to_vec()),
+        (
+            format!("{rec}2/{nid}"),
+            br#"{"gen":1e30,"server":-1,"pid":1e40}"#.to_vec(),
+        ),
+        (format!("{rec}2/{nid}"), b"[]".to_vec()),
+        (format!("{rec}2/{nid}/h/x/y/z"), b"\xff".to_vec()),
+        (format!("{rec}99999999999/1"), b"{}".to_vec()),
+        (format!("{rec}mh/2/{mid}/x"), b"".to_vec()),
+        (
+            format!("{rec}m/2/{mid}/1/{ipid}"),
+            [
+                br#"{"op":"w","off":18446744073709551615}"#.as_slice(),
+                b"\n",
+                &[9u8; 64],
+            ]
+            .concat(),
+        ),
+        (
+            format!("{rec}m/2/{mid}/1/{ipid}"),
+            br#"{"op":"s","off":0,"len":18446744073709551615,"byte":300}
+"#
+            .to_vec(),
+        ),
+        (
+            format!("{rec}m/2/{mid}/1/{ipid}"),
+            br#"{"op":"r","off":9223372036854775808,"len":18446744073709551615,"req":1}
+"#
+            .to_vec(),
+        ),
+        (format!("{rec}m/2/{mid}/1/{ipid}"), b"not a header".to_vec()),
+        (format!("{rec}m/x"), b"\n".to_vec()),
+        (
+            format!("{prefix}rec/1/{ipid}/a/0/{opid}"),
+            br#"{"req":"1","err":5}
+xx"#
+            .to_vec(),
+        ),
+    ];
+    for (k, v) in &garbage {
+        put(k.as_bytes(), v, 0)?;
+    }
+    // The real generation in a write past the range: checked against the owner's range.
+    let gen_of =
+        |v: &[u8]| serde_json::from_slice::<serde_json::Value>(v).map(|v| v["gen"].clone());
+    let header = serde_json::json!({ "op": "w", "gen": gen_of(&mem.value)?, "off": N as u64 - 8 });
+    let past = [header.to_string().as_bytes(), b"\n", &[9u8; 64]].concat();
+    put(format!("{rec}m/2/{mid}/1/{ipid}").as_bytes(), &past, 0)?;
+    // None of it was a record, and the owner's bytes are its own.
+    let r = owner.ask(&format!("hwait {h} 300"));
+    check(code_of(&r) == Some(107019), || {
+        format!("a wait after garbage records: {r:?}")
+    })?;
+    check(owner.try_ok("applied")? == "0", || {
+        "the owner applied garbage as records".into()
+    })?;
+    check(
+        owner.try_ok(&format!("sum {pa} {N}"))? == hash(&pattern(N, 7)).to_string(),
+        || "garbage memory requests changed the owner's bytes".into(),
+    )?;
+    // Real work goes on.
+    importer.try_ok(&format!("record {ih} 3"))?;
+    owner.try_ok(&format!("hwait {h} 5000"))?;
+    let qb: usize = importer.try_ok(&format!("malloc 3 {N}"))?.parse()?;
+    importer.try_ok(&format!("copy {qb} {ra} {N}"))?;
+    check(
+        importer.try_ok(&format!("sum {qb} {N}"))? == hash(&pattern(N, 7)).to_string(),
+        || "a read after the garbage got other bytes".into(),
+    )?;
+    importer.try_ok(&format!("fill {qb} {N} 8"))?;
+    importer.try_ok(&format!("copy {ra} {qb} {N}"))?;
+    importer.try_ok(&format!("record {ih} 3"))?;
+    owner.try_ok(&format!("hwait {h} 5000"))?;
+    check(
+        owner.try_ok(&format!("sum {pa} {N}"))? == hash(&pattern(N, 8)).to_string(),
+        || "a write after the garbage did not land".into(),
+    )?;
     Ok(())
 }
 

@@ -120,10 +120,21 @@ impl EtcdCluster {
     /// are picked free; a member that lost its port to another process makes the whole start
     /// fail, and it is tried again (three times) on new ports.
     pub fn start(n: usize) -> Result<EtcdCluster, String> {
+        Self::start_timed(n, true)
+    }
+
+    /// [`start`](Self::start) with etcd's own election timing (a heartbeat every 100 ms, an
+    /// election after 1–2 s without one), as the README's commands run the members, instead
+    /// of the fast elections the fault tests use otherwise.
+    pub fn start_with_etcd_timing(n: usize) -> Result<EtcdCluster, String> {
+        Self::start_timed(n, false)
+    }
+
+    fn start_timed(n: usize, fast: bool) -> Result<EtcdCluster, String> {
         ensure_etcd()?;
         let mut last = String::new();
         for _ in 0..3 {
-            match Self::try_start(n) {
+            match Self::try_start(n, fast) {
                 Ok(c) => return Ok(c),
                 Err(e) => last = e,
             }
@@ -131,7 +142,7 @@ impl EtcdCluster {
         Err(last)
     }
 
-    fn try_start(n: usize) -> Result<EtcdCluster, String> {
+    fn try_start(n: usize, fast: bool) -> Result<EtcdCluster, String> {
         static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let base = if std::path::Path::new("/dev/shm").is_dir() {
@@ -159,7 +170,7 @@ impl EtcdCluster {
         };
         for (i, (client, peer)) in ports.iter().enumerate() {
             let name = format!("m{i}");
-            let args: Vec<String> = [
+            let mut args: Vec<String> = [
                 "--name".to_owned(),
                 name.clone(),
                 "--data-dir".to_owned(),
@@ -178,16 +189,17 @@ impl EtcdCluster {
                 "new".to_owned(),
                 "--initial-cluster-token".to_owned(),
                 token.clone(),
-                // Fast elections on loopback (and leases as short as 1 s): the fault tests
-                // kill members.
-                "--heartbeat-interval".to_owned(),
-                "50".to_owned(),
-                "--election-timeout".to_owned(),
-                "500".to_owned(),
                 "--log-level".to_owned(),
                 "warn".to_owned(),
             ]
             .into();
+            if fast {
+                // Fast elections on loopback (and leases as short as 1 s): the fault tests
+                // kill members.
+                args.extend(
+                    ["--heartbeat-interval", "50", "--election-timeout", "500"].map(String::from),
+                );
+            }
             let mut m = Member {
                 name,
                 client: SocketAddr::from(([127, 0, 0, 1], *client)),
@@ -235,8 +247,30 @@ impl EtcdCluster {
     /// The cluster as `ACL_NOTIFY_SIM_CLUSTER` names it, with SuperPod name `pod`:
     /// `etcd://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3/pod`.
     pub fn url(&self, pod: &str) -> String {
-        let list: Vec<String> = self.client_addrs().iter().map(|a| a.to_string()).collect();
+        let all: Vec<usize> = (0..self.members.len()).collect();
+        self.url_in_order(&all, pod)
+    }
+
+    /// [`url`](Self::url) listing members `order` (indices), in that order: a client tries
+    /// the first one first.
+    pub fn url_in_order(&self, order: &[usize], pod: &str) -> String {
+        let list: Vec<String> = order
+            .iter()
+            .filter_map(|&i| self.members.get(i))
+            .map(|m| m.client.to_string())
+            .collect();
         format!("etcd://{}/{pod}", list.join(","))
+    }
+
+    /// The index of the member that leads now, as the running members say (`None` while
+    /// they have none, or before one answers).
+    pub fn leader(&self) -> Option<usize> {
+        self.members.iter().position(|m| {
+            m.child.is_some()
+                && Etcd::new(vec![m.client], Duration::from_millis(500))
+                    .status()
+                    .is_ok_and(|(id, leader)| id != 0 && id == leader)
+        })
     }
 
     /// Kills member `i` (SIGKILL) and reaps it.

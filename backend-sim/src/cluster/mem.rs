@@ -209,6 +209,10 @@ impl Shared {
             return;
         };
         let Some((h, data)) = header_and_data(&ev.kv.value) else {
+            self.refuse(
+                &ev.kv.key,
+                "not a memory request (a JSON header line, then the bytes)",
+            );
             return;
         };
         let range = {
@@ -505,10 +509,20 @@ impl Cluster {
                 "its owner closed the export (aclrtIpcMemClose)".into(),
             ));
         }
+        // The entry comes from etcd, where anyone with access to the cluster can write: a
+        // length no allocation has (a damaged or hand-written entry) is refused here, before
+        // addresses are reserved for it or copies are checked against it.
         let len = v["len"]
             .as_u64()
-            .filter(|l| *l > 0)
-            .ok_or_else(|| stale("its registry entry has no length".into()))?;
+            .filter(|l| (1..=crate::mem::MAX_DEVICE_MEMORY).contains(l))
+            .ok_or_else(|| {
+                stale(format!(
+                    "its registry entry gives length {}, which no allocation has (1 byte to \
+                     {} bytes, a device's most): the entry is damaged",
+                    v["len"],
+                    crate::mem::MAX_DEVICE_MEMORY
+                ))
+            })?;
         let wl = export::whitelist(&v);
         let owner_pid = export::owner_pid(&v);
         let key = ExportKey::encode(&acl_notify_core::key::KeyFields {

@@ -96,6 +96,9 @@ pub(crate) fn local_indices(cluster: bool) -> core::ops::Range<usize> {
     if cluster { 0..REMOTE_BASE } else { 0..MAX_LIVE }
 }
 
+/// Refusals of values under a process's record keys said on stderr (see [`Shared::refuse`]).
+const REFUSALS_SAID: u32 = 8;
+
 /// How often a watch or the lease keeper looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
@@ -255,6 +258,8 @@ struct Shared {
     tokens: std::sync::atomic::AtomicU64,
     /// The request numbers of other hosts' importers applied here lately.
     replays: Mutex<replay::Replays>,
+    /// Values under this process's record keys refused so far (see [`Shared::refuse`]).
+    refused: std::sync::atomic::AtomicU32,
     /// The memory this process published (see [`mem`]).
     published_mem: mem::PublishedMap,
     /// This process's reads of other hosts' memory awaiting their answers.
@@ -575,10 +580,22 @@ impl Shared {
         if ev.delete {
             return;
         }
-        let Ok(v) = serde_json::from_slice::<Value>(&ev.kv.value) else {
+        // A record is what `record` puts: the incarnation, the importer and the request's
+        // number. Anything else (a value written by hand, or damaged) is no record: a
+        // missing generation read as 0 would record on a notify of generation 0.
+        let v = serde_json::from_slice::<Value>(&ev.kv.value).unwrap_or(Value::Null);
+        let (Some(generation), Some(server), Some(pid), Some(tok)) = (
+            v["gen"].as_u64(),
+            v["server"].as_u64().and_then(|x| u32::try_from(x).ok()),
+            v["pid"].as_i64().and_then(|x| i32::try_from(x).ok()),
+            v["tok"].as_u64(),
+        ) else {
+            self.refuse(
+                &ev.kv.key,
+                "not a record (a JSON object with gen, server, pid and tok)",
+            );
             return;
         };
-        let generation = v["gen"].as_u64().unwrap_or(0);
         let r = {
             let p = lock(&self.published);
             match p.get(&(dev, id)) {
@@ -586,13 +603,7 @@ impl Shared {
                 _ => None,
             }
         };
-        let from = (
-            v["server"].as_u64().and_then(|x| u32::try_from(x).ok()),
-            v["pid"].as_i64().and_then(|x| i32::try_from(x).ok()),
-        );
-        if let (Some(server), Some(pid), Some(tok)) = (from.0, from.1, v["tok"].as_u64())
-            && !self.first_time((server, pid), tok)
-        {
+        if !self.first_time((server, pid), tok) {
             return;
         }
         if let Some(r) = r
@@ -606,6 +617,24 @@ impl Shared {
             // Counted before the flag is set: whoever the record wakes sees it counted.
             self.applied.fetch_add(1, Ordering::Relaxed);
             r.slot().record(&r.file().waiter(), self.pid);
+        }
+    }
+
+    /// Says on stderr that the value put at `key`, under this process's record keys, was
+    /// refused (`why`), for the first [`REFUSALS_SAID`] of them: nobody else would learn it
+    /// (no call of this process made the request), and a flood of them says no more.
+    fn refuse(&self, key: &[u8], why: &str) {
+        let n = self.refused.fetch_add(1, Ordering::Relaxed);
+        if n < REFUSALS_SAID {
+            let last = if n + 1 == REFUSALS_SAID {
+                " (further refusals are not reported)"
+            } else {
+                ""
+            };
+            eprintln!(
+                "acl-notify-sim: refused the value at {}: {why}{last}",
+                String::from_utf8_lossy(key)
+            );
         }
     }
 
@@ -711,6 +740,7 @@ impl Cluster {
             applied: std::sync::atomic::AtomicU64::new(0),
             tokens: std::sync::atomic::AtomicU64::new(1),
             replays: Mutex::new(replay::Replays::default()),
+            refused: std::sync::atomic::AtomicU32::new(0),
             published_mem: Mutex::new(HashMap::new()),
             pending: Mutex::new(mem::Pending::default()),
         });

@@ -31,10 +31,14 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         .and_then(|n| check_capacity(n).map(|()| n))
 }
 
+/// The most device memory a simulated device has (1 TiB): no allocation, nor export of one,
+/// is larger.
+pub(crate) const MAX_DEVICE_MEMORY: u64 = 1 << 40;
+
 /// Refuses a device memory size below 1 MiB or above 1 TiB (the address space each process
 /// reserves per device it uses).
 pub(crate) fn check_capacity(bytes: u64) -> Result<(), String> {
-    if !(1 << 20..=1 << 40).contains(&bytes) {
+    if !(1 << 20..=MAX_DEVICE_MEMORY).contains(&bytes) {
         return Err(format!(
             "{bytes} bytes of device memory; expected 1 MiB to 1 TiB"
         ));

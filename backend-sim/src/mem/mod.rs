@@ -77,8 +77,8 @@ use file::{Importers, MemFile};
 use queued::QueuedSide;
 use state::Gone;
 
-pub(crate) use capacity::check_capacity;
 pub use capacity::{DEFAULT_DEVICE_MEMORY, parse_size};
+pub(crate) use capacity::{MAX_DEVICE_MEMORY, check_capacity};
 pub(crate) use state::{Alloc, AllocRef, MemState};
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
