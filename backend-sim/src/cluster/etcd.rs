@@ -398,7 +398,9 @@ impl Etcd {
     /// Watches every key under `prefix` from revision `from` on, calling `on_event` for each
     /// event in revision order, until `stop` is set (checked at least every `poll`). A broken
     /// stream (its member died) is reopened on another endpoint from the revision after the
-    /// last event seen, so no event is lost or repeated. Returns the next revision to watch
+    /// last event seen, so no event is lost or repeated; so is a stream silent for a bound
+    /// whose member then fails a read the leader must confirm (it hangs, or is cut off from
+    /// the others, which commit what it never sends). Returns the next revision to watch
     /// from; an error only if `prefix`'s history from `from` is gone (compacted).
     pub fn watch(
         &self,
@@ -440,16 +442,31 @@ impl Etcd {
                 }
             };
             let mut pending = Vec::new();
+            let mut heard = Instant::now();
             loop {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(from);
                 }
                 let line = match next_line(&mut body, &mut pending) {
                     Ok(Some(l)) => l,
-                    Err(e) if is_timeout(&e) => continue,
+                    // A quiet stream may be a member that hangs, or one cut off from the
+                    // others: it sends nothing while the others commit. After a bound of
+                    // silence, ask that member for a read the leader must confirm; if it
+                    // cannot answer within a try's share, reopen on the next endpoint.
+                    Err(e) if is_timeout(&e) => {
+                        if heard.elapsed() < self.timeout {
+                            continue;
+                        }
+                        if !self.serves(&addr, prefix) {
+                            break;
+                        }
+                        heard = Instant::now();
+                        continue;
+                    }
                     // Ended or broken: reopen, on the next endpoint.
                     Ok(None) | Err(_) => break,
                 };
+                heard = Instant::now();
                 let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
                     break;
                 };
@@ -479,6 +496,23 @@ impl Etcd {
             attempt += 1;
         }
         Ok(from)
+    }
+}
+
+impl Etcd {
+    /// Whether the member at `addr` serves a linearizable read (one key under `prefix`, keys
+    /// only) within a try's share of the bound: one a leader confirms, so a member that hangs,
+    /// or has no leader, or is cut off from the others, does not.
+    fn serves(&self, addr: &SocketAddr, prefix: &[u8]) -> bool {
+        let body = json!({ "key": b64(prefix), "range_end": b64(&prefix_end(prefix)),
+                           "keys_only": true, "limit": "1" });
+        self.post(
+            addr,
+            "/v3/kv/range",
+            body.to_string().as_bytes(),
+            self.timeout / ATTEMPTS,
+        )
+        .is_ok()
     }
 }
 
@@ -852,6 +886,44 @@ mod tests {
             "{:?}",
             t.elapsed()
         );
+    }
+
+    /// A watch whose member hangs (its stream open, nothing sent, no read answered) moves to
+    /// the next endpoint after a bound of silence and a failed read there, and gets the
+    /// events from where it was. Before, it waited on the silent stream for ever.
+    #[test]
+    fn a_watch_on_a_hung_member_moves_to_the_next_one() {
+        let hung = serve(
+            vec![b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"],
+            Duration::ZERO,
+            Duration::from_secs(60),
+        );
+        let good = serve(
+            vec![
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"50\r\n{\"result\":{\"events\":[{\"kv\":{\"key\":\"YQ==\",\"value\":\"MQ==\",\"mod_revision\":\"5\"}}]}}\n\r\n",
+            ],
+            Duration::ZERO,
+            Duration::from_secs(60),
+        );
+        let e = Etcd::new(vec![hung, good], Duration::from_millis(900));
+        let stop = AtomicBool::new(false);
+        let mut seen = Vec::new();
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                let t = Instant::now();
+                while !stop.load(Ordering::Relaxed) && t.elapsed() < Duration::from_secs(20) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                stop.store(true, Ordering::Relaxed);
+            });
+            e.watch(b"a", 1, &stop, Duration::from_millis(50), |ev| {
+                seen.push(ev.kv.mod_revision);
+                stop.store(true, Ordering::Relaxed);
+            })
+            .unwrap()
+        });
+        assert_eq!(seen, vec![5]);
     }
 
     #[test]

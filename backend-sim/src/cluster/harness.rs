@@ -315,12 +315,18 @@ impl EtcdCluster {
     /// Stops (`SIGSTOP`) or continues (`SIGCONT`) every member: stopped, a member accepts
     /// connections (the kernel does) and answers nothing, as a hung or partitioned one.
     pub fn pause_all(&mut self, pause: bool) {
+        for i in 0..self.members.len() {
+            self.pause_member(i, pause);
+        }
+    }
+
+    /// [`pause_all`](Self::pause_all) for member `i` only: a member that hangs while the
+    /// others serve.
+    pub fn pause_member(&mut self, i: usize, pause: bool) {
         let sig = if pause { libc::SIGSTOP } else { libc::SIGCONT };
-        for m in &self.members {
-            if let Some(c) = &m.child {
-                // SAFETY: signalling a child this harness started and has not reaped.
-                unsafe { libc::kill(c.id() as i32, sig) };
-            }
+        if let Some(c) = self.members.get(i).and_then(|m| m.child.as_ref()) {
+            // SAFETY: signalling a child this harness started and has not reaped.
+            unsafe { libc::kill(c.id() as i32, sig) };
         }
     }
 
