@@ -7,7 +7,9 @@
  * - a model built on two persistent streams, each copying its own input to its own output
  *   (host → device → host): an execution copies both; after aclrtPersistentTaskClean of the
  *   first stream, executions with new input copy only the second stream's (the first's output
- *   stays as it was set), every time; a second clean of the same stream succeeds;
+ *   stays as it was set), every time; a second clean of the same stream succeeds; the model's
+ *   JSON print (aclmdlRIDebugJsonPrint) lists none of the cleaned stream's tasks, and the
+ *   other stream's two;
  * - NULL 107000; a stream made without ACL_STREAM_PERSISTENT, a persistent stream bound to no
  *   model, a stream bound to a model still being built: 507000, each with its message.
  * On any other chip: 207000 naming the chip, after the NULL check.
@@ -25,6 +27,23 @@ static int finish(aclrtStream *streams) {
     CHECK(aclFinalize());
     printf("persistent_clean: ok\n");
     return 0;
+}
+
+/* Requires aclmdlRIDebugJsonPrint of `m` to show `want` tasks of stream `s`. */
+static void json_has_tasks(aclmdlRI m, aclrtStream s, int want) {
+    static char json[65536];
+    CHECK(aclmdlRIDebugJsonPrint(m, "persistent_clean.json", 0));
+    FILE *f = fopen("persistent_clean.json", "r");
+    REQUIRE(f != NULL, "no JSON file");
+    const size_t got = fread(json, 1, sizeof json - 1, f);
+    json[got] = 0;
+    fclose(f);
+    remove("persistent_clean.json");
+    char key[64];
+    snprintf(key, sizeof key, "\"stream\":\"%#lx\"", (unsigned long)(uintptr_t)s);
+    int n = 0;
+    for (const char *at = strstr(json, key); at; at = strstr(at + 1, key)) n++;
+    REQUIRE(n == want, "stream %p: %d tasks in the print, expected %d: %s", s, n, want, json);
 }
 
 int main(int argc, char **argv) {
@@ -106,6 +125,11 @@ int main(int argc, char **argv) {
         }
         if (r == 1) CHECK(aclrtPersistentTaskClean(s1));
     }
+    /* The cleaned stream has no tasks left (CANN's clean recycles them, and its model print
+     * lists each stream's remaining ones): the JSON print shows the second stream's two
+     * copies and none of the first's. */
+    json_has_tasks(m, s1, 0);
+    json_has_tasks(m, s2, 2);
 
     CHECK(aclmdlRIDestroy(m));
     CHECK(aclrtFree(a));

@@ -10,7 +10,9 @@
  * - extended information: NULL and a size of 0 107000; in a capture of three copies, the
  *   first's "first", the second's "second-old" replaced by "second", the third's 5000 bytes
  *   cut to 4096: aclmdlRIDebugJsonPrint shows each with its own task ("seq") and nothing of
- *   "second-old"; after the capture's end the stream is in no model: 507000.
+ *   "second-old"; a host function and a 2-D copy queued meanwhile on a stream that does not
+ *   capture are the thread's last task: the information given after each is refused (507000)
+ *   and shown nowhere; after the capture's end the stream is in no model: 507000.
  * On any other chip: operator information NULL/size 0 100000 first, then 207000; extended
  * information 207000 even for NULL.
  *
@@ -49,6 +51,8 @@ static void event_of(int seq, char *out, size_t cap) {
     memcpy(out, start, (size_t)(end - start));
     out[end - start] = 0;
 }
+
+static void nop(void *args) { (void)args; }
 
 int main(int argc, char **argv) {
     g_role = "task_info_cache";
@@ -113,6 +117,16 @@ int main(int argc, char **argv) {
     CHECK(aclrtCacheLastTaskExtendInfo("second-old", 10));
     CHECK(aclrtCacheLastTaskExtendInfo("second", 6));
     CHECK(aclrtCacheLastTaskOpInfo(op, 4));
+    /* A task the capture does not store, queued on another stream meanwhile, is the thread's
+     * last task too (CANN sets it at every submission): the information is refused, not put
+     * on the second copy. */
+    CHECK(aclrtLaunchHostFunc(plain, nop, NULL));
+    EXPECT_RC(aclrtCacheLastTaskExtendInfo("stray", 5), RT_INTERNAL);
+    expect_msg("neither captures", NULL);
+    CHECK(aclrtMemcpy2dAsync(b, 16, a, 16, 16, 2, ACL_MEMCPY_DEVICE_TO_DEVICE, plain));
+    EXPECT_RC(aclrtCacheLastTaskOpInfo(op, 8), RT_INTERNAL);
+    expect_msg("neither captures", NULL);
+    CHECK(aclrtSynchronizeStream(plain));
     CHECK(aclrtMemcpyAsync(b, 64, a, 64, ACL_MEMCPY_DEVICE_TO_DEVICE, s));
     static char longer[5000];
     memset(longer, 'z', sizeof longer);
@@ -125,6 +139,8 @@ int main(int argc, char **argv) {
 
     print_json(m);
     REQUIRE(strstr(json, "second-old") == NULL, "the replaced info is still shown: %s", json);
+    REQUIRE(strstr(json, "stray") == NULL, "info given after an uncaptured task is shown: %s",
+            json);
     static char ev[16384];
     event_of(0, ev, sizeof ev);
     REQUIRE(strstr(ev, "\"extend_info\":\"first\"") != NULL, "task 0: %s", ev);

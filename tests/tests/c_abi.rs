@@ -62,7 +62,8 @@
 //! - `task_info_cache.c`: `aclrtCacheLastTaskOpInfo` / `aclrtCacheLastTaskExtendInfo` on the
 //!   thread's last captured task, read back in `aclmdlRIDebugJsonPrint`, and CANN's refusals;
 //! - `persistent_clean.c`: `aclrtPersistentTaskClean`: a built model's cleaned stream runs
-//!   none of its copies, the other stream all of them; CANN's refusals.
+//!   none of its copies, the other stream all of them, and the model's JSON print lists none
+//!   of the cleaned stream's tasks; CANN's refusals.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
@@ -4021,8 +4022,10 @@ fn a_stopped_stream_keeps_its_tasks_unrun_until_aborted_or_destroyed() {
 }
 
 /// `aclrtPersistentTaskClean` drops the tasks a built model stored for one persistent stream:
-/// later executions run the other stream's copies only; CANN's refusals in its order (NULL
-/// 107000; a non-persistent, unbound or still-building stream 507000; another chip 207000).
+/// later executions run the other stream's copies only, and `aclmdlRIDebugJsonPrint` lists
+/// none of the cleaned stream's tasks (CANN's clean recycles them); CANN's refusals in its
+/// order (NULL 107000; a non-persistent, unbound or still-building stream 507000; another chip
+/// 207000).
 #[test]
 fn a_cleaned_persistent_stream_runs_none_of_its_model_tasks() {
     on_each_soc_then_memcheck(
@@ -4033,8 +4036,9 @@ fn a_cleaned_persistent_stream_runs_none_of_its_model_tasks() {
 
 /// `aclrtCacheLastTaskOpInfo` / `aclrtCacheLastTaskExtendInfo` attach their bytes to the
 /// thread's last captured task (the extended information shown by `aclmdlRIDebugJsonPrint`
-/// with its task, a second call replacing the first, 4096 bytes kept); CANN's refusals in its
-/// order (a chip without ACL Graph: 207000).
+/// with its task, a second call replacing the first, 4096 bytes kept); a task the capture does
+/// not store, queued after it on another stream, is the thread's last task (refused, 507000);
+/// CANN's refusals in its order (a chip without ACL Graph: 207000).
 #[test]
 fn cached_task_info_stays_with_the_last_captured_task() {
     on_each_soc_then_memcheck(

@@ -268,7 +268,7 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
             return Err(param("`fn` is NULL"));
         };
         let rt = runtime()?;
-        let raw = rt.resolve_stream(handle(stream))?;
+        let raw = rt.resolve_task_stream(handle(stream))?;
         let Some(mailbox) = mailbox_of(Channel::Report, raw) else {
             return Err(CallError::new(
                 Error::StreamSubscribe,

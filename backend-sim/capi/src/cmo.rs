@@ -107,7 +107,7 @@ pub extern "C" fn aclrtCmoAsync(
             return Err(unsupported("aclrtCmoAsync", sim.soc()));
         }
         cmo_type(cmo_type_)?;
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         sim.cmo_async(Word::Given(src.addr() as u64), Word::Given(size as u64), s)
             .map_err(CallError::backend)
     })
@@ -154,7 +154,7 @@ pub extern "C" fn aclrtCmoAsyncWithBarrier(
             }
             _ => {}
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         sim.cmo_async(Word::Given(src.addr() as u64), Word::Given(size as u64), s)
             .map_err(CallError::backend)?;
         if t != CMO_INVALID {
@@ -228,7 +228,7 @@ pub unsafe extern "C" fn aclrtCmoWaitBarrier(
         if sim.soc() != Soc::Ascend310B {
             return Err(unsupported("aclrtCmoWaitBarrier", sim.soc()));
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         let device = rt.current_device()?;
         let events: Vec<_> = {
             let barriers = rt
@@ -346,7 +346,7 @@ pub extern "C" fn aclrtCmoAsyncWithDesc(
                 "cmoType {cmo_type_} is not an aclrtCmoType (PREFETCH 0 to FLUSH 3)"
             )));
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         let d = cmo_desc.addr();
         sim.cmo_async(Word::At(d + addr_at, 0), Word::At32(d + len_at), s)
             .map_err(CallError::backend)

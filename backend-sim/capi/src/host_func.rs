@@ -95,7 +95,7 @@ pub(crate) unsafe fn launch(
         return Err(param("`fn` is NULL"));
     };
     let rt = runtime()?;
-    let raw = rt.resolve_stream(handle(stream))?;
+    let raw = rt.resolve_task_stream(handle(stream))?;
     match mailbox_of(Channel::HostFunc, raw) {
         // SAFETY: the caller's contract. A host function holds its stream until it ran
         // (hicann/runtime `api_impl.cc` `LaunchHostFunc`: a blocking callback task).

@@ -355,7 +355,7 @@ pub extern "C" fn aclrtMemManagedPrefetchAsync(
             )));
         }
         let rt = runtime()?;
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         device_id_ok(&rt, location, "location")?;
         require_uvm(&rt, "aclrtMemManagedPrefetchAsync")?;
         let to = place(location, "location")?;
@@ -456,7 +456,7 @@ pub unsafe extern "C" fn aclrtMemManagedPrefetchBatchAsync(
         for (k, l) in locs.iter().enumerate() {
             device_id_ok(&rt, *l, &format!("prefetchLocs[{k}]"))?;
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         require_uvm(&rt, "aclrtMemManagedPrefetchBatchAsync")?;
         let mut ranges = Vec::with_capacity(count);
         for (k, l) in locs.iter().enumerate() {

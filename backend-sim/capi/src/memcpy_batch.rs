@@ -291,7 +291,7 @@ fn run_batch(
         }
         return Ok(());
     };
-    let s = rt.resolve_stream(stream.addr())?;
+    let s = rt.resolve_task_stream(stream.addr())?;
     for i in 0..b.sizes.len() {
         let (dst, src, size) = (b.dsts[i], b.srcs[i], b.sizes[i]);
         let check = || -> Result<(MemcpyKind, bool), CallError> {

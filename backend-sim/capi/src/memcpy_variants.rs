@@ -115,7 +115,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsyncWithCondition(
             ));
         }
         let rt = runtime()?;
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         let sim = rt.backend();
         let unpinned = |addr: usize| {
             !matches!(
@@ -170,7 +170,7 @@ pub extern "C" fn aclrtMemcpyAsyncWithOffset(
         ) {
             return Err(unsupported("aclrtMemcpyAsyncWithOffset", soc));
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         if dst.is_null() || src.is_null() {
             return Err(param(format!(
                 "`{}` is NULL",
@@ -331,7 +331,7 @@ pub extern "C" fn aclrtMemcpyAsyncWithDesc(
         if desc_size(sim.soc()).is_none() {
             return Err(unsupported("aclrtMemcpyAsyncWithDesc", sim.soc()));
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         inner_d2d(kind, Error::FeatureNotSupport)?;
         device_memory(sim.mem_location(desc.addr()), desc.addr(), "desc")?;
         let at = desc.addr();

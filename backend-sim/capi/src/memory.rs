@@ -662,7 +662,7 @@ pub unsafe extern "C" fn aclrtMemcpy2dAsync(
             return Ok(());
         };
         let rt = runtime()?;
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
         unsafe {
             rt.backend()
@@ -771,7 +771,7 @@ pub unsafe extern "C" fn aclrtReduceAsync(
             }
         };
         let rt = runtime()?;
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         let unsupported = |what: String| CallError::new(Error::FeatureNotSupport, what);
         if rt.backend().soc() == acl_notify_core::Soc::IPV350 {
             return Err(unsupported(

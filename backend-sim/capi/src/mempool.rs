@@ -273,7 +273,7 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
             return Ok(());
         }
         let rt = runtime()?;
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         let id = pool_of(&rt, mem_pool, Error::InternalError)?;
         let p = rt
             .backend()
@@ -298,7 +298,7 @@ pub extern "C" fn aclrtMemPoolFreeAsync(ptr: *mut c_void, stream: aclrtStream) -
             return Err(null_arg("ptr"));
         }
         let rt = runtime()?;
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         rt.backend()
             .mem_pool_free_async(ptr.addr(), s)
             .map_err(CallError::backend)

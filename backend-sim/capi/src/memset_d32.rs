@@ -86,7 +86,7 @@ fn memset_d32(
     }
     pinned(sim.mem_location(ptr.addr()), ptr)?;
     let stream = match stream {
-        Some(s) => Some(rt.resolve_stream(s.addr())?),
+        Some(s) => Some(rt.resolve_task_stream(s.addr())?),
         None => {
             rt.current_device()?;
             None

@@ -43,7 +43,7 @@ fn check_output(output: *mut c_void, size: u64) -> Result<(), CallError> {
 /// Queues the copy of the current device's status into `output` on `stream`.
 fn query(output: *mut c_void, stream: aclrtStream) -> Result<(), CallError> {
     let rt = runtime()?;
-    let s = rt.resolve_stream(stream.addr())?;
+    let s = rt.resolve_task_stream(stream.addr())?;
     let (device, _) = rt.current()?;
     let sim = rt.backend();
     let status = sim.overflow_addr(device).map_err(CallError::backend)?;
@@ -64,7 +64,7 @@ fn query(output: *mut c_void, stream: aclrtStream) -> Result<(), CallError> {
 /// Queues the reset of the current device's status on `stream`.
 fn reset(stream: aclrtStream) -> Result<(), CallError> {
     let rt = runtime()?;
-    let s = rt.resolve_stream(stream.addr())?;
+    let s = rt.resolve_task_stream(stream.addr())?;
     let (device, _) = rt.current()?;
     let sim = rt.backend();
     let status = sim.overflow_addr(device).map_err(CallError::backend)?;

@@ -44,7 +44,7 @@ pub extern "C" fn aclrtProfTrace(
             ));
         }
         let rt = runtime()?;
-        let raw = rt.resolve_stream(stream.addr())?;
+        let raw = rt.resolve_task_stream(stream.addr())?;
         let task = Box::new(|_: &acl_notify_sim::stream::TaskCtx| Ok(()));
         rt.backend()
             .run_async(raw, task)

@@ -368,7 +368,7 @@ pub unsafe extern "C" fn aclrtRandomNumAsync(
                 ),
             ));
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_task_stream(stream.addr())?;
         if !reserve.is_null() {
             return Err(param("reserve is a reserved parameter and must be NULL"));
         }

@@ -37,6 +37,7 @@ use acl_notify_core::whitelist::MAX_ENTRIES as MAX_WHITELIST;
 use acl_notify_core::{Error, ServerPid, Soc};
 
 use super::file::{MemFile, owner_of};
+use super::state::Gone;
 use super::{Alloc, lock};
 use crate::error::SimError;
 use crate::{Sim, sys};
@@ -577,7 +578,7 @@ impl Sim {
             let l = a.file.lock()?;
             a.file.leave(&l, a.id, a.generation, self.mem_identity());
             drop(l);
-            self.note_freed(addr, a.size, a.file.device());
+            self.note_freed(addr, a.size, a.file.device(), Gone::Closed);
         }
         Ok(true)
     }

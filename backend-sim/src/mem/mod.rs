@@ -75,6 +75,7 @@ use crate::stream::TaskCtx;
 use crate::tagged_cache::Tag;
 use file::{Importers, MemFile};
 use queued::QueuedSide;
+use state::Gone;
 
 pub use capacity::{DEFAULT_DEVICE_MEMORY, parse_size};
 pub(crate) use capacity::{MAX_DEVICE_MEMORY, check_capacity};
@@ -399,18 +400,18 @@ impl Sim {
             };
             self.forget_managed(ptr, &a);
             self.free_owned_shared(&a, importers)?;
-            self.note_freed(ptr, a.size, a.file.device());
+            self.note_freed(ptr, a.size, a.file.device(), Gone::Freed);
             Ok(())
         })
     }
 
     /// Remembers a freed (or closed) range, for messages about stale pointers.
-    fn note_freed(&self, addr: usize, size: u64, device: u32) {
+    fn note_freed(&self, addr: usize, size: u64, device: u32, how: Gone) {
         let mut freed = lock(&self.mem().freed);
         if freed.len() == FREED_KEPT {
             freed.pop_front();
         }
-        freed.push_back((addr, size, device));
+        freed.push_back((addr, size, device, how));
     }
 
     /// Adds to `msg` what `addr` is: inside or near an allocation, freed, or no device address.
@@ -434,15 +435,19 @@ impl Sim {
         }
         drop(allocs);
         let freed = lock(&self.mem().freed);
-        if let Some((base, size, dev)) = freed
+        if let Some((base, size, dev, how)) = freed
             .iter()
             .rev()
-            .find(|(b, s, _)| addr >= *b && addr - b < *s as usize)
+            .find(|(b, s, _, _)| addr >= *b && addr - b < *s as usize)
         {
+            let how = match how {
+                Gone::Freed => "was freed",
+                Gone::Closed => "this process closed (aclrtIpcMemClose ended its import)",
+            };
             let _ = write!(
                 msg,
                 ": it is offset {} in allocation {base:#x} ({size} bytes, device {dev}), which \
-                 was freed",
+                 {how}",
                 addr - base
             );
             return;

@@ -54,7 +54,7 @@ use super::file::Importers;
 pub use super::pool_state::PoolId;
 use super::pool_state::{Block, Kept, KeptBlock, Pool};
 use super::run_or_drop::run_or_drop;
-use super::state::Alloc;
+use super::state::{Alloc, Gone};
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;
@@ -371,7 +371,7 @@ impl Sim {
                 )
             })?;
             self.mem().remove(ptr);
-            self.note_freed(ptr, b.alloc.size, b.alloc.file.device());
+            self.note_freed(ptr, b.alloc.size, b.alloc.file.device(), Gone::Freed);
             g.used -= b.span;
             let t = g.next_ticket;
             g.next_ticket += 1;
@@ -461,7 +461,7 @@ impl Sim {
             Ok(()) => {
                 pending.queued();
                 self.mem_withdraw(&a.file, a.id, a.generation);
-                self.note_freed(ptr, a.size, a.file.device());
+                self.note_freed(ptr, a.size, a.file.device(), Gone::Freed);
                 Ok(())
             }
             Err(e) => {

@@ -14,6 +14,17 @@ use crate::error::SimError;
 use crate::locks::lock;
 use crate::sys;
 
+/// How a range of the recently freed list ([`MemState::freed`]) went away, for the message
+/// about a stale pointer into it: the importer that closed its import did not free the memory
+/// (its owner may still use it), and a message saying "freed" sent the user after the owner.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Gone {
+    /// `aclrtFree` (or a pool's free) of this process.
+    Freed,
+    /// `aclrtIpcMemClose` of this process's import.
+    Closed,
+}
+
 /// One allocation (its slot in a device-memory file, and what a check needs of it), with its
 /// file held as `F`: by reference count ([`Alloc`]: the table's entries, and the ranges of
 /// tasks that outlive the call), borrowed ([`AllocRef`]: what a lookup hands out), or by
@@ -145,8 +156,8 @@ pub(crate) struct MemState {
     /// host side is told from device memory without a lock ([`may_be_device`](Self::may_be_device)).
     reserves: [AtomicUsize; RESERVES_FAST],
     reserves_n: AtomicUsize,
-    /// Recently freed (address, size, device), newest last.
-    pub(super) freed: Mutex<VecDeque<(usize, u64, u32)>>,
+    /// Recently freed or closed (address, size, device, how), newest last.
+    pub(super) freed: Mutex<VecDeque<(usize, u64, u32, Gone)>>,
     /// `aclrtMallocHost` allocations.
     pub(super) host: super::host::HostTable,
     /// IPC imports of this process: key → device address.

@@ -356,6 +356,73 @@ fn a_parked_stream_aborted() {
     }
 }
 
+/// A stream stopped (`aclrtStreamStop`) while its wait is parked on the process's runner
+/// (and, for comparison, while it may block on its thread): the stop returns at once and cuts
+/// the wait short, which gives its place in the notify's queue up, so that another stream's
+/// wait gets the next record; the stopped stream runs nothing more (the record queued behind
+/// its wait is kept, unrun), a bounded synchronize times out; the abort drops the kept task
+/// and the stream runs again. Failed before 2026-12-06 with the wait parked: the stopped
+/// stream kept the parked wait as a queued task, with its place, and the other stream's wait
+/// timed out behind it (`Shared::keep_stopped`).
+#[test]
+fn a_parked_stream_stopped() {
+    for forced in [false, true] {
+        stopped_while_waiting(forced);
+    }
+}
+
+fn stopped_while_waiting(forced: bool) {
+    let (sim, _ns) = open_with(&format!("stop-{forced}"), forced);
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let m = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let r = sim.create_stream(0).unwrap();
+    let s = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    sim.record(m, s).unwrap();
+    if forced {
+        until_parked(&sim, s);
+    } else {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let t0 = Instant::now();
+    sim.stop_stream(s).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // Another stream's wait on the notify, queued after the stop, gets the record (bounded:
+    // behind a place the stopped wait kept, it would wait for the abort).
+    let w = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, w, Timeout::from_c(5)).unwrap();
+    sim.record(n, r).unwrap();
+    sim.synchronize(r, LONG).unwrap();
+    sim.synchronize(w, LONG)
+        .expect("the other stream's wait did not get the record");
+    std::thread::sleep(Duration::from_millis(30));
+    assert!(
+        !sim.try_consume(m).unwrap(),
+        "the stopped stream ran a task"
+    );
+    let e = sim
+        .synchronize(s, SyncWait::AtMost(Duration::from_millis(30)))
+        .unwrap_err();
+    assert_eq!(
+        acl_notify_core::BackendError::kind(&e),
+        acl_notify_core::Error::StreamSyncTimeout,
+        "{e}"
+    );
+    sim.abort(s).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    assert!(!sim.try_consume(m).unwrap(), "the abort ran the kept task");
+    sim.record(m, s).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    assert!(
+        sim.try_consume(m).unwrap(),
+        "a task after the abort did not run"
+    );
+    queue_is_free(&sim, n);
+    for st in [s, r, w] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
+
 /// A record from another process (a forked child with a `Sim` of its own on the namespace)
 /// releases a parked stream.
 #[test]

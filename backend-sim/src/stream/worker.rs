@@ -685,6 +685,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// this thread waits while the stream stays stopped — or, on a runner's borrowed turn,
     /// the stream goes home to wait there (true: the turn stops). Out of line: the task loop
     /// pays only the `halted` load it had.
+    ///
+    /// A parked job (one with a [`Job::park_probe`]) is not kept: it is the wait that was
+    /// running when the stream stopped, parked rather than blocked on its thread, and the
+    /// stop cuts the running task short. It is dropped, giving its place in the notify's
+    /// queue up, and counted completed, as a wait cut short on its thread is. Kept, it held
+    /// that place until the abort, so that the notify's next record was kept for it: another
+    /// stream's wait on the notify, queued behind it, waited for the stopped stream's abort.
     #[cold]
     #[inline(never)]
     fn keep_stopped(
@@ -694,6 +701,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
     ) -> bool {
+        if task.park_probe().is_some() {
+            self.flush(done);
+            drop_quietly(task);
+            bump(&self.worker.completed);
+            self.retire(1);
+            return false;
+        }
         local.put_back(task);
         if flow.borrowed {
             self.stop_turn(false, local, done, flow);

@@ -309,8 +309,19 @@ impl Replay {
 pub(super) struct TaskMeta {
     /// Its `aclmdlRITask` handle (0: none made yet).
     pub(super) handle: usize,
-    /// `aclmdlRITaskDisable`d.
+    /// `aclmdlRITaskDisable`d (also set with `cleaned`: no execution runs it again).
     pub(super) disabled: bool,
+    /// Dropped by `aclrtPersistentTaskClean` (`persistent_clean`): no longer one of its
+    /// stream's tasks, so the lists of a stream's tasks (`aclmdlRIDebugPrint`,
+    /// `aclmdlRIDebugJsonPrint`, `aclmdlRIGetTasksByStream`) leave it out.
+    pub(super) cleaned: bool,
+}
+
+impl Model {
+    /// Whether stored task `n` was dropped by `aclrtPersistentTaskClean`.
+    pub(super) fn cleaned(&self, n: usize) -> bool {
+        self.task_meta.get(n).is_some_and(|t| t.cleaned)
+    }
 }
 
 /// A condition (`aclmdlRICondHandle`) (`cond`).

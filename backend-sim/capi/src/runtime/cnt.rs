@@ -60,7 +60,7 @@ impl Runtime {
         record: CntRecord,
     ) -> Result<(), CallError> {
         let c = self.cnt(cnt)?;
-        let s = self.resolve_stream(stream)?;
+        let s = self.resolve_task_stream(stream)?;
         self.backend
             .cnt_record(c.raw, s, record)
             .map_err(CallError::backend)
@@ -74,7 +74,7 @@ impl Runtime {
         wait: CntWait,
     ) -> Result<(), CallError> {
         let c = self.cnt(cnt)?;
-        let s = self.resolve_stream(stream)?;
+        let s = self.resolve_task_stream(stream)?;
         self.backend
             .cnt_wait(c.raw, s, wait)
             .map_err(CallError::backend)

@@ -57,10 +57,14 @@ impl Runtime {
     }
 }
 
-/// Each stream's tasks: (stream index, [(seq, call, arguments)]).
+/// Each stream's tasks: (stream index, [(seq, call, arguments)]). The tasks
+/// `aclrtPersistentTaskClean` dropped are no longer their stream's (`persistent_clean`).
 fn per_stream(m: &Model) -> Vec<Vec<(usize, &'static str, String)>> {
     let mut out = vec![Vec::new(); m.streams.len()];
     for (seq, (i, t)) in m.tasks.iter().enumerate() {
+        if m.cleaned(seq) {
+            continue;
+        }
         if let Some(s) = out.get_mut(*i) {
             s.push((seq, t.name(), format!("{t:?}")));
         }
@@ -85,7 +89,7 @@ fn text(m: &Model) -> String {
         m.device,
         phase(m),
         m.streams.len(),
-        m.tasks.len()
+        streams.iter().map(Vec::len).sum::<usize>()
     );
     for (i, tasks) in streams.iter().enumerate() {
         let head = if m.heads.get(i).copied().unwrap_or(true) {

@@ -109,7 +109,7 @@ impl Runtime {
     /// `aclmdlRIExecuteAsync`: queues one replay on `stream`.
     pub(crate) fn execute_async(&self, handle: usize, stream: usize) -> Result<(), CallError> {
         let id = self.model_id(handle)?;
-        let exec = self.resolve_stream(stream)?;
+        let exec = self.resolve_task_stream(stream)?;
         let replay = {
             let st = self.captures.lock();
             let m = st.models.get(&id).ok_or_else(|| bad_model(handle))?;

@@ -138,7 +138,7 @@ impl Runtime {
         m.task_meta.resize(m.tasks.len(), TaskMeta::default());
         let mut out = Vec::new();
         for (n, &(i, _)) in m.tasks.iter().enumerate() {
-            if i != index {
+            if i != index || m.task_meta[n].cleaned {
                 continue;
             }
             if m.task_meta[n].handle == 0 {

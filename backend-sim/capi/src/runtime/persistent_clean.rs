@@ -17,7 +17,12 @@
 //! The simulator's choices: the queue counts as disabled while no execution of the model is
 //! queued and unfinished (one in flight: 507000); the dropped tasks leave what executions
 //! queue now and what `aclmdlRIUpdate` would queue later (they are marked disabled, as
-//! `aclmdlRITaskDisable` marks a task, so no task index moves).
+//! `aclmdlRITaskDisable` marks a task, so no task index moves), and the lists of the stream's
+//! tasks: `Stream::ModelTaskClean` recycles every task the model bound to the stream
+//! (`RecycleModelBindStreamAllTask`, which empties the stream's list of them), and
+//! `Model::ModelDebugDotPrint` (`model.cc`) prints each stream's tasks from that list, so a
+//! cleaned stream is printed with none (`TaskMeta::cleaned`; `aclmdlRIDebugPrint`,
+//! `aclmdlRIDebugJsonPrint` and `aclmdlRIGetTasksByStream` leave them out).
 
 use std::sync::{Arc, PoisonError};
 
@@ -94,6 +99,7 @@ impl Runtime {
         for (meta, &(j, _)) in m.task_meta.iter_mut().zip(&m.tasks) {
             if j == i {
                 meta.disabled = true;
+                meta.cleaned = true;
             }
         }
         let mut tasks = replay.tasks.lock().unwrap_or_else(PoisonError::into_inner);

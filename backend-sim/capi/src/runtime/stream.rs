@@ -8,6 +8,7 @@ use acl_notify_core::{
 
 use crate::errmsg::{CallError, param};
 
+use super::last_task::{self, Last};
 use super::statecb::{self, StreamState};
 use super::{Runtime, StreamEntry, bad_stream, stream_error, stream_name};
 
@@ -20,6 +21,20 @@ impl Runtime {
     pub(crate) fn resolve_stream(&self, stream: usize) -> Result<RawStream, CallError> {
         self.refuse_capturing(stream)?;
         self.resolve_stream_any(stream)
+    }
+
+    /// [`resolve_stream`](Self::resolve_stream) for a call that gives the stream a task the
+    /// capture does not store (host functions, callbacks, the copy variants, cache operations,
+    /// pool allocations, …): notes it as the thread's last task, as [`Runtime::capture`] notes
+    /// the tasks it lets queue. CANN sets the thread's last task at every task's submission
+    /// (hicann/runtime `src/runtime/api/impl/api_impl.cc`: `InnerThreadLocalContainer`'s last
+    /// stream and task ids, which `ApiImpl::CacheLastTaskOpInfo` reads), so
+    /// `aclrtCacheLastTaskOpInfo` after such a task is refused instead of reaching an earlier
+    /// captured one.
+    pub(crate) fn resolve_task_stream(&self, stream: usize) -> Result<RawStream, CallError> {
+        let raw = self.resolve_stream(stream)?;
+        last_task::note(Last::Queued { stream });
+        Ok(raw)
     }
 
     /// [`resolve_stream`](Self::resolve_stream) for a call that reads about the stream, which
@@ -189,7 +204,7 @@ impl Runtime {
 
     /// `aclrtLaunchHostFunc`.
     pub(crate) fn launch_host_func(&self, stream: usize, call: HostCall) -> Result<(), CallError> {
-        let raw = self.resolve_stream(stream)?;
+        let raw = self.resolve_task_stream(stream)?;
         self.backend
             .launch_host_func(raw, call)
             .map_err(|e| stream_error(stream, e))
