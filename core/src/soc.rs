@@ -173,6 +173,15 @@ features! {
     /// Ascend 950PR/DT, Atlas A3 and A2 only (hicann/runtime `src/runtime/config/*/
     /// dev_info_reg.cc`, `api_error.cc` `DeviceTaskAbort`).
     DeviceTaskAbort,
+    /// `aclrtStreamStop`: chips with STARS and the task scheduler's `TS_FEATURE_MC2_ENHANCE`,
+    /// Ascend 950PR/DT, Atlas A3 and A2 — the chips of [`Feature::DeviceTaskAbort`]
+    /// (hicann/runtime `src/runtime/api/impl/api_impl.cc` `ApiImpl::StreamClear`; the API
+    /// page of `docs/zh/api_ref/06_stream_management.md`).
+    StreamStop,
+    /// `aclrtGetHardwareSyncAddr` (`RT_FEATURE_KERNEL_INTER_CORE_SYNC_ADDR`): Atlas A2 and
+    /// A3 only (hicann/runtime `src/runtime/config/910_B_93/dev_info_reg.cc` is the only
+    /// configuration that has it).
+    HardwareSyncAddr,
     /// Stream capture into model runtime instances (`aclmdlRICaptureBegin`, …): Ascend
     /// 950PR/DT, Atlas A3, A2 and inference products (Ascend310P); not Atlas 200I/500 A2
     /// (Ascend310B), Atlas training products (Ascend910) or IPV350 (CANN's
@@ -575,10 +584,11 @@ impl Soc {
             Feature::PeerAccess => !matches!(self, Soc::Ascend310B | Soc::IPV350),
             Feature::MemPool => matches!(self, Soc::Ascend910B),
             Feature::HostFuncThread | Feature::StreamConfig => matches!(self, Soc::IPV350),
-            Feature::DeviceTaskAbort => matches!(
+            Feature::DeviceTaskAbort | Feature::StreamStop => matches!(
                 self,
                 Soc::Ascend950PR | Soc::Ascend950DT | Soc::Ascend910_93 | Soc::Ascend910B
             ),
+            Feature::HardwareSyncAddr => matches!(self, Soc::Ascend910_93 | Soc::Ascend910B),
             Feature::ModelBuild => !matches!(self, Soc::IPV350),
             Feature::ModelCapture => matches!(
                 self,
@@ -912,6 +922,18 @@ mod tests {
                 _ => false,
             };
             assert_eq!(s.has(Feature::ModelCapture), listed, "{s}");
+        }
+    }
+
+    /// `aclrtStreamStop` on the chips its API page lists (Atlas A2/A3, Ascend 950);
+    /// `aclrtGetHardwareSyncAddr` on the chips of `config/910_B_93` only.
+    #[test]
+    fn stream_stop_and_hardware_sync_are_on_their_chips() {
+        for &s in Soc::ALL {
+            let a2_a3 = s == Soc::Ascend910_93 || s.name().starts_with("Ascend910B");
+            let a950 = matches!(s.name(), "Ascend950PR" | "Ascend950DT");
+            assert_eq!(s.has(Feature::StreamStop), a2_a3 || a950, "{s}");
+            assert_eq!(s.has(Feature::HardwareSyncAddr), a2_a3, "{s}");
         }
     }
 

@@ -12,7 +12,7 @@
 
 use std::ffi::c_void;
 
-use acl_notify_core::{Backend as _, Error, Soc};
+use acl_notify_core::{Backend as _, Error, Feature};
 
 use crate::errmsg::{CallError, param};
 use crate::ffi::{Out, aclError, api};
@@ -35,7 +35,7 @@ pub unsafe extern "C" fn aclrtGetHardwareSyncAddr(addr: *mut *mut c_void) -> acl
             || {
                 let rt = runtime()?;
                 let soc = rt.backend().soc();
-                if !matches!(soc, Soc::Ascend910B | Soc::Ascend910_93) {
+                if !soc.has(Feature::HardwareSyncAddr) {
                     return Err(CallError::new(
                         Error::FeatureNotSupport,
                         format!(

@@ -19,20 +19,11 @@
 //! `aclrtDestroyStream` and `aclrtDestroyStreamForce` discard them (a drain would wait for
 //! ever: the simulator's choice, CANN's task scheduler being no public source).
 
-use acl_notify_core::{Backend as _, Error, Soc};
+use acl_notify_core::{Backend as _, Error, Feature};
 
 use crate::errmsg::CallError;
 use crate::ffi::{aclError, aclrtStream, api, handle};
 use crate::session::runtime;
-
-/// Whether `soc` stops streams (the API page: Atlas A2/A3 and Ascend 950; others lack STARS
-/// or the task scheduler's feature).
-fn stops_streams(soc: Soc) -> bool {
-    matches!(
-        soc,
-        Soc::Ascend910B | Soc::Ascend910_93 | Soc::Ascend950PR | Soc::Ascend950DT
-    )
-}
 
 /// `aclError aclrtStreamStop(aclrtStream stream)`: stops the stream's tasks (see the module).
 ///
@@ -51,7 +42,7 @@ pub extern "C" fn aclrtStreamStop(stream: aclrtStream) -> aclError {
         )?;
         rt.current()?;
         let soc = rt.backend().soc();
-        if !stops_streams(soc) {
+        if !soc.has(Feature::StreamStop) {
             return Err(CallError::new(
                 Error::FeatureNotSupport,
                 format!(

@@ -502,7 +502,7 @@ impl Cluster {
                 "the owner freed it, or died",
                 "the key does not match its export (freed, or exported again since)",
             );
-            stale(why.explain(server, &s.prefix, words))
+            stale(why.explain(server, &s.pod, words))
         })?;
         if v["exported"].as_bool() != Some(true) {
             return Err(stale(

@@ -237,6 +237,8 @@ struct Published {
 
 struct Shared {
     etcd: Etcd,
+    /// The SuperPod's name, and where its keys are (`/acl-notify/<pod>/`).
+    pod: String,
     prefix: String,
     host: String,
     server: u32,
@@ -432,7 +434,7 @@ impl Shared {
                          host another one)",
                         self.server,
                         self.server,
-                        self.prefix,
+                        self.pod,
                         String::from_utf8_lossy(&kv.value),
                         self.host
                     ),
@@ -446,8 +448,8 @@ impl Shared {
         Err(err(
             Error::IpcError,
             format!(
-                "could not claim server {} in {}: its claim kept changing",
-                self.server, self.prefix
+                "could not claim server {} in SuperPod {}: its claim kept changing",
+                self.server, self.pod
             ),
         ))
     }
@@ -727,6 +729,7 @@ impl Cluster {
     ) -> Result<Cluster, SimError> {
         let shared = Arc::new(Shared {
             etcd: Etcd::new(cfg.endpoints.clone(), cfg.timeout),
+            pod: cfg.pod.clone(),
             prefix: format!("/acl-notify/{}/", cfg.pod),
             host: format!("{}/{namespace}", hostname()),
             server,
@@ -905,7 +908,7 @@ impl Cluster {
                 "the owner died and its lease expired",
                 "the notify no longer exists or was exported again (the key is stale)",
             );
-            stale(why.explain(server, &s.prefix, words))
+            stale(why.explain(server, &s.pod, words))
         })?;
         let wl = export::whitelist(&v);
         Ok((

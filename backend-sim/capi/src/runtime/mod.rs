@@ -371,6 +371,8 @@ impl Runtime {
             Feature::DeviceTaskAbort => {
                 "aclrtDeviceTaskAbort (Ascend950PR/DT, Atlas A3 and A2 only)"
             }
+            Feature::StreamStop => "aclrtStreamStop (Ascend950PR/DT, Atlas A3 and A2 only)",
+            Feature::HardwareSyncAddr => "aclrtGetHardwareSyncAddr (Atlas A2 and A3 only)",
             Feature::ModelCapture => {
                 "stream capture into model runtime instances (aclmdlRICaptureBegin: Ascend \
                  950PR/DT, Atlas A3, A2 and inference products only, as CANN documents it)"
