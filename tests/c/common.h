@@ -251,6 +251,20 @@ static inline size_t get_file(const char *dir, const char *name, char *buf, size
     }
 }
 
+/* Prints model `m` with aclmdlRIDebugJsonPrint into the file `path`, reads it into buf
+ * (NUL-terminated) and removes the file; requires a JSON array. Returns the length. */
+static inline size_t read_json_print(aclmdlRI m, const char *path, char *buf, size_t cap) {
+    CHECK(aclmdlRIDebugJsonPrint(m, path, 0));
+    FILE *f = fopen(path, "r");
+    REQUIRE(f != NULL, "aclmdlRIDebugJsonPrint wrote no file %s", path);
+    const size_t got = fread(buf, 1, cap - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+    remove(path);
+    REQUIRE(got > 0 && buf[0] == '[', "aclmdlRIDebugJsonPrint wrote: %s", buf);
+    return got;
+}
+
 /* The physical-memory properties CANN's VMM samples pass to aclrtMallocPhysical: pinned,
  * no shareable handle type, on device 0, with page attribute `attr`. */
 static inline aclrtPhysicalMemProp device_prop(aclrtMemAttr attr) {

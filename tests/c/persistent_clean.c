@@ -32,13 +32,7 @@ static int finish(aclrtStream *streams) {
 /* Requires aclmdlRIDebugJsonPrint of `m` to show `want` tasks of stream `s`. */
 static void json_has_tasks(aclmdlRI m, aclrtStream s, int want) {
     static char json[65536];
-    CHECK(aclmdlRIDebugJsonPrint(m, "persistent_clean.json", 0));
-    FILE *f = fopen("persistent_clean.json", "r");
-    REQUIRE(f != NULL, "no JSON file");
-    const size_t got = fread(json, 1, sizeof json - 1, f);
-    json[got] = 0;
-    fclose(f);
-    remove("persistent_clean.json");
+    read_json_print(m, "persistent_clean.json", json, sizeof json);
     char key[64];
     snprintf(key, sizeof key, "\"stream\":\"%#lx\"", (unsigned long)(uintptr_t)s);
     int n = 0;

@@ -25,14 +25,7 @@ static char json[65536];
 
 /* The JSON print of `m`, read into `json`. */
 static void print_json(aclmdlRI m) {
-    CHECK(aclmdlRIDebugJsonPrint(m, "task_info_cache.json", 0));
-    FILE *js = fopen("task_info_cache.json", "r");
-    REQUIRE(js != NULL, "no JSON file");
-    const size_t got = fread(json, 1, sizeof json - 1, js);
-    json[got] = 0;
-    fclose(js);
-    remove("task_info_cache.json");
-    REQUIRE(got > 0 && json[0] == '[', "aclmdlRIDebugJsonPrint wrote: %s", json);
+    read_json_print(m, "task_info_cache.json", json, sizeof json);
 }
 
 /* The event (one JSON object of the array, no object nested deeper than its "args") holding

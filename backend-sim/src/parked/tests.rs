@@ -51,6 +51,17 @@ fn until_parked(sim: &Sim, s: RawStream) {
     }
 }
 
+/// After an abort of `s`: a record of `m` queued on it runs, and `n`'s queue is free.
+fn runs_after_the_abort(sim: &Sim, s: RawStream, m: RawNotify, n: RawNotify) {
+    sim.record(m, s).unwrap();
+    sim.synchronize(s, LONG).unwrap();
+    assert!(
+        sim.try_consume(m).unwrap(),
+        "a task after the abort did not run"
+    );
+    queue_is_free(sim, n);
+}
+
 /// A fresh stream's wait on `n` gets the next record: `n`'s queue holds no place left over.
 fn queue_is_free(sim: &Sim, n: RawNotify) {
     let s = sim.create_stream(0).unwrap();
@@ -345,13 +356,7 @@ fn a_parked_stream_aborted() {
         assert_eq!(sim.stream(s).unwrap().0.blocked_on(), 0);
         let report = sim.stream_report(s).unwrap_or_default();
         assert!(!report.contains("wait on"), "{report}");
-        sim.record(m, s).unwrap();
-        sim.synchronize(s, LONG).unwrap();
-        assert!(
-            sim.try_consume(m).unwrap(),
-            "a task after the abort did not run"
-        );
-        queue_is_free(&sim, n);
+        runs_after_the_abort(&sim, s, m, n);
         sim.destroy_stream(s, StreamDestroy::Drain).unwrap();
     }
 }
@@ -411,13 +416,7 @@ fn stopped_while_waiting(forced: bool) {
     sim.abort(s).unwrap();
     sim.synchronize(s, LONG).unwrap();
     assert!(!sim.try_consume(m).unwrap(), "the abort ran the kept task");
-    sim.record(m, s).unwrap();
-    sim.synchronize(s, LONG).unwrap();
-    assert!(
-        sim.try_consume(m).unwrap(),
-        "a task after the abort did not run"
-    );
-    queue_is_free(&sim, n);
+    runs_after_the_abort(&sim, s, m, n);
     for st in [s, r, w] {
         sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
     }
