@@ -46,6 +46,21 @@ pub mod rows {
     pub fn ring_sem(n: usize) -> String {
         format!("POSIX semaphores: ring of {n} processes")
     }
+    /// The ring of `n` processes on notifies, busy threads beside (info).
+    pub fn ring_beside_busy(n: usize) -> String {
+        format!(
+            "notify: ring of {n} processes, hosts feeding, default settings, {} busy threads \
+             beside",
+            crate::ring::BUSY_LOOPS
+        )
+    }
+    /// The ring of `n` processes on POSIX semaphores, busy threads beside (info).
+    pub fn ring_sem_beside_busy(n: usize) -> String {
+        format!(
+            "POSIX semaphores: ring of {n} processes, {} busy threads beside",
+            crate::ring::BUSY_LOOPS
+        )
+    }
     /// Idle wake case.
     pub const WAKE: &str = "notify: record task -> waiter resumes";
     /// Idle wake case, both stream workers on one CPU.
@@ -519,7 +534,7 @@ pub fn ring_id(n: usize) -> &'static str {
 fn ring_group(ctx: &Ctx, n: usize) -> Group {
     let ns = ctx.ns.clone();
     let max = (200_000 / n as u64).max(100);
-    let v = vec![
+    let mut v = vec![
         ctx.sim_variant(&rows::ring(n), scaled(50, max), || {
             Ok(Box::new(move |r| ring::sample(&ns, RingMech::Notify, n, r)))
         }),
@@ -530,6 +545,27 @@ fn ring_group(ctx: &Ctx, n: usize) -> Group {
             move |r| ring::sample("", RingMech::Sem, n, r),
         ),
     ];
+    let busy = ring::RANKS_BESIDE_BUSY.contains(&n);
+    if busy {
+        let ns = ctx.ns.clone();
+        // Few rounds at first: a round may cost a scheduler slice (milliseconds) here.
+        v.push(ctx.sim_variant_kind(
+            &rows::ring_beside_busy(n),
+            Kind::Info,
+            scaled(10, max),
+            || {
+                Ok(Box::new(move |r| {
+                    ring::sample_beside_busy(&ns, RingMech::Notify, n, r)
+                }))
+            },
+        ));
+        v.push(Variant::new(
+            rows::ring_sem_beside_busy(n),
+            Kind::Info,
+            scaled(10, max),
+            move |r| ring::sample_beside_busy("", RingMech::Sem, n, r),
+        ));
+    }
     Group {
         id: ring_id(n),
         title: format!("Ring of {n} processes, data+ack notify per rank, per round"),
@@ -541,8 +577,17 @@ fn ring_group(ctx: &Ctx, n: usize) -> Group {
              ack (rank 0 sends first); {n} ranks on {} CPUs. Ours: each rank's host enqueues \
              its rounds while its stream runs them, default settings (no variable set); \
              baseline: the same protocol on process-shared POSIX semaphores, one thread per \
-             rank. Process start-up is not timed",
-            std::thread::available_parallelism().map_or(1, |c| c.get())
+             rank. Process start-up is not timed{}",
+            std::thread::available_parallelism().map_or(1, |c| c.get()),
+            if busy {
+                format!(
+                    ". info rows: both again with {} threads of the bench spinning beside \
+                     (unpinned), as a compiler or a user's busy thread would",
+                    ring::BUSY_LOOPS
+                )
+            } else {
+                String::new()
+            }
         ),
         min_reps: 0,
     }

@@ -6,8 +6,15 @@
 //! same protocol on process-shared POSIX semaphores, one thread per rank. With more ranks
 //! than CPUs, it shows whether waiters that spin take the CPU from the ranks that would
 //! record.
+//!
+//! Info rows run the rings of 2 and 4 again with [`BUSY_LOOPS`] CPU-bound threads beside them
+//! (as a compiler or a user's own busy thread would be): a stream worker's `sched_yield` then
+//! gives a busy thread a whole scheduler slice, and every hand-off that waits for one costs
+//! milliseconds (bench/README.md History "wake19": main's ring of 2 at 2.7–6.5 ms a round
+//! beside two busy loops, the semaphore ring at 6–22 µs).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use acl_notify_core::{
@@ -25,6 +32,12 @@ pub const MAX_RANKS: usize = 16;
 
 /// The ring sizes measured.
 pub const RANKS: [usize; 4] = [2, 4, 8, 16];
+
+/// The ring sizes also measured beside busy threads (info rows).
+pub const RANKS_BESIDE_BUSY: [usize; 2] = [2, 4];
+
+/// How many CPU-bound threads run beside the info rows' rings.
+pub const BUSY_LOOPS: usize = 2;
 
 /// Bound on a whole sample.
 const SAMPLE_LIMIT: Duration = Duration::from_secs(120);
@@ -139,6 +152,50 @@ pub fn sample(ns: &str, mech: RingMech, n: usize, rounds: u64) -> Result<f64, St
         }
     }
     r
+}
+
+/// [`sample`] with [`BUSY_LOOPS`] threads of this process spinning (unpinned, default
+/// priority) from before the ranks start until they have finished.
+pub fn sample_beside_busy(ns: &str, mech: RingMech, n: usize, rounds: u64) -> Result<f64, String> {
+    let _busy = BusyLoops::start(BUSY_LOOPS)?;
+    sample(ns, mech, n, rounds)
+}
+
+/// Threads that keep a CPU busy until dropped.
+struct BusyLoops {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyLoops {
+    fn start(k: usize) -> Result<BusyLoops, String> {
+        let mut b = BusyLoops {
+            stop: Arc::new(AtomicBool::new(false)),
+            threads: Vec::with_capacity(k),
+        };
+        for i in 0..k {
+            let stop = Arc::clone(&b.stop);
+            let t = std::thread::Builder::new()
+                .name(format!("busy-loop-{i}"))
+                .spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        std::hint::spin_loop();
+                    }
+                })
+                .map_err(|e| format!("busy loop thread: {e}"))?;
+            b.threads.push(t);
+        }
+        Ok(b)
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
 }
 
 fn bump(line: &Line) {
