@@ -32,13 +32,17 @@
 //!   without). How the count is kept, at no cost outside the sleeping path: `shm::busy`.
 //!
 //! A yield that gave a whole scheduler slice away ([`SLICE_GIVEN`]) shows a thread beside
-//! this one that keeps the CPU busy (a compiler, say); under EEVDF each further yield would
-//! give it another slice, 1–4 ms, while the record this wait is after has long arrived. So
-//! the worker's spins (its waits' and its idle spin) then stop yielding for [`NO_YIELD_FOR`]
-//! or until it parks for want of work ([`offer_cpu`]): they spin to their limit and sleep,
-//! as a spin-then-futex waiter does. (Not a `synchronize`'s spin: a host thread's yield
-//! that takes long mostly gave the CPU to its own stream's worker, running the tasks it
-//! waits for.)
+//! this one that keeps the CPU busy (a compiler, a busy loop); under EEVDF each further yield
+//! would give it another slice, 1–12 ms, while the record this wait is after has long
+//! arrived. So every stream-side yield goes through one rule, [`offer_cpu`]: after such a
+//! yield the thread does not yield for [`NO_YIELD_FOR`] or until its worker parks for want of
+//! work, and where it would have yielded it stops spinning and sleeps instead (a wait on its
+//! futex, an idle worker parked, a runner that gives up), as a waiter on a POSIX semaphore
+//! does — whose wake-up the scheduler serves at once, busy thread or not. The yields under the
+//! rule: a wait's spin ([`Spinner::relax`]), a worker's idle spin (`stream::worker`), the
+//! runner's spin (`stream::runner`), and the yield after a wake-up call that woke someone
+//! (`shm::SimWaiter`). (Not a `synchronize`'s spin: a host thread's yield that takes long
+//! mostly gave the CPU to its own stream's worker, running the tasks it waits for.)
 //!
 //! `ACL_NOTIFY_SIM_SPIN_BUDGET=0` never spins: every wait that finds no record sleeps at once,
 //! and stream workers sleep as soon as their queue is empty.
@@ -93,27 +97,32 @@ thread_local! {
     static YIELD_GUARD: Cell<YieldGuard> = const { Cell::new(YieldGuard { until: 0 }) };
 }
 
-/// Offers this thread's CPU to others (`sched_yield`), as a spinning stream worker does
-/// between its checks: how long that took, or `None` without yielding if a yield of this
-/// thread gave a whole slice away within the last [`NO_YIELD_FOR`].
+/// Offers this thread's CPU to others (`sched_yield`), as a stream-side spin does between its
+/// checks: how long that took, or `None` without yielding if a yield of this thread gave a
+/// whole slice away within the last [`NO_YIELD_FOR`] — then the caller stops spinning and
+/// sleeps (or, after a wake-up call, goes on without yielding).
 ///
 /// Why: under EEVDF a `sched_yield` moves the yielder's deadline a slice later, so a thread
 /// beside it that keeps the CPU busy runs until its own slice ends, and the yielder — which
 /// by then has its record — waits for that. Measured on this project's 2-vCPU VM with a busy
 /// loop (`while :; do :; done`, unpinned) beside the bench's cross-process round trip
 /// (default settings, hosts feeding), five alternations: 0.70–1.45 ms a round trip when
-/// every spinning wait and idle worker yielded, 0.5–161 µs with this rule (the
-/// POSIX-semaphore ping-pong read about 7 µs there); the in-process one 62 µs and 1.2 ms
-/// against 0.34 and 0.35 µs. Without such a thread no yield takes that long, and nothing
-/// changes.
+/// every spinning wait and idle worker yielded, 0.5–161 µs with the guard on those two
+/// (the POSIX-semaphore ping-pong read about 7 µs there); the in-process one 62 µs and 1.2 ms
+/// against 0.34 and 0.35 µs. The yield after a wake-up call and the runner's were left out
+/// then, and a ring of processes still paid a slice a hand-off beside two busy loops
+/// (bench/README.md History, wake19 and yield19). Why sleep rather than spin on without
+/// yielding: a thread woken onto this CPU waits for this one's spin to end, and with the
+/// rule on that spin no longer yields to it. Without a busy thread beside, no yield takes
+/// that long, and nothing changes.
 ///
-/// Stream workers only (their waits' spin and their idle spin), and a worker's park forgets
-/// it ([`forget_slices`]): a first version also guarded a `synchronize`'s spin and never
-/// forgot, and in one window async copies of 64 KiB read 0.08× of `memcpy` in all three of
-/// its runs against 0.77–1.32× for the build before (not traced, and not seen again in
-/// three later windows; a likely path: a yield that gave the CPU to a host thread busy with
-/// work of its own, such as the bench's `memcpy` baseline, left a copy stream's worker or
-/// host without yields for the measured bursts that followed).
+/// A worker's park forgets it ([`forget_slices`]): a first version also guarded a
+/// `synchronize`'s spin and never forgot, and in one window async copies of 64 KiB read
+/// 0.08× of `memcpy` in all three of its runs against 0.77–1.32× for the build before (not
+/// traced, and not seen again in three later windows; a likely path: a yield that gave the
+/// CPU to a host thread busy with work of its own, such as the bench's `memcpy` baseline,
+/// left a copy stream's worker or host without yields for the measured bursts that
+/// followed).
 pub(crate) fn offer_cpu() -> Option<Duration> {
     let mut g = YIELD_GUARD.with(Cell::get);
     if !g.may_yield(crate::sys::now_ns) {
@@ -235,9 +244,14 @@ impl<'a> Spinner<'a> {
             }
             self.counted.set(Some(count));
         }
-        if offer_cpu().is_some_and(|took| took >= YIELD_LOST_CPU) {
-            self.lost_cpu.set(true);
-            self.stop();
+        match offer_cpu() {
+            Some(took) if took >= YIELD_LOST_CPU => {
+                self.lost_cpu.set(true);
+                self.stop();
+            }
+            Some(_) => {}
+            // Yields are off here (a busy thread beside): sleep rather than spin on.
+            None => self.stop(),
         }
     }
 

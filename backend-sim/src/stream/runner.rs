@@ -298,9 +298,15 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
                 break;
             }
             if t.elapsed() >= Duration::from_micros(2) {
-                std::thread::yield_now();
-                // Another thread may have had the CPU for a while.
-                stamp = 0;
+                // Under the slice guard of every stream-side yield (`crate::spin::offer_cpu`):
+                // with a busy thread beside, give up rather than spin on, unless a parked
+                // stream is held (then spin without yielding).
+                match crate::spin::offer_cpu() {
+                    // Another thread may have had the CPU for a while.
+                    Some(_) => stamp = 0,
+                    None if !any_held(&mine.parked) => break,
+                    None => {}
+                }
             }
         }
     }
