@@ -36,13 +36,13 @@
 //! would give it another slice, 1–12 ms, while the record this wait is after has long
 //! arrived. So every stream-side yield goes through one rule, [`offer_cpu`]: after such a
 //! yield the thread does not yield for [`NO_YIELD_FOR`] or until its worker parks for want of
-//! work, and where it would have yielded it stops spinning and sleeps instead (a wait on its
-//! futex, an idle worker parked, a runner that gives up), as a waiter on a POSIX semaphore
-//! does — whose wake-up the scheduler serves at once, busy thread or not. The yields under the
-//! rule: a wait's spin ([`Spinner::relax`]), a worker's idle spin (`stream::worker`), the
-//! runner's spin (`stream::runner`), and the yield after a wake-up call that woke someone
-//! (`shm::SimWaiter`). (Not a `synchronize`'s spin: a host thread's yield that takes long
-//! mostly gave the CPU to its own stream's worker, running the tasks it waits for.)
+//! work; its spins then spin to their limit and sleep, as a spin-then-futex waiter does. The
+//! yields under the rule: a wait's spin ([`Spinner::relax`]), a worker's idle spin
+//! (`stream::worker`), the runner's spin (`stream::runner`), and the yield after a wake-up
+//! call that woke someone (`shm::SimWaiter`: a record's, whoever makes it; a host thread's
+//! guard only ever holds back its own yields, for [`NO_YIELD_FOR`] at most). (Not a
+//! `synchronize`'s spin: a host thread's yield that takes long mostly gave the CPU to its own
+//! stream's worker, running the tasks it waits for.)
 //!
 //! `ACL_NOTIFY_SIM_SPIN_BUDGET=0` never spins: every wait that finds no record sleeps at once,
 //! and stream workers sleep as soon as their queue is empty.
@@ -99,8 +99,8 @@ thread_local! {
 
 /// Offers this thread's CPU to others (`sched_yield`), as a stream-side spin does between its
 /// checks: how long that took, or `None` without yielding if a yield of this thread gave a
-/// whole slice away within the last [`NO_YIELD_FOR`] — then the caller stops spinning and
-/// sleeps (or, after a wake-up call, goes on without yielding).
+/// whole slice away within the last [`NO_YIELD_FOR`] (the caller then goes on without
+/// yielding).
 ///
 /// Why: under EEVDF a `sched_yield` moves the yielder's deadline a slice later, so a thread
 /// beside it that keeps the CPU busy runs until its own slice ends, and the yielder — which
@@ -111,10 +111,10 @@ thread_local! {
 /// (the POSIX-semaphore ping-pong read about 7 µs there); the in-process one 62 µs and 1.2 ms
 /// against 0.34 and 0.35 µs. The yield after a wake-up call and the runner's were left out
 /// then, and a ring of processes still paid a slice a hand-off beside two busy loops
-/// (bench/README.md History, wake19 and yield19). Why sleep rather than spin on without
-/// yielding: a thread woken onto this CPU waits for this one's spin to end, and with the
-/// rule on that spin no longer yields to it. Without a busy thread beside, no yield takes
-/// that long, and nothing changes.
+/// (bench/README.md History, wake19): with all four under the rule, beside two busy loops,
+/// rings of 2, 4, 8 and 16 processes read 0.16, 0.30, 0.56 and 1.06 ms a round against
+/// 1.2, 4.8, 5.0 and 5.8 ms (yield19, 3 alternations). Without a busy thread beside, no yield
+/// takes that long, and nothing changes.
 ///
 /// A worker's park forgets it ([`forget_slices`]): a first version also guarded a
 /// `synchronize`'s spin and never forgot, and in one window async copies of 64 KiB read
@@ -249,9 +249,7 @@ impl<'a> Spinner<'a> {
                 self.lost_cpu.set(true);
                 self.stop();
             }
-            Some(_) => {}
-            // Yields are off here (a busy thread beside): sleep rather than spin on.
-            None => self.stop(),
+            _ => {}
         }
     }
 

@@ -299,13 +299,10 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             }
             if t.elapsed() >= Duration::from_micros(2) {
                 // Under the slice guard of every stream-side yield (`crate::spin::offer_cpu`):
-                // with a busy thread beside, give up rather than spin on, unless a parked
-                // stream is held (then spin without yielding).
-                match crate::spin::offer_cpu() {
+                // with a busy thread beside, spin on without yielding.
+                if crate::spin::offer_cpu().is_some() {
                     // Another thread may have had the CPU for a while.
-                    Some(_) => stamp = 0,
-                    None if !any_held(&mine.parked) => break,
-                    None => {}
+                    stamp = 0;
                 }
             }
         }

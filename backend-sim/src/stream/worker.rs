@@ -74,7 +74,7 @@ pub(super) fn spin_until(budget: Duration, done: impl FnMut() -> bool) -> bool {
 }
 
 /// [`spin_until`] with `offer` in place of its `sched_yield` (how long the CPU was given
-/// away, or `None` if it was not offered: then the spin stops, see `crate::spin::offer_cpu`).
+/// away, or `None` if it was not offered).
 fn spin_until_with(
     budget: Duration,
     mut done: impl FnMut() -> bool,
@@ -96,9 +96,7 @@ fn spin_until_with(
             if elapsed >= budget {
                 return false;
             }
-            // A yield that lost the CPU, or one not offered (`crate::spin::offer_cpu`: a
-            // busy thread beside): stop spinning.
-            if elapsed >= PURE_SPIN && offer().is_none_or(|took| took >= YIELD_LOST_CPU) {
+            if elapsed >= PURE_SPIN && offer().is_some_and(|took| took >= YIELD_LOST_CPU) {
                 return done();
             }
         } else {
