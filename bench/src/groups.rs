@@ -209,7 +209,11 @@ fn build_groups(id: &str, ctx: &Ctx) -> Vec<Group> {
         "inproc" => vec![inproc(ctx)],
         "enqueue" => vec![enqueue_cost(ctx)],
         "pipeline" => vec![pipeline(ctx)],
-        "ring" => ring::RANKS.iter().map(|&n| ring_group(ctx, n)).collect(),
+        "ring" => ring::RANKS
+            .iter()
+            .map(|&n| ring_group(ctx, n))
+            .chain([ring_busy_group(ctx)])
+            .collect(),
         "wake" => vec![wake(ctx)],
         "idlecpu" => vec![idle_cpu(ctx)],
         "handoff" => vec![handoff(ctx)],
@@ -534,7 +538,7 @@ pub fn ring_id(n: usize) -> &'static str {
 fn ring_group(ctx: &Ctx, n: usize) -> Group {
     let ns = ctx.ns.clone();
     let max = (200_000 / n as u64).max(100);
-    let mut v = vec![
+    let v = vec![
         ctx.sim_variant(&rows::ring(n), scaled(50, max), || {
             Ok(Box::new(move |r| ring::sample(&ns, RingMech::Notify, n, r)))
         }),
@@ -545,9 +549,33 @@ fn ring_group(ctx: &Ctx, n: usize) -> Group {
             move |r| ring::sample("", RingMech::Sem, n, r),
         ),
     ];
-    let busy = ring::RANKS_BESIDE_BUSY.contains(&n);
-    if busy {
+    Group {
+        id: ring_id(n),
+        title: format!("Ring of {n} processes, data+ack notify per rank, per round"),
+        unit: "ns/round",
+        better: Better::Lower,
+        variants: v,
+        note: format!(
+            "each rank a process: waits its data, acks rank r-1, sends to rank r+1, waits its \
+             ack (rank 0 sends first); {n} ranks on {} CPUs. Ours: each rank's host enqueues \
+             its rounds while its stream runs them, default settings (no variable set); \
+             baseline: the same protocol on process-shared POSIX semaphores, one thread per \
+             rank. Process start-up is not timed",
+            std::thread::available_parallelism().map_or(1, |c| c.get())
+        ),
+        min_reps: 0,
+    }
+}
+
+/// The rings of [`ring::RANKS_BESIDE_BUSY`] processes, ours and the semaphores', with
+/// [`ring::BUSY_LOOPS`] busy threads beside (info rows only). A group of its own, run after
+/// the judged rings: the busy threads' samples, interleaved with a judged ring's rows, could
+/// change how fast the rows after them run (warm CPUs), and so the judged ratio.
+fn ring_busy_group(ctx: &Ctx) -> Group {
+    let mut v = Vec::new();
+    for n in ring::RANKS_BESIDE_BUSY {
         let ns = ctx.ns.clone();
+        let max = (200_000 / n as u64).max(100);
         // Few rounds at first: a round may cost a scheduler slice (milliseconds) here.
         v.push(ctx.sim_variant_kind(
             &rows::ring_beside_busy(n),
@@ -567,27 +595,20 @@ fn ring_group(ctx: &Ctx, n: usize) -> Group {
         ));
     }
     Group {
-        id: ring_id(n),
-        title: format!("Ring of {n} processes, data+ack notify per rank, per round"),
+        id: "ring-busy",
+        title: format!(
+            "Rings of processes with {} busy threads beside, per round (info)",
+            ring::BUSY_LOOPS
+        ),
         unit: "ns/round",
         better: Better::Lower,
         variants: v,
         note: format!(
-            "each rank a process: waits its data, acks rank r-1, sends to rank r+1, waits its \
-             ack (rank 0 sends first); {n} ranks on {} CPUs. Ours: each rank's host enqueues \
-             its rounds while its stream runs them, default settings (no variable set); \
-             baseline: the same protocol on process-shared POSIX semaphores, one thread per \
-             rank. Process start-up is not timed{}",
-            std::thread::available_parallelism().map_or(1, |c| c.get()),
-            if busy {
-                format!(
-                    ". info rows: both again with {} threads of the bench spinning beside \
-                     (unpinned), as a compiler or a user's busy thread would",
-                    ring::BUSY_LOOPS
-                )
-            } else {
-                String::new()
-            }
+            "the rings of `ring.N` again while {} threads of the bench spin beside them \
+             (unpinned, default priority), as a compiler or a user's busy thread would: a \
+             `sched_yield` then gives a busy thread a whole scheduler slice; {} CPUs. Not judged",
+            ring::BUSY_LOOPS,
+            std::thread::available_parallelism().map_or(1, |c| c.get())
         ),
         min_reps: 0,
     }
