@@ -477,13 +477,13 @@ impl<'a> SimWaiter<'a> {
     /// goes on to spin for its next task. Yield once when someone was woken (a sleeper's
     /// wake-up costs microseconds anyway), so that the woken thread runs now if it landed
     /// here; with nothing else runnable here the yield returns at once. The yield is under
-    /// the slice guard of every stream-side yield ([`crate::spin::offer_cpu`]): beside a
+    /// the slice guard of every stream-side yield ([`crate::yielding::offer_cpu`]): beside a
     /// thread that keeps the CPU busy, each plain yield here gave it a whole slice, 4–12 ms
     /// on this project's VM, before the waker went on (bench/README.md History, wake19).
     fn woke(&self, woken: usize) {
         if woken > 0 {
             busy::woke(self.file, woken);
-            let _ = crate::spin::offer_cpu();
+            let _ = crate::yielding::offer_cpu();
         }
     }
 }

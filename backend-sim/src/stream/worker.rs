@@ -19,6 +19,7 @@ use super::{
 };
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
+use crate::yielding::YIELD_LOST_CPU;
 
 /// [`Shared::halted`]: a failure in stop-on-failure mode.
 pub(super) const HALT_FAILED: u8 = 1;
@@ -51,10 +52,6 @@ const LINGER_LOOK_EVERY: u32 = 32;
 
 /// How long [`spin_until`] busy-waits before it starts yielding the CPU between checks.
 const PURE_SPIN: Duration = Duration::from_micros(2);
-
-/// A `sched_yield` that took longer than this gave the CPU to another thread (with nothing
-/// else runnable it returns in about a microsecond, even in a VM).
-const YIELD_LOST_CPU: Duration = Duration::from_micros(5);
 
 /// Spins until `done()` or until `budget` has passed; true if `done()` held.
 ///
@@ -510,14 +507,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
 
     /// Waits for work: spins for `self.spin`, then parks until an enqueuer or destroy wakes us.
     ///
-    /// The spin yields as a stream wait's does ([`crate::spin::offer_cpu`]: not for a while
+    /// The spin yields as a stream wait's does ([`crate::yielding::offer_cpu`]: not for a while
     /// after a yield gave a whole slice away), and a park forgets such a yield: the thread
     /// that took the slice may have been a host thread busy with work of its own (the
     /// bench's `memcpy` baseline beside a copy stream's idle worker), and the wake-up that
     /// ends the park is a fresh start.
     fn idle(&self, popped: u64) {
         J::worker_idle();
-        if spin_until_with(self.spin, || self.has_work(popped), crate::spin::offer_cpu) {
+        if spin_until_with(
+            self.spin,
+            || self.has_work(popped),
+            crate::yielding::offer_cpu,
+        ) {
             bump(&self.worker.spin_hits);
             return;
         }
@@ -530,7 +531,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         if self.state.load(Ordering::SeqCst) == OPEN {
             bump(&self.worker.sleeps);
             crate::shm::uncount_worker();
-            crate::spin::forget_slices();
+            crate::yielding::forget_slices();
             let began = self.worker.idle.falling_asleep();
             thread::park();
             self.worker.idle.woke(began);
