@@ -201,11 +201,21 @@ pub(crate) unsafe fn init(path: *const c_char) -> Result<(), CallError> {
         }
     }
     *locked(&CONFIG)? = text;
+    session::initialized();
     Ok(())
 }
 
 /// `aclFinalize`'s work, the turn taken: the finalize callbacks, then the session.
 fn finalize_turned() -> Result<(), CallError> {
+    // As CANN's `aclFinalizeImpl`, first: no callback runs for a repeated finalize.
+    if session::finalized_since_init() && !session::is_finalized() {
+        return Err(CallError::new(
+            Error::RepeatFinalize,
+            "aclFinalize was already called, and aclInit not since: the runtime calls made \
+             after it started a session of their own (as CANN's runtime serves them), which \
+             only an aclFinalize after the next aclInit ends (CANN answers 100037 until then)",
+        ));
+    }
     if !session::is_finalized() {
         for kind in [
             ACL_REG_TYPE_ACL_OP_COMPILER,
