@@ -295,6 +295,30 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "localhost".into())
 }
 
+/// This host as the cluster knows it (the owner of a server-id claim): every process of one
+/// host must give the same name, and no two hosts one. A host is a namespace's shared files,
+/// so the name is the machine's hostname and the namespace (for people to read), and what
+/// tells apart the files of two machines whose hostnames and namespaces are alike (cloned
+/// VMs and containers often share a hostname, and every host runs the `default` namespace
+/// unless told otherwise): the kernel's boot id (one per machine and boot) and the device of
+/// the shared-files directory (one per tmpfs mount: two mount namespaces of one machine,
+/// each with its own `/dev/shm`, are two hosts). Every process that maps the same files sees
+/// the same three.
+fn host_identity(namespace: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|b| b.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    let shm = crate::mapfile::SHM_DIR;
+    let dev = std::fs::metadata(shm).map(|m| m.dev()).unwrap_or(0);
+    format!(
+        "{}/{namespace} (boot {boot}, {shm} on device {}:{})",
+        hostname(),
+        libc::major(dev),
+        libc::minor(dev)
+    )
+}
+
 impl Shared {
     fn key(&self, rest: &str) -> Vec<u8> {
         format!("{}{rest}", self.prefix).into_bytes()
@@ -731,7 +755,7 @@ impl Cluster {
             etcd: Etcd::new(cfg.endpoints.clone(), cfg.timeout),
             pod: cfg.pod.clone(),
             prefix: format!("/acl-notify/{}/", cfg.pod),
-            host: format!("{}/{namespace}", hostname()),
+            host: host_identity(namespace),
             server,
             pid,
             ttl: cfg.ttl,
