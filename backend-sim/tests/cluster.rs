@@ -495,7 +495,11 @@ impl Host {
     fn try_spawn_on(&self, m: &Machine) -> Result<Agent, String> {
         let mut cmd = self.command();
         m.enter(&mut cmd)?;
-        let a = Agent::try_spawn(cmd, &format!("server {} on {}", self.server, m.name), ANSWER)?;
+        let a = Agent::try_spawn(
+            cmd,
+            &format!("server {} on {}", self.server, m.name),
+            ANSWER,
+        )?;
         if m.first.get().is_none() {
             m.first.set(Some(a.pid));
         }
