@@ -580,7 +580,7 @@ impl Shared {
                 continue;
             }
             let ok = renew();
-            next = renew::next(now, Instant::now(), ok, every, POLL);
+            next = renew::next(now, Instant::now(), ok, every);
         }
     }
 
