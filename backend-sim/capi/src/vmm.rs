@@ -17,7 +17,7 @@ use acl_notify_sim::mem::vmm::{Access, AccessLoc, PageSize, PhysMem, Props, has_
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::ipc_args::whitelist_pids;
-use crate::ffi::{Out, aclError, api};
+use crate::ffi::{Out, aclError, api, array_fits};
 use crate::handle::not_live;
 use crate::runtime::Runtime;
 use crate::session::runtime;
@@ -920,6 +920,7 @@ pub unsafe extern "C" fn aclrtMemSetAccess(
         rt.backend()
             .require_vmm("aclrtMemSetAccess")
             .map_err(backend)?;
+        array_fits::<MemAccessDesc>(count, "count", Error::ParamInvalid)?;
         let descs = (0..count)
             .map(|i| {
                 // SAFETY: `i < count` descriptors readable by the caller's contract.

@@ -170,6 +170,44 @@ impl Out<*mut c_void> {
     }
 }
 
+/// Refuses (`code`) a C array of `len` `T`s that no memory can hold (more than `isize::MAX`
+/// bytes): a count no caller can mean, which Rust's slices must never be given (the length
+/// of [`c_array`], or the bound of a loop reading `what` element by element).
+pub(crate) fn array_fits<T>(len: usize, what: &str, code: Error) -> Result<(), CallError> {
+    let size = std::mem::size_of::<T>();
+    if len
+        .checked_mul(size)
+        .is_some_and(|b| isize::try_from(b).is_ok())
+    {
+        return Ok(());
+    }
+    Err(CallError::new(
+        code,
+        format!("{what}: {len} elements of {size} bytes cannot be in memory"),
+    ))
+}
+
+/// The caller's C array `p` of `len` `T`s as a slice, once [`array_fits`] holds (`p` may be
+/// NULL when `len` is 0).
+///
+/// # Safety
+///
+/// `p` is NULL with `len` 0, or aligned and valid for reading `len` `T`s for `'a`.
+pub(crate) unsafe fn c_array<'a, T>(
+    p: *const T,
+    len: usize,
+    what: &str,
+    code: Error,
+) -> Result<&'a [T], CallError> {
+    array_fits::<T>(len, what, code)?;
+    if len == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: not NULL (len > 0, by the contract), `len` readable, and at most isize::MAX
+    // bytes (checked).
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
+}
+
 mod cnt;
 mod device;
 mod devquery;
