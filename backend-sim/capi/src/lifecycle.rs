@@ -37,7 +37,7 @@ use acl_notify_core::Error;
 use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session;
 
 /// `aclInitCallbackFunc`.
@@ -254,10 +254,11 @@ pub(crate) fn finalize() -> Result<(), CallError> {
 /// `refCount` is NULL or valid for writing a `uint64_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclFinalizeReference(ref_count: *mut u64) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let ref_count = unsafe { Out::new(ref_count) }.given();
     let put = |n: u64| {
-        if !ref_count.is_null() {
-            // SAFETY: non-NULL, and the caller guarantees it is writable.
-            unsafe { ref_count.write_unaligned(n) }
+        if let Some(out) = &ref_count {
+            out.put(n);
         }
     };
     api("aclFinalizeReference", || {

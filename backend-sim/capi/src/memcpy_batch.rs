@@ -34,7 +34,7 @@ use acl_notify_sim::mem::MemcpyKind;
 use acl_notify_sim::mem::location::MemLocation;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api, c_array};
+use crate::ffi::{Checked, Out, aclError, aclrtStream, api, c_array};
 use crate::memquery::{LOC_DEVICE, LOC_HOST, LOC_UNREGISTERED, Location, location_of};
 use crate::session::runtime;
 
@@ -68,13 +68,12 @@ struct Batch<'a> {
 
 /// Where `*failIndex` goes (NULL for the V2 forms).
 #[derive(Clone, Copy)]
-struct FailIndex(*mut usize);
+struct FailIndex(Option<Checked<usize>>);
 
 impl FailIndex {
     fn set(self, i: usize) {
-        if !self.0.is_null() {
-            // SAFETY: non-NULL, writable by the caller's contract.
-            unsafe { self.0.write_unaligned(i) };
+        if let Some(out) = self.0 {
+            out.put(i);
         }
     }
 }
@@ -356,9 +355,11 @@ unsafe fn batch(
 ) -> aclError {
     api(call, || {
         let fail = match report {
-            Report::FailIndex(p) if p.is_null() => return Err(null_arg("failIndex")),
-            Report::FailIndex(p) => FailIndex(p),
-            Report::Nothing => FailIndex(std::ptr::null_mut()),
+            // SAFETY: NULL or writable, by the caller's contract.
+            Report::FailIndex(p) => FailIndex(Some(
+                unsafe { Out::new(p) }.check(|| null_arg("failIndex"))?,
+            )),
+            Report::Nothing => FailIndex(None),
         };
         // SAFETY: the caller's contract.
         let Some(b) = (unsafe {
