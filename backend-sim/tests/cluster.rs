@@ -27,6 +27,8 @@ mod common;
 use common::{Agent, Ns, check, num, poll_until};
 
 const AGENT: &str = "ACL_SIM_CLUSTER_AGENT";
+/// The test that runs hosts on machines of their own (namespaces: root only).
+const MACHINES_TEST: &str = "machines_of_one_name_are_separate_hosts";
 /// Upper bound for any single agent answer.
 const ANSWER: Duration = Duration::from_secs(30);
 /// Lease TTL (seconds) of the agents a test kills, stops or cuts off to see them die (a
@@ -146,6 +148,7 @@ fn main() {
             "a_request_committed_twice_is_applied_once",
             a_request_committed_twice_is_applied_once,
         ),
+        (MACHINES_TEST, machines_of_one_name_are_separate_hosts),
     ];
     let args = Arguments::from_args();
     let shared = if !args.list {
@@ -160,6 +163,17 @@ fn main() {
         None
     };
     *SHARED.lock().unwrap() = shared;
+    // The test of hosts on machines of their own makes namespaces, which needs root: without
+    // them it is ignored, saying why, unless `cargo xtask test` runs it as root (it sets
+    // ACL_NOTIFY_REQUIRE_TOOLS): then it runs, and fails saying why.
+    let no_machines = machines_unavailable();
+    // SAFETY: geteuid has no preconditions.
+    let required =
+        std::env::var_os("ACL_NOTIFY_REQUIRE_TOOLS").is_some() && unsafe { libc::geteuid() } == 0;
+    let skip_machines = no_machines.is_some() && !required;
+    if let (Some(why), true, false) = (&no_machines, skip_machines, args.list) {
+        eprintln!("cluster: {MACHINES_TEST} is ignored (not run): {why}");
+    }
     let trials = tests
         .into_iter()
         .map(|(name, f)| {
@@ -167,6 +181,7 @@ fn main() {
                 let c = SHARED.lock().unwrap().clone().ok_or("no etcd cluster")?;
                 f(&c)
             })
+            .with_ignored_flag(name == MACHINES_TEST && skip_machines)
         })
         .collect();
     let done = libtest_mimic::run(&args, trials);
@@ -459,8 +474,8 @@ impl Host {
         }
     }
 
-    /// A process on this host (its answer to joining: `Ok(agent)` or the error line).
-    fn try_spawn(&self) -> Result<Agent, String> {
+    /// The command of a process on this host.
+    fn command(&self) -> std::process::Command {
         let mut cmd = Agent::command(AGENT);
         cmd.env(acl_notify_sim::ENV_NAMESPACE, &self.ns.0)
             .env(acl_notify_sim::ENV_SOC, Soc::Ascend910_93.name())
@@ -468,7 +483,27 @@ impl Host {
             .env(acl_notify_sim::ENV_SERVER_ID, self.server.to_string())
             .env(ENV_CLUSTER, &self.cluster)
             .env(ENV_CLUSTER_TTL, self.ttl.to_string());
-        Agent::try_spawn(cmd, &format!("server {}", self.server), ANSWER)
+        cmd
+    }
+
+    /// A process on this host (its answer to joining: `Ok(agent)` or the error line).
+    fn try_spawn(&self) -> Result<Agent, String> {
+        Agent::try_spawn(self.command(), &format!("server {}", self.server), ANSWER)
+    }
+
+    /// [`try_spawn`](Self::try_spawn) on machine `m` (see [`Machine`]).
+    fn try_spawn_on(&self, m: &Machine) -> Result<Agent, String> {
+        let mut cmd = self.command();
+        m.enter(&mut cmd)?;
+        let a = Agent::try_spawn(
+            cmd,
+            &format!("server {} on {}", self.server, m.name),
+            ANSWER,
+        )?;
+        if m.first.get().is_none() {
+            m.first.set(Some(a.pid));
+        }
+        Ok(a)
     }
 
     fn spawn(&self) -> Result<Agent, Failed> {
@@ -483,6 +518,116 @@ impl Host {
             self.ns.0
         ))
         .exists()
+    }
+}
+
+/// A machine of its own for a host's processes, on this one: a mount namespace whose
+/// `/dev/shm` is a private, empty tmpfs (the simulator's shared files of that machine only)
+/// and a UTS namespace with hostname `name`, as a separate machine has (the network stays
+/// this machine's: the loopback etcd cluster). The first process spawned on it makes the
+/// namespaces; later ones join that process's. Needs `CAP_SYS_ADMIN` (root): see
+/// [`machines_unavailable`].
+struct Machine {
+    name: &'static str,
+    /// The first process on it, whose namespaces later ones join (it must still run then).
+    first: std::cell::Cell<Option<i32>>,
+}
+
+impl Machine {
+    fn new(name: &'static str) -> Machine {
+        Machine {
+            name,
+            first: std::cell::Cell::new(None),
+        }
+    }
+
+    /// Makes `cmd` run on this machine.
+    fn enter(&self, cmd: &mut std::process::Command) -> Result<(), String> {
+        use std::os::fd::AsRawFd;
+        use std::os::unix::process::CommandExt;
+        let Some(first) = self.first.get() else {
+            on_a_new_machine(cmd, self.name);
+            return Ok(());
+        };
+        let open = |ns: &str| {
+            std::fs::File::open(format!("/proc/{first}/ns/{ns}"))
+                .map_err(|e| format!("machine {}: /proc/{first}/ns/{ns}: {e}", self.name))
+        };
+        let (mnt, uts) = (open("mnt")?, open("uts")?);
+        // SAFETY: the closure runs in the child between fork and exec and calls only setns
+        // (a system call) on descriptors opened before the fork; it allocates nothing. The
+        // files stay open in the parent until the command has been spawned (they move into
+        // the closure, which the command keeps).
+        unsafe {
+            cmd.pre_exec(move || {
+                for (f, kind) in [(&mnt, libc::CLONE_NEWNS), (&uts, libc::CLONE_NEWUTS)] {
+                    if libc::setns(f.as_raw_fd(), kind) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                Ok(())
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Makes `cmd` run in new mount and UTS namespaces: `/dev/shm` a fresh tmpfs of its own,
+/// hostname `name` (see [`Machine`]).
+fn on_a_new_machine(cmd: &mut std::process::Command, name: &str) {
+    use std::os::unix::process::CommandExt;
+    let host = std::ffi::CString::new(name).expect("hostname without NUL");
+    // SAFETY: the closure runs in the child between fork and exec and makes system calls only
+    // (unshare, mount, sethostname) on C strings made before the fork; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fail = || Err(std::io::Error::last_os_error());
+            if libc::unshare(libc::CLONE_NEWNS | libc::CLONE_NEWUTS) != 0 {
+                return fail();
+            }
+            // Mounts made here stay in this namespace (not propagated to the machine's).
+            let root = c"/";
+            if libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+            let (tmpfs, shm) = (c"tmpfs", c"/dev/shm");
+            if libc::mount(
+                tmpfs.as_ptr(),
+                shm.as_ptr(),
+                tmpfs.as_ptr(),
+                0,
+                std::ptr::null(),
+            ) != 0
+            {
+                return fail();
+            }
+            if libc::sethostname(host.as_ptr(), host.as_bytes().len()) != 0 {
+                return fail();
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Why this process cannot run hosts on machines of their own ([`Machine`]), or `None` if it
+/// can: tried with `true` on a new machine.
+fn machines_unavailable() -> Option<String> {
+    let mut cmd = std::process::Command::new("true");
+    on_a_new_machine(&mut cmd, "probe");
+    match cmd.status() {
+        Ok(s) if s.success() => None,
+        Ok(s) => Some(format!("`true` on a new machine exited with {s}")),
+        Err(e) => Some(format!(
+            "no mount and UTS namespaces with a private /dev/shm for this process ({e}); \
+             they need root (CAP_SYS_ADMIN)"
+        )),
     }
 }
 
@@ -1913,6 +2058,71 @@ fn a_request_committed_twice_is_applied_once(c: &Arc<EtcdCluster>) -> Result<(),
         } else {
             "the owner's memory holds neither write".into()
         }
+    })?;
+    Ok(())
+}
+
+/// Two machines of one hostname (cloned VMs and containers often have one), each with its own
+/// `/dev/shm`, running the same namespace name (every machine runs `default` unless told
+/// otherwise) are two hosts: the second given server 1 too is refused at joining (107000
+/// naming the first), while a second process of the first machine joins it; a notify of the
+/// first machine's server 1, whitelisted for a process of the second machine's server 2, is
+/// imported and recorded across them; once the first machine's processes leave, the second
+/// may have server 1. Before, a host was its hostname and namespace: the second machine took
+/// server 1 for its own, and two machines ran as one server, each with its own files (an
+/// import of either one's keys looked in the importer's files: 107017 "no longer exists").
+fn machines_of_one_name_are_separate_hosts(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
+    if let Some(why) = machines_unavailable() {
+        return Err(format!("cannot run hosts on machines of their own: {why}").into());
+    }
+    let url = c.url(&pod("machines"));
+    let first_host = Host::new(&url, "m", 1);
+    let alike = |server| Host {
+        ns: Ns(first_host.ns.0.clone()),
+        server,
+        cluster: url.clone(),
+        ttl: LIVE_TTL,
+    };
+    let (same_id, other_id) = (alike(1), alike(2));
+    let (m1, m2) = (Machine::new("node"), Machine::new("node"));
+    let mut owner = first_host
+        .try_spawn_on(&m1)
+        .map_err(|e| format!("first machine: {e}"))?;
+    let mut second = first_host
+        .try_spawn_on(&m1)
+        .map_err(|e| format!("a second process of the first machine: {e}"))?;
+    match same_id.try_spawn_on(&m2) {
+        Err(e) => check(
+            e.starts_with("err 107000") && e.contains("is owned by host \"node/"),
+            || format!("second machine as server 1: {e}"),
+        )?,
+        Ok(_) => {
+            return Err("a second machine named like the first took server 1 for its own".into());
+        }
+    }
+    let mut importer = other_id
+        .try_spawn_on(&m2)
+        .map_err(|e| format!("second machine as server 2: {e}"))?;
+    let h = owner.try_ok("create 2")?;
+    let key = owner.try_ok(&format!("export {h}"))?;
+    owner.try_ok(&format!("allow {h} 2 {}", importer.pid))?;
+    let ih = importer.try_ok(&format!("import 3 {key}"))?;
+    for _ in 0..3 {
+        importer.try_ok(&format!("record {ih} 3"))?;
+        owner.try_ok(&format!("hwait {h} 5000"))?;
+    }
+    // The machines' files are their own: none in this machine's /dev/shm.
+    check(!first_host.has_server_file(1), || {
+        "a machine's files are in the test's /dev/shm".into()
+    })?;
+    owner.try_ok("dropsim")?;
+    second.try_ok("dropsim")?;
+    let r = same_id.try_spawn_on(&m2);
+    check(r.is_ok(), || {
+        format!(
+            "second machine as server 1, once the first machine's processes left: {:?}",
+            r.as_ref().err()
+        )
     })?;
     Ok(())
 }

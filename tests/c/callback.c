@@ -10,7 +10,8 @@
  * thread for two devices, a bad blockType, NULL fn, bad timeouts, processing from a thread
  * subscribed to nothing, an unsubscription by the wrong thread, a launch after the
  * unsubscription); a blocking callback that no thread processes, which holds its stream until
- * aclrtStreamAbort or aclrtDestroyStreamForce ends it unrun, while a draining
+ * aclrtStreamAbort or aclrtDestroyStreamForce ends it unrun (a synchronize's 507046 meanwhile
+ * names it and the thread it waits for), while a draining
  * aclrtDestroyStream waits for it to run; and aclFinalize returning promptly with a blocking
  * callback that no thread will ever process still queued, without running it; a device reset
  * from the very thread a blocking callback waits for giving it up at once (507046).
@@ -211,6 +212,11 @@ int main(void) {
     CHECK(aclrtSubscribeReport((uint64_t)pthread_self(), held));
     CHECK(aclrtLaunchCallback(never, NULL, ACL_CALLBACK_BLOCK, held));
     EXPECT_RC(aclrtSynchronizeStreamWithTimeout(held, 100), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+    /* The message names the callback and the thread it waits for, not "a host function". */
+    char self_id[32];
+    snprintf(self_id, sizeof self_id, "thread %#lx", (unsigned long)pthread_self());
+    expect_msg("a blocking callback (aclrtLaunchCallback)", self_id,
+               "has not taken yet with aclrtProcessReport", NULL);
     CHECK(aclrtStreamAbort(held));
     CHECK(aclrtSynchronizeStreamWithTimeout(held, 5000));
     CHECK(aclrtLaunchCallback(never, NULL, ACL_CALLBACK_BLOCK, held));
@@ -253,6 +259,9 @@ int main(void) {
             "thread queued", reset_took);
     REQUIRE(strstr(m, "queued for this very thread") != NULL,
             "the reset's message does not say why it gave up: %s", m);
+    REQUIRE(strstr(m, "its head task is a blocking callback (aclrtLaunchCallback) that "
+                      "thread") != NULL,
+            "the reset's message does not name the held stream's callback: %s", m);
     CHECK(aclrtSetCurrentContext(g_ctx));
 
     /* aclFinalize with a blocking callback whose thread (this one) never processes it, and a

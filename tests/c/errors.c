@@ -789,6 +789,10 @@ int main(int argc, char **argv) {
     EXPECT(aclrtGetDevice(&dev), ACL_ERROR_RT_CONTEXT_NULL);
     EXPECT(aclrtSetDevice(0), ACL_SUCCESS);
     EXPECT(aclrtSynchronizeStream(s0), ACL_ERROR_RT_INVALID_HANDLE);
+    /* That session is no aclInit: until one, aclFinalize stays repeated (CANN's
+     * aclFinalizeFlag), and ends nothing. */
+    EXPECT(aclFinalize(), ACL_ERROR_REPEAT_FINALIZE);
+    EXPECT(aclrtGetDevice(&dev), ACL_SUCCESS);
     EXPECT(aclInit(NULL), ACL_SUCCESS);
     EXPECT(aclrtGetDevice(&dev), ACL_SUCCESS);
     if (n) {

@@ -12,7 +12,9 @@
  *   cut to 4096: aclmdlRIDebugJsonPrint shows each with its own task ("seq") and nothing of
  *   "second-old"; a host function and a 2-D copy queued meanwhile on a stream that does not
  *   capture are the thread's last task: the information given after each is refused (507000)
- *   and shown nowhere; after the capture's end the stream is in no model: 507000.
+ *   and shown nowhere; after the capture's end the stream is in no model: 507000; a notify
+ *   record and a notify wait queued then (no capture anywhere) are the thread's last task, so
+ *   the refusal names their stream ("neither captures"), not the ended capture's.
  * On any other chip: operator information NULL/size 0 100000 first, then 207000; extended
  * information 207000 even for NULL.
  *
@@ -129,6 +131,25 @@ int main(int argc, char **argv) {
     /* The stream's capture ended: its last task is in no model now. */
     EXPECT_RC(aclrtCacheLastTaskExtendInfo("late", 4), RT_INTERNAL);
     expect_msg("no longer bound", NULL);
+    /* With no capture anywhere, a notify record and a notify wait are the thread's last task
+     * too (CANN's TaskSubmit sets it for every task, these included): the refusal names the
+     * notify's stream, not the ended capture's. */
+    aclrtNotify nt;
+    CHECK(aclrtCreateNotify(&nt, ACL_NOTIFY_DEFAULT));
+    CHECK(aclrtRecordNotify(nt, plain));
+    EXPECT_RC(aclrtCacheLastTaskExtendInfo("rec", 3), RT_INTERNAL);
+    expect_msg("neither captures", NULL);
+    /* A second capture's copy is the last task again, then the wait. */
+    aclmdlRI m2 = NULL;
+    CHECK(aclmdlRICaptureBegin(s, ACL_MODEL_RI_CAPTURE_MODE_RELAXED));
+    CHECK(aclrtMemcpyAsync(b, 64, a, 64, ACL_MEMCPY_DEVICE_TO_DEVICE, s));
+    CHECK(aclmdlRICaptureEnd(s, &m2));
+    CHECK(aclrtWaitAndResetNotify(nt, plain, 0));
+    EXPECT_RC(aclrtCacheLastTaskExtendInfo("wait", 4), RT_INTERNAL);
+    expect_msg("neither captures", NULL);
+    CHECK(aclrtSynchronizeStream(plain));
+    CHECK(aclmdlRIDestroy(m2));
+    CHECK(aclrtDestroyNotify(nt));
 
     print_json(m);
     REQUIRE(strstr(json, "second-old") == NULL, "the replaced info is still shown: %s", json);

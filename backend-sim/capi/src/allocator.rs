@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 
 use crate::errmsg::{self, CallError, null_arg};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::handle::{Kind, ProcessTable};
 
 /// `aclrtAllocatorAllocFunc` and its neighbours, as C function pointers.
@@ -271,10 +271,23 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
     alloc_advise_func: *mut usize,
     get_addr_from_block_func: *mut usize,
 ) -> aclError {
+    // SAFETY: each NULL or writable, by the caller's contract (a function pointer output
+    // holds a pointer-sized value, 0 for NULL).
+    let (allocator_desc, allocator, funcs) = unsafe {
+        (
+            Out::new(allocator_desc),
+            Out::new(allocator).given(),
+            [
+                alloc_func,
+                free_func,
+                alloc_advise_func,
+                get_addr_from_block_func,
+            ]
+            .map(|p| Out::new(p).given()),
+        )
+    };
     api("aclrtAllocatorGetByStream", || {
-        if allocator_desc.is_null() {
-            return Err(null_arg("allocatorDesc"));
-        }
+        let allocator_desc = allocator_desc.check(|| null_arg("allocatorDesc"))?;
         if stream.is_null() {
             return Err(null_arg("stream"));
         }
@@ -284,22 +297,13 @@ pub unsafe extern "C" fn aclrtAllocatorGetByStream(
                 format!("stream {stream:p} is not registered with any allocator"),
             ));
         };
-        // SAFETY: each non-NULL output is writable by the caller's contract; a function
-        // pointer output holds a pointer-sized value (0 is NULL).
-        unsafe {
-            allocator_desc.write_unaligned(std::ptr::without_provenance_mut(h));
-            if !allocator.is_null() {
-                allocator.write_unaligned(std::ptr::with_exposed_provenance_mut(d.obj));
-            }
-            for (out, v) in [
-                (alloc_func, d.alloc),
-                (free_func, d.free),
-                (alloc_advise_func, d.advise),
-                (get_addr_from_block_func, d.addr),
-            ] {
-                if !out.is_null() {
-                    out.write_unaligned(v);
-                }
+        allocator_desc.put(std::ptr::without_provenance_mut(h));
+        if let Some(out) = allocator {
+            out.put(std::ptr::with_exposed_provenance_mut(d.obj));
+        }
+        for (out, v) in funcs.into_iter().zip([d.alloc, d.free, d.advise, d.addr]) {
+            if let Some(out) = out {
+                out.put(v);
             }
         }
         Ok(())

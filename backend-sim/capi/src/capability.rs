@@ -110,19 +110,14 @@ pub unsafe extern "C" fn aclGetCannAttributeList(
     cann_attr_list: *mut *const i32,
     num: *mut usize,
 ) -> aclError {
+    // SAFETY: each NULL or writable, by the caller's contract.
+    let (cann_attr_list, num) = unsafe { (Out::new(cann_attr_list), Out::new(num)) };
     api("aclGetCannAttributeList", || {
-        if cann_attr_list.is_null() {
-            return Err(null_arg("cannAttrList"));
-        }
-        if num.is_null() {
-            return Err(null_arg("num"));
-        }
+        let cann_attr_list = cann_attr_list.check(|| null_arg("cannAttrList"))?;
+        let num = num.check(|| null_arg("num"))?;
         let list = available(chip()?);
-        // SAFETY: both non-NULL; the caller's contract.
-        unsafe {
-            cann_attr_list.write_unaligned(list.as_ptr());
-            num.write_unaligned(list.len());
-        }
+        cann_attr_list.put(list.as_ptr());
+        num.put(list.len());
         Ok(())
     })
 }

@@ -222,6 +222,8 @@ pub unsafe extern "C" fn aclrtGetGroupInfoDetail(
     value_len: usize,
     param_ret_size: *mut usize,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let param_ret_size = unsafe { Out::new(param_ret_size) };
     api("aclrtGetGroupInfoDetail", || {
         let h = group_info.addr();
         if h == 0 {
@@ -230,9 +232,7 @@ pub unsafe extern "C" fn aclrtGetGroupInfoDetail(
         if attr_value.is_null() {
             return Err(null_arg("attrValue"));
         }
-        if param_ret_size.is_null() {
-            return Err(null_arg("paramRetSize"));
-        }
+        let param_ret_size = param_ret_size.check(|| null_arg("paramRetSize"))?;
         let (_, groups) = device_groups("aclrtGetGroupInfoDetail")?;
         let count = groups.len();
         let index = usize::try_from(group_index)
@@ -277,8 +277,8 @@ pub unsafe extern "C" fn aclrtGetGroupInfoDetail(
             attr_value
                 .cast::<u8>()
                 .copy_from_nonoverlapping(value.as_ptr(), value.len());
-            param_ret_size.write_unaligned(value.len());
         }
+        param_ret_size.put(value.len());
         Ok(())
     })
 }

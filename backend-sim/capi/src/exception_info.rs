@@ -206,12 +206,11 @@ pub unsafe extern "C" fn aclrtGetFuncHandleFromExceptionInfo(
     if info.is_null() {
         return field(CALL, info, |_| 0) as aclError;
     }
+    // SAFETY: NULL or writable, by the caller's contract.
+    let func = unsafe { Out::new(func) };
     api(CALL, || {
-        if func.is_null() {
-            return Err(null_arg("func"));
-        }
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { func.write_unaligned(std::ptr::null_mut()) };
+        // CANN writes NULL, then fails.
+        func.check(|| null_arg("func"))?.put(std::ptr::null_mut());
         Err(param(
             "the failed task is not a kernel (the simulator runs none): its record names no \
              binary and no kernel",

@@ -21,7 +21,7 @@ use acl_notify_core::Error;
 use acl_notify_sim::mem::fabric::{FABRIC_HANDLE_LEN, FabricHandle};
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::runtime::Runtime;
 use crate::session::runtime;
 use crate::vmm::{backend, export, import, set_pids};
@@ -201,13 +201,13 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandleV2(
     flags: u64,
     handle: *mut *mut c_void,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let handle = unsafe { Out::new(handle) };
     api("aclrtMemImportFromShareableHandleV2", || {
         if shareable_handle.is_null() {
             return Err(null_arg("shareableHandle"));
         }
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
+        let handle = handle.check(|| null_arg("handle"))?;
         if flags != 0 {
             return Err(CallError::new(
                 Error::InvalidParam,
@@ -220,15 +220,13 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandleV2(
             Share::Default => {
                 // SAFETY: non-NULL, readable for a `uint64_t` by the caller's contract.
                 let s = unsafe { shareable_handle.cast::<u64>().read_unaligned() };
-                // SAFETY: non-NULL, writable by the caller's contract.
-                unsafe { import(&rt, device, handle, |sim, d| sim.vmm_import(s, d)) }
+                import(&rt, device, handle, |sim, d| sim.vmm_import(s, d))
             }
             Share::Fabric => {
                 fabric_supported(&rt, "importing physical memory of another server")?;
                 // SAFETY: non-NULL, readable for an `aclrtMemFabricHandle`.
                 let f = unsafe { fabric_at(shareable_handle) }?;
-                // SAFETY: as above.
-                unsafe { import(&rt, device, handle, |sim, d| sim.vmm_import_fabric(&f, d)) }
+                import(&rt, device, handle, |sim, d| sim.vmm_import_fabric(&f, d))
             }
         }
     })

@@ -37,7 +37,7 @@ use acl_notify_core::Error;
 use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session;
 
 /// `aclInitCallbackFunc`.
@@ -201,11 +201,21 @@ pub(crate) unsafe fn init(path: *const c_char) -> Result<(), CallError> {
         }
     }
     *locked(&CONFIG)? = text;
+    session::initialized();
     Ok(())
 }
 
 /// `aclFinalize`'s work, the turn taken: the finalize callbacks, then the session.
 fn finalize_turned() -> Result<(), CallError> {
+    // As CANN's `aclFinalizeImpl`, first: no callback runs for a repeated finalize.
+    if session::finalized_since_init() && !session::is_finalized() {
+        return Err(CallError::new(
+            Error::RepeatFinalize,
+            "aclFinalize was already called, and aclInit not since: the runtime calls made \
+             after it started a session of their own (as CANN's runtime serves them), which \
+             only an aclFinalize after the next aclInit ends (CANN answers 100037 until then)",
+        ));
+    }
     if !session::is_finalized() {
         for kind in [
             ACL_REG_TYPE_ACL_OP_COMPILER,
@@ -244,10 +254,11 @@ pub(crate) fn finalize() -> Result<(), CallError> {
 /// `refCount` is NULL or valid for writing a `uint64_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclFinalizeReference(ref_count: *mut u64) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let ref_count = unsafe { Out::new(ref_count) }.given();
     let put = |n: u64| {
-        if !ref_count.is_null() {
-            // SAFETY: non-NULL, and the caller guarantees it is writable.
-            unsafe { ref_count.write_unaligned(n) }
+        if let Some(out) = &ref_count {
+            out.put(n);
         }
     };
     api("aclFinalizeReference", || {

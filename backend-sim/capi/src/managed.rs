@@ -21,7 +21,7 @@ use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::managed::{Advice, Place, RangeAttr};
 
 use crate::errmsg::{CallError, null_arg, param as rt_param};
-use crate::ffi::{Out, aclError, aclrtStream, api};
+use crate::ffi::{Out, aclError, aclrtStream, api, c_array};
 use crate::runtime::Runtime;
 use crate::session::runtime;
 
@@ -295,10 +295,11 @@ pub unsafe extern "C" fn aclrtMemManagedGetAttrs(
         }
         // SAFETY: the caller's contract: `numAttributes` entries each.
         let (attrs, outs, sizes) = unsafe {
+            let n = num_attributes;
             (
-                std::slice::from_raw_parts(attributes, num_attributes),
-                std::slice::from_raw_parts(data, num_attributes),
-                std::slice::from_raw_parts(data_sizes, num_attributes),
+                c_array(attributes, n, "numAttributes", Error::InvalidParam)?,
+                c_array(data, n, "numAttributes", Error::InvalidParam)?,
+                c_array(data_sizes, n, "numAttributes", Error::InvalidParam)?,
             )
         };
         let attrs = attrs
@@ -423,11 +424,12 @@ pub unsafe extern "C" fn aclrtMemManagedPrefetchBatchAsync(
         }
         // SAFETY: the caller's contract.
         let (ptrs, sizes, locs, idxs) = unsafe {
+            let n = num_prefetch_locs;
             (
-                std::slice::from_raw_parts(ptrs, count),
-                std::slice::from_raw_parts(sizes, count),
-                std::slice::from_raw_parts(prefetch_locs, num_prefetch_locs),
-                std::slice::from_raw_parts(prefetch_loc_idxs, num_prefetch_locs),
+                c_array(ptrs, count, "count", Error::InvalidParam)?,
+                c_array(sizes, count, "count", Error::InvalidParam)?,
+                c_array(prefetch_locs, n, "numPrefetchLocs", Error::InvalidParam)?,
+                c_array(prefetch_loc_idxs, n, "numPrefetchLocs", Error::InvalidParam)?,
             )
         };
         let rt = runtime()?;

@@ -122,22 +122,17 @@ pub unsafe extern "C" fn aclrtGetBufData(
     data_ptr: *mut *mut c_void,
     size: *mut usize,
 ) -> aclError {
+    // SAFETY: each NULL or writable, by the caller's contract.
+    let (data_ptr, size) = unsafe { (Out::new(data_ptr), Out::new(size)) };
     api("aclrtGetBufData", || {
         if buf.is_null() {
             return Err(null_arg("buf"));
         }
-        if data_ptr.is_null() {
-            return Err(null_arg("dataPtr"));
-        }
-        if size.is_null() {
-            return Err(null_arg("size"));
-        }
+        let data_ptr = data_ptr.check(|| null_arg("dataPtr"))?;
+        let size = size.check(|| null_arg("size"))?;
         let d = runtime()?.mbufs.data(buf.addr() as u64)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe {
-            data_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(d.addr));
-            size.write_unaligned(d.size);
-        }
+        data_ptr.put(std::ptr::with_exposed_provenance_mut(d.addr));
+        size.put(d.size);
         Ok(())
     })
 }

@@ -11,7 +11,7 @@
 use std::ffi::c_char;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::with_runtime;
 
 /// `aclrtMemUsageInfo` (`acl_rt.h`).
@@ -42,15 +42,14 @@ pub unsafe extern "C" fn aclrtGetMemUsageInfo(
     input_num: usize,
     output_num: *mut usize,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let output_num = unsafe { Out::new(output_num) };
     api("aclrtGetMemUsageInfo", || {
         if mem_usage_info.is_null() {
             return Err(null_arg("memUsageInfo"));
         }
-        if output_num.is_null() {
-            return Err(null_arg("outputNum"));
-        }
-        // SAFETY: non-NULL; the caller's contract.
-        unsafe { output_num.write_unaligned(0) };
+        let output_num = output_num.check(|| null_arg("outputNum"))?;
+        output_num.put(0);
         if input_num == 0 {
             return Err(param("inputNum is 0: room for at least one component"));
         }
@@ -73,8 +72,7 @@ pub unsafe extern "C" fn aclrtGetMemUsageInfo(
                 (&raw mut (*e).mem_peak_size).write_unaligned(u.peak);
             }
         }
-        // SAFETY: as above.
-        unsafe { output_num.write_unaligned(n) };
+        output_num.put(n);
         Ok(())
     })
 }

@@ -34,7 +34,7 @@ use acl_notify_sim::mem::MemcpyKind;
 use acl_notify_sim::mem::location::MemLocation;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, aclrtStream, api};
+use crate::ffi::{Checked, Out, aclError, aclrtStream, api, c_array};
 use crate::memquery::{LOC_DEVICE, LOC_HOST, LOC_UNREGISTERED, Location, location_of};
 use crate::session::runtime;
 
@@ -68,13 +68,12 @@ struct Batch<'a> {
 
 /// Where `*failIndex` goes (NULL for the V2 forms).
 #[derive(Clone, Copy)]
-struct FailIndex(*mut usize);
+struct FailIndex(Option<Checked<usize>>);
 
 impl FailIndex {
     fn set(self, i: usize) {
-        if !self.0.is_null() {
-            // SAFETY: non-NULL, writable by the caller's contract.
-            unsafe { self.0.write_unaligned(i) };
+        if let Some(out) = self.0 {
+            out.put(i);
         }
     }
 }
@@ -104,8 +103,9 @@ unsafe fn batch_args<'a>(
     if num == 0 {
         return Err(CallError::new(Error::InvalidParam, "numBatches is 0"));
     }
+    const IP: Error = Error::InvalidParam;
     // SAFETY: non-NULL, `num` readable (the caller's contract).
-    let sizes = unsafe { std::slice::from_raw_parts(sizes, num) };
+    let sizes = unsafe { c_array(sizes, num, "numBatches", IP)? };
     if sizes.iter().all(|s| *s == 0) {
         fail.set(usize::MAX);
         return Ok(None);
@@ -124,12 +124,12 @@ unsafe fn batch_args<'a>(
     // SAFETY: non-NULL (checked), lengths by the caller's contract.
     let b = unsafe {
         Batch {
-            dsts: std::slice::from_raw_parts(dsts, num),
-            dest_maxs: std::slice::from_raw_parts(dest_maxs, num),
-            srcs: std::slice::from_raw_parts(srcs, num),
+            dsts: c_array(dsts, num, "numBatches", IP)?,
+            dest_maxs: c_array(dest_maxs, num, "numBatches", IP)?,
+            srcs: c_array(srcs, num, "numBatches", IP)?,
             sizes,
-            attrs: std::slice::from_raw_parts(attrs, num_attrs),
-            indexes: std::slice::from_raw_parts(attrs_indexes, num_attrs),
+            attrs: c_array(attrs, num_attrs, "numAttrs", IP)?,
+            indexes: c_array(attrs_indexes, num_attrs, "numAttrs", IP)?,
         }
     };
     if let Some(i) = (0..num).find(|&i| b.dest_maxs[i] < b.sizes[i]) {
@@ -355,9 +355,11 @@ unsafe fn batch(
 ) -> aclError {
     api(call, || {
         let fail = match report {
-            Report::FailIndex(p) if p.is_null() => return Err(null_arg("failIndex")),
-            Report::FailIndex(p) => FailIndex(p),
-            Report::Nothing => FailIndex(std::ptr::null_mut()),
+            // SAFETY: NULL or writable, by the caller's contract.
+            Report::FailIndex(p) => FailIndex(Some(
+                unsafe { Out::new(p) }.check(|| null_arg("failIndex"))?,
+            )),
+            Report::Nothing => FailIndex(None),
         };
         // SAFETY: the caller's contract.
         let Some(b) = (unsafe {

@@ -16,7 +16,7 @@ use acl_notify_sim::mem::pitched::Pitched;
 use acl_notify_sim::mem::{MemcpyKind, Rounding};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{Out, aclError, aclrtStream, api};
+use crate::ffi::{Checked, Out, aclError, aclrtStream, api};
 use crate::runtime::Runtime;
 use crate::runtime::capture::Captured;
 use crate::session::runtime;
@@ -87,12 +87,8 @@ fn positive(size: usize) -> Result<(), CallError> {
 
 /// The allocation behind `aclrtMalloc` and its variants, once their own checks passed: on
 /// the current device (or `device`, already checked against it), written to `*dev_ptr`.
-///
-/// # Safety
-///
-/// `dev_ptr` is non-NULL and valid for writing a pointer.
-unsafe fn malloc_into(
-    dev_ptr: *mut *mut c_void,
+fn malloc_into(
+    dev_ptr: Checked<*mut c_void>,
     size: usize,
     policy: u32,
     rounding: Rounding,
@@ -103,29 +99,21 @@ unsafe fn malloc_into(
         .backend()
         .malloc_rounded(device, size, policy, rounding)
         .map_err(CallError::backend)?;
-    // SAFETY: non-NULL, and the caller guarantees it is writable.
-    unsafe { dev_ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(p)) };
+    dev_ptr.put(std::ptr::with_exposed_provenance_mut(p));
     Ok(())
 }
 
 /// The checks `aclrtMalloc`, `aclrtMallocAlign32` and `aclrtMallocCached` share (hicann/runtime
 /// `aclMallocMemInner` / `aclrtMallocCachedImpl`: devPtr, then size), then the allocation.
-///
-/// # Safety
-///
-/// `dev_ptr` is NULL or valid for writing a pointer.
-unsafe fn malloc_plain(
-    dev_ptr: *mut *mut c_void,
+fn malloc_plain(
+    dev_ptr: Out<*mut c_void>,
     size: usize,
     policy: u32,
     rounding: Rounding,
 ) -> Result<(), CallError> {
-    if dev_ptr.is_null() {
-        return Err(null_arg("devPtr"));
-    }
+    let dev_ptr = dev_ptr.check(|| null_arg("devPtr"))?;
     positive(size)?;
-    // SAFETY: non-NULL (checked), writable by the caller's contract.
-    unsafe { malloc_into(dev_ptr, size, policy, rounding) }
+    malloc_into(dev_ptr, size, policy, rounding)
 }
 
 /// `aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`: device
@@ -144,9 +132,10 @@ pub unsafe extern "C" fn aclrtMalloc(
     size: usize,
     policy: u32,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let dev_ptr = unsafe { Out::new(dev_ptr) };
     api("aclrtMalloc", || {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { malloc_plain(dev_ptr, size, policy, Rounding::of_malloc(policy)) }
+        malloc_plain(dev_ptr, size, policy, Rounding::of_malloc(policy))
     })
 }
 
@@ -166,9 +155,10 @@ pub unsafe extern "C" fn aclrtMallocAlign32(
     size: usize,
     policy: u32,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let dev_ptr = unsafe { Out::new(dev_ptr) };
     api("aclrtMallocAlign32", || {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { malloc_plain(dev_ptr, size, policy, Rounding::Align32) }
+        malloc_plain(dev_ptr, size, policy, Rounding::Align32)
     })
 }
 
@@ -188,9 +178,10 @@ pub unsafe extern "C" fn aclrtMallocCached(
     size: usize,
     policy: u32,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let dev_ptr = unsafe { Out::new(dev_ptr) };
     api("aclrtMallocCached", || {
-        // SAFETY: the caller's contract, passed on.
-        unsafe { malloc_plain(dev_ptr, size, policy, Rounding::of_malloc(policy)) }
+        malloc_plain(dev_ptr, size, policy, Rounding::of_malloc(policy))
     })
 }
 
@@ -244,27 +235,28 @@ pub unsafe extern "C" fn aclrtMallocWithCfg(
     policy: u32,
     cfg: *const c_void,
 ) -> aclError {
-    // SAFETY: the caller's contract, passed on.
-    api("aclrtMallocWithCfg", || unsafe {
-        malloc_with_cfg(dev_ptr, size, policy, cfg)
+    // SAFETY: NULL or writable, by the caller's contract.
+    let dev_ptr = unsafe { Out::new(dev_ptr) };
+    api("aclrtMallocWithCfg", || {
+        let dev_ptr = dev_ptr.check(|| null_arg("devPtr"))?;
+        // SAFETY: the caller's contract, passed on.
+        unsafe { malloc_with_cfg(dev_ptr, size, policy, cfg) }
     })
 }
 
-/// `aclrtMallocWithCfg`'s work, shared with `aclrtMallocForTaskScheduler` (both
-/// `aclrtMallocInnerWithCfg` in hicann/runtime `src/acl/aclrt_impl/memory.cpp`).
+/// `aclrtMallocWithCfg`'s work once devPtr is checked, shared with
+/// `aclrtMallocForTaskScheduler` (both `aclrtMallocInnerWithCfg` in hicann/runtime
+/// `src/acl/aclrt_impl/memory.cpp`).
 ///
 /// # Safety
 ///
-/// As `aclrtMallocWithCfg`.
+/// `cfg` as for `aclrtMallocWithCfg`.
 unsafe fn malloc_with_cfg(
-    dev_ptr: *mut *mut c_void,
+    dev_ptr: Checked<*mut c_void>,
     size: usize,
     policy: u32,
     cfg: *const c_void,
 ) -> Result<(), CallError> {
-    if dev_ptr.is_null() {
-        return Err(null_arg("devPtr"));
-    }
     // SAFETY: NULL or readable by the caller's contract.
     let cfg = unsafe { cfg.cast::<MallocConfig>().as_ref() }.copied();
     if let Some(c) = cfg
@@ -308,8 +300,7 @@ unsafe fn malloc_with_cfg(
              {current}: memory is allocated on the current device only"
         )));
     }
-    // SAFETY: non-NULL (checked), writable by the caller's contract.
-    unsafe { malloc_into(dev_ptr, size, policy, Rounding::Align32) }
+    malloc_into(dev_ptr, size, policy, Rounding::Align32)
 }
 
 /// `aclError aclrtMallocForTaskScheduler(void **devPtr, size_t size, aclrtMemMallocPolicy
@@ -332,10 +323,10 @@ pub unsafe extern "C" fn aclrtMallocForTaskScheduler(
     policy: u32,
     cfg: *const c_void,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let dev_ptr = unsafe { Out::new(dev_ptr) };
     api("aclrtMallocForTaskScheduler", || {
-        if dev_ptr.is_null() {
-            return Err(null_arg("devPtr"));
-        }
+        let dev_ptr = dev_ptr.check(|| null_arg("devPtr"))?;
         let soc = runtime()?.backend().soc();
         if soc == acl_notify_core::Soc::IPV350 {
             return Err(CallError::new(
@@ -691,13 +682,11 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
     free: *mut usize,
     total: *mut usize,
 ) -> aclError {
+    // SAFETY: each NULL or writable, by the caller's contract.
+    let (free, total) = unsafe { (Out::new(free), Out::new(total)) };
     api("aclrtGetMemInfo", || {
-        if free.is_null() {
-            return Err(null_arg("free"));
-        }
-        if total.is_null() {
-            return Err(null_arg("total"));
-        }
+        let free = free.check(|| null_arg("free"))?;
+        let total = total.check(|| null_arg("total"))?;
         let rt = runtime()?;
         let device = rt.current_device()?;
         if attr > MEM_ATTR_MAX {
@@ -707,11 +696,8 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
             ));
         }
         let (f, t) = rt.backend().mem_info(device).map_err(CallError::backend)?;
-        // SAFETY: non-NULL, and the caller guarantees both are writable.
-        unsafe {
-            free.write_unaligned(f as usize);
-            total.write_unaligned(t as usize);
-        }
+        free.put(f as usize);
+        total.put(t as usize);
         Ok(())
     })
 }

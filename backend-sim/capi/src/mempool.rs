@@ -260,10 +260,10 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
     mem_pool: *mut c_void,
     stream: aclrtStream,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let ptr = unsafe { Out::new(ptr) };
     api("aclrtMemPoolMallocAsync", || {
-        if ptr.is_null() {
-            return Err(null_arg("ptr"));
-        }
+        let ptr = ptr.check(|| null_arg("ptr"))?;
         if mem_pool.is_null() {
             return Err(null_arg("memPool"));
         }
@@ -271,6 +271,7 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
             return Err(null_arg("stream"));
         }
         if size == 0 {
+            // Nothing allocated, nothing written.
             return Ok(());
         }
         let rt = runtime()?;
@@ -280,8 +281,7 @@ pub unsafe extern "C" fn aclrtMemPoolMallocAsync(
             .backend()
             .mem_pool_malloc_async(id, size, s)
             .map_err(CallError::backend)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { ptr.write_unaligned(std::ptr::with_exposed_provenance_mut(p)) };
+        ptr.put(std::ptr::with_exposed_provenance_mut(p));
         Ok(())
     })
 }

@@ -7,7 +7,7 @@ use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::location::MemLocation;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api};
 use crate::session::runtime;
 
 /// `aclrtMemLocation` (`acl_rt.h`).
@@ -171,12 +171,12 @@ pub unsafe extern "C" fn aclrtCheckMemType(
     check_result: *mut u32,
     reserve: u32,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let check_result = unsafe { Out::new(check_result) };
     api("aclrtCheckMemType", || {
-        if check_result.is_null() {
-            return Err(param("checkResult is NULL"));
-        }
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { check_result.write_unaligned(0) };
+        // CANN writes 0 before its other checks, the result once they pass.
+        let check_result = check_result.check(|| param("checkResult is NULL"))?;
+        check_result.put(0);
         if addr_list.is_null() {
             return Err(param("addrList is NULL"));
         }
@@ -203,8 +203,7 @@ pub unsafe extern "C" fn aclrtCheckMemType(
             let a = unsafe { addr_list.add(i).read_unaligned() };
             type_of(rt.backend().mem_location(a.addr())) & mem_type != 0
         });
-        // SAFETY: as above.
-        unsafe { check_result.write_unaligned(u32::from(all)) };
+        check_result.put(u32::from(all));
         Ok(())
     })
 }

@@ -114,17 +114,16 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(
 /// `mode` points to a readable and writable `aclmdlRICaptureMode`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> aclError {
+    // SAFETY: NULL or readable and writable (in/out), by the caller's contract.
+    let mode = unsafe { Out::new(mode) };
     api("aclmdlRICaptureThreadExchangeMode", || {
-        if mode.is_null() {
-            return Err(null_arg("mode"));
-        }
-        // SAFETY: the caller's contract.
+        let mode = mode.check(|| null_arg("mode"))?;
+        // SAFETY: an in/out parameter: readable too, by the caller's contract.
         let new = Mode::from_c(unsafe { mode.read() })?;
         // `ApiImpl::ThreadExchangeCaptureMode`: a thread without a current context is refused.
         runtime()?.current()?;
         let old = exchange_mode(new);
-        // SAFETY: the caller's contract.
-        unsafe { mode.write(old as u32) };
+        mode.put(old as u32);
         Ok(())
     })
 }

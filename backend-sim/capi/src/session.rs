@@ -10,7 +10,7 @@
 //! the process's own.
 
 use std::hash::{BuildHasher, Hasher};
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -110,6 +110,13 @@ const FINALIZED: i32 = -1;
 /// was not forked, the parent's `SUMMARY` at the fork in a child. Written only by the fork
 /// hook, when the child has no other thread.
 static AT_FORK: AtomicI32 = AtomicI32::new(0);
+
+/// CANN's `aclFinalizeFlag` (hicann/runtime `src/acl/aclrt_impl/acl.cpp`): set by
+/// `aclFinalize`, cleared only at the end of a successful `aclInit`. CANN's `aclFinalizeImpl`
+/// answers 100037 while it is set, whatever ran since: runtime calls made after `aclFinalize`
+/// work (its runtime needs no `aclInit`; ours starts a session for them) but do not undo it.
+/// A forked child inherits it, as it inherits CANN's static.
+static FINALIZED_SINCE_INIT: AtomicBool = AtomicBool::new(false);
 
 /// Session numbers (a thread's current device belongs to one session).
 static EPOCH: AtomicU64 = AtomicU64::new(1);
@@ -404,6 +411,17 @@ pub(crate) fn is_finalized() -> bool {
     }
 }
 
+/// Whether `aclFinalize` ran and no `aclInit` succeeded since ([`FINALIZED_SINCE_INIT`]).
+pub(crate) fn finalized_since_init() -> bool {
+    FINALIZED_SINCE_INIT.load(Ordering::Relaxed)
+}
+
+/// Notes the end of a successful `aclInit` (its init callbacks included): an `aclFinalize`
+/// is due again.
+pub(crate) fn initialized() {
+    FINALIZED_SINCE_INIT.store(false, Ordering::Relaxed);
+}
+
 /// `aclFinalize`: lets the streams run what they can of their queued tasks (see
 /// `runtime::drain`), then releases every stream and notify handle of the process. In a
 /// forked child that has not called `aclInit`, releases nothing (nothing is the child's) and
@@ -426,6 +444,7 @@ pub(crate) fn finalize() -> Result<(), CallError> {
             }
         };
         SUMMARY.store(FINALIZED, Ordering::Relaxed);
+        FINALIZED_SINCE_INIT.store(true, Ordering::Relaxed);
         // Calls in flight on the session without the lock finish before it is released (as
         // readers of the lock did before this write lock was granted); none can start on it
         // any more. Under the lock, so that an `aclInit` racing this one publishes its own

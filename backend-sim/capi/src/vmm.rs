@@ -17,7 +17,7 @@ use acl_notify_sim::mem::vmm::{Access, AccessLoc, PageSize, PhysMem, Props, has_
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::ipc_args::whitelist_pids;
-use crate::ffi::{Out, aclError, api};
+use crate::ffi::{Checked, Out, aclError, api, array_fits};
 use crate::handle::not_live;
 use crate::runtime::Runtime;
 use crate::session::runtime;
@@ -281,10 +281,10 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
     prop: *const PhysicalMemProp,
     flags: u64,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let handle = unsafe { Out::new(handle) };
     api("aclrtMallocPhysical", || {
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
+        let handle = handle.check(|| null_arg("handle"))?;
         if prop.is_null() {
             return Err(null_arg("prop"));
         }
@@ -336,21 +336,16 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
             .backend()
             .vmm_malloc_physical(device, size, page.granule, page.props())
             .map_err(backend)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { hand_out(&rt, h, handle) }
+        hand_out(&rt, h, handle)
     })
 }
 
 /// Gives physical allocation `h` a C handle, written to `*out`; with no handle left (207001)
 /// the allocation is freed again.
-///
-/// # Safety
-///
-/// `out` is non-NULL and writable.
-pub(crate) unsafe fn hand_out(
+pub(crate) fn hand_out(
     rt: &Runtime,
     h: PhysMem,
-    out: *mut *mut c_void,
+    out: Checked<*mut c_void>,
 ) -> Result<(), CallError> {
     let c = match rt.phys.insert(h) {
         Ok(c) => c,
@@ -359,8 +354,7 @@ pub(crate) unsafe fn hand_out(
             return Err(e);
         }
     };
-    // SAFETY: by the caller's contract.
-    unsafe { out.write_unaligned(std::ptr::without_provenance_mut(c)) };
+    out.put(std::ptr::without_provenance_mut(c));
     Ok(())
 }
 
@@ -680,19 +674,14 @@ pub unsafe extern "C" fn aclrtMemSetPidToShareableHandle(
 
 /// The import of `aclrtMemImportFromShareableHandle` and its V2 onto `device` (`how`
 /// imports), written to `*handle`.
-///
-/// # Safety
-///
-/// `handle` is non-NULL and writable.
-pub(crate) unsafe fn import(
+pub(crate) fn import(
     rt: &Runtime,
     device: u32,
-    handle: *mut *mut c_void,
+    handle: Checked<*mut c_void>,
     how: impl FnOnce(&Sim, u32) -> Result<PhysMem, acl_notify_sim::SimError>,
 ) -> Result<(), CallError> {
     let h = how(rt.backend(), device).map_err(backend)?;
-    // SAFETY: by the caller's contract.
-    unsafe { hand_out(rt, h, handle) }
+    hand_out(rt, h, handle)
 }
 
 /// `aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t deviceId,
@@ -713,19 +702,16 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandle(
     device_id: i32,
     handle: *mut *mut c_void,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let handle = unsafe { Out::new(handle) };
     api("aclrtMemImportFromShareableHandle", || {
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
+        let handle = handle.check(|| null_arg("handle"))?;
         let rt = runtime()?;
         let device = rt.device_id(device_id)?;
         rt.current()?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe {
-            import(&rt, device, handle, |sim, d| {
-                sim.vmm_import(shareable_handle, d)
-            })
-        }
+        import(&rt, device, handle, |sim, d| {
+            sim.vmm_import(shareable_handle, d)
+        })
     })
 }
 
@@ -743,17 +729,16 @@ pub unsafe extern "C" fn aclrtMemRetainAllocationHandle(
     vir_ptr: *mut c_void,
     handle: *mut *mut c_void,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let handle = unsafe { Out::new(handle) };
     api("aclrtMemRetainAllocationHandle", || {
         if vir_ptr.is_null() {
             return Err(null_arg("virPtr"));
         }
-        if handle.is_null() {
-            return Err(null_arg("handle"));
-        }
+        let handle = handle.check(|| null_arg("handle"))?;
         let rt = runtime()?;
         let h = rt.backend().vmm_retain(vir_ptr.addr()).map_err(backend)?;
-        // SAFETY: non-NULL, writable by the caller's contract.
-        unsafe { hand_out(&rt, h, handle) }
+        hand_out(&rt, h, handle)
     })
 }
 
@@ -814,12 +799,14 @@ pub unsafe extern "C" fn aclrtMemGetAddressRange(
     pbase: *mut *mut c_void,
     psize: *mut usize,
 ) -> aclError {
+    // SAFETY: each NULL or writable, by the caller's contract.
+    let (pbase, psize) = unsafe { (Out::new(pbase).given(), Out::new(psize).given()) };
     api("aclrtMemGetAddressRange", || {
         if ptr.is_null() {
             return Err(null_arg("ptr"));
         }
         let rt = runtime()?;
-        if pbase.is_null() && psize.is_null() {
+        if pbase.is_none() && psize.is_none() {
             return Err(CallError::new(
                 Error::ParamInvalid,
                 "pbase and psize are both NULL: ask for at least one",
@@ -829,13 +816,11 @@ pub unsafe extern "C" fn aclrtMemGetAddressRange(
             .backend()
             .vmm_address_range(ptr.addr())
             .map_err(backend)?;
-        if !pbase.is_null() {
-            // SAFETY: non-NULL, writable by the caller's contract.
-            unsafe { pbase.write_unaligned(std::ptr::with_exposed_provenance_mut(base)) };
+        if let Some(pbase) = pbase {
+            pbase.put(std::ptr::with_exposed_provenance_mut(base));
         }
-        if !psize.is_null() {
-            // SAFETY: as above.
-            unsafe { psize.write_unaligned(size) };
+        if let Some(psize) = psize {
+            psize.put(size);
         }
         Ok(())
     })
@@ -920,6 +905,7 @@ pub unsafe extern "C" fn aclrtMemSetAccess(
         rt.backend()
             .require_vmm("aclrtMemSetAccess")
             .map_err(backend)?;
+        array_fits::<MemAccessDesc>(count, "count", Error::ParamInvalid)?;
         let descs = (0..count)
             .map(|i| {
                 // SAFETY: `i < count` descriptors readable by the caller's contract.

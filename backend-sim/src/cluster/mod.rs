@@ -53,6 +53,7 @@ pub mod harness;
 mod export;
 mod mem;
 mod mem_hold;
+mod renew;
 mod replay;
 mod sim;
 
@@ -277,7 +278,8 @@ pub(crate) struct Cluster {
     /// Imports of other hosts' memory.
     mem_imports: RwLock<mem::MemImports>,
     watcher: Mutex<Option<JoinHandle<()>>>,
-    keeper: Mutex<Option<JoinHandle<()>>>,
+    /// The threads that renew the process's lease and the host's claim (see [`renew`]).
+    keepers: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -293,6 +295,30 @@ fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "localhost".into())
+}
+
+/// This host as the cluster knows it (the owner of a server-id claim): every process of one
+/// host must give the same name, and no two hosts one. A host is a namespace's shared files,
+/// so the name is the machine's hostname and the namespace (for people to read), and what
+/// tells apart the files of two machines whose hostnames and namespaces are alike (cloned
+/// VMs and containers often share a hostname, and every host runs the `default` namespace
+/// unless told otherwise): the kernel's boot id (one per machine and boot) and the device of
+/// the shared-files directory (one per tmpfs mount: two mount namespaces of one machine,
+/// each with its own `/dev/shm`, are two hosts). Every process that maps the same files sees
+/// the same three.
+fn host_identity(namespace: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|b| b.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    let shm = crate::mapfile::SHM_DIR;
+    let dev = std::fs::metadata(shm).map(|m| m.dev()).unwrap_or(0);
+    format!(
+        "{}/{namespace} (boot {boot}, {shm} on device {}:{})",
+        hostname(),
+        libc::major(dev),
+        libc::minor(dev)
+    )
 }
 
 impl Shared {
@@ -485,50 +511,76 @@ impl Shared {
         Ok(())
     }
 
-    /// Renews both leases every third of the TTL; a lease found expired (the cluster was
-    /// unreachable longer than the TTL, or the keeper ran late on a loaded machine) is
-    /// replaced and what it held put again. Each call may take the client's whole bound when
-    /// the cluster is silent, and a teardown waits for this thread: it looks for one between
-    /// any two calls, so that the teardown waits for one call, not for a series of them.
+    /// Renews this process's own lease (see [`renew`]); one found expired (the cluster was
+    /// unreachable longer than the TTL, or this process was stopped) is replaced and what it
+    /// held put again. Each call may take the client's whole bound when the cluster is silent,
+    /// and a teardown waits for this thread: it looks for one between any two calls, so that
+    /// the teardown waits for one call, not for a series of them.
     fn keep(&self) {
-        let every = Duration::from_millis(u64::from(self.ttl) * 1000 / 3).max(POLL);
-        let mut next = Instant::now() + every;
-        while !self.stop.load(Ordering::Relaxed) {
-            std::thread::sleep(POLL.min(next.saturating_duration_since(Instant::now())));
-            if Instant::now() < next {
-                continue;
-            }
-            next = Instant::now() + every;
+        self.keep_renewing(|| {
             let pl = *lock(&self.proc_lease);
-            if let Ok(0) = self.etcd.lease_keepalive(pl)
-                && !self.leaving()
-                && let Ok(new) = self.register()
-            {
-                *lock(&self.proc_lease) = new;
-                for ((dev, id), p) in lock(&self.published).iter() {
-                    if self.leaving() {
-                        break;
-                    }
-                    let k = self.export_key(self.server, *dev, *id);
-                    let _ = self.etcd.put(&k, &p.value, new);
-                }
-                for k in lock(&self.held).values() {
-                    if self.leaving() {
-                        break;
-                    }
-                    let _ = self.etcd.put(k, b"", new);
-                }
-                mem::republish(self, new);
+            match self.etcd.lease_keepalive(pl) {
+                Ok(0) => {}
+                Ok(_) => return true,
+                Err(_) => return false,
             }
             if self.leaving() {
-                break;
+                return false;
             }
+            let Ok(new) = self.register() else {
+                return false;
+            };
+            *lock(&self.proc_lease) = new;
+            for ((dev, id), p) in lock(&self.published).iter() {
+                if self.leaving() {
+                    break;
+                }
+                let k = self.export_key(self.server, *dev, *id);
+                let _ = self.etcd.put(&k, &p.value, new);
+            }
+            for k in lock(&self.held).values() {
+                if self.leaving() {
+                    break;
+                }
+                let _ = self.etcd.put(k, b"", new);
+            }
+            mem::republish(self, new);
+            true
+        });
+    }
+
+    /// Renews the host's claim on the server id (see [`renew`]); one found expired is claimed
+    /// again.
+    fn keep_claim(&self) {
+        self.keep_renewing(|| {
             let sl = *lock(&self.server_lease);
-            if let Ok(0) = self.etcd.lease_keepalive(sl)
-                && let Ok(new) = self.claim_server()
-            {
-                *lock(&self.server_lease) = new;
+            match self.etcd.lease_keepalive(sl) {
+                Ok(0) => match self.claim_server() {
+                    Ok(new) => {
+                        *lock(&self.server_lease) = new;
+                        true
+                    }
+                    Err(_) => false,
+                },
+                Ok(_) => true,
+                Err(_) => false,
             }
+        });
+    }
+
+    /// Calls `renew` (whether the renewal went through) on [`renew`]'s schedule until the
+    /// process leaves the cluster.
+    fn keep_renewing(&self, mut renew: impl FnMut() -> bool) {
+        let every = renew::period(self.ttl, POLL);
+        let mut next = Instant::now() + every;
+        while !self.leaving() {
+            let now = Instant::now();
+            if now < next {
+                std::thread::sleep(POLL.min(next - now));
+                continue;
+            }
+            let ok = renew();
+            next = renew::next(now, Instant::now(), ok, every);
         }
     }
 
@@ -731,7 +783,7 @@ impl Cluster {
             etcd: Etcd::new(cfg.endpoints.clone(), cfg.timeout),
             pod: cfg.pod.clone(),
             prefix: format!("/acl-notify/{}/", cfg.pod),
-            host: format!("{}/{namespace}", hostname()),
+            host: host_identity(namespace),
             server,
             pid,
             ttl: cfg.ttl,
@@ -760,11 +812,26 @@ impl Cluster {
         crate::fork::required()?;
         let weak: Weak<dyn crate::diag::RemoteLiveness> = Arc::downgrade(&shared) as _;
         crate::diag::register_remote_liveness(namespace, weak);
-        let s = Arc::clone(&shared);
-        let keeper = std::thread::Builder::new()
-            .name("acl-sim-lease".into())
-            .spawn(move || s.keep())
-            .map_err(|e| err(Error::DrvInternalError, format!("lease thread: {e}")))?;
+        let mut keepers = Vec::new();
+        for (name, keep) in [
+            ("acl-sim-lease", Shared::keep as fn(&Shared)),
+            ("acl-sim-claim", Shared::keep_claim),
+        ] {
+            let s = Arc::clone(&shared);
+            match std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || keep(&s))
+            {
+                Ok(t) => keepers.push(t),
+                Err(e) => {
+                    // Leaves the cluster as a drop does: the thread started, then the leases.
+                    shared.stop.store(true, Ordering::Relaxed);
+                    keepers.into_iter().for_each(|t| drop(t.join()));
+                    let _ = shared.etcd.lease_revoke(proc_lease);
+                    return Err(err(Error::DrvInternalError, format!("lease thread: {e}")));
+                }
+            }
+        }
         Ok(Cluster {
             shared,
             remote: RwLock::new(Slab::with_indices(
@@ -774,7 +841,7 @@ impl Cluster {
             )),
             mem_imports: RwLock::new(mem::MemImports::default()),
             watcher: Mutex::new(None),
-            keeper: Mutex::new(Some(keeper)),
+            keepers: Mutex::new(keepers),
         })
     }
 
@@ -1014,10 +1081,12 @@ impl Drop for Cluster {
                     s.release_server_if_last();
                 }
             });
-        for t in [lock(&self.watcher).take(), lock(&self.keeper).take()]
+        let threads: Vec<JoinHandle<()>> = lock(&self.watcher)
+            .take()
             .into_iter()
-            .flatten()
-        {
+            .chain(std::mem::take(&mut *lock(&self.keepers)))
+            .collect();
+        for t in threads {
             let _ = t.join();
         }
         match revoke {
@@ -1072,6 +1141,113 @@ mod tests {
                 && m.contains("lost its membership")
                 && m.contains("retry"),
             "{m}"
+        );
+    }
+
+    /// An etcd stand-in on a loopback port for [`a_held_renewal_of_the_claim_does_not_hold_back_the_process_s`]:
+    /// leases granted 1001 (the process's: `register` asks first) and 1002 (the claim), every
+    /// other call answered with what the client reads as success, and each renewal of lease
+    /// 1002 held unanswered (until the client gives the try up). It notes whether lease 1001
+    /// was renewed while a renewal of 1002 was held.
+    fn holding_etcd() -> (SocketAddr, Arc<(std::sync::atomic::AtomicI32, AtomicBool)>) {
+        use std::io::{BufRead, BufReader, Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let state = Arc::new((std::sync::atomic::AtomicI32::new(0), AtomicBool::new(false)));
+        let st = Arc::clone(&state);
+        let grants = Arc::new(std::sync::atomic::AtomicI64::new(1001));
+        std::thread::spawn(move || {
+            for conn in l.incoming() {
+                let Ok(mut out) = conn else { return };
+                let (st, grants) = (Arc::clone(&st), Arc::clone(&grants));
+                std::thread::spawn(move || {
+                    let mut r = BufReader::new(out.try_clone().unwrap());
+                    loop {
+                        // One request: its head, then Content-Length bytes of body.
+                        let (mut path, mut len, mut line) = (String::new(), 0usize, String::new());
+                        while {
+                            line.clear();
+                            r.read_line(&mut line).unwrap_or(0) > 0
+                        } {
+                            let t = line.trim_end();
+                            if t.is_empty() {
+                                break;
+                            }
+                            if let Some(p) = t.strip_prefix("POST ") {
+                                path = p.split(' ').next().unwrap_or("").to_owned();
+                            }
+                            let lower = t.to_ascii_lowercase();
+                            if let Some(n) = lower.strip_prefix("content-length:") {
+                                len = n.trim().parse().unwrap_or(0);
+                            }
+                        }
+                        if path.is_empty() {
+                            return;
+                        }
+                        let mut body = vec![0u8; len];
+                        if r.read_exact(&mut body).is_err() {
+                            return;
+                        }
+                        let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let answer = match path.as_str() {
+                            "/v3/lease/grant" => {
+                                json!({ "ID": grants.fetch_add(1, Ordering::Relaxed).to_string() })
+                            }
+                            "/v3/lease/keepalive" if req["ID"] == "1002" => {
+                                st.0.fetch_add(1, Ordering::SeqCst);
+                                // Held until the client closes the connection.
+                                let _ = r.read(&mut [0u8; 1]);
+                                st.0.fetch_sub(1, Ordering::SeqCst);
+                                return;
+                            }
+                            "/v3/lease/keepalive" => {
+                                if st.0.load(Ordering::SeqCst) > 0 {
+                                    st.1.store(true, Ordering::SeqCst);
+                                }
+                                json!({ "result": { "TTL": "1" } })
+                            }
+                            "/v3/kv/txn" => json!({ "succeeded": true }),
+                            _ => json!({ "header": { "revision": "1" } }),
+                        }
+                        .to_string();
+                        let head = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                            answer.len()
+                        );
+                        if out.write_all(head.as_bytes()).is_err()
+                            || out.write_all(answer.as_bytes()).is_err()
+                        {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (addr, state)
+    }
+
+    /// The process's lease is renewed while a renewal of the host's claim hangs (a member
+    /// that holds it, a loaded machine: up to the client's 3 s bound, longer than a short
+    /// TTL). Before, one thread renewed both in turn: while it waited on the claim's renewal,
+    /// the process's lease went unrenewed and, with a TTL of 2 s, expired.
+    #[test]
+    fn a_held_renewal_of_the_claim_does_not_hold_back_the_process_s() {
+        let (addr, state) = holding_etcd();
+        let cfg = ClusterConfig::parse(&format!("etcd://{addr}/renew"))
+            .unwrap()
+            .with_ttl(1)
+            .unwrap();
+        let c = Cluster::join(&cfg, 0, "unit-cluster-renew", std::process::id() as i32, 1)
+            .expect("join the stand-in");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !state.1.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let renewed = state.1.load(Ordering::SeqCst);
+        drop(c);
+        assert!(
+            renewed,
+            "the process's lease was not renewed while the claim's renewal was held"
         );
     }
 

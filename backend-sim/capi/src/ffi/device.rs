@@ -348,22 +348,21 @@ pub unsafe extern "C" fn aclrtGetVersion(
     minor_version: *mut i32,
     patch_version: *mut i32,
 ) -> aclError {
+    // SAFETY: each NULL or writable, by the caller's contract.
+    let (major, minor, patch) = unsafe {
+        (
+            Out::new(major_version),
+            Out::new(minor_version),
+            Out::new(patch_version),
+        )
+    };
     api("aclrtGetVersion", || {
-        for (p, name) in [
-            (major_version, "majorVersion"),
-            (minor_version, "minorVersion"),
-            (patch_version, "patchVersion"),
-        ] {
-            if p.is_null() {
-                return Err(null_arg(name));
-            }
-        }
-        // SAFETY: each non-NULL, and the caller guarantees they are writable.
-        unsafe {
-            major_version.write_unaligned(ACL_VERSION.0);
-            minor_version.write_unaligned(ACL_VERSION.1);
-            patch_version.write_unaligned(ACL_VERSION.2);
-        }
+        let major = major.check(|| null_arg("majorVersion"))?;
+        let minor = minor.check(|| null_arg("minorVersion"))?;
+        let patch = patch.check(|| null_arg("patchVersion"))?;
+        major.put(ACL_VERSION.0);
+        minor.put(ACL_VERSION.1);
+        patch.put(ACL_VERSION.2);
         Ok(())
     })
 }

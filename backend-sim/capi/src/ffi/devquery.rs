@@ -8,16 +8,6 @@ use crate::errmsg::{CallError, null_arg};
 use crate::runtime::devquery::IdKind;
 use crate::session::with_runtime;
 
-/// Writes `v` to `out` (checked non-NULL by the caller).
-///
-/// # Safety
-///
-/// `out` is valid for writing a `T`.
-unsafe fn put<T>(out: *mut T, v: T) {
-    // SAFETY: the caller's contract.
-    unsafe { out.write_unaligned(v) };
-}
-
 /// `aclError aclrtDeviceGetStreamPriorityRange(int32_t *leastPriority, int32_t
 /// *greatestPriority)`: 7 and 0; either pointer may be NULL (it is then not written).
 ///
@@ -29,15 +19,20 @@ pub unsafe extern "C" fn aclrtDeviceGetStreamPriorityRange(
     least_priority: *mut i32,
     greatest_priority: *mut i32,
 ) -> aclError {
+    // SAFETY: each NULL or writable, by the caller's contract.
+    let (least_out, greatest_out) = unsafe {
+        (
+            Out::new(least_priority).given(),
+            Out::new(greatest_priority).given(),
+        )
+    };
     api("aclrtDeviceGetStreamPriorityRange", || {
         let (least, greatest) = with_runtime(|rt| Ok(rt.stream_priority_range()))?;
-        if !least_priority.is_null() {
-            // SAFETY: non-NULL; the caller's contract.
-            unsafe { put(least_priority, least) };
+        if let Some(out) = least_out {
+            out.put(least);
         }
-        if !greatest_priority.is_null() {
-            // SAFETY: non-NULL; the caller's contract.
-            unsafe { put(greatest_priority, greatest) };
+        if let Some(out) = greatest_out {
+            out.put(greatest);
         }
         Ok(())
     })

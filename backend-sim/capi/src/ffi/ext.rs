@@ -68,22 +68,17 @@ pub unsafe extern "C" fn aclnsimNotifyGetMergedRecords(
     since_last_wait: *mut u32,
     total: *mut u32,
 ) -> aclError {
+    // SAFETY: each NULL or writable, by the caller's contract.
+    let (since_last_wait, total) = unsafe { (Out::new(since_last_wait), Out::new(total)) };
     api("aclnsimNotifyGetMergedRecords", || {
         if notify.is_null() {
             return Err(null_arg("notify"));
         }
-        if since_last_wait.is_null() {
-            return Err(null_arg("sinceLastWait"));
-        }
-        if total.is_null() {
-            return Err(null_arg("total"));
-        }
+        let since_last_wait = since_last_wait.check(|| null_arg("sinceLastWait"))?;
+        let total = total.check(|| null_arg("total"))?;
         let (run, all) = runtime()?.merged_records(handle(notify))?;
-        // SAFETY: both non-NULL, and the caller guarantees they are writable.
-        unsafe {
-            since_last_wait.write_unaligned(run);
-            total.write_unaligned(all);
-        }
+        since_last_wait.put(run);
+        total.put(all);
         Ok(())
     })
 }

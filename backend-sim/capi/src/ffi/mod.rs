@@ -147,13 +147,58 @@ impl<T> Out<T> {
         null: impl FnOnce() -> CallError,
         make: impl FnOnce() -> Result<T, CallError>,
     ) -> Result<(), CallError> {
+        let to = self.check(null)?;
+        to.put(make()?);
+        Ok(())
+    }
+
+    /// The check of [`write`](Self::write) alone, for a call that writes several
+    /// out-parameters, or writes this one on some paths only: each checked where the call
+    /// checks it (in CANN's order), then written by [`Checked::put`] once the call's other
+    /// checks and work have passed, so that nothing is written when the call fails.
+    #[inline(always)]
+    pub(crate) fn check(self, null: impl FnOnce() -> CallError) -> Result<Checked<T>, CallError> {
         if self.0.is_null() {
             return Err(null());
         }
-        let v = make()?;
-        // SAFETY: not NULL, and writable by `new`'s contract.
+        Ok(Checked(self.0))
+    }
+
+    /// For an optional out-parameter: `None` if it is NULL.
+    #[inline(always)]
+    pub(crate) fn given(self) -> Option<Checked<T>> {
+        (!self.0.is_null()).then_some(Checked(self.0))
+    }
+}
+
+/// An [`Out`] found not NULL: writable by [`Out::new`]'s contract.
+pub(crate) struct Checked<T>(*mut T);
+
+// Not derived: a `Checked<T>` is a pointer, copyable whatever `T` is.
+impl<T> Clone for Checked<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for Checked<T> {}
+
+impl<T> Checked<T> {
+    /// Reads the caller's value of an in/out parameter (unaligned: C memory).
+    ///
+    /// # Safety
+    ///
+    /// The pointer is readable too (an in/out parameter, by the caller's contract).
+    #[inline(always)]
+    pub(crate) unsafe fn read(&self) -> T {
+        // SAFETY: not NULL (checked), readable by the caller's contract.
+        unsafe { self.0.read_unaligned() }
+    }
+
+    /// Writes `v` (unaligned: C memory); again, for a call that writes a first value early.
+    #[inline(always)]
+    pub(crate) fn put(&self, v: T) {
+        // SAFETY: not NULL (checked), and writable by `Out::new`'s contract.
         unsafe { self.0.write_unaligned(v) };
-        Ok(())
     }
 }
 
@@ -168,6 +213,44 @@ impl Out<*mut c_void> {
     ) -> Result<(), CallError> {
         self.write(null, || make().map(to_ptr))
     }
+}
+
+/// Refuses (`code`) a C array of `len` `T`s that no memory can hold (more than `isize::MAX`
+/// bytes): a count no caller can mean, which Rust's slices must never be given (the length
+/// of [`c_array`], or the bound of a loop reading `what` element by element).
+pub(crate) fn array_fits<T>(len: usize, what: &str, code: Error) -> Result<(), CallError> {
+    let size = std::mem::size_of::<T>();
+    if len
+        .checked_mul(size)
+        .is_some_and(|b| isize::try_from(b).is_ok())
+    {
+        return Ok(());
+    }
+    Err(CallError::new(
+        code,
+        format!("{what}: {len} elements of {size} bytes cannot be in memory"),
+    ))
+}
+
+/// The caller's C array `p` of `len` `T`s as a slice, once [`array_fits`] holds (`p` may be
+/// NULL when `len` is 0).
+///
+/// # Safety
+///
+/// `p` is NULL with `len` 0, or aligned and valid for reading `len` `T`s for `'a`.
+pub(crate) unsafe fn c_array<'a, T>(
+    p: *const T,
+    len: usize,
+    what: &str,
+    code: Error,
+) -> Result<&'a [T], CallError> {
+    array_fits::<T>(len, what, code)?;
+    if len == 0 {
+        return Ok(&[]);
+    }
+    // SAFETY: not NULL (len > 0, by the contract), `len` readable, and at most isize::MAX
+    // bytes (checked).
+    Ok(unsafe { std::slice::from_raw_parts(p, len) })
 }
 
 mod cnt;

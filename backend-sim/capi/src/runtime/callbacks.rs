@@ -38,20 +38,30 @@ impl Subscriptions {
     /// the calling thread's `aclrtProcessReport`: a thread inside a device reset or
     /// `aclFinalize` that drains those streams can never run them, so nothing can.
     pub(crate) fn held_for_this_thread(&self, streams: &[RawStream]) -> bool {
+        let me = this_thread();
+        streams
+            .iter()
+            .all(|&s| matches!(self.waiting_holder(s), Some((t, _)) if t == me))
+    }
+
+    /// The thread (and channel) whose mailbox holds, not yet taken, the blocking function
+    /// that holds `stream`: the stream's head task then waits for that thread's processing
+    /// call, which the stream engine sees only as a host function that has not returned.
+    pub(crate) fn waiting_holder(&self, stream: RawStream) -> Option<(u64, Channel)> {
         let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(served) = inner.threads.get(&this_thread()) else {
-            return false;
-        };
-        let queue = served
-            .mailbox
-            .queue
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        streams.iter().all(|&s| {
-            queue.iter().any(|r| {
-                r.holds == Some(s)
-                    && *r.state.lock().unwrap_or_else(PoisonError::into_inner) == State::Queued
-            })
+        inner.threads.iter().find_map(|(&thread, served)| {
+            let queue = served
+                .mailbox
+                .queue
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            queue
+                .iter()
+                .find(|r| {
+                    r.holds == Some(stream)
+                        && *r.state.lock().unwrap_or_else(PoisonError::into_inner) == State::Queued
+                })
+                .map(|r| (thread, r.channel))
         })
     }
 }
@@ -79,6 +89,22 @@ impl Channel {
         match self {
             Channel::Report => "aclrtUnSubscribeReport",
             Channel::HostFunc => "aclrtUnSubscribeHostFunc",
+        }
+    }
+
+    /// The processing call that runs what it carries, for messages.
+    pub(crate) fn process_call(self) -> &'static str {
+        match self {
+            Channel::Report => "aclrtProcessReport",
+            Channel::HostFunc => "aclrtProcessHostFunc",
+        }
+    }
+
+    /// The launching call, for messages.
+    pub(crate) fn launch_call(self) -> &'static str {
+        match self {
+            Channel::Report => "aclrtLaunchCallback",
+            Channel::HostFunc => "aclrtLaunchHostFunc",
         }
     }
 

@@ -201,8 +201,8 @@ impl Runtime {
         }
         errmsg::push(format!(
             "aclFinalize: discarded the tasks still queued on {} stream(s) that wait for a \
-             record nothing in this process was going to make (CANN's device would wait for \
-             ever): {}",
+             record nothing in this process was going to make, or for a thread that does not \
+             take their callbacks (CANN's device would wait for ever): {}",
             busy.len(),
             self.reports(busy)
         ));
@@ -282,10 +282,7 @@ impl Runtime {
         streams
             .iter()
             .map(|&r| {
-                let why = self
-                    .backend
-                    .stream_report(r)
-                    .unwrap_or_else(|| "busy".to_owned());
+                let why = self.stream_report(r).unwrap_or_else(|| "busy".to_owned());
                 format!("stream {:#x}: {why}", r.0)
             })
             .collect::<Vec<_>>()

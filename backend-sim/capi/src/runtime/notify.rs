@@ -45,7 +45,7 @@ impl Runtime {
             return Ok(());
         }
         let s = self
-            .resolve_stream(stream)
+            .resolve_task_stream(stream)
             .map_err(|e| self.notify_first(n, notify, e))?;
         self.backend
             .record(n, s)
@@ -65,7 +65,7 @@ impl Runtime {
             return Ok(());
         }
         let s = self
-            .resolve_stream(stream)
+            .resolve_task_stream(stream)
             .map_err(|e| self.notify_first(n, notify, e))?;
         self.backend
             .wait_and_reset(n, s, Timeout::from_c(timeout))
@@ -73,7 +73,13 @@ impl Runtime {
     }
 
     /// [`Runtime::capture`] of a notify task: while a capture runs, a notify that is not
-    /// live is refused (107017) first, as the uncaptured call refuses it.
+    /// live is refused (107017) first, as the uncaptured call refuses it. While none runs
+    /// (`Ok(false)` at once), the caller resolves the stream with
+    /// [`resolve_task_stream`](Runtime::resolve_task_stream), which notes the task as the
+    /// thread's last, as `capture` notes the ones it lets queue: CANN sets the thread's last
+    /// task at every record and wait it submits (hicann/runtime
+    /// `src/runtime/core/src/notify/notify.cc` and `notify_c.cc`,
+    /// `GET_THREAD_TASKID_AND_STREAMID` / `SET_THREAD_TASKID_AND_STREAMID`).
     #[inline]
     fn capture_notify(
         &self,

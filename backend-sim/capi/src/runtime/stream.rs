@@ -163,7 +163,6 @@ impl Runtime {
         self.backend.synchronize(raw, wait).map_err(|e| {
             if e.kind() == Error::StreamSyncTimeout {
                 let why = self
-                    .backend
                     .stream_report(raw)
                     .map_or_else(String::new, |r| format!(": {r}"));
                 CallError::new(
@@ -190,7 +189,7 @@ impl Runtime {
         // Not a failure, but the caller polling a stream that does not finish wants to know
         // why: a note for `aclGetRecentErrMsg`.
         if status == StreamStatus::NotReady
-            && let Some(why) = self.backend.stream_report(raw)
+            && let Some(why) = self.stream_report(raw)
         {
             crate::errmsg::note_throttled(stream, || {
                 format!(
@@ -200,6 +199,32 @@ impl Runtime {
             });
         }
         Ok(status)
+    }
+
+    /// What `raw` is doing, for a message (the backend's report), its head named as the
+    /// caller launched it when it is a blocking callback (or a host function of a subscribed
+    /// stream) that its thread has not taken yet: the stream engine sees only a host function
+    /// that has not returned, which is not what the caller queued nor what it waits for.
+    pub(super) fn stream_report(&self, raw: RawStream) -> Option<String> {
+        const HOST_FN_HEAD: &str = "its head task is a host function that has not returned";
+        let report = self.backend.stream_report(raw)?;
+        if !report.contains(HOST_FN_HEAD) {
+            return Some(report);
+        }
+        Some(match self.callbacks.waiting_holder(raw) {
+            Some((thread, channel)) => report.replacen(
+                HOST_FN_HEAD,
+                &format!(
+                    "its head task is a blocking {} ({}) that thread {thread:#x} has not taken \
+                     yet with {}",
+                    channel.what(),
+                    channel.launch_call(),
+                    channel.process_call()
+                ),
+                1,
+            ),
+            None => report,
+        })
     }
 
     /// `aclrtLaunchHostFunc`.
