@@ -150,12 +150,9 @@ impl<'a> Spinner<'a> {
             }
             self.counted.set(Some(count));
         }
-        match offer_cpu() {
-            Some(took) if took >= YIELD_LOST_CPU => {
-                self.lost_cpu.set(true);
-                self.stop();
-            }
-            _ => {}
+        if offer_cpu().is_some_and(|took| took >= YIELD_LOST_CPU) {
+            self.lost_cpu.set(true);
+            self.stop();
         }
     }
 

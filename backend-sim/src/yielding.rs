@@ -1,13 +1,13 @@
 //! The slice guard of every stream-side yield. A yield that gave a whole scheduler slice away
-//! ([`SLICE_GIVEN`]) shows a thread beside this one that keeps the CPU busy (a compiler, a busy loop); under EEVDF each further yield
-//! would give it another slice, 1–12 ms, while the record this wait is after has long
-//! arrived. So every stream-side yield goes through one rule, [`offer_cpu`]: after such a
-//! yield the thread does not yield for [`NO_YIELD_FOR`] or until its worker parks for want of
-//! work; its spins then spin to their limit and sleep, as a spin-then-futex waiter does. The
-//! yields under the rule: a wait's spin (`spin::Spinner::relax`), a worker's idle spin
-//! (`stream::worker`), the runner's spin (`stream::runner`), and the yield after a wake-up
-//! call that woke someone (`shm::SimWaiter`: a record's, whoever makes it; a host thread's
-//! guard only ever holds back its own yields, for [`NO_YIELD_FOR`] at most). (Not a
+//! ([`SLICE_GIVEN`]) shows a thread beside this one that keeps the CPU busy (a compiler, a busy
+//! loop); under EEVDF each further yield would give it another slice, 1–12 ms, while the record
+//! this wait is after has long arrived. So every stream-side yield goes through one rule,
+//! [`offer_cpu`]: after such a yield the thread does not yield for [`NO_YIELD_FOR`] or until its
+//! worker parks for want of work; its spins then spin to their limit and sleep, as a
+//! spin-then-futex waiter does. The yields under the rule: a wait's spin (`spin::Spinner::relax`),
+//! a worker's idle spin (`stream::worker`), the runner's spin (`stream::runner`), and the yield
+//! after a wake-up call that woke someone (`shm::SimWaiter`: a record's, whoever makes it; a host
+//! thread's guard only ever holds back its own yields, for [`NO_YIELD_FOR`] at most). (Not a
 //! `synchronize`'s spin: a host thread's yield that takes long mostly gave the CPU to its own
 //! stream's worker, running the tasks it waits for.)
 //!

@@ -7,11 +7,11 @@
 //! than CPUs, it shows whether waiters that spin take the CPU from the ranks that would
 //! record.
 //!
-//! The info rows of `ring-busy` run the rings of 2 and 4 again with [`BUSY_LOOPS`] CPU-bound threads beside them
-//! (as a compiler or a user's own busy thread would be): a stream worker's `sched_yield` then
-//! gives a busy thread a whole scheduler slice, and every hand-off that waits for one costs
-//! milliseconds (bench/README.md History "wake19": main's ring of 2 at 2.7–6.5 ms a round
-//! beside two busy loops, the semaphore ring at 6–22 µs).
+//! The info rows of `ring-busy` run the rings of 2 and 4 again with [`BUSY_LOOPS`] CPU-bound
+//! threads beside them (as a compiler or a user's own busy thread would be): a stream worker's
+//! `sched_yield` then gives a busy thread a whole scheduler slice, and every hand-off that waits
+//! for one costs milliseconds (bench/README.md History "wake19": main's ring of 2 at 2.7–6.5 ms a
+//! round beside two busy loops, the semaphore ring at 6–22 µs).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};

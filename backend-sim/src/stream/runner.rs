@@ -298,8 +298,9 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
                 break;
             }
             if t.elapsed() >= Duration::from_micros(2) {
-                // Under the slice guard of every stream-side yield (`crate::yielding::offer_cpu`):
-                // with a busy thread beside, spin on without yielding.
+                // Under the slice guard of every stream-side yield
+                // (`crate::yielding::offer_cpu`): with a busy thread beside, spin on without
+                // yielding.
                 if crate::yielding::offer_cpu().is_some() {
                     // Another thread may have had the CPU for a while.
                     stamp = 0;
