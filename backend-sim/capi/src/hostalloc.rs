@@ -26,8 +26,16 @@ unsafe fn check_cfg(cfg: &MallocConfig) -> Result<(), CallError> {
     if cfg.attrs.is_null() {
         return Err(param("cfg->attrs is NULL"));
     }
-    // SAFETY: non-NULL, `num_attrs` readable by the caller's contract.
-    let attrs: &[MallocAttribute] = unsafe { std::slice::from_raw_parts(cfg.attrs, cfg.num_attrs) };
+    // SAFETY: non-NULL, `num_attrs` readable by the caller's contract; a count no memory
+    // can hold is refused.
+    let attrs: &[MallocAttribute] = unsafe {
+        crate::ffi::c_array(
+            cfg.attrs,
+            cfg.num_attrs,
+            "cfg->numAttrs",
+            Error::ParamInvalid,
+        )?
+    };
     for (i, a) in attrs.iter().enumerate() {
         if a.attr != ATTR_MODULE_ID && a.attr != ATTR_VA_FLAG {
             return Err(param(format!(
@@ -86,4 +94,28 @@ pub unsafe extern "C" fn aclrtMallocHostWithCfg(
             },
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `numAttrs` no memory can hold is refused with 107000, as the other checks of the
+    /// configuration, before any attribute is read
+    /// (it was made into a slice longer than memory: undefined behaviour).
+    #[test]
+    fn a_count_of_attributes_no_memory_can_hold_is_refused() {
+        let one = [MallocAttribute {
+            attr: ATTR_MODULE_ID,
+            value: [0; 2],
+        }];
+        let cfg = MallocConfig {
+            attrs: one.as_ptr(),
+            num_attrs: usize::MAX / 2,
+        };
+        // SAFETY: the count is refused before `attrs` is read past its one element.
+        let e = unsafe { check_cfg(&cfg) }.unwrap_err();
+        assert_eq!(e.code(), Error::ParamInvalid);
+        assert!(e.text().contains("numAttrs"), "{}", e.text());
+    }
 }

@@ -277,9 +277,11 @@ unsafe fn malloc_with_cfg(
     let current = rt.current_device()?;
     let attrs: &[MallocAttribute] = match cfg {
         // SAFETY: non-NULL (checked above when num_attrs > 0), and the caller guarantees
-        // `num_attrs` readable attributes.
-        Some(c) if c.num_attrs > 0 => unsafe { std::slice::from_raw_parts(c.attrs, c.num_attrs) },
-        _ => &[],
+        // `num_attrs` readable attributes; a count no memory can hold is refused.
+        Some(c) => unsafe {
+            crate::ffi::c_array(c.attrs, c.num_attrs, "cfg->numAttrs", Error::InvalidParam)?
+        },
+        None => &[],
     };
     let mut device = current;
     for (i, a) in attrs.iter().enumerate() {
