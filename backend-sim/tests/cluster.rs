@@ -660,11 +660,20 @@ fn pair(a: &Host, b: &Host) -> Result<(Agent, Agent, String, String), Failed> {
 /// SPEC §2 across hosts: the notify lives until its last holder destroys it. The owner
 /// destroys its handle while an importer on host B holds two imports and another one a third:
 /// their records still land on the owner's notify; the export goes only when the last hold
-/// goes (a destroy, or the holder's lease expiring after a SIGKILL), and then a new import
+/// goes (a destroy, or the holder's lease ending after a SIGKILL), and then a new import
 /// of the key is refused (107017).
+///
+/// The killed holder's lease is a [`LIVE_TTL`] one, ended by the test (revoked, as etcd does
+/// to a lease at its expiry: its keys go at once) only after the import that it must still
+/// allow: with a [`TTL`] lease, that import raced the lease's expiry (2 s from the holder's
+/// last renewal, which may have come up to a third of it before the kill), and failed on a
+/// loaded machine where the kill, a 300 ms sleep and the import took longer than what was
+/// left of it. That a SIGKILLed process's lease expires by itself is
+/// `sigkilled_processes_are_dead_within_the_ttl`'s.
 fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
-    let url = c.url(&pod("hold"));
-    let (a, b) = (Host::new(&url, "a", 0), Host::mortal(&url, "b", 1));
+    let tag = pod("hold");
+    let url = c.url(&tag);
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
     let mut owner = a.spawn()?;
     let mut importer = b.spawn()?;
     let mut doomed = b.spawn()?;
@@ -689,16 +698,30 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
     importer.try_ok(&format!("destroy {ih1}"))?;
     importer.try_ok(&format!("record {ih2} 3"))?;
     importer.try_ok(&format!("destroy {ih2}"))?;
-    // The killed holder's lease still holds the notify until it expires.
+    // The killed holder's lease still holds the notify until it ends.
+    let etcd = Etcd::new(c.client_addrs(), Duration::from_secs(5));
+    let proc_key = format!("/acl-notify/{tag}/proc/{}/{}", b.server, doomed.pid);
+    let doomed_lease = || -> Result<Option<i64>, Failed> {
+        Ok(etcd
+            .get(proc_key.as_bytes())
+            .map_err(|e| format!("reading {proc_key}: {e}"))?
+            .map(|kv| kv.lease))
+    };
+    let lease = doomed_lease()?.ok_or_else(|| format!("no key {proc_key}"))?;
     doomed.kill();
-    std::thread::sleep(Duration::from_millis(300));
     let r = late.ask(&format!("import 3 {key}"));
+    // The import's premise: the killed holder's lease lived through it.
+    check(doomed_lease()? == Some(lease), || {
+        format!("the killed holder's {LIVE_TTL} s lease ended before the import was answered")
+    })?;
     let lh = r.map_err(|e| format!("import while a killed holder's lease lives: {e}"))?;
     late.try_ok(&format!("destroy {lh}"))?;
     let t = Instant::now();
+    etcd.lease_revoke(lease)
+        .map_err(|e| format!("ending the killed holder's lease: {e}"))?;
     poll_until(
-        "the export withdrawn once the last holder's lease expired",
-        MORTAL_GONE,
+        "the export withdrawn once the last holder's lease ended",
+        ANSWER,
         || match late.ask(&format!("import 3 {key}")) {
             // Still held: let go of this probe's own hold again.
             Ok(h) => {
@@ -708,7 +731,10 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
             r => code_of(&r) == Some(107017),
         },
     )?;
-    eprintln!("last hold gone after {:?} (TTL {TTL} s)", t.elapsed());
+    eprintln!(
+        "last hold gone {:?} after its lease was revoked",
+        t.elapsed()
+    );
     check(owner.try_ok("applied")? == "3", || {
         "a record was lost".into()
     })?;
