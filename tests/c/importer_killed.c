@@ -5,8 +5,11 @@
  * imports it; then the owner queues a wait with a 3 s timeout and the importer is killed before
  * recording. Checked: the synchronize fails with 107020 and a message naming the importer
  * dead; a second wait, with no timeout, leaves the stream busy: a bounded synchronize answers
- * 507046 and says who could record the notify (the importer, dead); aclFinalize returns
- * promptly with that wait still queued.
+ * 507046 and says who could record the notify (the importer, dead); aclFinalize, with that
+ * wait still queued, takes it as a wait for ever and discards it (0 and a note naming it),
+ * instead of waiting for it until its drain's bound (ACL_NOTIFY_SIM_RESET_TIMEOUT, 60 s: then
+ * 507046). Judged by that answer, not by a time: "within 10 s" failed at 65 s on a loaded
+ * machine.
  *
  * usage: importer_killed. Exit 0 and "importer_killed: ok". */
 #include "common.h"
@@ -68,7 +71,12 @@ int main(void) {
     int64_t t0 = now_ns();
     CHECK(aclFinalize());
     double took = (double)(now_ns() - t0) / 1e9;
-    REQUIRE(took < 10.0, "aclFinalize took %.1f s with a wait for a dead importer queued", took);
-    printf("importer_killed: ok\n");
+    m = recent_msg();
+    REQUIRE(strstr(m, "aclFinalize: discarded the tasks still queued on 1 stream(s)") != NULL &&
+                strstr(m, "nothing in this process was going to make") != NULL,
+            "aclFinalize (%.1f s) did not give up the wait for a dead importer as one that "
+            "waits for ever: %s",
+            took, m);
+    printf("importer_killed: ok (aclFinalize %.3f s)\n", took);
     return 0;
 }

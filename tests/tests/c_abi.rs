@@ -3324,7 +3324,8 @@ fn value_waits_are_released_by_value_writes_of_streams_and_processes() {
 
 /// An importer SIGKILLed while the owner's stream waits for its record (tests/c/importer_killed.c):
 /// the timed wait fails naming it dead, a bounded synchronize of a wait with no timeout says
-/// who could have recorded (the importer, dead), and aclFinalize returns promptly.
+/// who could have recorded (the importer, dead), and aclFinalize gives that wait up as one that
+/// waits for ever (0 and its note), not at its drain's bound.
 #[test]
 fn an_importer_killed_mid_wait_is_named_dead_by_the_owner_s_errors() {
     let o = run_alone("importer_killed", "ikilled", &[], Duration::from_secs(60));
