@@ -688,10 +688,20 @@ fn a_synchronize_waiting_through_a_drain_reports_the_task_error() {
     .unwrap();
     let s2 = Arc::clone(&s);
     let syncer = thread::spawn(move || s2.synchronize(SyncWait::AtMost(LONG)));
-    thread::sleep(Duration::from_millis(20));
+    // Waiting (counted as a watcher: past its look at the stream's state) before the destroy
+    // starts, and the destroy started (draining) before the task ends: states, not sleeps (a
+    // syncer thread that had not run within the 20 + 20 ms it was given met a destroyed
+    // stream, 107017).
+    assert!(eventually(LONG, || s
+        .shared
+        .watchers
+        .load(Ordering::SeqCst)
+        == 1));
     let s3 = Arc::clone(&s);
     let destroyer = thread::spawn(move || s3.destroy(StreamDestroy::Drain));
-    thread::sleep(Duration::from_millis(20));
+    assert!(eventually(LONG, || {
+        s.shared.state.load(Ordering::SeqCst) == DRAINING
+    }));
     gate.open();
     assert_eq!(destroyer.join().unwrap(), Ok(()));
     assert_eq!(syncer.join().unwrap(), Err(Error::TaskTimeout));
