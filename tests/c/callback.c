@@ -251,12 +251,9 @@ int main(void) {
     CHECK(aclrtCreateStream(&mine));
     CHECK(aclrtSubscribeReport((uint64_t)pthread_self(), mine));
     CHECK(aclrtLaunchCallback(never, NULL, ACL_CALLBACK_BLOCK, mine));
-    t0 = now_ns();
     EXPECT_RC(aclrtResetDeviceForce(1), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
-    double reset_took = (double)(now_ns() - t0) / 1e9;
     m = recent_msg();
-    REQUIRE(reset_took < 10.0, "the reset took %.1f s with a blocking callback for its own "
-            "thread queued", reset_took);
+    /* Given up at once, not at the reset's bound (also 507046): the message says which. */
     REQUIRE(strstr(m, "queued for this very thread") != NULL,
             "the reset's message does not say why it gave up: %s", m);
     REQUIRE(strstr(m, "its head task is a blocking callback (aclrtLaunchCallback) that "
@@ -265,17 +262,21 @@ int main(void) {
     CHECK(aclrtSetCurrentContext(g_ctx));
 
     /* aclFinalize with a blocking callback whose thread (this one) never processes it, and a
-     * copy queued behind it: it returns promptly, and the callback never runs. */
+     * copy queued behind it: it gives the stream up at once (0 and a note saying why), not at
+     * its drain's bound (60 s, then 507046), and the callback never runs. Judged by that
+     * answer, not by a time (a loaded machine can stretch any). */
     CHECK(aclrtSubscribeReport((uint64_t)pthread_self(), other));
     CHECK(aclrtLaunchCallback(never, NULL, ACL_CALLBACK_BLOCK, other));
     CHECK(aclrtMemcpyAsync(dev, 4096, g_host_buf, 4096, ACL_MEMCPY_HOST_TO_DEVICE, other));
     t0 = now_ns();
     aclError fr = aclFinalize();
     double took = (double)(now_ns() - t0) / 1e9;
-    REQUIRE(fr == ACL_SUCCESS || fr == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-            "aclFinalize returned %d: %s", (int)fr, recent_msg());
-    REQUIRE(took < 10.0, "aclFinalize took %.1f s with an unprocessed blocking callback queued",
-            took);
+    const char *fm = recent_msg();
+    REQUIRE(fr == ACL_SUCCESS && strstr(fm, "aclFinalize: discarded the tasks still queued on 1 "
+                                            "stream(s): each is held by a blocking callback") != NULL,
+            "aclFinalize (%.1f s) returned %d, not giving up the stream held by an unprocessed "
+            "blocking callback: %s",
+            took, (int)fr, fm);
     REQUIRE(g_never_ran == 0, "a callback ran with no aclrtProcessReport to run it");
     printf("callback: ok (aclFinalize returned %d after %.2f s)\n", (int)fr, took);
     return 0;

@@ -249,7 +249,10 @@ static int run_rank(int r, int rd, int wr) {
     CHECK(aclrtDestroyNotify(in));
     CHECK(aclrtFree(buf));
 
-    /* Work still queued at aclFinalize: a wait nobody records, copies behind it. */
+    /* Work still queued at aclFinalize: a wait nobody records, copies behind it. It gives the
+     * stream up as one that waits for ever (0 and a note), not at its drain's bound (60 s, then
+     * 507046). Judged by that answer, not by a time: this runs under memcheck too, and a loaded
+     * machine can stretch any time. */
     aclrtNotify never;
     CHECK(aclrtCreateNotify(&never, 0));
     CHECK(aclrtWaitAndResetNotify(never, fill, 0));
@@ -259,7 +262,11 @@ static int run_rank(int r, int rd, int wr) {
     const int64_t t0 = now_ns();
     CHECK(aclFinalize());
     const int64_t took_ms = (now_ns() - t0) / 1000000;
-    REQUIRE(took_ms < 5000, "aclFinalize took %lld ms with work queued", (long long)took_ms);
+    const char *fm = recent_msg();
+    REQUIRE(strstr(fm, "aclFinalize: discarded the tasks still queued on 1 stream(s)") != NULL &&
+                strstr(fm, "nothing in this process was going to make") != NULL,
+            "aclFinalize (%lld ms) did not give up the wait nobody records: %s",
+            (long long)took_ms, fm);
     return 0;
 }
 

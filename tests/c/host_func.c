@@ -241,16 +241,20 @@ int main(int argc, char **argv) {
     EXPECT_RC(aclrtSynchronizeStreamWithTimeout(held, 100), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
     CHECK(aclrtStreamAbort(held));
     CHECK(aclrtSynchronizeStreamWithTimeout(held, 5000));
-    /* aclFinalize with one still queued returns promptly without running it. */
+    /* aclFinalize with one still queued gives the stream up at once (0 and a note saying why),
+     * not at its drain's bound (60 s, then 507046), without running it. Judged by that answer,
+     * not by a time (a loaded machine can stretch any). */
     CHECK(aclrtLaunchHostFunc(held, never, NULL));
     CHECK(aclrtMemcpyAsync(dev, 4096, g_host_buf, 4096, ACL_MEMCPY_HOST_TO_DEVICE, held));
     t0 = now_ns();
     aclError fr = aclFinalize();
     double took = (double)(now_ns() - t0) / 1e9;
-    REQUIRE(fr == ACL_SUCCESS || fr == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-            "aclFinalize returned %d: %s", (int)fr, recent_msg());
-    REQUIRE(took < 10.0, "aclFinalize took %.1f s with an unprocessed host function queued",
-            took);
+    const char *fm = recent_msg();
+    REQUIRE(fr == ACL_SUCCESS && strstr(fm, "aclFinalize: discarded the tasks still queued on 1 "
+                                            "stream(s): each is held by a blocking callback") != NULL,
+            "aclFinalize (%.1f s) returned %d, not giving up the stream held by an unprocessed "
+            "host function: %s",
+            took, (int)fr, fm);
     REQUIRE(g_never_ran == 0, "a host function ran with no aclrtProcessHostFunc to run it");
     printf("host_func: ok (aclFinalize returned %d after %.2f s)\n", (int)fr, took);
     return 0;

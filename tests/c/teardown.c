@@ -513,7 +513,14 @@ static void finalize_drains(void) {
     REQUIRE(holds(c, 0), "the copy behind a wait nothing records ran");
     REQUIRE(holds(e, 0x6b), "the copy behind a wait that times out had not landed when "
                             "aclFinalize returned");
-    REQUIRE(took_ms < 5000, "aclFinalize took %lld ms", (long long)took_ms);
+    /* `stuck` given up as waiting for ever (0 and a note), not waited for until the drain's
+     * bound (60 s, then 507046): judged by that answer, not by a time ("under 5 s"; a loaded
+     * machine can stretch any). */
+    const char *fm = recent_msg();
+    REQUIRE(strstr(fm, "aclFinalize: discarded the tasks still queued on 1 stream(s)") != NULL &&
+                strstr(fm, "nothing in this process was going to make") != NULL,
+            "aclFinalize (%lld ms) did not give up the stream waiting for ever: %s",
+            (long long)took_ms, fm);
     expect_threads(1);
     free(a);
     free(b);
@@ -531,12 +538,11 @@ static void finalize_drains(void) {
     REQUIRE(pthread_create(&t, NULL, busy_thread, NULL) == 0, "pthread_create");
     while (!atomic_load(&g_started)) sleep_ms(1);
     sleep_ms(50);
-    const int64_t t1 = now_ns();
+    /* Its 0 is the check: had it waited for what the thread goes on queueing, it would have
+     * answered 507046 at its drain's bound (60 s); a time ("under 5 s") only adds a way to
+     * fail on a loaded machine. */
     CHECK(aclFinalize());
-    const int64_t busy_ms = (now_ns() - t1) / 1000000;
     join_within(t, 5000, "the busy thread after aclFinalize");
-    REQUIRE(busy_ms < 5000, "aclFinalize took %lld ms beside a thread that goes on queueing",
-            (long long)busy_ms);
 }
 
 int main(int argc, char **argv) {

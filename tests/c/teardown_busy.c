@@ -7,14 +7,15 @@
  *   finalize   calls aclFinalize;
  *   reset      calls aclrtResetDeviceForce on both devices.
  *
- * Checked: the call returns 0 within 5 s; every worker's next call fails with 107017 naming
+ * Checked: the call returns 0 (not the 507046 a finalize answers at its drain's bound, 60 s,
+ * had it waited for what the workers go on queueing: an answer, not a time, which a loaded
+ * machine or memcheck stretches); every worker's next call fails with 107017 naming
  * its stream (never a crash or a hang: joins are bounded); the report thread ends; callbacks
  * ran before. After the resets, the workers' device buffers (device memory outlives a reset in
  * the simulator, until aclrtFree or aclFinalize) free as usual, each device's free memory is
  * back where it was before the workers allocated, and the device works again (a copy lands).
  *
- * usage: teardown_busy finalize|reset [limit in ms for the call, default 5000]; exit 0 and
- * "teardown_busy <mode>: ok". */
+ * usage: teardown_busy finalize|reset; exit 0 and "teardown_busy <mode>: ok (<ms> ms)". */
 #include "common.h"
 #include "join.h"
 
@@ -92,8 +93,7 @@ int main(int argc, char **argv) {
     g_role = "teardown_busy";
     const char *mode = argc > 1 ? argv[1] : "finalize";
     const int finalize = strcmp(mode, "finalize") == 0;
-    REQUIRE(finalize || strcmp(mode, "reset") == 0, "usage: teardown_busy finalize|reset [ms]");
-    const double limit_ms = argc > 2 ? atof(argv[2]) : 5000;
+    REQUIRE(finalize || strcmp(mode, "reset") == 0, "usage: teardown_busy finalize|reset");
     CHECK(aclInit(NULL));
     size_t free0[DEVICES];
     for (int d = 0; d < DEVICES; d++) free0[d] = free_bytes_on(d);
@@ -121,8 +121,6 @@ int main(int argc, char **argv) {
         }
     }
     const double took_ms = (double)(now_ns() - t0) / 1e6;
-    REQUIRE(took_ms < limit_ms, "%s took %.0f ms with busy threads (limit %.0f ms)", mode, took_ms,
-            limit_ms);
     join_all_within(t, WORKERS, 10000, "a busy worker");
     atomic_store(&g_stop, 1);
     join_within(g_reporter, 10000, "the report thread");
@@ -154,6 +152,6 @@ int main(int argc, char **argv) {
     }
     printf("teardown_busy %s: %s took %.1f ms, %d callbacks ran, every worker got 107017\n",
            mode, mode, took_ms, atomic_load(&g_callbacks));
-    printf("teardown_busy %s: ok\n", mode);
+    printf("teardown_busy %s: ok (%.0f ms)\n", mode, took_ms);
     return 0;
 }

@@ -183,12 +183,17 @@ int main(int argc, char **argv) {
     CHECK(aclrtStreamAbort(a));
     CHECK(aclrtSynchronizeStreamWithTimeout(a, 10000));
 
-    /* aclFinalize with a wait that nothing will release still queued. */
+    /* aclFinalize with a wait that nothing will release still queued: it gives the wait up as
+     * one that waits for ever (0 and a note), not at its drain's bound (60 s, then 507046).
+     * Judged by that answer, not by a time (a loaded machine can stretch any). */
     CHECK(aclrtValueWait(flag, 12345, ACL_STREAM_WAIT_VALUE_EQ, a));
     int64_t t0 = now_ns();
     CHECK(aclFinalize());
     double took = (double)(now_ns() - t0) / 1e9;
-    REQUIRE(took < 10.0, "aclFinalize took %.1f s with a value wait queued", took);
-    printf("value: ok\n");
+    const char *fm = recent_msg();
+    REQUIRE(strstr(fm, "aclFinalize: discarded the tasks still queued on 1 stream(s)") != NULL &&
+                strstr(fm, "nothing in this process was going to make") != NULL,
+            "aclFinalize (%.1f s) did not give up a value wait nothing releases: %s", took, fm);
+    printf("value: ok (aclFinalize %.3f s)\n", took);
     return 0;
 }
