@@ -19,7 +19,7 @@ use acl_notify_core::{
 use acl_notify_sim::Sim;
 use acl_notify_sim::cluster::etcd::Etcd;
 use acl_notify_sim::cluster::harness::EtcdCluster;
-use acl_notify_sim::cluster::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TTL};
+use acl_notify_sim::cluster::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TIMEOUT, ENV_CLUSTER_TTL};
 use acl_notify_sim::mem::MemcpyKind;
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -42,6 +42,11 @@ const MORTAL_GONE: Duration = Duration::from_secs(TTL as u64 * 3 + 5);
 /// machine (or etcd's elections on it), so that no survivor dies, and comes back as a new
 /// life with its exports stale, by accident.
 const LIVE_TTL: u32 = 30;
+
+/// The etcd call bound (seconds) of the agents of
+/// `a_short_loss_of_quorum_delays_records_without_failing_them`: a record made while the
+/// quorum is lost waits for its return within it.
+const QUORUM_CALL_BOUND: u32 = 12;
 
 type TestFn = fn(&Arc<EtcdCluster>) -> Result<(), Failed>;
 
@@ -453,6 +458,8 @@ struct Host {
     cluster: String,
     /// Its processes' lease TTL in seconds.
     ttl: u32,
+    /// Its processes' bound on one etcd call in seconds (`None`: the default 3 s).
+    call_bound: Option<u32>,
 }
 
 impl Host {
@@ -463,6 +470,16 @@ impl Host {
             server,
             cluster: cluster.to_owned(),
             ttl: LIVE_TTL,
+            call_bound: None,
+        }
+    }
+
+    /// This host with its processes' etcd calls bounded by `secs` instead of 3 s
+    /// (`ACL_NOTIFY_SIM_CLUSTER_TIMEOUT`).
+    fn with_call_bound(self, secs: u32) -> Host {
+        Host {
+            call_bound: Some(secs),
+            ..self
         }
     }
 
@@ -483,6 +500,9 @@ impl Host {
             .env(acl_notify_sim::ENV_SERVER_ID, self.server.to_string())
             .env(ENV_CLUSTER, &self.cluster)
             .env(ENV_CLUSTER_TTL, self.ttl.to_string());
+        if let Some(secs) = self.call_bound {
+            cmd.env(ENV_CLUSTER_TIMEOUT, secs.to_string());
+        }
         cmd
     }
 
@@ -1108,6 +1128,13 @@ fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Resul
 /// each rank applied exactly one record a round. Before, such a record waited on the survivor
 /// for the rest of the bound and failed with 507022 ("127.0.0.1:…: timed out (global)"), and
 /// the other rank's wait timed out.
+///
+/// "Short" is against the bound of the records' etcd calls: the README's 3 s bound rides out a
+/// loss of quorum that ends within about 2 s, which a loaded machine does not keep (at a load
+/// of 18 on 2 CPUs the restarted members took longer to elect, and a record failed with
+/// 507022 "no endpoint answered within 3.0 s" after the third outage). The agents here bound
+/// their calls by [`QUORUM_CALL_BOUND`] instead, longer than the outages a loaded machine
+/// makes of the same kills, and short of the agents' answer bound.
 fn a_short_loss_of_quorum_delays_records_without_failing_them(
     _: &Arc<EtcdCluster>,
 ) -> Result<(), Failed> {
@@ -1122,7 +1149,10 @@ fn a_short_loss_of_quorum_delays_records_without_failing_them(
     let l = leader.ok_or("no leader")?;
     let (f, m) = ((l + 1) % 3, (l + 2) % 3);
     let url = c.url_in_order(&[f, l, m], &url);
-    let hosts = [Host::new(&url, "a", 0), Host::new(&url, "b", 1)];
+    let hosts = [
+        Host::new(&url, "a", 0).with_call_bound(QUORUM_CALL_BOUND),
+        Host::new(&url, "b", 1).with_call_bound(QUORUM_CALL_BOUND),
+    ];
     let mut ranks = [hosts[0].spawn()?, hosts[1].spawn()?];
     let mut own = Vec::new();
     let mut keys = Vec::new();
@@ -2108,6 +2138,7 @@ fn machines_of_one_name_are_separate_hosts(c: &Arc<EtcdCluster>) -> Result<(), F
         server,
         cluster: url.clone(),
         ttl: LIVE_TTL,
+        call_bound: None,
     };
     let (same_id, other_id) = (alike(1), alike(2));
     let (m1, m2) = (Machine::new("node"), Machine::new("node"));

@@ -83,6 +83,9 @@ use etcd::{Cmp, Etcd, EtcdError, Op};
 pub const ENV_CLUSTER: &str = "ACL_NOTIFY_SIM_CLUSTER";
 /// Seconds a process's lease lives without renewal (1 to 3600; default 10).
 pub const ENV_CLUSTER_TTL: &str = "ACL_NOTIFY_SIM_CLUSTER_TTL";
+/// Seconds one etcd call may take, its tries of every member included, before it fails with
+/// 507022 (1 to 600; default 3, [`etcd::DEFAULT_TIMEOUT`]).
+pub const ENV_CLUSTER_TIMEOUT: &str = "ACL_NOTIFY_SIM_CLUSTER_TIMEOUT";
 
 const DEFAULT_TTL: u32 = 10;
 
@@ -156,8 +159,17 @@ impl ClusterConfig {
         Ok(self)
     }
 
-    /// Reads `ACL_NOTIFY_SIM_CLUSTER` and `ACL_NOTIFY_SIM_CLUSTER_TTL`; `None` when the first
-    /// is not set (single-host mode).
+    /// Sets the bound of one etcd call in seconds (1 to 600).
+    pub fn with_timeout(mut self, secs: u32) -> Result<ClusterConfig, String> {
+        if !(1..=600).contains(&secs) {
+            return Err(format!("{secs} s: expected 1 to 600 seconds"));
+        }
+        self.timeout = Duration::from_secs(secs.into());
+        Ok(self)
+    }
+
+    /// Reads `ACL_NOTIFY_SIM_CLUSTER`, `ACL_NOTIFY_SIM_CLUSTER_TTL` and
+    /// `ACL_NOTIFY_SIM_CLUSTER_TIMEOUT`; `None` when the first is not set (single-host mode).
     pub fn from_env() -> Result<Option<ClusterConfig>, String> {
         let Some(url) = std::env::var_os(ENV_CLUSTER) else {
             return Ok(None);
@@ -174,6 +186,15 @@ impl ClusterConfig {
             c = c
                 .with_ttl(secs)
                 .map_err(|e| format!("{ENV_CLUSTER_TTL}: {e}"))?;
+        }
+        if let Some(t) = std::env::var_os(ENV_CLUSTER_TIMEOUT) {
+            let t = t.to_string_lossy().into_owned();
+            let secs = t.trim().parse::<u32>().map_err(|_| {
+                format!("{ENV_CLUSTER_TIMEOUT}={t:?} is not a number of seconds (1 to 600)")
+            })?;
+            c = c
+                .with_timeout(secs)
+                .map_err(|e| format!("{ENV_CLUSTER_TIMEOUT}: {e}"))?;
         }
         Ok(Some(c))
     }
@@ -1269,6 +1290,10 @@ mod tests {
             assert!(ClusterConfig::parse(bad).is_err(), "{bad}");
         }
         assert!(c.clone().with_ttl(0).is_err());
-        assert_eq!(c.with_ttl(2).unwrap().ttl, 2);
+        assert_eq!(c.clone().with_ttl(2).unwrap().ttl, 2);
+        assert_eq!(c.timeout, etcd::DEFAULT_TIMEOUT);
+        assert!(c.clone().with_timeout(0).is_err());
+        assert!(c.clone().with_timeout(601).is_err());
+        assert_eq!(c.with_timeout(12).unwrap().timeout, Duration::from_secs(12));
     }
 }
