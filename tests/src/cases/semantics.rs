@@ -65,11 +65,10 @@ fn record_then_wait<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let p = Probe::new();
     ok!(b.wait_and_reset(n, w, secs(5)));
     ok!(b.launch_host_func(w, p.call()));
-    let el = sync_ok(ctx, w, LONG, "wait on a notify recorded earlier")?;
-    ensure!(
-        el < Duration::from_millis(4500),
-        "the wait on an already-recorded notify took {el:.2?} (the flag should have been set)"
-    );
+    // Its success is the check: nothing else records `n`, so without the flag the wait would
+    // time out (107020) and the synchronize fail. (A time "under 4.5 s" added only a way to
+    // fail on a loaded machine.)
+    sync_ok(ctx, w, LONG, "wait on a notify recorded earlier")?;
     ensure_eq!(p.count(), 1, "host function after the wait");
     // Same stream: record then wait.
     ok!(b.record(n, s));
