@@ -126,6 +126,10 @@ fn main() {
             remote_importers_keep_the_owner_s_notify_alive,
         ),
         (
+            "a_record_made_while_held_is_applied_by_an_owner_that_reads_it_late",
+            a_record_made_while_held_is_applied_by_an_owner_that_reads_it_late,
+        ),
+        (
             "remote_records_leave_no_key_once_their_importer_is_gone",
             remote_records_leave_no_key_once_their_importer_is_gone,
         ),
@@ -759,6 +763,59 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
         "a record was lost".into()
     })?;
     Ok(())
+}
+
+/// A record made while the owner's notify is held is applied, however late the owner's record
+/// watch reads it: the owner (its handle destroyed, the notify kept by two imports on host B)
+/// is stopped (SIGSTOP) while the importer lets go of one import, records on the other and lets
+/// go of that too, and reads the three events at once when continued. Each release is judged
+/// by the holds left at its own revision. Until 2026-12-06 the first release read found no
+/// holder left in etcd's current state, withdrew the export and dropped the owner's reference,
+/// and the record read after it was lost (`remote_importers_keep_the_owner_s_notify_alive`
+/// failed so, "a record was lost", on a loaded machine where the owner's watch lagged).
+fn a_record_made_while_held_is_applied_by_an_owner_that_reads_it_late(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    let url = c.url(&pod("late"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let mut owner = a.spawn()?;
+    let mut importer = b.spawn()?;
+    let h = owner.try_ok("create 2")?;
+    let key = owner.try_ok(&format!("export {h}"))?;
+    owner.try_ok(&format!("allow {h} 1 {}", importer.pid))?;
+    let ih1 = importer.try_ok(&format!("import 3 {key}"))?;
+    let ih2 = importer.try_ok(&format!("import 3 {key}"))?;
+    owner.try_ok(&format!("destroy {h}"))?;
+    let opid = owner.pid;
+    // SAFETY: signalling a child process this test started and still owns.
+    unsafe { libc::kill(opid, libc::SIGSTOP) };
+    let late = (|| -> Result<(), Failed> {
+        importer.try_ok(&format!("destroy {ih1}"))?;
+        importer.try_ok(&format!("record {ih2} 3"))?;
+        importer.try_ok(&format!("destroy {ih2}"))?;
+        Ok(())
+    })();
+    // SAFETY: as above.
+    unsafe { libc::kill(opid, libc::SIGCONT) };
+    late?;
+    poll_until(
+        "the export withdrawn once the last hold went",
+        ANSWER,
+        || {
+            match importer.ask(&format!("import 3 {key}")) {
+                // Not yet read: let go of this probe's own hold again.
+                Ok(h) => {
+                    let _ = importer.ask(&format!("destroy {h}"));
+                    false
+                }
+                r => code_of(&r) == Some(107017),
+            }
+        },
+    )?;
+    let applied = owner.try_ok("applied")?;
+    check(applied == "1", || {
+        format!("the owner applied {applied} records of the 1 made while its notify was held")
+    })
 }
 
 /// A remote record is a key under the owner's record prefix: bound to the recording process's

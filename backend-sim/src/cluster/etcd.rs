@@ -280,6 +280,20 @@ impl Etcd {
         Ok((kvs(&v), revision(&v)))
     }
 
+    /// Every key that was under `prefix` at `revision` (etcd's state as it was then; refused
+    /// once etcd compacted that revision away).
+    pub fn get_prefix_at(&self, prefix: &[u8], revision: i64) -> Result<Vec<Kv>, EtcdError> {
+        let v = self.call(
+            "/v3/kv/range",
+            &json!({
+                "key": b64(prefix),
+                "range_end": b64(&prefix_end(prefix)),
+                "revision": revision.to_string(),
+            }),
+        )?;
+        Ok(kvs(&v))
+    }
+
     /// The keys from `start` up to (not including) `end`, without their values: one range
     /// read.
     pub fn keys_in(&self, start: &[u8], end: &[u8]) -> Result<Vec<Vec<u8>>, EtcdError> {

@@ -54,20 +54,24 @@ impl Shared {
         }
         let mut parts = rest.split('/').map(str::parse::<u32>);
         if let (Some(Ok(dev)), Some(Ok(id))) = (parts.next(), parts.next()) {
-            self.mem_release_if_unheld(dev, id);
+            self.mem_release_if_unheld(dev, id, Some(ev.kv.mod_revision));
         }
     }
 
     /// Releases allocation `id` of device `dev` if the owner freed it (kept) and no importer
     /// on another host holds it any more: withdrawn from the registry, the owner's hold on
     /// its slot dropped (the last one frees it). If etcd cannot be asked, it stays kept: the
-    /// watch, resuming, sees the holds that went meanwhile.
-    fn mem_release_if_unheld(&self, dev: u32, id: u32) {
+    /// watch, resuming, sees the holds that went meanwhile. `at`: the revision of the hold's
+    /// release, as for a notify's ([`Shared::unheld`]); `None` for the owner's free.
+    fn mem_release_if_unheld(&self, dev: u32, id: u32, at: Option<i64>) {
         let mut p = lock(&self.published_mem);
         let Some(generation) = p.get(&(dev, id)).filter(|e| e.kept).map(|e| e.generation) else {
             return;
         };
-        if self.unheld(&self.mem_holder_prefix(self.server, self.pid, dev, id, generation)) {
+        if self.unheld(
+            &self.mem_holder_prefix(self.server, self.pid, dev, id, generation),
+            at,
+        ) {
             let gone = p.remove(&(dev, id));
             drop(p);
             let _ = self.etcd.delete(&self.mem_key(self.server, dev, id));
@@ -148,6 +152,6 @@ impl Cluster {
             let lease = *lock(&s.proc_lease);
             let _ = s.etcd.put(&s.mem_key(s.server, dev, id), &e.value, lease);
         }
-        s.mem_release_if_unheld(dev, id);
+        s.mem_release_if_unheld(dev, id, None);
     }
 }

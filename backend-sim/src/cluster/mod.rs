@@ -405,8 +405,23 @@ impl Shared {
     }
 
     /// Whether no holder key is left under `prefix` (`false` if etcd cannot be asked: what is
-    /// held stays so until the watch, resuming, sees the holds that went meanwhile).
-    fn unheld(&self, prefix: &[u8]) -> bool {
+    /// held stays so until the watch, resuming, sees the holds that went meanwhile) — as of
+    /// `at`, the revision of the watch event that let a hold go, when given.
+    ///
+    /// A release is judged at its own revision, not by etcd's state when the watch reads it:
+    /// a watch reading late (its process stopped, or starved on a loaded machine) would
+    /// otherwise find the holds that went after this one gone too, withdraw at the first of
+    /// them, and lose the records made before the last hold went, which it reads next (the
+    /// test `a_record_made_while_held_is_applied_by_an_owner_that_reads_it_late`). If etcd no
+    /// longer has that revision (compacted), the state now decides, as before.
+    fn unheld(&self, prefix: &[u8], at: Option<i64>) -> bool {
+        if let Some(rev) = at.filter(|&r| r > 0) {
+            match self.etcd.get_prefix_at(prefix, rev) {
+                Ok(kvs) => return kvs.is_empty(),
+                Err(EtcdError::Refused(m)) if m.contains("compacted") => {}
+                Err(_) => return false,
+            }
+        }
         self.etcd
             .get_prefix(prefix)
             .is_ok_and(|(kvs, _)| kvs.is_empty())
@@ -415,12 +430,14 @@ impl Shared {
     /// Releases the owner's last reference to notify (`dev`, `id`) and its export if the owner
     /// destroyed it and no importer on another host holds it any more. Holding `published`
     /// across the range keeps a hold's release and the owner's destroy from missing each other.
-    fn release_if_unheld(&self, dev: u32, id: u32) {
+    /// `at`: the revision of the hold's release, read by the watch ([`unheld`](Self::unheld));
+    /// `None` for the owner's destroy (the state now).
+    fn release_if_unheld(&self, dev: u32, id: u32, at: Option<i64>) {
         let mut p = lock(&self.published);
         if p.get(&(dev, id)).is_none_or(|e| e.keep.is_none()) {
             return;
         }
-        if self.unheld(&self.holder_prefix(self.server, self.pid, dev, id)) {
+        if self.unheld(&self.holder_prefix(self.server, self.pid, dev, id), at) {
             let gone = p.remove(&(dev, id));
             drop(p);
             let _ = self.etcd.delete(&self.export_key(self.server, dev, id));
@@ -648,7 +665,7 @@ impl Shared {
         if parts.next().is_some() {
             // A hold (`<dev>/<id>/h/…`): one going may be the last.
             if ev.delete {
-                self.release_if_unheld(dev, id);
+                self.release_if_unheld(dev, id, Some(ev.kv.mod_revision));
             }
             return;
         }
@@ -933,7 +950,7 @@ impl Cluster {
                 _ => return,
             }
         }
-        s.release_if_unheld(dev, id);
+        s.release_if_unheld(dev, id, None);
     }
 
     /// Registers import handle `h` of remote notify `n` as a holder of it (a key bound to this
