@@ -402,9 +402,12 @@ fn put(
 /// A notify wait's outcome `out`, the wait on `r` run by `ctx`'s stream: a wait that took its
 /// record while its stream was being stopped, aborted or destroyed with its tasks discarded
 /// (its running task cut short: `TaskCtx::is_cancelled`) gives the record back
-/// ([`crate::waiters::give_back`]) and fails as cut short. One load of the stream's flags
-/// after a record taken, none on the way to it: whenever it took the record, the wait was
-/// cut short if the stop had begun by then, which it tells from here.
+/// ([`crate::waiters::give_back`]) and fails as cut short.
+///
+/// The flags are read after the record was taken, so a record made after a stop returned
+/// and taken by the stopped stream's wait is always given back: the stop raises its flag
+/// before it returns, and the flag stays up until the worker takes its next task. Two loads
+/// a record taken (of the line the worker reads for every task), none on the way to it.
 #[inline(always)]
 fn took(r: &crate::shm::SlotRef, ctx: &TaskCtx, out: Result<(), SimError>) -> Result<(), SimError> {
     match out {

@@ -301,13 +301,13 @@ pub(crate) fn cut_short(r: &SlotRef) -> SimError {
 /// the wait fails as [`cut_short`], having consumed nothing.
 ///
 /// Why: the stop (or the abort) cuts the running wait short where the wait next asks, which
-/// is before it sleeps, not before it takes a record; a wait that found the record first — the
-/// record woke it before the stop's wake-up ran, or it was between the worker's look at the
-/// stop and its own look at the flag — took a record made after the stop returned (`aclrtStreamStop`
-/// stops the running task; a stopped stream's waits take nothing), and another stream's wait
-/// on the notify timed out (`parked::tests::a_parked_stream_stopped`, CI under load, 2026-12-06).
-/// Giving back what was taken loses nothing: a record made meanwhile merges with it, as it would
-/// have merged had this wait never taken it.
+/// is before it sleeps, not before it takes a record. A wait that found the record first —
+/// woken by the record before the stop's own wake-up ran, or between the worker's look at
+/// the stop and its own look at the flag — took a record made after the stop returned
+/// (`aclrtStreamStop` stops the running task: a stopped stream's waits take nothing), and
+/// another stream's wait on the notify timed out (`parked::tests::a_parked_stream_stopped`,
+/// on CI under load, 2026-12-06). Giving back what was taken loses nothing: a record made
+/// meanwhile merges with it, as it would have merged had this wait never taken it.
 #[cold]
 #[inline(never)]
 pub(crate) fn give_back(r: &SlotRef) -> Result<(), SimError> {
