@@ -357,6 +357,24 @@ impl CheckedArray<u8> {
         // SAFETY: bytes `at..at + size` are inside the caller's buffer (checked).
         unsafe { self.p.add(at).cast::<V>().write_unaligned(v) };
     }
+
+    /// Reads a `V` at byte `at` (unaligned), within the buffer (past it is a defect): a
+    /// field of an in/out struct, read alone (the others may hold anything).
+    ///
+    /// # Safety
+    ///
+    /// The bytes are readable and hold a `V` (an in/out parameter, by the caller's contract).
+    #[inline(always)]
+    pub(crate) unsafe fn read_at<V>(&self, at: usize) -> V {
+        let size = std::mem::size_of::<V>();
+        assert!(
+            at.checked_add(size).is_some_and(|end| end <= self.len),
+            "{size} bytes read at {at} of the caller's {} bytes",
+            self.len
+        );
+        // SAFETY: inside the buffer (checked); readable and a `V` by the caller's contract.
+        unsafe { self.p.add(at).cast::<V>().read_unaligned() }
+    }
 }
 
 impl CheckedArray<c_char> {
