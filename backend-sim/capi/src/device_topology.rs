@@ -95,7 +95,11 @@ fn arrays_ok(
 /// # Safety
 ///
 /// `operations` is valid for reading as many elements as `capabilities` holds (`count`).
-unsafe fn fill(capabilities: CheckedArray<u32>, operations: *const i32, entry: impl Fn(u32) -> u32) {
+unsafe fn fill(
+    capabilities: CheckedArray<u32>,
+    operations: *const i32,
+    entry: impl Fn(u32) -> u32,
+) {
     for i in 0..capabilities.len() {
         // SAFETY: i < count; the caller's contract.
         let op = unsafe { operations.add(i).read_unaligned() };
@@ -194,11 +198,7 @@ pub unsafe extern "C" fn aclrtDeviceGetP2PAtomicCapabilities(
                 .ok_or_else(|| unsupported(soc, "device topology"))
         })?;
         // SAFETY: checked non-NULL; the caller's contract for `count` elements.
-        unsafe {
-            fill(capabilities, operations, |op| {
-                soc.p2p_atomic(op, link)
-            })
-        };
+        unsafe { fill(capabilities, operations, |op| soc.p2p_atomic(op, link)) };
         Ok(())
     })
 }

@@ -103,7 +103,10 @@ pub unsafe extern "C" fn aclrtGetDeviceUtilizationRate(
         let info = info.check(|| null_arg("utilizationInfo"))?.bytes();
         // SAFETY: the caller's contract: an in/out struct; this field is read alone.
         let extend: *mut core::ffi::c_void = unsafe {
-            info.read_at(std::mem::offset_of!(AclrtUtilizationInfo, utilization_extend))
+            info.read_at(std::mem::offset_of!(
+                AclrtUtilizationInfo,
+                utilization_extend
+            ))
         };
         if !extend.is_null() {
             return Err(CallError::new(

@@ -232,11 +232,18 @@ pub unsafe extern "C" fn aclrtMemPoolGetAttr(
             .map_err(CallError::backend)?;
         // `attr_args` refused a NULL `value` already (107000, where CANN checks it).
         let out = out.check(|| CallError::new(Error::ParamInvalid, "`value` is NULL"))?;
-        // SAFETY: the attribute's type: a `uint32_t` for a flag (0 or 1), else a `uint64_t`.
-        if a.is_flag() {
-            unsafe { out.sized(size_of::<u32>()) }.put_at(0, v as u32);
+        // The attribute's type: a `uint32_t` for a flag (0 or 1), else a `uint64_t`.
+        let len = if a.is_flag() {
+            size_of::<u32>()
         } else {
-            unsafe { out.sized(size_of::<u64>()) }.put_at(0, v);
+            size_of::<u64>()
+        };
+        // SAFETY: `len` is the attribute's type's size, what the caller's promise covers.
+        let out = unsafe { out.sized(len) };
+        if a.is_flag() {
+            out.put_at(0, v as u32);
+        } else {
+            out.put_at(0, v);
         }
         Ok(())
     })

@@ -254,7 +254,10 @@ impl<T> OutArray<T> {
     /// memory can hold needs no check of its own here: nothing is written past the values the
     /// call has, and a caller keeping `new`'s promise has memory for `len`.
     #[inline(always)]
-    pub(crate) fn check(self, null: impl FnOnce() -> CallError) -> Result<CheckedArray<T>, CallError> {
+    pub(crate) fn check(
+        self,
+        null: impl FnOnce() -> CallError,
+    ) -> Result<CheckedArray<T>, CallError> {
         if self.p.is_null() {
             return Err(null());
         }

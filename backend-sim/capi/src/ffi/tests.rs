@@ -145,9 +145,16 @@ fn a_struct_is_written_field_by_field_and_a_string_within_its_buffer() {
         rsv: [3, 4],
     };
     // SAFETY: a live local.
-    let to = unsafe { Out::new(&raw mut s) }.check(|| null_arg("s")).unwrap().bytes();
+    let to = unsafe { Out::new(&raw mut s) }
+        .check(|| null_arg("s"))
+        .unwrap()
+        .bytes();
     put_field!(to, S, b, 0x55u64);
-    assert_eq!((s.a, s.b, s.rsv), (1, 0x55, [3, 4]), "the other fields left as they are");
+    assert_eq!(
+        (s.a, s.b, s.rsv),
+        (1, 0x55, [3, 4]),
+        "the other fields left as they are"
+    );
     let mut name = [1 as c_char; 4];
     // SAFETY: a live local of 4 bytes.
     let n = unsafe { OutArray::new(name.as_mut_ptr(), 4) }
@@ -159,6 +166,9 @@ fn a_struct_is_written_field_by_field_and_a_string_within_its_buffer() {
         n.put_cstr(b"abcd");
         Ok(())
     });
-    assert_eq!(code, 507899, "no room for the NUL: refused, nothing written");
+    assert_eq!(
+        code, 507899,
+        "no room for the NUL: refused, nothing written"
+    );
     assert_eq!(name[3], 0);
 }
