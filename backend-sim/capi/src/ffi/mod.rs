@@ -3,7 +3,12 @@
 //! records a message for `aclGetRecentErrMsg` when it fails.
 //!
 //! C memory is only touched here: out-parameters are written once every check has passed,
-//! arrays are read element by element as the checks reach them.
+//! arrays are read element by element as the checks reach them. Every write to a caller's
+//! memory goes through `Out` (one value; its bytes for a struct written field by field,
+//! `put_field!`, or a value whose type another argument chooses, `Checked::sized`) or
+//! `OutArray` (an array, string or buffer of a length the caller or the API gives): each
+//! checked for NULL with the call's code where the call checks it, each write bounded by the
+//! value's or the array's length.
 //!
 //! This file holds the C types and the one panic firewall (`api`); the functions are in one
 //! module per chapter of the API: `device` (initialisation and devices), `devquery` (device
