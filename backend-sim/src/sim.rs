@@ -6,14 +6,16 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use acl_notify_core::{BackendError, Chip, Error, Feature, Op, RawNotify, Soc, StreamDestroy};
+use acl_notify_core::{
+    BackendError, Chip, Error, Feature, Op, RawNotify, RawStream, Soc, StreamDestroy,
+};
 use acl_notify_handles::Slab;
 
 use crate::MergedRecords;
 use crate::config::check_namespace;
 use crate::entries::{NotifyEntry, StreamEntry};
 use crate::error::{SimError, err};
-use crate::job::SimStream;
+use crate::job::{SimJob, SimStream};
 use crate::locks::{lock, write};
 use crate::mem::state::MemState;
 use crate::shm::{GcReport, ShmFile, SlotRef};
@@ -264,15 +266,35 @@ impl Sim {
     pub fn batch_reset_with(
         &self,
         num: usize,
-        next: impl FnMut(usize) -> Option<RawNotify>,
+        mut next: impl FnMut(usize) -> Option<RawNotify>,
     ) -> Result<(), SimError> {
-        self.checked(|| self.batch_reset_unchecked(num, next))
+        self.checked(|| self.batch_reset_unchecked(num, |i| next(i).map(|n| (n, None))))
     }
 
+    /// [`batch_reset_with`](Self::batch_reset_with) on a SoC whose runtime resets a notify
+    /// with a task on the current context's default stream
+    /// ([`Soc::batch_reset_is_task`](acl_notify_core::Soc::batch_reset_is_task)): after each
+    /// element's reset (made at once, as SPEC §1 says), a task that does nothing is queued on
+    /// the stream `next(i)` yields with element `i`, in the reset's place, so that it is the
+    /// thread's last task (`aclrtGetThreadLastTaskId`) and takes its number on the stream, as
+    /// CANN's reset task does. The stream's errors (107017, 507002, …) stop the batch there,
+    /// that element reset.
+    pub fn batch_reset_on(
+        &self,
+        num: usize,
+        mut next: impl FnMut(usize) -> Option<(RawNotify, RawStream)>,
+    ) -> Result<(), SimError> {
+        self.checked(|| {
+            self.batch_reset_unchecked(num, |i| next(i).map(|(n, s)| (n, Some(s))))
+        })
+    }
+
+    /// The batch reset: `next(i)` yields element `i` and the stream its reset's task goes on,
+    /// if any.
     pub(crate) fn batch_reset_unchecked(
         &self,
         num: usize,
-        mut next: impl FnMut(usize) -> Option<RawNotify>,
+        mut next: impl FnMut(usize) -> Option<(RawNotify, Option<RawStream>)>,
     ) -> Result<(), SimError> {
         self.notify_calls()?;
         if num == 0 {
@@ -281,12 +303,13 @@ impl Sim {
         // The SoC check is the same for every element; made once, before element 0 is read.
         self.require(Feature::BatchReset, "batch reset")?;
         for i in 0..num {
-            let Some(n) = next(i) else {
+            let Some((n, on)) = next(i) else {
                 break;
             };
             // A notify of another host (cluster mode) is reset through the cluster.
             if let Some(r) = self.reset_remote(n, i) {
                 r?;
+                self.reset_task(on)?;
                 continue;
             }
             let v = self
@@ -304,10 +327,23 @@ impl Sim {
                     ),
                 )
             })?;
-            // One CAS: a record racing the reset lands before it (reset) or after (kept).
-            v.r.slot().sync.reset();
+            // One CAS: a record racing the reset lands before it (reset) or after (kept). Its
+            // time is kept for a wait that times out (`diag::notify_facts`).
+            v.r.slot().reset(&v.r.file().waiter());
+            self.reset_task(on)?;
         }
         Ok(())
+    }
+
+    /// The task standing for one element's reset on `on` ([`batch_reset_on`](Self::batch_reset_on)),
+    /// if any: it does nothing.
+    fn reset_task(&self, on: Option<RawStream>) -> Result<(), SimError> {
+        match on {
+            Some(stream) => {
+                self.enqueue_checked(stream, SimJob::Bulk(Box::new(|_| Ok(()))), |_, _| Ok(()))
+            }
+            None => Ok(()),
+        }
     }
 
     /// How many records of `notify` merged into an already-set flag (SPEC §1: two records

@@ -4,8 +4,10 @@
  * sets ordered on streams with notifies and host functions, aclrtGetMemInfo, checked ranges
  * (an overflowing or freed range → ACL_ERROR_RT_PARAM_INVALID with a message naming the
  * allocation, and nothing written), aclrtMallocAlign32 / aclrtMallocCached / aclrtMallocWithCfg
- * (their checks and rounding), fp16 and bf16 aclrtReduceAsync rounded to nearest even, host
- * memory of aclrtMallocHost freed while queued copies and sets into or out of it wait (they fail
+ * (their checks and rounding), fp16 and bf16 aclrtReduceAsync rounded to nearest even, a copy
+ * between two devices' memory (aclrtMemcpy, aclrtMemcpyAsync, aclrtMemcpy2dAsync) before peer
+ * access is enabled → ACL_ERROR_RT_NO_PERMISSION, nothing queued (a set of another device's
+ * memory needs none), host memory of aclrtMallocHost freed while queued copies and sets into or out of it wait (they fail
  * with ACL_ERROR_RT_PARAM_INVALID when they run, writing nothing), and out of memory →
  * ACL_ERROR_RT_MEMORY_ALLOCATION.
  * Run with ACL_NOTIFY_SIM_DEVICE_MEMORY=8M. Exit 0 and "memory: ok" when every check holds. */
@@ -72,15 +74,46 @@ int main(void) {
        aclrtMemcpy constraint on Ascend910B; one way, enabled with the source's device current). */
     EXPECT_RC(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE),
               ACL_ERROR_RT_NO_PERMISSION);
+    /* The queued copies too, refused when queued (CANN's guide asks for peer access before
+       aclrtMemcpy and aclrtMemcpyAsync alike: docs/zh/dev_guide/02-01_data_copy.md), with the
+       way to enable it; nothing is queued, so the stream synchronizes clean. */
+    aclrtStream sp = NULL;
+    CHECK(aclrtCreateStream(&sp));
+    CHECK(aclrtMemset(b, N * sizeof(float), 0x5A, N * sizeof(float)));
+    EXPECT_RC(aclrtMemcpyAsync(b, N * sizeof(float), a, N * sizeof(float),
+                               ACL_MEMCPY_DEVICE_TO_DEVICE, sp),
+              ACL_ERROR_RT_NO_PERMISSION);
+    expect_msg("from device 0", "to device 1", "aclrtDeviceEnablePeerAccess(1, 0)", NULL);
+    EXPECT_RC(aclrtMemcpy2dAsync(b, 64, a, 64, 64, 4, ACL_MEMCPY_DEVICE_TO_DEVICE, sp),
+              ACL_ERROR_RT_NO_PERMISSION);
+    expect_msg("from device 0", "to device 1", NULL);
+    CHECK(aclrtSynchronizeStream(sp));
+    unsigned char kept[64];
+    CHECK(aclrtMemcpy(kept, sizeof kept, b, sizeof kept, ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int i = 0; i < (int)sizeof kept; i++) REQUIRE(kept[i] == 0x5A, "refused copy wrote %d", i);
+    /* A set of another device's memory needs none: CANN's runtime sets it with a copy from
+       the host on the stream (src/runtime/core/src/launch/memory_common.cc, MemSetAsync). */
+    CHECK(aclrtMemsetAsync(a, 64, 0x3C, 64, sp));
+    CHECK(aclrtSynchronizeStream(sp));
+    CHECK(aclrtMemcpy(kept, sizeof kept, a, sizeof kept, ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int i = 0; i < (int)sizeof kept; i++) REQUIRE(kept[i] == 0x3C, "set byte %d", i);
+    CHECK(aclrtMemcpy(a, N * sizeof(float), h, N * sizeof(float), ACL_MEMCPY_HOST_TO_DEVICE));
     CHECK(aclrtDeviceEnablePeerAccess(0, 0));
     EXPECT_RC(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE),
               ACL_ERROR_RT_NO_PERMISSION);
     CHECK(aclrtSetDevice(0));
     CHECK(aclrtDeviceEnablePeerAccess(1, 0));
     CHECK(aclrtSetDevice(1));
+    CHECK(aclrtMemcpyAsync(b, N * sizeof(float), a, N * sizeof(float),
+                           ACL_MEMCPY_DEVICE_TO_DEVICE, sp));
+    CHECK(aclrtSynchronizeStream(sp));
+    CHECK(aclrtMemcpy(h2, N * sizeof(float), b, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_HOST));
+    REQUIRE(memcmp(h, h2, N * sizeof(float)) == 0, "H2D, queued D2D, D2H round trip differs");
+    CHECK(aclrtMemset(b, N * sizeof(float), 0, N * sizeof(float)));
     CHECK(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE));
     CHECK(aclrtMemcpy(h2, N * sizeof(float), b, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_HOST));
     REQUIRE(memcmp(h, h2, N * sizeof(float)) == 0, "H2D, D2D, D2H round trip differs");
+    CHECK(aclrtDestroyStream(sp));
     CHECK(aclrtMemset(b, N * sizeof(float), 0, N * sizeof(float)));
     CHECK(aclrtMemcpy(b, N * sizeof(float), h, 16, ACL_MEMCPY_DEFAULT));
     CHECK(aclrtMemcpy(h2, 16, b, 16, ACL_MEMCPY_DEFAULT));
