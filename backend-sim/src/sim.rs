@@ -284,9 +284,7 @@ impl Sim {
         num: usize,
         mut next: impl FnMut(usize) -> Option<(RawNotify, RawStream)>,
     ) -> Result<(), SimError> {
-        self.checked(|| {
-            self.batch_reset_unchecked(num, |i| next(i).map(|(n, s)| (n, Some(s))))
-        })
+        self.checked(|| self.batch_reset_unchecked(num, |i| next(i).map(|(n, s)| (n, Some(s)))))
     }
 
     /// The batch reset: `next(i)` yields element `i` and the stream its reset's task goes on,

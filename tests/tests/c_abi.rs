@@ -2500,7 +2500,10 @@ fn a_failed_task_calls_the_exception_callback_with_its_record() {
 /// cleared the last record, and a thread without a context is refused 107002.
 #[test]
 fn a_batch_reset_is_a_task_where_cann_queues_one_and_a_timed_out_wait_names_it() {
-    on_each_soc_then_memcheck("batch_reset", &["Ascend910B", "Ascend910_93", "Ascend950PR"]);
+    on_each_soc_then_memcheck(
+        "batch_reset",
+        &["Ascend910B", "Ascend910_93", "Ascend950PR"],
+    );
 }
 
 // ---- the device's overflow status (tests/c/overflow_status.c) --------------------------------
