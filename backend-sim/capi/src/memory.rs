@@ -562,9 +562,18 @@ fn copy2d_args(
         return Err(null_arg("src"));
     }
     if width > spitch || width > dpitch {
+        // The pitch that is too small, named (both when both are).
+        let short: Vec<String> = [("spitch", spitch), ("dpitch", dpitch)]
+            .into_iter()
+            .filter(|&(_, p)| width > p)
+            .map(|(name, p)| format!("{name} {p}"))
+            .collect();
         return Err(CallError::new(
             Error::InvalidParam,
-            format!("width {width} is more than spitch {spitch} or dpitch {dpitch}"),
+            format!(
+                "width {width} is more than {}: a row must fit in its pitch",
+                short.join(" and ")
+            ),
         ));
     }
     let kind = match k {
