@@ -7,10 +7,14 @@
  * (their checks and rounding), fp16 and bf16 aclrtReduceAsync rounded to nearest even, a copy
  * between two devices' memory (aclrtMemcpy, aclrtMemcpyAsync, aclrtMemcpy2dAsync) before peer
  * access is enabled → ACL_ERROR_RT_NO_PERMISSION, nothing queued (a set of another device's
- * memory needs none), host memory of aclrtMallocHost freed while queued copies and sets into or out of it wait (they fail
+ * memory needs none), aclrtMemcpyAsync with malloc'd host memory done before the call returns
+ * (the stream synchronized first; refused in a capture), host memory of aclrtMallocHost freed while queued copies and sets into or out of it wait (they fail
  * with ACL_ERROR_RT_PARAM_INVALID when they run, writing nothing), and out of memory →
  * ACL_ERROR_RT_MEMORY_ALLOCATION.
  * Run with ACL_NOTIFY_SIM_DEVICE_MEMORY=8M. Exit 0 and "memory: ok" when every check holds. */
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "common.h"
 
 typedef struct {
@@ -18,6 +22,20 @@ typedef struct {
     size_t n;
 } Scale;
 
+
+/* Releases the wait g_rel holds its stream with, once the main thread is calling (in its own
+ * thread, with the main thread's context). */
+static aclrtNotify g_rel;
+static aclrtContext g_rel_ctx;
+static atomic_int g_calling;
+static void *release_when_calling(void *arg) {
+    (void)arg;
+    CHECK(aclrtSetCurrentContext(g_rel_ctx));
+    while (!atomic_load(&g_calling)) {
+    }
+    CHECK(aclrtRecordNotify(g_rel, NULL));
+    return NULL;
+}
 
 /* A host function doing a kernel's work on host memory: doubles every element. */
 static void scale_twice(void *arg) {
@@ -319,6 +337,58 @@ int main(void) {
                           ACL_MEMCPY_DEVICE_TO_HOST));
         for (int i = 0; i < 64; i++) REQUIRE(back[i] == 0x5a, "byte %d is %#x", i, back[i]);
         CHECK(aclrtFree(src_dev));
+    }
+
+    /* Pageable host memory (malloc's) with aclrtMemcpyAsync: CANN's runtime synchronizes the
+       stream and copies before the call returns (api_error.cc, ApiErrorDecorator::MemcpyAsync;
+       its page: with host memory that is not page-locked the call returns once the copy is
+       done), so the buffer may be reused, or read, at once. The stream is held by a wait that
+       another thread releases once the call has begun. */
+    {
+        enum { PN = 256 * 1024 };
+        unsigned char *pg = malloc(PN);
+        REQUIRE(pg != NULL, "malloc");
+        void *pd = NULL;
+        CHECK(aclrtMalloc(&pd, PN, ACL_MEM_MALLOC_HUGE_FIRST));
+        aclrtStream sq = NULL;
+        CHECK(aclrtCreateStream(&sq));
+        CHECK(aclrtGetCurrentContext(&g_rel_ctx));
+        CHECK(aclrtCreateNotify(&g_rel, ACL_NOTIFY_DEFAULT));
+        /* Host to device: the bytes the buffer held at the call. */
+        CHECK(aclrtWaitAndResetNotify(g_rel, sq, 0));
+        memset(pg, 0x11, PN);
+        pthread_t t;
+        atomic_store(&g_calling, 0);
+        REQUIRE(pthread_create(&t, NULL, release_when_calling, NULL) == 0, "pthread_create");
+        atomic_store(&g_calling, 1);
+        CHECK(aclrtMemcpyAsync(pd, PN, pg, PN, ACL_MEMCPY_HOST_TO_DEVICE, sq));
+        memset(pg, 0x22, PN);
+        REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+        CHECK(aclrtSynchronizeStream(sq));
+        CHECK(aclrtMemcpy(pg, PN, pd, PN, ACL_MEMCPY_DEVICE_TO_HOST));
+        for (int i = 0; i < PN; i += 4093) REQUIRE(pg[i] == 0x11, "pageable H2D byte %d: %#x", i, pg[i]);
+        /* Device to host, behind a queued set: read as soon as the call returns. */
+        CHECK(aclrtWaitAndResetNotify(g_rel, sq, 0));
+        CHECK(aclrtMemsetAsync(pd, PN, 0x33, PN, sq));
+        memset(pg, 0, PN);
+        atomic_store(&g_calling, 0);
+        REQUIRE(pthread_create(&t, NULL, release_when_calling, NULL) == 0, "pthread_create");
+        atomic_store(&g_calling, 1);
+        CHECK(aclrtMemcpyAsync(pg, PN, pd, PN, ACL_MEMCPY_DEVICE_TO_HOST, sq));
+        for (int i = 0; i < PN; i += 4093) REQUIRE(pg[i] == 0x33, "pageable D2H byte %d: %#x", i, pg[i]);
+        REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+        /* Not a task a capture can take: CANN refuses it (107000), saying why. */
+        aclmdlRI m = NULL;
+        CHECK(aclmdlRICaptureBegin(sq, ACL_MODEL_RI_CAPTURE_MODE_RELAXED));
+        EXPECT_RC(aclrtMemcpyAsync(pd, PN, pg, PN, ACL_MEMCPY_HOST_TO_DEVICE, sq),
+                  ACL_ERROR_RT_PARAM_INVALID);
+        expect_msg("is capturing", "pageable host memory", "aclrtMallocHost", NULL);
+        CHECK(aclmdlRICaptureEnd(sq, &m));
+        CHECK(aclmdlRIDestroy(m));
+        CHECK(aclrtDestroyNotify(g_rel));
+        CHECK(aclrtDestroyStream(sq));
+        CHECK(aclrtFree(pd));
+        free(pg);
     }
 
     /* Out of memory: 8 MiB per device. */
