@@ -486,7 +486,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
             return Ok(());
         };
         let rt = runtime()?;
-        if pageable_copy(&rt, dst.addr(), src.addr()) {
+        if pageable_copy(&rt, dst.addr(), src.addr(), k) {
             return pageable_memcpy_async(
                 &rt,
                 (dst.addr(), dest_max),
@@ -524,12 +524,22 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
 /// `isD2HorH2DInvolvePageableMemory`), as `aclrtMemcpyAsync`'s page says: with host memory
 /// that is not page-locked the call returns once the copy is done
 /// (`docs/zh/api_ref/11-03_memory_copy_and_set.md`).
-fn pageable_copy(rt: &Runtime, dst: usize, src: usize) -> bool {
+/// Only a host-to-device or device-to-host copy (explicit, or `ACL_MEMCPY_DEFAULT`) is one:
+/// CANN judges it on the copy's kind (`JudgeIsInvolvePageableMemory`), and a device-to-device
+/// copy may name memory imported from another host, which this process's tables do not
+/// place.
+fn pageable_copy(rt: &Runtime, dst: usize, src: usize, kind: MemcpyKind) -> bool {
     use acl_notify_sim::mem::location::MemLocation::{Device, Unregistered};
     let sim = rt.backend();
-    match (sim.mem_location(dst), sim.mem_location(src)) {
-        (Unregistered, Device { .. }) | (Device { .. }, Unregistered) => true,
-        _ => false,
+    let (d, s) = (|| sim.mem_location(dst), || sim.mem_location(src));
+    match kind {
+        MemcpyKind::HostToDevice => s() == Unregistered && matches!(d(), Device { .. }),
+        MemcpyKind::DeviceToHost => d() == Unregistered && matches!(s(), Device { .. }),
+        MemcpyKind::Default => matches!(
+            (d(), s()),
+            (Unregistered, Device { .. }) | (Device { .. }, Unregistered)
+        ),
+        MemcpyKind::HostToHost | MemcpyKind::DeviceToDevice => false,
     }
 }
 
