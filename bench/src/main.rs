@@ -9,6 +9,8 @@
 //! ```
 //!
 //! Group ids: `xproc`, `inproc`, `enqueue`, `pipeline`, `ring`, `wake`, `idlecpu`, `handoff`, `control`, `pool`, `copy`, `memory`.
+//! `ring-busy` (info rows, selected with `ring` or on its own) runs at the end, after every
+//! judged group and its re-measures (`groups::LAST`).
 //! The process exits 0 unless a benchmark itself broke (a failed call, a lost message, a
 //! watchdog timeout); slow figures and missed targets never fail it. Internally the binary
 //! re-executes itself as `acl-notify-bench --role <name> …` for child processes.
@@ -64,6 +66,8 @@ const USAGE: &str = "usage: acl-notify-bench [--quick] [--reps N] [--sample-ms N
   --reps N       repetitions of each variant (default 11, quick 3)
   --sample-ms N  target duration of one sample (default 80, quick 15)
   --only IDS     run only these groups: xproc,inproc,enqueue,pipeline,ring,wake,idlecpu,handoff,control,pool,copy,memory
+                 (`ring` also runs `ring-busy`, the info group of rings beside busy threads, at
+                 the run's end; `ring-busy` alone runs only that)
   --match TEXT   run only the variants whose name contains TEXT (for profiling one variant)
   --out DIR      where results.json / results.csv go (default target/acl-notify/bench)
   --capi PATH    the C library to measure the C ABI through (default: next to this binary;
@@ -109,7 +113,7 @@ fn parse(args: &[String]) -> Result<Opts, String> {
             }
             "--only" => {
                 for id in val("--only")?.split(',') {
-                    if !GROUPS.contains(&id) {
+                    if !GROUPS.contains(&id) && !groups::LAST.iter().any(|&(l, _)| l == id) {
                         return Err(format!("unknown group `{id}`"));
                     }
                     only.push(id.to_string());
@@ -315,6 +319,18 @@ fn run(opts: &Opts) -> Result<bool, String> {
             }
         }
         targets = targets::judge(&results, &facts);
+    }
+    // The info groups that could change how fast a row after them runs come last, after every
+    // judged group and its re-measures (`groups::LAST`). They have no target.
+    for (id, with) in groups::LAST {
+        if !(selected(id) || selected(with)) {
+            continue;
+        }
+        for g in groups::build(id, &ctx) {
+            if let Some(r) = run_group(g, opts, plan) {
+                results.push(r);
+            }
+        }
     }
     report::print_targets(&targets);
 
