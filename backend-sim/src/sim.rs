@@ -337,9 +337,7 @@ impl Sim {
     /// if any: it does nothing.
     fn reset_task(&self, on: Option<RawStream>) -> Result<(), SimError> {
         match on {
-            Some(stream) => {
-                self.enqueue_checked(stream, SimJob::Bulk(Box::new(|_| Ok(()))), |_, _| Ok(()))
-            }
+            Some(stream) => self.enqueue_checked(stream, SimJob::Nothing, |_, _| Ok(())),
             None => Ok(()),
         }
     }
