@@ -465,7 +465,7 @@ pub extern "C" fn aclrtMemset(
 /// aclrtMemcpyKind kind, aclrtStream stream)`: [`aclrtMemcpy`] in stream order (NULL: the
 /// current device's default stream). Ranges are checked at the call and device ranges again
 /// when the task runs. With pageable host memory on one side and device memory on the other,
-/// the stream is synchronized and the copy made before the call returns ([`pageable_copy`]).
+/// the stream is synchronized and the copy made before the call returns (`pageable_copy`).
 ///
 /// Codes: as `aclrtMemcpy`; 107017 bad stream; 107003 a stream of another device; 507002.
 ///
