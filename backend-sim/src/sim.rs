@@ -273,12 +273,15 @@ impl Sim {
 
     /// [`batch_reset_with`](Self::batch_reset_with) on a SoC whose runtime resets a notify
     /// with a task on the current context's default stream
-    /// ([`Soc::batch_reset_is_task`](acl_notify_core::Soc::batch_reset_is_task)): after each
-    /// element's reset (made at once, as SPEC §1 says), a task that does nothing is queued on
-    /// the stream `next(i)` yields with element `i`, in the reset's place, so that it is the
-    /// thread's last task (`aclrtGetThreadLastTaskId`) and takes its number on the stream, as
-    /// CANN's reset task does. The stream's errors (107017, 507002, …) stop the batch there,
-    /// that element reset.
+    /// ([`Soc::batch_reset_is_task`](acl_notify_core::Soc::batch_reset_is_task)): the elements
+    /// are reset at once (as SPEC §1 says), then one task that does nothing is queued on the
+    /// stream `next(i)` yielded with the last element reset, in the resets' place, so that it is
+    /// the thread's last task (`aclrtGetThreadLastTaskId`) on that stream, as CANN's last reset
+    /// task is. One for the batch, where CANN queues one per element: a task each cost the C
+    /// ABI's batch reset of 1,000 about 70 ns an element (1.85–1.96× the Rust API against
+    /// 1.07–1.24× before; `bench --only control`, 2026-12-06), so the stream's later task ids
+    /// are `num - 1` below CANN's. The stream's errors (107017, 507002, …) are the call's, after
+    /// a failing element's.
     pub fn batch_reset_on(
         &self,
         num: usize,
@@ -300,6 +303,28 @@ impl Sim {
         }
         // The SoC check is the same for every element; made once, before element 0 is read.
         self.require(Feature::BatchReset, "batch reset")?;
+        // The stream of the last element reset, for the batch's task (`batch_reset_on`).
+        let mut task_on = None;
+        let r = self.reset_each(num, &mut next, &mut task_on);
+        match task_on {
+            // A failing element's code comes first; the task stands for the ones reset.
+            Some(stream) => {
+                let queued = self.enqueue_checked(stream, SimJob::Nothing, |_, _| Ok(()));
+                r.and(queued)
+            }
+            None => r,
+        }
+    }
+
+    /// [`batch_reset_unchecked`](Self::batch_reset_unchecked)'s walk: resets the elements in
+    /// order until one fails (its error) or `next` ends the batch; `task_on` is set to the
+    /// stream of each element reset that has one.
+    fn reset_each(
+        &self,
+        num: usize,
+        next: &mut impl FnMut(usize) -> Option<(RawNotify, Option<RawStream>)>,
+        task_on: &mut Option<RawStream>,
+    ) -> Result<(), SimError> {
         for i in 0..num {
             let Some((n, on)) = next(i) else {
                 break;
@@ -307,7 +332,7 @@ impl Sim {
             // A notify of another host (cluster mode) is reset through the cluster.
             if let Some(r) = self.reset_remote(n, i) {
                 r?;
-                self.reset_task(on)?;
+                *task_on = on.or(*task_on);
                 continue;
             }
             let v = self
@@ -328,18 +353,9 @@ impl Sim {
             // One CAS: a record racing the reset lands before it (reset) or after (kept). Its
             // time is kept for a wait that times out (`diag::notify_facts`).
             v.r.slot().reset(&v.r.file().waiter());
-            self.reset_task(on)?;
+            *task_on = on.or(*task_on);
         }
         Ok(())
-    }
-
-    /// The task standing for one element's reset on `on` ([`batch_reset_on`](Self::batch_reset_on)),
-    /// if any: it does nothing.
-    fn reset_task(&self, on: Option<RawStream>) -> Result<(), SimError> {
-        match on {
-            Some(stream) => self.enqueue_checked(stream, SimJob::Nothing, |_, _| Ok(())),
-            None => Ok(()),
-        }
     }
 
     /// How many records of `notify` merged into an already-set flag (SPEC §1: two records

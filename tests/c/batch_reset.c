@@ -4,9 +4,9 @@
  *   reset after its last record, clearing it, and when;
  * - the thread's last task (aclrtGetThreadLastTaskId): on Ascend910B/910_93 CANN resets each
  *   element with a task on the current context's default stream (hicann/runtime
- *   src/runtime/api/impl/api_impl.cc ApiImpl::NotifyReset), so the reset of the last element
- *   is the thread's last task and takes its number on that stream; on the 950 family the reset
- *   is a message on the device's control queue (api_impl_david.cc): the last task stays;
+ *   src/runtime/api/impl/api_impl.cc ApiImpl::NotifyReset), so the reset is the thread's last
+ *   task, on that stream (the simulator queues one task for the batch); on the 950 family the
+ *   reset is a message on the device's control queue (api_impl_david.cc): the last task stays;
  * - a thread without a current context: a NULL element is refused first
  *   (ACL_ERROR_RT_PARAM_INVALID), then ACL_ERROR_RT_CONTEXT_NULL (CANN's runtime looks the
  *   context up for each element).
@@ -50,12 +50,21 @@ int main(int argc, char **argv) {
     CHECK(aclrtNotifyBatchReset(both, 2));
     CHECK(aclrtGetThreadLastTaskId(&last));
     if (on_default) {
-        /* Tasks 0 and 1 of the default stream, which had none. */
-        REQUIRE(last == 1, "%s: last task after a batch reset of 2: %u, expected 1", soc, last);
+        /* Task 0 of the default stream, which had none (one for the batch here: CANN queues one
+         * per element, numbered 0 and 1). */
+        REQUIRE(last == 0, "%s: last task after a batch reset of 2: %u, expected 0", soc, last);
         CHECK(aclrtSynchronizeStream(NULL));
         CHECK(aclrtNotifyBatchReset(&n, 1));
         CHECK(aclrtGetThreadLastTaskId(&last));
-        REQUIRE(last == 2, "%s: last task after the next reset: %u, expected 2", soc, last);
+        REQUIRE(last == 1, "%s: last task after the next reset: %u, expected 1", soc, last);
+        /* A task of another stream in between, then a reset: the reset is last again. */
+        CHECK(aclrtRecordNotify(n, s));
+        CHECK(aclrtSynchronizeStream(s));
+        CHECK(aclrtGetThreadLastTaskId(&last));
+        REQUIRE(last == 1, "%s: last task after s's second record: %u", soc, last);
+        CHECK(aclrtNotifyBatchReset(&n, 1));
+        CHECK(aclrtGetThreadLastTaskId(&last));
+        REQUIRE(last == 2, "%s: last task after a reset following s's task: %u", soc, last);
     } else {
         REQUIRE(last == 0, "%s: a batch reset changed the last task to %u", soc, last);
     }
