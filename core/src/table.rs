@@ -566,15 +566,18 @@ impl Slot<NotifySync> {
     /// whether it cleared one, for [`last_reset`](Self::last_reset).
     pub fn reset<W: Waiter>(&self, w: &W) {
         let mut cleared = self.sync.reset();
-        if !cleared {
-            // An earlier reset since the last record cleared it: that stays said.
+        let now = w.stamp_ns();
+        // An earlier reset since the last record cleared it: that stays said (looked at only
+        // when the earlier stamp says it cleared one: one load otherwise).
+        if !cleared && self.sync.last_reset.load(Relaxed) & RESET_CLEARED != 0 {
             cleared = self
-                .last_reset(w.stamp_ns())
+                .last_reset(now)
                 .is_some_and(|r| r.cleared && r.after_record);
         }
-        let ms = ((w.stamp_ns() / 1_000_000) as u32 & RESET_MS_MASK).max(1);
+        let ms = ((now / 1_000_000) as u32 & RESET_MS_MASK).max(1);
         let stamp = ms | if cleared { RESET_CLEARED } else { 0 };
-        self.sync.last_reset.store(stamp, SeqCst);
+        // Diagnostics only: no fence (a SeqCst store is a locked exchange on x86).
+        self.sync.last_reset.store(stamp, Relaxed);
     }
 
     /// The last batch reset of this incarnation, if any: how long before `now_ns` (the
