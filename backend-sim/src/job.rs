@@ -408,6 +408,23 @@ fn put(
     }
 }
 
+/// A notify wait's outcome `out`, the wait on `r` run by `ctx`'s stream: a wait that took its
+/// record while its stream was being stopped, aborted or destroyed with its tasks discarded
+/// (its running task cut short: `TaskCtx::is_cancelled`) gives the record back
+/// ([`crate::waiters::give_back`]) and fails as cut short.
+///
+/// The flags are read after the record was taken, so a record made after a stop returned
+/// and taken by the stopped stream's wait is always given back: the stop raises its flag
+/// before it returns, and the flag stays up until the worker takes its next task. Two loads
+/// a record taken (of the line the worker reads for every task), none on the way to it.
+#[inline(always)]
+fn took(r: &crate::shm::SlotRef, ctx: &TaskCtx, out: Result<(), SimError>) -> Result<(), SimError> {
+    match out {
+        Ok(()) if ctx.is_cancelled() => crate::waiters::give_back(r),
+        out => out,
+    }
+}
+
 impl SimJob {
     /// The job with its pin replaced by `pin` (a record or wait; any other job unchanged).
     pub(crate) fn with_pin(self, pin: PinRef) -> SimJob {
@@ -461,6 +478,8 @@ impl SimJob {
                 r.file().intact()
             }
             SimJob::Wait { pin, timeout } => {
+                #[cfg(test)]
+                ctx.wait_starts();
                 // SAFETY: as for a record.
                 let p = unsafe { pin.get() };
                 let r = &p.0;
@@ -474,10 +493,10 @@ impl SimJob {
                 // stream's spin hint is left alone: a wait that did not spin says nothing
                 // about how long one should (see `waiters::next_spin`).
                 if sync.is_set() && sync.try_consume() {
-                    return Some(r.file().intact());
+                    return Some(took(r, ctx, r.file().intact()));
                 }
                 // Only now, the record not there: park, or block.
-                if parking == Parking::Never {
+                let out = if parking == Parking::Never {
                     wait_slow(p, timeout, ctx, before_block, None)
                 } else {
                     // The job goes back to the queue from inside the call (`Went`).
@@ -498,18 +517,21 @@ impl SimJob {
                         Went::Stopped => return None,
                         Went::Failed(e) => Err(*e),
                     }
-                }
+                };
+                took(r, ctx, out)
             }
             SimJob::Refused | SimJob::Nothing => Ok(()),
             SimJob::Parked(w) => {
                 let pin = w.pin();
                 // A parked wait always comes back as one (`Stop::Home(Some(_))`).
                 let stop = |s: crate::parked::Stop| put(stopped, s, pin, None);
-                match crate::parked::run_parked(w, ctx, before_block, parking, stop) {
+                let out = match crate::parked::run_parked(w, ctx, before_block, parking, stop) {
                     Went::Done => Ok(()),
                     Went::Stopped => return None,
                     Went::Failed(e) => Err(*e),
-                }
+                };
+                // SAFETY: as for a record (the wait ran; its task is not retired yet).
+                took(&unsafe { pin.get() }.0, ctx, out)
             }
             SimJob::CntRecord(job) => {
                 let (r, record, pid) = *job;

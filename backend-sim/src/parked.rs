@@ -10,7 +10,8 @@
 //! The place ends in exactly one of: a poll that consumed, the blocking rest of the wait on
 //! the stream's own thread (`wait_resume`, with the wait's usual diagnostics, cancellation and
 //! wait-for graph), or [`ParkedWait`]'s drop (the task dropped unrun: a discard, an abort,
-//! stop-on-failure), which gives it up consuming nothing.
+//! stop-on-failure), which gives it up consuming nothing. (A wait that consumed once its
+//! stream's stop, abort or discard had begun gives the record back: `waiters::give_back`.)
 //!
 //! A timed wait parks too if its timeout is at least [`TIMED_PARK_MIN`]: a parked stream
 //! goes back to its own thread within 1–2 ms (`stream::runner`'s `HOME_AFTER`), where the
@@ -239,6 +240,10 @@ fn forced(ctx: &TaskCtx) -> bool {
 /// when the namespace has more busy stream workers than the spin budget (spinning then
 /// costs another stream its CPU) or a runner already runs.
 fn worth_parking(r: &SlotRef, ctx: &TaskCtx, parking: Parking) -> bool {
+    #[cfg(test)]
+    if ctx.never_parks() {
+        return false;
+    }
     match parking {
         Parking::Never => false,
         Parking::Always => true,

@@ -278,8 +278,46 @@ impl WakeSleepers {
     }
 }
 
+/// The error of a stream wait on `r` cut short by a stop, an abort or a discarding destroy of
+/// its stream (`TaskCtx::is_cancelled`), having consumed nothing (its failure is stored only
+/// for a discard, as that of a wait the discard woke).
+#[cold]
+pub(crate) fn cut_short(r: &SlotRef) -> SimError {
+    err(
+        Error::TaskTimeout,
+        format!(
+            "stream wait on notify {} (device {}) cut short: its stream was stopped, aborted or \
+             destroyed with its tasks discarded",
+            r.id(),
+            r.device()
+        ),
+    )
+}
+
+/// A stream wait on `r` that took its record while its stream was being stopped, aborted or
+/// destroyed with its tasks discarded (`TaskCtx::is_cancelled`, read after the record was
+/// taken) gives it back: the flag is set again as a record sets it, waking a waiter asleep on
+/// it, so that the notify's next wait (another stream's, in the queue's order) gets it, and
+/// the wait fails as [`cut_short`], having consumed nothing.
+///
+/// Why: the stop (or the abort) cuts the running wait short where the wait next asks, which
+/// is before it sleeps, not before it takes a record. A wait that found the record first —
+/// woken by the record before the stop's own wake-up ran, or between the worker's look at
+/// the stop and its own look at the flag — took a record made after the stop returned
+/// (`aclrtStreamStop` stops the running task: a stopped stream's waits take nothing), and
+/// another stream's wait on the notify timed out (`parked::tests::a_parked_stream_stopped`,
+/// on CI under load, 2026-12-06). Giving back what was taken loses nothing: a record made
+/// meanwhile merges with it, as it would have merged had this wait never taken it.
+#[cold]
+#[inline(never)]
+pub(crate) fn give_back(r: &SlotRef) -> Result<(), SimError> {
+    r.slot().sync.record(&r.file().waiter());
+    Err(cut_short(r))
+}
+
 /// A stream wait that did not find its record at once (out of line: the common case, a record
-/// already there, stays small).
+/// already there, stays small). A wait cut short before it starts ([`cut_short`]: its stream
+/// stopped, aborted or discarded) takes no place in the notify's queue.
 #[inline(never)]
 pub(crate) fn wait_slow(
     pin: &StreamPin,
@@ -289,6 +327,9 @@ pub(crate) fn wait_slow(
     resume: Option<(table::Ticket, Option<Duration>)>,
 ) -> Result<(), SimError> {
     let r = &pin.0;
+    if resume.is_none() && ctx.is_cancelled() {
+        return Err(cut_short(r));
+    }
     let sync = &r.slot().sync;
     let hint = ctx.spin_hint();
     // On a discarding destroy, wake the sleeping wait so it sees the cancel flag (a wake that

@@ -8,7 +8,7 @@ use std::ffi::c_void;
 use acl_notify_core::Feature;
 
 use crate::errmsg::null_arg;
-use crate::ffi::{Out, aclError, aclrtStream, api, to_ptr};
+use crate::ffi::{Out, OutArray, aclError, aclrtStream, api, to_ptr};
 use crate::model_ri::{aclmdlRI, model, stream_arg};
 use crate::runtime::capture::Mode;
 use crate::session::runtime;
@@ -104,19 +104,21 @@ pub unsafe extern "C" fn aclmdlRIAddCondTask(
     stream: aclrtStream,
     flags: u32,
 ) -> aclError {
+    // SAFETY: NULL or writable for `size` handles, by the caller's contract.
+    let array = unsafe { OutArray::new(params.model_ri_array, params.size as usize) }.given();
     api("aclmdlRIAddCondTask", || {
         let s = stream_arg(stream)?;
+        // The runtime refuses a NULL array (107000) where CANN checks it.
         let subs = runtime()?.add_cond_task(
             params.handle.addr(),
             params.r#type,
             params.size,
-            params.model_ri_array.is_null(),
+            array.is_none(),
             s,
             flags,
         )?;
-        for (i, h) in subs.into_iter().enumerate() {
-            // SAFETY: non-NULL (checked) and `size` long by the caller's contract.
-            unsafe { params.model_ri_array.add(i).write(to_ptr(h)) };
+        if let Some(array) = array {
+            array.put_all(subs.into_iter().map(to_ptr));
         }
         Ok(())
     })

@@ -17,7 +17,7 @@ use std::ffi::{CStr, c_char};
 use acl_notify_core::{Backend as _, Error};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{Out, aclError, api};
+use crate::ffi::{Out, OutArray, aclError, api};
 use crate::session::with_runtime;
 
 /// CANN's `RT_PCI_BUS_ID_MIN_LEN`: the 12 characters and the NUL.
@@ -43,10 +43,11 @@ pub unsafe extern "C" fn aclrtDeviceGetPCIBusId(
     pci_bus_id: *mut c_char,
     len: i32,
 ) -> aclError {
+    // SAFETY: NULL or writable for `len` bytes, by the caller's contract (a negative `len`,
+    // refused below, is no bytes).
+    let out = unsafe { OutArray::new(pci_bus_id, usize::try_from(len).unwrap_or(0)) };
     api("aclrtDeviceGetPCIBusId", || {
-        if pci_bus_id.is_null() {
-            return Err(null_arg("pciBusId"));
-        }
+        let out = out.check(|| null_arg("pciBusId"))?;
         if device_id < 0 {
             return Err(CallError::new(
                 Error::InvalidDeviceId,
@@ -60,12 +61,8 @@ pub unsafe extern "C" fn aclrtDeviceGetPCIBusId(
         }
         let d = with_runtime(|rt| rt.device_id(device_id))?;
         let id = bus_id(d);
-        // SAFETY: non-NULL and valid for `len` >= 13 bytes (the caller's contract); the id is
-        // 12 bytes and its NUL.
-        unsafe {
-            std::ptr::copy_nonoverlapping(id.as_ptr().cast::<c_char>(), pci_bus_id, id.len());
-            pci_bus_id.add(id.len()).write(0);
-        }
+        // 12 bytes and its NUL, in `len` >= 13.
+        out.put_cstr(id.as_bytes());
         Ok(())
     })
 }

@@ -29,7 +29,7 @@
 use acl_notify_core::{Backend, Error, Soc};
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{Out, aclError, api};
+use crate::ffi::{CheckedArray, Out, OutArray, aclError, api};
 use crate::session::with_runtime;
 
 /// 207000 on a SoC without the query (IPV350).
@@ -73,37 +73,37 @@ pub unsafe extern "C" fn aclrtGetDevicesTopo(
     })
 }
 
-/// The checks CANN makes of both queries' arrays: NULL (107000) and `count` 0 (107000).
-fn arrays_ok(capabilities: *mut u32, operations: *const i32, count: u32) -> Result<(), CallError> {
-    if capabilities.is_null() {
-        return Err(param("`capabilities` is NULL"));
-    }
+/// The checks CANN makes of both queries' arrays: NULL (107000) and `count` 0 (107000); the
+/// `count` capabilities to write.
+fn arrays_ok(
+    capabilities: OutArray<u32>,
+    operations: *const i32,
+    count: u32,
+) -> Result<CheckedArray<u32>, CallError> {
+    let capabilities = capabilities.check(|| param("`capabilities` is NULL"))?;
     if operations.is_null() {
         return Err(param("`operations` is NULL"));
     }
     if count == 0 {
         return Err(param("`count` is 0: at least one operation is queried"));
     }
-    Ok(())
+    Ok(capabilities)
 }
 
 /// Writes `entry(op)` for each of the `count` operations (after the checks of [`arrays_ok`]).
 ///
 /// # Safety
 ///
-/// `capabilities` and `operations` are valid for `count` elements (written / read).
+/// `operations` is valid for reading as many elements as `capabilities` holds (`count`).
 unsafe fn fill(
-    capabilities: *mut u32,
+    capabilities: CheckedArray<u32>,
     operations: *const i32,
-    count: u32,
     entry: impl Fn(u32) -> u32,
 ) {
-    for i in 0..count as usize {
+    for i in 0..capabilities.len() {
         // SAFETY: i < count; the caller's contract.
         let op = unsafe { operations.add(i).read_unaligned() };
-        let caps = u32::try_from(op).map_or(0, &entry);
-        // SAFETY: as above.
-        unsafe { capabilities.add(i).write_unaligned(caps) };
+        capabilities.put(i, u32::try_from(op).map_or(0, &entry));
     }
 }
 
@@ -130,7 +130,12 @@ pub unsafe extern "C" fn aclrtDeviceGetHostAtomicCapabilities(
         if soc.host_link().is_none() {
             return Err(unsupported(soc, "host atomics query"));
         }
-        arrays_ok(capabilities, operations, count)?;
+        // SAFETY: NULL or writable for `count` elements, by the caller's contract.
+        let capabilities = arrays_ok(
+            unsafe { OutArray::new(capabilities, count as usize) },
+            operations,
+            count,
+        )?;
         with_runtime(|rt| rt.device_id(device_id))?;
         for i in 0..count as usize {
             // SAFETY: i < count; the caller's contract.
@@ -142,7 +147,7 @@ pub unsafe extern "C" fn aclrtDeviceGetHostAtomicCapabilities(
             }
         }
         // SAFETY: checked non-NULL; the caller's contract for `count` elements.
-        unsafe { fill(capabilities, operations, count, |op| soc.host_atomic(op)) };
+        unsafe { fill(capabilities, operations, |op| soc.host_atomic(op)) };
         Ok(())
     })
 }
@@ -171,7 +176,12 @@ pub unsafe extern "C" fn aclrtDeviceGetP2PAtomicCapabilities(
         if soc.topology(0, 0).is_none() {
             return Err(unsupported(soc, "P2P atomics query"));
         }
-        arrays_ok(capabilities, operations, count)?;
+        // SAFETY: NULL or writable for `count` elements, by the caller's contract.
+        let capabilities = arrays_ok(
+            unsafe { OutArray::new(capabilities, count as usize) },
+            operations,
+            count,
+        )?;
         if src_device_id == dst_device_id {
             return Err(CallError::new(
                 Error::InvalidDeviceId,
@@ -188,11 +198,7 @@ pub unsafe extern "C" fn aclrtDeviceGetP2PAtomicCapabilities(
                 .ok_or_else(|| unsupported(soc, "device topology"))
         })?;
         // SAFETY: checked non-NULL; the caller's contract for `count` elements.
-        unsafe {
-            fill(capabilities, operations, count, |op| {
-                soc.p2p_atomic(op, link)
-            })
-        };
+        unsafe { fill(capabilities, operations, |op| soc.p2p_atomic(op, link)) };
         Ok(())
     })
 }

@@ -25,7 +25,7 @@ use acl_notify_core::{Backend, Error};
 use acl_notify_sim::{PerProcess, StreamBusy};
 
 use crate::errmsg::{self, CallError, null_arg};
-use crate::ffi::{aclError, api};
+use crate::ffi::{Out, aclError, api, put_field};
 use crate::session::with_runtime;
 
 /// CANN's `DEVICE_UTILIZATION_NOT_SUPPORT`.
@@ -97,13 +97,18 @@ pub unsafe extern "C" fn aclrtGetDeviceUtilizationRate(
     device_id: i32,
     utilization_info: *mut AclrtUtilizationInfo,
 ) -> aclError {
+    // SAFETY: NULL or readable and writable, by the caller's contract.
+    let info = unsafe { Out::new(utilization_info) };
     api("aclrtGetDeviceUtilizationRate", || {
-        if utilization_info.is_null() {
-            return Err(null_arg("utilizationInfo"));
-        }
-        // SAFETY: non-NULL and valid, the caller's contract.
-        let info = unsafe { &mut *utilization_info };
-        if !info.utilization_extend.is_null() {
+        let info = info.check(|| null_arg("utilizationInfo"))?.bytes();
+        // SAFETY: the caller's contract: an in/out struct; this field is read alone.
+        let extend: *mut core::ffi::c_void = unsafe {
+            info.read_at(std::mem::offset_of!(
+                AclrtUtilizationInfo,
+                utilization_extend
+            ))
+        };
+        if !extend.is_null() {
             return Err(CallError::new(
                 Error::InvalidParam,
                 "utilizationInfo->utilizationExtend is reserved and must be NULL",
@@ -145,10 +150,10 @@ pub unsafe extern "C" fn aclrtGetDeviceUtilizationRate(
             );
             NOT_GIVEN
         });
-        info.cube_utilization = figure;
-        info.vector_utilization = figure;
-        info.aicpu_utilization = figure;
-        info.memory_utilization = NOT_GIVEN;
+        put_field!(info, AclrtUtilizationInfo, cube_utilization, figure);
+        put_field!(info, AclrtUtilizationInfo, vector_utilization, figure);
+        put_field!(info, AclrtUtilizationInfo, aicpu_utilization, figure);
+        put_field!(info, AclrtUtilizationInfo, memory_utilization, NOT_GIVEN);
         Ok(())
     })
 }

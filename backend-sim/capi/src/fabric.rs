@@ -89,19 +89,19 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandleV2(
     share: u32,
     shareable_handle: *mut c_void,
 ) -> aclError {
+    // SAFETY: NULL or writable as the share type says, by the caller's contract.
+    let out = unsafe { Out::new(shareable_handle) };
     api("aclrtMemExportToShareableHandleV2", || {
         if handle.is_null() {
             return Err(null_arg("handle"));
         }
-        if shareable_handle.is_null() {
-            return Err(null_arg("shareableHandle"));
-        }
+        let out = out.check(|| null_arg("shareableHandle"))?;
         runtime()?;
         match share_type(share)? {
             Share::Default => {
                 let s = export(handle, flags, |_| Ok(()), acl_notify_sim::Sim::vmm_export)?;
-                // SAFETY: non-NULL, writable for a `uint64_t` by the caller's contract.
-                unsafe { shareable_handle.cast::<u64>().write_unaligned(s) };
+                // SAFETY: DEFAULT: a `uint64_t`, by the caller's contract.
+                unsafe { out.sized(size_of::<u64>()) }.put_at(0, s);
             }
             Share::Fabric => {
                 // The runtime's FABRIC checks come before the handle's: a current context,
@@ -116,13 +116,8 @@ pub unsafe extern "C" fn aclrtMemExportToShareableHandleV2(
                     fabric_first,
                     acl_notify_sim::Sim::vmm_export_fabric,
                 )?;
-                // SAFETY: non-NULL, writable for an `aclrtMemFabricHandle` by the caller's
-                // contract.
-                unsafe {
-                    shareable_handle
-                        .cast::<[u8; FABRIC_HANDLE_LEN]>()
-                        .write_unaligned(f.to_bytes());
-                }
+                // SAFETY: FABRIC: an `aclrtMemFabricHandle`, by the caller's contract.
+                unsafe { out.sized(FABRIC_HANDLE_LEN) }.put_slice(&f.to_bytes());
             }
         }
         Ok(())

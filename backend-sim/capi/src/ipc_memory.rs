@@ -18,7 +18,7 @@ use acl_notify_core::{Error, ServerPid};
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::ipc_args::{ServerPids, key_text, whitelist_pids, write_key};
-use crate::ffi::{Out, aclError, aclrtServerPid, api};
+use crate::ffi::{Out, OutArray, aclError, aclrtServerPid, api};
 use crate::session::runtime;
 
 /// The key text at `key` (at most 65 bytes read), parsed.
@@ -64,13 +64,13 @@ pub unsafe extern "C" fn aclrtIpcMemGetExportKey(
     len: usize,
     flags: u64,
 ) -> aclError {
+    // SAFETY: NULL or writable for `len` bytes, by the caller's contract.
+    let key = unsafe { OutArray::new(key, len) };
     api("aclrtIpcMemGetExportKey", || {
         if dev_ptr.is_null() {
             return Err(null_arg("devPtr"));
         }
-        if key.is_null() {
-            return Err(null_arg("key"));
-        }
+        let key = key.check(|| null_arg("key"))?;
         let rt = runtime()?;
         if size == 0 {
             return Err(param("size is 0"));
@@ -96,9 +96,7 @@ pub unsafe extern "C" fn aclrtIpcMemGetExportKey(
         let k = sim
             .ipc_mem_export(dev_ptr.addr(), size, flags == 1)
             .map_err(backend)?;
-        // SAFETY: non-NULL, len >= KEY_BUF_LEN checked, and the caller guarantees `len`
-        // writable bytes.
-        unsafe { write_key(key, &k) }
+        write_key(key, &k)
     })
 }
 

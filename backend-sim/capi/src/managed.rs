@@ -21,7 +21,7 @@ use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::managed::{Advice, Place, RangeAttr};
 
 use crate::errmsg::{CallError, null_arg, param as rt_param};
-use crate::ffi::{Out, aclError, aclrtStream, api, c_array};
+use crate::ffi::{CheckedArray, Out, OutArray, aclError, aclrtStream, api, c_array};
 use crate::runtime::Runtime;
 use crate::session::runtime;
 
@@ -199,16 +199,11 @@ fn attr(v: u32, what: &str) -> Result<RangeAttr, CallError> {
     })
 }
 
-/// Writes `values` (32-bit integers) to `data`.
-///
-/// # Safety
-///
-/// `data` is writable for `values.len() * 4` bytes.
-unsafe fn put(data: *mut c_void, values: &[i32]) {
-    let to = data.cast::<i32>();
+/// Writes `values` (32-bit integers, unaligned) to the caller's `dataSize` bytes (the backend
+/// gives `dataSize / 4` of them; more would be a defect, refused by `put_at`'s bound).
+fn put(data: CheckedArray<u8>, values: &[i32]) {
     for (i, v) in values.iter().enumerate() {
-        // SAFETY: the caller's contract.
-        unsafe { to.add(i).write_unaligned(*v) };
+        data.put_at(i * 4, *v);
     }
 }
 
@@ -232,13 +227,13 @@ pub unsafe extern "C" fn aclrtMemManagedGetAttr(
     data: *mut c_void,
     data_size: usize,
 ) -> aclError {
+    // SAFETY: NULL or writable for `dataSize` bytes, by the caller's contract.
+    let data = unsafe { OutArray::new(data.cast::<u8>(), data_size) };
     api("aclrtMemManagedGetAttr", || {
         if ptr.is_null() {
             return Err(null_arg("ptr"));
         }
-        if data.is_null() {
-            return Err(null_arg("data"));
-        }
+        let data = data.check(|| null_arg("data"))?;
         if size == 0 {
             return Err(acl_param("size is 0".into()));
         }
@@ -249,8 +244,7 @@ pub unsafe extern "C" fn aclrtMemManagedGetAttr(
             .backend()
             .managed_attr(a, ptr.addr(), size as u64, data_size)
             .map_err(CallError::backend)?;
-        // SAFETY: `v` is `dataSize / 4` values; the caller's contract.
-        unsafe { put(data, &v) };
+        put(data, &v);
         Ok(())
     })
 }
@@ -311,18 +305,17 @@ pub unsafe extern "C" fn aclrtMemManagedGetAttrs(
         require_uvm(&rt, "aclrtMemManagedGetAttrs")?;
         let mut values = Vec::with_capacity(attrs.len());
         for (i, a) in attrs.into_iter().enumerate() {
-            if outs[i].is_null() {
-                return Err(rt_param(format!("data[{i}] is NULL")));
-            }
+            // SAFETY: NULL or writable for `dataSizes[i]` bytes, by the caller's contract.
+            let out = unsafe { OutArray::new(outs[i].cast::<u8>(), sizes[i]) }
+                .check(|| rt_param(format!("data[{i}] is NULL")))?;
             let v = rt
                 .backend()
                 .managed_attr(a, ptr.addr(), size as u64, sizes[i])
                 .map_err(|e| CallError::backend(e).in_context(&format!("attributes[{i}]")))?;
-            values.push(v);
+            values.push((out, v));
         }
-        for (out, v) in outs.iter().zip(&values) {
-            // SAFETY: `v` is `dataSizes[i] / 4` values; the caller's contract.
-            unsafe { put(*out, v) };
+        for (out, v) in &values {
+            put(*out, v);
         }
         Ok(())
     })

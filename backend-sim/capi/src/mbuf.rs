@@ -18,7 +18,7 @@ use acl_notify_core::Error;
 use acl_notify_sim::mem::Rounding;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{Out, aclError, api};
+use crate::ffi::{Out, OutArray, aclError, api};
 use crate::runtime::mbufs::{DATA_MAX, PRIV_SIZE};
 use crate::session::runtime;
 
@@ -187,20 +187,17 @@ pub unsafe extern "C" fn aclrtGetBufUserData(
     size: usize,
     offset: usize,
 ) -> aclError {
+    // SAFETY: NULL or writable for `size` bytes, by the caller's contract.
+    let out = unsafe { OutArray::new(data_ptr.cast::<u8>(), size) };
     api("aclrtGetBufUserData", || {
         let range = user_range(size, offset)?;
         if buf.is_null() {
             return Err(null_arg("buf"));
         }
-        if data_ptr.is_null() {
-            return Err(null_arg("dataPtr"));
-        }
-        runtime()?.mbufs.with_private(buf.addr() as u64, |p| {
-            let from = &p[range];
-            // SAFETY: the caller guarantees `size` writable bytes, which cannot overlap the
-            // table's own memory.
-            unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), data_ptr.cast(), from.len()) }
-        })
+        let out = out.check(|| null_arg("dataPtr"))?;
+        runtime()?
+            .mbufs
+            .with_private(buf.addr() as u64, |p| out.put_slice(&p[range]))
     })
 }
 

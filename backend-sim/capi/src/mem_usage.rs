@@ -11,7 +11,7 @@
 use std::ffi::c_char;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{Out, aclError, api};
+use crate::ffi::{Out, OutArray, aclError, api, put_field};
 use crate::session::with_runtime;
 
 /// `aclrtMemUsageInfo` (`acl_rt.h`).
@@ -42,12 +42,15 @@ pub unsafe extern "C" fn aclrtGetMemUsageInfo(
     input_num: usize,
     output_num: *mut usize,
 ) -> aclError {
-    // SAFETY: NULL or writable, by the caller's contract.
-    let output_num = unsafe { Out::new(output_num) };
+    // SAFETY: NULL or writable (`inputNum` entries, a `size_t`), by the caller's contract.
+    let (entries, output_num) = unsafe {
+        (
+            OutArray::new(mem_usage_info, input_num),
+            Out::new(output_num),
+        )
+    };
     api("aclrtGetMemUsageInfo", || {
-        if mem_usage_info.is_null() {
-            return Err(null_arg("memUsageInfo"));
-        }
+        let entries = entries.check(|| null_arg("memUsageInfo"))?;
         let output_num = output_num.check(|| null_arg("outputNum"))?;
         output_num.put(0);
         if input_num == 0 {
@@ -57,20 +60,17 @@ pub unsafe extern "C" fn aclrtGetMemUsageInfo(
             let d = rt.device_id(device_id)?;
             rt.backend().mem_usage(d).map_err(CallError::backend)
         })?;
-        let n = usage.len().min(input_num);
+        let n = usage.len().min(entries.len());
         for (i, u) in usage.iter().take(n).enumerate() {
             let mut name = [0 as c_char; 32];
             for (to, b) in name.iter_mut().zip(u.component.name().bytes().take(31)) {
                 *to = b as c_char;
             }
-            // SAFETY: i < input_num, and the array holds input_num entries (the caller's
-            // contract); fields written one by one, the reserved words left as they are.
-            unsafe {
-                let e = mem_usage_info.add(i);
-                (&raw mut (*e).name).write_unaligned(name);
-                (&raw mut (*e).cur_mem_size).write_unaligned(u.current);
-                (&raw mut (*e).mem_peak_size).write_unaligned(u.peak);
-            }
+            // Fields written one by one, the reserved words left as they are.
+            let e = entries.at(i).bytes();
+            put_field!(e, aclrtMemUsageInfo, name, name);
+            put_field!(e, aclrtMemUsageInfo, cur_mem_size, u.current);
+            put_field!(e, aclrtMemUsageInfo, mem_peak_size, u.peak);
         }
         output_num.put(n);
         Ok(())

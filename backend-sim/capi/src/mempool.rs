@@ -222,20 +222,28 @@ pub unsafe extern "C" fn aclrtMemPoolGetAttr(
     attr: u32,
     value: *mut c_void,
 ) -> aclError {
+    // SAFETY: NULL or writable as the attribute's type, by the caller's contract.
+    let out = unsafe { Out::new(value) };
     api("aclrtMemPoolGetAttr", || {
         let (rt, id, a) = attr_args(mem_pool, attr, value)?;
         let v = rt
             .backend()
             .mem_pool_attr(id, a)
             .map_err(CallError::backend)?;
-        // SAFETY: non-NULL, writable as the attribute's type by the caller's contract; a flag
-        // is 0 or 1.
-        unsafe {
-            if a.is_flag() {
-                value.cast::<u32>().write_unaligned(v as u32);
-            } else {
-                value.cast::<u64>().write_unaligned(v);
-            }
+        // `attr_args` refused a NULL `value` already (107000, where CANN checks it).
+        let out = out.check(|| CallError::new(Error::ParamInvalid, "`value` is NULL"))?;
+        // The attribute's type: a `uint32_t` for a flag (0 or 1), else a `uint64_t`.
+        let len = if a.is_flag() {
+            size_of::<u32>()
+        } else {
+            size_of::<u64>()
+        };
+        // SAFETY: `len` is the attribute's type's size, what the caller's promise covers.
+        let out = unsafe { out.sized(len) };
+        if a.is_flag() {
+            out.put_at(0, v as u32);
+        } else {
+            out.put_at(0, v);
         }
         Ok(())
     })

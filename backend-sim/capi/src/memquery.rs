@@ -7,7 +7,7 @@ use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::location::MemLocation;
 
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{Out, aclError, api};
+use crate::ffi::{Out, aclError, api, put_field};
 use crate::session::runtime;
 
 /// `aclrtMemLocation` (`acl_rt.h`).
@@ -108,23 +108,19 @@ pub unsafe extern "C" fn aclrtPointerGetAttributes(
     ptr: *const c_void,
     attributes: *mut c_void,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let attributes = unsafe { Out::new(attributes.cast::<PtrAttributes>()) };
     api("aclrtPointerGetAttributes", || {
         if ptr.is_null() {
             return Err(null_arg("ptr"));
         }
-        if attributes.is_null() {
-            return Err(null_arg("attributes"));
-        }
+        let out = attributes.check(|| null_arg("attributes"))?.bytes();
         let rt = runtime()?;
         require_queries(rt.backend().soc(), "aclrtPointerGetAttributes")?;
         let (location, page_size) = location_of(rt.backend().mem_location(ptr.addr()));
-        let out = attributes.cast::<PtrAttributes>();
-        // SAFETY: non-NULL, writable by the caller's contract; fields written one by one
-        // (unaligned: the caller's struct need not be aligned for us).
-        unsafe {
-            (&raw mut (*out).location).write_unaligned(location);
-            (&raw mut (*out).page_size).write_unaligned(page_size);
-        }
+        // Fields written one by one, the reserved words left as they are.
+        put_field!(out, PtrAttributes, location, location);
+        put_field!(out, PtrAttributes, page_size, page_size);
         Ok(())
     })
 }

@@ -8,7 +8,7 @@ use std::ffi::{CStr, c_char, c_void};
 
 use crate::callback::aclrtCallback;
 use crate::errmsg::{CallError, null_arg, param};
-use crate::ffi::{Out, aclError, aclrtStream, api};
+use crate::ffi::{Checked, Out, OutArray, aclError, aclrtStream, api};
 use crate::runtime::capture::{Mode, exchange_mode};
 use crate::session::runtime;
 
@@ -58,19 +58,20 @@ pub unsafe extern "C" fn aclmdlRICaptureGetInfo(
     status: *mut u32,
     model_ri: *mut aclmdlRI,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let (status, model_ri) = unsafe { (Out::new(status), Out::new(model_ri)) };
     api("aclmdlRICaptureGetInfo", || {
         let s = stream_arg(stream)?;
-        if status.is_null() && model_ri.is_null() {
+        let (status, model_ri) = (status.given(), model_ri.given());
+        if status.is_none() && model_ri.is_none() {
             return Err(null_arg("status and modelRI (both)"));
         }
         let (st, m) = runtime()?.capture_info(s)?;
-        if !status.is_null() {
-            // SAFETY: the caller's contract.
-            unsafe { status.write(st as u32) };
+        if let Some(status) = status {
+            status.put(st as u32);
         }
-        if !model_ri.is_null() {
-            // SAFETY: the caller's contract.
-            unsafe { model_ri.write(crate::ffi::to_ptr(m)) };
+        if let Some(model_ri) = model_ri {
+            model_ri.put(crate::ffi::to_ptr(m));
         }
         Ok(())
     })
@@ -200,11 +201,11 @@ pub unsafe extern "C" fn aclmdlRIGetName(
     max_len: u32,
     name: *mut c_char,
 ) -> aclError {
+    // SAFETY: NULL or writable for `maxLen` bytes, by the caller's contract.
+    let name = unsafe { OutArray::new(name, max_len as usize) };
     api("aclmdlRIGetName", || {
         let m = model(model_ri)?;
-        if name.is_null() {
-            return Err(null_arg("name"));
-        }
+        let name = name.check(|| null_arg("name"))?;
         let n = runtime()?.model_name(m)?;
         if n.len() + 1 > max_len as usize {
             return Err(param(format!(
@@ -212,11 +213,7 @@ pub unsafe extern "C" fn aclmdlRIGetName(
                 n.len()
             )));
         }
-        // SAFETY: the caller's contract; `n.len() + 1 <= maxLen`.
-        unsafe {
-            std::ptr::copy_nonoverlapping(n.as_ptr().cast::<c_char>(), name, n.len());
-            name.add(n.len()).write(0);
-        }
+        name.put_cstr(&n);
         Ok(())
     })
 }
@@ -287,13 +284,13 @@ pub unsafe extern "C" fn aclmdlRIGetStreams(
     streams: *mut aclrtStream,
     num_streams: *mut u32,
 ) -> aclError {
+    // SAFETY: NULL or readable and writable, by the caller's contract.
+    let num_streams = unsafe { Out::new(num_streams) };
     api("aclmdlRIGetStreams", || {
         if model_ri.is_null() {
             return Err(param("modelRI is NULL"));
         }
-        if num_streams.is_null() {
-            return Err(param("numStreams is NULL"));
-        }
+        let num_streams = num_streams.check(|| param("numStreams is NULL"))?;
         let all = runtime()?.model_streams(model_ri.addr())?;
         // SAFETY: the caller's contract.
         unsafe { fill_handles(&all, streams, num_streams, "numStreams", "streams") }
@@ -307,30 +304,29 @@ pub unsafe extern "C" fn aclmdlRIGetStreams(
 ///
 /// # Safety
 ///
-/// `num` is readable and writable; a non-NULL `out` is writable for `*num` elements.
+/// `num` is readable too (an in/out parameter); a non-NULL `out` is writable for `*num`
+/// elements.
 pub(crate) unsafe fn fill_handles(
     all: &[usize],
     out: *mut *mut c_void,
-    num: *mut u32,
+    num: Checked<u32>,
     num_name: &str,
     what: &str,
 ) -> Result<(), CallError> {
     let total = u32::try_from(all.len()).unwrap_or(u32::MAX);
-    if out.is_null() {
-        // SAFETY: the caller's contract.
-        unsafe { num.write(total) };
-        return Ok(());
-    }
-    // SAFETY: the caller's contract.
+    // SAFETY: readable, by the caller's contract.
     let room = unsafe { num.read() };
+    // SAFETY: NULL or writable for `*num` elements, by the caller's contract.
+    let Some(out) = unsafe { OutArray::new(out, room as usize) }.given() else {
+        num.put(total);
+        return Ok(());
+    };
     let n = room.min(total);
-    for i in 0..room as usize {
+    for i in 0..out.len() {
         let h = all.get(i).filter(|_| i < n as usize).copied().unwrap_or(0);
-        // SAFETY: the caller's contract: `i < *num`.
-        unsafe { out.add(i).write(crate::ffi::to_ptr(h)) };
+        out.put(i, crate::ffi::to_ptr(h));
     }
-    // SAFETY: the caller's contract.
-    unsafe { num.write(n) };
+    num.put(n);
     if n < total {
         return Err(CallError::new(
             acl_notify_core::Error::InsufficientInputArray,

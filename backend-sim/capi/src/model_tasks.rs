@@ -62,13 +62,13 @@ pub unsafe extern "C" fn aclmdlRIGetTasksByStream(
     tasks: *mut aclmdlRITask,
     num_tasks: *mut u32,
 ) -> aclError {
+    // SAFETY: NULL or readable and writable, by the caller's contract.
+    let num_tasks = unsafe { Out::new(num_tasks) };
     api("aclmdlRIGetTasksByStream", || {
         if stream.is_null() {
             return Err(param("stream is NULL"));
         }
-        if num_tasks.is_null() {
-            return Err(param("numTasks is NULL"));
-        }
+        let num_tasks = num_tasks.check(|| param("numTasks is NULL"))?;
         let all = runtime()?.stream_tasks(stream.addr())?;
         // SAFETY: the caller's contract.
         unsafe { crate::model_ri::fill_handles(&all, tasks, num_tasks, "numTasks", "tasks") }

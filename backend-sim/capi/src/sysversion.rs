@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use acl_notify_core::Error;
 
 use crate::errmsg::{CallError, null_arg};
-use crate::ffi::{Out, aclError, api};
+use crate::ffi::{Out, OutArray, aclError, api};
 
 /// `ACL_PKG_VERSION_MAX_SIZE`: the size of the caller's `versionStr` buffer, NUL included.
 const VERSION_MAX: usize = 128;
@@ -190,10 +190,10 @@ pub unsafe extern "C" fn aclsysGetVersionStr(
     pkg_name: *mut c_char,
     version_str: *mut c_char,
 ) -> aclError {
+    // SAFETY: NULL or writable for `ACL_PKG_VERSION_MAX_SIZE` bytes, by the caller's contract.
+    let out = unsafe { OutArray::new(version_str, VERSION_MAX) };
     api("aclsysGetVersionStr", || {
-        if version_str.is_null() {
-            return Err(null_arg("versionStr"));
-        }
+        let out = out.check(|| null_arg("versionStr"))?;
         if pkg_name.is_null() {
             return Err(null_arg("pkgName"));
         }
@@ -205,11 +205,7 @@ pub unsafe extern "C" fn aclsysGetVersionStr(
                 format!("version `{v}` does not fit in {VERSION_MAX} bytes"),
             ));
         }
-        // SAFETY: the caller guarantees 128 writable bytes; v.len() + 1 <= 128.
-        unsafe {
-            std::ptr::copy_nonoverlapping(v.as_ptr(), version_str.cast::<u8>(), v.len());
-            version_str.add(v.len()).write(0);
-        }
+        out.put_cstr(v.as_bytes());
         Ok(())
     })
 }
@@ -321,10 +317,10 @@ pub unsafe extern "C" fn aclsysGetCANNVersion(
     name: i32,
     version: *mut aclCANNPackageVersion,
 ) -> aclError {
+    // SAFETY: NULL or writable, by the caller's contract.
+    let version = unsafe { Out::new(version) };
     api("aclsysGetCANNVersion", || {
-        if version.is_null() {
-            return Err(null_arg("version"));
-        }
+        let version = version.check(|| null_arg("version"))?;
         let pkg = cann_package(name).ok_or_else(|| {
             CallError::new(
                 Error::InvalidParam,
@@ -338,10 +334,14 @@ pub unsafe extern "C" fn aclsysGetCANNVersion(
                  dots"
             ))
         })?;
-        // SAFETY: the caller guarantees `version` is writable; every field is plain bytes.
-        let out = unsafe {
-            version.write_bytes(0, 1);
-            &mut *version
+        // Zeroed, then the parts (the reserved bytes stay 0), written whole.
+        let mut out = aclCANNPackageVersion {
+            version: [0; VERSION_MAX],
+            major: [0; PART_MAX],
+            minor: [0; PART_MAX],
+            release: [0; PART_MAX],
+            patch: [0; PART_MAX],
+            reserved: [0; VERSION_MAX],
         };
         put(&mut out.version, &whole);
         for (buf, p) in [
@@ -355,6 +355,7 @@ pub unsafe extern "C" fn aclsysGetCANNVersion(
         {
             put(buf, p);
         }
+        version.put(out);
         Ok(())
     })
 }

@@ -361,49 +361,148 @@ fn a_parked_stream_aborted() {
     }
 }
 
-/// A stream stopped (`aclrtStreamStop`) while its wait is parked on the process's runner
-/// (and, for comparison, while it may block on its thread): the stop returns at once and cuts
-/// the wait short, which gives its place in the notify's queue up, so that another stream's
-/// wait gets the next record; the stopped stream runs nothing more (the record queued behind
-/// its wait is kept, unrun), a bounded synchronize times out; the abort drops the kept task
-/// and the stream runs again. Failed before 2026-12-06 with the wait parked: the stopped
-/// stream kept the parked wait as a queued task, with its place, and the other stream's wait
-/// timed out behind it (`Shared::keep_stopped`).
+/// A stream stopped (`aclrtStreamStop`) with a wait on a notify at its head, in each place
+/// the wait can be when the stop comes ([`Window`]): the stop returns at once; the record of
+/// the notify made after the stop returned goes to another stream's wait, made after that —
+/// the stopped stream's wait consumed nothing and holds no place in the notify's queue — and
+/// the stopped stream runs nothing more (the record queued behind its wait is kept, unrun), a
+/// bounded synchronize times out; the abort drops the kept task and the stream runs again.
+///
+/// Failed before 2026-12-06 with the wait parked: the stopped stream kept the parked wait as
+/// a queued task, with its place, and the other stream's wait timed out behind it
+/// (`Shared::keep_stopped`). Failed on CI (under load) and here deterministically until
+/// 2026-12-06 with the wait blocked on its thread ([`Window::Blocked`]) or started but not
+/// yet looking ([`Window::Starting`]): the stop cut the wait short only where it next asked
+/// (before it slept), and a wait that found the record first — woken by it, before the
+/// stop's own wake-up had run — took it: the other stream's wait timed out (5 s). The test
+/// slept 50 ms before the stop then, and took whatever state the wait had reached.
 #[test]
 fn a_parked_stream_stopped() {
-    for forced in [false, true] {
-        stopped_while_waiting(forced);
+    for window in [
+        Window::NotStarted,
+        Window::Starting,
+        Window::Blocked,
+        Window::Parked,
+    ] {
+        stopped_while_waiting(window);
     }
 }
 
-fn stopped_while_waiting(forced: bool) {
-    let (sim, _ns) = open_with(&format!("stop-{forced}"), forced);
+/// Where a stream's wait is when its stream is stopped (`a_parked_stream_stopped`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Window {
+    /// Not started: the worker runs a host function (held) queued before it.
+    NotStarted,
+    /// Started, past the worker's checks for a stop, not yet looking for its record: held
+    /// there (`Stream::hold_next_wait`) until the record is there.
+    Starting,
+    /// Asleep on its thread (it never parks: `Stream::never_park`); the stop's wake-up
+    /// comes after the record's (`Stream::wake_late`).
+    Blocked,
+    /// Parked on the runner, held there (`Sim::force_parking`).
+    Parked,
+}
+
+/// The host function [`Window::NotStarted`] holds its stream in: `arg` is an `AtomicU32`
+/// it sets to 1 once it runs; it returns once that is 2 (or after 20 s).
+unsafe extern "C" fn hold_host(arg: *mut std::ffi::c_void) {
+    // SAFETY: the test passes an `AtomicU32` that outlives the call (a `static`).
+    let g = unsafe { &*arg.cast::<std::sync::atomic::AtomicU32>() };
+    g.store(1, std::sync::atomic::Ordering::SeqCst);
+    let end = Instant::now() + Duration::from_secs(20);
+    while g.load(std::sync::atomic::Ordering::SeqCst) != 2 && Instant::now() < end {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Waits (at most 10 s) until `cond` holds.
+fn until(what: &str, mut cond: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !cond() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "never: {what}");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Whether thread `tid` of this process sleeps (state `S`).
+fn asleep(tid: i32) -> bool {
+    let text = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+    let rest = &text[text.rfind(')').unwrap() + 1..];
+    rest.split_whitespace().next() == Some("S")
+}
+
+fn stopped_while_waiting(window: Window) {
+    static HOST: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let (sim, _ns) = open_with(
+        &format!("stop-{window:?}").to_lowercase(),
+        window == Window::Parked,
+    );
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let m = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let r = sim.create_stream(0).unwrap();
     let s = sim.create_stream(0).unwrap();
+    let (st, _) = sim.stream(s).unwrap();
+    match window {
+        Window::NotStarted => {
+            HOST.store(0, std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: `hold_host` takes an `AtomicU32` (a static) and does not unwind.
+            let call = unsafe {
+                acl_notify_core::HostCall::new(
+                    hold_host,
+                    std::ptr::from_ref(&HOST).cast_mut().cast(),
+                )
+            };
+            sim.launch_host_func(s, call).unwrap();
+        }
+        Window::Starting => st.hold_next_wait(),
+        Window::Blocked => {
+            st.never_park();
+            st.wake_late();
+        }
+        Window::Parked => {}
+    }
     sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
     sim.record(m, s).unwrap();
-    if forced {
-        until_parked(&sim, s);
-    } else {
-        std::thread::sleep(Duration::from_millis(50));
+    match window {
+        Window::NotStarted => until("the host function runs", || {
+            HOST.load(std::sync::atomic::Ordering::SeqCst) == 1
+        }),
+        Window::Starting => until("the wait holds", || st.wait_held()),
+        // What it waits on is noted right before it sleeps.
+        Window::Blocked => until("the wait sleeps", || {
+            st.blocked_on() != 0 && !st.is_away() && asleep(st.worker_tid())
+        }),
+        Window::Parked => until_parked(&sim, s),
     }
     let t0 = Instant::now();
     sim.stop_stream(s).unwrap();
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
-    // Another stream's wait on the notify, queued after the stop, gets the record (bounded:
-    // behind a place the stopped wait kept, it would wait for the abort).
-    let w = sim.create_stream(0).unwrap();
-    sim.wait_and_reset(n, w, Timeout::from_c(5)).unwrap();
+    // The record, made after the stop returned: no other wait is queued yet. (With the wait
+    // blocked, it wakes the wait: the stop's wake-up comes late.)
     sim.record(n, r).unwrap();
     sim.synchronize(r, LONG).unwrap();
-    sim.synchronize(w, LONG)
-        .expect("the other stream's wait did not get the record");
+    match window {
+        Window::NotStarted => HOST.store(2, std::sync::atomic::Ordering::SeqCst),
+        Window::Starting => st.let_wait_go(),
+        _ => {}
+    }
+    // Another stream's wait on the notify gets it (bounded: had the stopped wait taken the
+    // record, or kept its place, it would wait for ever).
+    let w = sim.create_stream(0).unwrap();
+    sim.wait_and_reset(n, w, Timeout::from_c(5)).unwrap();
+    sim.synchronize(w, LONG).unwrap_or_else(|e| {
+        panic!(
+            "{window:?}: the other stream's wait did not get the record: {e}; the stopped \
+             stream completed {} task(s), its head notes {:#x}, a record is pending: {}",
+            st.stats().completed,
+            st.blocked_on(),
+            sim.try_consume(n).unwrap()
+        )
+    });
     std::thread::sleep(Duration::from_millis(30));
     assert!(
         !sim.try_consume(m).unwrap(),
-        "the stopped stream ran a task"
+        "{window:?}: the stopped stream ran a task"
     );
     let e = sim
         .synchronize(s, SyncWait::AtMost(Duration::from_millis(30)))
@@ -411,11 +510,14 @@ fn stopped_while_waiting(forced: bool) {
     assert_eq!(
         acl_notify_core::BackendError::kind(&e),
         acl_notify_core::Error::StreamSyncTimeout,
-        "{e}"
+        "{window:?}: {e}"
     );
     sim.abort(s).unwrap();
     sim.synchronize(s, LONG).unwrap();
-    assert!(!sim.try_consume(m).unwrap(), "the abort ran the kept task");
+    assert!(
+        !sim.try_consume(m).unwrap(),
+        "{window:?}: the abort ran the kept task"
+    );
     runs_after_the_abort(&sim, s, m, n);
     for st in [s, r, w] {
         sim.destroy_stream(st, StreamDestroy::Drain).unwrap();

@@ -118,7 +118,30 @@ pub(super) struct Control {
     /// on another thread's runner (its turn away).
     #[cfg(test)]
     pub(super) unwind_away: AtomicBool,
+    /// Tests: this stream's waits block on its thread, never park
+    /// ([`super::Stream::never_park`]).
+    #[cfg(test)]
+    pub(super) never_park: AtomicBool,
+    /// Tests: an interrupt (a stop, an abort) does not run the running task's waker: the task
+    /// sees the flag when something else wakes it, as if its thread, woken, had not run yet
+    /// when that came ([`super::Stream::wake_late`]).
+    #[cfg(test)]
+    pub(super) late_wake: AtomicBool,
+    /// Tests: the next notify wait to start holds there, after the worker's checks, until the
+    /// test lets it go ([`super::Stream::hold_next_wait`]): `HOLD_*`.
+    #[cfg(test)]
+    pub(super) hold: std::sync::atomic::AtomicU8,
 }
+
+/// [`Control::hold`]: no wait is to hold.
+#[cfg(test)]
+pub(super) const HOLD_OFF: u8 = 0;
+/// [`Control::hold`]: the next wait to start holds.
+#[cfg(test)]
+pub(super) const HOLD_ARMED: u8 = 1;
+/// [`Control::hold`]: a wait holds.
+#[cfg(test)]
+pub(super) const HOLD_HELD: u8 = 2;
 
 impl Control {
     /// Cancels for good: sets the flag, runs the registered waker (if any), unparks the worker.
@@ -145,7 +168,11 @@ impl Control {
     /// goes back once the worker has passed the aborted tasks.
     pub(super) fn interrupt(&self) {
         self.aborting.store(true, Ordering::SeqCst);
-        {
+        #[cfg(test)]
+        let wake = !self.late_wake.load(Ordering::SeqCst);
+        #[cfg(not(test))]
+        let wake = true;
+        if wake {
             let slot = lock(&self.waker);
             if let Some(wake) = slot.as_ref()
                 && let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| wake.call()))
@@ -282,6 +309,27 @@ impl TaskCtx {
     #[cfg(test)]
     pub(crate) fn forced(&self) -> bool {
         self.control.forced.load(Ordering::Relaxed)
+    }
+
+    /// Tests: whether the stream's waits must block on its thread
+    /// ([`super::Stream::never_park`]).
+    #[cfg(test)]
+    pub(crate) fn never_parks(&self) -> bool {
+        self.control.never_park.load(Ordering::Relaxed)
+    }
+
+    /// Tests: a notify wait starts; it holds here if the test asked
+    /// ([`super::Stream::hold_next_wait`]) until the test lets it go.
+    #[cfg(test)]
+    pub(crate) fn wait_starts(&self) {
+        let h = &self.control.hold;
+        if h.compare_exchange(HOLD_ARMED, HOLD_HELD, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+        {
+            while h.load(Ordering::SeqCst) == HOLD_HELD {
+                thread::sleep(Duration::from_micros(100));
+            }
+        }
     }
 
     /// Tests: counts a park of the stream's wait ([`super::Stream::parks`]).

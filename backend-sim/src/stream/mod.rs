@@ -373,6 +373,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             unwind_worker: AtomicBool::new(false),
             #[cfg(test)]
             unwind_away: AtomicBool::new(false),
+            #[cfg(test)]
+            never_park: AtomicBool::new(false),
+            #[cfg(test)]
+            late_wake: AtomicBool::new(false),
+            #[cfg(test)]
+            hold: std::sync::atomic::AtomicU8::new(cancel::HOLD_OFF),
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
@@ -844,6 +850,51 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     #[cfg(test)]
     pub(crate) fn force_parking(&self) {
         self.shared.control.forced.store(true, Ordering::Relaxed);
+    }
+
+    /// Tests: from now on every wait of this stream that would block blocks on its thread,
+    /// never parks (whatever the runner or the busy count say).
+    #[cfg(test)]
+    pub(crate) fn never_park(&self) {
+        self.shared
+            .control
+            .never_park
+            .store(true, Ordering::Relaxed);
+    }
+
+    /// Tests: from now on a stop or an abort does not wake the stream's running task (its
+    /// waker is not run): the task sees the interrupt when something else wakes it (a wait:
+    /// the record it waits for, or the end of its sleep's chunk), as if its thread, woken,
+    /// had not run yet when that came.
+    #[cfg(test)]
+    pub(crate) fn wake_late(&self) {
+        self.shared.control.late_wake.store(true, Ordering::SeqCst);
+    }
+
+    /// Tests: the stream's next notify wait to start holds where it starts (after the
+    /// worker's checks for a stop or an abort, before it looks for its record) until
+    /// [`let_wait_go`](Self::let_wait_go); [`wait_held`](Self::wait_held) says when it holds.
+    #[cfg(test)]
+    pub(crate) fn hold_next_wait(&self) {
+        self.shared
+            .control
+            .hold
+            .store(cancel::HOLD_ARMED, Ordering::SeqCst);
+    }
+
+    /// Tests: whether a wait holds ([`hold_next_wait`](Self::hold_next_wait)).
+    #[cfg(test)]
+    pub(crate) fn wait_held(&self) -> bool {
+        self.shared.control.hold.load(Ordering::SeqCst) == cancel::HOLD_HELD
+    }
+
+    /// Tests: the held wait goes on ([`hold_next_wait`](Self::hold_next_wait)).
+    #[cfg(test)]
+    pub(crate) fn let_wait_go(&self) {
+        self.shared
+            .control
+            .hold
+            .store(cancel::HOLD_OFF, Ordering::SeqCst);
     }
 
     /// Tests: the worker thread panics (outside the tasks' unwind guards) once the stream has

@@ -7,7 +7,7 @@ use std::panic::catch_unwind;
 
 use acl_notify_core::{Backend, Error};
 
-use super::{Out, aclError, api, api_ptr};
+use super::{Out, OutArray, aclError, api, api_ptr};
 use crate::device_platform::{
     ATTR_DEVICE_FORM_FACTOR, ATTR_HD_CONNECT_TYPE, ATTR_NPU_ARCH, platform_attr,
 };
@@ -371,6 +371,11 @@ pub unsafe extern "C" fn aclrtGetVersion(
 /// (a test compares them from C).
 const ACL_VERSION: (i32, i32, i32) = (1, 17, 0);
 
+/// The bytes of an `aclrtErrorInfo` `aclrtGetErrorVerbose` writes: `tryRepair` (0),
+/// `hasDetail` (1), `errorType` (4..8) and `detail.aicoreErrType` (8..12); the struct is
+/// larger (`detail.uceInfo`, left alone).
+const ERROR_INFO_WRITTEN: usize = 12;
+
 /// `aclError aclrtGetErrorVerbose(int32_t deviceId, aclrtErrorInfo *errorInfo)`: the device's
 /// pending fault. The simulated devices have none of the faults CANN reports here (an HBM
 /// UCE error, a link error), so the answer is always `ACL_RT_NO_ERROR` with `tryRepair` and
@@ -388,18 +393,16 @@ const ACL_VERSION: (i32, i32, i32) = (1, 17, 0);
 /// places it: `tryRepair` at 0, `hasDetail` at 1, `errorType` at 4, `detail` at 8).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtGetErrorVerbose(device_id: i32, error_info: *mut u8) -> aclError {
+    // SAFETY: NULL or writable for an `aclrtErrorInfo`, by the caller's contract: its first
+    // ERROR_INFO_WRITTEN bytes are all this call writes.
+    let info = unsafe { OutArray::new(error_info, ERROR_INFO_WRITTEN) };
     api("aclrtGetErrorVerbose", || {
-        if error_info.is_null() {
-            return Err(null_arg("errorInfo"));
-        }
+        let info = info.check(|| null_arg("errorInfo"))?;
         runtime()?.device_id(device_id)?;
-        // SAFETY: non-NULL, and the caller guarantees an `aclrtErrorInfo` is writable there.
-        unsafe {
-            error_info.write(0); // tryRepair
-            error_info.add(1).write(0); // hasDetail
-            error_info.add(4).cast::<i32>().write_unaligned(0); // errorType: ACL_RT_NO_ERROR
-            error_info.add(8).cast::<i32>().write_unaligned(0); // detail.aicoreErrType
-        }
+        info.put_at(0, 0u8); // tryRepair
+        info.put_at(1, 0u8); // hasDetail
+        info.put_at(4, 0i32); // errorType: ACL_RT_NO_ERROR
+        info.put_at(8, 0i32); // detail.aicoreErrType
         Ok(())
     })
 }

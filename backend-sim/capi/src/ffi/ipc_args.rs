@@ -8,7 +8,7 @@ use std::ffi::c_char;
 use acl_notify_core::ExportKey;
 use acl_notify_core::key::KEY_BUF_LEN;
 
-use super::aclrtServerPid;
+use super::{CheckedArray, aclrtServerPid};
 use crate::errmsg::{CallError, param};
 
 /// The bytes of the C key string at `key`, without its NUL; `None` if no NUL comes within
@@ -27,16 +27,15 @@ pub(crate) unsafe fn key_text<'a>(key: *const c_char) -> Option<&'a [u8]> {
     (n < KEY_BUF_LEN).then(|| unsafe { std::slice::from_raw_parts(key.cast::<u8>(), n) })
 }
 
-/// Writes `k` (64 characters and a NUL) to the caller's key buffer.
-///
-/// # Safety
-///
-/// `key` is non-NULL and valid for writing [`KEY_BUF_LEN`] bytes (the caller has checked
-/// that the C caller's `len` is at least that).
-pub(crate) unsafe fn write_key(key: *mut c_char, k: &ExportKey) -> Result<(), CallError> {
-    // SAFETY: by the caller's contract; only the first KEY_BUF_LEN bytes are touched.
-    let buf = unsafe { std::slice::from_raw_parts_mut(key.cast::<u8>(), KEY_BUF_LEN) };
-    k.write_c(buf).map_err(|e| CallError::new(e, "key buffer"))
+/// Writes `k` (64 characters and a NUL) to the caller's key buffer (its `len`, which the
+/// call has checked is at least [`KEY_BUF_LEN`]: a shorter one is a defect, refused by the
+/// bound).
+pub(crate) fn write_key(key: CheckedArray<c_char>, k: &ExportKey) -> Result<(), CallError> {
+    let mut buf = [0u8; KEY_BUF_LEN];
+    k.write_c(&mut buf)
+        .map_err(|e| CallError::new(e, "key buffer"))?;
+    key.put_slice(&buf.map(|b| b as c_char));
+    Ok(())
 }
 
 /// The first `take` PIDs of a C caller's `int32_t` array (the callers read at most one more

@@ -3,7 +3,12 @@
 //! records a message for `aclGetRecentErrMsg` when it fails.
 //!
 //! C memory is only touched here: out-parameters are written once every check has passed,
-//! arrays are read element by element as the checks reach them.
+//! arrays are read element by element as the checks reach them. Every write to a caller's
+//! memory goes through `Out` (one value; its bytes for a struct written field by field,
+//! `put_field!`, or a value whose type another argument chooses, `Checked::sized`) or
+//! `OutArray` (an array, string or buffer of a length the caller or the API gives): each
+//! checked for NULL with the call's code where the call checks it, each write bounded by the
+//! value's or the array's length.
 //!
 //! This file holds the C types and the one panic firewall (`api`); the functions are in one
 //! module per chapter of the API: `device` (initialisation and devices), `devquery` (device
@@ -201,6 +206,219 @@ impl<T> Checked<T> {
         unsafe { self.0.write_unaligned(v) };
     }
 }
+
+impl<T> Checked<T> {
+    /// The `T`'s bytes, as a checked buffer of `size_of::<T>()` bytes: for a struct written
+    /// field by field (its reserved fields left as the caller has them, with [`put_field!`]),
+    /// or a union written as the member another argument chooses.
+    #[inline(always)]
+    pub(crate) fn bytes(&self) -> CheckedArray<u8> {
+        CheckedArray {
+            p: self.0.cast(),
+            len: std::mem::size_of::<T>(),
+        }
+    }
+}
+
+impl Checked<c_void> {
+    /// A `void *` out-parameter as the `len` bytes the call's other arguments decide (an
+    /// attribute's type, a share type): writes to it are bounded by `len`.
+    ///
+    /// # Safety
+    ///
+    /// `len` is what the call's arguments make the caller's promise ([`Out::new`]'s) cover.
+    #[inline(always)]
+    pub(crate) unsafe fn sized(&self, len: usize) -> CheckedArray<u8> {
+        CheckedArray {
+            p: self.0.cast(),
+            len,
+        }
+    }
+}
+
+/// A C output array: `len` `T`s at a pointer the caller promised to be NULL or writable for
+/// them (the length is the caller's, or fixed by the API). The promise is made once,
+/// unsafely, by [`OutArray::new`]; [`OutArray::check`] checks the pointer with the call's
+/// code; every write after is bounded by the length.
+pub(crate) struct OutArray<T> {
+    p: *mut T,
+    len: usize,
+}
+
+impl<T> OutArray<T> {
+    /// # Safety
+    ///
+    /// `p` is NULL, or valid for writing `len` `T`s (unaligned) until the call returns.
+    #[inline(always)]
+    pub(crate) unsafe fn new(p: *mut T, len: usize) -> OutArray<T> {
+        OutArray { p, len }
+    }
+
+    /// `null()` if the pointer is NULL; else the array, to write once the call's other checks
+    /// and work have passed (checked where the call checks it, in CANN's order). A length no
+    /// memory can hold needs no check of its own here: nothing is written past the values the
+    /// call has, and a caller keeping `new`'s promise has memory for `len`.
+    #[inline(always)]
+    pub(crate) fn check(
+        self,
+        null: impl FnOnce() -> CallError,
+    ) -> Result<CheckedArray<T>, CallError> {
+        if self.p.is_null() {
+            return Err(null());
+        }
+        Ok(CheckedArray {
+            p: self.p,
+            len: self.len,
+        })
+    }
+
+    /// For an optional array: `None` if it is NULL.
+    #[inline(always)]
+    pub(crate) fn given(self) -> Option<CheckedArray<T>> {
+        (!self.p.is_null()).then_some(CheckedArray {
+            p: self.p,
+            len: self.len,
+        })
+    }
+}
+
+/// An [`OutArray`] found not NULL: `len` writable `T`s.
+/// Every write is bounded by `len`; one past it is a defect of this library, refused by a
+/// panic (which [`api`] turns into its code and message), never made.
+pub(crate) struct CheckedArray<T> {
+    p: *mut T,
+    len: usize,
+}
+
+// Not derived: a pointer and a length, copyable whatever `T` is.
+impl<T> Clone for CheckedArray<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for CheckedArray<T> {}
+
+impl<T> CheckedArray<T> {
+    /// How many `T`s the caller's array holds.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Element `i`, as a checked out-parameter (for a struct written field by field).
+    #[inline(always)]
+    pub(crate) fn at(&self, i: usize) -> Checked<T> {
+        assert!(
+            i < self.len,
+            "element {i} written past the caller's array of {}",
+            self.len
+        );
+        // SAFETY: i < len, and the array holds `len` `T`s (`OutArray::new`'s contract).
+        Checked(unsafe { self.p.add(i) })
+    }
+
+    /// Writes `v` as element `i` (unaligned: C memory).
+    #[inline(always)]
+    pub(crate) fn put(&self, i: usize, v: T) {
+        self.at(i).put(v);
+    }
+
+    /// Writes the values from element 0 on, at most [`len`](Self::len) of them; how many.
+    pub(crate) fn put_all(&self, values: impl IntoIterator<Item = T>) -> usize {
+        let mut n = 0;
+        for v in values.into_iter().take(self.len) {
+            self.put(n, v);
+            n += 1;
+        }
+        n
+    }
+
+    /// Writes `values` from element 0 on (all of them: more than the array holds is a defect).
+    pub(crate) fn put_slice(&self, values: &[T])
+    where
+        T: Copy,
+    {
+        assert!(
+            values.len() <= self.len,
+            "{} elements written to the caller's array of {}",
+            values.len(),
+            self.len
+        );
+        // SAFETY: `values.len() <= len` writable `T`s (`OutArray::new`'s contract); the
+        // caller's memory is not the library's, so the two do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(values.as_ptr(), self.p, values.len());
+        }
+    }
+}
+
+impl CheckedArray<u8> {
+    /// Writes `v` at byte `at` (unaligned), within the buffer (past it is a defect).
+    #[inline(always)]
+    pub(crate) fn put_at<V>(&self, at: usize, v: V) {
+        let size = std::mem::size_of::<V>();
+        assert!(
+            at.checked_add(size).is_some_and(|end| end <= self.len),
+            "{size} bytes written at {at} of the caller's {} bytes",
+            self.len
+        );
+        // SAFETY: bytes `at..at + size` are inside the caller's buffer (checked).
+        unsafe { self.p.add(at).cast::<V>().write_unaligned(v) };
+    }
+
+    /// Reads a `V` at byte `at` (unaligned), within the buffer (past it is a defect): a
+    /// field of an in/out struct, read alone (the others may hold anything).
+    ///
+    /// # Safety
+    ///
+    /// The bytes are readable and hold a `V` (an in/out parameter, by the caller's contract).
+    #[inline(always)]
+    pub(crate) unsafe fn read_at<V>(&self, at: usize) -> V {
+        let size = std::mem::size_of::<V>();
+        assert!(
+            at.checked_add(size).is_some_and(|end| end <= self.len),
+            "{size} bytes read at {at} of the caller's {} bytes",
+            self.len
+        );
+        // SAFETY: inside the buffer (checked); readable and a `V` by the caller's contract.
+        unsafe { self.p.add(at).cast::<V>().read_unaligned() }
+    }
+}
+
+impl CheckedArray<c_char> {
+    /// Writes `s` and a NUL (the call has checked that they fit, with its code: not fitting
+    /// here is a defect).
+    pub(crate) fn put_cstr(&self, s: &[u8]) {
+        assert!(
+            s.len() < self.len,
+            "a string of {} bytes and its NUL written to the caller's {} bytes",
+            s.len(),
+            self.len
+        );
+        // SAFETY: s.len() + 1 <= len writable bytes; `c_char` and `u8` have one layout.
+        unsafe {
+            std::ptr::copy_nonoverlapping(s.as_ptr().cast::<c_char>(), self.p, s.len());
+            self.p.add(s.len()).write(0);
+        }
+    }
+}
+
+/// Writes `value` to field `field` of the struct `T` whose bytes `bytes` (a
+/// `CheckedArray<u8>`, from [`Checked::bytes`]) are, leaving the other fields as they are:
+/// `put_field!(bytes, T, field, value)`. The value must have the field's type (checked by
+/// the compiler) and the write is bounded by the buffer.
+macro_rules! put_field {
+    ($bytes:expr, $T:ty, $field:ident, $value:expr) => {{
+        let value = $value;
+        // The value has the field's type (a closure that is never run, only type-checked).
+        let _ = |t: &$T| {
+            fn same<F>(_: &F, _: &F) {}
+            same(&t.$field, &value)
+        };
+        $bytes.put_at(::std::mem::offset_of!($T, $field), value)
+    }};
+}
+pub(crate) use put_field;
 
 impl Out<*mut c_void> {
     /// [`write`](Self::write) for a call that hands out a new handle: the handle `make`

@@ -6,7 +6,7 @@ use std::ffi::c_char;
 use acl_notify_core::{CreateFlags, ServerPid};
 
 use super::ipc_args::{ServerPids, key_text, pids_at, write_key};
-use super::{Out, aclError, aclrtNotify, aclrtServerPid, aclrtStream, api, handle};
+use super::{Out, OutArray, aclError, aclrtNotify, aclrtServerPid, aclrtStream, api, handle};
 use crate::errmsg::{CallError, null_arg, param};
 use crate::session::{runtime, with_runtime};
 
@@ -144,21 +144,18 @@ pub unsafe extern "C" fn aclrtNotifyGetExportKey(
     len: usize,
     flags: u64,
 ) -> aclError {
+    // SAFETY: NULL or writable for `len` bytes, by the caller's contract.
+    let key = unsafe { OutArray::new(key, len) };
     api("aclrtNotifyGetExportKey", || {
         if notify.is_null() {
             return Err(null_arg("notify"));
         }
-        if key.is_null() {
-            return Err(null_arg("key"));
-        }
+        let key = key.check(|| null_arg("key"))?;
         // The key goes from the backend's answer straight into the caller's buffer, inside
         // the session's closure: no copy of it is moved out through the layers in between.
         with_runtime(|rt| {
-            rt.export_key(handle(notify), len, flags, |k| {
-                // SAFETY: non-NULL; `export_key` checked len >= KEY_BUF_LEN, and the caller
-                // guarantees `len` writable bytes at `key`.
-                unsafe { write_key(key, k) }
-            })
+            // `export_key` checks len >= KEY_BUF_LEN.
+            rt.export_key(handle(notify), len, flags, |k| write_key(key, k))
         })
     })
 }

@@ -11,6 +11,13 @@ use crate::errmsg::{null_arg, param};
 use crate::runtime::AttrValue;
 use crate::session::runtime;
 
+/// `aclrtStreamAttrValue` (`acl_rt.h`): a union of a `uint64_t` and `uint32_t`s, all at offset
+/// 0, and `uint32_t reserve[4]` (16 bytes, 8-aligned); written as the member the attribute
+/// chooses.
+#[derive(Debug)]
+#[repr(C, align(8))]
+pub struct aclrtStreamAttrValue([u8; 16]);
+
 /// `aclError aclrtCreateStream(aclrtStream *stream)`: a stream on the current device.
 ///
 /// Codes: 100000; 107002; 207005.
@@ -294,15 +301,14 @@ pub unsafe extern "C" fn aclrtGetStreamAttribute(
     attr: u32,
     value: *mut c_void,
 ) -> aclError {
+    // SAFETY: NULL or writable for an `aclrtStreamAttrValue`, by the caller's contract.
+    let value = unsafe { Out::new(value.cast::<aclrtStreamAttrValue>()) };
     api("aclrtGetStreamAttribute", || {
-        if value.is_null() {
-            return Err(null_arg("value"));
-        }
+        let value = value.check(|| null_arg("value"))?.bytes();
+        // The union's members all start at offset 0; `attr` chooses which is written.
         match runtime()?.stream_attr(handle(stream), attr)? {
-            // SAFETY: non-NULL, 16 writable bytes by the caller's contract.
-            Some(AttrValue::Wide(v)) => unsafe { value.cast::<u64>().write_unaligned(v) },
-            // SAFETY: as above.
-            Some(AttrValue::Narrow(v)) => unsafe { value.cast::<u32>().write_unaligned(v) },
+            Some(AttrValue::Wide(v)) => value.put_at(0, v),
+            Some(AttrValue::Narrow(v)) => value.put_at(0, v),
             None => {}
         }
         Ok(())

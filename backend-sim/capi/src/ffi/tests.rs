@@ -2,6 +2,7 @@
 //! panic firewall.
 
 use super::*;
+use crate::errmsg::null_arg;
 use crate::session;
 use std::ffi::CStr;
 
@@ -103,4 +104,71 @@ fn a_panic_becomes_a_code_and_a_message() {
     assert_eq!(code, 507899);
     let m = recent();
     assert!(m.contains("aclrtTest failed") && m.contains("boom"), "{m}");
+}
+
+#[test]
+fn an_out_array_writes_within_its_length_and_refuses_past_it() {
+    let mut buf = [7i32; 4];
+    // SAFETY: a live local array of 4, of which the array is given 3.
+    let a = unsafe { OutArray::new(buf.as_mut_ptr(), 3) }
+        .check(|| null_arg("buf"))
+        .unwrap();
+    assert_eq!(a.put_all([1, 2, 3, 4, 5]), 3, "at most its length");
+    assert_eq!(buf, [1, 2, 3, 7]);
+    // Past the length: a defect of the library, refused (a panic, which `api` answers).
+    let code = api("aclrtTest", || {
+        a.put(3, 9);
+        Ok(())
+    });
+    assert_eq!(code, 507899);
+    assert!(recent().contains("element 3 written past the caller's array of 3"));
+    assert_eq!(buf[3], 7, "nothing written past the length");
+    // SAFETY: NULL is a valid argument.
+    let none = unsafe { OutArray::<i32>::new(std::ptr::null_mut(), 8) };
+    assert_eq!(
+        none.check(|| null_arg("buf")).err().map(|e| e.code()),
+        Some(Error::InvalidParam)
+    );
+}
+
+#[test]
+fn a_struct_is_written_field_by_field_and_a_string_within_its_buffer() {
+    #[repr(C)]
+    struct S {
+        a: u8,
+        b: u64,
+        rsv: [u32; 2],
+    }
+    let mut s = S {
+        a: 1,
+        b: 2,
+        rsv: [3, 4],
+    };
+    // SAFETY: a live local.
+    let to = unsafe { Out::new(&raw mut s) }
+        .check(|| null_arg("s"))
+        .unwrap()
+        .bytes();
+    put_field!(to, S, b, 0x55u64);
+    assert_eq!(
+        (s.a, s.b, s.rsv),
+        (1, 0x55, [3, 4]),
+        "the other fields left as they are"
+    );
+    let mut name = [1 as c_char; 4];
+    // SAFETY: a live local of 4 bytes.
+    let n = unsafe { OutArray::new(name.as_mut_ptr(), 4) }
+        .check(|| null_arg("name"))
+        .unwrap();
+    n.put_cstr(b"abc");
+    assert_eq!(name, [97, 98, 99, 0].map(|b| b as c_char));
+    let code = api("aclrtTest", || {
+        n.put_cstr(b"abcd");
+        Ok(())
+    });
+    assert_eq!(
+        code, 507899,
+        "no room for the NUL: refused, nothing written"
+    );
+    assert_eq!(name[3], 0);
 }
