@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{PoisonError, Weak};
 
-use acl_notify_core::table::{ExportState, MAX_PROCS, NotifySlot, SlotState};
+use acl_notify_core::table::{ExportState, LastReset, MAX_PROCS, NotifySlot, SlotState};
 
 use crate::fork::PerProcess;
 use crate::shm::{P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ShmFile};
@@ -106,7 +106,8 @@ fn who(pid: i32, state: &str) -> String {
 
 /// `"; owner pid P (alive); whitelisted: …; last recorded by pid R (alive) 0.123 s ago; held
 /// by pid A (alive), pid B (dead)"` for notify `id` on `dev` of `file` (with `"; destroyed by
-/// its owner pid P …"` after the owner once the owner destroyed its handle).
+/// its owner pid P …"` after the owner once the owner destroyed its handle, and the last
+/// batch reset after the last record, [`reset_text`]).
 pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot) -> String {
     let mut s = String::new();
     let owner = slot.owner();
@@ -153,16 +154,18 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
         None => s.push_str("; export state corrupt"),
     }
     let (rpid, rns) = slot.last_record();
+    let now = sys::now_ns();
     if rpid == 0 {
         s.push_str("; never recorded");
     } else {
-        let ago = sys::now_ns().saturating_sub(rns) as f64 / 1e9;
+        let ago = now.saturating_sub(rns) as f64 / 1e9;
         let _ = write!(
             s,
             "; last recorded by {} {ago:.3} s ago",
             who(rpid, alive(rpid, 0))
         );
     }
+    s.push_str(&reset_text(slot.last_reset(now), rpid != 0));
     s.push_str(&merged_text(slot.merged_records()));
     let holders = slot.holders();
     let held: Vec<String> = (0..MAX_PROCS)
@@ -174,6 +177,32 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
         })
         .collect();
     let _ = write!(s, "; held by {}", held.join(", "));
+    s
+}
+
+/// `"; reset by aclrtNotifyBatchReset 0.120 s ago, after its last record, which the reset cleared: \
+/// a wait gets only a record made after the reset"`, for a notify reset since it was created
+/// (`reset`: [`NotifySlot::last_reset`]; `recorded`: whether it was ever recorded).
+fn reset_text(reset: Option<LastReset>, recorded: bool) -> String {
+    let Some(r) = reset else {
+        return String::new();
+    };
+    let mut s = format!(
+        "; reset by aclrtNotifyBatchReset {:.3} s ago",
+        r.ago_ns as f64 / 1e9
+    );
+    s.push_str(match (r.after_record, recorded, r.cleared) {
+        (false, _, _) => ", before its last record",
+        (true, false, _) => " (it was never recorded)",
+        (true, true, true) => {
+            ", after its last record, which the reset cleared: a wait gets only a record made \
+             after the reset"
+        }
+        (true, true, false) => {
+            ", after its last record (a wait had taken it before): a wait gets only a record \
+             made after the reset"
+        }
+    });
     s
 }
 

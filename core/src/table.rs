@@ -129,12 +129,18 @@ pub struct NotifySync {
     /// diagnostics, in what was the slot's padding: the flag, queue and ring entries keep
     /// their places on the first line.
     shared: AtomicU32,
+    /// The last batch reset ([`Slot::reset`]): bits 0–30 its time in ms of the
+    /// [`Waiter::stamp_ns`] clock modulo 2³¹ (a reading of 0 kept as 1), bit 31 set if it
+    /// or an earlier reset after the same record did, cleared a pending record; 0 while none
+    /// was made on this incarnation. Diagnostics
+    /// only (what a wait that timed out reports), in what was the slot's last padding.
+    last_reset: AtomicU32,
 }
 
 /// One notify: a [`Slot`] whose payload is the flag and waiter queue.
 ///
-/// Size: 192 bytes, aligned to a 64-byte cache line (checked by a test): 188 bytes of fields
-/// and 4 of alignment, so that no two notifies share a line — otherwise a record of one notify
+/// Size: 192 bytes, aligned to a 64-byte cache line (checked by a test): 192 bytes of fields
+/// (the last 4 were alignment until the batch reset's stamp took them), so that no two notifies share a line — otherwise a record of one notify
 /// would pull the line holding its neighbour's flag away from that neighbour's waiter. A table of 65535
 /// notifies on 8 devices is 96 MiB of address space, of which only the pages of used ids are
 /// ever touched.
@@ -158,6 +164,7 @@ impl NotifySync {
             trace_seq: AtomicU32::new(0),
             last_merge_ns: AtomicU64::new(0),
             shared: AtomicU32::new(0),
+            last_reset: AtomicU32::new(0),
         }
     }
 
@@ -255,11 +262,11 @@ impl NotifySync {
         self.shared.load(SeqCst) != 0
     }
 
-    /// Resets a pending record (batch reset); a no-op when clear.
-    pub fn reset(&self) {
-        let _ = self
-            .flag
-            .compare_exchange(FLAG_SET, FLAG_CLEAR, SeqCst, SeqCst);
+    /// Resets a pending record (batch reset); a no-op when clear. `true` if it cleared one.
+    pub fn reset(&self) -> bool {
+        self.flag
+            .compare_exchange(FLAG_SET, FLAG_CLEAR, SeqCst, SeqCst)
+            .is_ok()
     }
 
     /// Consumes a pending record if no waiter is queued: `true` if one was consumed. Never
@@ -475,6 +482,7 @@ impl crate::slot::Payload for NotifySync {
         self.merged_run.store(0, SeqCst);
         self.merged_total.store(0, SeqCst);
         self.last_merge_ns.store(0, SeqCst);
+        self.last_reset.store(0, SeqCst);
         self.trace_seq.store(0, SeqCst);
         self.incarnation.store(generation, SeqCst);
     }
@@ -519,6 +527,23 @@ pub struct MergedRecords {
     pub last_ns: u64,
 }
 
+/// Bits of [`NotifySync`]'s reset stamp: the time in ms, and whether it cleared a record.
+const RESET_MS_MASK: u32 = 0x7FFF_FFFF;
+const RESET_CLEARED: u32 = 0x8000_0000;
+
+/// A notify's last batch reset ([`Slot::last_reset`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LastReset {
+    /// How long ago (ms resolution).
+    pub ago_ns: u64,
+    /// Whether it, or an earlier reset after the same last record, cleared a pending record
+    /// (else the notify was clear: a wait had taken the record).
+    pub cleared: bool,
+    /// Whether it came after the notify's last record (or the notify was never recorded):
+    /// a wait queued since gets only a record made after it.
+    pub after_record: bool,
+}
+
 impl Slot<NotifySync> {
     /// Whether incarnation `generation` is still this slot's: true from its
     /// [`claim`](Self::claim) until it is retired. One load on the flag's cache line, which
@@ -533,6 +558,50 @@ impl Slot<NotifySync> {
     /// The create flags (unknown bits dropped).
     pub fn create_flags(&self) -> CreateFlags {
         CreateFlags::from_bits_truncate(u64::from(self.flag_bits()))
+    }
+
+    /// A batch reset of this notify: clears a pending record ([`NotifySync::reset`], one CAS:
+    /// a record racing it lands before it, reset, or after it, kept) and notes when (on the
+    /// clock of the records' stamps, [`Waiter::stamp_ns`], so that the two compare), and
+    /// whether it cleared one, for [`last_reset`](Self::last_reset).
+    pub fn reset<W: Waiter>(&self, w: &W) {
+        let mut cleared = self.sync.reset();
+        let now = w.stamp_ns();
+        // An earlier reset since the last record cleared it: that stays said (looked at only
+        // when the earlier stamp says it cleared one: one load otherwise).
+        if !cleared && self.sync.last_reset.load(Relaxed) & RESET_CLEARED != 0 {
+            cleared = self
+                .last_reset(now)
+                .is_some_and(|r| r.cleared && r.after_record);
+        }
+        let ms = ((now / 1_000_000) as u32 & RESET_MS_MASK).max(1);
+        let stamp = ms | if cleared { RESET_CLEARED } else { 0 };
+        // Diagnostics only: no fence (a SeqCst store is a locked exchange on x86).
+        self.sync.last_reset.store(stamp, Relaxed);
+    }
+
+    /// The last batch reset of this incarnation, if any: how long before `now_ns` (the
+    /// [`Waiter::now_ns`] clock; to the ms and the stamps' resolution, modulo 2³¹ ms, about
+    /// 24 days), whether it cleared a pending record, and whether it came after the last
+    /// record (see [`LastReset::after_record`]).
+    pub fn last_reset(&self, now_ns: u64) -> Option<LastReset> {
+        let v = self.sync.last_reset.load(SeqCst);
+        if v == 0 {
+            return None;
+        }
+        let at = v & RESET_MS_MASK;
+        let ms = |ns: u64| (ns / 1_000_000) as u32 & RESET_MS_MASK;
+        let since = |from: u32, to: u32| to.wrapping_sub(from) & RESET_MS_MASK;
+        let ago_ms = since(at, ms(now_ns));
+        let (rpid, rns) = self.last_record();
+        // On one clock, a record before the reset has a stamp no later than the reset's (one
+        // in the same ms after it reads as before: it would have been taken or be pending).
+        let after_record = rpid == 0 || since(ms(rns), at) < RESET_MS_MASK / 2;
+        Some(LastReset {
+            ago_ns: u64::from(ago_ms) * 1_000_000,
+            cleared: v & RESET_CLEARED != 0,
+            after_record,
+        })
     }
 
     /// The last process that recorded and when ([`Waiter::now_ns`] clock); pid 0 = never.

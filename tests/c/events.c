@@ -301,6 +301,11 @@ static void stream_modes(void) {
     int64_t t = now_ns();
     EXPECT_RC(aclrtSynchronizeDeviceWithTimeout(100), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
     REQUIRE(now_ns() - t >= 90 * 1000000LL, "the device synchronize expired early");
+    /* It names the stream that does not finish and what it waits for. */
+    char unfinished[96];
+    snprintf(unfinished, sizeof unfinished,
+             "stream %p of the current context still has tasks after 100 ms", (void *)s);
+    expect_msg(unfinished, "its head task is a wait on notify", NULL);
     CHECK(aclrtRecordNotify(n, NULL));
     CHECK(aclrtSynchronizeDevice());
 

@@ -98,17 +98,23 @@ int main(int argc, char **argv) {
     /* A block allocated and filled on s1, read on s2 after an event recorded on s1, freed on
      * s2. s1 is held at its start, so nothing has run when the figures are read. */
     enum { N = 1000 };
-    static int32_t in[N], out[N];
+    /* Page-locked: a copy with malloc'd or static memory is not queued (CANN's runtime
+       synchronizes the stream and copies at once), and s1 is held. */
+    int32_t *in = NULL, *out = NULL;
+    CHECK(aclrtMallocHost((void **)&in, N * sizeof(int32_t)));
+    CHECK(aclrtMallocHost((void **)&out, N * sizeof(int32_t)));
     for (int i = 0; i < N; i++) in[i] = i * 7 + 1;
     size_t free0 = device_free();
     hold(s1);
     void *a = NULL;
-    CHECK(aclrtMemPoolMallocAsync(&a, sizeof in, pool, s1));
+    CHECK(aclrtMemPoolMallocAsync(&a, N * sizeof(int32_t), pool, s1));
     REQUIRE(a != NULL, "no block");
-    CHECK(aclrtMemcpyAsync(a, sizeof in, in, sizeof in, ACL_MEMCPY_HOST_TO_DEVICE, s1));
+    CHECK(aclrtMemcpyAsync(a, N * sizeof(int32_t), in, N * sizeof(int32_t),
+                           ACL_MEMCPY_HOST_TO_DEVICE, s1));
     CHECK(aclrtRecordEvent(ev, s1));
     CHECK(aclrtStreamWaitEvent(s2, ev));
-    CHECK(aclrtMemcpyAsync(out, sizeof out, a, sizeof out, ACL_MEMCPY_DEVICE_TO_HOST, s2));
+    CHECK(aclrtMemcpyAsync(out, N * sizeof(int32_t), a, N * sizeof(int32_t),
+                           ACL_MEMCPY_DEVICE_TO_HOST, s2));
     CHECK(aclrtMemPoolFreeAsync(a, s2));
     /* Blocks are 2 MiB; the free is queued behind the held s1. */
     REQUIRE(attr64(pool, ACL_RT_MEM_POOL_ATTR_USED_MEM_CURRENT) == 0, "used after the free call");
@@ -125,6 +131,8 @@ int main(int argc, char **argv) {
     release_gate();
     CHECK(aclrtSynchronizeStream(s2));
     for (int i = 0; i < N; i++) REQUIRE(out[i] == in[i], "out[%d] = %d, not %d", i, out[i], in[i]);
+    CHECK(aclrtFreeHost(in));
+    CHECK(aclrtFreeHost(out));
     /* Threshold 0: the free's run gave the memory back. */
     REQUIRE(attr64(pool, ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_CURRENT) == 0, "reserved after");
     REQUIRE(attr64(pool, ACL_RT_MEM_POOL_ATTR_RESERVED_MEM_HIGH) == 2 * MIB, "reserved high");

@@ -112,6 +112,8 @@ int main(void) {
     expect_msg("width 129", NULL);
     EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, host, 16, 32, 2, ACL_MEMCPY_HOST_TO_DEVICE),
               ACL_ERROR_INVALID_PARAM);
+    /* The message names the pitch that is too small, not the other. */
+    expect_msg("width 32 is more than spitch 16: a row must fit in its pitch", NULL);
     EXPECT_RC(aclrtMemcpy2d(back, HPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_HOST_TO_HOST),
               ACL_ERROR_INVALID_PARAM);
     EXPECT_RC(aclrtMemcpy2d(dev, DPITCH, host, HPITCH, 8, 2, ACL_MEMCPY_HOST_TO_BUF_TO_DEVICE),

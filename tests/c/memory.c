@@ -4,11 +4,17 @@
  * sets ordered on streams with notifies and host functions, aclrtGetMemInfo, checked ranges
  * (an overflowing or freed range → ACL_ERROR_RT_PARAM_INVALID with a message naming the
  * allocation, and nothing written), aclrtMallocAlign32 / aclrtMallocCached / aclrtMallocWithCfg
- * (their checks and rounding), fp16 and bf16 aclrtReduceAsync rounded to nearest even, host
- * memory of aclrtMallocHost freed while queued copies and sets into or out of it wait (they fail
+ * (their checks and rounding), fp16 and bf16 aclrtReduceAsync rounded to nearest even, a copy
+ * between two devices' memory (aclrtMemcpy, aclrtMemcpyAsync, aclrtMemcpy2dAsync) before peer
+ * access is enabled → ACL_ERROR_RT_NO_PERMISSION, nothing queued (a set of another device's
+ * memory needs none), aclrtMemcpyAsync with malloc'd host memory done before the call returns
+ * (the stream synchronized first; refused in a capture), host memory of aclrtMallocHost freed while queued copies and sets into or out of it wait (they fail
  * with ACL_ERROR_RT_PARAM_INVALID when they run, writing nothing), and out of memory →
  * ACL_ERROR_RT_MEMORY_ALLOCATION.
  * Run with ACL_NOTIFY_SIM_DEVICE_MEMORY=8M. Exit 0 and "memory: ok" when every check holds. */
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "common.h"
 
 typedef struct {
@@ -16,6 +22,20 @@ typedef struct {
     size_t n;
 } Scale;
 
+
+/* Releases the wait g_rel holds its stream with, once the main thread is calling (in its own
+ * thread, with the main thread's context). */
+static aclrtNotify g_rel;
+static aclrtContext g_rel_ctx;
+static atomic_int g_calling;
+static void *release_when_calling(void *arg) {
+    (void)arg;
+    CHECK(aclrtSetCurrentContext(g_rel_ctx));
+    while (!atomic_load(&g_calling)) {
+    }
+    CHECK(aclrtRecordNotify(g_rel, NULL));
+    return NULL;
+}
 
 /* A host function doing a kernel's work on host memory: doubles every element. */
 static void scale_twice(void *arg) {
@@ -72,15 +92,46 @@ int main(void) {
        aclrtMemcpy constraint on Ascend910B; one way, enabled with the source's device current). */
     EXPECT_RC(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE),
               ACL_ERROR_RT_NO_PERMISSION);
+    /* The queued copies too, refused when queued (CANN's guide asks for peer access before
+       aclrtMemcpy and aclrtMemcpyAsync alike: docs/zh/dev_guide/02-01_data_copy.md), with the
+       way to enable it; nothing is queued, so the stream synchronizes clean. */
+    aclrtStream sp = NULL;
+    CHECK(aclrtCreateStream(&sp));
+    CHECK(aclrtMemset(b, N * sizeof(float), 0x5A, N * sizeof(float)));
+    EXPECT_RC(aclrtMemcpyAsync(b, N * sizeof(float), a, N * sizeof(float),
+                               ACL_MEMCPY_DEVICE_TO_DEVICE, sp),
+              ACL_ERROR_RT_NO_PERMISSION);
+    expect_msg("from device 0", "to device 1", "aclrtDeviceEnablePeerAccess(1, 0)", NULL);
+    EXPECT_RC(aclrtMemcpy2dAsync(b, 64, a, 64, 64, 4, ACL_MEMCPY_DEVICE_TO_DEVICE, sp),
+              ACL_ERROR_RT_NO_PERMISSION);
+    expect_msg("from device 0", "to device 1", NULL);
+    CHECK(aclrtSynchronizeStream(sp));
+    unsigned char kept[64];
+    CHECK(aclrtMemcpy(kept, sizeof kept, b, sizeof kept, ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int i = 0; i < (int)sizeof kept; i++) REQUIRE(kept[i] == 0x5A, "refused copy wrote %d", i);
+    /* A set of another device's memory needs none: CANN's runtime sets it with a copy from
+       the host on the stream (src/runtime/core/src/launch/memory_common.cc, MemSetAsync). */
+    CHECK(aclrtMemsetAsync(a, 64, 0x3C, 64, sp));
+    CHECK(aclrtSynchronizeStream(sp));
+    CHECK(aclrtMemcpy(kept, sizeof kept, a, sizeof kept, ACL_MEMCPY_DEVICE_TO_HOST));
+    for (int i = 0; i < (int)sizeof kept; i++) REQUIRE(kept[i] == 0x3C, "set byte %d", i);
+    CHECK(aclrtMemcpy(a, N * sizeof(float), h, N * sizeof(float), ACL_MEMCPY_HOST_TO_DEVICE));
     CHECK(aclrtDeviceEnablePeerAccess(0, 0));
     EXPECT_RC(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE),
               ACL_ERROR_RT_NO_PERMISSION);
     CHECK(aclrtSetDevice(0));
     CHECK(aclrtDeviceEnablePeerAccess(1, 0));
     CHECK(aclrtSetDevice(1));
+    CHECK(aclrtMemcpyAsync(b, N * sizeof(float), a, N * sizeof(float),
+                           ACL_MEMCPY_DEVICE_TO_DEVICE, sp));
+    CHECK(aclrtSynchronizeStream(sp));
+    CHECK(aclrtMemcpy(h2, N * sizeof(float), b, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_HOST));
+    REQUIRE(memcmp(h, h2, N * sizeof(float)) == 0, "H2D, queued D2D, D2H round trip differs");
+    CHECK(aclrtMemset(b, N * sizeof(float), 0, N * sizeof(float)));
     CHECK(aclrtMemcpy(b, N * sizeof(float), a, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_DEVICE));
     CHECK(aclrtMemcpy(h2, N * sizeof(float), b, N * sizeof(float), ACL_MEMCPY_DEVICE_TO_HOST));
     REQUIRE(memcmp(h, h2, N * sizeof(float)) == 0, "H2D, D2D, D2H round trip differs");
+    CHECK(aclrtDestroyStream(sp));
     CHECK(aclrtMemset(b, N * sizeof(float), 0, N * sizeof(float)));
     CHECK(aclrtMemcpy(b, N * sizeof(float), h, 16, ACL_MEMCPY_DEFAULT));
     CHECK(aclrtMemcpy(h2, 16, b, 16, ACL_MEMCPY_DEFAULT));
@@ -286,6 +337,58 @@ int main(void) {
                           ACL_MEMCPY_DEVICE_TO_HOST));
         for (int i = 0; i < 64; i++) REQUIRE(back[i] == 0x5a, "byte %d is %#x", i, back[i]);
         CHECK(aclrtFree(src_dev));
+    }
+
+    /* Pageable host memory (malloc's) with aclrtMemcpyAsync: CANN's runtime synchronizes the
+       stream and copies before the call returns (api_error.cc, ApiErrorDecorator::MemcpyAsync;
+       its page: with host memory that is not page-locked the call returns once the copy is
+       done), so the buffer may be reused, or read, at once. The stream is held by a wait that
+       another thread releases once the call has begun. */
+    {
+        enum { PN = 256 * 1024 };
+        unsigned char *pg = malloc(PN);
+        REQUIRE(pg != NULL, "malloc");
+        void *pd = NULL;
+        CHECK(aclrtMalloc(&pd, PN, ACL_MEM_MALLOC_HUGE_FIRST));
+        aclrtStream sq = NULL;
+        CHECK(aclrtCreateStream(&sq));
+        CHECK(aclrtGetCurrentContext(&g_rel_ctx));
+        CHECK(aclrtCreateNotify(&g_rel, ACL_NOTIFY_DEFAULT));
+        /* Host to device: the bytes the buffer held at the call. */
+        CHECK(aclrtWaitAndResetNotify(g_rel, sq, 0));
+        memset(pg, 0x11, PN);
+        pthread_t t;
+        atomic_store(&g_calling, 0);
+        REQUIRE(pthread_create(&t, NULL, release_when_calling, NULL) == 0, "pthread_create");
+        atomic_store(&g_calling, 1);
+        CHECK(aclrtMemcpyAsync(pd, PN, pg, PN, ACL_MEMCPY_HOST_TO_DEVICE, sq));
+        memset(pg, 0x22, PN);
+        REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+        CHECK(aclrtSynchronizeStream(sq));
+        CHECK(aclrtMemcpy(pg, PN, pd, PN, ACL_MEMCPY_DEVICE_TO_HOST));
+        for (int i = 0; i < PN; i += 4093) REQUIRE(pg[i] == 0x11, "pageable H2D byte %d: %#x", i, pg[i]);
+        /* Device to host, behind a queued set: read as soon as the call returns. */
+        CHECK(aclrtWaitAndResetNotify(g_rel, sq, 0));
+        CHECK(aclrtMemsetAsync(pd, PN, 0x33, PN, sq));
+        memset(pg, 0, PN);
+        atomic_store(&g_calling, 0);
+        REQUIRE(pthread_create(&t, NULL, release_when_calling, NULL) == 0, "pthread_create");
+        atomic_store(&g_calling, 1);
+        CHECK(aclrtMemcpyAsync(pg, PN, pd, PN, ACL_MEMCPY_DEVICE_TO_HOST, sq));
+        for (int i = 0; i < PN; i += 4093) REQUIRE(pg[i] == 0x33, "pageable D2H byte %d: %#x", i, pg[i]);
+        REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+        /* Not a task a capture can take: CANN refuses it (107000), saying why. */
+        aclmdlRI m = NULL;
+        CHECK(aclmdlRICaptureBegin(sq, ACL_MODEL_RI_CAPTURE_MODE_RELAXED));
+        EXPECT_RC(aclrtMemcpyAsync(pd, PN, pg, PN, ACL_MEMCPY_HOST_TO_DEVICE, sq),
+                  ACL_ERROR_RT_PARAM_INVALID);
+        expect_msg("is capturing", "pageable host memory", "aclrtMallocHost", NULL);
+        CHECK(aclmdlRICaptureEnd(sq, &m));
+        CHECK(aclmdlRIDestroy(m));
+        CHECK(aclrtDestroyNotify(g_rel));
+        CHECK(aclrtDestroyStream(sq));
+        CHECK(aclrtFree(pd));
+        free(pg);
     }
 
     /* Out of memory: 8 MiB per device. */

@@ -224,6 +224,20 @@ static void queue_copy(void *dev, unsigned char *dst, aclrtStream stream) {
     CHECK(aclrtMemcpyAsync(dst, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, stream));
 }
 
+/* Zeroed host memory the runtime knows (registered with aclrtHostRegister; the calling thread
+ * has a current device), for copies queued into it: an aclrtMemcpyAsync with malloc'd memory is
+ * not queued (CANN's runtime synchronizes the stream and copies at once), and aclrtMallocHost's
+ * memory goes with aclFinalize, after which these checks read it. Freed with free() after
+ * aclFinalize. */
+static unsigned char *host_buf(void) {
+    unsigned char *p = aligned_alloc(4096, 4096);
+    REQUIRE(p, "aligned_alloc");
+    memset(p, 0, 4096);
+    void *dev_ptr = NULL;
+    CHECK(aclrtHostRegister(p, 4096, ACL_HOST_REGISTER_MAPPED, &dev_ptr));
+    return p;
+}
+
 /* Whether all of `dst` holds `want`. */
 static int holds(const unsigned char *dst, unsigned char want) {
     for (int i = 0; i < COPY; i++) {
@@ -246,13 +260,12 @@ static void *device_bytes(unsigned char v) {
 
 static void reset_drains(void) {
     CHECK(aclInit(NULL));
-    unsigned char *a = calloc(COPY, 1), *b = calloc(COPY, 1);
-    REQUIRE(a && b, "calloc");
 
     /* aclrtResetDevice bringing the count to 0 (set twice, reset twice): the copies queued
      * on the default stream and on a created stream land before it returns. */
     CHECK(aclrtSetDevice(0));
     CHECK(aclrtSetDevice(0));
+    unsigned char *a = host_buf(), *b = host_buf();
     void *dev = device_bytes(0x5a);
     aclrtStream s = NULL;
     CHECK(aclrtCreateStream(&s));
@@ -291,8 +304,7 @@ static void reset_bound_case(int force) {
     CHECK(aclrtSetDevice(0));
     uint32_t before = free_ids();
     void *dev = device_bytes(0x77);
-    unsigned char *a = calloc(COPY, 1);
-    REQUIRE(a, "calloc");
+    unsigned char *a = host_buf();
     aclrtNotify n = NULL;
     CHECK(aclrtCreateNotify(&n, 0));
     CHECK(aclrtWaitAndResetNotify(n, NULL, 0)); /* for ever: never recorded */
@@ -320,6 +332,7 @@ static void reset_bound_case(int force) {
     REQUIRE(st == ACL_STREAM_STATUS_COMPLETE, "the new default stream is not complete (%d)",
             (int)st);
     CHECK(aclrtDestroyNotify(m));
+    CHECK(aclrtHostUnregister(a));
     CHECK(aclrtResetDeviceForce(0));
     free(a);
 }
@@ -353,8 +366,7 @@ static void reset_deadlock(void) {
     CHECK(aclrtWaitAndResetNotify(n1, s2, 0)); /* for ever */
     CHECK(aclrtRecordNotify(n2, s2));
     void *dev = device_bytes(0x21);
-    unsigned char *a = calloc(COPY, 1);
-    REQUIRE(a, "calloc");
+    unsigned char *a = host_buf();
     CHECK(aclrtMemcpyAsync(a, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, s1));
     int64_t t0 = now_ns();
     CHECK(aclrtResetDevice(0));
@@ -471,9 +483,8 @@ static void *busy_thread(void *arg) {
 static void finalize_drains(void) {
     CHECK(aclInit(NULL));
     CHECK(aclrtSetDevice(0));
-    unsigned char *a = calloc(COPY, 1), *b = calloc(COPY, 1), *c = calloc(COPY, 1),
-                  *d = calloc(COPY, 1), *e = calloc(COPY, 1);
-    REQUIRE(a && b && c && d && e, "calloc");
+    unsigned char *a = host_buf(), *b = host_buf(), *c = host_buf(), *d = host_buf(),
+                  *e = host_buf();
     void *dev = device_bytes(0x6b);
     aclrtStream s, waiter, recorder, stuck;
     CHECK(aclrtCreateStream(&s));

@@ -70,6 +70,8 @@
 //!   none of its copies, the other stream all of them, and the model's JSON print lists none
 //!   of the cleaned stream's tasks; CANN's refusals.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
+//! - `batch_reset.c`: `aclrtNotifyBatchReset` as the thread's last task where CANN queues it,
+//!   a wait timing out after it told why, and its refusal without a context.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
 //! - `state_callbacks.c`: `aclrtRegStreamStateCallback` / `aclrtRegDeviceStateCallback`
@@ -533,6 +535,7 @@ fn build_everything() -> Result<Prefix, String> {
         "hardware_sync",
         "persistent_clean",
         "task_info_cache",
+        "batch_reset",
     ] {
         jobs.push(CJob {
             compiler: cc.clone(),
@@ -2501,6 +2504,19 @@ fn a_device_task_abort_drops_the_devices_queued_tasks() {
 #[test]
 fn a_failed_task_calls_the_exception_callback_with_its_record() {
     on_each_soc_then_memcheck("exception_info", &["Ascend910B"]);
+}
+
+// ---- batch reset around waits and task ids (tests/c/batch_reset.c) ---------------------------
+
+/// `aclrtNotifyBatchReset` is the thread's last task on the SoCs whose runtime queues it on the
+/// default stream (not on the 950 family's), a wait that times out after it says the reset
+/// cleared the last record, and a thread without a context is refused 107002.
+#[test]
+fn a_batch_reset_is_a_task_where_cann_queues_one_and_a_timed_out_wait_names_it() {
+    on_each_soc_then_memcheck(
+        "batch_reset",
+        &["Ascend910B", "Ascend910_93", "Ascend950PR"],
+    );
 }
 
 // ---- the device's overflow status (tests/c/overflow_status.c) --------------------------------

@@ -182,6 +182,15 @@ impl<T: Copy, L: SlabLock<T>> CTable<T, L> {
         self.read().values().filter(|v| pred(v)).copied().collect()
     }
 
+    /// Every live handle whose value satisfies `pred`, with its value.
+    pub(crate) fn entries_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<(usize, T)> {
+        self.read()
+            .iter()
+            .filter(|(_, v)| pred(v))
+            .map(|(h, v)| (h as usize, *v))
+            .collect()
+    }
+
     /// Every live handle whose value satisfies `pred`.
     pub(crate) fn handles_where(&self, mut pred: impl FnMut(&T) -> bool) -> Vec<usize> {
         self.read()

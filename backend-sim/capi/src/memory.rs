@@ -464,7 +464,8 @@ pub extern "C" fn aclrtMemset(
 /// `aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
 /// aclrtMemcpyKind kind, aclrtStream stream)`: [`aclrtMemcpy`] in stream order (NULL: the
 /// current device's default stream). Ranges are checked at the call and device ranges again
-/// when the task runs.
+/// when the task runs. With pageable host memory on one side and device memory on the other,
+/// the stream is synchronized and the copy made before the call returns (`pageable_copy`).
 ///
 /// Codes: as `aclrtMemcpy`; 107017 bad stream; 107003 a stream of another device; 507002.
 ///
@@ -485,6 +486,16 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
             return Ok(());
         };
         let rt = runtime()?;
+        if pageable_copy(&rt, dst.addr(), src.addr(), k) {
+            return pageable_memcpy_async(
+                &rt,
+                (dst.addr(), dest_max),
+                src.addr(),
+                count,
+                k,
+                stream,
+            );
+        }
         let task = Captured::Memcpy {
             dst: dst.addr(),
             dest_max,
@@ -503,6 +514,69 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         }
         .map_err(CallError::backend)
     })
+}
+
+/// Whether a copy moves bytes between device memory and host memory the runtime does not
+/// know (pageable: `malloc`'s, the stack; neither `aclrtMallocHost`'s nor registered). CANN's
+/// runtime does not queue such a copy: it synchronizes the stream and copies at once, so that
+/// the device never reads or writes pageable pages later (hicann/runtime
+/// `src/runtime/api/impl/api_error.cc`, `ApiErrorDecorator::MemcpyAsync`,
+/// `isD2HorH2DInvolvePageableMemory`), as `aclrtMemcpyAsync`'s page says: with host memory
+/// that is not page-locked the call returns once the copy is done
+/// (`docs/zh/api_ref/11-03_memory_copy_and_set.md`).
+/// Only a host-to-device or device-to-host copy (explicit, or `ACL_MEMCPY_DEFAULT`) is one:
+/// CANN judges it on the copy's kind (`JudgeIsInvolvePageableMemory`), and a device-to-device
+/// copy may name memory imported from another host, which this process's tables do not
+/// place.
+fn pageable_copy(rt: &Runtime, dst: usize, src: usize, kind: MemcpyKind) -> bool {
+    use acl_notify_sim::mem::location::MemLocation::{Device, Unregistered};
+    let sim = rt.backend();
+    let (d, s) = (|| sim.mem_location(dst), || sim.mem_location(src));
+    match kind {
+        MemcpyKind::HostToDevice => s() == Unregistered && matches!(d(), Device { .. }),
+        MemcpyKind::DeviceToHost => d() == Unregistered && matches!(s(), Device { .. }),
+        MemcpyKind::Default => matches!(
+            (d(), s()),
+            (Unregistered, Device { .. }) | (Device { .. }, Unregistered)
+        ),
+        MemcpyKind::HostToHost | MemcpyKind::DeviceToDevice => false,
+    }
+}
+
+/// [`aclrtMemcpyAsync`] of a [`pageable_copy`]: refused in a capture (107000, CANN's code:
+/// there is no task to capture), else the stream synchronized (its errors are the call's)
+/// and the copy made at once; the copy's own checks are the synchronous copy's.
+fn pageable_memcpy_async(
+    rt: &Runtime,
+    (dst, dest_max): (usize, usize),
+    src: usize,
+    count: usize,
+    kind: MemcpyKind,
+    stream: aclrtStream,
+) -> Result<(), CallError> {
+    if rt.is_capturing(stream.addr()) {
+        return Err(CallError::new(
+            Error::ParamInvalid,
+            format!(
+                "stream {:#x} is capturing, and a copy between device memory and pageable host \
+                 memory ({:#x}: not aclrtMallocHost's, not registered) is not a task CANN \
+                 captures: it synchronizes the stream and copies at once. Use aclrtMallocHost \
+                 memory, or aclrtHostRegister this memory",
+                stream.addr(),
+                if rt.backend().mem_location(dst)
+                    == acl_notify_sim::mem::location::MemLocation::Unregistered
+                {
+                    dst
+                } else {
+                    src
+                }
+            ),
+        ));
+    }
+    rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
+    // SAFETY: the host side is the caller's, valid for `count` bytes during the call (it is
+    // made now); the device side is checked.
+    unsafe { rt.backend().memcpy(dst, dest_max, src, count, kind) }.map_err(CallError::backend)
 }
 
 /// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
@@ -562,9 +636,18 @@ fn copy2d_args(
         return Err(null_arg("src"));
     }
     if width > spitch || width > dpitch {
+        // The pitch that is too small, named (both when both are).
+        let short: Vec<String> = [("spitch", spitch), ("dpitch", dpitch)]
+            .into_iter()
+            .filter(|&(_, p)| width > p)
+            .map(|(name, p)| format!("{name} {p}"))
+            .collect();
         return Err(CallError::new(
             Error::InvalidParam,
-            format!("width {width} is more than spitch {spitch} or dpitch {dpitch}"),
+            format!(
+                "width {width} is more than {}: a row must fit in its pitch",
+                short.join(" and ")
+            ),
         ));
     }
     let kind = match k {

@@ -703,7 +703,7 @@ impl Shared {
         {
             if v["reset"].as_bool() == Some(true) {
                 // An importer's batch reset: one CAS, as a local one.
-                r.slot().sync.reset();
+                r.slot().reset(&r.file().waiter());
                 return;
             }
             // Counted before the flag is set: whoever the record wakes sees it counted.

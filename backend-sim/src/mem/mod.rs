@@ -733,12 +733,19 @@ impl Sim {
         })
     }
 
-    /// A synchronous copy from the memory of one device to another's: on the SoCs whose
+    /// A copy from the memory of one device to another's, synchronous or queued
+    /// (`aclrtMemcpy`, `aclrtMemcpyAsync`, `aclrtMemcpy2dAsync`): on the SoCs whose
     /// `aclrtMemcpy` CANN documents as needing peer access first
     /// ([`Soc::copy_needs_peer_access`](acl_notify_core::Soc::copy_needs_peer_access)), the
     /// source's device must have enabled access to the destination's (CANN's access is
     /// one-way, from the device that enabled it: `04_device_management.md`). An import onto
-    /// another device enabled it both ways, as CANN's driver does.
+    /// another device enabled it both ways, as CANN's driver does. The queued copies follow
+    /// the same rule, refused when queued: CANN's guide asks for peer access before any
+    /// cross-device copy, `aclrtMemcpyAsync` named with `aclrtMemcpy` (hicann/runtime
+    /// `docs/zh/dev_guide/02-01_data_copy.md`, 跨Device复制), and its runtime asks the driver
+    /// for the path between the two addresses when the task is built, before it is sent
+    /// (`src/runtime/core/src/task/task_info/memory/memory_memcpy_async_task.cc`,
+    /// `ConvertD2DCpyType`), so a refusal is the queueing call's code, not the stream's.
     ///
     /// Errors: 207006 access not enabled (CANN documents no code; the one an import without
     /// peer access gets here).
@@ -874,6 +881,7 @@ impl Sim {
                 return r;
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
+            self.peer_copy_ok(&d, &s)?;
             // Both sides are mostly in one file: kept once.
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             let fs = fs.filter(|s| !fd.is_some_and(|d| std::ptr::eq(d, *s)));

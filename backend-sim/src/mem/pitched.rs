@@ -298,6 +298,8 @@ impl Sim {
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
             let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
             takes(false, kind, direction(is_dev(&d), is_dev(&s)))?;
+            // Between two devices' memory: peer access first, as `aclrtMemcpyAsync`.
+            self.peer_copy_ok(&d, &s)?;
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             // Through a mapping, the task fails if it is unmapped before it runs.
             let (qd, qs) = (

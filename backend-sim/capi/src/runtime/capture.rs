@@ -501,6 +501,11 @@ impl Runtime {
         self.captures.active.load(Ordering::Acquire) != 0
     }
 
+    /// Whether `stream` (a C handle) is capturing (or bound to a model being built).
+    pub(crate) fn is_capturing(&self, stream: usize) -> bool {
+        self.in_capture(stream).is_some()
+    }
+
     /// The capture stream `stream` (a C handle) takes part in, if any: `None` at the cost of
     /// one load while no stream captures.
     #[inline]

@@ -331,30 +331,37 @@ impl Runtime {
     /// all of them are done. Expiry: 507046.
     pub(crate) fn synchronize_device(&self, wait: SyncWait) -> Result<(), CallError> {
         let (device, ctx) = self.current()?;
-        let mut raws = vec![self.context_default_stream(device, ctx)?];
+        // (C handle, backend stream): the handle names a stream that does not finish.
+        let mut raws = vec![(0, self.context_default_stream(device, ctx)?)];
         raws.extend(
             self.streams
-                .values_where(|s| s.ctx == ctx && !s.default)
+                .entries_where(|s| s.ctx == ctx && !s.default)
                 .into_iter()
-                .map(|s| s.raw),
+                .map(|(h, s)| (h, s.raw)),
         );
         let deadline = match wait {
             SyncWait::Forever => None,
             SyncWait::AtMost(d) => Instant::now().checked_add(d),
         };
         let mut first: Option<CallError> = None;
-        for raw in raws {
+        for (handle, raw) in raws {
             let w = match deadline {
                 None => SyncWait::Forever,
                 Some(d) => SyncWait::AtMost(d.saturating_duration_since(Instant::now())),
             };
             if let Err(e) = self.backend().synchronize(raw, w) {
                 if e.kind() == Error::StreamSyncTimeout {
+                    // Which stream, and what it waits for (as `aclrtSynchronizeStreamWithTimeout`
+                    // says it).
+                    let why = self
+                        .stream_report(raw)
+                        .map_or_else(String::new, |r| format!(": {r}"));
                     return Err(CallError::new(
                         Error::StreamSyncTimeout,
                         format!(
-                            "device {device}: a stream of the current context still has tasks \
-                             after {} ms",
+                            "device {device}: {} of the current context still has tasks after \
+                             {} ms{why}",
+                            super::stream_name(handle),
                             wait_ms(wait)
                         ),
                     ));

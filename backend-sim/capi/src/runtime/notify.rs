@@ -2,7 +2,8 @@
 //! how a failed call names the caller's handle.
 
 use acl_notify_core::{
-    BackendError, CreateFlags, Error, Feature, NotifyResources, RawNotify, StreamOps, Timeout,
+    Backend, BackendError, CreateFlags, Error, Feature, NotifyResources, RawNotify, StreamOps,
+    Timeout,
 };
 
 use acl_notify_sim::SimError;
@@ -10,6 +11,7 @@ use acl_notify_sim::SimError;
 use crate::errmsg::{CallError, param};
 use crate::runtime::capture::Captured;
 
+use super::last_task::{self, Last};
 use super::{Runtime, bad_notify, bad_stream};
 
 impl Runtime {
@@ -146,6 +148,13 @@ impl Runtime {
     /// the handles are decoded as the backend walks the batch, and the backend's own check
     /// of an element's slot stands for the table lookup (its 107017 is reported as this
     /// layer's, naming the C handle).
+    ///
+    /// CANN resets each element in the current context (hicann/runtime
+    /// `src/runtime/api/impl/api_impl.cc` `ApiImpl::NotifyReset`, `api_impl_david.cc`
+    /// `ApiImplDavid::NotifyReset`: 107002 without one, after the element's NULL check), and
+    /// on Atlas A2 and A3 with a task on that context's default stream, which becomes the
+    /// thread's last task ([`Soc::batch_reset_is_task`](acl_notify_core::Soc::batch_reset_is_task),
+    /// [`Sim::batch_reset_on`](acl_notify_sim::Sim::batch_reset_on)).
     pub(crate) fn batch_reset(
         &self,
         num: usize,
@@ -154,22 +163,44 @@ impl Runtime {
         self.require(Feature::BatchReset)?;
         let mut failure = None;
         let mut last = 0;
-        let r = self.backend.batch_reset_with(num, |i| match next(i) {
+        // The current context's default stream, looked up at the first non-NULL element.
+        let mut default = None;
+        let mut each = |i| match next(i) {
             0 => {
                 failure = Some(param(format!("notifies[{i}] is NULL")));
                 None
             }
             h => {
                 last = h;
+                let stream = match default {
+                    Some(s) => s,
+                    None => match self.resolve_stream_any(0) {
+                        Ok(s) => *default.insert(s),
+                        Err(e) => {
+                            failure = Some(e);
+                            return None;
+                        }
+                    },
+                };
                 match self.decode_notify(h) {
-                    Ok(raw) => Some(raw),
+                    Ok(raw) => Some((raw, stream)),
                     Err(e) => {
                         failure = Some(e);
                         None
                     }
                 }
             }
-        });
+        };
+        let r = if self.backend.soc().batch_reset_is_task() {
+            let r = self.backend.batch_reset_on(num, each);
+            if r.is_ok() && failure.is_none() {
+                last_task::note(Last::Queued { stream: 0 });
+            }
+            r
+        } else {
+            self.backend
+                .batch_reset_with(num, |i| each(i).map(|(n, _)| n))
+        };
         r.map_err(|e| {
             if e.kind() == Error::InvalidHandle {
                 bad_notify(last)
