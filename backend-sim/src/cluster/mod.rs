@@ -413,11 +413,14 @@ impl Shared {
     /// otherwise find the holds that went after this one gone too, withdraw at the first of
     /// them, and lose the records made before the last hold went, which it reads next (the
     /// test `a_record_made_while_held_is_applied_by_an_owner_that_reads_it_late`). If etcd no
-    /// longer has that revision (compacted), the state now decides, as before.
+    /// longer has that revision (compacted), the state now decides, as before. Unheld then,
+    /// the state now decides too: a hold taken after the release (an import of the export,
+    /// still published) keeps the notify, and its own release is judged when it comes.
     fn unheld(&self, prefix: &[u8], at: Option<i64>) -> bool {
         if let Some(rev) = at.filter(|&r| r > 0) {
             match self.etcd.get_prefix_at(prefix, rev) {
-                Ok(kvs) => return kvs.is_empty(),
+                Ok(kvs) if !kvs.is_empty() => return false,
+                Ok(_) => {}
                 Err(EtcdError::Refused(m)) if m.contains("compacted") => {}
                 Err(_) => return false,
             }
