@@ -132,16 +132,17 @@ pub struct NotifySync {
     /// The last batch reset ([`Slot::reset`]): bits 0–30 its time in ms of the
     /// [`Waiter::stamp_ns`] clock modulo 2³¹ (a reading of 0 kept as 1), bit 31 set if it
     /// or an earlier reset after the same record did, cleared a pending record; 0 while none
-    /// was made on this incarnation. Diagnostics
-    /// only (what a wait that timed out reports), in what was the slot's last padding.
+    /// was made on this incarnation. Diagnostics only (what a wait that timed out reports),
+    /// in what was the slot's last padding.
     last_reset: AtomicU32,
 }
 
 /// One notify: a [`Slot`] whose payload is the flag and waiter queue.
 ///
 /// Size: 192 bytes, aligned to a 64-byte cache line (checked by a test): 192 bytes of fields
-/// (the last 4 were alignment until the batch reset's stamp took them), so that no two notifies share a line — otherwise a record of one notify
-/// would pull the line holding its neighbour's flag away from that neighbour's waiter. A table of 65535
+/// (the last 4 were alignment until the batch reset's stamp took them), so that no two
+/// notifies share a line — otherwise a record of one notify would pull the line holding its
+/// neighbour's flag away from that neighbour's waiter. A table of 65535
 /// notifies on 8 devices is 96 MiB of address space, of which only the pages of used ids are
 /// ever touched.
 pub type NotifySlot = Slot<NotifySync>;
