@@ -80,6 +80,17 @@ pub(crate) fn null_arg(what: &str) -> CallError {
     CallError::new(Error::InvalidParam, format!("`{what}` is NULL"))
 }
 
+/// `ACL_ERROR_INVALID_PARAM` (100000) unless `flags` is 0: an argument CANN reserves.
+pub(crate) fn reserved_flags(flags: u64) -> Result<(), CallError> {
+    if flags != 0 {
+        return Err(CallError::new(
+            Error::InvalidParam,
+            format!("flags {flags:#x}: reserved, only 0"),
+        ));
+    }
+    Ok(())
+}
+
 /// Shorthand for `ACL_ERROR_RT_PARAM_INVALID` (107000).
 pub(crate) fn param(reason: impl core::fmt::Display) -> CallError {
     CallError::new(Error::ParamInvalid, reason)

@@ -20,7 +20,7 @@ use std::ffi::c_void;
 use acl_notify_core::Error;
 use acl_notify_sim::mem::fabric::{FABRIC_HANDLE_LEN, FabricHandle};
 
-use crate::errmsg::{CallError, null_arg};
+use crate::errmsg::{CallError, null_arg, reserved_flags};
 use crate::ffi::{Out, aclError, api};
 use crate::runtime::Runtime;
 use crate::session::runtime;
@@ -203,12 +203,7 @@ pub unsafe extern "C" fn aclrtMemImportFromShareableHandleV2(
             return Err(null_arg("shareableHandle"));
         }
         let handle = handle.check(|| null_arg("handle"))?;
-        if flags != 0 {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!("flags {flags:#x}: reserved, only 0"),
-            ));
-        }
+        reserved_flags(flags)?;
         let rt = runtime()?;
         let device = rt.current_device()?;
         match share_type(share)? {

@@ -15,7 +15,7 @@ use acl_notify_core::{Backend as _, Error};
 use acl_notify_sim::Sim;
 use acl_notify_sim::mem::vmm::{Access, AccessLoc, PageSize, PhysMem, Props, has_huge1g};
 
-use crate::errmsg::{CallError, null_arg};
+use crate::errmsg::{CallError, null_arg, reserved_flags};
 use crate::ffi::ipc_args::whitelist_pids;
 use crate::ffi::{Checked, Out, aclError, api, array_fits};
 use crate::handle::not_live;
@@ -288,15 +288,7 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
         if prop.is_null() {
             return Err(null_arg("prop"));
         }
-        if size == 0 {
-            return Err(CallError::new(Error::InvalidParam, "size is 0"));
-        }
-        if flags != 0 {
-            return Err(CallError::new(
-                Error::InvalidParam,
-                format!("flags {flags:#x}: reserved, only 0"),
-            ));
-        }
+        size_and_flags(size, flags)?;
         // SAFETY: non-NULL, readable by the caller's contract.
         let p = unsafe { prop_at(prop) };
         if p.handle_type != 0 {
@@ -519,6 +511,15 @@ pub extern "C" fn aclrtMapMem(
 pub(crate) type MapFn =
     fn(&Sim, usize, usize, usize, PhysMem) -> Result<(), acl_notify_sim::SimError>;
 
+/// `size` 0, then `flags` not 0 (reserved): 100000 each, as `aclrtMallocPhysical` and
+/// `aclrtMapMem` check them (hicann/runtime `src/acl/aclrt_impl/memory.cpp`).
+fn size_and_flags(size: usize, flags: u64) -> Result<(), CallError> {
+    if size == 0 {
+        return Err(CallError::new(Error::InvalidParam, "size is 0"));
+    }
+    reserved_flags(flags)
+}
+
 /// `aclrtMapMem`'s checks, in CANN's order (hicann/runtime `src/acl/aclrt_impl/memory.cpp`:
 /// NULL `virPtr`, NULL `handle`, zero `size`, non-zero `flags`, each 100000; then the handle,
 /// 107017 if not live), then `map` (also `aclrtMemMapNoAccess`'s, `vmm_map_options`).
@@ -536,15 +537,7 @@ pub(crate) fn map_checked(
     if handle.is_null() {
         return Err(null_arg("handle"));
     }
-    if size == 0 {
-        return Err(CallError::new(Error::InvalidParam, "size is 0"));
-    }
-    if flags != 0 {
-        return Err(CallError::new(
-            Error::InvalidParam,
-            format!("flags {flags:#x}: reserved, only 0"),
-        ));
-    }
+    size_and_flags(size, flags)?;
     let rt = runtime()?;
     let h = phys(&rt, handle)?;
     map(rt.backend(), vir_ptr.addr(), size, offset, h).map_err(backend)
