@@ -405,6 +405,11 @@ mod tests {
 
     use super::*;
 
+    /// One device of `capacity` bytes ([`test_sim`](crate::mem::tests::test_sim)).
+    fn open(tag: &str, capacity: u64) -> (Sim, crate::NamespaceGuard) {
+        crate::mem::tests::test_sim("2d", tag, acl_notify_core::Soc::Ascend910B, 1, capacity)
+    }
+
     #[test]
     fn a_side_spans_its_rows_and_the_last_row_s_width() {
         let p = Pitched {
@@ -460,15 +465,7 @@ mod tests {
     #[test]
     fn a_queued_2d_copy_between_device_buffers_keeps_the_gaps_and_checks_its_spans() {
         use acl_notify_core::{StreamOps, SyncWait};
-        let ns = format!("unit-mem-2d-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let _guard = crate::NamespaceGuard(ns.clone());
-        let sim = Sim::builder()
-            .devices(1)
-            .namespace(&ns)
-            .device_memory(8 << 20)
-            .open()
-            .unwrap();
+        let (sim, _ns) = open("queued", 8 << 20);
         let (a, b) = (sim.malloc(0, 64, 0).unwrap(), sim.malloc(0, 64, 0).unwrap());
         let data: Vec<u8> = (0..64).collect();
         let up = Pitched {
@@ -550,15 +547,7 @@ mod tests {
     fn a_side_in_a_mapped_reserved_range_copies_through_its_physical_memory() {
         use super::super::vmm::PageSize;
         use acl_notify_core::{BackendError as _, StreamOps, SyncWait};
-        let ns = format!("unit-mem-2d-vmm-{}", std::process::id());
-        let _ = Sim::remove_namespace(&ns);
-        let _guard = crate::NamespaceGuard(ns.clone());
-        let sim = Sim::builder()
-            .devices(1)
-            .namespace(&ns)
-            .device_memory(16 << 20)
-            .open()
-            .unwrap();
+        let (sim, _ns) = open("vmm", 16 << 20);
         let g = PageSize::Huge.bytes() as usize;
         let va = sim.vmm_reserve(2 * g, 0, None).unwrap();
         let (a, b) = (
