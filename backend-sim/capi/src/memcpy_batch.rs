@@ -78,25 +78,38 @@ impl FailIndex {
     }
 }
 
+/// The arrays every form passes, as the caller passed them (unchecked).
+#[derive(Clone, Copy)]
+struct Args {
+    dsts: *const *mut c_void,
+    dest_maxs: *const usize,
+    srcs: *const *mut c_void,
+    sizes: *const usize,
+    num_batches: usize,
+    attrs: *const c_void,
+    attrs_indexes: *const usize,
+    num_attrs: usize,
+}
+
 /// The checks of `MemcpyBatchImpl` (ACL layer) and the runtime's argument checks; `None` when
 /// every size is 0 (nothing to do).
 ///
 /// # Safety
 ///
-/// Each non-NULL array is valid for reading `num` elements (`attrs` and `attrs_indexes`:
-/// `num_attrs`).
-#[allow(clippy::too_many_arguments)]
-unsafe fn batch_args<'a>(
-    dsts: *const *mut c_void,
-    dest_maxs: *const usize,
-    srcs: *const *mut c_void,
-    sizes: *const usize,
-    num: usize,
-    attrs: *const BatchAttr,
-    attrs_indexes: *const usize,
-    num_attrs: usize,
-    fail: FailIndex,
-) -> Result<Option<Batch<'a>>, CallError> {
+/// Each non-NULL array is valid for reading `num_batches` elements (`attrs` and
+/// `attrs_indexes`: `num_attrs`).
+unsafe fn batch_args<'a>(args: Args, fail: FailIndex) -> Result<Option<Batch<'a>>, CallError> {
+    let Args {
+        dsts,
+        dest_maxs,
+        srcs,
+        sizes,
+        num_batches: num,
+        attrs,
+        attrs_indexes,
+        num_attrs,
+    } = args;
+    let attrs = attrs.cast::<BatchAttr>();
     if sizes.is_null() {
         return Err(null_arg("sizes"));
     }
@@ -339,20 +352,7 @@ enum Report {
 /// # Safety
 ///
 /// As for `aclrtMemcpyBatch` (and `aclrtMemcpyBatchAsync` with a stream).
-#[allow(clippy::too_many_arguments)]
-unsafe fn batch(
-    call: &str,
-    dsts: *const *mut c_void,
-    dest_maxs: *const usize,
-    srcs: *const *mut c_void,
-    sizes: *const usize,
-    num_batches: usize,
-    attrs: *const c_void,
-    attrs_indexes: *const usize,
-    num_attrs: usize,
-    report: Report,
-    stream: Option<aclrtStream>,
-) -> aclError {
+unsafe fn batch(call: &str, args: Args, report: Report, stream: Option<aclrtStream>) -> aclError {
     api(call, || {
         let fail = match report {
             // SAFETY: NULL or writable, by the caller's contract.
@@ -362,20 +362,7 @@ unsafe fn batch(
             Report::Nothing => FailIndex(None),
         };
         // SAFETY: the caller's contract.
-        let Some(b) = (unsafe {
-            batch_args(
-                dsts,
-                dest_maxs,
-                srcs,
-                sizes,
-                num_batches,
-                attrs.cast(),
-                attrs_indexes,
-                num_attrs,
-                fail,
-            )
-        })?
-        else {
+        let Some(b) = (unsafe { batch_args(args, fail) })? else {
             return Ok(());
         };
         run_batch(call, &b, fail, stream)
@@ -408,14 +395,16 @@ pub unsafe extern "C" fn aclrtMemcpyBatch(
     unsafe {
         batch(
             "aclrtMemcpyBatch",
-            dsts,
-            dest_maxs,
-            srcs,
-            sizes,
-            num_batches,
-            attrs,
-            attrs_indexes,
-            num_attrs,
+            Args {
+                dsts,
+                dest_maxs,
+                srcs,
+                sizes,
+                num_batches,
+                attrs,
+                attrs_indexes,
+                num_attrs,
+            },
             Report::FailIndex(fail_index),
             None,
         )
@@ -442,14 +431,16 @@ pub unsafe extern "C" fn aclrtMemcpyBatchV2(
     unsafe {
         batch(
             "aclrtMemcpyBatchV2",
-            dsts,
-            dest_maxs,
-            srcs,
-            sizes,
-            num_batches,
-            attrs,
-            attrs_indexes,
-            num_attrs,
+            Args {
+                dsts,
+                dest_maxs,
+                srcs,
+                sizes,
+                num_batches,
+                attrs,
+                attrs_indexes,
+                num_attrs,
+            },
             Report::Nothing,
             None,
         )
@@ -481,14 +472,16 @@ pub unsafe extern "C" fn aclrtMemcpyBatchAsync(
     unsafe {
         batch(
             "aclrtMemcpyBatchAsync",
-            dsts,
-            dest_maxs,
-            srcs,
-            sizes,
-            num_batches,
-            attrs,
-            attrs_indexes,
-            num_attrs,
+            Args {
+                dsts,
+                dest_maxs,
+                srcs,
+                sizes,
+                num_batches,
+                attrs,
+                attrs_indexes,
+                num_attrs,
+            },
             Report::FailIndex(fail_index),
             Some(stream),
         )
@@ -517,14 +510,16 @@ pub unsafe extern "C" fn aclrtMemcpyBatchAsyncV2(
     unsafe {
         batch(
             "aclrtMemcpyBatchAsyncV2",
-            dsts,
-            dest_maxs,
-            srcs,
-            sizes,
-            num_batches,
-            attrs,
-            attrs_indexes,
-            num_attrs,
+            Args {
+                dsts,
+                dest_maxs,
+                srcs,
+                sizes,
+                num_batches,
+                attrs,
+                attrs_indexes,
+                num_attrs,
+            },
             Report::Nothing,
             Some(stream),
         )
