@@ -424,12 +424,27 @@ impl Sim {
     }
 
     pub(crate) fn require(&self, f: Feature, what: &str) -> Result<(), SimError> {
-        self.inner.soc.require(f).map_err(|e| {
-            err(
-                e,
-                format!("{what} is not supported on {}", self.inner.soc.name()),
-            )
-        })
+        self.inner
+            .soc
+            .require(f)
+            .map_err(|_| self.unsupported(what))
+    }
+
+    /// `Ok` if `has` (this SoC's answer to a question of the memory chapters, as
+    /// [`has_vmm`](crate::mem::vmm::has_vmm)), else [`unsupported`](Self::unsupported).
+    pub(crate) fn require_soc(&self, has: bool, what: &str) -> Result<(), SimError> {
+        if has {
+            return Ok(());
+        }
+        Err(self.unsupported(what))
+    }
+
+    /// Every feature check's refusal: 207000, "{what} is not supported on {SoC}".
+    fn unsupported(&self, what: &str) -> SimError {
+        err(
+            Error::FeatureNotSupport,
+            format!("{what} is not supported on {}", self.inner.soc.name()),
+        )
     }
 
     /// Whether this handle's device is the notify's physical device (same server and device).

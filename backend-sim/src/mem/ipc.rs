@@ -96,24 +96,12 @@ pub fn check_attr_args(kind: u32, attr: u64) -> Result<(), SimError> {
 impl Sim {
     /// 207000 unless this SoC has IPC memory.
     pub fn require_ipc_memory(&self, what: &str) -> Result<(), SimError> {
-        if has_ipc_memory(self.inner.soc) {
-            return Ok(());
-        }
-        Err(SimError::new(
-            Error::FeatureNotSupport,
-            format!("{what} is not supported on {}", self.inner.soc.name()),
-        ))
+        self.require_soc(has_ipc_memory(self.inner.soc), what)
     }
 
     /// 207000 unless this SoC has inter-server IPC memory.
     pub fn require_ipc_memory_inter_server(&self, what: &str) -> Result<(), SimError> {
-        if has_ipc_memory_inter_server(self.inner.soc) {
-            return Ok(());
-        }
-        Err(SimError::new(
-            Error::FeatureNotSupport,
-            format!("{what} is not supported on {}", self.inner.soc.name()),
-        ))
+        self.require_soc(has_ipc_memory_inter_server(self.inner.soc), what)
     }
 
     /// The allocation `key` names, live and exported with this very key.

@@ -104,13 +104,7 @@ impl Sim {
 
     /// 207000 unless this SoC has virtual memory management.
     pub fn require_vmm(&self, what: &str) -> Result<(), SimError> {
-        if has_vmm(self.inner.soc) {
-            return Ok(());
-        }
-        Err(SimError::new(
-            Error::FeatureNotSupport,
-            format!("{what} is not supported on {}", self.inner.soc.name()),
-        ))
+        self.require_soc(has_vmm(self.inner.soc), what)
     }
 
     /// `aclrtReserveMemAddress`: reserves `size` bytes of device addresses (rounded up to a
