@@ -160,6 +160,24 @@ impl Sim {
         Ok(())
     }
 
+    /// `f` on the advice of the pages of the managed range `[ptr, ptr + size)`, the table
+    /// locked: 107000 as [`managed_range`](Self::managed_range), or if the range was freed
+    /// between that look-up and the lock.
+    fn managed_pages<R>(
+        &self,
+        ptr: usize,
+        size: u64,
+        f: impl FnOnce(&mut [PageAdvice]) -> R,
+    ) -> Result<R, SimError> {
+        let (base, generation, off) = self.managed_range(ptr, size, "range")?;
+        let mut t = lock(&self.mem().managed);
+        let m = t
+            .get_mut(&base)
+            .filter(|m| m.generation == generation)
+            .ok_or_else(|| invalid(format!("{ptr:#x} was freed meanwhile")))?;
+        Ok(f(m.pages_mut(off, size)))
+    }
+
     /// `aclrtMemManagedAdvise`: gives the pages of `[ptr, ptr + size)` (managed memory, `size`
     /// whole 2 MiB pages) `advice`.
     ///
@@ -168,26 +186,21 @@ impl Sim {
     pub fn managed_advise(&self, ptr: usize, size: u64, advice: Advice) -> Result<(), SimError> {
         self.mem_checked(|| {
             Self::whole_pages(size, "size")?;
-            let (base, generation, off) = self.managed_range(ptr, size, "range")?;
-            let mut t = lock(&self.mem().managed);
-            let m = t
-                .get_mut(&base)
-                .filter(|m| m.generation == generation)
-                .ok_or_else(|| invalid(format!("{ptr:#x} was freed meanwhile")))?;
-            for p in m.pages_mut(off, size) {
-                match advice {
-                    Advice::SetReadMostly => p.read_mostly = true,
-                    Advice::UnsetReadMostly => p.read_mostly = false,
-                    Advice::SetPreferred(l) => p.preferred = Some(l),
-                    Advice::UnsetPreferred => p.preferred = None,
-                    Advice::SetAccessedBy(l) if !p.accessed_by.contains(&l) => {
-                        p.accessed_by.push(l)
+            self.managed_pages(ptr, size, |pages| {
+                for p in pages {
+                    match advice {
+                        Advice::SetReadMostly => p.read_mostly = true,
+                        Advice::UnsetReadMostly => p.read_mostly = false,
+                        Advice::SetPreferred(l) => p.preferred = Some(l),
+                        Advice::UnsetPreferred => p.preferred = None,
+                        Advice::SetAccessedBy(l) if !p.accessed_by.contains(&l) => {
+                            p.accessed_by.push(l)
+                        }
+                        Advice::SetAccessedBy(_) => {}
+                        Advice::UnsetAccessedBy(l) => p.accessed_by.retain(|x| *x != l),
                     }
-                    Advice::SetAccessedBy(_) => {}
-                    Advice::UnsetAccessedBy(l) => p.accessed_by.retain(|x| *x != l),
                 }
-            }
-            Ok(())
+            })
         })
     }
 
@@ -221,13 +234,7 @@ impl Sim {
             if size == 0 {
                 return Err(invalid("size is 0".into()));
             }
-            let (base, generation, off) = self.managed_range(ptr, size, "range")?;
-            let mut t = lock(&self.mem().managed);
-            let m = t
-                .get_mut(&base)
-                .filter(|m| m.generation == generation)
-                .ok_or_else(|| invalid(format!("{ptr:#x} was freed meanwhile")))?;
-            Ok(attr_values(m.pages_mut(off, size), attr, n))
+            self.managed_pages(ptr, size, |pages| attr_values(pages, attr, n))
         })
     }
 
