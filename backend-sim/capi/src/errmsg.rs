@@ -80,6 +80,11 @@ pub(crate) fn null_arg(what: &str) -> CallError {
     CallError::new(Error::InvalidParam, format!("`{what}` is NULL"))
 }
 
+/// Shorthand for `ACL_ERROR_INVALID_PARAM` (100000): an argument the ACL layer refuses.
+pub(crate) fn acl_param(reason: impl core::fmt::Display) -> CallError {
+    CallError::new(Error::InvalidParam, reason)
+}
+
 /// `ACL_ERROR_INVALID_PARAM` (100000) unless `flags` is 0: an argument CANN reserves.
 pub(crate) fn reserved_flags(flags: u64) -> Result<(), CallError> {
     if flags != 0 {

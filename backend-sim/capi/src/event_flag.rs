@@ -8,9 +8,9 @@
 //! record or wait of the caller's event inside a capture (`runtime::event`,
 //! `external_event_task`), 107029 outside one.
 
-use acl_notify_core::{Error, Timeout};
+use acl_notify_core::Timeout;
 
-use crate::errmsg::{CallError, null_arg};
+use crate::errmsg::{acl_param, null_arg};
 use crate::ffi::{aclError, aclrtStream, api, handle};
 use crate::ffi_event::aclrtEvent;
 use crate::session::runtime;
@@ -39,7 +39,7 @@ pub extern "C" fn aclrtRecordEventWithFlag(
         match flag {
             DEFAULT => rt.record_event(handle(event), handle(stream)),
             EXTERNAL => rt.external_event_task(handle(event), handle(stream), true),
-            _ => Err(bad(format!(
+            _ => Err(acl_param(format!(
                 "flag {flag:#x}: ACL_EVENT_RECORD_DEFAULT (0) or ACL_EVENT_RECORD_EXTERNAL (1)"
             ))),
         }
@@ -70,18 +70,13 @@ pub extern "C" fn aclrtStreamWaitEventWithFlag(
             DEFAULT => {
                 rt.stream_wait_event(handle(stream), handle(event), Timeout::from_c(timeout))
             }
-            EXTERNAL if timeout != 0 => Err(bad(format!(
+            EXTERNAL if timeout != 0 => Err(acl_param(format!(
                 "timeout {timeout}: 0 when flag is ACL_EVENT_WAIT_EXTERNAL"
             ))),
             EXTERNAL => rt.external_event_task(handle(event), handle(stream), false),
-            _ => Err(bad(format!(
+            _ => Err(acl_param(format!(
                 "flag {flag:#x}: ACL_EVENT_WAIT_DEFAULT (0) or ACL_EVENT_WAIT_EXTERNAL (1)"
             ))),
         }
     })
-}
-
-/// CANN's `ACL_ERROR_INVALID_PARAM` for a value out of range.
-fn bad(reason: String) -> CallError {
-    CallError::new(Error::InvalidParam, reason)
 }

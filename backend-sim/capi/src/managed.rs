@@ -20,7 +20,7 @@ use std::ffi::c_void;
 use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::managed::{Advice, Place, RangeAttr};
 
-use crate::errmsg::{CallError, null_arg, param as rt_param};
+use crate::errmsg::{CallError, acl_param, null_arg, param as rt_param};
 use crate::ffi::{CheckedArray, Out, OutArray, aclError, aclrtStream, api, c_array};
 use crate::runtime::Runtime;
 use crate::session::runtime;
@@ -34,11 +34,6 @@ const ATTACH_GLOBAL: u32 = 1;
 pub struct ManagedLocation {
     kind: u32,
     id: i32,
-}
-
-/// 100000 with `msg`.
-fn acl_param(msg: String) -> CallError {
-    CallError::new(Error::InvalidParam, msg)
 }
 
 /// The SoCs CANN documents managed memory on.
@@ -159,7 +154,7 @@ pub extern "C" fn aclrtMemManagedAdvise(
             return Err(null_arg("ptr"));
         }
         if size == 0 {
-            return Err(acl_param("size is 0".into()));
+            return Err(acl_param("size is 0"));
         }
         let rt = runtime()?;
         if advise > 5 {
@@ -235,7 +230,7 @@ pub unsafe extern "C" fn aclrtMemManagedGetAttr(
         }
         let data = data.check(|| null_arg("data"))?;
         if size == 0 {
-            return Err(acl_param("size is 0".into()));
+            return Err(acl_param("size is 0"));
         }
         let a = attr(attribute, "attribute")?;
         let rt = runtime()?;
@@ -285,7 +280,7 @@ pub unsafe extern "C" fn aclrtMemManagedGetAttrs(
             return Err(null_arg("dataSizes"));
         }
         if size == 0 {
-            return Err(acl_param("size is 0".into()));
+            return Err(acl_param("size is 0"));
         }
         // SAFETY: the caller's contract: `numAttributes` entries each.
         let (attrs, outs, sizes) = unsafe {
@@ -342,7 +337,7 @@ pub extern "C" fn aclrtMemManagedPrefetchAsync(
             return Err(null_arg("ptr"));
         }
         if size == 0 {
-            return Err(acl_param("size is 0".into()));
+            return Err(acl_param("size is 0"));
         }
         if flags != 0 {
             return Err(acl_param(format!(
@@ -399,10 +394,10 @@ pub unsafe extern "C" fn aclrtMemManagedPrefetchBatchAsync(
             }
         }
         if count == 0 {
-            return Err(acl_param("count is 0".into()));
+            return Err(acl_param("count is 0"));
         }
         if num_prefetch_locs == 0 {
-            return Err(acl_param("numPrefetchLocs is 0".into()));
+            return Err(acl_param("numPrefetchLocs is 0"));
         }
         if flags != 0 {
             return Err(acl_param(format!(

@@ -28,17 +28,12 @@ use std::ffi::c_void;
 use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::location::MemLocation;
 
-use crate::errmsg::{CallError, null_arg, param};
+use crate::errmsg::{CallError, acl_param, null_arg, param};
 use crate::ffi::{aclError, api};
 use crate::session::runtime;
 
 /// `ACL_RT_MEM_LINK_IDX_1` (HCCS), the last link.
 const LINK_IDX_MAX: u32 = 1;
-
-/// 100000 with `msg`.
-fn acl_param(msg: impl core::fmt::Display) -> CallError {
-    CallError::new(Error::InvalidParam, msg)
-}
 
 /// `aclError aclrtMemP2PMap(void *devPtr, size_t size, int32_t dstDevId, uint64_t flags)`:
 /// checks that device `dstDevId` may reach `[devPtr, devPtr + size)` (see the module docs).
