@@ -13,7 +13,7 @@ use std::ffi::c_void;
 
 use acl_notify_core::{Backend as _, Error};
 use acl_notify_sim::mem::pitched::Pitched;
-use acl_notify_sim::mem::{MemcpyKind, Rounding};
+use acl_notify_sim::mem::{AsyncCopy, MemcpyKind, Rounding};
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{Checked, Out, aclError, aclrtStream, api};
@@ -465,7 +465,9 @@ pub extern "C" fn aclrtMemset(
 /// aclrtMemcpyKind kind, aclrtStream stream)`: [`aclrtMemcpy`] in stream order (NULL: the
 /// current device's default stream). Ranges are checked at the call and device ranges again
 /// when the task runs. With pageable host memory on one side and device memory on the other,
-/// the stream is synchronized and the copy made before the call returns (`pageable_copy`).
+/// the stream is synchronized and the copy made before the call returns
+/// ([`acl_notify_sim::mem::pageable`]: CANN's runtime does so, and refuses such a copy in a
+/// capture).
 ///
 /// Codes: as `aclrtMemcpy`; 107017 bad stream; 107003 a stream of another device; 507002.
 ///
@@ -486,20 +488,28 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
             return Ok(());
         };
         let rt = runtime()?;
-        if pageable_copy(&rt, dst.addr(), src.addr(), k) {
-            return pageable_memcpy_async(
-                &rt,
-                (dst.addr(), dest_max),
-                src.addr(),
-                count,
-                k,
-                stream,
-            );
-        }
-        let task = Captured::Memcpy {
+        let copy = CopyArgs {
             dst: dst.addr(),
             dest_max,
             src: src.addr(),
+            count,
+            kind: k,
+        };
+        // While a stream captures (or updates a task group), whether the copy is pageable
+        // decides between capturing or queuing it and copying it now: judged first. Else the
+        // queued copy's own checks judge it.
+        if rt.any_capture()
+            && let Some(host) = rt
+                .backend()
+                .memcpy_check(dst.addr(), dest_max, src.addr(), count, k)
+                .map_err(CallError::backend)?
+        {
+            return copy.pageable(&rt, host, stream);
+        }
+        let task = Captured::Memcpy {
+            dst: copy.dst,
+            dest_max,
+            src: copy.src,
             count,
             kind: k,
         };
@@ -508,75 +518,55 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         }
         let s = rt.resolve_stream(stream.addr())?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
-        unsafe {
+        let done = unsafe {
             rt.backend()
-                .memcpy_async(dst.addr(), dest_max, src.addr(), count, k, s)
+                .memcpy_async_unless_pageable(dst.addr(), dest_max, src.addr(), count, k, s)
         }
-        .map_err(CallError::backend)
+        .map_err(CallError::backend)?;
+        match done {
+            AsyncCopy::Queued => Ok(()),
+            AsyncCopy::Pageable(host) => copy.pageable(&rt, host, stream),
+        }
     })
 }
 
-/// Whether a copy moves bytes between device memory and host memory the runtime does not
-/// know (pageable: `malloc`'s, the stack; neither `aclrtMallocHost`'s nor registered). CANN's
-/// runtime does not queue such a copy: it synchronizes the stream and copies at once, so that
-/// the device never reads or writes pageable pages later (hicann/runtime
-/// `src/runtime/api/impl/api_error.cc`, `ApiErrorDecorator::MemcpyAsync`,
-/// `isD2HorH2DInvolvePageableMemory`), as `aclrtMemcpyAsync`'s page says: with host memory
-/// that is not page-locked the call returns once the copy is done
-/// (`docs/zh/api_ref/11-03_memory_copy_and_set.md`).
-/// Only a host-to-device or device-to-host copy (explicit, or `ACL_MEMCPY_DEFAULT`) is one:
-/// CANN judges it on the copy's kind (`JudgeIsInvolvePageableMemory`), and a device-to-device
-/// copy may name memory imported from another host, which this process's tables do not
-/// place.
-fn pageable_copy(rt: &Runtime, dst: usize, src: usize, kind: MemcpyKind) -> bool {
-    use acl_notify_sim::mem::location::MemLocation::{Device, Unregistered};
-    let sim = rt.backend();
-    let (d, s) = (|| sim.mem_location(dst), || sim.mem_location(src));
-    match kind {
-        MemcpyKind::HostToDevice => s() == Unregistered && matches!(d(), Device { .. }),
-        MemcpyKind::DeviceToHost => d() == Unregistered && matches!(s(), Device { .. }),
-        MemcpyKind::Default => matches!(
-            (d(), s()),
-            (Unregistered, Device { .. }) | (Device { .. }, Unregistered)
-        ),
-        MemcpyKind::HostToHost | MemcpyKind::DeviceToDevice => false,
-    }
-}
-
-/// [`aclrtMemcpyAsync`] of a [`pageable_copy`]: refused in a capture (107000, CANN's code:
-/// there is no task to capture), else the stream synchronized (its errors are the call's)
-/// and the copy made at once; the copy's own checks are the synchronous copy's.
-fn pageable_memcpy_async(
-    rt: &Runtime,
-    (dst, dest_max): (usize, usize),
+/// An `aclrtMemcpyAsync`'s arguments, checked.
+struct CopyArgs {
+    dst: usize,
+    dest_max: usize,
     src: usize,
     count: usize,
     kind: MemcpyKind,
-    stream: aclrtStream,
-) -> Result<(), CallError> {
-    if rt.is_capturing(stream.addr()) {
-        return Err(CallError::new(
-            Error::ParamInvalid,
-            format!(
-                "stream {:#x} is capturing, and a copy between device memory and pageable host \
-                 memory ({:#x}: not aclrtMallocHost's, not registered) is not a task CANN \
-                 captures: it synchronizes the stream and copies at once. Use aclrtMallocHost \
-                 memory, or aclrtHostRegister this memory",
-                stream.addr(),
-                if rt.backend().mem_location(dst)
-                    == acl_notify_sim::mem::location::MemLocation::Unregistered
-                {
-                    dst
-                } else {
-                    src
-                }
-            ),
-        ));
+}
+
+impl CopyArgs {
+    /// The copy when its host side, at `host`, is pageable memory (see
+    /// [`acl_notify_sim::mem::pageable`]): refused in a capture (107000, CANN's code: there is
+    /// no task to capture; hicann/runtime `src/runtime/api/impl/api_error.cc`,
+    /// `ApiErrorDecorator::MemcpyAsync`), else the stream synchronized (its errors are the
+    /// call's) and the copy made at once; the copy's own checks are the synchronous copy's.
+    fn pageable(&self, rt: &Runtime, host: usize, stream: aclrtStream) -> Result<(), CallError> {
+        if rt.is_capturing(stream.addr()) {
+            return Err(CallError::new(
+                Error::ParamInvalid,
+                format!(
+                    "stream {:#x} is capturing, and a copy between device memory and pageable \
+                     host memory ({host:#x}: not aclrtMallocHost's, not registered) is not a \
+                     task CANN captures: it synchronizes the stream and copies at once. Use \
+                     aclrtMallocHost memory, or aclrtHostRegister this memory",
+                    stream.addr(),
+                ),
+            ));
+        }
+        rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
+        // SAFETY: the host side is the caller's, valid for `count` bytes during the call (it is
+        // made now); the device side is checked.
+        unsafe {
+            rt.backend()
+                .memcpy(self.dst, self.dest_max, self.src, self.count, self.kind)
+        }
+        .map_err(CallError::backend)
     }
-    rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
-    // SAFETY: the host side is the caller's, valid for `count` bytes during the call (it is
-    // made now); the device side is checked.
-    unsafe { rt.backend().memcpy(dst, dest_max, src, count, kind) }.map_err(CallError::backend)
 }
 
 /// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,

@@ -9,6 +9,7 @@
 //! the pieces of a reserved range); a side in memory imported from another host is checked
 //! at each replay only (its owner answers for it then).
 
+use super::pageable::{Place, pageable_side};
 use super::{MemcpyKind, within};
 use crate::Sim;
 use crate::error::SimError;
@@ -34,7 +35,10 @@ impl Sim {
         Ok(true)
     }
 
-    /// [`memcpy_async`](Self::memcpy_async)'s refusals of a copy, nothing queued.
+    /// [`memcpy_async`](Self::memcpy_async)'s refusals of a copy, nothing queued; then the
+    /// pageable host address of a copy that `aclrtMemcpyAsync` makes at once instead of
+    /// queuing it (as [`memcpy_async_unless_pageable`](Self::memcpy_async_unless_pageable)
+    /// answers it; [`super::pageable`]), if it is one.
     pub fn memcpy_check(
         &self,
         dst: usize,
@@ -42,30 +46,37 @@ impl Sim {
         src: usize,
         count: usize,
         kind: MemcpyKind,
-    ) -> Result<(), SimError> {
+    ) -> Result<Option<usize>, SimError> {
         self.mem_checked(|| {
             if count == 0 {
-                return Ok(());
+                return Ok(None);
             }
             within(count, dest_max, "destMax")?;
             if self.remote_side(dst, "destination")? || self.remote_side(src, "source")? {
-                return Ok(());
+                return Ok(None);
             }
+            let host = &self.mem().host;
             let d = self.reserved_side(dst, count, "destination")?;
             let s = self.reserved_side(src, count, "source")?;
             if d || s {
                 // The other side as a plain copy checks it.
                 let check = |addr, on: bool, what| {
                     if on {
-                        return Ok(());
+                        return Ok(Place::Device);
                     }
-                    self.side(addr, count, None, what).map(|_| ())
+                    let side = self.side(addr, count, None, what)?;
+                    Ok::<_, SimError>(Place::of_side(&side, host))
                 };
-                check(dst, d, "destination")?;
-                return check(src, s, "source");
+                let d = check(dst, d, "destination")?;
+                return Ok(pageable_side(kind, d, check(src, s, "source")?));
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
-            self.peer_copy_ok(&d, &s)
+            self.peer_copy_ok(&d, &s)?;
+            Ok(pageable_side(
+                kind,
+                Place::of_side(&d, host),
+                Place::of_side(&s, host),
+            ))
         })
     }
 
@@ -109,7 +120,7 @@ mod tests {
         )
     }
 
-    fn code(r: Result<(), SimError>) -> Option<Error> {
+    fn code<T>(r: Result<T, SimError>) -> Option<Error> {
         r.err().map(|e| e.kind())
     }
 
