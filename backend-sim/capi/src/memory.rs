@@ -465,11 +465,13 @@ pub extern "C" fn aclrtMemset(
 /// aclrtMemcpyKind kind, aclrtStream stream)`: [`aclrtMemcpy`] in stream order (NULL: the
 /// current device's default stream). Ranges are checked at the call and device ranges again
 /// when the task runs. With pageable host memory on one side and device memory on the other,
-/// the stream is synchronized and the copy made before the call returns
-/// ([`acl_notify_sim::mem::pageable`]: CANN's runtime does so, and refuses such a copy in a
-/// capture).
+/// the stream is synchronized and the copy made before the call returns; a copy within the
+/// host is refused ([`acl_notify_sim::mem::unqueued`]: CANN's runtime does both, and refuses
+/// the former in a capture).
 ///
-/// Codes: as `aclrtMemcpy`; 107017 bad stream; 107003 a stream of another device; 507002.
+/// Codes: as `aclrtMemcpy`; 207000 both sides host memory (`ACL_MEMCPY_HOST_TO_HOST`, or
+/// `ACL_MEMCPY_DEFAULT` with two host addresses); 107017 bad stream; 107003 a stream of
+/// another device; 507002.
 ///
 /// # Safety
 ///
@@ -487,7 +489,6 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         let Some(k) = copy_args(dst, src, count, kind_)? else {
             return Ok(());
         };
-        let rt = runtime()?;
         let copy = CopyArgs {
             dst: dst.addr(),
             dest_max,
@@ -495,23 +496,46 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
             count,
             kind: k,
         };
-        // While a stream captures (or updates a task group), whether the copy is pageable
-        // decides between capturing or queuing it and copying it now: judged first. Else the
-        // queued copy's own checks judge it.
-        if rt.any_capture()
-            && let Some(host) = rt
-                .backend()
-                .memcpy_check(dst.addr(), dest_max, src.addr(), count, k)
-                .map_err(CallError::backend)?
-        {
-            return copy.pageable(&rt, host, stream);
+        let rt = runtime()?;
+        copy.queue_as_cann(&rt, stream, "aclrtMemcpyAsync")
+    })
+}
+
+/// An `aclrtMemcpyAsync`'s arguments, checked.
+pub(crate) struct CopyArgs {
+    pub(crate) dst: usize,
+    pub(crate) dest_max: usize,
+    pub(crate) src: usize,
+    pub(crate) count: usize,
+    pub(crate) kind: MemcpyKind,
+}
+
+impl CopyArgs {
+    /// The copy on `stream` (captured, queued, made now or refused: see [`aclrtMemcpyAsync`]);
+    /// `call` names it.
+    pub(crate) fn queue_as_cann(
+        &self,
+        rt: &Runtime,
+        stream: aclrtStream,
+        call: &str,
+    ) -> Result<(), CallError> {
+        let b = rt.backend();
+        // While a stream captures (or updates a task group), what CANN does with the copy
+        // decides between capturing or queuing it and the rest: judged first. Else the queued
+        // copy's own checks judge it.
+        if rt.any_capture() {
+            let v = b.memcpy_check(self.dst, self.dest_max, self.src, self.count, self.kind);
+            match v.map_err(CallError::backend)? {
+                AsyncCopy::Queued => {}
+                other => return self.unqueued(rt, other, stream, call),
+            }
         }
         let task = Captured::Memcpy {
-            dst: copy.dst,
-            dest_max,
-            src: copy.src,
-            count,
-            kind: k,
+            dst: self.dst,
+            dest_max: self.dest_max,
+            src: self.src,
+            count: self.count,
+            kind: self.kind,
         };
         if rt.capture(stream.addr(), task)? {
             return Ok(());
@@ -519,29 +543,44 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         let s = rt.resolve_stream(stream.addr())?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
         let done = unsafe {
-            rt.backend()
-                .memcpy_async_unless_pageable(dst.addr(), dest_max, src.addr(), count, k, s)
+            b.memcpy_async_as_cann(self.dst, self.dest_max, self.src, self.count, self.kind, s)
         }
         .map_err(CallError::backend)?;
+        self.unqueued(rt, done, stream, call)
+    }
+
+    /// A copy CANN does not queue (`done`, see [`acl_notify_sim::mem::unqueued`]): with
+    /// pageable memory made now, within the host refused (207000).
+    fn unqueued(
+        &self,
+        rt: &Runtime,
+        done: AsyncCopy,
+        stream: aclrtStream,
+        call: &str,
+    ) -> Result<(), CallError> {
         match done {
             AsyncCopy::Queued => Ok(()),
-            AsyncCopy::Pageable(host) => copy.pageable(&rt, host, stream),
+            AsyncCopy::Pageable(host) => self.pageable(rt, host, stream),
+            AsyncCopy::WithinHost => Err(CallError::new(
+                Error::FeatureNotSupport,
+                format!(
+                    "{call} does not copy within the host ({:#x} to {:#x}, both host memory{}): \
+                     CANN's runtime refuses an asynchronous host-to-host copy on a host with its \
+                     devices attached. Use aclrtMemcpy with ACL_MEMCPY_HOST_TO_HOST, or memcpy",
+                    self.src,
+                    self.dst,
+                    if self.kind == MemcpyKind::Default {
+                        ", which ACL_MEMCPY_DEFAULT makes a host-to-host copy"
+                    } else {
+                        ""
+                    }
+                ),
+            )),
         }
-    })
-}
+    }
 
-/// An `aclrtMemcpyAsync`'s arguments, checked.
-struct CopyArgs {
-    dst: usize,
-    dest_max: usize,
-    src: usize,
-    count: usize,
-    kind: MemcpyKind,
-}
-
-impl CopyArgs {
     /// The copy when its host side, at `host`, is pageable memory (see
-    /// [`acl_notify_sim::mem::pageable`]): refused in a capture (107000, CANN's code: there is
+    /// [`acl_notify_sim::mem::unqueued`]): refused in a capture (107000, CANN's code: there is
     /// no task to capture; hicann/runtime `src/runtime/api/impl/api_error.cc`,
     /// `ApiErrorDecorator::MemcpyAsync`), else the stream synchronized (its errors are the
     /// call's) and the copy made at once; the copy's own checks are the synchronous copy's.

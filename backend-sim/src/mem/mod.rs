@@ -43,7 +43,6 @@ pub mod location;
 pub mod managed;
 mod managed_table;
 pub mod overflow;
-pub mod pageable;
 pub mod pitched;
 mod plain_host;
 pub mod pool;
@@ -58,6 +57,7 @@ mod reserved;
 mod run_or_drop;
 pub mod shareable;
 pub(crate) mod state;
+pub mod unqueued;
 pub mod usage;
 mod value;
 pub mod vmm;
@@ -83,7 +83,7 @@ pub(crate) use capacity::{MAX_DEVICE_MEMORY, check_capacity};
 pub(crate) use state::{Alloc, AllocRef, MemState};
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
-pub use pageable::AsyncCopy;
+pub use unqueued::AsyncCopy;
 pub use value::ValueCondition;
 
 /// How many of this process's frees are remembered, to say "freed" rather than "never
@@ -857,15 +857,14 @@ impl Sim {
         .map(drop)
     }
 
-    /// [`memcpy_async`](Self::memcpy_async), except a copy between device memory and pageable
-    /// host memory, which is checked as the queued copy is and then left to the caller
-    /// ([`AsyncCopy::Pageable`], nothing queued: `aclrtMemcpyAsync` synchronizes the stream
-    /// and copies it at once, see [`pageable`]).
+    /// [`memcpy_async`](Self::memcpy_async) as CANN's `aclrtMemcpyAsync` queues it: a copy it
+    /// does not queue (with pageable host memory, or within the host) is checked as the queued
+    /// copy is and then answered instead, nothing queued ([`unqueued`]).
     ///
     /// # Safety
     ///
     /// As [`memcpy_async`](Self::memcpy_async).
-    pub unsafe fn memcpy_async_unless_pageable(
+    pub unsafe fn memcpy_async_as_cann(
         &self,
         dst: usize,
         dest_max: usize,
@@ -882,8 +881,8 @@ impl Sim {
 
     /// [`memcpy_async`](Self::memcpy_async) of sides reached through the mappings `marks`
     /// (destination, source) of reserved ranges, if any: the task fails if one was unmapped
-    /// before it ran ([`vmm`]). `leave_pageable`: a copy with pageable host memory is not
-    /// queued but answered [`AsyncCopy::Pageable`].
+    /// before it ran ([`vmm`]). `leave_unqueued`: a copy CANN does not queue ([`unqueued`]) is
+    /// answered instead.
     ///
     /// # Safety
     ///
@@ -898,7 +897,7 @@ impl Sim {
         kind: MemcpyKind,
         stream: RawStream,
         marks: [Option<Arc<reserved::MapMark>>; 2],
-        leave_pageable: bool,
+        leave_unqueued: bool,
     ) -> Result<AsyncCopy, SimError> {
         self.mem_checked(|| {
             if count == 0 {
@@ -914,7 +913,7 @@ impl Sim {
                 count,
                 kind,
                 Some(stream),
-                leave_pageable,
+                leave_unqueued,
             );
             if let Some(r) = vmm {
                 return r;
@@ -928,14 +927,15 @@ impl Sim {
                 QueuedSide::new(&d, &self.mem().host),
                 QueuedSide::new(&s, &self.mem().host),
             );
-            if leave_pageable
-                && let Some(at) = pageable::pageable_side(
-                    kind,
-                    pageable::Place::of_queued(&d),
-                    pageable::Place::of_queued(&s),
-                )
-            {
-                return Ok(AsyncCopy::Pageable(at));
+            if leave_unqueued {
+                let (pd, ps) = (
+                    unqueued::Place::of_queued(&d),
+                    unqueued::Place::of_queued(&s),
+                );
+                let v = unqueued::verdict(kind, pd, ps);
+                if v != AsyncCopy::Queued {
+                    return Ok(v);
+                }
             }
             let [md, ms] = marks;
             let (d, s) = (d.through(md), s.through(ms));

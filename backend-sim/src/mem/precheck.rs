@@ -9,8 +9,8 @@
 //! the pieces of a reserved range); a side in memory imported from another host is checked
 //! at each replay only (its owner answers for it then).
 
-use super::pageable::{Place, pageable_side};
-use super::{MemcpyKind, within};
+use super::unqueued::{Place, verdict};
+use super::{AsyncCopy, MemcpyKind, within};
 use crate::Sim;
 use crate::error::SimError;
 
@@ -35,10 +35,10 @@ impl Sim {
         Ok(true)
     }
 
-    /// [`memcpy_async`](Self::memcpy_async)'s refusals of a copy, nothing queued; then the
-    /// pageable host address of a copy that `aclrtMemcpyAsync` makes at once instead of
-    /// queuing it (as [`memcpy_async_unless_pageable`](Self::memcpy_async_unless_pageable)
-    /// answers it; [`super::pageable`]), if it is one.
+    /// [`memcpy_async`](Self::memcpy_async)'s refusals of a copy, nothing queued; then what
+    /// CANN's `aclrtMemcpyAsync` does with it, as
+    /// [`memcpy_async_as_cann`](Self::memcpy_async_as_cann) answers it ([`super::unqueued`];
+    /// [`AsyncCopy::Queued`]: it queues the copy).
     pub fn memcpy_check(
         &self,
         dst: usize,
@@ -46,14 +46,14 @@ impl Sim {
         src: usize,
         count: usize,
         kind: MemcpyKind,
-    ) -> Result<Option<usize>, SimError> {
+    ) -> Result<AsyncCopy, SimError> {
         self.mem_checked(|| {
             if count == 0 {
-                return Ok(None);
+                return Ok(AsyncCopy::Queued);
             }
             within(count, dest_max, "destMax")?;
             if self.remote_side(dst, "destination")? || self.remote_side(src, "source")? {
-                return Ok(None);
+                return Ok(AsyncCopy::Queued);
             }
             let host = &self.mem().host;
             let d = self.reserved_side(dst, count, "destination")?;
@@ -68,11 +68,11 @@ impl Sim {
                     Ok::<_, SimError>(Place::of_side(&side, host))
                 };
                 let d = check(dst, d, "destination")?;
-                return Ok(pageable_side(kind, d, check(src, s, "source")?));
+                return Ok(verdict(kind, d, check(src, s, "source")?));
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
             self.peer_copy_ok(&d, &s)?;
-            Ok(pageable_side(
+            Ok(verdict(
                 kind,
                 Place::of_side(&d, host),
                 Place::of_side(&s, host),

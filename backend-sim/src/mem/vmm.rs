@@ -708,9 +708,9 @@ impl Sim {
 
     /// For a copy with a side in a reserved range: the copy made piece by piece through the
     /// physical allocations (queued on `stream` if given); `None` when neither side is in one
-    /// (the ordinary paths go on). `leave_pageable` (queued only): a copy with pageable host
-    /// memory is answered [`AsyncCopy::Pageable`], nothing queued (judged at the first
-    /// piece, whose host side is the copy's).
+    /// (the ordinary paths go on). `leave_unqueued` (queued only): a copy CANN does not queue
+    /// is answered instead, nothing queued (judged at the first piece, whose host side is the
+    /// copy's; [`super::unqueued`]).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn vmm_memcpy(
         &self,
@@ -720,7 +720,7 @@ impl Sim {
         count: usize,
         kind: MemcpyKind,
         stream: Option<RawStream>,
-        leave_pageable: bool,
+        leave_unqueued: bool,
     ) -> Option<Result<AsyncCopy, SimError>> {
         if self.vmm().reserved.load(Relaxed) == 0 {
             return None;
@@ -752,11 +752,11 @@ impl Sim {
                             kind,
                             st,
                             [to.mark, from.mark],
-                            leave_pageable && i == 0,
+                            leave_unqueued && i == 0,
                         ),
                     }
                 }?;
-                if let AsyncCopy::Pageable(_) = done {
+                if done != AsyncCopy::Queued {
                     return Ok(Some(done));
                 }
             }

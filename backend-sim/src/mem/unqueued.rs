@@ -1,25 +1,29 @@
-//! Copies with pageable host memory: host memory the runtime does not know (`malloc`'s, the
-//! stack; neither `aclrtMallocHost`'s nor registered with `aclrtHostRegister`).
+//! The asynchronous copies CANN's runtime does not queue, judged on the sides the queued copy
+//! classifies anyway (one lookup per address) and left to the caller ([`AsyncCopy`]), which
+//! synchronizes a stream or refuses the call (the C layer's: its errors are the call's).
 //!
-//! CANN's runtime does not queue an `aclrtMemcpyAsync` between device memory and such
-//! memory: it synchronizes the stream and copies at once, so that the device never reads or
-//! writes pageable pages later, and refuses the copy in a stream capture (hicann/runtime
-//! `src/runtime/api/impl/api_error.cc`, `ApiErrorDecorator::MemcpyAsync` and
-//! `JudgeIsInvolvePageableMemory`: a copy whose kind is neither host to host nor device to
-//! device, judged after the kind and the sides' locations were checked; the API page,
-//! `docs/zh/api_ref/11-03_memory_copy_and_set.md`: with host memory that is not page-locked
-//! the call returns once the copy is done). A device-to-device copy may name memory imported
-//! from another host, which this process's tables do not place: never one.
-//!
-//! The test is made on the sides the queued copy classified anyway (one lookup per address),
-//! and the copy is then left to the caller ([`AsyncCopy::Pageable`]): synchronizing a stream
-//! is the C layer's (its errors are the call's).
+//! - **Pageable host memory**: host memory the runtime does not know (`malloc`'s, the stack;
+//!   neither `aclrtMallocHost`'s nor registered with `aclrtHostRegister`) on one side, device
+//!   memory on the other. CANN synchronizes the stream and copies at once, so that the device
+//!   never reads or writes pageable pages later, and refuses the copy in a stream capture
+//!   (hicann/runtime `src/runtime/api/impl/api_error.cc`, `ApiErrorDecorator::MemcpyAsync` and
+//!   `JudgeIsInvolvePageableMemory`: a copy whose kind is neither host to host nor device to
+//!   device, judged after the kind and the sides' locations were checked; the API page,
+//!   `docs/zh/api_ref/11-03_memory_copy_and_set.md`: with host memory that is not page-locked
+//!   the call returns once the copy is done). A device-to-device copy may name memory imported
+//!   from another host, which this process's tables do not place: never one.
+//! - **Within the host**: `ACL_MEMCPY_HOST_TO_HOST`, or `ACL_MEMCPY_DEFAULT` with two host
+//!   addresses (which CANN's `MemcpyKindAutoCorrect` makes host to host). CANN's runtime on a
+//!   host with its devices attached (the EP form, online run mode) refuses it (207000: the
+//!   same `ApiErrorDecorator::MemcpyAsync`, "H2H is not supported", after the location check;
+//!   `11-03_memory_copy_and_set.md`, aclrtMemcpyAsync: in the EP form the call does not copy
+//!   within the host asynchronously and returns ACL_ERROR_RT_FEATURE_NOT_SUPPORT).
 
 use super::host::HostTable;
 use super::queued::QueuedSide;
 use super::{MemcpyKind, Side};
 
-/// What [`Sim::memcpy_async_unless_pageable`](crate::Sim::memcpy_async_unless_pageable) did.
+/// What [`Sim::memcpy_async_as_cann`](crate::Sim::memcpy_async_as_cann) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AsyncCopy {
     /// Queued on the stream.
@@ -28,6 +32,8 @@ pub enum AsyncCopy {
     /// at this address; CANN synchronizes the stream and copies at once (see the module
     /// docs).
     Pageable(usize),
+    /// Nothing queued: both sides are host memory, which CANN refuses (see the module docs).
+    WithinHost,
 }
 
 /// What a copy's side is, for the test: device memory, or host memory at `at` that the
@@ -63,16 +69,17 @@ impl Place {
     }
 }
 
-/// The pageable host address of a copy of `kind` from `s` to `d`, if the copy is one CANN
-/// makes at once (see the module docs).
-pub(super) fn pageable_side(kind: MemcpyKind, d: Place, s: Place) -> Option<usize> {
-    if matches!(kind, MemcpyKind::HostToHost | MemcpyKind::DeviceToDevice) {
-        return None;
-    }
-    match (d, s) {
-        (Place::Host { at, known: false }, Place::Device)
-        | (Place::Device, Place::Host { at, known: false }) => Some(at),
-        _ => None,
+/// What CANN's `aclrtMemcpyAsync` does with a copy of `kind` from `s` to `d` (see the module
+/// docs): [`AsyncCopy::Queued`] for a copy it queues.
+pub(super) fn verdict(kind: MemcpyKind, d: Place, s: Place) -> AsyncCopy {
+    match (kind, d, s) {
+        (MemcpyKind::HostToHost | MemcpyKind::Default, Place::Host { .. }, Place::Host { .. }) => {
+            AsyncCopy::WithinHost
+        }
+        (MemcpyKind::HostToHost | MemcpyKind::DeviceToDevice, _, _) => AsyncCopy::Queued,
+        (_, Place::Host { at, known: false }, Place::Device)
+        | (_, Place::Device, Place::Host { at, known: false }) => AsyncCopy::Pageable(at),
+        _ => AsyncCopy::Queued,
     }
 }
 
@@ -86,8 +93,9 @@ mod tests {
 
     /// The copy's own classification answers what CANN makes at once: device memory with
     /// host memory the runtime does not know, whatever the kind says (explicit or default),
-    /// never with `aclrtMallocHost`'s or registered memory, never device to device; nothing
-    /// is queued for it, and the precheck of a capture answers the same.
+    /// never with `aclrtMallocHost`'s or registered memory, never device to device; and what
+    /// it refuses: two host sides. Nothing is queued for either, and the precheck of a
+    /// capture answers the same.
     #[test]
     fn only_copies_between_device_and_unknown_host_memory_are_left_to_the_caller() {
         let (sim, _ns) = crate::mem::tests::test_sim(
@@ -133,24 +141,29 @@ mod tests {
             (e, d, MemcpyKind::DeviceToDevice, None),
             (e, d, MemcpyKind::Default, None),
         ];
+        let within = [
+            (p, pinned, MemcpyKind::HostToHost),
+            (pinned, registered, MemcpyKind::Default),
+            (p, p + 64, MemcpyKind::Default),
+        ];
         for (dst, src, kind, want) in cases {
             let what = format!("{dst:#x} <- {src:#x} {kind:?}");
-            assert_eq!(
-                sim.memcpy_check(dst, 64, src, 64, kind).unwrap(),
-                want,
-                "{what}"
-            );
-            // SAFETY: the host sides live until the synchronize below.
-            let done = unsafe { sim.memcpy_async_unless_pageable(dst, 64, src, 64, kind, s) };
             let want = want.map_or(AsyncCopy::Queued, AsyncCopy::Pageable);
+            let check = sim.memcpy_check(dst, 64, src, 64, kind).unwrap();
+            assert_eq!(check, want, "{what}");
+            // SAFETY: the host sides live until the synchronize below.
+            let done = unsafe { sim.memcpy_async_as_cann(dst, 64, src, 64, kind, s) };
             assert_eq!(done.unwrap(), want, "{what}");
         }
-        // A host-to-host copy is never one.
-        assert_eq!(
-            sim.memcpy_check(p, 64, pinned, 64, MemcpyKind::HostToHost)
-                .unwrap(),
-            None
-        );
+        for (dst, src, kind) in within {
+            let what = format!("{dst:#x} <- {src:#x} {kind:?}");
+            let want = AsyncCopy::WithinHost;
+            let check = sim.memcpy_check(dst, 64, src, 64, kind).unwrap();
+            assert_eq!(check, want, "{what}");
+            // SAFETY: as above.
+            let done = unsafe { sim.memcpy_async_as_cann(dst, 64, src, 64, kind, s) };
+            assert_eq!(done.unwrap(), want, "{what}");
+        }
         let one = 1u64.to_ne_bytes();
         // SAFETY: 8 bytes of `one` to the device word.
         unsafe { sim.memcpy(word, 8, one.as_ptr().addr(), 8, h2d) }.unwrap();
