@@ -743,7 +743,9 @@ pub unsafe extern "C" fn aclrtMemcpy2d(
 
 /// `aclError aclrtMemcpy2dAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
 /// size_t width, size_t height, aclrtMemcpyKind kind, aclrtStream stream)`: [`aclrtMemcpy2d`]
-/// in stream order, as one task, device to device too.
+/// in stream order, as one task, device to device too. With pageable host memory on one
+/// side, the stream is synchronized and the copy made before the call returns, as
+/// [`aclrtMemcpyAsync`]'s.
 ///
 /// Codes: as `aclrtMemcpy2d`, except that device to device is taken and a copy whose
 /// addresses are both host memory is 107000; 107017 bad stream; 107003 a stream of another
@@ -769,12 +771,20 @@ pub unsafe extern "C" fn aclrtMemcpy2dAsync(
         };
         let rt = runtime()?;
         let s = rt.resolve_task_stream(stream.addr())?;
+        let b = rt.backend();
         // SAFETY: the caller's contract for the host sides; device sides are checked.
-        unsafe {
-            rt.backend()
-                .memcpy2d_async(dst.addr(), src.addr(), shape, k, s)
+        let done = unsafe { b.memcpy2d_async_as_cann(dst.addr(), src.addr(), shape, k, s) }
+            .map_err(CallError::backend)?;
+        if done == AsyncCopy::Queued {
+            return Ok(());
         }
-        .map_err(CallError::backend)
+        // Pageable host memory (the only copy a 2-D copy leaves, its checks refusing one
+        // within the host): as `aclrtMemcpyAsync`'s, the stream synchronized and the copy made
+        // now (hicann/runtime `api_error.cc`, `ApiErrorDecorator::MemCopy2DAsync`).
+        rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
+        // SAFETY: the host side is the caller's, valid during the call; the device side is
+        // checked.
+        unsafe { b.memcpy2d(dst.addr(), src.addr(), shape, k) }.map_err(CallError::backend)
     })
 }
 
