@@ -87,11 +87,19 @@ fn present(t: &Tool) -> bool {
     child.wait().is_ok_and(|s| s.success())
 }
 
-/// Installs the Debian packages of every missing tool (as root; otherwise says what to run).
+/// The tools of `tools` that do not run (or, for a compiler, do not compile).
+fn absent<'t>(tools: &[&'t Tool]) -> Vec<&'t Tool> {
+    tools.iter().copied().filter(|t| !present(t)).collect()
+}
+
+/// Installs the Debian packages of every missing tool (as root; otherwise says what to run),
+/// then checks the tools again: a package that installed but left its tool off `PATH` (or a
+/// compiler still without its headers) is an error naming the tool here, not a failure of a
+/// later step that tells the user to install what was just installed.
 fn ensure_tools(tools: &[&Tool]) -> Result<(), String> {
-    let missing: Vec<&str> = tools
+    let before = absent(tools);
+    let missing: Vec<&str> = before
         .iter()
-        .filter(|t| !present(t))
         .flat_map(|t| t.packages.iter().copied())
         .collect();
     if missing.is_empty() {
@@ -115,7 +123,17 @@ fn ensure_tools(tools: &[&Tool]) -> Result<(), String> {
             .args(["install", "-y", "-qq", "--no-install-recommends"])
             .args(&missing)
             .env("DEBIAN_FRONTEND", "noninteractive"),
-    )
+    )?;
+    let after = absent(&before);
+    if after.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = after.iter().map(|t| t.exe).collect();
+    Err(format!(
+        "installed {} but `{}` still does not run: is the package's folder (/usr/bin) on PATH?",
+        missing.join(" "),
+        names.join("`, `")
+    ))
 }
 
 /// The rustup components and targets of `rust-toolchain.toml`, in case the toolchain was
@@ -168,4 +186,38 @@ pub fn for_test() -> Result<(), String> {
 /// What the timeline step of `cargo xtask ci-long` needs: Debian's chromium.
 pub fn for_browser() -> Result<(), String> {
     ensure_tools(&[&CHROMIUM])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tool is present when it runs and succeeds, absent when it is not found or fails: the
+    /// check that decides what to install and, after the install, whether it worked.
+    #[test]
+    fn a_tool_that_is_not_on_path_or_fails_is_absent() {
+        let runs = Tool {
+            exe: "true",
+            args: &[],
+            input: None,
+            packages: &["coreutils"],
+        };
+        let missing = Tool {
+            exe: "acl-notify-no-such-tool",
+            args: &["--version"],
+            input: None,
+            packages: &["none"],
+        };
+        let fails = Tool {
+            exe: "false",
+            args: &[],
+            input: None,
+            packages: &["coreutils"],
+        };
+        let names: Vec<&str> = absent(&[&runs, &missing, &fails])
+            .iter()
+            .map(|t| t.exe)
+            .collect();
+        assert_eq!(names, ["acl-notify-no-such-tool", "false"]);
+    }
 }

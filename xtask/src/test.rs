@@ -10,7 +10,8 @@ use crate::run::{Steps, cargo, status};
 
 /// Run the whole test suite: formatting, clippy, rustdoc, the no_std build, the examples, unit,
 /// conformance, multi-process, compile-fail and C tests, loom, stress and the fuzz targets
-/// replayed. Installs what it needs first (C/C++ compilers, valgrind, the toolchain's parts).
+/// replayed. Installs what it needs first (C/C++ compilers, valgrind, etcd, the toolchain's
+/// parts).
 #[derive(FromArgs, Debug)]
 #[argh(subcommand, name = "test")]
 pub struct TestArgs {
