@@ -113,6 +113,15 @@ fn who(pid: i32, state: &str) -> String {
     }
 }
 
+/// Why a key of a notify its owner (process `pid`) destroyed imports nothing, on its host or
+/// another (`Sim::import_parsed`, the cluster's import).
+pub(crate) fn destroyed_by_owner(pid: i32) -> String {
+    format!(
+        "its owner (pid {pid}) destroyed the notify, which invalidates the key; importers that \
+         opened it before keep it until they destroy their handles"
+    )
+}
+
 /// `"; owner pid P (alive); whitelisted: …; last recorded by pid R (alive) 0.123 s ago; held
 /// by pid A (alive), pid B (dead)"` for notify `id` on `dev` of `file` (with `"; destroyed by
 /// its owner pid P …"` after the owner once the owner destroyed its handle, and the last
