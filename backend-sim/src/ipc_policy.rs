@@ -272,6 +272,14 @@ impl Sim {
                 "the notify no longer exists (destroyed by every holder)",
             ));
         }
+        // A key is invalid once the owner destroyed the notify, while importers that opened
+        // it before still hold it: CANN's owner destroy removes the shared id its key names
+        // (hicann/runtime `src/runtime/core/src/notify/notify.cc`
+        // `Notify::ReleaseDriverResourceOnDestroy`, `npu_driver.cc` `DestroyIpcNotify`:
+        // `halShrIdDestroy`); an importer's destroy only closes its own.
+        if let Some(pid) = slot.destroyed_by() {
+            return Err(stale(&diag::destroyed_by_owner(pid)));
+        }
         // A holder that died counts as having destroyed its handle (SPEC §2), so a notify
         // whose every holder died no longer exists; its references are dropped only when a
         // survivor reclaims them (on open, when ids run out, `Sim::gc`), so an import finding
@@ -329,6 +337,11 @@ impl Sim {
         // (207006); an export in progress reads as not exported (the key is not out yet).
         let r = SlotRef::join(&file, odev, id, k.generation)
             .ok_or_else(|| stale("the notify was destroyed during the import"))?;
+        // The owner's destroy came before this process held the notify: the key was invalid
+        // by then (this reference lets go).
+        if let Some(pid) = slot.destroyed_by() {
+            return Err(stale(&diag::destroyed_by_owner(pid)));
+        }
         self.insert_notify(NotifyEntry::new(r, Lifecycle::Imported, device))
     }
 }

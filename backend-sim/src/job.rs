@@ -399,20 +399,21 @@ fn put(
     }
 }
 
-/// A notify wait's outcome `out`, the wait on `r` run by `ctx`'s stream: a wait that took its
-/// record while its stream was being stopped, aborted or destroyed with its tasks discarded
-/// (its running task cut short: `TaskCtx::is_cancelled`) gives the record back
-/// ([`crate::waiters::give_back`]) and fails as cut short.
+/// A wait's outcome `out` (what it took, or its failure), the wait run by `ctx`'s stream: a
+/// wait that took its record (a notify's, [`crate::waiters::give_back`]) or its count (a
+/// clearing count notify's, [`crate::cnt::Cleared`]) while its stream was being stopped,
+/// aborted or destroyed with its tasks discarded (its running task cut short:
+/// `TaskCtx::is_cancelled`) gives it back and fails as cut short.
 ///
 /// The flags are read after the record was taken, so a record made after a stop returned
 /// and taken by the stopped stream's wait is always given back: the stop raises its flag
 /// before it returns, and the flag stays up until the worker takes its next task. Two loads
 /// a record taken (of the line the worker reads for every task), none on the way to it.
 #[inline(always)]
-fn took(r: &crate::shm::SlotRef, ctx: &TaskCtx, out: Result<(), SimError>) -> Result<(), SimError> {
+fn took<T: crate::waiters::Taken>(ctx: &TaskCtx, out: Result<T, SimError>) -> Result<(), SimError> {
     match out {
-        Ok(()) if ctx.is_cancelled() => crate::waiters::give_back(r),
-        out => out,
+        Ok(t) if ctx.is_cancelled() => t.give_back(),
+        out => out.map(drop),
     }
 }
 
@@ -484,7 +485,7 @@ impl SimJob {
                 // stream's spin hint is left alone: a wait that did not spin says nothing
                 // about how long one should (see `waiters::next_spin`).
                 if sync.is_set() && sync.try_consume() {
-                    return Some(took(r, ctx, r.file().intact()));
+                    return Some(took(ctx, r.file().intact().map(|()| &**r)));
                 }
                 // Only now, the record not there: park, or block.
                 let out = if parking == Parking::Never {
@@ -509,7 +510,7 @@ impl SimJob {
                         Went::Failed(e) => Err(*e),
                     }
                 };
-                took(r, ctx, out)
+                took(ctx, out.map(|()| &**r))
             }
             SimJob::Refused => Ok(()),
             SimJob::Parked(w) => {
@@ -522,13 +523,17 @@ impl SimJob {
                     Went::Failed(e) => Err(*e),
                 };
                 // SAFETY: as for a record (the wait ran; its task is not retired yet).
-                took(&unsafe { pin.get() }.0, ctx, out)
+                took(ctx, out.map(|()| &*unsafe { pin.get() }.0))
             }
             SimJob::CntRecord(job) => {
                 let (r, record, pid) = *job;
                 crate::cnt::run_record(&r, record, pid)
             }
-            SimJob::CntWait(job) => crate::cnt::run_wait(&job.0, &job.1, ctx),
+            SimJob::CntWait(job) => {
+                #[cfg(test)]
+                ctx.wait_starts();
+                took(ctx, crate::cnt::run_wait(&job.0, &job.1, ctx))
+            }
             SimJob::Host(call) => {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
                 let outer = IN_HOST_FN.with(|f| f.replace(Some((ctx.device(), ctx.stream_key()))));

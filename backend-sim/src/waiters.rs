@@ -283,15 +283,33 @@ impl WakeSleepers {
 /// for a discard, as that of a wait the discard woke).
 #[cold]
 pub(crate) fn cut_short(r: &SlotRef) -> SimError {
+    cut_short_on("notify", r.id(), r.device())
+}
+
+/// [`cut_short`] for a wait on `what` (a notify, a count notify) `id` of device `dev`.
+#[cold]
+pub(crate) fn cut_short_on(what: &str, id: u32, dev: u32) -> SimError {
     err(
         Error::TaskTimeout,
         format!(
-            "stream wait on notify {} (device {}) cut short: its stream was stopped, aborted or \
-             destroyed with its tasks discarded",
-            r.id(),
-            r.device()
+            "stream wait on {what} {id} (device {dev}) cut short: its stream was stopped, \
+             aborted or destroyed with its tasks discarded"
         ),
     )
+}
+
+/// What a stream wait took — a notify's record, a count notify's cleared count — and gives
+/// back when its stream's stop, abort or discarding destroy had begun by the time it took it
+/// (`job::took`, the one place that asks).
+pub(crate) trait Taken {
+    /// Gives it back, as if the wait had taken nothing, and fails as cut short.
+    fn give_back(self) -> Result<(), SimError>;
+}
+
+impl Taken for &SlotRef {
+    fn give_back(self) -> Result<(), SimError> {
+        give_back(self)
+    }
 }
 
 /// A stream wait on `r` that took its record while its stream was being stopped, aborted or

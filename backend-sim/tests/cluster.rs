@@ -130,6 +130,10 @@ fn main() {
             a_record_made_while_held_is_applied_by_an_owner_that_reads_it_late,
         ),
         (
+            "a_key_imports_nothing_once_its_owner_destroyed_the_notify",
+            a_key_imports_nothing_once_its_owner_destroyed_the_notify,
+        ),
+        (
             "remote_records_leave_no_key_once_their_importer_is_gone",
             remote_records_leave_no_key_once_their_importer_is_gone,
         ),
@@ -667,6 +671,17 @@ fn pod(tag: &str) -> String {
     format!("{tag}-{}", std::process::id())
 }
 
+/// Whether SuperPod `tag` of cluster `c` has a notify export published (its registry key:
+/// an owner withdraws it once it destroyed the notify and no importer holds it).
+fn exported(c: &EtcdCluster, tag: &str) -> Result<bool, Failed> {
+    let etcd = Etcd::new(c.client_addrs(), Duration::from_secs(5));
+    let prefix = format!("/acl-notify/{tag}/export/");
+    let (kvs, _) = etcd
+        .get_prefix(prefix.as_bytes())
+        .map_err(|e| format!("listing {prefix}: {e}"))?;
+    Ok(!kvs.is_empty())
+}
+
 /// An owner on host A (server 0, device 2) with a notify whitelisted for an importer on host
 /// B (server 1, device 3) that imported it: (owner, importer, owner's handle, importer's).
 fn pair(a: &Host, b: &Host) -> Result<(Agent, Agent, String, String), Failed> {
@@ -684,14 +699,15 @@ fn pair(a: &Host, b: &Host) -> Result<(Agent, Agent, String, String), Failed> {
 /// SPEC §2 across hosts: the notify lives until its last holder destroys it. The owner
 /// destroys its handle while an importer on host B holds two imports and another one a third:
 /// their records still land on the owner's notify; the export goes only when the last hold
-/// goes (a destroy, or the holder's lease ending after a SIGKILL), and then a new import
-/// of the key is refused (107017).
+/// goes (a destroy, or the holder's lease ending after a SIGKILL). A new import of the key
+/// is refused (107017) from the owner's destroy on, held or not
+/// (`a_key_imports_nothing_once_its_owner_destroyed_the_notify`).
 ///
 /// The killed holder's lease is a [`LIVE_TTL`] one, ended by the test (revoked, as etcd does
-/// to a lease at its expiry: its keys go at once) only after the import that it must still
-/// allow: with a [`TTL`] lease, that import raced the lease's expiry (2 s from the holder's
+/// to a lease at its expiry: its keys go at once) only after the test saw the export it
+/// keeps: with a [`TTL`] lease, that look raced the lease's expiry (2 s from the holder's
 /// last renewal, which may have come up to a third of it before the kill), and failed on a
-/// loaded machine where the kill, a 300 ms sleep and the import took longer than what was
+/// loaded machine where the kill, a 300 ms sleep and the look took longer than what was
 /// left of it. That a SIGKILLed process's lease expires by itself is
 /// `sigkilled_processes_are_dead_within_the_ttl`'s.
 fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
@@ -733,28 +749,30 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
     };
     let lease = doomed_lease()?.ok_or_else(|| format!("no key {proc_key}"))?;
     doomed.kill();
+    let held = exported(c, &tag)?;
     let r = late.ask(&format!("import 3 {key}"));
-    // The import's premise: the killed holder's lease lived through it.
+    // The look's premise: the killed holder's lease lived through it.
     check(doomed_lease()? == Some(lease), || {
-        format!("the killed holder's {LIVE_TTL} s lease ended before the import was answered")
+        format!("the killed holder's {LIVE_TTL} s lease ended before the export was looked at")
     })?;
-    let lh = r.map_err(|e| format!("import while a killed holder's lease lives: {e}"))?;
-    late.try_ok(&format!("destroy {lh}"))?;
+    check(held, || {
+        "the export was withdrawn while a killed holder's lease held the notify".into()
+    })?;
+    check(code_of(&r) == Some(107017), || {
+        format!("an import after the owner's destroy, the notify held: {r:?}")
+    })?;
     let t = Instant::now();
     etcd.lease_revoke(lease)
         .map_err(|e| format!("ending the killed holder's lease: {e}"))?;
     poll_until(
         "the export withdrawn once the last holder's lease ended",
         ANSWER,
-        || match late.ask(&format!("import 3 {key}")) {
-            // Still held: let go of this probe's own hold again.
-            Ok(h) => {
-                let _ = late.ask(&format!("destroy {h}"));
-                false
-            }
-            r => code_of(&r) == Some(107017),
-        },
+        || exported(c, &tag).is_ok_and(|e| !e),
     )?;
+    let r = late.ask(&format!("import 3 {key}"));
+    check(code_of(&r) == Some(107017), || {
+        format!("an import after the last hold went: {r:?}")
+    })?;
     eprintln!(
         "last hold gone {:?} after its lease was revoked",
         t.elapsed()
@@ -776,7 +794,8 @@ fn remote_importers_keep_the_owner_s_notify_alive(c: &Arc<EtcdCluster>) -> Resul
 fn a_record_made_while_held_is_applied_by_an_owner_that_reads_it_late(
     c: &Arc<EtcdCluster>,
 ) -> Result<(), Failed> {
-    let url = c.url(&pod("late"));
+    let tag = pod("late");
+    let url = c.url(&tag);
     let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
     let mut owner = a.spawn()?;
     let mut importer = b.spawn()?;
@@ -798,23 +817,71 @@ fn a_record_made_while_held_is_applied_by_an_owner_that_reads_it_late(
     // SAFETY: as above.
     unsafe { libc::kill(opid, libc::SIGCONT) };
     late?;
+    // The owner withdraws the export once its watch read the last release, after the
+    // record it applies before it.
     poll_until(
         "the export withdrawn once the last hold went",
         ANSWER,
-        || {
-            match importer.ask(&format!("import 3 {key}")) {
-                // Not yet read: let go of this probe's own hold again.
-                Ok(h) => {
-                    let _ = importer.ask(&format!("destroy {h}"));
-                    false
-                }
-                r => code_of(&r) == Some(107017),
-            }
-        },
+        || exported(c, &tag).is_ok_and(|e| !e),
     )?;
     let applied = owner.try_ok("applied")?;
     check(applied == "1", || {
         format!("the owner applied {applied} records of the 1 made while its notify was held")
+    })
+}
+
+/// A key imports nothing once its owner destroyed the notify, on the owner's host and on
+/// another, while importers that held it before keep it (CANN's owner destroy removes the
+/// shared id the key names; an importer's destroy closes only its own): a new import is
+/// refused (107017, saying the owner destroyed it) while the export stays published for the
+/// holds, whose records still land; the export goes with the last hold. Until 2026-12-07 an
+/// import of a destroyed notify still held succeeded, on either host.
+fn a_key_imports_nothing_once_its_owner_destroyed_the_notify(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    let tag = pod("gone");
+    let url = c.url(&tag);
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let mut owner = a.spawn()?;
+    let mut near = a.spawn()?;
+    let mut near_late = a.spawn()?;
+    let mut far = b.spawn()?;
+    let mut far_late = b.spawn()?;
+    let h = owner.try_ok("create 2")?;
+    let key = owner.try_ok(&format!("export {h}"))?;
+    for (server, p) in [(0, &near), (0, &near_late), (1, &far), (1, &far_late)] {
+        owner.try_ok(&format!("allow {h} {server} {}", p.pid))?;
+    }
+    let nh = near.try_ok(&format!("import 2 {key}"))?;
+    let fh = far.try_ok(&format!("import 3 {key}"))?;
+    owner.try_ok(&format!("destroy {h}"))?;
+    let answers = [
+        ("this host", near_late.ask(&format!("import 2 {key}"))),
+        ("another host", far_late.ask(&format!("import 3 {key}"))),
+    ];
+    let refused = |r: &Result<String, String>| {
+        code_of(r) == Some(107017)
+            && r.as_ref()
+                .is_err_and(|e| e.contains("destroyed the notify"))
+    };
+    check(answers.iter().all(|(_, r)| refused(r)), || {
+        format!("imports after the owner's destroy: {answers:?}")
+    })?;
+    // The holds still work: the records land (the remote one applied by the owner).
+    near.try_ok(&format!("record {nh} 2"))?;
+    far.try_ok(&format!("record {fh} 3"))?;
+    poll_until(
+        "the held notify's remote record applied",
+        Duration::from_secs(20),
+        || owner.ask("applied").as_deref() == Ok("1"),
+    )?;
+    check(exported(c, &tag)?, || {
+        "the export was withdrawn while an importer held the notify".into()
+    })?;
+    far.try_ok(&format!("destroy {fh}"))?;
+    near.try_ok(&format!("destroy {nh}"))?;
+    poll_until("the export withdrawn with the last hold", ANSWER, || {
+        exported(c, &tag).is_ok_and(|e| !e)
     })
 }
 

@@ -27,8 +27,8 @@
  * lease has expired, within 30 s), "kill" (the owner SIGKILLs itself: the bytes lived in its
  * process, so the importer's copies fail with 107000 or 507022 within bounded time, no hang).
  * retry=1: the importer writes a round again whose copy failed with 507022 (etcd unreachable
- * past the client's 3 s bound); its stream stops on failure, so the record after a failed copy
- * is not sent.
+ * past the client's bound, ACL_NOTIFY_SIM_CLUSTER_TIMEOUT); its stream stops on failure, so
+ * the record after a failed copy is not sent.
  * save=<dir>: the importer keeps the handle in <dir>/prev.handle; stale=<dir>: the importer
  * first imports the handle an earlier job saved there (107000: it names no live export).
  *
@@ -245,7 +245,7 @@ static int importer(const char *dir, int rounds, const char *end, const char *sa
         if (rc != ACL_SUCCESS) snprintf(why, sizeof why, "%s", recent_msg());
         if (rc == ACL_ERROR_RT_IPC_ERROR && retry && retried < 5 &&
             strstr(why, "a copy through") != NULL) {
-            /* etcd unreachable past the client's bound (a restart slower than 3 s) during the
+            /* etcd unreachable past the client's bound (a restart slower than it) during the
              * copy: the round again, its record not sent (the stream stopped). A failed record
              * is not retried: it may have been committed before etcd died, and a second one
              * would be a second record. */

@@ -98,6 +98,7 @@ pub fn build(args: &BuildArgs) -> Result<(), String> {
             );
         }
     }
+    crate::setup::for_demo()?;
     let inst = install(args.release)?;
     let lib = inst.lib.display();
     let inc = inst.include.display();

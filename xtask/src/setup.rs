@@ -1,8 +1,11 @@
 //! What a command needs on the machine, installed by the command itself: the README promises
 //! that `cargo xtask demo` and `cargo xtask test` work on a fresh machine with nothing run
-//! first. The pinned toolchain itself comes from `rust-toolchain.toml` (rustup installs it,
-//! with its components and targets, when cargo is first run here); this module adds what
-//! rustup may have skipped and the Debian packages.
+//! first but git, rustup and a C compiler. The compiler cannot be installed from here: Rust
+//! links every program through `cc`, this one's build too, so without it `cargo xtask` stops at
+//! "linker `cc` not found" before it runs (the README says so). The pinned toolchain itself
+//! comes from `rust-toolchain.toml` (rustup installs it, with its components and targets, when
+//! cargo is first run here); this module adds what rustup may have skipped and the Debian
+//! packages.
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -167,7 +170,9 @@ fn ensure_rust_parts() -> Result<(), String> {
     Ok(())
 }
 
-/// What `cargo xtask demo` (and `build`) needs: a C compiler.
+/// What `cargo xtask demo` (and `build`) needs: a C compiler that compiles against the C
+/// library's headers (`cc` itself is there, or this program would not have linked, but Debian's
+/// `gcc` only recommends `libc6-dev`).
 pub fn for_demo() -> Result<(), String> {
     ensure_tools(&[&CC])
 }

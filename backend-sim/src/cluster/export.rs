@@ -34,6 +34,25 @@ pub(super) enum Stale {
     Unreadable(String),
     /// Published, but for another incarnation or export (another generation or nonce).
     Mismatch,
+    /// Published, but the owner (this pid) destroyed what it exported: the entry stays for
+    /// the importers that held it before ([`destroyed`]), and the key imports nothing more.
+    Destroyed(i32),
+}
+
+/// `entry` marked as the export of something its owner destroyed: kept published for the
+/// importers that hold it, refused to every later import (CANN's owner destroy removes the
+/// shared id its key names).
+pub(super) fn destroyed(entry: &[u8]) -> Vec<u8> {
+    let mut v: Value = serde_json::from_slice(entry).unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("destroyed".into(), Value::Bool(true));
+    }
+    v.to_string().into_bytes()
+}
+
+/// Whether `entry` (a registry value) is marked [`destroyed`].
+pub(super) fn is_destroyed(entry: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(entry).is_ok_and(|v| v["destroyed"].as_bool() == Some(true))
 }
 
 impl Stale {
@@ -54,6 +73,7 @@ impl Stale {
             ),
             Stale::Unreadable(e) => format!("its registry entry is unreadable: {e}"),
             Stale::Mismatch => mismatch.to_owned(),
+            Stale::Destroyed(pid) => crate::diag::destroyed_by_owner(pid),
         }
     }
 }
@@ -78,6 +98,9 @@ pub(super) fn read(
         || v["nonce"].as_str() != Some(hex(nonce).as_str())
     {
         return Ok(Err(Stale::Mismatch));
+    }
+    if v["destroyed"].as_bool() == Some(true) {
+        return Ok(Err(Stale::Destroyed(owner_pid(&v))));
     }
     Ok(Ok((v, kv)))
 }

@@ -99,7 +99,7 @@ impl Cluster {
             m.create_rev,
             "importing memory of another host",
         )?;
-        if !held {
+        if held.is_none() {
             return Err(err(
                 Error::ParamInvalid,
                 format!(

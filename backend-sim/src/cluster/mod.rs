@@ -365,9 +365,11 @@ impl Shared {
 
     /// Puts holder key `key` for `what` (bound to this process's lease: it goes with
     /// [`let_go`](Self::let_go) or this process's death) in one transaction with a look at
-    /// the owner's `export` key: `false`, and nothing put, unless that key is still the one
+    /// the owner's `export` key: `None`, and nothing put, unless that key is still the one
     /// created at revision `create_rev` (the owner withdrew it, or died, since the importer
-    /// looked it up). 507022 if etcd cannot be asked (`doing` says what for).
+    /// looked it up); else the export's value as the hold found it (the same transaction:
+    /// what the owner had published when the hold was put). 507022 if etcd cannot be asked
+    /// (`doing` says what for).
     fn hold(
         &self,
         what: Held,
@@ -375,24 +377,35 @@ impl Shared {
         export: Vec<u8>,
         create_rev: i64,
         doing: &str,
-    ) -> Result<bool, SimError> {
+    ) -> Result<Option<Vec<u8>>, SimError> {
         let lease = *lock(&self.proc_lease);
         let t = self
             .etcd
             .txn(
-                &[Cmp::CreatedAt(export, create_rev)],
-                &[Op::Put {
-                    key: key.clone(),
-                    value: Vec::new(),
-                    lease,
-                }],
+                &[Cmp::CreatedAt(export.clone(), create_rev)],
+                &[
+                    Op::Put {
+                        key: key.clone(),
+                        value: Vec::new(),
+                        lease,
+                    },
+                    Op::Get(export),
+                ],
                 &[],
             )
             .map_err(|e| ipc(e, doing))?;
-        if t.succeeded {
-            lock(&self.held).insert(what, key);
+        if !t.succeeded {
+            return Ok(None);
         }
-        Ok(t.succeeded)
+        lock(&self.held).insert(what, key);
+        Ok(Some(
+            t.gets
+                .into_iter()
+                .next()
+                .flatten()
+                .map(|kv| kv.value)
+                .unwrap_or_default(),
+        ))
     }
 
     /// Drops this process's hold on `what` ([`hold`](Self::hold)), if it has one (if the
@@ -433,20 +446,29 @@ impl Shared {
     /// Releases the owner's last reference to notify (`dev`, `id`) and its export if the owner
     /// destroyed it and no importer on another host holds it any more. Holding `published`
     /// across the range keeps a hold's release and the owner's destroy from missing each other.
-    /// `at`: the revision of the hold's release, read by the watch ([`unheld`](Self::unheld));
-    /// `None` for the owner's destroy (the state now).
+    /// `at`: the revision of the hold's release, read by the watch ([`unheld`](Self::unheld)).
     fn release_if_unheld(&self, dev: u32, id: u32, at: Option<i64>) {
-        let mut p = lock(&self.published);
+        let p = lock(&self.published);
         if p.get(&(dev, id)).is_none_or(|e| e.keep.is_none()) {
             return;
         }
         if self.unheld(&self.holder_prefix(self.server, self.pid, dev, id), at) {
-            let gone = p.remove(&(dev, id));
-            drop(p);
-            let _ = self.etcd.delete(&self.export_key(self.server, dev, id));
-            // The id goes with this reference, outside the lock.
-            drop(gone);
+            self.release(p, dev, id);
         }
+    }
+
+    /// Drops notify (`dev`, `id`) from `p` (the `published` map, locked) and withdraws its
+    /// export; the owner's reference (the id) goes outside the lock.
+    fn release(
+        &self,
+        mut p: std::sync::MutexGuard<'_, HashMap<(u32, u32), Published>>,
+        dev: u32,
+        id: u32,
+    ) {
+        let gone = p.remove(&(dev, id));
+        drop(p);
+        let _ = self.etcd.delete(&self.export_key(self.server, dev, id));
+        drop(gone);
     }
 
     /// Releases the host's claim of its server id when no process of the server is left in
@@ -941,19 +963,31 @@ impl Cluster {
 
     /// The owner's destroy of notify `r`: if this process published it, the export stays
     /// while importers on other hosts hold it (SPEC §2: the id is released when the last
-    /// holder destroys it), the cluster keeping a reference to it until the last hold goes;
-    /// else the export is withdrawn. Nothing (no etcd call) for a notify never published.
+    /// holder destroys it), the cluster keeping a reference to it until the last hold goes,
+    /// and marked destroyed, so that its key imports nothing more (CANN's owner destroy
+    /// removes the shared id the key names: `export::destroyed`; the holds' records still
+    /// land, the entry's incarnation unchanged); else the export is withdrawn. Nothing (no
+    /// etcd call) for a notify never published.
+    ///
+    /// Under `published`, as a hold's release is judged: a release read meanwhile waits, and
+    /// then finds the notify kept and withdraws it if that hold was the last.
     pub fn withdraw(&self, r: &Arc<SlotRef>) {
         let s = &self.shared;
         let (dev, id) = (r.device(), r.id());
-        {
-            let mut p = lock(&s.published);
-            match p.get_mut(&(dev, id)) {
-                Some(e) if e.generation == r.generation() => e.keep = Some(Arc::clone(r)),
-                _ => return,
+        let mut p = lock(&s.published);
+        let value = match p.get_mut(&(dev, id)) {
+            Some(e) if e.generation == r.generation() => {
+                e.keep = Some(Arc::clone(r));
+                e.value = export::destroyed(&e.value);
+                e.value.clone()
             }
+            _ => return,
+        };
+        if s.unheld(&s.holder_prefix(s.server, s.pid, dev, id), None) {
+            return s.release(p, dev, id);
         }
-        s.release_if_unheld(dev, id, None);
+        let lease = *lock(&s.proc_lease);
+        let _ = s.etcd.put(&s.export_key(s.server, dev, id), &value, lease);
     }
 
     /// Registers import handle `h` of remote notify `n` as a holder of it (a key bound to this
@@ -970,13 +1004,27 @@ impl Cluster {
             n.create_rev,
             "importing a notify of another host",
         )?;
-        if !held {
+        let what = format!(
+            "notify {} of device {} of server {}",
+            n.id, n.device, n.server
+        );
+        let Some(export) = held else {
             return Err(err(
                 Error::InvalidHandle,
                 format!(
-                    "notify {} of device {} of server {}: its export is gone (the owner \
-                     destroyed it or died) since the key was looked up",
-                    n.id, n.device, n.server
+                    "{what}: its export is gone (the owner destroyed it or died) since the key \
+                     was looked up"
+                ),
+            ));
+        };
+        // The owner destroyed it after the key was looked up, before the hold was put (the
+        // caller's `remove` lets the hold go).
+        if export::is_destroyed(&export) {
+            return Err(err(
+                Error::InvalidHandle,
+                format!(
+                    "key of {what}: {}",
+                    crate::diag::destroyed_by_owner(n.owner_pid)
                 ),
             ));
         }

@@ -611,9 +611,40 @@ pub(crate) fn run_record(r: &CntRef, record: CntRecord, pid: i32) -> Result<(), 
     r.file.intact()
 }
 
+/// What a satisfied count-notify wait on `r` took: the count it cleared (0: none, a wait
+/// that keeps the count), given back if its stream's stop, abort or discarding destroy had
+/// begun by then (`job::took`): a stopped stream's count wait consumes nothing, as a notify
+/// wait does (`crate::waiters::give_back`). Without it, a clearing wait the stop cut short
+/// where it next asked (before it sleeps) but that found its count first — woken by a record
+/// made after the stop returned, before the stop's own wake-up ran, or started past the
+/// worker's look at the stop — cleared that record's count, and another stream's wait on it
+/// waited for ever (`parked::tests::a_parked_stream_stopped`, count notifies).
+pub(crate) struct Cleared<'a>(&'a CntRef, u32);
+
+impl crate::waiters::Taken for Cleared<'_> {
+    #[cold]
+    #[inline(never)]
+    fn give_back(self) -> Result<(), SimError> {
+        let Cleared(r, count) = self;
+        r.slot().give_back(&r.file.waiter(), count);
+        Err(cut_short(r))
+    }
+}
+
+/// The error of a count-notify stream wait on `r` cut short by its stream's stop, abort or
+/// discarding destroy, having consumed nothing.
+#[cold]
+fn cut_short(r: &CntRef) -> SimError {
+    crate::waiters::cut_short_on("count notify", r.id, r.dev)
+}
+
 /// A count-notify wait as its stream runs it ([`SimJob::CntWait`]; its timeout was resolved
-/// when it was queued).
-pub(crate) fn run_wait(r: &Arc<CntRef>, wait: &CntWait, ctx: &TaskCtx) -> Result<(), SimError> {
+/// when it was queued): what it took ([`Cleared`]), or why it failed.
+pub(crate) fn run_wait<'a>(
+    r: &'a Arc<CntRef>,
+    wait: &CntWait,
+    ctx: &TaskCtx,
+) -> Result<Cleared<'a>, SimError> {
     let t = wait.timeout.duration();
     // As for a notify wait: the waker is registered only when the wait would block.
     let lazy = ctx.lazy_cancel(|| {
@@ -635,7 +666,7 @@ pub(crate) fn run_wait(r: &Arc<CntRef>, wait: &CntWait, ctx: &TaskCtx) -> Result
         }
         lazy.check() || r.file.map.lost()
     };
-    let out = r.slot().wait(
+    let out = r.slot().wait_clearing(
         &r.file.waiter(),
         r.generation,
         wait.mode,
@@ -651,7 +682,11 @@ pub(crate) fn run_wait(r: &Arc<CntRef>, wait: &CntWait, ctx: &TaskCtx) -> Result
         ctx.set_blocked_on(0);
     }
     r.file.intact()?;
-    cnt_outcome(out, r, wait, t)
+    let (out, count) = match out {
+        Ok((out, count)) => (Ok(out), count),
+        Err(e) => (Err(e), 0),
+    };
+    cnt_outcome(out, r, wait, t).map(|()| Cleared(r, count))
 }
 
 /// Explains a count wait that ended unsatisfied.
@@ -712,14 +747,7 @@ fn cnt_outcome(
             Error::TaskTimeout,
             describe_cnt_wait(r, wait, t, "stream wait"),
         )),
-        Ok(WaitOutcome::Cancelled) => Err(SimError::new(
-            Error::TaskTimeout,
-            format!(
-                "stream wait on count notify {} cancelled: its stream was destroyed with tasks \
-                 discarded",
-                r.id
-            ),
-        )),
+        Ok(WaitOutcome::Cancelled) => Err(cut_short(r)),
         Err(e) => Err(SimError::new(
             Error::DrvInternalError,
             format!(

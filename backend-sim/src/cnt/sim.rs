@@ -32,7 +32,7 @@ impl Sim {
         Ok(opened)
     }
 
-    pub(super) fn cnt(&self, h: RawCntNotify) -> Result<Arc<CntRef>, SimError> {
+    pub(crate) fn cnt(&self, h: RawCntNotify) -> Result<Arc<CntRef>, SimError> {
         let t = self
             .inner
             .cnt

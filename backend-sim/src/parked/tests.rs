@@ -20,12 +20,13 @@ const LONG: SyncWait = SyncWait::AtMost(Duration::from_secs(20));
 /// parks, and parked streams stay parked (`Sim::force_parking`: its streams only, the other
 /// tests of this process go on as usual).
 fn open_with(tag: &str, forced: bool) -> (Sim, Ns) {
-    let (sim, ns) = Ns::open_sim(
-        format!("unit-parked-{tag}-{}", std::process::id()),
-        Soc::Ascend910B,
-        2,
-    )
-    .expect("opening a test Sim");
+    open_on(tag, forced, Soc::Ascend910B)
+}
+
+/// [`open_with`] a machine of `soc`.
+fn open_on(tag: &str, forced: bool, soc: Soc) -> (Sim, Ns) {
+    let (sim, ns) = Ns::open_sim(format!("unit-parked-{tag}-{}", std::process::id()), soc, 2)
+        .expect("opening a test Sim");
     if forced {
         sim.force_parking();
     }
@@ -367,6 +368,8 @@ fn a_parked_stream_aborted() {
 /// the stopped stream's wait consumed nothing and holds no place in the notify's queue — and
 /// the stopped stream runs nothing more (the record queued behind its wait is kept, unrun), a
 /// bounded synchronize times out; the abort drops the kept task and the stream runs again.
+/// The same with a wait on a count notify ([`Waited`]): the count a record made after the
+/// stop returned is the next wait's, whole.
 ///
 /// Failed before 2026-12-06 with the wait parked: the stopped stream kept the parked wait as
 /// a queued task, with its place, and the other stream's wait timed out behind it
@@ -375,7 +378,9 @@ fn a_parked_stream_aborted() {
 /// yet looking ([`Window::Starting`]): the stop cut the wait short only where it next asked
 /// (before it slept), and a wait that found the record first — woken by it, before the
 /// stop's own wake-up had run — took it: the other stream's wait timed out (5 s). The test
-/// slept 50 ms before the stop then, and took whatever state the wait had reached.
+/// slept 50 ms before the stop then, and took whatever state the wait had reached. A
+/// clearing count-notify wait failed so in the same two windows until 2026-12-07 (it cleared
+/// the count; `cnt::Cleared`); one that keeps the count never took anything.
 #[test]
 fn a_parked_stream_stopped() {
     for window in [
@@ -384,8 +389,25 @@ fn a_parked_stream_stopped() {
         Window::Blocked,
         Window::Parked,
     ] {
-        stopped_while_waiting(window);
+        stopped_while_waiting(window, Waited::Notify);
     }
+    // A count-notify wait never parks: it blocks on its thread.
+    for waited in [Waited::ClearedCount, Waited::KeptCount] {
+        for window in [Window::NotStarted, Window::Starting, Window::Blocked] {
+            stopped_while_waiting(window, waited);
+        }
+    }
+}
+
+/// What the stopped stream waits on (`a_parked_stream_stopped`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waited {
+    /// A notify (`wait_and_reset`).
+    Notify,
+    /// A count notify, for a count of at least 1, clearing it once satisfied.
+    ClearedCount,
+    /// A count notify, for a count of at least 1, keeping it.
+    KeptCount,
 }
 
 /// Where a stream's wait is when its stream is stopped (`a_parked_stream_stopped`).
@@ -431,14 +453,21 @@ fn asleep(tid: i32) -> bool {
     rest.split_whitespace().next() == Some("S")
 }
 
-fn stopped_while_waiting(window: Window) {
+fn stopped_while_waiting(window: Window, waited: Waited) {
+    use acl_notify_core::{CntNotifyOps, CntRecord, CntWait, CntWaitMode};
     static HOST: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let (sim, _ns) = open_with(
-        &format!("stop-{window:?}").to_lowercase(),
+    let (sim, _ns) = open_on(
+        &format!("stop-{window:?}-{waited:?}").to_lowercase(),
         window == Window::Parked,
+        if waited == Waited::Notify {
+            Soc::Ascend910B
+        } else {
+            Soc::Ascend950PR
+        },
     );
     let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
     let m = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let c = (waited != Waited::Notify).then(|| sim.cnt_create(0).unwrap());
     let r = sim.create_stream(0).unwrap();
     let s = sim.create_stream(0).unwrap();
     let (st, _) = sim.stream(s).unwrap();
@@ -461,7 +490,12 @@ fn stopped_while_waiting(window: Window) {
         }
         Window::Parked => {}
     }
-    sim.wait_and_reset(n, s, Timeout::Forever).unwrap();
+    let at_least_1 = CntWait::new(CntWaitMode::BiggerOrEqual, 1);
+    match (waited, c) {
+        (Waited::ClearedCount, Some(c)) => sim.cnt_wait(c, s, at_least_1.clearing()).unwrap(),
+        (Waited::KeptCount, Some(c)) => sim.cnt_wait(c, s, at_least_1).unwrap(),
+        _ => sim.wait_and_reset(n, s, Timeout::Forever).unwrap(),
+    }
     sim.record(m, s).unwrap();
     match window {
         Window::NotStarted => until("the host function runs", || {
@@ -479,7 +513,10 @@ fn stopped_while_waiting(window: Window) {
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     // The record, made after the stop returned: no other wait is queued yet. (With the wait
     // blocked, it wakes the wait: the stop's wake-up comes late.)
-    sim.record(n, r).unwrap();
+    match c {
+        Some(c) => sim.cnt_record(c, r, CntRecord::add(1)).unwrap(),
+        None => sim.record(n, r).unwrap(),
+    }
     sim.synchronize(r, LONG).unwrap();
     match window {
         Window::NotStarted => HOST.store(2, std::sync::atomic::Ordering::SeqCst),
@@ -487,22 +524,33 @@ fn stopped_while_waiting(window: Window) {
         _ => {}
     }
     // Another stream's wait on the notify gets it (bounded: had the stopped wait taken the
-    // record, or kept its place, it would wait for ever).
+    // record, or kept its place, it would wait for ever). On a count notify, for exactly the
+    // count the record made (none lost, none added twice).
     let w = sim.create_stream(0).unwrap();
-    sim.wait_and_reset(n, w, Timeout::from_c(5)).unwrap();
+    let five = Timeout::from_c(5);
+    match c {
+        Some(c) => {
+            let exactly_1 = CntWait::new(CntWaitMode::Equal, 1).with_timeout(five);
+            sim.cnt_wait(c, w, exactly_1.clearing()).unwrap();
+        }
+        None => sim.wait_and_reset(n, w, five).unwrap(),
+    }
     sim.synchronize(w, LONG).unwrap_or_else(|e| {
+        let left = match c {
+            Some(c) => format!("the count is {}", sim.cnt(c).unwrap().slot().count()),
+            None => format!("a record is pending: {}", sim.try_consume(n).unwrap()),
+        };
         panic!(
-            "{window:?}: the other stream's wait did not get the record: {e}; the stopped \
-             stream completed {} task(s), its head notes {:#x}, a record is pending: {}",
+            "{window:?}, {waited:?}: the other stream's wait did not get the record: {e}; the \
+             stopped stream completed {} task(s), its head notes {:#x}, {left}",
             st.stats().completed,
             st.blocked_on(),
-            sim.try_consume(n).unwrap()
         )
     });
     std::thread::sleep(Duration::from_millis(30));
     assert!(
         !sim.try_consume(m).unwrap(),
-        "{window:?}: the stopped stream ran a task"
+        "{window:?}, {waited:?}: the stopped stream ran a task"
     );
     let e = sim
         .synchronize(s, SyncWait::AtMost(Duration::from_millis(30)))
@@ -510,13 +558,13 @@ fn stopped_while_waiting(window: Window) {
     assert_eq!(
         acl_notify_core::BackendError::kind(&e),
         acl_notify_core::Error::StreamSyncTimeout,
-        "{window:?}: {e}"
+        "{window:?}, {waited:?}: {e}"
     );
     sim.abort(s).unwrap();
     sim.synchronize(s, LONG).unwrap();
     assert!(
         !sim.try_consume(m).unwrap(),
-        "{window:?}: the abort ran the kept task"
+        "{window:?}, {waited:?}: the abort ran the kept task"
     );
     runs_after_the_abort(&sim, s, m, n);
     for st in [s, r, w] {

@@ -2,7 +2,8 @@
 //! cut short as an abort cuts it (its failure is not stored; a wait parked on the runner is
 //! the running one too, dropped with its place in the notify's queue: `Shared::keep_stopped`;
 //! a notify wait cut short consumes nothing: one that takes its record once the stop has
-//! begun gives it back, and one that starts then takes no place, `crate::waiters::give_back`),
+//! begun gives it back, and one that starts then takes no place, `crate::waiters::give_back`;
+//! a clearing count-notify wait puts back the count it cleared, `crate::cnt::Cleared`),
 //! the queued ones and those queued later are kept, unrun, until an abort ([`Stream::abort`]: they are dropped and the
 //! stream runs again) or a destroy (they are discarded, a `Drain` included: they will never
 //! run, so a destroy that waited for them would wait for ever).

@@ -219,6 +219,22 @@ impl Slot<CntSync> {
         on_satisfied: OnSatisfied,
         args: WaitArgs<'_>,
     ) -> Result<WaitOutcome, TableError> {
+        self.wait_clearing(w, generation, mode, value, on_satisfied, args)
+            .map(|(out, _)| out)
+    }
+
+    /// [`wait`](Self::wait), with what the wait took: the count it cleared (0 when it
+    /// cleared nothing: [`OnSatisfied::Keep`], a count of 0, or not satisfied), for a caller
+    /// that may have to [`give_back`](Self::give_back) it.
+    pub fn wait_clearing<W: Waiter>(
+        &self,
+        w: &W,
+        generation: u32,
+        mode: CntWaitMode,
+        value: u32,
+        on_satisfied: OnSatisfied,
+        args: WaitArgs<'_>,
+    ) -> Result<(WaitOutcome, u32), TableError> {
         let s = &self.sync;
         let clock = Clock::start(w, args.timeout);
         s.waiters.fetch_add(1, SeqCst);
@@ -237,7 +253,7 @@ impl Slot<CntSync> {
                     return Look::Sleep(&s.seq, seq);
                 }
                 match on_satisfied {
-                    OnSatisfied::Keep => Look::Done(Ok(WaitOutcome::Consumed)),
+                    OnSatisfied::Keep => Look::Done(Ok((WaitOutcome::Consumed, 0))),
                     OnSatisfied::Clear => {
                         if s.count.compare_exchange(v, 0, SeqCst, SeqCst).is_err() {
                             // The count moved between the check and the clear: look again.
@@ -246,12 +262,48 @@ impl Slot<CntSync> {
                         if v != 0 {
                             s.changed(w);
                         }
-                        Look::Done(Ok(WaitOutcome::Consumed))
+                        Look::Done(Ok((WaitOutcome::Consumed, v)))
                     }
                 }
             },
-            Ok,
+            |out| Ok((out, 0)),
             |_| Ok(()),
         )
+    }
+
+    /// Gives back `taken`, the count a satisfied clearing wait cleared
+    /// ([`wait_clearing`](Self::wait_clearing)), as if that wait had not cleared it: a wait
+    /// cut short once it had taken its count (its stream stopped: the platform decides)
+    /// consumes nothing. Wakes the waiters, as a record does; the last record's diagnostics
+    /// are left alone (this is no record). Nothing for 0.
+    ///
+    /// Nothing changed the count since the clear (the case a cut-short wait meets, which
+    /// gives back at once): the count is `taken` again. Records that landed in between were
+    /// applied to 0 instead of `taken`, which cannot be undone without knowing them all; the
+    /// count is then made as the last of them would have made it from `taken`: an `ADD`
+    /// adds `taken` back, a `BIT_OR` ORs it in, a `SET` or `BIT_AND` (whose result does not
+    /// keep what was cleared) leaves the count as it is.
+    pub fn give_back<W: Waiter>(&self, w: &W, taken: u32) {
+        if taken == 0 {
+            return;
+        }
+        let s = &self.sync;
+        let mut c = s.count.load(SeqCst);
+        loop {
+            let back = if c == 0 {
+                taken
+            } else {
+                match CntRecordMode::from_raw(s.last_mode.load(SeqCst)) {
+                    Ok(CntRecordMode::Add) => c.wrapping_add(taken),
+                    Ok(CntRecordMode::BitOr) => c | taken,
+                    _ => c,
+                }
+            };
+            match s.count.compare_exchange(c, back, SeqCst, SeqCst) {
+                Ok(_) => break,
+                Err(now) => c = now,
+            }
+        }
+        s.changed(w);
     }
 }

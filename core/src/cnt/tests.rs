@@ -320,3 +320,66 @@ fn cancel_ends_a_forever_wait() {
     assert_eq!(h.join().unwrap(), Ok(WaitOutcome::Cancelled));
     assert_eq!(s.waiters(), 0);
 }
+
+/// A clearing wait reports the count it cleared, and giving it back makes the count as if
+/// the wait had not cleared it: the same count when nothing changed it since; with a record
+/// in between, that record applied to the count given back (an `ADD` adds, a `SET` stays).
+/// A waiter asleep on the count is woken by it.
+#[test]
+fn a_cleared_count_given_back_is_as_if_never_cleared() {
+    let w = TestWaiter::new();
+    let s = Arc::new(CntSlot::new());
+    let g = s.claim(owner()).unwrap();
+    let clear = OnSatisfied::Clear;
+    s.record(&*w, CntRecord::add(3), 1);
+    assert_eq!(
+        s.wait_clearing(&*w, g, CntWaitMode::BiggerOrEqual, 1, clear, args(0)),
+        Ok((WaitOutcome::Consumed, 3))
+    );
+    assert_eq!(s.count(), 0);
+    let (s2, w2) = (s.clone(), w.clone());
+    let h = thread::spawn(move || {
+        s2.wait(
+            &*w2,
+            g,
+            CntWaitMode::Equal,
+            3,
+            OnSatisfied::Keep,
+            args(10_000),
+        )
+    });
+    let end = Instant::now() + Duration::from_secs(10);
+    while s.waiters() < 1 {
+        assert!(Instant::now() < end);
+        thread::sleep(Duration::from_millis(1));
+    }
+    s.give_back(&*w, 3);
+    assert_eq!(h.join().unwrap(), Ok(WaitOutcome::Consumed));
+    assert_eq!(s.count(), 3);
+    // A keeping wait, or one that is not satisfied, took nothing.
+    assert_eq!(
+        s.wait_clearing(&*w, g, CntWaitMode::Equal, 3, OnSatisfied::Keep, args(0)),
+        Ok((WaitOutcome::Consumed, 0))
+    );
+    assert_eq!(
+        s.wait_clearing(&*w, g, CntWaitMode::Less, 3, clear, args(0)),
+        Ok((WaitOutcome::TimedOut, 0))
+    );
+    // Records between the clear and the give-back.
+    s.wait_clearing(&*w, g, CntWaitMode::Equal, 3, clear, args(0))
+        .unwrap();
+    s.record(&*w, CntRecord::add(2), 1);
+    s.give_back(&*w, 3);
+    assert_eq!(
+        s.count(),
+        5,
+        "an ADD in between adds to what was given back"
+    );
+    s.wait_clearing(&*w, g, CntWaitMode::Equal, 5, clear, args(0))
+        .unwrap();
+    s.record(&*w, CntRecord::set(7), 1);
+    s.give_back(&*w, 5);
+    assert_eq!(s.count(), 7, "a SET in between stays");
+    s.give_back(&*w, 0);
+    assert_eq!(s.count(), 7);
+}
