@@ -96,8 +96,17 @@ fn alive(pid: i32, start_time: u64) -> &'static str {
 }
 
 /// `"pid 12 (rank 0, alive)"`, or `"pid 12 (alive)"` for a process without a label
-/// ([`crate::waitgraph::label_of`]).
+/// ([`crate::waitgraph::label_of`]); a process gone that noted a normal end is `"exited"`
+/// rather than `"dead"` ([`crate::waitgraph::exited`]): when a rank of a job is killed, the
+/// others fail one after another and end normally, and the timeouts of the last ones named
+/// those "dead" beside the one killed (a ring of 64 processes with one killed: two others
+/// named dead).
 fn who(pid: i32, state: &str) -> String {
+    let state = if state == "dead" && crate::waitgraph::exited(pid) {
+        "exited"
+    } else {
+        state
+    };
     match crate::waitgraph::label_of(pid) {
         Some(l) => format!("pid {pid} ({l}, {state})"),
         None => format!("pid {pid} ({state})"),

@@ -292,6 +292,22 @@ pub(crate) static OPEN: PerProcess<Vec<Weak<WaitGraph>>> = PerProcess::new(Vec::
 /// The label another process of a namespace this process joined gave itself (see
 /// [`process_label`]); `None` when it has none or left no record.
 pub fn label_of(pid: i32) -> Option<String> {
+    records_of(pid)
+        .into_iter()
+        .find_map(|p| (!p.label.is_empty()).then_some(p.label))
+}
+
+/// Whether a process of a namespace this process joined that is no longer alive ended
+/// normally: its records in the open graphs say exited, none says running (a record left
+/// running is of a process killed or crashed, also when an earlier process of the same pid
+/// exited). For messages that tell a process that finished from one that died.
+pub fn exited(pid: i32) -> bool {
+    let records = records_of(pid);
+    !records.is_empty() && records.iter().all(|p| p.exited)
+}
+
+/// The records `pid` left in the wait-for graphs this process has open.
+fn records_of(pid: i32) -> Vec<ProcView> {
     let graphs: Vec<Arc<WaitGraph>> = OPEN
         .get()
         .lock()
@@ -299,12 +315,10 @@ pub fn label_of(pid: i32) -> Option<String> {
         .iter()
         .filter_map(Weak::upgrade)
         .collect();
-    graphs.iter().find_map(|g| {
-        g.processes()
-            .into_iter()
-            .find(|p| p.pid == pid && !p.label.is_empty())
-            .map(|p| p.label)
-    })
+    graphs
+        .iter()
+        .flat_map(|g| g.processes().into_iter().filter(|p| p.pid == pid))
+        .collect()
 }
 
 /// Whether a detected cycle fails the waits at once (`ACL_NOTIFY_SIM_DEADLOCK=fail`).

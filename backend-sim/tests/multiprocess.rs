@@ -81,6 +81,14 @@ fn main() {
             "bad_environment_names_the_variable",
             bad_environment_names_the_variable,
         ),
+        (
+            "a_process_leaving_reclaims_what_a_killed_one_left",
+            a_process_leaving_reclaims_what_a_killed_one_left,
+        ),
+        (
+            "a_timeout_tells_a_process_that_ended_from_one_killed",
+            a_timeout_tells_a_process_that_ended_from_one_killed,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -139,6 +147,7 @@ fn run_command(
             Ok(format!("{:?}", sim.query(s)?))
         }
         "free" => Ok(sim.notifies_free(num(w, 1)?)?.to_string()),
+        "malloc" => Ok(sim.malloc(num(w, 1)?, num(w, 2)?, 0)?.to_string()),
         "gc" => {
             let r = sim.gc()?;
             Ok(format!("{} {}", r.processes, r.notifies_freed))
@@ -791,5 +800,69 @@ fn bad_environment_names_the_variable() -> Result<(), Failed> {
         e.kind() == Error::ParamInvalid && e.to_string().contains("ACL_NOTIFY_SIM_DEVICES"),
         || e.to_string(),
     )?;
+    Ok(())
+}
+
+/// A job that lost a process leaves the namespace clean once the others have left: the last
+/// survivor's leaving (its `Sim` dropped, as at `aclFinalize`) reclaims the killed process's
+/// notify id and its device memory, also on a device the survivor never touched. Before,
+/// both stayed taken in `/dev/shm` (the process registered "dead") until a process opened
+/// the namespace again or ran a gc.
+fn a_process_leaving_reclaims_what_a_killed_one_left() -> Result<(), Failed> {
+    let ns = Ns::new("mp", "leave");
+    let mut survivor = spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut victim = spawn(&ns.0, Soc::Ascend910B, 0);
+    victim.ok("create 1");
+    victim.ok("malloc 1 1048576");
+    victim.kill();
+    survivor.ok("dropsim");
+    let snap = acl_notify_sim::inspect::snapshot(&ns.0, 0)?;
+    let dead: Vec<i32> = snap
+        .processes
+        .iter()
+        .filter(|p| p.alive == acl_notify_sim::inspect::Liveness::Dead)
+        .map(|p| p.pid)
+        .collect();
+    check(dead.is_empty(), || {
+        format!("still registered dead: {dead:?}")
+    })?;
+    check(snap.notifies.is_empty(), || {
+        format!("notifies left: {:?}", snap.notifies)
+    })?;
+    for d in &snap.memory {
+        check(d.used == 0 && d.allocations.is_empty(), || {
+            format!(
+                "device {} keeps {} bytes: {:?}",
+                d.device, d.used, d.allocations
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// A wait's timeout names a whitelisted process that ended its session normally "exited",
+/// and only one killed "dead": in a job where a rank is killed, the others fail and end one
+/// after another, and the last timeouts named those dead too, beside the one killed.
+fn a_timeout_tells_a_process_that_ended_from_one_killed() -> Result<(), Failed> {
+    let ns = Ns::new("mp", "ended");
+    let sim = open(&ns, Soc::Ascend910B);
+    let n = sim.create_notify(0, CreateFlags::empty())?;
+    sim.export_key(n, ExportFlags::empty())?;
+    let mut ended = spawn(&ns.0, Soc::Ascend910B, 0);
+    let mut killed = spawn(&ns.0, Soc::Ascend910B, 0);
+    sim.set_import_pids(n, &[ended.pid, killed.pid])?;
+    ended.ok("dropsim");
+    ended.kill();
+    killed.kill();
+    let text = sim
+        .host_wait(n, Duration::from_millis(10))
+        .expect_err("nothing records")
+        .to_string();
+    for part in [
+        format!("pid {} (exited)", ended.pid),
+        format!("pid {} (dead)", killed.pid),
+    ] {
+        check(text.contains(&part), || format!("{part:?} not in {text}"))?;
+    }
     Ok(())
 }

@@ -656,11 +656,7 @@ impl Sim {
             // A file that cannot be mapped here (a limited address space) is left as it is.
             let _ = self.mem_file(self.inner.server_id, device, false);
         }
-        let files: Vec<Arc<MemFile>> = lock(&self.mem().files).values().cloned().collect();
-        files
-            .iter()
-            .filter_map(|f| f.lock().ok().map(|l| f.reclaim_dead(&l)))
-            .sum()
+        self.mem().reclaim_dead(None)
     }
 }
 

@@ -317,6 +317,32 @@ impl MemState {
         }
         self.host.clear();
     }
+
+    /// Reclaims what dead processes held in the device files this process mapped (see
+    /// [`MemFile::reclaim_dead`]) and, given `also` = (namespace, server, devices), in that
+    /// server's other device files too, mapped for the scan only (what a dead process left on
+    /// a device no process still here ever touched); a file that cannot be mapped or locked
+    /// is left as it is. How many allocations were released.
+    pub(crate) fn reclaim_dead(&self, also: Option<(&str, u32, u32)>) -> u32 {
+        let mut files: Vec<Arc<MemFile>> = Vec::new();
+        {
+            let mapped = lock(&self.files);
+            files.extend(mapped.values().cloned());
+            if let Some((namespace, server, devices)) = also {
+                for device in (0..devices).filter(|d| !mapped.contains_key(&(server, *d))) {
+                    if let Ok(Some(f)) =
+                        MemFile::open(namespace, server, device, self.capacity, false)
+                    {
+                        files.push(f);
+                    }
+                }
+            }
+        }
+        files
+            .iter()
+            .filter_map(|f| f.lock().ok().map(|l| f.reclaim_dead(&l)))
+            .sum()
+    }
 }
 
 /// Files whose device addresses [`MemState::may_be_device`] checks without a lock (one per
