@@ -189,7 +189,8 @@ int main(int argc, char **argv) {
     REQUIRE(m == (aclmdlRI)0x1, "a failed end wrote %p", m);
     /* The stream works as before. */
     for (int i = 0; i < N; i++) in[i] = 11 * i;
-    CHECK(aclrtMemcpyAsync(out, bytes, in, bytes, ACL_MEMCPY_HOST_TO_HOST, s1));
+    CHECK(aclrtMemcpyAsync(a, bytes, in, bytes, ACL_MEMCPY_HOST_TO_DEVICE, s1));
+    CHECK(aclrtMemcpyAsync(out, bytes, a, bytes, ACL_MEMCPY_DEVICE_TO_HOST, s1));
     CHECK(aclrtSynchronizeStream(s1));
     for (int i = 0; i < N; i++) REQUIRE(out[i] == 11 * i, "after: out[%d] = %d", i, out[i]);
 

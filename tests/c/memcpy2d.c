@@ -9,7 +9,8 @@
  * and a default kind the addresses make host to host is 107000; a device side leaving its
  * allocation is 107000 naming it, nothing written; memory freed before a queued copy ran
  * fails the stream's synchronize. Also across two physical allocations mapped back to back in
- * a reserved range (aclrtReserveMemAddress / aclrtMapMem).
+ * a reserved range (aclrtReserveMemAddress / aclrtMapMem). With pageable host memory the async
+ * copy is made before the call returns (MemCopy2DAsync synchronizes the stream first).
  *
  * usage: memcpy2d; exit 0 and "memcpy2d: ok" when every check holds. */
 #include "common.h"
@@ -97,6 +98,35 @@ int main(void) {
         for (int c = 0; c < 16; c++)
             REQUIRE(back[r * DPITCH + c] == pattern(r + 5, c), "async DEFAULT: row %d byte %d", r,
                     c);
+    /* Pageable host memory (malloc's): CANN synchronizes the stream and copies before the call
+       returns (api_error.cc, ApiErrorDecorator::MemCopy2DAsync), so the rows read are the
+       queued tasks' and may be read at once, and a source may be reused at once. The stream
+       is held behind a 200 ms host function when the call is made. */
+    {
+        unsigned char *pg = malloc(ROWS * HPITCH);
+        REQUIRE(pg != NULL, "malloc");
+        int hold = 200;
+        CHECK(aclrtLaunchHostFunc(s, hold_ms, &hold));
+        CHECK(aclrtMemsetAsync(dev2, ROWS * DPITCH, 0x42, ROWS * DPITCH, s));
+        memset(pg, 0, ROWS * HPITCH);
+        CHECK(aclrtMemcpy2dAsync(pg, HPITCH, dev2, DPITCH, COLS, ROWS, ACL_MEMCPY_DEVICE_TO_HOST,
+                                 s));
+        for (int r = 0; r < ROWS; r++)
+            REQUIRE(pg[r * HPITCH] == 0x42 && pg[r * HPITCH + COLS - 1] == 0x42 &&
+                        pg[r * HPITCH + COLS] == 0,
+                    "pageable 2-D out, row %d: %#x %#x %#x", r, pg[r * HPITCH],
+                    pg[r * HPITCH + COLS - 1], pg[r * HPITCH + COLS]);
+        /* In, with the default kind: the bytes the buffer held at the call. */
+        CHECK(aclrtLaunchHostFunc(s, hold_ms, &hold));
+        memset(pg, 0x11, ROWS * HPITCH);
+        CHECK(aclrtMemcpy2dAsync(dev2, DPITCH, pg, HPITCH, COLS, ROWS, ACL_MEMCPY_DEFAULT, s));
+        memset(pg, 0x22, ROWS * HPITCH);
+        CHECK(aclrtMemcpy(back, ROWS * DPITCH, dev2, ROWS * DPITCH, ACL_MEMCPY_DEVICE_TO_HOST));
+        for (int r = 0; r < ROWS; r++)
+            REQUIRE(back[r * DPITCH] == 0x11 && back[r * DPITCH + COLS - 1] == 0x11,
+                    "pageable 2-D in, row %d: %#x", r, back[r * DPITCH]);
+        free(pg);
+    }
 
     /* Nothing to copy: 0 before any check, NULL pointers and a bad kind included. */
     CHECK(aclrtMemcpy2d(NULL, 0, NULL, 0, 0, 5, (aclrtMemcpyKind)99));

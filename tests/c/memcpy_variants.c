@@ -27,6 +27,11 @@ static void with_condition(aclrtStream s) {
     CHECK(aclrtMemcpy(d, N, src, N, ACL_MEMCPY_HOST_TO_DEVICE));
     EXPECT_RC(aclrtMemcpyAsyncWithCondition(plain, N, src, N, ACL_MEMCPY_HOST_TO_HOST, s),
               ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    /* ACL_MEMCPY_DEFAULT with two host addresses is a copy within the host too (CANN's
+       MemcpyKindAutoCorrect makes it one before the same refusal). */
+    EXPECT_RC(aclrtMemcpyAsyncWithCondition(plain, N, src, N, ACL_MEMCPY_DEFAULT, s),
+              ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+    expect_msg("does not copy within the host", NULL);
     EXPECT_RC(aclrtMemcpyAsyncWithCondition(NULL, N, d, N, ACL_MEMCPY_DEVICE_TO_HOST, s),
               ACL_ERROR_INVALID_PARAM);
     CHECK(aclrtMemcpyAsyncWithCondition(NULL, 0, NULL, 0, ACL_MEMCPY_DEVICE_TO_HOST, s));

@@ -377,12 +377,61 @@ int main(void) {
         CHECK(aclrtMemcpyAsync(pg, PN, pd, PN, ACL_MEMCPY_DEVICE_TO_HOST, sq));
         for (int i = 0; i < PN; i += 4093) REQUIRE(pg[i] == 0x33, "pageable D2H byte %d: %#x", i, pg[i]);
         REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+        /* ACL_MEMCPY_DEFAULT: the sides found by their addresses, the same copy. */
+        CHECK(aclrtWaitAndResetNotify(g_rel, sq, 0));
+        CHECK(aclrtMemsetAsync(pd, PN, 0x44, PN, sq));
+        memset(pg, 0, PN);
+        atomic_store(&g_calling, 0);
+        REQUIRE(pthread_create(&t, NULL, release_when_calling, NULL) == 0, "pthread_create");
+        atomic_store(&g_calling, 1);
+        CHECK(aclrtMemcpyAsync(pg, PN, pd, PN, ACL_MEMCPY_DEFAULT, sq));
+        for (int i = 0; i < PN; i += 4093) REQUIRE(pg[i] == 0x44, "pageable default byte %d: %#x", i, pg[i]);
+        REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+        /* Within the host (both sides host memory): CANN's runtime, on a host with its devices
+           attached, refuses an asynchronous copy (207000: api_error.cc,
+           ApiErrorDecorator::MemcpyAsync; aclrtMemcpyAsync's page), whatever the memory, and
+           ACL_MEMCPY_DEFAULT with two host addresses is one. The synchronous copy makes it. */
+        {
+            unsigned char *pin = NULL;
+            CHECK(aclrtMallocHost((void **)&pin, 128));
+            EXPECT_RC(aclrtMemcpyAsync(pg, 64, pin, 64, ACL_MEMCPY_HOST_TO_HOST, sq),
+                      ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+            expect_msg("does not copy within the host", "aclrtMemcpy", NULL);
+            EXPECT_RC(aclrtMemcpyAsync(pin, 64, pg, 64, ACL_MEMCPY_DEFAULT, sq),
+                      ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+            expect_msg("ACL_MEMCPY_DEFAULT makes a host-to-host copy", NULL);
+            EXPECT_RC(aclrtMemcpyAsync(pin, 64, pin + 64, 64, ACL_MEMCPY_DEFAULT, NULL),
+                      ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+            EXPECT_RC(aclrtMemcpyAsyncWithCondition(pg, 64, pg + 64, 64, ACL_MEMCPY_DEFAULT, sq),
+                      ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+            memset(pin, 0x66, 64);
+            CHECK(aclrtMemcpy(pg, 64, pin, 64, ACL_MEMCPY_HOST_TO_HOST));
+            REQUIRE(pg[0] == 0x66 && pg[63] == 0x66, "synchronous host copy: %#x", pg[0]);
+            CHECK(aclrtFreeHost(pin));
+        }
         /* Not a task a capture can take: CANN refuses it (107000), saying why. */
         aclmdlRI m = NULL;
         CHECK(aclmdlRICaptureBegin(sq, ACL_MODEL_RI_CAPTURE_MODE_RELAXED));
         EXPECT_RC(aclrtMemcpyAsync(pd, PN, pg, PN, ACL_MEMCPY_HOST_TO_DEVICE, sq),
                   ACL_ERROR_RT_PARAM_INVALID);
         expect_msg("is capturing", "pageable host memory", "aclrtMallocHost", NULL);
+        /* Within the host: refused before the capture, which goes on. */
+        EXPECT_RC(aclrtMemcpyAsync(pg, 64, pg + 64, 64, ACL_MEMCPY_HOST_TO_HOST, sq),
+                  ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
+        /* Meanwhile another stream, not capturing, takes the same copy as before. */
+        aclrtStream sq2 = NULL;
+        CHECK(aclrtCreateStream(&sq2));
+        CHECK(aclrtWaitAndResetNotify(g_rel, sq2, 0));
+        CHECK(aclrtMemsetAsync(pd, PN, 0x55, PN, sq2));
+        memset(pg, 0, PN);
+        atomic_store(&g_calling, 0);
+        REQUIRE(pthread_create(&t, NULL, release_when_calling, NULL) == 0, "pthread_create");
+        atomic_store(&g_calling, 1);
+        CHECK(aclrtMemcpyAsync(pg, PN, pd, PN, ACL_MEMCPY_DEVICE_TO_HOST, sq2));
+        for (int i = 0; i < PN; i += 4093)
+            REQUIRE(pg[i] == 0x55, "pageable D2H beside a capture, byte %d: %#x", i, pg[i]);
+        REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+        CHECK(aclrtDestroyStream(sq2));
         CHECK(aclmdlRICaptureEnd(sq, &m));
         CHECK(aclmdlRIDestroy(m));
         CHECK(aclrtDestroyNotify(g_rel));

@@ -9,9 +9,9 @@
 //! CANN's orders and codes (hicann/runtime `src/acl/aclrt_impl/memory.cpp`, then
 //! `src/runtime/api/api_c_memory.cc`, `api_c_standard_soc.cc` and
 //! `api/impl/api_error.cc`; the products from `docs/zh/api_ref/11-03_memory_copy_and_set.md`):
-//! - `WithCondition` is `aclrtMemcpyAsync` whose runtime checks page-locked host memory: a
-//!   host side that is not (not `aclrtMallocHost` memory) makes the call return only once the
-//!   copy has run; `ACL_MEMCPY_HOST_TO_HOST` is 207000 (the documented EP form).
+//! - `WithCondition` is `aclrtMemcpyAsync` (the same checks and copy): pageable host memory
+//!   makes the call return only once the copy has run; a copy within the host is 207000 (the
+//!   documented EP form).
 //! - `WithOffset`: count 0 succeeds first; then only `ACL_MEMCPY_INNER_DEVICE_TO_DEVICE` (else
 //!   107000), the SoCs that have it (Ascend950PR/DT, Ascend910_93, Ascend910B, Ascend910; else
 //!   207000), the stream; `dst` and `src` point at device words holding the base addresses,
@@ -25,14 +25,14 @@
 
 use std::ffi::c_void;
 
-use acl_notify_core::{Backend as _, Error, Soc, SyncWait};
+use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::MemcpyKind;
 use acl_notify_sim::mem::indirect::{INDIRECT_MAX, Word};
 use acl_notify_sim::mem::location::MemLocation;
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{Out, aclError, aclrtStream, api};
-use crate::memory::copy_args;
+use crate::memory::{CopyArgs, copy_args};
 use crate::session::runtime;
 
 /// `ACL_MEMCPY_INNER_DEVICE_TO_DEVICE`.
@@ -85,11 +85,13 @@ fn inner_d2d(kind: u32, code: Error) -> Result<(), CallError> {
 }
 
 /// `aclError aclrtMemcpyAsyncWithCondition(void *dst, size_t destMax, const void *src, size_t
-/// count, aclrtMemcpyKind kind, aclrtStream stream)`: `aclrtMemcpyAsync`, returning only once
-/// the copy ran when a host side is not page-locked (`aclrtMallocHost`) memory.
+/// count, aclrtMemcpyKind kind, aclrtStream stream)`: `aclrtMemcpyAsync`, whose runtime is asked
+/// to check page-locked memory (`memcpyAttrValue.checkBitmap` 2, hicann/runtime
+/// `src/acl/aclrt_impl/memory.cpp`), which it does for every copy
+/// (`ApiErrorDecorator::MemcpyAsync`): the same copy ([`CopyArgs::queue_as_cann`]), with
+/// pageable host memory made before the call returns, within the host refused.
 ///
-/// Codes: as `aclrtMemcpyAsync`; 207000 `ACL_MEMCPY_HOST_TO_HOST`; a failed copy's code when
-/// the call waits for it.
+/// Codes: as `aclrtMemcpyAsync`.
 ///
 /// # Safety
 ///
@@ -107,30 +109,15 @@ pub unsafe extern "C" fn aclrtMemcpyAsyncWithCondition(
         let Some(k) = copy_args(dst, src, count, kind)? else {
             return Ok(());
         };
-        if k == MemcpyKind::HostToHost {
-            return Err(CallError::new(
-                Error::FeatureNotSupport,
-                "an asynchronous copy within the host (ACL_MEMCPY_HOST_TO_HOST) is not \
-                 supported (CANN's EP form)",
-            ));
-        }
-        let rt = runtime()?;
-        let s = rt.resolve_task_stream(stream.addr())?;
-        let sim = rt.backend();
-        let unpinned = |addr: usize| {
-            !matches!(
-                sim.mem_location(addr),
-                MemLocation::Host { .. } | MemLocation::Device { .. }
-            )
+        let copy = CopyArgs {
+            dst: dst.addr(),
+            dest_max,
+            src: src.addr(),
+            count,
+            kind: k,
         };
-        let wait = unpinned(dst.addr()) || unpinned(src.addr());
-        // SAFETY: the caller's contract for the host sides; device sides are checked.
-        unsafe { sim.memcpy_async(dst.addr(), dest_max, src.addr(), count, k, s) }
-            .map_err(CallError::backend)?;
-        if wait {
-            rt.synchronize(stream.addr(), SyncWait::Forever)?;
-        }
-        Ok(())
+        let rt = runtime()?;
+        copy.queue_as_cann(&rt, stream, "aclrtMemcpyAsyncWithCondition")
     })
 }
 

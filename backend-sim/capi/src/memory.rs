@@ -13,7 +13,7 @@ use std::ffi::c_void;
 
 use acl_notify_core::{Backend as _, Error};
 use acl_notify_sim::mem::pitched::Pitched;
-use acl_notify_sim::mem::{MemcpyKind, Rounding};
+use acl_notify_sim::mem::{AsyncCopy, MemcpyKind, Rounding};
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{Checked, Out, aclError, aclrtStream, api};
@@ -465,9 +465,13 @@ pub extern "C" fn aclrtMemset(
 /// aclrtMemcpyKind kind, aclrtStream stream)`: [`aclrtMemcpy`] in stream order (NULL: the
 /// current device's default stream). Ranges are checked at the call and device ranges again
 /// when the task runs. With pageable host memory on one side and device memory on the other,
-/// the stream is synchronized and the copy made before the call returns (`pageable_copy`).
+/// the stream is synchronized and the copy made before the call returns; a copy within the
+/// host is refused ([`acl_notify_sim::mem::unqueued`]: CANN's runtime does both, and refuses
+/// the former in a capture).
 ///
-/// Codes: as `aclrtMemcpy`; 107017 bad stream; 107003 a stream of another device; 507002.
+/// Codes: as `aclrtMemcpy`; 207000 both sides host memory (`ACL_MEMCPY_HOST_TO_HOST`, or
+/// `ACL_MEMCPY_DEFAULT` with two host addresses); 107017 bad stream; 107003 a stream of
+/// another device; 507002.
 ///
 /// # Safety
 ///
@@ -485,98 +489,123 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         let Some(k) = copy_args(dst, src, count, kind_)? else {
             return Ok(());
         };
-        let rt = runtime()?;
-        if pageable_copy(&rt, dst.addr(), src.addr(), k) {
-            return pageable_memcpy_async(
-                &rt,
-                (dst.addr(), dest_max),
-                src.addr(),
-                count,
-                k,
-                stream,
-            );
-        }
-        let task = Captured::Memcpy {
+        let copy = CopyArgs {
             dst: dst.addr(),
             dest_max,
             src: src.addr(),
             count,
             kind: k,
         };
+        let rt = runtime()?;
+        copy.queue_as_cann(&rt, stream, "aclrtMemcpyAsync")
+    })
+}
+
+/// An `aclrtMemcpyAsync`'s arguments, checked.
+pub(crate) struct CopyArgs {
+    pub(crate) dst: usize,
+    pub(crate) dest_max: usize,
+    pub(crate) src: usize,
+    pub(crate) count: usize,
+    pub(crate) kind: MemcpyKind,
+}
+
+impl CopyArgs {
+    /// The copy on `stream` (captured, queued, made now or refused: see [`aclrtMemcpyAsync`]);
+    /// `call` names it.
+    pub(crate) fn queue_as_cann(
+        &self,
+        rt: &Runtime,
+        stream: aclrtStream,
+        call: &str,
+    ) -> Result<(), CallError> {
+        let b = rt.backend();
+        // While a stream captures (or updates a task group), what CANN does with the copy
+        // decides between capturing or queuing it and the rest: judged first. Else the queued
+        // copy's own checks judge it.
+        if rt.any_capture() {
+            let v = b.memcpy_check(self.dst, self.dest_max, self.src, self.count, self.kind);
+            match v.map_err(CallError::backend)? {
+                AsyncCopy::Queued => {}
+                other => return self.unqueued(rt, other, stream, call),
+            }
+        }
+        let task = Captured::Memcpy {
+            dst: self.dst,
+            dest_max: self.dest_max,
+            src: self.src,
+            count: self.count,
+            kind: self.kind,
+        };
         if rt.capture(stream.addr(), task)? {
             return Ok(());
         }
         let s = rt.resolve_stream(stream.addr())?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
+        let done = unsafe {
+            b.memcpy_async_as_cann(self.dst, self.dest_max, self.src, self.count, self.kind, s)
+        }
+        .map_err(CallError::backend)?;
+        self.unqueued(rt, done, stream, call)
+    }
+
+    /// A copy CANN does not queue (`done`, see [`acl_notify_sim::mem::unqueued`]): with
+    /// pageable memory made now, within the host refused (207000).
+    fn unqueued(
+        &self,
+        rt: &Runtime,
+        done: AsyncCopy,
+        stream: aclrtStream,
+        call: &str,
+    ) -> Result<(), CallError> {
+        match done {
+            AsyncCopy::Queued => Ok(()),
+            AsyncCopy::Pageable(host) => self.pageable(rt, host, stream),
+            AsyncCopy::WithinHost => Err(CallError::new(
+                Error::FeatureNotSupport,
+                format!(
+                    "{call} does not copy within the host ({:#x} to {:#x}, both host memory{}): \
+                     CANN's runtime refuses an asynchronous host-to-host copy on a host with its \
+                     devices attached. Use aclrtMemcpy with ACL_MEMCPY_HOST_TO_HOST, or memcpy",
+                    self.src,
+                    self.dst,
+                    if self.kind == MemcpyKind::Default {
+                        ", which ACL_MEMCPY_DEFAULT makes a host-to-host copy"
+                    } else {
+                        ""
+                    }
+                ),
+            )),
+        }
+    }
+
+    /// The copy when its host side, at `host`, is pageable memory (see
+    /// [`acl_notify_sim::mem::unqueued`]): refused in a capture (107000, CANN's code: there is
+    /// no task to capture; hicann/runtime `src/runtime/api/impl/api_error.cc`,
+    /// `ApiErrorDecorator::MemcpyAsync`), else the stream synchronized (its errors are the
+    /// call's) and the copy made at once; the copy's own checks are the synchronous copy's.
+    fn pageable(&self, rt: &Runtime, host: usize, stream: aclrtStream) -> Result<(), CallError> {
+        if rt.is_capturing(stream.addr()) {
+            return Err(CallError::new(
+                Error::ParamInvalid,
+                format!(
+                    "stream {:#x} is capturing, and a copy between device memory and pageable \
+                     host memory ({host:#x}: not aclrtMallocHost's, not registered) is not a \
+                     task CANN captures: it synchronizes the stream and copies at once. Use \
+                     aclrtMallocHost memory, or aclrtHostRegister this memory",
+                    stream.addr(),
+                ),
+            ));
+        }
+        rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
+        // SAFETY: the host side is the caller's, valid for `count` bytes during the call (it is
+        // made now); the device side is checked.
         unsafe {
             rt.backend()
-                .memcpy_async(dst.addr(), dest_max, src.addr(), count, k, s)
+                .memcpy(self.dst, self.dest_max, self.src, self.count, self.kind)
         }
         .map_err(CallError::backend)
-    })
-}
-
-/// Whether a copy moves bytes between device memory and host memory the runtime does not
-/// know (pageable: `malloc`'s, the stack; neither `aclrtMallocHost`'s nor registered). CANN's
-/// runtime does not queue such a copy: it synchronizes the stream and copies at once, so that
-/// the device never reads or writes pageable pages later (hicann/runtime
-/// `src/runtime/api/impl/api_error.cc`, `ApiErrorDecorator::MemcpyAsync`,
-/// `isD2HorH2DInvolvePageableMemory`), as `aclrtMemcpyAsync`'s page says: with host memory
-/// that is not page-locked the call returns once the copy is done
-/// (`docs/zh/api_ref/11-03_memory_copy_and_set.md`).
-/// Only a host-to-device or device-to-host copy (explicit, or `ACL_MEMCPY_DEFAULT`) is one:
-/// CANN judges it on the copy's kind (`JudgeIsInvolvePageableMemory`), and a device-to-device
-/// copy may name memory imported from another host, which this process's tables do not
-/// place.
-fn pageable_copy(rt: &Runtime, dst: usize, src: usize, kind: MemcpyKind) -> bool {
-    use acl_notify_sim::mem::location::MemLocation::{Device, Unregistered};
-    let sim = rt.backend();
-    let (d, s) = (|| sim.mem_location(dst), || sim.mem_location(src));
-    match kind {
-        MemcpyKind::HostToDevice => s() == Unregistered && matches!(d(), Device { .. }),
-        MemcpyKind::DeviceToHost => d() == Unregistered && matches!(s(), Device { .. }),
-        MemcpyKind::Default => matches!(
-            (d(), s()),
-            (Unregistered, Device { .. }) | (Device { .. }, Unregistered)
-        ),
-        MemcpyKind::HostToHost | MemcpyKind::DeviceToDevice => false,
     }
-}
-
-/// [`aclrtMemcpyAsync`] of a [`pageable_copy`]: refused in a capture (107000, CANN's code:
-/// there is no task to capture), else the stream synchronized (its errors are the call's)
-/// and the copy made at once; the copy's own checks are the synchronous copy's.
-fn pageable_memcpy_async(
-    rt: &Runtime,
-    (dst, dest_max): (usize, usize),
-    src: usize,
-    count: usize,
-    kind: MemcpyKind,
-    stream: aclrtStream,
-) -> Result<(), CallError> {
-    if rt.is_capturing(stream.addr()) {
-        return Err(CallError::new(
-            Error::ParamInvalid,
-            format!(
-                "stream {:#x} is capturing, and a copy between device memory and pageable host \
-                 memory ({:#x}: not aclrtMallocHost's, not registered) is not a task CANN \
-                 captures: it synchronizes the stream and copies at once. Use aclrtMallocHost \
-                 memory, or aclrtHostRegister this memory",
-                stream.addr(),
-                if rt.backend().mem_location(dst)
-                    == acl_notify_sim::mem::location::MemLocation::Unregistered
-                {
-                    dst
-                } else {
-                    src
-                }
-            ),
-        ));
-    }
-    rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
-    // SAFETY: the host side is the caller's, valid for `count` bytes during the call (it is
-    // made now); the device side is checked.
-    unsafe { rt.backend().memcpy(dst, dest_max, src, count, kind) }.map_err(CallError::backend)
 }
 
 /// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
@@ -714,7 +743,9 @@ pub unsafe extern "C" fn aclrtMemcpy2d(
 
 /// `aclError aclrtMemcpy2dAsync(void *dst, size_t dpitch, const void *src, size_t spitch,
 /// size_t width, size_t height, aclrtMemcpyKind kind, aclrtStream stream)`: [`aclrtMemcpy2d`]
-/// in stream order, as one task, device to device too.
+/// in stream order, as one task, device to device too. With pageable host memory on one
+/// side, the stream is synchronized and the copy made before the call returns, as
+/// [`aclrtMemcpyAsync`]'s.
 ///
 /// Codes: as `aclrtMemcpy2d`, except that device to device is taken and a copy whose
 /// addresses are both host memory is 107000; 107017 bad stream; 107003 a stream of another
@@ -740,12 +771,20 @@ pub unsafe extern "C" fn aclrtMemcpy2dAsync(
         };
         let rt = runtime()?;
         let s = rt.resolve_task_stream(stream.addr())?;
+        let b = rt.backend();
         // SAFETY: the caller's contract for the host sides; device sides are checked.
-        unsafe {
-            rt.backend()
-                .memcpy2d_async(dst.addr(), src.addr(), shape, k, s)
+        let done = unsafe { b.memcpy2d_async_as_cann(dst.addr(), src.addr(), shape, k, s) }
+            .map_err(CallError::backend)?;
+        if done == AsyncCopy::Queued {
+            return Ok(());
         }
-        .map_err(CallError::backend)
+        // Pageable host memory (the only copy a 2-D copy leaves, its checks refusing one
+        // within the host): as `aclrtMemcpyAsync`'s, the stream synchronized and the copy made
+        // now (hicann/runtime `api_error.cc`, `ApiErrorDecorator::MemCopy2DAsync`).
+        rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
+        // SAFETY: the host side is the caller's, valid during the call; the device side is
+        // checked.
+        unsafe { b.memcpy2d(dst.addr(), src.addr(), shape, k) }.map_err(CallError::backend)
     })
 }
 

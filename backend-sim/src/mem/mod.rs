@@ -57,6 +57,7 @@ mod reserved;
 mod run_or_drop;
 pub mod shareable;
 pub(crate) mod state;
+pub mod unqueued;
 pub mod usage;
 mod value;
 pub mod vmm;
@@ -82,6 +83,7 @@ pub(crate) use capacity::{MAX_DEVICE_MEMORY, check_capacity};
 pub(crate) use state::{Alloc, AllocRef, MemState};
 
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
+pub use unqueued::AsyncCopy;
 pub use value::ValueCondition;
 
 /// How many of this process's frees are remembered, to say "freed" rather than "never
@@ -720,8 +722,8 @@ impl Sim {
             if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, None) {
                 return r;
             }
-            if let Some(r) = self.vmm_memcpy(dst, dest_max, src, count, kind, None) {
-                return r;
+            if let Some(r) = self.vmm_memcpy(dst, dest_max, src, count, kind, None, false) {
+                return r.map(drop);
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
             self.peer_copy_ok(&d, &s)?;
@@ -849,12 +851,38 @@ impl Sim {
         stream: RawStream,
     ) -> Result<(), SimError> {
         // SAFETY: the caller's contract, passed on.
-        unsafe { self.memcpy_async_through(dst, dest_max, src, count, kind, stream, [None, None]) }
+        unsafe {
+            self.memcpy_async_through(dst, dest_max, src, count, kind, stream, [None, None], false)
+        }
+        .map(drop)
+    }
+
+    /// [`memcpy_async`](Self::memcpy_async) as CANN's `aclrtMemcpyAsync` queues it: a copy it
+    /// does not queue (with pageable host memory, or within the host) is checked as the queued
+    /// copy is and then answered instead, nothing queued ([`unqueued`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`memcpy_async`](Self::memcpy_async).
+    pub unsafe fn memcpy_async_as_cann(
+        &self,
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+        stream: RawStream,
+    ) -> Result<AsyncCopy, SimError> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe {
+            self.memcpy_async_through(dst, dest_max, src, count, kind, stream, [None, None], true)
+        }
     }
 
     /// [`memcpy_async`](Self::memcpy_async) of sides reached through the mappings `marks`
     /// (destination, source) of reserved ranges, if any: the task fails if one was unmapped
-    /// before it ran ([`vmm`]).
+    /// before it ran ([`vmm`]). `leave_unqueued`: a copy CANN does not queue ([`unqueued`]) is
+    /// answered instead.
     ///
     /// # Safety
     ///
@@ -869,15 +897,25 @@ impl Sim {
         kind: MemcpyKind,
         stream: RawStream,
         marks: [Option<Arc<reserved::MapMark>>; 2],
-    ) -> Result<(), SimError> {
+        leave_unqueued: bool,
+    ) -> Result<AsyncCopy, SimError> {
         self.mem_checked(|| {
             if count == 0 {
-                return Ok(());
+                return Ok(AsyncCopy::Queued);
             }
             if let Some(r) = self.remote_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
-                return r;
+                return r.map(|()| AsyncCopy::Queued);
             }
-            if let Some(r) = self.vmm_memcpy(dst, dest_max, src, count, kind, Some(stream)) {
+            let vmm = self.vmm_memcpy(
+                dst,
+                dest_max,
+                src,
+                count,
+                kind,
+                Some(stream),
+                leave_unqueued,
+            );
+            if let Some(r) = vmm {
                 return r;
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
@@ -885,11 +923,22 @@ impl Sim {
             // Both sides are mostly in one file: kept once.
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             let fs = fs.filter(|s| !fd.is_some_and(|d| std::ptr::eq(d, *s)));
-            let [md, ms] = marks;
             let (d, s) = (
-                QueuedSide::new(&d, &self.mem().host).through(md),
-                QueuedSide::new(&s, &self.mem().host).through(ms),
+                QueuedSide::new(&d, &self.mem().host),
+                QueuedSide::new(&s, &self.mem().host),
             );
+            if leave_unqueued {
+                let (pd, ps) = (
+                    unqueued::Place::of_queued(&d),
+                    unqueued::Place::of_queued(&s),
+                );
+                let v = unqueued::verdict(kind, pd, ps);
+                if v != AsyncCopy::Queued {
+                    return Ok(v);
+                }
+            }
+            let [md, ms] = marks;
+            let (d, s) = (d.through(md), s.through(ms));
             let cpu = crate::placement::current_cpu();
             let task = Box::new(move |ctx: &TaskCtx| {
                 crate::placement::beside_enqueuer(cpu, || ctx.note_moved());
@@ -919,7 +968,8 @@ impl Sim {
                     self.keep_file(&e.stream, f)?;
                 }
                 Ok(())
-            })
+            })?;
+            Ok(AsyncCopy::Queued)
         })
     }
 

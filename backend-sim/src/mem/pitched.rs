@@ -18,8 +18,9 @@
 use acl_notify_core::{Error, RawStream};
 
 use super::queued::{self, QueuedSide};
+use super::unqueued::{Place, verdict};
 use super::vmm::Piece;
-use super::{MemcpyKind, Side};
+use super::{AsyncCopy, MemcpyKind, Side};
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;
@@ -203,8 +204,8 @@ impl Sim {
         sspan: usize,
         shape: Pitched,
         kind: MemcpyKind,
-        stream: Option<RawStream>,
-    ) -> Result<(), SimError> {
+        stream: Option<(RawStream, bool)>,
+    ) -> Result<AsyncCopy, SimError> {
         // SAFETY: the caller's contract, passed on.
         unsafe { self.vmm_rows(dst, dspan, src, sspan, shape, kind, stream) }.unwrap_or_else(|| {
             Err(SimError::new(
@@ -248,7 +249,8 @@ impl Sim {
             }
             let Some((d, s)) = self.mapped_sides(dst, dspan, src, sspan)? else {
                 // SAFETY: the caller's contract, passed on.
-                return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, None) };
+                return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, None) }
+                    .map(drop);
             };
             let (dst, src) = (d.at, s.at);
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
@@ -281,16 +283,56 @@ impl Sim {
         kind: MemcpyKind,
         stream: RawStream,
     ) -> Result<(), SimError> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.memcpy2d_async_through(dst, src, shape, kind, stream, false) }.map(drop)
+    }
+
+    /// [`memcpy2d_async`](Self::memcpy2d_async) as CANN's `aclrtMemcpy2dAsync` queues it: a
+    /// copy with pageable host memory is checked as the queued copy is and then answered
+    /// ([`AsyncCopy::Pageable`], nothing queued: CANN synchronizes the stream and copies at
+    /// once, hicann/runtime `src/runtime/api/impl/api_error.cc`,
+    /// `ApiErrorDecorator::MemCopy2DAsync`; [`super::unqueued`]).
+    ///
+    /// # Safety
+    ///
+    /// As [`memcpy2d_async`](Self::memcpy2d_async).
+    pub unsafe fn memcpy2d_async_as_cann(
+        &self,
+        dst: usize,
+        src: usize,
+        shape: Pitched,
+        kind: MemcpyKind,
+        stream: RawStream,
+    ) -> Result<AsyncCopy, SimError> {
+        // SAFETY: the caller's contract, passed on.
+        unsafe { self.memcpy2d_async_through(dst, src, shape, kind, stream, true) }
+    }
+
+    /// [`memcpy2d_async`](Self::memcpy2d_async); `leave_unqueued`: a copy with pageable host
+    /// memory is answered instead of queued.
+    ///
+    /// # Safety
+    ///
+    /// As [`memcpy2d_async`](Self::memcpy2d_async).
+    unsafe fn memcpy2d_async_through(
+        &self,
+        dst: usize,
+        src: usize,
+        shape: Pitched,
+        kind: MemcpyKind,
+        stream: RawStream,
+        leave_unqueued: bool,
+    ) -> Result<AsyncCopy, SimError> {
         self.mem_checked(|| {
             if shape.width == 0 || shape.height == 0 {
-                return Ok(());
+                return Ok(AsyncCopy::Queued);
             }
             let (dspan, sspan) = shape.check()?;
             if let Some(r) = self.remote_memcpy2d(dst, dspan, src, sspan, shape, kind, stream) {
-                return r;
+                return r.map(|()| AsyncCopy::Queued);
             }
             let Some((md, ms)) = self.mapped_sides(dst, dspan, src, sspan)? else {
-                let st = Some(stream);
+                let st = Some((stream, leave_unqueued));
                 // SAFETY: the caller's contract, passed on.
                 return unsafe { self.across_mappings(dst, dspan, src, sspan, shape, kind, st) };
             };
@@ -301,11 +343,19 @@ impl Sim {
             // Between two devices' memory: peer access first, as `aclrtMemcpyAsync`.
             self.peer_copy_ok(&d, &s)?;
             let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
-            // Through a mapping, the task fails if it is unmapped before it runs.
             let (qd, qs) = (
-                QueuedSide::new(&d, &self.mem().host).through(md.mark),
-                QueuedSide::new(&s, &self.mem().host).through(ms.mark),
+                QueuedSide::new(&d, &self.mem().host),
+                QueuedSide::new(&s, &self.mem().host),
             );
+            if leave_unqueued {
+                let (pd, ps) = (Place::of_queued(&qd), Place::of_queued(&qs));
+                let v = verdict(kind, pd, ps);
+                if v != AsyncCopy::Queued {
+                    return Ok(v);
+                }
+            }
+            // Through a mapping, the task fails if it is unmapped before it runs.
+            let (qd, qs) = (qd.through(md.mark), qs.through(ms.mark));
             let task = Box::new(move |_: &TaskCtx| {
                 let run = || {
                     qd.still(dst, dspan, "destination")?;
@@ -332,7 +382,8 @@ impl Sim {
                     self.keep_file(&e.stream, f)?;
                 }
                 Ok(())
-            })
+            })?;
+            Ok(AsyncCopy::Queued)
         })
     }
 
@@ -341,7 +392,8 @@ impl Sim {
     /// spans checked whole first (every part mapped, or the other side's allocation), then
     /// each row copied by [`memcpy`](Self::memcpy) or queued by
     /// [`memcpy_async`](Self::memcpy_async) on `stream`, which split it at the mappings.
-    /// `None` when neither span starts in a reserved range.
+    /// `None` when neither span starts in a reserved range. With `stream`'s `true`, a copy
+    /// with pageable host memory is answered instead of queued ([`super::unqueued`]).
     ///
     /// # Safety
     ///
@@ -355,9 +407,9 @@ impl Sim {
         sspan: usize,
         shape: Pitched,
         kind: MemcpyKind,
-        stream: Option<RawStream>,
-    ) -> Option<Result<(), SimError>> {
-        let run = || -> Result<Option<()>, SimError> {
+        stream: Option<(RawStream, bool)>,
+    ) -> Option<Result<AsyncCopy, SimError>> {
+        let run = || -> Result<Option<AsyncCopy>, SimError> {
             let d = self.vmm_pieces(dst, dspan, "destination")?;
             let s = self.vmm_pieces(src, sspan, "source")?;
             if d.is_none() && s.is_none() {
@@ -365,7 +417,8 @@ impl Sim {
             }
             let (want_d, want_s) = super::vmm::kind_sides(kind);
             // A reserved range is device memory; any other side is checked as one range.
-            let device = |pieces: bool, addr, len, want, what| -> Result<bool, SimError> {
+            let host = &self.mem().host;
+            let place = |pieces: bool, addr, len, want, what| -> Result<Place, SimError> {
                 if pieces && want == Some(false) {
                     return Err(SimError::new(
                         Error::ParamInvalid,
@@ -375,12 +428,21 @@ impl Sim {
                         ),
                     ));
                 }
-                Ok(pieces || matches!(self.side(addr, len, want, what)?, Side::Device(_)))
+                if pieces {
+                    return Ok(Place::Device);
+                }
+                Ok(Place::of_side(&self.side(addr, len, want, what)?, host))
             };
-            let dd = device(d.is_some(), dst, dspan, want_d, "destination")?;
-            let sd = device(s.is_some(), src, sspan, want_s, "source")?;
-            let found = direction(dd, sd);
+            let pd = place(d.is_some(), dst, dspan, want_d, "destination")?;
+            let ps = place(s.is_some(), src, sspan, want_s, "source")?;
+            let found = direction(pd == Place::Device, ps == Place::Device);
             takes(stream.is_none(), kind, found)?;
+            if let Some((_, true)) = stream {
+                let v = verdict(found, pd, ps);
+                if v != AsyncCopy::Queued {
+                    return Ok(Some(v));
+                }
+            }
             for row in 0..shape.height {
                 let (to, from) = (dst + row * shape.dpitch, src + row * shape.spitch);
                 let n = shape.width;
@@ -389,11 +451,11 @@ impl Sim {
                 unsafe {
                     match stream {
                         None => self.memcpy(to, n, from, n, found),
-                        Some(st) => self.memcpy_async(to, n, from, n, found, st),
+                        Some((st, _)) => self.memcpy_async(to, n, from, n, found, st),
                     }
                 }?;
             }
-            Ok(Some(()))
+            Ok(Some(AsyncCopy::Queued))
         };
         run().transpose()
     }

@@ -9,7 +9,8 @@
 //! the pieces of a reserved range); a side in memory imported from another host is checked
 //! at each replay only (its owner answers for it then).
 
-use super::{MemcpyKind, within};
+use super::unqueued::{Place, verdict};
+use super::{AsyncCopy, MemcpyKind, within};
 use crate::Sim;
 use crate::error::SimError;
 
@@ -34,7 +35,10 @@ impl Sim {
         Ok(true)
     }
 
-    /// [`memcpy_async`](Self::memcpy_async)'s refusals of a copy, nothing queued.
+    /// [`memcpy_async`](Self::memcpy_async)'s refusals of a copy, nothing queued; then what
+    /// CANN's `aclrtMemcpyAsync` does with it, as
+    /// [`memcpy_async_as_cann`](Self::memcpy_async_as_cann) answers it ([`super::unqueued`];
+    /// [`AsyncCopy::Queued`]: it queues the copy).
     pub fn memcpy_check(
         &self,
         dst: usize,
@@ -42,30 +46,37 @@ impl Sim {
         src: usize,
         count: usize,
         kind: MemcpyKind,
-    ) -> Result<(), SimError> {
+    ) -> Result<AsyncCopy, SimError> {
         self.mem_checked(|| {
             if count == 0 {
-                return Ok(());
+                return Ok(AsyncCopy::Queued);
             }
             within(count, dest_max, "destMax")?;
             if self.remote_side(dst, "destination")? || self.remote_side(src, "source")? {
-                return Ok(());
+                return Ok(AsyncCopy::Queued);
             }
+            let host = &self.mem().host;
             let d = self.reserved_side(dst, count, "destination")?;
             let s = self.reserved_side(src, count, "source")?;
             if d || s {
                 // The other side as a plain copy checks it.
                 let check = |addr, on: bool, what| {
                     if on {
-                        return Ok(());
+                        return Ok(Place::Device);
                     }
-                    self.side(addr, count, None, what).map(|_| ())
+                    let side = self.side(addr, count, None, what)?;
+                    Ok::<_, SimError>(Place::of_side(&side, host))
                 };
-                check(dst, d, "destination")?;
-                return check(src, s, "source");
+                let d = check(dst, d, "destination")?;
+                return Ok(verdict(kind, d, check(src, s, "source")?));
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
-            self.peer_copy_ok(&d, &s)
+            self.peer_copy_ok(&d, &s)?;
+            Ok(verdict(
+                kind,
+                Place::of_side(&d, host),
+                Place::of_side(&s, host),
+            ))
         })
     }
 
@@ -109,7 +120,7 @@ mod tests {
         )
     }
 
-    fn code(r: Result<(), SimError>) -> Option<Error> {
+    fn code<T>(r: Result<T, SimError>) -> Option<Error> {
         r.err().map(|e| e.kind())
     }
 

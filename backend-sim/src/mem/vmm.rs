@@ -46,7 +46,7 @@ pub use super::reserved::{Access, AccessLoc, PageSize, PhysMem};
 use super::reserved::{
     MapMark, Mapping, Physical, Reservation, State, Vmm, mmap_none, reserve_aligned, unreserve,
 };
-use super::{MemcpyKind, Rounding, lock, within};
+use super::{AsyncCopy, MemcpyKind, Rounding, lock, within};
 use crate::Sim;
 use crate::error::SimError;
 
@@ -708,7 +708,10 @@ impl Sim {
 
     /// For a copy with a side in a reserved range: the copy made piece by piece through the
     /// physical allocations (queued on `stream` if given); `None` when neither side is in one
-    /// (the ordinary paths go on).
+    /// (the ordinary paths go on). `leave_unqueued` (queued only): a copy CANN does not queue
+    /// is answered instead, nothing queued (judged at the first piece, whose host side is the
+    /// copy's; [`super::unqueued`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn vmm_memcpy(
         &self,
         dst: usize,
@@ -717,11 +720,12 @@ impl Sim {
         count: usize,
         kind: MemcpyKind,
         stream: Option<RawStream>,
-    ) -> Option<Result<(), SimError>> {
+        leave_unqueued: bool,
+    ) -> Option<Result<AsyncCopy, SimError>> {
         if self.vmm().reserved.load(Relaxed) == 0 {
             return None;
         }
-        let run = || -> Result<Option<()>, SimError> {
+        let run = || -> Result<Option<AsyncCopy>, SimError> {
             let d = self.vmm_pieces(dst, count, "destination")?;
             let s = self.vmm_pieces(src, count, "source")?;
             if d.is_none() && s.is_none() {
@@ -731,13 +735,15 @@ impl Sim {
             let (dev_d, dev_s) = kind_sides(kind);
             let d = self.vmm_side(d, dst, count, dev_d, "destination")?;
             let s = self.vmm_side(s, src, count, dev_s, "source")?;
-            for (to, from, n) in zip_pieces(&d, &s) {
+            for (i, (to, from, n)) in zip_pieces(&d, &s).into_iter().enumerate() {
                 // SAFETY: device pieces are mapped physical allocations, checked again by the
                 // copy; a host side is the caller's contract (this function's callers'), whole
                 // ranges of it split into consecutive pieces.
-                unsafe {
+                let done = unsafe {
                     match stream {
-                        None => self.memcpy(to.at, n, from.at, n, kind),
+                        None => self
+                            .memcpy(to.at, n, from.at, n, kind)
+                            .map(|()| AsyncCopy::Queued),
                         Some(st) => self.memcpy_async_through(
                             to.at,
                             n,
@@ -746,11 +752,15 @@ impl Sim {
                             kind,
                             st,
                             [to.mark, from.mark],
+                            leave_unqueued && i == 0,
                         ),
                     }
                 }?;
+                if done != AsyncCopy::Queued {
+                    return Ok(Some(done));
+                }
             }
-            Ok(Some(()))
+            Ok(Some(AsyncCopy::Queued))
         };
         run().transpose()
     }

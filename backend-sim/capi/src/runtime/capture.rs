@@ -708,7 +708,7 @@ impl Runtime {
                 src,
                 count,
                 kind,
-            } => b.memcpy_check(dst, dest_max, src, count, kind),
+            } => b.memcpy_check(dst, dest_max, src, count, kind).map(drop),
             Captured::Memset {
                 dst, max, count, ..
             } => b.memset_check(dst, max, count),
