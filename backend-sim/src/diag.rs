@@ -122,6 +122,15 @@ pub(crate) fn destroyed_by_owner(pid: i32) -> String {
     )
 }
 
+/// Why a key of a notify whose owner (process `pid`) died imports nothing while importers still
+/// hold it (`Sim::import_parsed`): a death counts as the owner's destroy (SPEC §2).
+pub(crate) fn owner_died(pid: i32) -> String {
+    format!(
+        "its owner (pid {pid}) died, which invalidates the key as its destroy would; importers \
+         that opened it before keep it until they destroy their handles"
+    )
+}
+
 /// `"; owner pid P (alive); whitelisted: …; last recorded by pid R (alive) 0.123 s ago; held
 /// by pid A (alive), pid B (dead)"` for notify `id` on `dev` of `file` (with `"; destroyed by
 /// its owner pid P …"` after the owner once the owner destroyed its handle, and the last

@@ -3,8 +3,9 @@
  * memory: a dead owner has freed what it owned, its importers keeping their mappings until
  * they close). Process A (device 0) exports a notify and 4 KiB of memory to B (device 1),
  * whitelisted; B imports both, then A is killed. B still reads A's bytes and records the
- * notify; once B has let both go, importing either key again fails: 107017 for the notify
- * (every holder destroyed it or died), 107000 for the memory (its owner died) — before the
+ * notify; importing the notify's key again fails while B holds it (107017, its owner died: a
+ * death invalidates the key as a destroy does); once B has let both go, importing either key
+ * again fails: 107017 for the notify (every holder destroyed it or died), 107000 for the memory (its owner died) — before the
  * fix both imports succeeded, until some survivor happened to reclaim A's references.
  * usage: dead_owner. Exit 0 and "dead_owner: ok". */
 #include <signal.h>
@@ -62,6 +63,14 @@ int main(void) {
     for (int i = 0; i < 4096; i++) REQUIRE(h[i] == 0x5a, "byte %d is %#x", i, h[i]);
     CHECK(aclrtRecordNotify(n, s));
     CHECK(aclrtSynchronizeStreamWithTimeout(s, 10000));
+
+    /* While B still holds the notify, its key imports nothing: the owner's death invalidates
+     * it as the owner's destroy does (SPEC §2). Before, this import succeeded. */
+    aclrtNotify again;
+    EXPECT_RC(aclrtNotifyImportByKey(&again, keys[1], 0), ACL_ERROR_RT_INVALID_HANDLE);
+    char held_msg[1024];
+    snprintf(held_msg, sizeof held_msg, "%s", recent_msg()); /* reading it clears it */
+    REQUIRE(strstr(held_msg, "owner") != NULL && strstr(held_msg, "died") != NULL, "%s", held_msg);
 
     /* Let go: nobody alive holds either any more. */
     CHECK(aclrtIpcMemClose(keys[0]));
