@@ -25,6 +25,18 @@ use acl_notify_sim::{NamespaceGuard, Sim};
 
 type Res<T> = Result<T, String>;
 
+/// The bound of one etcd call, in seconds, for every host this example starts (its own and the
+/// C ring's processes): the simulator's default (3 s) is a fault detector, and a machine loaded
+/// by other work (the test suite runs this example beside its other steps) can stall a healthy
+/// call past it; a hung etcd still fails the example, later. The figures it prints do not
+/// depend on it.
+const CALL_BOUND_SECS: u32 = 15;
+
+/// The cluster configuration of pod `url` with [`CALL_BOUND_SECS`].
+fn config(url: &str) -> Res<ClusterConfig> {
+    ClusterConfig::parse(url)?.with_timeout(CALL_BOUND_SECS)
+}
+
 fn main() {
     let mut ring = None;
     let (mut rounds, mut samples, mut mem_mib) = (200u32, 300usize, 32usize);
@@ -79,7 +91,10 @@ fn run(ring: Option<&str>, rounds: u32, samples: usize, mem_mib: usize) -> Res<(
 
 /// etcd's own put→watch delivery, through the same client: the floor of a remote record.
 fn floor(cluster: &EtcdCluster, samples: usize) -> Res<()> {
-    let etcd = std::sync::Arc::new(Etcd::new(cluster.client_addrs(), Duration::from_secs(3)));
+    let etcd = std::sync::Arc::new(Etcd::new(
+        cluster.client_addrs(),
+        Duration::from_secs(CALL_BOUND_SECS.into()),
+    ));
     let prefix = b"/bench/floor/".to_vec();
     let (_, rev) = etcd.get_prefix(&prefix).map_err(|e| e.to_string())?;
     let stop = std::sync::Arc::new(AtomicBool::new(false));
@@ -131,7 +146,7 @@ fn host(cfg: &ClusterConfig, ns: &str, server: u32, devices: u32) -> Res<(Sim, N
 /// A record on host B of a notify host A owns, to the wake of A's host wait: ping-pong
 /// between two simulated hosts (two namespaces, servers 0 and 1) in this process.
 fn remote_record(cluster: &EtcdCluster, samples: usize) -> Res<()> {
-    let cfg = ClusterConfig::parse(&cluster.url(&format!("bench-{}", std::process::id())))?;
+    let cfg = config(&cluster.url(&format!("bench-{}", std::process::id())))?;
     let (a, _ga) = host(&cfg, "superpod-a", 0, 2)?;
     let (b, _gb) = host(&cfg, "superpod-b", 1, 2)?;
     let e = |e: acl_notify_sim::SimError| e.to_string();
@@ -191,7 +206,7 @@ fn remote_record(cluster: &EtcdCluster, samples: usize) -> Res<()> {
 /// each way (1 MiB per etcd value).
 fn remote_memory(cluster: &EtcdCluster, samples: usize, big: usize) -> Res<()> {
     const SMALL: usize = 4096;
-    let cfg = ClusterConfig::parse(&cluster.url(&format!("mem-{}", std::process::id())))?;
+    let cfg = config(&cluster.url(&format!("mem-{}", std::process::id())))?;
     let e = |e: acl_notify_sim::SimError| e.to_string();
     let (a, _ga) = host(&cfg, "superpod-mem-a", 0, 1)?;
     let (b, _gb) = host(&cfg, "superpod-mem-b", 1, 1)?;
@@ -257,6 +272,10 @@ fn c_ring(cluster: &EtcdCluster, bin: &str, rounds: u32) -> Res<()> {
                 .env("ACL_NOTIFY_SIM_NAMESPACE", &hosts[r / 4].0)
                 .env("ACL_NOTIFY_SIM_SERVER_ID", (r / 4).to_string())
                 .env("ACL_NOTIFY_SIM_CLUSTER", &url)
+                .env(
+                    "ACL_NOTIFY_SIM_CLUSTER_TIMEOUT",
+                    CALL_BOUND_SECS.to_string(),
+                )
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
