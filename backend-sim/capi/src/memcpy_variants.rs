@@ -32,7 +32,7 @@ use acl_notify_sim::mem::location::MemLocation;
 
 use crate::errmsg::{CallError, null_arg, param};
 use crate::ffi::{Out, aclError, aclrtStream, api};
-use crate::memory::{CopyArgs, copy_args};
+use crate::memory::memcpy_async;
 use crate::session::runtime;
 
 /// `ACL_MEMCPY_INNER_DEVICE_TO_DEVICE`.
@@ -88,7 +88,7 @@ fn inner_d2d(kind: u32, code: Error) -> Result<(), CallError> {
 /// count, aclrtMemcpyKind kind, aclrtStream stream)`: `aclrtMemcpyAsync`, whose runtime is asked
 /// to check page-locked memory (`memcpyAttrValue.checkBitmap` 2, hicann/runtime
 /// `src/acl/aclrt_impl/memory.cpp`), which it does for every copy
-/// (`ApiErrorDecorator::MemcpyAsync`): the same copy ([`CopyArgs::queue_as_cann`]), with
+/// (`ApiErrorDecorator::MemcpyAsync`): the same copy ([`crate::memory::memcpy_async`]), with
 /// pageable host memory made before the call returns, within the host refused.
 ///
 /// Codes: as `aclrtMemcpyAsync`.
@@ -105,20 +105,15 @@ pub unsafe extern "C" fn aclrtMemcpyAsyncWithCondition(
     kind: u32,
     stream: aclrtStream,
 ) -> aclError {
-    api("aclrtMemcpyAsyncWithCondition", || {
-        let Some(k) = copy_args(dst, src, count, kind)? else {
-            return Ok(());
-        };
-        let copy = CopyArgs {
-            dst: dst.addr(),
-            dest_max,
-            src: src.addr(),
-            count,
-            kind: k,
-        };
-        let rt = runtime()?;
-        copy.queue_as_cann(&rt, stream, "aclrtMemcpyAsyncWithCondition")
-    })
+    memcpy_async(
+        "aclrtMemcpyAsyncWithCondition",
+        dst,
+        dest_max,
+        src,
+        count,
+        kind,
+        stream,
+    )
 }
 
 /// `aclError aclrtMemcpyAsyncWithOffset(void **dst, size_t destMax, size_t dstDataOffset,

@@ -485,8 +485,23 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     kind_: u32,
     stream: aclrtStream,
 ) -> aclError {
-    api("aclrtMemcpyAsync", || {
-        let Some(k) = copy_args(dst, src, count, kind_)? else {
+    memcpy_async("aclrtMemcpyAsync", dst, dest_max, src, count, kind_, stream)
+}
+
+/// The copy of C entry point `call`: `aclrtMemcpyAsync` and `aclrtMemcpyAsyncWithCondition`,
+/// which CANN's runtime runs the same way (`ApiErrorDecorator::MemcpyAsync`): the arguments'
+/// checks, then [`CopyArgs::queue_as_cann`].
+pub(crate) fn memcpy_async(
+    call: &'static str,
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+    stream: aclrtStream,
+) -> aclError {
+    api(call, || {
+        let Some(k) = copy_args(dst, src, count, kind)? else {
             return Ok(());
         };
         let copy = CopyArgs {
@@ -497,7 +512,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
             kind: k,
         };
         let rt = runtime()?;
-        copy.queue_as_cann(&rt, stream, "aclrtMemcpyAsync")
+        copy.queue_as_cann(&rt, stream, call)
     })
 }
 
