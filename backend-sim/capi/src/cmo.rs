@@ -24,7 +24,7 @@ use acl_notify_core::{Backend as _, Error, EventOps as _, EventSpec, Soc, Timeou
 use acl_notify_sim::mem::MemcpyKind;
 use acl_notify_sim::mem::indirect::Word;
 
-use crate::errmsg::{CallError, null_arg, param};
+use crate::errmsg::{CallError, null_arg, param, unsupported_on};
 use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::session::runtime;
 
@@ -51,13 +51,6 @@ pub struct BarrierTaskInfo {
 
 #[cfg(target_pointer_width = "64")]
 const _: () = assert!(std::mem::size_of::<BarrierTaskInfo>() == 56);
-
-fn unsupported(call: &str, soc: Soc) -> CallError {
-    CallError::new(
-        Error::FeatureNotSupport,
-        format!("{call} is not supported on {}", soc.name()),
-    )
-}
 
 /// Where a descriptor keeps the range (size word, address word), and its size, on the SoCs
 /// with CMO tasks (`RT_FEATURE_TASK_CMO`, `cmoDDRStructInfoSize`).
@@ -104,7 +97,7 @@ pub extern "C" fn aclrtCmoAsync(
         let rt = runtime()?;
         let sim = rt.backend();
         if desc_layout(sim.soc()).is_none() {
-            return Err(unsupported("aclrtCmoAsync", sim.soc()));
+            return Err(unsupported_on("aclrtCmoAsync", sim.soc()));
         }
         cmo_type(cmo_type_)?;
         let s = rt.resolve_task_stream(stream.addr())?;
@@ -135,7 +128,7 @@ pub extern "C" fn aclrtCmoAsyncWithBarrier(
         let rt = runtime()?;
         let sim = rt.backend();
         if sim.soc() != Soc::Ascend310B {
-            return Err(unsupported("aclrtCmoAsyncWithBarrier", sim.soc()));
+            return Err(unsupported_on("aclrtCmoAsyncWithBarrier", sim.soc()));
         }
         if size == 0 {
             return Err(param("size is 0: it must be greater than 0"));
@@ -226,7 +219,7 @@ pub unsafe extern "C" fn aclrtCmoWaitBarrier(
         let rt = runtime()?;
         let sim = rt.backend();
         if sim.soc() != Soc::Ascend310B {
-            return Err(unsupported("aclrtCmoWaitBarrier", sim.soc()));
+            return Err(unsupported_on("aclrtCmoWaitBarrier", sim.soc()));
         }
         let s = rt.resolve_task_stream(stream.addr())?;
         let device = rt.current_device()?;
@@ -259,7 +252,8 @@ pub unsafe extern "C" fn aclrtCmoWaitBarrier(
 pub unsafe extern "C" fn aclrtCmoGetDescSize(size: *mut usize) -> aclError {
     api("aclrtCmoGetDescSize", || {
         let soc = runtime()?.backend().soc();
-        let (_, _, n) = desc_layout(soc).ok_or_else(|| unsupported("aclrtCmoGetDescSize", soc))?;
+        let (_, _, n) =
+            desc_layout(soc).ok_or_else(|| unsupported_on("aclrtCmoGetDescSize", soc))?;
         // SAFETY: `size` is NULL or writable, by the caller's contract.
         unsafe { Out::new(size) }.write(|| param("`size` is NULL"), || Ok(n))
     })
@@ -280,7 +274,7 @@ pub extern "C" fn aclrtCmoSetDesc(
         let rt = runtime()?;
         let sim = rt.backend();
         let (len_at, addr_at, n) =
-            desc_layout(sim.soc()).ok_or_else(|| unsupported("aclrtCmoSetDesc", sim.soc()))?;
+            desc_layout(sim.soc()).ok_or_else(|| unsupported_on("aclrtCmoSetDesc", sim.soc()))?;
         if cmo_desc.is_null() {
             return Err(param("`cmoDesc` is NULL"));
         }
@@ -333,7 +327,7 @@ pub extern "C" fn aclrtCmoAsyncWithDesc(
         let rt = runtime()?;
         let sim = rt.backend();
         let (len_at, addr_at, _) = desc_layout(sim.soc())
-            .ok_or_else(|| unsupported("aclrtCmoAsyncWithDesc", sim.soc()))?;
+            .ok_or_else(|| unsupported_on("aclrtCmoAsyncWithDesc", sim.soc()))?;
         if cmo_desc.is_null() {
             return Err(param("`cmoDesc` is NULL"));
         }

@@ -96,6 +96,15 @@ pub(crate) fn reserved_flags(flags: u64) -> Result<(), CallError> {
     Ok(())
 }
 
+/// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` (207000): entry point `call` on a SoC whose runtime
+/// lacks it, as the simulator's own feature checks word it (`Sim::require`).
+pub(crate) fn unsupported_on(call: &str, soc: acl_notify_core::Soc) -> CallError {
+    CallError::new(
+        Error::FeatureNotSupport,
+        format!("{call} is not supported on {}", soc.name()),
+    )
+}
+
 /// Shorthand for `ACL_ERROR_RT_PARAM_INVALID` (107000).
 pub(crate) fn param(reason: impl core::fmt::Display) -> CallError {
     CallError::new(Error::ParamInvalid, reason)

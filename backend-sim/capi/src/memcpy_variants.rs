@@ -30,7 +30,7 @@ use acl_notify_sim::mem::MemcpyKind;
 use acl_notify_sim::mem::indirect::{INDIRECT_MAX, Word};
 use acl_notify_sim::mem::location::MemLocation;
 
-use crate::errmsg::{CallError, null_arg, param};
+use crate::errmsg::{CallError, null_arg, param, unsupported_on};
 use crate::ffi::{Out, aclError, aclrtStream, api};
 use crate::memory::memcpy_async;
 use crate::session::runtime;
@@ -41,13 +41,6 @@ const INNER_D2D: u32 = 6;
 const KIND_MAX: u32 = 8;
 /// A descriptor's alignment (`ApiErrorDecorator::SetMemcpyDesc`).
 const DESC_ALIGN: usize = 64;
-
-fn unsupported(call: &str, soc: Soc) -> CallError {
-    CallError::new(
-        Error::FeatureNotSupport,
-        format!("{call} is not supported on {}", soc.name()),
-    )
-}
 
 /// The descriptor's size on `soc` (`memcpyDescriptorSize`, hicann/runtime
 /// `src/runtime/config/*/dev_info_reg.cc`), `None` where CANN has no descriptors (no stars).
@@ -150,7 +143,7 @@ pub extern "C" fn aclrtMemcpyAsyncWithOffset(
                 | Soc::Ascend910B
                 | Soc::Ascend910
         ) {
-            return Err(unsupported("aclrtMemcpyAsyncWithOffset", soc));
+            return Err(unsupported_on("aclrtMemcpyAsyncWithOffset", soc));
         }
         let s = rt.resolve_task_stream(stream.addr())?;
         if dst.is_null() || src.is_null() {
@@ -189,7 +182,7 @@ pub unsafe extern "C" fn aclrtGetMemcpyDescSize(kind: u32, desc_size_: *mut usiz
                 kind_below_max(kind)?;
                 let soc = runtime()?.backend().soc();
                 let size =
-                    desc_size(soc).ok_or_else(|| unsupported("aclrtGetMemcpyDescSize", soc))?;
+                    desc_size(soc).ok_or_else(|| unsupported_on("aclrtGetMemcpyDescSize", soc))?;
                 inner_d2d(kind, Error::FeatureNotSupport)?;
                 Ok(size)
             },
@@ -247,7 +240,7 @@ pub extern "C" fn aclrtSetMemcpyDesc(
         let rt = runtime()?;
         let sim = rt.backend();
         if desc_size(sim.soc()).is_none() {
-            return Err(unsupported("aclrtSetMemcpyDesc", sim.soc()));
+            return Err(unsupported_on("aclrtSetMemcpyDesc", sim.soc()));
         }
         inner_d2d(kind, Error::FeatureNotSupport)?;
         if count as u64 > INDIRECT_MAX {
@@ -313,7 +306,7 @@ pub extern "C" fn aclrtMemcpyAsyncWithDesc(
         let rt = runtime()?;
         let sim = rt.backend();
         if desc_size(sim.soc()).is_none() {
-            return Err(unsupported("aclrtMemcpyAsyncWithDesc", sim.soc()));
+            return Err(unsupported_on("aclrtMemcpyAsyncWithDesc", sim.soc()));
         }
         let s = rt.resolve_task_stream(stream.addr())?;
         inner_d2d(kind, Error::FeatureNotSupport)?;
