@@ -194,11 +194,14 @@ fn loom_commands() -> [std::process::Command; 2] {
 pub fn loom_build() -> Result<(), String> {
     let (_, sim_target) = loom_target_dirs();
     // The workspace's clippy step never sees `--cfg sim_loom`: what the models leave unused
-    // (the prefetch, the tests' push) would go unnoticed there.
+    // (the prefetch, the tests' push) would go unnoticed there. In the release profile, as the
+    // models' build below: the proc macros and build scripts both need are built once (the
+    // simulator has no `cfg(debug_assertions)` code for the profile to hide from the lints).
     status(
         cargo()
             .args([
                 "clippy",
+                "--release",
                 "--quiet",
                 "-p",
                 "acl-notify-sim",
