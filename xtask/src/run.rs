@@ -70,7 +70,8 @@ struct Beside {
     name: String,
     log: PathBuf,
     start: Instant,
-    thread: JoinHandle<Result<(), String>>,
+    /// The step's outcome and how long it ran (seconds).
+    thread: JoinHandle<(Result<(), String>, f64)>,
 }
 
 impl Steps {
@@ -114,7 +115,9 @@ impl Steps {
         );
         let thread = std::thread::spawn(move || {
             BESIDE.with(|b| *b.borrow_mut() = Some(file));
-            f()
+            let t = Instant::now();
+            let r = f();
+            (r, t.elapsed().as_secs_f64())
         });
         self.beside.push(Beside {
             name: name.to_string(),
@@ -125,18 +128,23 @@ impl Steps {
     }
 
     /// Waits for the step [`Steps::beside`] started as `name`, prints its output and records
-    /// its outcome (its time: from its start to its end). Nothing if no such step is running.
+    /// its outcome (its time: from its start to its end), and how long the join waited for it.
+    /// Nothing if no such step is running.
     pub fn join(&mut self, name: &str) {
         let Some(i) = self.beside.iter().position(|b| b.name == name) else {
             return;
         };
         let b = self.beside.remove(i);
-        let r = b
-            .thread
-            .join()
-            .unwrap_or_else(|_| Err("the step's thread panicked".into()));
-        let secs = b.start.elapsed().as_secs_f64();
-        eprintln!("\n==> xtask step (ran beside the ones before): {}", b.name);
+        let waited = Instant::now();
+        let (r, secs) = b.thread.join().unwrap_or_else(|_| {
+            let secs = b.start.elapsed().as_secs_f64();
+            (Err("the step's thread panicked".into()), secs)
+        });
+        eprintln!(
+            "\n==> xtask step (ran beside the ones before, {secs:.1} s; its join waited {:.1} s): {}",
+            waited.elapsed().as_secs_f64(),
+            b.name
+        );
         match std::fs::read(&b.log) {
             Ok(out) => eprint!("{}", String::from_utf8_lossy(&out)),
             Err(e) => eprintln!("(its log {} could not be read: {e})", b.log.display()),
