@@ -209,6 +209,9 @@
 //!   moving to another thread's context and back (also under valgrind's memcheck);
 //! - `memcpy2d.c`: `aclrtMemcpy2d` / `aclrtMemcpy2dAsync` (padded rows each way, default kinds,
 //!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
+//! - `copy_kinds.c`: every kind between device, `aclrtMallocHost` and pageable memory through
+//!   `aclrtMemcpy[Async]` and `aclrtMemcpy2d[Async]`: corrected, copied or refused as CANN's
+//!   runtime does (`MemcpyKindAutoCorrect`), the bytes checked;
 //! - `ring_kill.c`: 16 processes pass a token around a ring of IPC notifies and IPC memory; one
 //!   is SIGKILLed holding it: the survivors' waits time out naming it dead, and they tear down.
 //! - `app_threads.c`: one process as a CANN application writes it: six threads, each with a
@@ -486,6 +489,7 @@ fn build_everything() -> Result<Prefix, String> {
         "context_threads",
         "ring_kill",
         "memcpy2d",
+        "copy_kinds",
         "vmm_share",
         "mem_pool",
         "allocator",
@@ -1901,6 +1905,15 @@ fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
     let o = run_alone("memcpy2d", "memcpy2d", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
+}
+
+// ---- copy kinds against the addresses (tests/c/copy_kinds.c) --------------------------------
+
+#[test]
+fn copy_kinds_are_corrected_or_refused_by_the_addresses_as_cann_does() {
+    let o = run_alone("copy_kinds", "kinds", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("copy_kinds: ok"), "{}", report(&o));
 }
 
 // ---- 32-bit sets and pointer queries (tests/c/memset_d32.c) ----------------------------------

@@ -403,10 +403,12 @@ pub extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> aclError {
 }
 
 /// `aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
-/// aclrtMemcpyKind kind)`: a checked copy (see [`acl_notify_sim::mem`]).
+/// aclrtMemcpyKind kind)`: a checked copy (see [`acl_notify_sim::mem`]), each side as its
+/// address is: CANN's synchronous copy takes any of the five kinds and does not look at it
+/// (hicann/runtime `api_error.cc`, `ApiErrorDecorator::MemCopySync`).
 ///
-/// Codes: 0 count 0; 100000 dst/src NULL or kind; 107002; 107000 count > destMax, a
-/// side that is not what kind says, a device range outside the live allocations.
+/// Codes: 0 count 0; 100000 dst/src NULL or kind; 107002; 107000 count > destMax, a device
+/// range outside the live allocations.
 ///
 /// # Safety
 ///
@@ -467,11 +469,13 @@ pub extern "C" fn aclrtMemset(
 /// when the task runs. With pageable host memory on one side and device memory on the other,
 /// the stream is synchronized and the copy made before the call returns; a copy within the
 /// host is refused ([`acl_notify_sim::mem::unqueued`]: CANN's runtime does both, and refuses
-/// the former in a capture).
+/// the former in a capture). The kind is first corrected as CANN's runtime corrects it by
+/// where the addresses are (`acl_notify_sim::mem::direction`): between device and
+/// page-locked host memory it is what the addresses are, whatever it said.
 ///
-/// Codes: as `aclrtMemcpy`; 207000 both sides host memory (`ACL_MEMCPY_HOST_TO_HOST`, or
-/// `ACL_MEMCPY_DEFAULT` with two host addresses); 107017 bad stream; 107003 a stream of
-/// another device; 507002.
+/// Codes: as `aclrtMemcpy`; 107000 an explicit kind that calls a device or page-locked side
+/// what it is not when the other is pageable host memory; 207000 both sides host memory
+/// (as corrected); 107017 bad stream; 107003 a stream of another device; 507002.
 ///
 /// # Safety
 ///
@@ -725,9 +729,10 @@ fn copy2d_args(
 ///
 /// Codes: 0 width or height 0; 100000 dst/src NULL, width > spitch or dpitch, kind
 /// (`ACL_MEMCPY_HOST_TO_HOST`, `_HOST_TO_BUF_TO_DEVICE`, ...); 107002; 107000 height above
-/// 5,242,880 or width above 5,000,000, a side that is not what kind says, a device side
-/// outside the live allocations, a default kind whose addresses are both host or both device;
-/// 207000 `ACL_MEMCPY_DEVICE_TO_DEVICE` (CANN's synchronous 2-D copy has none).
+/// 5,242,880 or width above 5,000,000, a device side outside the live allocations, a kind
+/// that CANN's correction by the addresses (`acl_notify_sim::mem::direction`) refuses or
+/// makes host to host or device to device; 207000 `ACL_MEMCPY_DEVICE_TO_DEVICE` (CANN's
+/// synchronous 2-D copy has none).
 ///
 /// # Safety
 ///
