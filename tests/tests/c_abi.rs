@@ -3214,6 +3214,26 @@ fn a_record_of_an_ipc_event_whose_recorder_died_ends_the_waits_with_107023() {
     );
 }
 
+/// CANN's creator frees an IPC event's shared memory at its release: before the fix, a handle
+/// whose creator had died (or destroyed the event) still opened while another process held it.
+#[test]
+fn an_ipc_event_whose_creator_died_opens_no_more_but_its_opened_handles_work() {
+    let p = setup();
+    let s = Scratch::new("ipcevt-creator");
+    let mut cmd = s.cmd(&p.bin.join("ipc_event"), "Ascend910B");
+    cmd.arg("dead_creator").arg(&s.dir);
+    let o = run_all(
+        vec![spawn("ipc_event", &mut cmd).expect("start ipc_event")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("ipc_event dead_creator: ok"),
+        "{}",
+        report(&o)
+    );
+}
+
 // ---- the two-process flow ---------------------------------------------------------------------
 
 #[derive(Debug)]
