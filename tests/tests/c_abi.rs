@@ -209,6 +209,9 @@
 //!   moving to another thread's context and back (also under valgrind's memcheck);
 //! - `memcpy2d.c`: `aclrtMemcpy2d` / `aclrtMemcpy2dAsync` (padded rows each way, default kinds,
 //!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
+//! - `context_destroyed.c`: contexts made on one thread and used on others; a context
+//!   destroyed while another thread has it current leaves that thread without one (107002)
+//!   until it sets a live one;
 //! - `copy_kinds.c`: every kind between device, `aclrtMallocHost` and pageable memory through
 //!   `aclrtMemcpy[Async]` and `aclrtMemcpy2d[Async]`: corrected, copied or refused as CANN's
 //!   runtime does (`MemcpyKindAutoCorrect`), the bytes checked;
@@ -490,6 +493,7 @@ fn build_everything() -> Result<Prefix, String> {
         "ring_kill",
         "memcpy2d",
         "copy_kinds",
+        "context_destroyed",
         "vmm_share",
         "mem_pool",
         "allocator",
@@ -1905,6 +1909,27 @@ fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
     let o = run_alone("memcpy2d", "memcpy2d", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
+}
+
+// ---- a context destroyed under another thread (tests/c/context_destroyed.c) -------------------
+
+/// Before the fix, a thread whose current context another thread destroyed went on allocating
+/// and creating streams on its device (and `aclrtGetDevice` answered it); CANN's finds the
+/// context invalid: 107002.
+#[test]
+fn a_context_destroyed_under_another_thread_leaves_it_without_one() {
+    let o = run_alone(
+        "context_destroyed",
+        "ctx-destroyed",
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("context_destroyed: ok"),
+        "{}",
+        report(&o)
+    );
 }
 
 // ---- copy kinds against the addresses (tests/c/copy_kinds.c) --------------------------------

@@ -678,7 +678,7 @@ impl Sim {
 
     /// `aclrtMemcpy`: copies `count` bytes from `src` to `dst` (`count <= dest_max`), each
     /// side as its address is, whatever `kind` says (CANN's synchronous copy does not look at
-    /// it: [`direction`]). Overlapping ranges are copied as `memmove` does.
+    /// it: `mem::direction`). Overlapping ranges are copied as `memmove` does.
     ///
     /// Errors: 107000 count > dest_max, a device range outside this process's live
     /// allocations.

@@ -127,7 +127,7 @@ fn takes(sync: bool, kind: MemcpyKind, found: MemcpyKind) -> Result<(), SimError
 }
 
 /// 107000 for a copy whose addresses make it a `found` copy (`kind` corrected as CANN's
-/// runtime corrects it: [`super::direction`]), which `call` does not take.
+/// runtime corrects it: `mem::direction`), which `call` does not take.
 fn wrong_direction(call: &str, kind: MemcpyKind, found: MemcpyKind, takes: &str) -> SimError {
     let (kind, found) = (cann_name(kind), cann_name(found));
     SimError::new(

@@ -13,7 +13,7 @@
 //!   the call returns once the copy is done). A device-to-device copy may name memory imported
 //!   from another host, which this process's tables do not place: never one.
 //! - **Within the host**: a copy whose kind, as CANN's `MemcpyKindAutoCorrect` corrected it
-//!   ([`super::direction`]), is host to host: any kind between two page-locked host
+//!   (`mem::direction`), is host to host: any kind between two page-locked host
 //!   addresses, `ACL_MEMCPY_DEFAULT` or `ACL_MEMCPY_HOST_TO_HOST` with a pageable one (or with
 //!   managed memory, whose kind stays). CANN's runtime on a
 //!   host with its devices attached (the EP form, online run mode) refuses it (207000: the
@@ -72,7 +72,7 @@ impl Place {
 }
 
 /// What CANN's `aclrtMemcpyAsync` does with a copy of `kind` from `s` to `d` (see the module
-/// docs), `kind` as its runtime corrected it ([`super::direction`]): host to host refused,
+/// docs), `kind` as its runtime corrected it (`mem::direction`): host to host refused,
 /// device to device queued, another kind with pageable host memory on a side made at once;
 /// [`AsyncCopy::Queued`] for a copy it queues.
 pub(super) fn verdict(kind: MemcpyKind, d: Place, s: Place) -> AsyncCopy {
