@@ -834,7 +834,6 @@ mod tests {
         let m = Machine::new("unrun-kept", 1);
         let f = &m.files;
         let a = f.claim(0).unwrap();
-        let h = a.handle().unwrap();
         let key = a.key;
         // Entry 60 stands for another process holding the event.
         f.file.slot(key.0, key.1).unwrap().join(60, key.2).unwrap();
@@ -845,7 +844,13 @@ mod tests {
         let c = f.claim(0).unwrap();
         let cn = c.issue().unwrap();
         c.complete_unrun(cn);
-        let b = f.open_handle(&h).unwrap();
+        // Held again, as a process that is not the event's creator reopens it (a creator
+        // that let go opens it no more: `open_handle`'s `creator_holds`).
+        f.file.hold(f.reg.me(), key).unwrap();
+        let b = IpcRef {
+            files: f.clone(),
+            key,
+        };
         assert!(b.was_unrun(n), "the discarded record was forgotten");
         drop(b);
         // Freed (the other holder gone): forgotten at the next look.
