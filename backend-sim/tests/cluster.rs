@@ -114,6 +114,10 @@ fn main() {
             a_process_stopped_past_its_ttl_comes_back_as_a_new_life,
         ),
         (
+            "a_process_that_left_is_exited_for_the_other_hosts_not_dead",
+            a_process_that_left_is_exited_for_the_other_hosts_not_dead,
+        ),
+        (
             "a_record_after_the_lease_expired_says_so",
             a_record_after_the_lease_expired_says_so,
         ),
@@ -1638,6 +1642,77 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
         || format!("record to a dead owner: {r:?}"),
     )?;
     eprintln!("killed owner seen dead after {:?}", t.elapsed());
+    Ok(())
+}
+
+/// A process that leaves the cluster normally (aclFinalize: its `Sim` dropped) is "exited" for
+/// the other hosts, never "dead": a wait's timeout names a whitelisted importer that left
+/// "exited: it left the cluster", and a record to an owner that left, or a copy into its
+/// memory, says the owner exited. Its lease's revocation and an expiry look alike in etcd, so
+/// before, each of these said the process was dead ("its cluster lease expired"). Once the
+/// last process of the pod has left, no key of the pod is left in etcd (the marks go with
+/// the pod's lease).
+fn a_process_that_left_is_exited_for_the_other_hosts_not_dead(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    const N: usize = 4096;
+    let tag = pod("left");
+    let url = c.url(&tag);
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    importer.try_ok(&format!("record {ih} 3"))?;
+    owner.try_ok(&format!("hwait {h} 5000"))?;
+    let ipid = importer.pid;
+    importer.try_ok("dropsim")?;
+    let r = owner.ask(&format!("hwait {h} 200"));
+    let exited = format!("pid {ipid} on server 1 (exited: it left the cluster)");
+    check(
+        code_of(&r) == Some(107019)
+            && r.as_ref()
+                .is_err_and(|e| e.contains(&exited) && !e.contains("dead")),
+        || format!("a wait naming an importer that left: {r:?}"),
+    )?;
+    // The owner leaves while an importer of another host holds its notify and its memory.
+    let mut later = b.spawn()?;
+    let h2 = owner.try_ok("create 2")?;
+    let key = owner.try_ok(&format!("export {h2}"))?;
+    owner.try_ok(&format!("allow {h2} 1 {}", later.pid))?;
+    let ih2 = later.try_ok(&format!("import 3 {key}"))?;
+    let pa: usize = owner.try_ok(&format!("malloc 0 {N}"))?.parse()?;
+    let mkey = owner.try_ok(&format!("mexport {pa} {N}"))?;
+    owner.try_ok(&format!("mallow {mkey} 1 {}", later.pid))?;
+    let ra: usize = later.try_ok(&format!("memimport 0 {mkey}"))?.parse()?;
+    let lb: usize = later.try_ok(&format!("malloc 0 {N}"))?.parse()?;
+    later.try_ok(&format!("copy {ra} {lb} {N}"))?;
+    owner.try_ok("dropsim")?;
+    let r = later.ask(&format!("record {ih2} 3"));
+    check(
+        code_of(&r) == Some(107017)
+            && r.as_ref()
+                .is_err_and(|e| e.contains("the owner exited") && !e.contains("dead")),
+        || format!("a record to an owner that left: {r:?}"),
+    )?;
+    let r = later.ask(&format!("copy {ra} {lb} 16"));
+    check(
+        code_of(&r) == Some(107000)
+            && r.as_ref()
+                .is_err_and(|e| e.contains("its owner exited") && !e.contains("dead")),
+        || format!("a copy into the memory of an owner that left: {r:?}"),
+    )?;
+    later.try_ok("dropsim")?;
+    // The last one out took the marks with it: nothing of the pod is left.
+    let etcd = Etcd::new(c.client_addrs(), Duration::from_secs(5));
+    let prefix = format!("/acl-notify/{tag}/");
+    let (kvs, _) = etcd
+        .get_prefix(prefix.as_bytes())
+        .map_err(|e| format!("listing {prefix}: {e}"))?;
+    let left: Vec<String> = kvs
+        .iter()
+        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+        .collect();
+    check(left.is_empty(), || {
+        format!("keys left once every process of the pod left: {left:?}")
+    })?;
     Ok(())
 }
 
