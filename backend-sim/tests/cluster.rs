@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
-    Backend, BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
-    RawNotify, RawStream, ServerPid, Soc, StreamOps, SyncWait, Timeout,
+    Backend, BackendError, CreateFlags, Error, ExportFlags, HostCall, HostOps, ImportFlags,
+    NotifyResources, RawNotify, RawStream, ServerPid, Soc, StreamOps, SyncWait, Timeout,
 };
 use acl_notify_sim::Sim;
 use acl_notify_sim::cluster::etcd::Etcd;
@@ -148,6 +148,10 @@ fn main() {
         (
             "memory_across_hosts_both_ways_ordered_by_notifies",
             memory_across_hosts_both_ways_ordered_by_notifies,
+        ),
+        (
+            "a_record_queued_right_after_a_copy_goes_in_the_copy_s_transaction",
+            a_record_queued_right_after_a_copy_goes_in_the_copy_s_transaction,
         ),
         (
             "a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record",
@@ -416,6 +420,25 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             unsafe { sim.memcpy2d_async(dst, src, shape, MemcpyKind::DeviceToDevice, s)? };
             Ok(String::new())
         }
+        // copyrec DST SRC LEN H DEV: on DEV's stream, held by a host function until both are
+        // queued, aclrtMemcpyAsync device to device, then a record of H (the copy cannot
+        // have started when the record is queued); synchronized.
+        "copyrec" => {
+            let s = stream(num(w, 5)?)?;
+            let (dst, src, len) = (num(w, 1)?, num(w, 2)?, num(w, 3)?);
+            GATE.store(false, std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: `gate` ignores its argument and does not unwind.
+            sim.launch_host_func(s, unsafe { HostCall::new(gate, std::ptr::null_mut()) })?;
+            let queued = (|| {
+                // SAFETY: both sides are device ranges (no host memory).
+                unsafe { sim.memcpy_async(dst, len, src, len, MemcpyKind::DeviceToDevice, s)? };
+                sim.record(n(4)?, s)
+            })();
+            GATE.store(true, std::sync::atomic::Ordering::SeqCst);
+            queued?;
+            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            Ok(String::new())
+        }
         // memset PTR VALUE LEN
         "memset" => {
             let len = num(w, 3)?;
@@ -439,6 +462,17 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             Error::ParamInvalid,
             format!("unknown agent command {other:?}"),
         )),
+    }
+}
+
+/// Open: the host function `copyrec` queues first returns.
+static GATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Holds the stream until [`GATE`] opens (at most [`ANSWER`]).
+unsafe extern "C" fn gate(_: *mut std::ffi::c_void) {
+    let end = Instant::now() + ANSWER;
+    while !GATE.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -2066,6 +2100,60 @@ fn a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record(
     check(got == hash(&want).to_string(), || {
         "a refused 2-D copy changed the owner's memory".into()
     })?;
+    Ok(())
+}
+
+/// A record queued right after an asynchronous copy into another host's memory, on the same
+/// stream, goes in the copy's etcd transaction (one commit a round, where copy and record
+/// were two: the pod's own etcd member's revision counts them), and the owner still sees the
+/// copy's bytes when its wait returns, every round. A copy that fails (the owner freed the
+/// memory) fails as before, and the record queued after it still lands (the stream's default
+/// failure mode runs the tasks after a failed one).
+fn a_record_queued_right_after_a_copy_goes_in_the_copy_s_transaction(
+    _: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    const N: usize = 4096;
+    const ROUNDS: u32 = 6;
+    let c = EtcdCluster::start(1)?;
+    let url = c.url(&pod("carry"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut p, mut q, na, ina) = pair(&a, &b)?;
+    let pa: usize = p.try_ok(&format!("malloc 2 {N}"))?.parse()?;
+    let key = p.try_ok(&format!("mexport {pa} {N}"))?;
+    p.try_ok(&format!("mallow {key} 1 {}", q.pid))?;
+    let ra: usize = q.try_ok(&format!("memimport 3 {key}"))?.parse()?;
+    let qb: usize = q.try_ok(&format!("malloc 3 {N}"))?.parse()?;
+    let etcd = Etcd::new(c.client_addrs(), Duration::from_secs(5));
+    let revision = || -> Result<i64, Failed> {
+        Ok(etcd
+            .get_prefix(b"/nothing/")
+            .map_err(|e| format!("etcd's revision: {e}"))?
+            .1)
+    };
+    let before = revision()?;
+    for round in 0..ROUNDS {
+        // A host-to-device fill of the importer's own memory: no etcd call.
+        q.try_ok(&format!("fill {qb} {N} {round}"))?;
+        q.try_ok(&format!("copyrec {ra} {qb} {N} {ina} 3"))?;
+        p.try_ok(&format!("hwait {na} 10000"))?;
+        let got = p.try_ok(&format!("sum {pa} {N}"))?;
+        check(got == hash(&pattern(N, round)).to_string(), || {
+            format!("round {round}: the owner's wait returned before the copy's bytes landed")
+        })?;
+    }
+    let commits = revision()? - before;
+    check(commits == i64::from(ROUNDS), || {
+        format!(
+            "{ROUNDS} rounds of a copy and its record took {commits} etcd commits, not one each"
+        )
+    })?;
+    p.try_ok(&format!("free {pa}"))?;
+    let r = q.ask(&format!("copyrec {ra} {qb} {N} {ina} 3"));
+    check(
+        code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("freed")),
+        || format!("a copy into freed memory: {r:?}"),
+    )?;
+    p.try_ok(&format!("hwait {na} 10000"))?;
     Ok(())
 }
 

@@ -42,8 +42,10 @@
 //! - `mem/<sid>/<dev>/<id>` and `rec/…/m/…`, `rec/…/a/…`: IPC memory across hosts, an
 //!   importer's copies and sets as transactions the owner's record watch applies in the same
 //!   revision order as its records, reads answered through the importer's watch (see the
-//!   `mem` submodule); `rec/…/mh/…`: importers' holds on that memory, which keep physical
-//!   memory its owner freed until the last goes (the `mem_hold` submodule).
+//!   `mem` submodule); a record queued right after such a copy on the same stream goes in the
+//!   copy's transaction (the `carry` submodule); `rec/…/mh/…`: importers' holds on that
+//!   memory, which keep physical memory its owner freed until the last goes (the `mem_hold`
+//!   submodule).
 //!
 //! Every request an importer puts (a record, a batch reset, a copy) carries a number of its
 //! process; the owner applies each number once (see the `replay` submodule), since the client
@@ -57,6 +59,7 @@
 pub mod etcd;
 pub mod harness;
 
+mod carry;
 mod export;
 mod leave;
 mod mem;
@@ -65,6 +68,7 @@ mod renew;
 mod replay;
 mod sim;
 
+pub(crate) use carry::Attached;
 pub use mem::MEM_CHUNK;
 pub(crate) use mem::{MemLink, RemoteMem};
 
@@ -308,6 +312,9 @@ pub(crate) struct Cluster {
     remote: RwLock<Slab<RemoteNotify>>,
     /// Imports of other hosts' memory.
     mem_imports: RwLock<mem::MemImports>,
+    /// The last copy into another host's memory queued on each stream, which may carry the
+    /// record queued after it (see [`carry`]).
+    carries: carry::Carries,
     watcher: Mutex<Option<JoinHandle<()>>>,
     /// The threads that renew the process's lease and the host's claim (see [`renew`]).
     keepers: Mutex<Vec<JoinHandle<()>>>,
@@ -961,6 +968,7 @@ impl Cluster {
                 REMOTE_BASE..MAX_LIVE,
             )),
             mem_imports: RwLock::new(mem::MemImports::default()),
+            carries: carry::Carries::default(),
             watcher: Mutex::new(None),
             keepers: Mutex::new(keepers),
         })
@@ -1155,17 +1163,6 @@ impl Cluster {
         let was = write(&self.remote).remove(h).is_some();
         self.shared.let_go(&Held::Notify(h));
         was
-    }
-
-    /// The delivery of one record to remote notify `n`'s owner, to run as a stream task (see
-    /// [`Shared::record`]). It holds the cluster's shared state, not the `Sim`: a task queued
-    /// for ever does not keep the `Sim` alive.
-    pub fn record_task(
-        &self,
-        n: RemoteNotify,
-    ) -> impl FnOnce() -> Result<(), SimError> + Send + 'static {
-        let s = Arc::clone(&self.shared);
-        move || s.record(&n, false)
     }
 
     /// A batch reset of remote notify `n`: delivered now, in order with this process's
