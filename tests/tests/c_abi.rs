@@ -209,6 +209,9 @@
 //!   moving to another thread's context and back (also under valgrind's memcheck);
 //! - `memcpy2d.c`: `aclrtMemcpy2d` / `aclrtMemcpy2dAsync` (padded rows each way, default kinds,
 //!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
+//! - `peer_copy_order.c`: two devices in one process with peer access: device-to-device
+//!   copies ordered for a second stream by a notify and for the other device by an event,
+//!   every byte checked; one-way access and its refusals;
 //! - `context_destroyed.c`: contexts made on one thread and used on others; a context
 //!   destroyed while another thread has it current leaves that thread without one (107002)
 //!   until it sets a live one;
@@ -494,6 +497,7 @@ fn build_everything() -> Result<Prefix, String> {
         "memcpy2d",
         "copy_kinds",
         "context_destroyed",
+        "peer_copy_order",
         "vmm_share",
         "mem_pool",
         "allocator",
@@ -1909,6 +1913,24 @@ fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
     let o = run_alone("memcpy2d", "memcpy2d", &env, Duration::from_secs(60));
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
+}
+
+// ---- two devices with peer access, ordered by a notify and an event (tests/c/peer_copy_order.c)
+
+#[test]
+fn peer_copies_between_two_devices_are_ordered_by_notifies_and_events() {
+    let o = run_alone(
+        "peer_copy_order",
+        "peer-order",
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("peer_copy_order: ok"),
+        "{}",
+        report(&o)
+    );
 }
 
 // ---- a context destroyed under another thread (tests/c/context_destroyed.c) -------------------
