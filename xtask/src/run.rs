@@ -25,8 +25,8 @@ thread_local! {
 }
 
 /// The environment variable that marks every process a step run [`Steps::beside`] started,
-/// its children included (they inherit it), with the step's number: [`Steps::join`] finds
-/// them by it to end them.
+/// its children included (they inherit it), with the xtask's pid and the step's number:
+/// [`Steps::join`] finds them by it to end them.
 const TAG: &str = "XTASK_BESIDE_STEP";
 
 /// The cargo the xtask was started with ([`command`]).
@@ -157,7 +157,12 @@ impl Steps {
             log.display()
         );
         let f: Arc<dyn Fn() -> Result<(), String> + Send + Sync> = Arc::new(f);
-        let tag = NEXT_TAG.fetch_add(1, Ordering::Relaxed).to_string();
+        // The xtask's pid in it: another xtask's steps (two suites at once) are not this one's.
+        let tag = format!(
+            "{}-{}",
+            std::process::id(),
+            NEXT_TAG.fetch_add(1, Ordering::Relaxed)
+        );
         let (run, thread_tag) = (Arc::clone(&f), tag.clone());
         let thread = std::thread::spawn(move || {
             BESIDE.with(|b| *b.borrow_mut() = Some((file, thread_tag)));
