@@ -129,6 +129,7 @@ pub(crate) fn sleep(file: &ShmFile, sleep: impl FnOnce() -> bool) {
     let counted = counted_in(file);
     if counted {
         Counted::sub(file);
+        crate::wake_slice::before_sleep();
     }
     let woken = sleep();
     match (counted, woken) {

@@ -493,6 +493,7 @@ impl Waiter for SimWaiter<'_> {
         busy::sleep(self.file, || sys::futex_wait(word, expected, timeout));
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
+        crate::wake_slice::restore();
         self.woke(sys::futex_wake(word, n));
     }
     fn wait_private(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
@@ -501,6 +502,7 @@ impl Waiter for SimWaiter<'_> {
         });
     }
     fn wake_private(&self, word: &AtomicU32, n: u32) {
+        crate::wake_slice::restore();
         self.woke(sys::futex_wake_private(word, n));
     }
     fn now_ns(&self) -> u64 {

@@ -1,0 +1,113 @@
+//! A stream worker asleep in a notify wait asks for the kernel's shortest EEVDF slice, so that
+//! the record that wakes it can hand it the CPU at once (speed22, issue #25).
+//!
+//! Why: on one CPU, Linux's EEVDF lets a woken thread preempt the running one only if the
+//! running one is not eligible (`__pick_eevdf` in `kernel/sched/fair.c`: an eligible current
+//! keeps the CPU for its protected slice, `RUN_TO_PARITY`) or the woken one asks for a shorter
+//! slice (`PREEMPT_SHORT`). A waiter that went to sleep alone on its CPU (a stream worker after
+//! its spin) wakes with no lag, so the recorder that wakes it keeps the CPU until its post-wake
+//! yield: one more return to user space and a `sched_yield` on every wake-up — traced, 313–379
+//! of 420 idle wake-ups switched at the recorder's yield against 88 of 420 for a raw futex
+//! pair, whose sleeper goes to sleep while its waker still wants the CPU and keeps the lag
+//! (bench/README.md History, speed22). With the shortest slice the woken waiter preempts the
+//! recorder inside its `FUTEX_WAKE`, as the raw pair's sleeper does.
+//!
+//! The slice is set just before the futex sleep (the sleeping path, microseconds anyway) and
+//! given back to the kernel's default when the worker's queue runs dry (it parks) or before the
+//! thread itself wakes a sleeper (so that the thread it wakes, asleep with the short slice, is
+//! the shorter of the two): never on the path from a wake-up to the woken thread's next task.
+//! A kernel without per-thread slices (before 6.12: `sched_setattr` refuses a `sched_runtime`
+//! on `SCHED_OTHER`) is asked once per process and then left alone.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The slice asked for while asleep (ns): the shortest Linux accepts (0.1 ms).
+const SHORT_NS: u64 = 100_000;
+
+thread_local! {
+    /// Whether this thread runs with [`SHORT_NS`] (set by [`before_sleep`]).
+    static SHORT: Cell<bool> = const { Cell::new(false) };
+    /// This thread's nice value, read at its first [`before_sleep`] (`None`: not yet, or the
+    /// thread is not a plain `SCHED_OTHER` one and is left alone: `i32::MIN`).
+    static NICE: Cell<Option<i32>> = const { Cell::new(None) };
+}
+
+/// The kernel refused a slice once: per-thread slices are not there.
+static UNSUPPORTED: AtomicBool = AtomicBool::new(false);
+
+/// `struct sched_attr` of `sched_setattr(2)` (`SCHED_ATTR_SIZE_VER0`, 48 bytes).
+#[repr(C)]
+struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// Sets the calling `SCHED_OTHER` thread's slice (`sched_runtime`; 0: the kernel's default)
+/// with its nice value `nice`; false if the kernel refused.
+fn set_slice(ns: u64, nice: i32) -> bool {
+    let mut attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        flags: 0,
+        nice,
+        priority: 0,
+        runtime: ns,
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: sched_setattr(2) on the calling thread (0) with a fully initialised struct of
+    // the size it names, flags 0.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &mut attr as *mut SchedAttr, 0) };
+    r == 0
+}
+
+/// This thread's nice value if it is a plain `SCHED_OTHER` thread (read once).
+fn nice() -> Option<i32> {
+    let n = NICE.with(Cell::get).unwrap_or_else(|| {
+        // SAFETY: sched_getscheduler and getpriority on the calling thread (0) have no other
+        // preconditions.
+        let (policy, nice) = unsafe {
+            (
+                libc::sched_getscheduler(0),
+                libc::getpriority(libc::PRIO_PROCESS, 0),
+            )
+        };
+        // A `SCHED_BATCH` worker does not preempt on wake-up anyway: left alone.
+        let n = if policy == libc::SCHED_OTHER { nice } else { i32::MIN };
+        NICE.with(|c| c.set(Some(n)));
+        n
+    });
+    (n != i32::MIN).then_some(n)
+}
+
+/// A counted stream worker is about to sleep in a notify wait: it asks for the short slice.
+pub(crate) fn before_sleep() {
+    if UNSUPPORTED.load(Ordering::Relaxed) || SHORT.with(Cell::get) {
+        return;
+    }
+    let Some(nice) = nice() else { return };
+    if set_slice(SHORT_NS, nice) {
+        SHORT.with(|s| s.set(true));
+    } else {
+        UNSUPPORTED.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The thread goes back to the kernel's default slice if it has the short one (its queue ran
+/// dry, or it is about to wake a sleeper).
+#[inline]
+pub(crate) fn restore() {
+    if SHORT.with(Cell::get) {
+        SHORT.with(|s| s.set(false));
+        if let Some(nice) = NICE.with(Cell::get) {
+            let _ = set_slice(0, nice);
+        }
+    }
+}
