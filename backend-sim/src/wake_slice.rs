@@ -12,12 +12,19 @@
 //! (bench/README.md History, speed22). With the shortest slice the woken waiter preempts the
 //! recorder inside its `FUTEX_WAKE`, as the raw pair's sleeper does.
 //!
+//! Which sleeps: a stream wait's whose spin ran to its limit (`waiters::AdaptiveWaiter`): no
+//! other thread wanted the CPU meanwhile and the namespace had CPUs to spare, so nothing was
+//! coming soon. Not one cut short by the spinners' budget or a yield that lost the CPU (a ring
+//! of more processes than CPUs): there every rank would sleep short and preempt the rank that
+//! woke it — measured so first, the rings of 4, 8 and 16 processes read 1.3–1.8× slower.
+//!
 //! The slice is set just before the futex sleep (the sleeping path, microseconds anyway) and
-//! given back to the kernel's default when the worker's queue runs dry (it parks) or before the
-//! thread itself wakes a sleeper (so that the thread it wakes, asleep with the short slice, is
-//! the shorter of the two): never on the path from a wake-up to the woken thread's next task.
-//! A kernel without per-thread slices (before 6.12: `sched_setattr` refuses a `sched_runtime`
-//! on `SCHED_OTHER`) is asked once per process and then left alone.
+//! given back to the kernel's default when the worker's queue runs dry (it parks) or after the
+//! thread's next wake-up call has handed the CPU over (`shm::SimWaiter`): never on the path from
+//! a wake-up to the woken thread's next task, nor before a wake-up. A kernel without per-thread
+//! slices (before 6.12: `sched_setattr` refuses a `sched_runtime` on `SCHED_OTHER`) is asked
+//! once per process and then left alone; a `SCHED_BATCH` worker (`WorkerPolicy::Batch`) is left
+//! alone (it does not preempt on wake-up anyway).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -80,14 +87,18 @@ fn nice() -> Option<i32> {
             )
         };
         // A `SCHED_BATCH` worker does not preempt on wake-up anyway: left alone.
-        let n = if policy == libc::SCHED_OTHER { nice } else { i32::MIN };
+        let n = if policy == libc::SCHED_OTHER {
+            nice
+        } else {
+            i32::MIN
+        };
         NICE.with(|c| c.set(Some(n)));
         n
     });
     (n != i32::MIN).then_some(n)
 }
 
-/// A counted stream worker is about to sleep in a notify wait: it asks for the short slice.
+/// A stream wait whose spin ran out is about to sleep: the thread asks for the short slice.
 pub(crate) fn before_sleep() {
     if UNSUPPORTED.load(Ordering::Relaxed) || SHORT.with(Cell::get) {
         return;
@@ -101,7 +112,7 @@ pub(crate) fn before_sleep() {
 }
 
 /// The thread goes back to the kernel's default slice if it has the short one (its queue ran
-/// dry, or it is about to wake a sleeper).
+/// dry, or its wake-up call has handed the CPU over).
 #[inline]
 pub(crate) fn restore() {
     if SHORT.with(Cell::get) {

@@ -129,7 +129,6 @@ pub(crate) fn sleep(file: &ShmFile, sleep: impl FnOnce() -> bool) {
     let counted = counted_in(file);
     if counted {
         Counted::sub(file);
-        crate::wake_slice::before_sleep();
     }
     let woken = sleep();
     match (counted, woken) {

@@ -485,6 +485,9 @@ impl<'a> SimWaiter<'a> {
             busy::woke(self.file, woken);
             let _ = crate::yielding::offer_cpu();
         }
+        // After the hand-over, not before it: a thread that slept with the short slice gives
+        // it back here, off the woken thread's way (`crate::wake_slice`).
+        crate::wake_slice::restore();
     }
 }
 
@@ -493,7 +496,6 @@ impl Waiter for SimWaiter<'_> {
         busy::sleep(self.file, || sys::futex_wait(word, expected, timeout));
     }
     fn wake(&self, word: &AtomicU32, n: u32) {
-        crate::wake_slice::restore();
         self.woke(sys::futex_wake(word, n));
     }
     fn wait_private(&self, word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
@@ -502,7 +504,6 @@ impl Waiter for SimWaiter<'_> {
         });
     }
     fn wake_private(&self, word: &AtomicU32, n: u32) {
-        crate::wake_slice::restore();
         self.woke(sys::futex_wake_private(word, n));
     }
     fn now_ns(&self) -> u64 {
