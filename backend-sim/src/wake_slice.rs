@@ -122,3 +122,65 @@ pub(crate) fn restore() {
         }
     }
 }
+
+/// Tests: whether this thread has the short slice.
+#[cfg(test)]
+pub(crate) fn is_short() -> bool {
+    SHORT.with(Cell::get)
+}
+
+/// Tests: whether the kernel took a slice (or has not been asked yet).
+#[cfg(test)]
+pub(crate) fn supported() -> bool {
+    !UNSUPPORTED.load(Ordering::Relaxed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The calling thread's slice as the kernel shows it (`se.slice` in
+    /// `/proc/thread-self/sched`, a `CONFIG_SCHED_DEBUG` file), if it does.
+    fn slice_now() -> Option<u64> {
+        std::fs::read_to_string("/proc/thread-self/sched")
+            .ok()?
+            .lines()
+            .find(|l| l.starts_with("se.slice"))?
+            .split(':')
+            .nth(1)?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// A sleeper takes the short slice once and gives it back, to the kernel's default, once.
+    #[test]
+    fn a_sleeper_takes_the_short_slice_and_gives_it_back() {
+        std::thread::spawn(|| {
+            let before = slice_now();
+            before_sleep();
+            if UNSUPPORTED.load(Ordering::Relaxed) {
+                // A kernel without per-thread slices: nothing changed, nothing to give back.
+                assert!(!SHORT.with(Cell::get));
+                restore();
+                assert_eq!(slice_now(), before);
+                return;
+            }
+            assert!(SHORT.with(Cell::get));
+            if before.is_some() {
+                assert_eq!(slice_now(), Some(SHORT_NS));
+            }
+            // Asleep again before giving it back: no second call, the same slice.
+            before_sleep();
+            assert!(SHORT.with(Cell::get));
+            restore();
+            assert!(!SHORT.with(Cell::get));
+            assert_eq!(slice_now(), before);
+            // Nothing to give back a second time.
+            restore();
+            assert_eq!(slice_now(), before);
+        })
+        .join()
+        .unwrap();
+    }
+}
