@@ -35,9 +35,13 @@ pub(crate) enum ImportWindow {
     Joined,
 }
 
-/// Tests: what [`pause_import_at`] armed: the window and what runs there.
+/// Tests: a pause [`pause_import_at`] armed: the window and what runs there.
 #[cfg(test)]
-static IMPORT_PAUSE: std::sync::Mutex<Option<(ImportWindow, fn())>> = std::sync::Mutex::new(None);
+type ImportPause = (ImportWindow, fn());
+
+/// Tests: the pause [`pause_import_at`] armed, if any.
+#[cfg(test)]
+static IMPORT_PAUSE: std::sync::Mutex<Option<ImportPause>> = std::sync::Mutex::new(None);
 
 /// Tests: the next import of this process that reaches `at` runs `f` there, once. Process-wide:
 /// only for a process of its own (a forked child), where no other test imports.
@@ -566,8 +570,9 @@ mod tests {
             .unwrap();
         let free = sim.notifies_free(0).unwrap();
         let (mut up, mut down) = ([0; 2], [0; 2]);
-        // SAFETY: each fills a two-int array of a live local.
+        // SAFETY: fills a two-int array of a live local.
         assert_eq!(unsafe { libc::pipe(up.as_mut_ptr()) }, 0);
+        // SAFETY: as above.
         assert_eq!(unsafe { libc::pipe(down.as_mut_ptr()) }, 0);
         let ns = guard.0.clone();
         // SAFETY: the child runs `importer` (a Sim of its own, pipes) and `_exit`s without
