@@ -39,22 +39,29 @@ pub(crate) enum ImportWindow {
 #[cfg(test)]
 type ImportPause = (ImportWindow, fn());
 
-/// Tests: the pause [`pause_import_at`] armed, if any.
+/// Tests: the pause [`pause_import_at`] armed in this process, if any (a forked child starts
+/// with none: `fork::PerProcess`).
 #[cfg(test)]
-static IMPORT_PAUSE: std::sync::Mutex<Option<ImportPause>> = std::sync::Mutex::new(None);
+static IMPORT_PAUSE: crate::fork::PerProcess<Option<ImportPause>> =
+    crate::fork::PerProcess::new(no_pause);
+
+#[cfg(test)]
+fn no_pause() -> Option<ImportPause> {
+    None
+}
 
 /// Tests: the next import of this process that reaches `at` runs `f` there, once. Process-wide:
 /// only for a process of its own (a forked child), where no other test imports.
 #[cfg(test)]
 pub(crate) fn pause_import_at(at: ImportWindow, f: fn()) {
-    *lock(&IMPORT_PAUSE) = Some((at, f));
+    *lock(IMPORT_PAUSE.get()) = Some((at, f));
 }
 
 /// Tests: an import reached `at`: runs what [`pause_import_at`] armed there, if anything.
 #[cfg(test)]
 fn import_reaches(at: ImportWindow) {
     let f = {
-        let mut armed = lock(&IMPORT_PAUSE);
+        let mut armed = lock(IMPORT_PAUSE.get());
         match *armed {
             Some((w, f)) if w == at => {
                 *armed = None;
