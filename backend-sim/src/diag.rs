@@ -18,11 +18,35 @@ use crate::sys;
 /// processes of other hosts: for the messages below, which name whitelisted processes of other
 /// servers.
 pub(crate) trait RemoteLiveness: Send + Sync {
-    /// Whether each process `(server, pid)` of `procs` is alive (its lease is live), in the
-    /// same order; `None` when the cluster does not answer. One request to the cluster for
-    /// all of them, so a message waits at most one bound of the cluster's client (3 s by
-    /// default) however many processes it names.
-    fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<bool>>;
+    /// What the cluster knows of each process `(server, pid)` of `procs`, in the same order;
+    /// `None` when the cluster does not answer. At most two requests to the cluster for all
+    /// of them (the liveness of all, then whether those gone left), so a message waits at
+    /// most two bounds of the cluster's client (3 s by default) however many processes it
+    /// names.
+    fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<RemoteState>>;
+}
+
+/// A process of another host as the cluster knows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RemoteState {
+    /// Its lease is live.
+    Live,
+    /// It left the cluster normally (`aclFinalize`, or its `Sim` dropped): it marked so as it
+    /// left.
+    Exited,
+    /// Its lease expired without such a mark: it was killed, crashed, or was cut off.
+    Dead,
+}
+
+impl RemoteState {
+    /// The words a message gives it.
+    pub(crate) fn words(self) -> &'static str {
+        match self {
+            RemoteState::Live => "its cluster lease is live",
+            RemoteState::Exited => "exited: it left the cluster",
+            RemoteState::Dead => "dead: its cluster lease expired",
+        }
+    }
 }
 
 /// This process's cluster memberships, by namespace (a forked child starts with none: its
@@ -41,8 +65,9 @@ pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn Rem
 
 /// Processes `(server, pid, start_time)` (`start_time` 0 if not known) of other servers as
 /// the notify file of `namespace` names them, in order: in cluster mode, `"its cluster lease
-/// is live"`, `"dead: its cluster lease expired"` or `"liveness unknown"` (the cluster did not
-/// answer), all from one request ([`RemoteLiveness::alive`]); outside it every server of the
+/// is live"`, `"exited: it left the cluster"`, `"dead: its cluster lease expired"`
+/// ([`RemoteState`]) or `"liveness unknown"` (the cluster did not answer), from one or two
+/// requests ([`RemoteLiveness::alive`]); outside it every server of the
 /// namespace is on this machine, so `"alive"` or `"dead"` as for this server's.
 fn server_pids_alive(namespace: &str, procs: &[(u32, i32, u64)]) -> Vec<&'static str> {
     let membership = REMOTE
@@ -63,16 +88,9 @@ fn server_pids_alive(namespace: &str, procs: &[(u32, i32, u64)]) -> Vec<&'static
     }
     let asked: Vec<(u32, i32)> = procs.iter().map(|&(s, p, _)| (s, p)).collect();
     match m.alive(&asked) {
-        Some(live) if live.len() == procs.len() => live
-            .into_iter()
-            .map(|l| {
-                if l {
-                    "its cluster lease is live"
-                } else {
-                    "dead: its cluster lease expired"
-                }
-            })
-            .collect(),
+        Some(live) if live.len() == procs.len() => {
+            live.into_iter().map(RemoteState::words).collect()
+        }
         _ => vec!["liveness unknown"; procs.len()],
     }
 }
@@ -418,19 +436,32 @@ mod tests {
     /// A cluster that answers from a list and counts what it is asked.
     struct Fake {
         live: Vec<(u32, i32)>,
+        /// Gone, having left normally (the others are dead).
+        left: Vec<(u32, i32)>,
         asked: std::sync::Mutex<Vec<Vec<(u32, i32)>>>,
     }
 
     impl super::RemoteLiveness for Fake {
-        fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<bool>> {
+        fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<super::RemoteState>> {
+            use super::RemoteState;
             self.asked.lock().unwrap().push(procs.to_vec());
-            Some(procs.iter().map(|p| self.live.contains(p)).collect())
+            Some(
+                procs
+                    .iter()
+                    .map(|p| match (self.live.contains(p), self.left.contains(p)) {
+                        (true, _) => RemoteState::Live,
+                        (false, true) => RemoteState::Exited,
+                        (false, false) => RemoteState::Dead,
+                    })
+                    .collect(),
+            )
         }
     }
 
     /// A wait's timeout in cluster mode asks the cluster once about all the whitelisted
     /// processes of other servers (it asked once per process: a whitelist of 64 on a silent
-    /// cluster made the message wait 64 client bounds), and names each with its answer.
+    /// cluster made the message wait 64 client bounds), and names each with its answer: a
+    /// process that left the cluster normally "exited", one whose lease expired "dead".
     #[test]
     fn a_timeout_asks_the_cluster_once_for_every_whitelisted_process() {
         let (sim, _ns) = NamespaceGuard::open_sim(
@@ -441,6 +472,7 @@ mod tests {
         .expect("opening a test Sim");
         let fake = std::sync::Arc::new(Fake {
             live: vec![(1, 101), (2, 203)],
+            left: vec![(2, 204)],
             asked: std::sync::Mutex::new(Vec::new()),
         });
         let weak = std::sync::Arc::downgrade(&fake);
@@ -453,6 +485,7 @@ mod tests {
             ServerPid { sdid: 0, pid: me },
             ServerPid { sdid: 1, pid: 102 },
             ServerPid { sdid: 2, pid: 203 },
+            ServerPid { sdid: 2, pid: 204 },
         ];
         sim.set_import_server_pids(h, &entries).unwrap();
         let text = sim
@@ -461,7 +494,7 @@ mod tests {
             .to_string();
         assert_eq!(
             *fake.asked.lock().unwrap(),
-            [vec![(1, 101), (1, 102), (2, 203)]],
+            [vec![(1, 101), (1, 102), (2, 203), (2, 204)]],
             "{text}"
         );
         for part in [
@@ -469,6 +502,7 @@ mod tests {
             &format!("pid {me} (alive)"),
             "pid 102 on server 1 (dead: its cluster lease expired)",
             "pid 203 on server 2 (its cluster lease is live)",
+            "pid 204 on server 2 (exited: it left the cluster)",
         ] {
             assert!(text.contains(part), "{part:?} not in {text}");
         }

@@ -679,7 +679,7 @@ impl Sim {
 
     /// [`enqueue_job`](Self::enqueue_job) with the queue's `on_claim` (see
     /// `Stream::enqueue_job_with`), then the timeline's wrapper if it is on.
-    fn enqueue_job_with(
+    pub(crate) fn enqueue_job_with(
         &self,
         stream: &SimStream,
         h: RawStream,

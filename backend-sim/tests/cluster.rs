@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
-    Backend, BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
-    RawNotify, RawStream, ServerPid, Soc, StreamOps, SyncWait, Timeout,
+    Backend, BackendError, CreateFlags, Error, ExportFlags, HostCall, HostOps, ImportFlags,
+    NotifyResources, RawNotify, RawStream, ServerPid, Soc, StreamOps, SyncWait, Timeout,
 };
 use acl_notify_sim::Sim;
 use acl_notify_sim::cluster::etcd::Etcd;
@@ -114,6 +114,10 @@ fn main() {
             a_process_stopped_past_its_ttl_comes_back_as_a_new_life,
         ),
         (
+            "a_process_that_left_is_exited_for_the_other_hosts_not_dead",
+            a_process_that_left_is_exited_for_the_other_hosts_not_dead,
+        ),
+        (
             "a_record_after_the_lease_expired_says_so",
             a_record_after_the_lease_expired_says_so,
         ),
@@ -144,6 +148,10 @@ fn main() {
         (
             "memory_across_hosts_both_ways_ordered_by_notifies",
             memory_across_hosts_both_ways_ordered_by_notifies,
+        ),
+        (
+            "a_record_queued_right_after_a_copy_goes_in_the_copy_s_transaction",
+            a_record_queued_right_after_a_copy_goes_in_the_copy_s_transaction,
         ),
         (
             "a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record",
@@ -412,6 +420,25 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             unsafe { sim.memcpy2d_async(dst, src, shape, MemcpyKind::DeviceToDevice, s)? };
             Ok(String::new())
         }
+        // copyrec DST SRC LEN H DEV: on DEV's stream, held by a host function until both are
+        // queued, aclrtMemcpyAsync device to device, then a record of H (the copy cannot
+        // have started when the record is queued); synchronized.
+        "copyrec" => {
+            let s = stream(num(w, 5)?)?;
+            let (dst, src, len) = (num(w, 1)?, num(w, 2)?, num(w, 3)?);
+            GATE.store(false, std::sync::atomic::Ordering::SeqCst);
+            // SAFETY: `gate` ignores its argument and does not unwind.
+            sim.launch_host_func(s, unsafe { HostCall::new(gate, std::ptr::null_mut()) })?;
+            let queued = (|| {
+                // SAFETY: both sides are device ranges (no host memory).
+                unsafe { sim.memcpy_async(dst, len, src, len, MemcpyKind::DeviceToDevice, s)? };
+                sim.record(n(4)?, s)
+            })();
+            GATE.store(true, std::sync::atomic::Ordering::SeqCst);
+            queued?;
+            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            Ok(String::new())
+        }
         // memset PTR VALUE LEN
         "memset" => {
             let len = num(w, 3)?;
@@ -435,6 +462,17 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             Error::ParamInvalid,
             format!("unknown agent command {other:?}"),
         )),
+    }
+}
+
+/// Open: the host function `copyrec` queues first returns.
+static GATE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Holds the stream until [`GATE`] opens (at most [`ANSWER`]).
+unsafe extern "C" fn gate(_: *mut std::ffi::c_void) {
+    let end = Instant::now() + ANSWER;
+    while !GATE.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -1641,6 +1679,77 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
     Ok(())
 }
 
+/// A process that leaves the cluster normally (aclFinalize: its `Sim` dropped) is "exited" for
+/// the other hosts, never "dead": a wait's timeout names a whitelisted importer that left
+/// "exited: it left the cluster", and a record to an owner that left, or a copy into its
+/// memory, says the owner exited. Its lease's revocation and an expiry look alike in etcd, so
+/// before, each of these said the process was dead ("its cluster lease expired"). Once the
+/// last process of the pod has left, no key of the pod is left in etcd (the marks go with
+/// the pod's lease).
+fn a_process_that_left_is_exited_for_the_other_hosts_not_dead(
+    c: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    const N: usize = 4096;
+    let tag = pod("left");
+    let url = c.url(&tag);
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
+    importer.try_ok(&format!("record {ih} 3"))?;
+    owner.try_ok(&format!("hwait {h} 5000"))?;
+    let ipid = importer.pid;
+    importer.try_ok("dropsim")?;
+    let r = owner.ask(&format!("hwait {h} 200"));
+    let exited = format!("pid {ipid} on server 1 (exited: it left the cluster)");
+    check(
+        code_of(&r) == Some(107019)
+            && r.as_ref()
+                .is_err_and(|e| e.contains(&exited) && !e.contains("dead")),
+        || format!("a wait naming an importer that left: {r:?}"),
+    )?;
+    // The owner leaves while an importer of another host holds its notify and its memory.
+    let mut later = b.spawn()?;
+    let h2 = owner.try_ok("create 2")?;
+    let key = owner.try_ok(&format!("export {h2}"))?;
+    owner.try_ok(&format!("allow {h2} 1 {}", later.pid))?;
+    let ih2 = later.try_ok(&format!("import 3 {key}"))?;
+    let pa: usize = owner.try_ok(&format!("malloc 0 {N}"))?.parse()?;
+    let mkey = owner.try_ok(&format!("mexport {pa} {N}"))?;
+    owner.try_ok(&format!("mallow {mkey} 1 {}", later.pid))?;
+    let ra: usize = later.try_ok(&format!("memimport 0 {mkey}"))?.parse()?;
+    let lb: usize = later.try_ok(&format!("malloc 0 {N}"))?.parse()?;
+    later.try_ok(&format!("copy {ra} {lb} {N}"))?;
+    owner.try_ok("dropsim")?;
+    let r = later.ask(&format!("record {ih2} 3"));
+    check(
+        code_of(&r) == Some(107017)
+            && r.as_ref()
+                .is_err_and(|e| e.contains("the owner exited") && !e.contains("dead")),
+        || format!("a record to an owner that left: {r:?}"),
+    )?;
+    let r = later.ask(&format!("copy {ra} {lb} 16"));
+    check(
+        code_of(&r) == Some(107000)
+            && r.as_ref()
+                .is_err_and(|e| e.contains("its owner exited") && !e.contains("dead")),
+        || format!("a copy into the memory of an owner that left: {r:?}"),
+    )?;
+    later.try_ok("dropsim")?;
+    // The last one out took the marks with it: nothing of the pod is left.
+    let etcd = Etcd::new(c.client_addrs(), Duration::from_secs(5));
+    let prefix = format!("/acl-notify/{tag}/");
+    let (kvs, _) = etcd
+        .get_prefix(prefix.as_bytes())
+        .map_err(|e| format!("listing {prefix}: {e}"))?;
+    let left: Vec<String> = kvs
+        .iter()
+        .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+        .collect();
+    check(left.is_empty(), || {
+        format!("keys left once every process of the pod left: {left:?}")
+    })?;
+    Ok(())
+}
+
 /// Every member killed: joining, importing and remote records fail with 507022 within the
 /// client's bound; local work on each host goes on.
 fn an_unreachable_cluster_fails_in_bounded_time(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
@@ -1991,6 +2100,60 @@ fn a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record(
     check(got == hash(&want).to_string(), || {
         "a refused 2-D copy changed the owner's memory".into()
     })?;
+    Ok(())
+}
+
+/// A record queued right after an asynchronous copy into another host's memory, on the same
+/// stream, goes in the copy's etcd transaction (one commit a round, where copy and record
+/// were two: the pod's own etcd member's revision counts them), and the owner still sees the
+/// copy's bytes when its wait returns, every round. A copy that fails (the owner freed the
+/// memory) fails as before, and the record queued after it still lands (the stream's default
+/// failure mode runs the tasks after a failed one).
+fn a_record_queued_right_after_a_copy_goes_in_the_copy_s_transaction(
+    _: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    const N: usize = 4096;
+    const ROUNDS: u32 = 6;
+    let c = EtcdCluster::start(1)?;
+    let url = c.url(&pod("carry"));
+    let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
+    let (mut p, mut q, na, ina) = pair(&a, &b)?;
+    let pa: usize = p.try_ok(&format!("malloc 2 {N}"))?.parse()?;
+    let key = p.try_ok(&format!("mexport {pa} {N}"))?;
+    p.try_ok(&format!("mallow {key} 1 {}", q.pid))?;
+    let ra: usize = q.try_ok(&format!("memimport 3 {key}"))?.parse()?;
+    let qb: usize = q.try_ok(&format!("malloc 3 {N}"))?.parse()?;
+    let etcd = Etcd::new(c.client_addrs(), Duration::from_secs(5));
+    let revision = || -> Result<i64, Failed> {
+        Ok(etcd
+            .get_prefix(b"/nothing/")
+            .map_err(|e| format!("etcd's revision: {e}"))?
+            .1)
+    };
+    let before = revision()?;
+    for round in 0..ROUNDS {
+        // A host-to-device fill of the importer's own memory: no etcd call.
+        q.try_ok(&format!("fill {qb} {N} {round}"))?;
+        q.try_ok(&format!("copyrec {ra} {qb} {N} {ina} 3"))?;
+        p.try_ok(&format!("hwait {na} 10000"))?;
+        let got = p.try_ok(&format!("sum {pa} {N}"))?;
+        check(got == hash(&pattern(N, round)).to_string(), || {
+            format!("round {round}: the owner's wait returned before the copy's bytes landed")
+        })?;
+    }
+    let commits = revision()? - before;
+    check(commits == i64::from(ROUNDS), || {
+        format!(
+            "{ROUNDS} rounds of a copy and its record took {commits} etcd commits, not one each"
+        )
+    })?;
+    p.try_ok(&format!("free {pa}"))?;
+    let r = q.ask(&format!("copyrec {ra} {qb} {N} {ina} 3"));
+    check(
+        code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("freed")),
+        || format!("a copy into freed memory: {r:?}"),
+    )?;
+    p.try_ok(&format!("hwait {na} 10000"))?;
     Ok(())
 }
 

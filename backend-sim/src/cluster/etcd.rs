@@ -88,6 +88,8 @@ pub enum Op {
         lease: i64,
     },
     Get(Vec<u8>),
+    /// Deletes the key (nothing if it does not exist).
+    Delete(Vec<u8>),
 }
 
 /// The outcome of a transaction.
@@ -350,6 +352,7 @@ impl Etcd {
                         json!({ "request_put": p })
                     }
                     Op::Get(k) => json!({ "request_range": { "key": b64(k) } }),
+                    Op::Delete(k) => json!({ "request_delete_range": { "key": b64(k) } }),
                 })
                 .collect()
         };

@@ -120,7 +120,7 @@ pub(super) struct Pending {
 /// The cluster side of copies with a remote end, for a stream task: holds the cluster's
 /// shared state, not the `Sim`.
 #[derive(Clone)]
-pub(crate) struct MemLink(Arc<Shared>);
+pub(crate) struct MemLink(pub(super) Arc<Shared>);
 
 fn header_and_data(v: &[u8]) -> Option<(Value, &[u8])> {
     let i = v.iter().position(|&b| b == b'\n')?;
@@ -144,40 +144,70 @@ impl Shared {
     /// owner dead; 507022 unreachable.
     fn mem_request(&self, m: &RemoteMem, mut header: Value, data: &[u8]) -> Result<(), SimError> {
         header["tok"] = json!(self.token());
-        let mkey = self.mem_key(m.server, m.device, m.id);
+        self.mem_numbered(m, &header, data)
+    }
+
+    /// What request `header` (numbered: its `tok`) of this importer to the owner of `m`
+    /// puts, with `data`, in a transaction on the condition that the allocation is still the
+    /// incarnation imported.
+    pub(super) fn mem_op(&self, m: &RemoteMem, header: &Value, data: &[u8]) -> (Cmp, Op) {
         let key = self.key(&format!(
             "rec/{}/{}/m/{}/{}/{}/{}",
             m.server, m.owner_pid, m.device, m.id, self.server, self.pid
         ));
         let lease = *lock(&self.proc_lease);
+        (
+            Cmp::CreatedAt(self.mem_key(m.server, m.device, m.id), m.create_rev),
+            Op::Put {
+                key,
+                value: with_data(header.clone(), data),
+                lease,
+            },
+        )
+    }
+
+    /// [`mem_request`](Self::mem_request) of a `header` that carries its number already.
+    pub(super) fn mem_numbered(
+        &self,
+        m: &RemoteMem,
+        header: &Value,
+        data: &[u8],
+    ) -> Result<(), SimError> {
+        let mkey = self.mem_key(m.server, m.device, m.id);
+        let (cmp, put) = self.mem_op(m, header, data);
         let t = self
             .etcd
             .txn(
-                &[Cmp::CreatedAt(mkey.clone(), m.create_rev)],
-                &[Op::Put {
-                    key,
-                    value: with_data(header, data),
-                    lease,
-                }],
-                &[Op::Get(mkey), Op::Get(self.proc_key(m.server, m.owner_pid))],
+                &[cmp],
+                &[put],
+                &[
+                    Op::Get(mkey),
+                    Op::Get(self.proc_key(m.server, m.owner_pid)),
+                    Op::Get(self.left_key(m.server, m.owner_pid)),
+                ],
             )
             .map_err(|e| ipc(e, &format!("a copy through {}", m.describe())))?;
         if t.succeeded {
             return Ok(());
         }
         let mut g = t.gets.into_iter();
-        let (alloc, owner) = (g.next().flatten(), g.next().flatten());
-        let why = match (alloc, owner) {
-            (_, None) => {
-                "its owner is dead: its cluster lease expired (or it exited), and the bytes \
-                 lived in its process"
+        let (alloc, owner, left) = (g.next().flatten(), g.next().flatten(), g.next().flatten());
+        use crate::diag::RemoteState;
+        let why = match (alloc, Shared::state_of(owner.is_some(), left.is_some())) {
+            (_, RemoteState::Exited) => {
+                "its owner exited: it left the cluster (aclFinalize), and the bytes lived in \
+                 its process"
             }
-            (None, Some(_)) => {
+            (_, RemoteState::Dead) => {
+                "its owner is dead: its cluster lease expired, and the bytes lived in its \
+                 process"
+            }
+            (None, RemoteState::Live) => {
                 "its owner freed it (an importer may not use memory after the owner's aclrtFree \
                  or aclrtFreePhysical; close the mapping with aclrtIpcMemClose, or unmap it and \
                  aclrtFreePhysical an imported physical allocation)"
             }
-            (Some(_), Some(_)) => {
+            (Some(_), RemoteState::Live) => {
                 "its registry entry is a new one (its owner freed it and allocated the id \
                  again, or was taken for dead — its lease expired — and published it again)"
             }
@@ -292,15 +322,16 @@ impl Shared {
 }
 
 impl MemLink {
+    /// The header of a write at offset `off` of `m` (without its number).
+    pub(super) fn write_header(m: &RemoteMem, off: u64) -> Value {
+        json!({ "op": "w", "gen": m.generation(), "off": off })
+    }
+
     /// Writes `data` at offset `at` of `m`, a chunk per transaction.
     pub(crate) fn write(&self, m: &RemoteMem, at: u64, data: &[u8]) -> Result<(), SimError> {
         for (i, chunk) in data.chunks(MEM_CHUNK).enumerate() {
             let off = at + (i * MEM_CHUNK) as u64;
-            self.0.mem_request(
-                m,
-                json!({ "op": "w", "gen": m.generation(), "off": off }),
-                chunk,
-            )?;
+            self.0.mem_request(m, Self::write_header(m, off), chunk)?;
         }
         Ok(())
     }

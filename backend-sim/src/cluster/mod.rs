@@ -10,6 +10,13 @@
 //! - `proc/<sid>/<pid>`: each process's liveness, bound to its own lease (TTL
 //!   `ACL_NOTIFY_SIM_CLUSTER_TTL`, default 10 s, renewed every third of it). A process whose
 //!   lease expires is dead, as a SIGKILLed one is locally: its keys go with the lease.
+//! - `left/<sid>/<pid>`: a process that left normally (`aclFinalize`, its `Sim` dropped), put
+//!   in the transaction that deletes its `proc/` key, before its lease is revoked: etcd tells a
+//!   revoke from an expiry to no one, so without it the other hosts would name a process that
+//!   exited "dead". Bound to the pod's lease (`pod-lease`, whose key names it), which every
+//!   process of the pod renews and the last one out revokes (or which expires a TTL after the
+//!   last process died): a mark lasts while any process may ask about the one that left, and
+//!   nothing stays once every process of the pod is gone.
 //! - `export/<sid>/<dev>/<id>`: the export-key registry (generation, nonce, owner pid, open or
 //!   whitelisted, the whitelist with its inter-server `(sdid, pid)` entries), bound to the
 //!   owner's lease. An owner publishes a notify when it gives it an inter-server whitelist
@@ -35,8 +42,10 @@
 //! - `mem/<sid>/<dev>/<id>` and `rec/…/m/…`, `rec/…/a/…`: IPC memory across hosts, an
 //!   importer's copies and sets as transactions the owner's record watch applies in the same
 //!   revision order as its records, reads answered through the importer's watch (see the
-//!   `mem` submodule); `rec/…/mh/…`: importers' holds on that memory, which keep physical
-//!   memory its owner freed until the last goes (the `mem_hold` submodule).
+//!   `mem` submodule); a record queued right after such a copy on the same stream goes in the
+//!   copy's transaction (the `carry` submodule); `rec/…/mh/…`: importers' holds on that
+//!   memory, which keep physical memory its owner freed until the last goes (the `mem_hold`
+//!   submodule).
 //!
 //! Every request an importer puts (a record, a batch reset, a copy) carries a number of its
 //! process; the owner applies each number once (see the `replay` submodule), since the client
@@ -50,13 +59,16 @@
 pub mod etcd;
 pub mod harness;
 
+mod carry;
 mod export;
+mod leave;
 mod mem;
 mod mem_hold;
 mod renew;
 mod replay;
 mod sim;
 
+pub(crate) use carry::Attached;
 pub use mem::MEM_CHUNK;
 pub(crate) use mem::{MemLink, RemoteMem};
 
@@ -270,6 +282,8 @@ struct Shared {
     /// on the server id.
     proc_lease: Mutex<i64>,
     server_lease: Mutex<i64>,
+    /// The pod's lease, which holds the marks of the processes that left (see the module doc).
+    pod_lease: Mutex<i64>,
     stop: AtomicBool,
     published: Mutex<HashMap<(u32, u32), Published>>,
     /// This process's holds on other hosts' notifies and memory: what it holds → its holder
@@ -298,6 +312,9 @@ pub(crate) struct Cluster {
     remote: RwLock<Slab<RemoteNotify>>,
     /// Imports of other hosts' memory.
     mem_imports: RwLock<mem::MemImports>,
+    /// The last copy into another host's memory queued on each stream, which may carry the
+    /// record queued after it (see [`carry`]).
+    carries: carry::Carries,
     watcher: Mutex<Option<JoinHandle<()>>>,
     /// The threads that renew the process's lease and the host's claim (see [`renew`]).
     keepers: Mutex<Vec<JoinHandle<()>>>,
@@ -471,19 +488,6 @@ impl Shared {
         drop(gone);
     }
 
-    /// Releases the host's claim of its server id when no process of the server is left in
-    /// the cluster (this one's lease just revoked): the next job may give the id to another
-    /// host at once, not a TTL later. A process of this host joining meanwhile registered
-    /// before it claims (see [`Cluster::join`]), so it keeps the claim; one registering after
-    /// this look claims anew (or its keeper does, finding the lease revoked).
-    fn release_server_if_last(&self) {
-        let prefix = self.key(&format!("proc/{}/", self.server));
-        let end = etcd::prefix_end(&prefix);
-        if self.etcd.keys_in(&prefix, &end).is_ok_and(|k| k.is_empty()) {
-            let _ = self.etcd.lease_revoke(*lock(&self.server_lease));
-        }
-    }
-
     /// Claims this process's server id for its host (see the module doc); the lease that
     /// holds the claim.
     fn claim_server(&self) -> Result<i64, SimError> {
@@ -550,11 +554,20 @@ impl Shared {
             .lease_grant(self.ttl)
             .map_err(|e| ipc(e, "joining the cluster"))?;
         self.not_leaving()?;
+        // A mark of an earlier process of this pid that left (a job before this one) would
+        // name this one "exited" once it is gone, had it died.
         self.etcd
-            .put(
-                &self.proc_key(self.server, self.pid),
-                self.host.as_bytes(),
-                lease,
+            .txn(
+                &[],
+                &[
+                    Op::Put {
+                        key: self.proc_key(self.server, self.pid),
+                        value: self.host.clone().into_bytes(),
+                        lease,
+                    },
+                    Op::Delete(self.left_key(self.server, self.pid)),
+                ],
+                &[],
             )
             .map_err(|e| ipc(e, "joining the cluster"))?;
         Ok(lease)
@@ -612,12 +625,12 @@ impl Shared {
         });
     }
 
-    /// Renews the host's claim on the server id (see [`renew`]); one found expired is claimed
-    /// again.
+    /// Renews the host's claim on the server id and the pod's lease (see [`renew`]); one
+    /// found expired is claimed again.
     fn keep_claim(&self) {
         self.keep_renewing(|| {
             let sl = *lock(&self.server_lease);
-            match self.etcd.lease_keepalive(sl) {
+            let server = match self.etcd.lease_keepalive(sl) {
                 Ok(0) => match self.claim_server() {
                     Ok(new) => {
                         *lock(&self.server_lease) = new;
@@ -627,7 +640,23 @@ impl Shared {
                 },
                 Ok(_) => true,
                 Err(_) => false,
+            };
+            if self.leaving() {
+                return server;
             }
+            let pl = *lock(&self.pod_lease);
+            let pod = match self.etcd.lease_keepalive(pl) {
+                Ok(0) => match self.claim_pod() {
+                    Ok(new) => {
+                        *lock(&self.pod_lease) = new;
+                        true
+                    }
+                    Err(_) => false,
+                },
+                Ok(_) => true,
+                Err(_) => false,
+            };
+            server && pod
         });
     }
 
@@ -770,6 +799,12 @@ impl Shared {
     /// process made them. Codes: 107017 the owner is dead (its lease expired) or withdrew the
     /// export; 507022 unreachable.
     fn record(&self, n: &RemoteNotify, reset: bool) -> Result<(), SimError> {
+        self.record_numbered(n, reset, self.token())
+    }
+
+    /// What a record (or batch reset) of `n` numbered `tok` puts, in a transaction on the
+    /// condition that the export is still the incarnation imported.
+    fn record_op(&self, n: &RemoteNotify, reset: bool, tok: u64) -> (Cmp, Op) {
         let s = self;
         let export = s.export_key(n.server, n.device, n.id);
         let rec = s.key(&format!(
@@ -780,7 +815,7 @@ impl Shared {
             "gen": n.generation,
             "server": s.server,
             "pid": s.pid,
-            "tok": s.token(),
+            "tok": tok,
         });
         if reset {
             value["reset"] = json!(true);
@@ -790,6 +825,23 @@ impl Shared {
         // with the last process that recorded (its deletion is no record: `apply` skips it),
         // instead of staying in etcd for ever.
         let lease = *lock(&s.proc_lease);
+        (
+            Cmp::CreatedAt(export, n.create_rev),
+            Op::Put {
+                key: rec,
+                value,
+                lease,
+            },
+        )
+    }
+
+    /// [`record`](Self::record) as request number `tok` (a record that was sent before, in a
+    /// transaction that may have been committed, is sent again with its number: the owner
+    /// applies it once).
+    fn record_numbered(&self, n: &RemoteNotify, reset: bool, tok: u64) -> Result<(), SimError> {
+        let s = self;
+        let export = s.export_key(n.server, n.device, n.id);
+        let (cmp, put) = s.record_op(n, reset, tok);
         let what = || {
             format!(
                 "{} on notify {} of device {} of server {} (owner pid {})",
@@ -803,24 +855,28 @@ impl Shared {
         let t = s
             .etcd
             .txn(
-                &[Cmp::CreatedAt(export.clone(), n.create_rev)],
-                &[Op::Put {
-                    key: rec,
-                    value,
-                    lease,
-                }],
-                &[Op::Get(export), Op::Get(s.proc_key(n.server, n.owner_pid))],
+                &[cmp],
+                &[put],
+                &[
+                    Op::Get(export),
+                    Op::Get(s.proc_key(n.server, n.owner_pid)),
+                    Op::Get(s.left_key(n.server, n.owner_pid)),
+                ],
             )
             .map_err(|e| ipc(e, &what()))?;
         if t.succeeded {
             return Ok(());
         }
         let mut g = t.gets.into_iter();
-        let (export, owner) = (g.next().flatten(), g.next().flatten());
-        let why = match (export, owner) {
-            (_, None) => "the owner is dead: its cluster lease expired (or it exited)",
-            (None, Some(_)) => "the owner withdrew the export (it destroyed the notify)",
-            (Some(_), Some(_)) => "the notify was destroyed and its id exported again",
+        let (export, owner, left) = (g.next().flatten(), g.next().flatten(), g.next().flatten());
+        use crate::diag::RemoteState;
+        let why = match (export, Shared::state_of(owner.is_some(), left.is_some())) {
+            (_, RemoteState::Exited) => {
+                "the owner exited: it left the cluster (aclFinalize), and its notifies with it"
+            }
+            (_, RemoteState::Dead) => "the owner is dead: its cluster lease expired",
+            (None, RemoteState::Live) => "the owner withdrew the export (it destroyed the notify)",
+            (Some(_), RemoteState::Live) => "the notify was destroyed and its id exported again",
         };
         Err(err(
             Error::InvalidHandle,
@@ -852,6 +908,7 @@ impl Cluster {
             ttl: cfg.ttl,
             proc_lease: Mutex::new(0),
             server_lease: Mutex::new(0),
+            pod_lease: Mutex::new(0),
             stop: AtomicBool::new(false),
             published: Mutex::new(HashMap::new()),
             held: Mutex::new(HashMap::new()),
@@ -868,6 +925,14 @@ impl Cluster {
             Ok(l) => *lock(&shared.server_lease) = l,
             Err(e) => {
                 let _ = shared.etcd.lease_revoke(proc_lease);
+                return Err(e);
+            }
+        }
+        match shared.claim_pod() {
+            Ok(l) => *lock(&shared.pod_lease) = l,
+            Err(e) => {
+                let _ = shared.etcd.lease_revoke(proc_lease);
+                shared.release_server_if_last();
                 return Err(e);
             }
         }
@@ -903,6 +968,7 @@ impl Cluster {
                 REMOTE_BASE..MAX_LIVE,
             )),
             mem_imports: RwLock::new(mem::MemImports::default()),
+            carries: carry::Carries::default(),
             watcher: Mutex::new(None),
             keepers: Mutex::new(keepers),
         })
@@ -1099,17 +1165,6 @@ impl Cluster {
         was
     }
 
-    /// The delivery of one record to remote notify `n`'s owner, to run as a stream task (see
-    /// [`Shared::record`]). It holds the cluster's shared state, not the `Sim`: a task queued
-    /// for ever does not keep the `Sim` alive.
-    pub fn record_task(
-        &self,
-        n: RemoteNotify,
-    ) -> impl FnOnce() -> Result<(), SimError> + Send + 'static {
-        let s = Arc::clone(&self.shared);
-        move || s.record(&n, false)
-    }
-
     /// A batch reset of remote notify `n`: delivered now, in order with this process's
     /// records of it (see [`Shared::record`]).
     pub fn reset(&self, n: &RemoteNotify) -> Result<(), SimError> {
@@ -1132,20 +1187,6 @@ impl Cluster {
     }
 }
 
-impl crate::diag::RemoteLiveness for Shared {
-    /// One range read, keys only, from the smallest of the processes' keys to just past the
-    /// largest (what lies between, other processes' keys, comes along and is ignored).
-    fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<bool>> {
-        let keys: Vec<Vec<u8>> = procs
-            .iter()
-            .map(|&(server, pid)| self.proc_key(server, pid))
-            .collect();
-        let (start, end) = key_span(&keys)?;
-        let live = self.etcd.keys_in(start, &end).ok()?;
-        Some(keys.iter().map(|k| live.contains(k)).collect())
-    }
-}
-
 /// The range that holds every key of `keys`: the smallest, and the key right after the
 /// largest (it with a zero byte appended). `None` for no keys.
 fn key_span(keys: &[Vec<u8>]) -> Option<(&[u8], Vec<u8>)> {
@@ -1153,45 +1194,6 @@ fn key_span(keys: &[Vec<u8>]) -> Option<(&[u8], Vec<u8>)> {
     let mut end = keys.iter().max()?.clone();
     end.push(0);
     Some((start, end))
-}
-
-impl Drop for Cluster {
-    /// Leaves the cluster within one client bound: the lease is revoked while the threads
-    /// end (each may be inside a call that takes the whole bound when the cluster is silent),
-    /// not after them.
-    fn drop(&mut self) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        let lease = *lock(&self.shared.proc_lease);
-        let s = Arc::clone(&self.shared);
-        let revoke = std::thread::Builder::new()
-            .name("acl-sim-leave".into())
-            .spawn(move || {
-                if s.etcd.lease_revoke(lease).is_ok() {
-                    s.release_server_if_last();
-                }
-            });
-        let threads: Vec<JoinHandle<()>> = lock(&self.watcher)
-            .take()
-            .into_iter()
-            .chain(std::mem::take(&mut *lock(&self.keepers)))
-            .collect();
-        for t in threads {
-            let _ = t.join();
-        }
-        match revoke {
-            Ok(t) => {
-                let _ = t.join();
-            }
-            Err(_) => {
-                let _ = self.shared.etcd.lease_revoke(lease);
-            }
-        }
-        // The keeper replaced an expired lease meanwhile (the cluster came back): that one too.
-        let now = *lock(&self.shared.proc_lease);
-        if now != lease {
-            let _ = self.shared.etcd.lease_revoke(now);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -8,8 +8,12 @@ use acl_notify_core::{
     BackendError as _, Error, KeyFields, Lifecycle, NotifyInfo, Op, RawNotify, RawStream,
 };
 
+use std::sync::Arc;
+
 use super::Cluster;
 use crate::error::err;
+use crate::job::SimJob;
+use crate::stream::TaskCtx;
 use crate::{Sim, SimError};
 
 impl Sim {
@@ -59,13 +63,20 @@ impl Sim {
         stream: RawStream,
     ) -> Option<Result<(), SimError>> {
         let c = self.inner.cluster.as_ref()?;
+        let n = c.get(notify.0)?;
+        let attached = super::Attached::default();
         // The task holds the cluster's shared state, not the `Sim`: a task queued for ever
         // does not keep the `Sim` alive.
-        let deliver = c.record_task(c.get(notify.0)?);
-        Some(
-            self.stream(stream)
-                .and_then(|(s, _)| self.enqueue(&s, stream, move |_| deliver())),
-        )
+        let deliver = c.record_task(n.clone(), Arc::clone(&attached));
+        let job = SimJob::Other(Box::new(move |_: &TaskCtx| deliver()));
+        Some(self.stream(stream).and_then(|(s, _)| {
+            // Right after a copy into another host's memory, it may go with the copy's
+            // transaction (`cluster::carry`): decided at the claim, which orders it.
+            self.enqueue_job_with(&s, stream, job, |j| {
+                c.record_claimed(&s, &n, &attached);
+                j
+            })
+        }))
     }
 
     /// Element `i` of a batch reset, when it is remote import `notify`: the lifecycle's rule

@@ -347,14 +347,32 @@ impl Sim {
                 return transfer(&link, &d, &s, count).map(Some);
             };
             let (st, _) = self.stream(stream)?;
+            // A write of one etcd value into another host's memory may carry the record
+            // queued right after it (`cluster::carry`).
+            let carry = match (&d, &s) {
+                (End::Remote(_), End::Local(_)) if (1..=STEP).contains(&count) => Some(c.carry()),
+                _ => None,
+            };
+            let claimed = carry.clone();
             // The task holds the cluster's shared state, not the `Sim` (as a remote record).
             let task = Box::new(move |_: &TaskCtx| {
                 let args = || serde_json::json!({"dst": dst, "src": src, "bytes": count});
-                crate::trace::span("memory", "memcpy (remote)", args, || {
-                    transfer(&link, &d, &s, count)
+                crate::trace::span("memory", "memcpy (remote)", args, || match (&carry, &d) {
+                    (Some(carry), End::Remote(r)) => {
+                        let mut buf = vec![0u8; count];
+                        s.read(&link, 0, &mut buf)?;
+                        link.write_carrying(&r.mem, r.at, &buf, carry)
+                    }
+                    _ => transfer(&link, &d, &s, count),
                 })
             });
-            self.enqueue_job(&st, stream, SimJob::Other(task)).map(Some)
+            self.enqueue_job_with(&st, stream, SimJob::Other(task), |j| {
+                if let Some(carry) = &claimed {
+                    c.copy_claimed(&st, carry);
+                }
+                j
+            })
+            .map(Some)
         };
         run().transpose()
     }

@@ -1,0 +1,221 @@
+//! How a process leaves the cluster, and what the other hosts call it after: a process that
+//! leaves normally (`aclFinalize`, its `Sim` dropped) marks so (`left/<sid>/<pid>`) in the
+//! transaction that deletes its liveness key, before revoking its lease, since etcd tells a
+//! revoked lease from an expired one to no one; the marks are bound to the pod's lease
+//! (`pod-lease`), which every process renews and the last one out revokes (or which expires a
+//! TTL after the last process died), so a mark lasts while anyone may ask and nothing of the
+//! pod outlives its processes. The last process of a server releases the server id. A
+//! process of another host is then live (its lease holds), exited (its mark) or dead (its lease
+//! expired without one): the words of every message that names one.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+
+use acl_notify_core::Error;
+
+use super::etcd::{self, Cmp, EtcdError, Op};
+use super::{Cluster, Shared, ipc, key_span};
+use crate::SimError;
+use crate::error::err;
+use crate::locks::lock;
+
+impl Shared {
+    /// The mark of process `pid` of server `server` having left normally (see the module doc).
+    pub(super) fn left_key(&self, server: u32, pid: i32) -> Vec<u8> {
+        self.key(&format!("left/{server}/{pid}"))
+    }
+
+    /// What the cluster knows of a process, from what a read found: its liveness key
+    /// (`proc`) and its mark of having left (`left`).
+    pub(super) fn state_of(proc: bool, left: bool) -> crate::diag::RemoteState {
+        use crate::diag::RemoteState;
+        match (proc, left) {
+            (true, _) => RemoteState::Live,
+            (false, true) => RemoteState::Exited,
+            (false, false) => RemoteState::Dead,
+        }
+    }
+
+    /// Releases the host's claim of its server id when no process of the server is left in
+    /// the cluster (this one's lease just revoked): the next job may give the id to another
+    /// host at once, not a TTL later. A process of this host joining meanwhile registered
+    /// before it claims (see [`Cluster::join`]), so it keeps the claim; one registering after
+    /// this look claims anew (or its keeper does, finding the lease revoked).
+    pub(super) fn release_server_if_last(&self) {
+        let prefix = self.key(&format!("proc/{}/", self.server));
+        let end = etcd::prefix_end(&prefix);
+        if self.etcd.keys_in(&prefix, &end).is_ok_and(|k| k.is_empty()) {
+            let _ = self.etcd.lease_revoke(*lock(&self.server_lease));
+        }
+    }
+
+    /// The pod's lease, which holds the marks of processes that left: the one its key
+    /// (`pod-lease`) names, renewed now, or a new one put there if there is none (the first
+    /// process of the pod, or every process gone for a TTL). Two calls when the pod has one.
+    pub(super) fn claim_pod(&self) -> Result<i64, SimError> {
+        let key = self.key("pod-lease");
+        let doing = "joining the cluster (the pod's lease)";
+        for _ in 0..5 {
+            if let Some(kv) = self.etcd.get(&key).map_err(|e| ipc(e, doing))?
+                && self
+                    .etcd
+                    .lease_keepalive(kv.lease)
+                    .map_err(|e| ipc(e, doing))?
+                    > 0
+            {
+                return Ok(kv.lease);
+            }
+            let lease = self.etcd.lease_grant(self.ttl).map_err(|e| ipc(e, doing))?;
+            let t = self
+                .etcd
+                .txn(
+                    &[Cmp::Missing(key.clone())],
+                    &[Op::Put {
+                        key: key.clone(),
+                        value: b"the lease of the marks of processes that left (left/)".to_vec(),
+                        lease,
+                    }],
+                    &[],
+                )
+                .map_err(|e| ipc(e, doing))?;
+            if t.succeeded {
+                return Ok(lease);
+            }
+            // Another process put one meanwhile: use that.
+            let _ = self.etcd.lease_revoke(lease);
+        }
+        Err(err(
+            Error::IpcError,
+            format!(
+                "could not take the lease of SuperPod {}: its key kept changing",
+                self.pod
+            ),
+        ))
+    }
+
+    /// Marks this process as having left normally and deletes its liveness key, in one
+    /// transaction (see the module doc): the other hosts then name it "exited", never "dead",
+    /// whenever they read it. Whether the cluster answered (when it did not, within the
+    /// client's bound, the lease is left to expire: leaving takes one bound).
+    fn mark_left(&self) -> bool {
+        for again in [true, false] {
+            let lease = *lock(&self.pod_lease);
+            match self.etcd.txn(
+                &[],
+                &[
+                    Op::Put {
+                        key: self.left_key(self.server, self.pid),
+                        value: self.host.clone().into_bytes(),
+                        lease,
+                    },
+                    Op::Delete(self.proc_key(self.server, self.pid)),
+                ],
+                &[],
+            ) {
+                Ok(_) => return true,
+                // The pod's lease went (every other process left, the last revoking it, or
+                // it expired while the cluster was away): take it again, once.
+                Err(EtcdError::LeaseGone(_)) if again => match self.claim_pod() {
+                    Ok(l) => *lock(&self.pod_lease) = l,
+                    Err(_) => return true,
+                },
+                Err(EtcdError::Unreachable(_)) => return false,
+                Err(_) => return true,
+            }
+        }
+        true
+    }
+
+    /// Revokes the pod's lease (the marks of the processes that left go with it) when no
+    /// process of the pod is left in the cluster (this one's lease just revoked). A process
+    /// joining meanwhile that took this lease finds it revoked at its next renewal and takes
+    /// a new one.
+    fn release_pod_if_last(&self) {
+        let prefix = self.key("proc/");
+        let end = etcd::prefix_end(&prefix);
+        if self.etcd.keys_in(&prefix, &end).is_ok_and(|k| k.is_empty()) {
+            let _ = self.etcd.lease_revoke(*lock(&self.pod_lease));
+        }
+    }
+}
+
+impl crate::diag::RemoteLiveness for Shared {
+    /// One range read, keys only, from the smallest of the processes' keys to just past the
+    /// largest (what lies between, other processes' keys, comes along and is ignored); when
+    /// some are gone, one more of their marks of having left (read after: a process that
+    /// leaves puts its mark in the transaction that deletes its liveness key).
+    fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<crate::diag::RemoteState>> {
+        let keys: Vec<Vec<u8>> = procs
+            .iter()
+            .map(|&(server, pid)| self.proc_key(server, pid))
+            .collect();
+        let (start, end) = key_span(&keys)?;
+        let live = self.etcd.keys_in(start, &end).ok()?;
+        let gone: Vec<Vec<u8>> = procs
+            .iter()
+            .zip(&keys)
+            .filter(|(_, k)| !live.contains(k))
+            .map(|(&(server, pid), _)| self.left_key(server, pid))
+            .collect();
+        let left = match key_span(&gone) {
+            Some((start, end)) => self.etcd.keys_in(start, &end).ok()?,
+            None => Vec::new(),
+        };
+        Some(
+            procs
+                .iter()
+                .zip(&keys)
+                .map(|(&(server, pid), k)| {
+                    Shared::state_of(live.contains(k), left.contains(&self.left_key(server, pid)))
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Drop for Cluster {
+    /// Leaves the cluster within one client bound: the process marks itself as having left
+    /// (see [`Shared::mark_left`]) and revokes its lease while the threads end (each may be
+    /// inside a call that takes the whole bound when the cluster is silent), not after them;
+    /// the last process of its server releases the server id, the last of the pod the pod's
+    /// lease.
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        let lease = *lock(&self.shared.proc_lease);
+        let s = Arc::clone(&self.shared);
+        let revoke = std::thread::Builder::new()
+            .name("acl-sim-leave".into())
+            .spawn(move || {
+                // A cluster that did not answer the mark within the bound is not asked again:
+                // the lease expires by itself, and the process is taken for dead.
+                if s.mark_left() && s.etcd.lease_revoke(lease).is_ok() {
+                    s.release_server_if_last();
+                    s.release_pod_if_last();
+                }
+            });
+        let threads: Vec<JoinHandle<()>> = lock(&self.watcher)
+            .take()
+            .into_iter()
+            .chain(std::mem::take(&mut *lock(&self.keepers)))
+            .collect();
+        for t in threads {
+            let _ = t.join();
+        }
+        match revoke {
+            Ok(t) => {
+                let _ = t.join();
+            }
+            Err(_) => {
+                if self.shared.mark_left() {
+                    let _ = self.shared.etcd.lease_revoke(lease);
+                }
+            }
+        }
+        // The keeper replaced an expired lease meanwhile (the cluster came back): that one too.
+        let now = *lock(&self.shared.proc_lease);
+        if now != lease {
+            let _ = self.shared.etcd.lease_revoke(now);
+        }
+    }
+}
