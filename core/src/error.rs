@@ -105,6 +105,10 @@ pub enum Error {
     /// `ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY` — the caller's array is shorter than the list
     /// it asked for (`aclmdlRIGetStreams`: the elements that fit are written).
     InsufficientInputArray = 107039,
+    /// `ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC` — an asynchronous call that CANN makes
+    /// synchronously (an `aclrtMemcpyAsync` with pageable host memory) while a capture's mode
+    /// forbids synchronous calls.
+    CaptureModeBlockAsync = 107041,
     /// `ACL_ERROR_RT_SUB_ACLGRAPH_IS_CAPTURING` — `aclmdlRICaptureEnd` of a model one of
     /// whose conditional tasks' sub-models is not captured yet (or still capturing).
     SubAclgraphIsCapturing = 107045,
@@ -196,7 +200,7 @@ pub type Result<T, E = Error> = core::result::Result<T, E>;
 
 impl Error {
     /// Every variant, in code order.
-    pub const ALL: [Error; 71] = [
+    pub const ALL: [Error; 72] = [
         Error::InvalidParam,
         Error::Uninitialize,
         Error::RepeatInitialize,
@@ -232,6 +236,7 @@ impl Error {
         Error::ModelRunning,
         Error::StreamCaptureWrongThread,
         Error::InsufficientInputArray,
+        Error::CaptureModeBlockAsync,
         Error::SubAclgraphIsCapturing,
         Error::FeatureUnsupported,
         Error::FeatureNotSupport,
@@ -313,6 +318,7 @@ impl Error {
             Error::ModelRunning => "ACL_ERROR_RT_MODEL_RUNNING",
             Error::StreamCaptureWrongThread => "ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD",
             Error::InsufficientInputArray => "ACL_ERROR_RT_INSUFFICIENT_INPUT_ARRAY",
+            Error::CaptureModeBlockAsync => "ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC",
             Error::SubAclgraphIsCapturing => "ACL_ERROR_RT_SUB_ACLGRAPH_IS_CAPTURING",
             Error::StreamCaptureInvalidated => "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED",
             Error::FeatureUnsupported => "ACL_ERROR_FEATURE_UNSUPPORTED",

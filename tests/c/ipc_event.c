@@ -3,15 +3,20 @@
  * ACL_EVENT_IPC, exports its aclrtIpcEventHandle and records it on a stream held back by a
  * 300 ms host function; the opener opens the handle, makes one of its streams wait on the
  * event and checks that a task behind that wait runs only after the owner's record, then
- * synchronizes the event itself. Both destroy their handles; afterwards the handle opens
- * nothing (107017). The handle, and who got how far, travel through files in <dir>.
+ * synchronizes the event itself. Once the owner destroyed its event the handle opens
+ * nothing (107017: CANN's creator frees the event's shared memory at its release), while the
+ * opener's handle keeps working. The handle, and who got how far, travel through files in <dir>.
  * usage: ipc_event owner|opener <dir> (run with ACL_NOTIFY_SIM_SOC set to a SoC with IPC
  * events, and the same ACL_NOTIFY_SIM_NAMESPACE). Exit 0, printing "ipc_event <role>: ok".
  *
  * `ipc_event dead_recorder <dir>`: this process forks a holder that opens the event and
  * records it on a stream held back by a wait that never ends, then SIGKILLs it. The record
  * will never run: this process's synchronize of the event and its stream waiting on it end
- * with 107023 naming the dead process, instead of waiting for ever. */
+ * with 107023 naming the dead process, instead of waiting for ever.
+ *
+ * `ipc_event dead_creator <dir>`: this process forks the creator, opens its event, then
+ * SIGKILLs it: the handle opens nothing more (107017), the handle opened before still records
+ * and waits. */
 #include "common.h"
 #include "join.h"
 
@@ -102,11 +107,18 @@ static void opener(const char *dir) {
     EXPECT_RC(aclrtEventElapsedTime(&ms, e, e), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     put_file(dir, "done", "1", 1);
 
-    /* The opener's handle keeps the event alive after the owner destroyed its own. */
+    /* The owner destroyed its event: CANN's creator frees the event's shared memory at its
+     * release (hicann/runtime ipc_event.cc, ReleaseDrvResource), so the handle opens nothing
+     * more (107017), while the handle opened before keeps working: a record and a wait on
+     * it, and its synchronize. */
     get_file(dir, "owner-destroyed", buf, sizeof buf, 20000);
     aclrtEvent again;
-    CHECK(aclrtIpcOpenEventHandle(h, &again));
-    CHECK(aclrtDestroyEvent(again));
+    EXPECT_RC(aclrtIpcOpenEventHandle(h, &again), ACL_ERROR_RT_INVALID_HANDLE);
+    expect_msg("creator", "destroyed", NULL);
+    CHECK(aclrtRecordEvent(e, s));
+    CHECK(aclrtStreamWaitEvent(s, e));
+    CHECK(aclrtSynchronizeStream(s));
+    CHECK(aclrtSynchronizeEvent(e));
     CHECK(aclrtDestroyEvent(e));
     /* Every holder gone: the handle names nothing. */
     EXPECT_RC(aclrtIpcOpenEventHandle(h, &again), ACL_ERROR_RT_INVALID_HANDLE);
@@ -189,12 +201,82 @@ static void dead_recorder(const char *dir) {
     CHECK(aclFinalize());
 }
 
+/* ---- dead_creator ---- */
+
+/* The creator: makes the event, records it once, hands its handle out, then waits to be
+ * SIGKILLed holding it. */
+static void creator(const char *dir) {
+    g_role = "creator";
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(0));
+    aclrtEvent e;
+    CHECK(aclrtCreateEventExWithFlag(&e, ACL_EVENT_IPC));
+    aclrtStream s;
+    CHECK(aclrtCreateStream(&s));
+    CHECK(aclrtRecordEvent(e, s));
+    CHECK(aclrtSynchronizeStream(s));
+    aclrtIpcEventHandle h;
+    CHECK(aclrtIpcGetEventHandle(e, &h));
+    put_file(dir, "handle", &h, sizeof h);
+    for (;;) {
+        sleep_ms(1000); /* until SIGKILLed */
+    }
+}
+
+/* This process opens the event of a creator it forked, then SIGKILLs the creator: a process
+ * that dies releases what it held, and CANN's creator frees the event's shared memory at its
+ * release, so the handle opens nothing more (107017) while this process's handle opened
+ * before keeps working (its own records and waits). */
+static void dead_creator(const char *dir) {
+    g_role = "dead_creator";
+    pid_t child = fork(); /* before this process's first ACL call */
+    REQUIRE(child >= 0, "fork: %s", strerror(errno));
+    if (child == 0) {
+        creator(dir);
+    }
+    CHECK(aclInit(NULL));
+    CHECK(aclrtSetDevice(1));
+    char buf[128];
+    aclrtIpcEventHandle h;
+    size_t n = get_file(dir, "handle", buf, sizeof buf, 20000);
+    REQUIRE(n == sizeof h, "the handle file has %zu bytes", n);
+    memcpy(&h, buf, sizeof h);
+    aclrtEvent e, again;
+    CHECK(aclrtIpcOpenEventHandle(h, &e));
+    CHECK(aclrtIpcOpenEventHandle(h, &again)); /* the creator holds it: opens */
+    CHECK(aclrtDestroyEvent(again));
+    REQUIRE(kill(child, SIGKILL) == 0, "kill: %s", strerror(errno));
+    REQUIRE(waitpid(child, NULL, 0) == child, "waitpid");
+    EXPECT_RC(aclrtIpcOpenEventHandle(h, &again), ACL_ERROR_RT_INVALID_HANDLE);
+    char pid[32];
+    snprintf(pid, sizeof pid, "pid %d", (int)child);
+    expect_msg("creator", pid, NULL);
+    aclrtStream s;
+    CHECK(aclrtCreateStream(&s));
+    aclrtEventRecordedStatus st;
+    CHECK(aclrtQueryEventStatus(e, &st));
+    REQUIRE(st == ACL_EVENT_RECORDED_STATUS_COMPLETE, "the creator's record: %d", (int)st);
+    CHECK(aclrtStreamWaitEvent(s, e)); /* the creator's record ran: passes */
+    CHECK(aclrtRecordEvent(e, s));
+    CHECK(aclrtStreamWaitEvent(s, e));
+    CHECK(aclrtSynchronizeStream(s));
+    CHECK(aclrtSynchronizeEvent(e));
+    CHECK(aclrtDestroyStream(s));
+    CHECK(aclrtDestroyEvent(e));
+    CHECK(aclFinalize());
+}
+
 int main(int argc, char **argv) {
-    REQUIRE(argc == 3, "usage: ipc_event owner|opener|dead_recorder <dir>");
+    REQUIRE(argc == 3, "usage: ipc_event owner|opener|dead_recorder|dead_creator <dir>");
     g_role = argv[1];
     if (strcmp(argv[1], "dead_recorder") == 0) {
         dead_recorder(argv[2]);
         printf("ipc_event dead_recorder: ok\n");
+        return 0;
+    }
+    if (strcmp(argv[1], "dead_creator") == 0) {
+        dead_creator(argv[2]);
+        printf("ipc_event dead_creator: ok\n");
         return 0;
     }
     CHECK(aclInit(NULL));

@@ -209,6 +209,15 @@
 //!   moving to another thread's context and back (also under valgrind's memcheck);
 //! - `memcpy2d.c`: `aclrtMemcpy2d` / `aclrtMemcpy2dAsync` (padded rows each way, default kinds,
 //!   device to device on a stream, every byte and gap checked; CANN's argument rules and codes);
+//! - `peer_copy_order.c`: two devices in one process with peer access: device-to-device
+//!   copies ordered for a second stream by a notify and for the other device by an event,
+//!   every byte checked; one-way access and its refusals;
+//! - `context_destroyed.c`: contexts made on one thread and used on others; a context
+//!   destroyed while another thread has it current leaves that thread without one (107002)
+//!   until it sets a live one;
+//! - `copy_kinds.c`: every kind between device, `aclrtMallocHost` and pageable memory through
+//!   `aclrtMemcpy[Async]` and `aclrtMemcpy2d[Async]`: corrected, copied or refused as CANN's
+//!   runtime does (`MemcpyKindAutoCorrect`), the bytes checked;
 //! - `ring_kill.c`: 16 processes pass a token around a ring of IPC notifies and IPC memory; one
 //!   is SIGKILLed holding it: the survivors' waits time out naming it dead, and they tear down.
 //! - `app_threads.c`: one process as a CANN application writes it: six threads, each with a
@@ -487,6 +496,9 @@ fn build_everything() -> Result<Prefix, String> {
         "context_threads",
         "ring_kill",
         "memcpy2d",
+        "copy_kinds",
+        "context_destroyed",
+        "peer_copy_order",
         "vmm_share",
         "mem_pool",
         "allocator",
@@ -1925,6 +1937,54 @@ fn two_d_copies_move_padded_rows_each_way_and_keep_cann_s_rules() {
     assert!(o[0].stdout.contains("memcpy2d: ok"), "{}", report(&o));
 }
 
+// ---- two devices with peer access, ordered by a notify and an event (tests/c/peer_copy_order.c)
+
+#[test]
+fn peer_copies_between_two_devices_are_ordered_by_notifies_and_events() {
+    let o = run_alone(
+        "peer_copy_order",
+        "peer-order",
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("peer_copy_order: ok"),
+        "{}",
+        report(&o)
+    );
+}
+
+// ---- a context destroyed under another thread (tests/c/context_destroyed.c) -------------------
+
+/// Before the fix, a thread whose current context another thread destroyed went on allocating
+/// and creating streams on its device (and `aclrtGetDevice` answered it); CANN's finds the
+/// context invalid: 107002.
+#[test]
+fn a_context_destroyed_under_another_thread_leaves_it_without_one() {
+    let o = run_alone(
+        "context_destroyed",
+        "ctx-destroyed",
+        &[],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("context_destroyed: ok"),
+        "{}",
+        report(&o)
+    );
+}
+
+// ---- copy kinds against the addresses (tests/c/copy_kinds.c) --------------------------------
+
+#[test]
+fn copy_kinds_are_corrected_or_refused_by_the_addresses_as_cann_does() {
+    let o = run_alone("copy_kinds", "kinds", &[], Duration::from_secs(60));
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("copy_kinds: ok"), "{}", report(&o));
+}
+
 // ---- 32-bit sets and pointer queries (tests/c/memset_d32.c) ----------------------------------
 
 #[test]
@@ -3219,6 +3279,26 @@ fn a_record_of_an_ipc_event_whose_recorder_died_ends_the_waits_with_107023() {
     assert!(o[0].ok(), "{}", report(&o));
     assert!(
         o[0].stdout.contains("ipc_event dead_recorder: ok"),
+        "{}",
+        report(&o)
+    );
+}
+
+/// CANN's creator frees an IPC event's shared memory at its release: before the fix, a handle
+/// whose creator had died (or destroyed the event) still opened while another process held it.
+#[test]
+fn an_ipc_event_whose_creator_died_opens_no_more_but_its_opened_handles_work() {
+    let p = setup();
+    let s = Scratch::new("ipcevt-creator");
+    let mut cmd = s.cmd(&p.bin.join("ipc_event"), "Ascend910B");
+    cmd.arg("dead_creator").arg(&s.dir);
+    let o = run_all(
+        vec![spawn("ipc_event", &mut cmd).expect("start ipc_event")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("ipc_event dead_creator: ok"),
         "{}",
         report(&o)
     );

@@ -142,26 +142,66 @@ fn ring_model_env(preemptions: u32) -> Vec<(&'static str, String)> {
     env
 }
 
-/// The simulator's stream queue and turn models (`backend-sim/src/ring.rs`,
-/// `backend-sim/src/stream/baton.rs`; [`SIM_MODEL_FILTERS`]; `--cfg sim_loom`: under
-/// `--cfg loom` the core's atomics become loom's, which the simulator is not written for; at a
-/// bound of 3 or more they are time-boxed, see [`ring_model_env`]), after clippy under the same
-/// cfg (warnings are errors); then the loom models of `core/tests/loom.rs` (`--cfg loom`).
-/// Release builds, each cfg in a target directory of its own so the normal build is not
-/// invalidated.
-pub fn loom(preemptions: u32) -> Result<(), String> {
+/// The target directories of the loom models: the core's (`--cfg loom`) and the simulator's
+/// (`--cfg sim_loom`), each of its own so that neither RUSTFLAGS rebuilds the other's build or
+/// the normal one.
+fn loom_target_dirs() -> (std::path::PathBuf, std::path::PathBuf) {
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) => std::path::PathBuf::from(d).join("loom"),
         None => root().join("target").join("loom"),
     };
-    // Its own directory: a different RUSTFLAGS would rebuild the other's every time.
     let sim_target = target.with_file_name("loom-sim");
+    (target, sim_target)
+}
+
+/// The loom models' test commands, built ([`loom_build`]) or run ([`loom`]) alike: the
+/// simulator's stream queue and turn models (`backend-sim/src/ring.rs`,
+/// `backend-sim/src/stream/baton.rs`; [`SIM_MODEL_FILTERS`]; `--cfg sim_loom`: under
+/// `--cfg loom` the core's atomics become loom's, which the simulator is not written for), then
+/// the models of `core/tests/loom.rs` (`--cfg loom`). Release builds, in
+/// [`loom_target_dirs`].
+fn loom_commands() -> [std::process::Command; 2] {
+    let (target, sim_target) = loom_target_dirs();
+    let mut sim = cargo();
+    sim.args([
+        "test",
+        "--release",
+        "-p",
+        "acl-notify-sim",
+        "--lib",
+        "--target-dir",
+    ])
+    .arg(&sim_target)
+    .env("RUSTFLAGS", "--cfg sim_loom");
+    let mut core = cargo();
+    core.args([
+        "test",
+        "--release",
+        "-p",
+        "acl-notify-core",
+        "--test",
+        "loom",
+        "--target-dir",
+    ])
+    .arg(&target)
+    .env("RUSTFLAGS", "--cfg loom");
+    [sim, core]
+}
+
+/// Builds what [`loom`] runs, without running it: clippy under `--cfg sim_loom` (warnings
+/// are errors) and both models' test binaries. `cargo xtask test` runs it beside its workspace
+/// tests ([`crate::run::Steps::beside`]); the loom step then only runs the models.
+pub fn loom_build() -> Result<(), String> {
+    let (_, sim_target) = loom_target_dirs();
     // The workspace's clippy step never sees `--cfg sim_loom`: what the models leave unused
-    // (the prefetch, the tests' push) would go unnoticed there.
+    // (the prefetch, the tests' push) would go unnoticed there. In the release profile, as the
+    // models' build below: the proc macros and build scripts both need are built once (the
+    // simulator has no `cfg(debug_assertions)` code for the profile to hide from the lints).
     status(
         cargo()
             .args([
                 "clippy",
+                "--release",
                 "--quiet",
                 "-p",
                 "acl-notify-sim",
@@ -173,21 +213,23 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
             .args(["--", "-D", "warnings"])
             .env("RUSTFLAGS", "--cfg sim_loom"),
     )?;
-    let mut c = cargo();
-    c.args([
-        "test",
-        "--release",
-        "-p",
-        "acl-notify-sim",
-        "--lib",
-        "--target-dir",
-    ])
-    .arg(&sim_target)
-    .arg("--")
-    .args(SIM_MODEL_FILTERS)
-    .arg("--test-threads=1")
-    .env("RUSTFLAGS", "--cfg sim_loom")
-    .envs(ring_model_env(preemptions));
+    for mut c in loom_commands() {
+        c.arg("--no-run");
+        run_with_deadline(&mut c, Duration::from_secs(1800))?;
+    }
+    Ok(())
+}
+
+/// The loom models at `preemptions` ([`loom_commands`]), after [`loom_build`] (nothing left
+/// to build when it ran before); at a bound of 3 or more the simulator's models are
+/// time-boxed, see [`ring_model_env`].
+pub fn loom(preemptions: u32) -> Result<(), String> {
+    loom_build()?;
+    let [mut sim, mut core] = loom_commands();
+    sim.arg("--")
+        .args(SIM_MODEL_FILTERS)
+        .arg("--test-threads=1")
+        .envs(ring_model_env(preemptions));
     if preemptions >= 3 {
         eprintln!(
             "    (the stream queue models at preemption bound {preemptions}: each explores for at \
@@ -195,24 +237,12 @@ pub fn loom(preemptions: u32) -> Result<(), String> {
         );
     }
     run_with_deadline(
-        &mut c,
+        &mut sim,
         Duration::from_secs(1800 + (RING_MODELS + BATON_MODELS) * RING_MODEL_SECONDS),
     )?;
-    let mut c = cargo();
-    c.args([
-        "test",
-        "--release",
-        "-p",
-        "acl-notify-core",
-        "--test",
-        "loom",
-        "--target-dir",
-    ])
-    .arg(&target)
-    .args(["--", "--test-threads=1"])
-    .env("RUSTFLAGS", "--cfg loom")
-    .env("LOOM_MAX_PREEMPTIONS", preemptions.to_string());
-    run_with_deadline(&mut c, Duration::from_secs(3600))
+    core.args(["--", "--test-threads=1"])
+        .env("LOOM_MAX_PREEMPTIONS", preemptions.to_string());
+    run_with_deadline(&mut core, Duration::from_secs(3600))
 }
 
 /// The core's unit tests under Miri (nightly), minus [`MIRI_SKIP`].

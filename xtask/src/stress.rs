@@ -2,6 +2,7 @@
 //! S streams × K notify channels handing records back and forth for M rounds, with SIGKILL
 //! faults — and fails unless it reports `lost: 0`.
 
+use std::path::Path;
 use std::time::Duration;
 
 use argh::FromArgs;
@@ -42,10 +43,24 @@ pub struct StressArgs {
 }
 
 pub fn stress(a: &StressArgs) -> Result<(), String> {
-    run_with_deadline(
-        cargo().args(["build", "--release", "--quiet", "-p", "acl-notify-stress"]),
-        Duration::from_secs(1800),
-    )?;
+    stress_in(a, None)
+}
+
+/// Builds `acl-notify-stress` (release) in `target_dir` (cargo's own when `None`).
+pub fn build(target_dir: Option<&Path>) -> Result<(), String> {
+    let mut c = cargo();
+    c.args(["build", "--release", "--quiet", "-p", "acl-notify-stress"]);
+    if let Some(d) = target_dir {
+        c.arg("--target-dir").arg(d);
+    }
+    run_with_deadline(&mut c, Duration::from_secs(1800))
+}
+
+/// [`stress`], built and run in `target_dir` (cargo's own when `None`): `cargo xtask test`
+/// gives it one of its own, to build it beside the workspace tests
+/// ([`crate::run::Steps::beside`]).
+pub fn stress_in(a: &StressArgs, target_dir: Option<&Path>) -> Result<(), String> {
+    build(target_dir)?;
     let mut args = vec![
         format!("--processes={}", a.processes),
         format!("--streams={}", a.streams),
@@ -59,15 +74,11 @@ pub fn stress(a: &StressArgs) -> Result<(), String> {
         args.push(format!("--seed={s}"));
     }
     let mut cmd = cargo();
-    cmd.args([
-        "run",
-        "--release",
-        "--quiet",
-        "-p",
-        "acl-notify-stress",
-        "--",
-    ])
-    .args(&args);
+    cmd.args(["run", "--release", "--quiet", "-p", "acl-notify-stress"]);
+    if let Some(d) = target_dir {
+        cmd.arg("--target-dir").arg(d);
+    }
+    cmd.arg("--").args(&args);
     // Every run is bounded by the binary itself; this is the backstop.
     let limit = Duration::from_secs(a.timeout.saturating_add(60) * u64::from(a.runs.max(1)));
     run_with_deadline(&mut cmd, limit)

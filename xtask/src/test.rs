@@ -65,6 +65,16 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     steps.run("build libascendcl.so (acl-notify-capi)", || {
         status(cargo().args(["build", "--quiet", "-p", "acl-notify-capi"]))
     });
+    // The release builds of the loom and stress steps, at the lowest CPU priority while the
+    // examples, the demo and the workspace tests run: those leave a CPU idle for minutes
+    // (tests waiting on timeouts, leases and their children), and the builds took 2 of the
+    // suite's 14 minutes when they ran alone (2026-12-07). Each builds in a target directory
+    // of its own, so no step here waits for cargo's lock on theirs.
+    steps.beside(LOOM_BUILD, crate::longci::loom_build);
+    let stress_target = crate::build::target_dir().map(|t| t.join("stress"));
+    if let Ok(t) = stress_target.clone() {
+        steps.beside(STRESS_BUILD, move || crate::stress::build(Some(&t)));
+    }
     steps.run("examples run", run_examples);
     // The README's first command, with its traced run merged into one valid timeline.
     steps.run("demo (two C processes; their timeline merged)", || {
@@ -116,6 +126,7 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     }
     // Model checking of the record/wait protocol, FIFO release, the lock-free id pool and the
     // stream queue.
+    steps.join(LOOM_BUILD);
     steps.run("loom (preemption bound 2)", || crate::longci::loom(2));
     // Every pair of control-plane calls at once on one notify, from threads and processes.
     steps.run("stress: concurrent control-plane pairs", || {
@@ -132,17 +143,21 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
         ]))
     });
     // P processes x S streams x K notifies with SIGKILL faults: prints `lost: 0`.
+    steps.join(STRESS_BUILD);
     steps.run("stress (8 runs, SIGKILL faults)", || {
-        crate::stress::stress(&crate::stress::StressArgs {
-            processes: 4,
-            streams: 2,
-            notifies: 4,
-            handoffs: 20000,
-            faults: 2,
-            runs: 8,
-            seed: None,
-            timeout: 240,
-        })
+        crate::stress::stress_in(
+            &crate::stress::StressArgs {
+                processes: 4,
+                streams: 2,
+                notifies: 4,
+                handoffs: 20000,
+                faults: 2,
+                runs: 8,
+                seed: None,
+                timeout: 240,
+            },
+            Some(&stress_target?),
+        )
     });
     // Every fuzz target's properties over its checked-in seeds and 3000 generated inputs, on
     // the pinned stable toolchain (libFuzzer runs are `cargo xtask fuzz` and `ci-long`).
@@ -157,6 +172,12 @@ pub fn test(args: &TestArgs) -> Result<(), String> {
     });
     steps.finish("test")
 }
+
+/// The step building the loom models beside the others ([`crate::longci::loom_build`]).
+const LOOM_BUILD: &str = "loom: release builds (beside the steps before)";
+
+/// The step building the stress binary beside the others ([`crate::stress::build`]).
+const STRESS_BUILD: &str = "stress: release build (beside the steps before)";
 
 /// Runs every test binary of the workspace with `--list --format terse`, as cargo-nextest
 /// does to learn its tests, and checks each answers only `name: test` lines ([`list_lines`]):

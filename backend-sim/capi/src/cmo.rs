@@ -292,8 +292,9 @@ pub extern "C" fn aclrtCmoSetDesc(
         let mut bytes = [0u8; 64];
         bytes[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
         bytes[addr_at..addr_at + 8].copy_from_slice(&(src.addr() as u64).to_le_bytes());
-        // SAFETY: `bytes` is a live host array of at least `n` bytes; the device side is
-        // checked (it must be device memory: the kind says so).
+        // SAFETY: `bytes` is a live host array of at least `n` bytes; the descriptor's side
+        // is checked (CANN writes it with its synchronous copy, which goes by the addresses:
+        // `ApiImpl::SetCmoDesc`; a descriptor in host memory is refused when it is used).
         unsafe {
             sim.memcpy(
                 cmo_desc.addr(),

@@ -403,10 +403,12 @@ pub extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> aclError {
 }
 
 /// `aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
-/// aclrtMemcpyKind kind)`: a checked copy (see [`acl_notify_sim::mem`]).
+/// aclrtMemcpyKind kind)`: a checked copy (see [`acl_notify_sim::mem`]), each side as its
+/// address is: CANN's synchronous copy takes any of the five kinds and does not look at it
+/// (hicann/runtime `api_error.cc`, `ApiErrorDecorator::MemCopySync`).
 ///
-/// Codes: 0 count 0; 100000 dst/src NULL or kind; 107002; 107000 count > destMax, a
-/// side that is not what kind says, a device range outside the live allocations.
+/// Codes: 0 count 0; 100000 dst/src NULL or kind; 107002; 107000 count > destMax, a device
+/// range outside the live allocations.
 ///
 /// # Safety
 ///
@@ -467,11 +469,15 @@ pub extern "C" fn aclrtMemset(
 /// when the task runs. With pageable host memory on one side and device memory on the other,
 /// the stream is synchronized and the copy made before the call returns; a copy within the
 /// host is refused ([`acl_notify_sim::mem::unqueued`]: CANN's runtime does both, and refuses
-/// the former in a capture).
+/// the former in a capture). The kind is first corrected as CANN's runtime corrects it by
+/// where the addresses are (`acl_notify_sim::mem::direction`): between device and
+/// page-locked host memory it is what the addresses are, whatever it said.
 ///
-/// Codes: as `aclrtMemcpy`; 207000 both sides host memory (`ACL_MEMCPY_HOST_TO_HOST`, or
-/// `ACL_MEMCPY_DEFAULT` with two host addresses); 107017 bad stream; 107003 a stream of
-/// another device; 507002.
+/// Codes: as `aclrtMemcpy`; 107000 an explicit kind that calls a device or page-locked side
+/// what it is not when the other is pageable host memory; 207000 both sides host memory
+/// (as corrected); 107000 pageable memory on a capturing stream; 107041 pageable memory on
+/// another stream while a capture's mode forbids synchronous calls on this thread; 107017 bad
+/// stream; 107003 a stream of another device; 507002.
 ///
 /// # Safety
 ///
@@ -575,7 +581,7 @@ impl CopyArgs {
     ) -> Result<(), CallError> {
         match done {
             AsyncCopy::Queued => Ok(()),
-            AsyncCopy::Pageable(host) => self.pageable(rt, host, stream),
+            AsyncCopy::Pageable(host) => self.pageable(rt, host, stream, call),
             AsyncCopy::WithinHost => Err(CallError::new(
                 Error::FeatureNotSupport,
                 format!(
@@ -599,7 +605,13 @@ impl CopyArgs {
     /// no task to capture; hicann/runtime `src/runtime/api/impl/api_error.cc`,
     /// `ApiErrorDecorator::MemcpyAsync`), else the stream synchronized (its errors are the
     /// call's) and the copy made at once; the copy's own checks are the synchronous copy's.
-    fn pageable(&self, rt: &Runtime, host: usize, stream: aclrtStream) -> Result<(), CallError> {
+    fn pageable(
+        &self,
+        rt: &Runtime,
+        host: usize,
+        stream: aclrtStream,
+        call: &str,
+    ) -> Result<(), CallError> {
         if rt.is_capturing(stream.addr()) {
             return Err(CallError::new(
                 Error::ParamInvalid,
@@ -613,6 +625,7 @@ impl CopyArgs {
             ));
         }
         rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
+        made_now_allowed(rt, call, host)?;
         // SAFETY: the host side is the caller's, valid for `count` bytes during the call (it is
         // made now); the device side is checked.
         unsafe {
@@ -621,6 +634,28 @@ impl CopyArgs {
         }
         .map_err(CallError::backend)
     }
+}
+
+/// Whether an asynchronous copy with pageable host memory at `host` may be made now, as a
+/// synchronous copy, once its stream is synchronized: not while a capture's mode forbids
+/// synchronous calls on this thread (a capture in `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL` on
+/// another stream of the context, say). CANN's runtime makes the copy with its synchronous
+/// copy, whose capture-mode check refuses it, and answers 107041 instead of that check's
+/// 107030 (hicann/runtime `src/runtime/api/impl/api_error.cc`,
+/// `ApiErrorDecorator::MemcpyAsync` and `MemCopy2DAsync`; `api_impl.cc`,
+/// `ApiImpl::MemCopySync`).
+fn made_now_allowed(rt: &Runtime, call: &str, host: usize) -> Result<(), CallError> {
+    rt.capture_mode_allows(call).map_err(|e| {
+        CallError::new(
+            Error::CaptureModeBlockAsync,
+            format!(
+                "{call} with pageable host memory ({host:#x}: not aclrtMallocHost's, not \
+                 registered) is made as a synchronous copy once its stream is synchronized, \
+                 and {}",
+                e.into_sim().message()
+            ),
+        )
+    })
 }
 
 /// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
@@ -725,9 +760,10 @@ fn copy2d_args(
 ///
 /// Codes: 0 width or height 0; 100000 dst/src NULL, width > spitch or dpitch, kind
 /// (`ACL_MEMCPY_HOST_TO_HOST`, `_HOST_TO_BUF_TO_DEVICE`, ...); 107002; 107000 height above
-/// 5,242,880 or width above 5,000,000, a side that is not what kind says, a device side
-/// outside the live allocations, a default kind whose addresses are both host or both device;
-/// 207000 `ACL_MEMCPY_DEVICE_TO_DEVICE` (CANN's synchronous 2-D copy has none).
+/// 5,242,880 or width above 5,000,000, a device side outside the live allocations, a kind
+/// that CANN's correction by the addresses (`acl_notify_sim::mem::direction`) refuses or
+/// makes host to host or device to device; 207000 `ACL_MEMCPY_DEVICE_TO_DEVICE` (CANN's
+/// synchronous 2-D copy has none).
 ///
 /// # Safety
 ///
@@ -797,6 +833,11 @@ pub unsafe extern "C" fn aclrtMemcpy2dAsync(
         // within the host): as `aclrtMemcpyAsync`'s, the stream synchronized and the copy made
         // now (hicann/runtime `api_error.cc`, `ApiErrorDecorator::MemCopy2DAsync`).
         rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
+        let host = match done {
+            AsyncCopy::Pageable(at) => at,
+            AsyncCopy::Queued | AsyncCopy::WithinHost => src.addr(),
+        };
+        made_now_allowed(&rt, "aclrtMemcpy2dAsync", host)?;
         // SAFETY: the host side is the caller's, valid during the call; the device side is
         // checked.
         unsafe { b.memcpy2d(dst.addr(), src.addr(), shape, k) }.map_err(CallError::backend)

@@ -47,6 +47,19 @@ fn query(output: *mut c_void, stream: aclrtStream) -> Result<(), CallError> {
     let (device, _) = rt.current()?;
     let sim = rt.backend();
     let status = sim.overflow_addr(device).map_err(CallError::backend)?;
+    // CANN queues the status's copy as a device-to-device task of its own, without the kind
+    // correction of aclrtMemcpyAsync (hicann/runtime `api_impl.cc`,
+    // `ApiImpl::GetDeviceSatStatus`): the output must be device memory.
+    if !matches!(
+        sim.mem_location(output.addr()),
+        acl_notify_sim::mem::location::MemLocation::Device { .. }
+    ) {
+        return Err(param(format!(
+            "outputAddrPtr {:#x} is not device memory: the status is copied by a \
+                 device-to-device task",
+            output.addr()
+        )));
+    }
     // SAFETY: both sides are device memory (checked by the copy; no host side).
     unsafe {
         sim.memcpy_async(

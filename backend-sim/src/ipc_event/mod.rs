@@ -18,7 +18,10 @@
 //! its index in the process table of the server's notify file ([`crate::shm`]); its handles
 //! (the creator's and each opened one, any number) are counted within the process and share
 //! the bit. The last holder to let go retires the slot, whose generation then moves on, so a
-//! handle of a freed event is told apart (107017). A process that dies, even by SIGKILL, is
+//! handle of a freed event is told apart (107017). A handle opens only while its creator
+//! holds the event (its handle or a task it queued, and it lives): CANN's creator frees the
+//! event's shared memory at its release, so an open after it is 107017, while the handles
+//! opened before go on. A process that dies, even by SIGKILL, is
 //! treated as having destroyed what it held: the process table's reclaim of a dead process
 //! (on open, when a device runs out of IPC events, and on `Sim::gc`) clears its bit in every
 //! IPC event slot too, and retires those it held last. A slot left not free with no holder
@@ -202,6 +205,11 @@ impl EvtFiles {
             ));
         }
         let key = (p.dev, p.idx, p.generation);
+        if let Some(slot) = self.file.slot(p.dev, p.idx)
+            && slot.is_live(p.generation)
+        {
+            self.creator_holds(slot, p.generation, p.dev)?;
+        }
         self.file.hold(self.reg.me(), key).map_err(|_| {
             SimError::new(
                 Error::InvalidHandle,
@@ -216,6 +224,36 @@ impl EvtFiles {
             files: self.clone(),
             key,
         })
+    }
+
+    /// 107017 unless the creator of the event in `slot` (incarnation `generation`) still
+    /// holds it. CANN's creator frees the event's shared memory when it releases the event
+    /// (its destroy, once its queued tasks ran; its death): a handle then opens nothing,
+    /// though the processes that opened it before keep their mappings, records and waits
+    /// (hicann/runtime `src/runtime/core/src/event/ipc_event.cc`: `ReleaseDrvResource` frees
+    /// both physical allocations the handle exports; `IpcOpenEventHandle` imports them). The
+    /// creator holds the event while its bit is set (its handle, or a task it queued through
+    /// it) and it lives. Asked before this process joins, so that its own bit counts only
+    /// if it held the event already.
+    fn creator_holds(&self, slot: &EvtSlot, generation: u32, dev: u32) -> Result<(), SimError> {
+        let o = slot.owner();
+        let holds = slot.is_live(generation)
+            && o.proc < 64
+            && slot.holders() & (1u64 << o.proc) != 0
+            && (o.pid == sys::getpid() || sys::pid_alive(o.pid, o.start_time));
+        if holds {
+            return Ok(());
+        }
+        Err(SimError::new(
+            Error::InvalidHandle,
+            format!(
+                "the IPC event of the handle (device {dev}) was released by its creator (pid {}: \
+                 destroyed, or the process died): CANN frees an IPC event's shared memory at \
+                 its creator's release, so its handle opens nothing any more; the processes that \
+                 opened it before keep their handles",
+                o.pid
+            ),
+        ))
     }
 }
 
@@ -796,7 +834,6 @@ mod tests {
         let m = Machine::new("unrun-kept", 1);
         let f = &m.files;
         let a = f.claim(0).unwrap();
-        let h = a.handle().unwrap();
         let key = a.key;
         // Entry 60 stands for another process holding the event.
         f.file.slot(key.0, key.1).unwrap().join(60, key.2).unwrap();
@@ -807,7 +844,13 @@ mod tests {
         let c = f.claim(0).unwrap();
         let cn = c.issue().unwrap();
         c.complete_unrun(cn);
-        let b = f.open_handle(&h).unwrap();
+        // Held again, as a process that is not the event's creator reopens it (a creator
+        // that let go opens it no more: `open_handle`'s `creator_holds`).
+        f.file.hold(f.reg.me(), key).unwrap();
+        let b = IpcRef {
+            files: f.clone(),
+            key,
+        };
         assert!(b.was_unrun(n), "the discarded record was forgotten");
         drop(b);
         // Freed (the other holder gone): forgotten at the next look.

@@ -31,6 +31,7 @@ pub mod backup;
 pub(crate) mod capacity;
 pub mod components;
 pub mod device_area;
+mod direction;
 pub mod fabric;
 pub(crate) mod file;
 mod fill32;
@@ -602,44 +603,29 @@ impl Sim {
         Ok(())
     }
 
-    /// One side of a copy: `dev` says whether the copy's kind makes it device memory
-    /// (`None`: whatever it is).
+    /// One side of a copy, as its address is: device memory (a range of a live allocation,
+    /// checked) or host memory. What the copy's kind says of it is judged from both sides
+    /// ([`direction`]).
     #[inline(always)]
-    fn side(
-        &self,
-        addr: usize,
-        len: usize,
-        dev: Option<bool>,
-        what: &str,
-    ) -> Result<Side<'_>, SimError> {
-        match (self.range_ref(addr, len, what)?, dev) {
-            (Some(r), Some(true) | None) => Ok(Side::Device(r)),
-            // Managed memory is host memory too: CANN copies it whatever the kind says.
-            (Some(r), Some(false)) if Self::is_managed(&r.alloc) => Ok(Side::Device(r)),
-            (None, Some(false) | None) => {
+    fn side(&self, addr: usize, len: usize, what: &str) -> Result<Side<'_>, SimError> {
+        match self.range_ref(addr, len, what)? {
+            Some(r) => Ok(Side::Device(r)),
+            None => {
                 self.mem().host.alias_refused(addr, what)?;
                 Ok(Side::Host(addr))
             }
-            (Some(r), Some(false)) => Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "the copy's kind says the {what} {addr:#x} is host memory, but it is in \
-                     device allocation {:#x} ({} bytes, device {}); use a kind with the device \
-                     on that side, or ACL_MEMCPY_DEFAULT",
-                    r.base,
-                    r.alloc.size,
-                    r.alloc.file.device()
-                ),
-            )),
-            (None, Some(true)) => Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "the copy's kind says the {what} {addr:#x} is device memory, but it is not a \
-                     device address of this process (host memory?); use a kind with the host on \
-                     that side, or ACL_MEMCPY_DEFAULT"
-                ),
-            )),
         }
+    }
+
+    /// The kind CANN's runtime makes of a copy between the checked sides `d` (at `dst`,
+    /// placed `pd`) and `s` ([`direction::resolve`]).
+    fn copy_kind(
+        kind: MemcpyKind,
+        (d, pd, dst): (&Side<'_>, unqueued::Place, usize),
+        (s, ps, src): (&Side<'_>, unqueued::Place, usize),
+    ) -> Result<MemcpyKind, SimError> {
+        let managed = |x: &Side<'_>| matches!(x, Side::Device(r) if Self::is_managed(&r.alloc));
+        direction::resolve(kind, (pd, dst), (ps, src), || managed(d) || managed(s))
     }
 
     #[inline(always)]
@@ -656,7 +642,8 @@ impl Sim {
     }
 
     /// The sides of a copy whose destination spans `dst_len` bytes and source `src_len`
-    /// (different for a 2-D copy; [`pitched`]), checked as `kind` says.
+    /// (different for a 2-D copy; [`pitched`]), each as its address is; `kind` is the
+    /// caller's, for the rule of imported memory below.
     #[inline(always)]
     fn copy_sides_of(
         &self,
@@ -666,15 +653,8 @@ impl Sim {
         src_len: usize,
         kind: MemcpyKind,
     ) -> Result<(Side<'_>, Side<'_>), SimError> {
-        let (d, s) = match kind {
-            MemcpyKind::HostToHost => (Some(false), Some(false)),
-            MemcpyKind::HostToDevice => (Some(true), Some(false)),
-            MemcpyKind::DeviceToHost => (Some(false), Some(true)),
-            MemcpyKind::DeviceToDevice => (Some(true), Some(true)),
-            MemcpyKind::Default => (None, None),
-        };
-        let d = self.side(dst, dst_len, d, "destination")?;
-        let s = self.side(src, src_len, s, "source")?;
+        let d = self.side(dst, dst_len, "destination")?;
+        let s = self.side(src, src_len, "source")?;
         // CANN documents (hicann/runtime docs/zh/api_ref/11-07_IPC_memory_sharing.md) that
         // memory imported onto another device than its own takes no host-to-device or
         // device-to-host copy, and no ACL_MEMCPY_DEFAULT: on hardware such a copy fails, so
@@ -696,11 +676,12 @@ impl Sim {
         Ok((d, s))
     }
 
-    /// `aclrtMemcpy`: copies `count` bytes from `src` to `dst` (`count <= dest_max`), both
-    /// checked as `kind` says. Overlapping ranges are copied as `memmove` does.
+    /// `aclrtMemcpy`: copies `count` bytes from `src` to `dst` (`count <= dest_max`), each
+    /// side as its address is, whatever `kind` says (CANN's synchronous copy does not look at
+    /// it: `mem::direction`). Overlapping ranges are copied as `memmove` does.
     ///
-    /// Errors: 107000 count > dest_max, a side that is not what `kind` says, a device range
-    /// outside this process's live allocations.
+    /// Errors: 107000 count > dest_max, a device range outside this process's live
+    /// allocations.
     ///
     /// # Safety
     ///
@@ -918,25 +899,26 @@ impl Sim {
             if let Some(r) = vmm {
                 return r;
             }
-            let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
-            self.peer_copy_ok(&d, &s)?;
-            // Both sides are mostly in one file: kept once.
-            let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
-            let fs = fs.filter(|s| !fd.is_some_and(|d| std::ptr::eq(d, *s)));
+            let (sd, ss) = self.copy_sides(dst, dest_max, src, count, kind)?;
             let (d, s) = (
-                QueuedSide::new(&d, &self.mem().host),
-                QueuedSide::new(&s, &self.mem().host),
+                QueuedSide::new(&sd, &self.mem().host),
+                QueuedSide::new(&ss, &self.mem().host),
             );
+            let (pd, ps) = (
+                unqueued::Place::of_queued(&d),
+                unqueued::Place::of_queued(&s),
+            );
+            let kind = Self::copy_kind(kind, (&sd, pd, dst), (&ss, ps, src))?;
+            self.peer_copy_ok(&sd, &ss)?;
             if leave_unqueued {
-                let (pd, ps) = (
-                    unqueued::Place::of_queued(&d),
-                    unqueued::Place::of_queued(&s),
-                );
                 let v = unqueued::verdict(kind, pd, ps);
                 if v != AsyncCopy::Queued {
                     return Ok(v);
                 }
             }
+            // Both sides are mostly in one file: kept once.
+            let (fd, fs) = (queued::file_of(&sd), queued::file_of(&ss));
+            let fs = fs.filter(|s| !fd.is_some_and(|d| std::ptr::eq(d, *s)));
             let [md, ms] = marks;
             let (d, s) = (d.through(md), s.through(ms));
             let cpu = crate::placement::current_cpu();

@@ -17,6 +17,7 @@
 
 use acl_notify_core::{Error, RawStream};
 
+use super::direction::{cann_name, resolve};
 use super::queued::{self, QueuedSide};
 use super::unqueued::{Place, verdict};
 use super::vmm::Piece;
@@ -104,17 +105,6 @@ impl Pitched {
     }
 }
 
-/// What the addresses make of a copy whose destination and source are (`true`) or are not
-/// device memory.
-fn direction(dst_device: bool, src_device: bool) -> MemcpyKind {
-    match (dst_device, src_device) {
-        (true, false) => MemcpyKind::HostToDevice,
-        (false, true) => MemcpyKind::DeviceToHost,
-        (true, true) => MemcpyKind::DeviceToDevice,
-        (false, false) => MemcpyKind::HostToHost,
-    }
-}
-
 /// The directions CANN's 2-D copies take once the addresses are known: host to device and
 /// device to host, and device to device when queued (`sync` false).
 fn takes(sync: bool, kind: MemcpyKind, found: MemcpyKind) -> Result<(), SimError> {
@@ -136,25 +126,15 @@ fn takes(sync: bool, kind: MemcpyKind, found: MemcpyKind) -> Result<(), SimError
     }
 }
 
-/// `kind` as the C caller names it.
-fn cann_name(kind: MemcpyKind) -> &'static str {
-    match kind {
-        MemcpyKind::HostToHost => "ACL_MEMCPY_HOST_TO_HOST",
-        MemcpyKind::HostToDevice => "ACL_MEMCPY_HOST_TO_DEVICE",
-        MemcpyKind::DeviceToHost => "ACL_MEMCPY_DEVICE_TO_HOST",
-        MemcpyKind::DeviceToDevice => "ACL_MEMCPY_DEVICE_TO_DEVICE",
-        MemcpyKind::Default => "ACL_MEMCPY_DEFAULT",
-    }
-}
-
-/// 107000 for a copy whose addresses make it a `found` copy, which `call` does not take.
+/// 107000 for a copy whose addresses make it a `found` copy (`kind` corrected as CANN's
+/// runtime corrects it: `mem::direction`), which `call` does not take.
 fn wrong_direction(call: &str, kind: MemcpyKind, found: MemcpyKind, takes: &str) -> SimError {
     let (kind, found) = (cann_name(kind), cann_name(found));
     SimError::new(
         Error::ParamInvalid,
         format!(
-            "{call} copies {takes} only; the addresses make this {kind} copy {found} (a \
-             device address is one of aclrtMalloc, anything else is host memory)"
+            "{call} copies {takes} only; the addresses make this {kind} copy {found} (CANN's \
+             runtime corrects a 2-D copy's kind by where its addresses are)"
         ),
     )
 }
@@ -254,8 +234,10 @@ impl Sim {
             };
             let (dst, src) = (d.at, s.at);
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
-            let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
-            takes(true, kind, direction(is_dev(&d), is_dev(&s)))?;
+            let host = &self.mem().host;
+            let (pd, ps) = (Place::of_side(&d, host), Place::of_side(&s, host));
+            let found = Self::copy_kind(kind, (&d, pd, dst), (&s, ps, src))?;
+            takes(true, kind, found)?;
             // SAFETY: device sides are checked spans of mapped allocations; host sides are
             // the caller's contract.
             unsafe { shape.copy(d.ptr(), s.ptr()) };
@@ -338,18 +320,18 @@ impl Sim {
             };
             let (dst, src) = (md.at, ms.at);
             let (d, s) = self.copy_sides_of(dst, dspan, src, sspan, kind)?;
-            let is_dev = |x: &Side<'_>| matches!(x, Side::Device(_));
-            takes(false, kind, direction(is_dev(&d), is_dev(&s)))?;
-            // Between two devices' memory: peer access first, as `aclrtMemcpyAsync`.
-            self.peer_copy_ok(&d, &s)?;
-            let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             let (qd, qs) = (
                 QueuedSide::new(&d, &self.mem().host),
                 QueuedSide::new(&s, &self.mem().host),
             );
+            let (pd, ps) = (Place::of_queued(&qd), Place::of_queued(&qs));
+            let found = Self::copy_kind(kind, (&d, pd, dst), (&s, ps, src))?;
+            takes(false, kind, found)?;
+            // Between two devices' memory: peer access first, as `aclrtMemcpyAsync`.
+            self.peer_copy_ok(&d, &s)?;
+            let (fd, fs) = (queued::file_of(&d), queued::file_of(&s));
             if leave_unqueued {
-                let (pd, ps) = (Place::of_queued(&qd), Place::of_queued(&qs));
-                let v = verdict(kind, pd, ps);
+                let v = verdict(found, pd, ps);
                 if v != AsyncCopy::Queued {
                     return Ok(v);
                 }
@@ -415,27 +397,19 @@ impl Sim {
             if d.is_none() && s.is_none() {
                 return Ok(None);
             }
-            let (want_d, want_s) = super::vmm::kind_sides(kind);
             // A reserved range is device memory; any other side is checked as one range.
             let host = &self.mem().host;
-            let place = |pieces: bool, addr, len, want, what| -> Result<Place, SimError> {
-                if pieces && want == Some(false) {
-                    return Err(SimError::new(
-                        Error::ParamInvalid,
-                        format!(
-                            "the copy's kind says the {what} {addr:#x} is host memory, but it is \
-                             in a reserved range of device addresses (aclrtReserveMemAddress)"
-                        ),
-                    ));
-                }
+            let place = |pieces: bool, addr, len, what| -> Result<(Place, bool), SimError> {
                 if pieces {
-                    return Ok(Place::Device);
+                    return Ok((Place::Device, false));
                 }
-                Ok(Place::of_side(&self.side(addr, len, want, what)?, host))
+                let side = self.side(addr, len, what)?;
+                let managed = matches!(side, Side::Device(r) if Self::is_managed(&r.alloc));
+                Ok((Place::of_side(&side, host), managed))
             };
-            let pd = place(d.is_some(), dst, dspan, want_d, "destination")?;
-            let ps = place(s.is_some(), src, sspan, want_s, "source")?;
-            let found = direction(pd == Place::Device, ps == Place::Device);
+            let (pd, md) = place(d.is_some(), dst, dspan, "destination")?;
+            let (ps, ms) = place(s.is_some(), src, sspan, "source")?;
+            let found = resolve(kind, (pd, dst), (ps, src), || md || ms)?;
             takes(stream.is_none(), kind, found)?;
             if let Some((_, true)) = stream {
                 let v = verdict(found, pd, ps);

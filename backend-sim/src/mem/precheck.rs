@@ -9,8 +9,9 @@
 //! the pieces of a reserved range); a side in memory imported from another host is checked
 //! at each replay only (its owner answers for it then).
 
+use super::direction;
 use super::unqueued::{Place, verdict};
-use super::{AsyncCopy, MemcpyKind, within};
+use super::{AsyncCopy, MemcpyKind, Side, within};
 use crate::Sim;
 use crate::error::SimError;
 
@@ -59,24 +60,25 @@ impl Sim {
             let d = self.reserved_side(dst, count, "destination")?;
             let s = self.reserved_side(src, count, "source")?;
             if d || s {
-                // The other side as a plain copy checks it.
+                // The other side as a plain copy checks it; a reserved range is device memory.
                 let check = |addr, on: bool, what| {
                     if on {
-                        return Ok(Place::Device);
+                        return Ok((Place::Device, false));
                     }
-                    let side = self.side(addr, count, None, what)?;
-                    Ok::<_, SimError>(Place::of_side(&side, host))
+                    let side = self.side(addr, count, what)?;
+                    let managed = matches!(side, Side::Device(r) if Self::is_managed(&r.alloc));
+                    Ok::<_, SimError>((Place::of_side(&side, host), managed))
                 };
-                let d = check(dst, d, "destination")?;
-                return Ok(verdict(kind, d, check(src, s, "source")?));
+                let (pd, md) = check(dst, d, "destination")?;
+                let (ps, ms) = check(src, s, "source")?;
+                let kind = direction::resolve(kind, (pd, dst), (ps, src), || md || ms)?;
+                return Ok(verdict(kind, pd, ps));
             }
             let (d, s) = self.copy_sides(dst, dest_max, src, count, kind)?;
+            let (pd, ps) = (Place::of_side(&d, host), Place::of_side(&s, host));
+            let kind = Self::copy_kind(kind, (&d, pd, dst), (&s, ps, src))?;
             self.peer_copy_ok(&d, &s)?;
-            Ok(verdict(
-                kind,
-                Place::of_side(&d, host),
-                Place::of_side(&s, host),
-            ))
+            Ok(verdict(kind, pd, ps))
         })
     }
 
@@ -137,7 +139,8 @@ mod tests {
             code(sim.memcpy_check(a, 64, h, 64, MemcpyKind::HostToDevice)),
             None
         );
-        // Past the allocation's end, past destMax, a host side the kind calls device.
+        // Past the allocation's end, past destMax, a device side the kind calls host beside
+        // pageable memory (CANN's table refuses it; between known places it corrects).
         assert_eq!(
             code(sim.memcpy_check(a + 8, 4096, b, 4096, d2d)),
             Some(Error::ParamInvalid)
@@ -147,8 +150,13 @@ mod tests {
             Some(Error::ParamInvalid)
         );
         assert_eq!(
-            code(sim.memcpy_check(a, 64, h, 64, d2d)),
+            code(sim.memcpy_check(a, 64, h, 64, MemcpyKind::DeviceToHost)),
             Some(Error::ParamInvalid)
+        );
+        assert_eq!(
+            sim.memcpy_check(a, 64, b, 64, MemcpyKind::HostToDevice)
+                .unwrap(),
+            AsyncCopy::Queued
         );
         assert_eq!(code(sim.memset_check(a, 4096, 4096)), None);
         assert_eq!(

@@ -12,8 +12,10 @@
 //!   `docs/zh/api_ref/11-03_memory_copy_and_set.md`: with host memory that is not page-locked
 //!   the call returns once the copy is done). A device-to-device copy may name memory imported
 //!   from another host, which this process's tables do not place: never one.
-//! - **Within the host**: `ACL_MEMCPY_HOST_TO_HOST`, or `ACL_MEMCPY_DEFAULT` with two host
-//!   addresses (which CANN's `MemcpyKindAutoCorrect` makes host to host). CANN's runtime on a
+//! - **Within the host**: a copy whose kind, as CANN's `MemcpyKindAutoCorrect` corrected it
+//!   (`mem::direction`), is host to host: any kind between two page-locked host
+//!   addresses, `ACL_MEMCPY_DEFAULT` or `ACL_MEMCPY_HOST_TO_HOST` with a pageable one (or with
+//!   managed memory, whose kind stays). CANN's runtime on a
 //!   host with its devices attached (the EP form, online run mode) refuses it (207000: the
 //!   same `ApiErrorDecorator::MemcpyAsync`, "H2H is not supported", after the location check;
 //!   `11-03_memory_copy_and_set.md`, aclrtMemcpyAsync: in the EP form the call does not copy
@@ -70,15 +72,16 @@ impl Place {
 }
 
 /// What CANN's `aclrtMemcpyAsync` does with a copy of `kind` from `s` to `d` (see the module
-/// docs): [`AsyncCopy::Queued`] for a copy it queues.
+/// docs), `kind` as its runtime corrected it (`mem::direction`): host to host refused,
+/// device to device queued, another kind with pageable host memory on a side made at once;
+/// [`AsyncCopy::Queued`] for a copy it queues.
 pub(super) fn verdict(kind: MemcpyKind, d: Place, s: Place) -> AsyncCopy {
     match (kind, d, s) {
-        (MemcpyKind::HostToHost | MemcpyKind::Default, Place::Host { .. }, Place::Host { .. }) => {
-            AsyncCopy::WithinHost
+        (MemcpyKind::HostToHost, _, _) => AsyncCopy::WithinHost,
+        (MemcpyKind::DeviceToDevice, _, _) => AsyncCopy::Queued,
+        (_, Place::Host { at, known: false }, _) | (_, _, Place::Host { at, known: false }) => {
+            AsyncCopy::Pageable(at)
         }
-        (MemcpyKind::HostToHost | MemcpyKind::DeviceToDevice, _, _) => AsyncCopy::Queued,
-        (_, Place::Host { at, known: false }, Place::Device)
-        | (_, Place::Device, Place::Host { at, known: false }) => AsyncCopy::Pageable(at),
         _ => AsyncCopy::Queued,
     }
 }

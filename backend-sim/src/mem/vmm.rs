@@ -726,9 +726,10 @@ impl Sim {
                 return Ok(None);
             }
             within(count, dest_max, "destMax")?;
-            let (dev_d, dev_s) = kind_sides(kind);
-            let d = self.vmm_side(d, dst, count, dev_d, "destination")?;
-            let s = self.vmm_side(s, src, count, dev_s, "source")?;
+            // The kind is judged with each piece's sides (the first piece's refusal is the
+            // copy's, nothing queued): a reserved range is device memory.
+            let d = self.vmm_side(d, dst, count, "destination")?;
+            let s = self.vmm_side(s, src, count, "source")?;
             for (i, (to, from, n)) in zip_pieces(&d, &s).into_iter().enumerate() {
                 // SAFETY: device pieces are mapped physical allocations, checked again by the
                 // copy; a host side is the caller's contract (this function's callers'), whole
@@ -799,24 +800,16 @@ impl Sim {
         pieces: Option<Vec<Piece>>,
         addr: usize,
         len: usize,
-        dev: Option<bool>,
         what: &str,
     ) -> Result<Vec<Piece>, SimError> {
         let Some(pieces) = pieces else {
-            self.side(addr, len, dev, what)?;
+            self.side(addr, len, what)?;
             return Ok(vec![Piece {
                 at: addr,
                 len,
                 mark: None,
             }]);
         };
-        if dev == Some(false) {
-            return Err(invalid(format!(
-                "the copy's kind says the {what} {addr:#x} is host memory, but it is in a \
-                 reserved range of device addresses (aclrtReserveMemAddress); use a kind with the \
-                 device on that side, or ACL_MEMCPY_DEFAULT"
-            )));
-        }
         for p in &pieces {
             self.range_ref(p.at, p.len, what)?;
         }
@@ -843,18 +836,6 @@ fn reservation_at(st: &State, addr: usize) -> Option<(usize, &Reservation)> {
         .next_back()
         .filter(|(b, r)| addr - **b < r.size)
         .map(|(b, r)| (*b, r))
-}
-
-/// Whether a copy's kind makes its (destination, source) device memory (`None`: whatever
-/// the address is).
-pub(super) fn kind_sides(kind: MemcpyKind) -> (Option<bool>, Option<bool>) {
-    match kind {
-        MemcpyKind::HostToHost => (Some(false), Some(false)),
-        MemcpyKind::HostToDevice => (Some(true), Some(false)),
-        MemcpyKind::DeviceToHost => (Some(false), Some(true)),
-        MemcpyKind::DeviceToDevice => (Some(true), Some(true)),
-        MemcpyKind::Default => (None, None),
-    }
 }
 
 /// Two sides' pieces (of the same total length) cut where either's pieces end:
@@ -1077,17 +1058,9 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, vec![0u8; 16], "nothing written by the refused copy");
-        // A host kind on a reserved address is refused.
-        assert_eq!(
-            code(copy(
-                &sim,
-                va,
-                host.as_ptr().addr(),
-                64,
-                MemcpyKind::HostToHost
-            )),
-            Error::ParamInvalid
-        );
+        // A host kind on a reserved address: a synchronous copy goes by the addresses, as
+        // CANN's does (`direction`).
+        copy(&sim, va, host.as_ptr().addr(), 64, MemcpyKind::HostToHost).unwrap();
         // Freed while mapped: still usable until its unmap, which frees it.
         sim.vmm_free_physical(a).unwrap();
         copy(&sim, va, host.as_ptr().addr(), 64, MemcpyKind::HostToDevice).unwrap();

@@ -7,6 +7,7 @@
 //! and device synchronize, which act on the current context's streams.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Instant;
 
@@ -52,6 +53,9 @@ pub(crate) struct Contexts {
     /// context is live (checked under this lock), and is used only if it names the context's
     /// default stream.
     pub(super) default_handles: Mutex<HashMap<usize, usize>>,
+    /// How many times contexts were removed (destroyed, or released with their device): a
+    /// thread whose current context was known live at another count looks it up again.
+    pub(super) gone: AtomicU64,
 }
 
 impl Contexts {
@@ -60,11 +64,17 @@ impl Contexts {
             table: CTable::new(Kind::Context, "contexts", seed),
             primaries: Mutex::new(vec![None; devices]),
             default_handles: Mutex::new(HashMap::new()),
+            gone: AtomicU64::new(0),
         }
     }
 
     fn get(&self, ctx: usize) -> Option<CtxEntry> {
         self.table.get(ctx)
+    }
+
+    /// Whether `ctx` is a live context.
+    pub(super) fn is_live(&self, ctx: usize) -> bool {
+        self.table.get(ctx).is_some()
     }
 
     /// Whether a context of `device` is alive (the device is set up in the process).
@@ -93,6 +103,7 @@ impl Contexts {
         }
         drop(primaries);
         let _ = self.table.remove_where(|c| which(c.device));
+        self.gone.fetch_add(1, Ordering::AcqRel);
         lock(&self.default_handles).retain(|ctx, _| self.table.get(*ctx).is_some());
     }
 }
@@ -199,6 +210,7 @@ impl Runtime {
         if self.contexts.table.remove(ctx).is_none() {
             return Err(bad_context(ctx));
         }
+        self.contexts.gone.fetch_add(1, Ordering::AcqRel);
         lock(&self.contexts.default_handles).remove(&ctx);
         let streams = self.streams.remove_where(|s| s.ctx == ctx);
         let mut raws: Vec<RawStream> = streams.iter().map(|s| s.raw).collect();

@@ -27,9 +27,38 @@ impl Runtime {
     #[inline]
     pub(crate) fn current(&self) -> Result<(u32, usize), CallError> {
         match CURRENT.with(Cell::get) {
-            Some((epoch, device, ctx)) if epoch == self.epoch => Ok((device, ctx)),
+            Some((epoch, device, ctx, seen)) if epoch == self.epoch => {
+                if seen == self.contexts.gone.load(Ordering::Acquire) {
+                    Ok((device, ctx))
+                } else {
+                    self.still_current(device, ctx)
+                }
+            }
             _ => self.implicit_device(),
         }
+    }
+
+    /// The calling thread's current context `ctx` (of `device`) once contexts went since it
+    /// was known live: 107002 if it is one of them. CANN's thread keeps pointing at a context
+    /// another thread destroyed (or whose device it reset), and every call that needs a
+    /// context finds it invalid (hicann/runtime `src/runtime/core/src/runtime.cc`,
+    /// `Runtime::CurrentContext`; `src/runtime/core/inc/context/context.hpp`,
+    /// `CHECK_CONTEXT_VALID_WITH_RETURN`), until the thread sets a device or context again.
+    #[cold]
+    fn still_current(&self, device: u32, ctx: usize) -> Result<(u32, usize), CallError> {
+        let seen = self.contexts.gone.load(Ordering::Acquire);
+        if self.contexts.is_live(ctx) {
+            CURRENT.with(|c| c.set(Some((self.epoch, device, ctx, seen))));
+            return Ok((device, ctx));
+        }
+        Err(CallError::new(
+            Error::ContextNull,
+            format!(
+                "the calling thread's current context {ctx:#x} (device {device}) was destroyed by \
+                 another thread, or its device reset: set a device (aclrtSetDevice) or a live \
+                 context (aclrtSetCurrentContext) first"
+            ),
+        ))
     }
 
     /// CANN's implicit `aclrtSetDevice` of the configured default device, inside a call made
@@ -47,7 +76,7 @@ impl Runtime {
         }
         self.set_device_by(d as i32, SetBy::Implicit)?;
         match CURRENT.with(Cell::get) {
-            Some((epoch, device, ctx)) if epoch == self.epoch => Ok((device, ctx)),
+            Some((epoch, device, ctx, _)) if epoch == self.epoch => Ok((device, ctx)),
             _ => Err(CallError::new(
                 Error::ContextNull,
                 "the default device could not be made current",
@@ -100,7 +129,7 @@ impl Runtime {
             r.count = r.count.saturating_add(1);
         }
         drop(refs);
-        CURRENT.with(|c| c.set(Some((self.epoch, d, ctx))));
+        self.make_current(d, ctx);
         if made == Made::Now {
             self.default_stream_state(d, ctx, StreamState::CreatePost);
         }
@@ -184,13 +213,14 @@ impl Runtime {
 
     /// Makes `ctx` (a live context on `device`) current on the calling thread.
     pub(crate) fn make_current(&self, device: u32, ctx: usize) {
-        CURRENT.with(|c| c.set(Some((self.epoch, device, ctx))));
+        let seen = self.contexts.gone.load(Ordering::Acquire);
+        CURRENT.with(|c| c.set(Some((self.epoch, device, ctx, seen))));
     }
 
     /// Forgets the calling thread's current context if it is `ctx`.
     pub(crate) fn forget_current(&self, ctx: usize) {
         CURRENT.with(|c| {
-            if matches!(c.get(), Some((e, _, x)) if e == self.epoch && x == ctx) {
+            if matches!(c.get(), Some((e, _, x, _)) if e == self.epoch && x == ctx) {
                 c.set(None);
             }
         });
@@ -218,7 +248,7 @@ impl Runtime {
         };
         let forget_current = || {
             CURRENT.with(|c| {
-                if matches!(c.get(), Some((e, dev, _)) if e == self.epoch && dev == d) {
+                if matches!(c.get(), Some((e, dev, _, _)) if e == self.epoch && dev == d) {
                     c.set(None);
                 }
             });

@@ -38,11 +38,12 @@ pub(crate) struct StreamEntry {
 thread_local! {
     /// This thread's current device and context, tagged with the epoch of the [`Runtime`]
     /// they were set in (a device set before `aclFinalize` is not current after the next
-    /// `aclInit`). A context destroyed by another thread stays named here; every use looks it
-    /// up in the context table (107017/ContextNull once it is gone), but once its handle's
-    /// value came back (2²⁰ destroys of its slot) the new context is this thread's current
-    /// one — as with any stale handle the caller kept. Nothing is freed under it.
-    static CURRENT: Cell<Option<(u64, u32, usize)>> = const { Cell::new(None) };
+    /// `aclInit`), and the count of contexts gone ([`context::Contexts::gone`]) when it was
+    /// last known live. A context destroyed by another thread (or its device reset) stays
+    /// named here, as CANN's thread keeps its pointer: once the count moved, the next use
+    /// looks it up in the context table and every call that needs a context is 107002 while
+    /// it is gone (`Runtime::current`), until the thread sets a device or context again.
+    static CURRENT: Cell<Option<(u64, u32, usize, u64)>> = const { Cell::new(None) };
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -44,7 +44,18 @@ impl Runtime {
             0 => None,
             h => Some(self.stream(h)?),
         };
-        let (device, ctx) = self.current()?;
+        let (device, ctx) = match self.current() {
+            Ok(c) => c,
+            // The stream checked first, as CANN's API layer checks it before the runtime looks
+            // for the current context: if a reset or context destroy on another thread took
+            // both since, the stream's 107017 is the answer.
+            Err(e) => {
+                if stream != 0 {
+                    self.stream(stream)?;
+                }
+                return Err(e);
+            }
+        };
         match entry {
             Some(s) if s.device != device => Err(CallError::new(
                 Error::StreamContext,
