@@ -22,6 +22,59 @@ use crate::{diag, shm, sys};
 /// server; [`crate::mem::fabric`]). Server ids are 0–65535, so no real server has it.
 pub(crate) const ANY_SERVER: u32 = u32::MAX;
 
+/// Tests: a place in an import (`Sim::import_parsed`) where a test can stop it while another
+/// process acts ([`pause_import_at`]).
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ImportWindow {
+    /// Its checks passed (the key names a live notify, exported with that nonce, its owner
+    /// neither destroyed it nor died, this process admitted); it does not hold the notify yet.
+    Checked,
+    /// It holds the notify (joined at the key's generation) and has not looked again at the
+    /// owner's destroy.
+    Joined,
+}
+
+/// Tests: a pause [`pause_import_at`] armed: the window and what runs there.
+#[cfg(test)]
+type ImportPause = (ImportWindow, fn());
+
+/// Tests: the pause [`pause_import_at`] armed in this process, if any (a forked child starts
+/// with none: `fork::PerProcess`).
+#[cfg(test)]
+static IMPORT_PAUSE: crate::fork::PerProcess<Option<ImportPause>> =
+    crate::fork::PerProcess::new(no_pause);
+
+#[cfg(test)]
+fn no_pause() -> Option<ImportPause> {
+    None
+}
+
+/// Tests: the next import of this process that reaches `at` runs `f` there, once. Process-wide:
+/// only for a process of its own (a forked child), where no other test imports.
+#[cfg(test)]
+pub(crate) fn pause_import_at(at: ImportWindow, f: fn()) {
+    *lock(IMPORT_PAUSE.get()) = Some((at, f));
+}
+
+/// Tests: an import reached `at`: runs what [`pause_import_at`] armed there, if anything.
+#[cfg(test)]
+fn import_reaches(at: ImportWindow) {
+    let f = {
+        let mut armed = lock(IMPORT_PAUSE.get());
+        match *armed {
+            Some((w, f)) if w == at => {
+                *armed = None;
+                Some(f)
+            }
+            _ => None,
+        }
+    };
+    if let Some(f) = f {
+        f();
+    }
+}
+
 /// Refuses (107000) an inter-server whitelist entry a caller gives with [`ANY_SERVER`]'s id:
 /// written as it came, that entry would admit its PID on every server of the SuperPod, not
 /// the one the caller named (the notify's and the device memory's inter-server whitelists
@@ -342,8 +395,12 @@ impl Sim {
         // so a destroy racing the import makes it fail (107017) rather than join a dead or
         // re-used notify. A whitelisting racing it either was seen above or comes after it
         // (207006); an export in progress reads as not exported (the key is not out yet).
+        #[cfg(test)]
+        import_reaches(ImportWindow::Checked);
         let r = SlotRef::join(&file, odev, id, k.generation)
             .ok_or_else(|| stale("the notify was destroyed during the import"))?;
+        #[cfg(test)]
+        import_reaches(ImportWindow::Joined);
         // The owner's destroy came before this process held the notify: the key was invalid
         // by then (this reference lets go).
         if let Some(pid) = slot.destroyed_by() {
@@ -355,12 +412,17 @@ impl Sim {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
+    use std::time::Duration;
+
     use acl_notify_core::{
-        BackendError, CreateFlags, ExportFlags, NotifyResources, ServerPid, Soc,
+        BackendError, CreateFlags, Error, ExportFlags, ExportKey, HostOps, ImportFlags,
+        NotifyResources, ServerPid, Soc, StreamOps, SyncWait, Timeout,
     };
 
-    use super::ANY_SERVER;
+    use super::{ANY_SERVER, ImportWindow, pause_import_at};
     use crate::NamespaceGuard;
+    use crate::sim::Sim;
 
     /// A caller's inter-server entry with the reserved server id is refused before anything is
     /// whitelisted, for notifies and device memory alike (it was written as given, and then
@@ -392,5 +454,227 @@ mod tests {
         let e = sim.ipc_mem_set_server_pids(&k, &entries).unwrap_err();
         assert_eq!(e.kind(), acl_notify_core::Error::ParamInvalid, "{e}");
         sim.ipc_mem_set_server_pids(&k, &entries[..1]).unwrap();
+    }
+
+    // An import racing the owner's destroy, across processes: the owner (this test) and an
+    // importer (a forked child) talk through two pipes, one byte a message.
+
+    /// Child to owner: the import is held in its window.
+    const HELD: u8 = b'h';
+    /// Child to owner: the import was refused with 107017.
+    const REFUSED: u8 = b'r';
+    /// Child to owner: the import succeeded.
+    const IMPORTED: u8 = b'i';
+    /// Child to owner: its import still records and waits, and a new import is refused.
+    const WORKS: u8 = b'w';
+    /// Child to owner: it destroyed its import.
+    const LET_GO: u8 = b'd';
+    /// Owner to child: go on.
+    const GO: u8 = b'g';
+
+    /// The child's ends of the pipes: it writes `UP`, reads `DOWN`.
+    static UP: AtomicI32 = AtomicI32::new(-1);
+    static DOWN: AtomicI32 = AtomicI32::new(-1);
+
+    fn send(fd: i32, b: u8) {
+        // SAFETY: writes one byte from a live local to a pipe this process holds.
+        let n = unsafe { libc::write(fd, (&raw const b).cast(), 1) };
+        assert_eq!(n, 1, "writing to the pipe");
+    }
+
+    /// The next byte from `fd`; 0 once its writer is gone, or after 60 s with nothing (a hung
+    /// peer fails the test instead of hanging it).
+    fn recv(fd: i32) -> u8 {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: polls one pollfd of a live local.
+        if unsafe { libc::poll(&mut p, 1, 60_000) } != 1 {
+            return 0;
+        }
+        let mut b = 0u8;
+        // SAFETY: reads one byte into a live local from a pipe this process holds.
+        let n = unsafe { libc::read(fd, (&raw mut b).cast(), 1) };
+        if n == 1 { b } else { 0 }
+    }
+
+    /// The child's import, held in its window: tells the owner, waits for its go.
+    fn held() {
+        send(UP.load(SeqCst), HELD);
+        recv(DOWN.load(SeqCst));
+    }
+
+    const LONG: SyncWait = SyncWait::AtMost(Duration::from_secs(20));
+
+    /// The importer (a forked child): imports `key` (held at `at` if given) and reports; an
+    /// import it got must keep working after the owner's destroy while the key imports nothing
+    /// more; it destroys it when told. Its exit code: 0, or where it went wrong.
+    fn importer(ns: &str, key: &ExportKey, at: Option<ImportWindow>) -> i32 {
+        let (up, down) = (UP.load(SeqCst), DOWN.load(SeqCst));
+        let Ok(sim) = Sim::builder()
+            .soc(Soc::Ascend910B)
+            .devices(1)
+            .namespace(ns)
+            .open()
+        else {
+            return 10;
+        };
+        if let Some(at) = at {
+            pause_import_at(at, held);
+        }
+        match sim.import_key(0, key, ImportFlags::empty()) {
+            Err(e) if e.kind() == Error::InvalidHandle => send(up, REFUSED),
+            Err(_) => return 11,
+            Ok(imp) => {
+                send(up, IMPORTED);
+                recv(down);
+                let (Ok(s), Ok(w)) = (sim.create_stream(0), sim.create_stream(0)) else {
+                    return 12;
+                };
+                let works = sim.record(imp, s).is_ok()
+                    && sim.wait_and_reset(imp, w, Timeout::Forever).is_ok()
+                    && sim.synchronize(w, LONG).is_ok()
+                    && sim.synchronize(s, LONG).is_ok();
+                let again = sim.import_key(0, key, ImportFlags::empty());
+                if !works || again.map_err(|e| e.kind()) != Err(Error::InvalidHandle) {
+                    return 13;
+                }
+                send(up, WORKS);
+                recv(down);
+                if sim.destroy_notify(imp).is_err() {
+                    return 14;
+                }
+                send(up, LET_GO);
+            }
+        }
+        // Stays alive until the owner has counted the ids: a reference it kept would keep its
+        // notify's id taken until it died.
+        recv(down);
+        0
+    }
+
+    /// One race: the owner creates and exports a notify, a child imports its key, and the
+    /// owner destroys the notify while the import is held at `at` (`None`: once it returned).
+    fn race_with_destroy(at: Option<ImportWindow>) {
+        let (sim, guard) = NamespaceGuard::open_sim(
+            format!(
+                "unit-ipc-race-{}-{}",
+                at.map_or("after", |w| match w {
+                    ImportWindow::Checked => "checked",
+                    ImportWindow::Joined => "joined",
+                }),
+                std::process::id()
+            ),
+            Soc::Ascend910B,
+            1,
+        )
+        .expect("opening a test Sim");
+        let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+        let key = sim
+            .export_key(n, ExportFlags::DISABLE_PID_VALIDATION)
+            .unwrap();
+        let free = sim.notifies_free(0).unwrap();
+        let (mut up, mut down) = ([0; 2], [0; 2]);
+        // SAFETY: fills a two-int array of a live local.
+        assert_eq!(unsafe { libc::pipe(up.as_mut_ptr()) }, 0);
+        // SAFETY: as above.
+        assert_eq!(unsafe { libc::pipe(down.as_mut_ptr()) }, 0);
+        let ns = guard.0.clone();
+        // SAFETY: the child runs `importer` (a Sim of its own, pipes) and `_exit`s without
+        // running the parent's destructors, as `crate::fork::run_in_child`'s children do.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            UP.store(up[1], SeqCst);
+            DOWN.store(down[0], SeqCst);
+            let code = importer(&ns, &key, at);
+            // SAFETY: ends the child without running the parent's destructors.
+            unsafe { libc::_exit(code) };
+        }
+        // SAFETY: closes the child's ends in this process, so a child gone reads as EOF.
+        unsafe {
+            libc::close(up[1]);
+            libc::close(down[0]);
+        }
+        let (from, to) = (up[0], down[1]);
+        let taken = |why: &str| {
+            assert_eq!(sim.notifies_free(0).unwrap(), free, "{at:?}: {why}");
+        };
+        let freed = |why: &str| {
+            assert_eq!(sim.notifies_free(0).unwrap(), free + 1, "{at:?}: {why}");
+        };
+        match at {
+            Some(w) => {
+                assert_eq!(
+                    recv(from),
+                    HELD,
+                    "{w:?}: the import did not reach its window"
+                );
+                sim.destroy_notify(n).unwrap();
+                send(to, GO);
+                assert_eq!(
+                    recv(from),
+                    REFUSED,
+                    "{w:?}: the owner's destroy came before the import held the notify for \
+                     good, yet it was not refused with 107017"
+                );
+                freed("the refused import left a reference behind (its process still lives)");
+            }
+            None => {
+                assert_eq!(recv(from), IMPORTED, "the import before the destroy");
+                sim.destroy_notify(n).unwrap();
+                assert_eq!(
+                    sim.import_key(0, &key, ImportFlags::empty())
+                        .map_err(|e| e.kind()),
+                    Err(Error::InvalidHandle),
+                    "the key after the owner's destroy"
+                );
+                taken("the importer still holds the notify");
+                send(to, GO);
+                assert_eq!(
+                    recv(from),
+                    WORKS,
+                    "the import made before the destroy: its record must release its wait, \
+                     and its own new import be refused"
+                );
+                send(to, GO);
+                assert_eq!(recv(from), LET_GO, "the importer's destroy");
+                freed("the last holder destroyed it");
+            }
+        }
+        send(to, GO);
+        let mut status = 0;
+        // SAFETY: waits for the child forked above.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{at:?}: the importer failed (status {status:#x})"
+        );
+        // SAFETY: closes this process's ends.
+        unsafe {
+            libc::close(from);
+            libc::close(to);
+        }
+    }
+
+    /// An import racing the owner's destroy (another process) ends in one of two whole
+    /// states, never half of one: held after its checks (the key was good then) or after it
+    /// joined the notify, and overtaken there by the destroy, it is refused with 107017 and
+    /// keeps no reference (the id is free again while the importer still lives); done before
+    /// the destroy, it is a working import that the destroy invalidates as SPEC §2 says —
+    /// the key imports nothing more (107017), the import keeps the id taken, its record
+    /// releases its wait, and its destroy frees the id. Deterministic: the windows are
+    /// `ImportWindow`'s test pauses, not timing.
+    #[test]
+    fn an_import_racing_the_owner_s_destroy_is_refused_or_works_never_half() {
+        for at in [
+            Some(ImportWindow::Checked),
+            Some(ImportWindow::Joined),
+            None,
+        ] {
+            race_with_destroy(at);
+        }
     }
 }

@@ -118,6 +118,7 @@ mod traits;
 mod valgrind;
 mod waiters;
 pub mod waitgraph;
+mod wake_slice;
 mod yielding;
 
 pub use acl_notify_core::table::MergedRecords;

@@ -985,6 +985,34 @@ fn a_stream_wait_spins_the_longest_spin_unless_its_last_wait_slept_long() {
     assert_eq!(w.spin_limit(), table::SPIN);
 }
 
+/// A stream wait whose spin ran to its limit sleeps with the kernel's shortest slice
+/// (`wake_slice`), given back after the thread's next wake-up call; one cut short (the
+/// spinners' budget, a yield that lost the CPU) sleeps as it is.
+#[test]
+fn only_a_wait_whose_spin_ran_out_sleeps_with_the_short_slice() {
+    let (sim, _ns) = open("shortslice", Soc::Ascend910B);
+    let file = &sim.inner.file;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // The word is not the value the waits expect: each "sleep" returns at once.
+            let word = AtomicU32::new(1);
+            let cut_short = AdaptiveWaiter::new(file.waiter(), 0);
+            cut_short.spinner.stop();
+            cut_short.wait_private(&word, 0, Some(Duration::from_millis(1)));
+            assert!(!crate::wake_slice::is_short(), "a wait cut short");
+            let ran_out = AdaptiveWaiter::new(file.waiter(), 0);
+            ran_out.wait_private(&word, 0, Some(Duration::from_millis(1)));
+            assert!(
+                crate::wake_slice::is_short() || !crate::wake_slice::supported(),
+                "a wait whose spin ran out"
+            );
+            // Its next wake-up call gives it back (nobody sleeps on the word: woke none).
+            file.waiter().wake_private(&word, 1);
+            assert!(!crate::wake_slice::is_short(), "after a wake-up call");
+        });
+    });
+}
+
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn prefetchw_is_used_exactly_when_the_cpu_has_it() {

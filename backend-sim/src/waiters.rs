@@ -114,10 +114,16 @@ impl<'a> AdaptiveWaiter<'a> {
         }
     }
 
-    /// Notes the wait's first sleep and stops counting it as spinning.
+    /// Notes the wait's first sleep and stops counting it as spinning. A wait whose spin ran
+    /// to its limit (not cut short: no other thread wanted the CPU, the namespace was not
+    /// crowded) sleeps with the kernel's shortest slice, so that the record that wakes it
+    /// hands it the CPU at once ([`crate::wake_slice`]).
     fn going_to_sleep(&self) {
         if self.slept_at.get() == 0 {
             self.slept_at.set(self.inner.now_ns().max(1));
+        }
+        if self.spinner.keep_spinning() && self.spin_limit() > Duration::ZERO {
+            crate::wake_slice::before_sleep();
         }
         self.spinner.stop();
     }

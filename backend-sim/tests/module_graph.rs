@@ -357,6 +357,7 @@ const LAYER: &[&str] = &[
     "submitted",
     "sys",
     "waitgraph",
+    "wake_slice",
     "yielding",
 ];
 

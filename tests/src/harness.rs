@@ -25,6 +25,7 @@ use acl_notify_sim::Sim;
 use libtest_mimic::{Arguments, Completion, Failed, Trial};
 
 use crate::check::{CaseResult, SKIP_PREFIX};
+use crate::leftovers;
 use crate::pause::PauseWatch;
 
 /// Which backends the parent runs (`sim`, `driver` or `all`).
@@ -469,6 +470,11 @@ pub fn main() -> ! {
             }
         },
     };
+    // What killed runs of this binary left: their trials' folders and namespaces.
+    leftovers::sweep_dirs(&std::env::temp_dir(), |name| {
+        name.strip_prefix("acl-notify-").and_then(trial_owner)
+    });
+    leftovers::sweep_namespaces(trial_owner);
     let mut trials = Vec::new();
     for &kind in &backends {
         // The case list is the same generic function for every backend; `Sim` only serves to
@@ -491,6 +497,19 @@ pub fn main() -> ! {
 
 static TRIAL_SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// The namespace of a trial of this process: `conf-<pid>-<seq>`; its folder is
+/// `$TMPDIR/acl-notify-<namespace>`.
+fn trial_namespace(seq: u32) -> String {
+    format!("conf-{}-{seq}", std::process::id())
+}
+
+/// The test process that made trial namespace `ns` ([`trial_namespace`]), if it is one.
+fn trial_owner(ns: &str) -> Option<i32> {
+    let (pid, seq) = ns.strip_prefix("conf-")?.split_once('-')?;
+    seq.parse::<u32>().ok()?;
+    pid.parse().ok().filter(|p| *p > 0)
+}
+
 /// The `libascendcl.so` cargo built next to the test binary (`target/<profile>/`).
 pub fn driver_lib_path() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
@@ -509,7 +528,7 @@ fn run_trial(
     timeout: Duration,
 ) -> Result<Completion, Failed> {
     let seq = TRIAL_SEQ.fetch_add(1, Ordering::Relaxed);
-    let namespace = format!("conf-{}-{seq}", std::process::id());
+    let namespace = trial_namespace(seq);
     let dir = std::env::temp_dir().join(format!("acl-notify-{namespace}"));
     let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
@@ -588,22 +607,23 @@ fn run_trial(
         )),
         Err(e) => Err(e),
     };
-    match verdict {
-        Ok(c) => {
-            if let Err(e) = removed {
-                return Err(format!(
-                    "the case passed, but removing namespace {namespace} failed: {e}"
-                )
-                .into());
-            }
-            let _ = fs::remove_dir_all(&dir);
-            Ok(c)
-        }
+    // The folder goes whatever the verdict: what a failure needs from it (the ends of the
+    // case's and every role's logs) is in the failure message; the rest (keys, PID files,
+    // data) is the trial's own scratch. A killed run's folders go at the next run's start.
+    let verdict = match verdict {
+        Ok(c) => match removed {
+            Ok(_) => Ok(c),
+            Err(e) => Err(format!(
+                "the case passed, but removing namespace {namespace} failed: {e}"
+            )),
+        },
         Err(head) => Err(format!(
-            "{head}\n--- failure (child stderr) ---\n{}--- progress (child stdout) ---\n{}\
-             (backend {}, SoC {}, namespace {namespace}, files kept in {}){}{}",
+            "{head}\n--- failure (child stderr) ---\n{}--- progress (child stdout) ---\n{}{}\
+             (backend {}, SoC {}, namespace {namespace}; the trial's folder {} is removed: the \
+             ends of its logs are above){}{}",
             tail(&err, 8000),
             tail(&out, 3000),
+            role_logs(&dir),
             kind.name(),
             soc.name(),
             dir.display(),
@@ -613,9 +633,34 @@ fn run_trial(
                 ""
             },
             pauses.note(start + elapsed).unwrap_or_default()
-        )
-        .into()),
-    }
+        )),
+    };
+    let _ = fs::remove_dir_all(&dir);
+    verdict.map_err(Failed::from)
+}
+
+/// The ends of the logs of every role process a trial started (its folder's `<role>-<pid>-<n>
+/// .err` and `.out`, by name), for its failure message: a role the case was waiting for when
+/// it failed or timed out may say why.
+fn role_logs(dir: &Path) -> String {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return String::new();
+    };
+    let mut logs: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "err" || x == "out")
+                && p.file_stem().is_some_and(|s| s != "case")
+        })
+        .collect();
+    logs.sort();
+    logs.iter()
+        .map(|p| {
+            let name = p.file_name().unwrap_or_default().to_string_lossy();
+            format!("--- role log {name} ---\n{}", tail(p, 2000))
+        })
+        .collect()
 }
 
 /// For driver failures: a hint when `libascendcl.so` is older than the simulator's or the

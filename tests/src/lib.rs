@@ -5,6 +5,7 @@
 //!   trial (fresh namespace, hard timeout, cleanup), role processes for multi-process cases.
 //! - [`cases`]: the cases, generic over `B: Backend + NotifyResources + StreamOps + HostOps`.
 //! - [`check`]: assertion macros whose failures name the call, the expected and the actual code.
+//! - [`leftovers`]: sweeping what killed test runs left (scratch directories, namespaces).
 //! - [`pause`]: noticing that a trial's processes were stopped or starved (its failure says so).
 //! - [`util`]: probes (host functions that show whether a stream got past a task), bounded
 //!   synchronize, reading flags through timed waits, filling id pools.
@@ -18,6 +19,7 @@ pub mod cases;
 mod driver;
 pub mod fault;
 pub mod harness;
+pub mod leftovers;
 pub mod pause;
 pub mod util;
 

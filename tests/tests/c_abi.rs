@@ -262,6 +262,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use acl_notify_core::Soc;
 use acl_notify_sim::Sim;
+use acl_notify_tests::leftovers;
 
 #[path = "../../backend-sim/capi/stubgen.rs"]
 mod stubgen;
@@ -953,15 +954,11 @@ fn in_pod<'c>(cmd: &'c mut Command, url: &str) -> &'c mut Command {
 /// only when both the test process named in it (`capi-<what>-<pid>-<nanos>`) and every
 /// process registered in it are dead: a namespace of a live test, or one a program still
 /// uses, is never touched (`inspect::remove_unused` refuses while one of its processes
-/// lives).
+/// lives). Their scratch directories (`$TMPDIR/capi-<what>-<pid>-<nanos>`, the same name)
+/// go too, by the test process alone: nothing but a test of that process writes there.
 fn sweep_dead_runs() -> Vec<String> {
-    let Ok(all) = Sim::namespaces_with_files() else {
-        return Vec::new();
-    };
-    all.into_iter()
-        .filter(|ns| scratch_owner(ns).is_some_and(|pid| !alive(pid)))
-        .filter(|ns| acl_notify_sim::inspect::remove_unused(ns).is_ok())
-        .collect()
+    leftovers::sweep_dirs(&std::env::temp_dir(), scratch_owner);
+    leftovers::sweep_namespaces(scratch_owner)
 }
 
 /// The test process that made namespace `ns`, if it is a [`Scratch`]'s.
@@ -971,13 +968,6 @@ fn scratch_owner(ns: &str) -> Option<i32> {
     let (_nanos, pid) = (fields.next()?.parse::<u128>().ok()?, fields.next()?);
     fields.next()?;
     pid.parse().ok().filter(|p| *p > 0)
-}
-
-/// Whether process `pid` exists (a zombie counts: it is not gone yet).
-fn alive(pid: i32) -> bool {
-    // SAFETY: signal 0 sends nothing; kill(2) only checks that the process exists.
-    let sent = unsafe { libc::kill(pid, 0) } == 0;
-    sent || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 #[test]
@@ -1009,7 +999,18 @@ fn namespaces_of_killed_runs_are_swept_and_live_ones_kept() {
     // A live test's namespace, nothing in it running.
     let mine = format!("capi-sweep-mine-{}-{nanos}", std::process::id());
     drop(open(&mine));
+    // Their scratch directories: the killed run's goes, the live test's stays.
+    let (left_dir, mine_dir) = (
+        std::env::temp_dir().join(&left),
+        std::env::temp_dir().join(&mine),
+    );
+    for d in [&left_dir, &mine_dir] {
+        std::fs::create_dir_all(d).expect("scratch directory");
+        std::fs::write(d.join(MESSAGE_LOG), "").expect("a file in it");
+    }
     let swept = sweep_dead_runs();
+    let (left_dir_gone, mine_dir_kept) = (!left_dir.exists(), mine_dir.exists());
+    let _ = std::fs::remove_dir_all(&mine_dir);
     let have = Sim::namespaces_with_files().expect("list namespaces");
     let (left_gone, used_kept, mine_kept) = (
         !have.contains(&left),
@@ -1024,6 +1025,12 @@ fn namespaces_of_killed_runs_are_swept_and_live_ones_kept() {
     assert!(left_gone, "{left} was not swept: {swept:?}");
     assert!(used_kept, "{used} was swept while a process uses it");
     assert!(mine_kept, "{mine} (a live test's) was swept");
+    assert!(left_dir_gone, "{} was not swept", left_dir.display());
+    assert!(
+        mine_dir_kept,
+        "{} (a live test's) was swept",
+        mine_dir.display()
+    );
     assert_eq!(scratch_owner("capi-a-b-12-34"), Some(12));
     assert_eq!(scratch_owner("capi-12-34"), None);
     assert_eq!(scratch_owner("unit-a-12-34"), None);
@@ -1406,7 +1413,7 @@ fn memcheck_in(
         return None;
     }
     let p = setup();
-    let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+    let mut cmd = valgrind(s);
     cmd.envs(env.iter().copied())
         .args([
             "--error-exitcode=99",
@@ -1424,6 +1431,21 @@ fn memcheck_in(
         vec![spawn(&format!("{name} (valgrind)"), &mut cmd).expect("start valgrind")],
         MEMCHECK_LIMIT,
     ))
+}
+
+/// The option every valgrind run here takes: no gdbserver. With it on (valgrind's default)
+/// each process under valgrind makes three FIFOs in `/tmp` (`vgdb-pipe-from-vgdb-to-<pid>-…`,
+/// `vgdb-pipe-to-vgdb-from-…`, `vgdb-pipe-shared-mem-vgdb-…`) that it removes only when it
+/// exits normally, so every valgrind process a deadline or a killed run ended left three for
+/// good (173 × 3 were found on the CI machine, 2026-12-07). No test attaches gdb.
+const NO_VGDB: &str = "--vgdb=no";
+
+/// `valgrind` in namespace `s` on Ascend910B, with [`NO_VGDB`]; the caller adds the tool's
+/// options and the program.
+fn valgrind(s: &Scratch) -> Command {
+    let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+    cmd.arg(NO_VGDB);
+    cmd
 }
 
 /// How long a program under [`memcheck`] may take: a bound for a hang, not a speed check, so
@@ -1721,7 +1743,7 @@ fn threads_with_contexts_on_several_devices_time_copy_and_wait_across_contexts()
     if installed("valgrind") {
         let p = setup();
         let s = Scratch::new("ctxthreads-vg");
-        let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+        let mut cmd = valgrind(&s);
         cmd.env("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")
             .args([
                 "--error-exitcode=99",
@@ -2697,6 +2719,7 @@ fn halo_exchange_under_valgrind_memcheck() {
     let env = [("ACL_NOTIFY_SIM_DEVICE_MEMORY", "64M")];
     let vg = [
         "valgrind",
+        NO_VGDB,
         "--error-exitcode=99",
         "--quiet",
         "--fair-sched=yes",
@@ -3085,7 +3108,7 @@ fn finalize_races_control_plane_calls() {
     );
     if installed("valgrind") {
         let s = Scratch::new("finrace-vg");
-        let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+        let mut cmd = valgrind(&s);
         cmd.args(["--error-exitcode=99", "--quiet", "--fair-sched=yes"])
             .arg(&bin)
             .arg("10");
@@ -3987,7 +4010,7 @@ fn a_collective_under_valgrind_memcheck() {
     let procs = (0..3)
         .map(|r| {
             let mut cmd = if r < 2 {
-                let mut cmd = s.cmd(Path::new("valgrind"), "Ascend910B");
+                let mut cmd = valgrind(&s);
                 cmd.args([
                     "--error-exitcode=99",
                     "--leak-check=full",

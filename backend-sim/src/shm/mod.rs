@@ -485,6 +485,9 @@ impl<'a> SimWaiter<'a> {
             busy::woke(self.file, woken);
             let _ = crate::yielding::offer_cpu();
         }
+        // After the hand-over, not before it: a thread that slept with the short slice gives
+        // it back here, off the woken thread's way (`crate::wake_slice`).
+        crate::wake_slice::restore();
     }
 }
 

@@ -532,6 +532,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             bump(&self.worker.sleeps);
             crate::shm::uncount_worker();
             crate::yielding::forget_slices();
+            crate::wake_slice::restore();
             let began = self.worker.idle.falling_asleep();
             thread::park();
             self.worker.idle.woke(began);

@@ -69,7 +69,16 @@ impl CntSync {
 
     /// Wakes every thread sleeping on this count (they re-check deadline, cancellation and
     /// the slot's generation).
+    ///
+    /// Bumps the futex word first, so that a waiter between its last look at the cancellation
+    /// and its sleep (which a wake-up alone would miss: the futex still holds the value it
+    /// expects) does not sleep at all and sees the cancellation at once, instead of a
+    /// [`CHUNK`](crate::waiter::CHUNK) later. Loom found it (`core/tests/loom.rs`,
+    /// `a_stopped_clearing_wait_gives_its_count_back`: a stop whose wake-up came between the
+    /// wait's check and its sleep left the wait asleep for good under the model's futex,
+    /// which has no timeouts). The others re-look once and sleep again.
     pub fn wake_all<W: Waiter>(&self, w: &W) {
+        self.seq.fetch_add(1, SeqCst);
         w.wake(&self.seq, u32::MAX);
     }
 }
@@ -186,6 +195,13 @@ impl Slot<CntSync> {
     /// and the record (unless another process took the caller for dead: see the simulator).
     pub fn record<W: Waiter>(&self, w: &W, rec: CntRecord, pid: i32) -> u32 {
         let s = &self.sync;
+        // The mode goes out before the count changes: a give-back that sees this record's
+        // count then reads its mode, never the one before (`give_back`; loom found an `ADD`
+        // that landed between a clear and its give-back read with the previous `SET`'s mode,
+        // and the count given back lost: `core/tests/loom.rs`,
+        // `a_stopped_clearing_wait_gives_its_count_back`). For a moment the diagnostics name
+        // this mode with the previous record's other fields, as records racing each other can.
+        s.last_mode.store(rec.mode as u32, SeqCst);
         let new = match rec.mode {
             CntRecordMode::Set => {
                 s.count.store(rec.value, SeqCst);
@@ -196,7 +212,6 @@ impl Slot<CntSync> {
             CntRecordMode::BitAnd => s.count.fetch_and(rec.value, SeqCst) & rec.value,
         };
         s.last_pid.store(pid, SeqCst);
-        s.last_mode.store(rec.mode as u32, SeqCst);
         s.last_value.store(rec.value, SeqCst);
         s.last_ns.store(w.now_ns(), SeqCst);
         s.changed(w);
@@ -281,8 +296,12 @@ impl Slot<CntSync> {
     /// gives back at once): the count is `taken` again. Records that landed in between were
     /// applied to 0 instead of `taken`, which cannot be undone without knowing them all; the
     /// count is then made as the last of them would have made it from `taken`: an `ADD`
-    /// adds `taken` back, a `BIT_OR` ORs it in, a `SET` or `BIT_AND` (whose result does not
-    /// keep what was cleared) leaves the count as it is.
+    /// adds `taken` back, a `BIT_OR` ORs it in, a `SET` leaves the count as it is. That is
+    /// exact for one record in between (records racing each other there: the mode of one of
+    /// them). The limit: "nothing changed" is read as a count of 0, so a record in between
+    /// that leaves 0 (any `BIT_AND`, a `SET` of 0) is not seen, and the count is `taken`
+    /// again. `core/tests/loom.rs` (`a_stopped_clearing_wait_gives_its_count_back`) checks
+    /// this against a record landing at any point of the wait, the clear and the give-back.
     pub fn give_back<W: Waiter>(&self, w: &W, taken: u32) {
         if taken == 0 {
             return;

@@ -51,6 +51,16 @@ pub fn cases<B: TestBackend>() -> Vec<Case<B>> {
             sigkill_importer_mid_record,
         ),
         mp("mp::holder_counting", ipc, holder_counting),
+        mp(
+            "mp::import_after_the_owner_destroyed",
+            ipc,
+            import_after_the_owner_destroyed,
+        ),
+        mp(
+            "mp::import_after_the_owner_died",
+            ipc,
+            import_after_the_owner_died,
+        ),
         mp("mp::inter_server", inter_server, inter_server_flow),
         mp("mp::ping_pong_loses_nothing", ipc, ping_pong),
         Case {
@@ -93,6 +103,14 @@ pub fn roles<B: TestBackend>() -> Vec<Role<B>> {
         Role {
             name: "holder",
             run: holder,
+        },
+        Role {
+            name: "gone_owner",
+            run: gone_owner,
+        },
+        Role {
+            name: "gone_holder",
+            run: gone_holder,
         },
         Role {
             name: "fill_check",
@@ -563,6 +581,108 @@ fn holder<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     ok!(b.destroy_notify(imp));
     ctx.put("holder.released", "")?;
     ctx.take("exit", FILL + T)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Importing once the owner has let go.
+
+/// The owner destroys its notify while another process still holds an import of it: the key
+/// imports nothing any more (107017, SPEC §3's "key of a notify that no longer exists"; CANN's
+/// owner destroy removes the shared id the key names), for a process that never held it and
+/// for the importer alike, while the import already held keeps working (SPEC §2: the notify
+/// lives until its last holder destroyed it).
+fn import_after_the_owner_destroyed<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    import_after_the_owner_is_gone(ctx, "destroy")
+}
+
+/// As [`import_after_the_owner_destroyed`], the owner SIGKILLed instead: a process that dies
+/// is treated as having destroyed what it held (SPEC §2), so its death invalidates the key as
+/// its destroy would.
+fn import_after_the_owner_died<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    import_after_the_owner_is_gone(ctx, "die")
+}
+
+/// The owner (role `gone_owner`, device 0) exports openly; an importer (role `gone_holder`)
+/// imports, and this process imports too (the key works while the owner holds the notify) and
+/// lets go; then the owner destroys (`how` = `destroy`) or is killed (`die`), and this
+/// process's import of the key is refused, as the holder's is.
+fn import_after_the_owner_is_gone<B: TestBackend>(ctx: &Ctx<'_, B>, how: &str) -> CaseResult {
+    let b = ctx.b;
+    let none = ImportFlags::empty();
+    let mut owner = ctx.spawn_role("gone_owner", how, &[])?;
+    let key = ctx.take_from("owner.key", T, &mut owner)?;
+    let mut holder = ctx.spawn_role("gone_holder", "", &[])?;
+    ctx.take_from("holder.imported", T, &mut holder)?;
+    let early = ok!(b.import_by_key(0, key.trim(), none));
+    ok!(b.destroy_notify(early));
+    if how == "destroy" {
+        ctx.put("owner.go", "")?;
+        ctx.take_from("owner.destroyed", T, &mut owner)?;
+    } else {
+        owner.kill()?;
+        ctx.note("owner SIGKILLed");
+    }
+    fails!(b.import_by_key(0, key.trim(), none), Error::InvalidHandle);
+    ctx.put("owner-gone", "")?;
+    holder.wait_ok(Duration::from_secs(40))?;
+    if how == "destroy" {
+        ctx.put("owner.exit", "")?;
+        owner.wait_ok(T)?;
+    }
+    Ok(())
+}
+
+/// Role: creates a notify on device 0 and exports it openly (the key in `owner.key`); with
+/// argument `destroy` it destroys it when told (`owner.go`, then `owner.destroyed`) and stays
+/// alive until `owner.exit`; with `die` it waits to be killed.
+fn gone_owner<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let b = ctx.b;
+    let n = ok!(b.create_notify(0, CreateFlags::empty()));
+    let key = ok!(b.export_key(n, ExportFlags::DISABLE_PID_VALIDATION));
+    ctx.put("owner.key", key.as_str())?;
+    if ctx.arg != "destroy" {
+        pause(60_000);
+        return Err("the owner was not killed".to_owned());
+    }
+    ctx.take("owner.go", T)?;
+    ok!(b.destroy_notify(n));
+    ctx.put("owner.destroyed", "")?;
+    ctx.take("owner.exit", T + LONG)?;
+    Ok(())
+}
+
+/// Role: imports the owner's key on the owner's device; once the owner is gone
+/// (`owner-gone`), its own import of the key again is refused (107017), while the handle it
+/// holds keeps its id and its records still release its waits; then it destroys it.
+fn gone_holder<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
+    let b = ctx.b;
+    let key = ctx.take("owner.key", T)?;
+    let imp = ok!(b.import_by_key(0, key.trim(), ImportFlags::empty()));
+    let id = ok!(b.notify_info(imp)).id;
+    ctx.put("holder.imported", "")?;
+    ctx.take("owner-gone", T)?;
+    fails!(
+        b.import_by_key(0, key.trim(), ImportFlags::empty()),
+        Error::InvalidHandle
+    );
+    ensure_eq!(
+        ok!(b.notify_info(imp)).id,
+        id,
+        "the held import's id after the owner was gone"
+    );
+    let (s, w) = (ok!(b.create_stream(0)), ok!(b.create_stream(0)));
+    ok!(b.record(imp, s));
+    ok!(b.wait_and_reset(imp, w, secs(5)));
+    sync_ok(
+        ctx,
+        w,
+        LONG,
+        "record/wait through the held import after the owner was gone",
+    )?;
+    sync_ok(ctx, s, LONG, "the held import's record")?;
+    ok!(b.destroy_notify(imp));
+    fails!(b.destroy_notify(imp), Error::InvalidHandle);
     Ok(())
 }
 
