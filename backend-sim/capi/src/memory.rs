@@ -624,27 +624,33 @@ impl CopyArgs {
                 ),
             ));
         }
-        rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
-        made_now_allowed(rt, call, host)?;
-        // SAFETY: the host side is the caller's, valid for `count` bytes during the call (it is
-        // made now); the device side is checked.
-        unsafe {
-            rt.backend()
-                .memcpy(self.dst, self.dest_max, self.src, self.count, self.kind)
-        }
-        .map_err(CallError::backend)
+        made_now(rt, stream, call, host, || {
+            // SAFETY: the host side is the caller's, valid for `count` bytes during the call
+            // (it is made now); the device side is checked.
+            unsafe {
+                rt.backend()
+                    .memcpy(self.dst, self.dest_max, self.src, self.count, self.kind)
+            }
+        })
     }
 }
 
-/// Whether an asynchronous copy with pageable host memory at `host` may be made now, as a
-/// synchronous copy, once its stream is synchronized: not while a capture's mode forbids
+/// An asynchronous copy with pageable host memory at `host` made now, as CANN's runtime makes
+/// it (`aclrtMemcpyAsync`'s and `aclrtMemcpy2dAsync`'s): `stream` synchronized (its errors are
+/// the call's), then `copy` as a synchronous copy — refused while a capture's mode forbids
 /// synchronous calls on this thread (a capture in `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL` on
-/// another stream of the context, say). CANN's runtime makes the copy with its synchronous
-/// copy, whose capture-mode check refuses it, and answers 107041 instead of that check's
-/// 107030 (hicann/runtime `src/runtime/api/impl/api_error.cc`,
-/// `ApiErrorDecorator::MemcpyAsync` and `MemCopy2DAsync`; `api_impl.cc`,
-/// `ApiImpl::MemCopySync`).
-fn made_now_allowed(rt: &Runtime, call: &str, host: usize) -> Result<(), CallError> {
+/// another stream of the context, say): CANN's synchronous copy's capture-mode check refuses
+/// it, and the call answers 107041 instead of that check's 107030 (hicann/runtime
+/// `src/runtime/api/impl/api_error.cc`, `ApiErrorDecorator::MemcpyAsync` and
+/// `MemCopy2DAsync`; `api_impl.cc`, `ApiImpl::MemCopySync`).
+fn made_now(
+    rt: &Runtime,
+    stream: aclrtStream,
+    call: &str,
+    host: usize,
+    copy: impl FnOnce() -> Result<(), acl_notify_sim::SimError>,
+) -> Result<(), CallError> {
+    rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
     rt.capture_mode_allows(call).map_err(|e| {
         CallError::new(
             Error::CaptureModeBlockAsync,
@@ -655,7 +661,8 @@ fn made_now_allowed(rt: &Runtime, call: &str, host: usize) -> Result<(), CallErr
                 e.into_sim().message()
             ),
         )
-    })
+    })?;
+    copy().map_err(CallError::backend)
 }
 
 /// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
@@ -826,21 +833,24 @@ pub unsafe extern "C" fn aclrtMemcpy2dAsync(
         // SAFETY: the caller's contract for the host sides; device sides are checked.
         let done = unsafe { b.memcpy2d_async_as_cann(dst.addr(), src.addr(), shape, k, s) }
             .map_err(CallError::backend)?;
-        if done == AsyncCopy::Queued {
-            return Ok(());
-        }
-        // Pageable host memory (the only copy a 2-D copy leaves, its checks refusing one
-        // within the host): as `aclrtMemcpyAsync`'s, the stream synchronized and the copy made
-        // now (hicann/runtime `api_error.cc`, `ApiErrorDecorator::MemCopy2DAsync`).
-        rt.synchronize(stream.addr(), acl_notify_core::SyncWait::Forever)?;
+        // Pageable host memory: as `aclrtMemcpyAsync`'s, made now (hicann/runtime
+        // `api_error.cc`, `ApiErrorDecorator::MemCopy2DAsync`).
         let host = match done {
+            AsyncCopy::Queued => return Ok(()),
             AsyncCopy::Pageable(at) => at,
-            AsyncCopy::Queued | AsyncCopy::WithinHost => src.addr(),
+            // The 2-D copy's direction checks refuse a copy within the host before (107000).
+            AsyncCopy::WithinHost => {
+                return Err(CallError::new(
+                    Error::DrvInternalError,
+                    "aclrtMemcpy2dAsync: a copy within the host passed the direction checks",
+                ));
+            }
         };
-        made_now_allowed(&rt, "aclrtMemcpy2dAsync", host)?;
-        // SAFETY: the host side is the caller's, valid during the call; the device side is
-        // checked.
-        unsafe { b.memcpy2d(dst.addr(), src.addr(), shape, k) }.map_err(CallError::backend)
+        made_now(&rt, stream, "aclrtMemcpy2dAsync", host, || {
+            // SAFETY: the host side is the caller's, valid during the call; the device side is
+            // checked.
+            unsafe { b.memcpy2d(dst.addr(), src.addr(), shape, k) }
+        })
     })
 }
 
