@@ -110,6 +110,16 @@ impl Sim {
             .cpu(cpu)
             .adaptive_cpu(cpu.is_none() && self.inner.adaptive_cpus)
             .enqueue_timeout(self.inner.enqueue_timeout);
+        // A producer spins for room only while a CPU is free for it: fewer busy stream
+        // workers in the namespace than the spin budget (`crate::spin`). With one per CPU or
+        // more (a ring of processes, each with its host and its worker), its spin took the
+        // CPU from the workers that would make room: the ring of 4 read 14.8 → 24.3 µs a
+        // round, the ring of 2 779 → 968 ns (`bench/README.md` History, speed23).
+        let file = Arc::downgrade(&self.inner.file);
+        config = config.room_spin_if(move || {
+            file.upgrade()
+                .is_some_and(|f| crate::shm::busy_now(f.busy()) < spin::budget())
+        });
         if !spin::Spinner::may_spin() {
             config = config.spin(Duration::ZERO);
         }

@@ -463,6 +463,14 @@ impl<T> Ring<T> {
         self.lap_taken(tail)
     }
 
+    /// Whether the next `n` claims (`n` ≥ 1, at most the capacity) would find room: the
+    /// ticket a lap before the last of them has been taken (the consumer takes tickets in
+    /// order, so every one before it has too). Reads the tail word and that ticket's slot,
+    /// which the consumer writes once a lap: a producer may poll it while the queue drains.
+    pub(crate) fn has_room(&self, n: u64) -> bool {
+        self.lap_taken(self.issued() + n.max(1) - 1)
+    }
+
     /// Tickets issued so far (tasks queued, taken or not).
     #[inline]
     pub(crate) fn issued(&self) -> u64 {
@@ -854,6 +862,39 @@ mod tests {
                 for _ in 0..=(round % capacity) {
                     assert_eq!(k.take(), Some(expect));
                     expect += 1;
+                }
+            }
+        }
+    }
+
+    /// `has_room(n)` says whether `n` pushes would find room, lap after lap, for capacities
+    /// equal to and below the slots: what a producer spinning for room polls
+    /// (`stream::queue::ROOM_SPIN`).
+    #[test]
+    fn has_room_answers_whether_n_pushes_fit() {
+        for capacity in [1usize, 4, 5, 8] {
+            let r = Ring::new(capacity);
+            let mut next = 0u64;
+            let mut k = 0;
+            for round in 0..(3 * r.len as usize) {
+                // Fill, then take `k` and check has_room(n) for every n against the pushes
+                // that fit.
+                while let Push::Queued { .. } = r.push(next) {
+                    next += 1;
+                }
+                assert!(!r.has_room(1), "full, round {round}");
+                k = k % capacity + 1;
+                let mut t = r.taker();
+                for _ in 0..k {
+                    assert!(t.take().is_some());
+                }
+                drop(t);
+                for n in 1..=capacity as u64 {
+                    assert_eq!(
+                        r.has_room(n),
+                        n <= k as u64,
+                        "capacity {capacity} k {k} n {n}"
+                    );
                 }
             }
         }

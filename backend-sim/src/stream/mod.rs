@@ -167,6 +167,18 @@ pub struct StreamConfig {
     policy: WorkerPolicy,
     enqueue_timeout: Option<Duration>,
     device: u32,
+    room_spin: Option<RoomSpin>,
+}
+
+/// Whether a producer that finds the queue full may spin for room now
+/// ([`StreamConfig::room_spin_if`]).
+#[derive(Clone)]
+pub struct RoomSpin(std::sync::Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl std::fmt::Debug for RoomSpin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RoomSpin")
+    }
 }
 
 /// The kernel scheduling policy of a stream's worker thread.
@@ -198,6 +210,7 @@ impl StreamConfig {
             policy: WorkerPolicy::Normal,
             enqueue_timeout: Some(DEFAULT_ENQUEUE_TIMEOUT),
             device: 0,
+            room_spin: None,
         }
     }
 
@@ -249,6 +262,14 @@ impl StreamConfig {
     /// at once.
     pub fn spin(mut self, spin: Duration) -> Self {
         self.spin = spin;
+        self
+    }
+
+    /// A producer that finds the queue full spins for room first (`queue::ROOM_SPIN`) when
+    /// `may` says so at that moment (and the stream's [`spin`](Self::spin) is not zero);
+    /// without it (the default) it sleeps at once.
+    pub fn room_spin_if(mut self, may: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        self.room_spin = Some(RoomSpin(std::sync::Arc::new(may)));
         self
     }
 }
@@ -393,6 +414,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             drained: AtomicBool::new(false),
             capacity: config.capacity,
             spin: config.spin,
+            room_spin: config.room_spin.clone(),
             enqueue_timeout: config.enqueue_timeout,
             state: AtomicU8::new(OPEN),
             retired: Padded::default(),

@@ -152,6 +152,28 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         let until = s
             .enqueue_timeout
             .and_then(|t| Instant::now().checked_add(t));
+        // First spin, for as long as the worker takes to free half the queue (see
+        // `ROOM_SPIN`); then sleep until it has.
+        let half = (s.capacity / 2) as u64;
+        if !s.spin.is_zero()
+            && s.room_spin.as_ref().is_some_and(|may| (may.0)())
+            && super::worker::spin_until(ROOM_SPIN, || s.ring.has_room(half) || s.ring.is_closed())
+        {
+            task = match s.ring.push_with(task, &mut on_claim) {
+                Push::Queued { wake } => {
+                    if wake {
+                        self.wake_worker();
+                    }
+                    return Ok(());
+                }
+                Push::Closed(task) | Push::Spill(_, task) => {
+                    drop_quietly(task);
+                    return Err(E::from(Error::InvalidHandle));
+                }
+                // Taken by another producer meanwhile: wait the sleeping way.
+                Push::Full(task) => task,
+            };
+        }
         let mut g = lock(&s.room);
         // Dekker handshake with `Shared::next`: announce, then look at the slots.
         s.blocked.fetch_add(1, Ordering::SeqCst);
@@ -196,6 +218,26 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         result
     }
 }
+
+/// How long a producer that finds the queue full spins before it sleeps, looking for half the
+/// queue free (what the worker wakes a sleeping producer for, `Shared::next`), yielding the
+/// CPU between looks and giving up early when a yield shows another thread wants this CPU
+/// (`worker::spin_until`, as every spin of the engine); only when the stream's
+/// `StreamConfig::room_spin_if` says a CPU is free for it (the simulator's streams: fewer busy
+/// stream workers in the namespace than the spin budget, `crate::enqueue`), and not at all
+/// when the stream may not spin (a spin budget of 0).
+///
+/// Why: the worker's wake-up of a sleeping producer puts it on the worker's CPU on this
+/// project's 2-vCPU KVM machine (the kernel wakes a thread beside its waker; see
+/// `crate::placement`), and the two then take turns there while the other CPU idles. In the
+/// 4-stream pipeline bench, whose host keeps a queue full, that was the slow mode of its
+/// samples: the runner preempted by the host 400–1,000 times a sample, both CPUs 20–60 %
+/// idle, 1.1–1.5 M items/s against 1.7–1.9 M with the two apart; the runner's move away
+/// (`placement::runner_tick`) did not part them, the host's next wake-up put it beside the
+/// runner again within 0.1 ms (ftrace, `bench/README.md` History, speed23). A producer that
+/// spins is not woken, and stays where it is: 1.31 → 1.87 M items/s (medians of four
+/// alternations). Half a queue of the pipeline's records and waits takes the runner 60–130 µs.
+const ROOM_SPIN: Duration = Duration::from_micros(250);
 
 /// The longest a producer waiting for room sleeps before it looks at the queue again. The
 /// worker wakes it only once the queue is down to half its capacity (`Shared::next`: one

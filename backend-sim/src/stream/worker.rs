@@ -226,6 +226,8 @@ pub(super) struct Shared<E, J: Job<E>> {
     pub(super) drained: AtomicBool,
     pub(super) capacity: usize,
     pub(super) spin: Duration,
+    /// Whether a producer may spin for room (`StreamConfig::room_spin_if`).
+    pub(super) room_spin: Option<super::RoomSpin>,
     /// Longest wait for room in a full queue (`None`: for ever).
     pub(super) enqueue_timeout: Option<Duration>,
     /// `OPEN`, `DRAINING` or `DISCARDING`; written under the ring's consumer lock (and the
