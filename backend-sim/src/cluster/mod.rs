@@ -260,6 +260,20 @@ enum Held {
 }
 
 /// A notify this process published, by (device, id).
+/// What a process's registration read of the claims its host and pod share (see
+/// [`Cluster::join`]): the claim of its server id and the key of the pod's lease, `None` where
+/// there is none yet. A key found is bound to a live lease (etcd deletes a key with its lease),
+/// so the process takes that lease without a call; its claim keeper renews both as its thread
+/// starts (a lease that its last renewers left near its end gets a full TTL one call later),
+/// then every third of the TTL. Before, the join learned that its server id was taken by trying
+/// to claim it (a lease granted, a transaction, the lease revoked), then renewed the claim, read
+/// the pod's lease and renewed that: eight calls of each process on `aclInit`'s path, where
+/// there are two now (the process's lease, then one transaction).
+struct Joined {
+    server: Option<etcd::Kv>,
+    pod: Option<etcd::Kv>,
+}
+
 struct Published {
     generation: u32,
     slot: Weak<SlotRef>,
@@ -518,21 +532,7 @@ impl Shared {
             let Some(Some(kv)) = t.gets.into_iter().next() else {
                 continue; // expired meanwhile: claim again
             };
-            if kv.value != self.host.as_bytes() {
-                return Err(err(
-                    Error::ParamInvalid,
-                    format!(
-                        "ACL_NOTIFY_SIM_SERVER_ID={}: server {} of SuperPod {} is owned by host \
-                         {:?}; this host is {:?} (a server id belongs to one host: give this \
-                         host another one)",
-                        self.server,
-                        self.server,
-                        self.pod,
-                        String::from_utf8_lossy(&kv.value),
-                        self.host
-                    ),
-                ));
-            }
+            self.ours(&kv)?;
             // Our own host holds it: keep its lease alive with the other processes.
             if self.etcd.lease_keepalive(kv.lease).unwrap_or(0) > 0 {
                 return Ok(kv.lease);
@@ -547,8 +547,30 @@ impl Shared {
         ))
     }
 
-    /// Puts this process's liveness key under a new lease; the lease.
-    fn register(&self) -> Result<i64, SimError> {
+    /// Refuses a claim of this process's server id (`kv`, as read) that another host holds:
+    /// 107000 naming it.
+    fn ours(&self, kv: &etcd::Kv) -> Result<(), SimError> {
+        if kv.value == self.host.as_bytes() {
+            return Ok(());
+        }
+        Err(err(
+            Error::ParamInvalid,
+            format!(
+                "ACL_NOTIFY_SIM_SERVER_ID={}: server {} of SuperPod {} is owned by host {:?}; \
+                 this host is {:?} (a server id belongs to one host: give this host another \
+                 one)",
+                self.server,
+                self.server,
+                self.pod,
+                String::from_utf8_lossy(&kv.value),
+                self.host
+            ),
+        ))
+    }
+
+    /// Puts this process's liveness key under a new lease; the lease, and what the same
+    /// transaction read of the server id's claim and of the pod's lease ([`Joined`]).
+    fn register(&self) -> Result<(i64, Joined), SimError> {
         let lease = self
             .etcd
             .lease_grant(self.ttl)
@@ -556,7 +578,8 @@ impl Shared {
         self.not_leaving()?;
         // A mark of an earlier process of this pid that left (a job before this one) would
         // name this one "exited" once it is gone, had it died.
-        self.etcd
+        let t = self
+            .etcd
             .txn(
                 &[],
                 &[
@@ -566,11 +589,15 @@ impl Shared {
                         lease,
                     },
                     Op::Delete(self.left_key(self.server, self.pid)),
+                    Op::Get(self.key(&format!("server/{}", self.server))),
+                    Op::Get(self.key("pod-lease")),
                 ],
                 &[],
             )
             .map_err(|e| ipc(e, "joining the cluster"))?;
-        Ok(lease)
+        let mut g = t.gets.into_iter();
+        let (server, pod) = (g.next().flatten(), g.next().flatten());
+        Ok((lease, Joined { server, pod }))
     }
 
     /// Whether the process is leaving the cluster (`Cluster`'s drop): the threads stop, and
@@ -593,7 +620,8 @@ impl Shared {
     /// and a teardown waits for this thread: it looks for one between any two calls, so that
     /// the teardown waits for one call, not for a series of them.
     fn keep(&self) {
-        self.keep_renewing(|| {
+        let every = renew::period(self.ttl, POLL);
+        self.keep_renewing(Instant::now() + every, || {
             let pl = *lock(&self.proc_lease);
             match self.etcd.lease_keepalive(pl) {
                 Ok(0) => {}
@@ -603,7 +631,7 @@ impl Shared {
             if self.leaving() {
                 return false;
             }
-            let Ok(new) = self.register() else {
+            let Ok((new, _)) = self.register() else {
                 return false;
             };
             *lock(&self.proc_lease) = new;
@@ -625,10 +653,10 @@ impl Shared {
         });
     }
 
-    /// Renews the host's claim on the server id and the pod's lease (see [`renew`]); one
-    /// found expired is claimed again.
+    /// Renews the host's claim on the server id and the pod's lease (see [`renew`]), the first
+    /// time at once (see [`Joined`]); one found expired is claimed again.
     fn keep_claim(&self) {
-        self.keep_renewing(|| {
+        self.keep_renewing(Instant::now(), || {
             let sl = *lock(&self.server_lease);
             let server = match self.etcd.lease_keepalive(sl) {
                 Ok(0) => match self.claim_server() {
@@ -660,11 +688,11 @@ impl Shared {
         });
     }
 
-    /// Calls `renew` (whether the renewal went through) on [`renew`]'s schedule until the
-    /// process leaves the cluster.
-    fn keep_renewing(&self, mut renew: impl FnMut() -> bool) {
+    /// Calls `renew` (whether the renewal went through) at `first`, then on [`renew`]'s
+    /// schedule, until the process leaves the cluster.
+    fn keep_renewing(&self, first: Instant, mut renew: impl FnMut() -> bool) {
         let every = renew::period(self.ttl, POLL);
-        let mut next = Instant::now() + every;
+        let mut next = first;
         while !self.leaving() {
             let now = Instant::now();
             if now < next {
@@ -919,16 +947,28 @@ impl Cluster {
             published_mem: Mutex::new(HashMap::new()),
             pending: Mutex::new(mem::Pending::default()),
         });
-        let proc_lease = shared.register()?;
+        // Two calls when the server id and the pod's lease are taken (every process of a job
+        // but the first of each host and the first of the pod): the lease, and one transaction
+        // that registers and reads both claims. The claims' leases are renewed at once by the
+        // claim keeper's thread, not here (see [`Joined`]).
+        let (proc_lease, joined) = shared.register()?;
         *lock(&shared.proc_lease) = proc_lease;
-        match shared.claim_server() {
+        let server = match joined.server {
+            Some(kv) => shared.ours(&kv).map(|()| kv.lease),
+            None => shared.claim_server(),
+        };
+        match server {
             Ok(l) => *lock(&shared.server_lease) = l,
             Err(e) => {
                 let _ = shared.etcd.lease_revoke(proc_lease);
                 return Err(e);
             }
         }
-        match shared.claim_pod() {
+        let pod = match joined.pod {
+            Some(kv) => Ok(kv.lease),
+            None => shared.claim_pod(),
+        };
+        match pod {
             Ok(l) => *lock(&shared.pod_lease) = l,
             Err(e) => {
                 let _ = shared.etcd.lease_revoke(proc_lease);
@@ -1127,7 +1167,7 @@ impl Cluster {
         .map_err(|why| {
             let words = (
                 "a notify",
-                "the owner died and its lease expired",
+                "the owner left the cluster, or died and its lease expired",
                 "the notify no longer exists or was exported again (the key is stale)",
             );
             stale(why.explain(server, &s.pod, words))
