@@ -75,6 +75,8 @@ pub struct Event {
 pub enum Cmp {
     /// The key does not exist.
     Missing(Vec<u8>),
+    /// The key exists.
+    Exists(Vec<u8>),
     /// The key exists with this create revision (the same incarnation of it).
     CreatedAt(Vec<u8>, i64),
 }
@@ -341,6 +343,9 @@ impl Etcd {
             .map(|c| match c {
                 Cmp::Missing(k) => json!({
                     "key": b64(k), "target": "CREATE", "result": "EQUAL", "create_revision": "0"
+                }),
+                Cmp::Exists(k) => json!({
+                    "key": b64(k), "target": "CREATE", "result": "GREATER", "create_revision": "0"
                 }),
                 Cmp::CreatedAt(k, rev) => json!({
                     "key": b64(k), "target": "CREATE", "result": "EQUAL",

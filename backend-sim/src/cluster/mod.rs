@@ -259,21 +259,21 @@ enum Held {
     Mem(acl_notify_core::key::ExportKey),
 }
 
-/// A notify this process published, by (device, id).
-/// What a process's registration read of the claims its host and pod share (see
-/// [`Cluster::join`]): the claim of its server id and the key of the pod's lease, `None` where
-/// there is none yet. A key found is bound to a live lease (etcd deletes a key with its lease),
-/// so the process takes that lease without a call; its claim keeper renews both as its thread
-/// starts (a lease that its last renewers left near its end gets a full TTL one call later),
-/// then every third of the TTL. Before, the join learned that its server id was taken by trying
-/// to claim it (a lease granted, a transaction, the lease revoked), then renewed the claim, read
-/// the pod's lease and renewed that: eight calls of each process on `aclInit`'s path, where
-/// there are two now (the process's lease, then one transaction).
+/// The leases of the claims a process found, or took, as it registered (see
+/// [`Shared::register`]): its host's claim of the server id and the pod's lease. A key found
+/// is bound to a live lease (etcd deletes a key with its lease), so the process takes that
+/// lease without a call; its claim keeper renews both as its thread starts (a lease that its
+/// last renewers left near its end gets a full TTL one call later), then every third of the
+/// TTL. Before, the join learned that its server id was taken by trying to claim it (a lease
+/// granted, a transaction, the lease revoked), then renewed the claim, read the pod's lease and
+/// renewed that: eight calls of each process on `aclInit`'s path, where there are two now (the
+/// process's lease, then one transaction), and a few more for the first processes of a host.
 struct Joined {
-    server: Option<etcd::Kv>,
-    pod: Option<etcd::Kv>,
+    server: i64,
+    pod: i64,
 }
 
+/// A notify this process published, by (device, id).
 struct Published {
     generation: u32,
     slot: Weak<SlotRef>,
@@ -568,36 +568,101 @@ impl Shared {
         ))
     }
 
-    /// Puts this process's liveness key under a new lease; the lease, and what the same
-    /// transaction read of the server id's claim and of the pod's lease ([`Joined`]).
+    /// Puts this process's liveness key under a new lease, once its host's claim of the server
+    /// id and the pod's lease are there; the lease, and the leases of both claims
+    /// ([`Joined`]). Two calls when both claims are there: the lease, and one transaction that
+    /// registers the process if they are and reads them. A claim found missing is taken with
+    /// the lease in hand (a transaction that puts it only if it is still missing): the process
+    /// that takes it first gets another lease for itself, the others keep theirs and register
+    /// with it, so a job's processes starting at once grant and revoke no lease in vain.
     fn register(&self) -> Result<(i64, Joined), SimError> {
-        let lease = self
-            .etcd
-            .lease_grant(self.ttl)
-            .map_err(|e| ipc(e, "joining the cluster"))?;
-        self.not_leaving()?;
-        // A mark of an earlier process of this pid that left (a job before this one) would
-        // name this one "exited" once it is gone, had it died.
-        let t = self
-            .etcd
-            .txn(
-                &[],
-                &[
-                    Op::Put {
-                        key: self.proc_key(self.server, self.pid),
-                        value: self.host.clone().into_bytes(),
-                        lease,
-                    },
-                    Op::Delete(self.left_key(self.server, self.pid)),
-                    Op::Get(self.key(&format!("server/{}", self.server))),
-                    Op::Get(self.key("pod-lease")),
-                ],
-                &[],
-            )
-            .map_err(|e| ipc(e, "joining the cluster"))?;
-        let mut g = t.gets.into_iter();
-        let (server, pod) = (g.next().flatten(), g.next().flatten());
-        Ok((lease, Joined { server, pod }))
+        let doing = "joining the cluster";
+        let grant = || self.etcd.lease_grant(self.ttl).map_err(|e| ipc(e, doing));
+        let server_key = self.key(&format!("server/{}", self.server));
+        let pod_key = self.key("pod-lease");
+        let mut lease = grant()?;
+        let refused = |e: SimError, lease: i64| {
+            let _ = self.etcd.lease_revoke(lease);
+            e
+        };
+        for _ in 0..5 {
+            self.not_leaving()?;
+            let reads = [Op::Get(server_key.clone()), Op::Get(pod_key.clone())];
+            // A mark of an earlier process of this pid that left (a job before this one) would
+            // name this one "exited" once it is gone, had it died.
+            let register = [
+                Op::Put {
+                    key: self.proc_key(self.server, self.pid),
+                    value: self.host.clone().into_bytes(),
+                    lease,
+                },
+                Op::Delete(self.left_key(self.server, self.pid)),
+            ];
+            let t = self
+                .etcd
+                .txn(
+                    &[
+                        Cmp::Exists(server_key.clone()),
+                        Cmp::Exists(pod_key.clone()),
+                    ],
+                    &[&register[..], &reads[..]].concat(),
+                    &reads,
+                )
+                .map_err(|e| ipc(e, doing))?;
+            let mut g = t.gets.into_iter();
+            let (server, pod) = (g.next().flatten(), g.next().flatten());
+            if let Some(kv) = &server {
+                self.ours(kv).map_err(|e| refused(e, lease))?;
+            }
+            if let (true, Some(s), Some(p)) = (t.succeeded, &server, &pod) {
+                let joined = Joined {
+                    server: s.lease,
+                    pod: p.lease,
+                };
+                return Ok((lease, joined));
+            }
+            self.not_leaving().map_err(|e| refused(e, lease))?;
+            let value = b"the lease of the marks of processes that left (left/)";
+            for (missing, key, value) in [
+                (server.is_none(), &server_key, self.host.as_bytes()),
+                (pod.is_none(), &pod_key, &value[..]),
+            ] {
+                if missing && self.claim_with(key, value, lease, doing)? {
+                    // This lease holds the claim now: the process takes another.
+                    lease = grant()?;
+                }
+            }
+        }
+        Err(refused(
+            err(
+                Error::IpcError,
+                format!(
+                    "could not join SuperPod {}: the claims of server {} and of the pod's lease \
+                     kept changing",
+                    self.pod, self.server
+                ),
+            ),
+            lease,
+        ))
+    }
+
+    /// Puts `key` (a claim) with `value` bound to `lease` if it is missing; whether it did.
+    fn claim_with(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        lease: i64,
+        doing: &str,
+    ) -> Result<bool, SimError> {
+        let put = Op::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            lease,
+        };
+        self.etcd
+            .txn(&[Cmp::Missing(key.to_vec())], &[put], &[])
+            .map(|t| t.succeeded)
+            .map_err(|e| ipc(e, doing))
     }
 
     /// Whether the process is leaving the cluster (`Cluster`'s drop): the threads stop, and
@@ -631,9 +696,11 @@ impl Shared {
             if self.leaving() {
                 return false;
             }
-            let Ok((new, _)) = self.register() else {
+            let Ok((new, joined)) = self.register() else {
                 return false;
             };
+            *lock(&self.server_lease) = joined.server;
+            *lock(&self.pod_lease) = joined.pod;
             *lock(&self.proc_lease) = new;
             for ((dev, id), p) in lock(&self.published).iter() {
                 if self.leaving() {
@@ -947,35 +1014,14 @@ impl Cluster {
             published_mem: Mutex::new(HashMap::new()),
             pending: Mutex::new(mem::Pending::default()),
         });
-        // Two calls when the server id and the pod's lease are taken (every process of a job
-        // but the first of each host and the first of the pod): the lease, and one transaction
-        // that registers and reads both claims. The claims' leases are renewed at once by the
+        // Two calls when the server id and the pod's lease are claimed (every process of a
+        // job but the first ones of each host): the lease, and one transaction that registers
+        // the process and reads both claims. The claims' leases are renewed at once by the
         // claim keeper's thread, not here (see [`Joined`]).
         let (proc_lease, joined) = shared.register()?;
         *lock(&shared.proc_lease) = proc_lease;
-        let server = match joined.server {
-            Some(kv) => shared.ours(&kv).map(|()| kv.lease),
-            None => shared.claim_server(),
-        };
-        match server {
-            Ok(l) => *lock(&shared.server_lease) = l,
-            Err(e) => {
-                let _ = shared.etcd.lease_revoke(proc_lease);
-                return Err(e);
-            }
-        }
-        let pod = match joined.pod {
-            Some(kv) => Ok(kv.lease),
-            None => shared.claim_pod(),
-        };
-        match pod {
-            Ok(l) => *lock(&shared.pod_lease) = l,
-            Err(e) => {
-                let _ = shared.etcd.lease_revoke(proc_lease);
-                shared.release_server_if_last();
-                return Err(e);
-            }
-        }
+        *lock(&shared.server_lease) = joined.server;
+        *lock(&shared.pod_lease) = joined.pod;
         // The error messages of `diag` ask it about whitelisted processes of other hosts.
         crate::fork::required()?;
         let weak: Weak<dyn crate::diag::RemoteLiveness> = Arc::downgrade(&shared) as _;
