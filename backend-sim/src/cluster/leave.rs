@@ -20,6 +20,9 @@ use crate::SimError;
 use crate::error::err;
 use crate::locks::lock;
 
+/// The value of the pod's lease key (`pod-lease`): what the key is for, to whoever reads it.
+pub(super) const POD_LEASE_VALUE: &[u8] = b"the lease of the marks of processes that left (left/)";
+
 impl Shared {
     /// The mark of process `pid` of server `server` having left normally (see the module doc).
     pub(super) fn left_key(&self, server: u32, pid: i32) -> Vec<u8> {
@@ -73,7 +76,7 @@ impl Shared {
                     &[Cmp::Missing(key.clone())],
                     &[Op::Put {
                         key: key.clone(),
-                        value: b"the lease of the marks of processes that left (left/)".to_vec(),
+                        value: POD_LEASE_VALUE.to_vec(),
                         lease,
                     }],
                     &[],

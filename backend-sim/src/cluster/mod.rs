@@ -622,10 +622,9 @@ impl Shared {
                 return Ok((lease, joined));
             }
             self.not_leaving().map_err(|e| refused(e, lease))?;
-            let value = b"the lease of the marks of processes that left (left/)";
             for (missing, key, value) in [
                 (server.is_none(), &server_key, self.host.as_bytes()),
-                (pod.is_none(), &pod_key, &value[..]),
+                (pod.is_none(), &pod_key, leave::POD_LEASE_VALUE),
             ] {
                 if missing && self.claim_with(key, value, lease, doing)? {
                     // This lease holds the claim now: the process takes another.
@@ -1322,10 +1321,11 @@ mod tests {
     }
 
     /// An etcd stand-in on a loopback port for [`a_held_renewal_of_the_claim_does_not_hold_back_the_process_s`]:
-    /// leases granted 1001 (the process's: `register` asks first) and 1002 (the claim), every
-    /// other call answered with what the client reads as success, and each renewal of lease
-    /// 1002 held unanswered (until the client gives the try up). It notes whether lease 1001
-    /// was renewed while a renewal of 1002 was held.
+    /// lease 1001 granted (the process's: `register` asks first), the claims found held by
+    /// leases 1002 (the server id's) and 1003 (the pod's), every other call answered with what
+    /// the client reads as success, and each renewal of lease 1002 held unanswered (until the
+    /// client gives the try up). It notes whether lease 1001 was renewed while a renewal of
+    /// 1002 was held.
     fn holding_etcd() -> (SocketAddr, Arc<(std::sync::atomic::AtomicI32, AtomicBool)>) {
         use std::io::{BufRead, BufReader, Read, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1383,7 +1383,29 @@ mod tests {
                                 }
                                 json!({ "result": { "TTL": "1" } })
                             }
-                            "/v3/kv/txn" => json!({ "succeeded": true }),
+                            "/v3/kv/txn" => {
+                                // The claims are there, held by leases 1002 (the server id's)
+                                // and 1003 (the pod's), with the value the process puts (its
+                                // host): the registering transaction reads them so.
+                                let ops = req["success"].as_array().cloned().unwrap_or_default();
+                                let value = ops
+                                    .iter()
+                                    .find_map(|o| o["request_put"]["value"].as_str())
+                                    .unwrap_or("")
+                                    .to_owned();
+                                let mut claims = ["1002", "1003"].into_iter();
+                                let responses: Vec<Value> = ops
+                                    .iter()
+                                    .map(|o| match o.get("request_range") {
+                                        Some(r) => json!({ "response_range": { "kvs": [{
+                                            "key": r["key"], "value": value,
+                                            "lease": claims.next().unwrap_or("1003")
+                                        }] } }),
+                                        None => json!({}),
+                                    })
+                                    .collect();
+                                json!({ "succeeded": true, "responses": responses })
+                            }
                             _ => json!({ "header": { "revision": "1" } }),
                         }
                         .to_string();
