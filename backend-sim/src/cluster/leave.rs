@@ -52,7 +52,7 @@ impl Shared {
         (server, pid): (u32, i32),
         doing: impl FnOnce() -> String,
     ) -> Result<Option<(bool, crate::diag::RemoteState)>, SimError> {
-        let (Cmp::CreatedAt(key, _) | Cmp::Missing(key)) = &when;
+        let (Cmp::CreatedAt(key, _) | Cmp::Missing(key) | Cmp::Exists(key)) = &when;
         let reads = [
             Op::Get(key.clone()),
             Op::Get(self.proc_key(server, pid)),
