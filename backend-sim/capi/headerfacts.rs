@@ -541,7 +541,12 @@ fn deprecations(
     text.push_str("}\n");
     std::fs::write(&src, &text).map_err(|e| e.to_string())?;
     let (ok, _, err) = run(Command::new(cc)
-        .args(["-fsyntax-only", "-std=c11", "-Wdeprecated-declarations", "-I"])
+        .args([
+            "-fsyntax-only",
+            "-std=c11",
+            "-Wdeprecated-declarations",
+            "-I",
+        ])
         .arg(inc)
         .arg(&src))?;
     if !ok {
