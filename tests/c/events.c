@@ -293,6 +293,23 @@ static void stream_modes(void) {
                "a task before the record failed", "got no record within 1 s", NULL);
     EXPECT_RC(aclrtQueryEventStatus(after, &rec), ACL_ERROR_RT_TASK_TIMEOUT);
     EXPECT_RC(aclrtSynchronizeEventWithTimeout(after, 1000), ACL_ERROR_RT_TASK_TIMEOUT);
+    /* Another stream's wait on that record fails so too, and a record behind that wait, on a
+     * stream that stops on failure as well, names the first failure once. */
+    aclrtStream s2;
+    aclrtEvent after2;
+    CHECK(aclrtCreateStream(&s2));
+    CHECK(aclrtSetStreamFailureMode(s2, ACL_STOP_ON_FAILURE));
+    CHECK(aclrtCreateEvent(&after2));
+    CHECK(aclrtStreamWaitEvent(s2, after));
+    CHECK(aclrtRecordEvent(after2, s2));
+    (void)recent_msg(); /* the thread's earlier messages go */
+    EXPECT_RC(aclrtSynchronizeEvent(after2), ACL_ERROR_RT_TASK_TIMEOUT);
+    const char *chain = recent_msg(), *first = strstr(chain, "never ran");
+    REQUIRE(first && !strstr(first + 1, "never ran") && strstr(chain, "got no record within 1 s"),
+            "the failure behind a failure: %s", chain);
+    EXPECT_RC(aclrtSynchronizeStream(s2), ACL_ERROR_RT_TASK_TIMEOUT);
+    CHECK(aclrtDestroyEvent(after2));
+    CHECK(aclrtDestroyStream(s2));
     EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_TASK_TIMEOUT);
     EXPECT_RC(aclrtSynchronizeEvent(after), ACL_ERROR_RT_TASK_TIMEOUT);
     CHECK(aclrtDestroyEvent(after));

@@ -89,18 +89,26 @@ impl Mark {
             // `EventQueryStatus` call first) answer with that failure (hicann/runtime
             // `src/runtime/core/src/context/context.cc`, `stream.cc` `SetFailMode`,
             // `EnterFailureAbort`).
-            Some(cause) => err(
-                cause.kind(),
-                format!(
-                    "the event's record (device {device}) never ran: its stream stops on failure \
-                     (ACL_STOP_ON_FAILURE) and a task before the record failed: {}",
-                    cause.message()
-                ),
-            ),
+            Some(cause) => {
+                // A failure that is itself a discarded record's (a stream's wait on it, the
+                // next stream of a chain) is named by its first cause, once.
+                let first = cause
+                    .message()
+                    .rsplit_once(AFTER_FAILURE)
+                    .map_or(cause.message(), |(_, first)| first);
+                err(
+                    cause.kind(),
+                    format!("the event's record (device {device}) never ran{AFTER_FAILURE}{first}"),
+                )
+            }
             None => discarded_error(device),
         }
     }
 }
+
+/// What [`Mark::discarded_error`] says after "never ran" for a record dropped behind a failure.
+const AFTER_FAILURE: &str =
+    ": its stream stops on failure (ACL_STOP_ON_FAILURE) and a task before the record failed: ";
 
 /// A synchronize's or a wait's error when the record it waited for was dropped unrun (by an
 /// abort, a discarding destroy, a reset or a finalize; see [`Mark::discarded_error`]).
