@@ -530,7 +530,7 @@ impl Cluster {
         .map_err(|why| {
             let words = (
                 "memory",
-                "the owner freed it, or died",
+                "the owner freed it, left the cluster or died",
                 "the key does not match its export (freed, or exported again since)",
             );
             stale(why.explain(server, &s.pod, words))
