@@ -40,6 +40,40 @@ impl Shared {
         }
     }
 
+    /// Puts `put` for process `pid` of server `server` on the condition `when` (that the
+    /// object it addresses is still the incarnation the request names), reading, when the
+    /// condition fails, that object's key and the process's liveness key and mark of having
+    /// left in the same transaction: `None` when the put was made, else whether the object's
+    /// key is there and what the cluster knows of its owner, for the caller's words. Codes:
+    /// 507022 unreachable (`doing` names the request).
+    pub(super) fn put_if_current(
+        &self,
+        (when, put): (Cmp, Op),
+        (server, pid): (u32, i32),
+        doing: impl FnOnce() -> String,
+    ) -> Result<Option<(bool, crate::diag::RemoteState)>, SimError> {
+        let (Cmp::CreatedAt(key, _) | Cmp::Missing(key) | Cmp::Exists(key)) = &when;
+        let reads = [
+            Op::Get(key.clone()),
+            Op::Get(self.proc_key(server, pid)),
+            Op::Get(self.left_key(server, pid)),
+        ];
+        let t = self
+            .etcd
+            .txn(&[when], &[put], &reads)
+            .map_err(|e| ipc(e, &doing()))?;
+        if t.succeeded {
+            return Ok(None);
+        }
+        let mut g = t.gets.into_iter().map(|v| v.is_some());
+        let (object, owner, left) = (
+            g.next().unwrap_or(false),
+            g.next().unwrap_or(false),
+            g.next().unwrap_or(false),
+        );
+        Ok(Some((object, Shared::state_of(owner, left))))
+    }
+
     /// Releases the host's claim of its server id when no process of the server is left in
     /// the cluster (this one's lease just revoked): the next job may give the id to another
     /// host at once, not a TTL later. A process of this host joining meanwhile registered

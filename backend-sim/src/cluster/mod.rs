@@ -933,9 +933,6 @@ impl Shared {
     /// transaction that may have been committed, is sent again with its number: the owner
     /// applies it once).
     fn record_numbered(&self, n: &RemoteNotify, reset: bool, tok: u64) -> Result<(), SimError> {
-        let s = self;
-        let export = s.export_key(n.server, n.device, n.id);
-        let (cmp, put) = s.record_op(n, reset, tok);
         let what = || {
             format!(
                 "{} on notify {} of device {} of server {} (owner pid {})",
@@ -946,31 +943,19 @@ impl Shared {
                 n.owner_pid
             )
         };
-        let t = s
-            .etcd
-            .txn(
-                &[cmp],
-                &[put],
-                &[
-                    Op::Get(export),
-                    Op::Get(s.proc_key(n.server, n.owner_pid)),
-                    Op::Get(s.left_key(n.server, n.owner_pid)),
-                ],
-            )
-            .map_err(|e| ipc(e, &what()))?;
-        if t.succeeded {
+        let Some((export, owner)) =
+            self.put_if_current(self.record_op(n, reset, tok), (n.server, n.owner_pid), what)?
+        else {
             return Ok(());
-        }
-        let mut g = t.gets.into_iter();
-        let (export, owner, left) = (g.next().flatten(), g.next().flatten(), g.next().flatten());
+        };
         use crate::diag::RemoteState;
-        let why = match (export, Shared::state_of(owner.is_some(), left.is_some())) {
+        let why = match (export, owner) {
             (_, RemoteState::Exited) => {
                 "the owner exited: it left the cluster (aclFinalize), and its notifies with it"
             }
             (_, RemoteState::Dead) => "the owner is dead: its cluster lease expired",
-            (None, RemoteState::Live) => "the owner withdrew the export (it destroyed the notify)",
-            (Some(_), RemoteState::Live) => "the notify was destroyed and its id exported again",
+            (false, RemoteState::Live) => "the owner withdrew the export (it destroyed the notify)",
+            (true, RemoteState::Live) => "the notify was destroyed and its id exported again",
         };
         Err(err(
             Error::InvalidHandle,
