@@ -1,6 +1,7 @@
 //! The header checker: reads the facts a set of C headers states — each function's prototype
 //! (types only), each enumerator's and integer macro's value, each other macro's presence, each
-//! typedef's and struct's size and alignment, each struct field's offset — and compares ours
+//! typedef's and struct's size and alignment, each struct field's offset, each deprecation
+//! mark — and compares ours
 //! (`include/acl/*.h`) with a pinned list of CANN's (`cann_headers.facts`).
 //!
 //! The facts are read by the C compiler, not by hand: `gcc -aux-info` writes the prototypes,
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// One fact: its kind (`fn`, `value`, `macro`, `size`, `field`), the header stating it
+/// One fact: its kind (`fn`, `value`, `macro`, `size`, `field`, `deprecated`), the header stating it
 /// (relative to the include directory, e.g. `acl/acl_rt.h`), its name and its value.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Fact {
@@ -365,6 +366,8 @@ pub fn extract(cc: &str, include: &Path, headers: &BTreeSet<String>) -> Result<V
         }
     }
     facts.extend(evaluate(cc, &inc, &includes, &s.0, &probes)?);
+    let marked = deprecations(cc, &inc, &includes, &s.0, &facts)?;
+    facts.extend(marked);
     facts.sort();
     facts.dedup();
     Ok(facts)
@@ -498,6 +501,81 @@ fn evaluate(
     Err("the probe program still does not compile after 200 rounds".into())
 }
 
+/// The functions, enumerators and fields the compiler warns of as deprecated (CANN marks them
+/// with `ACL_DEPRECATED_MESSAGE`), each a `deprecated … marked` fact: one line of a probe
+/// function uses each function, value and field of `facts`, and the compiler's
+/// `-Wdeprecated-declarations` warnings name the lines. Only the mark is kept, not its text.
+fn deprecations(
+    cc: &str,
+    inc: &Path,
+    includes: &str,
+    dir: &Path,
+    facts: &[Fact],
+) -> Result<Vec<Fact>, String> {
+    let src = dir.join("deprecated.c");
+    let prelude = format!("#include <stddef.h>\n{includes}void acl_probe_deprecations(void) {{\n");
+    let first = prelude.lines().count() + 1;
+    let mut used: Vec<&Fact> = Vec::new();
+    let mut text = prelude;
+    for f in facts {
+        let line = match f.kind.as_str() {
+            "fn" => format!("(void)&{};", f.name),
+            "value" => format!("(void)({});", f.name),
+            "field" => {
+                let Some((t, field)) = f.name.rsplit_once('.') else {
+                    continue;
+                };
+                // `struct_x` is how a tag is named in a fact (`struct x` in C).
+                let t = match t.split_once('_') {
+                    Some((tag @ ("struct" | "union"), rest)) => format!("{tag} {rest}"),
+                    _ => t.to_owned(),
+                };
+                format!("(void)offsetof({t}, {field});")
+            }
+            _ => continue,
+        };
+        text.push_str(&line);
+        text.push('\n');
+        used.push(f);
+    }
+    text.push_str("}\n");
+    std::fs::write(&src, &text).map_err(|e| e.to_string())?;
+    let (ok, _, err) = run(Command::new(cc)
+        .args([
+            "-fsyntax-only",
+            "-std=c11",
+            "-Wdeprecated-declarations",
+            "-I",
+        ])
+        .arg(inc)
+        .arg(&src))?;
+    if !ok {
+        return Err(format!("the deprecation probe does not compile:\n{err}"));
+    }
+    let name = src.to_string_lossy().into_owned();
+    let mut out = Vec::new();
+    for l in err.lines() {
+        let Some(rest) = l.strip_prefix(&format!("{name}:")) else {
+            continue;
+        };
+        if !rest.contains("[-Wdeprecated-declarations]") {
+            continue;
+        }
+        let Some(n) = rest.split(':').next().and_then(|n| n.parse::<usize>().ok()) else {
+            continue;
+        };
+        if let Some(f) = n.checked_sub(first).and_then(|i| used.get(i)) {
+            out.push(Fact {
+                kind: "deprecated".into(),
+                header: f.header.clone(),
+                name: f.name.clone(),
+                value: "marked".into(),
+            });
+        }
+    }
+    Ok(out)
+}
+
 /// The header of the pinned list: how it was made and how to make it again.
 pub fn render(facts: &[Fact], source: &str) -> String {
     let mut out = format!(
@@ -508,7 +586,8 @@ pub fn render(facts: &[Fact], source: &str) -> String {
          # (e.g. hicann/runtime at a commit); then `cargo xtask headers` says what ours lacks.\n\
          # One fact a line: kind header name value. Kinds: fn (prototype as gcc -aux-info writes it),\n\
          # value (enumerator or integer macro), macro (other macro: defined / function-like),\n\
-         # size (typedef or struct: sizeof alignof, or incomplete), field (struct field: offset).\n"
+         # size (typedef or struct: sizeof alignof, or incomplete), field (struct field: offset),\n\
+         # deprecated (a function, enumerator or field the compiler warns of: marked).\n"
     );
     for f in facts {
         out.push_str(&f.line());

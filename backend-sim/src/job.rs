@@ -297,6 +297,13 @@ impl Job<SimError> for SimJob {
         )
     }
 
+    /// An event record among the dropped says so to its event, with the failure
+    /// ([`crate::event::dropped_after_failure`]).
+    fn drop_after_failure(self, failure: &std::sync::Mutex<Option<SimError>>) {
+        let cause = crate::locks::lock(failure).clone();
+        crate::event::dropped_after_failure(cause, move || drop(self));
+    }
+
     /// Frees the box of the last host function run on this thread ([`run_host_call`]).
     fn worker_idle() {
         free_spent_call();

@@ -304,7 +304,8 @@ pub trait EventOps: StreamOps {
 
     /// The state of the latest record.
     ///
-    /// Codes: 207000; 107017.
+    /// Codes: 207000; 107017; the failure's code when the latest record was discarded behind a
+    /// failure of a stream that stops on failure (the simulator).
     fn event_latest(&self, event: RawEvent) -> Result<LatestRecord, Self::Error>;
 
     /// Whether every wait task enqueued on the event has finished.

@@ -14,6 +14,9 @@
 
 #include "common.h"
 
+/* aclrtGetVersion is deprecated in CANN's header, as in ours; it is still checked here. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 static const char *g_dir;
 
 /* dir/name holding `text`; returns the path (static storage, one at a time). */

@@ -17,6 +17,9 @@
  * Exit 0 and "device_query: ok". */
 #include "common.h"
 
+/* ACL_OPT_STRONG_CONSISTENCY is deprecated in CANN's header, as in ours; it is still checked here. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 static void priority_range(void) {
     int32_t least = -1, greatest = -1;
     CHECK(aclrtDeviceGetStreamPriorityRange(&least, &greatest));

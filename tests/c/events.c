@@ -261,19 +261,58 @@ static void stream_modes(void) {
     CHECK(aclrtCreateStreamWithConfig(&s, 0, ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC));
     CHECK(aclrtCreateNotify(&n, 0));
 
-    /* Continue (the default): the task after a failed one runs. */
+    /* Continue (the default): the task after a failed one runs, and so does an event record
+     * after it: the event synchronizes with 0 and reads COMPLETE (CANN's context checks
+     * answer a failure only in stop mode: hicann/runtime context.cc Context::CheckStatus,
+     * called first by api_impl.cc ApiImpl::EventSynchronize / EventQueryStatus). */
+    aclrtEvent after;
+    aclrtEventRecordedStatus rec = ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    CHECK(aclrtCreateEvent(&after));
     g_ran = 0;
     CHECK(aclrtWaitAndResetNotify(n, s, 1));
     CHECK(aclrtLaunchHostFunc(s, bump, NULL));
+    CHECK(aclrtRecordEvent(after, s));
+    CHECK(aclrtSynchronizeEvent(after));
+    CHECK(aclrtQueryEventStatus(after, &rec));
+    REQUIRE(rec == ACL_EVENT_RECORDED_STATUS_COMPLETE, "continue mode: event status %d", (int)rec);
     EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_TASK_TIMEOUT);
     REQUIRE(g_ran == 1, "continue mode: the task after the failure ran %d times", g_ran);
-    /* Stop on failure: it is discarded; after the report the stream runs again. */
+    /* Stop on failure: it is discarded; after the report the stream runs again. An event
+     * record behind the failure never runs: its synchronize and status query answer the
+     * failure's code (CANN: stream.cc Stream::SetFailMode puts the context in stop mode, and
+     * EnterFailureAbort gives the context the failure that Context::CheckStatus answers),
+     * before and after the stream reported it. */
     CHECK(aclrtSetStreamFailureMode(s, ACL_STOP_ON_FAILURE));
     g_ran = 0;
     CHECK(aclrtWaitAndResetNotify(n, s, 1));
     CHECK(aclrtLaunchHostFunc(s, bump, NULL));
+    CHECK(aclrtRecordEvent(after, s));
     CHECK(aclrtLaunchHostFunc(s, bump, NULL));
+    EXPECT_RC(aclrtSynchronizeEvent(after), ACL_ERROR_RT_TASK_TIMEOUT);
+    expect_msg("never ran: its stream stops on failure (ACL_STOP_ON_FAILURE)",
+               "a task before the record failed", "got no record within 1 s", NULL);
+    EXPECT_RC(aclrtQueryEventStatus(after, &rec), ACL_ERROR_RT_TASK_TIMEOUT);
+    EXPECT_RC(aclrtSynchronizeEventWithTimeout(after, 1000), ACL_ERROR_RT_TASK_TIMEOUT);
+    /* Another stream's wait on that record fails so too, and a record behind that wait, on a
+     * stream that stops on failure as well, names the first failure once. */
+    aclrtStream s2;
+    aclrtEvent after2;
+    CHECK(aclrtCreateStream(&s2));
+    CHECK(aclrtSetStreamFailureMode(s2, ACL_STOP_ON_FAILURE));
+    CHECK(aclrtCreateEvent(&after2));
+    CHECK(aclrtStreamWaitEvent(s2, after));
+    CHECK(aclrtRecordEvent(after2, s2));
+    (void)recent_msg(); /* the thread's earlier messages go */
+    EXPECT_RC(aclrtSynchronizeEvent(after2), ACL_ERROR_RT_TASK_TIMEOUT);
+    const char *chain = recent_msg(), *first = strstr(chain, "never ran");
+    REQUIRE(first && !strstr(first + 1, "never ran") && strstr(chain, "got no record within 1 s"),
+            "the failure behind a failure: %s", chain);
+    EXPECT_RC(aclrtSynchronizeStream(s2), ACL_ERROR_RT_TASK_TIMEOUT);
+    CHECK(aclrtDestroyEvent(after2));
+    CHECK(aclrtDestroyStream(s2));
     EXPECT_RC(aclrtSynchronizeStream(s), ACL_ERROR_RT_TASK_TIMEOUT);
+    EXPECT_RC(aclrtSynchronizeEvent(after), ACL_ERROR_RT_TASK_TIMEOUT);
+    CHECK(aclrtDestroyEvent(after));
     REQUIRE(g_ran == 0, "stop mode: %d tasks after the failure ran", g_ran);
     CHECK(aclrtLaunchHostFunc(s, bump, NULL));
     CHECK(aclrtSynchronizeStream(s));

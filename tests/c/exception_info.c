@@ -15,6 +15,9 @@
  * usage: exception_info SOC. Exit 0 and "exception_info: ok". */
 #include "common.h"
 
+/* aclrtSetExceptionInfoCallback is deprecated in CANN's header, as in ours; it is still checked here. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 #include <stdatomic.h>
 #include <sys/syscall.h>
 

@@ -11,6 +11,9 @@
  * usage: exception_register SOC. Exit 0 and "exception_register: ok". */
 #include "common.h"
 
+/* aclrtSetExceptionInfoCallback is deprecated in CANN's header, as in ours; it is still checked here. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 #include <stdatomic.h>
 
 static atomic_int g_set, g_a, g_b;

@@ -157,6 +157,13 @@ int main(int argc, char **argv) {
     EXPECT_RC(aclrtHostRegisterV2(pinned, 4096, ACL_HOST_REG_PINNED), ACL_ERROR_RT_PARAM_INVALID);
     CHECK(aclrtHostRegisterV2(pinned, 4096, ACL_HOST_REG_MAPPED));
     CHECK(aclrtHostUnregister(pinned));
+    /* aclrtHostRegister takes aclrtMallocHost memory too: CANN's doc of its ptr
+     * (docs/zh/api_ref/11-02_host_memory_management.md) asks for aclrtMallocHost memory on
+     * older kernels and takes it or malloc'd memory on newer ones. */
+    void *pinned_dev = NULL;
+    CHECK(aclrtHostRegister(pinned, 4096, ACL_HOST_REGISTER_MAPPED, &pinned_dev));
+    REQUIRE(pinned_dev != NULL, "no device address for registered aclrtMallocHost memory");
+    CHECK(aclrtHostUnregister(pinned));
     CHECK(aclrtFreeHost(pinned));
 
     CHECK(aclrtDestroyStream(s));

@@ -12,6 +12,9 @@
  * Exit 0 and "memcpy_variants <soc>: ok" when every check holds. */
 #include "common.h"
 
+/* aclrtMemcpyAsyncWithCondition is deprecated in CANN's header, as in ours; it is still checked here. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 
 static void fill(unsigned char *p, size_t n, unsigned seed) {
     for (size_t i = 0; i < n; i++) p[i] = (unsigned char)(i * 13 + seed);

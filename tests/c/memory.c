@@ -17,6 +17,9 @@
 
 #include "common.h"
 
+/* aclrtMemcpyAsyncWithCondition is deprecated in CANN's header, as in ours; it is still checked here. */
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
 typedef struct {
     float *host;
     size_t n;

@@ -5,8 +5,9 @@
  * device 0 waits on the notify and reads device 1's memory back, a stream of device 1 waits on
  * the event and reads it too. Every byte of every round is checked on both paths. Then CANN's
  * refusals: a device with itself (100000), a reserved flag (200006), the copy back from device
- * 1 without access from device 1 (207006, queued or not), and a copy after
- * aclrtDeviceDisablePeerAccess (207006).
+ * 1 without access from device 1 (207006, queued or not), a wait on device 0's notify (local
+ * or exported) from device 1's stream (107000), and a copy after aclrtDeviceDisablePeerAccess
+ * (207006).
  * Exit 0 and "peer_copy_order: ok". */
 #include "common.h"
 
@@ -78,7 +79,27 @@ int main(void) {
     EXPECT_RC(aclrtMemcpy(src0, N, dst1, N, ACL_MEMCPY_DEVICE_TO_DEVICE), ACL_ERROR_RT_NO_PERMISSION);
     EXPECT_RC(aclrtMemcpyAsync(src0, N, dst1, N, ACL_MEMCPY_DEVICE_TO_DEVICE, s1),
               ACL_ERROR_RT_NO_PERMISSION);
+    /* A notify is waited on from its own device only. An exported (IPC) notify of device 0,
+     * waited on from device 1, CANN refuses with 107000 (hicann/runtime notify.cc
+     * Notify::CheckIpcNotifyDevId, called by api_impl.cc ApiImpl::NotifyWait); the simulator
+     * refuses a local notify so too, where CANN's runtime checks nothing and the device would
+     * wait on another notify of the same id. A record from device 1 reaches it (peer access). */
+    aclrtNotify nx;
+    char nkey[128];
     CHECK(aclrtSetCurrentContext(ctx0));
+    CHECK(aclrtCreateNotify(&nx, 0));
+    CHECK(aclrtNotifyGetExportKey(nx, nkey, sizeof nkey, ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
+    CHECK(aclrtSetCurrentContext(ctx1));
+    EXPECT_RC(aclrtWaitAndResetNotify(nx, s1, 1), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("lives on device 0", "only be waited on from that device", "not from device 1",
+               NULL);
+    EXPECT_RC(aclrtWaitAndResetNotify(n, s1, 1), ACL_ERROR_RT_PARAM_INVALID);
+    expect_msg("lives on device 0", "not from device 1", NULL);
+    /* From device 0's context, device 1's stream is not its own (CANN: 107003). */
+    CHECK(aclrtSetCurrentContext(ctx0));
+    EXPECT_RC(aclrtWaitAndResetNotify(n, s1, 1), ACL_ERROR_RT_STREAM_CONTEXT);
+    CHECK(aclrtDestroyNotify(nx));
+
     CHECK(aclrtDeviceDisablePeerAccess(1));
     EXPECT_RC(aclrtMemcpy(dst1, N, src0, N, ACL_MEMCPY_DEVICE_TO_DEVICE), ACL_ERROR_RT_NO_PERMISSION);
 

@@ -29,7 +29,9 @@
 //! - `ipc_memory.c`: IPC memory on every SoC of SPEC §4 (argument checks, 207000 where CANN
 //!   has none, and a two-process export / whitelist / import / close);
 //! - `ring_allreduce.c`: a ring all-reduce of N = 2, 4, 8 processes over IPC memory and IPC
-//!   notifies, checking the exact sum;
+//!   notifies, checking the exact sum; and 30 all-reduces in a row across 8 processes, the
+//!   host enqueuing while the devices run (events order each round's copies in and out), an
+//!   IPC-event barrier on the devices before teardown;
 //! - `value.c`: `aclrtValueWrite` / `aclrtValueWait` between streams and processes;
 //! - `importer_killed.c`: an importer SIGKILLed while the owner's stream waits for its record:
 //!   the owner's timeout and busy-stream messages name it dead;
@@ -2316,19 +2318,40 @@ fn device_memory_copies_sets_and_checks_ranges() {
 /// N processes on N devices sum their float buffers with a ring of IPC memory copies and
 /// reduces ordered only by IPC notifies; every rank checks the exact sum.
 fn ring_allreduce(n: usize) {
+    let o = run_ring(n, &[]);
+    assert!(
+        o[0].stdout.contains(&format!("ring_allreduce N={n}: ok")),
+        "{}",
+        report(&o)
+    );
+}
+
+/// `ring_allreduce <dir> <n> <extra...>` on Ascend910B with 8 devices; it must exit 0.
+fn run_ring(n: usize, extra: &[&str]) -> Vec<Outcome> {
     let p = setup();
     let s = Scratch::new(&format!("ring{n}"));
     let mut cmd = s.cmd(&p.bin.join("ring_allreduce"), "Ascend910B");
     cmd.env("ACL_NOTIFY_SIM_DEVICES", "8")
         .arg(&s.dir)
-        .arg(n.to_string());
+        .arg(n.to_string())
+        .args(extra);
     let o = run_all(
         vec![spawn("ring_allreduce", &mut cmd).expect("start ring_allreduce")],
         Duration::from_secs(120),
     );
     assert!(o[0].ok(), "{}", report(&o));
+    o
+}
+
+/// 30 all-reduces in a row across 8 processes (more than the CPUs), pipelined: the host
+/// enqueues round k while the devices run rounds k - 1 and k - 2 and checks every element of
+/// each round; events order each round's copy in after the previous round's copy out; an
+/// IPC-event barrier on the devices precedes the teardown.
+#[test]
+fn ring_allreduce_8_rounds_pipelined_while_the_host_enqueues() {
+    let o = run_ring(8, &["256", "30"]);
     assert!(
-        o[0].stdout.contains(&format!("ring_allreduce N={n}: ok")),
+        o[0].stdout.contains("ring_allreduce N=8 R=30: ok"),
         "{}",
         report(&o)
     );

@@ -137,7 +137,8 @@ pub unsafe extern "C" fn aclrtQueryEvent(event: aclrtEvent, status: *mut i32) ->
 
 /// `aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status)`.
 ///
-/// Codes: 100000; 107017.
+/// Codes: 100000; 107017; the code of the failure the latest record was discarded behind on
+/// a stream that stops on failure (as `aclrtSynchronizeEvent`).
 ///
 /// # Safety
 ///
@@ -190,7 +191,8 @@ pub unsafe extern "C" fn aclrtQueryEventWaitStatus(
 /// has run.
 ///
 /// Codes: 100000; 107017; 107023 the record was discarded unrun (its stream destroyed
-/// with aclrtDestroyStreamForce, aborted, its device reset or the session finalized).
+/// with aclrtDestroyStreamForce, aborted, its device reset or the session finalized); the
+/// code of the failure the record was discarded behind on a stream that stops on failure.
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeEvent(event: aclrtEvent) -> aclError {
     api("aclrtSynchronizeEvent", || {
@@ -205,7 +207,8 @@ pub extern "C" fn aclrtSynchronizeEvent(event: aclrtEvent) -> aclError {
 /// `aclrtSynchronizeEvent`, for at most `timeout` ms (−1 forever).
 ///
 /// Codes: 107000 timeout < −1 (the ACL layer checks it before the NULL event), then 100000;
-/// 107000 timeout 0; 107017; 507047 expired; 107023 the record was discarded unrun.
+/// 107000 timeout 0; 107017; 507047 expired; 107023 the record was discarded unrun, or the
+/// code of the failure it was discarded behind (as `aclrtSynchronizeEvent`).
 #[unsafe(no_mangle)]
 pub extern "C" fn aclrtSynchronizeEventWithTimeout(event: aclrtEvent, timeout: i32) -> aclError {
     api("aclrtSynchronizeEventWithTimeout", || {

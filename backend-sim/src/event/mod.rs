@@ -27,14 +27,14 @@
 //! Timestamps are `CLOCK_MONOTONIC` nanoseconds, the same clock in every process.
 
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, RwLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::event::{
     EventKind, EventOps, EventSpec, EventWaitStatus, FailureMode, IpcEventHandle, LatestRecord,
     RawEvent, StreamControl,
 };
-use acl_notify_core::{Backend, Error, Feature, RawStream, SyncWait, Timeout};
+use acl_notify_core::{Backend, BackendError as _, Error, Feature, RawStream, SyncWait, Timeout};
 
 use crate::error::{SimError, err};
 use crate::ipc_event::{EvtState, IpcRef, NeverRan};
@@ -61,6 +61,9 @@ struct Mark {
     /// record's id is clear again (an `aclrtCreateEvent` event, whose records each take an id
     /// of their own). Written under the event's lock.
     cleared: AtomicBool,
+    /// Set with `discarded` when the record was dropped because a task before it failed on a
+    /// stream that stops on failure: that failure, what a synchronize of the record answers.
+    failed_before: OnceLock<SimError>,
 }
 
 impl Mark {
@@ -76,9 +79,39 @@ impl Mark {
     fn flag(&self) -> bool {
         self.ran() && !self.cleared.load(Ordering::Relaxed)
     }
+
+    /// A synchronize's, a query's or a wait's error now that this record was dropped unrun
+    /// (the record of an event of `device`).
+    fn discarded_error(&self, device: u32) -> SimError {
+        match self.failed_before.get() {
+            // CANN's answer: once a stream stops on failure, its context's checks
+            // (`Context::CheckStatus`, which `ApiImpl::EventSynchronize` and
+            // `EventQueryStatus` call first) answer with that failure (hicann/runtime
+            // `src/runtime/core/src/context/context.cc`, `stream.cc` `SetFailMode`,
+            // `EnterFailureAbort`).
+            Some(cause) => {
+                // A failure that is itself a discarded record's (a stream's wait on it, the
+                // next stream of a chain) is named by its first cause, once.
+                let first = cause
+                    .message()
+                    .rsplit_once(AFTER_FAILURE)
+                    .map_or(cause.message(), |(_, first)| first);
+                err(
+                    cause.kind(),
+                    format!("the event's record (device {device}) never ran{AFTER_FAILURE}{first}"),
+                )
+            }
+            None => discarded_error(device),
+        }
+    }
 }
 
-/// A synchronize's or a wait's error when the record it waited for was dropped unrun.
+/// What [`Mark::discarded_error`] says after "never ran" for a record dropped behind a failure.
+const AFTER_FAILURE: &str =
+    ": its stream stops on failure (ACL_STOP_ON_FAILURE) and a task before the record failed: ";
+
+/// A synchronize's or a wait's error when the record it waited for was dropped unrun (by an
+/// abort, a discarding destroy, a reset or a finalize; see [`Mark::discarded_error`]).
 fn discarded_error(device: u32) -> SimError {
     err(
         Error::StreamAbort,
@@ -87,6 +120,28 @@ fn discarded_error(device: u32) -> SimError {
              destroyed with aclrtDestroyStreamForce, its device reset or the session finalized"
         ),
     )
+}
+
+thread_local! {
+    /// While a worker drops a task behind a failure of its stop-on-failure stream
+    /// ([`dropped_after_failure`]): that failure, for the record tasks among what it drops.
+    static FAILED_BEFORE: std::cell::RefCell<Option<SimError>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `drop_it`, which drops a task dropped unrun because a task before it failed (`cause`)
+/// on a stream that stops on failure: an event record among what it drops keeps `cause` for
+/// its synchronize ([`Mark::discarded_error`]).
+pub(crate) fn dropped_after_failure(cause: Option<SimError>, drop_it: impl FnOnce()) {
+    struct Clear;
+    impl Drop for Clear {
+        fn drop(&mut self) {
+            FAILED_BEFORE.with(|c| c.borrow_mut().take());
+        }
+    }
+    FAILED_BEFORE.with(|c| *c.borrow_mut() = cause);
+    let _clear = Clear;
+    drop_it();
 }
 
 /// What a record task holds: when it is dropped without having run, its [`Mark`] says so and
@@ -147,6 +202,9 @@ impl Drop for RecordTask {
             return;
         }
         let st = lock(&self.ev.st);
+        if let Some(cause) = FAILED_BEFORE.with(|c| c.borrow().clone()) {
+            let _ = self.mark.failed_before.set(cause);
+        }
         self.mark.discarded.store(true, Ordering::Relaxed);
         drop(st);
         self.ev.cv.notify_all();

@@ -358,7 +358,7 @@ impl EventOps for Sim {
                     // record may have set: that record is not this wait's (it waits for any
                     // record, not the latest).
                     Some(m) if (kind == EventKind::Ex || own_ids) && !m.ran() => {
-                        Err(discarded_error(task_ev.device))
+                        Err(m.discarded_error(task_ev.device))
                     }
                     _ => Ok(()),
                 }
@@ -382,8 +382,13 @@ impl EventOps for Sim {
         let st = lock(&ev.st);
         Ok(match &st.latest {
             None => LatestRecord::None,
-            // A discarded record is not pending: nothing of it is left to run.
+            // A discarded record is not pending: nothing of it is left to run. One dropped
+            // behind a failure of a stream that stops on failure answers with that failure,
+            // as CANN's query does (`ApiImpl::EventQueryStatus`, `Context::CheckStatus`).
             Some(m) if !m.ran() && !m.discarded() => LatestRecord::Pending,
+            Some(m) if !m.ran() && m.failed_before.get().is_some() => {
+                return Err(m.discarded_error(ev.device));
+            }
             Some(_) => LatestRecord::Done,
         })
     }
@@ -445,7 +450,7 @@ impl EventOps for Sim {
                 return Ok(());
             }
             if latest.discarded() {
-                return Err(discarded_error(ev.device));
+                return Err(latest.discarded_error(ev.device));
             }
             st = match deadline {
                 None => EvState::sleep(st, &ev.cv, None),

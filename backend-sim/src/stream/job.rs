@@ -96,6 +96,19 @@ pub trait Job<E>: Send + 'static {
         false
     }
 
+    /// Drops the job unrun because a job before it on its stream failed while the stream
+    /// stops on failure (`ACL_STOP_ON_FAILURE`); `failure` holds that failure until a
+    /// synchronize reports it. A job type that tells its waiters why it never ran reads it
+    /// here (`SimJob`: an event record's synchronize answers with that failure, as CANN's
+    /// context does once it stops on failure). The default just drops the job.
+    fn drop_after_failure(self, failure: &std::sync::Mutex<Option<E>>)
+    where
+        Self: Sized,
+    {
+        let _ = failure;
+        drop(self);
+    }
+
     /// The calling worker thread's queue ran dry: it is about to spin for more work, then
     /// park. A job type frees here what its jobs left for a moment when nobody waits for
     /// the thread (`SimJob`: the emptied box of its last host function). The default does

@@ -327,7 +327,12 @@ impl Drop for Watch<'_> {
 /// destroying thread down half-way). The payload of such a panic is leaked rather than
 /// dropped, since dropping it could panic again.
 fn drop_quietly<T>(value: T) {
-    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(move || drop(value))) {
+    quietly(move || drop(value));
+}
+
+/// Runs `f` (a drop, see [`drop_quietly`]), its panic caught and its payload forgotten.
+fn quietly(f: impl FnOnce()) {
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(f)) {
         mem::forget(payload);
     }
 }

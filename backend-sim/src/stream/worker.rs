@@ -15,7 +15,7 @@ use super::batch::{Batch, TAKE};
 use super::cancel::{Control, TaskCtx};
 use super::{
     DISCARDING, Job, OPEN, Padded, Parking, Stopped, WorkerPolicy, bump, drop_all, drop_quietly,
-    lock,
+    lock, quietly,
 };
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
@@ -605,9 +605,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     continue;
                 }
                 // Taken before a discard, aborted, or behind a failure in stop-on-failure
-                // mode: drop it unrun.
+                // mode: drop it unrun (told which failure, in the last case).
+                let after_failure = !aborted
+                    && !self.control.cancelled.load(Ordering::Relaxed)
+                    && self.halted.load(Ordering::Relaxed) & HALT_FAILED != 0;
                 self.flush(done);
-                drop_quietly(task);
+                if after_failure {
+                    quietly(|| task.drop_after_failure(&self.error));
+                } else {
+                    drop_quietly(task);
+                }
                 self.discarded.fetch_add(1, Ordering::Relaxed);
                 self.retire(1);
                 continue;

@@ -1089,6 +1089,7 @@ ACL_FUNC_VISIBILITY aclError aclrtPeekAtLastError(aclrtLastErrLevel level);
 
 ACL_FUNC_VISIBILITY aclError aclrtGetLastError(aclrtLastErrLevel level);
 
+ACL_DEPRECATED_MESSAGE("aclrtSetExceptionInfoCallback is deprecated: use aclrtExceptionInfoCallbackRegister / aclrtExceptionInfoCallbackUnregister")
 ACL_FUNC_VISIBILITY aclError aclrtSetExceptionInfoCallback(aclrtExceptionInfoCallback callback);
 
 ACL_FUNC_VISIBILITY aclError aclrtExceptionInfoCallbackRegister(aclrtExceptionInfoCallback callback);
@@ -1280,6 +1281,7 @@ ACL_FUNC_VISIBILITY aclError aclrtMemsetD32Async(void* ptr,
                                                  size_t N,
                                                  aclrtStream stream);
 
+ACL_DEPRECATED_MESSAGE("aclrtMemcpyAsyncWithCondition is deprecated: use aclrtMemcpyAsync")
 ACL_FUNC_VISIBILITY aclError aclrtMemcpyAsyncWithCondition(void *dst,
                                                            size_t destMax,
                                                            const void *src,
@@ -1834,6 +1836,7 @@ ACL_FUNC_VISIBILITY aclError aclmdlRITaskGetType(aclmdlRITask task, aclmdlRITask
 
 ACL_FUNC_VISIBILITY aclError aclmdlRITaskGetSeqId(aclmdlRITask task, uint32_t *id);
 
+ACL_DEPRECATED_MESSAGE("aclrtGetVersion is deprecated: use aclsysGetVersionStr / aclsysGetVersionNum")
 ACL_FUNC_VISIBILITY aclError aclrtGetVersion(int32_t *majorVersion, int32_t *minorVersion, int32_t *patchVersion);
 
 typedef enum aclRegisterCallbackType {
