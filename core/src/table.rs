@@ -303,7 +303,7 @@ impl NotifySync {
     /// instead of a [`CHUNK`] later. The head waiter's mark on the flag is taken off by a
     /// read-modify-write whatever the flag holds (a mark made after it reads from it, and the
     /// waiter, which looks at its cancellation again once marked, then sees what was set
-    /// before this call: `wait_held`); the queued waiters' [`turns`](Self::turns) moves on.
+    /// before this call: `wait_held`); the queued waiters' `turns` moves on.
     /// Loom found the gap (`core/tests/loom.rs`, `a_stopped_wait_is_woken_at_once` and `a_stopped_queued_wait_is_woken_at_once`: a stop
     /// between a wait's look and its sleep left it asleep for good under the model's futex),
     /// as it did for count notifies (`CntSync::wake_all`). Waits not cancelled look again and
