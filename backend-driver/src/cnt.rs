@@ -24,22 +24,12 @@ pub(crate) struct CntEntry {
 impl Inner {
     /// 207000 unless the SoC has count notifies; then `Some(f)` if the library exports `f`.
     fn cnt_fn<F: Copy>(&self, f: Option<F>, symbol: &str) -> Result<F, DriverError> {
-        if !self.soc.has(Feature::CntNotify) {
-            return Err(DriverError::local(
-                Error::FeatureNotSupport,
-                format!("{} has no count notifies", self.soc),
-            ));
-        }
-        f.ok_or_else(|| {
-            DriverError::local(
-                Error::FeatureNotSupport,
-                format!(
-                    "the loaded library ({}) does not export {symbol} (count notifies need a \
-                     CANN release for the Ascend 950 family)",
-                    self.opened.to_string_lossy()
-                ),
-            )
-        })
+        self.require(Feature::CntNotify, "count notifies")?;
+        self.exported(
+            f,
+            symbol,
+            " (count notifies need a CANN release for the Ascend 950 family)",
+        )
     }
 
     fn cnt_guard(

@@ -41,21 +41,8 @@ fn stale_event(e: RawEvent) -> DriverError {
 impl Inner {
     /// 207000 unless the SoC has events and the library exports `symbol`.
     fn ev_fn<F: Copy>(&self, f: Option<F>, symbol: &str) -> Result<F, DriverError> {
-        if !self.soc.has(Feature::Event) {
-            return Err(DriverError::local(
-                Error::FeatureNotSupport,
-                format!("{} has no events", self.soc),
-            ));
-        }
-        f.ok_or_else(|| {
-            DriverError::local(
-                Error::FeatureNotSupport,
-                format!(
-                    "the loaded library ({}) does not export {symbol}",
-                    self.opened.to_string_lossy()
-                ),
-            )
-        })
+        self.require(Feature::Event, "events")?;
+        self.exported(f, symbol, "")
     }
 
     fn ev(&self, e: RawEvent) -> Result<EventEntry, DriverError> {

@@ -453,6 +453,9 @@ fn stale_stream(s: RawStream) -> DriverError {
     )
 }
 
+/// What a SoC without [`Feature::Ipc`] lacks, in its 207000.
+const NOTIFY_IPC: &str = "notify IPC (export, import, whitelists)";
+
 fn device_arg(device: u32) -> Result<i32, DriverError> {
     i32::try_from(device).map_err(|_| {
         DriverError::local(
@@ -465,6 +468,36 @@ fn device_arg(device: u32) -> Result<i32, DriverError> {
 impl Inner {
     fn check(&self, func: &'static str, code: i32) -> Result<(), DriverError> {
         check(&self.api, func, code)
+    }
+
+    /// 207000: the SoC has no `what` (a [`Feature`] it lacks).
+    fn lacks(&self, what: &str) -> DriverError {
+        DriverError::local(
+            Error::FeatureNotSupport,
+            format!("{} has no {what}", self.soc),
+        )
+    }
+
+    /// 207000 unless the SoC has `feature` (`what` names it).
+    fn require(&self, feature: Feature, what: &str) -> Result<(), DriverError> {
+        if !self.soc.has(feature) {
+            return Err(self.lacks(what));
+        }
+        Ok(())
+    }
+
+    /// `f`, the optional entry point `symbol`, if the loaded library exports it; else 207000
+    /// (`note` after the explanation).
+    fn exported<F: Copy>(&self, f: Option<F>, symbol: &str, note: &str) -> Result<F, DriverError> {
+        f.ok_or_else(|| {
+            DriverError::local(
+                Error::FeatureNotSupport,
+                format!(
+                    "the loaded library ({}) does not export {symbol}{note}",
+                    self.opened.to_string_lossy()
+                ),
+            )
+        })
     }
 
     /// Makes `device` the calling thread's current device (skipped when already so).
@@ -506,23 +539,13 @@ impl Inner {
 
     fn invalid_notify(&self, n: RawNotify, before: Before) -> DriverError {
         if !self.soc.has(Feature::Notify) {
-            return DriverError::local(
-                Error::FeatureNotSupport,
-                format!("{} has no notifies", self.soc),
-            );
+            return self.lacks("notifies");
         }
         match before {
-            Before::IpcSupport if !self.soc.has(Feature::Ipc) => DriverError::local(
-                Error::FeatureNotSupport,
-                format!(
-                    "{} has no notify IPC (export, import, whitelists)",
-                    self.soc
-                ),
-            ),
-            Before::BatchReset if !self.soc.has(Feature::BatchReset) => DriverError::local(
-                Error::FeatureNotSupport,
-                format!("{} has no aclrtNotifyBatchReset", self.soc),
-            ),
+            Before::IpcSupport if !self.soc.has(Feature::Ipc) => self.lacks(NOTIFY_IPC),
+            Before::BatchReset if !self.soc.has(Feature::BatchReset) => {
+                self.lacks("aclrtNotifyBatchReset")
+            }
             Before::NonEmpty(0) => {
                 DriverError::local(Error::ParamInvalid, "the entry list is empty")
             }
@@ -838,10 +861,7 @@ impl NotifyResources for Driver {
             if i.soc.has(Feature::Ipc) {
                 DriverError::local(Error::ParamInvalid, "the key contains a NUL byte")
             } else {
-                DriverError::local(
-                    Error::FeatureNotSupport,
-                    format!("{} has no notify IPC (export, import, whitelists)", i.soc),
-                )
+                i.lacks(NOTIFY_IPC)
             }
         })?;
         i.ensure_device(device)?;

@@ -6,29 +6,14 @@
 use core::ffi::{c_char, c_void};
 
 use acl_notify_core::key::{ExportKey, KEY_BUF_LEN};
-use acl_notify_core::{DeviceMemory, Error, ServerPid};
+use acl_notify_core::{DeviceMemory, ServerPid};
 
-use crate::{Driver, DriverError, Inner};
+use crate::{Driver, DriverError};
 
 /// `ACL_MEMCPY_HOST_TO_DEVICE`, `ACL_MEMCPY_DEVICE_TO_HOST` and `ACL_MEMCPY_DEVICE_TO_DEVICE`.
 const H2D: u32 = 1;
 const D2H: u32 = 2;
 const D2D: u32 = 3;
-
-impl Inner {
-    /// 207000 unless the library exports `symbol`.
-    fn mem_fn<F: Copy>(&self, f: Option<F>, symbol: &str) -> Result<F, DriverError> {
-        f.ok_or_else(|| {
-            DriverError::local(
-                Error::FeatureNotSupport,
-                format!(
-                    "the loaded library ({}) does not export {symbol}",
-                    self.opened.to_string_lossy()
-                ),
-            )
-        })
-    }
-}
 
 /// The key as a NUL-terminated C string.
 fn c_key(key: &ExportKey) -> [u8; KEY_BUF_LEN] {
@@ -45,7 +30,7 @@ fn ptr(addr: u64) -> *mut c_void {
 impl DeviceMemory for Driver {
     fn mem_alloc(&self, device: u32, size: usize) -> Result<u64, DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtMalloc, "aclrtMalloc")?;
+        let f = i.exported(i.api.aclrtMalloc, "aclrtMalloc", "")?;
         i.ensure_device(device)?;
         let mut p: *mut c_void = core::ptr::null_mut();
         // SAFETY: valid out-pointer; policy 0 is ACL_MEM_MALLOC_HUGE_FIRST.
@@ -55,7 +40,7 @@ impl DeviceMemory for Driver {
 
     fn mem_free(&self, device: u32, addr: u64) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtFree, "aclrtFree")?;
+        let f = i.exported(i.api.aclrtFree, "aclrtFree", "")?;
         i.ensure_device(device)?;
         // SAFETY: an address the library handed out (it checks it).
         i.check("aclrtFree", unsafe { f(ptr(addr)) })
@@ -63,7 +48,7 @@ impl DeviceMemory for Driver {
 
     fn mem_write(&self, device: u32, dst: u64, src: &[u8]) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtMemcpy, "aclrtMemcpy")?;
+        let f = i.exported(i.api.aclrtMemcpy, "aclrtMemcpy", "")?;
         i.ensure_device(device)?;
         // SAFETY: the host side is `src`, valid for its length; the device side is checked
         // by the library.
@@ -73,7 +58,7 @@ impl DeviceMemory for Driver {
 
     fn mem_read(&self, device: u32, src: u64, dst: &mut [u8]) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtMemcpy, "aclrtMemcpy")?;
+        let f = i.exported(i.api.aclrtMemcpy, "aclrtMemcpy", "")?;
         i.ensure_device(device)?;
         // SAFETY: the host side is `dst`, valid for writing its length.
         let code = unsafe { f(dst.as_mut_ptr().cast(), dst.len(), ptr(src), dst.len(), D2H) };
@@ -82,7 +67,7 @@ impl DeviceMemory for Driver {
 
     fn mem_copy(&self, device: u32, dst: u64, src: u64, len: usize) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtMemcpy, "aclrtMemcpy")?;
+        let f = i.exported(i.api.aclrtMemcpy, "aclrtMemcpy", "")?;
         i.ensure_device(device)?;
         // SAFETY: both sides are device addresses, checked by the library.
         i.check("aclrtMemcpy", unsafe {
@@ -98,7 +83,7 @@ impl DeviceMemory for Driver {
         flags: u64,
     ) -> Result<ExportKey, DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtIpcMemGetExportKey, "aclrtIpcMemGetExportKey")?;
+        let f = i.exported(i.api.aclrtIpcMemGetExportKey, "aclrtIpcMemGetExportKey", "")?;
         i.ensure_device(device)?;
         let mut buf = [0u8; KEY_BUF_LEN];
         // SAFETY: `buf` holds KEY_BUF_LEN bytes, the length passed.
@@ -128,7 +113,7 @@ impl DeviceMemory for Driver {
         pids: &[i32],
     ) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtIpcMemSetImportPid, "aclrtIpcMemSetImportPid")?;
+        let f = i.exported(i.api.aclrtIpcMemSetImportPid, "aclrtIpcMemSetImportPid", "")?;
         i.ensure_device(device)?;
         let k = c_key(key);
         let mut pids = pids.to_vec();
@@ -144,9 +129,10 @@ impl DeviceMemory for Driver {
         entries: &[ServerPid],
     ) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(
+        let f = i.exported(
             i.api.aclrtIpcMemImportPidInterServer,
             "aclrtIpcMemImportPidInterServer",
+            "",
         )?;
         i.ensure_device(device)?;
         let k = c_key(key);
@@ -161,7 +147,7 @@ impl DeviceMemory for Driver {
 
     fn mem_import(&self, device: u32, key: &ExportKey, flags: u64) -> Result<u64, DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtIpcMemImportByKey, "aclrtIpcMemImportByKey")?;
+        let f = i.exported(i.api.aclrtIpcMemImportByKey, "aclrtIpcMemImportByKey", "")?;
         i.ensure_device(device)?;
         let k = c_key(key);
         let mut p: *mut c_void = core::ptr::null_mut();
@@ -173,7 +159,7 @@ impl DeviceMemory for Driver {
 
     fn mem_close(&self, device: u32, key: &ExportKey) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtIpcMemClose, "aclrtIpcMemClose")?;
+        let f = i.exported(i.api.aclrtIpcMemClose, "aclrtIpcMemClose", "")?;
         i.ensure_device(device)?;
         let k = c_key(key);
         // SAFETY: a NUL-terminated key.
@@ -188,7 +174,7 @@ impl DeviceMemory for Driver {
         attr: u64,
     ) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let f = i.mem_fn(i.api.aclrtIpcMemSetAttr, "aclrtIpcMemSetAttr")?;
+        let f = i.exported(i.api.aclrtIpcMemSetAttr, "aclrtIpcMemSetAttr", "")?;
         i.ensure_device(device)?;
         let k = c_key(key);
         // SAFETY: a NUL-terminated key.

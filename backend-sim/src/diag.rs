@@ -68,7 +68,8 @@ pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn Rem
 /// is live"`, `"exited: it left the cluster"`, `"dead: its cluster lease expired"`
 /// ([`RemoteState`]) or `"liveness unknown"` (the cluster did not answer), from one or two
 /// requests ([`RemoteLiveness::alive`]); outside it every server of the
-/// namespace is on this machine, so `"alive"` or `"dead"` as for this server's.
+/// namespace is on this machine, so `"alive"`, `"exited"` or `"dead"` as for this server's
+/// ([`state_of`]).
 fn server_pids_alive(namespace: &str, procs: &[(u32, i32, u64)]) -> Vec<&'static str> {
     let membership = REMOTE
         .get()
@@ -95,36 +96,72 @@ fn server_pids_alive(namespace: &str, procs: &[(u32, i32, u64)]) -> Vec<&'static
     }
 }
 
-/// `"alive"` or `"dead"` for the process a whitelist entry names as `pid`, `start_time` and
-/// `identity` (0 if not known) on this machine.
-fn identity_alive(pid: i32, start_time: u64, identity: u64) -> &'static str {
-    if sys::identity_alive(pid, start_time, identity) {
-        "alive"
-    } else {
-        "dead"
+/// How a process of this machine that is no longer alive ended, as every message that names
+/// one says it: it exited normally (`exit()`, a return from `main`, or its last `Sim` of a
+/// namespace this process joined dropped: its record in the namespace's wait-for graph says
+/// so, [`crate::waitgraph::exited`]), or it died (killed, crashed, or it left no record).
+/// When a rank of a job is killed, the others fail one after another and end normally: the
+/// timeouts of the last ones named those "dead" beside the one killed (a ring of 64 processes
+/// with one killed: two others named dead), and a whitelisted process of another server of
+/// the machine was "dead" however it ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// It ended normally.
+    Exited,
+    /// It was killed or crashed (or is not known to have ended normally).
+    Died,
+}
+
+impl Ended {
+    /// How process `pid` (gone) ended.
+    pub(crate) fn of(pid: i32) -> Ended {
+        if crate::waitgraph::exited(pid) {
+            Ended::Exited
+        } else {
+            Ended::Died
+        }
+    }
+
+    /// `"exited"` or `"dead"`.
+    pub(crate) fn state(self) -> &'static str {
+        match self {
+            Ended::Exited => "exited",
+            Ended::Died => "dead",
+        }
+    }
+
+    /// `"exited"` or `"died"`.
+    pub(crate) fn verb(self) -> &'static str {
+        match self {
+            Ended::Exited => "exited",
+            Ended::Died => "died",
+        }
     }
 }
 
-fn alive(pid: i32, start_time: u64) -> &'static str {
-    if sys::pid_alive(pid, start_time) {
+/// `"alive"` if process `pid` is, else `"exited"` or `"dead"` ([`Ended`]).
+pub(crate) fn state_of(pid: i32, alive: bool) -> &'static str {
+    if alive {
         "alive"
     } else {
-        "dead"
+        Ended::of(pid).state()
     }
+}
+
+/// [`state_of`] the process a whitelist entry names as `pid`, `start_time` and `identity` (0 if
+/// not known) on this machine.
+fn identity_alive(pid: i32, start_time: u64, identity: u64) -> &'static str {
+    state_of(pid, sys::identity_alive(pid, start_time, identity))
+}
+
+/// [`state_of`] process `pid` started at `start_time` (0 if not known) on this machine.
+pub(crate) fn alive(pid: i32, start_time: u64) -> &'static str {
+    state_of(pid, sys::pid_alive(pid, start_time))
 }
 
 /// `"pid 12 (rank 0, alive)"`, or `"pid 12 (alive)"` for a process without a label
-/// ([`crate::waitgraph::label_of`]); a process gone that noted a normal end is `"exited"`
-/// rather than `"dead"` ([`crate::waitgraph::exited`]): when a rank of a job is killed, the
-/// others fail one after another and end normally, and the timeouts of the last ones named
-/// those "dead" beside the one killed (a ring of 64 processes with one killed: two others
-/// named dead).
+/// ([`crate::waitgraph::label_of`]); `state` from [`state_of`].
 fn who(pid: i32, state: &str) -> String {
-    let state = if state == "dead" && crate::waitgraph::exited(pid) {
-        "exited"
-    } else {
-        state
-    };
     match crate::waitgraph::label_of(pid) {
         Some(l) => format!("pid {pid} ({l}, {state})"),
         None => format!("pid {pid} ({state})"),
@@ -140,12 +177,17 @@ pub(crate) fn destroyed_by_owner(pid: i32) -> String {
     )
 }
 
-/// Why a key of a notify whose owner (process `pid`) died imports nothing while importers still
-/// hold it (`Sim::import_parsed`): a death counts as the owner's destroy (SPEC §2).
-pub(crate) fn owner_died(pid: i32) -> String {
+/// Why a key of a notify whose owner (process `pid`) ended without destroying it imports
+/// nothing while importers still hold it (`Sim::import_parsed`): a death, or an exit without
+/// the destroy, counts as the owner's destroy (SPEC §2).
+pub(crate) fn owner_ended(pid: i32) -> String {
+    let how = match Ended::of(pid) {
+        Ended::Exited => "exited without destroying it",
+        Ended::Died => "died",
+    };
     format!(
-        "its owner (pid {pid}) died, which invalidates the key as its destroy would; importers \
-         that opened it before keep it until they destroy their handles"
+        "its owner (pid {pid}) {how}, which invalidates the key as its destroy would; \
+         importers that opened it before keep it until they destroy their handles"
     )
 }
 
@@ -217,8 +259,7 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
         .filter(|i| holders & (1u64 << i) != 0)
         .map(|i| {
             let pid = file.proc_pid(i);
-            let a = if file.proc_alive(i) { "alive" } else { "dead" };
-            who(pid, a)
+            who(pid, state_of(pid, file.proc_alive(i)))
         })
         .collect();
     let _ = write!(s, "; held by {}", held.join(", "));
@@ -355,11 +396,7 @@ fn entry_facts(file: &ShmFile, i: u32) -> String {
         P_RECLAIMING => return format!("being reclaimed by pid {pid}"),
         other => format!("pid {pid}, invalid state {other}"),
     };
-    s.push_str(if file.proc_alive(i) {
-        ", alive"
-    } else {
-        ", dead"
-    });
+    let _ = write!(s, ", {}", state_of(pid, file.proc_alive(i)));
     if i == file.me() {
         s.push_str(", this process");
     }

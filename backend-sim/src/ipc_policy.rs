@@ -333,12 +333,13 @@ impl Sim {
         if let Some(pid) = slot.destroyed_by() {
             return Err(stale(&diag::destroyed_by_owner(pid)));
         }
-        // An owner that died counts as having destroyed its handle (SPEC §2), so its death
-        // invalidates the key as its destroy would, while importers still hold the notify.
-        // (The owner of a slot in this machine's file runs on this machine.)
+        // An owner that died (or exited without destroying it) counts as having destroyed its
+        // handle (SPEC §2), so its end invalidates the key as its destroy would, while
+        // importers still hold the notify. (The owner of a slot in this machine's file runs on
+        // this machine.)
         let owner = slot.owner();
         if !crate::sys::pid_alive(owner.pid, owner.start_time) {
-            return Err(stale(&diag::owner_died(owner.pid)));
+            return Err(stale(&diag::owner_ended(owner.pid)));
         }
         // A holder that died counts as having destroyed its handle (SPEC §2), so a notify
         // whose every holder died no longer exists; its references are dropped only when a

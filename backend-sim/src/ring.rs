@@ -221,10 +221,12 @@ unsafe impl<T: Send> Sync for Ring<T> {}
 // SAFETY: as above; the ring owns its values.
 unsafe impl<T: Send> Send for Ring<T> {}
 
-/// Pads a value to its own cache lines (producers' and the consumer's words do not
-/// false-share).
+/// Pads a value to its own cache lines, so that values written by different threads do not
+/// false-share: the ring's producers' and consumer's words, a stream's counters
+/// ([`crate::stream`]).
+#[derive(Debug, Default)]
 #[repr(align(128))]
-struct Padded<T>(T);
+pub(crate) struct Padded<T>(T);
 
 impl<T> std::ops::Deref for Padded<T> {
     type Target = T;

@@ -118,6 +118,10 @@ fn main() {
             a_process_that_left_is_exited_for_the_other_hosts_not_dead,
         ),
         (
+            "joining_takes_two_calls_and_nothing_outlives_a_killed_last_process",
+            joining_takes_two_calls_and_nothing_outlives_a_killed_last_process,
+        ),
+        (
             "a_record_after_the_lease_expired_says_so",
             a_record_after_the_lease_expired_says_so,
         ),
@@ -1747,6 +1751,88 @@ fn a_process_that_left_is_exited_for_the_other_hosts_not_dead(
     check(left.is_empty(), || {
         format!("keys left once every process of the pod left: {left:?}")
     })?;
+    Ok(())
+}
+
+/// A process joining a pod whose server id and pod's lease are taken (every process of a job
+/// but the first of each host) makes two calls before its `aclInit` returns: its lease, and one
+/// transaction that registers it and reads both claims (it made eight: a lease granted, a
+/// transaction and the lease revoked to learn that the id was taken, the claim renewed, the
+/// pod's lease read and renewed, besides its own lease and registration; 64 processes
+/// joining at once queued 512 calls at etcd). Leaving normally is one transaction (the mark,
+/// the liveness key's delete, and whether anyone of the server and of the pod is left) and the
+/// lease's revocation, with no range read after. When the last process of the pod is killed,
+/// the claims and the marks of those that left go within the TTL: nothing stays in etcd.
+fn joining_takes_two_calls_and_nothing_outlives_a_killed_last_process(
+    _: &Arc<EtcdCluster>,
+) -> Result<(), Failed> {
+    // A cluster of its own: the other tests' calls would be counted too.
+    let c = EtcdCluster::start(1)?;
+    let tag = pod("join");
+    let url = c.url(&tag);
+    let (a, b) = (Host::mortal(&url, "a", 0), Host::mortal(&url, "b", 1));
+    let mut first = a.spawn()?;
+    let mut other = b.spawn()?;
+    // Every call but the leases' renewals (their own threads' schedule).
+    let counted = || -> Result<std::collections::BTreeMap<String, u64>, Failed> {
+        let mut m = c.calls()?;
+        m.remove("LeaseKeepAlive");
+        Ok(m)
+    };
+    let delta = |before: &std::collections::BTreeMap<String, u64>,
+                 after: &std::collections::BTreeMap<String, u64>| {
+        after
+            .iter()
+            .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
+            .filter(|&(_, d)| d > 0)
+            .collect::<std::collections::BTreeMap<String, u64>>()
+    };
+    let before = counted()?;
+    let mut second = a.spawn()?;
+    let joined = delta(&before, &counted()?);
+    let want: std::collections::BTreeMap<String, u64> =
+        [("LeaseGrant".to_owned(), 1), ("Txn".to_owned(), 1)].into();
+    check(joined == want, || {
+        format!("a join of a pod whose claims are taken made {joined:?}, not {want:?}")
+    })?;
+    let spid = second.pid;
+    let before = counted()?;
+    second.try_ok("dropsim")?;
+    let left = delta(&before, &counted()?);
+    let want: std::collections::BTreeMap<String, u64> =
+        [("LeaseRevoke".to_owned(), 1), ("Txn".to_owned(), 1)].into();
+    check(left == want, || {
+        format!("a leave that is not the last made {left:?}, not {want:?}")
+    })?;
+    // It is "exited" for the other host.
+    let h = other.try_ok("create 0")?;
+    other.try_ok(&format!("export {h}"))?;
+    other.try_ok(&format!("allow {h} 0 {spid}"))?;
+    let r = other.ask(&format!("hwait {h} 200"));
+    let exited = format!("pid {spid} on server 0 (exited: it left the cluster)");
+    check(
+        code_of(&r) == Some(107019) && r.as_ref().is_err_and(|e| e.contains(&exited)),
+        || format!("a wait naming the process that left: {r:?}"),
+    )?;
+    // Both hosts' processes are killed, the last of the pod too: the claims and the mark go
+    // with their leases.
+    drop(other);
+    first.kill();
+    let etcd = Etcd::new(c.client_addrs(), Duration::from_secs(5));
+    let prefix = format!("/acl-notify/{tag}/");
+    let mut keys = Vec::new();
+    poll_until("every key of the pod gone", MORTAL_GONE, || {
+        keys = etcd
+            .get_prefix(prefix.as_bytes())
+            .map(|(kvs, _)| {
+                kvs.iter()
+                    .map(|kv| String::from_utf8_lossy(&kv.key).into_owned())
+                    .collect()
+            })
+            .unwrap_or_else(|e| vec![format!("listing {prefix}: {e}")]);
+        keys.is_empty()
+    })
+    .map_err(|e| format!("{}; left: {keys:?}", e.message().unwrap_or("")))?;
     Ok(())
 }
 

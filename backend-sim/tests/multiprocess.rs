@@ -89,6 +89,10 @@ fn main() {
             "a_timeout_tells_a_process_that_ended_from_one_killed",
             a_timeout_tells_a_process_that_ended_from_one_killed,
         ),
+        (
+            "a_timeout_tells_another_server_s_process_that_ended_from_one_killed",
+            a_timeout_tells_another_server_s_process_that_ended_from_one_killed,
+        ),
     ];
     let trials = tests
         .into_iter()
@@ -866,6 +870,44 @@ fn a_timeout_tells_a_process_that_ended_from_one_killed() -> Result<(), Failed> 
     for part in [
         format!("pid {} (exited)", ended.pid),
         format!("pid {} (dead)", killed.pid),
+    ] {
+        check(text.contains(&part), || format!("{part:?} not in {text}"))?;
+    }
+    Ok(())
+}
+
+/// The same for whitelisted processes of another server of this machine (SuperPod servers
+/// sharing the namespace's files, outside cluster mode): one that ended its session normally
+/// is "exited", only the killed one "dead" (both were named "dead", where the same processes
+/// on this server, and on another host in cluster mode, were told apart).
+fn a_timeout_tells_another_server_s_process_that_ended_from_one_killed() -> Result<(), Failed> {
+    let ns = Ns::new("mp", "ended-sdid");
+    let sim = open(&ns, Soc::Ascend910_93);
+    let n = sim.create_notify(0, CreateFlags::empty())?;
+    sim.export_key(n, ExportFlags::empty())?;
+    let mut ended = spawn(&ns.0, Soc::Ascend910_93, 1);
+    let mut killed = spawn(&ns.0, Soc::Ascend910_93, 1);
+    let entries = [
+        ServerPid {
+            sdid: 1,
+            pid: ended.pid,
+        },
+        ServerPid {
+            sdid: 1,
+            pid: killed.pid,
+        },
+    ];
+    sim.set_import_server_pids(n, &entries)?;
+    ended.ok("dropsim");
+    ended.kill();
+    killed.kill();
+    let text = sim
+        .host_wait(n, Duration::from_millis(10))
+        .expect_err("nothing records")
+        .to_string();
+    for part in [
+        format!("pid {} on server 1 (exited)", ended.pid),
+        format!("pid {} on server 1 (dead)", killed.pid),
     ] {
         check(text.contains(&part), || format!("{part:?} not in {text}"))?;
     }

@@ -96,6 +96,17 @@ pub(crate) fn reserved_flags(flags: u64) -> Result<(), CallError> {
     Ok(())
 }
 
+/// [`reserved_flags`] in the words of the unified-addressing calls (`aclrtMemP2PMap`,
+/// `aclrtMemManagedPrefetch[Batch]Async`).
+pub(crate) fn reserved_param(flags: u64) -> Result<(), CallError> {
+    if flags != 0 {
+        return Err(acl_param(format!(
+            "flags {flags:#x}: a reserved parameter, which must be 0"
+        )));
+    }
+    Ok(())
+}
+
 /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT` (207000): entry point `call` on a SoC whose runtime
 /// lacks it, as the simulator's own feature checks word it (`Sim::require`).
 pub(crate) fn unsupported_on(call: &str, soc: acl_notify_core::Soc) -> CallError {

@@ -75,6 +75,8 @@ pub struct Event {
 pub enum Cmp {
     /// The key does not exist.
     Missing(Vec<u8>),
+    /// The key exists.
+    Exists(Vec<u8>),
     /// The key exists with this create revision (the same incarnation of it).
     CreatedAt(Vec<u8>, i64),
 }
@@ -88,6 +90,13 @@ pub enum Op {
         lease: i64,
     },
     Get(Vec<u8>),
+    /// The first key from `start` up to (not including) `end`, without its value (whether
+    /// any is there): a range of at most one key. In a transaction's branch it sees what the
+    /// branch's operations before it wrote.
+    First {
+        start: Vec<u8>,
+        end: Vec<u8>,
+    },
     /// Deletes the key (nothing if it does not exist).
     Delete(Vec<u8>),
 }
@@ -96,7 +105,7 @@ pub enum Op {
 #[derive(Debug, Clone)]
 pub struct TxnResult {
     pub succeeded: bool,
-    /// What each `Op::Get` of the branch that ran found, in order.
+    /// What each `Op::Get` (and `Op::First`) of the branch that ran found, in order.
     pub gets: Vec<Option<Kv>>,
     /// The cluster's revision after the transaction.
     pub revision: i64,
@@ -335,6 +344,9 @@ impl Etcd {
                 Cmp::Missing(k) => json!({
                     "key": b64(k), "target": "CREATE", "result": "EQUAL", "create_revision": "0"
                 }),
+                Cmp::Exists(k) => json!({
+                    "key": b64(k), "target": "CREATE", "result": "GREATER", "create_revision": "0"
+                }),
                 Cmp::CreatedAt(k, rev) => json!({
                     "key": b64(k), "target": "CREATE", "result": "EQUAL",
                     "create_revision": rev.to_string()
@@ -352,6 +364,10 @@ impl Etcd {
                         json!({ "request_put": p })
                     }
                     Op::Get(k) => json!({ "request_range": { "key": b64(k) } }),
+                    Op::First { start, end } => json!({ "request_range": {
+                        "key": b64(start), "range_end": b64(end), "keys_only": true,
+                        "limit": "1"
+                    } }),
                     Op::Delete(k) => json!({ "request_delete_range": { "key": b64(k) } }),
                 })
                 .collect()

@@ -336,6 +336,42 @@ impl EtcdCluster {
             self.kill_member(i);
         }
     }
+
+    /// The calls the running members have served, by gRPC method (`Txn`, `Range`,
+    /// `LeaseGrant`, `LeaseRevoke`, `Put`, …; every outcome), summed over the members, from
+    /// their `/metrics` (the JSON gateway's requests are gRPC calls inside etcd). For a test
+    /// that counts what clients ask; `LeaseKeepAlive`, a stream, counts its messages.
+    pub fn calls(&self) -> Result<std::collections::BTreeMap<String, u64>, String> {
+        let mut calls = std::collections::BTreeMap::new();
+        for m in self.members.iter().filter(|m| m.child.is_some()) {
+            let url = format!("http://{}/metrics", m.client);
+            let text = ureq::get(&url)
+                .call()
+                .and_then(|mut r| r.body_mut().read_to_string())
+                .map_err(|e| format!("{url}: {e}"))?;
+            for line in text.lines() {
+                let wanted = if line.contains("grpc_method=\"LeaseKeepAlive\"") {
+                    "grpc_server_msg_received_total{"
+                } else {
+                    "grpc_server_handled_total{"
+                };
+                if !line.starts_with(wanted) {
+                    continue;
+                }
+                let method = line
+                    .split_once("grpc_method=\"")
+                    .and_then(|(_, rest)| rest.split_once('"'))
+                    .map(|(m, _)| m.to_owned());
+                let n = line
+                    .rsplit_once(' ')
+                    .and_then(|(_, n)| n.parse::<f64>().ok());
+                if let (Some(method), Some(n)) = (method, n) {
+                    *calls.entry(method).or_insert(0) += n as u64;
+                }
+            }
+        }
+        Ok(calls)
+    }
 }
 
 impl Drop for EtcdCluster {

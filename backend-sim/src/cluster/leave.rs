@@ -20,6 +20,9 @@ use crate::SimError;
 use crate::error::err;
 use crate::locks::lock;
 
+/// The value of the pod's lease key (`pod-lease`): what the key is for, to whoever reads it.
+pub(super) const POD_LEASE_VALUE: &[u8] = b"the lease of the marks of processes that left (left/)";
+
 impl Shared {
     /// The mark of process `pid` of server `server` having left normally (see the module doc).
     pub(super) fn left_key(&self, server: u32, pid: i32) -> Vec<u8> {
@@ -35,6 +38,40 @@ impl Shared {
             (false, true) => RemoteState::Exited,
             (false, false) => RemoteState::Dead,
         }
+    }
+
+    /// Puts `put` for process `pid` of server `server` on the condition `when` (that the
+    /// object it addresses is still the incarnation the request names), reading, when the
+    /// condition fails, that object's key and the process's liveness key and mark of having
+    /// left in the same transaction: `None` when the put was made, else whether the object's
+    /// key is there and what the cluster knows of its owner, for the caller's words. Codes:
+    /// 507022 unreachable (`doing` names the request).
+    pub(super) fn put_if_current(
+        &self,
+        (when, put): (Cmp, Op),
+        (server, pid): (u32, i32),
+        doing: impl FnOnce() -> String,
+    ) -> Result<Option<(bool, crate::diag::RemoteState)>, SimError> {
+        let (Cmp::CreatedAt(key, _) | Cmp::Missing(key) | Cmp::Exists(key)) = &when;
+        let reads = [
+            Op::Get(key.clone()),
+            Op::Get(self.proc_key(server, pid)),
+            Op::Get(self.left_key(server, pid)),
+        ];
+        let t = self
+            .etcd
+            .txn(&[when], &[put], &reads)
+            .map_err(|e| ipc(e, &doing()))?;
+        if t.succeeded {
+            return Ok(None);
+        }
+        let mut g = t.gets.into_iter().map(|v| v.is_some());
+        let (object, owner, left) = (
+            g.next().unwrap_or(false),
+            g.next().unwrap_or(false),
+            g.next().unwrap_or(false),
+        );
+        Ok(Some((object, Shared::state_of(owner, left))))
     }
 
     /// Releases the host's claim of its server id when no process of the server is left in
@@ -73,7 +110,7 @@ impl Shared {
                     &[Cmp::Missing(key.clone())],
                     &[Op::Put {
                         key: key.clone(),
-                        value: b"the lease of the marks of processes that left (left/)".to_vec(),
+                        value: POD_LEASE_VALUE.to_vec(),
                         lease,
                     }],
                     &[],
@@ -96,9 +133,13 @@ impl Shared {
 
     /// Marks this process as having left normally and deletes its liveness key, in one
     /// transaction (see the module doc): the other hosts then name it "exited", never "dead",
-    /// whenever they read it. Whether the cluster answered (when it did not, within the
-    /// client's bound, the lease is left to expire: leaving takes one bound).
-    fn mark_left(&self) -> bool {
+    /// whenever they read it. The same transaction looks whether any process of this server,
+    /// and of the pod, is still registered after it (a range of at most one key each), for
+    /// [`release_if_last`](Self::release_if_last): leaving costs that transaction and the
+    /// lease's revocation, where it was a range read more for each claim.
+    fn mark_left(&self) -> Marked {
+        let server = self.key(&format!("proc/{}/", self.server));
+        let pod = self.key("proc/");
         for again in [true, false] {
             let lease = *lock(&self.pod_lease);
             match self.etcd.txn(
@@ -110,34 +151,80 @@ impl Shared {
                         lease,
                     },
                     Op::Delete(self.proc_key(self.server, self.pid)),
+                    Op::First {
+                        end: etcd::prefix_end(&server),
+                        start: server.clone(),
+                    },
+                    Op::First {
+                        end: etcd::prefix_end(&pod),
+                        start: pod.clone(),
+                    },
                 ],
                 &[],
             ) {
-                Ok(_) => return true,
+                Ok(t) => {
+                    let mut g = t.gets.into_iter();
+                    let (s, p) = (g.next().flatten(), g.next().flatten());
+                    return Marked::Put {
+                        server_left: s.is_some(),
+                        pod_left: p.is_some(),
+                    };
+                }
                 // The pod's lease went (every other process left, the last revoking it, or
                 // it expired while the cluster was away): take it again, once.
                 Err(EtcdError::LeaseGone(_)) if again => match self.claim_pod() {
                     Ok(l) => *lock(&self.pod_lease) = l,
-                    Err(_) => return true,
+                    Err(_) => return Marked::Refused,
                 },
-                Err(EtcdError::Unreachable(_)) => return false,
-                Err(_) => return true,
+                Err(EtcdError::Unreachable(_)) => return Marked::Unanswered,
+                Err(_) => return Marked::Refused,
             }
         }
-        true
+        Marked::Refused
     }
 
-    /// Revokes the pod's lease (the marks of the processes that left go with it) when no
-    /// process of the pod is left in the cluster (this one's lease just revoked). A process
-    /// joining meanwhile that took this lease finds it revoked at its next renewal and takes
-    /// a new one.
-    fn release_pod_if_last(&self) {
-        let prefix = self.key("proc/");
-        let end = etcd::prefix_end(&prefix);
-        if self.etcd.keys_in(&prefix, &end).is_ok_and(|k| k.is_empty()) {
+    /// After this process's lease was revoked: releases the server id when no process of
+    /// the server is left in the cluster ([`release_server_if_last`](Self::release_server_if_last)),
+    /// and revokes the pod's lease (the marks of the processes that left go with it) when no
+    /// process of the pod is, as `marked` found them; after a refused mark, by reading again.
+    /// A process joining meanwhile that took either lease finds it revoked at its claim
+    /// keeper's first renewal (or its next) and takes a new one.
+    fn release_if_last(&self, marked: Marked) {
+        let (server, pod) = match marked {
+            Marked::Put {
+                server_left,
+                pod_left,
+            } => (!server_left, !pod_left),
+            Marked::Refused | Marked::Unanswered => {
+                let pod = self.key("proc/");
+                let end = etcd::prefix_end(&pod);
+                self.release_server_if_last();
+                (
+                    false,
+                    self.etcd.keys_in(&pod, &end).is_ok_and(|k| k.is_empty()),
+                )
+            }
+        };
+        if server {
+            let _ = self.etcd.lease_revoke(*lock(&self.server_lease));
+        }
+        if pod {
             let _ = self.etcd.lease_revoke(*lock(&self.pod_lease));
         }
     }
+}
+
+/// What marking this process's leaving found (see [`Shared::mark_left`]).
+#[derive(Clone, Copy, Debug)]
+enum Marked {
+    /// Marked; whether any other process of this server, and of the pod, was still
+    /// registered.
+    Put { server_left: bool, pod_left: bool },
+    /// Refused (not for want of an answer): the process leaves as it would have, the claims
+    /// looked at again.
+    Refused,
+    /// The cluster did not answer within the client's bound.
+    Unanswered,
 }
 
 impl crate::diag::RemoteLiveness for Shared {
@@ -189,9 +276,9 @@ impl Drop for Cluster {
             .spawn(move || {
                 // A cluster that did not answer the mark within the bound is not asked again:
                 // the lease expires by itself, and the process is taken for dead.
-                if s.mark_left() && s.etcd.lease_revoke(lease).is_ok() {
-                    s.release_server_if_last();
-                    s.release_pod_if_last();
+                let marked = s.mark_left();
+                if !matches!(marked, Marked::Unanswered) && s.etcd.lease_revoke(lease).is_ok() {
+                    s.release_if_last(marked);
                 }
             });
         let threads: Vec<JoinHandle<()>> = lock(&self.watcher)
@@ -207,7 +294,7 @@ impl Drop for Cluster {
                 let _ = t.join();
             }
             Err(_) => {
-                if self.shared.mark_left() {
+                if !matches!(self.shared.mark_left(), Marked::Unanswered) {
                     let _ = self.shared.etcd.lease_revoke(lease);
                 }
             }

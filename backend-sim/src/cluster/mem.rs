@@ -173,27 +173,16 @@ impl Shared {
         header: &Value,
         data: &[u8],
     ) -> Result<(), SimError> {
-        let mkey = self.mem_key(m.server, m.device, m.id);
-        let (cmp, put) = self.mem_op(m, header, data);
-        let t = self
-            .etcd
-            .txn(
-                &[cmp],
-                &[put],
-                &[
-                    Op::Get(mkey),
-                    Op::Get(self.proc_key(m.server, m.owner_pid)),
-                    Op::Get(self.left_key(m.server, m.owner_pid)),
-                ],
-            )
-            .map_err(|e| ipc(e, &format!("a copy through {}", m.describe())))?;
-        if t.succeeded {
+        let Some((alloc, owner)) = self.put_if_current(
+            self.mem_op(m, header, data),
+            (m.server, m.owner_pid),
+            || format!("a copy through {}", m.describe()),
+        )?
+        else {
             return Ok(());
-        }
-        let mut g = t.gets.into_iter();
-        let (alloc, owner, left) = (g.next().flatten(), g.next().flatten(), g.next().flatten());
+        };
         use crate::diag::RemoteState;
-        let why = match (alloc, Shared::state_of(owner.is_some(), left.is_some())) {
+        let why = match (alloc, owner) {
             (_, RemoteState::Exited) => {
                 "its owner exited: it left the cluster (aclFinalize), and the bytes lived in \
                  its process"
@@ -202,12 +191,12 @@ impl Shared {
                 "its owner is dead: its cluster lease expired, and the bytes lived in its \
                  process"
             }
-            (None, RemoteState::Live) => {
+            (false, RemoteState::Live) => {
                 "its owner freed it (an importer may not use memory after the owner's aclrtFree \
                  or aclrtFreePhysical; close the mapping with aclrtIpcMemClose, or unmap it and \
                  aclrtFreePhysical an imported physical allocation)"
             }
-            (Some(_), RemoteState::Live) => {
+            (true, RemoteState::Live) => {
                 "its registry entry is a new one (its owner freed it and allocated the id \
                  again, or was taken for dead — its lease expired — and published it again)"
             }
@@ -530,7 +519,7 @@ impl Cluster {
         .map_err(|why| {
             let words = (
                 "memory",
-                "the owner freed it, or died",
+                "the owner freed it, left the cluster or died",
                 "the key does not match its export (freed, or exported again since)",
             );
             stale(why.explain(server, &s.pod, words))

@@ -259,6 +259,20 @@ enum Held {
     Mem(acl_notify_core::key::ExportKey),
 }
 
+/// The leases of the claims a process found, or took, as it registered (see
+/// [`Shared::register`]): its host's claim of the server id and the pod's lease. A key found
+/// is bound to a live lease (etcd deletes a key with its lease), so the process takes that
+/// lease without a call; its claim keeper renews both as its thread starts (a lease that its
+/// last renewers left near its end gets a full TTL one call later), then every third of the
+/// TTL. Before, the join learned that its server id was taken by trying to claim it (a lease
+/// granted, a transaction, the lease revoked), then renewed the claim, read the pod's lease and
+/// renewed that: eight calls of each process on `aclInit`'s path, where there are two now (the
+/// process's lease, then one transaction), and a few more for the first processes of a host.
+struct Joined {
+    server: i64,
+    pod: i64,
+}
+
 /// A notify this process published, by (device, id).
 struct Published {
     generation: u32,
@@ -518,21 +532,7 @@ impl Shared {
             let Some(Some(kv)) = t.gets.into_iter().next() else {
                 continue; // expired meanwhile: claim again
             };
-            if kv.value != self.host.as_bytes() {
-                return Err(err(
-                    Error::ParamInvalid,
-                    format!(
-                        "ACL_NOTIFY_SIM_SERVER_ID={}: server {} of SuperPod {} is owned by host \
-                         {:?}; this host is {:?} (a server id belongs to one host: give this \
-                         host another one)",
-                        self.server,
-                        self.server,
-                        self.pod,
-                        String::from_utf8_lossy(&kv.value),
-                        self.host
-                    ),
-                ));
-            }
+            self.ours(&kv)?;
             // Our own host holds it: keep its lease alive with the other processes.
             if self.etcd.lease_keepalive(kv.lease).unwrap_or(0) > 0 {
                 return Ok(kv.lease);
@@ -547,30 +547,121 @@ impl Shared {
         ))
     }
 
-    /// Puts this process's liveness key under a new lease; the lease.
-    fn register(&self) -> Result<i64, SimError> {
-        let lease = self
-            .etcd
-            .lease_grant(self.ttl)
-            .map_err(|e| ipc(e, "joining the cluster"))?;
-        self.not_leaving()?;
-        // A mark of an earlier process of this pid that left (a job before this one) would
-        // name this one "exited" once it is gone, had it died.
+    /// Refuses a claim of this process's server id (`kv`, as read) that another host holds:
+    /// 107000 naming it.
+    fn ours(&self, kv: &etcd::Kv) -> Result<(), SimError> {
+        if kv.value == self.host.as_bytes() {
+            return Ok(());
+        }
+        Err(err(
+            Error::ParamInvalid,
+            format!(
+                "ACL_NOTIFY_SIM_SERVER_ID={}: server {} of SuperPod {} is owned by host {:?}; \
+                 this host is {:?} (a server id belongs to one host: give this host another \
+                 one)",
+                self.server,
+                self.server,
+                self.pod,
+                String::from_utf8_lossy(&kv.value),
+                self.host
+            ),
+        ))
+    }
+
+    /// Puts this process's liveness key under a new lease, once its host's claim of the server
+    /// id and the pod's lease are there; the lease, and the leases of both claims
+    /// ([`Joined`]). Two calls when both claims are there: the lease, and one transaction that
+    /// registers the process if they are and reads them. A claim found missing is taken with
+    /// the lease in hand (a transaction that puts it only if it is still missing): the process
+    /// that takes it first gets another lease for itself, the others keep theirs and register
+    /// with it, so a job's processes starting at once grant and revoke no lease in vain.
+    fn register(&self) -> Result<(i64, Joined), SimError> {
+        let doing = "joining the cluster";
+        let grant = || self.etcd.lease_grant(self.ttl).map_err(|e| ipc(e, doing));
+        let server_key = self.key(&format!("server/{}", self.server));
+        let pod_key = self.key("pod-lease");
+        let mut lease = grant()?;
+        let refused = |e: SimError, lease: i64| {
+            let _ = self.etcd.lease_revoke(lease);
+            e
+        };
+        for _ in 0..5 {
+            self.not_leaving()?;
+            let reads = [Op::Get(server_key.clone()), Op::Get(pod_key.clone())];
+            // A mark of an earlier process of this pid that left (a job before this one) would
+            // name this one "exited" once it is gone, had it died.
+            let register = [
+                Op::Put {
+                    key: self.proc_key(self.server, self.pid),
+                    value: self.host.clone().into_bytes(),
+                    lease,
+                },
+                Op::Delete(self.left_key(self.server, self.pid)),
+            ];
+            let t = self
+                .etcd
+                .txn(
+                    &[
+                        Cmp::Exists(server_key.clone()),
+                        Cmp::Exists(pod_key.clone()),
+                    ],
+                    &[&register[..], &reads[..]].concat(),
+                    &reads,
+                )
+                .map_err(|e| ipc(e, doing))?;
+            let mut g = t.gets.into_iter();
+            let (server, pod) = (g.next().flatten(), g.next().flatten());
+            if let Some(kv) = &server {
+                self.ours(kv).map_err(|e| refused(e, lease))?;
+            }
+            if let (true, Some(s), Some(p)) = (t.succeeded, &server, &pod) {
+                let joined = Joined {
+                    server: s.lease,
+                    pod: p.lease,
+                };
+                return Ok((lease, joined));
+            }
+            self.not_leaving().map_err(|e| refused(e, lease))?;
+            for (missing, key, value) in [
+                (server.is_none(), &server_key, self.host.as_bytes()),
+                (pod.is_none(), &pod_key, leave::POD_LEASE_VALUE),
+            ] {
+                if missing && self.claim_with(key, value, lease, doing)? {
+                    // This lease holds the claim now: the process takes another.
+                    lease = grant()?;
+                }
+            }
+        }
+        Err(refused(
+            err(
+                Error::IpcError,
+                format!(
+                    "could not join SuperPod {}: the claims of server {} and of the pod's lease \
+                     kept changing",
+                    self.pod, self.server
+                ),
+            ),
+            lease,
+        ))
+    }
+
+    /// Puts `key` (a claim) with `value` bound to `lease` if it is missing; whether it did.
+    fn claim_with(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        lease: i64,
+        doing: &str,
+    ) -> Result<bool, SimError> {
+        let put = Op::Put {
+            key: key.to_vec(),
+            value: value.to_vec(),
+            lease,
+        };
         self.etcd
-            .txn(
-                &[],
-                &[
-                    Op::Put {
-                        key: self.proc_key(self.server, self.pid),
-                        value: self.host.clone().into_bytes(),
-                        lease,
-                    },
-                    Op::Delete(self.left_key(self.server, self.pid)),
-                ],
-                &[],
-            )
-            .map_err(|e| ipc(e, "joining the cluster"))?;
-        Ok(lease)
+            .txn(&[Cmp::Missing(key.to_vec())], &[put], &[])
+            .map(|t| t.succeeded)
+            .map_err(|e| ipc(e, doing))
     }
 
     /// Whether the process is leaving the cluster (`Cluster`'s drop): the threads stop, and
@@ -593,7 +684,8 @@ impl Shared {
     /// and a teardown waits for this thread: it looks for one between any two calls, so that
     /// the teardown waits for one call, not for a series of them.
     fn keep(&self) {
-        self.keep_renewing(|| {
+        let every = renew::period(self.ttl, POLL);
+        self.keep_renewing(Instant::now() + every, || {
             let pl = *lock(&self.proc_lease);
             match self.etcd.lease_keepalive(pl) {
                 Ok(0) => {}
@@ -603,9 +695,11 @@ impl Shared {
             if self.leaving() {
                 return false;
             }
-            let Ok(new) = self.register() else {
+            let Ok((new, joined)) = self.register() else {
                 return false;
             };
+            *lock(&self.server_lease) = joined.server;
+            *lock(&self.pod_lease) = joined.pod;
             *lock(&self.proc_lease) = new;
             for ((dev, id), p) in lock(&self.published).iter() {
                 if self.leaving() {
@@ -625,10 +719,10 @@ impl Shared {
         });
     }
 
-    /// Renews the host's claim on the server id and the pod's lease (see [`renew`]); one
-    /// found expired is claimed again.
+    /// Renews the host's claim on the server id and the pod's lease (see [`renew`]), the first
+    /// time at once (see [`Joined`]); one found expired is claimed again.
     fn keep_claim(&self) {
-        self.keep_renewing(|| {
+        self.keep_renewing(Instant::now(), || {
             let sl = *lock(&self.server_lease);
             let server = match self.etcd.lease_keepalive(sl) {
                 Ok(0) => match self.claim_server() {
@@ -660,11 +754,11 @@ impl Shared {
         });
     }
 
-    /// Calls `renew` (whether the renewal went through) on [`renew`]'s schedule until the
-    /// process leaves the cluster.
-    fn keep_renewing(&self, mut renew: impl FnMut() -> bool) {
+    /// Calls `renew` (whether the renewal went through) at `first`, then on [`renew`]'s
+    /// schedule, until the process leaves the cluster.
+    fn keep_renewing(&self, first: Instant, mut renew: impl FnMut() -> bool) {
         let every = renew::period(self.ttl, POLL);
-        let mut next = Instant::now() + every;
+        let mut next = first;
         while !self.leaving() {
             let now = Instant::now();
             if now < next {
@@ -839,9 +933,6 @@ impl Shared {
     /// transaction that may have been committed, is sent again with its number: the owner
     /// applies it once).
     fn record_numbered(&self, n: &RemoteNotify, reset: bool, tok: u64) -> Result<(), SimError> {
-        let s = self;
-        let export = s.export_key(n.server, n.device, n.id);
-        let (cmp, put) = s.record_op(n, reset, tok);
         let what = || {
             format!(
                 "{} on notify {} of device {} of server {} (owner pid {})",
@@ -852,31 +943,19 @@ impl Shared {
                 n.owner_pid
             )
         };
-        let t = s
-            .etcd
-            .txn(
-                &[cmp],
-                &[put],
-                &[
-                    Op::Get(export),
-                    Op::Get(s.proc_key(n.server, n.owner_pid)),
-                    Op::Get(s.left_key(n.server, n.owner_pid)),
-                ],
-            )
-            .map_err(|e| ipc(e, &what()))?;
-        if t.succeeded {
+        let Some((export, owner)) =
+            self.put_if_current(self.record_op(n, reset, tok), (n.server, n.owner_pid), what)?
+        else {
             return Ok(());
-        }
-        let mut g = t.gets.into_iter();
-        let (export, owner, left) = (g.next().flatten(), g.next().flatten(), g.next().flatten());
+        };
         use crate::diag::RemoteState;
-        let why = match (export, Shared::state_of(owner.is_some(), left.is_some())) {
+        let why = match (export, owner) {
             (_, RemoteState::Exited) => {
                 "the owner exited: it left the cluster (aclFinalize), and its notifies with it"
             }
             (_, RemoteState::Dead) => "the owner is dead: its cluster lease expired",
-            (None, RemoteState::Live) => "the owner withdrew the export (it destroyed the notify)",
-            (Some(_), RemoteState::Live) => "the notify was destroyed and its id exported again",
+            (false, RemoteState::Live) => "the owner withdrew the export (it destroyed the notify)",
+            (true, RemoteState::Live) => "the notify was destroyed and its id exported again",
         };
         Err(err(
             Error::InvalidHandle,
@@ -919,23 +998,14 @@ impl Cluster {
             published_mem: Mutex::new(HashMap::new()),
             pending: Mutex::new(mem::Pending::default()),
         });
-        let proc_lease = shared.register()?;
+        // Two calls when the server id and the pod's lease are claimed (every process of a
+        // job but the first ones of each host): the lease, and one transaction that registers
+        // the process and reads both claims. The claims' leases are renewed at once by the
+        // claim keeper's thread, not here (see [`Joined`]).
+        let (proc_lease, joined) = shared.register()?;
         *lock(&shared.proc_lease) = proc_lease;
-        match shared.claim_server() {
-            Ok(l) => *lock(&shared.server_lease) = l,
-            Err(e) => {
-                let _ = shared.etcd.lease_revoke(proc_lease);
-                return Err(e);
-            }
-        }
-        match shared.claim_pod() {
-            Ok(l) => *lock(&shared.pod_lease) = l,
-            Err(e) => {
-                let _ = shared.etcd.lease_revoke(proc_lease);
-                shared.release_server_if_last();
-                return Err(e);
-            }
-        }
+        *lock(&shared.server_lease) = joined.server;
+        *lock(&shared.pod_lease) = joined.pod;
         // The error messages of `diag` ask it about whitelisted processes of other hosts.
         crate::fork::required()?;
         let weak: Weak<dyn crate::diag::RemoteLiveness> = Arc::downgrade(&shared) as _;
@@ -1127,7 +1197,7 @@ impl Cluster {
         .map_err(|why| {
             let words = (
                 "a notify",
-                "the owner died and its lease expired",
+                "the owner left the cluster, or died and its lease expired",
                 "the notify no longer exists or was exported again (the key is stale)",
             );
             stale(why.explain(server, &s.pod, words))
@@ -1236,10 +1306,11 @@ mod tests {
     }
 
     /// An etcd stand-in on a loopback port for [`a_held_renewal_of_the_claim_does_not_hold_back_the_process_s`]:
-    /// leases granted 1001 (the process's: `register` asks first) and 1002 (the claim), every
-    /// other call answered with what the client reads as success, and each renewal of lease
-    /// 1002 held unanswered (until the client gives the try up). It notes whether lease 1001
-    /// was renewed while a renewal of 1002 was held.
+    /// lease 1001 granted (the process's: `register` asks first), the claims found held by
+    /// leases 1002 (the server id's) and 1003 (the pod's), every other call answered with what
+    /// the client reads as success, and each renewal of lease 1002 held unanswered (until the
+    /// client gives the try up). It notes whether lease 1001 was renewed while a renewal of
+    /// 1002 was held.
     fn holding_etcd() -> (SocketAddr, Arc<(std::sync::atomic::AtomicI32, AtomicBool)>) {
         use std::io::{BufRead, BufReader, Read, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -1297,7 +1368,29 @@ mod tests {
                                 }
                                 json!({ "result": { "TTL": "1" } })
                             }
-                            "/v3/kv/txn" => json!({ "succeeded": true }),
+                            "/v3/kv/txn" => {
+                                // The claims are there, held by leases 1002 (the server id's)
+                                // and 1003 (the pod's), with the value the process puts (its
+                                // host): the registering transaction reads them so.
+                                let ops = req["success"].as_array().cloned().unwrap_or_default();
+                                let value = ops
+                                    .iter()
+                                    .find_map(|o| o["request_put"]["value"].as_str())
+                                    .unwrap_or("")
+                                    .to_owned();
+                                let mut claims = ["1002", "1003"].into_iter();
+                                let responses: Vec<Value> = ops
+                                    .iter()
+                                    .map(|o| match o.get("request_range") {
+                                        Some(r) => json!({ "response_range": { "kvs": [{
+                                            "key": r["key"], "value": value,
+                                            "lease": claims.next().unwrap_or("1003")
+                                        }] } }),
+                                        None => json!({}),
+                                    })
+                                    .collect();
+                                json!({ "succeeded": true, "responses": responses })
+                            }
                             _ => json!({ "header": { "revision": "1" } }),
                         }
                         .to_string();

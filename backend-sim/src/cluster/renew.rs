@@ -1,6 +1,6 @@
-//! When a lease is renewed. A process keeps two leases alive (its own, which holds its
-//! liveness, its exports and its holds; and its host's claim on the server id), each on a
-//! thread of its own, so that one lease's calls never hold back the other's renewal: a call
+//! When a lease is renewed. A process keeps its leases alive on two threads (its own lease,
+//! which holds its liveness, its exports and its holds, on one; its host's claim on the server
+//! id and the pod's lease on the other), so that one lease's calls never hold back the other's renewal: a call
 //! may take the client's whole bound (3 s) when a member is silent or the machine is loaded,
 //! longer than a short TTL (2 s in the fault tests). Each lease is renewed a third of the TTL
 //! after the start of its last renewal that went through, not after its end, so the time a

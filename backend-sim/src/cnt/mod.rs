@@ -713,11 +713,7 @@ fn describe_cnt_wait(r: &CntRef, wait: &CntWait, t: Option<Duration>, what: &str
         s,
         "; owner pid {} ({})",
         o.pid,
-        if sys::pid_alive(o.pid, o.start_time) {
-            "alive"
-        } else {
-            "dead"
-        }
+        crate::diag::alive(o.pid, o.start_time)
     );
     match slot.last_record() {
         None => s.push_str("; never recorded"),

@@ -218,7 +218,7 @@ fn cnt_exhausted_message(file: &CntFile, device: u32) -> String {
         .map(|(pid, (n, alive))| {
             format!(
                 "pid {pid} ({}) holds {n}",
-                if *alive { "alive" } else { "dead" }
+                crate::diag::state_of(*pid, *alive)
             )
         })
         .collect();

@@ -234,8 +234,9 @@ impl SimEvent {
                 Error::StreamAbort,
                 format!(
                     "the IPC event's record (device {}) never ran: the process that recorded \
-                     it, pid {pid}, died first",
-                    self.device
+                     it, pid {pid}, {} first",
+                    self.device,
+                    crate::diag::Ended::of(pid).verb()
                 ),
             )),
             Some(NeverRan::Dropped(pid)) => Err(err(

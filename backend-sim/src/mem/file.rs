@@ -37,6 +37,7 @@ use acl_notify_core::slot::{Owner, Payload, Slot, SlotState};
 use acl_notify_core::waiter::Waiter;
 
 use super::components::Component;
+use super::reserved::{reserve_none, unreserve};
 use crate::error::SimError;
 use crate::mapfile::SHM_DIR;
 use crate::mapfile::{
@@ -352,24 +353,16 @@ impl MemFile {
         let Some(map) = open.open(fill, check).map_err(name_size_setting)? else {
             return Ok(None);
         };
-        // SAFETY: a fresh private reservation without an address hint: no existing mapping is
-        // affected. PROT_NONE and MAP_NORESERVE: it costs address space only.
-        let reserve = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                capacity as usize,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if reserve == libc::MAP_FAILED {
-            let e = std::io::Error::last_os_error();
-            let what = mapping_failed(capacity as usize, &e);
-            let e = KIND.os_err(path, &format!("reserving device addresses: {what}"), e);
-            return Err(name_size_setting(e));
-        }
+        // SAFETY: no MAP_FIXED: no existing mapping is affected.
+        let reserve =
+            unsafe { reserve_none(std::ptr::null_mut(), capacity as usize, 0) }.map_err(|e| {
+                let what = mapping_failed(capacity as usize, &e);
+                name_size_setting(KIND.os_err(
+                    path,
+                    &format!("reserving device addresses: {what}"),
+                    e,
+                ))
+            })?;
         // Under valgrind's memcheck, the leak check must not read the arena: reading its
         // holes would back the whole sparse file in /dev/shm (`crate::valgrind`).
         // SAFETY: data_off + capacity == total, the mapping's length (`Layout::new`).
@@ -381,7 +374,7 @@ impl MemFile {
             layout,
             server,
             device,
-            reserve: reserve.addr(),
+            reserve,
             pid: sys::getpid(),
             lock: Mutex::new(()),
             usage: Default::default(),
@@ -688,15 +681,13 @@ impl MemFile {
         if self.host_range(off, len).is_err() {
             return;
         }
-        // SAFETY: as in `open_to_host`; the same reservation as `open_file` makes.
-        unsafe {
-            libc::mmap(
+        // SAFETY: as in `open_to_host`: `[addr, addr + len)` lies in this file's reservation,
+        // which nothing else maps; it becomes the reservation `open_file` made again.
+        let _ = unsafe {
+            reserve_none(
                 std::ptr::with_exposed_provenance_mut(self.addr(off)),
                 len as usize,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_FIXED,
-                -1,
-                0,
+                libc::MAP_FIXED,
             )
         };
     }
@@ -931,13 +922,8 @@ impl Drop for MemFile {
     fn drop(&mut self) {
         // The arena is unmapped with `map` below: its addresses are checked again.
         crate::valgrind::unhide_arena(self.bytes(0, 0).addr(), self.layout.capacity as usize);
-        // SAFETY: the reservation made in `open_file`, unmapped only here.
-        unsafe {
-            libc::munmap(
-                self.reserve as *mut libc::c_void,
-                self.layout.capacity as usize,
-            )
-        };
+        // The reservation made in `open_file`, given back only here.
+        unreserve(self.reserve, self.layout.capacity as usize);
     }
 }
 

@@ -357,6 +357,7 @@ impl Sim {
 mod tests {
     use super::*;
     use crate::mem::MemcpyKind;
+    use crate::mem::tests::{d2h, h2d};
     use acl_notify_core::{BackendError as _, StreamOps, SyncWait};
 
     #[test]
@@ -376,19 +377,8 @@ mod tests {
         );
         let data: Vec<u8> = (0..=255u8).collect();
         let zeros = [0u8; 16];
-        // SAFETY: host slices that outlive the synchronizes below.
-        unsafe {
-            sim.memcpy(a, 256, data.as_ptr().addr(), 256, MemcpyKind::HostToDevice)
-                .unwrap();
-            sim.memcpy(
-                words,
-                16,
-                zeros.as_ptr().addr(),
-                16,
-                MemcpyKind::HostToDevice,
-            )
-            .unwrap();
-        }
+        h2d(&sim, a, &data).unwrap();
+        h2d(&sim, words, &zeros).unwrap();
         // The words are 0 now; a copy queued before the indirect one writes them.
         let ptrs = [a as u64, b as u64];
         // SAFETY: `ptrs` outlives the synchronize.
@@ -413,17 +403,7 @@ mod tests {
         .unwrap();
         sim.synchronize(s, SyncWait::Forever).unwrap();
         let mut out = [0u8; 256];
-        // SAFETY: `out` is a live slice.
-        unsafe {
-            sim.memcpy(
-                out.as_mut_ptr().addr(),
-                256,
-                b,
-                256,
-                MemcpyKind::DeviceToHost,
-            )
-        }
-        .unwrap();
+        d2h(&sim, &mut out, b).unwrap();
         assert_eq!(&out[100..128], &data[10..38]);
         assert!(out[..100].iter().chain(&out[128..]).all(|&x| x == 0));
         // A count above destMax is refused at the call; a range read past its allocation
@@ -480,8 +460,7 @@ mod tests {
         let go = sim.create_notify(0, CreateFlags::empty()).unwrap();
         let (a, words) = (sim.malloc(0, 64, 0).unwrap(), sim.malloc(0, 16, 0).unwrap());
         let data: Vec<u8> = (1..=64u8).collect();
-        // SAFETY: a host slice that outlives the call.
-        unsafe { sim.memcpy(a, 64, data.as_ptr().addr(), 64, MemcpyKind::HostToDevice) }.unwrap();
+        h2d(&sim, a, &data).unwrap();
         sim.wait_and_reset(go, s, Timeout::Forever).unwrap();
         sim.memcpy_indirect_async(
             Word::At(words + 8, 0),
@@ -494,31 +473,12 @@ mod tests {
         // Allocated after the copy was queued, named by the words before it runs.
         let late = sim.malloc(0, 64, 0).unwrap();
         let ptrs = [a as u64, late as u64];
-        // SAFETY: a host slice that outlives the call.
-        unsafe {
-            sim.memcpy(
-                words,
-                16,
-                ptrs.as_ptr().addr(),
-                16,
-                MemcpyKind::HostToDevice,
-            )
-        }
-        .unwrap();
+        let ptrs: Vec<u8> = ptrs.iter().flat_map(|p| p.to_ne_bytes()).collect();
+        h2d(&sim, words, &ptrs).unwrap();
         sim.record(go, gate).unwrap();
         sim.synchronize(s, SyncWait::Forever).unwrap();
         let mut out = [0u8; 64];
-        // SAFETY: `out` is a live slice.
-        unsafe {
-            sim.memcpy(
-                out.as_mut_ptr().addr(),
-                64,
-                late,
-                64,
-                MemcpyKind::DeviceToHost,
-            )
-        }
-        .unwrap();
+        d2h(&sim, &mut out, late).unwrap();
         assert_eq!(&out[..], &data[..]);
         // Freed after the copy was queued, before it ran: refused when it runs.
         sim.wait_and_reset(go, s, Timeout::Forever).unwrap();

@@ -490,7 +490,8 @@ impl Sim {
                 n.file.reclaim_dead(&l);
                 if !slot.is_live(n.generation) {
                     return Err(bad_key(format!(
-                        "{what}: its owner (pid {pid}) died, which freed it"
+                        "{what}: its owner (pid {pid}) {}, which freed it",
+                        crate::diag::Ended::of(pid).verb()
                     )));
                 }
             }

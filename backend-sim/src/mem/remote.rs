@@ -28,6 +28,7 @@ use acl_notify_core::key::{ExportKey, KeyFields};
 use acl_notify_core::{Error, RawStream};
 
 use super::file::{Importers, MemFile};
+use super::reserved::{reserve_none, unreserve};
 use super::{DevRange, MemcpyKind, within};
 use crate::Sim;
 use crate::cluster::{Cluster, MemLink, RemoteMem};
@@ -53,31 +54,14 @@ impl Reservation {
             .ok_or_else(|| {
                 SimError::new(Error::ParamInvalid, format!("cannot reserve {len} bytes"))
             })?;
-        // SAFETY: a fresh private anonymous reservation without an address hint: no existing
-        // mapping is affected. PROT_NONE and MAP_NORESERVE: it costs address space only.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(SimError::new(
+        // SAFETY: no MAP_FIXED: no existing mapping is affected.
+        let addr = unsafe { reserve_none(std::ptr::null_mut(), len, 0) }.map_err(|e| {
+            SimError::new(
                 Error::MemoryAllocation,
-                format!(
-                    "reserving {len} bytes of device addresses: {}",
-                    std::io::Error::last_os_error()
-                ),
-            ));
-        }
-        Ok(Reservation {
-            addr: p.addr(),
-            len,
-        })
+                format!("reserving {len} bytes of device addresses: {e}"),
+            )
+        })?;
+        Ok(Reservation { addr, len })
     }
 
     /// The first address.
@@ -88,8 +72,7 @@ impl Reservation {
 
 impl Drop for Reservation {
     fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`, unmapped only here.
-        unsafe { libc::munmap(self.addr as *mut libc::c_void, self.len) };
+        unreserve(self.addr, self.len);
     }
 }
 

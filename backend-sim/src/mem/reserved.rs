@@ -257,13 +257,40 @@ pub(super) fn reserve_aligned(len: usize, align: usize) -> Result<usize, SimErro
     Ok(start)
 }
 
-/// A `PROT_NONE` reservation of `len` bytes (at `hint` with `flags`).
+/// A `PROT_NONE` reservation of `len` bytes (at `hint` with `flags`), 207001 when there is
+/// no address space ([`reserve_none`]).
 pub(super) fn mmap_none(
     hint: *mut libc::c_void,
     len: usize,
     flags: libc::c_int,
 ) -> Result<usize, SimError> {
-    // SAFETY: a private anonymous reservation; MAP_FIXED_NOREPLACE never replaces a mapping.
+    // SAFETY: the callers pass no flag or MAP_FIXED_NOREPLACE, which never replaces a
+    // mapping.
+    unsafe { reserve_none(hint, len, flags) }.map_err(|e| {
+        SimError::new(
+            Error::MemoryAllocation,
+            format!("cannot reserve {len} bytes of device addresses: {e}"),
+        )
+    })
+}
+
+/// A private anonymous `PROT_NONE` reservation of `len` bytes at `hint` with `flags`
+/// (`MAP_NORESERVE`: it costs address space only), its address: how the simulator reserves
+/// device addresses, for a reserved range (`aclrtReserveMemAddress`), a device-memory file's
+/// arena ([`super::file`]) and an import of another host's memory ([`super::remote`]);
+/// [`unreserve`] gives it back.
+///
+/// # Safety
+///
+/// With `MAP_FIXED` in `flags`, `[hint, hint + len)` is the caller's own, which nothing uses
+/// any more (it is replaced). Without it (or with `MAP_FIXED_NOREPLACE`) no existing mapping
+/// is affected.
+pub(super) unsafe fn reserve_none(
+    hint: *mut libc::c_void,
+    len: usize,
+    flags: libc::c_int,
+) -> std::io::Result<usize> {
+    // SAFETY: a private anonymous reservation; the caller's contract for MAP_FIXED.
     let p = unsafe {
         libc::mmap(
             hint,
@@ -275,18 +302,15 @@ pub(super) fn mmap_none(
         )
     };
     if p == libc::MAP_FAILED {
-        let e = std::io::Error::last_os_error();
-        return Err(SimError::new(
-            Error::MemoryAllocation,
-            format!("cannot reserve {len} bytes of device addresses: {e}"),
-        ));
+        return Err(std::io::Error::last_os_error());
     }
     Ok(p.expose_provenance())
 }
 
 /// Gives reserved range `[base, base + size)` back.
 pub(super) fn unreserve(base: usize, size: usize) {
-    // SAFETY: a range `vmm` reserved with `mmap` and removed from the table (so
-    // unmapped once); nothing of the process's own lives there.
+    // SAFETY: a range [`reserve_none`] reserved that its owner gives back once (`vmm` removed
+    // it from the table, a `MemFile` or `Reservation` is dropped); nothing of the process's
+    // own lives there.
     unsafe { libc::munmap(std::ptr::with_exposed_provenance_mut(base), size) };
 }

@@ -59,7 +59,8 @@ pub(in crate::mem) fn in_other_process(
     })
 }
 
-fn h2d(sim: &Sim, dst: usize, src: &[u8]) -> Result<(), SimError> {
+/// Copies `src` to device memory at `dst` (each module's tests use it).
+pub(in crate::mem) fn h2d(sim: &Sim, dst: usize, src: &[u8]) -> Result<(), SimError> {
     // SAFETY: `src` is a live slice of `src.len()` bytes.
     unsafe {
         sim.memcpy(

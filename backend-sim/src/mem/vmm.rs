@@ -892,6 +892,7 @@ mod tests {
     use super::*;
     use crate::NamespaceGuard as Ns;
     use crate::mem::ValueCondition;
+    use crate::mem::tests::{d2h, h2d};
     use acl_notify_core::{BackendError as _, StreamOps as _, SyncWait};
 
     const MB2: usize = 2 << 20;
@@ -923,23 +924,9 @@ mod tests {
         sim.vmm_map(va, g, 0, a).unwrap();
         sim.vmm_map(va + g, g, 0, b).unwrap();
         let data: Vec<u8> = (0..2 * g).map(|i| (i * 31 + i / 4093) as u8).collect();
-        copy(
-            &sim,
-            va,
-            data.as_ptr().addr(),
-            2 * g,
-            MemcpyKind::HostToDevice,
-        )
-        .unwrap();
+        h2d(&sim, va, &data).unwrap();
         let mut out = vec![0u8; 2 * g];
-        copy(
-            &sim,
-            out.as_mut_ptr().addr(),
-            va,
-            2 * g,
-            MemcpyKind::DeviceToHost,
-        )
-        .unwrap();
+        d2h(&sim, &mut out, va).unwrap();
         assert!(out == data, "the bytes read back differ");
         // A copy inside the range that crosses the seam, device to device, queued.
         let s = sim.create_stream(0).unwrap();
@@ -947,14 +934,7 @@ mod tests {
         unsafe { sim.memcpy_async(va + g - 100, 200, va, 200, MemcpyKind::Default, s) }.unwrap();
         sim.memset_async(va + 2 * g - 10, 10, 0xee, 10, s).unwrap();
         sim.synchronize(s, SyncWait::Forever).unwrap();
-        copy(
-            &sim,
-            out.as_mut_ptr().addr(),
-            va,
-            2 * g,
-            MemcpyKind::DeviceToHost,
-        )
-        .unwrap();
+        d2h(&sim, &mut out, va).unwrap();
         assert_eq!(&out[g - 100..g + 100], &data[..200]);
         assert_eq!(&out[2 * g - 10..], &[0xee; 10]);
         sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
@@ -984,16 +964,7 @@ mod tests {
         let code = |r: Result<(), SimError>| r.unwrap_err().kind();
         // Nothing mapped yet: a copy into the range is 107000, not a fault.
         let host = [1u8; 64];
-        assert_eq!(
-            code(copy(
-                &sim,
-                va,
-                host.as_ptr().addr(),
-                64,
-                MemcpyKind::HostToDevice
-            )),
-            Error::ParamInvalid
-        );
+        assert_eq!(code(h2d(&sim, va, &host)), Error::ParamInvalid);
         assert_eq!(
             code(sim.vmm_map(va + 4096, g, 0, a)),
             Error::ParamInvalid,
@@ -1038,32 +1009,16 @@ mod tests {
         );
         // A copy that runs past the mapping is refused before any byte moves.
         let big = vec![7u8; 2 * g];
-        assert_eq!(
-            code(copy(
-                &sim,
-                va,
-                big.as_ptr().addr(),
-                2 * g,
-                MemcpyKind::HostToDevice
-            )),
-            Error::ParamInvalid
-        );
+        assert_eq!(code(h2d(&sim, va, &big)), Error::ParamInvalid);
         let mut out = vec![0u8; 16];
-        copy(
-            &sim,
-            out.as_mut_ptr().addr(),
-            va,
-            16,
-            MemcpyKind::DeviceToHost,
-        )
-        .unwrap();
+        d2h(&sim, &mut out, va).unwrap();
         assert_eq!(out, vec![0u8; 16], "nothing written by the refused copy");
         // A host kind on a reserved address: a synchronous copy goes by the addresses, as
         // CANN's does (`direction`).
         copy(&sim, va, host.as_ptr().addr(), 64, MemcpyKind::HostToHost).unwrap();
         // Freed while mapped: still usable until its unmap, which frees it.
         sim.vmm_free_physical(a).unwrap();
-        copy(&sim, va, host.as_ptr().addr(), 64, MemcpyKind::HostToDevice).unwrap();
+        h2d(&sim, va, &host).unwrap();
         assert!(sim.mem_info(0).unwrap().0 < 64 << 20);
         sim.vmm_unmap(va).unwrap();
         assert_eq!(sim.mem_info(0).unwrap().0, 64 << 20);
@@ -1104,14 +1059,7 @@ mod tests {
             .unwrap();
         sim.synchronize(s, SyncWait::Forever).unwrap();
         let mut out = [0u8; 8];
-        copy(
-            &sim,
-            out.as_mut_ptr().addr(),
-            va + g + 8,
-            8,
-            MemcpyKind::DeviceToHost,
-        )
-        .unwrap();
+        d2h(&sim, &mut out, va + g + 8).unwrap();
         assert_eq!(u64::from_ne_bytes(out), 0x1234_5678_9abc);
         // Nothing mapped at the range's first page.
         let e = sim.value_write(va + 8, 1, s).unwrap_err();
@@ -1192,14 +1140,7 @@ mod tests {
             // Mapped again: the physical memory kept its zeros.
             sim.vmm_map(va, g, 0, a).unwrap();
             let mut out = vec![1u8; g];
-            copy(
-                &sim,
-                out.as_mut_ptr().addr(),
-                va,
-                g,
-                MemcpyKind::DeviceToHost,
-            )
-            .unwrap();
+            d2h(&sim, &mut out, va).unwrap();
             assert!(out.iter().all(|&b| b == 0), "{how}: the task wrote");
         }
         // A task queued while mapped and run while mapped still copies.
@@ -1208,14 +1149,7 @@ mod tests {
             .unwrap();
         sim.synchronize(s, SyncWait::Forever).unwrap();
         let mut out = vec![0u8; g];
-        copy(
-            &sim,
-            out.as_mut_ptr().addr(),
-            va,
-            g,
-            MemcpyKind::DeviceToHost,
-        )
-        .unwrap();
+        d2h(&sim, &mut out, va).unwrap();
         assert_eq!(out, src);
         sim.destroy_stream(s, acl_notify_core::StreamDestroy::Drain)
             .unwrap();
@@ -1241,14 +1175,7 @@ mod tests {
         sim.vmm_map(va, 2 * g, 0, a).unwrap();
         assert_eq!(sim.vmm_address_range(va + g + 8).unwrap(), (va, 2 * g));
         let data = vec![4u8; 2 * g];
-        copy(
-            &sim,
-            va,
-            data.as_ptr().addr(),
-            2 * g,
-            MemcpyKind::HostToDevice,
-        )
-        .unwrap();
+        h2d(&sim, va, &data).unwrap();
         sim.vmm_unmap(va).unwrap();
         sim.vmm_free_physical(a).unwrap();
         sim.vmm_release(va).unwrap();
@@ -1339,30 +1266,13 @@ mod tests {
         let s = sim.create_stream(0).unwrap();
         let words = |v: [i32; 4]| v.iter().flat_map(|x| x.to_ne_bytes()).collect::<Vec<u8>>();
         let (dst, src) = (words([1, 2, 3, 4]), words([10, 20, 30, 40]));
-        let h2d = |at: usize, b: &[u8]| {
-            copy(
-                &sim,
-                at,
-                b.as_ptr().addr(),
-                b.len(),
-                MemcpyKind::HostToDevice,
-            )
-            .unwrap();
-        };
-        h2d(va + 64, &dst);
-        h2d(va + g + 128, &src);
+        h2d(&sim, va + 64, &dst).unwrap();
+        h2d(&sim, va + g + 128, &src).unwrap();
         sim.reduce_async(va + 64, va + g + 128, 16, ReduceOp::Sum, ReduceType::I32, s)
             .unwrap();
         sim.synchronize(s, SyncWait::Forever).unwrap();
         let mut out = vec![0u8; 16];
-        copy(
-            &sim,
-            out.as_mut_ptr().addr(),
-            va + 64,
-            16,
-            MemcpyKind::DeviceToHost,
-        )
-        .unwrap();
+        d2h(&sim, &mut out, va + 64).unwrap();
         assert_eq!(out, words([11, 22, 33, 44]));
         // Nothing mapped: after the unmap the same reduce is refused.
         sim.vmm_unmap(va).unwrap();

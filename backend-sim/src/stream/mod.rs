@@ -116,7 +116,7 @@ use std::time::{Duration, Instant};
 
 use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
 
-use crate::ring::Ring;
+use crate::ring::{Padded, Ring};
 
 pub use crate::placement::{allowed_cpus, pin_current_thread};
 pub(crate) use cancel::BlockedNote;
@@ -273,19 +273,6 @@ pub struct StreamStats {
     pub wakeups: u64,
     /// Times the worker found new work while spinning, without sleeping.
     pub spin_hits: u64,
-}
-
-/// Pads a value to its own cache lines, so counters written by different threads do not
-/// false-share.
-#[derive(Debug, Default)]
-#[repr(align(128))]
-struct Padded<T>(T);
-
-impl<T> std::ops::Deref for Padded<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
 }
 
 /// Locks a mutex, ignoring poisoning: no critical section in this module leaves its data in a

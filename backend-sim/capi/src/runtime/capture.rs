@@ -430,6 +430,25 @@ pub(super) struct State {
     pub(super) next_cond: u32,
 }
 
+impl State {
+    /// A new model of `device` in `phase`, its streams `streams`: the next id, a handle of
+    /// `handles` (the session's `aclmdlRI` handles, [`Captures::handles`]) naming it, kept in
+    /// `models`.
+    pub(super) fn add_model(
+        &mut self,
+        handles: &CTable<u32>,
+        device: u32,
+        streams: Vec<usize>,
+        phase: Phase,
+    ) -> Result<&mut Model, CallError> {
+        self.next_id = self.next_id.wrapping_add(1);
+        let id = self.next_id;
+        let handle = handles.insert(id)?;
+        let m = Model::new(id, handle, device, streams, phase);
+        Ok(self.models.entry(id).insert_entry(m).into_mut())
+    }
+}
+
 /// The session's captures and models.
 pub(crate) struct Captures {
     /// Streams capturing (or bound to a model being built) now: while 0, no call looks at
@@ -835,12 +854,8 @@ impl Runtime {
                 id
             }
             None => {
-                st.next_id = st.next_id.wrapping_add(1);
-                let id = st.next_id;
-                let handle = self.captures.handles.insert(id)?;
-                st.models
-                    .insert(id, Model::new(id, handle, device, vec![stream], phase));
-                id
+                st.add_model(&self.captures.handles, device, vec![stream], phase)?
+                    .id
             }
         };
         st.streams.insert(

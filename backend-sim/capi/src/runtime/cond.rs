@@ -231,21 +231,20 @@ impl Runtime {
         let mut subs = Vec::new();
         let mut handles = Vec::new();
         for _ in 0..size {
-            st.next_id = st.next_id.wrapping_add(1);
-            let id = st.next_id;
-            let h = match self.captures.handles.insert(id) {
-                Ok(h) => h,
-                Err(e) => {
-                    for (&id, &h) in subs.iter().zip(&handles) {
-                        st.models.remove(&id);
-                        self.captures.handles.remove(h);
+            let (id, h) =
+                match st.add_model(&self.captures.handles, device, Vec::new(), Phase::Empty) {
+                    Ok(m) => {
+                        m.sub = true;
+                        (m.id, m.handle)
                     }
-                    return Err(e);
-                }
-            };
-            let mut m = Model::new(id, h, device, Vec::new(), Phase::Empty);
-            m.sub = true;
-            st.models.insert(id, m);
+                    Err(e) => {
+                        for (&id, &h) in subs.iter().zip(&handles) {
+                            st.models.remove(&id);
+                            self.captures.handles.remove(h);
+                        }
+                        return Err(e);
+                    }
+                };
             subs.push(id);
             handles.push(h);
         }

@@ -106,13 +106,9 @@ impl Runtime {
         self.require(acl_notify_core::Feature::ModelBuild)?;
         let (device, _) = self.current()?;
         let mut st = self.captures.lock();
-        st.next_id = st.next_id.wrapping_add(1);
-        let id = st.next_id;
-        let handle = self.captures.handles.insert(id)?;
         let phase = Phase::Building { ended: Vec::new() };
-        st.models
-            .insert(id, Model::new(id, handle, device, Vec::new(), phase));
-        Ok(handle)
+        let m = st.add_model(&self.captures.handles, device, Vec::new(), phase)?;
+        Ok(m.handle)
     }
 
     /// The model `handle` names, for a call that needs it being built (`what` names the
