@@ -393,11 +393,9 @@ fn idle_look_due(now: u64) -> bool {
 /// Whether this thread has no look at the CPUs' idle time yet, or its last one is at least
 /// `age` old at `now`.
 fn idle_look_older_than(now: u64, age: Duration) -> bool {
-    LAST_IDLE.with(|last| {
-        last.borrow()
-            .as_ref()
-            .is_none_or(|(then, _)| now.saturating_sub(*then) >= age.as_nanos() as u64)
-    })
+    LAST_IDLE
+        .with(Cell::get)
+        .is_none_or(|l| now.saturating_sub(l.at) >= age.as_nanos() as u64)
 }
 
 /// How old the runner lets its last look at the CPUs' idle time grow while it is not
@@ -410,13 +408,49 @@ const IDLE_BASELINE: Duration = Duration::from_millis(250);
 /// (`/proc/stat` counts it in ticks of 10 ms).
 const IDLE_WINDOW: Duration = Duration::from_millis(20);
 
-/// Per-CPU idle time at a moment: (ns, idle ticks by CPU number).
-type IdleSnapshot = (u64, Vec<u64>);
+/// CPUs whose idle time a look keeps one by one, by CPU number (0 to 63); the CPUs numbered
+/// from here on that the thread may use are kept as one sum (see [`IdleLook`]).
+const LOOK_CPUS: usize = 64;
+
+/// The CPUs' idle time at a moment (see [`idle_elsewhere`]). Of fixed size, without heap
+/// memory: a thread's last look lives in a thread-local, and a look that owned heap memory
+/// (the `Vec` of one entry per CPU this was until 2026-12-07) leaked it whenever its thread's
+/// thread-local outlived the thread for the C library: in the child of a `fork` (only the
+/// forking thread goes on; the others' thread-locals stay in the child's copy of memory,
+/// unreachable) and where the thread's stack is reused without its destructors having run.
+/// Memcheck counted 32 bytes "definitely lost" in `tests/c/managed.c`'s forked child at a load
+/// of about 10, when the workers had been preempted and looked; now there is nothing to lose.
+#[derive(Clone, Copy)]
+struct IdleLook {
+    /// When (ns).
+    at: u64,
+    /// Idle plus I/O-wait ticks of CPUs `0..LOOK_CPUS`, by CPU number (0 for a CPU the kernel
+    /// did not list).
+    ticks: [u64; LOOK_CPUS],
+    /// The same summed over the CPUs numbered `LOOK_CPUS` and up that the thread may use.
+    rest: u64,
+    /// How many CPUs `/proc/stat` listed (one line each).
+    listed: usize,
+}
+
+impl IdleLook {
+    /// The ticks the CPUs in `cpus` other than `here` were idle between `before` and this
+    /// look. On a CPU numbered `LOOK_CPUS` or more, `here`'s own ticks count too (they are
+    /// one sum with the others there): a thread running on it keeps them few.
+    fn idle_since(&self, before: &IdleLook, cpus: &[usize], here: usize) -> u64 {
+        let by_cpu: u64 = cpus
+            .iter()
+            .filter(|&&c| c != here && c < LOOK_CPUS)
+            .map(|&c| self.ticks[c].saturating_sub(before.ticks[c]))
+            .sum();
+        by_cpu + self.rest.saturating_sub(before.rest)
+    }
+}
 
 thread_local! {
-    /// The calling thread's last look at the CPUs' idle time (see [`idle_elsewhere`]).
-    static LAST_IDLE: std::cell::RefCell<Option<IdleSnapshot>> =
-        const { std::cell::RefCell::new(None) };
+    /// The calling thread's last look at the CPUs' idle time (see [`idle_elsewhere`]). Plain
+    /// data without a destructor (see [`IdleLook`]).
+    static LAST_IDLE: Cell<Option<IdleLook>> = const { Cell::new(None) };
 }
 
 /// Whether the CPUs in `cpus` other than the calling thread's were idle for at least a
@@ -436,40 +470,24 @@ fn idle_elsewhere(now: u64, cpus: &[usize]) -> bool {
     if !idle_look_due(now) {
         return false;
     }
-    let Some(ticks) = idle_ticks() else {
+    let Some(look) = idle_ticks(now, cpus) else {
         return false;
     };
     // SAFETY: sysconf(3) has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     let tick = 1_000_000_000 / u64::try_from(hz).unwrap_or(100).max(1);
     let here = current_cpu() as usize;
-    LAST_IDLE.with(|last| {
-        let mut last = last.borrow_mut();
-        let (then, before) = match last.take() {
-            Some((then, before)) if now.saturating_sub(then) >= IDLE_WINDOW.as_nanos() as u64 => {
-                (then, before)
-            }
-            // Too recent to judge: keep the older look for the next question.
-            Some(older) => {
-                *last = Some(older);
-                return false;
-            }
-            None => {
-                *last = Some((now, ticks));
-                return false;
-            }
-        };
-        let idle: u64 = cpus
-            .iter()
-            .filter(|&&c| c != here)
-            .map(|&c| {
-                let (a, b) = (ticks.get(c), before.get(c));
-                a.zip(b).map_or(0, |(a, b)| a.saturating_sub(*b))
-            })
-            .sum();
-        *last = Some((now, ticks));
-        idle * tick * 4 >= now - then
-    })
+    let before = match LAST_IDLE.with(Cell::get) {
+        Some(before) if now.saturating_sub(before.at) >= IDLE_WINDOW.as_nanos() as u64 => before,
+        // Too recent to judge: keep the older look for the next question.
+        Some(_) => return false,
+        None => {
+            LAST_IDLE.with(|l| l.set(Some(look)));
+            return false;
+        }
+    };
+    LAST_IDLE.with(|l| l.set(Some(look)));
+    look.idle_since(&before, cpus, here) * tick * 4 >= now - before.at
 }
 
 #[cfg(test)]
@@ -478,12 +496,18 @@ thread_local! {
     static IDLE_READS: Cell<u32> = const { Cell::new(0) };
 }
 
-/// Idle plus I/O-wait ticks of each CPU, by CPU number, from `/proc/stat`.
-fn idle_ticks() -> Option<Vec<u64>> {
+/// Idle plus I/O-wait ticks of each CPU from `/proc/stat`, as a look at `now` for a thread
+/// that may use `cpus` (see [`IdleLook`]).
+fn idle_ticks(now: u64, cpus: &[usize]) -> Option<IdleLook> {
     #[cfg(test)]
     IDLE_READS.with(|r| r.set(r.get() + 1));
     let text = std::fs::read_to_string("/proc/stat").ok()?;
-    let mut out = Vec::new();
+    let mut look = IdleLook {
+        at: now,
+        ticks: [0; LOOK_CPUS],
+        rest: 0,
+        listed: 0,
+    };
     for line in text.lines() {
         let Some(rest) = line.strip_prefix("cpu") else {
             break;
@@ -501,12 +525,15 @@ fn idle_ticks() -> Option<Vec<u64>> {
         if v.len() < 5 {
             return None;
         }
-        if out.len() <= cpu {
-            out.resize(cpu + 1, 0);
+        let idle = v[3] + v[4];
+        if cpu < LOOK_CPUS {
+            look.ticks[cpu] = idle;
+        } else if cpus.contains(&cpu) {
+            look.rest += idle;
         }
-        out[cpu] = v[3] + v[4];
+        look.listed += 1;
     }
-    (!out.is_empty()).then_some(out)
+    (look.listed > 0).then_some(look)
 }
 
 /// Moves the calling thread to the next CPU after its current one among those it may use,
@@ -600,26 +627,57 @@ mod tests {
     /// and does not replace the first.
     #[test]
     fn idle_time_is_read_per_cpu_and_judged_over_a_window() {
-        let ticks = idle_ticks().expect("/proc/stat");
         let cpus = allowed_cpus();
-        assert!(ticks.len() >= cpus.iter().max().map_or(1, |m| m + 1));
+        let look = idle_ticks(7, &cpus).expect("/proc/stat");
+        assert_eq!(look.at, 7);
+        assert!(look.listed >= cpus.len(), "{} listed", look.listed);
         // One entry per CPU the kernel lists, not one for the line that sums them all.
         // SAFETY: sysconf(3) has no preconditions.
         let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
         assert!(
-            ticks.len() <= usize::try_from(configured).unwrap().max(1),
+            look.listed <= usize::try_from(configured).unwrap().max(1),
             "{}",
-            ticks.len()
+            look.listed
         );
         std::thread::spawn(|| {
             let cpus = allowed_cpus();
             assert!(!idle_elsewhere(1_000_000_000, &cpus), "first look");
             assert!(!idle_elsewhere(1_010_000_000, &cpus), "within the window");
-            let kept = LAST_IDLE.with(|l| l.borrow().as_ref().map(|s| s.0));
+            let kept = LAST_IDLE.with(Cell::get).map(|l| l.at);
             assert_eq!(kept, Some(1_000_000_000));
         })
         .join()
         .unwrap();
+    }
+
+    /// What a look judges: the idle ticks of the thread's CPUs other than its own, by CPU
+    /// number below [`LOOK_CPUS`], and the sum of those above.
+    #[test]
+    fn a_look_counts_the_other_cpus_idle_time() {
+        let mut before = IdleLook {
+            at: 0,
+            ticks: [0; LOOK_CPUS],
+            rest: 5,
+            listed: 3,
+        };
+        before.ticks[..3].copy_from_slice(&[10, 20, 30]);
+        let mut after = before;
+        after.ticks[..3].copy_from_slice(&[11, 24, 38]);
+        after.rest = 105;
+        // On CPU 1 of 0, 1, 2 and 70: 1 + 8 from CPUs 0 and 2, 100 from the rest.
+        assert_eq!(after.idle_since(&before, &[0, 1, 2, 70], 1), 109);
+        // A CPU below `LOOK_CPUS` that the thread may not use does not count (those above
+        // are summed at the look, over the CPUs it may use then).
+        assert_eq!(after.idle_since(&before, &[1, 2, 70], 1), 108);
+        // Counters that went back (a CPU brought offline and back) count nothing.
+        assert_eq!(before.idle_since(&after, &[0, 1, 2], 2), 0);
+    }
+
+    /// A look is plain data: a thread's last one in its thread-local has no destructor to
+    /// run and owns no heap memory that a fork could strand in the child (see [`IdleLook`]).
+    #[test]
+    fn a_look_owns_no_heap_memory() {
+        assert!(!std::mem::needs_drop::<Option<IdleLook>>());
     }
 
     #[test]

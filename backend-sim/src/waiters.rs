@@ -357,7 +357,8 @@ pub(crate) fn wait_slow(
     let sync = &r.slot().sync;
     let hint = ctx.spin_hint();
     // On a discarding destroy, wake the sleeping wait so it sees the cancel flag (a wake that
-    // races ahead of the sleep is caught by the table's bounded sleeps). Registered only once
+    // races ahead of the sleep moves the word it would sleep on: `NotifySync::wake_all`, so it
+    // does not sleep). Registered only once
     // the wait is about to sleep: a record that arrives while the wait spins costs no
     // registration.
     let lazy = ctx.lazy_cancel(|| {

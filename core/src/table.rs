@@ -94,6 +94,10 @@ const FLAG_CLEAR: u32 = 0;
 const FLAG_SET: u32 = 1;
 const FLAG_CLEAR_SLEEPING: u32 = 2;
 const FLAG_CLEAR_SLEEPING_PRIVATE: u32 = 3;
+/// [`NotifySync::turns`]'s bit 0: the notify is shared ([`NotifySync::share`]).
+const TURNS_SHARED: u32 = 1;
+/// What [`NotifySync::turns`]'s count (bits 1–31) moves on by: it never touches bit 0.
+const TURN: u32 = 2;
 /// A notify's payload: the flag and the FIFO of waiters (on the first cache line, with the
 /// incarnation a record or wait checks), then the record diagnostics. All-zero bytes are an
 /// idle notify with the flag clear.
@@ -123,12 +127,18 @@ pub struct NotifySync {
     trace_seq: AtomicU32,
     /// When the last merge happened ([`Waiter::stamp_ns`] clock).
     last_merge_ns: AtomicU64,
-    /// 0 while no other process can reach this incarnation (it was never exported: only its
-    /// owner's process holds it), so the head waiter sleeps privately; 1 from the export on
-    /// ([`share`](Self::share)). Read only by a waiter about to sleep, so it lies after the
-    /// diagnostics, in what was the slot's padding: the flag, queue and ring entries keep
-    /// their places on the first line.
-    shared: AtomicU32,
+    /// Bit 0 ([`TURNS_SHARED`]): 0 while no other process can reach this incarnation (it was
+    /// never exported: only its owner's process holds it), so the head waiter sleeps
+    /// privately; 1 from the export on ([`share`](Self::share)). Bits 1–31: a count moved on
+    /// (by [`TURN`]) whenever the head moves on with waiters queued behind it, and by every
+    /// [`wake_all`](Self::wake_all): the futex word of the waiters queued behind the head (and
+    /// of those waiting for a place in a full ring). They read it before they look at the
+    /// head and at their cancellation, so that a head moved on or a stop after those looks
+    /// ends their sleep at once; the head itself, which they used to sleep on, a stop cannot
+    /// move. Read only by waiters about to sleep, so it lies after the diagnostics, in what
+    /// was the slot's padding: the flag, queue and ring entries keep their places on the
+    /// first line.
+    turns: AtomicU32,
     /// The last batch reset ([`Slot::reset`]): bits 0–30 its time in ms of the
     /// [`Waiter::stamp_ns`] clock modulo 2³¹ (a reading of 0 kept as 1), bit 31 set if it
     /// or an earlier reset after the same record did, cleared a pending record; 0 while none
@@ -164,7 +174,7 @@ impl NotifySync {
             merged_total: AtomicU32::new(0),
             trace_seq: AtomicU32::new(0),
             last_merge_ns: AtomicU64::new(0),
-            shared: AtomicU32::new(0),
+            turns: AtomicU32::new(0),
             last_reset: AtomicU32::new(0),
         }
     }
@@ -237,13 +247,13 @@ impl NotifySync {
     /// after the export is withdrawn).
     ///
     /// Against a waiter arming a private sleep at the same time: the waiter marks the flag,
-    /// then reads `shared` with a read-modify-write; this swaps `shared`, then tries to move
-    /// the mark. The two read-modify-writes of `shared` are ordered: if the waiter's comes
+    /// then reads `turns` with a read-modify-write; this sets its shared bit with one, then
+    /// tries to move the mark. The two read-modify-writes of `turns` are ordered: if the waiter's comes
     /// first, this one reads from it and so sees the waiter's mark (release/acquire is
     /// enough, no store-load ordering of two words needed: loom checks it so); if this one
     /// comes first, the waiter sees `shared` and does not sleep privately.
     pub fn share<W: Waiter>(&self, w: &W) {
-        self.shared.swap(1, SeqCst);
+        self.turns.fetch_or(TURNS_SHARED, SeqCst);
         if self
             .flag
             .compare_exchange(
@@ -260,7 +270,7 @@ impl NotifySync {
 
     /// Whether [`share`](Self::share) was called on this incarnation.
     pub fn is_shared(&self) -> bool {
-        self.shared.load(SeqCst) != 0
+        self.turns.load(SeqCst) & TURNS_SHARED != 0
     }
 
     /// Resets a pending record (batch reset); a no-op when clear. `true` if it cleared one.
@@ -285,11 +295,31 @@ impl NotifySync {
     }
 
     /// Wakes every thread sleeping on this notify (they re-check their deadline and cancel
-    /// condition); used to cancel waits promptly.
+    /// condition); used to cancel waits promptly (a stream's stop, a destroy).
+    ///
+    /// Moves the words the waits sleep on first, so that a wait between its last look at its
+    /// cancellation and its sleep — which a wake-up alone misses: the word still holds the
+    /// value the wait expects — does not sleep at all, and sees the cancellation at once
+    /// instead of a [`CHUNK`] later. The head waiter's mark on the flag is taken off by a
+    /// read-modify-write whatever the flag holds (a mark made after it reads from it, and the
+    /// waiter, which looks at its cancellation again once marked, then sees what was set
+    /// before this call: `wait_held`); the queued waiters' `turns` moves on.
+    /// Loom found the gap (`core/tests/loom.rs`, `a_stopped_wait_is_woken_at_once` and `a_stopped_queued_wait_is_woken_at_once`: a stop
+    /// between a wait's look and its sleep left it asleep for good under the model's futex),
+    /// as it did for count notifies (`CntSync::wake_all`). Waits not cancelled look again and
+    /// sleep again. A record's path is unchanged: it finds the flag unmarked and wakes nobody,
+    /// the woken head waiter then finds its record.
     pub fn wake_all<W: Waiter>(&self, w: &W) {
+        let _ = self.flag.fetch_update(SeqCst, SeqCst, |v| {
+            Some(match v {
+                FLAG_CLEAR_SLEEPING | FLAG_CLEAR_SLEEPING_PRIVATE => FLAG_CLEAR,
+                v => v,
+            })
+        });
+        self.turns.fetch_add(TURN, SeqCst);
         w.wake(&self.flag, u32::MAX);
         w.wake_private(&self.flag, u32::MAX);
-        w.wake(&self.head, u32::MAX);
+        w.wake(&self.turns, u32::MAX);
     }
 
     /// Waits for a record and consumes it, FIFO with the other waiters.
@@ -341,15 +371,18 @@ impl NotifySync {
         args: &WaitArgs<'_>,
         t: u32,
     ) -> Result<WaitOutcome, TableError> {
-        // Wait for our turn.
+        // Wait for our turn, asleep on `turns`, read before the head (see `turns`).
         let mut last_head = None;
         let mut stuck = 0u32;
+        let seen_head = core::cell::Cell::new(t);
         let turn = wait_loop(
             w,
             clock,
             args.cancel,
             || {
+                let turns = self.turns.load(SeqCst);
                 let h = self.head.load(SeqCst);
+                seen_head.set(h);
                 if h == t {
                     Look::Done(Ok(None))
                 } else if t.wrapping_sub(h) > RING as u32 {
@@ -357,14 +390,15 @@ impl NotifySync {
                     // thought we were dead) or the memory is corrupt.
                     Look::Done(Err(TableError::Corrupt))
                 } else {
-                    Look::Sleep(&self.head, h)
+                    Look::Sleep(&self.turns, turns)
                 }
             },
             |outcome| {
                 self.cancel_ticket(w, t, entry(round16(t), ST_TAKEN, args.proc));
                 Ok(Some(outcome))
             },
-            |h| {
+            |_| {
+                let h = seen_head.get();
                 if last_head == Some(h) {
                     // A whole chunk without progress: is the head ticket's process dead, or
                     // did a process die half-way through handing the head on?
@@ -454,7 +488,16 @@ impl NotifySync {
                 // missed the mark), look again and sleep shared. A read-modify-write (of
                 // nothing), so that it and `share`'s are ordered on this word alone: the
                 // later of the two sees the other's (see `share`).
-                if mark == FLAG_CLEAR_SLEEPING_PRIVATE && self.shared.fetch_or(0, SeqCst) != 0 {
+                if mark == FLAG_CLEAR_SLEEPING_PRIVATE
+                    && self.turns.fetch_or(0, SeqCst) & TURNS_SHARED != 0
+                {
+                    return Err(None);
+                }
+                // Marked: a stop from now on takes the mark off (`wake_all`), which ends the
+                // sleep at once; one that came since the look at the cancellation found no
+                // mark to take off and nobody asleep to wake, and is seen here (the mark read
+                // from its read-modify-write of the flag). Look again: the stop ends the wait.
+                if (args.cancel)() {
                     return Err(None);
                 }
                 Ok(())
@@ -477,7 +520,7 @@ impl crate::slot::Payload for NotifySync {
     /// notify has no waiters).
     fn claimed(&self, generation: u32) {
         self.flag.store(FLAG_CLEAR, SeqCst);
-        self.shared.store(0, SeqCst);
+        self.turns.store(0, SeqCst);
         self.last_record_pid.store(0, SeqCst);
         self.last_record_ns.store(0, SeqCst);
         self.merged_run.store(0, SeqCst);
@@ -511,7 +554,7 @@ impl core::fmt::Debug for NotifySync {
             .field("flag", &self.flag.load(SeqCst))
             .field("head", &self.head.load(SeqCst))
             .field("tail", &self.tail.load(SeqCst))
-            .field("shared", &self.shared.load(SeqCst))
+            .field("turns", &self.turns.load(SeqCst))
             .finish_non_exhaustive()
     }
 }

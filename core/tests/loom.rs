@@ -2,8 +2,8 @@
 //! memory: the record / wait-and-reset protocol of a notify (the flag, FIFO tickets, the
 //! cancellable ring), the FIFO release of several waiters, the holder bitmap's join/leave/retire
 //! race, concurrent export / whitelist / import / destroy of one notify, a count notify's
-//! clearing wait that gives its count back under a stop, and the concurrent id pool
-//! (`AtomicIdPool`).
+//! clearing wait that gives its count back under a stop, a notify wait woken by a stop, and the
+//! concurrent id pool (`AtomicIdPool`).
 //!
 //! The real code runs: under `--cfg loom` the core's atomics are loom's (`src/sync.rs`), and
 //! the table's [`Waiter`] is a futex emulated with a loom mutex and condition variable *without
@@ -477,8 +477,9 @@ fn a_dead_lone_place_reclaimed_while_a_waiter_comes() {
             panic!("queues");
         };
         assert!(t.is_solo());
-        // Process 1 dies holding it (the ticket is never used again).
-        std::mem::forget(t);
+        // Process 1 dies holding it: the ticket is never used again (its word thrown away;
+        // a `Ticket` has no destructor, so neither `drop` nor `forget` would say more).
+        let _ = t.into_raw();
         let (s2, w2) = (s.clone(), w.clone());
         let reclaim = thread::spawn(move || s2.cancel_proc_tickets(&*w2, 1));
         let later = spawn_waiter(&s, &w, 2, None);
@@ -747,6 +748,48 @@ fn a_private_sleeper_is_woken_by_a_record_of_its_own_process() {
         assert_eq!(waiter.join().unwrap(), Ok(WaitOutcome::Consumed));
         assert!(!s.is_set() && !s.is_shared());
     });
+}
+
+/// A stream's wait on a notify under its stream's stop (the stop flag, then `wake_all`, as the
+/// simulator's stop does through `backend-sim/src/waiters.rs` `WakeSleepers`), landing at any
+/// point of the wait: the wait ends `Cancelled` having consumed nothing, and no later than the
+/// stop's wake-up — also when the stop lands between the wait's last look at its cancellation
+/// and its sleep, where a wake-up alone finds nobody asleep yet (a lost wake-up: a deadlock
+/// under the model's futex, which has no timeouts; up to a `CHUNK` of 50 ms in real builds).
+/// `queued`: another process's waiter holds the head, so the stopped wait sleeps for its turn
+/// (on the queue's word) rather than at the head on the flag; a record then serves that one.
+fn stopped_wait_model(queued: bool) {
+    model(move || {
+        let (s, w) = notify();
+        let first = queued.then(|| {
+            let first = spawn_waiter(&s, &w, 1, None);
+            until(|| s.waiters() == 1);
+            first
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = spawn_waiter(&s, &w, 2, Some(&stop));
+        stop.store(true, SeqCst);
+        s.wake_all(&*w);
+        assert_eq!(stopped.join().unwrap(), Ok(WaitOutcome::Cancelled));
+        if let Some(first) = first {
+            s.record(&*w);
+            assert_eq!(first.join().unwrap(), Ok(WaitOutcome::Consumed));
+        }
+        assert!(!s.is_set(), "a record left over: consumed by nobody");
+        assert_eq!(s.waiters(), 0);
+    });
+}
+
+/// [`stopped_wait_model`] for a wait alone, asleep at the head on the flag.
+#[test]
+fn a_stopped_wait_is_woken_at_once() {
+    stopped_wait_model(false);
+}
+
+/// [`stopped_wait_model`] for a wait queued behind another process's, asleep for its turn.
+#[test]
+fn a_stopped_queued_wait_is_woken_at_once() {
+    stopped_wait_model(true);
 }
 
 /// How a stream's clearing count wait ended in [`a_stopped_clearing_wait_gives_its_count_back`].

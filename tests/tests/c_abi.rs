@@ -826,16 +826,33 @@ fn spawn(name: &str, cmd: &mut Command) -> std::io::Result<Proc> {
 }
 
 /// Waits for every program; as soon as one fails, or at the deadline, kills the rest.
+///
+/// The deadline counts only time this harness ran: a look that comes [`PAUSED`] or more
+/// after the one before (the harness was stopped — `/work/notes/quiet.sh`-style pauses stop
+/// a whole test run, programs and harness alike, for up to minutes — or not scheduled at
+/// all) moves the deadline out by that gap. A limit here bounds a hang; a run that was
+/// paused is not one (a compile in the setup, paused for three minutes, missed its 120 s).
 fn run_all(procs: Vec<Proc>, limit: Duration) -> Vec<Outcome> {
     run_all_but(procs, limit, None)
 }
+
+/// A gap between two of [`run_all`]'s looks (2 ms apart) that shows the harness did not run
+/// meanwhile: that time does not count against a program's limit.
+const PAUSED: Duration = Duration::from_secs(1);
 
 /// [`run_all`], where program `victim` (an index into `procs`) is meant to die of SIGKILL:
 /// that death is no failure of the group.
 fn run_all_but(mut procs: Vec<Proc>, limit: Duration, victim: Option<usize>) -> Vec<Outcome> {
     use std::os::unix::process::ExitStatusExt as _;
-    let deadline = Instant::now() + limit;
+    let mut deadline = Instant::now() + limit;
+    let mut last_look = Instant::now();
     loop {
+        let now = Instant::now();
+        let gap = now.duration_since(last_look);
+        if gap >= PAUSED {
+            deadline += gap;
+        }
+        last_look = now;
         let mut running = false;
         let mut failed = false;
         for (i, p) in procs.iter_mut().enumerate() {
@@ -849,7 +866,8 @@ fn run_all_but(mut procs: Vec<Proc>, limit: Duration, victim: Option<usize>) -> 
             let meant = |s: &ExitStatus| victim == Some(i) && s.signal() == Some(libc::SIGKILL);
             failed |= p.status.is_some_and(|s| !s.success() && !meant(&s));
         }
-        if !running || failed || Instant::now() >= deadline {
+        // `now`, read before the programs were looked at: a pause since shows at the next look.
+        if !running || failed || now >= deadline {
             break;
         }
         std::thread::sleep(Duration::from_millis(2));

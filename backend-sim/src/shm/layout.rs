@@ -33,8 +33,11 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// 10: a whitelist entry holds both a start time and a pidfs identity (24 bytes, was 16), so
 /// that a process that cannot open pidfds is checked by its start time); 11: a notify's
 /// `shared` word after its diagnostics (in the slot's former padding) and its flag's value 3, a head waiter asleep on a private futex, which a build of layout 10 would not
-/// wake).
-pub const LAYOUT_VERSION: u32 = 11;
+/// wake); 12: that word's bits 1–31 count the queue's turns, and the waiters queued behind
+/// a notify's head sleep on it instead of on the head (a stop can move it:
+/// `NotifySync::wake_all`), which a build of layout 11 would neither move nor sleep on, and
+/// whose `shared` test (`!= 0`) would take a count for an export.
+pub const LAYOUT_VERSION: u32 = 12;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;

@@ -61,6 +61,12 @@ impl NotifySync {
         self.acquire_with(
             args.proc,
             |h| {
+                // Asleep on `turns`, read before the head is looked at again (see
+                // `NotifySync::turns`): a place freed or a stop after this read ends the sleep.
+                let turns = self.turns.load(SeqCst);
+                if self.head.load(SeqCst) != h {
+                    return Ok(None);
+                }
                 if let Some(outcome) = clock.stop(args.cancel) {
                     return Ok(Some(outcome));
                 }
@@ -70,7 +76,7 @@ impl NotifySync {
                     stuck = 0;
                 }
                 last_full_head = Some(h);
-                w.wait(&self.head, h, Some(clock.chunk()));
+                w.wait(&self.turns, turns, Some(clock.chunk()));
                 Ok(None)
             },
             w,
@@ -294,8 +300,8 @@ impl NotifySync {
         }
     }
 
-    /// With `head == from`: moves the head past every cancelled ticket, then wakes sleepers
-    /// on the head word if any ticket is outstanding.
+    /// With `head == from`: moves the head past every cancelled ticket, then, if any ticket is
+    /// outstanding, moves `turns` on and wakes the waiters asleep on it (the queued ones).
     pub(super) fn skip_cancelled<W: Waiter>(&self, w: &W, from: u32) {
         let mut t = from;
         for _ in 0..RING {
@@ -332,7 +338,8 @@ impl NotifySync {
             dekker();
         }
         if self.tail.load(SeqCst) != t {
-            w.wake(&self.head, u32::MAX);
+            self.turns.fetch_add(super::TURN, SeqCst);
+            w.wake(&self.turns, u32::MAX);
         }
     }
 
