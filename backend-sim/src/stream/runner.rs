@@ -412,6 +412,15 @@ mod tests {
             self.ready.load(SeqCst)
         }
         fn run_borrowed(&self, _: &mut u64) -> bool {
+            let again = self.parks_again.load(SeqCst);
+            if again != self.stays_ready {
+                // Parked again and waits for `ready`; or, one that stays ready, gone home.
+                // Before the run is counted: a test that sees the count sets `ready` for the
+                // next turn, which a later store here would undo (the next turn then never
+                // came: `a_stream_parked_again_on_the_runner_stays_with_it` failed 1 of 30
+                // runs alone, 2026-12-07).
+                self.ready.store(false, SeqCst);
+            }
             self.runs.fetch_add(1, SeqCst);
             self.ran.store(true, SeqCst);
             if let Some((name, log)) = &self.log {
@@ -419,11 +428,6 @@ mod tests {
             }
             if self.panics_on.get() == Some(&std::thread::current().id()) {
                 panic!("test: the runner's thread unwinds outside the tasks");
-            }
-            let again = self.parks_again.load(SeqCst);
-            if again != self.stays_ready {
-                // Parked again and waits for `ready`; or, one that stays ready, gone home.
-                self.ready.store(false, SeqCst);
             }
             again
         }
@@ -442,10 +446,38 @@ mod tests {
         }
     }
 
+    /// Runs a test of these fakes in a forked child of its own, where it owns the process's
+    /// runner. In the test binary's process, another unit test's real stream could become the
+    /// runner of these fakes' streams, or these fakes' runner run its stream: a mix no real
+    /// process has (a fake's thread is not woken by `hand_home` as a real stream's is), which
+    /// stalled both tests — `a_stream_parked_again_on_the_runner_stays_with_it` beside
+    /// `crate::tests::a_worker_asleep_in_other_waits_is_not_counted_busy` failed 6–8 of 30 runs
+    /// on 2026-12-07 (lead), and one CI run. A panic in the child is printed to its stderr
+    /// (not the parent's capture) and fails the test here with the child's status.
+    fn alone(what: &str, body: fn()) {
+        let ran = crate::fork::run_in_child(|| {
+            std::panic::set_hook(Box::new(|info| {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "in the test's own process: {info}");
+            }));
+            std::panic::catch_unwind(body).is_ok()
+        });
+        if let Err(status) = ran {
+            panic!("{what} failed in its own process (status {status:#x}; its panic above)");
+        }
+    }
+
     /// A runner whose own stream must go home leaves a held stream parked, with a runner
     /// that runs it once it can go on (until 2026-12-05 it handed it home with the rest).
     #[test]
     fn a_held_stream_stays_parked_when_the_runner_goes_home() {
+        alone(
+            "a_held_stream_stays_parked_when_the_runner_goes_home",
+            a_held_stream_stays_parked_when_the_runner_goes_home_here,
+        );
+    }
+
+    fn a_held_stream_stays_parked_when_the_runner_goes_home_here() {
         // Both held, so that the runner does not give up for want of work meanwhile.
         let me = Arc::new(Fake {
             held: true,
@@ -507,6 +539,13 @@ mod tests {
     /// on; fails (never ran again) if the runner drops it.
     #[test]
     fn a_stream_parked_again_on_the_runner_stays_with_it() {
+        alone(
+            "a_stream_parked_again_on_the_runner_stays_with_it",
+            a_stream_parked_again_on_the_runner_stays_with_it_here,
+        );
+    }
+
+    fn a_stream_parked_again_on_the_runner_stays_with_it_here() {
         let s = Arc::new(Fake {
             held: true,
             parks_again: AtomicBool::new(true),
@@ -553,6 +592,13 @@ mod tests {
     /// front each time: the order changed every turn and one of the three never ran.
     #[test]
     fn parked_streams_take_turns_in_a_fixed_round() {
+        alone(
+            "parked_streams_take_turns_in_a_fixed_round",
+            parked_streams_take_turns_in_a_fixed_round_here,
+        );
+    }
+
+    fn parked_streams_take_turns_in_a_fixed_round_here() {
         let log = Arc::new(std::sync::Mutex::new(Vec::new()));
         let streams: Vec<Arc<Fake>> = ['a', 'b', 'c']
             .into_iter()
@@ -609,6 +655,13 @@ mod tests {
     /// finds a runner that does not exist) if the runner's list is just dropped.
     #[test]
     fn a_runner_that_unwinds_hands_its_streams_home() {
+        alone(
+            "a_runner_that_unwinds_hands_its_streams_home",
+            a_runner_that_unwinds_hands_its_streams_home_here,
+        );
+    }
+
+    fn a_runner_that_unwinds_hands_its_streams_home_here() {
         // Nothing here is held: an unwinding runner keeps held streams parked, as one that
         // gives up does. The streams are on the list before `me` parks, so that its runner
         // takes them at once.
