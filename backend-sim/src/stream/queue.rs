@@ -159,19 +159,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             && s.room_spin.as_ref().is_some_and(|may| (may.0)())
             && super::worker::spin_until(ROOM_SPIN, || s.ring.has_room(half) || s.ring.is_closed())
         {
-            task = match s.ring.push_with(task, &mut on_claim) {
-                Push::Queued { wake } => {
-                    if wake {
-                        self.wake_worker();
-                    }
-                    return Ok(());
-                }
-                Push::Closed(task) | Push::Spill(_, task) => {
-                    drop_quietly(task);
-                    return Err(E::from(Error::InvalidHandle));
-                }
+            task = match self.try_enqueue_job_with(task, &mut on_claim) {
+                Ok(done) => return done,
                 // Taken by another producer meanwhile: wait the sleeping way.
-                Push::Full(task) => task,
+                Err(task) => task,
             };
         }
         let mut g = lock(&s.room);
@@ -179,18 +170,9 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         s.blocked.fetch_add(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         let result = loop {
-            task = match s.ring.push_with(task, &mut on_claim) {
-                Push::Queued { wake } => {
-                    if wake {
-                        self.wake_worker();
-                    }
-                    break Ok(());
-                }
-                Push::Closed(task) | Push::Spill(_, task) => {
-                    drop_quietly(task);
-                    break Err(E::from(Error::InvalidHandle));
-                }
-                Push::Full(task) => task,
+            task = match self.try_enqueue_job_with(task, &mut on_claim) {
+                Ok(done) => break done,
+                Err(task) => task,
             };
             // Woken by the worker once the queue is down to half (`Shared::next`), else
             // after `RECHECK`: a stream that stalls with the queue more than half full (a
