@@ -252,14 +252,22 @@ impl<T: Send> PerProcess<T> {
 /// For tests: runs `body` in a child forked from this process and waits for it. `Err` holds
 /// the wait status unless the child ran `body` to the end and it returned `true`. The child
 /// `_exit`s, running none of the parent's destructors; `body` must not need a lock another
-/// thread of the test process may hold (atomics and system calls are fine).
+/// thread of the test process may hold (atomics and system calls are fine). A panic of `body`
+/// fails the child like a `false` (it is caught: unwound into the test harness's copy in the
+/// child, it would go on running other tests there), and a panic of any of the child's threads
+/// is printed to its stderr (the harness's capture of the forking thread's output is never
+/// shown from the child).
 #[cfg(test)]
 pub(crate) fn run_in_child(body: impl FnOnce() -> bool) -> Result<(), i32> {
     // SAFETY: the child only runs `body` (see above) and `_exit`s.
     let child = unsafe { libc::fork() };
     assert!(child >= 0, "fork failed");
     if child == 0 {
-        let ok = body();
+        std::panic::set_hook(Box::new(|info| {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "in a test's forked child: {info}");
+        }));
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(false);
         // SAFETY: ends the child without running the parent's destructors.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }

@@ -581,12 +581,14 @@ impl Shared {
         let server_key = self.key(&format!("server/{}", self.server));
         let pod_key = self.key("pod-lease");
         let mut lease = grant()?;
+        // Every error after the grant gives the lease back (a lease holding a claim it took
+        // stays: the claim is the pod's, not this process's).
         let refused = |e: SimError, lease: i64| {
             let _ = self.etcd.lease_revoke(lease);
             e
         };
         for _ in 0..5 {
-            self.not_leaving()?;
+            self.not_leaving().map_err(|e| refused(e, lease))?;
             let reads = [Op::Get(server_key.clone()), Op::Get(pod_key.clone())];
             // A mark of an earlier process of this pid that left (a job before this one) would
             // name this one "exited" once it is gone, had it died.
@@ -608,7 +610,7 @@ impl Shared {
                     &[&register[..], &reads[..]].concat(),
                     &reads,
                 )
-                .map_err(|e| ipc(e, doing))?;
+                .map_err(|e| refused(ipc(e, doing), lease))?;
             let mut g = t.gets.into_iter();
             let (server, pod) = (g.next().flatten(), g.next().flatten());
             if let Some(kv) = &server {
@@ -626,7 +628,11 @@ impl Shared {
                 (server.is_none(), &server_key, self.host.as_bytes()),
                 (pod.is_none(), &pod_key, leave::POD_LEASE_VALUE),
             ] {
-                if missing && self.claim_with(key, value, lease, doing)? {
+                if missing
+                    && self
+                        .claim_with(key, value, lease, doing)
+                        .map_err(|e| refused(e, lease))?
+                {
                     // This lease holds the claim now: the process takes another.
                     lease = grant()?;
                 }

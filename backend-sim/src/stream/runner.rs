@@ -453,16 +453,12 @@ mod tests {
     /// stalled both tests — `a_stream_parked_again_on_the_runner_stays_with_it` beside
     /// `crate::tests::a_worker_asleep_in_other_waits_is_not_counted_busy` failed 6–8 of 30 runs
     /// on 2026-12-07 (lead), and one CI run. A panic in the child is printed to its stderr
-    /// (not the parent's capture) and fails the test here with the child's status.
+    /// ([`crate::fork::run_in_child`]) and fails the test here with the child's status.
     fn alone(what: &str, body: fn()) {
-        let ran = crate::fork::run_in_child(|| {
-            std::panic::set_hook(Box::new(|info| {
-                use std::io::Write;
-                let _ = writeln!(std::io::stderr(), "in the test's own process: {info}");
-            }));
-            std::panic::catch_unwind(body).is_ok()
-        });
-        if let Err(status) = ran {
+        if let Err(status) = crate::fork::run_in_child(|| {
+            body();
+            true
+        }) {
             panic!("{what} failed in its own process (status {status:#x}; its panic above)");
         }
     }
