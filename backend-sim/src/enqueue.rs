@@ -424,12 +424,19 @@ impl Sim {
         let graph = self.publish_stream(&stream, device);
         let stream = Arc::new(stream);
         let hooked = Arc::clone(&stream);
+        // A device's default streams share the device's scope slot; another stream starts
+        // bound to none (`crate::failure_scope`).
+        let scope = match self.inner.default_scopes.get(device as usize) {
+            Some(slot) if default => Arc::clone(slot),
+            _ => Arc::default(),
+        };
         let h = write(&self.inner.streams)
             .insert(StreamEntry {
                 stream,
                 device,
                 default,
                 graph: graph.clone(),
+                scope: Arc::clone(&scope),
             })
             .ok()
             .map(RawStream)
@@ -439,7 +446,7 @@ impl Sim {
         }
         // Before any task can be queued (the handle is not out yet); a new stream has no hook
         // yet, so it cannot be refused.
-        let _ = hooked.on_failure(self.inner.failures.hook(device, h, default));
+        let _ = hooked.on_failure(self.inner.failures.hook(device, h, default, scope));
         if trace::on() {
             self.name_track(h);
         }

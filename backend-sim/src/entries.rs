@@ -144,6 +144,8 @@ pub(crate) struct StreamEntry {
     pub(crate) default: bool,
     /// The stream's entry in the wait-for graph (`None`: not published).
     pub(crate) graph: Option<Arc<waitgraph::StreamSlot>>,
+    /// The failure scope it is bound to, if any (`crate::failure_scope`).
+    pub(crate) scope: Arc<crate::failure_scope::ScopeSlot>,
 }
 
 pub(crate) fn bad_notify(h: RawNotify) -> SimError {

@@ -250,6 +250,9 @@ pub(crate) enum SimJob {
     /// to 0.94× of `memcpy` in slow minutes, and from 1.08× to 1.13× in fast ones (one A/B
     /// each, same binary).
     Bulk(Task<SimError>),
+    /// An event's record: a job of its own, so that a stream that drops it behind a failure
+    /// can hand it that failure ([`Job::drop_after_failure`]).
+    EventRecord(Box<crate::event::RecordTask>),
     Other(Task<SimError>),
 }
 
@@ -297,11 +300,16 @@ impl Job<SimError> for SimJob {
         )
     }
 
-    /// An event record among the dropped says so to its event, with the failure
-    /// ([`crate::event::dropped_after_failure`]).
+    /// An event record among the dropped is handed the failure its stream stored, which its
+    /// synchronize then answers (`crate::event::RecordTask::drop_after_failure`).
     fn drop_after_failure(self, failure: &std::sync::Mutex<Option<SimError>>) {
-        let cause = crate::locks::lock(failure).clone();
-        crate::event::dropped_after_failure(cause, move || drop(self));
+        match self {
+            SimJob::EventRecord(record) => {
+                let cause = crate::locks::lock(failure).clone();
+                record.drop_after_failure(cause);
+            }
+            other => drop(other),
+        }
     }
 
     /// Frees the box of the last host function run on this thread ([`run_host_call`]).
@@ -555,6 +563,7 @@ impl SimJob {
                 Ok(())
             }
             SimJob::Other(task) | SimJob::Bulk(task) => task(ctx),
+            SimJob::EventRecord(record) => record.run(),
         })
     }
 }

@@ -80,6 +80,7 @@ mod enqueue;
 mod entries;
 mod error;
 mod event;
+mod failure_scope;
 mod fork;
 pub mod groups;
 /// For the C library's process-wide locks, not an API of the crate.
@@ -124,6 +125,7 @@ mod yielding;
 pub use acl_notify_core::table::MergedRecords;
 pub use enqueue::{Head, StreamHead};
 pub use error::SimError;
+pub use failure_scope::{FailureScope, ScopeFailure};
 pub use job::{
     HostFunctionBlocked, host_function_blocked, host_function_cancelled, host_function_device,
     host_function_waits, in_host_function,

@@ -149,6 +149,16 @@ impl Sim {
         Ok((Arc::clone(&e.stream), e.device))
     }
 
+    /// The failure scope slot of stream `h` (`crate::failure_scope`).
+    pub(crate) fn stream_scope_slot(
+        &self,
+        h: RawStream,
+    ) -> Result<Arc<crate::failure_scope::ScopeSlot>, SimError> {
+        let t = read(&self.inner.streams);
+        let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
+        Ok(Arc::clone(&e.scope))
+    }
+
     /// Moves handle `h` from lifecycle state `from` (what the call read when it began) to
     /// `to`, under the table's write lock. A handle destroyed meanwhile, or moved on by a
     /// concurrent call, is left alone: the shared slot's own compare-and-swaps decided which

@@ -134,6 +134,7 @@ impl SimBuilder {
                 notifies: RwLock::new(notifies),
                 streams: RwLock::new(Slab::new(Kind::Stream, seed)),
                 defaults: Mutex::new(vec![None; self.devices as usize]),
+                default_scopes: (0..self.devices).map(|_| Arc::default()).collect(),
                 draining: Mutex::new(Vec::new()),
                 peers: Mutex::new(vec![0; self.devices as usize]),
                 op_wait_timeout: AtomicU32::new(0),

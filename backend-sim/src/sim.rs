@@ -59,6 +59,8 @@ pub(crate) struct Inner {
     pub(crate) notifies: RwLock<Slab<NotifyEntry>>,
     pub(crate) streams: RwLock<Slab<StreamEntry>>,
     pub(crate) defaults: Mutex<Vec<Option<u64>>>,
+    /// Each device's default streams' failure scope ([`Sim::set_default_failure_scope`]).
+    pub(crate) default_scopes: Vec<Arc<crate::failure_scope::ScopeSlot>>,
     /// Streams a draining destroy took out of `streams` and has not finished with, and their
     /// devices: no call finds them any more, but [`Sim::discard_streams_where`] still does.
     /// Added under the `streams` write lock (so a discard sees a stream in one or the other).

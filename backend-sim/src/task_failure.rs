@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 use acl_notify_core::{BackendError, Error, RawStream};
 
 use crate::error::SimError;
+use crate::failure_scope::ScopeSlot;
 use crate::stream::FailureHook;
 
 /// A failed task ([`Sim::on_task_failure`](crate::Sim::on_task_failure)).
@@ -82,16 +83,19 @@ pub(crate) struct Failures {
 }
 
 impl Failures {
-    /// The hook of stream `h` on `device` (a default stream or not), handing its failures to
-    /// the reporting thread.
+    /// The hook of stream `h` on `device` (a default stream or not), telling its failures
+    /// to the failure scope it is bound to (`scope`: `crate::failure_scope`), then handing
+    /// them to the reporting thread.
     pub(crate) fn hook(
         self: &Arc<Self>,
         device: u32,
         h: RawStream,
         default: bool,
+        scope: Arc<ScopeSlot>,
     ) -> FailureHook<SimError> {
         let failures = Arc::clone(self);
         Box::new(move |f| {
+            scope.task_failed(h, f.error);
             let listener = failures
                 .listener
                 .read()

@@ -492,6 +492,7 @@ fn build_everything() -> Result<Prefix, String> {
         "importer_killed",
         "value",
         "stream_info",
+        "stop_mode",
         "base_types",
         "device_query",
         "vmm",
@@ -1391,6 +1392,21 @@ fn streams_answer_their_id_priority_and_flags() {
         assert!(o[0].ok(), "{}", report(&o));
         assert!(o[0].stdout.contains("stream_info: ok"), "{}", report(&o));
     }
+}
+
+// ---- a context in stop-on-failure mode (tests/c/stop_mode.c) -------------------------------
+
+#[test]
+fn a_context_that_stops_on_failure_stays_failed_until_it_goes() {
+    let p = setup();
+    let s = Scratch::new("stopmode");
+    let mut cmd = s.cmd(&p.bin.join("stop_mode"), "Ascend910B");
+    let o = run_all(
+        vec![spawn("stop_mode", &mut cmd).expect("start stop_mode")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("stop_mode: ok"), "{}", report(&o));
 }
 
 /// `tests/c/<name> args` on Ascend910B with `env`, under valgrind's memcheck (definite leaks

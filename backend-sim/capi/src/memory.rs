@@ -561,7 +561,7 @@ impl CopyArgs {
         if rt.capture(stream.addr(), task)? {
             return Ok(());
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_launch(stream.addr())?;
         // SAFETY: the caller's contract for the host sides; device sides are checked.
         let done = unsafe {
             b.memcpy_async_as_cann(self.dst, self.dest_max, self.src, self.count, self.kind, s)
@@ -691,7 +691,7 @@ pub extern "C" fn aclrtMemsetAsync(
         if rt.capture(stream.addr(), task)? {
             return Ok(());
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_launch(stream.addr())?;
         rt.backend()
             .memset_async(dev_ptr.addr(), max_count, value as u8, count, s)
             .map_err(CallError::backend)

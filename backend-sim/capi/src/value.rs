@@ -61,7 +61,7 @@ pub extern "C" fn aclrtValueWrite(
         if rt.capture(stream.addr(), task)? {
             return Ok(());
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_launch(stream.addr())?;
         rt.backend()
             .value_write(dev_addr.addr(), value, s)
             .map_err(CallError::backend)
@@ -98,7 +98,7 @@ pub extern "C" fn aclrtValueWait(
         if rt.capture(stream.addr(), task)? {
             return Ok(());
         }
-        let s = rt.resolve_stream(stream.addr())?;
+        let s = rt.resolve_launch(stream.addr())?;
         rt.backend()
             .value_wait(dev_addr.addr(), value, cond, s)
             .map_err(CallError::backend)

@@ -88,27 +88,20 @@ impl Mark {
             // (`Context::CheckStatus`, which `ApiImpl::EventSynchronize` and
             // `EventQueryStatus` call first) answer with that failure (hicann/runtime
             // `src/runtime/core/src/context/context.cc`, `stream.cc` `SetFailMode`,
-            // `EnterFailureAbort`).
-            Some(cause) => {
-                // A failure that is itself a discarded record's (a stream's wait on it, the
-                // next stream of a chain) is named by its first cause, once.
-                let first = cause
-                    .message()
-                    .rsplit_once(AFTER_FAILURE)
-                    .map_or(cause.message(), |(_, first)| first);
-                err(
-                    cause.kind(),
-                    format!("the event's record (device {device}) never ran{AFTER_FAILURE}{first}"),
-                )
-            }
+            // `EnterFailureAbort`). A failure that is itself a dropped record's (a wait on
+            // it, on a stream of another context) names that one in turn.
+            Some(cause) => err(
+                cause.kind(),
+                format!(
+                    "the event's record (device {device}) never ran: its stream stops on failure \
+                     (ACL_STOP_ON_FAILURE) and a task before the record failed: {}",
+                    cause.message()
+                ),
+            ),
             None => discarded_error(device),
         }
     }
 }
-
-/// What [`Mark::discarded_error`] says after "never ran" for a record dropped behind a failure.
-const AFTER_FAILURE: &str =
-    ": its stream stops on failure (ACL_STOP_ON_FAILURE) and a task before the record failed: ";
 
 /// A synchronize's or a wait's error when the record it waited for was dropped unrun (by an
 /// abort, a discarding destroy, a reset or a finalize; see [`Mark::discarded_error`]).
@@ -122,34 +115,41 @@ fn discarded_error(device: u32) -> SimError {
     )
 }
 
-thread_local! {
-    /// While a worker drops a task behind a failure of its stop-on-failure stream
-    /// ([`dropped_after_failure`]): that failure, for the record tasks among what it drops.
-    static FAILED_BEFORE: std::cell::RefCell<Option<SimError>> =
-        const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `drop_it`, which drops a task dropped unrun because a task before it failed (`cause`)
-/// on a stream that stops on failure: an event record among what it drops keeps `cause` for
-/// its synchronize ([`Mark::discarded_error`]).
-pub(crate) fn dropped_after_failure(cause: Option<SimError>, drop_it: impl FnOnce()) {
-    struct Clear;
-    impl Drop for Clear {
-        fn drop(&mut self) {
-            FAILED_BEFORE.with(|c| c.borrow_mut().take());
-        }
-    }
-    FAILED_BEFORE.with(|c| *c.borrow_mut() = cause);
-    let _clear = Clear;
-    drop_it();
-}
-
-/// What a record task holds: when it is dropped without having run, its [`Mark`] says so and
-/// the event's waiters (synchronize, Ex waits) are woken, instead of waiting for ever for a
-/// record that will not come.
-struct RecordTask {
+/// An event record task (`SimJob::EventRecord`): when it is dropped without having run, its
+/// [`Mark`] says so and the event's waiters (synchronize, Ex waits) are woken, instead of
+/// waiting for ever for a record that will not come. Its stream hands it the failure it was
+/// dropped behind, if that is why ([`RecordTask::drop_after_failure`]).
+pub(crate) struct RecordTask {
     ev: Arc<SimEvent>,
     mark: Arc<Mark>,
+    /// The event's handle, for the timeline.
+    event: RawEvent,
+}
+
+impl RecordTask {
+    /// Runs the record: the event's flag set, the record's time noted, its waiters woken.
+    pub(crate) fn run(self) -> Result<(), SimError> {
+        let args = || serde_json::json!({"event": self.event.0});
+        crate::trace::span("event", "event record", args, || {
+            let now = sys::now_ns().max(1);
+            let mut st = lock(&self.ev.st);
+            st.flag = true;
+            self.mark.at_ns.store(now, Ordering::Relaxed);
+            EvState::wake(st, &self.ev.cv);
+            Ok(())
+        })
+    }
+
+    /// Drops the record unrun because a task before it failed (`cause`, what its stream
+    /// stored) on a stream that stops on failure: its synchronize and query answer `cause`
+    /// ([`Mark::discarded_error`]).
+    pub(crate) fn drop_after_failure(self, cause: Option<SimError>) {
+        if let Some(cause) = cause {
+            // Before `Drop` marks the record discarded under the event's lock, which every
+            // reader takes before it looks at `failed_before`.
+            let _ = self.mark.failed_before.set(cause);
+        }
+    }
 }
 
 /// An IPC event's record task, as it goes: [`QUEUEING`] until the thread that queues it
@@ -202,9 +202,6 @@ impl Drop for RecordTask {
             return;
         }
         let st = lock(&self.ev.st);
-        if let Some(cause) = FAILED_BEFORE.with(|c| c.borrow().clone()) {
-            let _ = self.mark.failed_before.set(cause);
-        }
         self.mark.discarded.store(true, Ordering::Relaxed);
         drop(st);
         self.ev.cv.notify_all();

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::Sim;
+use crate::job::SimJob;
 
 impl Sim {
     fn events_supported(&self) -> Result<(), SimError> {
@@ -213,18 +214,9 @@ impl EventOps for Sim {
         let task = RecordTask {
             ev: Arc::clone(&ev),
             mark: Arc::clone(&mark),
+            event,
         };
-        let queued = self.enqueue(&s, stream, move |_| {
-            let args = || serde_json::json!({"event": event.0});
-            crate::trace::span("event", "event record", args, || {
-                let now = sys::now_ns().max(1);
-                let mut st = lock(&task.ev.st);
-                st.flag = true;
-                task.mark.at_ns.store(now, Ordering::Relaxed);
-                EvState::wake(st, &task.ev.cv);
-                Ok(())
-            })
-        });
+        let queued = self.enqueue_job(&s, stream, SimJob::EventRecord(Box::new(task)));
         // Published only now that the task is queued (`EvState::latest`); not queued, the
         // record never happens and the one before stays the latest.
         if queued.is_ok() {

@@ -53,6 +53,11 @@ type Out = (Result<(), SimError>, ());
 #[cold]
 #[inline(never)]
 pub(crate) fn traced(job: SimJob) -> SimJob {
+    // An event record writes its own span, and stays a job of its own kind (its stream hands
+    // it the failure it may be dropped behind).
+    if matches!(job, SimJob::EventRecord(_)) {
+        return job;
+    }
     SimJob::Other(Box::new(move |ctx: &TaskCtx| {
         let before_block = &mut || {};
         match job {

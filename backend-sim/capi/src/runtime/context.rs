@@ -56,6 +56,8 @@ pub(crate) struct Contexts {
     /// How many times contexts were removed (destroyed, or released with their device): a
     /// thread whose current context was known live at another count looks it up again.
     pub(super) gone: AtomicU64,
+    /// Each context's failure in stop-on-failure mode (`ctx_failure`).
+    pub(super) scopes: super::ctx_failure::Scopes,
 }
 
 impl Contexts {
@@ -65,6 +67,7 @@ impl Contexts {
             primaries: Mutex::new(vec![None; devices]),
             default_handles: Mutex::new(HashMap::new()),
             gone: AtomicU64::new(0),
+            scopes: Default::default(),
         }
     }
 
@@ -103,6 +106,7 @@ impl Contexts {
         }
         drop(primaries);
         let _ = self.table.remove_where(|c| which(c.device));
+        self.scopes.retain(|ctx| self.table.get(ctx).is_some());
         self.gone.fetch_add(1, Ordering::AcqRel);
         lock(&self.default_handles).retain(|ctx, _| self.table.get(*ctx).is_some());
     }
@@ -137,6 +141,9 @@ impl Runtime {
         if let Some(slot) = p.get_mut(device as usize) {
             *slot = Some(ctx);
         }
+        // Its default stream is the device's: bound through the device (`ctx_failure`).
+        let scope = self.contexts.scopes.make(ctx);
+        self.backend().set_default_failure_scope(device, Some(scope));
         Ok((ctx, Made::Now))
     }
 
@@ -188,6 +195,8 @@ impl Runtime {
             .inspect_err(|_| {
                 let _ = self.backend().destroy_stream(raw, StreamDestroy::Discard);
             })?;
+        self.contexts.scopes.make(ctx);
+        self.bind_to_context(raw, ctx);
         self.make_current(d, ctx);
         self.default_stream_state(d, ctx, StreamState::CreatePost);
         Ok(ctx)
@@ -211,6 +220,7 @@ impl Runtime {
             return Err(bad_context(ctx));
         }
         self.contexts.gone.fetch_add(1, Ordering::AcqRel);
+        self.contexts.scopes.forget(ctx);
         lock(&self.contexts.default_handles).remove(&ctx);
         let streams = self.streams.remove_where(|s| s.ctx == ctx);
         let mut raws: Vec<RawStream> = streams.iter().map(|s| s.raw).collect();
@@ -324,11 +334,19 @@ impl Runtime {
     }
 
     /// `aclrtSetStreamFailureMode`.
+    /// Stop mode puts the stream's context in stop mode (`ctx_failure`).
     pub(crate) fn set_failure_mode(&self, stream: usize, mode: u64) -> Result<(), CallError> {
         let raw = self.resolve_stream(stream)?;
+        let (_, ctx) = self.current()?;
+        self.refuse_aborted(ctx, raw)?;
+        let mode = FailureMode::from_c(mode);
         self.backend()
-            .set_failure_mode(raw, FailureMode::from_c(mode))
-            .map_err(CallError::backend)
+            .set_failure_mode(raw, mode)
+            .map_err(CallError::backend)?;
+        if mode == FailureMode::StopOnFailure {
+            self.context_stops(ctx);
+        }
+        Ok(())
     }
 
     /// `aclrtStreamAbort`.
@@ -341,8 +359,23 @@ impl Runtime {
     /// context (hicann/runtime `ApiImpl::DeviceSynchronize`: `curCtx->Synchronize`), its
     /// default stream included, within one deadline; the first stream error is returned after
     /// all of them are done. Expiry: 507046.
+    /// A failed context (`ctx_failure`) answers its failure at once, and so does one whose
+    /// failure came while this waited (CANN's `Context::Synchronize` checks the context first,
+    /// and its streams' synchronizes check it again).
     pub(crate) fn synchronize_device(&self, wait: SyncWait) -> Result<(), CallError> {
         let (device, ctx) = self.current()?;
+        self.context_failure(ctx)?;
+        let synced = self.synchronize_context_streams(device, ctx, wait);
+        self.context_failure(ctx)?;
+        synced
+    }
+
+    fn synchronize_context_streams(
+        &self,
+        device: u32,
+        ctx: usize,
+        wait: SyncWait,
+    ) -> Result<(), CallError> {
         // (C handle, backend stream): the handle names a stream that does not finish.
         let mut raws = vec![(0, self.context_default_stream(device, ctx)?)];
         raws.extend(

@@ -19,6 +19,9 @@ pub(crate) struct EventEntry {
     /// The device it was created (or opened) on.
     pub(crate) device: u32,
     spec: EventSpec,
+    /// The context it was created (or opened) in, whose failure its synchronize and queries
+    /// answer (`ctx_failure`; CANN's `Event::Context_`).
+    ctx: Option<usize>,
 }
 
 fn bad_event(event: usize) -> CallError {
@@ -49,8 +52,14 @@ impl Runtime {
     }
 
     fn add_event(&self, raw: RawEvent, device: u32, spec: EventSpec) -> Result<usize, CallError> {
+        let ctx = self.current().ok().map(|(_, ctx)| ctx);
         self.events
-            .insert(EventEntry { raw, device, spec })
+            .insert(EventEntry {
+                raw,
+                device,
+                spec,
+                ctx,
+            })
             .inspect_err(|_| {
                 let _ = self.backend().event_destroy(raw);
             })
@@ -111,7 +120,7 @@ impl Runtime {
         if self.capture(stream, Captured::EventRecord(event))? {
             return Ok(());
         }
-        let s = self.resolve_stream(stream)?;
+        let s = self.resolve_launch(stream)?;
         self.backend()
             .event_record(e.raw, s)
             .map_err(CallError::backend)
@@ -171,7 +180,7 @@ impl Runtime {
         if self.capture(stream, Captured::EventReset(event))? {
             return Ok(());
         }
-        let s = self.resolve_stream(stream)?;
+        let s = self.resolve_launch(stream)?;
         self.backend()
             .event_reset(e.raw, s)
             .map_err(CallError::backend)
@@ -188,7 +197,7 @@ impl Runtime {
         if self.capture(stream, Captured::EventWait(event, timeout))? {
             return Ok(());
         }
-        let s = self.resolve_stream(stream)?;
+        let s = self.resolve_launch(stream)?;
         self.backend()
             .stream_wait_event(s, e.raw, timeout)
             .map_err(CallError::backend)
@@ -202,6 +211,12 @@ impl Runtime {
         self.backend()
             .events_free(device)
             .map_err(CallError::backend)
+    }
+
+    /// The failure of the event's context, if it has one (CANN's `Context::CheckStatus`, which
+    /// `ApiImpl::EventSynchronize`, `EventQuery` and `EventQueryStatus` call first).
+    fn event_context_failure(&self, e: &EventEntry) -> Result<(), CallError> {
+        e.ctx.map_or(Ok(()), |ctx| self.context_failure(ctx))
     }
 
     fn latest(&self, e: &EventEntry) -> Result<LatestRecord, CallError> {
@@ -226,6 +241,7 @@ impl Runtime {
                 "does not take an external event",
             ));
         }
+        self.event_context_failure(&e)?;
         Ok(match self.latest(&e)? {
             LatestRecord::Pending => LegacyStatus::NotReady,
             LatestRecord::None | LatestRecord::Done => LegacyStatus::Complete,
@@ -247,6 +263,7 @@ impl Runtime {
                 "does not take an external event",
             ));
         }
+        self.event_context_failure(&e)?;
         Ok(match (self.latest(&e)?, e.spec.kind()) {
             (LatestRecord::Done, _) | (LatestRecord::None, EventKind::Ex) => {
                 EventRecordedStatus::Complete
@@ -289,6 +306,7 @@ impl Runtime {
                 "does not take an external event",
             ));
         }
+        self.event_context_failure(&e)?;
         self.backend()
             .event_synchronize(e.raw, wait)
             .map_err(CallError::backend)

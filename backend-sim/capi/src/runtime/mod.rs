@@ -400,6 +400,7 @@ pub(crate) mod capture;
 mod cnt;
 mod cond;
 mod context;
+mod ctx_failure;
 pub(crate) mod device;
 pub(crate) mod devquery;
 pub(crate) mod drain;

@@ -32,7 +32,7 @@ impl Runtime {
     /// `aclrtCacheLastTaskOpInfo` after such a task is refused instead of reaching an earlier
     /// captured one.
     pub(crate) fn resolve_task_stream(&self, stream: usize) -> Result<RawStream, CallError> {
-        let raw = self.resolve_stream(stream)?;
+        let raw = self.resolve_launch(stream)?;
         last_task::note(Last::Queued { stream });
         Ok(raw)
     }
@@ -122,6 +122,7 @@ impl Runtime {
                 let _ = self.backend.destroy_stream(raw, StreamDestroy::Discard);
                 self.stream_infos.free_id(id);
             })?;
+        self.bind_to_context(raw, ctx);
         // Deadlock reports and the inspector name the stream as the C caller sees it. The
         // stream was created a moment ago by this thread: it is live.
         let _ = self.backend.set_stream_alias(raw, h as u64);
@@ -169,8 +170,19 @@ impl Runtime {
     }
 
     /// `aclrtSynchronizeStream[WithTimeout]`.
+    ///
+    /// A failed context (`ctx_failure`) answers its failure at once, and so does one whose
+    /// failure came while this waited (CANN's `ApiImpl::StreamSynchronize` checks the context
+    /// first, and `Stream::Synchronize` again while it waits).
     pub(crate) fn synchronize(&self, stream: usize, wait: SyncWait) -> Result<(), CallError> {
         let raw = self.resolve_stream(stream)?;
+        self.current_context_failure()?;
+        let synced = self.synchronize_raw(stream, raw, wait);
+        self.current_context_failure()?;
+        synced
+    }
+
+    fn synchronize_raw(&self, stream: usize, raw: RawStream, wait: SyncWait) -> Result<(), CallError> {
         self.backend.synchronize(raw, wait).map_err(|e| {
             if e.kind() == Error::StreamSyncTimeout {
                 let why = self
@@ -193,6 +205,7 @@ impl Runtime {
     /// `aclrtStreamQuery`.
     pub(crate) fn query(&self, stream: usize) -> Result<StreamStatus, CallError> {
         let raw = self.resolve_stream(stream)?;
+        self.current_context_failure()?;
         let status = self
             .backend
             .query(raw)
