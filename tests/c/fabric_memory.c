@@ -172,6 +172,18 @@ static int owner(const char *dir, int rounds, const char *end) {
     return 0;
 }
 
+
+/* A new context on the current device (the one `*ctx` names, if any, destroyed first, with its
+ * streams) and a stream `*s` of it that stops on failure. */
+static void stop_mode_context(aclrtContext *ctx, aclrtStream *s) {
+    int32_t dev = 0;
+    CHECK(aclrtGetDevice(&dev));
+    if (*ctx) CHECK(aclrtDestroyContext(*ctx));
+    CHECK(aclrtCreateContext(ctx, dev));
+    CHECK(aclrtCreateStream(s));
+    CHECK(aclrtSetStreamFailureMode(*s, ACL_STOP_ON_FAILURE));
+}
+
 static int importer(const char *dir, int rounds, const char *end, const char *save,
                     const char *stale, int retry) {
     g_role = "importer";
@@ -231,16 +243,21 @@ static int importer(const char *dir, int rounds, const char *end, const char *sa
     check_round(host, 0);
 
     /* A copy that fails must not let its record through (CANN's default failure mode runs
-     * the tasks after a failed one): stop on failure. */
-    CHECK(aclrtSetStreamFailureMode(stream, ACL_STOP_ON_FAILURE));
+     * the tasks after a failed one): stop on failure, on a stream of a context of its own. A
+     * failure there fails that context for good, as CANN's: a retried round starts anew in
+     * a new one. */
+    aclrtContext home, rounds_ctx = NULL;
+    aclrtStream rs = NULL;
+    CHECK(aclrtGetCurrentContext(&home));
+    stop_mode_context(&rounds_ctx, &rs);
     char name[32];
     int retried = 0;
     for (int r = 1; r <= rounds; r++) {
         fill(host, r);
         CHECK(aclrtMemcpy(local, SPAN, host, SPAN, ACL_MEMCPY_HOST_TO_DEVICE));
-        CHECK(aclrtMemcpyAsync(va, SPAN, local, SPAN, ACL_MEMCPY_DEVICE_TO_DEVICE, stream));
-        CHECK(aclrtRecordNotify(n, stream));
-        aclError rc = aclrtSynchronizeStream(stream);
+        CHECK(aclrtMemcpyAsync(va, SPAN, local, SPAN, ACL_MEMCPY_DEVICE_TO_DEVICE, rs));
+        CHECK(aclrtRecordNotify(n, rs));
+        aclError rc = aclrtSynchronizeStream(rs);
         char why[1024] = "";
         if (rc != ACL_SUCCESS) snprintf(why, sizeof why, "%s", recent_msg());
         if (rc == ACL_ERROR_RT_IPC_ERROR && retry && retried < 5 &&
@@ -250,6 +267,7 @@ static int importer(const char *dir, int rounds, const char *end, const char *sa
              * is not retried: it may have been committed before etcd died, and a second one
              * would be a second record. */
             printf("FABRIC round %d retried: %s\n", r, why);
+            stop_mode_context(&rounds_ctx, &rs);
             retried++;
             r--;
             continue;
@@ -259,9 +277,11 @@ static int importer(const char *dir, int rounds, const char *end, const char *sa
         snprintf(name, sizeof name, "ack.%d", r);
         get_file(dir, name, buf, sizeof buf, 60000);
     }
-    CHECK(aclrtMemsetAsync(va, SPAN, 0x5a, SPAN, stream));
-    CHECK(aclrtRecordNotify(n, stream));
-    CHECK(aclrtSynchronizeStream(stream));
+    CHECK(aclrtMemsetAsync(va, SPAN, 0x5a, SPAN, rs));
+    CHECK(aclrtRecordNotify(n, rs));
+    CHECK(aclrtSynchronizeStream(rs));
+    CHECK(aclrtDestroyContext(rounds_ctx));
+    CHECK(aclrtSetCurrentContext(home));
     snprintf(name, sizeof name, "ack.%d", rounds + 1);
     get_file(dir, name, buf, sizeof buf, 60000);
     printf("FABRIC importer OK %d rounds written\n", rounds);

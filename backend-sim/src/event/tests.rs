@@ -181,3 +181,55 @@ fn stop_on_failure_does_not_switch_back_to_continue() {
     assert_eq!(e.kind(), Error::FeatureNotSupport);
     assert_eq!(sim.failure_mode(s).unwrap(), FailureMode::StopOnFailure);
 }
+
+/// A stream bound to a failure scope tells it of its failed task only once the scope is in
+/// stop mode, and the first failure stays; a device's default stream is bound through the
+/// device. An event record dropped behind the failure answers it (passed by its stream, not
+/// parsed from a message).
+#[test]
+fn a_failure_scope_keeps_the_first_failure_of_its_streams_in_stop_mode() {
+    use acl_notify_core::{
+        BackendError, CreateFlags, Error, FailureMode, NotifyResources, StreamControl,
+    };
+    let (sim, _ns) = open("scope");
+    let scope = crate::FailureScope::new();
+    let s = sim.create_stream(0).unwrap();
+    let t = sim.create_stream(0).unwrap();
+    sim.set_failure_scope(s, Some(scope.clone())).unwrap();
+    sim.set_failure_scope(t, Some(scope.clone())).unwrap();
+    sim.set_default_failure_scope(0, Some(scope.clone()));
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let short = Timeout::Seconds(std::num::NonZeroU32::MIN);
+    // Continue mode: the failure is the stream's alone.
+    sim.wait_and_reset(n, s, short).unwrap();
+    assert_eq!(
+        sim.synchronize(s, SyncWait::Forever).unwrap_err().kind(),
+        Error::TaskTimeout
+    );
+    assert!(scope.failure().is_none());
+    // Stop mode (set on one stream): the first failure of any stream of the scope is kept.
+    sim.set_failure_mode(s, FailureMode::StopOnFailure).unwrap();
+    scope.stop_on_failure();
+    let ev = sim.event_create(0, EventSpec::classic()).unwrap();
+    let gate: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    sim.launch_host_func(s, held(gate)).unwrap();
+    sim.wait_and_reset(n, s, short).unwrap();
+    sim.event_record(ev, s).unwrap();
+    gate.store(0, Ordering::SeqCst);
+    let e = sim.event_synchronize(ev, SyncWait::Forever).unwrap_err();
+    assert_eq!(e.kind(), Error::TaskTimeout, "{e}");
+    assert!(
+        e.message().contains("a task before the record failed"),
+        "{e}"
+    );
+    let first = scope.failure().expect("the scope's failure");
+    assert_eq!((first.stream, first.error.kind()), (s, Error::TaskTimeout));
+    let d = sim.default_stream(0).unwrap();
+    sim.wait_and_reset(n, d, short).unwrap();
+    let _ = sim.synchronize(d, SyncWait::Forever);
+    assert_eq!(
+        scope.failure().unwrap().stream,
+        s,
+        "the first failure stays"
+    );
+}

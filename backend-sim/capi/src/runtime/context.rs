@@ -143,7 +143,8 @@ impl Runtime {
         }
         // Its default stream is the device's: bound through the device (`ctx_failure`).
         let scope = self.contexts.scopes.make(ctx);
-        self.backend().set_default_failure_scope(device, Some(scope));
+        self.backend()
+            .set_default_failure_scope(device, Some(scope));
         Ok((ctx, Made::Now))
     }
 

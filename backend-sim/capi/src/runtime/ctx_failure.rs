@@ -79,7 +79,13 @@ impl Runtime {
         if self.contexts.scopes.stopping.load(Ordering::SeqCst) == 0 {
             return Ok(());
         }
-        match self.contexts.scopes.get(ctx).as_deref().and_then(FailureScope::failure) {
+        match self
+            .contexts
+            .scopes
+            .get(ctx)
+            .as_deref()
+            .and_then(FailureScope::failure)
+        {
             Some(f) if f.stream == raw => Err(CallError::new(
                 acl_notify_core::Error::FeatureNotSupport,
                 format!(
@@ -123,16 +129,25 @@ impl Runtime {
             .streams
             .handles_where(|s| s.raw == f.stream)
             .first()
-            .map_or_else(|| "its default stream".to_owned(), |h| format!("stream {h:#x}"));
+            .map_or_else(
+                || "its default stream".to_owned(),
+                |h| format!("stream {h:#x}"),
+            );
+        // The task's own reason first: what failed matters most (and a caller that prints a
+        // bounded prefix keeps it).
+        let why = match f.error.message() {
+            "" => f.error.kind().to_string(),
+            m => m.to_owned(),
+        };
         Err(CallError::new(
             f.error.kind(),
             format!(
-                "context {ctx:#x} has failed: a task of {which} failed while the context stops \
-                 on failure (aclrtSetStreamFailureMode(..., ACL_STOP_ON_FAILURE) on one of its \
-                 streams): {}. As in CANN, the context stays failed: its synchronizes, queries \
-                 and launches answer this until it is destroyed (aclrtDestroyContext) or its \
-                 device reset (aclrtResetDevice); a new context starts afresh",
-                f.error
+                "{why} [context {ctx:#x} has failed: that task of {which} failed while the \
+                 context stops on failure (aclrtSetStreamFailureMode(..., ACL_STOP_ON_FAILURE) \
+                 on one of its streams). As in CANN, the context stays failed: its \
+                 synchronizes, queries and launches answer this until it is destroyed \
+                 (aclrtDestroyContext) or its device reset (aclrtResetDevice); a new context \
+                 starts afresh]"
             ),
         ))
     }

@@ -182,7 +182,12 @@ impl Runtime {
         synced
     }
 
-    fn synchronize_raw(&self, stream: usize, raw: RawStream, wait: SyncWait) -> Result<(), CallError> {
+    fn synchronize_raw(
+        &self,
+        stream: usize,
+        raw: RawStream,
+        wait: SyncWait,
+    ) -> Result<(), CallError> {
         self.backend.synchronize(raw, wait).map_err(|e| {
             if e.kind() == Error::StreamSyncTimeout {
                 let why = self
