@@ -76,6 +76,8 @@ pub enum Kind {
     CondHandle = 0xCD,
     /// The groups' information of a device (`aclrtGroupInfo *`).
     GroupInfo = 0x9C,
+    /// A kernel binary's description (`aclrtBinary`).
+    Binary = 0xB1,
 }
 
 const INDEX_BITS: u32 = 20;
@@ -418,6 +420,7 @@ mod tests {
             Kind::TaskGroup,
             Kind::CondHandle,
             Kind::GroupInfo,
+            Kind::Binary,
         ] {
             let mut t = Slab::new(kind, random_seed());
             for i in 0..100u32 {

@@ -12,7 +12,10 @@
  *   acl.cpp, src/acl/utils/cann_info_utils.cpp, src/platform/platform_config/<chip>.ini): on
  *   argv[1]'s chip family (Ascend910B: its first chip Ascend910B1; Ascend310P: Ascend310P3),
  *   INF_NAN and BF16 only where the chip's configuration has them, JIT_COMPILE everywhere; the
- *   chip's AI Cores, Vector Cores and L2 size; 100000 for bad devices, enums and NULL.
+ *   chip's AI Cores, Vector Cores and L2 size; 100000 for bad devices, enums and NULL;
+ * - aclrtCreateBinary / aclrtDestroyBinary (src/acl/aclrt_impl/kernel.cpp): a description of
+ *   the caller's bytes, kept as given (any length, 0 too); NULL data is NULL, a NULL,
+ *   destroyed or forged binary to destroy 100000, with a message.
  * Exit 0 and "base_types: ok". */
 #include "common.h"
 
@@ -76,6 +79,22 @@ static void data_buffers(const char *when) {
         REQUIRE(aclGetDataBufferSizeV2(many[i]) == (size_t)i, "%s: buffer %d", when, i);
         CHECK(aclDestroyDataBuffer(many[i]));
     }
+}
+
+static void binaries(void) {
+    static const unsigned char bytes[16] = {0x7f, 'E', 'L', 'F'};
+    aclrtBinary b = aclrtCreateBinary(bytes, sizeof bytes);
+    REQUIRE(b != NULL, "aclrtCreateBinary returned NULL: %s", recent_msg());
+    aclrtBinary empty = aclrtCreateBinary(bytes, 0);
+    REQUIRE(empty != NULL && empty != b, "aclrtCreateBinary of 0 bytes: %p", empty);
+    REQUIRE(aclrtCreateBinary(NULL, sizeof bytes) == NULL, "a binary of NULL data");
+    expect_msg("aclrtCreateBinary", "`data` is NULL", NULL);
+    CHECK(aclrtDestroyBinary(empty));
+    CHECK(aclrtDestroyBinary(b));
+    EXPECT_RC(aclrtDestroyBinary(b), ACL_ERROR_INVALID_PARAM);
+    expect_msg("aclrtDestroyBinary", "not a live aclrtBinary", NULL);
+    EXPECT_RC(aclrtDestroyBinary(NULL), ACL_ERROR_INVALID_PARAM);
+    EXPECT_RC(aclrtDestroyBinary((aclrtBinary)bytes), ACL_ERROR_INVALID_PARAM);
 }
 
 static void data_type_sizes(void) {
@@ -194,6 +213,7 @@ int main(int argc, char **argv) {
     cann_attributes(chip); /* before aclInit: the attributes need no session */
     CHECK(aclInit(NULL));
     data_buffers("in a session");
+    binaries();
     cann_attributes(chip);
     CHECK(aclFinalize());
     data_buffers("after aclFinalize");

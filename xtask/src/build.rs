@@ -99,6 +99,8 @@ pub fn build(args: &BuildArgs) -> Result<(), String> {
         }
     }
     crate::setup::for_demo()?;
+    // The build is quiet (cargo's --quiet): say what the wait is for, as the demo does.
+    eprintln!("building the C library and the inspector (a first build takes minutes)");
     let inst = install(args.release)?;
     let lib = inst.lib.display();
     let inc = inst.include.display();

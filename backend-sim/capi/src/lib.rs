@@ -34,6 +34,7 @@ compile_error!("the C ABI encodes handles in 64-bit pointers (LP64 only)");
 pub mod allocator;
 mod applog;
 pub mod arch_compat;
+mod binary;
 mod callback;
 mod capability;
 mod cmo;
