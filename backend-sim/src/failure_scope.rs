@@ -9,8 +9,8 @@
 //! context starts without one.
 //!
 //! The simulator's streams do not know contexts: the owner (the C library) makes one scope per
-//! context and binds the context's streams to it ([`Sim::set_failure_scope`],
-//! [`Sim::set_default_failure_scope`] for a device's default stream). A stream's worker tells
+//! context and binds the context's streams to it (`Sim::set_failure_scope`,
+//! `Sim::set_default_failure_scope` for a device's default stream). A stream's worker tells
 //! its scope of each failed task from the stream's failure hook (`task_failure`), before the
 //! task retires, so a synchronize that returns after the failed task finds the scope failed.
 //! Nothing on a task's success path. A stream bound to no scope (the Rust API's) behaves as
@@ -22,7 +22,6 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use acl_notify_core::RawStream;
 
 use crate::error::SimError;
-use crate::sim::Sim;
 
 /// The first task failure of a scope in stop mode ([`FailureScope::failure`]).
 #[derive(Clone, Debug)]
@@ -33,7 +32,8 @@ pub struct ScopeFailure {
     pub error: SimError,
 }
 
-/// One context's failure state ([module docs](self)).
+/// One context's failure state: what the streams of a CANN context share once one of them
+/// stops on failure (CANN's context mode and first failure; the owner binds the streams).
 #[derive(Debug, Default)]
 pub struct FailureScope {
     /// A stream of the scope was set to stop on failure (CANN's context mode).
@@ -96,30 +96,6 @@ impl ScopeSlot {
             .clone();
         if let Some(s) = scope {
             s.task_failed(stream, error);
-        }
-    }
-}
-
-impl Sim {
-    /// Binds `stream` to `scope` (`None`: to none) from now on.
-    ///
-    /// Codes: 107017 `stream` is not a live stream of this `Sim`.
-    pub fn set_failure_scope(
-        &self,
-        stream: RawStream,
-        scope: Option<Arc<FailureScope>>,
-    ) -> Result<(), SimError> {
-        let slot = self.stream_scope_slot(stream)?;
-        slot.set(scope);
-        Ok(())
-    }
-
-    /// Binds device `device`'s default stream, the one there is now and those made later
-    /// (after a reset), to `scope` (`None`: to none). Does nothing for a device this `Sim`
-    /// does not have.
-    pub fn set_default_failure_scope(&self, device: u32, scope: Option<Arc<FailureScope>>) {
-        if let Some(slot) = self.inner.default_scopes.get(device as usize) {
-            slot.set(scope);
         }
     }
 }

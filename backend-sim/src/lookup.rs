@@ -8,6 +8,7 @@ use acl_notify_core::{Error, Lifecycle, RawNotify, RawStream, StreamDestroy};
 
 use crate::entries::{NotifyEntry, NotifyView, bad_notify, bad_stream};
 use crate::error::{SimError, err};
+use crate::failure_scope::FailureScope;
 use crate::job::{SimJob, SimStream};
 use crate::locks::{lock, read, write};
 use crate::pair_cache;
@@ -157,6 +158,28 @@ impl Sim {
         let t = read(&self.inner.streams);
         let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
         Ok(Arc::clone(&e.scope))
+    }
+
+    /// Binds `stream` to `scope` (`None`: to none) from now on.
+    ///
+    /// Codes: 107017 `stream` is not a live stream of this `Sim`.
+    pub fn set_failure_scope(
+        &self,
+        stream: RawStream,
+        scope: Option<Arc<FailureScope>>,
+    ) -> Result<(), SimError> {
+        let slot = self.stream_scope_slot(stream)?;
+        slot.set(scope);
+        Ok(())
+    }
+
+    /// Binds device `device`'s default stream, the one there is now and those made later
+    /// (after a reset), to `scope` (`None`: to none). Does nothing for a device this `Sim`
+    /// does not have.
+    pub fn set_default_failure_scope(&self, device: u32, scope: Option<Arc<FailureScope>>) {
+        if let Some(slot) = self.inner.default_scopes.get(device as usize) {
+            slot.set(scope);
+        }
     }
 
     /// Moves handle `h` from lifecycle state `from` (what the call read when it began) to
