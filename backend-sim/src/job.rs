@@ -521,6 +521,8 @@ impl SimJob {
                     && !ctx.is_cancelled()
                     && let Some(s) = stopped.as_mut()
                 {
+                    #[cfg(test)]
+                    crate::parked::DEFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     s.put_with(StoppedAs::Deferred, || SimJob::Wait { pin, timeout });
                     return None;
                 }

@@ -233,6 +233,10 @@ fn note_parked(r: &SlotRef, ctx: &TaskCtx, forever: bool) {
 #[cfg(test)]
 static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Waits held back unbegun on a runner's turn so far (tests; `stream::Parking::Defer`).
+#[cfg(test)]
+pub(crate) static DEFERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Tests: whether this stream's waits that would block must park
 /// (`Stream::force_parking`: per stream, so that other tests of the process do not park).
 #[inline(always)]

@@ -333,7 +333,13 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
                 // Run again, a deferred wait takes its record, or its place behind a waiter
                 // that queued before it (it is not deferred a second time).
                 let first = others && !mine.parked[k].2;
-                (k, Defer { first, rest: others })
+                (
+                    k,
+                    Defer {
+                        first,
+                        rest: others,
+                    },
+                )
             })
             .or_else(|| {
                 // Nothing can go on: a deferred wait begins (takes its place and parks), so
@@ -349,7 +355,10 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
                 })
             });
         if let Some((k, defer)) = found {
-            match mine.parked[k].0.run_borrowed(fresh_stamp(&mut stamp), defer) {
+            match mine.parked[k]
+                .0
+                .run_borrowed(fresh_stamp(&mut stamp), defer)
+            {
                 Turned::Home => {
                     mine.parked.swap_remove(k);
                     next = k;
@@ -484,7 +493,7 @@ mod tests {
         fn can_go_on(&self) -> bool {
             self.ready.load(SeqCst)
         }
-        fn run_borrowed(&self, _: &mut u64) -> bool {
+        fn run_borrowed(&self, _: &mut u64, _: super::Defer) -> super::Turned {
             let again = self.parks_again.load(SeqCst);
             if again != self.stays_ready {
                 // Parked again and waits for `ready`; or, one that stays ready, gone home.
@@ -502,7 +511,11 @@ mod tests {
             if self.panics_on.get() == Some(&std::thread::current().id()) {
                 panic!("test: the runner's thread unwinds outside the tasks");
             }
-            again
+            if again {
+                super::Turned::Parked
+            } else {
+                super::Turned::Home
+            }
         }
         fn hand_home(&self) {
             self.handed.store(true, SeqCst);
@@ -568,7 +581,8 @@ mod tests {
         }
         {
             let mut l = super::lock(super::LIST.get());
-            l.parked.push((Arc::clone(&held) as Arc<dyn Borrow>, 0));
+            l.parked
+                .push((Arc::clone(&held) as Arc<dyn Borrow>, 0, false));
             super::INBOX.store(true, SeqCst);
         }
         me.needs_home.store(true, SeqCst);
@@ -631,14 +645,14 @@ mod tests {
         until("a runner runs", super::active);
         {
             let mut l = super::lock(super::LIST.get());
-            l.parked.push((Arc::clone(&s) as Arc<dyn Borrow>, 0));
+            l.parked.push((Arc::clone(&s) as Arc<dyn Borrow>, 0, false));
             super::INBOX.store(true, SeqCst);
         }
         let on_shared_list = || {
             super::lock(super::LIST.get())
                 .parked
                 .iter()
-                .any(|(p, _)| std::ptr::addr_eq(Arc::as_ptr(p), Arc::as_ptr(&s)))
+                .any(|(p, _, _)| std::ptr::addr_eq(Arc::as_ptr(p), Arc::as_ptr(&s)))
         };
         for k in 1..=3 {
             s.ready.store(true, SeqCst);
@@ -692,7 +706,7 @@ mod tests {
             // runner takes them, in this order).
             let mut l = super::lock(super::LIST.get());
             for s in &streams {
-                l.parked.push((Arc::clone(s) as Arc<dyn Borrow>, 0));
+                l.parked.push((Arc::clone(s) as Arc<dyn Borrow>, 0, false));
             }
             super::INBOX.store(true, SeqCst);
         }
@@ -751,8 +765,10 @@ mod tests {
         boom.panics_on.set(runner.thread().id()).unwrap();
         {
             let mut l = super::lock(super::LIST.get());
-            l.parked.push((Arc::clone(&other) as Arc<dyn Borrow>, 0));
-            l.parked.push((Arc::clone(&boom) as Arc<dyn Borrow>, 0));
+            l.parked
+                .push((Arc::clone(&other) as Arc<dyn Borrow>, 0, false));
+            l.parked
+                .push((Arc::clone(&boom) as Arc<dyn Borrow>, 0, false));
             super::INBOX.store(true, SeqCst);
         }
         go.send(()).unwrap();

@@ -12,11 +12,11 @@ use std::time::{Duration, Instant};
 use acl_notify_core::Error;
 
 use super::batch::{Batch, TAKE};
-use super::runner::{Defer, Turned};
 use super::cancel::{Control, TaskCtx};
+use super::runner::{Defer, Turned};
 use super::{
-    DISCARDING, Job, OPEN, Padded, Parking, Stopped, StoppedAs, WorkerPolicy, bump, drop_all, drop_quietly,
-    lock, quietly,
+    DISCARDING, Job, OPEN, Padded, Parking, Stopped, StoppedAs, WorkerPolicy, bump, drop_all,
+    drop_quietly, lock, quietly,
 };
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
@@ -821,9 +821,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     }
 
     /// The runner runs the stream's turn (borrowed: `Flow::borrowed`): records and
-    /// waits, until a wait parks it again (true: the runner keeps it on its list), a job only
-    /// its thread may run is on top, the queue runs dry (the turn goes home asleep:
-    /// `Ring::sleep_away`) or the stream exits. `stamp`: see `runner::Borrow::run_borrowed`.
+    /// waits, until a wait parks it again or is deferred (`defer`: see `runner::Defer`; the
+    /// runner keeps it on its list), a job only its thread may run is on top, the queue runs
+    /// dry (the turn goes home asleep: `Ring::sleep_away`) or the stream exits. `stamp`: see
+    /// `runner::Borrow::run_borrowed`.
     pub(super) fn run_borrowed(&self, stamp: &mut u64, defer: Defer) -> Turned {
         let mut turn = self.turn.hold();
         // The runner's clock reading, for the first batch only.
