@@ -153,9 +153,17 @@ impl Runtime {
     }
 
     /// The calling thread's current context's failure ([`context_failure`](Self::context_failure)).
+    /// A current context gone meanwhile (destroyed by another thread, or its device reset)
+    /// has no failure to report: the call goes on and answers as it would have (107017 for
+    /// its stream), and nothing else is looked up while no context stops on failure.
     pub(crate) fn current_context_failure(&self) -> Result<(), CallError> {
-        let (_, ctx) = self.current()?;
-        self.context_failure(ctx)
+        if self.contexts.scopes.stopping.load(Ordering::SeqCst) == 0 {
+            return Ok(());
+        }
+        match self.current() {
+            Ok((_, ctx)) => self.context_failure_slow(ctx),
+            Err(_) => Ok(()),
+        }
     }
 
     /// [`resolve_stream`](Self::resolve_stream) for a call that submits a task to the stream:
