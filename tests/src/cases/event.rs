@@ -19,7 +19,7 @@ use acl_notify_core::{
 
 use super::case;
 use crate::check::CaseResult;
-use crate::harness::{Case, Ctx, TestBackend};
+use crate::harness::{BackendKind, Case, Ctx, TestBackend};
 use crate::util::{Probe, at_most, secs, sync_err, sync_ok};
 
 /// SoCs with events (all but IPV350).
@@ -366,7 +366,8 @@ fn stale<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
 }
 
 /// In `ACL_STOP_ON_FAILURE` mode the tasks after a failed one are discarded and the failure
-/// is reported by the next synchronize; in the default mode they run.
+/// is reported by the next synchronize; in the default mode they run. Through a CANN runtime
+/// the failure then fails the stream's context for good.
 fn stop_on_failure<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let n = ok!(b.create_notify(0, CreateFlags::empty()));
@@ -378,8 +379,20 @@ fn stop_on_failure<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         ok!(b.launch_host_func(s, p.call()));
         sync_err(ctx, s, LONG, Error::TaskTimeout, "a timed-out wait")?;
         ensure_eq!(p.count(), runs, "tasks after a failed one in {mode:?} mode");
-        // Reported: the stream runs new tasks again.
         let q = Probe::new();
+        if ctx.kind == BackendKind::Driver && mode == FailureMode::StopOnFailure {
+            // Through a CANN runtime (the driver backend, on CANN's or the simulator's C
+            // library) the stream's context is in stop mode and the failure fails it for
+            // good: its launches and synchronizes answer the failure, reported or not
+            // (hicann/runtime `Context::CheckTaskSend`, `Context::CheckStatus`;
+            // tests/c/stop_mode.c). The Rust API's streams have no context.
+            fails!(b.launch_host_func(s, q.call()), Error::TaskTimeout);
+            sync_err(ctx, s, LONG, Error::TaskTimeout, "a failed context, again")?;
+            ensure_eq!(q.count(), 0, "a task launched in a failed context");
+            ok!(b.destroy_stream(s, StreamDestroy::Drain));
+            continue;
+        }
+        // Reported: the stream runs new tasks again.
         ok!(b.launch_host_func(s, q.call()));
         sync_ok(ctx, s, LONG, "after the failure was reported")?;
         ensure_eq!(q.count(), 1, "a task after the report in {mode:?} mode");
