@@ -152,8 +152,8 @@ static inline void event_at(int64_t t, int device, const char *step, const char 
  * A process of a test that waits for another one (read_all: for its peer's bytes; wait_child:
  * for a child to end) must not wait for ever on one that hangs, and must not give up on one
  * that is merely slow: under valgrind on a loaded machine, starved of CPU, or paused (SIGSTOP)
- * for a while. Wall time cannot tell these apart (an alarm() of 30 s killed healthy children at
- * load ~30, and any run paused for longer than its alarm), so a watch looks, every WATCH_LOOK_MS,
+ * for a while. Wall time cannot tell these apart (an alarm() or a deadline of wall time kills a
+ * run paused for longer than it, or starved), so a watch looks, every WATCH_LOOK_MS,
  * at the processes it waits for (/proc) and counts two things only:
  *
  * - still looks in a row: looks that found none of them busy — none used CPU time since the

@@ -3060,7 +3060,8 @@ fn a_forked_child_is_told_to_call_acl_init_and_the_parent_is_unaffected() {
 
 // ---- fork while other threads are inside the library (tests/c/fork_busy.c) ---------------------
 
-/// Runs `fork_busy <scenario>` on `soc`: 200 forks, each child under its own alarm.
+/// Runs `fork_busy <scenario>` on `soc`: 200 forks, each child watched by its parent (common.h
+/// `wait_child`).
 fn fork_busy(name: &str, soc: &str) {
     scenario("fork_busy", name, soc, Duration::from_secs(240));
 }
