@@ -197,13 +197,66 @@ fn read_stat(path: &str) -> Option<Stat> {
 mod tests {
     use super::*;
 
-    /// This process's own group, looked at: its fields read, its threads' delays found.
+    /// This thread's own group, looked at: its fields read, its threads' delays found.
     #[test]
     fn a_look_reads_this_process() {
-        let me = read_stat("/proc/self/stat").expect("own stat");
+        // This thread's: the process's (`/proc/self/stat`) is its main thread's, which in
+        // the test harness waits.
+        let me = read_stat("/proc/thread-self/stat").expect("own stat");
         assert_eq!(me.state, 'R');
         let seen = look(&[me.pgrp]);
         assert!(seen.busy, "this thread runs");
         assert!(!seen.delays.is_empty());
+    }
+
+    /// A spinning process of its own group, and a watch with a 1 s limit.
+    fn spinner() -> (std::process::Child, u32) {
+        use std::os::unix::process::CommandExt as _;
+        let child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .process_group(0)
+            .spawn()
+            .expect("spawn sh");
+        let id = child.id();
+        (child, id)
+    }
+
+    /// A process that spins for ever is given up on once it could run for the limit, however
+    /// long that takes on this machine (the test asserts the verdict, not a time).
+    #[test]
+    fn a_spinning_process_runs_out_its_limit() {
+        let (mut child, id) = spinner();
+        let mut w = Watch::new(&[id], Some(Duration::from_secs(1)));
+        let verdict = loop {
+            if let Err(h) = w.step() {
+                break h;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(verdict, Hang::Ran(Duration::from_secs(1)));
+    }
+
+    /// While it is stopped (SIGSTOP), the same process is never given up on: five looks, each
+    /// of which would count a full second of a running one, count nothing.
+    #[test]
+    fn a_stopped_process_is_waited_for() {
+        let (mut child, id) = spinner();
+        // The `kill` utility: this file is also `xtask`'s, which has no libc.
+        let stopped = std::process::Command::new("kill")
+            .args(["-STOP", &id.to_string()])
+            .status()
+            .expect("kill -STOP");
+        assert!(stopped.success());
+        let mut w = Watch::new(&[id], Some(Duration::from_secs(1)));
+        let mut looks = 0;
+        while looks < 5 {
+            std::thread::sleep(LOOK);
+            assert_eq!(w.step(), Ok(()));
+            looks += 1;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
