@@ -14,7 +14,7 @@ use crate::error::SimError;
 use crate::parked::Went;
 use crate::pin::PinRef;
 use crate::prefetch::prefetch_for_write;
-use crate::stream::{Job, Parking, Probe, Stopped, Stream, Task, TaskCtx};
+use crate::stream::{Job, Parking, Probe, Stopped, StoppedAs, Stream, Task, TaskCtx};
 use crate::waiters::{StampedWaiter, wait_slow};
 
 /// The most cache lines of a boxed task's captured state that [`Job::prefetch`] pulls in.
@@ -332,6 +332,23 @@ impl Job<SimError> for SimJob {
         }
     }
 
+    /// A wait held back unbegun: worth running again once its record is there (or its
+    /// notify is gone: it then fails as usual).
+    fn defer_probe(&self) -> Option<Probe> {
+        match self {
+            SimJob::Wait { pin, .. } => {
+                // SAFETY: a queued task's pin is kept until it retires (`crate::pin`).
+                let r: &crate::shm::SlotRef = &unsafe { pin.get() }.0;
+                Some(Probe {
+                    f: crate::parked::flag_probe,
+                    data: std::ptr::from_ref(r).cast(),
+                    arg: 0,
+                })
+            }
+            _ => None,
+        }
+    }
+
     /// Records, copies and sets of device memory (`Bulk`) never block; waits call
     /// `before_block` before they sleep.
     fn may_block(&self) -> bool {
@@ -400,9 +417,11 @@ fn put(
 ) {
     let Some(s) = stopped else { return };
     match stop {
-        crate::parked::Stop::Parked(w) => s.put_with(true, || SimJob::Parked(w)),
-        crate::parked::Stop::Home(Some(w)) => s.put_with(false, || SimJob::Parked(w)),
-        crate::parked::Stop::Home(None) => s.put_with(false, || SimJob::Wait { pin, timeout }),
+        crate::parked::Stop::Parked(w) => s.put_with(StoppedAs::Parked, || SimJob::Parked(w)),
+        crate::parked::Stop::Home(Some(w)) => s.put_with(StoppedAs::Home, || SimJob::Parked(w)),
+        crate::parked::Stop::Home(None) => {
+            s.put_with(StoppedAs::Home, || SimJob::Wait { pin, timeout })
+        }
     }
 }
 
@@ -456,7 +475,7 @@ impl SimJob {
         ctx: &TaskCtx,
         before_block: &mut dyn FnMut(),
         parking: Parking,
-        stopped: Option<&mut Stopped<'_, SimJob>>,
+        mut stopped: Option<&mut Stopped<'_, SimJob>>,
     ) -> Option<Result<(), SimError>> {
         Some(match self {
             SimJob::Record { pin, pid } => {
@@ -494,7 +513,19 @@ impl SimJob {
                 if sync.is_set() && sync.try_consume() {
                     return Some(took(ctx, r.file().intact().map(|()| &**r)));
                 }
-                // Only now, the record not there: park, or block.
+                // Only now, the record not there: on a runner's turn that may defer it, back
+                // unbegun (no place taken: the runner runs it again once the record is
+                // there, see `Parking::Defer`), else park, or block.
+                if parking == Parking::Defer
+                    && timeout.is_none_or(|t| t >= crate::parked::TIMED_PARK_MIN)
+                    && !ctx.is_cancelled()
+                    && let Some(s) = stopped.as_mut()
+                {
+                    #[cfg(test)]
+                    crate::parked::DEFERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    s.put_with(StoppedAs::Deferred, || SimJob::Wait { pin, timeout });
+                    return None;
+                }
                 let out = if parking == Parking::Never {
                     wait_slow(p, timeout, ctx, before_block, None)
                 } else {

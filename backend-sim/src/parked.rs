@@ -189,6 +189,16 @@ fn probe(data: *const (), arg: u64) -> bool {
     r.slot().sync.wait_ready(&Ticket::from_raw(arg)) || !r.is_live()
 }
 
+/// The probe of a wait held back unbegun (`Job::defer_probe`, `data` its `SlotRef`):
+/// whether its notify's flag is set (or the notify is gone). A plain load: the wait, run
+/// again, takes the record if nobody queued before it, or takes its place behind them.
+pub(crate) fn flag_probe(data: *const (), _: u64) -> bool {
+    // SAFETY: `data` is the `SlotRef` of a queued wait's pin (`SimJob::defer_probe`), valid
+    // while it is queued; the runner probes only parked streams.
+    let r = unsafe { &*data.cast::<SlotRef>() };
+    r.slot().sync.is_set() || !r.is_live()
+}
+
 /// [`probe`] for a timed wait, `data` its `Held` (boxed: it stays put while the wait is
 /// parked): also true once its deadline passed by the coarse clock (the wait then goes
 /// home to time out).
@@ -223,6 +233,10 @@ fn note_parked(r: &SlotRef, ctx: &TaskCtx, forever: bool) {
 #[cfg(test)]
 static PARKS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
+/// Waits held back unbegun on a runner's turn so far (tests; `stream::Parking::Defer`).
+#[cfg(test)]
+pub(crate) static DEFERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Tests: whether this stream's waits that would block must park
 /// (`Stream::force_parking`: per stream, so that other tests of the process do not park).
 #[inline(always)]
@@ -246,7 +260,7 @@ fn worth_parking(r: &SlotRef, ctx: &TaskCtx, parking: Parking) -> bool {
     }
     match parking {
         Parking::Never => false,
-        Parking::Always => true,
+        Parking::Always | Parking::Defer => true,
         Parking::IfCrowded => {
             crate::stream::runner_active()
                 || crate::shm::busy_now(r.file().busy()) > crate::spin::budget()
@@ -376,7 +390,7 @@ fn park_or_wait_with(
             Ok(Begin::Full) | Err(_) => {}
         }
     }
-    if parking == Parking::Always {
+    if parking.on_runner() {
         return Err(Stop::Home(None));
     }
     Ok(wait_slow(p, timeout, ctx, before_block, None))
@@ -431,7 +445,7 @@ fn run_parked_with(
                 note_parked(r, ctx, timeout.is_none());
                 w.held.ticket = t.into_raw();
                 Err(Stop::Parked(w))
-            } else if parking == Parking::Always {
+            } else if parking.on_runner() {
                 // Cancelled or due on a runner: the stream's own thread gives the place up
                 // or times out.
                 w.held.ticket = t.into_raw();

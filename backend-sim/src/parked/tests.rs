@@ -196,6 +196,62 @@ fn a_parked_wait_s_record_is_never_taken_by_try_consume() {
     }
 }
 
+/// A wait that finds no record on a runner's turn while another stream is parked there is
+/// held back unbegun (`Parking::Defer`), and begins once the runner has nothing else to
+/// run: it then holds its place (its note set, its turn away), so a host's `try_consume`
+/// racing the record never takes it, and the record releases it. Fails if a deferred wait
+/// stayed unqueued (the `try_consume` takes the record and the synchronize times out), or if
+/// nothing was deferred (the path not taken).
+#[test]
+fn a_deferred_wait_begins_once_the_runner_has_nothing_else_to_run() {
+    let (sim, _ns) = open("deferred");
+    let k = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let go = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let (a, b) = (sim.create_stream(0).unwrap(), sim.create_stream(0).unwrap());
+    let r = sim.create_stream(0).unwrap();
+    let before = super::DEFERS.load(Relaxed);
+    for _ in 0..50 {
+        // `a` stays parked on the runner (on `k`) while `b`'s turn runs there: `b` parks on
+        // `go`, and once `go`'s record comes the runner runs `b`, whose wait on `n` finds
+        // no record with `a` parked beside it.
+        sim.wait_and_reset(k, a, Timeout::Forever).unwrap();
+        until_parked(&sim, a);
+        sim.wait_and_reset(go, b, Timeout::Forever).unwrap();
+        sim.wait_and_reset(n, b, Timeout::Forever).unwrap();
+        until_parked(&sim, b);
+        let (st, _) = sim.stream(b).unwrap();
+        let done = st.stats().completed;
+        sim.record(go, r).unwrap();
+        // The wait on `n` has begun once `b` is parked again with `go` taken.
+        let t0 = Instant::now();
+        while st.stats().completed == done {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "b's wait on go never ran"
+            );
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        drop(st);
+        until_parked(&sim, b);
+        sim.record(n, r).unwrap();
+        while sim.query(b).unwrap() != StreamStatus::Complete {
+            assert!(!sim.try_consume(n).unwrap(), "took the begun wait's record");
+        }
+        sim.synchronize(b, LONG).unwrap();
+        sim.record(k, r).unwrap();
+        sim.synchronize(a, LONG).unwrap();
+        sim.synchronize(r, LONG).unwrap();
+    }
+    assert!(
+        super::DEFERS.load(Relaxed) > before,
+        "no wait was held back on the runner"
+    );
+    for st in [a, b, r] {
+        sim.destroy_stream(st, StreamDestroy::Drain).unwrap();
+    }
+}
+
 /// Two streams parked on one notify: each record releases exactly one of them.
 #[test]
 fn one_record_releases_one_parked_wait() {

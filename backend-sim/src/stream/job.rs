@@ -91,6 +91,12 @@ pub trait Job<E>: Send + 'static {
         None
     }
 
+    /// For a job held back unbegun ([`Parking::Defer`]): how the runner asks whether it is
+    /// worth running again now (a wait: its record is there). `None`: at once.
+    fn defer_probe(&self) -> Option<Probe> {
+        None
+    }
+
     /// Whether any thread may run this job (a record, a wait), not only the stream's own.
     fn portable(&self) -> bool {
         false
@@ -128,9 +134,19 @@ pub trait Job<E>: Send + 'static {
 /// the turn's stop's samples on those two loads, 6.7 % of the pipeline bench's).
 pub struct Stopped<'a, J> {
     batch: &'a mut Batch<J>,
-    /// Whether the job parked (`Some(true)`), or went back unrun for the stream's own thread
-    /// (`Some(false)`); `None`: nothing stopped.
-    parked: Option<bool>,
+    /// How the job stopped; `None`: it did not.
+    parked: Option<StoppedAs>,
+}
+
+/// How a job stopped before its end ([`Stopped`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum StoppedAs {
+    /// It parked (holding its place: [`Job::park_probe`]).
+    Parked,
+    /// It went back unbegun on a runner's turn ([`Parking::Defer`]: [`Job::defer_probe`]).
+    Deferred,
+    /// It went back unrun for the stream's own thread.
+    Home,
 }
 
 impl<J> std::fmt::Debug for Stopped<'_, J> {
@@ -151,17 +167,17 @@ impl<'a, J> Stopped<'a, J> {
         }
     }
 
-    /// The job `make` builds stopped: it parked (`parked`), or only the stream's own thread
-    /// may run it. Built in its place in the batch (`Batch::put_back_with`).
+    /// The job `make` builds stopped, as `how` says. Built in its place in the batch
+    /// (`Batch::put_back_with`).
     #[inline(always)]
-    pub fn put_with(&mut self, parked: bool, make: impl FnOnce() -> J) {
+    pub fn put_with(&mut self, how: StoppedAs, make: impl FnOnce() -> J) {
         self.batch.put_back_with(make);
-        self.parked = Some(parked);
+        self.parked = Some(how);
     }
 
     /// What stopped (see the field).
     #[inline(always)]
-    pub(super) fn parked(&self) -> Option<bool> {
+    pub(super) fn parked(&self) -> Option<StoppedAs> {
         self.parked
     }
 }
@@ -176,6 +192,19 @@ pub enum Parking {
     IfCrowded,
     /// Whenever the job would block: the turn runs on a runner, which must never block.
     Always,
+    /// As `Always`, but a wait that finds no record first goes back unbegun, holding no
+    /// place ([`StoppedAs::Deferred`]): the runner runs it again once its record is there, or
+    /// with `Always` once nothing else can go on (`super::runner`'s `run`). The runner's
+    /// turns while other streams are parked on it, which may be the ones to record it.
+    Defer,
+}
+
+impl Parking {
+    /// Whether the turn runs on a runner (which must never block).
+    #[inline(always)]
+    pub fn on_runner(self) -> bool {
+        matches!(self, Parking::Always | Parking::Defer)
+    }
 }
 
 /// A parked job's probe ([`Job::park_probe`]): `(f)(data, arg)` says whether the job can go

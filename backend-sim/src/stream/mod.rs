@@ -135,7 +135,7 @@ pub(crate) unsafe fn cancelled_by_key(key: usize) -> bool {
     unsafe { &*(key as *const cancel::Control) }.stopping()
 }
 pub use cancel::{CancelToken, Cancelled, LazyCancel, OnCancel, TaskCtx};
-pub use job::{Job, Parking, Probe, Stopped, Task};
+pub use job::{Job, Parking, Probe, Stopped, StoppedAs, Task};
 pub use keeper::Keeper;
 
 use cancel::Control;

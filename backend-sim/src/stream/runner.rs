@@ -32,12 +32,12 @@ use crate::fork::PerProcess;
 /// A parked stream, as the runner sees it.
 pub(super) trait Borrow: Send + Sync {
     fn can_go_on(&self) -> bool;
-    /// Runs the stream's turn on the runner; true if it parked again (the runner keeps it
-    /// on its own list), false if it went home. `stamp`: the runner's reading of the coarse
+    /// Runs the stream's turn on the runner: it parked again or deferred a wait (the runner
+    /// keeps it on its own list), or it went home. `stamp`: the runner's reading of the coarse
     /// clock (`sys::coarse_now_ns`, 0: none), the time stamp of the turn's first batch of
     /// tasks (`TaskCtx::coarse_now_ns`) instead of a clock read of its own; set to 0 if
     /// the turn ran more than one batch (its reading may then be old).
-    fn run_borrowed(&self, stamp: &mut u64) -> bool;
+    fn run_borrowed(&self, stamp: &mut u64, defer: Defer) -> Turned;
     fn hand_home(&self);
     fn is_home_with_work(&self) -> bool;
     /// The runner's own stream, home with work, is taken away from its thread (the runner
@@ -51,6 +51,45 @@ pub(super) trait Borrow: Send + Sync {
     fn held(&self) -> bool;
 }
 
+/// How a borrowed turn ended ([`Borrow::run_borrowed`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) enum Turned {
+    /// The stream went home.
+    Home,
+    /// A wait parked it again, holding its place in the notify's queue.
+    Parked,
+    /// A wait that found no record went back unbegun (`Parking::Defer`): its probe reads the
+    /// notify's flag.
+    Deferred,
+}
+
+/// Whether a borrowed turn's waits that find no record go back unbegun
+/// (`Parking::Defer`) instead of taking their place and parking.
+///
+/// Why (issue #25, the 4-stream pipeline bench): a runner running every stage of a
+/// pipeline parks each stage's wait until the stage after it has run, about four parks an
+/// item, and a park with its place (`crate::parked`) costs the runner three locked
+/// instructions (the lone place taken and given back, the record consumed), the parked
+/// wait's box, its wait-for graph entry and note, and a call through its probe: 36 % of the
+/// runner's samples (`perf`, 2026-12-07). A wait held back unbegun costs none of them, and
+/// the stage that records it, on this runner, runs before the round comes back to it; run
+/// again, it takes its record with the wait's fast path (one locked instruction).
+///
+/// A wait held back has not begun: as for a stream whose thread has yet to reach it, a waiter
+/// that comes meanwhile (in any process) queues ahead of it, and a `try_consume` may take a
+/// record it was not given (SPEC's FIFO is among waits that have begun). It begins (takes its
+/// place, with its note and wait-for graph entry, or its record) as soon as the runner finds
+/// nothing else to run — so that it never waits unqueued while nothing happens — or when
+/// its stream goes home (`HOME_AFTER`, the runner's give-up: the home thread runs it as
+/// any wait).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(super) struct Defer {
+    /// The turn's first job (the wait deferred last, run again) may be deferred.
+    pub(super) first: bool,
+    /// The turn's later waits may be deferred.
+    pub(super) rest: bool,
+}
+
 /// The streams parked by their own threads, not yet taken by the runner, and whether a
 /// runner runs. A [`PerProcess`] lock, so that a child forked while a thread held it gets a
 /// fresh one (`crate::fork`); the child's first park then finds no runner, and becomes it.
@@ -59,8 +98,9 @@ pub(super) trait Borrow: Send + Sync {
 /// tenth of its instructions in the pipeline bench, 2026-12-05).
 static LIST: PerProcess<Runner> = PerProcess::new(Runner::default);
 
-/// Parked streams, each with the runner's tick when it was parked.
-type Parked = Vec<(Arc<dyn Borrow>, u64)>;
+/// Parked streams, each with the runner's tick when it was parked and whether its last
+/// turn deferred a wait ([`Turned::Deferred`]).
+type Parked = Vec<(Arc<dyn Borrow>, u64, bool)>;
 
 /// A hint that [`LIST`] holds streams the runner has not taken: set under its lock by
 /// [`park`], cleared under it by the runner as it takes them (so none is missed: the runner
@@ -113,8 +153,8 @@ fn held(s: &dyn Borrow) -> bool {
 #[inline(always)]
 fn any_held(mine: &Parked) -> bool {
     #[cfg(test)]
-    return mine.iter().any(|(s, _)| held(&**s))
-        || lock(LIST.get()).parked.iter().any(|(s, _)| held(&**s));
+    return mine.iter().any(|(s, _, _)| held(&**s))
+        || lock(LIST.get()).parked.iter().any(|(s, _, _)| held(&**s));
     #[cfg(not(test))]
     {
         let _ = mine;
@@ -133,7 +173,7 @@ pub(super) fn park(me: Arc<dyn Borrow>) {
     let become_runner = {
         let mut l = lock(LIST.get());
         let tick = l.tick;
-        l.parked.push((Arc::clone(&me), tick));
+        l.parked.push((Arc::clone(&me), tick, false));
         INBOX.store(true, Ordering::Relaxed);
         !std::mem::replace(&mut l.running, true)
     };
@@ -171,7 +211,7 @@ impl Mine<'_> {
         if self.me_running
             && let Some(me) = self.me
         {
-            all.push((Arc::clone(me), 0));
+            all.push((Arc::clone(me), 0, false));
         }
         // As a runner that gives up: held streams (tests) stay parked with a runner of their
         // own; another test's held stream handed home by this one made that test fail.
@@ -190,7 +230,7 @@ fn stop_and_hand_home(mut all: Parked) {
         RUNNER.store(false, Ordering::SeqCst);
         INBOX.store(false, Ordering::Relaxed);
     }
-    for (s, _) in all {
+    for (s, _, _) in all {
         s.hand_home();
     }
 }
@@ -252,10 +292,17 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
             // (going back to the worker's loop would hand every parked stream home).
             mine.me_running = true;
             me.take_away();
-            let again = me.run_borrowed(fresh_stamp(&mut stamp));
+            let turned = me.run_borrowed(
+                fresh_stamp(&mut stamp),
+                Defer {
+                    first: !mine.parked.is_empty(),
+                    rest: !mine.parked.is_empty(),
+                },
+            );
             mine.me_running = false;
-            if again {
-                mine.parked.push((Arc::clone(me), tick));
+            if turned != Turned::Home {
+                mine.parked
+                    .push((Arc::clone(me), tick, turned == Turned::Deferred));
             }
             idle = None;
             continue;
@@ -276,16 +323,51 @@ fn run(me: Option<&Arc<dyn Borrow>>) {
         // 1.58 → 1.83 M items/s, `bench/README.md` History, pipe13). Run in its place, the
         // stream is not moved off the list and back (two stores of its fat pointer a turn).
         let n = mine.parked.len();
-        if let Some(k) = (0..n)
+        // A wait is deferred (`Defer`) only while another stream is parked here, one that may
+        // record it.
+        let others = n > 1;
+        let found = (0..n)
             .map(|j| (next + j) % n)
             .find(|&k| mine.parked[k].0.can_go_on())
-        {
-            if mine.parked[k].0.run_borrowed(fresh_stamp(&mut stamp)) {
-                mine.parked[k].1 = tick;
-                next = k + 1;
-            } else {
-                mine.parked.swap_remove(k);
-                next = k;
+            .map(|k| {
+                // Run again, a deferred wait takes its record, or its place behind a waiter
+                // that queued before it (it is not deferred a second time).
+                let first = others && !mine.parked[k].2;
+                (
+                    k,
+                    Defer {
+                        first,
+                        rest: others,
+                    },
+                )
+            })
+            .or_else(|| {
+                // Nothing can go on: a deferred wait begins (takes its place and parks), so
+                // that no wait stays unqueued while the runner has nothing to run.
+                mine.parked.iter().position(|p| p.2).map(|k| {
+                    (
+                        k,
+                        Defer {
+                            first: false,
+                            rest: others,
+                        },
+                    )
+                })
+            });
+        if let Some((k, defer)) = found {
+            match mine.parked[k]
+                .0
+                .run_borrowed(fresh_stamp(&mut stamp), defer)
+            {
+                Turned::Home => {
+                    mine.parked.swap_remove(k);
+                    next = k;
+                }
+                turned => {
+                    mine.parked[k].1 = tick;
+                    mine.parked[k].2 = turned == Turned::Deferred;
+                    next = k + 1;
+                }
             }
             idle = None;
             continue;
@@ -332,11 +414,11 @@ fn send_home_long_parked(mine: &mut Parked) -> u64 {
         let now = l.tick;
         let (home, stay): (Vec<_>, Vec<_>) = std::mem::take(mine)
             .into_iter()
-            .partition(|(s, t)| t + 2 <= now && !held(&**s));
+            .partition(|(s, t, _)| t + 2 <= now && !held(&**s));
         *mine = stay;
         (home, now)
     };
-    for (s, _) in home {
+    for (s, _, _) in home {
         s.hand_home();
     }
     now
@@ -352,7 +434,7 @@ fn give_up(mine: Parked) {
         let mut l = lock(LIST.get());
         let mut all = mine;
         all.append(&mut l.parked);
-        let (stay, home): (Vec<_>, Vec<_>) = all.into_iter().partition(|(s, _)| held(&**s));
+        let (stay, home): (Vec<_>, Vec<_>) = all.into_iter().partition(|(s, _, _)| held(&**s));
         l.parked = stay;
         let runner_left = !l.parked.is_empty();
         INBOX.store(runner_left, Ordering::Relaxed);
@@ -362,7 +444,7 @@ fn give_up(mine: Parked) {
         }
         (home, runner_left)
     };
-    for (s, _) in home {
+    for (s, _, _) in home {
         s.hand_home();
     }
     if runner_left {
@@ -411,7 +493,7 @@ mod tests {
         fn can_go_on(&self) -> bool {
             self.ready.load(SeqCst)
         }
-        fn run_borrowed(&self, _: &mut u64) -> bool {
+        fn run_borrowed(&self, _: &mut u64, _: super::Defer) -> super::Turned {
             let again = self.parks_again.load(SeqCst);
             if again != self.stays_ready {
                 // Parked again and waits for `ready`; or, one that stays ready, gone home.
@@ -429,7 +511,11 @@ mod tests {
             if self.panics_on.get() == Some(&std::thread::current().id()) {
                 panic!("test: the runner's thread unwinds outside the tasks");
             }
-            again
+            if again {
+                super::Turned::Parked
+            } else {
+                super::Turned::Home
+            }
         }
         fn hand_home(&self) {
             self.handed.store(true, SeqCst);
@@ -495,7 +581,8 @@ mod tests {
         }
         {
             let mut l = super::lock(super::LIST.get());
-            l.parked.push((Arc::clone(&held) as Arc<dyn Borrow>, 0));
+            l.parked
+                .push((Arc::clone(&held) as Arc<dyn Borrow>, 0, false));
             super::INBOX.store(true, SeqCst);
         }
         me.needs_home.store(true, SeqCst);
@@ -558,14 +645,14 @@ mod tests {
         until("a runner runs", super::active);
         {
             let mut l = super::lock(super::LIST.get());
-            l.parked.push((Arc::clone(&s) as Arc<dyn Borrow>, 0));
+            l.parked.push((Arc::clone(&s) as Arc<dyn Borrow>, 0, false));
             super::INBOX.store(true, SeqCst);
         }
         let on_shared_list = || {
             super::lock(super::LIST.get())
                 .parked
                 .iter()
-                .any(|(p, _)| std::ptr::addr_eq(Arc::as_ptr(p), Arc::as_ptr(&s)))
+                .any(|(p, _, _)| std::ptr::addr_eq(Arc::as_ptr(p), Arc::as_ptr(&s)))
         };
         for k in 1..=3 {
             s.ready.store(true, SeqCst);
@@ -619,7 +706,7 @@ mod tests {
             // runner takes them, in this order).
             let mut l = super::lock(super::LIST.get());
             for s in &streams {
-                l.parked.push((Arc::clone(s) as Arc<dyn Borrow>, 0));
+                l.parked.push((Arc::clone(s) as Arc<dyn Borrow>, 0, false));
             }
             super::INBOX.store(true, SeqCst);
         }
@@ -678,8 +765,10 @@ mod tests {
         boom.panics_on.set(runner.thread().id()).unwrap();
         {
             let mut l = super::lock(super::LIST.get());
-            l.parked.push((Arc::clone(&other) as Arc<dyn Borrow>, 0));
-            l.parked.push((Arc::clone(&boom) as Arc<dyn Borrow>, 0));
+            l.parked
+                .push((Arc::clone(&other) as Arc<dyn Borrow>, 0, false));
+            l.parked
+                .push((Arc::clone(&boom) as Arc<dyn Borrow>, 0, false));
             super::INBOX.store(true, SeqCst);
         }
         go.send(()).unwrap();

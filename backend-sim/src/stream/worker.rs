@@ -13,9 +13,10 @@ use acl_notify_core::Error;
 
 use super::batch::{Batch, TAKE};
 use super::cancel::{Control, TaskCtx};
+use super::runner::{Defer, Turned};
 use super::{
-    DISCARDING, Job, OPEN, Padded, Parking, Stopped, WorkerPolicy, bump, drop_all, drop_quietly,
-    lock, quietly,
+    DISCARDING, Job, OPEN, Padded, Parking, Stopped, StoppedAs, WorkerPolicy, bump, drop_all,
+    drop_quietly, lock, quietly,
 };
 use crate::placement::pin_current_thread;
 use crate::ring::Ring;
@@ -389,6 +390,13 @@ pub(super) struct Flow {
     /// reads the clock if it needs a stamp): the runner's, for a borrowed turn's first batch
     /// (`runner::Borrow::run_borrowed`).
     stamp: u64,
+    /// A borrowed turn's waits that find no record go back unbegun (`Parking::Defer`).
+    defer: bool,
+    /// The next job runs as on any runner's turn (`Parking::Always`), not deferred: the
+    /// one deferred last, run again.
+    undefer_next: bool,
+    /// The turn stopped with a wait on top held back unbegun (`StoppedAs::Deferred`).
+    deferred: bool,
 }
 
 impl<E, J: Job<E>> Turn<E, J> {
@@ -420,8 +428,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> super::runner::Borrow for Share
     fn can_go_on(&self) -> bool {
         self.parked_can_go_on()
     }
-    fn run_borrowed(&self, stamp: &mut u64) -> bool {
-        Shared::run_borrowed(self, stamp)
+    fn run_borrowed(&self, stamp: &mut u64, defer: Defer) -> Turned {
+        Shared::run_borrowed(self, stamp, defer)
     }
     fn hand_home(&self) {
         self.come_home(HANDED);
@@ -584,7 +592,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         // For the whole batch: a stream handed back to its thread (`no_park`) runs the rest
         // of its taken tasks there, blocking as before (no check per task).
         let parking = if flow.borrowed {
-            Parking::Always
+            if flow.defer {
+                Parking::Defer
+            } else {
+                Parking::Always
+            }
         } else if std::mem::take(&mut flow.no_park) {
             Parking::Never
         } else {
@@ -626,7 +638,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 self.retire(1);
                 continue;
             }
-            if parking == Parking::Always && !task.portable() {
+            // The job deferred last runs again as on any runner's turn: it takes its place
+            // if its record is not there after all (taken by a waiter queued before it).
+            let parking = if flow.undefer_next {
+                flow.undefer_next = false;
+                match parking {
+                    Parking::Defer => Parking::Always,
+                    p => p,
+                }
+            } else {
+                parking
+            };
+            if parking.on_runner() && !task.portable() {
                 // A runner's turn stops at a job only the stream's own thread may run.
                 local.put_back(task);
                 self.flush(done);
@@ -655,8 +678,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 let parked = stopped.parked();
                 ctx.disarm();
                 // The job is back in front of `local` (`Stopped`).
-                if let Some(parked) = parked {
-                    self.stop_turn(parked, local, done, flow);
+                if let Some(how) = parked {
+                    self.stop_turn(how, local, done, flow);
                 }
                 return;
             };
@@ -728,7 +751,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         }
         local.put_back(task);
         if flow.borrowed {
-            self.stop_turn(false, local, done, flow);
+            self.stop_turn(StoppedAs::Home, local, done, flow);
             return true;
         }
         self.flush(done);
@@ -743,11 +766,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     #[inline(never)]
     fn stop_turn(
         &self,
-        parked: bool,
+        how: StoppedAs,
         local: &mut Batch<J>,
         done: &mut Finished<J::Remains>,
         flow: &mut Flow,
     ) {
+        let parked = how != StoppedAs::Home;
         // A turn that parks keeps its finished tasks unretired (they are retired with the
         // ones after the wait, FLUSH_AT at most) unless a thread already waits for tasks to
         // retire: one locked instruction a park less (`retire`'s `fetch_add`, 5 % of the
@@ -760,7 +784,11 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             self.flush(done);
         }
         if parked {
-            let probe = local.peek().and_then(J::park_probe);
+            // A deferred wait's probe reads its notify's flag (no place taken).
+            let probe = match how {
+                StoppedAs::Deferred => local.peek().and_then(J::defer_probe),
+                _ => local.peek().and_then(J::park_probe),
+            };
             let (f, data, arg) = match probe {
                 Some(p) => (p.f as *mut (), p.data.cast_mut(), p.arg),
                 None => (std::ptr::null_mut(), std::ptr::null_mut(), 0),
@@ -772,6 +800,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
             self.probe_data.store(data, Ordering::Relaxed);
             self.probe_arg.store(arg, Ordering::Relaxed);
             flow.parked = true;
+            flow.deferred = how == StoppedAs::Deferred;
         } else {
             flow.home_needed = true;
         }
@@ -799,13 +828,16 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     }
 
     /// The runner runs the stream's turn (borrowed: `Flow::borrowed`): records and
-    /// waits, until a wait parks it again (true: the runner keeps it on its list), a job only
-    /// its thread may run is on top, the queue runs dry (the turn goes home asleep:
-    /// `Ring::sleep_away`) or the stream exits. `stamp`: see `runner::Borrow::run_borrowed`.
-    pub(super) fn run_borrowed(&self, stamp: &mut u64) -> bool {
+    /// waits, until a wait parks it again or is deferred (`defer`: see `runner::Defer`; the
+    /// runner keeps it on its list), a job only its thread may run is on top, the queue runs
+    /// dry (the turn goes home asleep: `Ring::sleep_away`) or the stream exits. `stamp`: see
+    /// `runner::Borrow::run_borrowed`.
+    pub(super) fn run_borrowed(&self, stamp: &mut u64, defer: Defer) -> Turned {
         let mut turn = self.turn.hold();
         // The runner's clock reading, for the first batch only.
         let mut first = *stamp;
+        turn.flow.defer = defer.rest;
+        turn.flow.undefer_next = !defer.first;
         loop {
             let Turn {
                 local,
@@ -821,15 +853,22 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                 if flow.parked {
                     flow.parked = false;
                     flow.borrowed = false;
+                    flow.undefer_next = false;
+                    let deferred = std::mem::take(&mut flow.deferred);
                     drop(turn);
-                    return true;
+                    return if deferred {
+                        Turned::Deferred
+                    } else {
+                        Turned::Parked
+                    };
                 }
                 if flow.home_needed {
                     flow.home_needed = false;
                     flow.borrowed = false;
+                    flow.undefer_next = false;
                     drop(turn);
                     self.come_home(NEEDED);
-                    return false;
+                    return Turned::Home;
                 }
                 continue;
             }
@@ -851,24 +890,26 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
                     }
                     // The baton first: once the turn is home, its thread may take it.
                     flow.borrowed = false;
+                    flow.undefer_next = false;
                     drop(turn);
                     if self.ring.sleep_away(popped) {
-                        return false;
+                        return Turned::Home;
                     }
                     if self.ring.is_closed() {
                         // Closed while open: the stream's thread unwound
                         // (`worker_unwound`), and waits for the turn to end it.
                         self.come_home(NEEDED);
-                        return false;
+                        return Turned::Home;
                     }
                     // Still away: still this runner's.
                     turn = self.turn.hold();
                 }
                 Next::Exit => {
                     flow.borrowed = false;
+                    flow.undefer_next = false;
                     drop(turn);
                     self.come_home(NEEDED);
-                    return false;
+                    return Turned::Home;
                 }
             }
         }
