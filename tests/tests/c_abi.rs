@@ -253,8 +253,9 @@
 //!   set; the owner freeing its memory or SIGKILLed while imported (clear errors, bounded), and
 //!   an earlier job's handle refused (107000).
 //!
-//! Every program runs under a deadline; on failure or timeout the others of its group are
-//! killed, and the failure shows each program's output.
+//! Every program runs under a bound of the time it could run (not wall time: `run_all`); on
+//! failure or a hang the others of its group are killed, and the failure shows each program's
+//! output.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -785,7 +786,7 @@ struct Proc {
 
 struct Outcome {
     name: String,
-    /// `None`: killed (deadline, or another program of the group failed).
+    /// `None`: killed (the group hung, or another program of it failed).
     status: Option<ExitStatus>,
     stdout: String,
     stderr: String,
@@ -825,34 +826,27 @@ fn spawn(name: &str, cmd: &mut Command) -> std::io::Result<Proc> {
     })
 }
 
-/// Waits for every program; as soon as one fails, or at the deadline, kills the rest.
+/// Waits for every program; as soon as one fails, or once they hang, kills the rest.
 ///
-/// The deadline counts only time this harness ran: a look that comes [`PAUSED`] or more
-/// after the one before (the harness was stopped — `/work/notes/quiet.sh`-style pauses stop
-/// a whole test run, programs and harness alike, for up to minutes — or not scheduled at
-/// all) moves the deadline out by that gap. A limit here bounds a hang; a run that was
-/// paused is not one (a compile in the setup, paused for three minutes, missed its 120 s).
+/// `limit` bounds a hang in time the programs could run, not in wall time
+/// ([`acl_notify_tests::progress::Watch`]): time they were stopped (`/work/notes/quiet.sh`
+/// pauses a whole test run for up to minutes) or waiting for a CPU (load ~30) does not count,
+/// and programs that stay asleep without using CPU for a minute's looks are taken for hung
+/// whatever their limit. Until 2026-12-07 the limit was wall time, less the gaps the harness
+/// itself did not run: a starved program could run past it while healthy.
 fn run_all(procs: Vec<Proc>, limit: Duration) -> Vec<Outcome> {
     run_all_but(procs, limit, None)
 }
-
-/// A gap between two of [`run_all`]'s looks (2 ms apart) that shows the harness did not run
-/// meanwhile: that time does not count against a program's limit.
-const PAUSED: Duration = Duration::from_secs(1);
 
 /// [`run_all`], where program `victim` (an index into `procs`) is meant to die of SIGKILL:
 /// that death is no failure of the group.
 fn run_all_but(mut procs: Vec<Proc>, limit: Duration, victim: Option<usize>) -> Vec<Outcome> {
     use std::os::unix::process::ExitStatusExt as _;
-    let mut deadline = Instant::now() + limit;
-    let mut last_look = Instant::now();
+    // Each program leads a process group of its own (`spawn`): what it forks is watched too.
+    let groups: Vec<u32> = procs.iter().map(|p| p.child.id()).collect();
+    let mut watch = acl_notify_tests::progress::Watch::new(&groups, Some(limit));
+    let mut hung = None;
     loop {
-        let now = Instant::now();
-        let gap = now.duration_since(last_look);
-        if gap >= PAUSED {
-            deadline += gap;
-        }
-        last_look = now;
         let mut running = false;
         let mut failed = false;
         for (i, p) in procs.iter_mut().enumerate() {
@@ -866,8 +860,11 @@ fn run_all_but(mut procs: Vec<Proc>, limit: Duration, victim: Option<usize>) -> 
             let meant = |s: &ExitStatus| victim == Some(i) && s.signal() == Some(libc::SIGKILL);
             failed |= p.status.is_some_and(|s| !s.success() && !meant(&s));
         }
-        // `now`, read before the programs were looked at: a pause since shows at the next look.
-        if !running || failed || now >= deadline {
+        if !running || failed {
+            break;
+        }
+        if let Err(h) = watch.step() {
+            hung = Some(h);
             break;
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -886,11 +883,15 @@ fn run_all_but(mut procs: Vec<Proc>, limit: Duration, victim: Option<usize>) -> 
                 // SAFETY: a plain kill(2) of the program's own process group.
                 unsafe { libc::kill(-pgid, libc::SIGKILL) };
             }
+            let mut stderr: String = p.err.take().and_then(|h| h.join().ok()).unwrap_or_default();
+            if let Some(h) = hung.as_ref().filter(|_| p.status.is_none()) {
+                stderr.push_str(&format!("\n[harness] killed: the programs {h}\n"));
+            }
             Outcome {
                 name: p.name,
                 status: p.status,
                 stdout: p.out.take().and_then(|h| h.join().ok()).unwrap_or_default(),
-                stderr: p.err.take().and_then(|h| h.join().ok()).unwrap_or_default(),
+                stderr,
             }
         })
         .collect()
@@ -901,7 +902,7 @@ fn report(outcomes: &[Outcome]) -> String {
         .iter()
         .map(|o| {
             let st = o.status.map_or(
-                "killed (deadline or the other program failed)".to_owned(),
+                "killed (the programs hung, or another program failed)".to_owned(),
                 |s| s.to_string(),
             );
             format!(
@@ -2858,7 +2859,8 @@ fn a_forked_child_is_told_to_call_acl_init_and_the_parent_is_unaffected() {
 
 // ---- fork while other threads are inside the library (tests/c/fork_busy.c) ---------------------
 
-/// Runs `fork_busy <scenario>` on `soc`: 200 forks, each child under its own alarm.
+/// Runs `fork_busy <scenario>` on `soc`: 200 forks, each child watched by its parent (common.h
+/// `wait_child`).
 fn fork_busy(name: &str, soc: &str) {
     scenario("fork_busy", name, soc, Duration::from_secs(240));
 }
@@ -3705,6 +3707,23 @@ fn assert_left_clean(ns: &str, server: u32) {
     }
 }
 
+/// Waits until file `mark` exists (true) or the job it comes from is over (false: `finished`
+/// got its message, now taken, or lost its sender). No limit of its own: the job's programs are bounded
+/// by `run_all`, by the time they could run; a wall-clock limit here ran out at load 30 while
+/// the job was still healthy (the restarts then came at the wrong time, or not at all).
+fn wait_for_mark(mark: &Path, finished: &std::sync::mpsc::Receiver<()>) -> bool {
+    use std::sync::mpsc::RecvTimeoutError;
+    loop {
+        if mark.exists() {
+            return true;
+        }
+        match finished.recv_timeout(Duration::from_millis(5)) {
+            Err(RecvTimeoutError::Timeout) => {}
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => return false,
+        }
+    }
+}
+
 /// The same across two hosts: rank 3 (whose right neighbour is on the other host) dies; rank
 /// 4's timeout says its cluster lease expired; every key of the job leaves etcd.
 #[test]
@@ -3758,18 +3777,23 @@ fn a_collective_over_two_hosts_survives_etcd_restarted_mid_job() {
     // The member dies with the thread that started it (the harness's PR_SET_PDEATHSIG): this
     // thread restarts it, so it lives until the job is over and the keys are read.
     let restarter = std::thread::spawn(move || {
-        // Twice mid-job: once jobs 3 and 7 were checked by rank 0 (or after 30 s).
+        // Twice mid-job: once jobs 3 and 7 were checked by rank 0, however long that takes
+        // (the job's programs are bounded by `run_all`); not at all once the job is over
+        // (it failed before: its report says why).
+        let mut over = false;
         for job in [3, 7] {
-            let deadline = Instant::now() + Duration::from_secs(30);
             let mark = x.join(format!("checked.{job}.0"));
-            while !mark.exists() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
+            if !wait_for_mark(&mark, &finished) {
+                over = true;
+                break;
             }
             etcd.kill_member(0);
             std::thread::sleep(Duration::from_secs(1));
             etcd.restart_member(0).expect("restart etcd");
         }
-        let _ = finished.recv();
+        if !over {
+            let _ = finished.recv();
+        }
         etcd.wait_for_quorum(Duration::from_secs(10))
             .expect("etcd back");
         pod_keys(&etcd, &p)
@@ -4050,13 +4074,11 @@ fn fabric_memory_survives_etcd_restarted_mid_copy() {
     // thread restarts it, so it lives until the job is over.
     let restarter = std::thread::spawn(move || {
         let mut restarts = Vec::new();
+        let mut over = false;
         for round in [10, 25] {
-            let deadline = Instant::now() + Duration::from_secs(120);
             let mark = marks.join(format!("ack.{round}"));
-            while !mark.exists() && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            if !mark.exists() {
+            if !wait_for_mark(&mark, &finished) {
+                over = true;
                 break;
             }
             // Down for as short as a restart allows: a member takes 1.5-2 s to serve again
@@ -4069,7 +4091,9 @@ fn fabric_memory_survives_etcd_restarted_mid_copy() {
             let _ = etcd.wait_for_quorum(Duration::from_secs(20));
             restarts.push(t.elapsed());
         }
-        let _ = finished.recv();
+        if !over {
+            let _ = finished.recv();
+        }
         restarts
     });
     let o = fabric_job(
