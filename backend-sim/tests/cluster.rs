@@ -1779,31 +1779,40 @@ fn joining_takes_two_calls_and_nothing_outlives_a_killed_last_process(
         m.remove("LeaseKeepAlive");
         Ok(m)
     };
-    let delta = |before: &std::collections::BTreeMap<String, u64>,
-                 after: &std::collections::BTreeMap<String, u64>| {
-        after
-            .iter()
-            .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0)))
-            .filter(|&(_, d)| d > 0)
-            .collect::<std::collections::BTreeMap<String, u64>>()
+    // What `what` made since `before` (`counted`) is one call of each of `want`.
+    let made_since = |before: &std::collections::BTreeMap<String, u64>,
+                      what: &str,
+                      want: [&str; 2]|
+     -> Result<(), Failed> {
+        let made: std::collections::BTreeMap<String, u64> = counted()?
+            .into_iter()
+            .map(|(k, v)| {
+                let d = v - before.get(&k).copied().unwrap_or(0);
+                (k, d)
+            })
+            .filter(|(_, d)| *d > 0)
+            .collect();
+        let want: std::collections::BTreeMap<String, u64> =
+            want.iter().map(|k| ((*k).to_owned(), 1)).collect();
+        check(made == want, || {
+            format!("{what} made {made:?}, not {want:?}")
+        })
     };
     let before = counted()?;
     let mut second = a.spawn()?;
-    let joined = delta(&before, &counted()?);
-    let want: std::collections::BTreeMap<String, u64> =
-        [("LeaseGrant".to_owned(), 1), ("Txn".to_owned(), 1)].into();
-    check(joined == want, || {
-        format!("a join of a pod whose claims are taken made {joined:?}, not {want:?}")
-    })?;
+    made_since(
+        &before,
+        "a join of a pod whose claims are taken",
+        ["LeaseGrant", "Txn"],
+    )?;
     let spid = second.pid;
     let before = counted()?;
     second.try_ok("dropsim")?;
-    let left = delta(&before, &counted()?);
-    let want: std::collections::BTreeMap<String, u64> =
-        [("LeaseRevoke".to_owned(), 1), ("Txn".to_owned(), 1)].into();
-    check(left == want, || {
-        format!("a leave that is not the last made {left:?}, not {want:?}")
-    })?;
+    made_since(
+        &before,
+        "a leave that is not the last",
+        ["LeaseRevoke", "Txn"],
+    )?;
     // It is "exited" for the other host.
     let h = other.try_ok("create 0")?;
     other.try_ok(&format!("export {h}"))?;

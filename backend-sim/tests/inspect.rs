@@ -98,6 +98,21 @@ fn inspect(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `acl-notify-inspect args`, sampled until its output contains `want` (a thread's state is
+/// read from /proc, and a thread asleep in 50 ms chunks is caught between two of them now and
+/// then); `never` and the last output if that does not happen within 20 s.
+fn inspect_until(args: &[&str], want: &str, never: &str) -> String {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let out = inspect(args);
+        if out.contains(want) {
+            return out;
+        }
+        assert!(Instant::now() < end, "{never}:\n{out}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn inspector_explains_a_stuck_wait() {
     if let Ok(role) = std::env::var(ROLE) {
@@ -131,18 +146,11 @@ fn inspector_explains_a_stuck_wait() {
 
     // The owner's stream thread is asleep on the notify (sampled from /proc), seen within
     // a few seconds.
-    let end = Instant::now() + Duration::from_secs(20);
-    let text = loop {
-        let t = inspect(&["show", "--namespace", &ns]);
-        if t.contains("waiting: stream thread") {
-            break t;
-        }
-        assert!(
-            Instant::now() < end,
-            "no waiting stream thread reported:\n{t}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let text = inspect_until(
+        &["show", "--namespace", &ns],
+        "waiting: stream thread",
+        "no waiting stream thread reported",
+    );
     eprintln!("acl-notify-inspect show:\n{text}");
     let line = text
         .lines()
@@ -168,18 +176,11 @@ fn inspector_explains_a_stuck_wait() {
     // it sleeps, and a loaded machine can catch it between two of its sleeps (its waits sleep
     // in 50 ms chunks, `core::waiter::CHUNK`; user23 saw `waiting_threads: []` at load ~30), so
     // it is sampled until seen asleep, as the text was above.
-    let end = Instant::now() + Duration::from_secs(20);
-    let json = loop {
-        let j = inspect(&["--namespace", &ns, "--json"]);
-        if j.contains("\"name\":\"acl-sim-d0-s0\"") {
-            break j;
-        }
-        assert!(
-            Instant::now() < end,
-            "the JSON never listed the waiting stream thread:\n{j}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let json = inspect_until(
+        &["--namespace", &ns, "--json"],
+        "\"name\":\"acl-sim-d0-s0\"",
+        "the JSON never listed the waiting stream thread",
+    );
     assert!(
         json.contains(&format!(
             "\"whitelist\":[{{\"server\":0,\"pid\":{imp_pid},\"alive\":\"dead\"}}]"

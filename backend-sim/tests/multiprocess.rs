@@ -853,27 +853,9 @@ fn a_process_leaving_reclaims_what_a_killed_one_left() -> Result<(), Failed> {
 /// and only one killed "dead": in a job where a rank is killed, the others fail and end one
 /// after another, and the last timeouts named those dead too, beside the one killed.
 fn a_timeout_tells_a_process_that_ended_from_one_killed() -> Result<(), Failed> {
-    let ns = Ns::new("mp", "ended");
-    let sim = open(&ns, Soc::Ascend910B);
-    let n = sim.create_notify(0, CreateFlags::empty())?;
-    sim.export_key(n, ExportFlags::empty())?;
-    let mut ended = spawn(&ns.0, Soc::Ascend910B, 0);
-    let mut killed = spawn(&ns.0, Soc::Ascend910B, 0);
-    sim.set_import_pids(n, &[ended.pid, killed.pid])?;
-    ended.ok("dropsim");
-    ended.kill();
-    killed.kill();
-    let text = sim
-        .host_wait(n, Duration::from_millis(10))
-        .expect_err("nothing records")
-        .to_string();
-    for part in [
-        format!("pid {} (exited)", ended.pid),
-        format!("pid {} (dead)", killed.pid),
-    ] {
-        check(text.contains(&part), || format!("{part:?} not in {text}"))?;
-    }
-    Ok(())
+    timeout_tells_ended_from_killed("ended", Soc::Ascend910B, 0, |sim, n, pids| {
+        sim.set_import_pids(n, &pids)
+    })
 }
 
 /// The same for whitelisted processes of another server of this machine (SuperPod servers
@@ -881,23 +863,28 @@ fn a_timeout_tells_a_process_that_ended_from_one_killed() -> Result<(), Failed> 
 /// is "exited", only the killed one "dead" (both were named "dead", where the same processes
 /// on this server, and on another host in cluster mode, were told apart).
 fn a_timeout_tells_another_server_s_process_that_ended_from_one_killed() -> Result<(), Failed> {
-    let ns = Ns::new("mp", "ended-sdid");
-    let sim = open(&ns, Soc::Ascend910_93);
+    timeout_tells_ended_from_killed("ended-sdid", Soc::Ascend910_93, 1, |sim, n, pids| {
+        sim.set_import_server_pids(n, &pids.map(|pid| ServerPid { sdid: 1, pid }))
+    })
+}
+
+/// Two processes of server `server`, whitelisted for an exported notify by `whitelist` (the
+/// ended one's pid first), one ending its session normally, then both killed: a timeout of
+/// a wait on the notify names the first "exited" and the second "dead" (with "on server N"
+/// for another server's).
+fn timeout_tells_ended_from_killed(
+    tag: &str,
+    soc: Soc,
+    server: u32,
+    whitelist: impl FnOnce(&Sim, RawNotify, [i32; 2]) -> Result<(), acl_notify_sim::SimError>,
+) -> Result<(), Failed> {
+    let ns = Ns::new("mp", tag);
+    let sim = open(&ns, soc);
     let n = sim.create_notify(0, CreateFlags::empty())?;
     sim.export_key(n, ExportFlags::empty())?;
-    let mut ended = spawn(&ns.0, Soc::Ascend910_93, 1);
-    let mut killed = spawn(&ns.0, Soc::Ascend910_93, 1);
-    let entries = [
-        ServerPid {
-            sdid: 1,
-            pid: ended.pid,
-        },
-        ServerPid {
-            sdid: 1,
-            pid: killed.pid,
-        },
-    ];
-    sim.set_import_server_pids(n, &entries)?;
+    let mut ended = spawn(&ns.0, soc, server);
+    let mut killed = spawn(&ns.0, soc, server);
+    whitelist(&sim, n, [ended.pid, killed.pid])?;
     ended.ok("dropsim");
     ended.kill();
     killed.kill();
@@ -905,9 +892,14 @@ fn a_timeout_tells_another_server_s_process_that_ended_from_one_killed() -> Resu
         .host_wait(n, Duration::from_millis(10))
         .expect_err("nothing records")
         .to_string();
+    let on = if server == 0 {
+        String::new()
+    } else {
+        format!(" on server {server}")
+    };
     for part in [
-        format!("pid {} on server 1 (exited)", ended.pid),
-        format!("pid {} on server 1 (dead)", killed.pid),
+        format!("pid {}{on} (exited)", ended.pid),
+        format!("pid {}{on} (dead)", killed.pid),
     ] {
         check(text.contains(&part), || format!("{part:?} not in {text}"))?;
     }

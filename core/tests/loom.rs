@@ -135,6 +135,13 @@ fn model_capped(cap: usize, f: impl Fn() + Sync + Send + 'static) {
     b.check(f);
 }
 
+/// The end of a model whose records were all to be consumed: none is left over, and no
+/// waiter is left in the notify.
+fn settled(s: &NotifySync) {
+    assert!(!s.is_set(), "a record left over: consumed by nobody");
+    assert_eq!(s.waiters(), 0);
+}
+
 /// Yields until `cond` holds (loom explores what the other threads do meanwhile).
 fn until(cond: impl Fn() -> bool) {
     while !cond() {
@@ -359,8 +366,7 @@ fn a_parked_wait_abandoned_or_served_loses_nothing() {
             s.record(&*w);
         }
         assert_eq!(behind.join().unwrap(), Ok(WaitOutcome::Consumed));
-        assert!(!s.is_set(), "a record left over: consumed by nobody");
-        assert_eq!(s.waiters(), 0);
+        settled(&s);
     });
 }
 
@@ -461,8 +467,7 @@ fn a_lone_place_taken_while_try_consume_races_a_record() {
             s.record(&*w);
         }
         waiter.join().unwrap();
-        assert!(!s.is_set(), "a record left over: consumed by nobody");
-        assert_eq!(s.waiters(), 0);
+        settled(&s);
     });
 }
 
@@ -775,8 +780,7 @@ fn stopped_wait_model(queued: bool) {
             s.record(&*w);
             assert_eq!(first.join().unwrap(), Ok(WaitOutcome::Consumed));
         }
-        assert!(!s.is_set(), "a record left over: consumed by nobody");
-        assert_eq!(s.waiters(), 0);
+        settled(&s);
     });
 }
 

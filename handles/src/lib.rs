@@ -283,6 +283,11 @@ impl<T> Slab<T> {
         self.slots.iter().filter_map(|s| s.value.as_ref())
     }
 
+    /// Every live value, mutably.
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
+        self.slots.iter_mut().filter_map(|s| s.value.as_mut())
+    }
+
     /// Every live handle with its value.
     pub fn iter(&self) -> impl Iterator<Item = (u64, &T)> + '_ {
         self.slots.iter().enumerate().filter_map(|(at, s)| {

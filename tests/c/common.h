@@ -16,7 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -145,36 +147,68 @@ static inline void event_at(int64_t t, int device, const char *step, const char 
 
 #define EVENT(device, step, ...) event_at(now_ns(), (device), (step), __VA_ARGS__)
 
-/* How read_all waits for the other end of a pipe: a process that failed or hangs must not
- * hang this one, and one that is slow must not fail it. It looks every PIPE_LOOK_MS at the
- * other processes of this program's process group (the test harness starts every program in
- * a group of its own, and what it forks stays in it) and gives up after PIPE_STILL_LOOKS looks
- * in a row that found none of them busy: none used CPU time since the look before, none
- * running or waiting for a CPU, none paused (stopped), none in an uninterruptible sleep. So a
- * process that is merely slow — under valgrind on a loaded machine, or paused for a while —
- * is waited for, however long (the harness's own limit for the whole program stays); one
- * that sleeps for good (waiting for this one, or hung) fails the read after about a minute.
- * Until 2026-12-07 the read gave up after 60 s of wall time: vmm's importer, forked by an
- * owner that ran under valgrind at a load of about 10, got nothing in that time from an owner
- * that was still working. */
-#ifndef PIPE_LOOK_MS
-#define PIPE_LOOK_MS 1000
+/* ---- Watching the program's other processes: progress, not wall time -------------------------
+ *
+ * A process of a test that waits for another one (read_all: for its peer's bytes; wait_child:
+ * for a child to end) must not wait for ever on one that hangs, and must not give up on one
+ * that is merely slow: under valgrind on a loaded machine, starved of CPU, or paused (SIGSTOP)
+ * for a while. Wall time cannot tell these apart (an alarm() or a deadline of wall time kills a
+ * run paused for longer than it, or starved), so a watch looks, every WATCH_LOOK_MS,
+ * at the processes it waits for (/proc) and counts two things only:
+ *
+ * - still looks in a row: looks that found none of them busy — none used CPU time since the
+ *   look before, none running or waiting for a CPU, none stopped, none in an uninterruptible
+ *   sleep. WATCH_STILL_LOOKS of them: they sleep for good (waiting for this one, or hung).
+ * - the time they could run: each look adds the time since the one before (at most
+ *   WATCH_LOOK_MS: a look that comes late, the watcher itself paused or starved, counts as one),
+ *   less the share of it that their most delayed thread spent waiting for a CPU
+ *   (/proc/.../schedstat's run delay), and nothing while one of them is stopped. On a quiet
+ *   machine that is the wall time; at load 30 a runnable thread that gets a CPU a tenth of the
+ *   time counts a tenth of it. A wait with a limit gives up once it reaches the limit: a child
+ *   that spins for ever fails after `limit` seconds of being able to run, whatever the load.
+ *
+ * Until 2026-12-07 read_all gave up after 60 s of wall time (session 23 made it count still
+ * looks) and children bounded themselves with alarm() (session 24 made those wait_child). */
+#ifndef WATCH_LOOK_MS
+#define WATCH_LOOK_MS 1000
 #endif
-#ifndef PIPE_STILL_LOOKS
-#define PIPE_STILL_LOOKS 60
+#ifndef WATCH_STILL_LOOKS
+#define WATCH_STILL_LOOKS 60
 #endif
+/* The threads a watch remembers between looks (their run delays); more are looked at, but
+ * their delay is not counted. */
+#define WATCH_THREADS 512
 
-/* The other processes of this one's process group at a look: the CPU time they have used
- * (clock ticks) and whether one of their threads is busy (see read_all). */
+/* One thread's run delay (ns) at a look. */
 typedef struct {
-    unsigned long long cpu;
-    int busy;
-    int others;
-} group_look_t;
+    long tid;
+    unsigned long long delay;
+} watch_thread_t;
+
+/* What one look found (see watch_step). */
+typedef struct {
+    unsigned long long cpu; /* the watched processes' CPU time, clock ticks */
+    int busy;               /* a thread running, runnable or in an uninterruptible sleep */
+    int stopped;            /* a thread stopped (a signal, a tracer) */
+    int others;             /* processes watched */
+    unsigned long long max_delay; /* the largest run delay one thread gained since the look before, ns */
+    int n;                  /* threads remembered in t */
+    watch_thread_t t[WATCH_THREADS];
+} watch_look_t;
+
+typedef struct {
+    pid_t only;       /* the process watched; 0: the other processes of this one's group */
+    unsigned limit_s; /* give up after this much time they could run; 0: no limit */
+    int64_t at;       /* when the last look was taken (now_ns) */
+    int still;        /* still looks in a row */
+    int64_t ran_ns;   /* the time they could run, so far */
+    watch_look_t last;
+} watch_t;
 
 /* Whether a thread in state `c` (proc(5): /proc/PID/stat's third field) is busy: running or
- * runnable, in an uninterruptible sleep, or stopped (paused by a signal or a tracer). */
-static inline int state_busy(char c) { return c == 'R' || c == 'D' || c == 'T' || c == 't'; }
+ * runnable, or in an uninterruptible sleep. Stopped (T, t) is told apart (watch_look_t). */
+static inline int state_busy(char c) { return c == 'R' || c == 'D'; }
+static inline int state_stopped(char c) { return c == 'T' || c == 't'; }
 
 /* Reads /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat (`path`): the state, the process
  * group and the CPU time (user + system ticks). 0 if it cannot be read (the process is gone). */
@@ -198,12 +232,79 @@ static inline int read_stat(const char *path, char *state, long *pgrp, unsigned 
     return 1;
 }
 
-/* One look at the other processes of this process's group (see read_all). */
-static inline group_look_t group_look(void) {
-    group_look_t g = {0, 0, 0};
+/* A thread's run delay: the time it spent runnable, waiting for a CPU (ns; schedstat's second
+ * field). 0 if it cannot be read. */
+static inline unsigned long long read_delay(const char *task_dir) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/schedstat", task_dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL) return 0;
+    unsigned long long on_cpu = 0, delay = 0;
+    if (fscanf(f, "%llu %llu", &on_cpu, &delay) != 2) delay = 0;
+    fclose(f);
+    return delay;
+}
+
+/* Looks at every thread of process `pid` into `g`; `before` is the previous look (its run
+ * delays). */
+static inline void look_threads(long pid, watch_look_t *g, const watch_look_t *before) {
+    char dir[64];
+    snprintf(dir, sizeof dir, "/proc/%ld/task", pid);
+    DIR *t = opendir(dir);
+    if (t == NULL) return;
+    struct dirent *te;
+    while ((te = readdir(t)) != NULL) {
+        if (te->d_name[0] == '.') continue;
+        char tdir[320], tpath[340], state = 0;
+        long tg = 0;
+        unsigned long long tcpu = 0;
+        snprintf(tdir, sizeof tdir, "%s/%s", dir, te->d_name);
+        snprintf(tpath, sizeof tpath, "%s/stat", tdir);
+        if (!read_stat(tpath, &state, &tg, &tcpu)) continue;
+        if (state_busy(state)) g->busy = 1;
+        if (state_stopped(state)) g->stopped = 1;
+        const long tid = atol(te->d_name);
+        const unsigned long long delay = read_delay(tdir);
+        unsigned long long was = 0;
+        int known = 0;
+        for (int i = 0; i < before->n; i++) {
+            if (before->t[i].tid == tid) {
+                was = before->t[i].delay;
+                known = 1;
+                break;
+            }
+        }
+        /* A thread new since the look before: what it waited, it waited since (or it was not
+         * seen then): count it, as most of it fell in the gap. */
+        const unsigned long long gained = known && delay >= was ? delay - was : (known ? 0 : delay);
+        if (gained > g->max_delay) g->max_delay = gained;
+        if (g->n < WATCH_THREADS) {
+            g->t[g->n].tid = tid;
+            g->t[g->n].delay = delay;
+            g->n++;
+        }
+    }
+    closedir(t);
+}
+
+/* One look at the processes `w` watches (see the section's comment). */
+static inline void watch_look(const watch_t *w, watch_look_t *g) {
+    memset(g, 0, offsetof(watch_look_t, t));
     const long me = (long)getpid(), group = (long)getpgrp();
+    if (w->only > 0) {
+        char path[64], state = 0;
+        long pgrp = 0;
+        unsigned long long cpu = 0;
+        snprintf(path, sizeof path, "/proc/%ld/stat", (long)w->only);
+        if (read_stat(path, &state, &pgrp, &cpu)) {
+            g->others = 1;
+            g->cpu = cpu;
+            look_threads((long)w->only, g, &w->last);
+        }
+        return;
+    }
     DIR *d = opendir("/proc");
-    if (d == NULL) return g;
+    if (d == NULL) return;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         char *end = NULL;
@@ -214,60 +315,131 @@ static inline group_look_t group_look(void) {
         unsigned long long cpu = 0;
         snprintf(path, sizeof path, "/proc/%ld/stat", pid);
         if (!read_stat(path, &state, &pgrp, &cpu) || pgrp != group) continue;
-        g.others++;
-        g.cpu += cpu;
-        if (g.busy) continue;
+        g->others++;
+        g->cpu += cpu;
         /* The process's state is its main thread's: look at every thread. */
-        snprintf(path, sizeof path, "/proc/%ld/task", pid);
-        DIR *t = opendir(path);
-        if (t == NULL) continue;
-        struct dirent *te;
-        while (!g.busy && (te = readdir(t)) != NULL) {
-            if (te->d_name[0] == '.') continue;
-            char tpath[320];
-            long tg = 0;
-            unsigned long long tcpu = 0;
-            snprintf(tpath, sizeof tpath, "/proc/%ld/task/%s/stat", pid, te->d_name);
-            if (read_stat(tpath, &state, &tg, &tcpu) && state_busy(state)) g.busy = 1;
-        }
-        closedir(t);
+        look_threads(pid, g, &w->last);
     }
     closedir(d);
-    return g;
 }
 
-/* Reads exactly `n` bytes from pipe `fd`; exits 1, saying why, at end of file, on an error, or
- * when the other processes of the group stayed still for PIPE_STILL_LOOKS looks in a row
- * (see PIPE_LOOK_MS). */
-static inline void read_all(int fd, void *buf, size_t n) {
-    size_t done = 0;
-    int still = 0;
-    group_look_t last = group_look();
-    while (done < n) {
+/* Starts watching process `only` (0: the other processes of this one's group), giving up after
+ * `limit_s` seconds of their being able to run (0: no limit; still looks only). */
+static inline void watch_start(watch_t *w, pid_t only, unsigned limit_s) {
+    memset(w, 0, offsetof(watch_t, last));
+    w->only = only;
+    w->limit_s = limit_s;
+    w->last.n = 0;
+    watch_look(w, &w->last);
+    w->at = now_ns();
+}
+
+/* Takes the next look; NULL while the wait may go on, else why it should give up. */
+static inline const char *watch_step(watch_t *w) {
+    static __thread char why[256];
+    watch_look_t *now = (watch_look_t *)malloc(sizeof *now);
+    REQUIRE(now != NULL, "out of memory");
+    watch_look(w, now);
+    const int64_t t = now_ns(), gap = t - w->at;
+    w->at = t;
+    const int moved = now->busy || now->stopped || now->cpu != w->last.cpu;
+    w->still = moved ? 0 : w->still + 1;
+    if (!now->stopped && gap > 0) {
+        const int64_t look = (int64_t)WATCH_LOOK_MS * 1000000LL;
+        const int64_t counted = gap < look ? gap : look;
+        const double free_share =
+            (double)now->max_delay >= (double)gap ? 0.0 : 1.0 - (double)now->max_delay / (double)gap;
+        w->ran_ns += (int64_t)((double)counted * free_share);
+    }
+    const int others = now->others;
+    memcpy(&w->last, now, sizeof *now);
+    free(now);
+    if (w->still >= WATCH_STILL_LOOKS) {
+        snprintf(why, sizeof why, "the other %d process(es) of this test stayed asleep without "
+                 "using CPU time for %d looks %d ms apart (failed or hung)", others,
+                 WATCH_STILL_LOOKS, WATCH_LOOK_MS);
+        return why;
+    }
+    if (w->limit_s > 0 && w->ran_ns >= (int64_t)w->limit_s * 1000000000LL) {
+        snprintf(why, sizeof why, "it could run for %u s (time it was not stopped or waiting "
+                 "for a CPU) without ending (a hang)", w->limit_s);
+        return why;
+    }
+    return NULL;
+}
+
+/* Waits until pipe `fd` has bytes to read or is at end of file (its other end closed); exits
+ * 1, saying why, when the other processes of the group stayed still for WATCH_STILL_LOOKS
+ * looks in a row (see the watch above; no limit on time: a slow peer is waited for, however
+ * long). The watch starts only once a look finds nothing. */
+static inline void await_fd(int fd) {
+    watch_t *w = NULL;
+    for (;;) {
         struct pollfd p;
         p.fd = fd;
         p.events = POLLIN;
         p.revents = 0;
-        int ready = poll(&p, 1, PIPE_LOOK_MS);
+        int ready = poll(&p, 1, WATCH_LOOK_MS);
         if (ready < 0 && errno == EINTR) continue;
         REQUIRE(ready >= 0, "poll on pipe: %s", strerror(errno));
-        if (ready == 0) {
-            group_look_t now = group_look();
-            still = (now.busy || now.cpu != last.cpu) ? 0 : still + 1;
-            last = now;
-            REQUIRE(still < PIPE_STILL_LOOKS,
-                    "read from pipe: nothing came, and the other %d process(es) of this test "
-                    "stayed asleep without using CPU time for %d looks %d ms apart (the other "
-                    "process failed or hangs)",
-                    now.others, PIPE_STILL_LOOKS, PIPE_LOOK_MS);
+        if (ready > 0) break;
+        if (w == NULL) {
+            w = (watch_t *)malloc(sizeof *w);
+            REQUIRE(w != NULL, "out of memory");
+            watch_start(w, 0, 0);
             continue;
         }
+        const char *why = watch_step(w);
+        REQUIRE(why == NULL, "read from pipe: nothing came, and %s", why);
+    }
+    free(w);
+}
+
+/* Reads exactly `n` bytes from pipe `fd`; exits 1, saying why, at end of file, on an error, or
+ * when the other processes of the group stayed still for WATCH_STILL_LOOKS looks in a row
+ * (await_fd). */
+static inline void read_all(int fd, void *buf, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        await_fd(fd);
         ssize_t r = read(fd, (char *)buf + done, n - done);
         if (r < 0 && errno == EINTR) continue;
         REQUIRE(r > 0, "read from pipe: %s", r == 0 ? "end of file" : strerror(errno));
         done += (size_t)r;
-        still = 0;
     }
+}
+
+/* Waits for child `pid` to end (its status in *status) while it makes progress: if it stays
+ * still for WATCH_STILL_LOOKS looks, or could run for `limit_s` seconds (0: no limit) without
+ * ending (see the watch above), it is killed (SIGKILL), reaped, and why is printed on stderr
+ * under `what`. Returns 0 when the child ended on its own, 1 when the watch killed it. This
+ * is the bound of a child that must not hang, in place of an alarm() of wall time. */
+static inline int wait_child(pid_t pid, int *status, unsigned limit_s, const char *what) {
+    watch_t *w = (watch_t *)malloc(sizeof *w);
+    REQUIRE(w != NULL, "out of memory");
+    watch_start(w, pid, limit_s);
+    /* waitpid every 5 ms (a pidfd would need syscall(), which a program that included a
+     * system header before this one with -std=c11 does not declare). */
+    int64_t next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
+    int killed = 0;
+    for (;;) {
+        pid_t r = waitpid(pid, status, WNOHANG);
+        if (r == pid) break;
+        REQUIRE(r == 0 || errno == EINTR, "waitpid: %s", strerror(errno));
+        sleep_ms(5);
+        if (now_ns() < next_look) continue;
+        next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
+        const char *why = watch_step(w);
+        if (why != NULL && waitpid(pid, status, WNOHANG) == 0) {
+            fprintf(stderr, "[%s] %s: child %d killed: %s\n", g_role, what, (int)pid, why);
+            kill(pid, SIGKILL);
+            REQUIRE(waitpid(pid, status, 0) == pid, "waitpid: %s", strerror(errno));
+            killed = 1;
+            break;
+        }
+    }
+    free(w);
+    return killed;
 }
 
 /* Writes the `n` bytes at `buf` to pipe `fd` (at most PIPE_BUF: one write); exits 1 if it

@@ -104,13 +104,12 @@ static void send_line(int fd, const char *fmt, ...) {
     REQUIRE(write(fd, buf, (size_t)n) == n, "pipe write failed: %s", strerror(errno));
 }
 
+/* Reads a line from the other process; exits 1 when it closed the pipe, or when it stayed
+ * still (asleep, using no CPU) for common.h's WATCH_STILL_LOOKS looks: failed or hung. */
 static void recv_line(int fd, char *buf, size_t cap) {
     size_t n = 0;
-    int64_t deadline = now_ns() + 20000000000LL;
     while (n + 1 < cap) {
-        struct pollfd p = {fd, POLLIN, 0};
-        int left = (int)((deadline - now_ns()) / 1000000);
-        REQUIRE(left > 0 && poll(&p, 1, left) == 1, "timed out waiting for the other process");
+        await_fd(fd);
         char c;
         ssize_t r = read(fd, &c, 1);
         REQUIRE(r == 1, "the other process closed the pipe (it failed; see its messages)");
@@ -172,7 +171,6 @@ static void *no_device_thread(void *p) {
 
 static int child_main(int rd, int wr) {
     g_role = "errors-child";
-    alarm(60);
     char line[1024];
     CHECK(aclInit(NULL));
     int32_t me = 0;
@@ -266,7 +264,6 @@ int main(int argc, char **argv) {
         }
     }
     REQUIRE(soc != NULL, "unknown SoC %s", argv[1]);
-    alarm(120);
 
     /* Fork before anything initialises: the child is a clean second process. */
     int to_child[2], to_parent[2];
@@ -697,9 +694,9 @@ int main(int argc, char **argv) {
     }
     send_line(wr, "BYE");
     int status = 0;
-    REQUIRE(waitpid(child, &status, 0) == child, "waitpid: %s", strerror(errno));
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-                "the child (importer) failed: status %#x", status);
+    const int hung = wait_child(child, &status, 60, "errors: the importer");
+    EXPECT_TRUE(!hung && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+                "the child (importer) failed: status %#x%s", status, hung ? " (hung)" : "");
 
     /* -- wait timeout, reported by synchronize (one SoC: it takes seconds) --------------- */
     if (strcmp(soc->name, "Ascend910B") == 0) {

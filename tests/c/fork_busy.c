@@ -1,9 +1,9 @@
 /* fork_busy.c — fork while other threads of the parent are inside the library. Each child,
- * under alarm(), starts a session of its own with its first call (as CANN's runtime starts one
+ * watched by its parent, starts a session of its own with its first call (as CANN's runtime starts one
  * implicitly; no current device there yet, so that call is ACL_ERROR_RT_CONTEXT_NULL), then
  * sets a device, calls aclInit, creates a stream and a notify (and a count notify where the SoC
  * has them), records and waits, finalizes and exits 0; a child that hangs is killed by its
- * alarm and counted.
+ * parent's watch (common.h wait_child) and counted.
  *
  *   fork_busy control   the parent has a session; two threads loop in control-plane calls
  *                       (create/destroy notify, get id, export key, whitelist,
@@ -34,7 +34,7 @@
 #include <sys/wait.h>
 
 #define MAX_BAD 3
-#define CHILD_ALARM_S 10
+#define CHILD_LIMIT_S 10
 
 static atomic_int g_stop;
 static atomic_long g_calls;
@@ -150,7 +150,6 @@ static void *late_init(void *arg) {
 /* What a child does: its own session, from start to end. */
 static void child_body(void) {
     g_role = "fork_busy child";
-    alarm(CHILD_ALARM_S); /* a hang is a failure, not a stuck test */
     REQUIRE(sessionless_round(0x5e55), "the child's session-less calls failed: %s", recent_msg());
     /* The parent's buffer: the child's copy of the table, unless a thread of the parent was
      * changing it at the fork (then the child starts with none, and the buffer is dead). */
@@ -197,12 +196,12 @@ static void fork_one(void) {
         child_body();
     }
     int st = 0;
-    REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
+    const int hung = wait_child(pid, &st, CHILD_LIMIT_S, "fork_busy child");
     int n = atomic_fetch_add(&g_forked, 1) + 1;
-    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
+    if (hung) {
         g_hung++;
-        fprintf(stderr, "fork %d: the child hung (killed by its %d s alarm)\n", n,
-                CHILD_ALARM_S);
+        fprintf(stderr, "fork %d: the child hung (killed after %d s of being able to run)\n", n,
+                CHILD_LIMIT_S);
     } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         g_failed++;
         fprintf(stderr, "fork %d: the child ended with status %#x\n", n, st);

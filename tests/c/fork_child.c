@@ -19,7 +19,6 @@ static aclrtNotify g_parent_notify;
 /* The child that uses the library: its first call starts a session of its own. */
 static void child_uses_the_library(void) {
     g_role = "fork_child";
-    alarm(30); /* a hang is a failure, not a stuck test */
     aclrtNotify n = NULL;
     /* The thread's current device was one of the parent's session: none in the child's. */
     aclError e = aclrtCreateNotify(&n, 0);
@@ -47,7 +46,6 @@ static void child_uses_the_library(void) {
 /* The child that only finalizes what it inherited. */
 static void child_finalizes(void) {
     g_role = "fork_finalize";
-    alarm(30);
     CHECK(aclFinalize());
     _exit(0);
 }
@@ -60,10 +58,11 @@ static void run_child(void (*body)(void), const char *what) {
     if (pid == 0) {
         body();
     }
+    /* A hang is a failure, not a stuck test: 30 s of the child's being able to run. */
     int st = 0;
-    REQUIRE(waitpid(pid, &st, 0) == pid, "waitpid: %s", strerror(errno));
-    REQUIRE(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %#x%s", what, st,
-            WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM ? " (hung: killed by its alarm)" : "");
+    const int hung = wait_child(pid, &st, 30, what);
+    REQUIRE(!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: child status %#x%s", what, st,
+            hung ? " (hung: killed by the parent's watch)" : "");
 }
 
 int main(void) {

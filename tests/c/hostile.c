@@ -7,8 +7,8 @@
  * Each function runs in a child process of its own (forked from this one, which never calls
  * the library), through every variant in turn, each on fresh fixtures: a call returning an
  * aclError other than ACL_SUCCESS must leave a non-empty aclGetRecentErrMsg; none may crash,
- * hang (the child's alarm) or, under valgrind's memcheck, touch memory it must not. The
- * parent goes on after a failing function and lists them all.
+ * hang (the parent's watch: common.h wait_child) or, under valgrind's memcheck, touch memory
+ * it must not. The parent goes on after a failing function and lists them all.
  *
  * A fixture the chip cannot make (a kind it lacks: count notifies off Ascend950) is not passed
  * as NULL in its place: the argument sets that need it are skipped, each named on stdout with
@@ -467,8 +467,9 @@ static int hz_chosen(const char *name, const char *only) {
     return at != NULL;
 }
 
-/* Runs `run(arg)` in a child with an alarm of `limit` s; 0 if it passed, else says how it
- * failed (`name`, and `label(arg)`: where it was). */
+/* Runs `run(arg)` in a child that may run for `limit` s (time it could run: common.h
+ * wait_child, not wall time); 0 if it passed, else says how it failed (`name`, and
+ * `label(arg)`: where it was). */
 static int hz_child(const char *name, void (*run)(const void *), const void *arg, unsigned limit,
                     const char *(*label)(const void *)) {
     fflush(stdout);
@@ -477,19 +478,19 @@ static int hz_child(const char *name, void (*run)(const void *), const void *arg
     pid_t child = fork();
     REQUIRE(child >= 0, "fork: %s", strerror(errno));
     if (child == 0) {
-        alarm(limit);
         run(arg);
         fflush(stdout);
         _exit(0);
     }
     int st = 0;
-    REQUIRE(waitpid(child, &st, 0) == child, "waitpid: %s", strerror(errno));
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+    const int hung = wait_child(child, &st, limit, name);
+    if (!hung && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
         return 0;
     }
     const char *at = label(arg);
-    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM) {
-        fprintf(stderr, "[hostile] %s (%s): no answer within %u s (a hang)\n", name, at, limit);
+    if (hung) {
+        fprintf(stderr, "[hostile] %s (%s): no answer within %u s of its being able to run (a "
+                "hang)\n", name, at, limit);
     } else if (WIFSIGNALED(st)) {
         fprintf(stderr, "[hostile] %s (%s): killed by signal %d (%s)\n", name, at, WTERMSIG(st),
                 strsignal(WTERMSIG(st)));

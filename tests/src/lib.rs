@@ -7,6 +7,8 @@
 //! - [`check`]: assertion macros whose failures name the call, the expected and the actual code.
 //! - [`leftovers`]: sweeping what killed test runs left (scratch directories, namespaces).
 //! - [`pause`]: noticing that a trial's processes were stopped or starved (its failure says so).
+//! - [`progress`]: bounding other processes by the time they could run, not wall time (the C
+//!   programs' harness, `xtask`'s builds).
 //! - [`util`]: probes (host functions that show whether a stream got past a task), bounded
 //!   synchronize, reading flags through timed waits, filling id pools.
 //!
@@ -21,6 +23,7 @@ pub mod fault;
 pub mod harness;
 pub mod leftovers;
 pub mod pause;
+pub mod progress;
 pub mod util;
 
 pub use harness::main;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use argh::FromArgs;
 
@@ -206,26 +206,28 @@ pub fn spawn_group(cmd: &mut Command, shown: &str) -> Result<Child, String> {
         .map_err(|e| format!("could not start {shown}: {e}"))
 }
 
-/// Waits for `child` (a process-group leader) at most `limit`; then kills its group.
+/// Waits for `child` (a process-group leader) while its group makes progress; kills the
+/// group once it could run for `limit` without ending, or stayed asleep without using CPU
+/// for a minute of looks ([`crate::progress::Watch`]: time it was stopped or waiting for a
+/// CPU does not count). So a build at nice 19 on a machine at load ~30, which ran past a
+/// 1,800 s limit of wall time while compiling, goes on; a stuck one still fails.
 pub fn wait_with_deadline(
     mut child: Child,
     limit: Duration,
     shown: &str,
 ) -> Result<ExitStatus, String> {
-    let start = Instant::now();
+    let mut watch = crate::progress::Watch::new(&[child.id()], Some(limit));
     loop {
         match child.try_wait() {
             Ok(Some(st)) => return Ok(st),
             Ok(None) => {}
             Err(e) => return Err(format!("waiting for {shown}: {e}")),
         }
-        if start.elapsed() > limit {
+        if let Err(hang) = watch.step() {
             kill_group(child.id());
             let _ = child.kill();
             let _ = child.wait();
-            return Err(format!(
-                "{shown} ran past its limit of {limit:?} and was killed"
-            ));
+            return Err(format!("{shown} {hang}, and was killed"));
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -142,96 +142,81 @@ fn ring_model_env(preemptions: u32) -> Vec<(&'static str, String)> {
     env
 }
 
-/// The target directories of the loom models: the core's (`--cfg loom`) and the simulator's
-/// (`--cfg sim_loom`), each of its own so that neither RUSTFLAGS rebuilds the other's build or
-/// the normal one.
-fn loom_target_dirs() -> (std::path::PathBuf, std::path::PathBuf) {
+/// One of the two loom builds: the simulator's stream queue and turn models
+/// (`backend-sim/src/ring.rs`, `backend-sim/src/stream/baton.rs`; [`SIM_MODEL_FILTERS`];
+/// `--cfg sim_loom`: under `--cfg loom` the core's atomics become loom's, which the simulator
+/// is not written for), and the models of `core/tests/loom.rs` (`--cfg loom`). Release
+/// builds, each in a target directory of its own so that neither RUSTFLAGS rebuilds the
+/// other's build or the normal one. Its tests and its clippy ([`loom_build`]) are commands of
+/// the same build.
+struct LoomBuild {
+    package: &'static str,
+    /// The targets the models are in.
+    tests: &'static [&'static str],
+    /// The targets clippy lints: the models', and what the cfg leaves unused around them.
+    lints: &'static [&'static str],
+    rustflags: &'static str,
+    target_dir: std::path::PathBuf,
+}
+
+/// The simulator's loom build, then the core's ([`LoomBuild`]).
+fn loom_builds() -> [LoomBuild; 2] {
     let target = match std::env::var_os("CARGO_TARGET_DIR") {
         Some(d) => std::path::PathBuf::from(d).join("loom"),
         None => root().join("target").join("loom"),
     };
-    let sim_target = target.with_file_name("loom-sim");
-    (target, sim_target)
+    [
+        LoomBuild {
+            package: "acl-notify-sim",
+            tests: &["--lib"],
+            lints: &["--lib", "--tests"],
+            rustflags: "--cfg sim_loom",
+            target_dir: target.with_file_name("loom-sim"),
+        },
+        LoomBuild {
+            package: "acl-notify-core",
+            tests: &["--test", "loom"],
+            lints: &["--test", "loom"],
+            rustflags: "--cfg loom",
+            target_dir: target,
+        },
+    ]
+}
+
+impl LoomBuild {
+    /// `cargo <sub> --release -p <package> <targets> --target-dir <its dir>` under its cfg.
+    fn command(&self, sub: &str, targets: &[&str]) -> std::process::Command {
+        let mut c = cargo();
+        c.args([sub, "--release", "-p", self.package])
+            .args(targets)
+            .arg("--target-dir")
+            .arg(&self.target_dir)
+            .env("RUSTFLAGS", self.rustflags);
+        c
+    }
 }
 
 /// The loom models' test commands, built ([`loom_build`]) or run ([`loom`]) alike: the
-/// simulator's stream queue and turn models (`backend-sim/src/ring.rs`,
-/// `backend-sim/src/stream/baton.rs`; [`SIM_MODEL_FILTERS`]; `--cfg sim_loom`: under
-/// `--cfg loom` the core's atomics become loom's, which the simulator is not written for), then
-/// the models of `core/tests/loom.rs` (`--cfg loom`). Release builds, in
-/// [`loom_target_dirs`].
+/// simulator's, then the core's ([`loom_builds`]).
 fn loom_commands() -> [std::process::Command; 2] {
-    let (target, sim_target) = loom_target_dirs();
-    let mut sim = cargo();
-    sim.args([
-        "test",
-        "--release",
-        "-p",
-        "acl-notify-sim",
-        "--lib",
-        "--target-dir",
-    ])
-    .arg(&sim_target)
-    .env("RUSTFLAGS", "--cfg sim_loom");
-    let mut core = cargo();
-    core.args([
-        "test",
-        "--release",
-        "-p",
-        "acl-notify-core",
-        "--test",
-        "loom",
-        "--target-dir",
-    ])
-    .arg(&target)
-    .env("RUSTFLAGS", "--cfg loom");
-    [sim, core]
+    loom_builds().map(|b| b.command("test", b.tests))
 }
 
-/// Builds what [`loom`] runs, without running it: clippy under `--cfg sim_loom` and under
-/// `--cfg loom` (warnings are errors) and both models' test binaries. `cargo xtask test` runs it beside its workspace
+/// Builds what [`loom`] runs, without running it: clippy of each loom build (warnings are
+/// errors), then both models' test binaries. `cargo xtask test` runs it beside its workspace
 /// tests ([`crate::run::Steps::beside`]); the loom step then only runs the models.
+///
+/// The workspace's clippy step never sees `--cfg sim_loom` or `--cfg loom`: what the
+/// simulator's models leave unused (the prefetch, the tests' push) and `core/tests/loom.rs`
+/// with the core's `cfg(loom)` code (a `forget_non_drop` there went unseen through session
+/// 22) are linted only here. In the release profile and target directory of the models'
+/// build: the proc macros and build scripts both need are built once (neither crate has
+/// `cfg(debug_assertions)` code for the profile to hide from the lints).
 pub fn loom_build() -> Result<(), String> {
-    let (target, sim_target) = loom_target_dirs();
-    // The workspace's clippy step never sees `--cfg sim_loom`: what the models leave unused
-    // (the prefetch, the tests' push) would go unnoticed there. In the release profile, as the
-    // models' build below: the proc macros and build scripts both need are built once (the
-    // simulator has no `cfg(debug_assertions)` code for the profile to hide from the lints).
-    status(
-        cargo()
-            .args([
-                "clippy",
-                "--release",
-                "--quiet",
-                "-p",
-                "acl-notify-sim",
-                "--lib",
-                "--tests",
-                "--target-dir",
-            ])
-            .arg(&sim_target)
-            .args(["--", "-D", "warnings"])
-            .env("RUSTFLAGS", "--cfg sim_loom"),
-    )?;
-    // Nor `--cfg loom`: `core/tests/loom.rs` and the core's `cfg(loom)` code are linted only
-    // here (a `forget_non_drop` there went unseen through session 22). The same release
-    // profile and target directory as the core's models below.
-    status(
-        cargo()
-            .args([
-                "clippy",
-                "--release",
-                "--quiet",
-                "-p",
-                "acl-notify-core",
-                "--test",
-                "loom",
-                "--target-dir",
-            ])
-            .arg(&target)
-            .args(["--", "-D", "warnings"])
-            .env("RUSTFLAGS", "--cfg loom"),
-    )?;
+    for b in loom_builds() {
+        let mut c = b.command("clippy", b.lints);
+        status(c.arg("--quiet").args(["--", "-D", "warnings"]))?;
+    }
     for mut c in loom_commands() {
         c.arg("--no-run");
         run_with_deadline(&mut c, Duration::from_secs(1800))?;

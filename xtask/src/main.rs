@@ -12,6 +12,8 @@ mod headers;
 mod inspect;
 mod longci;
 mod nostd;
+#[path = "../../tests/src/progress.rs"]
+mod progress;
 mod ring_demo;
 mod run;
 mod setup;

@@ -85,24 +85,14 @@ pub(crate) fn acl_param(reason: impl core::fmt::Display) -> CallError {
     CallError::new(Error::InvalidParam, reason)
 }
 
-/// `ACL_ERROR_INVALID_PARAM` (100000) unless `flags` is 0: an argument CANN reserves.
+/// `ACL_ERROR_INVALID_PARAM` (100000) unless `flags` is 0: an argument CANN reserves (the
+/// VMM, fabric, unified-addressing and managed-memory calls).
 pub(crate) fn reserved_flags(flags: u64) -> Result<(), CallError> {
     if flags != 0 {
         return Err(CallError::new(
             Error::InvalidParam,
             format!("flags {flags:#x}: reserved, only 0"),
         ));
-    }
-    Ok(())
-}
-
-/// [`reserved_flags`] in the words of the unified-addressing calls (`aclrtMemP2PMap`,
-/// `aclrtMemManagedPrefetch[Batch]Async`).
-pub(crate) fn reserved_param(flags: u64) -> Result<(), CallError> {
-    if flags != 0 {
-        return Err(acl_param(format!(
-            "flags {flags:#x}: a reserved parameter, which must be 0"
-        )));
     }
     Ok(())
 }

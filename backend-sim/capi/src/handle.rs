@@ -40,6 +40,77 @@ pub(crate) fn not_live(noun: &str, a_noun: &str, handle: usize) -> CallError {
     )
 }
 
+/// Stores `value` in `slab` and returns its handle as C holds it; 207001 if [`MAX_HANDLES`]
+/// are live (`what`: the handles, plural, for the message).
+fn insert<T>(slab: &mut Slab<T>, value: T, what: &str) -> Result<usize, CallError> {
+    slab.insert(value).map(|h| h as usize).map_err(|_| {
+        CallError::new(
+            Error::ResourceAllocFail,
+            format!("the process already holds {MAX_HANDLES} {what}"),
+        )
+    })
+}
+
+/// A table of C handles of one [`Kind`] whose values live in a state the caller locks with
+/// others (a session's captures: its models, label lists and conditions, `runtime::capture`),
+/// the shared [`Slab`] with no lock of its own: the handle is the value's only name.
+#[derive(Debug)]
+pub(crate) struct Handles<T> {
+    slab: Slab<T>,
+    /// What the handles are, plural, for the message of a full table.
+    what: &'static str,
+}
+
+impl<T> Handles<T> {
+    /// An empty table of `what` (plural, for messages); `seed` salts the handles.
+    pub(crate) fn new(kind: Kind, what: &'static str, seed: u64) -> Self {
+        Handles {
+            slab: Slab::new(kind, seed),
+            what,
+        }
+    }
+
+    /// Stores `value` and returns its handle; 207001 if [`MAX_HANDLES`] are live.
+    pub(crate) fn insert(&mut self, value: T) -> Result<usize, CallError> {
+        insert(&mut self.slab, value, self.what)
+    }
+
+    /// The value behind a live handle.
+    pub(crate) fn get(&self, handle: usize) -> Option<&T> {
+        self.slab.get(handle as u64)
+    }
+
+    /// The value behind a live handle, mutably.
+    pub(crate) fn get_mut(&mut self, handle: usize) -> Option<&mut T> {
+        self.slab.get_mut(handle as u64)
+    }
+
+    /// Removes a live handle and returns its value; the handle is dead from now on.
+    pub(crate) fn remove(&mut self, handle: usize) -> Option<T> {
+        self.slab.remove(handle as u64)
+    }
+
+    /// Removes every live handle whose value satisfies `pred`, returning the values.
+    pub(crate) fn remove_where(&mut self, pred: impl FnMut(&T) -> bool) -> Vec<T> {
+        self.slab.remove_where(pred)
+    }
+
+    /// Every live handle with its value.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (usize, &T)> + '_ {
+        self.slab.iter().map(|(h, v)| (h as usize, v))
+    }
+
+    /// Every live value.
+    pub(crate) fn values(&self) -> impl Iterator<Item = &T> + '_ {
+        self.slab.values()
+    }
+
+    /// Every live value, mutably.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut T> + '_ {
+        self.slab.values_mut()
+    }
+}
+
 /// One table of C handles of one [`Kind`]: the shared [`Slab`] behind a lock `L` (a session's
 /// own [`RwLock`], or a process-wide [`PerProcess`] one: [`ProcessTable`]), with its handles
 /// typed as what a `void *` holds (`usize`; the library is LP64 only, so no bit is lost). A
@@ -139,13 +210,7 @@ impl<T: Copy, L: SlabLock<T>> CTable<T, L> {
     /// Stores `value` and returns its handle; 207001 if [`MAX_HANDLES`] are live.
     pub(crate) fn insert(&self, value: T) -> Result<usize, CallError> {
         self.slab.usable()?;
-        let h = self.write().insert(value);
-        h.map(|h| h as usize).map_err(|_| {
-            CallError::new(
-                Error::ResourceAllocFail,
-                format!("the process already holds {MAX_HANDLES} {}", self.what),
-            )
-        })
+        insert(&mut self.write(), value, self.what)
     }
 
     /// The value behind a live handle.

@@ -20,7 +20,7 @@ use std::ffi::c_void;
 use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::managed::{Advice, Place, RangeAttr};
 
-use crate::errmsg::{CallError, acl_param, null_arg, param as rt_param, reserved_param};
+use crate::errmsg::{CallError, acl_param, null_arg, param as rt_param, reserved_flags};
 use crate::ffi::{CheckedArray, Out, OutArray, aclError, aclrtStream, api, c_array};
 use crate::runtime::Runtime;
 use crate::session::runtime;
@@ -339,7 +339,7 @@ pub extern "C" fn aclrtMemManagedPrefetchAsync(
         if size == 0 {
             return Err(acl_param("size is 0"));
         }
-        reserved_param(u64::from(flags))?;
+        reserved_flags(u64::from(flags))?;
         let rt = runtime()?;
         let s = rt.resolve_task_stream(stream.addr())?;
         device_id_ok(&rt, location, "location")?;
@@ -395,7 +395,7 @@ pub unsafe extern "C" fn aclrtMemManagedPrefetchBatchAsync(
         if num_prefetch_locs == 0 {
             return Err(acl_param("numPrefetchLocs is 0"));
         }
-        reserved_param(flags)?;
+        reserved_flags(flags)?;
         if count < num_prefetch_locs {
             return Err(acl_param(format!(
                 "count {count} must be greater than or equal to numPrefetchLocs \

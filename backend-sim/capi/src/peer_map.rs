@@ -28,7 +28,7 @@ use std::ffi::c_void;
 use acl_notify_core::{Backend as _, Error, Soc};
 use acl_notify_sim::mem::location::MemLocation;
 
-use crate::errmsg::{CallError, acl_param, null_arg, param, reserved_param};
+use crate::errmsg::{CallError, acl_param, null_arg, param, reserved_flags};
 use crate::ffi::{aclError, api};
 use crate::session::runtime;
 
@@ -56,7 +56,7 @@ pub extern "C" fn aclrtMemP2PMap(
         if size == 0 {
             return Err(acl_param("size is 0"));
         }
-        reserved_param(flags)?;
+        reserved_flags(flags)?;
         let rt = runtime()?;
         let sim = rt.backend();
         let n = sim.device_count();

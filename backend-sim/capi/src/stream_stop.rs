@@ -57,7 +57,7 @@ pub extern "C" fn aclrtStreamStop(stream: aclrtStream) -> aclError {
             return Err(CallError::new(
                 Error::InternalError,
                 format!(
-                    "stream {stream:#x} is bound to model {model} (aclmdlRIBindStream): a \
+                    "stream {stream:#x} is bound to model {model:#x} (aclmdlRIBindStream): a \
                      model's stream is not stopped"
                 ),
             ));

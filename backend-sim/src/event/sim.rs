@@ -6,15 +6,9 @@ use crate::Sim;
 use crate::job::SimJob;
 
 impl Sim {
+    /// 207000 on a SoC without events ([`Sim::require`]'s refusal).
     fn events_supported(&self) -> Result<(), SimError> {
-        if self.soc().has(Feature::Event) {
-            Ok(())
-        } else {
-            Err(err(
-                Error::FeatureNotSupport,
-                format!("{} has no events", self.soc()),
-            ))
-        }
+        self.require(Feature::Event, "an event call")
     }
 
     pub(super) fn event(&self, h: RawEvent) -> Result<Arc<SimEvent>, SimError> {
@@ -604,18 +598,9 @@ impl Sim {
         i.events.ipc.files(&i.namespace, &i.file)
     }
 
+    /// 207000 on a SoC without IPC events ([`Sim::require`]'s refusal).
     fn ipc_events_supported(&self) -> Result<(), SimError> {
-        if self.soc().has(Feature::IpcEvent) {
-            Ok(())
-        } else {
-            Err(err(
-                Error::FeatureNotSupport,
-                format!(
-                    "{} has no IPC events (Ascend950PR, Ascend910_93 and Ascend910B have)",
-                    self.soc()
-                ),
-            ))
-        }
+        self.require(Feature::IpcEvent, "an IPC event call")
     }
 }
 

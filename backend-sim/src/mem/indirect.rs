@@ -23,7 +23,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use acl_notify_core::{Error, RawStream};
 
 use super::state::Alloc;
-use super::within;
+use super::{checked_offset, covering, within};
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;
@@ -56,14 +56,11 @@ pub const INDIRECT_MAX: u64 = 4 << 30;
 struct Table(Arc<RwLock<BTreeMap<usize, Alloc>>>);
 
 impl Table {
-    /// The allocation and offset of the device range `[addr, addr + len)`, checked.
+    /// The allocation and offset of the device range `[addr, addr + len)`, checked as a
+    /// call's range is ([`checked_offset`]) against the table when the task runs.
     fn range(&self, addr: usize, len: u64, what: &str) -> Result<(Alloc, u64), SimError> {
         let allocs = self.0.read().unwrap_or_else(PoisonError::into_inner);
-        let Some((&base, a)) = allocs
-            .range(..=addr)
-            .next_back()
-            .filter(|(b, a)| ((addr - *b) as u64) < a.size)
-        else {
+        let Some((base, a)) = covering(&allocs, addr) else {
             return Err(SimError::new(
                 Error::ParamInvalid,
                 format!(
@@ -74,33 +71,7 @@ impl Table {
         };
         let a = a.clone();
         drop(allocs);
-        let offset = (addr - base) as u64;
-        if len > a.size - offset {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "{what} [{addr:#x}, {:#x}) ({len} bytes) leaves its allocation {base:#x} \
-                     ({} bytes) at offset {offset}",
-                    addr as u64 + len,
-                    a.size
-                ),
-            ));
-        }
-        if !Alloc::is_current(&a.file, a.id, a.generation, a.imported) {
-            return Err(SimError::new(
-                Error::ParamInvalid,
-                format!(
-                    "{what} [{addr:#x}, {:#x}) is in allocation {base:#x} ({} bytes), freed \
-                     as the task ran",
-                    addr as u64 + len,
-                    a.size
-                ),
-            ));
-        }
-        let off = a
-            .file
-            .offset_of(addr)
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "device address lost"))?;
+        let off = checked_offset(&a.view(), base, addr, len as usize, what)?;
         Ok((a, off))
     }
 
@@ -427,7 +398,7 @@ mod tests {
         )
         .unwrap();
         let e = sim.synchronize(s, SyncWait::Forever).unwrap_err();
-        assert!(e.to_string().contains("leaves its allocation"), "{e}");
+        assert!(e.to_string().contains("leaves allocation"), "{e}");
         // A word outside device memory is refused at the call.
         let host = [0u64; 1];
         let e = sim

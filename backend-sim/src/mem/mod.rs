@@ -63,6 +63,7 @@ pub mod usage;
 mod value;
 pub mod vmm;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{Arc, PoisonError};
 
@@ -510,8 +511,8 @@ impl Sim {
                 .allocs
                 .read()
                 .unwrap_or_else(PoisonError::into_inner);
-            let (base, a) = allocs.range(..=addr).next_back()?;
-            (addr - base < a.size as usize).then(|| recent::Recent::of(*base, a))?
+            let (base, a) = covering(&allocs, addr)?;
+            recent::Recent::of(base, a)
         };
         recent::put(tag, r);
         Some(r)
@@ -531,17 +532,7 @@ impl Sim {
             At::Host => return Ok(None),
             At::Unallocated => return self.not_allocated(addr, len, what),
         };
-        let offset = addr - base;
-        if len as u64 > a.size - offset as u64 {
-            return Err(leaves(&a, base, addr, len, what));
-        }
-        if !a.current() {
-            return Err(stale(&a, base, addr, len, what));
-        }
-        let off = a
-            .file
-            .offset_of(addr)
-            .ok_or_else(|| SimError::new(Error::DrvInternalError, "device address lost"))?;
+        let off = checked_offset(&a, base, addr, len, what)?;
         Ok(Some(RangeRef {
             alloc: a,
             base,
@@ -1095,6 +1086,38 @@ fn cross_device_refused((addr, device, used_on): (usize, u32, u32), what: &str) 
             addr, device, used_on
         ),
     )
+}
+
+/// The allocation of `allocs` (a process's table, [`MemState::allocs`]) covering `addr`, and
+/// its device address.
+#[inline(always)]
+fn covering(allocs: &BTreeMap<usize, Alloc>, addr: usize) -> Option<(usize, &Alloc)> {
+    let (&base, a) = allocs.range(..=addr).next_back()?;
+    ((addr - base) < a.size as usize).then_some((base, a))
+}
+
+/// The arena offset of the range `[addr, addr + len)` of allocation `a` (at `base`, covering
+/// `addr`): 107000 if the range ends past the allocation's end ([`leaves`]) or the allocation
+/// is no longer the incarnation this process holds ([`stale`]). Every range check's end:
+/// at the call ([`Sim::range_ref`]) and when an indirect task runs (`indirect`).
+#[inline(always)]
+fn checked_offset(
+    a: &AllocRef<'_>,
+    base: usize,
+    addr: usize,
+    len: usize,
+    what: &str,
+) -> Result<u64, SimError> {
+    let offset = addr - base;
+    if len as u64 > a.size - offset as u64 {
+        return Err(leaves(a, base, addr, len, what));
+    }
+    if !a.current() {
+        return Err(stale(a, base, addr, len, what));
+    }
+    a.file
+        .offset_of(addr)
+        .ok_or_else(|| SimError::new(Error::DrvInternalError, "device address lost"))
 }
 
 /// 107000 for a range `[addr, addr + len)` at offset `addr - base` of allocation `a` (at

@@ -131,6 +131,11 @@ pub(super) struct Control {
     /// test lets it go ([`super::Stream::hold_next_wait`]): `HOLD_*`.
     #[cfg(test)]
     pub(super) hold: std::sync::atomic::AtomicU8,
+    /// Tests: the worker's idle spin takes every yield of its to have found the CPU free (the
+    /// load signal it reads, [`super::worker`]'s `spin_until`), so that it spins out its
+    /// budget whatever the machine's load ([`super::Stream::cpu_seems_free`]).
+    #[cfg(test)]
+    pub(super) cpu_free: AtomicBool,
 }
 
 /// [`Control::hold`]: no wait is to hold.

@@ -392,6 +392,8 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             late_wake: AtomicBool::new(false),
             #[cfg(test)]
             hold: std::sync::atomic::AtomicU8::new(cancel::HOLD_OFF),
+            #[cfg(test)]
+            cpu_free: AtomicBool::new(false),
         });
         let shared = Arc::new(Shared {
             ring: Ring::new(config.capacity),
@@ -874,6 +876,15 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             .control
             .never_park
             .store(true, Ordering::Relaxed);
+    }
+
+    /// Tests: from now on the worker's idle spin reads each of its yields as having found the
+    /// CPU free, the signal that otherwise ends the spin early when another thread wants the
+    /// CPU (the yield still happens): the spin lasts its budget or until work comes, on a
+    /// quiet machine as on a loaded one.
+    #[cfg(test)]
+    pub(crate) fn cpu_seems_free(&self) {
+        self.shared.control.cpu_free.store(true, Ordering::Relaxed);
     }
 
     /// Tests: from now on a stop or an abort does not wake the stream's running task (its

@@ -73,7 +73,7 @@ pub(super) fn spin_until(budget: Duration, done: impl FnMut() -> bool) -> bool {
 
 /// [`spin_until`] with `offer` in place of its `sched_yield` (how long the CPU was given
 /// away, or `None` if it was not offered).
-fn spin_until_with(
+pub(super) fn spin_until_with(
     budget: Duration,
     mut done: impl FnMut() -> bool,
     offer: impl Fn() -> Option<Duration>,
@@ -515,6 +515,17 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
         (Next::Run, head)
     }
 
+    /// The idle spin's yield ([`crate::yielding::offer_cpu`]); a test may have it read as
+    /// having found the CPU free ([`super::Stream::cpu_seems_free`]).
+    fn offer_cpu(&self) -> Option<Duration> {
+        let took = crate::yielding::offer_cpu();
+        #[cfg(test)]
+        if self.control.cpu_free.load(Ordering::Relaxed) {
+            return took.map(|_| Duration::ZERO);
+        }
+        took
+    }
+
     /// Waits for work: spins for `self.spin`, then parks until an enqueuer or destroy wakes us.
     ///
     /// The spin yields as a stream wait's does ([`crate::yielding::offer_cpu`]: not for a while
@@ -524,11 +535,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Shared<E, J> {
     /// ends the park is a fresh start.
     fn idle(&self, popped: u64) {
         J::worker_idle();
-        if spin_until_with(
-            self.spin,
-            || self.has_work(popped),
-            crate::yielding::offer_cpu,
-        ) {
+        if spin_until_with(self.spin, || self.has_work(popped), || self.offer_cpu()) {
             bump(&self.worker.spin_hits);
             return;
         }

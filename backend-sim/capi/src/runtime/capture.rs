@@ -64,7 +64,7 @@ use super::flow::{CondKind, Control, Runs};
 use super::labels::LabelSlot;
 use super::last_task::{self, Last, TaskInfo};
 use crate::errmsg::{CallError, param};
-use crate::handle::{CTable, Kind};
+use crate::handle::{CTable, Handles, Kind};
 
 /// `aclmdlRICaptureMode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -209,7 +209,8 @@ impl Captured {
 /// A stream in a capture, or bound to a model being built (`model_build`).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct InCapture {
-    pub(super) model: u32,
+    /// The model's handle.
+    pub(super) model: usize,
     /// Its index among the model's streams (0: the origin).
     pub(super) index: usize,
 }
@@ -224,7 +225,7 @@ impl InCapture {
         Err(CallError::new(
             code,
             format!(
-                "stream {stream:#x} joined the capture of model {} through an event: {what} \
+                "stream {stream:#x} joined the capture of model {:#x} through an event: {what} \
                  on the stream the capture was begun on",
                 self.model
             ),
@@ -327,23 +328,22 @@ impl Model {
 /// A condition (`aclmdlRICondHandle`) (`cond`).
 #[derive(Debug)]
 pub(super) struct CondEntry {
-    /// Its handle.
-    pub(super) handle: usize,
     /// The model it was made in.
-    pub(super) model: u32,
+    pub(super) model: usize,
     /// Its word (device memory the runtime allocated).
     pub(super) addr: usize,
     /// `ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT`: the value each execution starts with.
     pub(super) default: Option<u64>,
     /// Its task's type and sub-models, once `aclmdlRIAddCondTask` used it.
-    pub(super) task: Option<(CondKind, Vec<u32>)>,
+    pub(super) task: Option<(CondKind, Vec<usize>)>,
 }
 
 /// A model runtime instance.
 #[derive(Debug)]
 pub(super) struct Model {
-    pub(super) id: u32,
-    /// Its `aclmdlRI` handle (given at the capture's begin, as CANN's
+    /// Its number (`aclmdlRIGetId`, the debug dump's; not a key: the handle is).
+    pub(super) number: u32,
+    /// Its `aclmdlRI` handle, its one name (given at the capture's begin, as CANN's
     /// `aclmdlRICaptureGetInfo` names the model during the capture).
     pub(super) handle: usize,
     pub(super) device: u32,
@@ -380,14 +380,14 @@ pub(super) struct Model {
 impl Model {
     /// A new model of `device` in `phase`, its streams `streams`.
     pub(super) fn new(
-        id: u32,
+        number: u32,
         handle: usize,
         device: u32,
         streams: Vec<usize>,
         phase: Phase,
     ) -> Self {
         Model {
-            id,
+            number,
             handle,
             device,
             name: Vec::new(),
@@ -408,44 +408,115 @@ impl Model {
     }
 }
 
-#[derive(Debug, Default)]
+/// The session's models by their `aclmdlRI` handles. A model whose capture ends is taken out
+/// while it is built (the lock dropped) and put back: its handle stays live meanwhile, and
+/// a call that looks it up then finds no model (107017, as for a dead handle).
+#[derive(Debug)]
+pub(super) struct Models(Handles<Option<Model>>);
+
+impl Models {
+    /// The live model `handle`, unless taken out.
+    pub(super) fn get(&self, handle: usize) -> Option<&Model> {
+        self.0.get(handle)?.as_ref()
+    }
+
+    pub(super) fn get_mut(&mut self, handle: usize) -> Option<&mut Model> {
+        self.0.get_mut(handle)?.as_mut()
+    }
+
+    /// Whether `handle` is a live model handle (its model maybe taken out).
+    pub(super) fn contains(&self, handle: usize) -> bool {
+        self.0.get(handle).is_some()
+    }
+
+    /// Takes model `handle` out, its handle live.
+    pub(super) fn take(&mut self, handle: usize) -> Option<Model> {
+        self.0.get_mut(handle)?.take()
+    }
+
+    /// Puts taken model `m` back under its handle.
+    pub(super) fn put(&mut self, m: Model) {
+        if let Some(slot) = self.0.get_mut(m.handle) {
+            *slot = Some(m);
+        }
+    }
+
+    /// Removes model `handle`, the handle dead from now on; a model taken out stays (its
+    /// taker puts it back or ends it, [`end_taken`](Self::end_taken)).
+    pub(super) fn remove(&mut self, handle: usize) -> Option<Model> {
+        self.get(handle)?;
+        self.0.remove(handle).flatten()
+    }
+
+    /// The handle of taken model `m` dies (a capture whose end failed).
+    pub(super) fn end_taken(&mut self, m: &Model) {
+        if matches!(self.0.get(m.handle), Some(None)) {
+            self.0.remove(m.handle);
+        }
+    }
+
+    pub(super) fn values(&self) -> impl Iterator<Item = &Model> + '_ {
+        self.0.values().flatten()
+    }
+
+    pub(super) fn values_mut(&mut self) -> impl Iterator<Item = &mut Model> + '_ {
+        self.0.values_mut().flatten()
+    }
+}
+
+#[derive(Debug)]
 pub(super) struct State {
-    pub(super) next_id: u32,
-    pub(super) models: HashMap<u32, Model>,
+    pub(super) models: Models,
+    /// The last model's number (`Model::number`).
+    numbered: u32,
     /// C stream handle → its capture (or the model it is bound to while that is built).
     pub(super) streams: HashMap<usize, InCapture>,
     /// C event handle recorded in a running capture → the model.
-    events: HashMap<usize, u32>,
-    /// Label list id (`Captures::lists`) → its labels' handles.
-    pub(super) lists: HashMap<u32, Vec<usize>>,
-    pub(super) next_list: u32,
+    events: HashMap<usize, usize>,
+    /// `aclrtLabelList` handles → their labels' handles.
+    pub(super) lists: Handles<Vec<usize>>,
     /// Capturing stream → (its model, the indices of the tasks stored since its
     /// `aclmdlRICaptureTaskGrpBegin`) (`task_group`).
-    pub(super) grouping: HashMap<usize, (u32, Vec<usize>)>,
+    pub(super) grouping: HashMap<usize, (usize, Vec<usize>)>,
     /// Stream between `aclmdlRICaptureTaskUpdateBegin` and `End` → (the group's handle, the
     /// tasks queued on it since) (`task_group`).
     pub(super) updating: HashMap<usize, (usize, Vec<Captured>)>,
-    /// Condition id (`Captures::conds`) → its condition (`cond`).
-    pub(super) conds: HashMap<u32, CondEntry>,
-    pub(super) next_cond: u32,
+    /// `aclmdlRICondHandle` handles → their conditions (`cond`).
+    pub(super) conds: Handles<CondEntry>,
 }
 
 impl State {
-    /// A new model of `device` in `phase`, its streams `streams`: the next id, a handle of
-    /// `handles` (the session's `aclmdlRI` handles, [`Captures::handles`]) naming it, kept in
-    /// `models`.
+    fn new(seed: u64) -> Self {
+        State {
+            models: Models(Handles::new(Kind::ModelRI, "model runtime instances", seed)),
+            numbered: 0,
+            streams: HashMap::new(),
+            events: HashMap::new(),
+            lists: Handles::new(Kind::LabelList, "label lists", seed),
+            grouping: HashMap::new(),
+            updating: HashMap::new(),
+            conds: Handles::new(Kind::CondHandle, "condition handles", seed),
+        }
+    }
+
+    /// A new model of `device` in `phase`, its streams `streams`, under a new handle and
+    /// number.
     pub(super) fn add_model(
         &mut self,
-        handles: &CTable<u32>,
         device: u32,
         streams: Vec<usize>,
         phase: Phase,
     ) -> Result<&mut Model, CallError> {
-        self.next_id = self.next_id.wrapping_add(1);
-        let id = self.next_id;
-        let handle = handles.insert(id)?;
-        let m = Model::new(id, handle, device, streams, phase);
-        Ok(self.models.entry(id).insert_entry(m).into_mut())
+        let handle = self.models.0.insert(None)?;
+        self.numbered = self.numbered.wrapping_add(1);
+        let m = Model::new(self.numbered, handle, device, streams, phase);
+        let slot = self.models.0.get_mut(handle).ok_or_else(|| {
+            CallError::new(
+                Error::InternalError,
+                "internal error: a new model handle is dead",
+            )
+        })?;
+        Ok(slot.insert(m))
     }
 }
 
@@ -454,32 +525,24 @@ pub(crate) struct Captures {
     /// Streams capturing (or bound to a model being built) now: while 0, no call looks at
     /// the state (one load).
     pub(super) active: AtomicUsize,
+    /// The models, label lists and conditions, with the captures' state.
     state: Mutex<State>,
-    /// `aclmdlRI` handles → model ids.
-    pub(super) handles: CTable<u32>,
-    /// `aclmdlRITask` handles → (model id, index among its tasks) (`model_tasks`).
-    pub(super) tasks: CTable<(u32, usize)>,
+    /// `aclmdlRITask` handles → (model handle, index among its tasks) (`model_tasks`).
+    pub(super) tasks: CTable<(usize, usize)>,
     /// `aclrtLabel` handles → the label (`labels`).
     pub(super) labels: CTable<LabelSlot>,
-    /// `aclrtLabelList` handles → list ids (`State::lists`).
-    pub(super) lists: CTable<u32>,
-    /// `aclrtTaskGrp` handles → (model id, index among its groups) (`task_group`).
-    pub(super) groups: CTable<(u32, u32)>,
-    /// `aclmdlRICondHandle` handles → condition ids (`State::conds`).
-    pub(super) conds: CTable<u32>,
+    /// `aclrtTaskGrp` handles → (model handle, index among its groups) (`task_group`).
+    pub(super) groups: CTable<(usize, u32)>,
 }
 
 impl Captures {
     pub(crate) fn new(seed: u64) -> Self {
         Captures {
             active: AtomicUsize::new(0),
-            state: Mutex::default(),
-            handles: CTable::new(Kind::ModelRI, "model runtime instances", seed),
+            state: Mutex::new(State::new(seed)),
             tasks: CTable::new(Kind::ModelTask, "model tasks", seed),
             labels: CTable::new(Kind::Label, "labels", seed),
-            lists: CTable::new(Kind::LabelList, "label lists", seed),
             groups: CTable::new(Kind::TaskGroup, "task groups", seed),
-            conds: CTable::new(Kind::CondHandle, "condition handles", seed),
         }
     }
 
@@ -507,11 +570,13 @@ fn mode_refuses(ctx_mode: Mode, thread_mode: Option<Mode>) -> bool {
 }
 
 impl Runtime {
-    pub(super) fn model_id(&self, handle: usize) -> Result<u32, CallError> {
-        self.captures
-            .handles
-            .get(handle)
-            .ok_or_else(|| bad_model(handle))
+    /// 107017 unless `handle` is a live model handle (for a call that checks it before its
+    /// other arguments).
+    pub(super) fn model_live(&self, handle: usize) -> Result<(), CallError> {
+        if self.captures.lock().models.contains(handle) {
+            return Ok(());
+        }
+        Err(bad_model(handle))
     }
 
     /// Whether any stream captures now (one load).
@@ -547,7 +612,7 @@ impl Runtime {
             return Err(self.bound_refusal(stream, c.model));
         }
         let why = format!(
-            "stream {stream:#x} is capturing (aclmdlRICaptureBegin of model {}): it cannot be \
+            "stream {stream:#x} is capturing (aclmdlRICaptureBegin of model {:#x}): it cannot be \
              synchronized, queried or destroyed before aclmdlRICaptureEnd, and the simulator \
              captures only aclrtMemcpyAsync, aclrtMemsetAsync, aclrtRecordNotify, \
              aclrtWaitAndResetNotify, aclrtRecordEvent, aclrtStreamWaitEvent, aclrtResetEvent, \
@@ -568,7 +633,7 @@ impl Runtime {
         let Some(c) = st.streams.get(&stream).copied() else {
             return;
         };
-        if let Some(m) = st.models.get_mut(&c.model)
+        if let Some(m) = st.models.get_mut(c.model)
             && let Phase::Capturing { invalid, .. } = &mut m.phase
             && invalid.is_none()
         {
@@ -640,11 +705,11 @@ impl Runtime {
             last_task::note(Last::Queued { stream });
             return Ok(false);
         }
-        if let Some(Phase::Building { ended }) = st.models.get(&c.model).map(|m| &m.phase)
+        if let Some(Phase::Building { ended }) = st.models.get(c.model).map(|m| &m.phase)
             && ended.get(c.index).copied().unwrap_or(false)
         {
             return Err(param(format!(
-                "{} on stream {stream:#x}: aclmdlRIEndTask ended the stream's part of model {} \
+                "{} on stream {stream:#x}: aclmdlRIEndTask ended the stream's part of model {:#x} \
                  (a task after it would not run in the model)",
                 task.name(),
                 c.model
@@ -656,8 +721,8 @@ impl Runtime {
                     return Err(CallError::new(
                         Error::FeatureNotSupport,
                         format!(
-                            "event {e:#x} was recorded in the capture of model {m}, and stream \
-                             {stream:#x} captures model {}: the simulator does not merge two \
+                            "event {e:#x} was recorded in the capture of model {m:#x}, and stream \
+                             {stream:#x} captures model {:#x}: the simulator does not merge two \
                              captures",
                             c.model
                         ),
@@ -693,7 +758,7 @@ impl Runtime {
             }
             _ => {}
         }
-        let m = st.models.get_mut(&c.model).ok_or_else(|| {
+        let m = st.models.get_mut(c.model).ok_or_else(|| {
             CallError::new(
                 Error::InternalError,
                 "internal error: capture without model",
@@ -771,7 +836,7 @@ impl Runtime {
         };
         let m = st
             .models
-            .get_mut(&model)
+            .get_mut(model)
             .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no model"))?;
         if matches!(m.phase, Phase::Building { .. }) {
             // A model being built takes no stream by an event: the wait is the caller's own
@@ -811,9 +876,9 @@ impl Runtime {
         into: Option<usize>,
     ) -> Result<(), CallError> {
         self.require(acl_notify_core::Feature::ModelCapture)?;
-        let into = into
-            .map(|h| self.model_id(h).map(|id| (h, id)))
-            .transpose()?;
+        if let Some(h) = into {
+            self.model_live(h)?;
+        }
         let entry = self.stream(stream)?;
         let (device, ctx) = self.current()?;
         self.resolve_stream_any(stream)?;
@@ -824,14 +889,14 @@ impl Runtime {
             ));
         }
         let mut st = self.captures.lock();
-        if let Some((h, id)) = into {
-            Self::capturable_sub(&st, h, id, device)?;
+        if let Some(h) = into {
+            Self::capturable_sub(&st, h, device)?;
         }
         if let Some(c) = st.streams.get(&stream) {
             return Err(CallError::new(
                 Error::StreamCaptured,
                 format!(
-                    "stream {stream:#x} is already capturing (model {}): end that capture first",
+                    "stream {stream:#x} is already capturing (model {:#x}): end that capture first",
                     c.model
                 ),
             ));
@@ -843,20 +908,14 @@ impl Runtime {
             invalid: None,
         };
         let id = match into {
-            Some((_, id)) => {
-                let m = st
-                    .models
-                    .get_mut(&id)
-                    .ok_or_else(|| bad_model(id as usize))?;
+            Some(h) => {
+                let m = st.models.get_mut(h).ok_or_else(|| bad_model(h))?;
                 m.phase = phase;
                 m.streams = vec![stream];
                 m.heads = vec![true];
-                id
+                h
             }
-            None => {
-                st.add_model(&self.captures.handles, device, vec![stream], phase)?
-                    .id
-            }
+            None => st.add_model(device, vec![stream], phase)?.handle,
         };
         st.streams.insert(
             stream,
@@ -877,7 +936,7 @@ impl Runtime {
         let Some(c) = st.streams.get(&stream) else {
             return Ok((Status::None, 0));
         };
-        let Some(m) = st.models.get(&c.model) else {
+        let Some(m) = st.models.get(c.model) else {
             return Ok((Status::None, 0));
         };
         let status = match &m.phase {
@@ -890,7 +949,7 @@ impl Runtime {
     }
 
     /// Ends every stream's part in capture `model` (the state's and the counter's).
-    pub(super) fn release_streams(&self, st: &mut State, model: u32) {
+    pub(super) fn release_streams(&self, st: &mut State, model: usize) {
         let before = st.streams.len();
         st.streams.retain(|_, c| c.model != model);
         st.events.retain(|_, m| *m != model);
@@ -908,7 +967,7 @@ impl Runtime {
             Some(c) => Err(CallError::new(
                 Error::StreamNotCaptured,
                 format!(
-                    "stream {stream:#x} is bound to model {} being built, not capturing: end \
+                    "stream {stream:#x} is bound to model {:#x} being built, not capturing: end \
                      the build with aclmdlRIBuildEnd",
                     c.model
                 ),
@@ -929,7 +988,7 @@ impl Runtime {
         let subs = Self::subs_ended(&st, c.model);
         let mut model = st
             .models
-            .remove(&c.model)
+            .take(c.model)
             .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no model"))?;
         self.release_streams(&mut st, c.model);
         drop(st);
@@ -940,14 +999,14 @@ impl Runtime {
             Ok(replay) => {
                 model.phase = Phase::Ready(Arc::new(replay));
                 let h = model.handle;
-                self.captures.lock().models.insert(model.id, model);
+                self.captures.lock().models.put(model);
                 Ok(h)
             }
             Err(e) => {
                 // The capture is dropped (`ClearCaptureModel`): so are its handle and its
                 // conditions' sub-models.
-                self.captures.handles.remove(model.handle);
-                self.forget_conds(model.id);
+                self.captures.lock().models.end_taken(&model);
+                self.forget_conds(model.handle);
                 Err(e)
             }
         }
@@ -1060,9 +1119,8 @@ impl Runtime {
         handle: usize,
         f: impl FnOnce(&mut Model) -> Result<R, CallError>,
     ) -> Result<R, CallError> {
-        let id = self.model_id(handle)?;
         let mut st = self.captures.lock();
-        let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
+        let m = st.models.get_mut(handle).ok_or_else(|| bad_model(handle))?;
         f(m)
     }
 
@@ -1075,7 +1133,9 @@ impl Runtime {
         match self.captures.lock().events.get(&event) {
             Some(m) => Err(CallError::new(
                 Error::EventCaptured,
-                format!("{call}: event {event:#x} is recorded in the running capture of model {m}"),
+                format!(
+                    "{call}: event {event:#x} is recorded in the running capture of model {m:#x}"
+                ),
             )),
             None => Ok(()),
         }

@@ -99,10 +99,9 @@ impl Runtime {
                 "flag {flag}: 0 or ACL_MODEL_RI_COND_HANDLE_ASSIGN_DEFAULT (1)"
             )));
         }
-        let id = self.model_id(handle)?;
         let device = {
             let st = self.captures.lock();
-            let m = st.models.get(&id).ok_or_else(|| bad_model(handle))?;
+            let m = st.models.get(handle).ok_or_else(|| bad_model(handle))?;
             match &m.phase {
                 Phase::Capturing { .. } => {}
                 Phase::Building { .. } => return Err(not_graph(handle, call)),
@@ -127,21 +126,12 @@ impl Runtime {
             .memset(addr, 8, 0, 8)
             .map_err(CallError::backend);
         let made = set.and_then(|()| {
-            let mut st = self.captures.lock();
-            st.next_cond = st.next_cond.wrapping_add(1);
-            let cid = st.next_cond;
-            let h = self.captures.conds.insert(cid)?;
-            st.conds.insert(
-                cid,
-                CondEntry {
-                    handle: h,
-                    model: id,
-                    addr,
-                    default: (flag == 1).then_some(u64::from(default)),
-                    task: None,
-                },
-            );
-            Ok(h)
+            self.captures.lock().conds.insert(CondEntry {
+                model: handle,
+                addr,
+                default: (flag == 1).then_some(u64::from(default)),
+                task: None,
+            })
         });
         if made.is_err() {
             let _ = self.backend.free(addr);
@@ -151,17 +141,10 @@ impl Runtime {
 
     /// `aclmdlRICondHandleGetCondPtr`: the condition's word.
     pub(crate) fn cond_ptr(&self, handle: usize) -> Result<usize, CallError> {
-        let cid = self
-            .captures
-            .conds
-            .get(handle)
-            .ok_or_else(|| bad_cond(handle))?;
+        let addr = self.captures.lock().conds.get(handle).map(|c| c.addr);
+        let addr = addr.ok_or_else(|| bad_cond(handle))?;
         self.cond_supported("aclmdlRICondHandleGetCondPtr")?;
-        let st = self.captures.lock();
-        st.conds
-            .get(&cid)
-            .map(|c| c.addr)
-            .ok_or_else(|| bad_cond(handle))
+        Ok(addr)
     }
 
     /// `aclmdlRIAddCondTask`: stores the conditional task on capturing `stream` and makes
@@ -186,13 +169,8 @@ impl Runtime {
         if array_null {
             return Err(param("params.modelRIArray is NULL"));
         }
-        let cid = self
-            .captures
-            .conds
-            .get(handle)
-            .ok_or_else(|| bad_cond(handle))?;
         let mut st = self.captures.lock();
-        let c = st.conds.get(&cid).ok_or_else(|| bad_cond(handle))?;
+        let c = st.conds.get(handle).ok_or_else(|| bad_cond(handle))?;
         if c.task.is_some() {
             return Err(used(handle));
         }
@@ -201,8 +179,8 @@ impl Runtime {
         self.cond_supported("aclmdlRIAddCondTask")?;
         if capture.model != cond_model {
             return Err(param(format!(
-                "condition {handle:#x} was made in model {cond_model}, stream {stream:#x} \
-                 captures model {}",
+                "condition {handle:#x} was made in model {cond_model:#x}, stream {stream:#x} \
+                 captures model {:#x}",
                 capture.model
             )));
         }
@@ -214,7 +192,7 @@ impl Runtime {
         kind.check_size(size)?;
         let device = st
             .models
-            .get(&capture.model)
+            .get(capture.model)
             .map(|m| m.device)
             .ok_or_else(|| bad_model(handle))?;
         // Each sub-model takes a model handle: more than the process can hold is refused
@@ -229,50 +207,40 @@ impl Runtime {
             ));
         }
         let mut subs = Vec::new();
-        let mut handles = Vec::new();
         for _ in 0..size {
-            let (id, h) =
-                match st.add_model(&self.captures.handles, device, Vec::new(), Phase::Empty) {
-                    Ok(m) => {
-                        m.sub = true;
-                        (m.id, m.handle)
+            match st.add_model(device, Vec::new(), Phase::Empty) {
+                Ok(m) => {
+                    m.sub = true;
+                    subs.push(m.handle);
+                }
+                Err(e) => {
+                    for &h in &subs {
+                        st.models.remove(h);
                     }
-                    Err(e) => {
-                        for (&id, &h) in subs.iter().zip(&handles) {
-                            st.models.remove(&id);
-                            self.captures.handles.remove(h);
-                        }
-                        return Err(e);
-                    }
-                };
-            subs.push(id);
-            handles.push(h);
+                    return Err(e);
+                }
+            }
         }
         // Stored like any captured task (a group begun on the stream takes it in).
         let m = st
             .models
-            .get_mut(&capture.model)
+            .get_mut(capture.model)
             .ok_or_else(|| bad_model(handle))?;
         m.tasks.push((0, Captured::Control(Control::Cond(handle))));
         let n = m.tasks.len() - 1;
         if let Some((_, g)) = st.grouping.get_mut(&stream) {
             g.push(n);
         }
-        if let Some(c) = st.conds.get_mut(&cid) {
-            c.task = Some((kind, subs));
+        if let Some(c) = st.conds.get_mut(handle) {
+            c.task = Some((kind, subs.clone()));
         }
-        Ok(handles)
+        Ok(subs)
     }
 
-    /// For `capture_begin` into sub-model `h` (id `id`) on `device`: 107000 unless it is an
-    /// empty sub-model, 107026 if it was captured already.
-    pub(super) fn capturable_sub(
-        st: &State,
-        h: usize,
-        id: u32,
-        device: u32,
-    ) -> Result<(), CallError> {
-        let m = st.models.get(&id).ok_or_else(|| bad_model(h))?;
+    /// For `capture_begin` into sub-model `h` on `device`: 107000 unless it is an empty
+    /// sub-model, 107026 if it was captured already.
+    pub(super) fn capturable_sub(st: &State, h: usize, device: u32) -> Result<(), CallError> {
+        let m = st.models.get(h).ok_or_else(|| bad_model(h))?;
         if !m.sub {
             return Err(param(format!(
                 "model {h:#x} is not a sub-model of a conditional task (aclmdlRIAddCondTask \
@@ -299,10 +267,10 @@ impl Runtime {
 
     /// For `capture_end` of model `model`: 107045 unless every sub-model of its conditional
     /// tasks is captured (`CaptureModel::CheckSubModelsIsEndCapture`).
-    pub(super) fn subs_ended(st: &State, model: u32) -> Result<(), CallError> {
-        for c in st.conds.values().filter(|c| c.model == model) {
+    pub(super) fn subs_ended(st: &State, model: usize) -> Result<(), CallError> {
+        for (cond, c) in st.conds.iter().filter(|(_, c)| c.model == model) {
             for &sub in c.task.iter().flat_map(|(_, subs)| subs) {
-                let m = st.models.get(&sub);
+                let m = st.models.get(sub);
                 if !matches!(m.map(|m| &m.phase), Some(Phase::Ready(_))) {
                     let h = m.map_or(0, |m| m.handle);
                     return Err(CallError::new(
@@ -311,7 +279,7 @@ impl Runtime {
                             "sub-model {h:#x} of the conditional task of condition {:#x} is \
                              not captured (aclmdlRICaptureToModelRIBegin … aclmdlRICaptureEnd \
                              on a stream of its own first; the capture is dropped)",
-                            c.handle
+                            cond
                         ),
                     ));
                 }
@@ -328,12 +296,7 @@ impl Runtime {
         h: usize,
         add: &mut dyn FnMut(&std::sync::Arc<Replay>) -> Result<usize, CallError>,
     ) -> Result<CondSpec, CallError> {
-        let c = self
-            .captures
-            .conds
-            .get(h)
-            .and_then(|cid| st.conds.get(&cid))
-            .ok_or_else(|| bad_cond(h))?;
+        let c = st.conds.get(h).ok_or_else(|| bad_cond(h))?;
         let Some((kind, subs)) = &c.task else {
             return Err(CallError::new(
                 Error::InternalError,
@@ -341,8 +304,8 @@ impl Runtime {
             ));
         };
         let mut frames = Vec::with_capacity(subs.len());
-        for id in subs {
-            match st.models.get(id).map(|m| &m.phase) {
+        for &sub in subs {
+            match st.models.get(sub).map(|m| &m.phase) {
                 Some(Phase::Ready(r)) => frames.push(add(r)?),
                 _ => {
                     return Err(CallError::new(
@@ -367,7 +330,7 @@ impl Runtime {
     /// a 64-bit host-to-device copy). A value written after the call, before the execution
     /// runs, is the one its task reads; an execution queued earlier that has not read its
     /// word yet reads the new default (as on CANN).
-    pub(super) fn write_cond_defaults(&self, st: &State, model: u32) -> Result<(), CallError> {
+    pub(super) fn write_cond_defaults(&self, st: &State, model: usize) -> Result<(), CallError> {
         let mut owners = vec![model];
         while let Some(owner) = owners.pop() {
             for c in st.conds.values().filter(|c| c.model == owner) {
@@ -394,29 +357,18 @@ impl Runtime {
 
     /// Releases model `model`'s conditions: their words, handles and sub-models (and theirs),
     /// at its destroy or when its capture is dropped.
-    pub(super) fn forget_conds(&self, model: u32) {
+    pub(super) fn forget_conds(&self, model: usize) {
         let mut gone: Vec<Model> = Vec::new();
         let mut words = Vec::new();
         {
             let mut st = self.captures.lock();
             let mut owners = vec![model];
             while let Some(owner) = owners.pop() {
-                let ids: Vec<u32> = st
-                    .conds
-                    .iter()
-                    .filter(|(_, c)| c.model == owner)
-                    .map(|(&id, _)| id)
-                    .collect();
-                for id in ids {
-                    let Some(c) = st.conds.remove(&id) else {
-                        continue;
-                    };
-                    self.captures.conds.remove(c.handle);
+                for c in st.conds.remove_where(|c| c.model == owner) {
                     words.push(c.addr);
                     for sub in c.task.into_iter().flat_map(|(_, s)| s) {
                         self.release_streams(&mut st, sub);
-                        if let Some(m) = st.models.remove(&sub) {
-                            self.captures.handles.remove(m.handle);
+                        if let Some(m) = st.models.remove(sub) {
                             owners.push(sub);
                             gone.push(m);
                         }
@@ -436,14 +388,8 @@ impl Runtime {
 
 impl Runtime {
     /// Forgets the conditions of models `gone` (their devices released).
-    pub(super) fn drop_conds_of(&self, st: &mut State, gone: &[u32]) {
-        st.conds.retain(|_, c| {
-            let keep = !gone.contains(&c.model);
-            if !keep {
-                self.captures.conds.remove(c.handle);
-            }
-            keep
-        });
+    pub(super) fn drop_conds_of(st: &mut State, gone: &[usize]) {
+        st.conds.remove_where(|c| gone.contains(&c.model));
     }
 }
 

@@ -22,8 +22,8 @@ pub(crate) const MAX_LABELS: usize = 65_535;
 pub(crate) struct LabelSlot {
     /// The device current when it was made.
     pub(crate) device: u32,
-    /// The model whose stream it is set on (0: not set yet).
-    pub(crate) model: u32,
+    /// The model whose stream it is set on (its handle; 0: not set yet).
+    pub(crate) model: usize,
     /// That stream's C handle (0: not set yet).
     pub(crate) stream: usize,
     /// A list holds it (`aclrtSetLabel` needs one first: `RT_ERROR_LABEL_PHY_ADDR_NULL`).
@@ -77,39 +77,27 @@ impl Runtime {
         for &l in labels {
             self.captures.labels.update(l, |s| s.listed = true);
         }
-        let mut st = self.captures.lock();
-        st.next_list = st.next_list.wrapping_add(1);
-        let id = st.next_list;
-        let handle = self.captures.lists.insert(id)?;
-        st.lists.insert(id, labels.to_vec());
-        Ok(handle)
+        self.captures.lock().lists.insert(labels.to_vec())
     }
 
     /// `aclrtDestroyLabelList`.
     pub(crate) fn destroy_label_list(&self, handle: usize) -> Result<(), CallError> {
-        let id = self
-            .captures
+        self.captures
+            .lock()
             .lists
             .remove(handle)
-            .ok_or_else(|| bad_list(handle))?;
-        self.captures.lock().lists.remove(&id);
-        Ok(())
+            .map(drop)
+            .ok_or_else(|| bad_list(handle))
     }
 
     /// The labels of live list `handle`.
     pub(crate) fn label_list(&self, handle: usize) -> Result<Vec<usize>, CallError> {
-        let id = self
-            .captures
-            .lists
-            .get(handle)
-            .ok_or_else(|| bad_list(handle))?;
-        Ok(self
-            .captures
+        self.captures
             .lock()
             .lists
-            .get(&id)
+            .get(handle)
             .cloned()
-            .unwrap_or_default())
+            .ok_or_else(|| bad_list(handle))
     }
 }
 

@@ -13,7 +13,7 @@ pub(super) enum Last {
     /// Stored as task `seq` of model `model` (`stream` captures it or is bound to it).
     Stored {
         stream: usize,
-        model: u32,
+        model: usize,
         seq: usize,
     },
     /// Queued on `stream`, which stores nothing.

@@ -59,21 +59,21 @@ fn not_bound(stream: usize, handle: usize) -> CallError {
 }
 
 impl Runtime {
-    /// Whether model `id` is being built (for the stream checks of `capture`).
-    pub(super) fn building(&self, id: u32) -> bool {
-        self.building_in(&self.captures.lock(), id)
+    /// Whether model `model` is being built (for the stream checks of `capture`).
+    pub(super) fn building(&self, model: usize) -> bool {
+        self.building_in(&self.captures.lock(), model)
     }
 
     /// [`building`](Self::building) under the state's lock.
-    pub(super) fn building_in(&self, st: &State, id: u32) -> bool {
+    pub(super) fn building_in(&self, st: &State, model: usize) -> bool {
         st.models
-            .get(&id)
+            .get(model)
             .is_some_and(|m| matches!(m.phase, Phase::Building { .. }))
     }
 
     /// The model of `aclmdlRIBuildBegin` that `stream` is bound to, being built or built
     /// (CANN's stream bind flag, `Stream::GetBindFlag`), if any.
-    pub(crate) fn bound_model(&self, stream: usize) -> Option<u32> {
+    pub(crate) fn bound_model(&self, stream: usize) -> Option<usize> {
         let st = self.captures.lock();
         st.models
             .values()
@@ -82,16 +82,16 @@ impl Runtime {
                 Phase::Ready(r) if !r.owned() => r.streams.contains(&stream),
                 _ => false,
             })
-            .map(|m| m.id)
+            .map(|m| m.handle)
     }
 
-    /// The refusal of a call that names a stream bound to model `id` being built and that the
-    /// model cannot store.
-    pub(super) fn bound_refusal(&self, stream: usize, id: u32) -> CallError {
+    /// The refusal of a call that names a stream bound to model `model` being built and that
+    /// the model cannot store.
+    pub(super) fn bound_refusal(&self, stream: usize, model: usize) -> CallError {
         CallError::new(
             Error::StreamModel,
             format!(
-                "stream {stream:#x} is bound to model {id}, which is being built: until \
+                "stream {stream:#x} is bound to model {model:#x}, which is being built: until \
                  aclmdlRIBuildEnd it takes only the tasks the model stores (aclrtMemcpyAsync, \
                  aclrtMemsetAsync, aclrtRecordNotify, aclrtWaitAndResetNotify, \
                  aclrtRecordEvent, aclrtStreamWaitEvent, aclrtResetEvent, aclrtValueWrite, \
@@ -107,7 +107,7 @@ impl Runtime {
         let (device, _) = self.current()?;
         let mut st = self.captures.lock();
         let phase = Phase::Building { ended: Vec::new() };
-        let m = st.add_model(&self.captures.handles, device, Vec::new(), phase)?;
+        let m = st.add_model(device, Vec::new(), phase)?;
         Ok(m.handle)
     }
 
@@ -119,8 +119,7 @@ impl Runtime {
         handle: usize,
         what: &str,
     ) -> Result<&'a mut Model, CallError> {
-        let id = self.model_id(handle)?;
-        let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
+        let m = st.models.get_mut(handle).ok_or_else(|| bad_model(handle))?;
         match &m.phase {
             Phase::Building { .. } => Ok(m),
             Phase::Capturing { .. } => Err(graph_model(handle, what)),
@@ -146,7 +145,10 @@ impl Runtime {
             let e = if self.building_in(&st, c.model) {
                 CallError::new(
                     Error::StreamModel,
-                    format!("stream {stream:#x} is bound to model {} already", c.model),
+                    format!(
+                        "stream {stream:#x} is bound to model {:#x} already",
+                        c.model
+                    ),
                 )
             } else {
                 CallError::new(
@@ -201,8 +203,13 @@ impl Runtime {
         if let Phase::Building { ended } = &mut m.phase {
             ended.push(false);
         }
-        let model = m.id;
-        st.streams.insert(stream, InCapture { model, index });
+        st.streams.insert(
+            stream,
+            InCapture {
+                model: handle,
+                index,
+            },
+        );
         self.captures
             .active
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
@@ -232,7 +239,6 @@ impl Runtime {
     /// `aclmdlRIBuildEnd`: the model becomes executable; its bound streams take the caller's
     /// tasks again (each execution queues the model's on them).
     pub(crate) fn build_end(&self, handle: usize) -> Result<(), CallError> {
-        let id = self.model_id(handle)?;
         let mut st = self.captures.lock();
         let m = self.built_model(&mut st, handle, "aclmdlRIBuildEnd")?;
         if m.streams.iter().all(|&s| s == 0) {
@@ -265,12 +271,12 @@ impl Runtime {
             .filter_map(|(&h, r)| r.map(|_| h))
             .collect();
         m.streams = keep;
-        self.release_streams(&mut st, id);
+        self.release_streams(&mut st, handle);
         let replay = {
-            let m = st.models.get(&id).ok_or_else(|| bad_model(handle))?;
+            let m = st.models.get(handle).ok_or_else(|| bad_model(handle))?;
             self.build(m, false)?
         };
-        if let Some(m) = st.models.get_mut(&id) {
+        if let Some(m) = st.models.get_mut(handle) {
             m.phase = Phase::Ready(std::sync::Arc::new(replay));
         }
         Ok(())
@@ -282,9 +288,8 @@ impl Runtime {
     pub(crate) fn unbind_stream(&self, handle: usize, stream: usize) -> Result<(), CallError> {
         self.stream(stream)?;
         let raw = self.resolve_stream_any(stream)?;
-        let id = self.model_id(handle)?;
         let mut st = self.captures.lock();
-        let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
+        let m = st.models.get_mut(handle).ok_or_else(|| bad_model(handle))?;
         match &m.phase {
             Phase::Capturing { .. } => return Err(graph_model(handle, "aclmdlRIUnbindStream")),
             Phase::Ready(r) if r.owned() => {

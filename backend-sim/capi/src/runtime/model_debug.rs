@@ -85,7 +85,7 @@ fn text(m: &Model) -> String {
     let streams = per_stream(m);
     let mut s = format!(
         "model {} device {} {} streams {} tasks {}\n",
-        m.id,
+        m.number,
         m.device,
         phase(m),
         m.streams.len(),
@@ -120,7 +120,7 @@ fn json(m: &Model) -> String {
                 .enumerate()
                 .map(move |(at, (seq, call, args))| {
                     let mut event = serde_json::json!({
-                        "name": call, "ph": "X", "pid": m.id, "tid": i, "ts": at, "dur": 1,
+                        "name": call, "ph": "X", "pid": m.number, "tid": i, "ts": at, "dur": 1,
                         "args": {"seq": seq, "stream": stream, "task": args},
                     });
                     // As CANN's trace adds "ExtendInfo" (`stream.cc`): the bytes as text.

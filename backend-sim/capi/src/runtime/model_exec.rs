@@ -78,23 +78,22 @@ impl Runtime {
     pub(crate) fn drop_models_where(&self, which: &impl Fn(u32) -> bool) {
         let gone: Vec<Model> = {
             let mut st = self.captures.lock();
-            let ids: Vec<u32> = st
+            let ids: Vec<usize> = st
                 .models
                 .values()
                 .filter(|m| which(m.device))
-                .map(|m| m.id)
+                .map(|m| m.handle)
                 .collect();
             // Their conditions' words went with the devices' memory.
-            self.drop_conds_of(&mut st, &ids);
+            Self::drop_conds_of(&mut st, &ids);
             ids.into_iter()
                 .filter_map(|id| {
                     self.release_streams(&mut st, id);
-                    st.models.remove(&id)
+                    st.models.remove(id)
                 })
                 .collect()
         };
         for m in gone {
-            self.captures.handles.remove(m.handle);
             self.forget_task_handles(&m);
             if let Phase::Ready(r) = &m.phase {
                 self.drop_replay_events(r);
@@ -108,11 +107,11 @@ impl Runtime {
 
     /// `aclmdlRIExecuteAsync`: queues one replay on `stream`.
     pub(crate) fn execute_async(&self, handle: usize, stream: usize) -> Result<(), CallError> {
-        let id = self.model_id(handle)?;
+        self.model_live(handle)?;
         let exec = self.resolve_task_stream(stream)?;
         let replay = {
             let st = self.captures.lock();
-            let m = st.models.get(&id).ok_or_else(|| bad_model(handle))?;
+            let m = st.models.get(handle).ok_or_else(|| bad_model(handle))?;
             if m.destroying {
                 return Err(bad_model(handle));
             }
@@ -126,7 +125,7 @@ impl Runtime {
                         )));
                     }
                     if r.branches {
-                        self.write_cond_defaults(&st, id)?;
+                        self.write_cond_defaults(&st, handle)?;
                     }
                     r.running.fetch_add(1, Ordering::AcqRel);
                     Arc::clone(r)
@@ -175,19 +174,19 @@ impl Runtime {
                 )));
             }
         };
-        let id = self.model_id(handle)?;
+        self.model_live(handle)?;
         let existing = self
             .captures
             .lock()
             .models
-            .get(&id)
+            .get(handle)
             .and_then(|m| m.exec_stream);
         let stream = match existing {
             Some(s) => s,
             None => {
                 let s = self.create_stream()?;
                 let mut st = self.captures.lock();
-                match st.models.get_mut(&id) {
+                match st.models.get_mut(handle) {
                     Some(m) if m.exec_stream.is_none() => {
                         m.exec_stream = Some(s);
                         s
@@ -213,10 +212,9 @@ impl Runtime {
     /// `aclmdlRIDestroy`: waits (at most 10 s) for the model's executions, runs its destroy
     /// callbacks, releases its streams and events.
     pub(crate) fn destroy_model(&self, handle: usize) -> Result<(), CallError> {
-        let id = self.model_id(handle)?;
         let running = {
             let mut st = self.captures.lock();
-            let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
+            let m = st.models.get_mut(handle).ok_or_else(|| bad_model(handle))?;
             if m.destroying {
                 return Err(bad_model(handle));
             }
@@ -234,14 +232,14 @@ impl Runtime {
             };
             m.destroying = true;
             if matches!(m.phase, Phase::Building { .. }) {
-                self.release_streams(&mut st, id);
+                self.release_streams(&mut st, handle);
             }
             running
         };
         let deadline = Instant::now() + DESTROY_WAIT;
         while running.load(Ordering::Acquire) != 0 {
             if Instant::now() >= deadline {
-                if let Some(m) = self.captures.lock().models.get_mut(&id) {
+                if let Some(m) = self.captures.lock().models.get_mut(handle) {
                     m.destroying = false;
                 }
                 return Err(CallError::new(
@@ -254,12 +252,11 @@ impl Runtime {
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        self.captures.handles.remove(handle);
-        let model = self.captures.lock().models.remove(&id);
+        let model = self.captures.lock().models.remove(handle);
         if let Some(m) = model {
             self.forget_task_handles(&m);
             self.tear_down(&m);
-            self.forget_conds(m.id);
+            self.forget_conds(m.handle);
             for &(f, data) in &m.on_destroy {
                 // SAFETY: the caller registered `f` to be called with `data` at the destroy.
                 unsafe { f(data as *mut c_void) };

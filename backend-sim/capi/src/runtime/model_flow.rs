@@ -44,7 +44,7 @@ fn internal(why: String) -> CallError {
 impl Runtime {
     /// The model being built that `stream` is bound to, and the stream's index in it, for
     /// control task `call`: 107005 for any other stream.
-    fn model_stream(&self, stream: usize, call: &str) -> Result<(u32, usize), CallError> {
+    fn model_stream(&self, stream: usize, call: &str) -> Result<(usize, usize), CallError> {
         self.stream(stream)?;
         let st = self.captures.lock();
         match st.streams.get(&stream) {
@@ -52,7 +52,7 @@ impl Runtime {
             Some(c) => Err(CallError::new(
                 Error::StreamModel,
                 format!(
-                    "{call}: stream {stream:#x} captures model {} (stream capture takes no \
+                    "{call}: stream {stream:#x} captures model {:#x} (stream capture takes no \
                      control task: bind the stream to a model with aclmdlRIBindStream)",
                     c.model
                 ),
@@ -70,7 +70,7 @@ impl Runtime {
     /// 107005 unless `other` is a stream of model `model` (bound while it is built).
     fn same_model(
         &self,
-        model: u32,
+        model: usize,
         other: usize,
         what: &str,
         call: &str,
@@ -82,7 +82,7 @@ impl Runtime {
             _ => Err(CallError::new(
                 Error::StreamModel,
                 format!(
-                    "{call}: {what} {other:#x} is not bound to model {model}, the model of the \
+                    "{call}: {what} {other:#x} is not bound to model {model:#x}, the model of the \
                      task's stream"
                 ),
             )),
@@ -111,8 +111,8 @@ impl Runtime {
         }
         if slot.model != 0 && slot.model != model {
             return Err(internal(format!(
-                "label {label:#x} is set on a stream of model {}, stream {stream:#x} is of model \
-                 {model}: a label and its stream are of one model",
+                "label {label:#x} is set on a stream of model {:#x}, stream {stream:#x} is of model \
+                 {model:#x}: a label and its stream are of one model",
                 slot.model
             )));
         }
@@ -163,8 +163,8 @@ impl Runtime {
             let mut st = self.captures.lock();
             let m = st
                 .models
-                .get_mut(&model)
-                .ok_or_else(|| internal(format!("model {model} went meanwhile")))?;
+                .get_mut(model)
+                .ok_or_else(|| internal(format!("model {model:#x} went meanwhile")))?;
             m.lists.push(labels);
             m.lists.len() - 1
         };
@@ -372,12 +372,11 @@ impl Runtime {
     /// the executions queued after the call run. A model with no execution queued: nothing to
     /// do. A sub-model of a conditional task: 207000 (`ApiErrorDecorator::ModelAbort`).
     pub(crate) fn abort_model(&self, handle: usize) -> Result<(), CallError> {
-        let id = self.model_id(handle)?;
         let replay = {
             let st = self.captures.lock();
             let m = st
                 .models
-                .get(&id)
+                .get(handle)
                 .ok_or_else(|| super::capture::bad_model(handle))?;
             super::cond::refuse_sub(m, "aclmdlRIAbort")?;
             match &m.phase {

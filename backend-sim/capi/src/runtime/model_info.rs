@@ -26,7 +26,7 @@ impl Runtime {
 
     /// `aclmdlRIGetId`.
     pub(crate) fn model_number(&self, handle: usize) -> Result<u32, CallError> {
-        self.with_model(handle, |m| Ok(m.id))
+        self.with_model(handle, |m| Ok(m.number))
     }
 
     /// `aclmdlRIGetStreams`: the model's streams, the origin's first (none while it is being

@@ -116,8 +116,8 @@ impl Runtime {
             }
         }
         // Its task groups (`task_group`) die with it.
-        let id = m.id;
-        self.captures.groups.remove_where(|&(model, _)| model == id);
+        let h = m.handle;
+        self.captures.groups.remove_where(|&(model, _)| model == h);
     }
 
     /// `aclmdlRIGetTasksByStream`: the handles of the tasks stream `stream` of a model runs,
@@ -142,7 +142,7 @@ impl Runtime {
                 continue;
             }
             if m.task_meta[n].handle == 0 {
-                m.task_meta[n].handle = self.captures.tasks.insert((m.id, n))?;
+                m.task_meta[n].handle = self.captures.tasks.insert((m.handle, n))?;
             }
             out.push(m.task_meta[n].handle);
         }
@@ -155,13 +155,13 @@ impl Runtime {
         handle: usize,
         f: impl FnOnce(&mut Model, usize) -> Result<R, CallError>,
     ) -> Result<R, CallError> {
-        let (id, n) = self
+        let (model, n) = self
             .captures
             .tasks
             .get(handle)
             .ok_or_else(|| bad_task(handle))?;
         let mut st = self.captures.lock();
-        let m = st.models.get_mut(&id).ok_or_else(|| bad_task(handle))?;
+        let m = st.models.get_mut(model).ok_or_else(|| bad_task(handle))?;
         if n >= m.tasks.len() {
             return Err(bad_task(handle));
         }
@@ -268,9 +268,8 @@ impl Runtime {
     /// `aclmdlRIUpdate`: the executions queued from now on run the tasks as set and without
     /// the disabled ones.
     pub(crate) fn update_model(&self, handle: usize) -> Result<(), CallError> {
-        let id = self.model_id(handle)?;
         let mut st = self.captures.lock();
-        let m = st.models.get_mut(&id).ok_or_else(|| bad_model(handle))?;
+        let m = st.models.get_mut(handle).ok_or_else(|| bad_model(handle))?;
         if !matches!(m.phase, Phase::Ready(_)) {
             return Err(param(format!(
                 "model {handle:#x} is still being captured or built"

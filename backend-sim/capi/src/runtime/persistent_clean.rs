@@ -71,9 +71,9 @@ impl Runtime {
         };
         let Phase::Ready(replay) = &m.phase else {
             return Err(invalid(format!(
-                "stream {stream:#x} is bound to model {}, whose build has not ended: clean its \
+                "stream {stream:#x} is bound to model {:#x}, whose build has not ended: clean its \
                  tasks after aclmdlRIBuildEnd",
-                m.id
+                m.handle
             )));
         };
         let replay = Arc::clone(replay);
@@ -87,9 +87,9 @@ impl Runtime {
         };
         if replay.in_flight() {
             return Err(invalid(format!(
-                "model {} has an execution queued and not finished on stream {stream:#x}: its \
+                "model {:#x} has an execution queued and not finished on stream {stream:#x}: its \
                  tasks are cleaned only while the stream runs none of them",
-                m.id
+                m.handle
             )));
         }
         let Some(i) = m.streams.iter().position(|&s| s == stream) else {

@@ -60,7 +60,7 @@ impl Runtime {
     }
 
     /// The model stream `stream` captures into, for a group's begin or end (107029 if none).
-    fn group_capture(&self, stream: usize) -> Result<u32, CallError> {
+    fn group_capture(&self, stream: usize) -> Result<usize, CallError> {
         self.stream(stream)?;
         let st = self.captures.lock();
         Ok(self.capturing(&st, stream)?.model)
@@ -90,7 +90,7 @@ impl Runtime {
         };
         let m = st
             .models
-            .get_mut(&model)
+            .get_mut(model)
             .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no model"))?;
         if let super::capture::Phase::Capturing {
             invalid: Some(why), ..
@@ -170,7 +170,7 @@ impl Runtime {
             .ok_or_else(|| bad_group(group))?;
         {
             let st = self.captures.lock();
-            let m = st.models.get(&model).ok_or_else(|| bad_group(group))?;
+            let m = st.models.get(model).ok_or_else(|| bad_group(group))?;
             let old = m.groups.get(index as usize).cloned().unwrap_or_default();
             if old.len() != new.len() {
                 return Err(CallError::new(
@@ -230,7 +230,7 @@ impl Runtime {
             .ok_or_else(|| bad_group(group))?;
         let handle = {
             let mut st = self.captures.lock();
-            let m = st.models.get_mut(&model).ok_or_else(|| bad_group(group))?;
+            let m = st.models.get_mut(model).ok_or_else(|| bad_group(group))?;
             let at = m.groups.get(index as usize).cloned().unwrap_or_default();
             for (&n, &t) in at.iter().zip(new) {
                 m.tasks[n].1 = t;

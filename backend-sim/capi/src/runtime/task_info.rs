@@ -62,13 +62,13 @@ impl Runtime {
         self.stream_info_here(stream)?;
         let origin = {
             let st = self.captures.lock();
-            let m = st.models.get(&model);
+            let m = st.models.get(model);
             match (st.streams.get(&stream), m) {
                 (Some(c), Some(m)) if c.model == model => m.streams.first().copied(),
                 _ => {
                     return Err(no_model(format!(
                         "this thread's last task went to stream {stream:#x}, which is no longer \
-                         bound to model {model} (its capture or build ended, or it was unbound)"
+                         bound to model {model:#x} (its capture or build ended, or it was unbound)"
                     )));
                 }
             }
@@ -78,25 +78,26 @@ impl Runtime {
             && !self.stream_info_here(o)?.1.cache_op_info
         {
             return Err(no_model(format!(
-                "the operator information cache of model {model} is off: set \
+                "the operator information cache of model {model:#x} is off: set \
                  ACL_STREAM_ATTR_CACHE_OP_INFO to 1 on stream {o:#x} (the capture's origin) \
                  first"
             )));
         }
         let mut st = self.captures.lock();
-        let m = st
-            .models
-            .get_mut(&model)
-            .ok_or_else(|| no_model(format!("model {model} was destroyed while this call ran")))?;
+        let m = st.models.get_mut(model).ok_or_else(|| {
+            no_model(format!(
+                "model {model:#x} was destroyed while this call ran"
+            ))
+        })?;
         if kind == InfoKind::Op && !matches!(m.phase, Phase::Capturing { .. }) {
             return Err(no_model(format!(
-                "stream {stream:#x} is bound to model {model}, which is built, not captured: \
+                "stream {stream:#x} is bound to model {model:#x}, which is built, not captured: \
                  the operator information is kept for a capture model's tasks only"
             )));
         }
         if seq >= m.tasks.len() {
             return Err(no_model(format!(
-                "this thread's last task of model {model} was removed"
+                "this thread's last task of model {model:#x} was removed"
             )));
         }
         let info = m.task_info.entry(seq).or_default();

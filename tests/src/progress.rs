@@ -1,0 +1,262 @@
+//! Bounding a run of other processes by their progress, not by wall time: the Rust side of
+//! `tests/c/common.h`'s watch (`watch_step`), the same two rules.
+//!
+//! A limit of wall time cannot tell a hang from a run that is slow for reasons of the
+//! machine's: starved of CPU at load ~30 (a release build at nice 19 ran past its 1,800 s), or
+//! paused (SIGSTOP, as `/work/notes/quiet.sh` does, for minutes). A [`Watch`] looks at the
+//! process groups it is given (`/proc`, every [`LOOK`] or so) and counts:
+//!
+//! - **the time they could run**: each look adds the time since the one before (at most
+//!   [`LOOK`]: a look that comes late, the watcher itself paused or starved, counts as one),
+//!   less the share of it that their most delayed thread spent waiting for a CPU (the run
+//!   delay in `/proc/PID/task/TID/schedstat`), and nothing while one of their threads is
+//!   stopped. On a quiet machine that is the wall time; a thread that gets a CPU a tenth of
+//!   the time counts a tenth of it. A limit on it bounds a hang that spins, whatever the load.
+//! - **still looks in a row**: looks that found none of their threads running, runnable,
+//!   stopped or in an uninterruptible sleep, and no CPU time used since the look before.
+//!   [`STILL_LOOKS`] of them: they sleep for good (a deadlock, a wait for something that
+//!   will not come).
+//!
+//! A healthy run, paused or starved, is never stopped by either; a real hang ends in bounded
+//! time (the limit, in time it could run, or [`STILL_LOOKS`] looks). Only `std`: `xtask`
+//! includes this file too (`#[path]`), for the builds and runs it bounds.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How often a watch looks at its processes (the caller may look more often: a look counts at
+/// most the time since the one before).
+pub const LOOK: Duration = Duration::from_secs(1);
+
+/// Still looks in a row after which a watch's processes are taken to sleep for good.
+pub const STILL_LOOKS: u32 = 60;
+
+/// Why a watch gives up on its processes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Hang {
+    /// They could run for this long (the limit) without ending.
+    Ran(Duration),
+    /// They stayed still (asleep, using no CPU) for this many looks [`LOOK`] apart.
+    Still(u32),
+}
+
+impl std::fmt::Display for Hang {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Hang::Ran(limit) => write!(
+                f,
+                "could run for {limit:?} (time not stopped nor waiting for a CPU) without ending"
+            ),
+            Hang::Still(n) => write!(
+                f,
+                "stayed asleep without using CPU time for {n} looks {LOOK:?} apart"
+            ),
+        }
+    }
+}
+
+/// What one look found.
+#[derive(Debug, Default)]
+struct Seen {
+    /// CPU time used, clock ticks (user + system).
+    cpu: u64,
+    /// A thread running, runnable or in an uninterruptible sleep.
+    busy: bool,
+    /// A thread stopped (a signal, a tracer).
+    stopped: bool,
+    /// Every thread's run delay (ns), by thread id.
+    delays: HashMap<u32, u64>,
+}
+
+/// A watch on process groups (see the module docs).
+#[derive(Debug)]
+pub struct Watch {
+    groups: Vec<u32>,
+    limit: Option<Duration>,
+    at: Instant,
+    last: Seen,
+    still: u32,
+    ran: Duration,
+}
+
+impl Watch {
+    /// Watches the processes of `groups` (process group ids), giving up once they could run
+    /// for `limit` (`None`: no limit, still looks only).
+    pub fn new(groups: &[u32], limit: Option<Duration>) -> Self {
+        Watch {
+            groups: groups.to_vec(),
+            limit,
+            at: Instant::now(),
+            last: look(groups),
+            still: 0,
+            ran: Duration::ZERO,
+        }
+    }
+
+    /// Looks if [`LOOK`] has passed since the last look; `Err` once the processes should be
+    /// taken for hung.
+    pub fn step(&mut self) -> Result<(), Hang> {
+        let now = Instant::now();
+        let gap = now.saturating_duration_since(self.at);
+        if gap < LOOK {
+            return Ok(());
+        }
+        self.at = now;
+        let seen = look(&self.groups);
+        let moved = seen.busy || seen.stopped || seen.cpu != self.last.cpu;
+        self.still = if moved { 0 } else { self.still + 1 };
+        if !seen.stopped {
+            let delayed = seen
+                .delays
+                .iter()
+                .map(|(tid, d)| match self.last.delays.get(tid) {
+                    Some(was) => d.saturating_sub(*was),
+                    // New since the last look: what it waited, it waited since.
+                    None => *d,
+                })
+                .max()
+                .unwrap_or(0);
+            let gap_ns = gap.as_nanos().max(1) as f64;
+            let free = 1.0 - (delayed as f64 / gap_ns).min(1.0);
+            self.ran += gap.min(LOOK).mul_f64(free);
+        }
+        self.last = seen;
+        if self.still >= STILL_LOOKS {
+            return Err(Hang::Still(self.still));
+        }
+        match self.limit {
+            Some(limit) if self.ran >= limit => Err(Hang::Ran(limit)),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// One look at every thread of every process in `groups`.
+fn look(groups: &[u32]) -> Seen {
+    let mut seen = Seen::default();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return seen;
+    };
+    for e in procs.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Some(stat) = read_stat(&format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        if !groups.contains(&stat.pgrp) {
+            continue;
+        }
+        seen.cpu += stat.cpu;
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            let dir = format!("/proc/{pid}/task/{tid}");
+            let Some(ts) = read_stat(&format!("{dir}/stat")) else {
+                continue;
+            };
+            seen.busy |= matches!(ts.state, 'R' | 'D');
+            seen.stopped |= matches!(ts.state, 'T' | 't');
+            if let Some(d) = std::fs::read_to_string(format!("{dir}/schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
+            {
+                seen.delays.insert(tid, d);
+            }
+        }
+    }
+    seen
+}
+
+/// The fields of `/proc/.../stat` a look reads.
+struct Stat {
+    state: char,
+    pgrp: u32,
+    cpu: u64,
+}
+
+/// Reads a `/proc/PID/stat` or `/proc/PID/task/TID/stat` file (`None`: gone, or unreadable).
+fn read_stat(path: &str) -> Option<Stat> {
+    let text = std::fs::read_to_string(path).ok()?;
+    // "pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime
+    // stime ...": comm may hold spaces and parentheses, so parse from the last ')'.
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(Stat {
+        state: f.first()?.chars().next()?,
+        pgrp: f.get(2)?.parse().ok()?,
+        cpu: f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// This thread's own group, looked at: its fields read, its threads' delays found.
+    #[test]
+    fn a_look_reads_this_process() {
+        // This thread's: the process's (`/proc/self/stat`) is its main thread's, which in
+        // the test harness waits.
+        let me = read_stat("/proc/thread-self/stat").expect("own stat");
+        assert_eq!(me.state, 'R');
+        let seen = look(&[me.pgrp]);
+        assert!(seen.busy, "this thread runs");
+        assert!(!seen.delays.is_empty());
+    }
+
+    /// A spinning process of its own group, and a watch with a 1 s limit.
+    fn spinner() -> (std::process::Child, u32) {
+        use std::os::unix::process::CommandExt as _;
+        let child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .process_group(0)
+            .spawn()
+            .expect("spawn sh");
+        let id = child.id();
+        (child, id)
+    }
+
+    /// A process that spins for ever is given up on once it could run for the limit, however
+    /// long that takes on this machine (the test asserts the verdict, not a time).
+    #[test]
+    fn a_spinning_process_runs_out_its_limit() {
+        let (mut child, id) = spinner();
+        let mut w = Watch::new(&[id], Some(Duration::from_secs(1)));
+        let verdict = loop {
+            if let Err(h) = w.step() {
+                break h;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(verdict, Hang::Ran(Duration::from_secs(1)));
+    }
+
+    /// While it is stopped (SIGSTOP), the same process is never given up on: five looks, each
+    /// of which would count a full second of a running one, count nothing.
+    #[test]
+    fn a_stopped_process_is_waited_for() {
+        let (mut child, id) = spinner();
+        // The `kill` utility: this file is also `xtask`'s, which has no libc.
+        let stopped = std::process::Command::new("kill")
+            .args(["-STOP", &id.to_string()])
+            .status()
+            .expect("kill -STOP");
+        assert!(stopped.success());
+        let mut w = Watch::new(&[id], Some(Duration::from_secs(1)));
+        let mut looks = 0;
+        while looks < 5 {
+            std::thread::sleep(LOOK);
+            assert_eq!(w.step(), Ok(()));
+            looks += 1;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
