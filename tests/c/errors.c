@@ -490,12 +490,25 @@ int main(int argc, char **argv) {
             }
             uint32_t gid;
             aclrtStreamStatus gst;
-            int bad = aclrtGetNotifyId(g, &gid) != ACL_ERROR_RT_INVALID_HANDLE ||
-                      aclrtRecordNotify(g, NULL) != ACL_ERROR_RT_INVALID_HANDLE ||
-                      aclrtStreamQuery(g, &gst) != ACL_ERROR_RT_INVALID_HANDLE ||
-                      (n && aclrtRecordNotify(n, g) != ACL_ERROR_RT_INVALID_HANDLE);
+            /* Every code kept, so that a failure says which call let it through and what it
+             * answered (one failed once in a loaded run, 2026-12-07, without saying). */
+            aclError got[4] = {
+                aclrtGetNotifyId(g, &gid),
+                aclrtRecordNotify(g, NULL),
+                aclrtStreamQuery(g, &gst),
+                n ? aclrtRecordNotify(n, g) : ACL_ERROR_RT_INVALID_HANDLE,
+            };
+            int bad = 0;
+            for (int k = 0; k < 4; k++) {
+                bad |= got[k] != ACL_ERROR_RT_INVALID_HANDLE;
+            }
             if (bad) {
-                EXPECT_TRUE(0, "garbage handle %p was not rejected with 107017", g);
+                EXPECT_TRUE(0,
+                            "garbage handle %p (%s; live notify %p) was not rejected with 107017: "
+                            "aclrtGetNotifyId %d, aclrtRecordNotify(g, NULL) %d, "
+                            "aclrtStreamQuery %d, aclrtRecordNotify(n, g) %d; last message: %s",
+                            g, (n && i % 2) ? "a live notify with a bit flipped" : "random", n,
+                            got[0], got[1], got[2], got[3], aclGetRecentErrMsg());
                 break;
             }
         }

@@ -3,7 +3,7 @@
 //!
 //! A limit of wall time cannot tell a hang from a run that is slow for reasons of the
 //! machine's: starved of CPU at load ~30 (a release build at nice 19 ran past its 1,800 s), or
-//! paused (SIGSTOP, as `/work/notes/quiet.sh` does, for minutes). A [`Watch`] looks at the
+//! paused (SIGSTOP, by job control or by a benchmark that pauses other jobs, for minutes). A [`Watch`] looks at the
 //! process groups it is given (`/proc`, every [`LOOK`] or so) and counts:
 //!
 //! - **the time they could run**: each look adds the time since the one before (at most

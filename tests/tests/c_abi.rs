@@ -830,8 +830,8 @@ fn spawn(name: &str, cmd: &mut Command) -> std::io::Result<Proc> {
 /// Waits for every program; as soon as one fails, or once they hang, kills the rest.
 ///
 /// `limit` bounds a hang in time the programs could run, not in wall time
-/// ([`acl_notify_tests::progress::Watch`]): time they were stopped (`/work/notes/quiet.sh`
-/// pauses a whole test run for up to minutes) or waiting for a CPU (load ~30) does not count,
+/// ([`acl_notify_tests::progress::Watch`]): time they were stopped (SIGSTOP: a job-control stop,
+/// or a machine's benchmark pausing a whole test run for minutes) or waiting for a CPU (load ~30) does not count,
 /// and programs that stay asleep without using CPU for a minute's looks are taken for hung
 /// whatever their limit. Until 2026-12-07 the limit was wall time, less the gaps the harness
 /// itself did not run: a starved program could run past it while healthy.
