@@ -17,14 +17,13 @@
 //! process-wide table, `crate::handle`), answered as a NULL one (100000) with a message.
 
 use acl_notify_core::Error;
-use acl_notify_handles::Slab;
 use acl_notify_sim::PerProcess;
 use std::collections::HashMap;
 use std::ffi::c_void;
 
 use crate::errmsg::{self, CallError, null_arg};
 use crate::ffi::{Out, aclError, aclrtStream, api};
-use crate::handle::{Kind, ProcessTable};
+use crate::handle::{Kind, ProcessTable, process_table};
 
 /// `aclrtAllocatorAllocFunc` and its neighbours, as C function pointers.
 type AllocFn = unsafe extern "C" fn(*mut c_void, usize) -> *mut c_void;
@@ -45,13 +44,7 @@ struct Desc {
 
 /// The process's descriptors (a forked child's are its parent's, copied at its first call;
 /// see [`ProcessTable`]).
-static DESCS: ProcessTable<Desc> = ProcessTable::process_wide(
-    PerProcess::inheriting(
-        || Slab::new(Kind::AllocatorDesc, acl_notify_handles::random_seed()),
-        Slab::clone,
-    ),
-    "allocator descriptors",
-);
+static DESCS: ProcessTable<Desc> = process_table!(Kind::AllocatorDesc, "allocator descriptors");
 
 /// Stream value → (the descriptor's handle, the copy registered).
 type Registrations = HashMap<usize, (usize, Desc)>;

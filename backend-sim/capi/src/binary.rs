@@ -9,12 +9,10 @@
 //! destroyed or forged one is refused with 100000 and a message instead of freed twice.
 
 use acl_notify_core::Error;
-use acl_notify_handles::Slab;
-use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{CallError, null_arg};
 use crate::ffi::{aclError, api};
-use crate::handle::{Kind, ProcessTable};
+use crate::handle::{Kind, ProcessTable, process_table};
 
 /// What a binary description holds: the caller's bytes, kept as numbers (only handed on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,13 +23,7 @@ struct Binary {
 
 /// The process's binary descriptions (a forked child's are its parent's, copied at its
 /// first call; see [`ProcessTable`]).
-static BINARIES: ProcessTable<Binary> = ProcessTable::process_wide(
-    PerProcess::inheriting(
-        || Slab::new(Kind::Binary, acl_notify_handles::random_seed()),
-        Slab::clone,
-    ),
-    "binaries",
-);
+static BINARIES: ProcessTable<Binary> = process_table!(Kind::Binary, "binaries");
 
 /// `aclrtBinary aclrtCreateBinary(const void *data, size_t dataLen)`: a description of the
 /// `dataLen` bytes at `data`, which stay the caller's (and must stay valid while it is used).

@@ -12,12 +12,10 @@
 //! with a message naming it, and a caller who dereferences one faults at once.
 
 use acl_notify_core::Error;
-use acl_notify_handles::Slab;
-use acl_notify_sim::PerProcess;
 
 use crate::errmsg::{self, CallError, null_arg};
 use crate::ffi::{aclError, api};
-use crate::handle::{Kind, ProcessTable};
+use crate::handle::{Kind, ProcessTable, process_table};
 
 /// What a data buffer holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,13 +27,7 @@ struct DataBuffer {
 
 /// The process's data buffers (a forked child's are its parent's, copied at its first call;
 /// see [`ProcessTable`]).
-static BUFFERS: ProcessTable<DataBuffer> = ProcessTable::process_wide(
-    PerProcess::inheriting(
-        || Slab::new(Kind::DataBuffer, acl_notify_handles::random_seed()),
-        Slab::clone,
-    ),
-    "data buffers",
-);
+static BUFFERS: ProcessTable<DataBuffer> = process_table!(Kind::DataBuffer, "data buffers");
 
 /// 100000 for a pointer that is not a live data buffer of this process.
 fn not_live(handle: usize) -> CallError {

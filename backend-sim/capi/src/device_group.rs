@@ -24,13 +24,12 @@ use std::collections::HashMap;
 use std::ffi::c_void;
 
 use acl_notify_core::{Backend, Error};
-use acl_notify_handles::Slab;
 use acl_notify_sim::PerProcess;
 use acl_notify_sim::groups::{DeviceGroup, MAX_GROUP_ID};
 
 use crate::errmsg::{self, CallError, null_arg, param};
 use crate::ffi::{Out, aclError, api};
-use crate::handle::{Kind, ProcessTable};
+use crate::handle::{Kind, ProcessTable, process_table};
 use crate::session::with_runtime;
 
 /// Groups a device can have: one per id.
@@ -46,13 +45,7 @@ struct GroupInfo {
 }
 
 /// The process's group infos (plain memory in CANN: they outlive a session).
-static INFOS: ProcessTable<GroupInfo> = ProcessTable::process_wide(
-    PerProcess::inheriting(
-        || Slab::new(Kind::GroupInfo, acl_notify_handles::random_seed()),
-        Slab::clone,
-    ),
-    "group infos",
-);
+static INFOS: ProcessTable<GroupInfo> = process_table!(Kind::GroupInfo, "group infos");
 
 /// The group `aclrtSetGroup` chose on each device of this process (a forked child starts
 /// with none: a `PerProcess`, so that it never finds the parent's lock held).

@@ -181,8 +181,9 @@ impl<T: Copy> CTable<T> {
 }
 
 impl<T: Copy + Send> ProcessTable<T> {
-    /// A process-wide table of `what` (plural, for messages): `slab` is
-    /// `PerProcess::inheriting(<a new slab, randomly seeded>, Slab::clone)`.
+    /// A process-wide table of `what` (plural, for messages) over `slab`: what
+    /// [`process_table!`] writes (a slab of one kind, randomly seeded, a forked child's copied
+    /// from its parent's at its first call).
     pub(crate) const fn process_wide(slab: PerProcess<Slab<T>>, what: &'static str) -> Self {
         CTable {
             slab,
@@ -191,6 +192,23 @@ impl<T: Copy + Send> ProcessTable<T> {
         }
     }
 }
+
+/// `process_table!(Kind::X, "what")`: a process-wide [`ProcessTable`] of handles of kind `X`
+/// (`what`, plural, for messages), for a `static`: its slab randomly seeded in each process,
+/// a forked child's copied from its parent's at its first call (`PerProcess::inheriting`).
+/// A macro because the slab's maker is a `fn` pointer, which cannot hold the kind.
+macro_rules! process_table {
+    ($kind:expr, $what:expr) => {
+        $crate::handle::ProcessTable::process_wide(
+            ::acl_notify_sim::PerProcess::inheriting(
+                || ::acl_notify_handles::Slab::new($kind, ::acl_notify_handles::random_seed()),
+                ::acl_notify_handles::Slab::clone,
+            ),
+            $what,
+        )
+    };
+}
+pub(crate) use process_table;
 
 impl<T: Copy, L: SlabLock<T>> CTable<T, L> {
     fn read(&self) -> impl Deref<Target = Slab<T>> + '_ {
