@@ -150,6 +150,16 @@ impl Sim {
         Ok((Arc::clone(&e.stream), e.device))
     }
 
+    /// Stream `h` and the failure scope slot it is bound through (`crate::failure_scope`).
+    pub(crate) fn stream_in_scope(
+        &self,
+        h: RawStream,
+    ) -> Result<(Arc<SimStream>, Arc<crate::failure_scope::ScopeSlot>), SimError> {
+        let t = read(&self.inner.streams);
+        let e = t.get(h.0).ok_or_else(|| bad_stream(h))?;
+        Ok((Arc::clone(&e.stream), Arc::clone(&e.scope)))
+    }
+
     /// The failure scope slot of stream `h` (`crate::failure_scope`).
     pub(crate) fn stream_scope_slot(
         &self,

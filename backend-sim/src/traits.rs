@@ -15,6 +15,7 @@ use acl_notify_core::{
 use crate::entries::{NotifyEntry, NotifyView, bad_notify, bad_stream};
 use crate::error::SimError;
 use crate::error::err;
+use crate::failure_scope::SlotInterrupt;
 use crate::job::SimJob;
 use crate::locks::{lock, write};
 use crate::shm::{CreateError, SlotRef};
@@ -376,8 +377,20 @@ impl StreamOps for Sim {
             SyncWait::Forever => None,
         };
         self.checked(|| {
-            let (s, _) = self.stream(stream)?;
-            let mut r = s.synchronize(wait);
+            let (s, slot) = self.stream_in_scope(stream)?;
+            // A stream bound to a failure scope stops waiting once the scope fails, and
+            // answers the scope's failure (`crate::failure_scope`).
+            let interrupt = SlotInterrupt::new(slot);
+            let mut r = match s.synchronize_unless(wait, &interrupt) {
+                Some(r) => r,
+                None => Err(interrupt
+                    .scope()
+                    .and_then(|scope| scope.failure())
+                    .map_or_else(
+                        || err(Error::InternalError, "a synchronize ended for no failure"),
+                        |f| f.error.clone(),
+                    )),
+            };
             if let (Err(e), Some(deadline)) = (&r, deadline)
                 && e.kind() == Error::StreamSyncTimeout
                 && e.message().is_empty()

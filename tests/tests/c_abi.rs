@@ -494,6 +494,7 @@ fn build_everything() -> Result<Prefix, String> {
         "value",
         "stream_info",
         "stop_mode",
+        "stop_mode_others",
         "base_types",
         "device_query",
         "vmm",
@@ -1440,6 +1441,27 @@ fn a_context_that_stops_on_failure_stays_failed_until_it_goes() {
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("stop_mode: ok"), "{}", report(&o));
+}
+
+/// `tests/c/stop_mode_others.c`: the other streams of a context that stops on failure, when
+/// one of its streams fails: a synchronize waiting on a healthy stream, a device synchronize
+/// and an event synchronize end at the failure (as CANN's waits, which poll the context's
+/// status); every stream whose task fails is in abort mode, not only the first.
+#[test]
+fn the_other_streams_of_a_context_that_stops_on_failure_see_its_failure_at_once() {
+    let p = setup();
+    let s = Scratch::new("stopothers");
+    let mut cmd = s.cmd(&p.bin.join("stop_mode_others"), "Ascend910B");
+    let o = run_all(
+        vec![spawn("stop_mode_others", &mut cmd).expect("start stop_mode_others")],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(
+        o[0].stdout.contains("stop_mode_others: ok"),
+        "{}",
+        report(&o)
+    );
 }
 
 /// `tests/c/<name> args` on Ascend910B with `env`, under valgrind's memcheck (definite leaks

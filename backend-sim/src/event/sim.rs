@@ -2,8 +2,8 @@
 //! IPC export and import of events) and [`StreamControl`], on the table of `event`.
 
 use super::*;
-use crate::Sim;
 use crate::job::SimJob;
+use crate::{FailureScope, Sim};
 
 impl Sim {
     /// 207000 on a SoC without events ([`Sim::require`]'s refusal).
@@ -390,72 +390,7 @@ impl EventOps for Sim {
     }
 
     fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), SimError> {
-        let _waiting = crate::job::HostFnWaiting::sync(wait);
-        let ev = self.event(event)?;
-        if let Some(r) = &ev.ipc {
-            let n = r.issued()?;
-            let limit = match wait {
-                SyncWait::Forever => None,
-                SyncWait::AtMost(d) => Some(d),
-            };
-            // Ends if the handle is destroyed meanwhile (by another thread, a reset of its
-            // device or aclFinalize): the record may be another process's, which nothing
-            // here would end.
-            let gone = || !self.event_is_live(event);
-            if n == 0 || r.wait_done(n, limit, &gone)? {
-                return ev.ipc_unrun(n);
-            }
-            if gone() {
-                return Err(err(
-                    Error::InvalidHandle,
-                    format!(
-                        "event {:#x} was destroyed (by another thread, a reset of its device or \
-                         aclFinalize) while this synchronize waited on it",
-                        event.0
-                    ),
-                ));
-            }
-            return Err(err(
-                Error::EventSyncTimeout,
-                format!(
-                    "the latest record of the IPC event (device {}) had not run in time",
-                    ev.device
-                ),
-            ));
-        }
-        let deadline = match wait {
-            SyncWait::Forever => None,
-            SyncWait::AtMost(d) => Instant::now().checked_add(d),
-        };
-        let mut st = lock(&ev.st);
-        let Some(latest) = st.latest.clone() else {
-            return Ok(());
-        };
-        loop {
-            if latest.ran() {
-                return Ok(());
-            }
-            if latest.discarded() {
-                return Err(latest.discarded_error(ev.device));
-            }
-            st = match deadline {
-                None => EvState::sleep(st, &ev.cv, None),
-                Some(d) => {
-                    let now = Instant::now();
-                    if now >= d {
-                        return Err(err(
-                            Error::EventSyncTimeout,
-                            format!(
-                                "the latest record of the event (device {}) had not run after \
-                                 {wait}",
-                                ev.device
-                            ),
-                        ));
-                    }
-                    EvState::sleep(st, &ev.cv, Some(d - now))
-                }
-            };
-        }
+        self.event_synchronize_unless(event, wait, None)
     }
 
     fn event_timestamp(&self, event: RawEvent) -> Result<Duration, SimError> {
@@ -632,5 +567,107 @@ impl StreamControl for Sim {
                 format!("stream {:#x} is being destroyed", stream.0),
             )
         })
+    }
+}
+
+impl Sim {
+    /// `event_synchronize` ([`EventOps::event_synchronize`]) for an event of a failure scope
+    /// (`crate::failure_scope`; the scope of the context the event was made in, as CANN's
+    /// event waits poll the context's status: `Event::Synchronize` through `Stream::WaitTask`
+    /// in hicann/runtime `src/runtime/core/src/event/event.cc`): once the scope has failed, or
+    /// as soon as it fails while this waits, the answer is the scope's failure.
+    pub fn event_synchronize_in_scope(
+        &self,
+        event: RawEvent,
+        wait: SyncWait,
+        scope: &FailureScope,
+    ) -> Result<(), SimError> {
+        self.event_synchronize_unless(event, wait, Some(scope))
+    }
+
+    fn event_synchronize_unless(
+        &self,
+        event: RawEvent,
+        wait: SyncWait,
+        scope: Option<&FailureScope>,
+    ) -> Result<(), SimError> {
+        let _waiting = crate::job::HostFnWaiting::sync(wait);
+        let ev = self.event(event)?;
+        if let Some(r) = &ev.ipc {
+            let n = r.issued()?;
+            let limit = match wait {
+                SyncWait::Forever => None,
+                SyncWait::AtMost(d) => Some(d),
+            };
+            // Ends if the handle is destroyed meanwhile (by another thread, a reset of its
+            // device or aclFinalize): the record may be another process's, which nothing
+            // here would end.
+            let gone = || !self.event_is_live(event);
+            if n == 0 || r.wait_done(n, limit, &gone)? {
+                return ev.ipc_unrun(n);
+            }
+            if gone() {
+                return Err(err(
+                    Error::InvalidHandle,
+                    format!(
+                        "event {:#x} was destroyed (by another thread, a reset of its device or \
+                         aclFinalize) while this synchronize waited on it",
+                        event.0
+                    ),
+                ));
+            }
+            return Err(err(
+                Error::EventSyncTimeout,
+                format!(
+                    "the latest record of the IPC event (device {}) had not run in time",
+                    ev.device
+                ),
+            ));
+        }
+        let deadline = match wait {
+            SyncWait::Forever => None,
+            SyncWait::AtMost(d) => Instant::now().checked_add(d),
+        };
+        // Armed before the lock is taken: the wake-up takes it (`failure_scope`).
+        let _armed = scope.map(|s| {
+            let weak = Arc::downgrade(&ev);
+            s.interrupt().armed(Arc::new(move || {
+                if let Some(ev) = weak.upgrade() {
+                    EvState::wake(lock(&ev.st), &ev.cv);
+                }
+            }))
+        });
+        let mut st = lock(&ev.st);
+        let Some(latest) = st.latest.clone() else {
+            return Ok(());
+        };
+        loop {
+            if latest.ran() {
+                return Ok(());
+            }
+            if latest.discarded() {
+                return Err(latest.discarded_error(ev.device));
+            }
+            if let Some(f) = scope.and_then(|s| s.failure()) {
+                return Err(f.error.clone());
+            }
+            st = match deadline {
+                None => EvState::sleep(st, &ev.cv, None),
+                Some(d) => {
+                    let now = Instant::now();
+                    if now >= d {
+                        return Err(err(
+                            Error::EventSyncTimeout,
+                            format!(
+                                "the latest record of the event (device {}) had not run after \
+                                 {wait}",
+                                ev.device
+                            ),
+                        ));
+                    }
+                    EvState::sleep(st, &ev.cv, Some(d - now))
+                }
+            };
+        }
     }
 }

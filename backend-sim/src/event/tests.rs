@@ -233,3 +233,66 @@ fn a_failure_scope_keeps_the_first_failure_of_its_streams_in_stop_mode() {
         "the first failure stays"
     );
 }
+
+/// A synchronize of a healthy stream of a failure scope in stop mode, and an event
+/// synchronize in the scope, end as soon as another stream of the scope fails, with its
+/// failure, while the healthy stream is still held (CANN's waits poll the context's status);
+/// every stream whose task fails is aborted, not only the first.
+#[test]
+fn a_scope_s_failure_ends_the_waits_on_its_healthy_streams() {
+    use acl_notify_core::{BackendError, CreateFlags, Error, NotifyResources, StreamControl};
+    let (sim, _ns) = open("scope-wake");
+    let scope = crate::FailureScope::new();
+    let (s, h, t) = (
+        sim.create_stream(0).unwrap(),
+        sim.create_stream(0).unwrap(),
+        sim.create_stream(0).unwrap(),
+    );
+    for x in [s, h, t] {
+        sim.set_failure_scope(x, Some(scope.clone())).unwrap();
+    }
+    scope.stop_on_failure();
+    let n = sim.create_notify(0, CreateFlags::empty()).unwrap();
+    let short = Timeout::Seconds(std::num::NonZeroU32::MIN);
+    let gate: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    sim.launch_host_func(h, held(gate)).unwrap();
+    let ev = sim.event_create(0, EventSpec::classic()).unwrap();
+    sim.event_record(ev, h).unwrap();
+    let gate_t: &'static AtomicU32 = Box::leak(Box::new(AtomicU32::new(0)));
+    sim.launch_host_func(t, held(gate_t)).unwrap();
+    sim.wait_and_reset(n, t, short).unwrap();
+    sim.wait_and_reset(n, s, short).unwrap();
+    let bound = SyncWait::AtMost(std::time::Duration::from_secs(60));
+    let e = sim.synchronize(h, bound).unwrap_err();
+    assert_eq!(e.kind(), Error::TaskTimeout, "{e}");
+    assert_eq!(
+        gate.load(Ordering::SeqCst),
+        1,
+        "the healthy stream was let go"
+    );
+    let e = sim
+        .event_synchronize_in_scope(ev, bound, &scope)
+        .unwrap_err();
+    assert_eq!(e.kind(), Error::TaskTimeout, "{e}");
+    assert!(scope.aborted(s) && !scope.aborted(h) && !scope.aborted(t));
+    // t's wait, held until now, fails after the scope's first failure: t is aborted too,
+    // the scope's failure stays s's.
+    // (A synchronize of t would end at once: the scope has failed. Its failure is awaited
+    // through the failure listener.)
+    let (tx, rx) = std::sync::mpsc::channel();
+    let tx = std::sync::Mutex::new(tx);
+    sim.on_task_failure(Some(std::sync::Arc::new(move |f: &crate::TaskFailure| {
+        let _ = tx.lock().unwrap().send(f.stream);
+    })));
+    gate_t.store(0, Ordering::SeqCst);
+    // (s's failure may be told too: its hook reads the listener after it told the scope.)
+    while rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("t's wait did not fail")
+        != t
+    {}
+    sim.on_task_failure(None);
+    assert!(scope.aborted(t), "a later failing stream is not aborted");
+    assert_eq!(scope.failure().unwrap().stream, s);
+    gate.store(0, Ordering::SeqCst);
+}

@@ -323,6 +323,59 @@ impl Drop for Watch<'_> {
     }
 }
 
+/// A wake-up for a [`Stream::synchronize_unless`] asleep ([`SyncInterrupt::arm`]).
+pub type SyncWake = Arc<dyn Fn() + Send + Sync>;
+
+/// What may end a [`Stream::synchronize_unless`] before the stream's tasks have run: a
+/// condition outside the stream, which the owner then answers instead.
+pub trait SyncInterrupt {
+    /// Whether the synchronize gives up now (checked while it spins, and before each sleep).
+    fn raised(&self) -> bool;
+    /// The synchronize is about to sleep: from now until [`disarm`](Self::disarm), call
+    /// `wake` after the interrupt is raised (`raised` answering true before the call).
+    fn arm(&self, wake: &SyncWake);
+    /// The synchronize no longer sleeps: forget `wake` (the same `Arc` given to `arm`).
+    fn disarm(&self, wake: &SyncWake);
+}
+
+/// No interrupt: a plain [`Stream::synchronize`].
+struct NoInterrupt;
+
+impl SyncInterrupt for NoInterrupt {
+    fn raised(&self) -> bool {
+        false
+    }
+    fn arm(&self, _: &SyncWake) {}
+    fn disarm(&self, _: &SyncWake) {}
+}
+
+/// An interrupt armed with a wake-up, disarmed when dropped.
+struct Armed<'a> {
+    interrupt: &'a dyn SyncInterrupt,
+    wake: SyncWake,
+}
+
+impl<'a> Armed<'a> {
+    fn new(interrupt: &'a dyn SyncInterrupt, wake: SyncWake) -> Self {
+        interrupt.arm(&wake);
+        Armed { interrupt, wake }
+    }
+}
+
+impl Drop for Armed<'_> {
+    fn drop(&mut self) {
+        self.interrupt.disarm(&self.wake);
+    }
+}
+
+/// How a synchronize's sleep ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Slept {
+    Retired,
+    Expired,
+    Interrupted,
+}
+
 /// Drops a value, swallowing a panic from its `Drop` (it must not take the worker or a
 /// destroying thread down half-way). The payload of such a panic is leaked rather than
 /// dropped, since dropping it could panic again.
@@ -470,20 +523,45 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// passed: whether it has. The caller holds a [`Watch`], so that the worker retires what
     /// it finished at once.
     fn sleep_until_retired(&self, target: u64, deadline: Option<Instant>) -> bool {
+        self.sleep_until_retired_unless(target, deadline, &NoInterrupt) == Slept::Retired
+    }
+
+    /// [`sleep_until_retired`](Self::sleep_until_retired) that also ends once `interrupt` is
+    /// raised (armed with a wake-up that takes `sync_lock`: raised before the check below, or
+    /// woken after this sleeps).
+    fn sleep_until_retired_unless(
+        &self,
+        target: u64,
+        deadline: Option<Instant>,
+        interrupt: &dyn SyncInterrupt,
+    ) -> Slept {
         let s = &*self.shared;
+        let weak = Arc::downgrade(&self.shared);
+        let wake: SyncWake = Arc::new(move || {
+            if let Some(s) = weak.upgrade() {
+                let _g = lock(&s.sync_lock);
+                s.sync_cv.notify_all();
+            }
+        });
+        // Armed before `sync_lock` is taken: the wake-up takes it, under the interrupt's own
+        // lock (`SyncInterrupt::arm`).
+        let armed = Armed::new(interrupt, wake);
         let mut g = lock(&s.sync_lock);
         loop {
             // Dekker handshake with `Shared::retire` (see there).
             s.wake_at.fetch_min(target, Ordering::SeqCst);
             if s.retired.load(Ordering::SeqCst) >= target {
-                return true;
+                return Slept::Retired;
+            }
+            if armed.interrupt.raised() {
+                return Slept::Interrupted;
             }
             g = match deadline {
                 None => s.sync_cv.wait(g).unwrap_or_else(PoisonError::into_inner),
                 Some(d) => {
                     let now = Instant::now();
                     if now >= d {
-                        return false;
+                        return Slept::Expired;
                     }
                     s.sync_cv
                         .wait_timeout(g, d - now)
@@ -513,12 +591,25 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// answer is then theirs, task error included); 507000 (`InternalError`) called from one
     /// of this stream's own tasks (it would wait for itself).
     pub fn synchronize(&self, wait: SyncWait) -> Result<(), E> {
+        self.synchronize_unless(wait, &NoInterrupt)
+            .unwrap_or_else(|| Err(E::from(Error::InternalError)))
+    }
+
+    /// [`synchronize`](Self::synchronize) that gives up, answering `None` (nothing reported
+    /// nor cleared), as soon as `interrupt` is raised while it waits: for an owner whose
+    /// synchronize ends on a condition outside the stream (the simulator's failure scopes,
+    /// `crate::failure_scope`). Raised before the call, it gives up unless the stream is done.
+    pub fn synchronize_unless(
+        &self,
+        wait: SyncWait,
+        interrupt: &dyn SyncInterrupt,
+    ) -> Option<Result<(), E>> {
         let s = &*self.shared;
         if s.state.load(Ordering::SeqCst) != OPEN {
-            return Err(E::from(Error::InvalidHandle));
+            return Some(Err(E::from(Error::InvalidHandle)));
         }
         if s.control.on_worker() {
-            return Err(E::from(Error::InternalError));
+            return Some(Err(E::from(Error::InternalError)));
         }
         let target = s.ring.issued();
         let done = || s.retired.load(Ordering::SeqCst) >= target;
@@ -528,7 +619,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             let deadline = match wait {
                 SyncWait::Forever => None,
                 SyncWait::AtMost(d) if d.is_zero() => {
-                    return Err(E::from(Error::StreamSyncTimeout));
+                    return Some(Err(E::from(Error::StreamSyncTimeout)));
                 }
                 // A deadline past the clock's range is "forever".
                 SyncWait::AtMost(d) => Instant::now().checked_add(d),
@@ -544,22 +635,27 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             };
             let finished = || s.worker.completed.load(Ordering::Relaxed);
             let cap = sync_spin::SYNC_SPIN_CAP;
-            if !sync_spin::spin_while_progress(spin, cap, done, finished)
-                && !self.sleep_until_retired(target, deadline)
-            {
-                return Err(E::from(Error::StreamSyncTimeout));
+            let over = || done() || interrupt.raised();
+            if !sync_spin::spin_while_progress(spin, cap, over, finished) {
+                match self.sleep_until_retired_unless(target, deadline, interrupt) {
+                    Slept::Retired => {}
+                    Slept::Interrupted => return None,
+                    Slept::Expired => return Some(Err(E::from(Error::StreamSyncTimeout))),
+                }
+            } else if !done() {
+                return None;
             }
         }
         if s.state.load(Ordering::SeqCst) == DISCARDING {
-            return Err(E::from(Error::InvalidHandle));
+            return Some(Err(E::from(Error::InvalidHandle)));
         }
         let mut slot = lock(&s.error);
         // Reported: a stop-on-failure stream runs its later tasks again.
         s.halted.fetch_and(!HALT_FAILED, Ordering::Relaxed);
-        match slot.take() {
+        Some(match slot.take() {
             Some(e) => Err(e),
             None => Ok(()),
-        }
+        })
     }
 
     /// Sets the failure mode: `stop` (`ACL_STOP_ON_FAILURE`) makes the worker discard the

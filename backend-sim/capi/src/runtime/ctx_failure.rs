@@ -72,30 +72,42 @@ impl Runtime {
         }
     }
 
-    /// Refuses to set the failure mode of context `ctx`'s stream `raw` once it failed in
-    /// stop mode: CANN put it in abort mode then, from which no mode is set any more
-    /// (`ApiImpl::StreamSetMode`: "from abort mode to stop mode is not supported", 207000).
+    /// Refuses to set the failure mode of context `ctx`'s stream `raw` once a task of it
+    /// failed in stop mode, if the stream was set to stop on failure: CANN put it in abort
+    /// mode then (`Stream::EnterFailureAbort`, for each stream whose task fails while its
+    /// context stops on failure, not only the first), from which `ApiImpl::StreamSetMode`
+    /// sets no mode any more ("from abort mode to stop mode is not supported", 207000) unless
+    /// the mode the stream was given is still continue on failure (then it takes either
+    /// mode, its abort mode unchanged).
     pub(super) fn refuse_aborted(&self, ctx: usize, raw: RawStream) -> Result<(), CallError> {
         if self.contexts.scopes.stopping.load(Ordering::SeqCst) == 0 {
             return Ok(());
         }
-        match self
-            .contexts
-            .scopes
-            .get(ctx)
-            .as_deref()
-            .and_then(FailureScope::failure)
-        {
-            Some(f) if f.stream == raw => Err(CallError::new(
+        let Some(scope) = self.contexts.scopes.get(ctx) else {
+            return Ok(());
+        };
+        let set_to_stop = || {
+            self.backend()
+                .failure_mode(raw)
+                .is_ok_and(|m| m == acl_notify_core::FailureMode::StopOnFailure)
+        };
+        match scope.failure() {
+            Some(f) if scope.aborted(raw) && set_to_stop() => Err(CallError::new(
                 acl_notify_core::Error::FeatureNotSupport,
                 format!(
-                    "the stream failed while its context stops on failure (its task failed with \
-                     {}): it is in CANN's abort mode, whose failure mode is not set any more",
+                    "a task of the stream failed while its context stops on failure (the \
+                     context's first failure: {}): the stream is in CANN's abort mode, whose \
+                     failure mode is not set any more",
                     f.error.kind()
                 ),
             )),
             _ => Ok(()),
         }
+    }
+
+    /// Context `ctx`'s failure scope, if it is alive.
+    pub(super) fn context_scope(&self, ctx: usize) -> Option<Arc<FailureScope>> {
+        self.contexts.scopes.get(ctx)
     }
 
     /// A stream of context `ctx` was set to stop on failure: so is the context, for good.

@@ -307,9 +307,16 @@ impl Runtime {
             ));
         }
         self.event_context_failure(&e)?;
-        self.backend()
-            .event_synchronize(e.raw, wait)
-            .map_err(CallError::backend)
+        // Ends as soon as the event's context fails meanwhile, answering its failure (CANN's
+        // event waits poll the context's status: `ctx_failure`).
+        let synced = match e.ctx.and_then(|ctx| self.context_scope(ctx)) {
+            Some(scope) => self
+                .backend()
+                .event_synchronize_in_scope(e.raw, wait, &scope),
+            None => self.backend().event_synchronize(e.raw, wait),
+        };
+        self.event_context_failure(&e)?;
+        synced.map_err(CallError::backend)
     }
 
     /// `aclrtEventElapsedTime`: milliseconds from `start`'s latest record to `end`'s.
