@@ -115,6 +115,27 @@ impl Sim {
         self.add_whitelist(notify, 1, entry, false)
     }
 
+    /// What to add to a message about a key of server `server` that this process could not
+    /// find in its namespace: without a cluster, a key of another simulated host (another
+    /// namespace) names a server of this namespace that has nothing of it, and the missing
+    /// piece is the cluster (a newcomer running two "hosts" as two namespaces got "the notify
+    /// no longer exists" for a live notify of the other host, 2026-12-07). Empty for its own
+    /// server, in cluster mode, and on a SoC of one server.
+    pub(crate) fn other_host_hint(&self, server: u32) -> String {
+        if server == self.inner.server_id
+            || self.inner.cluster.is_some()
+            || !self.inner.soc.has(Feature::InterServer)
+        {
+            return String::new();
+        }
+        format!(
+            " (if the key's owner runs on another simulated host, a namespace other than {}, \
+             it is reachable only through an etcd cluster: give every process of the job the \
+             same ACL_NOTIFY_SIM_CLUSTER; README, \"A SuperPod across machines\")",
+            self.inner.namespace
+        )
+    }
+
     /// The server file for a key's server: ours, or another opened read-only-ish (no create).
     pub(crate) fn server_file(&self, server: u32) -> Result<Arc<ShmFile>, SimError> {
         if server == self.inner.server_id {
@@ -147,8 +168,9 @@ impl Sim {
                 Error::InvalidHandle,
                 format!(
                     "the key names server {server}, which has no shared state in namespace {} \
-                     (no process of that server has run)",
-                    self.inner.namespace
+                     (no process of that server has run){}",
+                    self.inner.namespace,
+                    self.other_host_hint(server)
                 ),
             )
         })?;
@@ -301,7 +323,10 @@ impl Sim {
         let stale = |why: &str| {
             err(
                 Error::InvalidHandle,
-                format!("key of notify {id} on device {odev} of server {server}: {why}"),
+                format!(
+                    "key of notify {id} on device {odev} of server {server}: {why}{}",
+                    self.other_host_hint(server)
+                ),
             )
         };
         if server != self.inner.server_id && !self.inner.soc.has(Feature::InterServer) {
@@ -455,6 +480,43 @@ mod tests {
         let e = sim.ipc_mem_set_server_pids(&k, &entries).unwrap_err();
         assert_eq!(e.kind(), acl_notify_core::Error::ParamInvalid, "{e}");
         sim.ipc_mem_set_server_pids(&k, &entries[..1]).unwrap();
+    }
+
+    /// A key of another simulated host (another namespace) imported without a cluster says
+    /// what joins the hosts, for a notify and for memory: it said "no shared state" or "the
+    /// notify no longer exists" and nothing of the cluster (a newcomer's two hosts without
+    /// `ACL_NOTIFY_SIM_CLUSTER`, 2026-12-07).
+    #[test]
+    fn a_key_of_another_namespace_without_a_cluster_names_the_cluster() {
+        let (owner, _a) = NamespaceGuard::open_sim(
+            format!("unit-ipc-otherhost-a-{}", std::process::id()),
+            Soc::Ascend910_93,
+            1,
+        )
+        .expect("opening the owner's Sim");
+        let ns_b = format!("unit-ipc-otherhost-b-{}", std::process::id());
+        let _ = Sim::remove_namespace(&ns_b);
+        let _b = NamespaceGuard(ns_b.clone());
+        let importer = Sim::builder()
+            .soc(Soc::Ascend910_93)
+            .devices(1)
+            .namespace(&ns_b)
+            .server_id(1)
+            .open()
+            .expect("opening the importer's Sim (server 1)");
+        let n = owner.create_notify(0, CreateFlags::empty()).unwrap();
+        let key = owner.export_key(n, ExportFlags::DISABLE_PID_VALIDATION).unwrap();
+        let e = importer.import_key(0, &key, ImportFlags::empty()).unwrap_err();
+        assert_eq!(e.kind(), Error::InvalidHandle, "{e}");
+        assert!(e.to_string().contains("ACL_NOTIFY_SIM_CLUSTER"), "{e}");
+        let a = owner.malloc(0, 4096, 0).unwrap();
+        let k = owner.ipc_mem_export(a, 4096, true).unwrap();
+        let e = importer.ipc_mem_import(0, &k, false).unwrap_err();
+        assert_eq!(e.kind(), Error::ParamInvalid, "{e}");
+        assert!(e.to_string().contains("ACL_NOTIFY_SIM_CLUSTER"), "{e}");
+        // Its own server's keys say nothing of it.
+        let own = importer.create_notify(0, CreateFlags::empty()).unwrap();
+        importer.destroy_notify(own).unwrap();
     }
 
     // An import racing the owner's destroy, across processes: the owner (this test) and an

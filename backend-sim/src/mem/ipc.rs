@@ -131,13 +131,23 @@ impl Sim {
                 "it names device {device}, which does not exist"
             )));
         }
-        let file = self
-            .mem_file(server, device, false)?
-            .ok_or_else(|| bad_key(format!("no memory was ever allocated on device {device}")))?;
+        // A key of another simulated host not found here: say what joins the hosts.
+        let hint = || self.other_host_hint(server);
+        let file = self.mem_file(server, device, false)?.ok_or_else(|| {
+            bad_key(format!(
+                "no memory was ever allocated on device {device} of server {server}{}",
+                hint()
+            ))
+        })?;
         let slot = file
             .slot(id)
             .ok_or_else(|| bad_key(format!("allocation id {id} is out of range")))?;
-        let gone = |why: &str| bad_key(format!("allocation {id} on device {device}: {why}"));
+        let gone = |why: &str| {
+            bad_key(format!(
+                "allocation {id} on device {device} of server {server}: {why}{}",
+                hint()
+            ))
+        };
         if !slot.is_live(k.generation) {
             return Err(gone(
                 "it was freed (or its owner died) since the key was made",
