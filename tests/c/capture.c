@@ -177,6 +177,30 @@ int main(int argc, char **argv) {
     EXPECT_RC(aclmdlRIDestroy(m), ACL_ERROR_RT_INVALID_HANDLE);
     CHECK(aclrtSynchronizeStream(s1));
 
+    /* Model ids: unique among the device's live models, and an id comes back once its model
+     * is destroyed (CANN's Model::Setup takes it from the driver's pool, the teardown gives it
+     * back: hicann/runtime src/runtime/feature/model/model.cc); the simulator hands out the
+     * lowest free one, as for stream ids. None of this file's models lives now. */
+    {
+        aclmdlRI ma, mb, mc;
+        uint32_t ia = 99, ib = 99, ic = 99;
+        CHECK(aclmdlRIBuildBegin(&ma, 0));
+        CHECK(aclmdlRIBuildBegin(&mb, 0));
+        CHECK(aclmdlRIGetId(ma, &ia));
+        CHECK(aclmdlRIGetId(mb, &ib));
+        REQUIRE(ia == 0 && ib == 1, "the ids of two models on a device with none: %u, %u", ia, ib);
+        CHECK(aclmdlRIDestroy(ma));
+        CHECK(aclmdlRIBuildBegin(&mc, 0));
+        CHECK(aclmdlRIGetId(mc, &ic));
+        REQUIRE(ic == ia, "a model made after a destroy got id %u, not the freed %u", ic, ia);
+        CHECK(aclmdlRIBuildBegin(&ma, 0));
+        CHECK(aclmdlRIGetId(ma, &ia));
+        REQUIRE(ia == 2, "the third live model's id: %u", ia);
+        CHECK(aclmdlRIDestroy(ma));
+        CHECK(aclmdlRIDestroy(mb));
+        CHECK(aclmdlRIDestroy(mc));
+    }
+
     /* A capture that fails part-way: an uncapturable task invalidates it. */
     CHECK(aclmdlRICaptureBegin(s1, ACL_MODEL_RI_CAPTURE_MODE_RELAXED));
     CHECK(aclrtMemcpyAsync(a, bytes, in, bytes, ACL_MEMCPY_HOST_TO_DEVICE, s1));

@@ -218,8 +218,9 @@ pub unsafe extern "C" fn aclmdlRIGetName(
     })
 }
 
-/// `aclError aclmdlRIGetId(aclmdlRI modelRI, uint32_t *modelRIId)`: the model's number
-/// (unique among the session's models).
+/// `aclError aclmdlRIGetId(aclmdlRI modelRI, uint32_t *modelRIId)`: the model's id, unique
+/// among its device's live models, the lowest free one, coming back after a destroy (CANN's
+/// driver model id pool: `runtime::capture`'s `Models`).
 ///
 /// # Safety
 ///

@@ -61,6 +61,7 @@ use acl_notify_sim::mem::{MemcpyKind, ValueCondition};
 
 use super::Runtime;
 use super::flow::{CondKind, Control, Runs};
+use super::id_pool::IdPool;
 use super::labels::LabelSlot;
 use super::last_task::{self, Last, TaskInfo};
 use crate::errmsg::{CallError, param};
@@ -341,7 +342,8 @@ pub(super) struct CondEntry {
 /// A model runtime instance.
 #[derive(Debug)]
 pub(super) struct Model {
-    /// Its number (`aclmdlRIGetId`, the debug dump's; not a key: the handle is).
+    /// Its id (`aclmdlRIGetId`, the debug dump's; unique among its device's live models, not
+    /// a key: the handle is).
     pub(super) number: u32,
     /// Its `aclmdlRI` handle, its one name (given at the capture's begin, as CANN's
     /// `aclmdlRICaptureGetInfo` names the model during the capture).
@@ -411,8 +413,13 @@ impl Model {
 /// The session's models by their `aclmdlRI` handles. A model whose capture ends is taken out
 /// while it is built (the lock dropped) and put back: its handle stays live meanwhile, and
 /// a call that looks it up then finds no model (107017, as for a dead handle).
+///
+/// Each model has an id of its device's model id pool (`aclmdlRIGetId`): CANN's `Model::Setup`
+/// takes one from the driver (`ModelIdAlloc`) and the model's teardown gives it back
+/// (`ModelIdFree`; hicann/runtime `src/runtime/feature/model/model.cc`), so an id is unique
+/// among the device's live models and comes back after a destroy (`id_pool`).
 #[derive(Debug)]
-pub(super) struct Models(Handles<Option<Model>>);
+pub(super) struct Models(Handles<Option<Model>>, HashMap<u32, IdPool>);
 
 impl Models {
     /// The live model `handle`, unless taken out.
@@ -445,13 +452,28 @@ impl Models {
     /// taker puts it back or ends it, [`end_taken`](Self::end_taken)).
     pub(super) fn remove(&mut self, handle: usize) -> Option<Model> {
         self.get(handle)?;
-        self.0.remove(handle).flatten()
+        let m = self.0.remove(handle).flatten()?;
+        self.free_id(&m);
+        Some(m)
     }
 
     /// The handle of taken model `m` dies (a capture whose end failed).
     pub(super) fn end_taken(&mut self, m: &Model) {
         if matches!(self.0.get(m.handle), Some(None)) {
             self.0.remove(m.handle);
+            self.free_id(m);
+        }
+    }
+
+    /// A new model id of `device`.
+    fn take_id(&mut self, device: u32) -> u32 {
+        self.1.entry(device).or_default().take()
+    }
+
+    /// Model `m` is gone: its id is free.
+    fn free_id(&mut self, m: &Model) {
+        if let Some(p) = self.1.get_mut(&m.device) {
+            p.give_back(m.number);
         }
     }
 
@@ -467,8 +489,6 @@ impl Models {
 #[derive(Debug)]
 pub(super) struct State {
     pub(super) models: Models,
-    /// The last model's number (`Model::number`).
-    numbered: u32,
     /// C stream handle → its capture (or the model it is bound to while that is built).
     pub(super) streams: HashMap<usize, InCapture>,
     /// C event handle recorded in a running capture → the model.
@@ -488,8 +508,10 @@ pub(super) struct State {
 impl State {
     fn new(seed: u64) -> Self {
         State {
-            models: Models(Handles::new(Kind::ModelRI, "model runtime instances", seed)),
-            numbered: 0,
+            models: Models(
+                Handles::new(Kind::ModelRI, "model runtime instances", seed),
+                HashMap::new(),
+            ),
             streams: HashMap::new(),
             events: HashMap::new(),
             lists: Handles::new(Kind::LabelList, "label lists", seed),
@@ -508,8 +530,8 @@ impl State {
         phase: Phase,
     ) -> Result<&mut Model, CallError> {
         let handle = self.models.0.insert(None)?;
-        self.numbered = self.numbered.wrapping_add(1);
-        let m = Model::new(self.numbered, handle, device, streams, phase);
+        let id = self.models.take_id(device);
+        let m = Model::new(id, handle, device, streams, phase);
         let slot = self.models.0.get_mut(handle).ok_or_else(|| {
             CallError::new(
                 Error::InternalError,

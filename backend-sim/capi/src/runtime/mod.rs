@@ -407,6 +407,7 @@ pub(crate) mod drain;
 pub(crate) mod event;
 mod ext;
 mod flow;
+mod id_pool;
 mod ipc;
 pub(crate) mod labels;
 mod last_task;

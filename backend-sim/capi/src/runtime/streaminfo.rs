@@ -29,8 +29,7 @@
 //!   device or context answers its own values. Priority and flags need a current context
 //!   (107002 without), the id does not.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use acl_notify_core::{Backend, RawStream, Soc};
@@ -71,29 +70,25 @@ pub(crate) fn answers_overflow_switch(soc: Soc) -> bool {
     keeps_overflow_switch(soc) || soc == Soc::Ascend310B
 }
 
-/// The ids of one device: the next never used, and the freed ones (lowest first); and how
-/// many of the device's streams the program created hold one (the stream accounting
-/// `aclrtCreateStream` refuses by and `aclrtGetStreamAvailableNum` answers from).
+/// The ids of one device (`id_pool`), and how many of the device's streams the program
+/// created hold one (the stream accounting `aclrtCreateStream` refuses by and
+/// `aclrtGetStreamAvailableNum` answers from).
 #[derive(Default)]
 struct IdPool {
-    next: i32,
-    free: BinaryHeap<Reverse<i32>>,
+    ids: super::id_pool::IdPool,
     created: u32,
 }
 
 impl IdPool {
     fn take(&mut self) -> i32 {
-        if let Some(Reverse(id)) = self.free.pop() {
-            return id;
-        }
-        let id = self.next;
-        // 2³¹ live streams on one device cannot exist (the handle table holds far fewer).
-        self.next = self.next.saturating_add(1);
-        id
+        // Stream ids are `int32_t`: 2³¹ live streams on one device cannot exist.
+        i32::try_from(self.ids.take()).unwrap_or(i32::MAX)
     }
 
     fn give_back(&mut self, id: i32) {
-        self.free.push(Reverse(id));
+        if let Ok(id) = u32::try_from(id) {
+            self.ids.give_back(id);
+        }
     }
 }
 
