@@ -171,15 +171,20 @@ impl SyncInterrupt for ScopeInterrupt<'_> {
 /// Which scope a stream is bound to, if any: shared by the stream's entry and its failure
 /// hook (a device's default streams, one after another, share the device's).
 #[derive(Debug, Default)]
-pub(crate) struct ScopeSlot(Mutex<Option<Arc<FailureScope>>>);
+pub(crate) struct ScopeSlot(Mutex<Option<Arc<FailureScope>>>, AtomicBool);
 
 impl ScopeSlot {
     pub(crate) fn set(&self, scope: Option<Arc<FailureScope>>) {
-        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = scope;
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        self.1.store(scope.is_some(), Ordering::SeqCst);
+        *g = scope;
     }
 
-    /// The bound scope, if any.
+    /// The bound scope, if any (no lock taken for a stream never bound: the Rust API's).
     pub(crate) fn get(&self) -> Option<Arc<FailureScope>> {
+        if !self.1.load(Ordering::SeqCst) {
+            return None;
+        }
         self.0
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

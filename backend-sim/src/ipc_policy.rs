@@ -505,8 +505,12 @@ mod tests {
             .open()
             .expect("opening the importer's Sim (server 1)");
         let n = owner.create_notify(0, CreateFlags::empty()).unwrap();
-        let key = owner.export_key(n, ExportFlags::DISABLE_PID_VALIDATION).unwrap();
-        let e = importer.import_key(0, &key, ImportFlags::empty()).unwrap_err();
+        let key = owner
+            .export_key(n, ExportFlags::DISABLE_PID_VALIDATION)
+            .unwrap();
+        let e = importer
+            .import_key(0, &key, ImportFlags::empty())
+            .unwrap_err();
         assert_eq!(e.kind(), Error::InvalidHandle, "{e}");
         assert!(e.to_string().contains("ACL_NOTIFY_SIM_CLUSTER"), "{e}");
         let a = owner.malloc(0, 4096, 0).unwrap();

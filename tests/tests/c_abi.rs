@@ -1177,10 +1177,11 @@ fn exported(lib: &Path) -> Vec<String> {
 #[test]
 fn nm_shows_every_function_the_headers_declare() {
     let p = setup();
-    // CANN 9.1.0's acl_rt.h, acl_base_rt.h, acl_rt_allocator.h and acl_rt_memory_soma.h
-    // declare 360 + 14 + 10 + 7 functions; aclnsim.h adds ours.
+    // hicann/runtime 681ef7610's acl_rt.h, acl_base_rt.h, acl_rt_allocator.h and
+    // acl_rt_memory_soma.h declare 373 + 14 + 10 + 7 functions (CANN 9.1.0's: 360 + 14 + 10
+    // + 7); aclnsim.h adds our 6.
     assert!(
-        p.declared.len() >= 391,
+        p.declared.len() >= 410,
         "only {} declarations read",
         p.declared.len()
     );
