@@ -240,7 +240,7 @@ fn a_failure_scope_keeps_the_first_failure_of_its_streams_in_stop_mode() {
 /// every stream whose task fails is aborted, not only the first.
 #[test]
 fn a_scope_s_failure_ends_the_waits_on_its_healthy_streams() {
-    use acl_notify_core::{BackendError, CreateFlags, Error, NotifyResources, StreamControl};
+    use acl_notify_core::{BackendError, CreateFlags, Error, NotifyResources};
     let (sim, _ns) = open("scope-wake");
     let scope = crate::FailureScope::new();
     let (s, h, t) = (
