@@ -56,6 +56,15 @@ static void await_failures(int n) {
     REQUIRE(seen >= n, "%d failed tasks told after 60 s, %d expected", seen, n);
 }
 
+/* The healthy stream's hold: the gate, then a mark that the hold has ended. */
+static gate_t g_hold;
+static int g_released;
+static void hold_then_mark(void *arg) {
+    (void)arg;
+    gate_hold(&g_hold);
+    __atomic_store_n(&g_released, 1, __ATOMIC_RELEASE);
+}
+
 typedef enum { SYNC_STREAM, SYNC_DEVICE, SYNC_EVENT } waiter_t;
 static const char *const WAITER[] = {"aclrtSynchronizeStreamWithTimeout",
                                      "aclrtSynchronizeDeviceWithTimeout",
@@ -73,9 +82,9 @@ static void healthy_wait_ends_at_failure(waiter_t w, aclrtNotify never) {
     CHECK(aclrtCreateStream(&h));
     CHECK(aclrtCreateEvent(&ev));
     CHECK(aclrtSetStreamFailureMode(s, ACL_STOP_ON_FAILURE));
-    static gate_t hold;
-    hold.open = 0;
-    CHECK(aclrtLaunchHostFunc(h, gate_hold, &hold));
+    g_hold.open = 0;
+    g_released = 0;
+    CHECK(aclrtLaunchHostFunc(h, hold_then_mark, NULL));
     CHECK(aclrtRecordEvent(ev, h));
     CHECK(aclrtWaitAndResetNotify(never, s, 1));
     aclError rc = ACL_SUCCESS;
@@ -90,7 +99,10 @@ static void healthy_wait_ends_at_failure(waiter_t w, aclrtNotify never) {
         rc = aclrtSynchronizeEventWithTimeout(ev, 60000);
         break;
     }
-    REQUIRE(!__atomic_load_n(&hold.open, __ATOMIC_ACQUIRE), "the gate opened");
+    /* Returned while the healthy stream is still held (the gate opens only below, or by
+     * itself after 60 s): not after the stream's tasks ran. */
+    REQUIRE(!__atomic_load_n(&g_released, __ATOMIC_ACQUIRE),
+            "%s returned (%d) only once the healthy stream's task had ended", WAITER[w], (int)rc);
     REQUIRE(rc == FAILED, "%s on the healthy stream, its task held, while another stream of "
             "the context failed: %d, not the failure %d (%s)",
             WAITER[w], (int)rc, FAILED, recent_msg());
@@ -99,7 +111,10 @@ static void healthy_wait_ends_at_failure(waiter_t w, aclrtNotify never) {
      * context, whose calls all answer the failure. */
     aclrtStreamStatus st;
     EXPECT_RC(aclrtStreamQuery(h, &st), FAILED);
-    gate_open(&hold);
+    gate_open(&g_hold);
+    /* The hold has ended before the next case sets the gate again. */
+    for (int i = 0; i < 60000 && !__atomic_load_n(&g_released, __ATOMIC_ACQUIRE); i++) sleep_ms(1);
+    REQUIRE(__atomic_load_n(&g_released, __ATOMIC_ACQUIRE), "the opened gate did not let go");
     CHECK(aclrtDestroyEvent(ev));
     CHECK(aclrtDestroyContext(c));
 }
