@@ -513,6 +513,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// answer is then theirs, task error included); 507000 (`InternalError`) called from one
     /// of this stream's own tasks (it would wait for itself).
     pub fn synchronize(&self, wait: SyncWait) -> Result<(), E> {
+        self.sync_through(self.sync_target()?, wait)
+    }
+
+    /// [`synchronize`](Self::synchronize)'s checks on entry, then what it waits for: the
+    /// tasks issued so far.
+    fn sync_target(&self) -> Result<u64, E> {
         let s = &*self.shared;
         if s.state.load(Ordering::SeqCst) != OPEN {
             return Err(E::from(Error::InvalidHandle));
@@ -520,7 +526,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         if s.control.on_worker() {
             return Err(E::from(Error::InternalError));
         }
-        let target = s.ring.issued();
+        Ok(s.ring.issued())
+    }
+
+    /// [`synchronize`](Self::synchronize) past its checks: waits for the first `target` tasks
+    /// to retire, then reports. A timeout clears nothing, so a caller may wait again for the
+    /// same tasks (the tests' wait bounded by progress, `tests::synced`).
+    fn sync_through(&self, target: u64, wait: SyncWait) -> Result<(), E> {
+        let s = &*self.shared;
         let done = || s.retired.load(Ordering::SeqCst) >= target;
         if !done() {
             // Tells the worker to retire finished tasks at once (see `Finished`).
