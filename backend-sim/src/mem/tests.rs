@@ -1,7 +1,10 @@
 //! Tests of device memory: allocation, checked copies and sets, out of memory, host access.
 
 use super::*;
-use acl_notify_core::{StreamOps, SyncWait};
+use acl_notify_core::{BackendError as _, Error, StreamOps, SyncWait};
+
+use super::alloc::span_of;
+use crate::stream::TaskCtx;
 
 use crate::NamespaceGuard as Ns;
 

@@ -41,8 +41,9 @@
 use acl_notify_core::{Backend as _, Error, Soc};
 
 use super::Runtime;
-use super::capture::{Captured, CondEntry, Model, Phase, Replay, State, bad_model};
+use super::capture::{Captured, State};
 use super::flow::{CondKind, CondSpec, Control};
+use super::model::{CondEntry, Model, Phase, Replay, bad_model};
 use crate::errmsg::{CallError, param};
 use crate::handle::MAX_HANDLES;
 

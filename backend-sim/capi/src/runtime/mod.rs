@@ -411,6 +411,7 @@ mod ipc;
 pub(crate) mod labels;
 mod last_task;
 pub(crate) mod mbufs;
+mod model;
 mod model_build;
 mod model_debug;
 mod model_exec;

@@ -34,7 +34,8 @@
 use acl_notify_core::{Backend as _, Error, Soc, StreamOps};
 
 use super::Runtime;
-use super::capture::{InCapture, Model, Phase, State, bad_model};
+use super::capture::{InCapture, State};
+use super::model::{Model, Phase, bad_model};
 use crate::errmsg::{CallError, param};
 
 /// `ACL_MODEL_STREAM_FLAG_HEAD`.

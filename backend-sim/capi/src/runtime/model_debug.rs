@@ -25,7 +25,7 @@
 use acl_notify_core::Error;
 
 use super::Runtime;
-use super::capture::{Model, Phase};
+use super::model::{Model, Phase};
 use crate::errmsg::{CallError, param};
 
 impl Runtime {

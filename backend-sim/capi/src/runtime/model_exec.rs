@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use acl_notify_core::{Error, EventOps, HostCall, StreamDestroy, StreamOps, SyncWait};
 
 use super::Runtime;
-use super::capture::{Model, Phase, Replay, bad_model};
 use super::cond::refuse_sub;
+use super::model::{Model, Phase, Replay, bad_model};
 use crate::errmsg::{CallError, param};
 
 /// How long a destroy waits for a model's executions to finish (`Context::ModelDestroy`:

@@ -32,9 +32,10 @@ use acl_notify_core::{
 use acl_notify_sim::mem::indirect::{Reader, Word};
 
 use super::Runtime;
-use super::capture::{Captured, Model, Phase, Replay};
+use super::capture::Captured;
 use super::flow::{self, Control, Program};
 use super::labels::bad_label;
+use super::model::{Model, Phase, Replay};
 use crate::errmsg::{CallError, param};
 
 fn internal(why: String) -> CallError {
@@ -377,7 +378,7 @@ impl Runtime {
             let m = st
                 .models
                 .get(handle)
-                .ok_or_else(|| super::capture::bad_model(handle))?;
+                .ok_or_else(|| super::model::bad_model(handle))?;
             super::cond::refuse_sub(m, "aclmdlRIAbort")?;
             match &m.phase {
                 Phase::Ready(r) => Arc::clone(r),

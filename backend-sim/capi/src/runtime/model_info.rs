@@ -7,7 +7,7 @@
 use std::ffi::c_void;
 
 use super::Runtime;
-use super::capture::Phase;
+use super::model::Phase;
 use crate::errmsg::{CallError, param};
 
 impl Runtime {

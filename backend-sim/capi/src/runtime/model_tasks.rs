@@ -27,7 +27,8 @@ use acl_notify_core::Error;
 use acl_notify_sim::mem::ValueCondition;
 
 use super::Runtime;
-use super::capture::{Captured, Model, Phase, TaskMeta, bad_model};
+use super::capture::Captured;
+use super::model::{Model, Phase, TaskMeta, bad_model};
 use crate::errmsg::{CallError, param};
 
 /// `aclmdlRITaskType`.

@@ -29,7 +29,8 @@ use std::sync::{Arc, PoisonError};
 use acl_notify_core::Error;
 
 use super::Runtime;
-use super::capture::{Captured, Phase, TaskMeta};
+use super::capture::Captured;
+use super::model::{Phase, TaskMeta};
 use crate::errmsg::CallError;
 
 /// `ACL_STREAM_PERSISTENT`.

@@ -8,7 +8,8 @@ use std::sync::PoisonError;
 use acl_notify_core::{Error, EventOps, RawEvent, RawStream, StreamOps, Timeout};
 
 use super::Runtime;
-use super::capture::{Captured, Replay};
+use super::capture::Captured;
+use super::model::Replay;
 use crate::errmsg::CallError;
 
 impl Runtime {

@@ -92,7 +92,7 @@ impl Runtime {
             .models
             .get_mut(model)
             .ok_or_else(|| CallError::new(Error::InternalError, "internal error: no model"))?;
-        if let super::capture::Phase::Capturing {
+        if let super::model::Phase::Capturing {
             invalid: Some(why), ..
         } = &m.phase
         {

@@ -17,8 +17,8 @@
 use acl_notify_core::Error;
 
 use super::Runtime;
-use super::capture::{Model, Phase};
 use super::last_task::{self, Last};
+use super::model::{Model, Phase};
 use crate::errmsg::CallError;
 
 /// Which information a call attaches.
