@@ -550,8 +550,9 @@ static inline size_t get_file(const char *dir, const char *name, char *buf, size
             continue;
         }
         const char *why = watch_step(w);
-        REQUIRE(why == NULL, "gave up after %ld ms waiting for %s (the other process did not "
-                "get that far; waiting, this process: %s)", timeout_ms, path, why);
+        REQUIRE(why == NULL, "timed out after %ld ms waiting for %s (the other process did "
+                "not get that far; counted as time this process could run: %s)", timeout_ms,
+                path, why);
     }
 }
 
