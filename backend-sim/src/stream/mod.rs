@@ -109,7 +109,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -376,6 +376,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             worker: OnceLock::new(),
             blocked_on: AtomicU64::new(0),
             moved_at: AtomicU64::new(0),
+            host_fn_cpu: AtomicU32::new(u32::MAX),
             home_tid: std::sync::atomic::AtomicI32::new(0),
             device: config.device,
             #[cfg(test)]
@@ -968,6 +969,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     #[cfg(test)]
     pub(crate) fn is_away(&self) -> bool {
         self.shared.ring.is_away()
+    }
+
+    /// The CPU this stream's worker ran its last host function on while no CPU was free
+    /// (`u32::MAX`: none such; see `placement::beside_worker`).
+    pub(crate) fn host_fn_cpu(&self) -> u32 {
+        self.shared.control.host_fn_cpu.load(Ordering::Relaxed)
     }
 
     /// A number that tells this stream from every other live stream of the process (the
