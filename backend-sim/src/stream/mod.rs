@@ -592,8 +592,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// answer is then theirs, task error included); 507000 (`InternalError`) called from one
     /// of this stream's own tasks (it would wait for itself).
     pub fn synchronize(&self, wait: SyncWait) -> Result<(), E> {
-        self.synchronize_unless(wait, &NoInterrupt)
-            .unwrap_or_else(|| Err(E::from(Error::InternalError)))
+        self.sync_through(self.sync_target()?, wait)
     }
 
     /// [`synchronize`](Self::synchronize) that gives up, answering `None` (nothing reported
@@ -605,14 +604,42 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         wait: SyncWait,
         interrupt: &dyn SyncInterrupt,
     ) -> Option<Result<(), E>> {
+        match self.sync_target() {
+            Ok(target) => self.sync_through_unless(target, wait, interrupt),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// [`synchronize`](Self::synchronize)'s checks on entry, then what it waits for: the
+    /// tasks issued so far.
+    fn sync_target(&self) -> Result<u64, E> {
         let s = &*self.shared;
         if s.state.load(Ordering::SeqCst) != OPEN {
-            return Some(Err(E::from(Error::InvalidHandle)));
+            return Err(E::from(Error::InvalidHandle));
         }
         if s.control.on_worker() {
-            return Some(Err(E::from(Error::InternalError)));
+            return Err(E::from(Error::InternalError));
         }
-        let target = s.ring.issued();
+        Ok(s.ring.issued())
+    }
+
+    /// [`synchronize`](Self::synchronize) past its checks: waits for the first `target` tasks
+    /// to retire, then reports. A timeout clears nothing, so a caller may wait again for the
+    /// same tasks (the tests' wait bounded by progress, `tests::synced`).
+    fn sync_through(&self, target: u64, wait: SyncWait) -> Result<(), E> {
+        self.sync_through_unless(target, wait, &NoInterrupt)
+            .unwrap_or_else(|| Err(E::from(Error::InternalError)))
+    }
+
+    /// [`sync_through`](Self::sync_through) that gives up (`None`) once `interrupt` is raised
+    /// ([`synchronize_unless`](Self::synchronize_unless)).
+    fn sync_through_unless(
+        &self,
+        target: u64,
+        wait: SyncWait,
+        interrupt: &dyn SyncInterrupt,
+    ) -> Option<Result<(), E>> {
+        let s = &*self.shared;
         let done = || s.retired.load(Ordering::SeqCst) >= target;
         if !done() {
             // Tells the worker to retire finished tasks at once (see `Finished`).
