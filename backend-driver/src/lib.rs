@@ -276,6 +276,24 @@ fn device_arg(device: u32) -> Result<i32, DriverError> {
     })
 }
 
+/// Enters `entry` in `table`: a C object the library has just created or opened, in no table
+/// yet (NULL for a device's default stream). Its handle; or, the table full, the object given
+/// to `destroy` (its one destruction) and `ResourceAllocFail` naming the table (`what`).
+fn enter<T: Copy>(
+    table: &Table<T>,
+    entry: T,
+    what: &str,
+    destroy: impl FnOnce(),
+) -> Result<u64, DriverError> {
+    table.insert(entry).ok_or_else(|| {
+        destroy();
+        DriverError::local(
+            Error::ResourceAllocFail,
+            format!("the driver's {what} table is full"),
+        )
+    })
+}
+
 impl Inner {
     fn check(&self, func: &'static str, code: i32) -> Result<(), DriverError> {
         check(&self.api, func, code)

@@ -13,7 +13,7 @@ use acl_notify_core::{
 use acl_notify_handles::Guard;
 
 use crate::ffi;
-use crate::{CPtr, Driver, DriverError, Inner, device_arg};
+use crate::{CPtr, Driver, DriverError, Inner, device_arg, enter};
 
 /// What the driver knows about one notify handle.
 #[derive(Clone, Copy, Debug)]
@@ -91,18 +91,12 @@ impl Inner {
     }
 
     pub(crate) fn insert_notify(&self, e: NotifyEntry) -> Result<RawNotify, DriverError> {
-        match self.notifies.insert(e) {
-            Some(h) => Ok(RawNotify(h)),
-            None => {
-                // SAFETY: `e.ptr` was just returned by the library and is not in any table, so
-                // this is its one destruction.
-                let _ = unsafe { (self.api.aclrtDestroyNotify)(e.ptr.0) };
-                Err(DriverError::local(
-                    Error::ResourceAllocFail,
-                    "the driver's notify table is full",
-                ))
-            }
-        }
+        enter(&self.notifies, e, "notify", || {
+            // SAFETY: `e.ptr` was just returned by the library and is not in any table, so
+            // this is its one destruction.
+            let _ = unsafe { (self.api.aclrtDestroyNotify)(e.ptr.0) };
+        })
+        .map(RawNotify)
     }
 }
 

@@ -14,7 +14,7 @@ use acl_notify_handles::{Guard, Lookup};
 
 use crate::ffi;
 use crate::notify::{Before, stale_notify};
-use crate::{CPtr, Driver, DriverError, Inner};
+use crate::{CPtr, Driver, DriverError, Inner, enter};
 
 /// What the driver knows about one stream handle.
 #[derive(Clone, Copy, Debug)]
@@ -56,21 +56,16 @@ impl StreamOps for Driver {
                 "aclrtCreateStream reported success but returned a NULL stream",
             ));
         }
-        match i.streams.insert(StreamEntry {
+        let e = StreamEntry {
             ptr: CPtr(p),
             device,
             is_default: false,
-        }) {
-            Some(h) => Ok(RawStream(h)),
-            None => {
-                // SAFETY: the pointer is in no table; this is its one destruction.
-                let _ = unsafe { (i.api.aclrtDestroyStreamForce)(p) };
-                Err(DriverError::local(
-                    Error::ResourceAllocFail,
-                    "the driver's stream table is full",
-                ))
-            }
-        }
+        };
+        enter(&i.streams, e, "stream", || {
+            // SAFETY: the pointer is in no table; this is its one destruction.
+            let _ = unsafe { (i.api.aclrtDestroyStreamForce)(p) };
+        })
+        .map(RawStream)
     }
 
     fn default_stream(&self, device: u32) -> Result<RawStream, DriverError> {
@@ -81,19 +76,13 @@ impl StreamOps for Driver {
         if let Some(h) = defaults.get(&device) {
             return Ok(RawStream(*h));
         }
-        let h = i
-            .streams
-            .insert(StreamEntry {
-                ptr: CPtr(core::ptr::null_mut()),
-                device,
-                is_default: true,
-            })
-            .ok_or_else(|| {
-                DriverError::local(
-                    Error::ResourceAllocFail,
-                    "the driver's stream table is full",
-                )
-            })?;
+        let e = StreamEntry {
+            ptr: CPtr(core::ptr::null_mut()),
+            device,
+            is_default: true,
+        };
+        // A default stream's pointer is NULL: nothing to destroy.
+        let h = enter(&i.streams, e, "stream", || {})?;
         defaults.insert(device, h);
         Ok(RawStream(h))
     }
