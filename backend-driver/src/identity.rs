@@ -7,15 +7,7 @@ use acl_notify_core::{Error, Soc};
 
 use crate::ffi::{self, Api};
 use crate::soc::{SocNaming, family_of};
-use crate::{DriverError, ENV_SERVER_ID, ENV_SOC, check, recent_message};
-
-pub(crate) struct Identity {
-    pub(crate) soc: Soc,
-    pub(crate) soc_name: String,
-    pub(crate) devices: u32,
-    pub(crate) tgid: i32,
-    pub(crate) server_id: u32,
-}
+use crate::{DriverError, ENV_SERVER_ID, ENV_SOC, Identity, check, recent_message};
 
 pub(crate) fn query_identity(api: &Api) -> Result<Identity, DriverError> {
     // SAFETY: no arguments; returns NULL or a NUL-terminated string owned by the runtime.

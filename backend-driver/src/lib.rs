@@ -73,7 +73,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use acl_notify_core::{Backend, Error, Feature, Soc};
+use acl_notify_core::{Backend, CreateFlags, Error, Feature, Lifecycle, Soc};
 // The crate docs' links to the items the submodules implement.
 #[cfg(doc)]
 use acl_notify_core::{ExportKey, HostOps, RawNotify, RawStream};
@@ -89,8 +89,6 @@ pub use soc::{SocNaming, family_of};
 use acl_notify_handles::{Kind, Table};
 use ffi::Api;
 use identity::query_identity;
-use notify::NotifyEntry;
-use stream::StreamEntry;
 
 /// Environment variable forcing the SoC family (a name from the SPEC's table, e.g.
 /// `Ascend910B`) when `aclrtGetSocName` returns a chip this binding does not know.
@@ -112,6 +110,26 @@ struct CPtr(*mut c_void);
 unsafe impl Send for CPtr {}
 // SAFETY: as above; sharing the pointer value across threads is just copying a number.
 unsafe impl Sync for CPtr {}
+
+/// What the driver knows about one notify handle.
+#[derive(Clone, Copy, Debug)]
+struct NotifyEntry {
+    ptr: CPtr,
+    device: u32,
+    owner_device: u32,
+    owner_server: u32,
+    state: Lifecycle,
+    flags: CreateFlags,
+    id: Option<u32>,
+}
+
+/// What the driver knows about one stream handle.
+#[derive(Clone, Copy, Debug)]
+struct StreamEntry {
+    ptr: CPtr,
+    device: u32,
+    is_default: bool,
+}
 
 /// A CANN runtime library, bound. Cheap to clone (the clones share handles and the ACL
 /// session); `Send + Sync`.
@@ -249,6 +267,14 @@ impl Driver {
     pub fn forget_current_device() {
         CURRENT_DEVICE.with(|c| c.set(None));
     }
+}
+
+struct Identity {
+    soc: Soc,
+    soc_name: String,
+    devices: u32,
+    tgid: i32,
+    server_id: u32,
 }
 
 fn recent_message(api: &Api) -> Option<String> {

@@ -13,19 +13,7 @@ use acl_notify_core::{
 use acl_notify_handles::Guard;
 
 use crate::ffi;
-use crate::{CPtr, Driver, DriverError, Inner, device_arg, enter};
-
-/// What the driver knows about one notify handle.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct NotifyEntry {
-    pub(crate) ptr: CPtr,
-    pub(crate) device: u32,
-    pub(crate) owner_device: u32,
-    pub(crate) owner_server: u32,
-    pub(crate) state: Lifecycle,
-    pub(crate) flags: CreateFlags,
-    pub(crate) id: Option<u32>,
-}
+use crate::{CPtr, Driver, DriverError, Inner, NotifyEntry, device_arg, enter};
 
 /// Checks a C function runs before its handle check (SPEC §3), which this driver must answer
 /// itself for a handle it never passes to C.

@@ -14,15 +14,7 @@ use acl_notify_handles::{Guard, Lookup};
 
 use crate::ffi;
 use crate::notify::{Before, stale_notify};
-use crate::{CPtr, Driver, DriverError, Inner, enter};
-
-/// What the driver knows about one stream handle.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct StreamEntry {
-    pub(crate) ptr: CPtr,
-    pub(crate) device: u32,
-    pub(crate) is_default: bool,
-}
+use crate::{CPtr, Driver, DriverError, Inner, StreamEntry, enter};
 
 pub(crate) fn stale_stream(s: RawStream) -> DriverError {
     DriverError::local(
