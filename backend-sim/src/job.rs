@@ -584,6 +584,13 @@ impl SimJob {
                 ctx.set_blocked_on(Blocked::HostFunction.note());
                 let outer = IN_HOST_FN.with(|f| f.replace(Some((ctx.device(), ctx.stream_key()))));
                 let generation = crate::sys::fork_generation();
+                // Where the host thread that feeds the stream is best placed (see
+                // `placement::beside_worker`).
+                if let Some(cpu) = crate::placement::host_function(|| {
+                    crate::shm::no_cpu_free(crate::spin::budget())
+                }) {
+                    ctx.note_host_fn_cpu(cpu);
+                }
                 run_host_call(call);
                 if crate::sys::fork_generation() != generation {
                     // The call forked, and this is the child: see `crate::fork`.

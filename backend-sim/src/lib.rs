@@ -104,6 +104,12 @@ mod parked;
 mod pin;
 mod placement;
 mod prefetch;
+/// The tests' bound on a wait: the time the process could run, not wall time (the tests
+/// crate's watch, one rule for the project's tests: see there).
+#[cfg(test)]
+#[path = "../../tests/src/progress.rs"]
+#[allow(dead_code)] // Its groups' watch is for other processes; these tests watch their own.
+mod progress;
 mod repair;
 mod ring;
 pub mod shm;

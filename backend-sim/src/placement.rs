@@ -32,6 +32,12 @@
 //! up to about 100 ms; a move that helped resets it. Moving costs two system calls and a
 //! migration, a few microseconds.
 //!
+//! The thread that feeds a stream is moved too, once in a while, the same way: a host thread
+//! that keeps queuing host functions from another CPU than the one their worker runs them on,
+//! while no CPU is free, moves to the worker's CPU, where their wake-ups find it from then on
+//! ([`beside_worker`]). Bulk tasks move a worker *away* from its enqueuer
+//! ([`beside_enqueuer`]): they keep a CPU busy, a host function's wake-up is short.
+//!
 //! Workers placed on CPUs ([`StreamCpus::Spread`](crate::StreamCpus) or a list, which pin
 //! with [`pin_current_thread`]) and `ACL_NOTIFY_SIM_STREAM_CPUS=off` never move.
 
@@ -53,6 +59,9 @@ const CLEAN_RUN: u32 = 8;
 /// A bulk task that found no idle CPU asks again after `GAP << n` for the `n`-th "no" in a
 /// row, `n` at most this (3.2 ms).
 const MAX_BUSY_BACKOFF: u32 = 4;
+/// Host functions a host thread queues in a row from another CPU than the one their worker
+/// runs them on, while no CPU is free, that move the host thread there ([`beside_worker`]).
+pub(crate) const JOIN_STREAK: u32 = 2;
 
 /// Restricts the calling thread to `cpu` (what a placed worker does first).
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
@@ -195,9 +204,67 @@ impl Crowding {
     }
 }
 
+/// A host thread's record of where it queues host functions from, against the CPU their
+/// worker runs them on ([`beside_worker`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Joining {
+    /// Host functions queued in a row from another CPU than their worker's.
+    away: u32,
+    /// Host functions queued from their worker's CPU since the last move.
+    beside: u32,
+    /// When the thread last moved (ns; 0: never), and the current backoff.
+    last_move: u64,
+    backoff: u32,
+}
+
+impl Joining {
+    /// A host function is queued, from the CPU its worker runs host functions on
+    /// (`beside`) or from another: whether to move to the worker's CPU now (`now` gives the
+    /// time, read only when a move is due). The gap and its backoff are the crowded
+    /// worker's: a move after which the thread did not queue [`CLEAN_RUN`] host functions
+    /// beside the worker did not help, and the gap doubles, up to about 100 ms.
+    pub(crate) fn queued(&mut self, beside: bool, now: impl FnOnce() -> u64) -> bool {
+        if beside {
+            self.beside = self.beside.saturating_add(1);
+            self.away = 0;
+            return false;
+        }
+        self.away = self.away.saturating_add(1);
+        if self.away < JOIN_STREAK {
+            return false;
+        }
+        let now = now();
+        let gap = (GAP.as_nanos() as u64) << self.backoff;
+        if self.last_move != 0 && now.saturating_sub(self.last_move) < gap {
+            return false;
+        }
+        self.backoff = if self.last_move == 0 || self.beside >= CLEAN_RUN {
+            0
+        } else {
+            (self.backoff + 1).min(MAX_BACKOFF)
+        };
+        self.away = 0;
+        self.beside = 0;
+        self.last_move = now;
+        true
+    }
+}
+
 thread_local! {
     /// `None`: this thread does not move (not a worker with adaptive placement).
     static CROWDING: Cell<Option<Crowding>> = const { Cell::new(None) };
+}
+
+thread_local! {
+    /// Where a host thread queues host functions from ([`beside_worker`]).
+    static JOINING: Cell<Joining> = const {
+        Cell::new(Joining {
+            away: 0,
+            beside: 0,
+            last_move: 0,
+            backoff: 0,
+        })
+    };
 }
 
 /// Lets the calling thread (a stream worker the kernel places) move when crowded.
@@ -227,6 +294,58 @@ pub(crate) fn crowded() {
     CROWDING.with(|cell| cell.set(Some(c)));
     if go {
         let _ = move_to_another_cpu();
+    }
+}
+
+/// Called by a host function (`aclrtLaunchHostFunc`) as it starts on its worker: what to note
+/// for the thread that queues the stream's host functions ([`beside_worker`]) — the CPU the
+/// worker runs it on if `no_cpu_free()` (the namespace's busy stream workers are at least the
+/// CPUs this process may use: `shm::busy`), `u32::MAX` (nothing to join) otherwise. `None`
+/// on a worker placed on CPUs or left to the kernel (not [`enable_on_this_thread`]), which
+/// notes nothing: where the user placed the workers, their host threads stay where the
+/// kernel puts them.
+pub(crate) fn host_function(no_cpu_free: impl FnOnce() -> bool) -> Option<u32> {
+    CROWDING.with(Cell::get)?;
+    Some(if no_cpu_free() {
+        current_cpu()
+    } else {
+        u32::MAX
+    })
+}
+
+/// Called by a thread that queues a host function, with the CPU the stream's worker ran its
+/// last one on while no CPU was free ([`host_function`]; `u32::MAX`: none such, and nothing
+/// happens). A thread that queues [`JOIN_STREAK`] of them in a row from another CPU moves to
+/// the worker's (`sched_setaffinity` to that CPU, then at once back to every CPU it may use,
+/// as a crowded worker's move does; the same gap and backoff). Stream workers themselves
+/// never move this way (an adaptive one returns at once; the caller does not call this from
+/// inside a host function). Otherwise one [`current_cpu`].
+///
+/// Why (bench/README.md History, wake24 and xproc25): a host function that wakes its host
+/// thread (how a host keeps a running stream fed: it queues a chunk, sleeps until the
+/// chunk's host function wakes it, and queues the next) wakes it on the host's previous
+/// CPU. With two processes each feeding a stream on two CPUs, the first wake-ups decide for
+/// a whole run whether each host sits beside its own worker or beside the *other*
+/// process's ("crossed"): crossed, each host arrives by a remote wake-up, takes that worker's
+/// CPU at a yield of its spinning wait for 7–21 µs, and the wait sleeps; the round trip
+/// read 550–900 ns against 380–430 ns with each host beside its own worker (where the host
+/// takes the CPU inside the host function that woke it, at the chunk's end its own worker
+/// chose). Moved beside its worker once, the host is woken there from then on (the waker's
+/// CPU is its previous one). Only while no CPU is free: with a CPU to spare the kernel's own
+/// choice (the host alone on a CPU) is the better one.
+pub(crate) fn beside_worker(worker_cpu: u32) {
+    if worker_cpu == u32::MAX || CROWDING.with(Cell::get).is_some() {
+        return;
+    }
+    let beside = current_cpu() == worker_cpu;
+    let go = JOINING.with(|j| {
+        let mut s = j.get();
+        let go = s.queued(beside, crate::sys::now_ns);
+        j.set(s);
+        go
+    });
+    if go {
+        let _ = move_to_cpu(worker_cpu as usize);
     }
 }
 
@@ -555,6 +674,20 @@ pub(crate) fn move_to_another_cpu() -> Option<(usize, usize)> {
     Some((here, to))
 }
 
+/// Moves the calling thread to `to` if it may use it, then gives it back every CPU it may
+/// use. Returns whether it moved.
+pub(crate) fn move_to_cpu(to: usize) -> bool {
+    let allowed = allowed_cpus();
+    if allowed.len() < 2 || !allowed.contains(&to) {
+        return false;
+    }
+    if pin_current_thread(to).is_err() {
+        return false;
+    }
+    set_allowed(&allowed);
+    true
+}
+
 /// Restricts the calling thread to `cpus` (all below `CPU_SETSIZE`, as `allowed_cpus` gives
 /// them).
 fn set_allowed(cpus: &[usize]) {
@@ -747,6 +880,83 @@ mod tests {
         assert_eq!(c.backoff, 1);
         assert!(!c.runner_tick(t3 + gap + 1, 1_000, true));
         assert!(c.runner_tick(t3 + 2 * gap + 1, 1_000, true));
+    }
+
+    /// A host thread moves to its worker's CPU after a streak of host functions queued from
+    /// another CPU, once a gap; a move after which it did not stay beside the worker backs
+    /// off, one after which it did does not.
+    #[test]
+    fn a_host_joins_its_worker_after_a_streak_once_a_gap() {
+        let gap = GAP.as_nanos() as u64;
+        let mut j = Joining::default();
+        let t1 = 100 * MS;
+        let never = || -> u64 { panic!("the clock was read with no move due") };
+        assert!(!j.queued(true, never));
+        for _ in 1..JOIN_STREAK {
+            assert!(!j.queued(false, never));
+        }
+        // One beside in between starts the streak again.
+        assert!(!j.queued(true, never));
+        for _ in 1..JOIN_STREAK {
+            assert!(!j.queued(false, never));
+        }
+        assert!(j.queued(false, || t1));
+        // Away again at once: the next move after the gap, the one after that after two.
+        for _ in 0..JOIN_STREAK {
+            assert!(!j.queued(false, || t1 + gap / 2));
+        }
+        assert!(j.queued(false, || t1 + gap + 1));
+        assert_eq!(j.backoff, 1);
+        for _ in 0..JOIN_STREAK {
+            assert!(!j.queued(false, || t1 + 2 * gap + 2));
+        }
+        assert!(j.queued(false, || t1 + 3 * gap + 2));
+        assert_eq!(j.backoff, 2);
+        // A move after which the host stayed beside its worker helped: the backoff resets.
+        for _ in 0..CLEAN_RUN {
+            assert!(!j.queued(true, never));
+        }
+        let t2 = t1 + 10 * MS;
+        for _ in 1..JOIN_STREAK {
+            assert!(!j.queued(false, never));
+        }
+        assert!(j.queued(false, || t2));
+        assert_eq!(j.backoff, 0);
+    }
+
+    /// A move to a named CPU lands there and gives the affinity back; nothing is counted
+    /// for a worker that names no CPU, nor for a stream worker queuing host functions.
+    #[test]
+    fn a_host_moves_to_the_cpu_its_worker_names_and_keeps_its_affinity() {
+        std::thread::spawn(|| {
+            let before = allowed_cpus();
+            beside_worker(u32::MAX);
+            assert_eq!(JOINING.with(Cell::get), Joining::default());
+            assert!(!move_to_cpu(usize::MAX), "moved to a CPU it may not use");
+            let here = current_cpu() as usize;
+            let Some(&to) = before.iter().find(|&&c| c != here) else {
+                return;
+            };
+            assert!(move_to_cpu(to));
+            let now = current_cpu() as usize;
+            // The kernel may have moved it again since, but not often this soon.
+            assert!(
+                now == to || now != here || before.len() > 2,
+                "still on {here}"
+            );
+            assert_eq!(allowed_cpus(), before, "the affinity was not given back");
+        })
+        .join()
+        .unwrap();
+        std::thread::spawn(|| {
+            enable_on_this_thread();
+            for _ in 0..4 * JOIN_STREAK {
+                beside_worker(u32::MAX - 1);
+            }
+            assert_eq!(JOINING.with(Cell::get), Joining::default());
+        })
+        .join()
+        .unwrap();
     }
 
     /// With no idle CPU the worker stays; the busy answer is asked for again after a gap,

@@ -423,6 +423,11 @@ impl StreamOps for Sim {
 
     fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), SimError> {
         let (s, _) = self.stream(stream)?;
+        // A host thread woken by its host functions is best woken beside their worker (not
+        // a stream's worker queuing from inside a host function: it stays where it is).
+        if !crate::job::in_host_function() {
+            crate::placement::beside_worker(s.host_fn_cpu());
+        }
         let call = Box::new(call);
         let job = if trace::on() {
             trace::job::traced(SimJob::Host(call))

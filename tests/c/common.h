@@ -107,22 +107,6 @@ static inline void sleep_ms(long ms) {
     }
 }
 
-/* A gate that a stream's host function (gate_hold) holds its stream at until the program
- * opens it (gate_open): what the program does meanwhile comes before the stream's next tasks
- * whatever the load, a matter of order and not of a timed hold (a 150 ms sleep was overtaken
- * under valgrind). Bounded: a gate left shut lets the stream go after 60 s, so a test that
- * forgets to open it fails on what it checks rather than hanging. */
-typedef struct {
-    int open; /* GCC's __atomic builtins: common.h is compiled as C++ too */
-} gate_t;
-
-static inline void gate_hold(void *arg) {
-    gate_t *g = (gate_t *)arg;
-    for (int i = 0; i < 60000 && !__atomic_load_n(&g->open, __ATOMIC_ACQUIRE); i++) sleep_ms(1);
-}
-
-static inline void gate_open(gate_t *g) { __atomic_store_n(&g->open, 1, __ATOMIC_RELEASE); }
-
 /* A host function holding its stream for *(int *)arg ms: only for a call that itself
  * synchronizes the stream (aclrtFreeWithDevSync, a copy to pageable memory), where a gate the
  * same thread opens could not be opened. It gives the call queued work to wait for; a run
@@ -409,6 +393,38 @@ static inline void read_all(int fd, void *buf, size_t n) {
     }
 }
 
+/* A gate that a stream's host function (gate_hold) holds its stream at until the program
+ * opens it (gate_open): what the program does meanwhile comes before the stream's next tasks
+ * whatever the load, a matter of order and not of a timed hold (a 150 ms sleep was overtaken
+ * under valgrind). Bounded: a gate left shut lets the stream go once this process could run
+ * for 60 s (the watch above: not while it is stopped, nor the share its most delayed thread
+ * waited for a CPU), so a test that forgets to open it fails on what it checks rather than
+ * hanging. (Until 2026-12-07: 60,000 sleeps of 1 ms, which a starved opener could outlast.) */
+typedef struct {
+    int open; /* GCC's __atomic builtins: common.h is compiled as C++ too */
+} gate_t;
+
+static inline void gate_hold(void *arg) {
+    gate_t *g = (gate_t *)arg;
+    watch_t *w = NULL; /* made at the first look: most gates open at once */
+    int64_t next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
+    while (!__atomic_load_n(&g->open, __ATOMIC_ACQUIRE)) {
+        sleep_ms(1);
+        if (now_ns() < next_look) continue;
+        next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
+        if (w == NULL) {
+            w = (watch_t *)malloc(sizeof *w);
+            REQUIRE(w != NULL, "out of memory");
+            watch_start(w, getpid(), 60);
+        } else if (watch_step(w) != NULL) {
+            break;
+        }
+    }
+    free(w);
+}
+
+static inline void gate_open(gate_t *g) { __atomic_store_n(&g->open, 1, __ATOMIC_RELEASE); }
+
 /* Waits for child `pid` to end (its status in *status) while it makes progress: if it stays
  * still for WATCH_STILL_LOOKS looks, or could run for `limit_s` seconds (0: no limit) without
  * ending (see the watch above), it is killed (SIGKILL), reaped, and why is printed on stderr
@@ -498,9 +514,11 @@ static inline void require_fresh(const char *dir, const char *name) {
             "run an empty directory (rm -rf %s; mkdir %s)", path, dir, dir);
 }
 
-/* Waits up to `timeout_ms` (or $ACL_NOTIFY_EXCHANGE_TIMEOUT_MS if set) for dir/name to
- * appear and reads it into buf (NUL-terminated); returns the length. Exits 1 (naming the
- * file) on timeout: nothing waits forever. */
+/* Waits for dir/name to appear and reads it into buf (NUL-terminated); returns the length.
+ * Exits 1 (naming the file) once this process could run for `timeout_ms` (or
+ * $ACL_NOTIFY_EXCHANGE_TIMEOUT_MS if set) without it: nothing waits forever. Counted by the
+ * watch above (not while the process is stopped; a look that comes late counts as one), not
+ * by wall time, which a pause of the job (SIGSTOP) ran out. */
 static inline size_t get_file(const char *dir, const char *name, char *buf, size_t cap,
                               long timeout_ms) {
     const char *override = getenv("ACL_NOTIFY_EXCHANGE_TIMEOUT_MS");
@@ -509,18 +527,32 @@ static inline size_t get_file(const char *dir, const char *name, char *buf, size
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    int64_t deadline = now_ns() + (int64_t)timeout_ms * 1000000LL;
+    watch_t *w = NULL; /* made at the first look: most files are there at once */
+    int64_t next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
     for (;;) {
         FILE *f = fopen(path, "rb");
         if (f) {
             size_t n = fread(buf, 1, cap - 1, f);
             fclose(f);
             buf[n] = '\0';
+            free(w);
             return n;
         }
-        REQUIRE(now_ns() < deadline, "timed out after %ld ms waiting for %s (the other process "
-                "did not get that far)", timeout_ms, path);
         sleep_ms(1);
+        if (now_ns() < next_look) continue;
+        next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
+        if (w == NULL) {
+            w = (watch_t *)malloc(sizeof *w);
+            REQUIRE(w != NULL, "out of memory");
+            /* The limit in whole seconds (at least one); the first look's second counted. */
+            watch_start(w, getpid(), (unsigned)((timeout_ms + 999) / 1000));
+            w->ran_ns = (int64_t)WATCH_LOOK_MS * 1000000LL;
+            continue;
+        }
+        const char *why = watch_step(w);
+        REQUIRE(why == NULL, "timed out after %ld ms waiting for %s (the other process did "
+                "not get that far; counted as time this process could run: %s)", timeout_ms,
+                path, why);
     }
 }
 

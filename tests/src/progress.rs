@@ -19,7 +19,11 @@
 //!
 //! A healthy run, paused or starved, is never stopped by either; a real hang ends in bounded
 //! time (the limit, in time it could run, or [`STILL_LOOKS`] looks). Only `std`: `xtask`
-//! includes this file too (`#[path]`), for the builds and runs it bounds.
+//! includes this file too (`#[path]`), for the builds and runs it bounds, and so do the
+//! simulator's unit tests, which bound their waits within their own process by it
+//! ([`Watch::this_process`]: a look then comes from one of the watched threads, so only the
+//! limit can end such a watch; a look that comes late, the process paused or starved, counts
+//! as one as above).
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -68,10 +72,19 @@ struct Seen {
     delays: HashMap<u32, u64>,
 }
 
-/// A watch on process groups (see the module docs).
+/// What a watch looks at.
+#[derive(Clone, Debug)]
+enum Watched {
+    /// Every process of these process groups.
+    Groups(Vec<u32>),
+    /// The calling process (`/proc/self`).
+    ThisProcess,
+}
+
+/// A watch on process groups, or on the calling process (see the module docs).
 #[derive(Debug)]
 pub struct Watch {
-    groups: Vec<u32>,
+    watched: Watched,
     limit: Option<Duration>,
     at: Instant,
     last: Seen,
@@ -83,11 +96,24 @@ impl Watch {
     /// Watches the processes of `groups` (process group ids), giving up once they could run
     /// for `limit` (`None`: no limit, still looks only).
     pub fn new(groups: &[u32], limit: Option<Duration>) -> Self {
+        Self::on(Watched::Groups(groups.to_vec()), limit)
+    }
+
+    /// Watches the calling process's own threads, giving up once they could run for `limit`:
+    /// a bound for a wait inside the process (a unit test's), which a pause of the process
+    /// (SIGSTOP) or a starved machine does not run out.
+    #[allow(dead_code)] // `xtask` watches groups only.
+    pub fn this_process(limit: Duration) -> Self {
+        Self::on(Watched::ThisProcess, Some(limit))
+    }
+
+    fn on(watched: Watched, limit: Option<Duration>) -> Self {
+        let last = look(&watched);
         Watch {
-            groups: groups.to_vec(),
+            watched,
             limit,
             at: Instant::now(),
-            last: look(groups),
+            last,
             still: 0,
             ran: Duration::ZERO,
         }
@@ -102,7 +128,7 @@ impl Watch {
             return Ok(());
         }
         self.at = now;
-        let seen = look(&self.groups);
+        let seen = look(&self.watched);
         let moved = seen.busy || seen.stopped || seen.cpu != self.last.cpu;
         self.still = if moved { 0 } else { self.still + 1 };
         if !seen.stopped {
@@ -131,20 +157,27 @@ impl Watch {
     }
 }
 
-/// One look at every thread of every process in `groups`.
-fn look(groups: &[u32]) -> Seen {
+/// One look at every thread of every process watched.
+fn look(watched: &Watched) -> Seen {
     let mut seen = Seen::default();
-    let Ok(procs) = std::fs::read_dir("/proc") else {
-        return seen;
+    let pids: Vec<String> = match watched {
+        Watched::ThisProcess => vec!["self".to_owned()],
+        Watched::Groups(_) => match std::fs::read_dir("/proc") {
+            Ok(procs) => procs
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .filter(|n| n.parse::<u32>().is_ok())
+                .collect(),
+            Err(_) => return seen,
+        },
     };
-    for e in procs.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
-            continue;
-        };
+    for pid in pids {
         let Some(stat) = read_stat(&format!("/proc/{pid}/stat")) else {
             continue;
         };
-        if !groups.contains(&stat.pgrp) {
+        if let Watched::Groups(groups) = watched
+            && !groups.contains(&stat.pgrp)
+        {
             continue;
         }
         seen.cpu += stat.cpu;
@@ -204,9 +237,12 @@ mod tests {
         // the test harness waits.
         let me = read_stat("/proc/thread-self/stat").expect("own stat");
         assert_eq!(me.state, 'R');
-        let seen = look(&[me.pgrp]);
+        let seen = look(&Watched::Groups(vec![me.pgrp]));
         assert!(seen.busy, "this thread runs");
         assert!(!seen.delays.is_empty());
+        let own = look(&Watched::ThisProcess);
+        assert!(own.busy, "this thread runs");
+        assert!(own.delays.len() >= 2, "the harness's thread and this one");
     }
 
     /// A spinning process of its own group, and a watch with a 1 s limit.

@@ -10,10 +10,11 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use acl_notify_core::{
     Backend, BackendError, CreateFlags, ExportFlags, ExportKey, ImportFlags, KeyFields,
@@ -26,8 +27,15 @@ const ENV_ROLE: &str = "ACL_SEC_ROLE";
 const ENV_NS: &str = "ACL_SEC_NAMESPACE";
 const SOC: Soc = Soc::Ascend910B;
 const DEVICES: u32 = 2;
-/// How long any one answer from a child may take.
+/// How long any one answer from a child may take, in time the child could run
+/// ([`acl_notify_tests::progress::Watch`]: not while it is stopped, nor the share it waited for
+/// a CPU; a bound of wall time broke when the machine paused or starved it).
 const STEP: Duration = Duration::from_secs(20);
+
+/// A watch on child `pid` (its own process group) with the limit [`STEP`].
+fn watch(pid: u32) -> acl_notify_tests::progress::Watch {
+    acl_notify_tests::progress::Watch::new(&[pid], Some(STEP))
+}
 
 type R = Result<(), Failed>;
 
@@ -109,6 +117,8 @@ impl Kid {
     fn spawn(role: &str, ns: &str) -> Result<Kid, Failed> {
         let exe = std::env::current_exe().map_err(|e| fail(format!("current_exe: {e}")))?;
         let mut child = Command::new(exe)
+            // Its own process group, which its watch looks at.
+            .process_group(0)
             .env(ENV_ROLE, role)
             .env(ENV_NS, ns)
             .stdin(Stdio::piped())
@@ -140,18 +150,28 @@ impl Kid {
 
     /// The next line the child prints (bounded wait).
     fn line(&self) -> Result<String, Failed> {
-        match self.lines.recv_timeout(STEP) {
-            Ok(l) => Ok(l),
-            Err(RecvTimeoutError::Timeout) => Err(fail(format!(
-                "{} (pid {}) gave no answer within {STEP:?}",
-                self.role,
-                self.pid()
-            ))),
-            Err(RecvTimeoutError::Disconnected) => Err(fail(format!(
-                "{} (pid {}) exited without answering",
-                self.role,
-                self.pid()
-            ))),
+        // Made once the first slice passed (a look reads `/proc`).
+        let mut w = None;
+        loop {
+            match self.lines.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => return Ok(l),
+                Err(RecvTimeoutError::Timeout) => {
+                    if let Err(hang) = w.get_or_insert_with(|| watch(self.child.id())).step() {
+                        return Err(fail(format!(
+                            "{} (pid {}) gave no answer: it {hang}",
+                            self.role,
+                            self.pid()
+                        )));
+                    }
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(fail(format!(
+                        "{} (pid {}) exited without answering",
+                        self.role,
+                        self.pid()
+                    )));
+                }
+            }
         }
     }
 
@@ -185,15 +205,17 @@ impl Kid {
     /// Closes stdin and waits (bounded) for a clean exit.
     fn finish(mut self) -> R {
         drop(self.stdin.take());
-        let end = Instant::now() + STEP;
+        let mut w = watch(self.child.id());
         loop {
             match self.child.try_wait() {
                 Ok(Some(st)) if st.success() => return Ok(()),
                 Ok(Some(st)) => return Err(fail(format!("{} exited with {st}", self.role))),
-                Ok(None) if Instant::now() > end => {
-                    return Err(fail(format!("{} did not exit", self.role)));
+                Ok(None) => {
+                    if let Err(hang) = w.step() {
+                        return Err(fail(format!("{} did not exit: it {hang}", self.role)));
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
                 }
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
                 Err(e) => return Err(fail(format!("wait: {e}"))),
             }
         }

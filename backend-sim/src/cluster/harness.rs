@@ -39,13 +39,21 @@ impl Member {
             .open(dir.join(format!("{}.log", self.name)))
             .map_err(|e| format!("etcd log: {e}"))?;
         let mut cmd = Command::new("etcd");
-        // SAFETY: the closure runs in the child between fork and exec and calls only prctl,
-        // which is async-signal-safe.
+        // SAFETY: the closure runs in the child between fork and exec and calls only prctl and
+        // setsid, which are async-signal-safe.
         unsafe {
             cmd.pre_exec(|| {
                 // The member dies with the thread that started it, also when this process is
                 // killed before its drop runs (a test at its deadline).
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                // A session of its own: the cluster stands for other machines, which the
+                // processes of a test (rank programs whose stream workers spin) do not slow
+                // down. In the tests' session it shared their scheduling group (the kernel's
+                // autogroup, one per session), and at load 20-25 answered a 2 s lease's
+                // renewals too late: the lease of a healthy process expired. Its process
+                // group is its own too (its pid), which a test's progress watch looks at
+                // ([`EtcdCluster::member_pid`]).
+                libc::setsid();
                 Ok(())
             });
         }
@@ -300,6 +308,12 @@ impl EtcdCluster {
             std::thread::sleep(Duration::from_millis(50));
         }
         Ok(())
+    }
+
+    /// The process id of member `i` (also its process group's: a member runs in a session
+    /// of its own), while it runs.
+    pub fn member_pid(&self, i: usize) -> Option<u32> {
+        self.members.get(i)?.child.as_ref().map(Child::id)
     }
 
     /// Starts member `i` again (after [`kill_member`](Self::kill_member)), on its data.

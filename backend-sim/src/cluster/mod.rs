@@ -298,6 +298,10 @@ struct Shared {
     server_lease: Mutex<i64>,
     /// The pod's lease, which holds the marks of the processes that left (see the module doc).
     pod_lease: Mutex<i64>,
+    /// When the grant of the process's lease that `join` took was asked for: the lease runs
+    /// from about then, so its keeper renews it a period after that, not a period after the
+    /// keeper's thread started (see [`Shared::keep`]).
+    proc_granted: Mutex<Instant>,
     stop: AtomicBool,
     published: Mutex<HashMap<(u32, u32), Published>>,
     /// This process's holds on other hosts' notifies and memory: what it holds → its holder
@@ -575,11 +579,12 @@ impl Shared {
     /// the lease in hand (a transaction that puts it only if it is still missing): the process
     /// that takes it first gets another lease for itself, the others keep theirs and register
     /// with it, so a job's processes starting at once grant and revoke no lease in vain.
-    fn register(&self) -> Result<(i64, Joined), SimError> {
+    fn register(&self) -> Result<(i64, Joined, Instant), SimError> {
         let doing = "joining the cluster";
         let grant = || self.etcd.lease_grant(self.ttl).map_err(|e| ipc(e, doing));
         let server_key = self.key(&format!("server/{}", self.server));
         let pod_key = self.key("pod-lease");
+        let mut asked = Instant::now();
         let mut lease = grant()?;
         // Every error after the grant gives the lease back (a lease holding a claim it took
         // stays: the claim is the pod's, not this process's).
@@ -621,7 +626,7 @@ impl Shared {
                     server: s.lease,
                     pod: p.lease,
                 };
-                return Ok((lease, joined));
+                return Ok((lease, joined, asked));
             }
             self.not_leaving().map_err(|e| refused(e, lease))?;
             for (missing, key, value) in [
@@ -634,6 +639,7 @@ impl Shared {
                         .map_err(|e| refused(e, lease))?
                 {
                     // This lease holds the claim now: the process takes another.
+                    asked = Instant::now();
                     lease = grant()?;
                 }
             }
@@ -691,7 +697,13 @@ impl Shared {
     /// the teardown waits for one call, not for a series of them.
     fn keep(&self) {
         let every = renew::period(self.ttl, POLL);
-        self.keep_renewing(Instant::now() + every, || {
+        // A period after the lease's grant was asked for (`join`), however long joining took
+        // since: a period after this thread started, the lease went unrenewed for the grant's
+        // transaction, the claims, the threads' start and a period, and with a 2 s TTL on a
+        // loaded machine expired before its first renewal (two owners of a c_abi collective
+        // at load ~15: their exports went with it, "its export is gone").
+        let first = renew::first(*lock(&self.proc_granted), every);
+        self.keep_renewing(first, || {
             let pl = *lock(&self.proc_lease);
             match self.etcd.lease_keepalive(pl) {
                 Ok(0) => {}
@@ -701,7 +713,7 @@ impl Shared {
             if self.leaving() {
                 return false;
             }
-            let Ok((new, joined)) = self.register() else {
+            let Ok((new, joined, _)) = self.register() else {
                 return false;
             };
             *lock(&self.server_lease) = joined.server;
@@ -992,6 +1004,7 @@ impl Cluster {
             pid,
             ttl: cfg.ttl,
             proc_lease: Mutex::new(0),
+            proc_granted: Mutex::new(Instant::now()),
             server_lease: Mutex::new(0),
             pod_lease: Mutex::new(0),
             stop: AtomicBool::new(false),
@@ -1008,8 +1021,9 @@ impl Cluster {
         // job but the first ones of each host): the lease, and one transaction that registers
         // the process and reads both claims. The claims' leases are renewed at once by the
         // claim keeper's thread, not here (see [`Joined`]).
-        let (proc_lease, joined) = shared.register()?;
+        let (proc_lease, joined, granted) = shared.register()?;
         *lock(&shared.proc_lease) = proc_lease;
+        *lock(&shared.proc_granted) = granted;
         *lock(&shared.server_lease) = joined.server;
         *lock(&shared.pod_lease) = joined.pod;
         // The error messages of `diag` ask it about whitelisted processes of other hosts.

@@ -23,6 +23,12 @@ pub(super) fn period(ttl: u32, floor: Duration) -> Duration {
     Duration::from_millis(u64::from(ttl) * 1000 / 3).max(floor)
 }
 
+/// When to renew a lease first whose grant was asked for at `asked`: a `period` after that,
+/// whenever its keeper starts (a keeper that starts late renews at once).
+pub(super) fn first(asked: Instant, period: Duration) -> Instant {
+    asked + period
+}
+
 /// When to renew next, after a renewal that started at `started`, ended at `ended` and went
 /// through (`ok`) or not: a `period` after its start, or after a failed one's end the period
 /// or [`RETRY`], whichever is shorter.
@@ -60,6 +66,23 @@ mod tests {
             next(t0, t0 + Duration::from_millis(2), true, every),
             t0 + every
         );
+    }
+
+    /// A lease whose grant took 1.5 s to be followed by its keeper (a join's calls on a
+    /// loaded machine) is renewed at once, before its 2 s TTL runs out; before, the first
+    /// renewal came a period after the keeper started, 2.17 s after the grant.
+    #[test]
+    fn the_first_renewal_counts_from_the_grant() {
+        let every = period(2, PAUSE);
+        let asked = Instant::now();
+        let keeper_started = asked + Duration::from_millis(1500);
+        let due = first(asked, every);
+        assert!(
+            due <= keeper_started,
+            "due {:?} after the keeper's start",
+            due - asked
+        );
+        assert!(due < asked + Duration::from_secs(2));
     }
 
     /// A renewal that failed (the cluster unreachable for the client's bound) is tried again

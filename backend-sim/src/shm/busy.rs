@@ -63,6 +63,18 @@ thread_local! {
     static COUNTED: RefCell<Option<Counted>> = const { RefCell::new(None) };
 }
 
+/// Whether the calling thread is a stream worker counted busy in a file whose count of busy
+/// stream workers is at least `cpus`: no CPU is free for another thread of the namespace's.
+pub(crate) fn no_cpu_free(cpus: u32) -> bool {
+    COUNTED
+        .try_with(|c| {
+            c.borrow()
+                .as_ref()
+                .is_some_and(|k| busy_now(k.0.busy()) >= cpus)
+        })
+        .unwrap_or(false)
+}
+
 /// A stream worker is about to wait for a record of a notify in `file`: counts it among the
 /// file's busy workers, unless it is already (a worker counted in another file moves here).
 pub(crate) fn count_worker(file: &Arc<ShmFile>) {

@@ -63,7 +63,7 @@ use crate::sys;
 
 pub use crate::mapfile::{FILE_PREFIX, SHM_DIR};
 
-pub(crate) use busy::{blocked, busy_now, count_worker, uncount_worker};
+pub(crate) use busy::{blocked, busy_now, count_worker, no_cpu_free, uncount_worker};
 use counts::Count;
 pub(crate) use counts::{Share, non_negative};
 pub(crate) use layout::Layout;

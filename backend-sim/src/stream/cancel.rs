@@ -6,7 +6,7 @@ use std::cell::{Cell, OnceCell};
 use std::fmt;
 use std::mem::{self, MaybeUninit};
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, Thread};
 use std::time::{Duration, Instant};
@@ -98,6 +98,10 @@ pub(super) struct Control {
     /// When a task last moved the worker to another CPU ([`TaskCtx::note_moved`]; ns of
     /// `sys::now_ns`, 0: never): a `synchronize` spins longer for a while after.
     pub(super) moved_at: AtomicU64,
+    /// The CPU the stream's worker ran its last host function on, if no CPU was free then
+    /// (`u32::MAX`: one was, or none ran yet, or the worker is not adaptively placed): see
+    /// `placement::host_function`.
+    pub(super) host_fn_cpu: AtomicU32,
     /// The kernel thread id of the stream's own thread (set before the stream can take a
     /// task).
     pub(super) home_tid: AtomicI32,
@@ -432,6 +436,14 @@ impl TaskCtx {
         self.control
             .moved_at
             .store(crate::sys::now_ns(), Ordering::Relaxed);
+    }
+
+    /// Notes the CPU the worker runs a host function on (`u32::MAX`: none to note), for the
+    /// host thread ([`Stream::host_fn_cpu`](super::Stream::host_fn_cpu)).
+    pub(crate) fn note_host_fn_cpu(&self, cpu: u32) {
+        if self.control.host_fn_cpu.load(Ordering::Relaxed) != cpu {
+            self.control.host_fn_cpu.store(cpu, Ordering::Relaxed);
+        }
     }
 
     /// The running task's number in the stream's enqueue order (from 0): the tickets

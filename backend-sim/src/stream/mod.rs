@@ -109,7 +109,7 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::mem;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -376,6 +376,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             worker: OnceLock::new(),
             blocked_on: AtomicU64::new(0),
             moved_at: AtomicU64::new(0),
+            host_fn_cpu: AtomicU32::new(u32::MAX),
             home_tid: std::sync::atomic::AtomicI32::new(0),
             device: config.device,
             #[cfg(test)]
@@ -513,6 +514,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// answer is then theirs, task error included); 507000 (`InternalError`) called from one
     /// of this stream's own tasks (it would wait for itself).
     pub fn synchronize(&self, wait: SyncWait) -> Result<(), E> {
+        self.sync_through(self.sync_target()?, wait)
+    }
+
+    /// [`synchronize`](Self::synchronize)'s checks on entry, then what it waits for: the
+    /// tasks issued so far.
+    fn sync_target(&self) -> Result<u64, E> {
         let s = &*self.shared;
         if s.state.load(Ordering::SeqCst) != OPEN {
             return Err(E::from(Error::InvalidHandle));
@@ -520,7 +527,14 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         if s.control.on_worker() {
             return Err(E::from(Error::InternalError));
         }
-        let target = s.ring.issued();
+        Ok(s.ring.issued())
+    }
+
+    /// [`synchronize`](Self::synchronize) past its checks: waits for the first `target` tasks
+    /// to retire, then reports. A timeout clears nothing, so a caller may wait again for the
+    /// same tasks (the tests' wait bounded by progress, `tests::synced`).
+    fn sync_through(&self, target: u64, wait: SyncWait) -> Result<(), E> {
+        let s = &*self.shared;
         let done = || s.retired.load(Ordering::SeqCst) >= target;
         if !done() {
             // Tells the worker to retire finished tasks at once (see `Finished`).
@@ -955,6 +969,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     #[cfg(test)]
     pub(crate) fn is_away(&self) -> bool {
         self.shared.ring.is_away()
+    }
+
+    /// The CPU this stream's worker ran its last host function on while no CPU was free
+    /// (`u32::MAX`: none such; see `placement::beside_worker`).
+    pub(crate) fn host_fn_cpu(&self) -> u32 {
+        self.shared.control.host_fn_cpu.load(Ordering::Relaxed)
     }
 
     /// A number that tells this stream from every other live stream of the process (the

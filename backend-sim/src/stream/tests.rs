@@ -5,9 +5,13 @@ use cancel::Waker;
 use std::sync::atomic::AtomicUsize;
 use worker::gettid;
 
-/// Generous bound for anything a test waits on; a healthy run takes milliseconds.
+/// Generous bound for anything a test waits on, in time the process could run
+/// ([`crate::progress::Watch::this_process`]: not while it is stopped, nor the part its most
+/// delayed thread waited for a CPU); a healthy run takes milliseconds. A bound of wall time
+/// broke when the process was paused (SIGSTOP, by job control or a benchmark that pauses other
+/// jobs): `back_to_back_enqueues_need_no_wake_syscall`'s 20 s `synchronize` failed with 507046
+/// after a 25 s stop.
 const LONG: Duration = Duration::from_secs(20);
-const SYNC: SyncWait = SyncWait::AtMost(LONG);
 
 type S = Stream<Error>;
 
@@ -49,31 +53,70 @@ impl Gate {
         *lock(&self.open) = true;
         self.cv.notify_all();
     }
-    /// True if opened within `d`.
+    /// True if opened before the process could run for `d` (see [`LONG`]).
     fn wait(&self, d: Duration) -> bool {
-        let g = lock(&self.open);
-        let (g, _) = self
-            .cv
-            .wait_timeout_while(g, d, |open| !*open)
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut w = watch(d);
+        let mut g = lock(&self.open);
+        while !*g && w.step().is_ok() {
+            g = self
+                .cv
+                .wait_timeout(g, Duration::from_millis(100))
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
         *g
     }
 }
 
-/// Runs `f` on a thread and returns its result, failing the test if it takes over `d`.
+/// A watch on this process that gives up once it could run for `d` (see [`LONG`]).
+fn watch(d: Duration) -> crate::progress::Watch {
+    crate::progress::Watch::this_process(d)
+}
+
+/// `s.synchronize` bounded by [`LONG`] of the time the process could run, not by wall time:
+/// its answer (a test that wants 507046 asks `synchronize` for it). It waits for the tasks
+/// issued when it is called, in slices of [`crate::progress::LOOK`] (a slice that times out
+/// clears nothing).
+pub(super) fn synced<J: Job<Error>>(s: &Stream<Error, J>) -> Result<(), Error> {
+    let target = s.sync_target()?;
+    // Made at the first slice's end: a look reads every thread's `/proc` files.
+    let mut w = None;
+    loop {
+        match s.sync_through(target, SyncWait::AtMost(crate::progress::LOOK)) {
+            Err(Error::StreamSyncTimeout) => {}
+            r => return r,
+        }
+        if let Err(hang) = w.get_or_insert_with(|| watch(LONG)).step() {
+            panic!("synchronize: the process {hang}");
+        }
+    }
+}
+
+/// Runs `f` on a thread and returns its result, failing the test if the process could run
+/// for `d` meanwhile (see [`LONG`]).
 fn within<T: Send + 'static>(d: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let _ = tx.send(f());
     });
-    rx.recv_timeout(d)
-        .unwrap_or_else(|_| panic!("still running after {d:?}"))
+    let mut w = watch(d);
+    loop {
+        match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(v) => return v,
+            Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the thread panicked"),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if let Err(hang) = w.step() {
+            panic!("still running: the process {hang}");
+        }
+    }
 }
 
-/// Polls `cond` every millisecond for at most `d` (also `stop`'s tests).
+/// Polls `cond` every millisecond until the process could run for `d` (see [`LONG`]; also
+/// `stop`'s tests).
 pub(super) fn eventually(d: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let end = Instant::now() + d;
-    while Instant::now() < end {
+    let mut w = watch(d);
+    while w.step().is_ok() {
         if cond() {
             return true;
         }
@@ -116,7 +159,7 @@ fn order_is_preserved_across_thousands_of_tasks() {
         })
         .unwrap();
     }
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     let seen = lock(&seen);
     assert_eq!(seen.len(), N);
     assert!(
@@ -154,7 +197,7 @@ fn each_producers_order_is_preserved_with_concurrent_producers() {
     for p in producers {
         p.join().unwrap();
     }
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     let seen = lock(&seen);
     assert_eq!(seen.len(), P * N);
     let mut next = [0usize; P];
@@ -194,7 +237,7 @@ fn enqueue_waits_for_room_instead_of_failing() {
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     gate.open();
     producer.join().unwrap();
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), N);
     assert_eq!(s.stats().failed, 0);
 }
@@ -242,7 +285,7 @@ fn a_producer_sees_room_in_a_queue_that_stalls_more_than_half_full() {
     );
     producer.join().unwrap();
     stall.open();
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), CAP - 5 + 4 + 1);
 }
 
@@ -291,10 +334,10 @@ fn enqueue_gives_up_on_a_queue_that_stays_full_and_loses_nothing_queued() {
     );
     // The stream goes on once its head finishes: every task queued before runs.
     gate.open();
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), CAP);
     count_on(&s, &ran);
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), CAP + 1);
     assert_eq!(s.stats().failed, 0);
 }
@@ -306,16 +349,16 @@ fn synchronize_reports_the_first_error_once_and_the_stream_goes_on() {
     s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
     s.enqueue(|_| Err(Error::IpcError)).unwrap();
     count_on(&s, &ran);
-    assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+    assert_eq!(synced(&s), Err(Error::TaskTimeout));
     assert_eq!(
         ran.load(Ordering::SeqCst),
         1,
         "tasks after a failure still run"
     );
-    assert_eq!(s.synchronize(SYNC), Ok(()), "reported once, then cleared");
+    assert_eq!(synced(&s), Ok(()), "reported once, then cleared");
     assert!(!s.has_error());
     count_on(&s, &ran);
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), 2);
     assert_eq!(s.stats().failed, 2);
 }
@@ -336,7 +379,7 @@ fn synchronize_with_timeout_expires_while_a_task_blocks() {
     );
     assert!(s.has_error(), "a timed-out synchronize clears nothing");
     gate.open();
-    assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+    assert_eq!(synced(&s), Err(Error::TaskTimeout));
     assert_eq!(s.synchronize(SyncWait::AtMost(Duration::ZERO)), Ok(()));
     assert_eq!(s.synchronize(SyncWait::Forever), Ok(()));
 }
@@ -351,7 +394,7 @@ fn query_is_not_ready_until_everything_ran() {
     gate.open();
     assert!(eventually(LONG, || s.query() == StreamStatus::Complete));
     assert!(s.has_error(), "query leaves the error for synchronize");
-    assert_eq!(s.synchronize(SYNC), Err(Error::TaskTimeout));
+    assert_eq!(synced(&s), Err(Error::TaskTimeout));
 }
 
 #[test]
@@ -361,7 +404,7 @@ fn several_threads_synchronize_at_once() {
     let waiters: Vec<_> = (0..3)
         .map(|_| {
             let s = Arc::clone(&s);
-            thread::spawn(move || s.synchronize(SYNC))
+            thread::spawn(move || synced(&s))
         })
         .collect();
     thread::sleep(Duration::from_millis(20));
@@ -433,7 +476,7 @@ fn discard_drops_pending_tasks_and_interrupts_the_blocked_one() {
     assert_eq!(st.completed, 1);
     assert_eq!(s.query(), StreamStatus::Complete);
     assert_eq!(s.enqueue(|_| Ok(())), Err(Error::InvalidHandle));
-    assert_eq!(s.synchronize(SYNC), Err(Error::InvalidHandle));
+    assert_eq!(synced(&s), Err(Error::InvalidHandle));
     assert_eq!(s.destroy(StreamDestroy::Discard), Err(Error::InvalidHandle));
 }
 
@@ -561,7 +604,7 @@ fn ctx_sleep_is_cut_short_by_discard() {
         Ok(())
     })
     .unwrap();
-    assert_eq!(s2.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s2), Ok(()));
     assert_eq!(*lock(&short), Some(Ok(())));
 
     assert!(started.wait(LONG));
@@ -779,10 +822,10 @@ fn a_panicking_task_becomes_an_error_not_a_dead_stream() {
         Ok(())
     })
     .unwrap();
-    assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+    assert_eq!(synced(&s), Err(Error::DrvInternalError));
     assert!(ran.load(Ordering::SeqCst), "the stream kept going");
     assert_eq!(s.last_panic().as_deref(), Some("boom in a host function"));
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     let st = s.stats();
     assert_eq!((st.panicked, st.failed, st.completed), (1, 1, 2));
 }
@@ -811,7 +854,7 @@ fn panics_inside_one_taken_batch_spare_the_tasks_around_them() {
         .unwrap();
     }
     hold.open();
-    assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+    assert_eq!(synced(&s), Err(Error::DrvInternalError));
     assert_eq!(*lock(&order), vec![0, 2, 3, 5, 6]);
     assert_eq!(s.last_panic().as_deref(), Some("boom 7"));
     let st = s.stats();
@@ -864,7 +907,7 @@ fn a_worker_that_unwinds_drops_and_retires_every_task_it_held() {
     );
     assert!(eventually(LONG, || s.has_exited()));
     assert_eq!(s.enqueue(|_| Ok(())), Err(Error::InvalidHandle));
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     let s = Arc::into_inner(s).unwrap();
     within(LONG, move || drop(s));
 }
@@ -962,14 +1005,14 @@ fn a_task_may_use_its_own_stream_without_deadlocking() {
                 Ok(())
             })?;
         }
-        *lock(&i2) = Some(s2.synchronize(SYNC));
+        *lock(&i2) = Some(synced(&s2));
         Ok(())
     })
     .unwrap();
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(*lock(&inner), Some(Err(Error::InternalError)));
     // The inner tasks were enqueued after our first synchronize began; this one covers them.
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), 10);
     assert_eq!(s.stats().enqueued, 11);
 }
@@ -980,7 +1023,7 @@ fn an_idle_worker_sleeps_and_is_woken_by_enqueue() {
     for _ in 0..100 {
         s.enqueue(|_| Ok(())).unwrap();
     }
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     // Past the spin budget the worker parks.
     assert!(eventually(LONG, || s.stats().sleeps >= 1
         && s.shared.ring.is_sleeping()));
@@ -1047,11 +1090,11 @@ fn back_to_back_enqueues_need_no_wake_syscall() {
     let s = S::spawn(StreamConfig::new("t-spin").spin(Duration::from_secs(3600))).unwrap();
     s.cpu_seems_free();
     s.enqueue(|_| Ok(())).unwrap();
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     let before = s.stats();
     for _ in 0..100 {
         s.enqueue(|_| Ok(())).unwrap();
-        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(synced(&s), Ok(()));
     }
     let after = s.stats();
     assert!(after.spin_hits > before.spin_hits);
@@ -1091,7 +1134,7 @@ fn no_wake_up_is_lost_when_the_worker_parks_every_time() {
     for p in producers {
         assert_eq!(p.join().unwrap(), Ok(()));
     }
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), 2 * N);
     assert!(s.stats().sleeps > 0, "the worker did park in between");
 }
@@ -1165,7 +1208,7 @@ fn remains_are_dropped_before_a_blocking_job_and_before_synchronize_returns() {
             s.enqueue_job(Probe::Quick(DropCounter(Arc::clone(&drops))))
                 .unwrap();
         }
-        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(synced(&s), Ok(()));
         assert_eq!(seen.load(Ordering::SeqCst), round * 8 - 3);
         assert_eq!(drops.load(Ordering::SeqCst), round * 8);
     }
@@ -1197,7 +1240,7 @@ fn remains_of_a_queue_run_dry_are_dropped_without_a_synchronize() {
             s.enqueue_job(Probe::Quick(DropCounter(Arc::clone(&drops))))
                 .unwrap();
         }
-        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(synced(&s), Ok(()));
         assert_eq!(drops.load(Ordering::SeqCst), 20 * 3 + 40);
     }
 }
@@ -1265,7 +1308,7 @@ fn chained_jobs_run_in_order_and_are_counted_like_the_others() {
         expect.extend([i, i + 1, i + 2, i + 3, i + 4]);
     }
     hold.open();
-    assert_eq!(s.synchronize(SYNC), Err(Error::InvalidHandle));
+    assert_eq!(synced(&s), Err(Error::InvalidHandle));
     assert_eq!(*lock(&log), expect);
     assert_eq!(
         drops.load(Ordering::SeqCst),
@@ -1280,7 +1323,7 @@ fn chained_jobs_run_in_order_and_are_counted_like_the_others() {
     s.enqueue_job(Link::Plain(1, Arc::clone(&log))).unwrap();
     s.enqueue_job(Link::Boom).unwrap();
     s.enqueue_job(chained(2)).unwrap();
-    assert_eq!(s.synchronize(SYNC), Err(Error::DrvInternalError));
+    assert_eq!(synced(&s), Err(Error::DrvInternalError));
     assert_eq!(*lock(&log), [1, 2]);
     assert_eq!(s.last_panic().as_deref(), Some("boom in a chained job"));
     let st = s.stats();
@@ -1325,7 +1368,7 @@ fn synchronize_does_not_wait_for_a_blocking_task_taken_with_the_ones_it_waits_fo
             s.enqueue_job(Step::Quick).unwrap();
         }
         let s2 = Arc::clone(&s);
-        let sync = thread::spawn(move || s2.synchronize(SYNC));
+        let sync = thread::spawn(move || synced(&s2));
         // The synchronize has read its target (6 tasks) once it published its wake-up mark.
         assert!(eventually(LONG, || s.shared.wake_at.load(Ordering::SeqCst) != u64::MAX));
         let g = Arc::clone(&block);
@@ -1340,7 +1383,7 @@ fn synchronize_does_not_wait_for_a_blocking_task_taken_with_the_ones_it_waits_fo
         assert_eq!(sync.join().unwrap(), Ok(()), "polite: {polite}");
         assert_eq!(s.query(), StreamStatus::NotReady);
         block.open();
-        assert_eq!(s.synchronize(SYNC), Ok(()));
+        assert_eq!(synced(&s), Ok(()));
     }
 }
 
@@ -1366,7 +1409,7 @@ fn a_placed_worker_runs_on_its_cpu_only() {
     // It still runs tasks, and the spawning thread keeps its own affinity.
     let ran = Arc::new(AtomicUsize::new(0));
     count_on(&s, &ran);
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), 1);
     assert_eq!(allowed_cpus(), cpus);
     // Unplaced workers are left to the scheduler.
@@ -1401,7 +1444,7 @@ fn an_idle_worker_stops_spinning_when_a_busy_thread_wants_its_cpu() {
     };
     let ran = Arc::new(AtomicUsize::new(0));
     count_on(&s, &ran);
-    assert_eq!(s.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&s), Ok(()));
     let parked = eventually(LONG, || s.stats().sleeps >= 1);
     stop.store(true, Ordering::Relaxed);
     busy.join().unwrap();
@@ -1451,7 +1494,7 @@ fn a_batch_worker_runs_under_sched_batch() {
     for _ in 0..100 {
         count_on(&batch, &ran);
     }
-    assert_eq!(batch.synchronize(SYNC), Ok(()));
+    assert_eq!(synced(&batch), Ok(()));
     assert_eq!(ran.load(Ordering::SeqCst), 100);
 }
 
@@ -1479,7 +1522,7 @@ fn kept_values_live_until_the_stream_is_gone() {
         Ok(())
     })
     .unwrap();
-    s.synchronize(SYNC).unwrap();
+    synced(&s).unwrap();
     assert_eq!(seen.load(Ordering::SeqCst), 6);
     drop(s);
     for v in &vals {

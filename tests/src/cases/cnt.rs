@@ -426,7 +426,8 @@ fn timeout(p: &dyn Probe) -> CaseResult {
         }
     }
     let el = t.elapsed();
-    if el < Duration::from_millis(900) || el > Duration::from_secs(8) {
+    // A lower bound only (a loaded machine makes a timeout late, never early).
+    if el < Duration::from_millis(900) {
         return Err(format!("a 1 s timeout fired after {el:.2?}"));
     }
     done(p, s, "the error is reported once")?;

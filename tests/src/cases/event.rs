@@ -7,7 +7,7 @@
 //! can see an event "recorded, not yet run" and then run.
 
 use std::ffi::c_void;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use acl_notify_core::event::{
     EventFlags, EventSpec, EventWaitStatus, FailureMode, LatestRecord, RawEvent,
@@ -409,14 +409,9 @@ fn abort<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     ok!(b.wait_and_reset(n, s, Timeout::Forever));
     let p = Probe::new();
     ok!(b.launch_host_func(s, p.call()));
-    let t = Instant::now();
     ok!(b.abort(s));
+    // The wait (for ever) ended: the synchronize returns.
     sync_ok(ctx, s, LONG, "a stream after abort")?;
-    ensure!(
-        t.elapsed() < Duration::from_secs(10),
-        "the aborted wait took {:?} to end",
-        t.elapsed()
-    );
     ensure_eq!(p.count(), 0, "a task queued before the abort ran");
     let q = Probe::new();
     ok!(b.launch_host_func(s, q.call()));

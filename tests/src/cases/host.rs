@@ -41,8 +41,9 @@ fn wait_and_try_consume<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         Error::WaitTimeout
     );
     let el = t.elapsed();
+    // A lower bound only (a loaded machine makes a timeout late, never early).
     ensure!(
-        el >= Duration::from_millis(190) && el < Duration::from_secs(5),
+        el >= Duration::from_millis(190),
         "host_wait(200 ms) timed out after {el:.2?}"
     );
     // A record from a stream, 100 ms later, releases a blocked host wait.

@@ -485,8 +485,9 @@ fn sigkill_importer_mid_record<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         Error::TaskTimeout,
         "two waits after the importer died",
     )?;
+    // At least one timed out (a lower bound: a loaded machine makes it late, never early).
     ensure!(
-        t.elapsed() < Duration::from_secs(5),
+        t.elapsed() >= Duration::from_millis(900),
         "two 1 s waits took {:.2?}",
         t.elapsed()
     );

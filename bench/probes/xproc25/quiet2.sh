@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+cd /work/wt/xproc25 && exec /work/notes/quiet.sh "$@"
