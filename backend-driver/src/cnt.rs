@@ -12,7 +12,7 @@ use core::ffi::c_void;
 use acl_notify_core::cnt::{CntRecordInfo, CntWaitInfo};
 use acl_notify_core::{CntNotifyOps, CntRecord, CntWait, Error, Feature, RawCntNotify, RawStream};
 
-use crate::{CPtr, Driver, DriverError, Inner, device_arg};
+use crate::{CPtr, Driver, DriverError, Inner, device_arg, enter};
 
 /// What the driver knows about one count-notify handle.
 #[derive(Clone, Copy, Debug)]
@@ -82,22 +82,17 @@ impl CntNotifyOps for Driver {
                 "aclrtCntNotifyCreate reported success but returned NULL",
             ));
         }
-        match i.cnts.insert(CntEntry {
+        let e = CntEntry {
             ptr: CPtr(p),
             device,
-        }) {
-            Some(h) => Ok(RawCntNotify(h)),
-            None => {
-                if let Some(destroy) = i.api.aclrtCntNotifyDestroy {
-                    // SAFETY: `p` was just created and is in no table: its one destruction.
-                    let _ = unsafe { destroy(p) };
-                }
-                Err(DriverError::local(
-                    Error::ResourceAllocFail,
-                    "the driver's count-notify table is full",
-                ))
+        };
+        enter(&i.cnts, e, "count-notify", || {
+            if let Some(destroy) = i.api.aclrtCntNotifyDestroy {
+                // SAFETY: `p` was just created and is in no table: its one destruction.
+                let _ = unsafe { destroy(p) };
             }
-        }
+        })
+        .map(RawCntNotify)
     }
 
     fn cnt_destroy(&self, cnt: RawCntNotify) -> Result<(), DriverError> {

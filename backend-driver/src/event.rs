@@ -15,7 +15,7 @@ use acl_notify_core::event::{
 };
 use acl_notify_core::{Error, Feature, RawStream, SyncWait, Timeout};
 
-use crate::{CPtr, Driver, DriverError, Inner};
+use crate::{CPtr, Driver, DriverError, Inner, enter};
 
 /// What the driver knows about one event handle.
 #[derive(Clone, Copy, Debug)]
@@ -76,24 +76,19 @@ impl Inner {
                 "the library reported success but returned a NULL event",
             ));
         }
-        match self.events.insert(EventEntry {
+        let e = EventEntry {
             ptr: CPtr(p),
             device,
             spec,
             recorded: false,
-        }) {
-            Some(h) => Ok(RawEvent(h)),
-            None => {
-                if let Some(destroy) = self.api.aclrtDestroyEvent {
-                    // SAFETY: `p` was just created and is in no table: its one destruction.
-                    let _ = unsafe { destroy(p) };
-                }
-                Err(DriverError::local(
-                    Error::ResourceAllocFail,
-                    "the driver's event table is full",
-                ))
+        };
+        enter(&self.events, e, "event", || {
+            if let Some(destroy) = self.api.aclrtDestroyEvent {
+                // SAFETY: `p` was just created and is in no table: its one destruction.
+                let _ = unsafe { destroy(p) };
             }
-        }
+        })
+        .map(RawEvent)
     }
 }
 

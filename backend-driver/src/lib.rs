@@ -60,22 +60,23 @@ mod cnt;
 mod error;
 mod event;
 mod ffi;
+mod identity;
 mod load;
 mod mem;
+mod notify;
 mod soc;
+mod stream;
 
 use std::collections::HashMap;
-use std::ffi::{CString, OsStr, OsString, c_char, c_void};
+use std::ffi::{OsStr, OsString, c_void};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
 
-use acl_notify_core::{
-    Backend, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps, ImportFlags,
-    Lifecycle, NotifyInfo, NotifyResources, Op, RawNotify, RawStream, ServerPid, Soc,
-    StreamDestroy, StreamOps, StreamStatus, SyncWait, Timeout, key::KEY_BUF_LEN,
-};
+use acl_notify_core::{Backend, CreateFlags, Error, Feature, Lifecycle, Soc};
+// The crate docs' links to the items the submodules implement.
+#[cfg(doc)]
+use acl_notify_core::{ExportKey, HostOps, RawNotify, RawStream};
 use libloading::Library;
 
 pub use error::{DriverError, classify};
@@ -85,8 +86,9 @@ pub use load::{
 };
 pub use soc::{SocNaming, family_of};
 
-use acl_notify_handles::{Guard, Kind, Lookup, Table};
+use acl_notify_handles::{Kind, Table};
 use ffi::Api;
+use identity::query_identity;
 
 /// Environment variable forcing the SoC family (a name from the SPEC's table, e.g.
 /// `Ascend910B`) when `aclrtGetSocName` returns a chip this binding does not know.
@@ -267,20 +269,6 @@ impl Driver {
     }
 }
 
-/// Checks a C function runs before its handle check (SPEC §3), which this driver must answer
-/// itself for a handle it never passes to C.
-#[derive(Clone, Copy, Debug)]
-enum Before {
-    Nothing,
-    /// `aclrtNotifySetImportPid`: "SoC without IPC → 207000" precedes "107017".
-    IpcSupport,
-    /// `aclrtNotifyBatchReset`, per element: "SoC without batch reset → 207000" precedes
-    /// "107017".
-    BatchReset,
-    /// `aclrtNotifySetImportPidInterServer`: "num == 0 → 107000" precedes "107017".
-    NonEmpty(usize),
-}
-
 struct Identity {
     soc: Soc,
     soc_name: String,
@@ -305,162 +293,29 @@ fn check(api: &Api, func: &'static str, code: i32) -> Result<(), DriverError> {
     }
 }
 
-fn query_identity(api: &Api) -> Result<Identity, DriverError> {
-    // SAFETY: no arguments; returns NULL or a NUL-terminated string owned by the runtime.
-    let p = unsafe { (api.aclrtGetSocName)() };
-    // SAFETY: as above; bounded read.
-    let soc_name = unsafe { ffi::copy_c_str(p, 256) }.ok_or_else(|| {
-        DriverError::load(
-            Error::DrvInternalError,
-            "aclrtGetSocName",
-            format!(
-                "aclrtGetSocName returned NULL{}",
-                recent_message(api)
-                    .map(|m| format!(" (the runtime says: {m})"))
-                    .unwrap_or_default()
-            ),
-        )
-    })?;
-    let soc = match std::env::var(ENV_SOC).ok().filter(|v| !v.is_empty()) {
-        Some(forced) => Soc::from_name(&forced).map_err(|_| {
-            DriverError::load(
-                Error::ParamInvalid,
-                "aclrtGetSocName",
-                format!(
-                    "{ENV_SOC}={forced:?} is not a SoC family of the table ({})",
-                    soc_list()
-                ),
-            )
-        })?,
-        None => family_of(&soc_name, soc_naming(api)).ok_or_else(|| {
-            DriverError::load(
-                Error::FeatureNotSupport,
-                "aclrtGetSocName",
-                format!(
-                    "the runtime reports SoC {soc_name:?}, which this binding does not know; \
-                     if it belongs to a family of the table ({}), set {ENV_SOC} to that family",
-                    soc_list()
-                ),
-            )
-        })?,
-    };
-    let mut devices = 0u32;
-    // SAFETY: valid out-pointer to a u32.
-    check(api, "aclrtGetDeviceCount", unsafe {
-        (api.aclrtGetDeviceCount)(&mut devices)
-    })?;
-    let mut tgid = 0i32;
-    // SAFETY: valid out-pointer to an i32.
-    check(api, "aclrtDeviceGetBareTgid", unsafe {
-        (api.aclrtDeviceGetBareTgid)(&mut tgid)
-    })?;
-    let server_id = match std::env::var(ENV_SERVER_ID).ok().filter(|v| !v.is_empty()) {
-        Some(v) => v.trim().parse::<u32>().map_err(|_| {
-            DriverError::load(
-                Error::ParamInvalid,
-                "getenv",
-                format!("{ENV_SERVER_ID}={v:?} is not a server id (an unsigned 32-bit number)"),
-            )
-        })?,
-        None => match api.aclnsimGetServerId {
-            Some(f) => {
-                let mut id = 0u32;
-                // SAFETY: valid out-pointer to a u32.
-                check(api, "aclnsimGetServerId", unsafe { f(&mut id) })?;
-                id
-            }
-            None => super_pod_device_id(api, devices).unwrap_or(0),
-        },
-    };
-    Ok(Identity {
-        soc,
-        soc_name,
-        devices,
-        tgid,
-        server_id,
-    })
-}
-
-/// How the library names its SoC: one that exports acl-notify's `aclnsim*` extensions is the
-/// simulator (or written to its contract) and returns SPEC §4's family names; a CANN runtime
-/// returns chip names, where a bare `Ascend910B` is a first-generation Ascend 910.
-fn soc_naming(api: &Api) -> SocNaming {
-    if api
-        .optional_present()
-        .iter()
-        .any(|s| s.starts_with("aclnsim"))
-    {
-        SocNaming::Family
-    } else {
-        SocNaming::Chip
-    }
-}
-
-/// `aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID)`, when the library has it and
-/// answers (outside a SuperPod it may fail: then `None`, and its message is drained so it does
-/// not end up in the next error).
-///
-/// This is what stands for the process's "server" here, because it is what an owner must put
-/// in `aclrtServerPid::sdid` to whitelist this process: CANN documents `sdid` as the SuperPOD
-/// Device ID obtained from `aclrtGetDeviceInfo`, and its runtime hands it to the driver's
-/// `halShrIdSetPodPid` unchanged (attribute 403 is the driver's `INFO_TYPE_SDID`; 404,
-/// `ACL_DEV_ATTR_SUPER_POD_SERVER_ID`, is `INFO_TYPE_SERVER_ID`, another number). The SDID is
-/// a device's: device 0's is taken, which is right for a process that imports on device 0
-/// (e.g. one device per process via `ASCEND_RT_VISIBLE_DEVICES`); otherwise set
-/// [`ENV_SERVER_ID`] to the importing device's SDID.
-fn super_pod_device_id(api: &Api, devices: u32) -> Option<u32> {
-    let f = api.aclrtGetDeviceInfo?;
-    if devices == 0 {
-        return None;
-    }
-    let mut v = 0i64;
-    // SAFETY: integer arguments and a valid out-pointer to an i64.
-    let code = unsafe { f(0, ffi::ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &mut v) };
-    if code != 0 {
-        let _ = recent_message(api);
-        return None;
-    }
-    u32::try_from(v).ok()
-}
-
-fn soc_list() -> String {
-    Soc::ALL
-        .iter()
-        .map(|s| s.name())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn stale_notify(n: RawNotify) -> DriverError {
-    DriverError::local(
-        Error::InvalidHandle,
-        format!(
-            "notify handle {:#x} is not a live notify of this driver (destroyed, stale, foreign \
-             or garbage)",
-            n.0
-        ),
-    )
-}
-
-fn stale_stream(s: RawStream) -> DriverError {
-    DriverError::local(
-        Error::InvalidHandle,
-        format!(
-            "stream handle {:#x} is not a live stream of this driver (destroyed, stale, foreign \
-             or garbage)",
-            s.0
-        ),
-    )
-}
-
-/// What a SoC without [`Feature::Ipc`] lacks, in its 207000.
-const NOTIFY_IPC: &str = "notify IPC (export, import, whitelists)";
-
 fn device_arg(device: u32) -> Result<i32, DriverError> {
     i32::try_from(device).map_err(|_| {
         DriverError::local(
             Error::InvalidDeviceId,
             format!("device {device} does not fit CANN's int32_t device id"),
+        )
+    })
+}
+
+/// Enters `entry` in `table`: a C object the library has just created or opened, in no table
+/// yet (NULL for a device's default stream). Its handle; or, the table full, the object given
+/// to `destroy` (its one destruction) and `ResourceAllocFail` naming the table (`what`).
+fn enter<T: Copy>(
+    table: &Table<T>,
+    entry: T,
+    what: &str,
+    destroy: impl FnOnce(),
+) -> Result<u64, DriverError> {
+    table.insert(entry).ok_or_else(|| {
+        destroy();
+        DriverError::local(
+            Error::ResourceAllocFail,
+            format!("the driver's {what} table is full"),
         )
     })
 }
@@ -519,44 +374,6 @@ impl Inner {
         Ok(())
     }
 
-    fn notify(&self, n: RawNotify) -> Result<Guard<'_, NotifyEntry>, DriverError> {
-        self.notify_for(n, Before::Nothing)
-    }
-
-    /// A use of a notify handle. For a handle that is not live the answer is the one the
-    /// runtime's check order (SPEC §3) gives for an invalid handle: a SoC without notifies
-    /// (IPV350) answers 207000 to every notify call, and `before` names the checks the
-    /// function runs ahead of its handle check; only then 107017.
-    fn notify_for(
-        &self,
-        n: RawNotify,
-        before: Before,
-    ) -> Result<Guard<'_, NotifyEntry>, DriverError> {
-        self.notifies
-            .acquire(n.0)
-            .map_err(|_| self.invalid_notify(n, before))
-    }
-
-    fn invalid_notify(&self, n: RawNotify, before: Before) -> DriverError {
-        if !self.soc.has(Feature::Notify) {
-            return self.lacks("notifies");
-        }
-        match before {
-            Before::IpcSupport if !self.soc.has(Feature::Ipc) => self.lacks(NOTIFY_IPC),
-            Before::BatchReset if !self.soc.has(Feature::BatchReset) => {
-                self.lacks("aclrtNotifyBatchReset")
-            }
-            Before::NonEmpty(0) => {
-                DriverError::local(Error::ParamInvalid, "the entry list is empty")
-            }
-            _ => stale_notify(n),
-        }
-    }
-
-    fn stream(&self, s: RawStream) -> Result<Guard<'_, StreamEntry>, DriverError> {
-        self.streams.acquire(s.0).map_err(|_| stale_stream(s))
-    }
-
     fn unsupported(&self, symbol: &str, what: &str) -> DriverError {
         DriverError::local(
             Error::FeatureNotSupport,
@@ -566,21 +383,6 @@ impl Inner {
                 self.opened.to_string_lossy()
             ),
         )
-    }
-
-    fn insert_notify(&self, e: NotifyEntry) -> Result<RawNotify, DriverError> {
-        match self.notifies.insert(e) {
-            Some(h) => Ok(RawNotify(h)),
-            None => {
-                // SAFETY: `e.ptr` was just returned by the library and is not in any table, so
-                // this is its one destruction.
-                let _ = unsafe { (self.api.aclrtDestroyNotify)(e.ptr.0) };
-                Err(DriverError::local(
-                    Error::ResourceAllocFail,
-                    "the driver's notify table is full",
-                ))
-            }
-        }
     }
 }
 
@@ -642,603 +444,6 @@ impl Backend for Driver {
 
     fn server_id(&self) -> u32 {
         self.inner.server_id
-    }
-}
-
-impl NotifyResources for Driver {
-    fn create_notify(&self, device: u32, flags: CreateFlags) -> Result<RawNotify, DriverError> {
-        let i = &*self.inner;
-        i.ensure_device(device)?;
-        let mut p: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid out-pointer; the flag word is passed through for the runtime to check.
-        let code = unsafe { (i.api.aclrtCreateNotify)(&mut p, flags.bits()) };
-        i.check("aclrtCreateNotify", code)
-            .map_err(|e| e.context(format!("creating a notify on device {device}")))?;
-        if p.is_null() {
-            return Err(DriverError::local(
-                Error::DrvInternalError,
-                "aclrtCreateNotify reported success but returned a NULL notify",
-            ));
-        }
-        i.insert_notify(NotifyEntry {
-            ptr: CPtr(p),
-            device,
-            owner_device: device,
-            owner_server: i.server_id,
-            state: Lifecycle::Created,
-            flags,
-            id: None,
-        })
-    }
-
-    fn destroy_notify(&self, notify: RawNotify) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let e = i
-            .notifies
-            .begin_close(notify.0, |_| true)
-            .map_err(|_| i.invalid_notify(notify, Before::Nothing))?;
-        let result = i.ensure_device(e.device).and_then(|()| {
-            // SAFETY: the handle is closing and no call is using it; the pointer is live.
-            let code = unsafe { (i.api.aclrtDestroyNotify)(e.ptr.0) };
-            i.check("aclrtDestroyNotify", code)
-        });
-        i.notifies.finish_close(notify.0, result.is_ok());
-        result.map_err(|e| e.context(format!("notify handle {:#x}", notify.0)))
-    }
-
-    fn notify_info(&self, notify: RawNotify) -> Result<NotifyInfo, DriverError> {
-        let i = &*self.inner;
-        let g = i.notify(notify)?;
-        let e = g.get();
-        let id = match e.id {
-            Some(id) => id,
-            None => {
-                i.ensure_device(e.device)?;
-                let mut id = 0u32;
-                // SAFETY: live pointer (guarded), valid out-pointer.
-                let code = unsafe { (i.api.aclrtGetNotifyId)(e.ptr.0, &mut id) };
-                i.check("aclrtGetNotifyId", code)
-                    .map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))?;
-                let _ = i.notifies.update(notify.0, |v| v.id = Some(id));
-                id
-            }
-        };
-        // Read the state again: it may have changed while the id was fetched.
-        let state = i
-            .notifies
-            .update(notify.0, |_| {})
-            .map(|v| v.state)
-            .unwrap_or(e.state);
-        Ok(NotifyInfo {
-            id,
-            device: e.device,
-            owner_device: e.owner_device,
-            owner_server: e.owner_server,
-            state,
-            flags: e.flags,
-        })
-    }
-
-    fn export_key(&self, notify: RawNotify, flags: ExportFlags) -> Result<ExportKey, DriverError> {
-        let i = &*self.inner;
-        let g = i.notify(notify)?;
-        let e = g.get();
-        i.ensure_device(e.device)?;
-        let mut buf = [0u8; KEY_BUF_LEN];
-        // SAFETY: live pointer; `buf` is writable for exactly the `len` passed.
-        let code = unsafe {
-            (i.api.aclrtNotifyGetExportKey)(
-                e.ptr.0,
-                buf.as_mut_ptr().cast::<c_char>(),
-                buf.len(),
-                flags.bits(),
-            )
-        };
-        i.check("aclrtNotifyGetExportKey", code)
-            .map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))?;
-        let _ = i.notifies.update(notify.0, |v| {
-            v.state = match v.state.apply(Op::Export(flags.pid_validation())) {
-                Ok(s) => s,
-                // The runtime exported it although our record disagrees: trust the runtime.
-                Err(_) if flags.pid_validation() == acl_notify_core::PidValidation::Disabled => {
-                    Lifecycle::ExportedOpen
-                }
-                Err(_) => Lifecycle::Exported,
-            }
-        });
-        // A real runtime writes its own key format: carry it opaquely (`from_runtime_c`
-        // keeps our own keys native, so their fields stay readable).
-        ExportKey::from_runtime_c(&buf).map_err(|_| {
-            let terminated = buf.contains(&0);
-            DriverError::local(
-                Error::DrvInternalError,
-                format!(
-                    "aclrtNotifyGetExportKey succeeded for notify handle {:#x}, but the key it \
-                     wrote is {}. The notify is exported on the C side; destroy it if the key \
-                     cannot be used",
-                    notify.0,
-                    if terminated {
-                        "empty or has characters outside printable ASCII"
-                    } else {
-                        "not NUL-terminated within the 65-byte buffer"
-                    }
-                ),
-            )
-        })
-    }
-
-    fn set_import_pids(&self, notify: RawNotify, pids: &[i32]) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let g = i.notify_for(notify, Before::IpcSupport)?;
-        let e = g.get();
-        i.ensure_device(e.device)?;
-        // The C prototype takes `int32_t *`; give it memory of our own rather than casting away
-        // the slice's constness. An empty list still gets a valid pointer (num = 0).
-        let mut owned: Vec<i32> = if pids.is_empty() {
-            vec![0]
-        } else {
-            pids.to_vec()
-        };
-        // SAFETY: live pointer; `owned` holds at least `pids.len()` elements.
-        let code =
-            unsafe { (i.api.aclrtNotifySetImportPid)(e.ptr.0, owned.as_mut_ptr(), pids.len()) };
-        i.check("aclrtNotifySetImportPid", code)
-            .map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))?;
-        let _ = i.notifies.update(notify.0, |v| {
-            v.state = v
-                .state
-                .apply(Op::SetImportPid)
-                .unwrap_or(Lifecycle::Whitelisted);
-        });
-        Ok(())
-    }
-
-    fn set_import_server_pids(
-        &self,
-        notify: RawNotify,
-        entries: &[ServerPid],
-    ) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let g = i.notify_for(notify, Before::NonEmpty(entries.len()))?;
-        let e = g.get();
-        i.ensure_device(e.device)?;
-        let (pids, mut c_entries) = ffi::server_pid_array(entries);
-        // SAFETY: live pointer; `c_entries` has `entries.len()` (+1 spare) elements whose `pid`
-        // pointers each point at one element of `pids`, which is neither moved nor resized
-        // until after the call.
-        let code = unsafe {
-            (i.api.aclrtNotifySetImportPidInterServer)(
-                e.ptr.0,
-                c_entries.as_mut_ptr(),
-                entries.len(),
-            )
-        };
-        drop(c_entries);
-        drop(pids);
-        let result = i.check("aclrtNotifySetImportPidInterServer", code);
-        // The runtime applies entries in order and keeps those applied before a failure. The
-        // only failure that can follow applied entries is 207012 (the checks before it are the
-        // same for every entry, so they fail on the first): from Exported (an empty list) that
-        // means 64 entries went in, so the handle is Whitelisted either way.
-        let applied = match &result {
-            Ok(()) => true,
-            Err(err) => err.kind() == Error::OverLimit && e.state == Lifecycle::Exported,
-        };
-        if applied {
-            let _ = i.notifies.update(notify.0, |v| {
-                v.state = v
-                    .state
-                    .apply(Op::SetImportPid)
-                    .unwrap_or(Lifecycle::Whitelisted);
-            });
-        }
-        result.map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))
-    }
-
-    /// The runtime takes the key's text: a parsed key is handed on as it reads.
-    fn import_key(
-        &self,
-        device: u32,
-        key: &ExportKey,
-        flags: ImportFlags,
-    ) -> Result<RawNotify, DriverError> {
-        self.import_by_key(device, key.as_str(), flags)
-    }
-
-    /// Text goes to the runtime as it is (not parsed here): malformed keys are the runtime's
-    /// 107000 to give, after its own earlier checks.
-    fn import_by_key(
-        &self,
-        device: u32,
-        key: &str,
-        flags: ImportFlags,
-    ) -> Result<RawNotify, DriverError> {
-        let i = &*self.inner;
-        // A C string cannot carry an interior NUL; anything else goes to the runtime, which
-        // decides (malformed keys are its 107000 to give, after its own earlier checks).
-        let c_key = CString::new(key).map_err(|_| {
-            // The runtime's order: "SoC without IPC → 207000" precedes the key checks.
-            if i.soc.has(Feature::Ipc) {
-                DriverError::local(Error::ParamInvalid, "the key contains a NUL byte")
-            } else {
-                i.lacks(NOTIFY_IPC)
-            }
-        })?;
-        i.ensure_device(device)?;
-        let mut p: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid out-pointer; `c_key` is NUL-terminated and outlives the call.
-        let code = unsafe {
-            (i.api.aclrtNotifyImportByKey)(&mut p, c_key.as_ptr(), u64::from(flags.bits()))
-        };
-        i.check("aclrtNotifyImportByKey", code)
-            .map_err(|e| e.context(format!("importing a key onto device {device}")))?;
-        if p.is_null() {
-            return Err(DriverError::local(
-                Error::DrvInternalError,
-                "aclrtNotifyImportByKey reported success but returned a NULL notify",
-            ));
-        }
-        // The owner's device and server come from the key. A key this binding cannot parse (a
-        // runtime with its own key format) leaves them unknown: they are reported as this
-        // handle's device and this process's server.
-        let (owner_device, owner_server) = match ExportKey::parse(key.as_bytes())
-            .ok()
-            .and_then(|k| k.fields())
-        {
-            Some(f) => (u32::from(f.device), u32::from(f.server)),
-            None => (device, i.server_id),
-        };
-        i.insert_notify(NotifyEntry {
-            ptr: CPtr(p),
-            device,
-            owner_device,
-            owner_server,
-            state: Lifecycle::Imported,
-            flags: CreateFlags::empty(),
-            id: None,
-        })
-    }
-
-    fn can_access_peer(&self, device: u32, peer: u32) -> Result<bool, DriverError> {
-        let i = &*self.inner;
-        let (d, p) = (device_arg(device)?, device_arg(peer)?);
-        let mut can = 0i32;
-        // SAFETY: valid out-pointer; integer arguments.
-        let code = unsafe { (i.api.aclrtDeviceCanAccessPeer)(&mut can, d, p) };
-        i.check("aclrtDeviceCanAccessPeer", code)
-            .map_err(|e| e.context(format!("devices {device} → {peer}")))?;
-        Ok(can != 0)
-    }
-
-    fn enable_peer_access(&self, device: u32, peer: u32) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let p = device_arg(peer)?;
-        // aclrtDeviceEnablePeerAccess enables access from the *current* device.
-        i.ensure_device(device)?;
-        // SAFETY: integer arguments; flags must be 0.
-        let code = unsafe { (i.api.aclrtDeviceEnablePeerAccess)(p, 0) };
-        i.check("aclrtDeviceEnablePeerAccess", code)
-            .map_err(|e| e.context(format!("devices {device} → {peer}")))
-    }
-}
-
-impl StreamOps for Driver {
-    fn create_stream(&self, device: u32) -> Result<RawStream, DriverError> {
-        let i = &*self.inner;
-        i.ensure_device(device)?;
-        let mut p: *mut c_void = core::ptr::null_mut();
-        // SAFETY: valid out-pointer.
-        let code = unsafe { (i.api.aclrtCreateStream)(&mut p) };
-        i.check("aclrtCreateStream", code)
-            .map_err(|e| e.context(format!("creating a stream on device {device}")))?;
-        if p.is_null() {
-            return Err(DriverError::local(
-                Error::DrvInternalError,
-                "aclrtCreateStream reported success but returned a NULL stream",
-            ));
-        }
-        match i.streams.insert(StreamEntry {
-            ptr: CPtr(p),
-            device,
-            is_default: false,
-        }) {
-            Some(h) => Ok(RawStream(h)),
-            None => {
-                // SAFETY: the pointer is in no table; this is its one destruction.
-                let _ = unsafe { (i.api.aclrtDestroyStreamForce)(p) };
-                Err(DriverError::local(
-                    Error::ResourceAllocFail,
-                    "the driver's stream table is full",
-                ))
-            }
-        }
-    }
-
-    fn default_stream(&self, device: u32) -> Result<RawStream, DriverError> {
-        let i = &*self.inner;
-        // Validates the device (107001 from the runtime) and creates its context if needed.
-        i.ensure_device(device)?;
-        let mut defaults = i.defaults.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(h) = defaults.get(&device) {
-            return Ok(RawStream(*h));
-        }
-        let h = i
-            .streams
-            .insert(StreamEntry {
-                ptr: CPtr(core::ptr::null_mut()),
-                device,
-                is_default: true,
-            })
-            .ok_or_else(|| {
-                DriverError::local(
-                    Error::ResourceAllocFail,
-                    "the driver's stream table is full",
-                )
-            })?;
-        defaults.insert(device, h);
-        Ok(RawStream(h))
-    }
-
-    fn stream_device(&self, stream: RawStream) -> Result<u32, DriverError> {
-        Ok(self.inner.stream(stream)?.get().device)
-    }
-
-    fn destroy_stream(&self, stream: RawStream, mode: StreamDestroy) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let e = i
-            .streams
-            .begin_close(stream.0, |e| !e.is_default)
-            .map_err(|why| match why {
-                Lookup::Refused => DriverError::local(
-                    Error::InvalidHandle,
-                    format!(
-                        "stream handle {:#x} is a device's default stream, which cannot be \
-                         destroyed",
-                        stream.0
-                    ),
-                ),
-                Lookup::Invalid => stale_stream(stream),
-            })?;
-        let result = i.ensure_device(e.device).and_then(|()| {
-            let (func, name) = match mode {
-                StreamDestroy::Drain => (i.api.aclrtDestroyStream, "aclrtDestroyStream"),
-                StreamDestroy::Discard => {
-                    (i.api.aclrtDestroyStreamForce, "aclrtDestroyStreamForce")
-                }
-            };
-            // SAFETY: the handle is closing and unused; the pointer is a live stream.
-            let code = unsafe { func(e.ptr.0) };
-            i.check(name, code)
-        });
-        i.streams.finish_close(stream.0, result.is_ok());
-        result.map_err(|e| e.context(format!("stream handle {:#x}", stream.0)))
-    }
-
-    fn record(&self, notify: RawNotify, stream: RawStream) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let n = i.notify(notify)?;
-        let s = i.stream(stream)?;
-        let (n, s) = (n.get(), s.get());
-        i.ensure_device(s.device)?;
-        // SAFETY: both pointers are live (guarded); NULL stream = the device's default stream.
-        let code = unsafe { (i.api.aclrtRecordNotify)(n.ptr.0, s.ptr.0) };
-        i.check("aclrtRecordNotify", code).map_err(|e| {
-            e.context(format!(
-                "notify handle {:#x} on stream handle {:#x} (device {})",
-                notify.0, stream.0, s.device
-            ))
-        })
-    }
-
-    fn wait_and_reset(
-        &self,
-        notify: RawNotify,
-        stream: RawStream,
-        timeout: Timeout,
-    ) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let n = i.notify(notify)?;
-        let s = i.stream(stream)?;
-        let (n, s) = (n.get(), s.get());
-        i.ensure_device(s.device)?;
-        // SAFETY: both pointers are live (guarded).
-        let code = unsafe { (i.api.aclrtWaitAndResetNotify)(n.ptr.0, s.ptr.0, timeout.to_c()) };
-        i.check("aclrtWaitAndResetNotify", code).map_err(|e| {
-            e.context(format!(
-                "notify handle {:#x} (owner device {}) on stream handle {:#x} (device {})",
-                notify.0, n.owner_device, stream.0, s.device
-            ))
-        })
-    }
-
-    fn batch_reset(&self, notifies: &[RawNotify]) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        // Take a guard on each element in order, up to the first one that is not live.
-        let mut guards = Vec::with_capacity(notifies.len());
-        let mut bad = None;
-        for (k, n) in notifies.iter().enumerate() {
-            match i.notifies.acquire(n.0) {
-                Ok(g) => guards.push(g),
-                Err(_) => {
-                    bad = Some(k);
-                    break;
-                }
-            }
-        }
-        // The runtime checks elements in order and stops at the first failure, earlier ones
-        // staying reset. A dead handle must not reach it, so it gets the live prefix, and the
-        // dead element is answered here, after the prefix succeeded (which also proves the SoC
-        // has batch reset). With no live prefix, the element's own check order decides.
-        if bad == Some(0) {
-            return Err(i
-                .invalid_notify(notifies[0], Before::BatchReset)
-                .context("element 0 of the batch"));
-        }
-        if let Some(first) = guards.first() {
-            i.ensure_device(first.get().device)?;
-        }
-        let mut ptrs: Vec<*mut c_void> = guards.iter().map(|g| g.get().ptr.0).collect();
-        let n = ptrs.len();
-        if ptrs.is_empty() {
-            ptrs.push(core::ptr::null_mut()); // a valid array pointer for num == 0
-        }
-        // SAFETY: `ptrs` holds `n` live notify pointers (each guarded until after the call).
-        let code = unsafe { (i.api.aclrtNotifyBatchReset)(ptrs.as_mut_ptr(), n) };
-        i.check("aclrtNotifyBatchReset", code)
-            .map_err(|e| e.context(format!("batch of {} notifies", notifies.len())))?;
-        drop(guards);
-        match bad {
-            Some(k) => Err(stale_notify(notifies[k]).context(format!(
-                "element {k} of the batch (elements before it were reset)"
-            ))),
-            None => Ok(()),
-        }
-    }
-
-    fn synchronize(&self, stream: RawStream, wait: SyncWait) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let g = i.stream(stream)?;
-        let s = g.get();
-        i.ensure_device(s.device)?;
-        let (code, func) = match wait {
-            // SAFETY: live stream pointer (guarded) or NULL for the default stream.
-            SyncWait::Forever => (
-                unsafe { (i.api.aclrtSynchronizeStream)(s.ptr.0) },
-                "aclrtSynchronizeStream",
-            ),
-            SyncWait::AtMost(d) => {
-                // Round up so the call never gives up before `d` has passed; -1 is "forever",
-                // so the longest finite wait is i32::MAX ms (about 24.8 days).
-                let ms = d.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
-                (
-                    // SAFETY: as above.
-                    unsafe { (i.api.aclrtSynchronizeStreamWithTimeout)(s.ptr.0, ms) },
-                    "aclrtSynchronizeStreamWithTimeout",
-                )
-            }
-        };
-        i.check(func, code).map_err(|e| {
-            e.context(format!(
-                "stream handle {:#x} (device {})",
-                stream.0, s.device
-            ))
-        })
-    }
-
-    fn query(&self, stream: RawStream) -> Result<StreamStatus, DriverError> {
-        let i = &*self.inner;
-        let g = i.stream(stream)?;
-        let s = g.get();
-        i.ensure_device(s.device)?;
-        let mut status = -1i32;
-        // SAFETY: live stream pointer (or NULL = default); valid out-pointer. The C enum is an
-        // `int`.
-        let code = unsafe { (i.api.aclrtStreamQuery)(s.ptr.0, &mut status) };
-        i.check("aclrtStreamQuery", code)
-            .map_err(|e| e.context(format!("stream handle {:#x}", stream.0)))?;
-        match status {
-            ffi::ACL_STREAM_STATUS_COMPLETE => Ok(StreamStatus::Complete),
-            ffi::ACL_STREAM_STATUS_NOT_READY => Ok(StreamStatus::NotReady),
-            other => Err(DriverError::local(
-                Error::DrvInternalError,
-                format!("aclrtStreamQuery returned an unknown status {other}"),
-            )),
-        }
-    }
-
-    fn launch_host_func(&self, stream: RawStream, call: HostCall) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let g = i.stream(stream)?;
-        let s = g.get();
-        i.ensure_device(s.device)?;
-        let boxed = Box::into_raw(Box::new(call));
-        // SAFETY: live stream pointer; `trampoline` takes ownership of `boxed` when the stream
-        // runs it (once). A task the runtime discards (force-destroy) leaks the box, which is
-        // only a few bytes.
-        let code =
-            unsafe { (i.api.aclrtLaunchHostFunc)(s.ptr.0, trampoline, boxed.cast::<c_void>()) };
-        if code != 0 {
-            // SAFETY: the runtime refused the task, so it never got `boxed`; reclaim it.
-            drop(unsafe { Box::from_raw(boxed) });
-        }
-        i.check("aclrtLaunchHostFunc", code)
-            .map_err(|e| e.context(format!("stream handle {:#x}", stream.0)))
-    }
-
-    fn set_op_wait_timeout(&self, seconds: u32) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        // SAFETY: integer argument.
-        let code = unsafe { (i.api.aclrtSetOpWaitTimeout)(seconds) };
-        i.check("aclrtSetOpWaitTimeout", code)
-    }
-}
-
-/// Runs a boxed [`HostCall`] handed to `aclrtLaunchHostFunc`.
-///
-/// # Safety
-///
-/// `arg` must be NULL or a `Box<HostCall>` leaked by `launch_host_func`, passed exactly once.
-unsafe extern "C" fn trampoline(arg: *mut c_void) {
-    if arg.is_null() {
-        return;
-    }
-    // SAFETY: `arg` is the `Box<HostCall>` leaked by `launch_host_func`, passed back exactly
-    // once by the runtime.
-    let call = unsafe { Box::from_raw(arg.cast::<HostCall>()) };
-    call.call();
-}
-
-impl HostOps for Driver {
-    fn host_wait(&self, notify: RawNotify, timeout: Duration) -> Result<(), DriverError> {
-        let i = &*self.inner;
-        let Some(f) = i.api.aclnsimNotifyHostWait else {
-            return Err(i.unsupported("aclnsimNotifyHostWait", "a host-side wait on a notify"));
-        };
-        let g = i.notify(notify)?;
-        let e = g.get();
-        i.ensure_device(e.device)?;
-        // u64::MAX means forever to the extension; a Duration is always finite.
-        let us = timeout.as_micros().min(u128::from(u64::MAX - 1)) as u64;
-        // SAFETY: live pointer (guarded); integer argument.
-        let code = unsafe { f(e.ptr.0, us) };
-        i.check("aclnsimNotifyHostWait", code)
-            .map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))
-    }
-
-    fn try_consume(&self, notify: RawNotify) -> Result<bool, DriverError> {
-        let i = &*self.inner;
-        let Some(f) = i.api.aclnsimNotifyTryConsume else {
-            return Err(i.unsupported(
-                "aclnsimNotifyTryConsume",
-                "consuming a record from the host",
-            ));
-        };
-        let g = i.notify(notify)?;
-        let e = g.get();
-        i.ensure_device(e.device)?;
-        let mut consumed = 0i32;
-        // SAFETY: live pointer (guarded); valid out-pointer.
-        let code = unsafe { f(e.ptr.0, &mut consumed) };
-        i.check("aclnsimNotifyTryConsume", code)
-            .map_err(|err| err.context(format!("notify handle {:#x}", notify.0)))?;
-        Ok(consumed != 0)
-    }
-
-    fn notifies_free(&self, device: u32) -> Result<u32, DriverError> {
-        let i = &*self.inner;
-        let Some(f) = i.api.aclnsimGetNotifyFreeCount else {
-            return Err(i.unsupported(
-                "aclnsimGetNotifyFreeCount",
-                "counting a device's free notify ids",
-            ));
-        };
-        let d = device_arg(device)?;
-        let mut n = 0u32;
-        // SAFETY: integer argument, valid out-pointer.
-        let code = unsafe { f(d, &mut n) };
-        i.check("aclnsimGetNotifyFreeCount", code)
-            .map_err(|e| e.context(format!("device {device}")))?;
-        Ok(n)
     }
 }
 

@@ -38,6 +38,9 @@
 //!   (adaptive spin, prefetch, the slow wait).
 //! - `spin`: how long a wait may spin, given the load; `placement`: a worker the kernel put
 //!   on a crowded CPU moves itself ([`StreamCpus::Adaptive`]).
+//! - `mapfile`: the shared-file layer every file kind uses (the creation protocol, the header
+//!   every kind starts with, the mapping, the files' names, the per-process registry); `shm`,
+//!   `cnt`, `ipc_event`, `waitgraph` and `mem`'s device-memory file are its kinds.
 //! - `cnt`, `event`, `mem`: count notifies, events and device memory, each its state below and
 //!   its `Sim` calls in a submodule (`cnt::sim`, `event::sim`, the files of `mem`).
 //! - `traits`: the core's backend traits implemented for [`Sim`].

@@ -5,6 +5,7 @@
 use acl_notify_core::Error;
 use acl_notify_core::event::{IPC_EVENT_HANDLE_SIZE, IpcEventHandle};
 
+use super::Parsed;
 use crate::error::SimError;
 
 /// The first bytes of every handle this simulator writes.
@@ -15,16 +16,6 @@ pub(super) fn ns_tag(namespace: &str) -> u64 {
     namespace.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
-}
-
-/// What a handle says.
-pub(super) struct Parsed {
-    pub(super) server: u32,
-    pub(super) dev: u32,
-    pub(super) idx: u32,
-    pub(super) generation: u32,
-    pub(super) owner: i32,
-    pub(super) ns_tag: u64,
 }
 
 fn word(h: &IpcEventHandle, at: usize) -> u32 {

@@ -70,7 +70,7 @@ use crate::shm::ShmFile;
 use crate::stream::TaskCtx;
 use crate::sys;
 use file::{ClaimError, EvtFile, EvtKey, EvtOpen, EvtSlot, MAX_IPC_EVENTS, evt_file_path};
-use handle::{Parsed, ns_tag, parse};
+use handle::{ns_tag, parse};
 
 /// How long a wait sleeps on the futex before it looks at its stream's cancel flag (and at
 /// the latest record's issuer) again.
@@ -249,6 +249,16 @@ impl EvtFiles {
             ),
         ))
     }
+}
+
+/// What a handle says.
+struct Parsed {
+    server: u32,
+    dev: u32,
+    idx: u32,
+    generation: u32,
+    owner: i32,
+    ns_tag: u64,
 }
 
 /// One reference of this process to an IPC event (a handle's, or a queued task's through it):

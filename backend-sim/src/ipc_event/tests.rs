@@ -1,3 +1,7 @@
+//! Tests of IPC events: handles round-tripped and refused, record numbers across the wrap,
+//! discarded records, the holders' bits with their reclaim and repair, and files of other
+//! layout versions.
+
 use super::*;
 use crate::mapfile::PAGE;
 use crate::shm::{OpenMode, open_shared};

@@ -116,30 +116,6 @@ impl Kind {
 }
 
 impl Kind {
-    /// The header's magic word and layout version are this build's: else 507899 saying the
-    /// file is not an acl-notify file of this kind, or of which version it is. Made by every
-    /// opener ([`Open::open`](super::Open::open)) before the kind's own checks.
-    pub(super) fn check_identity(
-        self,
-        path: &Path,
-        (magic, version): (u64, u32),
-        (want_magic, want_version): (u64, u32),
-    ) -> Result<(), SimError> {
-        if magic != want_magic {
-            return Err(self.bad_file(
-                path,
-                format_args!("bad magic: not an acl-notify {}", self.0),
-            ));
-        }
-        if version != want_version {
-            return Err(self.bad_file(
-                path,
-                format_args!("layout version {version}, this build reads version {want_version}"),
-            ));
-        }
-        Ok(())
-    }
-
     /// The machine a header describes (its SoC, as [`soc_index`] stores it, and its device
     /// count) is the one this process asked for: 507899 for an unknown SoC (a corrupt
     /// header), 107000 naming both machines when they differ.

@@ -432,6 +432,32 @@ impl Open<'_> {
     }
 }
 
+impl Kind {
+    /// The header's magic word and layout version are this build's: else 507899 saying the
+    /// file is not an acl-notify file of this kind, or of which version it is. Made by every
+    /// opener ([`Open::open`]) before the kind's own checks.
+    fn check_identity(
+        self,
+        path: &Path,
+        (magic, version): (u64, u32),
+        (want_magic, want_version): (u64, u32),
+    ) -> Result<(), SimError> {
+        if magic != want_magic {
+            return Err(self.bad_file(
+                path,
+                format_args!("bad magic: not an acl-notify {}", self.0),
+            ));
+        }
+        if version != want_version {
+            return Err(self.bad_file(
+                path,
+                format_args!("layout version {version}, this build reads version {want_version}"),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// Whether `path` still names the file open as `fd` (same device and inode).
 fn names(path: &Path, fd: &Fd) -> bool {
     use std::os::unix::fs::MetadataExt as _;

@@ -1,3 +1,6 @@
+//! Tests of the shared-file layer: the creation protocol's interleavings (through the
+//! [`Step`] hook), refusals of bad files, and the names of the files.
+
 use super::*;
 use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};

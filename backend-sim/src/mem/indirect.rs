@@ -22,9 +22,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use acl_notify_core::{Error, RawStream};
 
-use super::range::{checked_offset, covering};
 use super::state::Alloc;
-use super::within;
+use super::{checked_offset, covering, within};
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;

@@ -5,7 +5,7 @@
 //! user memory `HOST` with id 0, other user memory `UNREGISTERED`), and what
 //! `aclrtCheckMemType` and `aclrtMemsetD32` ask of it.
 
-use super::range::At;
+use super::At;
 use super::vmm::PHYS_MARK;
 use crate::Sim;
 use crate::mem::vmm::PageSize;

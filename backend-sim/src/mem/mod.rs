@@ -90,6 +90,10 @@ pub use alloc::Rounding;
 pub use copy::MemcpyKind;
 pub use file::{ALLOC_ALIGN, MAX_ALLOCS, mem_file_path, remove_mem_files};
 pub(crate) use range::{DevRange, within};
+// For the other mem modules, which name them as `super::X` (the module graph's edges go up
+// to `mem`, not across to a sibling that imports them back).
+use copy::Side;
+use range::{At, checked_offset, covering};
 pub use unqueued::AsyncCopy;
 pub use value::ValueCondition;
 

@@ -17,12 +17,11 @@
 
 use acl_notify_core::{Error, RawStream};
 
-use super::copy::Side;
 use super::direction::{cann_name, resolve};
 use super::queued::{self, QueuedSide};
 use super::unqueued::{Place, verdict};
 use super::vmm::Piece;
-use super::{AsyncCopy, MemcpyKind};
+use super::{AsyncCopy, MemcpyKind, Side};
 use crate::Sim;
 use crate::error::SimError;
 use crate::job::SimJob;

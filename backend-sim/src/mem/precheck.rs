@@ -9,10 +9,9 @@
 //! the pieces of a reserved range); a side in memory imported from another host is checked
 //! at each replay only (its owner answers for it then).
 
-use super::copy::Side;
 use super::direction;
 use super::unqueued::{Place, verdict};
-use super::{AsyncCopy, MemcpyKind, within};
+use super::{AsyncCopy, MemcpyKind, Side, within};
 use crate::Sim;
 use crate::error::SimError;
 

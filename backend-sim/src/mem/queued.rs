@@ -23,12 +23,11 @@ use std::sync::Arc;
 
 use acl_notify_core::Error;
 
-use super::Alloc;
-use super::copy::Side;
 use super::file::MemFile;
 use super::host::{HostBlock, HostTable};
 use super::reserved::MapMark;
 use super::state::AllocOf;
+use super::{Alloc, Side};
 use crate::error::SimError;
 
 /// A device-memory file that a stream keeps alive for its queued tasks (see the module docs).

@@ -21,10 +21,9 @@
 //!   `11-03_memory_copy_and_set.md`, aclrtMemcpyAsync: in the EP form the call does not copy
 //!   within the host asynchronously and returns ACL_ERROR_RT_FEATURE_NOT_SUPPORT).
 
-use super::MemcpyKind;
-use super::copy::Side;
 use super::host::HostTable;
 use super::queued::QueuedSide;
+use super::{MemcpyKind, Side};
 
 /// What [`Sim::memcpy_async_as_cann`](crate::Sim::memcpy_async_as_cann) did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

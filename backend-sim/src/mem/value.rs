@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use acl_notify_core::{Error, RawStream};
 
-use super::copy::Side;
+use super::Side;
 use super::queued::{self, QueuedSide};
 use crate::Sim;
 use crate::blocked::Blocked;

@@ -53,41 +53,15 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use acl_notify_core::{Error, EventOps as _, RawNotify, Timeout};
-use acl_notify_sim::mem::{MemcpyKind, ValueCondition};
+use acl_notify_core::{Error, EventOps as _};
 
 use super::Runtime;
-use super::flow::Control;
 use super::labels::LabelSlot;
 use super::last_task::{self, Last};
+pub(crate) use super::model::{Captured, Mode};
 use super::model::{CondEntry, Model, Models, Phase, bad_model};
 use crate::errmsg::{CallError, param};
 use crate::handle::{CTable, Handles, Kind};
-
-/// `aclmdlRICaptureMode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) enum Mode {
-    /// `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL`.
-    Global = 0,
-    /// `ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL`.
-    ThreadLocal = 1,
-    /// `ACL_MODEL_RI_CAPTURE_MODE_RELAXED`.
-    Relaxed = 2,
-}
-
-impl Mode {
-    /// The mode a C value names; 107000 for another (`ApiErrorDecorator::StreamBeginCapture`).
-    pub(crate) fn from_c(mode: u32) -> Result<Mode, CallError> {
-        match mode {
-            0 => Ok(Mode::Global),
-            1 => Ok(Mode::ThreadLocal),
-            2 => Ok(Mode::Relaxed),
-            m => Err(param(format!(
-                "mode {m}: ACL_MODEL_RI_CAPTURE_MODE_GLOBAL (0), _THREAD_LOCAL (1) or _RELAXED (2)"
-            ))),
-        }
-    }
-}
 
 /// `aclmdlRICaptureStatus`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -137,71 +111,6 @@ pub(crate) fn after_refusal(call: &str, e: &CallError) {
 /// `aclmdlRICaptureThreadExchangeMode`: sets the calling thread's mode, returns the old one.
 pub(crate) fn exchange_mode(mode: Mode) -> Mode {
     EXCHANGED.with(|m| m.replace(mode))
-}
-
-/// A call as captured: its arguments, the stream it names aside. Replayed by
-/// [`Runtime::issue`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Captured {
-    /// `aclrtMemcpyAsync`.
-    Memcpy {
-        dst: usize,
-        dest_max: usize,
-        src: usize,
-        count: usize,
-        kind: MemcpyKind,
-    },
-    /// `aclrtMemsetAsync`.
-    Memset {
-        dst: usize,
-        max: usize,
-        value: u8,
-        count: usize,
-    },
-    /// `aclrtRecordNotify`.
-    NotifyRecord(RawNotify),
-    /// `aclrtWaitAndResetNotify`.
-    NotifyWait(RawNotify, Timeout),
-    /// `aclrtRecordEvent` (the caller's event handle).
-    EventRecord(usize),
-    /// `aclrtStreamWaitEvent[WithTimeout]`.
-    EventWait(usize, Timeout),
-    /// `aclrtResetEvent`.
-    EventReset(usize),
-    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)` (`runtime::event`).
-    ExternalRecord(usize),
-    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`.
-    ExternalWait(usize),
-    /// `aclrtValueWrite`.
-    ValueWrite { addr: usize, value: u64 },
-    /// `aclrtValueWait`.
-    ValueWait {
-        addr: usize,
-        value: u64,
-        cond: ValueCondition,
-    },
-    /// A control task of a built model (`flow`).
-    Control(Control),
-}
-
-impl Captured {
-    /// The call's name, for messages.
-    pub(super) fn name(&self) -> &'static str {
-        match self {
-            Captured::Memcpy { .. } => "aclrtMemcpyAsync",
-            Captured::Memset { .. } => "aclrtMemsetAsync",
-            Captured::NotifyRecord(_) => "aclrtRecordNotify",
-            Captured::NotifyWait(..) => "aclrtWaitAndResetNotify",
-            Captured::EventRecord(_) => "aclrtRecordEvent",
-            Captured::EventWait(..) => "aclrtStreamWaitEvent",
-            Captured::EventReset(_) => "aclrtResetEvent",
-            Captured::ExternalRecord(_) => "aclrtRecordEventWithFlag",
-            Captured::ExternalWait(_) => "aclrtStreamWaitEventWithFlag",
-            Captured::ValueWrite { .. } => "aclrtValueWrite",
-            Captured::ValueWait { .. } => "aclrtValueWait",
-            Captured::Control(c) => c.name(),
-        }
-    }
 }
 
 /// A stream in a capture, or bound to a model being built (`model_build`).
@@ -865,6 +774,7 @@ fn check_joined(model: &Model) -> Result<(), CallError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use acl_notify_core::{RawNotify, Timeout};
 
     fn model(streams: usize, tasks: Vec<(usize, Captured)>) -> Model {
         let phase = Phase::Capturing {

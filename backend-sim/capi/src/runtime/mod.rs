@@ -6,8 +6,14 @@
 //! [`CallError`]s; reading and writing C memory stays in `ffi`.
 //!
 //! This file holds the session's state, handle lookups and the errors that name a caller's
-//! handle; the calls are in one module per chapter, as in `ffi`: `device`, `stream`, `notify`,
-//! `ipc`, `cnt`, `ext`, `context`, `event`.
+//! handle; the calls are in one module per chapter, as in `ffi`: `device` (with `devquery`,
+//! `reslimit`, `sysparam`), `context` (with `ctx_failure`), `stream` (with `streamattr`,
+//! `streaminfo`, `drain`), `notify`, `ipc`, `cnt`, `event`, `ext`, `callbacks`, `statecb`,
+//! `mbufs`, `labels`. Model runtime instances: `capture` (stream capture), `model` (the
+//! model, what an execution replays, the session's models), `model_build` (built on bound
+//! streams), `model_flow` / `flow` (their control tasks, stored and run), `cond` (conditional
+//! tasks), `task_group`, `model_tasks`, `task_info`, `last_task`, `model_info`,
+//! `model_debug`, `model_exec` / `replay` (executions), `persistent_clean`.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU32, Ordering};

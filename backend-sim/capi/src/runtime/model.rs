@@ -11,15 +11,105 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 
 use acl_notify_core::event::EventSpec;
-use acl_notify_core::{Backend as _, EventOps, RawEvent};
+use acl_notify_core::{Backend as _, EventOps, RawEvent, RawNotify, Timeout};
+use acl_notify_sim::mem::{MemcpyKind, ValueCondition};
 
 use super::Runtime;
-use super::capture::{Captured, Mode};
-use super::flow::{CondKind, Runs};
+use super::flow::{CondKind, Control, Runs};
 use super::id_pool::IdPool;
 use super::last_task::TaskInfo;
-use crate::errmsg::CallError;
+use crate::errmsg::{CallError, param};
 use crate::handle::Handles;
+
+/// `aclmdlRICaptureMode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Mode {
+    /// `ACL_MODEL_RI_CAPTURE_MODE_GLOBAL`.
+    Global = 0,
+    /// `ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL`.
+    ThreadLocal = 1,
+    /// `ACL_MODEL_RI_CAPTURE_MODE_RELAXED`.
+    Relaxed = 2,
+}
+
+impl Mode {
+    /// The mode a C value names; 107000 for another (`ApiErrorDecorator::StreamBeginCapture`).
+    pub(crate) fn from_c(mode: u32) -> Result<Mode, CallError> {
+        match mode {
+            0 => Ok(Mode::Global),
+            1 => Ok(Mode::ThreadLocal),
+            2 => Ok(Mode::Relaxed),
+            m => Err(param(format!(
+                "mode {m}: ACL_MODEL_RI_CAPTURE_MODE_GLOBAL (0), _THREAD_LOCAL (1) or _RELAXED (2)"
+            ))),
+        }
+    }
+}
+
+/// A call as captured: its arguments, the stream it names aside. Replayed by
+/// [`Runtime::issue`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Captured {
+    /// `aclrtMemcpyAsync`.
+    Memcpy {
+        dst: usize,
+        dest_max: usize,
+        src: usize,
+        count: usize,
+        kind: MemcpyKind,
+    },
+    /// `aclrtMemsetAsync`.
+    Memset {
+        dst: usize,
+        max: usize,
+        value: u8,
+        count: usize,
+    },
+    /// `aclrtRecordNotify`.
+    NotifyRecord(RawNotify),
+    /// `aclrtWaitAndResetNotify`.
+    NotifyWait(RawNotify, Timeout),
+    /// `aclrtRecordEvent` (the caller's event handle).
+    EventRecord(usize),
+    /// `aclrtStreamWaitEvent[WithTimeout]`.
+    EventWait(usize, Timeout),
+    /// `aclrtResetEvent`.
+    EventReset(usize),
+    /// `aclrtRecordEventWithFlag(ACL_EVENT_RECORD_EXTERNAL)` (`runtime::event`).
+    ExternalRecord(usize),
+    /// `aclrtStreamWaitEventWithFlag(ACL_EVENT_WAIT_EXTERNAL)`.
+    ExternalWait(usize),
+    /// `aclrtValueWrite`.
+    ValueWrite { addr: usize, value: u64 },
+    /// `aclrtValueWait`.
+    ValueWait {
+        addr: usize,
+        value: u64,
+        cond: ValueCondition,
+    },
+    /// A control task of a built model (`flow`).
+    Control(Control),
+}
+
+impl Captured {
+    /// The call's name, for messages.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Captured::Memcpy { .. } => "aclrtMemcpyAsync",
+            Captured::Memset { .. } => "aclrtMemsetAsync",
+            Captured::NotifyRecord(_) => "aclrtRecordNotify",
+            Captured::NotifyWait(..) => "aclrtWaitAndResetNotify",
+            Captured::EventRecord(_) => "aclrtRecordEvent",
+            Captured::EventWait(..) => "aclrtStreamWaitEvent",
+            Captured::EventReset(_) => "aclrtResetEvent",
+            Captured::ExternalRecord(_) => "aclrtRecordEventWithFlag",
+            Captured::ExternalWait(_) => "aclrtStreamWaitEventWithFlag",
+            Captured::ValueWrite { .. } => "aclrtValueWrite",
+            Captured::ValueWait { .. } => "aclrtValueWait",
+            Captured::Control(c) => c.name(),
+        }
+    }
+}
 
 /// Where a model is in its life.
 #[derive(Debug)]

@@ -1,3 +1,6 @@
+//! Tests of virtual memory management: reserve, map and unmap, access, and copies, sets,
+//! value tasks and reduces through reserved ranges.
+
 use super::*;
 use crate::NamespaceGuard as Ns;
 use crate::mem::tests::{d2h, h2d};
