@@ -249,6 +249,11 @@ impl<T: Send> PerProcess<T> {
     }
 }
 
+/// Set in a child [`run_in_child`] forked (its own copy of this static), never in the test
+/// process itself.
+#[cfg(test)]
+static IN_FORKED_CHILD: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// For tests: runs `body` in a child forked from this process and waits for it. `Err` holds
 /// the wait status unless the child ran `body` to the end and it returned `true`. The child
 /// `_exit`s, running none of the parent's destructors; `body` must not need a lock another
@@ -257,16 +262,41 @@ impl<T: Send> PerProcess<T> {
 /// child, it would go on running other tests there), and a panic of any of the child's threads
 /// is printed to its stderr (the harness's capture of the forking thread's output is never
 /// shown from the child).
+///
+/// The panic hook that prints it is installed once, in the test process, before its first
+/// fork: a child that set a hook itself would take std's hook lock for writing, and a copy of
+/// that lock taken by another test's panicking thread at the fork is never released in the
+/// child (user25 saw a `--lib` run hang so, the child in `set_hook`). The hook writes with one
+/// `write(2)`, not through stderr's lock, for the same reason.
 #[cfg(test)]
 pub(crate) fn run_in_child(body: impl FnOnce() -> bool) -> Result<(), i32> {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    // 0: no hook yet, 1: a thread installs it, 2: installed (an atomic, not a `Once`: see
+    // `no_static_is_a_lock_a_forked_child_could_find_held`). No fork before 2.
+    static HOOK: AtomicU8 = AtomicU8::new(0);
+    if HOOK
+        .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+        .is_ok()
+    {
+        let before = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_FORKED_CHILD.load(Ordering::Relaxed) {
+                return before(info);
+            }
+            let line = format!("in a test's forked child: {info}\n");
+            // SAFETY: writes the bytes of a live String to this process's stderr.
+            let _ = unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+        }));
+        HOOK.store(2, Ordering::Release);
+    }
+    while HOOK.load(Ordering::Acquire) != 2 {
+        std::thread::yield_now();
+    }
     // SAFETY: the child only runs `body` (see above) and `_exit`s.
     let child = unsafe { libc::fork() };
     assert!(child >= 0, "fork failed");
     if child == 0 {
-        std::panic::set_hook(Box::new(|info| {
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "in a test's forked child: {info}");
-        }));
+        IN_FORKED_CHILD.store(true, Ordering::Relaxed);
         let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or(false);
         // SAFETY: ends the child without running the parent's destructors.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
