@@ -139,12 +139,27 @@ impl Sim {
             // copy 0.28 µs from 0.30), 0.63× beside a busy loop (64-byte copy 0.57–0.59 µs).
             config = config.spin(Duration::ZERO).policy(WorkerPolicy::Batch);
         }
-        Stream::spawn(config).map_err(|e: SimError| match cpu {
-            Some(c) => err(
+        // Each stream runs on a thread of its own (CANN's streams need none): a process out of
+        // threads learns which limit it met, not a bare 207005 (user26 saw one at 32,350
+        // streams of one process, kernel.pid_max 32768, and at RLIMIT_NPROC).
+        Stream::spawn(config).map_err(|e: SimError| {
+            let on = cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default();
+            let advice = if e.message().starts_with(crate::stream::THREAD_REFUSED) {
+                format!(
+                    "; the simulator runs every stream on a thread of its own ({}): destroy \
+                     streams no longer in use, or raise the limit",
+                    crate::sys::thread_limits()
+                )
+            } else {
+                String::new()
+            };
+            err(
                 e.kind(),
-                format!("the stream's worker thread could not be started on CPU {c}"),
-            ),
-            None => e,
+                format!(
+                    "the stream's worker thread could not be started{on}: {}{advice}",
+                    e.message()
+                ),
+            )
         })
     }
 

@@ -52,6 +52,8 @@
 //! - `device_utilization.c`: `aclrtGetDeviceUtilizationRate` idle, running host functions and
 //!   copies for a known time, and its -1 figures.
 //! - `stream_quota.c`: `aclrtGetStreamAvailableNum` and `aclrtCreateStream` refusing at 0.
+//! - `stream_threads.c`: a process that may start no more threads (RLIMIT_NPROC): stream and
+//!   context creation answer 207005 saying which limit, the streams made before work on.
 //! - `device_group.c`: device groups on a chip without them, and on Ascend310P without and with
 //!   configured groups (also under valgrind's memcheck).
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
@@ -554,6 +556,7 @@ fn build_everything() -> Result<Prefix, String> {
         "device_topology",
         "device_group",
         "stream_quota",
+        "stream_threads",
         "device_utilization",
         "stream_stop",
         "hardware_sync",
@@ -4506,6 +4509,24 @@ fn device_groups_report_the_configured_groups_as_cann_does() {
 #[test]
 fn available_streams_fall_per_created_stream_and_creation_stops_at_zero() {
     on_each_soc_then_memcheck("stream_quota", &["Ascend910B", "Ascend310B", "IPV350"]);
+}
+
+/// A process that may start no more threads (its RLIMIT_NPROC reached; the simulator runs
+/// each stream on a thread): aclrtCreateStream, aclrtCreateStreamWithConfig and a context on
+/// another device answer 207005 with a message naming the refused thread and the limits (a
+/// bare 207005 before), the streams made before run on, and creation works again once the
+/// limit is lifted.
+#[test]
+fn a_process_out_of_threads_is_told_why_its_stream_was_refused() {
+    let p = setup();
+    let s = Scratch::new("stream_threads");
+    let mut cmd = s.cmd(&p.bin.join("stream_threads"), "Ascend910B");
+    let o = run_all(
+        vec![spawn("stream_threads", &mut cmd).expect("start stream_threads")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("stream_threads: ok"), "{}", report(&o));
 }
 
 /// `aclrtGetDeviceUtilizationRate` reads near 0 on an idle device and clearly above 0 while a

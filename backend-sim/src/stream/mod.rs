@@ -114,7 +114,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
+use acl_notify_core::{BackendError, Error, StreamDestroy, StreamStatus, SyncWait};
 
 use crate::ring::{Padded, Ring};
 
@@ -400,6 +400,10 @@ fn drop_all<T>(v: &mut Vec<T>) {
     }
 }
 
+/// How the message of [`Stream::spawn`]'s 207005 begins when the system refused the worker
+/// thread (a limit on threads reached), as opposed to a worker that could not be placed.
+pub const THREAD_REFUSED: &str = "the system refused to start a thread";
+
 /// An in-order asynchronous task queue with its own worker thread. `Send + Sync`: share it
 /// (e.g. in an `Arc`) between the threads that enqueue, synchronize and query.
 pub struct Stream<E: From<Error> + Send + 'static, J: Job<E> = Task<E>> {
@@ -414,14 +418,21 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Starts a stream with the default configuration; `name` names its worker thread.
     ///
     /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
-    pub fn new(name: impl Into<String>) -> Result<Self, E> {
+    pub fn new(name: impl Into<String>) -> Result<Self, E>
+    where
+        E: BackendError,
+    {
         Self::spawn(StreamConfig::new(name))
     }
 
     /// Starts a stream: spawns its worker and waits until it runs.
     ///
-    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
-    pub fn spawn(config: StreamConfig) -> Result<Self, E> {
+    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started (the
+    /// system's answer in the message: a limit on threads reached).
+    pub fn spawn(config: StreamConfig) -> Result<Self, E>
+    where
+        E: BackendError,
+    {
         let control = Arc::new(Control {
             cancelled: AtomicBool::new(false),
             aborting: AtomicBool::new(false),
@@ -499,7 +510,12 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         let handle = thread::Builder::new()
             .name(config.name.clone())
             .spawn(move || for_worker.worker_main(cpu, adaptive, policy, tx))
-            .map_err(|_| E::from(Error::ResourceAllocFail))?;
+            .map_err(|e| {
+                E::with_message(
+                    Error::ResourceAllocFail,
+                    format_args!("{THREAD_REFUSED} ({e})"),
+                )
+            })?;
         // Set before any enqueue can exist: `Stream` is returned only below.
         let _ = shared.control.worker.set(handle.thread().clone());
         let tid = match rx.recv() {
@@ -507,7 +523,10 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             // The worker could not be placed (it has returned) or died before it reported.
             Ok(None) | Err(_) => {
                 let _ = handle.join();
-                return Err(E::from(Error::ResourceAllocFail));
+                return Err(E::with_message(
+                    Error::ResourceAllocFail,
+                    format_args!("the thread could not be placed, or ended before it ran"),
+                ));
             }
         };
         shared.control.home_tid.store(tid, Ordering::Relaxed);
