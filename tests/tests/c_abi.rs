@@ -100,6 +100,10 @@
 //!   a notify pair per buffer per consumer, two host threads per consumer ordered by events,
 //!   every byte checked; two runs at once in two namespaces; a consumer SIGKILLed mid-copy
 //!   whose notifies the producer records itself; and the same over 3 SuperPod hosts;
+//! - `xdev_pingpong.c`: pairs of host threads, each in a context of its own on one of two
+//!   devices, passing a buffer across the devices (peer access both ways, copies into the
+//!   peer's memory, a notify of the receiving device recorded from the sending device's
+//!   stream), every round queued at once; events of two devices waited on by a third stream;
 //! - `halo.c`: a halo exchange as a CANN user writes it: N ranks (more than the machine's
 //!   CPUs), each in a created context, trading keys over pipes; copies of IPC memory ordered by
 //!   IPC notifies, an event ordering a second thread's stream, blocked streams the host keeps
@@ -497,6 +501,7 @@ fn build_everything() -> Result<Prefix, String> {
         "threads",
         "pipeline",
         "fanout",
+        "xdev_pingpong",
         "callback",
         "importer_killed",
         "value",
@@ -2641,6 +2646,26 @@ fn a_fanout_across_three_superpod_hosts_pulls_every_batch() {
             report(&o)
         );
     }
+}
+
+// ---- threads passing a buffer between two devices (tests/c/xdev_pingpong.c) -----------------
+
+/// 8 pairs of threads (16 host threads on 2 CPUs), each thread in a context of its own on one
+/// of two devices, pass a buffer back and forth 200 times, adding on each device: the streams
+/// ordered only by notifies recorded from the other device's stream, every round queued at
+/// once; every word checked after a third stream waited on both threads' end events.
+#[test]
+fn thread_pairs_pass_a_buffer_across_two_devices_in_order() {
+    let p = setup();
+    let s = Scratch::new("xdev");
+    let mut cmd = s.cmd(&p.bin.join("xdev_pingpong"), "Ascend910B");
+    cmd.args(["8", "200", "2048"]);
+    let o = run_all(
+        vec![spawn("xdev_pingpong", &mut cmd).expect("start xdev_pingpong")],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("xdev_pingpong: ok"), "{}", report(&o));
 }
 
 // ---- a halo exchange as a CANN user writes it (tests/c/halo.c) ------------------------------
