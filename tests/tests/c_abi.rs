@@ -93,6 +93,11 @@
 //!   notifies shared by key with PID whitelists, slots handed back by notifies, Ex events
 //!   ordering each stage's two streams, host memory of `aclrtMallocHost` in and out, every
 //!   word checked; and the same over 3 SuperPod hosts in cluster mode;
+//! - `fanout.c`: one producer broadcasting to K consumer processes (13 processes on the 2
+//!   CPUs): double-buffered IPC memory every consumer imports and pulls each batch out of,
+//!   a notify pair per buffer per consumer, two host threads per consumer ordered by events,
+//!   every byte checked; two runs at once in two namespaces; a consumer SIGKILLed mid-copy
+//!   whose notifies the producer records itself; and the same over 3 SuperPod hosts;
 //! - `halo.c`: a halo exchange as a CANN user writes it: N ranks (more than the machine's
 //!   CPUs), each in a created context, trading keys over pipes; copies of IPC memory ordered by
 //!   IPC notifies, an event ordering a second thread's stream, blocked streams the host keeps
@@ -494,6 +499,7 @@ fn build_everything() -> Result<Prefix, String> {
         "superpod_ring",
         "threads",
         "pipeline",
+        "fanout",
         "callback",
         "importer_killed",
         "value",
@@ -2542,6 +2548,105 @@ fn a_pipeline_of_12_processes_on_4_devices_moves_every_batch_intact() {
     );
     assert!(o[0].ok(), "{}", report(&o));
     assert!(o[0].stdout.contains("pipeline N=12: ok"), "{}", report(&o));
+}
+
+// ---- one producer broadcasting to many consumer processes (tests/c/fanout.c) ---------------
+
+/// `fanout` with `args` in a namespace of its own on a 4-device 910B; its outcome.
+fn fanout(s: &Scratch, args: &[&str]) -> Proc {
+    let p = setup();
+    let mut cmd = s.cmd(&p.bin.join("fanout"), "Ascend910B");
+    cmd.args(args);
+    spawn("fanout", &mut cmd).expect("start fanout")
+}
+
+/// 12 consumer processes (13 with the producer, on 2 CPUs) import the producer's two
+/// buffers and pull 64 batches out of them, each slot handed over and back by a notify pair
+/// per consumer, two host threads per consumer ordered by events; every byte checked.
+#[test]
+fn a_fanout_to_12_consumer_processes_delivers_every_byte() {
+    let s = Scratch::new("fanout");
+    let o = run_all(
+        vec![fanout(&s, &["12", "64", "16384"])],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("fanout K=12: ok"), "{}", report(&o));
+}
+
+/// The same program twice at once, in two namespaces (two machines): neither sees the other.
+#[test]
+fn two_fanouts_at_once_in_two_namespaces() {
+    let (a, b) = (Scratch::new("fanoutA"), Scratch::new("fanoutB"));
+    let o = run_all(
+        vec![
+            fanout(&a, &["6", "48", "16384"]),
+            fanout(&b, &["6", "48", "16384"]),
+        ],
+        Duration::from_secs(120),
+    );
+    for x in &o {
+        assert!(x.ok(), "{}", report(&o));
+        assert!(x.stdout.contains("fanout K=6: ok"), "{}", report(&o));
+    }
+}
+
+/// A consumer SIGKILLed just after queuing its copy out of the producer's memory: the
+/// producer finds it dead (waitpid), records its free notifies itself to release the waits
+/// already queued for it, and goes on with the others, every byte of theirs checked; its
+/// device memory is all back at the end (the dead consumer's import reclaimed), and the
+/// namespace's files are the ones a run without the kill leaves (nothing of the dead process).
+#[test]
+fn a_fanout_survives_a_consumer_killed_mid_copy() {
+    let s = Scratch::new("fanoutkill");
+    let o = run_all(
+        vec![fanout(&s, &["8", "8", "4096"])],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    let files = shm_files(&s.ns);
+    let o = run_all(
+        vec![fanout(&s, &["8", "32", "16384", "1", "kill"])],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("consumer 7 ended"), "{}", report(&o));
+    assert!(o[0].stdout.contains("fanout K=8: ok"), "{}", report(&o));
+    assert_eq!(shm_files(&s.ns), files, "the files after the kill");
+    assert!(
+        s.remove_namespace() > 0,
+        "the namespace's files were not there"
+    );
+    assert!(shm_files(&s.ns).is_empty(), "left after removal");
+}
+
+/// The fanout over 3 SuperPod servers, each a host of its own through etcd: consumers on the
+/// other hosts are whitelisted across servers and pull every batch out of the producer's
+/// memory on another host; one of them is SIGKILLed mid-copy.
+#[test]
+fn a_fanout_across_three_superpod_hosts_pulls_every_batch() {
+    let p = setup();
+    let etcd = acl_notify_sim::cluster::harness::EtcdCluster::start(1).expect("etcd cluster");
+    for (what, extra) in [("fanpod", None), ("fanpodkill", Some("kill"))] {
+        let url = etcd.url(&format!("capi-{what}-{}", std::process::id()));
+        let s = Scratch::new(what);
+        let mut cmd = s.cmd(&p.bin.join("fanout"), "Ascend910_93");
+        in_pod(&mut cmd, &url).args(["8", "12", "8192", "3"]);
+        cmd.args(extra);
+        let o = run_all(
+            vec![spawn("fanout", &mut cmd).expect("start fanout")],
+            Duration::from_secs(180),
+        );
+        for h in 0..3 {
+            let _ = Sim::remove_namespace(&format!("{}-host{h}", s.ns));
+        }
+        assert!(o[0].ok(), "{what}: {}", report(&o));
+        assert!(
+            o[0].stdout.contains("fanout K=8: ok"),
+            "{what}: {}",
+            report(&o)
+        );
+    }
 }
 
 // ---- a halo exchange as a CANN user writes it (tests/c/halo.c) ------------------------------
