@@ -331,6 +331,10 @@ pub type SyncWake = Arc<dyn Fn() + Send + Sync>;
 pub trait SyncInterrupt {
     /// Whether the synchronize gives up now (checked while it spins, and before each sleep).
     fn raised(&self) -> bool;
+    /// Whether it can ever be raised: `false` arms no wake-up (a plain synchronize's).
+    fn can_raise(&self) -> bool {
+        true
+    }
     /// The synchronize is about to sleep: from now until [`disarm`](Self::disarm), call
     /// `wake` after the interrupt is raised (`raised` answering true before the call).
     fn arm(&self, wake: &SyncWake);
@@ -343,6 +347,9 @@ struct NoInterrupt;
 
 impl SyncInterrupt for NoInterrupt {
     fn raised(&self) -> bool {
+        false
+    }
+    fn can_raise(&self) -> bool {
         false
     }
     fn arm(&self, _: &SyncWake) {}
@@ -548,7 +555,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
 
     /// [`sleep_until_retired`](Self::sleep_until_retired) that also ends once `interrupt` is
     /// raised (armed with a wake-up that takes `sync_lock`: raised before the check below, or
-    /// woken after this sleeps).
+    /// woken after this sleeps; one that cannot be raised is not armed).
     fn sleep_until_retired_unless(
         &self,
         target: u64,
@@ -556,16 +563,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         interrupt: &dyn SyncInterrupt,
     ) -> Slept {
         let s = &*self.shared;
-        let weak = Arc::downgrade(&self.shared);
-        let wake: SyncWake = Arc::new(move || {
-            if let Some(s) = weak.upgrade() {
-                let _g = lock(&s.sync_lock);
-                s.sync_cv.notify_all();
-            }
-        });
         // Armed before `sync_lock` is taken: the wake-up takes it, under the interrupt's own
         // lock (`SyncInterrupt::arm`).
-        let armed = Armed::new(interrupt, wake);
+        let _armed = interrupt.can_raise().then(|| {
+            let weak = Arc::downgrade(&self.shared);
+            let wake: SyncWake = Arc::new(move || {
+                if let Some(s) = weak.upgrade() {
+                    let _g = lock(&s.sync_lock);
+                    s.sync_cv.notify_all();
+                }
+            });
+            Armed::new(interrupt, wake)
+        });
         let mut g = lock(&s.sync_lock);
         loop {
             // Dekker handshake with `Shared::retire` (see there).
@@ -573,7 +582,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             if s.retired.load(Ordering::SeqCst) >= target {
                 return Slept::Retired;
             }
-            if armed.interrupt.raised() {
+            if interrupt.raised() {
                 return Slept::Interrupted;
             }
             g = match deadline {
