@@ -421,14 +421,21 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Starts a stream with the default configuration; `name` names its worker thread.
     ///
     /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
-    pub fn new(name: impl Into<String>) -> Result<Self, E> {
+    pub fn new(name: impl Into<String>) -> Result<Self, E>
+    where
+        E: acl_notify_core::BackendError,
+    {
         Self::spawn(StreamConfig::new(name))
     }
 
     /// Starts a stream: spawns its worker and waits until it runs.
     ///
-    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
-    pub fn spawn(config: StreamConfig) -> Result<Self, E> {
+    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started, with the
+    /// reason (the system's, for a thread the system refused).
+    pub fn spawn(config: StreamConfig) -> Result<Self, E>
+    where
+        E: acl_notify_core::BackendError,
+    {
         let control = Arc::new(Control {
             cancelled: AtomicBool::new(false),
             aborting: AtomicBool::new(false),
@@ -506,15 +513,26 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         let handle = thread::Builder::new()
             .name(config.name.clone())
             .spawn(move || for_worker.worker_main(cpu, adaptive, policy, tx))
-            .map_err(|_| E::from(Error::ResourceAllocFail))?;
+            .map_err(|e| {
+                E::with_message(
+                    Error::ResourceAllocFail,
+                    format_args!("the system refused the stream's worker thread: {e}"),
+                )
+            })?;
         // Set before any enqueue can exist: `Stream` is returned only below.
         let _ = shared.control.worker.set(handle.thread().clone());
         let tid = match rx.recv() {
             Ok(Some(tid)) => tid,
             // The worker could not be placed (it has returned) or died before it reported.
             Ok(None) | Err(_) => {
-                let _ = handle.join();
-                return Err(E::from(Error::ResourceAllocFail));
+                let why = match handle.join() {
+                    Ok(()) => "could not be placed on its CPU",
+                    Err(_) => "panicked before it started",
+                };
+                return Err(E::with_message(
+                    Error::ResourceAllocFail,
+                    format_args!("the stream's worker thread {why}"),
+                ));
             }
         };
         shared.control.home_tid.store(tid, Ordering::Relaxed);
