@@ -140,10 +140,10 @@ impl Sim {
             config = config.spin(Duration::ZERO).policy(WorkerPolicy::Batch);
         }
         // Each stream runs on a thread of its own (CANN's streams need none): a process out of
-        // threads learns which limit it met, not a bare 207005 (user26 saw one at 32,350
-        // streams of one process, kernel.pid_max 32768, and at RLIMIT_NPROC).
+        // threads learns which limits there are and how many threads it runs, not only the
+        // system's refusal (user26 met it at 32,350 streams of one process, kernel.pid_max
+        // 32768, below the 910B's 32,768 streams; and at RLIMIT_NPROC).
         Stream::spawn(config).map_err(|e: SimError| {
-            let on = cpu.map(|c| format!(" on CPU {c}")).unwrap_or_default();
             let advice = if e.message().starts_with(crate::stream::THREAD_REFUSED) {
                 format!(
                     "; the simulator runs every stream on a thread of its own ({}): destroy \
@@ -153,13 +153,14 @@ impl Sim {
             } else {
                 String::new()
             };
-            err(
-                e.kind(),
-                format!(
-                    "the stream's worker thread could not be started{on}: {}{advice}",
+            let why = match cpu {
+                Some(c) => format!(
+                    "the stream's worker thread could not be started on CPU {c}: {}",
                     e.message()
                 ),
-            )
+                None => e.message().to_owned(),
+            };
+            err(e.kind(), format!("{why}{advice}"))
         })
     }
 

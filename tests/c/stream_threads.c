@@ -6,11 +6,12 @@
  * errcode_manage.cc: RT_ERROR_STREAM_NEW -> ACL_ERROR_RT_RESOURCE_ALLOC_FAIL).
  *
  * Checked, with the limit reached: aclrtCreateStream, aclrtCreateStreamWithConfig and
- * aclrtCreateContext on another device answer 207005 with a message that says a thread could
- * not be started and why (the system's answer), create nothing (aclrtGetStreamAvailableNum
- * unchanged), and crash nothing; a stream made before goes on working (a notify wait released
- * by a record from another stream made before, a copy, a synchronize); once the limit is
- * lifted, streams are made again and everything tears down with 0.
+ * aclrtCreateContext on another device answer 207005 with a message that says the system
+ * refused the stream's thread (its answer) and which limits there are, create nothing
+ * (aclrtGetStreamAvailableNum unchanged), and crash nothing; a stream made before goes on
+ * working (a notify wait released by a record from another stream made before, a copy, a
+ * synchronize); once the limit is lifted, streams are made again and everything tears down
+ * with 0.
  *
  * RLIMIT_NPROC binds no process of uid 0 (the kernel exempts root's user, and CAP_SYS_RESOURCE
  * or CAP_SYS_ADMIN): run as root, the program makes its real uid 65534 and drops those two
@@ -48,11 +49,12 @@ static void lift_limit(void) {
     REQUIRE(setrlimit(RLIMIT_NPROC, &g_nproc) == 0, "setrlimit: %s", strerror(errno));
 }
 
-/* The call's answer must be 207005 with a message that says no thread could start. */
+/* The call's answer must be 207005 with a message that says the system refused the stream's
+ * thread, and which limits there are. */
 #define EXPECT_NO_THREAD(call)                                                             \
     do {                                                                                   \
         EXPECT_RC(call, ACL_ERROR_RT_RESOURCE_ALLOC_FAIL);                                 \
-        expect_msg("thread", "could not be started", NULL);                                \
+        expect_msg("worker thread", "refused", "RLIMIT_NPROC", NULL);                      \
     } while (0)
 
 int main(void) {
@@ -89,7 +91,7 @@ int main(void) {
         /* A context brings its default stream: refused like a stream, or made. */
         REQUIRE(r == ACL_ERROR_RT_RESOURCE_ALLOC_FAIL, "aclrtCreateContext returned %d: %s",
                 (int)r, recent_msg());
-        expect_msg("thread", "could not be started", NULL);
+        expect_msg("worker thread", "refused", "RLIMIT_NPROC", NULL);
     } else {
         CHECK(aclrtDestroyContext(ctx));
     }

@@ -3955,10 +3955,14 @@ fn a_collective_over_two_hosts_survives_a_killed_rank_and_leaves_etcd_clean() {
         if r == 3 {
             vec!["kill=3".to_owned()]
         } else {
-            vec!["victim=3".to_owned(), "wait=5".to_owned()]
+            vec!["victim=3".to_owned(), "wait=10".to_owned()]
         }
     };
-    let ttl = [("ACL_NOTIFY_SIM_CLUSTER_TTL", "2")];
+    // A lease of 4 s (renewed every 1.3 s) and waits of 10 s: the dead rank's lease expires
+    // well before its neighbour's wait runs out, and a healthy rank starved on a loaded
+    // machine keeps its own. With 2 s, a CI run beside four other builds saw a healthy rank's
+    // lease expire (rank 0, pid named dead by rank 7) and its record fail "the owner is dead".
+    let ttl = [("ACL_NOTIFY_SIM_CLUSTER_TTL", "4")];
     let o = collective_job(&[&h0, &h1], Some(&url), "x", 8, &[], extra, &ttl, Some(3));
     for (r, out) in o.iter().enumerate() {
         assert!(r == 3 || out.ok(), "{}", report(&o));
@@ -4554,8 +4558,8 @@ fn available_streams_fall_per_created_stream_and_creation_stops_at_zero() {
 /// A process that may start no more threads (its RLIMIT_NPROC reached; the simulator runs
 /// each stream on a thread): aclrtCreateStream, aclrtCreateStreamWithConfig and a context on
 /// another device answer 207005 with a message naming the refused thread and the limits (a
-/// bare 207005 before), the streams made before run on, and creation works again once the
-/// limit is lifted.
+/// bare 207005 before; then the system's refusal alone), the streams made before run on, and
+/// creation works again once the limit is lifted.
 #[test]
 fn a_process_out_of_threads_is_told_why_its_stream_was_refused() {
     let p = setup();

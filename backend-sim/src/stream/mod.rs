@@ -114,7 +114,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use acl_notify_core::{BackendError, Error, StreamDestroy, StreamStatus, SyncWait};
+use acl_notify_core::{Error, StreamDestroy, StreamStatus, SyncWait};
 
 use crate::ring::{Padded, Ring};
 
@@ -409,7 +409,7 @@ fn drop_all<T>(v: &mut Vec<T>) {
 
 /// How the message of [`Stream::spawn`]'s 207005 begins when the system refused the worker
 /// thread (a limit on threads reached), as opposed to a worker that could not be placed.
-pub const THREAD_REFUSED: &str = "the system refused to start a thread";
+pub const THREAD_REFUSED: &str = "the system refused the stream's worker thread";
 
 /// An in-order asynchronous task queue with its own worker thread. `Send + Sync`: share it
 /// (e.g. in an `Arc`) between the threads that enqueue, synchronize and query.
@@ -427,18 +427,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
     pub fn new(name: impl Into<String>) -> Result<Self, E>
     where
-        E: BackendError,
+        E: acl_notify_core::BackendError,
     {
         Self::spawn(StreamConfig::new(name))
     }
 
     /// Starts a stream: spawns its worker and waits until it runs.
     ///
-    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started (the
-    /// system's answer in the message: a limit on threads reached).
+    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started, with the
+    /// reason (the system's, for a thread the system refused).
     pub fn spawn(config: StreamConfig) -> Result<Self, E>
     where
-        E: BackendError,
+        E: acl_notify_core::BackendError,
     {
         let control = Arc::new(Control {
             cancelled: AtomicBool::new(false),
@@ -520,7 +520,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             .map_err(|e| {
                 E::with_message(
                     Error::ResourceAllocFail,
-                    format_args!("{THREAD_REFUSED} ({e})"),
+                    format_args!("{THREAD_REFUSED}: {e}"),
                 )
             })?;
         // Set before any enqueue can exist: `Stream` is returned only below.
@@ -529,10 +529,13 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             Ok(Some(tid)) => tid,
             // The worker could not be placed (it has returned) or died before it reported.
             Ok(None) | Err(_) => {
-                let _ = handle.join();
+                let why = match handle.join() {
+                    Ok(()) => "could not be placed on its CPU",
+                    Err(_) => "panicked before it started",
+                };
                 return Err(E::with_message(
                     Error::ResourceAllocFail,
-                    format_args!("the thread could not be placed, or ended before it ran"),
+                    format_args!("the stream's worker thread {why}"),
                 ));
             }
         };

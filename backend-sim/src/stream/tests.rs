@@ -1479,6 +1479,18 @@ fn a_worker_that_cannot_be_placed_fails_the_spawn_cleanly() {
             "worker {name} left behind"
         );
     }
+    // A backend that carries messages hears why (a bare 207005 told a conformance run
+    // nothing).
+    let e = crate::job::SimStream::spawn(StreamConfig::new("t-badcpu-msg").cpu(Some(usize::MAX)))
+        .expect_err("a worker pinned to no CPU is refused");
+    assert_eq!(
+        acl_notify_core::BackendError::kind(&e),
+        Error::ResourceAllocFail
+    );
+    assert!(
+        e.message().contains("could not be placed on its CPU"),
+        "{e}"
+    );
 }
 
 /// The worker runs under the policy its configuration names, and still runs its tasks.
