@@ -36,7 +36,9 @@ impl Inner {
         &self,
         c: RawCntNotify,
     ) -> Result<acl_notify_handles::Guard<'_, CntEntry>, DriverError> {
-        self.cnts.acquire(c.0).map_err(|_| stale_cnt(c))
+        self.cnts
+            .acquire(c.0)
+            .map_err(|_| DriverError::stale("count notify", c.0))
     }
 
     /// Destroys every count notify left (the driver is being dropped).
@@ -53,17 +55,6 @@ impl Inner {
             let _ = unsafe { destroy(c.ptr.0) };
         }
     }
-}
-
-fn stale_cnt(c: RawCntNotify) -> DriverError {
-    DriverError::local(
-        Error::InvalidHandle,
-        format!(
-            "count notify handle {:#x} is not a live count notify of this driver (destroyed, \
-             stale, foreign or garbage)",
-            c.0
-        ),
-    )
 }
 
 impl CntNotifyOps for Driver {
@@ -101,7 +92,7 @@ impl CntNotifyOps for Driver {
         let e = i
             .cnts
             .begin_close(cnt.0, |_| true)
-            .map_err(|_| stale_cnt(cnt))?;
+            .map_err(|_| DriverError::stale("count notify", cnt.0))?;
         let result = i.ensure_device(e.device).and_then(|()| {
             // SAFETY: the handle is closing and no call is using it; the pointer is live.
             let code = unsafe { f(e.ptr.0) };

@@ -46,6 +46,18 @@ impl DriverError {
         }
     }
 
+    /// 107017 (`InvalidHandle`): `handle`, a handle of a `what` (`"notify"`, `"stream"`...),
+    /// is not a live one of this driver.
+    pub(crate) fn stale(what: &str, handle: u64) -> Self {
+        DriverError::local(
+            Error::InvalidHandle,
+            format!(
+                "{what} handle {handle:#x} is not a live {what} of this driver (destroyed, \
+                 stale, foreign or garbage)"
+            ),
+        )
+    }
+
     /// A failure while loading the library: `stage` is `dlopen`, `dlsym` or the CANN call that
     /// failed during load.
     pub(crate) fn load(kind: Error, stage: &'static str, context: impl Into<String>) -> Self {

@@ -27,17 +27,6 @@ pub(crate) struct EventEntry {
     recorded: bool,
 }
 
-fn stale_event(e: RawEvent) -> DriverError {
-    DriverError::local(
-        Error::InvalidHandle,
-        format!(
-            "event handle {:#x} is not a live event of this driver (destroyed, stale, foreign or \
-             garbage)",
-            e.0
-        ),
-    )
-}
-
 impl Inner {
     /// 207000 unless the SoC has events and the library exports `symbol`.
     fn ev_fn<F: Copy>(&self, f: Option<F>, symbol: &str) -> Result<F, DriverError> {
@@ -45,8 +34,17 @@ impl Inner {
         self.exported(f, symbol, "")
     }
 
+    fn event_guard(
+        &self,
+        e: RawEvent,
+    ) -> Result<acl_notify_handles::Guard<'_, EventEntry>, DriverError> {
+        self.events
+            .acquire(e.0)
+            .map_err(|_| DriverError::stale("event", e.0))
+    }
+
     fn ev(&self, e: RawEvent) -> Result<EventEntry, DriverError> {
-        Ok(self.events.acquire(e.0).map_err(|_| stale_event(e))?.get())
+        Ok(self.event_guard(e)?.get())
     }
 
     /// Destroys every event left (the driver is being dropped).
@@ -134,7 +132,7 @@ impl EventOps for Driver {
         let e = i
             .events
             .begin_close(event.0, |_| true)
-            .map_err(|_| stale_event(event))?;
+            .map_err(|_| DriverError::stale("event", event.0))?;
         let result = i.ensure_device(e.device).and_then(|()| {
             // SAFETY: the handle is closing and no call is using it; the pointer is live.
             let code = unsafe { f(e.ptr.0) };
@@ -152,7 +150,7 @@ impl EventOps for Driver {
     fn event_record(&self, event: RawEvent, stream: RawStream) -> Result<(), DriverError> {
         let i = &*self.inner;
         let f = i.ev_fn(i.api.aclrtRecordEvent, "aclrtRecordEvent")?;
-        let g = i.events.acquire(event.0).map_err(|_| stale_event(event))?;
+        let g = i.event_guard(event)?;
         let s = i.stream(stream)?;
         let (e, s) = (g.get(), s.get());
         i.ensure_device(s.device)?;
@@ -166,7 +164,7 @@ impl EventOps for Driver {
     fn event_reset(&self, event: RawEvent, stream: RawStream) -> Result<(), DriverError> {
         let i = &*self.inner;
         let f = i.ev_fn(i.api.aclrtResetEvent, "aclrtResetEvent")?;
-        let g = i.events.acquire(event.0).map_err(|_| stale_event(event))?;
+        let g = i.event_guard(event)?;
         let s = i.stream(stream)?;
         let (e, s) = (g.get(), s.get());
         i.ensure_device(s.device)?;
@@ -182,7 +180,7 @@ impl EventOps for Driver {
         timeout: Timeout,
     ) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let g = i.events.acquire(event.0).map_err(|_| stale_event(event))?;
+        let g = i.event_guard(event)?;
         let s = i.stream(stream)?;
         let (e, s) = (g.get(), s.get());
         let code = match timeout {
@@ -209,7 +207,7 @@ impl EventOps for Driver {
     fn event_latest(&self, event: RawEvent) -> Result<LatestRecord, DriverError> {
         let i = &*self.inner;
         let f = i.ev_fn(i.api.aclrtQueryEventStatus, "aclrtQueryEventStatus")?;
-        let g = i.events.acquire(event.0).map_err(|_| stale_event(event))?;
+        let g = i.event_guard(event)?;
         let e = g.get();
         if !e.recorded {
             return Ok(LatestRecord::None);
@@ -246,7 +244,7 @@ impl EventOps for Driver {
 
     fn event_synchronize(&self, event: RawEvent, wait: SyncWait) -> Result<(), DriverError> {
         let i = &*self.inner;
-        let g = i.events.acquire(event.0).map_err(|_| stale_event(event))?;
+        let g = i.event_guard(event)?;
         let e = g.get();
         let code = match wait {
             SyncWait::Forever => {
@@ -273,7 +271,7 @@ impl EventOps for Driver {
     fn event_timestamp(&self, event: RawEvent) -> Result<Duration, DriverError> {
         let i = &*self.inner;
         let f = i.ev_fn(i.api.aclrtEventGetTimestamp, "aclrtEventGetTimestamp")?;
-        let g = i.events.acquire(event.0).map_err(|_| stale_event(event))?;
+        let g = i.event_guard(event)?;
         let e = g.get();
         i.ensure_device(e.device)?;
         let mut us = 0u64;
@@ -286,8 +284,8 @@ impl EventOps for Driver {
     fn event_elapsed(&self, start: RawEvent, end: RawEvent) -> Result<f32, DriverError> {
         let i = &*self.inner;
         let f = i.ev_fn(i.api.aclrtEventElapsedTime, "aclrtEventElapsedTime")?;
-        let g0 = i.events.acquire(start.0).map_err(|_| stale_event(start))?;
-        let g1 = i.events.acquire(end.0).map_err(|_| stale_event(end))?;
+        let g0 = i.event_guard(start)?;
+        let g1 = i.event_guard(end)?;
         let (a, b) = (g0.get(), g1.get());
         i.ensure_device(b.device)?;
         let mut ms = 0f32;
@@ -300,7 +298,7 @@ impl EventOps for Driver {
     fn event_id(&self, event: RawEvent) -> Result<u32, DriverError> {
         let i = &*self.inner;
         let f = i.ev_fn(i.api.aclrtGetEventId, "aclrtGetEventId")?;
-        let g = i.events.acquire(event.0).map_err(|_| stale_event(event))?;
+        let g = i.event_guard(event)?;
         let e = g.get();
         i.ensure_device(e.device)?;
         let mut id = 0u32;
@@ -324,7 +322,7 @@ impl EventOps for Driver {
     fn ipc_event_handle(&self, event: RawEvent) -> Result<IpcEventHandle, DriverError> {
         let i = &*self.inner;
         let f = i.ev_fn(i.api.aclrtIpcGetEventHandle, "aclrtIpcGetEventHandle")?;
-        let g = i.events.acquire(event.0).map_err(|_| stale_event(event))?;
+        let g = i.event_guard(event)?;
         let e = g.get();
         i.ensure_device(e.device)?;
         let mut h = IpcEventHandle([0; 64]);

@@ -29,17 +29,6 @@ pub(crate) enum Before {
     NonEmpty(usize),
 }
 
-pub(crate) fn stale_notify(n: RawNotify) -> DriverError {
-    DriverError::local(
-        Error::InvalidHandle,
-        format!(
-            "notify handle {:#x} is not a live notify of this driver (destroyed, stale, foreign \
-             or garbage)",
-            n.0
-        ),
-    )
-}
-
 /// What a SoC without [`Feature::Ipc`] lacks, in its 207000.
 const NOTIFY_IPC: &str = "notify IPC (export, import, whitelists)";
 
@@ -74,7 +63,7 @@ impl Inner {
             Before::NonEmpty(0) => {
                 DriverError::local(Error::ParamInvalid, "the entry list is empty")
             }
-            _ => stale_notify(n),
+            _ => DriverError::stale("notify", n.0),
         }
     }
 

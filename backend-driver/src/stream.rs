@@ -13,23 +13,14 @@ use acl_notify_core::{
 use acl_notify_handles::{Guard, Lookup};
 
 use crate::ffi;
-use crate::notify::{Before, stale_notify};
+use crate::notify::Before;
 use crate::{CPtr, Driver, DriverError, Inner, StreamEntry, enter};
-
-pub(crate) fn stale_stream(s: RawStream) -> DriverError {
-    DriverError::local(
-        Error::InvalidHandle,
-        format!(
-            "stream handle {:#x} is not a live stream of this driver (destroyed, stale, foreign \
-             or garbage)",
-            s.0
-        ),
-    )
-}
 
 impl Inner {
     pub(crate) fn stream(&self, s: RawStream) -> Result<Guard<'_, StreamEntry>, DriverError> {
-        self.streams.acquire(s.0).map_err(|_| stale_stream(s))
+        self.streams
+            .acquire(s.0)
+            .map_err(|_| DriverError::stale("stream", s.0))
     }
 }
 
@@ -97,7 +88,7 @@ impl StreamOps for Driver {
                         stream.0
                     ),
                 ),
-                Lookup::Invalid => stale_stream(stream),
+                Lookup::Invalid => DriverError::stale("stream", stream.0),
             })?;
         let result = i.ensure_device(e.device).and_then(|()| {
             let (func, name) = match mode {
@@ -188,7 +179,7 @@ impl StreamOps for Driver {
             .map_err(|e| e.context(format!("batch of {} notifies", notifies.len())))?;
         drop(guards);
         match bad {
-            Some(k) => Err(stale_notify(notifies[k]).context(format!(
+            Some(k) => Err(DriverError::stale("notify", notifies[k].0).context(format!(
                 "element {k} of the batch (elements before it were reset)"
             ))),
             None => Ok(()),

@@ -142,7 +142,10 @@ impl Sim {
         Stream::spawn(config).map_err(|e: SimError| match cpu {
             Some(c) => err(
                 e.kind(),
-                format!("the stream's worker thread could not be started on CPU {c}"),
+                format!(
+                    "the stream's worker thread could not be started on CPU {c}: {}",
+                    e.message()
+                ),
             ),
             None => e,
         })

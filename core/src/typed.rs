@@ -465,15 +465,21 @@ impl<C: SocType, S: State, B: NotifyResources + StreamOps> fmt::Debug for Notify
     }
 }
 
+/// The destroy of a [`Notify`] or [`NotifyAny`] dropped: a failure cannot be returned, so it is
+/// logged.
+fn destroy_on_drop<B: NotifyResources>(backend: &B, raw: RawNotify) {
+    if let Err(e) = backend.destroy_notify(raw) {
+        warn!(
+            "notify {=u64}: destroy on drop failed ({=i32})",
+            raw.0,
+            e.kind().code()
+        );
+    }
+}
+
 impl<C: SocType, S: State, B: NotifyResources + StreamOps> Drop for Notify<'_, C, S, B> {
     fn drop(&mut self) {
-        if let Err(e) = self.device.backend.destroy_notify(self.raw) {
-            warn!(
-                "notify {=u64}: destroy on drop failed ({=i32})",
-                self.raw.0,
-                e.kind().code()
-            );
-        }
+        destroy_on_drop(self.device.backend, self.raw);
     }
 }
 
@@ -832,13 +838,7 @@ impl<C: SocType, B: NotifyResources + StreamOps> fmt::Debug for NotifyAny<'_, C,
 
 impl<C: SocType, B: NotifyResources + StreamOps> Drop for NotifyAny<'_, C, B> {
     fn drop(&mut self) {
-        if let Err(e) = self.device.backend.destroy_notify(self.raw) {
-            warn!(
-                "notify {=u64}: destroy on drop failed ({=i32})",
-                self.raw.0,
-                e.kind().code()
-            );
-        }
+        destroy_on_drop(self.device.backend, self.raw);
     }
 }
 

@@ -393,6 +393,44 @@ static inline void read_all(int fd, void *buf, size_t n) {
     }
 }
 
+/* The watch of this process while it waits for what another thread or process does (a gate
+ * opened, a file written): made only at the wait's first look, WATCH_LOOK_MS in (most such
+ * waits end at once), that first look's time counted as time the process could run; then a
+ * look every WATCH_LOOK_MS, giving up once it could run for `limit_s` seconds (the watch above:
+ * not while it is stopped, nor the share its most delayed thread waited for a CPU). */
+typedef struct {
+    watch_t *w;
+    unsigned limit_s;
+    int64_t next_look;
+} wait_watch_t;
+
+static inline wait_watch_t wait_watch(unsigned limit_s) {
+    wait_watch_t ww = {NULL, limit_s, now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL};
+    return ww;
+}
+
+/* Naps 1 ms, then looks if a look is due: NULL while the wait may go on, else why it should
+ * give up (watch_step's answer). */
+static inline const char *wait_watch_nap(wait_watch_t *ww) {
+    sleep_ms(1);
+    const int64_t t = now_ns();
+    if (t < ww->next_look) return NULL;
+    ww->next_look = t + (int64_t)WATCH_LOOK_MS * 1000000LL;
+    if (ww->w == NULL) {
+        ww->w = (watch_t *)malloc(sizeof *ww->w);
+        REQUIRE(ww->w != NULL, "out of memory");
+        watch_start(ww->w, getpid(), ww->limit_s);
+        ww->w->ran_ns = (int64_t)WATCH_LOOK_MS * 1000000LL;
+        return NULL;
+    }
+    return watch_step(ww->w);
+}
+
+static inline void wait_watch_end(wait_watch_t *ww) {
+    free(ww->w);
+    ww->w = NULL;
+}
+
 /* A gate that a stream's host function (gate_hold) holds its stream at until the program
  * opens it (gate_open): what the program does meanwhile comes before the stream's next tasks
  * whatever the load, a matter of order and not of a timed hold (a 150 ms sleep was overtaken
@@ -406,21 +444,11 @@ typedef struct {
 
 static inline void gate_hold(void *arg) {
     gate_t *g = (gate_t *)arg;
-    watch_t *w = NULL; /* made at the first look: most gates open at once */
-    int64_t next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
+    wait_watch_t ww = wait_watch(60);
     while (!__atomic_load_n(&g->open, __ATOMIC_ACQUIRE)) {
-        sleep_ms(1);
-        if (now_ns() < next_look) continue;
-        next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
-        if (w == NULL) {
-            w = (watch_t *)malloc(sizeof *w);
-            REQUIRE(w != NULL, "out of memory");
-            watch_start(w, getpid(), 60);
-        } else if (watch_step(w) != NULL) {
-            break;
-        }
+        if (wait_watch_nap(&ww) != NULL) break;
     }
-    free(w);
+    wait_watch_end(&ww);
 }
 
 static inline void gate_open(gate_t *g) { __atomic_store_n(&g->open, 1, __ATOMIC_RELEASE); }
@@ -527,29 +555,18 @@ static inline size_t get_file(const char *dir, const char *name, char *buf, size
     }
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, name);
-    watch_t *w = NULL; /* made at the first look: most files are there at once */
-    int64_t next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
+    /* The limit in whole seconds (at least one). */
+    wait_watch_t ww = wait_watch((unsigned)((timeout_ms + 999) / 1000));
     for (;;) {
         FILE *f = fopen(path, "rb");
         if (f) {
             size_t n = fread(buf, 1, cap - 1, f);
             fclose(f);
             buf[n] = '\0';
-            free(w);
+            wait_watch_end(&ww);
             return n;
         }
-        sleep_ms(1);
-        if (now_ns() < next_look) continue;
-        next_look = now_ns() + (int64_t)WATCH_LOOK_MS * 1000000LL;
-        if (w == NULL) {
-            w = (watch_t *)malloc(sizeof *w);
-            REQUIRE(w != NULL, "out of memory");
-            /* The limit in whole seconds (at least one); the first look's second counted. */
-            watch_start(w, getpid(), (unsigned)((timeout_ms + 999) / 1000));
-            w->ran_ns = (int64_t)WATCH_LOOK_MS * 1000000LL;
-            continue;
-        }
-        const char *why = watch_step(w);
+        const char *why = wait_watch_nap(&ww);
         REQUIRE(why == NULL, "timed out after %ld ms waiting for %s (the other process did "
                 "not get that far; counted as time this process could run: %s)", timeout_ms,
                 path, why);

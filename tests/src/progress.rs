@@ -15,7 +15,11 @@
 //! - **still looks in a row**: looks that found none of their threads running, runnable,
 //!   stopped or in an uninterruptible sleep, and no CPU time used since the look before.
 //!   [`STILL_LOOKS`] of them: they sleep for good (a deadlock, a wait for something that
-//!   will not come).
+//!   will not come). A process blocked on a file lock (`flock`, `fcntl`) waits for the lock's
+//!   holder: a look takes in the holder's process group too (`/proc/locks`), so a `cargo build`
+//!   blocked on the build directory another cargo builds in moves while that cargo's rustc
+//!   does, and is given up on only once both sleep (the C watch of `common.h` has no such rule:
+//!   its programs take no file locks).
 //!
 //! A healthy run, paused or starved, is never stopped by either; a real hang ends in bounded
 //! time (the limit, in time it could run, or [`STILL_LOOKS`] looks). Only `std`: `xtask`
@@ -25,7 +29,7 @@
 //! limit can end such a watch; a look that comes late, the process paused or starved, counts
 //! as one as above).
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
 /// How often a watch looks at its processes (the caller may look more often: a look counts at
@@ -40,8 +44,11 @@ pub const STILL_LOOKS: u32 = 60;
 pub enum Hang {
     /// They could run for this long (the limit) without ending.
     Ran(Duration),
-    /// They stayed still (asleep, using no CPU) for this many looks [`LOOK`] apart.
-    Still(u32),
+    /// They stayed still (asleep, using no CPU) for `looks` looks [`LOOK`] apart; `waits`: what
+    /// their sleeping threads slept in at the last look (the kernel's wait channels,
+    /// `/proc/.../wchan`: `futex_wait_queue`, `pipe_read`, `locks_lock_inode_wait`...), each
+    /// once, empty where the kernel does not say.
+    Still { looks: u32, waits: Vec<String> },
 }
 
 impl std::fmt::Display for Hang {
@@ -51,10 +58,16 @@ impl std::fmt::Display for Hang {
                 f,
                 "could run for {limit:?} (time not stopped nor waiting for a CPU) without ending"
             ),
-            Hang::Still(n) => write!(
-                f,
-                "stayed asleep without using CPU time for {n} looks {LOOK:?} apart"
-            ),
+            Hang::Still { looks, waits } => {
+                write!(
+                    f,
+                    "stayed asleep without using CPU time for {looks} looks {LOOK:?} apart"
+                )?;
+                if !waits.is_empty() {
+                    write!(f, " (their threads waiting in {})", waits.join(", "))?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -70,6 +83,8 @@ struct Seen {
     stopped: bool,
     /// Every thread's run delay (ns), by thread id.
     delays: HashMap<u32, u64>,
+    /// The wait channels of the sleeping threads (see [`Hang::Still`]).
+    waits: BTreeSet<String>,
 }
 
 /// What a watch looks at.
@@ -148,7 +163,10 @@ impl Watch {
         }
         self.last = seen;
         if self.still >= STILL_LOOKS {
-            return Err(Hang::Still(self.still));
+            return Err(Hang::Still {
+                looks: self.still,
+                waits: self.last.waits.iter().cloned().collect(),
+            });
         }
         match self.limit {
             Some(limit) if self.ran >= limit => Err(Hang::Ran(limit)),
@@ -157,29 +175,33 @@ impl Watch {
     }
 }
 
-/// One look at every thread of every process watched.
+/// One look at every thread of every process watched, and of the process groups holding a
+/// file lock one of them waits for ([`lock_holders`]).
 fn look(watched: &Watched) -> Seen {
     let mut seen = Seen::default();
-    let pids: Vec<String> = match watched {
-        Watched::ThisProcess => vec!["self".to_owned()],
-        Watched::Groups(_) => match std::fs::read_dir("/proc") {
-            Ok(procs) => procs
+    let procs: Vec<(String, Stat)> = match watched {
+        Watched::ThisProcess => read_stat("/proc/self/stat")
+            .map(|st| ("self".to_owned(), st))
+            .into_iter()
+            .collect(),
+        Watched::Groups(groups) => {
+            let Ok(dir) = std::fs::read_dir("/proc") else {
+                return seen;
+            };
+            let all: Vec<(String, Stat)> = dir
                 .flatten()
                 .filter_map(|e| e.file_name().to_str().map(str::to_owned))
                 .filter(|n| n.parse::<u32>().is_ok())
-                .collect(),
-            Err(_) => return seen,
-        },
-    };
-    for pid in pids {
-        let Some(stat) = read_stat(&format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        if let Watched::Groups(groups) = watched
-            && !groups.contains(&stat.pgrp)
-        {
-            continue;
+                .filter_map(|pid| read_stat(&format!("/proc/{pid}/stat")).map(|st| (pid, st)))
+                .collect();
+            let mut looked = groups.clone();
+            looked.extend(lock_holders(&all, groups));
+            all.into_iter()
+                .filter(|(_, st)| looked.contains(&st.pgrp))
+                .collect()
         }
+    };
+    for (pid, stat) in procs {
         seen.cpu += stat.cpu;
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
             continue;
@@ -194,6 +216,12 @@ fn look(watched: &Watched) -> Seen {
             };
             seen.busy |= matches!(ts.state, 'R' | 'D');
             seen.stopped |= matches!(ts.state, 'T' | 't');
+            if ts.state == 'S'
+                && let Ok(wchan) = std::fs::read_to_string(format!("{dir}/wchan"))
+                && !matches!(wchan.trim(), "" | "0")
+            {
+                seen.waits.insert(wchan.trim().to_owned());
+            }
             if let Some(d) = std::fs::read_to_string(format!("{dir}/schedstat"))
                 .ok()
                 .and_then(|s| s.split_whitespace().nth(1)?.parse().ok())
@@ -203,6 +231,45 @@ fn look(watched: &Watched) -> Seen {
         }
     }
     seen
+}
+
+/// The process groups (other than `groups`) of the holders of the file locks a process of
+/// `groups` is blocked on; `procs`: every process, by pid. `/proc/locks` lists each lock as
+/// `N: CLASS MODE TYPE PID DEV:INODE START END`, and a process blocked on lock `N` right after
+/// it as `N: -> CLASS ...`; a lock without a pid (`-1`: an open file description's lock) is
+/// passed over.
+fn lock_holders(procs: &[(String, Stat)], groups: &[u32]) -> Vec<u32> {
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return Vec::new();
+    };
+    let group_of = |pid: &str| procs.iter().find(|(p, _)| p == pid).map(|(_, st)| st.pgrp);
+    let mut holders: HashMap<&str, &str> = HashMap::new();
+    let mut waited: Vec<&str> = Vec::new();
+    for line in locks.lines() {
+        let mut f = line.split_whitespace();
+        let Some(n) = f.next() else { continue };
+        let mut rest: Vec<&str> = f.collect();
+        let blocked = rest.first() == Some(&"->");
+        if blocked {
+            rest.remove(0);
+        }
+        let Some(pid) = rest.get(3).copied().filter(|p| p.parse::<u32>().is_ok()) else {
+            continue;
+        };
+        if !blocked {
+            holders.insert(n, pid);
+        } else if group_of(pid).is_some_and(|g| groups.contains(&g)) {
+            waited.push(n);
+        }
+    }
+    let mut out: Vec<u32> = waited
+        .iter()
+        .filter_map(|n| group_of(holders.get(n)?))
+        .filter(|g| !groups.contains(g))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// The fields of `/proc/.../stat` a look reads.
@@ -272,6 +339,67 @@ mod tests {
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(verdict, Hang::Ran(Duration::from_secs(1)));
+    }
+
+    /// A process blocked on a file lock is looked at with the lock's holder: while the holder
+    /// spins, the waiter, asleep, is busy too.
+    #[test]
+    fn a_wait_for_a_file_lock_follows_its_holder() {
+        use std::os::unix::process::CommandExt as _;
+        let path = std::env::temp_dir().join(format!("progress-lock-{}", std::process::id()));
+        std::fs::write(&path, b"").expect("lock file");
+        // The `flock` utility (util-linux): this file is also `xtask`'s, which has no libc.
+        let flock = |args: &[&str]| {
+            std::process::Command::new("flock")
+                .arg(&path)
+                .args(args)
+                .process_group(0)
+                .spawn()
+                .expect("spawn flock (util-linux)")
+        };
+        let mut holder = flock(&["sh", "-c", "while :; do :; done"]);
+        // Only once the holder holds the lock: the waiter must be the one blocked.
+        let mut watch = Watch::this_process(Duration::from_secs(10));
+        let held = |pid: u32| {
+            std::fs::read_to_string("/proc/locks").is_ok_and(|l| {
+                l.lines().any(|l| {
+                    !l.contains("->") && l.split_whitespace().nth(4) == Some(&pid.to_string())
+                })
+            })
+        };
+        while !held(holder.id()) {
+            assert_eq!(watch.step(), Ok(()), "flock never took the lock");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut waiter = flock(&["true"]);
+        let every = || -> Vec<(String, Stat)> {
+            std::fs::read_dir("/proc")
+                .expect("/proc")
+                .flatten()
+                .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+                .filter_map(|pid| read_stat(&format!("/proc/{pid}/stat")).map(|st| (pid, st)))
+                .collect()
+        };
+        let found = loop {
+            let found = lock_holders(&every(), &[waiter.id()]);
+            if !found.is_empty() {
+                break found;
+            }
+            assert_eq!(watch.step(), Ok(()), "the waiter never blocked on the lock");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let seen = look(&Watched::Groups(vec![waiter.id()]));
+        // The holder's group: `flock` and the shell it runs, which holds the lock too.
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", holder.id())])
+            .status();
+        for c in [&mut holder, &mut waiter] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(found, vec![holder.id()]);
+        assert!(seen.busy, "the holder's group spins");
     }
 
     /// While it is stopped (SIGSTOP), the same process is never given up on: five looks, each

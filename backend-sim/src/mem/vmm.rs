@@ -321,11 +321,8 @@ impl Sim {
                 "offset {offset}: CANN maps physical memory from offset 0 only"
             )));
         }
-        let Some((base, rsize)) = reservation_at(&st, va).map(|(b, r)| (b, r.size)) else {
-            return Err(invalid(format!(
-                "{va:#x} is in no range of aclrtReserveMemAddress of this process"
-            )));
-        };
+        let (base, r) = reserved(&st, va)?;
+        let rsize = r.size;
         if size as u64 != p.size {
             return Err(invalid(format!(
                 "size {size} is not the size of the physical allocation ({} bytes): it is \
@@ -345,10 +342,6 @@ impl Sim {
                 "[{va:#x}, +{size}) leaves reserved range {base:#x} ({rsize} bytes)"
             )));
         }
-        let r = st
-            .reserves
-            .get(&base)
-            .ok_or_else(|| invalid("reserved range lost"))?;
         let before = r.maps.range(..=va).next_back();
         let after = r.maps.range(va..).next();
         for (at, m) in before.into_iter().chain(after) {
@@ -497,15 +490,7 @@ impl Sim {
     /// Errors: 107000 `va` is not the start of a mapping.
     pub fn vmm_unmap(&self, va: usize) -> Result<(), SimError> {
         let mut st = lock(&self.vmm().state);
-        let Some(base) = reservation_at(&st, va).map(|(b, _)| b) else {
-            return Err(invalid(format!(
-                "{va:#x} is in no range of aclrtReserveMemAddress of this process"
-            )));
-        };
-        let r = st
-            .reserves
-            .get_mut(&base)
-            .ok_or_else(|| invalid("reserved range lost"))?;
+        let (base, r) = reserved_mut(&mut st, va)?;
         let Some(m) = r.maps.remove(&va) else {
             let inside = r
                 .maps
@@ -613,9 +598,8 @@ impl Sim {
 
 /// The mapping `addr` is in, and its start.
 fn mapping_mut(st: &mut State, addr: usize) -> Option<(usize, &mut Mapping)> {
-    let base = reservation_at(st, addr)?.0;
-    st.reserves
-        .get_mut(&base)?
+    reservation_at_mut(st, addr)?
+        .1
         .maps
         .range_mut(..=addr)
         .next_back()
@@ -630,6 +614,31 @@ fn reservation_at(st: &State, addr: usize) -> Option<(usize, &Reservation)> {
         .next_back()
         .filter(|(b, r)| addr - **b < r.size)
         .map(|(b, r)| (*b, r))
+}
+
+/// [`reservation_at`], to change.
+fn reservation_at_mut(st: &mut State, addr: usize) -> Option<(usize, &mut Reservation)> {
+    st.reserves
+        .range_mut(..=addr)
+        .next_back()
+        .filter(|(b, r)| addr - **b < r.size)
+        .map(|(b, r)| (*b, r))
+}
+
+/// The reserved range that covers `va`, and its start; 107000 if none does.
+fn reserved(st: &State, va: usize) -> Result<(usize, &Reservation), SimError> {
+    reservation_at(st, va).ok_or_else(|| no_reservation(va))
+}
+
+/// [`reserved`], to change.
+fn reserved_mut(st: &mut State, va: usize) -> Result<(usize, &mut Reservation), SimError> {
+    reservation_at_mut(st, va).ok_or_else(|| no_reservation(va))
+}
+
+fn no_reservation(va: usize) -> SimError {
+    invalid(format!(
+        "{va:#x} is in no range of aclrtReserveMemAddress of this process"
+    ))
 }
 
 /// Reserves `len` bytes at `at` exactly; 107000 if any of it is in use.

@@ -152,6 +152,40 @@ pub const DEFAULT_ENQUEUE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(10);
 
 /// Stream states (an `AtomicU8`, written only under the ring's consumer lock).
+/// How long [`Stream::spawn`] tries again to start a worker thread the system refused for
+/// the moment (EAGAIN, ENOMEM).
+const SPAWN_RETRY: Duration = Duration::from_secs(2);
+
+/// Whether the system's refusal `e` of a new thread may pass (EAGAIN: a table of threads or
+/// PIDs full; ENOMEM: no memory for its stack), rather than be a lasting one (EINVAL, EPERM).
+fn spawn_may_succeed_later(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOMEM))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test hook: how many of this thread's next worker spawns the "system" refuses, and
+    /// with which error (see [`refused_spawn`]).
+    static REFUSE_SPAWNS: std::cell::Cell<(u32, i32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The refusal a test asked for on this thread's next worker spawn, if any.
+#[cfg(test)]
+fn refused_spawn() -> Option<std::io::Error> {
+    REFUSE_SPAWNS.with(|r| {
+        let (n, errno) = r.get();
+        (n > 0).then(|| {
+            r.set((n - 1, errno));
+            std::io::Error::from_raw_os_error(errno)
+        })
+    })
+}
+
+#[cfg(not(test))]
+fn refused_spawn() -> Option<std::io::Error> {
+    None
+}
+
 const OPEN: u8 = 0;
 const DRAINING: u8 = 1;
 const DISCARDING: u8 = 2;
@@ -331,6 +365,10 @@ pub type SyncWake = Arc<dyn Fn() + Send + Sync>;
 pub trait SyncInterrupt {
     /// Whether the synchronize gives up now (checked while it spins, and before each sleep).
     fn raised(&self) -> bool;
+    /// Whether it can ever be raised: `false` arms no wake-up (a plain synchronize's).
+    fn can_raise(&self) -> bool {
+        true
+    }
     /// The synchronize is about to sleep: from now until [`disarm`](Self::disarm), call
     /// `wake` after the interrupt is raised (`raised` answering true before the call).
     fn arm(&self, wake: &SyncWake);
@@ -343,6 +381,9 @@ struct NoInterrupt;
 
 impl SyncInterrupt for NoInterrupt {
     fn raised(&self) -> bool {
+        false
+    }
+    fn can_raise(&self) -> bool {
         false
     }
     fn arm(&self, _: &SyncWake) {}
@@ -414,14 +455,21 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
     /// Starts a stream with the default configuration; `name` names its worker thread.
     ///
     /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
-    pub fn new(name: impl Into<String>) -> Result<Self, E> {
+    pub fn new(name: impl Into<String>) -> Result<Self, E>
+    where
+        E: acl_notify_core::BackendError,
+    {
         Self::spawn(StreamConfig::new(name))
     }
 
     /// Starts a stream: spawns its worker and waits until it runs.
     ///
-    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started.
-    pub fn spawn(config: StreamConfig) -> Result<Self, E> {
+    /// Codes: 207005 (`ResourceAllocFail`) the worker thread could not be started, with the
+    /// reason (the system's, for a thread the system refused).
+    pub fn spawn(config: StreamConfig) -> Result<Self, E>
+    where
+        E: acl_notify_core::BackendError,
+    {
         let control = Arc::new(Control {
             cancelled: AtomicBool::new(false),
             aborting: AtomicBool::new(false),
@@ -492,22 +540,60 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             _error: PhantomData,
         });
         let (tx, rx) = mpsc::channel();
-        let for_worker = Arc::clone(&shared);
         let cpu = config.cpu;
         let adaptive = config.adaptive_cpu && cpu.is_none();
         let policy = config.policy;
-        let handle = thread::Builder::new()
-            .name(config.name.clone())
-            .spawn(move || for_worker.worker_main(cpu, adaptive, policy, tx))
-            .map_err(|_| E::from(Error::ResourceAllocFail))?;
+        // A refusal the system calls temporary (EAGAIN: its table of threads or PIDs full,
+        // or memory for the stack short, for a moment on a machine where other jobs start
+        // and end processes) is tried again, for up to `SPAWN_RETRY`: a conformance run
+        // beside four builds (load 15 on 2 CPUs) once failed `create_stream` so.
+        let tried = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        let handle = loop {
+            let (for_worker, tx) = (Arc::clone(&shared), tx.clone());
+            let spawned = match refused_spawn() {
+                Some(e) => Err(e),
+                None => thread::Builder::new()
+                    .name(config.name.clone())
+                    .spawn(move || for_worker.worker_main(cpu, adaptive, policy, tx)),
+            };
+            match spawned {
+                Ok(h) => break h,
+                Err(e) if spawn_may_succeed_later(&e) && tried.elapsed() + pause < SPAWN_RETRY => {
+                    thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    return Err(E::with_message(
+                        Error::ResourceAllocFail,
+                        format_args!(
+                            "the system refused the stream's worker thread: {e} (for {:.1} s). \
+                             Each stream runs a thread: the machine's or the process's limit \
+                             of threads was reached (ulimit -u, /proc/sys/kernel/threads-max \
+                             and pid_max, a cgroup's pids.max) or its memory is short; \
+                             destroy the streams no longer used, or raise the limit",
+                            tried.elapsed().as_secs_f64()
+                        ),
+                    ));
+                }
+            }
+        };
+        // Only the worker's sender is left: `recv` fails if the worker dies before it reports.
+        drop(tx);
         // Set before any enqueue can exist: `Stream` is returned only below.
         let _ = shared.control.worker.set(handle.thread().clone());
         let tid = match rx.recv() {
             Ok(Some(tid)) => tid,
             // The worker could not be placed (it has returned) or died before it reported.
             Ok(None) | Err(_) => {
-                let _ = handle.join();
-                return Err(E::from(Error::ResourceAllocFail));
+                let why = match handle.join() {
+                    Ok(()) => "could not be placed on its CPU",
+                    Err(_) => "panicked before it started",
+                };
+                return Err(E::with_message(
+                    Error::ResourceAllocFail,
+                    format_args!("the stream's worker thread {why}"),
+                ));
             }
         };
         shared.control.home_tid.store(tid, Ordering::Relaxed);
@@ -529,7 +615,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
 
     /// [`sleep_until_retired`](Self::sleep_until_retired) that also ends once `interrupt` is
     /// raised (armed with a wake-up that takes `sync_lock`: raised before the check below, or
-    /// woken after this sleeps).
+    /// woken after this sleeps; one that cannot be raised is not armed).
     fn sleep_until_retired_unless(
         &self,
         target: u64,
@@ -537,16 +623,18 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
         interrupt: &dyn SyncInterrupt,
     ) -> Slept {
         let s = &*self.shared;
-        let weak = Arc::downgrade(&self.shared);
-        let wake: SyncWake = Arc::new(move || {
-            if let Some(s) = weak.upgrade() {
-                let _g = lock(&s.sync_lock);
-                s.sync_cv.notify_all();
-            }
-        });
         // Armed before `sync_lock` is taken: the wake-up takes it, under the interrupt's own
         // lock (`SyncInterrupt::arm`).
-        let armed = Armed::new(interrupt, wake);
+        let _armed = interrupt.can_raise().then(|| {
+            let weak = Arc::downgrade(&self.shared);
+            let wake: SyncWake = Arc::new(move || {
+                if let Some(s) = weak.upgrade() {
+                    let _g = lock(&s.sync_lock);
+                    s.sync_cv.notify_all();
+                }
+            });
+            Armed::new(interrupt, wake)
+        });
         let mut g = lock(&s.sync_lock);
         loop {
             // Dekker handshake with `Shared::retire` (see there).
@@ -554,7 +642,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             if s.retired.load(Ordering::SeqCst) >= target {
                 return Slept::Retired;
             }
-            if armed.interrupt.raised() {
+            if interrupt.raised() {
                 return Slept::Interrupted;
             }
             g = match deadline {

@@ -16,8 +16,8 @@ use acl_notify_sim::mem::{MemcpyKind, ValueCondition};
 
 use super::Runtime;
 use super::flow::{CondKind, Control, Runs};
-use super::id_pool::IdPool;
 use super::last_task::TaskInfo;
+use super::lowest_free_ids::LowestFreeIds;
 use crate::errmsg::{CallError, param};
 use crate::handle::Handles;
 
@@ -294,9 +294,12 @@ impl Model {
 /// Each model has an id of its device's model id pool (`aclmdlRIGetId`): CANN's `Model::Setup`
 /// takes one from the driver (`ModelIdAlloc`) and the model's teardown gives it back
 /// (`ModelIdFree`; hicann/runtime `src/runtime/feature/model/model.cc`), so an id is unique
-/// among the device's live models and comes back after a destroy (`id_pool`).
+/// among the device's live models and comes back after a destroy (`lowest_free_ids`).
 #[derive(Debug)]
-pub(super) struct Models(pub(super) Handles<Option<Model>>, HashMap<u32, IdPool>);
+pub(super) struct Models(
+    pub(super) Handles<Option<Model>>,
+    HashMap<u32, LowestFreeIds>,
+);
 
 impl Models {
     /// No model yet, in handle table `handles`.

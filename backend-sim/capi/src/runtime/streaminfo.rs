@@ -70,16 +70,16 @@ pub(crate) fn answers_overflow_switch(soc: Soc) -> bool {
     keeps_overflow_switch(soc) || soc == Soc::Ascend310B
 }
 
-/// The ids of one device (`id_pool`), and how many of the device's streams the program
+/// The stream ids of one device (`lowest_free_ids`), and how many of the device's streams the program
 /// created hold one (the stream accounting `aclrtCreateStream` refuses by and
 /// `aclrtGetStreamAvailableNum` answers from).
 #[derive(Default)]
-struct IdPool {
-    ids: super::id_pool::IdPool,
+struct StreamIds {
+    ids: super::lowest_free_ids::LowestFreeIds,
     created: u32,
 }
 
-impl IdPool {
+impl StreamIds {
     fn take(&mut self) -> i32 {
         // Stream ids are `int32_t`: 2³¹ live streams on one device cannot exist.
         i32::try_from(self.ids.take()).unwrap_or(i32::MAX)
@@ -97,7 +97,7 @@ struct Inner {
     /// Per backend stream, its device and what it answers.
     streams: HashMap<RawStream, (u32, StreamInfo)>,
     /// Per device, its pool and the pool's number (a reset starts a new pool).
-    ids: HashMap<u32, (u64, IdPool)>,
+    ids: HashMap<u32, (u64, StreamIds)>,
     /// The created streams ([`StreamInfos::register_created`]) and their devices: counted in
     /// their pool's `created` until their id is freed.
     counted: HashMap<RawStream, u32>,
@@ -106,11 +106,11 @@ struct Inner {
 }
 
 impl Inner {
-    fn pool(&mut self, device: u32) -> &mut (u64, IdPool) {
+    fn pool(&mut self, device: u32) -> &mut (u64, StreamIds) {
         let n = &mut self.pools;
         self.ids.entry(device).or_insert_with(|| {
             *n += 1;
-            (*n, IdPool::default())
+            (*n, StreamIds::default())
         })
     }
 }

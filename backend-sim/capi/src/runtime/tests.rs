@@ -655,6 +655,23 @@ fn block_host_function_in_sync(rt: &std::sync::Arc<Runtime>, timeout: Duration) 
     BlockedHostSync { a, r, n, h }
 }
 
+impl BlockedHostSync {
+    /// Waits until the host function is inside its synchronize, as the drain sees it
+    /// (`Sim::host_function_waits_on` its stream `a`; bounded only to turn a hang into a
+    /// failure).
+    fn wait_until_inside(&self, rt: &Runtime) {
+        let raw = rt.stream(self.a).unwrap().raw;
+        let t0 = std::time::Instant::now();
+        while rt.backend.host_function_waits_on(raw).is_empty() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60) && lock(&self.h.got).is_none(),
+                "the host function did not enter its synchronize"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
 /// `aclFinalize`'s drain takes a host function blocked in a synchronize *with a timeout* as
 /// one that makes progress, as it does a stream's head wait with a timeout: the synchronize
 /// ends by itself and what follows the host function runs, as on CANN's device. It took it as
@@ -666,10 +683,9 @@ fn finalize_waits_for_a_host_function_in_a_timed_synchronize() {
     let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
     rt.set_device(0).unwrap();
     // `b` waits for a record nothing queues before the drain.
-    let BlockedHostSync { a, r, n, h } =
-        block_host_function_in_sync(&rt, Duration::from_millis(600));
-    // The host function is inside its synchronize.
-    std::thread::sleep(Duration::from_millis(50));
+    let blocked = block_host_function_in_sync(&rt, Duration::from_millis(600));
+    blocked.wait_until_inside(&rt);
+    let BlockedHostSync { a, r, n, h } = blocked;
     let drained = rt.drain_for_finalize();
     let got = lock(&h.got).take();
     // Let everything end before checking.
@@ -712,16 +728,21 @@ fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() 
     .expect("opening a test Sim");
     let rt2 = std::sync::Arc::new(Runtime::new(sim2, 2, 42));
     rt2.set_device(0).unwrap();
+    let blocked = block_host_function_in_sync(&rt2, Duration::from_secs(20));
+    blocked.wait_until_inside(&rt2);
     let BlockedHostSync {
         a: x,
         r: r2,
         n: n2,
         h: h2,
-    } = block_host_function_in_sync(&rt2, Duration::from_secs(20));
+    } = blocked;
     let ctx2 = rt2.current_context().unwrap();
 
     let (rt, _ns) = runtime("fin-slow-hostfn");
-    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    // A bound the slow host function cannot reach however loaded the machine (the drain that
+    // gives up on it does so after `STUCK_FOR`, long before): it only turns a hang into a
+    // failure.
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(60))));
     rt.set_device(0).unwrap();
     let b = rt.create_stream().unwrap();
     let ran = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -735,8 +756,6 @@ fn finalize_waits_for_a_slow_host_function_while_another_runtime_s_is_blocked() 
     };
     rt.launch_host_func(b, slow).unwrap();
     rt.launch_host_func(b, flag).unwrap();
-    // The other runtime's host function is inside its synchronize.
-    std::thread::sleep(Duration::from_millis(50));
     let t0 = std::time::Instant::now();
     let drained = rt.drain_for_finalize();
     let took = t0.elapsed();
