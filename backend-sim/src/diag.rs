@@ -24,6 +24,13 @@ pub(crate) trait RemoteLiveness: Send + Sync {
     /// most two bounds of the cluster's client (3 s by default) however many processes it
     /// names.
     fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<RemoteState>>;
+
+    /// `"; this process's own cluster lease expired …"` if this process's own lease was found
+    /// expired (the other hosts took it for dead meanwhile), else nothing: a message that
+    /// names other hosts' processes adds it, so that it does not blame only them.
+    fn own_lapse(&self) -> String {
+        String::new()
+    }
 }
 
 /// A process of another host as the cluster knows it.
@@ -63,6 +70,23 @@ pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn Rem
     }
 }
 
+/// This process's cluster membership through the files of `namespace`, if it has one.
+fn membership(namespace: &str) -> Option<std::sync::Arc<dyn RemoteLiveness>> {
+    REMOTE
+        .get()
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .filter(|(ns, _)| ns == namespace)
+        .find_map(|(_, w)| w.upgrade())
+}
+
+/// [`RemoteLiveness::own_lapse`] of this process's membership through `namespace` (nothing
+/// outside cluster mode).
+fn own_lapse(namespace: &str) -> String {
+    membership(namespace).map_or_else(String::new, |m| m.own_lapse())
+}
+
 /// Processes `(server, pid, start_time)` (`start_time` 0 if not known) of other servers as
 /// the notify file of `namespace` names them, in order: in cluster mode, `"its cluster lease
 /// is live"`, `"exited: it left the cluster"`, `"dead: its cluster lease expired"`
@@ -71,14 +95,7 @@ pub(crate) fn register_remote_liveness(namespace: &str, membership: Weak<dyn Rem
 /// namespace is on this machine, so `"alive"`, `"exited"` or `"dead"` as for this server's
 /// ([`state_of`]).
 fn server_pids_alive(namespace: &str, procs: &[(u32, i32, u64)]) -> Vec<&'static str> {
-    let membership = REMOTE
-        .get()
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .iter()
-        .filter(|(ns, _)| ns == namespace)
-        .find_map(|(_, w)| w.upgrade());
-    let Some(m) = membership else {
+    let Some(m) = membership(namespace) else {
         return procs
             .iter()
             .map(|&(_, pid, start)| identity_alive(pid, start, 0))
@@ -263,6 +280,9 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
         })
         .collect();
     let _ = write!(s, "; held by {}", held.join(", "));
+    // Records from other hosts that did not come may be this process's fault: the cluster
+    // took it for dead while its own lease was lapsed.
+    s.push_str(&own_lapse(file.namespace()));
     s
 }
 
@@ -493,6 +513,10 @@ mod tests {
                     .collect(),
             )
         }
+
+        fn own_lapse(&self) -> String {
+            "; this process's own cluster lease expired (fake)".into()
+        }
     }
 
     /// A wait's timeout in cluster mode asks the cluster once about all the whitelisted
@@ -540,6 +564,8 @@ mod tests {
             "pid 102 on server 1 (dead: its cluster lease expired)",
             "pid 203 on server 2 (its cluster lease is live)",
             "pid 204 on server 2 (exited: it left the cluster)",
+            // This process's own lapse, beside the peers it names.
+            "; this process's own cluster lease expired (fake)",
         ] {
             assert!(text.contains(part), "{part:?} not in {text}");
         }

@@ -139,17 +139,12 @@ impl Sim {
             // copy 0.28 µs from 0.30), 0.63× beside a busy loop (64-byte copy 0.57–0.59 µs).
             config = config.spin(Duration::ZERO).policy(WorkerPolicy::Batch);
         }
-        // Each stream runs on a thread of its own (CANN's streams need none): a process out of
-        // threads learns which limits there are and how many threads it runs, not only the
-        // system's refusal (user26 met it at 32,350 streams of one process, kernel.pid_max
-        // 32768, below the 910B's 32,768 streams; and at RLIMIT_NPROC).
+        // A process refused a thread learns, besides which limits there are, where it stands
+        // against them (user26 met it at 32,350 streams of one process, kernel.pid_max 32768,
+        // below the 910B's 32,768 streams; and at RLIMIT_NPROC).
         Stream::spawn(config).map_err(|e: SimError| {
             let advice = if e.message().starts_with(crate::stream::THREAD_REFUSED) {
-                format!(
-                    "; the simulator runs every stream on a thread of its own ({}): destroy \
-                     streams no longer in use, or raise the limit",
-                    crate::sys::thread_limits()
-                )
+                format!(" ({})", crate::sys::thread_limits())
             } else {
                 String::new()
             };

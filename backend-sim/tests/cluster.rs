@@ -2005,6 +2005,19 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
         },
     )?;
     let ih2 = ih2.map_err(|e| format!("re-import: {e}"))?;
+    // The owner knows its own lease lapsed, and its errors say so beside what they say of
+    // others: a wait that times out (nothing recorded yet) names this process's lapse, its
+    // cause (its renewals late: it was stopped) and what to do. Before, they said nothing of
+    // it, and a rank whose lease had lapsed named only its peers dead.
+    let w = owner.ask(&format!("hwait {h} 10"));
+    let m = w.err().unwrap_or_default();
+    check(
+        m.contains("this process's own cluster lease expired")
+            && m.contains("its renewal thread started up to")
+            && m.contains("the process was stopped")
+            && m.contains(ENV_CLUSTER_TTL),
+        || format!("the owner's timeout does not say its own lease lapsed: {m:?}"),
+    )?;
     importer.try_ok(&format!("record {ih2} 3"))?;
     owner.try_ok(&format!("hwait {h} 10000"))?;
     Ok(())

@@ -228,6 +228,10 @@ enum Marked {
 }
 
 impl crate::diag::RemoteLiveness for Shared {
+    fn own_lapse(&self) -> String {
+        self.own_lapse_text()
+    }
+
     /// One range read, keys only, from the smallest of the processes' keys to just past the
     /// largest (what lies between, other processes' keys, comes along and is ignored); when
     /// some are gone, one more of their marks of having left (read after: a process that

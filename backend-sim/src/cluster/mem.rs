@@ -203,7 +203,11 @@ impl Shared {
         };
         Err(err(
             Error::ParamInvalid,
-            format!("{} cannot be used: {why}", m.describe()),
+            format!(
+                "{} cannot be used: {why}{}",
+                m.describe(),
+                self.own_lapse_text()
+            ),
         ))
     }
 

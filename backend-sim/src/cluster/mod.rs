@@ -302,6 +302,9 @@ struct Shared {
     /// from about then, so its keeper renews it a period after that, not a period after the
     /// keeper's thread started (see [`Shared::keep`]).
     proc_granted: Mutex<Instant>,
+    /// The last time this process's own lease was found expired (see [`renew::Lapse`]): what
+    /// its errors say while they could be taken for its peers' fault.
+    lapse: Mutex<Option<renew::Lapse>>,
     stop: AtomicBool,
     published: Mutex<HashMap<(u32, u32), Published>>,
     /// This process's holds on other hosts' notifies and memory: what it holds → its holder
@@ -702,20 +705,46 @@ impl Shared {
         // transaction, the claims, the threads' start and a period, and with a 2 s TTL on a
         // loaded machine expired before its first renewal (two owners of a c_abi collective
         // at load ~15: their exports went with it, "its export is gone").
-        let first = renew::first(*lock(&self.proc_granted), every);
-        self.keep_renewing(first, || {
+        let granted = *lock(&self.proc_granted);
+        let first = renew::first(granted, every);
+        let mut since = renew::Since::new(granted);
+        self.keep_renewing(first, |late| {
             let pl = *lock(&self.proc_lease);
-            match self.etcd.lease_keepalive(pl) {
+            let start = Instant::now();
+            let renewed = self.etcd.lease_keepalive(pl);
+            since.note(late, start.elapsed());
+            match renewed {
                 Ok(0) => {}
-                Ok(_) => return true,
+                Ok(_) => {
+                    since = renew::Since::new(start);
+                    return true;
+                }
                 Err(_) => return false,
             }
             if self.leaving() {
                 return false;
             }
-            let Ok((new, joined, _)) = self.register() else {
+            // Found out at once, and said so: the other hosts have been naming this process
+            // dead, and without this its own errors blamed them (a c_abi collective at load
+            // 15: rank 0's record said rank 7 "is dead", rank 7's timeout named rank 0 dead,
+            // both alive, both leases lapsed).
+            let lapse = renew::Lapse {
+                found: Instant::now(),
+                since,
+                ttl: self.ttl,
+            };
+            eprintln!(
+                "acl-notify-sim: server {} pid {} of SuperPod {}: {}",
+                self.server,
+                self.pid,
+                self.pod,
+                lapse.words(lapse.found)
+            );
+            *lock(&self.lapse) = Some(lapse);
+            let Ok((new, joined, asked)) = self.register() else {
                 return false;
             };
+            since = renew::Since::new(asked);
             *lock(&self.server_lease) = joined.server;
             *lock(&self.pod_lease) = joined.pod;
             *lock(&self.proc_lease) = new;
@@ -740,7 +769,7 @@ impl Shared {
     /// Renews the host's claim on the server id and the pod's lease (see [`renew`]), the first
     /// time at once (see [`Joined`]); one found expired is claimed again.
     fn keep_claim(&self) {
-        self.keep_renewing(Instant::now(), || {
+        self.keep_renewing(Instant::now(), |_| {
             let sl = *lock(&self.server_lease);
             let server = match self.etcd.lease_keepalive(sl) {
                 Ok(0) => match self.claim_server() {
@@ -774,7 +803,8 @@ impl Shared {
 
     /// Calls `renew` (whether the renewal went through) at `first`, then on [`renew`]'s
     /// schedule, until the process leaves the cluster.
-    fn keep_renewing(&self, first: Instant, mut renew: impl FnMut() -> bool) {
+    /// `renew` is told how late it starts (after it was due).
+    fn keep_renewing(&self, first: Instant, mut renew: impl FnMut(Duration) -> bool) {
         let every = renew::period(self.ttl, POLL);
         let mut next = first;
         while !self.leaving() {
@@ -783,7 +813,7 @@ impl Shared {
                 std::thread::sleep(POLL.min(next - now));
                 continue;
             }
-            let ok = renew();
+            let ok = renew(now - next);
             next = renew::next(now, Instant::now(), ok, every);
         }
     }
@@ -977,8 +1007,19 @@ impl Shared {
         };
         Err(err(
             Error::InvalidHandle,
-            format!("{} not delivered: {why}", what()),
+            format!("{} not delivered: {why}{}", what(), self.own_lapse_text()),
         ))
+    }
+
+    /// `"; this process's own cluster lease expired 3.2 s ago: …"` once a renewal found it
+    /// expired (see [`renew::Lapse`]), else nothing: what a message that names another
+    /// process dead, or reports what did not arrive, adds, so that a process the cluster took
+    /// for dead does not blame only its peers.
+    fn own_lapse_text(&self) -> String {
+        match *lock(&self.lapse) {
+            Some(l) => format!("; {}", l.words(Instant::now())),
+            None => String::new(),
+        }
     }
 }
 
@@ -1005,6 +1046,7 @@ impl Cluster {
             ttl: cfg.ttl,
             proc_lease: Mutex::new(0),
             proc_granted: Mutex::new(Instant::now()),
+            lapse: Mutex::new(None),
             server_lease: Mutex::new(0),
             pod_lease: Mutex::new(0),
             stop: AtomicBool::new(false),
@@ -1325,23 +1367,26 @@ mod tests {
         );
     }
 
-    /// An etcd stand-in on a loopback port for [`a_held_renewal_of_the_claim_does_not_hold_back_the_process_s`]:
-    /// lease 1001 granted (the process's: `register` asks first), the claims found held by
-    /// leases 1002 (the server id's) and 1003 (the pod's), every other call answered with what
-    /// the client reads as success, and each renewal of lease 1002 held unanswered (until the
-    /// client gives the try up). It notes whether lease 1001 was renewed while a renewal of
-    /// 1002 was held.
-    fn holding_etcd() -> (SocketAddr, Arc<(std::sync::atomic::AtomicI32, AtomicBool)>) {
+    /// What an etcd stand-in does with a request.
+    enum Reply {
+        /// Answers it with this body.
+        Answer(Value),
+        /// Holds it unanswered until the client closes the connection (gives the try up),
+        /// then calls this.
+        Hold(Box<dyn FnOnce() + Send>),
+    }
+
+    /// An etcd stand-in on a loopback port: each request (its path and JSON body) gets what
+    /// `answer` gives.
+    fn stand_in(answer: impl Fn(&str, &Value) -> Reply + Send + Sync + 'static) -> SocketAddr {
         use std::io::{BufRead, BufReader, Read, Write};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        let state = Arc::new((std::sync::atomic::AtomicI32::new(0), AtomicBool::new(false)));
-        let st = Arc::clone(&state);
-        let grants = Arc::new(std::sync::atomic::AtomicI64::new(1001));
+        let answer = Arc::new(answer);
         std::thread::spawn(move || {
             for conn in l.incoming() {
                 let Ok(mut out) = conn else { return };
-                let (st, grants) = (Arc::clone(&st), Arc::clone(&grants));
+                let answer = Arc::clone(&answer);
                 std::thread::spawn(move || {
                     let mut r = BufReader::new(out.try_clone().unwrap());
                     loop {
@@ -1371,49 +1416,13 @@ mod tests {
                             return;
                         }
                         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                        let answer = match path.as_str() {
-                            "/v3/lease/grant" => {
-                                json!({ "ID": grants.fetch_add(1, Ordering::Relaxed).to_string() })
-                            }
-                            "/v3/lease/keepalive" if req["ID"] == "1002" => {
-                                st.0.fetch_add(1, Ordering::SeqCst);
-                                // Held until the client closes the connection.
+                        let answer = match answer(&path, &req) {
+                            Reply::Answer(v) => v.to_string(),
+                            Reply::Hold(then) => {
                                 let _ = r.read(&mut [0u8; 1]);
-                                st.0.fetch_sub(1, Ordering::SeqCst);
-                                return;
+                                return then();
                             }
-                            "/v3/lease/keepalive" => {
-                                if st.0.load(Ordering::SeqCst) > 0 {
-                                    st.1.store(true, Ordering::SeqCst);
-                                }
-                                json!({ "result": { "TTL": "1" } })
-                            }
-                            "/v3/kv/txn" => {
-                                // The claims are there, held by leases 1002 (the server id's)
-                                // and 1003 (the pod's), with the value the process puts (its
-                                // host): the registering transaction reads them so.
-                                let ops = req["success"].as_array().cloned().unwrap_or_default();
-                                let value = ops
-                                    .iter()
-                                    .find_map(|o| o["request_put"]["value"].as_str())
-                                    .unwrap_or("")
-                                    .to_owned();
-                                let mut claims = ["1002", "1003"].into_iter();
-                                let responses: Vec<Value> = ops
-                                    .iter()
-                                    .map(|o| match o.get("request_range") {
-                                        Some(r) => json!({ "response_range": { "kvs": [{
-                                            "key": r["key"], "value": value,
-                                            "lease": claims.next().unwrap_or("1003")
-                                        }] } }),
-                                        None => json!({}),
-                                    })
-                                    .collect();
-                                json!({ "succeeded": true, "responses": responses })
-                            }
-                            _ => json!({ "header": { "revision": "1" } }),
-                        }
-                        .to_string();
+                        };
                         let head = format!(
                             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                             answer.len()
@@ -1426,6 +1435,63 @@ mod tests {
                     }
                 });
             }
+        });
+        addr
+    }
+
+    /// The stand-in's answer to a transaction that registers a process: the claims are
+    /// there, held by leases 1002 (the server id's) and 1003 (the pod's), with the value the
+    /// process puts (its host), as the registering transaction reads them.
+    fn registered(req: &Value) -> Value {
+        let ops = req["success"].as_array().cloned().unwrap_or_default();
+        let value = ops
+            .iter()
+            .find_map(|o| o["request_put"]["value"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        let mut claims = ["1002", "1003"].into_iter();
+        let responses: Vec<Value> = ops
+            .iter()
+            .map(|o| match o.get("request_range") {
+                Some(r) => json!({ "response_range": { "kvs": [{
+                    "key": r["key"], "value": value,
+                    "lease": claims.next().unwrap_or("1003")
+                }] } }),
+                None => json!({}),
+            })
+            .collect();
+        json!({ "succeeded": true, "responses": responses })
+    }
+
+    /// An etcd stand-in for [`a_held_renewal_of_the_claim_does_not_hold_back_the_process_s`]:
+    /// lease 1001 granted (the process's: `register` asks first), the claims found held by
+    /// leases 1002 (the server id's) and 1003 (the pod's), every other call answered with what
+    /// the client reads as success, and each renewal of lease 1002 held unanswered (until the
+    /// client gives the try up). It notes whether lease 1001 was renewed while a renewal of
+    /// 1002 was held.
+    fn holding_etcd() -> (SocketAddr, Arc<(std::sync::atomic::AtomicI32, AtomicBool)>) {
+        let state = Arc::new((std::sync::atomic::AtomicI32::new(0), AtomicBool::new(false)));
+        let st = Arc::clone(&state);
+        let grants = std::sync::atomic::AtomicI64::new(1001);
+        let addr = stand_in(move |path, req| match path {
+            "/v3/lease/grant" => Reply::Answer(json!({
+                "ID": grants.fetch_add(1, Ordering::Relaxed).to_string()
+            })),
+            "/v3/lease/keepalive" if req["ID"] == "1002" => {
+                st.0.fetch_add(1, Ordering::SeqCst);
+                let st = Arc::clone(&st);
+                Reply::Hold(Box::new(move || {
+                    st.0.fetch_sub(1, Ordering::SeqCst);
+                }))
+            }
+            "/v3/lease/keepalive" => {
+                if st.0.load(Ordering::SeqCst) > 0 {
+                    st.1.store(true, Ordering::SeqCst);
+                }
+                Reply::Answer(json!({ "result": { "TTL": "1" } }))
+            }
+            "/v3/kv/txn" => Reply::Answer(registered(req)),
+            _ => Reply::Answer(json!({ "header": { "revision": "1" } })),
         });
         (addr, state)
     }
@@ -1452,6 +1518,79 @@ mod tests {
         assert!(
             renewed,
             "the process's lease was not renewed while the claim's renewal was held"
+        );
+    }
+
+    /// A process whose own lease a renewal finds expired (etcd answers the renewal with no
+    /// TTL: the process was stopped, or starved of CPU, longer than its TTL) knows it, and
+    /// says so where it would otherwise blame its peers: a record to an owner the cluster
+    /// has as dead says this process's own lease expired too, how long it went unrenewed and
+    /// why. Before, it said only "the owner is dead" (a c_abi collective at load 15: rank 0's
+    /// record named rank 7 dead, rank 7's timeout named rank 0 dead, both alive, both leases
+    /// lapsed).
+    #[test]
+    fn a_process_whose_own_lease_expired_says_so_in_its_errors() {
+        let grants = Arc::new(std::sync::atomic::AtomicI64::new(1001));
+        let g = Arc::clone(&grants);
+        let addr = stand_in(move |path, req| match path {
+            "/v3/lease/grant" => Reply::Answer(json!({
+                "ID": g.fetch_add(1, Ordering::SeqCst).to_string()
+            })),
+            // The process's first lease has expired; every other one lives.
+            "/v3/lease/keepalive" if req["ID"] == "1001" => {
+                Reply::Answer(json!({ "result": { "TTL": "0" } }))
+            }
+            "/v3/lease/keepalive" => Reply::Answer(json!({ "result": { "TTL": "1" } })),
+            // A record's transaction (on the export's incarnation) finds the export and its
+            // owner gone: the owner's lease expired as well.
+            "/v3/kv/txn" if req["compare"][0]["create_revision"] == "7" => Reply::Answer(json!({
+                "succeeded": false,
+                "responses": [
+                    { "response_range": {} }, { "response_range": {} }, { "response_range": {} }
+                ]
+            })),
+            "/v3/kv/txn" => Reply::Answer(registered(req)),
+            _ => Reply::Answer(json!({ "header": { "revision": "1" } })),
+        });
+        let cfg = ClusterConfig::parse(&format!("etcd://{addr}/lapse"))
+            .unwrap()
+            .with_ttl(1)
+            .unwrap();
+        let c = Cluster::join(&cfg, 0, "unit-cluster-lapse", std::process::id() as i32, 1)
+            .expect("join the stand-in");
+        // The keeper finds lease 1001 expired (within its TTL by this process's clock, or,
+        // on a loaded machine, after it: the words say which) and joins again: a lease after 1001 and the
+        // claims' 1002 and 1003 is granted. A bound that only turns a hang into a failure.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while grants.load(Ordering::SeqCst) <= 1002 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(
+            grants.load(Ordering::SeqCst) > 1002,
+            "the keeper did not join again"
+        );
+        let n = RemoteNotify {
+            server: 1,
+            device: 0,
+            id: 3,
+            generation: 1,
+            owner_pid: 4242,
+            create_rev: 7,
+            local_device: 0,
+        };
+        let e = c.shared.record(&n, false).expect_err("the owner is gone");
+        drop(c);
+        assert_eq!(
+            acl_notify_core::BackendError::kind(&e),
+            Error::InvalidHandle
+        );
+        let m = e.to_string();
+        assert!(
+            m.contains("not delivered: the owner is dead: its cluster lease expired")
+                && m.contains("this process's own cluster lease expired")
+                && m.contains("its TTL of 1 s")
+                && m.contains(ENV_CLUSTER_TTL),
+            "{m}"
         );
     }
 

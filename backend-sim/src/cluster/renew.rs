@@ -12,6 +12,10 @@
 //! end of the last: with a 2 s TTL, the process's lease went unrenewed for the third plus both
 //! calls, about 2 s once the calls took a second between them, and expired (an owner's lease
 //! ran out at load 20 in `fabric_memory_survives_etcd_restarted_mid_copy`).
+//!
+//! A renewal that finds the process's own lease expired is a [`Lapse`]: the process says so at
+//! once (stderr) and in the errors that would otherwise blame only its peers, with how long
+//! the lease went unrenewed and why ([`Since`]: its keeper's lateness or etcd's slowness).
 
 use std::time::{Duration, Instant};
 
@@ -40,9 +44,140 @@ pub(super) fn next(started: Instant, ended: Instant, ok: bool, period: Duration)
     }
 }
 
+/// What this process's own lease keeper saw between the last renewal that went through and
+/// now: how late its renewals started (their thread waiting for a CPU, or the process
+/// stopped) and how long the longest call took (etcd slow to answer). When a renewal finds
+/// the lease expired, these say which of the two let it run out ([`Lapse`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Since {
+    /// When the last renewal that went through started (at first, when the grant was asked
+    /// for): the lease lives at least a TTL from then.
+    pub last_ok: Instant,
+    /// The latest start of a renewal after it was due.
+    pub late: Duration,
+    /// The longest renewal call.
+    pub slowest: Duration,
+}
+
+impl Since {
+    /// From a renewal (or grant) that went through, started at `at`.
+    pub(super) fn new(at: Instant) -> Since {
+        Since {
+            last_ok: at,
+            late: Duration::ZERO,
+            slowest: Duration::ZERO,
+        }
+    }
+
+    /// Notes a renewal that started `late` after it was due and took `took`.
+    pub(super) fn note(&mut self, late: Duration, took: Duration) {
+        self.late = self.late.max(late);
+        self.slowest = self.slowest.max(took);
+    }
+}
+
+/// This process's own lease, found expired by a renewal (etcd answered it with no TTL): the
+/// other hosts took the process for dead meanwhile (see [`Lapse::words`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Lapse {
+    /// When the renewal that found it expired ended.
+    pub found: Instant,
+    /// What the keeper saw from the last renewal that went through up to that one.
+    pub since: Since,
+    /// The lease's TTL, seconds.
+    pub ttl: u32,
+}
+
+impl Lapse {
+    /// `"this process's own cluster lease expired 3.2 s ago: …"`, for the errors and the
+    /// stderr line that must not leave the reader to blame its peers: what happened, the
+    /// likely cause (the renewals' lateness or etcd's slowness, whichever was larger) and
+    /// what to do.
+    pub(super) fn words(&self, now: Instant) -> String {
+        let unrenewed = self.found.saturating_duration_since(self.since.last_ok);
+        let ttl = Duration::from_secs(self.ttl.into());
+        let how = if unrenewed < ttl {
+            // Renewed within the TTL, by this process's clock: etcd lost it (a member
+            // restarted without its data, a new leader that does not know it).
+            format!(
+                "etcd no longer had it though it was renewed {:.1} s before, within its TTL of \
+                 {} s (the etcd cluster lost it)",
+                unrenewed.as_secs_f64(),
+                self.ttl
+            )
+        } else if self.since.late >= self.since.slowest {
+            format!(
+                "it went unrenewed for {:.1} s, longer than its TTL of {} s: its renewal \
+                 thread started up to {:.1} s late (the process was stopped, or waited that \
+                 long for a CPU: more runnable threads than CPUs)",
+                unrenewed.as_secs_f64(),
+                self.ttl,
+                self.since.late.as_secs_f64()
+            )
+        } else {
+            format!(
+                "it went unrenewed for {:.1} s, longer than its TTL of {} s: etcd took up to \
+                 {:.1} s to answer a renewal (a loaded machine, or a cluster without a leader)",
+                unrenewed.as_secs_f64(),
+                self.ttl,
+                self.since.slowest.as_secs_f64()
+            )
+        };
+        format!(
+            "this process's own cluster lease expired {:.1} s ago: {how}; the other hosts took \
+             this process for dead meanwhile (records to its notifies and its holds of theirs \
+             were dropped) and it joined again as a new life: imports made before are stale. \
+             On a machine this busy, give the job a longer {}",
+            now.saturating_duration_since(self.found).as_secs_f64(),
+            super::ENV_CLUSTER_TTL,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lapse's words say it is this process's own lease, for how long it went unrenewed,
+    /// the cause the keeper saw (a late thread or a slow etcd, whichever was larger) and what
+    /// to do.
+    #[test]
+    fn a_lapse_says_whose_lease_why_and_what_to_do() {
+        let t0 = Instant::now();
+        let mut since = Since::new(t0);
+        since.note(Duration::from_millis(2400), Duration::from_millis(30));
+        let lapse = Lapse {
+            found: t0 + Duration::from_millis(2500),
+            since,
+            ttl: 2,
+        };
+        let w = lapse.words(t0 + Duration::from_millis(3500));
+        assert!(
+            w.starts_with("this process's own cluster lease expired 1.0 s ago")
+                && w.contains("unrenewed for 2.5 s, longer than its TTL of 2 s: its renewal thread started up to 2.4 s late")
+                && w.contains("ACL_NOTIFY_SIM_CLUSTER_TTL"),
+            "{w}"
+        );
+        since.note(Duration::ZERO, Duration::from_secs(3));
+        let slow = Lapse { since, ..lapse };
+        let w = slow.words(t0 + Duration::from_millis(2500));
+        assert!(
+            w.contains("etcd took up to 3.0 s to answer a renewal"),
+            "{w}"
+        );
+        // Found expired within its TTL: etcd lost it; no cause of this process's is blamed.
+        let lost = Lapse {
+            found: t0 + Duration::from_millis(700),
+            ..slow
+        };
+        let w = lost.words(t0 + Duration::from_millis(700));
+        assert!(
+            w.contains(
+                "etcd no longer had it though it was renewed 0.7 s before, within its TTL of 2 s"
+            ) && !w.contains("took up to"),
+            "{w}"
+        );
+    }
 
     const PAUSE: Duration = Duration::from_millis(100);
 

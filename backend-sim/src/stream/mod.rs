@@ -152,6 +152,40 @@ pub const DEFAULT_ENQUEUE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(10);
 
 /// Stream states (an `AtomicU8`, written only under the ring's consumer lock).
+/// How long [`Stream::spawn`] tries again to start a worker thread the system refused for
+/// the moment (EAGAIN, ENOMEM).
+const SPAWN_RETRY: Duration = Duration::from_secs(2);
+
+/// Whether the system's refusal `e` of a new thread may pass (EAGAIN: a table of threads or
+/// PIDs full; ENOMEM: no memory for its stack), rather than be a lasting one (EINVAL, EPERM).
+fn spawn_may_succeed_later(e: &std::io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::ENOMEM))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Test hook: how many of this thread's next worker spawns the "system" refuses, and
+    /// with which error (see [`refused_spawn`]).
+    static REFUSE_SPAWNS: std::cell::Cell<(u32, i32)> = const { std::cell::Cell::new((0, 0)) };
+}
+
+/// The refusal a test asked for on this thread's next worker spawn, if any.
+#[cfg(test)]
+fn refused_spawn() -> Option<std::io::Error> {
+    REFUSE_SPAWNS.with(|r| {
+        let (n, errno) = r.get();
+        (n > 0).then(|| {
+            r.set((n - 1, errno));
+            std::io::Error::from_raw_os_error(errno)
+        })
+    })
+}
+
+#[cfg(not(test))]
+fn refused_spawn() -> Option<std::io::Error> {
+    None
+}
+
 const OPEN: u8 = 0;
 const DRAINING: u8 = 1;
 const DISCARDING: u8 = 2;
@@ -510,19 +544,46 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
             _error: PhantomData,
         });
         let (tx, rx) = mpsc::channel();
-        let for_worker = Arc::clone(&shared);
         let cpu = config.cpu;
         let adaptive = config.adaptive_cpu && cpu.is_none();
         let policy = config.policy;
-        let handle = thread::Builder::new()
-            .name(config.name.clone())
-            .spawn(move || for_worker.worker_main(cpu, adaptive, policy, tx))
-            .map_err(|e| {
-                E::with_message(
-                    Error::ResourceAllocFail,
-                    format_args!("{THREAD_REFUSED}: {e}"),
-                )
-            })?;
+        // A refusal the system calls temporary (EAGAIN: its table of threads or PIDs full,
+        // or memory for the stack short, for a moment on a machine where other jobs start
+        // and end processes) is tried again, for up to `SPAWN_RETRY`: a conformance run
+        // beside four builds (load 15 on 2 CPUs) once failed `create_stream` so.
+        let tried = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        let handle = loop {
+            let (for_worker, tx) = (Arc::clone(&shared), tx.clone());
+            let spawned = match refused_spawn() {
+                Some(e) => Err(e),
+                None => thread::Builder::new()
+                    .name(config.name.clone())
+                    .spawn(move || for_worker.worker_main(cpu, adaptive, policy, tx)),
+            };
+            match spawned {
+                Ok(h) => break h,
+                Err(e) if spawn_may_succeed_later(&e) && tried.elapsed() + pause < SPAWN_RETRY => {
+                    thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(100));
+                }
+                Err(e) => {
+                    return Err(E::with_message(
+                        Error::ResourceAllocFail,
+                        format_args!(
+                            "{THREAD_REFUSED}: {e} (for {:.1} s). \
+                             Each stream runs a thread: the machine's or the process's limit \
+                             of threads was reached (ulimit -u, /proc/sys/kernel/threads-max \
+                             and pid_max, a cgroup's pids.max) or its memory is short; \
+                             destroy the streams no longer used, or raise the limit",
+                            tried.elapsed().as_secs_f64()
+                        ),
+                    ));
+                }
+            }
+        };
+        // Only the worker's sender is left: `recv` fails if the worker dies before it reports.
+        drop(tx);
         // Set before any enqueue can exist: `Stream` is returned only below.
         let _ = shared.control.worker.set(handle.thread().clone());
         let tid = match rx.recv() {

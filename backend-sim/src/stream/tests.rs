@@ -1493,6 +1493,54 @@ fn a_worker_that_cannot_be_placed_fails_the_spawn_cleanly() {
     );
 }
 
+/// A worker thread the system refuses for the moment (EAGAIN: its thread or PID table full,
+/// as on a machine where other jobs start processes) is tried again, and the stream starts;
+/// a refusal that lasts fails the spawn with the system's reason and what to do, having
+/// started nothing; a lasting kind of refusal (EINVAL) is not tried again.
+#[test]
+fn a_worker_the_system_refuses_for_a_moment_is_started_on_a_later_try() {
+    let refuse = |n, errno| super::REFUSE_SPAWNS.with(|r| r.set((n, errno)));
+    let left = || super::REFUSE_SPAWNS.with(|r| r.get().0);
+    refuse(3, libc::EAGAIN);
+    let s = crate::job::SimStream::spawn(StreamConfig::new("t-refused-3"))
+        .expect("started on the fourth try");
+    assert_eq!(left(), 0, "every refusal was met");
+    drop(s);
+
+    refuse(u32::MAX, libc::EAGAIN);
+    let e = crate::job::SimStream::spawn(StreamConfig::new("t-refused-always"))
+        .expect_err("a refusal that lasts fails the spawn");
+    let tries = u32::MAX - left();
+    refuse(0, 0);
+    assert!(tries > 1, "tried {tries} times");
+    assert_eq!(
+        acl_notify_core::BackendError::kind(&e),
+        Error::ResourceAllocFail
+    );
+    let m = e.message();
+    assert!(
+        m.contains("the system refused the stream's worker thread")
+            && m.contains(&std::io::Error::from_raw_os_error(libc::EAGAIN).to_string())
+            && m.contains("pids.max")
+            && m.contains("destroy the streams no longer used"),
+        "{m}"
+    );
+
+    refuse(5, libc::EINVAL);
+    let e = crate::job::SimStream::spawn(StreamConfig::new("t-refused-einval"))
+        .expect_err("EINVAL fails the spawn");
+    assert_eq!(left(), 4, "EINVAL was tried again");
+    refuse(0, 0);
+    assert!(e.message().contains("refused"), "{e}");
+    // Nothing was started for the refused ones.
+    let ours = std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .map(|e| e.unwrap().path().join("comm"))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .any(|c| c.trim().starts_with("t-refused-a") || c.trim().starts_with("t-refused-e"));
+    assert!(!ours, "a refused spawn left a thread");
+}
+
 /// The worker runs under the policy its configuration names, and still runs its tasks.
 #[test]
 fn a_batch_worker_runs_under_sched_batch() {

@@ -590,10 +590,12 @@ fn destroy_while_queued<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         ok!(b.create_stream(0)),
     );
     let p = Probe::new();
-    // s1: wait for the gate, then record n. s2: wait for n.
-    ok!(b.wait_and_reset(gate, s1, secs(20)));
+    // s1: wait for the gate, then record n. s2: wait for n. Without a timeout: the waits span
+    // the fill below, which a loaded machine stretched past 20 s (the gate's wait timed out
+    // before the gate opened); the synchronizes after the gate opens bound them.
+    ok!(b.wait_and_reset(gate, s1, Timeout::Forever));
     ok!(b.record(n, s1));
-    ok!(b.wait_and_reset(n, s2, secs(20)));
+    ok!(b.wait_and_reset(n, s2, Timeout::Forever));
     ok!(b.launch_host_func(s2, p.call()));
     pause(100);
     ok!(b.destroy_notify(n));
