@@ -312,8 +312,27 @@ mod tests {
         assert!(own.delays.len() >= 2, "the harness's thread and this one");
     }
 
-    /// A spinning process of its own group, and a watch with a 1 s limit.
-    fn spinner() -> (std::process::Child, u32) {
+    /// A process group of a test's own (its leader spawned with `process_group(0)`), killed
+    /// whole (SIGKILL, the `kill` utility: this file is also `xtask`'s, which has no libc)
+    /// and its leader reaped when dropped: also when the test fails half-way. Before, a
+    /// failing test left its `while :; do :; done` spinning for good at full CPU (user26 found
+    /// two on the shared machine: `a_stopped_process_is_waited_for` failed when `quiet.sh`
+    /// sent SIGCONT to every process of the worktrees it had paused, the stopped spinner
+    /// included).
+    struct Group(std::process::Child);
+
+    impl Drop for Group {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.0.id())])
+                .status();
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    /// A spinning process of its own group.
+    fn spinner() -> (Group, u32) {
         use std::os::unix::process::CommandExt as _;
         let child = std::process::Command::new("sh")
             .args(["-c", "while :; do :; done"])
@@ -321,14 +340,31 @@ mod tests {
             .spawn()
             .expect("spawn sh");
         let id = child.id();
-        (child, id)
+        (Group(child), id)
+    }
+
+    /// A test that fails while its spinner runs leaves none behind: the spinner is gone (killed
+    /// and reaped) once the failing thread has unwound.
+    #[test]
+    fn a_failing_test_leaves_no_spinner() {
+        let failed = std::thread::spawn(|| {
+            let (_spinning, id) = spinner();
+            std::panic::panic_any(id)
+        })
+        .join();
+        let id = failed
+            .err()
+            .and_then(|p| p.downcast::<u32>().ok())
+            .expect("the thread failed with its spinner's pid");
+        let state = read_stat(&format!("/proc/{id}/stat")).map(|st| st.state);
+        assert_eq!(state, None, "the spinner {id} outlived its test");
     }
 
     /// A process that spins for ever is given up on once it could run for the limit, however
     /// long that takes on this machine (the test asserts the verdict, not a time).
     #[test]
     fn a_spinning_process_runs_out_its_limit() {
-        let (mut child, id) = spinner();
+        let (spinning, id) = spinner();
         let mut w = Watch::new(&[id], Some(Duration::from_secs(1)));
         let verdict = loop {
             if let Err(h) = w.step() {
@@ -336,8 +372,7 @@ mod tests {
             }
             std::thread::sleep(Duration::from_millis(20));
         };
-        let _ = child.kill();
-        let _ = child.wait();
+        drop(spinning);
         assert_eq!(verdict, Hang::Ran(Duration::from_secs(1)));
     }
 
@@ -350,14 +385,17 @@ mod tests {
         std::fs::write(&path, b"").expect("lock file");
         // The `flock` utility (util-linux): this file is also `xtask`'s, which has no libc.
         let flock = |args: &[&str]| {
-            std::process::Command::new("flock")
-                .arg(&path)
-                .args(args)
-                .process_group(0)
-                .spawn()
-                .expect("spawn flock (util-linux)")
+            Group(
+                std::process::Command::new("flock")
+                    .arg(&path)
+                    .args(args)
+                    .process_group(0)
+                    .spawn()
+                    .expect("spawn flock (util-linux)"),
+            )
         };
-        let mut holder = flock(&["sh", "-c", "while :; do :; done"]);
+        let holder = flock(&["sh", "-c", "while :; do :; done"]);
+        let holder_id = holder.0.id();
         // Only once the holder holds the lock: the waiter must be the one blocked.
         let mut watch = Watch::this_process(Duration::from_secs(10));
         let held = |pid: u32| {
@@ -367,11 +405,12 @@ mod tests {
                 })
             })
         };
-        while !held(holder.id()) {
+        while !held(holder_id) {
             assert_eq!(watch.step(), Ok(()), "flock never took the lock");
             std::thread::sleep(Duration::from_millis(10));
         }
-        let mut waiter = flock(&["true"]);
+        let waiter = flock(&["true"]);
+        let waiter_id = waiter.0.id();
         let every = || -> Vec<(String, Stat)> {
             std::fs::read_dir("/proc")
                 .expect("/proc")
@@ -381,24 +420,18 @@ mod tests {
                 .collect()
         };
         let found = loop {
-            let found = lock_holders(&every(), &[waiter.id()]);
+            let found = lock_holders(&every(), &[waiter_id]);
             if !found.is_empty() {
                 break found;
             }
             assert_eq!(watch.step(), Ok(()), "the waiter never blocked on the lock");
             std::thread::sleep(Duration::from_millis(10));
         };
-        let seen = look(&Watched::Groups(vec![waiter.id()]));
+        let seen = look(&Watched::Groups(vec![waiter_id]));
         // The holder's group: `flock` and the shell it runs, which holds the lock too.
-        let _ = std::process::Command::new("kill")
-            .args(["-KILL", "--", &format!("-{}", holder.id())])
-            .status();
-        for c in [&mut holder, &mut waiter] {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        drop((holder, waiter));
         let _ = std::fs::remove_file(&path);
-        assert_eq!(found, vec![holder.id()]);
+        assert_eq!(found, vec![holder_id]);
         assert!(seen.busy, "the holder's group spins");
     }
 
@@ -406,7 +439,7 @@ mod tests {
     /// of which would count a full second of a running one, count nothing.
     #[test]
     fn a_stopped_process_is_waited_for() {
-        let (mut child, id) = spinner();
+        let (_spinning, id) = spinner();
         // The `kill` utility: this file is also `xtask`'s, which has no libc.
         let stopped = std::process::Command::new("kill")
             .args(["-STOP", &id.to_string()])
@@ -420,7 +453,5 @@ mod tests {
             assert_eq!(w.step(), Ok(()));
             looks += 1;
         }
-        let _ = child.kill();
-        let _ = child.wait();
     }
 }
