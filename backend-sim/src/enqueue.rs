@@ -139,15 +139,23 @@ impl Sim {
             // copy 0.28 µs from 0.30), 0.63× beside a busy loop (64-byte copy 0.57–0.59 µs).
             config = config.spin(Duration::ZERO).policy(WorkerPolicy::Batch);
         }
-        Stream::spawn(config).map_err(|e: SimError| match cpu {
-            Some(c) => err(
-                e.kind(),
-                format!(
+        // A process refused a thread learns, besides which limits there are, where it stands
+        // against them (user26 met it at 32,350 streams of one process, kernel.pid_max 32768,
+        // below the 910B's 32,768 streams; and at RLIMIT_NPROC).
+        Stream::spawn(config).map_err(|e: SimError| {
+            let advice = if e.message().starts_with(crate::stream::THREAD_REFUSED) {
+                format!(" ({})", crate::sys::thread_limits())
+            } else {
+                String::new()
+            };
+            let why = match cpu {
+                Some(c) => format!(
                     "the stream's worker thread could not be started on CPU {c}: {}",
                     e.message()
                 ),
-            ),
-            None => e,
+                None => e.message().to_owned(),
+            };
+            err(e.kind(), format!("{why}{advice}"))
         })
     }
 

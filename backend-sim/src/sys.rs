@@ -1,5 +1,6 @@
 //! Thin, checked wrappers over the Linux calls the simulator needs: futexes (shared and private), the
-//! monotonic clock, OS randomness, and process identity (PID + start time from `/proc`),
+//! monotonic clock, OS randomness, process identity (PID + start time from `/proc`), the
+//! limits on the threads a process may start,
 //! with the one `pthread_atfork` child handler that keeps the last two right in a forked
 //! child ([`fork_generation`]) and runs what the libraries built on the simulator add to it
 //! ([`on_fork_child`]). Depends on nothing else of the crate.
@@ -304,6 +305,53 @@ pub(crate) fn as_if_forked() {
 pub fn pid_namespace() -> u64 {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata("/proc/self/ns/pid").map_or(0, |m| m.ino())
+}
+
+/// What limits the threads this process may start, for a message when one could not be
+/// started: "this process runs N threads; RLIMIT_NPROC (threads of its user) S,
+/// kernel.threads-max T, kernel.pid_max P" (a part that cannot be read is left out).
+pub fn thread_limits() -> String {
+    let threads = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Threads:"))
+                .map(|v| v.trim().to_owned())
+        });
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit for getrlimit(2) to fill.
+    let nproc = (unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut lim) } == 0).then(|| {
+        if lim.rlim_cur == libc::RLIM_INFINITY {
+            "unlimited".to_owned()
+        } else {
+            lim.rlim_cur.to_string()
+        }
+    });
+    let sysctl = |name: &str| {
+        std::fs::read_to_string(format!("/proc/sys/kernel/{name}"))
+            .ok()
+            .map(|v| v.trim().to_owned())
+    };
+    let mut parts = Vec::new();
+    if let Some(t) = threads {
+        parts.push(format!("this process runs {t} threads"));
+    }
+    let mut limits = Vec::new();
+    if let Some(n) = nproc {
+        limits.push(format!("RLIMIT_NPROC (threads of its user) {n}"));
+    }
+    for name in ["threads-max", "pid_max"] {
+        if let Some(v) = sysctl(name) {
+            limits.push(format!("kernel.{name} {v}"));
+        }
+    }
+    if !limits.is_empty() {
+        parts.push(format!("limits: {}", limits.join(", ")));
+    }
+    parts.join("; ")
 }
 
 /// The effective user id.

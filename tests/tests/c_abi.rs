@@ -52,6 +52,8 @@
 //! - `device_utilization.c`: `aclrtGetDeviceUtilizationRate` idle, running host functions and
 //!   copies for a known time, and its -1 figures.
 //! - `stream_quota.c`: `aclrtGetStreamAvailableNum` and `aclrtCreateStream` refusing at 0.
+//! - `stream_threads.c`: a process that may start no more threads (RLIMIT_NPROC): stream and
+//!   context creation answer 207005 saying which limit, the streams made before work on.
 //! - `device_group.c`: device groups on a chip without them, and on Ascend310P without and with
 //!   configured groups (also under valgrind's memcheck).
 //! - `op_timeout.c`: operator execution timeouts in CANN's units and credits.
@@ -98,6 +100,10 @@
 //!   a notify pair per buffer per consumer, two host threads per consumer ordered by events,
 //!   every byte checked; two runs at once in two namespaces; a consumer SIGKILLed mid-copy
 //!   whose notifies the producer records itself; and the same over 3 SuperPod hosts;
+//! - `xdev_pingpong.c`: pairs of host threads, each in a context of its own on one of two
+//!   devices, passing a buffer across the devices (peer access both ways, copies into the
+//!   peer's memory, a notify of the receiving device recorded from the sending device's
+//!   stream), every round queued at once; events of two devices waited on by a third stream;
 //! - `halo.c`: a halo exchange as a CANN user writes it: N ranks (more than the machine's
 //!   CPUs), each in a created context, trading keys over pipes; copies of IPC memory ordered by
 //!   IPC notifies, an event ordering a second thread's stream, blocked streams the host keeps
@@ -500,6 +506,7 @@ fn build_everything() -> Result<Prefix, String> {
         "threads",
         "pipeline",
         "fanout",
+        "xdev_pingpong",
         "callback",
         "importer_killed",
         "value",
@@ -559,6 +566,7 @@ fn build_everything() -> Result<Prefix, String> {
         "device_topology",
         "device_group",
         "stream_quota",
+        "stream_threads",
         "device_utilization",
         "stream_stop",
         "hardware_sync",
@@ -2649,6 +2657,26 @@ fn a_fanout_across_three_superpod_hosts_pulls_every_batch() {
     }
 }
 
+// ---- threads passing a buffer between two devices (tests/c/xdev_pingpong.c) -----------------
+
+/// 8 pairs of threads (16 host threads on 2 CPUs), each thread in a context of its own on one
+/// of two devices, pass a buffer back and forth 200 times, adding on each device: the streams
+/// ordered only by notifies recorded from the other device's stream, every round queued at
+/// once; every word checked after a third stream waited on both threads' end events.
+#[test]
+fn thread_pairs_pass_a_buffer_across_two_devices_in_order() {
+    let p = setup();
+    let s = Scratch::new("xdev");
+    let mut cmd = s.cmd(&p.bin.join("xdev_pingpong"), "Ascend910B");
+    cmd.args(["8", "200", "2048"]);
+    let o = run_all(
+        vec![spawn("xdev_pingpong", &mut cmd).expect("start xdev_pingpong")],
+        Duration::from_secs(120),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("xdev_pingpong: ok"), "{}", report(&o));
+}
+
 // ---- a halo exchange as a CANN user writes it (tests/c/halo.c) ------------------------------
 
 /// `halo <n>` on `devices` devices (the ranks share them round robin), the program started
@@ -4525,6 +4553,24 @@ fn device_groups_report_the_configured_groups_as_cann_does() {
 #[test]
 fn available_streams_fall_per_created_stream_and_creation_stops_at_zero() {
     on_each_soc_then_memcheck("stream_quota", &["Ascend910B", "Ascend310B", "IPV350"]);
+}
+
+/// A process that may start no more threads (its RLIMIT_NPROC reached; the simulator runs
+/// each stream on a thread): aclrtCreateStream, aclrtCreateStreamWithConfig and a context on
+/// another device answer 207005 with a message naming the refused thread and the limits (a
+/// bare 207005 before; then the system's refusal alone), the streams made before run on, and
+/// creation works again once the limit is lifted.
+#[test]
+fn a_process_out_of_threads_is_told_why_its_stream_was_refused() {
+    let p = setup();
+    let s = Scratch::new("stream_threads");
+    let mut cmd = s.cmd(&p.bin.join("stream_threads"), "Ascend910B");
+    let o = run_all(
+        vec![spawn("stream_threads", &mut cmd).expect("start stream_threads")],
+        Duration::from_secs(60),
+    );
+    assert!(o[0].ok(), "{}", report(&o));
+    assert!(o[0].stdout.contains("stream_threads: ok"), "{}", report(&o));
 }
 
 /// `aclrtGetDeviceUtilizationRate` reads near 0 on an idle device and clearly above 0 while a

@@ -813,8 +813,9 @@ impl Shared {
                 std::thread::sleep(POLL.min(next - now));
                 continue;
             }
-            let ok = renew(now - next);
-            next = renew::next(now, Instant::now(), ok, every);
+            let late = now - next;
+            let ok = renew(late);
+            next = renew::next(now, late, Instant::now(), ok, every);
         }
     }
 

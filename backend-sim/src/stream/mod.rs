@@ -441,6 +441,10 @@ fn drop_all<T>(v: &mut Vec<T>) {
     }
 }
 
+/// How the message of [`Stream::spawn`]'s 207005 begins when the system refused the worker
+/// thread (a limit on threads reached), as opposed to a worker that could not be placed.
+pub const THREAD_REFUSED: &str = "the system refused the stream's worker thread";
+
 /// An in-order asynchronous task queue with its own worker thread. `Send + Sync`: share it
 /// (e.g. in an `Arc`) between the threads that enqueue, synchronize and query.
 pub struct Stream<E: From<Error> + Send + 'static, J: Job<E> = Task<E>> {
@@ -567,7 +571,7 @@ impl<E: From<Error> + Send + 'static, J: Job<E>> Stream<E, J> {
                     return Err(E::with_message(
                         Error::ResourceAllocFail,
                         format_args!(
-                            "the system refused the stream's worker thread: {e} (for {:.1} s). \
+                            "{THREAD_REFUSED}: {e} (for {:.1} s). \
                              Each stream runs a thread: the machine's or the process's limit \
                              of threads was reached (ulimit -u, /proc/sys/kernel/threads-max \
                              and pid_max, a cgroup's pids.max) or its memory is short; \
