@@ -151,7 +151,6 @@ pub const DEFAULT_ENQUEUE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default time the worker spins for new work after its queue runs dry, before it sleeps.
 pub const DEFAULT_SPIN: Duration = Duration::from_micros(10);
 
-/// Stream states (an `AtomicU8`, written only under the ring's consumer lock).
 /// How long [`Stream::spawn`] tries again to start a worker thread the system refused for
 /// the moment (EAGAIN, ENOMEM).
 const SPAWN_RETRY: Duration = Duration::from_secs(2);
@@ -186,6 +185,7 @@ fn refused_spawn() -> Option<std::io::Error> {
     None
 }
 
+/// Stream states (an `AtomicU8`, written only under the ring's consumer lock).
 const OPEN: u8 = 0;
 const DRAINING: u8 = 1;
 const DISCARDING: u8 = 2;
