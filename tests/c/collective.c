@@ -30,7 +30,8 @@
  *               with 107020 within the wait timeout, rank K+1's message names K dead; every
  *               survivor tears down with 0 and the job ends there
  * Ranks use device rank % aclrtGetDeviceCount. Files in the exchange dir (empty at the start:
- * one of an earlier run is refused): pid.<j>.<r>, keys.<j>.<r> and the barriers'. Prints
+ * one of an earlier run is refused): pid.<j>.<r> ("<server> <sdid> <pid>": the SuperPod device
+ * id is what a rank on another server whitelists), keys.<j>.<r> and the barriers'. Prints
  * "RANK <r> job <j> ok <ns>" per job and "collective rank <r>: ok"; exit 0 when every check
  * holds. */
 #include "common.h"
@@ -81,9 +82,9 @@ static void check_all_free(int job, const char *when) {
             job, when, total_b - free_b, total_b);
 }
 
-/* A neighbour: its server and PID (as whitelisted). */
+/* A neighbour: its server, its device's SuperPod device id and its PID (as whitelisted). */
 struct peer {
-    long long server;
+    long long server, sdid;
     int32_t pid;
 };
 
@@ -94,26 +95,30 @@ static void allow(long long my_server, struct peer p, aclrtNotify n, const char 
         if (n) CHECK(aclrtNotifySetImportPid(n, &pid, 1));
         else CHECK(aclrtIpcMemSetImportPid(mkey, &pid, 1));
     } else {
-        aclrtServerPid sp = {(uint32_t)p.server, &pid, 1};
+        /* The entry names the peer's device by its sdid, not its server (CANN's aclrtServerPid,
+         * docs/zh/api_ref/25-04_Structs.md): each rank reads its own with aclrtGetDeviceInfo. */
+        aclrtServerPid sp = {(uint32_t)p.sdid, &pid, 1};
         if (n) CHECK(aclrtNotifySetImportPidInterServer(n, &sp, 1));
         else CHECK(aclrtIpcMemImportPidInterServer(mkey, &sp, 1));
     }
 }
 
 /* One job; with a victim, checks the failure the first job ends with instead of the sum. */
-static void run_job(int job, long long server, int32_t me) {
+static void run_job(int job, long long server, long long sdid, int32_t me) {
     const int n = g_n, r = g_rank, left = (r + n - 1) % n, right = (r + 1) % n;
     const size_t chunk_bytes = (size_t)g_chunk * sizeof(int32_t);
     const size_t total = chunk_bytes * (size_t)n, count = (size_t)g_chunk * (size_t)n;
     char text[320];
 
-    snprintf(text, sizeof text, "%lld %d", server, (int)me);
+    snprintf(text, sizeof text, "%lld %lld %d", server, sdid, (int)me);
     put_text("pid", job, r, text);
     struct peer lp, rp;
     get_text("pid", job, left, text, sizeof text);
-    REQUIRE(sscanf(text, "%lld %d", &lp.server, &lp.pid) == 2, "bad pid file '%s'", text);
+    REQUIRE(sscanf(text, "%lld %lld %d", &lp.server, &lp.sdid, &lp.pid) == 3,
+            "bad pid file '%s'", text);
     get_text("pid", job, right, text, sizeof text);
-    REQUIRE(sscanf(text, "%lld %d", &rp.server, &rp.pid) == 2, "bad pid file '%s'", text);
+    REQUIRE(sscanf(text, "%lld %lld %d", &rp.server, &rp.sdid, &rp.pid) == 3,
+            "bad pid file '%s'", text);
 
     int32_t *host = NULL;
     void *data = NULL, *recv = NULL;
@@ -265,12 +270,13 @@ int main(int argc, char **argv) {
     CHECK(aclrtGetDeviceCount(&devices));
     const int32_t device = (int32_t)((uint32_t)g_rank % devices);
     CHECK(aclrtSetDevice(device));
-    int64_t server = 0;
+    int64_t server = 0, sdid = 0;
     CHECK(aclrtGetDeviceInfo((uint32_t)device, ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &server));
+    CHECK(aclrtGetDeviceInfo((uint32_t)device, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &sdid));
     int32_t me = 0;
     CHECK(aclrtDeviceGetBareTgid(&me));
     for (int j = 0; j < jobs; j++) {
-        run_job(j, (long long)server, me);
+        run_job(j, (long long)server, (long long)sdid, me);
         if (g_victim >= 0) break; /* the job a rank died in ends the run */
     }
     CHECK(aclrtResetDevice(device));

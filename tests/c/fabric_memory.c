@@ -6,7 +6,8 @@
  *
  *  - the owner allocates physical memory (aclrtMallocPhysical, ACL_HBM_MEM_NORMAL), maps it,
  *    fills it with round 0's pattern, exports a FABRIC handle with PID validation, and an IPC
- *    notify for the importer's server and PID (aclrtNotifySetImportPidInterServer);
+ *    notify for the importer's SuperPod device id (sdid) and PID
+ *    (aclrtNotifySetImportPidInterServer);
  *  - the importer first tries to import before it is whitelisted (207006), then, once the
  *    owner whitelisted its PID (aclrtMemSetPidToShareableHandleV2), imports, reserves and maps
  *    the memory, checks round 0's pattern (a device-to-device copy out of the mapping), then
@@ -98,12 +99,12 @@ static int owner(const char *dir, int rounds, const char *end) {
                                             ACL_MEM_SHARE_HANDLE_TYPE_FABRIC, &fh));
     put_file(dir, "handle", &fh, sizeof fh);
 
-    /* The importer's server and PID, then its refused import. */
+    /* The importer's SuperPod device id and PID, then its refused import. */
     char buf[256];
     get_file(dir, "importer", buf, sizeof buf, 30000);
-    long long isrv = 0;
+    long long isdid = 0;
     int ipid = 0;
-    REQUIRE(sscanf(buf, "%lld %d", &isrv, &ipid) == 2, "bad importer file '%s'", buf);
+    REQUIRE(sscanf(buf, "%lld %d", &isdid, &ipid) == 2, "bad importer file '%s'", buf);
     get_file(dir, "refused", buf, sizeof buf, 30000);
     int32_t p = ipid;
     CHECK(aclrtMemSetPidToShareableHandleV2(&fh, ACL_MEM_SHARE_HANDLE_TYPE_FABRIC, &p, 1));
@@ -112,7 +113,9 @@ static int owner(const char *dir, int rounds, const char *end) {
     CHECK(aclrtCreateNotify(&n, ACL_NOTIFY_DEFAULT));
     char key[65] = {0};
     CHECK(aclrtNotifyGetExportKey(n, key, sizeof key, ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
-    aclrtServerPid sp = {(uint32_t)isrv, &p, 1};
+    /* The entry names the importer's device by its sdid, not its server (CANN's
+     * aclrtServerPid, docs/zh/api_ref/25-04_Structs.md). */
+    aclrtServerPid sp = {(uint32_t)isdid, &p, 1};
     CHECK(aclrtNotifySetImportPidInterServer(n, &sp, 1));
     put_file(dir, "whitelisted", key, strlen(key));
 
@@ -189,8 +192,8 @@ static int importer(const char *dir, int rounds, const char *end, const char *sa
     g_role = "importer";
     aclrtStream stream = NULL;
     CHECK(aclrtCreateStream(&stream));
-    int64_t server = 0;
-    CHECK(aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &server));
+    int64_t sdid = 0; /* what the owner, on another server, whitelists with this PID */
+    CHECK(aclrtGetDeviceInfo(0, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &sdid));
     int32_t pid = 0;
     CHECK(aclrtDeviceGetBareTgid(&pid));
     char buf[256];
@@ -206,7 +209,7 @@ static int importer(const char *dir, int rounds, const char *end, const char *sa
                   ACL_ERROR_RT_PARAM_INVALID);
         printf("FABRIC stale handle refused: %s\n", recent_msg());
     }
-    int len = snprintf(buf, sizeof buf, "%lld %d", (long long)server, (int)pid);
+    int len = snprintf(buf, sizeof buf, "%lld %d", (long long)sdid, (int)pid);
     put_file(dir, "importer", buf, (size_t)len);
 
     aclrtMemFabricHandle fh;

@@ -37,7 +37,8 @@
  *
  * usage: fanout <K consumers> [rounds, default 64] [bytes per batch, default 65536] [hosts]
  *        [kill]
- * The producer forks the consumers before aclInit; keys and PIDs travel over pipes. With
+ * The producer forks the consumers before aclInit; keys, PIDs, server ids and SuperPod device
+ * ids (the sdid a peer on another server whitelists) travel over pipes. With
  * hosts > 1 (Ascend910_93, ACL_NOTIFY_SIM_CLUSTER set) process i (the producer 0, consumer c
  * c + 1) runs on SuperPod server i % hosts, a host of its own (namespace
  * $ACL_NOTIFY_SIM_NAMESPACE-host<h>): the other servers' consumers are whitelisted with
@@ -79,12 +80,23 @@ static uint32_t my_server(int32_t dev) {
     return (uint32_t)server;
 }
 
-/* Whitelists process `pid` of server `server` (this one's: `mine`) for notify `n`. */
-static void allow_notify(aclrtNotify n, uint32_t server, int32_t pid, uint32_t mine) {
+/* The SuperPod device id of this process's device `dev`: what a process on another server
+ * puts in the sdid of the aclrtServerPid that whitelists this one (CANN's aclrtServerPid,
+ * docs/zh/api_ref/25-04_Structs.md: a per-device id, not the server's). */
+static uint32_t my_sdid(int32_t dev) {
+    int64_t sdid = 0;
+    CHECK(aclrtGetDeviceInfo((uint32_t)dev, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &sdid));
+    return (uint32_t)sdid;
+}
+
+/* Whitelists process `pid` of server `server`, whose device has SuperPod device id `sdid`
+ * (this one's server: `mine`), for notify `n`. */
+static void allow_notify(aclrtNotify n, uint32_t server, uint32_t sdid, int32_t pid,
+                         uint32_t mine) {
     if (server == mine) {
         CHECK(aclrtNotifySetImportPid(n, &pid, 1));
     } else {
-        aclrtServerPid sp = {server, &pid, 1};
+        aclrtServerPid sp = {sdid, &pid, 1};
         CHECK(aclrtNotifySetImportPidInterServer(n, &sp, 1));
     }
 }
@@ -96,11 +108,13 @@ static uint8_t byte_of(int round, size_t i) {
 struct hello {
     int32_t pid;
     uint32_t server;
+    uint32_t sdid;
 };
 
 struct to_consumer {
     int32_t producer_pid;
     uint32_t producer_server;
+    uint32_t producer_sdid;
     char buf[2][KEY];
     char free_[2][KEY];
 };
@@ -189,6 +203,7 @@ static int run_consumer(int c, int rd, int wr) {
     struct hello me;
     CHECK(aclrtDeviceGetBareTgid(&me.pid));
     me.server = my_server(k.dev);
+    me.sdid = my_sdid(k.dev);
     write_all(wr, &me, sizeof me);
 
     struct to_consumer in;
@@ -203,7 +218,8 @@ static int run_consumer(int c, int rd, int wr) {
         CHECK(aclrtCreateNotify(&full[s], ACL_NOTIFY_DEFAULT));
         CHECK(aclrtNotifyGetExportKey(full[s], back.full[s], KEY,
                                       ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
-        allow_notify(full[s], in.producer_server, in.producer_pid, me.server);
+        allow_notify(full[s], in.producer_server, in.producer_sdid, in.producer_pid,
+                     me.server);
         CHECK(aclrtMalloc(&k.mine[s], g_bytes, ACL_MEM_MALLOC_HUGE_FIRST));
         CHECK(aclrtCreateEvent(&k.copied[s]));
         CHECK(aclrtCreateEvent(&k.drained[s]));
@@ -305,7 +321,7 @@ static int run_producer(int n, const int *rd, const int *wr, const pid_t *kids, 
     CHECK(aclrtSetDevice(0));
     int32_t me = 0;
     CHECK(aclrtDeviceGetBareTgid(&me));
-    const uint32_t server = my_server(0);
+    const uint32_t server = my_server(0), sdid = my_sdid(0);
     size_t free0 = 0, total0 = 0;
     CHECK(aclrtGetMemInfo(ACL_HBM_MEM, &free0, &total0));
     struct hello who[MAX_CONSUMERS];
@@ -317,7 +333,8 @@ static int run_producer(int n, const int *rd, const int *wr, const pid_t *kids, 
     for (int s = 0; s < 2; s++) {
         CHECK(aclrtMalloc(&buf[s], g_bytes, ACL_MEM_MALLOC_HUGE_FIRST));
         CHECK(aclrtIpcMemGetExportKey(buf[s], g_bytes, buf_key[s], KEY, 0));
-        /* Every consumer's PID: those of this server in one list, the others per server. */
+        /* Every consumer's PID: those of this server in one list, the others one entry each,
+         * named by the consumer's SuperPod device id. */
         int32_t local[MAX_CONSUMERS], remote[MAX_CONSUMERS];
         aclrtServerPid sp[MAX_CONSUMERS];
         size_t nl = 0, nsp = 0;
@@ -326,7 +343,7 @@ static int run_producer(int n, const int *rd, const int *wr, const pid_t *kids, 
                 local[nl++] = who[c].pid;
             } else {
                 remote[nsp] = who[c].pid;
-                sp[nsp].sdid = who[c].server;
+                sp[nsp].sdid = who[c].sdid;
                 sp[nsp].pid = &remote[nsp];
                 sp[nsp].num = 1;
                 nsp++;
@@ -340,12 +357,13 @@ static int run_producer(int n, const int *rd, const int *wr, const pid_t *kids, 
         memset(&m, 0, sizeof m);
         m.producer_pid = me;
         m.producer_server = server;
+        m.producer_sdid = sdid;
         for (int s = 0; s < 2; s++) {
             memcpy(m.buf[s], buf_key[s], KEY);
             CHECK(aclrtCreateNotify(&freed[c][s], ACL_NOTIFY_DEFAULT));
             CHECK(aclrtNotifyGetExportKey(freed[c][s], m.free_[s], KEY,
                                           ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
-            allow_notify(freed[c][s], who[c].server, who[c].pid, server);
+            allow_notify(freed[c][s], who[c].server, who[c].sdid, who[c].pid, server);
         }
         write_all(wr[c], &m, sizeof m);
     }

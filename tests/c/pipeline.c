@@ -31,9 +31,9 @@
  * SuperPod servers, each a host of its own (server id h, namespace
  * $ACL_NOTIFY_SIM_NAMESPACE-host<h>): the neighbours on another server are whitelisted with
  * aclrtNotifySetImportPidInterServer / aclrtIpcMemImportPidInterServer, and what crosses
- * hosts (copies, records) goes through etcd. Keys and PIDs
- * travel through files in a fresh directory under $TMPDIR, removed at the end. Exit 0 and
- * "pipeline N=<N>: ok". */
+ * hosts (copies, records) goes through etcd. Keys, PIDs, server ids and SuperPod device ids
+ * (the sdid a peer on another server whitelists) travel through files in a fresh directory
+ * under $TMPDIR, removed at the end. Exit 0 and "pipeline N=<N>: ok". */
 #include "common.h"
 
 #include <dirent.h>
@@ -46,15 +46,18 @@
 static char g_dir[4096];
 static int g_n, g_rounds, g_words, g_hosts = 1;
 
-/* Whitelists process `pid` of server `server` (this process is on `mine`) for notify `n` and,
- * when `mem_key` is not NULL, for the memory export `mem_key`. */
-static void allow(aclrtNotify n, const char *mem_key, long long server, int32_t pid,
-                  long long mine) {
+/* Whitelists process `pid` of server `server`, whose device has SuperPod device id `sdid`
+ * (this process is on `mine`), for notify `n` and, when `mem_key` is not NULL, for the memory
+ * export `mem_key`. */
+static void allow(aclrtNotify n, const char *mem_key, long long server, long long sdid,
+                  int32_t pid, long long mine) {
     if (server == mine) {
         CHECK(aclrtNotifySetImportPid(n, &pid, 1));
         if (mem_key) CHECK(aclrtIpcMemSetImportPid(mem_key, &pid, 1));
     } else {
-        aclrtServerPid sp = {(uint32_t)server, &pid, 1};
+        /* The entry names the peer's device by its sdid, not its server (CANN's aclrtServerPid,
+         * docs/zh/api_ref/25-04_Structs.md): each side reads its own with aclrtGetDeviceInfo. */
+        aclrtServerPid sp = {(uint32_t)sdid, &pid, 1};
         CHECK(aclrtNotifySetImportPidInterServer(n, &sp, 1));
         if (mem_key) CHECK(aclrtIpcMemImportPidInterServer(mem_key, &sp, 1));
     }
@@ -105,20 +108,23 @@ static int run_stage(int r) {
 
     int32_t me = 0;
     CHECK(aclrtDeviceGetBareTgid(&me));
-    int64_t server = 0;
+    int64_t server = 0, sdid = 0;
     CHECK(aclrtGetDeviceInfo((uint32_t)dev, ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &server));
+    CHECK(aclrtGetDeviceInfo((uint32_t)dev, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &sdid));
     char text[512];
-    snprintf(text, sizeof text, "%lld %d", (long long)server, (int)me);
+    snprintf(text, sizeof text, "%lld %lld %d", (long long)server, (long long)sdid, (int)me);
     put_text("pid", r, text);
     int32_t prev_pid = 0, next_pid = 0;
-    long long prev_server = 0, next_server = 0;
+    long long prev_server = 0, next_server = 0, prev_sdid = 0, next_sdid = 0;
     if (!first) {
         get_text("pid", r - 1, text, sizeof text);
-        REQUIRE(sscanf(text, "%lld %d", &prev_server, &prev_pid) == 2, "bad pid line '%s'", text);
+        REQUIRE(sscanf(text, "%lld %lld %d", &prev_server, &prev_sdid, &prev_pid) == 3,
+                "bad pid line '%s'", text);
     }
     if (!last) {
         get_text("pid", r + 1, text, sizeof text);
-        REQUIRE(sscanf(text, "%lld %d", &next_server, &next_pid) == 2, "bad pid line '%s'", text);
+        REQUIRE(sscanf(text, "%lld %lld %d", &next_server, &next_sdid, &next_pid) == 3,
+                "bad pid line '%s'", text);
     }
 
     /* Our slots, the addend, the notifies; exported to the neighbours that use them. */
@@ -133,12 +139,12 @@ static int run_stage(int r) {
             CHECK(aclrtIpcMemGetExportKey(buf[s], bytes, buf_key[s], sizeof buf_key[s], 0));
             CHECK(aclrtNotifyGetExportKey(full[s], full_key[s], sizeof full_key[s],
                                           ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
-            allow(full[s], buf_key[s], prev_server, prev_pid, (long long)server);
+            allow(full[s], buf_key[s], prev_server, prev_sdid, prev_pid, (long long)server);
         }
         if (!last) { /* the stage after records free[s] */
             CHECK(aclrtNotifyGetExportKey(freed[s], free_key[s], sizeof free_key[s],
                                           ACL_RT_NOTIFY_EXPORT_FLAG_DEFAULT));
-            allow(freed[s], NULL, next_server, next_pid, (long long)server);
+            allow(freed[s], NULL, next_server, next_sdid, next_pid, (long long)server);
         }
     }
     if (!first) {

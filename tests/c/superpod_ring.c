@@ -1,7 +1,8 @@
 /* superpod_ring.c — one rank of a ring of notifies across the servers of a SuperPod, written
  * only against acl/acl.h. Rank r creates a notify on its device, exports it with PID
  * validation, whitelists rank r-1 (aclrtNotifySetImportPid when r-1 is on its server,
- * aclrtNotifySetImportPidInterServer with r-1's (server, PID) when it is on another), imports
+ * aclrtNotifySetImportPidInterServer with r-1's (SuperPod device id, PID) when it is on
+ * another server), imports
  * rank r+1's notify, then passes a token ROUNDS times: wait on its own notify, record r+1's
  * (rank 0 records first), all queued on one stream.
  *
@@ -15,7 +16,8 @@
  * records and copies cross through etcd. `cargo xtask demo --hosts 2` runs 2 hosts x 4 ranks.
  *
  * usage: superpod_ring <exchange dir> <rank> <ranks> <rounds>
- * Files in <exchange dir>: key.<r> ("<server> <pid> <notify key> <memory key>", by rank r)
+ * Files in <exchange dir>: key.<r> ("<server> <sdid> <pid> <notify key> <memory key>", by
+ * rank r; sdid: its device's ACL_DEV_ATTR_SUPER_POD_DEVICE_ID)
  * and ready.<r> (rank r has whitelisted r-1). Prints "RING <rank> <rounds> <total ns>", rank 0
  * "RING DATA OK <rounds> messages", and timeline events. Exit 0 on success. */
 #include "common.h"
@@ -44,8 +46,9 @@ int main(int argc, char **argv) {
     CHECK(aclrtSetDevice(dev));
     aclrtStream stream = NULL;
     CHECK(aclrtCreateStream(&stream));
-    int64_t server = 0;
+    int64_t server = 0, sdid = 0;
     CHECK(aclrtGetDeviceInfo((uint32_t)dev, ACL_DEV_ATTR_SUPER_POD_SERVER_ID, &server));
+    CHECK(aclrtGetDeviceInfo((uint32_t)dev, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &sdid));
     int32_t pid = 0;
     CHECK(aclrtDeviceGetBareTgid(&pid));
 
@@ -59,7 +62,8 @@ int main(int argc, char **argv) {
     char mkey[65] = {0};
     CHECK(aclrtIpcMemGetExportKey(inbox, MSG, mkey, sizeof mkey, ACL_RT_IPC_MEM_EXPORT_FLAG_DEFAULT));
     char line[256], name[32];
-    int len = snprintf(line, sizeof line, "%lld %d %s %s", (long long)server, (int)pid, key, mkey);
+    int len = snprintf(line, sizeof line, "%lld %lld %d %s %s", (long long)server,
+                       (long long)sdid, (int)pid, key, mkey);
     snprintf(name, sizeof name, "key.%d", rank);
     put_file(dir, name, line, (size_t)len);
     EVENT(dev, "exported", "server=%lld", (long long)server);
@@ -68,16 +72,19 @@ int main(int argc, char **argv) {
     char buf[256];
     snprintf(name, sizeof name, "key.%d", prev);
     get_file(dir, name, buf, sizeof buf, 20000);
-    long long pserver = 0;
+    long long pserver = 0, psdid = 0;
     int ppid = 0;
-    REQUIRE(sscanf(buf, "%lld %d", &pserver, &ppid) == 2, "bad key file '%s'", buf);
+    REQUIRE(sscanf(buf, "%lld %lld %d", &pserver, &psdid, &ppid) == 3, "bad key file '%s'",
+            buf);
     if (pserver == server) {
         int32_t p = ppid;
         CHECK(aclrtNotifySetImportPid(own, &p, 1));
         CHECK(aclrtIpcMemSetImportPid(mkey, &p, 1));
     } else {
         int32_t p = ppid;
-        aclrtServerPid sp = {(uint32_t)pserver, &p, 1};
+        /* The entry names r-1's device by its sdid, not its server (CANN's aclrtServerPid,
+         * docs/zh/api_ref/25-04_Structs.md). */
+        aclrtServerPid sp = {(uint32_t)psdid, &p, 1};
         CHECK(aclrtNotifySetImportPidInterServer(own, &sp, 1));
         CHECK(aclrtIpcMemImportPidInterServer(mkey, &sp, 1));
     }
@@ -88,10 +95,10 @@ int main(int argc, char **argv) {
     /* Import the successor's notify once it has whitelisted this rank. */
     snprintf(name, sizeof name, "key.%d", next);
     get_file(dir, name, buf, sizeof buf, 20000);
-    long long nserver = 0;
+    long long nserver = 0, nsdid = 0;
     int npid = 0;
     char nkey[65] = {0}, nmkey[65] = {0};
-    REQUIRE(sscanf(buf, "%lld %d %64s %64s", &nserver, &npid, nkey, nmkey) == 4,
+    REQUIRE(sscanf(buf, "%lld %lld %d %64s %64s", &nserver, &nsdid, &npid, nkey, nmkey) == 5,
             "bad key file '%s'", buf);
     snprintf(name, sizeof name, "ready.%d", next);
     get_file(dir, name, buf, sizeof buf, 20000);
