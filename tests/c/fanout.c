@@ -46,6 +46,7 @@
  * batch out of the producer's memory on another host (the copy goes through etcd). Exit 0
  * and "fanout K=<K>: ok". */
 #include "common.h"
+#include "sim_host.h"
 
 #include <pthread.h>
 
@@ -63,14 +64,7 @@ static size_t g_bytes;
  * index % hosts, a host of its own (namespace $ACL_NOTIFY_SIM_NAMESPACE-host<h>) in the
  * cluster that ACL_NOTIFY_SIM_CLUSTER names. Before aclInit. */
 static void join_host(int index) {
-    if (g_hosts <= 1) return;
-    const int host = index % g_hosts;
-    const char *base = getenv("ACL_NOTIFY_SIM_NAMESPACE");
-    char value[512];
-    snprintf(value, sizeof value, "%d", host);
-    setenv("ACL_NOTIFY_SIM_SERVER_ID", value, 1);
-    snprintf(value, sizeof value, "%s-host%d", base && *base ? base : "fanout", host);
-    setenv("ACL_NOTIFY_SIM_NAMESPACE", value, 1);
+    if (g_hosts > 1) join_sim_host(index % g_hosts, "fanout");
 }
 
 /* This process's SuperPod server (0 off a SuperPod). */

@@ -35,6 +35,7 @@
  * (the sdid a peer on another server whitelists) travel through files in a fresh directory
  * under $TMPDIR, removed at the end. Exit 0 and "pipeline N=<N>: ok". */
 #include "common.h"
+#include "sim_host.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -86,13 +87,7 @@ static int run_stage(int r) {
     if (g_hosts > 1) {
         /* A SuperPod of g_hosts servers, each a host of its own (a namespace) in the cluster
          * that ACL_NOTIFY_SIM_CLUSTER names: the stages are split among them in order. */
-        const int host = r * g_hosts / n;
-        const char *base = getenv("ACL_NOTIFY_SIM_NAMESPACE");
-        char value[512];
-        snprintf(value, sizeof value, "%d", host);
-        setenv("ACL_NOTIFY_SIM_SERVER_ID", value, 1);
-        snprintf(value, sizeof value, "%s-host%d", base && *base ? base : "pipeline", host);
-        setenv("ACL_NOTIFY_SIM_NAMESPACE", value, 1);
+        join_sim_host(r * g_hosts / n, "pipeline");
     }
 
     CHECK(aclInit(NULL));
