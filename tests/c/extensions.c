@@ -189,7 +189,9 @@ int main(void) {
     int64_t t0 = now_ns();
     EXPECT_RC(aclnsimNotifyHostWait(n, 50000), ACL_ERROR_RT_WAIT_TIMEOUT);
     int64_t ms = (now_ns() - t0) / 1000000;
-    REQUIRE(ms >= 45 && ms < 5000, "a 50 ms host wait returned after %lld ms", (long long)ms);
+    /* A lower bound only: a loaded machine makes a timeout late, never early (under 5 s too
+     * until 2026-12-07). */
+    REQUIRE(ms >= 45, "a 50 ms host wait returned after %lld ms", (long long)ms);
     CHECK(aclrtRecordNotify(n, NULL));
     CHECK(aclrtSynchronizeStream(NULL));
     CHECK(aclnsimNotifyHostWait(n, UINT64_MAX));
@@ -219,16 +221,14 @@ int main(void) {
         }
         struct timespec pause = {0, 100 * 1000 * 1000};
         nanosleep(&pause, NULL);
-        t0 = now_ns();
         CHECK(aclrtDestroyNotify(w.n));
         pthread_join(th, NULL);
-        ms = (now_ns() - t0) / 1000000;
         REQUIRE(w.rc == ACL_ERROR_RT_INVALID_HANDLE, "the host wait returned %d: %s", (int)w.rc,
                 w.msg);
+        /* An endless wait ended by the destroy (its message says so; it has no timeout to end
+         * at): no time bound needed (one of 5 s stood here until 2026-12-07). */
         met = strstr(w.msg, "while this host wait waited on it") != NULL;
-        if (met) {
-            REQUIRE(ms < 5000, "the host wait ended %lld ms after the destroy", (long long)ms);
-        } else {
+        if (!met) {
             fprintf(stderr, "extensions: attempt %d: the wait began after the destroy (%s)\n",
                     attempt, w.msg);
         }

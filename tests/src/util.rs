@@ -47,10 +47,12 @@ impl Probe {
         self.0.load(Ordering::SeqCst)
     }
 
-    /// Waits up to `timeout` for the count to reach `n`; returns the final count.
+    /// Waits for the count to reach `n`, giving up once this process could run for `timeout`
+    /// (a bound by progress, [`crate::progress::Watch::this_process`]: a loaded machine or a
+    /// pause does not run it out; it was wall time until 2026-12-07); returns the final count.
     pub fn wait_for(self, n: u32, timeout: Duration) -> u32 {
-        let start = Instant::now();
-        while self.count() < n && start.elapsed() < timeout {
+        let mut watch = crate::progress::Watch::this_process(timeout);
+        while self.count() < n && watch.step().is_ok() {
             std::thread::sleep(Duration::from_millis(1));
         }
         self.count()
