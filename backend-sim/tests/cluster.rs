@@ -1881,8 +1881,9 @@ fn an_unreachable_cluster_fails_in_bounded_time(_: &Arc<EtcdCluster>) -> Result<
 
 /// Every member stopped (SIGSTOP: connections accepted, nothing answered, as a hung or
 /// partitioned cluster): leaving it (aclFinalize: the `Sim` dropped) ends within one client
-/// bound (3 s of the time the process could run), whatever the process's threads were doing — the owner's record watch and
-/// lease keeper, the importer's keeper — not one bound after another.
+/// bound (3 s of the time the process could run), whatever the process's threads were doing —
+/// the owner's record watch and lease keeper, the importer's keeper — not one bound after
+/// another.
 fn leaving_a_silent_cluster_takes_one_bound(_: &Arc<EtcdCluster>) -> Result<(), Failed> {
     let mut c = EtcdCluster::start(3)?;
     let url = c.url(&pod("silent"));
