@@ -106,24 +106,31 @@ int main(void) {
         CHECK(aclrtWaitAndResetNotify(first, s, 30));
         CHECK(aclrtWaitAndResetNotify(failing, s, 1)); /* times out after 1 s */
         CHECK(aclrtWaitAndResetNotify(last, s, 30));
-        usleep(300000);
-        (void)aclGetRecentErrMsg();
-        (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);
-        EXPECT_RC(aclrtSynchronizeStreamWithTimeout(s, 100), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
-        /* CANN's last error is a code (acl_rt.h: "Runtime error code"); the words are in
-         * aclGetRecentErrMsg. */
-        EXPECT_RC(aclrtPeekAtLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
-        EXPECT_RC(aclrtGetLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
-        snprintf(m, sizeof m, "%s", recent_msg());
         snprintf(want, sizeof want, "its head task is a wait on notify %u of device 0", first_id);
+        /* Asked until the head wait sleeps (it did after a 300 ms sleep here until 2026-12-07,
+         * which a loaded machine may outlast), bounded by the watch: 60 s this process could
+         * run. */
+        wait_watch_t ww = wait_watch(60);
+        do {
+            (void)aclGetRecentErrMsg();
+            (void)aclrtGetLastError(ACL_RT_THREAD_LEVEL);
+            EXPECT_RC(aclrtSynchronizeStreamWithTimeout(s, 100), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+            /* CANN's last error is a code (acl_rt.h: "Runtime error code"); the words are in
+             * aclGetRecentErrMsg. */
+            EXPECT_RC(aclrtPeekAtLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+            EXPECT_RC(aclrtGetLastError(ACL_RT_THREAD_LEVEL), ACL_ERROR_RT_STREAM_SYNC_TIMEOUT);
+            snprintf(m, sizeof m, "%s", recent_msg());
+        } while (!(strstr(m, want) && strstr(m, "asleep for")) && wait_watch_nap(&ww) == NULL);
+        wait_watch_end(&ww);
         REQUIRE(strstr(m, want) && strstr(m, "asleep for") && strstr(m, "(timeout 30.0 s)"),
                 "the 507046 message does not name the head wait: %s", m);
         /* The second wait fails after its 1 s; the third then sleeps at the head. A query
          * notes why the stream is not ready at most once a second, so it is asked every
-         * 1.1 s until the note shows both (at most 20 s). */
+         * 1.1 s until the note shows both (bounded by the watch: 60 s this process could run;
+         * 20 s of wall time until 2026-12-07). */
         CHECK(aclrtRecordNotify(first, NULL));
         snprintf(want, sizeof want, "its head task is a wait on notify %u of device 0", last_id);
-        const int64_t give_up = now_ns() + 20000000000LL;
+        ww = wait_watch(60);
         do {
             usleep(1100000);
             CHECK(aclrtStreamQuery(s, &st));
@@ -133,7 +140,8 @@ int main(void) {
                     "a not-ready query does not say why: %s", m);
         } while (!(strstr(m, want) && strstr(m, "a failure is stored on it") &&
                    strstr(m, "(107020)")) &&
-                 now_ns() < give_up);
+                 wait_watch_nap(&ww) == NULL);
+        wait_watch_end(&ww);
         REQUIRE(strstr(m, want) && strstr(m, "a failure is stored on it") && strstr(m, "(107020)"),
                 "a not-ready query does not name the waiting head and the stored failure: %s",
                 m);
