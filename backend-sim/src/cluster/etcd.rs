@@ -134,15 +134,19 @@ const ATTEMPTS: u32 = 3;
 impl Etcd {
     /// A client of the cluster at `endpoints` (at least one), each call bounded by `timeout`.
     pub fn new(endpoints: Vec<SocketAddr>, timeout: Duration) -> Etcd {
-        let agent = ureq::Agent::config_builder()
+        let config = ureq::Agent::config_builder()
             // etcd's own answers, errors included, are read here: a 4xx/5xx body says why.
             .http_status_as_error(false)
             // The endpoints are addresses on the cluster's network, never through a proxy
             // named by the environment.
             .proxy(None)
             .max_redirects(0)
-            .build()
-            .new_agent();
+            .build();
+        let agent = ureq::Agent::with_parts(
+            config,
+            ureq::unversioned::transport::DefaultConnector::new(),
+            Addresses,
+        );
         Etcd {
             endpoints,
             agent,
@@ -628,6 +632,31 @@ impl RunDeadline {
     }
 }
 
+/// ureq's resolver for this client, whose URLs name socket addresses (the endpoints were
+/// resolved once, by [`super::ClusterConfig::parse`]): the address itself, parsed back. ureq's
+/// own resolver starts a thread for each lookup that has a timeout, every call's, to bound it,
+/// even of an address; a process that may start no more (its `RLIMIT_NPROC`, the machine's
+/// `pid_max`) panicked there in the middle of the call, and every call paid a thread's start.
+#[derive(Debug)]
+struct Addresses;
+
+impl ureq::unversioned::resolver::Resolver for Addresses {
+    fn resolve(
+        &self,
+        uri: &ureq::http::Uri,
+        _: &ureq::config::Config,
+        _: ureq::unversioned::transport::NextTimeout,
+    ) -> Result<ureq::unversioned::resolver::ResolvedSocketAddrs, ureq::Error> {
+        let addr = uri
+            .authority()
+            .and_then(|a| a.as_str().parse::<SocketAddr>().ok())
+            .ok_or(ureq::Error::HostNotFound)?;
+        let mut found = self.empty();
+        found.push(addr);
+        Ok(found)
+    }
+}
+
 /// Why one request to one endpoint failed.
 #[derive(Debug)]
 enum Failure {
@@ -1078,6 +1107,49 @@ mod tests {
             child.wait(),
             Ok(()),
             "the stopped call failed (its error is on stderr)"
+        );
+    }
+
+    /// A process that may start no more threads (at its `RLIMIT_NPROC`, or the machine at
+    /// `pid_max`) still gets its answer: a call starts no thread. Before, ureq's resolver
+    /// started one per call to bound the name lookup (even of an address, which these
+    /// endpoints are), and a refused start panicked in the middle of the call.
+    #[test]
+    fn a_call_starts_no_thread() {
+        let addr = serve(
+            vec![
+                b"HTTP/1.1 200 OK\r\nContent-Length: 27\r\nConnection: close\r\n\r\n",
+                b"{\"header\":{\"revision\":\"5\"}}",
+            ],
+            Duration::ZERO,
+            Duration::ZERO,
+        );
+        let child = Child(Some(crate::fork::fork_child(move || {
+            // SAFETY: plain system calls in the forked child (one thread); a root child drops
+            // to `nobody` first, since root's thread starts ignore RLIMIT_NPROC.
+            unsafe {
+                if libc::geteuid() == 0 {
+                    assert_eq!(libc::setgid(65534), 0);
+                    assert_eq!(libc::setuid(65534), 0);
+                }
+                let none = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                assert_eq!(libc::setrlimit(libc::RLIMIT_NPROC, &none), 0);
+            }
+            assert!(
+                std::thread::Builder::new().spawn(|| ()).is_err(),
+                "the child can still start threads: the test proves nothing"
+            );
+            let r = Etcd::new(vec![addr], Duration::from_secs(10)).put(b"k", b"v", 0);
+            assert_eq!(r.as_ref().ok(), Some(&5), "{r:?}");
+            true
+        })));
+        assert_eq!(
+            child.wait(),
+            Ok(()),
+            "the call failed (its panic is on stderr)"
         );
     }
 
