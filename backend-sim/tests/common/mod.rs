@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{Backend, BackendError, Error, RawStream};
@@ -108,6 +108,31 @@ pub fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, SimError> {
 
 // ---- the parent side -----------------------------------------------------------------------
 
+/// The next line of an agent's `lines`, waiting at most `patience`, of which a stretch of
+/// more than a second between two looks (100 ms apart) counts one second: this process was
+/// stopped meanwhile (SIGSTOP: a script that pauses the test and its agents for a quiet
+/// benchmark window) or starved, and its agent with it, as a late look of
+/// `tests/src/progress.rs` counts. Before, the wait was wall time, which such a pause ran out:
+/// an agent's 3 s cluster call, which counts its own bound in the time it could run, answered
+/// after the test's 30 s had passed across the pause.
+fn next_line(lines: &Receiver<String>, patience: Duration) -> Result<String, RecvTimeoutError> {
+    const LOOK: Duration = Duration::from_millis(100);
+    let (mut waited, mut last) = (Duration::ZERO, Instant::now());
+    loop {
+        match lines.recv_timeout(LOOK) {
+            Err(RecvTimeoutError::Timeout) => {
+                let now = Instant::now();
+                waited += now.duration_since(last).min(Duration::from_secs(1));
+                last = now;
+                if waited >= patience {
+                    return Err(RecvTimeoutError::Timeout);
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
 /// A child agent; killed (SIGKILL) and reaped on drop.
 pub struct Agent {
     child: Child,
@@ -159,7 +184,7 @@ impl Agent {
             pid,
             label: label.to_owned(),
         };
-        match a.lines.recv_timeout(patience) {
+        match next_line(&a.lines, patience) {
             Ok(hello) if hello == format!("ok {pid}") => Ok(a),
             Ok(other) => {
                 a.kill();
@@ -167,7 +192,10 @@ impl Agent {
             }
             Err(_) => {
                 a.kill();
-                Err(format!("agent {pid} said nothing within {patience:?}"))
+                Err(format!(
+                    "agent {pid} said nothing within {patience:?} (of the time this test could \
+                     run)"
+                ))
             }
         }
     }
@@ -182,9 +210,9 @@ impl Agent {
 
     /// The next answer: `Ok(text)` or `Err((code, message))`.
     pub fn answer(&mut self) -> Result<String, (i32, String)> {
-        let line = self.lines.recv_timeout(self.patience).unwrap_or_else(|_| {
+        let line = next_line(&self.lines, self.patience).unwrap_or_else(|_| {
             panic!(
-                "agent {} did not answer within {:?}",
+                "agent {} did not answer within {:?} (of the time this test could run)",
                 self.pid, self.patience
             )
         });
@@ -214,9 +242,7 @@ impl Agent {
     /// gave no answer within its patience or is gone (never a panic).
     pub fn ask(&mut self, c: &str) -> Result<String, String> {
         writeln!(self.stdin, "{c}").map_err(|e| format!("agent {} gone: {e}", self.pid))?;
-        let line = self
-            .lines
-            .recv_timeout(self.patience)
+        let line = next_line(&self.lines, self.patience)
             .map_err(|_| format!("agent {} gave no answer to {c:?}", self.pid))?;
         match line.strip_prefix("ok") {
             Some(rest) => Ok(rest.trim().to_owned()),
