@@ -27,10 +27,13 @@ pub(crate) trait RemoteLiveness: Send + Sync {
     /// names.
     fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<RemoteState>>;
 
-    /// `"; this process's own cluster lease expired …"` if this process's own lease was found
-    /// expired (the other hosts took it for dead meanwhile), else nothing: a message that
+    /// `"; this process's own cluster lease expired …"` if the lease this process published
+    /// notify `id` of device `dev` under was found expired (the other hosts took it for dead
+    /// meanwhile, and their imports of it went stale), else nothing (also for a notify it
+    /// published only after it joined again, or never): a message about that notify that
     /// names other hosts' processes adds it, so that it does not blame only them.
-    fn own_lapse(&self) -> String {
+    fn own_lapse(&self, dev: u32, id: u32) -> String {
+        let _ = (dev, id);
         String::new()
     }
 }
@@ -83,10 +86,10 @@ fn membership(namespace: &str) -> Option<std::sync::Arc<dyn RemoteLiveness>> {
         .find_map(|(_, w)| w.upgrade())
 }
 
-/// [`RemoteLiveness::own_lapse`] of this process's membership through `namespace` (nothing
-/// outside cluster mode).
-fn own_lapse(namespace: &str) -> String {
-    membership(namespace).map_or_else(String::new, |m| m.own_lapse())
+/// [`RemoteLiveness::own_lapse`] of this process's membership through `namespace` for notify
+/// `id` of device `dev` (nothing outside cluster mode).
+fn own_lapse(namespace: &str, dev: u32, id: u32) -> String {
+    membership(namespace).map_or_else(String::new, |m| m.own_lapse(dev, id))
 }
 
 /// Processes `(server, pid, start_time)` (`start_time` 0 if not known) of other servers as
@@ -286,7 +289,7 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
     let _ = write!(s, "; held by {}", held.join(", "));
     // Records from other hosts that did not come may be this process's fault: the cluster
     // took it for dead while its own lease was lapsed.
-    s.push_str(&own_lapse(file.namespace()));
+    s.push_str(&own_lapse(file.namespace(), dev, id));
     s
 }
 
@@ -520,8 +523,10 @@ mod tests {
             )
         }
 
-        fn own_lapse(&self) -> String {
-            "; this process's own cluster lease expired (fake)".into()
+        fn own_lapse(&self, dev: u32, id: u32) -> String {
+            format!(
+                "; this process's own cluster lease expired (fake: notify {id} of device {dev})"
+            )
         }
     }
 
@@ -569,7 +574,8 @@ mod tests {
             "pid 203 on server 2 (its cluster lease is live)",
             "pid 204 on server 2 (exited: it left the cluster)",
             // This process's own lapse, beside the peers it names.
-            "; this process's own cluster lease expired (fake)",
+            "; this process's own cluster lease expired (fake: notify ",
+            " of device 0)",
         ] {
             assert!(text.contains(part), "{part:?} not in {text}");
         }

@@ -22,8 +22,8 @@ use libtest_mimic::Failed;
 /// <message>`), then answers each command line with `ok <text>` or `err <code> <message>`,
 /// `run` doing the work. `streams[d]`: the stream the commands use on device `d`. One command
 /// is the same for every agent: `dropsim` drops the `Sim` (the process stays; what it held
-/// goes as at `aclFinalize`) and answers how long that took (microseconds), after which
-/// every command answers 107017.
+/// goes as at `aclFinalize`) and answers how long that took and how much of it the process
+/// did not run (microseconds, [`not_running`]), after which every command answers 107017.
 pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<String, SimError>) {
     let sim = match Sim::from_env() {
         Ok(s) => s,
@@ -44,8 +44,8 @@ pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<Str
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.first() == Some(&"dropsim") {
             let t = Instant::now();
-            drop(sim.take());
-            println!("ok {}", t.elapsed().as_micros());
+            let lost = not_running(|| drop(sim.take()));
+            println!("ok {} {}", t.elapsed().as_micros(), lost.as_micros());
             continue;
         }
         let Some(sim) = &sim else {
@@ -62,6 +62,42 @@ pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<Str
         }
     }
 }
+
+/// Runs `work` and says how long the process did not run meanwhile: stopped (SIGSTOP, e.g. by a
+/// script that pauses other processes for a quiet benchmark window) or waiting for a CPU for
+/// long stretches. A thread naps 10 ms at a time beside `work`; a nap that took over
+/// [`JUMP`] more, the thread could not run for what it took beyond the nap. Shorter
+/// lateness is a wake-up's ordinary delay on a busy machine (a millisecond or two, but a
+/// thousand naps of it would take a second off a 3 s teardown), not counted. The cluster's
+/// client counts its bound in the time the process could run (etcd's `RunDeadline`), so a
+/// test that checks such a bound takes this out of the time it measured.
+pub fn not_running(work: impl FnOnce()) -> Duration {
+    use std::sync::atomic::AtomicBool;
+    const NAP: Duration = Duration::from_millis(10);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let ticker = s.spawn(|| {
+            let (mut lost, mut last) = (Duration::ZERO, Instant::now());
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(NAP);
+                let now = Instant::now();
+                let late = now.saturating_duration_since(last).saturating_sub(NAP);
+                if late > JUMP {
+                    lost += late;
+                }
+                last = now;
+            }
+            lost
+        });
+        work();
+        done.store(true, Ordering::Relaxed);
+        ticker.join().unwrap_or_default()
+    })
+}
+
+/// How much later than its nap [`not_running`]'s thread must wake for the time to count as
+/// the process not running.
+pub const JUMP: Duration = Duration::from_millis(50);
 
 /// Word `i` of a command, parsed.
 pub fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, SimError> {
