@@ -128,19 +128,47 @@ pub fn at_most(d: Duration) -> SyncWait {
     SyncWait::AtMost(d)
 }
 
-/// Synchronizes with a bound (so a broken backend fails the case instead of hanging it) and
-/// returns the result's code (`None` = success) and how long it took.
+/// `synchronize(s)` bounded by `bound` of the time this process could run (so a broken backend
+/// fails the case instead of hanging it, and a loaded machine or a paused process does not):
+/// in slices of [`crate::progress::LOOK`] while a [`crate::progress::Watch`] of this process
+/// allows, a slice that runs out (507046) clearing nothing; the last answer. A bound of one
+/// slice or less is one `synchronize` with that bound. (Until 2026-12-07 every bound was one
+/// `synchronize` of that much wall time: a stream starved for 10 s failed its case.)
+pub fn synchronize_within<B: TestBackend>(
+    ctx: &Ctx<'_, B>,
+    s: RawStream,
+    bound: Duration,
+) -> Result<(), B::Error> {
+    let slice = crate::progress::LOOK;
+    if bound <= slice {
+        return ctx.b.synchronize(s, at_most(bound));
+    }
+    let mut watch = crate::progress::Watch::this_process(bound);
+    loop {
+        match ctx.b.synchronize(s, at_most(slice)) {
+            Err(e) if e.kind() == Error::StreamSyncTimeout => {
+                if watch.step().is_err() {
+                    return Err(e);
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Synchronizes with a bound ([`synchronize_within`]) and returns the result's code (`None` =
+/// success) and how long it took.
 pub fn sync_code<B: TestBackend>(
     ctx: &Ctx<'_, B>,
     s: RawStream,
     bound: Duration,
 ) -> (Option<Error>, Duration) {
     let t = Instant::now();
-    let r = ctx.b.synchronize(s, at_most(bound));
+    let r = synchronize_within(ctx, s, bound);
     (r.err().map(|e| e.kind()), t.elapsed())
 }
 
-/// The stream must synchronize successfully within `bound`.
+/// The stream must synchronize successfully within `bound` ([`synchronize_within`]).
 pub fn sync_ok<B: TestBackend>(
     ctx: &Ctx<'_, B>,
     s: RawStream,
@@ -148,7 +176,7 @@ pub fn sync_ok<B: TestBackend>(
     what: &str,
 ) -> Result<Duration, String> {
     let t = Instant::now();
-    match ctx.b.synchronize(s, at_most(bound)) {
+    match synchronize_within(ctx, s, bound) {
         Ok(()) => Ok(t.elapsed()),
         Err(e) => Err(format!(
             "{what}: synchronize(stream, at most {bound:?})\n    expected: success\n    got:      \
@@ -159,7 +187,8 @@ pub fn sync_ok<B: TestBackend>(
     }
 }
 
-/// The stream's synchronize (bounded) must fail with `want`; returns how long it took.
+/// The stream's synchronize (bounded: [`synchronize_within`]) must fail with `want`; returns
+/// how long it took.
 pub fn sync_err<B: TestBackend>(
     ctx: &Ctx<'_, B>,
     s: RawStream,
@@ -168,7 +197,7 @@ pub fn sync_err<B: TestBackend>(
     what: &str,
 ) -> Result<Duration, String> {
     let t = Instant::now();
-    let r = ctx.b.synchronize(s, at_most(bound));
+    let r = synchronize_within(ctx, s, bound);
     let el = t.elapsed();
     match r {
         Err(e) if e.kind() == want => Ok(el),
