@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{PoisonError, Weak};
 
+use acl_notify_core::sdid;
 use acl_notify_core::table::{ExportState, LastReset, MAX_PROCS, NotifySlot, SlotState};
+use acl_notify_core::whitelist::WhitelistEntry;
 
 use crate::fork::PerProcess;
 use crate::shm::{P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ShmFile};
@@ -238,21 +240,23 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
             Some(wl) => {
                 // Other servers' processes: on other hosts in cluster mode (known to the etcd
                 // cluster, asked once for all of them), else on this machine.
+                // (A notify's entries name a device or a server: `sdid::server_of` is `Some`.)
+                let server_of = |e: &WhitelistEntry| sdid::server_of(e.sdid).unwrap_or(u32::MAX);
                 let others: Vec<(u32, i32, u64)> = wl
                     .iter()
-                    .filter(|e| e.sdid != file.server())
-                    .map(|e| (e.sdid, e.pid, e.start_time))
+                    .filter(|e| server_of(e) != file.server())
+                    .map(|e| (server_of(e), e.pid, e.start_time))
                     .collect();
                 let mut remote = server_pids_alive(file.namespace(), &others).into_iter();
                 s.push_str("; whitelisted:");
                 for (i, e) in wl.iter().enumerate() {
                     let sep = if i == 0 { " " } else { ", " };
-                    if e.sdid == file.server() {
+                    if server_of(e) == file.server() {
                         let live = identity_alive(e.pid, e.start_time, e.identity);
                         let _ = write!(s, "{sep}{}", who(e.pid, live));
                     } else {
                         let live = remote.next().unwrap_or("liveness unknown");
-                        let _ = write!(s, "{sep}pid {} on server {} ({live})", e.pid, e.sdid);
+                        let _ = write!(s, "{sep}pid {} on server {} ({live})", e.pid, server_of(e));
                     }
                 }
             }
@@ -456,6 +460,7 @@ pub(crate) fn merged_text(m: acl_notify_core::table::MergedRecords) -> String {
 mod tests {
     use std::time::Duration;
 
+    use acl_notify_core::sdid::PodDevice;
     use acl_notify_core::{CreateFlags, ExportFlags, HostOps, NotifyResources, ServerPid, Soc};
 
     use crate::NamespaceGuard;
@@ -476,10 +481,11 @@ mod tests {
         let me = std::process::id() as i32;
         let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
         sim.export_key(h, ExportFlags::empty()).unwrap();
-        let entries = [
-            ServerPid { sdid: 1, pid: dead },
-            ServerPid { sdid: 1, pid: me },
-        ];
+        let s1 = |pid| ServerPid {
+            sdid: PodDevice::new(1, 0).unwrap().sdid(),
+            pid,
+        };
+        let entries = [s1(dead), s1(me)];
         sim.set_import_server_pids(h, &entries).unwrap();
         let e = sim.host_wait(h, Duration::from_millis(10)).unwrap_err();
         let text = e.to_string();
@@ -546,13 +552,11 @@ mod tests {
         let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
         sim.export_key(h, ExportFlags::empty()).unwrap();
         let me = std::process::id() as i32;
-        let entries = [
-            ServerPid { sdid: 1, pid: 101 },
-            ServerPid { sdid: 0, pid: me },
-            ServerPid { sdid: 1, pid: 102 },
-            ServerPid { sdid: 2, pid: 203 },
-            ServerPid { sdid: 2, pid: 204 },
-        ];
+        let at = |server, pid| ServerPid {
+            sdid: PodDevice::new(server, 0).unwrap().sdid(),
+            pid,
+        };
+        let entries = [at(1, 101), at(0, me), at(1, 102), at(2, 203), at(2, 204)];
         sim.set_import_server_pids(h, &entries).unwrap();
         let text = sim
             .host_wait(h, Duration::from_millis(10))

@@ -245,13 +245,15 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             .export_key(n(1)?, ExportFlags::DISABLE_PID_VALIDATION)?
             .as_str()
             .to_owned()),
-        // allow H SDID PID: one whitelist entry (inter-server when SDID is another server).
+        // allow H SERVER PID: PID may import H on any device of SERVER: a same-server entry
+        // when SERVER is this one, else one inter-server entry per device's sdid (the agents'
+        // 4 devices; the scripts name the importer's server, not the device it imports on).
         "allow" => {
-            let (sdid, pid) = (num(w, 2)?, num(w, 3)?);
-            if sdid == sim.server_id() {
+            let (server, pid) = (num(w, 2)?, num(w, 3)?);
+            if server == sim.server_id() {
                 sim.set_import_pids(n(1)?, &[pid])?;
             } else {
-                sim.set_import_server_pids(n(1)?, &[ServerPid { sdid, pid }])?;
+                sim.set_import_server_pids(n(1)?, &every_device(server, pid))?;
             }
             Ok(String::new())
         }
@@ -309,15 +311,12 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
             Ok((t.elapsed().as_micros() / u128::from(rounds.max(1))).to_string())
         }
-        // memexport DEV SDID PID: 4 KiB of device memory exported to (SDID, PID); its key.
+        // memexport DEV SERVER PID: 4 KiB of device memory exported to PID on any device of
+        // SERVER (as `allow`, through inter-server entries); its key.
         "memexport" => {
             let ptr = sim.malloc(num(w, 1)?, 4096, 0)?;
             let key = sim.ipc_mem_export(ptr, 4096, false)?;
-            let sp = ServerPid {
-                sdid: num(w, 2)?,
-                pid: num(w, 3)?,
-            };
-            sim.ipc_mem_set_server_pids(&key, &[sp])?;
+            sim.ipc_mem_set_server_pids(&key, &every_device(num(w, 2)?, num(w, 3)?))?;
             Ok(key.as_str().to_owned())
         }
         "memimport" => {
@@ -344,13 +343,11 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             .ipc_mem_export(num(w, 1)?, num(w, 2)?, w.get(3) == Some(&"open"))?
             .as_str()
             .to_owned()),
-        // mallow KEY SDID PID: an inter-server (or local) whitelist entry.
+        // mallow KEY SERVER PID: inter-server entries for PID on every device of SERVER (this
+        // one's too).
         "mallow" => {
-            let sp = ServerPid {
-                sdid: num(w, 2)?,
-                pid: num(w, 3)?,
-            };
-            sim.ipc_mem_set_server_pids(&mem_key(w.get(1))?, &[sp])?;
+            let sps = every_device(num(w, 2)?, num(w, 3)?);
+            sim.ipc_mem_set_server_pids(&mem_key(w.get(1))?, &sps)?;
             Ok(String::new())
         }
         "mclose" => {
@@ -478,6 +475,18 @@ unsafe extern "C" fn gate(_: *mut std::ffi::c_void) {
     while !GATE.load(std::sync::atomic::Ordering::SeqCst) && Instant::now() < end {
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// Whitelist entries for process `pid` on each of the agents' 4 devices of server `server`
+/// (their sdids, `acl_notify_core::sdid`).
+fn every_device(server: u32, pid: i32) -> Vec<ServerPid> {
+    (0..4)
+        .filter_map(|d| acl_notify_core::sdid::PodDevice::new(server, d))
+        .map(|d| ServerPid {
+            sdid: d.sdid(),
+            pid,
+        })
+        .collect()
 }
 
 fn mem_key(w: Option<&&str>) -> SimResult<acl_notify_core::ExportKey> {

@@ -112,6 +112,17 @@ pub fn secs(n: u32) -> Timeout {
     }
 }
 
+/// The SuperPOD device id of device `device` of server `server`, laid out as the simulator
+/// lays it out (`acl_notify_core::sdid`; both backends of this suite are the simulator, in
+/// process or through its C library): for whitelist entries naming processes a case does not
+/// start. A process the case starts sends its own (`Backend::super_pod_device_id`).
+pub fn sdid(server: u32, device: u32) -> u32 {
+    acl_notify_core::sdid::PodDevice::new(server, device).map_or(
+        acl_notify_core::sdid::ANYWHERE,
+        acl_notify_core::sdid::PodDevice::sdid,
+    )
+}
+
 /// `SyncWait::AtMost`.
 pub fn at_most(d: Duration) -> SyncWait {
     SyncWait::AtMost(d)

@@ -160,7 +160,8 @@ fn snapshot_agrees_with_a_live_machine() {
     assert!(json.starts_with('{') && json.ends_with('}'));
     assert!(
         json.contains(&format!(
-            "{{\"server\":0,\"pid\":{dead},\"alive\":\"dead\"}}"
+            "{{\"sdid\":{},\"server\":0,\"pid\":{dead},\"alive\":\"dead\"}}",
+            acl_notify_core::sdid::server_wide(0)
         )),
         "{json}"
     );

@@ -727,7 +727,8 @@ fn fill_check<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
 // Inter-server (SuperPod) whitelists.
 
 /// Ascend910_93: an importer on another server (ACL_NOTIFY_SIM_SERVER_ID=1) is not covered by
-/// a same-server PID entry (207006) and is admitted by an inter-server (sdid, pid) entry.
+/// a same-server PID entry (207006) and is admitted by an inter-server (sdid, pid) entry, the
+/// sdid the importer read for the device it imports on and sent beside its PID.
 /// The import passes ENABLE_PEER_ACCESS as CANN's samples do (an import enables peer access
 /// itself since the implicit-P2P change, so the flag no longer decides the outcome).
 fn inter_server_flow<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
@@ -740,11 +741,16 @@ fn inter_server_flow<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         &[(acl_notify_sim::ENV_SERVER_ID, "1".to_owned())],
     )?;
     let pid = parse_pid(&ctx.take_from("s1.pid", T, &mut r)?)?;
+    let sdid = ctx.take_from("s1.sdid", T, &mut r)?;
+    let sdid: u32 = sdid
+        .trim()
+        .parse()
+        .map_err(|_| format!("s1.sdid: {sdid:?}"))?;
     // A same-server entry with the importer's PID number.
     ok!(b.set_import_pids(n, &[pid]));
     ctx.put("key", key.as_str())?;
     ctx.take_from("s1.refused", T, &mut r)?;
-    ok!(b.set_import_server_pids(n, &[ServerPid { sdid: 1, pid }]));
+    ok!(b.set_import_server_pids(n, &[ServerPid { sdid, pid }]));
     let s = ok!(b.create_stream(0));
     ok!(b.wait_and_reset(n, s, secs(15)));
     ctx.put("s1.added", "")?;
@@ -765,6 +771,8 @@ fn server1_importer<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         "server_id() with ACL_NOTIFY_SIM_SERVER_ID=1"
     );
     ctx.put("s1.pid", &b.bare_tgid().to_string())?;
+    // The SuperPOD device id of the device it imports on (0), for the owner's entry.
+    ctx.put("s1.sdid", &ok!(b.super_pod_device_id(0)).to_string())?;
     let key = ctx.take("key", T)?;
     fails!(
         b.import_by_key(0, key.trim(), ImportFlags::ENABLE_PEER_ACCESS),
