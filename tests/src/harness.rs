@@ -224,7 +224,7 @@ impl<B: TestBackend> Ctx<'_, B> {
     }
 
     /// Waits for the file `name` written by another process of the trial, giving up once the
-    /// trial's processes could run for `timeout` ([`Bound`]).
+    /// trial's processes could run for `timeout` (see `Bound`).
     pub fn take(&self, name: &str, timeout: Duration) -> Result<String, String> {
         self.take_inner(name, timeout, None)
     }
@@ -339,7 +339,7 @@ impl RoleProc {
     }
 
     /// Waits for the process to exit; kills it once the trial's processes could run for
-    /// `timeout` ([`Bound`]) without its exit.
+    /// `timeout` (see `Bound`) without its exit.
     pub fn wait_status(&mut self, timeout: Duration) -> Result<ExitStatus, String> {
         let mut watch = Bound::trial(timeout);
         let mut nap = Duration::from_millis(1);
