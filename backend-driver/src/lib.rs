@@ -445,6 +445,28 @@ impl Backend for Driver {
     fn server_id(&self) -> u32 {
         self.inner.server_id
     }
+
+    /// `aclrtGetDeviceInfo(device, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID)`, as the library answers
+    /// it (207000 if it has no `aclrtGetDeviceInfo`).
+    fn super_pod_device_id(&self, device: u32) -> Result<u32, DriverError> {
+        let i = &self.inner;
+        let Some(f) = i.api.aclrtGetDeviceInfo else {
+            return Err(DriverError::local(
+                Error::FeatureNotSupport,
+                "the library has no aclrtGetDeviceInfo (the SuperPOD device id is its answer)",
+            ));
+        };
+        let mut v = 0i64;
+        // SAFETY: integer arguments and a valid out-pointer to an i64.
+        let code = unsafe { f(device, ffi::ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &mut v) };
+        i.check("aclrtGetDeviceInfo", code)?;
+        u32::try_from(v).map_err(|_| {
+            DriverError::local(
+                Error::DrvInternalError,
+                format!("aclrtGetDeviceInfo answered SuperPOD device id {v}, not a uint32_t"),
+            )
+        })
+    }
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! feeding protocol (`bench/src/notify.rs`: chunks of 64, a host function bumping a marker
 //! after each, the host at most two chunks ahead, sleeping on the marker's futex).
 //!
-//! `fed_probe inproc|handoff|xproc [chunks] [marker|event|query|queue]` (`CHUNK=n` in the
+//! `fed_probe inproc|handoff|xproc|hybrid [chunks] [marker|event|query|queue]` (`CHUNK=n` in the
 //! environment changes the chunk): per chunk, how often the host slept and how long its
 //! wake-up took, and, for the marker, where a chunk boundary's time goes (the bump's wake-up
 //! to the host running, the host awake, the host's sleep to the worker running again); per
@@ -11,6 +11,13 @@
 //! a futex), `event` an event recorded after each chunk and `aclrtSynchronizeEvent` on the
 //! one two chunks back, `query` the same polled with `aclrtQueryEvent` and `sched_yield`,
 //! `queue` none but the stream queue's own (a full queue blocks the enqueue).
+//!
+//! `fed_probe hybrid [chunks]`: the bench's cross-process hybrid baseline (two processes, one
+//! thread each, spin then futex; no simulator, no host) with the same per-chunk thread report,
+//! for a side-by-side table. Per thread the report also gives migrations
+//! (`/proc/self/task/*/sched`). With `STALL_LOG=path`, `xproc` writes per chunk (by the marker
+//! count) the marker bump's start, the host's wake-up, its next sleep and the bump's return to
+//! `path.A` / `path.B` (`bench/probes/rt27/stall.py` reads them).
 //!
 //! `fed_probe evsync N`: N rounds of 16 record+wait pairs, an event record and its
 //! synchronize (ns a round); `fed_probe evrec N` (N ≤ 1,000): ns per event record task, run
@@ -62,6 +69,12 @@ struct Marker {
     slept_at: AtomicU64,
     /// Sum: host's futex_wait call to the bump's futex_wake return.
     back_ns: AtomicU64,
+    /// When the host's futex_wait last returned.
+    woke_at: AtomicU64,
+    /// With `STALL_LOG=path` in the environment: per bump (by the count it found), the bump's
+    /// start, the host's wake-up, the host's next futex_wait call and the bump's return (ns,
+    /// `CLOCK_MONOTONIC`, comparable across the two processes of `xproc`).
+    log: Vec<[AtomicU64; 4]>,
 }
 
 unsafe extern "C" fn bump_marker(arg: *mut c_void) {
@@ -69,7 +82,7 @@ unsafe extern "C" fn bump_marker(arg: *mut c_void) {
     let m = unsafe { &*arg.cast::<Marker>() };
     let t0 = now_ns();
     m.at.store(t0, Ordering::Relaxed);
-    m.n.fetch_add(1, Ordering::Release);
+    let idx = m.n.fetch_add(1, Ordering::Release) as usize;
     let sleeper = m.sleeping.load(Ordering::SeqCst) != 0;
     if sleeper {
         m.bumps_with_sleeper.fetch_add(1, Ordering::Relaxed);
@@ -85,6 +98,12 @@ unsafe extern "C" fn bump_marker(arg: *mut c_void) {
             0usize,
             0u32,
         );
+    }
+    if let Some(e) = m.log.get(idx) {
+        e[0].store(t0, Ordering::Relaxed);
+        e[1].store(m.woke_at.load(Ordering::Relaxed), Ordering::Relaxed);
+        e[2].store(m.slept_at.load(Ordering::Relaxed), Ordering::Relaxed);
+        e[3].store(now_ns(), Ordering::Relaxed);
     }
     if sleeper {
         let t1 = now_ns();
@@ -155,6 +174,7 @@ impl Marker {
                     0u32,
                 )
             };
+            self.woke_at.store(now_ns(), Ordering::Relaxed);
             self.sleeping.store(0, Ordering::SeqCst);
             if r == 0 {
                 st.sleeps += 1;
@@ -194,7 +214,14 @@ impl Throttler {
         };
         Throttler {
             kind,
-            marker: Box::leak(Box::default()),
+            marker: Box::leak(Box::new(Marker {
+                log: if std::env::var_os("STALL_LOG").is_some() {
+                    (0..65_536).map(|_| Default::default()).collect()
+                } else {
+                    Vec::new()
+                },
+                ..Marker::default()
+            })),
             events,
             queued: 0,
         }
@@ -257,6 +284,8 @@ struct ThreadStat {
     wait_ns: u64,
     vol: u64,
     invol: u64,
+    /// `se.nr_migrations` from `/proc/self/task/<tid>/sched` (0 if the kernel does not say).
+    migr: u64,
 }
 
 fn threads() -> Vec<(i32, ThreadStat)> {
@@ -282,6 +311,13 @@ fn threads() -> Vec<(i32, ThreadStat)> {
                 .and_then(|x| x.parse().ok())
                 .unwrap_or(0)
         };
+        let sched = std::fs::read_to_string(p.join("sched")).unwrap_or_default();
+        let migr = sched
+            .lines()
+            .find(|l| l.starts_with("se.nr_migrations"))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|x| x.trim().parse().ok())
+            .unwrap_or(0);
         v.push((
             tid,
             ThreadStat {
@@ -290,6 +326,7 @@ fn threads() -> Vec<(i32, ThreadStat)> {
                 wait_ns,
                 vol: get("voluntary_ctxt_switches"),
                 invol: get("nonvoluntary_ctxt_switches"),
+                migr,
             },
         ));
     }
@@ -367,7 +404,7 @@ fn report(
             continue;
         }
         println!(
-            "  {:>6} {:<16} on-CPU {:5.1} % ({:6.2} µs/chunk), runq wait {:6.2} µs/chunk, vol sw {:.3}/chunk, invol {:.3}/chunk",
+            "  {:>6} {:<16} on-CPU {:5.1} % ({:6.2} µs/chunk), runq wait {:6.2} µs/chunk, vol sw {:.3}/chunk, invol {:.3}/chunk, migrations {:.3}/chunk",
             tid,
             a.name,
             run as f64 * 100.0 / wall as f64,
@@ -375,6 +412,7 @@ fn report(
             (a.wait_ns - b.wait_ns) as f64 / c / 1e3,
             (a.vol - b.vol) as f64 / c,
             (a.invol - b.invol) as f64 / c,
+            (a.migr - b.migr) as f64 / c,
         );
     }
     let cpus = 2.0;
@@ -425,7 +463,24 @@ fn feed(
     th.wait_done(sim, 1, &mut HostStats::default());
     let before = threads();
     let t0 = now_ns();
+    // `PIN_HOST_AT=k`: at chunk k the host pins itself to the CPU it is on (by then the
+    // placement has moved it beside its worker), to see what the kernel's choice of a CPU at
+    // each wake-up costs.
+    let pin_at: Option<u32> = std::env::var("PIN_HOST_AT")
+        .ok()
+        .and_then(|x| x.parse().ok());
     for k in 0..chunks as u32 {
+        if Some(k) == pin_at {
+            // SAFETY: sched_getcpu(3) has no preconditions.
+            let cpu = unsafe { libc::sched_getcpu() };
+            // SAFETY: all-zero is the empty set; CPU_SET writes the bit of a CPU the kernel
+            // named; sched_setaffinity(0, …) only reads the set.
+            unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu as usize, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+            }
+        }
         if k >= 2 {
             th.wait_done(sim, 1 + k - 1, &mut host);
         }
@@ -596,9 +651,146 @@ fn xproc(ns: &str, chunks: u64, kind: Throttle) {
         std::thread::sleep(Duration::from_millis(50));
     }
     fed.report(if me == 0 { "xproc A" } else { "xproc B" }, chunks, &th);
+    if let Some(p) = std::env::var_os("STALL_LOG") {
+        let mut out = String::new();
+        for (i, e) in th.marker.log.iter().enumerate() {
+            let v: Vec<u64> = e.iter().map(|x| x.load(Ordering::Relaxed)).collect();
+            if v[0] != 0 {
+                out += &format!("{i} {} {} {} {}\n", v[0], v[1], v[2], v[3]);
+            }
+        }
+        let mut p = std::path::PathBuf::from(p);
+        p.as_mut_os_string().push(if me == 0 { ".A" } else { ".B" });
+        std::fs::write(p, out).unwrap();
+    }
     sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
         .unwrap();
     sim.destroy_stream(s, StreamDestroy::Discard).unwrap();
+    if me == 1 {
+        std::process::exit(0);
+    }
+    let mut status = 0;
+    // SAFETY: `pid` is our child; `status` is a valid out-pointer.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+}
+
+/// The bench's hybrid baseline's line (`bench/src/pingpong.rs`): a word and its sleepers.
+#[repr(C, align(64))]
+struct HLine {
+    v: AtomicU32,
+    sleepers: AtomicU32,
+}
+
+/// Spins up to the simulator's `SPIN` (the hybrid's), then `FUTEX_WAIT`s (shared: two
+/// processes), until `l.v != last`.
+fn hybrid_wait(l: &HLine, last: u32) {
+    let spin = acl_notify_core::table::SPIN.as_nanos() as u64;
+    let start = now_ns();
+    let mut n = 0u32;
+    loop {
+        if l.v.load(Ordering::Acquire) != last {
+            return;
+        }
+        std::hint::spin_loop();
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(16) && now_ns() - start > spin {
+            break;
+        }
+    }
+    l.sleepers.fetch_add(1, Ordering::SeqCst);
+    while l.v.load(Ordering::SeqCst) == last {
+        // SAFETY: FUTEX_WAIT on a live atomic of the shared page.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                l.v.as_ptr(),
+                libc::FUTEX_WAIT,
+                last,
+                std::ptr::null::<libc::timespec>(),
+                0usize,
+                0u32,
+            )
+        };
+    }
+    l.sleepers.fetch_sub(1, Ordering::SeqCst);
+}
+
+fn hybrid_set(l: &HLine, x: u32) {
+    l.v.store(x, Ordering::SeqCst);
+    if l.sleepers.load(Ordering::SeqCst) != 0 {
+        // SAFETY: FUTEX_WAKE only uses the address as a key.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                l.v.as_ptr(),
+                libc::FUTEX_WAKE,
+                i32::MAX,
+                0usize,
+                0usize,
+                0u32,
+            )
+        };
+    }
+}
+
+/// `hybrid`: the bench's cross-process hybrid baseline (spin, then futex; one thread a
+/// process, no host, no simulator), with the same per-chunk report as `xproc`.
+fn hybrid(chunks: u64) {
+    // SAFETY: an anonymous shared mapping of one page; checked below.
+    let page = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert!(page != libc::MAP_FAILED, "mmap");
+    // SAFETY: a zeroed page, mapped for the rest of the process: zero is a valid pair of lines.
+    let lines: &'static [HLine; 2] = unsafe { &*page.cast::<[HLine; 2]>() };
+    // SAFETY: no other thread exists yet.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork");
+    if pid == 0 {
+        // SAFETY: prctl(2) with an integer argument; the child dies with its parent.
+        unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    }
+    let me = usize::from(pid == 0);
+    let (a, b) = (&lines[0], &lines[1]);
+    let run = |from: u64, to: u64| {
+        for i in from as u32..to as u32 {
+            if me == 0 {
+                hybrid_set(a, i + 1);
+                hybrid_wait(b, i);
+            } else {
+                hybrid_wait(a, i);
+                hybrid_set(b, i + 1);
+            }
+        }
+    };
+    run(0, CHUNK());
+    let before = threads();
+    let t0 = now_ns();
+    run(CHUNK(), (chunks + 1) * CHUNK());
+    let wall = now_ns() - t0;
+    let after = threads();
+    if me == 1 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    report(
+        Run {
+            label: if me == 0 { "hybrid A" } else { "hybrid B" },
+            units: chunks * CHUNK(),
+            chunks,
+            wall,
+        },
+        &HostStats::default(),
+        &before,
+        &after,
+        None,
+    );
     if me == 1 {
         std::process::exit(0);
     }
@@ -685,6 +877,10 @@ fn main() {
     let _guard = acl_notify_sim::NamespaceGuard(ns.clone());
     if mode == "xproc" {
         xproc(&ns, chunks, kind);
+        return;
+    }
+    if mode == "hybrid" {
+        hybrid(chunks);
         return;
     }
     let sim = open(&ns);

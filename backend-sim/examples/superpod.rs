@@ -14,8 +14,8 @@ use std::sync::mpsc::channel;
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{
-    CreateFlags, ExportFlags, HostOps, ImportFlags, NotifyResources, ServerPid, Soc, StreamOps,
-    SyncWait,
+    Backend, CreateFlags, ExportFlags, HostOps, ImportFlags, NotifyResources, ServerPid, Soc,
+    StreamOps, SyncWait,
 };
 use acl_notify_sim::cluster::ClusterConfig;
 use acl_notify_sim::cluster::etcd::Etcd;
@@ -151,24 +151,20 @@ fn remote_record(cluster: &EtcdCluster, samples: usize) -> Res<()> {
     let (b, _gb) = host(&cfg, "superpod-b", 1, 2)?;
     let e = |e: acl_notify_sim::SimError| e.to_string();
     let pid = std::process::id() as i32;
-    // Each host owns one notify and imports the other's.
-    let share = |owner: &Sim, other: &Sim, other_server: u32| -> Res<_> {
+    // Each host owns one notify and imports the other's on its device 0, whitelisted by that
+    // device's SuperPOD device id (what the importer would send beside its PID).
+    let share = |owner: &Sim, other: &Sim| -> Res<_> {
         let n = owner.create_notify(0, CreateFlags::empty()).map_err(e)?;
         let key = owner.export_key(n, ExportFlags::empty()).map_err(e)?;
+        let sdid = other.super_pod_device_id(0).map_err(e)?;
         owner
-            .set_import_server_pids(
-                n,
-                &[ServerPid {
-                    sdid: other_server,
-                    pid,
-                }],
-            )
+            .set_import_server_pids(n, &[ServerPid { sdid, pid }])
             .map_err(e)?;
         let imp = other.import_key(0, &key, ImportFlags::empty()).map_err(e)?;
         Ok((n, imp))
     };
-    let (na, na_in_b) = share(&a, &b, 1)?;
-    let (nb, nb_in_a) = share(&b, &a, 0)?;
+    let (na, na_in_b) = share(&a, &b)?;
+    let (nb, nb_in_a) = share(&b, &a)?;
     let (sa, sb) = (
         a.create_stream(0).map_err(e)?,
         b.create_stream(0).map_err(e)?,
@@ -213,7 +209,8 @@ fn remote_memory(cluster: &EtcdCluster, samples: usize, big: usize) -> Res<()> {
     let owned = a.malloc(0, big, 0).map_err(e)?;
     let key = a.ipc_mem_export(owned, big, false).map_err(e)?;
     let pid = std::process::id() as i32;
-    a.ipc_mem_set_server_pids(&key, &[ServerPid { sdid: 1, pid }])
+    let sdid = b.super_pod_device_id(0).map_err(e)?;
+    a.ipc_mem_set_server_pids(&key, &[ServerPid { sdid, pid }])
         .map_err(e)?;
     let remote = b.ipc_mem_import(0, &key, false).map_err(e)?;
     let local = b.malloc(0, big, 0).map_err(e)?;

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::sync::{PoisonError, Weak};
 
+use acl_notify_core::sdid;
 use acl_notify_core::table::{ExportState, LastReset, MAX_PROCS, NotifySlot, SlotState};
+use acl_notify_core::whitelist::WhitelistEntry;
 
 use crate::fork::PerProcess;
 use crate::shm::{P_ALIVE, P_CLAIMING, P_FREE, P_RECLAIMING, ShmFile};
@@ -25,10 +27,13 @@ pub(crate) trait RemoteLiveness: Send + Sync {
     /// names.
     fn alive(&self, procs: &[(u32, i32)]) -> Option<Vec<RemoteState>>;
 
-    /// `"; this process's own cluster lease expired …"` if this process's own lease was found
-    /// expired (the other hosts took it for dead meanwhile), else nothing: a message that
+    /// `"; this process's own cluster lease expired …"` if the lease this process published
+    /// notify `id` of device `dev` under was found expired (the other hosts took it for dead
+    /// meanwhile, and their imports of it went stale), else nothing (also for a notify it
+    /// published only after it joined again, or never): a message about that notify that
     /// names other hosts' processes adds it, so that it does not blame only them.
-    fn own_lapse(&self) -> String {
+    fn own_lapse(&self, dev: u32, id: u32) -> String {
+        let _ = (dev, id);
         String::new()
     }
 }
@@ -81,10 +86,10 @@ fn membership(namespace: &str) -> Option<std::sync::Arc<dyn RemoteLiveness>> {
         .find_map(|(_, w)| w.upgrade())
 }
 
-/// [`RemoteLiveness::own_lapse`] of this process's membership through `namespace` (nothing
-/// outside cluster mode).
-fn own_lapse(namespace: &str) -> String {
-    membership(namespace).map_or_else(String::new, |m| m.own_lapse())
+/// [`RemoteLiveness::own_lapse`] of this process's membership through `namespace` for notify
+/// `id` of device `dev` (nothing outside cluster mode).
+fn own_lapse(namespace: &str, dev: u32, id: u32) -> String {
+    membership(namespace).map_or_else(String::new, |m| m.own_lapse(dev, id))
 }
 
 /// Processes `(server, pid, start_time)` (`start_time` 0 if not known) of other servers as
@@ -235,21 +240,23 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
             Some(wl) => {
                 // Other servers' processes: on other hosts in cluster mode (known to the etcd
                 // cluster, asked once for all of them), else on this machine.
+                // (A notify's entries name a device or a server: `sdid::server_of` is `Some`.)
+                let server_of = |e: &WhitelistEntry| sdid::server_of(e.sdid).unwrap_or(u32::MAX);
                 let others: Vec<(u32, i32, u64)> = wl
                     .iter()
-                    .filter(|e| e.sdid != file.server())
-                    .map(|e| (e.sdid, e.pid, e.start_time))
+                    .filter(|e| server_of(e) != file.server())
+                    .map(|e| (server_of(e), e.pid, e.start_time))
                     .collect();
                 let mut remote = server_pids_alive(file.namespace(), &others).into_iter();
                 s.push_str("; whitelisted:");
                 for (i, e) in wl.iter().enumerate() {
                     let sep = if i == 0 { " " } else { ", " };
-                    if e.sdid == file.server() {
+                    if server_of(e) == file.server() {
                         let live = identity_alive(e.pid, e.start_time, e.identity);
                         let _ = write!(s, "{sep}{}", who(e.pid, live));
                     } else {
                         let live = remote.next().unwrap_or("liveness unknown");
-                        let _ = write!(s, "{sep}pid {} on server {} ({live})", e.pid, e.sdid);
+                        let _ = write!(s, "{sep}pid {} on server {} ({live})", e.pid, server_of(e));
                     }
                 }
             }
@@ -282,7 +289,7 @@ pub(crate) fn notify_facts(file: &ShmFile, dev: u32, id: u32, slot: &NotifySlot)
     let _ = write!(s, "; held by {}", held.join(", "));
     // Records from other hosts that did not come may be this process's fault: the cluster
     // took it for dead while its own lease was lapsed.
-    s.push_str(&own_lapse(file.namespace()));
+    s.push_str(&own_lapse(file.namespace(), dev, id));
     s
 }
 
@@ -453,6 +460,7 @@ pub(crate) fn merged_text(m: acl_notify_core::table::MergedRecords) -> String {
 mod tests {
     use std::time::Duration;
 
+    use acl_notify_core::sdid::PodDevice;
     use acl_notify_core::{CreateFlags, ExportFlags, HostOps, NotifyResources, ServerPid, Soc};
 
     use crate::NamespaceGuard;
@@ -473,10 +481,11 @@ mod tests {
         let me = std::process::id() as i32;
         let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
         sim.export_key(h, ExportFlags::empty()).unwrap();
-        let entries = [
-            ServerPid { sdid: 1, pid: dead },
-            ServerPid { sdid: 1, pid: me },
-        ];
+        let s1 = |pid| ServerPid {
+            sdid: PodDevice::new(1, 0).unwrap().sdid(),
+            pid,
+        };
+        let entries = [s1(dead), s1(me)];
         sim.set_import_server_pids(h, &entries).unwrap();
         let e = sim.host_wait(h, Duration::from_millis(10)).unwrap_err();
         let text = e.to_string();
@@ -514,8 +523,10 @@ mod tests {
             )
         }
 
-        fn own_lapse(&self) -> String {
-            "; this process's own cluster lease expired (fake)".into()
+        fn own_lapse(&self, dev: u32, id: u32) -> String {
+            format!(
+                "; this process's own cluster lease expired (fake: notify {id} of device {dev})"
+            )
         }
     }
 
@@ -541,13 +552,11 @@ mod tests {
         let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
         sim.export_key(h, ExportFlags::empty()).unwrap();
         let me = std::process::id() as i32;
-        let entries = [
-            ServerPid { sdid: 1, pid: 101 },
-            ServerPid { sdid: 0, pid: me },
-            ServerPid { sdid: 1, pid: 102 },
-            ServerPid { sdid: 2, pid: 203 },
-            ServerPid { sdid: 2, pid: 204 },
-        ];
+        let at = |server, pid| ServerPid {
+            sdid: PodDevice::new(server, 0).unwrap().sdid(),
+            pid,
+        };
+        let entries = [at(1, 101), at(0, me), at(1, 102), at(2, 203), at(2, 204)];
         sim.set_import_server_pids(h, &entries).unwrap();
         let text = sim
             .host_wait(h, Duration::from_millis(10))
@@ -565,7 +574,8 @@ mod tests {
             "pid 203 on server 2 (its cluster lease is live)",
             "pid 204 on server 2 (exited: it left the cluster)",
             // This process's own lapse, beside the peers it names.
-            "; this process's own cluster lease expired (fake)",
+            "; this process's own cluster lease expired (fake: notify ",
+            " of device 0)",
         ] {
             assert!(text.contains(part), "{part:?} not in {text}");
         }

@@ -270,6 +270,14 @@ static IN_FORKED_CHILD: std::sync::atomic::AtomicBool = std::sync::atomic::Atomi
 /// `write(2)`, not through stderr's lock, for the same reason.
 #[cfg(test)]
 pub(crate) fn run_in_child(body: impl FnOnce() -> bool) -> Result<(), i32> {
+    wait_child(fork_child(body))
+}
+
+/// For tests: [`run_in_child`]'s fork, without the wait: the child's pid, for a test that
+/// signals it while it runs (SIGSTOP, SIGCONT) before [`wait_child`]. Every rule of
+/// [`run_in_child`] holds for `body`.
+#[cfg(test)]
+pub(crate) fn fork_child(body: impl FnOnce() -> bool) -> libc::pid_t {
     use std::sync::atomic::{AtomicU8, Ordering};
     // 0: no hook yet, 1: a thread installs it, 2: installed (an atomic, not a `Once`: see
     // `no_static_is_a_lock_a_forked_child_could_find_held`). No fork before 2.
@@ -301,8 +309,15 @@ pub(crate) fn run_in_child(body: impl FnOnce() -> bool) -> Result<(), i32> {
         // SAFETY: ends the child without running the parent's destructors.
         unsafe { libc::_exit(if ok { 0 } else { 1 }) };
     }
+    child
+}
+
+/// For tests: waits for child `child` of [`fork_child`]: `Err` holds the wait status unless
+/// it ran its body to the end and the body returned `true`.
+#[cfg(test)]
+pub(crate) fn wait_child(child: libc::pid_t) -> Result<(), i32> {
     let mut status = 0;
-    // SAFETY: waits for the child forked above.
+    // SAFETY: waits for a child of this process (`fork_child`'s), not yet reaped.
     assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
     if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
         Ok(())

@@ -1,13 +1,15 @@
-//! IPC policy: who may import a notify. Whitelists (adding entries, matching this process),
-//! the checks an import makes before and after it parses the key, and other servers' files.
+//! IPC policy: who may import a notify. Whitelists (adding entries, matching this process by
+//! the sdid of the device it imports on, [`acl_notify_core::sdid`]), the checks an import makes
+//! before and after it parses the key, and other servers' files.
 
 use std::sync::Arc;
 
+use acl_notify_core::sdid::{self, PodDevice, Shown};
 use acl_notify_core::table::{ExportState, NotifySlot};
 use acl_notify_core::whitelist::{
     MAX_ENTRIES as MAX_WHITELIST, NOT_RUNNING, Whitelist, WhitelistEntry,
 };
-use acl_notify_core::{Error, ExportKey, Feature, Lifecycle, Op, RawNotify};
+use acl_notify_core::{Error, ExportKey, Feature, Lifecycle, Op, RawNotify, ServerPid};
 
 use crate::entries::NotifyEntry;
 use crate::error::SimError;
@@ -17,10 +19,8 @@ use crate::shm::{OpenMode, ShmFile, SlotRef};
 use crate::sim::Sim;
 use crate::{diag, shm, sys};
 
-/// The server of a whitelist entry that admits its PID on any server of the SuperPod: the
-/// PIDs a FABRIC handle's whitelist names (`aclrtMemSetPidToShareableHandleV2` names no
-/// server; [`crate::mem::fabric`]). Server ids are 0–65535, so no real server has it.
-pub(crate) const ANY_SERVER: u32 = u32::MAX;
+// Every device of a server has an sdid.
+const _: () = assert!(crate::shm::MAX_DEVICES <= sdid::MAX_DEVICES);
 
 /// Tests: a place in an import (`Sim::import_parsed`) where a test can stop it while another
 /// process acts ([`pause_import_at`]).
@@ -75,25 +75,43 @@ fn import_reaches(at: ImportWindow) {
     }
 }
 
-/// Refuses (107000) an inter-server whitelist entry a caller gives with [`ANY_SERVER`]'s id:
-/// written as it came, that entry would admit its PID on every server of the SuperPod, not
-/// the one the caller named (the notify's and the device memory's inter-server whitelists
-/// both check through here, before any entry is added).
-pub(crate) fn no_reserved_server(entries: &[acl_notify_core::ServerPid]) -> Result<(), SimError> {
-    match entries.iter().position(|e| e.sdid == ANY_SERVER) {
-        Some(i) => Err(err(
-            Error::ParamInvalid,
-            format!(
-                "serverPids entry {i} names server {ANY_SERVER:#x} (pid {}): no server of a \
-                 SuperPod has that id (the simulator keeps it to mean \"any server\")",
-                entries[i].pid
-            ),
-        )),
-        None => Ok(()),
-    }
-}
-
 impl Sim {
+    /// The sdid of `device` of this server (a device of this machine: `device_ok` passed).
+    pub(crate) fn sdid_of(&self, device: u32) -> u32 {
+        PodDevice::new(self.inner.server_id, device).map_or(sdid::ANYWHERE, PodDevice::sdid)
+    }
+
+    /// Refuses (107000) inter-server whitelist entry `i` (`e`) if its sdid names no device of
+    /// the SuperPod: not an sdid at all (a server id, say: the mistake that whitelists the
+    /// wrong process on hardware), or a device past the server's count, for a server whose
+    /// count this process knows (its own, and in single-host mode every server of the
+    /// namespace, which all have this one's; another host's is not known here). The notify's
+    /// and the device memory's inter-server whitelists both check through here.
+    pub(crate) fn check_entry_sdid(&self, i: usize, e: &ServerPid) -> Result<(), SimError> {
+        let bad = |why: String| {
+            err(
+                Error::ParamInvalid,
+                format!(
+                    "serverPids entry {i} (pid {}): sdid {:#x} names no device of the SuperPod: \
+                     {why}",
+                    e.pid, e.sdid
+                ),
+            )
+        };
+        let d = sdid::parse(e.sdid).map_err(|why| bad(why.to_string()))?;
+        let known = d.server == self.inner.server_id || self.inner.cluster.is_none();
+        if known && d.device >= self.inner.devices {
+            return Err(bad(format!(
+                "it parses to server {}, device {}, and a server here has {} devices (0 to {})",
+                d.server,
+                d.device,
+                self.inner.devices,
+                self.inner.devices - 1
+            )));
+        }
+        Ok(())
+    }
+
     /// Test hook: adds a whitelist entry for `pid` on this server with an explicit start time
     /// and no pidfs identity (see `sys::ProcessIdentity`; to simulate a recycled PID, or the
     /// entry of an owner that cannot open pidfds). Same checks as
@@ -107,7 +125,7 @@ impl Sim {
     ) -> Result<(), SimError> {
         let entry = || {
             vec![WhitelistEntry::with_start_time(
-                self.inner.server_id,
+                self.same_server(),
                 pid,
                 start_time,
             )]
@@ -244,6 +262,15 @@ impl Sim {
         Ok(())
     }
 
+    /// The sdid of a same-server whitelist entry (`aclrtNotifySetImportPid` and its memory
+    /// twins name no device): any device of this server.
+    pub(crate) fn same_server(&self) -> u32 {
+        // Server ids are 0–65535 (`Builder::open` checks).
+        sdid::server_wide(self.inner.server_id as u16)
+    }
+
+    /// The entry for process `pid` importing where `sdid` admits: a device's sdid, or
+    /// [`same_server`](Self::same_server)'s.
     pub(crate) fn whitelist_entry(&self, sdid: u32, pid: i32) -> WhitelistEntry {
         // A process on this server: remember both kinds of its identity this process can take
         // (its start time, and a pidfs inode number where pidfds can be opened), so a later
@@ -251,7 +278,7 @@ impl Sim {
         // (under valgrind) is still checked by that one; a PID no process has now gets an entry
         // that matches nobody, ever. On another server (another PID namespace, another kernel)
         // the identity is unknown: any process with that PID there.
-        if sdid != self.inner.server_id {
+        if sdid::server_of(sdid) != Some(self.inner.server_id) {
             return WhitelistEntry::new(sdid, pid);
         }
         match sys::process_identity(pid) {
@@ -260,16 +287,26 @@ impl Sim {
         }
     }
 
-    /// Why this process may not import what a process of `server` exported with whitelist
-    /// `wl`; `None` if it may. Shared by notify and memory imports.
-    pub(crate) fn not_admitted(&self, wl: &Whitelist, server: u32) -> Option<String> {
+    /// Why this process, importing on `device`, may not import what a process of `server`
+    /// exported with whitelist `wl`; `None` if it may. Shared by notify and memory imports.
+    /// An entry admits the device of its sdid, every device of its server (a same-server
+    /// entry) or every device ([`sdid::ANYWHERE`]): a process whitelisted for one device of
+    /// a server is refused on another, since an sdid names a device, not a server
+    /// (hicann/runtime `src/runtime/core/src/notify/notify.cc` parses one into server, chip,
+    /// die and device).
+    pub(crate) fn not_admitted(&self, wl: &Whitelist, server: u32, device: u32) -> Option<String> {
         let (me_srv, me_pid, me) = (self.inner.server_id, self.inner.pid, self.inner.identity);
-        if wl.matches(me_srv, me_pid, me.start_time, me.pidfs)
-            || wl.matches(ANY_SERVER, me_pid, me.start_time, me.pidfs)
-        {
+        let here = self.sdid_of(device);
+        if wl.matches(here, me_pid, me.start_time, me.pidfs) {
             return None;
         }
-        let entry = wl.iter().find(|e| e.sdid == me_srv && e.pid == me_pid);
+        let entry = wl
+            .iter()
+            .find(|e| e.pid == me_pid && sdid::admits(e.sdid, here));
+        let on_server = |s: u32| {
+            wl.iter()
+                .find(move |e| e.pid == me_pid && sdid::server_of(e.sdid) == Some(s))
+        };
         Some(if entry.is_some_and(|e| e.start_time == NOT_RUNNING) {
             format!(
                 "pid {me_pid} is whitelisted, but no process had that PID when it was \
@@ -289,13 +326,33 @@ impl Sim {
                 sys::describe_identity(e.start_time, e.identity),
                 sys::describe_identity(me.start_time, me.pidfs)
             )
-        } else if server != me_srv && wl.iter().any(|e| e.pid == me_pid && e.sdid == server) {
+        } else if let Some(e) = on_server(me_srv) {
+            format!(
+                "pid {me_pid} is whitelisted for sdid {}, but this process imports on sdid {}: \
+                 an inter-server entry names the importer's device (the sdid it reads with \
+                 aclrtGetDeviceInfo(dev, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID) on the device it \
+                 imports on)",
+                Shown(e.sdid),
+                Shown(here)
+            )
+        } else if server != me_srv && on_server(server).is_some() {
             format!(
                 "pid {me_pid} is whitelisted on server {server} only; an importer on server \
-                 {me_srv} needs an inter-server entry (sdid {me_srv}, pid {me_pid})"
+                 {me_srv} needs an inter-server entry (sdid {}, pid {me_pid})",
+                Shown(here)
+            )
+        } else if let Some(e) = wl.iter().find(|e| e.pid == me_pid) {
+            format!(
+                "pid {me_pid} is whitelisted for sdid {}, another server's, but this process \
+                 imports on sdid {}",
+                Shown(e.sdid),
+                Shown(here)
             )
         } else {
-            format!("pid {me_pid} on server {me_srv} is not whitelisted")
+            format!(
+                "pid {me_pid} on server {me_srv} is not whitelisted (it imports on sdid {})",
+                Shown(here)
+            )
         })
     }
 
@@ -398,7 +455,7 @@ impl Sim {
                     format!("whitelist of notify {id} is unreadable (corrupt shared memory)"),
                 )
             })?;
-            if let Some(why) = self.not_admitted(&wl, server) {
+            if let Some(why) = self.not_admitted(&wl, server, device) {
                 return Err(err(
                     Error::NoPermission,
                     format!(
@@ -441,45 +498,113 @@ mod tests {
     use std::sync::atomic::{AtomicI32, Ordering::SeqCst};
     use std::time::Duration;
 
+    use acl_notify_core::sdid::{self, PodDevice};
     use acl_notify_core::{
-        BackendError, CreateFlags, Error, ExportFlags, ExportKey, HostOps, ImportFlags,
-        NotifyResources, ServerPid, Soc, StreamOps, SyncWait, Timeout,
+        Backend as _, BackendError, CreateFlags, Error, ExportFlags, ExportKey, HostOps,
+        ImportFlags, NotifyResources, ServerPid, Soc, StreamOps, SyncWait, Timeout,
     };
 
-    use super::{ANY_SERVER, ImportWindow, pause_import_at};
+    use super::{ImportWindow, Whitelist, pause_import_at};
     use crate::NamespaceGuard;
     use crate::sim::Sim;
 
-    /// A caller's inter-server entry with the reserved server id is refused before anything is
-    /// whitelisted, for notifies and device memory alike (it was written as given, and then
-    /// admitted its PID on every server).
+    /// An inter-server entry whose sdid names no device of the SuperPod is refused (107000,
+    /// saying why), for notifies and device memory alike: a server id (what the simulator
+    /// answered for a device's sdid before, and on hardware a device of another server), the
+    /// whitelist-only "anywhere" (it was written as given, and then admitted its PID on every
+    /// server), a device past this machine's count. The notify keeps the entries before the
+    /// bad one (SPEC §3: per entry); the memory call adds nothing.
     #[test]
-    fn an_inter_server_entry_with_the_reserved_server_id_is_refused() {
+    fn an_inter_server_entry_whose_sdid_names_no_device_is_refused() {
         let (sim, _ns) = NamespaceGuard::open_sim(
             format!("unit-ipc-policy-{}", std::process::id()),
             Soc::Ascend910_93,
-            1,
+            2,
         )
         .expect("opening a test Sim");
-        let entries = [
-            ServerPid { sdid: 1, pid: 4242 },
-            ServerPid {
-                sdid: ANY_SERVER,
-                pid: 4343,
-            },
-        ];
-        let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
-        sim.export_key(h, ExportFlags::empty()).unwrap();
-        let e = sim.set_import_server_pids(h, &entries).unwrap_err();
-        assert_eq!(e.kind(), acl_notify_core::Error::ParamInvalid, "{e}");
-        assert!(e.to_string().contains("serverPids entry 1"), "{e}");
-        // Nothing of the call was added: entry 0 alone is still accepted.
-        sim.set_import_server_pids(h, &entries[..1]).unwrap();
-        let a = sim.malloc(0, 4096, 0).unwrap();
-        let k = sim.ipc_mem_export(a, 4096, false).unwrap();
-        let e = sim.ipc_mem_set_server_pids(&k, &entries).unwrap_err();
-        assert_eq!(e.kind(), acl_notify_core::Error::ParamInvalid, "{e}");
-        sim.ipc_mem_set_server_pids(&k, &entries[..1]).unwrap();
+        let good = ServerPid {
+            sdid: PodDevice::new(1, 1).unwrap().sdid(),
+            pid: 4242,
+        };
+        for (bad, why) in [
+            (1, "server id"),
+            (sdid::ANYWHERE, "top byte"),
+            (PodDevice::new(1, 2).unwrap().sdid(), "2 devices"),
+            (0x5D00_0140, "at most 64 devices"),
+        ] {
+            let entries = [
+                good,
+                ServerPid {
+                    sdid: bad,
+                    pid: 4343,
+                },
+            ];
+            let h = sim.create_notify(0, CreateFlags::empty()).unwrap();
+            sim.export_key(h, ExportFlags::empty()).unwrap();
+            let e = sim.set_import_server_pids(h, &entries).unwrap_err();
+            assert_eq!(e.kind(), acl_notify_core::Error::ParamInvalid, "{e}");
+            let text = e.to_string();
+            assert!(text.contains("serverPids entry 1"), "{text}");
+            assert!(
+                text.contains("names no device") && text.contains(why),
+                "{text}"
+            );
+            let info = sim.notify_info(h).unwrap();
+            assert_eq!(
+                info.state,
+                acl_notify_core::Lifecycle::Whitelisted,
+                "entry 0 stays"
+            );
+            sim.destroy_notify(h).unwrap();
+            let a = sim.malloc(0, 4096, 0).unwrap();
+            let k = sim.ipc_mem_export(a, 4096, false).unwrap();
+            let e = sim.ipc_mem_set_server_pids(&k, &entries).unwrap_err();
+            assert_eq!(e.kind(), acl_notify_core::Error::ParamInvalid, "{e}");
+            assert!(e.to_string().contains(why), "{e}");
+            sim.ipc_mem_set_server_pids(&k, &entries[..1]).unwrap();
+            sim.ipc_mem_close(&k).unwrap();
+            sim.free(a).unwrap();
+        }
+    }
+
+    /// A process whitelisted for device 0 of its server is refused on device 1 of that server,
+    /// with a message that names both sdids parsed; on device 0 it is admitted; a same-server
+    /// entry admits it on every device. (The simulator matched entries by server before, so
+    /// the device never mattered.) Checked on the policy itself: the importer is this process.
+    #[test]
+    fn a_process_whitelisted_for_one_device_is_refused_on_another() {
+        let (sim, _ns) = NamespaceGuard::open_sim(
+            format!("unit-ipc-policy-dev-{}", std::process::id()),
+            Soc::Ascend910_93,
+            2,
+        )
+        .expect("opening a test Sim");
+        let me = std::process::id() as i32;
+        let dev0 = sim.super_pod_device_id(0).unwrap();
+        let dev1 = sim.super_pod_device_id(1).unwrap();
+        assert_ne!(dev0, dev1);
+        assert_eq!(
+            sdid::parse(dev1),
+            Ok(PodDevice {
+                server: 0,
+                device: 1
+            })
+        );
+        let mut wl = Whitelist::new();
+        wl.add(sim.whitelist_entry(dev0, me)).unwrap();
+        assert_eq!(sim.not_admitted(&wl, 0, 0), None, "device 0 is admitted");
+        let why = sim.not_admitted(&wl, 0, 1).expect("device 1 is refused");
+        for part in [
+            "0x5d000000 (server 0, device 0)",
+            "0x5d000001 (server 0, device 1)",
+        ] {
+            assert!(why.contains(part), "{part:?} not in {why}");
+        }
+        let mut same = Whitelist::new();
+        same.add(sim.whitelist_entry(sim.same_server(), me))
+            .unwrap();
+        assert_eq!(sim.not_admitted(&same, 0, 0), None);
+        assert_eq!(sim.not_admitted(&same, 0, 1), None);
     }
 
     /// A key of another simulated host (another namespace) imported without a cluster says

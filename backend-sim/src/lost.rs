@@ -219,7 +219,13 @@ mod tests {
             (
                 "set import pid inter-server",
                 Box::new(|| {
-                    sim.set_import_server_pids(exported, &[ServerPid { sdid: 0, pid: me }])
+                    sim.set_import_server_pids(
+                        exported,
+                        &[ServerPid {
+                            sdid: sim.sdid_of(0),
+                            pid: me,
+                        }],
+                    )
                 }),
             ),
             (

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use acl_notify_core::sdid;
 use acl_notify_core::table::{ExportState, WaitOutcome};
 use acl_notify_core::{
     Backend, BackendError, CreateFlags, Error, ExportFlags, ExportKey, Feature, HostCall, HostOps,
@@ -40,6 +41,13 @@ impl Backend for Sim {
 
     fn server_id(&self) -> u32 {
         self.inner.server_id
+    }
+
+    /// Each device's own: device `device` of this server in the simulator's layout
+    /// ([`acl_notify_core::sdid`]), on every SoC.
+    fn super_pod_device_id(&self, device: u32) -> Result<u32, SimError> {
+        self.device_ok(device)?;
+        Ok(self.sdid_of(device))
     }
 }
 
@@ -201,7 +209,7 @@ impl NotifyResources for Sim {
         self.checked(|| {
             self.notify_calls()?;
             self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
-            let me = self.inner.server_id;
+            let me = self.same_server();
             let entries = || pids.iter().map(|&p| self.whitelist_entry(me, p)).collect();
             self.add_whitelist(notify, pids.len(), entries, false)
         })
@@ -221,15 +229,17 @@ impl NotifyResources for Sim {
                 self.remote_owner_only(notify, Op::SetImportPid)
                     .unwrap_or(e)
             })?;
-            crate::ipc_policy::no_reserved_server(entries)?;
-            for sp in entries {
+            for (i, sp) in entries.iter().enumerate() {
                 self.require(Feature::InterServer, "inter-server whitelisting")?;
                 self.require(Feature::Ipc, "whitelisting importers (IPC)")?;
+                self.check_entry_sdid(i, sp)?;
                 let entry = || vec![self.whitelist_entry(sp.sdid, sp.pid)];
                 self.add_whitelist(notify, 1, entry, true)?;
             }
             if self.inner.cluster.is_some()
-                && entries.iter().any(|e| e.sdid != self.inner.server_id)
+                && entries
+                    .iter()
+                    .any(|e| sdid::server_of(e.sdid) != Some(self.inner.server_id))
             {
                 self.publish(notify, false)?;
             }

@@ -183,7 +183,8 @@ fn inspector_explains_a_stuck_wait() {
     );
     assert!(
         json.contains(&format!(
-            "\"whitelist\":[{{\"server\":0,\"pid\":{imp_pid},\"alive\":\"dead\"}}]"
+            "\"whitelist\":[{{\"sdid\":{},\"server\":0,\"pid\":{imp_pid},\"alive\":\"dead\"}}]",
+            acl_notify_core::sdid::server_wide(0)
         )),
         "{json}"
     );

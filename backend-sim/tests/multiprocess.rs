@@ -14,6 +14,7 @@ use std::time::Duration;
 use acl_notify_core::event::{
     EventFlags, EventOps, EventSpec, IPC_EVENT_HANDLE_SIZE, IpcEventHandle, StreamControl,
 };
+use acl_notify_core::sdid::PodDevice;
 use acl_notify_core::{
     BackendError, CreateFlags, Error, ExportFlags, HostOps, ImportFlags, NotifyResources,
     RawNotify, RawStream, ServerPid, Soc, StreamOps, StreamStatus, SyncWait, Timeout,
@@ -575,6 +576,10 @@ fn a_process_that_cannot_open_pidfds_is_checked_by_start_time() -> Result<(), Fa
     Ok(())
 }
 
+/// Ascend910_93: a process of server 1 is not covered by a same-server entry, nor by an
+/// entry naming its server id (not an sdid: 107000), nor by an entry for another device of
+/// its server (refused on device 1 when device 0 is whitelisted, both sdids named); the entry
+/// for the device it imports on admits it.
 fn inter_server_whitelist_on_superpod() -> Result<(), Failed> {
     let ns = Ns::new("mp", "superpod");
     let sim = open(&ns, Soc::Ascend910_93);
@@ -587,12 +592,33 @@ fn inter_server_whitelist_on_superpod() -> Result<(), Failed> {
     check(matches!(e, Err((207006, _))), || {
         format!("server-1 import with a server-0 entry: {e:?}")
     })?;
+    // The server id is not an sdid: refused (107000), naming the entry.
+    let e = sim
+        .set_import_server_pids(
+            n,
+            &[ServerPid {
+                sdid: 1,
+                pid: b.pid,
+            }],
+        )
+        .unwrap_err();
+    check(e.kind() == Error::ParamInvalid, || format!("{e}"))?;
+    check(e.to_string().contains("names no device"), || format!("{e}"))?;
+    // An entry for device 0 of server 1 (its sdid): the process on device 1 of that server
+    // is refused, with both sdids named; on device 0 it is admitted.
+    let dev0 = PodDevice::new(1, 0).map(PodDevice::sdid).ok_or("sdid")?;
     sim.set_import_server_pids(
         n,
         &[ServerPid {
-            sdid: 1,
+            sdid: dev0,
             pid: b.pid,
         }],
+    )?;
+    let e = b.cmd(&format!("import 1 {key}"));
+    check(
+        matches!(&e, Err((207006, m)) if m.contains("0x5d000100 (server 1, device 0)")
+            && m.contains("0x5d000101 (server 1, device 1)")),
+        || format!("device-1 import with a device-0 entry: {e:?}"),
     )?;
     let h = b.ok(&format!("import 0 {key}"));
     b.ok(&format!("record {h} 0"));
@@ -864,7 +890,8 @@ fn a_timeout_tells_a_process_that_ended_from_one_killed() -> Result<(), Failed> 
 /// on this server, and on another host in cluster mode, were told apart).
 fn a_timeout_tells_another_server_s_process_that_ended_from_one_killed() -> Result<(), Failed> {
     timeout_tells_ended_from_killed("ended-sdid", Soc::Ascend910_93, 1, |sim, n, pids| {
-        sim.set_import_server_pids(n, &pids.map(|pid| ServerPid { sdid: 1, pid }))
+        let sdid = PodDevice::new(1, 0).map_or(0, PodDevice::sdid);
+        sim.set_import_server_pids(n, &pids.map(|pid| ServerPid { sdid, pid }))
     })
 }
 

@@ -56,9 +56,14 @@ fn switching_to_stop_after_a_failure_halts_at_once() {
     let ran = Arc::new(AtomicUsize::new(0));
     s.enqueue(|_| Err(Error::TaskTimeout)).unwrap();
     s.enqueue(counter_task(&ran)).unwrap();
-    // Let both run in continue mode, without reporting.
+    // Let both run in continue mode, without reporting. (Until 2026-12-07 the wait went on
+    // after 10 s whether they had run or not, and the check below then failed.)
     let t0 = Instant::now();
-    while ran.load(Ordering::SeqCst) == 0 && t0.elapsed() < Duration::from_secs(10) {
+    while ran.load(Ordering::SeqCst) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "hang guard: the tasks never ran in continue mode"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
     s.set_stop_on_failure(true);
@@ -80,14 +85,14 @@ fn abort_drops_queued_tasks_cancels_the_running_one_and_keeps_the_stream() {
     for _ in 0..10 {
         s.enqueue(counter_task(&ran)).unwrap();
     }
-    let t0 = Instant::now();
     s.abort().unwrap();
     // Everything queued before the abort is gone, and the cancelled task's error is not kept.
+    // (A sleep the abort did not cancel would end the synchronize at its bound with 507046:
+    // the answer tells, not a time; a 20 s bound stood here until 2026-12-07.)
     assert_eq!(
         s.synchronize(SyncWait::AtMost(Duration::from_secs(20))),
         Ok(())
     );
-    assert!(t0.elapsed() < Duration::from_secs(20));
     assert_eq!(ran.load(Ordering::SeqCst), 0);
     // The stream still works, and its tasks are not cancelled any more.
     s.enqueue(|ctx| {

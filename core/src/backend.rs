@@ -39,15 +39,17 @@ pub struct RawStream(pub u64);
 #[repr(transparent)]
 pub struct RawCntNotify(pub u64);
 
-/// One inter-server whitelist entry: a process `pid` on SuperPod server `sdid`
-/// (one element of CANN's `aclrtServerPid` with `num == 1`).
+/// One inter-server whitelist entry: process `pid` importing on the SuperPod device `sdid`
+/// (one element of CANN's `aclrtServerPid` with `num == 1`). The importer reads its device's
+/// sdid with [`Backend::super_pod_device_id`] (`aclrtGetDeviceInfo(dev,
+/// ACL_DEV_ATTR_SUPER_POD_DEVICE_ID)`) and sends it with its PID; it is not the server id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[repr(C)]
 pub struct ServerPid {
-    /// The server (super device) id.
+    /// The SuperPOD device id of the device the process imports on ([`crate::sdid`]).
     pub sdid: u32,
-    /// The process id on that server.
+    /// The process id on that device's server.
     pub pid: i32,
 }
 
@@ -175,6 +177,16 @@ pub trait Backend {
 
     /// The SuperPod server this process runs on (0 outside a SuperPod).
     fn server_id(&self) -> u32;
+
+    /// The SuperPOD device id (sdid) of `device` (`aclrtGetDeviceInfo(device,
+    /// ACL_DEV_ATTR_SUPER_POD_DEVICE_ID)`): what an owner puts in a [`ServerPid`] to whitelist
+    /// a process of this server importing on `device`. Each device has its own.
+    ///
+    /// Codes: 107001 no such device; 207000 (the default) a backend that cannot tell.
+    fn super_pod_device_id(&self, device: u32) -> Result<u32, Self::Error> {
+        let _ = device;
+        Err(Self::Error::from(Error::FeatureNotSupport))
+    }
 }
 
 /// `ACL_RT_IPC_MEM_EXPORT_FLAG_DISABLE_PID_VALIDATION` (CANN `acl_rt.h`): anyone with the key

@@ -2,8 +2,8 @@
 //!
 //! It holds what every platform shares — CANN's error codes ([`Error`]), the flag words
 //! ([`flags`]), the per-SoC capability table ([`soc`]), fixed-capacity id pools ([`pool`]),
-//! export keys ([`key`]), whitelists ([`whitelist`]), the handle lifecycle ([`lifecycle`],
-//! and as typestates in [`typed`]) — plus the device-side tables that AICPU firmware and the
+//! export keys ([`key`]), SuperPOD device ids ([`sdid`]), whitelists ([`whitelist`]), the
+//! handle lifecycle ([`lifecycle`], and as typestates in [`typed`]) — plus the device-side tables that AICPU firmware and the
 //! simulator both run: one slot state machine for every shared resource ([`slot`]), with the
 //! notify's flag and waiter queue ([`table`]) or a count ([`cnt`], SPEC §6) as its payload, and
 //! one way to wait ([`waiter`]). It talks to platforms only through the traits in [`backend`]
@@ -26,6 +26,7 @@ pub mod flags;
 pub mod key;
 pub mod lifecycle;
 pub mod pool;
+pub mod sdid;
 pub mod slot;
 pub mod soc;
 // The atomics of the shared-memory tables (loom's under `--cfg loom`). Not API: public only

@@ -260,6 +260,17 @@ impl<'b, C: Ipc, B: NotifyResources + StreamOps> Device<'b, C, B> {
     }
 }
 
+impl<'b, C: InterServer, B: NotifyResources + StreamOps> Device<'b, C, B> {
+    /// This device's SuperPOD device id ([`crate::Backend::super_pod_device_id`]): what the
+    /// owner of a notify this process imports on this device puts in its [`ServerPid`] entry
+    /// ([`Notify::allow_server_pids`]), sent beside this process's PID.
+    ///
+    /// Codes: 207000 a backend that cannot tell.
+    pub fn super_pod_device_id(&self) -> Result<u32, B::Error> {
+        self.backend.super_pod_device_id(self.id)
+    }
+}
+
 impl<'b, C: BatchReset, B: NotifyResources + StreamOps> Device<'b, C, B> {
     /// Resets each notify to 0, in order (`aclrtNotifyBatchReset`); stops at the first
     /// failure, earlier ones stay reset. Only handles the SoC's batch reset takes can be
@@ -745,11 +756,13 @@ impl<'b, C: Ipc, B: NotifyResources + StreamOps> Notify<'b, C, Exported, B> {
 }
 
 impl<'b, C: InterServer, B: NotifyResources + StreamOps> Notify<'b, C, Exported, B> {
-    /// Whitelists (server, PID) entries (`aclrtNotifySetImportPidInterServer`, SuperPod).
-    /// Entries applied before a failing one stay applied.
+    /// Whitelists (sdid, PID) entries (`aclrtNotifySetImportPidInterServer`, SuperPod): each
+    /// a process importing on the device whose SuperPOD device id the importer read
+    /// ([`Device::super_pod_device_id`]). Entries applied before a failing one stay applied.
     ///
-    /// Codes (with what is left of the handle): 107000 `entries` empty; 107017; 207000 SoC
-    /// without inter-server whitelists; 207012 more than 64 in total.
+    /// Codes (with what is left of the handle): 107000 `entries` empty, or an sdid that
+    /// names no device; 107017; 207000 SoC without inter-server whitelists; 207012 more than
+    /// 64 in total.
     pub fn allow_server_pids(self, entries: &[ServerPid]) -> Allowing<'b, C, B> {
         let r = self.device.require(Feature::InterServer).and_then(|()| {
             self.device
@@ -772,10 +785,10 @@ impl<'b, C: Ipc, B: NotifyResources + StreamOps> Notify<'b, C, Whitelisted, B> {
 }
 
 impl<'b, C: InterServer, B: NotifyResources + StreamOps> Notify<'b, C, Whitelisted, B> {
-    /// Adds (server, PID) entries; entries applied before a failing one stay applied.
+    /// Adds (sdid, PID) entries; entries applied before a failing one stay applied.
     ///
-    /// Codes: 107000 `entries` empty; 107017; 207000 SoC without inter-server whitelists;
-    /// 207012 more than 64 in total.
+    /// Codes: 107000 `entries` empty, or an sdid that names no device; 107017; 207000 SoC
+    /// without inter-server whitelists; 207012 more than 64 in total.
     pub fn allow_server_pids(&self, entries: &[ServerPid]) -> Result<(), B::Error> {
         self.device.require(Feature::InterServer)?;
         self.device

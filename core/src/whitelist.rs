@@ -1,5 +1,6 @@
 //! Import whitelists: up to [`MAX_ENTRIES`] (64) processes allowed to import one exported
-//! notify, each named by SuperPod server, PID, process start time and an optional stronger
+//! notify, each named by the device it imports on (an sdid, [`crate::sdid`]: one device, every
+//! device of one server, or anywhere), PID, process start time and an optional stronger
 //! identity.
 //!
 //! A [`Whitelist`] is `#[repr(C)]`, fixed-size and pointer-free, and all-zero bytes are an
@@ -16,6 +17,7 @@
 
 use crate::backend::ServerPid;
 use crate::error::{Error, Result};
+use crate::sdid;
 
 /// The identity of an entry whose PID named no running process when it was whitelisted: it
 /// matches no importer, so a process given that PID later does not inherit the entry.
@@ -29,7 +31,9 @@ pub const MAX_ENTRIES: usize = 64;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[repr(C)]
 pub struct WhitelistEntry {
-    /// SuperPod server id (super device id) the process runs on; 0 outside a SuperPod.
+    /// Where the process imports: a device's sdid (an inter-server entry), a
+    /// [`sdid::server_wide`] one (any device of its server: a same-server entry) or
+    /// [`sdid::ANYWHERE`] ([`sdid::admits`] decides).
     pub sdid: u32,
     /// Process id on that server (`aclrtDeviceGetBareTgid`).
     pub pid: i32,
@@ -62,8 +66,9 @@ impl WhitelistEntry {
         }
     }
 
-    /// Whether the process (`sdid`, `pid`, started at `start_time`, of stronger `identity`,
-    /// each 0 if that process cannot tell) is the one this entry names: same server and PID,
+    /// Whether the process `pid` importing on the device of sdid `sdid` (started at
+    /// `start_time`, of stronger `identity`, each 0 if that process cannot tell) is the one
+    /// this entry names: a device the entry admits ([`sdid::admits`]), the same PID,
     /// and the strongest kind both know agrees — the identities if both have one (then the
     /// start times are not consulted: a PID recycled within one tick shares the start time),
     /// else the start times if the entry recorded one. A recorded start time or identity is
@@ -71,7 +76,7 @@ impl WhitelistEntry {
     /// An entry that recorded neither matches any process with that PID; one recorded as
     /// [`NOT_RUNNING`] matches nobody.
     pub const fn matches(&self, sdid: u32, pid: i32, start_time: u64, identity: u64) -> bool {
-        if self.sdid != sdid || self.pid != pid || self.start_time == NOT_RUNNING {
+        if !sdid::admits(self.sdid, sdid) || self.pid != pid || self.start_time == NOT_RUNNING {
             return false;
         }
         if self.identity != 0 && identity != 0 {
@@ -94,7 +99,7 @@ impl From<ServerPid> for WhitelistEntry {
 ///
 /// All-zero bytes are an empty whitelist. Adding is all-or-nothing per call: if the new
 /// distinct entries would push the total past 64, nothing is added and the answer is
-/// `OverLimit` (207012). Re-adding an identical entry (same server, PID and both identities) is a
+/// `OverLimit` (207012). Re-adding an identical entry (same sdid, PID and both identities) is a
 /// no-op that does not count again.
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(C)]
@@ -142,12 +147,13 @@ impl Whitelist {
         self.as_slice().iter()
     }
 
-    /// Whether this exact entry (server, PID, start time and identity) is present.
+    /// Whether this exact entry (sdid, PID, start time and identity) is present.
     pub fn contains(&self, entry: &WhitelistEntry) -> bool {
         self.as_slice().contains(entry)
     }
 
-    /// Whether the process (`sdid`, `pid`, `start_time`, `identity`) may import: some entry
+    /// Whether the process `pid` importing on the device of sdid `sdid` (`start_time`,
+    /// `identity`) may import: some entry
     /// [`matches`](WhitelistEntry::matches) it.
     pub fn matches(&self, sdid: u32, pid: i32, start_time: u64, identity: u64) -> bool {
         self.iter()
@@ -192,15 +198,16 @@ impl Whitelist {
         self.add_entries(core::slice::from_ref(&entry))
     }
 
-    /// Adds PIDs of processes on server `sdid` whose start times are unknown (0), all or
-    /// nothing (`aclrtNotifySetImportPid`: repeated calls add to the list).
+    /// Adds PIDs of processes importing where `sdid` admits (for `aclrtNotifySetImportPid`,
+    /// [`sdid::server_wide`] of this server) whose start times are unknown (0), all or
+    /// nothing (repeated calls add to the list).
     ///
     /// Codes: 207012 as [`add_entries`](Self::add_entries).
     pub fn add_pids(&mut self, sdid: u32, pids: &[i32]) -> Result<()> {
         self.add_pids_with(sdid, pids, |_| 0)
     }
 
-    /// Adds PIDs of processes on server `sdid`, recording each one's start time as
+    /// Adds PIDs of processes importing where `sdid` admits, recording each one's start time as
     /// `start_time(pid)` returns it (0 if unknown), all or nothing.
     ///
     /// Codes: 207012 as [`add_entries`](Self::add_entries).
@@ -401,6 +408,37 @@ mod tests {
         assert!(w.matches(0, 10, 1010, 0));
         assert!(!w.matches(0, 10, 1011, 0));
         assert!(w.matches(0, 11, 1011, 0));
+    }
+
+    /// An entry for one device admits its PID on that device only; a same-server entry on
+    /// every device of its server; an entry for anywhere on every device.
+    #[test]
+    fn the_device_an_importer_imports_on_matters() {
+        let dev = |s, d| sdid::PodDevice::new(s, d).unwrap().sdid();
+        let mut w = Whitelist::new();
+        w.add_entries(&[
+            WhitelistEntry::new(dev(3, 0), 500),
+            WhitelistEntry::new(sdid::server_wide(0), 600),
+            WhitelistEntry::new(sdid::ANYWHERE, 700),
+        ])
+        .unwrap();
+        assert!(w.matches(dev(3, 0), 500, 0, 0));
+        assert!(
+            !w.matches(dev(3, 1), 500, 0, 0),
+            "another device of server 3"
+        );
+        assert!(
+            !w.matches(dev(4, 0), 500, 0, 0),
+            "device 0 of another server"
+        );
+        assert!(w.matches(dev(0, 0), 600, 0, 0));
+        assert!(w.matches(dev(0, 7), 600, 0, 0));
+        assert!(
+            !w.matches(dev(1, 0), 600, 0, 0),
+            "a same-server entry of server 0"
+        );
+        assert!(w.matches(dev(9, 3), 700, 0, 0));
+        assert!(w.matches(dev(0, 0), 700, 0, 0));
     }
 
     #[test]

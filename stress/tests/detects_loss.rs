@@ -3,19 +3,15 @@
 //! its bounds. Without this control, `lost: 0` would prove nothing.
 
 use std::process::Command;
-use std::time::{Duration, Instant};
 
+/// Runs the stress binary with `args`. Its own `--timeout` is the hang guard (a run past it
+/// is stopped and fails); until 2026-12-07 the whole run also had to end within 90 s of wall
+/// time here, a check of speed made after the run, which a loaded machine could fail.
 fn run(args: &[&str]) -> (bool, String) {
-    let start = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_acl-notify-stress"))
         .args(args)
         .output()
         .expect("the stress binary runs");
-    assert!(
-        start.elapsed() < Duration::from_secs(90),
-        "the run took {:?}",
-        start.elapsed()
-    );
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.success(), text)

@@ -437,18 +437,34 @@ static inline void wait_watch_end(wait_watch_t *ww) {
  * under valgrind). Bounded: a gate left shut lets the stream go once this process could run
  * for 60 s (the watch above: not while it is stopped, nor the share its most delayed thread
  * waited for a CPU), so a test that forgets to open it fails on what it checks rather than
- * hanging. (Until 2026-12-07: 60,000 sleeps of 1 ms, which a starved opener could outlast.) */
+ * hanging. (Until 2026-12-07: 60,000 sleeps of 1 ms, which a starved opener could outlast.)
+ * `gave_up` says the hold ended so, the gate still shut: a call that the program makes while
+ * the gate is shut and that must not wait for the held stream checks it (gate_not_waited_for)
+ * instead of its time (a call that waited returns only once the hold gives up). */
 typedef struct {
     int open; /* GCC's __atomic builtins: common.h is compiled as C++ too */
+    int gave_up;
 } gate_t;
 
 static inline void gate_hold(void *arg) {
     gate_t *g = (gate_t *)arg;
     wait_watch_t ww = wait_watch(60);
     while (!__atomic_load_n(&g->open, __ATOMIC_ACQUIRE)) {
-        if (wait_watch_nap(&ww) != NULL) break;
+        if (wait_watch_nap(&ww) != NULL) {
+            __atomic_store_n(&g->gave_up, 1, __ATOMIC_RELEASE);
+            break;
+        }
     }
     wait_watch_end(&ww);
+}
+
+/* Fails the program, naming `call`, if `g`'s hold gave up before the gate was opened: `call`,
+ * made while the gate was shut, waited for the held stream. */
+static inline void gate_not_waited_for(gate_t *g, const char *call) {
+    REQUIRE(!__atomic_load_n(&g->gave_up, __ATOMIC_ACQUIRE),
+            "%s waited for the stream held by a host function (the hold gave up, the gate "
+            "still shut)",
+            call);
 }
 
 static inline void gate_open(gate_t *g) { __atomic_store_n(&g->open, 1, __ATOMIC_RELEASE); }

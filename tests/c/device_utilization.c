@@ -62,13 +62,25 @@ int main(int argc, char **argv) {
      * of the next one is the 300 ms since. */
     (void)query(0);
     sleep_ms(300);
+    const int64_t before = now_ns(); /* the next window starts inside this query */
     int idle = query(0).cubeUtilization;
     REQUIRE(idle >= 0 && (idle <= 5 || !timed), "an idle device reads %d %%", idle);
 
     for (int i = 0; i < 3; i++) CHECK(aclrtLaunchHostFunc(s, sleep_100ms, NULL));
     CHECK(aclrtSynchronizeStream(s));
     int busy = query(0).cubeUtilization;
-    REQUIRE((busy >= 50 || !timed) && busy <= 100, "300 ms of host functions read %d %%", busy);
+    const double window_ms = (double)(now_ns() - before) / 1e6;
+    /* Busy for at least the 300 ms the host functions slept, of a window no longer than this
+     * thread measured around the two queries: 50 % on a quiet machine; less when this thread
+     * waited for a CPU around them, as it may on a loaded one (a fixed 50 % stood here until
+     * 2026-12-07). 90 % of the share, less a point, for the clocks' and the figure's
+     * rounding. */
+    int at_least = (int)(0.9 * 300.0 * 100.0 / window_ms) - 1;
+    if (at_least > 50) at_least = 50;
+    REQUIRE((busy >= at_least || !timed) && busy <= 100,
+            "300 ms of host functions read %d %% of a window of at most %.0f ms (at least %d %% "
+            "expected)",
+            busy, window_ms, at_least);
 
     const size_t n = 16u << 20;
     void *a = NULL, *b = NULL;

@@ -26,8 +26,11 @@ static int importer(void) {
     CHECK(aclrtSetDevice(1));
     int32_t me = 0;
     CHECK(aclrtDeviceGetBareTgid(&me));
-    char text[32], key[80];
-    snprintf(text, sizeof text, "%d", (int)me);
+    /* Its PID and the SuperPOD device id of the device it imports on, for the owner's entry. */
+    int64_t sdid = 0;
+    CHECK(aclrtGetDeviceInfo(1, ACL_DEV_ATTR_SUPER_POD_DEVICE_ID, &sdid));
+    char text[64], key[80];
+    snprintf(text, sizeof text, "%d %lld", (int)me, (long long)sdid);
     put_file(g_dir, "pid", text, strlen(text));
     get_file(g_dir, "key", key, sizeof key, 30000);
     void *p = NULL;
@@ -171,12 +174,15 @@ int main(int argc, char **argv) {
         EXPECT_RC(aclrtIpcMemImportPidInterServer(key, &sp, 1), ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     }
     put_file(g_dir, "key", key, strlen(key));
-    char text[32];
+    char text[64];
     get_file(g_dir, "pid", text, sizeof text, 30000);
-    int32_t importer_pid = atoi(text);
+    int importer_pid_i = 0;
+    long long importer_sdid = 0;
+    REQUIRE(sscanf(text, "%d %lld", &importer_pid_i, &importer_sdid) == 2, "pid file '%s'", text);
+    int32_t importer_pid = importer_pid_i;
     get_file(g_dir, "refused", text, sizeof text, 30000);
     if (a3) {
-        aclrtServerPid entry = {0, &importer_pid, 1};
+        aclrtServerPid entry = {(uint32_t)importer_sdid, &importer_pid, 1};
         CHECK(aclrtIpcMemImportPidInterServer(key, &entry, 1));
     } else {
         CHECK(aclrtIpcMemSetImportPid(key, &importer_pid, 1));

@@ -183,14 +183,20 @@ int main(int argc, char **argv) {
         }
         /* Free with the dead children's imports outstanding. */
         CHECK(aclrtFree(d));
-        size_t f = 0;
-        for (int tries = 0; tries < 200; tries++) {
+        /* Released once the survivors' gc sees the children dead: looked for until then,
+         * given up once this process could run for 60 s (the watch; 5 s of wall time until
+         * 2026-12-07, which a loaded machine could outlast). */
+        size_t f = device_free();
+        wait_watch_t ww = wait_watch(60);
+        while (f != free0 && wait_watch_nap(&ww) == NULL) {
+            sleep_ms(24); /* with the nap's 1 ms, a look every 25 ms as before */
             f = device_free();
-            if (f == free0) break;
-            sleep_ms(25);
         }
-        REQUIRE(f == free0, "round %d: %zu bytes free on the two devices 5 s after the free, %zu before the round", round,
-                f, free0);
+        wait_watch_end(&ww);
+        REQUIRE(f == free0,
+                "round %d: %zu bytes free on the two devices after the free (waited while this "
+                "process could run for 60 s), %zu before the round",
+                round, f, free0);
         /* The export is gone: a new child's import is refused. */
         int lrd, lwr;
         pid_t late = fork_piped(&lrd, &lwr);

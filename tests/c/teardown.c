@@ -315,8 +315,9 @@ static void reset_bound_case(int force) {
     const char *msg = recent_msg();
     REQUIRE(rc == ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, "%s with a wait for ever queued returned %d, "
             "expected 507046: %s", call, (int)rc, msg);
-    REQUIRE(ms >= 900 && ms < 5000, "%s took %lld ms, expected its 1 s bound", call,
-            (long long)ms);
+    /* Its bound ended it (507046 above): not before it, a lower bound only (a loaded machine
+     * makes it late, never early; under 5 s too until 2026-12-07). */
+    REQUIRE(ms >= 900, "%s took %lld ms, expected its 1 s bound", call, (long long)ms);
     REQUIRE(strstr(msg, "ACL_NOTIFY_SIM_RESET_TIMEOUT") && strstr(msg, "released anyway"),
             "%s: message `%s`", call, msg);
     REQUIRE(holds(a, 0), "the copy behind the endless wait ran");
@@ -368,10 +369,9 @@ static void reset_deadlock(void) {
     void *dev = device_bytes(0x21);
     unsigned char *a = host_buf();
     CHECK(aclrtMemcpyAsync(a, COPY, dev, COPY, ACL_MEMCPY_DEVICE_TO_HOST, s1));
-    int64_t t0 = now_ns();
+    /* 0, not the 507046 of a drain that waited out its 30 s bound: the pair was undone (a
+     * time under 10 s stood here too until 2026-12-07). */
     CHECK(aclrtResetDevice(0));
-    int64_t ms = (now_ns() - t0) / 1000000;
-    REQUIRE(ms < 10000, "the reset took %lld ms to drain a deadlocked pair", (long long)ms);
     REQUIRE(holds(a, 0x21), "the copy behind the deadlocked wait had not landed");
     CHECK(aclFinalize());
     free(a);

@@ -92,6 +92,9 @@ impl Backend for Faulty {
     fn server_id(&self) -> u32 {
         self.inner.server_id()
     }
+    fn super_pod_device_id(&self, device: u32) -> Result<u32, SimError> {
+        self.inner.super_pod_device_id(device)
+    }
 }
 
 impl NotifyResources for Faulty {

@@ -27,6 +27,7 @@ use libtest_mimic::{Arguments, Completion, Failed, Trial};
 use crate::check::{CaseResult, SKIP_PREFIX};
 use crate::leftovers;
 use crate::pause::PauseWatch;
+use crate::progress::{Hang, LOOK, Watch};
 
 /// Which backends the parent runs (`sim`, `driver` or `all`).
 pub const ENV_TEST_BACKEND: &str = "ACL_NOTIFY_TEST_BACKEND";
@@ -115,7 +116,8 @@ pub struct Case<B> {
     pub name: &'static str,
     /// Whether the case applies to a SoC.
     pub applies: fn(Soc) -> bool,
-    /// Hard limit for the child process running it.
+    /// Hard limit for the child process running it: the time the trial's processes could run
+    /// ([`crate::progress::Watch`]), not wall time.
     pub timeout: Duration,
     /// Runs only on the simulator (it uses a simulator-only test hook).
     pub sim_only: bool,
@@ -221,7 +223,8 @@ impl<B: TestBackend> Ctx<'_, B> {
         fs::rename(&tmp, self.dir.join(name)).map_err(|e| format!("renaming to {name}: {e}"))
     }
 
-    /// Waits (at most `timeout`) for the file `name` written by another process of the trial.
+    /// Waits for the file `name` written by another process of the trial, giving up once the
+    /// trial's processes could run for `timeout` (see `Bound`).
     pub fn take(&self, name: &str, timeout: Duration) -> Result<String, String> {
         self.take_inner(name, timeout, None)
     }
@@ -243,7 +246,7 @@ impl<B: TestBackend> Ctx<'_, B> {
         mut peer: Option<&mut RoleProc>,
     ) -> Result<String, String> {
         let path = self.dir.join(name);
-        let start = Instant::now();
+        let mut watch = Bound::trial(timeout);
         loop {
             if let Ok(s) = fs::read_to_string(&path) {
                 return Ok(s);
@@ -263,9 +266,9 @@ impl<B: TestBackend> Ctx<'_, B> {
                     p.output()
                 ));
             }
-            if start.elapsed() > timeout {
+            if let Err(hang) = watch.step() {
                 return Err(format!(
-                    "waited {timeout:?} for file `{name}` from another process of the trial"
+                    "waited for file `{name}` from another process of the trial, which {hang}"
                 ));
             }
             std::thread::sleep(Duration::from_millis(2));
@@ -335,18 +338,20 @@ impl RoleProc {
         Ok(self.status)
     }
 
-    /// Waits at most `timeout` for the process to exit; kills it past that.
+    /// Waits for the process to exit; kills it once the trial's processes could run for
+    /// `timeout` (see `Bound`) without its exit.
     pub fn wait_status(&mut self, timeout: Duration) -> Result<ExitStatus, String> {
-        let start = Instant::now();
+        let mut watch = Bound::trial(timeout);
         let mut nap = Duration::from_millis(1);
         loop {
             if let Some(s) = self.poll()? {
                 return Ok(s);
             }
-            if start.elapsed() > timeout {
+            if let Err(hang) = watch.step() {
                 self.kill()?;
                 return Err(format!(
-                    "role `{}` (pid {}) still running after {timeout:?}; killed\n{}",
+                    "role `{}` (pid {}) still running when the trial's processes {hang}; \
+                     killed\n{}",
                     self.name,
                     self.pid,
                     self.output()
@@ -434,6 +439,58 @@ fn describe(s: ExitStatus) -> String {
         (Some(c), _) => format!("exit code {c}"),
         (None, Some(sig)) => format!("killed by signal {sig}"),
         _ => format!("{s:?}"),
+    }
+}
+
+/// A limit on a trial, or on a wait of one of its processes for another: `limit` of the time
+/// the processes of `group` could run ([`Watch`]), not wall time, which a loaded machine or a
+/// paused trial ran out (robust26: the cases' 60 and 90 s, the fill check's 40 s and the role
+/// waits' 20 s ran out only when the trial was nearly starved). A hang still ends within
+/// `limit`, or after [`crate::progress::STILL_LOOKS`] looks of sleep. The watch, which reads
+/// `/proc` at each look, starts only once the wait has gone on for a [`LOOK`] of wall time
+/// (most trials and waits end sooner), its limit less that [`LOOK`]: the time before counts
+/// as one look, as a look that comes late does (the processes, and this one, stopped or
+/// starved then).
+pub(crate) struct Bound {
+    group: u32,
+    limit: Duration,
+    start: Instant,
+    watch: Option<Watch>,
+}
+
+impl Bound {
+    /// `limit` on process group `group`, from now.
+    pub(crate) fn new(group: u32, limit: Duration) -> Bound {
+        Bound {
+            group,
+            limit,
+            start: Instant::now(),
+            watch: None,
+        }
+    }
+
+    /// `limit` on this process's group, the trial's (the case's child leads it, its roles
+    /// are in it).
+    pub(crate) fn trial(limit: Duration) -> Bound {
+        // SAFETY: `getpgrp` has no preconditions and cannot fail.
+        let group = unsafe { libc::getpgrp() };
+        Bound::new(group as u32, limit)
+    }
+
+    /// `Err` once the processes should be taken for hung (call it often: it looks at most
+    /// once a [`LOOK`]).
+    pub(crate) fn step(&mut self) -> Result<(), Hang> {
+        let Some(w) = &mut self.watch else {
+            if self.start.elapsed() >= LOOK {
+                let left = self.limit.saturating_sub(LOOK);
+                self.watch = Some(Watch::new(&[self.group], Some(left)));
+            }
+            return Ok(());
+        };
+        w.step().map_err(|h| match h {
+            Hang::Ran(_) => Hang::Ran(self.limit),
+            still => still,
+        })
     }
 }
 
@@ -570,21 +627,25 @@ fn run_trial(
     let pid = child.id() as i32;
     let mut nap = Duration::from_millis(1);
     let mut pauses = PauseWatch::new(start);
+    // The case's limit is the time its processes could run (the child leads its own process
+    // group, its roles in it), not wall time, which a starved machine or a paused trial ran
+    // out (robust26: the 60 and 90 s ran out only when nearly starved); a hang still ends
+    // within it, or after `progress::STILL_LOOKS` looks of sleep.
+    let mut watch = Bound::new(pid as u32, timeout);
     let status = loop {
         pauses.look(Instant::now());
         match child.try_wait() {
             Ok(Some(s)) => break Ok(s),
-            Ok(None) if start.elapsed() > timeout => {
-                // SAFETY: no memory-safety preconditions; `pid` is our unreaped child and the
-                // leader of its own process group, so `-pid` names only that group.
-                unsafe { libc::kill(-pid, libc::SIGKILL) };
-                let _ = child.wait();
-                break Err(format!(
-                    "TIMEOUT: the case did not finish within {timeout:?}; its process group was \
-                     killed"
-                ));
-            }
             Ok(None) => {
+                if let Err(hang) = watch.step() {
+                    // SAFETY: no memory-safety preconditions; `pid` is our unreaped child and
+                    // the leader of its own process group, so `-pid` names only that group.
+                    unsafe { libc::kill(-pid, libc::SIGKILL) };
+                    let _ = child.wait();
+                    break Err(format!(
+                        "TIMEOUT: the case's processes {hang}; its process group was killed"
+                    ));
+                }
                 std::thread::sleep(nap);
                 nap = (nap * 2).min(Duration::from_millis(20));
             }
@@ -826,5 +887,57 @@ pub(crate) fn run_job<B: TestBackend>(b: &B, kind: BackendKind, soc: Soc, job: &
                 .unwrap_or_else(|| "(non-string panic payload)".to_owned());
             Err(format!("the case panicked: {msg}"))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether process `pid` is stopped (`T` in `/proc/PID/stat`).
+    fn stopped(pid: i32) -> bool {
+        fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s[s.rfind(')')? + 1..].trim_start().starts_with('T')))
+            .unwrap_or(false)
+    }
+
+    /// A role stopped (SIGSTOP: a script pausing processes for a quiet benchmark window) for
+    /// over twice its bound is waited for, and passes once continued: the bound is the time
+    /// the trial's processes could run (its first second counted whole: see [`Bound`]).
+    /// Before, the wait gave up on wall time after 2 s and killed it.
+    #[test]
+    fn a_role_stopped_past_its_bound_is_waited_for() {
+        let child = Command::new("sh")
+            .args(["-c", "kill -STOP $$; exit 0"])
+            .spawn()
+            .expect("sh");
+        let pid = child.id() as i32;
+        let mut role = RoleProc {
+            name: "stopped".into(),
+            pid,
+            child,
+            status: None,
+            out: PathBuf::from("/dev/null"),
+            err: PathBuf::from("/dev/null"),
+        };
+        // A bound that only turns a hang into a failure.
+        let t = Instant::now();
+        while !stopped(pid) {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the role never stopped"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let bound = Duration::from_secs(2);
+        let cont = std::thread::spawn(move || {
+            std::thread::sleep(bound * 5 / 2);
+            // SAFETY: no memory-safety preconditions; `pid` is this test's unreaped child.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        });
+        let r = role.wait_status(bound);
+        cont.join().unwrap();
+        assert!(r.as_ref().is_ok_and(ExitStatus::success), "{r:?}");
     }
 }

@@ -47,10 +47,12 @@ impl Probe {
         self.0.load(Ordering::SeqCst)
     }
 
-    /// Waits up to `timeout` for the count to reach `n`; returns the final count.
+    /// Waits for the count to reach `n`, giving up once this process could run for `timeout`
+    /// (a bound by progress, [`crate::progress::Watch::this_process`]: a loaded machine or a
+    /// pause does not run it out; it was wall time until 2026-12-07); returns the final count.
     pub fn wait_for(self, n: u32, timeout: Duration) -> u32 {
-        let start = Instant::now();
-        while self.count() < n && start.elapsed() < timeout {
+        let mut watch = crate::progress::Watch::this_process(timeout);
+        while self.count() < n && watch.step().is_ok() {
             std::thread::sleep(Duration::from_millis(1));
         }
         self.count()
@@ -110,24 +112,63 @@ pub fn secs(n: u32) -> Timeout {
     }
 }
 
+/// The SuperPOD device id of device `device` of server `server`, laid out as the simulator
+/// lays it out (`acl_notify_core::sdid`; both backends of this suite are the simulator, in
+/// process or through its C library): for whitelist entries naming processes a case does not
+/// start. A process the case starts sends its own (`Backend::super_pod_device_id`).
+pub fn sdid(server: u32, device: u32) -> u32 {
+    acl_notify_core::sdid::PodDevice::new(server, device).map_or(
+        acl_notify_core::sdid::ANYWHERE,
+        acl_notify_core::sdid::PodDevice::sdid,
+    )
+}
+
 /// `SyncWait::AtMost`.
 pub fn at_most(d: Duration) -> SyncWait {
     SyncWait::AtMost(d)
 }
 
-/// Synchronizes with a bound (so a broken backend fails the case instead of hanging it) and
-/// returns the result's code (`None` = success) and how long it took.
+/// `synchronize(s)` bounded by `bound` of the time this process could run (so a broken backend
+/// fails the case instead of hanging it, and a loaded machine or a paused process does not):
+/// in slices of [`crate::progress::LOOK`] while a [`crate::progress::Watch`] of this process
+/// allows, a slice that runs out (507046) clearing nothing; the last answer. A bound of one
+/// slice or less is one `synchronize` with that bound. (Until 2026-12-07 every bound was one
+/// `synchronize` of that much wall time: a stream starved for 10 s failed its case.)
+pub fn synchronize_within<B: TestBackend>(
+    ctx: &Ctx<'_, B>,
+    s: RawStream,
+    bound: Duration,
+) -> Result<(), B::Error> {
+    let slice = crate::progress::LOOK;
+    if bound <= slice {
+        return ctx.b.synchronize(s, at_most(bound));
+    }
+    let mut watch = crate::progress::Watch::this_process(bound);
+    loop {
+        match ctx.b.synchronize(s, at_most(slice)) {
+            Err(e) if e.kind() == Error::StreamSyncTimeout => {
+                if watch.step().is_err() {
+                    return Err(e);
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Synchronizes with a bound ([`synchronize_within`]) and returns the result's code (`None` =
+/// success) and how long it took.
 pub fn sync_code<B: TestBackend>(
     ctx: &Ctx<'_, B>,
     s: RawStream,
     bound: Duration,
 ) -> (Option<Error>, Duration) {
     let t = Instant::now();
-    let r = ctx.b.synchronize(s, at_most(bound));
+    let r = synchronize_within(ctx, s, bound);
     (r.err().map(|e| e.kind()), t.elapsed())
 }
 
-/// The stream must synchronize successfully within `bound`.
+/// The stream must synchronize successfully within `bound` ([`synchronize_within`]).
 pub fn sync_ok<B: TestBackend>(
     ctx: &Ctx<'_, B>,
     s: RawStream,
@@ -135,7 +176,7 @@ pub fn sync_ok<B: TestBackend>(
     what: &str,
 ) -> Result<Duration, String> {
     let t = Instant::now();
-    match ctx.b.synchronize(s, at_most(bound)) {
+    match synchronize_within(ctx, s, bound) {
         Ok(()) => Ok(t.elapsed()),
         Err(e) => Err(format!(
             "{what}: synchronize(stream, at most {bound:?})\n    expected: success\n    got:      \
@@ -146,7 +187,8 @@ pub fn sync_ok<B: TestBackend>(
     }
 }
 
-/// The stream's synchronize (bounded) must fail with `want`; returns how long it took.
+/// The stream's synchronize (bounded: [`synchronize_within`]) must fail with `want`; returns
+/// how long it took.
 pub fn sync_err<B: TestBackend>(
     ctx: &Ctx<'_, B>,
     s: RawStream,
@@ -155,7 +197,7 @@ pub fn sync_err<B: TestBackend>(
     what: &str,
 ) -> Result<Duration, String> {
     let t = Instant::now();
-    let r = ctx.b.synchronize(s, at_most(bound));
+    let r = synchronize_within(ctx, s, bound);
     let el = t.elapsed();
     match r {
         Err(e) if e.kind() == want => Ok(el),

@@ -139,10 +139,11 @@ pub unsafe extern "C" fn aclrtIpcMemSetImportPid(
 }
 
 /// `aclError aclrtIpcMemImportPidInterServer(const char *key, aclrtServerPid *serverPids,
-/// size_t num)`: whitelists, per entry, `num` PIDs of server `sdid` (Ascend910_93).
+/// size_t num)`: whitelists, per entry, `num` PIDs importing on the device of SuperPOD device
+/// id `sdid` (Ascend910_93).
 ///
-/// Codes: 107000 key/serverPids NULL, num 0, an entry's pid NULL; 107002; 207000; as
-/// `aclrtIpcMemSetImportPid`.
+/// Codes: 107000 key/serverPids NULL, num 0, an entry's pid NULL; 107002; 207000; 107000 an
+/// sdid that names no device (nothing is added); as `aclrtIpcMemSetImportPid`.
 ///
 /// # Safety
 ///

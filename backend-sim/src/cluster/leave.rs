@@ -228,8 +228,12 @@ enum Marked {
 }
 
 impl crate::diag::RemoteLiveness for Shared {
-    fn own_lapse(&self) -> String {
-        self.own_lapse_text()
+    /// Nothing for a notify this process did not publish (no other host could record on
+    /// it) or first published after its last lapse (the other hosts imported it from the
+    /// live lease).
+    fn own_lapse(&self, dev: u32, id: u32) -> String {
+        let life = lock(&self.published).get(&(dev, id)).map(|p| p.life);
+        life.map_or_else(String::new, |l| self.own_lapse_text(l))
     }
 
     /// One range read, keys only, from the smallest of the processes' keys to just past the

@@ -74,6 +74,9 @@ pub(crate) struct RemoteMem {
     pub(super) key: ExportKey,
     /// Its device addresses in this process (`None` in a lookup's answer, before the import).
     reservation: Option<Reservation>,
+    /// This process's life when it looked the allocation up (see `Shared::life`): its hold
+    /// is bound to that life's lease.
+    pub(super) life: u32,
 }
 
 impl RemoteMem {
@@ -206,7 +209,7 @@ impl Shared {
             format!(
                 "{} cannot be used: {why}{}",
                 m.describe(),
-                self.own_lapse_text()
+                self.own_lapse_text(m.life)
             ),
         ))
     }
@@ -567,6 +570,7 @@ impl Cluster {
                 local_device: 0,
                 key,
                 reservation: None,
+                life: s.life(),
             },
             wl,
         ))

@@ -60,6 +60,7 @@ pub mod etcd;
 pub mod harness;
 
 mod carry;
+mod config;
 mod export;
 mod leave;
 mod mem;
@@ -69,11 +70,11 @@ mod replay;
 mod sim;
 
 pub(crate) use carry::Attached;
+pub use config::{ClusterConfig, ENV_CLUSTER, ENV_CLUSTER_TIMEOUT, ENV_CLUSTER_TTL};
 pub use mem::MEM_CHUNK;
 pub(crate) use mem::{MemLink, RemoteMem};
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
@@ -91,16 +92,6 @@ use crate::locks::{lock, read, write};
 use crate::shm::SlotRef;
 use etcd::{Cmp, Etcd, EtcdError, Op};
 
-/// The cluster endpoint list (`etcd://host:port,host:port[/pod]`).
-pub const ENV_CLUSTER: &str = "ACL_NOTIFY_SIM_CLUSTER";
-/// Seconds a process's lease lives without renewal (1 to 3600; default 10).
-pub const ENV_CLUSTER_TTL: &str = "ACL_NOTIFY_SIM_CLUSTER_TTL";
-/// Seconds one etcd call may take, its tries of every member included, before it fails with
-/// 507022 (1 to 600; default 3, [`etcd::DEFAULT_TIMEOUT`]).
-pub const ENV_CLUSTER_TIMEOUT: &str = "ACL_NOTIFY_SIM_CLUSTER_TIMEOUT";
-
-const DEFAULT_TTL: u32 = 10;
-
 /// Remote imports' handles look like the process's other notify handles (one table kind and
 /// salt: `acl_notify_handles::Slab::with_indices`, so the C library takes them as they are),
 /// with slot indices from here up; in cluster mode the local table keeps the indices below
@@ -117,105 +108,6 @@ const REFUSALS_SAID: u32 = 8;
 
 /// How often a watch or the lease keeper looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
-
-/// Where a process finds its SuperPod's etcd cluster.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ClusterConfig {
-    endpoints: Vec<SocketAddr>,
-    pod: String,
-    ttl: u32,
-    timeout: Duration,
-}
-
-impl ClusterConfig {
-    /// Parses `etcd://host:port,host:port[/pod]` (host names are resolved now; `pod` names the
-    /// SuperPod, letters, digits, `-`, `_`, `.`, default `default`).
-    pub fn parse(text: &str) -> Result<ClusterConfig, String> {
-        let rest = text.trim().strip_prefix("etcd://").ok_or_else(|| {
-            format!("{text:?}: expected etcd://host:port,host:port[/pod] (plain HTTP endpoints)")
-        })?;
-        let (list, pod) = rest.split_once('/').unwrap_or((rest, "default"));
-        let pod = if pod.is_empty() { "default" } else { pod };
-        if pod.len() > 64
-            || !pod
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(format!(
-                "{text:?}: SuperPod name {pod:?} must be 1-64 letters, digits, '-', '_' or '.'"
-            ));
-        }
-        let mut endpoints = Vec::new();
-        for ep in list.split(',') {
-            let addr = ep
-                .to_socket_addrs()
-                .map_err(|e| format!("{text:?}: endpoint {ep:?}: {e} (expected host:port)"))?
-                .next()
-                .ok_or_else(|| format!("{text:?}: endpoint {ep:?} resolves to no address"))?;
-            endpoints.push(addr);
-        }
-        Ok(ClusterConfig {
-            endpoints,
-            pod: pod.to_owned(),
-            ttl: DEFAULT_TTL,
-            timeout: etcd::DEFAULT_TIMEOUT,
-        })
-    }
-
-    /// Sets the lease TTL in seconds (1 to 3600).
-    pub fn with_ttl(mut self, secs: u32) -> Result<ClusterConfig, String> {
-        if !(1..=3600).contains(&secs) {
-            return Err(format!("{secs} s: expected 1 to 3600 seconds"));
-        }
-        self.ttl = secs;
-        Ok(self)
-    }
-
-    /// Sets the bound of one etcd call in seconds (1 to 600).
-    pub fn with_timeout(mut self, secs: u32) -> Result<ClusterConfig, String> {
-        if !(1..=600).contains(&secs) {
-            return Err(format!("{secs} s: expected 1 to 600 seconds"));
-        }
-        self.timeout = Duration::from_secs(secs.into());
-        Ok(self)
-    }
-
-    /// Reads `ACL_NOTIFY_SIM_CLUSTER`, `ACL_NOTIFY_SIM_CLUSTER_TTL` and
-    /// `ACL_NOTIFY_SIM_CLUSTER_TIMEOUT`; `None` when the first is not set (single-host mode).
-    pub fn from_env() -> Result<Option<ClusterConfig>, String> {
-        let Some(url) = std::env::var_os(ENV_CLUSTER) else {
-            return Ok(None);
-        };
-        let url = url
-            .into_string()
-            .map_err(|_| format!("{ENV_CLUSTER}: the value is not valid UTF-8"))?;
-        let mut c = ClusterConfig::parse(&url).map_err(|e| format!("{ENV_CLUSTER}={e}"))?;
-        if let Some(t) = std::env::var_os(ENV_CLUSTER_TTL) {
-            let t = t.to_string_lossy().into_owned();
-            let secs = t.trim().parse::<u32>().map_err(|_| {
-                format!("{ENV_CLUSTER_TTL}={t:?} is not a number of seconds (1 to 3600)")
-            })?;
-            c = c
-                .with_ttl(secs)
-                .map_err(|e| format!("{ENV_CLUSTER_TTL}: {e}"))?;
-        }
-        if let Some(t) = std::env::var_os(ENV_CLUSTER_TIMEOUT) {
-            let t = t.to_string_lossy().into_owned();
-            let secs = t.trim().parse::<u32>().map_err(|_| {
-                format!("{ENV_CLUSTER_TIMEOUT}={t:?} is not a number of seconds (1 to 600)")
-            })?;
-            c = c
-                .with_timeout(secs)
-                .map_err(|e| format!("{ENV_CLUSTER_TIMEOUT}: {e}"))?;
-        }
-        Ok(Some(c))
-    }
-
-    /// The SuperPod's name.
-    pub fn pod(&self) -> &str {
-        &self.pod
-    }
-}
 
 /// 507022 for etcd call `what` that failed with `e`; a lease etcd no longer has is this
 /// process's own, which expired: said so, with what to do.
@@ -248,6 +140,9 @@ pub(crate) struct RemoteNotify {
     create_rev: i64,
     /// The importer's own device.
     pub local_device: u32,
+    /// This process's life ([`Shared::life`]) when it imported it: its hold was bound to that
+    /// life's lease.
+    life: u32,
 }
 
 /// What a hold of this process on another host's resource is for.
@@ -281,6 +176,9 @@ struct Published {
     /// Set when the owner destroyed its handle while importers on other hosts still held the
     /// notify: the reference that keeps its id (and flag) until the last of them lets go.
     keep: Option<Arc<SlotRef>>,
+    /// This process's life ([`Shared::life`]) when it first published this incarnation: the
+    /// other hosts' imports of it reach the export that life's lease held.
+    life: u32,
 }
 
 struct Shared {
@@ -303,8 +201,13 @@ struct Shared {
     /// keeper's thread started (see [`Shared::keep`]).
     proc_granted: Mutex<Instant>,
     /// The last time this process's own lease was found expired (see [`renew::Lapse`]): what
-    /// its errors say while they could be taken for its peers' fault.
+    /// its errors about what it held in that life or before say, while they could be taken
+    /// for its peers' fault ([`Shared::own_lapse_text`]).
     lapse: Mutex<Option<renew::Lapse>>,
+    /// Which of this process's leases is its own now: 0 the one it joined with, one more at
+    /// each join after a lapse (see [`Shared::keep`]). What it holds through the cluster (its
+    /// imports, its publications) is bound to the lease of the life it was made in.
+    life: std::sync::atomic::AtomicU32,
     stop: AtomicBool,
     published: Mutex<HashMap<(u32, u32), Published>>,
     /// This process's holds on other hosts' notifies and memory: what it holds → its holder
@@ -732,6 +635,7 @@ impl Shared {
                 found: Instant::now(),
                 since,
                 ttl: self.ttl,
+                life: self.life(),
             };
             eprintln!(
                 "acl-notify-sim: server {} pid {} of SuperPod {}: {}",
@@ -748,6 +652,9 @@ impl Shared {
             *lock(&self.server_lease) = joined.server;
             *lock(&self.pod_lease) = joined.pod;
             *lock(&self.proc_lease) = new;
+            // A new life: what is made from now on is bound to the new lease, and the lapse
+            // is none of its business.
+            self.life.fetch_add(1, Ordering::Relaxed);
             for ((dev, id), p) in lock(&self.published).iter() {
                 if self.leaving() {
                     break;
@@ -1008,19 +915,31 @@ impl Shared {
         };
         Err(err(
             Error::InvalidHandle,
-            format!("{} not delivered: {why}{}", what(), self.own_lapse_text()),
+            format!(
+                "{} not delivered: {why}{}",
+                what(),
+                self.own_lapse_text(n.life)
+            ),
         ))
     }
 
-    /// `"; this process's own cluster lease expired 3.2 s ago: …"` once a renewal found it
-    /// expired (see [`renew::Lapse`]), else nothing: what a message that names another
-    /// process dead, or reports what did not arrive, adds, so that a process the cluster took
-    /// for dead does not blame only its peers.
-    fn own_lapse_text(&self) -> String {
+    /// `"; this process's own cluster lease expired 3.2 s ago: …"` once a renewal found the
+    /// lease of life `life` ([`Shared::life`]) or of a later one expired (see
+    /// [`renew::Lapse`]), else nothing: what a message about something this process made in
+    /// life `life` (an import, a publication) adds when it names another process dead or
+    /// reports what did not arrive, so that a process the cluster took for dead does not
+    /// blame only its peers. What it made after it joined again is bound to a lease that did
+    /// not lapse: its errors blame no lapse of an earlier one.
+    fn own_lapse_text(&self, life: u32) -> String {
         match *lock(&self.lapse) {
-            Some(l) => format!("; {}", l.words(Instant::now())),
-            None => String::new(),
+            Some(l) if l.life >= life => format!("; {}", l.words(Instant::now())),
+            _ => String::new(),
         }
+    }
+
+    /// This process's life now (see [`Shared::life`]).
+    fn life(&self) -> u32 {
+        self.life.load(Ordering::Relaxed)
     }
 }
 
@@ -1048,6 +967,7 @@ impl Cluster {
             proc_lease: Mutex::new(0),
             proc_granted: Mutex::new(Instant::now()),
             lapse: Mutex::new(None),
+            life: std::sync::atomic::AtomicU32::new(0),
             server_lease: Mutex::new(0),
             pod_lease: Mutex::new(0),
             stop: AtomicBool::new(false),
@@ -1144,17 +1064,26 @@ impl Cluster {
             .to_string()
             .into_bytes();
         let key = s.export_key(s.server, r.device(), r.id());
+        let life = s.life();
         let lease = *lock(&s.proc_lease);
         s.etcd
             .put(&key, &value, lease)
             .map_err(|e| ipc(e, &format!("publishing notify {} to the cluster", r.id())))?;
-        lock(&s.published).insert(
+        let mut p = lock(&s.published);
+        // Published again (a new whitelist): the other hosts' imports are of the life it was
+        // first published in.
+        let life = p
+            .get(&(r.device(), r.id()))
+            .filter(|e| e.generation == r.generation())
+            .map_or(life, |e| e.life.min(life));
+        p.insert(
             (r.device(), r.id()),
             Published {
                 generation: r.generation(),
                 slot: Arc::downgrade(r),
                 value,
                 keep: None,
+                life,
             },
         );
         Ok(())
@@ -1275,6 +1204,7 @@ impl Cluster {
                 owner_pid: export::owner_pid(&v),
                 create_rev: kv.create_revision,
                 local_device,
+                life: s.life(),
             },
             wl,
         ))
@@ -1332,6 +1262,7 @@ fn key_span(keys: &[Vec<u8>]) -> Option<(&[u8], Vec<u8>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::SocketAddr;
 
     /// The liveness of several processes is one range read: from the smallest key to right
     /// after the largest, so both ends are in it, and nothing to read for no processes.
@@ -1528,7 +1459,10 @@ mod tests {
     /// has as dead says this process's own lease expired too, how long it went unrenewed and
     /// why. Before, it said only "the owner is dead" (a c_abi collective at load 15: rank 0's
     /// record named rank 7 dead, rank 7's timeout named rank 0 dead, both alive, both leases
-    /// lapsed).
+    /// lapsed). Only about what it made in the life whose lease lapsed: once it joined again,
+    /// what it imports or publishes is bound to a live lease, and errors about that blame no
+    /// lapse of the old one (before, the lapse was kept for good, and every later error about
+    /// a dead peer said this process's own lease had expired).
     #[test]
     fn a_process_whose_own_lease_expired_says_so_in_its_errors() {
         let grants = Arc::new(std::sync::atomic::AtomicI64::new(1001));
@@ -1559,64 +1493,76 @@ mod tests {
             .unwrap();
         let c = Cluster::join(&cfg, 0, "unit-cluster-lapse", std::process::id() as i32, 1)
             .expect("join the stand-in");
+        // A notify published in the first life (`publish` itself needs a live slot: the
+        // entry it makes, directly), and one published in the next life, below.
+        let published = |life| Published {
+            generation: 1,
+            slot: Weak::new(),
+            value: Vec::new(),
+            keep: None,
+            life,
+        };
+        lock(&c.shared.published).insert((0, 1), published(0));
         // The keeper finds lease 1001 expired (within its TTL by this process's clock, or,
-        // on a loaded machine, after it: the words say which) and joins again: a lease after 1001 and the
-        // claims' 1002 and 1003 is granted. A bound that only turns a hang into a failure.
+        // on a loaded machine, after it: the words say which) and joins again, a new life
+        // under a lease after 1001 and the claims' 1002 and 1003. A bound that only turns a
+        // hang into a failure.
         let deadline = Instant::now() + Duration::from_secs(60);
-        while grants.load(Ordering::SeqCst) <= 1002 && Instant::now() < deadline {
+        while c.shared.life() == 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(10));
         }
-        assert!(
-            grants.load(Ordering::SeqCst) > 1002,
-            "the keeper did not join again"
-        );
-        let n = RemoteNotify {
-            server: 1,
-            device: 0,
-            id: 3,
-            generation: 1,
-            owner_pid: 4242,
-            create_rev: 7,
-            local_device: 0,
+        assert_eq!(c.shared.life(), 1, "the keeper did not join again");
+        assert!(grants.load(Ordering::SeqCst) > 1002);
+        lock(&c.shared.published).insert((0, 2), published(1));
+        let owner_dead = |life| {
+            let n = RemoteNotify {
+                server: 1,
+                device: 0,
+                id: 3,
+                generation: 1,
+                owner_pid: 4242,
+                create_rev: 7,
+                local_device: 0,
+                life,
+            };
+            let e = c.shared.record(&n, false).expect_err("the owner is gone");
+            assert_eq!(
+                acl_notify_core::BackendError::kind(&e),
+                Error::InvalidHandle
+            );
+            e.to_string()
         };
-        let e = c.shared.record(&n, false).expect_err("the owner is gone");
+        use crate::diag::RemoteLiveness;
+        // Imported before the lapse: its hold went with the lapsed lease, which may be why
+        // the owner is gone: said.
+        let old = owner_dead(0);
+        // Imported after the join (the hold under the live lease): the owner's death is
+        // none of this process's lapse.
+        let new = owner_dead(1);
+        // A wait's timeout on a notify published in the first life (the other hosts' imports
+        // of it stale) says the lapse; on one published only in the new life, or never, not.
+        let (first, next, never) = (
+            c.shared.own_lapse(0, 1),
+            c.shared.own_lapse(0, 2),
+            c.shared.own_lapse(0, 9),
+        );
         drop(c);
-        assert_eq!(
-            acl_notify_core::BackendError::kind(&e),
-            Error::InvalidHandle
-        );
-        let m = e.to_string();
         assert!(
-            m.contains("not delivered: the owner is dead: its cluster lease expired")
-                && m.contains("this process's own cluster lease expired")
-                && m.contains("its TTL of 1 s")
-                && m.contains(ENV_CLUSTER_TTL),
-            "{m}"
+            old.contains("not delivered: the owner is dead: its cluster lease expired")
+                && old.contains("this process's own cluster lease expired")
+                && old.contains("its TTL of 1 s")
+                && old.contains(ENV_CLUSTER_TTL),
+            "{old}"
         );
-    }
-
-    #[test]
-    fn cluster_urls_parse_and_bad_ones_say_why() {
-        let c = ClusterConfig::parse("etcd://127.0.0.1:2379,127.0.0.1:2380/pod-1").unwrap();
-        assert_eq!(c.endpoints.len(), 2);
-        assert_eq!(c.pod(), "pod-1");
-        assert_eq!(
-            ClusterConfig::parse("etcd://127.0.0.1:2379").unwrap().pod(),
-            "default"
+        assert!(
+            new.contains("not delivered: the owner is dead: its cluster lease expired")
+                && !new.contains("own cluster lease"),
+            "{new}"
         );
-        for bad in [
-            "http://127.0.0.1:2379",
-            "etcd://127.0.0.1",
-            "etcd://127.0.0.1:2379/a b",
-            "etcd://",
-        ] {
-            assert!(ClusterConfig::parse(bad).is_err(), "{bad}");
-        }
-        assert!(c.clone().with_ttl(0).is_err());
-        assert_eq!(c.clone().with_ttl(2).unwrap().ttl, 2);
-        assert_eq!(c.timeout, etcd::DEFAULT_TIMEOUT);
-        assert!(c.clone().with_timeout(0).is_err());
-        assert!(c.clone().with_timeout(601).is_err());
-        assert_eq!(c.with_timeout(12).unwrap().timeout, Duration::from_secs(12));
+        assert!(
+            first.starts_with("; this process's own cluster lease expired"),
+            "{first}"
+        );
+        assert_eq!((next.as_str(), never.as_str()), ("", ""));
     }
 }

@@ -4,6 +4,7 @@
 //! single-host paths call these only after their own handle lookup failed (a remote import
 //! is not in the local table), so they cost the single-host simulator nothing.
 
+use acl_notify_core::sdid::Shown;
 use acl_notify_core::{
     BackendError as _, Error, KeyFields, Lifecycle, NotifyInfo, Op, RawNotify, RawStream,
 };
@@ -29,7 +30,7 @@ impl Sim {
         let (server, odev, id) = (u32::from(k.server), u32::from(k.device), u32::from(k.id));
         let (n, wl) = c.lookup(server, odev, id, k.generation, k.nonce, device)?;
         if let Some(wl) = wl
-            && let Some(why) = self.not_admitted(&wl, server)
+            && let Some(why) = self.not_admitted(&wl, server, device)
         {
             return Err(err(
                 Error::NoPermission,
@@ -37,7 +38,7 @@ impl Sim {
                     "import of notify {id} (device {odev}, server {server}, another host) \
                      refused: {why}; whitelist in the cluster registry: {}",
                     wl.iter()
-                        .map(|e| format!("(sdid {}, pid {})", e.sdid, e.pid))
+                        .map(|e| format!("(sdid {}, pid {})", Shown(e.sdid), e.pid))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),

@@ -221,12 +221,13 @@ fn destroy_with_a_queued_wait_keeps_the_slot_until_it_ran() {
     slot.record(&f.waiter(), CntRecord::add(2), 1);
     sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(10)))
         .unwrap();
-    // The queued task was the last user: the id is free again.
-    let end = std::time::Instant::now() + Duration::from_secs(5);
+    // The queued task was the last user: the id is free again (looked for until then; 60 s
+    // is a hang guard, 5 s until 2026-12-07).
+    let end = std::time::Instant::now() + Duration::from_secs(60);
     while sim.cnt_notifies_free(0).unwrap() != MAX_CNT_NOTIFIES {
         assert!(
             std::time::Instant::now() < end,
-            "id not freed after the wait ran"
+            "hang guard: id not freed after the wait ran"
         );
         std::thread::sleep(Duration::from_millis(1));
     }

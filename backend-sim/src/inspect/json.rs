@@ -89,6 +89,7 @@ fn threads(v: &[WaitingThread]) -> Vec<Thread<'_>> {
 
 #[derive(Serialize)]
 struct Entry {
+    sdid: u32,
     server: u32,
     pid: i32,
     alive: &'static str,
@@ -283,6 +284,7 @@ fn notify(n: &NotifySnap) -> Notify<'_> {
             .whitelist
             .iter()
             .map(|w| Entry {
+                sdid: w.sdid,
                 server: w.server,
                 pid: w.pid,
                 alive: w.alive.word(),

@@ -56,10 +56,25 @@ impl Liveness {
 /// One whitelist entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WhitelistSnap {
-    /// SuperPod server.
+    /// Where it admits its process ([`acl_notify_core::sdid`]): a device's sdid, any device
+    /// of a server (a same-server entry), or anywhere.
+    pub sdid: u32,
+    /// The SuperPod server of `sdid`; `u32::MAX` for an entry of any server.
     pub server: u32,
     /// Process id.
     pub pid: i32,
     /// Whether it runs (unknown on another server).
     pub alive: Liveness,
+}
+
+impl WhitelistSnap {
+    /// The entry of sdid `sdid` for `pid`, alive as `alive` says.
+    pub fn new(sdid: u32, pid: i32, alive: Liveness) -> WhitelistSnap {
+        WhitelistSnap {
+            sdid,
+            server: acl_notify_core::sdid::server_of(sdid).unwrap_or(u32::MAX),
+            pid,
+            alive,
+        }
+    }
 }

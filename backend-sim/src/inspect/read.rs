@@ -200,15 +200,14 @@ pub fn snapshot(namespace: &str, server: u32) -> Result<MachineSnapshot, SimErro
                 match shared.read() {
                     Some(wl) => {
                         for e in wl.iter() {
-                            let alive = if e.sdid == server {
-                                Liveness::of_entry(e.pid, e.start_time, e.identity)
+                            let snap = WhitelistSnap::new(e.sdid, e.pid, Liveness::Unknown);
+                            whitelist.push(if snap.server == server {
+                                WhitelistSnap {
+                                    alive: Liveness::of_entry(e.pid, e.start_time, e.identity),
+                                    ..snap
+                                }
                             } else {
-                                Liveness::Unknown
-                            };
-                            whitelist.push(WhitelistSnap {
-                                server: e.sdid,
-                                pid: e.pid,
-                                alive,
+                                snap
                             });
                         }
                     }

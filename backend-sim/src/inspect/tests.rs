@@ -118,8 +118,9 @@ fn snapshot_agrees_with_a_live_machine() {
             .any(|w| w.pid == me && w.alive == Liveness::Alive)
     );
     assert_eq!(ns_.last_record.unwrap().by.pid, me);
-    // The second wait holds a ticket, and its stream thread is found asleep on the flag.
-    let end = std::time::Instant::now() + Duration::from_secs(5);
+    // The second wait holds a ticket, and its stream thread is found asleep on the flag
+    // (looked for until then; 60 s is a hang guard, 5 s until 2026-12-07).
+    let end = std::time::Instant::now() + Duration::from_secs(60);
     loop {
         let snap = snapshot(&ns.0, 0).unwrap();
         let x = snap.notifies.iter().find(|x| x.id == id).unwrap();
@@ -135,7 +136,7 @@ fn snapshot_agrees_with_a_live_machine() {
         }
         assert!(
             std::time::Instant::now() < end,
-            "the wait was never seen: {x:?}"
+            "hang guard: the wait was never seen: {x:?}"
         );
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -159,7 +160,8 @@ fn snapshot_agrees_with_a_live_machine() {
     assert!(json.starts_with('{') && json.ends_with('}'));
     assert!(
         json.contains(&format!(
-            "{{\"server\":0,\"pid\":{dead},\"alive\":\"dead\"}}"
+            "{{\"sdid\":{},\"server\":0,\"pid\":{dead},\"alive\":\"dead\"}}",
+            acl_notify_core::sdid::server_wide(0)
         )),
         "{json}"
     );

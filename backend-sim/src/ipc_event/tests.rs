@@ -125,7 +125,8 @@ fn asking_for_a_discarded_record_takes_no_lock_until_one_was_discarded() {
     let holder = std::thread::spawn(move || {
         let _kept = unrun.kept.lock().unwrap();
         held_tx.send(()).unwrap();
-        let _ = go_rx.recv_timeout(Duration::from_secs(10));
+        // Held until the answer came, or past the asker's hang guard below.
+        let _ = go_rx.recv_timeout(Duration::from_secs(120));
     });
     held_rx.recv().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -133,7 +134,10 @@ fn asking_for_a_discarded_record_takes_no_lock_until_one_was_discarded() {
         let _ = tx.send(b.was_unrun(n));
         b
     });
-    let answer = rx.recv_timeout(Duration::from_secs(2));
+    // The lock stays held until the answer comes: a lookup that took it could answer only once
+    // this hang guard let the holder go (2 s until 2026-12-07, which a starved asker could
+    // outlast without taking any lock).
+    let answer = rx.recv_timeout(Duration::from_secs(60));
     go_tx.send(()).unwrap();
     holder.join().unwrap();
     let b = asker.join().unwrap();

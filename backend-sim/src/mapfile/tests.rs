@@ -192,18 +192,48 @@ fn a_file_of_another_pid_namespace_is_refused() {
     assert!(p.open(false, true).open(fill, check).unwrap().is_some());
 }
 
+/// Opens the file at `path` (read-write and creating it if `create`) on a thread of its own
+/// with a creator wait of an hour, so that an open that waited for a creator would not
+/// return: what it answers without waiting, the header's `value` or the error's text. The
+/// only bound is a hang guard (60 s for what takes microseconds), which turns such a wait
+/// into a failure; a loaded machine cannot. (Until 2026-12-07 these tests read a clock: an
+/// open with a 100 ms wait had to take under 1 s, which a wait passed and a starved
+/// thread could fail.)
+fn open_without_waiting(path: &Path, create: bool) -> Result<Option<u64>, String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let owned = path.to_owned();
+    std::thread::spawn(move || {
+        let o = Open {
+            path: &owned,
+            kind: Kind("test file"),
+            create,
+            writable: create,
+            total: 2 * PAGE,
+            init_wait: Duration::from_secs(3600),
+            keep_fd: false,
+        };
+        let r = o.open(fill, check);
+        let _ = tx.send(
+            r.map(|m| m.map(|m| m.header::<TestHeader>().value.load(SeqCst)))
+                .map_err(|e| e.to_string()),
+        );
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .unwrap_or_else(|e| {
+            panic!("hang guard: the open of {path:?} (create {create}) waited for a creator: {e}")
+        })
+}
+
 /// A size no creator produces is refused at once, not after the creator wait.
 #[test]
 fn a_short_file_is_refused_at_once() {
     let p = TempPath::new("short");
     p.plant(&[1u8; 100]);
-    let t0 = Instant::now();
-    let e = err_text(p.open(true, true).open(fill, check));
+    let e = open_without_waiting(&p.0, true).expect_err("a 100-byte file was opened");
     assert!(
         e.contains("only 100 bytes long") && e.contains("test file"),
         "{e}"
     );
-    assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
 }
 
 #[test]
@@ -224,19 +254,12 @@ fn an_empty_file_nobody_initialises_is_taken_over_without_waiting() {
     let p = TempPath::new("empty-fast");
     for create in [false, true] {
         p.plant(&[]);
-        let o = Open {
-            init_wait: INIT_WAIT,
-            ..p.open(create, create)
-        };
-        let t0 = Instant::now();
-        let r = o.open(fill, check);
-        let took = t0.elapsed();
-        assert!(took < INIT_WAIT / 5, "create {create}: took {took:?}");
+        let r = open_without_waiting(&p.0, create);
         if create {
-            let m = r.unwrap().unwrap();
-            assert_eq!(m.header::<TestHeader>().value.load(SeqCst), 42);
+            assert_eq!(r, Ok(Some(42)), "re-created and published");
         } else {
-            assert!(err_text(r).contains("never initialised"));
+            let e = r.expect_err("an empty file opened read-only");
+            assert!(e.contains("never initialised"), "{e}");
         }
         let _ = std::fs::remove_file(&p.0);
     }

@@ -27,18 +27,19 @@
 //! memory gone with its owner's death (107000 saying so: the owner process held the bytes).
 //!
 //! The PIDs of a FABRIC whitelist name no server (CANN's V2 takes bare PIDs): each admits
-//! that PID on any server of the SuperPod (an entry of server `ANY_SERVER`), without the
+//! that PID on any device of any server of the SuperPod (an entry of sdid
+//! `acl_notify_core::sdid::ANYWHERE`), without the
 //! start-time check a same-server entry has (another server's processes are not visible here).
 
 use acl_notify_core::Error;
 use acl_notify_core::key::{ExportKey, KEY_LEN};
+use acl_notify_core::sdid::ANYWHERE;
 use acl_notify_core::whitelist::WhitelistEntry;
 
 use super::reserved::PhysMem;
 use super::vmm::{PHYS_MARK, invalid, not_live};
 use crate::Sim;
 use crate::error::SimError;
-use crate::ipc_policy::ANY_SERVER;
 use crate::locks::lock;
 
 /// Bytes of an `aclrtMemFabricHandle` (CANN's `uint8_t data[128]`).
@@ -166,7 +167,7 @@ impl Sim {
         }
         self.add_mem_whitelist(&f.key, pids.len(), || {
             pids.iter()
-                .map(|&p| WhitelistEntry::new(ANY_SERVER, p))
+                .map(|&p| WhitelistEntry::new(ANYWHERE, p))
                 .collect()
         })
     }

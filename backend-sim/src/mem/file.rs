@@ -50,8 +50,10 @@ use crate::sys;
 const MAGIC: u64 = u64::from_le_bytes(*b"ACLNMEM\x01");
 /// Bumped whenever the device-memory file layout changes (2: the slots are the core's shared
 /// `Slot` with the allocation as payload; 4: a whitelist entry holds both a start time and a
-/// pidfs identity, 24 bytes, as the notify file's layout 10; 5: 64 importers a slot).
-pub const MEM_LAYOUT_VERSION: u32 = 5;
+/// pidfs identity, 24 bytes, as the notify file's layout 10; 5: 64 importers a slot; 6: a
+/// whitelist entry's `sdid` is an sdid (`acl_notify_core::sdid`), as the notify file's layout
+/// 13).
+pub const MEM_LAYOUT_VERSION: u32 = 6;
 /// Allocations (live, or freed but still imported) per device at once.
 pub const MAX_ALLOCS: u32 = 16384;
 /// Processes that can have one allocation imported at once: as many as a namespace has (its

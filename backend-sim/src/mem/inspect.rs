@@ -137,16 +137,16 @@ fn device_snap(v: &MemFileView, path: &Path) -> DeviceMemorySnap {
                 let mut whitelist = Vec::new();
                 if mode == ExportState::Enforced {
                     match v.whitelist(id).and_then(|w| w.read()) {
-                        Some(wl) => whitelist.extend(wl.iter().map(|e| WhitelistSnap {
-                            server: e.sdid,
-                            pid: e.pid,
-                            alive: if e.sdid != server {
+                        Some(wl) => whitelist.extend(wl.iter().map(|e| {
+                            let snap = WhitelistSnap::new(e.sdid, e.pid, Liveness::Unknown);
+                            let alive = if snap.server != server {
                                 Liveness::Unknown
                             } else if sys::identity_alive(e.pid, e.start_time, e.identity) {
                                 Liveness::Alive
                             } else {
                                 Liveness::Dead
-                            },
+                            };
+                            WhitelistSnap { alive, ..snap }
                         })),
                         None => problems.push(format!(
                             "allocation {id}: whitelist unreadable (a writer died mid-update?)"
@@ -295,7 +295,8 @@ pub fn memory_json(devices: &[DeviceMemorySnap]) -> Value {
                             "offset": e.offset,
                             "len": e.len,
                             "whitelist": e.whitelist.iter().map(|w| json!({
-                                "server": w.server, "pid": w.pid, "state": who(w.alive)
+                                "sdid": w.sdid, "server": w.server, "pid": w.pid,
+                                "state": who(w.alive)
                             })).collect::<Vec<_>>(),
                         })),
                         "importers": a.importers.iter().map(|(p, l)| json!({

@@ -313,7 +313,7 @@ impl Sim {
     pub fn ipc_mem_set_pids(&self, key: &ExportKey, pids: &[i32]) -> Result<(), SimError> {
         self.mem_checked(|| {
             self.require_ipc_memory("whitelisting importers of device memory (IPC)")?;
-            let me = self.inner.server_id;
+            let me = self.same_server();
             self.add_mem_whitelist(key, pids.len(), || {
                 pids.iter().map(|&p| self.whitelist_entry(me, p)).collect()
             })
@@ -329,7 +329,9 @@ impl Sim {
     ) -> Result<(), SimError> {
         self.mem_checked(|| {
             self.require_ipc_memory_inter_server("inter-server whitelisting of device memory")?;
-            crate::ipc_policy::no_reserved_server(entries)?;
+            for (i, e) in entries.iter().enumerate() {
+                self.check_entry_sdid(i, e)?;
+            }
             self.add_mem_whitelist(key, entries.len(), || {
                 entries
                     .iter()
@@ -389,7 +391,9 @@ impl Sim {
         };
         let entries = entries();
         let me = self.inner.server_id;
-        let inter_server = entries.iter().any(|e| e.sdid != me);
+        let inter_server = entries
+            .iter()
+            .any(|e| acl_notify_core::sdid::server_of(e.sdid) != Some(me));
         let l = n.file.lock()?;
         let total = wl.read().map_or(0, |w| w.len());
         wl.update(|w| w.add_entries(&entries))
@@ -476,7 +480,7 @@ impl Sim {
                             ),
                         )
                     })?;
-                if let Some(why) = self.not_admitted(&wl, server) {
+                if let Some(why) = self.not_admitted(&wl, server, device) {
                     return Err(SimError::new(
                         Error::NoPermission,
                         format!("import of {what} refused: {why}"),

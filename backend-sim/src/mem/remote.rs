@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::SeqCst;
 
 use acl_notify_core::key::{ExportKey, KeyFields};
+use acl_notify_core::sdid::Shown;
 use acl_notify_core::{Error, RawStream};
 
 use super::file::{Importers, MemFile};
@@ -465,7 +466,7 @@ impl Sim {
         let (server, odev, id) = (u32::from(k.server), u32::from(k.device), u32::from(k.id));
         let (found, wl) = c.mem_lookup(server, odev, id, k.generation, k.nonce)?;
         if let Some(wl) = wl
-            && let Some(why) = self.not_admitted(&wl, server)
+            && let Some(why) = self.not_admitted(&wl, server, device)
         {
             return Err(SimError::new(
                 Error::NoPermission,
@@ -473,7 +474,7 @@ impl Sim {
                     "import of allocation {id} on device {odev} of server {server} (another host) \
                      refused: {why}; whitelist in the cluster registry: {}",
                     wl.iter()
-                        .map(|e| format!("(sdid {}, pid {})", e.sdid, e.pid))
+                        .map(|e| format!("(sdid {}, pid {})", Shown(e.sdid), e.pid))
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),

@@ -131,7 +131,7 @@ impl Sim {
     pub fn vmm_share_pids(&self, handle: u64, pids: &[i32]) -> Result<(), SimError> {
         self.require_vmm("whitelisting importers of physical memory")?;
         let key = self.vmm_key(handle)?;
-        let me = self.inner.server_id;
+        let me = self.same_server();
         self.add_mem_whitelist(&key, pids.len(), || {
             pids.iter().map(|&p| self.whitelist_entry(me, p)).collect()
         })

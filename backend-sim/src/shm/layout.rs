@@ -36,8 +36,11 @@ pub(crate) const MAGIC: u64 = u64::from_le_bytes(*b"ACLNSIM\x01");
 /// wake); 12: that word's bits 1–31 count the queue's turns, and the waiters queued behind
 /// a notify's head sleep on it instead of on the head (a stop can move it:
 /// `NotifySync::wake_all`), which a build of layout 11 would neither move nor sleep on, and
-/// whose `shared` test (`!= 0`) would take a count for an export.
-pub const LAYOUT_VERSION: u32 = 12;
+/// whose `shared` test (`!= 0`) would take a count for an export; 13: a whitelist entry's
+/// `sdid` is an sdid (`acl_notify_core::sdid`: one device, or any device of a server for a
+/// same-server entry), where a build of layout 12 wrote the server id, so neither would admit
+/// the importers the other whitelisted.
+pub const LAYOUT_VERSION: u32 = 13;
 
 /// Process-table entry states (high 32 bits of `ProcEntry::word`; low 32 bits: pid).
 pub(crate) const P_FREE: u32 = 0;

@@ -117,33 +117,39 @@ mod tests {
 
     /// Queues a task that says it started, then sleeps (cancellably) for [`LONG`] and fails
     /// if cut short: the failure a stop must not store.
-    fn sleeper(s: &S) -> Arc<AtomicBool> {
+    /// Queues a task on `s` that sleeps [`LONG`]; the flags: it started, and its sleep was
+    /// cut short.
+    fn sleeper(s: &S) -> (Arc<AtomicBool>, Arc<AtomicBool>) {
         let started = Arc::new(AtomicBool::new(false));
-        let st = Arc::clone(&started);
+        let cut = Arc::new(AtomicBool::new(false));
+        let (st, c) = (Arc::clone(&started), Arc::clone(&cut));
         s.enqueue(move |ctx| {
             st.store(true, Ordering::SeqCst);
-            ctx.sleep(LONG).map_err(|_| Error::InternalError)
+            ctx.sleep(LONG).map_err(|_| {
+                c.store(true, Ordering::SeqCst);
+                Error::InternalError
+            })
         })
         .unwrap();
-        started
+        (started, cut)
     }
 
     #[test]
     fn a_stopped_stream_keeps_its_tasks_unrun_until_an_abort_drops_them() {
         let s = S::spawn(StreamConfig::new("stop-keep")).unwrap();
-        let started = sleeper(&s);
+        let (started, cut) = sleeper(&s);
         assert!(eventually(LONG, || started.load(Ordering::SeqCst)));
         let ran = Arc::new(AtomicUsize::new(0));
         for _ in 0..3 {
             count_on(&s, &ran);
         }
-        let t = Instant::now();
         s.stop().unwrap();
         assert!(s.is_stopped());
         // The sleeping task was cut short (it would sleep 20 s): the stream's completions
-        // count it, and nothing after it ran.
+        // count it, and nothing after it ran. (Its sleep says so, where the wall time from the
+        // stop, under 20 s, stood until 2026-12-07.)
         assert!(eventually(LONG, || s.stats().completed == 1));
-        assert!(t.elapsed() < LONG);
+        assert!(cut.load(Ordering::SeqCst), "the sleep was not cut short");
         for _ in 0..2 {
             count_on(&s, &ran);
         }
@@ -211,7 +217,11 @@ mod tests {
             }
             let t = Instant::now();
             assert_eq!(s.destroy(mode), Ok(()), "{mode:?}");
-            assert!(t.elapsed() < LONG);
+            assert!(
+                t.elapsed() < LONG,
+                "hang guard: the destroy ({mode:?}) of a stopped stream took {:?}",
+                t.elapsed()
+            );
             assert!(s.has_exited());
             assert_eq!(ran.load(Ordering::SeqCst), 1, "{mode:?}: a kept task ran");
             assert_eq!(

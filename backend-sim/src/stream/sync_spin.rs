@@ -116,9 +116,30 @@ mod tests {
         }
     }
 
+    /// [`plain`]`(len)` that counts its windows in `n`, and fails the test once 60 s passed
+    /// since `t`: a hang guard only (a spin that nothing ends would run for ever), never a
+    /// measure of speed (a loaded machine preempts a spin for as long as it likes).
+    fn counted(
+        len: Duration,
+        n: &std::cell::Cell<u32>,
+        t: Instant,
+    ) -> impl FnMut(&mut dyn FnMut() -> bool) -> bool + '_ {
+        let mut window = plain(len);
+        move |until| {
+            n.set(n.get() + 1);
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "hang guard: still spinning after {} windows",
+                n.get()
+            );
+            window(until)
+        }
+    }
+
     /// A task finished every 200 µs keeps a 1 ms window spinning until `done` at 3 ms; the
     /// cap ends the spin even while tasks keep finishing; without progress it ends after one
-    /// window.
+    /// window. (The ends are told by windows and by lower bounds; until 2026-12-07 also by
+    /// an upper bound of 500 ms, which a preempted spin could pass.)
     #[test]
     fn the_window_restarts_on_progress_and_the_cap_ends_it() {
         let ms = Duration::from_millis;
@@ -128,16 +149,31 @@ mod tests {
         assert!(restarting(ms(1000), done, progress, plain(ms(1))));
         assert!(t.elapsed() >= ms(3));
 
+        // Never done, progress for ever: only the cap ends it (else the hang guard).
         let t = Instant::now();
         let progress = || (t.elapsed().as_micros() / 200) as u64;
-        assert!(!restarting(ms(5), || false, progress, plain(ms(1))));
+        let windows = std::cell::Cell::new(0);
+        assert!(!restarting(
+            ms(5),
+            || false,
+            progress,
+            counted(ms(1), &windows, t)
+        ));
         let took = t.elapsed();
-        assert!(took >= ms(5) && took < ms(500), "{took:?}");
+        assert!(took >= ms(5), "{took:?}, {} windows", windows.get());
 
+        // No progress: one window, not windows until the 1 s cap.
         let t = Instant::now();
-        assert!(!restarting(ms(1000), || false, || 0, plain(ms(1))));
+        let windows = std::cell::Cell::new(0);
+        assert!(!restarting(
+            ms(1000),
+            || false,
+            || 0,
+            counted(ms(1), &windows, t)
+        ));
         let took = t.elapsed();
-        assert!(took >= ms(1) && took < ms(500), "{took:?}");
+        assert_eq!(windows.get(), 1, "after {took:?}");
+        assert!(took >= ms(1), "{took:?}");
     }
 
     /// The window is at least `SYNC_MIN_WINDOW` for `AFTER_MOVE` after a move, the stream's

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
 use acl_notify_core::{Backend, BackendError, Error, RawStream};
@@ -22,8 +22,8 @@ use libtest_mimic::Failed;
 /// <message>`), then answers each command line with `ok <text>` or `err <code> <message>`,
 /// `run` doing the work. `streams[d]`: the stream the commands use on device `d`. One command
 /// is the same for every agent: `dropsim` drops the `Sim` (the process stays; what it held
-/// goes as at `aclFinalize`) and answers how long that took (microseconds), after which
-/// every command answers 107017.
+/// goes as at `aclFinalize`) and answers how long that took and how much of it the process
+/// did not run (microseconds, [`not_running`]), after which every command answers 107017.
 pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<String, SimError>) {
     let sim = match Sim::from_env() {
         Ok(s) => s,
@@ -44,8 +44,8 @@ pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<Str
         let words: Vec<&str> = line.split_whitespace().collect();
         if words.first() == Some(&"dropsim") {
             let t = Instant::now();
-            drop(sim.take());
-            println!("ok {}", t.elapsed().as_micros());
+            let lost = not_running(|| drop(sim.take()));
+            println!("ok {} {}", t.elapsed().as_micros(), lost.as_micros());
             continue;
         }
         let Some(sim) = &sim else {
@@ -63,6 +63,42 @@ pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<Str
     }
 }
 
+/// Runs `work` and says how long the process did not run meanwhile: stopped (SIGSTOP, e.g. by a
+/// script that pauses other processes for a quiet benchmark window) or waiting for a CPU for
+/// long stretches. A thread naps 10 ms at a time beside `work`; a nap that took over
+/// [`JUMP`] more, the thread could not run for what it took beyond the nap. Shorter
+/// lateness is a wake-up's ordinary delay on a busy machine (a millisecond or two, but a
+/// thousand naps of it would take a second off a 3 s teardown), not counted. The cluster's
+/// client counts its bound in the time the process could run (etcd's `RunDeadline`), so a
+/// test that checks such a bound takes this out of the time it measured.
+pub fn not_running(work: impl FnOnce()) -> Duration {
+    use std::sync::atomic::AtomicBool;
+    const NAP: Duration = Duration::from_millis(10);
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let ticker = s.spawn(|| {
+            let (mut lost, mut last) = (Duration::ZERO, Instant::now());
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(NAP);
+                let now = Instant::now();
+                let late = now.saturating_duration_since(last).saturating_sub(NAP);
+                if late > JUMP {
+                    lost += late;
+                }
+                last = now;
+            }
+            lost
+        });
+        work();
+        done.store(true, Ordering::Relaxed);
+        ticker.join().unwrap_or_default()
+    })
+}
+
+/// How much later than its nap [`not_running`]'s thread must wake for the time to count as
+/// the process not running.
+pub const JUMP: Duration = Duration::from_millis(50);
+
 /// Word `i` of a command, parsed.
 pub fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, SimError> {
     w.get(i)
@@ -71,6 +107,31 @@ pub fn num<T: std::str::FromStr>(w: &[&str], i: usize) -> Result<T, SimError> {
 }
 
 // ---- the parent side -----------------------------------------------------------------------
+
+/// The next line of an agent's `lines`, waiting at most `patience`, of which a stretch of
+/// more than a second between two looks (100 ms apart) counts one second: this process was
+/// stopped meanwhile (SIGSTOP: a script that pauses the test and its agents for a quiet
+/// benchmark window) or starved, and its agent with it, as a late look of
+/// `tests/src/progress.rs` counts. Before, the wait was wall time, which such a pause ran out:
+/// an agent's 3 s cluster call, which counts its own bound in the time it could run, answered
+/// after the test's 30 s had passed across the pause.
+fn next_line(lines: &Receiver<String>, patience: Duration) -> Result<String, RecvTimeoutError> {
+    const LOOK: Duration = Duration::from_millis(100);
+    let (mut waited, mut last) = (Duration::ZERO, Instant::now());
+    loop {
+        match lines.recv_timeout(LOOK) {
+            Err(RecvTimeoutError::Timeout) => {
+                let now = Instant::now();
+                waited += now.duration_since(last).min(Duration::from_secs(1));
+                last = now;
+                if waited >= patience {
+                    return Err(RecvTimeoutError::Timeout);
+                }
+            }
+            r => return r,
+        }
+    }
+}
 
 /// A child agent; killed (SIGKILL) and reaped on drop.
 pub struct Agent {
@@ -123,7 +184,7 @@ impl Agent {
             pid,
             label: label.to_owned(),
         };
-        match a.lines.recv_timeout(patience) {
+        match next_line(&a.lines, patience) {
             Ok(hello) if hello == format!("ok {pid}") => Ok(a),
             Ok(other) => {
                 a.kill();
@@ -131,7 +192,10 @@ impl Agent {
             }
             Err(_) => {
                 a.kill();
-                Err(format!("agent {pid} said nothing within {patience:?}"))
+                Err(format!(
+                    "agent {pid} said nothing within {patience:?} (of the time this test could \
+                     run)"
+                ))
             }
         }
     }
@@ -146,9 +210,9 @@ impl Agent {
 
     /// The next answer: `Ok(text)` or `Err((code, message))`.
     pub fn answer(&mut self) -> Result<String, (i32, String)> {
-        let line = self.lines.recv_timeout(self.patience).unwrap_or_else(|_| {
+        let line = next_line(&self.lines, self.patience).unwrap_or_else(|_| {
             panic!(
-                "agent {} did not answer within {:?}",
+                "agent {} did not answer within {:?} (of the time this test could run)",
                 self.pid, self.patience
             )
         });
@@ -178,9 +242,7 @@ impl Agent {
     /// gave no answer within its patience or is gone (never a panic).
     pub fn ask(&mut self, c: &str) -> Result<String, String> {
         writeln!(self.stdin, "{c}").map_err(|e| format!("agent {} gone: {e}", self.pid))?;
-        let line = self
-            .lines
-            .recv_timeout(self.patience)
+        let line = next_line(&self.lines, self.patience)
             .map_err(|_| format!("agent {} gave no answer to {c:?}", self.pid))?;
         match line.strip_prefix("ok") {
             Some(rest) => Ok(rest.trim().to_owned()),

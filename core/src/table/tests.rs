@@ -389,8 +389,10 @@ fn a_served_ticket_left_behind_tail_is_helped_past() {
     let (waiter, stop) = cancellable_wait(&s, &w, 1);
     poll_until("the waiter queued", || s.waiters() == 1);
     s.record(&*w);
+    // Given up (the wait stopped, and the check below failing) only after `PATIENCE`, a hang
+    // guard: 5 s until 2026-12-07, which a loaded machine could outlast.
     let t0 = std::time::Instant::now();
-    while !waiter.is_finished() && t0.elapsed() < Duration::from_secs(5) {
+    while !waiter.is_finished() && t0.elapsed() < PATIENCE {
         thread::sleep(Duration::from_millis(5));
     }
     stop.store(true, SeqCst);

@@ -212,7 +212,7 @@ fn invalid_notify_handles<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let live = ok!(b.create_notify(0, CreateFlags::empty()));
     let host = ctx.host_ops().is_ok();
     let entry = [ServerPid {
-        sdid: 0,
+        sdid: crate::util::sdid(b.server_id(), 0),
         pid: std::process::id() as i32,
     }];
     for h in std::iter::once(stale).chain(GARBAGE_NOTIFIES) {

@@ -499,7 +499,11 @@ fn holder_counting<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
 /// set-import-pid, a shared 64-entry limit, and "applied entries stay" on failure.
 fn inter_server_rules<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
-    let e = |sdid, pid| ServerPid { sdid, pid };
+    // Entries for processes of servers 1 and 2 (device 0), by their sdids.
+    let e = |server, pid| ServerPid {
+        sdid: crate::util::sdid(server, 0),
+        pid,
+    };
     let n = ok!(b.create_notify(0, CreateFlags::empty()));
     fails!(b.set_import_server_pids(n, &[]), Error::ParamInvalid);
     // Not exported: "then as SetImportPid" → 107000.

@@ -157,7 +157,10 @@ fn unsupported<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     fails!(b.mem_export(0, a, SIZE, 0), Error::FeatureNotSupport);
     fails!(b.mem_export(0, a, SIZE, OPEN), Error::FeatureNotSupport);
     fails!(b.mem_allow_pids(0, &k, &[1]), Error::FeatureNotSupport);
-    let sp = ServerPid { sdid: 0, pid: 1 };
+    let sp = ServerPid {
+        sdid: crate::util::sdid(0, 0),
+        pid: 1,
+    };
     fails!(
         b.mem_allow_server_pids(0, &k, &[sp]),
         Error::FeatureNotSupport
@@ -278,7 +281,10 @@ fn one_server_207000<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let a = ok!(b.mem_alloc(0, SIZE));
     let k = ok!(b.mem_export(0, a, SIZE, 0));
-    let sp = ServerPid { sdid: 1, pid: 1 };
+    let sp = ServerPid {
+        sdid: crate::util::sdid(1, 0),
+        pid: 1,
+    };
     fails!(b.mem_allow_server_pids(0, &k, &[]), Error::ParamInvalid);
     fails!(
         b.mem_allow_server_pids(0, &k, &[sp]),
@@ -301,10 +307,11 @@ fn inter_server_rules<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let a = ok!(b.mem_alloc(0, SIZE));
     let k = ok!(b.mem_export(0, a, SIZE, 0));
-    let entries = |sdid: u32, n: i32| {
+    // `n` processes of server `server` (device 0), by their sdid.
+    let entries = |server: u32, n: i32| {
         (0..n)
             .map(|i| ServerPid {
-                sdid,
+                sdid: crate::util::sdid(server, 0),
                 pid: 3_000_000 + i,
             })
             .collect::<Vec<_>>()
@@ -559,8 +566,8 @@ fn mem_small_alloc<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
 // ---------------------------------------------------------------------------------------------
 // Across servers (Ascend910_93).
 
-/// A same-server entry with the PID of a process on server 1 does not admit it; a (server 1,
-/// PID) entry does, and it maps the bytes.
+/// A same-server entry with the PID of a process on server 1 does not admit it; an (sdid, PID)
+/// entry does (the sdid of the device it imports on, which it sent), and it maps the bytes.
 fn mp_inter_server<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let a = ok!(b.mem_alloc(0, SIZE));
@@ -572,10 +579,15 @@ fn mp_inter_server<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         &[(acl_notify_sim::ENV_SERVER_ID, "1".to_owned())],
     )?;
     let pid = parse_pid(&ctx.take_from("ms.pid", T, &mut r)?)?;
+    let sdid = ctx.take_from("ms.sdid", T, &mut r)?;
+    let sdid: u32 = sdid
+        .trim()
+        .parse()
+        .map_err(|_| format!("ms.sdid: {sdid:?}"))?;
     ok!(b.mem_allow_pids(0, &k, &[pid]));
     ctx.put("ms.key", k.as_str())?;
     ctx.take_from("ms.refused", T, &mut r)?;
-    ok!(b.mem_allow_server_pids(0, &k, &[ServerPid { sdid: 1, pid }]));
+    ok!(b.mem_allow_server_pids(0, &k, &[ServerPid { sdid, pid }]));
     ctx.put("ms.listed", "")?;
     r.wait_ok(T)?;
     ok!(b.mem_close(0, &k));
@@ -591,6 +603,8 @@ fn mem_server1<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         "server_id() with ACL_NOTIFY_SIM_SERVER_ID=1"
     );
     ctx.put("ms.pid", &b.bare_tgid().to_string())?;
+    // The SuperPOD device id of the device it imports on, for the owner's entry.
+    ctx.put("ms.sdid", &ok!(b.super_pod_device_id(0)).to_string())?;
     let k = parse_key(&ctx.take("ms.key", T)?)?;
     fails!(b.mem_import(0, &k, PEER), Error::NoPermission);
     ctx.put("ms.refused", "")?;

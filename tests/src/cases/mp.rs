@@ -14,16 +14,20 @@ use crate::check::CaseResult;
 use crate::harness::{Case, Ctx, Role, TestBackend};
 use crate::util::{FileCheck, Probe, at_most, fill, pause, secs, sync_err, sync_ok};
 
-/// How long a process of a multi-process case waits for a file from another.
+/// How long a process of a multi-process case waits for a file from another, or for a role to
+/// end: of the time the trial's processes could run (`harness::Bound`), a hang guard
+/// (the answers come in milliseconds), not wall time, which a starved or paused trial ran out.
 pub(super) const T: Duration = Duration::from_secs(20);
 const LONG: Duration = Duration::from_secs(10);
 /// How long a coordinator waits for a `fill_check` role (a fill of up to 65,535 ids per
-/// device). A role that waits for the coordinator's next file across such a check waits
-/// [`T`] more than this: with only `T` it gave up first when the check took over 20 s
-/// (a paused trial, seen under `cargo xtask test`'s load) though the coordinator still had time.
+/// device), in the same time: a hang guard. A role that waits for the coordinator's next file
+/// across such a check waits [`T`] more than this: with only `T` it gave up first when the
+/// check took over 20 s (a paused trial, seen under `cargo xtask test`'s load, when these were
+/// wall time) though the coordinator still had time.
 const FILL: Duration = Duration::from_secs(40);
 
-/// A multi-process case (a longer timeout than one process's).
+/// A multi-process case (a longer limit than one process's, in the time its processes could
+/// run: a hang guard).
 pub(super) fn mp<B>(
     name: &'static str,
     applies: fn(acl_notify_core::Soc) -> bool,
@@ -399,7 +403,7 @@ fn sigkill_owner_mid_wait<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     ctx.put("owner-dead", "")?;
     importer.wait_ok(Duration::from_secs(40))?;
     let mut fresh = ctx.spawn_role("fill_check", &format!("0={max}"), &[])?;
-    fresh.wait_ok(Duration::from_secs(40))
+    fresh.wait_ok(FILL)
 }
 
 fn owner_killed<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
@@ -506,7 +510,7 @@ fn sigkill_importer_mid_record<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     sync_ok(ctx, r, LONG, "the owner's record stream")?;
     ok!(b.destroy_notify(n));
     let mut fresh = ctx.spawn_role("fill_check", &format!("0={max},1={max}"), &[])?;
-    fresh.wait_ok(Duration::from_secs(40))
+    fresh.wait_ok(FILL)
 }
 
 fn recorder_killed<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
@@ -519,8 +523,9 @@ fn recorder_killed<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let imp = ok!(b.import_by_key(1, key.trim(), ImportFlags::ENABLE_PEER_ACCESS));
     let s = ok!(b.create_stream(1));
     ctx.put("recorder.ready", "")?;
-    let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(60) {
+    // Records until the coordinator kills it; a hang guard in the time the trial could run.
+    let mut watch = crate::harness::Bound::trial(Duration::from_secs(60));
+    while watch.step().is_ok() {
         ok!(b.record(imp, s));
         ok!(b.synchronize(s, at_most(LONG)));
         pause(1);
@@ -722,7 +727,8 @@ fn fill_check<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
 // Inter-server (SuperPod) whitelists.
 
 /// Ascend910_93: an importer on another server (ACL_NOTIFY_SIM_SERVER_ID=1) is not covered by
-/// a same-server PID entry (207006) and is admitted by an inter-server (sdid, pid) entry.
+/// a same-server PID entry (207006) and is admitted by an inter-server (sdid, pid) entry, the
+/// sdid the importer read for the device it imports on and sent beside its PID.
 /// The import passes ENABLE_PEER_ACCESS as CANN's samples do (an import enables peer access
 /// itself since the implicit-P2P change, so the flag no longer decides the outcome).
 fn inter_server_flow<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
@@ -735,11 +741,16 @@ fn inter_server_flow<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         &[(acl_notify_sim::ENV_SERVER_ID, "1".to_owned())],
     )?;
     let pid = parse_pid(&ctx.take_from("s1.pid", T, &mut r)?)?;
+    let sdid = ctx.take_from("s1.sdid", T, &mut r)?;
+    let sdid: u32 = sdid
+        .trim()
+        .parse()
+        .map_err(|_| format!("s1.sdid: {sdid:?}"))?;
     // A same-server entry with the importer's PID number.
     ok!(b.set_import_pids(n, &[pid]));
     ctx.put("key", key.as_str())?;
     ctx.take_from("s1.refused", T, &mut r)?;
-    ok!(b.set_import_server_pids(n, &[ServerPid { sdid: 1, pid }]));
+    ok!(b.set_import_server_pids(n, &[ServerPid { sdid, pid }]));
     let s = ok!(b.create_stream(0));
     ok!(b.wait_and_reset(n, s, secs(15)));
     ctx.put("s1.added", "")?;
@@ -760,6 +771,8 @@ fn server1_importer<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
         "server_id() with ACL_NOTIFY_SIM_SERVER_ID=1"
     );
     ctx.put("s1.pid", &b.bare_tgid().to_string())?;
+    // The SuperPOD device id of the device it imports on (0), for the owner's entry.
+    ctx.put("s1.sdid", &ok!(b.super_pod_device_id(0)).to_string())?;
     let key = ctx.take("key", T)?;
     fails!(
         b.import_by_key(0, key.trim(), ImportFlags::ENABLE_PEER_ACCESS),

@@ -203,11 +203,18 @@ fn any_soc_runtime_checks<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     Ok(())
 }
 
-/// Ascend910_93: a 65-entry inter-server call applies 64 then fails with 207012; the typed
-/// API hands back a `Whitelisted` handle (following the backend's state).
+/// Ascend910_93: a device answers its sdid; a 65-entry inter-server call applies 64 then
+/// fails with 207012; the typed API hands back a `Whitelisted` handle (following the
+/// backend's state).
 fn partial_whitelist_handed_back<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult {
     let b = ctx.b;
     let dev = ok!(Device::<Ascend910_93, _>::new(b, 0));
+    // The typed device answers its own sdid: device 0 of this server.
+    ensure_eq!(
+        ok!(dev.super_pod_device_id()),
+        crate::util::sdid(b.server_id(), 0),
+        "Device::super_pod_device_id of device 0"
+    );
     let n = ok!(dev.create_notify());
     let (n, _key) = match n.export() {
         Ok(x) => x,
@@ -215,7 +222,7 @@ fn partial_whitelist_handed_back<B: TestBackend>(ctx: &Ctx<'_, B>) -> CaseResult
     };
     let many: Vec<_> = (0..65)
         .map(|i| ServerPid {
-            sdid: 1,
+            sdid: crate::util::sdid(1, 0),
             pid: 3_100_000 + i,
         })
         .collect();

@@ -1619,8 +1619,11 @@ ACL_FUNC_VISIBILITY aclError aclrtGetEventAvailNum(uint32_t *eventCount);
 
 /*
  * The simulator answers the attributes a notify program needs and no others:
- * ACL_DEV_ATTR_SUPER_POD_DEVICE_ID and ACL_DEV_ATTR_SUPER_POD_SERVER_ID: this process's server
- * (ACL_NOTIFY_SIM_SERVER_ID), the sdid of an aclrtServerPid for it; ACL_DEV_ATTR_PHY_CHIP_ID:
+ * ACL_DEV_ATTR_SUPER_POD_DEVICE_ID: the device's own SuperPOD device id, the sdid of an
+ * aclrtServerPid for a process importing on that device (each device its own; in the
+ * simulator's layout, 0x5D tag, server, device, which only the simulator parses);
+ * ACL_DEV_ATTR_SUPER_POD_SERVER_ID: this process's server (ACL_NOTIFY_SIM_SERVER_ID);
+ * ACL_DEV_ATTR_PHY_CHIP_ID:
  * the device id; ACL_DEV_ATTR_SUPER_POD_ID: 0. Any other attribute →
  * ACL_ERROR_RT_FEATURE_NOT_SUPPORT. value NULL → ACL_ERROR_INVALID_PARAM; no such device →
  * ACL_ERROR_RT_INVALID_DEVICEID.

@@ -136,10 +136,11 @@ const ATTR_SUPER_POD_ID: i32 = 405;
 /// count, the Atlas inference and training series, 107000, as CANN's runtime answers a
 /// platform configuration without `cube_core_cnt`, hicann/runtime
 /// `src/runtime/api/impl/api_impl.cc`, `GetDeviceInfoByAttrMisc`) and Vector Cores (201). A
-/// process's SuperPOD Device ID is what an owner puts in `aclrtServerPid::sdid` to whitelist
-/// it, and the simulator keys inter-server whitelists by the server
-/// (`ACL_NOTIFY_SIM_SERVER_ID`), so both 403 and 404 answer that; 402 answers the device id
-/// and 405 (the SuperPOD's own id) 0. The host link (408), form factor (409) and NPU
+/// device's SuperPOD Device ID (403) is what an owner puts in `aclrtServerPid::sdid` to
+/// whitelist a process importing on that device: each device's own, in the simulator's layout
+/// (`acl_notify_core::sdid`: it parses back to this server and the device; CANN's driver has
+/// its own). 404 answers the server (`ACL_NOTIFY_SIM_SERVER_ID`), 402 the device id and 405
+/// (the SuperPOD's own id) 0. The host link (408), form factor (409) and NPU
 /// architecture (601) are `device_platform`'s.
 ///
 /// Codes: 100000 value NULL; 107001 no such device; 107000 Cube Cores of a chip without
@@ -165,9 +166,12 @@ pub unsafe extern "C" fn aclrtGetDeviceInfo(
                         ATTR_AICPU_CORE_NUM | ATTR_AICORE_CORE_NUM | ATTR_CUBE_CORE_NUM
                         | ATTR_VECTOR_CORE_NUM => i64::from(core_count(rt.backend().chip(), attr)?),
                         ATTR_PHY_CHIP_ID => i64::from(dev),
-                        ATTR_SUPER_POD_DEVICE_ID | ATTR_SUPER_POD_SERVER_ID => {
-                            i64::from(rt.backend().server_id())
-                        }
+                        ATTR_SUPER_POD_DEVICE_ID => i64::from(
+                            rt.backend()
+                                .super_pod_device_id(dev)
+                                .map_err(CallError::backend)?,
+                        ),
+                        ATTR_SUPER_POD_SERVER_ID => i64::from(rt.backend().server_id()),
                         ATTR_SUPER_POD_ID => 0,
                         ATTR_HD_CONNECT_TYPE | ATTR_DEVICE_FORM_FACTOR | ATTR_NPU_ARCH => {
                             platform_attr(rt.backend().chip(), attr)?

@@ -195,7 +195,9 @@ pub unsafe extern "C" fn aclrtNotifySetImportPid(
 /// aclrtServerPid *serverPids, size_t num)`. No 100000 here: NULL arguments are 107000.
 ///
 /// Codes: 107000 notify/serverPids NULL or num 0; 107017; per entry: 107000 pid NULL or
-/// num ≠ 1; 207000; then as `aclrtNotifySetImportPid`.
+/// num ≠ 1; 207000; 107000 an sdid that names no device of the SuperPod (not a
+/// `ACL_DEV_ATTR_SUPER_POD_DEVICE_ID` answer: a server id, say); then as
+/// `aclrtNotifySetImportPid`.
 ///
 /// # Safety
 ///

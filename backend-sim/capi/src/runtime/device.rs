@@ -211,6 +211,15 @@ impl Runtime {
         Ok(refs)
     }
 
+    /// Whether another thread's reset is releasing `device` now (for tests: to act once it
+    /// is, rather than after a sleep that a loaded machine may outlast).
+    #[cfg(test)]
+    pub(crate) fn releasing(&self, device: u32) -> bool {
+        lock(&self.device_refs)
+            .get(device as usize)
+            .is_some_and(|r| r.releasing)
+    }
+
     /// Makes `ctx` (a live context on `device`) current on the calling thread.
     pub(crate) fn make_current(&self, device: u32, ctx: usize) {
         let seen = self.contexts.gone.load(Ordering::Acquire);

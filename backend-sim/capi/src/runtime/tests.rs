@@ -7,6 +7,27 @@ use acl_notify_core::{CreateFlags, Soc, StreamDestroy, SyncWait};
 
 use acl_notify_sim::NamespaceGuard as Ns;
 
+/// A bound that only turns a hang into a failure (a wait for something that does not come),
+/// never a measure of speed: a healthy run takes milliseconds, a loaded machine (2 CPUs
+/// beside other builds) any time. Also the resets' drain bound in the tests below: a drain
+/// that waits for a deadlocked thread ends at it with 507046.
+const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// Whether a reset began releasing `device` before [`HANG_GUARD`] (polled): what the tests
+/// below wait for before the call that must meet the reset, where they slept 200-300 ms
+/// until 2026-12-07 (a reset that had not begun by then, on a loaded machine, let the call
+/// succeed, and the test fail).
+fn releasing_within_guard(rt: &Runtime, device: u32) -> bool {
+    let t0 = std::time::Instant::now();
+    while !rt.releasing(device) {
+        if t0.elapsed() >= HANG_GUARD {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
 fn runtime(tag: &str) -> (Runtime, Ns) {
     let (sim, ns) = Ns::open_sim(
         format!("unit-capi-{tag}-{}", std::process::id()),
@@ -182,10 +203,10 @@ fn the_reset_timeout_is_seconds_with_fractions_and_zero_waits_for_ever() {
 #[test]
 fn a_reset_drains_its_device_only_and_waits_out_its_bound_for_a_stream_stuck_for_ever() {
     let (rt, _ns) = runtime("reset-policy");
-    // Past aclFinalize's 100 ms stuck rule, and long enough for a loaded machine to run the
-    // 300 ms host function within it.
-    let bound = Duration::from_secs(2);
-    let rt = rt.with_reset_timeout(Some(bound));
+    // First a drain that must end by itself: its bound only a hang guard (it was the 2 s
+    // below until 2026-12-07, which a loaded machine running the 300 ms host function could
+    // pass).
+    let rt = rt.with_reset_timeout(Some(HANG_GUARD));
     rt.set_device(0).unwrap();
     let (stuck0, rec0) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
     let n0 = rt.create_notify(CreateFlags::empty()).unwrap();
@@ -207,6 +228,9 @@ fn a_reset_drains_its_device_only_and_waits_out_its_bound_for_a_stream_stuck_for
         took >= SLOW,
         "the reset of device 1 took {took:?}, less than its host function's {SLOW:?}"
     );
+    // Then one that must wait out its bound: past aclFinalize's 100 ms stuck rule.
+    let bound = Duration::from_secs(2);
+    let rt = rt.with_reset_timeout(Some(bound));
     rt.set_device(1).unwrap();
     let s1 = rt.create_stream().unwrap();
     let n1 = rt.create_notify(CreateFlags::empty()).unwrap();
@@ -239,7 +263,7 @@ fn a_reset_drains_its_device_only_and_waits_out_its_bound_for_a_stream_stuck_for
 #[test]
 fn a_reset_draining_one_device_does_not_hold_up_setting_another() {
     let (rt, _ns) = runtime("reset-gate");
-    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(HANG_GUARD)));
     rt.set_device(1).unwrap();
     let ctx1 = rt.current_context().unwrap();
     let (s, rec) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
@@ -247,29 +271,25 @@ fn a_reset_draining_one_device_does_not_hold_up_setting_another() {
     rt.wait_and_reset(n, s, 0).unwrap();
     let rt2 = std::sync::Arc::clone(&rt);
     let recorder = std::thread::spawn(move || {
-        // After the reset below began to drain device 1.
-        std::thread::sleep(Duration::from_millis(300));
-        let t0 = std::time::Instant::now();
+        // Once the reset below is releasing device 1.
+        let met = releasing_within_guard(&rt2, 1);
         rt2.set_device(0).unwrap();
-        let set_took = t0.elapsed();
         // The record the reset waits for, from device 1's context (alive until released).
         let recorded = rt2
             .set_current_context(ctx1)
             .and_then(|()| rt2.record(n, rec));
         rt2.reset_device(0, false).unwrap();
-        (set_took, recorded)
+        (met, recorded)
     });
-    let t0 = std::time::Instant::now();
     let reset = rt.reset_device(1, false);
-    let took = t0.elapsed();
-    let (set_took, recorded) = recorder.join().unwrap();
-    assert!(
-        set_took < Duration::from_secs(2),
-        "aclrtSetDevice(0) waited {set_took:?} for device 1's reset"
-    );
+    let (met, recorded) = recorder.join().unwrap();
+    assert!(met, "hang guard: the reset never began releasing device 1");
+    // The set did not wait for the reset: the record made after it is what the reset's
+    // drain waited for, and so the reset succeeded. A set that waited for the reset would
+    // have held that record back until the drain's bound (507046). (Until 2026-12-07 this
+    // was also read from a clock, the set under 2 s and the reset under 4.)
     recorded.unwrap();
-    reset.unwrap();
-    assert!(took < Duration::from_secs(4), "the reset took {took:?}");
+    reset.expect("the reset, drained by the record made after aclrtSetDevice(0)");
 }
 
 /// `aclrtDestroyContext` discards the context's default stream and forgets its limits with it:
@@ -301,11 +321,13 @@ struct HostSet {
     got: std::sync::Mutex<Option<Result<(), CallError>>>,
 }
 
-/// A host function that sets device 1 once the reset queued behind its launch is draining.
+/// A host function that sets device 1 once the reset made after its launch is releasing it.
 unsafe extern "C" fn host_set(arg: *mut std::ffi::c_void) {
     // SAFETY: the test keeps its `HostSet` alive until the stream has run this.
     let h = unsafe { &*(arg as *const HostSet) };
-    std::thread::sleep(Duration::from_millis(300));
+    // (No panic here, in a C callback: a reset that never began lets the set succeed, and the
+    // test fails at its answer.)
+    releasing_within_guard(&h.rt, 1);
     *lock(&h.got) = Some(h.rt.set_device(1));
 }
 
@@ -317,7 +339,7 @@ unsafe extern "C" fn host_set(arg: *mut std::ffi::c_void) {
 #[test]
 fn a_host_function_setting_a_device_being_released_fails_instead_of_keeping_a_dead_context() {
     let (rt, _ns) = runtime("hostfn-set");
-    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(HANG_GUARD)));
     rt.set_device(1).unwrap();
     let s = rt.create_stream().unwrap();
     let h = std::sync::Arc::new(HostSet {
@@ -328,10 +350,10 @@ fn a_host_function_setting_a_device_being_released_fails_instead_of_keeping_a_de
     let call =
         unsafe { acl_notify_core::HostCall::new(host_set, std::sync::Arc::as_ptr(&h) as *mut _) };
     rt.launch_host_func(s, call).unwrap();
-    let t0 = std::time::Instant::now();
+    // Succeeds: a set that waited for the reset, which waits for the host function, would
+    // have held it until its drain's bound (507046). (Until 2026-12-07 also read from a
+    // clock: under 4 s.)
     rt.reset_device(1, false).unwrap();
-    let took = t0.elapsed();
-    assert!(took < Duration::from_secs(4), "the reset took {took:?}");
     let got = lock(&h.got)
         .take()
         .expect("the host function ran before the reset returned");
@@ -355,11 +377,13 @@ struct HostSetOther {
     got: std::sync::Mutex<Option<(std::time::Instant, Result<(), CallError>)>>,
 }
 
-/// A host function that sets device 1 once the reset of device 1 is draining.
+/// A host function that sets device 1 once the reset of device 1 is releasing it.
 unsafe extern "C" fn host_set_other(arg: *mut std::ffi::c_void) {
     // SAFETY: the test keeps its `HostSetOther` alive until the stream has run this.
     let h = unsafe { &*(arg as *const HostSetOther) };
-    std::thread::sleep(Duration::from_millis(300));
+    // (No panic here, in a C callback: a reset that never began lets the set return before
+    // the record, and the test fails at its answer.)
+    releasing_within_guard(&h.rt, 1);
     let set = h.rt.set_device(1);
     *lock(&h.got) = Some((std::time::Instant::now(), set));
 }
@@ -372,7 +396,7 @@ unsafe extern "C" fn host_set_other(arg: *mut std::ffi::c_void) {
 #[test]
 fn a_host_function_of_another_device_waits_for_a_release_to_set_the_device() {
     let (rt, _ns) = runtime("hostfn-set-other");
-    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(HANG_GUARD)));
     rt.set_device(1).unwrap();
     let ctx1 = rt.current_context().unwrap();
     let (s, rec) = (rt.create_stream().unwrap(), rt.create_stream().unwrap());
@@ -465,7 +489,7 @@ unsafe extern "C" fn host_reset_other(arg: *mut std::ffi::c_void) {
 fn a_host_function_resetting_another_device_drains_it() {
     static SLOW: Duration = Duration::from_millis(400);
     let (rt, _ns) = runtime("hostfn-reset-other");
-    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(HANG_GUARD)));
     let h = std::sync::Arc::new(HostResetOther {
         rt: std::sync::Arc::clone(&rt),
         ran: std::sync::atomic::AtomicBool::new(false),
@@ -525,8 +549,9 @@ fn a_set_during_a_reset_that_waits_for_ever_ends_at_its_bound() {
     let (tx, rx) = std::sync::mpsc::channel();
     let rt2 = std::sync::Arc::clone(&rt);
     let setter = std::thread::spawn(move || {
-        // After the reset below began to drain device 1.
-        std::thread::sleep(Duration::from_millis(300));
+        // Once the reset below is releasing device 1 (else the set succeeds, and the test
+        // fails at its answer).
+        releasing_within_guard(&rt2, 1);
         let t0 = std::time::Instant::now();
         let set = rt2.set_device(1);
         let _ = tx.send((set, t0.elapsed()));
@@ -539,17 +564,23 @@ fn a_set_during_a_reset_that_waits_for_ever_ends_at_its_bound() {
         let rt = std::sync::Arc::clone(&rt);
         std::thread::spawn(move || rt.reset_device(1, false))
     };
-    let answer = rx.recv_timeout(Duration::from_secs(10));
+    let answer = rx.recv_timeout(HANG_GUARD);
     if answer.is_err() {
         // The set still waits: end the reset so that the test fails instead of hanging.
         rt.set_current_context(ctx1).unwrap();
         rt.record(n, rec).unwrap();
     }
-    let (set, took) = answer.expect("aclrtSetDevice returned within 10 s");
+    let (set, took) = answer.expect("hang guard: aclrtSetDevice did not return");
     let e = set.expect_err("a set while the reset still drains");
     assert_eq!(e.code(), Error::DevSetupError, "{}", e.text());
     assert!(e.text().contains("being reset"), "{}", e.text());
-    assert!(took < Duration::from_secs(3), "the set waited {took:?}");
+    // Its own bound ended it: not before (a lower bound only; its 507033 names the bound, and
+    // a set that waited for the reset would never have returned: the hang guard above). Until
+    // 2026-12-07 an upper bound of 3 s stood here.
+    assert!(
+        took >= Duration::from_millis(500),
+        "the set gave up after {took:?}"
+    );
     setter.join().unwrap();
     resetter.join().unwrap().unwrap();
     rt.set_device(1).unwrap();
@@ -582,7 +613,9 @@ fn an_implicit_default_device_set_during_a_reset_names_itself_not_aclrtsetdevice
     let rt2 = std::sync::Arc::clone(&rt);
     // A thread of its own: no current device, so its call sets device 1 implicitly.
     let got = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(200));
+        // Once the reset is releasing device 1 (else the implicit set succeeds, and the test
+        // fails at its answer).
+        releasing_within_guard(&rt2, 1);
         rt2.create_stream()
     })
     .join()
@@ -680,7 +713,7 @@ impl BlockedHostSync {
 #[test]
 fn finalize_waits_for_a_host_function_in_a_timed_synchronize() {
     let (rt, _ns) = runtime("fin-timed-hostfn");
-    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(Duration::from_secs(5))));
+    let rt = std::sync::Arc::new(rt.with_reset_timeout(Some(HANG_GUARD)));
     rt.set_device(0).unwrap();
     // `b` waits for a record nothing queues before the drain.
     let blocked = block_host_function_in_sync(&rt, Duration::from_millis(600));
