@@ -134,22 +134,9 @@ const ATTEMPTS: u32 = 3;
 impl Etcd {
     /// A client of the cluster at `endpoints` (at least one), each call bounded by `timeout`.
     pub fn new(endpoints: Vec<SocketAddr>, timeout: Duration) -> Etcd {
-        let config = ureq::Agent::config_builder()
-            // etcd's own answers, errors included, are read here: a 4xx/5xx body says why.
-            .http_status_as_error(false)
-            // The endpoints are addresses on the cluster's network, never through a proxy
-            // named by the environment.
-            .proxy(None)
-            .max_redirects(0)
-            .build();
-        let agent = ureq::Agent::with_parts(
-            config,
-            ureq::unversioned::transport::DefaultConnector::new(),
-            Addresses,
-        );
         Etcd {
             endpoints,
-            agent,
+            agent: agent(),
             preferred: AtomicUsize::new(0),
             timeout,
         }
@@ -630,6 +617,25 @@ impl RunDeadline {
             self.lost.as_secs_f64()
         )
     }
+}
+
+/// The `ureq` agent every HTTP request to an etcd member goes through (this client's, and the
+/// test harness's reads of a member's `/metrics`): URLs name socket addresses
+/// ([`Addresses`], so no request starts a thread), no proxy, no redirect, and every status's
+/// answer read by the caller, which checks it (etcd's 4xx/5xx body says why).
+pub(super) fn agent() -> ureq::Agent {
+    let config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        // The endpoints are addresses on the cluster's network, never through a proxy
+        // named by the environment.
+        .proxy(None)
+        .max_redirects(0)
+        .build();
+    ureq::Agent::with_parts(
+        config,
+        ureq::unversioned::transport::DefaultConnector::new(),
+        Addresses,
+    )
 }
 
 /// ureq's resolver for this client, whose URLs name socket addresses (the endpoints were

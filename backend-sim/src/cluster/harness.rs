@@ -15,6 +15,10 @@ use super::etcd::Etcd;
 /// How long the members may take to elect a leader and answer.
 const START_WAIT: Duration = Duration::from_secs(20);
 
+/// A hang guard on reading one member's `/metrics` (a loopback answer of a few hundred
+/// kilobytes): it only turns a member that never answers into an error.
+const METRICS_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// A running loopback etcd cluster (see the module doc).
 #[derive(Debug)]
 pub struct EtcdCluster {
@@ -356,13 +360,25 @@ impl EtcdCluster {
     /// their `/metrics` (the JSON gateway's requests are gRPC calls inside etcd). For a test
     /// that counts what clients ask; `LeaseKeepAlive`, a stream, counts its messages.
     pub fn calls(&self) -> Result<std::collections::BTreeMap<String, u64>, String> {
+        let agent = super::etcd::agent();
         let mut calls = std::collections::BTreeMap::new();
         for m in self.members.iter().filter(|m| m.child.is_some()) {
             let url = format!("http://{}/metrics", m.client);
-            let text = ureq::get(&url)
+            let mut resp = agent
+                .get(&url)
+                .config()
+                .timeout_global(Some(METRICS_TIMEOUT))
+                .build()
                 .call()
-                .and_then(|mut r| r.body_mut().read_to_string())
                 .map_err(|e| format!("{url}: {e}"))?;
+            let status = resp.status();
+            let text = resp
+                .body_mut()
+                .read_to_string()
+                .map_err(|e| format!("{url}: {e}"))?;
+            if !status.is_success() {
+                return Err(format!("{url}: HTTP {status}: {text}"));
+            }
             for line in text.lines() {
                 let wanted = if line.contains("grpc_method=\"LeaseKeepAlive\"") {
                     "grpc_server_msg_received_total{"
