@@ -219,6 +219,26 @@ fn main() {
 
 type SimResult<T> = Result<T, acl_notify_sim::SimError>;
 
+/// Synchronizes stream `s`, [`ANSWER`] of the time this agent could run its hang guard
+/// ([`common::Ticker`]): synchronizes of a second each, until one does not time out (one that
+/// times out changes nothing) or the guard ran out. One synchronize of `ANSWER` was wall
+/// time, which a pause of the test and its agents (a quiet benchmark window) could outlast
+/// while a record waited for the cluster (`a_short_loss_of_quorum_...`'s, the quorum back).
+fn settle(sim: &Sim, s: RawStream) -> SimResult<()> {
+    let ticker = common::Ticker::start();
+    loop {
+        match sim.synchronize(s, SyncWait::AtMost(Duration::from_secs(1))) {
+            Err(e) if e.kind() == Error::StreamSyncTimeout => {
+                if ticker.ran() >= ANSWER {
+                    let why = format!("synchronized for {ANSWER:?} of running time, the last: {e}");
+                    return Err(acl_notify_sim::SimError::new(e.kind(), why));
+                }
+            }
+            r => return r,
+        }
+    }
+}
+
 fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimResult<String> {
     let mut stream = |dev: u32| -> SimResult<RawStream> {
         let slot = streams
@@ -268,7 +288,7 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
         "record" => {
             let s = stream(num(w, 2)?)?;
             sim.record(n(1)?, s)?;
-            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            settle(sim, s)?;
             Ok(String::new())
         }
         // swait H DEV SECS: a stream wait with a timeout, synchronized; its time in ms.
@@ -276,7 +296,7 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             let s = stream(num(w, 2)?)?;
             let t = Instant::now();
             sim.wait_and_reset(n(1)?, s, Timeout::from_c(num(w, 3)?))?;
-            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            settle(sim, s)?;
             Ok(t.elapsed().as_millis().to_string())
         }
         // hwait H MS: a host wait; its time in ms.
@@ -308,7 +328,7 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
                     sim.record(next, s)?;
                 }
             }
-            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            settle(sim, s)?;
             Ok((t.elapsed().as_micros() / u128::from(rounds.max(1))).to_string())
         }
         // memexport DEV SERVER PID: 4 KiB of device memory exported to PID on any device of
@@ -437,7 +457,7 @@ fn run_command(sim: &Sim, streams: &mut [Option<RawStream>], w: &[&str]) -> SimR
             })();
             GATE.store(true, std::sync::atomic::Ordering::SeqCst);
             queued?;
-            sim.synchronize(s, SyncWait::AtMost(ANSWER))?;
+            settle(sim, s)?;
             Ok(String::new())
         }
         // memset PTR VALUE LEN
@@ -718,6 +738,30 @@ fn code_of(answer: &Result<String, String>) -> Option<i32> {
         .and_then(|c| c.parse().ok())
 }
 
+/// `agent`'s host wait on `h` that must return, `limit` its hang guard in the time this
+/// process could run: waits of a second each (one that times out consumes nothing) until one
+/// returns, or fails other than by its timeout, or `limit` passed ([`poll_until`]). One wait
+/// of `limit` was bounded by wall time, which a test paused with its agents (a quiet
+/// benchmark window stops them all, etcd excepted) could outlast: the wait timed out on the
+/// resume before the agent's cluster watch, paused too, delivered the record. Answers as
+/// [`Agent::ask`] does.
+fn hwait(agent: &mut Agent, h: &impl std::fmt::Display, limit: Duration) -> Result<String, String> {
+    let mut last = Err(String::new());
+    let waited = poll_until(&format!("host wait on {h}"), limit, || {
+        last = agent.ask(&format!("hwait {h} 1000"));
+        code_of(&last) != Some(107019)
+    });
+    let pid = agent.pid;
+    match waited {
+        Ok(()) => last.map_err(|e| format!("hwait {h} on agent {pid}: {e}")),
+        Err(e) => Err(format!(
+            "hwait {h} on agent {pid}: {}; the last wait: {}",
+            e.message().unwrap_or(""),
+            last.err().unwrap_or_default()
+        )),
+    }
+}
+
 fn pod(tag: &str) -> String {
     format!("{tag}-{}", std::process::id())
 }
@@ -949,7 +993,7 @@ fn remote_records_leave_no_key_once_their_importer_is_gone(
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     for _ in 0..3 {
         importer.try_ok(&format!("record {ih} 3"))?;
-        owner.try_ok(&format!("hwait {h} 5000"))?;
+        hwait(&mut owner, &h, Duration::from_millis(5000))?;
     }
     let etcd = acl_notify_sim::cluster::etcd::Etcd::new(c.client_addrs(), Duration::from_secs(3));
     let prefix = format!("/acl-notify/{tag}/rec/");
@@ -1014,7 +1058,7 @@ fn spec7_flow_across_hosts(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     })?;
     for round in 0..20 {
         importer.try_ok(&format!("record {ih} 3"))?;
-        owner.try_ok(&format!("hwait {h} 5000"))?;
+        hwait(&mut owner, &h, Duration::from_millis(5000))?;
         let left = owner.try_ok(&format!("consume {h}"))?;
         check(left == "false", || {
             format!("round {round}: a record released more than one wait")
@@ -1028,7 +1072,7 @@ fn spec7_flow_across_hosts(c: &Arc<EtcdCluster>) -> Result<(), Failed> {
     poll_until("both records applied", ANSWER, || {
         owner.ask("applied").as_deref() == Ok("23")
     })?;
-    owner.try_ok(&format!("hwait {h} 5000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(5000))?;
     let second = owner.ask(&format!("hwait {h} 300"));
     check(code_of(&second) == Some(107019), || {
         format!("two records before a wait released two waits: {second:?}")
@@ -1092,7 +1136,7 @@ fn non_whitelisted_importer_is_refused_207006(c: &Arc<EtcdCluster>) -> Result<()
     let key3 = owner.try_ok(&format!("export_open {h3}"))?;
     let ih = outsider.try_ok(&format!("import 0 {key3}"))?;
     outsider.try_ok(&format!("record {ih} 0"))?;
-    owner.try_ok(&format!("hwait {h3} 5000"))?;
+    hwait(&mut owner, &h3, Duration::from_millis(5000))?;
     Ok(())
 }
 
@@ -1237,7 +1281,7 @@ fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Resul
     let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 5000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(5000))?;
     // Memory of the owner, imported before the kill.
     const N: usize = 64 << 10;
     let pa: usize = owner.try_ok(&format!("malloc 2 {N}"))?.parse()?;
@@ -1255,7 +1299,7 @@ fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Resul
     importer.try_ok(&format!("fill {qb} {N} 5"))?;
     importer.try_ok(&format!("copy {ra} {qb} {N}"))?;
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 10000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(10000))?;
     let got = owner.try_ok(&format!("sum {pa} {N}"))?;
     check(got == hash(&pattern(N, 5)).to_string(), || {
         "a write after the member's kill did not land".into()
@@ -1270,8 +1314,7 @@ fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Resul
         importer
             .ask(&format!("record {ih} 3"))
             .map_err(|e| format!("round {round} after the kill: record: {e}"))?;
-        owner
-            .ask(&format!("hwait {h} 10000"))
+        hwait(&mut owner, &h, Duration::from_millis(10000))
             .map_err(|e| format!("round {round} after the kill: wait: {e}"))?;
     }
     // A new import after the kill works too.
@@ -1280,7 +1323,7 @@ fn a_killed_etcd_member_leaves_a_working_majority(_: &Arc<EtcdCluster>) -> Resul
     owner.try_ok(&format!("allow {h2} 1 {}", importer.pid))?;
     let ih2 = importer.try_ok(&format!("import 3 {key2}"))?;
     importer.try_ok(&format!("record {ih2} 3"))?;
-    owner.try_ok(&format!("hwait {h2} 10000"))?;
+    hwait(&mut owner, &h2, Duration::from_millis(10000))?;
     c.kill_member(1);
     // Bounded, not hanging: its 507022 is the client's bound running out (the agent's answer
     // comes within `ANSWER`, the hang guard). A wall-clock bound of 10 s stood here too until
@@ -1443,15 +1486,14 @@ fn a_hung_member_does_not_hold_back_the_owner_s_records(
     let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 5000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(5000))?;
     c.pause_member(0, true);
     let mut rounds = || -> Result<(), Failed> {
         for round in 0..3 {
             importer
                 .ask(&format!("record {ih} 3"))
                 .map_err(|e| format!("round {round}, a member hung: record: {e}"))?;
-            owner
-                .ask(&format!("hwait {h} 15000"))
+            hwait(&mut owner, &h, Duration::from_millis(15000))
                 .map_err(|e| format!("round {round}, a member hung: wait: {e}"))?;
         }
         let again = owner.ask(&format!("hwait {h} 300"));
@@ -1609,7 +1651,7 @@ xx"#
     )?;
     // Real work goes on.
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 5000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(5000))?;
     let qb: usize = importer.try_ok(&format!("malloc 3 {N}"))?.parse()?;
     importer.try_ok(&format!("copy {qb} {ra} {N}"))?;
     check(
@@ -1619,7 +1661,7 @@ xx"#
     importer.try_ok(&format!("fill {qb} {N} 8"))?;
     importer.try_ok(&format!("copy {ra} {qb} {N}"))?;
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 5000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(5000))?;
     check(
         owner.try_ok(&format!("sum {pa} {N}"))? == hash(&pattern(N, 8)).to_string(),
         || "a write after the garbage did not land".into(),
@@ -1635,7 +1677,7 @@ fn sigkilled_processes_are_dead_within_the_ttl(c: &Arc<EtcdCluster>) -> Result<(
     let (a, b) = (Host::mortal(&url, "a", 0), Host::mortal(&url, "b", 1));
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 5000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(5000))?;
     let ipid = importer.pid;
     check(owner.try_ok(&format!("alive 1 {ipid}"))? == "true", || {
         "importer not alive".into()
@@ -1709,7 +1751,7 @@ fn a_process_that_left_is_exited_for_the_other_hosts_not_dead(
     let (a, b) = (Host::new(&url, "a", 0), Host::new(&url, "b", 1));
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 5000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(5000))?;
     let ipid = importer.pid;
     importer.try_ok("dropsim")?;
     let r = owner.ask(&format!("hwait {h} 200"));
@@ -1951,7 +1993,7 @@ fn after_an_outage_of_the_whole_cluster_work_goes_on(_: &Arc<EtcdCluster>) -> Re
     let (a, b) = (Host::mortal(&url, "a", 0), Host::mortal(&url, "b", 1));
     let (mut owner, mut importer, h, ih) = pair(&a, &b)?;
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 5000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(5000))?;
     c.kill_all();
     std::thread::sleep(Duration::from_secs(u64::from(TTL) * 2));
     for i in 0..3 {
@@ -1963,10 +2005,10 @@ fn after_an_outage_of_the_whole_cluster_work_goes_on(_: &Arc<EtcdCluster>) -> Re
         Duration::from_secs(20),
         || importer.ask(&format!("record {ih} 3")).is_ok(),
     )?;
-    owner.try_ok(&format!("hwait {h} 10000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(10000))?;
     for _ in 0..5 {
         importer.try_ok(&format!("record {ih} 3"))?;
-        owner.try_ok(&format!("hwait {h} 10000"))?;
+        hwait(&mut owner, &h, Duration::from_millis(10000))?;
     }
     check(
         owner.try_ok(&format!("alive 1 {}", importer.pid))? == "true",
@@ -2033,7 +2075,7 @@ fn a_process_stopped_past_its_ttl_comes_back_as_a_new_life(
         || format!("the owner's timeout does not say its own lease lapsed: {m:?}"),
     )?;
     importer.try_ok(&format!("record {ih2} 3"))?;
-    owner.try_ok(&format!("hwait {h} 10000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(10000))?;
     Ok(())
 }
 
@@ -2120,7 +2162,7 @@ fn memory_across_hosts_both_ways_ordered_by_notifies(c: &Arc<EtcdCluster>) -> Re
     let t = Instant::now();
     q.try_ok(&format!("copyasync {ra} {qb} {N} 3"))?;
     q.try_ok(&format!("record {ina} 3"))?;
-    p.try_ok(&format!("hwait {na} 10000"))?;
+    hwait(&mut p, &na, Duration::from_millis(10000))?;
     let took = t.elapsed();
     let got = p.try_ok(&format!("sum {pa} {N}"))?;
     check(got == hash(&pattern(N, 7)).to_string(), || {
@@ -2129,7 +2171,7 @@ fn memory_across_hosts_both_ways_ordered_by_notifies(c: &Arc<EtcdCluster>) -> Re
     // A → B: P writes its own memory, records Q's notify; Q reads through the import.
     p.try_ok(&format!("fill {pa} {N} 9"))?;
     p.try_ok(&format!("record {inb} 2"))?;
-    q.try_ok(&format!("hwait {nb} 10000"))?;
+    hwait(&mut q, &nb, Duration::from_millis(10000))?;
     let t2 = Instant::now();
     q.try_ok(&format!("copy {qb} {ra} {N}"))?;
     let took2 = t2.elapsed();
@@ -2144,7 +2186,7 @@ fn memory_across_hosts_both_ways_ordered_by_notifies(c: &Arc<EtcdCluster>) -> Re
     // A set, at an offset, then a record: P sees it; the bytes around it are untouched.
     q.try_ok(&format!("memset {} 171 1000", ra + 5000))?;
     q.try_ok(&format!("record {ina} 3"))?;
-    p.try_ok(&format!("hwait {na} 10000"))?;
+    hwait(&mut p, &na, Duration::from_millis(10000))?;
     let mut want = pattern(N, 9);
     want[5000..6000].fill(171);
     let got = p.try_ok(&format!("sum {pa} {N}"))?;
@@ -2154,7 +2196,7 @@ fn memory_across_hosts_both_ways_ordered_by_notifies(c: &Arc<EtcdCluster>) -> Re
     // A remote-to-remote copy within the import (offset 0 to offset 1 MiB).
     q.try_ok(&format!("copy {} {ra} 4096", ra + (1 << 20)))?;
     q.try_ok(&format!("record {ina} 3"))?;
-    p.try_ok(&format!("hwait {na} 10000"))?;
+    hwait(&mut p, &na, Duration::from_millis(10000))?;
     want.copy_within(0..4096, 1 << 20);
     let got = p.try_ok(&format!("sum {pa} {N}"))?;
     check(got == hash(&want).to_string(), || {
@@ -2198,7 +2240,7 @@ fn a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record(
         ra + at
     ))?;
     q.try_ok(&format!("record {ina} 3"))?;
-    p.try_ok(&format!("hwait {na} 10000"))?;
+    hwait(&mut p, &na, Duration::from_millis(10000))?;
     let (mut want, from) = (pattern(N, 5), pattern(N, 6));
     for row in 0..height {
         let (d, s) = (at + row * dpitch, row * spitch);
@@ -2217,7 +2259,7 @@ fn a_2d_copy_into_another_host_s_memory_lands_row_by_row_before_a_record(
         format!("a 2-D span past the import: {r:?}")
     })?;
     q.try_ok(&format!("record {ina} 3"))?;
-    p.try_ok(&format!("hwait {na} 10000"))?;
+    hwait(&mut p, &na, Duration::from_millis(10000))?;
     let got = p.try_ok(&format!("sum {pa} {N}"))?;
     check(got == hash(&want).to_string(), || {
         "a refused 2-D copy changed the owner's memory".into()
@@ -2257,7 +2299,7 @@ fn a_record_queued_right_after_a_copy_goes_in_the_copy_s_transaction(
         // A host-to-device fill of the importer's own memory: no etcd call.
         q.try_ok(&format!("fill {qb} {N} {round}"))?;
         q.try_ok(&format!("copyrec {ra} {qb} {N} {ina} 3"))?;
-        p.try_ok(&format!("hwait {na} 10000"))?;
+        hwait(&mut p, &na, Duration::from_millis(10000))?;
         let got = p.try_ok(&format!("sum {pa} {N}"))?;
         check(got == hash(&pattern(N, round)).to_string(), || {
             format!("round {round}: the owner's wait returned before the copy's bytes landed")
@@ -2275,7 +2317,7 @@ fn a_record_queued_right_after_a_copy_goes_in_the_copy_s_transaction(
         code_of(&r) == Some(107000) && r.as_ref().is_err_and(|e| e.contains("freed")),
         || format!("a copy into freed memory: {r:?}"),
     )?;
-    p.try_ok(&format!("hwait {na} 10000"))?;
+    hwait(&mut p, &na, Duration::from_millis(10000))?;
     Ok(())
 }
 
@@ -2433,7 +2475,7 @@ fn a_batch_reset_crosses_hosts_in_order_with_records(c: &Arc<EtcdCluster>) -> Re
         importer.try_ok(&format!("record {ih} 3"))?;
         importer.try_ok(&format!("breset {local} {ih}"))?;
         importer.try_ok(&format!("record {ih2} 3"))?;
-        owner.try_ok(&format!("hwait {h2} 10000"))?;
+        hwait(&mut owner, &h2, Duration::from_millis(10000))?;
         let r = owner.ask(&format!("hwait {h} 200"));
         check(code_of(&r) == Some(107019), || {
             format!("round {round}: the owner's notify was still set after the reset: {r:?}")
@@ -2446,7 +2488,7 @@ fn a_batch_reset_crosses_hosts_in_order_with_records(c: &Arc<EtcdCluster>) -> Re
     // Without a reset the record stays: the test can tell.
     importer.try_ok(&format!("record {ih} 3"))?;
     importer.try_ok(&format!("record {ih2} 3"))?;
-    owner.try_ok(&format!("hwait {h2} 10000"))?;
+    hwait(&mut owner, &h2, Duration::from_millis(10000))?;
     owner.try_ok(&format!("hwait {h} 200"))?;
     Ok(())
 }
@@ -2486,7 +2528,7 @@ fn a_request_committed_twice_is_applied_once(c: &Arc<EtcdCluster>) -> Result<(),
     poll_until("the record applied", Duration::from_secs(10), || {
         owner.ask("applied").as_deref() == Ok("1")
     })?;
-    owner.try_ok(&format!("hwait {h} 10000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(10000))?;
     let (key, value, lease) = rec_key(c, &pod, owner.pid, |k| k.split('/').count() == 2)?;
     client
         .put(&key, &value, lease)
@@ -2502,7 +2544,7 @@ fn a_request_committed_twice_is_applied_once(c: &Arc<EtcdCluster>) -> Result<(),
     check(n == "2", || {
         format!("{n} records applied for 2 made: the replayed one was applied again")
     })?;
-    owner.try_ok(&format!("hwait {h} 10000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(10000))?;
     // Memory: write A, then B; A's transaction replayed after B's.
     const N: usize = 4096;
     let pa: usize = owner.try_ok(&format!("malloc 2 {N}"))?.parse()?;
@@ -2519,7 +2561,7 @@ fn a_request_committed_twice_is_applied_once(c: &Arc<EtcdCluster>) -> Result<(),
         .put(&wkey, &wa, wlease)
         .map_err(|e| format!("replay: {e}"))?;
     importer.try_ok(&format!("record {ih} 3"))?;
-    owner.try_ok(&format!("hwait {h} 10000"))?;
+    hwait(&mut owner, &h, Duration::from_millis(10000))?;
     let got = owner.try_ok(&format!("sum {pa} {N}"))?;
     check(got == hash(&pattern(N, 2)).to_string(), || {
         if got == hash(&pattern(N, 1)).to_string() {
@@ -2579,7 +2621,7 @@ fn machines_of_one_name_are_separate_hosts(c: &Arc<EtcdCluster>) -> Result<(), F
     let ih = importer.try_ok(&format!("import 3 {key}"))?;
     for _ in 0..3 {
         importer.try_ok(&format!("record {ih} 3"))?;
-        owner.try_ok(&format!("hwait {h} 5000"))?;
+        hwait(&mut owner, &h, Duration::from_millis(5000))?;
     }
     // The machines' files are their own: none in this machine's /dev/shm.
     check(!first_host.has_server_file(1), || {

@@ -8,7 +8,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
@@ -63,39 +63,105 @@ pub fn serve(run: impl Fn(&Sim, &mut [Option<RawStream>], &[&str]) -> Result<Str
     }
 }
 
-/// Runs `work` and says how long the process did not run meanwhile: stopped (SIGSTOP, e.g. by a
-/// script that pauses other processes for a quiet benchmark window) or waiting for a CPU for
-/// long stretches. A thread naps 10 ms at a time beside `work`; a nap that took over
-/// [`JUMP`] more, the thread could not run for what it took beyond the nap. Shorter
-/// lateness is a wake-up's ordinary delay on a busy machine (a millisecond or two, but a
-/// thousand naps of it would take a second off a 3 s teardown), not counted. The cluster's
-/// client counts its bound in the time the process could run (etcd's `RunDeadline`), so a
-/// test that checks such a bound takes this out of the time it measured.
+/// Runs `work` and says how long the process did not run meanwhile ([`Ticker`]). The
+/// cluster's client counts its bound in the time the process could run (etcd's
+/// `RunDeadline`), so a test that checks such a bound takes this out of the time it measured.
 pub fn not_running(work: impl FnOnce()) -> Duration {
-    use std::sync::atomic::AtomicBool;
-    const NAP: Duration = Duration::from_millis(10);
-    let done = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        let ticker = s.spawn(|| {
-            let (mut lost, mut last) = (Duration::ZERO, Instant::now());
-            while !done.load(Ordering::Relaxed) {
+    let ticker = Ticker::start();
+    work();
+    ticker.stop()
+}
+
+/// A thread that naps 10 ms at a time beside the caller's work and counts how long the
+/// process did not run: stopped (SIGSTOP, e.g. by a script that pauses other processes for a
+/// quiet benchmark window) or waiting for a CPU for long stretches. A nap that took over
+/// [`JUMP`] more, the thread could not run for what it took beyond the nap. Shorter lateness
+/// is a wake-up's ordinary delay on a busy machine (a millisecond or two, but a thousand naps
+/// of it would take a second off a 3 s teardown), not counted.
+pub struct Ticker {
+    shared: std::sync::Arc<Ticks>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// What a [`Ticker`]'s thread tells its owner.
+struct Ticks {
+    start: Instant,
+    done: std::sync::atomic::AtomicBool,
+    /// Microseconds not run, counted so far.
+    lost: AtomicU64,
+    /// When the thread last woke, in microseconds from `start`.
+    last: AtomicU64,
+}
+
+const NAP: Duration = Duration::from_millis(10);
+
+impl Ticker {
+    /// Starts counting.
+    pub fn start() -> Ticker {
+        let shared = std::sync::Arc::new(Ticks {
+            start: Instant::now(),
+            done: false.into(),
+            lost: AtomicU64::new(0),
+            last: AtomicU64::new(0),
+        });
+        let t = shared.clone();
+        let thread = std::thread::spawn(move || {
+            let mut last = t.start;
+            while !t.done.load(Ordering::Relaxed) {
                 std::thread::sleep(NAP);
                 let now = Instant::now();
                 let late = now.saturating_duration_since(last).saturating_sub(NAP);
                 if late > JUMP {
-                    lost += late;
+                    t.lost.fetch_add(late.as_micros() as u64, Ordering::Relaxed);
                 }
+                t.last
+                    .store((now - t.start).as_micros() as u64, Ordering::Relaxed);
                 last = now;
             }
-            lost
         });
-        work();
-        done.store(true, Ordering::Relaxed);
-        ticker.join().unwrap_or_default()
-    })
+        Ticker {
+            shared,
+            thread: Some(thread),
+        }
+    }
+
+    /// How long the process did not run since the start, so far: what the thread counted,
+    /// and its current nap if that is already late by over [`JUMP`] (the process just
+    /// resumed, and the thread has not run yet).
+    pub fn lost(&self) -> Duration {
+        let t = &self.shared;
+        let last = t.start + Duration::from_micros(t.last.load(Ordering::Relaxed));
+        let late = last.elapsed().saturating_sub(NAP);
+        let counted = Duration::from_micros(t.lost.load(Ordering::Relaxed));
+        if late > JUMP { counted + late } else { counted }
+    }
+
+    /// The time since the start that the process could run.
+    pub fn ran(&self) -> Duration {
+        self.shared.start.elapsed().saturating_sub(self.lost())
+    }
+
+    /// Stops counting: how long the process did not run since the start.
+    pub fn stop(mut self) -> Duration {
+        self.end();
+        Duration::from_micros(self.shared.lost.load(Ordering::Relaxed))
+    }
+
+    fn end(&mut self) {
+        self.shared.done.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
-/// How much later than its nap [`not_running`]'s thread must wake for the time to count as
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.end();
+    }
+}
+
+/// How much later than its nap a [`Ticker`]'s thread must wake for the time to count as
 /// the process not running.
 pub const JUMP: Duration = Duration::from_millis(50);
 
@@ -309,12 +375,21 @@ pub fn check(cond: bool, what: impl FnOnce() -> String) -> Result<(), Failed> {
     if cond { Ok(()) } else { Err(what().into()) }
 }
 
-/// Polls `f` every 5 ms until it holds, at most `limit`.
+/// Polls `f` every 5 ms until it holds, at most `limit` of the time this process could run
+/// ([`Ticker`]), not of wall time: a test paused (a quiet benchmark window stops it and its
+/// agents) or starved while `f` asked found the wall-time limit gone on the resume, though
+/// what it waited for (a lease's expiry, in etcd, which is not paused) had come meanwhile.
 pub fn poll_until(what: &str, limit: Duration, mut f: impl FnMut() -> bool) -> Result<(), Failed> {
-    let end = Instant::now() + limit;
+    let ticker = Ticker::start();
     while !f() {
-        if Instant::now() > end {
-            return Err(format!("timed out waiting for {what}").into());
+        if ticker.ran() > limit {
+            return Err(format!(
+                "timed out waiting for {what} ({:.1} s of running time; the process did not \
+                 run for another {:.1} s)",
+                ticker.ran().as_secs_f64(),
+                ticker.lost().as_secs_f64()
+            )
+            .into());
         }
         std::thread::sleep(Duration::from_millis(5));
     }
