@@ -427,9 +427,10 @@ impl Etcd {
     /// event in revision order, until `stop` is set (checked at least every `poll`). A broken
     /// stream (its member died) is reopened on another endpoint from the revision after the
     /// last event seen, so no event is lost or repeated; so is a stream silent for a bound
-    /// whose member then fails a read the leader must confirm (it hangs, or is cut off from
-    /// the others, which commit what it never sends). Returns the next revision to watch
-    /// from; an error only if `prefix`'s history from `from` is gone (compacted).
+    /// (of the time this thread could run: `RunDeadline`) whose member then fails a read
+    /// the leader must confirm (it hangs, or is cut off from the others, which commit what it
+    /// never sends). Returns the next revision to watch from; an error only if `prefix`'s
+    /// history from `from` is gone (compacted).
     pub fn watch(
         &self,
         prefix: &[u8],
@@ -470,7 +471,11 @@ impl Etcd {
                 }
             };
             let mut pending = Vec::new();
-            let mut heard = Instant::now();
+            // The stream's silence, in time this thread could run: each quiet read is a step
+            // bounded by `poll` ([`RunDeadline`]), so a process stopped (or starved) for longer
+            // than the bound does not take its member's quiet stream for a dead member's on
+            // the resume; a member that sends nothing to a running process still is asked.
+            let mut quiet = RunDeadline::new(self.timeout);
             loop {
                 if stop.load(Ordering::Relaxed) {
                     return Ok(from);
@@ -482,19 +487,20 @@ impl Etcd {
                     // silence, ask that member for a read the leader must confirm; if it
                     // cannot answer within a try's share, reopen on the next endpoint.
                     Err(e) if is_timeout(&e) => {
-                        if heard.elapsed() < self.timeout {
+                        quiet.step(poll);
+                        if !quiet.left().is_zero() {
                             continue;
                         }
                         if !self.serves(&addr, prefix) {
                             break;
                         }
-                        heard = Instant::now();
+                        quiet = RunDeadline::new(self.timeout);
                         continue;
                     }
                     // Ended or broken: reopen, on the next endpoint.
                     Ok(None) | Err(_) => break,
                 };
-                heard = Instant::now();
+                quiet = RunDeadline::new(self.timeout);
                 let Ok(msg) = serde_json::from_slice::<Value>(&line) else {
                     break;
                 };
@@ -1113,6 +1119,79 @@ mod tests {
             child.wait(),
             Ok(()),
             "the stopped call failed (its error is on stderr)"
+        );
+    }
+
+    /// A watch whose process was stopped for longer than the call bound, its stream quiet,
+    /// does not ask the member whether it serves on the resume: the silence counts the time
+    /// the process could run. Before, it counted wall time, and the resumed watch asked at
+    /// once (and, had the ask run late too, reopened the stream elsewhere).
+    #[test]
+    fn a_watch_stopped_past_its_bound_does_not_doubt_its_quiet_member() {
+        use std::io::Write;
+        use std::sync::mpsc;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let (tx, connected) = mpsc::channel();
+        std::thread::spawn(move || {
+            for (i, s) in l.incoming().enumerate() {
+                let Ok(mut s) = s else { return };
+                let _ = s.read(&mut [0u8; 4096]);
+                let _ = tx.send(i);
+                if i == 0 {
+                    // The watch: one event, then silence with the stream open.
+                    let _ = s.write_all(
+                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n50\r\n{\"result\":{\"events\":[{\"kv\":{\"key\":\"YQ==\",\"value\":\"MQ==\",\"mod_revision\":\"5\"}}]}}\n\r\n",
+                    );
+                    std::thread::spawn(move || {
+                        std::thread::sleep(Duration::from_secs(120));
+                        drop(s);
+                    });
+                }
+            }
+        });
+        let bound = Duration::from_secs(5);
+        // The child says when it has the event (its stream quiet from then on).
+        let (mut heard, mut tell) = std::os::unix::net::UnixStream::pair().unwrap();
+        let child = Child(Some(crate::fork::fork_child(move || {
+            let stop = AtomicBool::new(false);
+            let poll = Duration::from_millis(50);
+            let _ = Etcd::new(vec![addr], bound).watch(b"a", 1, &stop, poll, |_| {
+                let _ = tell.write_all(b"e");
+            });
+            true
+        })));
+        // Bounds that only turn a hang into a failure.
+        assert_eq!(
+            connected.recv_timeout(Duration::from_secs(60)),
+            Ok(0),
+            "the child's watch never came"
+        );
+        heard
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut e = [0u8; 1];
+        heard
+            .read_exact(&mut e)
+            .expect("the child never had the event");
+        child.signal(libc::SIGSTOP);
+        let t = Instant::now();
+        while !stopped(child.pid()) {
+            assert!(
+                t.elapsed() < Duration::from_secs(60),
+                "the child never stopped"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // Stopped for longer than the bound; then a second of running, well short of it
+        // (what ran before the stop was this thread's reaction, milliseconds): the member is
+        // not asked. (Load can only make the child run less than that second.)
+        std::thread::sleep(bound + Duration::from_secs(1));
+        child.signal(libc::SIGCONT);
+        let r = connected.recv_timeout(Duration::from_secs(1));
+        assert!(
+            r.is_err(),
+            "the resumed watch asked its member (connection {r:?}) after less than its bound of running time"
         );
     }
 
