@@ -575,7 +575,7 @@ fn try_budget(left: Duration, k: usize, n: usize, round: u32, bound: Duration) -
 /// The monotonic clock goes on while a process is stopped, and Linux has no clock of a
 /// process's stopped time; its own steps' lateness is what tells it.
 #[derive(Debug)]
-struct RunDeadline {
+pub(super) struct RunDeadline {
     at: Instant,
     /// When the last step ended (or the call started).
     last: Instant,
@@ -584,7 +584,7 @@ struct RunDeadline {
 }
 
 impl RunDeadline {
-    fn new(bound: Duration) -> RunDeadline {
+    pub(super) fn new(bound: Duration) -> RunDeadline {
         let now = Instant::now();
         RunDeadline {
             at: now + bound,
@@ -594,13 +594,13 @@ impl RunDeadline {
     }
 
     /// What is left of the bound.
-    fn left(&self) -> Duration {
+    pub(super) fn left(&self) -> Duration {
         self.at.saturating_duration_since(Instant::now())
     }
 
     /// Notes that a step that may take `bound` (and what little the call did since the last
     /// one) ended now: any time beyond `bound` moves the deadline on.
-    fn step(&mut self, bound: Duration) {
+    pub(super) fn step(&mut self, bound: Duration) {
         let now = Instant::now();
         let late = now
             .saturating_duration_since(self.last)
@@ -613,7 +613,7 @@ impl RunDeadline {
     /// `" of running time (the process did not run for another 2.3 s: stopped, or waiting
     /// for a CPU)"` when the call lost a tenth of a second or more so, else nothing: for
     /// the message of a call that ran out.
-    fn not_counted(&self) -> String {
+    pub(super) fn not_counted(&self) -> String {
         if self.lost < Duration::from_millis(100) {
             return String::new();
         }

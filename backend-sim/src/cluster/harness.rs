@@ -8,12 +8,19 @@ use std::net::{SocketAddr, TcpListener};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::etcd::Etcd;
+use super::etcd::{Etcd, RunDeadline};
 
 /// How long the members may take to elect a leader and answer.
 const START_WAIT: Duration = Duration::from_secs(20);
+
+/// The bound on a probe of the whole cluster (a put), and on one of a single member (a get).
+const PROBE: Duration = Duration::from_millis(500);
+const MEMBER_PROBE: Duration = Duration::from_millis(300);
+
+/// The pause between two probes.
+const NAP: Duration = Duration::from_millis(50);
 
 /// A hang guard on reading one member's `/metrics` (a loopback answer of a few hundred
 /// kilobytes): it only turns a member that never answers into an error.
@@ -221,16 +228,20 @@ impl EtcdCluster {
             m.spawn(&cluster.dir)?;
             cluster.members.push(m);
         }
-        let deadline = Instant::now() + START_WAIT;
-        let probe = Etcd::new(cluster.client_addrs(), Duration::from_millis(500));
+        // In time this process could run: a test paused (a quiet benchmark window) or starved
+        // while it probed found a wall-time bound gone on the resume, the members up meanwhile.
+        let mut deadline = RunDeadline::new(START_WAIT);
+        let probe = Etcd::new(cluster.client_addrs(), PROBE);
         loop {
             // A put needs a leader and a quorum; each member must also answer on its own.
             let all_up = cluster.members.iter().all(|m| {
-                Etcd::new(vec![m.client], Duration::from_millis(300))
-                    .get(b"/")
-                    .is_ok()
+                let up = Etcd::new(vec![m.client], MEMBER_PROBE).get(b"/").is_ok();
+                deadline.step(MEMBER_PROBE);
+                up
             });
-            if all_up && probe.put(b"/acl-notify-harness", b"up", 0).is_ok() {
+            let put = all_up && probe.put(b"/acl-notify-harness", b"up", 0).is_ok();
+            deadline.step(PROBE);
+            if put {
                 return Ok(cluster);
             }
             for m in &mut cluster.members {
@@ -241,13 +252,15 @@ impl EtcdCluster {
                     return Err(format!("etcd member {} exited ({status}): {tail}", m.name));
                 }
             }
-            if Instant::now() > deadline {
+            if deadline.left().is_zero() {
                 return Err(format!(
-                    "etcd cluster did not come up within {START_WAIT:?} (logs in {})",
+                    "etcd cluster did not come up within {START_WAIT:?}{} (logs in {})",
+                    deadline.not_counted(),
                     cluster.dir.display()
                 ));
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(NAP);
+            deadline.step(NAP);
         }
     }
 
@@ -293,25 +306,29 @@ impl EtcdCluster {
         }
     }
 
-    /// Waits at most `within` until the members still running have a leader and a quorum (a
-    /// put through them succeeds): after [`kill_member`](Self::kill_member) of the leader, the
+    /// Waits at most `within` (of the time this process could run) until the members still
+    /// running have a leader and a quorum (a put through them succeeds): after [`kill_member`](Self::kill_member) of the leader, the
     /// others elect another first.
     pub fn wait_for_quorum(&self, within: Duration) -> Result<(), String> {
         let running = self.members.iter().filter(|m| m.child.is_some());
-        let probe = Etcd::new(
-            running.map(|m| m.client).collect(),
-            Duration::from_millis(500),
-        );
-        let deadline = Instant::now() + within;
-        while probe.put(b"/acl-notify-harness", b"up", 0).is_err() {
-            if Instant::now() > deadline {
+        let probe = Etcd::new(running.map(|m| m.client).collect(), PROBE);
+        // In time this process could run (see `start`'s wait).
+        let mut deadline = RunDeadline::new(within);
+        loop {
+            let put = probe.put(b"/acl-notify-harness", b"up", 0);
+            deadline.step(PROBE);
+            if put.is_ok() {
+                return Ok(());
+            }
+            if deadline.left().is_zero() {
                 return Err(format!(
-                    "the running etcd members had no quorum within {within:?}"
+                    "the running etcd members had no quorum within {within:?}{}",
+                    deadline.not_counted()
                 ));
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(NAP);
+            deadline.step(NAP);
         }
-        Ok(())
     }
 
     /// The process id of member `i` (also its process group's: a member runs in a session
