@@ -599,9 +599,14 @@ fn get(page: &XPage, i: usize) -> String {
     }
 }
 
-/// Two processes, each with a stream, its own notify and the other's imported: A records B's
-/// and waits on its own, B the reverse; each host feeds its own stream in chunks.
-fn xproc(ns: &str, chunks: u64, kind: Throttle) {
+/// A zeroed page shared with the children this process forks (an anonymous shared mapping,
+/// kept for the rest of the process), as a `T`.
+///
+/// # Safety
+///
+/// `T` must fit in a page and be valid when all zero.
+unsafe fn shared_page<T>() -> &'static T {
+    assert!(std::mem::size_of::<T>() <= 4096, "a page holds it");
     // SAFETY: an anonymous shared mapping of one page; checked below.
     let page = unsafe {
         libc::mmap(
@@ -614,8 +619,16 @@ fn xproc(ns: &str, chunks: u64, kind: Throttle) {
         )
     };
     assert!(page != libc::MAP_FAILED, "mmap");
-    // SAFETY: a zeroed page, mapped for the rest of the process: zero is a valid `XPage`.
-    let page: &'static XPage = unsafe { &*page.cast::<XPage>() };
+    // SAFETY: a zeroed, page-aligned page mapped for the rest of the process; the caller
+    // promises zero is a valid `T` that fits it.
+    unsafe { &*page.cast::<T>() }
+}
+
+/// Two processes, each with a stream, its own notify and the other's imported: A records B's
+/// and waits on its own, B the reverse; each host feeds its own stream in chunks.
+fn xproc(ns: &str, chunks: u64, kind: Throttle) {
+    // SAFETY: zero is a valid `XPage` (atomics), which fits a page.
+    let page: &'static XPage = unsafe { shared_page() };
     // SAFETY: no other thread exists yet (the simulator is opened after the fork).
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork");
@@ -736,20 +749,8 @@ fn hybrid_set(l: &HLine, x: u32) {
 /// `hybrid`: the bench's cross-process hybrid baseline (spin, then futex; one thread a
 /// process, no host, no simulator), with the same per-chunk report as `xproc`.
 fn hybrid(chunks: u64) {
-    // SAFETY: an anonymous shared mapping of one page; checked below.
-    let page = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert!(page != libc::MAP_FAILED, "mmap");
-    // SAFETY: a zeroed page, mapped for the rest of the process: zero is a valid pair of lines.
-    let lines: &'static [HLine; 2] = unsafe { &*page.cast::<[HLine; 2]>() };
+    // SAFETY: zero is a valid pair of lines (atomics), which fits a page.
+    let lines: &'static [HLine; 2] = unsafe { shared_page() };
     // SAFETY: no other thread exists yet.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork");

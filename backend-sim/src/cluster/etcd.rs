@@ -1040,6 +1040,20 @@ mod tests {
             assert_eq!(unsafe { libc::kill(self.pid(), sig) }, 0);
         }
 
+        /// Stops it (SIGSTOP) and returns once it is stopped (a 60 s bound that only turns a
+        /// hang into a failure).
+        fn stop(&self) {
+            self.signal(libc::SIGSTOP);
+            let t = Instant::now();
+            while !stopped(self.pid()) {
+                assert!(
+                    t.elapsed() < Duration::from_secs(60),
+                    "the child never stopped"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+
         fn wait(mut self) -> Result<(), i32> {
             crate::fork::wait_child(self.0.take().unwrap_or(0))
         }
@@ -1102,15 +1116,7 @@ mod tests {
         request
             .recv_timeout(Duration::from_secs(60))
             .expect("the child's request never came");
-        child.signal(libc::SIGSTOP);
-        let t = Instant::now();
-        while !stopped(child.pid()) {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "the child never stopped"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        child.stop();
         go.send(()).unwrap();
         // Stopped for longer than the call's whole bound.
         std::thread::sleep(bound * 2);
@@ -1174,15 +1180,7 @@ mod tests {
         heard
             .read_exact(&mut e)
             .expect("the child never had the event");
-        child.signal(libc::SIGSTOP);
-        let t = Instant::now();
-        while !stopped(child.pid()) {
-            assert!(
-                t.elapsed() < Duration::from_secs(60),
-                "the child never stopped"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        child.stop();
         // Stopped for longer than the bound; then a second of running, well short of it
         // (what ran before the stop was this thread's reaction, milliseconds): the member is
         // not asked. (Load can only make the child run less than that second.)
