@@ -3,11 +3,11 @@
 //! It holds what every platform shares — CANN's error codes ([`Error`]), the flag words
 //! ([`flags`]), the per-SoC capability table ([`soc`]), fixed-capacity id pools ([`pool`]),
 //! export keys ([`key`]), SuperPOD device ids ([`sdid`]), whitelists ([`whitelist`]), the
-//! handle lifecycle ([`lifecycle`], and as typestates in [`typed`]) — plus the device-side tables that AICPU firmware and the
-//! simulator both run: one slot state machine for every shared resource ([`slot`]), with the
-//! notify's flag and waiter queue ([`table`]) or a count ([`cnt`], SPEC §6) as its payload, and
-//! one way to wait ([`waiter`]). It talks to platforms only through the traits in [`backend`]
-//! (and [`waiter`]'s wait/wake trait).
+//! handle lifecycle ([`lifecycle`], and as typestates in [`typed`]) — plus the device-side
+//! tables that AICPU firmware and the simulator both run: one slot state machine for every
+//! shared resource ([`slot`]), with the notify's flag and waiter queue ([`table`]) or a count
+//! ([`cnt`], SPEC §6) as its payload, and one way to wait ([`waiter`]). It talks to platforms
+//! only through the traits in [`backend`] (and [`waiter`]'s wait/wake trait).
 #![no_std]
 #![deny(missing_docs)]
 

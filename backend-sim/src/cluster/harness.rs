@@ -307,8 +307,8 @@ impl EtcdCluster {
     }
 
     /// Waits at most `within` (of the time this process could run) until the members still
-    /// running have a leader and a quorum (a put through them succeeds): after [`kill_member`](Self::kill_member) of the leader, the
-    /// others elect another first.
+    /// running have a leader and a quorum (a put through them succeeds): after
+    /// [`kill_member`](Self::kill_member) of the leader, the others elect another first.
     pub fn wait_for_quorum(&self, within: Duration) -> Result<(), String> {
         let running = self.members.iter().filter(|m| m.child.is_some());
         let probe = Etcd::new(running.map(|m| m.client).collect(), PROBE);
