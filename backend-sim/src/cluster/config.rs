@@ -89,20 +89,12 @@ impl ClusterConfig {
             .into_string()
             .map_err(|_| format!("{ENV_CLUSTER}: the value is not valid UTF-8"))?;
         let mut c = ClusterConfig::parse(&url).map_err(|e| format!("{ENV_CLUSTER}={e}"))?;
-        if let Some(t) = std::env::var_os(ENV_CLUSTER_TTL) {
-            let t = t.to_string_lossy().into_owned();
-            let secs = t.trim().parse::<u32>().map_err(|_| {
-                format!("{ENV_CLUSTER_TTL}={t:?} is not a number of seconds (1 to 3600)")
-            })?;
+        if let Some(secs) = env_secs(ENV_CLUSTER_TTL, "1 to 3600")? {
             c = c
                 .with_ttl(secs)
                 .map_err(|e| format!("{ENV_CLUSTER_TTL}: {e}"))?;
         }
-        if let Some(t) = std::env::var_os(ENV_CLUSTER_TIMEOUT) {
-            let t = t.to_string_lossy().into_owned();
-            let secs = t.trim().parse::<u32>().map_err(|_| {
-                format!("{ENV_CLUSTER_TIMEOUT}={t:?} is not a number of seconds (1 to 600)")
-            })?;
+        if let Some(secs) = env_secs(ENV_CLUSTER_TIMEOUT, "1 to 600")? {
             c = c
                 .with_timeout(secs)
                 .map_err(|e| format!("{ENV_CLUSTER_TIMEOUT}: {e}"))?;
@@ -114,6 +106,19 @@ impl ClusterConfig {
     pub fn pod(&self) -> &str {
         &self.pod
     }
+}
+
+/// Variable `name`'s whole number of seconds (`range` says which, for the message); `None`
+/// when it is not set.
+fn env_secs(name: &str, range: &str) -> Result<Option<u32>, String> {
+    let Some(t) = std::env::var_os(name) else {
+        return Ok(None);
+    };
+    let t = t.to_string_lossy().into_owned();
+    t.trim()
+        .parse::<u32>()
+        .map(Some)
+        .map_err(|_| format!("{name}={t:?} is not a number of seconds ({range})"))
 }
 
 #[cfg(test)]
